@@ -1,0 +1,62 @@
+//! The tools a model may see in one run: derived only from a source and a policy.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::{Error, PolicyDecision, RunContext, ToolId, ToolPolicy, ToolSource, ToolSpec};
+
+/// The explicit set of tools a model sees for one run (invariant CATALOG_IS_EXPLICIT).
+///
+/// Only tools the policy allows are in it. The runner refuses any call outside it even where
+/// the policy would allow the tool (defence in depth).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolCatalog {
+    specs: BTreeMap<ToolId, ToolSpec>,
+}
+
+impl ToolCatalog {
+    /// Keeps the tools of `source` for which `policy` decides [`PolicyDecision::Allow`].
+    ///
+    /// Two specs with one id are an error, never an overwrite.
+    pub fn build(
+        source: &dyn ToolSource,
+        policy: &ToolPolicy,
+        ctx: &RunContext,
+    ) -> Result<Self, Error> {
+        let mut seen = BTreeSet::new();
+        let mut specs = BTreeMap::new();
+        for spec in source.tool_specs() {
+            if !seen.insert(spec.id.clone()) {
+                return Err(Error::ToolIdCollision(spec.id));
+            }
+            if policy.decide(ctx, &spec.id, spec.effect) == PolicyDecision::Allow {
+                specs.insert(spec.id.clone(), spec);
+            }
+        }
+        Ok(Self { specs })
+    }
+
+    /// The spec of a visible tool.
+    pub fn get(&self, id: &ToolId) -> Option<&ToolSpec> {
+        self.specs.get(id)
+    }
+
+    /// Whether the tool is visible in this run.
+    pub fn contains(&self, id: &ToolId) -> bool {
+        self.specs.contains_key(id)
+    }
+
+    /// The visible specs, ordered by id (stable, so the wire tool set hashes the same each run).
+    pub fn specs(&self) -> impl ExactSizeIterator<Item = &ToolSpec> {
+        self.specs.values()
+    }
+
+    /// How many tools are visible.
+    pub fn len(&self) -> usize {
+        self.specs.len()
+    }
+
+    /// Whether no tool is visible.
+    pub fn is_empty(&self) -> bool {
+        self.specs.is_empty()
+    }
+}

@@ -1,0 +1,162 @@
+//! Who is running a tool, and on whose behalf: references only, never secrets.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, RunId, ToolCallId};
+
+const REF_MAX: usize = 128;
+
+pub(crate) fn check_ref(field: &'static str, raw: &str) -> Result<(), Error> {
+    if raw.is_empty() {
+        return Err(Error::InvalidContext {
+            field,
+            reason: "it is empty",
+        });
+    }
+    if raw.chars().count() > REF_MAX {
+        return Err(Error::InvalidContext {
+            field,
+            reason: "it is longer than 128 characters",
+        });
+    }
+    Ok(())
+}
+
+/// An opaque reference to an external account connection; the broker resolves it to credentials.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ConnectionId(String);
+
+impl ConnectionId {
+    /// Builds a connection reference of 1..=128 characters.
+    pub fn new(raw: impl Into<String>) -> Result<Self, Error> {
+        let raw = raw.into();
+        check_ref("connection_id", &raw)?;
+        Ok(Self(raw))
+    }
+
+    /// The reference as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for ConnectionId {
+    type Error = Error;
+    fn try_from(raw: String) -> Result<Self, Error> {
+        Self::new(raw)
+    }
+}
+
+impl From<ConnectionId> for String {
+    fn from(id: ConnectionId) -> String {
+        id.0
+    }
+}
+
+/// The connections the server has granted this actor (from the server's own records, never from
+/// the request).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionGrant {
+    /// Connections the actor may use.
+    pub allowed_connection_ids: BTreeSet<ConnectionId>,
+}
+
+/// The run-wide context that policy, catalog and runner decide on.
+///
+/// Every field is a reference. A secret never lives here (invariant NO_SECRETS_IN_CONTEXT):
+/// credentials reach a tool only through a per-invocation [`crate::AuthCapability`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunContext {
+    /// The run.
+    pub run_id: RunId,
+    /// Who acts: `user:<id>`, `agent:<id>` or `service:<name>`.
+    pub actor_id: String,
+    /// The tenant or billing scope.
+    pub tenant_id: String,
+    /// On whose behalf the actor acts; set by the server only.
+    pub subject_id: Option<String>,
+    /// The graph that runs, for authorization.
+    pub graph_id: Option<String>,
+    /// The connection the request selected for tools that need one.
+    pub connection_id: Option<ConnectionId>,
+    /// The connections the request asked to use.
+    pub requested_connection_ids: BTreeSet<ConnectionId>,
+    /// The connections the server granted the actor.
+    pub grant: ConnectionGrant,
+}
+
+impl RunContext {
+    /// A context with no subject, graph or connections; fields are checked for length.
+    pub fn new(
+        run_id: impl Into<String>,
+        actor_id: impl Into<String>,
+        tenant_id: impl Into<String>,
+    ) -> Result<Self, Error> {
+        let actor_id = actor_id.into();
+        let tenant_id = tenant_id.into();
+        check_ref("actor_id", &actor_id)?;
+        check_ref("tenant_id", &tenant_id)?;
+        Ok(Self {
+            run_id: RunId::new(run_id)?,
+            actor_id,
+            tenant_id,
+            subject_id: None,
+            graph_id: None,
+            connection_id: None,
+            requested_connection_ids: BTreeSet::new(),
+            grant: ConnectionGrant::default(),
+        })
+    }
+
+    /// `grant ∩ requested`: the only connections a tool of this run may use (invariant 30).
+    pub fn effective_connection_ids(&self) -> impl Iterator<Item = &ConnectionId> {
+        self.grant
+            .allowed_connection_ids
+            .intersection(&self.requested_connection_ids)
+    }
+
+    /// Whether `id` is in `grant ∩ requested`.
+    pub fn may_use_connection(&self, id: &ConnectionId) -> bool {
+        self.grant.allowed_connection_ids.contains(id) && self.requested_connection_ids.contains(id)
+    }
+}
+
+/// The context one tool invocation sees: the run's references plus its own call id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolInvocationContext {
+    /// The run.
+    pub run_id: RunId,
+    /// The call being run.
+    pub tool_call_id: ToolCallId,
+    /// Who acts.
+    pub actor_id: String,
+    /// The tenant or billing scope.
+    pub tenant_id: String,
+    /// On whose behalf.
+    pub subject_id: Option<String>,
+    /// The graph that runs.
+    pub graph_id: Option<String>,
+    /// The connection this invocation may use, already checked against `grant ∩ requested`.
+    pub connection_id: Option<ConnectionId>,
+}
+
+impl ToolInvocationContext {
+    pub(crate) fn new(
+        run: &RunContext,
+        tool_call_id: ToolCallId,
+        connection_id: Option<ConnectionId>,
+    ) -> Self {
+        Self {
+            run_id: run.run_id.clone(),
+            tool_call_id,
+            actor_id: run.actor_id.clone(),
+            tenant_id: run.tenant_id.clone(),
+            subject_id: run.subject_id.clone(),
+            graph_id: run.graph_id.clone(),
+            connection_id,
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! The crate's one error type for things that are refused at construction or load time.
+
+/// Everything that ai-core refuses to build or load.
+///
+/// Failed tool calls are not errors: they are [`crate::ToolExecResult`] values.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A tool id breaks `^[a-zA-Z0-9_-]{1,64}$` or the `core__`/`mcp__<server>__` namespacing.
+    #[error("invalid tool id {id:?}: {reason}")]
+    InvalidToolId {
+        /// The rejected id, cut to 80 characters.
+        id: String,
+        /// Which rule it broke.
+        reason: &'static str,
+    },
+    /// A tool call id is empty or longer than 128 characters.
+    #[error("invalid tool call id: {reason}")]
+    InvalidToolCallId {
+        /// Which rule it broke.
+        reason: &'static str,
+    },
+    /// An identifier in a run context (run, actor, tenant, connection) is empty or too long.
+    #[error("invalid {field}: {reason}")]
+    InvalidContext {
+        /// The field that was rejected.
+        field: &'static str,
+        /// Which rule it broke.
+        reason: &'static str,
+    },
+    /// Two tools in one source or catalog share an id; nothing is overwritten.
+    #[error("tool id collision: {0} is defined twice")]
+    ToolIdCollision(crate::ToolId),
+    /// A tool policy could not be parsed.
+    #[error("invalid tool policy: {0}")]
+    Policy(String),
+}
+
+/// `Result` with [`Error`] as the default error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

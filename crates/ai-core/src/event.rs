@@ -1,0 +1,88 @@
+//! The events a run emits, in one provider- and UI-neutral vocabulary.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{ToolCallId, ToolOutcome, Usage};
+
+/// Why a run ended; carried by the one [`AiEvent::Done`] of each run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DoneReason {
+    /// The model finished without asking for more tools.
+    Stop,
+    /// The loop reached its step limit.
+    MaxSteps,
+    /// A tool call waits for a human decision.
+    AwaitingApproval,
+    /// The run was cancelled.
+    Cancelled,
+    /// The run failed; an [`AiEvent::Error`] came before.
+    Error,
+}
+
+/// One thing that happened in a run. A run emits exactly one [`AiEvent::Done`], last.
+///
+/// Events carry validated arguments and redacted results only, never secrets.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AiEvent {
+    /// Model text, as it streams.
+    TextDelta {
+        /// The new text.
+        delta: String,
+    },
+    /// A tool call begins (the runner took it; `args` are the validated arguments, absent when they
+    /// did not parse or the call was refused before validation).
+    ToolCallStart {
+        /// The call.
+        tool_call_id: ToolCallId,
+        /// The tool name as the model sent it.
+        tool_name: String,
+        /// The validated arguments.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        args: Option<Value>,
+    },
+    /// A fragment of a tool call's arguments as the model streams them, for display only.
+    ToolCallArgsDelta {
+        /// The call.
+        tool_call_id: ToolCallId,
+        /// The raw fragment.
+        delta: String,
+    },
+    /// A tool call ended; every started call gets exactly one.
+    ToolCallResult {
+        /// The call.
+        tool_call_id: ToolCallId,
+        /// The tool name as the model sent it.
+        tool_name: String,
+        /// The redacted value or the coded failure.
+        outcome: ToolOutcome,
+    },
+    /// A call waits for a human to approve or deny it.
+    ApprovalRequired {
+        /// The call.
+        tool_call_id: ToolCallId,
+        /// The tool.
+        tool_id: crate::ToolId,
+        /// The validated arguments the approval is for.
+        args: Value,
+    },
+    /// Token usage of one model call.
+    Usage {
+        /// The counts.
+        usage: Usage,
+    },
+    /// A run-level failure, with a message safe to show.
+    Error {
+        /// What went wrong.
+        message: String,
+    },
+    /// The run is over.
+    Done {
+        /// Why.
+        reason: DoneReason,
+    },
+}

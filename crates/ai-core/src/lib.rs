@@ -1,0 +1,80 @@
+//! The semantic core of cogni-tools: what a tool is, who may call it, and the one path that runs it.
+//!
+//! This crate owns the canonical tool types ([`ToolId`], [`ToolSpec`], [`ToolExecResult`],
+//! [`ToolInvocationRecord`]), the events a run emits ([`AiEvent`]), the ports the rest of the
+//! workspace implements ([`ToolSource`], [`BoundTool`], [`Clock`], [`EventSink`],
+//! [`ConnectionBroker`], [`CompletionPort`], [`BlobStore`]), the deny-by-default
+//! [`ToolPolicy`], the [`ToolCatalog`], the [`ToolRunner`] pipeline, and the provider-neutral
+//! message model with [`validate_history`].
+//!
+//! It never does IO (no files, sockets, environment or wall clock: time comes through
+//! [`Clock`]) and never names a JSON Schema library: schemas are plain [`serde_json::Value`]s
+//! here, and validating against them is the job of the [`BoundTool`] an adapter crate provides.
+//!
+//! # Example
+//!
+//! ```
+//! use ai_core::{ToolEffect, ToolId, ToolPolicy, PolicyDecision, RunContext};
+//!
+//! let policy = ToolPolicy::from_toml_str(r#"
+//!     allowed_tools = ["core__get_current_time"]
+//! "#).unwrap();
+//! let ctx = RunContext::new("run-1", "user:alice", "tenant-1").unwrap();
+//! let time = ToolId::parse("core__get_current_time").unwrap();
+//! let other = ToolId::parse("core__workspace_write").unwrap();
+//! assert_eq!(policy.decide(&ctx, &time, ToolEffect::ReadOnly), PolicyDecision::Allow);
+//! assert_eq!(policy.decide(&ctx, &other, ToolEffect::StateChange), PolicyDecision::Deny);
+//! ```
+
+mod canonical;
+mod catalog;
+mod completion;
+mod context;
+mod error;
+mod event;
+mod id;
+mod message;
+mod policy;
+mod ports;
+mod result;
+mod runner;
+mod schema;
+mod secret;
+mod source;
+mod spec;
+
+pub use canonical::{canonical_json, sha256_hex};
+pub use catalog::ToolCatalog;
+pub use completion::{
+    CompletionDelta, CompletionError, FinishReason, GraphRef, LlmCaller, LlmCompletion,
+    LlmRequest, LlmToolCall, ToolChoice, Usage, prompt_hash,
+};
+pub use context::{ConnectionGrant, ConnectionId, RunContext, ToolInvocationContext};
+pub use error::{Error, Result};
+pub use event::{AiEvent, DoneReason};
+pub use id::{RunId, ToolCallId, ToolId};
+pub use message::{AssistantToolCall, HistoryError, Message, validate_history};
+pub use policy::{Budgets, PolicyDecision, ToolPolicy};
+pub use ports::{
+    AuthCapability, AuthError, AuthzDecision, Authorizer, BlobStore, BlobStoreError, Clock,
+    CompletionPort, ConnectionBroker, DeltaSink, EventSink,
+};
+pub use result::{ToolErrorCode, ToolExecResult, ToolFailure, ToolInvocationRecord, ToolOutcome};
+pub use runner::{ExecPermit, RunnerConfig, ToolCall, ToolRun, ToolRunner};
+pub use schema::{SchemaViolation, validate_tool_schema_p0};
+pub use secret::Secret;
+pub use source::{BoundTool, Capabilities, StaticToolSource, ToolError, ToolSource};
+pub use spec::{Redaction, ToolEffect, ToolSpec};
+
+/// Re-exported so that callers name the same cancellation token the runner listens to.
+pub use tokio_util::sync::CancellationToken;
+
+#[allow(dead_code)]
+fn _assert_send_and_sync() {
+    fn assert<T: Send + Sync>() {}
+    assert::<ToolRunner>();
+    assert::<ToolCatalog>();
+    assert::<ToolPolicy>();
+    assert::<StaticToolSource>();
+    assert::<AiEvent>();
+}

@@ -1,0 +1,165 @@
+//! What a tool call ends as: a value or a coded, model-safe failure. Never a panic, never an `Err`.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::ToolCallId;
+
+/// Why a tool call failed. Each code has a fixed meaning the model and the UI can act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ToolErrorCode {
+    /// No tool with that id exists in the source.
+    Unavailable,
+    /// The policy or this run's catalog does not allow the tool, or a connection is outside the grant.
+    PolicyDenied,
+    /// The authorization hook refused the actor.
+    AuthzDenied,
+    /// The arguments do not satisfy the tool's input schema, or exceed the size limit.
+    Validation,
+    /// The arguments are not valid JSON.
+    InvalidJson,
+    /// The tool ran and failed.
+    Execution,
+    /// The tool ran past its runtime budget.
+    Timeout,
+    /// The run was cancelled while the tool ran.
+    Cancelled,
+    /// The tool returned output that breaks its own output schema.
+    OutputValidation,
+    /// The output could not be redacted; nothing is shown.
+    RedactionFailed,
+    /// The redacted output is larger than the result budget.
+    ResultTooLarge,
+}
+
+impl ToolErrorCode {
+    /// The snake_case wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unavailable => "unavailable",
+            Self::PolicyDenied => "policy_denied",
+            Self::AuthzDenied => "authz_denied",
+            Self::Validation => "validation",
+            Self::InvalidJson => "invalid_json",
+            Self::Execution => "execution",
+            Self::Timeout => "timeout",
+            Self::Cancelled => "cancelled",
+            Self::OutputValidation => "output_validation",
+            Self::RedactionFailed => "redaction_failed",
+            Self::ResultTooLarge => "result_too_large",
+        }
+    }
+}
+
+impl fmt::Display for ToolErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failed call: a code and a message that is safe to show the model (no raw arguments, no secrets).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolFailure {
+    /// What kind of failure.
+    pub code: ToolErrorCode,
+    /// A short sentence for the model and the UI.
+    pub safe_message: String,
+}
+
+impl ToolFailure {
+    /// A failure with `code` and `safe_message`.
+    pub fn new(code: ToolErrorCode, safe_message: impl Into<String>) -> Self {
+        Self {
+            code,
+            safe_message: safe_message.into(),
+        }
+    }
+}
+
+/// How a call ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ToolOutcome {
+    /// The redacted output.
+    Ok {
+        /// The output after validation and redaction.
+        value: Value,
+    },
+    /// A coded failure.
+    Error(ToolFailure),
+}
+
+/// The answer to one tool call, fed back to the model as its tool message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolExecResult {
+    /// The call this answers; always the id the call came with.
+    pub tool_call_id: ToolCallId,
+    /// Value or failure.
+    #[serde(flatten)]
+    pub outcome: ToolOutcome,
+}
+
+impl ToolExecResult {
+    /// A successful result.
+    pub fn ok(tool_call_id: ToolCallId, value: Value) -> Self {
+        Self {
+            tool_call_id,
+            outcome: ToolOutcome::Ok { value },
+        }
+    }
+
+    /// A failed result.
+    pub fn error(tool_call_id: ToolCallId, failure: ToolFailure) -> Self {
+        Self {
+            tool_call_id,
+            outcome: ToolOutcome::Error(failure),
+        }
+    }
+
+    /// The failure, if the call failed.
+    pub fn failure(&self) -> Option<&ToolFailure> {
+        match &self.outcome {
+            ToolOutcome::Ok { .. } => None,
+            ToolOutcome::Error(failure) => Some(failure),
+        }
+    }
+
+    /// The tool message content sent back to the model: the value as JSON, or
+    /// `{"error":{"code":…,"message":…}}`.
+    pub fn model_content(&self) -> String {
+        match &self.outcome {
+            ToolOutcome::Ok { value } => value.to_string(),
+            ToolOutcome::Error(failure) => serde_json::json!({
+                "error": {"code": failure.code, "message": failure.safe_message}
+            })
+            .to_string(),
+        }
+    }
+}
+
+/// The audit record of one invocation. It holds validated arguments and the redacted result only.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolInvocationRecord {
+    /// The call.
+    pub tool_call_id: ToolCallId,
+    /// The tool name the model asked for (cut to 128 characters; it may not be a valid id).
+    pub tool_id: String,
+    /// The validated arguments, when they parsed.
+    pub args: Option<Value>,
+    /// The redacted result, when the call succeeded.
+    pub result: Option<Value>,
+    /// The failure, when it failed.
+    pub error: Option<ToolFailure>,
+    /// When the runner took the call, from the [`crate::Clock`].
+    pub started_at_ms: u64,
+    /// When the runner answered it.
+    pub ended_at_ms: u64,
+    /// Provider-native payload for observability only. Never serialized, never shown, never used
+    /// to decide anything.
+    #[serde(skip)]
+    pub raw: Option<Value>,
+}

@@ -1,0 +1,83 @@
+//! Running a tool's future under the runtime budget and the run's cancellation token.
+
+use std::any::Any;
+use std::future::Future;
+use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::{ToolError, ToolErrorCode, ToolFailure};
+
+/// Awaits `exec`, ending it as `cancelled` when the token fires (checked first), as `timeout`
+/// past `budget`, and as `execution` when it fails or panics.
+pub(super) async fn run<F>(
+    exec: F,
+    budget: Duration,
+    cancel: &CancellationToken,
+) -> Result<Value, ToolFailure>
+where
+    F: Future<Output = Result<Value, ToolError>> + Unpin,
+{
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(ToolFailure::new(
+            ToolErrorCode::Cancelled,
+            "the tool call was cancelled",
+        )),
+        finished = tokio::time::timeout(budget, CatchUnwind(exec)) => match finished {
+            Err(_elapsed) => Err(ToolFailure::new(
+                ToolErrorCode::Timeout,
+                format!("the tool did not finish within {} ms", budget.as_millis()),
+            )),
+            Ok(Err(_panic)) => Err(ToolFailure::new(
+                ToolErrorCode::Execution,
+                "the tool failed unexpectedly",
+            )),
+            Ok(Ok(Err(error))) => Err(ToolFailure::new(
+                ToolErrorCode::Execution,
+                format!("the tool failed: {}", error.safe_message()),
+            )),
+            Ok(Ok(Ok(value))) => Ok(value),
+        },
+    }
+}
+
+/// Turns a panic while polling the tool's future into a value, so one bad tool cannot take the
+/// loop down. The payload is dropped unread: it may hold anything.
+struct CatchUnwind<F>(F);
+
+impl<F: Future + Unpin> Future for CatchUnwind<F> {
+    type Output = Result<F::Output, Box<dyn Any + Send>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = &mut self.0;
+        match catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
+            Err(panic) => Poll::Ready(Err(panic)),
+        }
+    }
+}
+
+/// The length of `value` serialized as compact JSON, counted without allocating the text.
+pub(super) fn json_len(value: &Value) -> usize {
+    struct Counter(usize);
+    impl io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    // Writing a `Value` to an infallible writer cannot fail.
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
+}

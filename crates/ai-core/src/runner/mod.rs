@@ -1,0 +1,456 @@
+//! The tool runner: the one path by which any tool runs (ARCH_SINGLE_EXECUTION_PATH).
+//!
+//! # Order
+//!
+//! [`ToolRunner::run_tool`] runs these steps, in this order, and the order is an invariant:
+//!
+//! 1. find the bound tool (`unavailable`)
+//! 2. policy and this run's catalog (`policy_denied`)
+//! 3. authorization hook (`authz_denied`)
+//! 4. connection grant ∩ request (`policy_denied`)
+//! 5. parse and validate the input (`invalid_json`, `validation`)
+//! 6. bind capabilities, credentials scoped to this invocation only
+//! 7. emit [`AiEvent::ToolCallStart`]
+//! 8. execute under the runtime budget and the cancellation token (`execution`, `timeout`, `cancelled`)
+//! 9. validate the output (`output_validation`)
+//! 10. redact by allowlist and check the result budget (`redaction_failed`, `result_too_large`)
+//! 11. emit [`AiEvent::ToolCallResult`]
+//! 12. return the [`ToolExecResult`]
+//!
+//! A failure at any step jumps (with `?`) to the single place that emits the start event if it
+//! was not emitted yet and then the result event, so every call gets exactly one of each, with the
+//! same `tool_call_id` and a safe message.
+
+mod budget;
+mod permit;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::{
+    AiEvent, Authorizer, AuthzDecision, BoundTool, Capabilities, Clock, ConnectionBroker,
+    ConnectionId, EventSink, LlmToolCall, PolicyDecision, RunContext, ToolCallId, ToolCatalog,
+    ToolErrorCode, ToolExecResult, ToolFailure, ToolId, ToolInvocationContext,
+    ToolInvocationRecord, ToolOutcome, ToolPolicy, ToolSource,
+};
+
+pub use permit::ExecPermit;
+
+/// Runner settings that are not policy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunnerConfig {
+    /// Record the redacted result on the invocation's tracing span (`gen_ai.tool.call.result`).
+    /// Off by default. Arguments are never recorded: they have no redaction.
+    pub trace_redacted_results: bool,
+}
+
+impl RunnerConfig {
+    /// Turns recording of redacted results on the span on or off.
+    pub fn with_trace_redacted_results(mut self, on: bool) -> Self {
+        self.trace_redacted_results = on;
+        self
+    }
+}
+
+/// One tool call as the model asked for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolCall {
+    /// The provider's call id.
+    pub id: ToolCallId,
+    /// The tool name as sent (it may not be a valid id).
+    pub name: String,
+    /// The raw argument JSON as sent.
+    pub arguments: String,
+}
+
+impl From<&LlmToolCall> for ToolCall {
+    fn from(call: &LlmToolCall) -> Self {
+        Self {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        }
+    }
+}
+
+/// What one invocation produced: the answer for the model and the audit record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolRun {
+    /// The answer, fed back to the model.
+    pub result: ToolExecResult,
+    /// The audit record (validated arguments, redacted result).
+    pub record: ToolInvocationRecord,
+}
+
+/// Runs tool calls through the pipeline. Cheap to share: hold it in an `Arc` or clone it.
+///
+/// Must be driven inside a Tokio runtime with the time driver enabled (budgets use
+/// `tokio::time`).
+#[derive(Clone)]
+pub struct ToolRunner {
+    source: Arc<dyn ToolSource>,
+    policy: Arc<ToolPolicy>,
+    clock: Arc<dyn Clock>,
+    authorizer: Option<Arc<dyn Authorizer>>,
+    broker: Option<Arc<dyn ConnectionBroker>>,
+    config: RunnerConfig,
+}
+
+impl std::fmt::Debug for ToolRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRunner")
+            .field("policy", &self.policy)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How far a call got, for the single emit point.
+struct Progress {
+    started: bool,
+    args: Option<Value>,
+}
+
+impl ToolRunner {
+    /// A runner over `source` under `policy`, reading time from `clock`.
+    pub fn new(source: Arc<dyn ToolSource>, policy: Arc<ToolPolicy>, clock: Arc<dyn Clock>) -> Self {
+        Self {
+            source,
+            policy,
+            clock,
+            authorizer: None,
+            broker: None,
+            config: RunnerConfig::default(),
+        }
+    }
+
+    /// Adds the authorization hook of step 3 (without one, step 3 allows).
+    pub fn with_authorizer(mut self, authorizer: Arc<dyn Authorizer>) -> Self {
+        self.authorizer = Some(authorizer);
+        self
+    }
+
+    /// Adds the connection broker of step 6 (without one, tools that need a connection fail).
+    pub fn with_broker(mut self, broker: Arc<dyn ConnectionBroker>) -> Self {
+        self.broker = Some(broker);
+        self
+    }
+
+    /// Replaces the runner settings.
+    pub fn with_config(mut self, config: RunnerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The policy the runner enforces.
+    pub fn policy(&self) -> &ToolPolicy {
+        &self.policy
+    }
+
+    /// The source the runner takes tools from.
+    pub fn source(&self) -> &dyn ToolSource {
+        self.source.as_ref()
+    }
+
+    /// Runs one call through the twelve steps (see the module docs). Never panics and never
+    /// returns early without a result: every path emits one start and one result event.
+    pub async fn run_tool(
+        &self,
+        call: ToolCall,
+        ctx: &RunContext,
+        catalog: &ToolCatalog,
+        events: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> ToolRun {
+        let started_at_ms = self.clock.now_ms();
+        let tool_name = display_name(&call.name);
+        let span = tracing::info_span!(
+            "execute_tool",
+            otel.name = %format_args!("execute_tool {tool_name}"),
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %tool_name,
+            gen_ai.tool.call.id = %call.id,
+            outcome = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
+            gen_ai.tool.call.result = tracing::field::Empty,
+        );
+        let mut progress = Progress {
+            started: false,
+            args: None,
+        };
+        let outcome = self
+            .pipeline(&call, ctx, catalog, events, cancel, &mut progress)
+            .instrument(span.clone())
+            .await;
+        let ended_at_ms = self.clock.now_ms();
+
+        // The single emit point (steps 7 on failure, and 11).
+        if !progress.started {
+            emit_start(events, &call, None);
+        }
+        let (outcome, value, error) = match outcome {
+            Ok(value) => (
+                ToolOutcome::Ok {
+                    value: value.clone(),
+                },
+                Some(value),
+                None,
+            ),
+            Err(failure) => (ToolOutcome::Error(failure.clone()), None, Some(failure)),
+        };
+        let code = error.as_ref().map_or("ok", |f| f.code.as_str());
+        span.record("outcome", code);
+        span.record("duration_ms", ended_at_ms.saturating_sub(started_at_ms));
+        if self.config.trace_redacted_results
+            && let Some(value) = &value
+        {
+            span.record(
+                "gen_ai.tool.call.result",
+                tracing::field::display(value),
+            );
+        }
+        span.in_scope(|| tracing::debug!(outcome = code, "tool call finished"));
+        events.emit(AiEvent::ToolCallResult {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            outcome: outcome.clone(),
+        });
+
+        // Step 12.
+        ToolRun {
+            result: ToolExecResult {
+                tool_call_id: call.id.clone(),
+                outcome,
+            },
+            record: ToolInvocationRecord {
+                tool_call_id: call.id,
+                tool_id: call.name.chars().take(128).collect(),
+                args: progress.args,
+                result: value,
+                error,
+                started_at_ms,
+                ended_at_ms,
+                raw: None,
+            },
+        }
+    }
+
+    async fn pipeline(
+        &self,
+        call: &ToolCall,
+        ctx: &RunContext,
+        catalog: &ToolCatalog,
+        events: &dyn EventSink,
+        cancel: &CancellationToken,
+        progress: &mut Progress,
+    ) -> Result<Value, ToolFailure> {
+        let tool = self.find_bound_tool(&call.name)?; // 1
+        let id = &tool.spec().id;
+        self.check_policy(ctx, catalog, tool.as_ref())?; // 2
+        self.check_authz(ctx, id).await?; // 3
+        let connection_id = check_connection_grant(ctx, tool.as_ref())?; // 4
+        let args = self.parse_and_validate(tool.as_ref(), &call.arguments)?; // 5
+        let invocation = ToolInvocationContext::new(ctx, call.id.clone(), connection_id);
+        let caps = self.bind_capabilities(&invocation).await?; // 6
+        emit_start(events, call, Some(&args)); // 7
+        progress.started = true;
+        progress.args = Some(args.clone());
+        let output = self
+            .exec_under_budget(tool.as_ref(), args, &invocation, &caps, cancel)
+            .await?; // 8
+        validate_output(tool.as_ref(), &output)?; // 9
+        self.redact(tool.as_ref(), output) // 10
+    }
+
+    /// Step 1.
+    fn find_bound_tool(&self, name: &str) -> Result<Arc<dyn BoundTool>, ToolFailure> {
+        ToolId::parse(name)
+            .ok()
+            .and_then(|id| self.source.bound_tool(&id))
+            .ok_or_else(|| {
+                ToolFailure::new(
+                    ToolErrorCode::Unavailable,
+                    format!("tool {} is not available", display_name(name)),
+                )
+            })
+    }
+
+    /// Step 2.
+    fn check_policy(
+        &self,
+        ctx: &RunContext,
+        catalog: &ToolCatalog,
+        tool: &dyn BoundTool,
+    ) -> Result<(), ToolFailure> {
+        let spec = tool.spec();
+        let denied = |why: &str| {
+            ToolFailure::new(
+                ToolErrorCode::PolicyDenied,
+                format!("tool {} is not allowed: {why}", spec.id),
+            )
+        };
+        if !catalog.contains(&spec.id) {
+            return Err(denied("it is not in this run's catalog"));
+        }
+        match self.policy.decide(ctx, &spec.id, spec.effect) {
+            PolicyDecision::Allow => Ok(()),
+            PolicyDecision::Deny => Err(denied("the policy does not allow it")),
+            PolicyDecision::RequireApproval => Err(denied("it requires approval")),
+        }
+    }
+
+    /// Step 3.
+    async fn check_authz(&self, ctx: &RunContext, id: &ToolId) -> Result<(), ToolFailure> {
+        match &self.authorizer {
+            Some(authorizer) if authorizer.check(ctx, id).await == AuthzDecision::Deny => {
+                Err(ToolFailure::new(
+                    ToolErrorCode::AuthzDenied,
+                    format!("the caller may not execute {id}"),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Step 5: size, then JSON, then the tool's own schema.
+    fn parse_and_validate(&self, tool: &dyn BoundTool, raw: &str) -> Result<Value, ToolFailure> {
+        let limit = self.policy.budgets.max_args_bytes;
+        if raw.len() > limit {
+            return Err(ToolFailure::new(
+                ToolErrorCode::Validation,
+                format!("tool arguments are {} bytes, over the {limit}-byte limit", raw.len()),
+            ));
+        }
+        // Some models send "" for a tool without parameters.
+        let parsed = if raw.trim().is_empty() {
+            Value::Object(Default::default())
+        } else {
+            serde_json::from_str(raw).map_err(|_| {
+                ToolFailure::new(ToolErrorCode::InvalidJson, "Invalid tool arguments JSON")
+            })?
+        };
+        tool.validate_input(parsed).map_err(|e| {
+            ToolFailure::new(
+                ToolErrorCode::Validation,
+                format!("invalid tool arguments: {}", e.safe_message()),
+            )
+        })
+    }
+
+    /// Step 6: credentials bound to this invocation's connection, nothing cached.
+    async fn bind_capabilities(
+        &self,
+        invocation: &ToolInvocationContext,
+    ) -> Result<Capabilities, ToolFailure> {
+        let Some(connection_id) = &invocation.connection_id else {
+            return Ok(Capabilities::default());
+        };
+        let Some(broker) = &self.broker else {
+            return Err(ToolFailure::new(
+                ToolErrorCode::Unavailable,
+                "no connection broker is configured for tools that need a connection",
+            ));
+        };
+        broker
+            .resolve(connection_id, invocation)
+            .await
+            .map(Capabilities::with_auth)
+            .map_err(|e| {
+                ToolFailure::new(
+                    ToolErrorCode::AuthzDenied,
+                    format!("the connection could not be used: {}", e.0),
+                )
+            })
+    }
+
+    /// Step 8.
+    async fn exec_under_budget(
+        &self,
+        tool: &dyn BoundTool,
+        args: Value,
+        invocation: &ToolInvocationContext,
+        caps: &Capabilities,
+        cancel: &CancellationToken,
+    ) -> Result<Value, ToolFailure> {
+        let budget = Duration::from_millis(self.policy.budgets.max_runtime_ms);
+        let exec = tool.exec(ExecPermit::new(), args, invocation, caps);
+        budget::run(exec, budget, cancel).await
+    }
+
+    /// Step 10: allowlist redaction, then the result budget on the redacted bytes.
+    fn redact(&self, tool: &dyn BoundTool, output: Value) -> Result<Value, ToolFailure> {
+        let redacted = tool.redact(output).map_err(|_| {
+            ToolFailure::new(
+                ToolErrorCode::RedactionFailed,
+                "the tool output could not be redacted, so none of it is shown",
+            )
+        })?;
+        let limit = self.policy.budgets.max_result_bytes;
+        let size = budget::json_len(&redacted);
+        if size > limit {
+            return Err(ToolFailure::new(
+                ToolErrorCode::ResultTooLarge,
+                format!("the tool result is {size} bytes, over the {limit}-byte limit"),
+            ));
+        }
+        Ok(redacted)
+    }
+}
+
+/// Step 4: a tool that needs a connection gets one only from `grant ∩ requested`.
+fn check_connection_grant(
+    ctx: &RunContext,
+    tool: &dyn BoundTool,
+) -> Result<Option<ConnectionId>, ToolFailure> {
+    if !tool.requires_connection() {
+        return Ok(None);
+    }
+    let Some(connection_id) = &ctx.connection_id else {
+        return Err(ToolFailure::new(
+            ToolErrorCode::Validation,
+            format!("tool {} needs a connection and none was selected", tool.spec().id),
+        ));
+    };
+    if !ctx.may_use_connection(connection_id) {
+        return Err(ToolFailure::new(
+            ToolErrorCode::PolicyDenied,
+            "the selected connection is not granted for this request",
+        ));
+    }
+    Ok(Some(connection_id.clone()))
+}
+
+/// Step 9.
+fn validate_output(tool: &dyn BoundTool, output: &Value) -> Result<(), ToolFailure> {
+    tool.validate_output(output).map_err(|e| {
+        ToolFailure::new(
+            ToolErrorCode::OutputValidation,
+            format!("the tool returned invalid output: {}", e.safe_message()),
+        )
+    })
+}
+
+fn emit_start(events: &dyn EventSink, call: &ToolCall, args: Option<&Value>) {
+    events.emit(AiEvent::ToolCallStart {
+        tool_call_id: call.id.clone(),
+        tool_name: call.name.clone(),
+        args: args.cloned(),
+    });
+}
+
+/// A model-sent name fit for messages and spans: a valid id as is, anything else summarized.
+fn display_name(name: &str) -> &str {
+    if ToolId::parse(name).is_ok() {
+        name
+    } else {
+        "(invalid tool name)"
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,77 @@
+//! The subset check, case by case.
+
+use serde_json::{Value, json};
+
+use super::validate_tool_schema_p0;
+
+/// Runs the check and returns the violation pointers, or an empty list.
+fn check(schema: Value, expected: &[&str]) {
+    let pointers: Vec<String> = match validate_tool_schema_p0(&schema) {
+        Ok(()) => vec![],
+        Err(v) => v.into_iter().map(|v| v.pointer).collect(),
+    };
+    assert_eq!(pointers, expected, "{schema}");
+}
+
+#[test]
+fn accepts_the_subset() {
+    check(
+        json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "inner": {"$ref": "#/definitions/Inner"},
+                "oneOf": {"type": "string"}
+            },
+            "definitions": {"Inner": {"type": "object", "additionalProperties": false}},
+            "required": ["name"]
+        }),
+        &[],
+    );
+}
+
+#[test]
+fn rejects_each_forbidden_keyword_where_it_stands() {
+    for keyword in ["oneOf", "anyOf", "allOf"] {
+        check(
+            json!({"type": "object", "properties": {"a": {keyword: [{"type": "string"}]}}}),
+            &["/properties/a"],
+        );
+    }
+    check(json!({"type": "object", "not": {}}), &[""]);
+    check(
+        json!({"type": "object", "if": {}, "then": {}, "else": {}}),
+        &["", "", ""],
+    );
+    check(
+        json!({"type": "object", "patternProperties": {"^x": {}}}),
+        &[""],
+    );
+    check(
+        json!({"type": "object", "properties": {"l": {"type": "array", "items": {"anyOf": []}}}}),
+        &["/properties/l/items"],
+    );
+    check(
+        json!({"type": "object", "$defs": {"a/b": {"oneOf": []}}}),
+        &["/$defs/a~1b"],
+    );
+}
+
+#[test]
+fn rejects_non_local_refs() {
+    check(
+        json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}}),
+        &["/properties/a"],
+    );
+    check(
+        json!({"type": "object", "properties": {"a": {"$ref": "other.json#/x"}}}),
+        &["/properties/a"],
+    );
+}
+
+#[test]
+fn root_must_be_an_object_schema() {
+    check(json!({"type": "string"}), &[""]);
+    check(json!(true), &[""]);
+}

@@ -1,0 +1,190 @@
+//! The tool-source port and the executable tool it hands out.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::{AuthCapability, Error, ExecPermit, ToolId, ToolInvocationContext, ToolSpec};
+
+/// A failure a tool reports; its message must be safe to show the model (no secrets, no raw input).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ToolError {
+    safe_message: String,
+}
+
+impl ToolError {
+    /// A failure with a message the tool author vouches is safe to show.
+    pub fn new(safe_message: impl Into<String>) -> Self {
+        Self {
+            safe_message: safe_message.into(),
+        }
+    }
+
+    /// The message for the model.
+    pub fn safe_message(&self) -> &str {
+        &self.safe_message
+    }
+}
+
+impl fmt::Debug for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ToolError").field(&self.safe_message).finish()
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.safe_message)
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+/// Capabilities bound to one invocation by the runner (step 6).
+///
+/// Long-lived capabilities (a clock, a workspace) are bound into the tool when it is built in the
+/// composition root; only what must be scoped to one call, like credentials for the one
+/// connection this call may use, arrives here. The tool gets a borrow, so it cannot keep it past
+/// the call (invariant AUTH_CAPABILITY_INVOCATION_SCOPED).
+#[derive(Default)]
+pub struct Capabilities {
+    auth: Option<Box<dyn AuthCapability>>,
+}
+
+impl Capabilities {
+    pub(crate) fn with_auth(auth: Box<dyn AuthCapability>) -> Self {
+        Self { auth: Some(auth) }
+    }
+
+    /// Credentials for the connection this invocation was granted, if the tool requires one.
+    pub fn auth(&self) -> Option<&dyn AuthCapability> {
+        self.auth.as_deref()
+    }
+}
+
+impl fmt::Debug for Capabilities {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Capabilities")
+            .field("auth", &self.auth.as_ref().map(|_| "[bound]"))
+            .finish()
+    }
+}
+
+/// A tool bound to its capabilities: it owns validation, execution and redaction, and the runner
+/// orchestrates them. Contract crates implement it; only [`crate::ToolRunner`] can call
+/// [`BoundTool::exec`], because only the runner can make an [`ExecPermit`].
+///
+/// ```
+/// use ai_core::{BoundTool, Capabilities, ExecPermit, Redaction, ToolEffect, ToolError, ToolId,
+///     ToolInvocationContext, ToolSpec};
+/// use serde_json::{Value, json};
+///
+/// struct Echo(ToolSpec);
+///
+/// #[async_trait::async_trait]
+/// impl BoundTool for Echo {
+///     fn spec(&self) -> &ToolSpec { &self.0 }
+///     fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
+///         if args.get("text").is_some_and(Value::is_string) { Ok(args) }
+///         else { Err(ToolError::new("/text: a string is required")) }
+///     }
+///     async fn exec(&self, _: ExecPermit, args: Value, _: &ToolInvocationContext,
+///         _: &Capabilities) -> Result<Value, ToolError> {
+///         Ok(json!({"text": args["text"]}))
+///     }
+///     fn validate_output(&self, _: &Value) -> Result<(), ToolError> { Ok(()) }
+///     fn redact(&self, output: Value) -> Result<Value, ToolError> { Ok(output) }
+/// }
+/// let echo = Echo(ToolSpec {
+///     id: ToolId::parse("core__echo").unwrap(),
+///     description: "Echo text".into(),
+///     input_schema: json!({"type": "object"}),
+///     effect: ToolEffect::ReadOnly,
+///     redaction: Redaction { allow: vec!["text".into()] },
+/// });
+/// assert_eq!(echo.spec().id.as_str(), "core__echo");
+/// ```
+#[async_trait]
+pub trait BoundTool: Send + Sync {
+    /// What the model is told.
+    fn spec(&self) -> &ToolSpec;
+
+    /// Whether the tool needs an external connection (and so a connection id in the context).
+    fn requires_connection(&self) -> bool {
+        false
+    }
+
+    /// Checks parsed arguments against the input schema and returns them. The error message names
+    /// the failing location and rule, never the offending value.
+    fn validate_input(&self, args: Value) -> Result<Value, ToolError>;
+
+    /// Runs the tool. Callable only through the runner, which holds the [`ExecPermit`].
+    async fn exec(
+        &self,
+        permit: ExecPermit,
+        args: Value,
+        ctx: &ToolInvocationContext,
+        caps: &Capabilities,
+    ) -> Result<Value, ToolError>;
+
+    /// Checks the output against the output schema.
+    fn validate_output(&self, output: &Value) -> Result<(), ToolError>;
+
+    /// Keeps only allowlisted output fields.
+    fn redact(&self, output: Value) -> Result<Value, ToolError>;
+}
+
+/// Where the runner finds tools; the catalog lists what a source offers.
+///
+/// ```
+/// use ai_core::{StaticToolSource, ToolSource, ToolId};
+/// let source = StaticToolSource::new(vec![]).unwrap();
+/// assert!(source.tool_specs().is_empty());
+/// assert!(source.bound_tool(&ToolId::parse("core__x").unwrap()).is_none());
+/// ```
+pub trait ToolSource: Send + Sync {
+    /// The executable tool with this id, if the source has it.
+    fn bound_tool(&self, id: &ToolId) -> Option<Arc<dyn BoundTool>>;
+    /// Every tool's spec, in a stable order.
+    fn tool_specs(&self) -> Vec<ToolSpec>;
+}
+
+/// A source over a fixed set of bound tools, built in a composition root.
+#[derive(Clone)]
+pub struct StaticToolSource {
+    tools: BTreeMap<ToolId, Arc<dyn BoundTool>>,
+}
+
+impl StaticToolSource {
+    /// Builds the source; two tools with one id are an error, never an overwrite.
+    pub fn new(tools: Vec<Arc<dyn BoundTool>>) -> Result<Self, Error> {
+        let mut by_id = BTreeMap::new();
+        for tool in tools {
+            let id = tool.spec().id.clone();
+            if by_id.contains_key(&id) {
+                return Err(Error::ToolIdCollision(id));
+            }
+            by_id.insert(id, tool);
+        }
+        Ok(Self { tools: by_id })
+    }
+}
+
+impl fmt::Debug for StaticToolSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.tools.keys()).finish()
+    }
+}
+
+impl ToolSource for StaticToolSource {
+    fn bound_tool(&self, id: &ToolId) -> Option<Arc<dyn BoundTool>> {
+        self.tools.get(id).cloned()
+    }
+
+    fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.tools.values().map(|t| t.spec().clone()).collect()
+    }
+}
