@@ -1,0 +1,1 @@
+//! cogni-adapters (filled by its issue).

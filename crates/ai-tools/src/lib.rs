@@ -1,0 +1,1 @@
+//! cogni-ai-tools (filled by its issue).

@@ -1,0 +1,1 @@
+//! The cogni-tools composition root.

@@ -1,0 +1,3 @@
+//! The `cogni` binary.
+
+fn main() {}

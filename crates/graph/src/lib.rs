@@ -1,0 +1,1 @@
+//! cogni-graph (filled by its issue).

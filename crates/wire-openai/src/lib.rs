@@ -1,0 +1,1 @@
+//! cogni-wire-openai (filled by its issue).

@@ -1,0 +1,1 @@
+//! Cross-crate integration tests: one binary, one module per concern.

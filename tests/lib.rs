@@ -1,0 +1,1 @@
+//! Cross-crate integration tests for cogni-tools; the tests live in `it/`.

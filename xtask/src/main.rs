@@ -1,0 +1,3 @@
+//! Repository chores.
+
+fn main() {}
