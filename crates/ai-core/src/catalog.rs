@@ -40,6 +40,11 @@ impl ToolCatalog {
         self.specs.get(id)
     }
 
+    /// The spec of a visible tool, looked up by the name a model sent (no parsing needed).
+    pub fn get_by_name(&self, name: &str) -> Option<&ToolSpec> {
+        self.specs.get(name)
+    }
+
     /// Whether the tool is visible in this run.
     pub fn contains(&self, id: &ToolId) -> bool {
         self.specs.contains_key(id)

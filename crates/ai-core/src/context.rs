@@ -1,6 +1,7 @@
 //! Who is running a tool, and on whose behalf: references only, never secrets.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -66,6 +67,8 @@ pub struct ConnectionGrant {
 
 /// The run-wide context that policy, catalog and runner decide on.
 ///
+/// Text fields are `Arc<str>`: each invocation's context shares them instead of copying.
+///
 /// Every field is a reference. A secret never lives here (invariant NO_SECRETS_IN_CONTEXT):
 /// credentials reach a tool only through a per-invocation [`crate::AuthCapability`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,13 +76,13 @@ pub struct RunContext {
     /// The run.
     pub run_id: RunId,
     /// Who acts: `user:<id>`, `agent:<id>` or `service:<name>`.
-    pub actor_id: String,
+    pub actor_id: Arc<str>,
     /// The tenant or billing scope.
-    pub tenant_id: String,
+    pub tenant_id: Arc<str>,
     /// On whose behalf the actor acts; set by the server only.
-    pub subject_id: Option<String>,
+    pub subject_id: Option<Arc<str>>,
     /// The graph that runs, for authorization.
-    pub graph_id: Option<String>,
+    pub graph_id: Option<Arc<str>>,
     /// The connection the request selected for tools that need one.
     pub connection_id: Option<ConnectionId>,
     /// The connections the request asked to use.
@@ -101,8 +104,8 @@ impl RunContext {
         check_ref("tenant_id", &tenant_id)?;
         Ok(Self {
             run_id: RunId::new(run_id)?,
-            actor_id,
-            tenant_id,
+            actor_id: actor_id.into(),
+            tenant_id: tenant_id.into(),
             subject_id: None,
             graph_id: None,
             connection_id: None,
@@ -132,13 +135,13 @@ pub struct ToolInvocationContext {
     /// The call being run.
     pub tool_call_id: ToolCallId,
     /// Who acts.
-    pub actor_id: String,
+    pub actor_id: Arc<str>,
     /// The tenant or billing scope.
-    pub tenant_id: String,
+    pub tenant_id: Arc<str>,
     /// On whose behalf.
-    pub subject_id: Option<String>,
+    pub subject_id: Option<Arc<str>>,
     /// The graph that runs.
-    pub graph_id: Option<String>,
+    pub graph_id: Option<Arc<str>>,
     /// The connection this invocation may use, already checked against `grant ∩ requested`.
     pub connection_id: Option<ConnectionId>,
 }

@@ -1,5 +1,7 @@
 //! The events a run emits, in one provider- and UI-neutral vocabulary.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -40,10 +42,10 @@ pub enum AiEvent {
         /// The call.
         tool_call_id: ToolCallId,
         /// The tool name as the model sent it.
-        tool_name: String,
+        tool_name: Arc<str>,
         /// The validated arguments.
         #[serde(skip_serializing_if = "Option::is_none", default)]
-        args: Option<Value>,
+        args: Option<Arc<Value>>,
     },
     /// A fragment of a tool call's arguments as the model streams them, for display only.
     ToolCallArgsDelta {
@@ -57,7 +59,7 @@ pub enum AiEvent {
         /// The call.
         tool_call_id: ToolCallId,
         /// The tool name as the model sent it.
-        tool_name: String,
+        tool_name: Arc<str>,
         /// The redacted value or the coded failure.
         outcome: ToolOutcome,
     },

@@ -1,6 +1,7 @@
 //! Identifiers whose rules are checked once, at construction.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -64,6 +65,14 @@ impl ToolId {
     }
 }
 
+// Ids compare, order and hash exactly as their text does, so maps keyed by `ToolId` can be
+// searched with a `&str` without parsing it first.
+impl std::borrow::Borrow<str> for ToolId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl TryFrom<String> for ToolId {
     type Error = Error;
     fn try_from(raw: String) -> Result<Self, Error> {
@@ -87,7 +96,7 @@ impl From<ToolId> for String {
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct ToolCallId(String);
+pub struct ToolCallId(Arc<str>); // Shared: one id is copied into every event and record of its call.
 
 impl ToolCallId {
     /// Builds an id of 1..=128 characters.
@@ -103,7 +112,7 @@ impl ToolCallId {
                 reason: "it is longer than 128 characters",
             });
         }
-        Ok(Self(raw))
+        Ok(Self(raw.into()))
     }
 
     /// The id as the provider sent it.
@@ -121,21 +130,21 @@ impl TryFrom<String> for ToolCallId {
 
 impl From<ToolCallId> for String {
     fn from(id: ToolCallId) -> String {
-        id.0
+        id.0.as_ref().to_owned()
     }
 }
 
 /// The id of one run: one user turn driven to its finish.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct RunId(String);
+pub struct RunId(Arc<str>);
 
 impl RunId {
     /// Builds a run id of 1..=128 characters.
     pub fn new(raw: impl Into<String>) -> Result<Self, Error> {
         let raw = raw.into();
         crate::context::check_ref("run_id", &raw)?;
-        Ok(Self(raw))
+        Ok(Self(raw.into()))
     }
 
     /// The id as text.
@@ -153,7 +162,7 @@ impl TryFrom<String> for RunId {
 
 impl From<RunId> for String {
     fn from(id: RunId) -> String {
-        id.0
+        id.0.as_ref().to_owned()
     }
 }
 

@@ -46,8 +46,8 @@ mod spec;
 pub use canonical::{canonical_json, sha256_hex};
 pub use catalog::ToolCatalog;
 pub use completion::{
-    CompletionDelta, CompletionError, FinishReason, GraphRef, LlmCaller, LlmCompletion,
-    LlmRequest, LlmToolCall, ToolChoice, Usage, prompt_hash,
+    CompletionDelta, CompletionError, FinishReason, GraphRef, LlmCaller, LlmCompletion, LlmRequest,
+    LlmToolCall, ToolChoice, Usage, prompt_hash,
 };
 pub use context::{ConnectionGrant, ConnectionId, RunContext, ToolInvocationContext};
 pub use error::{Error, Result};
@@ -56,7 +56,7 @@ pub use id::{RunId, ToolCallId, ToolId};
 pub use message::{AssistantToolCall, HistoryError, Message, validate_history};
 pub use policy::{Budgets, PolicyDecision, ToolPolicy};
 pub use ports::{
-    AuthCapability, AuthError, AuthzDecision, Authorizer, BlobStore, BlobStoreError, Clock,
+    AuthCapability, AuthError, Authorizer, AuthzDecision, BlobStore, BlobStoreError, Clock,
     CompletionPort, ConnectionBroker, DeltaSink, EventSink,
 };
 pub use result::{ToolErrorCode, ToolExecResult, ToolFailure, ToolInvocationRecord, ToolOutcome};

@@ -5,8 +5,8 @@
 use async_trait::async_trait;
 
 use crate::{
-    AiEvent, CompletionDelta, CompletionError, ConnectionId, LlmCompletion, LlmRequest,
-    RunContext, Secret, ToolId, ToolInvocationContext,
+    AiEvent, CompletionDelta, CompletionError, ConnectionId, LlmCompletion, LlmRequest, RunContext,
+    Secret, ToolId, ToolInvocationContext,
 };
 
 /// Time, as milliseconds since the Unix epoch. The only way ai-core learns the time.

@@ -1,6 +1,7 @@
 //! What a tool call ends as: a value or a coded, model-safe failure. Never a panic, never an `Err`.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -86,8 +87,9 @@ impl ToolFailure {
 pub enum ToolOutcome {
     /// The redacted output.
     Ok {
-        /// The output after validation and redaction.
-        value: Value,
+        /// The output after validation and redaction, shared (not copied) between the result,
+        /// its event and its record.
+        value: Arc<Value>,
     },
     /// A coded failure.
     Error(ToolFailure),
@@ -105,10 +107,12 @@ pub struct ToolExecResult {
 
 impl ToolExecResult {
     /// A successful result.
-    pub fn ok(tool_call_id: ToolCallId, value: Value) -> Self {
+    pub fn ok(tool_call_id: ToolCallId, value: impl Into<Arc<Value>>) -> Self {
         Self {
             tool_call_id,
-            outcome: ToolOutcome::Ok { value },
+            outcome: ToolOutcome::Ok {
+                value: value.into(),
+            },
         }
     }
 
@@ -146,12 +150,12 @@ impl ToolExecResult {
 pub struct ToolInvocationRecord {
     /// The call.
     pub tool_call_id: ToolCallId,
-    /// The tool name the model asked for (cut to 128 characters; it may not be a valid id).
-    pub tool_id: String,
+    /// The tool name the model asked for (cut to 128 bytes; it may not be a valid id).
+    pub tool_id: Arc<str>,
     /// The validated arguments, when they parsed.
-    pub args: Option<Value>,
+    pub args: Option<Arc<Value>>,
     /// The redacted result, when the call succeeded.
-    pub result: Option<Value>,
+    pub result: Option<Arc<Value>>,
     /// The failure, when it failed.
     pub error: Option<ToolFailure>,
     /// When the runner took the call, from the [`crate::Clock`].

@@ -79,7 +79,9 @@ fn walk(schema: &Map<String, Value>, pointer: String, out: &mut Vec<SchemaViolat
         }
     }
     if let Some(reference) = schema.get("$ref") {
-        let local = reference.as_str().is_some_and(|r| r.starts_with("#/") || r == "#");
+        let local = reference
+            .as_str()
+            .is_some_and(|r| r.starts_with("#/") || r == "#");
         if !local {
             out.push(SchemaViolation {
                 pointer: pointer.clone(),

@@ -31,7 +31,9 @@ impl ToolError {
 
 impl fmt::Debug for ToolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("ToolError").field(&self.safe_message).finish()
+        f.debug_tuple("ToolError")
+            .field(&self.safe_message)
+            .finish()
     }
 }
 
@@ -81,6 +83,7 @@ impl fmt::Debug for Capabilities {
 /// use ai_core::{BoundTool, Capabilities, ExecPermit, Redaction, ToolEffect, ToolError, ToolId,
 ///     ToolInvocationContext, ToolSpec};
 /// use serde_json::{Value, json};
+/// use std::sync::Arc;
 ///
 /// struct Echo(ToolSpec);
 ///
@@ -91,7 +94,7 @@ impl fmt::Debug for Capabilities {
 ///         if args.get("text").is_some_and(Value::is_string) { Ok(args) }
 ///         else { Err(ToolError::new("/text: a string is required")) }
 ///     }
-///     async fn exec(&self, _: ExecPermit, args: Value, _: &ToolInvocationContext,
+///     async fn exec(&self, _: ExecPermit, args: Arc<Value>, _: &ToolInvocationContext,
 ///         _: &Capabilities) -> Result<Value, ToolError> {
 ///         Ok(json!({"text": args["text"]}))
 ///     }
@@ -121,11 +124,12 @@ pub trait BoundTool: Send + Sync {
     /// the failing location and rule, never the offending value.
     fn validate_input(&self, args: Value) -> Result<Value, ToolError>;
 
-    /// Runs the tool. Callable only through the runner, which holds the [`ExecPermit`].
+    /// Runs the tool on the validated arguments (shared with the start event and the record, so
+    /// they are never copied). Callable only through the runner, which holds the [`ExecPermit`].
     async fn exec(
         &self,
         permit: ExecPermit,
-        args: Value,
+        args: Arc<Value>,
         ctx: &ToolInvocationContext,
         caps: &Capabilities,
     ) -> Result<Value, ToolError>;

@@ -1,0 +1,86 @@
+//! History rules as data: each case is a compact script and the error it must give.
+
+use super::*;
+
+fn id(raw: &str) -> ToolCallId {
+    ToolCallId::new(raw).unwrap()
+}
+
+/// `u` user, `a:x,y` assistant calling x and y, `a` assistant text, `t:x` tool answer to x.
+fn history(script: &str) -> Vec<Message> {
+    script
+        .split_whitespace()
+        .map(|step| match step.split_once(':') {
+            None if step == "u" => Message::User {
+                content: "hi".into(),
+            },
+            None if step == "s" => Message::System {
+                content: "be brief".into(),
+            },
+            None => Message::Assistant {
+                content: "ok".into(),
+                tool_calls: vec![],
+            },
+            Some(("a", calls)) => Message::Assistant {
+                content: String::new(),
+                tool_calls: calls
+                    .split(',')
+                    .map(|c| AssistantToolCall {
+                        id: id(c),
+                        name: "core__x".into(),
+                        arguments: "{}".into(),
+                        provider_fields: Map::new(),
+                    })
+                    .collect(),
+            },
+            Some((_, answered)) => Message::Tool {
+                tool_call_id: id(answered),
+                content: "{}".into(),
+            },
+        })
+        .collect()
+}
+
+fn check(script: &str, expected: Option<&str>) {
+    let got = validate_history(&history(script))
+        .err()
+        .map(|e| e.to_string());
+    assert_eq!(got.as_deref(), expected, "{script}");
+}
+
+#[test]
+fn valid_histories() {
+    check("", None);
+    check("s u a", None);
+    check("u a:1 t:1 a", None);
+    check("u a:1,2 t:1 t:2 a u a:3 t:3", None);
+}
+
+#[test]
+fn invalid_histories() {
+    check(
+        "u t:1",
+        Some("message 1: tool message for 1 answers no pending tool call"),
+    );
+    check(
+        "u a:1 t:1 t:1",
+        Some("message 3: tool message for 1 answers no pending tool call"),
+    );
+    check(
+        "u a:1,2 t:2 t:1",
+        Some("message 2: expected the result of 1, found 2"),
+    );
+    check(
+        "u a:1,2 t:1 u",
+        Some("message 1: tool call 2 is never answered"),
+    );
+    check("u a:1", Some("message 1: tool call 1 is never answered"));
+    check(
+        "u a:1 t:1 u a:1 t:1",
+        Some("message 4: tool call id 1 is used twice"),
+    );
+    check(
+        "u a:1 a t:1",
+        Some("message 1: tool call 1 is never answered"),
+    );
+}

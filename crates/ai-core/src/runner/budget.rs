@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{ToolError, ToolErrorCode, ToolFailure};
 
-/// Awaits `exec`, ending it as `cancelled` when the token fires (checked first), as `timeout`
+/// Awaits `exec`, ending it as `cancelled` when the token fires, as `timeout`
 /// past `budget`, and as `execution` when it fails or panics.
 pub(super) async fn run<F>(
     exec: F,
@@ -23,28 +23,54 @@ pub(super) async fn run<F>(
 where
     F: Future<Output = Result<Value, ToolError>> + Unpin,
 {
+    if cancel.is_cancelled() {
+        return Err(cancelled());
+    }
+    let deadline = tokio::time::Instant::now() + budget;
+    let mut exec = CatchUnwind(exec);
+    // Most tools finish on their first poll: poll once before arming the timer and the
+    // cancellation waiter, which a finished tool would only register and drop again. The
+    // deadline was taken first, so the first poll counts against the budget.
+    let first = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut exec).poll(cx))).await;
+    let finished = match first {
+        Poll::Ready(finished) => finished,
+        // Boxed so that the timer's state is not part of every call's future.
+        Poll::Pending => Box::pin(wait(exec, deadline, budget, cancel)).await?,
+    };
+    match finished {
+        Err(_panic) => Err(ToolFailure::new(
+            ToolErrorCode::Execution,
+            "the tool failed unexpectedly",
+        )),
+        Ok(Err(error)) => Err(ToolFailure::new(
+            ToolErrorCode::Execution,
+            format!("the tool failed: {}", error.safe_message()),
+        )),
+        Ok(Ok(value)) => Ok(value),
+    }
+}
+
+/// The slow path: the tool did not finish on its first poll.
+async fn wait<F: Future + Unpin>(
+    exec: CatchUnwind<F>,
+    deadline: tokio::time::Instant,
+    budget: Duration,
+    cancel: &CancellationToken,
+) -> Result<<CatchUnwind<F> as Future>::Output, ToolFailure> {
     tokio::select! {
         biased;
-        () = cancel.cancelled() => Err(ToolFailure::new(
-            ToolErrorCode::Cancelled,
-            "the tool call was cancelled",
-        )),
-        finished = tokio::time::timeout(budget, CatchUnwind(exec)) => match finished {
-            Err(_elapsed) => Err(ToolFailure::new(
+        finished = tokio::time::timeout_at(deadline, exec) => finished.map_err(|_elapsed| {
+            ToolFailure::new(
                 ToolErrorCode::Timeout,
                 format!("the tool did not finish within {} ms", budget.as_millis()),
-            )),
-            Ok(Err(_panic)) => Err(ToolFailure::new(
-                ToolErrorCode::Execution,
-                "the tool failed unexpectedly",
-            )),
-            Ok(Ok(Err(error))) => Err(ToolFailure::new(
-                ToolErrorCode::Execution,
-                format!("the tool failed: {}", error.safe_message()),
-            )),
-            Ok(Ok(Ok(value))) => Ok(value),
-        },
+            )
+        }),
+        () = cancel.cancelled() => Err(cancelled()),
     }
+}
+
+fn cancelled() -> ToolFailure {
+    ToolFailure::new(ToolErrorCode::Cancelled, "the tool call was cancelled")
 }
 
 /// Turns a panic while polling the tool's future into a value, so one bad tool cannot take the

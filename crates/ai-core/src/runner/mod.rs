@@ -62,8 +62,8 @@ impl RunnerConfig {
 pub struct ToolCall {
     /// The provider's call id.
     pub id: ToolCallId,
-    /// The tool name as sent (it may not be a valid id).
-    pub name: String,
+    /// The tool name as sent (it may not be a valid id); shared with the call's events.
+    pub name: Arc<str>,
     /// The raw argument JSON as sent.
     pub arguments: String,
 }
@@ -72,7 +72,7 @@ impl From<&LlmToolCall> for ToolCall {
     fn from(call: &LlmToolCall) -> Self {
         Self {
             id: call.id.clone(),
-            name: call.name.clone(),
+            name: call.name.as_str().into(),
             arguments: call.arguments.clone(),
         }
     }
@@ -113,12 +113,16 @@ impl std::fmt::Debug for ToolRunner {
 /// How far a call got, for the single emit point.
 struct Progress {
     started: bool,
-    args: Option<Value>,
+    args: Option<Arc<Value>>,
 }
 
 impl ToolRunner {
     /// A runner over `source` under `policy`, reading time from `clock`.
-    pub fn new(source: Arc<dyn ToolSource>, policy: Arc<ToolPolicy>, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(
+        source: Arc<dyn ToolSource>,
+        policy: Arc<ToolPolicy>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         Self {
             source,
             policy,
@@ -168,7 +172,12 @@ impl ToolRunner {
         cancel: &CancellationToken,
     ) -> ToolRun {
         let started_at_ms = self.clock.now_ms();
-        let tool_name = display_name(&call.name);
+        // A name in the catalog is a valid id already; only other names need parsing.
+        let tool_id = match catalog.get_by_name(&call.name) {
+            Some(spec) => Some(spec.id.clone()),
+            None => ToolId::parse(&call.name).ok(),
+        };
+        let tool_name = tool_id.as_ref().map_or(INVALID_NAME, ToolId::as_str);
         let span = tracing::info_span!(
             "execute_tool",
             otel.name = %format_args!("execute_tool {tool_name}"),
@@ -184,7 +193,15 @@ impl ToolRunner {
             args: None,
         };
         let outcome = self
-            .pipeline(&call, ctx, catalog, events, cancel, &mut progress)
+            .pipeline(
+                &call,
+                tool_id.as_ref(),
+                ctx,
+                catalog,
+                events,
+                cancel,
+                &mut progress,
+            )
             .instrument(span.clone())
             .await;
         let ended_at_ms = self.clock.now_ms();
@@ -194,13 +211,16 @@ impl ToolRunner {
             emit_start(events, &call, None);
         }
         let (outcome, value, error) = match outcome {
-            Ok(value) => (
-                ToolOutcome::Ok {
-                    value: value.clone(),
-                },
-                Some(value),
-                None,
-            ),
+            Ok(value) => {
+                let value = Arc::new(value);
+                (
+                    ToolOutcome::Ok {
+                        value: Arc::clone(&value),
+                    },
+                    Some(value),
+                    None,
+                )
+            }
             Err(failure) => (ToolOutcome::Error(failure.clone()), None, Some(failure)),
         };
         let code = error.as_ref().map_or("ok", |f| f.code.as_str());
@@ -209,10 +229,7 @@ impl ToolRunner {
         if self.config.trace_redacted_results
             && let Some(value) = &value
         {
-            span.record(
-                "gen_ai.tool.call.result",
-                tracing::field::display(value),
-            );
+            span.record("gen_ai.tool.call.result", tracing::field::display(value));
         }
         span.in_scope(|| tracing::debug!(outcome = code, "tool call finished"));
         events.emit(AiEvent::ToolCallResult {
@@ -229,7 +246,11 @@ impl ToolRunner {
             },
             record: ToolInvocationRecord {
                 tool_call_id: call.id,
-                tool_id: call.name.chars().take(128).collect(),
+                tool_id: if call.name.len() <= 128 {
+                    call.name
+                } else {
+                    truncate(&call.name, 128).into()
+                },
                 args: progress.args,
                 result: value,
                 error,
@@ -240,16 +261,18 @@ impl ToolRunner {
         }
     }
 
+    #[allow(clippy::too_many_arguments)] // The step inputs, named; a struct would only hide them.
     async fn pipeline(
         &self,
         call: &ToolCall,
+        tool_id: Option<&ToolId>,
         ctx: &RunContext,
         catalog: &ToolCatalog,
         events: &dyn EventSink,
         cancel: &CancellationToken,
         progress: &mut Progress,
     ) -> Result<Value, ToolFailure> {
-        let tool = self.find_bound_tool(&call.name)?; // 1
+        let tool = self.find_bound_tool(tool_id)?; // 1
         let id = &tool.spec().id;
         self.check_policy(ctx, catalog, tool.as_ref())?; // 2
         self.check_authz(ctx, id).await?; // 3
@@ -257,9 +280,10 @@ impl ToolRunner {
         let args = self.parse_and_validate(tool.as_ref(), &call.arguments)?; // 5
         let invocation = ToolInvocationContext::new(ctx, call.id.clone(), connection_id);
         let caps = self.bind_capabilities(&invocation).await?; // 6
-        emit_start(events, call, Some(&args)); // 7
+        let args = Arc::new(args);
+        emit_start(events, call, Some(Arc::clone(&args))); // 7
         progress.started = true;
-        progress.args = Some(args.clone());
+        progress.args = Some(Arc::clone(&args));
         let output = self
             .exec_under_budget(tool.as_ref(), args, &invocation, &caps, cancel)
             .await?; // 8
@@ -268,16 +292,16 @@ impl ToolRunner {
     }
 
     /// Step 1.
-    fn find_bound_tool(&self, name: &str) -> Result<Arc<dyn BoundTool>, ToolFailure> {
-        ToolId::parse(name)
-            .ok()
-            .and_then(|id| self.source.bound_tool(&id))
-            .ok_or_else(|| {
-                ToolFailure::new(
-                    ToolErrorCode::Unavailable,
-                    format!("tool {} is not available", display_name(name)),
-                )
-            })
+    fn find_bound_tool(&self, id: Option<&ToolId>) -> Result<Arc<dyn BoundTool>, ToolFailure> {
+        id.and_then(|id| self.source.bound_tool(id)).ok_or_else(|| {
+            ToolFailure::new(
+                ToolErrorCode::Unavailable,
+                format!(
+                    "tool {} is not available",
+                    id.map_or(INVALID_NAME, ToolId::as_str)
+                ),
+            )
+        })
     }
 
     /// Step 2.
@@ -323,7 +347,10 @@ impl ToolRunner {
         if raw.len() > limit {
             return Err(ToolFailure::new(
                 ToolErrorCode::Validation,
-                format!("tool arguments are {} bytes, over the {limit}-byte limit", raw.len()),
+                format!(
+                    "tool arguments are {} bytes, over the {limit}-byte limit",
+                    raw.len()
+                ),
             ));
         }
         // Some models send "" for a tool without parameters.
@@ -372,7 +399,7 @@ impl ToolRunner {
     async fn exec_under_budget(
         &self,
         tool: &dyn BoundTool,
-        args: Value,
+        args: Arc<Value>,
         invocation: &ToolInvocationContext,
         caps: &Capabilities,
         cancel: &CancellationToken,
@@ -413,7 +440,10 @@ fn check_connection_grant(
     let Some(connection_id) = &ctx.connection_id else {
         return Err(ToolFailure::new(
             ToolErrorCode::Validation,
-            format!("tool {} needs a connection and none was selected", tool.spec().id),
+            format!(
+                "tool {} needs a connection and none was selected",
+                tool.spec().id
+            ),
         ));
     };
     if !ctx.may_use_connection(connection_id) {
@@ -435,22 +465,26 @@ fn validate_output(tool: &dyn BoundTool, output: &Value) -> Result<(), ToolFailu
     })
 }
 
-fn emit_start(events: &dyn EventSink, call: &ToolCall, args: Option<&Value>) {
+fn emit_start(events: &dyn EventSink, call: &ToolCall, args: Option<Arc<Value>>) {
     events.emit(AiEvent::ToolCallStart {
         tool_call_id: call.id.clone(),
         tool_name: call.name.clone(),
-        args: args.cloned(),
+        args,
     });
 }
 
-/// A model-sent name fit for messages and spans: a valid id as is, anything else summarized.
-fn display_name(name: &str) -> &str {
-    if ToolId::parse(name).is_ok() {
-        name
-    } else {
-        "(invalid tool name)"
+/// `text` cut to at most `max` bytes, at a character boundary.
+fn truncate(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
     }
+    text[..end].to_owned()
 }
+
+/// How messages and spans name a tool the model sent a malformed name for: the name itself is
+/// never echoed.
+const INVALID_NAME: &str = "(invalid tool name)";
 
 #[cfg(test)]
 mod tests;

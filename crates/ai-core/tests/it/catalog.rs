@@ -1,0 +1,73 @@
+//! Catalog derivation: only allowed tools, and collisions are errors.
+
+use std::sync::Arc;
+
+use ai_core::{
+    BoundTool, Error, RunContext, StaticToolSource, ToolCatalog, ToolEffect, ToolId, ToolSource,
+    ToolSpec,
+};
+
+use crate::support::{Behaviour, FakeTool, allow};
+
+fn ctx() -> RunContext {
+    RunContext::new("run-1", "user:alice", "tenant-1").unwrap()
+}
+
+fn fake(id: &str, effect: ToolEffect) -> Arc<dyn BoundTool> {
+    Arc::new(FakeTool::new(id, effect, Behaviour::Echo))
+}
+
+#[test]
+fn only_allowed_tools_are_visible() {
+    let source = StaticToolSource::new(vec![
+        fake("core__a", ToolEffect::ReadOnly),
+        fake("core__b", ToolEffect::StateChange),
+        fake("mcp__srv__c", ToolEffect::ExternalSideEffect),
+    ])
+    .unwrap();
+    let mut policy = allow(&["core__a", "core__b", "mcp__srv__c"]);
+    policy
+        .require_approval_for_effects
+        .insert(ToolEffect::ExternalSideEffect);
+    let catalog = ToolCatalog::build(&source, &policy, &ctx()).unwrap();
+    let ids: Vec<_> = catalog.specs().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["core__a", "core__b"]);
+
+    let empty = ToolCatalog::build(&source, &Default::default(), &ctx()).unwrap();
+    assert!(empty.is_empty());
+}
+
+#[test]
+fn static_source_refuses_collisions() {
+    let err = StaticToolSource::new(vec![
+        fake("core__a", ToolEffect::ReadOnly),
+        fake("core__a", ToolEffect::StateChange),
+    ])
+    .unwrap_err();
+    assert!(matches!(err, Error::ToolIdCollision(id) if id.as_str() == "core__a"));
+}
+
+/// A source that (wrongly) lists one id twice.
+struct Duplicating(Vec<ToolSpec>);
+
+impl ToolSource for Duplicating {
+    fn bound_tool(&self, _: &ToolId) -> Option<Arc<dyn BoundTool>> {
+        None
+    }
+    fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.0.clone()
+    }
+}
+
+#[test]
+fn catalog_refuses_collisions_even_for_denied_tools() {
+    let spec = fake("core__a", ToolEffect::ReadOnly).spec().clone();
+    let source = Duplicating(vec![spec.clone(), spec]);
+    for policy in [allow(&["core__a"]), allow(&[])] {
+        let err = ToolCatalog::build(&source, &policy, &ctx()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "tool id collision: core__a is defined twice"
+        );
+    }
+}

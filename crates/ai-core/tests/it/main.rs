@@ -1,0 +1,8 @@
+//! ai-core's integration tests: the public API only, one binary.
+
+mod canary;
+mod catalog;
+mod permit;
+mod policy;
+mod runner;
+mod support;

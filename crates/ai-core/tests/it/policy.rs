@@ -1,0 +1,70 @@
+//! The policy is data: TOML and JSON, deny by default, unknown keys refused.
+
+use ai_core::{PolicyDecision, RunContext, ToolEffect, ToolId, ToolPolicy};
+
+fn decide(policy: &ToolPolicy, id: &str, effect: ToolEffect) -> PolicyDecision {
+    let ctx = RunContext::new("run-1", "user:alice", "tenant-1").unwrap();
+    policy.decide(&ctx, &ToolId::parse(id).unwrap(), effect)
+}
+
+#[test]
+fn default_denies_everything() {
+    let policy = ToolPolicy::default();
+    assert_eq!(
+        decide(&policy, "core__a", ToolEffect::ReadOnly),
+        PolicyDecision::Deny
+    );
+    assert_eq!(ToolPolicy::from_toml_str("").unwrap(), policy);
+    assert_eq!(ToolPolicy::from_json_str("{}").unwrap(), policy);
+}
+
+#[test]
+fn toml_and_json_load_the_same_policy() {
+    let toml = ToolPolicy::from_toml_str(
+        r#"
+        allowed_tools = ["core__read", "core__write"]
+        require_approval_for_effects = ["state_change"]
+        [budgets]
+        max_runtime_ms = 1500
+        max_result_bytes = 1024
+        "#,
+    )
+    .unwrap();
+    let json = ToolPolicy::from_json_str(
+        r#"{"allowed_tools": ["core__write", "core__read"],
+            "require_approval_for_effects": ["state_change"],
+            "budgets": {"max_runtime_ms": 1500, "max_result_bytes": 1024}}"#,
+    )
+    .unwrap();
+    assert_eq!(toml, json);
+    assert_eq!(toml.budgets.max_args_bytes, 8 * 1024);
+    assert_eq!(
+        decide(&toml, "core__read", ToolEffect::ReadOnly),
+        PolicyDecision::Allow
+    );
+    assert_eq!(
+        decide(&toml, "core__write", ToolEffect::StateChange),
+        PolicyDecision::RequireApproval
+    );
+    assert_eq!(
+        decide(&toml, "core__other", ToolEffect::ReadOnly),
+        PolicyDecision::Deny
+    );
+}
+
+#[test]
+fn bad_policies_are_refused_with_the_reason() {
+    let cases = [
+        (r#"allowed_tool = []"#, "unknown field `allowed_tool`"),
+        (r#"allowed_tools = ["nope"]"#, "invalid tool id"),
+        (
+            r#"require_approval_for_effects = ["sometimes"]"#,
+            "unknown variant `sometimes`",
+        ),
+        ("[budgets]\nmax_runtime = 1", "unknown field `max_runtime`"),
+    ];
+    for (text, reason) in cases {
+        let err = ToolPolicy::from_toml_str(text).unwrap_err().to_string();
+        assert!(err.contains(reason), "{text}: {err}");
+    }
+}

@@ -1,0 +1,497 @@
+//! The runner pipeline, one test per step and per error code.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ai_core::{
+    AiEvent, Authorizer, AuthzDecision, BoundTool, ConnectionId, RunContext, ToolEffect,
+    ToolErrorCode, ToolId, ToolOutcome, ToolPolicy, ToolRun,
+};
+use serde_json::{Value, json};
+
+use crate::support::{Behaviour, CanaryBroker, FakeTool, Harness, allow};
+
+const ECHO: &str = "core__echo";
+
+fn tool(behaviour: Behaviour) -> Arc<FakeTool> {
+    Arc::new(FakeTool::new(ECHO, ToolEffect::ReadOnly, behaviour))
+}
+
+fn harness(tool: Arc<FakeTool>, policy: ToolPolicy) -> Harness {
+    Harness::new(vec![tool as Arc<dyn BoundTool>], policy)
+}
+
+/// Every run, whatever happened, answers the call it was given and emits exactly one start and
+/// one result for it, the result last.
+fn assert_answered(h: &Harness, run: &ToolRun) {
+    assert_eq!(run.result.tool_call_id.as_str(), "call_1");
+    assert_eq!(run.record.tool_call_id.as_str(), "call_1");
+    let events = h.events.events();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(
+        matches!(&events[0], AiEvent::ToolCallStart { tool_call_id, .. } if tool_call_id.as_str() == "call_1")
+    );
+    match &events[1] {
+        AiEvent::ToolCallResult {
+            tool_call_id,
+            outcome,
+            ..
+        } => {
+            assert_eq!(tool_call_id.as_str(), "call_1");
+            assert_eq!(outcome, &run.result.outcome);
+        }
+        other => panic!("expected a result event, got {other:?}"),
+    }
+    assert!(run.record.ended_at_ms > run.record.started_at_ms);
+}
+
+/// Asserts the call failed with `code` and a message containing `message`.
+fn check_failure(h: &Harness, run: &ToolRun, code: ToolErrorCode, message: &str) {
+    assert_answered(h, run);
+    let failure = run
+        .result
+        .failure()
+        .unwrap_or_else(|| panic!("expected {code}, got {run:?}"));
+    assert_eq!(failure.code, code, "{failure:?}");
+    assert!(
+        failure.safe_message.contains(message),
+        "{:?} does not contain {message:?}",
+        failure.safe_message
+    );
+    assert_eq!(run.record.error.as_ref(), Some(failure));
+    assert_eq!(run.record.result, None);
+}
+
+fn check_ok(h: &Harness, run: &ToolRun, expected: Value) {
+    assert_answered(h, run);
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: expected.clone().into()
+        }
+    );
+    assert_eq!(run.record.result.as_deref(), Some(&expected));
+    assert_eq!(run.record.error, None);
+}
+
+#[tokio::test]
+async fn success_runs_every_step_and_redacts() {
+    let t = tool(Behaviour::Echo);
+    let h = harness(t.clone(), allow(&[ECHO]));
+    let run = h.call(ECHO, r#"{"text":"hi"}"#).await;
+    check_ok(&h, &run, json!({"echo": "hi"}));
+    assert_eq!(run.record.args.as_deref(), Some(&json!({"text": "hi"})));
+    assert_eq!(t.runs.load(Ordering::SeqCst), 1);
+    // The start event carries the validated arguments.
+    assert!(
+        matches!(&h.events.events()[0], AiEvent::ToolCallStart { args: Some(a), .. } if **a == json!({"text": "hi"}))
+    );
+}
+
+#[tokio::test]
+async fn step1_unknown_or_malformed_tool_is_unavailable() {
+    let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));
+    let run = h.call("core__nope", "{}").await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::Unavailable,
+        "core__nope is not available",
+    );
+
+    let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));
+    let run = h.call("rm -rf /", "{}").await;
+    check_failure(&h, &run, ToolErrorCode::Unavailable, "(invalid tool name)");
+    assert!(
+        !run.result
+            .failure()
+            .unwrap()
+            .safe_message
+            .contains("rm -rf")
+    );
+}
+
+#[tokio::test]
+async fn step2_deny_by_default() {
+    let t = tool(Behaviour::Echo);
+    let h = harness(t.clone(), ToolPolicy::default());
+    assert!(h.catalog.is_empty());
+    let run = h.call(ECHO, "{}").await;
+    check_failure(&h, &run, ToolErrorCode::PolicyDenied, "not allowed");
+    assert_eq!(t.runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn step2_require_approval_is_hidden_and_refused() {
+    let t = Arc::new(FakeTool::new(
+        ECHO,
+        ToolEffect::StateChange,
+        Behaviour::Echo,
+    ));
+    let mut policy = allow(&[ECHO]);
+    policy
+        .require_approval_for_effects
+        .insert(ToolEffect::StateChange);
+    let h = harness(t.clone(), policy);
+    assert!(!h.catalog.contains(&ToolId::parse(ECHO).unwrap()));
+    let run = h.call(ECHO, "{}").await;
+    check_failure(&h, &run, ToolErrorCode::PolicyDenied, "");
+    assert_eq!(t.runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn step2_a_tool_outside_the_runs_catalog_is_refused_even_if_the_policy_allows_it() {
+    let t = tool(Behaviour::Echo);
+    let mut h = harness(t.clone(), allow(&[ECHO]));
+    h.catalog = ai_core::ToolCatalog::default();
+    let run = h.call(ECHO, "{}").await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::PolicyDenied,
+        "not in this run's catalog",
+    );
+    assert_eq!(t.runs.load(Ordering::SeqCst), 0);
+}
+
+struct DenyAll;
+
+#[async_trait::async_trait]
+impl Authorizer for DenyAll {
+    async fn check(&self, _: &RunContext, _: &ToolId) -> AuthzDecision {
+        AuthzDecision::Deny
+    }
+}
+
+#[tokio::test]
+async fn step3_authz_hook_denies() {
+    let t = tool(Behaviour::Echo);
+    let mut h = harness(t.clone(), allow(&[ECHO]));
+    h.runner = h.runner.clone().with_authorizer(Arc::new(DenyAll));
+    let run = h.call(ECHO, "{}").await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::AuthzDenied,
+        "may not execute core__echo",
+    );
+    assert_eq!(t.runs.load(Ordering::SeqCst), 0);
+}
+
+fn conn(raw: &str) -> ConnectionId {
+    ConnectionId::new(raw).unwrap()
+}
+
+/// A context where the actor was granted `granted`, the request asked for `requested`, and the
+/// request selected `selected`.
+fn connection_ctx(granted: &[&str], requested: &[&str], selected: Option<&str>) -> RunContext {
+    let mut ctx = RunContext::new("run-1", "user:alice", "tenant-1").unwrap();
+    ctx.grant.allowed_connection_ids = granted.iter().map(|c| conn(c)).collect();
+    ctx.requested_connection_ids = requested.iter().map(|c| conn(c)).collect();
+    ctx.connection_id = selected.map(conn);
+    ctx
+}
+
+fn connection_harness(ctx: RunContext) -> (Harness, Arc<FakeTool>, Arc<CanaryBroker>) {
+    let t = Arc::new(
+        FakeTool::new(ECHO, ToolEffect::ReadOnly, Behaviour::UseToken).needing_connection(),
+    );
+    let broker = Arc::new(CanaryBroker::default());
+    let mut h = Harness::with_ctx(vec![t.clone() as Arc<dyn BoundTool>], allow(&[ECHO]), ctx);
+    h.runner = h.runner.clone().with_broker(broker.clone());
+    (h, t, broker)
+}
+
+#[tokio::test]
+async fn step4_connection_must_be_selected() {
+    let (h, t, broker) = connection_harness(connection_ctx(&["c1"], &["c1"], None));
+    let run = h.call(ECHO, "{}").await;
+    check_failure(&h, &run, ToolErrorCode::Validation, "needs a connection");
+    assert_eq!(t.runs.load(Ordering::SeqCst), 0);
+    assert!(broker.resolved.lock().unwrap().is_empty());
+}
+
+/// The confused deputy: the request selects a connection the actor was never granted (someone
+/// else's). The runner refuses before the broker is asked for anything.
+#[tokio::test]
+async fn step4_confused_deputy_is_refused_before_the_broker() {
+    for ctx in [
+        // Requested but not granted.
+        connection_ctx(&["alice-gh"], &["alice-gh", "victim-gh"], Some("victim-gh")),
+        // Granted but not requested by this request.
+        connection_ctx(
+            &["alice-gh", "alice-mail"],
+            &["alice-gh"],
+            Some("alice-mail"),
+        ),
+        // Empty intersection.
+        connection_ctx(&[], &["victim-gh"], Some("victim-gh")),
+    ] {
+        let (h, t, broker) = connection_harness(ctx);
+        let run = h.call(ECHO, "{}").await;
+        check_failure(&h, &run, ToolErrorCode::PolicyDenied, "not granted");
+        assert_eq!(t.runs.load(Ordering::SeqCst), 0);
+        assert!(broker.resolved.lock().unwrap().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn step6_auth_capability_is_bound_to_the_granted_connection_only() {
+    let (h, t, broker) = connection_harness(connection_ctx(&["c1", "c2"], &["c1"], Some("c1")));
+    let run = h.call(ECHO, "{}").await;
+    // The token is in a field that is not allowlisted: it is stripped.
+    check_ok(&h, &run, json!({"connection": "c1"}));
+    assert_eq!(t.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(*broker.resolved.lock().unwrap(), vec!["c1".to_owned()]);
+
+    // Each invocation resolves again: nothing is cached.
+    let run = h.call(ECHO, "{}").await;
+    assert!(run.result.failure().is_none());
+    assert_eq!(broker.resolved.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn step6_broker_failure_is_authz_denied() {
+    let (h, t, _) = connection_harness(connection_ctx(
+        &["conn-broken"],
+        &["conn-broken"],
+        Some("conn-broken"),
+    ));
+    let run = h.call(ECHO, "{}").await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::AuthzDenied,
+        "the connection has expired",
+    );
+    assert_eq!(t.runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn step6_no_broker_configured_is_unavailable() {
+    let t = Arc::new(
+        FakeTool::new(ECHO, ToolEffect::ReadOnly, Behaviour::UseToken).needing_connection(),
+    );
+    let h = Harness::with_ctx(
+        vec![t.clone() as Arc<dyn BoundTool>],
+        allow(&[ECHO]),
+        connection_ctx(&["c1"], &["c1"], Some("c1")),
+    );
+    let run = h.call(ECHO, "{}").await;
+    check_failure(&h, &run, ToolErrorCode::Unavailable, "no connection broker");
+}
+
+#[tokio::test]
+async fn step5_invalid_json() {
+    let t = tool(Behaviour::Echo);
+    let h = harness(t.clone(), allow(&[ECHO]));
+    let run = h.call(ECHO, r#"{"text": "sk-secret-in-args"#).await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::InvalidJson,
+        "Invalid tool arguments JSON",
+    );
+    assert!(!run.result.model_content().contains("sk-secret-in-args"));
+    assert_eq!(run.record.args, None);
+    // The start event has no arguments: they never parsed.
+    assert!(matches!(
+        &h.events.events()[0],
+        AiEvent::ToolCallStart { args: None, .. }
+    ));
+    assert_eq!(t.runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn step5_schema_validation() {
+    let t = tool(Behaviour::Echo);
+    let h = harness(t.clone(), allow(&[ECHO]));
+    let run = h.call(ECHO, r#"{"text": 42}"#).await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::Validation,
+        "/text: expected a string",
+    );
+    assert_eq!(t.runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn step5_empty_arguments_mean_no_arguments() {
+    let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));
+    let run = h.call(ECHO, "").await;
+    check_ok(&h, &run, json!({"echo": null}));
+}
+
+#[tokio::test]
+async fn step5_arguments_over_the_limit_are_refused_before_parsing() {
+    let t = tool(Behaviour::Echo);
+    let h = harness(t.clone(), allow(&[ECHO]));
+    let args = format!(r#"{{"text":"{}"}}"#, "x".repeat(8 * 1024));
+    let run = h.call(ECHO, &args).await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::Validation,
+        "over the 8192-byte limit",
+    );
+
+    let mut policy = allow(&[ECHO]);
+    policy.budgets.max_args_bytes = 16 * 1024;
+    let h = harness(tool(Behaviour::Echo), policy);
+    assert!(h.call(ECHO, &args).await.result.failure().is_none());
+}
+
+#[tokio::test]
+async fn step8_tool_failure_is_execution() {
+    let h = harness(tool(Behaviour::Fail), allow(&[ECHO]));
+    let run = h.call(ECHO, "{}").await;
+    check_failure(&h, &run, ToolErrorCode::Execution, "the fake tool failed");
+}
+
+#[tokio::test]
+async fn step8_tool_panic_is_execution() {
+    let h = harness(tool(Behaviour::Panic), allow(&[ECHO]));
+    let run = h.call(ECHO, "{}").await;
+    check_failure(&h, &run, ToolErrorCode::Execution, "failed unexpectedly");
+}
+
+#[tokio::test(start_paused = true)]
+async fn step8_runtime_budget_is_timeout() {
+    let mut policy = allow(&[ECHO]);
+    policy.budgets.max_runtime_ms = 100;
+    let h = harness(
+        tool(Behaviour::Sleep(Duration::from_millis(101))),
+        policy.clone(),
+    );
+    let run = h.call(ECHO, "{}").await;
+    check_failure(&h, &run, ToolErrorCode::Timeout, "within 100 ms");
+
+    let h = harness(tool(Behaviour::Sleep(Duration::from_millis(99))), policy);
+    assert!(h.call(ECHO, "{}").await.result.failure().is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn step8_cancellation() {
+    // Cancelled while the tool runs.
+    let h = harness(
+        tool(Behaviour::Sleep(Duration::from_secs(5))),
+        allow(&[ECHO]),
+    );
+    let cancel = h.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        cancel.cancel();
+    });
+    let run = h.call(ECHO, "{}").await;
+    check_failure(&h, &run, ToolErrorCode::Cancelled, "cancelled");
+
+    // Cancelled before the call: the tool never runs.
+    let t = tool(Behaviour::Echo);
+    let h = harness(t.clone(), allow(&[ECHO]));
+    h.cancel.cancel();
+    let run = h.call(ECHO, "{}").await;
+    check_failure(&h, &run, ToolErrorCode::Cancelled, "cancelled");
+}
+
+#[tokio::test]
+async fn step9_output_validation() {
+    let h = harness(tool(Behaviour::Output(json!([1, 2]))), allow(&[ECHO]));
+    let run = h.call(ECHO, "{}").await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::OutputValidation,
+        "/: expected an object",
+    );
+}
+
+#[tokio::test]
+async fn step10_redaction_strips_fields_not_allowlisted() {
+    let output = json!({"echo": "shown", "hidden": "internal", "token": "x", "nested": {"a": 1}});
+    let h = harness(tool(Behaviour::Output(output)), allow(&[ECHO]));
+    let run = h.call(ECHO, "{}").await;
+    check_ok(&h, &run, json!({"echo": "shown"}));
+}
+
+/// A tool whose redaction fails.
+struct Unredactable(FakeTool);
+
+#[async_trait::async_trait]
+impl BoundTool for Unredactable {
+    fn spec(&self) -> &ai_core::ToolSpec {
+        self.0.spec()
+    }
+    fn validate_input(&self, args: Value) -> Result<Value, ai_core::ToolError> {
+        self.0.validate_input(args)
+    }
+    async fn exec(
+        &self,
+        permit: ai_core::ExecPermit,
+        args: Arc<Value>,
+        ctx: &ai_core::ToolInvocationContext,
+        caps: &ai_core::Capabilities,
+    ) -> Result<Value, ai_core::ToolError> {
+        self.0.exec(permit, args, ctx, caps).await
+    }
+    fn validate_output(&self, output: &Value) -> Result<(), ai_core::ToolError> {
+        self.0.validate_output(output)
+    }
+    fn redact(&self, _: Value) -> Result<Value, ai_core::ToolError> {
+        Err(ai_core::ToolError::new("no redaction config"))
+    }
+}
+
+#[tokio::test]
+async fn step10_redaction_failure_shows_nothing() {
+    let t = Arc::new(Unredactable(FakeTool::new(
+        ECHO,
+        ToolEffect::ReadOnly,
+        Behaviour::Echo,
+    )));
+    let h = Harness::new(vec![t as Arc<dyn BoundTool>], allow(&[ECHO]));
+    let run = h.call(ECHO, r#"{"text":"hi"}"#).await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::RedactionFailed,
+        "none of it is shown",
+    );
+}
+
+#[tokio::test]
+async fn step10_result_budget() {
+    let big = json!({"echo": "y".repeat(40 * 1024)});
+    let h = harness(tool(Behaviour::Output(big.clone())), allow(&[ECHO]));
+    let run = h.call(ECHO, "{}").await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::ResultTooLarge,
+        "over the 32768-byte limit",
+    );
+
+    // Only the redacted bytes count: a large field that is stripped does not.
+    let stripped = json!({"echo": "small", "hidden": "z".repeat(40 * 1024)});
+    let h = harness(tool(Behaviour::Output(stripped)), allow(&[ECHO]));
+    assert!(h.call(ECHO, "{}").await.result.failure().is_none());
+
+    let mut policy = allow(&[ECHO]);
+    policy.budgets.max_result_bytes = 64 * 1024;
+    let h = harness(tool(Behaviour::Output(big)), policy);
+    assert!(h.call(ECHO, "{}").await.result.failure().is_none());
+}
+
+#[tokio::test]
+async fn model_content_is_the_value_or_a_coded_error() {
+    let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));
+    let ok = h.call(ECHO, r#"{"text":"hi"}"#).await;
+    assert_eq!(ok.result.model_content(), r#"{"echo":"hi"}"#);
+    let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));
+    let bad = h.call(ECHO, "{").await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&bad.result.model_content()).unwrap(),
+        json!({"error": {"code": "invalid_json", "message": "Invalid tool arguments JSON"}})
+    );
+}
