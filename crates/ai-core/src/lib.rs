@@ -3,7 +3,7 @@
 //! This crate owns the canonical tool types ([`ToolId`], [`ToolSpec`], [`ToolExecResult`],
 //! [`ToolInvocationRecord`]), the events a run emits ([`AiEvent`]), the ports the rest of the
 //! workspace implements ([`ToolSource`], [`BoundTool`], [`Clock`], [`EventSink`],
-//! [`ConnectionBroker`], [`CompletionPort`], [`BlobStore`]), the deny-by-default
+//! [`ConnectionBroker`], [`CompletionPort`], [`BlobStore`], [`Workspace`]), the deny-by-default
 //! [`ToolPolicy`], the [`ToolCatalog`], the [`ToolRunner`] pipeline, and the provider-neutral
 //! message model with [`validate_history`].
 //!
@@ -42,6 +42,7 @@ mod schema;
 mod secret;
 mod source;
 mod spec;
+mod workspace;
 
 pub use canonical::{canonical_json, sha256_hex};
 pub use catalog::ToolCatalog;
@@ -65,6 +66,7 @@ pub use schema::{SchemaViolation, validate_tool_schema_p0};
 pub use secret::Secret;
 pub use source::{BoundTool, Capabilities, StaticToolSource, ToolError, ToolSource};
 pub use spec::{Redaction, ToolEffect, ToolSpec};
+pub use workspace::{Workspace, WorkspaceEntry, WorkspaceError};
 
 /// Re-exported so that callers name the same cancellation token the runner listens to.
 pub use tokio_util::sync::CancellationToken;

@@ -1,1 +1,24 @@
-//! cogni-ai-tools (filled by its issue).
+//! Tool contracts: tools written as Rust types, with their JSON Schema derived, checked and
+//! enforced.
+//!
+//! A [`ToolContract`] names a tool, its effect, its output allowlist and its typed input and
+//! output. [`tool_spec`] derives the model-facing [`ai_core::ToolSpec`] (draft-07 JSON Schema via
+//! schemars, deterministic, hashed by [`schema_hash`], refused if it leaves the supported subset
+//! or asks for a connection id). [`bind`] turns a contract holding its capabilities into an
+//! [`ai_core::BoundTool`] whose validators (jsonschema) are compiled once and whose output is
+//! redacted by allowlist. The core tools live in [`tools`].
+//!
+//! This crate never does IO of its own (tools reach the world only through capability ports
+//! such as [`ai_core::Clock`] and [`ai_core::Workspace`]), never reads the environment, and
+//! exports no default executable catalog: every runtime binds its own tools in its composition
+//! root.
+
+mod bind;
+mod contract;
+mod error;
+mod redact;
+pub mod tools;
+
+pub use bind::bind;
+pub use contract::{ToolContract, schema_hash, tool_spec};
+pub use error::{Error, Result};

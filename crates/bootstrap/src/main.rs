@@ -1,3 +1,27 @@
-//! The `cogni` binary.
+//! The `cogni` binary: parses the command line and hands off to `bootstrap::cli`.
 
-fn main() {}
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = bootstrap::cli::Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(bootstrap::cli::run(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            // One line: the error and its causes.
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

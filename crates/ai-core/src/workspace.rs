@@ -1,0 +1,101 @@
+//! The workspace port: files under one root folder, addressed by relative paths.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+/// One entry of a workspace folder.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceEntry {
+    /// The entry's path relative to the workspace root, with `/` separators.
+    pub path: String,
+    /// Whether it is a folder.
+    pub is_dir: bool,
+    /// Size in bytes (0 for folders).
+    pub size: u64,
+}
+
+/// Why a workspace operation failed; the message is safe to show the model.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkspaceError {
+    /// The path is absolute, climbs out with `..`, or resolves (through a symlink) outside the root.
+    #[error("path {path:?} is outside the workspace")]
+    OutsideRoot {
+        /// The path as given.
+        path: String,
+    },
+    /// The path is malformed (empty, NUL, backslash).
+    #[error("path {path:?} is not a valid workspace path: {reason}")]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// Nothing exists at the path.
+    #[error("path {path:?} does not exist")]
+    NotFound {
+        /// The path as given.
+        path: String,
+    },
+    /// The file is larger than the read limit.
+    #[error("file {path:?} is {size} bytes, over the {limit}-byte limit")]
+    TooLarge {
+        /// The path as given.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The file is not UTF-8 text.
+    #[error("file {path:?} is not UTF-8 text")]
+    NotText {
+        /// The path as given.
+        path: String,
+    },
+    /// The operation failed for another reason (permissions, disk).
+    #[error("workspace operation on {path:?} failed: {reason}")]
+    Io {
+        /// The path as given.
+        path: String,
+        /// The kind of failure.
+        reason: String,
+    },
+}
+
+/// Files confined to one root folder. Paths are relative, `/`-separated; implementations must
+/// refuse anything that leaves the root, including through symlinks.
+///
+/// ```
+/// use std::{collections::BTreeMap, sync::Mutex};
+/// use ai_core::{Workspace, WorkspaceEntry, WorkspaceError};
+/// #[derive(Default)]
+/// struct InMemory(Mutex<BTreeMap<String, String>>);
+/// #[async_trait::async_trait]
+/// impl Workspace for InMemory {
+///     async fn list(&self, dir: &str) -> Result<Vec<WorkspaceEntry>, WorkspaceError> {
+///         Ok(self.0.lock().unwrap().iter()
+///             .filter(|(p, _)| dir.is_empty() || dir == "." || p.starts_with(dir))
+///             .map(|(p, c)| WorkspaceEntry { path: p.clone(), is_dir: false, size: c.len() as u64 })
+///             .collect())
+///     }
+///     async fn read(&self, path: &str) -> Result<String, WorkspaceError> {
+///         self.0.lock().unwrap().get(path).cloned()
+///             .ok_or_else(|| WorkspaceError::NotFound { path: path.into() })
+///     }
+///     async fn write(&self, path: &str, content: &str) -> Result<(), WorkspaceError> {
+///         self.0.lock().unwrap().insert(path.into(), content.into());
+///         Ok(())
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait Workspace: Send + Sync {
+    /// The entries of a folder (`""` or `"."` is the root), sorted by path.
+    async fn list(&self, dir: &str) -> Result<Vec<WorkspaceEntry>, WorkspaceError>;
+    /// The text of a file.
+    async fn read(&self, path: &str) -> Result<String, WorkspaceError>;
+    /// Creates or replaces a file (and its parent folders, inside the root).
+    async fn write(&self, path: &str, content: &str) -> Result<(), WorkspaceError>;
+}

@@ -1,0 +1,130 @@
+//! Binding a contract (holding its capabilities) into an executable [`BoundTool`].
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use jsonschema::Validator;
+use serde::Deserialize;
+use serde_json::Value;
+
+use ai_core::{BoundTool, Capabilities, ExecPermit, ToolError, ToolInvocationContext, ToolSpec};
+
+use crate::contract::derive_schema;
+use crate::redact::{Allowlist, schema_has_path};
+use crate::{Error, ToolContract, tool_spec};
+
+/// A contract with its spec, its compiled validators and its allowlist.
+struct BoundContract<C> {
+    contract: C,
+    spec: ToolSpec,
+    input: Validator,
+    output: Validator,
+    allowlist: Allowlist,
+}
+
+/// Binds `contract` into a [`BoundTool`] for a tool source.
+///
+/// The spec is derived (see [`tool_spec`]), both validators are compiled here, once, and the
+/// redaction allowlist is checked: an empty allowlist, or one naming a path the output schema
+/// does not have, cannot be bound (invariant REDACTION_REQUIRED).
+pub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {
+    let spec = tool_spec::<C>()?;
+    let output_schema = derive_schema::<C::Output>();
+    let redaction_error = |reason: String| Error::Redaction {
+        tool: C::ID.into(),
+        reason,
+    };
+    if C::REDACTION.is_empty() {
+        return Err(redaction_error(
+            "it is empty; list the output fields that may be shown".into(),
+        ));
+    }
+    if let Some(path) = C::REDACTION
+        .iter()
+        .find(|path| !schema_has_path(&output_schema, path))
+    {
+        return Err(redaction_error(format!(
+            "{path:?} is not a field of the output"
+        )));
+    }
+    let compile = |schema: &Value, which| {
+        jsonschema::draft7::new(schema).map_err(|e| Error::SchemaCompile {
+            tool: C::ID.into(),
+            which,
+            reason: e.to_string(),
+        })
+    };
+    Ok(Arc::new(BoundContract {
+        input: compile(&spec.input_schema, "input")?,
+        output: compile(&output_schema, "output")?,
+        allowlist: Allowlist::new(C::REDACTION.iter().copied()),
+        spec,
+        contract,
+    }))
+}
+
+/// A message naming where and which rule failed, never the offending value.
+fn safe_errors(validator: &Validator, value: &Value) -> ToolError {
+    let mut parts: Vec<String> = validator
+        .iter_errors(value)
+        .take(5)
+        .map(|e| {
+            let path = e.instance_path().as_str();
+            let path = if path.is_empty() { "/" } else { path };
+            format!("{path} fails `{}`", e.kind().keyword())
+        })
+        .collect();
+    parts.dedup();
+    ToolError::new(parts.join("; "))
+}
+
+#[async_trait]
+impl<C: ToolContract> BoundTool for BoundContract<C> {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn requires_connection(&self) -> bool {
+        self.contract.requires_connection()
+    }
+
+    fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
+        if self.input.is_valid(&args) {
+            Ok(args)
+        } else {
+            Err(safe_errors(&self.input, &args))
+        }
+    }
+
+    async fn exec(
+        &self,
+        _permit: ExecPermit,
+        args: Arc<Value>,
+        ctx: &ToolInvocationContext,
+        caps: &Capabilities,
+    ) -> Result<Value, ToolError> {
+        // The schema was checked already; this can only fail where serde is stricter than the
+        // schema, and its message (which may quote the input) is not passed on.
+        let input = C::Input::deserialize(&*args)
+            .map_err(|_| ToolError::new("the arguments do not fit the tool's input type"))?;
+        let output = self.contract.execute(input, ctx, caps).await?;
+        serde_json::to_value(output)
+            .map_err(|_| ToolError::new("the tool output could not be serialized"))
+    }
+
+    fn validate_output(&self, output: &Value) -> Result<(), ToolError> {
+        if self.output.is_valid(output) {
+            Ok(())
+        } else {
+            Err(safe_errors(&self.output, output))
+        }
+    }
+
+    fn redact(&self, mut output: Value) -> Result<Value, ToolError> {
+        if self.allowlist.apply(&mut output) {
+            Ok(output)
+        } else {
+            Err(ToolError::new("the output has no allowlisted fields"))
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! The contract trait and the derivation of a tool's spec from its Rust types.
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use ai_core::{
+    Capabilities, Redaction, ToolEffect, ToolError, ToolId, ToolInvocationContext, ToolSpec,
+    canonical_json, sha256_hex, validate_tool_schema_p0,
+};
+
+use crate::Error;
+
+/// A tool written as Rust types. The input and output schemas are derived from the types, never
+/// written by hand (invariant NO_MANUAL_SCHEMA_DUPLICATION).
+///
+/// Capabilities the tool needs for its whole life (a clock, a workspace) are fields of the
+/// implementing value, given when the composition root builds it; per-invocation credentials
+/// come from [`Capabilities::auth`].
+///
+/// ```
+/// use ai_core::{Capabilities, ToolEffect, ToolError, ToolInvocationContext};
+/// use ai_tools::ToolContract;
+/// use schemars::JsonSchema;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Deserialize, JsonSchema)]
+/// struct AddInput { a: i64, b: i64 }
+/// #[derive(Serialize, JsonSchema)]
+/// struct AddOutput { sum: i64 }
+///
+/// struct Add;
+/// #[async_trait::async_trait]
+/// impl ToolContract for Add {
+///     type Input = AddInput;
+///     type Output = AddOutput;
+///     const ID: &'static str = "core__add";
+///     const DESCRIPTION: &'static str = "Adds two integers.";
+///     const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+///     const REDACTION: &'static [&'static str] = &["sum"];
+///     async fn execute(&self, input: AddInput, _: &ToolInvocationContext, _: &Capabilities)
+///         -> Result<AddOutput, ToolError> {
+///         input.a.checked_add(input.b).map(|sum| AddOutput { sum })
+///             .ok_or_else(|| ToolError::new("the sum overflows"))
+///     }
+/// }
+/// let spec = ai_tools::tool_spec::<Add>().unwrap();
+/// assert_eq!(spec.input_schema["required"], serde_json::json!(["a", "b"]));
+/// ```
+#[async_trait]
+pub trait ToolContract: Send + Sync + 'static {
+    /// The arguments the model sends.
+    type Input: DeserializeOwned + JsonSchema + Send;
+    /// What the tool returns, before redaction.
+    type Output: Serialize + JsonSchema + Send;
+
+    /// The namespaced id (`core__<name>`).
+    const ID: &'static str;
+    /// What the tool does, for the model.
+    const DESCRIPTION: &'static str;
+    /// Its side-effect level.
+    const EFFECT: ToolEffect;
+    /// Output paths that may leave the runner (dotted, arrays walked element-wise).
+    const REDACTION: &'static [&'static str];
+
+    /// Whether the tool needs an external connection.
+    fn requires_connection(&self) -> bool {
+        false
+    }
+
+    /// Runs the tool on validated, typed input.
+    async fn execute(
+        &self,
+        input: Self::Input,
+        ctx: &ToolInvocationContext,
+        caps: &Capabilities,
+    ) -> Result<Self::Output, ToolError>;
+}
+
+/// The draft-07 schema of `T` as plain JSON, without the `$schema` and `title` annotations
+/// (providers ignore them, and the title is the Rust type's name).
+pub(crate) fn derive_schema<T: JsonSchema>() -> Value {
+    let generator = SchemaSettings::draft07().into_generator();
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    if let Value::Object(map) = &mut schema {
+        map.remove("$schema");
+        map.remove("title");
+    }
+    schema
+}
+
+/// Derives the model-facing spec of a contract.
+///
+/// The input schema is draft-07, derived deterministically from `C::Input` (same bytes every
+/// run), and refused when it leaves the subset of [`ai_core::validate_tool_schema_p0`] or declares
+/// a `connectionId`/`connection_id` property anywhere.
+pub fn tool_spec<C: ToolContract>() -> Result<ToolSpec, Error> {
+    let id = ToolId::parse(C::ID)?;
+    let input_schema = derive_schema::<C::Input>();
+    if let Err(violations) = validate_tool_schema_p0(&input_schema) {
+        return Err(Error::UnsupportedSchema {
+            tool: C::ID.into(),
+            violations: violations
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        });
+    }
+    if let Some(pointer) = find_connection_id(&input_schema, String::new()) {
+        return Err(Error::ConnectionIdInInput {
+            tool: C::ID.into(),
+            pointer,
+        });
+    }
+    Ok(ToolSpec {
+        id,
+        description: C::DESCRIPTION.into(),
+        input_schema,
+        effect: C::EFFECT,
+        redaction: Redaction {
+            allow: C::REDACTION.iter().map(|p| (*p).to_owned()).collect(),
+        },
+    })
+}
+
+/// The lower-case hex SHA-256 of the canonical input schema: equal schemas hash equal,
+/// whatever their key order.
+pub fn schema_hash(spec: &ToolSpec) -> String {
+    sha256_hex(canonical_json(&spec.input_schema).as_bytes())
+}
+
+/// The pointer of the first property named like a connection id, at any depth.
+fn find_connection_id(node: &Value, pointer: String) -> Option<String> {
+    match node {
+        Value::Object(map) => map.iter().find_map(|(key, child)| {
+            let at = format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
+            if key == "properties"
+                && let Value::Object(properties) = child
+                && let Some(name) = properties
+                    .keys()
+                    .find(|k| *k == "connectionId" || *k == "connection_id")
+            {
+                return Some(format!("{at}/{name}"));
+            }
+            find_connection_id(child, at)
+        }),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, child)| find_connection_id(child, format!("{pointer}/{i}"))),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,49 @@
+//! The crate's error type: why a contract cannot become a spec or a bound tool.
+
+/// Why a contract was refused at derivation or binding time.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The tool id breaks the id rules.
+    #[error(transparent)]
+    Id(#[from] ai_core::Error),
+    /// The derived input schema leaves the supported subset.
+    #[error("tool {tool}: input schema is outside the supported subset: {violations}")]
+    UnsupportedSchema {
+        /// The tool.
+        tool: String,
+        /// Each violation, `pointer: reason`, joined by `; `.
+        violations: String,
+    },
+    /// The input schema declares a connection id, which must come from the context instead.
+    #[error(
+        "tool {tool}: input property {pointer} is a connection id; connections come from the invocation context, never from arguments"
+    )]
+    ConnectionIdInInput {
+        /// The tool.
+        tool: String,
+        /// Where the property is declared.
+        pointer: String,
+    },
+    /// The redaction allowlist is empty or names a path the output does not have.
+    #[error("tool {tool}: invalid redaction allowlist: {reason}")]
+    Redaction {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// jsonschema could not compile a derived schema.
+    #[error("tool {tool}: cannot compile the {which} schema: {reason}")]
+    SchemaCompile {
+        /// The tool.
+        tool: String,
+        /// `input` or `output`.
+        which: &'static str,
+        /// The compiler's message.
+        reason: String,
+    },
+}
+
+/// `Result` with [`Error`] as the default error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,51 @@
+//! Redaction and schema path checks as data.
+
+use serde_json::{Value, json};
+
+use super::{Allowlist, schema_has_path};
+
+fn check(allow: &[&str], input: Value, expected: Value) {
+    let mut value = input;
+    Allowlist::new(allow.iter().copied()).apply(&mut value);
+    assert_eq!(value, expected, "{allow:?}");
+}
+
+#[test]
+fn strips_what_is_not_allowlisted() {
+    check(&["a"], json!({"a": 1, "b": 2}), json!({"a": 1}));
+    check(
+        &["a"],
+        json!({"a": {"x": 1, "secret": 2}}),
+        json!({"a": {"x": 1, "secret": 2}}),
+    );
+    check(
+        &["a.x"],
+        json!({"a": {"x": 1, "secret": 2}, "b": 3}),
+        json!({"a": {"x": 1}}),
+    );
+    check(
+        &["items.name"],
+        json!({"items": [{"name": "n1", "token": "t"}, {"name": "n2"}], "total": 2}),
+        json!({"items": [{"name": "n1"}, {"name": "n2"}]}),
+    );
+    check(&["a.x"], json!({"a": "scalar"}), json!({}));
+    check(&[], json!({"a": 1}), json!({}));
+}
+
+#[test]
+fn schema_paths_follow_refs_and_items() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "entries": {"type": "array", "items": {"$ref": "#/definitions/Entry"}},
+            "count": {"type": "integer"}
+        },
+        "definitions": {"Entry": {"type": "object", "properties": {"path": {"type": "string"}}}}
+    });
+    assert!(schema_has_path(&schema, "count"));
+    assert!(schema_has_path(&schema, "entries"));
+    assert!(schema_has_path(&schema, "entries.path"));
+    assert!(!schema_has_path(&schema, "entries.size"));
+    assert!(!schema_has_path(&schema, "missing"));
+    assert!(!schema_has_path(&schema, "count.x"));
+}

@@ -1,0 +1,226 @@
+//! `core__workspace_list`, `core__workspace_read` and `core__workspace_write`: files under the
+//! workspace capability's root.
+
+use std::sync::Arc;
+
+use ai_core::{Capabilities, ToolEffect, ToolError, ToolInvocationContext, Workspace};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::ToolContract;
+
+/// Refuses paths that could leave the root before the capability sees them (the capability
+/// checks again, against the real file system).
+fn check_path(path: &str, allow_root: bool) -> Result<(), ToolError> {
+    let refuse = |why: &str| Err(ToolError::new(format!("path {path:?} is refused: {why}")));
+    if path.is_empty() || path == "." {
+        return if allow_root {
+            Ok(())
+        } else {
+            refuse("it names no file")
+        };
+    }
+    if path.contains('\0') {
+        return refuse("it contains NUL");
+    }
+    if path.contains('\\') {
+        return refuse("use `/` as the separator");
+    }
+    if path.starts_with('/') || path.as_bytes().get(1) == Some(&b':') {
+        return refuse("it must be relative to the workspace");
+    }
+    if path.split('/').any(|segment| segment == "..") {
+        return refuse("`..` is not allowed");
+    }
+    Ok(())
+}
+
+fn workspace_error(error: ai_core::WorkspaceError) -> ToolError {
+    ToolError::new(error.to_string())
+}
+
+/// Lists a folder of the workspace.
+pub struct WorkspaceList {
+    workspace: Arc<dyn Workspace>,
+}
+
+impl WorkspaceList {
+    /// The tool over `workspace`.
+    pub fn new(workspace: Arc<dyn Workspace>) -> Self {
+        Self { workspace }
+    }
+}
+
+/// Arguments of `core__workspace_list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListInput {
+    /// The folder, relative to the workspace root; the root when absent.
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+/// One entry of a listing.
+#[derive(Debug, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ListEntry {
+    /// Path relative to the workspace root.
+    pub path: String,
+    /// Whether it is a folder.
+    pub is_dir: bool,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// The listing.
+#[derive(Debug, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ListOutput {
+    /// The entries, sorted by path.
+    pub entries: Vec<ListEntry>,
+}
+
+#[async_trait::async_trait]
+impl ToolContract for WorkspaceList {
+    type Input = ListInput;
+    type Output = ListOutput;
+    const ID: &'static str = "core__workspace_list";
+    const DESCRIPTION: &'static str =
+        "List the files and folders of a workspace folder (the root when no path is given).";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["entries.path", "entries.is_dir", "entries.size"];
+
+    async fn execute(
+        &self,
+        input: ListInput,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<ListOutput, ToolError> {
+        let path = input.path.unwrap_or_default();
+        check_path(&path, true)?;
+        let entries = self.workspace.list(&path).await.map_err(workspace_error)?;
+        Ok(ListOutput {
+            entries: entries
+                .into_iter()
+                .map(|e| ListEntry {
+                    path: e.path,
+                    is_dir: e.is_dir,
+                    size: e.size,
+                })
+                .collect(),
+        })
+    }
+}
+
+/// Reads a text file of the workspace.
+pub struct WorkspaceRead {
+    workspace: Arc<dyn Workspace>,
+}
+
+impl WorkspaceRead {
+    /// The tool over `workspace`.
+    pub fn new(workspace: Arc<dyn Workspace>) -> Self {
+        Self { workspace }
+    }
+}
+
+/// Arguments of `core__workspace_read`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadInput {
+    /// The file, relative to the workspace root.
+    pub path: String,
+}
+
+/// A file's text.
+#[derive(Debug, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ReadOutput {
+    /// The file, relative to the workspace root.
+    pub path: String,
+    /// Its text.
+    pub content: String,
+}
+
+#[async_trait::async_trait]
+impl ToolContract for WorkspaceRead {
+    type Input = ReadInput;
+    type Output = ReadOutput;
+    const ID: &'static str = "core__workspace_read";
+    const DESCRIPTION: &'static str = "Read a UTF-8 text file from the workspace.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["path", "content"];
+
+    async fn execute(
+        &self,
+        input: ReadInput,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<ReadOutput, ToolError> {
+        check_path(&input.path, false)?;
+        let content = self
+            .workspace
+            .read(&input.path)
+            .await
+            .map_err(workspace_error)?;
+        Ok(ReadOutput {
+            path: input.path,
+            content,
+        })
+    }
+}
+
+/// Writes a text file of the workspace.
+pub struct WorkspaceWrite {
+    workspace: Arc<dyn Workspace>,
+}
+
+impl WorkspaceWrite {
+    /// The tool over `workspace`.
+    pub fn new(workspace: Arc<dyn Workspace>) -> Self {
+        Self { workspace }
+    }
+}
+
+/// Arguments of `core__workspace_write`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteInput {
+    /// The file, relative to the workspace root; parent folders are created.
+    pub path: String,
+    /// The text to write; the file is replaced.
+    pub content: String,
+}
+
+/// What was written.
+#[derive(Debug, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct WriteOutput {
+    /// The file, relative to the workspace root.
+    pub path: String,
+    /// Bytes written.
+    pub bytes_written: u64,
+}
+
+#[async_trait::async_trait]
+impl ToolContract for WorkspaceWrite {
+    type Input = WriteInput;
+    type Output = WriteOutput;
+    const ID: &'static str = "core__workspace_write";
+    const DESCRIPTION: &'static str = "Create or replace a UTF-8 text file in the workspace.";
+    const EFFECT: ToolEffect = ToolEffect::StateChange;
+    const REDACTION: &'static [&'static str] = &["path", "bytes_written"];
+
+    async fn execute(
+        &self,
+        input: WriteInput,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<WriteOutput, ToolError> {
+        check_path(&input.path, false)?;
+        self.workspace
+            .write(&input.path, &input.content)
+            .await
+            .map_err(workspace_error)?;
+        Ok(WriteOutput {
+            path: input.path,
+            bytes_written: input.content.len() as u64,
+        })
+    }
+}

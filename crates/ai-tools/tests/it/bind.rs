@@ -1,0 +1,123 @@
+//! Binding: unusable allowlists are refused; validation never echoes values; redaction strips.
+
+use ai_core::{
+    Capabilities, ToolEffect, ToolError, ToolErrorCode, ToolInvocationContext, ToolOutcome,
+};
+use ai_tools::{Error, ToolContract, bind};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    name: String,
+    #[schemars(range(min = 1, max = 10))]
+    count: u32,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Inner {
+    shown: String,
+    hidden: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Output {
+    greeting: String,
+    internal_token: String,
+    items: Vec<Inner>,
+}
+
+/// A contract whose allowlist is given per test.
+macro_rules! contract {
+    ($name:ident, $allow:expr) => {
+        struct $name;
+        #[async_trait::async_trait]
+        impl ToolContract for $name {
+            type Input = Input;
+            type Output = Output;
+            const ID: &'static str = "core__greet";
+            const DESCRIPTION: &'static str = "Greets.";
+            const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+            const REDACTION: &'static [&'static str] = $allow;
+            async fn execute(
+                &self,
+                input: Input,
+                _: &ToolInvocationContext,
+                _: &Capabilities,
+            ) -> Result<Output, ToolError> {
+                Ok(Output {
+                    greeting: format!("hello {}", input.name),
+                    internal_token: "tok-internal".into(),
+                    items: (0..input.count)
+                        .map(|i| Inner {
+                            shown: format!("s{i}"),
+                            hidden: format!("h{i}"),
+                        })
+                        .collect(),
+                })
+            }
+        }
+    };
+}
+
+contract!(Greet, &["greeting", "items.shown"]);
+contract!(NoRedaction, &[]);
+contract!(WrongPath, &["greeting", "items.missing"]);
+
+#[test]
+fn a_tool_without_a_usable_allowlist_cannot_be_bound() {
+    let err = bind(NoRedaction).err().unwrap();
+    assert!(matches!(err, Error::Redaction { .. }), "{err}");
+    assert!(err.to_string().contains("it is empty"), "{err}");
+    let err = bind(WrongPath).err().unwrap();
+    assert!(
+        err.to_string()
+            .contains("\"items.missing\" is not a field of the output"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn redaction_strips_fields_not_allowlisted() {
+    let (run, _) = crate::support::run(bind(Greet).unwrap(), r#"{"name":"ada","count":2}"#).await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"greeting": "hello ada", "items": [{"shown": "s0"}, {"shown": "s1"}]})
+                .into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn validation_names_the_place_and_rule_never_the_value() {
+    let canary = "VALUE-CANARY-91f2";
+    let cases = [
+        (
+            format!(r#"{{"name":"{canary}","count":99}}"#),
+            "/count fails `maximum`",
+        ),
+        (
+            format!(r#"{{"name":7,"count":1,"{canary}":1}}"#),
+            "/name fails `type`",
+        ),
+        (format!(r#"{{"count":"{canary}"}}"#), "/ fails `required`"),
+    ];
+    for (args, expected) in cases {
+        let (run, events) = crate::support::run(bind(Greet).unwrap(), &args).await;
+        let failure = run.result.failure().unwrap();
+        assert_eq!(failure.code, ToolErrorCode::Validation);
+        assert!(
+            failure.safe_message.contains(expected),
+            "{}",
+            failure.safe_message
+        );
+        let everything = format!(
+            "{run:?}{events:?}{}",
+            serde_json::to_string(&events).unwrap()
+        );
+        assert!(!everything.contains(canary), "{everything}");
+    }
+}

@@ -1,0 +1,82 @@
+//! The core tools through the runner, over fake capabilities.
+
+use std::sync::Arc;
+
+use ai_core::{ToolErrorCode, ToolOutcome};
+use ai_tools::bind;
+use ai_tools::tools::{GetCurrentTime, WorkspaceList, WorkspaceRead, WorkspaceWrite};
+use serde_json::{Value, json};
+
+use crate::support::{FixedClock, MemoryWorkspace, run};
+
+fn value(outcome: &ToolOutcome) -> &Value {
+    match outcome {
+        ToolOutcome::Ok { value } => value,
+        ToolOutcome::Error(failure) => panic!("expected a value, got {failure:?}"),
+    }
+}
+
+#[tokio::test]
+async fn get_current_time_reads_the_clock() {
+    let tool = bind(GetCurrentTime::new(Arc::new(FixedClock(1_795_360_872_123)))).unwrap();
+    let (ok, _) = run(tool.clone(), "{}").await;
+    assert_eq!(
+        value(&ok.result.outcome),
+        &json!({"unix_ms": 1_795_360_872_123_u64, "iso8601": "2026-11-22T15:21:12.123Z"})
+    );
+    let (bad, _) = run(tool, r#"{"tz":"UTC"}"#).await;
+    assert_eq!(
+        bad.result.failure().unwrap().code,
+        ToolErrorCode::Validation
+    );
+}
+
+#[tokio::test]
+async fn workspace_tools_write_read_and_list() {
+    let workspace = Arc::new(MemoryWorkspace::default());
+    let write = bind(WorkspaceWrite::new(workspace.clone())).unwrap();
+    let read = bind(WorkspaceRead::new(workspace.clone())).unwrap();
+    let list = bind(WorkspaceList::new(workspace.clone())).unwrap();
+
+    let (w, _) = run(write, r#"{"path":"notes/a.txt","content":"héllo"}"#).await;
+    assert_eq!(
+        value(&w.result.outcome),
+        &json!({"path": "notes/a.txt", "bytes_written": 6})
+    );
+    let (r, _) = run(read, r#"{"path":"notes/a.txt"}"#).await;
+    assert_eq!(
+        value(&r.result.outcome),
+        &json!({"path": "notes/a.txt", "content": "héllo"})
+    );
+    let (l, _) = run(list, "{}").await;
+    assert_eq!(
+        value(&l.result.outcome),
+        &json!({"entries": [{"path": "notes/a.txt", "is_dir": false, "size": 6}]})
+    );
+}
+
+#[tokio::test]
+async fn workspace_paths_that_could_escape_are_refused_before_the_capability() {
+    let workspace = Arc::new(MemoryWorkspace::default());
+    let cases = [
+        ("../etc/passwd", "`..` is not allowed"),
+        ("a/../../b", "`..` is not allowed"),
+        ("/etc/passwd", "must be relative"),
+        ("C:/x", "must be relative"),
+        ("a\\\\b", "use `/` as the separator"),
+        ("", "names no file"),
+    ];
+    for (path, reason) in cases {
+        let write = bind(WorkspaceWrite::new(workspace.clone())).unwrap();
+        let args = format!(r#"{{"path":"{path}","content":"x"}}"#);
+        let (run, _) = run(write, &args).await;
+        let failure = run.result.failure().unwrap();
+        assert_eq!(failure.code, ToolErrorCode::Execution, "{path}");
+        assert!(
+            failure.safe_message.contains(reason),
+            "{path}: {}",
+            failure.safe_message
+        );
+    }
+    assert!(workspace.0.lock().unwrap().is_empty());
+}

@@ -1,0 +1,160 @@
+//! The `cogni` command line: argument definitions and what each command does.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use ai_core::{
+    AiEvent, CancellationToken, Clock, RunContext, ToolCall, ToolCallId, ToolCatalog, ToolOutcome,
+    ToolRunner, ToolSource,
+};
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::{Config, CoreTool, create_capabilities, create_tool_source, load_policy};
+
+/// cogni: a tool-use runtime for LLM agents.
+#[derive(Debug, Parser)]
+#[command(name = "cogni", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The top-level commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Inspect and run tools.
+    #[command(subcommand)]
+    Tools(ToolsCommand),
+}
+
+/// `cogni tools …`.
+#[derive(Debug, Subcommand)]
+pub enum ToolsCommand {
+    /// List the catalog a model would see under a policy.
+    List {
+        /// Policy file (TOML, or JSON with a .json extension); the built-in default otherwise.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Print the tool specs as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one tool call through the runner and print its events and result as JSON lines.
+    Call {
+        /// The tool id, e.g. core__get_current_time.
+        tool_id: String,
+        /// The arguments as JSON text.
+        #[arg(long, default_value = "{}")]
+        args: String,
+        /// Policy file (TOML, or JSON with a .json extension); the built-in default otherwise.
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// The folder workspace tools are confined to.
+        #[arg(long, default_value = ".")]
+        workspace: PathBuf,
+    },
+}
+
+/// Runs a parsed command line.
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Tools(ToolsCommand::List { policy, json }) => {
+            tools_list(policy, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tools(ToolsCommand::Call {
+            tool_id,
+            args,
+            policy,
+            workspace,
+        }) => tools_call(tool_id, args, policy, workspace).await,
+    }
+}
+
+/// The run context of a CLI invocation: the local user, no connections.
+fn cli_context(clock: &dyn Clock) -> anyhow::Result<RunContext> {
+    Ok(RunContext::new(
+        format!("cli-run-{}", clock.now_ms()),
+        "user:cli",
+        "local",
+    )?)
+}
+
+fn tools_list(policy: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
+    let policy = load_policy(policy.as_deref())?;
+    let caps = create_capabilities(&Config {
+        workspace_root: PathBuf::from("."),
+    })?;
+    let source = create_tool_source(CoreTool::ALL, &caps)?;
+    let catalog = ToolCatalog::build(&source, &policy, &cli_context(caps.clock.as_ref())?)?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        let specs: Vec<_> = catalog.specs().collect();
+        writeln!(out, "{}", serde_json::to_string_pretty(&specs)?)?;
+    } else {
+        for spec in catalog.specs() {
+            writeln!(
+                out,
+                "{:<28} {:<20} {}",
+                spec.id.as_str(),
+                spec.effect.as_str(),
+                spec.description
+            )?;
+        }
+    }
+    Ok(())
+}
+
+async fn tools_call(
+    tool_id: String,
+    args: String,
+    policy: Option<PathBuf>,
+    workspace: PathBuf,
+) -> anyhow::Result<ExitCode> {
+    let policy = Arc::new(load_policy(policy.as_deref())?);
+    let caps = create_capabilities(&Config {
+        workspace_root: workspace,
+    })?;
+    let source = Arc::new(create_tool_source(CoreTool::ALL, &caps)?);
+    let ctx = cli_context(caps.clock.as_ref())?;
+    let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx)?;
+    let runner = ToolRunner::new(
+        source.clone() as Arc<dyn ToolSource>,
+        policy,
+        caps.clock.clone(),
+    );
+    let call = ToolCall {
+        id: ToolCallId::new("cli-call-1")?,
+        name: tool_id.into(),
+        arguments: args,
+    };
+    let print_event = |event: AiEvent| {
+        if let Ok(line) = serde_json::to_string(&event) {
+            println!("{line}");
+        }
+    };
+    let run = runner
+        .run_tool(
+            call,
+            &ctx,
+            &catalog,
+            &print_event,
+            &CancellationToken::new(),
+        )
+        .await;
+    match &run.result.outcome {
+        ToolOutcome::Ok { .. } => {
+            let line = serde_json::to_string(&run.result).context("cannot print the result")?;
+            println!("{line}");
+            Ok(ExitCode::SUCCESS)
+        }
+        ToolOutcome::Error(failure) => {
+            eprintln!("error: {}: {}", failure.code, failure.safe_message);
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

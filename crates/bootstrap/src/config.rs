@@ -1,0 +1,32 @@
+//! What the composition root is configured with, and where the policy comes from.
+
+use std::path::{Path, PathBuf};
+
+use ai_core::ToolPolicy;
+use anyhow::Context;
+
+/// The policy used when none is given: read-only core tools allowed, everything else denied.
+pub const DEFAULT_POLICY_TOML: &str = include_str!("../policy.default.toml");
+
+/// The settings `create_capabilities` needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The folder the workspace tools are confined to.
+    pub workspace_root: PathBuf,
+}
+
+/// Loads a policy file (`.json` as JSON, anything else as TOML), or the built-in default when
+/// `path` is `None`. Errors name the file and the reason.
+pub fn load_policy(path: Option<&Path>) -> anyhow::Result<ToolPolicy> {
+    let Some(path) = path else {
+        return Ok(ToolPolicy::from_toml_str(DEFAULT_POLICY_TOML)?);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read policy file {}", path.display()))?;
+    let policy = if path.extension().is_some_and(|e| e == "json") {
+        ToolPolicy::from_json_str(&text)
+    } else {
+        ToolPolicy::from_toml_str(&text)
+    };
+    policy.with_context(|| format!("policy file {}", path.display()))
+}
