@@ -1,0 +1,109 @@
+//! The dependency graph rule: every internal edge must be in the `ALLOWED` table (copied from
+//! ARCHITECTURE.md), and some external crates are banned per package.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+/// Which internal packages each workspace package may depend on (`*`: all). Dev and build
+/// edges count. A package missing here is itself a violation: new crates get a row.
+const ALLOWED: &[(&str, &[&str])] = &[
+    ("cogni-ai-core", &[]),
+    ("cogni-ai-tools", &["cogni-ai-core"]),
+    ("cogni-wire-openai", &["cogni-ai-core"]),
+    ("cogni-graph", &["cogni-ai-core", "cogni-ai-tools"]),
+    ("cogni-adapters", &["cogni-ai-core", "cogni-wire-openai"]),
+    ("cogni-bootstrap", &["*"]),
+    ("cogni-tests", &["*"]),
+    ("xtask", &[]),
+];
+
+/// External crates a package must not use as normal dependencies, and why.
+const BANNED: &[(&str, &[&str], &str)] = &[
+    (
+        "cogni-ai-core",
+        &["schemars", "jsonschema", "reqwest", "axum"],
+        "ai-core names no schema library and does no IO",
+    ),
+    (
+        "cogni-wire-openai",
+        &["schemars", "jsonschema", "tokio", "reqwest", "hyper"],
+        "wire codecs are sans-IO and schema-free",
+    ),
+    (
+        "cogni-ai-tools",
+        &["reqwest", "axum"],
+        "tools do IO only through capabilities",
+    ),
+    (
+        "cogni-graph",
+        &["reqwest", "axum"],
+        "the loop does IO only through ports",
+    ),
+];
+
+/// Grandfathered edges: `(from, to, reason)`. Keep it shrinking.
+const EXCEPTIONS: &[(&str, &str, &str)] = &[];
+
+/// `cargo metadata --format-version 1 --no-deps` of the repository.
+pub(crate) fn cargo_metadata(root: &Path) -> anyhow::Result<Value> {
+    let cargo = crate::cargo();
+    let output = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .current_dir(root)
+        .output()
+        .context("cannot run cargo metadata")?;
+    if !output.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    serde_json::from_slice(&output.stdout).context("cargo metadata printed invalid JSON")
+}
+
+/// Checks every package of `metadata`; returns one line per violation.
+pub(crate) fn check(metadata: &Value) -> anyhow::Result<Vec<String>> {
+    let packages = metadata["packages"]
+        .as_array()
+        .context("cargo metadata has no packages")?;
+    let mut violations = Vec::new();
+    for package in packages {
+        let name = package["name"].as_str().unwrap_or_default();
+        let Some((_, allowed)) = ALLOWED.iter().find(|(n, _)| *n == name) else {
+            violations.push(format!(
+                "{name}: ARCH_LAYERING: unknown workspace package; add its row to the ALLOWED table and ARCHITECTURE.md"
+            ));
+            continue;
+        };
+        let banned = BANNED.iter().find(|(n, _, _)| *n == name);
+        for dep in package["dependencies"].as_array().into_iter().flatten() {
+            let dep_name = dep["name"].as_str().unwrap_or_default();
+            let kind = dep["kind"].as_str().unwrap_or("normal");
+            if dep.get("path").is_some_and(|p| !p.is_null()) {
+                let ok = allowed.contains(&"*")
+                    || allowed.contains(&dep_name)
+                    || EXCEPTIONS
+                        .iter()
+                        .any(|(f, t, _)| *f == name && *t == dep_name);
+                if !ok {
+                    violations.push(format!(
+                        "{name} -> {dep_name}: ARCH_LAYERING: {kind} dependency not allowed (allowed: {})",
+                        if allowed.is_empty() { "none".to_owned() } else { allowed.join(", ") }
+                    ));
+                }
+            } else if kind == "normal"
+                && let Some((_, crates, why)) = banned
+                && crates.contains(&dep_name)
+            {
+                violations.push(format!("{name} -> {dep_name}: ARCH_BANNED_DEP: {why}"));
+            }
+        }
+    }
+    Ok(violations)
+}
+
+#[cfg(test)]
+mod tests;
