@@ -1,1 +1,3 @@
 //! Cross-crate integration tests: one binary, one module per concern.
+
+mod pipeline;

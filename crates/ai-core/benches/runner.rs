@@ -137,6 +137,23 @@ fn bench_runner(c: &mut Criterion) {
             std::hint::black_box(handler(&args))
         })
     });
+    // The same work the pipeline's steps 9 and 10 add (output validation, redaction, the
+    // result-size check), done inline: the difference to the pipeline is pure orchestration.
+    let output_validator = jsonschema::draft7::new(&output_schema()).unwrap();
+    let allow = ["city", "days"];
+    group.bench_function("baseline_plus_output_steps", |b| {
+        b.iter(|| {
+            let args: Value = serde_json::from_str(std::hint::black_box(ARGS)).unwrap();
+            assert!(validator.is_valid(&args));
+            let mut out = handler(&args);
+            assert!(output_validator.is_valid(&out));
+            if let Value::Object(map) = &mut out {
+                map.retain(|k, _| allow.contains(&k.as_str()));
+            }
+            assert!(serde_json::to_vec(&out).unwrap().len() < 32 * 1024);
+            std::hint::black_box(out)
+        })
+    });
     // The runner is awaited from inside a running task, as the loop driver does: one `block_on`
     // per batch, not per call, so the runtime's own entry cost is not counted as the pipeline's.
     group.bench_function("runner_pipeline", |b| {

@@ -1,0 +1,148 @@
+//! The `cogni` binary end to end: exit codes, stdout JSON lines, one-line errors.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn cogni(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cogni"))
+        .args(args)
+        .output()
+        .expect("the cogni binary runs")
+}
+
+fn stdout_lines(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("every stdout line is JSON"))
+        .collect()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn get_current_time_prints_events_then_the_result() {
+    let output = cogni(&["tools", "call", "core__get_current_time", "--args", "{}"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let lines = stdout_lines(&output);
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["type"], "tool_call_start");
+    assert_eq!(lines[1]["type"], "tool_call_result");
+    assert_eq!(lines[2]["status"], "ok");
+    assert!(
+        lines[2]["value"]["iso8601"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
+    assert_eq!(lines[0]["tool_call_id"], lines[2]["tool_call_id"]);
+}
+
+/// Each failure prints exactly one line on stderr and exits non-zero.
+#[test]
+fn failures_are_one_line_and_non_zero() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["tools", "call", "core__get_current_time", "--args", "{oops"],
+            "error: invalid_json: Invalid tool arguments JSON",
+        ),
+        (
+            &["tools", "call", "core__nope"],
+            "error: unavailable: tool core__nope is not available",
+        ),
+        (
+            &[
+                "tools",
+                "call",
+                "core__workspace_write",
+                "--args",
+                r#"{"path":"x","content":"y"}"#,
+            ],
+            "error: policy_denied: tool core__workspace_write is not allowed",
+        ),
+        (
+            &["tools", "list", "--policy", "/nonexistent/policy.toml"],
+            "error: cannot read policy file /nonexistent/policy.toml",
+        ),
+    ];
+    for (args, expected) in cases {
+        let output = cogni(args);
+        assert!(!output.status.success(), "{args:?}");
+        let err = stderr(&output);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with(expected), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_policy_file_enables_writes_inside_the_workspace_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        r#"allowed_tools = ["core__workspace_write", "core__workspace_read"]"#,
+    )
+    .unwrap();
+    let (policy, workspace) = (policy.to_str().unwrap(), workspace.to_str().unwrap());
+
+    let write = cogni(&[
+        "tools",
+        "call",
+        "core__workspace_write",
+        "--args",
+        r#"{"path":"notes/a.txt","content":"hi"}"#,
+        "--policy",
+        policy,
+        "--workspace",
+        workspace,
+    ]);
+    assert!(write.status.success(), "{}", stderr(&write));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("ws/notes/a.txt")).unwrap(),
+        "hi"
+    );
+
+    let escape = cogni(&[
+        "tools",
+        "call",
+        "core__workspace_write",
+        "--args",
+        r#"{"path":"../escaped.txt","content":"x"}"#,
+        "--policy",
+        policy,
+        "--workspace",
+        workspace,
+    ]);
+    assert!(!escape.status.success());
+    assert!(
+        stderr(&escape).contains("`..` is not allowed"),
+        "{}",
+        stderr(&escape)
+    );
+    assert!(!dir.path().join("escaped.txt").exists());
+}
+
+#[test]
+fn tools_list_shows_only_the_policys_catalog() {
+    let output = cogni(&["tools", "list", "--json"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let specs: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let ids: Vec<&str> = specs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "core__get_current_time",
+            "core__workspace_list",
+            "core__workspace_read"
+        ]
+    );
+}
