@@ -1,16 +1,17 @@
 //! The `cogni` command line: argument definitions and what each command does.
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use ai_core::{
     AiEvent, CancellationToken, Clock, RunContext, ToolCall, ToolCallId, ToolCatalog, ToolOutcome,
-    ToolRunner, ToolSource,
+    ToolRunner, ToolSource, ToolSpec,
 };
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use serde_json::json;
 
 use crate::{Config, CoreTool, create_capabilities, create_tool_source, load_policy};
 
@@ -29,6 +30,37 @@ pub enum Command {
     /// Inspect and run tools.
     #[command(subcommand)]
     Tools(ToolsCommand),
+    /// Decode and encode provider wire formats (to debug a captured stream).
+    #[command(subcommand)]
+    Wire(WireCommand),
+}
+
+/// A provider wire format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WireFormat {
+    /// OpenAI chat completions.
+    OpenaiChat,
+    /// The OpenAI Responses API.
+    OpenaiResponses,
+}
+
+/// `cogni wire …`.
+#[derive(Debug, Subcommand)]
+pub enum WireCommand {
+    /// Decode a captured SSE stream into one completion, printed as JSON.
+    Decode {
+        /// The stream's format.
+        #[arg(long)]
+        format: WireFormat,
+        /// The captured stream; `-` or nothing reads stdin.
+        file: Option<PathBuf>,
+    },
+    /// Read a JSON array of tool specs on stdin and print the provider's `tools` JSON.
+    EncodeTools {
+        /// The target format.
+        #[arg(long)]
+        format: WireFormat,
+    },
 }
 
 /// `cogni tools …`.
@@ -72,7 +104,68 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             policy,
             workspace,
         }) => tools_call(tool_id, args, policy, workspace).await,
+        Command::Wire(WireCommand::Decode { format, file }) => wire_decode(format, file),
+        Command::Wire(WireCommand::EncodeTools { format }) => {
+            wire_encode_tools(format)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+fn read_input(file: Option<&Path>) -> anyhow::Result<Vec<u8>> {
+    match file {
+        Some(path) if path != Path::new("-") => {
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+        }
+        _ => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .context("cannot read stdin")?;
+            Ok(bytes)
+        }
+    }
+}
+
+fn wire_decode(format: WireFormat, file: Option<PathBuf>) -> anyhow::Result<ExitCode> {
+    let bytes = read_input(file.as_deref())?;
+    let decoded = match format {
+        WireFormat::OpenaiChat => wire_openai::chat::decode_all(&bytes),
+        WireFormat::OpenaiResponses => wire_openai::responses::decode_all(&bytes),
+    };
+    match decoded {
+        Ok(completion) => {
+            let calls: Vec<_> = completion
+                .tool_calls
+                .iter()
+                .map(|c| json!({"id": c.id.as_str(), "name": c.name, "arguments": c.arguments}))
+                .collect();
+            let out = json!({
+                "finish_reason": completion.finish_reason,
+                "text": completion.text,
+                "tool_calls": calls,
+                "usage": completion.usage,
+            });
+            println!("{out}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn wire_encode_tools(format: WireFormat) -> anyhow::Result<()> {
+    let bytes = read_input(None)?;
+    let specs: Vec<ToolSpec> =
+        serde_json::from_slice(&bytes).context("stdin is not a JSON array of tool specs")?;
+    let tools = match format {
+        WireFormat::OpenaiChat => wire_openai::chat::encode_tools(&specs),
+        WireFormat::OpenaiResponses => wire_openai::responses::encode_tools(&specs),
+    };
+    println!("{}", serde_json::to_string_pretty(&tools)?);
+    Ok(())
 }
 
 /// The run context of a CLI invocation: the local user, no connections.

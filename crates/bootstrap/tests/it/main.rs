@@ -146,3 +146,72 @@ fn tools_list_shows_only_the_policys_catalog() {
         ]
     );
 }
+
+fn fixture(name: &str) -> String {
+    format!("{}/../../fixtures/wire/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn wire_decode_prints_one_completion_object() {
+    let output = cogni(&[
+        "wire",
+        "decode",
+        "--format",
+        "openai-chat",
+        &fixture("openai-chat/index-zero-distinct-ids.sse"),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let lines = stdout_lines(&output);
+    assert_eq!(lines.len(), 1);
+    let keys: Vec<&String> = lines[0].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["finish_reason", "text", "tool_calls", "usage"]);
+    assert_eq!(lines[0]["finish_reason"], "tool_calls");
+    assert_eq!(lines[0]["tool_calls"][1]["id"], "call_2");
+    assert_eq!(lines[0]["tool_calls"][1]["arguments"], r#"{"q":"rust"}"#);
+
+    let output = cogni(&[
+        "wire",
+        "decode",
+        "--format",
+        "openai-responses",
+        &fixture("openai-responses/function-call.sse"),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout_lines(&output)[0]["tool_calls"][0]["id"], "call_1");
+}
+
+#[test]
+fn wire_decode_errors_are_one_line() {
+    let output = cogni(&[
+        "wire",
+        "decode",
+        "--format",
+        "openai-chat",
+        &fixture("openai-chat/truncated-no-done.sse"),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        stderr(&output).trim_end(),
+        "error: stream truncated after 964 bytes: no finish reason and no end marker"
+    );
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn wire_encode_tools_reads_specs_on_stdin() {
+    use std::io::Write;
+    let specs = cogni(&["tools", "list", "--json"]).stdout;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cogni"))
+        .args(["wire", "encode-tools", "--format", "openai-chat"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&specs).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let tools: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(tools[0]["type"], "function");
+    assert_eq!(tools[0]["function"]["name"], "core__get_current_time");
+    assert_eq!(tools[0]["function"]["strict"], true);
+}

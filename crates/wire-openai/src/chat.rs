@@ -1,0 +1,439 @@
+//! OpenAI chat completions: the stream decoder and the request encoders.
+//!
+//! The decoder follows the assembly rule of the wire-format digest (§2.1): a new non-empty `id`
+//! opens a call even at a taken `index`; a known id continues its call; without an id the entry
+//! continues the call at its `index`, or the latest call when `index` is missing or null; ids
+//! and names are never concatenated and never overwritten with empty values; argument objects
+//! are serialized; a missing `arguments` is `{}`; the completion is a tool turn whenever calls
+//! were assembled, whatever the finish reason says.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde_json::{Map, Value, json};
+
+use ai_core::{
+    CompletionDelta, FinishReason, LlmCompletion, LlmRequest, Message, ToolChoice, ToolSpec, Usage,
+    validate_history,
+};
+
+use crate::assembly::{Calls, Deltas};
+use crate::sse::{SseEvent, SseParser};
+use crate::strict::strict_parameters;
+use crate::{DecodeError, EncodeError, Limits};
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(default, borrow)]
+    choices: Option<Vec<Choice<'a>>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<ToolCallDelta<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDelta<'a> {
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    function: Option<FunctionDelta<'a>>,
+    /// Gemini's `extra_content.google.thought_signature` and similar, sent back next turn.
+    #[serde(default)]
+    extra_content: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta<'a> {
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    arguments: Arguments<'a>,
+}
+
+/// `arguments` as a string fragment, or an object some servers send instead (serialized).
+#[derive(Default)]
+struct Arguments<'a>(Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Arguments<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ArgumentsVisitor;
+        impl<'de> Visitor<'de> for ArgumentsVisitor {
+            type Value = Arguments<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string, an object or null")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Arguments(Some(Cow::Borrowed(v))))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Arguments(Some(Cow::Owned(v.to_owned()))))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Arguments(Some(Cow::Owned(v))))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Arguments(None))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Arguments(None))
+            }
+            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<Self::Value, M::Error> {
+                let object = Map::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(Arguments(Some(Cow::Owned(
+                    Value::Object(object).to_string(),
+                ))))
+            }
+        }
+        deserializer.deserialize_any(ArgumentsVisitor)
+    }
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    total_tokens: u64,
+}
+
+/// Decodes one chat-completions stream. Assembly state belongs to this session only.
+///
+/// ```
+/// let mut decoder = wire_openai::chat::StreamDecoder::default();
+/// decoder.feed(br#"data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}"#).unwrap();
+/// decoder.feed(b"\n\ndata: [DONE]\n\n").unwrap();
+/// let completion = decoder.finish().unwrap();
+/// assert_eq!(completion.text, "hi");
+/// ```
+#[derive(Debug)]
+pub struct StreamDecoder {
+    sse: SseParser,
+    limits: Limits,
+    text: String,
+    calls: Calls,
+    by_id: HashMap<String, usize>,
+    /// The call last registered at each `index` (indexes are small and dense).
+    by_index: Vec<Option<usize>>,
+    latest: Option<usize>,
+    finish_reason: Option<FinishReason>,
+    usage: Option<Usage>,
+    done: bool,
+}
+
+impl Default for StreamDecoder {
+    fn default() -> Self {
+        Self::new(Limits::default())
+    }
+}
+
+impl StreamDecoder {
+    /// A decoder with these limits.
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            sse: SseParser::new(),
+            limits,
+            text: String::new(),
+            calls: Calls::new(limits),
+            by_id: HashMap::new(),
+            by_index: Vec::new(),
+            latest: None,
+            finish_reason: None,
+            usage: None,
+            done: false,
+        }
+    }
+
+    /// Feeds bytes as they arrive and returns the display deltas they complete.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
+        if self.sse.offset() + bytes.len() > self.limits.max_total_bytes {
+            return Err(DecodeError::LimitExceeded {
+                what: "the stream",
+                limit: self.limits.max_total_bytes,
+            });
+        }
+        let mut deltas = Deltas::default();
+        let mut sse = std::mem::take(&mut self.sse);
+        let result = sse.feed(bytes, &mut |event| self.event(&event, &mut deltas));
+        self.sse = sse;
+        result.map(|()| deltas.deltas)
+    }
+
+    fn event(&mut self, event: &SseEvent<'_>, deltas: &mut Deltas) -> Result<(), DecodeError> {
+        if event.data == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        let chunk: Chunk<'_> =
+            serde_json::from_str(event.data).map_err(|e| DecodeError::InvalidChunk {
+                offset: event.offset,
+                reason: e.to_string(),
+            })?;
+        if let Some(error) = chunk.error.filter(is_truthy) {
+            return Err(DecodeError::ProviderError {
+                message: error_message(&error),
+            });
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(Usage {
+                input_tokens: usage.prompt_tokens,
+                output_tokens: usage.completion_tokens,
+                total_tokens: usage.total_tokens,
+            });
+        }
+        for choice in chunk.choices.into_iter().flatten() {
+            if let Some(delta) = choice.delta {
+                if let Some(content) = delta.content.filter(|c| !c.is_empty()) {
+                    self.text.push_str(&content);
+                    deltas.text(&content);
+                }
+                for call in delta.tool_calls.into_iter().flatten() {
+                    self.tool_call(call, deltas)?;
+                }
+            }
+            if let Some(reason) = choice.finish_reason {
+                self.finish_reason = Some(FinishReason::from(reason.into_owned()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Routes one tool-call entry to its call: id first, then index, then the latest call.
+    fn tool_call(
+        &mut self,
+        entry: ToolCallDelta<'_>,
+        deltas: &mut Deltas,
+    ) -> Result<(), DecodeError> {
+        let id = entry.id.as_deref().filter(|id| !id.is_empty());
+        let known = match id {
+            Some(id) => self.by_id.get(id).copied(),
+            None => match entry.index {
+                Some(index) => self.by_index.get(index).copied().flatten(),
+                None => self.latest,
+            },
+        };
+        let position = match known {
+            Some(position) => position,
+            None => {
+                let position = self.calls.open()?;
+                if let Some(id) = id {
+                    self.by_id.insert(id.to_owned(), position);
+                }
+                position
+            }
+        };
+        if let Some(index) = entry.index {
+            // A server cannot make us allocate for an absurd index.
+            if index > self.limits.max_tool_calls.saturating_mul(8) {
+                return Err(DecodeError::LimitExceeded {
+                    what: "a tool call index",
+                    limit: self.limits.max_tool_calls.saturating_mul(8),
+                });
+            }
+            if self.by_index.len() <= index {
+                self.by_index.resize(index + 1, None);
+            }
+            self.by_index[index] = Some(position);
+        }
+        self.latest = Some(position);
+        if let Some(extra) = entry.extra_content {
+            self.calls.calls[position]
+                .provider_fields
+                .insert("extra_content".into(), extra);
+        }
+        let (name, fragment) = match &entry.function {
+            Some(function) => (
+                function.name.as_deref(),
+                function.arguments.0.as_deref().unwrap_or(""),
+            ),
+            None => (None, ""),
+        };
+        self.calls.apply(position, id, name, fragment, deltas)
+    }
+
+    /// Resolves the completion, once.
+    ///
+    /// A stream that ended without `[DONE]` and without a finish reason is [`DecodeError::Truncated`].
+    /// A `length` finish marks every call incomplete: cut arguments must never run.
+    pub fn finish(self) -> Result<LlmCompletion, DecodeError> {
+        let bytes = self.sse.offset();
+        let truncated = !self.done && self.finish_reason.is_none();
+        let cut = truncated || self.finish_reason == Some(FinishReason::Length);
+        let tool_calls = self.calls.finish(cut)?;
+        let finish_reason = match self.finish_reason {
+            Some(FinishReason::Stop) | None if !tool_calls.is_empty() => FinishReason::ToolCalls,
+            Some(reason) => reason,
+            None => FinishReason::Stop,
+        };
+        let completion = LlmCompletion {
+            text: self.text,
+            tool_calls,
+            finish_reason,
+            usage: self.usage,
+        };
+        if truncated {
+            return Err(DecodeError::Truncated {
+                bytes,
+                partial: Box::new(completion),
+            });
+        }
+        Ok(completion)
+    }
+}
+
+/// Decodes a whole chat-completions stream.
+pub fn decode_all(bytes: &[u8]) -> Result<LlmCompletion, DecodeError> {
+    let mut decoder = StreamDecoder::default();
+    decoder.feed(bytes)?;
+    decoder.finish()
+}
+
+fn is_truthy(value: &Value) -> bool {
+    !matches!(value, Value::Null | Value::Bool(false))
+        && value.as_str().is_none_or(|s| !s.is_empty())
+}
+
+fn error_message(error: &Value) -> String {
+    match error {
+        Value::String(message) => message.clone(),
+        Value::Object(map) => map
+            .get("message")
+            .and_then(Value::as_str)
+            .map_or_else(|| error.to_string(), str::to_owned),
+        other => other.to_string(),
+    }
+}
+
+/// `ToolSpec`s as chat `tools[]`: `function.strict` is present (and `true`) only when the schema
+/// could be put in OpenAI's strict form; otherwise the schema is sent as is, without `strict`.
+pub fn encode_tools(specs: &[ToolSpec]) -> Value {
+    Value::Array(
+        specs
+            .iter()
+            .map(|spec| {
+                let function = match strict_parameters(&spec.input_schema) {
+                    Some(strict) => json!({
+                        "name": spec.id.as_str(),
+                        "description": spec.description,
+                        "parameters": strict,
+                        "strict": true,
+                    }),
+                    None => json!({
+                        "name": spec.id.as_str(),
+                        "description": spec.description,
+                        "parameters": spec.input_schema,
+                    }),
+                };
+                json!({"type": "function", "function": function})
+            })
+            .collect(),
+    )
+}
+
+/// `tool_choice`.
+pub fn encode_tool_choice(choice: &ToolChoice) -> Value {
+    match choice {
+        ToolChoice::Auto => json!("auto"),
+        ToolChoice::None => json!("none"),
+        ToolChoice::Required => json!("required"),
+        ToolChoice::Tool(id) => json!({"type": "function", "function": {"name": id.as_str()}}),
+    }
+}
+
+/// The canonical messages as chat `messages`, after [`validate_history`] passes.
+pub fn encode_messages(messages: &[Message]) -> Result<Value, EncodeError> {
+    validate_history(messages)?;
+    Ok(Value::Array(
+        messages
+            .iter()
+            .map(|message| match message {
+                Message::System { content } => json!({"role": "system", "content": content}),
+                Message::User { content } => json!({"role": "user", "content": content}),
+                Message::Assistant {
+                    content,
+                    tool_calls,
+                } if tool_calls.is_empty() => json!({"role": "assistant", "content": content}),
+                Message::Assistant {
+                    content,
+                    tool_calls,
+                } => {
+                    let calls: Vec<Value> = tool_calls
+                        .iter()
+                        .map(|call| {
+                            let mut wire = json!({
+                                "id": call.id.as_str(),
+                                "type": "function",
+                                "function": {"name": call.name, "arguments": call.arguments},
+                            });
+                            if let Value::Object(map) = &mut wire {
+                                for (key, value) in &call.provider_fields {
+                                    map.entry(key.clone()).or_insert_with(|| value.clone());
+                                }
+                            }
+                            wire
+                        })
+                        .collect();
+                    let content = if content.is_empty() {
+                        Value::Null
+                    } else {
+                        Value::from(content.as_str())
+                    };
+                    json!({"role": "assistant", "content": content, "tool_calls": calls})
+                }
+                Message::Tool {
+                    tool_call_id,
+                    content,
+                } => json!({"role": "tool", "tool_call_id": tool_call_id.as_str(), "content": content}),
+            })
+            .collect(),
+    ))
+}
+
+/// A whole chat-completions request body.
+pub fn encode_request(
+    request: &LlmRequest,
+    model: &str,
+    stream: bool,
+) -> Result<Value, EncodeError> {
+    let mut body = Map::new();
+    body.insert("model".into(), model.into());
+    body.insert("messages".into(), encode_messages(&request.messages)?);
+    body.insert("stream".into(), stream.into());
+    if stream {
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    if !request.tools.is_empty() {
+        body.insert("tools".into(), encode_tools(&request.tools));
+        body.insert(
+            "tool_choice".into(),
+            encode_tool_choice(&request.tool_choice),
+        );
+        if let Some(parallel) = request.parallel_tool_calls {
+            body.insert("parallel_tool_calls".into(), parallel.into());
+        }
+    }
+    Ok(Value::Object(body))
+}

@@ -1,0 +1,78 @@
+//! What can go wrong decoding or encoding.
+
+use ai_core::LlmCompletion;
+
+/// Everything that can go wrong while decoding a provider stream.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The stream ended before `[DONE]` (or a terminal event) and without a finish reason.
+    /// What was assembled is kept for display; every call in it is marked incomplete.
+    #[error("stream truncated after {bytes} bytes: no finish reason and no end marker")]
+    Truncated {
+        /// Bytes received.
+        bytes: usize,
+        /// What was assembled before the cut.
+        partial: Box<LlmCompletion>,
+    },
+    /// The provider reported an error in the stream.
+    #[error("provider error: {message}")]
+    ProviderError {
+        /// The provider's message.
+        message: String,
+    },
+    /// An event's data is not the JSON the format expects.
+    #[error("invalid chunk at byte {offset}: {reason}")]
+    InvalidChunk {
+        /// Byte offset of the event in the stream.
+        offset: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A configured limit was exceeded.
+    #[error("{what} exceeds the limit of {limit}")]
+    LimitExceeded {
+        /// Which limit.
+        what: &'static str,
+        /// Its value.
+        limit: usize,
+    },
+    /// An assembled call cannot be represented (e.g. an id over 128 characters).
+    #[error("tool call {index}: {reason}")]
+    InvalidToolCall {
+        /// The call's position.
+        index: usize,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Why a request could not be encoded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// The history breaks the tool-call pairing rules; it is never patched.
+    #[error("invalid history: {0}")]
+    History(#[from] ai_core::HistoryError),
+}
+
+/// Limits on what one decode session accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of one call's arguments (default 1 MiB).
+    pub max_argument_bytes: usize,
+    /// Tool calls in one completion (default 128).
+    pub max_tool_calls: usize,
+    /// Bytes of the whole stream (default 64 MiB).
+    pub max_total_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_argument_bytes: 1024 * 1024,
+            max_tool_calls: 128,
+            max_total_bytes: 64 * 1024 * 1024,
+        }
+    }
+}

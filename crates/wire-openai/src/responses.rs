@@ -1,0 +1,397 @@
+//! The OpenAI Responses API: the stream decoder and the request encoders.
+//!
+//! Calls are keyed by their item id (or output index), never by "the current call"; the call
+//! id a result must quote is the item's `call_id`. Native streams end with a terminal event
+//! (`response.completed`, `response.incomplete`, `response.failed`) and no `[DONE]`; a `[DONE]`
+//! that a gateway adds is tolerated.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use ai_core::{
+    CompletionDelta, FinishReason, LlmCompletion, LlmRequest, Message, ToolChoice, ToolSpec, Usage,
+    validate_history,
+};
+
+use crate::assembly::{Calls, Deltas};
+use crate::sse::{SseEvent, SseParser};
+use crate::strict::strict_parameters;
+use crate::{DecodeError, EncodeError, Limits};
+
+#[derive(Deserialize)]
+struct Event<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    output_index: Option<usize>,
+    #[serde(default, borrow)]
+    item_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    delta: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    arguments: Option<Cow<'a, str>>,
+    #[serde(default)]
+    item: Option<Item>,
+    #[serde(default)]
+    response: Option<Response>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Item {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    call_id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Response {
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    incomplete_details: Option<IncompleteDetails>,
+    #[serde(default)]
+    error: Option<WireError>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    total_tokens: u64,
+}
+
+#[derive(Deserialize)]
+struct IncompleteDetails {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireError {
+    #[serde(default)]
+    message: Option<String>,
+}
+
+/// Decodes one Responses stream. Assembly state belongs to this session only.
+#[derive(Debug)]
+pub struct StreamDecoder {
+    sse: SseParser,
+    limits: Limits,
+    text: String,
+    calls: Calls,
+    by_item: HashMap<String, usize>,
+    by_output: HashMap<usize, usize>,
+    finish_reason: Option<FinishReason>,
+    usage: Option<Usage>,
+}
+
+impl Default for StreamDecoder {
+    fn default() -> Self {
+        Self::new(Limits::default())
+    }
+}
+
+impl StreamDecoder {
+    /// A decoder with these limits.
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            sse: SseParser::new(),
+            limits,
+            text: String::new(),
+            calls: Calls::new(limits),
+            by_item: HashMap::new(),
+            by_output: HashMap::new(),
+            finish_reason: None,
+            usage: None,
+        }
+    }
+
+    /// Feeds bytes as they arrive and returns the display deltas they complete.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
+        if self.sse.offset() + bytes.len() > self.limits.max_total_bytes {
+            return Err(DecodeError::LimitExceeded {
+                what: "the stream",
+                limit: self.limits.max_total_bytes,
+            });
+        }
+        let mut deltas = Deltas::default();
+        let mut sse = std::mem::take(&mut self.sse);
+        let result = sse.feed(bytes, &mut |event| self.event(&event, &mut deltas));
+        self.sse = sse;
+        result.map(|()| deltas.deltas)
+    }
+
+    fn position(&self, event: &Event<'_>) -> Option<usize> {
+        event
+            .item_id
+            .as_deref()
+            .and_then(|id| self.by_item.get(id))
+            .or_else(|| event.output_index.and_then(|i| self.by_output.get(&i)))
+            .copied()
+    }
+
+    fn event(&mut self, sse: &SseEvent<'_>, deltas: &mut Deltas) -> Result<(), DecodeError> {
+        if sse.data == "[DONE]" {
+            return Ok(());
+        }
+        let event: Event<'_> =
+            serde_json::from_str(sse.data).map_err(|e| DecodeError::InvalidChunk {
+                offset: sse.offset,
+                reason: e.to_string(),
+            })?;
+        match event.kind.as_ref() {
+            "response.output_text.delta" => {
+                if let Some(delta) = event.delta.filter(|d| !d.is_empty()) {
+                    self.text.push_str(&delta);
+                    deltas.text(&delta);
+                }
+            }
+            "response.output_item.added" => {
+                if let Some(item) = event.item.as_ref().filter(|i| i.kind == "function_call") {
+                    let position = self.calls.open()?;
+                    if let Some(id) = &item.id {
+                        self.by_item.insert(id.clone(), position);
+                    }
+                    if let Some(index) = event.output_index {
+                        self.by_output.insert(index, position);
+                    }
+                    self.calls.apply(
+                        position,
+                        item.call_id.as_deref(),
+                        item.name.as_deref(),
+                        item.arguments.as_deref().unwrap_or(""),
+                        deltas,
+                    )?;
+                }
+            }
+            "response.function_call_arguments.delta" => {
+                let position = self.position(&event).ok_or_else(|| unknown_item(sse))?;
+                let fragment = event.delta.as_deref().unwrap_or("");
+                self.calls.apply(position, None, None, fragment, deltas)?;
+            }
+            "response.function_call_arguments.done" => {
+                let position = self.position(&event).ok_or_else(|| unknown_item(sse))?;
+                if let Some(arguments) = event.arguments {
+                    self.calls.calls[position].arguments = arguments.into_owned();
+                }
+            }
+            "response.output_item.done" => {
+                if let Some(item) = event.item.as_ref().filter(|i| i.kind == "function_call") {
+                    let position = self.position(&event).ok_or_else(|| unknown_item(sse))?;
+                    let call = &mut self.calls.calls[position];
+                    if let Some(arguments) = &item.arguments {
+                        call.arguments.clone_from(arguments);
+                    }
+                    if call.name.is_empty()
+                        && let Some(name) = &item.name
+                    {
+                        call.name.clone_from(name);
+                    }
+                    if call.id.is_empty()
+                        && let Some(call_id) = &item.call_id
+                    {
+                        call.id.clone_from(call_id);
+                    }
+                    call.incomplete = item.status.as_deref() == Some("incomplete");
+                }
+            }
+            "response.completed" => {
+                self.terminal(event.response.as_ref());
+                self.finish_reason = Some(FinishReason::Stop);
+            }
+            "response.incomplete" => {
+                self.terminal(event.response.as_ref());
+                let reason = event
+                    .response
+                    .as_ref()
+                    .and_then(|r| r.incomplete_details.as_ref())
+                    .and_then(|d| d.reason.as_deref());
+                self.finish_reason = Some(match reason {
+                    Some("content_filter") => FinishReason::ContentFilter,
+                    Some("max_output_tokens") | None => FinishReason::Length,
+                    Some(other) => FinishReason::Other(other.to_owned()),
+                });
+            }
+            "response.failed" => {
+                let message = event
+                    .response
+                    .and_then(|r| r.error)
+                    .and_then(|e| e.message)
+                    .unwrap_or_else(|| "the response failed".into());
+                return Err(DecodeError::ProviderError { message });
+            }
+            "error" => {
+                return Err(DecodeError::ProviderError {
+                    message: event.message.unwrap_or_else(|| "unknown error".into()),
+                });
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn terminal(&mut self, response: Option<&Response>) {
+        if let Some(usage) = response.and_then(|r| r.usage.as_ref()) {
+            self.usage = Some(Usage {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+                total_tokens: usage.total_tokens,
+            });
+        }
+    }
+
+    /// Resolves the completion, once. Without a terminal event the stream is
+    /// [`DecodeError::Truncated`]; an incomplete response marks every call incomplete.
+    pub fn finish(self) -> Result<LlmCompletion, DecodeError> {
+        let bytes = self.sse.offset();
+        let truncated = self.finish_reason.is_none();
+        let cut = truncated || self.finish_reason == Some(FinishReason::Length);
+        let tool_calls = self.calls.finish(cut)?;
+        let finish_reason = match self.finish_reason {
+            Some(FinishReason::Stop) | None if !tool_calls.is_empty() => FinishReason::ToolCalls,
+            Some(reason) => reason,
+            None => FinishReason::Stop,
+        };
+        let completion = LlmCompletion {
+            text: self.text,
+            tool_calls,
+            finish_reason,
+            usage: self.usage,
+        };
+        if truncated {
+            return Err(DecodeError::Truncated {
+                bytes,
+                partial: Box::new(completion),
+            });
+        }
+        Ok(completion)
+    }
+}
+
+fn unknown_item(sse: &SseEvent<'_>) -> DecodeError {
+    DecodeError::InvalidChunk {
+        offset: sse.offset,
+        reason: "arguments for an item that was never added".into(),
+    }
+}
+
+/// Decodes a whole Responses stream.
+pub fn decode_all(bytes: &[u8]) -> Result<LlmCompletion, DecodeError> {
+    let mut decoder = StreamDecoder::default();
+    decoder.feed(bytes)?;
+    decoder.finish()
+}
+
+/// `ToolSpec`s as flat Responses function tools. `strict` is always sent: `true` with the strict
+/// form of the schema when it has one, else `false` with the schema as is.
+pub fn encode_tools(specs: &[ToolSpec]) -> Value {
+    Value::Array(
+        specs
+            .iter()
+            .map(|spec| {
+                let (parameters, strict) = match strict_parameters(&spec.input_schema) {
+                    Some(strict) => (strict, true),
+                    None => (spec.input_schema.clone(), false),
+                };
+                json!({
+                    "type": "function",
+                    "name": spec.id.as_str(),
+                    "description": spec.description,
+                    "parameters": parameters,
+                    "strict": strict,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// `tool_choice`.
+pub fn encode_tool_choice(choice: &ToolChoice) -> Value {
+    match choice {
+        ToolChoice::Auto => json!("auto"),
+        ToolChoice::None => json!("none"),
+        ToolChoice::Required => json!("required"),
+        ToolChoice::Tool(id) => json!({"type": "function", "name": id.as_str()}),
+    }
+}
+
+/// The canonical messages as Responses input items, after [`validate_history`] passes.
+pub fn encode_input(messages: &[Message]) -> Result<Value, EncodeError> {
+    validate_history(messages)?;
+    let mut items = Vec::new();
+    for message in messages {
+        match message {
+            Message::System { content } => {
+                items.push(json!({"type": "message", "role": "system", "content": content}));
+            }
+            Message::User { content } => {
+                items.push(json!({"type": "message", "role": "user", "content": content}));
+            }
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                if !content.is_empty() {
+                    items.push(json!({"type": "message", "role": "assistant", "content": content}));
+                }
+                for call in tool_calls {
+                    items.push(json!({
+                        "type": "function_call",
+                        "call_id": call.id.as_str(),
+                        "name": call.name,
+                        "arguments": call.arguments,
+                    }));
+                }
+            }
+            Message::Tool {
+                tool_call_id,
+                content,
+            } => items.push(json!({
+                "type": "function_call_output",
+                "call_id": tool_call_id.as_str(),
+                "output": content,
+            })),
+        }
+    }
+    Ok(Value::Array(items))
+}
+
+/// A whole Responses request body.
+pub fn encode_request(
+    request: &LlmRequest,
+    model: &str,
+    stream: bool,
+) -> Result<Value, EncodeError> {
+    let mut body = Map::new();
+    body.insert("model".into(), model.into());
+    body.insert("input".into(), encode_input(&request.messages)?);
+    body.insert("stream".into(), stream.into());
+    if !request.tools.is_empty() {
+        body.insert("tools".into(), encode_tools(&request.tools));
+        body.insert(
+            "tool_choice".into(),
+            encode_tool_choice(&request.tool_choice),
+        );
+        if let Some(parallel) = request.parallel_tool_calls {
+            body.insert("parallel_tool_calls".into(), parallel.into());
+        }
+    }
+    Ok(Value::Object(body))
+}

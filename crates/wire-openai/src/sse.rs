@@ -1,0 +1,172 @@
+//! An incremental Server-Sent Events parser following the WHATWG event-stream rules.
+//!
+//! Bytes in, events out: lines end in LF, CRLF or a lone CR (also when the CR and the LF arrive
+//! in different reads); a leading BOM is skipped; `field: value` loses one optional space;
+//! several `data:` lines join with `\n`; `:` lines are comments; `event`, `id` and `retry` are
+//! kept. Bytes are buffered until a whole line is there, so a read that ends inside a multi-byte
+//! UTF-8 character is fine. At end of stream an event not closed by a blank line is discarded.
+
+/// One dispatched event. Borrowed from the parser: copy what you keep.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SseEvent<'a> {
+    /// The `event:` name, empty when none was given (the default type `message`).
+    pub event: &'a str,
+    /// The `data:` lines joined with `\n`.
+    pub data: &'a str,
+    /// The last `id:` seen in the stream so far.
+    pub id: &'a str,
+    /// The last valid `retry:` value seen, in milliseconds.
+    pub retry: Option<u64>,
+    /// Byte offset in the stream where this event's first line starts.
+    pub offset: usize,
+}
+
+/// The parser state for one stream.
+#[derive(Debug, Default)]
+pub struct SseParser {
+    /// The start of a line that has not ended yet.
+    partial: Vec<u8>,
+    /// Bytes consumed so far (the stream offset of `partial`'s first byte plus its length).
+    consumed: usize,
+    /// The previous read ended in CR: a LF at the start of the next read belongs to it.
+    skip_lf: bool,
+    /// Whether the start of the stream (and so a possible BOM) has been handled.
+    started: bool,
+    event: String,
+    data: String,
+    id: String,
+    retry: Option<u64>,
+    /// Offset of the first line of the event being built.
+    event_offset: Option<usize>,
+}
+
+impl SseParser {
+    /// A parser at the start of a stream.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bytes seen so far.
+    pub fn offset(&self) -> usize {
+        self.consumed
+    }
+
+    /// Feeds bytes, calling `on_event` for every event they complete. Stops early, returning
+    /// the callback's error, if it fails.
+    pub fn feed<E>(
+        &mut self,
+        mut bytes: &[u8],
+        on_event: &mut impl FnMut(SseEvent<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if self.skip_lf && !bytes.is_empty() {
+            self.skip_lf = false;
+            if bytes[0] == b'\n' {
+                bytes = &bytes[1..];
+                self.consumed += 1;
+            }
+        }
+        // memchr: the line scan is the hot loop of every stream (see the decode bench).
+        while let Some(end) = memchr::memchr2(b'\n', b'\r', bytes) {
+            let terminator = if bytes[end] == b'\r' {
+                match bytes.get(end + 1) {
+                    Some(b'\n') => 2,
+                    Some(_) => 1,
+                    None => {
+                        self.skip_lf = true;
+                        1
+                    }
+                }
+            } else {
+                1
+            };
+            let line_start = self.consumed - self.partial.len();
+            if self.partial.is_empty() {
+                self.line(&bytes[..end], line_start, on_event)?;
+            } else {
+                let mut line = std::mem::take(&mut self.partial);
+                line.extend_from_slice(&bytes[..end]);
+                let result = self.line(&line, line_start, on_event);
+                line.clear();
+                self.partial = line;
+                result?;
+            }
+            bytes = &bytes[end + terminator..];
+            self.consumed += end + terminator;
+        }
+        self.partial.extend_from_slice(bytes);
+        self.consumed += bytes.len();
+        Ok(())
+    }
+
+    fn line<E>(
+        &mut self,
+        mut raw: &[u8],
+        offset: usize,
+        on_event: &mut impl FnMut(SseEvent<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if !self.started {
+            self.started = true;
+            raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
+        }
+        if raw.is_empty() {
+            return self.dispatch(on_event);
+        }
+        if raw[0] == b':' {
+            return Ok(());
+        }
+        // `from_utf8` first: the lossy path is several times slower on valid input.
+        let text = match std::str::from_utf8(raw) {
+            Ok(text) => std::borrow::Cow::Borrowed(text),
+            Err(_) => String::from_utf8_lossy(raw),
+        };
+        let (field, value) = match text.split_once(':') {
+            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
+            None => (text.as_ref(), ""),
+        };
+        self.event_offset.get_or_insert(offset);
+        match field {
+            "data" => {
+                self.data.push_str(value);
+                self.data.push('\n');
+            }
+            "event" => {
+                self.event.clear();
+                self.event.push_str(value);
+            }
+            "id" if !value.contains('\0') => {
+                self.id.clear();
+                self.id.push_str(value);
+            }
+            "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                self.retry = value.parse().ok();
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn dispatch<E>(
+        &mut self,
+        on_event: &mut impl FnMut(SseEvent<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let offset = self.event_offset.take().unwrap_or(self.consumed);
+        if self.data.is_empty() {
+            self.event.clear();
+            return Ok(());
+        }
+        self.data.pop(); // The last data line's `\n`.
+        let result = on_event(SseEvent {
+            event: &self.event,
+            data: &self.data,
+            id: &self.id,
+            retry: self.retry,
+            offset,
+        });
+        self.data.clear();
+        self.event.clear();
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests;

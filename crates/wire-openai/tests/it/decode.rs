@@ -1,0 +1,101 @@
+//! Every recorded stream under `fixtures/wire/` decoded and snapshotted: the completion, or the
+//! error (with what was assembled, for a truncated stream).
+
+use serde_json::{Value, json};
+use wire_openai::{DecodeError, chat, responses};
+
+/// The decode result as JSON: `{"completion": …}` or `{"error": …, "partial"?: …}`.
+pub(crate) fn outcome(result: Result<ai_core::LlmCompletion, DecodeError>) -> Value {
+    match result {
+        Ok(completion) => json!({ "completion": completion }),
+        Err(DecodeError::Truncated { bytes, partial }) => json!({
+            "error": DecodeError::Truncated { bytes, partial: partial.clone() }.to_string(),
+            "partial": partial,
+        }),
+        Err(other) => json!({ "error": other.to_string() }),
+    }
+}
+
+#[test]
+fn chat_fixtures() {
+    insta::glob!("../../../../fixtures", "wire/openai-chat/*.sse", |path| {
+        let bytes = std::fs::read(path).unwrap();
+        insta::assert_json_snapshot!(outcome(chat::decode_all(&bytes)));
+    });
+}
+
+#[test]
+fn responses_fixtures() {
+    insta::glob!(
+        "../../../../fixtures",
+        "wire/openai-responses/*.sse",
+        |path| {
+            let bytes = std::fs::read(path).unwrap();
+            insta::assert_json_snapshot!(outcome(responses::decode_all(&bytes)));
+        }
+    );
+}
+
+#[test]
+fn deltas_stream_for_display_and_match_the_completion() {
+    let bytes = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/wire/openai-chat/parallel-interleaved.sse"
+    ))
+    .unwrap();
+    let mut decoder = chat::StreamDecoder::default();
+    let deltas = decoder.feed(&bytes).unwrap();
+    let completion = decoder.finish().unwrap();
+    let mut rebuilt = vec![String::new(); completion.tool_calls.len()];
+    for delta in deltas {
+        if let ai_core::CompletionDelta::ToolCall {
+            index, arguments, ..
+        } = delta
+        {
+            rebuilt[index].push_str(&arguments);
+        }
+    }
+    let assembled: Vec<&str> = completion
+        .tool_calls
+        .iter()
+        .map(|c| c.arguments.as_str())
+        .collect();
+    assert_eq!(rebuilt, assembled);
+}
+
+#[test]
+fn limits_bound_memory() {
+    let bytes = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/wire/openai-chat/parallel-interleaved.sse"
+    ))
+    .unwrap();
+    let cases = [
+        (
+            wire_openai::Limits {
+                max_argument_bytes: 10,
+                ..Default::default()
+            },
+            "a tool call's arguments exceeds the limit of 10",
+        ),
+        (
+            wire_openai::Limits {
+                max_tool_calls: 1,
+                ..Default::default()
+            },
+            "the number of tool calls exceeds the limit of 1",
+        ),
+        (
+            wire_openai::Limits {
+                max_total_bytes: 100,
+                ..Default::default()
+            },
+            "the stream exceeds the limit of 100",
+        ),
+    ];
+    for (limits, expected) in cases {
+        let mut decoder = chat::StreamDecoder::new(limits);
+        let err = decoder.feed(&bytes).unwrap_err();
+        assert_eq!(err.to_string(), expected);
+    }
+}

@@ -1,0 +1,5 @@
+//! wire-openai's integration tests: golden fixtures, encoder key sets, random chunkings.
+
+mod chunking;
+mod decode;
+mod encode;
