@@ -42,6 +42,7 @@ mod schema;
 mod secret;
 mod source;
 mod spec;
+mod thread;
 mod workspace;
 
 pub use canonical::{canonical_json, sha256_hex};
@@ -66,6 +67,7 @@ pub use schema::{SchemaViolation, validate_tool_schema_p0};
 pub use secret::Secret;
 pub use source::{BoundTool, Capabilities, StaticToolSource, ToolError, ToolSource};
 pub use spec::{Redaction, ToolEffect, ToolSpec};
+pub use thread::{ThreadId, ThreadStore, ThreadStoreError};
 pub use workspace::{Workspace, WorkspaceEntry, WorkspaceError};
 
 /// Re-exported so that callers name the same cancellation token the runner listens to.

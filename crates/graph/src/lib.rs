@@ -1,1 +1,24 @@
-//! cogni-graph (filled by its issue).
+//! The agentic loop: model → tools → model, to exactly one finish.
+//!
+//! [`reduce`] is the loop's logic as a pure function `(AgentState, AgentEvent) -> (AgentState,
+//! Vec<Intent>)`: deterministic, no IO, no clock, no async, and its state is serde data, so a
+//! thread can be saved and resumed between any two events. [`Agent`] is the driver: it carries
+//! intents out through an [`ai_core::CompletionPort`] and the [`ai_core::ToolRunner`], feeds
+//! what happened back as events, and emits [`ai_core::AiEvent`]s, exactly one `Done` per run.
+//! [`reconstruct_history`] rebuilds a provider-valid history when a caller only has UI events.
+//!
+//! This crate never runs a tool except through the runner, never takes tool calls from streamed
+//! deltas (only from the decoder's assembled completion), never sends a history that fails
+//! [`ai_core::validate_history`], and does no IO of its own: models, tools, clocks and stores
+//! are ports.
+
+mod bounded;
+mod driver;
+mod history;
+mod reducer;
+mod store;
+
+pub use driver::{Agent, AgentConfig, GraphError};
+pub use history::{HistoryItem, ReconstructError, reconstruct_history};
+pub use reducer::{AgentEvent, AgentState, Intent, Phase, reduce};
+pub use store::InMemoryThreadStore;

@@ -1,0 +1,72 @@
+//! Threads: a conversation's server-side state, kept under a stable id between turns.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::Error;
+
+/// The stable id of a conversation (from the client's thread or chat id).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ThreadId(String);
+
+impl ThreadId {
+    /// Builds a thread id of 1..=128 characters.
+    pub fn new(raw: impl Into<String>) -> Result<Self, Error> {
+        let raw = raw.into();
+        crate::context::check_ref("thread_id", &raw)?;
+        Ok(Self(raw))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for ThreadId {
+    type Error = Error;
+    fn try_from(raw: String) -> Result<Self, Error> {
+        Self::new(raw)
+    }
+}
+
+impl From<ThreadId> for String {
+    fn from(id: ThreadId) -> String {
+        id.0
+    }
+}
+
+/// Why a thread could not be loaded or saved.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("thread store failed: {0}")]
+pub struct ThreadStoreError(pub String);
+
+/// Where threads live between turns. The state is the loop's serialized state, opaque here, so
+/// stores need not depend on the loop's crate.
+///
+/// ```
+/// use std::{collections::HashMap, sync::Mutex};
+/// use ai_core::{ThreadId, ThreadStore, ThreadStoreError};
+/// use serde_json::Value;
+/// #[derive(Default)]
+/// struct InMemory(Mutex<HashMap<ThreadId, Value>>);
+/// #[async_trait::async_trait]
+/// impl ThreadStore for InMemory {
+///     async fn load(&self, id: &ThreadId) -> Result<Option<Value>, ThreadStoreError> {
+///         Ok(self.0.lock().unwrap().get(id).cloned())
+///     }
+///     async fn save(&self, id: &ThreadId, state: &Value) -> Result<(), ThreadStoreError> {
+///         self.0.lock().unwrap().insert(id.clone(), state.clone());
+///         Ok(())
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait ThreadStore: Send + Sync {
+    /// The saved state of a thread, if it exists.
+    async fn load(&self, id: &ThreadId) -> Result<Option<Value>, ThreadStoreError>;
+    /// Saves (replaces) a thread's state.
+    async fn save(&self, id: &ThreadId, state: &Value) -> Result<(), ThreadStoreError>;
+}

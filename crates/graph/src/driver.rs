@@ -1,0 +1,292 @@
+//! The driver: carries the reducer's intents out through the ports, one run at a time.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use ai_core::{
+    AiEvent, CancellationToken, CompletionDelta, CompletionError, CompletionPort, DoneReason,
+    EventSink, GraphRef, LlmCaller, LlmRequest, LlmToolCall, RunContext, ThreadId, ThreadStore,
+    ThreadStoreError, ToolCall, ToolCallId, ToolCatalog, ToolChoice, ToolErrorCode, ToolExecResult,
+    ToolFailure, ToolOutcome, ToolRunner,
+};
+
+use crate::bounded::run_bounded;
+use crate::{AgentEvent, AgentState, Intent, reduce};
+
+/// Loop settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AgentConfig {
+    /// Model calls with tool calls allowed per run before it ends as `max_steps` (default 10).
+    pub max_steps: u32,
+    /// Tool calls of one turn run at once (default 4).
+    pub max_parallel_tools: usize,
+    /// The system prompt of new threads.
+    pub system_prompt: Option<String>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            max_steps: 10,
+            max_parallel_tools: 4,
+            system_prompt: None,
+        }
+    }
+}
+
+impl AgentConfig {
+    /// Sets `max_steps`.
+    pub fn with_max_steps(mut self, max_steps: u32) -> Self {
+        self.max_steps = max_steps;
+        self
+    }
+
+    /// Sets `max_parallel_tools`.
+    pub fn with_max_parallel_tools(mut self, n: usize) -> Self {
+        self.max_parallel_tools = n;
+        self
+    }
+
+    /// Sets the system prompt of new threads.
+    pub fn with_system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+}
+
+/// Why a thread could not be run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GraphError {
+    /// The thread store failed.
+    #[error(transparent)]
+    Store(#[from] ThreadStoreError),
+    /// The stored state is not a loop state.
+    #[error("thread {thread} holds an unreadable state: {reason}")]
+    State {
+        /// The thread.
+        thread: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// The async driver of the loop.
+#[derive(Clone)]
+pub struct Agent {
+    completion: Arc<dyn CompletionPort>,
+    runner: ToolRunner,
+    config: AgentConfig,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The answer to a call the decoder marked incomplete: it is never run.
+fn cut_short(call: &LlmToolCall, events: &dyn EventSink) -> ToolExecResult {
+    let failure = ToolFailure::new(
+        ToolErrorCode::Validation,
+        "the tool call was cut short (the model hit its output limit) and was not run",
+    );
+    events.emit(AiEvent::ToolCallStart {
+        tool_call_id: call.id.clone(),
+        tool_name: call.name.as_str().into(),
+        args: None,
+    });
+    events.emit(AiEvent::ToolCallResult {
+        tool_call_id: call.id.clone(),
+        tool_name: call.name.as_str().into(),
+        outcome: ToolOutcome::Error(failure.clone()),
+    });
+    ToolExecResult::error(call.id.clone(), failure)
+}
+
+impl Agent {
+    /// A driver over a model endpoint and a tool runner.
+    pub fn new(
+        completion: Arc<dyn CompletionPort>,
+        runner: ToolRunner,
+        config: AgentConfig,
+    ) -> Self {
+        Self {
+            completion,
+            runner,
+            config,
+        }
+    }
+
+    /// A new thread's state under this agent's config.
+    pub fn new_state(&self) -> AgentState {
+        AgentState::new(self.config.system_prompt.clone(), self.config.max_steps)
+    }
+
+    /// Runs one turn: the user's message, then model and tools until the model stops, the step
+    /// limit is hit, the run fails or `cancel` fires. Emits exactly one `Done`, last, and returns
+    /// the state to save (its history always passes `validate_history`).
+    pub async fn run(
+        &self,
+        state: AgentState,
+        user_message: String,
+        ctx: &RunContext,
+        catalog: &ToolCatalog,
+        events: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> AgentState {
+        let mut queue = VecDeque::from([AgentEvent::UserMessage {
+            content: user_message,
+        }]);
+        let mut state = state;
+        let mut done = false;
+        while let Some(event) = queue.pop_front() {
+            let (next, intents) = reduce(state, event);
+            state = next;
+            for intent in intents {
+                match intent {
+                    Intent::CallModel { messages } => {
+                        let event = if cancel.is_cancelled() {
+                            AgentEvent::Cancel
+                        } else {
+                            self.call_model(messages, ctx, catalog, events, cancel)
+                                .await
+                        };
+                        queue.push_back(event);
+                    }
+                    Intent::RunTools { calls } => {
+                        let runs = calls.iter().map(|call| async move {
+                            if call.complete {
+                                self.runner
+                                    .run_tool(ToolCall::from(call), ctx, catalog, events, cancel)
+                                    .await
+                                    .result
+                            } else {
+                                cut_short(call, events)
+                            }
+                        });
+                        let results =
+                            run_bounded(runs.collect(), self.config.max_parallel_tools).await;
+                        queue.push_back(AgentEvent::ToolResults { results });
+                    }
+                    Intent::Finish { reason, error } => {
+                        if let Some(message) = error {
+                            events.emit(AiEvent::Error { message });
+                        }
+                        events.emit(AiEvent::Done { reason });
+                        done = true;
+                    }
+                }
+            }
+        }
+        if !done {
+            // Unreachable by construction (every path of the reducer ends in Finish), kept so
+            // that the one-Done promise holds even if that changes.
+            events.emit(AiEvent::Done {
+                reason: DoneReason::Error,
+            });
+        }
+        state
+    }
+
+    async fn call_model(
+        &self,
+        messages: Vec<ai_core::Message>,
+        ctx: &RunContext,
+        catalog: &ToolCatalog,
+        events: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> AgentEvent {
+        let request = LlmRequest {
+            caller: LlmCaller {
+                run_id: ctx.run_id.clone(),
+                graph: Some(GraphRef {
+                    name: "cogni.agent".into(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                }),
+            },
+            messages,
+            tools: catalog.specs().cloned().collect(),
+            tool_choice: ToolChoice::Auto,
+            parallel_tool_calls: None,
+        };
+        // Deltas are for display only; tool calls are taken from the completion.
+        let mut ids: Vec<Option<ToolCallId>> = Vec::new();
+        let mut deltas = |delta: CompletionDelta| match delta {
+            CompletionDelta::Text { delta } => events.emit(AiEvent::TextDelta { delta }),
+            CompletionDelta::ToolCall {
+                index,
+                id,
+                arguments,
+                ..
+            } => {
+                if let Some(id) = id.and_then(|id| ToolCallId::new(id).ok()) {
+                    if ids.len() <= index {
+                        ids.resize(index + 1, None);
+                    }
+                    ids[index] = Some(id);
+                }
+                if let Some(Some(id)) = ids.get(index)
+                    && !arguments.is_empty()
+                {
+                    events.emit(AiEvent::ToolCallArgsDelta {
+                        tool_call_id: id.clone(),
+                        delta: arguments,
+                    });
+                }
+            }
+            _ => {}
+        };
+        let result = tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err(CompletionError::Cancelled),
+            result = self.completion.complete(&request, &mut deltas, cancel) => result,
+        };
+        match result {
+            Ok(completion) => {
+                if let Some(usage) = completion.usage {
+                    events.emit(AiEvent::Usage { usage });
+                }
+                AgentEvent::ModelCompleted { completion }
+            }
+            Err(CompletionError::Cancelled) => AgentEvent::Cancel,
+            Err(error) => AgentEvent::ModelFailed {
+                message: error.to_string(),
+            },
+        }
+    }
+
+    /// Loads the thread (or starts it), runs one turn with only the new user message, and saves
+    /// the state.
+    #[allow(clippy::too_many_arguments)] // The run's inputs, named.
+    pub async fn run_thread(
+        &self,
+        store: &dyn ThreadStore,
+        thread: &ThreadId,
+        user_message: String,
+        ctx: &RunContext,
+        catalog: &ToolCatalog,
+        events: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<AgentState, GraphError> {
+        let state = match store.load(thread).await? {
+            Some(saved) => serde_json::from_value(saved).map_err(|e| GraphError::State {
+                thread: thread.as_str().into(),
+                reason: e.to_string(),
+            })?,
+            None => self.new_state(),
+        };
+        let state = self
+            .run(state, user_message, ctx, catalog, events, cancel)
+            .await;
+        let saved = serde_json::to_value(&state).map_err(|e| GraphError::State {
+            thread: thread.as_str().into(),
+            reason: e.to_string(),
+        })?;
+        store.save(thread, &saved).await?;
+        Ok(state)
+    }
+}

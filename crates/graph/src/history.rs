@@ -1,0 +1,200 @@
+//! Rebuilding a provider-valid history from UI events (when a caller has nothing else).
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use ai_core::{AssistantToolCall, HistoryError, Message, ToolCallId, validate_history};
+
+/// One item of a UI's history, in the order the UI shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum HistoryItem {
+    /// Instructions.
+    System {
+        /// The text.
+        content: String,
+    },
+    /// A user message.
+    User {
+        /// The text.
+        content: String,
+    },
+    /// Assistant text.
+    AssistantText {
+        /// The text.
+        content: String,
+    },
+    /// An assistant tool call.
+    ToolCall {
+        /// The call id.
+        id: ToolCallId,
+        /// The tool name.
+        name: String,
+        /// The raw argument JSON.
+        arguments: String,
+    },
+    /// A tool call's result.
+    ToolResult {
+        /// The call it answers.
+        tool_call_id: ToolCallId,
+        /// The result as sent to the model.
+        content: String,
+    },
+}
+
+/// Why a UI history cannot become a provider history.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReconstructError {
+    /// A result answers no call of the assistant turn it stands in.
+    #[error("item {index}: result for {tool_call_id} answers no tool call of its turn")]
+    Orphan {
+        /// Position in the UI history.
+        index: usize,
+        /// The id.
+        tool_call_id: ToolCallId,
+    },
+    /// A call has no result before the next user or system message (or the end).
+    #[error("tool call {tool_call_id} has no result")]
+    Unanswered {
+        /// The call.
+        tool_call_id: ToolCallId,
+    },
+    /// A call id or a result appears twice.
+    #[error("item {index}: {tool_call_id} appears twice")]
+    Duplicate {
+        /// Position in the UI history.
+        index: usize,
+        /// The id.
+        tool_call_id: ToolCallId,
+    },
+    /// The rebuilt history still breaks the rules.
+    #[error(transparent)]
+    Invalid(#[from] HistoryError),
+}
+
+/// An assistant turn being gathered: its text, its calls, their results.
+#[derive(Default)]
+struct Turn {
+    text: String,
+    calls: Vec<AssistantToolCall>,
+    results: Vec<(ToolCallId, String)>,
+}
+
+impl Turn {
+    fn is_empty(&self) -> bool {
+        self.text.is_empty() && self.calls.is_empty()
+    }
+
+    fn all_answered(&self) -> bool {
+        !self.calls.is_empty() && self.results.len() == self.calls.len()
+    }
+
+    /// The assistant message, then its results in call order.
+    fn flush(&mut self, out: &mut Vec<Message>) -> Result<(), ReconstructError> {
+        let turn = std::mem::take(self);
+        if turn.is_empty() {
+            return Ok(());
+        }
+        let mut results = turn.results;
+        let mut answers = Vec::with_capacity(turn.calls.len());
+        for call in &turn.calls {
+            let at = results
+                .iter()
+                .position(|(id, _)| id == &call.id)
+                .ok_or_else(|| ReconstructError::Unanswered {
+                    tool_call_id: call.id.clone(),
+                })?;
+            let (tool_call_id, content) = results.swap_remove(at);
+            answers.push(Message::Tool {
+                tool_call_id,
+                content,
+            });
+        }
+        out.push(Message::Assistant {
+            content: turn.text,
+            tool_calls: turn.calls,
+        });
+        out.extend(answers);
+        Ok(())
+    }
+}
+
+/// Rebuilds provider messages from UI items: assistant text and calls of one turn become one
+/// assistant message followed by the results in call order (however the UI interleaved them);
+/// results are paired by id; orphans, duplicates and unanswered calls are errors, never
+/// patched; the result passes [`validate_history`].
+pub fn reconstruct_history(items: &[HistoryItem]) -> Result<Vec<Message>, ReconstructError> {
+    let mut out = Vec::new();
+    let mut turn = Turn::default();
+    let mut seen_calls: HashSet<&ToolCallId> = HashSet::new();
+    let mut seen_results: HashSet<&ToolCallId> = HashSet::new();
+    for (index, item) in items.iter().enumerate() {
+        match item {
+            HistoryItem::System { content } => {
+                turn.flush(&mut out)?;
+                out.push(Message::System {
+                    content: content.clone(),
+                });
+            }
+            HistoryItem::User { content } => {
+                turn.flush(&mut out)?;
+                out.push(Message::User {
+                    content: content.clone(),
+                });
+            }
+            HistoryItem::AssistantText { content } => {
+                if turn.all_answered() {
+                    turn.flush(&mut out)?;
+                }
+                turn.text.push_str(content);
+            }
+            HistoryItem::ToolCall {
+                id,
+                name,
+                arguments,
+            } => {
+                if !seen_calls.insert(id) {
+                    return Err(ReconstructError::Duplicate {
+                        index,
+                        tool_call_id: id.clone(),
+                    });
+                }
+                if turn.all_answered() {
+                    turn.flush(&mut out)?;
+                }
+                turn.calls.push(AssistantToolCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    arguments: arguments.clone(),
+                    provider_fields: Default::default(),
+                });
+            }
+            HistoryItem::ToolResult {
+                tool_call_id,
+                content,
+            } => {
+                if !seen_results.insert(tool_call_id) {
+                    return Err(ReconstructError::Duplicate {
+                        index,
+                        tool_call_id: tool_call_id.clone(),
+                    });
+                }
+                if !turn.calls.iter().any(|c| &c.id == tool_call_id) {
+                    return Err(ReconstructError::Orphan {
+                        index,
+                        tool_call_id: tool_call_id.clone(),
+                    });
+                }
+                turn.results.push((tool_call_id.clone(), content.clone()));
+            }
+        }
+    }
+    turn.flush(&mut out)?;
+    validate_history(&out)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,131 @@
+//! UI histories rebuilt, or refused with the fault named.
+
+use ai_core::{Message, ToolCallId};
+
+use super::{HistoryItem, ReconstructError, reconstruct_history};
+
+fn id(raw: &str) -> ToolCallId {
+    ToolCallId::new(raw).unwrap()
+}
+
+fn call(raw: &str) -> HistoryItem {
+    HistoryItem::ToolCall {
+        id: id(raw),
+        name: "core__x".into(),
+        arguments: "{}".into(),
+    }
+}
+
+fn result(raw: &str) -> HistoryItem {
+    HistoryItem::ToolResult {
+        tool_call_id: id(raw),
+        content: format!("r{raw}"),
+    }
+}
+
+fn text(s: &str) -> HistoryItem {
+    HistoryItem::AssistantText { content: s.into() }
+}
+
+fn user() -> HistoryItem {
+    HistoryItem::User {
+        content: "q".into(),
+    }
+}
+
+fn roles(messages: &[Message]) -> String {
+    messages
+        .iter()
+        .map(|m| match m {
+            Message::System { .. } => "s".to_owned(),
+            Message::User { .. } => "u".to_owned(),
+            Message::Assistant { tool_calls, .. } if tool_calls.is_empty() => "a".to_owned(),
+            Message::Assistant { tool_calls, .. } => format!("A{}", tool_calls.len()),
+            Message::Tool { tool_call_id, .. } => format!("t{tool_call_id}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn rebuilds_provider_order() {
+    let cases: Vec<(Vec<HistoryItem>, &str)> = vec![
+        (vec![user(), text("hi")], "u a"),
+        // A call shown after a result was made after the model saw that result: a new step.
+        (
+            vec![
+                user(),
+                text("let me"),
+                call("1"),
+                result("1"),
+                call("2"),
+                result("2"),
+                user(),
+            ],
+            "u A1 t1 A1 t2 u",
+        ),
+        // Results in a different order than calls.
+        (
+            vec![user(), call("1"), call("2"), result("2"), result("1")],
+            "u A2 t1 t2",
+        ),
+        // A second step after all results: a new assistant message.
+        (
+            vec![
+                user(),
+                call("1"),
+                result("1"),
+                text("so"),
+                call("2"),
+                result("2"),
+                text("done"),
+            ],
+            "u A1 t1 A1 t2 a",
+        ),
+    ];
+    for (items, expected) in cases {
+        assert_eq!(roles(&reconstruct_history(&items).unwrap()), expected);
+    }
+}
+
+#[test]
+fn faults_are_named() {
+    let cases: Vec<(Vec<HistoryItem>, ReconstructError)> = vec![
+        (
+            vec![user(), result("9")],
+            ReconstructError::Orphan {
+                index: 1,
+                tool_call_id: id("9"),
+            },
+        ),
+        (
+            vec![user(), call("1"), user()],
+            ReconstructError::Unanswered {
+                tool_call_id: id("1"),
+            },
+        ),
+        (
+            vec![user(), call("1")],
+            ReconstructError::Unanswered {
+                tool_call_id: id("1"),
+            },
+        ),
+        (
+            vec![user(), call("1"), result("1"), call("1")],
+            ReconstructError::Duplicate {
+                index: 3,
+                tool_call_id: id("1"),
+            },
+        ),
+        (
+            vec![user(), call("1"), result("1"), result("1")],
+            ReconstructError::Duplicate {
+                index: 3,
+                tool_call_id: id("1"),
+            },
+        ),
+    ];
+    for (items, expected) in cases {
+        assert_eq!(reconstruct_history(&items).unwrap_err(), expected);
+    }
+}

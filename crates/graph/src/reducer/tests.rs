@@ -1,0 +1,200 @@
+//! The reducer as data: events in, state and intents out.
+
+use ai_core::{
+    DoneReason, FinishReason, LlmCompletion, LlmToolCall, Message, ToolCallId, ToolExecResult,
+};
+use serde_json::json;
+
+use super::{AgentEvent, AgentState, Intent, Phase, reduce};
+
+fn call(id: &str) -> LlmToolCall {
+    LlmToolCall {
+        id: ToolCallId::new(id).unwrap(),
+        name: "core__x".into(),
+        arguments: "{}".into(),
+        complete: true,
+        provider_fields: Default::default(),
+    }
+}
+
+fn completion(text: &str, calls: &[&str]) -> AgentEvent {
+    AgentEvent::ModelCompleted {
+        completion: LlmCompletion {
+            text: text.into(),
+            tool_calls: calls.iter().map(|c| call(c)).collect(),
+            finish_reason: if calls.is_empty() {
+                FinishReason::Stop
+            } else {
+                FinishReason::ToolCalls
+            },
+            usage: None,
+        },
+    }
+}
+
+fn results(ids: &[&str]) -> AgentEvent {
+    AgentEvent::ToolResults {
+        results: ids
+            .iter()
+            .map(|id| ToolExecResult::ok(ToolCallId::new(*id).unwrap(), json!({"id": id})))
+            .collect(),
+    }
+}
+
+fn user() -> AgentEvent {
+    AgentEvent::UserMessage {
+        content: "go".into(),
+    }
+}
+
+/// Runs `events` from a fresh state and returns the last intents' kinds and the history roles.
+fn check(max_steps: u32, events: Vec<AgentEvent>, last_intent: &str, roles: &str) -> AgentState {
+    let mut state = AgentState::new(None, max_steps);
+    let mut intents = vec![];
+    for event in events {
+        (state, intents) = reduce(state, event);
+    }
+    let kind = match intents.as_slice() {
+        [Intent::CallModel { .. }] => "call_model".to_owned(),
+        [Intent::RunTools { calls }] => format!("run_tools:{}", calls.len()),
+        [Intent::Finish { reason, .. }] => format!(
+            "finish:{}",
+            serde_json::to_value(reason).unwrap().as_str().unwrap()
+        ),
+        other => format!("{other:?}"),
+    };
+    assert_eq!(kind, last_intent);
+    let got: Vec<&str> = state
+        .messages()
+        .iter()
+        .map(|m| match m {
+            Message::System { .. } => "s",
+            Message::User { .. } => "u",
+            Message::Assistant { tool_calls, .. } if tool_calls.is_empty() => "a",
+            Message::Assistant { .. } => "A",
+            Message::Tool { .. } => "t",
+        })
+        .collect();
+    assert_eq!(got.join(" "), roles);
+    assert!(
+        ai_core::validate_history(state.messages()).is_ok()
+            || last_intent == "run_tools:1"
+            || last_intent == "run_tools:2"
+    );
+    state
+}
+
+#[test]
+fn runs() {
+    check(10, vec![user()], "call_model", "u");
+    check(
+        10,
+        vec![user(), completion("hi", &[])],
+        "finish:stop",
+        "u a",
+    );
+    check(
+        10,
+        vec![user(), completion("", &["c1", "c2"])],
+        "run_tools:2",
+        "u A",
+    );
+    check(
+        10,
+        vec![
+            user(),
+            completion("", &["c1", "c2"]),
+            results(&["c2", "c1"]),
+        ],
+        "call_model",
+        "u A t t",
+    );
+    check(
+        1,
+        vec![user(), completion("", &["c1"]), results(&["c1"])],
+        "finish:max_steps",
+        "u A t",
+    );
+    check(
+        10,
+        vec![
+            user(),
+            AgentEvent::ModelFailed {
+                message: "down".into(),
+            },
+        ],
+        "finish:error",
+        "u",
+    );
+}
+
+#[test]
+fn results_enter_in_call_order_and_missing_ones_are_cancelled() {
+    let state = check(
+        10,
+        vec![user(), completion("", &["c1", "c2"]), results(&["c2"])],
+        "call_model",
+        "u A t t",
+    );
+    let Message::Tool {
+        tool_call_id,
+        content,
+    } = &state.messages()[2]
+    else {
+        panic!()
+    };
+    assert_eq!(tool_call_id.as_str(), "c1");
+    assert!(content.contains("cancelled"), "{content}");
+}
+
+#[test]
+fn cancel_answers_pending_calls() {
+    let state = check(
+        10,
+        vec![user(), completion("", &["c1"]), AgentEvent::Cancel],
+        "finish:cancelled",
+        "u A t",
+    );
+    assert_eq!(
+        state.phase(),
+        &Phase::Finished {
+            reason: DoneReason::Cancelled
+        }
+    );
+    // A new turn after a crash mid-tools closes the pending calls first.
+    check(
+        10,
+        vec![user(), completion("", &["c1"]), user()],
+        "call_model",
+        "u A t u",
+    );
+}
+
+#[test]
+fn out_of_order_events_end_the_run_with_an_error() {
+    check(10, vec![results(&["x"])], "finish:error", "");
+    check(
+        10,
+        vec![user(), completion("a", &[]), completion("b", &[])],
+        "finish:error",
+        "u a",
+    );
+}
+
+#[test]
+fn state_round_trips_through_serde_between_any_two_events() {
+    let events = vec![
+        user(),
+        completion("", &["c1"]),
+        results(&["c1"]),
+        completion("done", &[]),
+    ];
+    let mut plain = AgentState::new(Some("sys".into()), 10);
+    let mut resumed = plain.clone();
+    for event in events {
+        (plain, _) = reduce(plain, event.clone());
+        let saved = serde_json::to_string(&resumed).unwrap();
+        (resumed, _) = reduce(serde_json::from_str(&saved).unwrap(), event);
+    }
+    assert_eq!(plain, resumed);
+}

@@ -1,0 +1,263 @@
+//! The driver's promises, one test each.
+
+use std::time::Duration;
+
+use ai_core::{AiEvent, Message, ThreadId, ToolOutcome};
+use graph::{AgentConfig, InMemoryThreadStore};
+
+use crate::support::{Fixture, Reply, call, calls, check_invariants, done_reason, text};
+
+fn tool_messages(messages: &[Message]) -> Vec<(String, String)> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool {
+                tool_call_id,
+                content,
+            } => Some((tool_call_id.as_str().to_owned(), content.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_plain_answer_finishes_with_stop() {
+    let f = Fixture::new(vec![text("Hello")], AgentConfig::default());
+    let state = f.run(f.agent.new_state(), "hi").await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "stop");
+    assert!(matches!(&events[0], AiEvent::TextDelta { delta } if delta == "Hello"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn tool_errors_are_fed_back_and_the_loop_goes_on() {
+    let f = Fixture::new(
+        vec![
+            calls(vec![
+                call("c1", "core__wait", "{not json"),
+                call("c2", "core__nope", "{}"),
+                call("c3", "core__wait", r#"{"ms":"soon"}"#),
+                call("c4", "core__wait", r#"{"ms":1,"fail":true}"#),
+            ]),
+            calls(vec![call("c5", "core__wait", r#"{"ms":1}"#)]),
+            text("done"),
+        ],
+        AgentConfig::default(),
+    );
+    let state = f.run(f.agent.new_state(), "go").await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "stop");
+    let answers = tool_messages(state.messages());
+    let codes: Vec<&str> = ["invalid_json", "unavailable", "validation", "execution"].to_vec();
+    for ((_, content), code) in answers.iter().zip(codes) {
+        assert!(content.contains(code), "{content}");
+    }
+    assert_eq!(answers[4].1, r#"{"waited_ms":1}"#);
+    // The second model call saw the first turn's four answers.
+    let requests = f.model.requests.lock().unwrap();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(tool_messages(&requests[1].messages).len(), 4);
+    assert_eq!(requests[0].tools.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_steps_ends_the_run() {
+    let replies = (0..5)
+        .map(|i| calls(vec![call(&format!("c{i}"), "core__wait", r#"{"ms":0}"#)]))
+        .collect();
+    let f = Fixture::new(replies, AgentConfig::default().with_max_steps(3));
+    let state = f.run(f.agent.new_state(), "loop").await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "max_steps");
+    assert_eq!(f.model.requests.lock().unwrap().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_cut_short_is_never_run() {
+    let mut cut = call("c1", "core__wait", r#"{"ms":10"#);
+    cut.complete = false;
+    let f = Fixture::new(
+        vec![calls(vec![cut]), text("sorry")],
+        AgentConfig::default(),
+    );
+    let state = f.run(f.agent.new_state(), "go").await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    let answer = &tool_messages(state.messages())[0].1;
+    assert!(answer.contains("cut short"), "{answer}");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, AiEvent::ToolCallStart { args: None, .. }))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn parallel_calls_run_concurrently_and_answer_in_call_order() {
+    let f = Fixture::new(
+        vec![
+            calls(vec![
+                call("slow", "core__wait", r#"{"ms":300}"#),
+                call("mid", "core__wait", r#"{"ms":200}"#),
+                call("fast", "core__wait", r#"{"ms":100}"#),
+            ]),
+            text("ok"),
+        ],
+        AgentConfig::default(),
+    );
+    let started = tokio::time::Instant::now();
+    let state = f.run(f.agent.new_state(), "go").await;
+    // Concurrent: the turn takes as long as its slowest call, not the sum.
+    assert_eq!(started.elapsed(), Duration::from_millis(300));
+    let ids: Vec<String> = tool_messages(state.messages())
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(ids, ["slow", "mid", "fast"]);
+    // Results were emitted in finish order.
+    let finished: Vec<String> = f
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::ToolCallResult { tool_call_id, .. } => Some(tool_call_id.as_str().to_owned()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished, ["fast", "mid", "slow"]);
+    check_invariants(&f.events(), &state).unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn concurrency_is_bounded() {
+    let f = Fixture::new(
+        vec![
+            calls(
+                (0..4)
+                    .map(|i| call(&format!("c{i}"), "core__wait", r#"{"ms":100}"#))
+                    .collect(),
+            ),
+            text("ok"),
+        ],
+        AgentConfig::default().with_max_parallel_tools(2),
+    );
+    let started = tokio::time::Instant::now();
+    f.run(f.agent.new_state(), "go").await;
+    assert_eq!(started.elapsed(), Duration::from_millis(200));
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_during_tools_answers_every_call() {
+    let f = Fixture::new(
+        vec![
+            calls(vec![
+                call("c1", "core__wait", r#"{"ms":10000}"#),
+                call("c2", "core__wait", r#"{"ms":1}"#),
+            ]),
+            text("never"),
+        ],
+        AgentConfig::default(),
+    );
+    let cancel = f.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        cancel.cancel();
+    });
+    let started = tokio::time::Instant::now();
+    let state = f.run(f.agent.new_state(), "go").await;
+    assert_eq!(started.elapsed(), Duration::from_millis(50));
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "cancelled");
+    let answers = tool_messages(state.messages());
+    assert!(answers[0].1.contains("cancelled"), "{answers:?}");
+    assert_eq!(answers[1].1, r#"{"waited_ms":1}"#);
+    assert_eq!(f.model.requests.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_during_the_model_call() {
+    let f = Fixture::new(vec![Reply::Hang], AgentConfig::default());
+    let cancel = f.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        cancel.cancel();
+    });
+    let state = f.run(f.agent.new_state(), "go").await;
+    check_invariants(&f.events(), &state).unwrap();
+    assert_eq!(done_reason(&f.events()), "cancelled");
+}
+
+#[tokio::test]
+async fn a_model_failure_is_an_error_then_done() {
+    let f = Fixture::new(vec![Reply::Fail], AgentConfig::default());
+    let state = f.run(f.agent.new_state(), "go").await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "error");
+    assert!(
+        matches!(&events[events.len() - 2], AiEvent::Error { message } if message.contains("503"))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn threads_keep_state_and_a_next_turn_sends_only_the_new_message() {
+    let f = Fixture::new(
+        vec![
+            calls(vec![call("c1", "core__wait", r#"{"ms":1}"#)]),
+            text("first"),
+            text("second"),
+        ],
+        AgentConfig::default().with_system_prompt("be brief"),
+    );
+    let store = InMemoryThreadStore::default();
+    let thread = ThreadId::new("thread-1").unwrap();
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    for message in ["one", "two"] {
+        f.agent
+            .run_thread(
+                &store,
+                &thread,
+                message.into(),
+                &f.ctx,
+                &f.catalog,
+                &sink,
+                &f.cancel,
+            )
+            .await
+            .unwrap();
+    }
+    let requests = f.model.requests.lock().unwrap();
+    let last = &requests[2].messages;
+    // system, user, assistant(call), tool, assistant, user
+    assert_eq!(last.len(), 6);
+    assert!(matches!(&last[5], Message::User { content } if content == "two"));
+    ai_core::validate_history(last).unwrap();
+    let dones = f
+        .events()
+        .iter()
+        .filter(|e| matches!(e, AiEvent::Done { .. }))
+        .count();
+    assert_eq!(dones, 2);
+}
+
+#[tokio::test]
+async fn results_carry_redacted_values_only() {
+    let f = Fixture::new(
+        vec![
+            calls(vec![call("c1", "core__wait", r#"{"ms":0}"#)]),
+            text("ok"),
+        ],
+        AgentConfig::default(),
+    );
+    f.run(f.agent.new_state(), "go").await;
+    let outcome = f.events().into_iter().find_map(|e| match e {
+        AiEvent::ToolCallResult { outcome, .. } => Some(outcome),
+        _ => None,
+    });
+    assert!(
+        matches!(outcome, Some(ToolOutcome::Ok { value }) if *value == serde_json::json!({"waited_ms": 0}))
+    );
+}

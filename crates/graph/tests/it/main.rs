@@ -1,0 +1,5 @@
+//! The driver end to end with a scripted model and real bound tools.
+
+mod driver;
+mod properties;
+mod support;

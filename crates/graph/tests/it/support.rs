@@ -1,0 +1,249 @@
+//! A scripted model, tools bound through ai-tools, and an event recorder with the run's
+//! invariants.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ai_core::{
+    AiEvent, CancellationToken, Capabilities, Clock, CompletionDelta, CompletionError,
+    CompletionPort, DeltaSink, FinishReason, LlmCompletion, LlmRequest, LlmToolCall, RunContext,
+    StaticToolSource, ToolCallId, ToolCatalog, ToolEffect, ToolError, ToolInvocationContext,
+    ToolPolicy, ToolRunner, validate_history,
+};
+use ai_tools::{ToolContract, bind};
+use graph::{Agent, AgentConfig, AgentState};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One scripted model reply.
+#[derive(Clone, Debug)]
+pub(crate) enum Reply {
+    Complete(LlmCompletion),
+    Fail,
+    /// Never answers (until cancelled).
+    Hang,
+}
+
+/// A model that plays replies in order and records every request it got.
+#[derive(Default)]
+pub(crate) struct ScriptedModel {
+    replies: Mutex<VecDeque<Reply>>,
+    pub(crate) requests: Mutex<Vec<LlmRequest>>,
+}
+
+impl ScriptedModel {
+    pub(crate) fn new(replies: Vec<Reply>) -> Self {
+        Self {
+            replies: Mutex::new(replies.into()),
+            requests: Mutex::default(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl CompletionPort for ScriptedModel {
+    async fn complete(
+        &self,
+        request: &LlmRequest,
+        deltas: &mut dyn DeltaSink,
+        _cancel: &CancellationToken,
+    ) -> Result<LlmCompletion, CompletionError> {
+        self.requests.lock().unwrap().push(request.clone());
+        let reply = self.replies.lock().unwrap().pop_front();
+        match reply {
+            Some(Reply::Complete(completion)) => {
+                if !completion.text.is_empty() {
+                    deltas.delta(CompletionDelta::Text {
+                        delta: completion.text.clone(),
+                    });
+                }
+                for (index, call) in completion.tool_calls.iter().enumerate() {
+                    deltas.delta(CompletionDelta::ToolCall {
+                        index,
+                        id: Some(call.id.as_str().into()),
+                        name: Some(call.name.clone()),
+                        arguments: call.arguments.clone(),
+                    });
+                }
+                Ok(completion)
+            }
+            Some(Reply::Fail) | None => Err(CompletionError::Transport(
+                "endpoint http://127.0.0.1:9/v1 returned 503".into(),
+            )),
+            Some(Reply::Hang) => std::future::pending().await,
+        }
+    }
+}
+
+pub(crate) fn text(t: &str) -> Reply {
+    Reply::Complete(LlmCompletion {
+        text: t.into(),
+        tool_calls: vec![],
+        finish_reason: FinishReason::Stop,
+        usage: None,
+    })
+}
+
+pub(crate) fn call(id: &str, name: &str, arguments: &str) -> LlmToolCall {
+    LlmToolCall {
+        id: ToolCallId::new(id).unwrap(),
+        name: name.into(),
+        arguments: arguments.into(),
+        complete: true,
+        provider_fields: Default::default(),
+    }
+}
+
+pub(crate) fn calls(calls: Vec<LlmToolCall>) -> Reply {
+    Reply::Complete(LlmCompletion {
+        text: String::new(),
+        tool_calls: calls,
+        finish_reason: FinishReason::ToolCalls,
+        usage: None,
+    })
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WaitInput {
+    /// Milliseconds to wait (tokio time).
+    ms: u64,
+    /// Fail instead of answering.
+    #[serde(default)]
+    fail: bool,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct WaitOutput {
+    waited_ms: u64,
+}
+
+/// `core__wait`: waits, then answers or fails.
+pub(crate) struct Wait;
+
+#[async_trait::async_trait]
+impl ToolContract for Wait {
+    type Input = WaitInput;
+    type Output = WaitOutput;
+    const ID: &'static str = "core__wait";
+    const DESCRIPTION: &'static str = "Waits.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["waited_ms"];
+    async fn execute(
+        &self,
+        input: WaitInput,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<WaitOutput, ToolError> {
+        tokio::time::sleep(Duration::from_millis(input.ms)).await;
+        if input.fail {
+            return Err(ToolError::new("the wait failed"));
+        }
+        Ok(WaitOutput {
+            waited_ms: input.ms,
+        })
+    }
+}
+
+struct ZeroClock;
+impl Clock for ZeroClock {
+    fn now_ms(&self) -> u64 {
+        0
+    }
+}
+
+/// Everything a run needs.
+pub(crate) struct Fixture {
+    pub(crate) model: Arc<ScriptedModel>,
+    pub(crate) agent: Agent,
+    pub(crate) ctx: RunContext,
+    pub(crate) catalog: ToolCatalog,
+    pub(crate) events: Mutex<Vec<AiEvent>>,
+    pub(crate) cancel: CancellationToken,
+}
+
+impl Fixture {
+    pub(crate) fn new(replies: Vec<Reply>, config: AgentConfig) -> Self {
+        let model = Arc::new(ScriptedModel::new(replies));
+        let policy = ToolPolicy::from_toml_str(r#"allowed_tools = ["core__wait"]"#).unwrap();
+        let source = Arc::new(StaticToolSource::new(vec![bind(Wait).unwrap()]).unwrap());
+        let ctx = RunContext::new("run-1", "user:test", "tenant").unwrap();
+        let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
+        let runner = ToolRunner::new(source, Arc::new(policy), Arc::new(ZeroClock));
+        let agent = Agent::new(model.clone(), runner, config);
+        Self {
+            model,
+            agent,
+            ctx,
+            catalog,
+            events: Mutex::default(),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    pub(crate) async fn run(&self, state: AgentState, message: &str) -> AgentState {
+        let sink = |e: AiEvent| self.events.lock().unwrap().push(e);
+        self.agent
+            .run(
+                state,
+                message.into(),
+                &self.ctx,
+                &self.catalog,
+                &sink,
+                &self.cancel,
+            )
+            .await
+    }
+
+    pub(crate) fn events(&self) -> Vec<AiEvent> {
+        self.events.lock().unwrap().clone()
+    }
+}
+
+/// The run invariants: one Done, last; every start has exactly one result with its id; the
+/// saved history is valid.
+pub(crate) fn check_invariants(events: &[AiEvent], state: &AgentState) -> Result<(), String> {
+    let dones = events
+        .iter()
+        .filter(|e| matches!(e, AiEvent::Done { .. }))
+        .count();
+    if dones != 1 || !matches!(events.last(), Some(AiEvent::Done { .. })) {
+        return Err(format!("expected exactly one Done, last: {events:?}"));
+    }
+    let starts: Vec<&ToolCallId> = events
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::ToolCallStart { tool_call_id, .. } => Some(tool_call_id),
+            _ => None,
+        })
+        .collect();
+    for id in &starts {
+        let results = events
+            .iter()
+            .filter(|e| matches!(e, AiEvent::ToolCallResult { tool_call_id, .. } if tool_call_id == *id))
+            .count();
+        if results != 1 {
+            return Err(format!("{id} has {results} results"));
+        }
+    }
+    let results = events
+        .iter()
+        .filter(|e| matches!(e, AiEvent::ToolCallResult { .. }))
+        .count();
+    if results != starts.len() {
+        return Err("a result without a start".into());
+    }
+    validate_history(state.messages()).map_err(|e| e.to_string())
+}
+
+pub(crate) fn done_reason(events: &[AiEvent]) -> String {
+    match events.last() {
+        Some(AiEvent::Done { reason }) => serde_json::to_value(reason)
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_owned(),
+        other => format!("{other:?}"),
+    }
+}
