@@ -14,7 +14,9 @@ pub struct ToolCatalog {
 }
 
 impl ToolCatalog {
-    /// Keeps the tools of `source` for which `policy` decides [`PolicyDecision::Allow`].
+    /// Keeps the tools of `source` for which `policy` decides [`PolicyDecision::Allow`] or
+    /// [`PolicyDecision::RequireApproval`] (the model may ask for those; the runner pauses each
+    /// call for a human's approval).
     ///
     /// Two specs with one id are an error, never an overwrite.
     pub fn build(
@@ -28,7 +30,7 @@ impl ToolCatalog {
             if !seen.insert(spec.id.clone()) {
                 return Err(Error::ToolIdCollision(spec.id));
             }
-            if policy.decide(ctx, &spec.id, spec.effect) == PolicyDecision::Allow {
+            if policy.decide(ctx, &spec.id, spec.effect) != PolicyDecision::Deny {
                 specs.insert(spec.id.clone(), spec);
             }
         }

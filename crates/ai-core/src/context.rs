@@ -1,6 +1,6 @@
 //! Who is running a tool, and on whose behalf: references only, never secrets.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -89,6 +89,10 @@ pub struct RunContext {
     pub requested_connection_ids: BTreeSet<ConnectionId>,
     /// The connections the server granted the actor.
     pub grant: ConnectionGrant,
+    /// Human approvals for this run: tool call id → the approved hash of its canonical
+    /// arguments. A call whose tool needs approval runs only with a matching entry.
+    #[serde(default)]
+    pub approvals: BTreeMap<ToolCallId, String>,
 }
 
 impl RunContext {
@@ -111,6 +115,7 @@ impl RunContext {
             connection_id: None,
             requested_connection_ids: BTreeSet::new(),
             grant: ConnectionGrant::default(),
+            approvals: BTreeMap::new(),
         })
     }
 

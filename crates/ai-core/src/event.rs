@@ -70,7 +70,9 @@ pub enum AiEvent {
         /// The tool.
         tool_id: crate::ToolId,
         /// The validated arguments the approval is for.
-        args: Value,
+        args: Arc<Value>,
+        /// The hash an approval must name (SHA-256 of the canonical arguments).
+        args_hash: String,
     },
     /// Token usage of one model call.
     Usage {

@@ -93,6 +93,12 @@ pub enum ToolOutcome {
     },
     /// A coded failure.
     Error(ToolFailure),
+    /// The call needs a human's approval first; it did not run. An approval must name the
+    /// call's id and this hash of its canonical arguments.
+    ApprovalRequired {
+        /// Lower-case hex SHA-256 of the canonical JSON of the validated arguments.
+        args_hash: String,
+    },
 }
 
 /// The answer to one tool call, fed back to the model as its tool message.
@@ -127,7 +133,7 @@ impl ToolExecResult {
     /// The failure, if the call failed.
     pub fn failure(&self) -> Option<&ToolFailure> {
         match &self.outcome {
-            ToolOutcome::Ok { .. } => None,
+            ToolOutcome::Ok { .. } | ToolOutcome::ApprovalRequired { .. } => None,
             ToolOutcome::Error(failure) => Some(failure),
         }
     }
@@ -139,6 +145,10 @@ impl ToolExecResult {
             ToolOutcome::Ok { value } => value.to_string(),
             ToolOutcome::Error(failure) => serde_json::json!({
                 "error": {"code": failure.code, "message": failure.safe_message}
+            })
+            .to_string(),
+            ToolOutcome::ApprovalRequired { .. } => serde_json::json!({
+                "error": {"code": "approval_required", "message": "the call waits for a human's approval"}
             })
             .to_string(),
         }

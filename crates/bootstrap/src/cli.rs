@@ -249,5 +249,12 @@ async fn tools_call(
             eprintln!("error: {}: {}", failure.code, failure.safe_message);
             Ok(ExitCode::FAILURE)
         }
+        ToolOutcome::ApprovalRequired { .. } => {
+            // The CLI has no one to ask: the call stays unrun.
+            eprintln!(
+                "error: approval_required: the policy requires a human's approval for this tool"
+            );
+            Ok(ExitCode::FAILURE)
+        }
     }
 }

@@ -138,9 +138,38 @@ impl Agent {
         events: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> AgentState {
-        let mut queue = VecDeque::from([AgentEvent::UserMessage {
+        let event = AgentEvent::UserMessage {
             content: user_message,
-        }]);
+        };
+        self.drive(state, event, ctx, catalog, events, cancel).await
+    }
+
+    /// Resumes a run that ended awaiting approval: approved calls (with the hash they were
+    /// shown) run, the runner checking policy and hash again; anything else is denied and fed
+    /// back to the model. Emits exactly one `Done`, last.
+    pub async fn resume(
+        &self,
+        state: AgentState,
+        decisions: Vec<crate::ApprovalDecision>,
+        ctx: &RunContext,
+        catalog: &ToolCatalog,
+        events: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> AgentState {
+        let event = AgentEvent::ApprovalDecisions { decisions };
+        self.drive(state, event, ctx, catalog, events, cancel).await
+    }
+
+    async fn drive(
+        &self,
+        state: AgentState,
+        first: AgentEvent,
+        ctx: &RunContext,
+        catalog: &ToolCatalog,
+        events: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> AgentState {
+        let mut queue = VecDeque::from([first]);
         let mut state = state;
         let mut done = false;
         while let Some(event) = queue.pop_front() {
@@ -157,7 +186,18 @@ impl Agent {
                         };
                         queue.push_back(event);
                     }
-                    Intent::RunTools { calls } => {
+                    Intent::RunTools { calls, approvals } => {
+                        let approved_ctx;
+                        let ctx = if approvals.is_empty() {
+                            ctx
+                        } else {
+                            let mut with = ctx.clone();
+                            with.approvals.extend(
+                                approvals.into_iter().map(|a| (a.tool_call_id, a.args_hash)),
+                            );
+                            approved_ctx = with;
+                            &approved_ctx
+                        };
                         let runs = calls.iter().map(|call| async move {
                             if call.complete {
                                 self.runner
@@ -171,6 +211,13 @@ impl Agent {
                         let results =
                             run_bounded(runs.collect(), self.config.max_parallel_tools).await;
                         queue.push_back(AgentEvent::ToolResults { results });
+                    }
+                    Intent::AwaitApproval { .. } => {
+                        // The runner already emitted one `ApprovalRequired` per waiting call.
+                        events.emit(AiEvent::Done {
+                            reason: DoneReason::AwaitingApproval,
+                        });
+                        done = true;
                     }
                     Intent::Finish { reason, error } => {
                         if let Some(message) = error {

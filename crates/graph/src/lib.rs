@@ -20,5 +20,7 @@ mod store;
 
 pub use driver::{Agent, AgentConfig, GraphError};
 pub use history::{HistoryItem, ReconstructError, reconstruct_history};
-pub use reducer::{AgentEvent, AgentState, Intent, Phase, reduce};
+pub use reducer::{
+    AgentEvent, AgentState, ApprovalDecision, Intent, PendingApproval, Phase, reduce,
+};
 pub use store::InMemoryThreadStore;

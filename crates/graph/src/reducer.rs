@@ -4,21 +4,33 @@ use serde::{Deserialize, Serialize};
 
 use ai_core::{
     AssistantToolCall, DoneReason, LlmCompletion, LlmToolCall, Message, ToolCallId, ToolErrorCode,
-    ToolExecResult, ToolFailure, validate_history,
+    ToolExecResult, ToolFailure, ToolOutcome, validate_history,
 };
 
 /// Where a thread's loop stands.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "phase", rename_all = "snake_case")]
 pub enum Phase {
     /// No run in progress.
     Idle,
     /// A model call is out.
     AwaitingModel,
-    /// These tool calls are out, in the model's order.
+    /// The turn's tool calls are out (or some of them, after approvals).
     AwaitingTools {
-        /// The pending calls.
-        calls: Vec<ToolCallId>,
+        /// Every call of the turn, in the model's order.
+        calls: Vec<LlmToolCall>,
+        /// Answers already known (from before an approval pause, or denials).
+        #[serde(default)]
+        answered: Vec<ToolExecResult>,
+    },
+    /// Some calls of the turn wait for a human's decision; the run has ended.
+    AwaitingApproval {
+        /// Every call of the turn, in the model's order.
+        calls: Vec<LlmToolCall>,
+        /// Answers already known.
+        answered: Vec<ToolExecResult>,
+        /// The calls waiting, with the hash an approval must name.
+        pending: Vec<PendingApproval>,
     },
     /// The last run ended.
     Finished {
@@ -63,6 +75,26 @@ impl AgentState {
     }
 }
 
+/// A call waiting for approval.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    /// The call.
+    pub tool_call_id: ToolCallId,
+    /// SHA-256 of its canonical arguments; an approval must name it.
+    pub args_hash: String,
+}
+
+/// A human's decision on one call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalDecision {
+    /// The call decided on.
+    pub tool_call_id: ToolCallId,
+    /// Approve (true) or deny (false).
+    pub approved: bool,
+    /// The arguments hash the human was shown; an approval for another hash is a denial.
+    pub args_hash: String,
+}
+
 /// What happened, fed to the reducer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -87,6 +119,11 @@ pub enum AgentEvent {
         /// One result per call (any order; matched by id).
         results: Vec<ToolExecResult>,
     },
+    /// Decisions on calls waiting for approval; resumes the thread.
+    ApprovalDecisions {
+        /// The decisions (a call without one is denied).
+        decisions: Vec<ApprovalDecision>,
+    },
     /// The run was cancelled.
     Cancel,
 }
@@ -104,6 +141,14 @@ pub enum Intent {
     RunTools {
         /// The calls.
         calls: Vec<LlmToolCall>,
+        /// Approvals to hand the runner, which checks them again (policy and hash).
+        #[serde(default)]
+        approvals: Vec<PendingApproval>,
+    },
+    /// End the run until a human decides on these calls.
+    AwaitApproval {
+        /// The calls waiting.
+        pending: Vec<PendingApproval>,
     },
     /// End the run.
     Finish {
@@ -151,10 +196,60 @@ fn call_model(mut state: AgentState) -> (AgentState, Vec<Intent>) {
     (state, vec![Intent::CallModel { messages }])
 }
 
-/// Answers every pending call that has no answer yet, so the history stays valid.
+/// The answer message for `id`: its known result, else a cancellation.
+fn answer(id: &ToolCallId, answered: &mut Vec<ToolExecResult>) -> Message {
+    match answered.iter().position(|r| &r.tool_call_id == id) {
+        Some(at) => Message::Tool {
+            tool_call_id: id.clone(),
+            content: answered.swap_remove(at).model_content(),
+        },
+        None => cancelled(id),
+    }
+}
+
+/// Answers every call of an open turn (known results, else cancelled), so the history stays valid.
 fn close_pending(state: &mut AgentState) {
-    if let Phase::AwaitingTools { calls } = std::mem::replace(&mut state.phase, Phase::Idle) {
-        state.messages.extend(calls.iter().map(cancelled));
+    match std::mem::replace(&mut state.phase, Phase::Idle) {
+        Phase::AwaitingTools {
+            calls,
+            mut answered,
+        }
+        | Phase::AwaitingApproval {
+            calls,
+            mut answered,
+            ..
+        } => {
+            for call in &calls {
+                let message = answer(&call.id, &mut answered);
+                state.messages.push(message);
+            }
+        }
+        other => state.phase = other,
+    }
+}
+
+/// A denial fed back to the model for a call that was not approved.
+fn denied(id: &ToolCallId, why: &str) -> ToolExecResult {
+    ToolExecResult::error(
+        id.clone(),
+        ToolFailure::new(ToolErrorCode::PolicyDenied, why),
+    )
+}
+
+/// All answers of the turn are known: record them in call order and go on.
+fn settle(
+    mut state: AgentState,
+    calls: Vec<LlmToolCall>,
+    mut answered: Vec<ToolExecResult>,
+) -> (AgentState, Vec<Intent>) {
+    for call in &calls {
+        let message = answer(&call.id, &mut answered);
+        state.messages.push(message);
+    }
+    if state.steps >= state.max_steps {
+        finish(state, DoneReason::MaxSteps, None)
+    } else {
+        call_model(state)
     }
 }
 
@@ -200,12 +295,17 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
             }
             state.steps += 1;
             state.phase = Phase::AwaitingTools {
-                calls: calls.iter().map(|c| c.id.clone()).collect(),
+                calls: calls.clone(),
+                answered: Vec::new(),
             };
-            (state, vec![Intent::RunTools { calls }])
+            let approvals = Vec::new();
+            (state, vec![Intent::RunTools { calls, approvals }])
         }
-        AgentEvent::ToolResults { mut results } => {
-            let Phase::AwaitingTools { calls } = std::mem::replace(&mut state.phase, Phase::Idle)
+        AgentEvent::ToolResults { results } => {
+            let Phase::AwaitingTools {
+                calls,
+                mut answered,
+            } = std::mem::replace(&mut state.phase, Phase::Idle)
             else {
                 return finish(
                     state,
@@ -213,24 +313,71 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                     Some("tool results arrived that no call was waiting for".into()),
                 );
             };
-            for id in &calls {
-                let answer = match results.iter().position(|r| &r.tool_call_id == id) {
-                    Some(at) => {
-                        let result = results.swap_remove(at);
-                        Message::Tool {
-                            tool_call_id: id.clone(),
-                            content: result.model_content(),
-                        }
+            let mut pending = Vec::new();
+            for result in results {
+                match result.outcome {
+                    ToolOutcome::ApprovalRequired { args_hash } => pending.push(PendingApproval {
+                        tool_call_id: result.tool_call_id,
+                        args_hash,
+                    }),
+                    _ => answered.push(result),
+                }
+            }
+            if pending.is_empty() {
+                return settle(state, calls, answered);
+            }
+            state.phase = Phase::AwaitingApproval {
+                calls,
+                answered,
+                pending: pending.clone(),
+            };
+            (state, vec![Intent::AwaitApproval { pending }])
+        }
+        AgentEvent::ApprovalDecisions { decisions } => {
+            let Phase::AwaitingApproval {
+                calls,
+                mut answered,
+                pending,
+            } = std::mem::replace(&mut state.phase, Phase::Idle)
+            else {
+                return finish(
+                    state,
+                    DoneReason::Error,
+                    Some("approval decisions arrived that no call was waiting for".into()),
+                );
+            };
+            let mut approved = Vec::new();
+            for waiting in pending {
+                let id = &waiting.tool_call_id;
+                match decisions.iter().find(|d| &d.tool_call_id == id) {
+                    Some(d) if d.approved && d.args_hash == waiting.args_hash => {
+                        approved.push(waiting);
                     }
-                    None => cancelled(id),
-                };
-                state.messages.push(answer);
+                    Some(d) if d.approved => answered.push(denied(
+                        id,
+                        "the approval was for other arguments, so the call was not run",
+                    )),
+                    Some(_) => answered.push(denied(id, "the user denied this call")),
+                    None => answered.push(denied(
+                        id,
+                        "no decision was made on this call, so it was not run",
+                    )),
+                }
             }
-            if state.steps >= state.max_steps {
-                finish(state, DoneReason::MaxSteps, None)
-            } else {
-                call_model(state)
+            if approved.is_empty() {
+                return settle(state, calls, answered);
             }
+            let to_run = calls
+                .iter()
+                .filter(|c| approved.iter().any(|a| a.tool_call_id == c.id))
+                .cloned()
+                .collect();
+            state.phase = Phase::AwaitingTools { calls, answered };
+            let intent = Intent::RunTools {
+                calls: to_run,
+                approvals: approved,
+            };
+            (state, vec![intent])
         }
         AgentEvent::ModelFailed { message } => finish(state, DoneReason::Error, Some(message)),
         AgentEvent::Cancel => {

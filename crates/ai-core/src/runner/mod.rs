@@ -110,6 +110,24 @@ impl std::fmt::Debug for ToolRunner {
     }
 }
 
+/// Why the pipeline stopped before a value.
+enum Stop {
+    /// A coded failure, answered to the model.
+    Failed(ToolFailure),
+    /// The tool needs an approval this call does not have yet.
+    NeedsApproval {
+        tool_id: ToolId,
+        args: Arc<Value>,
+        args_hash: String,
+    },
+}
+
+impl From<ToolFailure> for Stop {
+    fn from(failure: ToolFailure) -> Self {
+        Self::Failed(failure)
+    }
+}
+
 /// How far a call got, for the single emit point.
 struct Progress {
     started: bool,
@@ -206,6 +224,41 @@ impl ToolRunner {
             .await;
         let ended_at_ms = self.clock.now_ms();
 
+        let outcome = match outcome {
+            Ok(value) => Ok(value),
+            Err(Stop::Failed(failure)) => Err(failure),
+            Err(Stop::NeedsApproval {
+                tool_id,
+                args,
+                args_hash,
+            }) => {
+                // Nothing ran: no start or result event, only the request for a decision.
+                span.record("outcome", "approval_required");
+                events.emit(AiEvent::ApprovalRequired {
+                    tool_call_id: call.id.clone(),
+                    tool_id,
+                    args: Arc::clone(&args),
+                    args_hash: args_hash.clone(),
+                });
+                return ToolRun {
+                    result: ToolExecResult {
+                        tool_call_id: call.id.clone(),
+                        outcome: ToolOutcome::ApprovalRequired { args_hash },
+                    },
+                    record: ToolInvocationRecord {
+                        tool_call_id: call.id,
+                        tool_id: call.name,
+                        args: Some(args),
+                        result: None,
+                        error: None,
+                        started_at_ms,
+                        ended_at_ms,
+                        raw: None,
+                    },
+                };
+            }
+        };
+
         // The single emit point (steps 7 on failure, and 11).
         if !progress.started {
             emit_start(events, &call, None);
@@ -271,13 +324,18 @@ impl ToolRunner {
         events: &dyn EventSink,
         cancel: &CancellationToken,
         progress: &mut Progress,
-    ) -> Result<Value, ToolFailure> {
+    ) -> Result<Value, Stop> {
         let tool = self.find_bound_tool(tool_id)?; // 1
         let id = &tool.spec().id;
-        self.check_policy(ctx, catalog, tool.as_ref())?; // 2
+        let needs_approval = self.check_policy(ctx, catalog, tool.as_ref())?; // 2
         self.check_authz(ctx, id).await?; // 3
         let connection_id = check_connection_grant(ctx, tool.as_ref())?; // 4
         let args = self.parse_and_validate(tool.as_ref(), &call.arguments)?; // 5
+        if needs_approval {
+            // Step 2's pause, decided once the arguments are known: an approval covers one
+            // call id and the exact arguments it was shown.
+            check_approval(ctx, &call.id, id, &args)?;
+        }
         let invocation = ToolInvocationContext::new(ctx, call.id.clone(), connection_id);
         let caps = self.bind_capabilities(&invocation).await?; // 6
         let args = Arc::new(args);
@@ -288,7 +346,7 @@ impl ToolRunner {
             .exec_under_budget(tool.as_ref(), args, &invocation, &caps, cancel)
             .await?; // 8
         validate_output(tool.as_ref(), &output)?; // 9
-        self.redact(tool.as_ref(), output) // 10
+        Ok(self.redact(tool.as_ref(), output)?) // 10
     }
 
     /// Step 1.
@@ -310,7 +368,7 @@ impl ToolRunner {
         ctx: &RunContext,
         catalog: &ToolCatalog,
         tool: &dyn BoundTool,
-    ) -> Result<(), ToolFailure> {
+    ) -> Result<bool, ToolFailure> {
         let spec = tool.spec();
         let denied = |why: &str| {
             ToolFailure::new(
@@ -322,9 +380,9 @@ impl ToolRunner {
             return Err(denied("it is not in this run's catalog"));
         }
         match self.policy.decide(ctx, &spec.id, spec.effect) {
-            PolicyDecision::Allow => Ok(()),
+            PolicyDecision::Allow => Ok(false),
             PolicyDecision::Deny => Err(denied("the policy does not allow it")),
-            PolicyDecision::RequireApproval => Err(denied("it requires approval")),
+            PolicyDecision::RequireApproval => Ok(true),
         }
     }
 
@@ -453,6 +511,34 @@ fn check_connection_grant(
         ));
     }
     Ok(Some(connection_id.clone()))
+}
+
+/// The hash an approval names: SHA-256 of the canonical JSON of the validated arguments.
+pub(crate) fn args_hash(args: &Value) -> String {
+    crate::sha256_hex(crate::canonical_json(args).as_bytes())
+}
+
+/// Step 2's approval check: pass with a matching approval, pause without one, refuse a
+/// mismatched one (fail closed).
+fn check_approval(
+    ctx: &RunContext,
+    call_id: &ToolCallId,
+    tool_id: &ToolId,
+    args: &Value,
+) -> Result<(), Stop> {
+    let hash = args_hash(args);
+    match ctx.approvals.get(call_id) {
+        Some(approved) if *approved == hash => Ok(()),
+        Some(_) => Err(Stop::Failed(ToolFailure::new(
+            ToolErrorCode::PolicyDenied,
+            format!("the approval for this call of {tool_id} does not match its arguments"),
+        ))),
+        None => Err(Stop::NeedsApproval {
+            tool_id: tool_id.clone(),
+            args: Arc::new(args.clone()),
+            args_hash: hash,
+        }),
+    }
 }
 
 /// Step 9.

@@ -18,7 +18,7 @@ fn fake(id: &str, effect: ToolEffect) -> Arc<dyn BoundTool> {
 }
 
 #[test]
-fn only_allowed_tools_are_visible() {
+fn only_allowed_tools_are_visible_including_those_needing_approval() {
     let source = StaticToolSource::new(vec![
         fake("core__a", ToolEffect::ReadOnly),
         fake("core__b", ToolEffect::StateChange),
@@ -31,7 +31,14 @@ fn only_allowed_tools_are_visible() {
         .insert(ToolEffect::ExternalSideEffect);
     let catalog = ToolCatalog::build(&source, &policy, &ctx()).unwrap();
     let ids: Vec<_> = catalog.specs().map(|s| s.id.as_str()).collect();
-    assert_eq!(ids, ["core__a", "core__b"]);
+    // Approval-gated tools are shown: the runner pauses their calls for a decision.
+    assert_eq!(ids, ["core__a", "core__b", "mcp__srv__c"]);
+    let mut strict = allow(&["core__a"]);
+    strict
+        .require_approval_for_effects
+        .insert(ToolEffect::ReadOnly);
+    let catalog = ToolCatalog::build(&source, &strict, &ctx()).unwrap();
+    assert_eq!(catalog.len(), 1);
 
     let empty = ToolCatalog::build(&source, &Default::default(), &ctx()).unwrap();
     assert!(empty.is_empty());

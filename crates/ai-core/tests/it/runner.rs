@@ -122,8 +122,11 @@ async fn step2_deny_by_default() {
     assert_eq!(t.runs.load(Ordering::SeqCst), 0);
 }
 
+/// A tool whose effect needs approval is shown, and a call to it pauses (no start, no result,
+/// an `ApprovalRequired` with the hash of its canonical arguments) until an approval naming the
+/// call id and that hash is present; a mismatched approval fails closed.
 #[tokio::test]
-async fn step2_require_approval_is_hidden_and_refused() {
+async fn step2_require_approval_pauses_until_an_exact_approval() {
     let t = Arc::new(FakeTool::new(
         ECHO,
         ToolEffect::StateChange,
@@ -133,11 +136,45 @@ async fn step2_require_approval_is_hidden_and_refused() {
     policy
         .require_approval_for_effects
         .insert(ToolEffect::StateChange);
-    let h = harness(t.clone(), policy);
-    assert!(!h.catalog.contains(&ToolId::parse(ECHO).unwrap()));
-    let run = h.call(ECHO, "{}").await;
-    check_failure(&h, &run, ToolErrorCode::PolicyDenied, "");
+    let mut h = harness(t.clone(), policy);
+    assert!(h.catalog.contains(&ToolId::parse(ECHO).unwrap()));
+
+    let run = h.call(ECHO, r#"{ "text" : "hi" }"#).await;
+    let ToolOutcome::ApprovalRequired { args_hash } = &run.result.outcome else {
+        panic!("expected a pause, got {run:?}")
+    };
+    assert_eq!(args_hash, &ai_core::sha256_hex(br#"{"text":"hi"}"#));
+    let events = h.events.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(
+        matches!(&events[0], AiEvent::ApprovalRequired { tool_call_id, args_hash: h, .. }
+        if tool_call_id.as_str() == "call_1" && h == args_hash)
+    );
     assert_eq!(t.runs.load(Ordering::SeqCst), 0);
+
+    // An approval for other arguments is a denial, never a run.
+    h.ctx
+        .approvals
+        .insert(ai_core::ToolCallId::new("call_1").unwrap(), "0".repeat(64));
+    h.events = Default::default();
+    let run = h.call(ECHO, r#"{"text":"hi"}"#).await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::PolicyDenied,
+        "does not match its arguments",
+    );
+    assert_eq!(t.runs.load(Ordering::SeqCst), 0);
+
+    // The exact approval runs it (whitespace and key order do not change the hash).
+    h.ctx.approvals.insert(
+        ai_core::ToolCallId::new("call_1").unwrap(),
+        args_hash.clone(),
+    );
+    h.events = Default::default();
+    let run = h.call(ECHO, r#"{"text":"hi"}"#).await;
+    check_ok(&h, &run, json!({"echo": "hi"}));
+    assert_eq!(t.runs.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use crate::support::{FixedClock, MemoryWorkspace, run};
 fn value(outcome: &ToolOutcome) -> &Value {
     match outcome {
         ToolOutcome::Ok { value } => value,
-        ToolOutcome::Error(failure) => panic!("expected a value, got {failure:?}"),
+        other => panic!("expected a value, got {other:?}"),
     }
 }
 

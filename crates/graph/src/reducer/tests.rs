@@ -56,7 +56,7 @@ fn check(max_steps: u32, events: Vec<AgentEvent>, last_intent: &str, roles: &str
     }
     let kind = match intents.as_slice() {
         [Intent::CallModel { .. }] => "call_model".to_owned(),
-        [Intent::RunTools { calls }] => format!("run_tools:{}", calls.len()),
+        [Intent::RunTools { calls, .. }] => format!("run_tools:{}", calls.len()),
         [Intent::Finish { reason, .. }] => format!(
             "finish:{}",
             serde_json::to_value(reason).unwrap().as_str().unwrap()

@@ -1,5 +1,6 @@
 //! The driver end to end with a scripted model and real bound tools.
 
+mod approvals;
 mod driver;
 mod properties;
 mod support;

@@ -165,8 +165,12 @@ pub(crate) struct Fixture {
 
 impl Fixture {
     pub(crate) fn new(replies: Vec<Reply>, config: AgentConfig) -> Self {
+        Self::with_policy(replies, config, r#"allowed_tools = ["core__wait"]"#)
+    }
+
+    pub(crate) fn with_policy(replies: Vec<Reply>, config: AgentConfig, policy: &str) -> Self {
         let model = Arc::new(ScriptedModel::new(replies));
-        let policy = ToolPolicy::from_toml_str(r#"allowed_tools = ["core__wait"]"#).unwrap();
+        let policy = ToolPolicy::from_toml_str(policy).unwrap();
         let source = Arc::new(StaticToolSource::new(vec![bind(Wait).unwrap()]).unwrap());
         let ctx = RunContext::new("run-1", "user:test", "tenant").unwrap();
         let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();

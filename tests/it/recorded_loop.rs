@@ -1,0 +1,121 @@
+//! The loop against a fake model that serves recorded wire bytes through the real decoder,
+//! with the composition root's real tools over a temporary workspace.
+
+use std::sync::{Arc, Mutex};
+
+use ai_core::{
+    AiEvent, CancellationToken, CompletionError, CompletionPort, DeltaSink, LlmCompletion,
+    LlmRequest, Message, RunContext, ToolCatalog, ToolPolicy, ToolRunner, validate_history,
+};
+use bootstrap::{Config, CoreTool, create_capabilities, create_tool_source};
+use graph::{Agent, AgentConfig};
+
+/// Plays one recorded `.sse` file per model call, fed to the chat decoder in 7-byte reads.
+struct RecordedModel {
+    turns: Mutex<Vec<&'static str>>,
+    requests: Mutex<Vec<LlmRequest>>,
+}
+
+#[async_trait::async_trait]
+impl CompletionPort for RecordedModel {
+    async fn complete(
+        &self,
+        request: &LlmRequest,
+        deltas: &mut dyn DeltaSink,
+        _: &CancellationToken,
+    ) -> Result<LlmCompletion, CompletionError> {
+        self.requests.lock().unwrap().push(request.clone());
+        // The request must encode: the history is valid and the tools are wire-ready.
+        wire_openai::chat::encode_request(request, "m", true)
+            .map_err(|e| CompletionError::Decode(e.to_string()))?;
+        let name = self.turns.lock().unwrap().remove(0);
+        let path = format!(
+            "{}/../fixtures/wire/loop/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let bytes = std::fs::read(path).map_err(|e| CompletionError::Transport(e.to_string()))?;
+        let mut decoder = wire_openai::chat::StreamDecoder::default();
+        for piece in bytes.chunks(7) {
+            for delta in decoder
+                .feed(piece)
+                .map_err(|e| CompletionError::Decode(e.to_string()))?
+            {
+                deltas.delta(delta);
+            }
+        }
+        decoder
+            .finish()
+            .map_err(|e| CompletionError::Decode(e.to_string()))
+    }
+}
+
+#[tokio::test]
+async fn two_recorded_turns_with_two_parallel_tool_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "hello").unwrap();
+    let caps = create_capabilities(&Config {
+        workspace_root: dir.path().to_path_buf(),
+    })
+    .unwrap();
+    let source = Arc::new(create_tool_source(CoreTool::ALL, &caps).unwrap());
+    let policy = ToolPolicy::from_toml_str(
+        r#"allowed_tools = ["core__get_current_time", "core__workspace_read"]"#,
+    )
+    .unwrap();
+    let ctx = RunContext::new("run-rec", "user:test", "tenant").unwrap();
+    let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
+    let runner = ToolRunner::new(source, Arc::new(policy), caps.clock.clone());
+    let model = Arc::new(RecordedModel {
+        turns: Mutex::new(vec!["turn-1-tool-calls.sse", "turn-2-answer.sse"]),
+        requests: Mutex::default(),
+    });
+    let agent = Agent::new(model.clone(), runner, AgentConfig::default());
+    let events = Mutex::new(Vec::new());
+    let sink = |e: AiEvent| events.lock().unwrap().push(e);
+    let state = agent
+        .run(
+            agent.new_state(),
+            "what do my notes say?".into(),
+            &ctx,
+            &catalog,
+            &sink,
+            &CancellationToken::new(),
+        )
+        .await;
+
+    let events = events.into_inner().unwrap();
+    assert!(matches!(
+        events.last(),
+        Some(AiEvent::Done {
+            reason: ai_core::DoneReason::Stop
+        })
+    ));
+    validate_history(state.messages()).unwrap();
+    // The read tool really read the file; the model's second request carried both answers.
+    let requests = model.requests.lock().unwrap();
+    let answers: Vec<&str> = requests[1]
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { content, .. } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers.len(), 2);
+    assert!(answers[0].contains("iso8601"), "{answers:?}");
+    assert_eq!(answers[1], r#"{"content":"hello","path":"notes.txt"}"#);
+    // Streamed display: text deltas and argument fragments, then the final text.
+    let text: String = events
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::TextDelta { delta } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "Let me look.Your notes say hello.");
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, AiEvent::ToolCallArgsDelta { .. }))
+    );
+}
