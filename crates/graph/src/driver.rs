@@ -144,6 +144,34 @@ impl Agent {
         self.drive(state, event, ctx, catalog, events, cancel).await
     }
 
+    /// Runs one turn on a Tokio task and returns its events as a channel (the stream a server
+    /// forwards to a client) and the task, which yields the state to save. The stream ends after
+    /// the one `Done`. Dropping the receiver does not stop the run; cancel the token for that.
+    pub fn spawn(
+        &self,
+        state: AgentState,
+        user_message: String,
+        ctx: RunContext,
+        catalog: ToolCatalog,
+        cancel: CancellationToken,
+    ) -> (
+        tokio::task::JoinHandle<AgentState>,
+        tokio::sync::mpsc::UnboundedReceiver<AiEvent>,
+    ) {
+        let (events, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let agent = self.clone();
+        let task = tokio::spawn(async move {
+            let sink = move |event: AiEvent| {
+                // A closed receiver means nobody listens any more; the run still completes.
+                let _ = events.send(event);
+            };
+            agent
+                .run(state, user_message, &ctx, &catalog, &sink, &cancel)
+                .await
+        });
+        (task, receiver)
+    }
+
     /// Resumes a run that ended awaiting approval: approved calls (with the hash they were
     /// shown) run, the runner checking policy and hash again; anything else is denied and fed
     /// back to the model. Emits exactly one `Done`, last.

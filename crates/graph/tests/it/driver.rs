@@ -261,3 +261,22 @@ async fn results_carry_redacted_values_only() {
         matches!(outcome, Some(ToolOutcome::Ok { value }) if *value == serde_json::json!({"waited_ms": 0}))
     );
 }
+
+#[tokio::test]
+async fn spawn_streams_the_events_and_returns_the_state() {
+    let f = Fixture::new(vec![text("streamed")], AgentConfig::default());
+    let (task, mut events) = f.agent.spawn(
+        f.agent.new_state(),
+        "hi".into(),
+        f.ctx.clone(),
+        f.catalog.clone(),
+        f.cancel.clone(),
+    );
+    let mut seen = Vec::new();
+    while let Some(event) = events.recv().await {
+        seen.push(event);
+    }
+    let state = task.await.unwrap();
+    check_invariants(&seen, &state).unwrap();
+    assert_eq!(done_reason(&seen), "stop");
+}
