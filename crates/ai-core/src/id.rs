@@ -26,7 +26,7 @@ const TOOL_CALL_ID_MAX: usize = 128;
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct ToolId(String);
+pub struct ToolId(Arc<str>); // Shared: cloned into every event, record and lookup of a call.
 
 impl ToolId {
     /// Checks `raw` against the id rules and builds the id.
@@ -56,7 +56,7 @@ impl ToolId {
         } else {
             return Err(reject("the namespace must be core__ or mcp__<server>__"));
         }
-        Ok(Self(raw.to_owned()))
+        Ok(Self(raw.into()))
     }
 
     /// The id as sent to providers.
@@ -82,7 +82,7 @@ impl TryFrom<String> for ToolId {
 
 impl From<ToolId> for String {
     fn from(id: ToolId) -> String {
-        id.0
+        id.0.as_ref().to_owned()
     }
 }
 

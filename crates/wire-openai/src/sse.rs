@@ -80,6 +80,14 @@ impl SseParser {
                 1
             };
             let line_start = self.consumed - self.partial.len();
+            if self.partial.is_empty()
+                && let Some(skip) = self.single_data_event(bytes, end, terminator, on_event)?
+            {
+                // Fast path: `data: …` and the blank line that ends it, both in this read.
+                bytes = &bytes[skip..];
+                self.consumed += skip;
+                continue;
+            }
             if self.partial.is_empty() {
                 self.line(&bytes[..end], line_start, on_event)?;
             } else {
@@ -96,6 +104,41 @@ impl SseParser {
         self.partial.extend_from_slice(bytes);
         self.consumed += bytes.len();
         Ok(())
+    }
+
+    /// Dispatches a one-line `data:` event straight from the read, without copying it, when
+    /// nothing else is pending and the blank line that ends it is in the same read. Returns the
+    /// bytes consumed, or `None` to take the general path.
+    fn single_data_event<E>(
+        &mut self,
+        bytes: &[u8],
+        end: usize,
+        terminator: usize,
+        on_event: &mut impl FnMut(SseEvent<'_>) -> Result<(), E>,
+    ) -> Result<Option<usize>, E> {
+        if !self.started || self.event_offset.is_some() || bytes[end] != b'\n' {
+            return Ok(None);
+        }
+        let Some(value) = bytes[..end].strip_prefix(b"data:") else {
+            return Ok(None);
+        };
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        let after = end + terminator;
+        if bytes.get(after) != Some(&b'\n') {
+            return Ok(None);
+        }
+        let Ok(data) = std::str::from_utf8(value) else {
+            return Ok(None);
+        };
+        let offset = self.consumed;
+        on_event(SseEvent {
+            event: "",
+            data,
+            id: &self.id,
+            retry: self.retry,
+            offset,
+        })?;
+        Ok(Some(after + 1))
     }
 
     fn line<E>(
