@@ -36,7 +36,7 @@ async fn write_then_read_through_the_whole_stack() {
 
     let write = runner
         .run_tool(
-            call(
+            &call(
                 "c1",
                 "core__workspace_write",
                 r#"{"path":"a.txt","content":"abc"}"#,
@@ -50,7 +50,7 @@ async fn write_then_read_through_the_whole_stack() {
     assert!(write.result.failure().is_none(), "{write:?}");
     let read = runner
         .run_tool(
-            call("c2", "core__workspace_read", r#"{"path":"a.txt"}"#),
+            &call("c2", "core__workspace_read", r#"{"path":"a.txt"}"#),
             &ctx,
             &catalog,
             &sink,
@@ -64,7 +64,7 @@ async fn write_then_read_through_the_whole_stack() {
     // Bound by the source but outside the policy: refused.
     let time = runner
         .run_tool(
-            call("c3", "core__get_current_time", "{}"),
+            &call("c3", "core__get_current_time", "{}"),
             &ctx,
             &catalog,
             &sink,

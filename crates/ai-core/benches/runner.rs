@@ -162,13 +162,7 @@ fn bench_runner(c: &mut Criterion) {
                 let start = std::time::Instant::now();
                 for _ in 0..iters {
                     let run = runner
-                        .run_tool(
-                            std::hint::black_box(call.clone()),
-                            &ctx,
-                            &catalog,
-                            &sink,
-                            &cancel,
-                        )
+                        .run_tool(std::hint::black_box(&call), &ctx, &catalog, &sink, &cancel)
                         .await;
                     std::hint::black_box(run);
                 }

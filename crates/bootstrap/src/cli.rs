@@ -232,7 +232,7 @@ async fn tools_call(
     };
     let run = runner
         .run_tool(
-            call,
+            &call,
             &ctx,
             &catalog,
             &print_event,

@@ -229,7 +229,7 @@ impl Agent {
                         let runs = calls.iter().map(|call| async move {
                             if call.complete {
                                 self.runner
-                                    .run_tool(ToolCall::from(call), ctx, catalog, events, cancel)
+                                    .run_tool(&ToolCall::from(call), ctx, catalog, events, cancel)
                                     .await
                                     .result
                             } else {

@@ -183,7 +183,7 @@ impl ToolRunner {
     /// returns early without a result: every path emits one start and one result event.
     pub async fn run_tool(
         &self,
-        call: ToolCall,
+        call: &ToolCall,
         ctx: &RunContext,
         catalog: &ToolCatalog,
         events: &dyn EventSink,
@@ -212,7 +212,7 @@ impl ToolRunner {
         };
         let outcome = self
             .pipeline(
-                &call,
+                call,
                 tool_id.as_ref(),
                 ctx,
                 catalog,
@@ -246,8 +246,8 @@ impl ToolRunner {
                         outcome: ToolOutcome::ApprovalRequired { args_hash },
                     },
                     record: ToolInvocationRecord {
-                        tool_call_id: call.id,
-                        tool_id: call.name,
+                        tool_call_id: call.id.clone(),
+                        tool_id: call.name.clone(),
                         args: Some(args),
                         result: None,
                         error: None,
@@ -261,7 +261,7 @@ impl ToolRunner {
 
         // The single emit point (steps 7 on failure, and 11).
         if !progress.started {
-            emit_start(events, &call, None);
+            emit_start(events, call, None);
         }
         let (outcome, value, error) = match outcome {
             Ok(value) => {
@@ -298,9 +298,9 @@ impl ToolRunner {
                 outcome,
             },
             record: ToolInvocationRecord {
-                tool_call_id: call.id,
+                tool_call_id: call.id.clone(),
                 tool_id: if call.name.len() <= 128 {
-                    call.name
+                    call.name.clone()
                 } else {
                     truncate(&call.name, 128).into()
                 },

@@ -93,7 +93,7 @@ async fn the_secret_never_leaves_the_capability() {
         let run = h
             .runner
             .run_tool(
-                call,
+                &call,
                 &h.ctx,
                 &h.catalog,
                 &h.events,

@@ -250,7 +250,7 @@ impl Harness {
             arguments: arguments.into(),
         };
         self.runner
-            .run_tool(call, &self.ctx, &self.catalog, &self.events, &self.cancel)
+            .run_tool(&call, &self.ctx, &self.catalog, &self.events, &self.cancel)
             .await
     }
 }

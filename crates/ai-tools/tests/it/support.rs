@@ -69,7 +69,7 @@ pub(crate) async fn run(tool: Arc<dyn BoundTool>, args: &str) -> (ToolRun, Vec<A
         arguments: args.into(),
     };
     let run = runner
-        .run_tool(call, &ctx, &catalog, &sink, &CancellationToken::new())
+        .run_tool(&call, &ctx, &catalog, &sink, &CancellationToken::new())
         .await;
     (run, events.into_inner().unwrap())
 }
