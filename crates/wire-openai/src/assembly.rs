@@ -1,6 +1,8 @@
 //! Tool-call assembly shared by both wires: calls in model order, arguments appended in place.
 
-use ai_core::{CompletionDelta, LlmToolCall, ToolCallId};
+use ai_core::{CompletionDelta, FinishReason, LlmCompletion, LlmToolCall, ToolCallId, Usage};
+
+use crate::sse::{SseEvent, SseParser};
 use serde_json::{Map, Value};
 
 use crate::{DecodeError, Limits};
@@ -160,4 +162,61 @@ impl Calls {
             })
             .collect()
     }
+}
+
+/// Feeds `bytes` through the parser under the stream limit, handing each event to `on_event`
+/// and collecting the display deltas of this read. Shared by both wires' decoders.
+pub(crate) fn feed(
+    sse: &mut SseParser,
+    limits: &Limits,
+    bytes: &[u8],
+    mut on_event: impl FnMut(&SseEvent<'_>, &mut Deltas) -> Result<(), DecodeError>,
+) -> Result<Vec<CompletionDelta>, DecodeError> {
+    if sse.offset() + bytes.len() > limits.max_total_bytes {
+        return Err(DecodeError::LimitExceeded {
+            what: "the stream",
+            limit: limits.max_total_bytes,
+        });
+    }
+    let mut deltas = Deltas::default();
+    sse.feed(bytes, &mut |event| on_event(&event, &mut deltas))?;
+    Ok(deltas.deltas)
+}
+
+/// What a decoder has when the stream ends.
+pub(crate) struct Ending {
+    pub(crate) bytes: usize,
+    pub(crate) text: String,
+    pub(crate) calls: Calls,
+    pub(crate) finish_reason: Option<FinishReason>,
+    pub(crate) usage: Option<Usage>,
+    /// The stream's own end marker arrived (`[DONE]` for chat).
+    pub(crate) ended: bool,
+}
+
+/// Resolves the completion: a stream with neither an end marker nor a finish reason is
+/// truncated; a cut or length-limited turn marks every call incomplete; a turn that assembled
+/// calls is a tool turn whatever the finish reason said.
+pub(crate) fn finish(ending: Ending) -> Result<LlmCompletion, DecodeError> {
+    let truncated = !ending.ended && ending.finish_reason.is_none();
+    let cut = truncated || ending.finish_reason == Some(FinishReason::Length);
+    let tool_calls = ending.calls.finish(cut)?;
+    let finish_reason = match ending.finish_reason {
+        Some(FinishReason::Stop) | None if !tool_calls.is_empty() => FinishReason::ToolCalls,
+        Some(reason) => reason,
+        None => FinishReason::Stop,
+    };
+    let completion = LlmCompletion {
+        text: ending.text,
+        tool_calls,
+        finish_reason,
+        usage: ending.usage,
+    };
+    if truncated {
+        return Err(DecodeError::Truncated {
+            bytes: ending.bytes,
+            partial: Box::new(completion),
+        });
+    }
+    Ok(completion)
 }

@@ -16,7 +16,7 @@ use ai_core::{
     validate_history,
 };
 
-use crate::assembly::{Calls, Deltas};
+use crate::assembly::{self, Calls, Deltas};
 use crate::sse::{SseEvent, SseParser};
 use crate::strict::strict_parameters;
 use crate::{DecodeError, EncodeError, Limits};
@@ -125,17 +125,13 @@ impl StreamDecoder {
 
     /// Feeds bytes as they arrive and returns the display deltas they complete.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
-        if self.sse.offset() + bytes.len() > self.limits.max_total_bytes {
-            return Err(DecodeError::LimitExceeded {
-                what: "the stream",
-                limit: self.limits.max_total_bytes,
-            });
-        }
-        let mut deltas = Deltas::default();
         let mut sse = std::mem::take(&mut self.sse);
-        let result = sse.feed(bytes, &mut |event| self.event(&event, &mut deltas));
+        let limits = self.limits;
+        let result = assembly::feed(&mut sse, &limits, bytes, |event, deltas| {
+            self.event(event, deltas)
+        });
         self.sse = sse;
-        result.map(|()| deltas.deltas)
+        result
     }
 
     fn position(&self, event: &Event<'_>) -> Option<usize> {
@@ -260,28 +256,14 @@ impl StreamDecoder {
     /// Resolves the completion, once. Without a terminal event the stream is
     /// [`DecodeError::Truncated`]; an incomplete response marks every call incomplete.
     pub fn finish(self) -> Result<LlmCompletion, DecodeError> {
-        let bytes = self.sse.offset();
-        let truncated = self.finish_reason.is_none();
-        let cut = truncated || self.finish_reason == Some(FinishReason::Length);
-        let tool_calls = self.calls.finish(cut)?;
-        let finish_reason = match self.finish_reason {
-            Some(FinishReason::Stop) | None if !tool_calls.is_empty() => FinishReason::ToolCalls,
-            Some(reason) => reason,
-            None => FinishReason::Stop,
-        };
-        let completion = LlmCompletion {
+        assembly::finish(assembly::Ending {
+            bytes: self.sse.offset(),
             text: self.text,
-            tool_calls,
-            finish_reason,
+            calls: self.calls,
+            finish_reason: self.finish_reason,
             usage: self.usage,
-        };
-        if truncated {
-            return Err(DecodeError::Truncated {
-                bytes,
-                partial: Box::new(completion),
-            });
-        }
-        Ok(completion)
+            ended: false,
+        })
     }
 }
 
