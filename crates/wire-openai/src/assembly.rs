@@ -183,21 +183,58 @@ pub(crate) fn feed(
     Ok(deltas.deltas)
 }
 
-/// What a decoder has when the stream ends.
-pub(crate) struct Ending {
-    pub(crate) bytes: usize,
+/// The state every decode session has, whatever the wire: the SSE parser, the limits, the
+/// text and calls so far, and what the stream said about its end.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub(crate) sse: SseParser,
+    pub(crate) limits: Limits,
     pub(crate) text: String,
     pub(crate) calls: Calls,
     pub(crate) finish_reason: Option<FinishReason>,
     pub(crate) usage: Option<Usage>,
+}
+
+impl Session {
+    pub(crate) fn new(limits: Limits) -> Self {
+        Self {
+            sse: SseParser::new(),
+            limits,
+            text: String::new(),
+            calls: Calls::new(limits),
+            finish_reason: None,
+            usage: None,
+        }
+    }
+
+    /// Resolves the completion; `ended` says whether the wire's own end marker arrived.
+    pub(crate) fn finish(self, ended: bool) -> Result<LlmCompletion, DecodeError> {
+        finish(Ending {
+            bytes: self.sse.offset(),
+            text: self.text,
+            calls: self.calls,
+            finish_reason: self.finish_reason,
+            usage: self.usage,
+            ended,
+        })
+    }
+}
+
+/// What a decoder has when the stream ends.
+struct Ending {
+    bytes: usize,
+    text: String,
+    calls: Calls,
+    finish_reason: Option<FinishReason>,
+    usage: Option<Usage>,
     /// The stream's own end marker arrived (`[DONE]` for chat).
-    pub(crate) ended: bool,
+    ended: bool,
 }
 
 /// Resolves the completion: a stream with neither an end marker nor a finish reason is
 /// truncated; a cut or length-limited turn marks every call incomplete; a turn that assembled
 /// calls is a tool turn whatever the finish reason said.
-pub(crate) fn finish(ending: Ending) -> Result<LlmCompletion, DecodeError> {
+fn finish(ending: Ending) -> Result<LlmCompletion, DecodeError> {
     let truncated = !ending.ended && ending.finish_reason.is_none();
     let cut = truncated || ending.finish_reason == Some(FinishReason::Length);
     let tool_calls = ending.calls.finish(cut)?;

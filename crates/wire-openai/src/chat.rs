@@ -20,8 +20,8 @@ use ai_core::{
     validate_history,
 };
 
-use crate::assembly::{self, Calls, Deltas};
-use crate::sse::{SseEvent, SseParser};
+use crate::assembly::{self, Deltas, Session};
+use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
 use crate::{DecodeError, EncodeError, Limits};
 
@@ -131,16 +131,11 @@ struct WireUsage {
 /// ```
 #[derive(Debug)]
 pub struct StreamDecoder {
-    sse: SseParser,
-    limits: Limits,
-    text: String,
-    calls: Calls,
+    session: Session,
     by_id: HashMap<String, usize>,
     /// The call last registered at each `index` (indexes are small and dense).
     by_index: Vec<Option<usize>>,
     latest: Option<usize>,
-    finish_reason: Option<FinishReason>,
-    usage: Option<Usage>,
     done: bool,
 }
 
@@ -154,27 +149,22 @@ impl StreamDecoder {
     /// A decoder with these limits.
     pub fn new(limits: Limits) -> Self {
         Self {
-            sse: SseParser::new(),
-            limits,
-            text: String::new(),
-            calls: Calls::new(limits),
+            session: Session::new(limits),
             by_id: HashMap::new(),
             by_index: Vec::new(),
             latest: None,
-            finish_reason: None,
-            usage: None,
             done: false,
         }
     }
 
     /// Feeds bytes as they arrive and returns the display deltas they complete.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
-        let mut sse = std::mem::take(&mut self.sse);
-        let limits = self.limits;
+        let mut sse = std::mem::take(&mut self.session.sse);
+        let limits = self.session.limits;
         let result = assembly::feed(&mut sse, &limits, bytes, |event, deltas| {
             self.event(event, deltas)
         });
-        self.sse = sse;
+        self.session.sse = sse;
         result
     }
 
@@ -194,7 +184,7 @@ impl StreamDecoder {
             });
         }
         if let Some(usage) = chunk.usage {
-            self.usage = Some(Usage {
+            self.session.usage = Some(Usage {
                 input_tokens: usage.prompt_tokens,
                 output_tokens: usage.completion_tokens,
                 total_tokens: usage.total_tokens,
@@ -203,7 +193,7 @@ impl StreamDecoder {
         for choice in chunk.choices.into_iter().flatten() {
             if let Some(delta) = choice.delta {
                 if let Some(content) = delta.content.filter(|c| !c.is_empty()) {
-                    self.text.push_str(&content);
+                    self.session.text.push_str(&content);
                     deltas.text(&content);
                 }
                 for call in delta.tool_calls.into_iter().flatten() {
@@ -211,7 +201,7 @@ impl StreamDecoder {
                 }
             }
             if let Some(reason) = choice.finish_reason {
-                self.finish_reason = Some(FinishReason::from(reason.into_owned()));
+                self.session.finish_reason = Some(FinishReason::from(reason.into_owned()));
             }
         }
         Ok(())
@@ -234,7 +224,7 @@ impl StreamDecoder {
         let position = match known {
             Some(position) => position,
             None => {
-                let position = self.calls.open()?;
+                let position = self.session.calls.open()?;
                 if let Some(id) = id {
                     self.by_id.insert(id.to_owned(), position);
                 }
@@ -243,10 +233,10 @@ impl StreamDecoder {
         };
         if let Some(index) = entry.index {
             // A server cannot make us allocate for an absurd index.
-            if index > self.limits.max_tool_calls.saturating_mul(8) {
+            if index > self.session.limits.max_tool_calls.saturating_mul(8) {
                 return Err(DecodeError::LimitExceeded {
                     what: "a tool call index",
-                    limit: self.limits.max_tool_calls.saturating_mul(8),
+                    limit: self.session.limits.max_tool_calls.saturating_mul(8),
                 });
             }
             if self.by_index.len() <= index {
@@ -256,7 +246,7 @@ impl StreamDecoder {
         }
         self.latest = Some(position);
         if let Some(extra) = entry.extra_content {
-            self.calls.calls[position]
+            self.session.calls.calls[position]
                 .provider_fields
                 .insert("extra_content".into(), extra);
         }
@@ -267,7 +257,9 @@ impl StreamDecoder {
             ),
             None => (None, ""),
         };
-        self.calls.apply(position, id, name, fragment, deltas)
+        self.session
+            .calls
+            .apply(position, id, name, fragment, deltas)
     }
 
     /// Resolves the completion, once.
@@ -275,14 +267,7 @@ impl StreamDecoder {
     /// A stream that ended without `[DONE]` and without a finish reason is [`DecodeError::Truncated`].
     /// A `length` finish marks every call incomplete: cut arguments must never run.
     pub fn finish(self) -> Result<LlmCompletion, DecodeError> {
-        assembly::finish(assembly::Ending {
-            bytes: self.sse.offset(),
-            text: self.text,
-            calls: self.calls,
-            finish_reason: self.finish_reason,
-            usage: self.usage,
-            ended: self.done,
-        })
+        self.session.finish(self.done)
     }
 }
 

@@ -16,8 +16,8 @@ use ai_core::{
     validate_history,
 };
 
-use crate::assembly::{self, Calls, Deltas};
-use crate::sse::{SseEvent, SseParser};
+use crate::assembly::{self, Deltas, Session};
+use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
 use crate::{DecodeError, EncodeError, Limits};
 
@@ -92,14 +92,9 @@ struct WireError {
 /// Decodes one Responses stream. Assembly state belongs to this session only.
 #[derive(Debug)]
 pub struct StreamDecoder {
-    sse: SseParser,
-    limits: Limits,
-    text: String,
-    calls: Calls,
+    session: Session,
     by_item: HashMap<String, usize>,
     by_output: HashMap<usize, usize>,
-    finish_reason: Option<FinishReason>,
-    usage: Option<Usage>,
 }
 
 impl Default for StreamDecoder {
@@ -112,25 +107,20 @@ impl StreamDecoder {
     /// A decoder with these limits.
     pub fn new(limits: Limits) -> Self {
         Self {
-            sse: SseParser::new(),
-            limits,
-            text: String::new(),
-            calls: Calls::new(limits),
+            session: Session::new(limits),
             by_item: HashMap::new(),
             by_output: HashMap::new(),
-            finish_reason: None,
-            usage: None,
         }
     }
 
     /// Feeds bytes as they arrive and returns the display deltas they complete.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
-        let mut sse = std::mem::take(&mut self.sse);
-        let limits = self.limits;
+        let mut sse = std::mem::take(&mut self.session.sse);
+        let limits = self.session.limits;
         let result = assembly::feed(&mut sse, &limits, bytes, |event, deltas| {
             self.event(event, deltas)
         });
-        self.sse = sse;
+        self.session.sse = sse;
         result
     }
 
@@ -155,20 +145,20 @@ impl StreamDecoder {
         match event.kind.as_ref() {
             "response.output_text.delta" => {
                 if let Some(delta) = event.delta.filter(|d| !d.is_empty()) {
-                    self.text.push_str(&delta);
+                    self.session.text.push_str(&delta);
                     deltas.text(&delta);
                 }
             }
             "response.output_item.added" => {
                 if let Some(item) = event.item.as_ref().filter(|i| i.kind == "function_call") {
-                    let position = self.calls.open()?;
+                    let position = self.session.calls.open()?;
                     if let Some(id) = &item.id {
                         self.by_item.insert(id.clone(), position);
                     }
                     if let Some(index) = event.output_index {
                         self.by_output.insert(index, position);
                     }
-                    self.calls.apply(
+                    self.session.calls.apply(
                         position,
                         item.call_id.as_deref(),
                         item.name.as_deref(),
@@ -180,18 +170,20 @@ impl StreamDecoder {
             "response.function_call_arguments.delta" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(sse))?;
                 let fragment = event.delta.as_deref().unwrap_or("");
-                self.calls.apply(position, None, None, fragment, deltas)?;
+                self.session
+                    .calls
+                    .apply(position, None, None, fragment, deltas)?;
             }
             "response.function_call_arguments.done" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(sse))?;
                 if let Some(arguments) = event.arguments {
-                    self.calls.calls[position].arguments = arguments.into_owned();
+                    self.session.calls.calls[position].arguments = arguments.into_owned();
                 }
             }
             "response.output_item.done" => {
                 if let Some(item) = event.item.as_ref().filter(|i| i.kind == "function_call") {
                     let position = self.position(&event).ok_or_else(|| unknown_item(sse))?;
-                    let call = &mut self.calls.calls[position];
+                    let call = &mut self.session.calls.calls[position];
                     if let Some(arguments) = &item.arguments {
                         call.arguments.clone_from(arguments);
                     }
@@ -210,7 +202,7 @@ impl StreamDecoder {
             }
             "response.completed" => {
                 self.terminal(event.response.as_ref());
-                self.finish_reason = Some(FinishReason::Stop);
+                self.session.finish_reason = Some(FinishReason::Stop);
             }
             "response.incomplete" => {
                 self.terminal(event.response.as_ref());
@@ -219,7 +211,7 @@ impl StreamDecoder {
                     .as_ref()
                     .and_then(|r| r.incomplete_details.as_ref())
                     .and_then(|d| d.reason.as_deref());
-                self.finish_reason = Some(match reason {
+                self.session.finish_reason = Some(match reason {
                     Some("content_filter") => FinishReason::ContentFilter,
                     Some("max_output_tokens") | None => FinishReason::Length,
                     Some(other) => FinishReason::Other(other.to_owned()),
@@ -245,7 +237,7 @@ impl StreamDecoder {
 
     fn terminal(&mut self, response: Option<&Response>) {
         if let Some(usage) = response.and_then(|r| r.usage.as_ref()) {
-            self.usage = Some(Usage {
+            self.session.usage = Some(Usage {
                 input_tokens: usage.input_tokens,
                 output_tokens: usage.output_tokens,
                 total_tokens: usage.total_tokens,
@@ -256,14 +248,7 @@ impl StreamDecoder {
     /// Resolves the completion, once. Without a terminal event the stream is
     /// [`DecodeError::Truncated`]; an incomplete response marks every call incomplete.
     pub fn finish(self) -> Result<LlmCompletion, DecodeError> {
-        assembly::finish(assembly::Ending {
-            bytes: self.sse.offset(),
-            text: self.text,
-            calls: self.calls,
-            finish_reason: self.finish_reason,
-            usage: self.usage,
-            ended: false,
-        })
+        self.session.finish(false)
     }
 }
 
