@@ -84,6 +84,7 @@ impl ToolFailure {
 /// How a call ended.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ToolOutcome {
     /// The redacted output.
     Ok {

@@ -256,5 +256,9 @@ async fn tools_call(
             );
             Ok(ExitCode::FAILURE)
         }
+        other => {
+            eprintln!("error: the call ended in an outcome this CLI does not know: {other:?}");
+            Ok(ExitCode::FAILURE)
+        }
     }
 }

@@ -215,3 +215,37 @@ fn wire_encode_tools_reads_specs_on_stdin() {
     assert_eq!(tools[0]["function"]["name"], "core__get_current_time");
     assert_eq!(tools[0]["function"]["strict"], true);
 }
+
+#[test]
+fn a_call_that_needs_approval_is_not_run_by_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.json");
+    std::fs::write(
+        &policy,
+        r#"{"allowed_tools": ["core__workspace_write"], "require_approval_for_effects": ["state_change"]}"#,
+    )
+    .unwrap();
+    let output = cogni(&[
+        "tools",
+        "call",
+        "core__workspace_write",
+        "--args",
+        r#"{"path":"x.txt","content":"y"}"#,
+        "--policy",
+        policy.to_str().unwrap(),
+        "--workspace",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(stderr(&output).lines().count(), 1);
+    assert!(
+        stderr(&output).starts_with("error: approval_required"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!dir.path().join("x.txt").exists());
+    // Only the request for a decision was printed: no start, no result.
+    let lines = stdout_lines(&output);
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["type"], "approval_required");
+}
