@@ -116,7 +116,11 @@ fn bench_runner(c: &mut Criterion) {
     let ctx = RunContext::new("run-1", "user:bench", "tenant-1").unwrap();
     let source = Arc::new(StaticToolSource::new(vec![Arc::new(tool)]).unwrap());
     let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
-    let runner = ToolRunner::new(source, Arc::new(policy), Arc::new(FixedClock));
+    let runner = ToolRunner::new(
+        source.clone(),
+        Arc::new(policy.clone()),
+        Arc::new(FixedClock),
+    );
     let cancel = CancellationToken::new();
     let sink = |_: AiEvent| {};
     let call = ToolCall {
@@ -156,20 +160,35 @@ fn bench_runner(c: &mut Criterion) {
     });
     // The runner is awaited from inside a running task, as the loop driver does: one `block_on`
     // per batch, not per call, so the runtime's own entry cost is not counted as the pipeline's.
-    group.bench_function("runner_pipeline", |b| {
-        b.iter_custom(|iters| {
-            rt.block_on(async {
-                let start = std::time::Instant::now();
-                for _ in 0..iters {
-                    let run = runner
-                        .run_tool(std::hint::black_box(&call), &ctx, &catalog, &sink, &cancel)
-                        .await;
-                    std::hint::black_box(run);
-                }
-                start.elapsed()
+    // `runner_pipeline` has the execution manager's default retry policy and circuit breaker;
+    // `runner_pipeline_plain` turns both off (one attempt, no breaker): their difference is the
+    // manager's cost on a successful first attempt.
+    let plain_policy = {
+        let mut p = policy.clone();
+        p.retry.max_attempts = 1;
+        p.breaker.failure_threshold = 0;
+        p
+    };
+    let plain = ToolRunner::new(source.clone(), Arc::new(plain_policy), Arc::new(FixedClock));
+    for (name, runner) in [
+        ("runner_pipeline", &runner),
+        ("runner_pipeline_plain", &plain),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let start = std::time::Instant::now();
+                    for _ in 0..iters {
+                        let run = runner
+                            .run_tool(std::hint::black_box(&call), &ctx, &catalog, &sink, &cancel)
+                            .await;
+                        std::hint::black_box(run);
+                    }
+                    start.elapsed()
+                })
             })
-        })
-    });
+        });
+    }
     group.finish();
 }
 

@@ -63,6 +63,19 @@ pub enum AiEvent {
         /// The redacted value or the coded failure.
         outcome: ToolOutcome,
     },
+    /// An attempt failed and the call will be tried again (for a UI: "retrying 2/3 in 400 ms").
+    ToolCallRetrying {
+        /// The call (the same id across attempts).
+        tool_call_id: ToolCallId,
+        /// The attempt about to start (2 for the first retry).
+        attempt: u32,
+        /// Attempts allowed in all.
+        max_attempts: u32,
+        /// The wait before it starts.
+        retry_in_ms: u64,
+        /// What kind of failure the last attempt had.
+        category: crate::ToolErrorCategory,
+    },
     /// A call waits for a human to approve or deny it.
     ApprovalRequired {
         /// The call.

@@ -56,13 +56,19 @@ pub use error::{Error, Result};
 pub use event::{AiEvent, DoneReason};
 pub use id::{RunId, ToolCallId, ToolId};
 pub use message::{AssistantToolCall, HistoryError, Message, validate_history};
-pub use policy::{Budgets, PolicyDecision, ToolPolicy};
+pub use policy::{BreakerPolicy, Budgets, PolicyDecision, RetryPolicy, ToolPolicy};
 pub use ports::{
     AuthCapability, AuthError, Authorizer, AuthzDecision, BlobStore, BlobStoreError, Clock,
     CompletionPort, ConnectionBroker, DeltaSink, EventSink,
 };
-pub use result::{ToolErrorCode, ToolExecResult, ToolFailure, ToolInvocationRecord, ToolOutcome};
-pub use runner::{ExecPermit, RunnerConfig, ToolCall, ToolRun, ToolRunner};
+pub use result::{
+    Attempt, ToolCallStatus, ToolErrorCategory, ToolErrorCode, ToolExecResult, ToolFailure,
+    ToolInvocationRecord, ToolOutcome,
+};
+pub use runner::{
+    BreakerStatus, ExecPermit, LatencyPercentiles, RunnerConfig, ToolCall, ToolRun, ToolRunner,
+    ToolStats,
+};
 pub use schema::{SchemaViolation, validate_tool_schema_p0};
 pub use secret::Secret;
 pub use source::{BoundTool, Capabilities, StaticToolSource, ToolError, ToolSource};

@@ -1,10 +1,10 @@
 //! The deny-by-default tool policy: plain data loaded from TOML or JSON (POLICY_IS_DATA).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, RunContext, ToolEffect, ToolId};
+use crate::{Error, RunContext, ToolEffect, ToolErrorCategory, ToolId};
 
 /// What the policy says about one tool for one run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,6 +41,78 @@ impl Default for Budgets {
     }
 }
 
+/// When and how a failed attempt is tried again.
+///
+/// Only tools that are read-only or declare themselves idempotent are ever retried; the policy
+/// cannot override that. The total time across attempts is [`Budgets::max_runtime_ms`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included (1 = no retry; default 3).
+    pub max_attempts: u32,
+    /// Delay before the first retry (default 200).
+    pub base_delay_ms: u64,
+    /// Longest delay between attempts (default 5000).
+    pub max_delay_ms: u64,
+    /// Growth of the delay per retry (default 2.0).
+    pub multiplier: f64,
+    /// Full jitter: wait a uniformly random time up to the computed delay (default true).
+    pub jitter: bool,
+    /// Time of one attempt; the total budget when absent.
+    pub attempt_timeout_ms: Option<u64>,
+    /// Failure categories worth retrying (default transient and timeout).
+    pub retryable: BTreeSet<ToolErrorCategory>,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            base_delay_ms: 200,
+            max_delay_ms: 5_000,
+            multiplier: 2.0,
+            jitter: true,
+            attempt_timeout_ms: None,
+            retryable: [ToolErrorCategory::Transient, ToolErrorCategory::Timeout].into(),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The delay before retry `retry` (1 for the first retry), before jitter.
+    pub fn delay_ms(&self, retry: u32) -> u64 {
+        let exponent = i32::try_from(retry.saturating_sub(1)).unwrap_or(i32::MAX);
+        let delay = self.base_delay_ms as f64 * self.multiplier.max(1.0).powi(exponent);
+        if delay.is_finite() {
+            (delay as u64).min(self.max_delay_ms)
+        } else {
+            self.max_delay_ms
+        }
+    }
+}
+
+/// When a tool's circuit opens, and how it recovers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BreakerPolicy {
+    /// Consecutive failed attempts that open the circuit (0 = never; default 5).
+    pub failure_threshold: u32,
+    /// How long an open circuit fails fast before letting trial calls through (default 30 000).
+    pub cool_down_ms: u64,
+    /// Trial calls let through at once while half-open (default 1).
+    pub half_open_trials: u32,
+}
+
+impl Default for BreakerPolicy {
+    fn default() -> Self {
+        Self {
+            failure_threshold: 5,
+            cool_down_ms: 30_000,
+            half_open_trials: 1,
+        }
+    }
+}
+
 /// Which tools may run, which need approval, and the budgets. The default denies everything.
 ///
 /// ```
@@ -54,7 +126,7 @@ impl Default for Budgets {
 /// assert_eq!(policy.budgets.max_result_bytes, 32 * 1024);
 /// assert!(ToolPolicy::from_json_str(r#"{"allowed_tool": []}"#).is_err());
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ToolPolicy {
     /// The explicit allowlist; a tool not named here is denied.
@@ -63,6 +135,12 @@ pub struct ToolPolicy {
     pub require_approval_for_effects: BTreeSet<ToolEffect>,
     /// Per-invocation limits.
     pub budgets: Budgets,
+    /// The default retry policy.
+    pub retry: RetryPolicy,
+    /// Retry policies for single tools, replacing the default.
+    pub retry_per_tool: BTreeMap<ToolId, RetryPolicy>,
+    /// Circuit-breaker thresholds, per tool.
+    pub breaker: BreakerPolicy,
 }
 
 impl ToolPolicy {
@@ -74,6 +152,11 @@ impl ToolPolicy {
     /// Parses a policy from JSON; unknown keys and malformed tool ids are refused.
     pub fn from_json_str(text: &str) -> Result<Self, Error> {
         serde_json::from_str(text).map_err(|e| Error::Policy(e.to_string()))
+    }
+
+    /// The retry policy of one tool.
+    pub fn retry_for(&self, id: &ToolId) -> &RetryPolicy {
+        self.retry_per_tool.get(id).unwrap_or(&self.retry)
     }
 
     /// Decides on one tool: deny unless allowlisted, then approval by effect, else allow.

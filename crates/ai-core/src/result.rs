@@ -35,6 +35,8 @@ pub enum ToolErrorCode {
     RedactionFailed,
     /// The redacted output is larger than the result budget.
     ResultTooLarge,
+    /// The tool failed repeatedly and its circuit is open: calls fail fast for a while.
+    CircuitOpen,
 }
 
 impl ToolErrorCode {
@@ -52,7 +54,55 @@ impl ToolErrorCode {
             Self::OutputValidation => "output_validation",
             Self::RedactionFailed => "redaction_failed",
             Self::ResultTooLarge => "result_too_large",
+            Self::CircuitOpen => "circuit_open",
         }
+    }
+
+    /// The category a failure with this code falls in, unless the tool said otherwise.
+    pub fn category(self) -> ToolErrorCategory {
+        match self {
+            Self::Validation | Self::InvalidJson | Self::OutputValidation => {
+                ToolErrorCategory::Validation
+            }
+            Self::Execution => ToolErrorCategory::Execution,
+            Self::Timeout => ToolErrorCategory::Timeout,
+            Self::Cancelled => ToolErrorCategory::Cancelled,
+            Self::PolicyDenied | Self::AuthzDenied => ToolErrorCategory::Policy,
+            Self::Unavailable | Self::RedactionFailed | Self::ResultTooLarge => {
+                ToolErrorCategory::Permanent
+            }
+            Self::CircuitOpen => ToolErrorCategory::Transient,
+        }
+    }
+}
+
+/// What kind of failure, for retry decisions and for the model: every failure has one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ToolErrorCategory {
+    /// The input (or output) broke a schema or a limit.
+    Validation,
+    /// The tool ran and failed, with no hint that trying again would help.
+    Execution,
+    /// An attempt ran past its time.
+    Timeout,
+    /// The run was cancelled.
+    Cancelled,
+    /// A passing failure (a rate limit, a dropped connection): trying again may work.
+    Transient,
+    /// A failure that will happen again (a missing resource, a refused request).
+    Permanent,
+    /// Policy or authorization refused the call.
+    Policy,
+    /// Anything else.
+    Unknown,
+}
+
+impl ToolErrorCategory {
+    /// Whether trying again can help: transient failures and timeouts.
+    pub fn retryable(self) -> bool {
+        matches!(self, Self::Transient | Self::Timeout)
     }
 }
 
@@ -62,22 +112,48 @@ impl fmt::Display for ToolErrorCode {
     }
 }
 
-/// A failed call: a code and a message that is safe to show the model (no raw arguments, no secrets).
+/// A failed call: a code, a category and a message that is safe to show the model (no raw
+/// arguments, no secrets).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolFailure {
-    /// What kind of failure.
+    /// What failed.
     pub code: ToolErrorCode,
+    /// What kind of failure (the code's category unless the tool said otherwise).
+    pub category: ToolErrorCategory,
+    /// Whether trying again may help.
+    pub retryable: bool,
+    /// How long to wait before trying again, when the tool said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
     /// A short sentence for the model and the UI.
     pub safe_message: String,
 }
 
 impl ToolFailure {
-    /// A failure with `code` and `safe_message`.
+    /// A failure with `code`, its category, and `safe_message`.
     pub fn new(code: ToolErrorCode, safe_message: impl Into<String>) -> Self {
+        Self::categorized(code, code.category(), safe_message)
+    }
+
+    /// A failure with an explicit category.
+    pub fn categorized(
+        code: ToolErrorCode,
+        category: ToolErrorCategory,
+        safe_message: impl Into<String>,
+    ) -> Self {
         Self {
             code,
+            category,
+            retryable: category.retryable(),
+            retry_after_ms: None,
             safe_message: safe_message.into(),
         }
+    }
+
+    /// Sets the wait before a retry.
+    pub fn with_retry_after_ms(mut self, ms: u64) -> Self {
+        self.retry_after_ms = Some(ms);
+        self
     }
 }
 
@@ -156,6 +232,41 @@ impl ToolExecResult {
     }
 }
 
+/// One attempt at running a tool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// 1 for the first attempt.
+    pub number: u32,
+    /// When it started, from the [`crate::Clock`].
+    pub started_at_ms: u64,
+    /// When it ended.
+    pub ended_at_ms: u64,
+    /// How it failed, if it did.
+    pub error: Option<ToolFailure>,
+}
+
+/// Where a call stands in its lifecycle:
+/// `pending → validating → executing → (retrying → executing)* → succeeded | failed | cancelled`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ToolCallStatus {
+    /// Taken by the runner.
+    Pending,
+    /// Checked against policy, authorization and its schema.
+    Validating,
+    /// An attempt runs.
+    Executing,
+    /// Waiting before the next attempt.
+    Retrying,
+    /// Ended with a value.
+    Succeeded,
+    /// Ended with a failure.
+    Failed,
+    /// Ended by cancellation.
+    Cancelled,
+}
+
 /// The audit record of one invocation. It holds validated arguments and the redacted result only.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolInvocationRecord {
@@ -173,8 +284,30 @@ pub struct ToolInvocationRecord {
     pub started_at_ms: u64,
     /// When the runner answered it.
     pub ended_at_ms: u64,
+    /// Every attempt at running the tool, in order (none when the call was refused before).
+    #[serde(default)]
+    pub attempts: Vec<Attempt>,
     /// Provider-native payload for observability only. Never serialized, never shown, never used
     /// to decide anything.
     #[serde(skip)]
     pub raw: Option<Value>,
+}
+
+impl ToolInvocationRecord {
+    /// The call's status transitions, derived from its attempts and outcome.
+    pub fn transitions(&self) -> Vec<ToolCallStatus> {
+        let mut out = vec![ToolCallStatus::Pending, ToolCallStatus::Validating];
+        for (i, _) in self.attempts.iter().enumerate() {
+            if i > 0 {
+                out.push(ToolCallStatus::Retrying);
+            }
+            out.push(ToolCallStatus::Executing);
+        }
+        out.push(match &self.error {
+            None if self.result.is_some() => ToolCallStatus::Succeeded,
+            Some(failure) if failure.code == ToolErrorCode::Cancelled => ToolCallStatus::Cancelled,
+            _ => ToolCallStatus::Failed,
+        });
+        out
+    }
 }

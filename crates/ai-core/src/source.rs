@@ -3,16 +3,25 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::{AuthCapability, Error, ExecPermit, ToolId, ToolInvocationContext, ToolSpec};
+use crate::{
+    AuthCapability, Error, ExecPermit, ToolErrorCategory, ToolId, ToolInvocationContext, ToolSpec,
+};
 
 /// A failure a tool reports; its message must be safe to show the model (no secrets, no raw input).
+///
+/// It says what kind of failure it is, so the runner knows whether trying again may help:
+/// [`ToolError::new`] is a plain execution failure (not retried), [`ToolError::transient`] may be
+/// retried (by tools that are safe to retry), [`ToolError::permanent`] never is.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ToolError {
     safe_message: String,
+    category: ToolErrorCategory,
+    retry_after: Option<Duration>,
 }
 
 impl ToolError {
@@ -20,12 +29,46 @@ impl ToolError {
     pub fn new(safe_message: impl Into<String>) -> Self {
         Self {
             safe_message: safe_message.into(),
+            category: ToolErrorCategory::Execution,
+            retry_after: None,
         }
+    }
+
+    /// A passing failure (rate limit, dropped connection): a retry may work.
+    pub fn transient(safe_message: impl Into<String>) -> Self {
+        Self {
+            category: ToolErrorCategory::Transient,
+            ..Self::new(safe_message)
+        }
+    }
+
+    /// A failure that will happen again: never retried.
+    pub fn permanent(safe_message: impl Into<String>) -> Self {
+        Self {
+            category: ToolErrorCategory::Permanent,
+            ..Self::new(safe_message)
+        }
+    }
+
+    /// How long to wait before a retry (e.g. from a `Retry-After` header).
+    pub fn with_retry_after(mut self, wait: Duration) -> Self {
+        self.retry_after = Some(wait);
+        self
     }
 
     /// The message for the model.
     pub fn safe_message(&self) -> &str {
         &self.safe_message
+    }
+
+    /// What kind of failure.
+    pub fn category(&self) -> ToolErrorCategory {
+        self.category
+    }
+
+    /// The wait the tool asked for before a retry.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
     }
 }
 
@@ -117,6 +160,12 @@ pub trait BoundTool: Send + Sync {
 
     /// Whether the tool needs an external connection (and so a connection id in the context).
     fn requires_connection(&self) -> bool {
+        false
+    }
+
+    /// Whether running the tool twice with the same arguments has the effect of running it once.
+    /// Only read-only or idempotent tools are ever retried.
+    fn idempotent(&self) -> bool {
         false
     }
 

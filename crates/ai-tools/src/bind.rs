@@ -88,6 +88,10 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
         self.contract.requires_connection()
     }
 
+    fn idempotent(&self) -> bool {
+        C::IDEMPOTENT
+    }
+
     fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
         if self.input.is_valid(&args) {
             Ok(args)

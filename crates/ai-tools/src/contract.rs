@@ -66,6 +66,10 @@ pub trait ToolContract: Send + Sync + 'static {
     /// Output paths that may leave the runner (dotted, arrays walked element-wise).
     const REDACTION: &'static [&'static str];
 
+    /// Whether running the tool twice with the same input has the effect of running it once.
+    /// Tools that change state are retried only when this is true.
+    const IDEMPOTENT: bool = false;
+
     /// Whether the tool needs an external connection.
     fn requires_connection(&self) -> bool {
         false

@@ -42,10 +42,19 @@ where
             ToolErrorCode::Execution,
             "the tool failed unexpectedly",
         )),
-        Ok(Err(error)) => Err(ToolFailure::new(
-            ToolErrorCode::Execution,
-            format!("the tool failed: {}", error.safe_message()),
-        )),
+        Ok(Err(error)) => {
+            let failure = ToolFailure::categorized(
+                ToolErrorCode::Execution,
+                error.category(),
+                format!("the tool failed: {}", error.safe_message()),
+            );
+            Err(match error.retry_after() {
+                Some(wait) => {
+                    failure.with_retry_after_ms(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
+                }
+                None => failure,
+            })
+        }
         Ok(Ok(value)) => Ok(value),
     }
 }

@@ -22,6 +22,7 @@
 //! same `tool_call_id` and a safe message.
 
 mod budget;
+mod manager;
 mod permit;
 
 use std::sync::Arc;
@@ -38,6 +39,7 @@ use crate::{
     ToolInvocationRecord, ToolOutcome, ToolPolicy, ToolSource,
 };
 
+pub use manager::{BreakerStatus, LatencyPercentiles, ToolStats};
 pub use permit::ExecPermit;
 
 /// Runner settings that are not policy.
@@ -99,6 +101,7 @@ pub struct ToolRunner {
     authorizer: Option<Arc<dyn Authorizer>>,
     broker: Option<Arc<dyn ConnectionBroker>>,
     config: RunnerConfig,
+    registry: Arc<manager::Registry>,
 }
 
 impl std::fmt::Debug for ToolRunner {
@@ -132,6 +135,7 @@ impl From<ToolFailure> for Stop {
 struct Progress {
     started: bool,
     args: Option<Arc<Value>>,
+    attempts: Vec<crate::Attempt>,
 }
 
 impl ToolRunner {
@@ -148,6 +152,7 @@ impl ToolRunner {
             authorizer: None,
             broker: None,
             config: RunnerConfig::default(),
+            registry: Arc::default(),
         }
     }
 
@@ -172,6 +177,12 @@ impl ToolRunner {
     /// The policy the runner enforces.
     pub fn policy(&self) -> &ToolPolicy {
         &self.policy
+    }
+
+    /// Per-tool statistics of the calls this runner (and its clones) executed: counts,
+    /// failures by category, retries, breaker state, latency percentiles.
+    pub fn stats(&self) -> Vec<ToolStats> {
+        self.registry.stats(tokio::time::Instant::now())
     }
 
     /// The source the runner takes tools from.
@@ -209,6 +220,7 @@ impl ToolRunner {
         let mut progress = Progress {
             started: false,
             args: None,
+            attempts: Vec::new(),
         };
         let outcome = self
             .pipeline(
@@ -253,6 +265,7 @@ impl ToolRunner {
                         error: None,
                         started_at_ms,
                         ended_at_ms,
+                        attempts: Vec::new(),
                         raw: None,
                     },
                 };
@@ -309,6 +322,7 @@ impl ToolRunner {
                 error,
                 started_at_ms,
                 ended_at_ms,
+                attempts: progress.attempts,
                 raw: None,
             },
         }
@@ -343,7 +357,15 @@ impl ToolRunner {
         progress.started = true;
         progress.args = Some(Arc::clone(&args));
         let output = self
-            .exec_under_budget(tool.as_ref(), args, &invocation, &caps, cancel)
+            .exec_under_budget(
+                tool.as_ref(),
+                args,
+                &invocation,
+                &caps,
+                events,
+                cancel,
+                &mut progress.attempts,
+            )
             .await?; // 8
         validate_output(tool.as_ref(), &output)?; // 9
         Ok(self.redact(tool.as_ref(), output)?) // 10
@@ -454,17 +476,27 @@ impl ToolRunner {
     }
 
     /// Step 8.
+    #[allow(clippy::too_many_arguments)] // The step's inputs, named.
     async fn exec_under_budget(
         &self,
         tool: &dyn BoundTool,
         args: Arc<Value>,
         invocation: &ToolInvocationContext,
         caps: &Capabilities,
+        events: &dyn EventSink,
         cancel: &CancellationToken,
+        attempts: &mut Vec<crate::Attempt>,
     ) -> Result<Value, ToolFailure> {
-        let budget = Duration::from_millis(self.policy.budgets.max_runtime_ms);
-        let exec = tool.exec(ExecPermit::new(), args, invocation, caps);
-        budget::run(exec, budget, cancel).await
+        let step = manager::Step8 {
+            registry: &self.registry,
+            clock: self.clock.as_ref(),
+            retry: self.policy.retry_for(&tool.spec().id),
+            breaker: &self.policy.breaker,
+            total_budget: Duration::from_millis(self.policy.budgets.max_runtime_ms),
+            events,
+            cancel,
+        };
+        manager::execute(step, tool, args, invocation, caps, attempts).await
     }
 
     /// Step 10: allowlist redaction, then the result budget on the redacted bytes.

@@ -147,7 +147,7 @@ async fn spans_carry_genai_names_and_outcome_but_no_arguments() {
         "gen_ai.tool.call.id=call_1",
         "gen_ai.operation.name=\"execute_tool\"",
         "outcome=\"ok\"",
-        "duration_ms=5",
+        "duration_ms=",
     ] {
         assert!(logs.contains(field), "{field} missing in {logs}");
     }

@@ -2,6 +2,7 @@
 
 mod canary;
 mod catalog;
+mod manager;
 mod permit;
 mod policy;
 mod runner;

@@ -25,6 +25,8 @@ pub(crate) enum Behaviour {
     Panic,
     /// Returns this value as is.
     Output(Value),
+    /// Fails transiently on its first `n` runs, then echoes.
+    Flaky(usize),
     /// Reads the access token from the auth capability and returns it in a field that is not
     /// allowlisted, plus the connection it was bound to.
     UseToken,
@@ -36,6 +38,7 @@ pub(crate) struct FakeTool {
     spec: ToolSpec,
     behaviour: Behaviour,
     requires_connection: bool,
+    idempotent: bool,
     pub(crate) runs: AtomicUsize,
 }
 
@@ -57,12 +60,18 @@ impl FakeTool {
             },
             behaviour,
             requires_connection: false,
+            idempotent: false,
             runs: AtomicUsize::new(0),
         }
     }
 
     pub(crate) fn needing_connection(mut self) -> Self {
         self.requires_connection = true;
+        self
+    }
+
+    pub(crate) fn idempotent(mut self) -> Self {
+        self.idempotent = true;
         self
     }
 }
@@ -75,6 +84,10 @@ impl BoundTool for FakeTool {
 
     fn requires_connection(&self) -> bool {
         self.requires_connection
+    }
+
+    fn idempotent(&self) -> bool {
+        self.idempotent
     }
 
     fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
@@ -99,7 +112,7 @@ impl BoundTool for FakeTool {
         ctx: &ToolInvocationContext,
         caps: &Capabilities,
     ) -> Result<Value, ToolError> {
-        self.runs.fetch_add(1, Ordering::SeqCst);
+        let run = self.runs.fetch_add(1, Ordering::SeqCst) + 1;
         let echo =
             json!({"echo": args.get("text").cloned().unwrap_or(Value::Null), "hidden": "internal"});
         match &self.behaviour {
@@ -111,6 +124,10 @@ impl BoundTool for FakeTool {
             }
             Behaviour::Panic => panic!("fake tool panicked"),
             Behaviour::Output(value) => Ok(value.clone()),
+            Behaviour::Flaky(failures) if run <= *failures => {
+                Err(ToolError::transient("the service is busy"))
+            }
+            Behaviour::Flaky(_) => Ok(echo),
             Behaviour::UseToken => {
                 let auth = caps
                     .auth()

@@ -1,0 +1,411 @@
+//! The execution manager inside step 8: attempts under one total deadline, retries with
+//! exponential backoff and full jitter (only for tools that are safe to run twice), a circuit
+//! breaker per tool, and per-tool statistics.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{ExecPermit, budget};
+use crate::{
+    AiEvent, Attempt, BoundTool, BreakerPolicy, Capabilities, Clock, EventSink, RetryPolicy,
+    ToolCallId, ToolEffect, ToolErrorCategory, ToolErrorCode, ToolFailure, ToolId,
+    ToolInvocationContext,
+};
+
+/// Latency samples kept per tool for the percentiles.
+const LATENCY_SAMPLES: usize = 512;
+
+/// A circuit's state, as reported in statistics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BreakerStatus {
+    /// Calls pass.
+    Closed,
+    /// Calls fail fast until the cool-down ends.
+    Open,
+    /// A limited number of trial calls pass.
+    HalfOpen,
+}
+
+/// Latency percentiles of a tool's recent calls, in microseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatencyPercentiles {
+    /// Median.
+    pub p50_us: u64,
+    /// 95th percentile.
+    pub p95_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+}
+
+/// What the runner has seen of one tool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolStats {
+    /// The tool.
+    pub tool_id: ToolId,
+    /// Calls that reached execution.
+    pub calls: u64,
+    /// Calls that ended with a value.
+    pub successes: u64,
+    /// Calls that failed, by the category of their last failure.
+    pub failures: BTreeMap<ToolErrorCategory, u64>,
+    /// Retries made.
+    pub retries: u64,
+    /// The circuit's state.
+    pub breaker: BreakerStatus,
+    /// Latency of recent calls, all attempts included.
+    pub latency: LatencyPercentiles,
+}
+
+#[derive(Debug)]
+enum Circuit {
+    Closed { consecutive_failures: u32 },
+    Open { until: Instant },
+    HalfOpen { in_flight: u32 },
+}
+
+#[derive(Debug)]
+struct Health {
+    circuit: Circuit,
+    calls: u64,
+    successes: u64,
+    failures: BTreeMap<ToolErrorCategory, u64>,
+    retries: u64,
+    latencies_us: VecDeque<u64>,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Self {
+            circuit: Circuit::Closed {
+                consecutive_failures: 0,
+            },
+            calls: 0,
+            successes: 0,
+            failures: BTreeMap::new(),
+            retries: 0,
+            latencies_us: VecDeque::new(),
+        }
+    }
+}
+
+/// Breakers and statistics of every tool a runner has run.
+#[derive(Debug, Default)]
+pub(super) struct Registry {
+    tools: Mutex<HashMap<ToolId, Health>>,
+}
+
+/// Whether a failure says something about the tool's health (and so counts for its breaker).
+fn counts_against_tool(category: ToolErrorCategory) -> bool {
+    !matches!(
+        category,
+        ToolErrorCategory::Validation | ToolErrorCategory::Policy | ToolErrorCategory::Cancelled
+    )
+}
+
+impl Registry {
+    fn with<R>(&self, id: &ToolId, f: impl FnOnce(&mut Health) -> R) -> R {
+        let mut tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
+        match tools.get_mut(id) {
+            Some(health) => f(health),
+            None => f(tools.entry(id.clone()).or_default()),
+        }
+    }
+
+    /// Lets an attempt through, or fails fast while the circuit is open.
+    fn admit(&self, id: &ToolId, policy: &BreakerPolicy, now: Instant) -> Result<(), ToolFailure> {
+        if policy.failure_threshold == 0 {
+            return Ok(());
+        }
+        self.with(id, |health| match health.circuit {
+            Circuit::Closed { .. } => Ok(()),
+            Circuit::Open { until } if now >= until => {
+                health.circuit = Circuit::HalfOpen { in_flight: 1 };
+                Ok(())
+            }
+            Circuit::HalfOpen { in_flight } if in_flight < policy.half_open_trials.max(1) => {
+                health.circuit = Circuit::HalfOpen {
+                    in_flight: in_flight + 1,
+                };
+                Ok(())
+            }
+            Circuit::Open { until } => Err(circuit_open(id, until.saturating_duration_since(now))),
+            Circuit::HalfOpen { .. } => Err(circuit_open(id, Duration::ZERO)),
+        })
+    }
+
+    /// Feeds an attempt's outcome to the breaker and, for the call's last attempt, records the
+    /// call (`latency` and `retries`): one lock per attempt.
+    fn record(
+        &self,
+        id: &ToolId,
+        policy: &BreakerPolicy,
+        now: Instant,
+        failure: Option<ToolErrorCategory>,
+        call: Option<(Duration, u32)>,
+    ) {
+        self.with(id, |health| {
+            if policy.failure_threshold > 0 {
+                health.circuit = next_circuit(&health.circuit, policy, now, failure);
+            }
+            if let Some((latency, retries)) = call {
+                health.calls += 1;
+                health.retries += u64::from(retries);
+                match failure {
+                    None => health.successes += 1,
+                    Some(category) => *health.failures.entry(category).or_default() += 1,
+                }
+                if health.latencies_us.len() == LATENCY_SAMPLES {
+                    health.latencies_us.pop_front();
+                }
+                health
+                    .latencies_us
+                    .push_back(u64::try_from(latency.as_micros()).unwrap_or(u64::MAX));
+            }
+        });
+    }
+
+    /// Records a call that ended outside an attempt (cancelled while waiting to retry).
+    fn record_call_only(
+        &self,
+        id: &ToolId,
+        failure: Option<ToolErrorCategory>,
+        call: Option<(Duration, u32)>,
+    ) {
+        let no_breaker = BreakerPolicy {
+            failure_threshold: 0,
+            ..BreakerPolicy::default()
+        };
+        self.record(id, &no_breaker, Instant::now(), failure, call);
+    }
+
+    /// A snapshot of every tool's statistics, ordered by id.
+    pub(super) fn stats(&self, now: Instant) -> Vec<ToolStats> {
+        let tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out: Vec<ToolStats> = tools
+            .iter()
+            .map(|(id, health)| {
+                let mut sorted: Vec<u64> = health.latencies_us.iter().copied().collect();
+                sorted.sort_unstable();
+                // Nearest rank: the smallest sample with at least q% of samples at or below it.
+                let at = |q: usize| {
+                    let rank = (sorted.len() * q).div_ceil(100);
+                    sorted.get(rank.saturating_sub(1)).copied().unwrap_or(0)
+                };
+                ToolStats {
+                    tool_id: id.clone(),
+                    calls: health.calls,
+                    successes: health.successes,
+                    failures: health.failures.clone(),
+                    retries: health.retries,
+                    breaker: match health.circuit {
+                        Circuit::Closed { .. } => BreakerStatus::Closed,
+                        Circuit::Open { until } if now < until => BreakerStatus::Open,
+                        Circuit::Open { .. } | Circuit::HalfOpen { .. } => BreakerStatus::HalfOpen,
+                    },
+                    latency: LatencyPercentiles {
+                        p50_us: at(50),
+                        p95_us: at(95),
+                        p99_us: at(99),
+                    },
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.tool_id.cmp(&b.tool_id));
+        out
+    }
+}
+
+/// The breaker's next state after an attempt.
+fn next_circuit(
+    circuit: &Circuit,
+    policy: &BreakerPolicy,
+    now: Instant,
+    failure: Option<ToolErrorCategory>,
+) -> Circuit {
+    let open = Circuit::Open {
+        until: now + Duration::from_millis(policy.cool_down_ms),
+    };
+    match (failure, circuit) {
+        (None, _) => Circuit::Closed {
+            consecutive_failures: 0,
+        },
+        (
+            Some(category),
+            Circuit::Closed {
+                consecutive_failures,
+            },
+        ) if !counts_against_tool(category) => Circuit::Closed {
+            consecutive_failures: *consecutive_failures,
+        },
+        (Some(category), Circuit::Open { until }) if !counts_against_tool(category) => {
+            Circuit::Open { until: *until }
+        }
+        (Some(category), Circuit::HalfOpen { in_flight }) if !counts_against_tool(category) => {
+            Circuit::HalfOpen {
+                in_flight: *in_flight,
+            }
+        }
+        (Some(_), Circuit::HalfOpen { .. } | Circuit::Open { .. }) => open,
+        (
+            Some(_),
+            Circuit::Closed {
+                consecutive_failures,
+            },
+        ) => {
+            let failures = consecutive_failures + 1;
+            if failures >= policy.failure_threshold {
+                open
+            } else {
+                Circuit::Closed {
+                    consecutive_failures: failures,
+                }
+            }
+        }
+    }
+}
+
+fn circuit_open(id: &ToolId, wait: Duration) -> ToolFailure {
+    ToolFailure::new(
+        ToolErrorCode::CircuitOpen,
+        format!(
+            "tool {id} failed repeatedly and is paused; try again in {} ms or use another tool",
+            wait.as_millis()
+        ),
+    )
+    .with_retry_after_ms(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A deterministic pseudo-random fraction in `[0, 1)` for full jitter (splitmix64 over the
+/// call id and the attempt), so a retry schedule can be replayed.
+fn jitter_fraction(call_id: &ToolCallId, retry: u32) -> f64 {
+    let mut x = call_id
+        .as_str()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        })
+        ^ u64::from(retry);
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    (x >> 11) as f64 / (1_u64 << 53) as f64
+}
+
+/// The wait before retry `retry` of `call_id` under `policy`, honouring a tool's `retry_after`.
+pub(super) fn backoff(
+    policy: &RetryPolicy,
+    call_id: &ToolCallId,
+    retry: u32,
+    retry_after_ms: Option<u64>,
+) -> Duration {
+    let delay = policy.delay_ms(retry);
+    let delay = if policy.jitter {
+        (delay as f64 * jitter_fraction(call_id, retry)) as u64
+    } else {
+        delay
+    };
+    Duration::from_millis(delay.max(retry_after_ms.unwrap_or(0)))
+}
+
+/// What step 8 needs from the runner.
+pub(super) struct Step8<'a> {
+    pub(super) registry: &'a Registry,
+    pub(super) clock: &'a dyn Clock,
+    pub(super) retry: &'a RetryPolicy,
+    pub(super) breaker: &'a BreakerPolicy,
+    pub(super) total_budget: Duration,
+    pub(super) events: &'a dyn EventSink,
+    pub(super) cancel: &'a CancellationToken,
+}
+
+/// Runs the tool's attempts: each under the per-attempt timeout and what is left of the total
+/// budget; retried only when the tool is read-only or idempotent, the failure's category is
+/// retryable and the wait fits in the budget; cancellation stops an attempt or a wait at once.
+pub(super) async fn execute(
+    step: Step8<'_>,
+    tool: &dyn BoundTool,
+    args: Arc<Value>,
+    invocation: &ToolInvocationContext,
+    caps: &Capabilities,
+    attempts: &mut Vec<Attempt>,
+) -> Result<Value, ToolFailure> {
+    let id = &tool.spec().id;
+    let safe_to_repeat = tool.spec().effect == ToolEffect::ReadOnly || tool.idempotent();
+    let max_attempts = if safe_to_repeat {
+        step.retry.max_attempts.max(1)
+    } else {
+        1
+    };
+    let started = Instant::now();
+    let deadline = started + step.total_budget;
+    let mut number = 1;
+    let mut now = started;
+    loop {
+        step.registry.admit(id, step.breaker, now)?;
+        let remaining = deadline.saturating_duration_since(now);
+        let attempt_budget = step
+            .retry
+            .attempt_timeout_ms
+            .map_or(remaining, |ms| Duration::from_millis(ms).min(remaining));
+        let started_at_ms = step.clock.now_ms();
+        let exec = tool.exec(ExecPermit::new(), Arc::clone(&args), invocation, caps);
+        let result = budget::run(exec, attempt_budget, step.cancel).await;
+        now = Instant::now();
+        attempts.push(Attempt {
+            number,
+            started_at_ms,
+            ended_at_ms: step.clock.now_ms(),
+            error: result.as_ref().err().cloned(),
+        });
+        let failure = match result {
+            Ok(value) => {
+                let call = Some((now - started, number - 1));
+                step.registry.record(id, step.breaker, now, None, call);
+                return Ok(value);
+            }
+            Err(failure) => failure,
+        };
+        let wait = backoff(
+            step.retry,
+            &invocation.tool_call_id,
+            number,
+            failure.retry_after_ms,
+        );
+        let retry = number < max_attempts
+            && step.retry.retryable.contains(&failure.category)
+            && now + wait < deadline;
+        let call = (!retry).then(|| (now - started, number - 1));
+        step.registry
+            .record(id, step.breaker, now, Some(failure.category), call);
+        if !retry {
+            return Err(failure);
+        }
+        number += 1;
+        step.events.emit(AiEvent::ToolCallRetrying {
+            tool_call_id: invocation.tool_call_id.clone(),
+            attempt: number,
+            max_attempts,
+            retry_in_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            category: failure.category,
+        });
+        tokio::select! {
+            biased;
+            () = step.cancel.cancelled() => {
+                let cancelled = ToolFailure::new(ToolErrorCode::Cancelled, "the tool call was cancelled");
+                let call = Some((Instant::now() - started, number - 2));
+                step.registry.record_call_only(id, Some(ToolErrorCategory::Cancelled), call);
+                return Err(cancelled);
+            }
+            () = tokio::time::sleep(wait) => {}
+        }
+        now = Instant::now();
+    }
+}

@@ -1,0 +1,253 @@
+//! The execution manager under virtual time: backoff schedules, jitter bounds, what is never
+//! retried, breaker transitions, cancellation during backoff, the total deadline, statistics.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ai_core::{
+    AiEvent, BoundTool, BreakerStatus, RetryPolicy, ToolCallStatus, ToolEffect, ToolErrorCategory,
+    ToolErrorCode, ToolPolicy,
+};
+
+use crate::support::{Behaviour, FakeTool, Harness, allow};
+
+const T: &str = "core__flaky";
+
+fn policy(retry: RetryPolicy) -> ToolPolicy {
+    let mut policy = allow(&[T]);
+    policy.retry = retry;
+    policy
+}
+
+fn no_jitter(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts,
+        base_delay_ms: 100,
+        max_delay_ms: 1_000,
+        multiplier: 2.0,
+        jitter: false,
+        ..RetryPolicy::default()
+    }
+}
+
+fn retry_waits(h: &Harness) -> Vec<(u32, u64)> {
+    h.events
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::ToolCallRetrying {
+                attempt,
+                retry_in_ms,
+                category,
+                ..
+            } => {
+                assert_eq!(*category, ToolErrorCategory::Transient);
+                Some((*attempt, *retry_in_ms))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn exact_backoff_schedule_without_jitter() {
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(3)));
+    let h = Harness::new(
+        vec![tool.clone() as Arc<dyn BoundTool>],
+        policy(no_jitter(5)),
+    );
+    let started = tokio::time::Instant::now();
+    let run = h.call(T, "{}").await;
+    assert!(run.result.failure().is_none(), "{run:?}");
+    assert_eq!(retry_waits(&h), [(2, 100), (3, 200), (4, 400)]);
+    assert_eq!(started.elapsed(), Duration::from_millis(700));
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 4);
+    // One id across attempts, and the lifecycle in the record.
+    assert_eq!(run.record.attempts.len(), 4);
+    assert_eq!(
+        run.record.attempts[0].error.as_ref().map(|e| e.category),
+        Some(ToolErrorCategory::Transient)
+    );
+    use ToolCallStatus::*;
+    assert_eq!(
+        run.record.transitions(),
+        [
+            Pending, Validating, Executing, Retrying, Executing, Retrying, Executing, Retrying,
+            Executing, Succeeded
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn delays_are_capped_and_jitter_stays_within_bounds() {
+    let mut retry = no_jitter(6);
+    retry.max_delay_ms = 300;
+    assert_eq!(
+        (1..=5).map(|n| retry.delay_ms(n)).collect::<Vec<_>>(),
+        [100, 200, 300, 300, 300]
+    );
+
+    retry.jitter = true;
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(5)));
+    let h = Harness::new(vec![tool as Arc<dyn BoundTool>], policy(retry.clone()));
+    h.call(T, "{}").await;
+    let waits = retry_waits(&h);
+    assert_eq!(waits.len(), 5);
+    for (attempt, wait) in &waits {
+        assert!(*wait <= retry.delay_ms(attempt - 1), "{waits:?}");
+    }
+    // Jitter is deterministic per call id: the same schedule replays.
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(5)));
+    let again = Harness::new(vec![tool as Arc<dyn BoundTool>], policy(retry));
+    again.call(T, "{}").await;
+    assert_eq!(retry_waits(&again), waits);
+}
+
+#[tokio::test(start_paused = true)]
+async fn state_changing_tools_are_retried_only_when_idempotent() {
+    for (tool, attempts) in [
+        (
+            FakeTool::new(T, ToolEffect::StateChange, Behaviour::Flaky(1)),
+            1,
+        ),
+        (
+            FakeTool::new(T, ToolEffect::ExternalSideEffect, Behaviour::Flaky(1)),
+            1,
+        ),
+        (
+            FakeTool::new(T, ToolEffect::StateChange, Behaviour::Flaky(1)).idempotent(),
+            2,
+        ),
+    ] {
+        let tool = Arc::new(tool);
+        let h = Harness::new(
+            vec![tool.clone() as Arc<dyn BoundTool>],
+            policy(no_jitter(5)),
+        );
+        let run = h.call(T, "{}").await;
+        assert_eq!(tool.runs.load(Ordering::SeqCst), attempts);
+        assert_eq!(run.result.failure().is_none(), attempts == 2);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn execution_failures_are_not_retried_by_default() {
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Fail));
+    let h = Harness::new(
+        vec![tool.clone() as Arc<dyn BoundTool>],
+        policy(no_jitter(5)),
+    );
+    let run = h.call(T, "{}").await;
+    assert_eq!(
+        run.result.failure().unwrap().category,
+        ToolErrorCategory::Execution
+    );
+    assert!(!run.result.failure().unwrap().retryable);
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancel_during_backoff_stops_at_once() {
+    let mut retry = no_jitter(3);
+    retry.base_delay_ms = 10_000;
+    let mut p = policy(retry);
+    p.budgets.max_runtime_ms = 60_000;
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(5)));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], p);
+    let cancel = h.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        cancel.cancel();
+    });
+    let started = tokio::time::Instant::now();
+    let run = h.call(T, "{}").await;
+    assert_eq!(started.elapsed(), Duration::from_millis(50));
+    assert_eq!(run.result.failure().unwrap().code, ToolErrorCode::Cancelled);
+    assert_eq!(
+        run.record.transitions().last(),
+        Some(&ToolCallStatus::Cancelled)
+    );
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_total_deadline_bounds_all_attempts() {
+    let mut retry = no_jitter(10);
+    retry.base_delay_ms = 400;
+    let mut p = policy(retry);
+    p.budgets.max_runtime_ms = 500;
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(10)));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], p);
+    let run = h.call(T, "{}").await;
+    // t=0 fails, waits 400; t=400 fails; the next wait (800) would pass the 500 ms deadline.
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        run.result.failure().unwrap().category,
+        ToolErrorCategory::Transient
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_breaker_opens_half_opens_and_closes() {
+    let mut p = policy(RetryPolicy {
+        max_attempts: 1,
+        ..RetryPolicy::default()
+    });
+    p.breaker.failure_threshold = 3;
+    p.breaker.cool_down_ms = 1_000;
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(4)));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], p);
+    let breaker = |h: &Harness| h.runner.stats()[0].breaker;
+
+    for _ in 0..3 {
+        assert_eq!(
+            h.call(T, "{}").await.result.failure().unwrap().code,
+            ToolErrorCode::Execution
+        );
+    }
+    assert_eq!(breaker(&h), BreakerStatus::Open);
+    // Open: fails fast, the tool does not run, and the model is told when to try again.
+    let fast = h.call(T, "{}").await;
+    let failure = fast.result.failure().unwrap();
+    assert_eq!(failure.code, ToolErrorCode::CircuitOpen);
+    assert_eq!(failure.retry_after_ms, Some(1_000));
+    assert!(
+        failure.safe_message.contains("try again in 1000 ms"),
+        "{}",
+        failure.safe_message
+    );
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 3);
+
+    // After the cool-down one trial runs; it fails (4th failure), so the circuit opens again.
+    tokio::time::advance(Duration::from_millis(1_000)).await;
+    assert_eq!(breaker(&h), BreakerStatus::HalfOpen);
+    assert_eq!(
+        h.call(T, "{}").await.result.failure().unwrap().code,
+        ToolErrorCode::Execution
+    );
+    assert_eq!(breaker(&h), BreakerStatus::Open);
+
+    // The next trial succeeds and closes it.
+    tokio::time::advance(Duration::from_millis(1_000)).await;
+    assert!(h.call(T, "{}").await.result.failure().is_none());
+    assert_eq!(breaker(&h), BreakerStatus::Closed);
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn statistics_count_calls_failures_retries_and_latency() {
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(1)));
+    let h = Harness::new(vec![tool as Arc<dyn BoundTool>], policy(no_jitter(3)));
+    h.call(T, "{}").await; // one retry, then success
+    h.call(T, "{}").await; // success
+    h.call(T, "{not json").await; // never reaches execution
+    let stats = h.runner.stats();
+    assert_eq!(stats.len(), 1);
+    let s = &stats[0];
+    assert_eq!((s.calls, s.successes, s.retries), (2, 2, 1));
+    assert!(s.failures.is_empty());
+    assert_eq!(s.breaker, BreakerStatus::Closed);
+    // The retried call waited 100 ms (virtual time); the median of the two is reported.
+    assert!(s.latency.p99_us >= 100_000, "{:?}", s.latency);
+}
