@@ -88,6 +88,18 @@ pub enum ToolsCommand {
         /// The folder workspace tools are confined to.
         #[arg(long, default_value = ".")]
         workspace: PathBuf,
+        /// Keep tool statistics in this folder (read by `cogni tools stats`).
+        #[arg(long, env = "COGNI_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+    },
+    /// Print the tool statistics recorded by earlier `cogni tools call`s.
+    Stats {
+        /// The folder the statistics are kept in.
+        #[arg(long, env = "COGNI_DATA_DIR")]
+        data_dir: PathBuf,
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -103,13 +115,50 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             args,
             policy,
             workspace,
-        }) => tools_call(tool_id, args, policy, workspace).await,
+            data_dir,
+        }) => tools_call(tool_id, args, policy, workspace, data_dir).await,
+        Command::Tools(ToolsCommand::Stats { data_dir, json }) => {
+            tools_stats(&data_dir, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Wire(WireCommand::Decode { format, file }) => wire_decode(format, file),
         Command::Wire(WireCommand::EncodeTools { format }) => {
             wire_encode_tools(format)?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn tools_stats(data_dir: &Path, json: bool) -> anyhow::Result<()> {
+    let stats = crate::stats::load(data_dir)?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&stats)?)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:<28} {:>6} {:>6} {:>8} {:>7} {:<9} {:>9} {:>9} {:>9}",
+        "tool", "calls", "ok", "failed", "retries", "breaker", "p50_us", "p95_us", "p99_us"
+    )?;
+    for s in stats {
+        let failed: u64 = s.failures.values().sum();
+        let breaker = serde_json::to_value(s.breaker)?;
+        writeln!(
+            out,
+            "{:<28} {:>6} {:>6} {:>8} {:>7} {:<9} {:>9} {:>9} {:>9}",
+            s.tool_id.as_str(),
+            s.calls,
+            s.successes,
+            failed,
+            s.retries,
+            breaker.as_str().unwrap_or("?"),
+            s.latency.p50_us,
+            s.latency.p95_us,
+            s.latency.p99_us
+        )?;
+    }
+    Ok(())
 }
 
 fn read_input(file: Option<&Path>) -> anyhow::Result<Vec<u8>> {
@@ -207,6 +256,7 @@ async fn tools_call(
     args: String,
     policy: Option<PathBuf>,
     workspace: PathBuf,
+    data_dir: Option<PathBuf>,
 ) -> anyhow::Result<ExitCode> {
     let policy = Arc::new(load_policy(policy.as_deref())?);
     let caps = create_capabilities(&Config {
@@ -239,6 +289,9 @@ async fn tools_call(
             &CancellationToken::new(),
         )
         .await;
+    if let Some(dir) = &data_dir {
+        crate::stats::record(dir, &runner.stats())?;
+    }
     match &run.result.outcome {
         ToolOutcome::Ok { .. } => {
             let line = serde_json::to_string(&run.result).context("cannot print the result")?;

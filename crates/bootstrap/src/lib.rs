@@ -10,6 +10,7 @@
 pub mod cli;
 mod compose;
 mod config;
+mod stats;
 
 pub use compose::{CoreTool, ToolCapabilities, create_capabilities, create_tool_source};
 pub use config::{Config, DEFAULT_POLICY_TOML, load_policy};

@@ -44,6 +44,23 @@ pub struct LatencyPercentiles {
     pub p99_us: u64,
 }
 
+impl LatencyPercentiles {
+    /// Nearest-rank percentiles of `samples` (sorted in place); zeros when there are none.
+    pub fn from_samples(samples: &mut [u64]) -> Self {
+        samples.sort_unstable();
+        // Nearest rank: the smallest sample with at least q% of samples at or below it.
+        let at = |q: usize| {
+            let rank = (samples.len() * q).div_ceil(100);
+            samples.get(rank.saturating_sub(1)).copied().unwrap_or(0)
+        };
+        Self {
+            p50_us: at(50),
+            p95_us: at(95),
+            p99_us: at(99),
+        }
+    }
+}
+
 /// What the runner has seen of one tool.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolStats {
@@ -191,13 +208,7 @@ impl Registry {
         let mut out: Vec<ToolStats> = tools
             .iter()
             .map(|(id, health)| {
-                let mut sorted: Vec<u64> = health.latencies_us.iter().copied().collect();
-                sorted.sort_unstable();
-                // Nearest rank: the smallest sample with at least q% of samples at or below it.
-                let at = |q: usize| {
-                    let rank = (sorted.len() * q).div_ceil(100);
-                    sorted.get(rank.saturating_sub(1)).copied().unwrap_or(0)
-                };
+                let mut samples: Vec<u64> = health.latencies_us.iter().copied().collect();
                 ToolStats {
                     tool_id: id.clone(),
                     calls: health.calls,
@@ -209,11 +220,7 @@ impl Registry {
                         Circuit::Open { until } if now < until => BreakerStatus::Open,
                         Circuit::Open { .. } | Circuit::HalfOpen { .. } => BreakerStatus::HalfOpen,
                     },
-                    latency: LatencyPercentiles {
-                        p50_us: at(50),
-                        p95_us: at(95),
-                        p99_us: at(99),
-                    },
+                    latency: LatencyPercentiles::from_samples(&mut samples),
                 }
             })
             .collect();

@@ -249,3 +249,54 @@ fn a_call_that_needs_approval_is_not_run_by_the_cli() {
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["type"], "approval_required");
 }
+
+#[test]
+fn tools_stats_reports_what_earlier_calls_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    for _ in 0..2 {
+        let ok = cogni(&[
+            "tools",
+            "call",
+            "core__get_current_time",
+            "--data-dir",
+            data,
+        ]);
+        assert!(ok.status.success(), "{}", stderr(&ok));
+    }
+    let failed = cogni(&[
+        "tools",
+        "call",
+        "core__workspace_read",
+        "--args",
+        r#"{"path":"missing.txt"}"#,
+        "--workspace",
+        data,
+        "--data-dir",
+        data,
+    ]);
+    assert!(!failed.status.success());
+    let output = cogni(&["tools", "stats", "--json", "--data-dir", data]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stats: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let by_id = |id: &str| {
+        stats
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["tool_id"] == id)
+            .unwrap()
+            .clone()
+    };
+    let time = by_id("core__get_current_time");
+    assert_eq!(
+        (time["calls"].as_u64(), time["successes"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(time["breaker"], "closed");
+    let read = by_id("core__workspace_read");
+    assert_eq!(read["failures"]["execution"], 1);
+    // The table form has a header and one row per tool.
+    let table = cogni(&["tools", "stats", "--data-dir", data]);
+    assert_eq!(String::from_utf8_lossy(&table.stdout).lines().count(), 3);
+}
