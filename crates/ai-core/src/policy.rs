@@ -92,7 +92,7 @@ impl RetryPolicy {
 }
 
 /// When a tool's circuit opens, and how it recovers.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BreakerPolicy {
     /// Consecutive failed attempts that open the circuit (0 = never; default 5).
@@ -101,6 +101,12 @@ pub struct BreakerPolicy {
     pub cool_down_ms: u64,
     /// Trial calls let through at once while half-open (default 1).
     pub half_open_trials: u32,
+    /// Also open when at least this share (0.0–1.0) of the last `window` attempts failed
+    /// (default: off).
+    pub failure_rate: Option<f64>,
+    /// The attempts the failure rate is taken over; it applies once the window is full
+    /// (default 20).
+    pub window: u32,
 }
 
 impl Default for BreakerPolicy {
@@ -109,6 +115,8 @@ impl Default for BreakerPolicy {
             failure_threshold: 5,
             cool_down_ms: 30_000,
             half_open_trials: 1,
+            failure_rate: None,
+            window: 20,
         }
     }
 }

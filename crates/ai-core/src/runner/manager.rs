@@ -95,6 +95,8 @@ struct Health {
     failures: BTreeMap<ToolErrorCategory, u64>,
     retries: u64,
     latencies_us: VecDeque<u64>,
+    /// Outcomes of the last attempts that count for the breaker (true: failed).
+    recent: VecDeque<bool>,
 }
 
 impl Default for Health {
@@ -108,6 +110,7 @@ impl Default for Health {
             failures: BTreeMap::new(),
             retries: 0,
             latencies_us: VecDeque::new(),
+            recent: VecDeque::new(),
         }
     }
 }
@@ -169,7 +172,26 @@ impl Registry {
     ) {
         self.with(id, |health| {
             if policy.failure_threshold > 0 {
+                let counted = failure.is_none_or(counts_against_tool);
+                if counted {
+                    if health.recent.len() >= policy.window.max(1) as usize {
+                        health.recent.pop_front();
+                    }
+                    health.recent.push_back(failure.is_some());
+                }
                 health.circuit = next_circuit(&health.circuit, policy, now, failure);
+                if let (Some(rate), true, Circuit::Closed { .. }) =
+                    (policy.failure_rate, counted, &health.circuit)
+                {
+                    let full = health.recent.len() >= policy.window.max(1) as usize;
+                    let failed = health.recent.iter().filter(|f| **f).count();
+                    if full && failed as f64 >= rate * health.recent.len() as f64 && failed > 0 {
+                        health.circuit = Circuit::Open {
+                            until: now + Duration::from_millis(policy.cool_down_ms),
+                        };
+                        health.recent.clear();
+                    }
+                }
             }
             if let Some((latency, retries)) = call {
                 health.calls += 1;

@@ -251,3 +251,27 @@ async fn statistics_count_calls_failures_retries_and_latency() {
     // The retried call waited 100 ms (virtual time); the median of the two is reported.
     assert!(s.latency.p99_us >= 100_000, "{:?}", s.latency);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_breaker_also_opens_on_a_failure_rate_in_a_window() {
+    let mut p = policy(RetryPolicy {
+        max_attempts: 1,
+        ..RetryPolicy::default()
+    });
+    p.breaker.failure_threshold = 100; // consecutive failures alone never open it here
+    p.breaker.failure_rate = Some(0.5);
+    p.breaker.window = 4;
+    // The tool fails its first two runs, then recovers.
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(2)));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], p);
+    for _ in 0..3 {
+        h.call(T, "{}").await; // fail, fail, ok: window not full yet
+    }
+    assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::Closed);
+    h.call(T, "{}").await; // ok: window [F, F, ok, ok] is full at a 50% failure rate
+    assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::Open);
+    assert_eq!(
+        h.call(T, "{}").await.result.failure().unwrap().code,
+        ToolErrorCode::CircuitOpen
+    );
+}
