@@ -5,13 +5,17 @@
 //! [`ToolRunner::run_tool`] runs these steps, in this order, and the order is an invariant:
 //!
 //! 1. find the bound tool (`unavailable`)
-//! 2. policy and this run's catalog (`policy_denied`)
+//! 2. policy and this run's catalog (`policy_denied`); a tool whose effect needs approval pauses
+//!    once its arguments are validated (step 5) unless the run holds an approval for this call
+//!    id and the hash of those arguments
 //! 3. authorization hook (`authz_denied`)
 //! 4. connection grant ∩ request (`policy_denied`)
 //! 5. parse and validate the input (`invalid_json`, `validation`)
 //! 6. bind capabilities, credentials scoped to this invocation only
 //! 7. emit [`AiEvent::ToolCallStart`]
-//! 8. execute under the runtime budget and the cancellation token (`execution`, `timeout`, `cancelled`)
+//! 8. execute: attempts under the runtime budget and the cancellation token, retried with
+//!    backoff when the tool is safe to repeat, behind the tool's circuit breaker (`execution`,
+//!    `timeout`, `cancelled`, `circuit_open`)
 //! 9. validate the output (`output_validation`)
 //! 10. redact by allowlist and check the result budget (`redaction_failed`, `result_too_large`)
 //! 11. emit [`AiEvent::ToolCallResult`]
@@ -19,7 +23,8 @@
 //!
 //! A failure at any step jumps (with `?`) to the single place that emits the start event if it
 //! was not emitted yet and then the result event, so every call gets exactly one of each, with the
-//! same `tool_call_id` and a safe message.
+//! same `tool_call_id` and a safe message. A paused call emits only
+//! [`AiEvent::ApprovalRequired`].
 
 mod budget;
 mod manager;
