@@ -27,8 +27,8 @@ use crate::{DecodeError, EncodeError, Limits};
 
 #[derive(Deserialize)]
 struct Chunk<'a> {
-    #[serde(default, borrow)]
-    choices: Option<Vec<Choice<'a>>>,
+    #[serde(default, borrow, deserialize_with = "null_as_empty")]
+    choices: Vec<Choice<'a>>,
     #[serde(default)]
     usage: Option<WireUsage>,
     #[serde(default)]
@@ -47,8 +47,8 @@ struct Choice<'a> {
 struct Delta<'a> {
     #[serde(default, borrow)]
     content: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    tool_calls: Option<Vec<ToolCallDelta<'a>>>,
+    #[serde(default, borrow, deserialize_with = "null_as_empty")]
+    tool_calls: Vec<ToolCallDelta<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -108,6 +108,15 @@ impl<'de: 'a, 'a> Deserialize<'de> for Arguments<'a> {
         }
         deserializer.deserialize_any(ArgumentsVisitor)
     }
+}
+
+/// `null` or a list: servers send both for an empty `tool_calls`.
+fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 #[derive(Deserialize)]
@@ -190,13 +199,13 @@ impl StreamDecoder {
                 total_tokens: usage.total_tokens,
             });
         }
-        for choice in chunk.choices.into_iter().flatten() {
+        for choice in chunk.choices {
             if let Some(delta) = choice.delta {
                 if let Some(content) = delta.content.filter(|c| !c.is_empty()) {
                     self.session.text.push_str(&content);
                     deltas.text(&content);
                 }
-                for call in delta.tool_calls.into_iter().flatten() {
+                for call in delta.tool_calls {
                     self.tool_call(call, deltas)?;
                 }
             }
