@@ -27,7 +27,7 @@ use crate::{DecodeError, EncodeError, Limits};
 
 #[derive(Deserialize)]
 struct Chunk<'a> {
-    #[serde(default, borrow, deserialize_with = "null_as_empty")]
+    #[serde(default, borrow, deserialize_with = "null_as_default")]
     choices: Vec<Choice<'a>>,
     #[serde(default)]
     usage: Option<WireUsage>,
@@ -37,17 +37,17 @@ struct Chunk<'a> {
 
 #[derive(Deserialize)]
 struct Choice<'a> {
-    #[serde(default, borrow)]
-    delta: Option<Delta<'a>>,
+    #[serde(default, borrow, deserialize_with = "null_as_default")]
+    delta: Delta<'a>,
     #[serde(default, borrow)]
     finish_reason: Option<Cow<'a, str>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
 struct Delta<'a> {
     #[serde(default, borrow)]
     content: Option<Cow<'a, str>>,
-    #[serde(default, borrow, deserialize_with = "null_as_empty")]
+    #[serde(default, borrow, deserialize_with = "null_as_default")]
     tool_calls: Vec<ToolCallDelta<'a>>,
 }
 
@@ -57,14 +57,14 @@ struct ToolCallDelta<'a> {
     index: Option<usize>,
     #[serde(default, borrow)]
     id: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    function: Option<FunctionDelta<'a>>,
+    #[serde(default, borrow, deserialize_with = "null_as_default")]
+    function: FunctionDelta<'a>,
     /// Gemini's `extra_content.google.thought_signature` and similar, sent back next turn.
     #[serde(default)]
     extra_content: Option<Value>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
 struct FunctionDelta<'a> {
     #[serde(default, borrow)]
     name: Option<Cow<'a, str>>,
@@ -110,13 +110,14 @@ impl<'de: 'a, 'a> Deserialize<'de> for Arguments<'a> {
     }
 }
 
-/// `null` or a list: servers send both for an empty `tool_calls`.
-fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+/// `null` reads as the default (an empty list, an empty delta): servers send both forms. Plain
+/// fields instead of `Option`s keep the per-chunk parse lean (see the decode bench).
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,
-    T: Deserialize<'de>,
+    T: Deserialize<'de> + Default,
 {
-    Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 #[derive(Deserialize)]
@@ -200,14 +201,13 @@ impl StreamDecoder {
             });
         }
         for choice in chunk.choices {
-            if let Some(delta) = choice.delta {
-                if let Some(content) = delta.content.filter(|c| !c.is_empty()) {
-                    self.session.text.push_str(&content);
-                    deltas.text(&content);
-                }
-                for call in delta.tool_calls {
-                    self.tool_call(call, deltas)?;
-                }
+            let delta = choice.delta;
+            if let Some(content) = delta.content.filter(|c| !c.is_empty()) {
+                self.session.text.push_str(&content);
+                deltas.text(&content);
+            }
+            for call in delta.tool_calls {
+                self.tool_call(call, deltas)?;
             }
             if let Some(reason) = choice.finish_reason {
                 self.session.finish_reason = Some(FinishReason::from(reason.into_owned()));
@@ -259,13 +259,9 @@ impl StreamDecoder {
                 .provider_fields
                 .insert("extra_content".into(), extra);
         }
-        let (name, fragment) = match &entry.function {
-            Some(function) => (
-                function.name.as_deref(),
-                function.arguments.0.as_deref().unwrap_or(""),
-            ),
-            None => (None, ""),
-        };
+        let function = &entry.function;
+        let name = function.name.as_deref();
+        let fragment = function.arguments.0.as_deref().unwrap_or("");
         self.session
             .calls
             .apply(position, id, name, fragment, deltas)
