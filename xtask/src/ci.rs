@@ -6,41 +6,56 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 
-/// Runs fmt, clippy, check-architecture and the tests.
+/// The steps, in order: a name and cargo's arguments (`None`: check-architecture, run in this
+/// process). The first failure stops the run and is named.
+const STEPS: &[(&str, Option<&[&str]>)] = &[
+    ("fmt", Some(&["fmt", "--all", "--", "--check"])),
+    (
+        "clippy",
+        Some(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    ),
+    ("check-architecture", None),
+    ("test", Some(&["test", "--workspace"])),
+];
+
+/// Runs fmt, clippy, check-architecture and the tests, stopping at the first failure.
 pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     let cargo = crate::cargo();
-    let steps: [(&str, &[&str]); 2] = [
-        ("fmt", &["fmt", "--all", "--", "--check"]),
-        (
-            "clippy",
-            &[
-                "clippy",
-                "--workspace",
-                "--all-targets",
-                "--",
-                "-D",
-                "warnings",
-            ],
-        ),
-    ];
-    for (name, args) in steps {
-        step(root, &cargo, name, args)?;
+    for (name, args) in STEPS {
+        match args {
+            None => {
+                eprintln!("==> {name}");
+                crate::check_architecture(root)
+                    .with_context(|| format!("ci failed at step {name}"))?;
+            }
+            Some(args) if *name == "test" => test(root, &cargo, args)?,
+            Some(args) => step(root, &cargo, name, args)?,
+        }
     }
-    eprintln!("==> check-architecture");
-    crate::check_architecture(root).context("step check-architecture failed")?;
-    test(root, &cargo)
+    eprintln!(
+        "ci: ok ({})",
+        STEPS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+    );
+    Ok(())
 }
 
 /// Runs the tests, echoing their output, and closes with one summary line over every test
 /// binary (`N passed, N failed`), so a run that executed no test cannot pass unnoticed.
-fn test(root: &Path, cargo: &str) -> anyhow::Result<()> {
-    eprintln!("==> test: cargo test --workspace");
+fn test(root: &Path, cargo: &str, args: &[&str]) -> anyhow::Result<()> {
+    eprintln!("==> test: cargo {}", args.join(" "));
     let mut child = Command::new(cargo)
-        .args(["test", "--workspace"])
+        .args(args)
         .current_dir(root)
         .stdout(Stdio::piped())
         .spawn()
-        .context("cannot run cargo for step test")?;
+        .context("ci failed at step test: cannot run cargo")?;
     let (mut passed, mut failed) = (0_u64, 0_u64);
     if let Some(stdout) = child.stdout.take() {
         for line in BufReader::new(stdout).lines() {
@@ -55,10 +70,13 @@ fn test(root: &Path, cargo: &str) -> anyhow::Result<()> {
     let status = child.wait().context("cargo test did not finish")?;
     println!("{passed} passed, {failed} failed");
     if !status.success() || failed > 0 {
-        bail!("step test failed ({status})");
+        bail!(
+            "ci failed at step test: cargo {} ({status})",
+            args.join(" ")
+        );
     }
     if passed == 0 {
-        bail!("step test ran no test");
+        bail!("ci failed at step test: no test ran");
     }
     Ok(())
 }
@@ -80,21 +98,46 @@ fn result_counts(line: &str) -> Option<(u64, u64)> {
     Some((count(" passed")?, count(" failed")?))
 }
 
+/// Runs `cargo <args>` in `root` as the step `name`.
 fn step(root: &Path, cargo: &str, name: &str, args: &[&str]) -> anyhow::Result<()> {
     eprintln!("==> {name}: cargo {}", args.join(" "));
     let status = Command::new(cargo)
         .args(args)
         .current_dir(root)
         .status()
-        .with_context(|| format!("cannot run cargo for step {name}"))?;
+        .with_context(|| format!("ci failed at step {name}: cannot run cargo"))?;
     if !status.success() {
-        bail!("step {name} failed ({status})");
+        bail!(
+            "ci failed at step {name}: cargo {} ({status})",
+            args.join(" ")
+        );
     }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
+    /// The README's promise: fmt, clippy, check-architecture, test, in that order.
+    #[test]
+    fn the_steps_are_the_readmes() {
+        let commands: Vec<String> = super::STEPS
+            .iter()
+            .map(|(name, args)| match args {
+                Some(args) => format!("cargo {}", args.join(" ")),
+                None => format!("cargo xtask {name}"),
+            })
+            .collect();
+        assert_eq!(
+            commands,
+            [
+                "cargo fmt --all -- --check",
+                "cargo clippy --workspace --all-targets -- -D warnings",
+                "cargo xtask check-architecture",
+                "cargo test --workspace",
+            ]
+        );
+    }
+
     #[test]
     fn reads_cargo_test_summaries() {
         let cases = [

@@ -79,3 +79,93 @@ fn unknown_packages_and_banned_crates() {
         ],
     );
 }
+
+#[test]
+fn every_edge_kind_counts() {
+    check(
+        &[
+            ("xtask", &[("cogni-ai-core", true, Some("build"))]),
+            ("cogni-adapters", &[("cogni-graph", true, Some("dev"))]),
+            (
+                "cogni-tests",
+                &[
+                    ("cogni-bootstrap", true, Some("dev")),
+                    ("cogni-graph", true, None),
+                ],
+            ),
+            (
+                "cogni-ai-tools",
+                &[("cogni-wire-openai", true, Some("build"))],
+            ),
+        ],
+        &[
+            "xtask -> cogni-ai-core: ARCH_LAYERING: build dependency not allowed (allowed: none)",
+            "cogni-adapters -> cogni-graph: ARCH_LAYERING: dev dependency not allowed (allowed: cogni-ai-core, cogni-wire-openai)",
+            "cogni-ai-tools -> cogni-wire-openai: ARCH_LAYERING: build dependency not allowed (allowed: cogni-ai-core)",
+        ],
+    );
+}
+
+#[test]
+fn banned_crates_per_package() {
+    check(
+        &[
+            (
+                "cogni-wire-openai",
+                &[
+                    ("hyper", false, None),
+                    ("reqwest", false, None),
+                    ("schemars", false, None),
+                    ("serde_json", false, None),
+                ],
+            ),
+            (
+                "cogni-graph",
+                &[("axum", false, None), ("tokio", false, None)],
+            ),
+            (
+                "cogni-ai-tools",
+                &[("reqwest", false, None), ("schemars", false, None)],
+            ),
+            ("cogni-adapters", &[("reqwest", false, None)]),
+        ],
+        &[
+            "cogni-wire-openai -> hyper: ARCH_BANNED_DEP: wire codecs are sans-IO and schema-free",
+            "cogni-wire-openai -> reqwest: ARCH_BANNED_DEP: wire codecs are sans-IO and schema-free",
+            "cogni-wire-openai -> schemars: ARCH_BANNED_DEP: wire codecs are sans-IO and schema-free",
+            "cogni-graph -> axum: ARCH_BANNED_DEP: the loop does IO only through ports",
+            "cogni-ai-tools -> reqwest: ARCH_BANNED_DEP: tools do IO only through capabilities",
+        ],
+    );
+}
+
+#[test]
+fn the_repository_check_wants_every_row_and_some_edge() {
+    let all: Vec<Package<'_>> = super::ALLOWED
+        .iter()
+        .map(|(name, _)| (*name, &[][..]))
+        .collect();
+    let violations = super::check_repo(&metadata(&all)).unwrap();
+    assert_eq!(
+        violations,
+        [
+            "xtask/src/graph.rs: SCANNER_SAW_NOTHING: ARCH_LAYERING: no dependency with a `path` in cargo metadata; the edge pattern is broken"
+        ]
+    );
+    let violations = super::check_repo(&metadata(&[(
+        "cogni-ai-tools",
+        &[("cogni-ai-core", true, None)],
+    )]))
+    .unwrap();
+    assert_eq!(
+        violations.len(),
+        super::ALLOWED.len() - 1,
+        "{violations:#?}"
+    );
+    assert!(
+        violations[0].starts_with(
+            "cogni-ai-core: ARCH_LAYERING: the ALLOWED table has a row for a package the workspace lacks"
+        ),
+        "{violations:#?}"
+    );
+}
