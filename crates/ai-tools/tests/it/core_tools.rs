@@ -64,6 +64,7 @@ async fn workspace_paths_that_could_escape_are_refused_before_the_capability() {
         ("/etc/passwd", "must be relative"),
         ("C:/x", "must be relative"),
         ("a\\\\b", "use `/` as the separator"),
+        ("a\\u0000b", "contains NUL"),
         ("", "names no file"),
     ];
     for (path, reason) in cases {
