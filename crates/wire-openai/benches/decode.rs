@@ -134,6 +134,20 @@ fn bench_decode(c: &mut Criterion) {
                 decoder.finish().unwrap()
             })
         });
+        // The same bytes as a network delivers them: 16 KiB reads, deltas taken per read.
+        group.bench_with_input(
+            BenchmarkId::new("decoder_16k_reads", name),
+            &bytes,
+            |b, bytes| {
+                b.iter(|| {
+                    let mut decoder = wire_openai::chat::StreamDecoder::new(limits);
+                    for read in std::hint::black_box(bytes).chunks(16 * 1024) {
+                        std::hint::black_box(decoder.feed(read).unwrap());
+                    }
+                    decoder.finish().unwrap()
+                })
+            },
+        );
     }
     group.finish();
 }

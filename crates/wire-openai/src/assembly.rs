@@ -1,9 +1,11 @@
 //! Tool-call assembly shared by both wires: calls in model order, arguments appended in place.
 
+use std::collections::HashSet;
+
 use ai_core::{CompletionDelta, FinishReason, LlmCompletion, LlmToolCall, ToolCallId, Usage};
+use serde_json::{Map, Value};
 
 use crate::sse::{SseEvent, SseParser};
-use serde_json::{Map, Value};
 
 use crate::{DecodeError, Limits};
 
@@ -105,9 +107,15 @@ impl Calls {
         out: &mut Deltas,
     ) -> Result<(), DecodeError> {
         let max = self.limits.max_argument_bytes;
-        let call = &mut self.calls[position];
+        let Some(call) = self.calls.get_mut(position) else {
+            return Err(DecodeError::InvalidToolCall {
+                index: position,
+                reason: "no such call".into(),
+            });
+        };
         let new_id = match id {
             Some(id) if !id.is_empty() && call.id.is_empty() => {
+                check_id(position, id)?;
                 call.id.push_str(id);
                 Some(id.to_owned())
             }
@@ -120,6 +128,19 @@ impl Calls {
             }
             _ => None,
         };
+        // Cheap guard first: a repeat is at least as long as what was assembled.
+        if !call.arguments.is_empty()
+            && fragment.len() >= call.arguments.len()
+            && repeats_whole_arguments(&call.arguments, fragment)
+        {
+            // LiteLLM's proxy ends a streamed call with a summary chunk that repeats the whole
+            // arguments (or their JSON-encoded string). Appending it would corrupt arguments
+            // that are already complete; nothing new is displayed either.
+            if new_id.is_some() || new_name.is_some() {
+                out.tool_call(position, new_id, new_name, "");
+            }
+            return Ok(());
+        }
         if call.arguments.len() + fragment.len() > max {
             return Err(DecodeError::LimitExceeded {
                 what: "a tool call's arguments",
@@ -131,18 +152,76 @@ impl Calls {
         Ok(())
     }
 
+    /// Replaces a call's arguments with the full text a provider sent at the end of the call
+    /// (Responses' `.done` events), under the same limit as appended fragments.
+    pub(crate) fn replace_arguments(
+        &mut self,
+        position: usize,
+        arguments: &str,
+    ) -> Result<(), DecodeError> {
+        let max = self.limits.max_argument_bytes;
+        if arguments.len() > max {
+            return Err(DecodeError::LimitExceeded {
+                what: "a tool call's arguments",
+                limit: max,
+            });
+        }
+        if let Some(call) = self.calls.get_mut(position) {
+            call.arguments.clear();
+            call.arguments.push_str(arguments);
+        }
+        Ok(())
+    }
+
     /// The finished calls; `complete` is false for all of them when the turn was cut.
-    pub(crate) fn finish(self, cut: bool) -> Result<Vec<LlmToolCall>, DecodeError> {
-        self.calls
-            .into_iter()
+    ///
+    /// A call the server sent without an id gets a deterministic one,
+    /// `call_{hash}_{position}`, where `hash` is 16 hex digits of FNV-1a over `seed` (the
+    /// response id the stream carried, if any) and every call's name and arguments. The same
+    /// stream always gets the same ids; two turns of one conversation only get the same ids if
+    /// the server sent no response id and both turns made exactly the same calls. An id the
+    /// server did send for another call is never reused: the synthesized one is suffixed with
+    /// `_` until it differs.
+    pub(crate) fn finish(self, cut: bool, seed: &str) -> Result<Vec<LlmToolCall>, DecodeError> {
+        let sent: HashSet<&str> = self
+            .calls
+            .iter()
+            .filter(|call| !call.id.is_empty())
+            .map(|call| call.id.as_str())
+            .collect();
+        let hash = if self.calls.iter().any(|call| call.id.is_empty()) {
+            let mut hash = Fnv1a::default();
+            hash.write(seed.as_bytes());
+            for call in &self.calls {
+                hash.write(&[0xff]);
+                hash.write(call.name.as_bytes());
+                hash.write(&[0xfe]);
+                hash.write(call.arguments.as_bytes());
+            }
+            hash.0
+        } else {
+            0
+        };
+        let synthesized: Vec<Option<String>> = self
+            .calls
+            .iter()
             .enumerate()
             .map(|(index, call)| {
-                let id = if call.id.is_empty() {
-                    // The server sent no id: a deterministic one, unique within the completion.
-                    format!("call_{index}")
-                } else {
-                    call.id
-                };
+                call.id.is_empty().then(|| {
+                    let mut id = format!("call_{hash:016x}_{index}");
+                    while sent.contains(id.as_str()) {
+                        id.push('_');
+                    }
+                    id
+                })
+            })
+            .collect();
+        self.calls
+            .into_iter()
+            .zip(synthesized)
+            .enumerate()
+            .map(|(index, (call, synthesized))| {
+                let id = synthesized.unwrap_or(call.id);
                 let id = ToolCallId::new(id).map_err(|e| DecodeError::InvalidToolCall {
                     index,
                     reason: e.to_string(),
@@ -161,6 +240,59 @@ impl Calls {
                 })
             })
             .collect()
+    }
+}
+
+/// Refuses a call id a [`ToolCallId`] cannot hold (over 128 characters) as soon as it arrives,
+/// before it is stored or used as a key.
+pub(crate) fn check_id(position: usize, id: &str) -> Result<(), DecodeError> {
+    if id.len() > TOOL_CALL_ID_MAX_CHARS && id.chars().count() > TOOL_CALL_ID_MAX_CHARS {
+        return Err(DecodeError::InvalidToolCall {
+            index: position,
+            reason: format!("the id is longer than {TOOL_CALL_ID_MAX_CHARS} characters"),
+        });
+    }
+    Ok(())
+}
+
+/// The longest id [`ToolCallId`] accepts.
+const TOOL_CALL_ID_MAX_CHARS: usize = 128;
+
+/// Whether `fragment` repeats arguments that are already whole: the same text again, or that
+/// text as a JSON string (double-encoded), and what was assembled is one complete JSON value.
+/// A legitimate fragment can never match: appending anything but whitespace to a complete JSON
+/// value makes it invalid. The caller checks the lengths first and the JSON checks run only on
+/// a textual match, so the per-fragment cost stays O(1) in practice.
+#[cold]
+fn repeats_whole_arguments(assembled: &str, fragment: &str) -> bool {
+    let complete = || serde_json::from_str::<serde::de::IgnoredAny>(assembled).is_ok();
+    if fragment == assembled {
+        return complete();
+    }
+    fragment.len() > assembled.len() + 1
+        && fragment.starts_with('"')
+        && fragment.ends_with('"')
+        && serde_json::from_str::<std::borrow::Cow<'_, str>>(fragment)
+            .is_ok_and(|inner| inner == assembled)
+        && complete()
+}
+
+/// 64-bit FNV-1a: a small, stable, dependency-free hash for synthesized call ids (not for
+/// security; the ids only need to differ between turns).
+struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv1a {
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 ^= u64::from(*byte);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
     }
 }
 
@@ -193,6 +325,9 @@ pub(crate) struct Session {
     pub(crate) calls: Calls,
     pub(crate) finish_reason: Option<FinishReason>,
     pub(crate) usage: Option<Usage>,
+    /// What tells this response from others (for chat, the start of the chunk that opened the
+    /// first call; for Responses, `response.id`): the seed of synthesized call ids.
+    pub(crate) response_id: String,
 }
 
 impl Session {
@@ -204,6 +339,21 @@ impl Session {
             calls: Calls::new(limits),
             finish_reason: None,
             usage: None,
+            response_id: String::new(),
+        }
+    }
+
+    /// Records the seed of synthesized call ids the first time a non-empty one arrives.
+    pub(crate) fn saw_response_id(&mut self, id: Option<&str>) {
+        if self.response_id.is_empty()
+            && let Some(id) = id
+        {
+            // Bounded: it is only a hash seed.
+            let mut end = id.len().min(1024);
+            while !id.is_char_boundary(end) {
+                end -= 1;
+            }
+            self.response_id.push_str(&id[..end]);
         }
     }
 
@@ -215,6 +365,7 @@ impl Session {
             calls: self.calls,
             finish_reason: self.finish_reason,
             usage: self.usage,
+            response_id: self.response_id,
             ended,
         })
     }
@@ -227,6 +378,7 @@ struct Ending {
     calls: Calls,
     finish_reason: Option<FinishReason>,
     usage: Option<Usage>,
+    response_id: String,
     /// The stream's own end marker arrived (`[DONE]` for chat).
     ended: bool,
 }
@@ -237,7 +389,7 @@ struct Ending {
 fn finish(ending: Ending) -> Result<LlmCompletion, DecodeError> {
     let truncated = !ending.ended && ending.finish_reason.is_none();
     let cut = truncated || ending.finish_reason == Some(FinishReason::Length);
-    let tool_calls = ending.calls.finish(cut)?;
+    let tool_calls = ending.calls.finish(cut, &ending.response_id)?;
     let finish_reason = match ending.finish_reason {
         Some(FinishReason::Stop) | None if !tool_calls.is_empty() => FinishReason::ToolCalls,
         Some(reason) => reason,

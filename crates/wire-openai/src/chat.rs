@@ -2,10 +2,14 @@
 //!
 //! The decoder follows the assembly rule of the wire-format digest (§2.1): a new non-empty `id`
 //! opens a call even at a taken `index`; a known id continues its call; without an id the entry
-//! continues the call at its `index`, or the latest call when `index` is missing or null; ids
-//! and names are never concatenated and never overwritten with empty values; argument objects
-//! are serialized; a missing `arguments` is `{}`; the completion is a tool turn whenever calls
-//! were assembled, whatever the finish reason says.
+//! continues the call at its `index`, or the latest call when `index` is missing or null (unless
+//! it names a function while the latest call already has its name and arguments: Gemini sends
+//! parallel calls whole that way, without index or id); ids and names are never concatenated and
+//! never overwritten with empty values; argument objects are serialized; a missing `arguments`
+//! is `{}`; a call the server sent without any id gets a deterministic id (see
+//! [`StreamDecoder::finish`]); an id over 128 characters is an error; a final summary chunk that
+//! repeats a call's whole arguments (LiteLLM's proxy, also double-encoded) is not appended again; the completion is a tool turn whenever calls were
+//! assembled, whatever the finish reason says.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -29,10 +33,21 @@ use crate::{DecodeError, EncodeError, Limits};
 struct Chunk<'a> {
     #[serde(default, borrow, deserialize_with = "null_as_default")]
     choices: Vec<Choice<'a>>,
+    // Rare fields are boxed: every chunk struct is moved as it is built, so its size is
+    // per-chunk cost on the hot path (see the decode bench).
     #[serde(default)]
-    usage: Option<WireUsage>,
+    usage: Option<Box<WireUsage>>,
     #[serde(default)]
-    error: Option<Value>,
+    error: Option<Box<Value>>,
+    /// Groq also (or only) reports usage here.
+    #[serde(default)]
+    x_groq: Option<Box<XGroq>>,
+}
+
+#[derive(Deserialize)]
+struct XGroq {
+    #[serde(default)]
+    usage: Option<Box<WireUsage>>,
 }
 
 #[derive(Deserialize)]
@@ -46,7 +61,7 @@ struct Choice<'a> {
 #[derive(Default, Deserialize)]
 struct Delta<'a> {
     #[serde(default, borrow)]
-    content: Option<Cow<'a, str>>,
+    content: Content<'a>,
     #[serde(default, borrow, deserialize_with = "null_as_default")]
     tool_calls: Vec<ToolCallDelta<'a>>,
 }
@@ -61,7 +76,7 @@ struct ToolCallDelta<'a> {
     function: FunctionDelta<'a>,
     /// Gemini's `extra_content.google.thought_signature` and similar, sent back next turn.
     #[serde(default)]
-    extra_content: Option<Value>,
+    extra_content: Option<Box<Value>>,
 }
 
 #[derive(Default, Deserialize)]
@@ -110,6 +125,60 @@ impl<'de: 'a, 'a> Deserialize<'de> for Arguments<'a> {
     }
 }
 
+/// `content` as a string, or as a list of parts (Mistral's reasoning models send
+/// `[{"type":"thinking",…},{"type":"text","text":"…"}]`): the `text` parts' text, joined.
+/// Other parts (thinking, images) are not text of the answer and are skipped.
+#[derive(Default)]
+struct Content<'a>(Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ContentVisitor;
+        impl<'de> Visitor<'de> for ContentVisitor {
+            type Value = Content<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string, a list of content parts or null")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Content(Some(Cow::Borrowed(v))))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Content(Some(Cow::Owned(v.to_owned()))))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Content(Some(Cow::Owned(v))))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Content(None))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Content(None))
+            }
+            fn visit_seq<S: de::SeqAccess<'de>>(self, mut seq: S) -> Result<Self::Value, S::Error> {
+                let mut text = String::new();
+                while let Some(part) = seq.next_element::<ContentPart<'de>>()? {
+                    if part.kind.as_deref() == Some("text")
+                        && let Some(part_text) = part.text
+                    {
+                        text.push_str(&part_text);
+                    }
+                }
+                Ok(Content(Some(Cow::Owned(text))))
+            }
+        }
+        deserializer.deserialize_any(ContentVisitor)
+    }
+}
+
+/// One part of a list-form `content`.
+#[derive(Deserialize)]
+struct ContentPart<'a> {
+    #[serde(default, rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+}
+
 /// `null` reads as the default (an empty list, an empty delta): servers send both forms. Plain
 /// fields instead of `Option`s keep the per-chunk parse lean (see the decode bench).
 fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
@@ -120,14 +189,35 @@ where
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
+/// Token counts; each may be missing or `null` (LiteLLM sends `"usage": {}` on every chunk).
 #[derive(Deserialize)]
 struct WireUsage {
     #[serde(default)]
-    prompt_tokens: u64,
+    prompt_tokens: Option<u64>,
     #[serde(default)]
-    completion_tokens: u64,
+    completion_tokens: Option<u64>,
     #[serde(default)]
-    total_tokens: u64,
+    total_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    /// The counts, or `None` when the object carries none (an empty `{}` must not erase usage
+    /// reported earlier).
+    fn usage(&self) -> Option<Usage> {
+        if self.prompt_tokens.is_none()
+            && self.completion_tokens.is_none()
+            && self.total_tokens.is_none()
+        {
+            return None;
+        }
+        let input = self.prompt_tokens.unwrap_or(0);
+        let output = self.completion_tokens.unwrap_or(0);
+        Some(Usage {
+            input_tokens: input,
+            output_tokens: output,
+            total_tokens: self.total_tokens.unwrap_or(input.saturating_add(output)),
+        })
+    }
 }
 
 /// Decodes one chat-completions stream. Assembly state belongs to this session only.
@@ -179,7 +269,7 @@ impl StreamDecoder {
     }
 
     fn event(&mut self, event: &SseEvent<'_>, deltas: &mut Deltas) -> Result<(), DecodeError> {
-        if event.data == "[DONE]" {
+        if event.data.trim_ascii() == "[DONE]" {
             self.done = true;
             return Ok(());
         }
@@ -188,28 +278,36 @@ impl StreamDecoder {
                 offset: event.offset,
                 reason: e.to_string(),
             })?;
-        if let Some(error) = chunk.error.filter(is_truthy) {
+        if let Some(error) = chunk.error.filter(|e| is_truthy(e)) {
             return Err(DecodeError::ProviderError {
                 message: error_message(&error),
             });
         }
-        if let Some(usage) = chunk.usage {
-            self.session.usage = Some(Usage {
-                input_tokens: usage.prompt_tokens,
-                output_tokens: usage.completion_tokens,
-                total_tokens: usage.total_tokens,
+        let usage = chunk
+            .usage
+            .as_deref()
+            .and_then(WireUsage::usage)
+            .or_else(|| {
+                chunk
+                    .x_groq
+                    .as_ref()
+                    .and_then(|x| x.usage.as_deref())
+                    .and_then(WireUsage::usage)
             });
+        if usage.is_some() {
+            self.session.usage = usage;
         }
         for choice in chunk.choices {
             let delta = choice.delta;
-            if let Some(content) = delta.content.filter(|c| !c.is_empty()) {
+            if let Some(content) = delta.content.0.filter(|c| !c.is_empty()) {
                 self.session.text.push_str(&content);
                 deltas.text(&content);
             }
             for call in delta.tool_calls {
-                self.tool_call(call, deltas)?;
+                self.tool_call(call, event.data, deltas)?;
             }
-            if let Some(reason) = choice.finish_reason {
+            // Some servers send `""` instead of `null` on every chunk before the last.
+            if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
                 self.session.finish_reason = Some(FinishReason::from(reason.into_owned()));
             }
         }
@@ -220,6 +318,7 @@ impl StreamDecoder {
     fn tool_call(
         &mut self,
         entry: ToolCallDelta<'_>,
+        chunk: &str,
         deltas: &mut Deltas,
     ) -> Result<(), DecodeError> {
         let id = entry.id.as_deref().filter(|id| !id.is_empty());
@@ -227,14 +326,20 @@ impl StreamDecoder {
             Some(id) => self.by_id.get(id).copied(),
             None => match entry.index {
                 Some(index) => self.by_index.get(index).copied().flatten(),
-                None => self.latest,
+                None => self
+                    .latest
+                    .filter(|&latest| !self.names_another_call(latest, &entry)),
             },
         };
         let position = match known {
             Some(position) => position,
             None => {
+                // The chunk that opens the first call (its response id and `created` time)
+                // seeds synthesized call ids; read here, off the per-chunk path.
+                self.session.saw_response_id(Some(chunk));
                 let position = self.session.calls.open()?;
                 if let Some(id) = id {
+                    assembly::check_id(position, id)?;
                     self.by_id.insert(id.to_owned(), position);
                 }
                 position
@@ -254,10 +359,10 @@ impl StreamDecoder {
             self.by_index[index] = Some(position);
         }
         self.latest = Some(position);
-        if let Some(extra) = entry.extra_content {
-            self.session.calls.calls[position]
-                .provider_fields
-                .insert("extra_content".into(), extra);
+        if let Some(extra) = entry.extra_content
+            && let Some(call) = self.session.calls.calls.get_mut(position)
+        {
+            call.provider_fields.insert("extra_content".into(), *extra);
         }
         let function = &entry.function;
         let name = function.name.as_deref();
@@ -267,10 +372,36 @@ impl StreamDecoder {
             .apply(position, id, name, fragment, deltas)
     }
 
+    /// Whether an entry with neither an id nor an index starts a new call rather than
+    /// continuing the latest one: it names a function while the latest call already has a name
+    /// and arguments. Gemini's compatible endpoint sends parallel calls that way, each whole in
+    /// one entry, with `index` null and `id` empty; servers that only omit `index` name a call
+    /// once, on its first fragment, so they are not affected.
+    fn names_another_call(&self, latest: usize, entry: &ToolCallDelta<'_>) -> bool {
+        let names = entry
+            .function
+            .name
+            .as_deref()
+            .is_some_and(|n| !n.is_empty());
+        names
+            && self
+                .session
+                .calls
+                .calls
+                .get(latest)
+                .is_some_and(|call| !call.name.is_empty() && !call.arguments.is_empty())
+    }
+
     /// Resolves the completion, once.
     ///
     /// A stream that ended without `[DONE]` and without a finish reason is [`DecodeError::Truncated`].
     /// A `length` finish marks every call incomplete: cut arguments must never run.
+    ///
+    /// A call the server sent without an id gets `call_{hash}_{position}`: `hash` is 16 hex
+    /// digits of FNV-1a over the chunk that opened the first call (which carries the response
+    /// id and `created` time) and every call's name and arguments, so the same bytes always
+    /// give the same ids, and turns of one conversation get different ones (a history may not
+    /// repeat an id) unless two turns' streams are identical.
     pub fn finish(self) -> Result<LlmCompletion, DecodeError> {
         self.session.finish(self.done)
     }

@@ -20,3 +20,14 @@ pub mod sse;
 mod strict;
 
 pub use error::{DecodeError, EncodeError, Limits};
+
+/// Decoders move between tasks and threads with the stream they decode.
+#[allow(dead_code)]
+fn _assert_send_and_sync() {
+    fn assert<T: Send + Sync>() {}
+    assert::<chat::StreamDecoder>();
+    assert::<responses::StreamDecoder>();
+    assert::<sse::SseParser>();
+    assert::<DecodeError>();
+    assert::<EncodeError>();
+}

@@ -39,6 +39,9 @@ struct Event<'a> {
     response: Option<Response>,
     #[serde(default)]
     message: Option<String>,
+    /// Some servers nest the `error` event's fields under `error`.
+    #[serde(default)]
+    error: Option<WireError>,
 }
 
 #[derive(Deserialize)]
@@ -59,6 +62,9 @@ struct Item {
 
 #[derive(Deserialize)]
 struct Response {
+    /// `resp_…`, the seed of synthesized call ids.
+    #[serde(default)]
+    id: Option<String>,
     #[serde(default)]
     usage: Option<WireUsage>,
     #[serde(default)]
@@ -67,14 +73,15 @@ struct Response {
     error: Option<WireError>,
 }
 
+/// Token counts; each may be missing or `null` on compatible servers.
 #[derive(Deserialize)]
 struct WireUsage {
     #[serde(default)]
-    input_tokens: u64,
+    input_tokens: Option<u64>,
     #[serde(default)]
-    output_tokens: u64,
+    output_tokens: Option<u64>,
     #[serde(default)]
-    total_tokens: u64,
+    total_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -134,7 +141,7 @@ impl StreamDecoder {
     }
 
     fn event(&mut self, sse: &SseEvent<'_>, deltas: &mut Deltas) -> Result<(), DecodeError> {
-        if sse.data == "[DONE]" {
+        if sse.data.trim_ascii() == "[DONE]" {
             return Ok(());
         }
         let event: Event<'_> =
@@ -142,6 +149,9 @@ impl StreamDecoder {
                 offset: sse.offset,
                 reason: e.to_string(),
             })?;
+        let response_id = event.response.as_ref().and_then(|r| r.id.as_deref());
+        self.session
+            .saw_response_id(response_id.filter(|id| !id.is_empty()));
         match event.kind.as_ref() {
             "response.output_text.delta" => {
                 if let Some(delta) = event.delta.filter(|d| !d.is_empty()) {
@@ -151,20 +161,7 @@ impl StreamDecoder {
             }
             "response.output_item.added" => {
                 if let Some(item) = event.item.as_ref().filter(|i| i.kind == "function_call") {
-                    let position = self.session.calls.open()?;
-                    if let Some(id) = &item.id {
-                        self.by_item.insert(id.clone(), position);
-                    }
-                    if let Some(index) = event.output_index {
-                        self.by_output.insert(index, position);
-                    }
-                    self.session.calls.apply(
-                        position,
-                        item.call_id.as_deref(),
-                        item.name.as_deref(),
-                        item.arguments.as_deref().unwrap_or(""),
-                        deltas,
-                    )?;
+                    self.open(item, event.output_index, deltas)?;
                 }
             }
             "response.function_call_arguments.delta" => {
@@ -177,27 +174,31 @@ impl StreamDecoder {
             "response.function_call_arguments.done" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(sse))?;
                 if let Some(arguments) = event.arguments {
-                    self.session.calls.calls[position].arguments = arguments.into_owned();
+                    self.session.calls.replace_arguments(position, &arguments)?;
                 }
             }
             "response.output_item.done" => {
                 if let Some(item) = event.item.as_ref().filter(|i| i.kind == "function_call") {
-                    let position = self.position(&event).ok_or_else(|| unknown_item(sse))?;
-                    let call = &mut self.session.calls.calls[position];
+                    // The final item is authoritative; a call first seen here (a gateway that
+                    // sends only finished items) is opened from it.
+                    let position = match self.position(&event) {
+                        Some(position) => position,
+                        None => self.open(item, event.output_index, deltas)?,
+                    };
                     if let Some(arguments) = &item.arguments {
-                        call.arguments.clone_from(arguments);
+                        self.session.calls.replace_arguments(position, arguments)?;
                     }
-                    if call.name.is_empty()
-                        && let Some(name) = &item.name
-                    {
-                        call.name.clone_from(name);
+                    // Id and name only fill what is still unknown; no new display delta.
+                    self.session.calls.apply(
+                        position,
+                        item.call_id.as_deref(),
+                        item.name.as_deref(),
+                        "",
+                        &mut Deltas::default(),
+                    )?;
+                    if let Some(call) = self.session.calls.calls.get_mut(position) {
+                        call.incomplete = item.status.as_deref() == Some("incomplete");
                     }
-                    if call.id.is_empty()
-                        && let Some(call_id) = &item.call_id
-                    {
-                        call.id.clone_from(call_id);
-                    }
-                    call.incomplete = item.status.as_deref() == Some("incomplete");
                 }
             }
             "response.completed" => {
@@ -226,27 +227,61 @@ impl StreamDecoder {
                 return Err(DecodeError::ProviderError { message });
             }
             "error" => {
-                return Err(DecodeError::ProviderError {
-                    message: event.message.unwrap_or_else(|| "unknown error".into()),
-                });
+                let message = event
+                    .message
+                    .or_else(|| event.error.and_then(|e| e.message))
+                    .unwrap_or_else(|| "unknown error".into());
+                return Err(DecodeError::ProviderError { message });
             }
             _ => {}
         }
         Ok(())
     }
 
+    /// Opens the call of a `function_call` item, keyed by its item id and output index.
+    fn open(
+        &mut self,
+        item: &Item,
+        output_index: Option<usize>,
+        deltas: &mut Deltas,
+    ) -> Result<usize, DecodeError> {
+        let position = self.session.calls.open()?;
+        if let Some(id) = &item.id {
+            self.by_item.insert(id.clone(), position);
+        }
+        if let Some(index) = output_index {
+            self.by_output.insert(index, position);
+        }
+        self.session.calls.apply(
+            position,
+            item.call_id.as_deref(),
+            item.name.as_deref(),
+            item.arguments.as_deref().unwrap_or(""),
+            deltas,
+        )?;
+        Ok(position)
+    }
+
     fn terminal(&mut self, response: Option<&Response>) {
-        if let Some(usage) = response.and_then(|r| r.usage.as_ref()) {
+        if let Some(usage) = response.and_then(|r| r.usage.as_ref())
+            && (usage.input_tokens.is_some()
+                || usage.output_tokens.is_some()
+                || usage.total_tokens.is_some())
+        {
+            let input = usage.input_tokens.unwrap_or(0);
+            let output = usage.output_tokens.unwrap_or(0);
             self.session.usage = Some(Usage {
-                input_tokens: usage.input_tokens,
-                output_tokens: usage.output_tokens,
-                total_tokens: usage.total_tokens,
+                input_tokens: input,
+                output_tokens: output,
+                total_tokens: usage.total_tokens.unwrap_or(input.saturating_add(output)),
             });
         }
     }
 
     /// Resolves the completion, once. Without a terminal event the stream is
-    /// [`DecodeError::Truncated`]; an incomplete response marks every call incomplete.
+    /// [`DecodeError::Truncated`]; an incomplete response marks every call incomplete. A call
+    /// item without a `call_id` gets a deterministic id, as in
+    /// [`crate::chat::StreamDecoder::finish`], seeded with the `response.id`.
     pub fn finish(self) -> Result<LlmCompletion, DecodeError> {
         self.session.finish(false)
     }

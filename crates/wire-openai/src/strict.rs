@@ -1,5 +1,7 @@
 //! OpenAI's strict schema form: `additionalProperties: false` and every property required on
-//! every object, optional properties made nullable, only supported keywords.
+//! every object, optional properties made nullable, only supported keywords, within the size
+//! limits of the Structured Outputs guide. A schema that cannot be put in that form is sent as
+//! is, non-strict: a strict schema the provider refuses is a 400 for the whole request.
 
 use serde_json::{Map, Value};
 
@@ -42,6 +44,16 @@ const FORMATS: &[&str] = &[
     "uuid",
 ];
 
+/// Object properties across the whole schema.
+const MAX_PROPERTIES: usize = 5000;
+/// Levels of nested object schemas (the guide says 5 in some copies and 10 in others: the
+/// stricter figure is used, since exceeding it fails the request).
+const MAX_OBJECT_DEPTH: usize = 5;
+/// Values of one `enum`.
+const MAX_ENUM_VALUES: usize = 1000;
+/// Characters across all property names and enum/const values.
+const MAX_NAME_CHARS: usize = 120_000;
+
 /// The strict form of `schema`, or `None` when it cannot be made strict (it is then sent as is,
 /// non-strict).
 pub(crate) fn strict_parameters(schema: &Value) -> Option<Value> {
@@ -50,15 +62,93 @@ pub(crate) fn strict_parameters(schema: &Value) -> Option<Value> {
         return None;
     }
     let mut strict = schema.clone();
-    make_strict(&mut strict).then_some(strict)
+    let mut budget = Budget {
+        root: Some(schema),
+        ..Budget::default()
+    };
+    (make_strict(&mut strict, 0, &mut budget) && budget.within_limits()).then_some(strict)
 }
 
-fn make_strict(node: &mut Value) -> bool {
+/// What the schema spends of the guide's size limits, and what resolving `$ref`s needs.
+#[derive(Default)]
+struct Budget<'a> {
+    properties: usize,
+    name_chars: usize,
+    too_deep_or_wide: bool,
+    /// The schema as given, where local `$ref`s are resolved.
+    root: Option<&'a Value>,
+    /// The references being inlined around the current node (a recursive one is not inlined
+    /// again).
+    inlining: Vec<String>,
+}
+
+impl Budget<'_> {
+    fn within_limits(&self) -> bool {
+        !self.too_deep_or_wide
+            && self.properties <= MAX_PROPERTIES
+            && self.name_chars <= MAX_NAME_CHARS
+    }
+}
+
+/// Makes `node` strict in place; `depth` is the number of object schemas around it.
+fn make_strict(node: &mut Value, depth: usize, budget: &mut Budget<'_>) -> bool {
     let Value::Object(map) = node else {
         return node.is_boolean();
     };
-    // Annotations strict mode rejects or ignores: `default` (nullability says "optional") and
-    // unsupported formats.
+    drop_annotations(map);
+    let inlined = match map.get("$ref") {
+        Some(_) if map.len() > 1 => match inline_ref(map, budget) {
+            Some(inlined) => inlined,
+            None => return false,
+        },
+        _ => false,
+    };
+    let ok = make_strict_map(map, depth, budget);
+    if inlined {
+        budget.inlining.pop();
+    }
+    ok
+}
+
+/// OpenAI's strict mode refuses a `$ref` with sibling keywords ("$ref cannot have keywords
+/// {'description'}"). Annotation siblings (`description`, `title`) are kept by inlining the
+/// local definition the `$ref` points to, as the official SDK does for Pydantic schemas; a
+/// reference already being inlined (recursion) keeps only its `$ref`. Constraining siblings
+/// would intersect with the definition, which inlining cannot express: `None`, non-strict.
+/// Returns whether a definition was inlined (and pushed on `budget.inlining`).
+fn inline_ref(map: &mut Map<String, Value>, budget: &mut Budget<'_>) -> Option<bool> {
+    if map
+        .keys()
+        .any(|k| !matches!(k.as_str(), "$ref" | "description" | "title"))
+    {
+        return None;
+    }
+    let reference = map.get("$ref")?.as_str()?.to_owned();
+    if budget.inlining.contains(&reference) {
+        map.retain(|k, _| k == "$ref");
+        return Some(false);
+    }
+    let pointer = reference.strip_prefix('#')?;
+    let Some(Value::Object(definition)) = budget.root?.pointer(pointer) else {
+        return None;
+    };
+    let mut inlined = definition.clone();
+    for key in ["description", "title"] {
+        if let Some(value) = map.remove(key) {
+            inlined.insert(key.into(), value);
+        }
+    }
+    drop_annotations(&mut inlined);
+    *map = inlined;
+    budget.inlining.push(reference);
+    Some(true)
+}
+
+/// Removes annotations strict mode rejects or ignores: `$schema` and `$comment`, `default`
+/// (nullability says "optional") and unsupported formats.
+fn drop_annotations(map: &mut Map<String, Value>) {
+    map.remove("$schema");
+    map.remove("$comment");
     map.remove("default");
     if map
         .get("format")
@@ -67,30 +157,60 @@ fn make_strict(node: &mut Value) -> bool {
     {
         map.remove("format");
     }
+}
+
+/// The rest of [`make_strict`], once `$ref` siblings are resolved.
+fn make_strict_map(map: &mut Map<String, Value>, depth: usize, budget: &mut Budget<'_>) -> bool {
     if map.keys().any(|k| !SUPPORTED.contains(&k.as_str())) {
         return false;
     }
-    if is_object_schema(map) && !strict_object(map) {
-        return false;
+    if let Some(Value::Array(values)) = map.get("enum") {
+        if values.len() > MAX_ENUM_VALUES {
+            return false;
+        }
+        budget.name_chars += values.iter().map(value_chars).sum::<usize>();
     }
+    if let Some(value) = map.get("const") {
+        budget.name_chars += value_chars(value);
+    }
+    let depth = if is_object_schema(map) {
+        if depth + 1 > MAX_OBJECT_DEPTH {
+            budget.too_deep_or_wide = true;
+            return false;
+        }
+        if !strict_object(map, depth + 1, budget) {
+            return false;
+        }
+        depth + 1
+    } else {
+        depth
+    };
     for key in ["$defs", "definitions"] {
         if let Some(Value::Object(defs)) = map.get_mut(key)
-            && !defs.values_mut().all(make_strict)
+            && !defs.values_mut().all(|d| make_strict(d, depth, budget))
         {
             return false;
         }
     }
     if let Some(items) = map.get_mut("items")
-        && !make_strict(items)
+        && !make_strict(items, depth, budget)
     {
         return false;
     }
     if let Some(Value::Array(options)) = map.get_mut("anyOf")
-        && !options.iter_mut().all(make_strict)
+        && !options.iter_mut().all(|o| make_strict(o, depth, budget))
     {
         return false;
     }
     true
+}
+
+/// The characters an enum or const value counts for (strings by length, others as written).
+fn value_chars(value: &Value) -> usize {
+    match value {
+        Value::String(s) => s.chars().count(),
+        other => other.to_string().len(),
+    }
 }
 
 fn is_object_schema(map: &Map<String, Value>) -> bool {
@@ -101,8 +221,8 @@ fn is_object_schema(map: &Map<String, Value>) -> bool {
     }
 }
 
-/// Closes an object and makes its optional properties nullable.
-fn strict_object(map: &mut Map<String, Value>) -> bool {
+/// Closes an object and makes its optional properties nullable; `depth` counts this object.
+fn strict_object(map: &mut Map<String, Value>, depth: usize, budget: &mut Budget<'_>) -> bool {
     match map.get("additionalProperties") {
         None | Some(Value::Bool(false)) => {}
         Some(_) => return false, // An open map cannot be strict.
@@ -123,8 +243,10 @@ fn strict_object(map: &mut Map<String, Value>) -> bool {
         None => Map::new(),
         Some(_) => return false,
     };
+    budget.properties += properties.len();
     for (name, property) in properties.iter_mut() {
-        if !make_strict(property) {
+        budget.name_chars += name.chars().count();
+        if !make_strict(property, depth, budget) {
             return false;
         }
         if !required.contains(name) && !make_nullable(property) {
@@ -137,15 +259,28 @@ fn strict_object(map: &mut Map<String, Value>) -> bool {
     true
 }
 
-/// Adds `null` to a property's type; false when it has no `type` to extend.
+/// Lets an optional property be `null`: `null` joins its `type` (and its `enum`, which would
+/// otherwise still refuse it); a `$ref` or `anyOf` gains a `{"type": "null"}` branch. False when
+/// there is nothing to extend (no type, or a `const`).
 fn make_nullable(property: &mut Value) -> bool {
     let Some(map) = property.as_object_mut() else {
         return false;
     };
+    if map.contains_key("const") {
+        return false;
+    }
+    let null_branch = || serde_json::json!({"type": "null"});
+    if let Some(Value::Array(values)) = map.get_mut("enum")
+        && !values.contains(&Value::Null)
+    {
+        values.push(Value::Null);
+    }
     match map.get_mut("type") {
         Some(Value::String(t)) => {
             let t = std::mem::take(t);
-            if t != "null" {
+            if t == "null" {
+                map.insert("type".into(), t.into());
+            } else {
                 map.insert("type".into(), Value::Array(vec![t.into(), "null".into()]));
             }
             true
@@ -156,7 +291,22 @@ fn make_nullable(property: &mut Value) -> bool {
             }
             true
         }
-        _ => false,
+        Some(_) => false,
+        None => {
+            if let Some(Value::Array(options)) = map.get_mut("anyOf") {
+                if !options.contains(&null_branch()) {
+                    options.push(null_branch());
+                }
+                true
+            } else if let Some(reference) = map.remove("$ref") {
+                let branches = vec![serde_json::json!({ "$ref": reference }), null_branch()];
+                map.insert("anyOf".into(), Value::Array(branches));
+                true
+            } else {
+                // An untyped enum already accepts null now.
+                map.contains_key("enum")
+            }
+        }
     }
 }
 

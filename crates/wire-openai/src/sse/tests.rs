@@ -79,3 +79,81 @@ fn crlf_split_across_reads_is_one_line_end() {
     }
     assert_eq!(out, ["a", "b"]);
 }
+
+/// Every event of `pieces` fed in order, with all its fields.
+fn all_fields(pieces: &[&[u8]]) -> Vec<(String, String, String, Option<u64>, usize)> {
+    let mut parser = SseParser::new();
+    let mut out = Vec::new();
+    for piece in pieces {
+        parser
+            .feed::<()>(piece, &mut |e| {
+                out.push((
+                    e.event.to_owned(),
+                    e.data.to_owned(),
+                    e.id.to_owned(),
+                    e.retry,
+                    e.offset,
+                ));
+                Ok(())
+            })
+            .unwrap();
+    }
+    out
+}
+
+/// Every framing rule at once: BOM, LF, CRLF and lone CR, fields with and without the space,
+/// comments, multi-line data, event/id/retry, multi-byte characters, an unterminated tail.
+const MIXED: &[u8] = "\u{feff}: hello\r\nevent: a\rdata:Grüße\r\ndata: 世界 🌍\n\nid: 7\nretry: 30\ndata: x\r\rdata: [DONE]\n\ndata: cut".as_bytes();
+
+#[test]
+fn mixed_stream_events() {
+    let events = all_fields(&[MIXED]);
+    assert_eq!(
+        events,
+        [
+            (
+                "a".to_owned(),
+                "Grüße\n世界 🌍".to_owned(),
+                String::new(),
+                None,
+                12 // After the BOM (3 bytes) and the comment line (9).
+            ),
+            // An event starts at its first field line (`id:`), not at its `data:`.
+            ("".to_owned(), "x".to_owned(), "7".to_owned(), Some(30), 54),
+            (
+                "".to_owned(),
+                "[DONE]".to_owned(),
+                "7".to_owned(),
+                Some(30),
+                79
+            ),
+        ]
+    );
+}
+
+#[test]
+fn byte_by_byte_equals_whole() {
+    let pieces: Vec<&[u8]> = MIXED.chunks(1).collect();
+    assert_eq!(all_fields(&pieces), all_fields(&[MIXED]));
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_split_gives_the_same_events(cuts in proptest::collection::vec(0..=MIXED.len(), 0..12)) {
+        let mut cuts = cuts;
+        cuts.sort_unstable();
+        let mut pieces = Vec::new();
+        let mut start = 0;
+        for cut in cuts {
+            pieces.push(&MIXED[start..cut]);
+            start = cut;
+        }
+        pieces.push(&MIXED[start..]);
+        proptest::prop_assert_eq!(all_fields(&pieces), all_fields(&[MIXED]));
+    }
+
+    #[test]
+    fn garbage_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+        let _ = all_fields(&[&bytes]);
+    }
+}

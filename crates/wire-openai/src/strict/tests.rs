@@ -44,11 +44,151 @@ fn falls_back_to_non_strict() {
         json!({"type": "object", "properties": {"s": {"type": "string", "maxLength": 3}}, "required": ["s"]}),
         None,
     );
-    // An optional property without a type cannot be made nullable.
+    // An optional property that nothing can make nullable: a const, or no type at all.
     check(
-        json!({"type": "object", "properties": {"r": {"$ref": "#/definitions/X"}}, "definitions": {"X": {"type": "object"}}}),
+        json!({"type": "object", "properties": {"k": {"const": "fixed"}}}),
         None,
     );
-    // Not an object at the root.
+    check(
+        json!({"type": "object", "properties": {"d": {"description": "anything"}}}),
+        None,
+    );
+    // Not an object at the root, or an anyOf there.
     check(json!({"type": "string"}), None);
+    check(
+        json!({"type": "object", "anyOf": [{"type": "object"}]}),
+        None,
+    );
+    // Keywords strict mode forbids.
+    for keyword in [
+        "allOf",
+        "not",
+        "if",
+        "dependentRequired",
+        "patternProperties",
+    ] {
+        let mut schema =
+            json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]});
+        schema[keyword] = json!([]);
+        check(schema, None);
+    }
+}
+
+#[test]
+fn optional_refs_enums_and_unions_become_nullable() {
+    check(
+        json!({"type": "object",
+            "properties": {
+                "r": {"$ref": "#/definitions/X", "description": "an x"},
+                "u": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                "e": {"type": "string", "enum": ["a", "b"]},
+                "n": {"type": "null"}
+            },
+            "definitions": {"X": {"type": "object", "properties": {"v": {"type": "number"}}, "required": ["v"]}}}),
+        Some(json!({"type": "object", "additionalProperties": false,
+            "properties": {
+                "r": {"type": ["object", "null"], "additionalProperties": false,
+                    "properties": {"v": {"type": "number"}}, "required": ["v"], "description": "an x"},
+                "u": {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]},
+                "e": {"type": ["string", "null"], "enum": ["a", "b", null]},
+                "n": {"type": "null"}
+            },
+            "required": ["e", "n", "r", "u"],
+            "definitions": {"X": {"type": "object", "additionalProperties": false,
+                "properties": {"v": {"type": "number"}}, "required": ["v"]}}})),
+    );
+}
+
+#[test]
+fn refs_with_annotations_are_inlined_and_plain_refs_kept() {
+    // "$ref cannot have keywords {'description'}": the definition is inlined under the
+    // description; a plain optional `$ref` becomes a null union; a described reference to a
+    // definition already being inlined (recursion) keeps only its `$ref`.
+    check(
+        json!({"type": "object",
+        "properties": {
+            "a": {"$ref": "#/$defs/Node", "description": "the tree"},
+            "b": {"$ref": "#/$defs/Leaf"}
+        },
+        "required": ["a"],
+        "$defs": {
+            "Node": {"type": "object", "properties": {
+                "child": {"$ref": "#/$defs/Node", "title": "child"}
+            }, "required": ["child"]},
+            "Leaf": {"type": "string", "format": "email"}
+        }}),
+        Some(json!({"type": "object", "additionalProperties": false,
+        "properties": {
+            "a": {"type": "object", "additionalProperties": false, "description": "the tree",
+                "properties": {"child": {"$ref": "#/$defs/Node"}}, "required": ["child"]},
+            "b": {"anyOf": [{"$ref": "#/$defs/Leaf"}, {"type": "null"}]}
+        },
+        "required": ["a", "b"],
+        "$defs": {
+            // The definition itself unrolls its described self-reference once.
+            "Node": {"type": "object", "additionalProperties": false, "properties": {
+                "child": {"type": "object", "additionalProperties": false, "title": "child",
+                    "properties": {"child": {"$ref": "#/$defs/Node"}}, "required": ["child"]}
+            }, "required": ["child"]},
+            "Leaf": {"type": "string", "format": "email"}
+        }})),
+    );
+    // A constraining sibling intersects with the definition: not expressible, non-strict.
+    check(
+        json!({"type": "object", "properties": {
+            "a": {"$ref": "#/$defs/X", "enum": ["x"]}
+        }, "required": ["a"], "$defs": {"X": {"type": "string"}}}),
+        None,
+    );
+    // A reference that does not resolve locally: non-strict.
+    check(
+        json!({"type": "object", "properties": {
+            "a": {"$ref": "https://example.invalid/x.json", "description": "remote"}
+        }, "required": ["a"]}),
+        None,
+    );
+}
+
+#[test]
+fn annotations_are_dropped_and_arrays_of_objects_closed() {
+    check(
+        json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+            "properties": {"rows": {"type": "array", "minItems": 1,
+                "items": {"type": "object", "properties": {"id": {"type": "string", "format": "uuid"}}, "required": ["id"]}}},
+            "required": ["rows"]}),
+        Some(json!({"type": "object", "additionalProperties": false,
+            "properties": {"rows": {"type": "array", "minItems": 1,
+                "items": {"type": "object", "additionalProperties": false,
+                    "properties": {"id": {"type": "string", "format": "uuid"}}, "required": ["id"]}}},
+            "required": ["rows"]})),
+    );
+}
+
+#[test]
+fn size_limits_fall_back_to_non_strict() {
+    fn nested(levels: usize) -> Value {
+        let mut schema = json!({"type": "object", "properties": {}});
+        for _ in 1..levels {
+            schema =
+                json!({"type": "object", "properties": {"inner": schema}, "required": ["inner"]});
+        }
+        schema
+    }
+    assert!(strict_parameters(&nested(5)).is_some());
+    check(nested(6), None);
+
+    let values: Vec<Value> = (0..1001).map(|i| Value::from(format!("v{i}"))).collect();
+    check(
+        json!({"type": "object", "properties": {"e": {"type": "string", "enum": values}}, "required": ["e"]}),
+        None,
+    );
+
+    let many: serde_json::Map<String, Value> = (0..5001)
+        .map(|i| (format!("p{i}"), json!({"type": "string"})))
+        .collect();
+    let names: Vec<&String> = many.keys().collect();
+    check(
+        json!({"type": "object", "properties": many, "required": names}),
+        None,
+    );
 }

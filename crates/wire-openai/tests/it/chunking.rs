@@ -1,5 +1,6 @@
 //! The decoders give the same result however the bytes are split, and never panic on garbage.
 
+use ai_core::CompletionDelta;
 use proptest::prelude::*;
 use wire_openai::{chat, responses};
 
@@ -73,7 +74,7 @@ proptest! {
     }
 
     #[test]
-    fn mangled_fixtures_never_panic(index in 0usize..19, flips in proptest::collection::vec((0usize..100_000, any::<u8>()), 1..8)) {
+    fn mangled_fixtures_never_panic(index in 0usize..64, flips in proptest::collection::vec((0usize..100_000, any::<u8>()), 1..8)) {
         let all = fixtures("openai-chat");
         let mut bytes = all[index % all.len()].clone();
         for (at, byte) in flips {
@@ -82,5 +83,100 @@ proptest! {
         }
         let _ = chat::decode_all(&bytes);
         let _ = responses::decode_all(&bytes);
+    }
+}
+
+/// Every fixture fed one byte at a time, and split once at every position: the same outcome as
+/// fed whole. Exhaustive, so every split inside a multi-byte character or a CRLF pair is tried.
+#[test]
+fn every_single_split_and_byte_by_byte() {
+    for bytes in fixtures("openai-chat") {
+        let whole = outcome(chat::decode_all(&bytes));
+        let bytewise: Vec<Vec<u8>> = bytes.iter().map(|b| vec![*b]).collect();
+        assert_eq!(chat_in_pieces(&bytewise), whole);
+        for at in 0..=bytes.len() {
+            assert_eq!(
+                chat_in_pieces(&split(&bytes, &[at])),
+                whole,
+                "split at {at}"
+            );
+        }
+    }
+    for bytes in fixtures("openai-responses") {
+        let whole = outcome(responses::decode_all(&bytes));
+        let bytewise: Vec<Vec<u8>> = bytes.iter().map(|b| vec![*b]).collect();
+        assert_eq!(responses_in_pieces(&bytewise), whole);
+        for at in 0..=bytes.len() {
+            assert_eq!(
+                responses_in_pieces(&split(&bytes, &[at])),
+                whole,
+                "split at {at}"
+            );
+        }
+    }
+}
+
+/// What the display deltas of a whole feed add up to: the text, and each call's id, name and
+/// argument text by position.
+fn replay(deltas: &[CompletionDelta]) -> (String, Vec<(String, String, String)>) {
+    let mut text = String::new();
+    let mut calls: Vec<(String, String, String)> = Vec::new();
+    for delta in deltas {
+        match delta {
+            CompletionDelta::Text { delta } => text.push_str(delta),
+            CompletionDelta::ToolCall {
+                index,
+                id,
+                name,
+                arguments,
+            } => {
+                if calls.len() <= *index {
+                    calls.resize(*index + 1, Default::default());
+                }
+                let call = &mut calls[*index];
+                if let Some(id) = id {
+                    assert!(call.0.is_empty(), "a call's id is announced once");
+                    call.0.clone_from(id);
+                }
+                if let Some(name) = name {
+                    assert!(call.1.is_empty(), "a call's name is announced once");
+                    call.1.clone_from(name);
+                }
+                call.2.push_str(arguments);
+            }
+            other => panic!("unexpected delta {other:?}"),
+        }
+    }
+    (text, calls)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// However the bytes are split, the chat deltas replay to the completion: the same text,
+    /// and for each call the same id (when the server sent one), name and arguments (when
+    /// fragments were sent).
+    #[test]
+    fn chat_deltas_replay_to_the_completion(cuts in proptest::collection::vec(0usize..100_000, 0..40)) {
+        for bytes in fixtures("openai-chat") {
+            let Ok(completion) = chat::decode_all(&bytes) else { continue };
+            let mut decoder = chat::StreamDecoder::default();
+            let mut deltas = Vec::new();
+            for piece in split(&bytes, &cuts) {
+                deltas.extend(decoder.feed(&piece).unwrap());
+            }
+            let (text, calls) = replay(&deltas);
+            prop_assert_eq!(&text, &completion.text);
+            prop_assert_eq!(calls.len(), completion.tool_calls.len());
+            for ((id, name, arguments), call) in calls.iter().zip(&completion.tool_calls) {
+                if !id.is_empty() {
+                    prop_assert_eq!(id.as_str(), call.id.as_str());
+                }
+                prop_assert_eq!(name, &call.name);
+                if !arguments.is_empty() {
+                    prop_assert_eq!(arguments, &call.arguments);
+                }
+            }
+        }
     }
 }

@@ -99,3 +99,57 @@ fn limits_bound_memory() {
         assert_eq!(err.to_string(), expected);
     }
 }
+
+/// A server that sends no call ids: each turn's synthesized ids differ (a history may not
+/// repeat an id), and the same bytes always give the same ids.
+#[test]
+fn synthesized_ids_are_deterministic_and_differ_between_turns() {
+    let turn = |response: &str, city: &str| {
+        format!(
+            "data: {{\"id\":\"{response}\",\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":0,\"function\":{{\"name\":\"get_weather\",\"arguments\":\"{{\\\"city\\\":\\\"{city}\\\"}}\"}}}}]}},\"finish_reason\":\"tool_calls\"}}]}}\n\ndata: [DONE]\n\n"
+        )
+    };
+    let id = |bytes: &str| {
+        let completion = chat::decode_all(bytes.as_bytes()).unwrap();
+        assert_eq!(completion.tool_calls.len(), 1, "{bytes}");
+        completion.tool_calls[0].id.as_str().to_owned()
+    };
+    let first = id(&turn("chatcmpl-a", "Paris"));
+    assert!(
+        first.starts_with("call_") && first.ends_with("_0"),
+        "{first}"
+    );
+    assert_eq!(first, id(&turn("chatcmpl-a", "Paris")), "deterministic");
+    assert_ne!(first, id(&turn("chatcmpl-b", "Paris")), "another response");
+    assert_ne!(first, id(&turn("", "London")), "other calls");
+}
+
+/// A repeat of a call's whole arguments is dropped only when they are complete JSON: a
+/// fragment that happens to equal an incomplete prefix is appended as sent.
+#[test]
+fn only_a_repeat_of_complete_arguments_is_dropped() {
+    let stream = |fragments: &[&str]| {
+        let mut out = String::new();
+        for fragment in fragments {
+            let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "id": "call_x", "function": {"name": "f", "arguments": fragment}}
+            ]}}]});
+            out += &format!("data: {chunk}\n\n");
+        }
+        out + "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"
+    };
+    let arguments = |fragments: &[&str]| {
+        chat::decode_all(stream(fragments).as_bytes())
+            .unwrap()
+            .tool_calls[0]
+            .arguments
+            .clone()
+    };
+    assert_eq!(arguments(&[r#"{"a":1}"#, r#"{"a":1}"#]), r#"{"a":1}"#);
+    assert_eq!(arguments(&[r#"{"a":1}"#, r#""{\"a\":1}""#]), r#"{"a":1}"#);
+    assert_eq!(
+        arguments(&[r#"{"s":""#, r#"{"s":""#, r#""}"#]),
+        r#"{"s":"{"s":""}"#
+    );
+    assert_eq!(arguments(&["{}", "{}"]), "{}");
+}

@@ -213,3 +213,168 @@ fn an_invalid_history_is_refused_never_patched() {
         );
     }
 }
+
+/// One encoder case from `fixtures/wire/encode/*.json`.
+#[derive(serde::Deserialize)]
+struct EncodeCase {
+    /// Where the expected shape comes from; read by people, not by the test.
+    #[allow(dead_code)]
+    about: String,
+    model: String,
+    stream: bool,
+    request: LlmRequest,
+}
+
+/// The exact key set every chat object must have, derived from the request (not from the
+/// output), so a missing or extra key fails even before the snapshot is compared.
+fn check_chat_keys(request: &LlmRequest, stream: bool, body: &Value) {
+    let mut expected = vec!["model", "messages", "stream"];
+    if stream {
+        expected.push("stream_options");
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+    }
+    if !request.tools.is_empty() {
+        expected.extend(["tools", "tool_choice"]);
+        if request.parallel_tool_calls.is_some() {
+            expected.push("parallel_tool_calls");
+        }
+    }
+    check_keys(body, &expected);
+    for tool in body["tools"].as_array().into_iter().flatten() {
+        check_keys(tool, &["type", "function"]);
+        assert_eq!(tool["type"], "function");
+        let function = &tool["function"];
+        if function.get("strict").is_some() {
+            assert_eq!(function["strict"], true, "strict is sent only as true");
+            check_keys(function, &["name", "description", "parameters", "strict"]);
+            check_strict_schema(&function["parameters"]);
+        } else {
+            check_keys(function, &["name", "description", "parameters"]);
+        }
+    }
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), request.messages.len());
+    for (wire, message) in messages.iter().zip(&request.messages) {
+        match message {
+            Message::System { .. } | Message::User { .. } => {
+                check_keys(wire, &["role", "content"]);
+            }
+            Message::Assistant { tool_calls, .. } if tool_calls.is_empty() => {
+                check_keys(wire, &["role", "content"]);
+            }
+            Message::Assistant { tool_calls, .. } => {
+                check_keys(wire, &["role", "content", "tool_calls"]);
+                for (wire_call, call) in wire["tool_calls"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .zip(tool_calls)
+                {
+                    let mut expected = vec!["id", "type", "function"];
+                    expected.extend(call.provider_fields.keys().map(String::as_str));
+                    check_keys(wire_call, &expected);
+                    check_keys(&wire_call["function"], &["name", "arguments"]);
+                    assert!(wire_call["function"]["arguments"].is_string());
+                }
+            }
+            Message::Tool { .. } => check_keys(wire, &["role", "tool_call_id", "content"]),
+        }
+    }
+}
+
+/// The same for a Responses body.
+fn check_responses_keys(request: &LlmRequest, body: &Value) {
+    let mut expected = vec!["model", "input", "stream"];
+    if !request.tools.is_empty() {
+        expected.extend(["tools", "tool_choice"]);
+        if request.parallel_tool_calls.is_some() {
+            expected.push("parallel_tool_calls");
+        }
+    }
+    check_keys(body, &expected);
+    for tool in body["tools"].as_array().into_iter().flatten() {
+        check_keys(
+            tool,
+            &["type", "name", "description", "parameters", "strict"],
+        );
+        if tool["strict"] == true {
+            check_strict_schema(&tool["parameters"]);
+        } else {
+            assert_eq!(tool["strict"], false, "strict is always sent explicitly");
+        }
+    }
+    for item in body["input"].as_array().unwrap() {
+        match item["type"].as_str() {
+            Some("message") => check_keys(item, &["type", "role", "content"]),
+            Some("function_call") => {
+                check_keys(item, &["type", "call_id", "name", "arguments"]);
+            }
+            Some("function_call_output") => check_keys(item, &["type", "call_id", "output"]),
+            other => panic!("unexpected input item type {other:?}"),
+        }
+    }
+}
+
+/// Strict mode's rules, checked on the output: every object closed and fully required, no
+/// forbidden keyword anywhere.
+fn check_strict_schema(schema: &Value) {
+    match schema {
+        Value::Object(map) => {
+            for forbidden in ["allOf", "not", "if", "then", "else", "default", "$schema"] {
+                assert!(!map.contains_key(forbidden), "{forbidden} in {schema}");
+            }
+            // "$ref cannot have keywords": a reference stands alone.
+            if map.contains_key("$ref") {
+                assert_eq!(map.len(), 1, "$ref with siblings in {schema}");
+            }
+            if map.get("type") == Some(&json!("object")) || map.contains_key("properties") {
+                assert_eq!(
+                    map.get("additionalProperties"),
+                    Some(&json!(false)),
+                    "{schema}"
+                );
+                let properties: BTreeSet<&str> = map["properties"]
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .map(String::as_str)
+                    .collect();
+                let required: BTreeSet<&str> = map["required"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect();
+                assert_eq!(properties, required, "{schema}");
+            }
+            map.values().for_each(check_strict_schema);
+        }
+        Value::Array(items) => items.iter().for_each(check_strict_schema),
+        _ => {}
+    }
+}
+
+/// Every encoder case: both wires' request bodies (or the refusal), key sets checked against
+/// the request, then snapshotted.
+#[test]
+fn encode_fixtures() {
+    insta::glob!("../../../../fixtures", "wire/encode/*.json", |path| {
+        let case: EncodeCase = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let chat_body = chat::encode_request(&case.request, &case.model, case.stream);
+        let responses_body = responses::encode_request(&case.request, &case.model, case.stream);
+        let outcome = match (chat_body, responses_body) {
+            (Ok(chat_body), Ok(responses_body)) => {
+                check_chat_keys(&case.request, case.stream, &chat_body);
+                check_responses_keys(&case.request, &responses_body);
+                json!({"chat": chat_body, "responses": responses_body})
+            }
+            (Err(chat_err), Err(responses_err)) => {
+                json!({"chat_error": chat_err.to_string(), "responses_error": responses_err.to_string()})
+            }
+            (chat_body, responses_body) => {
+                panic!("the wires disagree: {chat_body:?} / {responses_body:?}")
+            }
+        };
+        insta::assert_json_snapshot!(outcome);
+    });
+}
