@@ -19,6 +19,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("cogni-ai-core", &[]),
     ("cogni-ai-tools", &["cogni-ai-core"]),
     ("cogni-wire-openai", &["cogni-ai-core"]),
+    ("cogni-wire-ui", &["cogni-ai-core"]),
     ("cogni-graph", &["cogni-ai-core", "cogni-ai-tools"]),
     ("cogni-adapters", &["cogni-ai-core", "cogni-wire-openai"]),
     ("cogni-bootstrap", &["*"]),
@@ -37,6 +38,18 @@ const BANNED: &[(&str, &[&str], &str)] = &[
         "cogni-wire-openai",
         &["schemars", "jsonschema", "tokio", "reqwest", "hyper"],
         "wire codecs are sans-IO and schema-free",
+    ),
+    (
+        "cogni-wire-ui",
+        &[
+            "schemars",
+            "jsonschema",
+            "tokio",
+            "reqwest",
+            "hyper",
+            "axum",
+        ],
+        "UI stream encoders are sans-IO and schema-free",
     ),
     (
         "cogni-ai-tools",

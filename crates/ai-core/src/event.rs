@@ -31,6 +31,12 @@ pub enum DoneReason {
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum AiEvent {
+    /// A model call begins (step 1 is the run's first model call). Everything up to the next
+    /// `StepStarted` or `Done` belongs to this step: its text, its tool calls and their results.
+    StepStarted {
+        /// The model call's number in this run, from 1.
+        step: u32,
+    },
     /// Model text, as it streams.
     TextDelta {
         /// The new text.
@@ -46,6 +52,15 @@ pub enum AiEvent {
         /// The validated arguments.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         args: Option<Arc<Value>>,
+    },
+    /// The model began streaming a tool call (its id and name are known); argument fragments
+    /// follow as [`AiEvent::ToolCallArgsDelta`]. For display only: the call runs, if at all, when
+    /// the runner emits [`AiEvent::ToolCallStart`].
+    ToolCallStreamStart {
+        /// The call.
+        tool_call_id: ToolCallId,
+        /// The tool name as the model sent it.
+        tool_name: Arc<str>,
     },
     /// A fragment of a tool call's arguments as the model streams them, for display only.
     ToolCallArgsDelta {

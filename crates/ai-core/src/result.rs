@@ -215,16 +215,23 @@ impl ToolExecResult {
         }
     }
 
-    /// The tool message content sent back to the model: the value as JSON, or
-    /// `{"error":{"code":…,"message":…}}`.
+    /// The tool message content sent back to the model; see [`ToolOutcome::model_content`].
     pub fn model_content(&self) -> String {
-        match &self.outcome {
-            ToolOutcome::Ok { value } => value.to_string(),
-            ToolOutcome::Error(failure) => serde_json::json!({
+        self.outcome.model_content()
+    }
+}
+
+impl ToolOutcome {
+    /// The tool message content sent back to the model (and shown to UIs): the value as JSON,
+    /// or `{"error":{"code":…,"message":…}}` with the safe message only.
+    pub fn model_content(&self) -> String {
+        match self {
+            Self::Ok { value } => value.to_string(),
+            Self::Error(failure) => serde_json::json!({
                 "error": {"code": failure.code, "message": failure.safe_message}
             })
             .to_string(),
-            ToolOutcome::ApprovalRequired { .. } => serde_json::json!({
+            Self::ApprovalRequired { .. } => serde_json::json!({
                 "error": {"code": "approval_required", "message": "the call waits for a human's approval"}
             })
             .to_string(),

@@ -88,6 +88,59 @@ impl std::fmt::Debug for Agent {
     }
 }
 
+/// A tool call as its fragments stream in: announced once its id and name are known, with the
+/// argument text that came before that sent right after the announcement.
+#[derive(Default)]
+struct StreamedCall {
+    id: Option<ToolCallId>,
+    name: Option<Arc<str>>,
+    announced: bool,
+    pending: String,
+}
+
+impl StreamedCall {
+    fn push(
+        &mut self,
+        id: Option<String>,
+        name: Option<String>,
+        arguments: String,
+        events: &dyn EventSink,
+    ) {
+        if self.id.is_none() {
+            // An id the decoder could not accept is left unannounced: the call still runs (or
+            // is refused) from the assembled completion, which the runner reports.
+            self.id = id.and_then(|id| ToolCallId::new(id).ok());
+        }
+        if self.name.is_none() {
+            self.name = name.filter(|n| !n.is_empty()).map(Arc::from);
+        }
+        let (Some(id), Some(name)) = (&self.id, &self.name) else {
+            self.pending.push_str(&arguments);
+            return;
+        };
+        if !self.announced {
+            self.announced = true;
+            events.emit(AiEvent::ToolCallStreamStart {
+                tool_call_id: id.clone(),
+                tool_name: name.clone(),
+            });
+            let mut before = std::mem::take(&mut self.pending);
+            before.push_str(&arguments);
+            if !before.is_empty() {
+                events.emit(AiEvent::ToolCallArgsDelta {
+                    tool_call_id: id.clone(),
+                    delta: before,
+                });
+            }
+        } else if !arguments.is_empty() {
+            events.emit(AiEvent::ToolCallArgsDelta {
+                tool_call_id: id.clone(),
+                delta: arguments,
+            });
+        }
+    }
+}
+
 /// The answer to a call the decoder marked incomplete: it is never run.
 fn cut_short(call: &LlmToolCall, events: &dyn EventSink) -> ToolExecResult {
     let failure = ToolFailure::new(
@@ -124,6 +177,26 @@ impl Agent {
     /// A new thread's state under this agent's config.
     pub fn new_state(&self) -> AgentState {
         AgentState::new(self.config.system_prompt.clone(), self.config.max_steps)
+    }
+
+    /// A thread's state continuing `history` (a client's history rebuilt with
+    /// [`crate::reconstruct_history`]): this agent's system prompt goes first unless the history
+    /// starts with a system message; a history that breaks the pairing rules is refused.
+    pub fn state_from_history(
+        &self,
+        mut history: Vec<ai_core::Message>,
+    ) -> Result<AgentState, ai_core::HistoryError> {
+        if let Some(content) = &self.config.system_prompt
+            && !matches!(history.first(), Some(ai_core::Message::System { .. }))
+        {
+            history.insert(
+                0,
+                ai_core::Message::System {
+                    content: content.clone(),
+                },
+            );
+        }
+        AgentState::from_history(history, self.config.max_steps)
     }
 
     /// Runs one turn: the user's message, then model and tools until the model stops, the step
@@ -200,6 +273,7 @@ impl Agent {
         let mut queue = VecDeque::from([first]);
         let mut state = state;
         let mut done = false;
+        let mut step = 0;
         while let Some(event) = queue.pop_front() {
             let (next, intents) = reduce(state, event);
             state = next;
@@ -209,7 +283,8 @@ impl Agent {
                         let event = if cancel.is_cancelled() {
                             AgentEvent::Cancel
                         } else {
-                            self.call_model(messages, ctx, catalog, events, cancel)
+                            step += 1;
+                            self.call_model(step, messages, ctx, catalog, events, cancel)
                                 .await
                         };
                         queue.push_back(event);
@@ -269,6 +344,7 @@ impl Agent {
 
     async fn call_model(
         &self,
+        step: u32,
         messages: Vec<ai_core::Message>,
         ctx: &RunContext,
         catalog: &ToolCatalog,
@@ -289,29 +365,22 @@ impl Agent {
             parallel_tool_calls: None,
         };
         // Deltas are for display only; tool calls are taken from the completion.
-        let mut ids: Vec<Option<ToolCallId>> = Vec::new();
+        events.emit(AiEvent::StepStarted { step });
+        let mut streamed: Vec<StreamedCall> = Vec::new();
         let mut deltas = |delta: CompletionDelta| match delta {
-            CompletionDelta::Text { delta } => events.emit(AiEvent::TextDelta { delta }),
+            CompletionDelta::Text { delta } if !delta.is_empty() => {
+                events.emit(AiEvent::TextDelta { delta });
+            }
             CompletionDelta::ToolCall {
                 index,
                 id,
+                name,
                 arguments,
-                ..
             } => {
-                if let Some(id) = id.and_then(|id| ToolCallId::new(id).ok()) {
-                    if ids.len() <= index {
-                        ids.resize(index + 1, None);
-                    }
-                    ids[index] = Some(id);
+                if streamed.len() <= index {
+                    streamed.resize_with(index + 1, StreamedCall::default);
                 }
-                if let Some(Some(id)) = ids.get(index)
-                    && !arguments.is_empty()
-                {
-                    events.emit(AiEvent::ToolCallArgsDelta {
-                        tool_call_id: id.clone(),
-                        delta: arguments,
-                    });
-                }
+                streamed[index].push(id, name, arguments, events);
             }
             _ => {}
         };

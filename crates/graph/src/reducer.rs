@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use ai_core::{
-    AssistantToolCall, DoneReason, LlmCompletion, LlmToolCall, Message, ToolCallId, ToolErrorCode,
-    ToolExecResult, ToolFailure, ToolOutcome, validate_history,
+    AssistantToolCall, DoneReason, HistoryError, LlmCompletion, LlmToolCall, Message, ToolCallId,
+    ToolErrorCode, ToolExecResult, ToolFailure, ToolOutcome, validate_history,
 };
 
 /// Where a thread's loop stands.
@@ -62,6 +62,18 @@ impl AgentState {
             steps: 0,
             max_steps,
         }
+    }
+
+    /// A thread that continues an existing history (one rebuilt with
+    /// [`crate::reconstruct_history`], say), refused if it breaks [`validate_history`]'s rules.
+    pub fn from_history(messages: Vec<Message>, max_steps: u32) -> Result<Self, HistoryError> {
+        validate_history(&messages)?;
+        Ok(Self {
+            messages,
+            phase: Phase::Idle,
+            steps: 0,
+            max_steps,
+        })
     }
 
     /// The thread's history.

@@ -27,7 +27,8 @@ async fn a_plain_answer_finishes_with_stop() {
     let events = f.events();
     check_invariants(&events, &state).unwrap();
     assert_eq!(done_reason(&events), "stop");
-    assert!(matches!(&events[0], AiEvent::TextDelta { delta } if delta == "Hello"));
+    assert!(matches!(&events[0], AiEvent::StepStarted { step: 1 }));
+    assert!(matches!(&events[1], AiEvent::TextDelta { delta } if delta == "Hello"));
 }
 
 #[tokio::test(start_paused = true)]

@@ -215,6 +215,35 @@ pub(crate) fn check_invariants(events: &[AiEvent], state: &AgentState) -> Result
     if dones != 1 || !matches!(events.last(), Some(AiEvent::Done { .. })) {
         return Err(format!("expected exactly one Done, last: {events:?}"));
     }
+    let steps: Vec<u32> = events
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::StepStarted { step } => Some(*step),
+            _ => None,
+        })
+        .collect();
+    if steps.iter().zip(1..).any(|(step, n)| *step != n) {
+        return Err(format!("steps are not numbered 1, 2, …: {steps:?}"));
+    }
+    let mut announced: Vec<&ToolCallId> = Vec::new();
+    for event in events {
+        match event {
+            AiEvent::ToolCallStreamStart { tool_call_id, .. } => {
+                if announced.contains(&tool_call_id) {
+                    return Err(format!("{tool_call_id} announced twice"));
+                }
+                announced.push(tool_call_id);
+            }
+            AiEvent::ToolCallArgsDelta { tool_call_id, .. }
+                if !announced.contains(&tool_call_id) =>
+            {
+                return Err(format!(
+                    "arguments of {tool_call_id} before its announcement"
+                ));
+            }
+            _ => {}
+        }
+    }
     let starts: Vec<&ToolCallId> = events
         .iter()
         .filter_map(|e| match e {

@@ -1,0 +1,490 @@
+//! The AG-UI protocol: the `RunAgentInput` a client posts and the events the server streams.
+//!
+//! Field names and event types follow `@ag-ui/core` 1.0 (`events.ts`, `types.ts`). Order follows
+//! its `verifyEvents`: `RUN_STARTED` first; a text message or tool call is started before its
+//! content and ended before `RUN_FINISHED`; nothing follows `RUN_ERROR`.
+
+use ai_core::{AiEvent, DoneReason, ToolCallId};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The body of a run request (`RunAgentInput`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunAgentInput {
+    /// The conversation's id; the server keeps the thread under it.
+    pub thread_id: String,
+    /// This run's id.
+    pub run_id: String,
+    /// The run this one continues, if any.
+    #[serde(default)]
+    pub parent_run_id: Option<String>,
+    /// The conversation as the client has it; the new user message is last.
+    pub messages: Vec<InputMessage>,
+    /// Tools the frontend offers. The server's catalog alone decides what the model sees.
+    #[serde(default)]
+    pub tools: Vec<Value>,
+    /// Context items the frontend shares.
+    #[serde(default)]
+    pub context: Vec<Value>,
+    /// The frontend's agent state.
+    #[serde(default)]
+    pub state: Value,
+    /// Anything else the frontend forwards.
+    #[serde(default)]
+    pub forwarded_props: Value,
+}
+
+/// One message of [`RunAgentInput::messages`].
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(tag = "role", rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum InputMessage {
+    /// Developer instructions.
+    Developer {
+        /// The message id.
+        id: String,
+        /// The text.
+        content: String,
+    },
+    /// System instructions.
+    System {
+        /// The message id.
+        id: String,
+        /// The text.
+        content: String,
+    },
+    /// A user's message.
+    User {
+        /// The message id.
+        id: String,
+        /// The text, or a list of content parts whose text parts are joined.
+        content: UserContent,
+    },
+    /// An assistant turn: text, tool calls, or both.
+    Assistant {
+        /// The message id.
+        id: String,
+        /// The text.
+        #[serde(default)]
+        content: Option<String>,
+        /// The calls.
+        #[serde(default, rename = "toolCalls")]
+        tool_calls: Vec<InputToolCall>,
+    },
+    /// A tool's result.
+    Tool {
+        /// The message id.
+        id: String,
+        /// The result text.
+        content: String,
+        /// The call it answers.
+        #[serde(rename = "toolCallId")]
+        tool_call_id: String,
+        /// The error, when the call failed.
+        #[serde(default)]
+        error: Option<String>,
+    },
+}
+
+/// A user message's content: plain text or content parts.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum UserContent {
+    /// Plain text.
+    Text(String),
+    /// Parts (`{"type":"text","text":…}` and others, e.g. binary attachments).
+    Parts(Vec<Value>),
+}
+
+impl UserContent {
+    /// The text: the string, or the text parts joined by newlines.
+    pub fn text(&self) -> String {
+        match self {
+            Self::Text(text) => text.clone(),
+            Self::Parts(parts) => parts
+                .iter()
+                .filter(|p| p["type"] == "text")
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+}
+
+/// A tool call on an assistant message (`{id, type:"function", function:{name, arguments}}`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct InputToolCall {
+    /// The call id.
+    pub id: String,
+    /// The function called.
+    pub function: InputFunction,
+}
+
+/// The function of an [`InputToolCall`].
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct InputFunction {
+    /// The tool name.
+    pub name: String,
+    /// The argument JSON text.
+    pub arguments: String,
+}
+
+/// One AG-UI event, serialized with the protocol's exact type names and camelCase fields.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "SCREAMING_SNAKE_CASE",
+    rename_all_fields = "camelCase"
+)]
+#[non_exhaustive]
+pub enum AguiEvent {
+    /// The run began.
+    RunStarted {
+        /// The thread.
+        thread_id: String,
+        /// The run.
+        run_id: String,
+    },
+    /// The run ended normally.
+    RunFinished {
+        /// The thread.
+        thread_id: String,
+        /// The run.
+        run_id: String,
+        /// Why it ended and what waits, e.g. `{"reason":"stop"}`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        result: Option<Value>,
+    },
+    /// The run failed; nothing follows.
+    RunError {
+        /// A message safe to show.
+        message: String,
+        /// A machine-readable code.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<String>,
+    },
+    /// A model call began.
+    StepStarted {
+        /// Its name (`step 1`, `step 2`, …).
+        step_name: String,
+    },
+    /// A model call's step ended (its text, tool calls and results are all in).
+    StepFinished {
+        /// Its name.
+        step_name: String,
+    },
+    /// An assistant text message begins.
+    TextMessageStart {
+        /// The message.
+        message_id: String,
+        /// Always `assistant` here.
+        role: String,
+    },
+    /// Text of an open message (never empty).
+    TextMessageContent {
+        /// The message.
+        message_id: String,
+        /// The new text.
+        delta: String,
+    },
+    /// A text message ends.
+    TextMessageEnd {
+        /// The message.
+        message_id: String,
+    },
+    /// A tool call begins.
+    ToolCallStart {
+        /// The call.
+        tool_call_id: String,
+        /// The tool name.
+        tool_call_name: String,
+        /// The assistant message the call belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        parent_message_id: Option<String>,
+    },
+    /// A raw fragment of the call's argument JSON (never empty).
+    ToolCallArgs {
+        /// The call.
+        tool_call_id: String,
+        /// The fragment.
+        delta: String,
+    },
+    /// The call's arguments are complete.
+    ToolCallEnd {
+        /// The call.
+        tool_call_id: String,
+    },
+    /// The call's result, as the model will see it.
+    ToolCallResult {
+        /// The tool message's id.
+        message_id: String,
+        /// The call.
+        tool_call_id: String,
+        /// The result text (JSON), redacted.
+        content: String,
+        /// Always `tool`.
+        role: String,
+    },
+}
+
+/// Where a tool call stands on the AG-UI stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CallState {
+    /// `TOOL_CALL_START` sent, arguments may follow.
+    Open,
+    /// `TOOL_CALL_END` sent.
+    Ended,
+}
+
+/// Turns one run's [`AiEvent`]s into AG-UI events.
+///
+/// ```
+/// use ai_core::{AiEvent, DoneReason};
+/// use wire_ui::agui::{AguiEvent, Translator};
+/// let mut t = Translator::new("t1", "r1");
+/// let mut out = t.start();
+/// out.extend(t.push(&AiEvent::TextDelta { delta: "Hi".into() }));
+/// out.extend(t.push(&AiEvent::Done { reason: DoneReason::Stop }));
+/// assert!(matches!(out.first(), Some(AguiEvent::RunStarted { .. })));
+/// assert!(matches!(out.last(), Some(AguiEvent::RunFinished { .. })));
+/// assert!(t.is_finished());
+/// ```
+#[derive(Debug)]
+pub struct Translator {
+    thread_id: String,
+    run_id: String,
+    step: Option<String>,
+    step_number: u32,
+    /// The current step's assistant message id (the tool calls' parent).
+    message_id: String,
+    text_segments: u32,
+    open_text: Option<String>,
+    /// The run's tool calls in the order they appeared (a run has few).
+    calls: Vec<(ToolCallId, CallState)>,
+    error: Option<String>,
+    finished: bool,
+}
+
+impl Translator {
+    /// A translator for one run of one thread.
+    pub fn new(thread_id: impl Into<String>, run_id: impl Into<String>) -> Self {
+        let run_id = run_id.into();
+        Self {
+            thread_id: thread_id.into(),
+            message_id: format!("{run_id}-m0"),
+            run_id,
+            step: None,
+            step_number: 0,
+            text_segments: 0,
+            open_text: None,
+            calls: Vec::new(),
+            error: None,
+            finished: false,
+        }
+    }
+
+    /// The first event: `RUN_STARTED`.
+    pub fn start(&mut self) -> Vec<AguiEvent> {
+        vec![AguiEvent::RunStarted {
+            thread_id: self.thread_id.clone(),
+            run_id: self.run_id.clone(),
+        }]
+    }
+
+    /// Whether the terminal event (`RUN_FINISHED` or `RUN_ERROR`) has been produced.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// The AG-UI events for one runtime event (often none or one). After the terminal event,
+    /// nothing more is produced.
+    pub fn push(&mut self, event: &AiEvent) -> Vec<AguiEvent> {
+        let mut out = Vec::new();
+        if self.finished {
+            return out;
+        }
+        match event {
+            AiEvent::StepStarted { step } => {
+                self.close_text(&mut out);
+                self.close_step(&mut out);
+                let name = format!("step {step}");
+                self.step_number = *step;
+                self.message_id = format!("{}-m{step}", self.run_id);
+                self.text_segments = 0;
+                self.step = Some(name.clone());
+                out.push(AguiEvent::StepStarted { step_name: name });
+            }
+            AiEvent::TextDelta { delta } if !delta.is_empty() => {
+                let message_id = self.open_text(&mut out);
+                out.push(AguiEvent::TextMessageContent {
+                    message_id,
+                    delta: delta.clone(),
+                });
+            }
+            AiEvent::ToolCallStreamStart {
+                tool_call_id,
+                tool_name,
+            } => {
+                self.close_text(&mut out);
+                if self.state(tool_call_id).is_none() {
+                    self.open_call(tool_call_id, tool_name, &mut out);
+                }
+            }
+            AiEvent::ToolCallArgsDelta {
+                tool_call_id,
+                delta,
+            } if !delta.is_empty() && self.state(tool_call_id) == Some(CallState::Open) => {
+                out.push(AguiEvent::ToolCallArgs {
+                    tool_call_id: tool_call_id.to_string(),
+                    delta: delta.clone(),
+                });
+            }
+            AiEvent::ToolCallStart {
+                tool_call_id,
+                tool_name,
+                args,
+            } => {
+                self.close_text(&mut out);
+                if self.state(tool_call_id).is_none() {
+                    // Not streamed (a non-streaming endpoint): the whole call at once.
+                    self.open_call(tool_call_id, tool_name, &mut out);
+                    if let Some(args) = args {
+                        out.push(AguiEvent::ToolCallArgs {
+                            tool_call_id: tool_call_id.to_string(),
+                            delta: args.to_string(),
+                        });
+                    }
+                }
+                self.end_call(tool_call_id, &mut out);
+            }
+            AiEvent::ApprovalRequired {
+                tool_call_id,
+                tool_id,
+                args,
+                ..
+            } => {
+                self.close_text(&mut out);
+                if self.state(tool_call_id).is_none() {
+                    self.open_call(tool_call_id, tool_id.as_str(), &mut out);
+                    out.push(AguiEvent::ToolCallArgs {
+                        tool_call_id: tool_call_id.to_string(),
+                        delta: args.to_string(),
+                    });
+                }
+                self.end_call(tool_call_id, &mut out);
+            }
+            AiEvent::ToolCallResult {
+                tool_call_id,
+                tool_name,
+                outcome,
+            } => {
+                self.close_text(&mut out);
+                if self.state(tool_call_id).is_none() {
+                    self.open_call(tool_call_id, tool_name, &mut out);
+                }
+                self.end_call(tool_call_id, &mut out);
+                out.push(AguiEvent::ToolCallResult {
+                    message_id: format!("{}-result-{tool_call_id}", self.run_id),
+                    tool_call_id: tool_call_id.to_string(),
+                    content: outcome.model_content(),
+                    role: "tool".into(),
+                });
+            }
+            AiEvent::Error { message } => self.error = Some(message.clone()),
+            AiEvent::Done { reason } => self.finish(*reason, &mut out),
+            // Retries, usage and empty fragments have no AG-UI event of their own.
+            _ => {}
+        }
+        out
+    }
+
+    fn open_text(&mut self, out: &mut Vec<AguiEvent>) -> String {
+        if let Some(id) = &self.open_text {
+            return id.clone();
+        }
+        // The step's first text segment is the tool calls' parent message; a later segment
+        // of the same step (text after calls) gets an id of its own.
+        let id = match self.text_segments {
+            0 => self.message_id.clone(),
+            n => format!("{}-{n}", self.message_id),
+        };
+        self.text_segments += 1;
+        out.push(AguiEvent::TextMessageStart {
+            message_id: id.clone(),
+            role: "assistant".into(),
+        });
+        self.open_text = Some(id.clone());
+        id
+    }
+
+    fn close_text(&mut self, out: &mut Vec<AguiEvent>) {
+        if let Some(message_id) = self.open_text.take() {
+            out.push(AguiEvent::TextMessageEnd { message_id });
+        }
+    }
+
+    fn close_step(&mut self, out: &mut Vec<AguiEvent>) {
+        if let Some(step_name) = self.step.take() {
+            out.push(AguiEvent::StepFinished { step_name });
+        }
+    }
+
+    fn state(&self, id: &ToolCallId) -> Option<CallState> {
+        self.calls.iter().find(|(c, _)| c == id).map(|(_, s)| *s)
+    }
+
+    fn open_call(&mut self, id: &ToolCallId, name: &str, out: &mut Vec<AguiEvent>) {
+        self.calls.push((id.clone(), CallState::Open));
+        out.push(AguiEvent::ToolCallStart {
+            tool_call_id: id.to_string(),
+            tool_call_name: name.to_owned(),
+            parent_message_id: Some(self.message_id.clone()),
+        });
+    }
+
+    fn end_call(&mut self, id: &ToolCallId, out: &mut Vec<AguiEvent>) {
+        if let Some((_, state)) = self.calls.iter_mut().find(|(c, _)| c == id)
+            && *state == CallState::Open
+        {
+            *state = CallState::Ended;
+            out.push(AguiEvent::ToolCallEnd {
+                tool_call_id: id.to_string(),
+            });
+        }
+    }
+
+    fn finish(&mut self, reason: DoneReason, out: &mut Vec<AguiEvent>) {
+        self.finished = true;
+        let code = match reason {
+            DoneReason::Cancelled => "cancelled",
+            DoneReason::Error => "error",
+            _ => {
+                self.close_text(out);
+                for (id, state) in &mut self.calls {
+                    if *state == CallState::Open {
+                        *state = CallState::Ended;
+                        out.push(AguiEvent::ToolCallEnd {
+                            tool_call_id: id.to_string(),
+                        });
+                    }
+                }
+                self.close_step(out);
+                out.push(AguiEvent::RunFinished {
+                    thread_id: self.thread_id.clone(),
+                    run_id: self.run_id.clone(),
+                    result: Some(serde_json::json!({ "reason": reason })),
+                });
+                return;
+            }
+        };
+        let message = self.error.take().unwrap_or_else(|| match reason {
+            DoneReason::Cancelled => "the run was cancelled".into(),
+            _ => "the run failed".into(),
+        });
+        out.push(AguiEvent::RunError {
+            message,
+            code: Some(code.into()),
+        });
+    }
+}

@@ -1,0 +1,422 @@
+//! The Vercel AI SDK UI message stream (v1), as `useChat` consumes it, and the request `useChat`
+//! posts.
+//!
+//! Chunk names and fields follow `ai` 6.0 (`ui-message-chunks.ts`), whose schemas are strict:
+//! only documented fields are sent. Order follows `processUIMessageStream`: a text part or a tool
+//! input is started before its deltas, every tool output names a call already seen, each model
+//! call sits between `start-step` and `finish-step`, and the stream ends with `finish` (or
+//! `error`/`abort`), after which the server sends [`crate::sse::DONE_FRAME`].
+
+use ai_core::{AiEvent, DoneReason, ToolCallId, ToolOutcome};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The response header that marks a UI message stream.
+pub const STREAM_HEADER: (&str, &str) = ("x-vercel-ai-ui-message-stream", "v1");
+
+/// The body `useChat` posts (`DefaultChatTransport`): the chat id, its UI messages and why it
+/// asks. Extra fields a client adds through its `body` option are accepted and ignored.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatRequest {
+    /// The chat's id; the server keeps the thread under it.
+    pub id: String,
+    /// The conversation as the client has it; the new user message is last.
+    pub messages: Vec<UiMessage>,
+    /// `submit-message` or `regenerate-message`.
+    #[serde(default)]
+    pub trigger: Option<String>,
+    /// The message to regenerate, for `regenerate-message`.
+    #[serde(default)]
+    pub message_id: Option<String>,
+}
+
+/// One UI message.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct UiMessage {
+    /// The message id.
+    pub id: String,
+    /// `system`, `user` or `assistant`.
+    pub role: UiRole,
+    /// The parts, in display order. Kept as JSON because tool parts are typed `tool-<name>`.
+    #[serde(default)]
+    pub parts: Vec<Value>,
+    /// The client's metadata.
+    #[serde(default)]
+    pub metadata: Option<Value>,
+}
+
+/// Who wrote a [`UiMessage`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UiRole {
+    /// Instructions.
+    System,
+    /// The user.
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// A tool call as a UI message part shows it (`tool-<name>` or `dynamic-tool`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolPart {
+    /// The call id.
+    pub tool_call_id: String,
+    /// The tool name.
+    pub tool_name: String,
+    /// The part's state: `input-streaming`, `input-available`, `output-available`,
+    /// `output-error`, ….
+    pub state: String,
+    /// The parsed input, if any.
+    pub input: Option<Value>,
+    /// The output, when `state` is `output-available`.
+    pub output: Option<Value>,
+    /// The error, when `state` is `output-error`.
+    pub error_text: Option<String>,
+}
+
+impl UiMessage {
+    /// The text of the message's text parts, joined by newlines.
+    pub fn text(&self) -> String {
+        self.parts
+            .iter()
+            .filter(|p| p["type"] == "text")
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The message's tool parts, in order. A part without a `toolCallId` is an error naming
+    /// its position.
+    pub fn tool_parts(&self) -> Result<Vec<ToolPart>, String> {
+        let mut parts = Vec::new();
+        for (index, part) in self.parts.iter().enumerate() {
+            let kind = part["type"].as_str().unwrap_or_default();
+            let tool_name = if kind == "dynamic-tool" {
+                part["toolName"].as_str().map(str::to_owned)
+            } else {
+                kind.strip_prefix("tool-").map(str::to_owned)
+            };
+            let Some(tool_name) = tool_name else { continue };
+            let field = |name: &str| {
+                part[name]
+                    .as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| format!("message {}: part {index}: missing `{name}`", self.id))
+            };
+            parts.push(ToolPart {
+                tool_call_id: field("toolCallId")?,
+                state: field("state")?,
+                tool_name,
+                input: part.get("input").cloned(),
+                output: part.get("output").cloned(),
+                error_text: part["errorText"].as_str().map(str::to_owned),
+            });
+        }
+        Ok(parts)
+    }
+}
+
+/// One chunk of the UI message stream, serialized with the protocol's exact names.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    rename_all = "kebab-case",
+    rename_all_fields = "camelCase"
+)]
+#[non_exhaustive]
+pub enum UiChunk {
+    /// The assistant message begins.
+    Start {
+        /// Its id.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+    },
+    /// A model call begins.
+    StartStep,
+    /// A model call's step ends (its tool outputs included).
+    FinishStep,
+    /// A text part begins.
+    TextStart {
+        /// The part.
+        id: String,
+    },
+    /// Text of an open part (never empty).
+    TextDelta {
+        /// The part.
+        id: String,
+        /// The new text.
+        delta: String,
+    },
+    /// A text part ends.
+    TextEnd {
+        /// The part.
+        id: String,
+    },
+    /// A tool call's input begins streaming.
+    ToolInputStart {
+        /// The call.
+        tool_call_id: String,
+        /// The tool name.
+        tool_name: String,
+    },
+    /// A raw fragment of the input JSON (never empty).
+    ToolInputDelta {
+        /// The call.
+        tool_call_id: String,
+        /// The fragment.
+        input_text_delta: String,
+    },
+    /// The input is complete and valid.
+    ToolInputAvailable {
+        /// The call.
+        tool_call_id: String,
+        /// The tool name.
+        tool_name: String,
+        /// The validated input.
+        input: Value,
+    },
+    /// The tool's redacted output.
+    ToolOutputAvailable {
+        /// The call.
+        tool_call_id: String,
+        /// The output.
+        output: Value,
+    },
+    /// The call failed (a safe message, never the raw input).
+    ToolOutputError {
+        /// The call.
+        tool_call_id: String,
+        /// What went wrong.
+        error_text: String,
+    },
+    /// The message is complete.
+    Finish,
+    /// The run failed.
+    Error {
+        /// A message safe to show.
+        error_text: String,
+    },
+    /// The run was cancelled.
+    Abort,
+}
+
+/// Where a tool call stands on the stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CallState {
+    /// `tool-input-start` sent.
+    Streaming,
+    /// `tool-input-available` sent (or the input never parsed).
+    Settled,
+}
+
+/// Turns one run's [`AiEvent`]s into UI message chunks.
+///
+/// ```
+/// use ai_core::{AiEvent, DoneReason};
+/// use wire_ui::ai_sdk::{Translator, UiChunk};
+/// let mut t = Translator::new("r1");
+/// let mut out = t.start();
+/// out.extend(t.push(&AiEvent::StepStarted { step: 1 }));
+/// out.extend(t.push(&AiEvent::TextDelta { delta: "Hi".into() }));
+/// out.extend(t.push(&AiEvent::Done { reason: DoneReason::Stop }));
+/// assert_eq!(out.last(), Some(&UiChunk::Finish));
+/// ```
+#[derive(Debug)]
+pub struct Translator {
+    run_id: String,
+    in_step: bool,
+    texts: u32,
+    open_text: Option<String>,
+    calls: Vec<(ToolCallId, CallState)>,
+    error: Option<String>,
+    finished: bool,
+}
+
+impl Translator {
+    /// A translator for one run (its id names the message and its parts).
+    pub fn new(run_id: impl Into<String>) -> Self {
+        Self {
+            run_id: run_id.into(),
+            in_step: false,
+            texts: 0,
+            open_text: None,
+            calls: Vec::new(),
+            error: None,
+            finished: false,
+        }
+    }
+
+    /// The first chunk: `start`, naming the assistant message.
+    pub fn start(&mut self) -> Vec<UiChunk> {
+        vec![UiChunk::Start {
+            message_id: Some(format!("{}-msg", self.run_id)),
+        }]
+    }
+
+    /// Whether the terminal chunk (`finish`, `error` or `abort`) has been produced.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// The chunks for one runtime event (often none or one). After the terminal chunk, nothing
+    /// more is produced.
+    pub fn push(&mut self, event: &AiEvent) -> Vec<UiChunk> {
+        let mut out = Vec::new();
+        if self.finished {
+            return out;
+        }
+        match event {
+            AiEvent::StepStarted { .. } => {
+                self.close_step(&mut out);
+                self.in_step = true;
+                out.push(UiChunk::StartStep);
+            }
+            AiEvent::TextDelta { delta } if !delta.is_empty() => {
+                let id = self.open_text(&mut out);
+                out.push(UiChunk::TextDelta {
+                    id,
+                    delta: delta.clone(),
+                });
+            }
+            AiEvent::ToolCallStreamStart {
+                tool_call_id,
+                tool_name,
+            } => {
+                self.close_text(&mut out);
+                self.ensure_call(tool_call_id, tool_name, &mut out);
+            }
+            AiEvent::ToolCallArgsDelta {
+                tool_call_id,
+                delta,
+            } if !delta.is_empty() && self.state(tool_call_id) == Some(CallState::Streaming) => {
+                out.push(UiChunk::ToolInputDelta {
+                    tool_call_id: tool_call_id.to_string(),
+                    input_text_delta: delta.clone(),
+                });
+            }
+            AiEvent::ToolCallStart {
+                tool_call_id,
+                tool_name,
+                args,
+            } => {
+                self.close_text(&mut out);
+                self.ensure_call(tool_call_id, tool_name, &mut out);
+                // Without valid arguments the call's `tool-output-error` follows instead.
+                if let Some(args) = args {
+                    self.settle(tool_call_id, tool_name, args.as_ref().clone(), &mut out);
+                }
+            }
+            AiEvent::ApprovalRequired {
+                tool_call_id,
+                tool_id,
+                args,
+                ..
+            } => {
+                self.close_text(&mut out);
+                self.ensure_call(tool_call_id, tool_id.as_str(), &mut out);
+                self.settle(
+                    tool_call_id,
+                    tool_id.as_str(),
+                    args.as_ref().clone(),
+                    &mut out,
+                );
+            }
+            AiEvent::ToolCallResult {
+                tool_call_id,
+                tool_name,
+                outcome,
+            } => {
+                self.close_text(&mut out);
+                self.ensure_call(tool_call_id, tool_name, &mut out);
+                self.mark_settled(tool_call_id);
+                match outcome {
+                    ToolOutcome::Ok { value } => out.push(UiChunk::ToolOutputAvailable {
+                        tool_call_id: tool_call_id.to_string(),
+                        output: value.as_ref().clone(),
+                    }),
+                    ToolOutcome::Error(failure) => out.push(UiChunk::ToolOutputError {
+                        tool_call_id: tool_call_id.to_string(),
+                        error_text: format!("{}: {}", failure.code, failure.safe_message),
+                    }),
+                    _ => {}
+                }
+            }
+            AiEvent::Error { message } => self.error = Some(message.clone()),
+            AiEvent::Done { reason } => self.finish(*reason, &mut out),
+            // Retries, usage and empty fragments have no chunk of their own.
+            _ => {}
+        }
+        out
+    }
+
+    fn state(&self, id: &ToolCallId) -> Option<CallState> {
+        self.calls.iter().find(|(c, _)| c == id).map(|(_, s)| *s)
+    }
+
+    fn ensure_call(&mut self, id: &ToolCallId, name: &str, out: &mut Vec<UiChunk>) {
+        if self.state(id).is_none() {
+            self.calls.push((id.clone(), CallState::Streaming));
+            out.push(UiChunk::ToolInputStart {
+                tool_call_id: id.to_string(),
+                tool_name: name.to_owned(),
+            });
+        }
+    }
+
+    fn settle(&mut self, id: &ToolCallId, name: &str, input: Value, out: &mut Vec<UiChunk>) {
+        if self.state(id) == Some(CallState::Streaming) {
+            self.mark_settled(id);
+            out.push(UiChunk::ToolInputAvailable {
+                tool_call_id: id.to_string(),
+                tool_name: name.to_owned(),
+                input,
+            });
+        }
+    }
+
+    fn mark_settled(&mut self, id: &ToolCallId) {
+        if let Some((_, state)) = self.calls.iter_mut().find(|(c, _)| c == id) {
+            *state = CallState::Settled;
+        }
+    }
+
+    fn open_text(&mut self, out: &mut Vec<UiChunk>) -> String {
+        if let Some(id) = &self.open_text {
+            return id.clone();
+        }
+        self.texts += 1;
+        let id = format!("{}-text-{}", self.run_id, self.texts);
+        out.push(UiChunk::TextStart { id: id.clone() });
+        self.open_text = Some(id.clone());
+        id
+    }
+
+    fn close_text(&mut self, out: &mut Vec<UiChunk>) {
+        if let Some(id) = self.open_text.take() {
+            out.push(UiChunk::TextEnd { id });
+        }
+    }
+
+    fn close_step(&mut self, out: &mut Vec<UiChunk>) {
+        self.close_text(out);
+        if std::mem::take(&mut self.in_step) {
+            out.push(UiChunk::FinishStep);
+        }
+    }
+
+    fn finish(&mut self, reason: DoneReason, out: &mut Vec<UiChunk>) {
+        self.finished = true;
+        match reason {
+            DoneReason::Cancelled => out.push(UiChunk::Abort),
+            DoneReason::Error => out.push(UiChunk::Error {
+                error_text: self.error.take().unwrap_or_else(|| "the run failed".into()),
+            }),
+            _ => {
+                self.close_step(out);
+                out.push(UiChunk::Finish);
+            }
+        }
+    }
+}

@@ -1,0 +1,19 @@
+//! Sans-IO encoders from the runtime's [`ai_core::AiEvent`]s to the UI stream protocols a
+//! frontend consumes, and the request bodies those frontends send.
+//!
+//! - [`agui`]: the AG-UI protocol (`RUN_STARTED` … `RUN_FINISHED` / `RUN_ERROR`), with its
+//!   `RunAgentInput` request.
+//! - [`ai_sdk`]: the Vercel AI SDK UI message stream v1 (`start` … `finish` / `error`, then
+//!   `[DONE]`), with the `useChat` request and its UI messages.
+//!
+//! Each protocol has one translator: a small state machine fed one event at a time that returns
+//! the protocol's events in an order the protocol's own client accepts (every message and tool
+//! call opened before it is used and closed before the run ends, exactly one terminal event).
+//! [`sse`] frames them.
+//!
+//! This crate owns only these shapes. It never does IO, never runs anything, and never decides
+//! what a client may see: events arrive already redacted, and a translator only renames them.
+
+pub mod agui;
+pub mod ai_sdk;
+pub mod sse;

@@ -1,0 +1,150 @@
+//! AG-UI: each scenario's events, snapshotted and checked against `verifyEvents`' rules.
+
+use wire_ui::agui::{AguiEvent, Translator};
+use wire_ui::sse;
+
+fn translate(events: &[ai_core::AiEvent]) -> Vec<AguiEvent> {
+    let mut t = Translator::new("thread-1", "run-1");
+    let mut out = t.start();
+    for event in events {
+        out.extend(t.push(event));
+    }
+    assert!(t.is_finished(), "no terminal event");
+    out
+}
+
+/// The ordering rules of `@ag-ui/client`'s `verifyEvents`, as far as this server uses them.
+#[allow(clippy::collapsible_match)] // One arm per rule reads better than guards.
+fn verify(events: &[AguiEvent]) -> Result<(), String> {
+    let mut open_text: Vec<&str> = Vec::new();
+    let mut open_calls: Vec<&str> = Vec::new();
+    let mut open_steps: Vec<&str> = Vec::new();
+    for (i, event) in events.iter().enumerate() {
+        let fail = |why: &str| Err(format!("event {i} ({event:?}): {why}"));
+        if i == 0 && !matches!(event, AguiEvent::RunStarted { .. }) {
+            return fail("the first event must be RUN_STARTED");
+        }
+        if i > 0 && i == events.len() - 1 {
+            if !matches!(
+                event,
+                AguiEvent::RunFinished { .. } | AguiEvent::RunError { .. }
+            ) {
+                return fail("the last event must be RUN_FINISHED or RUN_ERROR");
+            }
+        } else if i > 0
+            && matches!(
+                event,
+                AguiEvent::RunFinished { .. } | AguiEvent::RunError { .. }
+            )
+        {
+            return fail("a terminal event before the end");
+        }
+        match event {
+            AguiEvent::TextMessageStart { message_id, .. } => {
+                if open_text.contains(&message_id.as_str()) {
+                    return fail("started twice");
+                }
+                open_text.push(message_id);
+            }
+            AguiEvent::TextMessageContent { message_id, delta } => {
+                if !open_text.contains(&message_id.as_str()) {
+                    return fail("content for a message that is not open");
+                }
+                if delta.is_empty() {
+                    return fail("empty delta");
+                }
+            }
+            AguiEvent::TextMessageEnd { message_id } => {
+                if !open_text.contains(&message_id.as_str()) {
+                    return fail("end of a message that is not open");
+                }
+                open_text.retain(|m| *m != message_id);
+            }
+            AguiEvent::ToolCallStart { tool_call_id, .. } => {
+                if open_calls.contains(&tool_call_id.as_str()) {
+                    return fail("started twice");
+                }
+                open_calls.push(tool_call_id);
+            }
+            AguiEvent::ToolCallArgs {
+                tool_call_id,
+                delta,
+            } => {
+                if !open_calls.contains(&tool_call_id.as_str()) {
+                    return fail("args for a call that is not open");
+                }
+                if delta.is_empty() {
+                    return fail("empty delta");
+                }
+            }
+            AguiEvent::ToolCallEnd { tool_call_id } => {
+                if !open_calls.contains(&tool_call_id.as_str()) {
+                    return fail("end of a call that is not open");
+                }
+                open_calls.retain(|c| *c != tool_call_id);
+            }
+            AguiEvent::StepStarted { step_name } => open_steps.push(step_name),
+            AguiEvent::StepFinished { step_name } => {
+                if !open_steps.contains(&step_name.as_str()) {
+                    return fail("end of a step that is not open");
+                }
+                open_steps.retain(|s| *s != step_name);
+            }
+            AguiEvent::RunFinished { .. } => {
+                if !open_text.is_empty() || !open_calls.is_empty() || !open_steps.is_empty() {
+                    return fail("RUN_FINISHED with messages, calls or steps open");
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_scenario_follows_the_protocol() {
+    for (name, events) in crate::scenarios::all() {
+        let out = translate(&events);
+        verify(&out).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let body: String = out.iter().map(sse::frame).collect();
+        insta::assert_snapshot!(format!("agui_{name}"), body);
+    }
+}
+
+#[test]
+fn the_verifier_catches_what_it_should() {
+    let bad = vec![
+        AguiEvent::RunStarted {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+        },
+        AguiEvent::ToolCallArgs {
+            tool_call_id: "c".into(),
+            delta: "{".into(),
+        },
+    ];
+    assert!(verify(&bad).is_err());
+}
+
+#[test]
+fn run_agent_input_parses_and_refuses_unknown_fields() {
+    let input: wire_ui::agui::RunAgentInput = serde_json::from_value(serde_json::json!({
+        "threadId": "t1", "runId": "r1", "state": {}, "tools": [], "context": [],
+        "forwardedProps": {},
+        "messages": [
+            {"id": "1", "role": "user", "content": "hi"},
+            {"id": "2", "role": "assistant", "content": "",
+             "toolCalls": [{"id": "c1", "type": "function",
+                            "function": {"name": "core__get_current_time", "arguments": "{}"}}]},
+            {"id": "3", "role": "tool", "toolCallId": "c1", "content": "{}"},
+            {"id": "4", "role": "user", "content": [{"type": "text", "text": "and now?"}]}
+        ]
+    }))
+    .unwrap();
+    assert_eq!(input.messages.len(), 4);
+    let error = serde_json::from_value::<wire_ui::agui::RunAgentInput>(serde_json::json!({
+        "threadId": "t1", "runId": "r1", "messages": [], "surprise": true
+    }))
+    .unwrap_err();
+    assert!(error.to_string().contains("surprise"), "{error}");
+}

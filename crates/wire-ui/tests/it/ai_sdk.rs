@@ -1,0 +1,142 @@
+//! AI SDK UI message stream: each scenario's chunks, snapshotted and checked against
+//! `processUIMessageStream`'s ordering rules.
+
+use wire_ui::ai_sdk::{Translator, UiChunk};
+use wire_ui::sse;
+
+fn translate(events: &[ai_core::AiEvent]) -> Vec<UiChunk> {
+    let mut t = Translator::new("run-1");
+    let mut out = t.start();
+    for event in events {
+        out.extend(t.push(event));
+    }
+    assert!(t.is_finished(), "no terminal chunk");
+    out
+}
+
+/// The ordering rules the AI SDK client enforces, as far as this server uses them.
+#[allow(clippy::collapsible_match)] // One arm per rule reads better than guards.
+fn verify(chunks: &[UiChunk]) -> Result<(), String> {
+    let mut open_text: Option<&str> = None;
+    let mut seen_calls: Vec<&str> = Vec::new();
+    let mut in_step = false;
+    for (i, chunk) in chunks.iter().enumerate() {
+        let fail = |why: &str| Err(format!("chunk {i} ({chunk:?}): {why}"));
+        let terminal = matches!(
+            chunk,
+            UiChunk::Finish | UiChunk::Error { .. } | UiChunk::Abort
+        );
+        if (i == 0) != matches!(chunk, UiChunk::Start { .. }) {
+            return fail("`start` must come first, once");
+        }
+        if terminal != (i == chunks.len() - 1) {
+            return fail("exactly one terminal chunk, last");
+        }
+        match chunk {
+            UiChunk::StartStep => {
+                if in_step {
+                    return fail("a step inside a step");
+                }
+                in_step = true;
+            }
+            UiChunk::FinishStep => {
+                if !in_step || open_text.is_some() {
+                    return fail("finish-step outside a step or with text open");
+                }
+                in_step = false;
+            }
+            UiChunk::TextStart { id } => {
+                if open_text.is_some() || !in_step {
+                    return fail("text-start while text is open or outside a step");
+                }
+                open_text = Some(id);
+            }
+            UiChunk::TextDelta { id, delta } => {
+                if open_text != Some(id.as_str()) || delta.is_empty() {
+                    return fail("text-delta for a part that is not open, or empty");
+                }
+            }
+            UiChunk::TextEnd { id } => {
+                if open_text != Some(id.as_str()) {
+                    return fail("text-end for a part that is not open");
+                }
+                open_text = None;
+            }
+            UiChunk::ToolInputStart { tool_call_id, .. } => {
+                if seen_calls.contains(&tool_call_id.as_str()) {
+                    return fail("tool-input-start twice");
+                }
+                seen_calls.push(tool_call_id);
+            }
+            UiChunk::ToolInputDelta { tool_call_id, .. }
+            | UiChunk::ToolInputAvailable { tool_call_id, .. }
+            | UiChunk::ToolOutputAvailable { tool_call_id, .. }
+            | UiChunk::ToolOutputError { tool_call_id, .. } => {
+                if !seen_calls.contains(&tool_call_id.as_str()) {
+                    return fail("a tool chunk for a call never started");
+                }
+            }
+            UiChunk::Finish => {
+                if in_step || open_text.is_some() {
+                    return fail("finish with a step or text open");
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_scenario_follows_the_protocol() {
+    for (name, events) in crate::scenarios::all() {
+        let out = translate(&events);
+        verify(&out).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut body: String = out.iter().map(sse::frame).collect();
+        body.push_str(sse::DONE_FRAME);
+        insta::assert_snapshot!(format!("ai_sdk_{name}"), body);
+    }
+}
+
+#[test]
+fn the_verifier_catches_what_it_should() {
+    let bad = vec![
+        UiChunk::Start { message_id: None },
+        UiChunk::TextDelta {
+            id: "x".into(),
+            delta: "a".into(),
+        },
+        UiChunk::Finish,
+    ];
+    assert!(verify(&bad).is_err());
+}
+
+#[test]
+fn chat_requests_parse_with_tool_parts() {
+    let request: wire_ui::ai_sdk::ChatRequest = serde_json::from_value(serde_json::json!({
+        "id": "chat-1", "trigger": "submit-message", "extra": {"from": "body option"},
+        "messages": [
+            {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "time?"}]},
+            {"id": "a1", "role": "assistant", "parts": [
+                {"type": "step-start"},
+                {"type": "tool-core__get_current_time", "toolCallId": "c1",
+                 "state": "output-available", "input": {}, "output": {"now": "noon"}},
+                {"type": "text", "text": "Noon."}
+            ]},
+            {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "thanks"}]}
+        ]
+    }))
+    .unwrap();
+    let parts = request.messages[1].tool_parts().unwrap();
+    assert_eq!(parts[0].tool_name, "core__get_current_time");
+    assert_eq!(parts[0].state, "output-available");
+    assert_eq!(request.messages[2].text(), "thanks");
+    let broken = wire_ui::ai_sdk::UiMessage {
+        id: "a2".into(),
+        role: wire_ui::ai_sdk::UiRole::Assistant,
+        parts: vec![serde_json::json!({"type": "tool-x", "state": "output-available"})],
+        metadata: None,
+    };
+    let error = broken.tool_parts().unwrap_err();
+    assert!(error.contains("toolCallId"), "{error}");
+}

@@ -1,0 +1,6 @@
+//! Translator tests: typical runs turned into each protocol's events, snapshotted, and checked
+//! against the protocol's ordering rules.
+
+mod agui;
+mod ai_sdk;
+mod scenarios;

@@ -1,0 +1,171 @@
+//! Event sequences the driver emits for typical runs.
+
+use std::sync::Arc;
+
+use ai_core::{AiEvent, DoneReason, ToolCallId, ToolErrorCode, ToolFailure, ToolOutcome, Usage};
+use serde_json::json;
+
+fn id(raw: &str) -> ToolCallId {
+    ToolCallId::new(raw).unwrap()
+}
+
+fn step(step: u32) -> AiEvent {
+    AiEvent::StepStarted { step }
+}
+
+fn text(delta: &str) -> AiEvent {
+    AiEvent::TextDelta {
+        delta: delta.into(),
+    }
+}
+
+fn announce(call: &str, name: &str) -> AiEvent {
+    AiEvent::ToolCallStreamStart {
+        tool_call_id: id(call),
+        tool_name: name.into(),
+    }
+}
+
+fn args(call: &str, delta: &str) -> AiEvent {
+    AiEvent::ToolCallArgsDelta {
+        tool_call_id: id(call),
+        delta: delta.into(),
+    }
+}
+
+fn start(call: &str, name: &str, args: Option<serde_json::Value>) -> AiEvent {
+    AiEvent::ToolCallStart {
+        tool_call_id: id(call),
+        tool_name: name.into(),
+        args: args.map(Arc::new),
+    }
+}
+
+fn ok(call: &str, name: &str, value: serde_json::Value) -> AiEvent {
+    AiEvent::ToolCallResult {
+        tool_call_id: id(call),
+        tool_name: name.into(),
+        outcome: ToolOutcome::Ok {
+            value: Arc::new(value),
+        },
+    }
+}
+
+fn failed(call: &str, name: &str, code: ToolErrorCode, message: &str) -> AiEvent {
+    AiEvent::ToolCallResult {
+        tool_call_id: id(call),
+        tool_name: name.into(),
+        outcome: ToolOutcome::Error(ToolFailure::new(code, message)),
+    }
+}
+
+fn done(reason: DoneReason) -> AiEvent {
+    AiEvent::Done { reason }
+}
+
+const TIME: &str = "core__get_current_time";
+const LIST: &str = "core__workspace_list";
+
+/// Every scenario, by name.
+pub(crate) fn all() -> Vec<(&'static str, Vec<AiEvent>)> {
+    vec![
+        (
+            "text_only",
+            vec![
+                step(1),
+                text("Hel"),
+                text(""),
+                text("lo"),
+                AiEvent::Usage {
+                    usage: Usage {
+                        input_tokens: 5,
+                        output_tokens: 2,
+                        total_tokens: 7,
+                    },
+                },
+                done(DoneReason::Stop),
+            ],
+        ),
+        (
+            "parallel_tools_then_text",
+            vec![
+                step(1),
+                text("Let me check."),
+                announce("call_1", TIME),
+                args("call_1", "{"),
+                args("call_1", "}"),
+                announce("call_2", LIST),
+                args("call_2", r#"{"path":"."}"#),
+                start("call_1", TIME, Some(json!({}))),
+                start("call_2", LIST, Some(json!({"path": "."}))),
+                AiEvent::ToolCallRetrying {
+                    tool_call_id: id("call_2"),
+                    attempt: 2,
+                    max_attempts: 3,
+                    retry_in_ms: 100,
+                    category: ai_core::ToolErrorCategory::Transient,
+                },
+                ok("call_1", TIME, json!({"now": "2026-11-22T12:00:00Z"})),
+                failed("call_2", LIST, ToolErrorCode::Timeout, "the tool ran out of time"),
+                step(2),
+                text("It is noon."),
+                done(DoneReason::Stop),
+            ],
+        ),
+        (
+            "invalid_arguments_fed_back",
+            vec![
+                step(1),
+                announce("call_1", TIME),
+                args("call_1", "{bad"),
+                start("call_1", TIME, None),
+                failed(
+                    "call_1",
+                    TIME,
+                    ToolErrorCode::InvalidJson,
+                    "the arguments are not valid JSON",
+                ),
+                step(2),
+                text("Sorry."),
+                done(DoneReason::Stop),
+            ],
+        ),
+        (
+            "not_streamed_call",
+            vec![
+                step(1),
+                start("call_9", TIME, Some(json!({}))),
+                ok("call_9", TIME, json!({"now": "noon"})),
+                step(2),
+                done(DoneReason::MaxSteps),
+            ],
+        ),
+        (
+            "model_fails_mid_stream",
+            vec![
+                step(1),
+                text("partial"),
+                announce("call_1", TIME),
+                args("call_1", "{"),
+                AiEvent::Error {
+                    message: "provider error: endpoint http://127.0.0.1:9/v1/chat/completions: overloaded".into(),
+                },
+                done(DoneReason::Error),
+            ],
+        ),
+        (
+            "cancelled_with_a_tool_in_flight",
+            vec![
+                step(1),
+                announce("call_1", TIME),
+                start("call_1", TIME, Some(json!({}))),
+                failed("call_1", TIME, ToolErrorCode::Cancelled, "the run was cancelled"),
+                done(DoneReason::Cancelled),
+            ],
+        ),
+        (
+            "trailing_events_after_done_are_dropped",
+            vec![step(1), text("x"), done(DoneReason::Stop), text("late")],
+        ),
+    ]
+}
