@@ -1,0 +1,330 @@
+#!/usr/bin/env node
+// Validates recorded SSE response bodies of cogni's two UI protocols against the
+// protocols' own published code:
+//   *.agui.sse   AG-UI events      -> @ag-ui/core EventSchemas (zod), the @ag-ui/client
+//                                     enforcement stage (unknown keys), the client's own SSE
+//                                     parser, and @ag-ui/client verifyEvents (order)
+//   *.aisdk.sse  AI SDK UI stream  -> ai parseJsonEventStream + uiMessageChunkSchema (strict
+//                                     in the pinned version), readUIMessageStream (order)
+// plus a few cogni contract rules, tagged [cogni] in the output (see README.md).
+//
+// Usage: node validate.mjs <dir>
+// Prints `ok <file>` or `FAIL <file>: <reason>` per file, then `N passed, M failed`.
+// Exit code: 0 only if every file passed and at least one stream file was found.
+
+import { readdir, readFile } from "node:fs/promises";
+import path from "node:path";
+import { isDeepStrictEqual } from "node:util";
+
+import { EventSchemas } from "@ag-ui/core/schemas";
+import { verifyEvents, enforceEvents, transformHttpEventStream } from "@ag-ui/client";
+import {
+  parseJsonEventStream,
+  readUIMessageStream,
+  uiMessageChunkSchema,
+  UIMessageStreamError,
+} from "ai";
+import { asyncScheduler, from, of, lastValueFrom } from "rxjs";
+import { observeOn, tap, toArray } from "rxjs/operators";
+
+class Failure extends Error {}
+const fail = (msg) => {
+  throw new Failure(msg);
+};
+
+// ---------------------------------------------------------------------------------------
+// SSE framing, strict: what our server must emit byte for byte.
+//   frame := ("data: " <one line of JSON> | ":" comment) "\n" ... then a blank line
+// Only "\n" line ends, exactly one `data: ` line per frame, no `event:`/`id:`/`retry:`,
+// and the body ends with "\n\n" (a trailing partial frame is what a cut connection looks like).
+// Returns [{ frame, data }] for data frames (comment-only frames are skipped).
+function parseFramesStrict(bytes) {
+  let text;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    fail("[framing] body is not valid UTF-8");
+  }
+  if (text.length === 0) fail("[framing] empty body");
+  if (text.includes("\r")) fail("[framing] CR found; frames must use bare \\n line ends");
+  if (!text.endsWith("\n\n")) {
+    fail("[framing] body does not end with a blank line (last frame not terminated by \\n\\n)");
+  }
+  const blocks = text.slice(0, -2).split("\n\n");
+  const out = [];
+  blocks.forEach((block, frame) => {
+    if (block === "") fail(`[framing] frame[${frame}]: empty frame (extra blank line)`);
+    const lines = block.split("\n");
+    const dataLines = lines.filter((l) => !l.startsWith(":"));
+    if (dataLines.length === 0) return; // keep-alive comment, ignored by both clients
+    if (dataLines.length > 1) {
+      fail(`[framing] frame[${frame}]: ${dataLines.length} non-comment lines, expected one \`data: \` line`);
+    }
+    const line = dataLines[0];
+    if (!line.startsWith("data: ")) {
+      fail(`[framing] frame[${frame}]: line does not start with \`data: \`: ${JSON.stringify(line.slice(0, 60))}`);
+    }
+    out.push({ frame, data: line.slice("data: ".length) });
+  });
+  return out;
+}
+
+function parseJsonObject(data, label) {
+  let v;
+  try {
+    v = JSON.parse(data);
+  } catch (e) {
+    fail(`${label}: data is not JSON (${e.message})`);
+  }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) fail(`${label}: data is not a JSON object`);
+  if (typeof v.type !== "string") fail(`${label}: no string \`type\``);
+  return v;
+}
+
+const fmtPath = (p) => (p && p.length ? p.join(".") : "(root)");
+const fmtIssues = (issues) =>
+  issues
+    .slice(0, 3)
+    .map((i) => `${fmtPath(i.path)}: ${i.message}`)
+    .join("; ");
+
+// ---------------------------------------------------------------------------------------
+// AG-UI
+async function validateAgui(bytes) {
+  const frames = parseFramesStrict(bytes);
+  if (frames.length === 0) fail("[framing] no events");
+  const raw = frames.map((f, i) => {
+    if (f.data === "[DONE]") fail(`event[${i}]: [framing] AG-UI streams carry no \`data: [DONE]\``);
+    return parseJsonObject(f.data, `event[${i}]`);
+  });
+
+  // The client's own SSE parser (the one HttpAgent uses) must see the same events.
+  const clientEvents = await lastValueFrom(
+    transformHttpEventStream(
+      from([
+        { type: "headers", status: 200, headers: new Headers({ "content-type": "text/event-stream" }) },
+        { type: "data", data: bytes },
+      ]).pipe(observeOn(asyncScheduler)), // the parser subscribes eagerly: emit after we subscribe
+    ).pipe(toArray()),
+  ).catch((e) => fail(`[@ag-ui/client parseSSEStream] ${e.message}`));
+  if (!isDeepStrictEqual(clientEvents, raw)) {
+    fail(`[@ag-ui/client parseSSEStream] client decoded ${clientEvents.length} events, strict framing found ${raw.length}`);
+  }
+
+  // Schema, event by event (@ag-ui/core/schemas EventSchemas: a zod discriminated union).
+  const parsed = raw.map((ev, i) => {
+    const r = EventSchemas.safeParse(ev);
+    if (!r.success) {
+      const typeIssue = r.error.issues.find((x) => x.path.length === 1 && x.path[0] === "type");
+      if (typeIssue) fail(`event[${i}] (${ev.type}): [EventSchemas] unknown event type`);
+      fail(`event[${i}] (${ev.type}): [EventSchemas] ${fmtIssues(r.error.issues)}`);
+    }
+    return r.data;
+  });
+
+  // Unknown keys: the schemas are loose, but the client's enforcement stage strips anything
+  // they do not describe (with a warning) before the app sees the event. We treat that as an
+  // error: the server must send only documented fields.
+  const origWarn = console.warn;
+  try {
+    raw.forEach((ev, i) => {
+      const warnings = [];
+      console.warn = (...a) => warnings.push(a.join(" "));
+      let err;
+      enforceEvents()(of(ev)).subscribe({ error: (e) => (err = e) });
+      console.warn = origWarn;
+      if (err) fail(`event[${i}] (${ev.type}): [@ag-ui/client enforceEvents] ${err.message}`);
+      if (warnings.length) {
+        const m = warnings[0].match(/at '([^']*)'/);
+        fail(`event[${i}] (${ev.type}): [@ag-ui/client enforceEvents] unknown field ${m ? m[1] : warnings[0]} (the client strips it)`);
+      }
+    });
+  } finally {
+    console.warn = origWarn;
+  }
+
+  // Order (@ag-ui/client verifyEvents). Synchronous, so `current` names the failing event.
+  let current = -1;
+  await lastValueFrom(
+    from(parsed).pipe(
+      tap(() => current++),
+      verifyEvents(),
+      toArray(),
+    ),
+  ).catch((e) => fail(`event[${current}] (${parsed[current]?.type}): [verifyEvents] ${e.message}`));
+
+  // cogni contract: one run per response, ending in RUN_FINISHED or RUN_ERROR;
+  // TOOL_CALL_RESULT only for a tool call whose TOOL_CALL_END was sent.
+  const ended = new Set();
+  parsed.forEach((ev, i) => {
+    if (ev.type === "RUN_STARTED" && i !== 0) fail(`event[${i}] (RUN_STARTED): [cogni] a response carries exactly one run; RUN_STARTED only as event[0]`);
+    if (ev.type === "TOOL_CALL_END") ended.add(ev.toolCallId);
+    if (ev.type === "TOOL_CALL_RESULT" && !ended.has(ev.toolCallId)) {
+      fail(`event[${i}] (TOOL_CALL_RESULT): [cogni] toolCallId '${ev.toolCallId}' has no earlier TOOL_CALL_END`);
+    }
+  });
+  const last = parsed[parsed.length - 1];
+  if (last.type !== "RUN_FINISHED" && last.type !== "RUN_ERROR") {
+    fail(`event[${parsed.length - 1}] (${last.type}): [cogni] stream ends without RUN_FINISHED or RUN_ERROR`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// AI SDK UI message stream v1
+const streamOf = (items) =>
+  new ReadableStream({
+    start(c) {
+      for (const x of items) c.enqueue(x);
+      c.close();
+    },
+  });
+
+// Runs the AI SDK's client state machine (readUIMessageStream -> processUIMessageStream) over
+// `chunks`. Returns { streamError, reported }: the first UIMessageStreamError (out-of-order
+// chunk) or other processing error, and the texts of `error` chunks (reported, not a fault).
+async function runUiStateMachine(chunks) {
+  const reported = [];
+  let streamError;
+  const onError = (e) => {
+    if (UIMessageStreamError.isInstance(e)) streamError ??= e;
+    else if (e instanceof Error && e.constructor === Error && chunks.some((c) => c.type === "error" && c.errorText === e.message)) reported.push(e.message);
+    else streamError ??= e;
+  };
+  let lastMessage;
+  for await (const m of readUIMessageStream({ stream: streamOf(chunks), onError, terminateOnError: false })) lastMessage = m;
+  return { streamError, reported, lastMessage };
+}
+
+async function validateAisdk(bytes) {
+  const frames = parseFramesStrict(bytes);
+  const doneAt = frames.findIndex((f) => f.data === "[DONE]");
+  if (doneAt === -1) fail("[framing] missing the final `data: [DONE]` frame");
+  if (doneAt !== frames.length - 1) fail(`[framing] frame after \`data: [DONE]\` (chunk[${doneAt}] is [DONE], ${frames.length - 1 - doneAt} more follow)`);
+  const raw = frames.slice(0, -1).map((f, i) => parseJsonObject(f.data, `chunk[${i}]`));
+  if (raw.length === 0) fail("[framing] no chunks before [DONE]");
+
+  // Chunk schema through the SDK's own SSE+JSON parser (what DefaultChatTransport does:
+  // parseJsonEventStream({ schema: uiMessageChunkSchema }) and throw on the first failure).
+  const chunks = [];
+  let i = 0;
+  for await (const r of parseJsonEventStream({ stream: streamOf([bytes]), schema: uiMessageChunkSchema })) {
+    if (!r.success) {
+      const t = raw[i]?.type;
+      const issues = r.error?.cause?.issues;
+      if (issues?.[0]?.code === "invalid_union") {
+        // pick the union member for this `type` (the one with no complaint about `type`)
+        const member = issues[0].errors.find((errs) => !errs.some((x) => x.path.length === 1 && x.path[0] === "type"));
+        if (!member) fail(`chunk[${i}] (${t}): [uiMessageChunkSchema] unknown chunk type`);
+        fail(`chunk[${i}] (${t}): [uiMessageChunkSchema] ${fmtIssues(member)}`);
+      }
+      fail(`chunk[${i}] (${t}): [uiMessageChunkSchema] ${issues ? fmtIssues(issues) : r.error?.message}`);
+    }
+    chunks.push(r.value);
+    i++;
+  }
+  if (chunks.length !== raw.length || chunks.some((c, k) => c.type !== raw[k].type)) {
+    fail(`[ai parseJsonEventStream] SDK decoded ${chunks.length} chunks, strict framing found ${raw.length}`);
+  }
+
+  // Order: the SDK's client state machine. On failure, find the first failing chunk by
+  // re-running on prefixes (errors are sticky, so failure is monotonic in the prefix length).
+  const full = await runUiStateMachine(chunks);
+  if (full.streamError) {
+    let lo = 1;
+    let hi = chunks.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if ((await runUiStateMachine(chunks.slice(0, mid))).streamError) hi = mid;
+      else lo = mid + 1;
+    }
+    fail(`chunk[${lo - 1}] (${chunks[lo - 1].type}): [readUIMessageStream] ${full.streamError.message}`);
+  }
+
+  // cogni contract (see README): start first; steps bracketed and not nested; content only
+  // inside a step; text/reasoning parts closed before finish-step; tool output only after
+  // tool-input-available; last chunk is finish or error; nothing after finish.
+  const openText = new Set();
+  const inputAvailable = new Set();
+  let inStep = false;
+  let errorInStep = false;
+  chunks.forEach((c, k) => {
+    const where = `chunk[${k}] (${c.type}): [cogni]`;
+    if (k === 0 && c.type !== "start") fail(`${where} first chunk must be \`start\``);
+    if (k > 0 && c.type === "start") fail(`${where} \`start\` only as the first chunk`);
+    if (k > 0 && chunks[k - 1].type === "finish") fail(`${where} nothing may follow \`finish\``);
+    switch (c.type) {
+      case "start-step":
+        if (inStep) fail(`${where} start-step while a step is open`);
+        inStep = true;
+        errorInStep = false;
+        break;
+      case "finish-step":
+        if (!inStep) fail(`${where} finish-step without start-step`);
+        if (openText.size) fail(`${where} finish-step while text/reasoning part(s) ${[...openText].join(", ")} are open`);
+        inStep = false;
+        break;
+      case "finish":
+        if (inStep && !errorInStep) fail(`${where} finish while a step is open (send finish-step first)`);
+        break;
+      case "error":
+        if (inStep) errorInStep = true;
+        break;
+      case "start":
+      case "abort":
+      case "message-metadata":
+        break;
+      default:
+        if (!inStep) fail(`${where} content chunk outside start-step … finish-step`);
+        if (c.type === "text-start" || c.type === "reasoning-start") openText.add(c.id);
+        if (c.type === "text-end" || c.type === "reasoning-end") openText.delete(c.id);
+        if (c.type === "tool-input-available" && !("input" in raw[k])) fail(`${where} \`input\` missing (the schema lets it be undefined; always send it)`);
+        if (c.type === "tool-output-available" && !("output" in raw[k])) fail(`${where} \`output\` missing (the schema lets it be undefined; always send it)`);
+        if (c.type === "tool-input-available") inputAvailable.add(c.toolCallId);
+        if ((c.type === "tool-output-available" || c.type === "tool-output-error") && !inputAvailable.has(c.toolCallId)) {
+          fail(`${where} toolCallId '${c.toolCallId}' has no earlier tool-input-available`);
+        }
+    }
+  });
+  const last = chunks[chunks.length - 1];
+  if (last.type !== "finish" && last.type !== "error") {
+    fail(`chunk[${chunks.length - 1}] (${last.type}): [cogni] stream must end with \`finish\` or \`error\` before [DONE]`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+async function main() {
+  const dir = process.argv[2];
+  if (!dir) {
+    console.error("usage: node validate.mjs <dir>");
+    process.exit(2);
+  }
+  let names;
+  try {
+    names = (await readdir(dir)).filter((n) => n.endsWith(".agui.sse") || n.endsWith(".aisdk.sse")).sort();
+  } catch (e) {
+    console.error(`cannot read ${dir}: ${e.message}`);
+    console.log("0 passed, 0 failed");
+    process.exit(2);
+  }
+  let passed = 0;
+  let failed = 0;
+  for (const name of names) {
+    const file = path.join(dir, name);
+    try {
+      const bytes = new Uint8Array(await readFile(file));
+      if (name.endsWith(".agui.sse")) await validateAgui(bytes);
+      else await validateAisdk(bytes);
+      console.log(`ok ${file}`);
+      passed++;
+    } catch (e) {
+      const reason = e instanceof Failure ? e.message : `internal error: ${e?.stack ?? e}`;
+      console.log(`FAIL ${file}: ${reason}`);
+      failed++;
+    }
+  }
+  if (names.length === 0) console.error(`no *.agui.sse or *.aisdk.sse files in ${dir}`);
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exit(failed > 0 || names.length === 0 ? 1 : 0);
+}
+
+await main();
