@@ -242,7 +242,7 @@ async function validateAisdk(bytes) {
 
   // cogni contract (see README): start first; steps bracketed and not nested; content only
   // inside a step; text/reasoning parts closed before finish-step; tool output only after
-  // tool-input-available; last chunk is finish or error; nothing after finish.
+  // tool-input-available; last chunk is finish, error or abort; nothing after finish.
   const openText = new Set();
   const inputAvailable = new Set();
   let inStep = false;
@@ -286,8 +286,9 @@ async function validateAisdk(bytes) {
     }
   });
   const last = chunks[chunks.length - 1];
-  if (last.type !== "finish" && last.type !== "error") {
-    fail(`chunk[${chunks.length - 1}] (${last.type}): [cogni] stream must end with \`finish\` or \`error\` before [DONE]`);
+  // `abort` ends a cancelled run (the client went away or stopped it).
+  if (last.type !== "finish" && last.type !== "error" && last.type !== "abort") {
+    fail(`chunk[${chunks.length - 1}] (${last.type}): [cogni] stream must end with \`finish\`, \`error\` or \`abort\` before [DONE]`);
   }
 }
 

@@ -177,6 +177,17 @@ pub enum UiChunk {
         /// The validated input.
         input: Value,
     },
+    /// The model's input for the call was invalid (it never ran).
+    ToolInputError {
+        /// The call.
+        tool_call_id: String,
+        /// The tool name.
+        tool_name: String,
+        /// The input text as the model streamed it.
+        input: Value,
+        /// What was wrong (a safe message).
+        error_text: String,
+    },
     /// The tool's redacted output.
     ToolOutputAvailable {
         /// The call.
@@ -192,7 +203,11 @@ pub enum UiChunk {
         error_text: String,
     },
     /// The message is complete.
-    Finish,
+    Finish {
+        /// Why: `stop`, `tool-calls` (calls wait for approval) or `other` (the step limit).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        finish_reason: Option<String>,
+    },
     /// The run failed.
     Error {
         /// A message safe to show.
@@ -207,8 +222,16 @@ pub enum UiChunk {
 enum CallState {
     /// `tool-input-start` sent.
     Streaming,
-    /// `tool-input-available` sent (or the input never parsed).
+    /// `tool-input-available` or `tool-input-error` sent.
     Settled,
+}
+
+/// A tool call on the stream: its id, name, state and the input text streamed so far.
+#[derive(Debug)]
+struct Call {
+    id: ToolCallId,
+    state: CallState,
+    input_text: String,
 }
 
 /// Turns one run's [`AiEvent`]s into UI message chunks.
@@ -221,7 +244,7 @@ enum CallState {
 /// out.extend(t.push(&AiEvent::StepStarted { step: 1 }));
 /// out.extend(t.push(&AiEvent::TextDelta { delta: "Hi".into() }));
 /// out.extend(t.push(&AiEvent::Done { reason: DoneReason::Stop }));
-/// assert_eq!(out.last(), Some(&UiChunk::Finish));
+/// assert!(matches!(out.last(), Some(UiChunk::Finish { .. })));
 /// ```
 #[derive(Debug)]
 pub struct Translator {
@@ -229,7 +252,7 @@ pub struct Translator {
     in_step: bool,
     texts: u32,
     open_text: Option<String>,
-    calls: Vec<(ToolCallId, CallState)>,
+    calls: Vec<Call>,
     error: Option<String>,
     finished: bool,
 }
@@ -291,6 +314,9 @@ impl Translator {
                 tool_call_id,
                 delta,
             } if !delta.is_empty() && self.state(tool_call_id) == Some(CallState::Streaming) => {
+                if let Some(call) = self.call_mut(tool_call_id) {
+                    call.input_text.push_str(delta);
+                }
                 out.push(UiChunk::ToolInputDelta {
                     tool_call_id: tool_call_id.to_string(),
                     input_text_delta: delta.clone(),
@@ -330,18 +356,32 @@ impl Translator {
             } => {
                 self.close_text(&mut out);
                 self.ensure_call(tool_call_id, tool_name, &mut out);
-                self.mark_settled(tool_call_id);
+                let unsettled = self.state(tool_call_id) == Some(CallState::Streaming);
                 match outcome {
                     ToolOutcome::Ok { value } => out.push(UiChunk::ToolOutputAvailable {
                         tool_call_id: tool_call_id.to_string(),
                         output: value.as_ref().clone(),
                     }),
+                    // Refused before its input was accepted (invalid JSON, unknown tool, …).
+                    ToolOutcome::Error(failure) if unsettled => {
+                        let input = self
+                            .call_mut(tool_call_id)
+                            .map(|c| std::mem::take(&mut c.input_text))
+                            .unwrap_or_default();
+                        out.push(UiChunk::ToolInputError {
+                            tool_call_id: tool_call_id.to_string(),
+                            tool_name: tool_name.to_string(),
+                            input: Value::String(input),
+                            error_text: format!("{}: {}", failure.code, failure.safe_message),
+                        });
+                    }
                     ToolOutcome::Error(failure) => out.push(UiChunk::ToolOutputError {
                         tool_call_id: tool_call_id.to_string(),
                         error_text: format!("{}: {}", failure.code, failure.safe_message),
                     }),
                     _ => {}
                 }
+                self.mark_settled(tool_call_id);
             }
             AiEvent::Error { message } => self.error = Some(message.clone()),
             AiEvent::Done { reason } => self.finish(*reason, &mut out),
@@ -352,12 +392,20 @@ impl Translator {
     }
 
     fn state(&self, id: &ToolCallId) -> Option<CallState> {
-        self.calls.iter().find(|(c, _)| c == id).map(|(_, s)| *s)
+        self.calls.iter().find(|c| &c.id == id).map(|c| c.state)
+    }
+
+    fn call_mut(&mut self, id: &ToolCallId) -> Option<&mut Call> {
+        self.calls.iter_mut().find(|c| &c.id == id)
     }
 
     fn ensure_call(&mut self, id: &ToolCallId, name: &str, out: &mut Vec<UiChunk>) {
         if self.state(id).is_none() {
-            self.calls.push((id.clone(), CallState::Streaming));
+            self.calls.push(Call {
+                id: id.clone(),
+                state: CallState::Streaming,
+                input_text: String::new(),
+            });
             out.push(UiChunk::ToolInputStart {
                 tool_call_id: id.to_string(),
                 tool_name: name.to_owned(),
@@ -377,8 +425,9 @@ impl Translator {
     }
 
     fn mark_settled(&mut self, id: &ToolCallId) {
-        if let Some((_, state)) = self.calls.iter_mut().find(|(c, _)| c == id) {
-            *state = CallState::Settled;
+        if let Some(call) = self.call_mut(id) {
+            call.state = CallState::Settled;
+            call.input_text = String::new();
         }
     }
 
@@ -413,9 +462,16 @@ impl Translator {
             DoneReason::Error => out.push(UiChunk::Error {
                 error_text: self.error.take().unwrap_or_else(|| "the run failed".into()),
             }),
-            _ => {
+            other => {
                 self.close_step(out);
-                out.push(UiChunk::Finish);
+                let reason = match other {
+                    DoneReason::Stop => "stop",
+                    DoneReason::AwaitingApproval => "tool-calls",
+                    _ => "other",
+                };
+                out.push(UiChunk::Finish {
+                    finish_reason: Some(reason.into()),
+                });
             }
         }
     }

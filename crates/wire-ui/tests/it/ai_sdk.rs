@@ -24,7 +24,7 @@ fn verify(chunks: &[UiChunk]) -> Result<(), String> {
         let fail = |why: &str| Err(format!("chunk {i} ({chunk:?}): {why}"));
         let terminal = matches!(
             chunk,
-            UiChunk::Finish | UiChunk::Error { .. } | UiChunk::Abort
+            UiChunk::Finish { .. } | UiChunk::Error { .. } | UiChunk::Abort
         );
         if (i == 0) != matches!(chunk, UiChunk::Start { .. }) {
             return fail("`start` must come first, once");
@@ -69,6 +69,7 @@ fn verify(chunks: &[UiChunk]) -> Result<(), String> {
                 seen_calls.push(tool_call_id);
             }
             UiChunk::ToolInputDelta { tool_call_id, .. }
+            | UiChunk::ToolInputError { tool_call_id, .. }
             | UiChunk::ToolInputAvailable { tool_call_id, .. }
             | UiChunk::ToolOutputAvailable { tool_call_id, .. }
             | UiChunk::ToolOutputError { tool_call_id, .. } => {
@@ -76,7 +77,7 @@ fn verify(chunks: &[UiChunk]) -> Result<(), String> {
                     return fail("a tool chunk for a call never started");
                 }
             }
-            UiChunk::Finish => {
+            UiChunk::Finish { .. } => {
                 if in_step || open_text.is_some() {
                     return fail("finish with a step or text open");
                 }
@@ -106,7 +107,9 @@ fn the_verifier_catches_what_it_should() {
             id: "x".into(),
             delta: "a".into(),
         },
-        UiChunk::Finish,
+        UiChunk::Finish {
+            finish_reason: None,
+        },
     ];
     assert!(verify(&bad).is_err());
 }
