@@ -1,4 +1,5 @@
 //! Cross-crate integration tests: one binary, one module per concern.
 
+mod openai_http;
 mod pipeline;
 mod recorded_loop;

@@ -1,0 +1,757 @@
+//! The OpenAI-compatible HTTP completion client: [`OpenAiCompletion`] behind
+//! [`ai_core::CompletionPort`], over reqwest (rustls on ring, HTTP/1.1) and the sans-IO codecs of
+//! `wire_openai`.
+//!
+//! One call is one streamed request (`stream: true`; chat also asks for `include_usage`) to
+//! `{base_url}/chat/completions` or `{base_url}/responses`. Every decoded fragment goes to the
+//! [`DeltaSink`] as soon as its bytes arrive; the decoder's assembled result is the completion.
+//!
+//! **Retries.** A connection error, a request timeout, a 429 or a 5xx that happens *before the
+//! first body byte* is retried, up to [`OpenAiConfig::max_retries`] times, after exponential
+//! backoff with full jitter, or after the server's `retry-after-ms` / `Retry-After` (seconds)
+//! when it sends one. Nothing is retried once a body byte has arrived: the caller may already
+//! have shown the deltas. Other 4xx are never retried.
+//!
+//! **The key.** The API key stays inside the adapter: it is sent only as the `Authorization`
+//! header (marked sensitive), every error message is scrubbed of it, and neither the adapter's
+//! nor the config's `Debug` prints it (nor the base URL's credentials or query).
+
+mod error_body;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use ai_core::{
+    CancellationToken, CompletionDelta, CompletionError, CompletionPort, DeltaSink, LlmCompletion,
+    LlmRequest, Secret,
+};
+use async_trait::async_trait;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::{StatusCode, Url};
+use rustls_platform_verifier::BuilderVerifierExt;
+use tokio::time::Instant;
+use wire_openai::{DecodeError, Limits};
+
+/// How many characters of a provider's error message an error keeps.
+pub const MAX_PROVIDER_MESSAGE_CHARS: usize = 300;
+
+/// How many bytes of an error response body are read to find the provider's message.
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// Which OpenAI wire format the endpoint speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OpenAiWire {
+    /// Chat completions: `POST {base_url}/chat/completions`.
+    #[default]
+    Chat,
+    /// The Responses API: `POST {base_url}/responses`.
+    Responses,
+}
+
+impl OpenAiWire {
+    /// The path segments joined to the base URL.
+    fn segments(self) -> &'static [&'static str] {
+        match self {
+            Self::Chat => &["chat", "completions"],
+            Self::Responses => &["responses"],
+        }
+    }
+}
+
+/// Where and how [`OpenAiCompletion`] calls a model. Plain data: the composition root fills it
+/// from its configuration; [`OpenAiConfig::new`] gives the defaults.
+///
+/// Its `Debug` never prints the key, nor the base URL's credentials or query.
+///
+/// ```
+/// use std::time::Duration;
+/// use adapters::{OpenAiConfig, OpenAiWire};
+/// let config = OpenAiConfig {
+///     api_key: Some(ai_core::Secret::new("sk-…")),
+///     wire: OpenAiWire::Responses,
+///     max_retries: 3,
+///     ..OpenAiConfig::new("https://api.openai.com/v1", "gpt-4.1")
+/// };
+/// assert!(!format!("{config:?}").contains("sk-"));
+/// ```
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    /// The API root, e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`; the wire's
+    /// path (`/chat/completions`, `/responses`) is joined to it and its query is kept.
+    pub base_url: String,
+    /// The model name sent in every request.
+    pub model: String,
+    /// The bearer key; `None` for local servers that need none (no `Authorization` header).
+    pub api_key: Option<Secret>,
+    /// The wire format.
+    pub wire: OpenAiWire,
+    /// The longest wait from sending a request to the first body byte (connecting, sending, the
+    /// response head and the first chunk).
+    pub request_timeout: Duration,
+    /// The longest wait between two body chunks once the stream has begun.
+    pub idle_timeout: Duration,
+    /// Retries after the first attempt (0: never retry).
+    pub max_retries: u32,
+    /// The first backoff's upper bound; it doubles with each retry (full jitter: the wait is
+    /// uniform between zero and the bound).
+    pub base_backoff: Duration,
+    /// The largest backoff bound.
+    pub max_backoff: Duration,
+    /// The longest `Retry-After` the client waits; a server that asks for longer gets no retry.
+    pub max_retry_after: Duration,
+    /// The decoder's memory limits.
+    pub limits: Limits,
+}
+
+impl OpenAiConfig {
+    /// A config with the defaults: chat wire, no key, 120 s request and idle timeouts, 2 retries,
+    /// 500 ms base backoff up to 8 s, `Retry-After` honoured up to 60 s, default decoder limits.
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key: None,
+            wire: OpenAiWire::Chat,
+            request_timeout: Duration::from_secs(120),
+            idle_timeout: Duration::from_secs(120),
+            max_retries: 2,
+            base_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(8),
+            max_retry_after: Duration::from_secs(60),
+            limits: Limits::default(),
+        }
+    }
+}
+
+impl fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &redacted_url_text(&self.base_url))
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("wire", &self.wire)
+            .field("request_timeout", &self.request_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("max_retries", &self.max_retries)
+            .field("base_backoff", &self.base_backoff)
+            .field("max_backoff", &self.max_backoff)
+            .field("max_retry_after", &self.max_retry_after)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+/// Why an [`OpenAiConfig`] cannot make a client. Messages never hold the key, nor the base
+/// URL's credentials or query.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenAiConfigError {
+    /// The base URL is not an absolute `http` or `https` URL.
+    #[error("invalid LLM base URL: {0}")]
+    BaseUrl(String),
+    /// The model name is empty.
+    #[error("the LLM model name is empty")]
+    EmptyModel,
+    /// The key cannot be sent as an HTTP header value (empty, or control characters).
+    #[error(
+        "the LLM API key is not a valid HTTP header value (empty, or it holds control characters)"
+    )]
+    ApiKey,
+    /// The HTTP client (TLS roots, settings) could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+}
+
+/// An OpenAI-compatible model endpoint over HTTP, for chat completions or the Responses API.
+///
+/// ```no_run
+/// # async fn demo(request: ai_core::LlmRequest) -> Result<(), Box<dyn std::error::Error>> {
+/// use ai_core::{CancellationToken, CompletionDelta, CompletionPort, Secret};
+/// use adapters::{OpenAiCompletion, OpenAiConfig};
+/// let model = OpenAiCompletion::new(OpenAiConfig {
+///     api_key: Some(Secret::new("sk-…")),
+///     ..OpenAiConfig::new("https://api.openai.com/v1", "gpt-4.1")
+/// })?;
+/// let mut print = |delta: CompletionDelta| {
+///     if let CompletionDelta::Text { delta } = delta { print!("{delta}") }
+/// };
+/// let completion = model.complete(&request, &mut print, &CancellationToken::new()).await?;
+/// # let _ = completion; Ok(()) }
+/// ```
+pub struct OpenAiCompletion {
+    client: reqwest::Client,
+    url: Url,
+    endpoint: String,
+    model: String,
+    api_key: Option<Secret>,
+    wire: OpenAiWire,
+    request_timeout: Duration,
+    idle_timeout: Duration,
+    max_retries: u32,
+    base_backoff: Duration,
+    max_backoff: Duration,
+    max_retry_after: Duration,
+    limits: Limits,
+}
+
+impl fmt::Debug for OpenAiCompletion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiCompletion")
+            .field("endpoint", &self.endpoint)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("wire", &self.wire)
+            .field("request_timeout", &self.request_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("max_retries", &self.max_retries)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiCompletion {
+    /// Checks the config and builds the client (TLS with the platform's roots, no proxy: the
+    /// adapter reads nothing from the environment).
+    pub fn new(config: OpenAiConfig) -> Result<Self, OpenAiConfigError> {
+        let mut url = Url::parse(config.base_url.trim())
+            .map_err(|e| OpenAiConfigError::BaseUrl(e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(OpenAiConfigError::BaseUrl(format!(
+                "the scheme must be http or https, not {:?}",
+                url.scheme()
+            )));
+        }
+        {
+            let Ok(mut segments) = url.path_segments_mut() else {
+                return Err(OpenAiConfigError::BaseUrl(
+                    "the URL cannot have a path".into(),
+                ));
+            };
+            segments.pop_if_empty().extend(config.wire.segments());
+        }
+        url.set_fragment(None);
+        if config.model.trim().is_empty() {
+            return Err(OpenAiConfigError::EmptyModel);
+        }
+        if let Some(key) = &config.api_key {
+            let valid = !key.expose().is_empty()
+                && HeaderValue::from_str(&format!("Bearer {}", key.expose())).is_ok();
+            if !valid {
+                return Err(OpenAiConfigError::ApiKey);
+            }
+        }
+        Ok(Self {
+            client: http_client()?,
+            endpoint: redacted_url(&url),
+            url,
+            model: config.model,
+            api_key: config.api_key,
+            wire: config.wire,
+            request_timeout: config.request_timeout,
+            idle_timeout: config.idle_timeout,
+            max_retries: config.max_retries,
+            base_backoff: config.base_backoff,
+            max_backoff: config.max_backoff,
+            max_retry_after: config.max_retry_after,
+            limits: config.limits,
+        })
+    }
+
+    /// The URL requests go to, without credentials or query: the name errors use.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    fn encode(&self, request: &LlmRequest) -> Result<Vec<u8>, CompletionError> {
+        let body = match self.wire {
+            OpenAiWire::Chat => wire_openai::chat::encode_request(request, &self.model, true),
+            OpenAiWire::Responses => {
+                wire_openai::responses::encode_request(request, &self.model, true)
+            }
+        }
+        .map_err(|e| {
+            CompletionError::Decode(format!(
+                "POST {}: the request was not sent: {e}",
+                self.endpoint
+            ))
+        })?;
+        serde_json::to_vec(&body).map_err(|e| {
+            CompletionError::Decode(format!(
+                "POST {}: the request was not sent: {e}",
+                self.endpoint
+            ))
+        })
+    }
+
+    fn headers(&self) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        if let Some(key) = &self.api_key
+            && let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
+        {
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        headers
+    }
+
+    /// Removes every occurrence of the key from a message (a server may echo it).
+    fn scrub(&self, message: String) -> String {
+        match &self.api_key {
+            Some(key) if !key.expose().is_empty() && message.contains(key.expose()) => {
+                message.replace(key.expose(), "[redacted]")
+            }
+            _ => message,
+        }
+    }
+
+    fn scrubbed(&self, error: CompletionError) -> CompletionError {
+        match error {
+            CompletionError::Transport(m) => CompletionError::Transport(self.scrub(m)),
+            CompletionError::Provider(m) => CompletionError::Provider(self.scrub(m)),
+            CompletionError::Decode(m) => CompletionError::Decode(self.scrub(m)),
+            other => other,
+        }
+    }
+
+    /// The wait before retry number `retry` (0-based): full jitter under a doubling bound.
+    fn backoff(&self, retry: u32) -> Duration {
+        let bound = self
+            .base_backoff
+            .saturating_mul(1u32.checked_shl(retry.min(31)).unwrap_or(u32::MAX))
+            .min(self.max_backoff);
+        bound.mul_f64(jitter_fraction())
+    }
+
+    async fn run(
+        &self,
+        body: &[u8],
+        deltas: &mut dyn DeltaSink,
+        cancel: &CancellationToken,
+    ) -> Result<LlmCompletion, CompletionError> {
+        let mut retry = 0u32;
+        loop {
+            let (error, retry_after) = match self.attempt(body, deltas, cancel).await {
+                Ok(completion) => return Ok(completion),
+                Err(Failure::Final(error)) => return Err(error),
+                Err(Failure::Retryable { error, retry_after }) => (error, retry_after),
+            };
+            if retry >= self.max_retries {
+                return Err(if self.max_retries == 0 {
+                    error
+                } else {
+                    append(error, &format!(" (gave up after {} attempts)", retry + 1))
+                });
+            }
+            let wait = match retry_after {
+                Some(wait) if wait > self.max_retry_after => {
+                    return Err(append(
+                        error,
+                        &format!(
+                            " (not retried: the server asks to wait {} s, more than the {} s limit)",
+                            wait.as_secs_f64(),
+                            self.max_retry_after.as_secs_f64()
+                        ),
+                    ));
+                }
+                Some(wait) => wait,
+                None => self.backoff(retry),
+            };
+            tracing::warn!(
+                endpoint = %self.endpoint,
+                retry = retry + 1,
+                wait_ms = wait.as_millis() as u64,
+                error = %self.scrubbed(error),
+                "model call failed before the first byte; retrying"
+            );
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(CompletionError::Cancelled),
+                () = tokio::time::sleep(wait) => {}
+            }
+            retry += 1;
+        }
+    }
+
+    /// One request. Failures before the first body byte may be retried; none after.
+    async fn attempt(
+        &self,
+        body: &[u8],
+        deltas: &mut dyn DeltaSink,
+        cancel: &CancellationToken,
+    ) -> Result<LlmCompletion, Failure> {
+        let deadline = Instant::now() + self.request_timeout;
+        let send = self
+            .client
+            .post(self.url.clone())
+            .headers(self.headers())
+            .body(body.to_vec())
+            .send();
+        let response = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(Failure::Final(CompletionError::Cancelled)),
+            sent = tokio::time::timeout_at(deadline, send) => match sent {
+                Err(_) => return Err(self.retryable(self.no_first_byte())),
+                Ok(Err(error)) if error.is_builder() => {
+                    return Err(Failure::Final(self.transport(&format!(
+                        "the request could not be built: {}",
+                        describe(error)
+                    ))));
+                }
+                Ok(Err(error)) => {
+                    return Err(self.retryable(self.transport(&describe(error))));
+                }
+                Ok(Ok(response)) => response,
+            },
+        };
+
+        let status = response.status();
+        if !status.is_success() {
+            return Err(self.http_error(response, deadline, cancel).await);
+        }
+        let json_answer = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                v.trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("application/json")
+            });
+        if json_answer {
+            return Err(self.json_answer(response, status, deadline, cancel).await);
+        }
+        self.stream(response, deltas, deadline, cancel).await
+    }
+
+    async fn stream(
+        &self,
+        mut response: reqwest::Response,
+        deltas: &mut dyn DeltaSink,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<LlmCompletion, Failure> {
+        let mut decoder = Decoder::new(self.wire, self.limits);
+        let mut received = 0usize;
+        loop {
+            let wait = if received == 0 {
+                deadline
+            } else {
+                Instant::now() + self.idle_timeout
+            };
+            let chunk = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(Failure::Final(CompletionError::Cancelled)),
+                chunk = tokio::time::timeout_at(wait, response.chunk()) => chunk,
+            };
+            let chunk = match chunk {
+                Err(_) if received == 0 => return Err(self.retryable(self.no_first_byte())),
+                Err(_) => {
+                    return Err(Failure::Final(self.transport(&format!(
+                        "the stream stalled: no data for {} after {received} bytes (idle timeout; not retried)",
+                        seconds(self.idle_timeout)
+                    ))));
+                }
+                Ok(Err(error)) if received == 0 => {
+                    return Err(self.retryable(self.transport(&format!(
+                        "the connection broke before the first byte of the stream: {}",
+                        describe(error)
+                    ))));
+                }
+                Ok(Err(error)) => {
+                    return Err(Failure::Final(self.transport(&format!(
+                        "the connection broke after {received} bytes of the stream (not retried): {}",
+                        describe(error)
+                    ))));
+                }
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(chunk))) => chunk,
+            };
+            if chunk.is_empty() {
+                continue;
+            }
+            received += chunk.len();
+            let fragments = decoder
+                .feed(&chunk)
+                .map_err(|e| Failure::Final(self.decode_error(e)))?;
+            for fragment in fragments {
+                deltas.delta(fragment);
+            }
+        }
+        decoder
+            .finish()
+            .map_err(|e| Failure::Final(self.decode_error(e)))
+    }
+
+    /// A non-2xx answer: the status and the provider's message, retryable for 429 and 5xx.
+    async fn http_error(
+        &self,
+        response: reqwest::Response,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Failure {
+        let status = response.status();
+        let retry_after = error_body::retry_after(response.headers());
+        let body = match self.read_bounded(response, deadline, cancel).await {
+            Ok(body) => body,
+            Err(cancelled) => return Failure::Final(cancelled),
+        };
+        let mut message = format!("POST {}: HTTP {}", self.endpoint, status_text(status));
+        if let Some(provider) = error_body::provider_message(&body) {
+            message.push_str(": ");
+            message.push_str(&self.scrub(truncate(&provider, MAX_PROVIDER_MESSAGE_CHARS)));
+        }
+        let error = CompletionError::Transport(message);
+        if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+            Failure::Retryable { error, retry_after }
+        } else {
+            Failure::Final(error)
+        }
+    }
+
+    /// A 2xx JSON answer where a stream was asked for: a provider error, or a server that
+    /// ignores `stream: true`.
+    async fn json_answer(
+        &self,
+        response: reqwest::Response,
+        status: StatusCode,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Failure {
+        let body = match self.read_bounded(response, deadline, cancel).await {
+            Ok(body) => body,
+            Err(cancelled) => return Failure::Final(cancelled),
+        };
+        Failure::Final(match error_body::provider_message(&body) {
+            Some(provider) => CompletionError::Provider(format!(
+                "POST {}: HTTP {}: {}",
+                self.endpoint,
+                status_text(status),
+                self.scrub(truncate(&provider, MAX_PROVIDER_MESSAGE_CHARS))
+            )),
+            None => CompletionError::Decode(format!(
+                "POST {}: HTTP {}: the server answered with JSON, not an event stream (does it support `stream: true`?)",
+                self.endpoint,
+                status_text(status)
+            )),
+        })
+    }
+
+    /// Reads at most [`MAX_ERROR_BODY_BYTES`] of a body; read failures and timeouts end the
+    /// read quietly (the status is the error), cancellation does not.
+    async fn read_bounded(
+        &self,
+        mut response: reqwest::Response,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<u8>, CompletionError> {
+        let deadline = deadline.max(Instant::now() + self.idle_timeout.min(Duration::from_secs(5)));
+        let mut body = Vec::new();
+        while body.len() < MAX_ERROR_BODY_BYTES {
+            let chunk = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(CompletionError::Cancelled),
+                chunk = tokio::time::timeout_at(deadline, response.chunk()) => chunk,
+            };
+            match chunk {
+                Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
+                _ => break,
+            }
+        }
+        body.truncate(MAX_ERROR_BODY_BYTES);
+        Ok(body)
+    }
+
+    fn transport(&self, what: &str) -> CompletionError {
+        CompletionError::Transport(format!("POST {}: {what}", self.endpoint))
+    }
+
+    fn no_first_byte(&self) -> CompletionError {
+        self.transport(&format!(
+            "no response within {} (request timeout)",
+            seconds(self.request_timeout)
+        ))
+    }
+
+    fn retryable(&self, error: CompletionError) -> Failure {
+        Failure::Retryable {
+            error,
+            retry_after: None,
+        }
+    }
+
+    fn decode_error(&self, error: DecodeError) -> CompletionError {
+        match error {
+            DecodeError::ProviderError { message } => CompletionError::Provider(format!(
+                "POST {}: error in the stream: {}",
+                self.endpoint,
+                truncate(&message, MAX_PROVIDER_MESSAGE_CHARS)
+            )),
+            DecodeError::Truncated { bytes, .. } => CompletionError::Decode(format!(
+                "POST {}: the stream ended after {bytes} bytes without a finish reason or end marker",
+                self.endpoint
+            )),
+            other => CompletionError::Decode(format!(
+                "POST {}: {}",
+                self.endpoint,
+                truncate(&other.to_string(), MAX_PROVIDER_MESSAGE_CHARS)
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl CompletionPort for OpenAiCompletion {
+    async fn complete(
+        &self,
+        request: &LlmRequest,
+        deltas: &mut dyn DeltaSink,
+        cancel: &CancellationToken,
+    ) -> Result<LlmCompletion, CompletionError> {
+        if cancel.is_cancelled() {
+            return Err(CompletionError::Cancelled);
+        }
+        let result = match self.encode(request) {
+            Ok(body) => self.run(&body, deltas, cancel).await,
+            Err(error) => Err(error),
+        };
+        result.map_err(|error| self.scrubbed(error))
+    }
+}
+
+/// How one attempt failed.
+enum Failure {
+    /// Before the first body byte, of a kind worth another attempt.
+    Retryable {
+        error: CompletionError,
+        retry_after: Option<Duration>,
+    },
+    /// Anything else: returned as is.
+    Final(CompletionError),
+}
+
+/// The decoder of the configured wire.
+enum Decoder {
+    Chat(wire_openai::chat::StreamDecoder),
+    Responses(wire_openai::responses::StreamDecoder),
+}
+
+impl Decoder {
+    fn new(wire: OpenAiWire, limits: Limits) -> Self {
+        match wire {
+            OpenAiWire::Chat => Self::Chat(wire_openai::chat::StreamDecoder::new(limits)),
+            OpenAiWire::Responses => {
+                Self::Responses(wire_openai::responses::StreamDecoder::new(limits))
+            }
+        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
+        match self {
+            Self::Chat(decoder) => decoder.feed(bytes),
+            Self::Responses(decoder) => decoder.feed(bytes),
+        }
+    }
+
+    fn finish(self) -> Result<LlmCompletion, DecodeError> {
+        match self {
+            Self::Chat(decoder) => decoder.finish(),
+            Self::Responses(decoder) => decoder.finish(),
+        }
+    }
+}
+
+/// reqwest over rustls with ring and the platform's certificate roots; HTTP/1.1 only; no proxy
+/// from the environment.
+fn http_client() -> Result<reqwest::Client, OpenAiConfigError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| OpenAiConfigError::Client(e.to_string()))?
+        .with_platform_verifier()
+        .map_err(|e| OpenAiConfigError::Client(e.to_string()))?
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .no_proxy()
+        .user_agent(concat!("cogni-tools/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| OpenAiConfigError::Client(describe(e)))
+}
+
+/// A URL without credentials, query or fragment.
+fn redacted_url(url: &Url) -> String {
+    let mut url = url.clone();
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.set_query(None);
+    url.set_fragment(None);
+    url.to_string()
+}
+
+/// [`redacted_url`] of a text that may not parse (then only a placeholder is shown).
+fn redacted_url_text(text: &str) -> String {
+    match Url::parse(text.trim()) {
+        Ok(url) => redacted_url(&url),
+        Err(_) => "<unparsable URL>".into(),
+    }
+}
+
+/// A reqwest error and its causes, without the URL (it may hold credentials or a query).
+fn describe(error: reqwest::Error) -> String {
+    let error = error.without_url();
+    let mut parts = vec![error.to_string()];
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = cause.source();
+    }
+    parts.join(": ")
+}
+
+/// `429 Too Many Requests`.
+fn status_text(status: StatusCode) -> String {
+    match status.canonical_reason() {
+        Some(reason) => format!("{} {reason}", status.as_u16()),
+        None => status.as_u16().to_string(),
+    }
+}
+
+fn seconds(duration: Duration) -> String {
+    format!("{} s", duration.as_secs_f64())
+}
+
+/// At most `max` characters, with `…` when cut.
+fn truncate(text: &str, max: usize) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+fn append(error: CompletionError, note: &str) -> CompletionError {
+    match error {
+        CompletionError::Transport(m) => CompletionError::Transport(m + note),
+        CompletionError::Provider(m) => CompletionError::Provider(m + note),
+        CompletionError::Decode(m) => CompletionError::Decode(m + note),
+        other => other,
+    }
+}
+
+/// A uniform fraction in `[0, 1)`, from the standard library's randomly keyed hasher.
+fn jitter_fraction() -> f64 {
+    use std::hash::BuildHasher;
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let bits = std::collections::hash_map::RandomState::new().hash_one(n);
+    (bits >> 11) as f64 / (1u64 << 53) as f64
+}

@@ -1,0 +1,143 @@
+//! Unit tests of the pure parts: URLs, backoff, `Retry-After`, error bodies, the key's absence.
+//! The HTTP behaviour is tested against a fake server in the workspace's `tests` package.
+
+use std::time::Duration;
+
+use ai_core::Secret;
+use reqwest::header::{HeaderMap, HeaderValue};
+
+use super::error_body::{provider_message, retry_after};
+use super::*;
+
+const CANARY: &str = "sk-canary-7f3a9c1e";
+
+fn config(base: &str) -> OpenAiConfig {
+    OpenAiConfig {
+        api_key: Some(Secret::new(CANARY)),
+        ..OpenAiConfig::new(base, "m")
+    }
+}
+
+#[test]
+fn the_wire_path_is_joined_and_the_endpoint_drops_credentials_and_query() {
+    let chat =
+        OpenAiCompletion::new(config("https://user:pw@api.example.com/v1/?api-version=1")).unwrap();
+    assert_eq!(
+        chat.url.as_str(),
+        "https://user:pw@api.example.com/v1/chat/completions?api-version=1"
+    );
+    assert_eq!(
+        chat.endpoint(),
+        "https://api.example.com/v1/chat/completions"
+    );
+    let responses = OpenAiCompletion::new(OpenAiConfig {
+        wire: OpenAiWire::Responses,
+        ..config("http://localhost:11434/v1")
+    })
+    .unwrap();
+    assert_eq!(responses.endpoint(), "http://localhost:11434/v1/responses");
+}
+
+#[test]
+fn bad_configs_are_refused_without_the_key_or_the_url_secrets() {
+    let cases = [
+        OpenAiConfig::new("not a url", "m"),
+        OpenAiConfig::new("ftp://host/v1", "m"),
+        OpenAiConfig::new("http://host/v1", " "),
+        OpenAiConfig {
+            api_key: Some(Secret::new("")),
+            ..OpenAiConfig::new("http://h/v1", "m")
+        },
+        OpenAiConfig {
+            api_key: Some(Secret::new(format!("{CANARY}\n"))),
+            ..OpenAiConfig::new("http://h/v1", "m")
+        },
+    ];
+    for case in cases {
+        let error = OpenAiCompletion::new(case.clone()).unwrap_err();
+        let shown = format!("{error} {error:?} {case:?}");
+        assert!(!shown.contains(CANARY), "{shown}");
+    }
+    let debug = format!("{:?}", config("https://user:pw@h/v1?key=q"));
+    assert!(
+        !debug.contains(CANARY) && !debug.contains("pw") && !debug.contains("key=q"),
+        "{debug}"
+    );
+    let adapter = OpenAiCompletion::new(config("https://user:pw@h/v1?key=q")).unwrap();
+    let debug = format!("{adapter:?}");
+    assert!(
+        !debug.contains(CANARY) && !debug.contains("pw") && !debug.contains("key=q"),
+        "{debug}"
+    );
+}
+
+#[test]
+fn the_key_is_scrubbed_from_messages() {
+    let adapter = OpenAiCompletion::new(config("http://h/v1")).unwrap();
+    let error = adapter.scrubbed(CompletionError::Provider(format!("bad key {CANARY}!")));
+    assert_eq!(
+        error,
+        CompletionError::Provider("bad key [redacted]!".into())
+    );
+}
+
+#[test]
+fn backoff_doubles_under_the_cap_with_full_jitter() {
+    let adapter = OpenAiCompletion::new(OpenAiConfig {
+        base_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_millis(350),
+        ..config("http://h/v1")
+    })
+    .unwrap();
+    for _ in 0..200 {
+        assert!(adapter.backoff(0) < Duration::from_millis(100));
+        assert!(adapter.backoff(1) < Duration::from_millis(200));
+        assert!(adapter.backoff(2) < Duration::from_millis(350));
+        assert!(adapter.backoff(40) < Duration::from_millis(350));
+    }
+    let spread: std::collections::HashSet<_> = (0..50).map(|_| adapter.backoff(3)).collect();
+    assert!(spread.len() > 10, "the jitter is not random: {spread:?}");
+}
+
+#[test]
+fn retry_after_reads_ms_then_seconds_and_ignores_dates() {
+    let mut headers = HeaderMap::new();
+    assert_eq!(retry_after(&headers), None);
+    headers.insert("retry-after", HeaderValue::from_static("2"));
+    assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
+    headers.insert("retry-after", HeaderValue::from_static("0.5"));
+    assert_eq!(retry_after(&headers), Some(Duration::from_millis(500)));
+    headers.insert("retry-after-ms", HeaderValue::from_static("150"));
+    assert_eq!(retry_after(&headers), Some(Duration::from_millis(150)));
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        "retry-after",
+        HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+    );
+    assert_eq!(retry_after(&headers), None);
+    headers.insert("retry-after", HeaderValue::from_static("-3"));
+    assert_eq!(retry_after(&headers), None);
+}
+
+#[test]
+fn provider_messages_are_found_in_the_usual_shapes() {
+    let cases: [(&[u8], Option<&str>); 7] = [
+        (br#"{"error":{"message":"Incorrect API key","type":"invalid_request_error","code":"invalid_api_key"}}"#, Some("Incorrect API key (invalid_api_key)")),
+        (br#"{"error":{"message":"slow down","type":"requests","code":null}}"#, Some("slow down (requests)")),
+        (br#"{"error":"model 'x' not found"}"#, Some("model 'x' not found")),
+        (br#"{"detail":"Not Found"}"#, Some("Not Found")),
+        (br#"{"message":"overloaded"}"#, Some("overloaded")),
+        (b"<html>502 Bad Gateway</html>", None),
+        (b"", None),
+    ];
+    for (body, expected) in cases {
+        assert_eq!(provider_message(body).as_deref(), expected);
+    }
+}
+
+#[test]
+fn truncation_counts_characters_and_marks_the_cut() {
+    assert_eq!(truncate("héllo", 10), "héllo");
+    assert_eq!(truncate("héllo", 2), "hé…");
+    assert_eq!(truncate(&"é".repeat(400), 300).chars().count(), 301);
+}

@@ -1,0 +1,689 @@
+//! `adapters::OpenAiCompletion` over real HTTP against the scripted fake server
+//! (`cogni_tests::fake_llm`), serving the recorded wire fixtures: streaming, retries, timeouts,
+//! cancellation, both wires, the `Authorization` header, and a canary key that must never show.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use adapters::{OpenAiCompletion, OpenAiConfig, OpenAiWire};
+use ai_core::{
+    CancellationToken, CompletionDelta, CompletionError, CompletionPort, LlmCaller, LlmCompletion,
+    LlmRequest, Message, RunId, Secret, ToolChoice,
+};
+use cogni_tests::fake_llm::{FakeLlm, Reply, fixture_bytes};
+use serde_json::json;
+
+const CANARY: &str = "sk-canary-5c0ffee-do-not-print";
+
+fn request() -> LlmRequest {
+    LlmRequest {
+        caller: LlmCaller {
+            run_id: RunId::new("run-1").unwrap(),
+            graph: None,
+        },
+        messages: vec![Message::User {
+            content: "What is the weather in Paris?".into(),
+        }],
+        tools: vec![],
+        tool_choice: ToolChoice::Auto,
+        parallel_tool_calls: None,
+    }
+}
+
+/// A config for the fake: the canary key, quick backoff, short timeouts.
+fn config(fake: &FakeLlm) -> OpenAiConfig {
+    OpenAiConfig {
+        api_key: Some(Secret::new(CANARY)),
+        request_timeout: Duration::from_secs(5),
+        idle_timeout: Duration::from_secs(5),
+        base_backoff: Duration::from_millis(5),
+        max_backoff: Duration::from_millis(20),
+        ..OpenAiConfig::new(fake.base_url(), "gpt-test")
+    }
+}
+
+/// Runs one call and returns the result with the deltas the sink saw.
+async fn call(
+    model: &OpenAiCompletion,
+    cancel: &CancellationToken,
+) -> (Result<LlmCompletion, CompletionError>, Vec<CompletionDelta>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink_seen = seen.clone();
+    let mut sink = move |delta: CompletionDelta| sink_seen.lock().unwrap().push(delta);
+    let result = model.complete(&request(), &mut sink, cancel).await;
+    let deltas = seen.lock().unwrap().clone();
+    (result, deltas)
+}
+
+async fn call_once(model: &OpenAiCompletion) -> Result<LlmCompletion, CompletionError> {
+    call(model, &CancellationToken::new()).await.0
+}
+
+/// What the sans-IO decoder makes of the whole fixture at once.
+fn decoded(wire: OpenAiWire, fixture: &str) -> (LlmCompletion, Vec<CompletionDelta>) {
+    let bytes = fixture_bytes(fixture).unwrap();
+    match wire {
+        OpenAiWire::Chat => {
+            let mut decoder = wire_openai::chat::StreamDecoder::default();
+            let deltas = decoder.feed(&bytes).unwrap();
+            (decoder.finish().unwrap(), deltas)
+        }
+        OpenAiWire::Responses => {
+            let mut decoder = wire_openai::responses::StreamDecoder::default();
+            let deltas = decoder.feed(&bytes).unwrap();
+            (decoder.finish().unwrap(), deltas)
+        }
+    }
+}
+
+/// One call's fragments joined: index, id, name, arguments.
+type JoinedCall = (usize, Option<String>, Option<String>, String);
+
+/// The text and each call's fragments joined (calls in order of first appearance): how many
+/// fragments a read yields depends on how the bytes were cut, what they add up to does not.
+fn merged(deltas: &[CompletionDelta]) -> (String, Vec<JoinedCall>) {
+    let mut text = String::new();
+    let mut calls: Vec<JoinedCall> = Vec::new();
+    for delta in deltas {
+        match delta {
+            CompletionDelta::Text { delta } => text.push_str(delta),
+            CompletionDelta::ToolCall {
+                index,
+                id,
+                name,
+                arguments,
+            } => match calls.iter_mut().find(|c| c.0 == *index) {
+                Some(call) => {
+                    call.1 = call.1.take().or_else(|| id.clone());
+                    call.2 = call.2.take().or_else(|| name.clone());
+                    call.3.push_str(arguments);
+                }
+                None => calls.push((*index, id.clone(), name.clone(), arguments.clone())),
+            },
+            _ => {}
+        }
+    }
+    (text, calls)
+}
+
+/// The bytes up to the end of the first event that holds `needle`.
+fn through_event_with(bytes: &[u8], needle: &str) -> usize {
+    let text = String::from_utf8_lossy(bytes);
+    let start = text.find(needle).unwrap();
+    start + text[start..].find("\n\n").unwrap() + 2
+}
+
+fn message(error: &CompletionError) -> String {
+    match error {
+        CompletionError::Transport(m)
+        | CompletionError::Provider(m)
+        | CompletionError::Decode(m) => m.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Serves `fixture` in 7-byte chunks and checks the HTTP result equals the decoder's own.
+async fn serves_like_the_decoder(wire: OpenAiWire, fixture: &str) -> LlmCompletion {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(Reply::fixture(fixture).unwrap().split(7));
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        wire,
+        ..config(&fake)
+    })
+    .unwrap();
+    let (result, deltas) = call(&model, &CancellationToken::new()).await;
+    let (expected, expected_deltas) = decoded(wire, fixture);
+    let completion = result.unwrap();
+    assert_eq!(completion, expected, "{fixture}");
+    assert_eq!(
+        merged(&deltas),
+        merged(&expected_deltas),
+        "{fixture}: the deltas reach the sink as decoded"
+    );
+    assert!(
+        deltas.len() >= expected_deltas.len(),
+        "{fixture}: 7-byte reads give at least as many fragments: {deltas:?}"
+    );
+    assert_eq!(fake.requests().len(), 1);
+    completion
+}
+
+#[tokio::test]
+async fn a_text_answer_streams_and_the_request_is_the_chat_wire() {
+    let completion =
+        serves_like_the_decoder(OpenAiWire::Chat, "openai-chat/text-crlf-comments-utf8.sse").await;
+    assert!(completion.text.starts_with("Grüße"), "{completion:?}");
+    assert!(completion.tool_calls.is_empty());
+
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    call_once(&model).await.unwrap();
+    let sent = &fake.requests()[0];
+    assert_eq!(sent.method, "POST");
+    assert_eq!(sent.path, "/v1/chat/completions");
+    assert_eq!(sent.header("content-type"), Some("application/json"));
+    assert_eq!(sent.header("accept"), Some("text/event-stream"));
+    assert_eq!(sent.json["model"], "gpt-test");
+    assert_eq!(sent.json["stream"], true);
+    assert_eq!(sent.json["stream_options"], json!({"include_usage": true}));
+    assert_eq!(sent.json["messages"][0]["role"], "user");
+}
+
+#[tokio::test]
+async fn a_tool_call_is_assembled() {
+    let completion =
+        serves_like_the_decoder(OpenAiWire::Chat, "openai-chat/openai-single-call.sse").await;
+    assert_eq!(completion.tool_calls.len(), 1);
+    assert!(completion.tool_calls[0].complete);
+}
+
+#[tokio::test]
+async fn parallel_calls_are_assembled_in_order() {
+    let completion =
+        serves_like_the_decoder(OpenAiWire::Chat, "openai-chat/parallel-interleaved.sse").await;
+    assert_eq!(completion.tool_calls.len(), 2);
+    serves_like_the_decoder(OpenAiWire::Chat, "openai-chat/index-zero-distinct-ids.sse").await;
+}
+
+#[tokio::test]
+async fn the_responses_wire_posts_to_responses_and_decodes_its_events() {
+    let completion =
+        serves_like_the_decoder(OpenAiWire::Responses, "openai-responses/function-call.sse").await;
+    assert_eq!(completion.tool_calls.len(), 1);
+    serves_like_the_decoder(
+        OpenAiWire::Responses,
+        "openai-responses/text-and-parallel-calls-with-gateway-done.sse",
+    )
+    .await;
+
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(Reply::fixture("openai-responses/reasoning-then-text.sse").unwrap());
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        wire: OpenAiWire::Responses,
+        ..config(&fake)
+    })
+    .unwrap();
+    call_once(&model).await.unwrap();
+    let sent = &fake.requests()[0];
+    assert_eq!(sent.path, "/v1/responses");
+    assert_eq!(sent.json["stream"], true);
+    assert_eq!(sent.json["model"], "gpt-test");
+    assert!(sent.json.get("input").is_some() && sent.json.get("messages").is_none());
+    assert!(sent.json.get("stream_options").is_none());
+
+    fake.push(Reply::fixture("openai-responses/error-event.sse").unwrap());
+    let error = call_once(&model).await.unwrap_err();
+    assert!(
+        matches!(&error, CompletionError::Provider(m) if m.contains("Rate limit reached.") && m.contains("/v1/responses")),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_mid_stream_error_is_a_provider_error_after_the_deltas() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(
+        Reply::fixture("openai-chat/mid-stream-error.sse")
+            .unwrap()
+            .split(16),
+    );
+    fake.push(Reply::fixture("openai-chat/mid-stream-error-string.sse").unwrap());
+    fake.push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+
+    let (result, deltas) = call(&model, &CancellationToken::new()).await;
+    let error = result.unwrap_err();
+    let text = message(&error);
+    assert!(matches!(error, CompletionError::Provider(_)), "{error:?}");
+    assert!(
+        text.contains("The server had an error while processing your request."),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("POST {}/chat/completions", fake.base_url())),
+        "{text}"
+    );
+    assert_eq!(
+        deltas,
+        vec![CompletionDelta::Text {
+            delta: "Partial ".into()
+        }]
+    );
+
+    let error = call_once(&model).await.unwrap_err();
+    assert!(matches!(error, CompletionError::Provider(_)), "{error:?}");
+    // Never retried: each call made one request.
+    assert_eq!(fake.requests().len(), 2);
+    assert_eq!(fake.remaining(), 1);
+}
+
+#[tokio::test]
+async fn a_stream_that_ends_without_a_finish_is_a_decode_error() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(Reply::fixture("openai-chat/truncated-no-done.sse").unwrap());
+    fake.push(Reply::fixture("openai-responses/truncated.sse").unwrap());
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let error = call_once(&model).await.unwrap_err();
+    assert!(
+        matches!(&error, CompletionError::Decode(m) if m.contains("without a finish reason")),
+        "{error:?}"
+    );
+    let responses = OpenAiCompletion::new(OpenAiConfig {
+        wire: OpenAiWire::Responses,
+        ..config(&fake)
+    })
+    .unwrap();
+    let error = call_once(&responses).await.unwrap_err();
+    assert!(matches!(error, CompletionError::Decode(_)), "{error:?}");
+    assert_eq!(fake.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_429_with_retry_after_is_waited_out_then_succeeds() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(
+        Reply::json(
+            429,
+            json!({"error": {"message": "Rate limit reached", "type": "requests"}}),
+        )
+        .header("retry-after", "1"),
+    );
+    fake.push(Reply::fixture("openai-chat/openai-single-call.sse").unwrap());
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let started = Instant::now();
+    let completion = call_once(&model).await.unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(950),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(completion.tool_calls.len(), 1);
+    assert_eq!(fake.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_retry_after_beyond_the_limit_is_not_waited_for() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(
+        Reply::json(429, json!({"error": {"message": "quota"}})).header("retry-after", "3600"),
+    );
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let error = call_once(&model).await.unwrap_err();
+    let text = message(&error);
+    assert!(text.contains("HTTP 429 Too Many Requests: quota"), "{text}");
+    assert!(text.contains("3600 s"), "{text}");
+    assert_eq!(fake.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn two_500s_then_success() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(Reply::json(500, json!({"error": {"message": "boom"}})));
+    fake.push(Reply::status(503));
+    fake.push(Reply::fixture("openai-chat/parallel-interleaved.sse").unwrap());
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let completion = call_once(&model).await.unwrap();
+    assert_eq!(completion.tool_calls.len(), 2);
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(
+        requests[0].body, requests[2].body,
+        "every attempt sends the same request"
+    );
+}
+
+#[tokio::test]
+async fn retries_run_out_with_the_last_status_and_message() {
+    let fake = FakeLlm::start().await.unwrap();
+    for _ in 0..3 {
+        fake.push(Reply::json(
+            502,
+            json!({"error": {"message": "upstream down"}}),
+        ));
+    }
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let error = call_once(&model).await.unwrap_err();
+    let text = message(&error);
+    assert!(matches!(error, CompletionError::Transport(_)), "{error:?}");
+    assert_eq!(
+        text,
+        format!(
+            "POST {}/chat/completions: HTTP 502 Bad Gateway: upstream down (gave up after 3 attempts)",
+            fake.base_url()
+        )
+    );
+    assert_eq!(fake.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn a_401_is_not_retried_and_names_endpoint_status_and_message() {
+    let fake = FakeLlm::start().await.unwrap();
+    let long = "x".repeat(1000);
+    fake.push(Reply::json(
+        401,
+        json!({"error": {"message": format!("Incorrect API key provided: {CANARY}. {long}"), "type": "invalid_request_error", "code": "invalid_api_key"}}),
+    ));
+    fake.push(Reply::fixture("openai-chat/openai-single-call.sse").unwrap());
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let error = call_once(&model).await.unwrap_err();
+    let text = message(&error);
+    assert!(matches!(error, CompletionError::Transport(_)), "{error:?}");
+    assert!(
+        text.starts_with(&format!(
+            "POST {}/chat/completions: HTTP 401 Unauthorized: Incorrect API key provided: [redacted]. xxx",
+            fake.base_url()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.ends_with('…') && text.len() < 500,
+        "the message is truncated: {text}"
+    );
+    assert!(!text.contains(CANARY));
+    assert_eq!(fake.requests().len(), 1);
+    assert_eq!(fake.remaining(), 1);
+
+    fake.push(Reply::json(
+        404,
+        json!({"error": "model 'gpt-test' not found"}),
+    ));
+    let _ = call_once(&model).await; // uses the queued success
+    let error = call_once(&model).await.unwrap_err();
+    assert!(
+        message(&error).contains("HTTP 404 Not Found: model 'gpt-test' not found"),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_drop_after_the_first_byte_is_not_retried() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(
+        Reply::fixture("openai-chat/openai-single-call.sse")
+            .unwrap()
+            .drop_after(400),
+    );
+    fake.push(Reply::fixture("openai-chat/openai-single-call.sse").unwrap());
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let error = call_once(&model).await.unwrap_err();
+    let text = message(&error);
+    assert!(matches!(error, CompletionError::Transport(_)), "{error:?}");
+    assert!(
+        text.contains("the connection broke after 400 bytes"),
+        "{text}"
+    );
+    assert_eq!(fake.requests().len(), 1);
+    assert_eq!(fake.remaining(), 1);
+}
+
+#[tokio::test]
+async fn a_hang_up_before_any_byte_is_retried() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(Reply::hang_up());
+    fake.push(
+        Reply::fixture("openai-chat/openai-single-call.sse")
+            .unwrap()
+            .drop_after(0),
+    );
+    fake.push(Reply::fixture("openai-chat/openai-single-call.sse").unwrap());
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let completion = call_once(&model).await.unwrap();
+    assert_eq!(completion.tool_calls.len(), 1);
+    assert_eq!(fake.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn a_refused_connection_names_the_endpoint() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        api_key: Some(Secret::new(CANARY)),
+        base_backoff: Duration::from_millis(1),
+        max_retries: 1,
+        ..OpenAiConfig::new(format!("http://{addr}/v1?api-key={CANARY}"), "m")
+    })
+    .unwrap();
+    let error = call_once(&model).await.unwrap_err();
+    let text = message(&error);
+    assert!(matches!(error, CompletionError::Transport(_)), "{error:?}");
+    assert!(
+        text.starts_with(&format!("POST http://{addr}/v1/chat/completions: ")),
+        "{text}"
+    );
+    assert!(text.ends_with("(gave up after 2 attempts)"), "{text}");
+    assert!(
+        !text.contains(CANARY) && !text.contains("api-key"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn an_idle_stream_times_out_and_is_not_retried() {
+    let fake = FakeLlm::start().await.unwrap();
+    let bytes = fixture_bytes("openai-chat/openai-single-call.sse").unwrap();
+    fake.push(
+        Reply::sse(bytes[..300].to_vec()).then(Duration::from_secs(5), bytes[300..].to_vec()),
+    );
+    fake.push(Reply::fixture("openai-chat/openai-single-call.sse").unwrap());
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        idle_timeout: Duration::from_millis(200),
+        ..config(&fake)
+    })
+    .unwrap();
+    let started = Instant::now();
+    let error = call_once(&model).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let text = message(&error);
+    assert!(
+        text.contains("idle timeout") && text.contains("after 300 bytes"),
+        "{text}"
+    );
+    assert_eq!(fake.requests().len(), 1);
+    assert_eq!(fake.remaining(), 1);
+}
+
+#[tokio::test]
+async fn a_slow_first_byte_hits_the_request_timeout_and_is_retried() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(
+        Reply::fixture("openai-chat/openai-single-call.sse")
+            .unwrap()
+            .delay_head(Duration::from_secs(5)),
+    );
+    // Head at once, first body byte late: the request timeout runs until the first byte.
+    fake.push(Reply::sse(Vec::new()).then(
+        Duration::from_secs(5),
+        fixture_bytes("openai-chat/openai-single-call.sse").unwrap(),
+    ));
+    fake.push(Reply::fixture("openai-chat/openai-single-call.sse").unwrap());
+    let quick = OpenAiConfig {
+        request_timeout: Duration::from_millis(200),
+        ..config(&fake)
+    };
+    let no_retry = OpenAiCompletion::new(OpenAiConfig {
+        max_retries: 0,
+        ..quick.clone()
+    })
+    .unwrap();
+    let started = Instant::now();
+    let error = call_once(&no_retry).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(
+        error,
+        CompletionError::Transport(format!(
+            "POST {}/chat/completions: no response within 0.2 s (request timeout)",
+            fake.base_url()
+        ))
+    );
+    let retrying = OpenAiCompletion::new(quick).unwrap();
+    let completion = call_once(&retrying).await.unwrap();
+    assert_eq!(completion.tool_calls.len(), 1);
+    assert_eq!(fake.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn cancellation_stops_a_stream_at_once() {
+    let fake = FakeLlm::start().await.unwrap();
+    let bytes = fixture_bytes("openai-chat/text-before-tool-calls.sse").unwrap();
+    let cut = through_event_with(&bytes, "Let me");
+    fake.push(
+        Reply::sse(bytes[..cut].to_vec()).then(Duration::from_secs(10), bytes[cut..].to_vec()),
+    );
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let cancel = CancellationToken::new();
+    let on_delta = cancel.clone();
+    let mut sink = move |_: CompletionDelta| on_delta.cancel();
+    let started = Instant::now();
+    let result = model.complete(&request(), &mut sink, &cancel).await;
+    assert_eq!(result, Err(CompletionError::Cancelled));
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test]
+async fn cancellation_stops_a_retry_wait_and_a_pending_head() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(Reply::json(429, json!({"error": {"message": "later"}})).header("retry-after", "30"));
+    fake.push(Reply::status(200).delay_head(Duration::from_secs(30)));
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    for _ in 0..2 {
+        let cancel = CancellationToken::new();
+        let later = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            later.cancel();
+        });
+        let started = Instant::now();
+        assert_eq!(
+            call(&model, &cancel).await.0,
+            Err(CompletionError::Cancelled)
+        );
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+    let cancelled = CancellationToken::new();
+    cancelled.cancel();
+    assert_eq!(
+        call(&model, &cancelled).await.0,
+        Err(CompletionError::Cancelled)
+    );
+    assert_eq!(
+        fake.requests().len(),
+        2,
+        "a call cancelled before it starts sends nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_json_answer_to_a_stream_request_is_reported() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(Reply::json(
+        200,
+        json!({"choices": [{"message": {"content": "hi"}}]}),
+    ));
+    fake.push(Reply::json(
+        200,
+        json!({"error": {"message": "overloaded"}}),
+    ));
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let error = call_once(&model).await.unwrap_err();
+    assert!(
+        matches!(&error, CompletionError::Decode(m) if m.contains("not an event stream")),
+        "{error:?}"
+    );
+    let error = call_once(&model).await.unwrap_err();
+    assert!(
+        matches!(&error, CompletionError::Provider(m) if m.ends_with("HTTP 200 OK: overloaded")),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_authorization_header_carries_the_key_and_is_absent_without_one() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    fake.push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let with_key = OpenAiCompletion::new(config(&fake)).unwrap();
+    let without_key = OpenAiCompletion::new(OpenAiConfig {
+        api_key: None,
+        ..config(&fake)
+    })
+    .unwrap();
+    call_once(&with_key).await.unwrap();
+    call_once(&without_key).await.unwrap();
+    let requests = fake.requests();
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some(format!("Bearer {CANARY}").as_str())
+    );
+    assert_eq!(requests[1].header("authorization"), None);
+}
+
+#[tokio::test]
+async fn the_canary_key_never_shows_in_errors_or_debug_output() {
+    let fake = FakeLlm::start().await.unwrap();
+    let echo = format!("your key {CANARY} is wrong");
+    let mid_stream = format!(
+        "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"a\"}},\"finish_reason\":null}}]}}\n\ndata: {}\n\n",
+        json!({"error": {"message": echo}})
+    );
+    let replies = vec![
+        Reply::json(401, json!({"error": {"message": echo}})),
+        Reply::json(429, json!({"error": echo})).header("retry-after", "3600"),
+        Reply::json(500, json!({"detail": echo})),
+        Reply::json(200, json!({"error": {"message": echo}})),
+        Reply::sse(mid_stream),
+        Reply::sse(format!("data: {echo}\n\n")),
+        Reply::fixture("openai-chat/truncated-no-done.sse").unwrap(),
+        Reply::fixture("openai-chat/openai-single-call.sse")
+            .unwrap()
+            .drop_after(300),
+        Reply::hang_up(),
+        Reply::status(200).delay_head(Duration::from_secs(5)),
+    ];
+    let count = replies.len();
+    for reply in replies {
+        fake.push(reply);
+    }
+    let config = OpenAiConfig {
+        base_url: format!("http://user:{CANARY}@{}/v1?key={CANARY}", fake.addr()),
+        max_retries: 0,
+        request_timeout: Duration::from_millis(300),
+        ..config(&fake)
+    };
+    let model = OpenAiCompletion::new(config.clone()).unwrap();
+    let mut shown = vec![
+        format!("{config:?}"),
+        format!("{model:?}"),
+        format!("{:#?}", model),
+    ];
+    for _ in 0..count {
+        let error = call_once(&model).await.unwrap_err();
+        shown.push(error.to_string());
+        shown.push(format!("{error:?}"));
+    }
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let error = call(&model, &cancel).await.0.unwrap_err();
+    shown.push(format!("{error:?}"));
+    for text in &shown {
+        assert!(!text.contains(CANARY), "the key leaked: {text}");
+        assert!(
+            !text.contains("sk-canary"),
+            "part of the key leaked: {text}"
+        );
+    }
+    // The echoes were there to be scrubbed, and the requests did carry the key.
+    assert!(
+        shown
+            .iter()
+            .any(|t| t.contains("your key [redacted] is wrong")),
+        "{shown:#?}"
+    );
+    assert_eq!(fake.requests().len(), count);
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| r.header("authorization") == Some(&format!("Bearer {CANARY}")))
+    );
+}
