@@ -3,3 +3,4 @@
 mod openai_http;
 mod pipeline;
 mod recorded_loop;
+mod server;

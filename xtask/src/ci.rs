@@ -1,4 +1,9 @@
 //! `cargo xtask ci`: the checks CI runs, in order, stopping at the first failure.
+//!
+//! After the tests, the UI streams they recorded (`target/ui-streams/`, written by the server's
+//! end-to-end tests) are checked by the protocols' own published schemas and client state
+//! machines (`tests/protocol/run.sh`: `@ag-ui/core` + `@ag-ui/client`, `ai`), which needs
+//! Node.js and npm.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -35,20 +40,63 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
                 crate::check_architecture(root)
                     .with_context(|| format!("ci failed at step {name}"))?;
             }
-            Some(args) if *name == "test" => test(root, &cargo, args)?,
+            Some(args) if *name == "test" => {
+                // Streams left by an earlier run must not pass for this run's.
+                let streams = root.join(UI_STREAMS);
+                if streams.exists() {
+                    std::fs::remove_dir_all(&streams)
+                        .with_context(|| format!("cannot clear {}", streams.display()))?;
+                }
+                let (passed, failed) = test(root, &cargo, args)?;
+                let (files_ok, files_failed) = protocols(root)?;
+                println!(
+                    "{} passed, {} failed",
+                    passed + files_ok,
+                    failed + files_failed
+                );
+            }
             Some(args) => step(root, &cargo, name, args)?,
         }
     }
     eprintln!(
-        "ci: ok ({})",
+        "ci: ok ({}, protocols)",
         STEPS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
     );
     Ok(())
 }
 
+/// Where the server's end-to-end tests leave the streams they received.
+const UI_STREAMS: &str = "target/ui-streams";
+
+/// Validates the recorded UI streams with the protocols' own libraries; returns the files that
+/// passed and failed (the validator's last line, `N passed, M failed`).
+fn protocols(root: &Path) -> anyhow::Result<(u64, u64)> {
+    eprintln!("==> protocols: tests/protocol/run.sh {UI_STREAMS}");
+    let output = Command::new("bash")
+        .arg("tests/protocol/run.sh")
+        .arg(UI_STREAMS)
+        .current_dir(root)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("ci failed at step protocols: cannot run bash (Node.js and npm are needed)")?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    print!("{stdout}");
+    let counts = stdout.lines().last().and_then(|line| {
+        let (passed, failed) = line.split_once(" passed, ")?;
+        Some((
+            passed.parse().ok()?,
+            failed.strip_suffix(" failed")?.parse().ok()?,
+        ))
+    });
+    match counts {
+        Some((passed, 0)) if output.status.success() && passed > 0 => Ok((passed, 0)),
+        _ => bail!("ci failed at step protocols: the recorded UI streams did not all validate"),
+    }
+}
+
 /// Runs the tests, echoing their output, and closes with one summary line over every test
 /// binary (`N passed, N failed`), so a run that executed no test cannot pass unnoticed.
-fn test(root: &Path, cargo: &str, args: &[&str]) -> anyhow::Result<()> {
+fn test(root: &Path, cargo: &str, args: &[&str]) -> anyhow::Result<(u64, u64)> {
     eprintln!("==> test: cargo {}", args.join(" "));
     let mut child = Command::new(cargo)
         .args(args)
@@ -78,7 +126,7 @@ fn test(root: &Path, cargo: &str, args: &[&str]) -> anyhow::Result<()> {
     if passed == 0 {
         bail!("ci failed at step test: no test ran");
     }
-    Ok(())
+    Ok((passed, failed))
 }
 
 /// `(passed, failed)` from a line like `test result: ok. 33 passed; 0 failed; …`.

@@ -15,6 +15,9 @@ use serde_json::json;
 
 use crate::{Config, CoreTool, create_capabilities, create_tool_source, load_policy};
 
+mod chat;
+mod serve;
+
 /// cogni: a tool-use runtime for LLM agents.
 #[derive(Debug, Parser)]
 #[command(name = "cogni", version, about)]
@@ -27,6 +30,28 @@ pub struct Cli {
 /// The top-level commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Serve the agent over HTTP: AG-UI and AI SDK UI streams, the catalog, health.
+    Serve {
+        /// Settings overrides (also from COGNI_* variables).
+        #[command(flatten)]
+        overrides: crate::Overrides,
+    },
+    /// Run one turn against the configured LLM endpoint and show it as it streams.
+    Chat {
+        /// The user's message.
+        message: String,
+        /// Continue this thread (kept in the data folder when one is configured).
+        #[arg(long)]
+        thread: Option<String>,
+        /// Print the run's events as JSON lines instead.
+        #[arg(long)]
+        json: bool,
+        /// Settings overrides (also from COGNI_* variables).
+        #[command(flatten)]
+        overrides: crate::Overrides,
+    },
+    /// Print the commented example configuration (cogni.toml).
+    ConfigExample,
     /// Inspect and run tools.
     #[command(subcommand)]
     Tools(ToolsCommand),
@@ -106,6 +131,17 @@ pub enum ToolsCommand {
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Serve { overrides } => serve::run(overrides).await,
+        Command::Chat {
+            message,
+            thread,
+            json,
+            overrides,
+        } => chat::run(message, thread, json, overrides).await,
+        Command::ConfigExample => {
+            print!("{}", crate::EXAMPLE_CONFIG);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Tools(ToolsCommand::List { policy, json }) => {
             tools_list(policy, json)?;
             Ok(ExitCode::SUCCESS)

@@ -47,6 +47,16 @@ impl CoreTool {
         Self::WorkspaceRead,
         Self::WorkspaceWrite,
     ];
+
+    /// The tool's id, e.g. `core__get_current_time`.
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::GetCurrentTime => "core__get_current_time",
+            Self::WorkspaceList => "core__workspace_list",
+            Self::WorkspaceRead => "core__workspace_read",
+            Self::WorkspaceWrite => "core__workspace_write",
+        }
+    }
 }
 
 /// Builds the capabilities from configuration: the system clock and a workspace confined to
@@ -81,4 +91,85 @@ pub fn create_tool_source(
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(StaticToolSource::new(bound)?)
+}
+
+/// Everything a run needs, composed from [`crate::Settings`]: the agent and the tools it may
+/// use. `cogni serve` and `cogni chat` both start here.
+#[derive(Clone)]
+pub struct Runtime {
+    /// The loop.
+    pub agent: graph::Agent,
+    /// The runner the agent runs tools with (shared statistics).
+    pub runner: ai_core::ToolRunner,
+    /// The bound tools.
+    pub source: Arc<dyn ai_core::ToolSource>,
+    /// The policy catalogs are built under.
+    pub policy: Arc<ai_core::ToolPolicy>,
+    /// The wall clock.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("agent", &self.agent)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// Binds the enabled tools, loads the policy and builds the agent over `completion`.
+    pub fn build(
+        settings: &crate::Settings,
+        completion: Arc<dyn ai_core::CompletionPort>,
+    ) -> anyhow::Result<Self> {
+        let caps = create_capabilities(&Config {
+            workspace_root: settings.tools.workspace.clone(),
+        })
+        .context("tools.workspace")?;
+        let source: Arc<dyn ai_core::ToolSource> =
+            Arc::new(create_tool_source(&settings.core_tools()?, &caps)?);
+        let policy = Arc::new(settings.policy()?);
+        let runner = ai_core::ToolRunner::new(source.clone(), policy.clone(), caps.clock.clone());
+        let mut config = graph::AgentConfig::default()
+            .with_max_steps(settings.agent.max_steps)
+            .with_max_parallel_tools(settings.agent.max_parallel_tools);
+        if let Some(prompt) = &settings.agent.system_prompt {
+            config = config.with_system_prompt(prompt.clone());
+        }
+        Ok(Self {
+            agent: graph::Agent::new(completion, runner.clone(), config),
+            runner,
+            source,
+            policy,
+            clock: caps.clock,
+        })
+    }
+}
+
+/// Where threads live: in memory for the process's lifetime.
+pub fn create_thread_store(
+    _settings: &crate::Settings,
+) -> anyhow::Result<Arc<dyn ai_core::ThreadStore>> {
+    Ok(Arc::new(graph::InMemoryThreadStore::default()))
+}
+
+/// The OpenAI-compatible completion adapter configured by `[llm]` (and `COGNI_LLM_*`). The API
+/// key moves into the adapter and stays there.
+pub fn create_completion(
+    llm: &crate::LlmSettings,
+) -> anyhow::Result<Arc<dyn ai_core::CompletionPort>> {
+    let config = adapters::OpenAiConfig {
+        api_key: llm.api_key.clone(),
+        wire: match llm.wire {
+            crate::LlmWire::Chat => adapters::OpenAiWire::Chat,
+            crate::LlmWire::Responses => adapters::OpenAiWire::Responses,
+        },
+        request_timeout: std::time::Duration::from_millis(llm.request_timeout_ms),
+        idle_timeout: std::time::Duration::from_millis(llm.idle_timeout_ms),
+        max_retries: llm.max_retries,
+        ..adapters::OpenAiConfig::new(llm.base_url.clone(), llm.model.clone())
+    };
+    let completion = adapters::OpenAiCompletion::new(config).context("llm.base_url")?;
+    Ok(Arc::new(completion))
 }

@@ -10,7 +10,16 @@
 pub mod cli;
 mod compose;
 mod config;
+pub mod server;
+mod settings;
 mod stats;
 
-pub use compose::{CoreTool, ToolCapabilities, create_capabilities, create_tool_source};
+pub use compose::{
+    CoreTool, Runtime, ToolCapabilities, create_capabilities, create_completion,
+    create_thread_store, create_tool_source,
+};
 pub use config::{Config, DEFAULT_POLICY_TOML, load_policy};
+pub use settings::{
+    AgentSettings, EXAMPLE_CONFIG, LlmSettings, LlmWire, Overrides, ServerSettings, Settings,
+    ToolsSettings,
+};

@@ -6,7 +6,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = bootstrap::cli::Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {

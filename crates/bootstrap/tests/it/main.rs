@@ -1,5 +1,7 @@
 //! The `cogni` binary end to end: exit codes, stdout JSON lines, one-line errors.
 
+mod config;
+
 use std::process::{Command, Output};
 
 use serde_json::Value;

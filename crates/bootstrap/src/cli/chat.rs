@@ -1,0 +1,165 @@
+//! `cogni chat`: one turn against the configured endpoint, shown as it streams.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use ai_core::{
+    AiEvent, CancellationToken, DoneReason, RunContext, ThreadId, ToolCatalog, ToolOutcome,
+};
+
+use crate::{Overrides, Runtime, Settings, create_completion};
+
+/// Runs one turn on `thread` (a new thread each time without one, or without a data folder to
+/// keep it in) and prints the answer, each tool call and its result as they happen; with
+/// `json`, prints the `AiEvent`s as JSON lines instead.
+pub(crate) async fn run(
+    message: String,
+    thread: Option<String>,
+    json: bool,
+    overrides: Overrides,
+) -> anyhow::Result<ExitCode> {
+    let settings = Settings::load(&overrides)?;
+    settings.require_model()?;
+    let runtime = Runtime::build(&settings, create_completion(&settings.llm)?)?;
+    let store = crate::create_thread_store(&settings)?;
+    let run_id = format!("chat-{}", runtime.clock.now_ms());
+    let thread = ThreadId::new(thread.unwrap_or_else(|| run_id.clone()))?;
+    let ctx = RunContext::new(run_id, "user:cli", "local")?;
+    let catalog = ToolCatalog::build(runtime.source.as_ref(), &runtime.policy, &ctx)?;
+    let cancel = CancellationToken::new();
+    let on_interrupt = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_interrupt.cancel();
+        }
+    });
+    let printer = Printer::new(json);
+    let sink = |event: AiEvent| printer.print(&event);
+    runtime
+        .agent
+        .run_thread(
+            store.as_ref(),
+            &thread,
+            message,
+            &ctx,
+            &catalog,
+            &sink,
+            &cancel,
+        )
+        .await?;
+    Ok(match printer.done() {
+        Some(DoneReason::Stop | DoneReason::MaxSteps) => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    })
+}
+
+/// Prints events for a person (or as JSON lines), remembering how the run ended.
+struct Printer {
+    json: bool,
+    state: std::sync::Mutex<PrintState>,
+}
+
+#[derive(Default)]
+struct PrintState {
+    in_text: bool,
+    done: Option<DoneReason>,
+}
+
+impl Printer {
+    fn new(json: bool) -> Self {
+        Self {
+            json,
+            state: std::sync::Mutex::default(),
+        }
+    }
+
+    fn done(&self) -> Option<DoneReason> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).done
+    }
+
+    fn print(&self, event: &AiEvent) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let AiEvent::Done { reason } = event {
+            state.done = Some(*reason);
+        }
+        let mut out = std::io::stdout().lock();
+        // A closed stdout (a pipe to `head`) ends the output, not the run.
+        let _ = if self.json {
+            match serde_json::to_string(event) {
+                Ok(line) => writeln!(out, "{line}"),
+                Err(_) => Ok(()),
+            }
+        } else {
+            Self::human(&mut state, event, &mut out)
+        };
+        let _ = out.flush();
+    }
+
+    fn human(state: &mut PrintState, event: &AiEvent, out: &mut impl Write) -> std::io::Result<()> {
+        let line_break = |state: &mut PrintState, out: &mut dyn Write| {
+            if std::mem::take(&mut state.in_text) {
+                writeln!(out)
+            } else {
+                Ok(())
+            }
+        };
+        match event {
+            AiEvent::TextDelta { delta } => {
+                state.in_text = true;
+                write!(out, "{delta}")
+            }
+            AiEvent::ToolCallStart {
+                tool_name, args, ..
+            } => {
+                line_break(state, out)?;
+                let args = args
+                    .as_ref()
+                    .map_or_else(|| "(invalid arguments)".to_owned(), |a| a.to_string());
+                writeln!(out, "→ {tool_name} {args}")
+            }
+            AiEvent::ToolCallRetrying {
+                attempt,
+                max_attempts,
+                retry_in_ms,
+                ..
+            } => writeln!(
+                out,
+                "  … retrying ({attempt}/{max_attempts}) in {retry_in_ms} ms"
+            ),
+            AiEvent::ToolCallResult {
+                tool_name, outcome, ..
+            } => match outcome {
+                ToolOutcome::Ok { value } => writeln!(out, "  ✓ {tool_name}: {value}"),
+                ToolOutcome::Error(failure) => writeln!(
+                    out,
+                    "  ✗ {tool_name}: {}: {}",
+                    failure.code, failure.safe_message
+                ),
+                other => writeln!(out, "  ? {tool_name}: {}", other.model_content()),
+            },
+            AiEvent::ApprovalRequired { tool_id, args, .. } => {
+                line_break(state, out)?;
+                writeln!(out, "⏸ {tool_id} {args}: waits for approval (not run)")
+            }
+            AiEvent::Error { message } => {
+                line_break(state, out)?;
+                writeln!(out, "error: {message}")
+            }
+            AiEvent::Done { reason } => {
+                line_break(state, out)?;
+                match reason {
+                    DoneReason::Stop => Ok(()),
+                    other => writeln!(
+                        out,
+                        "[run ended: {}]",
+                        serde_json::to_value(other)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_owned))
+                            .unwrap_or_default()
+                    ),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! `cogni serve`: compose the runtime from the settings and serve it over HTTP.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use crate::{Overrides, Settings, server};
+
+/// Loads and checks the settings, binds the listen address and serves until a shutdown signal.
+pub(crate) async fn run(overrides: Overrides) -> anyhow::Result<ExitCode> {
+    let settings = Settings::load(&overrides)?;
+    settings.require_model()?;
+    init_logging();
+    let addr = settings.listen_addr()?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("server.listen: cannot listen on {addr}"))?;
+    let local = listener.local_addr().unwrap_or(addr);
+    eprintln!(
+        "cogni: listening on http://{local} (model {} at {}, {:?} wire)",
+        settings.llm.model, settings.llm.base_url, settings.llm.wire
+    );
+    server::run(&settings, listener).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default: warnings). Spans never carry arguments or
+/// results unless the policy asks for the redacted ones.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // A second initialization (tests) keeps the first subscriber.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

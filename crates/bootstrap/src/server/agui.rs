@@ -1,0 +1,124 @@
+//! `POST /api/v1/agui`: an AG-UI `RunAgentInput` in, AG-UI events out over SSE.
+
+use std::sync::Arc;
+
+use ai_core::{AiEvent, ToolCallId};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::Response;
+use graph::HistoryItem;
+use wire_ui::agui::{InputMessage, RunAgentInput, Translator};
+use wire_ui::sse;
+
+use super::{ApiError, AppState, Incoming, Translate, parse_body, sse_response, start_run};
+
+struct Stream(Translator);
+
+impl Translate for Stream {
+    fn frames(&mut self, event: &AiEvent) -> String {
+        self.0.push(event).iter().map(sse::frame).collect()
+    }
+
+    fn finished(&self) -> bool {
+        self.0.is_finished()
+    }
+}
+
+/// Runs one AG-UI turn.
+pub(super) async fn run(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("text/event-stream");
+    if !accept.contains("text/event-stream") && !accept.contains("*/*") {
+        return Err(ApiError::new(
+            StatusCode::NOT_ACCEPTABLE,
+            "unsupported_protocol",
+            format!("this endpoint streams AG-UI events as text/event-stream only, not `{accept}`"),
+        ));
+    }
+    let input: RunAgentInput = parse_body(&headers, body)?;
+    let incoming = incoming(&input.messages)?;
+    let started = start_run(&state, &input.thread_id, &input.run_id, incoming).await?;
+    let mut translator = Translator::new(input.thread_id, input.run_id);
+    let first = translator.start().iter().map(sse::frame).collect();
+    Ok(sse_response(first, started, Stream(translator), &[]))
+}
+
+/// The client's history as UI items, and its last message, which must be the user's.
+fn incoming(messages: &[InputMessage]) -> Result<Incoming, ApiError> {
+    let Some((InputMessage::User { content, .. }, before)) = messages.split_last() else {
+        return Err(ApiError::bad_request(
+            "invalid_history",
+            "messages: the last message must be the user's new message",
+        ));
+    };
+    let mut history = Vec::with_capacity(before.len());
+    for (index, message) in before.iter().enumerate() {
+        match message {
+            InputMessage::Developer { content, .. } | InputMessage::System { content, .. } => {
+                history.push(HistoryItem::System {
+                    content: content.clone(),
+                });
+            }
+            InputMessage::User { content, .. } => history.push(HistoryItem::User {
+                content: content.text(),
+            }),
+            InputMessage::Assistant {
+                content,
+                tool_calls,
+                ..
+            } => {
+                if let Some(text) = content.as_ref().filter(|t| !t.is_empty()) {
+                    history.push(HistoryItem::AssistantText {
+                        content: text.clone(),
+                    });
+                }
+                for call in tool_calls {
+                    history.push(HistoryItem::ToolCall {
+                        id: call_id(index, &call.id)?,
+                        name: call.function.name.clone(),
+                        arguments: call.function.arguments.clone(),
+                    });
+                }
+            }
+            InputMessage::Tool {
+                content,
+                tool_call_id,
+                error,
+                ..
+            } => history.push(HistoryItem::ToolResult {
+                tool_call_id: call_id(index, tool_call_id)?,
+                content: match error {
+                    Some(error) => serde_json::json!({"error": {"message": error}}).to_string(),
+                    None => content.clone(),
+                },
+            }),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "invalid_history",
+                    format!("messages[{index}]: this message role is not supported"),
+                ));
+            }
+        }
+    }
+    Ok(Incoming {
+        history,
+        user_message: content.text(),
+    })
+}
+
+fn call_id(index: usize, raw: &str) -> Result<ToolCallId, ApiError> {
+    ToolCallId::new(raw).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_history",
+            format!("messages[{index}]: tool call id: {e}"),
+        )
+    })
+}

@@ -1,0 +1,139 @@
+//! `POST /api/v1/chat`: a Vercel AI SDK `useChat` request in, the UI message stream out.
+
+use std::sync::Arc;
+
+use ai_core::{AiEvent, ToolCallId};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use graph::HistoryItem;
+use wire_ui::ai_sdk::{ChatRequest, STREAM_HEADER, Translator, UiMessage, UiRole};
+use wire_ui::sse;
+
+use super::{ApiError, AppState, Incoming, Translate, parse_body, sse_response, start_run};
+
+struct Stream(Translator);
+
+impl Translate for Stream {
+    fn frames(&mut self, event: &AiEvent) -> String {
+        self.0.push(event).iter().map(sse::frame).collect()
+    }
+
+    fn finished(&self) -> bool {
+        self.0.is_finished()
+    }
+
+    fn trailer(&self) -> &'static str {
+        sse::DONE_FRAME
+    }
+}
+
+/// Runs one `useChat` turn.
+pub(super) async fn run(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let request: ChatRequest = parse_body(&headers, body)?;
+    if request.trigger.as_deref() == Some("regenerate-message") {
+        return Err(ApiError::bad_request(
+            "unsupported_trigger",
+            "trigger: regenerate-message is not supported; the server's thread keeps the answer it gave",
+        ));
+    }
+    let incoming = incoming(&request.messages)?;
+    let run_id = state.next_run_id();
+    let started = start_run(&state, &request.id, &run_id, incoming).await?;
+    let mut translator = Translator::new(run_id);
+    let first = translator.start().iter().map(sse::frame).collect();
+    Ok(sse_response(
+        first,
+        started,
+        Stream(translator),
+        &[STREAM_HEADER],
+    ))
+}
+
+/// The client's history as UI items, and its last message, which must be the user's.
+fn incoming(messages: &[UiMessage]) -> Result<Incoming, ApiError> {
+    let invalid = |message: String| ApiError::bad_request("invalid_history", message);
+    let Some((last, before)) = messages.split_last() else {
+        return Err(invalid(
+            "messages: empty; the last message must be the user's new message".into(),
+        ));
+    };
+    if last.role != UiRole::User {
+        return Err(invalid(
+            "messages: the last message must be the user's new message".into(),
+        ));
+    }
+    let mut history = Vec::with_capacity(before.len());
+    for (index, message) in before.iter().enumerate() {
+        match message.role {
+            UiRole::System => history.push(HistoryItem::System {
+                content: message.text(),
+            }),
+            UiRole::User => history.push(HistoryItem::User {
+                content: message.text(),
+            }),
+            UiRole::Assistant => assistant_items(index, message, &mut history)?,
+        }
+    }
+    Ok(Incoming {
+        history,
+        user_message: last.text(),
+    })
+}
+
+/// An assistant message's parts in order: text, then each tool call and its result.
+fn assistant_items(
+    index: usize,
+    message: &UiMessage,
+    history: &mut Vec<HistoryItem>,
+) -> Result<(), ApiError> {
+    let invalid = |message: String| ApiError::bad_request("invalid_history", message);
+    let tools = message
+        .tool_parts()
+        .map_err(|e| invalid(format!("messages[{index}]: {e}")))?;
+    let mut tools = tools.into_iter();
+    for part in &message.parts {
+        let kind = part["type"].as_str().unwrap_or_default();
+        if kind == "text" {
+            if let Some(text) = part["text"].as_str().filter(|t| !t.is_empty()) {
+                history.push(HistoryItem::AssistantText {
+                    content: text.to_owned(),
+                });
+            }
+            continue;
+        }
+        if kind != "dynamic-tool" && !kind.starts_with("tool-") {
+            continue;
+        }
+        let Some(tool) = tools.next() else { break };
+        let id = ToolCallId::new(tool.tool_call_id.as_str())
+            .map_err(|e| invalid(format!("messages[{index}]: toolCallId: {e}")))?;
+        history.push(HistoryItem::ToolCall {
+            id: id.clone(),
+            name: tool.tool_name,
+            arguments: tool
+                .input
+                .map_or_else(|| "{}".to_owned(), |input| input.to_string()),
+        });
+        let content = match tool.state.as_str() {
+            "output-available" => tool.output.unwrap_or_default().to_string(),
+            "output-error" => serde_json::json!({
+                "error": {"message": tool.error_text.unwrap_or_default()}
+            })
+            .to_string(),
+            // A call without its output stays unanswered; reconstruct_history refuses it.
+            _ => continue,
+        };
+        history.push(HistoryItem::ToolResult {
+            tool_call_id: id,
+            content,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,435 @@
+//! `cogni serve`: the HTTP server. It streams runs as AG-UI events (`POST /api/v1/agui`) and as
+//! the AI SDK UI message stream (`POST /api/v1/chat`), both translated from one `AiEvent` stream
+//! by `wire_ui`; it serves the catalog (`GET /api/v1/tools`), tool statistics
+//! (`GET /api/v1/tools/stats`) and `GET /healthz`.
+//!
+//! Threads are the server's: a request names its thread, and when the server holds that thread
+//! only the request's new user message is used; the client's replayed history (tool results
+//! included) is trusted only to start a thread the server has never seen, and then only after
+//! `reconstruct_history` accepts it. A client that disconnects cancels its run; the run still
+//! ends cleanly and saves a valid history.
+
+mod agui;
+mod chat;
+
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ai_core::{
+    AiEvent, CancellationToken, Clock, DoneReason, RunContext, ThreadId, ThreadStore, ToolCatalog,
+    ToolPolicy, ToolRunner, ToolSource,
+};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use graph::{Agent, HistoryItem, reconstruct_history};
+use serde_json::json;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// What every request handler shares.
+pub struct AppState {
+    agent: Agent,
+    runner: ToolRunner,
+    source: Arc<dyn ToolSource>,
+    policy: Arc<ToolPolicy>,
+    threads: Arc<dyn ThreadStore>,
+    clock: Arc<dyn Clock>,
+    busy: Mutex<HashSet<ThreadId>>,
+    runs: AtomicU64,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState").finish_non_exhaustive()
+    }
+}
+
+impl AppState {
+    /// The server's state: the runtime's agent, tools and policy, and where threads live.
+    pub fn new(runtime: crate::Runtime, threads: Arc<dyn ThreadStore>) -> Self {
+        Self {
+            agent: runtime.agent,
+            runner: runtime.runner,
+            source: runtime.source,
+            policy: runtime.policy,
+            threads,
+            clock: runtime.clock,
+            busy: Mutex::new(HashSet::new()),
+            runs: AtomicU64::new(0),
+        }
+    }
+
+    /// A fresh run id (clients of the AI SDK name none).
+    fn next_run_id(&self) -> String {
+        let n = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("run-{}-{n}", self.clock.now_ms())
+    }
+
+    fn context(&self, run_id: &str) -> Result<RunContext, ApiError> {
+        RunContext::new(run_id, "user:http", "local")
+            .map_err(|e| ApiError::bad_request("invalid_run_id", format!("runId: {e}")))
+    }
+
+    fn catalog(&self, ctx: &RunContext) -> Result<ToolCatalog, ApiError> {
+        ToolCatalog::build(self.source.as_ref(), &self.policy, ctx)
+            .map_err(|e| ApiError::internal(format!("the tool catalog cannot be built: {e}")))
+    }
+}
+
+/// `cogni serve` after its settings are loaded: composes the runtime (LLM adapter, tools,
+/// policy, thread store) from `settings` and serves it on `listener` until a shutdown signal.
+pub async fn run(
+    settings: &crate::Settings,
+    listener: tokio::net::TcpListener,
+) -> anyhow::Result<()> {
+    let completion = crate::create_completion(&settings.llm)?;
+    let runtime = crate::Runtime::build(settings, completion)?;
+    let threads = crate::create_thread_store(settings)?;
+    let state = Arc::new(AppState::new(runtime, threads));
+    serve(listener, state, settings.server.max_body_bytes)
+        .await
+        .map_err(|e| anyhow::anyhow!("the server stopped: {e}"))
+}
+
+/// Serves `router(state)` on `listener` until Ctrl-C (SIGINT) or SIGTERM; runs in flight are
+/// cancelled by their dropped streams and still save their threads.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+    max_body_bytes: usize,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state, max_body_bytes))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+}
+
+async fn shutdown_signal() {
+    let interrupt = async {
+        // Without a signal handler the server runs until killed.
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+}
+
+/// The routes, with the body limit applied to every request.
+pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
+    Router::new()
+        .route(
+            "/healthz",
+            get(|| async { json_response(StatusCode::OK, json!({"status": "ok"})) }),
+        )
+        .route("/api/v1/tools", get(list_tools))
+        .route("/api/v1/tools/stats", get(tool_stats))
+        .route("/api/v1/agui", post(agui::run))
+        .route("/api/v1/chat", post(chat::run))
+        .fallback(|| async {
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint").into_response()
+        })
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .with_state(state)
+}
+
+async fn list_tools(State(state): State<Arc<AppState>>) -> Response {
+    let result = state.context("catalog").and_then(|ctx| state.catalog(&ctx));
+    match result {
+        Ok(catalog) => {
+            let specs: Vec<_> = catalog.specs().collect();
+            json_response(StatusCode::OK, json!({ "tools": specs }))
+        }
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn tool_stats(State(state): State<Arc<AppState>>) -> Response {
+    json_response(StatusCode::OK, json!({ "tools": state.runner.stats() }))
+}
+
+fn json_response(status: StatusCode, body: serde_json::Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// A request refused before its run starts: a status and a JSON body
+/// `{"error":{"code":…,"message":…}}` naming what was wrong.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        json_response(
+            self.status,
+            json!({"error": {"code": self.code, "message": self.message}}),
+        )
+    }
+}
+
+/// The body as JSON of type `T`: too large → 413, not JSON → 415, malformed or not matching the
+/// protocol's shape → 400, each naming the fault.
+fn parse_body<T: serde::de::DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<T, ApiError> {
+    let body = body.map_err(|rejection| {
+        let status = rejection.status();
+        let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            "body_too_large"
+        } else {
+            "unreadable_body"
+        };
+        ApiError::new(status, code, rejection.body_text())
+    })?;
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if !content_type.starts_with("application/json") {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            format!("expected content-type application/json, got `{content_type}`"),
+        ));
+    }
+    serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request("invalid_body", format!("the request body is invalid: {e}"))
+    })
+}
+
+/// The conversation a request brings: its history before the new message, and the message.
+pub(crate) struct Incoming {
+    /// The client's history, used only when the server has no state for the thread.
+    pub(crate) history: Vec<HistoryItem>,
+    /// The new user message.
+    pub(crate) user_message: String,
+}
+
+/// A started run: its events, and the token that cancels it when the stream is dropped.
+pub(crate) struct StartedRun {
+    events: UnboundedReceiver<AiEvent>,
+    cancel: CancellationToken,
+}
+
+/// Starts a run on a thread: loads the server's state (or rebuilds the client's history when
+/// there is none), spawns the loop, and saves the thread when the run ends. One run per thread
+/// at a time: a second one is refused with 409.
+async fn start_run(
+    state: &Arc<AppState>,
+    thread: &str,
+    run_id: &str,
+    incoming: Incoming,
+) -> Result<StartedRun, ApiError> {
+    let thread = ThreadId::new(thread)
+        .map_err(|e| ApiError::bad_request("invalid_thread_id", format!("thread id: {e}")))?;
+    let ctx = state.context(run_id)?;
+    let catalog = state.catalog(&ctx)?;
+    let busy = BusyGuard::acquire(state.clone(), thread.clone())?;
+    let saved = state
+        .threads
+        .load(&thread)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let agent_state = match saved {
+        Some(saved) => serde_json::from_value(saved).map_err(|e| {
+            ApiError::internal(format!(
+                "thread {} holds an unreadable state: {e}",
+                thread.as_str()
+            ))
+        })?,
+        None => {
+            let messages = reconstruct_history(&incoming.history).map_err(|e| {
+                ApiError::bad_request(
+                    "invalid_history",
+                    format!("the message history is invalid: {e}"),
+                )
+            })?;
+            state.agent.state_from_history(messages).map_err(|e| {
+                ApiError::bad_request(
+                    "invalid_history",
+                    format!("the message history is invalid: {e}"),
+                )
+            })?
+        }
+    };
+    let cancel = CancellationToken::new();
+    let (task, events) = state.agent.spawn(
+        agent_state,
+        incoming.user_message,
+        ctx,
+        catalog,
+        cancel.clone(),
+    );
+    let store = state.threads.clone();
+    tokio::spawn(async move {
+        // The guard frees the thread once the state is saved, whatever happens.
+        let _busy = busy;
+        match task.await {
+            Ok(final_state) => match serde_json::to_value(&final_state) {
+                Ok(value) => {
+                    if let Err(error) = store.save(&thread, &value).await {
+                        tracing::error!(thread = thread.as_str(), %error, "thread not saved");
+                    }
+                }
+                Err(error) => tracing::error!(thread = thread.as_str(), %error, "thread not saved"),
+            },
+            Err(error) => tracing::error!(thread = thread.as_str(), %error, "run task failed"),
+        }
+    });
+    Ok(StartedRun { events, cancel })
+}
+
+/// Marks a thread busy while a run holds it.
+struct BusyGuard {
+    state: Arc<AppState>,
+    thread: ThreadId,
+}
+
+impl BusyGuard {
+    fn acquire(state: Arc<AppState>, thread: ThreadId) -> Result<Self, ApiError> {
+        let mut busy = state.busy.lock().unwrap_or_else(|p| p.into_inner());
+        if !busy.insert(thread.clone()) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "thread_busy",
+                format!("thread {} already has a run in progress", thread.as_str()),
+            ));
+        }
+        drop(busy);
+        Ok(Self { state, thread })
+    }
+}
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        let mut busy = self.state.busy.lock().unwrap_or_else(|p| p.into_inner());
+        busy.remove(&self.thread);
+    }
+}
+
+/// A protocol's translator, as the stream needs it.
+pub(crate) trait Translate: Send + 'static {
+    /// The frames for one event.
+    fn frames(&mut self, event: &AiEvent) -> String;
+    /// Whether the terminal frame has been produced.
+    fn finished(&self) -> bool;
+    /// Frames after the terminal one (the AI SDK's `[DONE]`).
+    fn trailer(&self) -> &'static str {
+        ""
+    }
+}
+
+/// The SSE response for a run: the translator's frames, event by event, until the terminal one.
+/// Dropping the body (the client went away) cancels the run.
+fn sse_response<T: Translate>(
+    first: String,
+    run: StartedRun,
+    translator: T,
+    extra_headers: &[(&'static str, &'static str)],
+) -> Response {
+    struct Streaming<T> {
+        events: UnboundedReceiver<AiEvent>,
+        translator: T,
+        _cancel_on_drop: tokio_util::sync::DropGuard,
+        first: Option<String>,
+        done: bool,
+    }
+    let streaming = Streaming {
+        events: run.events,
+        translator,
+        _cancel_on_drop: run.cancel.drop_guard(),
+        first: Some(first),
+        done: false,
+    };
+    let stream = futures_util::stream::unfold(streaming, |mut s| async move {
+        if let Some(first) = s.first.take() {
+            return Some((Ok::<_, Infallible>(Bytes::from(first)), s));
+        }
+        if s.done {
+            return None;
+        }
+        loop {
+            let frames = match s.events.recv().await {
+                Some(event) => s.translator.frames(&event),
+                // The run ended without its Done (its task failed): close the protocol anyway.
+                None => {
+                    let mut frames = s.translator.frames(&AiEvent::Error {
+                        message: "the run ended unexpectedly".into(),
+                    });
+                    frames.push_str(&s.translator.frames(&AiEvent::Done {
+                        reason: DoneReason::Error,
+                    }));
+                    frames
+                }
+            };
+            let mut frames = frames;
+            if s.translator.finished() {
+                frames.push_str(s.translator.trailer());
+                s.done = true;
+            }
+            if !frames.is_empty() {
+                return Some((Ok(Bytes::from(frames)), s));
+            }
+            if s.done {
+                return None;
+            }
+        }
+    });
+    let mut response = Response::new(Body::from_stream(stream));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    for (name, value) in extra_headers {
+        headers.insert(*name, HeaderValue::from_static(value));
+    }
+    response
+}

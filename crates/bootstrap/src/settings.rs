@@ -1,0 +1,338 @@
+//! `cogni.toml` and its `COGNI_*` overrides: everything `cogni serve` and `cogni chat` are
+//! configured with, validated once at start so a bad setting is refused with its key and reason.
+//!
+//! Precedence, highest first: a command-line flag, its `COGNI_*` environment variable (clap reads
+//! both, here in the composition root only), the config file, the defaults below. The API key is
+//! read only from `COGNI_LLM_API_KEY` (never from the file, so a committed config cannot leak it).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ai_core::{Secret, ToolPolicy};
+use anyhow::{Context, bail};
+use serde::Deserialize;
+
+use crate::{CoreTool, DEFAULT_POLICY_TOML};
+
+/// The commented example config shipped in the repository (`cogni.example.toml`).
+pub const EXAMPLE_CONFIG: &str = include_str!("../../../cogni.example.toml");
+
+/// Which wire format the LLM endpoint speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LlmWire {
+    /// `POST {base_url}/chat/completions`.
+    #[default]
+    Chat,
+    /// `POST {base_url}/responses`.
+    Responses,
+}
+
+/// `[llm]`: the OpenAI-compatible endpoint.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmSettings {
+    /// Base URL up to and including the API version, e.g. `https://api.openai.com/v1`.
+    pub base_url: String,
+    /// The model name the endpoint expects.
+    pub model: String,
+    /// The wire format.
+    pub wire: LlmWire,
+    /// Time allowed until the response's first byte, in ms.
+    pub request_timeout_ms: u64,
+    /// Time allowed between two chunks of a streaming response, in ms.
+    pub idle_timeout_ms: u64,
+    /// Retries of a failed request before its first byte (connection errors, 429, 5xx).
+    pub max_retries: u32,
+    /// The API key (only from `COGNI_LLM_API_KEY`; local servers need none).
+    #[serde(skip)]
+    pub api_key: Option<Secret>,
+}
+
+impl Default for LlmSettings {
+    fn default() -> Self {
+        Self {
+            base_url: "https://api.openai.com/v1".into(),
+            model: String::new(),
+            wire: LlmWire::Chat,
+            request_timeout_ms: 60_000,
+            idle_timeout_ms: 60_000,
+            max_retries: 2,
+            api_key: None,
+        }
+    }
+}
+
+/// `[server]`: the HTTP server.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerSettings {
+    /// The address to listen on.
+    pub listen: String,
+    /// The largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8787".into(),
+            max_body_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// `[tools]`: which tools exist and which policy governs them.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsSettings {
+    /// The core tools bound at start (the policy still decides which a model sees).
+    pub enabled: Vec<String>,
+    /// The folder workspace tools are confined to.
+    pub workspace: PathBuf,
+    /// A policy file (TOML, or JSON with a `.json` extension).
+    pub policy_file: Option<PathBuf>,
+    /// An inline policy, instead of a file.
+    pub policy: Option<toml::Table>,
+}
+
+impl Default for ToolsSettings {
+    fn default() -> Self {
+        Self {
+            enabled: CoreTool::ALL.iter().map(|t| t.id().to_owned()).collect(),
+            workspace: PathBuf::from("."),
+            policy_file: None,
+            policy: None,
+        }
+    }
+}
+
+/// `[agent]`: the loop.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentSettings {
+    /// Model calls with tool calls per run.
+    pub max_steps: u32,
+    /// Tool calls of one turn run at once.
+    pub max_parallel_tools: usize,
+    /// The system prompt of new threads.
+    pub system_prompt: Option<String>,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        Self {
+            max_steps: 10,
+            max_parallel_tools: 4,
+            system_prompt: None,
+        }
+    }
+}
+
+/// The whole of `cogni.toml`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// The LLM endpoint.
+    pub llm: LlmSettings,
+    /// The HTTP server.
+    pub server: ServerSettings,
+    /// Tools and policy.
+    pub tools: ToolsSettings,
+    /// The loop.
+    pub agent: AgentSettings,
+    /// Where statistics (and later threads) are kept; nothing is kept when absent.
+    pub data_dir: Option<PathBuf>,
+}
+
+/// The overrides from flags and `COGNI_*` variables, shared by `serve` and `chat`.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct Overrides {
+    /// The config file [default: ./cogni.toml when it exists].
+    #[arg(long, env = "COGNI_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The LLM endpoint's base URL, e.g. http://localhost:11434/v1.
+    #[arg(long, env = "COGNI_LLM_BASE_URL")]
+    pub llm_base_url: Option<String>,
+    /// The model name.
+    #[arg(long, env = "COGNI_LLM_MODEL")]
+    pub llm_model: Option<String>,
+    /// The endpoint's wire format.
+    #[arg(long, env = "COGNI_LLM_WIRE")]
+    pub llm_wire: Option<LlmWire>,
+    /// The API key. Set it in the environment; a flag would show in the process list.
+    #[arg(long, env = "COGNI_LLM_API_KEY", hide = true, hide_env_values = true)]
+    pub llm_api_key: Option<String>,
+    /// The address `cogni serve` listens on.
+    #[arg(long, env = "COGNI_LISTEN")]
+    pub listen: Option<String>,
+    /// A policy file, replacing the config's policy.
+    #[arg(long, env = "COGNI_POLICY")]
+    pub policy: Option<PathBuf>,
+    /// The workspace folder.
+    #[arg(long, env = "COGNI_WORKSPACE")]
+    pub workspace: Option<PathBuf>,
+    /// The data folder.
+    #[arg(long, env = "COGNI_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+impl Settings {
+    /// Parses a config file's text; an error is one line naming the line, its text and what is
+    /// wrong with it (an unknown key, a value of the wrong type, …).
+    pub fn from_toml_str(text: &str) -> anyhow::Result<Self> {
+        toml::from_str(text).map_err(|e| {
+            let message = e.message().trim();
+            match e.span() {
+                Some(span) => {
+                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                    let source = text.lines().nth(line - 1).unwrap_or_default().trim();
+                    anyhow::anyhow!("line {line} (`{source}`): {message}")
+                }
+                None => anyhow::anyhow!("{message}"),
+            }
+        })
+    }
+
+    /// The settings for a command: the config file (if any), then the overrides, validated.
+    pub fn load(overrides: &Overrides) -> anyhow::Result<Self> {
+        let default_file = Path::new("cogni.toml");
+        let file = match &overrides.config {
+            Some(path) => Some(path.as_path()),
+            None => default_file.exists().then_some(default_file),
+        };
+        let mut settings = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read config file {}", path.display()))?;
+                Self::from_toml_str(&text)
+                    .with_context(|| format!("config file {}", path.display()))?
+            }
+            None => Self::default(),
+        };
+        settings.apply(overrides.clone());
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn apply(&mut self, o: Overrides) {
+        if let Some(v) = o.llm_base_url {
+            self.llm.base_url = v;
+        }
+        if let Some(v) = o.llm_model {
+            self.llm.model = v;
+        }
+        if let Some(v) = o.llm_wire {
+            self.llm.wire = v;
+        }
+        self.llm.api_key = o.llm_api_key.filter(|k| !k.is_empty()).map(Secret::new);
+        if let Some(v) = o.listen {
+            self.server.listen = v;
+        }
+        if let Some(v) = o.policy {
+            self.tools.policy_file = Some(v);
+            self.tools.policy = None;
+        }
+        if let Some(v) = o.workspace {
+            self.tools.workspace = v;
+        }
+        if let Some(v) = o.data_dir {
+            self.data_dir = Some(v);
+        }
+    }
+
+    /// Checks every setting; the error names the key and why.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let url = self.llm.base_url.trim_end_matches('/');
+        let rest = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"));
+        match rest {
+            Some(host) if host.contains('@') => bail!(
+                "llm.base_url: must not carry credentials (the key goes in COGNI_LLM_API_KEY)"
+            ),
+            Some(host) if !host.is_empty() => {}
+            Some(_) => bail!("llm.base_url: `{url}` names no host"),
+            None => bail!("llm.base_url: `{url}` is not an http:// or https:// URL"),
+        }
+        if self.llm.request_timeout_ms == 0 || self.llm.idle_timeout_ms == 0 {
+            bail!("llm.request_timeout_ms and llm.idle_timeout_ms must be above 0");
+        }
+        self.listen_addr()?;
+        if self.server.max_body_bytes < 1024 {
+            bail!("server.max_body_bytes: must be at least 1024");
+        }
+        self.core_tools()?;
+        if self.tools.policy.is_some() && self.tools.policy_file.is_some() {
+            bail!("tools.policy and tools.policy_file: give one, not both");
+        }
+        self.policy()?;
+        if self.agent.max_steps == 0 || self.agent.max_parallel_tools == 0 {
+            bail!("agent.max_steps and agent.max_parallel_tools must be above 0");
+        }
+        Ok(())
+    }
+
+    /// Checks what a model call needs: a model name.
+    pub fn require_model(&self) -> anyhow::Result<()> {
+        if self.llm.model.trim().is_empty() {
+            bail!(
+                "llm.model: no model is configured (set it in cogni.toml, --llm-model or COGNI_LLM_MODEL)"
+            );
+        }
+        Ok(())
+    }
+
+    /// `server.listen` as an address.
+    pub fn listen_addr(&self) -> anyhow::Result<SocketAddr> {
+        self.server.listen.parse().map_err(|e| {
+            anyhow::anyhow!(
+                "server.listen: `{}` is not an address like 127.0.0.1:8787 ({e})",
+                self.server.listen
+            )
+        })
+    }
+
+    /// `tools.enabled` as core tools; an unknown name is an error listing the known ones.
+    pub fn core_tools(&self) -> anyhow::Result<Vec<CoreTool>> {
+        self.tools
+            .enabled
+            .iter()
+            .map(|name| {
+                CoreTool::ALL
+                    .iter()
+                    .copied()
+                    .find(|t| t.id() == name)
+                    .ok_or_else(|| {
+                        let known: Vec<_> = CoreTool::ALL.iter().map(|t| t.id()).collect();
+                        anyhow::anyhow!(
+                            "tools.enabled: unknown tool `{name}` (known: {})",
+                            known.join(", ")
+                        )
+                    })
+            })
+            .collect()
+    }
+
+    /// The policy: inline, from its file, or the built-in default.
+    pub fn policy(&self) -> anyhow::Result<ToolPolicy> {
+        if let Some(table) = &self.tools.policy {
+            let text = toml::to_string(table).context("tools.policy")?;
+            return ToolPolicy::from_toml_str(&text).context("tools.policy");
+        }
+        if self.tools.policy_file.is_some() {
+            return crate::load_policy(self.tools.policy_file.as_deref())
+                .context("tools.policy_file");
+        }
+        Ok(ToolPolicy::from_toml_str(DEFAULT_POLICY_TOML)?)
+    }
+
+    /// The request and idle timeouts.
+    pub fn llm_timeouts(&self) -> (Duration, Duration) {
+        (
+            Duration::from_millis(self.llm.request_timeout_ms),
+            Duration::from_millis(self.llm.idle_timeout_ms),
+        )
+    }
+}

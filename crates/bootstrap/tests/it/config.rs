@@ -1,0 +1,106 @@
+//! Settings: a bad config is refused at start, naming the key and the reason.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const VARS: &[&str] = &[
+    "COGNI_CONFIG",
+    "COGNI_LLM_BASE_URL",
+    "COGNI_LLM_MODEL",
+    "COGNI_LLM_WIRE",
+    "COGNI_LLM_API_KEY",
+    "COGNI_LISTEN",
+    "COGNI_POLICY",
+    "COGNI_WORKSPACE",
+    "COGNI_DATA_DIR",
+];
+
+/// Runs `cogni` in `dir` with no COGNI_* variables but `env`.
+fn cogni_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cogni"));
+    command.current_dir(dir).args(args);
+    for var in VARS {
+        command.env_remove(var);
+    }
+    command.envs(env.iter().copied());
+    command.output().expect("the cogni binary runs")
+}
+
+fn refused(output: &Output) -> String {
+    assert!(!output.status.success(), "expected a refusal");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    stderr
+}
+
+#[test]
+fn the_example_config_is_valid_and_documents_every_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = cogni_in(dir.path(), &["config-example"], &[]);
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    let settings = bootstrap::Settings::from_toml_str(&text).unwrap();
+    settings.validate().unwrap();
+    settings.require_model().unwrap();
+    for var in VARS {
+        assert!(text.contains(var), "{var} is not documented");
+    }
+}
+
+#[test]
+fn an_unknown_key_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cogni.toml"), "[llm]\nmodle = \"x\"\n").unwrap();
+    let stderr = refused(&cogni_in(dir.path(), &["serve"], &[]));
+    assert!(
+        stderr.contains("cogni.toml") && stderr.contains("modle"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_values_name_their_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ("COGNI_LLM_MODEL", "m");
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (&[model, ("COGNI_LISTEN", "everywhere")], "server.listen"),
+        (&[model, ("COGNI_LLM_BASE_URL", "ftp://x")], "llm.base_url"),
+        (
+            &[
+                model,
+                ("COGNI_LLM_BASE_URL", "https://user:pw@example.com/v1"),
+            ],
+            "llm.base_url",
+        ),
+        (
+            &[model, ("COGNI_POLICY", "missing.toml")],
+            "tools.policy_file",
+        ),
+        (&[], "llm.model"),
+    ];
+    for (env, key) in cases {
+        let stderr = refused(&cogni_in(dir.path(), &["serve"], env));
+        assert!(stderr.contains(key), "{key}: {stderr}");
+        assert!(!stderr.contains("pw@"), "a credential leaked: {stderr}");
+    }
+    // clap refuses an unknown wire with its usual usage message.
+    let wire = cogni_in(dir.path(), &["serve"], &[model, ("COGNI_LLM_WIRE", "grpc")]);
+    assert!(!wire.status.success());
+    let wire = String::from_utf8_lossy(&wire.stderr);
+    assert!(wire.contains("llm-wire") && wire.contains("grpc"), "{wire}");
+}
+
+#[test]
+fn an_unknown_tool_lists_the_known_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("cogni.toml"),
+        "[llm]\nmodel = \"m\"\n[tools]\nenabled = [\"core__teleport\"]\n",
+    )
+    .unwrap();
+    let stderr = refused(&cogni_in(dir.path(), &["chat", "hi"], &[]));
+    assert!(
+        stderr.contains("tools.enabled") && stderr.contains("core__get_current_time"),
+        "{stderr}"
+    );
+}
