@@ -687,3 +687,91 @@ async fn the_canary_key_never_shows_in_errors_or_debug_output() {
             .all(|r| r.header("authorization") == Some(&format!("Bearer {CANARY}")))
     );
 }
+
+#[tokio::test]
+async fn a_redirect_is_not_followed_and_names_its_target() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(Reply::status(308).header(
+        "location",
+        "https://other.example/v1/chat/completions?key=q",
+    ));
+    fake.push(Reply::status(301).header("location", "/v2/chat/completions"));
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let error = call_once(&model).await.unwrap_err();
+    assert_eq!(
+        message(&error),
+        format!(
+            "POST {}/chat/completions: HTTP 308 Permanent Redirect (redirect to https://other.example/v1/chat/completions, not followed)",
+            fake.base_url()
+        )
+    );
+    let error = call_once(&model).await.unwrap_err();
+    assert!(
+        message(&error).ends_with(&format!(
+            "(redirect to http://{}/v2/chat/completions, not followed)",
+            fake.addr()
+        )),
+        "{error:?}"
+    );
+    assert_eq!(fake.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn retry_logs_name_the_endpoint_but_never_the_key() {
+    let logs = SharedLog::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(logs.clone())
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let fake = FakeLlm::start().await.unwrap();
+    let echo = format!("bad key {CANARY}");
+    fake.push(Reply::json(429, json!({"error": {"message": echo}})).header("retry-after-ms", "10"));
+    fake.push(Reply::json(503, json!({"error": echo})));
+    fake.push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    call_once(&model).await.unwrap();
+
+    let text = logs.text();
+    assert_eq!(text.matches("retrying").count(), 2, "{text}");
+    assert!(
+        text.contains(&format!("{}/chat/completions", fake.base_url())),
+        "{text}"
+    );
+    assert!(text.contains("bad key [redacted]"), "{text}");
+    assert!(
+        !text.contains(CANARY),
+        "the key leaked into the logs: {text}"
+    );
+}
+
+/// A log sink for one test.
+#[derive(Clone, Default)]
+struct SharedLog(Arc<Mutex<Vec<u8>>>);
+
+impl SharedLog {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for SharedLog {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for SharedLog {
+    type Writer = SharedLog;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
