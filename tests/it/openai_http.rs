@@ -621,6 +621,7 @@ async fn the_authorization_header_carries_the_key_and_is_absent_without_one() {
 
 #[tokio::test]
 async fn the_canary_key_never_shows_in_errors_or_debug_output() {
+    let logs = global_logs();
     let fake = FakeLlm::start().await.unwrap();
     let echo = format!("your key {CANARY} is wrong");
     let mid_stream = format!(
@@ -680,6 +681,10 @@ async fn the_canary_key_never_shows_in_errors_or_debug_output() {
             .any(|t| t.contains("your key [redacted] is wrong")),
         "{shown:#?}"
     );
+    assert!(
+        !logs.text().contains(CANARY),
+        "the key leaked into the logs"
+    );
     assert_eq!(fake.requests().len(), count);
     assert!(
         fake.requests()
@@ -718,14 +723,7 @@ async fn a_redirect_is_not_followed_and_names_its_target() {
 
 #[tokio::test]
 async fn retry_logs_name_the_endpoint_but_never_the_key() {
-    let logs = SharedLog::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(logs.clone())
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-
+    let logs = global_logs();
     let fake = FakeLlm::start().await.unwrap();
     let echo = format!("bad key {CANARY}");
     fake.push(Reply::json(429, json!({"error": {"message": echo}})).header("retry-after-ms", "10"));
@@ -735,19 +733,42 @@ async fn retry_logs_name_the_endpoint_but_never_the_key() {
     call_once(&model).await.unwrap();
 
     let text = logs.text();
-    assert_eq!(text.matches("retrying").count(), 2, "{text}");
-    assert!(
-        text.contains(&format!("{}/chat/completions", fake.base_url())),
+    let endpoint = format!("{}/chat/completions", fake.base_url());
+    let ours: Vec<&str> = text.lines().filter(|l| l.contains(&endpoint)).collect();
+    assert_eq!(
+        ours.iter().filter(|l| l.contains("retrying")).count(),
+        2,
         "{text}"
     );
-    assert!(text.contains("bad key [redacted]"), "{text}");
+    assert!(
+        ours.iter().any(|l| l.contains("bad key [redacted]")),
+        "{text}"
+    );
     assert!(
         !text.contains(CANARY),
         "the key leaked into the logs: {text}"
     );
 }
 
-/// A log sink for one test.
+/// Everything the adapter logs in this test binary: one global subscriber (a thread-local one
+/// would miss callsites first hit on another test's thread).
+fn global_logs() -> SharedLog {
+    static LOGS: std::sync::OnceLock<SharedLog> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = SharedLog::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .finish();
+        // Another global subscriber would have been set by a test of this binary; none is.
+        let _ = tracing::subscriber::set_global_default(subscriber);
+        logs
+    })
+    .clone()
+}
+
+/// A shared log buffer.
 #[derive(Clone, Default)]
 struct SharedLog(Arc<Mutex<Vec<u8>>>);
 
