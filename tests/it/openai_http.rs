@@ -796,3 +796,26 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for SharedLog {
         self.clone()
     }
 }
+
+#[tokio::test]
+async fn one_client_serves_concurrent_calls() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.set_fallback(
+        Reply::fixture("openai-chat/parallel-interleaved.sse")
+            .unwrap()
+            .split(64)
+            .chunk_delay(Duration::from_millis(5)),
+    );
+    let model = Arc::new(OpenAiCompletion::new(config(&fake)).unwrap());
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..16 {
+        let model = model.clone();
+        calls.spawn(async move { call_once(&model).await });
+    }
+    let (expected, _) = decoded(OpenAiWire::Chat, "openai-chat/parallel-interleaved.sse");
+    while let Some(result) = calls.join_next().await {
+        assert_eq!(result.unwrap().unwrap(), expected);
+    }
+    assert_eq!(fake.requests().len(), 16);
+    assert_eq!(fake.remaining(), 0);
+}
