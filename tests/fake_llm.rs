@@ -2,7 +2,8 @@
 //!
 //! [`FakeLlm::start`] binds a port and answers each request with the next [`Reply`] of its
 //! queue, whatever the path: a status, headers and a body sent as chunks with optional delays,
-//! optionally dropping the connection mid-body or hanging up without any answer. It records
+//! optionally dropping the connection mid-body or hanging up without any answer (or, once the
+//! queue is empty, a fallback reply served to every request). It records
 //! every request ([`RecordedRequest`]: method, path, headers, body) so tests can check the
 //! `Authorization` header and the JSON sent. [`Reply::fixture`] serves the recorded streams of
 //! `fixtures/wire/`.
@@ -210,6 +211,7 @@ impl RecordedRequest {
 #[derive(Default)]
 struct State {
     replies: VecDeque<Reply>,
+    fallback: Option<Reply>,
     requests: Vec<RecordedRequest>,
 }
 
@@ -256,10 +258,17 @@ impl FakeLlm {
         format!("http://{}/v1", self.addr)
     }
 
-    /// Queues the answer to a later request. With the queue empty, a request gets a 500 whose
-    /// JSON error says so.
+    /// Queues the answer to a later request. With the queue empty, a request gets the fallback
+    /// ([`FakeLlm::set_fallback`]) or else a 500 whose JSON error says so.
     pub fn push(&self, reply: Reply) -> &Self {
         lock(&self.state).replies.push_back(reply);
+        self
+    }
+
+    /// The answer to every request that finds the queue empty, used again and again (e.g. for
+    /// load tests); without one such a request gets a 500.
+    pub fn set_fallback(&self, reply: Reply) -> &Self {
+        lock(&self.state).fallback = Some(reply);
         self
     }
 
@@ -339,7 +348,7 @@ async fn answer(
     let reply = {
         let mut state = lock(&state);
         state.requests.push(recorded);
-        state.replies.pop_front()
+        state.replies.pop_front().or_else(|| state.fallback.clone())
     };
     let reply = reply.unwrap_or_else(|| {
         Reply::json(

@@ -496,11 +496,23 @@ impl OpenAiCompletion {
     ) -> Failure {
         let status = response.status();
         let retry_after = error_body::retry_after(response.headers());
+        let location = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let body = match self.read_bounded(response, deadline, cancel).await {
             Ok(body) => body,
             Err(cancelled) => return Failure::Final(cancelled),
         };
         let mut message = format!("POST {}: HTTP {}", self.endpoint, status_text(status));
+        if status.is_redirection() {
+            // Resolved against the request URL, shown without credentials or query.
+            let target = location
+                .and_then(|l| self.url.join(&l).ok())
+                .map_or_else(|| "an unnamed location".into(), |u| redacted_url(&u));
+            message.push_str(&format!(" (redirect to {target}, not followed)"));
+        }
         if let Some(provider) = error_body::provider_message(&body) {
             message.push_str(": ");
             message.push_str(&self.scrub(truncate(&provider, MAX_PROVIDER_MESSAGE_CHARS)));
@@ -666,7 +678,8 @@ impl Decoder {
 }
 
 /// reqwest over rustls with ring and the platform's certificate roots; HTTP/1.1 only; no proxy
-/// from the environment.
+/// from the environment; redirects are not followed (a moved endpoint is a configuration error,
+/// reported with its status and target, and the key never follows a redirect).
 fn http_client() -> Result<reqwest::Client, OpenAiConfigError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut tls = rustls::ClientConfig::builder_with_provider(provider)
@@ -679,6 +692,7 @@ fn http_client() -> Result<reqwest::Client, OpenAiConfigError> {
     reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("cogni-tools/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| OpenAiConfigError::Client(describe(e)))
