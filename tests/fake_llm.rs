@@ -208,11 +208,16 @@ impl RecordedRequest {
     }
 }
 
+/// Computes a reply from the request it answers.
+type Responder = Arc<dyn Fn(&RecordedRequest) -> Reply + Send + Sync>;
+
 #[derive(Default)]
 struct State {
     replies: VecDeque<Reply>,
-    fallback: Option<Reply>,
+    responder: Option<Responder>,
     requests: Vec<RecordedRequest>,
+    /// Per request (by index): from its arrival to its last body chunk handed to hyper.
+    served: Vec<Option<Duration>>,
 }
 
 /// The running server; it stops when dropped.
@@ -268,8 +273,25 @@ impl FakeLlm {
     /// The answer to every request that finds the queue empty, used again and again (e.g. for
     /// load tests); without one such a request gets a 500.
     pub fn set_fallback(&self, reply: Reply) -> &Self {
-        lock(&self.state).fallback = Some(reply);
+        self.respond_with(move |_| reply.clone())
+    }
+
+    /// Answers every request that finds the queue empty with `responder(request)`: a fake that
+    /// answers by what it was asked (a tool call first, then text once the request carries the
+    /// tool results), for load runs with many conversations at once.
+    pub fn respond_with(
+        &self,
+        responder: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+    ) -> &Self {
+        lock(&self.state).responder = Some(Arc::new(responder));
         self
+    }
+
+    /// How long the fake took over each request so far (by index, as in [`FakeLlm::requests`]):
+    /// from its arrival to its last body chunk, `None` while it is still streaming. A client's
+    /// own time over the fake's is what the client adds.
+    pub fn served(&self) -> Vec<Option<Duration>> {
+        lock(&self.state).served.clone()
     }
 
     /// Every request received so far, in order.
@@ -296,6 +318,8 @@ async fn accept_loop(listener: TcpListener, state: Arc<Mutex<State>>) {
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
+                // Chunks go out when scripted, not when Nagle's algorithm lets them.
+                let _ = stream.set_nodelay(true);
                 let state = state.clone();
                 connections.spawn(async move {
                     let service = service_fn(move |request| answer(state.clone(), request));
@@ -313,6 +337,7 @@ async fn answer(
     state: Arc<Mutex<State>>,
     request: Request<Incoming>,
 ) -> Result<Response<ScriptBody>, io::Error> {
+    let arrived = std::time::Instant::now();
     let (head, mut incoming) = request.into_parts();
     let mut body = Vec::new();
     while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut incoming).poll_frame(cx)).await
@@ -345,10 +370,15 @@ async fn answer(
         json: serde_json::from_slice(&body).unwrap_or(Value::Null),
         body,
     };
-    let reply = {
+    let (index, reply) = {
         let mut state = lock(&state);
+        let reply = state
+            .replies
+            .pop_front()
+            .or_else(|| state.responder.as_ref().map(|respond| respond(&recorded)));
         state.requests.push(recorded);
-        state.replies.pop_front().or_else(|| state.fallback.clone())
+        state.served.push(None);
+        (state.requests.len() - 1, reply)
     };
     let reply = reply.unwrap_or_else(|| {
         Reply::json(
@@ -378,6 +408,7 @@ async fn answer(
                 return;
             }
         }
+        lock(&state).served[index] = Some(arrived.elapsed());
         if drop_connection {
             let _ = sender
                 .send(Err(io::Error::new(

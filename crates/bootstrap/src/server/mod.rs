@@ -104,6 +104,14 @@ pub async fn serve(
     state: Arc<AppState>,
     max_body_bytes: usize,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    // Streams are many small writes: without TCP_NODELAY, Nagle's algorithm holds each frame
+    // until the client acknowledges the previous one (tens of ms per event on loopback).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "TCP_NODELAY not set");
+        }
+    });
     axum::serve(listener, router(state, max_body_bytes))
         .with_graceful_shutdown(shutdown_signal())
         .await
