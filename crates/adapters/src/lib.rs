@@ -4,11 +4,22 @@
 //! disk behind [`ai_core::Workspace`], confined to its root: `..`, absolute paths and symlinks
 //! that lead out of the root are refused. Adapters say their technology in their names.
 //!
+//! Storage: [`FsBlobStore`] (and [`InMemoryBlobStore`]) behind [`ai_core::BlobStore`];
+//! [`SqliteStore`], one `cogni.db` in the data directory, behind [`ai_core::ThreadStore`] and
+//! [`ai_core::RunStore`]; [`RecordingCompletion`], a [`ai_core::CompletionPort`] decorator that
+//! writes a [`ai_core::ModelReceipt`] for every model call.
+//!
 //! This crate implements ports; it never decides policy, never validates or redacts tool data,
 //! and never binds tools (that is the composition root's job).
 
+mod blob;
 mod clock;
+mod recording;
+mod sqlite;
 mod workspace;
 
+pub use blob::{FsBlobStore, InMemoryBlobStore};
 pub use clock::SystemClock;
+pub use recording::{ReceiptCollector, RecordingCompletion, RecordingConfig, ToolsEncoder};
+pub use sqlite::{DB_FILE, SCHEMA_VERSION, SqliteStore};
 pub use workspace::FsWorkspace;

@@ -1,0 +1,7 @@
+//! cogni-adapters' integration tests: the public API only, one binary.
+
+mod bad_input;
+mod blob;
+mod recording;
+mod sqlite;
+mod support;
