@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod blob;
+mod crash;
 mod recording;
 mod sqlite;
 mod support;
