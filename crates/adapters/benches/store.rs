@@ -74,6 +74,7 @@ fn receipt(n: u64) -> ModelReceipt {
         tool_call_refs: vec![h("call a"), h("call b")],
         output_items_ref: h("items"),
         finish_reason: FinishReason::ToolCalls,
+        deltas_ref: None,
     }
 }
 

@@ -5,9 +5,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use ai_core::{
-    BlobStore, CancellationToken, CompletionError, CompletionPort, DeltaSink, LlmCompletion,
-    LlmRequest, ModelReceipt, OutputItem, ReceiptSink, ToolCallBlob, ToolSpec, canonical_bytes,
-    sha256_hex,
+    BlobStore, CancellationToken, CompletionDelta, CompletionError, CompletionPort, DeltaSink,
+    LlmCompletion, LlmRequest, ModelReceipt, OutputItem, ReceiptSink, ToolCallBlob, ToolSpec,
+    canonical_bytes, sha256_hex,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -27,8 +27,9 @@ pub struct RecordingConfig {
 
 /// Decorates any [`CompletionPort`]: after each successful call it stores, as canonical JSON
 /// blobs, the tool set (once per distinct set: `tools_ref`), every tool call exactly as the
-/// provider sent it ([`ToolCallBlob`]), the completion (`output_ref`), the output items, and the
-/// [`ModelReceipt`] itself, then reports the receipt's address to its [`ReceiptSink`].
+/// provider sent it ([`ToolCallBlob`]), the completion (`output_ref`), the output items, the
+/// streamed fragments (`deltas_ref`) and the [`ModelReceipt`] itself, in one batch with the
+/// receipt last, then reports the receipt's address to its [`ReceiptSink`].
 ///
 /// It knows nothing of providers: names come from [`RecordingConfig`], and the wire form of the
 /// tool set, when wanted, from a [`ToolsEncoder`]. A call that succeeds but cannot be recorded
@@ -133,6 +134,7 @@ impl RecordingCompletion {
         &self,
         request: &LlmRequest,
         completion: &LlmCompletion,
+        deltas: &[CompletionDelta],
     ) -> Result<(String, ModelReceipt), CompletionError> {
         let mut batch: Vec<Vec<u8>> = Vec::with_capacity(completion.tool_calls.len() + 4);
         let (tools_bytes, tools_ref) = self.tool_set(&request.tools)?;
@@ -158,6 +160,9 @@ impl RecordingCompletion {
             .map_err(|e| unserializable("output items", &e))?;
         let output_items_ref = sha256_hex(&items);
         batch.push(items);
+        let deltas = canonical_bytes(deltas).map_err(|e| unserializable("deltas", &e))?;
+        let deltas_ref = sha256_hex(&deltas);
+        batch.push(deltas);
         let receipt = ModelReceipt {
             provider: self.config.provider.clone(),
             model: self.config.model.clone(),
@@ -168,6 +173,7 @@ impl RecordingCompletion {
             tool_call_refs,
             output_items_ref,
             finish_reason: completion.finish_reason.clone(),
+            deltas_ref: Some(deltas_ref),
         };
         let receipt_bytes = receipt
             .to_canonical_bytes()
@@ -191,6 +197,19 @@ impl RecordingCompletion {
     }
 }
 
+/// Passes fragments on and keeps a copy, for the receipt's `deltas_ref`.
+struct Tee<'a> {
+    inner: &'a mut dyn DeltaSink,
+    seen: Vec<CompletionDelta>,
+}
+
+impl DeltaSink for Tee<'_> {
+    fn delta(&mut self, delta: CompletionDelta) {
+        self.seen.push(delta.clone());
+        self.inner.delta(delta);
+    }
+}
+
 fn unserializable(what: &str, e: &serde_json::Error) -> CompletionError {
     CompletionError::Recording(format!("the {what} does not serialize: {e}"))
 }
@@ -203,8 +222,12 @@ impl CompletionPort for RecordingCompletion {
         deltas: &mut dyn DeltaSink,
         cancel: &CancellationToken,
     ) -> Result<LlmCompletion, CompletionError> {
-        let completion = self.inner.complete(request, deltas, cancel).await?;
-        let (hash, receipt) = self.record(request, &completion).await?;
+        let mut tee = Tee {
+            inner: deltas,
+            seen: Vec::new(),
+        };
+        let completion = self.inner.complete(request, &mut tee, cancel).await?;
+        let (hash, receipt) = self.record(request, &completion, &tee.seen).await?;
         self.sink.receipt(&request.caller.run_id, &hash, &receipt);
         Ok(completion)
     }
@@ -218,7 +241,7 @@ impl CompletionPort for RecordingCompletion {
 /// # let receipt = ai_core::ModelReceipt { provider: "p".into(), model: "m".into(),
 /// #     request_hash: "r".into(), tools_ref: "t".into(), output_ref: "o".into(), usage: None,
 /// #     tool_call_refs: vec![], output_items_ref: "i".into(),
-/// #     finish_reason: ai_core::FinishReason::Stop };
+/// #     finish_reason: ai_core::FinishReason::Stop, deltas_ref: None };
 /// let collector = adapters::ReceiptCollector::default();
 /// let run = RunId::new("run-1").unwrap();
 /// collector.receipt(&run, "abc", &receipt);

@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::{
-    BlobStore, BlobStoreError, FinishReason, LlmCompletion, LlmToolCall, RunId, Usage,
-    canonical_json,
+    BlobStore, BlobStoreError, CompletionDelta, FinishReason, LlmCompletion, LlmToolCall, RunId,
+    Usage, canonical_json,
 };
 
 /// One tool call exactly as the provider sent it: stored once as a blob, referenced by receipts.
@@ -111,6 +111,10 @@ pub struct ModelReceipt {
     pub output_items_ref: String,
     /// Why the model stopped.
     pub finish_reason: FinishReason,
+    /// The streamed fragments in order (a list of [`CompletionDelta`]), so a replay streams what
+    /// the model streamed; absent in receipts written without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deltas_ref: Option<String>,
 }
 
 impl ModelReceipt {
@@ -142,6 +146,23 @@ impl ModelReceipt {
             what: "recorded completion",
             reason: e.to_string(),
         })
+    }
+
+    /// Loads the streamed fragments this receipt recorded, if it recorded them.
+    pub async fn load_deltas(
+        &self,
+        blobs: &dyn BlobStore,
+    ) -> Result<Option<Vec<CompletionDelta>>, ReceiptError> {
+        let Some(hash) = &self.deltas_ref else {
+            return Ok(None);
+        };
+        let bytes = blobs.get(hash).await?;
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| ReceiptError::Decode {
+                what: "recorded deltas",
+                reason: e.to_string(),
+            })
     }
 
     /// Loads the tool call blobs this receipt references, in order.
@@ -209,7 +230,7 @@ pub enum ReceiptError {
 /// # let receipt = ModelReceipt { provider: "p".into(), model: "m".into(),
 /// #     request_hash: "r".into(), tools_ref: "t".into(), output_ref: "o".into(), usage: None,
 /// #     tool_call_refs: vec![], output_items_ref: "i".into(),
-/// #     finish_reason: ai_core::FinishReason::Stop };
+/// #     finish_reason: ai_core::FinishReason::Stop, deltas_ref: None };
 /// sink.receipt(&RunId::new("run-1").unwrap(), "abc", &receipt);
 /// assert_eq!(seen.lock().unwrap()[0].1, "abc");
 /// ```

@@ -4,5 +4,6 @@ mod bad_input;
 mod blob;
 mod crash;
 mod recording;
+mod replay;
 mod sqlite;
 mod support;

@@ -155,6 +155,11 @@ async fn a_receipt_references_everything_the_call_produced() {
         receipt.load_completion(blobs.as_ref()).await.unwrap(),
         completion()
     );
+    // The streamed fragments, in order.
+    assert_eq!(
+        receipt.load_deltas(blobs.as_ref()).await.unwrap(),
+        Some(seen.clone())
+    );
     // The tool set blob is the canonical specs.
     let tools = blobs.get(&receipt.tools_ref).await.unwrap();
     assert_eq!(tools, canonical_bytes(&req.tools).unwrap());
