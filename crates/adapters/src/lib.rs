@@ -6,7 +6,7 @@
 //!
 //! Storage: [`FsBlobStore`] (and [`InMemoryBlobStore`]) behind [`ai_core::BlobStore`];
 //! [`SqliteStore`], one `cogni.db` in the data directory, behind [`ai_core::ThreadStore`] and
-//! [`ai_core::RunStore`]; [`RecordingCompletion`], a [`ai_core::CompletionPort`] decorator that
+//! [`ai_core::RunStore`] (and [`InMemoryRunStore`], the same rules in memory); [`RecordingCompletion`], a [`ai_core::CompletionPort`] decorator that
 //! writes a [`ai_core::ModelReceipt`] for every model call, and [`ReplayCompletion`], which
 //! answers model calls from those receipts.
 //!
@@ -15,6 +15,7 @@
 
 mod blob;
 mod clock;
+mod memory;
 mod recording;
 mod replay;
 mod sqlite;
@@ -22,6 +23,7 @@ mod workspace;
 
 pub use blob::{FsBlobStore, InMemoryBlobStore};
 pub use clock::SystemClock;
+pub use memory::InMemoryRunStore;
 pub use recording::{ReceiptCollector, RecordingCompletion, RecordingConfig, ToolsEncoder};
 pub use replay::ReplayCompletion;
 pub use sqlite::{DB_FILE, SCHEMA_VERSION, SqliteStore};

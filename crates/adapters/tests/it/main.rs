@@ -5,5 +5,6 @@ mod blob;
 mod crash;
 mod recording;
 mod replay;
+mod run_log;
 mod sqlite;
 mod support;

@@ -1,5 +1,6 @@
-//! SqliteStore: schema and WAL mode, threads, the run log (ordering, one transaction per step,
-//! status rules), and crash recovery.
+//! SqliteStore beyond the shared contract (`run_log.rs`): schema and WAL mode, data that
+//! survives a reopen, one transaction per step, the raw field kept off disk, recovery after a
+//! restart.
 
 use adapters::{SCHEMA_VERSION, SqliteStore};
 use ai_core::{
@@ -132,118 +133,6 @@ async fn the_raw_field_of_a_record_is_nowhere_on_disk() {
         found_redacted |= text.contains("unix_ms");
     }
     assert!(found_redacted, "the redacted result itself was stored");
-}
-
-#[tokio::test]
-async fn runs_are_listed_oldest_first() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path()).unwrap();
-    store.begin_run(&run("b"), None, 20).await.unwrap();
-    store.begin_run(&run("a"), None, 30).await.unwrap();
-    store
-        .begin_run(&run("c"), Some(&thread("t")), 10)
-        .await
-        .unwrap();
-    store.finish_run(&run("c"), 40).await.unwrap();
-    let runs = store.list_runs().await.unwrap();
-    let ids: Vec<_> = runs.iter().map(|h| h.run_id.to_string()).collect();
-    assert_eq!(ids, ["c", "b", "a"]);
-    assert_eq!(runs[0].status, RunStatus::Finished);
-    assert_eq!(runs[1].status, RunStatus::Running);
-    assert_eq!(runs[1].finished_at_ms, None);
-}
-
-#[tokio::test]
-async fn status_rules_refuse_with_the_run_named_and_write_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path()).unwrap();
-    let r = run("run-1");
-    let unknown = run("nope");
-    assert_eq!(
-        store.load_run(&unknown).await,
-        Err(RunStoreError::NotFound(unknown.clone()))
-    );
-    assert_eq!(
-        store.commit_step(&unknown, RunStep::default()).await,
-        Err(RunStoreError::NotFound(unknown.clone()))
-    );
-    assert_eq!(
-        store.finish_run(&unknown, 1).await,
-        Err(RunStoreError::NotFound(unknown.clone()))
-    );
-    store.begin_run(&r, None, 1).await.unwrap();
-    assert_eq!(
-        store.begin_run(&r, None, 2).await,
-        Err(RunStoreError::AlreadyExists(r.clone()))
-    );
-    store
-        .commit_step(
-            &r,
-            RunStep {
-                events: vec![done()],
-                ..RunStep::default()
-            },
-        )
-        .await
-        .unwrap();
-    store.finish_run(&r, 3).await.unwrap();
-    let refused = store.finish_run(&r, 4).await.unwrap_err();
-    assert!(matches!(
-        refused,
-        RunStoreError::WrongStatus {
-            status: RunStatus::Finished,
-            ..
-        }
-    ));
-    assert!(refused.to_string().contains("run-1"), "{refused}");
-    let refused = store
-        .commit_step(
-            &r,
-            RunStep {
-                events: vec![done()],
-                ..RunStep::default()
-            },
-        )
-        .await
-        .unwrap_err();
-    assert!(
-        refused.to_string().contains("run-1 is finished"),
-        "{refused}"
-    );
-    let log = store.load_run(&r).await.unwrap();
-    assert_eq!(log.events.len(), 1);
-    assert_eq!(log.header.started_at_ms, 1);
-    assert_eq!(log.header.finished_at_ms, Some(3));
-}
-
-#[tokio::test]
-async fn an_inconsistent_step_is_refused_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path()).unwrap();
-    let r = run("no-thread");
-    store.begin_run(&r, None, 1).await.unwrap();
-    let with_state = RunStep {
-        events: six_events("x"),
-        thread_state: Some(json!({"s": 1})),
-        ..RunStep::default()
-    };
-    let refused = store.commit_step(&r, with_state).await.unwrap_err();
-    assert!(
-        matches!(refused, RunStoreError::Invalid { .. }),
-        "{refused:?}"
-    );
-    assert!(refused.to_string().contains("no thread"), "{refused}");
-    let bad_ref = RunStep {
-        events: six_events("x"),
-        receipt_refs: vec!["../not-a-hash".into()],
-        ..RunStep::default()
-    };
-    let refused = store.commit_step(&r, bad_ref).await.unwrap_err();
-    assert!(
-        refused.to_string().contains("not a blob address"),
-        "{refused}"
-    );
-    assert!(store.load_run(&r).await.unwrap().events.is_empty());
 }
 
 #[tokio::test]
