@@ -72,13 +72,16 @@ impl SqliteStore {
             )
         })?;
         let path = data_dir.join(DB_FILE);
-        let mut conn = Connection::open(&path)
-            .map_err(|e| backend(format_args!("cannot open {}", path.display()), e))?;
+        let mut conn = Connection::open(&path).map_err(|e| open_failed(&path, data_dir, &e))?;
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(|e| backend("cannot set the busy timeout", e))?;
 
         // Read the version before anything writes: a newer database is left exactly as it is.
-        let found = user_version(&conn, &path)?;
+        let found: i64 = conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .map_err(|e| open_failed(&path, data_dir, &e))?;
+        let found = u32::try_from(found)
+            .map_err(|_| RunStoreError::Corrupt(format!("schema version {found}")))?;
         if found > SCHEMA_VERSION {
             return Err(RunStoreError::NewerSchema {
                 found,
@@ -88,16 +91,7 @@ impl SqliteStore {
 
         let mode: String = conn
             .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-            .map_err(|e| {
-                backend(
-                    format_args!(
-                        "cannot put {} in WAL mode (is {} writable?)",
-                        path.display(),
-                        data_dir.display()
-                    ),
-                    e,
-                )
-            })?;
+            .map_err(|e| open_failed(&path, data_dir, &e))?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(RunStoreError::Backend(format!(
                 "{} refused WAL mode (journal mode is {mode})",
@@ -136,6 +130,23 @@ impl SqliteStore {
         .await
         .map_err(|e| backend("the store task failed", e))?
     }
+}
+
+/// An error from opening the database, with what to check.
+fn open_failed(path: &Path, data_dir: &Path, e: &rusqlite::Error) -> RunStoreError {
+    use rusqlite::ErrorCode;
+    let hint = match e.sqlite_error_code() {
+        Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => {
+            format!(
+                " (the store writes {} and its -wal and -shm files: is {} writable?)",
+                path.display(),
+                data_dir.display()
+            )
+        }
+        Some(ErrorCode::NotADatabase) => " (the file was left as it is)".to_owned(),
+        _ => String::new(),
+    };
+    RunStoreError::Backend(format!("cannot open {}: {e}{hint}", path.display()))
 }
 
 fn user_version(conn: &Connection, path: &Path) -> Result<u32, RunStoreError> {

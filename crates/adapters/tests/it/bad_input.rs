@@ -189,6 +189,7 @@ async fn a_read_only_data_dir_refuses_writes_and_keeps_what_it_has() {
         "{blob_err:?}"
     );
     let message = store_err.to_string();
+    println!("read-only data dir: blob put: {blob_err}\nread-only data dir: store open: {message}");
     assert!(message.contains(&data.display().to_string()), "{message}");
     assert_eq!(read_back.as_deref(), Ok(&b"kept"[..]));
     assert_eq!(snapshot(&data), before, "something stored changed");
