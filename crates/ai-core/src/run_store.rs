@@ -262,5 +262,8 @@ pub trait RunStore: Send + Sync {
 
     /// After a restart: marks every run still `running` as `interrupted` (finished at `at_ms`) and
     /// returns, for each, the tool calls that have a start event and no result event.
+    ///
+    /// Call it once, when the process that owns the runs starts and before it begins any: a run
+    /// another live process is still writing would be marked interrupted too.
     async fn recover_interrupted(&self, at_ms: u64) -> Result<Vec<InterruptedRun>, RunStoreError>;
 }
