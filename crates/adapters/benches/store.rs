@@ -5,7 +5,8 @@
 //! - `store/model_step`: one receipt blob put + `commit_step` with 6 events and the receipt ref;
 //! - `store/tool_call`: one tool call blob put + `commit_step` with its invocation record;
 //! - `store/recorded_model_call`: a whole `RecordingCompletion` call around an instant model with
-//!   one tool call (tool set cached; tool call, completion, output items and receipt blobs put);
+//!   one tool call (tool set and the empty fragment list cached; tool call, completion, output
+//!   items and receipt blobs put in one batch);
 //! - `store/commit_step_only`: `commit_step` alone (SQLite's share of `model_step`).
 //!
 //! Every iteration writes new content, so no put is skipped as already stored.
