@@ -195,4 +195,7 @@ pub enum CompletionError {
     /// The run was cancelled while the call ran.
     #[error("cancelled")]
     Cancelled,
+    /// The call succeeded but could not be recorded (its receipt or blobs), so it is not used.
+    #[error("recording error: {0}")]
+    Recording(String),
 }

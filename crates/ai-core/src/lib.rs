@@ -3,7 +3,8 @@
 //! This crate owns the canonical tool types ([`ToolId`], [`ToolSpec`], [`ToolExecResult`],
 //! [`ToolInvocationRecord`]), the events a run emits ([`AiEvent`]), the ports the rest of the
 //! workspace implements ([`ToolSource`], [`BoundTool`], [`Clock`], [`EventSink`],
-//! [`ConnectionBroker`], [`CompletionPort`], [`BlobStore`], [`Workspace`]), the deny-by-default
+//! [`ConnectionBroker`], [`CompletionPort`], [`BlobStore`], [`Workspace`], [`ThreadStore`],
+//! [`RunStore`]), model call receipts ([`ModelReceipt`]), the deny-by-default
 //! [`ToolPolicy`], the [`ToolCatalog`], the [`ToolRunner`] pipeline, and the provider-neutral
 //! message model with [`validate_history`].
 //!
@@ -36,7 +37,9 @@ mod id;
 mod message;
 mod policy;
 mod ports;
+mod receipt;
 mod result;
+mod run_store;
 mod runner;
 mod schema;
 mod secret;
@@ -61,9 +64,16 @@ pub use ports::{
     AuthCapability, AuthError, Authorizer, AuthzDecision, BlobStore, BlobStoreError, Clock,
     CompletionPort, ConnectionBroker, DeltaSink, EventSink,
 };
+pub use receipt::{
+    ModelReceipt, OutputItem, ReceiptError, ReceiptSink, ToolCallBlob, canonical_bytes,
+};
 pub use result::{
     Attempt, ToolCallStatus, ToolErrorCategory, ToolErrorCode, ToolExecResult, ToolFailure,
     ToolInvocationRecord, ToolOutcome,
+};
+pub use run_store::{
+    DanglingToolCall, InterruptedRun, RunHeader, RunLog, RunStatus, RunStep, RunStore,
+    RunStoreError,
 };
 pub use runner::{
     BreakerStatus, ExecPermit, LatencyPercentiles, RunnerConfig, ToolCall, ToolRun, ToolRunner,

@@ -176,6 +176,9 @@ pub enum BlobStoreError {
     /// The stored bytes do not hash to their address.
     #[error("blob {0} is corrupt: its bytes do not match its hash")]
     Corrupt(String),
+    /// The address is not 64 lower-case hex digits (nothing was looked up).
+    #[error("invalid blob address {0:?}: a blob address is 64 lower-case hex digits")]
+    InvalidHash(String),
     /// The store itself failed.
     #[error("blob store failed: {0}")]
     Backend(String),
@@ -207,6 +210,16 @@ pub enum BlobStoreError {
 pub trait BlobStore: Send + Sync {
     /// Stores `bytes` (idempotent) and returns their address.
     async fn put(&self, bytes: &[u8]) -> Result<String, BlobStoreError>;
+    /// Stores a batch and returns the addresses in the same order. Every blob is stored when it
+    /// returns `Ok`; stores may share the cost of making a batch durable. By default, one
+    /// [`BlobStore::put`] after another.
+    async fn put_many(&self, blobs: &[&[u8]]) -> Result<Vec<String>, BlobStoreError> {
+        let mut hashes = Vec::with_capacity(blobs.len());
+        for bytes in blobs {
+            hashes.push(self.put(bytes).await?);
+        }
+        Ok(hashes)
+    }
     /// Reads the blob at `hash`, checking the bytes against the address.
     async fn get(&self, hash: &str) -> Result<Vec<u8>, BlobStoreError>;
 }

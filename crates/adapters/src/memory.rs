@@ -1,0 +1,232 @@
+//! [`InMemoryRunStore`]: [`RunStore`] and [`ThreadStore`] in memory, with the same rules as the
+//! durable store, for tests and single-process use.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::sync::{Mutex, MutexGuard};
+
+use ai_core::{
+    AiEvent, DanglingToolCall, InterruptedRun, RunHeader, RunId, RunLog, RunStatus, RunStep,
+    RunStore, RunStoreError, ThreadId, ThreadStore, ThreadStoreError, ToolCallId,
+};
+use async_trait::async_trait;
+use serde_json::Value;
+
+/// Runs and threads in maps; lost when the process ends. It follows the same rules as
+/// [`crate::SqliteStore`] (numbering, status checks, whole steps or nothing), so tests written
+/// against it hold for the durable store. [`RunStore::recover_interrupted`] treats every run
+/// still `running` as cut, as after a restart.
+///
+/// ```
+/// use ai_core::{RunId, RunStep, RunStore};
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = adapters::InMemoryRunStore::default();
+/// let run = RunId::new("run-1").unwrap();
+/// store.begin_run(&run, None, 1).await.unwrap();
+/// assert_eq!(store.commit_step(&run, RunStep::default()).await.unwrap(), 0..0);
+/// assert_eq!(store.recover_interrupted(2).await.unwrap().len(), 1);
+/// # });
+/// ```
+#[derive(Debug, Default)]
+pub struct InMemoryRunStore {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Runs with the order they were begun in (ties on `started_at_ms` break by id, as stored).
+    runs: BTreeMap<RunId, RunLog>,
+    threads: HashMap<ThreadId, Value>,
+}
+
+impl InMemoryRunStore {
+    fn lock(&self) -> Result<MutexGuard<'_, State>, RunStoreError> {
+        self.state
+            .lock()
+            .map_err(|_| RunStoreError::Backend("the run map is poisoned".into()))
+    }
+}
+
+#[async_trait]
+impl RunStore for InMemoryRunStore {
+    async fn begin_run(
+        &self,
+        run_id: &RunId,
+        thread_id: Option<&ThreadId>,
+        at_ms: u64,
+    ) -> Result<(), RunStoreError> {
+        let mut state = self.lock()?;
+        if state.runs.contains_key(run_id) {
+            return Err(RunStoreError::AlreadyExists(run_id.clone()));
+        }
+        let header = RunHeader {
+            run_id: run_id.clone(),
+            thread_id: thread_id.cloned(),
+            status: RunStatus::Running,
+            started_at_ms: at_ms,
+            finished_at_ms: None,
+        };
+        state.runs.insert(
+            run_id.clone(),
+            RunLog {
+                header,
+                events: Vec::new(),
+                records: Vec::new(),
+                receipt_refs: Vec::new(),
+            },
+        );
+        Ok(())
+    }
+
+    async fn commit_step(
+        &self,
+        run_id: &RunId,
+        step: RunStep,
+    ) -> Result<Range<u64>, RunStoreError> {
+        for receipt in &step.receipt_refs {
+            crate::blob::check_hash(receipt).map_err(|_| RunStoreError::Invalid {
+                run_id: run_id.clone(),
+                reason: format!("receipt ref {receipt:?} is not a blob address"),
+            })?;
+        }
+        let mut state = self.lock()?;
+        let state = &mut *state;
+        let run = state
+            .runs
+            .get_mut(run_id)
+            .ok_or_else(|| RunStoreError::NotFound(run_id.clone()))?;
+        if run.header.status == RunStatus::Finished {
+            return Err(RunStoreError::WrongStatus {
+                run_id: run_id.clone(),
+                status: run.header.status,
+                action: "commit_step",
+                expected: "running or interrupted",
+            });
+        }
+        if step.thread_state.is_some() && run.header.thread_id.is_none() {
+            return Err(RunStoreError::Invalid {
+                run_id: run_id.clone(),
+                reason: "the step carries a thread state but the run has no thread".into(),
+            });
+        }
+        // Checked above: nothing below fails, so the step is applied whole.
+        let first = run.events.len() as u64;
+        run.events.extend(step.events);
+        run.records
+            .extend(step.records.into_iter().map(|mut record| {
+                record.raw = None;
+                record
+            }));
+        run.receipt_refs.extend(step.receipt_refs);
+        if let (Some(state_json), Some(thread)) = (step.thread_state, &run.header.thread_id) {
+            state.threads.insert(thread.clone(), state_json);
+        }
+        Ok(first..run.events.len() as u64)
+    }
+
+    async fn finish_run(&self, run_id: &RunId, at_ms: u64) -> Result<(), RunStoreError> {
+        let mut state = self.lock()?;
+        let run = state
+            .runs
+            .get_mut(run_id)
+            .ok_or_else(|| RunStoreError::NotFound(run_id.clone()))?;
+        if run.header.status != RunStatus::Running {
+            return Err(RunStoreError::WrongStatus {
+                run_id: run_id.clone(),
+                status: run.header.status,
+                action: "finish_run",
+                expected: "running",
+            });
+        }
+        run.header.status = RunStatus::Finished;
+        run.header.finished_at_ms = Some(at_ms);
+        Ok(())
+    }
+
+    async fn list_runs(&self) -> Result<Vec<RunHeader>, RunStoreError> {
+        let mut headers: Vec<RunHeader> = self
+            .lock()?
+            .runs
+            .values()
+            .map(|run| run.header.clone())
+            .collect();
+        headers.sort_by(|a, b| {
+            (a.started_at_ms, a.run_id.as_str()).cmp(&(b.started_at_ms, b.run_id.as_str()))
+        });
+        Ok(headers)
+    }
+
+    async fn load_run(&self, run_id: &RunId) -> Result<RunLog, RunStoreError> {
+        self.lock()?
+            .runs
+            .get(run_id)
+            .cloned()
+            .ok_or_else(|| RunStoreError::NotFound(run_id.clone()))
+    }
+
+    async fn recover_interrupted(&self, at_ms: u64) -> Result<Vec<InterruptedRun>, RunStoreError> {
+        let mut state = self.lock()?;
+        let mut cut: Vec<&mut RunLog> = state
+            .runs
+            .values_mut()
+            .filter(|run| run.header.status == RunStatus::Running)
+            .collect();
+        cut.sort_by(|a, b| {
+            (a.header.started_at_ms, a.header.run_id.as_str())
+                .cmp(&(b.header.started_at_ms, b.header.run_id.as_str()))
+        });
+        let mut out = Vec::with_capacity(cut.len());
+        for run in cut {
+            run.header.status = RunStatus::Interrupted;
+            run.header.finished_at_ms = Some(at_ms);
+            out.push(InterruptedRun {
+                run_id: run.header.run_id.clone(),
+                thread_id: run.header.thread_id.clone(),
+                dangling: dangling(&run.events),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The calls with a start event and no result event, in start order.
+fn dangling(events: &[AiEvent]) -> Vec<DanglingToolCall> {
+    let answered: Vec<&ToolCallId> = events
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::ToolCallResult { tool_call_id, .. } => Some(tool_call_id),
+            _ => None,
+        })
+        .collect();
+    let mut out: Vec<DanglingToolCall> = Vec::new();
+    for event in events {
+        if let AiEvent::ToolCallStart {
+            tool_call_id,
+            tool_name,
+            ..
+        } = event
+            && !answered.contains(&tool_call_id)
+            && !out.iter().any(|d| &d.tool_call_id == tool_call_id)
+        {
+            out.push(DanglingToolCall {
+                tool_call_id: tool_call_id.clone(),
+                tool_name: tool_name.to_string(),
+            });
+        }
+    }
+    out
+}
+
+#[async_trait]
+impl ThreadStore for InMemoryRunStore {
+    async fn load(&self, id: &ThreadId) -> Result<Option<Value>, ThreadStoreError> {
+        let state = self.lock().map_err(|e| ThreadStoreError(e.to_string()))?;
+        Ok(state.threads.get(id).cloned())
+    }
+
+    async fn save(&self, id: &ThreadId, state: &Value) -> Result<(), ThreadStoreError> {
+        let mut guard = self.lock().map_err(|e| ThreadStoreError(e.to_string()))?;
+        guard.threads.insert(id.clone(), state.clone());
+        Ok(())
+    }
+}

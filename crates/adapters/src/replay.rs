@@ -1,0 +1,153 @@
+//! [`ReplayCompletion`]: a [`CompletionPort`] that answers from recorded receipts instead of a
+//! model, for replaying a run deterministically.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use ai_core::{
+    BlobStore, CancellationToken, CompletionDelta, CompletionError, CompletionPort, DeltaSink,
+    LlmCompletion, LlmRequest, ModelReceipt,
+};
+use async_trait::async_trait;
+
+/// Answers the n-th model call of a run with the n-th recorded receipt: it checks that the
+/// request hashes as the recorded one did, streams the recorded fragments (or, for a receipt
+/// without them, the text and each tool call as one fragment), and returns the recorded
+/// completion. A request that differs, a call past the last receipt, or a missing or corrupt
+/// blob is an error naming the call.
+///
+/// ```
+/// use std::sync::Arc;
+/// use ai_core::{BlobStore, CancellationToken, CompletionPort, FinishReason, LlmCaller,
+///     LlmCompletion, LlmRequest, ModelReceipt, RunId, ToolChoice, canonical_bytes};
+/// use adapters::{InMemoryBlobStore, ReplayCompletion};
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let blobs = Arc::new(InMemoryBlobStore::default());
+/// let request = LlmRequest {
+///     caller: LlmCaller { run_id: RunId::new("run-1").unwrap(), graph: None },
+///     messages: vec![], tools: vec![], tool_choice: ToolChoice::Auto, parallel_tool_calls: None,
+/// };
+/// let completion = LlmCompletion { text: "hi".into(), tool_calls: vec![],
+///     finish_reason: FinishReason::Stop, usage: None };
+/// let output_ref = blobs.put(&canonical_bytes(&completion).unwrap()).await.unwrap();
+/// let receipt = ModelReceipt { provider: "p".into(), model: "m".into(),
+///     request_hash: request.prompt_hash(), tools_ref: "t".into(), output_ref, usage: None,
+///     tool_call_refs: vec![], output_items_ref: "i".into(), finish_reason: FinishReason::Stop,
+///     deltas_ref: None };
+/// let receipt_ref = blobs.put(&receipt.to_canonical_bytes().unwrap()).await.unwrap();
+///
+/// let replay = ReplayCompletion::new(blobs, vec![receipt_ref]);
+/// let got = replay.complete(&request, &mut |_| {}, &CancellationToken::new()).await.unwrap();
+/// assert_eq!(got, completion);
+/// assert!(replay.complete(&request, &mut |_| {}, &CancellationToken::new()).await.is_err());
+/// # });
+/// ```
+pub struct ReplayCompletion {
+    blobs: Arc<dyn BlobStore>,
+    /// The receipts not answered yet, with their position in the run (1-based).
+    pending: Mutex<VecDeque<(usize, String)>>,
+    recorded: usize,
+}
+
+impl std::fmt::Debug for ReplayCompletion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplayCompletion")
+            .field("recorded", &self.recorded)
+            .field("remaining", &self.remaining())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReplayCompletion {
+    /// Replays `receipt_refs` (a run's receipts, in call order) from `blobs`.
+    pub fn new(blobs: Arc<dyn BlobStore>, receipt_refs: Vec<String>) -> Self {
+        let recorded = receipt_refs.len();
+        Self {
+            blobs,
+            pending: Mutex::new(
+                receipt_refs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, r)| (i + 1, r))
+                    .collect(),
+            ),
+            recorded,
+        }
+    }
+
+    /// How many recorded calls have not been asked for yet (a faithful replay ends at 0).
+    pub fn remaining(&self) -> usize {
+        self.pending.lock().map(|p| p.len()).unwrap_or(0)
+    }
+}
+
+fn replay_error(call: usize, what: impl std::fmt::Display) -> CompletionError {
+    CompletionError::Provider(format!("replay of model call {call}: {what}"))
+}
+
+#[async_trait]
+impl CompletionPort for ReplayCompletion {
+    async fn complete(
+        &self,
+        request: &LlmRequest,
+        deltas: &mut dyn DeltaSink,
+        cancel: &CancellationToken,
+    ) -> Result<LlmCompletion, CompletionError> {
+        if cancel.is_cancelled() {
+            return Err(CompletionError::Cancelled);
+        }
+        let next = self
+            .pending
+            .lock()
+            .map_err(|_| CompletionError::Provider("replay: the receipt queue is poisoned".into()))?
+            .pop_front();
+        let Some((call, receipt_ref)) = next else {
+            return Err(CompletionError::Provider(format!(
+                "replay: the run asks for model call {}, but only {} were recorded",
+                self.recorded + 1,
+                self.recorded
+            )));
+        };
+        let blobs = self.blobs.as_ref();
+        let receipt = ModelReceipt::load(blobs, &receipt_ref)
+            .await
+            .map_err(|e| replay_error(call, format_args!("receipt {receipt_ref}: {e}")))?;
+        let hash = request.prompt_hash();
+        if hash != receipt.request_hash {
+            return Err(replay_error(
+                call,
+                format_args!(
+                    "the request differs from the recorded one (prompt hash {hash}, recorded {})",
+                    receipt.request_hash
+                ),
+            ));
+        }
+        let completion = receipt
+            .load_completion(blobs)
+            .await
+            .map_err(|e| replay_error(call, e))?;
+        let recorded = receipt
+            .load_deltas(blobs)
+            .await
+            .map_err(|e| replay_error(call, e))?;
+        match recorded {
+            Some(recorded) => recorded.into_iter().for_each(|d| deltas.delta(d)),
+            None => {
+                if !completion.text.is_empty() {
+                    deltas.delta(CompletionDelta::Text {
+                        delta: completion.text.clone(),
+                    });
+                }
+                for (index, tool_call) in completion.tool_calls.iter().enumerate() {
+                    deltas.delta(CompletionDelta::ToolCall {
+                        index,
+                        id: Some(tool_call.id.to_string()),
+                        name: Some(tool_call.name.clone()),
+                        arguments: tool_call.arguments.clone(),
+                    });
+                }
+            }
+        }
+        Ok(completion)
+    }
+}

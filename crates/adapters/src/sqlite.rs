@@ -1,0 +1,663 @@
+//! [`SqliteStore`]: the embedded durable store, one SQLite file (`cogni.db`) in the data
+//! directory, behind [`ai_core::ThreadStore`] and [`ai_core::RunStore`].
+//!
+//! The database runs in WAL mode with `synchronous = FULL` (every commit is fsynced). Its schema
+//! is the numbered `.sql` files in `crates/adapters/migrations/`, compiled in and applied in
+//! order, each in its own transaction that also sets `PRAGMA user_version`. A database whose
+//! version is newer than this build's is refused before anything is written to it.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ai_core::{
+    AiEvent, DanglingToolCall, InterruptedRun, RunHeader, RunId, RunLog, RunStatus, RunStep,
+    RunStore, RunStoreError, ThreadId, ThreadStore, ThreadStoreError, ToolCallId,
+    ToolInvocationRecord,
+};
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use serde_json::Value;
+
+/// The database file's name inside the data directory.
+pub const DB_FILE: &str = "cogni.db";
+
+/// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
+const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_init.sql")];
+
+/// The schema version this build writes (the number of migrations).
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Threads, runs, run events, tool invocation records and model receipt refs in one SQLite file.
+///
+/// Every write is one transaction; a write that fails leaves the database as it was. Calls run
+/// on tokio's blocking pool, one at a time per store (SQLite serializes writers anyway).
+///
+/// ```
+/// use ai_core::{AiEvent, DoneReason, RunId, RunStatus, RunStep, RunStore};
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let dir = tempfile::tempdir().unwrap();
+/// let store = adapters::SqliteStore::open(dir.path()).unwrap();
+/// let run = RunId::new("run-1").unwrap();
+/// store.begin_run(&run, None, 1_000).await.unwrap();
+/// let step = RunStep { events: vec![AiEvent::Done { reason: DoneReason::Stop }], ..Default::default() };
+/// assert_eq!(store.commit_step(&run, step).await.unwrap(), 0..1);
+/// store.finish_run(&run, 2_000).await.unwrap();
+/// assert_eq!(store.load_run(&run).await.unwrap().header.status, RunStatus::Finished);
+/// # });
+/// ```
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+fn backend(what: impl std::fmt::Display, e: impl std::fmt::Display) -> RunStoreError {
+    RunStoreError::Backend(format!("{what}: {e}"))
+}
+
+impl SqliteStore {
+    /// Opens `<data_dir>/cogni.db`, creating the folder and the database when needed, and brings
+    /// its schema up to [`SCHEMA_VERSION`].
+    ///
+    /// A database from a newer version is refused as [`RunStoreError::NewerSchema`] and left
+    /// untouched; a folder that cannot be written is a [`RunStoreError::Backend`] naming it.
+    pub fn open(data_dir: impl AsRef<Path>) -> Result<Self, RunStoreError> {
+        let data_dir = data_dir.as_ref();
+        std::fs::create_dir_all(data_dir).map_err(|e| {
+            backend(
+                format_args!("cannot create the data directory {}", data_dir.display()),
+                e,
+            )
+        })?;
+        let path = data_dir.join(DB_FILE);
+        let mut conn = Connection::open(&path).map_err(|e| open_failed(&path, data_dir, &e))?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(|e| backend("cannot set the busy timeout", e))?;
+
+        // Read the version before anything writes: a newer database is left exactly as it is.
+        let found: i64 = conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .map_err(|e| open_failed(&path, data_dir, &e))?;
+        let found = u32::try_from(found)
+            .map_err(|_| RunStoreError::Corrupt(format!("schema version {found}")))?;
+        if found > SCHEMA_VERSION {
+            return Err(RunStoreError::NewerSchema {
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+            .map_err(|e| open_failed(&path, data_dir, &e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(RunStoreError::Backend(format!(
+                "{} refused WAL mode (journal mode is {mode})",
+                path.display()
+            )));
+        }
+        conn.pragma_update(None, "synchronous", "FULL")
+            .and_then(|()| conn.pragma_update(None, "foreign_keys", "ON"))
+            .map_err(|e| backend("cannot set the connection's pragmas", e))?;
+
+        migrate(&mut conn, &path)?;
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+            path,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` on the connection on tokio's blocking pool.
+    async fn with_conn<T, F>(&self, f: F) -> Result<T, RunStoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, RunStoreError> + Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || {
+            let mut conn = conn
+                .lock()
+                .map_err(|_| RunStoreError::Backend("the connection lock is poisoned".into()))?;
+            f(&mut conn)
+        })
+        .await
+        .map_err(|e| backend("the store task failed", e))?
+    }
+}
+
+/// An error from opening the database, with what to check.
+fn open_failed(path: &Path, data_dir: &Path, e: &rusqlite::Error) -> RunStoreError {
+    use rusqlite::ErrorCode;
+    let hint = match e.sqlite_error_code() {
+        Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => {
+            format!(
+                " (the store writes {} and its -wal and -shm files: is {} writable?)",
+                path.display(),
+                data_dir.display()
+            )
+        }
+        Some(ErrorCode::NotADatabase) => " (the file was left as it is)".to_owned(),
+        _ => String::new(),
+    };
+    RunStoreError::Backend(format!("cannot open {}: {e}{hint}", path.display()))
+}
+
+fn user_version(conn: &Connection, path: &Path) -> Result<u32, RunStoreError> {
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(|e| backend(format_args!("cannot read {}", path.display()), e))?;
+    u32::try_from(version).map_err(|_| RunStoreError::Corrupt(format!("schema version {version}")))
+}
+
+/// Applies the migrations after the database's version, each in one transaction.
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), RunStoreError> {
+    for (i, sql) in MIGRATIONS.iter().enumerate() {
+        let version = i as u32 + 1;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| backend(format_args!("cannot write {}", path.display()), e))?;
+        // Read again inside the write lock: another process may have migrated meanwhile.
+        let current = user_version(&tx, path)?;
+        if current > SCHEMA_VERSION {
+            return Err(RunStoreError::NewerSchema {
+                found: current,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if current >= version {
+            continue;
+        }
+        tx.execute_batch(sql)
+            .and_then(|()| tx.pragma_update(None, "user_version", version))
+            .and_then(|()| tx.commit())
+            .map_err(|e| backend(format_args!("migration {version} failed"), e))?;
+    }
+    Ok(())
+}
+
+/// A run's status and thread, or `NotFound`.
+fn run_row(
+    tx: &Transaction<'_>,
+    run_id: &RunId,
+) -> Result<(RunStatus, Option<String>), RunStoreError> {
+    let row: Option<(String, Option<String>)> = tx
+        .prepare_cached("SELECT status, thread_id FROM runs WHERE run_id = ?1")
+        .and_then(|mut stmt| {
+            stmt.query_row([run_id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+        })
+        .map_err(|e| backend("cannot read the run", e))?;
+    let (status, thread) = row.ok_or_else(|| RunStoreError::NotFound(run_id.clone()))?;
+    let status = RunStatus::parse(&status)
+        .ok_or_else(|| RunStoreError::Corrupt(format!("run {run_id} has status {status:?}")))?;
+    Ok((status, thread))
+}
+
+fn header_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawHeader> {
+    Ok(RawHeader {
+        run_id: row.get(0)?,
+        thread_id: row.get(1)?,
+        status: row.get(2)?,
+        started_at_ms: row.get(3)?,
+        finished_at_ms: row.get(4)?,
+    })
+}
+
+struct RawHeader {
+    run_id: String,
+    thread_id: Option<String>,
+    status: String,
+    started_at_ms: i64,
+    finished_at_ms: Option<i64>,
+}
+
+impl RawHeader {
+    fn decode(self) -> Result<RunHeader, RunStoreError> {
+        let corrupt = |what: &str| RunStoreError::Corrupt(format!("run {:?}: {what}", self.run_id));
+        Ok(RunHeader {
+            run_id: RunId::new(self.run_id.clone()).map_err(|_| corrupt("bad run id"))?,
+            thread_id: self
+                .thread_id
+                .clone()
+                .map(ThreadId::new)
+                .transpose()
+                .map_err(|_| corrupt("bad thread id"))?,
+            status: RunStatus::parse(&self.status).ok_or_else(|| corrupt("bad status"))?,
+            started_at_ms: u64::try_from(self.started_at_ms)
+                .map_err(|_| corrupt("bad start time"))?,
+            finished_at_ms: self
+                .finished_at_ms
+                .map(u64::try_from)
+                .transpose()
+                .map_err(|_| corrupt("bad finish time"))?,
+        })
+    }
+}
+
+fn ms(at_ms: u64) -> Result<i64, RunStoreError> {
+    i64::try_from(at_ms)
+        .map_err(|_| RunStoreError::Backend(format!("timestamp {at_ms} ms is out of range")))
+}
+
+/// A step's rows, serialized and checked before the transaction starts.
+struct PreparedStep {
+    events: Vec<(String, Option<String>, String)>,
+    records: Vec<(String, String, String)>,
+    receipt_refs: Vec<String>,
+    thread_state: Option<String>,
+}
+
+fn prepare_step(run_id: &RunId, step: RunStep) -> Result<PreparedStep, RunStoreError> {
+    let invalid = |reason: String| RunStoreError::Invalid {
+        run_id: run_id.clone(),
+        reason,
+    };
+    let mut events = Vec::with_capacity(step.events.len());
+    for event in &step.events {
+        let value = serde_json::to_value(event)
+            .map_err(|e| invalid(format!("an event does not serialize: {e}")))?;
+        let kind = value
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_owned();
+        let call = value
+            .get("tool_call_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        events.push((kind, call, value.to_string()));
+    }
+    let mut records = Vec::with_capacity(step.records.len());
+    for record in &step.records {
+        // `ToolInvocationRecord::raw` is `#[serde(skip)]`: it never reaches the JSON.
+        let json = serde_json::to_string(record)
+            .map_err(|e| invalid(format!("a record does not serialize: {e}")))?;
+        records.push((
+            record.tool_call_id.as_str().to_owned(),
+            record.tool_id.to_string(),
+            json,
+        ));
+    }
+    for receipt in &step.receipt_refs {
+        crate::blob::check_hash(receipt)
+            .map_err(|_| invalid(format!("receipt ref {receipt:?} is not a blob address")))?;
+    }
+    Ok(PreparedStep {
+        events,
+        records,
+        receipt_refs: step.receipt_refs,
+        thread_state: step.thread_state.map(|v| v.to_string()),
+    })
+}
+
+fn next_index(tx: &Transaction<'_>, sql: &str, run_id: &RunId) -> Result<i64, RunStoreError> {
+    tx.prepare_cached(sql)
+        .and_then(|mut stmt| stmt.query_row([run_id.as_str()], |r| r.get(0)))
+        .map_err(|e| backend("cannot read the run's last index", e))
+}
+
+fn save_thread(conn: &Connection, thread_id: &str, state: &str) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "INSERT INTO threads (thread_id, state_json) VALUES (?1, ?2) \
+         ON CONFLICT (thread_id) DO UPDATE SET state_json = excluded.state_json, \
+         revision = threads.revision + 1",
+    )?
+    .execute(params![thread_id, state])
+}
+
+fn commit_step_tx(
+    conn: &mut Connection,
+    run_id: &RunId,
+    step: PreparedStep,
+) -> Result<Range<u64>, RunStoreError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| backend("cannot begin the step's transaction", e))?;
+    let (status, thread) = run_row(&tx, run_id)?;
+    if status == RunStatus::Finished {
+        return Err(RunStoreError::WrongStatus {
+            run_id: run_id.clone(),
+            status,
+            action: "commit_step",
+            expected: "running or interrupted",
+        });
+    }
+    let thread_write = match (&step.thread_state, &thread) {
+        (Some(state), Some(thread)) => Some((thread.as_str(), state.as_str())),
+        (Some(_), None) => {
+            return Err(RunStoreError::Invalid {
+                run_id: run_id.clone(),
+                reason: "the step carries a thread state but the run has no thread".into(),
+            });
+        }
+        (None, _) => None,
+    };
+    let write =
+        |e: rusqlite::Error| backend(format_args!("cannot write a step of run {run_id}"), e);
+
+    let first = next_index(
+        &tx,
+        "SELECT COALESCE(MAX(seq) + 1, 0) FROM run_events WHERE run_id = ?1",
+        run_id,
+    )?;
+    {
+        let mut stmt = tx
+            .prepare_cached(
+                "INSERT INTO run_events (run_id, seq, kind, tool_call_id, event_json) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .map_err(write)?;
+        for (i, (kind, call, json)) in step.events.iter().enumerate() {
+            stmt.execute(params![run_id.as_str(), first + i as i64, kind, call, json])
+                .map_err(write)?;
+        }
+    }
+    if !step.records.is_empty() {
+        let next = next_index(
+            &tx,
+            "SELECT COALESCE(MAX(idx) + 1, 0) FROM tool_records WHERE run_id = ?1",
+            run_id,
+        )?;
+        let mut stmt = tx
+            .prepare_cached(
+                "INSERT INTO tool_records (run_id, idx, tool_call_id, tool_id, record_json) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .map_err(write)?;
+        for (i, (call, tool, json)) in step.records.iter().enumerate() {
+            stmt.execute(params![run_id.as_str(), next + i as i64, call, tool, json])
+                .map_err(write)?;
+        }
+    }
+    if !step.receipt_refs.is_empty() {
+        let next = next_index(
+            &tx,
+            "SELECT COALESCE(MAX(idx) + 1, 0) FROM model_receipts WHERE run_id = ?1",
+            run_id,
+        )?;
+        let mut stmt = tx
+            .prepare_cached(
+                "INSERT INTO model_receipts (run_id, idx, receipt_ref) VALUES (?1, ?2, ?3)",
+            )
+            .map_err(write)?;
+        for (i, receipt) in step.receipt_refs.iter().enumerate() {
+            stmt.execute(params![run_id.as_str(), next + i as i64, receipt])
+                .map_err(write)?;
+        }
+    }
+    if let Some((thread, state)) = thread_write {
+        save_thread(&tx, thread, state).map_err(write)?;
+    }
+    tx.commit().map_err(write)?;
+    let first = first as u64;
+    Ok(first..first + step.events.len() as u64)
+}
+
+fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStoreError> {
+    // One read transaction, so the header and the contents are one snapshot.
+    let tx = conn
+        .transaction()
+        .map_err(|e| backend("cannot begin a read", e))?;
+    let read = |e: rusqlite::Error| backend(format_args!("cannot read run {run_id}"), e);
+    let header = tx
+        .prepare_cached(
+            "SELECT run_id, thread_id, status, started_at_ms, finished_at_ms FROM runs \
+             WHERE run_id = ?1",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row([run_id.as_str()], header_from_row)
+                .optional()
+        })
+        .map_err(read)?
+        .ok_or_else(|| RunStoreError::NotFound(run_id.clone()))?
+        .decode()?;
+    let strings = |sql: &str| -> Result<Vec<(i64, String)>, RunStoreError> {
+        let mut stmt = tx.prepare_cached(sql).map_err(read)?;
+        let rows = stmt
+            .query_map([run_id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(read)?;
+        rows.collect::<Result<_, _>>().map_err(read)
+    };
+    let corrupt = |what: &str, n: i64, e: serde_json::Error| {
+        RunStoreError::Corrupt(format!("{what} {n} of run {run_id}: {e}"))
+    };
+    let events = strings("SELECT seq, event_json FROM run_events WHERE run_id = ?1 ORDER BY seq")?
+        .into_iter()
+        .map(|(seq, json)| {
+            serde_json::from_str::<AiEvent>(&json).map_err(|e| corrupt("event", seq, e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let records =
+        strings("SELECT idx, record_json FROM tool_records WHERE run_id = ?1 ORDER BY idx")?
+            .into_iter()
+            .map(|(idx, json)| {
+                serde_json::from_str::<ToolInvocationRecord>(&json)
+                    .map_err(|e| corrupt("record", idx, e))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+    let receipt_refs =
+        strings("SELECT idx, receipt_ref FROM model_receipts WHERE run_id = ?1 ORDER BY idx")?
+            .into_iter()
+            .map(|(_, receipt)| receipt)
+            .collect();
+    Ok(RunLog {
+        header,
+        events,
+        records,
+        receipt_refs,
+    })
+}
+
+fn recover_tx(conn: &mut Connection, at_ms: i64) -> Result<Vec<InterruptedRun>, RunStoreError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| backend("cannot begin the recovery transaction", e))?;
+    let fail = |e: rusqlite::Error| backend("cannot recover interrupted runs", e);
+    let running: Vec<(String, Option<String>)> = {
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT run_id, thread_id FROM runs WHERE status = 'running' \
+                 ORDER BY started_at_ms, run_id",
+            )
+            .map_err(fail)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(fail)?;
+        rows.collect::<Result<_, _>>().map_err(fail)?
+    };
+    let mut out = Vec::with_capacity(running.len());
+    for (run, thread) in running {
+        let corrupt = |what: &str| RunStoreError::Corrupt(format!("run {run:?}: {what}"));
+        let run_id = RunId::new(run.clone()).map_err(|_| corrupt("bad run id"))?;
+        let thread_id = thread
+            .map(ThreadId::new)
+            .transpose()
+            .map_err(|_| corrupt("bad thread id"))?;
+        let starts: Vec<(String, String)> = {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT s.tool_call_id, s.event_json FROM run_events s \
+                     WHERE s.run_id = ?1 AND s.kind = 'tool_call_start' AND NOT EXISTS ( \
+                       SELECT 1 FROM run_events r WHERE r.run_id = s.run_id \
+                       AND r.tool_call_id = s.tool_call_id AND r.kind = 'tool_call_result') \
+                     ORDER BY s.seq",
+                )
+                .map_err(fail)?;
+            let rows = stmt
+                .query_map([run.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map_err(fail)?;
+            rows.collect::<Result<_, _>>().map_err(fail)?
+        };
+        let mut dangling: Vec<DanglingToolCall> = Vec::with_capacity(starts.len());
+        for (call, json) in starts {
+            let tool_call_id = ToolCallId::new(call).map_err(|_| corrupt("bad tool call id"))?;
+            if dangling.iter().any(|d| d.tool_call_id == tool_call_id) {
+                continue;
+            }
+            let tool_name = serde_json::from_str::<Value>(&json)
+                .ok()
+                .and_then(|v| {
+                    v.get("tool_name")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
+                .ok_or_else(|| corrupt("a tool call start event without a tool name"))?;
+            dangling.push(DanglingToolCall {
+                tool_call_id,
+                tool_name,
+            });
+        }
+        tx.prepare_cached(
+            "UPDATE runs SET status = 'interrupted', finished_at_ms = ?2 WHERE run_id = ?1",
+        )
+        .and_then(|mut stmt| stmt.execute(params![run, at_ms]))
+        .map_err(fail)?;
+        out.push(InterruptedRun {
+            run_id,
+            thread_id,
+            dangling,
+        });
+    }
+    tx.commit().map_err(fail)?;
+    Ok(out)
+}
+
+#[async_trait]
+impl RunStore for SqliteStore {
+    async fn begin_run(
+        &self,
+        run_id: &RunId,
+        thread_id: Option<&ThreadId>,
+        at_ms: u64,
+    ) -> Result<(), RunStoreError> {
+        let (run_id, thread_id, at) = (run_id.clone(), thread_id.cloned(), ms(at_ms)?);
+        self.with_conn(move |conn| {
+            let inserted = conn
+                .prepare_cached(
+                    "INSERT INTO runs (run_id, thread_id, status, started_at_ms) \
+                     VALUES (?1, ?2, 'running', ?3) ON CONFLICT (run_id) DO NOTHING",
+                )
+                .and_then(|mut stmt| {
+                    stmt.execute(params![
+                        run_id.as_str(),
+                        thread_id.as_ref().map(ThreadId::as_str),
+                        at
+                    ])
+                })
+                .map_err(|e| backend(format_args!("cannot begin run {run_id}"), e))?;
+            if inserted == 0 {
+                return Err(RunStoreError::AlreadyExists(run_id));
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn commit_step(
+        &self,
+        run_id: &RunId,
+        step: RunStep,
+    ) -> Result<Range<u64>, RunStoreError> {
+        let prepared = prepare_step(run_id, step)?;
+        let run_id = run_id.clone();
+        self.with_conn(move |conn| commit_step_tx(conn, &run_id, prepared))
+            .await
+    }
+
+    async fn finish_run(&self, run_id: &RunId, at_ms: u64) -> Result<(), RunStoreError> {
+        let (run_id, at) = (run_id.clone(), ms(at_ms)?);
+        self.with_conn(move |conn| {
+            let fail = |e: rusqlite::Error| backend(format_args!("cannot finish run {run_id}"), e);
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(fail)?;
+            let (status, _) = run_row(&tx, &run_id)?;
+            if status != RunStatus::Running {
+                return Err(RunStoreError::WrongStatus {
+                    run_id: run_id.clone(),
+                    status,
+                    action: "finish_run",
+                    expected: "running",
+                });
+            }
+            tx.execute(
+                "UPDATE runs SET status = 'finished', finished_at_ms = ?2 WHERE run_id = ?1",
+                params![run_id.as_str(), at],
+            )
+            .map_err(fail)?;
+            tx.commit().map_err(fail)
+        })
+        .await
+    }
+
+    async fn list_runs(&self) -> Result<Vec<RunHeader>, RunStoreError> {
+        self.with_conn(|conn| {
+            let fail = |e: rusqlite::Error| backend("cannot list runs", e);
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT run_id, thread_id, status, started_at_ms, finished_at_ms FROM runs \
+                     ORDER BY started_at_ms, run_id",
+                )
+                .map_err(fail)?;
+            let rows = stmt.query_map([], header_from_row).map_err(fail)?;
+            rows.map(|row| row.map_err(fail).and_then(RawHeader::decode))
+                .collect()
+        })
+        .await
+    }
+
+    async fn load_run(&self, run_id: &RunId) -> Result<RunLog, RunStoreError> {
+        let run_id = run_id.clone();
+        self.with_conn(move |conn| load_run_tx(conn, &run_id)).await
+    }
+
+    async fn recover_interrupted(&self, at_ms: u64) -> Result<Vec<InterruptedRun>, RunStoreError> {
+        let at = ms(at_ms)?;
+        self.with_conn(move |conn| recover_tx(conn, at)).await
+    }
+}
+
+#[async_trait]
+impl ThreadStore for SqliteStore {
+    async fn load(&self, id: &ThreadId) -> Result<Option<Value>, ThreadStoreError> {
+        let id = id.clone();
+        let found = self
+            .with_conn(move |conn| {
+                conn.prepare_cached("SELECT state_json FROM threads WHERE thread_id = ?1")
+                    .and_then(|mut stmt| {
+                        stmt.query_row([id.as_str()], |r| r.get::<_, String>(0))
+                            .optional()
+                    })
+                    .map_err(|e| backend(format_args!("cannot read thread {}", id.as_str()), e))?
+                    .map(|json| {
+                        serde_json::from_str(&json).map_err(|e| {
+                            RunStoreError::Corrupt(format!(
+                                "the state of thread {} does not decode: {e}",
+                                id.as_str()
+                            ))
+                        })
+                    })
+                    .transpose()
+            })
+            .await;
+        found.map_err(|e| ThreadStoreError(e.to_string()))
+    }
+
+    async fn save(&self, id: &ThreadId, state: &Value) -> Result<(), ThreadStoreError> {
+        let (id, state) = (id.clone(), state.to_string());
+        self.with_conn(move |conn| {
+            save_thread(conn, id.as_str(), &state)
+                .map(|_| ())
+                .map_err(|e| backend(format_args!("cannot save thread {}", id.as_str()), e))
+        })
+        .await
+        .map_err(|e| ThreadStoreError(e.to_string()))
+    }
+}

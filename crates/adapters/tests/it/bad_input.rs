@@ -1,0 +1,201 @@
+//! Bad input: a missing blob, a corrupt blob, a database from a newer schema, a file that is not
+//! a database, a read-only data directory. Each is a clear error and nothing stored changes.
+
+use adapters::{FsBlobStore, SCHEMA_VERSION, SqliteStore};
+use ai_core::{
+    BlobStore, BlobStoreError, ModelReceipt, ReceiptError, RunStep, RunStore, RunStoreError,
+    sha256_hex,
+};
+
+use crate::support::{done, run, snapshot};
+
+#[tokio::test]
+async fn a_missing_blob_is_not_found_by_its_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsBlobStore::open(dir.path()).unwrap();
+    store.put(b"something else").await.unwrap();
+    let before = snapshot(dir.path());
+    let missing = sha256_hex(b"never stored");
+    let err = store.get(&missing).await.unwrap_err();
+    assert_eq!(err, BlobStoreError::NotFound(missing.clone()));
+    assert_eq!(err.to_string(), format!("blob {missing} not found"));
+    // Through a receipt, the same error comes out.
+    assert_eq!(
+        ModelReceipt::load(&store, &missing).await,
+        Err(ReceiptError::Blob(BlobStoreError::NotFound(missing)))
+    );
+    assert_eq!(snapshot(dir.path()), before);
+}
+
+#[tokio::test]
+async fn a_corrupt_blob_is_reported_and_left_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsBlobStore::open(dir.path()).unwrap();
+    let hash = store.put(br#"{"provider":"p"}"#).await.unwrap();
+    let path = store.path_of(&hash).unwrap();
+    // One flipped byte.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[3] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    let before = snapshot(dir.path());
+    let err = store.get(&hash).await.unwrap_err();
+    assert_eq!(err, BlobStoreError::Corrupt(hash.clone()));
+    assert!(err.to_string().contains("do not match its hash"), "{err}");
+    assert_eq!(snapshot(dir.path()), before);
+    // A truncated blob too.
+    std::fs::write(&path, b"").unwrap();
+    assert_eq!(store.get(&hash).await, Err(BlobStoreError::Corrupt(hash)));
+}
+
+#[tokio::test]
+async fn a_blob_that_is_not_a_receipt_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsBlobStore::open(dir.path()).unwrap();
+    let hash = store.put(b"[1,2,3]").await.unwrap();
+    let err = ModelReceipt::load(&store, &hash).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ReceiptError::Decode {
+                what: "model receipt",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+fn set_user_version(path: &std::path::Path, version: u32) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.pragma_update(None, "user_version", version).unwrap();
+    // Closing the last connection checkpoints the WAL into the main file.
+}
+
+#[tokio::test]
+async fn a_database_from_a_newer_schema_is_refused_and_not_modified() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = {
+        let store = SqliteStore::open(dir.path()).unwrap();
+        store.begin_run(&run("kept"), None, 1).await.unwrap();
+        store.path().to_path_buf()
+    };
+    let newer = SCHEMA_VERSION + 1;
+    set_user_version(&db, newer);
+    let before = std::fs::read(&db).unwrap();
+    let err = SqliteStore::open(dir.path()).unwrap_err();
+    assert_eq!(
+        err,
+        RunStoreError::NewerSchema {
+            found: newer,
+            supported: SCHEMA_VERSION
+        }
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains(&format!("schema version is {newer}")),
+        "{message}"
+    );
+    assert!(message.contains("not modified"), "{message}");
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "the database file changed"
+    );
+    // Its contents are intact: after a downgrade of the marker, the run is still there.
+    set_user_version(&db, SCHEMA_VERSION);
+    let store = SqliteStore::open(dir.path()).unwrap();
+    assert_eq!(store.list_runs().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_file_that_is_not_a_database_is_refused_and_not_modified() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join(adapters::DB_FILE);
+    let garbage = b"this is not a SQLite database, but it is somebody's file\n".repeat(100);
+    std::fs::write(&db, &garbage).unwrap();
+    let err = SqliteStore::open(dir.path()).unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("cogni.db"), "{message}");
+    assert!(message.contains("not a database"), "{message}");
+    assert_eq!(std::fs::read(&db).unwrap(), garbage);
+}
+
+#[tokio::test]
+async fn a_data_dir_that_is_a_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("data");
+    std::fs::write(&file, b"x").unwrap();
+    let err = SqliteStore::open(&file).unwrap_err();
+    assert!(
+        err.to_string().contains("cannot create the data directory"),
+        "{err}"
+    );
+    let err = FsBlobStore::open(&file).unwrap_err();
+    assert!(err.to_string().contains("cannot create"), "{err}");
+    assert_eq!(std::fs::read(&file).unwrap(), b"x");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_read_only_data_dir_refuses_writes_and_keeps_what_it_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let blobs = FsBlobStore::open(&data).unwrap();
+    let kept = blobs.put(b"kept").await.unwrap();
+    let db = {
+        let store = SqliteStore::open(&data).unwrap();
+        store.begin_run(&run("kept"), None, 1).await.unwrap();
+        store
+            .commit_step(
+                &run("kept"),
+                RunStep {
+                    events: vec![done()],
+                    ..RunStep::default()
+                },
+            )
+            .await
+            .unwrap();
+        store.path().to_path_buf()
+    };
+    let blob_dir = blobs
+        .path_of(&kept)
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let before = snapshot(&data);
+    let blob_root = blobs.root().to_path_buf();
+    // Every folder and file of the data directory becomes read-only.
+    let read_only = [blob_dir.as_path(), blob_root.as_path()];
+    if !crate::support::make_read_only(&data, &[db.as_path()]) {
+        return;
+    }
+    for d in read_only {
+        crate::support::make_read_only(d, &[]);
+    }
+
+    let blob_err = blobs.put(b"new").await.unwrap_err();
+    let store_err = SqliteStore::open(&data).map(|_| ()).unwrap_err();
+    // What is there can still be read.
+    let read_back = blobs.get(&kept).await;
+
+    for d in read_only {
+        crate::support::restore_writable(d, &[]);
+    }
+    crate::support::restore_writable(&data, &[db.as_path()]);
+
+    assert!(
+        matches!(&blob_err, BlobStoreError::Backend(m) if m.contains("Permission denied")),
+        "{blob_err:?}"
+    );
+    let message = store_err.to_string();
+    println!("read-only data dir: blob put: {blob_err}\nread-only data dir: store open: {message}");
+    assert!(message.contains(&data.display().to_string()), "{message}");
+    assert_eq!(read_back.as_deref(), Ok(&b"kept"[..]));
+    assert_eq!(snapshot(&data), before, "something stored changed");
+    let store = SqliteStore::open(&data).unwrap();
+    assert_eq!(
+        store.load_run(&run("kept")).await.unwrap().events,
+        vec![done()]
+    );
+}

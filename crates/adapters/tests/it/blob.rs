@@ -1,0 +1,142 @@
+//! FsBlobStore and InMemoryBlobStore: addressing, idempotence, verification, refusal of
+//! anything that is not an address.
+
+use std::sync::Arc;
+
+use adapters::{FsBlobStore, InMemoryBlobStore};
+use ai_core::{BlobStore, BlobStoreError, sha256_hex};
+
+const BAD_ADDRESSES: &[&str] = &[
+    "",
+    "../../etc/passwd",
+    "..",
+    "ab/../../../../etc/passwd",
+    "/etc/passwd",
+    // 64 characters, but upper case.
+    "E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855",
+    // 63 and 65 characters.
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b85",
+    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b8555",
+    // 64 characters with a non-hex one and with path separators.
+    "g3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "e3/../44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+];
+
+#[tokio::test]
+async fn fs_put_then_get_round_trips_at_the_sharded_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsBlobStore::open(dir.path()).unwrap();
+    let hash = store.put(b"hello blobs").await.unwrap();
+    assert_eq!(hash, sha256_hex(b"hello blobs"));
+    let path = dir.path().join("blobs").join(&hash[..2]).join(&hash[2..]);
+    assert_eq!(std::fs::read(&path).unwrap(), b"hello blobs");
+    assert_eq!(store.path_of(&hash).unwrap(), path);
+    assert_eq!(store.get(&hash).await.unwrap(), b"hello blobs");
+    // The empty blob is a blob too.
+    let empty = store.put(b"").await.unwrap();
+    assert_eq!(store.get(&empty).await.unwrap(), b"");
+}
+
+#[tokio::test]
+async fn fs_put_is_idempotent_and_leaves_no_temporary_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FsBlobStore::open(dir.path()).unwrap());
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let store = Arc::clone(&store);
+        tasks.push(tokio::spawn(async move { store.put(b"same bytes").await }));
+    }
+    let mut hashes = Vec::new();
+    for task in tasks {
+        hashes.push(task.await.unwrap().unwrap());
+    }
+    hashes.dedup();
+    assert_eq!(hashes.len(), 1);
+    assert_eq!(store.put(b"same bytes").await.unwrap(), hashes[0]);
+    let files = crate::support::snapshot(dir.path());
+    assert_eq!(files.len(), 1, "one blob file and nothing else: {files:?}");
+    assert_eq!(files[0].1, b"same bytes");
+}
+
+#[tokio::test]
+async fn fs_put_does_not_overwrite_a_stored_blob() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsBlobStore::open(dir.path()).unwrap();
+    let hash = store.put(b"original").await.unwrap();
+    let path = store.path_of(&hash).unwrap();
+    std::fs::write(&path, b"damaged").unwrap();
+    // A put of the same content leaves what is stored alone, and the damage stays visible.
+    assert_eq!(store.put(b"original").await.unwrap(), hash);
+    assert_eq!(std::fs::read(&path).unwrap(), b"damaged");
+    assert_eq!(
+        store.get(&hash).await,
+        Err(BlobStoreError::Corrupt(hash.clone()))
+    );
+}
+
+#[tokio::test]
+async fn every_non_address_is_refused_before_any_lookup() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FsBlobStore::open(dir.path()).unwrap();
+    let mem = InMemoryBlobStore::default();
+    for bad in BAD_ADDRESSES {
+        for store in [&fs as &dyn BlobStore, &mem as &dyn BlobStore] {
+            match store.get(bad).await {
+                Err(BlobStoreError::InvalidHash(shown)) => {
+                    assert_eq!(&shown, bad);
+                    let message = BlobStoreError::InvalidHash(shown).to_string();
+                    assert!(message.contains("64 lower-case hex"), "{message}");
+                }
+                other => panic!("{bad:?} gave {other:?}"),
+            }
+        }
+        assert!(matches!(
+            fs.path_of(bad),
+            Err(BlobStoreError::InvalidHash(_))
+        ));
+        assert!(matches!(
+            mem.insert_unchecked(bad, vec![]),
+            Err(BlobStoreError::InvalidHash(_))
+        ));
+    }
+}
+
+#[tokio::test]
+async fn in_memory_store_verifies_and_is_idempotent() {
+    let store = InMemoryBlobStore::default();
+    assert!(store.is_empty());
+    let a = store.put(b"a").await.unwrap();
+    assert_eq!(store.put(b"a").await.unwrap(), a);
+    assert_eq!(store.len(), 1);
+    assert_eq!(store.get(&a).await.unwrap(), b"a");
+    let missing = sha256_hex(b"never stored");
+    assert_eq!(
+        store.get(&missing).await,
+        Err(BlobStoreError::NotFound(missing.clone()))
+    );
+    let b = sha256_hex(b"b");
+    store.insert_unchecked(&b, b"not b".to_vec()).unwrap();
+    assert_eq!(store.get(&b).await, Err(BlobStoreError::Corrupt(b.clone())));
+}
+
+#[tokio::test]
+async fn fs_put_many_stores_a_batch_in_order_with_duplicates_and_known_blobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsBlobStore::open(dir.path()).unwrap();
+    let known = store.put(b"known").await.unwrap();
+    let batch: [&[u8]; 4] = [b"one", b"known", b"two", b"one"];
+    let hashes = store.put_many(&batch).await.unwrap();
+    let expected: Vec<String> = batch.iter().map(|b| sha256_hex(b)).collect();
+    assert_eq!(hashes, expected);
+    assert_eq!(hashes[1], known);
+    for (hash, bytes) in hashes.iter().zip(batch) {
+        assert_eq!(store.get(hash).await.unwrap(), bytes);
+    }
+    let files = crate::support::snapshot(dir.path());
+    assert_eq!(
+        files.len(),
+        3,
+        "three distinct blobs, no temporary files: {files:?}"
+    );
+    assert!(store.put_many(&[]).await.unwrap().is_empty());
+}

@@ -1,0 +1,272 @@
+//! The RunStore and ThreadStore contract, run against every implementation in this crate
+//! (SqliteStore and InMemoryRunStore): a new implementation (Postgres, …) adds one line to
+//! `contract!` below and must pass the same tests.
+
+use ai_core::{
+    AiEvent, DanglingToolCall, RunStatus, RunStep, RunStore, RunStoreError, ThreadId, ThreadStore,
+    ToolErrorCode, ToolFailure, ToolOutcome, sha256_hex,
+};
+use serde_json::json;
+
+use crate::support::{call, done, record, result, run, six_events, start};
+
+/// Both ports, as one object.
+pub(crate) trait Stores: RunStore + ThreadStore {}
+impl<T: RunStore + ThreadStore> Stores for T {}
+
+fn thread(id: &str) -> ThreadId {
+    ThreadId::new(id).unwrap()
+}
+
+fn receipt_ref(n: u32) -> String {
+    sha256_hex(format!("receipt {n}").as_bytes())
+}
+
+async fn steps_are_numbered_in_order_and_loaded_whole(store: &dyn Stores) {
+    let r = run("run-1");
+    let t = thread("thread-1");
+    store.begin_run(&r, Some(&t), 1_000).await.unwrap();
+    let first = RunStep {
+        events: six_events("s1"),
+        records: vec![record("s1-a", "RAW"), record("s1-b", "RAW")],
+        receipt_refs: vec![receipt_ref(1)],
+        thread_state: Some(json!({"step": 1})),
+    };
+    assert_eq!(store.commit_step(&r, first.clone()).await.unwrap(), 0..6);
+    assert_eq!(
+        store.commit_step(&r, RunStep::default()).await.unwrap(),
+        6..6
+    );
+    let second = RunStep {
+        events: vec![done()],
+        receipt_refs: vec![receipt_ref(2)],
+        ..RunStep::default()
+    };
+    assert_eq!(store.commit_step(&r, second).await.unwrap(), 6..7);
+    store.finish_run(&r, 2_000).await.unwrap();
+
+    let log = store.load_run(&r).await.unwrap();
+    assert_eq!(log.header.thread_id, Some(t.clone()));
+    assert_eq!(log.header.status, RunStatus::Finished);
+    assert_eq!(
+        (log.header.started_at_ms, log.header.finished_at_ms),
+        (1_000, Some(2_000))
+    );
+    let mut expected = six_events("s1");
+    expected.push(done());
+    assert_eq!(log.events, expected);
+    assert_eq!(log.receipt_refs, vec![receipt_ref(1), receipt_ref(2)]);
+    let expected_records: Vec<_> = first
+        .records
+        .iter()
+        .cloned()
+        .map(|mut r| {
+            r.raw = None;
+            r
+        })
+        .collect();
+    assert_eq!(log.records, expected_records);
+    // A step without a thread state leaves the thread as the last one saved it.
+    assert_eq!(store.load(&t).await.unwrap(), Some(json!({"step": 1})));
+}
+
+async fn threads_are_saved_and_replaced(store: &dyn Stores) {
+    let t = thread("thread-1");
+    assert_eq!(store.load(&t).await.unwrap(), None);
+    store.save(&t, &json!({"turn": 1})).await.unwrap();
+    store.save(&t, &json!({"turn": 2})).await.unwrap();
+    assert_eq!(store.load(&t).await.unwrap(), Some(json!({"turn": 2})));
+    assert_eq!(store.load(&thread("other")).await.unwrap(), None);
+}
+
+async fn runs_are_listed_oldest_first(store: &dyn Stores) {
+    store.begin_run(&run("b"), None, 20).await.unwrap();
+    store.begin_run(&run("a"), None, 30).await.unwrap();
+    store.begin_run(&run("a2"), None, 30).await.unwrap();
+    store
+        .begin_run(&run("c"), Some(&thread("t")), 10)
+        .await
+        .unwrap();
+    store.finish_run(&run("c"), 40).await.unwrap();
+    let runs = store.list_runs().await.unwrap();
+    let ids: Vec<_> = runs.iter().map(|h| h.run_id.to_string()).collect();
+    assert_eq!(ids, ["c", "b", "a", "a2"]);
+    assert_eq!(runs[0].status, RunStatus::Finished);
+    assert_eq!(runs[0].thread_id, Some(thread("t")));
+    assert_eq!(runs[1].status, RunStatus::Running);
+    assert_eq!(runs[1].finished_at_ms, None);
+}
+
+async fn status_rules_refuse_and_write_nothing(store: &dyn Stores) {
+    let r = run("run-1");
+    let unknown = run("nope");
+    assert_eq!(
+        store.load_run(&unknown).await,
+        Err(RunStoreError::NotFound(unknown.clone()))
+    );
+    assert_eq!(
+        store.commit_step(&unknown, RunStep::default()).await,
+        Err(RunStoreError::NotFound(unknown.clone()))
+    );
+    assert_eq!(
+        store.finish_run(&unknown, 1).await,
+        Err(RunStoreError::NotFound(unknown.clone()))
+    );
+    store.begin_run(&r, None, 1).await.unwrap();
+    assert_eq!(
+        store.begin_run(&r, None, 2).await,
+        Err(RunStoreError::AlreadyExists(r.clone()))
+    );
+    let one = || RunStep {
+        events: vec![done()],
+        ..RunStep::default()
+    };
+    store.commit_step(&r, one()).await.unwrap();
+    store.finish_run(&r, 3).await.unwrap();
+    let refused = store.finish_run(&r, 4).await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            RunStoreError::WrongStatus {
+                status: RunStatus::Finished,
+                ..
+            }
+        ),
+        "{refused:?}"
+    );
+    let refused = store.commit_step(&r, one()).await.unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "run run-1 is finished; commit_step needs a run that is running or interrupted"
+    );
+    let log = store.load_run(&r).await.unwrap();
+    assert_eq!(log.events.len(), 1);
+    assert_eq!(log.header.finished_at_ms, Some(3));
+}
+
+async fn an_inconsistent_step_is_refused_whole(store: &dyn Stores) {
+    let r = run("no-thread");
+    store.begin_run(&r, None, 1).await.unwrap();
+    let with_state = RunStep {
+        events: six_events("x"),
+        thread_state: Some(json!({"s": 1})),
+        ..RunStep::default()
+    };
+    let refused = store.commit_step(&r, with_state).await.unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "invalid write to run no-thread: the step carries a thread state but the run has no thread"
+    );
+    let bad_ref = RunStep {
+        events: six_events("x"),
+        receipt_refs: vec![receipt_ref(1), "../not-a-hash".into()],
+        ..RunStep::default()
+    };
+    let refused = store.commit_step(&r, bad_ref).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("not a blob address"),
+        "{refused}"
+    );
+    let log = store.load_run(&r).await.unwrap();
+    assert!(log.events.is_empty() && log.receipt_refs.is_empty());
+}
+
+async fn recovery_names_dangling_calls_once(store: &dyn Stores) {
+    let cut = run("cut");
+    store.begin_run(&cut, Some(&thread("t")), 1).await.unwrap();
+    let step = RunStep {
+        events: vec![start("c1"), start("c2"), result("c1"), start("c3")],
+        ..RunStep::default()
+    };
+    store.commit_step(&cut, step).await.unwrap();
+    store.begin_run(&run("idle"), None, 2).await.unwrap();
+    let fine = run("fine");
+    store.begin_run(&fine, None, 3).await.unwrap();
+    let step = RunStep {
+        events: vec![start("f1"), done()],
+        ..RunStep::default()
+    };
+    store.commit_step(&fine, step).await.unwrap();
+    store.finish_run(&fine, 4).await.unwrap();
+
+    let recovered = store.recover_interrupted(100).await.unwrap();
+    let dangling = |id: &str| DanglingToolCall {
+        tool_call_id: call(id),
+        tool_name: "core__get_current_time".into(),
+    };
+    assert_eq!(recovered.len(), 2);
+    assert_eq!(recovered[0].run_id, cut);
+    assert_eq!(recovered[0].thread_id, Some(thread("t")));
+    assert_eq!(recovered[0].dangling, vec![dangling("c2"), dangling("c3")]);
+    assert_eq!(recovered[1].run_id, run("idle"));
+    assert!(recovered[1].dangling.is_empty());
+    let header = store.load_run(&cut).await.unwrap().header;
+    assert_eq!(
+        (header.status, header.finished_at_ms),
+        (RunStatus::Interrupted, Some(100))
+    );
+    assert_eq!(
+        store.load_run(&fine).await.unwrap().header.status,
+        RunStatus::Finished
+    );
+    assert!(store.recover_interrupted(200).await.unwrap().is_empty());
+
+    let answers: Vec<AiEvent> = recovered[0]
+        .dangling
+        .iter()
+        .map(|d| AiEvent::ToolCallResult {
+            tool_call_id: d.tool_call_id.clone(),
+            tool_name: d.tool_name.as_str().into(),
+            outcome: ToolOutcome::Error(ToolFailure::new(ToolErrorCode::Cancelled, "interrupted")),
+        })
+        .collect();
+    let recovery = RunStep {
+        events: answers,
+        thread_state: Some(json!({"repaired": true})),
+        ..RunStep::default()
+    };
+    assert_eq!(store.commit_step(&cut, recovery).await.unwrap(), 4..6);
+    assert!(matches!(
+        store.finish_run(&cut, 300).await,
+        Err(RunStoreError::WrongStatus {
+            status: RunStatus::Interrupted,
+            ..
+        })
+    ));
+    assert_eq!(
+        store.load(&thread("t")).await.unwrap(),
+        Some(json!({"repaired": true}))
+    );
+}
+
+macro_rules! contract {
+    ($($test:ident),* $(,)?) => {
+        mod sqlite_store {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    let dir = tempfile::tempdir().unwrap();
+                    let store = adapters::SqliteStore::open(dir.path()).unwrap();
+                    super::$test(&store).await;
+                }
+            )*
+        }
+        mod in_memory_store {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$test(&adapters::InMemoryRunStore::default()).await;
+                }
+            )*
+        }
+    };
+}
+
+contract!(
+    steps_are_numbered_in_order_and_loaded_whole,
+    threads_are_saved_and_replaced,
+    runs_are_listed_oldest_first,
+    status_rules_refuse_and_write_nothing,
+    an_inconsistent_step_is_refused_whole,
+    recovery_names_dangling_calls_once,
+);

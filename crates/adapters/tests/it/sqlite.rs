@@ -1,0 +1,258 @@
+//! SqliteStore beyond the shared contract (`run_log.rs`): schema and WAL mode, data that
+//! survives a reopen, one transaction per step, the raw field kept off disk, recovery after a
+//! restart.
+
+use adapters::{SCHEMA_VERSION, SqliteStore};
+use ai_core::{
+    AiEvent, DanglingToolCall, RunStatus, RunStep, RunStore, RunStoreError, ThreadId, ThreadStore,
+    sha256_hex,
+};
+use serde_json::json;
+
+use crate::support::{call, done, record, result, run, six_events, start};
+
+fn thread(id: &str) -> ThreadId {
+    ThreadId::new(id).unwrap()
+}
+
+fn receipt_ref(n: u32) -> String {
+    sha256_hex(format!("receipt {n}").as_bytes())
+}
+
+#[tokio::test]
+async fn open_creates_one_wal_database_at_the_current_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("data")).unwrap();
+    assert_eq!(store.path(), dir.path().join("data").join("cogni.db"));
+    let conn = rusqlite::Connection::open(store.path()).unwrap();
+    let mode: String = conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let version: u32 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    drop(store);
+    // Opening again migrates nothing and keeps the version.
+    SqliteStore::open(dir.path().join("data")).unwrap();
+    let version: u32 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+}
+
+#[tokio::test]
+async fn threads_are_saved_replaced_and_survive_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let t = thread("thread-1");
+    assert_eq!(store.load(&t).await.unwrap(), None);
+    store.save(&t, &json!({"turn": 1})).await.unwrap();
+    store
+        .save(&t, &json!({"turn": 2, "messages": ["hi"]}))
+        .await
+        .unwrap();
+    drop(store);
+    let store = SqliteStore::open(dir.path()).unwrap();
+    assert_eq!(
+        store.load(&t).await.unwrap(),
+        Some(json!({"turn": 2, "messages": ["hi"]}))
+    );
+    assert_eq!(store.load(&thread("other")).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_run_keeps_its_steps_in_order_across_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let r = run("run-1");
+    let t = thread("thread-1");
+    store.begin_run(&r, Some(&t), 1_000).await.unwrap();
+    let first = RunStep {
+        events: six_events("s1"),
+        records: vec![
+            record("s1-a", "RAW-MARKER-1"),
+            record("s1-b", "RAW-MARKER-2"),
+        ],
+        receipt_refs: vec![receipt_ref(1)],
+        thread_state: Some(json!({"step": 1})),
+    };
+    assert_eq!(store.commit_step(&r, first.clone()).await.unwrap(), 0..6);
+    let second = RunStep {
+        events: vec![done()],
+        records: vec![],
+        receipt_refs: vec![receipt_ref(2)],
+        thread_state: Some(json!({"step": 2})),
+    };
+    assert_eq!(store.commit_step(&r, second).await.unwrap(), 6..7);
+    store.finish_run(&r, 2_000).await.unwrap();
+    drop(store);
+
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let log = store.load_run(&r).await.unwrap();
+    assert_eq!(log.header.run_id, r);
+    assert_eq!(log.header.thread_id, Some(t.clone()));
+    assert_eq!(log.header.status, RunStatus::Finished);
+    assert_eq!(log.header.started_at_ms, 1_000);
+    assert_eq!(log.header.finished_at_ms, Some(2_000));
+    let mut expected = six_events("s1");
+    expected.push(done());
+    assert_eq!(log.events, expected);
+    assert_eq!(log.receipt_refs, vec![receipt_ref(1), receipt_ref(2)]);
+    assert_eq!(log.records.len(), 2);
+    assert_eq!(log.records[0].tool_call_id, call("s1-a"));
+    assert_eq!(log.records[1].tool_call_id, call("s1-b"));
+    // The record's raw provider payload is never stored.
+    assert_eq!(log.records[0].raw, None);
+    let mut without_raw = first.records[0].clone();
+    without_raw.raw = None;
+    assert_eq!(log.records[0], without_raw);
+    assert_eq!(store.load(&t).await.unwrap(), Some(json!({"step": 2})));
+}
+
+#[tokio::test]
+async fn the_raw_field_of_a_record_is_nowhere_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let r = run("run-raw");
+    store.begin_run(&r, None, 1).await.unwrap();
+    let step = RunStep {
+        records: vec![record("c1", "RAW-MARKER-NEVER-STORED")],
+        ..RunStep::default()
+    };
+    store.commit_step(&r, step).await.unwrap();
+    let mut found_redacted = false;
+    for (path, bytes) in crate::support::snapshot(dir.path()) {
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains("RAW-MARKER-NEVER-STORED"),
+            "{} holds the raw payload",
+            path.display()
+        );
+        found_redacted |= text.contains("unix_ms");
+    }
+    assert!(found_redacted, "the redacted result itself was stored");
+}
+
+#[tokio::test]
+async fn a_step_that_fails_half_way_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let r = run("run-1");
+    let t = thread("t-1");
+    store.begin_run(&r, Some(&t), 1).await.unwrap();
+    store.save(&t, &json!({"before": true})).await.unwrap();
+    // Make the last insert of a step fail, after its events and records went in.
+    let conn = rusqlite::Connection::open(store.path()).unwrap();
+    conn.execute_batch(
+        "CREATE TRIGGER fail_receipts BEFORE INSERT ON model_receipts \
+         BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+    )
+    .unwrap();
+    let step = RunStep {
+        events: six_events("s"),
+        records: vec![record("s-a", "raw")],
+        receipt_refs: vec![receipt_ref(1)],
+        thread_state: Some(json!({"after": true})),
+    };
+    let refused = store.commit_step(&r, step).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("injected failure"),
+        "{refused}"
+    );
+    let log = store.load_run(&r).await.unwrap();
+    assert!(log.events.is_empty() && log.records.is_empty() && log.receipt_refs.is_empty());
+    assert_eq!(store.load(&t).await.unwrap(), Some(json!({"before": true})));
+    // Once the fault is gone the same step commits, numbered from 0.
+    conn.execute_batch("DROP TRIGGER fail_receipts").unwrap();
+    let step = RunStep {
+        events: six_events("s"),
+        ..RunStep::default()
+    };
+    assert_eq!(store.commit_step(&r, step).await.unwrap(), 0..6);
+}
+
+#[tokio::test]
+async fn recovery_marks_cut_runs_interrupted_and_names_their_dangling_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let cut = run("cut");
+        store.begin_run(&cut, Some(&thread("t")), 1).await.unwrap();
+        let step = RunStep {
+            events: vec![start("c1"), start("c2"), result("c1"), start("c3")],
+            ..RunStep::default()
+        };
+        store.commit_step(&cut, step).await.unwrap();
+        let idle = run("idle");
+        store.begin_run(&idle, None, 2).await.unwrap();
+        let fine = run("fine");
+        store.begin_run(&fine, None, 3).await.unwrap();
+        let step = RunStep {
+            events: vec![start("f1"), done()],
+            ..RunStep::default()
+        };
+        store.commit_step(&fine, step).await.unwrap();
+        store.finish_run(&fine, 4).await.unwrap();
+        // The process dies here: no finish for `cut` and `idle`.
+    }
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let recovered = store.recover_interrupted(100).await.unwrap();
+    assert_eq!(recovered.len(), 2);
+    assert_eq!(recovered[0].run_id, run("cut"));
+    assert_eq!(recovered[0].thread_id, Some(thread("t")));
+    let dangling = |id: &str| DanglingToolCall {
+        tool_call_id: call(id),
+        tool_name: "core__get_current_time".into(),
+    };
+    assert_eq!(recovered[0].dangling, vec![dangling("c2"), dangling("c3")]);
+    assert_eq!(recovered[1].run_id, run("idle"));
+    assert!(recovered[1].dangling.is_empty());
+    let header = store.load_run(&run("cut")).await.unwrap().header;
+    assert_eq!(header.status, RunStatus::Interrupted);
+    assert_eq!(header.finished_at_ms, Some(100));
+    assert_eq!(
+        store.load_run(&run("fine")).await.unwrap().header.status,
+        RunStatus::Finished
+    );
+    // Recovery is done once.
+    assert!(store.recover_interrupted(200).await.unwrap().is_empty());
+
+    // The caller answers the dangling calls in a recovery step; the run stays interrupted.
+    let answers: Vec<AiEvent> = recovered[0]
+        .dangling
+        .iter()
+        .map(|d| AiEvent::ToolCallResult {
+            tool_call_id: d.tool_call_id.clone(),
+            tool_name: d.tool_name.as_str().into(),
+            outcome: ai_core::ToolOutcome::Error(ai_core::ToolFailure::new(
+                ai_core::ToolErrorCode::Cancelled,
+                "interrupted",
+            )),
+        })
+        .collect();
+    let seqs = store
+        .commit_step(
+            &run("cut"),
+            RunStep {
+                events: answers,
+                thread_state: Some(json!({"repaired": true})),
+                ..RunStep::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(seqs, 4..6);
+    assert!(matches!(
+        store.finish_run(&run("cut"), 300).await,
+        Err(RunStoreError::WrongStatus {
+            status: RunStatus::Interrupted,
+            ..
+        })
+    ));
+    assert_eq!(
+        store.load(&thread("t")).await.unwrap(),
+        Some(json!({"repaired": true}))
+    );
+}

@@ -1,0 +1,269 @@
+//! The run log port: what a run did, step by step, kept durably so a run can be listed, shown,
+//! replayed and recovered after a crash.
+//!
+//! A run is begun, takes one [`RunStep`] per model step (its events, the invocation records of
+//! its tool calls, the receipts of its model calls and, optionally, the thread's new state: all
+//! in one transaction), and is finished. A run that is still `running` when the process starts
+//! again was cut by a crash: [`RunStore::recover_interrupted`] marks it `interrupted` and names
+//! the tool calls that started and never got a result, so the caller can answer them.
+
+use std::fmt;
+use std::ops::Range;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{AiEvent, RunId, ThreadId, ToolCallId, ToolInvocationRecord};
+
+/// Where a run stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Begun and not finished (or cut by a crash that was not recovered yet).
+    Running,
+    /// Finished normally (whatever its `Done` reason).
+    Finished,
+    /// Found `running` after a restart: the process died in the middle of it.
+    Interrupted,
+}
+
+impl RunStatus {
+    /// The snake_case name, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Finished => "finished",
+            Self::Interrupted => "interrupted",
+        }
+    }
+
+    /// Reads a stored name.
+    pub fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "running" => Some(Self::Running),
+            "finished" => Some(Self::Finished),
+            "interrupted" => Some(Self::Interrupted),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a store knows about a run besides its contents.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunHeader {
+    /// The run.
+    pub run_id: RunId,
+    /// The thread it belongs to, when it runs on a server-side thread.
+    pub thread_id: Option<ThreadId>,
+    /// Where it stands.
+    pub status: RunStatus,
+    /// When it began (ms since the Unix epoch, from the caller's [`crate::Clock`]).
+    pub started_at_ms: u64,
+    /// When it finished or was found interrupted.
+    pub finished_at_ms: Option<u64>,
+}
+
+/// Everything one model step wrote, committed together or not at all.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunStep {
+    /// The step's events, in emission order; the store numbers them after the run's last one.
+    pub events: Vec<AiEvent>,
+    /// The invocation records of the tool calls that ended in this step (redacted results only:
+    /// a record's `raw` field is never stored).
+    pub records: Vec<ToolInvocationRecord>,
+    /// Addresses of the model receipts written in this step, in call order.
+    pub receipt_refs: Vec<String>,
+    /// The thread's new state, saved in the same transaction (the run must have a thread).
+    pub thread_state: Option<Value>,
+}
+
+/// A run as stored: its header and its contents in order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunLog {
+    /// The header.
+    pub header: RunHeader,
+    /// Every event, in order: the event at index `i` has sequence number `i`.
+    pub events: Vec<AiEvent>,
+    /// Every invocation record, in commit order.
+    pub records: Vec<ToolInvocationRecord>,
+    /// Every model receipt address, in commit order.
+    pub receipt_refs: Vec<String>,
+}
+
+/// A tool call that started and never got a result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DanglingToolCall {
+    /// The call.
+    pub tool_call_id: ToolCallId,
+    /// The tool name from its start event (needed for its result event).
+    pub tool_name: String,
+}
+
+/// A run found `running` after a restart, now marked [`RunStatus::Interrupted`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InterruptedRun {
+    /// The run.
+    pub run_id: RunId,
+    /// Its thread, when it has one.
+    pub thread_id: Option<ThreadId>,
+    /// Calls with a start event and no result event, in start order.
+    pub dangling: Vec<DanglingToolCall>,
+}
+
+/// Why a run store refused or failed. Messages name the run and what was wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunStoreError {
+    /// No run has this id.
+    #[error("run {0} not found")]
+    NotFound(RunId),
+    /// A run with this id was begun before.
+    #[error("run {0} already exists")]
+    AlreadyExists(RunId),
+    /// The run is not in a state that takes this write.
+    #[error("run {run_id} is {status}; {action} needs a run that is {expected}")]
+    WrongStatus {
+        /// The run.
+        run_id: RunId,
+        /// Its status.
+        status: RunStatus,
+        /// What was refused (`commit_step`, `finish_run`).
+        action: &'static str,
+        /// What it needs.
+        expected: &'static str,
+    },
+    /// The write itself is inconsistent (e.g. a thread state for a run without a thread).
+    #[error("invalid write to run {run_id}: {reason}")]
+    Invalid {
+        /// The run.
+        run_id: RunId,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Stored data does not decode (a row written by something else, or damaged).
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    /// The store was made by a newer version of this software; it is left untouched.
+    #[error(
+        "the store's schema version is {found}, newer than {supported}, the newest this build knows; \
+         it was not modified (upgrade cogni to open it)"
+    )]
+    NewerSchema {
+        /// The version found.
+        found: u32,
+        /// The newest version this build supports.
+        supported: u32,
+    },
+    /// The backend failed (IO, permissions, a locked database).
+    #[error("run store failed: {0}")]
+    Backend(String),
+}
+
+/// Durable run logs. All methods are one transaction each; a failed call writes nothing.
+///
+/// Timestamps come from the caller (its [`crate::Clock`]), so stores read no clock.
+///
+/// ```
+/// use std::{collections::BTreeMap, sync::Mutex};
+/// use ai_core::{AiEvent, DoneReason, InterruptedRun, RunHeader, RunId, RunLog, RunStatus,
+///     RunStep, RunStore, RunStoreError, ThreadId};
+///
+/// #[derive(Default)]
+/// struct InMemory(Mutex<BTreeMap<RunId, RunLog>>);
+///
+/// #[async_trait::async_trait]
+/// impl RunStore for InMemory {
+///     async fn begin_run(&self, run_id: &RunId, thread_id: Option<&ThreadId>, at_ms: u64)
+///         -> Result<(), RunStoreError> {
+///         let mut runs = self.0.lock().unwrap();
+///         if runs.contains_key(run_id) { return Err(RunStoreError::AlreadyExists(run_id.clone())); }
+///         let header = RunHeader { run_id: run_id.clone(), thread_id: thread_id.cloned(),
+///             status: RunStatus::Running, started_at_ms: at_ms, finished_at_ms: None };
+///         runs.insert(run_id.clone(), RunLog { header, events: vec![], records: vec![],
+///             receipt_refs: vec![] });
+///         Ok(())
+///     }
+///     async fn commit_step(&self, run_id: &RunId, step: RunStep)
+///         -> Result<std::ops::Range<u64>, RunStoreError> {
+///         let mut runs = self.0.lock().unwrap();
+///         let run = runs.get_mut(run_id).ok_or_else(|| RunStoreError::NotFound(run_id.clone()))?;
+///         let first = run.events.len() as u64;
+///         run.events.extend(step.events);
+///         run.records.extend(step.records);
+///         run.receipt_refs.extend(step.receipt_refs);
+///         Ok(first..run.events.len() as u64)
+///     }
+///     async fn finish_run(&self, run_id: &RunId, at_ms: u64) -> Result<(), RunStoreError> {
+///         let mut runs = self.0.lock().unwrap();
+///         let run = runs.get_mut(run_id).ok_or_else(|| RunStoreError::NotFound(run_id.clone()))?;
+///         run.header.status = RunStatus::Finished;
+///         run.header.finished_at_ms = Some(at_ms);
+///         Ok(())
+///     }
+///     async fn list_runs(&self) -> Result<Vec<RunHeader>, RunStoreError> {
+///         Ok(self.0.lock().unwrap().values().map(|r| r.header.clone()).collect())
+///     }
+///     async fn load_run(&self, run_id: &RunId) -> Result<RunLog, RunStoreError> {
+///         self.0.lock().unwrap().get(run_id).cloned()
+///             .ok_or_else(|| RunStoreError::NotFound(run_id.clone()))
+///     }
+///     async fn recover_interrupted(&self, _at_ms: u64)
+///         -> Result<Vec<InterruptedRun>, RunStoreError> {
+///         Ok(vec![]) // nothing survives a crash in memory
+///     }
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = InMemory::default();
+/// let run = RunId::new("run-1").unwrap();
+/// store.begin_run(&run, None, 1).await.unwrap();
+/// let seqs = store.commit_step(&run, RunStep {
+///     events: vec![AiEvent::Done { reason: DoneReason::Stop }], ..RunStep::default()
+/// }).await.unwrap();
+/// assert_eq!(seqs, 0..1);
+/// store.finish_run(&run, 2).await.unwrap();
+/// assert_eq!(store.load_run(&run).await.unwrap().header.status, RunStatus::Finished);
+/// # });
+/// ```
+#[async_trait]
+pub trait RunStore: Send + Sync {
+    /// Records a new run as `running`. A run id that exists is refused.
+    async fn begin_run(
+        &self,
+        run_id: &RunId,
+        thread_id: Option<&ThreadId>,
+        at_ms: u64,
+    ) -> Result<(), RunStoreError>;
+
+    /// Commits one step in one transaction: its events (numbered after the run's last event),
+    /// records, receipt refs and the thread's state. Returns the sequence numbers the events got.
+    ///
+    /// A `running` run takes steps; so does an `interrupted` one (its recovery step: the
+    /// `interrupted` results of its dangling calls and its repaired thread state). A finished run
+    /// is refused.
+    async fn commit_step(&self, run_id: &RunId, step: RunStep)
+    -> Result<Range<u64>, RunStoreError>;
+
+    /// Marks a `running` run finished.
+    async fn finish_run(&self, run_id: &RunId, at_ms: u64) -> Result<(), RunStoreError>;
+
+    /// Every run's header, oldest first.
+    async fn list_runs(&self) -> Result<Vec<RunHeader>, RunStoreError>;
+
+    /// A run's header, events, records and receipt refs, in order.
+    async fn load_run(&self, run_id: &RunId) -> Result<RunLog, RunStoreError>;
+
+    /// After a restart: marks every run still `running` as `interrupted` (finished at `at_ms`) and
+    /// returns, for each, the tool calls that have a start event and no result event.
+    ///
+    /// Call it once, when the process that owns the runs starts and before it begins any: a run
+    /// another live process is still writing would be marked interrupted too.
+    async fn recover_interrupted(&self, at_ms: u64) -> Result<Vec<InterruptedRun>, RunStoreError>;
+}
