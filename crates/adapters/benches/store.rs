@@ -133,7 +133,7 @@ fn bench(c: &mut Criterion) {
     let blobs = FsBlobStore::open(dir.path()).unwrap();
     let store = SqliteStore::open(dir.path()).unwrap();
     let run = RunId::new("bench-run").unwrap();
-    rt.block_on(store.begin_run(&run, None, 0)).unwrap();
+    rt.block_on(store.begin_run(&run, None, 0, None)).unwrap();
     let counter = AtomicU64::new(0);
     let next = || counter.fetch_add(1, Ordering::Relaxed);
 

@@ -15,7 +15,9 @@ CREATE TABLE runs (
     thread_id       TEXT,
     status          TEXT NOT NULL CHECK (status IN ('running', 'finished', 'interrupted')),
     started_at_ms   INTEGER NOT NULL,
-    finished_at_ms  INTEGER
+    finished_at_ms  INTEGER,
+    -- The blob address of what the run started from (thread state and user message), for replay.
+    input_ref       TEXT CHECK (input_ref IS NULL OR length(input_ref) = 64)
 );
 CREATE INDEX runs_by_status ON runs (status);
 CREATE INDEX runs_by_start ON runs (started_at_ms, run_id);

@@ -22,7 +22,7 @@ use serde_json::Value;
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let store = adapters::InMemoryRunStore::default();
 /// let run = RunId::new("run-1").unwrap();
-/// store.begin_run(&run, None, 1).await.unwrap();
+/// store.begin_run(&run, None, 1, None).await.unwrap();
 /// assert_eq!(store.commit_step(&run, RunStep::default()).await.unwrap(), 0..0);
 /// assert_eq!(store.recover_interrupted(2).await.unwrap().len(), 1);
 /// # });
@@ -54,6 +54,7 @@ impl RunStore for InMemoryRunStore {
         run_id: &RunId,
         thread_id: Option<&ThreadId>,
         at_ms: u64,
+        input_ref: Option<&str>,
     ) -> Result<(), RunStoreError> {
         let mut state = self.lock()?;
         if state.runs.contains_key(run_id) {
@@ -65,6 +66,7 @@ impl RunStore for InMemoryRunStore {
             status: RunStatus::Running,
             started_at_ms: at_ms,
             finished_at_ms: None,
+            input_ref: input_ref.map(str::to_owned),
         };
         state.runs.insert(
             run_id.clone(),

@@ -40,7 +40,7 @@ pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 /// let dir = tempfile::tempdir().unwrap();
 /// let store = adapters::SqliteStore::open(dir.path()).unwrap();
 /// let run = RunId::new("run-1").unwrap();
-/// store.begin_run(&run, None, 1_000).await.unwrap();
+/// store.begin_run(&run, None, 1_000, None).await.unwrap();
 /// let step = RunStep { events: vec![AiEvent::Done { reason: DoneReason::Stop }], ..Default::default() };
 /// assert_eq!(store.commit_step(&run, step).await.unwrap(), 0..1);
 /// store.finish_run(&run, 2_000).await.unwrap();
@@ -207,6 +207,7 @@ fn header_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawHeader> {
         status: row.get(2)?,
         started_at_ms: row.get(3)?,
         finished_at_ms: row.get(4)?,
+        input_ref: row.get(5)?,
     })
 }
 
@@ -216,6 +217,7 @@ struct RawHeader {
     status: String,
     started_at_ms: i64,
     finished_at_ms: Option<i64>,
+    input_ref: Option<String>,
 }
 
 impl RawHeader {
@@ -237,6 +239,7 @@ impl RawHeader {
                 .map(u64::try_from)
                 .transpose()
                 .map_err(|_| corrupt("bad finish time"))?,
+            input_ref: self.input_ref.clone(),
         })
     }
 }
@@ -408,7 +411,7 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
     let read = |e: rusqlite::Error| backend(format_args!("cannot read run {run_id}"), e);
     let header = tx
         .prepare_cached(
-            "SELECT run_id, thread_id, status, started_at_ms, finished_at_ms FROM runs \
+            "SELECT run_id, thread_id, status, started_at_ms, finished_at_ms, input_ref FROM runs \
              WHERE run_id = ?1",
         )
         .and_then(|mut stmt| {
@@ -536,19 +539,22 @@ impl RunStore for SqliteStore {
         run_id: &RunId,
         thread_id: Option<&ThreadId>,
         at_ms: u64,
+        input_ref: Option<&str>,
     ) -> Result<(), RunStoreError> {
         let (run_id, thread_id, at) = (run_id.clone(), thread_id.cloned(), ms(at_ms)?);
+        let input_ref = input_ref.map(str::to_owned);
         self.with_conn(move |conn| {
             let inserted = conn
                 .prepare_cached(
-                    "INSERT INTO runs (run_id, thread_id, status, started_at_ms) \
-                     VALUES (?1, ?2, 'running', ?3) ON CONFLICT (run_id) DO NOTHING",
+                    "INSERT INTO runs (run_id, thread_id, status, started_at_ms, input_ref) \
+                     VALUES (?1, ?2, 'running', ?3, ?4) ON CONFLICT (run_id) DO NOTHING",
                 )
                 .and_then(|mut stmt| {
                     stmt.execute(params![
                         run_id.as_str(),
                         thread_id.as_ref().map(ThreadId::as_str),
-                        at
+                        at,
+                        input_ref.as_deref()
                     ])
                 })
                 .map_err(|e| backend(format_args!("cannot begin run {run_id}"), e))?;
@@ -602,7 +608,7 @@ impl RunStore for SqliteStore {
             let fail = |e: rusqlite::Error| backend("cannot list runs", e);
             let mut stmt = conn
                 .prepare_cached(
-                    "SELECT run_id, thread_id, status, started_at_ms, finished_at_ms FROM runs \
+                    "SELECT run_id, thread_id, status, started_at_ms, finished_at_ms, input_ref FROM runs \
                      ORDER BY started_at_ms, run_id",
                 )
                 .map_err(fail)?;

@@ -39,6 +39,13 @@ pub trait Clock: Send + Sync {
 pub trait EventSink: Send + Sync {
     /// Delivers one event. Must not block for long.
     fn emit(&self, event: AiEvent);
+
+    /// Receives the audit record of a finished invocation, just before its
+    /// [`AiEvent::ToolCallResult`] (validated arguments, redacted result; never a secret). Sinks
+    /// that do not keep records ignore it.
+    fn record(&self, record: &crate::ToolInvocationRecord) {
+        let _ = record;
+    }
 }
 
 impl<F: Fn(AiEvent) + Send + Sync> EventSink for F {

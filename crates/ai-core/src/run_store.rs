@@ -68,6 +68,10 @@ pub struct RunHeader {
     pub started_at_ms: u64,
     /// When it finished or was found interrupted.
     pub finished_at_ms: Option<u64>,
+    /// The address (in the blob store) of what the run started from, e.g. the thread's state
+    /// before the run and the user's message, so it can be replayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_ref: Option<String>,
 }
 
 /// Everything one model step wrote, committed together or not at all.
@@ -180,12 +184,13 @@ pub enum RunStoreError {
 ///
 /// #[async_trait::async_trait]
 /// impl RunStore for InMemory {
-///     async fn begin_run(&self, run_id: &RunId, thread_id: Option<&ThreadId>, at_ms: u64)
-///         -> Result<(), RunStoreError> {
+///     async fn begin_run(&self, run_id: &RunId, thread_id: Option<&ThreadId>, at_ms: u64,
+///         input_ref: Option<&str>) -> Result<(), RunStoreError> {
 ///         let mut runs = self.0.lock().unwrap();
 ///         if runs.contains_key(run_id) { return Err(RunStoreError::AlreadyExists(run_id.clone())); }
 ///         let header = RunHeader { run_id: run_id.clone(), thread_id: thread_id.cloned(),
-///             status: RunStatus::Running, started_at_ms: at_ms, finished_at_ms: None };
+///             status: RunStatus::Running, started_at_ms: at_ms, finished_at_ms: None,
+///             input_ref: input_ref.map(str::to_owned) };
 ///         runs.insert(run_id.clone(), RunLog { header, events: vec![], records: vec![],
 ///             receipt_refs: vec![] });
 ///         Ok(())
@@ -223,7 +228,7 @@ pub enum RunStoreError {
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let store = InMemory::default();
 /// let run = RunId::new("run-1").unwrap();
-/// store.begin_run(&run, None, 1).await.unwrap();
+/// store.begin_run(&run, None, 1, None).await.unwrap();
 /// let seqs = store.commit_step(&run, RunStep {
 ///     events: vec![AiEvent::Done { reason: DoneReason::Stop }], ..RunStep::default()
 /// }).await.unwrap();
@@ -234,12 +239,14 @@ pub enum RunStoreError {
 /// ```
 #[async_trait]
 pub trait RunStore: Send + Sync {
-    /// Records a new run as `running`. A run id that exists is refused.
+    /// Records a new run as `running`, with the address of its input when it has one. A run id
+    /// that exists is refused.
     async fn begin_run(
         &self,
         run_id: &RunId,
         thread_id: Option<&ThreadId>,
         at_ms: u64,
+        input_ref: Option<&str>,
     ) -> Result<(), RunStoreError>;
 
     /// Commits one step in one transaction: its events (numbered after the run's last event),

@@ -63,7 +63,7 @@ async fn run(data_dir: &str, run_id: &str, mode: &str) -> Result<(), String> {
     let run = RunId::new(run_id).map_err(|e| e.to_string())?;
     let thread = ThreadId::new(format!("thread-of-{run_id}")).map_err(|e| e.to_string())?;
     store
-        .begin_run(&run, Some(&thread), 1)
+        .begin_run(&run, Some(&thread), 1, None)
         .await
         .map_err(|e| e.to_string())?;
     let mut out = std::io::stdout().lock();

@@ -76,7 +76,7 @@ async fn a_database_from_a_newer_schema_is_refused_and_not_modified() {
     let dir = tempfile::tempdir().unwrap();
     let db = {
         let store = SqliteStore::open(dir.path()).unwrap();
-        store.begin_run(&run("kept"), None, 1).await.unwrap();
+        store.begin_run(&run("kept"), None, 1, None).await.unwrap();
         store.path().to_path_buf()
     };
     let newer = SCHEMA_VERSION + 1;
@@ -144,7 +144,7 @@ async fn a_read_only_data_dir_refuses_writes_and_keeps_what_it_has() {
     let kept = blobs.put(b"kept").await.unwrap();
     let db = {
         let store = SqliteStore::open(&data).unwrap();
-        store.begin_run(&run("kept"), None, 1).await.unwrap();
+        store.begin_run(&run("kept"), None, 1, None).await.unwrap();
         store
             .commit_step(
                 &run("kept"),

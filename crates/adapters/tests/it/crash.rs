@@ -131,7 +131,10 @@ async fn a_run_killed_with_a_tool_in_flight_recovers_and_the_thread_goes_on() {
 
     // The next turn on the same thread works.
     let next = run("next-turn");
-    store.begin_run(&next, Some(&thread), 3_000).await.unwrap();
+    store
+        .begin_run(&next, Some(&thread), 3_000, None)
+        .await
+        .unwrap();
     store
         .commit_step(
             &next,

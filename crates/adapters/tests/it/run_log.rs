@@ -25,7 +25,11 @@ fn receipt_ref(n: u32) -> String {
 async fn steps_are_numbered_in_order_and_loaded_whole(store: &dyn Stores) {
     let r = run("run-1");
     let t = thread("thread-1");
-    store.begin_run(&r, Some(&t), 1_000).await.unwrap();
+    let input = receipt_ref(0);
+    store
+        .begin_run(&r, Some(&t), 1_000, Some(&input))
+        .await
+        .unwrap();
     let first = RunStep {
         events: six_events("s1"),
         records: vec![record("s1-a", "RAW"), record("s1-b", "RAW")],
@@ -47,6 +51,7 @@ async fn steps_are_numbered_in_order_and_loaded_whole(store: &dyn Stores) {
 
     let log = store.load_run(&r).await.unwrap();
     assert_eq!(log.header.thread_id, Some(t.clone()));
+    assert_eq!(log.header.input_ref, Some(input));
     assert_eq!(log.header.status, RunStatus::Finished);
     assert_eq!(
         (log.header.started_at_ms, log.header.finished_at_ms),
@@ -80,11 +85,11 @@ async fn threads_are_saved_and_replaced(store: &dyn Stores) {
 }
 
 async fn runs_are_listed_oldest_first(store: &dyn Stores) {
-    store.begin_run(&run("b"), None, 20).await.unwrap();
-    store.begin_run(&run("a"), None, 30).await.unwrap();
-    store.begin_run(&run("a2"), None, 30).await.unwrap();
+    store.begin_run(&run("b"), None, 20, None).await.unwrap();
+    store.begin_run(&run("a"), None, 30, None).await.unwrap();
+    store.begin_run(&run("a2"), None, 30, None).await.unwrap();
     store
-        .begin_run(&run("c"), Some(&thread("t")), 10)
+        .begin_run(&run("c"), Some(&thread("t")), 10, None)
         .await
         .unwrap();
     store.finish_run(&run("c"), 40).await.unwrap();
@@ -112,9 +117,9 @@ async fn status_rules_refuse_and_write_nothing(store: &dyn Stores) {
         store.finish_run(&unknown, 1).await,
         Err(RunStoreError::NotFound(unknown.clone()))
     );
-    store.begin_run(&r, None, 1).await.unwrap();
+    store.begin_run(&r, None, 1, None).await.unwrap();
     assert_eq!(
-        store.begin_run(&r, None, 2).await,
+        store.begin_run(&r, None, 2, None).await,
         Err(RunStoreError::AlreadyExists(r.clone()))
     );
     let one = || RunStep {
@@ -146,7 +151,7 @@ async fn status_rules_refuse_and_write_nothing(store: &dyn Stores) {
 
 async fn an_inconsistent_step_is_refused_whole(store: &dyn Stores) {
     let r = run("no-thread");
-    store.begin_run(&r, None, 1).await.unwrap();
+    store.begin_run(&r, None, 1, None).await.unwrap();
     let with_state = RunStep {
         events: six_events("x"),
         thread_state: Some(json!({"s": 1})),
@@ -173,15 +178,18 @@ async fn an_inconsistent_step_is_refused_whole(store: &dyn Stores) {
 
 async fn recovery_names_dangling_calls_once(store: &dyn Stores) {
     let cut = run("cut");
-    store.begin_run(&cut, Some(&thread("t")), 1).await.unwrap();
+    store
+        .begin_run(&cut, Some(&thread("t")), 1, None)
+        .await
+        .unwrap();
     let step = RunStep {
         events: vec![start("c1"), start("c2"), result("c1"), start("c3")],
         ..RunStep::default()
     };
     store.commit_step(&cut, step).await.unwrap();
-    store.begin_run(&run("idle"), None, 2).await.unwrap();
+    store.begin_run(&run("idle"), None, 2, None).await.unwrap();
     let fine = run("fine");
-    store.begin_run(&fine, None, 3).await.unwrap();
+    store.begin_run(&fine, None, 3, None).await.unwrap();
     let step = RunStep {
         events: vec![start("f1"), done()],
         ..RunStep::default()

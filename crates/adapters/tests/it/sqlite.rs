@@ -68,7 +68,7 @@ async fn a_run_keeps_its_steps_in_order_across_a_reopen() {
     let store = SqliteStore::open(dir.path()).unwrap();
     let r = run("run-1");
     let t = thread("thread-1");
-    store.begin_run(&r, Some(&t), 1_000).await.unwrap();
+    store.begin_run(&r, Some(&t), 1_000, None).await.unwrap();
     let first = RunStep {
         events: six_events("s1"),
         records: vec![
@@ -116,7 +116,7 @@ async fn the_raw_field_of_a_record_is_nowhere_on_disk() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path()).unwrap();
     let r = run("run-raw");
-    store.begin_run(&r, None, 1).await.unwrap();
+    store.begin_run(&r, None, 1, None).await.unwrap();
     let step = RunStep {
         records: vec![record("c1", "RAW-MARKER-NEVER-STORED")],
         ..RunStep::default()
@@ -141,7 +141,7 @@ async fn a_step_that_fails_half_way_leaves_nothing_behind() {
     let store = SqliteStore::open(dir.path()).unwrap();
     let r = run("run-1");
     let t = thread("t-1");
-    store.begin_run(&r, Some(&t), 1).await.unwrap();
+    store.begin_run(&r, Some(&t), 1, None).await.unwrap();
     store.save(&t, &json!({"before": true})).await.unwrap();
     // Make the last insert of a step fail, after its events and records went in.
     let conn = rusqlite::Connection::open(store.path()).unwrap();
@@ -179,16 +179,19 @@ async fn recovery_marks_cut_runs_interrupted_and_names_their_dangling_calls() {
     {
         let store = SqliteStore::open(dir.path()).unwrap();
         let cut = run("cut");
-        store.begin_run(&cut, Some(&thread("t")), 1).await.unwrap();
+        store
+            .begin_run(&cut, Some(&thread("t")), 1, None)
+            .await
+            .unwrap();
         let step = RunStep {
             events: vec![start("c1"), start("c2"), result("c1"), start("c3")],
             ..RunStep::default()
         };
         store.commit_step(&cut, step).await.unwrap();
         let idle = run("idle");
-        store.begin_run(&idle, None, 2).await.unwrap();
+        store.begin_run(&idle, None, 2, None).await.unwrap();
         let fine = run("fine");
-        store.begin_run(&fine, None, 3).await.unwrap();
+        store.begin_run(&fine, None, 3, None).await.unwrap();
         let step = RunStep {
             events: vec![start("f1"), done()],
             ..RunStep::default()

@@ -303,6 +303,23 @@ impl ToolRunner {
             span.record("gen_ai.tool.call.result", tracing::field::display(value));
         }
         span.in_scope(|| tracing::debug!(outcome = code, "tool call finished"));
+        let record = ToolInvocationRecord {
+            tool_call_id: call.id.clone(),
+            tool_id: if call.name.len() <= 128 {
+                call.name.clone()
+            } else {
+                truncate(&call.name, 128).into()
+            },
+            args: progress.args,
+            result: value,
+            error,
+            started_at_ms,
+            ended_at_ms,
+            attempts: progress.attempts,
+            raw: None,
+        };
+        // The record first, so a sink that persists at the result event already holds it.
+        events.record(&record);
         events.emit(AiEvent::ToolCallResult {
             tool_call_id: call.id.clone(),
             tool_name: call.name.clone(),
@@ -315,21 +332,7 @@ impl ToolRunner {
                 tool_call_id: call.id.clone(),
                 outcome,
             },
-            record: ToolInvocationRecord {
-                tool_call_id: call.id.clone(),
-                tool_id: if call.name.len() <= 128 {
-                    call.name.clone()
-                } else {
-                    truncate(&call.name, 128).into()
-                },
-                args: progress.args,
-                result: value,
-                error,
-                started_at_ms,
-                ended_at_ms,
-                attempts: progress.attempts,
-                raw: None,
-            },
+            record,
         }
     }
 
