@@ -37,6 +37,9 @@ pub enum ToolErrorCode {
     ResultTooLarge,
     /// The tool failed repeatedly and its circuit is open: calls fail fast for a while.
     CircuitOpen,
+    /// The process stopped while the call ran (found after a restart); whether the tool's effect
+    /// happened is unknown.
+    Interrupted,
 }
 
 impl ToolErrorCode {
@@ -55,6 +58,7 @@ impl ToolErrorCode {
             Self::RedactionFailed => "redaction_failed",
             Self::ResultTooLarge => "result_too_large",
             Self::CircuitOpen => "circuit_open",
+            Self::Interrupted => "interrupted",
         }
     }
 
@@ -66,7 +70,7 @@ impl ToolErrorCode {
             }
             Self::Execution => ToolErrorCategory::Execution,
             Self::Timeout => ToolErrorCategory::Timeout,
-            Self::Cancelled => ToolErrorCategory::Cancelled,
+            Self::Cancelled | Self::Interrupted => ToolErrorCategory::Cancelled,
             Self::PolicyDenied | Self::AuthzDenied => ToolErrorCategory::Policy,
             Self::Unavailable | Self::RedactionFailed | Self::ResultTooLarge => {
                 ToolErrorCategory::Permanent

@@ -147,13 +147,6 @@ impl Runtime {
     }
 }
 
-/// Where threads live: in memory for the process's lifetime.
-pub fn create_thread_store(
-    _settings: &crate::Settings,
-) -> anyhow::Result<Arc<dyn ai_core::ThreadStore>> {
-    Ok(Arc::new(graph::InMemoryThreadStore::default()))
-}
-
 /// The OpenAI-compatible completion adapter configured by `[llm]` (and `COGNI_LLM_*`). The API
 /// key moves into the adapter and stays there.
 pub fn create_completion(
@@ -172,4 +165,35 @@ pub fn create_completion(
     };
     let completion = adapters::OpenAiCompletion::new(config).context("llm.base_url")?;
     Ok(Arc::new(completion))
+}
+
+/// `completion`, recording a receipt of every model call into the run log when one is kept.
+pub fn record_completion(
+    completion: Arc<dyn ai_core::CompletionPort>,
+    stores: &crate::Stores,
+    llm: &crate::LlmSettings,
+) -> Arc<dyn ai_core::CompletionPort> {
+    let Some(log) = &stores.log else {
+        return completion;
+    };
+    let (provider, encoder): (&str, adapters::ToolsEncoder) = match llm.wire {
+        crate::LlmWire::Chat => ("openai-chat", Arc::new(wire_openai::chat::encode_tools)),
+        crate::LlmWire::Responses => (
+            "openai-responses",
+            Arc::new(wire_openai::responses::encode_tools),
+        ),
+    };
+    let config = adapters::RecordingConfig {
+        provider: provider.into(),
+        model: llm.model.clone(),
+    };
+    Arc::new(
+        adapters::RecordingCompletion::new(
+            completion,
+            log.blobs.clone(),
+            config,
+            log.receipts.clone(),
+        )
+        .with_tools_encoder(encoder),
+    )
 }

@@ -10,15 +10,17 @@
 pub mod cli;
 mod compose;
 mod config;
+pub mod record;
 pub mod server;
 mod settings;
 mod stats;
 
 pub use compose::{
     CoreTool, Runtime, ToolCapabilities, create_capabilities, create_completion,
-    create_thread_store, create_tool_source,
+    create_tool_source, record_completion,
 };
 pub use config::{Config, DEFAULT_POLICY_TOML, load_policy};
+pub use record::{RunInput, RunLogStores, RunRequest, Stores, create_stores, recover, start_run};
 pub use settings::{
     AgentSettings, EXAMPLE_CONFIG, LlmSettings, LlmWire, Overrides, ServerSettings, Settings,
     ToolsSettings,

@@ -76,6 +76,12 @@ impl AgentState {
         })
     }
 
+    /// This thread with its history replaced by `messages` (e.g. a turn repaired after a
+    /// crash), idle, under the same step limit; refused if `messages` break the pairing rules.
+    pub fn with_history(&self, messages: Vec<Message>) -> Result<Self, HistoryError> {
+        Self::from_history(messages, self.max_steps)
+    }
+
     /// The thread's history.
     pub fn messages(&self) -> &[Message] {
         &self.messages

@@ -7,6 +7,8 @@ use ai_core::{
     AiEvent, CancellationToken, DoneReason, RunContext, ThreadId, ToolCatalog, ToolOutcome,
 };
 
+use anyhow::Context;
+
 use crate::{Overrides, Runtime, Settings, create_completion};
 
 /// Runs one turn on `thread` (a new thread each time without one, or without a data folder to
@@ -20,8 +22,11 @@ pub(crate) async fn run(
 ) -> anyhow::Result<ExitCode> {
     let settings = Settings::load(&overrides)?;
     settings.require_model()?;
-    let runtime = Runtime::build(&settings, create_completion(&settings.llm)?)?;
-    let store = crate::create_thread_store(&settings)?;
+    // No recovery here: a server may own the same data folder's open runs.
+    let stores = crate::create_stores(&settings)?;
+    let completion =
+        crate::record_completion(create_completion(&settings.llm)?, &stores, &settings.llm);
+    let runtime = Runtime::build(&settings, completion)?;
     let run_id = format!("chat-{}", runtime.clock.now_ms());
     let thread = ThreadId::new(thread.unwrap_or_else(|| run_id.clone()))?;
     let ctx = RunContext::new(run_id, "user:cli", "local")?;
@@ -33,20 +38,24 @@ pub(crate) async fn run(
             on_interrupt.cancel();
         }
     });
+    let state = match stores.threads.load(&thread).await? {
+        Some(saved) => serde_json::from_value(saved)
+            .with_context(|| format!("thread {} holds an unreadable state", thread.as_str()))?,
+        None => runtime.agent.new_state(),
+    };
+    let request = crate::RunRequest {
+        thread,
+        state,
+        user_message: message,
+        ctx,
+        catalog,
+        cancel,
+    };
+    let mut events = crate::start_run(&runtime, &stores, request, || {}).await?;
     let printer = Printer::new(json);
-    let sink = |event: AiEvent| printer.print(&event);
-    runtime
-        .agent
-        .run_thread(
-            store.as_ref(),
-            &thread,
-            message,
-            &ctx,
-            &catalog,
-            &sink,
-            &cancel,
-        )
-        .await?;
+    while let Some(event) = events.recv().await {
+        printer.print(&event);
+    }
     Ok(match printer.done() {
         Some(DoneReason::Stop | DoneReason::MaxSteps) => ExitCode::SUCCESS,
         _ => ExitCode::FAILURE,

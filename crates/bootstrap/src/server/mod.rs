@@ -17,10 +17,7 @@ use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use ai_core::{
-    AiEvent, CancellationToken, Clock, DoneReason, RunContext, ThreadId, ThreadStore, ToolCatalog,
-    ToolPolicy, ToolRunner, ToolSource,
-};
+use ai_core::{AiEvent, CancellationToken, DoneReason, RunContext, ThreadId, ToolCatalog};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
@@ -28,18 +25,14 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use graph::{Agent, HistoryItem, reconstruct_history};
+use graph::{HistoryItem, reconstruct_history};
 use serde_json::json;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// What every request handler shares.
 pub struct AppState {
-    agent: Agent,
-    runner: ToolRunner,
-    source: Arc<dyn ToolSource>,
-    policy: Arc<ToolPolicy>,
-    threads: Arc<dyn ThreadStore>,
-    clock: Arc<dyn Clock>,
+    runtime: crate::Runtime,
+    stores: crate::Stores,
     busy: Mutex<HashSet<ThreadId>>,
     runs: AtomicU64,
 }
@@ -51,15 +44,11 @@ impl std::fmt::Debug for AppState {
 }
 
 impl AppState {
-    /// The server's state: the runtime's agent, tools and policy, and where threads live.
-    pub fn new(runtime: crate::Runtime, threads: Arc<dyn ThreadStore>) -> Self {
+    /// The server's state: the runtime (agent, tools, policy) and where threads and runs live.
+    pub fn new(runtime: crate::Runtime, stores: crate::Stores) -> Self {
         Self {
-            agent: runtime.agent,
-            runner: runtime.runner,
-            source: runtime.source,
-            policy: runtime.policy,
-            threads,
-            clock: runtime.clock,
+            runtime,
+            stores,
             busy: Mutex::new(HashSet::new()),
             runs: AtomicU64::new(0),
         }
@@ -68,7 +57,7 @@ impl AppState {
     /// A fresh run id (clients of the AI SDK name none).
     fn next_run_id(&self) -> String {
         let n = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
-        format!("run-{}-{n}", self.clock.now_ms())
+        format!("run-{}-{n}", self.runtime.clock.now_ms())
     }
 
     fn context(&self, run_id: &str) -> Result<RunContext, ApiError> {
@@ -77,7 +66,7 @@ impl AppState {
     }
 
     fn catalog(&self, ctx: &RunContext) -> Result<ToolCatalog, ApiError> {
-        ToolCatalog::build(self.source.as_ref(), &self.policy, ctx)
+        ToolCatalog::build(self.runtime.source.as_ref(), &self.runtime.policy, ctx)
             .map_err(|e| ApiError::internal(format!("the tool catalog cannot be built: {e}")))
     }
 }
@@ -88,10 +77,15 @@ pub async fn run(
     settings: &crate::Settings,
     listener: tokio::net::TcpListener,
 ) -> anyhow::Result<()> {
+    let stores = crate::create_stores(settings)?;
     let completion = crate::create_completion(&settings.llm)?;
+    let completion = crate::record_completion(completion, &stores, &settings.llm);
     let runtime = crate::Runtime::build(settings, completion)?;
-    let threads = crate::create_thread_store(settings)?;
-    let state = Arc::new(AppState::new(runtime, threads));
+    let recovered = crate::recover(&stores, runtime.clock.as_ref()).await?;
+    if !recovered.is_empty() {
+        tracing::warn!(runs = recovered.len(), "closed runs a crash left open");
+    }
+    let state = Arc::new(AppState::new(runtime, stores));
     serve(listener, state, settings.server.max_body_bytes)
         .await
         .map_err(|e| anyhow::anyhow!("the server stopped: {e}"))
@@ -171,7 +165,10 @@ async fn list_tools(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn tool_stats(State(state): State<Arc<AppState>>) -> Response {
-    json_response(StatusCode::OK, json!({ "tools": state.runner.stats() }))
+    json_response(
+        StatusCode::OK,
+        json!({ "tools": state.runtime.runner.stats() }),
+    )
 }
 
 fn json_response(status: StatusCode, body: serde_json::Value) -> Response {
@@ -279,6 +276,7 @@ async fn start_run(
     let catalog = state.catalog(&ctx)?;
     let busy = BusyGuard::acquire(state.clone(), thread.clone())?;
     let saved = state
+        .stores
         .threads
         .load(&thread)
         .await
@@ -297,38 +295,31 @@ async fn start_run(
                     format!("the message history is invalid: {e}"),
                 )
             })?;
-            state.agent.state_from_history(messages).map_err(|e| {
-                ApiError::bad_request(
-                    "invalid_history",
-                    format!("the message history is invalid: {e}"),
-                )
-            })?
+            state
+                .runtime
+                .agent
+                .state_from_history(messages)
+                .map_err(|e| {
+                    ApiError::bad_request(
+                        "invalid_history",
+                        format!("the message history is invalid: {e}"),
+                    )
+                })?
         }
     };
     let cancel = CancellationToken::new();
-    let (task, events) = state.agent.spawn(
-        agent_state,
-        incoming.user_message,
+    let request = crate::RunRequest {
+        thread,
+        state: agent_state,
+        user_message: incoming.user_message,
         ctx,
         catalog,
-        cancel.clone(),
-    );
-    let store = state.threads.clone();
-    tokio::spawn(async move {
-        // The guard frees the thread once the state is saved, whatever happens.
-        let _busy = busy;
-        match task.await {
-            Ok(final_state) => match serde_json::to_value(&final_state) {
-                Ok(value) => {
-                    if let Err(error) = store.save(&thread, &value).await {
-                        tracing::error!(thread = thread.as_str(), %error, "thread not saved");
-                    }
-                }
-                Err(error) => tracing::error!(thread = thread.as_str(), %error, "thread not saved"),
-            },
-            Err(error) => tracing::error!(thread = thread.as_str(), %error, "run task failed"),
-        }
-    });
+        cancel: cancel.clone(),
+    };
+    // The thread is freed once its new state is saved, before `Done` reaches the client.
+    let events = crate::start_run(&state.runtime, &state.stores, request, move || drop(busy))
+        .await
+        .map_err(|e| ApiError::internal(format!("the run cannot start: {e:#}")))?;
     Ok(StartedRun { events, cancel })
 }
 

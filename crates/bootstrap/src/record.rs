@@ -1,0 +1,385 @@
+//! Runs with a record: where threads and run logs live, and the one way a run is started so
+//! that what a client is shown has been stored first.
+//!
+//! With a data folder, threads, run logs and tool invocation records go to `cogni.db`
+//! (`SqliteStore`) and model receipts, tool calls and run inputs to content-addressed blobs
+//! (`FsBlobStore`); without one, threads live in memory and nothing is logged. [`start_run`]
+//! stores each batch of a run's events (with the records and receipts that came with them) in
+//! one transaction *before* handing it on, so an event a client has seen is never lost; the batch
+//! that carries `Done` also carries the thread's new state and ends the run. [`recover`] runs
+//! once at start: runs a crash left `running` are closed, each started call gets an
+//! `interrupted` result, and their threads take the interrupted turn in a valid form.
+
+use std::sync::Arc;
+
+use adapters::{FsBlobStore, ReceiptCollector, SqliteStore};
+use ai_core::{
+    AiEvent, BlobStore, CancellationToken, Clock, DoneReason, EventSink, Message, RunContext,
+    RunId, RunStep, RunStore, ThreadId, ThreadStore, ToolCallId, ToolCatalog, ToolErrorCode,
+    ToolFailure, ToolInvocationRecord, ToolOutcome, canonical_bytes,
+};
+use anyhow::Context;
+use graph::{AgentState, HistoryItem, reconstruct_history};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use crate::{Runtime, Settings};
+
+/// The run log's stores, present when a data folder is configured.
+#[derive(Clone)]
+pub struct RunLogStores {
+    /// Runs, their events and records.
+    pub runs: Arc<dyn RunStore>,
+    /// Receipts, tool calls and run inputs.
+    pub blobs: Arc<dyn BlobStore>,
+    /// Receipt addresses reported by the recording completion, until a step takes them.
+    pub receipts: Arc<ReceiptCollector>,
+}
+
+/// Where threads (and, with a data folder, run logs) live.
+#[derive(Clone)]
+pub struct Stores {
+    /// Thread states.
+    pub threads: Arc<dyn ThreadStore>,
+    /// The run log, when kept.
+    pub log: Option<RunLogStores>,
+}
+
+impl std::fmt::Debug for Stores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stores")
+            .field("log", &self.log.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens the stores `settings.data_dir` names (creating the folder), or in-memory threads and no
+/// log without one. A database from a newer cogni, or a folder that cannot be written, is
+/// refused with its path.
+pub fn create_stores(settings: &Settings) -> anyhow::Result<Stores> {
+    let Some(dir) = &settings.data_dir else {
+        return Ok(Stores {
+            threads: Arc::new(graph::InMemoryThreadStore::default()),
+            log: None,
+        });
+    };
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("data_dir: cannot create {}", dir.display()))?;
+    let sqlite = Arc::new(SqliteStore::open(dir).context("data_dir")?);
+    let blobs = Arc::new(FsBlobStore::open(dir).context("data_dir")?);
+    Ok(Stores {
+        threads: sqlite.clone(),
+        log: Some(RunLogStores {
+            runs: sqlite,
+            blobs,
+            receipts: Arc::new(ReceiptCollector::default()),
+        }),
+    })
+}
+
+/// What a run starts from, stored as a blob (its address is the run's `input_ref`) so the run
+/// can be replayed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunInput {
+    /// The thread's state before the run.
+    pub thread_state: AgentState,
+    /// The user's message.
+    pub user_message: String,
+}
+
+/// What the run's sink passes to the recorder.
+enum Item {
+    Event(AiEvent),
+    Record(Box<ToolInvocationRecord>),
+}
+
+/// The run's sink: events and records, in order, to the recorder.
+struct ItemSink(UnboundedSender<Item>);
+
+impl EventSink for ItemSink {
+    fn emit(&self, event: AiEvent) {
+        // The recorder outlives the run; a closed channel means it failed and stopped.
+        let _ = self.0.send(Item::Event(event));
+    }
+
+    fn record(&self, record: &ToolInvocationRecord) {
+        let _ = self.0.send(Item::Record(Box::new(record.clone())));
+    }
+}
+
+/// One run on one thread, ready to start.
+pub struct RunRequest {
+    /// The thread.
+    pub thread: ThreadId,
+    /// Its state before the run.
+    pub state: AgentState,
+    /// The user's message.
+    pub user_message: String,
+    /// The run's context (its id names the run in the log).
+    pub ctx: RunContext,
+    /// The catalog the model sees.
+    pub catalog: ToolCatalog,
+    /// Cancels the run.
+    pub cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for RunRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunRequest")
+            .field("thread", &self.thread)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Starts a run and returns its events, each stored before it arrives here. The thread's state
+/// is saved before `Done` is handed on, and `on_saved` (e.g. freeing the thread for its next
+/// run) is called then. Fails only if the run cannot be logged at all.
+pub async fn start_run(
+    runtime: &Runtime,
+    stores: &Stores,
+    request: RunRequest,
+    on_saved: impl FnOnce() + Send + 'static,
+) -> anyhow::Result<UnboundedReceiver<AiEvent>> {
+    let RunRequest {
+        thread,
+        state,
+        user_message,
+        ctx,
+        catalog,
+        cancel,
+    } = request;
+    let run_id = ctx.run_id.clone();
+    if let Some(log) = &stores.log {
+        let input = RunInput {
+            thread_state: state.clone(),
+            user_message: user_message.clone(),
+        };
+        let bytes = canonical_bytes(&input).context("the run input cannot be encoded")?;
+        let input_ref = log.blobs.put(&bytes).await.context("the run input")?;
+        log.runs
+            .begin_run(
+                &run_id,
+                Some(&thread),
+                runtime.clock.now_ms(),
+                Some(&input_ref),
+            )
+            .await
+            .context("the run log")?;
+    }
+    let (items, mut incoming) = unbounded_channel();
+    let agent = runtime.agent.clone();
+    let run_cancel = cancel.clone();
+    let run = tokio::spawn(async move {
+        let sink = ItemSink(items);
+        agent
+            .run(state, user_message, &ctx, &catalog, &sink, &run_cancel)
+            .await
+    });
+    let (out, events) = unbounded_channel();
+    let stores = stores.clone();
+    let clock = runtime.clock.clone();
+    tokio::spawn(async move {
+        let mut run = Some(run);
+        let mut on_saved = Some(on_saved);
+        while let Some(first) = incoming.recv().await {
+            let mut batch = vec![first];
+            while let Ok(item) = incoming.try_recv() {
+                batch.push(item);
+            }
+            let (mut step, done) = split(batch);
+            if done {
+                // `Done` is the run's last event: its state is final.
+                if let Some(task) = run.take() {
+                    match task.await {
+                        Ok(final_state) => match serde_json::to_value(&final_state) {
+                            Ok(value) => step.thread_state = Some(value),
+                            Err(error) => tracing::error!(%error, "thread state not encodable"),
+                        },
+                        Err(error) => tracing::error!(%error, "run task failed"),
+                    }
+                }
+            }
+            let events = step.events.clone();
+            if let Err(error) = store_step(&stores, &thread, &run_id, step, done, &*clock).await {
+                // Nothing unstored is shown: the run stops and the client sees why.
+                tracing::error!(run = run_id.as_str(), %error, "run log write failed");
+                cancel.cancel();
+                let _ = out.send(AiEvent::Error {
+                    message: format!("the run could not be recorded: {error}"),
+                });
+                let _ = out.send(AiEvent::Done {
+                    reason: DoneReason::Error,
+                });
+                return;
+            }
+            if done && let Some(saved) = on_saved.take() {
+                saved();
+            }
+            for event in events {
+                // A closed receiver is a client that left; the run still ends and is stored.
+                let _ = out.send(event);
+            }
+        }
+    });
+    Ok(events)
+}
+
+/// A batch's events and records as one step, and whether it ends the run.
+fn split(batch: Vec<Item>) -> (RunStep, bool) {
+    let mut step = RunStep::default();
+    let mut done = false;
+    for item in batch {
+        match item {
+            Item::Event(event) => {
+                done |= matches!(event, AiEvent::Done { .. });
+                step.events.push(event);
+            }
+            Item::Record(record) => step.records.push(*record),
+        }
+    }
+    (step, done)
+}
+
+/// Stores one batch: in the run log (with the receipts reported since the last batch) when one
+/// is kept; otherwise only the final thread state.
+async fn store_step(
+    stores: &Stores,
+    thread: &ThreadId,
+    run_id: &RunId,
+    mut step: RunStep,
+    done: bool,
+    clock: &dyn Clock,
+) -> anyhow::Result<()> {
+    match &stores.log {
+        Some(log) => {
+            step.receipt_refs = log.receipts.take(run_id);
+            log.runs.commit_step(run_id, step).await?;
+            if done {
+                log.runs.finish_run(run_id, clock.now_ms()).await?;
+            }
+        }
+        None => {
+            if let Some(state) = &step.thread_state {
+                stores.threads.save(thread, state).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Closes the runs a crash left `running`: each started call without a result gets an
+/// `interrupted` result, the run ends with an error, and its thread takes the interrupted turn
+/// (the user's message, the text and the calls that started, their results) when that history
+/// is valid, or keeps its state from before the run otherwise. Returns the runs closed.
+pub async fn recover(stores: &Stores, clock: &dyn Clock) -> anyhow::Result<Vec<RunId>> {
+    let Some(log) = &stores.log else {
+        return Ok(Vec::new());
+    };
+    let interrupted = log
+        .runs
+        .recover_interrupted(clock.now_ms())
+        .await
+        .context("recovering interrupted runs")?;
+    let mut closed = Vec::with_capacity(interrupted.len());
+    for run in interrupted {
+        let failure = ToolFailure::new(
+            ToolErrorCode::Interrupted,
+            "the server stopped while this call ran; whether it took effect is unknown",
+        );
+        let mut events: Vec<AiEvent> = run
+            .dangling
+            .iter()
+            .map(|call| AiEvent::ToolCallResult {
+                tool_call_id: call.tool_call_id.clone(),
+                tool_name: call.tool_name.as_str().into(),
+                outcome: ToolOutcome::Error(failure.clone()),
+            })
+            .collect();
+        events.push(AiEvent::Error {
+            message: "the run was interrupted: the server stopped".into(),
+        });
+        events.push(AiEvent::Done {
+            reason: DoneReason::Error,
+        });
+        let thread_state = match &run.thread_id {
+            Some(_) => repaired_state(log, &run.run_id, &events).await,
+            None => None,
+        };
+        log.runs
+            .commit_step(
+                &run.run_id,
+                RunStep {
+                    events,
+                    thread_state,
+                    ..RunStep::default()
+                },
+            )
+            .await
+            .with_context(|| format!("closing interrupted run {}", run.run_id))?;
+        closed.push(run.run_id);
+    }
+    Ok(closed)
+}
+
+/// The thread's state with the interrupted turn: its input's state, the user's message, then the
+/// run's text and started calls with their results (recorded or `interrupted`).
+async fn repaired_state(
+    log: &RunLogStores,
+    run_id: &RunId,
+    closing: &[AiEvent],
+) -> Option<serde_json::Value> {
+    let recorded = log.runs.load_run(run_id).await.ok()?;
+    let input_ref = recorded.header.input_ref.as_deref()?;
+    let input: RunInput = serde_json::from_slice(&log.blobs.get(input_ref).await.ok()?).ok()?;
+    let mut messages: Vec<Message> = input.thread_state.messages().to_vec();
+    messages.push(Message::User {
+        content: input.user_message.clone(),
+    });
+    let mut items = Vec::new();
+    let mut text = String::new();
+    let flush = |text: &mut String, items: &mut Vec<HistoryItem>| {
+        if !text.is_empty() {
+            items.push(HistoryItem::AssistantText {
+                content: std::mem::take(text),
+            });
+        }
+    };
+    for event in recorded.events.iter().chain(closing) {
+        match event {
+            AiEvent::TextDelta { delta } => text.push_str(delta),
+            AiEvent::ToolCallStart {
+                tool_call_id,
+                tool_name,
+                args,
+            } => {
+                flush(&mut text, &mut items);
+                items.push(HistoryItem::ToolCall {
+                    id: tool_call_id.clone(),
+                    name: tool_name.to_string(),
+                    arguments: args.as_ref().map_or_else(|| "{}".into(), |a| a.to_string()),
+                });
+            }
+            AiEvent::ToolCallResult {
+                tool_call_id,
+                outcome,
+                ..
+            } if started(&items, tool_call_id) => {
+                items.push(HistoryItem::ToolResult {
+                    tool_call_id: tool_call_id.clone(),
+                    content: outcome.model_content(),
+                });
+            }
+            _ => {}
+        }
+    }
+    flush(&mut text, &mut items);
+    messages.extend(reconstruct_history(&items).ok()?);
+    let state = input.thread_state.with_history(messages).ok()?;
+    serde_json::to_value(state).ok()
+}
+
+fn started(items: &[HistoryItem], id: &ToolCallId) -> bool {
+    items
+        .iter()
+        .any(|item| matches!(item, HistoryItem::ToolCall { id: call, .. } if call == id))
+}
