@@ -11,6 +11,7 @@ pub(crate) async fn run(overrides: Overrides) -> anyhow::Result<ExitCode> {
     let settings = Settings::load(&overrides)?;
     settings.require_model()?;
     init_logging();
+    let state = server::prepare(&settings).await?;
     let addr = settings.listen_addr()?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -20,7 +21,9 @@ pub(crate) async fn run(overrides: Overrides) -> anyhow::Result<ExitCode> {
         "cogni: listening on http://{local} (model {} at {}, {:?} wire)",
         settings.llm.model, settings.llm.base_url, settings.llm.wire
     );
-    server::run(&settings, listener).await?;
+    server::serve(listener, state, settings.server.max_body_bytes)
+        .await
+        .context("the server stopped")?;
     Ok(ExitCode::SUCCESS)
 }
 

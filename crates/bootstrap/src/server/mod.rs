@@ -71,12 +71,21 @@ impl AppState {
     }
 }
 
-/// `cogni serve` after its settings are loaded: composes the runtime (LLM adapter, tools,
-/// policy, thread store) from `settings` and serves it on `listener` until a shutdown signal.
+/// `cogni serve` after its settings are loaded: [`prepare`], then [`serve`] on `listener` until a
+/// shutdown signal.
 pub async fn run(
     settings: &crate::Settings,
     listener: tokio::net::TcpListener,
 ) -> anyhow::Result<()> {
+    let state = prepare(settings).await?;
+    serve(listener, state, settings.server.max_body_bytes)
+        .await
+        .map_err(|e| anyhow::anyhow!("the server stopped: {e}"))
+}
+
+/// Composes the server's state from `settings` (LLM adapter, tools, policy, stores) and closes
+/// the runs a crash left open, so a server that listens has a consistent run log.
+pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>> {
     let stores = crate::create_stores(settings)?;
     let completion = crate::create_completion(&settings.llm)?;
     let completion = crate::record_completion(completion, &stores, &settings.llm);
@@ -85,10 +94,7 @@ pub async fn run(
     if !recovered.is_empty() {
         tracing::warn!(runs = recovered.len(), "closed runs a crash left open");
     }
-    let state = Arc::new(AppState::new(runtime, stores));
-    serve(listener, state, settings.server.max_body_bytes)
-        .await
-        .map_err(|e| anyhow::anyhow!("the server stopped: {e}"))
+    Ok(Arc::new(AppState::new(runtime, stores)))
 }
 
 /// Serves `router(state)` on `listener` until Ctrl-C (SIGINT) or SIGTERM; runs in flight are

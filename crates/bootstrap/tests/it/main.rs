@@ -1,6 +1,7 @@
 //! The `cogni` binary end to end: exit codes, stdout JSON lines, one-line errors.
 
 mod config;
+mod crash;
 mod serve;
 
 use std::process::{Command, Output};

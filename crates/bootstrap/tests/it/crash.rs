@@ -1,0 +1,249 @@
+//! Crash safety: `cogni serve` killed with SIGKILL while a tool call is in flight, then started
+//! again on the same data folder. The thread must be intact: every started call has a result
+//! (`interrupted` for the one in flight), every event the client was shown is in the run log,
+//! and the next turn works.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use ai_core::{AiEvent, RunId, RunStatus, RunStore, ToolOutcome};
+use serde_json::Value;
+
+/// A loopback endpoint answering the n-th request with `bodies[n]` (the last one again after
+/// that) and keeping each request body.
+fn fake_endpoint(bodies: Vec<Vec<u8>>) -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let requests = seen.clone();
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { continue };
+            let body = request_body(&mut stream);
+            requests.lock().unwrap().push(body);
+            let reply = &bodies[n.min(bodies.len() - 1)];
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                reply.len()
+            );
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(reply);
+        }
+    });
+    (format!("http://{addr}/v1"), seen)
+}
+
+fn request_body(stream: &mut TcpStream) -> String {
+    let mut reader = BufReader::new(stream);
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+            break;
+        }
+        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; length];
+    let _ = reader.read_exact(&mut body);
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(format!(
+        "{}/../../fixtures/wire/loop/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+/// A server process, killed (SIGKILL) when dropped, so a failing test leaves none behind.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `cogni serve` on a free port and returns it with its address.
+fn serve(dir: &Path, endpoint: &str) -> (Server, String) {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_cogni"))
+        .arg("serve")
+        .current_dir(dir)
+        .env("COGNI_LLM_BASE_URL", endpoint)
+        .env("COGNI_LLM_MODEL", "test-model")
+        .env("COGNI_LISTEN", "127.0.0.1:0")
+        .env("COGNI_DATA_DIR", dir.join("data"))
+        .env("COGNI_WORKSPACE", dir.join("workspace"))
+        .env_remove("COGNI_CONFIG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(server.stderr.take().unwrap());
+    let mut addr = None;
+    for _ in 0..20 {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        if let Some(rest) = line.split("listening on http://").nth(1) {
+            addr = rest.split_whitespace().next().map(str::to_owned);
+            break;
+        }
+    }
+    let addr = addr.expect("the server printed its address");
+    // Keep draining stderr so the server never blocks on it.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    (Server(server), addr)
+}
+
+/// Posts an AG-UI run and returns the reader of its SSE body (past the response head).
+fn post_run(addr: &str, thread: &str, run: &str, text: &str) -> BufReader<TcpStream> {
+    let body = serde_json::json!({
+        "threadId": thread, "runId": run, "state": {}, "tools": [], "context": [],
+        "forwardedProps": {}, "messages": [{"id": run, "role": "user", "content": text}]
+    })
+    .to_string();
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "POST /api/v1/agui HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut status = String::new();
+    reader.read_line(&mut status).unwrap();
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if line == "\r\n" {
+            break;
+        }
+    }
+    reader
+}
+
+/// The next AG-UI event on the stream (chunked transfer framing lines are skipped).
+fn next_event(reader: &mut BufReader<TcpStream>) -> Option<Value> {
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if let Some(json) = line.trim_end().strip_prefix("data: ") {
+            return serde_json::from_str(json).ok();
+        }
+    }
+}
+
+#[test]
+fn a_killed_server_leaves_an_intact_thread_and_the_next_turn_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir(&workspace).unwrap();
+    // Reading a FIFO with no writer blocks: `core__workspace_read` stays in flight.
+    let made = Command::new("mkfifo")
+        .arg(workspace.join("notes.txt"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (endpoint, requests) = fake_endpoint(vec![
+        fixture("turn-1-tool-calls.sse"),
+        fixture("turn-2-answer.sse"),
+    ]);
+
+    let (server, addr) = serve(dir.path(), &endpoint);
+    let mut stream = post_run(&addr, "t-crash", "run-1", "what do my notes say?");
+    let mut shown = Vec::new();
+    let seen = |shown: &[Value], kind: &str, id: &str| {
+        shown
+            .iter()
+            .any(|e| e["type"] == kind && e["toolCallId"] == id)
+    };
+    // Kill once the time call has answered and the read call runs (it never ends by itself).
+    while !(seen(&shown, "TOOL_CALL_RESULT", "call_time")
+        && seen(&shown, "TOOL_CALL_END", "call_read"))
+    {
+        shown.push(next_event(&mut stream).expect("the stream goes on until the kill"));
+    }
+    drop(server); // SIGKILL, mid-run
+
+    // Restart: recovery closes the run before the server listens.
+    let (_server, addr) = serve(dir.path(), &endpoint);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let log = runtime.block_on(async {
+        let store = adapters::SqliteStore::open(dir.path().join("data")).unwrap();
+        store.load_run(&RunId::new("run-1").unwrap()).await.unwrap()
+    });
+    assert_eq!(log.header.status, RunStatus::Interrupted);
+    // Every event the client was shown is in the log: the text, every call and every result.
+    let text: String = log
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::TextDelta { delta } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    let shown_text: String = shown
+        .iter()
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert!(text.starts_with(&shown_text), "{text:?} vs {shown_text:?}");
+    for event in shown.iter().filter(|e| e["type"] == "TOOL_CALL_RESULT") {
+        let id = event["toolCallId"].as_str().unwrap();
+        assert!(
+            log.events.iter().any(|e| matches!(e,
+                AiEvent::ToolCallResult { tool_call_id, .. } if tool_call_id.as_str() == id)),
+            "{id} was shown but not kept"
+        );
+    }
+    // Every started call has exactly one result; the one in flight is `interrupted`.
+    for id in ["call_time", "call_read"] {
+        let results: Vec<&ToolOutcome> = log
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                AiEvent::ToolCallResult {
+                    tool_call_id,
+                    outcome,
+                    ..
+                } if tool_call_id.as_str() == id => Some(outcome),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(results.len(), 1, "{id}: {results:?}");
+    }
+    let interrupted = log.events.iter().any(|e| {
+        matches!(e,
+        AiEvent::ToolCallResult { tool_call_id, outcome: ToolOutcome::Error(f), .. }
+            if tool_call_id.as_str() == "call_read" && f.code.as_str() == "interrupted")
+    });
+    assert!(interrupted, "{:?}", log.events);
+    assert!(matches!(log.events.last(), Some(AiEvent::Done { .. })));
+
+    // The next turn on the same thread works, and the model sees the repaired turn.
+    let mut next = post_run(&addr, "t-crash", "run-2", "and now?");
+    let mut last = None;
+    while let Some(event) = next_event(&mut next) {
+        last = Some(event);
+    }
+    assert_eq!(last.unwrap()["type"], "RUN_FINISHED");
+    let sent = requests.lock().unwrap().last().unwrap().clone();
+    assert!(
+        sent.contains("interrupted") && sent.contains("and now?"),
+        "{sent}"
+    );
+}
