@@ -1,11 +1,17 @@
-//! The cogni-tools composition root and the `cogni` command line.
+//! The cogni-tools composition root: settings, the `cogni` command line and the HTTP server.
 //!
-//! This crate binds ports to adapters and capabilities to tools: [`create_capabilities`] builds
-//! the long-lived capabilities (clock, confined workspace) from a [`Config`], and
-//! [`create_tool_source`] binds the enabled core tool contracts to them. It is the only library
-//! crate that reads the environment or the command line. It owns no tool logic, no policy
-//! decisions and no wire format: those live in ai-tools, ai-core and wire-openai, which it only
-//! composes. Downstream apps do the same in their own composition roots with the same public API.
+//! This crate binds ports to adapters and capabilities to tools: [`Settings`] is `cogni.toml`
+//! with its `COGNI_*` overrides, validated at start; [`create_capabilities`] builds the
+//! long-lived capabilities (clock, confined workspace); [`create_tool_source`] binds the enabled
+//! core tool contracts to them; [`create_completion`] and [`record_completion`] build the LLM
+//! adapter; [`create_stores`] opens where threads and run logs live; [`Runtime`] is the agent
+//! over all of it; [`start_run`] is the one way a run starts (stored before shown); [`server`]
+//! serves runs as AG-UI and AI SDK streams.
+//!
+//! It is the only library crate that reads the environment or the command line (through clap).
+//! It owns no tool logic, no policy decisions, no wire format and no loop logic: those live in
+//! ai-tools, ai-core, wire-openai, wire-ui and graph, which it only composes. Downstream apps do
+//! the same in their own composition roots with the same public API.
 
 pub mod cli;
 mod compose;
