@@ -1,6 +1,8 @@
 //! The `cogni` binary end to end: exit codes, stdout JSON lines, one-line errors.
 
 mod config;
+mod fake;
+mod runs;
 mod serve;
 
 use std::process::{Command, Output};
