@@ -25,10 +25,11 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// Every file under `dir`, recursively, with its bytes.
-fn files(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
+/// What the data folder holds: every blob file with its bytes, and every row of the database
+/// (read through SQLite, so a WAL checkpoint is not a change).
+fn snapshot(data: &Path) -> (Vec<(std::path::PathBuf, Vec<u8>)>, Vec<String>) {
+    let mut blobs = Vec::new();
+    let mut stack = vec![data.join("blobs")];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
@@ -36,12 +37,36 @@ fn files(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
                 stack.push(path);
             } else {
                 let bytes = std::fs::read(&path).unwrap();
-                out.push((path, bytes));
+                blobs.push((path, bytes));
             }
         }
     }
-    out.sort();
-    out
+    blobs.sort();
+    let db = rusqlite::Connection::open(data.join("cogni.db")).unwrap();
+    let version: i64 = db
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    let mut rows = vec![format!("user_version {version}")];
+    for (table, order) in [
+        ("threads", "thread_id"),
+        ("runs", "run_id"),
+        ("run_events", "run_id, seq"),
+        ("tool_records", "run_id, idx"),
+        ("model_receipts", "run_id, idx"),
+    ] {
+        let mut stmt = db
+            .prepare(&format!("SELECT * FROM {table} ORDER BY {order}"))
+            .unwrap();
+        let columns = stmt.column_count();
+        let mut query = stmt.query([]).unwrap();
+        while let Some(row) = query.next().unwrap() {
+            let values: Vec<String> = (0..columns)
+                .map(|i| format!("{:?}", row.get_ref(i).unwrap()))
+                .collect();
+            rows.push(format!("{table}: {}", values.join(" | ")));
+        }
+    }
+    (blobs, rows)
 }
 
 #[test]
@@ -114,7 +139,7 @@ fn a_recorded_chat_is_listed_shown_and_replayed_identically_and_tampering_is_nam
     // replay: identical, and nothing written (the notes may even change: tools are not run).
     std::fs::write(dir.path().join("notes.txt"), "changed\n").unwrap();
     let data = dir.path().join("data");
-    let before = files(&data);
+    let before = snapshot(&data);
     let replay = cogni(&["replay", &run_id]);
     assert!(
         replay.status.success(),
@@ -126,7 +151,7 @@ fn a_recorded_chat_is_listed_shown_and_replayed_identically_and_tampering_is_nam
         text(&replay.stdout).trim_end(),
         format!("replay: {} events identical", chat_events.len())
     );
-    assert_eq!(files(&data), before, "replay wrote to the data folder");
+    assert!(snapshot(&data) == before, "replay wrote to the data folder");
     let list = cogni(&["runs", "list", "--json"]);
     assert_eq!(text(&list.stdout).lines().count(), 1);
 
@@ -166,7 +191,7 @@ fn a_recorded_chat_is_listed_shown_and_replayed_identically_and_tampering_is_nam
             .join(&receipt_ref[2..]),
     )
     .unwrap();
-    let before = files(&data);
+    let before = snapshot(&data);
     let replay = cogni(&["replay", &run_id]);
     assert!(!replay.status.success());
     let err = text(&replay.stderr);
@@ -177,7 +202,10 @@ fn a_recorded_chat_is_listed_shown_and_replayed_identically_and_tampering_is_nam
         "{err}"
     );
     assert!(replay.stdout.is_empty());
-    assert_eq!(files(&data), before);
+    assert!(
+        snapshot(&data) == before,
+        "a refused replay wrote to the data folder"
+    );
 
     // (c) An unknown run.
     let replay = cogni(&["replay", "no-such-run"]);
@@ -216,4 +244,83 @@ fn runs_need_a_data_folder_with_a_run_log() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("error: no run log in data"), "{err}");
     assert!(!dir.path().join("data").exists());
+}
+
+/// Records one chat run in `dir` and returns its id.
+fn record_one(dir: &Path, url: &str) -> String {
+    std::fs::write(dir.join("notes.txt"), "hello\n").unwrap();
+    let chat = cogni_in(dir, url, &["chat", "--thread", "t", "--json", "Notes?"]);
+    assert!(chat.status.success(), "{}", text(&chat.stderr));
+    let list = cogni_in(dir, url, &["runs", "list", "--json"]);
+    let row: Value = serde_json::from_str(text(&list.stdout).lines().next().unwrap()).unwrap();
+    row["run_id"].as_str().unwrap().to_owned()
+}
+
+/// Asserts that `replay` of `run_id` fails with one line on stderr containing `expected`, and
+/// writes nothing to the data folder.
+fn replay_refused(dir: &Path, run_id: &str, expected: &str) {
+    let data = dir.join("data");
+    let before = snapshot(&data);
+    let output = cogni_in(dir, "http://127.0.0.1:9/v1", &["replay", run_id]);
+    assert!(!output.status.success());
+    let err = text(&output.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: ") && err.contains(expected),
+        "{expected:?} not in {err}"
+    );
+    assert!(output.stdout.is_empty(), "{}", text(&output.stdout));
+    assert!(
+        snapshot(&data) == before,
+        "a refused replay wrote to the data folder"
+    );
+}
+
+#[test]
+fn replay_refuses_a_corrupt_input_an_unfinished_run_and_a_newer_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    let run_id = record_one(dir.path(), &url);
+    let data = dir.path().join("data");
+    let show = cogni_in(dir.path(), &url, &["runs", "show", &run_id, "--json"]);
+    let shown: Value = serde_json::from_slice(&show.stdout).unwrap();
+    let input_ref = shown["header"]["input_ref"].as_str().unwrap().to_owned();
+
+    // A blob whose bytes do not match its address.
+    let input = data
+        .join("blobs")
+        .join(&input_ref[..2])
+        .join(&input_ref[2..]);
+    let original = std::fs::read(&input).unwrap();
+    std::fs::write(&input, b"{\"not\":\"the input\"}").unwrap();
+    replay_refused(dir.path(), &run_id, &input_ref);
+    std::fs::write(&input, &original).unwrap();
+
+    // A run that did not finish.
+    let db = rusqlite::Connection::open(data.join("cogni.db")).unwrap();
+    db.execute(
+        "UPDATE runs SET status = 'interrupted' WHERE run_id = ?1",
+        [&run_id],
+    )
+    .unwrap();
+    replay_refused(
+        dir.path(),
+        &run_id,
+        &format!("run {run_id} is interrupted: only a finished run can be replayed"),
+    );
+    db.execute(
+        "UPDATE runs SET status = 'finished' WHERE run_id = ?1",
+        [&run_id],
+    )
+    .unwrap();
+    let replay = cogni_in(dir.path(), &url, &["replay", &run_id]);
+    assert!(replay.status.success(), "{}", text(&replay.stderr));
+
+    // A database from a newer cogni.
+    db.pragma_update(None, "user_version", 99).unwrap();
+    drop(db);
+    replay_refused(dir.path(), &run_id, "schema version is 99");
+    let list = cogni_in(dir.path(), &url, &["runs", "list"]);
+    assert!(!list.status.success());
+    assert!(text(&list.stderr).contains("schema version is 99"));
 }
