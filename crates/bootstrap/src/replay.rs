@@ -369,3 +369,52 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
         replayed,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use ai_core::{AiEvent, DoneReason};
+    use serde_json::{Value, json};
+
+    use super::ReplayOutcome;
+
+    fn text(delta: &str) -> AiEvent {
+        AiEvent::TextDelta {
+            delta: delta.into(),
+        }
+    }
+
+    #[test]
+    fn the_first_difference_is_named_including_a_missing_tail() {
+        let done = AiEvent::Done {
+            reason: DoneReason::Stop,
+        };
+        let same = ReplayOutcome {
+            recorded: vec![text("a"), done.clone()],
+            replayed: vec![text("a"), done.clone()],
+        };
+        assert_eq!(same.first_difference(), None);
+
+        let changed = ReplayOutcome {
+            recorded: vec![text("a"), text("b"), done.clone()],
+            replayed: vec![text("a"), text("c"), done.clone()],
+        };
+        let difference = changed.first_difference().unwrap();
+        assert_eq!(difference.index, 1);
+        assert_eq!(
+            difference.recorded,
+            json!({"type": "text_delta", "delta": "b"})
+        );
+        assert_eq!(
+            difference.replayed,
+            json!({"type": "text_delta", "delta": "c"})
+        );
+
+        let short = ReplayOutcome {
+            recorded: vec![text("a"), done],
+            replayed: vec![text("a")],
+        };
+        let difference = short.first_difference().unwrap();
+        assert_eq!(difference.index, 1);
+        assert_eq!(difference.replayed, Value::Null);
+    }
+}

@@ -324,3 +324,45 @@ fn replay_refuses_a_corrupt_input_an_unfinished_run_and_a_newer_database() {
     assert!(!list.status.success());
     assert!(text(&list.stderr).contains("schema version is 99"));
 }
+
+#[test]
+fn a_failed_tool_call_replays_as_it_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    // No notes.txt: the read fails, and the model answers anyway.
+    let chat = cogni_in(dir.path(), &url, &["chat", "--json", "Notes?"]);
+    assert!(chat.status.success(), "{}", text(&chat.stderr));
+    let list = cogni_in(dir.path(), &url, &["runs", "list", "--json"]);
+    let row: Value = serde_json::from_str(text(&list.stdout).lines().next().unwrap()).unwrap();
+    let run_id = row["run_id"].as_str().unwrap();
+
+    let show = cogni_in(dir.path(), &url, &["runs", "show", run_id, "--json"]);
+    let shown: Value = serde_json::from_slice(&show.stdout).unwrap();
+    let read = shown["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["tool_id"] == "core__workspace_read")
+        .unwrap()
+        .clone();
+    assert_eq!(read["result"], Value::Null);
+    assert_eq!(read["error"]["code"], "execution", "{read}");
+    assert!(
+        read["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("notes.txt"),
+        "{read}"
+    );
+
+    // The file exists now: a replay that ran the tool would differ.
+    std::fs::write(dir.path().join("notes.txt"), "hello\n").unwrap();
+    let replay = cogni_in(dir.path(), &url, &["replay", run_id]);
+    assert!(
+        replay.status.success(),
+        "{}{}",
+        text(&replay.stdout),
+        text(&replay.stderr)
+    );
+    assert!(text(&replay.stdout).ends_with("events identical\n"));
+}
