@@ -16,6 +16,7 @@ use serde_json::json;
 use crate::{Config, CoreTool, create_capabilities, create_tool_source, load_policy};
 
 mod chat;
+mod runs;
 mod serve;
 
 /// cogni: a tool-use runtime for LLM agents.
@@ -58,6 +59,43 @@ pub enum Command {
     /// Decode and encode provider wire formats (to debug a captured stream).
     #[command(subcommand)]
     Wire(WireCommand),
+    /// Show what the run log of the data folder holds.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Re-run a recorded, finished run from its receipts and recorded tool results, and check
+    /// that its events come out identical. Nothing is written.
+    Replay {
+        /// The run's id.
+        run_id: String,
+        /// Settings overrides (also from COGNI_* variables).
+        #[command(flatten)]
+        overrides: crate::Overrides,
+    },
+}
+
+/// `cogni runs …`.
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// List the recorded runs, oldest first.
+    List {
+        /// Print one JSON object per line.
+        #[arg(long)]
+        json: bool,
+        /// Settings overrides (also from COGNI_* variables).
+        #[command(flatten)]
+        overrides: crate::Overrides,
+    },
+    /// Show one run: header, events, tool invocation records (redacted) and model receipts.
+    Show {
+        /// The run's id.
+        run_id: String,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Settings overrides (also from COGNI_* variables).
+        #[command(flatten)]
+        overrides: crate::Overrides,
+    },
 }
 
 /// A provider wire format.
@@ -157,6 +195,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             tools_stats(&data_dir, json)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Runs(RunsCommand::List { json, overrides }) => runs::list(overrides, json).await,
+        Command::Runs(RunsCommand::Show {
+            run_id,
+            json,
+            overrides,
+        }) => runs::show(overrides, run_id, json).await,
+        Command::Replay { run_id, overrides } => runs::replay(overrides, run_id).await,
         Command::Wire(WireCommand::Decode { format, file }) => wire_decode(format, file),
         Command::Wire(WireCommand::EncodeTools { format }) => {
             wire_encode_tools(format)?;

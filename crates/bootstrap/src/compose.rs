@@ -130,20 +130,34 @@ impl Runtime {
         let source: Arc<dyn ai_core::ToolSource> =
             Arc::new(create_tool_source(&settings.core_tools()?, &caps)?);
         let policy = Arc::new(settings.policy()?);
-        let runner = ai_core::ToolRunner::new(source.clone(), policy.clone(), caps.clock.clone());
+        Ok(Self::with_source(
+            settings, completion, source, policy, caps.clock,
+        ))
+    }
+
+    /// The runtime over an already built tool source and policy (e.g. one that answers from a
+    /// recorded run), with the agent configured by `settings` exactly as [`Runtime::build`] does.
+    pub fn with_source(
+        settings: &crate::Settings,
+        completion: Arc<dyn ai_core::CompletionPort>,
+        source: Arc<dyn ai_core::ToolSource>,
+        policy: Arc<ai_core::ToolPolicy>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let runner = ai_core::ToolRunner::new(source.clone(), policy.clone(), clock.clone());
         let mut config = graph::AgentConfig::default()
             .with_max_steps(settings.agent.max_steps)
             .with_max_parallel_tools(settings.agent.max_parallel_tools);
         if let Some(prompt) = &settings.agent.system_prompt {
             config = config.with_system_prompt(prompt.clone());
         }
-        Ok(Self {
+        Self {
             agent: graph::Agent::new(completion, runner.clone(), config),
             runner,
             source,
             policy,
-            clock: caps.clock,
-        })
+            clock,
+        }
     }
 }
 

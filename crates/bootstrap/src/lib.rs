@@ -17,6 +17,7 @@ pub mod cli;
 mod compose;
 mod config;
 pub mod record;
+pub mod replay;
 pub mod server;
 mod settings;
 mod stats;

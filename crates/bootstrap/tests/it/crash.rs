@@ -3,63 +3,13 @@
 //! (`interrupted` for the one in flight), every event the client was shown is in the run log,
 //! and the next turn works.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 
 use ai_core::{AiEvent, RunId, RunStatus, RunStore, ToolOutcome};
 use serde_json::Value;
-
-/// A loopback endpoint answering the n-th request with `bodies[n]` (the last one again after
-/// that) and keeping each request body.
-fn fake_endpoint(bodies: Vec<Vec<u8>>) -> (String, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let requests = seen.clone();
-    std::thread::spawn(move || {
-        for (n, stream) in listener.incoming().enumerate() {
-            let Ok(mut stream) = stream else { continue };
-            let body = request_body(&mut stream);
-            requests.lock().unwrap().push(body);
-            let reply = &bodies[n.min(bodies.len() - 1)];
-            let head = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                reply.len()
-            );
-            let _ = stream.write_all(head.as_bytes());
-            let _ = stream.write_all(reply);
-        }
-    });
-    (format!("http://{addr}/v1"), seen)
-}
-
-fn request_body(stream: &mut TcpStream) -> String {
-    let mut reader = BufReader::new(stream);
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-            break;
-        }
-        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = value.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0; length];
-    let _ = reader.read_exact(&mut body);
-    String::from_utf8_lossy(&body).into_owned()
-}
-
-fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(format!(
-        "{}/../../fixtures/wire/loop/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap()
-}
 
 /// A server process, killed (SIGKILL) when dropped, so a failing test leaves none behind.
 struct Server(Child);
@@ -156,10 +106,8 @@ fn a_killed_server_leaves_an_intact_thread_and_the_next_turn_works() {
         .status()
         .unwrap();
     assert!(made.success());
-    let (endpoint, requests) = fake_endpoint(vec![
-        fixture("turn-1-tool-calls.sse"),
-        fixture("turn-2-answer.sse"),
-    ]);
+    let (endpoint, requests) =
+        crate::fake::recording_endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
 
     let (server, addr) = serve(dir.path(), &endpoint);
     let mut stream = post_run(&addr, "t-crash", "run-1", "what do my notes say?");

@@ -2,6 +2,8 @@
 
 mod config;
 mod crash;
+mod fake;
+mod runs;
 mod serve;
 
 use std::process::{Command, Output};

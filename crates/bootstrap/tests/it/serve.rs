@@ -2,50 +2,8 @@
 //! replays a recorded stream, asked over plain HTTP/1.1, and stopped with SIGTERM.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Command, Stdio};
-
-/// A one-thread HTTP endpoint that answers every request with the recorded text turn.
-fn fake_endpoint() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let body = std::fs::read(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../fixtures/wire/loop/turn-2-answer.sse"
-    ))
-    .unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            read_request(&mut stream);
-            let head = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = stream.write_all(head.as_bytes());
-            let _ = stream.write_all(&body);
-        }
-    });
-    format!("http://{addr}/v1")
-}
-
-/// Reads one request (head and content-length body).
-fn read_request(stream: &mut TcpStream) -> Vec<u8> {
-    let mut reader = BufReader::new(stream);
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-            break;
-        }
-        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = value.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0; length];
-    let _ = reader.read_exact(&mut body);
-    body
-}
 
 #[test]
 fn cogni_serve_streams_a_chat_turn_and_stops_on_sigterm() {
@@ -53,7 +11,10 @@ fn cogni_serve_streams_a_chat_turn_and_stops_on_sigterm() {
     let mut server = Command::new(env!("CARGO_BIN_EXE_cogni"))
         .arg("serve")
         .current_dir(dir.path())
-        .env("COGNI_LLM_BASE_URL", fake_endpoint())
+        .env(
+            "COGNI_LLM_BASE_URL",
+            crate::fake::endpoint(&["turn-2-answer.sse"]),
+        )
         .env("COGNI_LLM_MODEL", "test-model")
         .env("COGNI_LISTEN", "127.0.0.1:0")
         .env_remove("COGNI_CONFIG")

@@ -1,0 +1,251 @@
+//! `cogni runs list`, `cogni runs show` and `cogni replay`: what the run log holds (the redacted
+//! view: no `raw` payload is ever shown) and a deterministic re-run of a recorded run.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use ai_core::{ModelReceipt, RunHeader, RunLog, ToolInvocationRecord};
+use serde_json::{Value, json};
+
+use crate::replay::{data_dir, load_run, open_run_log, replay_run};
+use crate::{Overrides, Settings};
+
+/// `cogni runs list`: one row (or, with `json`, one JSON line) per run, oldest first.
+pub(crate) async fn list(overrides: Overrides, json: bool) -> anyhow::Result<ExitCode> {
+    let settings = Settings::load(&overrides)?;
+    let log = open_run_log(&data_dir(&settings)?)?;
+    let mut headers = log.runs.list_runs().await?;
+    headers.sort_by(|a, b| {
+        (a.started_at_ms, a.run_id.as_str()).cmp(&(b.started_at_ms, b.run_id.as_str()))
+    });
+    let mut out = std::io::stdout().lock();
+    if !json {
+        writeln!(
+            out,
+            "{:<28} {:<20} {:<11} {:<24} {:<24} {:>6}",
+            "run", "thread", "status", "started", "finished", "events"
+        )?;
+    }
+    for header in headers {
+        let events = log.runs.load_run(&header.run_id).await?.events.len();
+        if json {
+            let mut row = header_json(&header);
+            row["events"] = json!(events);
+            writeln!(out, "{row}")?;
+        } else {
+            writeln!(
+                out,
+                "{:<28} {:<20} {:<11} {:<24} {:<24} {:>6}",
+                header.run_id.as_str(),
+                header.thread_id.as_ref().map_or("-", |t| t.as_str()),
+                header.status.as_str(),
+                iso8601(header.started_at_ms),
+                header.finished_at_ms.map_or_else(|| "-".into(), iso8601),
+                events
+            )?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cogni runs show`: the header, the events, the invocation records and a summary of each
+/// model call's receipt; with `json`, one JSON object with the same.
+pub(crate) async fn show(
+    overrides: Overrides,
+    run_id: String,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let settings = Settings::load(&overrides)?;
+    let log = open_run_log(&data_dir(&settings)?)?;
+    let run = load_run(&log, &run_id).await?;
+    let mut receipts = Vec::with_capacity(run.receipt_refs.len());
+    for (i, receipt_ref) in run.receipt_refs.iter().enumerate() {
+        receipts.push(
+            match ModelReceipt::load(log.blobs.as_ref(), receipt_ref).await {
+                Ok(receipt) => json!({
+                    "call": i + 1,
+                    "receipt_ref": receipt_ref,
+                    "provider": receipt.provider,
+                    "model": receipt.model,
+                    "finish_reason": receipt.finish_reason,
+                    "usage": receipt.usage,
+                    "tool_calls": receipt.tool_call_refs.len(),
+                }),
+                Err(error) => json!({
+                    "call": i + 1,
+                    "receipt_ref": receipt_ref,
+                    "error": error.to_string(),
+                }),
+            },
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    if json {
+        let shown = json!({
+            "header": header_json(&run.header),
+            "events": run.events,
+            "records": run.records.iter().map(record_json).collect::<Vec<_>>(),
+            "receipts": receipts,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&shown)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    show_human(&mut out, &run, &receipts)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show_human(out: &mut impl Write, run: &RunLog, receipts: &[Value]) -> anyhow::Result<()> {
+    let header = &run.header;
+    writeln!(out, "run       {}", header.run_id.as_str())?;
+    writeln!(
+        out,
+        "thread    {}",
+        header.thread_id.as_ref().map_or("-", |t| t.as_str())
+    )?;
+    writeln!(out, "status    {}", header.status)?;
+    writeln!(out, "started   {}", iso8601(header.started_at_ms))?;
+    writeln!(
+        out,
+        "finished  {}",
+        header.finished_at_ms.map_or_else(|| "-".into(), iso8601)
+    )?;
+    writeln!(
+        out,
+        "input     {}",
+        header.input_ref.as_deref().unwrap_or("-")
+    )?;
+    writeln!(out, "\nevents ({})", run.events.len())?;
+    for (i, event) in run.events.iter().enumerate() {
+        writeln!(out, "  #{i:<4} {}", serde_json::to_string(event)?)?;
+    }
+    writeln!(out, "\ntool calls ({})", run.records.len())?;
+    for record in &run.records {
+        let view = record_json(record);
+        let outcome = match (&view["result"], &view["error"]) {
+            (Value::Null, Value::Null) => "-".to_owned(),
+            (Value::Null, error) => format!(
+                "error {}: {}",
+                error["code"].as_str().unwrap_or("?"),
+                error["message"].as_str().unwrap_or("")
+            ),
+            (result, _) => format!("ok {result}"),
+        };
+        writeln!(
+            out,
+            "  {} {} args={} attempts={} {}ms → {}",
+            view["tool_call_id"].as_str().unwrap_or("?"),
+            view["tool_id"].as_str().unwrap_or("?"),
+            view["args"],
+            view["attempts"],
+            view["duration_ms"],
+            outcome
+        )?;
+    }
+    writeln!(out, "\nmodel calls ({})", receipts.len())?;
+    for receipt in receipts {
+        if let Some(error) = receipt["error"].as_str() {
+            writeln!(out, "  #{} error: {error}", receipt["call"])?;
+            continue;
+        }
+        let usage = &receipt["usage"];
+        let usage = if usage.is_null() {
+            "usage -".to_owned()
+        } else {
+            format!(
+                "tokens in={} out={} total={}",
+                usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]
+            )
+        };
+        writeln!(
+            out,
+            "  #{} {} {} finish={} {usage} tool_calls={}",
+            receipt["call"],
+            receipt["provider"].as_str().unwrap_or("?"),
+            receipt["model"].as_str().unwrap_or("?"),
+            receipt["finish_reason"].as_str().unwrap_or("?"),
+            receipt["tool_calls"]
+        )?;
+    }
+    Ok(())
+}
+
+/// `cogni replay`: replays the run and prints whether its events came out identical.
+pub(crate) async fn replay(overrides: Overrides, run_id: String) -> anyhow::Result<ExitCode> {
+    let settings = Settings::load(&overrides)?;
+    let outcome = replay_run(&settings, &run_id).await?;
+    match outcome.first_difference() {
+        None => {
+            println!("replay: {} events identical", outcome.recorded.len());
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(difference) => {
+            println!(
+                "replay: event #{} differs: recorded {}; replayed {}",
+                difference.index, difference.recorded, difference.replayed
+            );
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn header_json(header: &RunHeader) -> Value {
+    json!({
+        "run_id": header.run_id.as_str(),
+        "thread_id": header.thread_id.as_ref().map(|t| t.as_str()),
+        "status": header.status.as_str(),
+        "started_at_ms": header.started_at_ms,
+        "finished_at_ms": header.finished_at_ms,
+        "input_ref": header.input_ref,
+    })
+}
+
+/// The redacted view of a record: never its `raw` payload.
+fn record_json(record: &ToolInvocationRecord) -> Value {
+    json!({
+        "tool_call_id": record.tool_call_id.as_str(),
+        "tool_id": &*record.tool_id,
+        "args": record.args.as_deref(),
+        "result": record.result.as_deref(),
+        "error": record.error.as_ref().map(|f| json!({
+            "code": f.code.to_string(),
+            "message": f.safe_message,
+        })),
+        "attempts": record.attempts.len(),
+        "duration_ms": record.ended_at_ms.saturating_sub(record.started_at_ms),
+    })
+}
+
+/// `ms` since the Unix epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+fn iso8601(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
+    let rem = secs % 86_400;
+    // Civil from days (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::iso8601;
+
+    #[test]
+    fn iso8601_formats_utc() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(1_709_210_096_789), "2024-02-29T12:34:56.789Z");
+    }
+}

@@ -1,0 +1,420 @@
+//! Deterministic replay of a recorded run: the model answered from the run's receipts
+//! ([`adapters::ReplayCompletion`]), the tools answered from their recorded results
+//! ([`RecordedToolSource`]), the events compared with the recorded ones.
+//!
+//! Replay only reads: the run log is opened without creating anything ([`open_run_log`]), the
+//! replayed run is not recorded (no receipt recorder, no [`crate::start_run`]) and no tool
+//! runs for real.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use adapters::{FsBlobStore, ReplayCompletion, SqliteStore};
+use ai_core::{
+    AiEvent, BlobStore, BoundTool, CancellationToken, Capabilities, EventSink, ExecPermit,
+    ModelReceipt, RunContext, RunId, RunLog, RunStatus, RunStore, RunStoreError, ToolCatalog,
+    ToolError, ToolErrorCategory, ToolErrorCode, ToolFailure, ToolId, ToolInvocationContext,
+    ToolInvocationRecord, ToolSource, ToolSpec, canonical_bytes,
+};
+use anyhow::{Context, anyhow, bail};
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::{RunInput, Runtime, Settings};
+
+/// The run log of a data folder, opened for reading.
+#[derive(Clone)]
+pub struct RunLogReader {
+    /// Runs, their events and records.
+    pub runs: Arc<dyn RunStore>,
+    /// Receipts, tool calls and run inputs.
+    pub blobs: Arc<dyn BlobStore>,
+}
+
+impl std::fmt::Debug for RunLogReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunLogReader").finish_non_exhaustive()
+    }
+}
+
+/// The data folder `settings` names, or a one-line error saying how to name one.
+pub fn data_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
+    settings.data_dir.clone().ok_or_else(|| {
+        anyhow!("no data folder: set --data-dir, COGNI_DATA_DIR or data_dir in cogni.toml")
+    })
+}
+
+/// Opens the run log in `dir` without creating anything: a folder without `cogni.db` or
+/// `blobs/` is refused (opening would create them), and a database from a newer cogni is
+/// refused by the store, untouched.
+pub fn open_run_log(dir: &Path) -> anyhow::Result<RunLogReader> {
+    let db = dir.join("cogni.db");
+    if !db.is_file() {
+        bail!(
+            "no run log in {}: {} does not exist",
+            dir.display(),
+            db.display()
+        );
+    }
+    let blobs_dir = dir.join("blobs");
+    if !blobs_dir.is_dir() {
+        bail!(
+            "no run log in {}: {} does not exist",
+            dir.display(),
+            blobs_dir.display()
+        );
+    }
+    let runs = SqliteStore::open(dir).with_context(|| format!("data_dir {}", dir.display()))?;
+    let blobs = FsBlobStore::open(dir).with_context(|| format!("data_dir {}", dir.display()))?;
+    Ok(RunLogReader {
+        runs: Arc::new(runs),
+        blobs: Arc::new(blobs),
+    })
+}
+
+/// Loads one run, naming it when it is unknown.
+pub async fn load_run(log: &RunLogReader, run_id: &str) -> anyhow::Result<RunLog> {
+    let id = RunId::new(run_id).map_err(|e| anyhow!("run id {run_id:?}: {e}"))?;
+    match log.runs.load_run(&id).await {
+        Ok(run) => Ok(run),
+        Err(RunStoreError::NotFound(_)) => bail!("run {run_id} not found"),
+        Err(other) => Err(other).with_context(|| format!("run {run_id}")),
+    }
+}
+
+/// One recorded answer to one execution attempt.
+type Answer = Result<Value, ToolFailure>;
+
+/// The recorded answers, per tool id and canonical validated arguments, in recorded order.
+type Answers = HashMap<(String, Vec<u8>), VecDeque<Answer>>;
+
+/// A [`ToolSource`] with the same specs (and validation) as the configured tools, whose tools
+/// answer each execution with what the recorded run got: a call is matched by its tool id and
+/// canonical validated arguments, and equal calls take their recorded answers in order (one
+/// per recorded attempt, so retries replay too). Its outputs are the recorded redacted results,
+/// so output validation and redaction pass them through unchanged.
+#[derive(Clone)]
+pub struct RecordedToolSource {
+    inner: Arc<dyn ToolSource>,
+    answers: Arc<Mutex<Answers>>,
+}
+
+impl std::fmt::Debug for RecordedToolSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordedToolSource").finish_non_exhaustive()
+    }
+}
+
+impl RecordedToolSource {
+    /// Answers the tools of `inner` from `records` (a run's invocation records, in order).
+    pub fn new(inner: Arc<dyn ToolSource>, records: &[ToolInvocationRecord]) -> Self {
+        let mut answers: Answers = HashMap::new();
+        for record in records {
+            let Some(key) = record.args.as_deref().and_then(|a| key(&record.tool_id, a)) else {
+                // Refused before its arguments validated: the replay refuses it the same way.
+                continue;
+            };
+            let queue = answers.entry(key).or_default();
+            for attempt in &record.attempts {
+                match &attempt.error {
+                    Some(failure) => queue.push_back(Err(failure.clone())),
+                    None => match (&record.result, &record.error) {
+                        (Some(result), _) => queue.push_back(Ok(Value::clone(result))),
+                        // The attempt ran but the call failed after it (output validation,
+                        // redaction): answer with the failure.
+                        (None, Some(failure)) => queue.push_back(Err(failure.clone())),
+                        (None, None) => {}
+                    },
+                }
+            }
+        }
+        Self {
+            inner,
+            answers: Arc::new(Mutex::new(answers)),
+        }
+    }
+
+    /// How many recorded answers were not asked for (a faithful replay ends at 0).
+    pub fn remaining(&self) -> usize {
+        self.answers
+            .lock()
+            .map(|a| a.values().map(VecDeque::len).sum())
+            .unwrap_or(0)
+    }
+}
+
+fn key(tool_id: &str, args: &Value) -> Option<(String, Vec<u8>)> {
+    Some((tool_id.to_owned(), canonical_bytes(args).ok()?))
+}
+
+impl ToolSource for RecordedToolSource {
+    fn bound_tool(&self, id: &ToolId) -> Option<Arc<dyn BoundTool>> {
+        let inner = self.inner.bound_tool(id)?;
+        Some(Arc::new(RecordedTool {
+            inner,
+            answers: self.answers.clone(),
+        }))
+    }
+
+    fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.inner.tool_specs()
+    }
+}
+
+/// One configured tool whose executions are answered from the record.
+struct RecordedTool {
+    inner: Arc<dyn BoundTool>,
+    answers: Arc<Mutex<Answers>>,
+}
+
+/// The tool error that makes the runner report `failure` again.
+fn tool_error(failure: &ToolFailure) -> ToolError {
+    let message = failure
+        .safe_message
+        .strip_prefix("the tool failed: ")
+        .unwrap_or(&failure.safe_message);
+    let error = match failure.category {
+        ToolErrorCategory::Transient => ToolError::transient(message),
+        ToolErrorCategory::Permanent => ToolError::permanent(message),
+        _ => ToolError::new(message),
+    };
+    match failure.retry_after_ms {
+        Some(ms) => error.with_retry_after(std::time::Duration::from_millis(ms)),
+        None => error,
+    }
+}
+
+#[async_trait]
+impl BoundTool for RecordedTool {
+    fn spec(&self) -> &ToolSpec {
+        self.inner.spec()
+    }
+
+    fn requires_connection(&self) -> bool {
+        self.inner.requires_connection()
+    }
+
+    fn idempotent(&self) -> bool {
+        self.inner.idempotent()
+    }
+
+    fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
+        self.inner.validate_input(args)
+    }
+
+    async fn exec(
+        &self,
+        _permit: ExecPermit,
+        args: Arc<Value>,
+        _ctx: &ToolInvocationContext,
+        _caps: &Capabilities,
+    ) -> Result<Value, ToolError> {
+        let id = self.inner.spec().id.as_str();
+        let answer = key(id, &args).and_then(|k| {
+            self.answers
+                .lock()
+                .ok()
+                .and_then(|mut answers| answers.get_mut(&k).and_then(VecDeque::pop_front))
+        });
+        match answer {
+            Some(Ok(value)) => Ok(value),
+            // A recorded timeout takes the runner's time budget again.
+            Some(Err(failure)) if failure.code == ToolErrorCode::Timeout => {
+                std::future::pending().await
+            }
+            Some(Err(failure)) => Err(tool_error(&failure)),
+            None => Err(ToolError::permanent(format!(
+                "replay: no recorded result for this call of {id} with these arguments"
+            ))),
+        }
+    }
+
+    fn validate_output(&self, _output: &Value) -> Result<(), ToolError> {
+        // The recorded output was validated when it was recorded.
+        Ok(())
+    }
+
+    fn redact(&self, output: Value) -> Result<Value, ToolError> {
+        // The recorded output is the redacted one.
+        Ok(output)
+    }
+}
+
+/// A sink that keeps the events.
+#[derive(Default)]
+struct Collect(Mutex<Vec<AiEvent>>);
+
+impl EventSink for Collect {
+    fn emit(&self, event: AiEvent) {
+        if let Ok(mut events) = self.0.lock() {
+            events.push(event);
+        }
+    }
+}
+
+/// The recorded events of a run and those its replay emitted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayOutcome {
+    /// As recorded.
+    pub recorded: Vec<AiEvent>,
+    /// As replayed.
+    pub replayed: Vec<AiEvent>,
+}
+
+/// Where a replay first differs from its record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Difference {
+    /// The event's index (its sequence number in the run).
+    pub index: usize,
+    /// The recorded event, as JSON (`null` past the recorded end).
+    pub recorded: Value,
+    /// The replayed event, as JSON (`null` past the replayed end).
+    pub replayed: Value,
+}
+
+impl ReplayOutcome {
+    /// The first event that differs (by its JSON form), if any.
+    pub fn first_difference(&self) -> Option<Difference> {
+        let json = |e: Option<&AiEvent>| {
+            e.map_or(Value::Null, |e| {
+                serde_json::to_value(e).unwrap_or_else(|e| Value::String(e.to_string()))
+            })
+        };
+        (0..self.recorded.len().max(self.replayed.len())).find_map(|index| {
+            let recorded = json(self.recorded.get(index));
+            let replayed = json(self.replayed.get(index));
+            (recorded != replayed).then_some(Difference {
+                index,
+                recorded,
+                replayed,
+            })
+        })
+    }
+}
+
+/// Replays the finished run `run_id` of the run log in `settings.data_dir`: its input, its
+/// receipts and every blob they name are checked first, so a missing or damaged blob is an
+/// error naming it rather than a difference. Nothing is written.
+pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<ReplayOutcome> {
+    let dir = data_dir(settings)?;
+    let log = open_run_log(&dir)?;
+    let run = load_run(&log, run_id).await?;
+    if run.header.status != RunStatus::Finished {
+        bail!(
+            "run {run_id} is {}: only a finished run can be replayed",
+            run.header.status
+        );
+    }
+    let input_ref = run
+        .header
+        .input_ref
+        .as_deref()
+        .ok_or_else(|| anyhow!("run {run_id} has no recorded input: it cannot be replayed"))?;
+    let bytes = log
+        .blobs
+        .get(input_ref)
+        .await
+        .with_context(|| format!("run {run_id}: its input {input_ref}"))?;
+    let input: RunInput = serde_json::from_slice(&bytes)
+        .with_context(|| format!("run {run_id}: its input {input_ref} does not decode"))?;
+    for (i, receipt_ref) in run.receipt_refs.iter().enumerate() {
+        let call = i + 1;
+        let receipt = ModelReceipt::load(log.blobs.as_ref(), receipt_ref)
+            .await
+            .with_context(|| format!("run {run_id}: model call {call}'s receipt {receipt_ref}"))?;
+        receipt
+            .load_completion(log.blobs.as_ref())
+            .await
+            .with_context(|| format!("run {run_id}: model call {call}'s output"))?;
+        receipt
+            .load_deltas(log.blobs.as_ref())
+            .await
+            .with_context(|| format!("run {run_id}: model call {call}'s fragments"))?;
+    }
+
+    let completion = Arc::new(ReplayCompletion::new(
+        log.blobs.clone(),
+        run.receipt_refs.clone(),
+    ));
+    let configured = Runtime::build(settings, completion.clone())?;
+    let source = Arc::new(RecordedToolSource::new(
+        configured.source.clone(),
+        &run.records,
+    ));
+    let runtime = Runtime::with_source(
+        settings,
+        completion,
+        source.clone(),
+        configured.policy.clone(),
+        configured.clock.clone(),
+    );
+    let ctx = RunContext::new(run_id, "user:cli", "local")?;
+    let catalog = ToolCatalog::build(runtime.source.as_ref(), &runtime.policy, &ctx)?;
+    let sink = Collect::default();
+    runtime
+        .agent
+        .run(
+            input.thread_state,
+            input.user_message,
+            &ctx,
+            &catalog,
+            &sink,
+            &CancellationToken::new(),
+        )
+        .await;
+    let replayed = sink.0.into_inner().unwrap_or_else(|p| p.into_inner());
+    Ok(ReplayOutcome {
+        recorded: run.events,
+        replayed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use ai_core::{AiEvent, DoneReason};
+    use serde_json::{Value, json};
+
+    use super::ReplayOutcome;
+
+    fn text(delta: &str) -> AiEvent {
+        AiEvent::TextDelta {
+            delta: delta.into(),
+        }
+    }
+
+    #[test]
+    fn the_first_difference_is_named_including_a_missing_tail() {
+        let done = AiEvent::Done {
+            reason: DoneReason::Stop,
+        };
+        let same = ReplayOutcome {
+            recorded: vec![text("a"), done.clone()],
+            replayed: vec![text("a"), done.clone()],
+        };
+        assert_eq!(same.first_difference(), None);
+
+        let changed = ReplayOutcome {
+            recorded: vec![text("a"), text("b"), done.clone()],
+            replayed: vec![text("a"), text("c"), done.clone()],
+        };
+        let difference = changed.first_difference().unwrap();
+        assert_eq!(difference.index, 1);
+        assert_eq!(
+            difference.recorded,
+            json!({"type": "text_delta", "delta": "b"})
+        );
+        assert_eq!(
+            difference.replayed,
+            json!({"type": "text_delta", "delta": "c"})
+        );
+
+        let short = ReplayOutcome {
+            recorded: vec![text("a"), done],
+            replayed: vec![text("a")],
+        };
+        let difference = short.first_difference().unwrap();
+        assert_eq!(difference.index, 1);
+        assert_eq!(difference.replayed, Value::Null);
+    }
+}

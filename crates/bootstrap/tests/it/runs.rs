@@ -1,0 +1,368 @@
+//! `cogni runs list`, `cogni runs show` and `cogni replay` against a run recorded by
+//! `cogni chat` from a loopback fake endpoint, then against a tampered run log.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// Runs `cogni` in `dir` with the data folder `data` and the fake endpoint `base_url`.
+fn cogni_in(dir: &Path, base_url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cogni"))
+        .args(args)
+        .current_dir(dir)
+        .env("COGNI_DATA_DIR", "data")
+        .env("COGNI_LLM_BASE_URL", base_url)
+        .env("COGNI_LLM_MODEL", "test-model")
+        .env_remove("COGNI_CONFIG")
+        .env_remove("COGNI_POLICY")
+        .env_remove("COGNI_WORKSPACE")
+        .output()
+        .expect("the cogni binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// What the data folder holds: every blob file with its bytes, and every row of the database
+/// (read through SQLite, so a WAL checkpoint is not a change).
+fn snapshot(data: &Path) -> (Vec<(std::path::PathBuf, Vec<u8>)>, Vec<String>) {
+    let mut blobs = Vec::new();
+    let mut stack = vec![data.join("blobs")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                blobs.push((path, bytes));
+            }
+        }
+    }
+    blobs.sort();
+    let db = rusqlite::Connection::open(data.join("cogni.db")).unwrap();
+    let version: i64 = db
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    let mut rows = vec![format!("user_version {version}")];
+    for (table, order) in [
+        ("threads", "thread_id"),
+        ("runs", "run_id"),
+        ("run_events", "run_id, seq"),
+        ("tool_records", "run_id, idx"),
+        ("model_receipts", "run_id, idx"),
+    ] {
+        let mut stmt = db
+            .prepare(&format!("SELECT * FROM {table} ORDER BY {order}"))
+            .unwrap();
+        let columns = stmt.column_count();
+        let mut query = stmt.query([]).unwrap();
+        while let Some(row) = query.next().unwrap() {
+            let values: Vec<String> = (0..columns)
+                .map(|i| format!("{:?}", row.get_ref(i).unwrap()))
+                .collect();
+            rows.push(format!("{table}: {}", values.join(" | ")));
+        }
+    }
+    (blobs, rows)
+}
+
+#[test]
+fn a_recorded_chat_is_listed_shown_and_replayed_identically_and_tampering_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "hello\n").unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    let cogni = |args: &[&str]| cogni_in(dir.path(), &url, args);
+
+    // Record: one turn with two tool calls, then the answer.
+    let chat = cogni(&["chat", "--thread", "t", "--json", "What do my notes say?"]);
+    assert!(chat.status.success(), "{}", text(&chat.stderr));
+    let chat_events: Vec<Value> = text(&chat.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(chat_events.iter().any(|e| e["type"] == "tool_call_result"));
+
+    // runs list
+    let list = cogni(&["runs", "list", "--json"]);
+    assert!(list.status.success(), "{}", text(&list.stderr));
+    let rows: Vec<Value> = text(&list.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{}", text(&list.stdout));
+    let run_id = rows[0]["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(rows[0]["thread_id"], "t");
+    assert_eq!(rows[0]["status"], "finished");
+    assert_eq!(rows[0]["events"].as_u64(), Some(chat_events.len() as u64));
+    let table = cogni(&["runs", "list"]);
+    let table = text(&table.stdout);
+    assert_eq!(table.lines().count(), 2, "{table}");
+    assert!(
+        table.lines().nth(1).unwrap().starts_with(&run_id),
+        "{table}"
+    );
+
+    // runs show: the redacted view, never a raw payload.
+    let show = cogni(&["runs", "show", &run_id, "--json"]);
+    assert!(show.status.success(), "{}", text(&show.stderr));
+    let shown: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert!(!text(&show.stdout).contains("\"raw\""));
+    assert_eq!(shown["header"]["run_id"], run_id.as_str());
+    assert_eq!(shown["events"].as_array().unwrap().len(), chat_events.len());
+    assert_eq!(shown["events"][0], chat_events[0]);
+    let records = shown["records"].as_array().unwrap();
+    assert_eq!(records.len(), 2, "{shown:#}");
+    let read = records
+        .iter()
+        .find(|r| r["tool_id"] == "core__workspace_read")
+        .unwrap();
+    assert_eq!(read["args"]["path"], "notes.txt");
+    assert!(read["result"].to_string().contains("hello"), "{read}");
+    assert_eq!(read["error"], Value::Null);
+    assert_eq!(read["attempts"], 1);
+    assert!(read["duration_ms"].is_u64());
+    let receipts = shown["receipts"].as_array().unwrap();
+    assert_eq!(receipts.len(), 2, "{shown:#}");
+    assert_eq!(receipts[0]["model"], "test-model");
+    assert_eq!(receipts[0]["finish_reason"], "tool_calls");
+    assert_eq!(receipts[0]["tool_calls"], 2);
+    assert_eq!(receipts[1]["finish_reason"], "stop");
+    assert_eq!(receipts[1]["tool_calls"], 0);
+    let human = cogni(&["runs", "show", &run_id]);
+    assert!(human.status.success());
+    assert!(!text(&human.stdout).contains("\"raw\""));
+    assert!(text(&human.stdout).contains("core__workspace_read"));
+
+    // replay: identical, and nothing written (the notes may even change: tools are not run).
+    std::fs::write(dir.path().join("notes.txt"), "changed\n").unwrap();
+    let data = dir.path().join("data");
+    let before = snapshot(&data);
+    let replay = cogni(&["replay", &run_id]);
+    assert!(
+        replay.status.success(),
+        "{}{}",
+        text(&replay.stdout),
+        text(&replay.stderr)
+    );
+    assert_eq!(
+        text(&replay.stdout).trim_end(),
+        format!("replay: {} events identical", chat_events.len())
+    );
+    assert!(snapshot(&data) == before, "replay wrote to the data folder");
+    let list = cogni(&["runs", "list", "--json"]);
+    assert_eq!(text(&list.stdout).lines().count(), 1);
+
+    // (a) One recorded event changed: the replay names it.
+    let db = rusqlite::Connection::open(data.join("cogni.db")).unwrap();
+    let seq: i64 = db
+        .query_row(
+            "SELECT seq FROM run_events WHERE run_id = ?1 AND event_json LIKE '%\"text_delta\"%' \
+             ORDER BY seq DESC LIMIT 1",
+            [&run_id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let changed = db
+        .execute(
+            "UPDATE run_events SET event_json = ?1 WHERE run_id = ?2 AND seq = ?3",
+            rusqlite::params![r#"{"type":"text_delta","delta":"tampered"}"#, &run_id, seq],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+    let replay = cogni(&["replay", &run_id]);
+    assert_eq!(replay.status.code(), Some(1), "{}", text(&replay.stderr));
+    let out = text(&replay.stdout);
+    assert!(
+        out.starts_with(&format!("replay: event #{seq} differs: recorded ")),
+        "{out}"
+    );
+    assert!(out.contains("tampered"), "{out}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+
+    // (b) A receipt blob deleted: a clear one-line error naming it, nothing modified.
+    let receipt_ref = receipts[1]["receipt_ref"].as_str().unwrap();
+    std::fs::remove_file(
+        data.join("blobs")
+            .join(&receipt_ref[..2])
+            .join(&receipt_ref[2..]),
+    )
+    .unwrap();
+    let before = snapshot(&data);
+    let replay = cogni(&["replay", &run_id]);
+    assert!(!replay.status.success());
+    let err = text(&replay.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(
+        err.contains("model call 2") && err.contains(receipt_ref),
+        "{err}"
+    );
+    assert!(replay.stdout.is_empty());
+    assert!(
+        snapshot(&data) == before,
+        "a refused replay wrote to the data folder"
+    );
+
+    // (c) An unknown run.
+    let replay = cogni(&["replay", "no-such-run"]);
+    assert!(!replay.status.success());
+    assert_eq!(
+        text(&replay.stderr).trim_end(),
+        "error: run no-such-run not found"
+    );
+    let show = cogni(&["runs", "show", "no-such-run"]);
+    assert!(!show.status.success());
+    assert_eq!(
+        text(&show.stderr).trim_end(),
+        "error: run no-such-run not found"
+    );
+}
+
+#[test]
+fn runs_need_a_data_folder_with_a_run_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_cogni"))
+        .args(["runs", "list"])
+        .current_dir(dir.path())
+        .env_remove("COGNI_DATA_DIR")
+        .env_remove("COGNI_CONFIG")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let err = text(&output.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: no data folder"), "{err}");
+
+    // An empty folder is refused, and nothing is created in it.
+    let output = cogni_in(dir.path(), "http://127.0.0.1:9/v1", &["replay", "r1"]);
+    assert!(!output.status.success());
+    let err = text(&output.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: no run log in data"), "{err}");
+    assert!(!dir.path().join("data").exists());
+}
+
+/// Records one chat run in `dir` and returns its id.
+fn record_one(dir: &Path, url: &str) -> String {
+    std::fs::write(dir.join("notes.txt"), "hello\n").unwrap();
+    let chat = cogni_in(dir, url, &["chat", "--thread", "t", "--json", "Notes?"]);
+    assert!(chat.status.success(), "{}", text(&chat.stderr));
+    let list = cogni_in(dir, url, &["runs", "list", "--json"]);
+    let row: Value = serde_json::from_str(text(&list.stdout).lines().next().unwrap()).unwrap();
+    row["run_id"].as_str().unwrap().to_owned()
+}
+
+/// Asserts that `replay` of `run_id` fails with one line on stderr containing `expected`, and
+/// writes nothing to the data folder.
+fn replay_refused(dir: &Path, run_id: &str, expected: &str) {
+    let data = dir.join("data");
+    let before = snapshot(&data);
+    let output = cogni_in(dir, "http://127.0.0.1:9/v1", &["replay", run_id]);
+    assert!(!output.status.success());
+    let err = text(&output.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: ") && err.contains(expected),
+        "{expected:?} not in {err}"
+    );
+    assert!(output.stdout.is_empty(), "{}", text(&output.stdout));
+    assert!(
+        snapshot(&data) == before,
+        "a refused replay wrote to the data folder"
+    );
+}
+
+#[test]
+fn replay_refuses_a_corrupt_input_an_unfinished_run_and_a_newer_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    let run_id = record_one(dir.path(), &url);
+    let data = dir.path().join("data");
+    let show = cogni_in(dir.path(), &url, &["runs", "show", &run_id, "--json"]);
+    let shown: Value = serde_json::from_slice(&show.stdout).unwrap();
+    let input_ref = shown["header"]["input_ref"].as_str().unwrap().to_owned();
+
+    // A blob whose bytes do not match its address.
+    let input = data
+        .join("blobs")
+        .join(&input_ref[..2])
+        .join(&input_ref[2..]);
+    let original = std::fs::read(&input).unwrap();
+    std::fs::write(&input, b"{\"not\":\"the input\"}").unwrap();
+    replay_refused(dir.path(), &run_id, &input_ref);
+    std::fs::write(&input, &original).unwrap();
+
+    // A run that did not finish.
+    let db = rusqlite::Connection::open(data.join("cogni.db")).unwrap();
+    db.execute(
+        "UPDATE runs SET status = 'interrupted' WHERE run_id = ?1",
+        [&run_id],
+    )
+    .unwrap();
+    replay_refused(
+        dir.path(),
+        &run_id,
+        &format!("run {run_id} is interrupted: only a finished run can be replayed"),
+    );
+    db.execute(
+        "UPDATE runs SET status = 'finished' WHERE run_id = ?1",
+        [&run_id],
+    )
+    .unwrap();
+    let replay = cogni_in(dir.path(), &url, &["replay", &run_id]);
+    assert!(replay.status.success(), "{}", text(&replay.stderr));
+
+    // A database from a newer cogni.
+    db.pragma_update(None, "user_version", 99).unwrap();
+    drop(db);
+    replay_refused(dir.path(), &run_id, "schema version is 99");
+    let list = cogni_in(dir.path(), &url, &["runs", "list"]);
+    assert!(!list.status.success());
+    assert!(text(&list.stderr).contains("schema version is 99"));
+}
+
+#[test]
+fn a_failed_tool_call_replays_as_it_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    // No notes.txt: the read fails, and the model answers anyway.
+    let chat = cogni_in(dir.path(), &url, &["chat", "--json", "Notes?"]);
+    assert!(chat.status.success(), "{}", text(&chat.stderr));
+    let list = cogni_in(dir.path(), &url, &["runs", "list", "--json"]);
+    let row: Value = serde_json::from_str(text(&list.stdout).lines().next().unwrap()).unwrap();
+    let run_id = row["run_id"].as_str().unwrap();
+
+    let show = cogni_in(dir.path(), &url, &["runs", "show", run_id, "--json"]);
+    let shown: Value = serde_json::from_slice(&show.stdout).unwrap();
+    let read = shown["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["tool_id"] == "core__workspace_read")
+        .unwrap()
+        .clone();
+    assert_eq!(read["result"], Value::Null);
+    assert_eq!(read["error"]["code"], "execution", "{read}");
+    assert!(
+        read["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("notes.txt"),
+        "{read}"
+    );
+
+    // The file exists now: a replay that ran the tool would differ.
+    std::fs::write(dir.path().join("notes.txt"), "hello\n").unwrap();
+    let replay = cogni_in(dir.path(), &url, &["replay", run_id]);
+    assert!(
+        replay.status.success(),
+        "{}{}",
+        text(&replay.stdout),
+        text(&replay.stderr)
+    );
+    assert!(text(&replay.stdout).ends_with("events identical\n"));
+}
