@@ -10,7 +10,8 @@
 //! clients each post one AG-UI run at once and read its stream to `RUN_FINISHED`. Reported per
 //! level: runs per second (N over the wall time of the level) and the p50/p99 of the time the
 //! server adds per run: the client's time from request to the stream's end, minus the time the
-//! fake itself spent streaming that run's two model turns.
+//! fake itself spent streaming that run's two model turns. A first pass at the largest level
+//! warms the connection pools, so the levels measure steady state rather than TCP setup.
 
 use std::time::{Duration, Instant};
 
@@ -69,15 +70,25 @@ async fn level(n: usize, base: &str, fake: &FakeLlm, client: &reqwest::Client) {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let requests = fake.requests();
     let served = fake.served();
+    // Each request's body once, as text, to find the run it belongs to.
+    let bodies: Vec<(String, Duration)> = requests
+        .iter()
+        .enumerate()
+        .skip(first_request)
+        .map(|(i, r)| {
+            (
+                String::from_utf8_lossy(&r.body).into_owned(),
+                served[i].unwrap_or_default(),
+            )
+        })
+        .collect();
     let mut added: Vec<Duration> = results
         .iter()
         .map(|(marker, total)| {
-            let fake_time: Duration = requests
+            let fake_time: Duration = bodies
                 .iter()
-                .enumerate()
-                .skip(first_request)
-                .filter(|(_, r)| r.json.to_string().contains(marker.as_str()))
-                .map(|(i, _)| served[i].unwrap_or_default())
+                .filter(|(body, _)| body.contains(marker.as_str()))
+                .map(|(_, time)| *time)
                 .sum();
             total.saturating_sub(fake_time)
         })
@@ -127,8 +138,10 @@ fn main() {
             .pool_max_idle_per_host(1024)
             .build()
             .expect("a client");
-        // Warm-up: connections, allocator, first catalog build.
-        level(8, &base, &fake, &client).await;
+        // Warm-up at the largest level: connection pools (client → server → fake) filled, the
+        // allocator grown; the levels below then measure steady state.
+        let widest = levels.iter().copied().max().unwrap_or(1);
+        level(widest, &base, &fake, &client).await;
         println!("(warm-up above)");
         for n in levels {
             level(n, &base, &fake, &client).await;
