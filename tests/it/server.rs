@@ -612,3 +612,52 @@ async fn the_catalog_and_health_endpoints_answer() {
     let stats = server.get_json("/api/v1/tools/stats").await;
     assert!(stats["tools"].is_array());
 }
+
+#[tokio::test]
+async fn with_a_data_folder_runs_are_logged_and_a_run_id_is_used_once() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().to_owned();
+    let server = Server::start(move |s| s.data_dir = Some(dir)).await;
+    tool_loop_fixtures(&server.fake).await;
+    let input = agui_input(
+        "t-log",
+        "r-logged",
+        json!([user("m1", "what do my notes say?")]),
+    );
+    let body = server
+        .post("/api/v1/agui", &input)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let shown = frames(&body);
+    assert_eq!(shown.last().unwrap()["type"], "RUN_FINISHED");
+
+    // Every tool result the client saw is in the run log, with its record and both receipts.
+    let store = adapters::SqliteStore::open(data.path()).unwrap();
+    let log = ai_core::RunStore::load_run(&store, &ai_core::RunId::new("r-logged").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(log.header.status, ai_core::RunStatus::Finished);
+    assert!(log.header.input_ref.is_some());
+    let shown_results = shown
+        .iter()
+        .filter(|f| f["type"] == "TOOL_CALL_RESULT")
+        .count();
+    let logged_results = log
+        .events
+        .iter()
+        .filter(|e| matches!(e, ai_core::AiEvent::ToolCallResult { .. }))
+        .count();
+    assert_eq!(
+        (shown_results, logged_results, log.records.len()),
+        (2, 2, 2)
+    );
+    assert_eq!(log.receipt_refs.len(), 2);
+
+    // The same runId again is refused: a run is logged once.
+    let again = server.post("/api/v1/agui", &input).await;
+    assert_eq!(again.status(), 409);
+    let error: Value = serde_json::from_str(&again.text().await.unwrap()).unwrap();
+    assert_eq!(error["error"]["code"], "run_exists");
+}

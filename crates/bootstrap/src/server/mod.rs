@@ -325,7 +325,14 @@ async fn start_run(
     // The thread is freed once its new state is saved, before `Done` reaches the client.
     let events = crate::start_run(&state.runtime, &state.stores, request, move || drop(busy))
         .await
-        .map_err(|e| ApiError::internal(format!("the run cannot start: {e:#}")))?;
+        .map_err(|e| match e.downcast_ref::<ai_core::RunStoreError>() {
+            Some(ai_core::RunStoreError::AlreadyExists(run)) => ApiError::new(
+                StatusCode::CONFLICT,
+                "run_exists",
+                format!("run {run} exists already: a new run needs a new runId"),
+            ),
+            _ => ApiError::internal(format!("the run cannot start: {e:#}")),
+        })?;
     Ok(StartedRun { events, cancel })
 }
 
