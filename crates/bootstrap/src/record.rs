@@ -5,8 +5,10 @@
 //! (`SqliteStore`) and model receipts, tool calls and run inputs to content-addressed blobs
 //! (`FsBlobStore`); without one, threads live in memory and nothing is logged. [`start_run`]
 //! stores each batch of a run's events (with the records and receipts that came with them) in
-//! one transaction *before* handing it on, so an event a client has seen is never lost; the batch
-//! that carries `Done` also carries the thread's new state and ends the run. [`recover`] runs
+//! one transaction *before* handing it on, so an event a client has seen is never lost; a tool
+//! call's record and its result event are always in the same batch; the batch that carries
+//! `Done` also carries the thread's new state and ends the run. (A whole step per transaction
+//! would hold a step's streamed text back from the client until the step ends.) [`recover`] runs
 //! once at start: runs a crash left `running` are closed, each started call gets an
 //! `interrupted` result, and their threads take the interrupted turn in a valid form.
 
@@ -183,8 +185,18 @@ pub async fn start_run(
         let mut on_saved = Some(on_saved);
         while let Some(first) = incoming.recv().await {
             let mut batch = vec![first];
-            while let Ok(item) = incoming.try_recv() {
-                batch.push(item);
+            loop {
+                while let Ok(item) = incoming.try_recv() {
+                    batch.push(item);
+                }
+                // A record is sent just before its result event: store the two together.
+                if !matches!(batch.last(), Some(Item::Record(_))) {
+                    break;
+                }
+                match incoming.recv().await {
+                    Some(item) => batch.push(item),
+                    None => break,
+                }
             }
             let (mut step, done) = split(batch);
             if done {
