@@ -123,9 +123,7 @@ impl FsInner {
             }
             return result;
         }
-        for dir in &dirs {
-            sync_dir(dir)?;
-        }
+        in_parallel(&dirs, |dir| sync_dir(dir))?;
         Ok(())
     }
 
@@ -151,10 +149,12 @@ impl FsInner {
                 .map_err(|e| io_error("cannot write", &tmp, &e))?;
             files.push((file, tmp));
         }
-        for (file, tmp) in &files {
+        // The syncs run at once: a journaling filesystem folds concurrent fsyncs into shared
+        // journal commits, so a batch waits for about one sync instead of one per blob.
+        in_parallel(&files, |(file, tmp)| {
             file.sync_all()
-                .map_err(|e| io_error("cannot fsync", tmp, &e))?;
-        }
+                .map_err(|e| io_error("cannot fsync", tmp, &e))
+        })?;
         for ((_, _, path), (_, tmp)) in todo.iter().zip(&files) {
             fs::rename(tmp, path).map_err(|e| io_error("cannot rename into", path, &e))?;
             temps.retain(|t| t != tmp);
@@ -176,6 +176,29 @@ impl FsInner {
         }
         Ok(bytes)
     }
+}
+
+/// Runs `op` on every item, each on its own scoped thread when there are several (they block in
+/// the kernel, so they overlap), and returns the first error.
+fn in_parallel<T: Sync>(
+    items: &[T],
+    op: impl Fn(&T) -> Result<(), BlobStoreError> + Sync,
+) -> Result<(), BlobStoreError> {
+    if let [only] = items {
+        return op(only);
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items.iter().map(|item| scope.spawn(|| op(item))).collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle.join().unwrap_or_else(|_| {
+                    Err(BlobStoreError::Backend("a blob sync thread failed".into()))
+                })
+            })
+            .collect::<Result<Vec<()>, _>>()
+            .map(|_| ())
+    })
 }
 
 /// Fsyncs a folder so a rename or a new entry in it survives a crash.
