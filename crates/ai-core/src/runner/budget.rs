@@ -9,14 +9,16 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use serde_json::Value;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::{ToolError, ToolErrorCode, ToolFailure};
 
-/// Awaits `exec`, ending it as `cancelled` when the token fires, as `timeout`
-/// past `budget`, and as `execution` when it fails or panics.
+/// Awaits `exec`, ending it as `cancelled` when the token fires, as `timeout` at `deadline`
+/// (`budget` after the attempt started), and as `execution` when it fails or panics.
 pub(super) async fn run<F>(
     exec: F,
+    deadline: Instant,
     budget: Duration,
     cancel: &CancellationToken,
 ) -> Result<Value, ToolFailure>
@@ -26,11 +28,10 @@ where
     if cancel.is_cancelled() {
         return Err(cancelled());
     }
-    let deadline = tokio::time::Instant::now() + budget;
     let mut exec = CatchUnwind(exec);
     // Most tools finish on their first poll: poll once before arming the timer and the
     // cancellation waiter, which a finished tool would only register and drop again. The
-    // deadline was taken first, so the first poll counts against the budget.
+    // deadline was taken before, so the first poll counts against the budget.
     let first = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut exec).poll(cx))).await;
     let finished = match first {
         Poll::Ready(finished) => finished,
@@ -62,7 +63,7 @@ where
 /// The slow path: the tool did not finish on its first poll.
 async fn wait<F: Future + Unpin>(
     exec: CatchUnwind<F>,
-    deadline: tokio::time::Instant,
+    deadline: Instant,
     budget: Duration,
     cancel: &CancellationToken,
 ) -> Result<<CatchUnwind<F> as Future>::Output, ToolFailure> {

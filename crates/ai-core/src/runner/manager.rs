@@ -116,9 +116,12 @@ impl Default for Health {
 }
 
 /// Breakers and statistics of every tool a runner has run.
+///
+/// Looked up on every call, so hashed with foldhash rather than SipHash: the keys are the ids
+/// of bound tools, never a name the model made up, so there is no flooding to resist.
 #[derive(Debug, Default)]
 pub(super) struct Registry {
-    tools: Mutex<HashMap<ToolId, Health>>,
+    tools: Mutex<HashMap<ToolId, Health, foldhash::fast::RandomState>>,
 }
 
 /// Whether a failure says something about the tool's health (and so counts for its breaker).
@@ -386,8 +389,10 @@ pub(super) async fn execute(
             .map_or(remaining, |ms| Duration::from_millis(ms).min(remaining));
         let started_at_ms = step.clock.now_ms();
         let exec = tool.exec(ExecPermit::new(), Arc::clone(&args), invocation, caps);
-        let result = budget::run(exec, attempt_budget, step.cancel).await;
+        let result = budget::run(exec, now + attempt_budget, attempt_budget, step.cancel).await;
         now = Instant::now();
+        // Most calls make one attempt: room for exactly one, not the default four.
+        attempts.reserve_exact(1);
         attempts.push(Attempt {
             number,
             started_at_ms,
@@ -425,16 +430,24 @@ pub(super) async fn execute(
             retry_in_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
             category: failure.category,
         });
-        tokio::select! {
-            biased;
-            () = step.cancel.cancelled() => {
-                let cancelled = ToolFailure::new(ToolErrorCode::Cancelled, "the tool call was cancelled");
-                let call = Some((Instant::now() - started, number - 2));
-                step.registry.record_call_only(id, Some(ToolErrorCategory::Cancelled), call);
-                return Err(cancelled);
-            }
-            () = tokio::time::sleep(wait) => {}
+        // Boxed so that the timer's state is not part of every call's future.
+        if !Box::pin(sleep_unless_cancelled(wait, step.cancel)).await {
+            let cancelled =
+                ToolFailure::new(ToolErrorCode::Cancelled, "the tool call was cancelled");
+            let call = Some((Instant::now() - started, number - 2));
+            step.registry
+                .record_call_only(id, Some(ToolErrorCategory::Cancelled), call);
+            return Err(cancelled);
         }
         now = Instant::now();
+    }
+}
+
+/// Sleeps for `wait`; `false` when the token fired first.
+async fn sleep_unless_cancelled(wait: Duration, cancel: &CancellationToken) -> bool {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => false,
+        () = tokio::time::sleep(wait) => true,
     }
 }

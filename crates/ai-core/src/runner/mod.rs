@@ -41,7 +41,7 @@ use crate::{
     AiEvent, Authorizer, AuthzDecision, BoundTool, Capabilities, Clock, ConnectionBroker,
     ConnectionId, EventSink, LlmToolCall, PolicyDecision, RunContext, ToolCallId, ToolCatalog,
     ToolErrorCode, ToolExecResult, ToolFailure, ToolId, ToolInvocationContext,
-    ToolInvocationRecord, ToolOutcome, ToolPolicy, ToolSource,
+    ToolInvocationRecord, ToolOutcome, ToolPolicy, ToolSource, ToolSpec,
 };
 
 pub use manager::{BreakerStatus, LatencyPercentiles, ToolStats};
@@ -207,11 +207,13 @@ impl ToolRunner {
     ) -> ToolRun {
         let started_at_ms = self.clock.now_ms();
         // A name in the catalog is a valid id already; only other names need parsing.
-        let tool_id = match catalog.get_by_name(&call.name) {
-            Some(spec) => Some(spec.id.clone()),
+        let listed = catalog.get_by_name(&call.name);
+        let parsed = match listed {
+            Some(_) => None,
             None => ToolId::parse(&call.name).ok(),
         };
-        let tool_name = tool_id.as_ref().map_or(INVALID_NAME, ToolId::as_str);
+        let tool_id = listed.map(|spec| &spec.id).or(parsed.as_ref());
+        let tool_name = tool_id.map_or(INVALID_NAME, ToolId::as_str);
         let span = tracing::info_span!(
             "execute_tool",
             otel.name = %format_args!("execute_tool {tool_name}"),
@@ -228,15 +230,7 @@ impl ToolRunner {
             attempts: Vec::new(),
         };
         let outcome = self
-            .pipeline(
-                call,
-                tool_id.as_ref(),
-                ctx,
-                catalog,
-                events,
-                cancel,
-                &mut progress,
-            )
+            .pipeline(call, tool_id, listed, ctx, events, cancel, &mut progress)
             .instrument(span.clone())
             .await;
         let ended_at_ms = self.clock.now_ms();
@@ -341,15 +335,15 @@ impl ToolRunner {
         &self,
         call: &ToolCall,
         tool_id: Option<&ToolId>,
+        listed: Option<&ToolSpec>,
         ctx: &RunContext,
-        catalog: &ToolCatalog,
         events: &dyn EventSink,
         cancel: &CancellationToken,
         progress: &mut Progress,
     ) -> Result<Value, Stop> {
         let tool = self.find_bound_tool(tool_id)?; // 1
         let id = &tool.spec().id;
-        let needs_approval = self.check_policy(ctx, catalog, tool.as_ref())?; // 2
+        let needs_approval = self.check_policy(ctx, listed, tool.as_ref())?; // 2
         self.check_authz(ctx, id).await?; // 3
         let connection_id = check_connection_grant(ctx, tool.as_ref())?; // 4
         let args = self.parse_and_validate(tool.as_ref(), &call.arguments)?; // 5
@@ -392,11 +386,12 @@ impl ToolRunner {
         })
     }
 
-    /// Step 2.
+    /// Step 2. `listed`: the run's catalog entry for the called name, looked up once by
+    /// [`Self::run_tool`].
     fn check_policy(
         &self,
         ctx: &RunContext,
-        catalog: &ToolCatalog,
+        listed: Option<&ToolSpec>,
         tool: &dyn BoundTool,
     ) -> Result<bool, ToolFailure> {
         let spec = tool.spec();
@@ -406,7 +401,7 @@ impl ToolRunner {
                 format!("tool {} is not allowed: {why}", spec.id),
             )
         };
-        if !catalog.contains(&spec.id) {
+        if listed.is_none_or(|listed| listed.id != spec.id) {
             return Err(denied("it is not in this run's catalog"));
         }
         match self.policy.decide(ctx, &spec.id, spec.effect) {
@@ -441,8 +436,11 @@ impl ToolRunner {
                 ),
             ));
         }
-        // Some models send "" for a tool without parameters.
-        let parsed = if raw.trim().is_empty() {
+        // Some models send "" (or only JSON whitespace) for a tool without parameters.
+        let parsed = if raw
+            .bytes()
+            .all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        {
             Value::Object(Default::default())
         } else {
             serde_json::from_str(raw).map_err(|_| {
