@@ -1,12 +1,16 @@
-//! The store's added cost per model step and per tool call, fsync on (WAL, `synchronous = FULL`;
-//! blobs written to a temp file, fsynced, renamed, folder fsynced), on a temporary folder of the
-//! machine's disk:
+//! The store's added cost per model step and per tool call, fsync on, on a temporary folder of
+//! the machine's disk: the run store is SQLite (WAL, `synchronous = FULL`); blobs go to each
+//! blob store in turn, `store_fs/*` ([`adapters::FsBlobStore`]: temp file, fsync, rename,
+//! folder fsync) and `store_sqlite/*` ([`adapters::SqliteBlobStore`]: rows of the run store's
+//! database, appended to its write-ahead log and made durable by the step's commit).
 //!
-//! - `store/model_step`: one receipt blob put + `commit_step` with 6 events and the receipt ref;
-//! - `store/tool_call`: one tool call blob put + `commit_step` with its invocation record;
-//! - `store/recorded_model_call`: a whole `RecordingCompletion` call around an instant model with
-//!   one tool call (tool set and the empty fragment list cached; tool call, completion, output
-//!   items and receipt blobs put in one batch);
+//! - `model_step`: one receipt blob put + `commit_step` with 6 events and the receipt ref;
+//! - `tool_call`: one tool call blob put + `commit_step` with its invocation record;
+//! - `recorded_model_call`: a whole `RecordingCompletion` call around an instant model with one
+//!   tool call (tool set and the empty fragment list cached; tool call, completion, output items
+//!   and receipt blobs put in one batch);
+//! - `full_model_step`: `recorded_model_call`, then `commit_step` with 6 events and the
+//!   receipt ref: everything the store adds to one model step;
 //! - `store/commit_step_only`: `commit_step` alone (SQLite's share of `model_step`).
 //!
 //! Every iteration writes new content, so no put is skipped as already stored.
@@ -130,82 +134,111 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let blobs = FsBlobStore::open(dir.path()).unwrap();
     let store = SqliteStore::open(dir.path()).unwrap();
     let run = RunId::new("bench-run").unwrap();
     rt.block_on(store.begin_run(&run, None, 0, None)).unwrap();
     let counter = AtomicU64::new(0);
     let next = || counter.fetch_add(1, Ordering::Relaxed);
+    let blob_stores: [(&str, Arc<dyn BlobStore>); 2] = [
+        ("fs", Arc::new(FsBlobStore::open(dir.path()).unwrap())),
+        ("sqlite", Arc::new(store.blob_store().unwrap())),
+    ];
+
+    for (name, blobs) in blob_stores {
+        let mut group = c.benchmark_group(format!("store_{name}"));
+        group.sample_size(50);
+        group.measurement_time(Duration::from_secs(6));
+
+        group.bench_function("model_step", |b| {
+            b.iter(|| {
+                let n = next();
+                rt.block_on(async {
+                    let hash = blobs
+                        .put(&receipt(n).to_canonical_bytes().unwrap())
+                        .await
+                        .unwrap();
+                    let step = RunStep {
+                        events: six_events(n),
+                        receipt_refs: vec![hash],
+                        ..RunStep::default()
+                    };
+                    store.commit_step(&run, step).await.unwrap()
+                })
+            })
+        });
+
+        group.bench_function("tool_call", |b| {
+            b.iter(|| {
+                let n = next();
+                rt.block_on(async {
+                    let call = ToolCallBlob {
+                        id: format!("call_{n}"),
+                        name: "core__get_current_time".into(),
+                        arguments_json: format!(r#"{{"tz": "UTC", "n": {n}}}"#),
+                    };
+                    blobs.put(&canonical_bytes(&call).unwrap()).await.unwrap();
+                    let step = RunStep {
+                        records: vec![record(n)],
+                        ..RunStep::default()
+                    };
+                    store.commit_step(&run, step).await.unwrap()
+                })
+            })
+        });
+
+        let receipts = Arc::new(ReceiptCollector::default());
+        let recorder = RecordingCompletion::new(
+            Arc::new(InstantModel(AtomicU64::new(0))),
+            Arc::clone(&blobs),
+            RecordingConfig {
+                provider: "openai-chat".into(),
+                model: "gpt-test".into(),
+            },
+            receipts.clone(),
+        );
+        let request = LlmRequest {
+            caller: LlmCaller {
+                run_id: run.clone(),
+                graph: None,
+            },
+            messages: vec![ai_core::Message::User {
+                content: "what time is it?".into(),
+            }],
+            tools: vec![],
+            tool_choice: ai_core::ToolChoice::Auto,
+            parallel_tool_calls: None,
+        };
+        group.bench_function("recorded_model_call", |b| {
+            b.iter(|| {
+                rt.block_on(recorder.complete(&request, &mut |_| {}, &CancellationToken::new()))
+                    .unwrap()
+            })
+        });
+        // Everything the store adds to one model step: the recorded call's blobs, then the
+        // step's transaction with its events and the receipt's address.
+        group.bench_function("full_model_step", |b| {
+            b.iter(|| {
+                let n = next();
+                rt.block_on(async {
+                    recorder
+                        .complete(&request, &mut |_| {}, &CancellationToken::new())
+                        .await
+                        .unwrap();
+                    let step = RunStep {
+                        events: six_events(n),
+                        receipt_refs: receipts.take(&run),
+                        ..RunStep::default()
+                    };
+                    store.commit_step(&run, step).await.unwrap()
+                })
+            })
+        });
+        group.finish();
+    }
 
     let mut group = c.benchmark_group("store");
     group.sample_size(50);
-    group.measurement_time(Duration::from_secs(8));
-
-    group.bench_function("model_step", |b| {
-        b.iter(|| {
-            let n = next();
-            rt.block_on(async {
-                let hash = blobs
-                    .put(&receipt(n).to_canonical_bytes().unwrap())
-                    .await
-                    .unwrap();
-                let step = RunStep {
-                    events: six_events(n),
-                    receipt_refs: vec![hash],
-                    ..RunStep::default()
-                };
-                store.commit_step(&run, step).await.unwrap()
-            })
-        })
-    });
-
-    group.bench_function("tool_call", |b| {
-        b.iter(|| {
-            let n = next();
-            rt.block_on(async {
-                let call = ToolCallBlob {
-                    id: format!("call_{n}"),
-                    name: "core__get_current_time".into(),
-                    arguments_json: format!(r#"{{"tz": "UTC", "n": {n}}}"#),
-                };
-                blobs.put(&canonical_bytes(&call).unwrap()).await.unwrap();
-                let step = RunStep {
-                    records: vec![record(n)],
-                    ..RunStep::default()
-                };
-                store.commit_step(&run, step).await.unwrap()
-            })
-        })
-    });
-
-    let recorder = RecordingCompletion::new(
-        Arc::new(InstantModel(AtomicU64::new(0))),
-        Arc::new(blobs.clone()),
-        RecordingConfig {
-            provider: "openai-chat".into(),
-            model: "gpt-test".into(),
-        },
-        Arc::new(ReceiptCollector::default()),
-    );
-    let request = LlmRequest {
-        caller: LlmCaller {
-            run_id: run.clone(),
-            graph: None,
-        },
-        messages: vec![ai_core::Message::User {
-            content: "what time is it?".into(),
-        }],
-        tools: vec![],
-        tool_choice: ai_core::ToolChoice::Auto,
-        parallel_tool_calls: None,
-    };
-    group.bench_function("recorded_model_call", |b| {
-        b.iter(|| {
-            rt.block_on(recorder.complete(&request, &mut |_| {}, &CancellationToken::new()))
-                .unwrap()
-        })
-    });
-
+    group.measurement_time(Duration::from_secs(6));
     group.bench_function("commit_step_only", |b| {
         b.iter(|| {
             let n = next();

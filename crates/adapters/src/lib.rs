@@ -6,7 +6,9 @@
 //! endpoint (chat completions or the Responses API) behind [`ai_core::CompletionPort`], built
 //! from an [`OpenAiConfig`]. Adapters say their technology in their names.
 //!
-//! Storage: [`FsBlobStore`] (and [`InMemoryBlobStore`]) behind [`ai_core::BlobStore`];
+//! Storage: [`FsBlobStore`] (one file per blob), [`SqliteBlobStore`] (rows of `cogni.db`, made
+//! durable by the run store's next commit) and [`InMemoryBlobStore`] behind
+//! [`ai_core::BlobStore`];
 //! [`SqliteStore`], one `cogni.db` in the data directory, behind [`ai_core::ThreadStore`] and
 //! [`ai_core::RunStore`] (and [`InMemoryRunStore`], the same rules in memory); [`RecordingCompletion`], a [`ai_core::CompletionPort`] decorator that
 //! writes a [`ai_core::ModelReceipt`] for every model call, and [`ReplayCompletion`], which
@@ -16,6 +18,7 @@
 //! and never binds tools (that is the composition root's job).
 
 mod blob;
+mod blob_sqlite;
 mod clock;
 mod memory;
 mod openai;
@@ -25,6 +28,7 @@ mod sqlite;
 mod workspace;
 
 pub use blob::{FsBlobStore, InMemoryBlobStore};
+pub use blob_sqlite::SqliteBlobStore;
 pub use clock::SystemClock;
 pub use memory::InMemoryRunStore;
 pub use openai::{

@@ -20,11 +20,16 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use serde_json::Value;
 
+use crate::SqliteBlobStore;
+
 /// The database file's name inside the data directory.
 pub const DB_FILE: &str = "cogni.db";
 
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/0001_init.sql"),
+    include_str!("../migrations/0002_blobs.sql"),
+];
 
 /// The schema version this build writes (the number of migrations).
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -112,6 +117,13 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// A blob store in this database (its own connection to the same file): see
+    /// [`SqliteBlobStore`] for why blobs that share the run store's write-ahead log cost no
+    /// fsync of their own.
+    pub fn blob_store(&self) -> Result<SqliteBlobStore, ai_core::BlobStoreError> {
+        SqliteBlobStore::open_migrated(&self.path)
     }
 
     /// Runs `f` on the connection on tokio's blocking pool.

@@ -1,9 +1,9 @@
-//! FsBlobStore and InMemoryBlobStore: addressing, idempotence, verification, refusal of
+//! FsBlobStore, SqliteBlobStore and InMemoryBlobStore: addressing, idempotence, verification, refusal of
 //! anything that is not an address.
 
 use std::sync::Arc;
 
-use adapters::{FsBlobStore, InMemoryBlobStore};
+use adapters::{DB_FILE, FsBlobStore, InMemoryBlobStore, SqliteBlobStore, SqliteStore};
 use ai_core::{BlobStore, BlobStoreError, sha256_hex};
 
 const BAD_ADDRESSES: &[&str] = &[
@@ -78,9 +78,14 @@ async fn fs_put_does_not_overwrite_a_stored_blob() {
 async fn every_non_address_is_refused_before_any_lookup() {
     let dir = tempfile::tempdir().unwrap();
     let fs = FsBlobStore::open(dir.path()).unwrap();
+    let sqlite = sqlite_blobs(dir.path());
     let mem = InMemoryBlobStore::default();
     for bad in BAD_ADDRESSES {
-        for store in [&fs as &dyn BlobStore, &mem as &dyn BlobStore] {
+        for store in [
+            &fs as &dyn BlobStore,
+            &sqlite as &dyn BlobStore,
+            &mem as &dyn BlobStore,
+        ] {
             match store.get(bad).await {
                 Err(BlobStoreError::InvalidHash(shown)) => {
                     assert_eq!(&shown, bad);
@@ -139,4 +144,56 @@ async fn fs_put_many_stores_a_batch_in_order_with_duplicates_and_known_blobs() {
         "three distinct blobs, no temporary files: {files:?}"
     );
     assert!(store.put_many(&[]).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn sqlite_put_many_is_one_idempotent_batch_and_survives_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_blobs(dir.path());
+    assert_eq!(store.path(), dir.path().join(DB_FILE));
+    let known = store.put(b"known").await.unwrap();
+    let batch: [&[u8]; 5] = [b"one", b"known", b"two", b"one", b""];
+    let hashes = store.put_many(&batch).await.unwrap();
+    let expected: Vec<String> = batch.iter().map(|b| sha256_hex(b)).collect();
+    assert_eq!(hashes, expected);
+    assert_eq!(hashes[1], known);
+    drop(store);
+
+    let store = sqlite_blobs(dir.path());
+    for (hash, bytes) in hashes.iter().zip(batch) {
+        assert_eq!(store.get(hash).await.unwrap(), bytes);
+    }
+    let db = rusqlite::Connection::open(dir.path().join(DB_FILE)).unwrap();
+    let rows: i64 = db
+        .query_row("SELECT count(*) FROM blobs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 4, "one row per distinct blob");
+    let missing = sha256_hex(b"never stored");
+    assert_eq!(
+        store.get(&missing).await,
+        Err(BlobStoreError::NotFound(missing.clone()))
+    );
+}
+
+#[tokio::test]
+async fn sqlite_detects_damaged_bytes_and_a_put_does_not_overwrite_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_blobs(dir.path());
+    let hash = store.put(b"original").await.unwrap();
+    let db = rusqlite::Connection::open(dir.path().join(DB_FILE)).unwrap();
+    db.execute(
+        "UPDATE blobs SET bytes = ?1 WHERE hash = ?2",
+        rusqlite::params![b"damaged".to_vec(), hash],
+    )
+    .unwrap();
+    assert_eq!(store.put(b"original").await.unwrap(), hash);
+    assert_eq!(
+        store.get(&hash).await,
+        Err(BlobStoreError::Corrupt(hash.clone()))
+    );
+}
+
+/// The blob store of a fresh run store in `dir`.
+fn sqlite_blobs(dir: &std::path::Path) -> SqliteBlobStore {
+    SqliteStore::open(dir).unwrap().blob_store().unwrap()
 }

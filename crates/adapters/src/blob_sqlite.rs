@@ -1,0 +1,142 @@
+//! [`SqliteBlobStore`]: content-addressed blobs as rows of the run store's database (`cogni.db`),
+//! so that a model step's blobs and its rows share one write-ahead log and one fsync.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ai_core::{BlobStore, BlobStoreError, sha256_hex};
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use crate::blob::check_hash;
+
+/// Blobs in the `blobs` table of a [`crate::SqliteStore`]'s database, one row per address;
+/// made by [`crate::SqliteStore::blob_store`].
+///
+/// A put of bytes already stored writes nothing; a batch is one transaction, so a crash leaves
+/// all of it or none of it, and never a blob at its address with other bytes; a get checks the
+/// bytes against the address. Calls run on tokio's blocking pool, one at a time per store.
+///
+/// **Durability.** A batch is appended to the database's write-ahead log with
+/// `synchronous = NORMAL`: it survives the process being killed at once, and survives a power
+/// loss from the next fsynced commit of the same database on, which the run store's commits
+/// all are. Blobs are written before the step that references them, and the log is replayed in
+/// order, so a committed step never references a blob that a crash lost; a blob nothing
+/// references yet may be lost with the power, which is harmless. This is what makes a recorded
+/// model step cost one fsync instead of one per blob file plus one
+/// ([`crate::FsBlobStore`]); `cargo bench -p cogni-adapters --bench store` measures both.
+///
+/// ```
+/// use ai_core::{BlobStore, BlobStoreError};
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let dir = tempfile::tempdir().unwrap();
+/// let store = adapters::SqliteStore::open(dir.path()).unwrap().blob_store().unwrap();
+/// let hashes = store.put_many(&[b"a", b"b"]).await.unwrap();
+/// assert_eq!(store.get(&hashes[1]).await.unwrap(), b"b");
+/// assert!(matches!(store.get(&"0".repeat(64)).await, Err(BlobStoreError::NotFound(_))));
+/// # });
+/// ```
+#[derive(Clone, Debug)]
+pub struct SqliteBlobStore {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+fn backend(what: impl std::fmt::Display, e: impl std::fmt::Display) -> BlobStoreError {
+    BlobStoreError::Backend(format!("{what}: {e}"))
+}
+
+impl SqliteBlobStore {
+    /// Opens a connection to `path`, a database [`crate::SqliteStore`] has migrated.
+    pub(crate) fn open_migrated(path: &Path) -> Result<Self, BlobStoreError> {
+        let conn = Connection::open(path)
+            .map_err(|e| backend(format_args!("cannot open {}", path.display()), e))?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(|e| backend("cannot set the busy timeout", e))?;
+        // The run store left the file in WAL mode (a persistent setting); a batch is appended
+        // to the log without an fsync of its own (see the type's docs).
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(|e| backend("cannot set the connection's pragmas", e))?;
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+            path: path.to_owned(),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` on the connection on tokio's blocking pool.
+    async fn with_conn<T, F>(&self, f: F) -> Result<T, BlobStoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, BlobStoreError> + Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || {
+            let mut conn = conn.lock().map_err(|_| {
+                BlobStoreError::Backend("the blob connection lock is poisoned".into())
+            })?;
+            f(&mut conn)
+        })
+        .await
+        .map_err(|e| backend("the blob store task failed", e))?
+    }
+}
+
+#[async_trait]
+impl BlobStore for SqliteBlobStore {
+    async fn put(&self, bytes: &[u8]) -> Result<String, BlobStoreError> {
+        let mut hashes = self.put_many(&[bytes]).await?;
+        hashes
+            .pop()
+            .ok_or_else(|| BlobStoreError::Backend("a one-blob batch returned no address".into()))
+    }
+
+    async fn put_many(&self, blobs: &[&[u8]]) -> Result<Vec<String>, BlobStoreError> {
+        let batch: Vec<(String, Vec<u8>)> = blobs
+            .iter()
+            .map(|bytes| (sha256_hex(bytes), bytes.to_vec()))
+            .collect();
+        let hashes = batch.iter().map(|(hash, _)| hash.clone()).collect();
+        self.with_conn(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| backend("cannot begin a blob batch", e))?;
+            {
+                let mut insert = tx
+                    .prepare_cached("INSERT OR IGNORE INTO blobs (hash, bytes) VALUES (?1, ?2)")
+                    .map_err(|e| backend("cannot prepare a blob insert", e))?;
+                for (hash, bytes) in &batch {
+                    insert
+                        .execute(params![hash, bytes])
+                        .map_err(|e| backend(format_args!("cannot store blob {hash}"), e))?;
+                }
+            }
+            tx.commit()
+                .map_err(|e| backend("cannot commit a blob batch", e))
+        })
+        .await?;
+        Ok(hashes)
+    }
+
+    async fn get(&self, hash: &str) -> Result<Vec<u8>, BlobStoreError> {
+        check_hash(hash)?;
+        let hash = hash.to_owned();
+        self.with_conn(move |conn| {
+            let bytes: Option<Vec<u8>> = conn
+                .prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")
+                .and_then(|mut select| select.query_row([&hash], |row| row.get(0)).optional())
+                .map_err(|e| backend(format_args!("cannot read blob {hash}"), e))?;
+            let bytes = bytes.ok_or_else(|| BlobStoreError::NotFound(hash.clone()))?;
+            if sha256_hex(&bytes) != hash {
+                return Err(BlobStoreError::Corrupt(hash));
+            }
+            Ok(bytes)
+        })
+        .await
+    }
+}
