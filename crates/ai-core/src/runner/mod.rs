@@ -123,11 +123,14 @@ enum Stop {
     /// A coded failure, answered to the model.
     Failed(ToolFailure),
     /// The tool needs an approval this call does not have yet.
-    NeedsApproval {
-        tool_id: ToolId,
-        args: Arc<Value>,
-        args_hash: String,
-    },
+    NeedsApproval(Paused),
+}
+
+/// A call paused for approval: the tool and the validated arguments the approval must name.
+struct Paused {
+    tool_id: ToolId,
+    args: Arc<Value>,
+    args_hash: String,
 }
 
 impl From<ToolFailure> for Stop {
@@ -214,16 +217,7 @@ impl ToolRunner {
         };
         let tool_id = listed.map(|spec| &spec.id).or(parsed.as_ref());
         let tool_name = tool_id.map_or(INVALID_NAME, ToolId::as_str);
-        let span = tracing::info_span!(
-            "execute_tool",
-            otel.name = %format_args!("execute_tool {tool_name}"),
-            gen_ai.operation.name = "execute_tool",
-            gen_ai.tool.name = %tool_name,
-            gen_ai.tool.call.id = %call.id,
-            outcome = tracing::field::Empty,
-            duration_ms = tracing::field::Empty,
-            gen_ai.tool.call.result = tracing::field::Empty,
-        );
+        let span = invocation_span(tool_name, &call.id);
         let mut progress = Progress {
             started: false,
             args: None,
@@ -238,36 +232,9 @@ impl ToolRunner {
         let outcome = match outcome {
             Ok(value) => Ok(value),
             Err(Stop::Failed(failure)) => Err(failure),
-            Err(Stop::NeedsApproval {
-                tool_id,
-                args,
-                args_hash,
-            }) => {
-                // Nothing ran: no start or result event, only the request for a decision.
-                span.record("outcome", "approval_required");
-                events.emit(AiEvent::ApprovalRequired {
-                    tool_call_id: call.id.clone(),
-                    tool_id,
-                    args: Arc::clone(&args),
-                    args_hash: args_hash.clone(),
-                });
-                return ToolRun {
-                    result: ToolExecResult {
-                        tool_call_id: call.id.clone(),
-                        outcome: ToolOutcome::ApprovalRequired { args_hash },
-                    },
-                    record: ToolInvocationRecord {
-                        tool_call_id: call.id.clone(),
-                        tool_id: call.name.clone(),
-                        args: Some(args),
-                        result: None,
-                        error: None,
-                        started_at_ms,
-                        ended_at_ms,
-                        attempts: Vec::new(),
-                        raw: None,
-                    },
-                };
+            Err(Stop::NeedsApproval(paused)) => {
+                let times = (started_at_ms, ended_at_ms);
+                return paused_for_approval(call, paused, &span, events, times);
             }
         };
 
@@ -289,14 +256,15 @@ impl ToolRunner {
             Err(failure) => (ToolOutcome::Error(failure.clone()), None, Some(failure)),
         };
         let code = error.as_ref().map_or("ok", |f| f.code.as_str());
-        span.record("outcome", code);
-        span.record("duration_ms", ended_at_ms.saturating_sub(started_at_ms));
-        if self.config.trace_redacted_results
-            && let Some(value) = &value
-        {
-            span.record("gen_ai.tool.call.result", tracing::field::display(value));
-        }
-        span.in_scope(|| tracing::debug!(outcome = code, "tool call finished"));
+        let traced_result = value
+            .as_deref()
+            .filter(|_| self.config.trace_redacted_results);
+        finish_span(
+            &span,
+            code,
+            ended_at_ms.saturating_sub(started_at_ms),
+            traced_result,
+        );
         let record = ToolInvocationRecord {
             tool_call_id: call.id.clone(),
             tool_id: if call.name.len() <= 128 {
@@ -571,11 +539,11 @@ fn check_approval(
             ToolErrorCode::PolicyDenied,
             format!("the approval for this call of {tool_id} does not match its arguments"),
         ))),
-        None => Err(Stop::NeedsApproval {
+        None => Err(Stop::NeedsApproval(Paused {
             tool_id: tool_id.clone(),
             args: Arc::new(args.clone()),
             args_hash: hash,
-        }),
+        })),
     }
 }
 
@@ -587,6 +555,73 @@ fn validate_output(tool: &dyn BoundTool, output: &Value) -> Result<(), ToolFailu
             format!("the tool returned invalid output: {}", e.safe_message()),
         )
     })
+}
+
+/// The invocation's span (OpenTelemetry GenAI names). Out of line, like [`finish_span`]: the
+/// macros expand to much code that would otherwise sit in the middle of every call's hot path.
+#[inline(never)]
+fn invocation_span(tool_name: &str, call_id: &ToolCallId) -> tracing::Span {
+    tracing::info_span!(
+        "execute_tool",
+        otel.name = %format_args!("execute_tool {tool_name}"),
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = %tool_name,
+        gen_ai.tool.call.id = %call_id,
+        outcome = tracing::field::Empty,
+        duration_ms = tracing::field::Empty,
+        gen_ai.tool.call.result = tracing::field::Empty,
+    )
+}
+
+/// Records how the call ended on its span; `result` only when the config asks for it.
+#[inline(never)]
+fn finish_span(span: &tracing::Span, code: &str, duration_ms: u64, result: Option<&Value>) {
+    span.record("outcome", code);
+    span.record("duration_ms", duration_ms);
+    if let Some(result) = result {
+        span.record("gen_ai.tool.call.result", tracing::field::display(result));
+    }
+    span.in_scope(|| tracing::debug!(outcome = code, "tool call finished"));
+}
+
+/// A call that waits for an approval: nothing ran, so no start or result event, only the
+/// request for a decision.
+#[cold]
+fn paused_for_approval(
+    call: &ToolCall,
+    Paused {
+        tool_id,
+        args,
+        args_hash,
+    }: Paused,
+    span: &tracing::Span,
+    events: &dyn EventSink,
+    (started_at_ms, ended_at_ms): (u64, u64),
+) -> ToolRun {
+    span.record("outcome", "approval_required");
+    events.emit(AiEvent::ApprovalRequired {
+        tool_call_id: call.id.clone(),
+        tool_id,
+        args: Arc::clone(&args),
+        args_hash: args_hash.clone(),
+    });
+    ToolRun {
+        result: ToolExecResult {
+            tool_call_id: call.id.clone(),
+            outcome: ToolOutcome::ApprovalRequired { args_hash },
+        },
+        record: ToolInvocationRecord {
+            tool_call_id: call.id.clone(),
+            tool_id: call.name.clone(),
+            args: Some(args),
+            result: None,
+            error: None,
+            started_at_ms,
+            ended_at_ms,
+            attempts: Vec::new(),
+            raw: None,
+        },
+    }
 }
 
 fn emit_start(events: &dyn EventSink, call: &ToolCall, args: Option<Arc<Value>>) {
