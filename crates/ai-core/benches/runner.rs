@@ -6,12 +6,14 @@
 
 #![allow(missing_docs)]
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use ai_core::{
-    AiEvent, BoundTool, CancellationToken, Capabilities, Clock, ExecPermit, Redaction, RunContext,
-    StaticToolSource, ToolCall, ToolCallId, ToolCatalog, ToolEffect, ToolError, ToolId,
-    ToolInvocationContext, ToolPolicy, ToolRunner, ToolSpec,
+    AiEvent, BoundTool, CancellationToken, Capabilities, Clock, EventSink, ExecPermit, Redaction,
+    RunContext, StaticToolSource, ToolCall, ToolCallId, ToolCatalog, ToolEffect, ToolError, ToolId,
+    ToolInvocationContext, ToolOutcome, ToolPolicy, ToolRunner, ToolSpec,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
@@ -156,6 +158,49 @@ fn bench_runner(c: &mut Criterion) {
             }
             assert!(serde_json::to_vec(&out).unwrap().len() < 32 * 1024);
             std::hint::black_box(out)
+        })
+    });
+    // The floor any runner with this event model pays: `baseline_plus_output_steps` plus the
+    // two events (start with the shared arguments, result with the shared value), the tool's
+    // boxed future and two monotonic clock reads, and nothing else (no policy, no registry, no
+    // record, no span). The pipeline's distance to this line is its own bookkeeping.
+    group.bench_function("baseline_plus_events_and_exec", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let start = std::time::Instant::now();
+                for _ in 0..iters {
+                    let call = std::hint::black_box(&call);
+                    let started = std::time::Instant::now();
+                    let args: Value = serde_json::from_str(&call.arguments).unwrap();
+                    assert!(validator.is_valid(&args));
+                    let args = Arc::new(args);
+                    sink.emit(AiEvent::ToolCallStart {
+                        tool_call_id: call.id.clone(),
+                        tool_name: call.name.clone(),
+                        args: Some(Arc::clone(&args)),
+                    });
+                    let exec_args = Arc::clone(&args);
+                    let exec: Pin<Box<dyn Future<Output = Value> + Send>> =
+                        Box::pin(async move { handler(&exec_args) });
+                    let mut out = exec.await;
+                    let elapsed = started.elapsed();
+                    assert!(output_validator.is_valid(&out));
+                    if let Value::Object(map) = &mut out {
+                        map.retain(|k, _| allow.contains(&k.as_str()));
+                    }
+                    assert!(serde_json::to_vec(&out).unwrap().len() < 32 * 1024);
+                    let out = Arc::new(out);
+                    sink.emit(AiEvent::ToolCallResult {
+                        tool_call_id: call.id.clone(),
+                        tool_name: call.name.clone(),
+                        outcome: ToolOutcome::Ok {
+                            value: Arc::clone(&out),
+                        },
+                    });
+                    std::hint::black_box((args, out, elapsed));
+                }
+                start.elapsed()
+            })
         })
     });
     // The runner is awaited from inside a running task, as the loop driver does: one `block_on`
