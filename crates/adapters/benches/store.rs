@@ -1,8 +1,9 @@
 //! The store's added cost per model step and per tool call, fsync on, on a temporary folder of
 //! the machine's disk: the run store is SQLite (WAL, `synchronous = FULL`); blobs go to each
 //! blob store in turn, `store_fs/*` ([`adapters::FsBlobStore`]: temp file, fsync, rename,
-//! folder fsync) and `store_sqlite/*` ([`adapters::SqliteBlobStore`]: rows of the run store's
-//! database, appended to its write-ahead log and made durable by the step's commit).
+//! folder fsync) and `store_tiered/*` ([`adapters::TieredBlobStore`], the composition root's
+//! default: these blobs are all small, so they are rows of the run store's database, appended
+//! to its write-ahead log and made durable by the step's commit).
 //!
 //! - `model_step`: one receipt blob put + `commit_step` with 6 events and the receipt ref;
 //! - `tool_call`: one tool call blob put + `commit_step` with its invocation record;
@@ -22,7 +23,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use adapters::{FsBlobStore, ReceiptCollector, RecordingCompletion, RecordingConfig, SqliteStore};
+use adapters::{
+    FsBlobStore, ReceiptCollector, RecordingCompletion, RecordingConfig, SqliteStore,
+    TieredBlobStore,
+};
 use ai_core::{
     AiEvent, BlobStore, CancellationToken, CompletionError, CompletionPort, DeltaSink, DoneReason,
     FinishReason, LlmCaller, LlmCompletion, LlmRequest, LlmToolCall, ModelReceipt, RunId, RunStep,
@@ -141,7 +145,13 @@ fn bench(c: &mut Criterion) {
     let next = || counter.fetch_add(1, Ordering::Relaxed);
     let blob_stores: [(&str, Arc<dyn BlobStore>); 2] = [
         ("fs", Arc::new(FsBlobStore::open(dir.path()).unwrap())),
-        ("sqlite", Arc::new(store.blob_store().unwrap())),
+        (
+            "tiered",
+            Arc::new(
+                TieredBlobStore::open(&store, dir.path(), TieredBlobStore::DEFAULT_MAX_ROW_BYTES)
+                    .unwrap(),
+            ),
+        ),
     ];
 
     for (name, blobs) in blob_stores {

@@ -140,3 +140,94 @@ impl BlobStore for SqliteBlobStore {
         .await
     }
 }
+
+/// The embedded default: small blobs (receipts, tool calls, completions) as rows of the run
+/// database ([`SqliteBlobStore`]), blobs over a size limit as files ([`crate::FsBlobStore`]:
+/// temp file, fsync, rename, folder fsync), so a model step costs the run store's one fsync
+/// while a large payload never bloats the database.
+///
+/// A get looks in the database, then in the files; a blob found corrupt in either is reported
+/// as corrupt, never looked for elsewhere.
+///
+/// ```
+/// use ai_core::BlobStore;
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let dir = tempfile::tempdir().unwrap();
+/// let runs = adapters::SqliteStore::open(dir.path()).unwrap();
+/// let store = adapters::TieredBlobStore::open(&runs, dir.path(), 8).unwrap();
+/// let hashes = store.put_many(&[b"tiny", b"more than eight"]).await.unwrap();
+/// let (small, large) = (&hashes[0], &hashes[1]);
+/// assert_eq!(store.get(small).await.unwrap(), b"tiny");
+/// assert!(dir.path().join("blobs").join(&large[..2]).join(&large[2..]).is_file());
+/// # });
+/// ```
+#[derive(Clone, Debug)]
+pub struct TieredBlobStore {
+    rows: SqliteBlobStore,
+    files: crate::FsBlobStore,
+    max_row_bytes: usize,
+}
+
+impl TieredBlobStore {
+    /// The size limit the composition root uses: blobs up to 64 KiB are rows.
+    pub const DEFAULT_MAX_ROW_BYTES: usize = 64 * 1024;
+
+    /// Blobs up to `max_row_bytes` in `runs`' database, larger ones under
+    /// `<data_dir>/blobs/`.
+    pub fn open(
+        runs: &crate::SqliteStore,
+        data_dir: impl AsRef<Path>,
+        max_row_bytes: usize,
+    ) -> Result<Self, BlobStoreError> {
+        Ok(Self {
+            rows: runs.blob_store()?,
+            files: crate::FsBlobStore::open(data_dir)?,
+            max_row_bytes,
+        })
+    }
+
+    /// Where a blob too large for a row lives (see [`crate::FsBlobStore::path_of`]).
+    pub fn files(&self) -> &crate::FsBlobStore {
+        &self.files
+    }
+}
+
+#[async_trait]
+impl BlobStore for TieredBlobStore {
+    async fn put(&self, bytes: &[u8]) -> Result<String, BlobStoreError> {
+        if bytes.len() <= self.max_row_bytes {
+            self.rows.put(bytes).await
+        } else {
+            self.files.put(bytes).await
+        }
+    }
+
+    async fn put_many(&self, blobs: &[&[u8]]) -> Result<Vec<String>, BlobStoreError> {
+        let (small, large): (Vec<&[u8]>, Vec<&[u8]>) = blobs
+            .iter()
+            .partition(|bytes| bytes.len() <= self.max_row_bytes);
+        // Files first: they are durable when written, rows with the next commit.
+        let mut large = self.files.put_many(&large).await?.into_iter();
+        let mut small = self.rows.put_many(&small).await?.into_iter();
+        blobs
+            .iter()
+            .map(|bytes| {
+                let tier = if bytes.len() <= self.max_row_bytes {
+                    &mut small
+                } else {
+                    &mut large
+                };
+                tier.next().ok_or_else(|| {
+                    BlobStoreError::Backend("a blob batch returned too few addresses".into())
+                })
+            })
+            .collect()
+    }
+
+    async fn get(&self, hash: &str) -> Result<Vec<u8>, BlobStoreError> {
+        match self.rows.get(hash).await {
+            Err(BlobStoreError::NotFound(_)) => self.files.get(hash).await,
+            found => found,
+        }
+    }
+}

@@ -28,7 +28,7 @@ mod sqlite;
 mod workspace;
 
 pub use blob::{FsBlobStore, InMemoryBlobStore};
-pub use blob_sqlite::SqliteBlobStore;
+pub use blob_sqlite::{SqliteBlobStore, TieredBlobStore};
 pub use clock::SystemClock;
 pub use memory::InMemoryRunStore;
 pub use openai::{

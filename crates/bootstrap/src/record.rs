@@ -3,7 +3,7 @@
 //!
 //! With a data folder, threads, run logs and tool invocation records go to `cogni.db`
 //! (`SqliteStore`) and model receipts, tool calls and run inputs to content-addressed blobs
-//! (`FsBlobStore`); without one, threads live in memory and nothing is logged. [`start_run`]
+//! (`TieredBlobStore`: rows of `cogni.db` up to 64 KiB, files under `blobs/` beyond); without one, threads live in memory and nothing is logged. [`start_run`]
 //! stores each batch of a run's events (with the records and receipts that came with them) in
 //! one transaction *before* handing it on, so an event a client has seen is never lost; a tool
 //! call's record and its result event are always in the same batch; the batch that carries
@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use adapters::{FsBlobStore, ReceiptCollector, SqliteStore};
+use adapters::{ReceiptCollector, SqliteStore, TieredBlobStore};
 use ai_core::{
     AiEvent, BlobStore, CancellationToken, Clock, DoneReason, EventSink, Message, RunContext,
     RunId, RunStep, RunStore, ThreadId, ThreadStore, ToolCallId, ToolCatalog, ToolErrorCode,
@@ -68,7 +68,8 @@ pub fn create_stores(settings: &Settings) -> anyhow::Result<Stores> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("data_dir: cannot create {}", dir.display()))?;
     let sqlite = Arc::new(SqliteStore::open(dir).context("data_dir")?);
-    let blobs = Arc::new(FsBlobStore::open(dir).context("data_dir")?);
+    let blobs = TieredBlobStore::open(&sqlite, dir, TieredBlobStore::DEFAULT_MAX_ROW_BYTES);
+    let blobs = Arc::new(blobs.context("data_dir")?);
     Ok(Stores {
         threads: sqlite.clone(),
         log: Some(RunLogStores {

@@ -10,7 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use adapters::{FsBlobStore, ReplayCompletion, SqliteStore};
+use adapters::{ReplayCompletion, SqliteStore, TieredBlobStore};
 use ai_core::{
     AiEvent, BlobStore, BoundTool, CancellationToken, Capabilities, EventSink, ExecPermit,
     ModelReceipt, RunContext, RunId, RunLog, RunStatus, RunStore, RunStoreError, ToolCatalog,
@@ -66,7 +66,8 @@ pub fn open_run_log(dir: &Path) -> anyhow::Result<RunLogReader> {
         );
     }
     let runs = SqliteStore::open(dir).with_context(|| format!("data_dir {}", dir.display()))?;
-    let blobs = FsBlobStore::open(dir).with_context(|| format!("data_dir {}", dir.display()))?;
+    let blobs = TieredBlobStore::open(&runs, dir, TieredBlobStore::DEFAULT_MAX_ROW_BYTES)
+        .with_context(|| format!("data_dir {}", dir.display()))?;
     Ok(RunLogReader {
         runs: Arc::new(runs),
         blobs: Arc::new(blobs),

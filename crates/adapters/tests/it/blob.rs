@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use adapters::{DB_FILE, FsBlobStore, InMemoryBlobStore, SqliteBlobStore, SqliteStore};
+use adapters::{
+    DB_FILE, FsBlobStore, InMemoryBlobStore, SqliteBlobStore, SqliteStore, TieredBlobStore,
+};
 use ai_core::{BlobStore, BlobStoreError, sha256_hex};
 
 const BAD_ADDRESSES: &[&str] = &[
@@ -196,4 +198,61 @@ async fn sqlite_detects_damaged_bytes_and_a_put_does_not_overwrite_them() {
 /// The blob store of a fresh run store in `dir`.
 fn sqlite_blobs(dir: &std::path::Path) -> SqliteBlobStore {
     SqliteStore::open(dir).unwrap().blob_store().unwrap()
+}
+
+#[tokio::test]
+async fn tiered_keeps_small_blobs_as_rows_and_large_ones_as_files_in_batch_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = SqliteStore::open(dir.path()).unwrap();
+    let store = TieredBlobStore::open(&runs, dir.path(), 4).unwrap();
+    let batch: [&[u8]; 5] = [b"big blob", b"tiny", b"another big", b"tiny", b""];
+    let hashes = store.put_many(&batch).await.unwrap();
+    let expected: Vec<String> = batch.iter().map(|b| sha256_hex(b)).collect();
+    assert_eq!(hashes, expected);
+    for (hash, bytes) in hashes.iter().zip(batch) {
+        assert_eq!(store.get(hash).await.unwrap(), bytes);
+        let as_file = store.files().path_of(hash).unwrap().is_file();
+        assert_eq!(
+            as_file,
+            bytes.len() > 4,
+            "{:?}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+    assert_eq!(
+        store.put(b"big again").await.unwrap(),
+        sha256_hex(b"big again")
+    );
+    assert!(
+        store
+            .files()
+            .path_of(&sha256_hex(b"big again"))
+            .unwrap()
+            .is_file()
+    );
+    let missing = sha256_hex(b"never stored");
+    assert_eq!(
+        store.get(&missing).await,
+        Err(BlobStoreError::NotFound(missing.clone()))
+    );
+}
+
+#[tokio::test]
+async fn tiered_reports_a_damaged_row_as_corrupt_without_looking_further() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = SqliteStore::open(dir.path()).unwrap();
+    let store = TieredBlobStore::open(&runs, dir.path(), 64).unwrap();
+    let hash = store.put(b"small").await.unwrap();
+    // A file with the right bytes at the same address must not mask the damaged row.
+    store.files().put(b"small").await.unwrap();
+    let db = rusqlite::Connection::open(dir.path().join(DB_FILE)).unwrap();
+    db.execute(
+        "UPDATE blobs SET bytes = ?1 WHERE hash = ?2",
+        rusqlite::params![b"damaged".to_vec(), hash],
+    )
+    .unwrap();
+    assert_eq!(
+        store.get(&hash).await,
+        Err(BlobStoreError::Corrupt(hash.clone()))
+    );
 }

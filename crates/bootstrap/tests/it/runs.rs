@@ -25,8 +25,8 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// What the data folder holds: every blob file with its bytes, and every row of the database
-/// (read through SQLite, so a WAL checkpoint is not a change).
+/// What the data folder holds: every blob file with its bytes, and every row of the database,
+/// blob rows included (read through SQLite, so a WAL checkpoint is not a change).
 fn snapshot(data: &Path) -> (Vec<(std::path::PathBuf, Vec<u8>)>, Vec<String>) {
     let mut blobs = Vec::new();
     let mut stack = vec![data.join("blobs")];
@@ -53,6 +53,7 @@ fn snapshot(data: &Path) -> (Vec<(std::path::PathBuf, Vec<u8>)>, Vec<String>) {
         ("run_events", "run_id, seq"),
         ("tool_records", "run_id, idx"),
         ("model_receipts", "run_id, idx"),
+        ("blobs", "id"),
     ] {
         let mut stmt = db
             .prepare(&format!("SELECT * FROM {table} ORDER BY {order}"))
@@ -185,12 +186,12 @@ fn a_recorded_chat_is_listed_shown_and_replayed_identically_and_tampering_is_nam
 
     // (b) A receipt blob deleted: a clear one-line error naming it, nothing modified.
     let receipt_ref = receipts[1]["receipt_ref"].as_str().unwrap();
-    std::fs::remove_file(
-        data.join("blobs")
-            .join(&receipt_ref[..2])
-            .join(&receipt_ref[2..]),
-    )
-    .unwrap();
+    let db = rusqlite::Connection::open(data.join("cogni.db")).unwrap();
+    let deleted = db
+        .execute("DELETE FROM blobs WHERE hash = ?1", [receipt_ref])
+        .unwrap();
+    assert_eq!(deleted, 1, "the receipt is a row of the blob table");
+    drop(db);
     let before = snapshot(&data);
     let replay = cogni(&["replay", &run_id]);
     assert!(!replay.status.success());
@@ -287,14 +288,27 @@ fn replay_refuses_a_corrupt_input_an_unfinished_run_and_a_newer_database() {
     let input_ref = shown["header"]["input_ref"].as_str().unwrap().to_owned();
 
     // A blob whose bytes do not match its address.
-    let input = data
-        .join("blobs")
-        .join(&input_ref[..2])
-        .join(&input_ref[2..]);
-    let original = std::fs::read(&input).unwrap();
-    std::fs::write(&input, b"{\"not\":\"the input\"}").unwrap();
+    let set_input = |bytes: &[u8]| {
+        let db = rusqlite::Connection::open(data.join("cogni.db")).unwrap();
+        let updated = db
+            .execute(
+                "UPDATE blobs SET bytes = ?1 WHERE hash = ?2",
+                rusqlite::params![bytes, &input_ref],
+            )
+            .unwrap();
+        assert_eq!(updated, 1, "the run input is a row of the blob table");
+    };
+    let original: Vec<u8> = rusqlite::Connection::open(data.join("cogni.db"))
+        .unwrap()
+        .query_row(
+            "SELECT bytes FROM blobs WHERE hash = ?1",
+            [&input_ref],
+            |r| r.get(0),
+        )
+        .unwrap();
+    set_input(b"{\"not\":\"the input\"}");
     replay_refused(dir.path(), &run_id, &input_ref);
-    std::fs::write(&input, &original).unwrap();
+    set_input(&original);
 
     // A run that did not finish.
     let db = rusqlite::Connection::open(data.join("cogni.db")).unwrap();
