@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use ai_core::{AiEvent, RunId, RunStatus, RunStore, ToolOutcome};
+use ai_core::{AiEvent, BlobStore, RunId, RunStatus, RunStore, ToolOutcome};
 use serde_json::Value;
 
 /// A server process, killed (SIGKILL) when dropped, so a failing test leaves none behind.
@@ -131,8 +131,30 @@ fn a_killed_server_leaves_an_intact_thread_and_the_next_turn_works() {
         .build()
         .unwrap();
     let log = runtime.block_on(async {
-        let store = adapters::SqliteStore::open(dir.path().join("data")).unwrap();
-        store.load_run(&RunId::new("run-1").unwrap()).await.unwrap()
+        let data = dir.path().join("data");
+        let store = adapters::SqliteStore::open(&data).unwrap();
+        let log = store.load_run(&RunId::new("run-1").unwrap()).await.unwrap();
+        // Every blob a committed row names survived the kill: the run's input and each
+        // receipt with the blobs it refers to.
+        let limit = adapters::TieredBlobStore::DEFAULT_MAX_ROW_BYTES;
+        let blobs = adapters::TieredBlobStore::open(&store, &data, limit).unwrap();
+        let input_ref = log
+            .header
+            .input_ref
+            .as_deref()
+            .expect("the run input is kept");
+        blobs.get(input_ref).await.expect("the run input survived");
+        assert!(
+            !log.receipt_refs.is_empty(),
+            "the first model call was committed"
+        );
+        for receipt_ref in &log.receipt_refs {
+            let receipt = ai_core::ModelReceipt::load(&blobs, receipt_ref)
+                .await
+                .unwrap();
+            receipt.load_completion(&blobs).await.unwrap();
+        }
+        log
     });
     assert_eq!(log.header.status, RunStatus::Interrupted);
     // Every event the client was shown is in the log: the text, every call and every result.
