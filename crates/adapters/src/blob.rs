@@ -178,6 +178,23 @@ impl FsInner {
     }
 }
 
+/// The batch to write (each blob owned, with its address) and the addresses to return.
+pub(crate) fn addressed(blobs: &[&[u8]]) -> (Vec<(String, Vec<u8>)>, Vec<String>) {
+    let batch: Vec<(String, Vec<u8>)> = blobs
+        .iter()
+        .map(|bytes| (sha256_hex(bytes), bytes.to_vec()))
+        .collect();
+    let hashes = batch.iter().map(|(hash, _)| hash.clone()).collect();
+    (batch, hashes)
+}
+
+/// The address of a one-blob batch.
+pub(crate) fn only_address(mut hashes: Vec<String>) -> Result<String, BlobStoreError> {
+    hashes
+        .pop()
+        .ok_or_else(|| BlobStoreError::Backend("a one-blob batch returned no address".into()))
+}
+
 /// Runs `op` on every item, each on its own scoped thread when there are several (they block in
 /// the kernel, so they overlap), and returns the first error.
 fn in_parallel<T: Sync>(
@@ -215,18 +232,11 @@ fn io_error(what: &str, path: &Path, e: &io::Error) -> BlobStoreError {
 #[async_trait]
 impl BlobStore for FsBlobStore {
     async fn put(&self, bytes: &[u8]) -> Result<String, BlobStoreError> {
-        let mut hashes = self.put_many(&[bytes]).await?;
-        hashes
-            .pop()
-            .ok_or_else(|| BlobStoreError::Backend("a one-blob batch returned no address".into()))
+        only_address(self.put_many(&[bytes]).await?)
     }
 
     async fn put_many(&self, blobs: &[&[u8]]) -> Result<Vec<String>, BlobStoreError> {
-        let batch: Vec<(String, Vec<u8>)> = blobs
-            .iter()
-            .map(|bytes| (sha256_hex(bytes), bytes.to_vec()))
-            .collect();
-        let hashes = batch.iter().map(|(hash, _)| hash.clone()).collect();
+        let (batch, hashes) = addressed(blobs);
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || inner.put_many_blocking(&batch))
             .await

@@ -9,7 +9,7 @@ use ai_core::{BlobStore, BlobStoreError, sha256_hex};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use crate::blob::check_hash;
+use crate::blob::{addressed, check_hash, only_address};
 
 /// Blobs in the `blobs` table of a [`crate::SqliteStore`]'s database, one row per address;
 /// made by [`crate::SqliteStore::blob_store`].
@@ -90,18 +90,11 @@ impl SqliteBlobStore {
 #[async_trait]
 impl BlobStore for SqliteBlobStore {
     async fn put(&self, bytes: &[u8]) -> Result<String, BlobStoreError> {
-        let mut hashes = self.put_many(&[bytes]).await?;
-        hashes
-            .pop()
-            .ok_or_else(|| BlobStoreError::Backend("a one-blob batch returned no address".into()))
+        only_address(self.put_many(&[bytes]).await?)
     }
 
     async fn put_many(&self, blobs: &[&[u8]]) -> Result<Vec<String>, BlobStoreError> {
-        let batch: Vec<(String, Vec<u8>)> = blobs
-            .iter()
-            .map(|bytes| (sha256_hex(bytes), bytes.to_vec()))
-            .collect();
-        let hashes = batch.iter().map(|(hash, _)| hash.clone()).collect();
+        let (batch, hashes) = addressed(blobs);
         self.with_conn(move |conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)

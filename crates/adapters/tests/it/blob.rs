@@ -256,3 +256,44 @@ async fn tiered_reports_a_damaged_row_as_corrupt_without_looking_further() {
         Err(BlobStoreError::Corrupt(hash.clone()))
     );
 }
+
+/// The blob connection and the run store's connection write the same database at once (their
+/// work runs on the blocking pool): every write waits its turn, none fails as locked.
+#[tokio::test]
+async fn blob_rows_and_run_steps_written_at_once_from_two_connections_all_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let blobs = Arc::new(runs.blob_store().unwrap());
+    let mut tasks = Vec::new();
+    for task in 0..4 {
+        let (runs, blobs) = (Arc::clone(&runs), Arc::clone(&blobs));
+        tasks.push(tokio::spawn(async move {
+            use ai_core::RunStore;
+            let run = ai_core::RunId::new(format!("run-{task}")).unwrap();
+            runs.begin_run(&run, None, 0, None).await.unwrap();
+            let mut stored = Vec::new();
+            for n in 0..25 {
+                let bytes = format!("task {task} blob {n}").into_bytes();
+                let hash = blobs.put_many(&[&bytes]).await.unwrap().remove(0);
+                let step = ai_core::RunStep {
+                    receipt_refs: vec![hash.clone()],
+                    ..Default::default()
+                };
+                runs.commit_step(&run, step).await.unwrap();
+                stored.push((hash, bytes));
+            }
+            (run, stored)
+        }));
+    }
+    for task in tasks {
+        let (run, stored) = task.await.unwrap();
+        let log = ai_core::RunStore::load_run(runs.as_ref(), &run)
+            .await
+            .unwrap();
+        let hashes: Vec<&String> = stored.iter().map(|(hash, _)| hash).collect();
+        assert_eq!(log.receipt_refs.iter().collect::<Vec<_>>(), hashes);
+        for (hash, bytes) in &stored {
+            assert_eq!(&blobs.get(hash).await.unwrap(), bytes);
+        }
+    }
+}
