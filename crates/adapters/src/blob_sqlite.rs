@@ -95,6 +95,9 @@ impl BlobStore for SqliteBlobStore {
 
     async fn put_many(&self, blobs: &[&[u8]]) -> Result<Vec<String>, BlobStoreError> {
         let (batch, hashes) = addressed(blobs);
+        if batch.is_empty() {
+            return Ok(hashes);
+        }
         self.with_conn(move |conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -199,9 +202,20 @@ impl BlobStore for TieredBlobStore {
         let (small, large): (Vec<&[u8]>, Vec<&[u8]>) = blobs
             .iter()
             .partition(|bytes| bytes.len() <= self.max_row_bytes);
-        // Files first: they are durable when written, rows with the next commit.
-        let mut large = self.files.put_many(&large).await?.into_iter();
-        let mut small = self.rows.put_many(&small).await?.into_iter();
+        // Files first: they are durable when written, rows with the next commit. A tier with
+        // nothing to store is not asked (no blocking task, no empty transaction).
+        let mut large = if large.is_empty() {
+            Vec::new()
+        } else {
+            self.files.put_many(&large).await?
+        }
+        .into_iter();
+        let mut small = if small.is_empty() {
+            Vec::new()
+        } else {
+            self.rows.put_many(&small).await?
+        }
+        .into_iter();
         blobs
             .iter()
             .map(|bytes| {
