@@ -14,16 +14,18 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{ToolError, ToolErrorCode, ToolFailure};
 
-/// Awaits `exec`, ending it as `cancelled` when the token fires, as `timeout` at `deadline`
-/// (`budget` after the attempt started), and as `execution` when it fails or panics.
-pub(super) async fn run<F>(
+/// Awaits `exec`, ending it as `cancelled` when the token fires, as `timeout` at the deadline
+/// (`deadline()` gives it and the budget it stands for, fixed before the first poll), and as
+/// `execution` when it fails or panics. `deadline` is only called for a tool that does not
+/// finish on its first poll.
+pub(super) async fn run<F, D>(
     exec: F,
-    deadline: Instant,
-    budget: Duration,
+    deadline: D,
     cancel: &CancellationToken,
 ) -> Result<Value, ToolFailure>
 where
     F: Future<Output = Result<Value, ToolError>> + Unpin,
+    D: FnOnce() -> (Instant, Duration),
 {
     if cancel.is_cancelled() {
         return Err(cancelled());
@@ -31,12 +33,16 @@ where
     let mut exec = CatchUnwind(exec);
     // Most tools finish on their first poll: poll once before arming the timer and the
     // cancellation waiter, which a finished tool would only register and drop again. The
-    // deadline was taken before, so the first poll counts against the budget.
+    // deadline counts from the attempt's start, taken before, so the first poll counts against
+    // the budget.
     let first = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut exec).poll(cx))).await;
     let finished = match first {
         Poll::Ready(finished) => finished,
         // Boxed so that the timer's state is not part of every call's future.
-        Poll::Pending => Box::pin(wait(exec, deadline, budget, cancel)).await?,
+        Poll::Pending => {
+            let (deadline, budget) = deadline();
+            Box::pin(wait(exec, deadline, budget, cancel)).await?
+        }
     };
     match finished {
         Err(_panic) => Err(ToolFailure::new(

@@ -15,7 +15,7 @@ use super::{ExecPermit, budget};
 use crate::{
     AiEvent, Attempt, BoundTool, BreakerPolicy, Capabilities, Clock, EventSink, RetryPolicy,
     ToolCallId, ToolEffect, ToolErrorCategory, ToolErrorCode, ToolFailure, ToolId,
-    ToolInvocationContext,
+    ToolInvocationContext, ToolPolicy,
 };
 
 /// Latency samples kept per tool for the percentiles.
@@ -351,16 +351,32 @@ pub(super) fn backoff(
 pub(super) struct Step8<'a> {
     pub(super) registry: &'a Registry,
     pub(super) clock: &'a dyn Clock,
-    pub(super) retry: &'a RetryPolicy,
-    pub(super) breaker: &'a BreakerPolicy,
-    pub(super) total_budget: Duration,
+    pub(super) policy: &'a ToolPolicy,
     pub(super) events: &'a dyn EventSink,
     pub(super) cancel: &'a CancellationToken,
+}
+
+impl Step8<'_> {
+    /// The deadline and the budget of an attempt that starts at `now` of a call that started at
+    /// `started`: the per-attempt timeout, capped by what is left of the call's total budget.
+    fn attempt_deadline(&self, id: &ToolId, started: Instant, now: Instant) -> (Instant, Duration) {
+        let total = Duration::from_millis(self.policy.budgets.max_runtime_ms);
+        let remaining = (started + total).saturating_duration_since(now);
+        let budget = self
+            .policy
+            .retry_for(id)
+            .attempt_timeout_ms
+            .map_or(remaining, |ms| Duration::from_millis(ms).min(remaining));
+        (now + budget, budget)
+    }
 }
 
 /// Runs the tool's attempts: each under the per-attempt timeout and what is left of the total
 /// budget; retried only when the tool is read-only or idempotent, the failure's category is
 /// retryable and the wait fits in the budget; cancellation stops an attempt or a wait at once.
+///
+/// The first attempt is the whole of most calls, so it is all this future holds; the retries
+/// live in their own boxed future, made only when the first attempt fails.
 pub(super) async fn execute(
     step: Step8<'_>,
     tool: &dyn BoundTool,
@@ -370,27 +386,60 @@ pub(super) async fn execute(
     attempts: &mut Vec<Attempt>,
 ) -> Result<Value, ToolFailure> {
     let id = &tool.spec().id;
-    let safe_to_repeat = tool.spec().effect == ToolEffect::ReadOnly || tool.idempotent();
-    let max_attempts = if safe_to_repeat {
-        step.retry.max_attempts.max(1)
-    } else {
-        1
-    };
     let started = Instant::now();
-    let deadline = started + step.total_budget;
-    let mut number = 1;
-    let mut now = started;
-    loop {
-        step.registry.admit(id, step.breaker, now)?;
-        let remaining = deadline.saturating_duration_since(now);
-        let attempt_budget = step
-            .retry
-            .attempt_timeout_ms
-            .map_or(remaining, |ms| Duration::from_millis(ms).min(remaining));
+    step.registry.admit(id, &step.policy.breaker, started)?;
+    let attempting = Attempting {
+        step: &step,
+        tool,
+        args: &args,
+        invocation,
+        caps,
+        call_started: started,
+    };
+    let (result, now) = attempting.attempt(attempts, started, 1).await;
+    match result {
+        Ok(value) => {
+            let call = Some((now - started, 0));
+            step.registry
+                .record(id, &step.policy.breaker, now, None, call);
+            Ok(value)
+        }
+        Err(failure) => Box::pin(attempting.retry(attempts, now, failure)).await,
+    }
+}
+
+/// What every attempt of one call shares.
+struct Attempting<'a> {
+    step: &'a Step8<'a>,
+    tool: &'a dyn BoundTool,
+    args: &'a Arc<Value>,
+    invocation: &'a ToolInvocationContext,
+    caps: &'a Capabilities,
+    call_started: Instant,
+}
+
+impl Attempting<'_> {
+    /// One attempt, starting at `now`: run under its budget and the cancellation token, and
+    /// added to `attempts`. Returns how it ended and when.
+    async fn attempt(
+        &self,
+        attempts: &mut Vec<Attempt>,
+        now: Instant,
+        number: u32,
+    ) -> (Result<Value, ToolFailure>, Instant) {
+        let Self {
+            step, tool, args, ..
+        } = self;
         let started_at_ms = step.clock.now_ms();
-        let exec = tool.exec(ExecPermit::new(), Arc::clone(&args), invocation, caps);
-        let result = budget::run(exec, now + attempt_budget, attempt_budget, step.cancel).await;
-        now = Instant::now();
+        let exec = tool.exec(
+            ExecPermit::new(),
+            Arc::clone(args),
+            self.invocation,
+            self.caps,
+        );
+        let deadline = || step.attempt_deadline(&tool.spec().id, self.call_started, now);
+        let result = budget::run(exec, deadline, step.cancel).await;
+        let ended = Instant::now();
         // Most calls make one attempt: room for exactly one, not the default four.
         attempts.reserve_exact(1);
         attempts.push(Attempt {
@@ -399,47 +448,76 @@ pub(super) async fn execute(
             ended_at_ms: step.clock.now_ms(),
             error: result.as_ref().err().cloned(),
         });
-        let failure = match result {
-            Ok(value) => {
-                let call = Some((now - started, number - 1));
-                step.registry.record(id, step.breaker, now, None, call);
-                return Ok(value);
-            }
-            Err(failure) => failure,
+        (result, ended)
+    }
+
+    /// After attempt 1 failed with `failure` at `now`: waits and tries again while the tool is
+    /// safe to repeat, the failure's category is retryable and the wait fits in the budget.
+    async fn retry(
+        &self,
+        attempts: &mut Vec<Attempt>,
+        mut now: Instant,
+        mut failure: ToolFailure,
+    ) -> Result<Value, ToolFailure> {
+        let step = self.step;
+        let id = &self.tool.spec().id;
+        let breaker = &step.policy.breaker;
+        let retry = step.policy.retry_for(id);
+        let safe_to_repeat =
+            self.tool.spec().effect == ToolEffect::ReadOnly || self.tool.idempotent();
+        let max_attempts = if safe_to_repeat {
+            retry.max_attempts.max(1)
+        } else {
+            1
         };
-        let wait = backoff(
-            step.retry,
-            &invocation.tool_call_id,
-            number,
-            failure.retry_after_ms,
-        );
-        let retry = number < max_attempts
-            && step.retry.retryable.contains(&failure.category)
-            && now + wait < deadline;
-        let call = (!retry).then(|| (now - started, number - 1));
-        step.registry
-            .record(id, step.breaker, now, Some(failure.category), call);
-        if !retry {
-            return Err(failure);
-        }
-        number += 1;
-        step.events.emit(AiEvent::ToolCallRetrying {
-            tool_call_id: invocation.tool_call_id.clone(),
-            attempt: number,
-            max_attempts,
-            retry_in_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-            category: failure.category,
-        });
-        // Boxed so that the timer's state is not part of every call's future.
-        if !Box::pin(sleep_unless_cancelled(wait, step.cancel)).await {
-            let cancelled =
-                ToolFailure::new(ToolErrorCode::Cancelled, "the tool call was cancelled");
-            let call = Some((Instant::now() - started, number - 2));
+        let started = self.call_started;
+        let deadline = started + Duration::from_millis(step.policy.budgets.max_runtime_ms);
+        let mut number = 1;
+        loop {
+            let wait = backoff(
+                retry,
+                &self.invocation.tool_call_id,
+                number,
+                failure.retry_after_ms,
+            );
+            let again = number < max_attempts
+                && retry.retryable.contains(&failure.category)
+                && now + wait < deadline;
+            let call = (!again).then(|| (now - started, number - 1));
             step.registry
-                .record_call_only(id, Some(ToolErrorCategory::Cancelled), call);
-            return Err(cancelled);
+                .record(id, breaker, now, Some(failure.category), call);
+            if !again {
+                return Err(failure);
+            }
+            number += 1;
+            step.events.emit(AiEvent::ToolCallRetrying {
+                tool_call_id: self.invocation.tool_call_id.clone(),
+                attempt: number,
+                max_attempts,
+                retry_in_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                category: failure.category,
+            });
+            if !sleep_unless_cancelled(wait, step.cancel).await {
+                let cancelled =
+                    ToolFailure::new(ToolErrorCode::Cancelled, "the tool call was cancelled");
+                let call = Some((Instant::now() - started, number - 2));
+                step.registry
+                    .record_call_only(id, Some(ToolErrorCategory::Cancelled), call);
+                return Err(cancelled);
+            }
+            now = Instant::now();
+            step.registry.admit(id, breaker, now)?;
+            let (result, ended) = self.attempt(attempts, now, number).await;
+            now = ended;
+            match result {
+                Ok(value) => {
+                    let call = Some((now - started, number - 1));
+                    step.registry.record(id, breaker, now, None, call);
+                    return Ok(value);
+                }
+                Err(next) => failure = next,
+            }
         }
-        now = Instant::now();
     }
 }
 

@@ -31,7 +31,6 @@ mod manager;
 mod permit;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -464,9 +463,7 @@ impl ToolRunner {
         let step = manager::Step8 {
             registry: &self.registry,
             clock: self.clock.as_ref(),
-            retry: self.policy.retry_for(&tool.spec().id),
-            breaker: &self.policy.breaker,
-            total_budget: Duration::from_millis(self.policy.budgets.max_runtime_ms),
+            policy: &self.policy,
             events,
             cancel,
         };
