@@ -13,7 +13,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
@@ -55,24 +54,6 @@ fn output_schema() -> Value {
 /// The tool's logic, shared by the baseline and the bound tool.
 fn handler(args: &Value) -> Value {
     json!({"city": args["city"], "days": args["days"]})
-}
-
-/// The compact JSON length of `value`, counted without building the text: the runner's own
-/// result-budget check (private to it), so the bookkeeping line pays what the runner pays.
-fn json_len(value: &Value) -> usize {
-    struct Counter(usize);
-    impl io::Write for Counter {
-        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut counter = Counter(0);
-    serde_json::to_writer(&mut counter, value).unwrap();
-    counter.0
 }
 
 struct Forecast {
@@ -277,7 +258,7 @@ fn bench_runner(c: &mut Criterion) {
                     }
                     tool.validate_output(&out).unwrap();
                     let out = tool.redact(out).unwrap();
-                    assert!(json_len(&out) < 32 * 1024);
+                    assert!(ai_core::compact_json_len(&out) < 32 * 1024);
                     let out = Arc::new(out);
                     span.record("outcome", "ok");
                     let ended_at_ms = FixedClock.now_ms();

@@ -1,8 +1,36 @@
 //! Canonical JSON (sorted keys, no insignificant whitespace) and SHA-256, for hashes that must be
-//! the same bytes on every run and every machine.
+//! the same bytes on every run and every machine; and the compact JSON length the result budget
+//! is measured in.
+
+use std::io;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+/// The length in bytes of `value` serialized as compact JSON, counted without building the text.
+///
+/// This is the size the runner holds a redacted result to against `max_result_bytes`.
+///
+/// ```
+/// let v = serde_json::json!({"city": "Zürich", "days": [1, 2]});
+/// assert_eq!(ai_core::compact_json_len(&v), v.to_string().len());
+/// ```
+pub fn compact_json_len(value: &Value) -> usize {
+    struct Counter(usize);
+    impl io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    // Writing a `Value` to an infallible writer cannot fail.
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.0
+}
 
 /// Writes `value` with object keys sorted by their UTF-8 bytes and no whitespace.
 ///
@@ -64,4 +92,22 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         hex.push(char::from_digit(u32::from(byte & 0xf), 16).unwrap_or('0'));
     }
     hex
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::compact_json_len;
+
+    #[test]
+    fn compact_json_len_counts_the_bytes_of_the_compact_text() {
+        for value in [
+            json!(null),
+            json!({"a": [1, 2, {"b": "ü"}]}),
+            json!("quote \" and \\ backslash"),
+        ] {
+            assert_eq!(compact_json_len(&value), value.to_string().len());
+        }
+    }
 }

@@ -48,7 +48,7 @@ mod spec;
 mod thread;
 mod workspace;
 
-pub use canonical::{canonical_json, sha256_hex};
+pub use canonical::{canonical_json, compact_json_len, sha256_hex};
 pub use catalog::ToolCatalog;
 pub use completion::{
     CompletionDelta, CompletionError, FinishReason, GraphRef, LlmCaller, LlmCompletion, LlmRequest,

@@ -2,7 +2,6 @@
 
 use std::any::Any;
 use std::future::Future;
-use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -104,22 +103,4 @@ impl<F: Future + Unpin> Future for CatchUnwind<F> {
             Err(panic) => Poll::Ready(Err(panic)),
         }
     }
-}
-
-/// The length of `value` serialized as compact JSON, counted without allocating the text.
-pub(super) fn json_len(value: &Value) -> usize {
-    struct Counter(usize);
-    impl io::Write for Counter {
-        fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut counter = Counter(0);
-    // Writing a `Value` to an infallible writer cannot fail.
-    let _ = serde_json::to_writer(&mut counter, value);
-    counter.0
 }

@@ -357,11 +357,15 @@ pub(super) struct Step8<'a> {
 }
 
 impl Step8<'_> {
+    /// When a call that started at `started` runs out of its total runtime budget.
+    fn call_deadline(&self, started: Instant) -> Instant {
+        started + Duration::from_millis(self.policy.budgets.max_runtime_ms)
+    }
+
     /// The deadline and the budget of an attempt that starts at `now` of a call that started at
     /// `started`: the per-attempt timeout, capped by what is left of the call's total budget.
     fn attempt_deadline(&self, id: &ToolId, started: Instant, now: Instant) -> (Instant, Duration) {
-        let total = Duration::from_millis(self.policy.budgets.max_runtime_ms);
-        let remaining = (started + total).saturating_duration_since(now);
+        let remaining = self.call_deadline(started).saturating_duration_since(now);
         let budget = self
             .policy
             .retry_for(id)
@@ -471,7 +475,7 @@ impl Attempting<'_> {
             1
         };
         let started = self.call_started;
-        let deadline = started + Duration::from_millis(step.policy.budgets.max_runtime_ms);
+        let deadline = step.call_deadline(started);
         let mut number = 1;
         loop {
             let wait = backoff(

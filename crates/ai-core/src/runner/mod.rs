@@ -479,7 +479,7 @@ impl ToolRunner {
             )
         })?;
         let limit = self.policy.budgets.max_result_bytes;
-        let size = budget::json_len(&redacted);
+        let size = crate::compact_json_len(&redacted);
         if size > limit {
             return Err(ToolFailure::new(
                 ToolErrorCode::ResultTooLarge,
@@ -641,6 +641,3 @@ fn truncate(text: &str, max: usize) -> String {
 /// How messages and spans name a tool the model sent a malformed name for: the name itself is
 /// never echoed.
 const INVALID_NAME: &str = "(invalid tool name)";
-
-#[cfg(test)]
-mod tests;
