@@ -25,6 +25,35 @@ pub(crate) fn check_ref(field: &'static str, raw: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// Deserializers that put each reference field through the constructors' check, so a context
+/// cannot be deserialized around it.
+mod checked {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer};
+
+    fn check<E: serde::de::Error>(field: &'static str, raw: String) -> Result<Arc<str>, E> {
+        super::check_ref(field, &raw).map_err(E::custom)?;
+        Ok(raw.into())
+    }
+
+    macro_rules! fields {
+        ($($required:ident)*; $($optional:ident)*) => {
+            $(pub(super) fn $required<'de, D: Deserializer<'de>>(de: D) -> Result<Arc<str>, D::Error> {
+                check(stringify!($required), String::deserialize(de)?)
+            })*
+            $(pub(super) fn $optional<'de, D: Deserializer<'de>>(
+                de: D,
+            ) -> Result<Option<Arc<str>>, D::Error> {
+                Option::<String>::deserialize(de)?
+                    .map(|raw| check(stringify!($optional), raw))
+                    .transpose()
+            })*
+        };
+    }
+    fields!(actor_id tenant_id; subject_id graph_id);
+}
+
 /// An opaque reference to an external account connection; the broker resolves it to credentials.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -76,12 +105,16 @@ pub struct RunContext {
     /// The run.
     pub run_id: RunId,
     /// Who acts: `user:<id>`, `agent:<id>` or `service:<name>`.
+    #[serde(deserialize_with = "checked::actor_id")]
     pub actor_id: Arc<str>,
     /// The tenant or billing scope.
+    #[serde(deserialize_with = "checked::tenant_id")]
     pub tenant_id: Arc<str>,
     /// On whose behalf the actor acts; set by the server only.
+    #[serde(default, deserialize_with = "checked::subject_id")]
     pub subject_id: Option<Arc<str>>,
     /// The graph that runs, for authorization.
+    #[serde(default, deserialize_with = "checked::graph_id")]
     pub graph_id: Option<Arc<str>>,
     /// The connection the request selected for tools that need one.
     pub connection_id: Option<ConnectionId>,
@@ -140,12 +173,16 @@ pub struct ToolInvocationContext {
     /// The call being run.
     pub tool_call_id: ToolCallId,
     /// Who acts.
+    #[serde(deserialize_with = "checked::actor_id")]
     pub actor_id: Arc<str>,
     /// The tenant or billing scope.
+    #[serde(deserialize_with = "checked::tenant_id")]
     pub tenant_id: Arc<str>,
     /// On whose behalf.
+    #[serde(default, deserialize_with = "checked::subject_id")]
     pub subject_id: Option<Arc<str>>,
     /// The graph that runs.
+    #[serde(default, deserialize_with = "checked::graph_id")]
     pub graph_id: Option<Arc<str>>,
     /// The connection this invocation may use, already checked against `grant ∩ requested`.
     pub connection_id: Option<ConnectionId>,
@@ -168,3 +205,6 @@ impl ToolInvocationContext {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -15,8 +15,15 @@ const FORBIDDEN: &[&str] = &[
     "patternProperties",
 ];
 
-/// Keywords whose value maps names to subschemas.
-const SCHEMA_MAPS: &[&str] = &["properties", "definitions", "$defs"];
+/// Keywords whose value maps names to subschemas (a `dependencies` entry may also be a list of
+/// property names, which holds no schema).
+const SCHEMA_MAPS: &[&str] = &[
+    "properties",
+    "definitions",
+    "$defs",
+    "dependencies",
+    "dependentSchemas",
+];
 /// Keywords whose value is one subschema (or, for `items`, possibly an array of them).
 const SCHEMA_SLOTS: &[&str] = &[
     "items",

@@ -56,6 +56,11 @@ fn rejects_each_forbidden_keyword_where_it_stands() {
         json!({"type": "object", "$defs": {"a/b": {"oneOf": []}}}),
         &["/$defs/a~1b"],
     );
+    // draft-07 `dependencies`: a schema entry is walked, a list of names holds none.
+    check(
+        json!({"type": "object", "dependencies": {"a": {"anyOf": []}, "b": ["c"]}}),
+        &["/dependencies/a"],
+    );
 }
 
 #[test]

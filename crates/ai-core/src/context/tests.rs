@@ -1,0 +1,42 @@
+//! Contexts cannot be built, or deserialized, around their checks.
+
+use serde_json::{Value, json};
+
+use super::{RunContext, ToolInvocationContext};
+use crate::ToolCallId;
+
+#[test]
+fn a_run_context_cannot_be_deserialized_around_its_checks() {
+    let valid = serde_json::to_value(RunContext::new("run-1", "user:a", "t").unwrap()).unwrap();
+    assert!(serde_json::from_value::<RunContext>(valid.clone()).is_ok());
+    for (field, bad) in [
+        ("actor_id", json!("")),
+        ("tenant_id", json!("x".repeat(129))),
+        ("subject_id", json!("")),
+        ("graph_id", json!("g".repeat(129))),
+    ] {
+        let mut value = valid.clone();
+        value[field] = bad;
+        let error = serde_json::from_value::<RunContext>(value).unwrap_err();
+        assert!(error.to_string().contains(field), "{field}: {error}");
+    }
+}
+
+#[test]
+fn optional_references_may_be_absent_or_null() {
+    let mut value = serde_json::to_value(RunContext::new("run-1", "user:a", "t").unwrap()).unwrap();
+    value["subject_id"] = Value::Null;
+    value.as_object_mut().unwrap().remove("graph_id");
+    let ctx: RunContext = serde_json::from_value(value).unwrap();
+    assert_eq!((ctx.subject_id, ctx.graph_id), (None, None));
+}
+
+#[test]
+fn an_invocation_context_is_checked_the_same_way() {
+    let run = RunContext::new("run-1", "user:a", "t").unwrap();
+    let invocation = ToolInvocationContext::new(&run, ToolCallId::new("call_1").unwrap(), None);
+    let mut value = serde_json::to_value(&invocation).unwrap();
+    assert!(serde_json::from_value::<ToolInvocationContext>(value.clone()).is_ok());
+    value["actor_id"] = json!("");
+    assert!(serde_json::from_value::<ToolInvocationContext>(value).is_err());
+}
