@@ -14,9 +14,12 @@ use crate::{
 
 /// A failure a tool reports; its message must be safe to show the model (no secrets, no raw input).
 ///
-/// It says what kind of failure it is, so the runner knows whether trying again may help:
+/// It says what kind of failure it is, so the runner knows whether trying again may help and
+/// whether the failure says anything about the tool's health (its circuit breaker):
 /// [`ToolError::new`] is a plain execution failure (not retried), [`ToolError::transient`] may be
-/// retried (by tools that are safe to retry), [`ToolError::permanent`] never is.
+/// retried (by tools that are safe to retry), [`ToolError::permanent`] never is; all three count
+/// against the tool. [`ToolError::invalid_input`] is the caller's mistake: it is answered as
+/// `validation`, never retried, and does not count against the tool.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ToolError {
     safe_message: String,
@@ -46,6 +49,16 @@ impl ToolError {
     pub fn permanent(safe_message: impl Into<String>) -> Self {
         Self {
             category: ToolErrorCategory::Permanent,
+            ..Self::new(safe_message)
+        }
+    }
+
+    /// The arguments name something the tool cannot act on (a missing file, a refused path, a
+    /// value serde rejects): the model's mistake, not the tool's. Answered with code
+    /// `validation`; not retried, and not counted by the tool's circuit breaker.
+    pub fn invalid_input(safe_message: impl Into<String>) -> Self {
+        Self {
+            category: ToolErrorCategory::Validation,
             ..Self::new(safe_message)
         }
     }

@@ -14,18 +14,21 @@ pub struct WorkspaceEntry {
     pub size: u64,
 }
 
-/// Why a workspace operation failed; the message is safe to show the model.
+/// Why a workspace operation failed.
+///
+/// The message is safe to show the model: it says what is wrong with the path, never the path
+/// itself (the model's raw argument). The path stays in the variant for the caller.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum WorkspaceError {
     /// The path is absolute, climbs out with `..`, or resolves (through a symlink) outside the root.
-    #[error("path {path:?} is outside the workspace")]
+    #[error("the path is outside the workspace")]
     OutsideRoot {
         /// The path as given.
         path: String,
     },
     /// The path is malformed (empty, NUL, backslash).
-    #[error("path {path:?} is not a valid workspace path: {reason}")]
+    #[error("the path is not a valid workspace path: {reason}")]
     InvalidPath {
         /// The path as given.
         path: String,
@@ -33,13 +36,13 @@ pub enum WorkspaceError {
         reason: &'static str,
     },
     /// Nothing exists at the path.
-    #[error("path {path:?} does not exist")]
+    #[error("nothing exists at the path")]
     NotFound {
         /// The path as given.
         path: String,
     },
     /// The file is larger than the read limit.
-    #[error("file {path:?} is {size} bytes, over the {limit}-byte limit")]
+    #[error("the file is {size} bytes, over the {limit}-byte limit")]
     TooLarge {
         /// The path as given.
         path: String,
@@ -49,19 +52,27 @@ pub enum WorkspaceError {
         limit: u64,
     },
     /// The file is not UTF-8 text.
-    #[error("file {path:?} is not UTF-8 text")]
+    #[error("the file is not UTF-8 text")]
     NotText {
         /// The path as given.
         path: String,
     },
     /// The operation failed for another reason (permissions, disk).
-    #[error("workspace operation on {path:?} failed: {reason}")]
+    #[error("the workspace operation failed: {reason}")]
     Io {
         /// The path as given.
         path: String,
         /// The kind of failure.
         reason: String,
     },
+}
+
+impl WorkspaceError {
+    /// Whether the path the caller gave is at fault (refused, missing, too large, not text), as
+    /// opposed to the workspace failing (permissions, disk).
+    pub fn is_caller_error(&self) -> bool {
+        !matches!(self, Self::Io { .. })
+    }
 }
 
 /// Files confined to one root folder. Paths are relative, `/`-separated; implementations must

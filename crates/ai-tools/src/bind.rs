@@ -19,6 +19,8 @@ struct BoundContract<C> {
     spec: ToolSpec,
     input: Validator,
     output: Validator,
+    /// The output schema, kept to name the place of an output error.
+    output_schema: Value,
     allowlist: Allowlist,
 }
 
@@ -57,25 +59,72 @@ pub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {
     Ok(Arc::new(BoundContract {
         input: compile(&spec.input_schema, "input")?,
         output: compile(&output_schema, "output")?,
+        output_schema,
         allowlist: Allowlist::new(C::REDACTION.iter().copied()),
         spec,
         contract,
     }))
 }
 
-/// A message naming where and which rule failed, never the offending value.
-fn safe_errors(validator: &Validator, value: &Value) -> ToolError {
+/// A message naming where and which rule failed, never the offending value: the place is told
+/// in the schema's own words (see [`schema_named_path`]).
+fn safe_errors(validator: &Validator, schema: &Value, value: &Value) -> ToolError {
     let mut parts: Vec<String> = validator
         .iter_errors(value)
         .take(5)
         .map(|e| {
-            let path = e.instance_path().as_str();
-            let path = if path.is_empty() { "/" } else { path };
+            let path = schema_named_path(schema, e.instance_path().as_str());
             format!("{path} fails `{}`", e.kind().keyword())
         })
         .collect();
     parts.dedup();
     ToolError::new(parts.join("; "))
+}
+
+/// `pointer`, a JSON pointer into an instance of `root`, with every segment the schema does not
+/// name shown as `*`: property names and array indices stay, a map key the model made up (which
+/// may hold anything, a secret included) does not.
+fn schema_named_path(root: &Value, pointer: &str) -> String {
+    let mut shown = String::new();
+    let mut schema = Some(root);
+    for segment in pointer.split('/').skip(1) {
+        let here = schema.map(|s| resolve_local_ref(root, s));
+        let key = segment.replace("~1", "/").replace("~0", "~");
+        let property = here.and_then(|s| s.get("properties")?.get(&key));
+        let index = segment.parse::<usize>().ok();
+        let item = match (index, here.and_then(|s| s.get("items"))) {
+            (Some(i), Some(Value::Array(tuple))) => tuple.get(i),
+            (Some(_), Some(items)) => Some(items),
+            _ => None,
+        };
+        let (text, next) = match (property, item) {
+            (Some(property), _) => (segment, Some(property)),
+            (None, Some(item)) => (segment, Some(item)),
+            (None, None) => ("*", here.and_then(|s| s.get("additionalProperties"))),
+        };
+        shown.push('/');
+        shown.push_str(text);
+        schema = next;
+    }
+    if shown.is_empty() { "/".into() } else { shown }
+}
+
+/// `schema`, or what its local `$ref` (`#/definitions/…`) points to.
+fn resolve_local_ref<'a>(root: &'a Value, mut schema: &'a Value) -> &'a Value {
+    // Derived schemas reference a definition at most a few times in a row; the bound only
+    // guards against a cycle of references.
+    for _ in 0..16 {
+        let Some(target) = schema
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix('#'))
+            .and_then(|pointer| root.pointer(pointer))
+        else {
+            break;
+        };
+        schema = target;
+    }
+    schema
 }
 
 #[async_trait]
@@ -96,7 +145,7 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
         if self.input.is_valid(&args) {
             Ok(args)
         } else {
-            Err(safe_errors(&self.input, &args))
+            Err(safe_errors(&self.input, &self.spec.input_schema, &args))
         }
     }
 
@@ -108,9 +157,11 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
         caps: &Capabilities,
     ) -> Result<Value, ToolError> {
         // The schema was checked already; this can only fail where serde is stricter than the
-        // schema, and its message (which may quote the input) is not passed on.
-        let input = C::Input::deserialize(&*args)
-            .map_err(|_| ToolError::new("the arguments do not fit the tool's input type"))?;
+        // schema (`1.0` for an integer field, say): still the model's arguments at fault. The
+        // message serde gives (which may quote the input) is not passed on.
+        let input = C::Input::deserialize(&*args).map_err(|_| {
+            ToolError::invalid_input("the arguments do not fit the tool's input type")
+        })?;
         let output = self.contract.execute(input, ctx, caps).await?;
         serde_json::to_value(output)
             .map_err(|_| ToolError::new("the tool output could not be serialized"))
@@ -120,7 +171,7 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
         if self.output.is_valid(output) {
             Ok(())
         } else {
-            Err(safe_errors(&self.output, output))
+            Err(safe_errors(&self.output, &self.output_schema, output))
         }
     }
 

@@ -174,10 +174,16 @@ fn tool_error(failure: &ToolFailure) -> ToolError {
     let message = failure
         .safe_message
         .strip_prefix("the tool failed: ")
+        .or_else(|| {
+            failure
+                .safe_message
+                .strip_prefix("invalid tool arguments: ")
+        })
         .unwrap_or(&failure.safe_message);
     let error = match failure.category {
         ToolErrorCategory::Transient => ToolError::transient(message),
         ToolErrorCategory::Permanent => ToolError::permanent(message),
+        ToolErrorCategory::Validation => ToolError::invalid_input(message),
         _ => ToolError::new(message),
     };
     match failure.retry_after_ms {

@@ -11,11 +11,12 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::{ToolError, ToolErrorCode, ToolFailure};
+use crate::{ToolError, ToolErrorCategory, ToolErrorCode, ToolFailure};
 
 /// Awaits `exec`, ending it as `cancelled` when the token fires, as `timeout` at the deadline
 /// (`deadline()` gives it and the budget it stands for, fixed before the first poll), and as
-/// `execution` when it fails or panics. `deadline` is only called for a tool that does not
+/// `execution` when it fails or panics (`validation` when the tool refuses its arguments with
+/// [`crate::ToolError::invalid_input`]). `deadline` is only called for a tool that does not
 /// finish on its first poll.
 pub(super) async fn run<F, D>(
     exec: F,
@@ -49,11 +50,17 @@ where
             "the tool failed unexpectedly",
         )),
         Ok(Err(error)) => {
-            let failure = ToolFailure::categorized(
-                ToolErrorCode::Execution,
-                error.category(),
-                format!("the tool failed: {}", error.safe_message()),
-            );
+            let failure = match error.category() {
+                ToolErrorCategory::Validation => ToolFailure::new(
+                    ToolErrorCode::Validation,
+                    format!("invalid tool arguments: {}", error.safe_message()),
+                ),
+                category => ToolFailure::categorized(
+                    ToolErrorCode::Execution,
+                    category,
+                    format!("the tool failed: {}", error.safe_message()),
+                ),
+            };
             Err(match error.retry_after() {
                 Some(wait) => {
                     failure.with_retry_after_ms(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
@@ -84,7 +91,28 @@ async fn wait<F: Future + Unpin>(
     }
 }
 
-fn cancelled() -> ToolFailure {
+/// Awaits a port the runner calls before the tool (the authorization hook, the connection
+/// broker) under the cancellation token and the runtime budget, so that no port can hold a call
+/// past either. `what` names the port in the `timeout` message.
+pub(super) async fn guard<T>(
+    what: &str,
+    port: impl Future<Output = T>,
+    budget: Duration,
+    cancel: &CancellationToken,
+) -> Result<T, ToolFailure> {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(cancelled()),
+        answer = tokio::time::timeout(budget, port) => answer.map_err(|_elapsed| {
+            ToolFailure::new(
+                ToolErrorCode::Timeout,
+                format!("{what} did not answer within {} ms", budget.as_millis()),
+            )
+        }),
+    }
+}
+
+pub(super) fn cancelled() -> ToolFailure {
     ToolFailure::new(ToolErrorCode::Cancelled, "the tool call was cancelled")
 }
 

@@ -82,9 +82,18 @@ pub struct ToolStats {
 
 #[derive(Debug)]
 enum Circuit {
-    Closed { consecutive_failures: u32 },
-    Open { until: Instant },
-    HalfOpen { in_flight: u32 },
+    Closed {
+        consecutive_failures: u32,
+    },
+    Open {
+        until: Instant,
+    },
+    /// Trial attempts pass; `in_flight` of them have not reported yet, the last one let through
+    /// at `since`.
+    HalfOpen {
+        in_flight: u32,
+        since: Instant,
+    },
 }
 
 #[derive(Debug)]
@@ -142,24 +151,43 @@ impl Registry {
     }
 
     /// Lets an attempt through, or fails fast while the circuit is open.
+    ///
+    /// A half-open trial whose call was dropped mid-attempt never reports; its slot is given to a
+    /// new trial once a cool-down has passed since the last one was let through, so a lost trial
+    /// cannot keep the circuit shut.
     fn admit(&self, id: &ToolId, policy: &BreakerPolicy, now: Instant) -> Result<(), ToolFailure> {
         if policy.failure_threshold == 0 {
             return Ok(());
         }
+        let cool_down = Duration::from_millis(policy.cool_down_ms);
         self.with(id, |health| match health.circuit {
             Circuit::Closed { .. } => Ok(()),
             Circuit::Open { until } if now >= until => {
-                health.circuit = Circuit::HalfOpen { in_flight: 1 };
+                health.circuit = Circuit::HalfOpen {
+                    in_flight: 1,
+                    since: now,
+                };
                 Ok(())
             }
-            Circuit::HalfOpen { in_flight } if in_flight < policy.half_open_trials.max(1) => {
+            Circuit::HalfOpen { in_flight, .. } if in_flight < policy.half_open_trials.max(1) => {
                 health.circuit = Circuit::HalfOpen {
                     in_flight: in_flight + 1,
+                    since: now,
+                };
+                Ok(())
+            }
+            Circuit::HalfOpen { since, .. } if now >= since + cool_down => {
+                health.circuit = Circuit::HalfOpen {
+                    in_flight: 1,
+                    since: now,
                 };
                 Ok(())
             }
             Circuit::Open { until } => Err(circuit_open(id, until.saturating_duration_since(now))),
-            Circuit::HalfOpen { .. } => Err(circuit_open(id, Duration::ZERO)),
+            Circuit::HalfOpen { since, .. } => Err(circuit_open(
+                id,
+                (since + cool_down).saturating_duration_since(now),
+            )),
         })
     }
 
@@ -279,9 +307,14 @@ fn next_circuit(
         (Some(category), Circuit::Open { until }) if !counts_against_tool(category) => {
             Circuit::Open { until: *until }
         }
-        (Some(category), Circuit::HalfOpen { in_flight }) if !counts_against_tool(category) => {
+        // A trial that ended for a reason that says nothing about the tool (cancelled, say)
+        // gives its slot back.
+        (Some(category), Circuit::HalfOpen { in_flight, since })
+            if !counts_against_tool(category) =>
+        {
             Circuit::HalfOpen {
-                in_flight: *in_flight,
+                in_flight: in_flight.saturating_sub(1),
+                since: *since,
             }
         }
         (Some(_), Circuit::HalfOpen { .. } | Circuit::Open { .. }) => open,

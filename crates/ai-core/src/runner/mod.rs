@@ -11,7 +11,8 @@
 //! 3. authorization hook (`authz_denied`)
 //! 4. connection grant ∩ request (`policy_denied`)
 //! 5. parse and validate the input (`invalid_json`, `validation`)
-//! 6. bind capabilities, credentials scoped to this invocation only
+//! 6. bind capabilities, credentials scoped to this invocation only (`unavailable`,
+//!    `authz_denied`)
 //! 7. emit [`AiEvent::ToolCallStart`]
 //! 8. execute: attempts under the runtime budget and the cancellation token, retried with
 //!    backoff when the tool is safe to repeat, behind the tool's circuit breaker (`execution`,
@@ -20,6 +21,9 @@
 //! 10. redact by allowlist and check the result budget (`redaction_failed`, `result_too_large`)
 //! 11. emit [`AiEvent::ToolCallResult`]
 //! 12. return the [`ToolExecResult`]
+//!
+//! The ports awaited in steps 3 and 6 answer under the cancellation token (`cancelled`) and
+//! within the runtime budget (`timeout`), like the tool itself: no port can hold a call open.
 //!
 //! A failure at any step jumps (with `?`) to the single place that emits the start event if it
 //! was not emitted yet and then the result event, so every call gets exactly one of each, with the
@@ -311,16 +315,20 @@ impl ToolRunner {
         let tool = self.find_bound_tool(tool_id)?; // 1
         let id = &tool.spec().id;
         let needs_approval = self.check_policy(ctx, listed, tool.as_ref())?; // 2
-        self.check_authz(ctx, id).await?; // 3
+        self.check_authz(ctx, id, cancel).await?; // 3
         let connection_id = check_connection_grant(ctx, tool.as_ref())?; // 4
         let args = self.parse_and_validate(tool.as_ref(), &call.arguments)?; // 5
         if needs_approval {
+            // A cancelled run asks nobody for anything: the call ends `cancelled`.
+            if cancel.is_cancelled() {
+                return Err(budget::cancelled().into());
+            }
             // Step 2's pause, decided once the arguments are known: an approval covers one
             // call id and the exact arguments it was shown.
             check_approval(ctx, &call.id, id, &args)?;
         }
         let invocation = ToolInvocationContext::new(ctx, call.id.clone(), connection_id);
-        let caps = self.bind_capabilities(&invocation).await?; // 6
+        let caps = self.bind_capabilities(&invocation, cancel).await?; // 6
         let args = Arc::new(args);
         emit_start(events, call, Some(Arc::clone(&args))); // 7
         progress.started = true;
@@ -379,16 +387,34 @@ impl ToolRunner {
     }
 
     /// Step 3.
-    async fn check_authz(&self, ctx: &RunContext, id: &ToolId) -> Result<(), ToolFailure> {
-        match &self.authorizer {
-            Some(authorizer) if authorizer.check(ctx, id).await == AuthzDecision::Deny => {
-                Err(ToolFailure::new(
-                    ToolErrorCode::AuthzDenied,
-                    format!("the caller may not execute {id}"),
-                ))
-            }
-            _ => Ok(()),
+    async fn check_authz(
+        &self,
+        ctx: &RunContext,
+        id: &ToolId,
+        cancel: &CancellationToken,
+    ) -> Result<(), ToolFailure> {
+        let Some(authorizer) = &self.authorizer else {
+            return Ok(());
+        };
+        // Boxed: the guard's timer is only part of the calls that have a hook to wait for.
+        let check = budget::guard(
+            "the authorization hook",
+            authorizer.check(ctx, id),
+            self.runtime_budget(),
+            cancel,
+        );
+        match Box::pin(check).await? {
+            AuthzDecision::Deny => Err(ToolFailure::new(
+                ToolErrorCode::AuthzDenied,
+                format!("the caller may not execute {id}"),
+            )),
+            AuthzDecision::Allow => Ok(()),
         }
+    }
+
+    /// The runtime budget, which also bounds each port the runner awaits.
+    fn runtime_budget(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.policy.budgets.max_runtime_ms)
     }
 
     /// Step 5: size, then JSON, then the tool's own schema.
@@ -426,6 +452,7 @@ impl ToolRunner {
     async fn bind_capabilities(
         &self,
         invocation: &ToolInvocationContext,
+        cancel: &CancellationToken,
     ) -> Result<Capabilities, ToolFailure> {
         let Some(connection_id) = &invocation.connection_id else {
             return Ok(Capabilities::default());
@@ -436,9 +463,14 @@ impl ToolRunner {
                 "no connection broker is configured for tools that need a connection",
             ));
         };
-        broker
-            .resolve(connection_id, invocation)
-            .await
+        let resolve = budget::guard(
+            "the connection broker",
+            broker.resolve(connection_id, invocation),
+            self.runtime_budget(),
+            cancel,
+        );
+        Box::pin(resolve)
+            .await?
             .map(Capabilities::with_auth)
             .map_err(|e| {
                 ToolFailure::new(

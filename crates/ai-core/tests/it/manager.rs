@@ -275,3 +275,89 @@ async fn the_breaker_also_opens_on_a_failure_rate_in_a_window() {
         ToolErrorCode::CircuitOpen
     );
 }
+
+/// A policy whose breaker opens on the first counted failure and cools down for a second.
+fn one_strike() -> ToolPolicy {
+    let mut p = policy(RetryPolicy {
+        max_attempts: 3,
+        ..RetryPolicy::default()
+    });
+    p.breaker.failure_threshold = 1;
+    p.breaker.cool_down_ms = 1_000;
+    p
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_half_open_trial_gives_its_slot_back() {
+    let tool = Arc::new(FakeTool::new(
+        T,
+        ToolEffect::ReadOnly,
+        Behaviour::FailOnceThenSleep(Duration::ZERO),
+    ));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], one_strike());
+    let code = |run: ai_core::ToolRun| run.result.failure().map(|f| f.code);
+    assert_eq!(code(h.call(T, "{}").await), Some(ToolErrorCode::Execution));
+    tokio::time::advance(Duration::from_millis(1_000)).await;
+
+    // The run that gets the half-open trial is cancelled: that says nothing about the tool.
+    h.cancel.cancel();
+    assert_eq!(code(h.call(T, "{}").await), Some(ToolErrorCode::Cancelled));
+    assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::HalfOpen);
+
+    // The next run's call is the trial; the tool is healthy, so the circuit closes.
+    let h2 = Harness {
+        cancel: ai_core::CancellationToken::new(),
+        ..h
+    };
+    assert_eq!(code(h2.call(T, "{}").await), None);
+    assert_eq!(h2.runner.stats()[0].breaker, BreakerStatus::Closed);
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_trial_whose_call_was_dropped_is_replaced_after_a_cool_down() {
+    let tool = Arc::new(FakeTool::new(
+        T,
+        ToolEffect::ReadOnly,
+        Behaviour::FailOnceThenSleep(Duration::from_millis(100)),
+    ));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], one_strike());
+    let code = |run: ai_core::ToolRun| run.result.failure().map(|f| f.code);
+    assert_eq!(code(h.call(T, "{}").await), Some(ToolErrorCode::Execution));
+    tokio::time::advance(Duration::from_millis(1_000)).await;
+
+    // The trial's call is dropped mid-attempt (its run went away): it never reports.
+    let dropped = tokio::time::timeout(Duration::from_millis(10), h.call(T, "{}")).await;
+    assert!(dropped.is_err());
+    // Meanwhile the slot is taken: calls fail fast until a cool-down from the lost trial.
+    let fast = h.call(T, "{}").await;
+    let failure = fast.result.failure().unwrap();
+    assert_eq!(failure.code, ToolErrorCode::CircuitOpen);
+    assert_eq!(failure.retry_after_ms, Some(990));
+
+    tokio::time::advance(Duration::from_millis(990)).await;
+    assert_eq!(code(h.call(T, "{}").await), None);
+    assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_input_is_a_validation_failure_that_never_opens_the_circuit() {
+    let tool = Arc::new(FakeTool::new(
+        T,
+        ToolEffect::ReadOnly,
+        Behaviour::RefuseInput,
+    ));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], one_strike());
+    for _ in 0..3 {
+        let run = h.call(T, "{}").await;
+        let failure = run.result.failure().unwrap();
+        assert_eq!(failure.code, ToolErrorCode::Validation);
+        assert_eq!(failure.category, ToolErrorCategory::Validation);
+        assert_eq!(failure.safe_message, "invalid tool arguments: no such file");
+    }
+    // Not retried (a read-only tool with three attempts allowed), and the circuit stays closed.
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 3);
+    let stats = &h.runner.stats()[0];
+    assert_eq!(stats.breaker, BreakerStatus::Closed);
+    assert_eq!(stats.failures[&ToolErrorCategory::Validation], 3);
+}

@@ -5,8 +5,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ai_core::{
-    AiEvent, Authorizer, AuthzDecision, BoundTool, ConnectionId, RunContext, ToolEffect,
-    ToolErrorCode, ToolId, ToolOutcome, ToolPolicy, ToolRun,
+    AiEvent, AuthCapability, AuthError, Authorizer, AuthzDecision, BoundTool, ConnectionBroker,
+    ConnectionId, RunContext, ToolEffect, ToolErrorCode, ToolId, ToolInvocationContext,
+    ToolOutcome, ToolPolicy, ToolRun,
 };
 use serde_json::{Value, json};
 
@@ -177,6 +178,26 @@ async fn step2_require_approval_pauses_until_an_exact_approval() {
     assert_eq!(t.runs.load(Ordering::SeqCst), 1);
 }
 
+/// A cancelled run asks for no approval: the call that would pause ends `cancelled`, answered
+/// like any other, so the run can finish with every call answered.
+#[tokio::test]
+async fn step2_a_cancelled_run_asks_for_no_approval() {
+    let t = Arc::new(FakeTool::new(
+        ECHO,
+        ToolEffect::StateChange,
+        Behaviour::Echo,
+    ));
+    let mut policy = allow(&[ECHO]);
+    policy
+        .require_approval_for_effects
+        .insert(ToolEffect::StateChange);
+    let h = harness(t.clone(), policy);
+    h.cancel.cancel();
+    let run = h.call(ECHO, r#"{"text":"hi"}"#).await;
+    check_failure(&h, &run, ToolErrorCode::Cancelled, "cancelled");
+    assert_eq!(t.runs.load(Ordering::SeqCst), 0);
+}
+
 #[tokio::test]
 async fn step2_a_tool_outside_the_runs_catalog_is_refused_even_if_the_policy_allows_it() {
     let t = tool(Behaviour::Echo);
@@ -213,6 +234,75 @@ async fn step3_authz_hook_denies() {
         ToolErrorCode::AuthzDenied,
         "may not execute core__echo",
     );
+    assert_eq!(t.runs.load(Ordering::SeqCst), 0);
+}
+
+/// A hook that never answers.
+struct Hanging;
+
+#[async_trait::async_trait]
+impl Authorizer for Hanging {
+    async fn check(&self, _: &RunContext, _: &ToolId) -> AuthzDecision {
+        std::future::pending().await
+    }
+}
+
+#[async_trait::async_trait]
+impl ConnectionBroker for Hanging {
+    async fn resolve(
+        &self,
+        _: &ConnectionId,
+        _: &ToolInvocationContext,
+    ) -> Result<Box<dyn AuthCapability>, AuthError> {
+        std::future::pending().await
+    }
+}
+
+/// The ports awaited before the tool (steps 3 and 6) answer within the runtime budget and give
+/// way to cancellation, like the tool itself: a hung token service cannot hold the run open.
+#[tokio::test(start_paused = true)]
+async fn steps3_and_6_a_hung_port_ends_as_timeout_or_cancelled() {
+    let mut policy = allow(&[ECHO]);
+    policy.budgets.max_runtime_ms = 100;
+    let t = tool(Behaviour::Echo);
+    let mut h = harness(t.clone(), policy.clone());
+    h.runner = h.runner.clone().with_authorizer(Arc::new(Hanging));
+    let run = h.call(ECHO, "{}").await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::Timeout,
+        "the authorization hook did not answer within 100 ms",
+    );
+
+    let needs_connection = || {
+        Arc::new(
+            FakeTool::new(ECHO, ToolEffect::ReadOnly, Behaviour::UseToken).needing_connection(),
+        ) as Arc<dyn BoundTool>
+    };
+    let ctx = connection_ctx(&["c1"], &["c1"], Some("c1"));
+    let mut h = Harness::with_ctx(vec![needs_connection()], policy, ctx.clone());
+    h.runner = h.runner.clone().with_broker(Arc::new(Hanging));
+    let run = h.call(ECHO, "{}").await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::Timeout,
+        "the connection broker did not answer within 100 ms",
+    );
+
+    // Cancelled while the broker hangs, well inside the budget.
+    let mut h = Harness::with_ctx(vec![needs_connection()], allow(&[ECHO]), ctx);
+    h.runner = h.runner.clone().with_broker(Arc::new(Hanging));
+    let cancel = h.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        cancel.cancel();
+    });
+    let started = tokio::time::Instant::now();
+    let run = h.call(ECHO, "{}").await;
+    check_failure(&h, &run, ToolErrorCode::Cancelled, "cancelled");
+    assert_eq!(started.elapsed(), Duration::from_millis(10));
     assert_eq!(t.runs.load(Ordering::SeqCst), 0);
 }
 

@@ -27,6 +27,10 @@ pub(crate) enum Behaviour {
     Output(Value),
     /// Fails transiently on its first `n` runs, then echoes.
     Flaky(usize),
+    /// Fails on its first run, then sleeps this long (in tokio time) and echoes.
+    FailOnceThenSleep(Duration),
+    /// Refuses its arguments as the caller's mistake ([`ToolError::invalid_input`]).
+    RefuseInput,
     /// Reads the access token from the auth capability and returns it in a field that is not
     /// allowlisted, plus the connection it was bound to.
     UseToken,
@@ -128,6 +132,14 @@ impl BoundTool for FakeTool {
                 Err(ToolError::transient("the service is busy"))
             }
             Behaviour::Flaky(_) => Ok(echo),
+            Behaviour::FailOnceThenSleep(_) if run == 1 => {
+                Err(ToolError::new("the fake tool failed"))
+            }
+            Behaviour::FailOnceThenSleep(duration) => {
+                tokio::time::sleep(*duration).await;
+                Ok(echo)
+            }
+            Behaviour::RefuseInput => Err(ToolError::invalid_input("no such file")),
             Behaviour::UseToken => {
                 let auth = caps
                     .auth()

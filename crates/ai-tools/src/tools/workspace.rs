@@ -10,9 +10,14 @@ use serde::{Deserialize, Serialize};
 use crate::ToolContract;
 
 /// Refuses paths that could leave the root before the capability sees them (the capability
-/// checks again, against the real file system).
+/// checks again, against the real file system). The message says why, never the path: it is the
+/// model's raw argument.
 fn check_path(path: &str, allow_root: bool) -> Result<(), ToolError> {
-    let refuse = |why: &str| Err(ToolError::new(format!("path {path:?} is refused: {why}")));
+    let refuse = |why: &str| {
+        Err(ToolError::invalid_input(format!(
+            "the path is refused: {why}"
+        )))
+    };
     if path.is_empty() || path == "." {
         return if allow_root {
             Ok(())
@@ -35,8 +40,14 @@ fn check_path(path: &str, allow_root: bool) -> Result<(), ToolError> {
     Ok(())
 }
 
+/// A path the model got wrong is its mistake (`validation`, not counted against the tool's
+/// health); a workspace that fails is the tool's.
 fn workspace_error(error: ai_core::WorkspaceError) -> ToolError {
-    ToolError::new(error.to_string())
+    if error.is_caller_error() {
+        ToolError::invalid_input(error.to_string())
+    } else {
+        ToolError::new(error.to_string())
+    }
 }
 
 /// Lists a folder of the workspace.

@@ -121,3 +121,71 @@ async fn validation_names_the_place_and_rule_never_the_value() {
         assert!(!everything.contains(canary), "{everything}");
     }
 }
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct LabelsInput {
+    labels: std::collections::BTreeMap<String, u32>,
+    counts: Vec<i64>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct LabelsOutput {
+    n: usize,
+}
+
+struct Labels;
+
+#[async_trait::async_trait]
+impl ToolContract for Labels {
+    type Input = LabelsInput;
+    type Output = LabelsOutput;
+    const ID: &'static str = "core__labels";
+    const DESCRIPTION: &'static str = "Counts labels.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["n"];
+    async fn execute(
+        &self,
+        input: LabelsInput,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<LabelsOutput, ToolError> {
+        Ok(LabelsOutput {
+            n: input.labels.len() + input.counts.len(),
+        })
+    }
+}
+
+/// A map key is the model's text, like a value: the place of an error names it `*`. Property
+/// names and array indices come from the schema's shape and stay.
+#[tokio::test]
+async fn validation_never_names_a_map_key_the_model_chose() {
+    let canary = "sk-live-CANARY-5b1e";
+    let (run, events) = crate::support::run(
+        bind(Labels).unwrap(),
+        &format!(r#"{{"labels":{{"{canary}":"x"}},"counts":[1,"two"]}}"#),
+    )
+    .await;
+    let failure = run.result.failure().unwrap();
+    assert_eq!(failure.code, ToolErrorCode::Validation);
+    assert_eq!(
+        failure.safe_message,
+        "invalid tool arguments: /counts/1 fails `type`; /labels/* fails `type`"
+    );
+    let everything = format!("{run:?}{events:?}");
+    assert!(!everything.contains(canary), "{everything}");
+}
+
+/// Draft-07 calls `1.0` an integer; serde's `i64` does not. Arguments the schema accepts and
+/// the input type refuses are still the model's mistake: `validation`, never `execution`.
+#[tokio::test]
+async fn arguments_serde_refuses_after_the_schema_accepted_them_are_a_validation_failure() {
+    let (run, _) =
+        crate::support::run(bind(Labels).unwrap(), r#"{"labels":{},"counts":[1.0]}"#).await;
+    let failure = run.result.failure().unwrap();
+    assert_eq!(failure.code, ToolErrorCode::Validation, "{failure:?}");
+    assert_eq!(
+        failure.safe_message,
+        "invalid tool arguments: the arguments do not fit the tool's input type"
+    );
+}

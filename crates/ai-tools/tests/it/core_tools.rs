@@ -72,12 +72,50 @@ async fn workspace_paths_that_could_escape_are_refused_before_the_capability() {
         let args = format!(r#"{{"path":"{path}","content":"x"}}"#);
         let (run, _) = run(write, &args).await;
         let failure = run.result.failure().unwrap();
-        assert_eq!(failure.code, ToolErrorCode::Execution, "{path}");
+        // The model's mistake, told without quoting its argument back.
+        assert_eq!(failure.code, ToolErrorCode::Validation, "{path}");
         assert!(
             failure.safe_message.contains(reason),
             "{path}: {}",
             failure.safe_message
         );
+        assert!(
+            failure
+                .safe_message
+                .starts_with("invalid tool arguments: the path is refused"),
+            "{}",
+            failure.safe_message
+        );
     }
     assert!(workspace.0.lock().unwrap().is_empty());
+}
+
+/// A model that guesses file names fails each call as `validation`: its mistakes neither quote
+/// the path back nor count against the tool, so they cannot open the circuit that the runner
+/// (shared by every run and tenant) keeps for `core__workspace_read`.
+#[tokio::test]
+async fn missing_files_are_the_models_mistake_not_the_tools() {
+    let canary = "sk-live-CANARY-5b1e";
+    let workspace = Arc::new(MemoryWorkspace::default());
+    workspace
+        .0
+        .lock()
+        .unwrap()
+        .insert("notes.txt".into(), "hello".into());
+    let read = bind(WorkspaceRead::new(workspace)).unwrap();
+    let runner = crate::support::runner(read);
+    for i in 0..6 {
+        let (run, events) = runner
+            .call(&format!(r#"{{"path":"{canary}-{i}.txt"}}"#))
+            .await;
+        let failure = run.result.failure().unwrap();
+        assert_eq!(failure.code, ToolErrorCode::Validation);
+        assert_eq!(
+            failure.safe_message,
+            "invalid tool arguments: nothing exists at the path"
+        );
+        assert!(!format!("{:?}", events[1]).contains(canary));
+    }
+    let (run, _) = runner.call(r#"{"path":"notes.txt"}"#).await;
+    assert!(run.result.failure().is_none(), "{:?}", run.result);
 }

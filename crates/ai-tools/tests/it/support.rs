@@ -52,24 +52,54 @@ impl Workspace for MemoryWorkspace {
 
 /// Runs one call of `tool` through the runner, under a policy allowing exactly that tool.
 pub(crate) async fn run(tool: Arc<dyn BoundTool>, args: &str) -> (ToolRun, Vec<AiEvent>) {
-    let id = tool.spec().id.clone();
+    runner(tool).call(args).await
+}
+
+/// One runner over one tool, under the default policy (breaker and retries included) allowing
+/// exactly that tool, kept across calls as a server keeps it across runs.
+pub(crate) struct OneToolRunner {
+    runner: ToolRunner,
+    catalog: ToolCatalog,
+    ctx: RunContext,
+}
+
+/// A [`OneToolRunner`] over `tool`.
+pub(crate) fn runner(tool: Arc<dyn BoundTool>) -> OneToolRunner {
     let policy = ToolPolicy {
-        allowed_tools: [id.clone()].into(),
+        allowed_tools: [tool.spec().id.clone()].into(),
         ..ToolPolicy::default()
     };
     let ctx = RunContext::new("run-1", "user:test", "tenant-1").unwrap();
     let source = Arc::new(StaticToolSource::new(vec![tool]).unwrap());
     let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
     let runner = ToolRunner::new(source, Arc::new(policy), Arc::new(FixedClock(1)));
-    let events = Mutex::new(Vec::new());
-    let sink = |e: AiEvent| events.lock().unwrap().push(e);
-    let call = ToolCall {
-        id: ToolCallId::new("call_1").unwrap(),
-        name: id.as_str().into(),
-        arguments: args.into(),
-    };
-    let run = runner
-        .run_tool(&call, &ctx, &catalog, &sink, &CancellationToken::new())
-        .await;
-    (run, events.into_inner().unwrap())
+    OneToolRunner {
+        runner,
+        catalog,
+        ctx,
+    }
+}
+
+impl OneToolRunner {
+    /// Calls the tool with `args`; returns the run and the events it emitted.
+    pub(crate) async fn call(&self, args: &str) -> (ToolRun, Vec<AiEvent>) {
+        let events = Mutex::new(Vec::new());
+        let sink = |e: AiEvent| events.lock().unwrap().push(e);
+        let call = ToolCall {
+            id: ToolCallId::new("call_1").unwrap(),
+            name: self.catalog.specs().next().unwrap().id.as_str().into(),
+            arguments: args.into(),
+        };
+        let run = self
+            .runner
+            .run_tool(
+                &call,
+                &self.ctx,
+                &self.catalog,
+                &sink,
+                &CancellationToken::new(),
+            )
+            .await;
+        (run, events.into_inner().unwrap())
+    }
 }

@@ -301,7 +301,7 @@ fn tools_stats_reports_what_earlier_calls_recorded() {
     );
     assert_eq!(time["breaker"], "closed");
     let read = by_id("core__workspace_read");
-    assert_eq!(read["failures"]["execution"], 1);
+    assert_eq!(read["failures"]["validation"], 1);
     // The table form has a header and one row per tool.
     let table = cogni(&["tools", "stats", "--data-dir", data]);
     assert_eq!(String::from_utf8_lossy(&table.stdout).lines().count(), 3);
