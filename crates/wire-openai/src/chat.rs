@@ -414,9 +414,16 @@ pub fn decode_all(bytes: &[u8]) -> Result<LlmCompletion, DecodeError> {
     decoder.finish()
 }
 
+/// Python's truth value, since openai-python raises on a truthy `error` (WIRE-FORMATS §1.5).
 fn is_truthy(value: &Value) -> bool {
-    !matches!(value, Value::Null | Value::Bool(false))
-        && value.as_str().is_none_or(|s| !s.is_empty())
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(items) => !items.is_empty(),
+        Value::Object(map) => !map.is_empty(),
+    }
 }
 
 fn error_message(error: &Value) -> String {

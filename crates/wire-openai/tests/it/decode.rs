@@ -153,3 +153,25 @@ fn only_a_repeat_of_complete_arguments_is_dropped() {
     );
     assert_eq!(arguments(&["{}", "{}"]), "{}");
 }
+
+#[test]
+fn a_falsy_error_is_not_a_provider_error() {
+    // WIRE-FORMATS §1.5: an error is a *truthy* `error` key (openai-python's `data.get("error")`),
+    // so nothing Python holds false is an error.
+    let stop = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    for error in [
+        json!({}),
+        json!([]),
+        json!(0),
+        json!(-0.0),
+        json!(false),
+        json!(null),
+        json!(""),
+    ] {
+        let hi = json!({"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": null}],
+            "error": error});
+        let stream = format!("data: {hi}\n\ndata: {stop}\n\ndata: [DONE]\n\n");
+        let text = chat::decode_all(stream.as_bytes()).map(|c| c.text);
+        assert_eq!(text.ok().as_deref(), Some("hi"), "error: {error}");
+    }
+}
