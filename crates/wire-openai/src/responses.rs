@@ -131,11 +131,14 @@ impl StreamDecoder {
         result
     }
 
+    /// The call an event is about: by its item id (`item.id` on the `output_item.*` events, which
+    /// have no `item_id`; `item_id` on the others), then by its output index.
     fn position(&self, event: &Event<'_>) -> Option<usize> {
-        event
-            .item_id
-            .as_deref()
-            .and_then(|id| self.by_item.get(id))
+        let item_id = event.item.as_ref().and_then(|item| item.id.as_deref());
+        [item_id, event.item_id.as_deref()]
+            .into_iter()
+            .flatten()
+            .find_map(|id| self.by_item.get(id))
             .or_else(|| event.output_index.and_then(|i| self.by_output.get(&i)))
             .copied()
     }

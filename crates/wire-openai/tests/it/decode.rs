@@ -155,6 +155,31 @@ fn only_a_repeat_of_complete_arguments_is_dropped() {
 }
 
 #[test]
+fn responses_output_item_done_is_keyed_by_its_item_id() {
+    // `response.output_item.done` names its call by `item.id`; a gateway that leaves out (or
+    // renumbers) `output_index` there must not get the same call twice.
+    let stream = concat!(
+        "event: response.created\n",
+        "data: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\"}}\n\n",
+        "event: response.output_item.added\n",
+        "data: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"id\":\"fc_1\",\"call_id\":\"call_1\",\"name\":\"get_weather\",\"arguments\":\"\"}}\n\n",
+        "event: response.function_call_arguments.delta\n",
+        "data: {\"type\":\"response.function_call_arguments.delta\",\"item_id\":\"fc_1\",\"output_index\":0,\"delta\":\"{\\\"city\\\":\\\"Paris\\\"}\"}\n\n",
+        "event: response.output_item.done\n",
+        "data: {\"type\":\"response.output_item.done\",\"item\":{\"type\":\"function_call\",\"id\":\"fc_1\",\"call_id\":\"call_1\",\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\",\"status\":\"completed\"}}\n\n",
+        "event: response.completed\n",
+        "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\"}}\n\n",
+    );
+    let completion = responses::decode_all(stream.as_bytes()).unwrap();
+    let ids: Vec<&str> = completion
+        .tool_calls
+        .iter()
+        .map(|c| c.id.as_str())
+        .collect();
+    assert_eq!(ids, ["call_1"], "one call, once");
+}
+
+#[test]
 fn a_falsy_error_is_not_a_provider_error() {
     // WIRE-FORMATS §1.5: an error is a *truthy* `error` key (openai-python's `data.get("error")`),
     // so nothing Python holds false is an error.
