@@ -51,6 +51,10 @@ const MAX_PROPERTIES: usize = 5000;
 const MAX_OBJECT_DEPTH: usize = 5;
 /// Values of one `enum`.
 const MAX_ENUM_VALUES: usize = 1000;
+/// An `enum` with more values than this is held to [`MAX_LARGE_ENUM_CHARS`].
+const LARGE_ENUM_VALUES: usize = 250;
+/// Characters across the string values of one `enum` of more than [`LARGE_ENUM_VALUES`].
+const MAX_LARGE_ENUM_CHARS: usize = 15_000;
 /// Characters across all property names and enum/const values.
 const MAX_NAME_CHARS: usize = 120_000;
 
@@ -165,7 +169,7 @@ fn make_strict_map(map: &mut Map<String, Value>, depth: usize, budget: &mut Budg
         return false;
     }
     if let Some(Value::Array(values)) = map.get("enum") {
-        if values.len() > MAX_ENUM_VALUES {
+        if !enum_within_limits(values) {
             return false;
         }
         budget.name_chars += values.iter().map(value_chars).sum::<usize>();
@@ -203,6 +207,20 @@ fn make_strict_map(map: &mut Map<String, Value>, depth: usize, budget: &mut Budg
         return false;
     }
     true
+}
+
+/// Whether one `enum` is within the guide's limits for a single enum: at most
+/// [`MAX_ENUM_VALUES`] values, and at most [`MAX_LARGE_ENUM_CHARS`] characters of strings once it
+/// has more than [`LARGE_ENUM_VALUES`].
+fn enum_within_limits(values: &[Value]) -> bool {
+    values.len() <= MAX_ENUM_VALUES
+        && (values.len() <= LARGE_ENUM_VALUES
+            || values
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|s| s.chars().count())
+                .sum::<usize>()
+                <= MAX_LARGE_ENUM_CHARS)
 }
 
 /// The characters an enum or const value counts for (strings by length, others as written).
@@ -261,7 +279,8 @@ fn strict_object(map: &mut Map<String, Value>, depth: usize, budget: &mut Budget
 
 /// Lets an optional property be `null`: `null` joins its `type` (and its `enum`, which would
 /// otherwise still refuse it); a `$ref` or `anyOf` gains a `{"type": "null"}` branch. False when
-/// there is nothing to extend (no type, or a `const`).
+/// there is nothing to extend (no type, or a `const`), or when the added `null` takes the enum
+/// past its limits (the provider checks the enum as sent).
 fn make_nullable(property: &mut Value) -> bool {
     let Some(map) = property.as_object_mut() else {
         return false;
@@ -274,6 +293,9 @@ fn make_nullable(property: &mut Value) -> bool {
         && !values.contains(&Value::Null)
     {
         values.push(Value::Null);
+        if !enum_within_limits(values) {
+            return false;
+        }
     }
     match map.get_mut("type") {
         Some(Value::String(t)) => {

@@ -192,3 +192,24 @@ fn size_limits_fall_back_to_non_strict() {
         None,
     );
 }
+
+#[test]
+fn a_large_enum_over_15000_characters_is_not_strict() {
+    // Structured Outputs: "15,000 characters of enum strings when a single enum has more than
+    // 250 values" (WIRE-FORMATS §1.2), counted on the enum as sent, `null` included.
+    fn enum_of(n: usize, chars: usize, required: bool) -> Value {
+        let values: Vec<Value> = (0..n)
+            .map(|i| Value::from(format!("{i:0chars$}")))
+            .collect();
+        let required: &[&str] = if required { &["e"] } else { &[] };
+        json!({"type": "object", "properties": {"e": {"type": "string", "enum": values}},
+            "required": required})
+    }
+    // 300 values of 60 characters: 18,000 characters.
+    check(enum_of(300, 60, true), None);
+    // 250 values of 61 characters (15,250) are allowed, but not with a 251st value, `null`.
+    assert!(strict_parameters(&enum_of(250, 61, true)).is_some());
+    check(enum_of(250, 61, false), None);
+    // 251 values of 59 characters: 14,809.
+    assert!(strict_parameters(&enum_of(251, 59, false)).is_some());
+}
