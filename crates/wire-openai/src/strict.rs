@@ -100,17 +100,18 @@ fn make_strict(node: &mut Value, depth: usize, budget: &mut Budget<'_>) -> bool 
         return node.is_boolean();
     };
     drop_annotations(map);
-    let inlined = match map.get("$ref") {
-        Some(_) if map.len() > 1 => match inline_ref(map, budget) {
-            Some(inlined) => inlined,
+    // An inlined definition may itself be a `$ref` with siblings (a described alias): it is
+    // resolved in turn, so no `$ref` keeps a sibling.
+    let mut inlined = 0;
+    while map.contains_key("$ref") && map.len() > 1 {
+        match inline_ref(map, budget) {
+            Some(true) => inlined += 1,
+            Some(false) => break,
             None => return false,
-        },
-        _ => false,
-    };
-    let ok = make_strict_map(map, depth, budget);
-    if inlined {
-        budget.inlining.pop();
+        }
     }
+    let ok = make_strict_map(map, depth, budget);
+    budget.inlining.truncate(budget.inlining.len() - inlined);
     ok
 }
 

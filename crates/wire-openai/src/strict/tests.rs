@@ -213,3 +213,26 @@ fn a_large_enum_over_15000_characters_is_not_strict() {
     // 251 values of 59 characters: 14,809.
     assert!(strict_parameters(&enum_of(251, 59, false)).is_some());
 }
+
+#[test]
+fn an_inlined_definition_that_is_itself_a_described_ref_is_resolved_too() {
+    // `A` is an alias of `B` with its own description (a documented newtype). Inlining `A`
+    // under the property's description must not leave `$ref` + `description` behind: OpenAI
+    // refuses that in strict mode ("$ref cannot have keywords {'description'}").
+    check(
+        json!({"type": "object",
+        "properties": {"p": {"$ref": "#/$defs/A", "description": "outer"}},
+        "required": ["p"],
+        "$defs": {
+            "A": {"$ref": "#/$defs/B", "description": "inner"},
+            "B": {"type": "string"}
+        }}),
+        Some(json!({"type": "object", "additionalProperties": false,
+        "properties": {"p": {"type": "string", "description": "outer"}},
+        "required": ["p"],
+        "$defs": {
+            "A": {"type": "string", "description": "inner"},
+            "B": {"type": "string"}
+        }})),
+    );
+}
