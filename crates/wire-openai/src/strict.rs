@@ -49,6 +49,11 @@ const MAX_PROPERTIES: usize = 5000;
 /// Levels of nested object schemas (the guide says 5 in some copies and 10 in others: the
 /// stricter figure is used, since exceeding it fails the request).
 const MAX_OBJECT_DEPTH: usize = 5;
+/// Levels of nested schemas of any kind (the guide's limit counts only objects). Only inlining
+/// makes a schema deeper than its input; capped, the recursion stays shallow and the JSON sent
+/// stays well within what parsers accept (serde_json stops at 128 levels, and a schema level
+/// under `properties`, `anyOf` or `$defs` takes two).
+const MAX_SCHEMA_DEPTH: usize = 32;
 /// Values of one `enum`.
 const MAX_ENUM_VALUES: usize = 1000;
 /// An `enum` with more values than this is held to [`MAX_LARGE_ENUM_CHARS`].
@@ -57,6 +62,11 @@ const LARGE_ENUM_VALUES: usize = 250;
 const MAX_LARGE_ENUM_CHARS: usize = 15_000;
 /// Characters across all property names and enum/const values.
 const MAX_NAME_CHARS: usize = 120_000;
+/// Bytes (compact JSON) that inlining described `$ref`s may copy into the schema. A definition
+/// reached along n paths is copied n times, and n grows exponentially through nested `$defs` or
+/// `anyOf`, while the guide's limits count neither bytes nor non-object nodes. The guide's budget
+/// for names and values is far above what real described references cost (a few KB a copy).
+const MAX_INLINED_BYTES: usize = MAX_NAME_CHARS;
 
 /// The strict form of `schema`, or `None` when it cannot be made strict (it is then sent as is,
 /// non-strict).
@@ -79,6 +89,10 @@ struct Budget<'a> {
     properties: usize,
     name_chars: usize,
     too_deep_or_wide: bool,
+    /// Schemas around the current node, of any kind (see [`MAX_SCHEMA_DEPTH`]).
+    nesting: usize,
+    /// Bytes copied by inlining so far (see [`MAX_INLINED_BYTES`]).
+    inlined_bytes: usize,
     /// The schema as given, where local `$ref`s are resolved.
     root: Option<&'a Value>,
     /// The references being inlined around the current node (a recursive one is not inlined
@@ -99,6 +113,10 @@ fn make_strict(node: &mut Value, depth: usize, budget: &mut Budget<'_>) -> bool 
     let Value::Object(map) = node else {
         return node.is_boolean();
     };
+    if budget.nesting == MAX_SCHEMA_DEPTH {
+        return false;
+    }
+    budget.nesting += 1;
     drop_annotations(map);
     // An inlined definition may itself be a `$ref` with siblings (a described alias): it is
     // resolved in turn, so no `$ref` keeps a sibling.
@@ -112,6 +130,7 @@ fn make_strict(node: &mut Value, depth: usize, budget: &mut Budget<'_>) -> bool 
     }
     let ok = make_strict_map(map, depth, budget);
     budget.inlining.truncate(budget.inlining.len() - inlined);
+    budget.nesting -= 1;
     ok
 }
 
@@ -119,7 +138,8 @@ fn make_strict(node: &mut Value, depth: usize, budget: &mut Budget<'_>) -> bool 
 /// {'description'}"). Annotation siblings (`description`, `title`) are kept by inlining the
 /// local definition the `$ref` points to, as the official SDK does for Pydantic schemas; a
 /// reference already being inlined (recursion) keeps only its `$ref`. Constraining siblings
-/// would intersect with the definition, which inlining cannot express: `None`, non-strict.
+/// would intersect with the definition, which inlining cannot express: `None`, non-strict. So is
+/// a copy past [`MAX_INLINED_BYTES`], refused before it is made.
 /// Returns whether a definition was inlined (and pushed on `budget.inlining`).
 fn inline_ref(map: &mut Map<String, Value>, budget: &mut Budget<'_>) -> Option<bool> {
     if map
@@ -134,9 +154,14 @@ fn inline_ref(map: &mut Map<String, Value>, budget: &mut Budget<'_>) -> Option<b
         return Some(false);
     }
     let pointer = reference.strip_prefix('#')?;
-    let Some(Value::Object(definition)) = budget.root?.pointer(pointer) else {
+    let found = budget.root?.pointer(pointer)?;
+    let Value::Object(definition) = found else {
         return None;
     };
+    budget.inlined_bytes += ai_core::compact_json_len(found);
+    if budget.inlined_bytes > MAX_INLINED_BYTES || !budget.within_limits() {
+        return None;
+    }
     let mut inlined = definition.clone();
     for key in ["description", "title"] {
         if let Some(value) = map.remove(key) {
