@@ -661,3 +661,53 @@ async fn with_a_data_folder_runs_are_logged_and_a_run_id_is_used_once() {
     let error: Value = serde_json::from_str(&again.text().await.unwrap()).unwrap();
     assert_eq!(error["error"]["code"], "run_exists");
 }
+
+/// SGLang sends the call ids `"0"`/`"1"` on every turn: a later turn that repeats the earlier
+/// turn's ids runs its calls under fresh ids, and the thread keeps working.
+#[tokio::test]
+async fn a_call_id_repeated_in_a_later_turn_runs_under_a_fresh_id() {
+    let server = Server::start(|_| {}).await;
+    // Turns one and two: the same two calls (same ids), then an answer. Turn three: an answer.
+    tool_loop_fixtures(&server.fake).await;
+    tool_loop_fixtures(&server.fake).await;
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let mut call_ids = Vec::new();
+    for (run, text) in [("r-1", "one"), ("r-2", "two"), ("r-3", "three")] {
+        let body = server
+            .post(
+                "/api/v1/agui",
+                &agui_input("t-repeated-ids", run, json!([user("m", text)])),
+            )
+            .await
+            .text()
+            .await
+            .unwrap();
+        let frames = frames(&body);
+        let last = frames.last().unwrap();
+        assert_eq!(last["type"], "RUN_FINISHED", "{run}: {last}");
+        let mut ids: Vec<String> = frames
+            .iter()
+            .filter(|f| f["type"] == "TOOL_CALL_START")
+            .map(|f| f["toolCallId"].as_str().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        call_ids.push(ids);
+    }
+    assert_eq!(call_ids[0], ["call_read", "call_time"]);
+    assert_eq!(call_ids[1], ["call_read_2", "call_time_2"]);
+    assert!(call_ids[2].is_empty());
+    // The endpoint is answered under the fresh ids.
+    let answered: Vec<String> = server.fake.requests()[3].json["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["tool_call_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        answered,
+        ["call_time", "call_read", "call_time_2", "call_read_2"]
+    );
+}

@@ -1,6 +1,6 @@
 //! The driver: carries the reducer's intents out through the ports, one run at a time.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use ai_core::{
@@ -11,6 +11,7 @@ use ai_core::{
 };
 
 use crate::bounded::run_bounded;
+use crate::reducer::{call_ids, claim_call_id};
 use crate::{AgentEvent, AgentState, Intent, reduce};
 
 /// Loop settings.
@@ -89,7 +90,8 @@ impl std::fmt::Debug for Agent {
 }
 
 /// A tool call as its fragments stream in: announced once its id and name are known, with the
-/// argument text that came before that sent right after the announcement.
+/// argument text that came before that sent right after the announcement. The id announced is
+/// the one the reducer will give the call (a repeated id is renamed the same way).
 #[derive(Default)]
 struct StreamedCall {
     id: Option<ToolCallId>,
@@ -104,12 +106,15 @@ impl StreamedCall {
         id: Option<String>,
         name: Option<String>,
         arguments: String,
+        taken: &mut HashSet<ToolCallId>,
         events: &dyn EventSink,
     ) {
         if self.id.is_none() {
             // An id the decoder could not accept is left unannounced: the call still runs (or
             // is refused) from the assembled completion, which the runner reports.
-            self.id = id.and_then(|id| ToolCallId::new(id).ok());
+            self.id = id
+                .and_then(|id| ToolCallId::new(id).ok())
+                .map(|id| claim_call_id(&id, &mut *taken));
         }
         if self.name.is_none() {
             self.name = name.filter(|n| !n.is_empty()).map(Arc::from);
@@ -351,6 +356,8 @@ impl Agent {
         events: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> AgentEvent {
+        // The ids the history holds: a streamed call is announced under the id it will run by.
+        let mut taken = call_ids(&messages);
         let request = LlmRequest {
             caller: LlmCaller {
                 run_id: ctx.run_id.clone(),
@@ -380,7 +387,7 @@ impl Agent {
                 if streamed.len() <= index {
                     streamed.resize_with(index + 1, StreamedCall::default);
                 }
-                streamed[index].push(id, name, arguments, events);
+                streamed[index].push(id, name, arguments, &mut taken, events);
             }
             _ => {}
         };

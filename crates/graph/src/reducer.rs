@@ -1,5 +1,7 @@
 //! The loop as a pure reducer: `(AgentState, AgentEvent) -> (AgentState, Vec<Intent>)`.
 
+use std::collections::HashSet;
+
 use serde::{Deserialize, Serialize};
 
 use ai_core::{
@@ -122,7 +124,9 @@ pub enum AgentEvent {
         /// The text.
         content: String,
     },
-    /// The model call resolved.
+    /// The model call resolved. A call whose id an earlier call of the thread (or of the same
+    /// turn) already holds, as SGLang's `"0"`/`"1"` on every turn, is given a fresh id derived
+    /// from it (see [`reduce`]).
     ModelCompleted {
         /// The decoder's assembled completion.
         completion: LlmCompletion,
@@ -155,7 +159,8 @@ pub enum Intent {
         /// The history to send.
         messages: Vec<Message>,
     },
-    /// Run these calls (only from the assembled completion), in the model's order.
+    /// Run these calls (only from the assembled completion), in the model's order, under the
+    /// ids the history holds.
     RunTools {
         /// The calls.
         calls: Vec<LlmToolCall>,
@@ -271,7 +276,52 @@ fn settle(
     }
 }
 
+/// The longest id a [`ToolCallId`] holds, in characters.
+const TOOL_CALL_ID_MAX_CHARS: usize = 128;
+
+/// The ids of every tool call the assistant messages of `messages` made.
+pub(crate) fn call_ids(messages: &[Message]) -> HashSet<ToolCallId> {
+    messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::Assistant { tool_calls, .. } => Some(tool_calls),
+            _ => None,
+        })
+        .flatten()
+        .map(|call| call.id.clone())
+        .collect()
+}
+
+/// The id a call the model named `id` goes by, added to `taken`: `id` itself when no earlier call
+/// holds it, else the first of `{id}_2`, `{id}_3`, … that none holds (`id` cut short so that the
+/// result keeps within 128 characters). The same history and calls always get the same ids.
+pub(crate) fn claim_call_id(id: &ToolCallId, taken: &mut HashSet<ToolCallId>) -> ToolCallId {
+    if taken.insert(id.clone()) {
+        return id.clone();
+    }
+    let mut n: u64 = 1;
+    loop {
+        n += 1;
+        let suffix = format!("_{n}");
+        let keep = TOOL_CALL_ID_MAX_CHARS - suffix.len();
+        let mut fresh: String = id.as_str().chars().take(keep).collect();
+        fresh.push_str(&suffix);
+        if let Ok(fresh) = ToolCallId::new(fresh)
+            && taken.insert(fresh.clone())
+        {
+            return fresh;
+        }
+    }
+}
+
 /// The loop's logic. Pure and deterministic: no IO, no clock, no async.
+///
+/// Call ids are unique across a thread's history (as [`validate_history`] requires), but some
+/// endpoints repeat them: SGLang sends `"0"`/`"1"` on every turn, and a decoder's synthesized ids
+/// can recur. A call whose id is already taken, by an earlier turn or an earlier call of the same
+/// turn, is renamed before it is recorded or run, to the first free id of `{id}_2`, `{id}_3`, …;
+/// it runs, is shown and is answered to the provider under that id. The renaming depends only on
+/// the history and the completion, so a replay gets the same ids.
 ///
 /// ```
 /// use graph::{AgentEvent, AgentState, Intent, reduce};
@@ -295,7 +345,11 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                     Some("a model result arrived that no call was waiting for".into()),
                 );
             }
-            let calls = completion.tool_calls;
+            let mut calls = completion.tool_calls;
+            let mut taken = call_ids(&state.messages);
+            for call in &mut calls {
+                call.id = claim_call_id(&call.id, &mut taken);
+            }
             state.messages.push(Message::Assistant {
                 content: completion.text,
                 tool_calls: calls

@@ -198,3 +198,68 @@ fn state_round_trips_through_serde_between_any_two_events() {
     }
     assert_eq!(plain, resumed);
 }
+
+/// The ids of the calls of the last assistant message.
+fn last_call_ids(state: &AgentState) -> Vec<String> {
+    state
+        .messages()
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            Message::Assistant { tool_calls, .. } => Some(
+                tool_calls
+                    .iter()
+                    .map(|c| c.id.as_str().to_owned())
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_repeated_call_id_is_renamed_before_it_runs() {
+    let long = "x".repeat(128);
+    // (the ids of an earlier turn, the ids of this turn, the ids recorded and run)
+    let cases: [(&[&str], &[&str], &[&str]); 5] = [
+        (&[], &["0", "1"], &["0", "1"]),
+        // SGLang: the same ids on every turn.
+        (&["0", "1"], &["0", "1"], &["0_2", "1_2"]),
+        // Repeated within the turn, and a renamed id that the model also sent.
+        (&["0"], &["0", "0", "0_2"], &["0_2", "0_3", "0_2_2"]),
+        (&["0", "0_2"], &["0"], &["0_3"]),
+        // The fresh id keeps within the 128 characters a call id may have.
+        (
+            &[],
+            &[&long, &long],
+            &[&long, &format!("{}_2", &long[..126])],
+        ),
+    ];
+    for (earlier, now, expected) in cases {
+        let mut events = vec![user()];
+        if !earlier.is_empty() {
+            events.extend([
+                completion("", earlier),
+                results(earlier),
+                completion("ok", &[]),
+            ]);
+            events.push(user());
+        }
+        events.push(completion("", now));
+        let mut state = AgentState::new(None, 10);
+        let mut intents = vec![];
+        for event in events {
+            (state, intents) = reduce(state, event);
+        }
+        let [Intent::RunTools { calls, .. }] = intents.as_slice() else {
+            panic!("{intents:?}")
+        };
+        let run: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(run, expected, "{earlier:?} then {now:?}");
+        assert_eq!(last_call_ids(&state), expected);
+        // Answered under those ids, the history is valid and the thread goes on.
+        let (state, intents) = reduce(state, results(expected));
+        ai_core::validate_history(state.messages()).unwrap();
+        assert!(matches!(intents.as_slice(), [Intent::CallModel { .. }]));
+    }
+}

@@ -244,6 +244,78 @@ async fn threads_keep_state_and_a_next_turn_sends_only_the_new_message() {
     assert_eq!(dones, 2);
 }
 
+/// The ids a run's events name, by kind: streamed announcements, starts, results.
+fn event_ids(events: &[AiEvent]) -> [Vec<String>; 3] {
+    let mut ids: [Vec<String>; 3] = Default::default();
+    for event in events {
+        let (kind, id) = match event {
+            AiEvent::ToolCallStreamStart { tool_call_id, .. } => (0, tool_call_id),
+            AiEvent::ToolCallStart { tool_call_id, .. } => (1, tool_call_id),
+            AiEvent::ToolCallResult { tool_call_id, .. } => (2, tool_call_id),
+            _ => continue,
+        };
+        ids[kind].push(id.as_str().to_owned());
+    }
+    ids
+}
+
+/// SGLang sends the call ids `"0"`/`"1"` on every turn (and a decoder's synthesized ids can
+/// recur, within a turn too): a repeated id runs under a fresh one, every saved history stays
+/// valid and the thread goes on.
+#[tokio::test(start_paused = true)]
+async fn a_call_id_repeated_in_a_later_turn_runs_under_a_fresh_id() {
+    let f = Fixture::new(
+        vec![
+            calls(vec![call("0", "core__wait", r#"{"ms":1}"#)]),
+            text("first"),
+            calls(vec![
+                call("0", "core__wait", r#"{"ms":1}"#),
+                call("0", "core__wait", r#"{"ms":2}"#),
+            ]),
+            text("second"),
+            text("third"),
+        ],
+        AgentConfig::default(),
+    );
+    let store = InMemoryThreadStore::default();
+    let thread = ThreadId::new("thread-repeated-ids").unwrap();
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let mut ids = Vec::new();
+    for message in ["one", "two", "three"] {
+        f.events.lock().unwrap().clear();
+        let state = f
+            .agent
+            .run_thread(
+                &store,
+                &thread,
+                message.into(),
+                &f.ctx,
+                &f.catalog,
+                &sink,
+                &f.cancel,
+            )
+            .await
+            .unwrap();
+        let events = f.events();
+        check_invariants(&events, &state).unwrap_or_else(|e| panic!("turn {message:?}: {e}"));
+        assert_eq!(done_reason(&events), "stop", "turn {message:?}");
+        ids.push(event_ids(&events));
+    }
+    let one = vec!["0".to_owned()];
+    let two = vec!["0_2".to_owned(), "0_3".to_owned()];
+    assert_eq!(ids[0], [one.clone(), one.clone(), one]);
+    // Streamed, started and answered under the same fresh ids.
+    assert_eq!(ids[1], [two.clone(), two.clone(), two.clone()]);
+    assert_eq!(ids[2], <[Vec<String>; 3]>::default());
+    // The model is answered under those ids too.
+    let requests = f.model.requests.lock().unwrap();
+    let answered: Vec<String> = tool_messages(&requests[3].messages)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(answered, ["0", "0_2", "0_3"]);
+}
+
 #[tokio::test]
 async fn results_carry_redacted_values_only() {
     let f = Fixture::new(
