@@ -320,6 +320,11 @@ impl Agent {
                             run_bounded(runs.collect(), self.config.max_parallel_tools).await;
                         queue.push_back(AgentEvent::ToolResults { results });
                     }
+                    Intent::AwaitApproval { .. } if cancel.is_cancelled() => {
+                        // Cancelled while its tools ran: the run does not pause, the cancel
+                        // answers the waiting calls.
+                        queue.push_back(AgentEvent::Cancel);
+                    }
                     Intent::AwaitApproval { .. } => {
                         // The runner already emitted one `ApprovalRequired` per waiting call.
                         events.emit(AiEvent::Done {

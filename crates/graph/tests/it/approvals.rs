@@ -1,10 +1,22 @@
 //! Approvals: a gated call pauses the run; only an exact approval runs it; everything else is a
 //! denial fed back to the model.
 
-use ai_core::{AiEvent, Message, ToolCallId};
-use graph::{AgentConfig, AgentState, ApprovalDecision, Phase};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use crate::support::{Fixture, call, calls, check_invariants, done_reason, text};
+use ai_core::{
+    AiEvent, CancellationToken, Capabilities, CompletionError, CompletionPort, DeltaSink,
+    LlmCompletion, LlmRequest, Message, RunContext, StaticToolSource, ToolCallId, ToolCatalog,
+    ToolEffect, ToolError, ToolInvocationContext, ToolPolicy, ToolRunner,
+};
+use ai_tools::{ToolContract, bind};
+use graph::{Agent, AgentConfig, AgentState, ApprovalDecision, Phase};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::support::{
+    Fixture, ScriptedModel, Wait, ZeroClock, call, calls, check_invariants, done_reason, text,
+};
 
 const GATED: &str = r#"
 allowed_tools = ["core__wait"]
@@ -155,4 +167,145 @@ async fn a_policy_change_before_resume_is_checked_again() {
         "{:?}",
         answers(&state)
     );
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct WriteInput {
+    /// What to write.
+    #[allow(dead_code)]
+    text: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct WriteOutput {
+    ok: bool,
+}
+
+/// `core__write`: a state-changing tool, gated by the policy below.
+struct Write;
+
+#[async_trait::async_trait]
+impl ToolContract for Write {
+    type Input = WriteInput;
+    type Output = WriteOutput;
+    const ID: &'static str = "core__write";
+    const DESCRIPTION: &'static str = "Writes.";
+    const EFFECT: ToolEffect = ToolEffect::StateChange;
+    const REDACTION: &'static [&'static str] = &["ok"];
+    async fn execute(
+        &self,
+        _: WriteInput,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<WriteOutput, ToolError> {
+        Ok(WriteOutput { ok: true })
+    }
+}
+
+/// `core__wait` runs freely, `core__write` needs an approval.
+const WRITES_GATED: &str = r#"
+allowed_tools = ["core__wait", "core__write"]
+require_approval_for_effects = ["state_change"]
+"#;
+
+/// An agent over `model` with `core__wait` and the gated `core__write`, and its context and
+/// catalog.
+fn gated_writes(model: Arc<dyn CompletionPort>) -> (Agent, RunContext, ToolCatalog) {
+    let policy = ToolPolicy::from_toml_str(WRITES_GATED).unwrap();
+    let source =
+        Arc::new(StaticToolSource::new(vec![bind(Wait).unwrap(), bind(Write).unwrap()]).unwrap());
+    let ctx = RunContext::new("run-1", "user:test", "tenant").unwrap();
+    let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
+    let runner = ToolRunner::new(source, Arc::new(policy), Arc::new(ZeroClock));
+    let agent = Agent::new(model, runner, AgentConfig::default());
+    (agent, ctx, catalog)
+}
+
+/// Runs one turn of `agent` and returns its events and the state to save.
+async fn run_turn(
+    agent: &Agent,
+    ctx: &RunContext,
+    catalog: &ToolCatalog,
+    cancel: &CancellationToken,
+) -> (Vec<AiEvent>, AgentState) {
+    let events = Mutex::new(Vec::new());
+    let sink = |e: AiEvent| events.lock().unwrap().push(e);
+    let state = agent
+        .run(agent.new_state(), "go".into(), ctx, catalog, &sink, cancel)
+        .await;
+    (events.into_inner().unwrap(), state)
+}
+
+/// The run of a cancelled turn ends `cancelled`, not paused, with every call answered.
+fn assert_cancelled(events: &[AiEvent], state: &AgentState) {
+    assert_eq!(done_reason(events), "cancelled", "{events:?}");
+    assert!(
+        !matches!(state.phase(), Phase::AwaitingApproval { .. }),
+        "{:?}",
+        state.phase()
+    );
+    check_invariants(events, state).unwrap();
+    let gated = answers(state).pop().unwrap();
+    assert!(gated.contains("cancelled"), "{gated}");
+}
+
+/// A model whose answer resolves just as the client goes away: the token fires after the
+/// completion and before its calls run.
+struct CancelAtCompletion {
+    model: ScriptedModel,
+    cancel: CancellationToken,
+}
+
+#[async_trait::async_trait]
+impl CompletionPort for CancelAtCompletion {
+    async fn complete(
+        &self,
+        request: &LlmRequest,
+        deltas: &mut dyn DeltaSink,
+        cancel: &CancellationToken,
+    ) -> Result<LlmCompletion, CompletionError> {
+        let result = self.model.complete(request, deltas, cancel).await;
+        self.cancel.cancel();
+        result
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_cancelled_before_a_gated_call_ends_cancelled_not_paused() {
+    let cancel = CancellationToken::new();
+    let model = Arc::new(CancelAtCompletion {
+        model: ScriptedModel::new(vec![calls(vec![call(
+            "gated",
+            "core__write",
+            r#"{"text":"x"}"#,
+        )])]),
+        cancel: cancel.clone(),
+    });
+    let (agent, ctx, catalog) = gated_writes(model);
+    let (events, state) = run_turn(&agent, &ctx, &catalog, &cancel).await;
+    assert_cancelled(&events, &state);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_during_a_slow_tool_next_to_a_gated_call_ends_cancelled_not_paused() {
+    let model = Arc::new(ScriptedModel::new(vec![calls(vec![
+        call("slow", "core__wait", r#"{"ms":10000}"#),
+        call("gated", "core__write", r#"{"text":"x"}"#),
+    ])]));
+    let (agent, ctx, catalog) = gated_writes(model);
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stop.cancel();
+    });
+    let (events, state) = run_turn(&agent, &ctx, &catalog, &cancel).await;
+    // The gated call asked for its approval before the stop; the stop still decides it.
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, AiEvent::ApprovalRequired { tool_call_id, .. } if tool_call_id.as_str() == "gated"))
+    );
+    assert_cancelled(&events, &state);
+    assert!(answers(&state)[0].contains("cancelled"));
 }

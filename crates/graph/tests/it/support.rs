@@ -146,7 +146,8 @@ impl ToolContract for Wait {
     }
 }
 
-struct ZeroClock;
+/// A clock stuck at zero.
+pub(crate) struct ZeroClock;
 impl Clock for ZeroClock {
     fn now_ms(&self) -> u64 {
         0
