@@ -711,3 +711,31 @@ async fn a_call_id_repeated_in_a_later_turn_runs_under_a_fresh_id() {
         ["call_time", "call_read", "call_time_2", "call_read_2"]
     );
 }
+
+/// The wrong method on a known path gets a JSON 405 naming the fault, with `Allow`.
+#[tokio::test]
+async fn a_known_path_with_the_wrong_method_gets_a_json_405() {
+    let server = Server::start(|_| {}).await;
+    let cases = [
+        (reqwest::Method::GET, "/api/v1/agui", "POST"),
+        (reqwest::Method::PUT, "/api/v1/chat", "POST"),
+        (reqwest::Method::POST, "/api/v1/tools", "GET,HEAD"),
+    ];
+    for (method, path, allow) in cases {
+        let response = server
+            .client
+            .request(method.clone(), format!("{}{path}", server.base))
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 405, "{method} {path}");
+        assert_eq!(response.headers()["allow"], allow, "{method} {path}");
+        assert_eq!(response.headers()["content-type"], "application/json");
+        let error: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert_eq!(error["error"]["code"], "method_not_allowed", "{error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains(method.as_str()), "{message}");
+    }
+    assert!(server.fake.requests().is_empty());
+}

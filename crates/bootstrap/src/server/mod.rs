@@ -22,7 +22,7 @@ use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use graph::{HistoryItem, reconstruct_history};
@@ -141,7 +141,8 @@ async fn shutdown_signal() {
     }
 }
 
-/// The routes, with the body limit applied to every request.
+/// The routes, with the body limit applied to every request. An unknown path gets a JSON 404, a
+/// known one with the wrong method a JSON 405 (with axum's `Allow` header).
 pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
     Router::new()
         .route(
@@ -154,6 +155,15 @@ pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         .route("/api/v1/chat", post(chat::run))
         .fallback(|| async {
             ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint").into_response()
+        })
+        // After the routes: it applies to the routes added so far.
+        .method_not_allowed_fallback(|method: Method| async move {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                format!("this endpoint does not answer {method}"),
+            )
+            .into_response()
         })
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)
