@@ -739,3 +739,40 @@ async fn a_known_path_with_the_wrong_method_gets_a_json_405() {
     }
     assert!(server.fake.requests().is_empty());
 }
+
+/// The media type is matched case-insensitively (RFC 9110 §8.3.1), parameters allowed, and a
+/// type that only starts with `application/json` is refused.
+#[tokio::test]
+async fn the_content_type_is_matched_case_insensitively_and_exactly() {
+    let server = Server::start(|_| {}).await;
+    let cases = [
+        ("Application/JSON", 200),
+        ("application/json; charset=UTF-8", 200),
+        ("APPLICATION/JSON ;charset=utf-8", 200),
+        ("application/jsonfoo", 415),
+        ("application/json-seq", 415),
+    ];
+    for (n, (content_type, status)) in cases.into_iter().enumerate() {
+        if status == 200 {
+            server
+                .fake
+                .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+        }
+        let response = server
+            .client
+            .post(format!("{}/api/v1/chat", server.base))
+            .header("content-type", content_type)
+            .body(chat_request(&format!("chat-ct-{n}"), "hi").to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status, "{content_type}");
+        let body = response.text().await.unwrap();
+        if status == 415 {
+            let error: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(error["error"]["code"], "unsupported_media_type");
+        } else {
+            assert!(body.ends_with("data: [DONE]\n\n"), "{content_type}: {body}");
+        }
+    }
+}

@@ -251,7 +251,7 @@ fn parse_body<T: serde::de::DeserializeOwned>(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    if !content_type.starts_with("application/json") {
+    if !is_json(content_type) {
         return Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
@@ -261,6 +261,13 @@ fn parse_body<T: serde::de::DeserializeOwned>(
     serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request("invalid_body", format!("the request body is invalid: {e}"))
     })
+}
+
+/// Whether a `Content-Type` names JSON: the media type `application/json` in any case, with or
+/// without parameters (`; charset=utf-8`).
+fn is_json(content_type: &str) -> bool {
+    let media_type = content_type.split(';').next().unwrap_or_default();
+    media_type.trim().eq_ignore_ascii_case("application/json")
 }
 
 /// The conversation a request brings: its history before the new message, and the message.
