@@ -819,3 +819,43 @@ async fn one_client_serves_concurrent_calls() {
     assert_eq!(fake.requests().len(), 16);
     assert_eq!(fake.remaining(), 0);
 }
+
+#[tokio::test]
+async fn a_key_echoed_across_the_message_cut_is_not_partly_shown() {
+    let fake = FakeLlm::start().await.unwrap();
+    let pad = "x".repeat(adapters::MAX_PROVIDER_MESSAGE_CHARS - 12);
+    fake.push(Reply::json(
+        401,
+        json!({"error": {"message": format!("{pad} {CANARY} is not a valid key")}}),
+    ));
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let error = call_once(&model).await.unwrap_err();
+    let text = message(&error);
+    assert!(
+        !text.contains("sk-canary"),
+        "part of the key leaked: {text}"
+    );
+}
+
+#[tokio::test]
+async fn a_key_echoed_across_the_message_cut_stays_out_of_the_retry_log() {
+    let logs = global_logs();
+    let fake = FakeLlm::start().await.unwrap();
+    let pad = "x".repeat(adapters::MAX_PROVIDER_MESSAGE_CHARS - 12);
+    let echo = format!("{pad} {CANARY} is rate limited");
+    fake.push(Reply::json(429, json!({"error": {"message": echo}})).header("retry-after-ms", "10"));
+    fake.push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    call_once(&model).await.unwrap();
+    let text = logs.text();
+    let endpoint = format!("{}/chat/completions", fake.base_url());
+    assert!(
+        text.lines()
+            .any(|l| l.contains(&endpoint) && l.contains("retrying") && l.contains(&pad)),
+        "{text}"
+    );
+    assert!(
+        !text.contains("sk-canary"),
+        "part of the key was logged: {text}"
+    );
+}

@@ -13,8 +13,9 @@
 //! have shown the deltas. Other 4xx are never retried.
 //!
 //! **The key.** The API key stays inside the adapter: it is sent only as the `Authorization`
-//! header (marked sensitive), every error message is scrubbed of it, and neither the adapter's
-//! nor the config's `Debug` prints it (nor the base URL's credentials or query).
+//! header (marked sensitive), every error message is scrubbed of it (a provider's message before
+//! it is shortened, so a cut never leaves part of the key), and neither the adapter's nor the
+//! config's `Debug` prints it (nor the base URL's credentials or query).
 
 mod error_body;
 #[cfg(test)]
@@ -309,6 +310,20 @@ impl OpenAiCompletion {
         }
     }
 
+    /// A provider's or decoder's text as an error shows it (and the retry log logs it): the key
+    /// scrubbed out, *then* cut to [`MAX_PROVIDER_MESSAGE_CHARS`] characters with `…`. The order
+    /// matters: a cut through the key leaves a prefix that no longer matches it, so scrubbing
+    /// afterwards would show that prefix. Outside text is shortened only here, so no caller can
+    /// get the order wrong.
+    fn shown(&self, text: &str) -> String {
+        let text = self.scrub(text.to_owned());
+        let text = text.trim();
+        match text.char_indices().nth(MAX_PROVIDER_MESSAGE_CHARS) {
+            Some((cut, _)) => format!("{}…", &text[..cut]),
+            None => text.to_owned(),
+        }
+    }
+
     fn scrubbed(&self, error: CompletionError) -> CompletionError {
         match error {
             CompletionError::Transport(m) => CompletionError::Transport(self.scrub(m)),
@@ -515,7 +530,7 @@ impl OpenAiCompletion {
         }
         if let Some(provider) = error_body::provider_message(&body) {
             message.push_str(": ");
-            message.push_str(&self.scrub(truncate(&provider, MAX_PROVIDER_MESSAGE_CHARS)));
+            message.push_str(&self.shown(&provider));
         }
         let error = CompletionError::Transport(message);
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
@@ -543,7 +558,7 @@ impl OpenAiCompletion {
                 "POST {}: HTTP {}: {}",
                 self.endpoint,
                 status_text(status),
-                self.scrub(truncate(&provider, MAX_PROVIDER_MESSAGE_CHARS))
+                self.shown(&provider)
             )),
             None => CompletionError::Decode(format!(
                 "POST {}: HTTP {}: the server answered with JSON, not an event stream (does it support `stream: true`?)",
@@ -601,7 +616,7 @@ impl OpenAiCompletion {
             DecodeError::ProviderError { message } => CompletionError::Provider(format!(
                 "POST {}: error in the stream: {}",
                 self.endpoint,
-                truncate(&message, MAX_PROVIDER_MESSAGE_CHARS)
+                self.shown(&message)
             )),
             DecodeError::Truncated { bytes, .. } => CompletionError::Decode(format!(
                 "POST {}: the stream ended after {bytes} bytes without a finish reason or end marker",
@@ -610,7 +625,7 @@ impl OpenAiCompletion {
             other => CompletionError::Decode(format!(
                 "POST {}: {}",
                 self.endpoint,
-                truncate(&other.to_string(), MAX_PROVIDER_MESSAGE_CHARS)
+                self.shown(&other.to_string())
             )),
         }
     }
@@ -741,15 +756,6 @@ fn status_text(status: StatusCode) -> String {
 
 fn seconds(duration: Duration) -> String {
     format!("{} s", duration.as_secs_f64())
-}
-
-/// At most `max` characters, with `…` when cut.
-fn truncate(text: &str, max: usize) -> String {
-    let text = text.trim();
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
 }
 
 fn append(error: CompletionError, note: &str) -> CompletionError {

@@ -137,7 +137,32 @@ fn provider_messages_are_found_in_the_usual_shapes() {
 
 #[test]
 fn truncation_counts_characters_and_marks_the_cut() {
-    assert_eq!(truncate("héllo", 10), "héllo");
-    assert_eq!(truncate("héllo", 2), "hé…");
-    assert_eq!(truncate(&"é".repeat(400), 300).chars().count(), 301);
+    let adapter = OpenAiCompletion::new(config("http://h/v1")).unwrap();
+    let max = MAX_PROVIDER_MESSAGE_CHARS;
+    assert_eq!(adapter.shown(" héllo\n"), "héllo");
+    assert_eq!(adapter.shown(&"é".repeat(max)), "é".repeat(max));
+    assert_eq!(
+        adapter.shown(&"é".repeat(max + 100)),
+        format!("{}…", "é".repeat(max))
+    );
+    // The key is replaced before the cut is measured.
+    let before_cut = format!("{CANARY} {}", "x".repeat(max));
+    assert!(adapter.shown(&before_cut).starts_with("[redacted] xxx"));
+}
+
+#[test]
+fn a_key_cut_by_the_message_limit_is_not_partly_shown() {
+    let adapter = OpenAiCompletion::new(config("http://h/v1")).unwrap();
+    // The key straddles the 300-character cut: the message is truncated first, then scrubbed,
+    // so the whole key never matches and its first characters are shown.
+    let message = format!(
+        "{} {CANARY} is not a valid key",
+        "x".repeat(MAX_PROVIDER_MESSAGE_CHARS - 10)
+    );
+    let error = adapter.scrubbed(adapter.decode_error(DecodeError::ProviderError { message }));
+    let shown = error.to_string();
+    assert!(
+        !shown.contains("sk-canary"),
+        "part of the key leaked: {shown}"
+    );
 }
