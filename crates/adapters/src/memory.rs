@@ -15,7 +15,7 @@ use serde_json::Value;
 /// Runs and threads in maps; lost when the process ends. It follows the same rules as
 /// [`crate::SqliteStore`] (numbering, status checks, whole steps or nothing), so tests written
 /// against it hold for the durable store. [`RunStore::recover_interrupted`] treats every run
-/// still `running` as cut, as after a restart.
+/// still `running` as cut, as after a restart, and names every interrupted run not yet closed.
 ///
 /// ```
 /// use ai_core::{RunId, RunStep, RunStore};
@@ -168,26 +168,33 @@ impl RunStore for InMemoryRunStore {
 
     async fn recover_interrupted(&self, at_ms: u64) -> Result<Vec<InterruptedRun>, RunStoreError> {
         let mut state = self.lock()?;
-        let mut cut: Vec<&mut RunLog> = state
+        for run in state.runs.values_mut() {
+            if run.header.status == RunStatus::Running {
+                run.header.status = RunStatus::Interrupted;
+                run.header.finished_at_ms = Some(at_ms);
+            }
+        }
+        // Named until its closing step (ending with `Done`) is committed, as in the durable store.
+        let mut open: Vec<&RunLog> = state
             .runs
-            .values_mut()
-            .filter(|run| run.header.status == RunStatus::Running)
+            .values()
+            .filter(|run| {
+                run.header.status == RunStatus::Interrupted
+                    && !run.events.iter().any(|e| matches!(e, AiEvent::Done { .. }))
+            })
             .collect();
-        cut.sort_by(|a, b| {
+        open.sort_by(|a, b| {
             (a.header.started_at_ms, a.header.run_id.as_str())
                 .cmp(&(b.header.started_at_ms, b.header.run_id.as_str()))
         });
-        let mut out = Vec::with_capacity(cut.len());
-        for run in cut {
-            run.header.status = RunStatus::Interrupted;
-            run.header.finished_at_ms = Some(at_ms);
-            out.push(InterruptedRun {
+        Ok(open
+            .into_iter()
+            .map(|run| InterruptedRun {
                 run_id: run.header.run_id.clone(),
                 thread_id: run.header.thread_id.clone(),
                 dangling: dangling(&run.events),
-            });
-        }
-        Ok(out)
+            })
+            .collect())
     }
 }
 

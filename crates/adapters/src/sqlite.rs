@@ -470,15 +470,24 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
     })
 }
 
+/// Marks the `running` runs interrupted and names every interrupted run not closed yet (no
+/// `done` event): the closing step is the caller's, in a later transaction, so a run marked by an
+/// earlier recovery whose closing step never committed is named again.
 fn recover_tx(conn: &mut Connection, at_ms: i64) -> Result<Vec<InterruptedRun>, RunStoreError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| backend("cannot begin the recovery transaction", e))?;
     let fail = |e: rusqlite::Error| backend("cannot recover interrupted runs", e);
-    let running: Vec<(String, Option<String>)> = {
+    tx.prepare_cached(
+        "UPDATE runs SET status = 'interrupted', finished_at_ms = ?1 WHERE status = 'running'",
+    )
+    .and_then(|mut stmt| stmt.execute([at_ms]))
+    .map_err(fail)?;
+    let open: Vec<(String, Option<String>)> = {
         let mut stmt = tx
             .prepare_cached(
-                "SELECT run_id, thread_id FROM runs WHERE status = 'running' \
+                "SELECT run_id, thread_id FROM runs WHERE status = 'interrupted' AND NOT EXISTS ( \
+                   SELECT 1 FROM run_events e WHERE e.run_id = runs.run_id AND e.kind = 'done') \
                  ORDER BY started_at_ms, run_id",
             )
             .map_err(fail)?;
@@ -487,8 +496,8 @@ fn recover_tx(conn: &mut Connection, at_ms: i64) -> Result<Vec<InterruptedRun>, 
             .map_err(fail)?;
         rows.collect::<Result<_, _>>().map_err(fail)?
     };
-    let mut out = Vec::with_capacity(running.len());
-    for (run, thread) in running {
+    let mut out = Vec::with_capacity(open.len());
+    for (run, thread) in open {
         let corrupt = |what: &str| RunStoreError::Corrupt(format!("run {run:?}: {what}"));
         let run_id = RunId::new(run.clone()).map_err(|_| corrupt("bad run id"))?;
         let thread_id = thread
@@ -529,11 +538,6 @@ fn recover_tx(conn: &mut Connection, at_ms: i64) -> Result<Vec<InterruptedRun>, 
                 tool_name,
             });
         }
-        tx.prepare_cached(
-            "UPDATE runs SET status = 'interrupted', finished_at_ms = ?2 WHERE run_id = ?1",
-        )
-        .and_then(|mut stmt| stmt.execute(params![run, at_ms]))
-        .map_err(fail)?;
         out.push(InterruptedRun {
             run_id,
             thread_id,

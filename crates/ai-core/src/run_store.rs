@@ -5,7 +5,8 @@
 //! its tool calls, the receipts of its model calls and, optionally, the thread's new state: all
 //! in one transaction), and is finished. A run that is still `running` when the process starts
 //! again was cut by a crash: [`RunStore::recover_interrupted`] marks it `interrupted` and names
-//! the tool calls that started and never got a result, so the caller can answer them.
+//! the tool calls that started and never got a result, so the caller can answer them; it names
+//! the run again at every start until the caller's closing step (ending with `Done`) commits.
 
 use std::fmt;
 use std::ops::Range;
@@ -110,7 +111,8 @@ pub struct DanglingToolCall {
     pub tool_name: String,
 }
 
-/// A run found `running` after a restart, now marked [`RunStatus::Interrupted`].
+/// A run found `running` after a restart, now marked [`RunStatus::Interrupted`], and not closed
+/// yet (its log has no `Done`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InterruptedRun {
     /// The run.
@@ -268,7 +270,14 @@ pub trait RunStore: Send + Sync {
     async fn load_run(&self, run_id: &RunId) -> Result<RunLog, RunStoreError>;
 
     /// After a restart: marks every run still `running` as `interrupted` (finished at `at_ms`) and
-    /// returns, for each, the tool calls that have a start event and no result event.
+    /// returns every `interrupted` run whose log has no `Done` event, each with the tool calls
+    /// that have a start event and no result event.
+    ///
+    /// The caller closes a run with a [`RunStore::commit_step`] that ends with `Done`; until that
+    /// commits, every recovery returns the run again (as it was, keeping its first finish time),
+    /// so a crash or a failed write between recovery and the closing step loses nothing. A run
+    /// whose log already has its `Done` (the process died before `finish_run`) needs no closing
+    /// and is not returned.
     ///
     /// Call it once, when the process that owns the runs starts and before it begins any: a run
     /// another live process is still writing would be marked interrupted too.

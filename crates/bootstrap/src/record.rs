@@ -10,7 +10,11 @@
 //! `Done` also carries the thread's new state and ends the run. (A whole step per transaction
 //! would hold a step's streamed text back from the client until the step ends.) [`recover`] runs
 //! once at start: runs a crash left `running` are closed, each started call gets an
-//! `interrupted` result, and their threads take the interrupted turn in a valid form.
+//! `interrupted` result, and their threads take the interrupted turn in a valid form; a run whose
+//! closing did not commit is closed at the next start.
+
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
@@ -284,6 +288,13 @@ async fn store_step(
 /// `interrupted` result, the run ends with an error, and its thread takes the interrupted turn
 /// (the user's message, the text and the calls that started, their results) when that history
 /// is valid, or keeps its state from before the run otherwise. Returns the runs closed.
+///
+/// Each run is closed in its own transaction, and the store names a run again at every start
+/// until that transaction commits, so a crash in the middle loses nothing. A run that cannot be
+/// closed does not stop the others: every run is tried, each failure is logged, and then one
+/// error names them all. It is an error (the server does not start) because a thread whose run
+/// is not closed must not take new turns: closing it later would replace them with the repaired
+/// state.
 pub async fn recover(stores: &Stores, clock: &dyn Clock) -> anyhow::Result<Vec<RunId>> {
     let Some(log) = &stores.log else {
         return Ok(Vec::new());
@@ -294,6 +305,7 @@ pub async fn recover(stores: &Stores, clock: &dyn Clock) -> anyhow::Result<Vec<R
         .await
         .context("recovering interrupted runs")?;
     let mut closed = Vec::with_capacity(interrupted.len());
+    let mut failed = Vec::new();
     for run in interrupted {
         let failure = ToolFailure::new(
             ToolErrorCode::Interrupted,
@@ -318,18 +330,29 @@ pub async fn recover(stores: &Stores, clock: &dyn Clock) -> anyhow::Result<Vec<R
             Some(_) => repaired_state(log, &run.run_id, &events).await,
             None => None,
         };
-        log.runs
-            .commit_step(
-                &run.run_id,
-                RunStep {
-                    events,
-                    thread_state,
-                    ..RunStep::default()
-                },
-            )
-            .await
-            .with_context(|| format!("closing interrupted run {}", run.run_id))?;
-        closed.push(run.run_id);
+        let step = RunStep {
+            events,
+            thread_state,
+            ..RunStep::default()
+        };
+        match log.runs.commit_step(&run.run_id, step).await {
+            Ok(_) => closed.push(run.run_id),
+            Err(error) => {
+                let run_id = run.run_id.as_str();
+                tracing::error!(run = run_id, %error, "closing an interrupted run failed");
+                failed.push(format!("{}: {error}", run.run_id));
+            }
+        }
+    }
+    if !failed.is_empty() {
+        anyhow::bail!(
+            "closing interrupted runs: {} of {} failed and stay open until the next start \
+             ({}); {} closed",
+            failed.len(),
+            failed.len() + closed.len(),
+            failed.join("; "),
+            closed.len()
+        );
     }
     Ok(closed)
 }

@@ -96,8 +96,8 @@ async fn a_run_killed_with_a_tool_in_flight_recovers_and_the_thread_goes_on() {
         .collect();
     assert_eq!(dangling, vec![call("call_inflight")]);
 
-    // The caller answers the call in flight and repairs the thread, in one step.
-    let answers: Vec<AiEvent> = interrupted
+    // The caller answers the call in flight, ends the run and repairs the thread, in one step.
+    let mut answers: Vec<AiEvent> = interrupted
         .dangling
         .iter()
         .map(|d| AiEvent::ToolCallResult {
@@ -109,6 +109,7 @@ async fn a_run_killed_with_a_tool_in_flight_recovers_and_the_thread_goes_on() {
             )),
         })
         .collect();
+    answers.push(done());
     let thread = interrupted.thread_id.clone().unwrap();
     store
         .commit_step(
@@ -125,8 +126,9 @@ async fn a_run_killed_with_a_tool_in_flight_recovers_and_the_thread_goes_on() {
     let log = store.load_run(&run("killed")).await.unwrap();
     assert_eq!(log.header.status, RunStatus::Interrupted);
     assert!(matches!(
-        log.events.last(),
-        Some(AiEvent::ToolCallResult { tool_call_id, .. }) if *tool_call_id == call("call_inflight")
+        &log.events[log.events.len() - 2..],
+        [AiEvent::ToolCallResult { tool_call_id, .. }, AiEvent::Done { .. }]
+            if *tool_call_id == call("call_inflight")
     ));
 
     // The next turn on the same thread works.

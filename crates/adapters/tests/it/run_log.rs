@@ -217,9 +217,15 @@ async fn recovery_names_dangling_calls_once(store: &dyn Stores) {
         store.load_run(&fine).await.unwrap().header.status,
         RunStatus::Finished
     );
-    assert!(store.recover_interrupted(200).await.unwrap().is_empty());
+    // Until a run's closing step (ending with `Done`) is committed, recovery names it again, as
+    // it was, and keeps the time it was first found interrupted.
+    assert_eq!(store.recover_interrupted(200).await.unwrap(), recovered);
+    assert_eq!(
+        store.load_run(&cut).await.unwrap().header.finished_at_ms,
+        Some(100)
+    );
 
-    let answers: Vec<AiEvent> = recovered[0]
+    let mut answers: Vec<AiEvent> = recovered[0]
         .dangling
         .iter()
         .map(|d| AiEvent::ToolCallResult {
@@ -228,12 +234,19 @@ async fn recovery_names_dangling_calls_once(store: &dyn Stores) {
             outcome: ToolOutcome::Error(ToolFailure::new(ToolErrorCode::Cancelled, "interrupted")),
         })
         .collect();
+    answers.push(done());
     let recovery = RunStep {
         events: answers,
         thread_state: Some(json!({"repaired": true})),
         ..RunStep::default()
     };
-    assert_eq!(store.commit_step(&cut, recovery).await.unwrap(), 4..6);
+    assert_eq!(store.commit_step(&cut, recovery).await.unwrap(), 4..7);
+    let closing = RunStep {
+        events: vec![done()],
+        ..RunStep::default()
+    };
+    store.commit_step(&run("idle"), closing).await.unwrap();
+    assert!(store.recover_interrupted(300).await.unwrap().is_empty());
     assert!(matches!(
         store.finish_run(&cut, 300).await,
         Err(RunStoreError::WrongStatus {
@@ -244,6 +257,52 @@ async fn recovery_names_dangling_calls_once(store: &dyn Stores) {
     assert_eq!(
         store.load(&thread("t")).await.unwrap(),
         Some(json!({"repaired": true}))
+    );
+}
+
+/// The server dies (again) after `recover_interrupted` marked a run interrupted and before the
+/// step that answers its dangling calls was committed (or that commit failed). At the next
+/// start, recovery must still find the run and its unanswered call; otherwise the call stays
+/// unanswered and the thread never takes the interrupted turn, for ever. (The stores keep no
+/// state outside what they persist, so a second call stands for the next start.)
+async fn recovery_survives_a_crash_before_the_closing_step(store: &dyn Stores) {
+    let r = run("run-1");
+    let t = thread("thread-1");
+    store.begin_run(&r, Some(&t), 1_000, None).await.unwrap();
+    let step = RunStep {
+        events: vec![start("c1")],
+        ..RunStep::default()
+    };
+    store.commit_step(&r, step).await.unwrap();
+    // Crash 1: the call was in flight.
+    let found = store.recover_interrupted(2_000).await.unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].dangling[0].tool_call_id, call("c1"));
+    // Crash 2: before the closing step (interrupted results, Done, thread state) was committed.
+    let found_again = store.recover_interrupted(3_000).await.unwrap();
+    let log = store.load_run(&r).await.unwrap();
+    assert_eq!(
+        found_again,
+        found,
+        "the run is lost to recovery: status {:?}, {} events, last {:?}, thread {:?}",
+        log.header.status,
+        log.events.len(),
+        log.events.last(),
+        store.load(&t).await.unwrap(),
+    );
+    // A run whose log has its `Done` (the process died between its last step and `finish_run`)
+    // needs no closing step: it is marked interrupted and not named.
+    let ended = run("ended");
+    store.begin_run(&ended, None, 4_000, None).await.unwrap();
+    let step = RunStep {
+        events: vec![start("e1"), result("e1"), done()],
+        ..RunStep::default()
+    };
+    store.commit_step(&ended, step).await.unwrap();
+    assert_eq!(store.recover_interrupted(5_000).await.unwrap(), found);
+    assert_eq!(
+        store.load_run(&ended).await.unwrap().header.status,
+        RunStatus::Interrupted
     );
 }
 
@@ -277,4 +336,5 @@ contract!(
     status_rules_refuse_and_write_nothing,
     an_inconsistent_step_is_refused_whole,
     recovery_names_dangling_calls_once,
+    recovery_survives_a_crash_before_the_closing_step,
 );

@@ -219,11 +219,14 @@ async fn recovery_marks_cut_runs_interrupted_and_names_their_dangling_calls() {
         store.load_run(&run("fine")).await.unwrap().header.status,
         RunStatus::Finished
     );
-    // Recovery is done once.
-    assert!(store.recover_interrupted(200).await.unwrap().is_empty());
+    // The process dies again before the closing steps: the next start names the same runs.
+    drop(store);
+    let store = SqliteStore::open(dir.path()).unwrap();
+    assert_eq!(store.recover_interrupted(200).await.unwrap(), recovered);
 
-    // The caller answers the dangling calls in a recovery step; the run stays interrupted.
-    let answers: Vec<AiEvent> = recovered[0]
+    // The caller answers the dangling calls in a closing step ending with `Done`; the run stays
+    // interrupted.
+    let mut answers: Vec<AiEvent> = recovered[0]
         .dangling
         .iter()
         .map(|d| AiEvent::ToolCallResult {
@@ -235,6 +238,7 @@ async fn recovery_marks_cut_runs_interrupted_and_names_their_dangling_calls() {
             )),
         })
         .collect();
+    answers.push(done());
     let seqs = store
         .commit_step(
             &run("cut"),
@@ -246,7 +250,7 @@ async fn recovery_marks_cut_runs_interrupted_and_names_their_dangling_calls() {
         )
         .await
         .unwrap();
-    assert_eq!(seqs, 4..6);
+    assert_eq!(seqs, 4..7);
     assert!(matches!(
         store.finish_run(&run("cut"), 300).await,
         Err(RunStoreError::WrongStatus {
@@ -258,4 +262,10 @@ async fn recovery_marks_cut_runs_interrupted_and_names_their_dangling_calls() {
         store.load(&thread("t")).await.unwrap(),
         Some(json!({"repaired": true}))
     );
+    let closing = RunStep {
+        events: vec![done()],
+        ..RunStep::default()
+    };
+    store.commit_step(&run("idle"), closing).await.unwrap();
+    assert!(store.recover_interrupted(300).await.unwrap().is_empty());
 }
