@@ -123,11 +123,8 @@ async fn step2_deny_by_default() {
     assert_eq!(t.runs.load(Ordering::SeqCst), 0);
 }
 
-/// A tool whose effect needs approval is shown, and a call to it pauses (no start, no result,
-/// an `ApprovalRequired` with the hash of its canonical arguments) until an approval naming the
-/// call id and that hash is present; a mismatched approval fails closed.
-#[tokio::test]
-async fn step2_require_approval_pauses_until_an_exact_approval() {
+/// A state-changing tool under a policy that allows it once a human approves.
+fn approval_harness() -> (Arc<FakeTool>, Harness) {
     let t = Arc::new(FakeTool::new(
         ECHO,
         ToolEffect::StateChange,
@@ -137,7 +134,15 @@ async fn step2_require_approval_pauses_until_an_exact_approval() {
     policy
         .require_approval_for_effects
         .insert(ToolEffect::StateChange);
-    let mut h = harness(t.clone(), policy);
+    (t.clone(), harness(t, policy))
+}
+
+/// A tool whose effect needs approval is shown, and a call to it pauses (no start, no result,
+/// an `ApprovalRequired` with the hash of its canonical arguments) until an approval naming the
+/// call id and that hash is present; a mismatched approval fails closed.
+#[tokio::test]
+async fn step2_require_approval_pauses_until_an_exact_approval() {
+    let (t, mut h) = approval_harness();
     assert!(h.catalog.contains(&ToolId::parse(ECHO).unwrap()));
 
     let run = h.call(ECHO, r#"{ "text" : "hi" }"#).await;
@@ -182,16 +187,7 @@ async fn step2_require_approval_pauses_until_an_exact_approval() {
 /// like any other, so the run can finish with every call answered.
 #[tokio::test]
 async fn step2_a_cancelled_run_asks_for_no_approval() {
-    let t = Arc::new(FakeTool::new(
-        ECHO,
-        ToolEffect::StateChange,
-        Behaviour::Echo,
-    ));
-    let mut policy = allow(&[ECHO]);
-    policy
-        .require_approval_for_effects
-        .insert(ToolEffect::StateChange);
-    let h = harness(t.clone(), policy);
+    let (t, h) = approval_harness();
     h.cancel.cancel();
     let run = h.call(ECHO, r#"{"text":"hi"}"#).await;
     check_failure(&h, &run, ToolErrorCode::Cancelled, "cancelled");

@@ -237,25 +237,29 @@ fn an_inlined_definition_that_is_itself_a_described_ref_is_resolved_too() {
     );
 }
 
+/// A schema whose property `p` is a described reference to `d0`, where each `d{i}` is
+/// `link("#/$defs/d{i+1}")` and the last one a string.
+fn chain(levels: usize, link: impl Fn(String) -> Value) -> Value {
+    let mut defs = serde_json::Map::new();
+    for i in 0..levels {
+        defs.insert(format!("d{i}"), link(format!("#/$defs/d{}", i + 1)));
+    }
+    defs.insert(format!("d{levels}"), json!({"type": "string"}));
+    json!({"type": "object",
+        "properties": {"p": {"$ref": "#/$defs/d0", "description": "p"}},
+        "required": ["p"],
+        "$defs": defs})
+}
+
 #[test]
 fn inlining_past_its_byte_budget_is_not_strict() {
     // Each definition is a union of two described references to the next: inlining copies the
     // last one 2^levels times (about 5 MB here), while no property, name or object level is
     // added, so only the inlining budget sees it; past it, the tool is sent non-strict.
-    let levels = 15;
-    let mut defs = serde_json::Map::new();
-    for i in 0..levels {
-        let next = format!("#/$defs/d{}", i + 1);
-        defs.insert(
-            format!("d{i}"),
-            json!({"anyOf": [{"$ref": next, "description": "a"}, {"$ref": next, "description": "b"}]}),
-        );
-    }
-    defs.insert(format!("d{levels}"), json!({"type": "string"}));
-    let schema = json!({"type": "object",
-        "properties": {"p": {"$ref": "#/$defs/d0", "description": "p"}},
-        "required": ["p"],
-        "$defs": defs});
+    let schema = chain(
+        15,
+        |next| json!({"anyOf": [{"$ref": next, "description": "a"}, {"$ref": next, "description": "b"}]}),
+    );
     check(schema, None);
 }
 
@@ -263,19 +267,9 @@ fn inlining_past_its_byte_budget_is_not_strict() {
 fn a_schema_nested_past_its_depth_cap_is_not_strict() {
     // A chain of described references: each one inlined nests the next a level deeper, past
     // what the input held. Unbounded, 3,000 links overflow the stack (the process aborts).
-    let levels = 40;
-    let mut defs = serde_json::Map::new();
-    for i in 0..levels {
-        let next = format!("#/$defs/d{}", i + 1);
-        defs.insert(
-            format!("d{i}"),
-            json!({"type": "array", "items": {"$ref": next, "description": "x"}}),
-        );
-    }
-    defs.insert(format!("d{levels}"), json!({"type": "string"}));
-    let schema = json!({"type": "object",
-        "properties": {"p": {"$ref": "#/$defs/d0", "description": "p"}},
-        "required": ["p"],
-        "$defs": defs});
+    let schema = chain(
+        40,
+        |next| json!({"type": "array", "items": {"$ref": next, "description": "x"}}),
+    );
     check(schema, None);
 }
