@@ -151,7 +151,7 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
 
     async fn exec(
         &self,
-        _permit: ExecPermit,
+        permit: ExecPermit,
         args: Arc<Value>,
         ctx: &ToolInvocationContext,
         caps: &Capabilities,
@@ -162,7 +162,7 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
         let input = C::Input::deserialize(&*args).map_err(|_| {
             ToolError::invalid_input("the arguments do not fit the tool's input type")
         })?;
-        let output = self.contract.execute(input, ctx, caps).await?;
+        let output = self.contract.execute(&permit, input, ctx, caps).await?;
         serde_json::to_value(output)
             .map_err(|_| ToolError::new("the tool output could not be serialized"))
     }

@@ -8,8 +8,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use ai_core::{
-    Capabilities, Redaction, ToolEffect, ToolError, ToolId, ToolInvocationContext, ToolSpec,
-    canonical_json, sha256_hex, validate_tool_schema_p0,
+    Capabilities, ExecPermit, Redaction, ToolEffect, ToolError, ToolId, ToolInvocationContext,
+    ToolSpec, canonical_json, sha256_hex, validate_tool_schema_p0,
 };
 
 use crate::Error;
@@ -22,7 +22,7 @@ use crate::Error;
 /// come from [`Capabilities::auth`].
 ///
 /// ```
-/// use ai_core::{Capabilities, ToolEffect, ToolError, ToolInvocationContext};
+/// use ai_core::{Capabilities, ExecPermit, ToolEffect, ToolError, ToolInvocationContext};
 /// use ai_tools::ToolContract;
 /// use schemars::JsonSchema;
 /// use serde::{Deserialize, Serialize};
@@ -41,8 +41,8 @@ use crate::Error;
 ///     const DESCRIPTION: &'static str = "Adds two integers.";
 ///     const EFFECT: ToolEffect = ToolEffect::ReadOnly;
 ///     const REDACTION: &'static [&'static str] = &["sum"];
-///     async fn execute(&self, input: AddInput, _: &ToolInvocationContext, _: &Capabilities)
-///         -> Result<AddOutput, ToolError> {
+///     async fn execute(&self, _: &ExecPermit, input: AddInput, _: &ToolInvocationContext,
+///         _: &Capabilities) -> Result<AddOutput, ToolError> {
 ///         input.a.checked_add(input.b).map(|sum| AddOutput { sum })
 ///             .ok_or_else(|| ToolError::new("the sum overflows"))
 ///     }
@@ -76,8 +76,23 @@ pub trait ToolContract: Send + Sync + 'static {
     }
 
     /// Runs the tool on validated, typed input.
+    ///
+    /// The [`ExecPermit`] is proof that the call comes from the runner (through the
+    /// [`ai_core::BoundTool`] that [`crate::bind`] makes); no other code can produce one, so a
+    /// contract cannot be run around the runner's policy, validation, budgets and redaction
+    /// (invariant ARCH_SINGLE_EXECUTION_PATH). Implementations ignore it.
+    ///
+    /// ```compile_fail
+    /// # use ai_core::{Capabilities, ToolInvocationContext};
+    /// # use ai_tools::ToolContract;
+    /// // Calling a contract directly needs a permit, and only the runner can make one.
+    /// async fn around_the_runner<C: ToolContract>(tool: &C, input: C::Input, ctx: &ToolInvocationContext) {
+    ///     let _ = tool.execute(&ai_core::ExecPermit::new(), input, ctx, &Capabilities::default()).await;
+    /// }
+    /// ```
     async fn execute(
         &self,
+        _: &ExecPermit,
         input: Self::Input,
         ctx: &ToolInvocationContext,
         caps: &Capabilities,

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ai_core::{
     AiEvent, CancellationToken, Capabilities, Clock, CompletionError, CompletionPort, DeltaSink,
-    FinishReason, LlmCompletion, LlmRequest, LlmToolCall, RunContext, StaticToolSource, ToolCallId,
-    ToolCatalog, ToolEffect, ToolError, ToolInvocationContext, ToolPolicy, ToolRunner,
+    ExecPermit, FinishReason, LlmCompletion, LlmRequest, LlmToolCall, RunContext, StaticToolSource,
+    ToolCallId, ToolCatalog, ToolEffect, ToolError, ToolInvocationContext, ToolPolicy, ToolRunner,
 };
 use ai_tools::{ToolContract, bind};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -73,6 +73,7 @@ impl ToolContract for Echo {
     const REDACTION: &'static [&'static str] = &["text"];
     async fn execute(
         &self,
+        _: &ExecPermit,
         input: EchoInput,
         _: &ToolInvocationContext,
         _: &Capabilities,

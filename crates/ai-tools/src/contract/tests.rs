@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use ai_core::{Capabilities, ToolEffect, ToolError, ToolInvocationContext};
+use ai_core::{Capabilities, ExecPermit, ToolEffect, ToolError, ToolInvocationContext};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +28,7 @@ impl<I: serde::de::DeserializeOwned + JsonSchema + Send + Sync + 'static> ToolCo
     const REDACTION: &'static [&'static str] = &["ok"];
     async fn execute(
         &self,
+        _: &ExecPermit,
         _: I,
         _: &ToolInvocationContext,
         _: &Capabilities,

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use ai_core::{Capabilities, Clock, ToolEffect, ToolError, ToolInvocationContext};
+use ai_core::{Capabilities, Clock, ExecPermit, ToolEffect, ToolError, ToolInvocationContext};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +45,7 @@ impl ToolContract for GetCurrentTime {
 
     async fn execute(
         &self,
+        _: &ExecPermit,
         _: GetCurrentTimeInput,
         _: &ToolInvocationContext,
         _: &Capabilities,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ai_core::{Capabilities, ToolEffect, ToolError, ToolInvocationContext, Workspace};
+use ai_core::{Capabilities, ExecPermit, ToolEffect, ToolError, ToolInvocationContext, Workspace};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -101,6 +101,7 @@ impl ToolContract for WorkspaceList {
 
     async fn execute(
         &self,
+        _: &ExecPermit,
         input: ListInput,
         _: &ToolInvocationContext,
         _: &Capabilities,
@@ -161,6 +162,7 @@ impl ToolContract for WorkspaceRead {
 
     async fn execute(
         &self,
+        _: &ExecPermit,
         input: ReadInput,
         _: &ToolInvocationContext,
         _: &Capabilities,
@@ -220,6 +222,7 @@ impl ToolContract for WorkspaceWrite {
 
     async fn execute(
         &self,
+        _: &ExecPermit,
         input: WriteInput,
         _: &ToolInvocationContext,
         _: &Capabilities,

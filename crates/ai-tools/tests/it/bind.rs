@@ -1,7 +1,8 @@
 //! Binding: unusable allowlists are refused; validation never echoes values; redaction strips.
 
 use ai_core::{
-    Capabilities, ToolEffect, ToolError, ToolErrorCode, ToolInvocationContext, ToolOutcome,
+    Capabilities, ExecPermit, ToolEffect, ToolError, ToolErrorCode, ToolInvocationContext,
+    ToolOutcome,
 };
 use ai_tools::{Error, ToolContract, bind};
 use schemars::JsonSchema;
@@ -43,6 +44,7 @@ macro_rules! contract {
             const REDACTION: &'static [&'static str] = $allow;
             async fn execute(
                 &self,
+                _: &ExecPermit,
                 input: Input,
                 _: &ToolInvocationContext,
                 _: &Capabilities,
@@ -146,6 +148,7 @@ impl ToolContract for Labels {
     const REDACTION: &'static [&'static str] = &["n"];
     async fn execute(
         &self,
+        _: &ExecPermit,
         input: LabelsInput,
         _: &ToolInvocationContext,
         _: &Capabilities,

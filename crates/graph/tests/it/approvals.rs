@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use ai_core::{
     AiEvent, CancellationToken, Capabilities, CompletionError, CompletionPort, DeltaSink,
-    LlmCompletion, LlmRequest, Message, RunContext, StaticToolSource, ToolCallId, ToolCatalog,
-    ToolEffect, ToolError, ToolInvocationContext, ToolPolicy, ToolRunner,
+    ExecPermit, LlmCompletion, LlmRequest, Message, RunContext, StaticToolSource, ToolCallId,
+    ToolCatalog, ToolEffect, ToolError, ToolInvocationContext, ToolPolicy, ToolRunner,
 };
 use ai_tools::{ToolContract, bind};
 use graph::{Agent, AgentConfig, AgentState, ApprovalDecision, Phase};
@@ -194,6 +194,7 @@ impl ToolContract for Write {
     const REDACTION: &'static [&'static str] = &["ok"];
     async fn execute(
         &self,
+        _: &ExecPermit,
         _: WriteInput,
         _: &ToolInvocationContext,
         _: &Capabilities,

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use ai_core::{
     AiEvent, CancellationToken, Capabilities, Clock, CompletionDelta, CompletionError,
-    CompletionPort, DeltaSink, FinishReason, LlmCompletion, LlmRequest, LlmToolCall, RunContext,
-    StaticToolSource, ToolCallId, ToolCatalog, ToolEffect, ToolError, ToolInvocationContext,
-    ToolPolicy, ToolRunner, validate_history,
+    CompletionPort, DeltaSink, ExecPermit, FinishReason, LlmCompletion, LlmRequest, LlmToolCall,
+    RunContext, StaticToolSource, ToolCallId, ToolCatalog, ToolEffect, ToolError,
+    ToolInvocationContext, ToolPolicy, ToolRunner, validate_history,
 };
 use ai_tools::{ToolContract, bind};
 use graph::{Agent, AgentConfig, AgentState};
@@ -132,6 +132,7 @@ impl ToolContract for Wait {
     const REDACTION: &'static [&'static str] = &["waited_ms"];
     async fn execute(
         &self,
+        _: &ExecPermit,
         input: WaitInput,
         _: &ToolInvocationContext,
         _: &Capabilities,
