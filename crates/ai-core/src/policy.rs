@@ -14,8 +14,8 @@ pub enum PolicyDecision {
     Allow,
     /// The tool is neither shown nor run.
     Deny,
-    /// The tool needs a human's approval first; until the loop supports approvals it is neither
-    /// shown nor run.
+    /// The tool is shown, and a call to it pauses for a human's approval of its exact arguments;
+    /// it runs once the run holds a matching approval.
     RequireApproval,
 }
 

@@ -44,8 +44,10 @@ pub struct SchemaViolation {
 }
 
 /// Checks that `schema` stays within the P0 subset: an object schema at the root, and nowhere
-/// `oneOf`, `anyOf`, `allOf`, `not`, `if`/`then`/`else`, `patternProperties` or a `$ref` that is not
-/// local (`#/...`). Returns every violation, not only the first.
+/// `oneOf`, `anyOf`, `allOf`, `not`, `if`/`then`/`else`, `patternProperties`, or a `$ref` that is
+/// not local (`#/...`) or points where this check does not look (a `$ref` may name the root, a
+/// definition, or any subschema reached through the keywords above, so everything it can lead
+/// to has been checked). Returns every violation, not only the first.
 ///
 /// ```
 /// use serde_json::json;
@@ -86,13 +88,17 @@ fn walk(schema: &Map<String, Value>, pointer: String, out: &mut Vec<SchemaViolat
         }
     }
     if let Some(reference) = schema.get("$ref") {
-        let local = reference
-            .as_str()
-            .is_some_and(|r| r.starts_with("#/") || r == "#");
-        if !local {
+        let reason = match reference.as_str().and_then(|r| r.strip_prefix('#')) {
+            None => Some("only local `$ref`s (\"#/...\") are supported"),
+            Some(target) if !walked(target) => {
+                Some("a `$ref` must point at the root, a definition or a subschema")
+            }
+            Some(_) => None,
+        };
+        if let Some(reason) = reason {
             out.push(SchemaViolation {
                 pointer: pointer.clone(),
-                reason: "only local `$ref`s (\"#/...\") are supported".into(),
+                reason: reason.into(),
             });
         }
     }
@@ -115,6 +121,26 @@ fn walk(schema: &Map<String, Value>, pointer: String, out: &mut Vec<SchemaViolat
             None => {}
         }
     }
+}
+
+/// Whether `pointer` (a JSON pointer from the root) leads only through keywords [`walk`] visits,
+/// so that the schema it names was checked.
+fn walked(pointer: &str) -> bool {
+    let mut segments = pointer.split('/').skip(1).peekable();
+    while let Some(keyword) = segments.next() {
+        if SCHEMA_MAPS.contains(&keyword) {
+            // The name of an entry.
+            if segments.next().is_none() {
+                return false;
+            }
+        } else if SCHEMA_SLOTS.contains(&keyword) {
+            // `items` (and `additionalItems`) may hold an array of schemas.
+            segments.next_if(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
+        } else {
+            return false;
+        }
+    }
+    true
 }
 
 fn visit(child: &Value, pointer: String, out: &mut Vec<SchemaViolation>) {

@@ -81,12 +81,9 @@ async fn wait<F: Future + Unpin>(
 ) -> Result<<CatchUnwind<F> as Future>::Output, ToolFailure> {
     tokio::select! {
         biased;
-        finished = tokio::time::timeout_at(deadline, exec) => finished.map_err(|_elapsed| {
-            ToolFailure::new(
-                ToolErrorCode::Timeout,
-                format!("the tool did not finish within {} ms", budget.as_millis()),
-            )
-        }),
+        finished = tokio::time::timeout_at(deadline, exec) => {
+            finished.map_err(|_elapsed| timed_out(budget))
+        }
         () = cancel.cancelled() => Err(cancelled()),
     }
 }
@@ -110,6 +107,21 @@ pub(super) async fn guard<T>(
             )
         }),
     }
+}
+
+/// The failure of a tool that did not finish within `budget`.
+pub(super) fn timed_out(budget: Duration) -> ToolFailure {
+    ToolFailure::new(
+        ToolErrorCode::Timeout,
+        format!("the tool did not finish within {} ms", budget.as_millis()),
+    )
+}
+
+/// Runs one of the tool's own checks (`validate_input`, `validate_output`, `redact`), turning a
+/// panic into `None`, so one bad tool cannot take the loop down from outside `exec` either. The
+/// payload is dropped unread, as in [`CatchUnwind`].
+pub(super) fn unless_panics<T>(check: impl FnOnce() -> T) -> Option<T> {
+    catch_unwind(AssertUnwindSafe(check)).ok()
 }
 
 pub(super) fn cancelled() -> ToolFailure {

@@ -477,6 +477,15 @@ impl Attempting<'_> {
         let deadline = || step.attempt_deadline(&tool.spec().id, self.call_started, now);
         let result = budget::run(exec, deadline, step.cancel).await;
         let ended = Instant::now();
+        // A tool that blocks instead of awaiting cannot be stopped at its deadline; finished
+        // past it, it still ends `timeout`, as the budget says.
+        let result = match result {
+            Ok(_) => match deadline() {
+                (deadline, budget) if ended > deadline => Err(budget::timed_out(budget)),
+                _ => result,
+            },
+            failed => failed,
+        };
         // Most calls make one attempt: room for exactly one, not the default four.
         attempts.reserve_exact(1);
         attempts.push(Attempt {

@@ -23,7 +23,10 @@
 //! 12. return the [`ToolExecResult`]
 //!
 //! The ports awaited in steps 3 and 6 answer under the cancellation token (`cancelled`) and
-//! within the runtime budget (`timeout`), like the tool itself: no port can hold a call open.
+//! within the runtime budget (`timeout`), like the tool itself: no port can hold a call open. A
+//! tool that blocks its thread past the budget instead of awaiting cannot be stopped, but its
+//! value is not used: it ends `timeout`. A panic in the tool's own checks (steps 5, 9 and 10) is
+//! caught like one in `exec` and ends the call with that step's code.
 //!
 //! A failure at any step jumps (with `?`) to the single place that emits the start event if it
 //! was not emitted yet and then the result event, so every call gets exactly one of each, with the
@@ -440,12 +443,18 @@ impl ToolRunner {
                 ToolFailure::new(ToolErrorCode::InvalidJson, "Invalid tool arguments JSON")
             })?
         };
-        tool.validate_input(parsed).map_err(|e| {
-            ToolFailure::new(
-                ToolErrorCode::Validation,
-                format!("invalid tool arguments: {}", e.safe_message()),
-            )
-        })
+        match budget::unless_panics(|| tool.validate_input(parsed)) {
+            Some(checked) => checked.map_err(|e| {
+                ToolFailure::new(
+                    ToolErrorCode::Validation,
+                    format!("invalid tool arguments: {}", e.safe_message()),
+                )
+            }),
+            None => Err(ToolFailure::new(
+                ToolErrorCode::Execution,
+                "the tool failed unexpectedly while checking its arguments",
+            )),
+        }
     }
 
     /// Step 6: credentials bound to this invocation's connection, nothing cached.
@@ -504,12 +513,14 @@ impl ToolRunner {
 
     /// Step 10: allowlist redaction, then the result budget on the redacted bytes.
     fn redact(&self, tool: &dyn BoundTool, output: Value) -> Result<Value, ToolFailure> {
-        let redacted = tool.redact(output).map_err(|_| {
-            ToolFailure::new(
-                ToolErrorCode::RedactionFailed,
-                "the tool output could not be redacted, so none of it is shown",
-            )
-        })?;
+        let redacted = budget::unless_panics(|| tool.redact(output))
+            .and_then(Result::ok)
+            .ok_or_else(|| {
+                ToolFailure::new(
+                    ToolErrorCode::RedactionFailed,
+                    "the tool output could not be redacted, so none of it is shown",
+                )
+            })?;
         let limit = self.policy.budgets.max_result_bytes;
         let size = crate::compact_json_len(&redacted);
         if size > limit {
@@ -578,12 +589,16 @@ fn check_approval(
 
 /// Step 9.
 fn validate_output(tool: &dyn BoundTool, output: &Value) -> Result<(), ToolFailure> {
-    tool.validate_output(output).map_err(|e| {
+    let failed = |why: &str| {
         ToolFailure::new(
             ToolErrorCode::OutputValidation,
-            format!("the tool returned invalid output: {}", e.safe_message()),
+            format!("the tool returned invalid output: {why}"),
         )
-    })
+    };
+    match budget::unless_panics(|| tool.validate_output(output)) {
+        Some(checked) => checked.map_err(|e| failed(e.safe_message())),
+        None => Err(failed("its check failed unexpectedly")),
+    }
 }
 
 /// The invocation's span (OpenTelemetry GenAI names). Out of line, like [`finish_span`]: the

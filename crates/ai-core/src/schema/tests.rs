@@ -75,6 +75,29 @@ fn rejects_non_local_refs() {
     );
 }
 
+/// A local `$ref` may only lead where the check looked: the root, a definition, a subschema.
+#[test]
+fn refs_must_point_where_the_check_looked() {
+    check(
+        json!({"type": "object",
+            "properties": {
+                "a": {"$ref": "#"},
+                "b": {"$ref": "#/definitions/B"},
+                "c": {"$ref": "#/properties/b"},
+                "d": {"$ref": "#/properties/e/items/0"},
+                "e": {"type": "array", "items": [{"type": "string"}]}
+            },
+            "definitions": {"B": {"type": "string"}}}),
+        &[],
+    );
+    check(
+        json!({"type": "object",
+            "properties": {"a": {"$ref": "#/x"}, "b": {"$ref": "#/definitions"}},
+            "x": {"anyOf": [{"type": "string"}]}}),
+        &["/properties/a", "/properties/b"],
+    );
+}
+
 #[test]
 fn root_must_be_an_object_schema() {
     check(json!({"type": "string"}), &[""]);

@@ -11,7 +11,7 @@ use ai_core::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{Behaviour, CanaryBroker, FakeTool, Harness, allow};
+use crate::support::{Behaviour, CanaryBroker, FakeTool, Harness, PANIC_IN_CHECK, allow};
 
 const ECHO: &str = "core__echo";
 
@@ -493,6 +493,51 @@ async fn step8_runtime_budget_is_timeout() {
 
     let h = harness(tool(Behaviour::Sleep(Duration::from_millis(99))), policy);
     assert!(h.call(ECHO, "{}").await.result.failure().is_none());
+}
+
+/// A tool that blocks its thread cannot be stopped at the deadline; finished past it, it still
+/// ends `timeout`: the budget holds for what the tool returns, if not for when.
+#[tokio::test]
+async fn step8_a_tool_that_blocks_past_its_budget_is_timeout() {
+    let mut policy = allow(&[ECHO]);
+    policy.budgets.max_runtime_ms = 20;
+    let h = harness(tool(Behaviour::Block(Duration::from_millis(60))), policy);
+    let run = h.call(ECHO, "{}").await;
+    check_failure(&h, &run, ToolErrorCode::Timeout, "within 20 ms");
+}
+
+/// A panic in the tool's own checks (steps 5, 9, 10) is caught like one in `exec`: the call is
+/// answered with the step's code and the run goes on.
+#[tokio::test]
+async fn a_panic_in_a_tools_checks_is_a_coded_failure() {
+    let cases = [
+        // The input check panics on the text itself.
+        (
+            PANIC_IN_CHECK,
+            Behaviour::Echo,
+            ToolErrorCode::Execution,
+            "checking its arguments",
+        ),
+        // The output check panics on the echo the tool returns.
+        (
+            "hi",
+            Behaviour::Output(json!({"echo": PANIC_IN_CHECK})),
+            ToolErrorCode::OutputValidation,
+            "its check failed unexpectedly",
+        ),
+        // The redaction panics on the echoed text.
+        (
+            "panic in redact",
+            Behaviour::Echo,
+            ToolErrorCode::RedactionFailed,
+            "none of it is shown",
+        ),
+    ];
+    for (text, behaviour, code, message) in cases {
+        let h = harness(tool(behaviour), allow(&[ECHO]));
+        let run = h.call(ECHO, &format!(r#"{{"text":"{text}"}}"#)).await;
+        check_failure(&h, &run, code, message);
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -12,6 +12,10 @@ use ai_core::{
 };
 use serde_json::{Value, json};
 
+/// The text that makes the fake tool's input check (as `text`) or output check (as the echo)
+/// panic.
+pub(crate) const PANIC_IN_CHECK: &str = "panic in check";
+
 /// What the fake tool does when it runs.
 #[derive(Clone, Debug)]
 pub(crate) enum Behaviour {
@@ -21,6 +25,8 @@ pub(crate) enum Behaviour {
     Fail,
     /// Sleeps this long (in tokio time), then echoes.
     Sleep(Duration),
+    /// Blocks its thread this long (a tool that should have awaited), then echoes.
+    Block(Duration),
     /// Panics.
     Panic,
     /// Returns this value as is.
@@ -95,6 +101,7 @@ impl BoundTool for FakeTool {
     }
 
     fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
+        assert_ne!(args["text"], PANIC_IN_CHECK, "a buggy input check");
         let Some(map) = args.as_object() else {
             return Err(ToolError::new("/: expected an object"));
         };
@@ -124,6 +131,10 @@ impl BoundTool for FakeTool {
             Behaviour::Fail => Err(ToolError::new("the fake tool failed")),
             Behaviour::Sleep(duration) => {
                 tokio::time::sleep(*duration).await;
+                Ok(echo)
+            }
+            Behaviour::Block(duration) => {
+                std::thread::sleep(*duration);
                 Ok(echo)
             }
             Behaviour::Panic => panic!("fake tool panicked"),
@@ -157,6 +168,7 @@ impl BoundTool for FakeTool {
     }
 
     fn validate_output(&self, output: &Value) -> Result<(), ToolError> {
+        assert_ne!(output["echo"], PANIC_IN_CHECK, "a buggy output check");
         if output.is_object() {
             Ok(())
         } else {
@@ -165,6 +177,7 @@ impl BoundTool for FakeTool {
     }
 
     fn redact(&self, output: Value) -> Result<Value, ToolError> {
+        assert_ne!(output["echo"], "panic in redact", "a buggy redaction");
         let Value::Object(map) = output else {
             return Err(ToolError::new("output is not an object"));
         };
