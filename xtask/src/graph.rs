@@ -5,7 +5,9 @@
 //!   A workspace package without a row is itself a violation: new crates get a row here and in
 //!   the design. Violations name the edge: `cogni-ai-core -> cogni-ai-tools: ARCH_LAYERING: …`.
 //! - `ARCH_BANNED_DEP`: some external crates are banned per package as normal dependencies
-//!   (a schema library in ai-core, an HTTP stack in the sans-IO codecs).
+//!   (a JSON Schema library in ai-core and the wire codecs, an HTTP stack in the sans-IO
+//!   codecs), and the crates that read the environment (`dotenv`, `dotenvy`, `envy`) in every
+//!   package but bootstrap and xtask.
 
 use std::path::Path;
 use std::process::Command;
@@ -27,41 +29,49 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("xtask", &[]),
 ];
 
+/// The JSON Schema libraries (package names).
+const SCHEMA_CRATES: &[&str] = &[
+    "schemars",
+    "jsonschema",
+    "jsonschema-valid",
+    "boon",
+    "valico",
+];
+
 /// External crates a package must not use as normal dependencies, and why.
-const BANNED: &[(&str, &[&str], &str)] = &[
+const BANNED: &[(&str, &[&[&str]], &str)] = &[
     (
         "cogni-ai-core",
-        &["schemars", "jsonschema", "reqwest", "axum"],
+        &[SCHEMA_CRATES, &["reqwest", "axum"]],
         "ai-core names no schema library and does no IO",
     ),
     (
         "cogni-wire-openai",
-        &["schemars", "jsonschema", "tokio", "reqwest", "hyper"],
+        &[SCHEMA_CRATES, &["tokio", "reqwest", "hyper"]],
         "wire codecs are sans-IO and schema-free",
     ),
     (
         "cogni-wire-ui",
-        &[
-            "schemars",
-            "jsonschema",
-            "tokio",
-            "reqwest",
-            "hyper",
-            "axum",
-        ],
+        &[SCHEMA_CRATES, &["tokio", "reqwest", "hyper", "axum"]],
         "UI stream encoders are sans-IO and schema-free",
     ),
     (
         "cogni-ai-tools",
-        &["reqwest", "axum"],
+        &[&["reqwest", "axum"]],
         "tools do IO only through capabilities",
     ),
     (
         "cogni-graph",
-        &["reqwest", "axum"],
+        &[&["reqwest", "axum"]],
         "the loop does IO only through ports",
     ),
 ];
+
+/// Crates that read the environment (`.env` files, variables into structs): normal
+/// dependencies of [`ENV_READERS`] only.
+const ENV_CRATES: &[&str] = &["dotenv", "dotenvy", "envy"];
+/// The packages that may read the environment.
+const ENV_READERS: &[&str] = &["cogni-bootstrap", "xtask"];
 
 /// `cargo metadata --format-version 1 --no-deps` of the repository.
 pub(crate) fn cargo_metadata(root: &Path) -> anyhow::Result<Value> {
@@ -106,10 +116,17 @@ pub(crate) fn check(metadata: &Value) -> anyhow::Result<Vec<String>> {
                     ));
                 }
             } else if kind == "normal"
-                && let Some((_, crates, why)) = banned
-                && crates.contains(&dep_name)
+                && let Some((_, lists, why)) = banned
+                && lists.iter().any(|crates| crates.contains(&dep_name))
             {
                 violations.push(format!("{name} -> {dep_name}: ARCH_BANNED_DEP: {why}"));
+            } else if kind == "normal"
+                && ENV_CRATES.contains(&dep_name)
+                && !ENV_READERS.contains(&name)
+            {
+                violations.push(format!(
+                    "{name} -> {dep_name}: ARCH_BANNED_DEP: the environment is read only in cogni-bootstrap (and xtask)"
+                ));
             }
         }
     }

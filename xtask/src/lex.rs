@@ -9,6 +9,9 @@ pub(crate) struct Token {
     pub(crate) text: String,
     /// Its 1-based line.
     pub(crate) line: usize,
+    /// The index of its first char in the code, which is also its index in the original text
+    /// ([`blank`] keeps every char in place).
+    pub(crate) offset: usize,
 }
 
 /// `text` with every comment and the contents of every string, byte string, raw string and
@@ -176,18 +179,21 @@ pub(crate) fn tokens(code: &str) -> Vec<Token> {
             tokens.push(Token {
                 text: chars[i..end].iter().collect(),
                 line,
+                offset: i,
             });
             i = end;
         } else if c == ':' && chars.get(i + 1) == Some(&':') {
             tokens.push(Token {
                 text: "::".into(),
                 line,
+                offset: i,
             });
             i += 2;
         } else {
             tokens.push(Token {
                 text: c.to_string(),
                 line,
+                offset: i,
             });
             i += 1;
         }

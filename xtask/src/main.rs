@@ -7,8 +7,8 @@
 //! `cargo test` enforces the architecture too. The rules:
 //!
 //! - graph ([`graph`]): `ARCH_LAYERING`, `ARCH_BANNED_DEP`;
-//! - sources ([`sources`]): `ARCH_SINGLE_EXECUTION_PATH`, `NO_ENV`, `TOOL_FILE_PURITY`,
-//!   `NO_SCHEMA_LIB`, `NO_SECRET_IN_CONTEXT`, `FILE_DOCS`;
+//! - sources ([`sources`]): `ARCH_SINGLE_EXECUTION_PATH`, `ARCH_FOREIGN_SOURCE`, `NO_ENV`,
+//!   `TOOL_FILE_PURITY`, `IO_FREE`, `NO_SCHEMA_LIB`, `NO_SECRET_IN_CONTEXT`, `FILE_DOCS`;
 //! - the checker's own health: `SCANNER_SAW_NOTHING` (a pattern or allow-list matched nothing),
 //!   `SCANNER_LOST` (a file the lexer could not follow), `STALE_EXCEPTION` ([`exceptions`]).
 
@@ -68,9 +68,11 @@ pub(crate) fn check_architecture(root: &Path) -> anyhow::Result<()> {
     let (violations, seen) = violations(root)?;
     if violations.is_empty() {
         println!(
-            "check-architecture: ok ({} files; {} tool files; {} `…Context` structs with {} fields; {} exec calls in the runner)",
+            "check-architecture: ok ({} files, {} of them sources; {} ai-tools files; {} sans-IO files; {} `…Context` types with {} fields; {} exec calls in the runner)",
             seen.files,
+            seen.source_files,
             seen.tool_files,
+            seen.sans_io_files,
             seen.context_structs,
             seen.context_fields,
             seen.exec_calls_in_runner

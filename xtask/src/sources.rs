@@ -1,4 +1,7 @@
-//! The source rules of DESIGN.md, checked over `crates/*/src/**/*.rs`.
+//! The source rules of DESIGN.md, checked over `crates/*/src/**/*.rs`; `FILE_DOCS` also over
+//! every other `.rs` file of the repository (`crates/*/tests`, `crates/*/benches`, `tests/`,
+//! `xtask/`, fuzz targets), skipping `target/`, `node_modules/`, hidden folders and a fuzz
+//! folder's `corpus/` and `artifacts/`.
 //!
 //! Each violation reads `path:line: RULE_ID: message`. The rules look at tokens of code only:
 //! comments, doc comments and the contents of string and char literals are blanked first
@@ -8,11 +11,13 @@
 //! | rule | fires on | where |
 //! |---|---|---|
 //! | `ARCH_SINGLE_EXECUTION_PATH` | `ExecPermit::new`; a call `x.exec(…)` or `T::exec(…)` (a `fn exec(` definition is fine) | outside `crates/ai-core/src/runner/` |
-//! | `NO_ENV` | `std::env…`, `env::var*` (`var`, `var_os`, `vars`…) | outside `crates/bootstrap/` (xtask is not scanned) |
-//! | `TOOL_FILE_PURITY` | `std::fs`, `std::net`, `std::process`, `std::env`, `env::var*`, `tokio::fs`, `tokio::net`, `reqwest` | in `crates/ai-tools/src/tools/` |
-//! | `NO_SCHEMA_LIB` | `schemars`, `jsonschema` | in `crates/ai-core/src/` and `crates/wire-openai/src/` |
-//! | `NO_SECRET_IN_CONTEXT` | a field of a `struct …Context` whose name contains token, api_key, apikey, secret, password or authorization (any case) | everywhere |
-//! | `FILE_DOCS` | a file that does not start with `//!` | everywhere |
+//! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is outside the file's own `crates/<name>/`, or whose path is not a plain literal; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`) | everywhere |
+//! | `NO_ENV` | `std::env…`, `env::var*`; `from_default_env`, `from_env` and their `try_` forms (`EnvFilter`, `envy`); the crates `dotenv`, `dotenvy`, `envy` | outside `crates/bootstrap/` (xtask is not scanned) |
+//! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names | in all of `crates/ai-tools/src/` |
+//! | `IO_FREE` | [`IO`] and [`CLOCK`] names (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
+//! | `NO_SCHEMA_LIB` | [`SCHEMA_LIBS`] | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
+//! | `NO_SECRET_IN_CONTEXT` | a field or variant of a `struct`/`enum …Context` named like a secret ([`secret_word`]: token, api key, secret, password, authorization, credential, bearer, cookie, header, private key, or a last word `key` other than [`NOT_SECRET_KEYS`] such as `idempotency_key`), and a member so named of a type of the same crate that such a member's type names (one level: `connection: ConnectionAuth`) | everywhere |
+//! | `FILE_DOCS` | a file that does not start with a `//!` doc comment, or whose leading `//!` lines hold no text | every `.rs` file |
 //!
 //! The compile-time macros `env!` and `option_env!` are not `std::env`: they read the build's
 //! environment (`env!("CARGO_PKG_VERSION")`), not the running process's, and are allowed.
@@ -30,76 +35,128 @@ use crate::lex::{self, Token};
 
 /// Where `ExecPermit::new` and `exec` calls may appear: the runner only.
 const RUNNER: &str = "crates/ai-core/src/runner/";
-/// Tool files: no IO of their own.
-const TOOLS: &str = "crates/ai-tools/src/tools/";
+/// ai-tools: no IO of its own, in tool files or beside them.
+const AI_TOOLS: &str = "crates/ai-tools/src/";
+/// The sans-IO crates: no IO, no clock, no schema library.
+const SANS_IO: &[&str] = &[
+    "crates/ai-core/src/",
+    "crates/wire-openai/src/",
+    "crates/wire-ui/src/",
+];
 /// Where the environment may be read (xtask may too, but it is not under `crates/`).
 const ENV_ALLOWED: &[&str] = &["crates/bootstrap/"];
-/// Code that never names a schema library.
-const SCHEMA_FREE: &[&str] = &["crates/ai-core/src/", "crates/wire-openai/src/"];
-/// The schema libraries.
-const SCHEMA_LIBS: &[&str] = &["schemars", "jsonschema"];
+/// The JSON Schema libraries, as paths name them.
+const SCHEMA_LIBS: &[&str] = &[
+    "schemars",
+    "jsonschema",
+    "jsonschema_valid",
+    "boon",
+    "valico",
+];
 /// Paths that read the environment (a trailing `*` matches any segment it starts: `env::var*`
-/// covers `env::var`, `env::var_os`, `env::vars`).
-const ENV_PATHS: &[&str] = &["std::env", "env::var*"];
-/// IO a tool file must not do.
-const TOOL_IO: &[&str] = &[
+/// covers `env::var`, `env::var_os`, `env::vars`; a lone `*` matches any segment).
+const ENV_PATHS: &[&str] = &[
+    "std::env",
+    "env::var*",
+    "from_default_env",
+    "try_from_default_env",
+    "from_env",
+    "try_from_env",
+    "dotenv",
+    "dotenvy",
+    "envy",
+];
+/// IO that ai-tools and the sans-IO crates never do: files, sockets, processes, stdio, the
+/// environment, HTTP.
+const IO: &[&str] = &[
     "std::fs",
     "std::net",
     "std::process",
+    "std::os::*::fs",
+    "std::os::*::net",
+    "io::stdin",
+    "io::stdout",
+    "io::stderr",
     "std::env",
     "env::var*",
     "tokio::fs",
     "tokio::net",
+    "tokio::process",
     "reqwest",
+    "hyper",
 ];
-/// Words a context struct's field name must not contain (compared in lowercase).
+/// Clock reads that bypass the `Clock` port: the wall clock (std, chrono, time) and std's
+/// `Instant` (the runner's budgets use `tokio::time::Instant`, which tests can pause).
+const CLOCK: &[&str] = &[
+    "SystemTime::now",
+    "Utc::now",
+    "Local::now",
+    "OffsetDateTime::now*",
+    "std::time::Instant",
+];
+/// Words a context's field or variant name must not contain, compared in lowercase with `_`
+/// removed (`auth_header` and `authHeader` both contain `header`).
 const SECRET_WORDS: &[&str] = &[
     "token",
-    "api_key",
     "apikey",
     "secret",
     "password",
+    "passwd",
     "authorization",
+    "credential",
+    "bearer",
+    "cookie",
+    "header",
+    "privatekey",
+];
+/// Names ending in `key` that are not secrets (compared like [`SECRET_WORDS`]); any other
+/// `key`, `*_key` or `*Key` is taken for one (`openai_key`, `signing_key`).
+const NOT_SECRET_KEYS: &[&str] = &[
+    "idempotencykey",
+    "cachekey",
+    "publickey",
+    "partitionkey",
+    "sortkey",
 ];
 
 /// What a scan saw, so that an empty walk or a broken pattern cannot pass silently.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct Seen {
-    /// `.rs` files scanned.
+    /// `.rs` files checked for `FILE_DOCS`.
     pub(crate) files: usize,
-    /// Files under [`TOOLS`].
+    /// Of those, the `crates/*/src/**/*.rs` files every rule checks.
+    pub(crate) source_files: usize,
+    /// Files under [`AI_TOOLS`].
     pub(crate) tool_files: usize,
+    /// Files under [`SANS_IO`].
+    pub(crate) sans_io_files: usize,
     /// Files under [`ENV_ALLOWED`].
     pub(crate) env_allowed_files: usize,
-    /// Files under [`SCHEMA_FREE`].
-    pub(crate) schema_free_files: usize,
     /// `ExecPermit::new` in the runner.
     pub(crate) permits_in_runner: usize,
     /// `exec` calls in the runner.
     pub(crate) exec_calls_in_runner: usize,
-    /// Schema library names outside [`SCHEMA_FREE`] (ai-tools names them).
+    /// Schema library names outside [`SANS_IO`] (ai-tools names them).
     pub(crate) schema_libs_elsewhere: usize,
-    /// `struct …Context` declarations.
+    /// [`IO`] names outside ai-tools and [`SANS_IO`] (adapters names them).
+    pub(crate) io_elsewhere: usize,
+    /// `struct …Context` and `enum …Context` declarations.
     pub(crate) context_structs: usize,
-    /// Named fields of those structs.
+    /// Named fields and variants of those.
     pub(crate) context_fields: usize,
 }
 
-/// Runs the rules on every `crates/*/src/**/*.rs` under `root`; returns the violations, in
-/// path order, and what was seen.
+/// One finding: `(path, line, rule, message)`.
+type Finding = (String, usize, &'static str, String);
+
+/// Runs the rules on every `.rs` file under `root` ([`FILE_DOCS`](file_docs) only outside
+/// `crates/*/src/`); returns the violations, in path and line order, and what was seen.
 pub(crate) fn check_tree(root: &Path) -> anyhow::Result<(Vec<String>, Seen)> {
     let mut files = Vec::new();
-    let crates = root.join("crates");
-    for entry in
-        fs::read_dir(&crates).with_context(|| format!("cannot read {}", crates.display()))?
-    {
-        let src = entry?.path().join("src");
-        if src.is_dir() {
-            walk(&src, &mut files)?;
-        }
-    }
+    walk(root, &mut files)?;
     files.sort();
-    let mut violations = Vec::new();
+    let mut found = Vec::new();
+    let mut types = Vec::new();
     let mut seen = Seen::default();
     for file in files {
         let text =
@@ -109,7 +166,20 @@ pub(crate) fn check_tree(root: &Path) -> anyhow::Result<(Vec<String>, Seen)> {
             .unwrap_or(&file)
             .to_string_lossy()
             .replace('\\', "/");
-        violations.extend(check_file(&relative, &text, &mut seen));
+        seen.files += 1;
+        file_docs(&relative, &text, &mut found);
+        if is_source(&relative) {
+            check_source(&relative, &text, &mut seen, &mut found, &mut types);
+        }
+    }
+    no_secret_in_context(&types, &mut seen, &mut found);
+    found.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    let mut violations = Vec::new();
+    for (path, line, rule, message) in found {
+        let violation = format!("{path}:{line}: {rule}: {message}");
+        if !violations.contains(&violation) {
+            violations.push(violation);
+        }
     }
     Ok((violations, seen))
 }
@@ -140,11 +210,15 @@ fn sanity(seen: &Seen) -> Vec<String> {
         ),
         (
             seen.tool_files,
-            "TOOL_FILE_PURITY: no file under crates/ai-tools/src/tools/; the rule checks nothing",
+            "TOOL_FILE_PURITY: no file under crates/ai-tools/src/; the rule checks nothing",
         ),
         (
-            seen.schema_free_files,
-            "NO_SCHEMA_LIB: no file under crates/ai-core/src/ or crates/wire-openai/src/; the rule checks nothing",
+            seen.sans_io_files,
+            "IO_FREE: no file under crates/ai-core/src/, crates/wire-openai/src/ or crates/wire-ui/src/; the rule checks nothing",
+        ),
+        (
+            seen.io_elsewhere,
+            "IO_FREE: no IO name (`std::fs`, `tokio::net`, …) anywhere (not even in adapters); the pattern is broken",
         ),
         (
             seen.schema_libs_elsewhere,
@@ -166,11 +240,22 @@ fn sanity(seen: &Seen) -> Vec<String> {
         .collect()
 }
 
+/// Every `.rs` file under `dir`, skipping build output, vendored packages, hidden folders and
+/// fuzzing data.
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    let in_fuzz = dir.file_name().is_some_and(|name| name == "fuzz");
     for entry in fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
-        let path = entry?.path();
-        if path.is_dir() {
-            walk(&path, out)?;
+        let entry = entry?;
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let skipped = name.starts_with('.')
+            || matches!(name.as_str(), "target" | "node_modules")
+            || (in_fuzz && matches!(name.as_str(), "corpus" | "artifacts"));
+        // `file_type` does not follow symlinks, so a link to a parent cannot loop.
+        if entry.file_type()?.is_dir() {
+            if !skipped {
+                walk(&path, out)?;
+            }
         } else if path.extension().is_some_and(|e| e == "rs") {
             out.push(path);
         }
@@ -178,75 +263,103 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs every rule on one file (`path` is relative to the repository, with `/`).
-pub(crate) fn check_file(path: &str, text: &str, seen: &mut Seen) -> Vec<String> {
-    let mut violations = Vec::new();
-    seen.files += 1;
-    if !text.starts_with("//!") {
-        violations.push(format!(
-            "{path}:1: FILE_DOCS: the file must start with a `//!` doc comment"
-        ));
+/// Whether `path` is under `crates/<name>/src/`, where every rule applies.
+fn is_source(path: &str) -> bool {
+    let mut parts = path.split('/');
+    parts.next() == Some("crates") && parts.nth(1) == Some("src")
+}
+
+/// The package folder of `path` (`crates/graph/`), or `""` outside `crates/`.
+fn crate_dir(path: &str) -> &str {
+    match path.strip_prefix("crates/").and_then(|rest| rest.find('/')) {
+        Some(end) => &path[.."crates/".len() + end + 1],
+        None => "",
     }
+}
+
+/// FILE_DOCS: the file starts with `//!` lines, and they say something.
+fn file_docs(path: &str, text: &str, found: &mut Vec<Finding>) {
+    let docs: Vec<&str> = text.lines().take_while(|l| l.starts_with("//!")).collect();
+    let message = if docs.is_empty() {
+        "the file must start with a `//!` doc comment"
+    } else if docs.iter().all(|l| l["//!".len()..].trim().is_empty()) {
+        "the file's `//!` doc comment is empty; say what the file is for"
+    } else {
+        return;
+    };
+    found.push((path.to_owned(), 1, "FILE_DOCS", message.into()));
+}
+
+/// Runs every rule but FILE_DOCS on one `crates/*/src` file (`path` is relative to the
+/// repository, with `/`), and collects its types for NO_SECRET_IN_CONTEXT.
+fn check_source(
+    path: &str,
+    text: &str,
+    seen: &mut Seen,
+    found: &mut Vec<Finding>,
+    types: &mut Vec<TypeDef>,
+) {
+    let mut push = |line: usize, rule: &'static str, message: String| {
+        found.push((path.to_owned(), line, rule, message));
+    };
+    seen.source_files += 1;
     let code = match lex::blank(text) {
         Ok(code) => code,
         Err(line) => {
-            violations.push(format!(
-                "{path}:{line}: SCANNER_LOST: unterminated literal or comment; the file was not checked"
-            ));
-            return violations;
+            push(
+                line,
+                "SCANNER_LOST",
+                "unterminated literal or comment; the file was not checked".into(),
+            );
+            return;
         }
     };
     let tokens = lex::tokens(&code);
     let place = Place {
         in_runner: path.starts_with(RUNNER),
-        is_tool: path.starts_with(TOOLS),
+        in_ai_tools: path.starts_with(AI_TOOLS),
         env_allowed: ENV_ALLOWED.iter().any(|p| path.starts_with(p)),
-        schema_free: SCHEMA_FREE.iter().any(|p| path.starts_with(p)),
+        sans_io: SANS_IO.iter().any(|p| path.starts_with(p)),
     };
-    seen.tool_files += usize::from(place.is_tool);
+    seen.tool_files += usize::from(place.in_ai_tools);
     seen.env_allowed_files += usize::from(place.env_allowed);
-    seen.schema_free_files += usize::from(place.schema_free);
+    seen.sans_io_files += usize::from(place.sans_io);
 
-    let mut found: Vec<(usize, &str, String)> = Vec::new();
-    single_execution_path(&tokens, &place, seen, &mut found);
+    single_execution_path(&tokens, &place, seen, &mut push);
+    let chars: Vec<char> = text.chars().collect();
+    foreign_source(path, &chars, &tokens, &mut push);
     for (segments, line) in named_paths(&tokens) {
-        paths_rules(&segments, line, &place, seen, &mut found);
+        paths_rules(&segments, line, &place, seen, &mut push);
     }
-    no_secret_in_context(&tokens, seen, &mut found);
-    found.sort_by_key(|(line, _, _)| *line);
-    for (line, rule, message) in found {
-        let violation = format!("{path}:{line}: {rule}: {message}");
-        if !violations.contains(&violation) {
-            violations.push(violation);
-        }
-    }
-    violations
+    types.extend(type_defs(path, &tokens));
 }
 
 /// Which allow-lists a file is on.
 struct Place {
     in_runner: bool,
-    is_tool: bool,
+    in_ai_tools: bool,
     env_allowed: bool,
-    schema_free: bool,
+    sans_io: bool,
 }
 
-/// `(line, rule, message)` findings of one file.
-type Found<'a> = Vec<(usize, &'a str, String)>;
-
 /// ARCH_SINGLE_EXECUTION_PATH: `ExecPermit::new` and calls of `exec` only in the runner.
-fn single_execution_path(tokens: &[Token], place: &Place, seen: &mut Seen, found: &mut Found<'_>) {
+fn single_execution_path(
+    tokens: &[Token],
+    place: &Place,
+    seen: &mut Seen,
+    push: &mut impl FnMut(usize, &'static str, String),
+) {
     for (i, token) in tokens.iter().enumerate() {
         let text_at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
         if token.text == "ExecPermit" && text_at(i + 1) == "::" && text_at(i + 2) == "new" {
             if place.in_runner {
                 seen.permits_in_runner += 1;
             } else {
-                found.push((
+                push(
                     token.line,
                     "ARCH_SINGLE_EXECUTION_PATH",
                     "`ExecPermit::new` outside the runner (crates/ai-core/src/runner/)".into(),
-                ));
+                );
             }
         }
         let is_call = token.text == "exec"
@@ -257,49 +370,161 @@ fn single_execution_path(tokens: &[Token], place: &Place, seen: &mut Seen, found
             if place.in_runner {
                 seen.exec_calls_in_runner += 1;
             } else {
-                found.push((
+                push(
                     token.line,
                     "ARCH_SINGLE_EXECUTION_PATH",
                     "a tool's `exec` is called outside the runner; go through the runner (`run_tool`)"
                         .into(),
-                ));
+                );
             }
         }
     }
 }
 
-/// NO_ENV, TOOL_FILE_PURITY and NO_SCHEMA_LIB on one named path (`std::env::var`, `reqwest`).
+/// ARCH_FOREIGN_SOURCE: `#[path]` and `include!` compile only files of the file's own crate
+/// (else a module of another crate gets in without a dependency edge); `include_str!` and
+/// `include_bytes!` never read another package's files (data at the repository root, like
+/// `cogni.example.toml`, belongs to no package and may be embedded).
+fn foreign_source(
+    path: &str,
+    text: &[char],
+    tokens: &[Token],
+    push: &mut impl FnMut(usize, &'static str, String),
+) {
+    let own = crate_dir(path);
+    let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
+    for (i, token) in tokens.iter().enumerate() {
+        let (what, literal) = match token.text.as_str() {
+            "include" | "include_str" | "include_bytes" if at(i + 1) == "!" && at(i + 2) == "(" => {
+                (format!("{}!", token.text), i + 3)
+            }
+            "path" if at(i + 1) == "=" && in_path_attribute(tokens, i) => ("#[path]".into(), i + 2),
+            _ => continue,
+        };
+        let compiles = !matches!(what.as_str(), "include_str!" | "include_bytes!");
+        let Some(target) = (at(literal) == "\"" && at(literal + 1) == "\"").then(|| {
+            text[tokens[literal].offset + 1..tokens[literal + 1].offset]
+                .iter()
+                .collect::<String>()
+        }) else {
+            if compiles {
+                push(
+                    token.line,
+                    "ARCH_FOREIGN_SOURCE",
+                    format!(
+                        "`{what}` with a computed path cannot be checked; use a plain string literal"
+                    ),
+                );
+            }
+            continue;
+        };
+        let resolved = resolve(path, &target).unwrap_or_default();
+        let in_package = ["crates/", "tests/", "xtask/"]
+            .iter()
+            .any(|p| resolved.starts_with(p));
+        let message = if resolved.starts_with(own) {
+            continue;
+        } else if compiles {
+            format!(
+                "`{what}` compiles `{target}`, which is outside {own}; a crate compiles only its own files (depend on the other crate, where the layering allows it)"
+            )
+        } else if in_package || resolved.is_empty() {
+            format!(
+                "`{what}` reads `{target}`, which belongs to another package or lies outside the repository; keep the file in {own} or at the repository root"
+            )
+        } else {
+            continue;
+        };
+        push(token.line, "ARCH_FOREIGN_SOURCE", message);
+    }
+}
+
+/// Whether token `i` is inside a `#[path …]` or `#[cfg_attr(…)]` attribute.
+fn in_path_attribute(tokens: &[Token], i: usize) -> bool {
+    let open = tokens[..i]
+        .iter()
+        .rposition(|t| matches!(t.text.as_str(), "[" | "]"));
+    open.is_some_and(|k| {
+        tokens[k].text == "["
+            && k > 0
+            && tokens[k - 1].text == "#"
+            && tokens
+                .get(k + 1)
+                .is_some_and(|t| matches!(t.text.as_str(), "path" | "cfg_attr"))
+    })
+}
+
+/// `target`, relative to the folder of `file`, as a path relative to the repository; `None`
+/// when it is absolute or climbs out of the repository.
+fn resolve(file: &str, target: &str) -> Option<String> {
+    if target.starts_with(['/', '\\']) || target.contains(':') {
+        return None;
+    }
+    let mut parts: Vec<&str> = file.split('/').collect();
+    parts.pop();
+    for part in target.split(['/', '\\']) {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            part => parts.push(part),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// NO_ENV, TOOL_FILE_PURITY, IO_FREE and NO_SCHEMA_LIB on one named path (`std::env::var`,
+/// `reqwest`).
 fn paths_rules(
     segments: &[&str],
     line: usize,
     place: &Place,
     seen: &mut Seen,
-    found: &mut Found<'_>,
+    push: &mut impl FnMut(usize, &'static str, String),
 ) {
     if !place.env_allowed && ENV_PATHS.iter().any(|p| contains_path(segments, p)) {
-        found.push((
+        push(
             line,
             "NO_ENV",
             "the environment is read only in cogni-bootstrap (and xtask); take configuration as a parameter"
                 .into(),
-        ));
+        );
     }
-    if place.is_tool {
-        for pattern in TOOL_IO.iter().filter(|p| contains_path(segments, p)) {
-            found.push((
+    for pattern in IO
+        .iter()
+        .chain(CLOCK)
+        .filter(|p| contains_path(segments, p))
+    {
+        if place.in_ai_tools {
+            push(
                 line,
                 "TOOL_FILE_PURITY",
-                format!("tool files do no IO of their own (`{pattern}`); use a capability"),
-            ));
+                format!(
+                    "ai-tools does no IO of its own (`{pattern}`); use a capability, or `Clock` for time"
+                ),
+            );
+        } else if place.sans_io {
+            push(
+                line,
+                "IO_FREE",
+                format!(
+                    "ai-core and the wire codecs do no IO and read no clock (`{pattern}`); IO lives in adapters, time comes through `Clock`"
+                ),
+            );
+        } else {
+            seen.io_elsewhere += 1;
         }
     }
     for name in SCHEMA_LIBS.iter().filter(|n| segments.contains(*n)) {
-        if place.schema_free {
-            found.push((
+        if place.sans_io {
+            push(
                 line,
                 "NO_SCHEMA_LIB",
-                format!("ai-core and wire-openai never name `{name}`; schemas live in ai-tools"),
-            ));
+                format!(
+                    "ai-core and the wire codecs never name `{name}`; schemas live in ai-tools"
+                ),
+            );
         } else {
             seen.schema_libs_elsewhere += 1;
         }
@@ -400,56 +625,165 @@ fn is_ident(text: &str) -> bool {
         .is_some_and(|c| c.is_alphabetic() || c == '_')
 }
 
-/// NO_SECRET_IN_CONTEXT: the named fields of every `struct …Context`.
-fn no_secret_in_context(tokens: &[Token], seen: &mut Seen, found: &mut Found<'_>) {
+/// A `struct` or `enum` with a body, for NO_SECRET_IN_CONTEXT.
+#[derive(Debug)]
+struct TypeDef {
+    path: String,
+    name: String,
+    members: Vec<Member>,
+}
+
+/// A named field, an enum variant, or a tuple struct's fields (named `0`).
+#[derive(Debug)]
+struct Member {
+    name: String,
+    line: usize,
+    /// The identifiers of its type or payload, to follow into the crate's own types.
+    type_names: Vec<String>,
+}
+
+/// Every `struct` and `enum` of a file that has a `{…}` or `(…)` body, with its members.
+fn type_defs(path: &str, tokens: &[Token]) -> Vec<TypeDef> {
+    let mut defs = Vec::new();
     for (i, token) in tokens.iter().enumerate() {
-        if token.text != "struct" {
+        let is_enum = token.text == "enum";
+        if !is_enum && token.text != "struct" {
             continue;
         }
-        let Some(name) = tokens.get(i + 1).map(|t| t.text.as_str()) else {
+        let Some(name) = tokens.get(i + 1).filter(|t| is_ident(&t.text)) else {
             continue;
         };
-        if !name.ends_with("Context") {
-            continue;
-        }
-        seen.context_structs += 1;
-        // The body starts at the first `{` before any `(` (tuple struct) or `;` (unit struct).
+        // The body starts at the first `{` or `(` (tuple struct) before any `;` (unit struct).
         let Some(open) = tokens[i + 2..]
             .iter()
             .position(|t| matches!(t.text.as_str(), "{" | "(" | ";"))
             .map(|p| i + 2 + p)
-            .filter(|&p| tokens[p].text == "{")
+            .filter(|&p| tokens[p].text != ";")
         else {
             continue;
         };
-        // A field is `name :` at the body's top level, outside attributes and `pub(…)`.
-        let (mut braces, mut groups) = (0_usize, 0_usize);
-        for k in open + 1..tokens.len() {
-            match tokens[k].text.as_str() {
-                "{" => braces += 1,
-                "}" if braces == 0 => break,
-                "}" => braces -= 1,
-                "(" | "[" => groups += 1,
-                ")" | "]" => groups = groups.saturating_sub(1),
-                ":" if braces == 0 && groups == 0 && k > open + 1 => {
-                    let field = &tokens[k - 1];
-                    if !is_ident(&field.text) {
-                        continue;
-                    }
-                    seen.context_fields += 1;
-                    let lower = field.text.to_ascii_lowercase();
-                    if let Some(word) = SECRET_WORDS.iter().find(|w| lower.contains(**w)) {
+        let body = &tokens[open + 1..closing(tokens, open)];
+        let members = if tokens[open].text == "(" {
+            let type_names = body.iter().filter(|t| is_ident(&t.text));
+            vec![Member {
+                name: "0".into(),
+                line: tokens[open].line,
+                type_names: type_names.map(|t| t.text.clone()).collect(),
+            }]
+        } else {
+            members(body, is_enum)
+        };
+        defs.push(TypeDef {
+            path: path.to_owned(),
+            name: name.text.clone(),
+            members,
+        });
+    }
+    defs
+}
+
+/// The index of the bracket that closes the one at `open` (or the end).
+fn closing(tokens: &[Token], open: usize) -> usize {
+    let mut depth = 0_usize;
+    for (k, token) in tokens.iter().enumerate().skip(open) {
+        match token.text.as_str() {
+            "{" | "(" | "[" => depth += 1,
+            "}" | ")" | "]" => {
+                depth -= 1;
+                if depth == 0 {
+                    return k;
+                }
+            }
+            _ => {}
+        }
+    }
+    tokens.len()
+}
+
+/// The members of a `{…}` body: each `name :` outside `(…)` and `[…]` (attributes, `pub(…)`),
+/// which covers the fields of structs and of enum variants, and for an enum each top-level
+/// variant. A member's type names are the identifiers that follow it, up to the next member.
+fn members(body: &[Token], is_enum: bool) -> Vec<Member> {
+    let mut members: Vec<Member> = Vec::new();
+    let (mut braces, mut groups) = (0_usize, 0_usize);
+    for (k, token) in body.iter().enumerate() {
+        let text = token.text.as_str();
+        let next = body.get(k + 1).map_or("", |t| t.text.as_str());
+        let previous = k.checked_sub(1).map_or("{", |p| body[p].text.as_str());
+        let is_field = next == ":" && groups == 0;
+        let is_variant =
+            is_enum && braces == 0 && groups == 0 && matches!(previous, "{" | "," | "]");
+        if is_ident(text) && (is_field || is_variant) {
+            members.push(Member {
+                name: text.to_owned(),
+                line: token.line,
+                type_names: Vec::new(),
+            });
+        } else if is_ident(text)
+            && let Some(member) = members.last_mut()
+        {
+            member.type_names.push(text.to_owned());
+        }
+        match text {
+            "{" => braces += 1,
+            "}" => braces = braces.saturating_sub(1),
+            "(" | "[" => groups += 1,
+            ")" | "]" => groups = groups.saturating_sub(1),
+            _ => {}
+        }
+    }
+    members
+}
+
+/// Why `name` looks like a secret: one of [`SECRET_WORDS`] in it, or `key` as its last word
+/// (`key`, `openai_key`, `signingKey`) unless it is one of [`NOT_SECRET_KEYS`].
+fn secret_word(name: &str) -> Option<&'static str> {
+    let flat = name.replace('_', "").to_ascii_lowercase();
+    if let Some(word) = SECRET_WORDS.iter().find(|w| flat.contains(**w)) {
+        return Some(word);
+    }
+    let ends_in_key = flat == "key" || name.ends_with("_key") || name.ends_with("Key");
+    (ends_in_key && !NOT_SECRET_KEYS.contains(&flat.as_str())).then_some("key")
+}
+
+/// NO_SECRET_IN_CONTEXT: the members of every `…Context` type and, one level down, those of
+/// each type of the same crate that a member's type names (`connection: ConnectionAuth`).
+fn no_secret_in_context(types: &[TypeDef], seen: &mut Seen, found: &mut Vec<Finding>) {
+    const ADVICE: &str = "keep a reference and resolve it through a capability";
+    for context in types.iter().filter(|t| t.name.ends_with("Context")) {
+        seen.context_structs += 1;
+        for member in &context.members {
+            seen.context_fields += usize::from(is_ident(&member.name));
+            if let Some(word) = secret_word(&member.name) {
+                found.push((
+                    context.path.clone(),
+                    member.line,
+                    "NO_SECRET_IN_CONTEXT",
+                    format!(
+                        "`{}.{}` is named like a secret ({word}); {ADVICE}",
+                        context.name, member.name
+                    ),
+                ));
+            }
+            let held = types.iter().filter(|t| {
+                !t.name.ends_with("Context")
+                    && crate_dir(&t.path) == crate_dir(&context.path)
+                    && member.type_names.contains(&t.name)
+            });
+            for held in held {
+                for inner in &held.members {
+                    if let Some(word) = secret_word(&inner.name) {
                         found.push((
-                            field.line,
+                            held.path.clone(),
+                            inner.line,
                             "NO_SECRET_IN_CONTEXT",
                             format!(
-                                "`{name}.{}` is named like a secret ({word}); keep a reference and resolve it through a capability",
-                                field.text
+                                "`{}.{}` is named like a secret ({word}) and `{}.{}` holds it; {ADVICE}",
+                                held.name, inner.name, context.name, member.name
                             ),
                         ));
                     }
                 }
-                _ => {}
             }
         }
     }

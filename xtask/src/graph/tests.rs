@@ -169,3 +169,30 @@ fn the_repository_check_wants_every_row_and_some_edge() {
         "{violations:#?}"
     );
 }
+
+#[test]
+fn every_schema_library_and_env_reader_is_banned() {
+    check(
+        &[
+            (
+                "cogni-ai-core",
+                &[("boon", false, None), ("jsonschema-valid", false, None)],
+            ),
+            ("cogni-wire-ui", &[("valico", false, None)]),
+            (
+                "cogni-adapters",
+                &[("dotenvy", false, None), ("envy", false, Some("dev"))],
+            ),
+            ("cogni-tests", &[("dotenv", false, None)]),
+            ("cogni-bootstrap", &[("dotenvy", false, None)]),
+            ("xtask", &[("envy", false, None)]),
+        ],
+        &[
+            "cogni-ai-core -> boon: ARCH_BANNED_DEP: ai-core names no schema library and does no IO",
+            "cogni-ai-core -> jsonschema-valid: ARCH_BANNED_DEP: ai-core names no schema library and does no IO",
+            "cogni-wire-ui -> valico: ARCH_BANNED_DEP: UI stream encoders are sans-IO and schema-free",
+            "cogni-adapters -> dotenvy: ARCH_BANNED_DEP: the environment is read only in cogni-bootstrap (and xtask)",
+            "cogni-tests -> dotenv: ARCH_BANNED_DEP: the environment is read only in cogni-bootstrap (and xtask)",
+        ],
+    );
+}

@@ -75,3 +75,17 @@ fn tokens_keep_their_lines() {
         ]
     );
 }
+
+#[test]
+fn token_offsets_index_the_original_text() {
+    let text = "let s = \"é\"; // c\nf(\"../x/y.rs\")";
+    let code = super::blank(text).unwrap();
+    let chars: Vec<char> = text.chars().collect();
+    let quotes: Vec<usize> = super::tokens(&code)
+        .iter()
+        .filter(|t| t.text == "\"")
+        .map(|t| t.offset)
+        .collect();
+    let literal: String = chars[quotes[2] + 1..quotes[3]].iter().collect();
+    assert_eq!(literal, "../x/y.rs");
+}

@@ -45,6 +45,30 @@ const CLEAN: &[(&str, &str)] = &[
         "crates/graph/src/driver.rs",
         "//! Driver.\nlet out = runner.run_tool(call).await;\nlet mode = self.execute(x);\nuse crate::exec::Plan;\n",
     ),
+    (
+        "crates/ai-core/src/runner/budget.rs",
+        "//! Budgets run on tokio's pausable clock.\nuse tokio::time::Instant;\nlet started = Instant::now();\nlet hash = canonical::write(&mut std::io::sink());\n",
+    ),
+    (
+        "crates/ai-core/src/run.rs",
+        "//! A context that holds references, and a held type without secrets.\npub struct RunContext {\n    pub run_id: RunId,\n    pub idempotency_key: String,\n    pub approvals: Vec<Approval>,\n}\npub enum ApprovalContext {\n    Granted { tool_call_id: String, args_sha256: String },\n    Denied,\n}\npub struct Approval { pub tool_call_id: String, pub args_sha256: String }\n",
+    ),
+    (
+        "crates/adapters/src/store.rs",
+        "//! Adapters do the IO.\nuse std::fs;\nlet now = std::time::SystemTime::now();\nconst INIT: &str = include_str!(\"../migrations/0001_init.sql\");\n#[cfg_attr(unix, path = \"unix/mod.rs\")]\nmod platform;\n",
+    ),
+    (
+        "crates/bootstrap/src/settings.rs",
+        "//! Embeds the root's example, which belongs to no package.\nconst EXAMPLE: &str = include_str!(\"../../../cogni.example.toml\");\nlet path = \"../../adapters/x.rs\";\n#[utoipa::path(get, path = \"/../../x\")]\nfn route() {}\n",
+    ),
+    (
+        "crates/graph/tests/it/main.rs",
+        "//! Tests are checked for docs only.\nuse std::fs;\nlet k = std::env::var(\"K\");\n",
+    ),
+    (
+        "xtask/src/main.rs",
+        "//! Xtask.\nlet a = std::env::args();\n",
+    ),
 ];
 
 #[test]
@@ -68,18 +92,97 @@ fn a_clean_tree_satisfies_the_sanity_checks() {
 
 #[test]
 fn file_docs() {
+    const MISSING: &str = "FILE_DOCS: the file must start with a `//!` doc comment";
+    const EMPTY: &str =
+        "FILE_DOCS: the file's `//!` doc comment is empty; say what the file is for";
     check(
         &[
             ("crates/graph/src/lib.rs", "fn main() {}\n"),
             ("crates/graph/src/ok.rs", "//! Fine.\n"),
             (
+                "crates/graph/src/late.rs",
+                "//!\n//! Text on the second line.\n",
+            ),
+            (
                 "crates/graph/src/outer.rs",
                 "/// Outer doc, not a file doc.\nfn f() {}\n",
             ),
+            (
+                "crates/graph/src/bare.rs",
+                "//!\npub fn undocumented() {}\n",
+            ),
+            (
+                "crates/graph/src/blank.rs",
+                "//!   \n//!\n\n//! Too late.\n",
+            ),
+            ("crates/graph/tests/it/x.rs", "fn t() {}\n"),
+            ("crates/graph/benches/loop.rs", "//!\n"),
+            (
+                "crates/wire-openai/fuzz/fuzz_targets/decode.rs",
+                "fn f() {}\n",
+            ),
+            ("tests/it/server.rs", "use x;\n"),
+            ("xtask/src/ci.rs", "//!\n"),
+            // Build output, vendored packages, hidden folders and fuzz data are not ours.
+            ("target/debug/build/out.rs", "fn f() {}\n"),
+            ("tests/protocol/node_modules/x/y.rs", "fn f() {}\n"),
+            (".cargo/x.rs", "fn f() {}\n"),
+            ("crates/wire-openai/fuzz/artifacts/decode/crash.rs", "x"),
+            ("crates/wire-openai/fuzz/corpus/decode/seed.rs", "x"),
         ],
         &[
-            "crates/graph/src/lib.rs:1: FILE_DOCS: the file must start with a `//!` doc comment",
-            "crates/graph/src/outer.rs:1: FILE_DOCS: the file must start with a `//!` doc comment",
+            &format!("crates/graph/benches/loop.rs:1: {EMPTY}"),
+            &format!("crates/graph/src/bare.rs:1: {EMPTY}"),
+            &format!("crates/graph/src/blank.rs:1: {EMPTY}"),
+            &format!("crates/graph/src/lib.rs:1: {MISSING}"),
+            &format!("crates/graph/src/outer.rs:1: {MISSING}"),
+            &format!("crates/graph/tests/it/x.rs:1: {MISSING}"),
+            &format!("crates/wire-openai/fuzz/fuzz_targets/decode.rs:1: {MISSING}"),
+            &format!("tests/it/server.rs:1: {MISSING}"),
+            &format!("xtask/src/ci.rs:1: {EMPTY}"),
+        ],
+    );
+}
+
+#[test]
+fn foreign_source() {
+    const RULE: &str = "ARCH_FOREIGN_SOURCE";
+    check(
+        &[
+            (
+                "crates/wire-openai/src/lib.rs",
+                "//! Wire.\n#[path = \"../../adapters/src/clock.rs\"]\npub mod system_clock;\n#[cfg_attr(unix, path = \"../../graph/src/x.rs\")]\nmod x;\ninclude!(\"../../../tests/fake_llm.rs\");\ninclude!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/../adapters/src/a.rs\"));\n#[path = \"/abs/clock.rs\"]\nmod abs;\n",
+            ),
+            (
+                "crates/wire-ui/src/data.rs",
+                "//! Data.\nconst A: &str = include_str!(\"../../adapters/migrations/0001_init.sql\");\nconst B: &[u8] = include_bytes!(\"../../../xtask/Cargo.toml\");\nconst C: &str = include_str!(\"../../../../outside.txt\");\nconst D: &str = include_str!(\"../../../fixtures/wire/a.sse\");\n#[path = \"own/sub.rs\"]\nmod sub;\ninclude!(\"../gen/table.rs\");\n",
+            ),
+        ],
+        &[
+            &format!(
+                "crates/wire-openai/src/lib.rs:2: {RULE}: `#[path]` compiles `../../adapters/src/clock.rs`, which is outside crates/wire-openai/; a crate compiles only its own files (depend on the other crate, where the layering allows it)"
+            ),
+            &format!(
+                "crates/wire-openai/src/lib.rs:4: {RULE}: `#[path]` compiles `../../graph/src/x.rs`, which is outside crates/wire-openai/; a crate compiles only its own files (depend on the other crate, where the layering allows it)"
+            ),
+            &format!(
+                "crates/wire-openai/src/lib.rs:6: {RULE}: `include!` compiles `../../../tests/fake_llm.rs`, which is outside crates/wire-openai/; a crate compiles only its own files (depend on the other crate, where the layering allows it)"
+            ),
+            &format!(
+                "crates/wire-openai/src/lib.rs:7: {RULE}: `include!` with a computed path cannot be checked; use a plain string literal"
+            ),
+            &format!(
+                "crates/wire-openai/src/lib.rs:8: {RULE}: `#[path]` compiles `/abs/clock.rs`, which is outside crates/wire-openai/; a crate compiles only its own files (depend on the other crate, where the layering allows it)"
+            ),
+            &format!(
+                "crates/wire-ui/src/data.rs:2: {RULE}: `include_str!` reads `../../adapters/migrations/0001_init.sql`, which belongs to another package or lies outside the repository; keep the file in crates/wire-ui/ or at the repository root"
+            ),
+            &format!(
+                "crates/wire-ui/src/data.rs:3: {RULE}: `include_bytes!` reads `../../../xtask/Cargo.toml`, which belongs to another package or lies outside the repository; keep the file in crates/wire-ui/ or at the repository root"
+            ),
+            &format!(
+                "crates/wire-ui/src/data.rs:4: {RULE}: `include_str!` reads `../../../../outside.txt`, which belongs to another package or lies outside the repository; keep the file in crates/wire-ui/ or at the repository root"
+            ),
         ],
     );
 }
@@ -113,35 +216,93 @@ fn no_env_outside_bootstrap() {
     check(
         &[(
             "crates/adapters/src/http.rs",
-            "//! Http.\n\nlet key = std::env::var(\"KEY\");\nuse std::{\n    collections::HashMap,\n    env,\n};\nlet home = env::var_os(\"HOME\"); let v = env!(\"CARGO_PKG_VERSION\");\nlet a = ::std::env::args();\n",
+            "//! Http.\n\nlet key = std::env::var(\"KEY\");\nuse std::{\n    collections::HashMap,\n    env,\n};\nlet home = env::var_os(\"HOME\"); let v = env!(\"CARGO_PKG_VERSION\");\nlet a = ::std::env::args();\nlet f = tracing_subscriber::EnvFilter::from_default_env();\nlet g = EnvFilter::try_from_env(\"LOG\");\nlet k = dotenvy::var(\"OPENAI_API_KEY\");\nuse dotenv::dotenv;\nlet s: Settings = envy::prefixed(\"APP_\").from_env()?;\n",
         )],
         &[
             &format!("crates/adapters/src/http.rs:3: {MESSAGE}"),
             &format!("crates/adapters/src/http.rs:6: {MESSAGE}"),
             &format!("crates/adapters/src/http.rs:8: {MESSAGE}"),
             &format!("crates/adapters/src/http.rs:9: {MESSAGE}"),
+            &format!("crates/adapters/src/http.rs:10: {MESSAGE}"),
+            &format!("crates/adapters/src/http.rs:11: {MESSAGE}"),
+            &format!("crates/adapters/src/http.rs:12: {MESSAGE}"),
+            &format!("crates/adapters/src/http.rs:13: {MESSAGE}"),
+            &format!("crates/adapters/src/http.rs:14: {MESSAGE}"),
         ],
     );
 }
 
 #[test]
 fn tool_file_purity() {
+    let violation = |line: usize, pattern: &str| {
+        format!(
+            "crates/ai-tools/src/{}: TOOL_FILE_PURITY: ai-tools does no IO of its own (`{pattern}`); use a capability, or `Clock` for time",
+            if line > 100 {
+                format!("fsutil.rs:{}", line - 100)
+            } else {
+                format!("tools/read.rs:{line}")
+            }
+        )
+    };
     check(
         &[
             (
                 "crates/ai-tools/src/tools/read.rs",
-                "//! Read.\nuse tokio::fs;\nlet c = reqwest::get(u);\nuse std::{io, net::TcpStream};\nlet out = std::process::Command::new(\"ls\");\n",
+                "//! Read.\nuse tokio::fs;\nlet c = reqwest::get(u);\nuse std::{io, net::TcpStream};\nlet out = std::process::Command::new(\"ls\");\nlet out = tokio::process::Command::new(\"date\").output().await?;\nlet ms = std::time::SystemTime::now();\nio::stdin().lock().read_line(&mut s)?;\nuse std::os::unix::{fs::symlink, net::UnixStream};\nlet t = chrono::Utc::now();\nlet started = std::time::Instant::now();\nlet out = crate::fsutil::read(p);\nlet d = std::time::Duration::from_secs(1);\n",
             ),
             (
-                "crates/ai-tools/src/bind.rs",
-                "//! Not a tool file: ai-tools itself may name them (NO_ENV still applies).\nuse std::fs;\n",
+                "crates/ai-tools/src/fsutil.rs",
+                "//! Beside the tools: ai-tools does no IO anywhere.\npub(crate) fn read(p: &str) -> String { std::fs::read_to_string(p).unwrap() }\n",
             ),
         ],
         &[
-            "crates/ai-tools/src/tools/read.rs:2: TOOL_FILE_PURITY: tool files do no IO of their own (`tokio::fs`); use a capability",
-            "crates/ai-tools/src/tools/read.rs:3: TOOL_FILE_PURITY: tool files do no IO of their own (`reqwest`); use a capability",
-            "crates/ai-tools/src/tools/read.rs:4: TOOL_FILE_PURITY: tool files do no IO of their own (`std::net`); use a capability",
-            "crates/ai-tools/src/tools/read.rs:5: TOOL_FILE_PURITY: tool files do no IO of their own (`std::process`); use a capability",
+            &violation(102, "std::fs"),
+            &violation(2, "tokio::fs"),
+            &violation(3, "reqwest"),
+            &violation(4, "std::net"),
+            &violation(5, "std::process"),
+            &violation(6, "tokio::process"),
+            &violation(7, "SystemTime::now"),
+            &violation(8, "io::stdin"),
+            &violation(9, "std::os::*::fs"),
+            &violation(9, "std::os::*::net"),
+            &violation(10, "Utc::now"),
+            &violation(11, "std::time::Instant"),
+        ],
+    );
+}
+
+#[test]
+fn io_free_in_core_and_wire() {
+    let violation = |path: &str, line: usize, pattern: &str| {
+        format!(
+            "crates/{path}:{line}: IO_FREE: ai-core and the wire codecs do no IO and read no clock (`{pattern}`); IO lives in adapters, time comes through `Clock`"
+        )
+    };
+    check(
+        &[
+            (
+                "crates/ai-core/src/probe.rs",
+                "//! IO in ai-core.\npub fn read(p: &str) -> String { std::fs::read_to_string(p).unwrap() }\npub fn now() -> SystemTime { std::time::SystemTime::now() }\npub fn dial() { let _ = std::net::TcpStream::connect(\"127.0.0.1:1\"); }\nlet t = tokio::time::Instant::now(); tokio::time::sleep(d).await;\nuse std::time::{Duration, Instant};\n",
+            ),
+            (
+                "crates/wire-openai/src/sse.rs",
+                "//! Wire.\nuse std::io::{self, stdout, Write};\nlet c = reqwest::Client::new();\n",
+            ),
+            (
+                "crates/wire-ui/src/agui.rs",
+                "//! Ui.\nlet f = tokio::fs::read(p);\nlet t = time::OffsetDateTime::now_utc();\n",
+            ),
+        ],
+        &[
+            &violation("ai-core/src/probe.rs", 2, "std::fs"),
+            &violation("ai-core/src/probe.rs", 3, "SystemTime::now"),
+            &violation("ai-core/src/probe.rs", 4, "std::net"),
+            &violation("ai-core/src/probe.rs", 6, "std::time::Instant"),
+            &violation("wire-openai/src/sse.rs", 2, "io::stdout"),
+            &violation("wire-openai/src/sse.rs", 3, "reqwest"),
+            &violation("wire-ui/src/agui.rs", 2, "tokio::fs"),
+            &violation("wire-ui/src/agui.rs", 3, "OffsetDateTime::now*"),
         ],
     );
 }
@@ -155,23 +316,32 @@ fn tool_files_do_not_read_the_environment_either() {
         )],
         &[
             "crates/ai-tools/src/tools/env.rs:2: NO_ENV: the environment is read only in cogni-bootstrap (and xtask); take configuration as a parameter",
-            "crates/ai-tools/src/tools/env.rs:2: TOOL_FILE_PURITY: tool files do no IO of their own (`std::env`); use a capability",
-            "crates/ai-tools/src/tools/env.rs:2: TOOL_FILE_PURITY: tool files do no IO of their own (`env::var*`); use a capability",
+            "crates/ai-tools/src/tools/env.rs:2: TOOL_FILE_PURITY: ai-tools does no IO of its own (`std::env`); use a capability, or `Clock` for time",
+            "crates/ai-tools/src/tools/env.rs:2: TOOL_FILE_PURITY: ai-tools does no IO of its own (`env::var*`); use a capability, or `Clock` for time",
         ],
     );
 }
 
 #[test]
 fn no_schema_lib_in_core_and_wire() {
+    let violation = |path: &str, line: usize, name: &str| {
+        format!(
+            "crates/{path}:{line}: NO_SCHEMA_LIB: ai-core and the wire codecs never name `{name}`; schemas live in ai-tools"
+        )
+    };
     check(
         &[
             (
                 "crates/ai-core/src/schema.rs",
-                "//! Schema.\nuse jsonschema::Validator;\n#[derive(::schemars::JsonSchema)]\n",
+                "//! Schema.\nuse jsonschema::Validator;\n#[derive(::schemars::JsonSchema)]\nlet c = boon::Compiler::new();\nlet v = jsonschema_valid::Config::from_schema(s, None);\nuse valico as v;\n",
             ),
             (
                 "crates/wire-openai/src/lib.rs",
                 "//! Wire.\nuse {serde::Serialize, schemars::JsonSchema};\n",
+            ),
+            (
+                "crates/wire-ui/src/ai_sdk.rs",
+                "//! Ui.\n#[derive(schemars::JsonSchema)]\npub struct UiMessage {}\n",
             ),
             (
                 "crates/ai-tools/src/bind.rs",
@@ -179,9 +349,13 @@ fn no_schema_lib_in_core_and_wire() {
             ),
         ],
         &[
-            "crates/ai-core/src/schema.rs:2: NO_SCHEMA_LIB: ai-core and wire-openai never name `jsonschema`; schemas live in ai-tools",
-            "crates/ai-core/src/schema.rs:3: NO_SCHEMA_LIB: ai-core and wire-openai never name `schemars`; schemas live in ai-tools",
-            "crates/wire-openai/src/lib.rs:2: NO_SCHEMA_LIB: ai-core and wire-openai never name `schemars`; schemas live in ai-tools",
+            &violation("ai-core/src/schema.rs", 2, "jsonschema"),
+            &violation("ai-core/src/schema.rs", 3, "schemars"),
+            &violation("ai-core/src/schema.rs", 4, "boon"),
+            &violation("ai-core/src/schema.rs", 5, "jsonschema_valid"),
+            &violation("ai-core/src/schema.rs", 6, "valico"),
+            &violation("wire-openai/src/lib.rs", 2, "schemars"),
+            &violation("wire-ui/src/ai_sdk.rs", 2, "schemars"),
         ],
     );
 }
@@ -198,6 +372,57 @@ fn no_secret_in_context() {
             "crates/graph/src/ctx.rs:9: NO_SECRET_IN_CONTEXT: `CallContext.access_token` is named like a secret (token); keep a reference and resolve it through a capability",
             "crates/graph/src/ctx.rs:10: NO_SECRET_IN_CONTEXT: `CallContext.Authorization` is named like a secret (authorization); keep a reference and resolve it through a capability",
             "crates/graph/src/ctx.rs:13: NO_SECRET_IN_CONTEXT: `SessionContext.db_password` is named like a secret (password); keep a reference and resolve it through a capability",
+        ],
+    );
+}
+
+#[test]
+fn no_secret_in_context_widened() {
+    let violation = |line: usize, member: &str, word: &str| {
+        format!(
+            "crates/graph/src/ctx.rs:{line}: NO_SECRET_IN_CONTEXT: `{member}` is named like a secret ({word}); keep a reference and resolve it through a capability"
+        )
+    };
+    let held = |line: usize, member: &str, word: &str, holder: &str| {
+        format!(
+            "crates/graph/src/auth.rs:{line}: NO_SECRET_IN_CONTEXT: `{member}` is named like a secret ({word}) and `{holder}` holds it; keep a reference and resolve it through a capability"
+        )
+    };
+    check(
+        &[
+            (
+                "crates/graph/src/ctx.rs",
+                "//! Ctx.\npub struct RequestContext {\n    pub credentials: Option<String>,\n    pub auth_header: Option<String>,\n    pub openai_key: String,\n    pub bearer: String,\n    pub headers: BTreeMap<String, String>,\n    pub private_key: String,\n    pub cookie: String,\n    pub signingKey: Vec<u8>,\n    pub idempotency_key: String,\n    pub cache_key: String,\n    pub key_id: String,\n    pub connection: Option<Arc<ConnectionAuth>>,\n    pub scope: crate::auth::Scope,\n    pub tenant: Tenant,\n    pub peer: PeerContext,\n}\npub enum CallContext {\n    #[serde(rename = \"bearer\")]\n    Bearer { token: String },\n    Anonymous,\n    Signed(SigningKeys),\n}\nstruct Wrapped;\npub struct TupleContext(pub Session);\npub struct PeerContext { pub peer_id: String }\n",
+            ),
+            (
+                "crates/graph/src/auth.rs",
+                "//! Types a context holds: checked one level down.\npub struct ConnectionAuth { pub access_token: String, pub connection_id: String }\npub struct Scope { pub password: String }\npub enum SigningKeys { Hmac { secret: Vec<u8> }, ApiKey(String) }\npub struct Session(String, Nested);\npub struct Tenant { pub tenant_id: String, pub deeper: Nested }\npub struct Nested { pub token: String }\n",
+            ),
+            (
+                "crates/adapters/src/auth.rs",
+                "//! Another crate's `ConnectionAuth` is not followed.\npub struct ConnectionAuth { pub access_token: String }\n",
+            ),
+        ],
+        &[
+            &held(
+                2,
+                "ConnectionAuth.access_token",
+                "token",
+                "RequestContext.connection",
+            ),
+            &held(3, "Scope.password", "password", "RequestContext.scope"),
+            &held(4, "SigningKeys.secret", "secret", "CallContext.Signed"),
+            &held(4, "SigningKeys.ApiKey", "apikey", "CallContext.Signed"),
+            &violation(3, "RequestContext.credentials", "credential"),
+            &violation(4, "RequestContext.auth_header", "header"),
+            &violation(5, "RequestContext.openai_key", "key"),
+            &violation(6, "RequestContext.bearer", "bearer"),
+            &violation(7, "RequestContext.headers", "header"),
+            &violation(8, "RequestContext.private_key", "privatekey"),
+            &violation(9, "RequestContext.cookie", "cookie"),
+            &violation(10, "RequestContext.signingKey", "key"),
+            &violation(21, "CallContext.Bearer", "bearer"),
+            &violation(21, "CallContext.token", "token"),
         ],
     );
 }
@@ -232,7 +457,8 @@ fn the_repository_scan_fails_when_it_sees_nothing() {
             "ARCH_SINGLE_EXECUTION_PATH",
             "NO_ENV",
             "TOOL_FILE_PURITY",
-            "NO_SCHEMA_LIB",
+            "IO_FREE",
+            "IO_FREE",
             "NO_SCHEMA_LIB",
             "NO_SECRET_IN_CONTEXT",
             "NO_SECRET_IN_CONTEXT",
