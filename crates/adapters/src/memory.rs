@@ -14,8 +14,8 @@ use serde_json::Value;
 
 /// Runs and threads in maps; lost when the process ends. It follows the same rules as
 /// [`crate::SqliteStore`] (numbering, status checks, whole steps or nothing), so tests written
-/// against it hold for the durable store. [`RunStore::recover_interrupted`] treats every run
-/// still `running` as cut, as after a restart, and names every interrupted run not yet closed.
+/// against it hold for the durable store. [`RunStore::recover_interrupted`] treats the runs it is
+/// given that are still `running` as cut, and names every interrupted run not yet closed.
 ///
 /// ```
 /// use ai_core::{RunId, RunStep, RunStore};
@@ -24,7 +24,7 @@ use serde_json::Value;
 /// let run = RunId::new("run-1").unwrap();
 /// store.begin_run(&run, None, 1, None).await.unwrap();
 /// assert_eq!(store.commit_step(&run, RunStep::default()).await.unwrap(), 0..0);
-/// assert_eq!(store.recover_interrupted(2).await.unwrap().len(), 1);
+/// assert_eq!(store.recover_interrupted(2, &[run]).await.unwrap().len(), 1);
 /// # });
 /// ```
 #[derive(Debug, Default)]
@@ -166,10 +166,14 @@ impl RunStore for InMemoryRunStore {
             .ok_or_else(|| RunStoreError::NotFound(run_id.clone()))
     }
 
-    async fn recover_interrupted(&self, at_ms: u64) -> Result<Vec<InterruptedRun>, RunStoreError> {
+    async fn recover_interrupted(
+        &self,
+        at_ms: u64,
+        runs: &[RunId],
+    ) -> Result<Vec<InterruptedRun>, RunStoreError> {
         let mut state = self.lock()?;
         for run in state.runs.values_mut() {
-            if run.header.status == RunStatus::Running {
+            if run.header.status == RunStatus::Running && runs.contains(&run.header.run_id) {
                 run.header.status = RunStatus::Interrupted;
                 run.header.finished_at_ms = Some(at_ms);
             }

@@ -470,19 +470,27 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
     })
 }
 
-/// Marks the `running` runs interrupted and names every interrupted run not closed yet (no
-/// `done` event): the closing step is the caller's, in a later transaction, so a run marked by an
-/// earlier recovery whose closing step never committed is named again.
-fn recover_tx(conn: &mut Connection, at_ms: i64) -> Result<Vec<InterruptedRun>, RunStoreError> {
+/// Marks the given runs that are `running` interrupted (the caller knows them dead) and names
+/// every interrupted run not closed yet (no `done` event): the closing step is the caller's, in
+/// a later transaction, so a run marked by an earlier recovery whose closing step never
+/// committed is named again.
+fn recover_tx(
+    conn: &mut Connection,
+    at_ms: i64,
+    runs: &[RunId],
+) -> Result<Vec<InterruptedRun>, RunStoreError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| backend("cannot begin the recovery transaction", e))?;
     let fail = |e: rusqlite::Error| backend("cannot recover interrupted runs", e);
-    tx.prepare_cached(
-        "UPDATE runs SET status = 'interrupted', finished_at_ms = ?1 WHERE status = 'running'",
-    )
-    .and_then(|mut stmt| stmt.execute([at_ms]))
-    .map_err(fail)?;
+    for run_id in runs {
+        tx.prepare_cached(
+            "UPDATE runs SET status = 'interrupted', finished_at_ms = ?1 \
+             WHERE run_id = ?2 AND status = 'running'",
+        )
+        .and_then(|mut stmt| stmt.execute(params![at_ms, run_id.as_str()]))
+        .map_err(fail)?;
+    }
     let open: Vec<(String, Option<String>)> = {
         let mut stmt = tx
             .prepare_cached(
@@ -640,9 +648,15 @@ impl RunStore for SqliteStore {
         self.with_conn(move |conn| load_run_tx(conn, &run_id)).await
     }
 
-    async fn recover_interrupted(&self, at_ms: u64) -> Result<Vec<InterruptedRun>, RunStoreError> {
+    async fn recover_interrupted(
+        &self,
+        at_ms: u64,
+        runs: &[RunId],
+    ) -> Result<Vec<InterruptedRun>, RunStoreError> {
         let at = ms(at_ms)?;
-        self.with_conn(move |conn| recover_tx(conn, at)).await
+        let runs = runs.to_vec();
+        self.with_conn(move |conn| recover_tx(conn, at, &runs))
+            .await
     }
 }
 

@@ -4,7 +4,8 @@
 //! A run is begun, takes one [`RunStep`] per model step (its events, the invocation records of
 //! its tool calls, the receipts of its model calls and, optionally, the thread's new state: all
 //! in one transaction), and is finished. A run that is still `running` when the process starts
-//! again was cut by a crash: [`RunStore::recover_interrupted`] marks it `interrupted` and names
+//! again was cut by a crash: [`RunStore::recover_interrupted`] marks it `interrupted` (when the
+//! caller names it as dead) and names
 //! the tool calls that started and never got a result, so the caller can answer them; it names
 //! the run again at every start until the caller's closing step (ending with `Done`) commits.
 
@@ -221,7 +222,7 @@ pub enum RunStoreError {
 ///         self.0.lock().unwrap().get(run_id).cloned()
 ///             .ok_or_else(|| RunStoreError::NotFound(run_id.clone()))
 ///     }
-///     async fn recover_interrupted(&self, _at_ms: u64)
+///     async fn recover_interrupted(&self, _at_ms: u64, _runs: &[RunId])
 ///         -> Result<Vec<InterruptedRun>, RunStoreError> {
 ///         Ok(vec![]) // nothing survives a crash in memory
 ///     }
@@ -269,17 +270,20 @@ pub trait RunStore: Send + Sync {
     /// A run's header, events, records and receipt refs, in order.
     async fn load_run(&self, run_id: &RunId) -> Result<RunLog, RunStoreError>;
 
-    /// After a restart: marks every run still `running` as `interrupted` (finished at `at_ms`) and
-    /// returns every `interrupted` run whose log has no `Done` event, each with the tool calls
-    /// that have a start event and no result event.
+    /// After a crash: marks the runs of `runs` that are still `running` as `interrupted`
+    /// (finished at `at_ms`) and returns every `interrupted` run whose log has no `Done` event,
+    /// each with the tool calls that have a start event and no result event. Other `running`
+    /// runs are left alone: the caller names only runs no live process is writing (e.g. those
+    /// whose owner's lock it could take), since the store cannot tell a live run from a dead one.
     ///
     /// The caller closes a run with a [`RunStore::commit_step`] that ends with `Done`; until that
     /// commits, every recovery returns the run again (as it was, keeping its first finish time),
     /// so a crash or a failed write between recovery and the closing step loses nothing. A run
     /// whose log already has its `Done` (the process died before `finish_run`) needs no closing
     /// and is not returned.
-    ///
-    /// Call it once, when the process that owns the runs starts and before it begins any: a run
-    /// another live process is still writing would be marked interrupted too.
-    async fn recover_interrupted(&self, at_ms: u64) -> Result<Vec<InterruptedRun>, RunStoreError>;
+    async fn recover_interrupted(
+        &self,
+        at_ms: u64,
+        runs: &[RunId],
+    ) -> Result<Vec<InterruptedRun>, RunStoreError>;
 }

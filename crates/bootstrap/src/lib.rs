@@ -27,7 +27,9 @@ pub use compose::{
     create_tool_source, record_completion,
 };
 pub use config::{Config, DEFAULT_POLICY_TOML, load_policy};
-pub use record::{RunInput, RunLogStores, RunRequest, Stores, create_stores, recover, start_run};
+pub use record::{
+    RunInput, RunLocks, RunLogStores, RunRequest, Stores, create_stores, recover, start_run,
+};
 pub use settings::{
     AgentSettings, EXAMPLE_CONFIG, LlmSettings, LlmWire, Overrides, ServerSettings, Settings,
     ToolsSettings,

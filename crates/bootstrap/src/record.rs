@@ -8,21 +8,24 @@
 //! one transaction *before* handing it on, so an event a client has seen is never lost; a tool
 //! call's record and its result event are always in the same batch; the batch that carries
 //! `Done` also carries the thread's new state and ends the run. (A whole step per transaction
-//! would hold a step's streamed text back from the client until the step ends.) [`recover`] runs
-//! once at start: runs a crash left `running` are closed, each started call gets an
-//! `interrupted` result, and their threads take the interrupted turn in a valid form; a run whose
-//! closing did not commit is closed at the next start.
+//! would hold a step's streamed text back from the client until the step ends.) The process
+//! that records a run holds the run's lock file ([`RunLocks`]) while it writes it. [`recover`]
+//! closes the runs a crash left `running` (those whose lock it can take): each started call gets
+//! an `interrupted` result, and their threads take the interrupted turn in a valid form unless
+//! they moved on; a run whose closing did not commit is closed at the next start.
 
+mod lock;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use adapters::{ReceiptCollector, SqliteStore, TieredBlobStore};
 use ai_core::{
-    AiEvent, BlobStore, CancellationToken, Clock, DoneReason, EventSink, Message, RunContext,
-    RunId, RunStep, RunStore, ThreadId, ThreadStore, ToolCallId, ToolCatalog, ToolErrorCode,
-    ToolFailure, ToolInvocationRecord, ToolOutcome, canonical_bytes,
+    AiEvent, BlobStore, CancellationToken, Clock, DoneReason, EventSink, InterruptedRun, Message,
+    RunContext, RunId, RunStatus, RunStep, RunStore, ThreadId, ThreadStore, ToolCallId,
+    ToolCatalog, ToolErrorCode, ToolFailure, ToolInvocationRecord, ToolOutcome, canonical_bytes,
 };
 use anyhow::Context;
 use graph::{AgentState, HistoryItem, reconstruct_history};
@@ -30,6 +33,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::{Runtime, Settings};
+
+use lock::RunLock;
+pub use lock::RunLocks;
 
 /// The run log's stores, present when a data folder is configured.
 #[derive(Clone)]
@@ -40,6 +46,8 @@ pub struct RunLogStores {
     pub blobs: Arc<dyn BlobStore>,
     /// Receipt addresses reported by the recording completion, until a step takes them.
     pub receipts: Arc<ReceiptCollector>,
+    /// The lock files that tell live runs from runs a crash left open.
+    pub locks: RunLocks,
 }
 
 /// Where threads (and, with a data folder, run logs) live.
@@ -80,6 +88,7 @@ pub fn create_stores(settings: &Settings) -> anyhow::Result<Stores> {
             runs: sqlite,
             blobs,
             receipts: Arc::new(ReceiptCollector::default()),
+            locks: RunLocks::new(dir.join("locks")),
         }),
     })
 }
@@ -156,7 +165,10 @@ pub async fn start_run(
         cancel,
     } = request;
     let run_id = ctx.run_id.clone();
+    let mut owner = None;
     if let Some(log) = &stores.log {
+        // Held until the recorder stops writing, so no recovery closes the run while it is live.
+        owner = Some(log.locks.hold(&run_id).await.context("the run's lock")?);
         let input = RunInput {
             thread_state: state.clone(),
             user_message: user_message.clone(),
@@ -186,6 +198,7 @@ pub async fn start_run(
     let stores = stores.clone();
     let clock = runtime.clock.clone();
     tokio::spawn(async move {
+        let _owner: Option<RunLock> = owner;
         let mut run = Some(run);
         let mut on_saved = Some(on_saved);
         while let Some(first) = incoming.recv().await {
@@ -289,60 +302,69 @@ async fn store_step(
 /// (the user's message, the text and the calls that started, their results) when that history
 /// is valid, or keeps its state from before the run otherwise. Returns the runs closed.
 ///
+/// A run is left alone while its lock is held: it is live in some process (this one, another
+/// `cogni serve`, a `cogni chat`), whenever recovery runs. A run whose log already ends with
+/// `Done` (the process died before marking it finished) is only marked finished. The thread
+/// takes the repaired turn only while its saved state is still the one the run started from: a
+/// thread that took (and stored) turns since keeps them, and the run is closed without it.
+///
 /// Each run is closed in its own transaction, and the store names a run again at every start
 /// until that transaction commits, so a crash in the middle loses nothing. A run that cannot be
 /// closed does not stop the others: every run is tried, each failure is logged, and then one
-/// error names them all. It is an error (the server does not start) because a thread whose run
-/// is not closed must not take new turns: closing it later would replace them with the repaired
-/// state.
+/// error names them all.
 pub async fn recover(stores: &Stores, clock: &dyn Clock) -> anyhow::Result<Vec<RunId>> {
     let Some(log) = &stores.log else {
         return Ok(Vec::new());
     };
+    let now = clock.now_ms();
+    let mut failed = Vec::new();
+    // Locks first, then the store: a run closed by another recovery meanwhile shows as closed.
+    let mut held: HashMap<RunId, RunLock> = HashMap::new();
+    let headers = log.runs.list_runs().await.context("listing runs")?;
+    for header in headers.iter().filter(|h| h.status == RunStatus::Running) {
+        let run_id = &header.run_id;
+        match take_dead(log, run_id, now).await {
+            Ok(Some(lock)) => {
+                held.insert(run_id.clone(), lock);
+            }
+            Ok(None) => {}
+            Err(error) => {
+                tracing::error!(run = run_id.as_str(), %error, "recovering a run failed");
+                failed.push(format!("{run_id}: {error:#}"));
+            }
+        }
+    }
+    let dead: Vec<RunId> = held.keys().cloned().collect();
     let interrupted = log
         .runs
-        .recover_interrupted(clock.now_ms())
+        .recover_interrupted(now, &dead)
         .await
         .context("recovering interrupted runs")?;
     let mut closed = Vec::with_capacity(interrupted.len());
-    let mut failed = Vec::new();
     for run in interrupted {
-        let failure = ToolFailure::new(
-            ToolErrorCode::Interrupted,
-            "the server stopped while this call ran; whether it took effect is unknown",
-        );
-        let mut events: Vec<AiEvent> = run
-            .dangling
-            .iter()
-            .map(|call| AiEvent::ToolCallResult {
-                tool_call_id: call.tool_call_id.clone(),
-                tool_name: call.tool_name.as_str().into(),
-                outcome: ToolOutcome::Error(failure.clone()),
-            })
-            .collect();
-        events.push(AiEvent::Error {
-            message: "the run was interrupted: the server stopped".into(),
-        });
-        events.push(AiEvent::Done {
-            reason: DoneReason::Error,
-        });
-        let thread_state = match &run.thread_id {
-            Some(_) => repaired_state(log, &run.run_id, &events).await,
-            None => None,
+        let run_id = run.run_id.clone();
+        // A run marked interrupted by an earlier start and not closed yet: take its lock too,
+        // so two recoveries never close it twice.
+        let lock = match held.remove(&run_id) {
+            Some(lock) => Some(lock),
+            None => log.locks.try_take(&run_id).ok().flatten(),
         };
-        let step = RunStep {
-            events,
-            thread_state,
-            ..RunStep::default()
+        let Some(_lock) = lock else {
+            continue;
         };
-        match log.runs.commit_step(&run.run_id, step).await {
-            Ok(_) => closed.push(run.run_id),
+        match close(stores, log, run).await {
+            Ok(true) => closed.push(run_id),
+            Ok(false) => {}
             Err(error) => {
-                let run_id = run.run_id.as_str();
-                tracing::error!(run = run_id, %error, "closing an interrupted run failed");
-                failed.push(format!("{}: {error}", run.run_id));
+                let id = run_id.as_str();
+                tracing::error!(run = id, %error, "closing an interrupted run failed");
+                failed.push(format!("{run_id}: {error:#}"));
             }
         }
+    }
+    drop(held);
+    if let Err(error) = log.locks.sweep() {
+        tracing::warn!(%error, "stale run lock files were not removed");
     }
     if !failed.is_empty() {
         anyhow::bail!(
@@ -357,16 +379,122 @@ pub async fn recover(stores: &Stores, clock: &dyn Clock) -> anyhow::Result<Vec<R
     Ok(closed)
 }
 
-/// The thread's state with the interrupted turn: its input's state, the user's message, then the
-/// run's text and started calls with their results (recorded or `interrupted`).
-async fn repaired_state(
+/// The lock of a `running` run whose process is gone, or `None` when the run is live or was
+/// dealt with since it was listed. A run whose log already ends with `Done` is marked finished
+/// here (its process died between storing `Done` and finishing it) and needs no closing.
+async fn take_dead(
     log: &RunLogStores,
     run_id: &RunId,
+    now: u64,
+) -> anyhow::Result<Option<RunLock>> {
+    let Some(lock) = log.locks.try_take(run_id).context("the run's lock")? else {
+        tracing::debug!(run = run_id.as_str(), "left open: live in another process");
+        return Ok(None);
+    };
+    let run = log.runs.load_run(run_id).await?;
+    if run.header.status != RunStatus::Running {
+        return Ok(None);
+    }
+    if matches!(run.events.last(), Some(AiEvent::Done { .. })) {
+        log.runs.finish_run(run_id, now).await?;
+        tracing::info!(
+            run = run_id.as_str(),
+            "marked finished: its log ends with done"
+        );
+        return Ok(None);
+    }
+    Ok(Some(lock))
+}
+
+/// Closes one interrupted run (its lock held): `interrupted` results for its dangling calls,
+/// an error, `Done`, and the repaired thread state when the thread has not moved on. Returns
+/// false when the run turns out to be closed already.
+async fn close(stores: &Stores, log: &RunLogStores, run: InterruptedRun) -> anyhow::Result<bool> {
+    let recorded = log.runs.load_run(&run.run_id).await?;
+    if recorded
+        .events
+        .iter()
+        .any(|e| matches!(e, AiEvent::Done { .. }))
+    {
+        return Ok(false);
+    }
+    let failure = ToolFailure::new(
+        ToolErrorCode::Interrupted,
+        "the server stopped while this call ran; whether it took effect is unknown",
+    );
+    let mut events: Vec<AiEvent> = run
+        .dangling
+        .iter()
+        .map(|call| AiEvent::ToolCallResult {
+            tool_call_id: call.tool_call_id.clone(),
+            tool_name: call.tool_name.as_str().into(),
+            outcome: ToolOutcome::Error(failure.clone()),
+        })
+        .collect();
+    events.push(AiEvent::Error {
+        message: "the run was interrupted: the server stopped".into(),
+    });
+    events.push(AiEvent::Done {
+        reason: DoneReason::Error,
+    });
+    let thread_state = match &run.thread_id {
+        Some(thread) => match run_input(log, &recorded.header.input_ref).await {
+            Some(input) if thread_unchanged(stores, thread, &input).await? => {
+                repaired_state(input, &recorded.events, &events)
+            }
+            Some(_) => {
+                tracing::warn!(
+                    run = run.run_id.as_str(),
+                    thread = thread.as_str(),
+                    "the thread took turns after this run began: it keeps them, and the \
+                     interrupted turn is not added"
+                );
+                None
+            }
+            None => None,
+        },
+        None => None,
+    };
+    let step = RunStep {
+        events,
+        thread_state,
+        ..RunStep::default()
+    };
+    log.runs.commit_step(&run.run_id, step).await?;
+    Ok(true)
+}
+
+/// The run's input, when it has one that decodes.
+async fn run_input(log: &RunLogStores, input_ref: &Option<String>) -> Option<RunInput> {
+    let bytes = log.blobs.get(input_ref.as_deref()?).await.ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Whether the thread's saved state is still the one the run started from (or none was saved:
+/// no turn was stored since).
+async fn thread_unchanged(
+    stores: &Stores,
+    thread: &ThreadId,
+    input: &RunInput,
+) -> anyhow::Result<bool> {
+    let saved = stores
+        .threads
+        .load(thread)
+        .await
+        .with_context(|| format!("reading thread {}", thread.as_str()))?;
+    Ok(match saved {
+        None => true,
+        Some(saved) => serde_json::to_value(&input.thread_state).ok() == Some(saved),
+    })
+}
+
+/// The thread's state with the interrupted turn: its input's state, the user's message, then the
+/// run's text and started calls with their results (recorded or `interrupted`).
+fn repaired_state(
+    input: RunInput,
+    recorded: &[AiEvent],
     closing: &[AiEvent],
 ) -> Option<serde_json::Value> {
-    let recorded = log.runs.load_run(run_id).await.ok()?;
-    let input_ref = recorded.header.input_ref.as_deref()?;
-    let input: RunInput = serde_json::from_slice(&log.blobs.get(input_ref).await.ok()?).ok()?;
     let mut messages: Vec<Message> = input.thread_state.messages().to_vec();
     messages.push(Message::User {
         content: input.user_message.clone(),
@@ -380,7 +508,7 @@ async fn repaired_state(
             });
         }
     };
-    for event in recorded.events.iter().chain(closing) {
+    for event in recorded.iter().chain(closing) {
         match event {
             AiEvent::TextDelta { delta } => text.push_str(delta),
             AiEvent::ToolCallStart {

@@ -12,7 +12,7 @@ use ai_core::{
 };
 use serde_json::json;
 
-use crate::support::{call, done, run};
+use crate::support::{call, done, run, running};
 
 const PROBE: &str = env!("CARGO_BIN_EXE_cogni-store-crash-probe");
 
@@ -85,7 +85,10 @@ async fn a_run_killed_with_a_tool_in_flight_recovers_and_the_thread_goes_on() {
     assert_eq!(log.records.len(), 20);
 
     let store = SqliteStore::open(dir.path()).unwrap();
-    let recovered = store.recover_interrupted(1_000).await.unwrap();
+    let recovered = store
+        .recover_interrupted(1_000, &running(&store).await)
+        .await
+        .unwrap();
     assert_eq!(recovered.len(), 1);
     let interrupted = &recovered[0];
     assert_eq!(interrupted.run_id, run("killed"));
@@ -122,7 +125,13 @@ async fn a_run_killed_with_a_tool_in_flight_recovers_and_the_thread_goes_on() {
         )
         .await
         .unwrap();
-    assert!(store.recover_interrupted(2_000).await.unwrap().is_empty());
+    assert!(
+        store
+            .recover_interrupted(2_000, &running(&store).await)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let log = store.load_run(&run("killed")).await.unwrap();
     assert_eq!(log.header.status, RunStatus::Interrupted);
     assert!(matches!(
@@ -165,7 +174,10 @@ async fn a_run_killed_while_it_writes_keeps_every_acknowledged_step_whole() {
     let log = check_integrity(dir.path(), "flooded", acked).await;
     assert!(log.records.len() >= 15);
     let store = SqliteStore::open(dir.path()).unwrap();
-    let recovered = store.recover_interrupted(1_000).await.unwrap();
+    let recovered = store
+        .recover_interrupted(1_000, &running(&store).await)
+        .await
+        .unwrap();
     assert_eq!(recovered.len(), 1);
     assert!(
         recovered[0].dangling.is_empty(),

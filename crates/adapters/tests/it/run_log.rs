@@ -8,7 +8,7 @@ use ai_core::{
 };
 use serde_json::json;
 
-use crate::support::{call, done, record, result, run, six_events, start};
+use crate::support::{call, done, record, result, run, running, six_events, start};
 
 /// Both ports, as one object.
 pub(crate) trait Stores: RunStore + ThreadStore {}
@@ -197,7 +197,10 @@ async fn recovery_names_dangling_calls_once(store: &dyn Stores) {
     store.commit_step(&fine, step).await.unwrap();
     store.finish_run(&fine, 4).await.unwrap();
 
-    let recovered = store.recover_interrupted(100).await.unwrap();
+    let recovered = store
+        .recover_interrupted(100, &running(store).await)
+        .await
+        .unwrap();
     let dangling = |id: &str| DanglingToolCall {
         tool_call_id: call(id),
         tool_name: "core__get_current_time".into(),
@@ -219,7 +222,13 @@ async fn recovery_names_dangling_calls_once(store: &dyn Stores) {
     );
     // Until a run's closing step (ending with `Done`) is committed, recovery names it again, as
     // it was, and keeps the time it was first found interrupted.
-    assert_eq!(store.recover_interrupted(200).await.unwrap(), recovered);
+    assert_eq!(
+        store
+            .recover_interrupted(200, &running(store).await)
+            .await
+            .unwrap(),
+        recovered
+    );
     assert_eq!(
         store.load_run(&cut).await.unwrap().header.finished_at_ms,
         Some(100)
@@ -246,7 +255,13 @@ async fn recovery_names_dangling_calls_once(store: &dyn Stores) {
         ..RunStep::default()
     };
     store.commit_step(&run("idle"), closing).await.unwrap();
-    assert!(store.recover_interrupted(300).await.unwrap().is_empty());
+    assert!(
+        store
+            .recover_interrupted(300, &running(store).await)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(matches!(
         store.finish_run(&cut, 300).await,
         Err(RunStoreError::WrongStatus {
@@ -275,11 +290,17 @@ async fn recovery_survives_a_crash_before_the_closing_step(store: &dyn Stores) {
     };
     store.commit_step(&r, step).await.unwrap();
     // Crash 1: the call was in flight.
-    let found = store.recover_interrupted(2_000).await.unwrap();
+    let found = store
+        .recover_interrupted(2_000, &running(store).await)
+        .await
+        .unwrap();
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].dangling[0].tool_call_id, call("c1"));
     // Crash 2: before the closing step (interrupted results, Done, thread state) was committed.
-    let found_again = store.recover_interrupted(3_000).await.unwrap();
+    let found_again = store
+        .recover_interrupted(3_000, &running(store).await)
+        .await
+        .unwrap();
     let log = store.load_run(&r).await.unwrap();
     assert_eq!(
         found_again,
@@ -299,11 +320,43 @@ async fn recovery_survives_a_crash_before_the_closing_step(store: &dyn Stores) {
         ..RunStep::default()
     };
     store.commit_step(&ended, step).await.unwrap();
-    assert_eq!(store.recover_interrupted(5_000).await.unwrap(), found);
+    assert_eq!(
+        store
+            .recover_interrupted(5_000, &running(store).await)
+            .await
+            .unwrap(),
+        found
+    );
     assert_eq!(
         store.load_run(&ended).await.unwrap().header.status,
         RunStatus::Interrupted
     );
+}
+
+/// A run that is still live in another process is not the caller's to recover: the store marks
+/// only the runs it is given, and names only interrupted ones, so the live run keeps running.
+async fn recovery_leaves_a_run_it_is_not_given_running(store: &dyn Stores) {
+    let (dead, live) = (run("dead"), run("live"));
+    for (r, at) in [(&dead, 1), (&live, 2)] {
+        store.begin_run(r, None, at, None).await.unwrap();
+        let step = RunStep {
+            events: vec![start("c1")],
+            ..RunStep::default()
+        };
+        store.commit_step(r, step).await.unwrap();
+    }
+    let found = store
+        .recover_interrupted(100, std::slice::from_ref(&dead))
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].run_id, dead);
+    let header = store.load_run(&live).await.unwrap().header;
+    assert_eq!(
+        (header.status, header.finished_at_ms),
+        (RunStatus::Running, None)
+    );
+    store.finish_run(&live, 200).await.unwrap();
 }
 
 macro_rules! contract {
@@ -337,4 +390,5 @@ contract!(
     an_inconsistent_step_is_refused_whole,
     recovery_names_dangling_calls_once,
     recovery_survives_a_crash_before_the_closing_step,
+    recovery_leaves_a_run_it_is_not_given_running,
 );

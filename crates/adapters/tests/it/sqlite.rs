@@ -9,7 +9,7 @@ use ai_core::{
 };
 use serde_json::json;
 
-use crate::support::{call, done, record, result, run, six_events, start};
+use crate::support::{call, done, record, result, run, running, six_events, start};
 
 fn thread(id: &str) -> ThreadId {
     ThreadId::new(id).unwrap()
@@ -201,7 +201,10 @@ async fn recovery_marks_cut_runs_interrupted_and_names_their_dangling_calls() {
         // The process dies here: no finish for `cut` and `idle`.
     }
     let store = SqliteStore::open(dir.path()).unwrap();
-    let recovered = store.recover_interrupted(100).await.unwrap();
+    let recovered = store
+        .recover_interrupted(100, &running(&store).await)
+        .await
+        .unwrap();
     assert_eq!(recovered.len(), 2);
     assert_eq!(recovered[0].run_id, run("cut"));
     assert_eq!(recovered[0].thread_id, Some(thread("t")));
@@ -222,7 +225,13 @@ async fn recovery_marks_cut_runs_interrupted_and_names_their_dangling_calls() {
     // The process dies again before the closing steps: the next start names the same runs.
     drop(store);
     let store = SqliteStore::open(dir.path()).unwrap();
-    assert_eq!(store.recover_interrupted(200).await.unwrap(), recovered);
+    assert_eq!(
+        store
+            .recover_interrupted(200, &running(&store).await)
+            .await
+            .unwrap(),
+        recovered
+    );
 
     // The caller answers the dangling calls in a closing step ending with `Done`; the run stays
     // interrupted.
@@ -267,5 +276,11 @@ async fn recovery_marks_cut_runs_interrupted_and_names_their_dangling_calls() {
         ..RunStep::default()
     };
     store.commit_step(&run("idle"), closing).await.unwrap();
-    assert!(store.recover_interrupted(300).await.unwrap().is_empty());
+    assert!(
+        store
+            .recover_interrupted(300, &running(&store).await)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -4,14 +4,24 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ai_core::{
-    AiEvent, DoneReason, LlmCaller, LlmRequest, Redaction, RunId, ToolCallId, ToolEffect, ToolId,
-    ToolInvocationRecord, ToolOutcome, ToolSpec,
+    AiEvent, DoneReason, LlmCaller, LlmRequest, Redaction, RunId, RunStatus, RunStore, ToolCallId,
+    ToolEffect, ToolId, ToolInvocationRecord, ToolOutcome, ToolSpec,
 };
 use serde_json::json;
 
 /// A run id (panics on a bad literal: test input only).
 pub(crate) fn run(id: &str) -> RunId {
     RunId::new(id).unwrap()
+}
+
+/// The runs still `running`: after a simulated crash, every one of them is dead.
+pub(crate) async fn running(store: &dyn RunStore) -> Vec<RunId> {
+    let headers = store.list_runs().await.unwrap();
+    headers
+        .into_iter()
+        .filter(|h| h.status == RunStatus::Running)
+        .map(|h| h.run_id)
+        .collect()
 }
 
 /// A tool call id.

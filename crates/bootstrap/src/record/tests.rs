@@ -11,7 +11,7 @@ use ai_core::{
 };
 use async_trait::async_trait;
 
-use super::{RunLogStores, Stores, recover};
+use super::{RunLocks, RunLogStores, Stores, recover};
 
 /// An in-memory run store whose `commit_step` fails for one run, while `failing` names it.
 #[derive(Default)]
@@ -57,8 +57,12 @@ impl RunStore for FailingCommits {
         self.inner.load_run(run_id).await
     }
 
-    async fn recover_interrupted(&self, at_ms: u64) -> Result<Vec<InterruptedRun>, RunStoreError> {
-        self.inner.recover_interrupted(at_ms).await
+    async fn recover_interrupted(
+        &self,
+        at_ms: u64,
+        runs: &[RunId],
+    ) -> Result<Vec<InterruptedRun>, RunStoreError> {
+        self.inner.recover_interrupted(at_ms, runs).await
     }
 }
 
@@ -70,13 +74,15 @@ impl Clock for FixedClock {
     }
 }
 
-fn stores(runs: Arc<FailingCommits>) -> Stores {
+/// In-memory stores over `runs`, with the run locks in `locks`.
+fn stores(runs: Arc<FailingCommits>, locks: &tempfile::TempDir) -> Stores {
     Stores {
         threads: Arc::new(graph::InMemoryThreadStore::default()),
         log: Some(RunLogStores {
             runs,
             blobs: Arc::new(InMemoryBlobStore::default()),
             receipts: Arc::new(ReceiptCollector::default()),
+            locks: RunLocks::new(locks.path()),
         }),
     }
 }
@@ -110,7 +116,8 @@ async fn a_run_that_cannot_be_closed_does_not_stop_the_others_and_is_closed_next
     }
     // The run tried first cannot be closed: the other one still is, and the error names it.
     *runs.failing.lock().unwrap() = Some(first.clone());
-    let stores = stores(runs.clone());
+    let locks = tempfile::tempdir().unwrap();
+    let stores = stores(runs.clone(), &locks);
     let error = recover(&stores, &FixedClock).await.unwrap_err().to_string();
     assert!(
         error.contains("1 of 2 failed")
@@ -128,4 +135,249 @@ async fn a_run_that_cannot_be_closed_does_not_stop_the_others_and_is_closed_next
     );
     assert!(closed(&runs, &first).await);
     assert!(recover(&stores, &FixedClock).await.unwrap().is_empty());
+}
+
+/// A model call that streams "hi", then waits until `release` before it answers.
+struct Gated {
+    entered: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl ai_core::CompletionPort for Gated {
+    async fn complete(
+        &self,
+        _: &ai_core::LlmRequest,
+        deltas: &mut dyn ai_core::DeltaSink,
+        _: &ai_core::CancellationToken,
+    ) -> Result<ai_core::LlmCompletion, ai_core::CompletionError> {
+        deltas.delta(ai_core::CompletionDelta::Text { delta: "hi".into() });
+        self.entered.notify_one();
+        self.release.notified().await;
+        Ok(ai_core::LlmCompletion {
+            text: "hi".into(),
+            tool_calls: vec![],
+            finish_reason: ai_core::FinishReason::Stop,
+            usage: None,
+        })
+    }
+}
+
+/// A model call that answers "ok" at once.
+struct Answer;
+
+#[async_trait]
+impl ai_core::CompletionPort for Answer {
+    async fn complete(
+        &self,
+        _: &ai_core::LlmRequest,
+        deltas: &mut dyn ai_core::DeltaSink,
+        _: &ai_core::CancellationToken,
+    ) -> Result<ai_core::LlmCompletion, ai_core::CompletionError> {
+        deltas.delta(ai_core::CompletionDelta::Text { delta: "ok".into() });
+        Ok(ai_core::LlmCompletion {
+            text: "ok".into(),
+            tool_calls: vec![],
+            finish_reason: ai_core::FinishReason::Stop,
+            usage: None,
+        })
+    }
+}
+
+/// A runtime over `completion` with no tools.
+fn runtime(
+    settings: &crate::Settings,
+    completion: Arc<dyn ai_core::CompletionPort>,
+) -> crate::Runtime {
+    let source: Arc<dyn ai_core::ToolSource> =
+        Arc::new(ai_core::StaticToolSource::new(vec![]).unwrap());
+    let policy = Arc::new(ai_core::ToolPolicy::from_toml_str(crate::DEFAULT_POLICY_TOML).unwrap());
+    crate::Runtime::with_source(settings, completion, source, policy, Arc::new(FixedClock))
+}
+
+/// A request for one turn of `thread` from `state`.
+fn request(
+    runtime: &crate::Runtime,
+    run_id: &str,
+    thread: &ThreadId,
+    state: graph::AgentState,
+    message: &str,
+) -> super::RunRequest {
+    let ctx = ai_core::RunContext::new(run_id, "user:cli", "local").unwrap();
+    let catalog =
+        ai_core::ToolCatalog::build(runtime.source.as_ref(), &runtime.policy, &ctx).unwrap();
+    super::RunRequest {
+        thread: thread.clone(),
+        state,
+        user_message: message.into(),
+        ctx,
+        catalog,
+        cancel: ai_core::CancellationToken::new(),
+    }
+}
+
+#[tokio::test]
+async fn recovery_does_not_close_a_run_that_is_still_running() {
+    let runs = Arc::new(FailingCommits::default());
+    let locks = tempfile::tempdir().unwrap();
+    let stores = stores(runs.clone(), &locks);
+    let (entered, release) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let completion = Arc::new(Gated {
+        entered: entered.clone(),
+        release: release.clone(),
+    });
+    let runtime = runtime(&crate::Settings::default(), completion);
+    let thread = ThreadId::new("t").unwrap();
+    let request = request(
+        &runtime,
+        "live-run",
+        &thread,
+        runtime.agent.new_state(),
+        "hello",
+    );
+    let mut events = super::start_run(&runtime, &stores, request, || {})
+        .await
+        .unwrap();
+    entered.notified().await;
+    // Another process (e.g. `cogni serve` starting on the same data folder) runs recovery now.
+    let closed = recover(&stores, &FixedClock).await.unwrap();
+    release.notify_one();
+    let mut shown = Vec::new();
+    while let Some(event) = events.recv().await {
+        shown.push(event);
+    }
+    let run_id = RunId::new("live-run").unwrap();
+    let log = runs.load_run(&run_id).await.unwrap();
+    let dones = log
+        .events
+        .iter()
+        .filter(|e| matches!(e, AiEvent::Done { .. }))
+        .count();
+    assert!(
+        closed.is_empty()
+            && dones == 1
+            && matches!(log.events.last(), Some(AiEvent::Done { .. }))
+            && log.header.status == ai_core::RunStatus::Finished,
+        "recovery closed a live run: closed={closed:?}, status={}, stored events={:?}, shown={:?}",
+        log.header.status,
+        log.events,
+        shown
+    );
+    // The finished run's lock file is gone.
+    assert_eq!(std::fs::read_dir(locks.path()).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn a_run_whose_log_ends_with_done_is_marked_finished_and_stale_locks_are_removed() {
+    let runs = Arc::new(FailingCommits::default());
+    let locks = tempfile::tempdir().unwrap();
+    let stores = stores(runs.clone(), &locks);
+    // The process died between storing `Done` and marking the run finished, and another one
+    // left a lock file behind.
+    let run_id = RunId::new("ended").unwrap();
+    runs.begin_run(&run_id, None, 1, None).await.unwrap();
+    let step = RunStep {
+        events: vec![AiEvent::Done {
+            reason: ai_core::DoneReason::Stop,
+        }],
+        ..RunStep::default()
+    };
+    runs.commit_step(&run_id, step).await.unwrap();
+    std::fs::write(locks.path().join("0123.lock"), "").unwrap();
+
+    assert!(recover(&stores, &FixedClock).await.unwrap().is_empty());
+    let header = runs.load_run(&run_id).await.unwrap().header;
+    assert_eq!(header.status, ai_core::RunStatus::Finished);
+    assert_eq!(std::fs::read_dir(locks.path()).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn recovery_does_not_erase_turns_the_thread_took_after_the_open_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = crate::Settings {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..crate::Settings::default()
+    };
+    let stores = crate::create_stores(&settings).unwrap();
+    let log = stores.log.clone().unwrap();
+    let thread = ThreadId::new("t").unwrap();
+    let runtime = runtime(&settings, Arc::new(Answer));
+
+    // Run 1 is left open (a killed `cogni chat`, or a run whose log write failed): begun with
+    // its input, one step stored, never closed.
+    let input = super::RunInput {
+        thread_state: runtime.agent.new_state(),
+        user_message: "first".into(),
+    };
+    let input_ref = log
+        .blobs
+        .put(&ai_core::canonical_bytes(&input).unwrap())
+        .await
+        .unwrap();
+    let open = RunId::new("run-1").unwrap();
+    log.runs
+        .begin_run(&open, Some(&thread), 1, Some(&input_ref))
+        .await
+        .unwrap();
+    let step = RunStep {
+        events: vec![AiEvent::TextDelta {
+            delta: "par".into(),
+        }],
+        ..RunStep::default()
+    };
+    log.runs.commit_step(&open, step).await.unwrap();
+
+    // Run 2 on the same thread completes and is stored.
+    let state = match stores.threads.load(&thread).await.unwrap() {
+        Some(saved) => serde_json::from_value(saved).unwrap(),
+        None => runtime.agent.new_state(),
+    };
+    let request = request(&runtime, "run-2", &thread, state, "second");
+    let mut events = super::start_run(&runtime, &stores, request, || {})
+        .await
+        .unwrap();
+    while events.recv().await.is_some() {}
+    let saved = stores.threads.load(&thread).await.unwrap().unwrap();
+    assert!(saved.to_string().contains("second"), "{saved}");
+
+    // The next `cogni serve` start closes run 1 ... and keeps run 2's turn.
+    let closed = recover(&stores, &FixedClock).await.unwrap();
+    assert_eq!(closed, std::slice::from_ref(&open));
+    let after = stores.threads.load(&thread).await.unwrap().unwrap();
+    assert_eq!(after, saved, "run 2's stored turn was erased");
+    let closing = log.runs.load_run(&open).await.unwrap().events;
+    assert!(matches!(closing.last(), Some(AiEvent::Done { .. })));
+}
+
+#[tokio::test]
+async fn recovery_gives_an_unchanged_thread_the_interrupted_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = crate::Settings {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..crate::Settings::default()
+    };
+    let stores = crate::create_stores(&settings).unwrap();
+    let log = stores.log.clone().unwrap();
+    let thread = ThreadId::new("t").unwrap();
+    let runtime = runtime(&settings, Arc::new(Answer));
+    let input = super::RunInput {
+        thread_state: runtime.agent.new_state(),
+        user_message: "first".into(),
+    };
+    let input_ref = log
+        .blobs
+        .put(&ai_core::canonical_bytes(&input).unwrap())
+        .await
+        .unwrap();
+    let open = RunId::new("run-1").unwrap();
+    log.runs
+        .begin_run(&open, Some(&thread), 1, Some(&input_ref))
+        .await
+        .unwrap();
+    recover(&stores, &FixedClock).await.unwrap();
+    let after = stores.threads.load(&thread).await.unwrap().unwrap();
+    assert!(after.to_string().contains("first"), "{after}");
 }

@@ -1,0 +1,128 @@
+//! Which runs are live: the process that records a run holds an OS advisory lock on the run's
+//! lock file (`<data>/locks/<sha256 of the run id>.lock`) for as long as it writes the run.
+//!
+//! The OS drops the lock when that process dies, however it dies, so recovery closes exactly
+//! the runs whose lock it can take and leaves runs that are live in any process alone. A lock
+//! file is removed by whoever holds its lock, when done; one left behind by a crash is
+//! harmless (its lock is free) and is removed by the next recovery.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ai_core::{RunId, sha256_hex};
+
+/// The lock files of a data folder's runs (under `<data>/locks/`).
+#[derive(Clone, Debug)]
+pub struct RunLocks {
+    dir: PathBuf,
+}
+
+/// A held run lock: the run is written by this process until it is dropped, which removes the
+/// lock file and then releases the lock.
+#[derive(Debug)]
+pub(crate) struct RunLock {
+    path: PathBuf,
+    _file: File,
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        // Removed while still locked, so no one can take a lock on a file that is about to go.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl RunLocks {
+    /// The lock files kept in `dir` (created when first needed).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    fn path(&self, run_id: &RunId) -> PathBuf {
+        // Hashed: a run id may hold any character and be longer than a file name may be.
+        self.dir
+            .join(format!("{}.lock", sha256_hex(run_id.as_str().as_bytes())))
+    }
+
+    /// Takes the lock of a run this process is about to begin. A recovery may hold it for a
+    /// moment (while it sweeps stale files), so this waits up to a second before failing.
+    pub(crate) async fn hold(&self, run_id: &RunId) -> io::Result<RunLock> {
+        for _ in 0..100 {
+            if let Some(lock) = self.try_take(run_id)? {
+                return Ok(lock);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            format!("the lock of run {run_id} is held by another process"),
+        ))
+    }
+
+    /// Takes the lock of a run if no process holds it; `None` when one does (the run is live).
+    pub(crate) fn try_take(&self, run_id: &RunId) -> io::Result<Option<RunLock>> {
+        std::fs::create_dir_all(&self.dir)?;
+        try_lock(self.path(run_id))
+    }
+
+    /// Removes the lock files whose lock is free: left by runs that crashed before they were
+    /// begun or before their recovery removed them.
+    pub(crate) fn sweep(&self) -> io::Result<usize> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        let mut removed = 0;
+        for entry in entries {
+            let path = entry?.path();
+            if path.extension().is_some_and(|ext| ext == "lock") && try_lock(path)?.is_some() {
+                // Dropping the lock removes the file.
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
+
+/// Locks the file at `path` (creating it), or `None` when another holder has it.
+fn try_lock(path: PathBuf) -> io::Result<Option<RunLock>> {
+    // A holder removes its file before it unlocks: a lock taken on a file that was removed in
+    // between guards nothing, so check that the path still names the locked file, and retry.
+    for _ in 0..3 {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Ok(None),
+            Err(TryLockError::Error(e)) => return Err(e),
+        }
+        if same_file(&file, &path)? {
+            return Ok(Some(RunLock { path, _file: file }));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(unix)]
+fn same_file(file: &File, path: &Path) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let held = file.metadata()?;
+    match std::fs::metadata(path) {
+        Ok(named) => Ok(held.dev() == named.dev() && held.ino() == named.ino()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(not(unix))]
+fn same_file(_file: &File, path: &Path) -> io::Result<bool> {
+    // Elsewhere an open file cannot be removed, so the path names the locked file if it exists.
+    Ok(path.exists())
+}
