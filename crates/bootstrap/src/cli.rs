@@ -371,7 +371,12 @@ async fn tools_call(
         )
         .await;
     if let Some(dir) = &data_dir {
-        crate::stats::record(dir, &runner.stats())?;
+        // The tool has run: a statistics problem is worth a warning, not a failed call.
+        match crate::stats::record(dir, &runner.stats()) {
+            Ok(None) => {}
+            Ok(Some(warning)) => eprintln!("warning: {warning}"),
+            Err(error) => eprintln!("warning: tool statistics not recorded: {error:#}"),
+        }
     }
     match &run.result.outcome {
         ToolOutcome::Ok { .. } => {

@@ -1,10 +1,13 @@
 //! Tool statistics kept across `cogni tools call` processes, in a JSON file of the data folder.
 //!
 //! Each CLI process runs one call, so its runner's statistics hold one latency sample per tool
-//! called; they are merged into `tool-stats.json` (written to a temporary file and renamed, so
-//! a crash never leaves half a file).
+//! called; they are merged into `tool-stats.json` under an exclusive lock on
+//! `tool-stats.json.lock` (so calls that overlap are all counted), written to a temporary file
+//! named for the process and renamed (so a crash never leaves half a file). A damaged file is
+//! set aside as `tool-stats.json.bad` and counting starts over.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::fs::OpenOptions;
 use std::path::Path;
 
 use ai_core::{BreakerStatus, LatencyPercentiles, ToolErrorCategory, ToolId, ToolStats};
@@ -29,19 +32,48 @@ struct StoredTool {
     latencies_us: VecDeque<u64>,
 }
 
-fn load_stored(dir: &Path) -> anyhow::Result<Stored> {
-    let path = dir.join(FILE);
-    match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .with_context(|| format!("{} is not a statistics file", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Stored::default()),
+/// The stored statistics: `Ok(None)` when there is no file yet, `Err` when it cannot be read,
+/// and `Ok(Some(Err(_)))` when it is not a statistics file.
+fn read_stored(path: &Path) -> anyhow::Result<Option<Result<Stored, serde_json::Error>>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
 }
 
-/// Merges one process's statistics into the data folder's file.
-pub(crate) fn record(dir: &Path, stats: &[ToolStats]) -> anyhow::Result<()> {
-    let mut stored = load_stored(dir)?;
+/// Merges one process's statistics into the data folder's file. Returns a warning to show when
+/// the file was damaged and counting started over (the damaged file is kept aside).
+pub(crate) fn record(dir: &Path, stats: &[ToolStats]) -> anyhow::Result<Option<String>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let path = dir.join(FILE);
+    let lock_path = dir.join(format!("{FILE}.lock"));
+    // Held until the new file is in place: another process's read-merge-write waits for it.
+    let lock = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .with_context(|| format!("cannot open {}", lock_path.display()))?;
+    lock.lock()
+        .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+    let mut warning = None;
+    let mut stored = match read_stored(&path)? {
+        Some(Ok(stored)) => stored,
+        None => Stored::default(),
+        Some(Err(error)) => {
+            let bad = dir.join(format!("{FILE}.bad"));
+            std::fs::rename(&path, &bad)
+                .with_context(|| format!("cannot move {} aside", path.display()))?;
+            warning = Some(format!(
+                "{} was not a statistics file ({error}); it was moved to {} and counting starts over",
+                path.display(),
+                bad.display()
+            ));
+            Stored::default()
+        }
+    };
     for s in stats {
         let tool = stored
             .tools
@@ -68,17 +100,31 @@ pub(crate) fn record(dir: &Path, stats: &[ToolStats]) -> anyhow::Result<()> {
             tool.latencies_us.push_back(s.latency.p50_us);
         }
     }
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let tmp = dir.join(format!("{FILE}.tmp"));
+    let tmp = dir.join(format!("{FILE}.{}.tmp", std::process::id()));
     std::fs::write(&tmp, serde_json::to_vec_pretty(&stored)?)
         .with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, dir.join(FILE))
-        .with_context(|| format!("cannot replace {}", dir.join(FILE).display()))
+    std::fs::rename(&tmp, &path).with_context(|| format!("cannot replace {}", path.display()))?;
+    drop(lock);
+    Ok(warning)
 }
 
-/// The statistics recorded in the data folder, ordered by tool id.
+/// The statistics recorded in the data folder, ordered by tool id. A folder that does not
+/// exist is an error (a mistyped path is not "no calls"); a folder without the file has none.
 pub(crate) fn load(dir: &Path) -> anyhow::Result<Vec<ToolStats>> {
-    Ok(load_stored(dir)?
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "no tool statistics in {}: the folder does not exist",
+            dir.display()
+        );
+    }
+    let path = dir.join(FILE);
+    let stored = match read_stored(&path)? {
+        Some(stored) => {
+            stored.with_context(|| format!("{} is not a statistics file", path.display()))?
+        }
+        None => Stored::default(),
+    };
+    Ok(stored
         .tools
         .into_iter()
         .map(|(tool_id, t)| {

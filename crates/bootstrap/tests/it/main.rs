@@ -306,3 +306,112 @@ fn tools_stats_reports_what_earlier_calls_recorded() {
     let table = cogni(&["tools", "stats", "--data-dir", data]);
     assert_eq!(String::from_utf8_lossy(&table.stdout).lines().count(), 3);
 }
+
+/// `cogni tools call --data-dir` from several processes at once: every call ran, so every call
+/// exits 0 and is counted.
+#[test]
+fn concurrent_tool_calls_all_succeed_and_are_all_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap().to_owned();
+    let children: Vec<_> = (0..16)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_cogni"))
+                .args([
+                    "tools",
+                    "call",
+                    "core__get_current_time",
+                    "--data-dir",
+                    &data,
+                ])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let failed: Vec<String> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .filter(|o| !o.status.success() || !o.stderr.is_empty())
+        .map(|o| stderr(&o))
+        .collect();
+    let stats = cogni(&["tools", "stats", "--data-dir", &data, "--json"]);
+    let counted: Value = serde_json::from_slice(&stats.stdout).unwrap_or(Value::Null);
+    assert!(
+        failed.is_empty() && counted[0]["calls"] == 16,
+        "{} of 16 successful calls failed or warned ({:?}); calls counted: {}; stats: {}",
+        failed.len(),
+        failed.first(),
+        counted[0]["calls"],
+        stderr(&stats)
+    );
+}
+
+/// A damaged statistics file is set aside with a one-line warning; the call that ran succeeds
+/// and counting starts over.
+#[test]
+fn a_damaged_stats_file_is_set_aside_and_the_call_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    std::fs::write(dir.path().join("tool-stats.json"), "not json").unwrap();
+    let output = cogni(&[
+        "tools",
+        "call",
+        "core__get_current_time",
+        "--data-dir",
+        data,
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout_lines(&output).len(), 3, "the result line is printed");
+    let warning = stderr(&output);
+    assert!(
+        warning.lines().count() == 1 && warning.starts_with("warning: "),
+        "{warning}"
+    );
+    let bad = std::fs::read_to_string(dir.path().join("tool-stats.json.bad")).unwrap();
+    assert_eq!(bad, "not json");
+    let stats = cogni(&["tools", "stats", "--data-dir", data, "--json"]);
+    let counted: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    assert_eq!(counted[0]["calls"], 1);
+}
+
+/// Statistics that cannot be written (the data folder is a file) do not fail a call that ran:
+/// one warning line, the result, exit 0.
+#[test]
+fn a_stats_failure_does_not_fail_a_call_that_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-folder");
+    std::fs::write(&file, "").unwrap();
+    let output = cogni(&[
+        "tools",
+        "call",
+        "core__get_current_time",
+        "--data-dir",
+        file.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout_lines(&output).len(), 3, "the result line is printed");
+    let warning = stderr(&output);
+    assert!(
+        warning.lines().count() == 1
+            && warning.starts_with("warning: tool statistics not recorded: "),
+        "{warning}"
+    );
+}
+
+/// A data folder that does not exist (a typo) is not an empty set of statistics: one line naming
+/// it, exit 1.
+#[test]
+fn tools_stats_of_a_missing_folder_is_an_error() {
+    let output = cogni(&["tools", "stats", "--data-dir", "/nonexistent/cogni-data"]);
+    assert!(
+        !output.status.success(),
+        "exit 0 with: {}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let error = stderr(&output);
+    assert_eq!(
+        error.trim_end(),
+        "error: no tool statistics in /nonexistent/cogni-data: the folder does not exist"
+    );
+}
