@@ -85,7 +85,20 @@ pub async fn load_run(log: &RunLogReader, run_id: &str) -> anyhow::Result<RunLog
 }
 
 /// One recorded answer to one execution attempt.
-type Answer = Result<Value, ToolFailure>;
+#[derive(Clone, Debug)]
+enum Answer {
+    /// The attempt's (redacted) output.
+    Output(Value),
+    /// The attempt failed.
+    Failed(ToolFailure),
+    /// The attempt succeeded and the call failed after it (output validation, redaction, the
+    /// result budget): the runner's later step must fail the same way.
+    FailedAfter(ToolFailure),
+}
+
+/// The key of the stand-in output that carries a [`Answer::FailedAfter`] failure from `exec`
+/// to the runner's output validation and redaction, which reproduce it.
+const FAILED_AFTER: &str = "$cogni_replay_failed_after";
 
 /// The recorded answers, per tool id and canonical validated arguments, in recorded order.
 type Answers = HashMap<(String, Vec<u8>), VecDeque<Answer>>;
@@ -94,7 +107,9 @@ type Answers = HashMap<(String, Vec<u8>), VecDeque<Answer>>;
 /// answer each execution with what the recorded run got: a call is matched by its tool id and
 /// canonical validated arguments, and equal calls take their recorded answers in order (one
 /// per recorded attempt, so retries replay too). Its outputs are the recorded redacted results,
-/// so output validation and redaction pass them through unchanged.
+/// so output validation and redaction pass them through unchanged; a call that failed after
+/// its tool ran (invalid output, redaction, the result budget) fails again in the runner's same
+/// step, so its code, category and message come out as recorded.
 #[derive(Clone)]
 pub struct RecordedToolSource {
     inner: Arc<dyn ToolSource>,
@@ -119,12 +134,14 @@ impl RecordedToolSource {
             let queue = answers.entry(key).or_default();
             for attempt in &record.attempts {
                 match &attempt.error {
-                    Some(failure) => queue.push_back(Err(failure.clone())),
+                    Some(failure) => queue.push_back(Answer::Failed(failure.clone())),
                     None => match (&record.result, &record.error) {
-                        (Some(result), _) => queue.push_back(Ok(Value::clone(result))),
+                        (Some(result), _) => queue.push_back(Answer::Output(Value::clone(result))),
                         // The attempt ran but the call failed after it (output validation,
-                        // redaction): answer with the failure.
-                        (None, Some(failure)) => queue.push_back(Err(failure.clone())),
+                        // redaction, the result budget): fail the same way.
+                        (None, Some(failure)) => {
+                            queue.push_back(Answer::FailedAfter(failure.clone()))
+                        }
                         (None, None) => {}
                     },
                 }
@@ -192,6 +209,40 @@ fn tool_error(failure: &ToolFailure) -> ToolError {
     }
 }
 
+/// The failure a stand-in output carries, if it is one.
+fn failed_after(output: &Value) -> Option<ToolFailure> {
+    serde_json::from_value(output.get(FAILED_AFTER)?.clone()).ok()
+}
+
+/// What the runner's step after `exec` needs to fail as recorded.
+enum Redo {
+    /// Output validation fails with the tool's message.
+    Invalid(String),
+    /// Redaction fails (the runner's message is fixed).
+    Unredactable,
+    /// The redacted result has this many bytes.
+    Size(usize),
+}
+
+/// How to make `failure` again in the runner's step after `exec`; `None` for a failure no such
+/// step makes.
+fn failed_after_output(failure: &ToolFailure) -> Option<Redo> {
+    match failure.code {
+        ToolErrorCode::OutputValidation => failure
+            .safe_message
+            .strip_prefix("the tool returned invalid output: ")
+            .map(|message| Redo::Invalid(message.to_owned())),
+        ToolErrorCode::RedactionFailed => Some(Redo::Unredactable),
+        ToolErrorCode::ResultTooLarge => failure
+            .safe_message
+            .strip_prefix("the tool result is ")
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|size| size.parse().ok())
+            .map(Redo::Size),
+        _ => None,
+    }
+}
+
 #[async_trait]
 impl BoundTool for RecordedTool {
     fn spec(&self) -> &ToolSpec {
@@ -225,26 +276,44 @@ impl BoundTool for RecordedTool {
                 .and_then(|mut answers| answers.get_mut(&k).and_then(VecDeque::pop_front))
         });
         match answer {
-            Some(Ok(value)) => Ok(value),
+            Some(Answer::Output(value)) => Ok(value),
             // A recorded timeout takes the runner's time budget again.
-            Some(Err(failure)) if failure.code == ToolErrorCode::Timeout => {
+            Some(Answer::Failed(failure) | Answer::FailedAfter(failure))
+                if failure.code == ToolErrorCode::Timeout =>
+            {
                 std::future::pending().await
             }
-            Some(Err(failure)) => Err(tool_error(&failure)),
+            // The runner's own later step makes the same failure from this stand-in output.
+            Some(Answer::FailedAfter(failure)) if failed_after_output(&failure).is_some() => {
+                Ok(serde_json::json!({ FAILED_AFTER: failure }))
+            }
+            Some(Answer::Failed(failure) | Answer::FailedAfter(failure)) => {
+                Err(tool_error(&failure))
+            }
             None => Err(ToolError::permanent(format!(
                 "replay: no recorded result for this call of {id} with these arguments"
             ))),
         }
     }
 
-    fn validate_output(&self, _output: &Value) -> Result<(), ToolError> {
-        // The recorded output was validated when it was recorded.
-        Ok(())
+    fn validate_output(&self, output: &Value) -> Result<(), ToolError> {
+        // The recorded output was validated when it was recorded; a recorded validation
+        // failure is made again.
+        match failed_after(output).as_ref().and_then(failed_after_output) {
+            Some(Redo::Invalid(message)) => Err(ToolError::new(message)),
+            _ => Ok(()),
+        }
     }
 
     fn redact(&self, output: Value) -> Result<Value, ToolError> {
-        // The recorded output is the redacted one.
-        Ok(output)
+        // The recorded output is the redacted one; a recorded redaction or size failure is
+        // made again (an output of the recorded size meets the same budget).
+        match failed_after(&output).as_ref().and_then(failed_after_output) {
+            Some(Redo::Unredactable) => Err(ToolError::new("the recorded redaction failed")),
+            // A JSON string's compact form is its characters and two quotes.
+            Some(Redo::Size(size)) => Ok(Value::String("x".repeat(size.saturating_sub(2)))),
+            _ => Ok(output),
+        }
     }
 }
 

@@ -378,3 +378,44 @@ fn a_failed_tool_call_replays_as_it_failed() {
     );
     assert!(text(&replay.stdout).ends_with("events identical\n"));
 }
+
+/// A call refused for its size after the tool ran (`result_too_large`) replays as it was
+/// recorded: the same code, category and message, not an execution error.
+#[test]
+fn an_oversized_result_replays_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    std::fs::write(dir.path().join("notes.txt"), "a".repeat(200)).unwrap();
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        "allowed_tools = [\"core__get_current_time\", \"core__workspace_read\"]\n\
+         [budgets]\nmax_result_bytes = 100\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_cogni"))
+            .args(args)
+            .current_dir(dir.path())
+            .env("COGNI_DATA_DIR", "data")
+            .env("COGNI_LLM_BASE_URL", &url)
+            .env("COGNI_LLM_MODEL", "test-model")
+            .env("COGNI_POLICY", "policy.toml")
+            .env_remove("COGNI_CONFIG")
+            .env_remove("COGNI_WORKSPACE")
+            .output()
+            .unwrap()
+    };
+    let chat = run(&["chat", "--json", "Notes?"]);
+    assert!(chat.status.success(), "{}", text(&chat.stderr));
+    assert!(text(&chat.stdout).contains("result_too_large"));
+    let list = run(&["runs", "list", "--json"]);
+    let row: Value = serde_json::from_str(text(&list.stdout).lines().next().unwrap()).unwrap();
+    let replay = run(&["replay", row["run_id"].as_str().unwrap()]);
+    assert!(
+        replay.status.success(),
+        "{}{}",
+        text(&replay.stdout),
+        text(&replay.stderr)
+    );
+    assert!(text(&replay.stdout).ends_with("events identical\n"));
+}
