@@ -166,6 +166,36 @@ pub enum ToolsCommand {
     },
 }
 
+/// The `COGNI_*` path variables and the flag each one stands for.
+const PATH_VARIABLES: [(&str, &str); 4] = [
+    ("--config", "COGNI_CONFIG"),
+    ("--policy", "COGNI_POLICY"),
+    ("--workspace", "COGNI_WORKSPACE"),
+    ("--data-dir", "COGNI_DATA_DIR"),
+];
+
+/// A one-line error for a parse error caused by an empty path variable (`export
+/// COGNI_DATA_DIR=`), naming the variable; clap would name the flag, in three lines. An empty
+/// path is refused rather than read as unset, since it is more likely a broken script than a
+/// wish for the default (an empty `COGNI_LLM_API_KEY` alone means "no key": local servers need
+/// none).
+pub fn empty_variable_error(error: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() != ErrorKind::InvalidValue {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = error.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let (_, variable) = PATH_VARIABLES
+        .iter()
+        .find(|(flag, _)| arg.split(' ').next() == Some(flag))?;
+    // The composition root is where the environment is read.
+    #[allow(clippy::disallowed_methods)]
+    let empty = std::env::var_os(variable).is_some_and(|value| value.is_empty());
+    empty.then(|| format!("{variable} is set but empty: unset it or give it a path"))
+}
+
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {

@@ -5,7 +5,16 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = bootstrap::cli::Cli::parse();
+    let cli = match bootstrap::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => match bootstrap::cli::empty_variable_error(&error) {
+            Some(message) => {
+                eprintln!("error: {message}");
+                return ExitCode::FAILURE;
+            }
+            None => error.exit(),
+        },
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -142,7 +142,9 @@ pub struct Settings {
     pub tools: ToolsSettings,
     /// The loop.
     pub agent: AgentSettings,
-    /// Where statistics (and later threads) are kept; nothing is kept when absent.
+    /// The data folder: threads and the run log (`cogni.db`, `blobs/`); without one, threads
+    /// live in memory and nothing is logged. (Tool statistics are kept by `cogni tools call
+    /// --data-dir`, which does not read this file.)
     pub data_dir: Option<PathBuf>,
 }
 
@@ -162,8 +164,15 @@ pub struct Overrides {
     #[arg(long, env = "COGNI_LLM_WIRE")]
     pub llm_wire: Option<LlmWire>,
     /// The API key. Set it in the environment; a flag would show in the process list.
-    #[arg(long, env = "COGNI_LLM_API_KEY", hide = true, hide_env_values = true)]
-    pub llm_api_key: Option<String>,
+    /// A `Secret` from the start, so no `Debug` of the command line prints it.
+    #[arg(
+        long,
+        env = "COGNI_LLM_API_KEY",
+        hide = true,
+        hide_env_values = true,
+        value_parser = parse_secret
+    )]
+    pub llm_api_key: Option<Secret>,
     /// The address `cogni serve` listens on.
     #[arg(long, env = "COGNI_LISTEN")]
     pub listen: Option<String>,
@@ -176,6 +185,11 @@ pub struct Overrides {
     /// The data folder.
     #[arg(long, env = "COGNI_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+}
+
+/// Reads the API key straight into a [`Secret`].
+fn parse_secret(raw: &str) -> Result<Secret, std::convert::Infallible> {
+    Ok(Secret::new(raw))
 }
 
 impl Settings {
@@ -226,7 +240,7 @@ impl Settings {
         if let Some(v) = o.llm_wire {
             self.llm.wire = v;
         }
-        self.llm.api_key = o.llm_api_key.filter(|k| !k.is_empty()).map(Secret::new);
+        self.llm.api_key = o.llm_api_key.filter(|k| !k.expose().is_empty());
         if let Some(v) = o.listen {
             self.server.listen = v;
         }
@@ -249,10 +263,11 @@ impl Settings {
             .strip_prefix("https://")
             .or_else(|| url.strip_prefix("http://"));
         match rest {
-            Some(host) if host.contains('@') => bail!(
+            Some(rest) if rest.contains('@') => bail!(
                 "llm.base_url: must not carry credentials (the key goes in COGNI_LLM_API_KEY)"
             ),
-            Some(host) if !host.is_empty() => {}
+            // The host is what comes before the path: `http:///v1` has none.
+            Some(rest) if !rest.split(['/', '?', '#']).next().unwrap_or("").is_empty() => {}
             Some(_) => bail!("llm.base_url: `{url}` names no host"),
             None => bail!("llm.base_url: `{url}` is not an http:// or https:// URL"),
         }
@@ -294,10 +309,18 @@ impl Settings {
         })
     }
 
-    /// `tools.enabled` as core tools; an unknown name is an error listing the known ones.
+    /// `tools.enabled` as core tools; an unknown name is an error listing the known ones, and a
+    /// name listed twice is an error naming it.
     pub fn core_tools(&self) -> anyhow::Result<Vec<CoreTool>> {
-        self.tools
-            .enabled
+        let enabled = &self.tools.enabled;
+        if let Some(name) = enabled
+            .iter()
+            .enumerate()
+            .find_map(|(i, name)| enabled[..i].contains(name).then_some(name))
+        {
+            bail!("tools.enabled: `{name}` is listed twice");
+        }
+        enabled
             .iter()
             .map(|name| {
                 CoreTool::ALL

@@ -104,3 +104,80 @@ fn an_unknown_tool_lists_the_known_ones() {
         "{stderr}"
     );
 }
+
+/// The example's `data_dir` line, uncommented as its comment invites, is a valid config.
+#[test]
+fn the_example_data_dir_works_when_uncommented() {
+    let text =
+        bootstrap::EXAMPLE_CONFIG.replace("# data_dir = \".cogni\"", "data_dir = \".cogni\"");
+    assert_ne!(text, bootstrap::EXAMPLE_CONFIG, "the example has the line");
+    let settings = bootstrap::Settings::from_toml_str(&text).unwrap();
+    assert_eq!(settings.data_dir.as_deref(), Some(Path::new(".cogni")));
+}
+
+/// The API key never shows in the `Debug` of the parsed command line.
+#[test]
+fn the_api_key_is_not_in_the_debug_of_the_command_line() {
+    use clap::Parser;
+    let cli = bootstrap::cli::Cli::try_parse_from([
+        "cogni",
+        "chat",
+        "hi",
+        "--llm-api-key",
+        "sk-very-secret-123",
+    ])
+    .unwrap();
+    let shown = format!("{cli:?}");
+    assert!(!shown.contains("sk-very-secret-123"), "{shown}");
+}
+
+/// An empty path variable (`export COGNI_DATA_DIR=`) is refused naming the variable, in one
+/// line.
+#[test]
+fn an_empty_path_variable_is_named_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ("COGNI_LLM_MODEL", "m");
+    let cases: &[(&[&str], &str)] = &[
+        (&["runs", "list"], "COGNI_DATA_DIR"),
+        (&["tools", "stats"], "COGNI_DATA_DIR"),
+        (&["serve"], "COGNI_POLICY"),
+        (&["serve"], "COGNI_WORKSPACE"),
+        (&["serve"], "COGNI_CONFIG"),
+    ];
+    for (args, variable) in cases {
+        let output = cogni_in(dir.path(), args, &[model, (variable, "")]);
+        let stderr = refused(&output);
+        assert_eq!(output.status.code(), Some(1), "{variable}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: {variable} is set but empty")),
+            "{variable}: {stderr}"
+        );
+    }
+}
+
+/// A base URL whose host is empty is refused at start, naming the key; a tool enabled twice
+/// is refused naming the key.
+#[test]
+fn a_base_url_without_a_host_and_a_tool_enabled_twice_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ("COGNI_LLM_MODEL", "m");
+    let stderr = refused(&cogni_in(
+        dir.path(),
+        &["chat", "hi"],
+        &[model, ("COGNI_LLM_BASE_URL", "http:///v1")],
+    ));
+    assert!(
+        stderr.contains("llm.base_url") && stderr.contains("names no host"),
+        "{stderr}"
+    );
+    std::fs::write(
+        dir.path().join("cogni.toml"),
+        "[tools]\nenabled = [\"core__get_current_time\", \"core__get_current_time\"]\n",
+    )
+    .unwrap();
+    let stderr = refused(&cogni_in(dir.path(), &["chat", "hi"], &[model]));
+    assert!(
+        stderr.contains("tools.enabled") && stderr.contains("listed twice"),
+        "{stderr}"
+    );
+}
