@@ -22,11 +22,16 @@ pub(crate) async fn run(
 ) -> anyhow::Result<ExitCode> {
     let settings = Settings::load(&overrides)?;
     settings.require_model()?;
-    // No recovery here: a server may own the same data folder's open runs.
     let stores = crate::create_stores(&settings)?;
     let completion =
         crate::record_completion(create_completion(&settings.llm)?, &stores, &settings.llm);
     let runtime = Runtime::build(&settings, completion)?;
+    // Close what a crash left open first, as `cogni serve` does at start; runs live in another
+    // process hold their locks and are left alone. A run that cannot be closed stays open for
+    // the next start and does not stop this turn.
+    if let Err(error) = crate::recover(&stores, runtime.clock.as_ref()).await {
+        eprintln!("warning: {error:#}");
+    }
     let run_id = format!("chat-{}", runtime.clock.now_ms());
     let thread = ThreadId::new(thread.unwrap_or_else(|| run_id.clone()))?;
     let ctx = RunContext::new(run_id, "user:cli", "local")?;

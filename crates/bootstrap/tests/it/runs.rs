@@ -419,3 +419,40 @@ fn an_oversized_result_replays_identically() {
     );
     assert!(text(&replay.stdout).ends_with("events identical\n"));
 }
+
+/// A `cogni chat` that died left its run open; the next `cogni chat` on the same data folder
+/// closes it first (as `cogni serve` does at start), since a dead run's lock is free.
+#[test]
+fn the_next_chat_closes_a_run_a_dead_chat_left_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&[
+        "turn-1-tool-calls.sse",
+        "turn-2-answer.sse",
+        "turn-2-answer.sse",
+    ]);
+    let run_id = record_one(dir.path(), &url);
+    // The process died before its last step: the run is still `running`, with no `Done`.
+    let db = rusqlite::Connection::open(dir.path().join("data/cogni.db")).unwrap();
+    db.execute(
+        "DELETE FROM run_events WHERE run_id = ?1 AND kind = 'done'",
+        [&run_id],
+    )
+    .unwrap();
+    db.execute(
+        "UPDATE runs SET status = 'running', finished_at_ms = NULL WHERE run_id = ?1",
+        [&run_id],
+    )
+    .unwrap();
+    drop(db);
+
+    let chat = cogni_in(dir.path(), &url, &["chat", "--json", "Again?"]);
+    assert!(chat.status.success(), "{}", text(&chat.stderr));
+    let show = cogni_in(dir.path(), &url, &["runs", "show", &run_id, "--json"]);
+    let shown: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(shown["header"]["status"], "interrupted", "{shown}");
+    let events = shown["events"].as_array().unwrap();
+    assert_eq!(
+        events.last().unwrap(),
+        &serde_json::json!({"type": "done", "reason": "error"})
+    );
+}
