@@ -96,7 +96,9 @@ pub struct ConnectionGrant {
 
 /// The run-wide context that policy, catalog and runner decide on.
 ///
-/// Text fields are `Arc<str>`: each invocation's context shares them instead of copying.
+/// The actor, tenant, subject and graph are checked references (1..=128 characters) whether the
+/// context is built or deserialized, so they are read through methods; they are `Arc<str>`
+/// inside, so each invocation's context shares them instead of copying.
 ///
 /// Every field is a reference. A secret never lives here (invariant NO_SECRETS_IN_CONTEXT):
 /// credentials reach a tool only through a per-invocation [`crate::AuthCapability`].
@@ -106,16 +108,16 @@ pub struct RunContext {
     pub run_id: RunId,
     /// Who acts: `user:<id>`, `agent:<id>` or `service:<name>`.
     #[serde(deserialize_with = "checked::actor_id")]
-    pub actor_id: Arc<str>,
+    actor_id: Arc<str>,
     /// The tenant or billing scope.
     #[serde(deserialize_with = "checked::tenant_id")]
-    pub tenant_id: Arc<str>,
+    tenant_id: Arc<str>,
     /// On whose behalf the actor acts; set by the server only.
     #[serde(default, deserialize_with = "checked::subject_id")]
-    pub subject_id: Option<Arc<str>>,
+    subject_id: Option<Arc<str>>,
     /// The graph that runs, for authorization.
     #[serde(default, deserialize_with = "checked::graph_id")]
-    pub graph_id: Option<Arc<str>>,
+    graph_id: Option<Arc<str>>,
     /// The connection the request selected for tools that need one.
     pub connection_id: Option<ConnectionId>,
     /// The connections the request asked to use.
@@ -152,6 +154,43 @@ impl RunContext {
         })
     }
 
+    /// Sets on whose behalf the actor acts (the server's decision, never the request's); checked
+    /// for length like the other references.
+    pub fn with_subject(mut self, subject_id: impl Into<String>) -> Result<Self, Error> {
+        let subject_id = subject_id.into();
+        check_ref("subject_id", &subject_id)?;
+        self.subject_id = Some(subject_id.into());
+        Ok(self)
+    }
+
+    /// Sets the graph that runs, for authorization; checked for length.
+    pub fn with_graph(mut self, graph_id: impl Into<String>) -> Result<Self, Error> {
+        let graph_id = graph_id.into();
+        check_ref("graph_id", &graph_id)?;
+        self.graph_id = Some(graph_id.into());
+        Ok(self)
+    }
+
+    /// Who acts: `user:<id>`, `agent:<id>` or `service:<name>`.
+    pub fn actor_id(&self) -> &str {
+        &self.actor_id
+    }
+
+    /// The tenant or billing scope.
+    pub fn tenant_id(&self) -> &str {
+        &self.tenant_id
+    }
+
+    /// On whose behalf the actor acts, when the server said so.
+    pub fn subject_id(&self) -> Option<&str> {
+        self.subject_id.as_deref()
+    }
+
+    /// The graph that runs, when known.
+    pub fn graph_id(&self) -> Option<&str> {
+        self.graph_id.as_deref()
+    }
+
     /// `grant ∩ requested`: the only connections a tool of this run may use (invariant 30).
     pub fn effective_connection_ids(&self) -> impl Iterator<Item = &ConnectionId> {
         self.grant
@@ -174,21 +213,41 @@ pub struct ToolInvocationContext {
     pub tool_call_id: ToolCallId,
     /// Who acts.
     #[serde(deserialize_with = "checked::actor_id")]
-    pub actor_id: Arc<str>,
+    actor_id: Arc<str>,
     /// The tenant or billing scope.
     #[serde(deserialize_with = "checked::tenant_id")]
-    pub tenant_id: Arc<str>,
+    tenant_id: Arc<str>,
     /// On whose behalf.
     #[serde(default, deserialize_with = "checked::subject_id")]
-    pub subject_id: Option<Arc<str>>,
+    subject_id: Option<Arc<str>>,
     /// The graph that runs.
     #[serde(default, deserialize_with = "checked::graph_id")]
-    pub graph_id: Option<Arc<str>>,
+    graph_id: Option<Arc<str>>,
     /// The connection this invocation may use, already checked against `grant ∩ requested`.
     pub connection_id: Option<ConnectionId>,
 }
 
 impl ToolInvocationContext {
+    /// Who acts.
+    pub fn actor_id(&self) -> &str {
+        &self.actor_id
+    }
+
+    /// The tenant or billing scope.
+    pub fn tenant_id(&self) -> &str {
+        &self.tenant_id
+    }
+
+    /// On whose behalf, when the server said so.
+    pub fn subject_id(&self) -> Option<&str> {
+        self.subject_id.as_deref()
+    }
+
+    /// The graph that runs, when known.
+    pub fn graph_id(&self) -> Option<&str> {
+        self.graph_id.as_deref()
+    }
+
     pub(crate) fn new(
         run: &RunContext,
         tool_call_id: ToolCallId,

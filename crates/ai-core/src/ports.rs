@@ -124,7 +124,7 @@ pub enum AuthzDecision {
 /// #[async_trait::async_trait]
 /// impl Authorizer for AdminsOnly {
 ///     async fn check(&self, ctx: &RunContext, _: &ToolId) -> AuthzDecision {
-///         if ctx.actor_id.starts_with("user:admin") { AuthzDecision::Allow } else { AuthzDecision::Deny }
+///         if ctx.actor_id().starts_with("user:admin") { AuthzDecision::Allow } else { AuthzDecision::Deny }
 ///     }
 /// }
 /// ```

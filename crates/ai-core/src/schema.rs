@@ -64,7 +64,7 @@ pub fn validate_tool_schema_p0(schema: &Value) -> Result<(), Vec<SchemaViolation
     let mut violations = Vec::new();
     match schema.as_object() {
         Some(root) if root.get("type") == Some(&Value::from("object")) => {
-            walk(root, String::new(), &mut violations);
+            walk(schema, root, String::new(), &mut violations);
         }
         _ => violations.push(SchemaViolation {
             pointer: String::new(),
@@ -78,7 +78,13 @@ pub fn validate_tool_schema_p0(schema: &Value) -> Result<(), Vec<SchemaViolation
     }
 }
 
-fn walk(schema: &Map<String, Value>, pointer: String, out: &mut Vec<SchemaViolation>) {
+/// Checks `schema` (at `pointer` in `root`) and every subschema below it.
+fn walk(
+    root: &Value,
+    schema: &Map<String, Value>,
+    pointer: String,
+    out: &mut Vec<SchemaViolation>,
+) {
     for keyword in FORBIDDEN {
         if schema.contains_key(*keyword) {
             out.push(SchemaViolation {
@@ -90,7 +96,7 @@ fn walk(schema: &Map<String, Value>, pointer: String, out: &mut Vec<SchemaViolat
     if let Some(reference) = schema.get("$ref") {
         let reason = match reference.as_str().and_then(|r| r.strip_prefix('#')) {
             None => Some("only local `$ref`s (\"#/...\") are supported"),
-            Some(target) if !walked(target) => {
+            Some(target) if !walked(root, target) => {
                 Some("a `$ref` must point at the root, a definition or a subschema")
             }
             Some(_) => None,
@@ -106,7 +112,7 @@ fn walk(schema: &Map<String, Value>, pointer: String, out: &mut Vec<SchemaViolat
         if let Some(Value::Object(children)) = schema.get(*keyword) {
             for (name, child) in children {
                 let at = format!("{pointer}/{keyword}/{}", escape(name));
-                visit(child, at, out);
+                visit(root, child, at, out);
             }
         }
     }
@@ -114,39 +120,53 @@ fn walk(schema: &Map<String, Value>, pointer: String, out: &mut Vec<SchemaViolat
         match schema.get(*keyword) {
             Some(Value::Array(items)) => {
                 for (i, child) in items.iter().enumerate() {
-                    visit(child, format!("{pointer}/{keyword}/{i}"), out);
+                    visit(root, child, format!("{pointer}/{keyword}/{i}"), out);
                 }
             }
-            Some(child) => visit(child, format!("{pointer}/{keyword}"), out),
+            Some(child) => visit(root, child, format!("{pointer}/{keyword}"), out),
             None => {}
         }
     }
 }
 
-/// Whether `pointer` (a JSON pointer from the root) leads only through keywords [`walk`] visits,
-/// so that the schema it names was checked.
-fn walked(pointer: &str) -> bool {
-    let mut segments = pointer.split('/').skip(1).peekable();
+/// Whether `pointer` (a JSON pointer into `root`) leads, only through keywords [`walk`] visits,
+/// to a schema (an object or a boolean): then what it names was checked.
+fn walked(root: &Value, pointer: &str) -> bool {
+    let mut at = root;
+    let mut segments = pointer
+        .split('/')
+        .skip(1)
+        .map(|s| s.replace("~1", "/").replace("~0", "~"));
     while let Some(keyword) = segments.next() {
-        if SCHEMA_MAPS.contains(&keyword) {
-            // The name of an entry.
-            if segments.next().is_none() {
-                return false;
-            }
-        } else if SCHEMA_SLOTS.contains(&keyword) {
-            // `items` (and `additionalItems`) may hold an array of schemas.
-            segments.next_if(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
-        } else {
+        let Some(value) = at.get(&keyword) else {
             return false;
-        }
+        };
+        let next = if SCHEMA_MAPS.contains(&keyword.as_str()) {
+            segments.next().and_then(|name| value.get(&name))
+        } else if SCHEMA_SLOTS.contains(&keyword.as_str()) {
+            match value {
+                // `items` (and `additionalItems`) may hold an array of schemas.
+                Value::Array(items) => segments
+                    .next()
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .and_then(|i| items.get(i)),
+                single => Some(single),
+            }
+        } else {
+            None
+        };
+        let Some(next) = next else {
+            return false;
+        };
+        at = next;
     }
-    true
+    at.is_object() || at.is_boolean()
 }
 
-fn visit(child: &Value, pointer: String, out: &mut Vec<SchemaViolation>) {
+fn visit(root: &Value, child: &Value, pointer: String, out: &mut Vec<SchemaViolation>) {
     // `true`/`false` are valid schemas with nothing inside.
     if let Value::Object(map) = child {
-        walk(map, pointer, out);
+        walk(root, map, pointer, out);
     }
 }
 

@@ -40,3 +40,15 @@ fn an_invocation_context_is_checked_the_same_way() {
     value["actor_id"] = json!("");
     assert!(serde_json::from_value::<ToolInvocationContext>(value).is_err());
 }
+
+#[test]
+fn subject_and_graph_are_checked_when_set() {
+    let run = RunContext::new("run-1", "user:a", "t").unwrap();
+    assert!(run.clone().with_subject("").is_err());
+    assert!(run.clone().with_graph("g".repeat(129)).is_err());
+    let run = run.with_subject("user:b").unwrap().with_graph("g").unwrap();
+    assert_eq!(
+        (run.subject_id(), run.graph_id()),
+        (Some("user:b"), Some("g"))
+    );
+}

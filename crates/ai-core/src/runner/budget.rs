@@ -89,21 +89,25 @@ async fn wait<F: Future + Unpin>(
 }
 
 /// Awaits a port the runner calls before the tool (the authorization hook, the connection
-/// broker) under the cancellation token and the runtime budget, so that no port can hold a call
-/// past either. `what` names the port in the `timeout` message.
+/// broker) under the cancellation token and what is left of the call's runtime budget (`budget`
+/// counted from `started`), so that no port can hold a call past either. `what` names the port
+/// in the `timeout` message.
 pub(super) async fn guard<T>(
     what: &str,
     port: impl Future<Output = T>,
-    budget: Duration,
+    (started, budget): (Instant, Duration),
     cancel: &CancellationToken,
 ) -> Result<T, ToolFailure> {
     tokio::select! {
         biased;
         () = cancel.cancelled() => Err(cancelled()),
-        answer = tokio::time::timeout(budget, port) => answer.map_err(|_elapsed| {
+        answer = tokio::time::timeout_at(started + budget, port) => answer.map_err(|_elapsed| {
             ToolFailure::new(
                 ToolErrorCode::Timeout,
-                format!("{what} did not answer within {} ms", budget.as_millis()),
+                format!(
+                    "the call ran out of its {} ms budget waiting for {what}",
+                    budget.as_millis()
+                ),
             )
         }),
     }

@@ -96,6 +96,10 @@ enum Circuit {
     },
 }
 
+/// When an attempt was let through a half-open circuit as a trial; `None` for an attempt under
+/// a closed circuit (or with no breaker).
+type Trial = Option<Instant>;
+
 #[derive(Debug)]
 struct Health {
     circuit: Circuit,
@@ -150,38 +154,44 @@ impl Registry {
         }
     }
 
-    /// Lets an attempt through, or fails fast while the circuit is open.
+    /// Lets an attempt through, or fails fast while the circuit is open. A half-open trial is
+    /// told when it was let through, to hand back to [`Self::record`].
     ///
     /// A half-open trial whose call was dropped mid-attempt never reports; its slot is given to a
     /// new trial once a cool-down has passed since the last one was let through, so a lost trial
     /// cannot keep the circuit shut.
-    fn admit(&self, id: &ToolId, policy: &BreakerPolicy, now: Instant) -> Result<(), ToolFailure> {
+    fn admit(
+        &self,
+        id: &ToolId,
+        policy: &BreakerPolicy,
+        now: Instant,
+    ) -> Result<Trial, ToolFailure> {
         if policy.failure_threshold == 0 {
-            return Ok(());
+            return Ok(None);
         }
         let cool_down = Duration::from_millis(policy.cool_down_ms);
         self.with(id, |health| match health.circuit {
-            Circuit::Closed { .. } => Ok(()),
+            Circuit::Closed { .. } => Ok(None),
             Circuit::Open { until } if now >= until => {
                 health.circuit = Circuit::HalfOpen {
                     in_flight: 1,
                     since: now,
                 };
-                Ok(())
+                Ok(Some(now))
             }
             Circuit::HalfOpen { in_flight, .. } if in_flight < policy.half_open_trials.max(1) => {
                 health.circuit = Circuit::HalfOpen {
                     in_flight: in_flight + 1,
                     since: now,
                 };
-                Ok(())
+                Ok(Some(now))
             }
             Circuit::HalfOpen { since, .. } if now >= since + cool_down => {
                 health.circuit = Circuit::HalfOpen {
                     in_flight: 1,
                     since: now,
                 };
-                Ok(())
+                Ok(Some(now))
             }
             Circuit::Open { until } => Err(circuit_open(id, until.saturating_duration_since(now))),
             Circuit::HalfOpen { since, .. } => Err(circuit_open(
@@ -200,6 +210,7 @@ impl Registry {
         now: Instant,
         failure: Option<ToolErrorCategory>,
         call: Option<(Duration, u32)>,
+        trial: Trial,
     ) {
         self.with(id, |health| {
             if policy.failure_threshold > 0 {
@@ -210,7 +221,7 @@ impl Registry {
                     }
                     health.recent.push_back(failure.is_some());
                 }
-                health.circuit = next_circuit(&health.circuit, policy, now, failure);
+                health.circuit = next_circuit(&health.circuit, policy, now, failure, trial);
                 if let (Some(rate), true, Circuit::Closed { .. }) =
                     (policy.failure_rate, counted, &health.circuit)
                 {
@@ -252,7 +263,7 @@ impl Registry {
             failure_threshold: 0,
             ..BreakerPolicy::default()
         };
-        self.record(id, &no_breaker, Instant::now(), failure, call);
+        self.record(id, &no_breaker, Instant::now(), failure, call, None);
     }
 
     /// A snapshot of every tool's statistics, ordered by id.
@@ -282,12 +293,13 @@ impl Registry {
     }
 }
 
-/// The breaker's next state after an attempt.
+/// The breaker's next state after an attempt (`trial`: when it was let through half-open).
 fn next_circuit(
     circuit: &Circuit,
     policy: &BreakerPolicy,
     now: Instant,
     failure: Option<ToolErrorCategory>,
+    trial: Trial,
 ) -> Circuit {
     let open = Circuit::Open {
         until: now + Duration::from_millis(policy.cool_down_ms),
@@ -308,12 +320,16 @@ fn next_circuit(
             Circuit::Open { until: *until }
         }
         // A trial that ended for a reason that says nothing about the tool (cancelled, say)
-        // gives its slot back.
+        // gives its slot back, unless a newer trial has had it since.
         (Some(category), Circuit::HalfOpen { in_flight, since })
             if !counts_against_tool(category) =>
         {
             Circuit::HalfOpen {
-                in_flight: in_flight.saturating_sub(1),
+                in_flight: if trial == Some(*since) {
+                    in_flight.saturating_sub(1)
+                } else {
+                    *in_flight
+                },
                 since: *since,
             }
         }
@@ -387,18 +403,20 @@ pub(super) struct Step8<'a> {
     pub(super) policy: &'a ToolPolicy,
     pub(super) events: &'a dyn EventSink,
     pub(super) cancel: &'a CancellationToken,
+    /// When the call's runtime budget started counting (before the ports of steps 3 and 6).
+    pub(super) call_started: Instant,
 }
 
 impl Step8<'_> {
-    /// When a call that started at `started` runs out of its total runtime budget.
-    fn call_deadline(&self, started: Instant) -> Instant {
-        started + Duration::from_millis(self.policy.budgets.max_runtime_ms)
+    /// When the call runs out of its total runtime budget.
+    fn call_deadline(&self) -> Instant {
+        self.call_started + Duration::from_millis(self.policy.budgets.max_runtime_ms)
     }
 
-    /// The deadline and the budget of an attempt that starts at `now` of a call that started at
-    /// `started`: the per-attempt timeout, capped by what is left of the call's total budget.
-    fn attempt_deadline(&self, id: &ToolId, started: Instant, now: Instant) -> (Instant, Duration) {
-        let remaining = self.call_deadline(started).saturating_duration_since(now);
+    /// The deadline and the budget of an attempt that starts at `now`: the per-attempt timeout,
+    /// capped by what is left of the call's total budget.
+    fn attempt_deadline(&self, id: &ToolId, now: Instant) -> (Instant, Duration) {
+        let remaining = self.call_deadline().saturating_duration_since(now);
         let budget = self
             .policy
             .retry_for(id)
@@ -416,6 +434,7 @@ impl Step8<'_> {
 /// live in their own boxed future, made only when the first attempt fails.
 pub(super) async fn execute(
     step: Step8<'_>,
+    first_attempt_at: Instant,
     tool: &dyn BoundTool,
     args: Arc<Value>,
     invocation: &ToolInvocationContext,
@@ -423,25 +442,26 @@ pub(super) async fn execute(
     attempts: &mut Vec<Attempt>,
 ) -> Result<Value, ToolFailure> {
     let id = &tool.spec().id;
-    let started = Instant::now();
-    step.registry.admit(id, &step.policy.breaker, started)?;
+    let trial = step
+        .registry
+        .admit(id, &step.policy.breaker, first_attempt_at)?;
     let attempting = Attempting {
         step: &step,
         tool,
         args: &args,
         invocation,
         caps,
-        call_started: started,
+        first_attempt_at,
     };
-    let (result, now) = attempting.attempt(attempts, started, 1).await;
+    let (result, now) = attempting.attempt(attempts, first_attempt_at, 1).await;
     match result {
         Ok(value) => {
-            let call = Some((now - started, 0));
+            let call = Some((now - first_attempt_at, 0));
             step.registry
-                .record(id, &step.policy.breaker, now, None, call);
+                .record(id, &step.policy.breaker, now, None, call, trial);
             Ok(value)
         }
-        Err(failure) => Box::pin(attempting.retry(attempts, now, failure)).await,
+        Err(failure) => Box::pin(attempting.retry(attempts, now, failure, trial)).await,
     }
 }
 
@@ -452,7 +472,8 @@ struct Attempting<'a> {
     args: &'a Arc<Value>,
     invocation: &'a ToolInvocationContext,
     caps: &'a Capabilities,
-    call_started: Instant,
+    /// When attempt 1 started: the call's latency, in the statistics, counts from here.
+    first_attempt_at: Instant,
 }
 
 impl Attempting<'_> {
@@ -474,7 +495,7 @@ impl Attempting<'_> {
             self.invocation,
             self.caps,
         );
-        let deadline = || step.attempt_deadline(&tool.spec().id, self.call_started, now);
+        let deadline = || step.attempt_deadline(&tool.spec().id, now);
         let result = budget::run(exec, deadline, step.cancel).await;
         let ended = Instant::now();
         // A tool that blocks instead of awaiting cannot be stopped at its deadline; finished
@@ -497,13 +518,15 @@ impl Attempting<'_> {
         (result, ended)
     }
 
-    /// After attempt 1 failed with `failure` at `now`: waits and tries again while the tool is
-    /// safe to repeat, the failure's category is retryable and the wait fits in the budget.
+    /// After attempt 1 (let through as `trial`) failed with `failure` at `now`: waits and tries
+    /// again while the tool is safe to repeat, the failure's category is retryable and the wait
+    /// fits in the budget.
     async fn retry(
         &self,
         attempts: &mut Vec<Attempt>,
         mut now: Instant,
         mut failure: ToolFailure,
+        mut trial: Trial,
     ) -> Result<Value, ToolFailure> {
         let step = self.step;
         let id = &self.tool.spec().id;
@@ -516,8 +539,8 @@ impl Attempting<'_> {
         } else {
             1
         };
-        let started = self.call_started;
-        let deadline = step.call_deadline(started);
+        let started = self.first_attempt_at;
+        let deadline = step.call_deadline();
         let mut number = 1;
         loop {
             let wait = backoff(
@@ -531,7 +554,7 @@ impl Attempting<'_> {
                 && now + wait < deadline;
             let call = (!again).then(|| (now - started, number - 1));
             step.registry
-                .record(id, breaker, now, Some(failure.category), call);
+                .record(id, breaker, now, Some(failure.category), call, trial);
             if !again {
                 return Err(failure);
             }
@@ -552,13 +575,13 @@ impl Attempting<'_> {
                 return Err(cancelled);
             }
             now = Instant::now();
-            step.registry.admit(id, breaker, now)?;
+            trial = step.registry.admit(id, breaker, now)?;
             let (result, ended) = self.attempt(attempts, now, number).await;
             now = ended;
             match result {
                 Ok(value) => {
                     let call = Some((now - started, number - 1));
-                    step.registry.record(id, breaker, now, None, call);
+                    step.registry.record(id, breaker, now, None, call, trial);
                     return Ok(value);
                 }
                 Err(next) => failure = next,

@@ -318,7 +318,10 @@ impl ToolRunner {
         let tool = self.find_bound_tool(tool_id)?; // 1
         let id = &tool.spec().id;
         let needs_approval = self.check_policy(ctx, listed, tool.as_ref())?; // 2
-        self.check_authz(ctx, id, cancel).await?; // 3
+        // The runtime budget counts from here: the ports awaited in steps 3 and 6 and every
+        // attempt of step 8 spend the same one.
+        let started = tokio::time::Instant::now();
+        self.check_authz(ctx, id, cancel, started).await?; // 3
         let connection_id = check_connection_grant(ctx, tool.as_ref())?; // 4
         let args = self.parse_and_validate(tool.as_ref(), &call.arguments)?; // 5
         if needs_approval {
@@ -331,7 +334,7 @@ impl ToolRunner {
             check_approval(ctx, &call.id, id, &args)?;
         }
         let invocation = ToolInvocationContext::new(ctx, call.id.clone(), connection_id);
-        let caps = self.bind_capabilities(&invocation, cancel).await?; // 6
+        let caps = self.bind_capabilities(&invocation, cancel, started).await?; // 6
         let args = Arc::new(args);
         emit_start(events, call, Some(Arc::clone(&args))); // 7
         progress.started = true;
@@ -344,6 +347,7 @@ impl ToolRunner {
                 &caps,
                 events,
                 cancel,
+                started,
                 &mut progress.attempts,
             )
             .await?; // 8
@@ -395,6 +399,7 @@ impl ToolRunner {
         ctx: &RunContext,
         id: &ToolId,
         cancel: &CancellationToken,
+        started: tokio::time::Instant,
     ) -> Result<(), ToolFailure> {
         let Some(authorizer) = &self.authorizer else {
             return Ok(());
@@ -403,7 +408,7 @@ impl ToolRunner {
         let check = budget::guard(
             "the authorization hook",
             authorizer.check(ctx, id),
-            self.runtime_budget(),
+            (started, self.runtime_budget()),
             cancel,
         );
         match Box::pin(check).await? {
@@ -415,7 +420,7 @@ impl ToolRunner {
         }
     }
 
-    /// The runtime budget, which also bounds each port the runner awaits.
+    /// The runtime budget of a call: its ports and its attempts together.
     fn runtime_budget(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.policy.budgets.max_runtime_ms)
     }
@@ -462,6 +467,7 @@ impl ToolRunner {
         &self,
         invocation: &ToolInvocationContext,
         cancel: &CancellationToken,
+        started: tokio::time::Instant,
     ) -> Result<Capabilities, ToolFailure> {
         let Some(connection_id) = &invocation.connection_id else {
             return Ok(Capabilities::default());
@@ -475,7 +481,7 @@ impl ToolRunner {
         let resolve = budget::guard(
             "the connection broker",
             broker.resolve(connection_id, invocation),
-            self.runtime_budget(),
+            (started, self.runtime_budget()),
             cancel,
         );
         Box::pin(resolve)
@@ -499,16 +505,35 @@ impl ToolRunner {
         caps: &Capabilities,
         events: &dyn EventSink,
         cancel: &CancellationToken,
+        call_started: tokio::time::Instant,
         attempts: &mut Vec<crate::Attempt>,
     ) -> Result<Value, ToolFailure> {
+        // The first attempt starts now; the clock is read again only when a port was awaited
+        // since the call started (without one, the few steps between take microseconds).
+        let awaited_a_port = self.authorizer.is_some() || invocation.connection_id.is_some();
+        let first_attempt_at = if awaited_a_port {
+            tokio::time::Instant::now()
+        } else {
+            call_started
+        };
         let step = manager::Step8 {
             registry: &self.registry,
             clock: self.clock.as_ref(),
             policy: &self.policy,
             events,
             cancel,
+            call_started,
         };
-        manager::execute(step, tool, args, invocation, caps, attempts).await
+        manager::execute(
+            step,
+            first_attempt_at,
+            tool,
+            args,
+            invocation,
+            caps,
+            attempts,
+        )
+        .await
     }
 
     /// Step 10: allowlist redaction, then the result budget on the redacted bytes.

@@ -92,9 +92,21 @@ fn refs_must_point_where_the_check_looked() {
     );
     check(
         json!({"type": "object",
-            "properties": {"a": {"$ref": "#/x"}, "b": {"$ref": "#/definitions"}},
+            "properties": {
+                "a": {"$ref": "#/x"},
+                "b": {"$ref": "#/definitions"},
+                // A single `items` schema has no index: "0" is an unknown keyword inside it.
+                "c": {"type": "array", "items": {"type": "string", "0": {"anyOf": []}}},
+                "d": {"$ref": "#/properties/c/items/0"},
+                "e": {"$ref": "#/properties/missing"}
+            },
             "x": {"anyOf": [{"type": "string"}]}}),
-        &["/properties/a", "/properties/b"],
+        &[
+            "/properties/a",
+            "/properties/b",
+            "/properties/d",
+            "/properties/e",
+        ],
     );
 }
 

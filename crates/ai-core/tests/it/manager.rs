@@ -361,3 +361,56 @@ async fn a_refused_input_is_a_validation_failure_that_never_opens_the_circuit() 
     assert_eq!(stats.breaker, BreakerStatus::Closed);
     assert_eq!(stats.failures[&ToolErrorCategory::Validation], 3);
 }
+
+/// A trial that was replaced (it did not report within a cool-down) and then ends for a reason
+/// that says nothing about the tool does not give away the slot its replacement holds.
+#[tokio::test(start_paused = true)]
+async fn a_replaced_trial_does_not_free_its_replacements_slot() {
+    let tool = Arc::new(FakeTool::new(
+        T,
+        ToolEffect::ReadOnly,
+        Behaviour::FailOnceThenSleep(Duration::from_secs(5)),
+    ));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], one_strike());
+    assert!(h.call(T, "{}").await.result.failure().is_some());
+    tokio::time::advance(Duration::from_millis(1_000)).await;
+
+    let run = |id: &str, cancel: ai_core::CancellationToken| {
+        let call = ai_core::ToolCall {
+            id: ai_core::ToolCallId::new(id).unwrap(),
+            name: T.into(),
+            arguments: "{}".into(),
+        };
+        let h = &h;
+        async move {
+            let run = h
+                .runner
+                .run_tool(&call, &h.ctx, &h.catalog, &h.events, &cancel)
+                .await;
+            run.result.failure().map(|f| f.code)
+        }
+    };
+    let (a_token, b_token) = (
+        ai_core::CancellationToken::new(),
+        ai_core::CancellationToken::new(),
+    );
+    let after = |ms: u64, then: ai_core::CancellationToken| async move {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        then
+    };
+    let (a, b, c, ()) = tokio::join!(
+        // t=0: trial A; it is still running a cool-down later.
+        run("call_a", a_token.clone()),
+        // t=1000: B replaces it.
+        async { run("call_b", after(1_000, b_token.clone()).await).await },
+        // t=1600: A was cancelled at 1500; B still holds the one slot.
+        async { run("call_c", after(1_600, Default::default()).await).await },
+        async {
+            after(1_500, a_token.clone()).await.cancel();
+            after(200, b_token.clone()).await.cancel();
+        },
+    );
+    assert_eq!(a, Some(ToolErrorCode::Cancelled));
+    assert_eq!(b, Some(ToolErrorCode::Cancelled));
+    assert_eq!(c, Some(ToolErrorCode::CircuitOpen));
+}

@@ -268,7 +268,7 @@ async fn steps3_and_6_a_hung_port_ends_as_timeout_or_cancelled() {
         &h,
         &run,
         ToolErrorCode::Timeout,
-        "the authorization hook did not answer within 100 ms",
+        "the call ran out of its 100 ms budget waiting for the authorization hook",
     );
 
     let needs_connection = || {
@@ -284,7 +284,7 @@ async fn steps3_and_6_a_hung_port_ends_as_timeout_or_cancelled() {
         &h,
         &run,
         ToolErrorCode::Timeout,
-        "the connection broker did not answer within 100 ms",
+        "the call ran out of its 100 ms budget waiting for the connection broker",
     );
 
     // Cancelled while the broker hangs, well inside the budget.
@@ -662,4 +662,36 @@ async fn model_content_is_the_value_or_a_coded_error() {
         serde_json::from_str::<Value>(&bad.result.model_content()).unwrap(),
         json!({"error": {"code": "invalid_json", "message": "Invalid tool arguments JSON"}})
     );
+}
+
+/// An authorization hook that answers after a while.
+struct SlowAllow(Duration);
+
+#[async_trait::async_trait]
+impl Authorizer for SlowAllow {
+    async fn check(&self, _: &RunContext, _: &ToolId) -> AuthzDecision {
+        tokio::time::sleep(self.0).await;
+        AuthzDecision::Allow
+    }
+}
+
+/// The runtime budget is the call's: time spent waiting on a port is not given back to the tool.
+#[tokio::test(start_paused = true)]
+async fn the_ports_and_the_tool_share_one_runtime_budget() {
+    let mut policy = allow(&[ECHO]);
+    policy.budgets.max_runtime_ms = 100;
+    let mut h = harness(tool(Behaviour::Sleep(Duration::from_millis(60))), policy);
+    h.runner = h
+        .runner
+        .clone()
+        .with_authorizer(Arc::new(SlowAllow(Duration::from_millis(60))));
+    let started = tokio::time::Instant::now();
+    let run = h.call(ECHO, "{}").await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::Timeout,
+        "did not finish within 40 ms",
+    );
+    assert_eq!(started.elapsed(), Duration::from_millis(100));
 }

@@ -271,6 +271,8 @@ impl CompletionPort for CancelAtCompletion {
     }
 }
 
+/// Cancelled before the gated call runs: the runner answers it `cancelled` instead of asking for
+/// an approval. (A call that asked before the cancel is the driver's case: the next test.)
 #[tokio::test(start_paused = true)]
 async fn a_run_cancelled_before_a_gated_call_ends_cancelled_not_paused() {
     let cancel = CancellationToken::new();
@@ -287,6 +289,9 @@ async fn a_run_cancelled_before_a_gated_call_ends_cancelled_not_paused() {
     assert_cancelled(&events, &state);
 }
 
+/// The gated call asks for its approval at once; the stop comes while the slow call runs. The
+/// driver sees the token before pausing, so the run ends `cancelled` and the gated call is
+/// answered `cancelled` too.
 #[tokio::test(start_paused = true)]
 async fn stop_during_a_slow_tool_next_to_a_gated_call_ends_cancelled_not_paused() {
     let model = Arc::new(ScriptedModel::new(vec![calls(vec![
