@@ -121,7 +121,14 @@ impl RunStore for InMemoryRunStore {
             }));
         run.receipt_refs.extend(step.receipt_refs);
         if let (Some(state_json), Some(thread)) = (step.thread_state, &run.header.thread_id) {
-            state.threads.insert(thread.clone(), state_json);
+            let saved = state.threads.get(thread).unwrap_or(&Value::Null);
+            if step
+                .thread_state_if_saved
+                .as_ref()
+                .is_none_or(|expected| expected == saved)
+            {
+                state.threads.insert(thread.clone(), state_json);
+            }
         }
         Ok(first..run.events.len() as u64)
     }

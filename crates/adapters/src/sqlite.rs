@@ -267,6 +267,7 @@ struct PreparedStep {
     records: Vec<(String, String, String)>,
     receipt_refs: Vec<String>,
     thread_state: Option<String>,
+    thread_state_if_saved: Option<Value>,
 }
 
 fn prepare_step(run_id: &RunId, step: RunStep) -> Result<PreparedStep, RunStoreError> {
@@ -309,6 +310,7 @@ fn prepare_step(run_id: &RunId, step: RunStep) -> Result<PreparedStep, RunStoreE
         records,
         receipt_refs: step.receipt_refs,
         thread_state: step.thread_state.map(|v| v.to_string()),
+        thread_state_if_saved: step.thread_state_if_saved,
     })
 }
 
@@ -325,6 +327,17 @@ fn save_thread(conn: &Connection, thread_id: &str, state: &str) -> rusqlite::Res
          revision = threads.revision + 1",
     )?
     .execute(params![thread_id, state])
+}
+
+/// The thread's saved state as JSON (`Value::Null` when none is saved, or it does not parse).
+fn saved_thread(conn: &Connection, thread_id: &str) -> rusqlite::Result<Value> {
+    let json: Option<String> = conn
+        .prepare_cached("SELECT state_json FROM threads WHERE thread_id = ?1")?
+        .query_row([thread_id], |r| r.get(0))
+        .optional()?;
+    Ok(json
+        .and_then(|json| serde_json::from_str(&json).ok())
+        .unwrap_or(Value::Null))
 }
 
 fn commit_step_tx(
@@ -408,7 +421,13 @@ fn commit_step_tx(
         }
     }
     if let Some((thread, state)) = thread_write {
-        save_thread(&tx, thread, state).map_err(write)?;
+        let unchanged = match &step.thread_state_if_saved {
+            None => true,
+            Some(expected) => saved_thread(&tx, thread).map_err(write)? == *expected,
+        };
+        if unchanged {
+            save_thread(&tx, thread, state).map_err(write)?;
+        }
     }
     tx.commit().map_err(write)?;
     let first = first as u64;

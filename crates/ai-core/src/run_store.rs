@@ -88,6 +88,11 @@ pub struct RunStep {
     pub receipt_refs: Vec<String>,
     /// The thread's new state, saved in the same transaction (the run must have a thread).
     pub thread_state: Option<Value>,
+    /// When set, `thread_state` is saved only while the thread's saved state is still this one
+    /// (`Value::Null`: nothing saved yet), checked in the same transaction; otherwise the step is
+    /// committed without it. Recovery uses it, so a thread that took turns since a run began
+    /// keeps them whatever another process stores meanwhile.
+    pub thread_state_if_saved: Option<Value>,
 }
 
 /// A run as stored: its header and its contents in order.

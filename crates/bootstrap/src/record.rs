@@ -168,7 +168,11 @@ pub async fn start_run(
     let mut owner = None;
     if let Some(log) = &stores.log {
         // Held until the recorder stops writing, so no recovery closes the run while it is live.
-        owner = Some(log.locks.hold(&run_id).await.context("the run's lock")?);
+        // Held already: this run id is live, in this process or another.
+        let Some(lock) = log.locks.try_take(&run_id).context("the run's lock")? else {
+            return Err(ai_core::RunStoreError::AlreadyExists(run_id).into());
+        };
+        owner = Some(lock);
         let input = RunInput {
             thread_state: state.clone(),
             user_message: user_message.clone(),
@@ -420,7 +424,7 @@ async fn close(stores: &Stores, log: &RunLogStores, run: InterruptedRun) -> anyh
     }
     let failure = ToolFailure::new(
         ToolErrorCode::Interrupted,
-        "the server stopped while this call ran; whether it took effect is unknown",
+        "the process running this call stopped; whether it took effect is unknown",
     );
     let mut events: Vec<AiEvent> = run
         .dangling
@@ -432,32 +436,47 @@ async fn close(stores: &Stores, log: &RunLogStores, run: InterruptedRun) -> anyh
         })
         .collect();
     events.push(AiEvent::Error {
-        message: "the run was interrupted: the server stopped".into(),
+        message: "the run was interrupted: the process recording it stopped".into(),
     });
     events.push(AiEvent::Done {
         reason: DoneReason::Error,
     });
-    let thread_state = match &run.thread_id {
-        Some(thread) => match run_input(log, &recorded.header.input_ref).await {
-            Some(input) if thread_unchanged(stores, thread, &input).await? => {
-                repaired_state(input, &recorded.events, &events)
-            }
-            Some(_) => {
+    // The repaired turn is written only over the state the run started from (or over nothing),
+    // and the store checks that again in the closing transaction: a turn another process stores
+    // meanwhile is never overwritten.
+    let (thread_state, thread_state_if_saved) = match (
+        &run.thread_id,
+        run_input(log, &recorded.header.input_ref).await,
+    ) {
+        (Some(thread), Some(input)) => {
+            let saved = stores
+                .threads
+                .load(thread)
+                .await
+                .with_context(|| format!("reading thread {}", thread.as_str()))?
+                .unwrap_or(serde_json::Value::Null);
+            let started_from = serde_json::to_value(&input.thread_state).ok();
+            if saved.is_null() || Some(&saved) == started_from.as_ref() {
+                (
+                    repaired_state(input, &recorded.events, &events),
+                    Some(saved),
+                )
+            } else {
                 tracing::warn!(
                     run = run.run_id.as_str(),
                     thread = thread.as_str(),
                     "the thread took turns after this run began: it keeps them, and the \
                      interrupted turn is not added"
                 );
-                None
+                (None, None)
             }
-            None => None,
-        },
-        None => None,
+        }
+        _ => (None, None),
     };
     let step = RunStep {
         events,
         thread_state,
+        thread_state_if_saved,
         ..RunStep::default()
     };
     log.runs.commit_step(&run.run_id, step).await?;
@@ -468,24 +487,6 @@ async fn close(stores: &Stores, log: &RunLogStores, run: InterruptedRun) -> anyh
 async fn run_input(log: &RunLogStores, input_ref: &Option<String>) -> Option<RunInput> {
     let bytes = log.blobs.get(input_ref.as_deref()?).await.ok()?;
     serde_json::from_slice(&bytes).ok()
-}
-
-/// Whether the thread's saved state is still the one the run started from (or none was saved:
-/// no turn was stored since).
-async fn thread_unchanged(
-    stores: &Stores,
-    thread: &ThreadId,
-    input: &RunInput,
-) -> anyhow::Result<bool> {
-    let saved = stores
-        .threads
-        .load(thread)
-        .await
-        .with_context(|| format!("reading thread {}", thread.as_str()))?;
-    Ok(match saved {
-        None => true,
-        Some(saved) => serde_json::to_value(&input.thread_state).ok() == Some(saved),
-    })
 }
 
 /// The thread's state with the interrupted turn: its input's state, the user's message, then the

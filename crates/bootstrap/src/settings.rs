@@ -193,18 +193,24 @@ fn parse_secret(raw: &str) -> Result<Secret, std::convert::Infallible> {
 }
 
 impl Settings {
-    /// Parses a config file's text; an error is one line naming the line, its text and what is
-    /// wrong with it (an unknown key, a value of the wrong type, …).
+    /// Parses a config file's text; an error is one line naming the line, its key and what is
+    /// wrong with it (an unknown key, a value of the wrong type, …). The line's value is never
+    /// echoed: it may be a secret written where it does not belong.
     pub fn from_toml_str(text: &str) -> anyhow::Result<Self> {
         toml::from_str(text).map_err(|e| {
             let message = e.message().trim();
-            match e.span() {
-                Some(span) => {
-                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                    let source = text.lines().nth(line - 1).unwrap_or_default().trim();
-                    anyhow::anyhow!("line {line} (`{source}`): {message}")
-                }
-                None => anyhow::anyhow!("{message}"),
+            let Some(span) = e.span() else {
+                return anyhow::anyhow!("{message}");
+            };
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            let source = text.lines().nth(line - 1).unwrap_or_default().trim();
+            match source.split_once('=') {
+                Some((key, _)) if key.trim() == "api_key" => anyhow::anyhow!(
+                    "line {line}: the API key is never read from a config file; set \
+                     COGNI_LLM_API_KEY instead"
+                ),
+                Some((key, _)) => anyhow::anyhow!("line {line} (`{} = …`): {message}", key.trim()),
+                None => anyhow::anyhow!("line {line} (`{source}`): {message}"),
             }
         })
     }

@@ -3,11 +3,13 @@
 //! Each CLI process runs one call, so its runner's statistics hold one latency sample per tool
 //! called; they are merged into `tool-stats.json` under an exclusive lock on
 //! `tool-stats.json.lock` (so calls that overlap are all counted), written to a temporary file
-//! named for the process and renamed (so a crash never leaves half a file). A damaged file is
-//! set aside as `tool-stats.json.bad` and counting starts over.
+//! named for the process, synced and renamed, then the folder synced (so neither a crash nor a
+//! power loss leaves half a file). A damaged file is set aside as `tool-stats.json.bad` and
+//! counting starts over.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::path::Path;
 
 use ai_core::{BreakerStatus, LatencyPercentiles, ToolErrorCategory, ToolId, ToolStats};
@@ -101,9 +103,14 @@ pub(crate) fn record(dir: &Path, stats: &[ToolStats]) -> anyhow::Result<Option<S
         }
     }
     let tmp = dir.join(format!("{FILE}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, serde_json::to_vec_pretty(&stored)?)
+    write_synced(&tmp, &serde_json::to_vec_pretty(&stored)?)
         .with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("cannot replace {}", path.display()))?;
+    // The rename is durable once the folder is: after a power loss the file is the old one or
+    // the new one, never an empty one taken for damage.
+    File::open(dir)
+        .and_then(|folder| folder.sync_all())
+        .with_context(|| format!("cannot sync {}", dir.display()))?;
     drop(lock);
     Ok(warning)
 }
@@ -140,4 +147,11 @@ pub(crate) fn load(dir: &Path) -> anyhow::Result<Vec<ToolStats>> {
             }
         })
         .collect())
+}
+
+/// Writes `bytes` to a new file at `path` and syncs it to disk.
+fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut file = File::create(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
 }

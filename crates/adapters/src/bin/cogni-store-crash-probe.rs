@@ -121,6 +121,7 @@ async fn run(data_dir: &str, run_id: &str, mode: &str) -> Result<(), String> {
                     records: vec![record],
                     receipt_refs: vec![hashes[1].clone()],
                     thread_state: Some(json!({"step": step})),
+                    ..RunStep::default()
                 },
             )
             .await

@@ -35,6 +35,7 @@ async fn steps_are_numbered_in_order_and_loaded_whole(store: &dyn Stores) {
         records: vec![record("s1-a", "RAW"), record("s1-b", "RAW")],
         receipt_refs: vec![receipt_ref(1)],
         thread_state: Some(json!({"step": 1})),
+        thread_state_if_saved: None,
     };
     assert_eq!(store.commit_step(&r, first.clone()).await.unwrap(), 0..6);
     assert_eq!(
@@ -359,6 +360,39 @@ async fn recovery_leaves_a_run_it_is_not_given_running(store: &dyn Stores) {
     store.finish_run(&live, 200).await.unwrap();
 }
 
+/// A step's thread state with a condition is saved only over the state it names, checked in
+/// the step's own transaction; the rest of the step is committed either way.
+async fn a_conditional_thread_state_is_saved_only_over_the_state_it_names(store: &dyn Stores) {
+    let t = thread("thread-c");
+    let step = |state, if_saved| RunStep {
+        events: vec![start("c")],
+        thread_state: Some(state),
+        thread_state_if_saved: Some(if_saved),
+        ..RunStep::default()
+    };
+    let r = run("run-c");
+    store.begin_run(&r, Some(&t), 1, None).await.unwrap();
+    // Nothing saved yet: `null` names that.
+    store
+        .commit_step(&r, step(json!({"turn": 1}), json!(null)))
+        .await
+        .unwrap();
+    assert_eq!(store.load(&t).await.unwrap(), Some(json!({"turn": 1})));
+    // Over the state it names.
+    store
+        .commit_step(&r, step(json!({"turn": 2}), json!({"turn": 1})))
+        .await
+        .unwrap();
+    assert_eq!(store.load(&t).await.unwrap(), Some(json!({"turn": 2})));
+    // Another state was saved since: the thread keeps it, the events are still committed.
+    store
+        .commit_step(&r, step(json!({"repaired": true}), json!({"turn": 1})))
+        .await
+        .unwrap();
+    assert_eq!(store.load(&t).await.unwrap(), Some(json!({"turn": 2})));
+    assert_eq!(store.load_run(&r).await.unwrap().events.len(), 3);
+}
+
 macro_rules! contract {
     ($($test:ident),* $(,)?) => {
         mod sqlite_store {
@@ -391,4 +425,5 @@ contract!(
     recovery_names_dangling_calls_once,
     recovery_survives_a_crash_before_the_closing_step,
     recovery_leaves_a_run_it_is_not_given_running,
+    a_conditional_thread_state_is_saved_only_over_the_state_it_names,
 );

@@ -77,6 +77,7 @@ async fn a_run_keeps_its_steps_in_order_across_a_reopen() {
         ],
         receipt_refs: vec![receipt_ref(1)],
         thread_state: Some(json!({"step": 1})),
+        thread_state_if_saved: None,
     };
     assert_eq!(store.commit_step(&r, first.clone()).await.unwrap(), 0..6);
     let second = RunStep {
@@ -84,6 +85,7 @@ async fn a_run_keeps_its_steps_in_order_across_a_reopen() {
         records: vec![],
         receipt_refs: vec![receipt_ref(2)],
         thread_state: Some(json!({"step": 2})),
+        thread_state_if_saved: None,
     };
     assert_eq!(store.commit_step(&r, second).await.unwrap(), 6..7);
     store.finish_run(&r, 2_000).await.unwrap();
@@ -155,6 +157,7 @@ async fn a_step_that_fails_half_way_leaves_nothing_behind() {
         records: vec![record("s-a", "raw")],
         receipt_refs: vec![receipt_ref(1)],
         thread_state: Some(json!({"after": true})),
+        thread_state_if_saved: None,
     };
     let refused = store.commit_step(&r, step).await.unwrap_err();
     assert!(

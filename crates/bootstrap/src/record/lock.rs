@@ -2,14 +2,14 @@
 //! lock file (`<data>/locks/<sha256 of the run id>.lock`) for as long as it writes the run.
 //!
 //! The OS drops the lock when that process dies, however it dies, so recovery closes exactly
-//! the runs whose lock it can take and leaves runs that are live in any process alone. A lock
-//! file is removed by whoever holds its lock, when done; one left behind by a crash is
-//! harmless (its lock is free) and is removed by the next recovery.
+//! the runs whose lock it can take and leaves runs that are live in any process alone. On Unix
+//! a lock file is removed by whoever holds its lock, when done; one left behind by a crash is
+//! harmless (its lock is free) and is removed by the next recovery. Elsewhere the files stay:
+//! removing one there could let two processes hold "the same" lock.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use ai_core::{RunId, sha256_hex};
 
@@ -30,7 +30,11 @@ pub(crate) struct RunLock {
 impl Drop for RunLock {
     fn drop(&mut self) {
         // Removed while still locked, so no one can take a lock on a file that is about to go.
-        let _ = std::fs::remove_file(&self.path);
+        // Only where a taker can tell the file it locked from one made at the same path since
+        // (see `same_file`); elsewhere lock files stay, one small file per run.
+        if cfg!(unix) {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -46,21 +50,6 @@ impl RunLocks {
             .join(format!("{}.lock", sha256_hex(run_id.as_str().as_bytes())))
     }
 
-    /// Takes the lock of a run this process is about to begin. A recovery may hold it for a
-    /// moment (while it sweeps stale files), so this waits up to a second before failing.
-    pub(crate) async fn hold(&self, run_id: &RunId) -> io::Result<RunLock> {
-        for _ in 0..100 {
-            if let Some(lock) = self.try_take(run_id)? {
-                return Ok(lock);
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        Err(io::Error::new(
-            io::ErrorKind::WouldBlock,
-            format!("the lock of run {run_id} is held by another process"),
-        ))
-    }
-
     /// Takes the lock of a run if no process holds it; `None` when one does (the run is live).
     pub(crate) fn try_take(&self, run_id: &RunId) -> io::Result<Option<RunLock>> {
         std::fs::create_dir_all(&self.dir)?;
@@ -70,6 +59,9 @@ impl RunLocks {
     /// Removes the lock files whose lock is free: left by runs that crashed before they were
     /// begun or before their recovery removed them.
     pub(crate) fn sweep(&self) -> io::Result<usize> {
+        if !cfg!(unix) {
+            return Ok(0);
+        }
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
@@ -122,7 +114,8 @@ fn same_file(file: &File, path: &Path) -> io::Result<bool> {
 }
 
 #[cfg(not(unix))]
-fn same_file(_file: &File, path: &Path) -> io::Result<bool> {
-    // Elsewhere an open file cannot be removed, so the path names the locked file if it exists.
-    Ok(path.exists())
+fn same_file(_file: &File, _path: &Path) -> io::Result<bool> {
+    // Elsewhere lock files are never removed (see `RunLock`'s drop), so the path always names
+    // the file that was locked.
+    Ok(true)
 }

@@ -216,6 +216,43 @@ fn request(
     }
 }
 
+/// A run id that is live (its lock is held) is refused at once as existing, as the store refuses
+/// a run begun twice: the server answers 409, not 500 after a wait.
+#[tokio::test]
+async fn a_run_id_that_is_live_is_refused_at_once_as_existing() {
+    let runs = Arc::new(FailingCommits::default());
+    let locks = tempfile::tempdir().unwrap();
+    let stores = stores(runs, &locks);
+    let (entered, release) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let completion = Arc::new(Gated {
+        entered: entered.clone(),
+        release: release.clone(),
+    });
+    let runtime = runtime(&crate::Settings::default(), completion);
+    let (t1, t2) = (ThreadId::new("t1").unwrap(), ThreadId::new("t2").unwrap());
+    let first = request(&runtime, "dup", &t1, runtime.agent.new_state(), "one");
+    let mut events = super::start_run(&runtime, &stores, first, || {})
+        .await
+        .unwrap();
+    entered.notified().await;
+    let second = request(&runtime, "dup", &t2, runtime.agent.new_state(), "two");
+    let error = super::start_run(&runtime, &stores, second, || {})
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error.downcast_ref::<ai_core::RunStoreError>(),
+            Some(ai_core::RunStoreError::AlreadyExists(_))
+        ),
+        "{error:#}"
+    );
+    release.notify_one();
+    while events.recv().await.is_some() {}
+}
+
 #[tokio::test]
 async fn recovery_does_not_close_a_run_that_is_still_running() {
     let runs = Arc::new(FailingCommits::default());

@@ -58,6 +58,30 @@ fn an_unknown_key_is_named() {
     );
 }
 
+/// The key belongs in `COGNI_LLM_API_KEY`; written into the config file by mistake, it is
+/// refused without being shown, and no other line's value is echoed either.
+#[test]
+fn a_config_line_is_named_by_its_key_never_its_value() {
+    let refusal = |text: &str| {
+        bootstrap::Settings::from_toml_str(text)
+            .unwrap_err()
+            .to_string()
+    };
+    let secret = "sk-live-SECRET123";
+    let error = refusal(&format!("[llm]\napi_key = \"{secret}\"\n"));
+    assert!(!error.contains(secret), "{error}");
+    assert!(
+        error.contains("line 2") && error.contains("COGNI_LLM_API_KEY"),
+        "{error}"
+    );
+    let error = refusal(&format!("[llm]\nmodle = \"{secret}\"\n"));
+    assert!(!error.contains(secret), "{error}");
+    assert!(
+        error.starts_with("line 2 (`modle = …`): unknown field `modle`"),
+        "{error}"
+    );
+}
+
 #[test]
 fn bad_values_name_their_key() {
     let dir = tempfile::tempdir().unwrap();
