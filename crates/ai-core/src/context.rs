@@ -171,26 +171,6 @@ impl RunContext {
         Ok(self)
     }
 
-    /// Who acts: `user:<id>`, `agent:<id>` or `service:<name>`.
-    pub fn actor_id(&self) -> &str {
-        &self.actor_id
-    }
-
-    /// The tenant or billing scope.
-    pub fn tenant_id(&self) -> &str {
-        &self.tenant_id
-    }
-
-    /// On whose behalf the actor acts, when the server said so.
-    pub fn subject_id(&self) -> Option<&str> {
-        self.subject_id.as_deref()
-    }
-
-    /// The graph that runs, when known.
-    pub fn graph_id(&self) -> Option<&str> {
-        self.graph_id.as_deref()
-    }
-
     /// `grant ∩ requested`: the only connections a tool of this run may use (invariant 30).
     pub fn effective_connection_ids(&self) -> impl Iterator<Item = &ConnectionId> {
         self.grant
@@ -228,26 +208,6 @@ pub struct ToolInvocationContext {
 }
 
 impl ToolInvocationContext {
-    /// Who acts.
-    pub fn actor_id(&self) -> &str {
-        &self.actor_id
-    }
-
-    /// The tenant or billing scope.
-    pub fn tenant_id(&self) -> &str {
-        &self.tenant_id
-    }
-
-    /// On whose behalf, when the server said so.
-    pub fn subject_id(&self) -> Option<&str> {
-        self.subject_id.as_deref()
-    }
-
-    /// The graph that runs, when known.
-    pub fn graph_id(&self) -> Option<&str> {
-        self.graph_id.as_deref()
-    }
-
     pub(crate) fn new(
         run: &RunContext,
         tool_call_id: ToolCallId,
@@ -264,6 +224,34 @@ impl ToolInvocationContext {
         }
     }
 }
+
+/// The checked references both contexts carry, read-only.
+macro_rules! reference_getters {
+    ($($context:ty),*) => {$(
+        impl $context {
+            /// Who acts: `user:<id>`, `agent:<id>` or `service:<name>`.
+            pub fn actor_id(&self) -> &str {
+                &self.actor_id
+            }
+
+            /// The tenant or billing scope.
+            pub fn tenant_id(&self) -> &str {
+                &self.tenant_id
+            }
+
+            /// On whose behalf the actor acts, when the server said so.
+            pub fn subject_id(&self) -> Option<&str> {
+                self.subject_id.as_deref()
+            }
+
+            /// The graph that runs, when known.
+            pub fn graph_id(&self) -> Option<&str> {
+                self.graph_id.as_deref()
+            }
+        }
+    )*};
+}
+reference_getters!(RunContext, ToolInvocationContext);
 
 #[cfg(test)]
 mod tests;

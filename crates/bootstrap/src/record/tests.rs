@@ -331,8 +331,18 @@ async fn a_run_whose_log_ends_with_done_is_marked_finished_and_stale_locks_are_r
     assert_eq!(std::fs::read_dir(locks.path()).unwrap().count(), 0);
 }
 
-#[tokio::test]
-async fn recovery_does_not_erase_turns_the_thread_took_after_the_open_run() {
+/// A real data folder holding run `run-1` on thread `t`, begun from a new thread with the user
+/// message "first" and left open, as a killed `cogni chat` leaves it.
+struct OpenRun {
+    _dir: tempfile::TempDir,
+    stores: Stores,
+    log: RunLogStores,
+    thread: ThreadId,
+    runtime: crate::Runtime,
+    open: RunId,
+}
+
+async fn open_run() -> OpenRun {
     let dir = tempfile::tempdir().unwrap();
     let settings = crate::Settings {
         data_dir: Some(dir.path().to_path_buf()),
@@ -342,9 +352,6 @@ async fn recovery_does_not_erase_turns_the_thread_took_after_the_open_run() {
     let log = stores.log.clone().unwrap();
     let thread = ThreadId::new("t").unwrap();
     let runtime = runtime(&settings, Arc::new(Answer));
-
-    // Run 1 is left open (a killed `cogni chat`, or a run whose log write failed): begun with
-    // its input, one step stored, never closed.
     let input = super::RunInput {
         thread_state: runtime.agent.new_state(),
         user_message: "first".into(),
@@ -359,6 +366,26 @@ async fn recovery_does_not_erase_turns_the_thread_took_after_the_open_run() {
         .begin_run(&open, Some(&thread), 1, Some(&input_ref))
         .await
         .unwrap();
+    OpenRun {
+        _dir: dir,
+        stores,
+        log,
+        thread,
+        runtime,
+        open,
+    }
+}
+
+#[tokio::test]
+async fn recovery_does_not_erase_turns_the_thread_took_after_the_open_run() {
+    let OpenRun {
+        stores,
+        log,
+        thread,
+        runtime,
+        open,
+        ..
+    } = open_run().await;
     let step = RunStep {
         events: vec![AiEvent::TextDelta {
             delta: "par".into(),
@@ -380,7 +407,7 @@ async fn recovery_does_not_erase_turns_the_thread_took_after_the_open_run() {
     let saved = stores.threads.load(&thread).await.unwrap().unwrap();
     assert!(saved.to_string().contains("second"), "{saved}");
 
-    // The next `cogni serve` start closes run 1 ... and keeps run 2's turn.
+    // The next start closes run 1 ... and keeps run 2's turn.
     let closed = recover(&stores, &FixedClock).await.unwrap();
     assert_eq!(closed, std::slice::from_ref(&open));
     let after = stores.threads.load(&thread).await.unwrap().unwrap();
@@ -391,29 +418,7 @@ async fn recovery_does_not_erase_turns_the_thread_took_after_the_open_run() {
 
 #[tokio::test]
 async fn recovery_gives_an_unchanged_thread_the_interrupted_turn() {
-    let dir = tempfile::tempdir().unwrap();
-    let settings = crate::Settings {
-        data_dir: Some(dir.path().to_path_buf()),
-        ..crate::Settings::default()
-    };
-    let stores = crate::create_stores(&settings).unwrap();
-    let log = stores.log.clone().unwrap();
-    let thread = ThreadId::new("t").unwrap();
-    let runtime = runtime(&settings, Arc::new(Answer));
-    let input = super::RunInput {
-        thread_state: runtime.agent.new_state(),
-        user_message: "first".into(),
-    };
-    let input_ref = log
-        .blobs
-        .put(&ai_core::canonical_bytes(&input).unwrap())
-        .await
-        .unwrap();
-    let open = RunId::new("run-1").unwrap();
-    log.runs
-        .begin_run(&open, Some(&thread), 1, Some(&input_ref))
-        .await
-        .unwrap();
+    let OpenRun { stores, thread, .. } = open_run().await;
     recover(&stores, &FixedClock).await.unwrap();
     let after = stores.threads.load(&thread).await.unwrap().unwrap();
     assert!(after.to_string().contains("first"), "{after}");

@@ -25,6 +25,23 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// The id of the first run `runs list --json` printed.
+fn first_run_id(list: &Output) -> String {
+    let row: Value = serde_json::from_str(text(&list.stdout).lines().next().unwrap()).unwrap();
+    row["run_id"].as_str().unwrap().to_owned()
+}
+
+/// Asserts that a `cogni replay` succeeded and found every event identical.
+fn assert_replayed_identically(replay: &Output) {
+    assert!(
+        replay.status.success(),
+        "{}{}",
+        text(&replay.stdout),
+        text(&replay.stderr)
+    );
+    assert!(text(&replay.stdout).ends_with("events identical\n"));
+}
+
 /// What the data folder holds: every blob file with its bytes, and every row of the database,
 /// blob rows included (read through SQLite, so a WAL checkpoint is not a change).
 fn snapshot(data: &Path) -> (Vec<(std::path::PathBuf, Vec<u8>)>, Vec<String>) {
@@ -252,9 +269,7 @@ fn record_one(dir: &Path, url: &str) -> String {
     std::fs::write(dir.join("notes.txt"), "hello\n").unwrap();
     let chat = cogni_in(dir, url, &["chat", "--thread", "t", "--json", "Notes?"]);
     assert!(chat.status.success(), "{}", text(&chat.stderr));
-    let list = cogni_in(dir, url, &["runs", "list", "--json"]);
-    let row: Value = serde_json::from_str(text(&list.stdout).lines().next().unwrap()).unwrap();
-    row["run_id"].as_str().unwrap().to_owned()
+    first_run_id(&cogni_in(dir, url, &["runs", "list", "--json"]))
 }
 
 /// Asserts that `replay` of `run_id` fails with one line on stderr containing `expected`, and
@@ -346,9 +361,7 @@ fn a_failed_tool_call_replays_as_it_failed() {
     // No notes.txt: the read fails, and the model answers anyway.
     let chat = cogni_in(dir.path(), &url, &["chat", "--json", "Notes?"]);
     assert!(chat.status.success(), "{}", text(&chat.stderr));
-    let list = cogni_in(dir.path(), &url, &["runs", "list", "--json"]);
-    let row: Value = serde_json::from_str(text(&list.stdout).lines().next().unwrap()).unwrap();
-    let run_id = row["run_id"].as_str().unwrap();
+    let run_id = &first_run_id(&cogni_in(dir.path(), &url, &["runs", "list", "--json"]));
 
     let show = cogni_in(dir.path(), &url, &["runs", "show", run_id, "--json"]);
     let shown: Value = serde_json::from_slice(&show.stdout).unwrap();
@@ -369,14 +382,7 @@ fn a_failed_tool_call_replays_as_it_failed() {
 
     // The file exists now: a replay that ran the tool would differ.
     std::fs::write(dir.path().join("notes.txt"), "hello\n").unwrap();
-    let replay = cogni_in(dir.path(), &url, &["replay", run_id]);
-    assert!(
-        replay.status.success(),
-        "{}{}",
-        text(&replay.stdout),
-        text(&replay.stderr)
-    );
-    assert!(text(&replay.stdout).ends_with("events identical\n"));
+    assert_replayed_identically(&cogni_in(dir.path(), &url, &["replay", run_id]));
 }
 
 /// A call refused for its size after the tool ran (`result_too_large`) replays as it was
@@ -408,16 +414,8 @@ fn an_oversized_result_replays_identically() {
     let chat = run(&["chat", "--json", "Notes?"]);
     assert!(chat.status.success(), "{}", text(&chat.stderr));
     assert!(text(&chat.stdout).contains("result_too_large"));
-    let list = run(&["runs", "list", "--json"]);
-    let row: Value = serde_json::from_str(text(&list.stdout).lines().next().unwrap()).unwrap();
-    let replay = run(&["replay", row["run_id"].as_str().unwrap()]);
-    assert!(
-        replay.status.success(),
-        "{}{}",
-        text(&replay.stdout),
-        text(&replay.stderr)
-    );
-    assert!(text(&replay.stdout).ends_with("events identical\n"));
+    let run_id = first_run_id(&run(&["runs", "list", "--json"]));
+    assert_replayed_identically(&run(&["replay", &run_id]));
 }
 
 /// A `cogni chat` that died left its run open; the next `cogni chat` on the same data folder
