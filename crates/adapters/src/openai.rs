@@ -24,7 +24,7 @@ mod tests;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use ai_core::{
     CancellationToken, CompletionDelta, CompletionError, CompletionPort, DeltaSink, LlmCompletion,
@@ -510,7 +510,7 @@ impl OpenAiCompletion {
         cancel: &CancellationToken,
     ) -> Failure {
         let status = response.status();
-        let retry_after = error_body::retry_after(response.headers());
+        let retry_after = error_body::retry_after(response.headers(), SystemTime::now());
         let location = response
             .headers()
             .get(reqwest::header::LOCATION)

@@ -1,34 +1,44 @@
 //! What an error answer says: the provider's message in a JSON body and how long to wait.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-/// `retry-after-ms` (OpenAI's, milliseconds) or `Retry-After` in seconds (integer or decimal).
-/// An HTTP-date, a negative or an unreadable value is ignored (the backoff applies).
-pub(super) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let read = |name: &str| -> Option<f64> {
-        let value = headers
-            .get(name)?
-            .to_str()
-            .ok()?
-            .trim()
-            .parse::<f64>()
-            .ok()?;
-        (value.is_finite() && value >= 0.0).then_some(value)
+/// `retry-after-ms` (OpenAI's, milliseconds), else `Retry-After` in seconds (integer or decimal)
+/// or as an HTTP-date, read as a wait from `now`. A wait too long for a [`Duration`] saturates,
+/// so it is over any limit rather than taken for absent; a negative or unreadable value, or a
+/// date already past, is ignored (the backoff applies).
+pub(super) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let text = |name: &str| Some(headers.get(name)?.to_str().ok()?.trim());
+    let seconds = |text: &str| -> Option<Duration> {
+        let value = text.parse::<f64>().ok()?;
+        (value >= 0.0).then(|| Duration::try_from_secs_f64(value).unwrap_or(Duration::MAX))
     };
-    if let Some(ms) = read("retry-after-ms") {
-        return Duration::try_from_secs_f64(ms / 1000.0).ok();
+    if let Some(wait) = text("retry-after-ms")
+        .and_then(&seconds)
+        .map(|ms| ms / 1000)
+    {
+        return Some(wait);
     }
-    Duration::try_from_secs_f64(read("retry-after")?).ok()
+    let text = text("retry-after")?;
+    seconds(text).or_else(|| {
+        let date = httpdate::parse_http_date(text).ok()?;
+        date.duration_since(now).ok()
+    })
 }
 
 /// The provider's message in a JSON error body: `{"error": {"message": …}}` (OpenAI),
 /// `{"error": "…"}` (Ollama and others), `{"message": …}` or `{"detail": …}` (FastAPI servers
-/// such as vLLM). `None` for a body that is not JSON or names no message.
+/// such as vLLM), and the first element of an array of these (Google's front ends). `None` for a
+/// body that is not JSON or names no message.
 pub(super) fn provider_message(body: &[u8]) -> Option<String> {
     let value: Value = serde_json::from_slice(body).ok()?;
+    // Google's front ends wrap the error in a one-element array.
+    let value = match value {
+        Value::Array(mut items) if !items.is_empty() => items.swap_remove(0),
+        other => other,
+    };
     let text = |v: &Value| -> Option<String> {
         match v {
             Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
@@ -40,7 +50,9 @@ pub(super) fn provider_message(body: &[u8]) -> Option<String> {
         Some(Value::Object(error)) => {
             let message = error.get("message").and_then(text);
             let named = |key: &str| error.get(key)?.as_str().filter(|c| !c.is_empty());
-            let code = named("code").or_else(|| named("type"));
+            let code = named("code")
+                .or_else(|| named("type"))
+                .or_else(|| named("status"));
             match (message, code) {
                 (Some(message), Some(code)) => Some(format!("{message} ({code})")),
                 (Some(message), None) => Some(message),

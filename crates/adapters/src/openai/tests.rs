@@ -100,28 +100,55 @@ fn backoff_doubles_under_the_cap_with_full_jitter() {
 }
 
 #[test]
-fn retry_after_reads_ms_then_seconds_and_ignores_dates() {
-    let mut headers = HeaderMap::new();
-    assert_eq!(retry_after(&headers), None);
-    headers.insert("retry-after", HeaderValue::from_static("2"));
-    assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
-    headers.insert("retry-after", HeaderValue::from_static("0.5"));
-    assert_eq!(retry_after(&headers), Some(Duration::from_millis(500)));
-    headers.insert("retry-after-ms", HeaderValue::from_static("150"));
-    assert_eq!(retry_after(&headers), Some(Duration::from_millis(150)));
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        "retry-after",
-        HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+fn retry_after_reads_ms_then_seconds_then_a_date() {
+    let now = std::time::UNIX_EPOCH + Duration::from_secs(1_445_412_400); // 2015-10-21 07:26:40 GMT
+    let read = |pairs: &[(&'static str, &'static str)]| {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(*name, HeaderValue::from_static(value));
+        }
+        retry_after(&headers, now)
+    };
+    assert_eq!(read(&[]), None);
+    assert_eq!(read(&[("retry-after", "2")]), Some(Duration::from_secs(2)));
+    assert_eq!(
+        read(&[("retry-after", "0.5")]),
+        Some(Duration::from_millis(500))
     );
-    assert_eq!(retry_after(&headers), None);
-    headers.insert("retry-after", HeaderValue::from_static("-3"));
-    assert_eq!(retry_after(&headers), None);
+    assert_eq!(
+        read(&[("retry-after", "0.5"), ("retry-after-ms", "150")]),
+        Some(Duration::from_millis(150))
+    );
+    // An unreadable `retry-after-ms` falls back to `Retry-After`.
+    assert_eq!(
+        read(&[("retry-after", "2"), ("retry-after-ms", "soon")]),
+        Some(Duration::from_secs(2))
+    );
+    // An HTTP-date is a wait from now; a date already past, or a negative value, is none.
+    assert_eq!(
+        read(&[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")]),
+        Some(Duration::from_secs(80))
+    );
+    assert_eq!(
+        read(&[("retry-after", "Wed, 21 Oct 2015 07:00:00 GMT")]),
+        None
+    );
+    assert_eq!(read(&[("retry-after", "-3")]), None);
+    // Too long for a Duration: saturated, so it is over any limit instead of absent.
+    assert_eq!(
+        read(&[("retry-after", "99999999999999999999")]),
+        Some(Duration::MAX)
+    );
+    assert_eq!(
+        read(&[("retry-after-ms", "1e30")]),
+        Some(Duration::MAX / 1000)
+    );
 }
 
 #[test]
 fn provider_messages_are_found_in_the_usual_shapes() {
-    let cases: [(&[u8], Option<&str>); 7] = [
+    let cases: [(&[u8], Option<&str>); 8] = [
+        (br#"[{"error":{"code":400,"message":"Request contains an invalid argument.","status":"INVALID_ARGUMENT"}}]"#, Some("Request contains an invalid argument. (INVALID_ARGUMENT)")),
         (br#"{"error":{"message":"Incorrect API key","type":"invalid_request_error","code":"invalid_api_key"}}"#, Some("Incorrect API key (invalid_api_key)")),
         (br#"{"error":{"message":"slow down","type":"requests","code":null}}"#, Some("slow down (requests)")),
         (br#"{"error":"model 'x' not found"}"#, Some("model 'x' not found")),
