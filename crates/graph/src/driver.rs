@@ -318,7 +318,10 @@ impl Agent {
                         });
                         let results =
                             run_bounded(runs.collect(), self.config.max_parallel_tools).await;
-                        queue.push_back(AgentEvent::ToolResults { results });
+                        queue.push_back(AgentEvent::ToolResults {
+                            results,
+                            cancelled: cancel.is_cancelled(),
+                        });
                     }
                     Intent::AwaitApproval { .. } if cancel.is_cancelled() => {
                         // Cancelled while its tools ran: the run does not pause, the cancel

@@ -140,6 +140,11 @@ pub enum AgentEvent {
     ToolResults {
         /// One result per call (any order; matched by id).
         results: Vec<ToolExecResult>,
+        /// The run was cancelled while they ran: the results are recorded, the calls without
+        /// one (those waiting for approval) are answered cancelled, and the run ends
+        /// `cancelled`, whatever the step limit says.
+        #[serde(default)]
+        cancelled: bool,
     },
     /// Decisions on calls waiting for approval; resumes the thread.
     ApprovalDecisions {
@@ -373,7 +378,7 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
             let approvals = Vec::new();
             (state, vec![Intent::RunTools { calls, approvals }])
         }
-        AgentEvent::ToolResults { results } => {
+        AgentEvent::ToolResults { results, cancelled } => {
             let Phase::AwaitingTools {
                 calls,
                 mut answered,
@@ -394,6 +399,11 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                     }),
                     _ => answered.push(result),
                 }
+            }
+            if cancelled {
+                state.phase = Phase::AwaitingTools { calls, answered };
+                close_pending(&mut state);
+                return finish(state, DoneReason::Cancelled, None);
             }
             if pending.is_empty() {
                 return settle(state, calls, answered);

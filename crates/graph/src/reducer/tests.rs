@@ -38,6 +38,7 @@ fn results(ids: &[&str]) -> AgentEvent {
             .iter()
             .map(|id| ToolExecResult::ok(ToolCallId::new(*id).unwrap(), json!({"id": id})))
             .collect(),
+        cancelled: false,
     }
 }
 

@@ -353,3 +353,25 @@ async fn spawn_streams_the_events_and_returns_the_state() {
     check_invariants(&seen, &state).unwrap();
     assert_eq!(done_reason(&seen), "stop");
 }
+
+/// Cancelled while the last allowed step's tools run: the run ends `cancelled`, not `max_steps`
+/// (the cancel is news, the step limit is not), with every call answered.
+#[tokio::test(start_paused = true)]
+async fn a_cancel_during_the_last_allowed_steps_tools_ends_cancelled() {
+    let f = Fixture::new(
+        vec![
+            calls(vec![call("c1", "core__wait", r#"{"ms":10000}"#)]),
+            text("never"),
+        ],
+        AgentConfig::default().with_max_steps(1),
+    );
+    let stop = f.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stop.cancel();
+    });
+    let state = f.run(f.agent.new_state(), "go").await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "cancelled", "{events:?}");
+}
