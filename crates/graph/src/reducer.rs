@@ -256,6 +256,13 @@ fn close_pending(state: &mut AgentState) {
     }
 }
 
+/// An event the phase was not waiting for ends the run with an error; the calls still open are
+/// answered first (their known results, else cancelled), so the history stays valid.
+fn out_of_phase(mut state: AgentState, what: &str) -> (AgentState, Vec<Intent>) {
+    close_pending(&mut state);
+    finish(state, DoneReason::Error, Some(what.into()))
+}
+
 /// A denial fed back to the model for a call that was not approved.
 fn denied(id: &ToolCallId, why: &str) -> ToolExecResult {
     ToolExecResult::error(
@@ -344,11 +351,7 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
         }
         AgentEvent::ModelCompleted { completion } => {
             if state.phase != Phase::AwaitingModel {
-                return finish(
-                    state,
-                    DoneReason::Error,
-                    Some("a model result arrived that no call was waiting for".into()),
-                );
+                return out_of_phase(state, "a model result arrived that no call was waiting for");
             }
             let mut calls = completion.tool_calls;
             let mut taken = call_ids(&state.messages);
@@ -379,16 +382,15 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
             (state, vec![Intent::RunTools { calls, approvals }])
         }
         AgentEvent::ToolResults { results, cancelled } => {
-            let Phase::AwaitingTools {
-                calls,
-                mut answered,
-            } = std::mem::replace(&mut state.phase, Phase::Idle)
-            else {
-                return finish(
-                    state,
-                    DoneReason::Error,
-                    Some("tool results arrived that no call was waiting for".into()),
-                );
+            let (calls, mut answered) = match std::mem::replace(&mut state.phase, Phase::Idle) {
+                Phase::AwaitingTools { calls, answered } => (calls, answered),
+                other => {
+                    state.phase = other;
+                    return out_of_phase(
+                        state,
+                        "tool results arrived that no call was waiting for",
+                    );
+                }
             };
             let mut pending = Vec::new();
             for result in results {
@@ -416,18 +418,21 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
             (state, vec![Intent::AwaitApproval { pending }])
         }
         AgentEvent::ApprovalDecisions { decisions } => {
-            let Phase::AwaitingApproval {
-                calls,
-                mut answered,
-                pending,
-            } = std::mem::replace(&mut state.phase, Phase::Idle)
-            else {
-                return finish(
-                    state,
-                    DoneReason::Error,
-                    Some("approval decisions arrived that no call was waiting for".into()),
-                );
-            };
+            let (calls, mut answered, pending) =
+                match std::mem::replace(&mut state.phase, Phase::Idle) {
+                    Phase::AwaitingApproval {
+                        calls,
+                        answered,
+                        pending,
+                    } => (calls, answered, pending),
+                    other => {
+                        state.phase = other;
+                        return out_of_phase(
+                            state,
+                            "approval decisions arrived that no call was waiting for",
+                        );
+                    }
+                };
             let mut approved = Vec::new();
             for waiting in pending {
                 let id = &waiting.tool_call_id;
@@ -461,7 +466,10 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
             };
             (state, vec![intent])
         }
-        AgentEvent::ModelFailed { message } => finish(state, DoneReason::Error, Some(message)),
+        AgentEvent::ModelFailed { message } => {
+            close_pending(&mut state);
+            finish(state, DoneReason::Error, Some(message))
+        }
         AgentEvent::Cancel => {
             close_pending(&mut state);
             finish(state, DoneReason::Cancelled, None)

@@ -264,3 +264,67 @@ fn a_repeated_call_id_is_renamed_before_it_runs() {
         assert!(matches!(intents.as_slice(), [Intent::CallModel { .. }]));
     }
 }
+
+/// An event that arrives while calls are open (out of phase) ends the run, but must still
+/// answer the open calls: a finished state's history always passes `validate_history`.
+#[test]
+fn an_out_of_phase_event_never_leaves_open_calls_unanswered() {
+    use super::ApprovalDecision;
+    use ai_core::ToolOutcome;
+    let approval_required = AgentEvent::ToolResults {
+        results: vec![ToolExecResult {
+            tool_call_id: ToolCallId::new("c1").unwrap(),
+            outcome: ToolOutcome::ApprovalRequired {
+                args_hash: "h".into(),
+            },
+        }],
+        cancelled: false,
+    };
+    let cases: Vec<(&str, Vec<AgentEvent>)> = vec![
+        (
+            "late completion",
+            vec![completion("", &["c1"]), completion("again", &[])],
+        ),
+        (
+            "model failure",
+            vec![
+                completion("", &["c1"]),
+                AgentEvent::ModelFailed {
+                    message: "late".into(),
+                },
+            ],
+        ),
+        (
+            "decisions while tools run",
+            vec![
+                completion("", &["c1"]),
+                AgentEvent::ApprovalDecisions {
+                    decisions: vec![ApprovalDecision {
+                        tool_call_id: ToolCallId::new("c1").unwrap(),
+                        approved: true,
+                        args_hash: "h".into(),
+                    }],
+                },
+            ],
+        ),
+        (
+            "results while paused",
+            vec![completion("", &["c1"]), approval_required, results(&["c1"])],
+        ),
+    ];
+    let mut broken = Vec::new();
+    for (name, events) in cases {
+        let mut state = AgentState::new(None, 10);
+        for event in std::iter::once(user()).chain(events) {
+            (state, _) = reduce(state, event);
+        }
+        assert!(matches!(state.phase(), Phase::Finished { .. }), "{name}");
+        if let Err(e) = ai_core::validate_history(state.messages()) {
+            broken.push(format!("{name}: {e}"));
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "finished with an invalid history: {broken:#?}"
+    );
+}
