@@ -277,6 +277,8 @@ impl Agent {
     ) -> AgentState {
         let mut queue = VecDeque::from([first]);
         let mut state = state;
+        // The configured limit holds for every run, a thread saved under another one included.
+        state.set_max_steps(self.config.max_steps);
         let mut done = false;
         let mut step = 0;
         while let Some(event) = queue.pop_front() {
@@ -419,7 +421,9 @@ impl Agent {
     }
 
     /// Loads the thread (or starts it), runs one turn with only the new user message, and saves
-    /// the state.
+    /// the state. The run's `Done` is emitted once the state is saved, so a turn shown as done is
+    /// stored; a thread that cannot be loaded or saved ends the run with an `Error` and
+    /// `Done { reason: error }`, and the error is returned.
     #[allow(clippy::too_many_arguments)] // The run's inputs, named.
     pub async fn run_thread(
         &self,
@@ -431,21 +435,69 @@ impl Agent {
         events: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> Result<AgentState, GraphError> {
-        let state = match store.load(thread).await? {
-            Some(saved) => serde_json::from_value(saved).map_err(|e| GraphError::State {
-                thread: thread.as_str().into(),
-                reason: e.to_string(),
-            })?,
-            None => self.new_state(),
-        };
-        let state = self
-            .run(state, user_message, ctx, catalog, events, cancel)
-            .await;
-        let saved = serde_json::to_value(&state).map_err(|e| GraphError::State {
+        let state_error = |e: serde_json::Error| GraphError::State {
             thread: thread.as_str().into(),
             reason: e.to_string(),
-        })?;
-        store.save(thread, &saved).await?;
+        };
+        let loaded = match store.load(thread).await {
+            Ok(Some(saved)) => serde_json::from_value(saved).map_err(state_error),
+            Ok(None) => Ok(self.new_state()),
+            Err(error) => Err(error.into()),
+        };
+        let state = match loaded {
+            Ok(state) => state,
+            Err(error) => return Err(failed(events, error)),
+        };
+        let held = HoldDone {
+            inner: events,
+            done: std::sync::Mutex::new(None),
+        };
+        let state = self
+            .run(state, user_message, ctx, catalog, &held, cancel)
+            .await;
+        let saved = match serde_json::to_value(&state).map_err(state_error) {
+            Ok(saved) => store.save(thread, &saved).await.map_err(GraphError::from),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = saved {
+            return Err(failed(events, error));
+        }
+        if let Some(done) = held.done.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            events.emit(done);
+        }
         Ok(state)
+    }
+}
+
+/// Ends a run that failed around the loop (its thread not loaded or not saved) with an `Error`
+/// and `Done`, and hands the error back.
+fn failed(events: &dyn EventSink, error: GraphError) -> GraphError {
+    events.emit(AiEvent::Error {
+        message: format!("the thread could not be kept: {error}"),
+    });
+    events.emit(AiEvent::Done {
+        reason: DoneReason::Error,
+    });
+    error
+}
+
+/// Passes every event on but `Done`, which it keeps for after the thread is saved.
+struct HoldDone<'a> {
+    inner: &'a dyn EventSink,
+    done: std::sync::Mutex<Option<AiEvent>>,
+}
+
+impl EventSink for HoldDone<'_> {
+    fn emit(&self, event: AiEvent) {
+        match event {
+            AiEvent::Done { .. } => {
+                *self.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(event);
+            }
+            other => self.inner.emit(other),
+        }
+    }
+
+    fn record(&self, record: &ai_core::ToolInvocationRecord) {
+        self.inner.record(record);
     }
 }

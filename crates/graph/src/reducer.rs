@@ -66,6 +66,11 @@ impl AgentState {
         }
     }
 
+    /// Applies the agent's step limit (a saved thread carries the one it was saved under).
+    pub(crate) fn set_max_steps(&mut self, max_steps: u32) {
+        self.max_steps = max_steps;
+    }
+
     /// A thread that continues an existing history (one rebuilt with
     /// [`crate::reconstruct_history`], say), refused if it breaks [`validate_history`]'s rules.
     pub fn from_history(messages: Vec<Message>, max_steps: u32) -> Result<Self, HistoryError> {

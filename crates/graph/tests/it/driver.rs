@@ -375,3 +375,73 @@ async fn a_cancel_during_the_last_allowed_steps_tools_ends_cancelled() {
     check_invariants(&events, &state).unwrap();
     assert_eq!(done_reason(&events), "cancelled", "{events:?}");
 }
+
+/// A thread store whose saves fail.
+struct SaveFails;
+
+#[async_trait::async_trait]
+impl ai_core::ThreadStore for SaveFails {
+    async fn load(
+        &self,
+        _: &ThreadId,
+    ) -> Result<Option<serde_json::Value>, ai_core::ThreadStoreError> {
+        Ok(None)
+    }
+    async fn save(
+        &self,
+        _: &ThreadId,
+        _: &serde_json::Value,
+    ) -> Result<(), ai_core::ThreadStoreError> {
+        Err(ai_core::ThreadStoreError("disk full".into()))
+    }
+}
+
+/// `Done` follows the save: a turn the store refused is not reported done, it ends `error`.
+#[tokio::test(start_paused = true)]
+async fn run_thread_reports_a_turn_it_could_not_save_as_an_error() {
+    let f = Fixture::new(vec![text("hello")], AgentConfig::default());
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let thread = ThreadId::new("t").unwrap();
+    let result = f
+        .agent
+        .run_thread(
+            &SaveFails,
+            &thread,
+            "hi".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    assert!(result.is_err());
+    let events = f.events();
+    assert_eq!(done_reason(&events), "error", "{events:?}");
+    let dones = events
+        .iter()
+        .filter(|e| matches!(e, AiEvent::Done { .. }))
+        .count();
+    assert_eq!(dones, 1, "{events:?}");
+}
+
+/// The agent's step limit holds for a thread saved under another one.
+#[tokio::test(start_paused = true)]
+async fn a_saved_thread_runs_under_the_configured_step_limit() {
+    let f = Fixture::new(
+        vec![
+            calls(vec![call("c1", "core__wait", r#"{"ms":1}"#)]),
+            calls(vec![call("c2", "core__wait", r#"{"ms":1}"#)]),
+            text("done"),
+        ],
+        AgentConfig::default().with_max_steps(1),
+    );
+    let saved = graph::AgentState::new(None, 10);
+    let state = f.run(saved, "go").await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    let ran = events
+        .iter()
+        .filter(|e| matches!(e, AiEvent::ToolCallStart { .. }))
+        .count();
+    assert_eq!((done_reason(&events).as_str(), ran), ("max_steps", 1));
+}
