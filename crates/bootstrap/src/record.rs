@@ -496,10 +496,15 @@ fn repaired_state(
     recorded: &[AiEvent],
     closing: &[AiEvent],
 ) -> Option<serde_json::Value> {
-    let mut messages: Vec<Message> = input.thread_state.messages().to_vec();
-    messages.push(Message::User {
-        content: input.user_message.clone(),
-    });
+    // The run began as the reducer begins one: the calls a paused turn left open are answered
+    // (cancelled) before the user's message.
+    let (begun, _) = graph::reduce(
+        input.thread_state.clone(),
+        graph::AgentEvent::UserMessage {
+            content: input.user_message.clone(),
+        },
+    );
+    let mut messages: Vec<Message> = begun.messages().to_vec();
     let mut items = Vec::new();
     let mut text = String::new();
     let flush = |text: &mut String, items: &mut Vec<HistoryItem>| {

@@ -423,3 +423,66 @@ async fn recovery_gives_an_unchanged_thread_the_interrupted_turn() {
     let after = stores.threads.load(&thread).await.unwrap().unwrap();
     assert!(after.to_string().contains("first"), "{after}");
 }
+
+/// A run that started from a thread paused for an approval (the server's only way on from a
+/// pause is the next user message) and crashed: recovery must still give the thread the
+/// interrupted turn, with the call that ran and its `interrupted` result.
+#[test]
+fn recovery_keeps_the_interrupted_turn_of_a_run_that_started_from_an_approval_pause() {
+    use ai_core::{
+        FinishReason, LlmCompletion, LlmToolCall, ToolErrorCode, ToolExecResult, ToolFailure,
+        ToolOutcome,
+    };
+    use graph::{AgentEvent, AgentState, Phase, reduce};
+    let id = |s: &str| ToolCallId::new(s).unwrap();
+    let mut state = AgentState::new(None, 10);
+    let gated = LlmToolCall {
+        id: id("gated"),
+        name: "core__write".into(),
+        arguments: "{}".into(),
+        complete: true,
+        provider_fields: Default::default(),
+    };
+    for event in [
+        AgentEvent::UserMessage {
+            content: "first".into(),
+        },
+        AgentEvent::ModelCompleted {
+            completion: LlmCompletion {
+                text: String::new(),
+                tool_calls: vec![gated],
+                finish_reason: FinishReason::ToolCalls,
+                usage: None,
+            },
+        },
+        AgentEvent::ToolResults {
+            results: vec![ToolExecResult {
+                tool_call_id: id("gated"),
+                outcome: ToolOutcome::ApprovalRequired {
+                    args_hash: "h".into(),
+                },
+            }],
+            cancelled: false,
+        },
+    ] {
+        (state, _) = reduce(state, event);
+    }
+    assert!(matches!(state.phase(), Phase::AwaitingApproval { .. }));
+    let input = super::RunInput {
+        thread_state: state,
+        user_message: "second".into(),
+    };
+    let recorded = vec![AiEvent::ToolCallStart {
+        tool_call_id: id("call-2"),
+        tool_name: "core__get_current_time".into(),
+        args: None,
+    }];
+    let closing = vec![AiEvent::ToolCallResult {
+        tool_call_id: id("call-2"),
+        tool_name: "core__get_current_time".into(),
+        outcome: ToolOutcome::Error(ToolFailure::new(ToolErrorCode::Interrupted, "stopped")),
+    }];
+    let repaired = super::repaired_state(input, &recorded, &closing)
+        .expect("the interrupted turn (call-2 ran) is dropped from the thread");
+    assert!(repaired.to_string().contains("call-2"), "{repaired}");
+}
