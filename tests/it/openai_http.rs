@@ -859,3 +859,58 @@ async fn a_key_echoed_across_the_message_cut_stays_out_of_the_retry_log() {
         "part of the key was logged: {text}"
     );
 }
+
+#[tokio::test]
+async fn deltas_before_a_mid_stream_error_in_the_same_read_are_delivered() {
+    let fake = FakeLlm::start().await.unwrap();
+    // The same fixture as a_mid_stream_error_is_a_provider_error_after_the_deltas, but in one
+    // read instead of 16-byte pieces.
+    fake.push(Reply::fixture("openai-chat/mid-stream-error.sse").unwrap());
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let (result, deltas) = call(&model, &CancellationToken::new()).await;
+    assert!(
+        matches!(result, Err(CompletionError::Provider(_))),
+        "{result:?}"
+    );
+    assert_eq!(
+        deltas,
+        vec![CompletionDelta::Text {
+            delta: "Partial ".into()
+        }]
+    );
+}
+
+/// A server that keeps the connection open after an error in the stream: the error is
+/// reported at once, as the provider's, not after the idle timeout as a stall, and nothing the
+/// server sends after it is decoded.
+#[tokio::test]
+async fn a_mid_stream_error_on_a_connection_held_open_is_reported_at_once() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(
+        Reply::fixture("openai-chat/mid-stream-error.sse")
+            .unwrap()
+            .then(
+                Duration::from_secs(30),
+                b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"late\"}}]}\n\n"
+                    .to_vec(),
+            ),
+    );
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        idle_timeout: Duration::from_secs(10),
+        ..config(&fake)
+    })
+    .unwrap();
+    let started = Instant::now();
+    let (result, deltas) = call(&model, &CancellationToken::new()).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(
+        matches!(result, Err(CompletionError::Provider(_))),
+        "{result:?}"
+    );
+    assert_eq!(
+        deltas,
+        vec![CompletionDelta::Text {
+            delta: "Partial ".into()
+        }]
+    );
+}

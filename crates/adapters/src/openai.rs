@@ -496,6 +496,11 @@ impl OpenAiCompletion {
             for fragment in fragments {
                 deltas.delta(fragment);
             }
+            if decoder.is_failed() {
+                // An error in the stream came in the same read as the deltas just shown:
+                // `finish` reports it, without waiting for bytes that would not be decoded.
+                break;
+            }
         }
         decoder
             .finish()
@@ -681,6 +686,13 @@ impl Decoder {
         match self {
             Self::Chat(decoder) => decoder.feed(bytes),
             Self::Responses(decoder) => decoder.feed(bytes),
+        }
+    }
+
+    fn is_failed(&self) -> bool {
+        match self {
+            Self::Chat(decoder) => decoder.is_failed(),
+            Self::Responses(decoder) => decoder.is_failed(),
         }
     }
 

@@ -296,23 +296,39 @@ impl Fnv1a {
     }
 }
 
+/// What one read gave: the display deltas of the events decoded before anything failed, and
+/// the error that stopped the read, if one did (nothing after it was decoded).
+pub(crate) struct Fed {
+    pub(crate) deltas: Vec<CompletionDelta>,
+    pub(crate) error: Option<DecodeError>,
+}
+
 /// Feeds `bytes` through the parser under the stream limit, handing each event to `on_event`
-/// and collecting the display deltas of this read. Shared by both wires' decoders.
+/// and collecting the display deltas of this read. Shared by both wires' decoders, which settle
+/// the result with [`Session::settle`].
 pub(crate) fn feed(
     sse: &mut SseParser,
     limits: &Limits,
     bytes: &[u8],
     mut on_event: impl FnMut(&SseEvent<'_>, &mut Deltas) -> Result<(), DecodeError>,
-) -> Result<Vec<CompletionDelta>, DecodeError> {
+) -> Fed {
     if sse.offset() + bytes.len() > limits.max_total_bytes {
-        return Err(DecodeError::LimitExceeded {
-            what: "the stream",
-            limit: limits.max_total_bytes,
-        });
+        return Fed {
+            deltas: Vec::new(),
+            error: Some(DecodeError::LimitExceeded {
+                what: "the stream",
+                limit: limits.max_total_bytes,
+            }),
+        };
     }
     let mut deltas = Deltas::default();
-    sse.feed(bytes, &mut |event| on_event(&event, &mut deltas))?;
-    Ok(deltas.deltas)
+    let error = sse
+        .feed(bytes, &mut |event| on_event(&event, &mut deltas))
+        .err();
+    Fed {
+        deltas: deltas.deltas,
+        error,
+    }
 }
 
 /// The state every decode session has, whatever the wire: the SSE parser, the limits, the
@@ -328,6 +344,9 @@ pub(crate) struct Session {
     /// What tells this response from others (for chat, the start of the chunk that opened the
     /// first call; for Responses, `response.id`): the seed of synthesized call ids.
     pub(crate) response_id: String,
+    /// The error that stopped decoding: once set, nothing more is decoded, and every later
+    /// `feed`, and `finish`, returns it.
+    pub(crate) failed: Option<DecodeError>,
 }
 
 impl Session {
@@ -340,7 +359,33 @@ impl Session {
             finish_reason: None,
             usage: None,
             response_id: String::new(),
+            failed: None,
         }
+    }
+
+    /// The error a failed session returns from every `feed`, before decoding anything.
+    pub(crate) fn check_failed(&self) -> Result<(), DecodeError> {
+        match &self.failed {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// The result of one `feed`. Without an error, the deltas. With one, the session is failed
+    /// from now on; the deltas decoded before the error in this same read still go out first
+    /// (`Ok`, with the error kept for the next `feed` or `finish`), so what a sink sees does not
+    /// depend on how the bytes were split into reads. With no such deltas the error is returned
+    /// at once.
+    pub(crate) fn settle(&mut self, fed: Fed) -> Result<Vec<CompletionDelta>, DecodeError> {
+        let Some(error) = fed.error else {
+            return Ok(fed.deltas);
+        };
+        if fed.deltas.is_empty() {
+            self.failed = Some(error.clone());
+            return Err(error);
+        }
+        self.failed = Some(error);
+        Ok(fed.deltas)
     }
 
     /// Records the seed of synthesized call ids the first time a non-empty one arrives.
@@ -357,8 +402,12 @@ impl Session {
         }
     }
 
-    /// Resolves the completion; `ended` says whether the wire's own end marker arrived.
+    /// Resolves the completion; `ended` says whether the wire's own end marker arrived. A failed
+    /// session returns its error.
     pub(crate) fn finish(self, ended: bool) -> Result<LlmCompletion, DecodeError> {
+        if let Some(error) = self.failed {
+            return Err(error);
+        }
         finish(Ending {
             bytes: self.sse.offset(),
             text: self.text,

@@ -258,14 +258,29 @@ impl StreamDecoder {
     }
 
     /// Feeds bytes as they arrive and returns the display deltas they complete.
+    ///
+    /// An event that fails (a provider error in the stream, an invalid chunk, a limit) ends the
+    /// decode, and nothing after it is decoded. The deltas of the events before it in the same
+    /// read are still returned, as `Ok`, so that a sink sees the same deltas however the bytes
+    /// were split into reads; the error is then returned by the next `feed` and by
+    /// [`StreamDecoder::finish`]. When the read completed no delta before the error, `feed`
+    /// returns the error at once. Once failed, every `feed` returns the same error.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
+        self.session.check_failed()?;
         let mut sse = std::mem::take(&mut self.session.sse);
         let limits = self.session.limits;
-        let result = assembly::feed(&mut sse, &limits, bytes, |event, deltas| {
+        let fed = assembly::feed(&mut sse, &limits, bytes, |event, deltas| {
             self.event(event, deltas)
         });
         self.session.sse = sse;
-        result
+        self.session.settle(fed)
+    }
+
+    /// Whether decoding stopped at an error that `feed` returned with the deltas before it
+    /// (or at once): [`StreamDecoder::finish`] returns that error, and no later bytes are
+    /// decoded, so a caller need not wait for any.
+    pub fn is_failed(&self) -> bool {
+        self.session.failed.is_some()
     }
 
     fn event(&mut self, event: &SseEvent<'_>, deltas: &mut Deltas) -> Result<(), DecodeError> {
@@ -394,6 +409,7 @@ impl StreamDecoder {
 
     /// Resolves the completion, once.
     ///
+    /// A decoder that failed returns the error that stopped it (see [`StreamDecoder::feed`]).
     /// A stream that ended without `[DONE]` and without a finish reason is [`DecodeError::Truncated`].
     /// A `length` finish marks every call incomplete: cut arguments must never run.
     ///

@@ -3,7 +3,10 @@
 use ai_core::LlmCompletion;
 
 /// Everything that can go wrong while decoding a provider stream.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Clone` because a decoder keeps the error that stopped it and returns it again from every
+/// later `feed` and from `finish`.
+#[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DecodeError {
     /// The stream ended before `[DONE]` (or a terminal event) and without a finish reason.

@@ -95,7 +95,14 @@ fn limits_bound_memory() {
     ];
     for (limits, expected) in cases {
         let mut decoder = chat::StreamDecoder::new(limits);
-        let err = decoder.feed(&bytes).unwrap_err();
+        // Deltas completed before the limit was hit come first; `finish` then has the error.
+        let err = match decoder.feed(&bytes) {
+            Err(err) => err,
+            Ok(_) => {
+                assert!(decoder.is_failed());
+                decoder.finish().unwrap_err()
+            }
+        };
         assert_eq!(err.to_string(), expected);
     }
 }
@@ -199,4 +206,68 @@ fn a_falsy_error_is_not_a_provider_error() {
         let text = chat::decode_all(stream.as_bytes()).map(|c| c.text);
         assert_eq!(text.ok().as_deref(), Some("hi"), "error: {error}");
     }
+}
+
+/// An error in the same read as earlier events: their deltas are returned first, the error is
+/// kept for the next `feed` (which decodes nothing) and for `finish`. The sink sees the same
+/// thing however the bytes were split.
+#[test]
+fn deltas_before_an_error_in_the_same_read_come_first() {
+    let chat_error = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Partial \"},\"finish_reason\":null}]}\n\n",
+        "data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"after\"},\"finish_reason\":null}]}\n\n",
+    );
+    let after = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"late\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    let mut decoder = chat::StreamDecoder::default();
+    let deltas = decoder.feed(chat_error.as_bytes()).unwrap();
+    assert_eq!(
+        deltas,
+        [ai_core::CompletionDelta::Text {
+            delta: "Partial ".into()
+        }]
+    );
+    let again = decoder.feed(after.as_bytes()).unwrap_err();
+    assert!(
+        matches!(&again, DecodeError::ProviderError { message } if message == "boom"),
+        "{again:?}"
+    );
+    let end = decoder.finish().unwrap_err();
+    assert!(
+        matches!(&end, DecodeError::ProviderError { message } if message == "boom"),
+        "{end:?}"
+    );
+
+    let responses_error = concat!(
+        "event: response.output_text.delta\n",
+        "data: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"delta\":\"Partial \"}\n\n",
+        "event: error\n",
+        "data: {\"type\":\"error\",\"message\":\"boom\"}\n\n",
+    );
+    let mut decoder = responses::StreamDecoder::default();
+    let deltas = decoder.feed(responses_error.as_bytes()).unwrap();
+    assert_eq!(
+        deltas,
+        [ai_core::CompletionDelta::Text {
+            delta: "Partial ".into()
+        }]
+    );
+    let end = decoder.finish().unwrap_err();
+    assert!(
+        matches!(&end, DecodeError::ProviderError { message } if message == "boom"),
+        "{end:?}"
+    );
+
+    // An error with nothing before it in the read is returned at once, as before.
+    let mut decoder = chat::StreamDecoder::default();
+    let error = decoder.feed(b"data: {\"error\":\"boom\"}\n\n").unwrap_err();
+    assert!(
+        matches!(&error, DecodeError::ProviderError { message } if message == "boom"),
+        "{error:?}"
+    );
+    assert!(
+        decoder.feed(after.as_bytes()).is_err(),
+        "nothing after the error is decoded"
+    );
+    assert!(decoder.finish().is_err());
 }
