@@ -860,6 +860,84 @@ async fn a_key_echoed_across_the_message_cut_stays_out_of_the_retry_log() {
     );
 }
 
+/// A server (or proxy) that sends the whole stream, `[DONE]` included, and then keeps the body
+/// open: the answer is complete, so the idle timeout that follows must not throw it away.
+#[tokio::test]
+async fn a_stream_held_open_after_done_still_answers() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(
+        Reply::fixture("openai-chat/openai-single-call.sse")
+            .unwrap()
+            .then(Duration::from_secs(30), b": bye\n\n".to_vec()),
+    );
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        idle_timeout: Duration::from_millis(300),
+        ..config(&fake)
+    })
+    .unwrap();
+    let completion = call_once(&model).await.unwrap();
+    assert_eq!(completion.tool_calls.len(), 1);
+    assert_eq!(fake.requests().len(), 1);
+}
+
+/// The same after Responses' terminal event (native streams send no `[DONE]`).
+#[tokio::test]
+async fn a_responses_stream_held_open_after_its_terminal_event_still_answers() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(
+        Reply::fixture("openai-responses/function-call.sse")
+            .unwrap()
+            .then(Duration::from_secs(30), b": bye\n\n".to_vec()),
+    );
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        wire: OpenAiWire::Responses,
+        idle_timeout: Duration::from_millis(300),
+        ..config(&fake)
+    })
+    .unwrap();
+    let completion = call_once(&model).await.unwrap();
+    assert_eq!(completion.tool_calls.len(), 1);
+}
+
+/// A connection that breaks after `[DONE]` arrived loses nothing; before it, it still fails
+/// (`a_drop_after_the_first_byte_is_not_retried`).
+#[tokio::test]
+async fn a_connection_broken_after_done_still_answers() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(Reply {
+        drop_connection: true,
+        ..Reply::fixture("openai-chat/openai-single-call.sse").unwrap()
+    });
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let completion = call_once(&model).await.unwrap();
+    assert_eq!(completion.tool_calls.len(), 1);
+    assert_eq!(fake.requests().len(), 1);
+}
+
+/// A stream held open without its end marker still stalls (`finish_reason` alone is not the
+/// end: the usage chunk and `[DONE]` may follow).
+#[tokio::test]
+async fn a_stream_held_open_before_done_still_stalls() {
+    let fake = FakeLlm::start().await.unwrap();
+    let bytes = fixture_bytes("openai-chat/openai-single-call.sse").unwrap();
+    let done = bytes
+        .windows(b"data: [DONE]".len())
+        .position(|w| w == b"data: [DONE]")
+        .unwrap();
+    fake.push(
+        Reply::sse(bytes[..done].to_vec()).then(Duration::from_secs(30), bytes[done..].to_vec()),
+    );
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        idle_timeout: Duration::from_millis(300),
+        ..config(&fake)
+    })
+    .unwrap();
+    let error = call_once(&model).await.unwrap_err();
+    let text = message(&error);
+    assert!(matches!(error, CompletionError::Transport(_)), "{error:?}");
+    assert!(text.contains("idle timeout"), "{text}");
+}
+
 #[tokio::test]
 async fn deltas_before_a_mid_stream_error_in_the_same_read_are_delivered() {
     let fake = FakeLlm::start().await.unwrap();

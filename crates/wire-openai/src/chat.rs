@@ -276,6 +276,14 @@ impl StreamDecoder {
         self.session.settle(fed)
     }
 
+    /// Whether the stream's end marker, `data: [DONE]`, has arrived: from then on the stream is
+    /// complete as far as the wire goes, and [`StreamDecoder::finish`] will not call it
+    /// truncated. Later bytes are still decoded if they come, so a caller may go on reading to
+    /// the end of the body, but a connection that then stalls or breaks has lost nothing.
+    pub fn is_ended(&self) -> bool {
+        self.done
+    }
+
     /// Whether decoding stopped at an error that `feed` returned with the deltas before it
     /// (or at once): [`StreamDecoder::finish`] returns that error, and no later bytes are
     /// decoded, so a caller need not wait for any.

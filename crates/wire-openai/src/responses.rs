@@ -102,6 +102,8 @@ pub struct StreamDecoder {
     session: Session,
     by_item: HashMap<String, usize>,
     by_output: HashMap<usize, usize>,
+    /// A terminal event (`response.completed` or `response.incomplete`) arrived.
+    ended: bool,
 }
 
 impl Default for StreamDecoder {
@@ -117,6 +119,7 @@ impl StreamDecoder {
             session: Session::new(limits),
             by_item: HashMap::new(),
             by_output: HashMap::new(),
+            ended: false,
         }
     }
 
@@ -137,6 +140,17 @@ impl StreamDecoder {
         });
         self.session.sse = sse;
         self.session.settle(fed)
+    }
+
+    /// Whether the stream's terminal event, `response.completed` or `response.incomplete`, has
+    /// arrived: from then on the stream is complete as far as the wire goes, and
+    /// [`StreamDecoder::finish`] will not call it truncated. (`response.failed` is an error
+    /// instead, see [`StreamDecoder::is_failed`]; a gateway's `[DONE]` alone does not end a
+    /// Responses stream.) Later bytes are still decoded if they come, so a caller may go on
+    /// reading to the end of the body, but a connection that then stalls or breaks has lost
+    /// nothing.
+    pub fn is_ended(&self) -> bool {
+        self.ended
     }
 
     /// Whether decoding stopped at an error that `feed` returned with the deltas before it
@@ -220,10 +234,12 @@ impl StreamDecoder {
                 }
             }
             "response.completed" => {
+                self.ended = true;
                 self.terminal(event.response.as_ref());
                 self.session.finish_reason = Some(FinishReason::Stop);
             }
             "response.incomplete" => {
+                self.ended = true;
                 self.terminal(event.response.as_ref());
                 let reason = event
                     .response
@@ -302,7 +318,7 @@ impl StreamDecoder {
     /// item without a `call_id` gets a deterministic id, as in
     /// [`crate::chat::StreamDecoder::finish`], seeded with the `response.id`.
     pub fn finish(self) -> Result<LlmCompletion, DecodeError> {
-        self.session.finish(false)
+        self.session.finish(self.ended)
     }
 }
 

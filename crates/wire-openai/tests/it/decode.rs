@@ -271,3 +271,52 @@ fn deltas_before_an_error_in_the_same_read_come_first() {
     );
     assert!(decoder.finish().is_err());
 }
+
+/// `is_ended` turns true at the stream's own end marker, and only there: a finish reason is not
+/// the end of a chat stream (the usage chunk and `[DONE]` may follow), and a gateway's `[DONE]`
+/// is not the end of a Responses stream.
+#[test]
+fn is_ended_marks_the_end_marker() {
+    let chat_stream = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n",
+    );
+    let mut decoder = chat::StreamDecoder::default();
+    assert!(!decoder.is_ended());
+    decoder.feed(chat_stream.as_bytes()).unwrap();
+    assert!(!decoder.is_ended(), "a finish reason is not the end marker");
+    decoder.feed(b"data: [DO").unwrap();
+    assert!(!decoder.is_ended(), "half a marker");
+    decoder.feed(b"NE]\n\n").unwrap();
+    assert!(decoder.is_ended());
+    assert!(!decoder.is_failed());
+    assert_eq!(decoder.finish().unwrap().text, "hi");
+
+    let created = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\"}}\n\n";
+    for (terminal, finish_reason) in [
+        (
+            "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\"}}\n\n",
+            ai_core::FinishReason::Stop,
+        ),
+        (
+            "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"id\":\"resp_1\",\"incomplete_details\":{\"reason\":\"max_output_tokens\"}}}\n\n",
+            ai_core::FinishReason::Length,
+        ),
+    ] {
+        let mut decoder = responses::StreamDecoder::default();
+        decoder.feed(created.as_bytes()).unwrap();
+        assert!(!decoder.is_ended());
+        decoder.feed(terminal.as_bytes()).unwrap();
+        assert!(decoder.is_ended(), "{terminal}");
+        decoder.feed(b"data: [DONE]\n\n").unwrap();
+        assert_eq!(decoder.finish().unwrap().finish_reason, finish_reason);
+    }
+    let mut decoder = responses::StreamDecoder::default();
+    decoder.feed(created.as_bytes()).unwrap();
+    decoder.feed(b"data: [DONE]\n\n").unwrap();
+    assert!(!decoder.is_ended(), "a gateway's [DONE] alone");
+    assert!(matches!(
+        decoder.finish(),
+        Err(DecodeError::Truncated { .. })
+    ));
+}
