@@ -861,7 +861,7 @@ async fn a_key_echoed_across_the_message_cut_stays_out_of_the_retry_log() {
 }
 
 /// A server (or proxy) that sends the whole stream, `[DONE]` included, and then keeps the body
-/// open: the answer is complete, so the idle timeout that follows must not throw it away.
+/// open: the answer is complete at the marker, and is returned there.
 #[tokio::test]
 async fn a_stream_held_open_after_done_still_answers() {
     let fake = FakeLlm::start().await.unwrap();
@@ -870,12 +870,16 @@ async fn a_stream_held_open_after_done_still_answers() {
             .unwrap()
             .then(Duration::from_secs(30), b": bye\n\n".to_vec()),
     );
+    // The idle timeout is far beyond the guard: the answer must not wait for it.
     let model = OpenAiCompletion::new(OpenAiConfig {
-        idle_timeout: Duration::from_millis(300),
+        idle_timeout: Duration::from_secs(600),
         ..config(&fake)
     })
     .unwrap();
-    let completion = call_once(&model).await.unwrap();
+    let completion = tokio::time::timeout(Duration::from_secs(20), call_once(&model))
+        .await
+        .expect("answered at the end marker, without waiting for the body to end")
+        .unwrap();
     assert_eq!(completion.tool_calls.len(), 1);
     assert_eq!(fake.requests().len(), 1);
 }
@@ -889,13 +893,17 @@ async fn a_responses_stream_held_open_after_its_terminal_event_still_answers() {
             .unwrap()
             .then(Duration::from_secs(30), b": bye\n\n".to_vec()),
     );
+    // The idle timeout is far beyond the guard: the answer must not wait for it.
     let model = OpenAiCompletion::new(OpenAiConfig {
         wire: OpenAiWire::Responses,
-        idle_timeout: Duration::from_millis(300),
+        idle_timeout: Duration::from_secs(600),
         ..config(&fake)
     })
     .unwrap();
-    let completion = call_once(&model).await.unwrap();
+    let completion = tokio::time::timeout(Duration::from_secs(20), call_once(&model))
+        .await
+        .expect("answered at the end marker, without waiting for the body to end")
+        .unwrap();
     assert_eq!(completion.tool_calls.len(), 1);
 }
 

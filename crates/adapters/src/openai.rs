@@ -93,10 +93,9 @@ pub struct OpenAiConfig {
     /// The longest wait from sending a request to the first body byte (connecting, sending, the
     /// response head and the first chunk).
     pub request_timeout: Duration,
-    /// The longest wait between two body chunks once the stream has begun. After the stream's
-    /// end marker (`[DONE]`, or a Responses terminal event) it ends the read instead of failing
-    /// the call: the answer is whole, and is returned when the body ends, stalls this long, or
-    /// breaks.
+    /// The longest wait between two body chunks once the stream has begun. Nothing is waited for
+    /// after the stream's end marker (`[DONE]`, or a Responses terminal event): the answer is
+    /// whole there, whether or not the body then ends.
     pub idle_timeout: Duration,
     /// Retries after the first attempt (0: never retry).
     pub max_retries: u32,
@@ -467,18 +466,6 @@ impl OpenAiCompletion {
                 chunk = tokio::time::timeout_at(wait, response.chunk()) => chunk,
             };
             let chunk = match chunk {
-                // The end marker arrived (`[DONE]`, or Responses' terminal event): the answer
-                // is whole, so a server or proxy that then holds the body open, or breaks the
-                // connection, costs nothing. Bytes after the marker are decoded while they
-                // come, which is why the loop reads on at all.
-                Err(_) | Ok(Err(_)) if decoder.is_ended() => {
-                    tracing::debug!(
-                        endpoint = %self.endpoint,
-                        received,
-                        "the stream's end marker arrived; the body did not end cleanly after it"
-                    );
-                    break;
-                }
                 Err(_) if received == 0 => return Err(self.retryable(self.no_first_byte())),
                 Err(_) => {
                     return Err(Failure::Final(self.transport(&format!(
@@ -511,9 +498,11 @@ impl OpenAiCompletion {
             for fragment in fragments {
                 deltas.delta(fragment);
             }
-            if decoder.is_failed() {
-                // An error in the stream came in the same read as the deltas just shown:
-                // `finish` reports it, without waiting for bytes that would not be decoded.
+            // The end marker arrived (`[DONE]`, or Responses' terminal event), or an error in
+            // the stream came in the same read as the deltas just shown: the decoder would
+            // ignore any later byte, so none is waited for. A server or proxy that holds the
+            // body open after the marker, or breaks the connection, costs nothing.
+            if decoder.is_ended() || decoder.is_failed() {
                 break;
             }
         }

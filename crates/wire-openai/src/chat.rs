@@ -265,8 +265,13 @@ impl StreamDecoder {
     /// were split into reads; the error is then returned by the next `feed` and by
     /// [`StreamDecoder::finish`]. When the read completed no delta before the error, `feed`
     /// returns the error at once. Once failed, every `feed` returns the same error.
+    ///
+    /// Bytes after the end marker, `data: [DONE]`, are ignored, in the marker's read or later.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
         self.session.check_failed()?;
+        if self.done {
+            return Ok(Vec::new());
+        }
         let mut sse = std::mem::take(&mut self.session.sse);
         let limits = self.session.limits;
         let fed = assembly::feed(&mut sse, &limits, bytes, |event, deltas| {
@@ -278,8 +283,8 @@ impl StreamDecoder {
 
     /// Whether the stream's end marker, `data: [DONE]`, has arrived: from then on the stream is
     /// complete as far as the wire goes, and [`StreamDecoder::finish`] will not call it
-    /// truncated. Later bytes are still decoded if they come, so a caller may go on reading to
-    /// the end of the body, but a connection that then stalls or breaks has lost nothing.
+    /// truncated. Later bytes are ignored, so a caller may stop reading here: a connection that
+    /// stays open or breaks after the marker has lost nothing.
     pub fn is_ended(&self) -> bool {
         self.done
     }
@@ -292,6 +297,9 @@ impl StreamDecoder {
     }
 
     fn event(&mut self, event: &SseEvent<'_>, deltas: &mut Deltas) -> Result<(), DecodeError> {
+        if self.done {
+            return Ok(());
+        }
         if event.data.trim_ascii() == "[DONE]" {
             self.done = true;
             return Ok(());

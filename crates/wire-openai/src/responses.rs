@@ -131,8 +131,14 @@ impl StreamDecoder {
     /// were split into reads; the error is then returned by the next `feed` and by
     /// [`StreamDecoder::finish`]. When the read completed no delta before the error, `feed`
     /// returns the error at once. Once failed, every `feed` returns the same error.
+    ///
+    /// Bytes after the terminal event (see [`StreamDecoder::is_ended`]) are ignored, in its read
+    /// or later.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
         self.session.check_failed()?;
+        if self.ended {
+            return Ok(Vec::new());
+        }
         let mut sse = std::mem::take(&mut self.session.sse);
         let limits = self.session.limits;
         let fed = assembly::feed(&mut sse, &limits, bytes, |event, deltas| {
@@ -146,9 +152,8 @@ impl StreamDecoder {
     /// arrived: from then on the stream is complete as far as the wire goes, and
     /// [`StreamDecoder::finish`] will not call it truncated. (`response.failed` is an error
     /// instead, see [`StreamDecoder::is_failed`]; a gateway's `[DONE]` alone does not end a
-    /// Responses stream.) Later bytes are still decoded if they come, so a caller may go on
-    /// reading to the end of the body, but a connection that then stalls or breaks has lost
-    /// nothing.
+    /// Responses stream.) Later bytes are ignored, so a caller may stop reading here: a
+    /// connection that stays open or breaks after it has lost nothing.
     pub fn is_ended(&self) -> bool {
         self.ended
     }
@@ -173,7 +178,7 @@ impl StreamDecoder {
     }
 
     fn event(&mut self, sse: &SseEvent<'_>, deltas: &mut Deltas) -> Result<(), DecodeError> {
-        if sse.data.trim_ascii() == "[DONE]" {
+        if self.ended || sse.data.trim_ascii() == "[DONE]" {
             return Ok(());
         }
         let event: Event<'_> =

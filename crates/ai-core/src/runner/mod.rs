@@ -229,10 +229,20 @@ impl ToolRunner {
             args: None,
             attempts: Vec::new(),
         };
-        let outcome = self
-            .pipeline(call, tool_id, listed, ctx, events, cancel, &mut progress)
-            .instrument(span.clone())
-            .await;
+        // Pinned where it is built and instrumented through a reference: the pipeline's state
+        // is large, and `instrument` would otherwise move all of it once more.
+        let outcome = {
+            let pipeline = std::pin::pin!(self.pipeline(
+                call,
+                tool_id,
+                listed,
+                ctx,
+                events,
+                cancel,
+                &mut progress
+            ));
+            pipeline.instrument(span.clone()).await
+        };
         let ended_at_ms = self.clock.now_ms();
 
         let outcome = match outcome {

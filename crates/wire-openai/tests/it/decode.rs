@@ -292,6 +292,24 @@ fn is_ended_marks_the_end_marker() {
     assert!(!decoder.is_failed());
     assert_eq!(decoder.finish().unwrap().text, "hi");
 
+    // Whatever follows the marker is ignored, in the marker's read or a later one, so the
+    // result does not depend on where a caller stops reading.
+    let after = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" more\"}}]}\n\ndata: {\"error\":{\"message\":\"late\"}}\n\n";
+    let whole = format!("{chat_stream}data: [DONE]\n\n{after}");
+    for split in [whole.len() - after.len(), whole.len()] {
+        let mut decoder = chat::StreamDecoder::default();
+        let deltas = decoder.feed(&whole.as_bytes()[..split]).unwrap();
+        assert!(decoder.is_ended());
+        assert_eq!(
+            deltas.len(),
+            1,
+            "only the text before the marker: {deltas:?}"
+        );
+        assert!(decoder.feed(&whole.as_bytes()[split..]).unwrap().is_empty());
+        assert!(!decoder.is_failed());
+        assert_eq!(decoder.finish().unwrap().text, "hi");
+    }
+
     let created = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\"}}\n\n";
     for (terminal, finish_reason) in [
         (
@@ -309,6 +327,9 @@ fn is_ended_marks_the_end_marker() {
         decoder.feed(terminal.as_bytes()).unwrap();
         assert!(decoder.is_ended(), "{terminal}");
         decoder.feed(b"data: [DONE]\n\n").unwrap();
+        let late = "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"id\":\"resp_1\",\"error\":{\"message\":\"late\"}}}\n\n";
+        assert!(decoder.feed(late.as_bytes()).unwrap().is_empty());
+        assert!(!decoder.is_failed(), "ignored after the terminal event");
         assert_eq!(decoder.finish().unwrap().finish_reason, finish_reason);
     }
     let mut decoder = responses::StreamDecoder::default();
