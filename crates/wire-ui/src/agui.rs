@@ -85,6 +85,18 @@ pub enum InputMessage {
         #[serde(default)]
         error: Option<String>,
     },
+    /// A frontend activity (progress, a card): shown to the user, never part of the model's
+    /// history. Its other fields are not read.
+    Activity {
+        /// The message id.
+        id: String,
+    },
+    /// The model's reasoning as the frontend kept it: not sent back to the model, whose
+    /// history has no reasoning items. Its other fields are not read.
+    Reasoning {
+        /// The message id.
+        id: String,
+    },
 }
 
 /// A user message's content: plain text or content parts.

@@ -100,6 +100,8 @@ fn incoming(messages: &[InputMessage]) -> Result<Incoming, ApiError> {
                     None => content.clone(),
                 },
             }),
+            // The frontend's own messages: nothing in them is for the model.
+            InputMessage::Activity { .. } | InputMessage::Reasoning { .. } => {}
             _ => {
                 return Err(ApiError::bad_request(
                     "invalid_history",

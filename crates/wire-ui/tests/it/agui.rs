@@ -137,11 +137,26 @@ fn run_agent_input_parses_and_refuses_unknown_fields() {
              "toolCalls": [{"id": "c1", "type": "function",
                             "function": {"name": "core__get_current_time", "arguments": "{}"}}]},
             {"id": "3", "role": "tool", "toolCallId": "c1", "content": "{}"},
+            {"id": "5", "role": "activity", "activityType": "progress", "content": {"pct": 50}},
+            {"id": "6", "role": "reasoning", "content": "thinking", "encryptedValue": "x"},
             {"id": "4", "role": "user", "content": [{"type": "text", "text": "and now?"}]}
         ]
     }))
     .unwrap();
-    assert_eq!(input.messages.len(), 4);
+    assert_eq!(input.messages.len(), 6);
+    assert!(matches!(
+        &input.messages[3],
+        wire_ui::agui::InputMessage::Activity { id } if id == "5"
+    ));
+    assert!(matches!(
+        &input.messages[4],
+        wire_ui::agui::InputMessage::Reasoning { id } if id == "6"
+    ));
+    let unknown = serde_json::from_value::<wire_ui::agui::InputMessage>(
+        serde_json::json!({"id": "7", "role": "narrator", "content": "x"}),
+    )
+    .unwrap_err();
+    assert!(unknown.to_string().contains("narrator"), "{unknown}");
     let error = serde_json::from_value::<wire_ui::agui::RunAgentInput>(serde_json::json!({
         "threadId": "t1", "runId": "r1", "messages": [], "surprise": true
     }))
