@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# CI entry point: install the pinned validator packages, then validate every
-# *.agui.sse / *.aisdk.sse file in the given directory.
+# CI entry point: install the pinned validator packages, run the validator's self-test, then
+# validate every *.agui.sse / *.aisdk.sse file in the given directory.
 #   tests/protocol/run.sh <dir-with-recorded-streams>
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -10,4 +10,10 @@ if [ $# -ne 1 ]; then
 fi
 dir="$(cd "$1" && pwd)"
 (cd "$here" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+# The validator proves itself first: every sample passes, every broken sample fails as listed.
+if ! selftest="$("$here/selftest.sh")"; then
+  echo "$selftest"
+  exit 1
+fi
+echo "${selftest##*$'\n'}"
 exec node "$here/validate.mjs" "$dir"

@@ -24,6 +24,9 @@ import {
   uiMessageChunkSchema,
   UIMessageStreamError,
 } from "ai";
+// The oldest release of the protocol's v5 line: its chunk schemas are strict objects too, and
+// know fewer chunks and fields than later releases. A stream must pass both.
+import { DefaultChatTransport as DefaultChatTransportV5 } from "ai-v5.0.0";
 import { asyncScheduler, from, of, lastValueFrom } from "rxjs";
 import { observeOn, tap, toArray } from "rxjs/operators";
 
@@ -224,6 +227,28 @@ async function validateAisdk(bytes) {
   }
   if (chunks.length !== raw.length || chunks.some((c, k) => c.type !== raw[k].type)) {
     fail(`[ai parseJsonEventStream] SDK decoded ${chunks.length} chunks, strict framing found ${raw.length}`);
+  }
+
+  // The same bytes through ai@5.0.0's chat transport (what its useChat reads a response with).
+  const v5 = new DefaultChatTransportV5().processResponseStream(streamOf([bytes])).getReader();
+  for (let k = 0; ; k++) {
+    let next;
+    try {
+      next = await v5.read();
+    } catch (e) {
+      // ai@5.0.0 validates with zod 4's standard schema: the cause is the list of issues.
+      const issues = Array.isArray(e?.cause) ? e.cause : e?.cause?.issues;
+      let detail = issues ? fmtIssues(issues) : e?.message;
+      if (issues?.[0]?.code === "invalid_union") {
+        const member = issues[0].errors.find((errs) => !errs.some((x) => x.path.length === 1 && x.path[0] === "type"));
+        detail = member ? fmtIssues(member) : "unknown chunk type";
+      }
+      fail(`chunk[${k}] (${raw[k]?.type}): [ai@5.0.0 DefaultChatTransport] ${detail}`);
+    }
+    if (next.done) {
+      if (k !== raw.length) fail(`[ai@5.0.0 DefaultChatTransport] decoded ${k} chunks, strict framing found ${raw.length}`);
+      break;
+    }
   }
 
   // Order: the SDK's client state machine. On failure, find the first failing chunk by

@@ -87,23 +87,32 @@ impl UiMessage {
             .join("\n")
     }
 
-    /// The message's tool parts, in order. A part without a `toolCallId` is an error naming
-    /// its position.
+    /// The message's tool parts (`tool-<name>` and `dynamic-tool`), in order: one for each such
+    /// part, or an error naming the first one that lacks a `toolCallId`, a `state` or a tool
+    /// name.
     pub fn tool_parts(&self) -> Result<Vec<ToolPart>, String> {
         let mut parts = Vec::new();
         for (index, part) in self.parts.iter().enumerate() {
             let kind = part["type"].as_str().unwrap_or_default();
-            let tool_name = if kind == "dynamic-tool" {
-                part["toolName"].as_str().map(str::to_owned)
-            } else {
-                kind.strip_prefix("tool-").map(str::to_owned)
-            };
-            let Some(tool_name) = tool_name else { continue };
             let field = |name: &str| {
                 part[name]
                     .as_str()
+                    .filter(|value| !value.is_empty())
                     .map(str::to_owned)
                     .ok_or_else(|| format!("message {}: part {index}: missing `{name}`", self.id))
+            };
+            let tool_name = if kind == "dynamic-tool" {
+                field("toolName")?
+            } else if let Some(name) = kind.strip_prefix("tool-") {
+                if name.is_empty() {
+                    return Err(format!(
+                        "message {}: part {index}: `tool-` names no tool",
+                        self.id
+                    ));
+                }
+                name.to_owned()
+            } else {
+                continue;
             };
             parts.push(ToolPart {
                 tool_call_id: field("toolCallId")?,
@@ -177,7 +186,9 @@ pub enum UiChunk {
         /// The validated input.
         input: Value,
     },
-    /// The model's input for the call was invalid (it never ran).
+    /// The model's input for the call was invalid (it never ran). Added after ai 5.0.0, whose
+    /// strict chunk schema refuses it, so [`Translator`] never sends it: it sends
+    /// `tool-input-available` with the input text, then `tool-output-error`.
     ToolInputError {
         /// The call.
         tool_call_id: String,
@@ -204,7 +215,8 @@ pub enum UiChunk {
     },
     /// The message is complete.
     Finish {
-        /// Why: `stop`, `tool-calls` (calls wait for approval) or `other` (the step limit).
+        /// Why the model stopped (`stop`, `tool-calls`, …). Added after ai 5.0.0, whose strict
+        /// chunk schema refuses it, so [`Translator`] leaves it out.
         #[serde(skip_serializing_if = "Option::is_none")]
         finish_reason: Option<String>,
     },
@@ -222,7 +234,7 @@ pub enum UiChunk {
 enum CallState {
     /// `tool-input-start` sent.
     Streaming,
-    /// `tool-input-available` or `tool-input-error` sent.
+    /// `tool-input-available` sent.
     Settled,
 }
 
@@ -362,23 +374,27 @@ impl Translator {
                         tool_call_id: tool_call_id.to_string(),
                         output: value.as_ref().clone(),
                     }),
-                    // Refused before its input was accepted (invalid JSON, unknown tool, …).
-                    ToolOutcome::Error(failure) if unsettled => {
-                        let input = self
-                            .call_mut(tool_call_id)
-                            .map(|c| std::mem::take(&mut c.input_text))
-                            .unwrap_or_default();
-                        out.push(UiChunk::ToolInputError {
+                    ToolOutcome::Error(failure) => {
+                        // Refused before its input was accepted (invalid JSON, unknown tool, …):
+                        // the input as the model streamed it, as text, then the error. Every
+                        // client of the v5 line knows these two chunks (`tool-input-error`
+                        // came later).
+                        if unsettled {
+                            let input = self
+                                .call_mut(tool_call_id)
+                                .map(|c| std::mem::take(&mut c.input_text))
+                                .unwrap_or_default();
+                            out.push(UiChunk::ToolInputAvailable {
+                                tool_call_id: tool_call_id.to_string(),
+                                tool_name: tool_name.to_string(),
+                                input: Value::String(input),
+                            });
+                        }
+                        out.push(UiChunk::ToolOutputError {
                             tool_call_id: tool_call_id.to_string(),
-                            tool_name: tool_name.to_string(),
-                            input: Value::String(input),
                             error_text: format!("{}: {}", failure.code, failure.safe_message),
                         });
                     }
-                    ToolOutcome::Error(failure) => out.push(UiChunk::ToolOutputError {
-                        tool_call_id: tool_call_id.to_string(),
-                        error_text: format!("{}: {}", failure.code, failure.safe_message),
-                    }),
                     _ => {}
                 }
                 self.mark_settled(tool_call_id);
@@ -462,15 +478,12 @@ impl Translator {
             DoneReason::Error => out.push(UiChunk::Error {
                 error_text: self.error.take().unwrap_or_else(|| "the run failed".into()),
             }),
-            other => {
+            // Stopped, the step limit, or calls waiting for approval (their parts stay
+            // `input-available`): a plain `finish`, which every v5 and later client accepts.
+            _ => {
                 self.close_step(out);
-                let reason = match other {
-                    DoneReason::Stop => "stop",
-                    DoneReason::AwaitingApproval => "tool-calls",
-                    _ => "other",
-                };
                 out.push(UiChunk::Finish {
-                    finish_reason: Some(reason.into()),
+                    finish_reason: None,
                 });
             }
         }

@@ -142,4 +142,29 @@ fn chat_requests_parse_with_tool_parts() {
     };
     let error = broken.tool_parts().unwrap_err();
     assert!(error.contains("toolCallId"), "{error}");
+
+    // A tool part with no tool name is refused too, not skipped: skipping it would pair every
+    // later tool part with the wrong call.
+    for (part, named) in [
+        (
+            serde_json::json!({"type": "dynamic-tool", "toolCallId": "c1", "state": "output-available", "input": {}, "output": 1}),
+            "toolName",
+        ),
+        (
+            serde_json::json!({"type": "dynamic-tool", "toolName": "", "toolCallId": "c1", "state": "output-available"}),
+            "toolName",
+        ),
+        (
+            serde_json::json!({"type": "tool-", "toolCallId": "c1", "state": "output-available"}),
+            "names no tool",
+        ),
+    ] {
+        let message = wire_ui::ai_sdk::UiMessage {
+            parts: vec![part, serde_json::json!({"type": "text", "text": "after"})],
+            ..broken.clone()
+        };
+        let error = message.tool_parts().unwrap_err();
+        assert!(error.contains(named), "{error}");
+        assert!(error.contains("part 0"), "{error}");
+    }
 }
