@@ -216,6 +216,11 @@ impl Settings {
     }
 
     /// The settings for a command: the config file (if any), then the overrides, validated.
+    ///
+    /// A relative path written in the config file (`data_dir`, `tools.workspace`,
+    /// `tools.policy_file`) is relative to the file's folder, so a config reads the same from
+    /// any working directory; defaults, flags and `COGNI_*` variables are relative to the working
+    /// directory.
     pub fn load(overrides: &Overrides) -> anyhow::Result<Self> {
         let default_file = Path::new("cogni.toml");
         let file = match &overrides.config {
@@ -226,14 +231,42 @@ impl Settings {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .with_context(|| format!("cannot read config file {}", path.display()))?;
-                Self::from_toml_str(&text)
-                    .with_context(|| format!("config file {}", path.display()))?
+                let mut settings = Self::from_toml_str(&text)
+                    .with_context(|| format!("config file {}", path.display()))?;
+                settings.anchor_paths(&text, path);
+                settings
             }
             None => Self::default(),
         };
         settings.apply(overrides.clone());
         settings.validate()?;
         Ok(settings)
+    }
+
+    /// Joins the relative paths written in `text`, the config file at `file`, to the file's
+    /// folder. Only paths the file names: a default is not the file's to place.
+    fn anchor_paths(&mut self, text: &str, file: &Path) {
+        let Some(dir) = file.parent().filter(|dir| !dir.as_os_str().is_empty()) else {
+            return; // The file is in the working directory: nothing moves.
+        };
+        let Ok(table) = text.parse::<toml::Table>() else {
+            return; // Unreachable: `from_toml_str` parsed the same text.
+        };
+        let tools = table.get("tools").and_then(toml::Value::as_table);
+        let written = |key: &str| tools.is_some_and(|tools| tools.contains_key(key));
+        if table.contains_key("data_dir")
+            && let Some(data_dir) = &mut self.data_dir
+        {
+            *data_dir = dir.join(&*data_dir);
+        }
+        if written("workspace") {
+            self.tools.workspace = dir.join(&self.tools.workspace);
+        }
+        if written("policy_file")
+            && let Some(policy_file) = &mut self.tools.policy_file
+        {
+            *policy_file = dir.join(&*policy_file);
+        }
     }
 
     fn apply(&mut self, o: Overrides) {

@@ -205,3 +205,60 @@ fn a_base_url_without_a_host_and_a_tool_enabled_twice_are_refused() {
         "{stderr}"
     );
 }
+
+#[test]
+fn relative_paths_in_a_config_file_are_relative_to_its_folder() {
+    use bootstrap::{Overrides, Settings};
+    let root = tempfile::tempdir().unwrap();
+    let conf = root.path().join("conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::write(
+        conf.join("policy.toml"),
+        "allowed_tools = [\"core__get_current_time\"]\n",
+    )
+    .unwrap();
+    let file = conf.join("cogni.toml");
+    let load = |text: &str, overrides: Overrides| {
+        std::fs::write(&file, text).unwrap();
+        Settings::load(&Overrides {
+            config: Some(file.clone()),
+            ..overrides
+        })
+        .unwrap()
+    };
+
+    let written =
+        "data_dir = \"data\"\n[tools]\nworkspace = \"ws\"\npolicy_file = \"policy.toml\"\n";
+    let settings = load(written, Overrides::default());
+    assert_eq!(settings.data_dir, Some(conf.join("data")));
+    assert_eq!(settings.tools.workspace, conf.join("ws"));
+    assert_eq!(settings.tools.policy_file, Some(conf.join("policy.toml")));
+    assert_eq!(
+        settings.policy().unwrap().allowed_tools.len(),
+        1,
+        "the policy file was read from the config's folder"
+    );
+
+    // Flags (and COGNI_* variables) are the caller's: relative to the working directory.
+    let settings = load(
+        written,
+        Overrides {
+            workspace: Some("flag-ws".into()),
+            data_dir: Some("flag-data".into()),
+            ..Overrides::default()
+        },
+    );
+    assert_eq!(settings.tools.workspace, Path::new("flag-ws"));
+    assert_eq!(settings.data_dir, Some("flag-data".into()));
+
+    // An absolute path stays as written; a default the file does not name does not move.
+    let absolute = root.path().join("elsewhere");
+    let settings = load(
+        &format!("[tools]\nworkspace = {:?}\n", absolute.to_str().unwrap()),
+        Overrides::default(),
+    );
+    assert_eq!(settings.tools.workspace, absolute);
+    let settings = load("[agent]\n", Overrides::default());
+    assert_eq!(settings.tools.workspace, Path::new("."));
+    assert_eq!(settings.data_dir, None);
+}
