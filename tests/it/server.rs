@@ -432,6 +432,35 @@ async fn the_server_thread_wins_over_a_replayed_client_history() {
     assert!(sent.contains("first") && sent.contains("second"), "{sent}");
 }
 
+/// The body `@ag-ui/client` 1.0 posts (fixtures/ui/agui-client, checked against the client by
+/// tests/protocol): `protocolVersion`, a reasoning message, the history of a new thread.
+#[tokio::test]
+async fn the_request_the_agui_client_sends_is_accepted() {
+    let server = Server::start(|_| {}).await;
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let body: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../fixtures/ui/agui-client/run.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(body["protocolVersion"], "1.0");
+    let response = server.post("/api/v1/agui", &body).await;
+    assert_eq!(response.status(), 200);
+    let events = frames(&response.text().await.unwrap());
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{events:?}");
+    let sent = String::from_utf8(server.fake.requests()[0].body.clone()).unwrap();
+    assert!(
+        sent.contains("And now?") && sent.contains("call_1"),
+        "{sent}"
+    );
+    assert!(!sent.contains("the user wants the time again"), "{sent}");
+}
+
 #[tokio::test]
 async fn a_new_thread_with_an_invalid_client_history_is_refused() {
     let server = Server::start(|_| {}).await;

@@ -16,4 +16,6 @@ if ! selftest="$("$here/selftest.sh")"; then
   exit 1
 fi
 echo "${selftest##*$'\n'}"
+# The request fixtures the server's tests post are what the pinned client sends.
+node "$here/requests.mjs" "$here/../../fixtures/ui/agui-client"
 exec node "$here/validate.mjs" "$dir"

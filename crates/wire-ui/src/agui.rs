@@ -19,6 +19,10 @@ pub struct RunAgentInput {
     /// The run this one continues, if any.
     #[serde(default)]
     pub parent_run_id: Option<String>,
+    /// The protocol version the client speaks; `@ag-ui/client` 1.0 sends `"1.0"` on every
+    /// request. Accepted and not otherwise read: the fields themselves are checked.
+    #[serde(default)]
+    pub protocol_version: Option<String>,
     /// The conversation as the client has it; the new user message is last.
     pub messages: Vec<InputMessage>,
     /// Tools the frontend offers. The server's catalog alone decides what the model sees.
