@@ -75,6 +75,15 @@ fn agui_input(thread: &str, run: &str, messages: Value) -> Value {
     })
 }
 
+/// A request body `@ag-ui/client` sends, from fixtures/ui/agui-client.
+fn client_request(name: &str) -> Value {
+    let dir = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/ui/agui-client"
+    ));
+    serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap()
+}
+
 fn user(id: &str, text: &str) -> Value {
     json!({"id": id, "role": "user", "content": text})
 }
@@ -432,6 +441,97 @@ async fn the_server_thread_wins_over_a_replayed_client_history() {
     assert!(sent.contains("first") && sent.contains("second"), "{sent}");
 }
 
+/// A run whose calls need approval ends with an AG-UI interrupt per call; a run whose `resume`
+/// answers them continues the thread: the approved call runs, the denied one is fed back to the
+/// model as a denial, and the model answers.
+#[tokio::test]
+async fn agui_interrupts_for_approval_and_resumes_from_the_answers() {
+    let server = Server::start(|s| {
+        let policy = r#"
+            allowed_tools = ["core__get_current_time", "core__workspace_read"]
+            require_approval_for_effects = ["read_only"]
+        "#;
+        s.tools.policy = Some(policy.parse().unwrap());
+    })
+    .await;
+    tool_loop_fixtures(&server.fake).await;
+    let paused = server
+        .post(
+            "/api/v1/agui",
+            &agui_input(
+                "t-approve",
+                "r-1",
+                json!([user("m1", "What do my notes say?")]),
+            ),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    record("approval.agui.sse", &paused);
+    let last = frames(&paused).pop().unwrap();
+    assert_eq!(last["type"], "RUN_FINISHED", "{paused}");
+    let interrupts = last["outcome"]["interrupts"].as_array().unwrap();
+    let ids: Vec<&str> = interrupts
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["call_time", "call_read"]);
+    assert_eq!(interrupts[1]["toolCallId"], "call_read");
+    assert_eq!(interrupts[1]["reason"], "tool_approval");
+    assert_eq!(
+        server.fake.requests().len(),
+        1,
+        "nothing ran and the model waits"
+    );
+
+    // Answering a call the thread does not wait for is refused, and changes nothing.
+    let mut stale = agui_input("t-approve", "r-2", json!([]));
+    stale["resume"] =
+        json!([{"interruptId": "call_other", "status": "resolved", "payload": {"approved": true}}]);
+    let response = server.post("/api/v1/agui", &stale).await;
+    assert_eq!(response.status(), 409);
+    let error: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(error["error"]["code"], "nothing_to_resume", "{error}");
+
+    // What `@ag-ui/client` sends to answer them (fixtures/ui/agui-client/resume.json, its
+    // thread id aside): read approved, time refused.
+    let mut resume = client_request("resume.json");
+    resume["threadId"] = json!("t-approve");
+    let resumed = server
+        .post("/api/v1/agui", &resume)
+        .await
+        .text()
+        .await
+        .unwrap();
+    record("approval-resumed.agui.sse", &resumed);
+    let events = frames(&resumed);
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{resumed}");
+    assert!(events.last().unwrap().get("outcome").is_none(), "{resumed}");
+    let results: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "TOOL_CALL_RESULT")
+        .collect();
+    assert_eq!(results.len(), 1, "only the approved call ran: {resumed}");
+    assert!(
+        !events.iter().any(|e| e["type"] == "TOOL_CALL_ARGS"),
+        "the calls were shown by the paused run; their arguments are not sent again: {resumed}"
+    );
+    assert_eq!(results[0]["toolCallId"], "call_read");
+    assert!(results[0]["content"].as_str().unwrap().contains("hello"));
+    let sent = String::from_utf8(server.fake.requests()[1].body.clone()).unwrap();
+    assert!(
+        sent.contains("hello"),
+        "the read result reached the model: {sent}"
+    );
+    assert!(sent.contains("the user denied this call"), "{sent}");
+
+    // Nothing waits any more: a second resume is refused.
+    let mut again = resume.clone();
+    again["runId"] = json!("r-again");
+    assert_eq!(server.post("/api/v1/agui", &again).await.status(), 409);
+}
+
 /// The body `@ag-ui/client` 1.0 posts (fixtures/ui/agui-client, checked against the client by
 /// tests/protocol): `protocolVersion`, a reasoning message, the history of a new thread.
 #[tokio::test]
@@ -440,14 +540,7 @@ async fn the_request_the_agui_client_sends_is_accepted() {
     server
         .fake
         .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
-    let body: Value = serde_json::from_str(
-        &std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../fixtures/ui/agui-client/run.json"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
+    let body = client_request("run.json");
     assert_eq!(body["protocolVersion"], "1.0");
     let response = server.post("/api/v1/agui", &body).await;
     assert_eq!(response.status(), 200);

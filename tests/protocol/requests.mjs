@@ -21,7 +21,16 @@ function requests() {
     { id: "x1", role: "activity", activityType: "progress", content: { done: 1 } },
     { id: "u2", role: "user", content: "And now?" },
   ];
-  return { "run.json": agent.prepareRunAgentInput({ runId: "r-client" }) };
+  // The run after one that paused for approval of call_time and call_read (the calls of
+  // fixtures/wire/loop/turn-1-tool-calls.sse): read approved, time refused.
+  const resume = [
+    { interruptId: "call_read", status: "resolved", payload: { approved: true } },
+    { interruptId: "call_time", status: "cancelled" },
+  ];
+  return {
+    "run.json": agent.prepareRunAgentInput({ runId: "r-client" }),
+    "resume.json": agent.prepareRunAgentInput({ runId: "r-client-resume", resume }),
+  };
 }
 
 const [dir, mode] = process.argv.slice(2);

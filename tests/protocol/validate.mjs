@@ -157,12 +157,15 @@ async function validateAgui(bytes) {
   ).catch((e) => fail(`event[${current}] (${parsed[current]?.type}): [verifyEvents] ${e.message}`));
 
   // cogni contract: one run per response, ending in RUN_FINISHED or RUN_ERROR;
-  // TOOL_CALL_RESULT only for a tool call whose TOOL_CALL_END was sent.
+  // TOOL_CALL_RESULT for a tool call started in this run only after its TOOL_CALL_END (a run that
+  // resumes from interrupts answers calls an earlier run showed, without starting them again).
+  const started = new Set();
   const ended = new Set();
   parsed.forEach((ev, i) => {
     if (ev.type === "RUN_STARTED" && i !== 0) fail(`event[${i}] (RUN_STARTED): [cogni] a response carries exactly one run; RUN_STARTED only as event[0]`);
+    if (ev.type === "TOOL_CALL_START") started.add(ev.toolCallId);
     if (ev.type === "TOOL_CALL_END") ended.add(ev.toolCallId);
-    if (ev.type === "TOOL_CALL_RESULT" && !ended.has(ev.toolCallId)) {
+    if (ev.type === "TOOL_CALL_RESULT" && started.has(ev.toolCallId) && !ended.has(ev.toolCallId)) {
       fail(`event[${i}] (TOOL_CALL_RESULT): [cogni] toolCallId '${ev.toolCallId}' has no earlier TOOL_CALL_END`);
     }
   });

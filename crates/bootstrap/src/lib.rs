@@ -28,7 +28,7 @@ pub use compose::{
 };
 pub use config::{Config, DEFAULT_POLICY_TOML, load_policy};
 pub use record::{
-    RunInput, RunLocks, RunLogStores, RunRequest, Stores, create_stores, recover, start_run,
+    RunInput, RunLocks, RunLogStores, RunRequest, Stores, Turn, create_stores, recover, start_run,
 };
 pub use settings::{
     AgentSettings, EXAMPLE_CONFIG, LlmSettings, LlmWire, Overrides, ServerSettings, Settings,

@@ -28,7 +28,7 @@ use ai_core::{
     ToolCatalog, ToolErrorCode, ToolFailure, ToolInvocationRecord, ToolOutcome, canonical_bytes,
 };
 use anyhow::Context;
-use graph::{AgentState, HistoryItem, reconstruct_history};
+use graph::{AgentState, ApprovalDecision, HistoryItem, reconstruct_history};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
@@ -99,8 +99,58 @@ pub fn create_stores(settings: &Settings) -> anyhow::Result<Stores> {
 pub struct RunInput {
     /// The thread's state before the run.
     pub thread_state: AgentState,
-    /// The user's message.
-    pub user_message: String,
+    /// What begins the run (stored as `user_message` or `approval_decisions`).
+    #[serde(flatten)]
+    pub turn: Turn,
+}
+
+/// What begins a run on a thread.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Turn {
+    /// The user's next message.
+    UserMessage(String),
+    /// Decisions on the calls the thread's last run paused for: approved calls run (the
+    /// runner checks policy and the arguments hash again), the others are denied.
+    ApprovalDecisions(Vec<ApprovalDecision>),
+}
+
+impl Turn {
+    /// The reducer event that begins the run.
+    pub fn event(&self) -> graph::AgentEvent {
+        match self {
+            Self::UserMessage(content) => graph::AgentEvent::UserMessage {
+                content: content.clone(),
+            },
+            Self::ApprovalDecisions(decisions) => graph::AgentEvent::ApprovalDecisions {
+                decisions: decisions.clone(),
+            },
+        }
+    }
+
+    /// Runs the turn on `state` with `agent`.
+    pub(crate) async fn drive(
+        self,
+        agent: &graph::Agent,
+        state: AgentState,
+        run: (&RunContext, &ToolCatalog),
+        events: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> AgentState {
+        let (ctx, catalog) = run;
+        match self {
+            Self::UserMessage(message) => {
+                agent
+                    .run(state, message, ctx, catalog, events, cancel)
+                    .await
+            }
+            Self::ApprovalDecisions(decisions) => {
+                agent
+                    .resume(state, decisions, ctx, catalog, events, cancel)
+                    .await
+            }
+        }
+    }
 }
 
 /// What the run's sink passes to the recorder.
@@ -129,8 +179,8 @@ pub struct RunRequest {
     pub thread: ThreadId,
     /// Its state before the run.
     pub state: AgentState,
-    /// The user's message.
-    pub user_message: String,
+    /// What begins the run.
+    pub turn: Turn,
     /// The run's context (its id names the run in the log).
     pub ctx: RunContext,
     /// The catalog the model sees.
@@ -159,7 +209,7 @@ pub async fn start_run(
     let RunRequest {
         thread,
         state,
-        user_message,
+        turn,
         ctx,
         catalog,
         cancel,
@@ -175,7 +225,7 @@ pub async fn start_run(
         owner = Some(lock);
         let input = RunInput {
             thread_state: state.clone(),
-            user_message: user_message.clone(),
+            turn: turn.clone(),
         };
         let bytes = canonical_bytes(&input).context("the run input cannot be encoded")?;
         let input_ref = log.blobs.put(&bytes).await.context("the run input")?;
@@ -194,8 +244,7 @@ pub async fn start_run(
     let run_cancel = cancel.clone();
     let run = tokio::spawn(async move {
         let sink = ItemSink(items);
-        agent
-            .run(state, user_message, &ctx, &catalog, &sink, &run_cancel)
+        turn.drive(&agent, state, (&ctx, &catalog), &sink, &run_cancel)
             .await
     });
     let (out, events) = unbounded_channel();
@@ -496,14 +545,39 @@ fn repaired_state(
     recorded: &[AiEvent],
     closing: &[AiEvent],
 ) -> Option<serde_json::Value> {
-    // The run began as the reducer begins one: the calls a paused turn left open are answered
-    // (cancelled) before the user's message.
-    let (begun, _) = graph::reduce(
-        input.thread_state.clone(),
-        graph::AgentEvent::UserMessage {
-            content: input.user_message.clone(),
-        },
-    );
+    // The run began as the reducer begins one: a user's message answers the calls a paused turn
+    // left open (cancelled) before it; approval decisions answer the denied ones, and the
+    // approved ones take their recorded results (`interrupted` for those that started and did
+    // not finish, `cancelled` for the others).
+    let (mut begun, _) = graph::reduce(input.thread_state.clone(), input.turn.event());
+    let paused: Vec<&ToolCallId> = match (&input.turn, input.thread_state.phase()) {
+        (Turn::ApprovalDecisions(_), graph::Phase::AwaitingApproval { calls, .. }) => {
+            calls.iter().map(|call| &call.id).collect()
+        }
+        _ => Vec::new(),
+    };
+    if !paused.is_empty() {
+        let results = recorded
+            .iter()
+            .chain(closing)
+            .filter_map(|event| match event {
+                AiEvent::ToolCallResult {
+                    tool_call_id,
+                    outcome,
+                    ..
+                } if paused.contains(&tool_call_id) => Some(ai_core::ToolExecResult {
+                    tool_call_id: tool_call_id.clone(),
+                    outcome: outcome.clone(),
+                }),
+                _ => None,
+            })
+            .collect();
+        let closed = graph::AgentEvent::ToolResults {
+            results,
+            cancelled: true,
+        };
+        (begun, _) = graph::reduce(begun, closed);
+    }
     let mut messages: Vec<Message> = begun.messages().to_vec();
     let mut items = Vec::new();
     let mut text = String::new();
@@ -514,7 +588,13 @@ fn repaired_state(
             });
         }
     };
-    for event in recorded.iter().chain(closing) {
+    // The paused turn's calls are answered above; what follows is the run's own.
+    let later = recorded.iter().chain(closing).filter(|event| match event {
+        AiEvent::ToolCallStart { tool_call_id, .. }
+        | AiEvent::ToolCallResult { tool_call_id, .. } => !paused.contains(&tool_call_id),
+        _ => true,
+    });
+    for event in later {
         match event {
             AiEvent::TextDelta { delta } => text.push_str(delta),
             AiEvent::ToolCallStart {

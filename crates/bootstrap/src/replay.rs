@@ -428,13 +428,12 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
     let ctx = RunContext::new(run_id, "user:cli", "local")?;
     let catalog = ToolCatalog::build(runtime.source.as_ref(), &runtime.policy, &ctx)?;
     let sink = Collect::default();
-    runtime
-        .agent
-        .run(
+    input
+        .turn
+        .drive(
+            &runtime.agent,
             input.thread_state,
-            input.user_message,
-            &ctx,
-            &catalog,
+            (&ctx, &catalog),
             &sink,
             &CancellationToken::new(),
         )

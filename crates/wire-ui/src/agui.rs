@@ -23,6 +23,10 @@ pub struct RunAgentInput {
     /// request. Accepted and not otherwise read: the fields themselves are checked.
     #[serde(default)]
     pub protocol_version: Option<String>,
+    /// Answers to the interrupts the thread's last run ended with: present, this run continues
+    /// from them instead of starting from a new user message.
+    #[serde(default)]
+    pub resume: Vec<ResumeEntry>,
     /// The conversation as the client has it; the new user message is last.
     pub messages: Vec<InputMessage>,
     /// Tools the frontend offers. The server's catalog alone decides what the model sees.
@@ -103,6 +107,75 @@ pub enum InputMessage {
     },
 }
 
+/// The answer to one interrupt ([`Interrupt`]), sent on the run that continues from it.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResumeEntry {
+    /// The interrupt answered ([`Interrupt::id`]).
+    pub interrupt_id: String,
+    /// Whether it was answered or abandoned.
+    pub status: ResumeStatus,
+    /// The answer, shaped by the interrupt's `responseSchema`: for a tool approval,
+    /// `{"approved": true|false}`.
+    #[serde(default)]
+    pub payload: Option<Value>,
+}
+
+/// [`ResumeEntry::status`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResumeStatus {
+    /// Answered: the payload holds the answer.
+    Resolved,
+    /// Abandoned: for a tool approval, a denial.
+    Cancelled,
+}
+
+impl ResumeEntry {
+    /// Whether this entry approves the tool call its interrupt asked about: resolved with
+    /// `{"approved": true}`. Anything else (cancelled, `false`, a missing or malformed payload)
+    /// is a denial, so nothing runs by mistake.
+    pub fn approves(&self) -> bool {
+        self.status == ResumeStatus::Resolved
+            && self
+                .payload
+                .as_ref()
+                .and_then(|p| p.get("approved"))
+                .and_then(Value::as_bool)
+                == Some(true)
+    }
+}
+
+/// Something a run needs from outside before it can continue: here, a human's decision on a
+/// tool call whose effect needs approval.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Interrupt {
+    /// Identifies the interrupt; a [`ResumeEntry`] answers it by this id. For a tool approval,
+    /// the call's id.
+    pub id: String,
+    /// Why the run stopped: `tool_approval`.
+    pub reason: String,
+    /// A prompt for whoever answers.
+    pub message: String,
+    /// The call this interrupt is about.
+    pub tool_call_id: String,
+    /// The answer expected: `{"approved": boolean}`.
+    pub response_schema: Value,
+}
+
+/// How a run ended, on `RUN_FINISHED`: only sent when it waits for answers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunOutcome {
+    /// The run is paused; a new run whose `resume` answers these continues it.
+    Interrupt {
+        /// What the run waits for (at least one).
+        interrupts: Vec<Interrupt>,
+    },
+}
+
 /// A user message's content: plain text or content parts.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(untagged)]
@@ -168,9 +241,12 @@ pub enum AguiEvent {
         thread_id: String,
         /// The run.
         run_id: String,
-        /// Why it ended and what waits, e.g. `{"reason":"stop"}`.
+        /// Why it ended, e.g. `{"reason":"stop"}`.
         #[serde(skip_serializing_if = "Option::is_none")]
         result: Option<Value>,
+        /// What the run waits for, when it is paused.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        outcome: Option<RunOutcome>,
     },
     /// The run failed; nothing follows.
     RunError {
@@ -278,6 +354,8 @@ pub struct Translator {
     open_text: Option<String>,
     /// The run's tool calls in the order they appeared (a run has few).
     calls: Vec<(ToolCallId, CallState)>,
+    /// The calls that wait for approval, as interrupts for `RUN_FINISHED`.
+    interrupts: Vec<Interrupt>,
     error: Option<String>,
     finished: bool,
 }
@@ -295,9 +373,19 @@ impl Translator {
             text_segments: 0,
             open_text: None,
             calls: Vec::new(),
+            interrupts: Vec::new(),
             error: None,
             finished: false,
         }
+    }
+
+    /// A translator for a run that continues from interrupts: `calls` were shown, whole, by an
+    /// earlier run of the thread, so their results are sent without opening them again (a
+    /// second `TOOL_CALL_ARGS` would append to the arguments the client holds).
+    pub fn continuing(mut self, calls: impl IntoIterator<Item = ToolCallId>) -> Self {
+        self.calls
+            .extend(calls.into_iter().map(|id| (id, CallState::Ended)));
+        self
     }
 
     /// The first event: `RUN_STARTED`.
@@ -389,6 +477,17 @@ impl Translator {
                     });
                 }
                 self.end_call(tool_call_id, &mut out);
+                self.interrupts.push(Interrupt {
+                    id: tool_call_id.to_string(),
+                    reason: "tool_approval".into(),
+                    message: format!("Allow this call of {tool_id}?"),
+                    tool_call_id: tool_call_id.to_string(),
+                    response_schema: serde_json::json!({
+                        "type": "object",
+                        "properties": {"approved": {"type": "boolean"}},
+                        "required": ["approved"]
+                    }),
+                });
             }
             AiEvent::ToolCallResult {
                 tool_call_id,
@@ -486,10 +585,16 @@ impl Translator {
                     }
                 }
                 self.close_step(out);
+                // A run paused for approval says what it waits for; a new run whose `resume`
+                // answers every interrupt continues it.
+                let interrupts = std::mem::take(&mut self.interrupts);
+                let outcome = (reason == DoneReason::AwaitingApproval && !interrupts.is_empty())
+                    .then_some(RunOutcome::Interrupt { interrupts });
                 out.push(AguiEvent::RunFinished {
                     thread_id: self.thread_id.clone(),
                     run_id: self.run_id.clone(),
                     result: Some(serde_json::json!({ "reason": reason })),
+                    outcome,
                 });
                 return;
             }

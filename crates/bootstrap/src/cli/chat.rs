@@ -51,7 +51,7 @@ pub(crate) async fn run(
     let request = crate::RunRequest {
         thread,
         state,
-        user_message: message,
+        turn: crate::Turn::UserMessage(message),
         ctx,
         catalog,
         cancel,

@@ -209,7 +209,7 @@ fn request(
     super::RunRequest {
         thread: thread.clone(),
         state,
-        user_message: message.into(),
+        turn: crate::Turn::UserMessage(message.into()),
         ctx,
         catalog,
         cancel: ai_core::CancellationToken::new(),
@@ -354,7 +354,7 @@ async fn open_run() -> OpenRun {
     let runtime = runtime(&settings, Arc::new(Answer));
     let input = super::RunInput {
         thread_state: runtime.agent.new_state(),
-        user_message: "first".into(),
+        turn: crate::Turn::UserMessage("first".into()),
     };
     let input_ref = log
         .blobs
@@ -470,7 +470,7 @@ fn recovery_keeps_the_interrupted_turn_of_a_run_that_started_from_an_approval_pa
     assert!(matches!(state.phase(), Phase::AwaitingApproval { .. }));
     let input = super::RunInput {
         thread_state: state,
-        user_message: "second".into(),
+        turn: crate::Turn::UserMessage("second".into()),
     };
     let recorded = vec![AiEvent::ToolCallStart {
         tool_call_id: id("call-2"),
@@ -485,4 +485,115 @@ fn recovery_keeps_the_interrupted_turn_of_a_run_that_started_from_an_approval_pa
     let repaired = super::repaired_state(input, &recorded, &closing)
         .expect("the interrupted turn (call-2 ran) is dropped from the thread");
     assert!(repaired.to_string().contains("call-2"), "{repaired}");
+}
+
+/// A thread paused for approval of `gated` and `other` (and with `ran` answered already).
+fn paused_thread() -> graph::AgentState {
+    use ai_core::{FinishReason, LlmCompletion, LlmToolCall, ToolExecResult, ToolOutcome};
+    use graph::{AgentEvent, AgentState, Phase, reduce};
+    let call = |name: &str| LlmToolCall {
+        id: ToolCallId::new(name).unwrap(),
+        name: "core__write".into(),
+        arguments: "{}".into(),
+        complete: true,
+        provider_fields: Default::default(),
+    };
+    let approval = |name: &str| ToolExecResult {
+        tool_call_id: ToolCallId::new(name).unwrap(),
+        outcome: ToolOutcome::ApprovalRequired {
+            args_hash: format!("hash-{name}"),
+        },
+    };
+    let mut state = AgentState::new(None, 10);
+    for event in [
+        AgentEvent::UserMessage {
+            content: "first".into(),
+        },
+        AgentEvent::ModelCompleted {
+            completion: LlmCompletion {
+                text: String::new(),
+                tool_calls: vec![call("ran"), call("gated"), call("other")],
+                finish_reason: FinishReason::ToolCalls,
+                usage: None,
+            },
+        },
+        AgentEvent::ToolResults {
+            results: vec![
+                ToolExecResult::ok(ToolCallId::new("ran").unwrap(), serde_json::json!(1)),
+                approval("gated"),
+                approval("other"),
+            ],
+            cancelled: false,
+        },
+    ] {
+        (state, _) = reduce(state, event);
+    }
+    assert!(matches!(state.phase(), Phase::AwaitingApproval { .. }));
+    state
+}
+
+/// A run that resumed from approvals and crashed while the approved call ran: the thread gets
+/// the paused turn answered once each (the call that ran before the pause, the approved call
+/// `interrupted`, the unapproved one denied), not a second copy of the calls.
+#[test]
+fn recovery_answers_the_paused_calls_of_a_run_that_resumed_from_approvals() {
+    use ai_core::{ToolErrorCode, ToolFailure, ToolOutcome};
+    let id = |s: &str| ToolCallId::new(s).unwrap();
+    let input = super::RunInput {
+        thread_state: paused_thread(),
+        turn: crate::Turn::ApprovalDecisions(vec![graph::ApprovalDecision {
+            tool_call_id: id("gated"),
+            approved: true,
+            args_hash: "hash-gated".into(),
+        }]),
+    };
+    let recorded = vec![AiEvent::ToolCallStart {
+        tool_call_id: id("gated"),
+        tool_name: "core__write".into(),
+        args: Some(Arc::new(serde_json::json!({}))),
+    }];
+    let closing = vec![AiEvent::ToolCallResult {
+        tool_call_id: id("gated"),
+        tool_name: "core__write".into(),
+        outcome: ToolOutcome::Error(ToolFailure::new(ToolErrorCode::Interrupted, "stopped")),
+    }];
+    let repaired = super::repaired_state(input, &recorded, &closing)
+        .expect("a valid thread with the paused turn answered");
+    let state: graph::AgentState = serde_json::from_value(repaired).unwrap();
+    let messages = serde_json::to_string(state.messages()).unwrap();
+    assert_eq!(
+        messages.matches("\"gated\"").count(),
+        2,
+        "one call, one answer: {messages}"
+    );
+    assert!(messages.contains("interrupted"), "{messages}");
+    assert!(
+        messages.contains("the user denied this call") || messages.contains("not run"),
+        "{messages}"
+    );
+    assert!(
+        ai_core::validate_history(state.messages()).is_ok(),
+        "{messages}"
+    );
+}
+
+/// Run inputs stored before runs could resume from approvals still read as user messages, and
+/// the two kinds are stored under their own keys.
+#[test]
+fn run_inputs_keep_their_stored_form() {
+    let state = graph::AgentState::new(None, 10);
+    let stored = serde_json::json!({"thread_state": state, "user_message": "hi"});
+    let input: super::RunInput = serde_json::from_value(stored.clone()).unwrap();
+    assert_eq!(input.turn, crate::Turn::UserMessage("hi".into()));
+    assert_eq!(serde_json::to_value(&input).unwrap(), stored);
+    let resumed = super::RunInput {
+        thread_state: state,
+        turn: crate::Turn::ApprovalDecisions(Vec::new()),
+    };
+    let value = serde_json::to_value(&resumed).unwrap();
+    assert!(value.get("approval_decisions").is_some(), "{value}");
+    assert_eq!(
+        serde_json::from_value::<super::RunInput>(value).unwrap(),
+        resumed
+    );
 }

@@ -12,7 +12,9 @@ use graph::HistoryItem;
 use wire_ui::agui::{InputMessage, RunAgentInput, Translator};
 use wire_ui::sse;
 
-use super::{ApiError, AppState, Incoming, Translate, parse_body, sse_response, start_run};
+use super::{
+    ApiError, AppState, Incoming, IncomingTurn, Translate, parse_body, sse_response, start_run,
+};
 
 struct Stream(Translator);
 
@@ -44,9 +46,29 @@ pub(super) async fn run(
         ));
     }
     let input: RunAgentInput = parse_body(&headers, body)?;
-    let incoming = incoming(&input.messages)?;
+    // A run that answers interrupts continues the thread from them: the thread is the server's,
+    // so the client's messages are not read.
+    let incoming = if input.resume.is_empty() {
+        incoming(&input.messages)?
+    } else {
+        Incoming {
+            history: Vec::new(),
+            turn: IncomingTurn::Approvals(
+                input
+                    .resume
+                    .iter()
+                    .map(|answer| (answer.interrupt_id.clone(), answer.approves()))
+                    .collect(),
+            ),
+        }
+    };
     let started = start_run(&state, &input.thread_id, &input.run_id, incoming).await?;
-    let mut translator = Translator::new(input.thread_id, input.run_id);
+    // The calls a resume answers were shown by the run that paused: only their results follow.
+    let shown = input
+        .resume
+        .iter()
+        .filter_map(|answer| ToolCallId::new(answer.interrupt_id.as_str()).ok());
+    let mut translator = Translator::new(input.thread_id, input.run_id).continuing(shown);
     let first = translator.start().iter().map(sse::frame).collect();
     Ok(sse_response(first, started, Stream(translator), &[]))
 }
@@ -112,7 +134,7 @@ fn incoming(messages: &[InputMessage]) -> Result<Incoming, ApiError> {
     }
     Ok(Incoming {
         history,
-        user_message: content.text(),
+        turn: IncomingTurn::Message(content.text()),
     })
 }
 

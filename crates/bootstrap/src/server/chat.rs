@@ -12,7 +12,9 @@ use graph::HistoryItem;
 use wire_ui::ai_sdk::{ChatRequest, STREAM_HEADER, Translator, UiMessage, UiRole};
 use wire_ui::sse;
 
-use super::{ApiError, AppState, Incoming, Translate, parse_body, sse_response, start_run};
+use super::{
+    ApiError, AppState, Incoming, IncomingTurn, Translate, parse_body, sse_response, start_run,
+};
 
 struct Stream(Translator);
 
@@ -83,7 +85,7 @@ fn incoming(messages: &[UiMessage]) -> Result<Incoming, ApiError> {
     }
     Ok(Incoming {
         history,
-        user_message: last.text(),
+        turn: IncomingTurn::Message(last.text()),
     })
 }
 

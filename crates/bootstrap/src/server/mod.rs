@@ -25,7 +25,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use graph::{HistoryItem, reconstruct_history};
+use graph::{AgentState, ApprovalDecision, HistoryItem, reconstruct_history};
 use serde_json::json;
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -270,12 +270,21 @@ fn is_json(content_type: &str) -> bool {
     media_type.trim().eq_ignore_ascii_case("application/json")
 }
 
-/// The conversation a request brings: its history before the new message, and the message.
+/// The conversation a request brings: its history, and what begins the run.
 pub(crate) struct Incoming {
     /// The client's history, used only when the server has no state for the thread.
     pub(crate) history: Vec<HistoryItem>,
-    /// The new user message.
-    pub(crate) user_message: String,
+    /// What begins the run.
+    pub(crate) turn: IncomingTurn,
+}
+
+/// What a request asks the run to begin with.
+pub(crate) enum IncomingTurn {
+    /// A new user message.
+    Message(String),
+    /// Answers to the approvals the thread waits for: call id → approved. A call the thread
+    /// waits for with no answer is denied.
+    Approvals(Vec<(String, bool)>),
 }
 
 /// A started run: its events, and the token that cancels it when the stream is dropped.
@@ -330,11 +339,17 @@ async fn start_run(
                 })?
         }
     };
+    let turn = match incoming.turn {
+        IncomingTurn::Message(message) => crate::Turn::UserMessage(message),
+        IncomingTurn::Approvals(answers) => {
+            crate::Turn::ApprovalDecisions(decisions(&thread, &agent_state, answers)?)
+        }
+    };
     let cancel = CancellationToken::new();
     let request = crate::RunRequest {
         thread,
         state: agent_state,
-        user_message: incoming.user_message,
+        turn,
         ctx,
         catalog,
         cancel: cancel.clone(),
@@ -351,6 +366,44 @@ async fn start_run(
             _ => ApiError::internal(format!("the run cannot start: {e:#}")),
         })?;
     Ok(StartedRun { events, cancel })
+}
+
+/// The decisions that resume `thread`: one per call it waits for, approved only when the
+/// client approved that call id, and bound to the arguments hash the server holds for it (the
+/// arguments the client was shown). An answer for a call the thread does not wait for is
+/// refused (409), so a stale or mistaken answer never runs anything.
+fn decisions(
+    thread: &ThreadId,
+    state: &AgentState,
+    answers: Vec<(String, bool)>,
+) -> Result<Vec<ApprovalDecision>, ApiError> {
+    let conflict =
+        |message: String| ApiError::new(StatusCode::CONFLICT, "nothing_to_resume", message);
+    let graph::Phase::AwaitingApproval { pending, .. } = state.phase() else {
+        return Err(conflict(format!(
+            "thread {} waits for no approval: send a user message instead",
+            thread.as_str()
+        )));
+    };
+    if let Some((unknown, _)) = answers
+        .iter()
+        .find(|(id, _)| !pending.iter().any(|p| p.tool_call_id.as_str() == id))
+    {
+        return Err(conflict(format!(
+            "thread {} does not wait for an approval of call {unknown}",
+            thread.as_str()
+        )));
+    }
+    Ok(pending
+        .iter()
+        .map(|waiting| ApprovalDecision {
+            tool_call_id: waiting.tool_call_id.clone(),
+            approved: answers
+                .iter()
+                .any(|(id, approved)| *approved && waiting.tool_call_id.as_str() == id),
+            args_hash: waiting.args_hash.clone(),
+        })
+        .collect())
 }
 
 /// Marks a thread busy while a run holds it.

@@ -59,12 +59,22 @@ fn failed(call: &str, name: &str, code: ToolErrorCode, message: &str) -> AiEvent
     }
 }
 
+fn approval(call: &str, tool: &str, args: serde_json::Value) -> AiEvent {
+    AiEvent::ApprovalRequired {
+        tool_call_id: id(call),
+        tool_id: ai_core::ToolId::parse(tool).unwrap(),
+        args: Arc::new(args),
+        args_hash: "0".repeat(64),
+    }
+}
+
 fn done(reason: DoneReason) -> AiEvent {
     AiEvent::Done { reason }
 }
 
 const TIME: &str = "core__get_current_time";
 const LIST: &str = "core__workspace_list";
+const WRITE: &str = "core__workspace_write";
 
 /// Every scenario, by name.
 pub(crate) fn all() -> Vec<(&'static str, Vec<AiEvent>)> {
@@ -138,6 +148,25 @@ pub(crate) fn all() -> Vec<(&'static str, Vec<AiEvent>)> {
                 ok("call_9", TIME, json!({"now": "noon"})),
                 step(2),
                 done(DoneReason::MaxSteps),
+            ],
+        ),
+        (
+            // One call ran; the other (streamed) and a third (not streamed) need a human's
+            // decision: the run pauses.
+            "awaiting_approval",
+            vec![
+                step(1),
+                text("Writing it."),
+                announce("call_w", WRITE),
+                args("call_w", "{\"path\":\"a.txt\","),
+                args("call_w", "\"content\":\"hi\"}"),
+                announce("call_t", TIME),
+                args("call_t", "{}"),
+                start("call_t", TIME, Some(json!({}))),
+                ok("call_t", TIME, json!({"now": "noon"})),
+                approval("call_w", WRITE, json!({"path": "a.txt", "content": "hi"})),
+                approval("call_x", WRITE, json!({"path": "b.txt", "content": ""})),
+                done(DoneReason::AwaitingApproval),
             ],
         ),
         (
