@@ -49,8 +49,13 @@ pub enum AiEvent {
         tool_call_id: ToolCallId,
         /// The tool name as the model sent it.
         tool_name: Arc<str>,
-        /// The validated arguments.
-        #[serde(skip_serializing_if = "Option::is_none", default)]
+        /// The validated arguments. Left out when `None`; present, `null` included, it reads
+        /// back as `Some`.
+        #[serde(
+            skip_serializing_if = "Option::is_none",
+            default,
+            deserialize_with = "crate::result::some_if_present"
+        )]
         args: Option<Arc<Value>>,
     },
     /// The model began streaming a tool call (its id and name are known); argument fragments

@@ -279,17 +279,47 @@ pub enum ToolCallStatus {
 }
 
 /// The audit record of one invocation. It holds validated arguments and the redacted result only.
+///
+/// Serialized, a field that is `None` is left out and a field that is present is `Some`, `null`
+/// included, so a call that succeeded with a `null` value reads back as it was written:
+///
+/// ```
+/// use std::sync::Arc;
+/// use ai_core::{ToolCallId, ToolInvocationRecord};
+/// let record = ToolInvocationRecord {
+///     tool_call_id: ToolCallId::new("c1").unwrap(), tool_id: "core__noop".into(),
+///     args: Some(Arc::new(serde_json::json!({}))), result: Some(Arc::new(serde_json::Value::Null)),
+///     error: None, started_at_ms: 1, ended_at_ms: 2, attempts: vec![], raw: None,
+/// };
+/// let json = serde_json::to_string(&record).unwrap();
+/// assert!(json.contains(r#""result":null"#) && !json.contains("error"));
+/// assert_eq!(serde_json::from_str::<ToolInvocationRecord>(&json).unwrap(), record);
+/// ```
+///
+/// Records written before this rule wrote every field, `None` as `null`; they read as they were
+/// meant. Such a record is recognized by holding both `result` and `error` with one of them
+/// `null` (a record in the current form holds `error` only for a failure, and `result` and
+/// `error` together only when both are set). In it a `null` `args` is `None` (a runner's
+/// validated arguments are always an object), a `null` `result` next to a failure is `None`, and
+/// a `null` `result` without a failure is `Some(null)`: the runner records exactly one of a result
+/// and a failure, so that call succeeded with the value `null`. The one record of the current
+/// form that reads differently is one with both a failure and a `null` result, which the runner
+/// never writes: it reads with no result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "RecordFields")]
 pub struct ToolInvocationRecord {
     /// The call.
     pub tool_call_id: ToolCallId,
     /// The tool name the model asked for (cut to 128 bytes; it may not be a valid id).
     pub tool_id: Arc<str>,
     /// The validated arguments, when they parsed.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub args: Option<Arc<Value>>,
     /// The redacted result, when the call succeeded.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<Arc<Value>>,
     /// The failure, when it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ToolFailure>,
     /// When the runner took the call, from the [`crate::Clock`].
     pub started_at_ms: u64,
@@ -302,6 +332,76 @@ pub struct ToolInvocationRecord {
     /// to decide anything.
     #[serde(skip)]
     pub raw: Option<Value>,
+}
+
+/// A stored record's fields as found: for `args`, `result` and `error`, whether the field was
+/// there at all (outer `Option`) and whether it was `null` (inner `None`).
+#[derive(Deserialize)]
+struct RecordFields {
+    tool_call_id: ToolCallId,
+    tool_id: Arc<str>,
+    #[serde(default, deserialize_with = "present")]
+    args: Option<Option<Arc<Value>>>,
+    #[serde(default, deserialize_with = "present")]
+    result: Option<Option<Arc<Value>>>,
+    #[serde(default, deserialize_with = "present")]
+    error: Option<Option<ToolFailure>>,
+    started_at_ms: u64,
+    ended_at_ms: u64,
+    #[serde(default)]
+    attempts: Vec<Attempt>,
+}
+
+/// A field that is present (`Some`), `null` (`Some(None)`) or not; with `#[serde(default)]`, a
+/// missing field is `None`.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// A JSON value field that is present, `null` included, as `Some`; with `#[serde(default)]`, a
+/// missing field is `None`. The counterpart of `skip_serializing_if = "Option::is_none"`.
+pub(crate) fn some_if_present<'de, D>(deserializer: D) -> Result<Option<Arc<Value>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    Arc::<Value>::deserialize(deserializer).map(Some)
+}
+
+impl From<RecordFields> for ToolInvocationRecord {
+    fn from(fields: RecordFields) -> Self {
+        // The old form wrote every field, `None` as `null`: see the type's docs.
+        let old_form = matches!(
+            (&fields.result, &fields.error),
+            (Some(None), Some(_)) | (Some(_), Some(None))
+        );
+        let error = fields.error.flatten();
+        let null = || Some(Arc::new(Value::Null));
+        let args = match fields.args {
+            Some(None) if old_form => None,
+            Some(None) => null(),
+            other => other.flatten(),
+        };
+        let result = match fields.result {
+            Some(None) if old_form && error.is_some() => None,
+            Some(None) => null(),
+            other => other.flatten(),
+        };
+        Self {
+            tool_call_id: fields.tool_call_id,
+            tool_id: fields.tool_id,
+            args,
+            result,
+            error,
+            started_at_ms: fields.started_at_ms,
+            ended_at_ms: fields.ended_at_ms,
+            attempts: fields.attempts,
+            raw: None,
+        }
+    }
 }
 
 impl ToolInvocationRecord {
@@ -320,5 +420,80 @@ impl ToolInvocationRecord {
             _ => ToolCallStatus::Failed,
         });
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record(args: Option<Value>, result: Option<Value>, failed: bool) -> ToolInvocationRecord {
+        ToolInvocationRecord {
+            tool_call_id: ToolCallId::new("c1").unwrap(),
+            tool_id: "core__noop".into(),
+            args: args.map(Arc::new),
+            result: result.map(Arc::new),
+            error: failed.then(|| ToolFailure::new(ToolErrorCode::Execution, "it failed")),
+            started_at_ms: 1,
+            ended_at_ms: 2,
+            attempts: vec![],
+            raw: None,
+        }
+    }
+
+    fn round_trip(record: &ToolInvocationRecord) -> ToolInvocationRecord {
+        serde_json::from_str(&serde_json::to_string(record).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_null_result_or_args_round_trips_and_an_absent_one_stays_absent() {
+        let ok_null = record(Some(Value::Null), Some(Value::Null), false);
+        assert_eq!(round_trip(&ok_null), ok_null);
+        assert_eq!(
+            round_trip(&ok_null).transitions().last(),
+            Some(&ToolCallStatus::Succeeded)
+        );
+        let refused = record(None, None, true);
+        assert_eq!(round_trip(&refused), refused);
+        let neither = record(None, None, false);
+        assert_eq!(round_trip(&neither), neither);
+        let failed_after_validation = record(Some(Value::Null), None, true);
+        assert_eq!(
+            round_trip(&failed_after_validation),
+            failed_after_validation
+        );
+        let plain = record(Some(json!({"a": 1})), Some(json!([1])), false);
+        assert_eq!(round_trip(&plain), plain);
+    }
+
+    #[test]
+    fn records_in_the_old_form_read_as_they_were_meant() {
+        let base = r#""tool_call_id":"c1","tool_id":"core__noop","started_at_ms":1,"ended_at_ms":2,"attempts":[]"#;
+        let failure = r#"{"code":"execution","category":"execution","retryable":false,"safe_message":"it failed"}"#;
+        let read = |fields: &str| -> ToolInvocationRecord {
+            serde_json::from_str(&format!("{{{base},{fields}}}")).unwrap()
+        };
+        // A failure, with `null` args and result: neither was there.
+        assert_eq!(
+            read(&format!(r#""args":null,"result":null,"error":{failure}"#)),
+            record(None, None, true)
+        );
+        // Validated args and a failure.
+        assert_eq!(
+            read(&format!(
+                r#""args":{{"a":1}},"result":null,"error":{failure}"#
+            )),
+            record(Some(json!({"a": 1})), None, true)
+        );
+        // A success whose value was `null`: the old form could not tell it from no result.
+        assert_eq!(
+            read(r#""args":{"a":1},"result":null,"error":null"#),
+            record(Some(json!({"a": 1})), Some(Value::Null), false)
+        );
+        assert_eq!(
+            read(r#""args":null,"result":{"v":1},"error":null"#),
+            record(None, Some(json!({"v": 1})), false)
+        );
     }
 }

@@ -2,11 +2,13 @@
 //! (SqliteStore and InMemoryRunStore): a new implementation (Postgres, …) adds one line to
 //! `contract!` below and must pass the same tests.
 
+use std::sync::Arc;
+
 use ai_core::{
     AiEvent, DanglingToolCall, RunStatus, RunStep, RunStore, RunStoreError, ThreadId, ThreadStore,
-    ToolErrorCode, ToolFailure, ToolOutcome, sha256_hex,
+    ToolCallStatus, ToolErrorCode, ToolFailure, ToolInvocationRecord, ToolOutcome, sha256_hex,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::{call, done, record, result, run, running, six_events, start};
 
@@ -393,6 +395,61 @@ async fn a_conditional_thread_state_is_saved_only_over_the_state_it_names(store:
     assert_eq!(store.load_run(&r).await.unwrap().events.len(), 3);
 }
 
+/// A call that succeeded with the value `null`, and a start whose arguments are `null`, read
+/// back exactly as committed: a present `null` is not an absent value.
+async fn a_null_result_and_null_args_are_kept(store: &dyn Stores) {
+    let r = run("run-null");
+    store.begin_run(&r, None, 1, None).await.unwrap();
+    let null = || Some(Arc::new(Value::Null));
+    let ok_null = ToolInvocationRecord {
+        args: null(),
+        result: null(),
+        ..record("c1", "raw")
+    };
+    let refused = ToolInvocationRecord {
+        args: None,
+        result: None,
+        error: Some(ToolFailure::new(ToolErrorCode::InvalidJson, "not JSON")),
+        ..record("c2", "raw")
+    };
+    let events = vec![
+        AiEvent::ToolCallStart {
+            tool_call_id: call("c1"),
+            tool_name: "core__get_current_time".into(),
+            args: null(),
+        },
+        AiEvent::ToolCallStart {
+            tool_call_id: call("c2"),
+            tool_name: "core__get_current_time".into(),
+            args: None,
+        },
+    ];
+    let step = RunStep {
+        events: events.clone(),
+        records: vec![ok_null.clone(), refused.clone()],
+        ..RunStep::default()
+    };
+    store.commit_step(&r, step).await.unwrap();
+    let log = store.load_run(&r).await.unwrap();
+    assert_eq!(log.events, events);
+    let without_raw = |mut record: ToolInvocationRecord| {
+        record.raw = None;
+        record
+    };
+    assert_eq!(
+        log.records,
+        vec![without_raw(ok_null), without_raw(refused)]
+    );
+    assert_eq!(
+        log.records[0].transitions().last(),
+        Some(&ToolCallStatus::Succeeded)
+    );
+    assert_eq!(
+        log.records[1].transitions().last(),
+        Some(&ToolCallStatus::Failed)
+    );
+}
+
 macro_rules! contract {
     ($($test:ident),* $(,)?) => {
         mod sqlite_store {
@@ -426,4 +483,5 @@ contract!(
     recovery_survives_a_crash_before_the_closing_step,
     recovery_leaves_a_run_it_is_not_given_running,
     a_conditional_thread_state_is_saved_only_over_the_state_it_names,
+    a_null_result_and_null_args_are_kept,
 );
