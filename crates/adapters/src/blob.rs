@@ -25,6 +25,32 @@ pub(crate) fn check_hash(hash: &str) -> Result<(), BlobStoreError> {
     }
 }
 
+/// Checks that `value`, the `what` of run `run_id` (e.g. "the input ref"), is a blob address,
+/// for the run stores: both refuse the same values with the same
+/// [`RunStoreError::Invalid`](ai_core::RunStoreError::Invalid), which says what is wrong with
+/// the value without quoting it.
+pub(crate) fn check_run_ref(
+    run_id: &ai_core::RunId,
+    what: &str,
+    value: &str,
+) -> Result<(), ai_core::RunStoreError> {
+    if check_hash(value).is_ok() {
+        return Ok(());
+    }
+    let problem = if value.len() != 64 {
+        format!("it is {} bytes long, not 64", value.len())
+    } else {
+        "it holds a character that is not a lower-case hex digit".to_owned()
+    };
+    Err(ai_core::RunStoreError::Invalid {
+        run_id: run_id.clone(),
+        reason: format!(
+            "{what} is not a blob address (64 lower-case hex digits, the SHA-256 of the blob): \
+             {problem}"
+        ),
+    })
+}
+
 /// Blobs as files under `<data_dir>/blobs/`: the blob `abcd…` lives at `blobs/ab/cd…`.
 ///
 /// A put writes a temporary file in the blob's folder, fsyncs it, renames it to its address and

@@ -56,6 +56,9 @@ impl RunStore for InMemoryRunStore {
         at_ms: u64,
         input_ref: Option<&str>,
     ) -> Result<(), RunStoreError> {
+        if let Some(input_ref) = input_ref {
+            crate::blob::check_run_ref(run_id, "the input ref", input_ref)?;
+        }
         let mut state = self.lock()?;
         if state.runs.contains_key(run_id) {
             return Err(RunStoreError::AlreadyExists(run_id.clone()));
@@ -85,11 +88,8 @@ impl RunStore for InMemoryRunStore {
         run_id: &RunId,
         step: RunStep,
     ) -> Result<Range<u64>, RunStoreError> {
-        for receipt in &step.receipt_refs {
-            crate::blob::check_hash(receipt).map_err(|_| RunStoreError::Invalid {
-                run_id: run_id.clone(),
-                reason: format!("receipt ref {receipt:?} is not a blob address"),
-            })?;
+        for (i, receipt) in step.receipt_refs.iter().enumerate() {
+            crate::blob::check_run_ref(run_id, &format!("receipt ref {i} of the step"), receipt)?;
         }
         let mut state = self.lock()?;
         let state = &mut *state;

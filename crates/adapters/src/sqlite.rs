@@ -301,9 +301,8 @@ fn prepare_step(run_id: &RunId, step: RunStep) -> Result<PreparedStep, RunStoreE
             json,
         ));
     }
-    for receipt in &step.receipt_refs {
-        crate::blob::check_hash(receipt)
-            .map_err(|_| invalid(format!("receipt ref {receipt:?} is not a blob address")))?;
+    for (i, receipt) in step.receipt_refs.iter().enumerate() {
+        crate::blob::check_run_ref(run_id, &format!("receipt ref {i} of the step"), receipt)?;
     }
     Ok(PreparedStep {
         events,
@@ -584,6 +583,9 @@ impl RunStore for SqliteStore {
         at_ms: u64,
         input_ref: Option<&str>,
     ) -> Result<(), RunStoreError> {
+        if let Some(input_ref) = input_ref {
+            crate::blob::check_run_ref(run_id, "the input ref", input_ref)?;
+        }
         let (run_id, thread_id, at) = (run_id.clone(), thread_id.cloned(), ms(at_ms)?);
         let input_ref = input_ref.map(str::to_owned);
         self.with_conn(move |conn| {

@@ -248,7 +248,8 @@ pub enum RunStoreError {
 #[async_trait]
 pub trait RunStore: Send + Sync {
     /// Records a new run as `running`, with the address of its input when it has one. A run id
-    /// that exists is refused.
+    /// that exists is refused, and so is an input ref that is not a blob address (64 lower-case
+    /// hex digits), as [`RunStoreError::Invalid`], before anything is written.
     async fn begin_run(
         &self,
         run_id: &RunId,

@@ -450,6 +450,40 @@ async fn a_null_result_and_null_args_are_kept(store: &dyn Stores) {
     );
 }
 
+/// An input ref that is not a blob address is refused up front by every store, with the same
+/// error naming what is wrong, and no run is begun.
+async fn an_input_ref_that_is_not_a_blob_address_is_refused(store: &dyn Stores) {
+    let r = run("run-ref");
+    for (bad, problem) in [
+        ("", "it is 0 bytes long, not 64"),
+        ("../not-a-hash", "it is 13 bytes long, not 64"),
+        (
+            &"E".repeat(64),
+            "it holds a character that is not a lower-case hex digit",
+        ),
+    ] {
+        let refused = store.begin_run(&r, None, 1, Some(bad)).await.unwrap_err();
+        assert_eq!(
+            refused,
+            RunStoreError::Invalid {
+                run_id: r.clone(),
+                reason: format!(
+                    "the input ref is not a blob address (64 lower-case hex digits, the SHA-256 \
+                     of the blob): {problem}"
+                ),
+            }
+        );
+        assert_eq!(
+            store.load_run(&r).await,
+            Err(RunStoreError::NotFound(r.clone()))
+        );
+    }
+    store
+        .begin_run(&r, None, 1, Some(&receipt_ref(0)))
+        .await
+        .unwrap();
+}
+
 macro_rules! contract {
     ($($test:ident),* $(,)?) => {
         mod sqlite_store {
@@ -484,4 +518,5 @@ contract!(
     recovery_leaves_a_run_it_is_not_given_running,
     a_conditional_thread_state_is_saved_only_over_the_state_it_names,
     a_null_result_and_null_args_are_kept,
+    an_input_ref_that_is_not_a_blob_address_is_refused,
 );
