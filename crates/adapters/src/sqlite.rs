@@ -458,13 +458,19 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
             .map_err(read)?;
         rows.collect::<Result<_, _>>().map_err(read)
     };
-    let corrupt = |what: &str, n: i64, e: serde_json::Error| {
-        RunStoreError::Corrupt(format!("{what} {n} of run {run_id}: {e}"))
+    // The message names the row and the column, never what they hold (a run's text, a tool's
+    // result): see `describe_json_error`.
+    let corrupt = |what: &str, n: i64, column: &str, e: serde_json::Error| {
+        RunStoreError::Corrupt(format!(
+            "{what} {n} of run {run_id} ({column}) does not decode: {}",
+            ai_core::describe_json_error(&e)
+        ))
     };
     let events = strings("SELECT seq, event_json FROM run_events WHERE run_id = ?1 ORDER BY seq")?
         .into_iter()
         .map(|(seq, json)| {
-            serde_json::from_str::<AiEvent>(&json).map_err(|e| corrupt("event", seq, e))
+            serde_json::from_str::<AiEvent>(&json)
+                .map_err(|e| corrupt("event", seq, "run_events.event_json", e))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let records =
@@ -472,7 +478,7 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
             .into_iter()
             .map(|(idx, json)| {
                 serde_json::from_str::<ToolInvocationRecord>(&json)
-                    .map_err(|e| corrupt("record", idx, e))
+                    .map_err(|e| corrupt("record", idx, "tool_records.record_json", e))
             })
             .collect::<Result<Vec<_>, _>>()?;
     let receipt_refs =
@@ -696,8 +702,9 @@ impl ThreadStore for SqliteStore {
                     .map(|json| {
                         serde_json::from_str(&json).map_err(|e| {
                             RunStoreError::Corrupt(format!(
-                                "the state of thread {} does not decode: {e}",
-                                id.as_str()
+                                "the state of thread {} (threads.state_json) does not decode: {}",
+                                id.as_str(),
+                                ai_core::describe_json_error(&e)
                             ))
                         })
                     })

@@ -34,6 +34,7 @@ mod context;
 mod error;
 mod event;
 mod id;
+mod json_error;
 mod message;
 mod policy;
 mod ports;
@@ -58,6 +59,7 @@ pub use context::{ConnectionGrant, ConnectionId, RunContext, ToolInvocationConte
 pub use error::{Error, Result};
 pub use event::{AiEvent, DoneReason};
 pub use id::{RunId, ToolCallId, ToolId};
+pub use json_error::describe_json_error;
 pub use message::{AssistantToolCall, HistoryError, Message, validate_history};
 pub use policy::{BreakerPolicy, Budgets, PolicyDecision, RetryPolicy, ToolPolicy};
 pub use ports::{

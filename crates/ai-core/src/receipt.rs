@@ -127,7 +127,7 @@ impl ModelReceipt {
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, ReceiptError> {
         serde_json::from_slice(bytes).map_err(|e| ReceiptError::Decode {
             what: "model receipt",
-            reason: e.to_string(),
+            reason: crate::describe_json_error(&e),
         })
     }
 
@@ -144,7 +144,7 @@ impl ModelReceipt {
         let bytes = blobs.get(&self.output_ref).await?;
         serde_json::from_slice(&bytes).map_err(|e| ReceiptError::Decode {
             what: "recorded completion",
-            reason: e.to_string(),
+            reason: crate::describe_json_error(&e),
         })
     }
 
@@ -161,7 +161,7 @@ impl ModelReceipt {
             .map(Some)
             .map_err(|e| ReceiptError::Decode {
                 what: "recorded deltas",
-                reason: e.to_string(),
+                reason: crate::describe_json_error(&e),
             })
     }
 
@@ -176,7 +176,7 @@ impl ModelReceipt {
             calls.push(
                 serde_json::from_slice(&bytes).map_err(|e| ReceiptError::Decode {
                     what: "tool call blob",
-                    reason: e.to_string(),
+                    reason: crate::describe_json_error(&e),
                 })?,
             );
         }
@@ -211,7 +211,7 @@ pub enum ReceiptError {
     Decode {
         /// What was being read.
         what: &'static str,
-        /// The decoder's message.
+        /// What is wrong and where ([`crate::describe_json_error`]): never the blob's contents.
         reason: String,
     },
 }

@@ -392,8 +392,13 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
         .get(input_ref)
         .await
         .with_context(|| format!("run {run_id}: its input {input_ref}"))?;
-    let input: RunInput = serde_json::from_slice(&bytes)
-        .with_context(|| format!("run {run_id}: its input {input_ref} does not decode"))?;
+    // The decoder's own message would quote the input (the user's message): never shown.
+    let input: RunInput = serde_json::from_slice(&bytes).map_err(|e| {
+        anyhow!(
+            "run {run_id}: its input {input_ref} does not decode: {}",
+            ai_core::describe_json_error(&e)
+        )
+    })?;
     for (i, receipt_ref) in run.receipt_refs.iter().enumerate() {
         let call = i + 1;
         let receipt = ModelReceipt::load(log.blobs.as_ref(), receipt_ref)

@@ -199,3 +199,19 @@ async fn a_read_only_data_dir_refuses_writes_and_keeps_what_it_has() {
         vec![done()]
     );
 }
+
+#[tokio::test]
+async fn a_receipt_of_the_wrong_shape_is_named_without_quoting_what_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsBlobStore::open(dir.path()).unwrap();
+    let hash = store
+        .put(br#"{"usage": "CANARY-MODEL-OUTPUT", "provider": "p"}"#)
+        .await
+        .unwrap();
+    let err = ModelReceipt::load(&store, &hash).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "model receipt does not decode: a value of the wrong type (a string; expected struct \
+         Usage) at line 1 column 31"
+    );
+}

@@ -287,3 +287,86 @@ async fn recovery_marks_cut_runs_interrupted_and_names_their_dangling_calls() {
             .is_empty()
     );
 }
+
+/// A stored event or record that does not decode is reported by its row and column and what is
+/// wrong, never by what it holds: run text and tool results stay out of errors and logs.
+#[tokio::test]
+async fn a_corrupt_row_is_named_without_quoting_what_it_holds() {
+    const CANARY: &str = "CANARY-RUN-TEXT";
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let r = run("run-1");
+    let t = thread("t-1");
+    store.begin_run(&r, Some(&t), 1, None).await.unwrap();
+    let step = RunStep {
+        events: vec![start("c1")],
+        records: vec![record("c1", "raw")],
+        ..RunStep::default()
+    };
+    store.commit_step(&r, step).await.unwrap();
+    let conn = rusqlite::Connection::open(store.path()).unwrap();
+    let long_id = CANARY.repeat(20);
+    let cases = [
+        (
+            "UPDATE run_events SET event_json = ?1 WHERE seq = 0",
+            format!(r#"{{"type":"step_started","step":"{CANARY} said hello"}}"#),
+            // An internally tagged enum is decoded from a buffer: serde gives no position.
+            "event 0 of run run-1 (run_events.event_json) does not decode: a value of the wrong \
+             type (a string; expected u32)",
+        ),
+        (
+            "UPDATE run_events SET event_json = ?1 WHERE seq = 0",
+            format!(
+                r#"{{"type":"tool_call_result","tool_call_id":"{long_id}","tool_name":"t","outcome":{{"status":"ok","value":1}}}}"#
+            ),
+            "",
+        ),
+        (
+            "UPDATE run_events SET event_json = ?1 WHERE seq = 0",
+            format!(r#"{{"type":"{CANARY}"}}"#),
+            "",
+        ),
+        (
+            "UPDATE tool_records SET record_json = ?1 WHERE idx = 0",
+            format!(
+                r#"{{"tool_call_id":"c1","tool_id":"t","started_at_ms":"{CANARY}","ended_at_ms":2}}"#
+            ),
+            "record 0 of run run-1 (tool_records.record_json) does not decode: a value of the \
+             wrong type (a string; expected u64) at line 1 column 68",
+        ),
+    ];
+    for (sql, json, expected) in cases {
+        // Restore both rows, then damage one.
+        conn.execute(
+            "UPDATE run_events SET event_json = ?1 WHERE seq = 0",
+            [serde_json::to_string(&start("c1")).unwrap()],
+        )
+        .unwrap();
+        conn.execute(
+            "UPDATE tool_records SET record_json = ?1 WHERE idx = 0",
+            [serde_json::to_string(&record("c1", "raw")).unwrap()],
+        )
+        .unwrap();
+        conn.execute(sql, [&json]).unwrap();
+        let err = store.load_run(&r).await.unwrap_err();
+        assert!(matches!(err, RunStoreError::Corrupt(_)), "{err:?}");
+        let message = err.to_string();
+        assert!(!message.contains(CANARY), "{message}");
+        assert!(message.contains("of run run-1 ("), "{message}");
+        if !expected.is_empty() {
+            assert_eq!(message, format!("stored data is corrupt: {expected}"));
+        }
+    }
+    // A thread state that is not JSON.
+    conn.execute(
+        "INSERT INTO threads (thread_id, state_json) VALUES ('t-1', ?1)",
+        [format!("{{\"a\": {CANARY}}}")],
+    )
+    .unwrap();
+    let err = store.load(&t).await.unwrap_err().to_string();
+    assert!(!err.contains(CANARY), "{err}");
+    assert!(
+        err.contains("thread t-1 (threads.state_json) does not decode: not valid JSON at line 1"),
+        "{err}"
+    );
+}

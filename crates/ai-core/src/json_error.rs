@@ -1,0 +1,216 @@
+//! [`describe_json_error`]: what a JSON decode error says, without the data it was decoding.
+
+/// Describes why JSON did not decode, and where, without quoting any of the input.
+///
+/// serde_json's own messages quote the value they refused (`invalid type: string "…", expected
+/// u64`), so a run's text or a tool's result read back from a store would end up in an error and
+/// in the logs. This keeps the error's category, the rule from the type being decoded (a missing
+/// field's name, what was expected) and the line and column, and drops the value:
+///
+/// ```
+/// #[derive(Debug, serde::Deserialize)]
+/// struct Row { #[allow(dead_code)] count: u64 }
+/// let e = serde_json::from_str::<Row>(r#"{"count": "SECRET TEXT"}"#).unwrap_err();
+/// assert!(e.to_string().contains("SECRET TEXT"));
+/// let described = ai_core::describe_json_error(&e);
+/// assert_eq!(described, "a value of the wrong type (a string; expected u64) at line 1 column 23");
+/// assert!(!described.contains("SECRET"));
+/// ```
+pub fn describe_json_error(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let what = match e.classify() {
+        Category::Io => "a read error".to_owned(),
+        Category::Syntax => "not valid JSON".to_owned(),
+        Category::Eof => "JSON that ends too early".to_owned(),
+        Category::Data => describe_data_error(&message_of(e)),
+    };
+    if e.line() == 0 {
+        what
+    } else {
+        format!("{what} at line {} column {}", e.line(), e.column())
+    }
+}
+
+/// The error's message without serde_json's ` at line … column …` suffix.
+fn message_of(e: &serde_json::Error) -> String {
+    let full = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    match full.strip_suffix(&suffix) {
+        Some(message) if e.line() != 0 => message.to_owned(),
+        _ => full,
+    }
+}
+
+/// The kinds serde names for an unexpected value (`serde::de::Unexpected`'s display), longest
+/// first so that `unit variant` is not read as `unit value`.
+const KINDS: &[&str] = &[
+    "floating point",
+    "newtype variant",
+    "newtype struct",
+    "tuple variant",
+    "struct variant",
+    "unit variant",
+    "unit value",
+    "byte array",
+    "sequence",
+    "boolean",
+    "integer",
+    "string",
+    "option",
+    "bytes",
+    "char",
+    "null",
+    "enum",
+    "map",
+];
+
+/// A data error (the JSON is valid, the type does not take it) from the parts of serde's message
+/// that come from the type, never from the data.
+fn describe_data_error(message: &str) -> String {
+    // What follows the last ", expected " is the type's own description: the value, which comes
+    // first, may contain that text too, but never after it.
+    let expected = message
+        .rfind(", expected ")
+        .map(|at| &message[at + ", expected ".len()..]);
+    let with_expected = |what: &str| match expected {
+        Some(expected) => format!("{what}; expected {expected}"),
+        None => what.to_owned(),
+    };
+    for (prefix, what) in [
+        ("missing field `", "missing field"),
+        ("duplicate field `", "duplicate field"),
+    ] {
+        // The field's name is the type's (it is missing or doubled, so it was looked for).
+        if let Some(rest) = message.strip_prefix(prefix)
+            && let Some(end) = rest.find('`')
+        {
+            return format!("{what} `{}`", &rest[..end]);
+        }
+    }
+    for (prefix, what) in [
+        ("invalid type: ", "a value of the wrong type"),
+        ("invalid value: ", "a value that is not allowed"),
+    ] {
+        if let Some(rest) = message.strip_prefix(prefix) {
+            let kind = KINDS.iter().find(|kind| rest.starts_with(*kind));
+            return match kind {
+                Some(kind) => {
+                    let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                        "an"
+                    } else {
+                        "a"
+                    };
+                    format!("{what} ({})", with_expected(&format!("{article} {kind}")))
+                }
+                None => what.to_owned(),
+            };
+        }
+    }
+    if message.starts_with("invalid length ") {
+        return format!(
+            "a sequence or map of the wrong length ({})",
+            with_expected("length not shown")
+        );
+    }
+    if message.starts_with("unknown variant ") {
+        return format!("an unknown variant ({})", with_expected("name not shown"));
+    }
+    if message.starts_with("unknown field ") {
+        return format!("an unknown field ({})", with_expected("name not shown"));
+    }
+    // A message of the type's own (e.g. an id's constructor) may quote the value: none is kept.
+    "a value the type does not take".to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    const CANARY: &str = "CANARY, expected 7 \u{1F426}";
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Row {
+        count: u64,
+        kind: Kind,
+        #[serde(default)]
+        pair: Option<(u8, u8)>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    enum Kind {
+        Plain,
+    }
+
+    fn described(json: &str) -> String {
+        let e = serde_json::from_str::<Row>(json).unwrap_err();
+        let described = describe_json_error(&e);
+        assert!(!described.contains("CANARY"), "{described}");
+        described
+    }
+
+    #[test]
+    fn no_message_quotes_the_input() {
+        let c = serde_json::to_string(CANARY).unwrap();
+        let cases = [
+            (
+                format!(r#"{{"count": {c}, "kind": "plain"}}"#),
+                "a value of the wrong type (a string; expected u64) at line 1 column 35",
+            ),
+            (
+                format!(r#"{{"count": 1, "kind": {c}}}"#),
+                "an unknown variant (name not shown; expected `plain`) at line 1 column 46",
+            ),
+            (
+                format!(r#"{{"count": 1, "kind": "plain", {c}: 1}}"#),
+                "an unknown field (name not shown; expected one of `count`, `kind`, `pair`) \
+                 at line 1 column 55",
+            ),
+            (
+                r#"{"count": 1, "kind": "plain", "pair": [1]}"#.to_owned(),
+                "a sequence or map of the wrong length (length not shown; expected a tuple of \
+                 size 2) at line 1 column 41",
+            ),
+            (
+                r#"{"count": -1, "kind": "plain"}"#.to_owned(),
+                "a value that is not allowed (an integer; expected u64) at line 1 column 12",
+            ),
+            (
+                r#"{"kind": "plain"}"#.to_owned(),
+                "missing field `count` at line 1 column 17",
+            ),
+            (
+                format!(r#"{{"count": 1 {c}"#),
+                "not valid JSON at line 1 column 13",
+            ),
+            (
+                r#"{"count": 1"#.to_owned(),
+                "JSON that ends too early at line 1 column 11",
+            ),
+        ];
+        for (json, expected) in cases {
+            assert_eq!(described(&json), expected, "{json}");
+        }
+    }
+
+    #[test]
+    fn a_message_of_the_type_s_own_is_dropped() {
+        #[derive(Debug)]
+        struct Id;
+        impl<'de> Deserialize<'de> for Id {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let raw = String::deserialize(d)?;
+                Err(serde::de::Error::custom(format!("bad id {raw}")))
+            }
+        }
+        let e = serde_json::from_str::<Id>(r#""CANARY""#).unwrap_err();
+        assert!(e.to_string().contains("CANARY"));
+        assert!(
+            describe_json_error(&e).starts_with("a value the type does not take"),
+            "{e}"
+        );
+    }
+}
