@@ -498,6 +498,10 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
 /// every interrupted run not closed yet (no `done` event): the closing step is the caller's, in
 /// a later transaction, so a run marked by an earlier recovery whose closing step never
 /// committed is named again.
+///
+/// A run whose rows cannot be read (a bad id, a start event without a tool name) is left out
+/// and logged, naming its row and what is wrong: it cannot be closed, and it must not keep the
+/// others from being closed. It stays interrupted, and is reported again at every recovery.
 fn recover_tx(
     conn: &mut Connection,
     at_ms: i64,
@@ -515,69 +519,89 @@ fn recover_tx(
         .and_then(|mut stmt| stmt.execute(params![at_ms, run_id.as_str()]))
         .map_err(fail)?;
     }
-    let open: Vec<(String, Option<String>)> = {
+    let open: Vec<(i64, String, Option<String>)> = {
         let mut stmt = tx
             .prepare_cached(
-                "SELECT run_id, thread_id FROM runs WHERE status = 'interrupted' AND NOT EXISTS ( \
+                "SELECT rowid, run_id, thread_id FROM runs WHERE status = 'interrupted' \
+                 AND NOT EXISTS ( \
                    SELECT 1 FROM run_events e WHERE e.run_id = runs.run_id AND e.kind = 'done') \
                  ORDER BY started_at_ms, run_id",
             )
             .map_err(fail)?;
         let rows = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .map_err(fail)?;
         rows.collect::<Result<_, _>>().map_err(fail)?
     };
     let mut out = Vec::with_capacity(open.len());
-    for (run, thread) in open {
-        let corrupt = |what: &str| RunStoreError::Corrupt(format!("run {run:?}: {what}"));
-        let run_id = RunId::new(run.clone()).map_err(|_| corrupt("bad run id"))?;
-        let thread_id = thread
-            .map(ThreadId::new)
-            .transpose()
-            .map_err(|_| corrupt("bad thread id"))?;
-        let starts: Vec<(String, String)> = {
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT s.tool_call_id, s.event_json FROM run_events s \
-                     WHERE s.run_id = ?1 AND s.kind = 'tool_call_start' AND NOT EXISTS ( \
-                       SELECT 1 FROM run_events r WHERE r.run_id = s.run_id \
-                       AND r.tool_call_id = s.tool_call_id AND r.kind = 'tool_call_result') \
-                     ORDER BY s.seq",
-                )
-                .map_err(fail)?;
-            let rows = stmt
-                .query_map([run.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
-                .map_err(fail)?;
-            rows.collect::<Result<_, _>>().map_err(fail)?
-        };
-        let mut dangling: Vec<DanglingToolCall> = Vec::with_capacity(starts.len());
-        for (call, json) in starts {
-            let tool_call_id = ToolCallId::new(call).map_err(|_| corrupt("bad tool call id"))?;
-            if dangling.iter().any(|d| d.tool_call_id == tool_call_id) {
-                continue;
+    for (rowid, run, thread) in open {
+        match interrupted_run(&tx, &run, thread).map_err(fail)? {
+            Ok(found) => out.push(found),
+            Err(problem) => {
+                // The id is named only when it is a valid one: a damaged id may hold anything.
+                let id = RunId::new(run.clone()).map_or_else(|_| "?".to_owned(), String::from);
+                tracing::error!(
+                    row = rowid,
+                    run = id,
+                    problem,
+                    "an interrupted run cannot be read: it stays interrupted and is not closed"
+                );
             }
-            let tool_name = serde_json::from_str::<Value>(&json)
-                .ok()
-                .and_then(|v| {
-                    v.get("tool_name")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                })
-                .ok_or_else(|| corrupt("a tool call start event without a tool name"))?;
-            dangling.push(DanglingToolCall {
-                tool_call_id,
-                tool_name,
-            });
         }
-        out.push(InterruptedRun {
-            run_id,
-            thread_id,
-            dangling,
-        });
     }
     tx.commit().map_err(fail)?;
     Ok(out)
+}
+
+/// One interrupted run with its dangling calls, or (inner `Err`) what makes it unreadable.
+fn interrupted_run(
+    tx: &Transaction<'_>,
+    run: &str,
+    thread: Option<String>,
+) -> rusqlite::Result<Result<InterruptedRun, &'static str>> {
+    let Ok(run_id) = RunId::new(run.to_owned()) else {
+        return Ok(Err("its id is not a valid run id"));
+    };
+    let Ok(thread_id) = thread.map(ThreadId::new).transpose() else {
+        return Ok(Err("its thread id is not a valid thread id"));
+    };
+    let starts: Vec<(Option<String>, String)> = {
+        let mut stmt = tx.prepare_cached(
+            "SELECT s.tool_call_id, s.event_json FROM run_events s \
+             WHERE s.run_id = ?1 AND s.kind = 'tool_call_start' AND NOT EXISTS ( \
+               SELECT 1 FROM run_events r WHERE r.run_id = s.run_id \
+               AND r.tool_call_id = s.tool_call_id AND r.kind = 'tool_call_result') \
+             ORDER BY s.seq",
+        )?;
+        let rows = stmt.query_map([run], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect::<Result<_, _>>()?
+    };
+    let mut dangling: Vec<DanglingToolCall> = Vec::with_capacity(starts.len());
+    for (call, json) in starts {
+        let Some(Ok(tool_call_id)) = call.map(ToolCallId::new) else {
+            return Ok(Err("a tool call start event has no valid tool call id"));
+        };
+        if dangling.iter().any(|d| d.tool_call_id == tool_call_id) {
+            continue;
+        }
+        let tool_name = serde_json::from_str::<Value>(&json).ok().and_then(|v| {
+            v.get("tool_name")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+        let Some(tool_name) = tool_name else {
+            return Ok(Err("a tool call start event has no tool name"));
+        };
+        dangling.push(DanglingToolCall {
+            tool_call_id,
+            tool_name,
+        });
+    }
+    Ok(Ok(InterruptedRun {
+        run_id,
+        thread_id,
+        dangling,
+    }))
 }
 
 #[async_trait]

@@ -287,6 +287,11 @@ pub trait RunStore: Send + Sync {
     /// so a crash or a failed write between recovery and the closing step loses nothing. A run
     /// whose log already has its `Done` (the process died before `finish_run`) needs no closing
     /// and is not returned.
+    ///
+    /// A run whose stored rows cannot be read (a damaged id or event) cannot be closed: a store
+    /// leaves it out and reports it by its own means (a log line naming the row and what is
+    /// wrong), and still returns every other run. One bad run never stops the recovery of the
+    /// rest.
     async fn recover_interrupted(
         &self,
         at_ms: u64,

@@ -370,3 +370,62 @@ async fn a_corrupt_row_is_named_without_quoting_what_it_holds() {
         "{err}"
     );
 }
+
+/// One interrupted run that cannot be read (a start event without a tool name, an id that is
+/// not a run id) does not stop the recovery of the others: they are still named, and the bad
+/// ones are left out (and logged), as the memory store names every run it can hold.
+#[tokio::test]
+async fn one_corrupt_interrupted_run_does_not_stop_the_recovery_of_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let (broken, good) = (run("a-broken"), run("b-good"));
+    for (r, at) in [(&broken, 1), (&good, 2)] {
+        store
+            .begin_run(r, Some(&thread("t")), at, None)
+            .await
+            .unwrap();
+        let step = RunStep {
+            events: vec![start("c1")],
+            ..RunStep::default()
+        };
+        store.commit_step(r, step).await.unwrap();
+    }
+    let conn = rusqlite::Connection::open(store.path()).unwrap();
+    conn.execute(
+        "UPDATE run_events SET event_json = '{\"type\":\"tool_call_start\",\"tool_call_id\":\"c1\"}' \
+         WHERE run_id = 'a-broken'",
+        [],
+    )
+    .unwrap();
+    // A run left interrupted by an earlier start, whose id is not a valid run id.
+    conn.execute(
+        "INSERT INTO runs (run_id, status, started_at_ms) VALUES ('', 'interrupted', 0)",
+        [],
+    )
+    .unwrap();
+    let expected = vec![ai_core::InterruptedRun {
+        run_id: good.clone(),
+        thread_id: Some(thread("t")),
+        dangling: vec![DanglingToolCall {
+            tool_call_id: call("c1"),
+            tool_name: "core__get_current_time".into(),
+        }],
+    }];
+    let found = store
+        .recover_interrupted(100, &[broken.clone(), good.clone()])
+        .await
+        .unwrap();
+    assert_eq!(found, expected);
+    // Both dead runs were marked, the broken one included; it is left out again next time.
+    for r in [&broken, &good] {
+        let row: (String, i64) = conn
+            .query_row(
+                "SELECT status, finished_at_ms FROM runs WHERE run_id = ?1",
+                [r.as_str()],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(row, ("interrupted".to_owned(), 100));
+    }
+    assert_eq!(store.recover_interrupted(200, &[]).await.unwrap(), expected);
+}
