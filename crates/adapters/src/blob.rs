@@ -5,11 +5,11 @@
 //! refused as [`BlobStoreError::InvalidHash`] before it comes near a path, so an address can never
 //! name a file outside the store.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ai_core::{BlobStore, BlobStoreError, sha256_hex};
@@ -54,9 +54,12 @@ pub(crate) fn check_run_ref(
 /// Blobs as files under `<data_dir>/blobs/`: the blob `abcd…` lives at `blobs/ab/cd…`.
 ///
 /// A put writes a temporary file in the blob's folder, fsyncs it, renames it to its address and
-/// fsyncs the folder, so a crash never leaves a half-written blob at a valid address. A put of
-/// bytes already stored touches nothing. [`BlobStore::put_many`] does the same for a batch,
-/// sharing the syncs. A get reads the file and checks its hash.
+/// fsyncs the folder, so a crash never leaves a half-written blob at a valid address. A file
+/// already at the address counts only if its bytes match the address: a damaged one is
+/// replaced. Either way the put fsyncs the file and its folders before it returns, since the
+/// put that renamed the file there may not have synced the folder yet. [`BlobStore::put_many`]
+/// does the same for a batch, [`FsBlobStore::PUT_CHUNK`] blobs at a time, sharing the syncs. A get reads the
+/// file and checks its hash.
 ///
 /// ```
 /// use ai_core::BlobStore;
@@ -73,6 +76,9 @@ pub struct FsBlobStore {
     inner: Arc<FsInner>,
 }
 
+/// A blob of a batch: its address, its bytes and its path.
+type Pending<'a> = (&'a str, &'a [u8], PathBuf);
+
 #[derive(Debug)]
 struct FsInner {
     root: PathBuf,
@@ -81,10 +87,29 @@ struct FsInner {
 }
 
 impl FsBlobStore {
-    /// Opens (creating when needed) the blob folder `<data_dir>/blobs`.
+    /// How many blobs a put writes, syncs and renames at once, and how many blocking calls
+    /// (fsyncs, reads) it runs at once: a batch of any size holds at most this many files open
+    /// and starts at most this many threads. Sixteen concurrent fsyncs already share their
+    /// journal commits; more would only add threads.
+    pub const PUT_CHUNK: usize = 16;
+
+    /// Opens (creating when needed) the blob folder `<data_dir>/blobs`. A folder it creates is
+    /// made durable (its parent is fsynced) before it returns.
     pub fn open(data_dir: impl AsRef<Path>) -> Result<Self, BlobStoreError> {
         let root = data_dir.as_ref().join("blobs");
+        // The folders this call creates, innermost first: each one's parent gets an fsync.
+        let mut created: Vec<&Path> = Vec::new();
+        let mut dir = Some(root.as_path());
+        while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+            created.push(d);
+            dir = d.parent();
+        }
         fs::create_dir_all(&root).map_err(|e| io_error("cannot create", &root, &e))?;
+        for dir in created {
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                sync_dir(parent)?;
+            }
+        }
         Ok(Self {
             inner: Arc::new(FsInner {
                 root,
@@ -111,57 +136,73 @@ impl FsInner {
         Ok(self.root.join(&hash[..2]).join(&hash[2..]))
     }
 
-    /// Stores a batch durably: every new blob is written to a temporary file, all are fsynced,
-    /// then renamed to their addresses in the given order, then their folders are fsynced. On a
-    /// journaling filesystem the syncs of one batch share their journal commits, so a batch costs
-    /// little more than one blob. Blobs already stored are not touched.
+    /// Stores a batch durably, [`FsBlobStore::PUT_CHUNK`] blobs at a time: each blob not stored intact is
+    /// written to a temporary file, the chunk's files are fsynced together and renamed to their
+    /// addresses in the given order; then every folder the batch touched is fsynced. On a
+    /// journaling filesystem the syncs of one chunk share their journal commits, so a chunk
+    /// costs little more than one blob. On failure, no temporary file is left behind (blobs of
+    /// earlier chunks stay: they are whole and named by their hash).
     fn put_many_blocking(&self, blobs: &[(String, Vec<u8>)]) -> Result<(), BlobStoreError> {
-        let mut todo: Vec<(&str, &[u8], PathBuf)> = Vec::with_capacity(blobs.len());
+        let mut seen: HashSet<&str> = HashSet::with_capacity(blobs.len());
+        let mut batch: Vec<Pending<'_>> = Vec::with_capacity(blobs.len());
         for (hash, bytes) in blobs {
             let path = self.path_of(hash)?;
-            if !path.is_file() && !todo.iter().any(|(h, _, _)| h == hash) {
-                todo.push((hash, bytes, path));
+            if seen.insert(hash) {
+                batch.push((hash, bytes, path));
             }
         }
-        if todo.is_empty() {
+        if batch.is_empty() {
             return Ok(());
         }
-        let mut dirs: Vec<PathBuf> = Vec::new();
-        let mut new_dir = false;
-        for (hash, _, _) in &todo {
+        // Every folder of the batch is synced at the end, the root too: a blob or a folder
+        // found in place may have been renamed or created by a put that has not synced yet.
+        let mut dirs: Vec<PathBuf> = vec![self.root.clone()];
+        for (hash, _, _) in &batch {
             let dir = self.root.join(&hash[..2]);
             if !dirs.contains(&dir) {
                 if !dir.is_dir() {
                     fs::create_dir_all(&dir).map_err(|e| io_error("cannot create", &dir, &e))?;
-                    new_dir = true;
                 }
                 dirs.push(dir);
             }
         }
-        if new_dir {
-            sync_dir(&self.root)?;
-        }
-        let mut temps: Vec<PathBuf> = Vec::with_capacity(todo.len());
-        let result = self.write_and_rename(&todo, &mut temps);
-        if result.is_err() {
-            for tmp in &temps {
-                let _ = fs::remove_file(tmp);
+        // A file at the address counts only if it holds the right bytes (it is fsynced too);
+        // anything else (missing, damaged, unreadable) is written again.
+        let intact: Vec<AtomicBool> = batch.iter().map(|_| AtomicBool::new(false)).collect();
+        let checks: Vec<(&AtomicBool, &Pending<'_>)> = intact.iter().zip(&batch).collect();
+        in_parallel(&checks, |(intact, (hash, _, path))| {
+            intact.store(stored_intact(path, hash), Ordering::Relaxed);
+            Ok(())
+        })?;
+        let todo: Vec<&Pending<'_>> = batch
+            .iter()
+            .zip(&intact)
+            .filter(|(_, intact)| !intact.load(Ordering::Relaxed))
+            .map(|(blob, _)| blob)
+            .collect();
+        for chunk in todo.chunks(FsBlobStore::PUT_CHUNK) {
+            let mut temps: Vec<PathBuf> = Vec::with_capacity(chunk.len());
+            let result = self.write_and_rename(chunk, &mut temps);
+            if result.is_err() {
+                for tmp in &temps {
+                    let _ = fs::remove_file(tmp);
+                }
+                return result;
             }
-            return result;
         }
-        in_parallel(&dirs, |dir| sync_dir(dir))?;
-        Ok(())
+        in_parallel(&dirs, |dir| sync_dir(dir))
     }
 
-    /// Writes every blob to a temporary file, fsyncs them all, then renames them in order.
-    /// `temps` keeps the temporary files not renamed yet, for the caller to remove on failure.
+    /// Writes every blob of a chunk to a temporary file, fsyncs them all, then renames them in
+    /// order. `temps` keeps the temporary files not renamed yet, for the caller to remove on
+    /// failure.
     fn write_and_rename(
         &self,
-        todo: &[(&str, &[u8], PathBuf)],
+        chunk: &[&Pending<'_>],
         temps: &mut Vec<PathBuf>,
     ) -> Result<(), BlobStoreError> {
-        let mut files = Vec::with_capacity(todo.len());
-        for (hash, bytes, path) in todo {
+        let mut files = Vec::with_capacity(chunk.len());
+        for (hash, bytes, path) in chunk.iter().copied() {
             let n = self.counter.fetch_add(1, Ordering::Relaxed);
             let tmp =
                 path.with_file_name(format!(".tmp-{}-{}-{n}", &hash[2..10], std::process::id()));
@@ -176,14 +217,18 @@ impl FsInner {
             files.push((file, tmp));
         }
         // The syncs run at once: a journaling filesystem folds concurrent fsyncs into shared
-        // journal commits, so a batch waits for about one sync instead of one per blob.
+        // journal commits, so a chunk waits for about one sync instead of one per blob.
         in_parallel(&files, |(file, tmp)| {
             file.sync_all()
                 .map_err(|e| io_error("cannot fsync", tmp, &e))
         })?;
-        for ((_, _, path), (_, tmp)) in todo.iter().zip(&files) {
-            fs::rename(tmp, path).map_err(|e| io_error("cannot rename into", path, &e))?;
-            temps.retain(|t| t != tmp);
+        drop(files);
+        for (_, _, path) in chunk.iter().copied() {
+            let tmp = temps.remove(0);
+            if let Err(e) = fs::rename(&tmp, path) {
+                temps.insert(0, tmp);
+                return Err(io_error("cannot rename into", path, &e));
+            }
         }
         Ok(())
     }
@@ -221,27 +266,60 @@ pub(crate) fn only_address(mut hashes: Vec<String>) -> Result<String, BlobStoreE
         .ok_or_else(|| BlobStoreError::Backend("a one-blob batch returned no address".into()))
 }
 
-/// Runs `op` on every item, each on its own scoped thread when there are several (they block in
-/// the kernel, so they overlap), and returns the first error.
+/// Whether the file at `path` holds the bytes of `hash` (and is fsynced). Any failure to read it
+/// counts as not intact: the caller writes the blob again, and a failure to do that is reported.
+fn stored_intact(path: &Path, hash: &str) -> bool {
+    let Ok(mut file) = File::open(path) else {
+        return false;
+    };
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).is_ok() && sha256_hex(&bytes) == hash && file.sync_all().is_ok()
+}
+
+/// Runs `op` on every item, up to [`FsBlobStore::PUT_CHUNK`] at once, each on its own scoped thread (they
+/// block in the kernel, so they overlap), and returns the first error. An item whose thread
+/// cannot be started runs on the calling thread instead.
 fn in_parallel<T: Sync>(
     items: &[T],
     op: impl Fn(&T) -> Result<(), BlobStoreError> + Sync,
 ) -> Result<(), BlobStoreError> {
-    if let [only] = items {
-        return op(only);
-    }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = items.iter().map(|item| scope.spawn(|| op(item))).collect();
-        handles
-            .into_iter()
-            .map(|handle| {
-                handle.join().unwrap_or_else(|_| {
-                    Err(BlobStoreError::Backend("a blob sync thread failed".into()))
-                })
-            })
-            .collect::<Result<Vec<()>, _>>()
-            .map(|_| ())
+    in_parallel_on(items, &op, &|| {
+        std::thread::Builder::new().name("cogni-blob-io".into())
     })
+}
+
+/// [`in_parallel`] with the threads built by `builder`.
+fn in_parallel_on<T: Sync>(
+    items: &[T],
+    op: &(dyn Fn(&T) -> Result<(), BlobStoreError> + Sync),
+    builder: &dyn Fn() -> std::thread::Builder,
+) -> Result<(), BlobStoreError> {
+    for chunk in items.chunks(FsBlobStore::PUT_CHUNK) {
+        if let [only] = chunk {
+            op(only)?;
+            continue;
+        }
+        std::thread::scope(|scope| {
+            let mut inline: Vec<Result<(), BlobStoreError>> = Vec::new();
+            let mut handles = Vec::with_capacity(chunk.len());
+            for item in chunk {
+                match builder().spawn_scoped(scope, move || op(item)) {
+                    Ok(handle) => handles.push(handle),
+                    Err(_) => inline.push(op(item)),
+                }
+            }
+            let joined = handles.into_iter().map(|handle| {
+                handle.join().unwrap_or_else(|_| {
+                    Err(BlobStoreError::Backend("a blob IO thread panicked".into()))
+                })
+            });
+            inline
+                .into_iter()
+                .chain(joined)
+                .collect::<Result<Vec<()>, _>>()
+        })?;
+    }
+    Ok(())
 }
 
 /// Fsyncs a folder so a rename or a new entry in it survives a crash.
@@ -344,5 +422,67 @@ impl BlobStore for InMemoryBlobStore {
             return Err(BlobStoreError::Corrupt(hash.to_owned()));
         }
         Ok(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+
+    /// The most ops that ran at once, and how many ran, over `items` ops of 5 ms each.
+    fn peak(items: usize, builder: &dyn Fn() -> std::thread::Builder) -> (usize, usize) {
+        let (running, peak, ran) = (
+            AtomicUsize::new(0),
+            AtomicUsize::new(0),
+            AtomicUsize::new(0),
+        );
+        let items: Vec<usize> = (0..items).collect();
+        in_parallel_on(
+            &items,
+            &|_| {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(5));
+                running.fetch_sub(1, Ordering::SeqCst);
+                ran.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            },
+            builder,
+        )
+        .unwrap();
+        (peak.into_inner(), ran.into_inner())
+    }
+
+    #[test]
+    fn in_parallel_runs_at_most_a_chunk_at_once() {
+        let (peak, ran) = peak(200, &std::thread::Builder::new);
+        assert_eq!(ran, 200);
+        assert!(peak <= FsBlobStore::PUT_CHUNK, "{peak} ops ran at once");
+        assert!(peak > 1, "the ops did not overlap");
+    }
+
+    #[test]
+    fn an_op_whose_thread_cannot_start_runs_on_the_calling_thread() {
+        // No machine maps a 1 PiB stack: every spawn fails.
+        let (peak, ran) = peak(40, &|| std::thread::Builder::new().stack_size(1 << 50));
+        assert_eq!((peak, ran), (1, 40));
+    }
+
+    #[test]
+    fn in_parallel_returns_the_first_error_after_every_op_ran() {
+        let ran = AtomicUsize::new(0);
+        let items: Vec<usize> = (0..5).collect();
+        let result = in_parallel(&items, |i| {
+            ran.fetch_add(1, Ordering::SeqCst);
+            if *i == 3 {
+                Err(BlobStoreError::Backend("op 3 failed".into()))
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(result, Err(BlobStoreError::Backend("op 3 failed".into())));
+        assert_eq!(ran.into_inner(), 5);
     }
 }

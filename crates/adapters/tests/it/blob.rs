@@ -61,19 +61,85 @@ async fn fs_put_is_idempotent_and_leaves_no_temporary_files() {
 }
 
 #[tokio::test]
-async fn fs_put_does_not_overwrite_a_stored_blob() {
+async fn fs_put_repairs_a_damaged_blob_file() {
     let dir = tempfile::tempdir().unwrap();
     let store = FsBlobStore::open(dir.path()).unwrap();
     let hash = store.put(b"original").await.unwrap();
     let path = store.path_of(&hash).unwrap();
-    std::fs::write(&path, b"damaged").unwrap();
-    // A put of the same content leaves what is stored alone, and the damage stays visible.
-    assert_eq!(store.put(b"original").await.unwrap(), hash);
-    assert_eq!(std::fs::read(&path).unwrap(), b"damaged");
-    assert_eq!(
-        store.get(&hash).await,
-        Err(BlobStoreError::Corrupt(hash.clone()))
-    );
+    for damage in [&b"garbage"[..], b"", b"origina"] {
+        std::fs::write(&path, damage).unwrap();
+        assert_eq!(
+            store.get(&hash).await,
+            Err(BlobStoreError::Corrupt(hash.clone()))
+        );
+        // A put of the same content counts the damaged file as missing and writes it again.
+        assert_eq!(store.put(b"original").await.unwrap(), hash);
+        assert_eq!(store.get(&hash).await.unwrap(), b"original");
+    }
+    // In a batch too, next to new blobs and an intact one.
+    std::fs::write(&path, b"garbage").unwrap();
+    let intact = store.put(b"intact").await.unwrap();
+    let hashes = store
+        .put_many(&[b"new 1", b"original", b"intact", b"new 2"])
+        .await
+        .unwrap();
+    assert_eq!(hashes[1], hash);
+    assert_eq!(hashes[2], intact);
+    for (hash, bytes) in hashes
+        .iter()
+        .zip([&b"new 1"[..], b"original", b"intact", b"new 2"])
+    {
+        assert_eq!(store.get(hash).await.unwrap(), bytes);
+    }
+    let files = crate::support::snapshot(dir.path());
+    assert_eq!(files.len(), 4, "the blobs and nothing else: {files:?}");
+}
+
+#[tokio::test]
+async fn fs_put_many_stores_hundreds_of_blobs_in_one_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsBlobStore::open(dir.path()).unwrap();
+    let blobs: Vec<Vec<u8>> = (0..400)
+        .map(|i| format!("blob number {i}").into_bytes())
+        .collect();
+    let refs: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
+    let hashes = store.put_many(&refs).await.unwrap();
+    assert_eq!(hashes.len(), 400);
+    for (hash, bytes) in hashes.iter().zip(&blobs) {
+        assert_eq!(hash, &sha256_hex(bytes));
+        assert_eq!(&store.get(hash).await.unwrap(), bytes);
+    }
+    let files = crate::support::snapshot(dir.path());
+    assert_eq!(files.len(), 400, "the blobs and nothing else");
+    // Again: all are stored intact, nothing is written.
+    assert_eq!(store.put_many(&refs).await.unwrap(), hashes);
+    assert_eq!(crate::support::snapshot(dir.path()), files);
+}
+
+#[tokio::test]
+async fn a_failed_fs_put_leaves_no_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsBlobStore::open(dir.path()).unwrap();
+    let blobs: Vec<Vec<u8>> = (0..40).map(|i| format!("blob {i}").into_bytes()).collect();
+    let refs: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
+    // The address of blob 20 (in the middle of the second chunk) is taken by a folder that is
+    // not empty, so its rename fails after the chunk's other files were written.
+    let blocked = store.path_of(&sha256_hex(&blobs[20])).unwrap();
+    std::fs::create_dir_all(blocked.join("inside")).unwrap();
+    let err = store.put_many(&refs).await.unwrap_err();
+    assert!(err.to_string().contains("cannot rename into"), "{err}");
+    let temps: Vec<_> = crate::support::snapshot(dir.path())
+        .into_iter()
+        .map(|(path, _)| path)
+        .filter(|path| path.to_string_lossy().contains(".tmp-"))
+        .collect();
+    assert!(temps.is_empty(), "left behind: {temps:?}");
+    // Once the address is free, the same put stores everything.
+    std::fs::remove_dir_all(&blocked).unwrap();
+    let hashes = store.put_many(&refs).await.unwrap();
+    for (hash, bytes) in hashes.iter().zip(&blobs) {
+        assert_eq!(&store.get(hash).await.unwrap(), bytes);
+    }
 }
 
 #[tokio::test]
