@@ -111,6 +111,18 @@ impl RunStore for InMemoryRunStore {
                 reason: "the step carries a thread state but the run has no thread".into(),
             });
         }
+        if let (true, Some(expected), Some(_), Some(thread)) = (
+            step.refuse_if_thread_changed,
+            &step.thread_state_if_saved,
+            &step.thread_state,
+            &run.header.thread_id,
+        ) && state.threads.get(thread).unwrap_or(&Value::Null) != expected
+        {
+            return Err(RunStoreError::ThreadChanged {
+                run_id: run_id.clone(),
+                thread_id: thread.clone(),
+            });
+        }
         // Checked above: nothing below fails, so the step is applied whole.
         let first = run.events.len() as u64;
         run.events.extend(step.events);

@@ -268,6 +268,7 @@ struct PreparedStep {
     receipt_refs: Vec<String>,
     thread_state: Option<String>,
     thread_state_if_saved: Option<Value>,
+    refuse_if_thread_changed: bool,
 }
 
 fn prepare_step(run_id: &RunId, step: RunStep) -> Result<PreparedStep, RunStoreError> {
@@ -310,6 +311,7 @@ fn prepare_step(run_id: &RunId, step: RunStep) -> Result<PreparedStep, RunStoreE
         receipt_refs: step.receipt_refs,
         thread_state: step.thread_state.map(|v| v.to_string()),
         thread_state_if_saved: step.thread_state_if_saved,
+        refuse_if_thread_changed: step.refuse_if_thread_changed,
     })
 }
 
@@ -426,11 +428,25 @@ fn commit_step_tx(
         };
         if unchanged {
             save_thread(&tx, thread, state).map_err(write)?;
+        } else if step.refuse_if_thread_changed {
+            // Dropping the transaction rolls the whole step back.
+            return Err(thread_changed(run_id, thread));
         }
     }
     tx.commit().map_err(write)?;
     let first = first as u64;
     Ok(first..first + step.events.len() as u64)
+}
+
+/// The refusal of a step whose thread moved on (see [`RunStep::refuse_if_thread_changed`]).
+fn thread_changed(run_id: &RunId, thread: &str) -> RunStoreError {
+    match ThreadId::new(thread) {
+        Ok(thread_id) => RunStoreError::ThreadChanged {
+            run_id: run_id.clone(),
+            thread_id,
+        },
+        Err(_) => RunStoreError::Corrupt(format!("run {run_id} has a bad thread id")),
+    }
 }
 
 fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStoreError> {

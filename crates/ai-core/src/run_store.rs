@@ -93,6 +93,12 @@ pub struct RunStep {
     /// committed without it. Recovery uses it, so a thread that took turns since a run began
     /// keeps them whatever another process stores meanwhile.
     pub thread_state_if_saved: Option<Value>,
+    /// With `thread_state_if_saved`: when the thread's saved state is not that one, the whole
+    /// step is refused with [`RunStoreError::ThreadChanged`] and nothing of it is written,
+    /// instead of being committed without the state. A run's closing step uses it, so a run
+    /// whose thread another process moved on meanwhile learns it (and can close itself with an
+    /// error) rather than overwriting that turn or being shown as saved.
+    pub refuse_if_thread_changed: bool,
 }
 
 /// A run as stored: its header and its contents in order.
@@ -158,6 +164,20 @@ pub enum RunStoreError {
         run_id: RunId,
         /// What is wrong.
         reason: String,
+    },
+    /// The step's thread state was written on condition that the thread still held the state the
+    /// run began from ([`RunStep::refuse_if_thread_changed`]), and it does not: another run
+    /// stored a turn on it meanwhile. Nothing of the step was written.
+    #[error(
+        "thread {} changed since run {run_id} began: another run stored a turn on it \
+         meanwhile, so this run's turn was not saved",
+        thread_id.as_str()
+    )]
+    ThreadChanged {
+        /// The run.
+        run_id: RunId,
+        /// Its thread.
+        thread_id: ThreadId,
     },
     /// Stored data does not decode (a row written by something else, or damaged).
     #[error("stored data is corrupt: {0}")]

@@ -24,8 +24,9 @@ use std::sync::Arc;
 use adapters::{ReceiptCollector, SqliteStore, TieredBlobStore};
 use ai_core::{
     AiEvent, BlobStore, CancellationToken, Clock, DoneReason, EventSink, InterruptedRun, Message,
-    RunContext, RunId, RunStatus, RunStep, RunStore, ThreadId, ThreadStore, ToolCallId,
-    ToolCatalog, ToolErrorCode, ToolFailure, ToolInvocationRecord, ToolOutcome, canonical_bytes,
+    RunContext, RunId, RunStatus, RunStep, RunStore, RunStoreError, ThreadId, ThreadStore,
+    ToolCallId, ToolCatalog, ToolErrorCode, ToolFailure, ToolInvocationRecord, ToolOutcome,
+    canonical_bytes,
 };
 use anyhow::Context;
 use graph::{AgentState, ApprovalDecision, HistoryItem, reconstruct_history};
@@ -179,6 +180,13 @@ pub struct RunRequest {
     pub thread: ThreadId,
     /// Its state before the run.
     pub state: AgentState,
+    /// The thread's saved state that `state` was read from, as the thread store returned it
+    /// (`None`: nothing was saved, e.g. `state` is new or rebuilt from a client's history). With
+    /// a run log, the run's closing step saves the thread only while it still holds exactly this
+    /// (checked in the closing transaction), so a turn another process stored on the thread
+    /// meanwhile is never overwritten: the run then ends with an error saying the thread
+    /// changed since it began, and its record is kept.
+    pub saved_state: Option<serde_json::Value>,
     /// What begins the run.
     pub turn: Turn,
     /// The run's context (its id names the run in the log).
@@ -200,6 +208,12 @@ impl std::fmt::Debug for RunRequest {
 /// Starts a run and returns its events, each stored before it arrives here. The thread's state
 /// is saved before `Done` is handed on, and `on_saved` (e.g. freeing the thread for its next
 /// run) is called then. Fails only if the run cannot be logged at all.
+///
+/// With a run log, the new state is saved only over the state the run started from
+/// ([`RunRequest::saved_state`]): when another process stored a turn on the thread meanwhile
+/// (`cogni serve` and `cogni chat` on one data folder), that turn is kept, and this run is
+/// closed and stored with an [`AiEvent::Error`] saying the thread changed since it began and
+/// `Done { reason: error }` in place of its own `Done`.
 pub async fn start_run(
     runtime: &Runtime,
     stores: &Stores,
@@ -209,6 +223,7 @@ pub async fn start_run(
     let RunRequest {
         thread,
         state,
+        saved_state,
         turn,
         ctx,
         catalog,
@@ -275,26 +290,36 @@ pub async fn start_run(
                 if let Some(task) = run.take() {
                     match task.await {
                         Ok(final_state) => match serde_json::to_value(&final_state) {
-                            Ok(value) => step.thread_state = Some(value),
+                            Ok(value) => {
+                                // Saved only over the state the run began from: a turn another
+                                // process stored meanwhile is not overwritten.
+                                step.thread_state = Some(value);
+                                step.thread_state_if_saved =
+                                    Some(saved_state.clone().unwrap_or(serde_json::Value::Null));
+                                step.refuse_if_thread_changed = true;
+                            }
                             Err(error) => tracing::error!(%error, "thread state not encodable"),
                         },
                         Err(error) => tracing::error!(%error, "run task failed"),
                     }
                 }
             }
-            let events = step.events.clone();
-            if let Err(error) = store_step(&stores, &thread, &run_id, step, done, &*clock).await {
-                // Nothing unstored is shown: the run stops and the client sees why.
-                tracing::error!(run = run_id.as_str(), %error, "run log write failed");
-                cancel.cancel();
-                let _ = out.send(AiEvent::Error {
-                    message: format!("the run could not be recorded: {error}"),
-                });
-                let _ = out.send(AiEvent::Done {
-                    reason: DoneReason::Error,
-                });
-                return;
-            }
+            let stored = store_step(&stores, &thread, &run_id, step, done, &*clock).await;
+            let events = match stored {
+                Ok(events) => events,
+                Err(error) => {
+                    // Nothing unstored is shown: the run stops and the client sees why.
+                    tracing::error!(run = run_id.as_str(), %error, "run log write failed");
+                    cancel.cancel();
+                    let _ = out.send(AiEvent::Error {
+                        message: format!("the run could not be recorded: {error}"),
+                    });
+                    let _ = out.send(AiEvent::Done {
+                        reason: DoneReason::Error,
+                    });
+                    return;
+                }
+            };
             if done && let Some(saved) = on_saved.take() {
                 saved();
             }
@@ -323,8 +348,13 @@ fn split(batch: Vec<Item>) -> (RunStep, bool) {
     (step, done)
 }
 
+/// The start of the error a run ends with when its thread changed since it began.
+pub const THREAD_CHANGED: &str = "the thread changed since this run began";
+
 /// Stores one batch: in the run log (with the receipts reported since the last batch) when one
-/// is kept; otherwise only the final thread state.
+/// is kept; otherwise only the final thread state. Returns the events stored, to be shown: the
+/// batch's own, or, when the closing step was refused because the thread changed since the run
+/// began, the batch with an error and `Done { reason: error }` in place of its `Done`.
 async fn store_step(
     stores: &Stores,
     thread: &ThreadId,
@@ -332,11 +362,40 @@ async fn store_step(
     mut step: RunStep,
     done: bool,
     clock: &dyn Clock,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<AiEvent>> {
+    let mut events = step.events.clone();
     match &stores.log {
         Some(log) => {
             step.receipt_refs = log.receipts.take(run_id);
-            log.runs.commit_step(run_id, step).await?;
+            let refused = step.refuse_if_thread_changed.then(|| step.clone());
+            match (log.runs.commit_step(run_id, step).await, refused) {
+                (Ok(_), _) => {}
+                (Err(RunStoreError::ThreadChanged { .. }), Some(mut step)) => {
+                    // The other run's turn stays; this one is kept in the log, closed with why.
+                    tracing::warn!(
+                        run = run_id.as_str(),
+                        thread = thread.as_str(),
+                        "the thread changed since this run began: its turn is not saved"
+                    );
+                    step.events.retain(|e| !matches!(e, AiEvent::Done { .. }));
+                    step.events.push(AiEvent::Error {
+                        message: format!(
+                            "{THREAD_CHANGED}: another run stored a turn on thread {} \
+                             meanwhile, so this turn was not saved (send the message again)",
+                            thread.as_str()
+                        ),
+                    });
+                    step.events.push(AiEvent::Done {
+                        reason: DoneReason::Error,
+                    });
+                    step.thread_state = None;
+                    step.thread_state_if_saved = None;
+                    step.refuse_if_thread_changed = false;
+                    events = step.events.clone();
+                    log.runs.commit_step(run_id, step).await?;
+                }
+                (Err(error), _) => return Err(error.into()),
+            }
             if done {
                 log.runs.finish_run(run_id, clock.now_ms()).await?;
             }
@@ -347,7 +406,7 @@ async fn store_step(
             }
         }
     }
-    Ok(())
+    Ok(events)
 }
 
 /// Closes the runs a crash left `running`: each started call without a result gets an

@@ -38,6 +38,7 @@ async fn steps_are_numbered_in_order_and_loaded_whole(store: &dyn Stores) {
         receipt_refs: vec![receipt_ref(1)],
         thread_state: Some(json!({"step": 1})),
         thread_state_if_saved: None,
+        refuse_if_thread_changed: false,
     };
     assert_eq!(store.commit_step(&r, first.clone()).await.unwrap(), 0..6);
     assert_eq!(
@@ -484,6 +485,53 @@ async fn an_input_ref_that_is_not_a_blob_address_is_refused(store: &dyn Stores) 
         .unwrap();
 }
 
+/// A step that refuses to commit when its thread moved on is refused whole, naming the run and
+/// the thread: no event, record or state of it is written, and the thread keeps its state.
+async fn a_step_that_refuses_a_changed_thread_writes_nothing(store: &dyn Stores) {
+    let t = thread("thread-r");
+    let r = run("run-r");
+    store.begin_run(&r, Some(&t), 1, None).await.unwrap();
+    store.save(&t, &json!({"turn": "other"})).await.unwrap();
+    let closing = |if_saved| RunStep {
+        events: vec![done()],
+        receipt_refs: vec![receipt_ref(1)],
+        thread_state: Some(json!({"turn": "mine"})),
+        thread_state_if_saved: Some(if_saved),
+        refuse_if_thread_changed: true,
+        ..RunStep::default()
+    };
+    let error = store
+        .commit_step(&r, closing(json!({"turn": "start"})))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error,
+        RunStoreError::ThreadChanged {
+            run_id: r.clone(),
+            thread_id: t.clone()
+        }
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("thread-r changed since run run-r began")
+    );
+    assert_eq!(
+        store.load(&t).await.unwrap(),
+        Some(json!({"turn": "other"}))
+    );
+    let log = store.load_run(&r).await.unwrap();
+    assert!(log.events.is_empty() && log.receipt_refs.is_empty());
+    assert_eq!(log.header.status, RunStatus::Running);
+    // Over the state it names, the same step commits whole.
+    store
+        .commit_step(&r, closing(json!({"turn": "other"})))
+        .await
+        .unwrap();
+    assert_eq!(store.load(&t).await.unwrap(), Some(json!({"turn": "mine"})));
+    assert_eq!(store.load_run(&r).await.unwrap().events, vec![done()]);
+}
+
 macro_rules! contract {
     ($($test:ident),* $(,)?) => {
         mod sqlite_store {
@@ -517,6 +565,7 @@ contract!(
     recovery_survives_a_crash_before_the_closing_step,
     recovery_leaves_a_run_it_is_not_given_running,
     a_conditional_thread_state_is_saved_only_over_the_state_it_names,
+    a_step_that_refuses_a_changed_thread_writes_nothing,
     a_null_result_and_null_args_are_kept,
     an_input_ref_that_is_not_a_blob_address_is_refused,
 );

@@ -78,6 +78,7 @@ async fn a_run_keeps_its_steps_in_order_across_a_reopen() {
         receipt_refs: vec![receipt_ref(1)],
         thread_state: Some(json!({"step": 1})),
         thread_state_if_saved: None,
+        refuse_if_thread_changed: false,
     };
     assert_eq!(store.commit_step(&r, first.clone()).await.unwrap(), 0..6);
     let second = RunStep {
@@ -86,6 +87,7 @@ async fn a_run_keeps_its_steps_in_order_across_a_reopen() {
         receipt_refs: vec![receipt_ref(2)],
         thread_state: Some(json!({"step": 2})),
         thread_state_if_saved: None,
+        refuse_if_thread_changed: false,
     };
     assert_eq!(store.commit_step(&r, second).await.unwrap(), 6..7);
     store.finish_run(&r, 2_000).await.unwrap();
@@ -158,6 +160,7 @@ async fn a_step_that_fails_half_way_leaves_nothing_behind() {
         receipt_refs: vec![receipt_ref(1)],
         thread_state: Some(json!({"after": true})),
         thread_state_if_saved: None,
+        refuse_if_thread_changed: false,
     };
     let refused = store.commit_step(&r, step).await.unwrap_err();
     assert!(

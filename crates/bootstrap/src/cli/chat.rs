@@ -43,7 +43,8 @@ pub(crate) async fn run(
             on_interrupt.cancel();
         }
     });
-    let state = match stores.threads.load(&thread).await? {
+    let saved_state = stores.threads.load(&thread).await?;
+    let state = match saved_state.clone() {
         Some(saved) => serde_json::from_value(saved)
             .with_context(|| format!("thread {} holds an unreadable state", thread.as_str()))?,
         None => runtime.agent.new_state(),
@@ -51,6 +52,7 @@ pub(crate) async fn run(
     let request = crate::RunRequest {
         thread,
         state,
+        saved_state,
         turn: crate::Turn::UserMessage(message),
         ctx,
         catalog,

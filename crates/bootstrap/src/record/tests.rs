@@ -195,20 +195,25 @@ fn runtime(
     crate::Runtime::with_source(settings, completion, source, policy, Arc::new(FixedClock))
 }
 
-/// A request for one turn of `thread` from `state`.
+/// A request for one turn of `thread` from its saved state `saved` (a new state when `None`).
 fn request(
     runtime: &crate::Runtime,
     run_id: &str,
     thread: &ThreadId,
-    state: graph::AgentState,
+    saved: Option<serde_json::Value>,
     message: &str,
 ) -> super::RunRequest {
     let ctx = ai_core::RunContext::new(run_id, "user:cli", "local").unwrap();
     let catalog =
         ai_core::ToolCatalog::build(runtime.source.as_ref(), &runtime.policy, &ctx).unwrap();
+    let state = match &saved {
+        Some(saved) => serde_json::from_value(saved.clone()).unwrap(),
+        None => runtime.agent.new_state(),
+    };
     super::RunRequest {
         thread: thread.clone(),
         state,
+        saved_state: saved,
         turn: crate::Turn::UserMessage(message.into()),
         ctx,
         catalog,
@@ -233,12 +238,12 @@ async fn a_run_id_that_is_live_is_refused_at_once_as_existing() {
     });
     let runtime = runtime(&crate::Settings::default(), completion);
     let (t1, t2) = (ThreadId::new("t1").unwrap(), ThreadId::new("t2").unwrap());
-    let first = request(&runtime, "dup", &t1, runtime.agent.new_state(), "one");
+    let first = request(&runtime, "dup", &t1, None, "one");
     let mut events = super::start_run(&runtime, &stores, first, || {})
         .await
         .unwrap();
     entered.notified().await;
-    let second = request(&runtime, "dup", &t2, runtime.agent.new_state(), "two");
+    let second = request(&runtime, "dup", &t2, None, "two");
     let error = super::start_run(&runtime, &stores, second, || {})
         .await
         .unwrap_err();
@@ -268,13 +273,7 @@ async fn recovery_does_not_close_a_run_that_is_still_running() {
     });
     let runtime = runtime(&crate::Settings::default(), completion);
     let thread = ThreadId::new("t").unwrap();
-    let request = request(
-        &runtime,
-        "live-run",
-        &thread,
-        runtime.agent.new_state(),
-        "hello",
-    );
+    let request = request(&runtime, "live-run", &thread, None, "hello");
     let mut events = super::start_run(&runtime, &stores, request, || {})
         .await
         .unwrap();
@@ -395,11 +394,8 @@ async fn recovery_does_not_erase_turns_the_thread_took_after_the_open_run() {
     log.runs.commit_step(&open, step).await.unwrap();
 
     // Run 2 on the same thread completes and is stored.
-    let state = match stores.threads.load(&thread).await.unwrap() {
-        Some(saved) => serde_json::from_value(saved).unwrap(),
-        None => runtime.agent.new_state(),
-    };
-    let request = request(&runtime, "run-2", &thread, state, "second");
+    let saved = stores.threads.load(&thread).await.unwrap();
+    let request = request(&runtime, "run-2", &thread, saved, "second");
     let mut events = super::start_run(&runtime, &stores, request, || {})
         .await
         .unwrap();
@@ -596,4 +592,107 @@ fn run_inputs_keep_their_stored_form() {
         serde_json::from_value::<super::RunInput>(value).unwrap(),
         resumed
     );
+}
+
+/// Starts `request` and collects every event it shows, up to its end.
+async fn run_to_end(
+    runtime: &crate::Runtime,
+    stores: &Stores,
+    request: super::RunRequest,
+) -> Vec<AiEvent> {
+    let mut events = super::start_run(runtime, stores, request, || {})
+        .await
+        .unwrap();
+    let mut shown = Vec::new();
+    while let Some(event) = events.recv().await {
+        shown.push(event);
+    }
+    shown
+}
+
+/// Two processes on one data folder (`cogni serve` and `cogni chat`), each with its own stores,
+/// run a turn on one thread from the same saved state S0. A stores S1 first; B's closing write
+/// is refused, the thread keeps S1, and B's run is kept in the log, closed with the reason.
+#[tokio::test]
+async fn a_run_whose_thread_changed_since_it_began_keeps_the_other_turn_and_its_own_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = crate::Settings {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..crate::Settings::default()
+    };
+    let process_a = crate::create_stores(&settings).unwrap();
+    let process_b = crate::create_stores(&settings).unwrap();
+    let thread = ThreadId::new("t").unwrap();
+    let answer = runtime(&settings, Arc::new(Answer));
+    let first = request(&answer, "run-0", &thread, None, "zero");
+    run_to_end(&answer, &process_a, first).await;
+    let s0 = process_a.threads.load(&thread).await.unwrap();
+    assert!(s0.is_some());
+
+    // B begins from S0 and is in its model call ...
+    let (entered, release) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let gated = Arc::new(Gated {
+        entered: entered.clone(),
+        release: release.clone(),
+    });
+    let gated = crate::record_completion(gated, &process_b, &settings.llm);
+    let slow = runtime(&settings, gated);
+    let b = request(&slow, "run-b", &thread, s0.clone(), "from b");
+    let mut b_events = super::start_run(&slow, &process_b, b, || {}).await.unwrap();
+    entered.notified().await;
+    // ... when A, begun from S0 too, ends and stores S1.
+    let a = request(&answer, "run-a", &thread, s0.clone(), "from a");
+    let a_shown = run_to_end(&answer, &process_a, a).await;
+    assert!(
+        matches!(
+            a_shown.last(),
+            Some(AiEvent::Done {
+                reason: ai_core::DoneReason::Stop
+            })
+        ),
+        "{a_shown:?}"
+    );
+    let s1 = process_a.threads.load(&thread).await.unwrap().unwrap();
+    assert!(s1.to_string().contains("from a"), "{s1}");
+
+    release.notify_one();
+    let mut b_shown = Vec::new();
+    while let Some(event) = b_events.recv().await {
+        b_shown.push(event);
+    }
+    // B's client is told why its turn was not saved ...
+    assert!(
+        matches!(
+            b_shown.as_slice(),
+            [.., AiEvent::Error { message }, AiEvent::Done { reason: ai_core::DoneReason::Error }]
+                if message.starts_with(super::THREAD_CHANGED) && message.contains("thread t")
+        ),
+        "{b_shown:?}"
+    );
+    // ... the thread keeps A's turn, whichever process reads it ...
+    for stores in [&process_a, &process_b] {
+        let now = stores.threads.load(&thread).await.unwrap();
+        assert_eq!(now.as_ref(), Some(&s1), "A's turn was overwritten");
+    }
+    // ... and B's run is in the log, finished, as its client saw it, with its model receipt.
+    let b_log = process_a
+        .log
+        .as_ref()
+        .unwrap()
+        .runs
+        .load_run(&RunId::new("run-b").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(b_log.header.status, ai_core::RunStatus::Finished);
+    assert_eq!(b_log.events, b_shown);
+    assert!(
+        b_log
+            .events
+            .iter()
+            .any(|e| matches!(e, AiEvent::TextDelta { delta } if delta == "hi"))
+    );
+    assert_eq!(b_log.receipt_refs.len(), 1);
 }

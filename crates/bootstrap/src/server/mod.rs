@@ -313,7 +313,7 @@ async fn start_run(
         .load(&thread)
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    let agent_state = match saved {
+    let agent_state = match saved.clone() {
         Some(saved) => serde_json::from_value(saved).map_err(|e| {
             ApiError::internal(format!(
                 "thread {} holds an unreadable state: {e}",
@@ -349,6 +349,7 @@ async fn start_run(
     let request = crate::RunRequest {
         thread,
         state: agent_state,
+        saved_state: saved,
         turn,
         ctx,
         catalog,
