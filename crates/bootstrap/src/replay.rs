@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 
 use adapters::{ReplayCompletion, SqliteStore, TieredBlobStore};
 use ai_core::{
-    AiEvent, BlobStore, BoundTool, CancellationToken, Capabilities, EventSink, ExecPermit,
-    ModelReceipt, RunContext, RunId, RunLog, RunStatus, RunStore, RunStoreError, ToolCatalog,
-    ToolError, ToolErrorCategory, ToolErrorCode, ToolFailure, ToolId, ToolInvocationContext,
-    ToolInvocationRecord, ToolSource, ToolSpec, canonical_bytes,
+    AiEvent, BlobStore, BoundTool, CancellationToken, Capabilities, DoneReason, EventSink,
+    ExecPermit, ModelReceipt, RunContext, RunId, RunLog, RunStatus, RunStore, RunStoreError,
+    ToolCatalog, ToolError, ToolErrorCategory, ToolErrorCode, ToolFailure, ToolId,
+    ToolInvocationContext, ToolInvocationRecord, ToolSource, ToolSpec, canonical_bytes,
 };
 use anyhow::{Context, anyhow, bail};
 use async_trait::async_trait;
@@ -369,9 +369,64 @@ impl ReplayOutcome {
     }
 }
 
+/// Refuses, with an error naming why, a finished run that a replay cannot reproduce: one that was
+/// cancelled (when the cancel came is not recorded, and a replay is never cancelled) or one
+/// with a model call that wrote no receipt (a failed call records nothing, so the replay would
+/// ask for a model answer that does not exist).
+pub fn check_replayable(run: &RunLog) -> anyhow::Result<()> {
+    let run_id = run.header.run_id.as_str();
+    let done = run.events.iter().rev().find_map(|event| match event {
+        AiEvent::Done { reason } => Some(*reason),
+        _ => None,
+    });
+    if done == Some(DoneReason::Cancelled) {
+        bail!(
+            "run {run_id} was cancelled: when the cancel came is not recorded, so replay cannot \
+             reproduce it; only a run that ended on its own can be replayed"
+        );
+    }
+    // Each model call opens with `StepStarted` and each successful one writes a receipt, in call
+    // order: the first step past the receipts is the call that failed.
+    let calls = run
+        .events
+        .iter()
+        .filter(|event| matches!(event, AiEvent::StepStarted { .. }))
+        .count();
+    let recorded = run.receipt_refs.len();
+    if calls > recorded {
+        bail!(
+            "run {run_id} ended with a model failure at step {}: a failed model call writes no \
+             receipt, and replay needs every model call recorded ({recorded} of {calls} are)",
+            recorded + 1
+        );
+    }
+    Ok(())
+}
+
+/// A run whose closing write was refused because its thread changed since it began ends, as
+/// recorded, with the recorder's `Error` and `Done` in place of the loop's own `Done`: the
+/// replay's `Done` is replaced by the same two events, so the rest is compared as it ran.
+fn close_as_recorded(recorded: &[AiEvent], replayed: &mut Vec<AiEvent>) {
+    let closing = match recorded {
+        [
+            ..,
+            error @ AiEvent::Error { message },
+            done @ AiEvent::Done {
+                reason: DoneReason::Error,
+            },
+        ] if message.starts_with(crate::record::THREAD_CHANGED) => [error.clone(), done.clone()],
+        _ => return,
+    };
+    if matches!(replayed.last(), Some(AiEvent::Done { .. })) {
+        replayed.pop();
+        replayed.extend(closing);
+    }
+}
+
 /// Replays the finished run `run_id` of the run log in `settings.data_dir`: its input, its
 /// receipts and every blob they name are checked first, so a missing or damaged blob is an
-/// error naming it rather than a difference. Nothing is written.
+/// error naming it rather than a difference, and a run replay cannot reproduce (cancelled, or
+/// with a failed model call: [`check_replayable`]) is refused up front. Nothing is written.
 pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<ReplayOutcome> {
     let dir = data_dir(settings)?;
     let log = open_run_log(&dir)?;
@@ -382,6 +437,7 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
             run.header.status
         );
     }
+    check_replayable(&run)?;
     let input_ref = run
         .header
         .input_ref
@@ -443,7 +499,8 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
             &CancellationToken::new(),
         )
         .await;
-    let replayed = sink.0.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut replayed = sink.0.into_inner().unwrap_or_else(|p| p.into_inner());
+    close_as_recorded(&run.events, &mut replayed);
     Ok(ReplayOutcome {
         recorded: run.events,
         replayed,
@@ -452,10 +509,187 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
 
 #[cfg(test)]
 mod tests {
-    use ai_core::{AiEvent, DoneReason};
+    use std::sync::Arc;
+
+    use ai_core::{
+        AiEvent, CancellationToken, CompletionError, CompletionPort, DeltaSink, DoneReason,
+        LlmCompletion, LlmRequest, RunContext, ThreadId, ToolCatalog,
+    };
+    use async_trait::async_trait;
     use serde_json::{Value, json};
 
-    use super::ReplayOutcome;
+    use super::{ReplayOutcome, close_as_recorded, replay_run};
+    use crate::{RunRequest, Runtime, Settings};
+
+    /// A model endpoint that answers every call with a provider error.
+    struct Failing;
+
+    #[async_trait]
+    impl CompletionPort for Failing {
+        async fn complete(
+            &self,
+            _: &LlmRequest,
+            _: &mut dyn DeltaSink,
+            _: &CancellationToken,
+        ) -> Result<LlmCompletion, CompletionError> {
+            Err(CompletionError::Provider("upstream answered 500".into()))
+        }
+    }
+
+    /// A model call that streams "hi", says it has, and never answers.
+    struct Hanging(Arc<tokio::sync::Notify>);
+
+    #[async_trait]
+    impl CompletionPort for Hanging {
+        async fn complete(
+            &self,
+            _: &LlmRequest,
+            deltas: &mut dyn DeltaSink,
+            _: &CancellationToken,
+        ) -> Result<LlmCompletion, CompletionError> {
+            deltas.delta(ai_core::CompletionDelta::Text { delta: "hi".into() });
+            self.0.notify_one();
+            std::future::pending().await
+        }
+    }
+
+    /// Records run `run_id` in a new data folder with `model` (wrapped to write receipts), with
+    /// `cancel` as its token, and returns the folder, its settings and the events shown.
+    async fn record(
+        model: Arc<dyn CompletionPort>,
+        run_id: &str,
+        cancel: CancellationToken,
+        started: impl std::future::Future<Output = ()>,
+    ) -> (tempfile::TempDir, Settings, Vec<AiEvent>) {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = Settings {
+            data_dir: Some(dir.path().to_path_buf()),
+            ..Settings::default()
+        };
+        let stores = crate::create_stores(&settings).unwrap();
+        let model = crate::record_completion(model, &stores, &settings.llm);
+        let runtime = Runtime::build(&settings, model).unwrap();
+        let ctx = RunContext::new(run_id, "user:cli", "local").unwrap();
+        let catalog = ToolCatalog::build(runtime.source.as_ref(), &runtime.policy, &ctx).unwrap();
+        let request = RunRequest {
+            thread: ThreadId::new("t").unwrap(),
+            state: runtime.agent.new_state(),
+            saved_state: None,
+            turn: crate::Turn::UserMessage("hello".into()),
+            ctx,
+            catalog,
+            cancel,
+        };
+        let mut events = crate::start_run(&runtime, &stores, request, || {})
+            .await
+            .unwrap();
+        started.await;
+        let mut shown = Vec::new();
+        while let Some(event) = events.recv().await {
+            shown.push(event);
+        }
+        (dir, settings, shown)
+    }
+
+    #[tokio::test]
+    async fn a_run_that_ended_with_a_model_failure_is_refused_naming_the_step() {
+        let (_dir, settings, shown) = record(
+            Arc::new(Failing),
+            "run-fail",
+            CancellationToken::new(),
+            async {},
+        )
+        .await;
+        assert!(
+            matches!(
+                shown.last(),
+                Some(AiEvent::Done {
+                    reason: DoneReason::Error
+                })
+            ),
+            "{shown:?}"
+        );
+        let error = replay_run(&settings, "run-fail").await.unwrap_err();
+        let error = format!("{error:#}");
+        assert!(
+            error.contains("run run-fail ended with a model failure at step 1")
+                && error.contains("replay needs every model call recorded"),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_run_is_refused_saying_so() {
+        let entered = Arc::new(tokio::sync::Notify::new());
+        let cancel = CancellationToken::new();
+        let started = {
+            let (entered, cancel) = (entered.clone(), cancel.clone());
+            async move {
+                entered.notified().await;
+                cancel.cancel();
+            }
+        };
+        let model = Arc::new(Hanging(entered));
+        let (_dir, settings, shown) = record(model, "run-cancel", cancel, started).await;
+        assert!(
+            matches!(
+                shown.last(),
+                Some(AiEvent::Done {
+                    reason: DoneReason::Cancelled
+                })
+            ),
+            "{shown:?}"
+        );
+        let error = format!(
+            "{:#}",
+            replay_run(&settings, "run-cancel").await.unwrap_err()
+        );
+        assert!(error.contains("run run-cancel was cancelled"), "{error}");
+    }
+
+    #[test]
+    fn a_run_closed_because_its_thread_changed_is_compared_with_the_same_closing() {
+        let closing = [
+            AiEvent::Error {
+                message: format!(
+                    "{}: another run stored a turn",
+                    crate::record::THREAD_CHANGED
+                ),
+            },
+            AiEvent::Done {
+                reason: DoneReason::Error,
+            },
+        ];
+        let recorded: Vec<AiEvent> = std::iter::once(text("a")).chain(closing).collect();
+        let mut replayed = vec![
+            text("a"),
+            AiEvent::Done {
+                reason: DoneReason::Stop,
+            },
+        ];
+        close_as_recorded(&recorded, &mut replayed);
+        assert_eq!(replayed, recorded);
+
+        // Any other run is compared as it is.
+        let other = vec![
+            text("a"),
+            AiEvent::Error {
+                message: "provider error".into(),
+            },
+            AiEvent::Done {
+                reason: DoneReason::Error,
+            },
+        ];
+        let mut replayed = vec![
+            text("a"),
+            AiEvent::Done {
+                reason: DoneReason::Stop,
+            },
+        ];
+        let before = replayed.clone();
+        close_as_recorded(&other, &mut replayed);
+        assert_eq!(replayed, before);
+    }
 
     fn text(delta: &str) -> AiEvent {
         AiEvent::TextDelta {
