@@ -41,6 +41,9 @@ use crate::blob::{addressed, check_hash, only_address};
 pub struct SqliteBlobStore {
     conn: Arc<Mutex<Connection>>,
     path: PathBuf,
+    /// Whether the database has the `blobs` table (a read-only open of a schema older than
+    /// version 2 has none, so it holds no blob).
+    has_table: bool,
 }
 
 fn backend(what: impl std::fmt::Display, e: impl std::fmt::Display) -> BlobStoreError {
@@ -61,6 +64,35 @@ impl SqliteBlobStore {
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
             path: path.to_owned(),
+            has_table: true,
+        })
+    }
+
+    /// Opens the existing database `path` (a `cogni.db`) to read blobs only
+    /// (`SQLITE_OPEN_READ_ONLY`, `query_only`): nothing is created or changed, and a put fails
+    /// as [`BlobStoreError::Backend`]. A database from before blob rows (no `blobs` table)
+    /// holds no blob: every get is [`BlobStoreError::NotFound`].
+    pub fn open_read_only(path: &Path) -> Result<Self, BlobStoreError> {
+        let flags =
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags)
+            .map_err(|e| backend(format_args!("cannot open {} to read", path.display()), e))?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .and_then(|()| conn.pragma_update(None, "query_only", "ON"))
+            .map_err(|e| backend("cannot set the connection's pragmas", e))?;
+        let has_table = conn
+            .query_row(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blobs'",
+                [],
+                |_| Ok(()),
+            )
+            .optional()
+            .map_err(|e| backend(format_args!("cannot read {}", path.display()), e))?
+            .is_some();
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+            path: path.to_owned(),
+            has_table,
         })
     }
 
@@ -121,6 +153,9 @@ impl BlobStore for SqliteBlobStore {
 
     async fn get(&self, hash: &str) -> Result<Vec<u8>, BlobStoreError> {
         check_hash(hash)?;
+        if !self.has_table {
+            return Err(BlobStoreError::NotFound(hash.to_owned()));
+        }
         let hash = hash.to_owned();
         self.with_conn(move |conn| {
             let bytes: Option<Vec<u8>> = conn
@@ -162,6 +197,8 @@ pub struct TieredBlobStore {
     rows: SqliteBlobStore,
     files: crate::FsBlobStore,
     max_row_bytes: usize,
+    /// Opened by [`TieredBlobStore::open_read_only`]: every put is refused.
+    read_only: bool,
 }
 
 impl TieredBlobStore {
@@ -179,6 +216,31 @@ impl TieredBlobStore {
             rows: runs.blob_store()?,
             files: crate::FsBlobStore::open(data_dir)?,
             max_row_bytes,
+            read_only: false,
+        })
+    }
+
+    /// The blobs of an existing data folder, opened to read only: the rows through
+    /// [`SqliteBlobStore::open_read_only`] on `runs`' database (e.g. one opened with
+    /// [`crate::SqliteStore::open_read_only`]), the files under `<data_dir>/blobs/`, which must
+    /// exist (nothing is created). Every put is refused as [`BlobStoreError::Backend`].
+    pub fn open_read_only(
+        runs: &crate::SqliteStore,
+        data_dir: impl AsRef<Path>,
+        max_row_bytes: usize,
+    ) -> Result<Self, BlobStoreError> {
+        let files = data_dir.as_ref().join("blobs");
+        if !files.is_dir() {
+            return Err(BlobStoreError::Backend(format!(
+                "no blob folder at {}: there is nothing to read (a reader creates none)",
+                files.display()
+            )));
+        }
+        Ok(Self {
+            rows: SqliteBlobStore::open_read_only(runs.path())?,
+            files: crate::FsBlobStore::open(data_dir)?,
+            max_row_bytes,
+            read_only: true,
         })
     }
 
@@ -186,11 +248,23 @@ impl TieredBlobStore {
     pub fn files(&self) -> &crate::FsBlobStore {
         &self.files
     }
+
+    /// Refuses a put through a store opened to read only.
+    fn writable(&self) -> Result<(), BlobStoreError> {
+        if self.read_only {
+            return Err(BlobStoreError::Backend(format!(
+                "the blobs of {} were opened to read only",
+                self.rows.path().display()
+            )));
+        }
+        Ok(())
+    }
 }
 
 #[async_trait]
 impl BlobStore for TieredBlobStore {
     async fn put(&self, bytes: &[u8]) -> Result<String, BlobStoreError> {
+        self.writable()?;
         if bytes.len() <= self.max_row_bytes {
             self.rows.put(bytes).await
         } else {
@@ -199,6 +273,7 @@ impl BlobStore for TieredBlobStore {
     }
 
     async fn put_many(&self, blobs: &[&[u8]]) -> Result<Vec<String>, BlobStoreError> {
+        self.writable()?;
         let (small, large): (Vec<&[u8]>, Vec<&[u8]>) = blobs
             .iter()
             .partition(|bytes| bytes.len() <= self.max_row_bytes);

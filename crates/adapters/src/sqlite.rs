@@ -114,6 +114,66 @@ impl SqliteStore {
         })
     }
 
+    /// Opens an existing `<data_dir>/cogni.db` for reading only (`SQLITE_OPEN_READ_ONLY`, and
+    /// `query_only` on the connection): nothing is created, migrated or switched to WAL, so a
+    /// reader from a newer build never upgrades an older server's database. Every write through
+    /// it fails as [`RunStoreError::Backend`].
+    ///
+    /// A missing database is a [`RunStoreError::Backend`] naming it (it is not created); a schema
+    /// version this build cannot read is refused: 0 (not a cogni store) as
+    /// [`RunStoreError::Corrupt`], newer than [`SCHEMA_VERSION`] as
+    /// [`RunStoreError::NewerSchema`]. Every older version is readable: the run and thread tables
+    /// have not changed since version 1.
+    ///
+    /// ```
+    /// use ai_core::RunStore;
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// assert!(adapters::SqliteStore::open_read_only(dir.path()).is_err());
+    /// assert!(!dir.path().join("cogni.db").exists());
+    /// drop(adapters::SqliteStore::open(dir.path()).unwrap());
+    /// let reader = adapters::SqliteStore::open_read_only(dir.path()).unwrap();
+    /// assert!(reader.list_runs().await.unwrap().is_empty());
+    /// # });
+    /// ```
+    pub fn open_read_only(data_dir: impl AsRef<Path>) -> Result<Self, RunStoreError> {
+        let data_dir = data_dir.as_ref();
+        let path = data_dir.join(DB_FILE);
+        if !path.is_file() {
+            return Err(RunStoreError::Backend(format!(
+                "no database at {}: there is nothing to read (a reader creates none)",
+                path.display()
+            )));
+        }
+        let flags =
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&path, flags)
+            .map_err(|e| open_failed(&path, data_dir, &e))?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(|e| backend("cannot set the busy timeout", e))?;
+        match user_version(&conn, &path)? {
+            0 => {
+                return Err(RunStoreError::Corrupt(format!(
+                    "{} has schema version 0: it is not a cogni store (it was left as it is)",
+                    path.display()
+                )));
+            }
+            found if found > SCHEMA_VERSION => {
+                return Err(RunStoreError::NewerSchema {
+                    found,
+                    supported: SCHEMA_VERSION,
+                });
+            }
+            _ => {}
+        }
+        conn.pragma_update(None, "query_only", "ON")
+            .map_err(|e| backend("cannot set the connection's pragmas", e))?;
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+            path,
+        })
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path

@@ -45,9 +45,11 @@ pub fn data_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
     })
 }
 
-/// Opens the run log in `dir` without creating anything: a folder without `cogni.db` or
-/// `blobs/` is refused (opening would create them), and a database from a newer cogni is
-/// refused by the store, untouched.
+/// Opens the run log in `dir` to read only ([`SqliteStore::open_read_only`],
+/// [`TieredBlobStore::open_read_only`]): nothing is created, migrated or written, so a database
+/// at an older schema version keeps it. A folder without `cogni.db` or `blobs/` is refused
+/// naming what is missing, and a database at a schema version this build cannot read (newer, or
+/// not a cogni store) is refused by the store, untouched.
 pub fn open_run_log(dir: &Path) -> anyhow::Result<RunLogReader> {
     let db = dir.join("cogni.db");
     if !db.is_file() {
@@ -65,8 +67,11 @@ pub fn open_run_log(dir: &Path) -> anyhow::Result<RunLogReader> {
             blobs_dir.display()
         );
     }
-    let runs = SqliteStore::open(dir).with_context(|| format!("data_dir {}", dir.display()))?;
-    let blobs = TieredBlobStore::open(&runs, dir, TieredBlobStore::DEFAULT_MAX_ROW_BYTES)
+    // Read only: no migration, no WAL switch, no table created, so reading a data folder never
+    // upgrades the database of an older cogni that still serves it.
+    let runs =
+        SqliteStore::open_read_only(dir).with_context(|| format!("data_dir {}", dir.display()))?;
+    let blobs = TieredBlobStore::open_read_only(&runs, dir, TieredBlobStore::DEFAULT_MAX_ROW_BYTES)
         .with_context(|| format!("data_dir {}", dir.display()))?;
     Ok(RunLogReader {
         runs: Arc::new(runs),

@@ -3,6 +3,7 @@
 mod bad_input;
 mod blob;
 mod crash;
+mod read_only;
 mod recording;
 mod replay;
 mod run_log;

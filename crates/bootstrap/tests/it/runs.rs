@@ -454,3 +454,75 @@ fn the_next_chat_closes_a_run_a_dead_chat_left_open() {
         &serde_json::json!({"type": "done", "reason": "error"})
     );
 }
+
+/// The schema version of `db` and whether it has the `blobs` table.
+fn schema(db: &Path) -> (i64, bool) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    let blobs: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'blobs'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    (version, blobs == 1)
+}
+
+/// `runs list`, `runs show` and `replay` only read: a database an older cogni left at schema
+/// version 1 (before blob rows) is still at version 1 afterwards, so that cogni still opens it;
+/// a folder without a database is named, and none is created.
+#[test]
+fn the_reading_commands_leave_an_older_database_at_its_version_and_create_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    drop(adapters::SqliteStore::open(&data).unwrap());
+    std::fs::create_dir(data.join("blobs")).unwrap();
+    let db = data.join("cogni.db");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("DROP TABLE blobs; PRAGMA user_version = 1;")
+        .unwrap();
+    // No model call is made: the endpoint is never reached.
+    let cogni = |args: &[&str]| cogni_in(dir.path(), "http://127.0.0.1:9/v1", args);
+
+    let list = cogni(&["runs", "list", "--json"]);
+    assert!(list.status.success(), "{}", text(&list.stderr));
+    assert_eq!(text(&list.stdout), "");
+    let show = cogni(&["runs", "show", "nope"]);
+    assert!(
+        text(&show.stderr).contains("run nope not found"),
+        "{}",
+        text(&show.stderr)
+    );
+    let replay = cogni(&["replay", "nope"]);
+    assert!(
+        text(&replay.stderr).contains("run nope not found"),
+        "{}",
+        text(&replay.stderr)
+    );
+    assert_eq!(
+        schema(&db),
+        (1, false),
+        "a reading command upgraded the database"
+    );
+
+    // Without a database: a one-line error naming it, and no database is created.
+    std::fs::remove_dir_all(&data).unwrap();
+    for args in [
+        &["runs", "list"][..],
+        &["runs", "show", "nope"],
+        &["replay", "nope"],
+    ] {
+        let out = cogni(args);
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains("cogni.db does not exist"),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(!db.exists(), "{args:?} created the database");
+    }
+}
