@@ -423,7 +423,9 @@ async fn store_step(
 /// Each run is closed in its own transaction, and the store names a run again at every start
 /// until that transaction commits, so a crash in the middle loses nothing. A run that cannot be
 /// closed does not stop the others: every run is tried, each failure is logged, and then one
-/// error names them all.
+/// error names them all, each with its reason. A reason never quotes stored data (a corrupt row
+/// is named as corrupt, not shown), so the error can go to any log. Callers start anyway and
+/// warn: a run left open is closed at a later start.
 pub async fn recover(stores: &Stores, clock: &dyn Clock) -> anyhow::Result<Vec<RunId>> {
     let Some(log) = &stores.log else {
         return Ok(Vec::new());
@@ -441,8 +443,9 @@ pub async fn recover(stores: &Stores, clock: &dyn Clock) -> anyhow::Result<Vec<R
             }
             Ok(None) => {}
             Err(error) => {
-                tracing::error!(run = run_id.as_str(), %error, "recovering a run failed");
-                failed.push(format!("{run_id}: {error:#}"));
+                let reason = safe_reason(&error);
+                tracing::error!(run = run_id.as_str(), %reason, "recovering a run failed");
+                failed.push(format!("{run_id}: {reason}"));
             }
         }
     }
@@ -468,9 +471,10 @@ pub async fn recover(stores: &Stores, clock: &dyn Clock) -> anyhow::Result<Vec<R
             Ok(true) => closed.push(run_id),
             Ok(false) => {}
             Err(error) => {
+                let reason = safe_reason(&error);
                 let id = run_id.as_str();
-                tracing::error!(run = id, %error, "closing an interrupted run failed");
-                failed.push(format!("{run_id}: {error:#}"));
+                tracing::error!(run = id, %reason, "closing an interrupted run failed");
+                failed.push(format!("{run_id}: {reason}"));
             }
         }
     }
@@ -489,6 +493,32 @@ pub async fn recover(stores: &Stores, clock: &dyn Clock) -> anyhow::Result<Vec<R
         );
     }
     Ok(closed)
+}
+
+/// Why a run could not be recovered, without stored contents: a decoding error may quote the
+/// row it could not read (serde names an unknown variant or an unexpected string), so a corrupt
+/// row or thread is only named as such; other store failures (IO, a locked database, a lock
+/// file) are given whole.
+fn safe_reason(error: &anyhow::Error) -> String {
+    for (depth, cause) in error.chain().enumerate() {
+        if let Some(store) = cause.downcast_ref::<RunStoreError>() {
+            return match store {
+                RunStoreError::Corrupt(_) => {
+                    "stored data is corrupt (`cogni runs show` on the run says where)".into()
+                }
+                other => other.to_string(),
+            };
+        }
+        if cause.downcast_ref::<ai_core::ThreadStoreError>().is_some() {
+            // The thread store's errors are flattened strings that may hold a decoding error:
+            // only the context above it is given.
+            return match depth {
+                0 => "the thread store failed".into(),
+                _ => format!("{error}: the thread store failed"),
+            };
+        }
+    }
+    format!("{error:#}")
 }
 
 /// The lock of a `running` run whose process is gone, or `None` when the run is live or was

@@ -85,14 +85,22 @@ pub async fn run(
 
 /// Composes the server's state from `settings` (LLM adapter, tools, policy, stores) and closes
 /// the runs a crash left open, so a server that listens has a consistent run log.
+///
+/// A store that cannot be opened (or a database from a newer cogni) is fatal. A run that cannot
+/// be closed (a corrupt row, the database busy past its timeout) is not: as `cogni chat` does,
+/// the server warns in one line naming each such run and why (never its stored contents) and
+/// starts; the run stays open and is tried again at the next start.
 pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>> {
     let stores = crate::create_stores(settings)?;
     let completion = crate::create_completion(&settings.llm)?;
     let completion = crate::record_completion(completion, &stores, &settings.llm);
     let runtime = crate::Runtime::build(settings, completion)?;
-    let recovered = crate::recover(&stores, runtime.clock.as_ref()).await?;
-    if !recovered.is_empty() {
-        tracing::warn!(runs = recovered.len(), "closed runs a crash left open");
+    match crate::recover(&stores, runtime.clock.as_ref()).await {
+        Ok(recovered) if !recovered.is_empty() => {
+            tracing::warn!(runs = recovered.len(), "closed runs a crash left open");
+        }
+        Ok(_) => {}
+        Err(error) => tracing::warn!("{error:#}; the server starts anyway"),
     }
     Ok(Arc::new(AppState::new(runtime, stores)))
 }
@@ -515,4 +523,123 @@ fn sse_response<T: Translate>(
         headers.insert(*name, HeaderValue::from_static(value));
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use ai_core::{AiEvent, RunId, RunStatus, RunStep, ToolCallId};
+
+    use super::prepare;
+
+    /// What tracing wrote, as text.
+    #[derive(Clone, Default)]
+    struct Logs(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Logs {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Settings `prepare` accepts (a model is named; it is never called).
+    fn settings() -> crate::Settings {
+        let mut settings = crate::Settings::default();
+        settings.llm.model = "test-model".into();
+        settings
+    }
+
+    /// Leaves run `run` open with one started call, as a killed process leaves it.
+    async fn leave_open(stores: &crate::Stores, run: &str) {
+        let runs = &stores.log.as_ref().unwrap().runs;
+        let run = RunId::new(run).unwrap();
+        runs.begin_run(&run, None, 1, None).await.unwrap();
+        let start = AiEvent::ToolCallStart {
+            tool_call_id: ToolCallId::new("call-1").unwrap(),
+            tool_name: "core__get_current_time".into(),
+            args: None,
+        };
+        let step = RunStep {
+            events: vec![start],
+            ..RunStep::default()
+        };
+        runs.commit_step(&run, step).await.unwrap();
+    }
+
+    /// A run whose stored row is corrupt for good cannot be closed: the server warns in one
+    /// line naming it and why, without the row's contents, closes the others, and starts.
+    #[tokio::test]
+    async fn a_run_that_cannot_be_closed_is_named_in_a_warning_and_the_server_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = crate::Settings {
+            data_dir: Some(dir.path().to_path_buf()),
+            ..settings()
+        };
+        {
+            let stores = crate::create_stores(&settings).unwrap();
+            leave_open(&stores, "run-corrupt").await;
+            leave_open(&stores, "run-ok").await;
+        }
+        let corrupted = rusqlite::Connection::open(dir.path().join("cogni.db"))
+            .unwrap()
+            .execute(
+                r#"UPDATE run_events SET event_json = '{"type":"secret-payload"}'
+                   WHERE run_id = 'run-corrupt'"#,
+                [],
+            )
+            .unwrap();
+        assert_eq!(corrupted, 1);
+
+        let logs = Logs::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let _logging = tracing::subscriber::set_default(subscriber);
+        let state = prepare(&settings)
+            .await
+            .expect("one run that cannot be closed stopped the server from starting");
+
+        let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+        let warnings: Vec<&str> = logs
+            .lines()
+            .filter(|line| line.contains("WARN") && line.contains("run-corrupt"))
+            .collect();
+        assert!(
+            matches!(warnings.as_slice(), [line] if line.contains("run-corrupt: stored data is corrupt")
+                && line.contains("the server starts anyway")),
+            "{logs}"
+        );
+        assert!(!logs.contains("secret-payload"), "{logs}");
+        let runs = &state.stores.log.as_ref().unwrap().runs;
+        let ok = runs.load_run(&RunId::new("run-ok").unwrap()).await.unwrap();
+        assert!(matches!(ok.events.last(), Some(AiEvent::Done { .. })));
+        let headers = runs.list_runs().await.unwrap();
+        let corrupt = headers
+            .iter()
+            .find(|h| h.run_id.as_str() == "run-corrupt")
+            .unwrap();
+        assert_eq!(corrupt.status, RunStatus::Running, "left for a later start");
+    }
+
+    /// A store that cannot be opened is still fatal.
+    #[tokio::test]
+    async fn a_store_that_cannot_be_opened_stops_the_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("not-a-folder");
+        std::fs::write(&file, "").unwrap();
+        let settings = crate::Settings {
+            data_dir: Some(file),
+            ..settings()
+        };
+        let error = prepare(&settings).await.unwrap_err();
+        assert!(format!("{error:#}").contains("data_dir"), "{error:#}");
+    }
 }
