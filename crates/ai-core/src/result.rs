@@ -300,11 +300,11 @@ pub enum ToolCallStatus {
 /// meant. Such a record is recognized by holding both `result` and `error` with one of them
 /// `null` (a record in the current form holds `error` only for a failure, and `result` and
 /// `error` together only when both are set). In it a `null` `args` is `None` (a runner's
-/// validated arguments are always an object), a `null` `result` next to a failure is `None`, and
-/// a `null` `result` without a failure is `Some(null)`: the runner records exactly one of a result
-/// and a failure, so that call succeeded with the value `null`. The one record of the current
-/// form that reads differently is one with both a failure and a `null` result, which the runner
-/// never writes: it reads with no result.
+/// validated arguments are always an object), a `null` `result` next to a failure is `None`, so is
+/// one of a call with no attempt (a call paused for approval never ran), and a `null` `result` of
+/// a call that ran without a failure is `Some(null)`: that call succeeded with the value `null`.
+/// The one record of the current form that reads differently is one with both a failure and a
+/// `null` result, which the runner never writes: it reads with no result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(from = "RecordFields")]
 pub struct ToolInvocationRecord {
@@ -386,7 +386,8 @@ impl From<RecordFields> for ToolInvocationRecord {
             other => other.flatten(),
         };
         let result = match fields.result {
-            Some(None) if old_form && error.is_some() => None,
+            // No value next to a failure, or for a call that never ran (paused for approval).
+            Some(None) if old_form && (error.is_some() || fields.attempts.is_empty()) => None,
             Some(None) => null(),
             other => other.flatten(),
         };
@@ -486,10 +487,30 @@ mod tests {
             )),
             record(Some(json!({"a": 1})), None, true)
         );
-        // A success whose value was `null`: the old form could not tell it from no result.
+        // A success whose value was `null` (it made an attempt): the old form could not tell it
+        // from no result.
+        let attempt = Attempt {
+            number: 1,
+            started_at_ms: 1,
+            ended_at_ms: 2,
+            error: None,
+        };
+        let ran = serde_json::to_string(&attempt).unwrap();
+        let read_ran = |fields: &str| -> ToolInvocationRecord {
+            let base = base.replace(r#""attempts":[]"#, &format!(r#""attempts":[{ran}]"#));
+            serde_json::from_str(&format!("{{{base},{fields}}}")).unwrap()
+        };
+        assert_eq!(
+            read_ran(r#""args":{"a":1},"result":null,"error":null"#),
+            ToolInvocationRecord {
+                attempts: vec![attempt],
+                ..record(Some(json!({"a": 1})), Some(Value::Null), false)
+            }
+        );
+        // A call paused for approval: it never ran, so it has no result.
         assert_eq!(
             read(r#""args":{"a":1},"result":null,"error":null"#),
-            record(Some(json!({"a": 1})), Some(Value::Null), false)
+            record(Some(json!({"a": 1})), None, false)
         );
         assert_eq!(
             read(r#""args":null,"result":{"v":1},"error":null"#),
