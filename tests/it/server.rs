@@ -493,6 +493,16 @@ async fn agui_interrupts_for_approval_and_resumes_from_the_answers() {
     assert_eq!(response.status(), 409);
     let error: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
     assert_eq!(error["error"]["code"], "nothing_to_resume", "{error}");
+    // So are two answers for one call, even if one approves it.
+    stale["resume"] = json!([
+        {"interruptId": "call_read", "status": "cancelled"},
+        {"interruptId": "call_read", "status": "resolved", "payload": {"approved": true}}
+    ]);
+    let response = server.post("/api/v1/agui", &stale).await;
+    assert_eq!(response.status(), 400);
+    let error: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(error["error"]["code"], "invalid_resume", "{error}");
+    assert_eq!(server.fake.requests().len(), 1, "nothing ran");
 
     // What `@ag-ui/client` sends to answer them (fixtures/ui/agui-client/resume.json, its
     // thread id aside): read approved, time refused.
@@ -512,7 +522,19 @@ async fn agui_interrupts_for_approval_and_resumes_from_the_answers() {
         .iter()
         .filter(|e| e["type"] == "TOOL_CALL_RESULT")
         .collect();
-    assert_eq!(results.len(), 1, "only the approved call ran: {resumed}");
+    assert_eq!(results.len(), 2, "each call's fate is shown: {resumed}");
+    let denied = results
+        .iter()
+        .find(|r| r["toolCallId"] == "call_time")
+        .unwrap();
+    assert!(
+        denied["content"].as_str().unwrap().contains("denied"),
+        "{resumed}"
+    );
+    let results: Vec<&Value> = results
+        .into_iter()
+        .filter(|r| r["toolCallId"] == "call_read")
+        .collect();
     assert!(
         !events.iter().any(|e| e["type"] == "TOOL_CALL_ARGS"),
         "the calls were shown by the paused run; their arguments are not sent again: {resumed}"

@@ -254,6 +254,17 @@ pub async fn start_run(
             .await
             .context("the run log")?;
     }
+    // A run that resumes from approvals consumes them first, durably: the thread is saved past
+    // its pause before any approved call runs, so no later request (a retry after a failure, or
+    // another process) can approve the same calls again, whatever becomes of this run.
+    let saved_state = match &turn {
+        Turn::ApprovalDecisions(_) => {
+            let run = (&run_id, runtime.clock.as_ref());
+            let consumed = consume_approvals(stores, run, &thread, &state, &turn, saved_state);
+            Some(consumed.await?)
+        }
+        Turn::UserMessage(_) => saved_state,
+    };
     let (items, mut incoming) = unbounded_channel();
     let agent = runtime.agent.clone();
     let run_cancel = cancel.clone();
@@ -330,6 +341,55 @@ pub async fn start_run(
         }
     });
     Ok(events)
+}
+
+/// Saves `thread` as `state` will be once `turn` (approval decisions) is applied, over the state
+/// it was read in (`saved_state`; checked in the same transaction with a run log) and returns
+/// what was saved, which the run's closing write then expects. Refused when the thread changed
+/// since it was read: the run is closed at once with that error, and nothing runs.
+async fn consume_approvals(
+    stores: &Stores,
+    (run_id, clock): (&RunId, &dyn Clock),
+    thread: &ThreadId,
+    state: &AgentState,
+    turn: &Turn,
+    saved_state: Option<serde_json::Value>,
+) -> anyhow::Result<serde_json::Value> {
+    let (consumed, _) = graph::reduce(state.clone(), turn.event());
+    let consumed = serde_json::to_value(&consumed).context("the thread state cannot be encoded")?;
+    let Some(log) = &stores.log else {
+        // Threads in memory live in this process, where one run per thread holds the thread.
+        stores.threads.save(thread, &consumed).await?;
+        return Ok(consumed);
+    };
+    let step = RunStep {
+        thread_state: Some(consumed.clone()),
+        thread_state_if_saved: Some(saved_state.unwrap_or(serde_json::Value::Null)),
+        refuse_if_thread_changed: true,
+        ..RunStep::default()
+    };
+    if let Err(error) = log.runs.commit_step(run_id, step).await {
+        let closing = RunStep {
+            events: vec![
+                AiEvent::Error {
+                    message: format!("the run did not start: {error}"),
+                },
+                AiEvent::Done {
+                    reason: DoneReason::Error,
+                },
+            ],
+            ..RunStep::default()
+        };
+        let closed = match log.runs.commit_step(run_id, closing).await {
+            Ok(_) => log.runs.finish_run(run_id, clock.now_ms()).await,
+            Err(closing_error) => Err(closing_error),
+        };
+        if let Err(closing_error) = closed {
+            tracing::warn!(run = run_id.as_str(), %closing_error, "left for recovery to close");
+        }
+        return Err(error.into());
+    }
+    Ok(consumed)
 }
 
 /// A batch's events and records as one step, and whether it ends the run.
@@ -594,7 +654,14 @@ async fn close(stores: &Stores, log: &RunLogStores, run: InterruptedRun) -> anyh
                 .with_context(|| format!("reading thread {}", thread.as_str()))?
                 .unwrap_or(serde_json::Value::Null);
             let started_from = serde_json::to_value(&input.thread_state).ok();
-            if saved.is_null() || Some(&saved) == started_from.as_ref() {
+            // A run that resumed from approvals saved its thread past the pause as it began.
+            let consumed = matches!(input.turn, Turn::ApprovalDecisions(_))
+                .then(|| graph::reduce(input.thread_state.clone(), input.turn.event()).0)
+                .and_then(|state| serde_json::to_value(state).ok());
+            if saved.is_null()
+                || Some(&saved) == started_from.as_ref()
+                || Some(&saved) == consumed.as_ref()
+            {
                 (
                     repaired_state(input, &recorded.events, &events),
                     Some(saved),

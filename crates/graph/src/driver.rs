@@ -325,6 +325,23 @@ impl Agent {
                             cancelled: cancel.is_cancelled(),
                         });
                     }
+                    Intent::ShowAnswers { answers } => {
+                        // As the runner answers a call it refuses before running it: a start
+                        // without arguments, then the result.
+                        for (tool_name, result) in answers {
+                            let tool_name: std::sync::Arc<str> = tool_name.into();
+                            events.emit(AiEvent::ToolCallStart {
+                                tool_call_id: result.tool_call_id.clone(),
+                                tool_name: tool_name.clone(),
+                                args: None,
+                            });
+                            events.emit(AiEvent::ToolCallResult {
+                                tool_call_id: result.tool_call_id,
+                                tool_name,
+                                outcome: result.outcome,
+                            });
+                        }
+                    }
                     Intent::AwaitApproval { .. } if cancel.is_cancelled() => {
                         // Cancelled while its tools ran: the run does not pause, the cancel
                         // answers the waiting calls.

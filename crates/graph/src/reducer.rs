@@ -178,6 +178,14 @@ pub enum Intent {
         #[serde(default)]
         approvals: Vec<PendingApproval>,
     },
+    /// Show how these calls were answered without running (the decisions denied them): a
+    /// `ToolCallStart` without arguments and a `ToolCallResult` each, as for any call refused
+    /// before it runs, so a client that showed the calls sees their fate. The history holds the
+    /// answers already.
+    ShowAnswers {
+        /// Each call's tool name as the model sent it, and its answer.
+        answers: Vec<(String, ToolExecResult)>,
+    },
     /// End the run until a human decides on these calls.
     AwaitApproval {
         /// The calls waiting.
@@ -439,25 +447,31 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                     }
                 };
             let mut approved = Vec::new();
+            let mut denials = Vec::new();
             for waiting in pending {
                 let id = &waiting.tool_call_id;
-                match decisions.iter().find(|d| &d.tool_call_id == id) {
+                let why = match decisions.iter().find(|d| &d.tool_call_id == id) {
                     Some(d) if d.approved && d.args_hash == waiting.args_hash => {
                         approved.push(waiting);
+                        continue;
                     }
-                    Some(d) if d.approved => answered.push(denied(
-                        id,
-                        "the approval was for other arguments, so the call was not run",
-                    )),
-                    Some(_) => answered.push(denied(id, "the user denied this call")),
-                    None => answered.push(denied(
-                        id,
-                        "no decision was made on this call, so it was not run",
-                    )),
-                }
+                    Some(d) if d.approved => {
+                        "the approval was for other arguments, so the call was not run"
+                    }
+                    Some(_) => "the user denied this call",
+                    None => "no decision was made on this call, so it was not run",
+                };
+                let name = calls
+                    .iter()
+                    .find(|call| &call.id == id)
+                    .map_or_else(String::new, |call| call.name.clone());
+                denials.push((name, denied(id, why)));
             }
+            answered.extend(denials.iter().map(|(_, result)| result.clone()));
+            let shown = (!denials.is_empty()).then_some(Intent::ShowAnswers { answers: denials });
             if approved.is_empty() {
-                return settle(state, calls, answered);
+                let (state, intents) = settle(state, calls, answered);
+                return (state, shown.into_iter().chain(intents).collect());
             }
             let to_run = calls
                 .iter()
@@ -469,7 +483,7 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                 calls: to_run,
                 approvals: approved,
             };
-            (state, vec![intent])
+            (state, shown.into_iter().chain([intent]).collect())
         }
         AgentEvent::ModelFailed { message } => {
             close_pending(&mut state);

@@ -696,3 +696,73 @@ async fn a_run_whose_thread_changed_since_it_began_keeps_the_other_turn_and_its_
     );
     assert_eq!(b_log.receipt_refs.len(), 1);
 }
+
+/// A run that resumes from approvals saves its thread past the pause before anything runs:
+/// a second resume from the same pause (a retry, another process) is refused and closed at
+/// once, whatever becomes of the first run, so no approved call can run twice.
+#[tokio::test]
+async fn a_resume_consumes_its_approvals_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = crate::Settings {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..crate::Settings::default()
+    };
+    let stores = crate::create_stores(&settings).unwrap();
+    let runs = stores.log.as_ref().unwrap().runs.clone();
+    let (entered, release) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let completion = Arc::new(Gated {
+        entered: entered.clone(),
+        release: release.clone(),
+    });
+    let runtime = runtime(&settings, completion);
+    let thread = ThreadId::new("t-paused").unwrap();
+    let paused = serde_json::to_value(paused_thread()).unwrap();
+    stores.threads.save(&thread, &paused).await.unwrap();
+    let resume = |run_id: &str| super::RunRequest {
+        turn: crate::Turn::ApprovalDecisions(vec![graph::ApprovalDecision {
+            tool_call_id: ToolCallId::new("gated").unwrap(),
+            approved: true,
+            args_hash: "hash-gated".into(),
+        }]),
+        ..request(&runtime, run_id, &thread, Some(paused.clone()), "")
+    };
+
+    let mut events = super::start_run(&runtime, &stores, resume("first"), || {})
+        .await
+        .unwrap();
+    entered.notified().await; // The first run is past its tools, waiting for the model.
+    let saved = stores.threads.load(&thread).await.unwrap().unwrap();
+    let saved: graph::AgentState = serde_json::from_value(saved).unwrap();
+    assert!(
+        !matches!(saved.phase(), graph::Phase::AwaitingApproval { .. }),
+        "the thread still waits for the approvals the first run used: {:?}",
+        saved.phase()
+    );
+
+    let error = super::start_run(&runtime, &stores, resume("second"), || {})
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error.downcast_ref::<RunStoreError>(),
+            Some(RunStoreError::ThreadChanged { .. })
+        ),
+        "{error:#}"
+    );
+    let second = runs.load_run(&RunId::new("second").unwrap()).await.unwrap();
+    assert_eq!(second.header.status, ai_core::RunStatus::Finished);
+    assert!(matches!(second.events.last(), Some(AiEvent::Done { .. })));
+    assert!(
+        !second
+            .events
+            .iter()
+            .any(|e| matches!(e, AiEvent::ToolCallStart { .. })),
+        "nothing ran in the refused run"
+    );
+
+    release.notify_one();
+    while events.recv().await.is_some() {}
+}

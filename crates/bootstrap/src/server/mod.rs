@@ -372,6 +372,11 @@ async fn start_run(
                 "run_exists",
                 format!("run {run} exists already: a new run needs a new runId"),
             ),
+            Some(changed @ ai_core::RunStoreError::ThreadChanged { .. }) => ApiError::new(
+                StatusCode::CONFLICT,
+                "thread_changed",
+                format!("{changed}: nothing ran; read the thread again"),
+            ),
             _ => ApiError::internal(format!("the run cannot start: {e:#}")),
         })?;
     Ok(StartedRun { events, cancel })
@@ -380,7 +385,8 @@ async fn start_run(
 /// The decisions that resume `thread`: one per call it waits for, approved only when the
 /// client approved that call id, and bound to the arguments hash the server holds for it (the
 /// arguments the client was shown). An answer for a call the thread does not wait for is
-/// refused (409), so a stale or mistaken answer never runs anything.
+/// refused (409), and so are two answers for one call (400), so a stale, mistaken or
+/// contradictory answer never runs anything.
 fn decisions(
     thread: &ThreadId,
     state: &AgentState,
@@ -394,6 +400,17 @@ fn decisions(
             thread.as_str()
         )));
     };
+    // Two answers for one call are a contradiction at worst: nothing runs on one.
+    if let Some((twice, _)) = answers
+        .iter()
+        .enumerate()
+        .find_map(|(at, (id, _))| answers[..at].iter().find(|(seen, _)| seen == id))
+    {
+        return Err(ApiError::bad_request(
+            "invalid_resume",
+            format!("call {twice} is answered more than once"),
+        ));
+    }
     if let Some((unknown, _)) = answers
         .iter()
         .find(|(id, _)| !pending.iter().any(|p| p.tool_call_id.as_str() == id))

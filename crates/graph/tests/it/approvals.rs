@@ -126,11 +126,22 @@ async fn anything_ambiguous_fails_closed() {
             .resume(state, decisions, &f.ctx, &f.catalog, &sink, &f.cancel)
             .await;
         check_invariants(&f.events(), &state).unwrap();
-        assert!(
-            !f.events()
-                .iter()
-                .any(|e| matches!(e, AiEvent::ToolCallStart { .. }))
-        );
+        // Nothing ran: each call is shown refused, a start with no arguments and a denial.
+        let events = f.events();
+        let starts: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                AiEvent::ToolCallStart { args, .. } => Some(args.is_none()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(starts, [true, true], "{events:?}");
+        assert!(events.iter().all(|e| match e {
+            AiEvent::ToolCallResult { outcome, .. } => {
+                matches!(outcome, ai_core::ToolOutcome::Error(f) if f.code == ai_core::ToolErrorCode::PolicyDenied)
+            }
+            _ => true,
+        }));
         assert!(answers(&state).iter().all(|a| a.contains("policy_denied")));
     }
 }
