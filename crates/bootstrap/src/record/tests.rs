@@ -184,6 +184,16 @@ impl ai_core::CompletionPort for Answer {
     }
 }
 
+/// Settings whose data folder is a new temporary folder, removed when the guard drops.
+fn with_data_dir() -> (tempfile::TempDir, crate::Settings) {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = crate::Settings {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..crate::Settings::default()
+    };
+    (dir, settings)
+}
+
 /// A runtime over `completion` with no tools.
 fn runtime(
     settings: &crate::Settings,
@@ -342,11 +352,7 @@ struct OpenRun {
 }
 
 async fn open_run() -> OpenRun {
-    let dir = tempfile::tempdir().unwrap();
-    let settings = crate::Settings {
-        data_dir: Some(dir.path().to_path_buf()),
-        ..crate::Settings::default()
-    };
+    let (dir, settings) = with_data_dir();
     let stores = crate::create_stores(&settings).unwrap();
     let log = stores.log.clone().unwrap();
     let thread = ThreadId::new("t").unwrap();
@@ -615,11 +621,7 @@ async fn run_to_end(
 /// is refused, the thread keeps S1, and B's run is kept in the log, closed with the reason.
 #[tokio::test]
 async fn a_run_whose_thread_changed_since_it_began_keeps_the_other_turn_and_its_own_record() {
-    let dir = tempfile::tempdir().unwrap();
-    let settings = crate::Settings {
-        data_dir: Some(dir.path().to_path_buf()),
-        ..crate::Settings::default()
-    };
+    let (_dir, settings) = with_data_dir();
     let process_a = crate::create_stores(&settings).unwrap();
     let process_b = crate::create_stores(&settings).unwrap();
     let thread = ThreadId::new("t").unwrap();
@@ -702,11 +704,7 @@ async fn a_run_whose_thread_changed_since_it_began_keeps_the_other_turn_and_its_
 /// once, whatever becomes of the first run, so no approved call can run twice.
 #[tokio::test]
 async fn a_resume_consumes_its_approvals_before_anything_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let settings = crate::Settings {
-        data_dir: Some(dir.path().to_path_buf()),
-        ..crate::Settings::default()
-    };
+    let (_dir, settings) = with_data_dir();
     let stores = crate::create_stores(&settings).unwrap();
     let runs = stores.log.as_ref().unwrap().runs.clone();
     let (entered, release) = (
