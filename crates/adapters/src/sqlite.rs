@@ -115,9 +115,11 @@ impl SqliteStore {
     }
 
     /// Opens an existing `<data_dir>/cogni.db` for reading only (`SQLITE_OPEN_READ_ONLY`, and
-    /// `query_only` on the connection): nothing is created, migrated or switched to WAL, so a
-    /// reader from a newer build never upgrades an older server's database. Every write through
-    /// it fails as [`RunStoreError::Backend`].
+    /// `query_only` on the connection): no database is created, no row written, nothing
+    /// migrated or switched to WAL, so a reader from a newer build never upgrades an older
+    /// server's database. Every write through it fails as [`RunStoreError::Backend`]. (Reading a
+    /// database in WAL mode, SQLite itself may create its `-wal` and `-shm` companions, as for
+    /// any reader; they hold no data of their own.)
     ///
     /// A missing database is a [`RunStoreError::Backend`] naming it (it is not created); a schema
     /// version this build cannot read is refused: 0 (not a cogni store) as

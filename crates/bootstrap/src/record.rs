@@ -658,10 +658,12 @@ async fn close(stores: &Stores, log: &RunLogStores, run: InterruptedRun) -> anyh
             let consumed = matches!(input.turn, Turn::ApprovalDecisions(_))
                 .then(|| graph::reduce(input.thread_state.clone(), input.turn.event()).0)
                 .and_then(|state| serde_json::to_value(state).ok());
-            if saved.is_null()
-                || Some(&saved) == started_from.as_ref()
-                || Some(&saved) == consumed.as_ref()
-            {
+            // The consumed state counts only for a run that went on to record something: a
+            // resume refused as it began (another resume had consumed the same pause and may
+            // still be running) never wrote it, and must not write over that run's thread.
+            let consumed_by_this_run =
+                Some(&saved) == consumed.as_ref() && !recorded.events.is_empty();
+            if saved.is_null() || Some(&saved) == started_from.as_ref() || consumed_by_this_run {
                 (
                     repaired_state(input, &recorded.events, &events),
                     Some(saved),

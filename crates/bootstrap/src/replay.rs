@@ -374,16 +374,25 @@ impl ReplayOutcome {
     }
 }
 
-/// Refuses, with an error naming why, a finished run that a replay cannot reproduce: one that was
-/// cancelled (when the cancel came is not recorded, and a replay is never cancelled) or one
-/// with a model call that wrote no receipt (a failed call records nothing, so the replay would
-/// ask for a model answer that does not exist).
+/// Refuses, with an error naming why, a finished run that a replay cannot reproduce: one that
+/// ended before anything ran (refused as it began), one that was cancelled (when the cancel came
+/// is not recorded, and a replay is never cancelled) or one with a model call that wrote no
+/// receipt (a failed call records nothing, so the replay would ask for a model answer that does
+/// not exist).
 pub fn check_replayable(run: &RunLog) -> anyhow::Result<()> {
     let run_id = run.header.run_id.as_str();
     let done = run.events.iter().rev().find_map(|event| match event {
         AiEvent::Done { reason } => Some(*reason),
         _ => None,
     });
+    // A run refused as it began (a resume whose thread had changed) ran nothing to compare.
+    if run
+        .events
+        .iter()
+        .all(|event| matches!(event, AiEvent::Error { .. } | AiEvent::Done { .. }))
+    {
+        bail!("run {run_id} ended before anything ran: there is nothing to replay");
+    }
     if done == Some(DoneReason::Cancelled) {
         bail!(
             "run {run_id} was cancelled: when the cancel came is not recorded, so replay cannot \

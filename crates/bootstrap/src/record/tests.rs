@@ -760,7 +760,52 @@ async fn a_resume_consumes_its_approvals_before_anything_runs() {
             .any(|e| matches!(e, AiEvent::ToolCallStart { .. })),
         "nothing ran in the refused run"
     );
+    let error = crate::replay::check_replayable(&second).unwrap_err();
+    assert!(
+        error.to_string().contains("ended before anything ran"),
+        "{error}"
+    );
 
     release.notify_one();
     while events.recv().await.is_some() {}
+}
+
+/// A resume refused as it began (another resume had consumed the same pause) and left open,
+/// its closing write failed: recovery closes it without touching the thread, which holds the
+/// other run's consumed state, equal to what this run would have written.
+#[tokio::test]
+async fn recovery_leaves_the_thread_of_a_resume_that_never_began() {
+    let (_dir, settings) = with_data_dir();
+    let stores = crate::create_stores(&settings).unwrap();
+    let log = stores.log.clone().unwrap();
+    let thread = ThreadId::new("t-paused").unwrap();
+    let input = super::RunInput {
+        thread_state: paused_thread(),
+        turn: crate::Turn::ApprovalDecisions(vec![graph::ApprovalDecision {
+            tool_call_id: ToolCallId::new("gated").unwrap(),
+            approved: true,
+            args_hash: "hash-gated".into(),
+        }]),
+    };
+    let consumed = graph::reduce(input.thread_state.clone(), input.turn.event()).0;
+    let consumed = serde_json::to_value(consumed).unwrap();
+    stores.threads.save(&thread, &consumed).await.unwrap();
+    let input_ref = log
+        .blobs
+        .put(&ai_core::canonical_bytes(&input).unwrap())
+        .await
+        .unwrap();
+    let run = RunId::new("refused").unwrap();
+    log.runs
+        .begin_run(&run, Some(&thread), 1, Some(&input_ref))
+        .await
+        .unwrap();
+
+    let closed = recover(&stores, &FixedClock).await.unwrap();
+    assert_eq!(closed, [run]);
+    assert_eq!(
+        stores.threads.load(&thread).await.unwrap(),
+        Some(consumed),
+        "the thread another run is using was written over"
+    );
 }
