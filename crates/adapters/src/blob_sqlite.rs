@@ -14,9 +14,13 @@ use crate::blob::{addressed, check_hash, only_address};
 /// Blobs in the `blobs` table of a [`crate::SqliteStore`]'s database, one row per address;
 /// made by [`crate::SqliteStore::blob_store`].
 ///
-/// A put of bytes already stored writes nothing; a batch is one transaction, so a crash leaves
-/// all of it or none of it, and never a blob at its address with other bytes; a get checks the
-/// bytes against the address. Calls run on tokio's blocking pool, one at a time per store.
+/// A row already at an address counts only if it holds the bytes put there (for bytes whose
+/// SHA-256 is the address, the same as its hash checking): a damaged one (other bytes, or a value
+/// that is not a blob) is replaced in the batch's transaction, as [`crate::FsBlobStore`] replaces
+/// a damaged file, and a healthy one is left unwritten (SQLite compares the bytes in place; a put
+/// of bytes already stored writes nothing). A batch is one transaction, so a crash leaves all of
+/// it or none of it, and never a blob at its address with other bytes; a get checks the bytes
+/// against the address. Calls run on tokio's blocking pool, one at a time per store.
 ///
 /// **Durability.** A batch is appended to the database's write-ahead log with
 /// `synchronous = NORMAL`: it survives the process being killed at once, and survives a power
@@ -135,8 +139,14 @@ impl BlobStore for SqliteBlobStore {
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(|e| backend("cannot begin a blob batch", e))?;
             {
+                // A new address is inserted; a row at the address is rewritten only when it does
+                // not hold these bytes (a damaged row), so a healthy one costs a comparison.
                 let mut insert = tx
-                    .prepare_cached("INSERT OR IGNORE INTO blobs (hash, bytes) VALUES (?1, ?2)")
+                    .prepare_cached(
+                        "INSERT INTO blobs (hash, bytes) VALUES (?1, ?2) \
+                         ON CONFLICT (hash) DO UPDATE SET bytes = excluded.bytes \
+                         WHERE blobs.bytes <> excluded.bytes",
+                    )
                     .map_err(|e| backend("cannot prepare a blob insert", e))?;
                 for (hash, bytes) in &batch {
                     insert
@@ -158,15 +168,16 @@ impl BlobStore for SqliteBlobStore {
         }
         let hash = hash.to_owned();
         self.with_conn(move |conn| {
-            let bytes: Option<Vec<u8>> = conn
+            let value: Option<rusqlite::types::Value> = conn
                 .prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")
                 .and_then(|mut select| select.query_row([&hash], |row| row.get(0)).optional())
                 .map_err(|e| backend(format_args!("cannot read blob {hash}"), e))?;
-            let bytes = bytes.ok_or_else(|| BlobStoreError::NotFound(hash.clone()))?;
-            if sha256_hex(&bytes) != hash {
-                return Err(BlobStoreError::Corrupt(hash));
+            // A value that is not a blob (damaged by hand or by another writer) is as corrupt
+            // as bytes that do not hash to the address.
+            match value.ok_or_else(|| BlobStoreError::NotFound(hash.clone()))? {
+                rusqlite::types::Value::Blob(bytes) if sha256_hex(&bytes) == hash => Ok(bytes),
+                _ => Err(BlobStoreError::Corrupt(hash)),
             }
-            Ok(bytes)
         })
         .await
     }
@@ -177,8 +188,11 @@ impl BlobStore for SqliteBlobStore {
 /// temp file, fsync, rename, folder fsync), so a model step costs the run store's one fsync
 /// while a large payload never bloats the database.
 ///
-/// A get looks in the database, then in the files; a blob found corrupt in either is reported
-/// as corrupt, never looked for elsewhere.
+/// A get looks in the database, then in the files. A damaged copy never hides a healthy one: a
+/// damaged row is looked for in the files too (it is reported as
+/// [`BlobStoreError::Corrupt`] only when they hold no healthy copy), and a healthy row is
+/// answered before the files are read. A put writes each blob to its tier, which replaces a
+/// damaged copy there.
 ///
 /// ```
 /// use ai_core::BlobStore;
@@ -309,6 +323,11 @@ impl BlobStore for TieredBlobStore {
     async fn get(&self, hash: &str) -> Result<Vec<u8>, BlobStoreError> {
         match self.rows.get(hash).await {
             Err(BlobStoreError::NotFound(_)) => self.files.get(hash).await,
+            Err(corrupt @ BlobStoreError::Corrupt(_)) => match self.files.get(hash).await {
+                // The files hold no healthy copy either: the row's damage is what to report.
+                Err(BlobStoreError::NotFound(_) | BlobStoreError::Corrupt(_)) => Err(corrupt),
+                found => found,
+            },
             found => found,
         }
     }

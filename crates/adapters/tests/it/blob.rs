@@ -243,22 +243,90 @@ async fn sqlite_put_many_is_one_idempotent_batch_and_survives_reopening() {
     );
 }
 
+/// A put counts a row at the address only if it holds the right bytes, as `FsBlobStore` counts a
+/// file: a damaged row (other bytes, no bytes, a value that is not a blob) is replaced in the
+/// put's transaction, alone or in a batch, and a healthy one is never written again.
 #[tokio::test]
-async fn sqlite_detects_damaged_bytes_and_a_put_does_not_overwrite_them() {
+async fn sqlite_put_repairs_a_damaged_row_and_never_rewrites_a_healthy_one() {
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite_blobs(dir.path());
     let hash = store.put(b"original").await.unwrap();
     let db = rusqlite::Connection::open(dir.path().join(DB_FILE)).unwrap();
+    // Every row the store inserts or rewrites from here on leaves a line in `blob_writes`.
+    db.execute_batch(
+        "CREATE TABLE blob_writes (what TEXT NOT NULL, hash TEXT NOT NULL);
+         CREATE TRIGGER blob_inserted AFTER INSERT ON blobs
+           BEGIN INSERT INTO blob_writes VALUES ('insert', new.hash); END;
+         CREATE TRIGGER blob_rewritten AFTER UPDATE ON blobs
+           BEGIN INSERT INTO blob_writes VALUES ('update', new.hash); END;",
+    )
+    .unwrap();
+    let writes = |db: &rusqlite::Connection| -> Vec<(String, String)> {
+        let mut stmt = db
+            .prepare("SELECT what, hash FROM blob_writes ORDER BY rowid")
+            .unwrap();
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+        let rows = rows.collect::<Result<Vec<_>, _>>().unwrap();
+        db.execute("DELETE FROM blob_writes", []).unwrap();
+        rows
+    };
+
+    // A healthy row: the put writes nothing.
+    assert_eq!(store.put(b"original").await.unwrap(), hash);
+    assert_eq!(writes(&db), []);
+
+    let damages: [rusqlite::types::Value; 4] = [
+        b"damaged".to_vec().into(),
+        Vec::<u8>::new().into(),
+        b"origina".to_vec().into(),
+        // The right bytes, but stored as text: not a blob.
+        "original".to_owned().into(),
+    ];
+    for damage in damages {
+        db.execute(
+            "UPDATE blobs SET bytes = ?1 WHERE hash = ?2",
+            rusqlite::params![damage, hash],
+        )
+        .unwrap();
+        writes(&db);
+        assert_eq!(
+            store.get(&hash).await,
+            Err(BlobStoreError::Corrupt(hash.clone()))
+        );
+        assert_eq!(store.put(b"original").await.unwrap(), hash);
+        assert_eq!(writes(&db), [("update".to_owned(), hash.clone())]);
+        assert_eq!(store.get(&hash).await.unwrap(), b"original");
+        // Repaired, it is healthy: the next put writes nothing.
+        assert_eq!(store.put(b"original").await.unwrap(), hash);
+        assert_eq!(writes(&db), []);
+    }
+
+    // In a batch too, next to a new blob, a healthy one and the damaged one twice.
+    let healthy = store.put(b"healthy").await.unwrap();
     db.execute(
         "UPDATE blobs SET bytes = ?1 WHERE hash = ?2",
         rusqlite::params![b"damaged".to_vec(), hash],
     )
     .unwrap();
-    assert_eq!(store.put(b"original").await.unwrap(), hash);
+    writes(&db);
+    let batch: [&[u8]; 4] = [b"new", b"original", b"healthy", b"original"];
+    let hashes = store.put_many(&batch).await.unwrap();
+    assert_eq!(hashes[1], hash);
+    assert_eq!(hashes[2], healthy);
     assert_eq!(
-        store.get(&hash).await,
-        Err(BlobStoreError::Corrupt(hash.clone()))
+        writes(&db),
+        [
+            ("insert".to_owned(), sha256_hex(b"new")),
+            ("update".to_owned(), hash.clone())
+        ]
     );
+    for (hash, bytes) in hashes.iter().zip(batch) {
+        assert_eq!(store.get(hash).await.unwrap(), bytes);
+    }
+    let rows: i64 = db
+        .query_row("SELECT count(*) FROM blobs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 3, "one row per distinct blob");
 }
 
 /// The blob store of a fresh run store in `dir`.
@@ -303,24 +371,51 @@ async fn tiered_keeps_small_blobs_as_rows_and_large_ones_as_files_in_batch_order
     );
 }
 
+/// A damaged copy never hides a healthy one: a damaged row falls back to a healthy file at the
+/// same address, and a healthy row is answered whatever the file holds. With no healthy copy,
+/// the blob is corrupt; a put through the tiered store repairs the row.
 #[tokio::test]
-async fn tiered_reports_a_damaged_row_as_corrupt_without_looking_further() {
+async fn tiered_a_damaged_row_or_file_never_hides_a_healthy_copy() {
     let dir = tempfile::tempdir().unwrap();
     let runs = SqliteStore::open(dir.path()).unwrap();
     let store = TieredBlobStore::open(&runs, dir.path(), 64).unwrap();
     let hash = store.put(b"small").await.unwrap();
-    // A file with the right bytes at the same address must not mask the damaged row.
-    store.files().put(b"small").await.unwrap();
+    let file = store.files().path_of(&hash).unwrap();
     let db = rusqlite::Connection::open(dir.path().join(DB_FILE)).unwrap();
-    db.execute(
-        "UPDATE blobs SET bytes = ?1 WHERE hash = ?2",
-        rusqlite::params![b"damaged".to_vec(), hash],
-    )
-    .unwrap();
+    let damage_row = || {
+        db.execute(
+            "UPDATE blobs SET bytes = ?1 WHERE hash = ?2",
+            rusqlite::params![b"damaged".to_vec(), hash],
+        )
+        .unwrap()
+    };
+    let corrupt = Err(BlobStoreError::Corrupt(hash.clone()));
+
+    // A damaged row and no file.
+    damage_row();
+    assert_eq!(store.get(&hash).await, corrupt);
+    // A damaged row and a healthy file: the file answers.
+    store.files().put(b"small").await.unwrap();
+    assert_eq!(store.get(&hash).await.unwrap(), b"small");
+    // A damaged row and a damaged file: corrupt.
+    std::fs::write(&file, b"damaged too").unwrap();
+    assert_eq!(store.get(&hash).await, corrupt);
+    // A put repairs the row, which then answers whatever the file holds.
+    assert_eq!(store.put(b"small").await.unwrap(), hash);
+    assert_eq!(store.get(&hash).await.unwrap(), b"small");
+    assert_eq!(std::fs::read(&file).unwrap(), b"damaged too");
+    damage_row();
     assert_eq!(
-        store.get(&hash).await,
-        Err(BlobStoreError::Corrupt(hash.clone()))
+        store.put_many(&[b"small"]).await.unwrap(),
+        vec![hash.clone()]
     );
+    assert_eq!(store.get(&hash).await.unwrap(), b"small");
+
+    // The same through a read-only opening of the folder.
+    damage_row();
+    std::fs::write(&file, b"small").unwrap();
+    let reader = TieredBlobStore::open_read_only(&runs, dir.path(), 64).unwrap();
+    assert_eq!(reader.get(&hash).await.unwrap(), b"small");
 }
 
 /// The blob connection and the run store's connection write the same database at once (their
