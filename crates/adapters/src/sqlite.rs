@@ -269,23 +269,32 @@ fn run_row(
         })
         .map_err(|e| backend("cannot read the run", e))?;
     let (status, thread) = row.ok_or_else(|| RunStoreError::NotFound(run_id.clone()))?;
-    let status = RunStatus::parse(&status)
-        .ok_or_else(|| RunStoreError::Corrupt(format!("run {run_id} has status {status:?}")))?;
+    let status = RunStatus::parse(&status).ok_or_else(|| {
+        RunStoreError::Corrupt(format!("run {run_id}: its status is not a run status"))
+    })?;
     Ok((status, thread))
 }
 
+/// The columns `header_from_row` reads, in its order, from a `runs` row.
+const HEADER_COLUMNS: &str =
+    "rowid, run_id, thread_id, status, started_at_ms, finished_at_ms, input_ref";
+
 fn header_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawHeader> {
     Ok(RawHeader {
-        run_id: row.get(0)?,
-        thread_id: row.get(1)?,
-        status: row.get(2)?,
-        started_at_ms: row.get(3)?,
-        finished_at_ms: row.get(4)?,
-        input_ref: row.get(5)?,
+        row: row.get(0)?,
+        run_id: row.get(1)?,
+        thread_id: row.get(2)?,
+        status: row.get(3)?,
+        started_at_ms: row.get(4)?,
+        finished_at_ms: row.get(5)?,
+        input_ref: row.get(6)?,
     })
 }
 
+/// A `runs` row as stored, before its values are checked.
 struct RawHeader {
+    /// The row's rowid: how a row that cannot be decoded is named.
+    row: i64,
     run_id: String,
     thread_id: Option<String>,
     status: String,
@@ -294,26 +303,63 @@ struct RawHeader {
     input_ref: Option<String>,
 }
 
+/// A `runs` row that does not decode: its row, its run when its id is a valid one, and what is
+/// wrong. It never holds a stored value but a valid run id.
+struct BadHeader {
+    row: i64,
+    run_id: Option<RunId>,
+    problem: String,
+}
+
+impl BadHeader {
+    /// The row as an error message names it.
+    fn name(&self) -> String {
+        match &self.run_id {
+            Some(run_id) => format!("run {run_id} (row {} of runs)", self.row),
+            None => format!("the run at row {} of runs", self.row),
+        }
+    }
+
+    fn into_error(self) -> RunStoreError {
+        RunStoreError::Corrupt(format!("{}: {}", self.name(), self.problem))
+    }
+}
+
 impl RawHeader {
-    fn decode(self) -> Result<RunHeader, RunStoreError> {
-        let corrupt = |what: &str| RunStoreError::Corrupt(format!("run {:?}: {what}", self.run_id));
+    /// The header, or which of the row's values is wrong and why (never the value itself).
+    fn decode(self) -> Result<RunHeader, BadHeader> {
+        let row = self.row;
+        let run_id = RunId::new(self.run_id).map_err(|e| BadHeader {
+            row,
+            run_id: None,
+            problem: format!("its id is not a valid run id ({e})"),
+        })?;
+        let bad = |problem: String| BadHeader {
+            row,
+            run_id: Some(run_id.clone()),
+            problem,
+        };
+        let thread_id = self
+            .thread_id
+            .map(ThreadId::new)
+            .transpose()
+            .map_err(|e| bad(format!("its thread id is not a valid thread id ({e})")))?;
+        let status = RunStatus::parse(&self.status)
+            .ok_or_else(|| bad("its status is not a run status".to_owned()))?;
+        let started_at_ms = u64::try_from(self.started_at_ms)
+            .map_err(|_| bad("its start time is negative".to_owned()))?;
+        let finished_at_ms = self
+            .finished_at_ms
+            .map(u64::try_from)
+            .transpose()
+            .map_err(|_| bad("its finish time is negative".to_owned()))?;
         Ok(RunHeader {
-            run_id: RunId::new(self.run_id.clone()).map_err(|_| corrupt("bad run id"))?,
-            thread_id: self
-                .thread_id
-                .clone()
-                .map(ThreadId::new)
-                .transpose()
-                .map_err(|_| corrupt("bad thread id"))?,
-            status: RunStatus::parse(&self.status).ok_or_else(|| corrupt("bad status"))?,
-            started_at_ms: u64::try_from(self.started_at_ms)
-                .map_err(|_| corrupt("bad start time"))?,
-            finished_at_ms: self
-                .finished_at_ms
-                .map(u64::try_from)
-                .transpose()
-                .map_err(|_| corrupt("bad finish time"))?,
-            input_ref: self.input_ref.clone(),
+            run_id,
+            thread_id,
+            status,
+            started_at_ms,
+            finished_at_ms,
+            input_ref: self.input_ref,
         })
     }
 }
@@ -518,17 +564,17 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
         .map_err(|e| backend("cannot begin a read", e))?;
     let read = |e: rusqlite::Error| backend(format_args!("cannot read run {run_id}"), e);
     let header = tx
-        .prepare_cached(
-            "SELECT run_id, thread_id, status, started_at_ms, finished_at_ms, input_ref FROM runs \
-             WHERE run_id = ?1",
-        )
+        .prepare_cached(&format!(
+            "SELECT {HEADER_COLUMNS} FROM runs WHERE run_id = ?1"
+        ))
         .and_then(|mut stmt| {
             stmt.query_row([run_id.as_str()], header_from_row)
                 .optional()
         })
         .map_err(read)?
         .ok_or_else(|| RunStoreError::NotFound(run_id.clone()))?
-        .decode()?;
+        .decode()
+        .map_err(BadHeader::into_error)?;
     let strings = |sql: &str| -> Result<Vec<(i64, String)>, RunStoreError> {
         let mut stmt = tx.prepare_cached(sql).map_err(read)?;
         let rows = stmt
@@ -756,18 +802,35 @@ impl RunStore for SqliteStore {
         .await
     }
 
+    /// Every run whose row decodes, oldest first. A row that does not (a bad id, thread id,
+    /// status or time) is left out and logged by its row and what is wrong, never what it holds,
+    /// as [`RunStore::recover_interrupted`] does with a run it cannot read: one bad row never
+    /// hides the others from `cogni runs list` or from recovery, which lists runs first.
     async fn list_runs(&self) -> Result<Vec<RunHeader>, RunStoreError> {
         self.with_conn(|conn| {
             let fail = |e: rusqlite::Error| backend("cannot list runs", e);
             let mut stmt = conn
-                .prepare_cached(
-                    "SELECT run_id, thread_id, status, started_at_ms, finished_at_ms, input_ref FROM runs \
-                     ORDER BY started_at_ms, run_id",
-                )
+                .prepare_cached(&format!(
+                    "SELECT {HEADER_COLUMNS} FROM runs ORDER BY started_at_ms, run_id"
+                ))
                 .map_err(fail)?;
             let rows = stmt.query_map([], header_from_row).map_err(fail)?;
-            rows.map(|row| row.map_err(fail).and_then(RawHeader::decode))
-                .collect()
+            let mut headers = Vec::new();
+            for row in rows {
+                match row.map_err(fail)?.decode() {
+                    Ok(header) => headers.push(header),
+                    Err(bad) => {
+                        let run = bad.run_id.as_ref().map_or("?", RunId::as_str);
+                        tracing::error!(
+                            row = bad.row,
+                            run,
+                            problem = %bad.problem,
+                            "a run's row cannot be read: it is left out of the list of runs"
+                        );
+                    }
+                }
+            }
+            Ok(headers)
         })
         .await
     }

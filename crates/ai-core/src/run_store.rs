@@ -291,6 +291,11 @@ pub trait RunStore: Send + Sync {
     async fn finish_run(&self, run_id: &RunId, at_ms: u64) -> Result<(), RunStoreError>;
 
     /// Every run's header, oldest first.
+    ///
+    /// A run whose stored header cannot be read (a damaged id, status or time) is left out and
+    /// reported by the store's own means (a log line naming its row and what is wrong, never what
+    /// it holds), as [`RunStore::recover_interrupted`] does: one bad row never fails the listing
+    /// of the others, nor the recovery that starts from it.
     async fn list_runs(&self) -> Result<Vec<RunHeader>, RunStoreError>;
 
     /// A run's header, events, records and receipt refs, in order.

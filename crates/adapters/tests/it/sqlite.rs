@@ -432,3 +432,112 @@ async fn one_corrupt_interrupted_run_does_not_stop_the_recovery_of_the_others() 
     }
     assert_eq!(store.recover_interrupted(200, &[]).await.unwrap(), expected);
 }
+
+/// A run whose row does not decode (an id that is not a run id, a thread id that is not one, a
+/// negative time) is left out of the list and logged by its row and what is wrong, never what
+/// it holds; every other run is still listed, so `cogni runs list` and recovery (which lists the
+/// runs first) still work. Loading such a run names it the same way.
+#[tokio::test]
+async fn a_run_row_that_does_not_decode_is_left_out_of_the_list_and_logged_by_its_row() {
+    const CANARY: &str = "CANARY-STORED-ID";
+    // The subscriber is installed before anything is logged.
+    crate::support::logged();
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let (first, last) = (run("a-good"), run("z-good"));
+    store.begin_run(&first, None, 1, None).await.unwrap();
+    store.begin_run(&last, None, 3, None).await.unwrap();
+    let conn = rusqlite::Connection::open(store.path()).unwrap();
+    let long = CANARY.repeat(10);
+    let bad_rows: [(&str, Option<&str>, i64, &str); 4] = [
+        (
+            &long,
+            None,
+            2,
+            r#"run="?" problem=its id is not a valid run id (invalid run_id: it is longer than 128 characters)"#,
+        ),
+        (
+            "",
+            None,
+            2,
+            r#"run="?" problem=its id is not a valid run id (invalid run_id: it is empty)"#,
+        ),
+        (
+            "m-bad-thread",
+            Some(&long),
+            2,
+            r#"run="m-bad-thread" problem=its thread id is not a valid thread id"#,
+        ),
+        (
+            "n-bad-time",
+            None,
+            -5,
+            r#"run="n-bad-time" problem=its start time is negative"#,
+        ),
+    ];
+    let mut expected_logs = Vec::new();
+    for (run_id, thread_id, started_at_ms, problem) in bad_rows {
+        conn.execute(
+            "INSERT INTO runs (run_id, thread_id, status, started_at_ms) \
+             VALUES (?1, ?2, 'running', ?3)",
+            rusqlite::params![run_id, thread_id, started_at_ms],
+        )
+        .unwrap();
+        expected_logs.push(format!(
+            "ERROR message=a run's row cannot be read: it is left out of the list of runs row={} \
+             {problem}",
+            conn.last_insert_rowid()
+        ));
+    }
+
+    let listed: Vec<_> = store
+        .list_runs()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|header| header.run_id)
+        .collect();
+    assert_eq!(listed, [first.clone(), last.clone()]);
+    let logged = crate::support::logged();
+    for expected in &expected_logs {
+        assert!(
+            logged
+                .iter()
+                .any(|line| line.starts_with(expected.as_str())),
+            "{expected:?} not in {logged:#?}"
+        );
+    }
+    assert!(
+        !logged.iter().any(|line| line.contains(CANARY)),
+        "{logged:#?}"
+    );
+
+    // Loading a bad run names its row and what is wrong, not what it holds.
+    let err = store.load_run(&run("m-bad-thread")).await.unwrap_err();
+    let rowid: i64 = conn
+        .query_row(
+            "SELECT rowid FROM runs WHERE run_id = 'm-bad-thread'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "stored data is corrupt: run m-bad-thread (row {rowid} of runs): its thread id is not \
+             a valid thread id (invalid thread_id: it is longer than 128 characters)"
+        )
+    );
+
+    // Recovery lists the runs first: the good ones are still closed.
+    let dead = running(&store).await;
+    assert_eq!(dead, [first.clone(), last.clone()]);
+    let closed: Vec<_> = store
+        .recover_interrupted(10, &dead)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|interrupted| interrupted.run_id)
+        .collect();
+    assert_eq!(closed, [first, last]);
+}

@@ -169,3 +169,49 @@ pub(crate) fn snapshot(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     out.sort();
     out
 }
+
+/// The events the adapters logged since the test binary started, one line each (level, then
+/// `field=value` pairs, the message as `message=…`). One process-wide subscriber records them:
+/// the stores log from tokio's blocking pool, which a thread-local one would not see.
+pub(crate) fn logged() -> Vec<String> {
+    use std::sync::{Mutex, OnceLock};
+
+    static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    static INSTALLED: OnceLock<()> = OnceLock::new();
+
+    /// Records the adapters' events into `LINES`.
+    struct Capture;
+
+    /// Writes an event's fields into a line.
+    struct Fields<'a>(&'a mut String);
+
+    impl tracing::field::Visit for Fields<'_> {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            use std::fmt::Write;
+            let _ = write!(self.0, " {}={value:?}", field.name());
+        }
+    }
+
+    impl tracing::Subscriber for Capture {
+        fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+            metadata.target().starts_with("adapters")
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            let mut line = event.metadata().level().to_string();
+            event.record(&mut Fields(&mut line));
+            LINES.lock().unwrap().push(line);
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    INSTALLED.get_or_init(|| {
+        tracing::subscriber::set_global_default(Capture).unwrap();
+    });
+    LINES.lock().unwrap().clone()
+}
