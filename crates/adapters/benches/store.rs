@@ -73,6 +73,8 @@ fn receipt(n: u64) -> ModelReceipt {
         provider: "openai-chat".into(),
         model: "gpt-test".into(),
         request_hash: h("request"),
+        tool_choice: ai_core::ToolChoice::Auto,
+        parallel_tool_calls: None,
         tools_ref: h("tools"),
         output_ref: h("output"),
         usage: Some(Usage {

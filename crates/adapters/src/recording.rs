@@ -28,8 +28,9 @@ pub struct RecordingConfig {
 /// Decorates any [`CompletionPort`]: after each successful call it stores, as canonical JSON
 /// blobs, the tool set (once per distinct set: `tools_ref`), every tool call exactly as the
 /// provider sent it ([`ToolCallBlob`]), the completion (`output_ref`), the output items, the
-/// streamed fragments (`deltas_ref`) and the [`ModelReceipt`] itself, in one batch with the
-/// receipt last, then reports the receipt's address to its [`ReceiptSink`].
+/// streamed fragments (`deltas_ref`) and the [`ModelReceipt`] itself (with the request's prompt
+/// hash, `tool_choice` and `parallel_tool_calls`, what [`crate::ReplayCompletion`] checks), in
+/// one batch with the receipt last, then reports the receipt's address to its [`ReceiptSink`].
 ///
 /// It knows nothing of providers: names come from [`RecordingConfig`], and the wire form of the
 /// tool set, when wanted, from a [`ToolsEncoder`]. A call that succeeds but cannot be recorded
@@ -167,6 +168,8 @@ impl RecordingCompletion {
             provider: self.config.provider.clone(),
             model: self.config.model.clone(),
             request_hash: request.prompt_hash(),
+            tool_choice: request.tool_choice.clone(),
+            parallel_tool_calls: request.parallel_tool_calls,
             tools_ref,
             output_ref,
             usage: completion.usage,
@@ -239,7 +242,8 @@ impl CompletionPort for RecordingCompletion {
 /// ```
 /// use ai_core::{ReceiptSink, RunId};
 /// # let receipt = ai_core::ModelReceipt { provider: "p".into(), model: "m".into(),
-/// #     request_hash: "r".into(), tools_ref: "t".into(), output_ref: "o".into(), usage: None,
+/// #     request_hash: "r".into(), tool_choice: ai_core::ToolChoice::Auto,
+/// #     parallel_tool_calls: None, tools_ref: "t".into(), output_ref: "o".into(), usage: None,
 /// #     tool_call_refs: vec![], output_items_ref: "i".into(),
 /// #     finish_reason: ai_core::FinishReason::Stop, deltas_ref: None };
 /// let collector = adapters::ReceiptCollector::default();

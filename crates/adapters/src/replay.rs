@@ -6,12 +6,14 @@ use std::sync::{Arc, Mutex};
 
 use ai_core::{
     BlobStore, CancellationToken, CompletionDelta, CompletionError, CompletionPort, DeltaSink,
-    LlmCompletion, LlmRequest, ModelReceipt,
+    LlmCompletion, LlmRequest, ModelReceipt, ToolChoice,
 };
 use async_trait::async_trait;
 
 /// Answers the n-th model call of a run with the n-th recorded receipt: it checks that the
-/// request hashes as the recorded one did, streams the recorded fragments (or, for a receipt
+/// request hashes as the recorded one did (its messages and tools) and asks for the same
+/// `tool_choice` and `parallel_tool_calls` (a receipt written before these were recorded stands
+/// for the graph driver's defaults, `Auto` and `None`), streams the recorded fragments (or, for a receipt
 /// without them, the text and each tool call as one fragment), and returns the recorded
 /// completion. A request that differs, a call past the last receipt, or a missing or corrupt
 /// blob is an error naming the call.
@@ -31,7 +33,9 @@ use async_trait::async_trait;
 ///     finish_reason: FinishReason::Stop, usage: None };
 /// let output_ref = blobs.put(&canonical_bytes(&completion).unwrap()).await.unwrap();
 /// let receipt = ModelReceipt { provider: "p".into(), model: "m".into(),
-///     request_hash: request.prompt_hash(), tools_ref: "t".into(), output_ref, usage: None,
+///     request_hash: request.prompt_hash(), tool_choice: request.tool_choice.clone(),
+///     parallel_tool_calls: request.parallel_tool_calls, tools_ref: "t".into(), output_ref,
+///     usage: None,
 ///     tool_call_refs: vec![], output_items_ref: "i".into(), finish_reason: FinishReason::Stop,
 ///     deltas_ref: None };
 /// let receipt_ref = blobs.put(&receipt.to_canonical_bytes().unwrap()).await.unwrap();
@@ -81,6 +85,53 @@ impl ReplayCompletion {
     }
 }
 
+/// What in `request` differs from what `receipt` recorded, one phrase per part, naming the
+/// part: the prompt (its hash), the tool choice, the parallel-calls setting.
+fn differences(request: &LlmRequest, receipt: &ModelReceipt) -> Vec<String> {
+    let mut differences = Vec::new();
+    let hash = request.prompt_hash();
+    if hash != receipt.request_hash {
+        differences.push(format!(
+            "its messages or tools (prompt hash {hash}, recorded {})",
+            receipt.request_hash
+        ));
+    }
+    if request.tool_choice != receipt.tool_choice {
+        differences.push(format!(
+            "its tool_choice ({}, recorded {})",
+            tool_choice(&request.tool_choice),
+            tool_choice(&receipt.tool_choice)
+        ));
+    }
+    if request.parallel_tool_calls != receipt.parallel_tool_calls {
+        differences.push(format!(
+            "its parallel_tool_calls ({}, recorded {})",
+            parallel(request.parallel_tool_calls),
+            parallel(receipt.parallel_tool_calls)
+        ));
+    }
+    differences
+}
+
+/// A tool choice as the wire names it (`auto`, `none`, `required`, `tool <id>`).
+fn tool_choice(choice: &ToolChoice) -> String {
+    match choice {
+        ToolChoice::Auto => "auto".into(),
+        ToolChoice::None => "none".into(),
+        ToolChoice::Required => "required".into(),
+        ToolChoice::Tool(id) => format!("tool {id}"),
+    }
+}
+
+/// A `parallel_tool_calls` setting.
+fn parallel(setting: Option<bool>) -> &'static str {
+    match setting {
+        None => "unset",
+        Some(true) => "true",
+        Some(false) => "false",
+    }
+}
+
 fn replay_error(call: usize, what: impl std::fmt::Display) -> CompletionError {
     CompletionError::Provider(format!("replay of model call {call}: {what}"))
 }
@@ -112,13 +163,13 @@ impl CompletionPort for ReplayCompletion {
         let receipt = ModelReceipt::load(blobs, &receipt_ref)
             .await
             .map_err(|e| replay_error(call, format_args!("receipt {receipt_ref}: {e}")))?;
-        let hash = request.prompt_hash();
-        if hash != receipt.request_hash {
+        let differences = differences(request, &receipt);
+        if !differences.is_empty() {
             return Err(replay_error(
                 call,
                 format_args!(
-                    "the request differs from the recorded one (prompt hash {hash}, recorded {})",
-                    receipt.request_hash
+                    "the request differs from the recorded one: {}",
+                    differences.join("; ")
                 ),
             ));
         }

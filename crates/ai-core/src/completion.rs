@@ -40,6 +40,13 @@ pub enum ToolChoice {
     Tool(ToolId),
 }
 
+impl ToolChoice {
+    /// Whether this is [`ToolChoice::Auto`], the default.
+    pub fn is_auto(&self) -> bool {
+        matches!(self, Self::Auto)
+    }
+}
+
 /// One model request, provider-neutral. The wire crates encode it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LlmRequest {

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::{
     BlobStore, BlobStoreError, CompletionDelta, FinishReason, LlmCompletion, LlmToolCall, RunId,
-    Usage, canonical_json,
+    ToolChoice, Usage, canonical_json,
 };
 
 /// One tool call exactly as the provider sent it: stored once as a blob, referenced by receipts.
@@ -99,6 +99,18 @@ pub struct ModelReceipt {
     pub model: String,
     /// The request's [`crate::prompt_hash`] (canonical messages and tool specs).
     pub request_hash: String,
+    /// The request's [`LlmRequest::tool_choice`](crate::LlmRequest::tool_choice), which the
+    /// prompt hash does not cover. Left out of the blob when it is [`ToolChoice::Auto`], the
+    /// graph driver's default, so a receipt written before it was recorded reads as `Auto`.
+    #[serde(default, skip_serializing_if = "ToolChoice::is_auto")]
+    pub tool_choice: ToolChoice,
+    /// The request's
+    /// [`LlmRequest::parallel_tool_calls`](crate::LlmRequest::parallel_tool_calls), which the
+    /// prompt hash does not cover. Left out of the blob when it is `None` (the provider's
+    /// default, which the graph driver sends), so a receipt written before it was recorded reads
+    /// as `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
     /// The tool set sent with the request (canonical JSON, stored once per distinct set).
     pub tools_ref: String,
     /// The resolved [`LlmCompletion`] as canonical JSON: what replay answers with.
@@ -228,7 +240,8 @@ pub enum ReceiptError {
 ///     seen.lock().unwrap().push((run.to_string(), hash.to_owned()))
 /// };
 /// # let receipt = ModelReceipt { provider: "p".into(), model: "m".into(),
-/// #     request_hash: "r".into(), tools_ref: "t".into(), output_ref: "o".into(), usage: None,
+/// #     request_hash: "r".into(), tool_choice: ai_core::ToolChoice::Auto, parallel_tool_calls: None,
+/// #     tools_ref: "t".into(), output_ref: "o".into(), usage: None,
 /// #     tool_call_refs: vec![], output_items_ref: "i".into(),
 /// #     finish_reason: ai_core::FinishReason::Stop, deltas_ref: None };
 /// sink.receipt(&RunId::new("run-1").unwrap(), "abc", &receipt);

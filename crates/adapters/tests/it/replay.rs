@@ -9,7 +9,7 @@ use adapters::{
 };
 use ai_core::{
     BlobStore, CancellationToken, CompletionDelta, CompletionError, CompletionPort, DeltaSink,
-    FinishReason, LlmCompletion, LlmRequest, LlmToolCall, RunId,
+    FinishReason, LlmCompletion, LlmRequest, LlmToolCall, RunId, ToolChoice, ToolId,
 };
 
 use crate::support::{call, request, spec};
@@ -193,4 +193,136 @@ async fn a_cancelled_replay_answers_cancelled_and_keeps_its_place() {
         Err(CompletionError::Cancelled)
     );
     assert_eq!(replay.remaining(), 2);
+}
+
+/// Records one call of `request` through a [`RecordingCompletion`]; returns the receipt's
+/// address.
+async fn record_one(blobs: Arc<InMemoryBlobStore>, request: &LlmRequest) -> String {
+    let collector = Arc::new(ReceiptCollector::default());
+    let model = RecordingCompletion::new(
+        Arc::new(Streaming),
+        blobs,
+        RecordingConfig {
+            provider: "test".into(),
+            model: "streaming".into(),
+        },
+        collector.clone(),
+    );
+    model
+        .complete(request, &mut |_| {}, &CancellationToken::new())
+        .await
+        .unwrap();
+    collector.take(&request.caller.run_id).remove(0)
+}
+
+/// Replays `receipt_ref` for `request`: the error's message, or `None` when it replayed.
+async fn replay_one(
+    blobs: Arc<InMemoryBlobStore>,
+    receipt_ref: &str,
+    request: &LlmRequest,
+) -> Option<String> {
+    ReplayCompletion::new(blobs, vec![receipt_ref.to_owned()])
+        .complete(request, &mut |_| {}, &CancellationToken::new())
+        .await
+        .err()
+        .map(|e| e.to_string())
+}
+
+/// The prompt hash covers messages and tools only: a replay under another `tool_choice` or
+/// `parallel_tool_calls` is a mismatch naming the field, both values and nothing else.
+#[tokio::test]
+async fn a_replay_under_another_tool_choice_or_parallel_setting_is_a_mismatch_naming_it() {
+    let blobs = Arc::new(InMemoryBlobStore::default());
+    let recorded = request("run-1", vec![spec("get_current_time")]);
+    let receipt_ref = record_one(blobs.clone(), &recorded).await;
+    assert_eq!(
+        replay_one(blobs.clone(), &receipt_ref, &recorded).await,
+        None
+    );
+
+    let mut required = recorded.clone();
+    required.tool_choice = ToolChoice::Required;
+    assert_eq!(
+        replay_one(blobs.clone(), &receipt_ref, &required).await,
+        Some(
+            "provider error: replay of model call 1: the request differs from the recorded one: \
+             its tool_choice (required, recorded auto)"
+                .to_owned()
+        )
+    );
+
+    // Recorded with a named tool and parallel calls off; replayed with the defaults.
+    let mut pinned = recorded.clone();
+    pinned.tool_choice = ToolChoice::Tool(ToolId::parse("core__get_current_time").unwrap());
+    pinned.parallel_tool_calls = Some(false);
+    let pinned_ref = record_one(blobs.clone(), &pinned).await;
+    assert_eq!(replay_one(blobs.clone(), &pinned_ref, &pinned).await, None);
+    assert_eq!(
+        replay_one(blobs.clone(), &pinned_ref, &recorded).await,
+        Some(
+            "provider error: replay of model call 1: the request differs from the recorded one: \
+             its tool_choice (auto, recorded tool core__get_current_time); its \
+             parallel_tool_calls (unset, recorded false)"
+                .to_owned()
+        )
+    );
+    let mut parallel = pinned.clone();
+    parallel.parallel_tool_calls = Some(true);
+    let message = replay_one(blobs, &pinned_ref, &parallel).await.unwrap();
+    assert!(
+        message.ends_with(
+            "differs from the recorded one: its parallel_tool_calls (true, recorded false)"
+        ),
+        "{message}"
+    );
+}
+
+/// A receipt written before `tool_choice` and `parallel_tool_calls` were recorded has neither
+/// key; the driver's defaults (`auto`, unset) write none either, so such a receipt replays under
+/// them, and only under them.
+#[tokio::test]
+async fn a_receipt_without_the_request_options_replays_under_the_driver_defaults() {
+    let blobs = Arc::new(InMemoryBlobStore::default());
+    let defaults = request("run-1", vec![spec("get_current_time")]);
+    let completion = LlmCompletion {
+        text: "hi".into(),
+        tool_calls: vec![],
+        finish_reason: FinishReason::Stop,
+        usage: None,
+    };
+    let output_ref = blobs
+        .put(&ai_core::canonical_bytes(&completion).unwrap())
+        .await
+        .unwrap();
+    // The receipt as an older build wrote it.
+    let old_form = serde_json::json!({
+        "provider": "test",
+        "model": "old",
+        "request_hash": defaults.prompt_hash(),
+        "tools_ref": "t",
+        "output_ref": output_ref,
+        "usage": null,
+        "tool_call_refs": [],
+        "output_items_ref": "i",
+        "finish_reason": "stop",
+    });
+    let old_ref = blobs
+        .put(&ai_core::canonical_bytes(&old_form).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(replay_one(blobs.clone(), &old_ref, &defaults).await, None);
+    let mut none = defaults.clone();
+    none.tool_choice = ToolChoice::None;
+    let message = replay_one(blobs.clone(), &old_ref, &none).await.unwrap();
+    assert!(
+        message.ends_with("its tool_choice (none, recorded auto)"),
+        "{message}"
+    );
+
+    // A receipt recorded under the defaults today has the same form: no new key.
+    let receipt_ref = record_one(blobs.clone(), &defaults).await;
+    let stored: serde_json::Value =
+        serde_json::from_slice(&blobs.get(&receipt_ref).await.unwrap()).unwrap();
+    assert!(stored.get("tool_choice").is_none(), "{stored}");
+    assert!(stored.get("parallel_tool_calls").is_none(), "{stored}");
 }
