@@ -280,15 +280,45 @@ const HEADER_COLUMNS: &str =
     "rowid, run_id, thread_id, status, started_at_ms, finished_at_ms, input_ref";
 
 fn header_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RawHeader> {
+    // The table is not STRICT: a damaged row can hold a value of another type in any column.
+    // Such a value is a problem of the row, not of the query, so the other rows still list.
+    let mut wrong_type = None;
+    let run_id = lenient(row.get(1), "id", &mut wrong_type)?;
+    let thread_id = lenient(row.get(2), "thread id", &mut wrong_type)?;
+    let status = lenient(row.get(3), "status", &mut wrong_type)?;
+    let started_at_ms = lenient(row.get(4), "start time", &mut wrong_type)?;
+    let finished_at_ms = lenient(row.get(5), "finish time", &mut wrong_type)?;
+    let input_ref = lenient(row.get(6), "input ref", &mut wrong_type)?;
     Ok(RawHeader {
         row: row.get(0)?,
-        run_id: row.get(1)?,
-        thread_id: row.get(2)?,
-        status: row.get(3)?,
-        started_at_ms: row.get(4)?,
-        finished_at_ms: row.get(5)?,
-        input_ref: row.get(6)?,
+        run_id,
+        thread_id,
+        status,
+        started_at_ms,
+        finished_at_ms,
+        input_ref,
+        wrong_type,
     })
+}
+
+/// A column's value, or its type's default when the row holds a value of another type there,
+/// with the first such column named in `wrong_type`.
+fn lenient<T: Default>(
+    value: rusqlite::Result<T>,
+    name: &str,
+    wrong_type: &mut Option<String>,
+) -> rusqlite::Result<T> {
+    match value {
+        Err(
+            rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::IntegralValueOutOfRange(..),
+        ) => {
+            wrong_type.get_or_insert_with(|| format!("its {name} is not of its column's type"));
+            Ok(T::default())
+        }
+        other => other,
+    }
 }
 
 /// A `runs` row as stored, before its values are checked.
@@ -301,6 +331,8 @@ struct RawHeader {
     started_at_ms: i64,
     finished_at_ms: Option<i64>,
     input_ref: Option<String>,
+    /// The first column that held a value of another type (its field above is a default).
+    wrong_type: Option<String>,
 }
 
 /// A `runs` row that does not decode: its row, its run when its id is a valid one, and what is
@@ -329,6 +361,13 @@ impl RawHeader {
     /// The header, or which of the row's values is wrong and why (never the value itself).
     fn decode(self) -> Result<RunHeader, BadHeader> {
         let row = self.row;
+        if let Some(problem) = self.wrong_type {
+            return Err(BadHeader {
+                row,
+                run_id: RunId::new(self.run_id).ok(),
+                problem,
+            });
+        }
         let run_id = RunId::new(self.run_id).map_err(|e| BadHeader {
             row,
             run_id: None,

@@ -490,6 +490,29 @@ async fn a_run_row_that_does_not_decode_is_left_out_of_the_list_and_logged_by_it
         ));
     }
 
+    // Values of another type (the table is not STRICT): a start time that is text, an id that
+    // is a blob holding the canary.
+    conn.execute(
+        "INSERT INTO runs (run_id, status, started_at_ms) VALUES ('o-text-time', 'running', 'soon')",
+        [],
+    )
+    .unwrap();
+    expected_logs.push(format!(
+        "ERROR message=a run's row cannot be read: it is left out of the list of runs row={} \
+         run=\"o-text-time\" problem=its start time is not of its column's type",
+        conn.last_insert_rowid()
+    ));
+    conn.execute(
+        "INSERT INTO runs (run_id, status, started_at_ms) VALUES (?1, 'running', 2)",
+        [CANARY.as_bytes()],
+    )
+    .unwrap();
+    expected_logs.push(format!(
+        "ERROR message=a run's row cannot be read: it is left out of the list of runs row={} \
+         run=\"?\" problem=its id is not of its column's type",
+        conn.last_insert_rowid()
+    ));
+
     let listed: Vec<_> = store
         .list_runs()
         .await
