@@ -922,18 +922,26 @@ async fn a_connection_broken_after_done_still_answers() {
     assert_eq!(fake.requests().len(), 1);
 }
 
-/// A stream held open without its end marker still stalls (`finish_reason` alone is not the
-/// end: the usage chunk and `[DONE]` may follow).
+/// A stream held open before it said how the turn ended still stalls; one held open or cut
+/// after its finish reason (the usage report and `[DONE]` missing) is answered: WIRE-FORMATS
+/// §2.1 calls truncated only a stream that ends with neither.
 #[tokio::test]
-async fn a_stream_held_open_before_done_still_stalls() {
-    let fake = FakeLlm::start().await.unwrap();
+async fn a_stream_held_open_before_its_finish_reason_stalls_and_after_it_answers() {
     let bytes = fixture_bytes("openai-chat/openai-single-call.sse").unwrap();
-    let done = bytes
-        .windows(b"data: [DONE]".len())
-        .position(|w| w == b"data: [DONE]")
-        .unwrap();
+    let at = |marker: &[u8]| {
+        bytes
+            .windows(marker.len())
+            .position(|w| w == marker)
+            .map(|found| bytes[..found].iter().rposition(|&b| b == b'\n').unwrap() + 1)
+            .unwrap()
+    };
+    let finish = at(b"\"finish_reason\":\"tool_calls\"");
+    let usage = at(b"\"usage\"");
+
+    let fake = FakeLlm::start().await.unwrap();
     fake.push(
-        Reply::sse(bytes[..done].to_vec()).then(Duration::from_secs(30), bytes[done..].to_vec()),
+        Reply::sse(bytes[..finish].to_vec())
+            .then(Duration::from_secs(30), bytes[finish..].to_vec()),
     );
     let model = OpenAiCompletion::new(OpenAiConfig {
         idle_timeout: Duration::from_millis(300),
@@ -944,6 +952,27 @@ async fn a_stream_held_open_before_done_still_stalls() {
     let text = message(&error);
     assert!(matches!(error, CompletionError::Transport(_)), "{error:?}");
     assert!(text.contains("idle timeout"), "{text}");
+
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(
+        Reply::sse(bytes[..usage].to_vec()).then(Duration::from_secs(30), bytes[usage..].to_vec()),
+    );
+    fake.push(Reply {
+        drop_connection: true,
+        ..Reply::sse(bytes[..usage].to_vec())
+    });
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        idle_timeout: Duration::from_millis(300),
+        ..config(&fake)
+    })
+    .unwrap();
+    for _held_open_then_cut in 0..2 {
+        let completion = call_once(&model).await.unwrap();
+        assert_eq!(completion.tool_calls.len(), 1);
+        assert_eq!(completion.finish_reason, ai_core::FinishReason::ToolCalls);
+        assert!(completion.usage.is_none(), "the usage report never came");
+    }
+    assert_eq!(fake.requests().len(), 2, "neither was retried");
 }
 
 #[tokio::test]

@@ -466,6 +466,16 @@ impl OpenAiCompletion {
                 chunk = tokio::time::timeout_at(wait, response.chunk()) => chunk,
             };
             let chunk = match chunk {
+                // The stream said how the turn ended before its end marker: a connection that
+                // then stalls or breaks has lost at most a usage report.
+                Err(_) | Ok(Err(_)) if received > 0 && decoder.has_finished() => {
+                    tracing::debug!(
+                        endpoint = %self.endpoint,
+                        received,
+                        "the stream ended after its finish reason without its end marker"
+                    );
+                    break;
+                }
                 Err(_) if received == 0 => return Err(self.retryable(self.no_first_byte())),
                 Err(_) => {
                     return Err(Failure::Final(self.transport(&format!(
@@ -704,6 +714,13 @@ impl Decoder {
         match self {
             Self::Chat(decoder) => decoder.is_failed(),
             Self::Responses(decoder) => decoder.is_failed(),
+        }
+    }
+
+    fn has_finished(&self) -> bool {
+        match self {
+            Self::Chat(decoder) => decoder.has_finished(),
+            Self::Responses(decoder) => decoder.has_finished(),
         }
     }
 

@@ -52,6 +52,9 @@ struct XGroq {
 
 #[derive(Deserialize)]
 struct Choice<'a> {
+    /// Which of the request's `n` choices this is; only the first is the completion.
+    #[serde(default)]
+    index: Option<u64>,
     #[serde(default, borrow, deserialize_with = "null_as_default")]
     delta: Delta<'a>,
     #[serde(default, borrow)]
@@ -62,6 +65,9 @@ struct Choice<'a> {
 struct Delta<'a> {
     #[serde(default, borrow)]
     content: Content<'a>,
+    /// The model's refusal, streamed in place of content: shown and kept as its text.
+    #[serde(default, borrow)]
+    refusal: Content<'a>,
     #[serde(default, borrow, deserialize_with = "null_as_default")]
     tool_calls: Vec<ToolCallDelta<'a>>,
 }
@@ -289,6 +295,13 @@ impl StreamDecoder {
         self.done
     }
 
+    /// Whether the stream has said how the turn ended (a finish reason, or a terminal event): a
+    /// stream cut after that is whole as far as the wire goes, and [`StreamDecoder::finish`]
+    /// answers it rather than calling it truncated (only a later usage report may be missing).
+    pub fn has_finished(&self) -> bool {
+        self.session.finish_reason.is_some()
+    }
+
     /// Whether decoding stopped at an error that `feed` returned with the deltas before it
     /// (or at once): [`StreamDecoder::finish`] returns that error, and no later bytes are
     /// decoded, so a caller need not wait for any.
@@ -328,11 +341,19 @@ impl StreamDecoder {
         if usage.is_some() {
             self.session.usage = usage;
         }
-        for choice in chunk.choices {
+        // A server asked for more than one choice still streams them all: the others are not
+        // this completion (their calls must never run).
+        for choice in chunk
+            .choices
+            .into_iter()
+            .filter(|c| c.index.unwrap_or(0) == 0)
+        {
             let delta = choice.delta;
-            if let Some(content) = delta.content.0.filter(|c| !c.is_empty()) {
-                self.session.text.push_str(&content);
-                deltas.text(&content);
+            for text in [delta.content.0, delta.refusal.0] {
+                if let Some(text) = text.filter(|t| !t.is_empty()) {
+                    self.session.text.push_str(&text);
+                    deltas.text(&text);
+                }
             }
             for call in delta.tool_calls {
                 self.tool_call(call, event.data, deltas)?;
@@ -568,12 +589,22 @@ pub fn encode_request(
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
     if !request.tools.is_empty() {
-        body.insert("tools".into(), encode_tools(&request.tools));
+        let tools = encode_tools(&request.tools);
+        // "Structured Outputs is not compatible with parallel function calls": unless the
+        // request asks otherwise, a turn with a strict tool makes one call at a time, so the
+        // strict schema holds.
+        let any_strict = tools
+            .as_array()
+            .is_some_and(|tools| tools.iter().any(|tool| tool["function"]["strict"] == true));
+        body.insert("tools".into(), tools);
         body.insert(
             "tool_choice".into(),
             encode_tool_choice(&request.tool_choice),
         );
-        if let Some(parallel) = request.parallel_tool_calls {
+        let parallel = request
+            .parallel_tool_calls
+            .or((any_strict).then_some(false));
+        if let Some(parallel) = parallel {
             body.insert("parallel_tool_calls".into(), parallel.into());
         }
     }

@@ -158,6 +158,13 @@ impl StreamDecoder {
         self.ended
     }
 
+    /// Whether the stream has said how the turn ended (a finish reason, or a terminal event): a
+    /// stream cut after that is whole as far as the wire goes, and [`StreamDecoder::finish`]
+    /// answers it rather than calling it truncated (only a later usage report may be missing).
+    pub fn has_finished(&self) -> bool {
+        self.session.finish_reason.is_some()
+    }
+
     /// Whether decoding stopped at an error that `feed` returned with the deltas before it
     /// (or at once): [`StreamDecoder::finish`] returns that error, and no later bytes are
     /// decoded, so a caller need not wait for any.
@@ -190,7 +197,8 @@ impl StreamDecoder {
         self.session
             .saw_response_id(response_id.filter(|id| !id.is_empty()));
         match event.kind.as_ref() {
-            "response.output_text.delta" => {
+            // A refusal streams in place of text: shown and kept as the answer's text.
+            "response.output_text.delta" | "response.refusal.delta" => {
                 if let Some(delta) = event.delta.filter(|d| !d.is_empty()) {
                     self.session.text.push_str(&delta);
                     deltas.text(&delta);
@@ -426,12 +434,22 @@ pub fn encode_request(
     body.insert("input".into(), encode_input(&request.messages)?);
     body.insert("stream".into(), stream.into());
     if !request.tools.is_empty() {
-        body.insert("tools".into(), encode_tools(&request.tools));
+        let tools = encode_tools(&request.tools);
+        // "Structured Outputs is not compatible with parallel function calls": unless the
+        // request asks otherwise, a turn with a strict tool makes one call at a time, so the
+        // strict schema holds.
+        let any_strict = tools
+            .as_array()
+            .is_some_and(|tools| tools.iter().any(|tool| tool["strict"] == true));
+        body.insert("tools".into(), tools);
         body.insert(
             "tool_choice".into(),
             encode_tool_choice(&request.tool_choice),
         );
-        if let Some(parallel) = request.parallel_tool_calls {
+        let parallel = request
+            .parallel_tool_calls
+            .or((any_strict).then_some(false));
+        if let Some(parallel) = parallel {
             body.insert("parallel_tool_calls".into(), parallel.into());
         }
     }

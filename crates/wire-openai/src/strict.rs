@@ -110,8 +110,9 @@ impl Budget<'_> {
 
 /// Makes `node` strict in place; `depth` is the number of object schemas around it.
 fn make_strict(node: &mut Value, depth: usize, budget: &mut Budget<'_>) -> bool {
+    // A boolean schema (`true`: anything) has no type, which strict mode requires.
     let Value::Object(map) = node else {
-        return node.is_boolean();
+        return false;
     };
     if budget.nesting == MAX_SCHEMA_DEPTH {
         return false;
@@ -192,6 +193,24 @@ fn drop_annotations(map: &mut Map<String, Value>) {
 /// The rest of [`make_strict`], once `$ref` siblings are resolved.
 fn make_strict_map(map: &mut Map<String, Value>, depth: usize, budget: &mut Budget<'_>) -> bool {
     if map.keys().any(|k| !SUPPORTED.contains(&k.as_str())) {
+        return false;
+    }
+    // Strict mode wants a `type` on every schema but a reference or a union ("schema must have
+    // a 'type' key"), and `items` on every array ("array schema missing items").
+    let typed = match map.get("type") {
+        Some(Value::String(_)) => true,
+        Some(Value::Array(types)) => !types.is_empty() && types.iter().all(Value::is_string),
+        _ => false,
+    };
+    if !typed && !map.contains_key("$ref") && !map.contains_key("anyOf") {
+        return false;
+    }
+    let array = match map.get("type") {
+        Some(Value::String(t)) => t == "array",
+        Some(Value::Array(types)) => types.iter().any(|t| t == "array"),
+        _ => false,
+    };
+    if array && !map.contains_key("items") {
         return false;
     }
     if let Some(Value::Array(values)) = map.get("enum") {

@@ -53,6 +53,22 @@ fn falls_back_to_non_strict() {
         json!({"type": "object", "properties": {"d": {"description": "anything"}}}),
         None,
     );
+    // Required properties strict mode still refuses (the provider answers 400 for the whole
+    // request): no type, a boolean schema, an array without items, at any depth.
+    for property in [
+        json!({"description": "anything"}),
+        json!({}),
+        json!(true),
+        json!({"type": "array"}),
+        json!({"type": ["array", "null"]}),
+        json!({"type": "array", "items": {}}),
+        json!({"type": "array", "items": {"type": "object", "properties": {"x": {}}, "required": ["x"]}}),
+    ] {
+        check(
+            json!({"type": "object", "properties": {"v": property}, "required": ["v"]}),
+            None,
+        );
+    }
     // Not an object at the root, or an anyOf there.
     check(json!({"type": "string"}), None);
     check(

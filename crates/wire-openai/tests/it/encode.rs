@@ -235,9 +235,12 @@ fn check_chat_keys(request: &LlmRequest, stream: bool, body: &Value) {
     }
     if !request.tools.is_empty() {
         expected.extend(["tools", "tool_choice"]);
-        if request.parallel_tool_calls.is_some() {
-            expected.push("parallel_tool_calls");
-        }
+        let any_strict = body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|tool| tool["function"]["strict"] == true);
+        expect_parallel(request, any_strict, body, &mut expected);
     }
     check_keys(body, &expected);
     for tool in body["tools"].as_array().into_iter().flatten() {
@@ -282,14 +285,33 @@ fn check_chat_keys(request: &LlmRequest, stream: bool, body: &Value) {
     }
 }
 
+/// `parallel_tool_calls` is sent when the request sets it, and as `false` when it does not and a
+/// tool is strict ("Structured Outputs is not compatible with parallel function calls").
+fn expect_parallel(
+    request: &LlmRequest,
+    any_strict: bool,
+    body: &Value,
+    expected: &mut Vec<&'static str>,
+) {
+    match request.parallel_tool_calls {
+        Some(parallel) => assert_eq!(body["parallel_tool_calls"], parallel),
+        None if any_strict => assert_eq!(body["parallel_tool_calls"], false),
+        None => return,
+    }
+    expected.push("parallel_tool_calls");
+}
+
 /// The same for a Responses body.
 fn check_responses_keys(request: &LlmRequest, body: &Value) {
     let mut expected = vec!["model", "input", "stream"];
     if !request.tools.is_empty() {
         expected.extend(["tools", "tool_choice"]);
-        if request.parallel_tool_calls.is_some() {
-            expected.push("parallel_tool_calls");
-        }
+        let any_strict = body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|tool| tool["strict"] == true);
+        expect_parallel(request, any_strict, body, &mut expected);
     }
     check_keys(body, &expected);
     for tool in body["tools"].as_array().into_iter().flatten() {
