@@ -52,9 +52,6 @@ struct XGroq {
 
 #[derive(Deserialize)]
 struct Choice<'a> {
-    /// Which of the request's `n` choices this is; only the first is the completion.
-    #[serde(default)]
-    index: Option<u64>,
     #[serde(default, borrow, deserialize_with = "null_as_default")]
     delta: Delta<'a>,
     #[serde(default, borrow)]
@@ -65,9 +62,10 @@ struct Choice<'a> {
 struct Delta<'a> {
     #[serde(default, borrow)]
     content: Content<'a>,
-    /// The model's refusal, streamed in place of content: shown and kept as its text.
+    /// The model's refusal, streamed in place of content: shown and kept as its text. Boxed:
+    /// rare, and every delta is moved as it is built.
     #[serde(default, borrow)]
-    refusal: Content<'a>,
+    refusal: Option<Box<Content<'a>>>,
     #[serde(default, borrow, deserialize_with = "null_as_default")]
     tool_calls: Vec<ToolCallDelta<'a>>,
 }
@@ -341,19 +339,15 @@ impl StreamDecoder {
         if usage.is_some() {
             self.session.usage = usage;
         }
-        // A server asked for more than one choice still streams them all: the others are not
-        // this completion (their calls must never run).
-        for choice in chunk
-            .choices
-            .into_iter()
-            .filter(|c| c.index.unwrap_or(0) == 0)
-        {
+        // One choice: requests never ask for `n > 1`.
+        for choice in chunk.choices {
             let delta = choice.delta;
-            for text in [delta.content.0, delta.refusal.0] {
-                if let Some(text) = text.filter(|t| !t.is_empty()) {
-                    self.session.text.push_str(&text);
-                    deltas.text(&text);
-                }
+            if let Some(content) = delta.content.0.filter(|c| !c.is_empty()) {
+                self.session.text.push_str(&content);
+                deltas.text(&content);
+            }
+            if let Some(refusal) = delta.refusal.and_then(|r| r.0) {
+                self.refusal(&refusal, deltas);
             }
             for call in delta.tool_calls {
                 self.tool_call(call, event.data, deltas)?;
@@ -364,6 +358,16 @@ impl StreamDecoder {
             }
         }
         Ok(())
+    }
+
+    /// A refusal streamed in place of content: the answer's text. Out of line: rare.
+    #[cold]
+    #[inline(never)]
+    fn refusal(&mut self, refusal: &str, deltas: &mut Deltas) {
+        if !refusal.is_empty() {
+            self.session.text.push_str(refusal);
+            deltas.text(refusal);
+        }
     }
 
     /// Routes one tool-call entry to its call: id first, then index, then the latest call.

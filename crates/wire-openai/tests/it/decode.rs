@@ -343,10 +343,9 @@ fn is_ended_marks_the_end_marker() {
 }
 
 /// A refusal streams in place of content (chat `delta.refusal`, Responses
-/// `response.refusal.delta`): it is the answer's text, not a silent empty turn. With `n > 1`,
-/// only the first choice is the completion: another choice's text and calls are not taken.
+/// `response.refusal.delta`): it is the answer's text, not a silent empty turn.
 #[test]
-fn refusals_are_text_and_only_the_first_choice_counts() {
+fn refusals_are_text() {
     let chat_stream = concat!(
         "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":null,\"refusal\":\"I can't \"}}]}\n\n",
         "data: {\"choices\":[{\"index\":0,\"delta\":{\"refusal\":\"help with that.\"}}]}\n\n",
@@ -364,22 +363,6 @@ fn refusals_are_text_and_only_the_first_choice_counts() {
     );
     let completion = decoder.finish().unwrap();
     assert_eq!(completion.text, "I can't help with that.");
-
-    let two_choices = concat!(
-        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"A\"}},{\"index\":1,\"delta\":{\"content\":\"B\",\"tool_calls\":[{\"index\":0,\"id\":\"call_b\",\"type\":\"function\",\"function\":{\"name\":\"core__x\",\"arguments\":\"{}\"}}]}}]}\n\n",
-        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"},{\"index\":1,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
-        "data: [DONE]\n\n",
-    );
-    let mut decoder = chat::StreamDecoder::default();
-    decoder.feed(two_choices.as_bytes()).unwrap();
-    let completion = decoder.finish().unwrap();
-    assert_eq!(completion.text, "A");
-    assert!(
-        completion.tool_calls.is_empty(),
-        "{:?}",
-        completion.tool_calls
-    );
-    assert_eq!(completion.finish_reason, ai_core::FinishReason::Stop);
 
     let responses_stream = concat!(
         "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\"}}\n\n",
