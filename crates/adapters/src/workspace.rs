@@ -2,22 +2,32 @@
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use ai_core::{Workspace, WorkspaceEntry, WorkspaceError};
 use async_trait::async_trait;
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
 
 /// Default cap on a file read: 1 MiB.
 const DEFAULT_MAX_READ_BYTES: u64 = 1024 * 1024;
 
 /// [`ai_core::Workspace`] over a folder on disk.
 ///
-/// Every path is checked twice: lexically (relative, no `..`, no NUL or backslash) and then
-/// against the real file system (the canonical path of the target, or for a file that does not
-/// exist yet of its nearest existing ancestor, must lie under the canonical root), so a symlink
-/// cannot lead out of the root.
+/// The root folder is opened once, in [`FsWorkspace::new`], and every operation is done relative
+/// to that directory handle with [`cap_std`], which resolves the path beneath it in the kernel
+/// (`openat2` with `RESOLVE_BENEATH` on Linux, a checked component-by-component walk elsewhere).
+/// There is no check-then-open: a folder swapped for a symlink while a call runs cannot lead out
+/// of the root. Before that, every path is checked lexically (relative, no `..`, no NUL or
+/// backslash). Symlinks that stay inside the root are followed; those that lead out (absolute
+/// targets included) are refused as [`WorkspaceError::OutsideRoot`].
+///
+/// The handle pins the folder, not its name: renaming the root folder away after `new` leaves the
+/// workspace on the folder it opened.
 #[derive(Clone, Debug)]
 pub struct FsWorkspace {
     root: PathBuf,
+    dir: Arc<Dir>,
     max_read_bytes: u64,
 }
 
@@ -31,8 +41,10 @@ impl FsWorkspace {
                 format!("workspace root {} is not a folder", root.display()),
             ));
         }
+        let dir = Dir::open_ambient_dir(&root, ambient_authority())?;
         Ok(Self {
             root,
+            dir: Arc::new(dir),
             max_read_bytes: DEFAULT_MAX_READ_BYTES,
         })
     }
@@ -43,66 +55,74 @@ impl FsWorkspace {
         self
     }
 
-    /// The canonical root.
+    /// The canonical root, as it was when the workspace was created.
     pub fn root(&self) -> &Path {
         &self.root
     }
 
-    /// The lexical check: a relative path of normal segments.
-    fn join(&self, path: &str) -> Result<PathBuf, WorkspaceError> {
-        let invalid = |reason| WorkspaceError::InvalidPath {
-            path: path.into(),
-            reason,
-        };
-        if path.contains('\0') {
-            return Err(invalid("it contains NUL"));
-        }
-        if path.contains('\\') {
-            return Err(invalid("use `/` as the separator"));
-        }
-        let mut joined = self.root.clone();
-        for component in Path::new(path).components() {
-            match component {
-                Component::Normal(segment) => joined.push(segment),
-                Component::CurDir => {}
-                Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
-                    return Err(WorkspaceError::OutsideRoot { path: path.into() });
-                }
-            }
-        }
-        Ok(joined)
-    }
-
-    /// The file-system check: the real location of `full` (or of its nearest existing
-    /// ancestor) is under the root.
-    async fn confine(&self, path: &str, full: &Path) -> Result<(), WorkspaceError> {
-        let mut probe = full.to_path_buf();
-        loop {
-            match tokio::fs::canonicalize(&probe).await {
-                Ok(real) if real.starts_with(&self.root) => return Ok(()),
-                Ok(_) => return Err(WorkspaceError::OutsideRoot { path: path.into() }),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    // A dangling symlink must not be followed later either.
-                    if tokio::fs::symlink_metadata(&probe).await.is_ok() {
-                        return Err(WorkspaceError::OutsideRoot { path: path.into() });
-                    }
-                    if !probe.pop() {
-                        return Err(WorkspaceError::OutsideRoot { path: path.into() });
-                    }
-                }
-                Err(e) => return Err(io_error(path, &e)),
-            }
-        }
-    }
-
-    async fn resolve(&self, path: &str) -> Result<PathBuf, WorkspaceError> {
-        let full = self.join(path)?;
-        self.confine(path, &full).await?;
-        Ok(full)
+    /// Runs a blocking file operation on the root handle off the async runtime, with the path
+    /// checked lexically and made relative (`.` for the root).
+    async fn run<T: Send + 'static>(
+        &self,
+        path: &str,
+        operation: impl FnOnce(&Dir, &Path, &str) -> Result<T, WorkspaceError> + Send + 'static,
+    ) -> Result<T, WorkspaceError> {
+        let relative = relative(path)?;
+        let dir = Arc::clone(&self.dir);
+        let path = path.to_owned();
+        let failed = path.clone();
+        tokio::task::spawn_blocking(move || operation(&dir, &relative, &path))
+            .await
+            .unwrap_or_else(|_| {
+                Err(WorkspaceError::Io {
+                    path: failed,
+                    reason: "the file operation was interrupted".into(),
+                })
+            })
     }
 }
 
+/// The lexical check: a relative path of normal segments, returned without `.` segments (`.`
+/// alone for the root).
+fn relative(path: &str) -> Result<PathBuf, WorkspaceError> {
+    let invalid = |reason| WorkspaceError::InvalidPath {
+        path: path.into(),
+        reason,
+    };
+    if path.contains('\0') {
+        return Err(invalid("it contains NUL"));
+    }
+    if path.contains('\\') {
+        return Err(invalid("use `/` as the separator"));
+    }
+    let mut relative = PathBuf::new();
+    for component in Path::new(path).components() {
+        match component {
+            Component::Normal(segment) => relative.push(segment),
+            Component::CurDir => {}
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                return Err(WorkspaceError::OutsideRoot { path: path.into() });
+            }
+        }
+    }
+    if relative.as_os_str().is_empty() {
+        relative.push(".");
+    }
+    Ok(relative)
+}
+
+/// Whether `error` is cap-std's refusal of a path that resolves outside its directory. cap-std
+/// reports it as `PermissionDenied` with a message of its own, not an OS error number, which
+/// tells it apart from a real permission failure.
+fn is_escape(error: &io::Error) -> bool {
+    error.kind() == io::ErrorKind::PermissionDenied && error.raw_os_error().is_none()
+}
+
+/// The workspace error for an IO failure on `path`; the message never names the path.
 fn io_error(path: &str, error: &io::Error) -> WorkspaceError {
+    if is_escape(error) {
+        return WorkspaceError::OutsideRoot { path: path.into() };
+    }
     match error.kind() {
         io::ErrorKind::NotFound => WorkspaceError::NotFound { path: path.into() },
         kind => WorkspaceError::Io {
@@ -112,69 +132,99 @@ fn io_error(path: &str, error: &io::Error) -> WorkspaceError {
     }
 }
 
+/// The folder part and the file name of a relative file path (not the root).
+fn split_file(relative: &Path, path: &str) -> Result<(PathBuf, PathBuf), WorkspaceError> {
+    match (relative.parent(), relative.file_name()) {
+        (Some(parent), Some(name)) if relative != Path::new(".") => {
+            let parent = if parent.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                parent.to_path_buf()
+            };
+            Ok((parent, PathBuf::from(name)))
+        }
+        _ => Err(WorkspaceError::InvalidPath {
+            path: path.into(),
+            reason: "it names no file",
+        }),
+    }
+}
+
+/// Opens the folder `parent` beneath `dir`, creating it and its missing ancestors (beneath
+/// `dir` too) first.
+fn open_or_create_folder(dir: &Dir, parent: &Path, path: &str) -> Result<Dir, WorkspaceError> {
+    match dir.open_dir(parent) {
+        Ok(folder) => Ok(folder),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            dir.create_dir_all(parent).map_err(|e| io_error(path, &e))?;
+            dir.open_dir(parent).map_err(|e| io_error(path, &e))
+        }
+        Err(e) => Err(io_error(path, &e)),
+    }
+}
+
+/// The `/`-separated workspace path of `name` in the folder `relative`.
+fn entry_path(relative: &Path, name: &std::ffi::OsStr) -> String {
+    let name = name.to_string_lossy();
+    if relative == Path::new(".") {
+        name.into_owned()
+    } else {
+        format!("{}/{name}", relative.to_string_lossy())
+    }
+}
+
 #[async_trait]
 impl Workspace for FsWorkspace {
     async fn list(&self, dir: &str) -> Result<Vec<WorkspaceEntry>, WorkspaceError> {
-        let full = self.resolve(dir).await?;
-        let mut reader = tokio::fs::read_dir(&full)
-            .await
-            .map_err(|e| io_error(dir, &e))?;
-        let mut entries = Vec::new();
-        while let Some(entry) = reader.next_entry().await.map_err(|e| io_error(dir, &e))? {
-            let metadata = entry.metadata().await.map_err(|e| io_error(dir, &e))?;
-            let relative = entry
-                .path()
-                .strip_prefix(&self.root)
-                .map(|p| p.to_string_lossy().replace('\\', "/"))
-                .unwrap_or_default();
-            entries.push(WorkspaceEntry {
-                path: relative,
-                is_dir: metadata.is_dir(),
-                size: if metadata.is_dir() { 0 } else { metadata.len() },
-            });
-        }
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(entries)
+        self.run(dir, |root, relative, path| {
+            let folder = root.open_dir(relative).map_err(|e| io_error(path, &e))?;
+            let mut entries = Vec::new();
+            for entry in folder.entries().map_err(|e| io_error(path, &e))? {
+                let entry = entry.map_err(|e| io_error(path, &e))?;
+                // The entry itself, not what a symlink points at.
+                let metadata = entry.metadata().map_err(|e| io_error(path, &e))?;
+                entries.push(WorkspaceEntry {
+                    path: entry_path(relative, &entry.file_name()),
+                    is_dir: metadata.is_dir(),
+                    size: if metadata.is_dir() { 0 } else { metadata.len() },
+                });
+            }
+            entries.sort_by(|a, b| a.path.cmp(&b.path));
+            Ok(entries)
+        })
+        .await
     }
 
     async fn read(&self, path: &str) -> Result<String, WorkspaceError> {
-        let full = self.resolve(path).await?;
-        let size = tokio::fs::metadata(&full)
-            .await
-            .map_err(|e| io_error(path, &e))?
-            .len();
-        if size > self.max_read_bytes {
-            return Err(WorkspaceError::TooLarge {
-                path: path.into(),
-                size,
-                limit: self.max_read_bytes,
-            });
-        }
-        let bytes = tokio::fs::read(&full)
-            .await
-            .map_err(|e| io_error(path, &e))?;
-        String::from_utf8(bytes).map_err(|_| WorkspaceError::NotText { path: path.into() })
+        let limit = self.max_read_bytes;
+        self.run(path, move |root, relative, path| {
+            let file = root.open(relative).map_err(|e| io_error(path, &e))?;
+            let size = file.metadata().map_err(|e| io_error(path, &e))?.len();
+            if size > limit {
+                return Err(WorkspaceError::TooLarge {
+                    path: path.into(),
+                    size,
+                    limit,
+                });
+            }
+            let mut bytes = Vec::new();
+            io::Read::read_to_end(&mut file.into_std(), &mut bytes)
+                .map_err(|e| io_error(path, &e))?;
+            String::from_utf8(bytes).map_err(|_| WorkspaceError::NotText { path: path.into() })
+        })
+        .await
     }
 
     async fn write(&self, path: &str, content: &str) -> Result<(), WorkspaceError> {
-        let full = self.resolve(path).await?;
-        if full == self.root {
-            return Err(WorkspaceError::InvalidPath {
-                path: path.into(),
-                reason: "it names no file",
-            });
-        }
-        if let Some(parent) = full.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| io_error(path, &e))?;
-            // Created folders are plain folders under the root; check again in case a parent
-            // was swapped for a symlink meanwhile.
-            self.confine(path, parent).await?;
-        }
-        tokio::fs::write(&full, content)
-            .await
-            .map_err(|e| io_error(path, &e))
+        let content = content.to_owned();
+        self.run(path, move |root, relative, path| {
+            let (parent, name) = split_file(relative, path)?;
+            let folder = open_or_create_folder(root, &parent, path)?;
+            folder
+                .write(&name, content.as_bytes())
+                .map_err(|e| io_error(path, &e))
+        })
+        .await
     }
 }
 

@@ -106,6 +106,115 @@ async fn malformed_and_oversized_paths() {
     ));
 }
 
+/// Flips `root/d` between a symlink into the root and one out of it (each flip an atomic rename),
+/// until `stop` is set.
+fn flip_symlink(
+    root: &std::path::Path,
+    inside: std::path::PathBuf,
+    outside: std::path::PathBuf,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    let link = root.join("d");
+    let tmp = root.join("d.tmp");
+    symlink(&inside, &link).unwrap();
+    std::thread::spawn(move || {
+        let mut flips = 0u64;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let target = if flips.is_multiple_of(2) {
+                &outside
+            } else {
+                &inside
+            };
+            let _ = std::fs::remove_file(&tmp);
+            // The folders are gone once the test has failed and dropped them.
+            if symlink(target, &tmp).is_err() || std::fs::rename(&tmp, &link).is_err() {
+                break;
+            }
+            flips += 1;
+        }
+    })
+}
+
+/// A folder swapped for an outside symlink between the check and the open must not lead out:
+/// the operations resolve beneath the root handle, in the kernel. Before the fix the check and the
+/// open were two lookups and this escaped within a few tries; now no number of tries escapes.
+#[tokio::test]
+async fn swapped_folder_never_leads_out_of_the_root() {
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "TOP SECRET").unwrap();
+    let real = root.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    std::fs::write(real.join("secret.txt"), "inside").unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flipper = flip_symlink(root.path(), real, outside.path().into(), stop.clone());
+    for _ in 0..2000 {
+        match ws.read("d/secret.txt").await {
+            Ok(text) => assert_eq!(text, "inside", "a read escaped the root"),
+            Err(e) => assert!(matches!(e, WorkspaceError::OutsideRoot { .. }), "{e:?}"),
+        }
+        match ws.write("d/pwned.txt", "pwned").await {
+            Ok(()) | Err(WorkspaceError::OutsideRoot { .. }) => {}
+            Err(e) => panic!("{e:?}"),
+        }
+        assert!(
+            !outside.path().join("pwned.txt").exists(),
+            "a write escaped the root"
+        );
+        match ws.list("d").await {
+            Ok(entries) => assert!(
+                entries
+                    .iter()
+                    .all(|e| e.path != "d/secret.txt" || e.size == 6)
+            ),
+            Err(e) => assert!(matches!(e, WorkspaceError::OutsideRoot { .. }), "{e:?}"),
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    flipper.join().unwrap();
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1);
+}
+
+/// The same swap, sequenced: a folder that was used is replaced by an outside symlink between
+/// two calls, and the next calls are refused without touching the outside.
+#[tokio::test]
+async fn folder_replaced_by_outside_symlink_between_calls_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("b.txt"), "TOP SECRET").unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    ws.write("a/b.txt", "inside").await.unwrap();
+    assert_eq!(ws.read("a/b.txt").await.unwrap(), "inside");
+    std::fs::rename(root.path().join("a"), root.path().join("moved")).unwrap();
+    symlink(outside.path(), root.path().join("a")).unwrap();
+    assert!(matches!(
+        ws.read("a/b.txt").await,
+        Err(WorkspaceError::OutsideRoot { .. })
+    ));
+    assert!(matches!(
+        ws.write("a/b.txt", "x").await,
+        Err(WorkspaceError::OutsideRoot { .. })
+    ));
+    assert!(matches!(
+        ws.write("a/new/c.txt", "x").await,
+        Err(WorkspaceError::OutsideRoot { .. })
+    ));
+    assert!(matches!(
+        ws.list("a").await,
+        Err(WorkspaceError::OutsideRoot { .. })
+    ));
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("b.txt")).unwrap(),
+        "TOP SECRET"
+    );
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1);
+    // A symlink that stays inside the root keeps working.
+    std::fs::remove_file(root.path().join("a")).unwrap();
+    symlink("moved", root.path().join("a")).unwrap();
+    assert_eq!(ws.read("a/b.txt").await.unwrap(), "inside");
+}
+
 #[test]
 fn system_clock_is_after_2020() {
     use ai_core::Clock;
