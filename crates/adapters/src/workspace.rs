@@ -119,17 +119,87 @@ fn is_escape(error: &io::Error) -> bool {
 }
 
 /// The workspace error for an IO failure on `path`; the message never names the path.
+///
+/// A path of the wrong kind (a folder where a file is needed, a file where a folder is, a name
+/// too long, a loop of symlinks) is the caller's mistake, not the workspace failing.
 fn io_error(path: &str, error: &io::Error) -> WorkspaceError {
+    use rustix::io::Errno;
     if is_escape(error) {
         return WorkspaceError::OutsideRoot { path: path.into() };
     }
-    match error.kind() {
-        io::ErrorKind::NotFound => WorkspaceError::NotFound { path: path.into() },
-        kind => WorkspaceError::Io {
-            path: path.into(),
-            reason: kind.to_string(),
+    let path = path.to_owned();
+    match Errno::from_io_error(error) {
+        Some(Errno::NOENT) => WorkspaceError::NotFound { path },
+        Some(Errno::ISDIR) => WorkspaceError::IsAFolder { path },
+        Some(Errno::NOTDIR) => WorkspaceError::NotAFolder { path },
+        // `open` of a socket, or of a pipe for writing with no reader.
+        Some(Errno::NXIO) => WorkspaceError::NotAFile { path },
+        Some(Errno::NAMETOOLONG) => WorkspaceError::InvalidPath {
+            path,
+            reason: "it or a name in it is too long",
+        },
+        Some(Errno::LOOP) => WorkspaceError::InvalidPath {
+            path,
+            reason: "it leads through too many symlinks",
+        },
+        _ if error.kind() == io::ErrorKind::NotFound => WorkspaceError::NotFound { path },
+        _ => WorkspaceError::Io {
+            path,
+            reason: error.kind().to_string(),
         },
     }
+}
+
+/// Reads at most `limit` bytes of `reader`, which claims `stated` bytes: the cap holds on the
+/// bytes actually read (a file that grows, or reports a wrong size, cannot make it read more).
+fn read_capped(
+    reader: impl io::Read,
+    stated: u64,
+    limit: u64,
+    path: &str,
+) -> Result<Vec<u8>, WorkspaceError> {
+    let too_large = |size| WorkspaceError::TooLarge {
+        path: path.into(),
+        size,
+        limit,
+    };
+    if stated > limit {
+        return Err(too_large(stated));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(stated).unwrap_or(0));
+    io::Read::read_to_end(&mut reader.take(limit.saturating_add(1)), &mut bytes)
+        .map_err(|e| io_error(path, &e))?;
+    let read = bytes.len() as u64;
+    if read > limit {
+        return Err(too_large(read.max(stated)));
+    }
+    Ok(bytes)
+}
+
+/// Opens `relative` beneath `root` for reading, without blocking (a pipe with no writer would
+/// block `open` forever) and checks on the opened handle that it is a regular file.
+fn open_regular_file(
+    root: &Dir,
+    relative: &Path,
+    path: &str,
+) -> Result<(std::fs::File, u64), WorkspaceError> {
+    use cap_std::fs::OpenOptionsExt;
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.read(true);
+    // Also O_NOCTTY: opening a terminal must not make it the process's controlling one.
+    options.custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32);
+    let file = root
+        .open_with(relative, &options)
+        .map_err(|e| io_error(path, &e))?;
+    // fstat of the handle that will be read, not a second lookup of the name.
+    let metadata = file.metadata().map_err(|e| io_error(path, &e))?;
+    if metadata.is_dir() {
+        return Err(WorkspaceError::IsAFolder { path: path.into() });
+    }
+    if !metadata.is_file() {
+        return Err(WorkspaceError::NotAFile { path: path.into() });
+    }
+    Ok((file.into_std(), metadata.len()))
 }
 
 /// The folder part and the file name of a relative file path (not the root).
@@ -198,18 +268,8 @@ impl Workspace for FsWorkspace {
     async fn read(&self, path: &str) -> Result<String, WorkspaceError> {
         let limit = self.max_read_bytes;
         self.run(path, move |root, relative, path| {
-            let file = root.open(relative).map_err(|e| io_error(path, &e))?;
-            let size = file.metadata().map_err(|e| io_error(path, &e))?.len();
-            if size > limit {
-                return Err(WorkspaceError::TooLarge {
-                    path: path.into(),
-                    size,
-                    limit,
-                });
-            }
-            let mut bytes = Vec::new();
-            io::Read::read_to_end(&mut file.into_std(), &mut bytes)
-                .map_err(|e| io_error(path, &e))?;
+            let (file, size) = open_regular_file(root, relative, path)?;
+            let bytes = read_capped(file, size, limit, path)?;
             String::from_utf8(bytes).map_err(|_| WorkspaceError::NotText { path: path.into() })
         })
         .await

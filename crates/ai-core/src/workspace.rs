@@ -27,7 +27,8 @@ pub enum WorkspaceError {
         /// The path as given.
         path: String,
     },
-    /// The path is malformed (empty, NUL, backslash).
+    /// The path is malformed (empty, NUL, backslash, a name too long for the file system, a loop
+    /// of symlinks).
     #[error("the path is not a valid workspace path: {reason}")]
     InvalidPath {
         /// The path as given.
@@ -38,6 +39,26 @@ pub enum WorkspaceError {
     /// Nothing exists at the path.
     #[error("nothing exists at the path")]
     NotFound {
+        /// The path as given.
+        path: String,
+    },
+    /// The path names a folder where a file is needed (reading or writing a folder).
+    #[error("the path names a folder, not a file")]
+    IsAFolder {
+        /// The path as given.
+        path: String,
+    },
+    /// A part of the path that must be a folder is not one (listing a file, or a path through a
+    /// file).
+    #[error("a part of the path is not a folder")]
+    NotAFolder {
+        /// The path as given.
+        path: String,
+    },
+    /// The path names something other than a regular file or folder (a pipe, socket or device),
+    /// which the workspace does not read.
+    #[error("the path names something that is not a regular file")]
+    NotAFile {
         /// The path as given.
         path: String,
     },
@@ -68,8 +89,8 @@ pub enum WorkspaceError {
 }
 
 impl WorkspaceError {
-    /// Whether the path the caller gave is at fault (refused, missing, too large, not text), as
-    /// opposed to the workspace failing (permissions, disk).
+    /// Whether the path the caller gave is at fault (refused, missing, the wrong kind of entry,
+    /// too large, not text), as opposed to the workspace failing (permissions, disk).
     pub fn is_caller_error(&self) -> bool {
         // Listed, not `!Io`: a variant added later is the workspace's failure until it is
         // placed here on purpose.
@@ -78,6 +99,9 @@ impl WorkspaceError {
             Self::OutsideRoot { .. }
                 | Self::InvalidPath { .. }
                 | Self::NotFound { .. }
+                | Self::IsAFolder { .. }
+                | Self::NotAFolder { .. }
+                | Self::NotAFile { .. }
                 | Self::TooLarge { .. }
                 | Self::NotText { .. }
         )
@@ -118,4 +142,28 @@ pub trait Workspace: Send + Sync {
     async fn read(&self, path: &str) -> Result<String, WorkspaceError>;
     /// Creates or replaces a file (and its parent folders, inside the root).
     async fn write(&self, path: &str, content: &str) -> Result<(), WorkspaceError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WorkspaceError;
+
+    /// A path of the wrong kind is the caller's mistake, told without the path.
+    #[test]
+    fn wrong_kinds_of_entry_are_caller_errors_and_never_name_the_path() {
+        let path = || "secret-CANARY/x".to_string();
+        for error in [
+            WorkspaceError::IsAFolder { path: path() },
+            WorkspaceError::NotAFolder { path: path() },
+            WorkspaceError::NotAFile { path: path() },
+        ] {
+            assert!(error.is_caller_error(), "{error:?}");
+            assert!(!error.to_string().contains("CANARY"), "{error}");
+        }
+        let io = WorkspaceError::Io {
+            path: path(),
+            reason: "permission denied".into(),
+        };
+        assert!(!io.is_caller_error());
+    }
 }

@@ -215,6 +215,148 @@ async fn folder_replaced_by_outside_symlink_between_calls_is_refused() {
     assert_eq!(ws.read("a/b.txt").await.unwrap(), "inside");
 }
 
+/// Makes a named pipe at `path`.
+fn mkfifo(path: &std::path::Path) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+}
+
+/// A pipe with no writer used to block a thread forever in `open`; a socket failed as the
+/// workspace's error. Both are the caller's mistake now, answered at once.
+#[tokio::test]
+async fn pipes_and_sockets_are_refused_without_hanging() {
+    let root = tempfile::tempdir().unwrap();
+    mkfifo(&root.path().join("pipe"));
+    let _socket = std::os::unix::net::UnixListener::bind(root.path().join("sock")).unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    for path in ["pipe", "sock"] {
+        let result = tokio::time::timeout(std::time::Duration::from_secs(10), ws.read(path))
+            .await
+            .unwrap_or_else(|_| panic!("reading {path} hung"));
+        let error = result.unwrap_err();
+        assert!(
+            matches!(error, WorkspaceError::NotAFile { .. }),
+            "{path}: {error:?}"
+        );
+        assert!(error.is_caller_error());
+        assert_eq!(
+            error.to_string(),
+            "the path names something that is not a regular file"
+        );
+    }
+}
+
+/// A pipe with a writer reports 0 bytes and used to be read to its end, past the cap.
+#[tokio::test]
+async fn a_pipe_with_a_writer_is_not_read() {
+    let root = tempfile::tempdir().unwrap();
+    let pipe = root.path().join("pipe");
+    mkfifo(&pipe);
+    // Blocks in `open` until the workspace opens the pipe for reading, then streams 10 MiB
+    // (until the read end is closed).
+    std::thread::spawn(move || {
+        use std::io::Write;
+        if let Ok(mut writer) = std::fs::OpenOptions::new().write(true).open(pipe) {
+            let _ = writer.write_all(&vec![b'a'; 10 * 1024 * 1024]);
+        }
+    });
+    let ws = FsWorkspace::new(root.path())
+        .unwrap()
+        .with_max_read_bytes(1024);
+    let result = tokio::time::timeout(std::time::Duration::from_secs(10), ws.read("pipe"))
+        .await
+        .expect("reading the pipe hung");
+    assert!(
+        matches!(result, Err(WorkspaceError::NotAFile { .. })),
+        "{:?}",
+        result.map(|text| text.len())
+    );
+}
+
+/// The cap holds on the bytes read, not on the size the file reported.
+#[test]
+fn the_read_cap_holds_on_the_bytes_read() {
+    let long = [b'a'; 100];
+    let error = super::read_capped(&long[..], 0, 10, "p").unwrap_err();
+    assert!(
+        matches!(
+            error,
+            WorkspaceError::TooLarge {
+                size: 11,
+                limit: 10,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(
+        super::read_capped(&long[..10], 0, 10, "p").unwrap().len(),
+        10
+    );
+    assert!(matches!(
+        super::read_capped(&long[..], 100, 10, "p"),
+        Err(WorkspaceError::TooLarge { size: 100, .. })
+    ));
+}
+
+/// Reading a folder, listing a file, a name too long and a loop of symlinks are the caller's
+/// mistakes (they used to be the workspace's `Io` failures, counted against the tool's health),
+/// and their messages never name the path.
+#[tokio::test]
+async fn wrong_kinds_of_path_are_caller_errors() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("dir")).unwrap();
+    std::fs::write(root.path().join("f.txt"), "x").unwrap();
+    symlink("loop2", root.path().join("loop1")).unwrap();
+    symlink("loop1", root.path().join("loop2")).unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    let long = "CANARY".repeat(50);
+    let cases: Vec<(&str, Result<(), WorkspaceError>)> = vec![
+        ("read dir", ws.read("dir").await.map(drop)),
+        ("read .", ws.read(".").await.map(drop)),
+        ("write dir", ws.write("dir", "x").await),
+        ("list f.txt", ws.list("f.txt").await.map(drop)),
+        ("read f.txt/x", ws.read("f.txt/x").await.map(drop)),
+        ("write f.txt/x", ws.write("f.txt/x", "x").await),
+        ("write f.txt/x/y", ws.write("f.txt/x/y", "x").await),
+        ("read long", ws.read(&long).await.map(drop)),
+        ("write long", ws.write(&long, "x").await),
+        ("list long", ws.list(&long).await.map(drop)),
+        ("read loop", ws.read("loop1").await.map(drop)),
+        ("write loop", ws.write("loop1/x", "x").await),
+        ("list loop", ws.list("loop1").await.map(drop)),
+    ];
+    for (case, result) in cases {
+        let error = result.unwrap_err();
+        assert!(error.is_caller_error(), "{case}: {error:?}");
+        let message = error.to_string();
+        for path in ["dir", "f.txt", "CANARY", "loop"] {
+            assert!(!message.contains(path), "{case}: {message}");
+        }
+        let expected = match case {
+            "read dir" | "read ." | "write dir" => "the path names a folder, not a file",
+            "list f.txt" | "read f.txt/x" | "write f.txt/x" | "write f.txt/x/y" => {
+                "a part of the path is not a folder"
+            }
+            "read long" | "write long" | "list long" => {
+                "the path is not a valid workspace path: it or a name in it is too long"
+            }
+            _ => "the path is not a valid workspace path: it leads through too many symlinks",
+        };
+        assert_eq!(message, expected, "{case}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("f.txt")).unwrap(),
+        "x"
+    );
+}
+
 #[test]
 fn system_clock_is_after_2020() {
     use ai_core::Clock;

@@ -119,3 +119,58 @@ async fn missing_files_are_the_models_mistake_not_the_tools() {
     let (run, _) = runner.call(r#"{"path":"notes.txt"}"#).await;
     assert!(run.result.failure().is_none(), "{:?}", run.result);
 }
+
+/// Answers `read` with a wrong-kind error chosen by the path, and a text for `notes.txt`.
+struct WrongKindWorkspace;
+
+#[async_trait::async_trait]
+impl ai_core::Workspace for WrongKindWorkspace {
+    async fn list(
+        &self,
+        dir: &str,
+    ) -> Result<Vec<ai_core::WorkspaceEntry>, ai_core::WorkspaceError> {
+        Err(ai_core::WorkspaceError::NotAFolder { path: dir.into() })
+    }
+    async fn read(&self, path: &str) -> Result<String, ai_core::WorkspaceError> {
+        let path = path.to_owned();
+        match path.as_str() {
+            "notes.txt" => Ok("hello".into()),
+            p if p.starts_with("dir") => Err(ai_core::WorkspaceError::IsAFolder { path }),
+            p if p.starts_with("pipe") => Err(ai_core::WorkspaceError::NotAFile { path }),
+            _ => Err(ai_core::WorkspaceError::NotAFolder { path }),
+        }
+    }
+    async fn write(&self, path: &str, _: &str) -> Result<(), ai_core::WorkspaceError> {
+        Err(ai_core::WorkspaceError::IsAFolder { path: path.into() })
+    }
+}
+
+/// Reading a folder, a pipe or a path through a file is the model's mistake: told as
+/// `validation` without the path, and not counted against the tool, so repeating it cannot open
+/// the shared circuit for `core__workspace_read`.
+#[tokio::test]
+async fn wrong_kinds_of_path_are_the_models_mistake_not_the_tools() {
+    let read = bind(WorkspaceRead::new(Arc::new(WrongKindWorkspace))).unwrap();
+    let runner = crate::support::runner(read);
+    for (path, message) in [
+        ("dir-CANARY", "the path names a folder, not a file"),
+        (
+            "pipe-CANARY",
+            "the path names something that is not a regular file",
+        ),
+        ("file-CANARY/x", "a part of the path is not a folder"),
+    ] {
+        for _ in 0..6 {
+            let (run, events) = runner.call(&format!(r#"{{"path":"{path}"}}"#)).await;
+            let failure = run.result.failure().unwrap();
+            assert_eq!(failure.code, ToolErrorCode::Validation, "{path}");
+            assert_eq!(
+                failure.safe_message,
+                format!("invalid tool arguments: {message}")
+            );
+            assert!(!format!("{:?}", events[1]).contains("CANARY"));
+        }
+    }
+    let (run, _) = runner.call(r#"{"path":"notes.txt"}"#).await;
+    assert!(run.result.failure().is_none(), "{:?}", run.result);
+}

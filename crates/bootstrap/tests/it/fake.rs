@@ -5,8 +5,13 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
+/// A fixture name that makes the endpoint take the request and never answer it (the model call
+/// stays in flight until the client gives up or is killed).
+pub(crate) const STALL: &str = "(stall)";
+
 /// Starts an endpoint that answers the n-th request with the n-th of `fixtures` (names under
-/// fixtures/wire/loop), the last one again for every request after; returns its base URL.
+/// fixtures/wire/loop, or [`STALL`]), the last one again for every request after; returns its
+/// base URL.
 pub(crate) fn endpoint(fixtures: &[&str]) -> String {
     recording_endpoint(fixtures).0
 }
@@ -15,26 +20,32 @@ pub(crate) fn endpoint(fixtures: &[&str]) -> String {
 pub(crate) fn recording_endpoint(fixtures: &[&str]) -> (String, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let bodies: Vec<Vec<u8>> = fixtures
+    let bodies: Vec<Option<Vec<u8>>> = fixtures
         .iter()
-        .map(|name| {
-            std::fs::read(format!(
-                "{}/../../fixtures/wire/loop/{name}",
-                env!("CARGO_MANIFEST_DIR")
-            ))
-            .unwrap()
+        .map(|&name| {
+            (name != STALL).then(|| {
+                std::fs::read(format!(
+                    "{}/../../fixtures/wire/loop/{name}",
+                    env!("CARGO_MANIFEST_DIR")
+                ))
+                .unwrap()
+            })
         })
         .collect();
     let requests = Arc::new(Mutex::new(Vec::new()));
     let seen = requests.clone();
     std::thread::spawn(move || {
+        let mut stalled = Vec::new();
         for (n, stream) in listener.incoming().enumerate() {
             let Ok(mut stream) = stream else { continue };
             let request = read_request(&mut stream);
             if let Ok(mut seen) = seen.lock() {
                 seen.push(String::from_utf8_lossy(&request).into_owned());
             }
-            let body = &bodies[n.min(bodies.len() - 1)];
+            let Some(body) = &bodies[n.min(bodies.len() - 1)] else {
+                stalled.push(stream); // Held open, unanswered.
+                continue;
+            };
             let head = format!(
                 "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
                 body.len()
