@@ -280,12 +280,77 @@ impl Workspace for FsWorkspace {
         self.run(path, move |root, relative, path| {
             let (parent, name) = split_file(relative, path)?;
             let folder = open_or_create_folder(root, &parent, path)?;
-            folder
-                .write(&name, content.as_bytes())
-                .map_err(|e| io_error(path, &e))
+            write_atomically(&folder, &name, content.as_bytes(), path)
         })
         .await
     }
+}
+
+/// Replaces the entry `name` of `folder` with a file holding `content`: a temp file in the same
+/// folder, fsynced, renamed over the name, then the folder fsynced. A reader sees the old file
+/// or the new one, never a part; a crash leaves the old one. The rename replaces the entry
+/// itself, so a hard link (to a file outside the root, say) or a symlink at the name is
+/// replaced, never written through.
+fn write_atomically(
+    folder: &Dir,
+    name: &Path,
+    content: &[u8],
+    path: &str,
+) -> Result<(), WorkspaceError> {
+    let permissions = match folder.symlink_metadata(name) {
+        Ok(entry) if entry.is_dir() => {
+            return Err(WorkspaceError::IsAFolder { path: path.into() });
+        }
+        Ok(entry) if entry.is_symlink() => match folder.metadata(name) {
+            // The link is replaced, not followed; but one leading out, or to a folder, says the
+            // caller meant something else.
+            Err(e) if is_escape(&e) => {
+                return Err(WorkspaceError::OutsideRoot { path: path.into() });
+            }
+            Ok(target) if target.is_dir() => {
+                return Err(WorkspaceError::IsAFolder { path: path.into() });
+            }
+            _ => None,
+        },
+        // An existing file's permissions carry over to its new content.
+        Ok(entry) if entry.is_file() => Some(entry.permissions()),
+        Ok(_) => return Err(WorkspaceError::NotAFile { path: path.into() }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_error(path, &e)),
+    };
+    let temp = temp_name();
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    let file = folder
+        .open_with(&temp, &options)
+        .map_err(|e| io_error(path, &e))?;
+    let written = (|| {
+        io::Write::write_all(&mut &file, content)?;
+        if let Some(permissions) = permissions {
+            file.set_permissions(permissions)?;
+        }
+        file.sync_all()?;
+        drop(file);
+        folder.rename(&temp, folder, name)
+    })();
+    if let Err(e) = written {
+        let _ = folder.remove_file(&temp);
+        return Err(io_error(path, &e));
+    }
+    // The folder handle may be an `O_PATH` one, which cannot be fsynced: open it for reading.
+    folder
+        .open(".")
+        .and_then(|handle| handle.sync_all())
+        .map_err(|e| io_error(path, &e))
+}
+
+/// A fresh name for a temp file: hidden, short (whatever the target's length) and unique within
+/// the process; `create_new` refuses one that exists anyway.
+fn temp_name() -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    PathBuf::from(format!(".cogni-write-{}-{n}.tmp", std::process::id()))
 }
 
 #[cfg(test)]

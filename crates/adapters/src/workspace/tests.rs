@@ -357,6 +357,108 @@ async fn wrong_kinds_of_path_are_caller_errors() {
     );
 }
 
+/// A write replaces the name, it does not write through it: a hard link to a file outside the
+/// root (which the old truncate-and-write changed) and a symlink inside the root are replaced by
+/// the new file, their targets untouched; an existing file keeps its permissions; no temp file
+/// is left behind.
+#[tokio::test]
+async fn writes_replace_the_entry_and_never_write_through_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "TOP SECRET").unwrap();
+    std::fs::hard_link(&secret, root.path().join("h.txt")).unwrap();
+    std::fs::write(root.path().join("real.txt"), "real").unwrap();
+    symlink("real.txt", root.path().join("in.txt")).unwrap();
+    std::fs::write(root.path().join("private.txt"), "old").unwrap();
+    std::fs::set_permissions(
+        root.path().join("private.txt"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+
+    ws.write("h.txt", "new").await.unwrap();
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "TOP SECRET");
+    assert_eq!(ws.read("h.txt").await.unwrap(), "new");
+
+    ws.write("in.txt", "new").await.unwrap();
+    assert_eq!(ws.read("real.txt").await.unwrap(), "real");
+    assert!(
+        std::fs::symlink_metadata(root.path().join("in.txt"))
+            .unwrap()
+            .is_file()
+    );
+
+    ws.write("private.txt", "new").await.unwrap();
+    let mode = std::fs::metadata(root.path().join("private.txt"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    let names: Vec<_> = ws
+        .list("")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.path)
+        .collect();
+    assert_eq!(names, ["h.txt", "in.txt", "private.txt", "real.txt"]);
+}
+
+/// A reader never sees an empty or partial file while it is rewritten: the new content is
+/// renamed over the old one, which the old truncate-and-write did not do.
+#[tokio::test]
+async fn readers_never_see_a_partial_write() {
+    const SIZE: usize = 1024 * 1024;
+    let root = tempfile::tempdir().unwrap();
+    let ws = FsWorkspace::new(root.path())
+        .unwrap()
+        .with_max_read_bytes(u64::MAX);
+    ws.write("f.txt", &"b".repeat(SIZE)).await.unwrap();
+    let writer = {
+        let ws = ws.clone();
+        tokio::spawn(async move {
+            for round in 0..30 {
+                let fill = if round % 2 == 0 { "c" } else { "b" };
+                ws.write("f.txt", &fill.repeat(SIZE)).await.unwrap();
+            }
+        })
+    };
+    let mut reads = 0;
+    while !writer.is_finished() || reads == 0 {
+        let text = ws.read("f.txt").await.unwrap();
+        assert_eq!(text.len(), SIZE, "a reader saw a partial file");
+        assert!(text == "b".repeat(SIZE) || text == "c".repeat(SIZE));
+        reads += 1;
+    }
+    writer.await.unwrap();
+}
+
+/// A write onto a pipe, or onto a symlink to a folder, is refused, and leaves nothing behind.
+#[tokio::test]
+async fn writes_onto_pipes_and_folder_links_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    mkfifo(&root.path().join("pipe"));
+    std::fs::create_dir(root.path().join("dir")).unwrap();
+    symlink("dir", root.path().join("dirlink")).unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    let pipe = tokio::time::timeout(std::time::Duration::from_secs(10), ws.write("pipe", "x"))
+        .await
+        .expect("writing the pipe hung");
+    assert!(
+        matches!(pipe, Err(WorkspaceError::NotAFile { .. })),
+        "{pipe:?}"
+    );
+    assert!(matches!(
+        ws.write("dirlink", "x").await,
+        Err(WorkspaceError::IsAFolder { .. })
+    ));
+    assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 3);
+}
+
 #[test]
 fn system_clock_is_after_2020() {
     use ai_core::Clock;
