@@ -4,7 +4,7 @@ use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use ai_core::{Workspace, WorkspaceEntry, WorkspaceError};
+use ai_core::{MAX_LIST_ENTRIES, Workspace, WorkspaceEntry, WorkspaceError, WorkspaceListing};
 use async_trait::async_trait;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
@@ -245,12 +245,19 @@ fn entry_path(relative: &Path, name: &std::ffi::OsStr) -> String {
 
 #[async_trait]
 impl Workspace for FsWorkspace {
-    async fn list(&self, dir: &str) -> Result<Vec<WorkspaceEntry>, WorkspaceError> {
+    /// Stops at [`MAX_LIST_ENTRIES`] entries: it reads one more name to know the folder has more,
+    /// and stats only those it returns.
+    async fn list(&self, dir: &str) -> Result<WorkspaceListing, WorkspaceError> {
         self.run(dir, |root, relative, path| {
             let folder = root.open_dir(relative).map_err(|e| io_error(path, &e))?;
             let mut entries = Vec::new();
+            let mut truncated = false;
             for entry in folder.entries().map_err(|e| io_error(path, &e))? {
                 let entry = entry.map_err(|e| io_error(path, &e))?;
+                if entries.len() == MAX_LIST_ENTRIES {
+                    truncated = true;
+                    break;
+                }
                 // The entry itself, not what a symlink points at.
                 let metadata = entry.metadata().map_err(|e| io_error(path, &e))?;
                 entries.push(WorkspaceEntry {
@@ -260,7 +267,7 @@ impl Workspace for FsWorkspace {
                 });
             }
             entries.sort_by(|a, b| a.path.cmp(&b.path));
-            Ok(entries)
+            Ok(WorkspaceListing { entries, truncated })
         })
         .await
     }

@@ -86,7 +86,9 @@ pub use secret::Secret;
 pub use source::{BoundTool, Capabilities, StaticToolSource, ToolError, ToolSource};
 pub use spec::{Redaction, ToolEffect, ToolSpec};
 pub use thread::{ThreadId, ThreadStore, ThreadStoreError};
-pub use workspace::{Workspace, WorkspaceEntry, WorkspaceError};
+pub use workspace::{
+    MAX_LIST_ENTRIES, Workspace, WorkspaceEntry, WorkspaceError, WorkspaceListing,
+};
 
 /// Re-exported so that callers name the same cancellation token the runner listens to.
 pub use tokio_util::sync::CancellationToken;

@@ -14,6 +14,20 @@ pub struct WorkspaceEntry {
     pub size: u64,
 }
 
+/// The entries of a folder, at most [`MAX_LIST_ENTRIES`] of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceListing {
+    /// The entries, sorted by path.
+    pub entries: Vec<WorkspaceEntry>,
+    /// Whether the folder has more entries than were listed (the listing stopped at
+    /// [`MAX_LIST_ENTRIES`]; which ones were left out is unspecified).
+    pub truncated: bool,
+}
+
+/// The most entries one [`Workspace::list`] returns; a folder with more is listed in part, with
+/// [`WorkspaceListing::truncated`] set.
+pub const MAX_LIST_ENTRIES: usize = 1_000;
+
 /// Why a workspace operation failed.
 ///
 /// The message is safe to show the model: it says what is wrong with the path, never the path
@@ -113,16 +127,17 @@ impl WorkspaceError {
 ///
 /// ```
 /// use std::{collections::BTreeMap, sync::Mutex};
-/// use ai_core::{Workspace, WorkspaceEntry, WorkspaceError};
+/// use ai_core::{Workspace, WorkspaceEntry, WorkspaceError, WorkspaceListing};
 /// #[derive(Default)]
 /// struct InMemory(Mutex<BTreeMap<String, String>>);
 /// #[async_trait::async_trait]
 /// impl Workspace for InMemory {
-///     async fn list(&self, dir: &str) -> Result<Vec<WorkspaceEntry>, WorkspaceError> {
-///         Ok(self.0.lock().unwrap().iter()
+///     async fn list(&self, dir: &str) -> Result<WorkspaceListing, WorkspaceError> {
+///         let entries = self.0.lock().unwrap().iter()
 ///             .filter(|(p, _)| dir.is_empty() || dir == "." || p.starts_with(dir))
 ///             .map(|(p, c)| WorkspaceEntry { path: p.clone(), is_dir: false, size: c.len() as u64 })
-///             .collect())
+///             .collect();
+///         Ok(WorkspaceListing { entries, truncated: false })
 ///     }
 ///     async fn read(&self, path: &str) -> Result<String, WorkspaceError> {
 ///         self.0.lock().unwrap().get(path).cloned()
@@ -136,8 +151,9 @@ impl WorkspaceError {
 /// ```
 #[async_trait]
 pub trait Workspace: Send + Sync {
-    /// The entries of a folder (`""` or `"."` is the root), sorted by path.
-    async fn list(&self, dir: &str) -> Result<Vec<WorkspaceEntry>, WorkspaceError>;
+    /// The entries of a folder (`""` or `"."` is the root), sorted by path: at most
+    /// [`MAX_LIST_ENTRIES`], with [`WorkspaceListing::truncated`] telling whether there were more.
+    async fn list(&self, dir: &str) -> Result<WorkspaceListing, WorkspaceError>;
     /// The text of a file.
     async fn read(&self, path: &str) -> Result<String, WorkspaceError>;
     /// Creates or replaces a file (and its parent folders, inside the root).

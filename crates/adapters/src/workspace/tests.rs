@@ -27,6 +27,8 @@ async fn normal_use() {
     assert_eq!(ws.read("a/b.txt").await.unwrap(), "hello");
     assert_eq!(ws.read("./a/b.txt").await.unwrap(), "hello");
     let listing = ws.list("a").await.unwrap();
+    assert!(!listing.truncated);
+    let listing = listing.entries;
     assert_eq!(listing.len(), 1);
     assert_eq!(listing[0].path, "a/b.txt");
     assert_eq!(listing[0].size, 5);
@@ -34,6 +36,7 @@ async fn normal_use() {
         .list("")
         .await
         .unwrap()
+        .entries
         .into_iter()
         .map(|e| e.path)
         .collect();
@@ -163,8 +166,9 @@ async fn swapped_folder_never_leads_out_of_the_root() {
             "a write escaped the root"
         );
         match ws.list("d").await {
-            Ok(entries) => assert!(
-                entries
+            Ok(listing) => assert!(
+                listing
+                    .entries
                     .iter()
                     .all(|e| e.path != "d/secret.txt" || e.size == 6)
             ),
@@ -402,6 +406,7 @@ async fn writes_replace_the_entry_and_never_write_through_it() {
         .list("")
         .await
         .unwrap()
+        .entries
         .into_iter()
         .map(|e| e.path)
         .collect();
@@ -457,6 +462,29 @@ async fn writes_onto_pipes_and_folder_links_are_refused() {
         Err(WorkspaceError::IsAFolder { .. })
     ));
     assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 3);
+}
+
+/// A folder with more than `MAX_LIST_ENTRIES` entries is listed in part, and says so; it used
+/// to be listed (and every entry stat'ed) whole.
+#[tokio::test]
+async fn a_huge_folder_is_listed_in_part_and_says_so() {
+    let root = tempfile::tempdir().unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    std::fs::create_dir(root.path().join("big")).unwrap();
+    for i in 0..ai_core::MAX_LIST_ENTRIES + 5 {
+        std::fs::write(root.path().join(format!("big/{i}.txt")), "").unwrap();
+    }
+    let listing = ws.list("big").await.unwrap();
+    assert!(listing.truncated);
+    assert_eq!(listing.entries.len(), ai_core::MAX_LIST_ENTRIES);
+    assert!(listing.entries.windows(2).all(|w| w[0].path < w[1].path));
+    std::fs::remove_file(root.path().join("big/0.txt")).unwrap();
+    for i in 1..6 {
+        std::fs::remove_file(root.path().join(format!("big/{i}.txt"))).unwrap();
+    }
+    let listing = ws.list("big").await.unwrap();
+    assert!(!listing.truncated);
+    assert_eq!(listing.entries.len(), ai_core::MAX_LIST_ENTRIES - 1);
 }
 
 #[test]

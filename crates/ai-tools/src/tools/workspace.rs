@@ -87,6 +87,8 @@ pub struct ListEntry {
 pub struct ListOutput {
     /// The entries, sorted by path.
     pub entries: Vec<ListEntry>,
+    /// Whether the folder has more entries than listed (at most 1,000 are listed).
+    pub truncated: bool,
 }
 
 #[async_trait::async_trait]
@@ -97,7 +99,12 @@ impl ToolContract for WorkspaceList {
     const DESCRIPTION: &'static str =
         "List the files and folders of a workspace folder (the root when no path is given).";
     const EFFECT: ToolEffect = ToolEffect::ReadOnly;
-    const REDACTION: &'static [&'static str] = &["entries.path", "entries.is_dir", "entries.size"];
+    const REDACTION: &'static [&'static str] = &[
+        "entries.path",
+        "entries.is_dir",
+        "entries.size",
+        "truncated",
+    ];
 
     async fn execute(
         &self,
@@ -108,9 +115,11 @@ impl ToolContract for WorkspaceList {
     ) -> Result<ListOutput, ToolError> {
         let path = input.path.unwrap_or_default();
         check_path(&path, true)?;
-        let entries = self.workspace.list(&path).await.map_err(workspace_error)?;
+        let listing = self.workspace.list(&path).await.map_err(workspace_error)?;
         Ok(ListOutput {
-            entries: entries
+            truncated: listing.truncated,
+            entries: listing
+                .entries
                 .into_iter()
                 .map(|e| ListEntry {
                     path: e.path,

@@ -51,7 +51,7 @@ async fn workspace_tools_write_read_and_list() {
     let (l, _) = run(list, "{}").await;
     assert_eq!(
         value(&l.result.outcome),
-        &json!({"entries": [{"path": "notes/a.txt", "is_dir": false, "size": 6}]})
+        &json!({"entries": [{"path": "notes/a.txt", "is_dir": false, "size": 6}], "truncated": false})
     );
 }
 
@@ -125,10 +125,7 @@ struct WrongKindWorkspace;
 
 #[async_trait::async_trait]
 impl ai_core::Workspace for WrongKindWorkspace {
-    async fn list(
-        &self,
-        dir: &str,
-    ) -> Result<Vec<ai_core::WorkspaceEntry>, ai_core::WorkspaceError> {
+    async fn list(&self, dir: &str) -> Result<ai_core::WorkspaceListing, ai_core::WorkspaceError> {
         Err(ai_core::WorkspaceError::NotAFolder { path: dir.into() })
     }
     async fn read(&self, path: &str) -> Result<String, ai_core::WorkspaceError> {

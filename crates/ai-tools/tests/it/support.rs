@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use ai_core::{
     AiEvent, BoundTool, CancellationToken, Clock, RunContext, StaticToolSource, ToolCall,
     ToolCallId, ToolCatalog, ToolPolicy, ToolRun, ToolRunner, Workspace, WorkspaceEntry,
-    WorkspaceError,
+    WorkspaceError, WorkspaceListing,
 };
 
 pub(crate) struct FixedClock(pub(crate) u64);
@@ -23,8 +23,8 @@ pub(crate) struct MemoryWorkspace(pub(crate) Mutex<BTreeMap<String, String>>);
 
 #[async_trait::async_trait]
 impl Workspace for MemoryWorkspace {
-    async fn list(&self, _dir: &str) -> Result<Vec<WorkspaceEntry>, WorkspaceError> {
-        Ok(self
+    async fn list(&self, _dir: &str) -> Result<WorkspaceListing, WorkspaceError> {
+        let entries = self
             .0
             .lock()
             .unwrap()
@@ -34,7 +34,11 @@ impl Workspace for MemoryWorkspace {
                 is_dir: false,
                 size: content.len() as u64,
             })
-            .collect())
+            .collect();
+        Ok(WorkspaceListing {
+            entries,
+            truncated: false,
+        })
     }
     async fn read(&self, path: &str) -> Result<String, WorkspaceError> {
         self.0
