@@ -254,12 +254,21 @@ impl Workspace for FsWorkspace {
             let mut truncated = false;
             for entry in folder.entries().map_err(|e| io_error(path, &e))? {
                 let entry = entry.map_err(|e| io_error(path, &e))?;
+                // A write in flight in this folder: not an entry of the workspace.
+                if entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
+                    continue;
+                }
                 if entries.len() == MAX_LIST_ENTRIES {
                     truncated = true;
                     break;
                 }
-                // The entry itself, not what a symlink points at.
-                let metadata = entry.metadata().map_err(|e| io_error(path, &e))?;
+                // The entry itself, not what a symlink points at; one removed since the folder
+                // was read is left out.
+                let metadata = match entry.metadata() {
+                    Ok(metadata) => metadata,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(io_error(path, &e)),
+                };
                 entries.push(WorkspaceEntry {
                     path: entry_path(relative, &entry.file_name()),
                     is_dir: metadata.is_dir(),
@@ -287,7 +296,8 @@ impl Workspace for FsWorkspace {
         self.run(path, move |root, relative, path| {
             let (parent, name) = split_file(relative, path)?;
             let folder = open_or_create_folder(root, &parent, path)?;
-            write_atomically(&folder, &name, content.as_bytes(), path)
+            let target = (root, relative);
+            write_atomically(&folder, &name, target, content.as_bytes(), path)
         })
         .await
     }
@@ -298,9 +308,12 @@ impl Workspace for FsWorkspace {
 /// or the new one, never a part; a crash leaves the old one. The rename replaces the entry
 /// itself, so a hard link (to a file outside the root, say) or a symlink at the name is
 /// replaced, never written through.
+/// `target` is the root and the path beneath it that `name` in `folder` stands for: where a
+/// symlink at the name leads is judged from the root, as a read would resolve it.
 fn write_atomically(
     folder: &Dir,
     name: &Path,
+    (root, relative): (&Dir, &Path),
     content: &[u8],
     path: &str,
 ) -> Result<(), WorkspaceError> {
@@ -308,7 +321,7 @@ fn write_atomically(
         Ok(entry) if entry.is_dir() => {
             return Err(WorkspaceError::IsAFolder { path: path.into() });
         }
-        Ok(entry) if entry.is_symlink() => match folder.metadata(name) {
+        Ok(entry) if entry.is_symlink() => match root.metadata(relative) {
             // The link is replaced, not followed; but one leading out, or to a folder, says the
             // caller meant something else.
             Err(e) if is_escape(&e) => {
@@ -332,10 +345,11 @@ fn write_atomically(
         .open_with(&temp, &options)
         .map_err(|e| io_error(path, &e))?;
     let written = (|| {
-        io::Write::write_all(&mut &file, content)?;
+        // The old file's permissions first: its new content is never readable by more.
         if let Some(permissions) = permissions {
             file.set_permissions(permissions)?;
         }
+        io::Write::write_all(&mut &file, content)?;
         file.sync_all()?;
         drop(file);
         folder.rename(&temp, folder, name)
@@ -353,11 +367,14 @@ fn write_atomically(
 
 /// A fresh name for a temp file: hidden, short (whatever the target's length) and unique within
 /// the process; `create_new` refuses one that exists anyway.
+/// How the temp files of writes in flight begin (listings leave them out).
+const TEMP_PREFIX: &str = ".cogni-write-";
+
 fn temp_name() -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    PathBuf::from(format!(".cogni-write-{}-{n}.tmp", std::process::id()))
+    PathBuf::from(format!("{TEMP_PREFIX}{}-{n}.tmp", std::process::id()))
 }
 
 #[cfg(test)]

@@ -413,6 +413,55 @@ async fn writes_replace_the_entry_and_never_write_through_it() {
     assert_eq!(names, ["h.txt", "in.txt", "private.txt", "real.txt"]);
 }
 
+/// A symlink in a subfolder that leads elsewhere inside the root (`sub/link -> ../a.txt`) is
+/// judged from the root, as a read resolves it: a write replaces it rather than calling it an
+/// escape.
+#[tokio::test]
+async fn a_link_in_a_subfolder_to_elsewhere_inside_is_inside() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("a.txt"), "a").unwrap();
+    std::fs::create_dir(root.path().join("sub")).unwrap();
+    symlink("../a.txt", root.path().join("sub/link")).unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    assert_eq!(ws.read("sub/link").await.unwrap(), "a");
+    ws.write("sub/link", "x").await.unwrap();
+    assert_eq!(ws.read("sub/link").await.unwrap(), "x");
+    assert_eq!(
+        ws.read("a.txt").await.unwrap(),
+        "a",
+        "replaced, not written through"
+    );
+}
+
+/// Listing a folder while files are written into it never fails (an entry that vanishes
+/// between the read of the folder and its stat is left out) and never shows a write's temp
+/// file.
+#[tokio::test]
+async fn a_folder_written_to_while_listed_lists_cleanly() {
+    let root = tempfile::tempdir().unwrap();
+    let ws = std::sync::Arc::new(FsWorkspace::new(root.path()).unwrap());
+    let writer = {
+        let ws = ws.clone();
+        tokio::spawn(async move {
+            for n in 0..300 {
+                ws.write(&format!("f{}.txt", n % 3), "x").await.unwrap();
+            }
+        })
+    };
+    while !writer.is_finished() {
+        let listing = ws.list("").await.unwrap();
+        assert!(
+            listing
+                .entries
+                .iter()
+                .all(|e| !e.path.starts_with(".cogni-write-")),
+            "{:?}",
+            listing.entries
+        );
+    }
+    writer.await.unwrap();
+}
+
 /// A reader never sees an empty or partial file while it is rewritten: the new content is
 /// renamed over the old one, which the old truncate-and-write did not do.
 #[tokio::test]
