@@ -194,6 +194,23 @@ fn with_data_dir() -> (tempfile::TempDir, crate::Settings) {
     (dir, settings)
 }
 
+/// Begins run `run_id` on `thread` with `input` stored as its input blob, as `start_run` does.
+async fn begin_with_input(
+    log: &RunLogStores,
+    run_id: &str,
+    thread: &ThreadId,
+    input: &super::RunInput,
+) -> RunId {
+    let bytes = ai_core::canonical_bytes(input).unwrap();
+    let input_ref = log.blobs.put(&bytes).await.unwrap();
+    let run = RunId::new(run_id).unwrap();
+    log.runs
+        .begin_run(&run, Some(thread), 1, Some(&input_ref))
+        .await
+        .unwrap();
+    run
+}
+
 /// A runtime over `completion` with no tools.
 fn runtime(
     settings: &crate::Settings,
@@ -361,16 +378,7 @@ async fn open_run() -> OpenRun {
         thread_state: runtime.agent.new_state(),
         turn: crate::Turn::UserMessage("first".into()),
     };
-    let input_ref = log
-        .blobs
-        .put(&ai_core::canonical_bytes(&input).unwrap())
-        .await
-        .unwrap();
-    let open = RunId::new("run-1").unwrap();
-    log.runs
-        .begin_run(&open, Some(&thread), 1, Some(&input_ref))
-        .await
-        .unwrap();
+    let open = begin_with_input(&log, "run-1", &thread, &input).await;
     OpenRun {
         _dir: dir,
         stores,
@@ -790,16 +798,7 @@ async fn recovery_leaves_the_thread_of_a_resume_that_never_began() {
     let consumed = graph::reduce(input.thread_state.clone(), input.turn.event()).0;
     let consumed = serde_json::to_value(consumed).unwrap();
     stores.threads.save(&thread, &consumed).await.unwrap();
-    let input_ref = log
-        .blobs
-        .put(&ai_core::canonical_bytes(&input).unwrap())
-        .await
-        .unwrap();
-    let run = RunId::new("refused").unwrap();
-    log.runs
-        .begin_run(&run, Some(&thread), 1, Some(&input_ref))
-        .await
-        .unwrap();
+    let run = begin_with_input(&log, "refused", &thread, &input).await;
 
     let closed = recover(&stores, &FixedClock).await.unwrap();
     assert_eq!(closed, [run]);
