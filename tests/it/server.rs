@@ -554,6 +554,128 @@ async fn agui_interrupts_for_approval_and_resumes_from_the_answers() {
     assert_eq!(server.post("/api/v1/agui", &again).await.status(), 409);
 }
 
+/// A request body the AI SDK's `useChat` (ai 6) sends, from fixtures/ui/ai-sdk-client.
+fn ai_sdk_client_request(name: &str) -> Value {
+    let dir = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/ui/ai-sdk-client"
+    ));
+    serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap()
+}
+
+/// With `ai_sdk_approvals`, a paused AI SDK run asks for each call's approval, and the request
+/// ai 6 sends once the user answered (fixtures/ui/ai-sdk-client/approval-response.json, built by
+/// the real client from this test's recorded stream) resumes the thread in the same message.
+#[tokio::test]
+async fn ai_sdk_asks_ai_6_clients_for_approval_and_resumes_from_the_answers() {
+    let server = Server::start(|s| {
+        let policy = r#"
+            allowed_tools = ["core__get_current_time", "core__workspace_read"]
+            require_approval_for_effects = ["read_only"]
+        "#;
+        s.tools.policy = Some(policy.parse().unwrap());
+        s.server.ai_sdk_approvals = true;
+    })
+    .await;
+    tool_loop_fixtures(&server.fake).await;
+    let paused = server
+        .post(
+            "/api/v1/chat",
+            &chat_request("chat-approve", "What do my notes say?"),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    record("approval.v6.aisdk.sse", &paused);
+    let chunks = frames(&paused);
+    let asked: Vec<&str> = chunks
+        .iter()
+        .filter(|c| c["type"] == "tool-approval-request")
+        .map(|c| c["toolCallId"].as_str().unwrap())
+        .collect();
+    assert_eq!(asked, ["call_time", "call_read"], "{paused}");
+    assert_eq!(server.fake.requests().len(), 1, "nothing ran: {paused}");
+
+    // read approved, time denied
+    let answer = ai_sdk_client_request("approval-response.json");
+    let resumed = server
+        .post("/api/v1/chat", &answer)
+        .await
+        .text()
+        .await
+        .unwrap();
+    record("approval-resumed.v6.aisdk.sse", &resumed);
+    let chunks = frames(&resumed);
+    assert_eq!(
+        chunks[0],
+        json!({"type": "start"}),
+        "the same message goes on: {resumed}"
+    );
+    let types = types(&chunks);
+    assert!(
+        !types.iter().any(|t| t.starts_with("tool-input")),
+        "the calls were shown by the paused run: {resumed}"
+    );
+    let denied = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-denied")
+        .unwrap();
+    assert_eq!(denied["toolCallId"], "call_time");
+    let read = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-available")
+        .unwrap();
+    assert_eq!(read["toolCallId"], "call_read");
+    assert_eq!(read["output"]["content"], "hello");
+    assert_eq!(types[types.len() - 2..], ["finish", "[DONE]"], "{resumed}");
+    let sent = String::from_utf8(server.fake.requests()[1].body.clone()).unwrap();
+    assert!(
+        sent.contains("hello") && sent.contains("the user denied this call"),
+        "{sent}"
+    );
+
+    // Nothing waits any more: the same answers again are refused.
+    assert_eq!(server.post("/api/v1/chat", &answer).await.status(), 409);
+}
+
+/// Without `ai_sdk_approvals` (ai 5 clients), a paused call's part stays `input-available`: no
+/// chunk ai 5 would refuse.
+#[tokio::test]
+async fn ai_sdk_approvals_are_off_by_default() {
+    let server = Server::start(|s| {
+        let policy = r#"
+            allowed_tools = ["core__get_current_time", "core__workspace_read"]
+            require_approval_for_effects = ["read_only"]
+        "#;
+        s.tools.policy = Some(policy.parse().unwrap());
+    })
+    .await;
+    tool_loop_fixtures(&server.fake).await;
+    let paused = server
+        .post(
+            "/api/v1/chat",
+            &chat_request("chat-v5", "What do my notes say?"),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    let types = types(&frames(&paused));
+    assert!(
+        !types.iter().any(|t| t == "tool-approval-request"),
+        "{paused}"
+    );
+    assert_eq!(
+        types
+            .iter()
+            .filter(|t| *t == "tool-input-available")
+            .count(),
+        2,
+        "{paused}"
+    );
+}
+
 /// The body `@ag-ui/client` 1.0 posts (fixtures/ui/agui-client, checked against the client by
 /// tests/protocol): `protocolVersion`, a reasoning message, the history of a new thread.
 #[tokio::test]

@@ -1,12 +1,16 @@
-// The request bodies the pinned `@ag-ui/client` sends, kept as fixtures for the server's tests
-// (fixtures/ui/agui-client/*.json), so the server is tested against what the real client posts.
-//   node requests.mjs <dir>           check that the fixtures match what the client sends now
-//   node requests.mjs <dir> --write   write them
+// The request bodies the pinned clients send, kept as fixtures for the server's tests, so the
+// server is tested against what the real clients post:
+//   fixtures/ui/agui-client/*.json    what `@ag-ui/client` sends
+//   fixtures/ui/ai-sdk-client/*.json  what ai 6's chat (`useChat`) sends, built by the real client
+//                                     from a stream the server's tests recorded
+//   node requests.mjs <fixtures/ui> <ui-streams>           check that the fixtures are current
+//   node requests.mjs <fixtures/ui> <ui-streams> --write   write them
 import { readFile, writeFile, mkdir } from "node:fs/promises";
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
+import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
 
-function requests() {
+function aguiRequests() {
   const agent = new HttpAgent({ url: "http://127.0.0.1:1/api/v1/agui", threadId: "t-client" });
   agent.messages = [
     { id: "u1", role: "user", content: "What time is it?" },
@@ -28,31 +32,92 @@ function requests() {
     { interruptId: "call_time", status: "cancelled" },
   ];
   return {
-    "run.json": agent.prepareRunAgentInput({ runId: "r-client" }),
-    "resume.json": agent.prepareRunAgentInput({ runId: "r-client-resume", resume }),
+    "agui-client/run.json": agent.prepareRunAgentInput({ runId: "r-client" }),
+    "agui-client/resume.json": agent.prepareRunAgentInput({ runId: "r-client-resume", resume }),
   };
 }
 
-const [dir, mode] = process.argv.slice(2);
-if (!dir) {
-  console.error("usage: node requests.mjs <dir> [--write]");
+// The chat state a framework binding keeps (as @ai-sdk/react's does), in plain JavaScript.
+class State {
+  status = "ready";
+  error = undefined;
+  messages = [];
+  pushMessage = (message) => (this.messages = [...this.messages, message]);
+  popMessage = () => (this.messages = this.messages.slice(0, -1));
+  replaceMessage = (at, message) => (this.messages = this.messages.map((m, k) => (k === at ? message : m)));
+  snapshot = (value) => structuredClone(value);
+}
+
+class Chat extends AbstractChat {
+  constructor(init) {
+    super({ ...init, state: new State() });
+  }
+}
+
+// What ai 6 sends once the user answered the approval requests of the paused run the server's
+// tests recorded (approval.v6.aisdk.sse): read approved, time denied, sent automatically by
+// `sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses`.
+async function aiSdkRequests(streams) {
+  const file = path.join(streams, "approval.v6.aisdk.sse");
+  const recorded = await readFile(file, "utf8").catch(() => {
+    console.error(`requests: ${file} is missing; run the server's tests first (cargo test -p cogni-tests)`);
+    process.exit(1);
+  });
+  // The server names the message after its run (and so the clock): a fixed name keeps the
+  // fixture the same from run to run. The server does not read message ids.
+  const paused = recorded.replace(/"messageId":"[^"]*"/, '"messageId":"a-paused"');
+  // The answers' reply settles both calls, so the chat has nothing more to send.
+  const settled = [
+    { type: "start" },
+    { type: "tool-output-denied", toolCallId: "call_time" },
+    { type: "tool-output-available", toolCallId: "call_read", output: {} },
+    { type: "finish" },
+  ];
+  const replies = [paused, `${settled.map((c) => `data: ${JSON.stringify(c)}\n\n`).join("")}data: [DONE]\n\n`];
+  const bodies = [];
+  const fetch = async (_url, init) => {
+    bodies.push(JSON.parse(init.body));
+    const body = replies.shift();
+    if (body === undefined) throw new Error("the chat sent more requests than expected");
+    return new Response(body, { headers: { "content-type": "text/event-stream", "x-vercel-ai-ui-message-stream": "v1" } });
+  };
+  let ids = 0;
+  const chat = new Chat({
+    id: "chat-approve",
+    generateId: () => `u-${++ids}`,
+    transport: new DefaultChatTransport({ api: "http://127.0.0.1:1/api/v1/chat", fetch }),
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+  });
+  await chat.sendMessage({ text: "What do my notes say?" });
+  if (chat.error) throw chat.error;
+  await chat.addToolApprovalResponse({ id: "call_read", approved: true });
+  await chat.addToolApprovalResponse({ id: "call_time", approved: false });
+  for (let wait = 0; bodies.length < 2 && wait < 100; wait++) await new Promise((r) => setTimeout(r, 10));
+  if (bodies.length < 2) throw new Error("the chat did not send the answers");
+  return { "ai-sdk-client/approval-response.json": bodies[1] };
+}
+
+const [dir, streams, mode] = process.argv.slice(2);
+if (!dir || !streams) {
+  console.error("usage: node requests.mjs <fixtures/ui> <ui-streams> [--write]");
   process.exit(2);
 }
 let stale = 0;
-for (const [name, body] of Object.entries(requests())) {
+const all = { ...aguiRequests(), ...(await aiSdkRequests(streams)) };
+for (const [name, body] of Object.entries(all)) {
   const file = path.join(dir, name);
   const text = `${JSON.stringify(body, null, 2)}\n`;
   if (mode === "--write") {
-    await mkdir(dir, { recursive: true });
+    await mkdir(path.dirname(file), { recursive: true });
     await writeFile(file, text);
     continue;
   }
   const kept = await readFile(file, "utf8").catch(() => "");
   if (kept !== text) {
-    console.log(`requests: ${file} is not what @ag-ui/client sends now; run: node tests/protocol/requests.mjs ${dir} --write`);
+    console.log(`requests: ${file} is not what the client sends now; run: node tests/protocol/requests.mjs ${dir} ${streams} --write`);
     stale++;
   }
 }
 if (stale > 0) process.exit(1);
-if (mode === "--write") console.log(`requests: wrote the @ag-ui/client request fixtures to ${dir}`);
-else console.log(`requests: ok (the @ag-ui/client request fixtures in ${dir} are current)`);
+if (mode === "--write") console.log(`requests: wrote the client request fixtures to ${dir}`);
+else console.log(`requests: ok (the client request fixtures in ${dir} are current)`);

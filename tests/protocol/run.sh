@@ -17,5 +17,5 @@ if ! selftest="$("$here/selftest.sh")"; then
 fi
 echo "${selftest##*$'\n'}"
 # The request fixtures the server's tests post are what the pinned client sends.
-node "$here/requests.mjs" "$here/../../fixtures/ui/agui-client"
+node "$here/requests.mjs" "$here/../../fixtures/ui" "$dir"
 exec node "$here/validate.mjs" "$dir"

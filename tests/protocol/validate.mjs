@@ -5,7 +5,12 @@
 //                                     enforcement stage (unknown keys), the client's own SSE
 //                                     parser, and @ag-ui/client verifyEvents (order)
 //   *.aisdk.sse  AI SDK UI stream  -> ai parseJsonEventStream + uiMessageChunkSchema (strict
-//                                     in the pinned version), readUIMessageStream (order)
+//                                     in the pinned version), readUIMessageStream (order), and
+//                                     ai@5.0.0's chat transport unless the name has `.v6.`
+//                                     (approvals are an ai 6 exchange)
+//   <base>-resumed[-<what>].<ext>  -> a stream that continues <base>.<ext>'s assistant message
+//                                     after the user answered its approval requests: checked
+//                                     from that message, whose calls must all end settled
 // plus a few cogni contract rules, tagged [cogni] in the output (see README.md).
 //
 // Usage: node validate.mjs <dir>
@@ -188,7 +193,7 @@ const streamOf = (items) =>
 // Runs the AI SDK's client state machine (readUIMessageStream -> processUIMessageStream) over
 // `chunks`. Returns { streamError, reported }: the first UIMessageStreamError (out-of-order
 // chunk) or other processing error, and the texts of `error` chunks (reported, not a fault).
-async function runUiStateMachine(chunks) {
+async function runUiStateMachine(chunks, message) {
   const reported = [];
   let streamError;
   const onError = (e) => {
@@ -197,11 +202,13 @@ async function runUiStateMachine(chunks) {
     else streamError ??= e;
   };
   let lastMessage;
-  for await (const m of readUIMessageStream({ stream: streamOf(chunks), onError, terminateOnError: false })) lastMessage = m;
+  for await (const m of readUIMessageStream({ message, stream: streamOf(chunks), onError, terminateOnError: false })) lastMessage = m;
   return { streamError, reported, lastMessage };
 }
 
-async function validateAisdk(bytes) {
+// `continues`: the assistant message (with its calls' approvals answered) a resumed stream
+// continues; `v5`: also check with ai@5.0.0. Returns the message the stream leaves.
+async function validateAisdk(bytes, { continues, v5 = true } = {}) {
   const frames = parseFramesStrict(bytes);
   const doneAt = frames.findIndex((f) => f.data === "[DONE]");
   if (doneAt === -1) fail("[framing] missing the final `data: [DONE]` frame");
@@ -233,11 +240,11 @@ async function validateAisdk(bytes) {
   }
 
   // The same bytes through ai@5.0.0's chat transport (what its useChat reads a response with).
-  const v5 = new DefaultChatTransportV5().processResponseStream(streamOf([bytes])).getReader();
-  for (let k = 0; ; k++) {
+  const v5Reader = new DefaultChatTransportV5().processResponseStream(streamOf([bytes])).getReader();
+  for (let k = 0; v5; k++) {
     let next;
     try {
-      next = await v5.read();
+      next = await v5Reader.read();
     } catch (e) {
       // ai@5.0.0 validates with zod 4's standard schema: the cause is the list of issues.
       const issues = Array.isArray(e?.cause) ? e.cause : e?.cause?.issues;
@@ -256,13 +263,13 @@ async function validateAisdk(bytes) {
 
   // Order: the SDK's client state machine. On failure, find the first failing chunk by
   // re-running on prefixes (errors are sticky, so failure is monotonic in the prefix length).
-  const full = await runUiStateMachine(chunks);
+  const full = await runUiStateMachine(chunks, continues && structuredClone(continues));
   if (full.streamError) {
     let lo = 1;
     let hi = chunks.length;
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      if ((await runUiStateMachine(chunks.slice(0, mid))).streamError) hi = mid;
+      if ((await runUiStateMachine(chunks.slice(0, mid), continues && structuredClone(continues))).streamError) hi = mid;
       else lo = mid + 1;
     }
     fail(`chunk[${lo - 1}] (${chunks[lo - 1].type}): [readUIMessageStream] ${full.streamError.message}`);
@@ -271,14 +278,20 @@ async function validateAisdk(bytes) {
   // cogni contract (see README): start first; steps bracketed and not nested; content only
   // inside a step; text/reasoning parts closed before finish-step; tool output only after
   // tool-input-available; last chunk is finish, error or abort; nothing after finish.
+  // A resumed stream answers calls its message shows already, before its first step (as ai 6's
+  // own streamText does), and names no new message.
   const openText = new Set();
-  const inputAvailable = new Set();
+  const inputAvailable = new Set((continues?.parts ?? []).filter((p) => p.toolCallId).map((p) => p.toolCallId));
   let inStep = false;
   let errorInStep = false;
   chunks.forEach((c, k) => {
     const where = `chunk[${k}] (${c.type}): [cogni]`;
     if (k === 0 && c.type !== "start") fail(`${where} first chunk must be \`start\``);
     if (k > 0 && c.type === "start") fail(`${where} \`start\` only as the first chunk`);
+    if (continues && c.type === "start" && c.messageId !== undefined && c.messageId !== continues.id) {
+      fail(`${where} a resumed stream continues message ${continues.id}; \`start\` names ${c.messageId}`);
+    }
+    const answers = continues && (c.type === "tool-output-available" || c.type === "tool-output-error" || c.type === "tool-output-denied");
     if (k > 0 && chunks[k - 1].type === "finish") fail(`${where} nothing may follow \`finish\``);
     switch (c.type) {
       case "start-step":
@@ -302,7 +315,7 @@ async function validateAisdk(bytes) {
       case "message-metadata":
         break;
       default:
-        if (!inStep) fail(`${where} content chunk outside start-step … finish-step`);
+        if (!inStep && !(answers && inputAvailable.has(c.toolCallId))) fail(`${where} content chunk outside start-step … finish-step`);
         if (c.type === "text-start" || c.type === "reasoning-start") openText.add(c.id);
         if (c.type === "text-end" || c.type === "reasoning-end") openText.delete(c.id);
         if (c.type === "tool-input-available" && !("input" in raw[k])) fail(`${where} \`input\` missing (the schema lets it be undefined; always send it)`);
@@ -318,6 +331,30 @@ async function validateAisdk(bytes) {
   if (last.type !== "finish" && last.type !== "error" && last.type !== "abort") {
     fail(`chunk[${chunks.length - 1}] (${last.type}): [cogni] stream must end with \`finish\`, \`error\` or \`abort\` before [DONE]`);
   }
+  if (continues) {
+    if (full.lastMessage?.id !== continues.id) fail(`[cogni] the resumed stream left message ${continues.id} for ${full.lastMessage?.id}`);
+    const open = full.lastMessage.parts.filter((p) => p.toolCallId && !["output-available", "output-error", "output-denied"].includes(p.state));
+    if (open.length) fail(`[cogni] call(s) ${open.map((p) => `${p.toolCallId} (${p.state})`).join(", ")} not settled by the resumed stream`);
+  }
+  return full.lastMessage;
+}
+
+// The message a paused stream left, with its approval requests answered as the resumed stream
+// shows them: denied where it sends `tool-output-denied`, approved otherwise.
+function answered(message, resumedBytes) {
+  const denied = new Set(
+    parseFramesStrict(resumedBytes)
+      .filter((f) => f.data !== "[DONE]")
+      .map((f) => JSON.parse(f.data))
+      .filter((c) => c.type === "tool-output-denied")
+      .map((c) => c.toolCallId),
+  );
+  const parts = message.parts.map((p) =>
+    p.state === "approval-requested"
+      ? { ...p, state: "approval-responded", approval: { ...p.approval, approved: !denied.has(p.toolCallId) } }
+      : p,
+  );
+  return { ...message, parts };
 }
 
 // ---------------------------------------------------------------------------------------
@@ -341,8 +378,17 @@ async function main() {
     const file = path.join(dir, name);
     try {
       const bytes = new Uint8Array(await readFile(file));
+      const v5 = !name.includes(".v6.");
+      const base = /^(.+?)-resumed(?:-[^.]+)?(\..+)$/.exec(name);
       if (name.endsWith(".agui.sse")) await validateAgui(bytes);
-      else await validateAisdk(bytes);
+      else if (base) {
+        // Beside it, or in `bases/` beside it (where the self-test keeps the bases of its broken
+        // samples, so that they are not counted themselves).
+        const paused = [dir, path.join(dir, "bases")].map((d) => path.join(d, base[1] + base[2]));
+        const before = await readFile(paused[0]).catch(() => readFile(paused[1])).catch(() => fail(`[cogni] ${base[1] + base[2]}, the stream this one resumes, is missing`));
+        const message = await validateAisdk(new Uint8Array(before), { v5 }).catch((e) => fail(`[cogni] ${base[1] + base[2]}, the stream this one resumes, fails: ${e.message}`));
+        await validateAisdk(bytes, { continues: answered(message, bytes), v5 });
+      } else await validateAisdk(bytes, { v5 });
       console.log(`ok ${file}`);
       passed++;
     } catch (e) {

@@ -72,6 +72,9 @@ pub struct ServerSettings {
     pub listen: String,
     /// The largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// The AI SDK clients are ai 6 or later: calls that wait for approval are sent to them as
+    /// `tool-approval-request`, which ai 5 refuses. Off by default.
+    pub ai_sdk_approvals: bool,
 }
 
 impl Default for ServerSettings {
@@ -79,6 +82,7 @@ impl Default for ServerSettings {
         Self {
             listen: "127.0.0.1:8787".into(),
             max_body_bytes: 1024 * 1024,
+            ai_sdk_approvals: false,
         }
     }
 }

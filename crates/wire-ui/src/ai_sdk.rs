@@ -7,7 +7,7 @@
 //! call sits between `start-step` and `finish-step`, and the stream ends with `finish` (or
 //! `error`/`abort`), after which the server sends [`crate::sse::DONE_FRAME`].
 
-use ai_core::{AiEvent, DoneReason, ToolCallId, ToolOutcome};
+use ai_core::{AiEvent, DoneReason, ToolCallId, ToolErrorCode, ToolOutcome};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -74,6 +74,9 @@ pub struct ToolPart {
     pub output: Option<Value>,
     /// The error, when `state` is `output-error`.
     pub error_text: Option<String>,
+    /// The user's answer, when `state` is `approval-responded` (ai 6 and later): whether the
+    /// call is approved.
+    pub approved: Option<bool>,
 }
 
 impl UiMessage {
@@ -121,6 +124,7 @@ impl UiMessage {
                 input: part.get("input").cloned(),
                 output: part.get("output").cloned(),
                 error_text: part["errorText"].as_str().map(str::to_owned),
+                approved: part["approval"]["approved"].as_bool(),
             });
         }
         Ok(parts)
@@ -213,6 +217,19 @@ pub enum UiChunk {
         /// What went wrong.
         error_text: String,
     },
+    /// The call waits for the user's approval (ai 6 and later; ai 5 refuses it). The client
+    /// answers with the call's part in state `approval-responded`.
+    ToolApprovalRequest {
+        /// The approval (this server uses the call id).
+        approval_id: String,
+        /// The call.
+        tool_call_id: String,
+    },
+    /// The user denied the call, so it never ran (ai 6 and later; ai 5 refuses it).
+    ToolOutputDenied {
+        /// The call.
+        tool_call_id: String,
+    },
     /// The message is complete.
     Finish {
         /// Why the model stopped (`stop`, `tool-calls`, …). Added after ai 5.0.0, whose strict
@@ -238,12 +255,14 @@ enum CallState {
     Settled,
 }
 
-/// A tool call on the stream: its id, name, state and the input text streamed so far.
+/// A tool call on the stream: its id, state and the input text streamed so far.
 #[derive(Debug)]
 struct Call {
     id: ToolCallId,
     state: CallState,
     input_text: String,
+    /// The user denied it, in the answers this run resumes from.
+    denied: bool,
 }
 
 /// Turns one run's [`AiEvent`]s into UI message chunks.
@@ -258,9 +277,15 @@ struct Call {
 /// out.extend(t.push(&AiEvent::Done { reason: DoneReason::Stop }));
 /// assert!(matches!(out.last(), Some(UiChunk::Finish { .. })));
 /// ```
+///
+/// Calls that wait for approval are shown with their input and, for clients from ai 6 on
+/// ([`Translator::with_approvals`]), a `tool-approval-request`; the run that resumes from the
+/// user's answers continues the same assistant message ([`Translator::continuing`]).
 #[derive(Debug)]
 pub struct Translator {
     run_id: String,
+    approvals: bool,
+    resumes: bool,
     in_step: bool,
     texts: u32,
     open_text: Option<String>,
@@ -274,6 +299,8 @@ impl Translator {
     pub fn new(run_id: impl Into<String>) -> Self {
         Self {
             run_id: run_id.into(),
+            approvals: false,
+            resumes: false,
             in_step: false,
             texts: 0,
             open_text: None,
@@ -283,10 +310,35 @@ impl Translator {
         }
     }
 
-    /// The first chunk: `start`, naming the assistant message.
+    /// Asks the user to approve each call that waits for approval with a
+    /// `tool-approval-request` (its `approvalId` is the call id). Only for clients from ai 6 on:
+    /// ai 5 refuses the chunk. Without it, such a call's part stays `input-available`.
+    pub fn with_approvals(mut self) -> Self {
+        self.approvals = true;
+        self
+    }
+
+    /// For a run that resumes from the user's answers to approval requests (call id → approved):
+    /// the stream continues the client's last assistant message, where those calls are shown
+    /// already, so `start` names no new message, only the calls' results follow, and a denied
+    /// call's is `tool-output-denied`.
+    pub fn continuing(mut self, answers: impl IntoIterator<Item = (ToolCallId, bool)>) -> Self {
+        self.resumes = true;
+        self.calls
+            .extend(answers.into_iter().map(|(id, approved)| Call {
+                id,
+                state: CallState::Settled,
+                input_text: String::new(),
+                denied: !approved,
+            }));
+        self
+    }
+
+    /// The first chunk: `start`, naming the assistant message (none when the run continues the
+    /// client's last one).
     pub fn start(&mut self) -> Vec<UiChunk> {
         vec![UiChunk::Start {
-            message_id: Some(format!("{}-msg", self.run_id)),
+            message_id: (!self.resumes).then(|| format!("{}-msg", self.run_id)),
         }]
     }
 
@@ -360,6 +412,12 @@ impl Translator {
                     args.as_ref().clone(),
                     &mut out,
                 );
+                if self.approvals {
+                    out.push(UiChunk::ToolApprovalRequest {
+                        approval_id: tool_call_id.to_string(),
+                        tool_call_id: tool_call_id.to_string(),
+                    });
+                }
             }
             AiEvent::ToolCallResult {
                 tool_call_id,
@@ -369,11 +427,19 @@ impl Translator {
                 self.close_text(&mut out);
                 self.ensure_call(tool_call_id, tool_name, &mut out);
                 let unsettled = self.state(tool_call_id) == Some(CallState::Streaming);
+                let denied = self.call_mut(tool_call_id).is_some_and(|c| c.denied);
                 match outcome {
                     ToolOutcome::Ok { value } => out.push(UiChunk::ToolOutputAvailable {
                         tool_call_id: tool_call_id.to_string(),
                         output: value.as_ref().clone(),
                     }),
+                    ToolOutcome::Error(failure)
+                        if denied && failure.code == ToolErrorCode::PolicyDenied =>
+                    {
+                        out.push(UiChunk::ToolOutputDenied {
+                            tool_call_id: tool_call_id.to_string(),
+                        });
+                    }
                     ToolOutcome::Error(failure) => {
                         // Refused before its input was accepted (invalid JSON, unknown tool, …):
                         // the input as the model streamed it, as text, then the error. Every
@@ -421,6 +487,7 @@ impl Translator {
                 id: id.clone(),
                 state: CallState::Streaming,
                 input_text: String::new(),
+                denied: false,
             });
             out.push(UiChunk::ToolInputStart {
                 tool_call_id: id.to_string(),
@@ -478,8 +545,9 @@ impl Translator {
             DoneReason::Error => out.push(UiChunk::Error {
                 error_text: self.error.take().unwrap_or_else(|| "the run failed".into()),
             }),
-            // Stopped, the step limit, or calls waiting for approval (their parts stay
-            // `input-available`): a plain `finish`, which every v5 and later client accepts.
+            // Stopped, the step limit, or calls waiting for approval (their parts
+            // `approval-requested`, or `input-available` without approvals): a plain `finish`,
+            // which every v5 and later client accepts.
             _ => {
                 self.close_step(out);
                 out.push(UiChunk::Finish {

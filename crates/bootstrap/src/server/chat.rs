@@ -46,9 +46,24 @@ pub(super) async fn run(
         ));
     }
     let incoming = incoming(&request.messages)?;
+    // The calls a resume answers were shown in the client's last message: the stream continues it.
+    let answered: Vec<(ToolCallId, bool)> = match &incoming.turn {
+        IncomingTurn::Approvals(answers) => answers
+            .iter()
+            .filter_map(|(id, approved)| Some((ToolCallId::new(id.as_str()).ok()?, *approved)))
+            .collect(),
+        IncomingTurn::Message(_) => Vec::new(),
+    };
+    let resumes = !answered.is_empty();
     let run_id = state.next_run_id();
     let started = start_run(&state, &request.id, &run_id, incoming).await?;
     let mut translator = Translator::new(run_id);
+    if state.ai_sdk_approvals {
+        translator = translator.with_approvals();
+    }
+    if resumes {
+        translator = translator.continuing(answered);
+    }
     let first = translator.start().iter().map(sse::frame).collect();
     Ok(sse_response(
         first,
@@ -58,7 +73,10 @@ pub(super) async fn run(
     ))
 }
 
-/// The client's history as UI items, and its last message, which must be the user's.
+/// The client's history as UI items, and what its last message asks: the user's new message,
+/// or the answers to approval requests (ai 6's `addToolApprovalResponse` marks the calls' parts
+/// in the last assistant message `approval-responded`; a part still `approval-requested` is
+/// denied).
 fn incoming(messages: &[UiMessage]) -> Result<Incoming, ApiError> {
     let invalid = |message: String| ApiError::bad_request("invalid_history", message);
     let Some((last, before)) = messages.split_last() else {
@@ -66,9 +84,21 @@ fn incoming(messages: &[UiMessage]) -> Result<Incoming, ApiError> {
             "messages: empty; the last message must be the user's new message".into(),
         ));
     };
+    if last.role == UiRole::Assistant {
+        let answers = approval_answers(messages.len() - 1, last)?;
+        if !answers.is_empty() {
+            // The thread is the server's: the client's history is not read.
+            return Ok(Incoming {
+                history: Vec::new(),
+                turn: IncomingTurn::Approvals(answers),
+            });
+        }
+    }
     if last.role != UiRole::User {
         return Err(invalid(
-            "messages: the last message must be the user's new message".into(),
+            "messages: the last message must be the user's new message, or an assistant message \
+             answering approval requests"
+                .into(),
         ));
     }
     let mut history = Vec::with_capacity(before.len());
@@ -87,6 +117,22 @@ fn incoming(messages: &[UiMessage]) -> Result<Incoming, ApiError> {
         history,
         turn: IncomingTurn::Message(last.text()),
     })
+}
+
+/// The answers in an assistant message: call id → approved, for each tool part that asked for
+/// approval (`approval-responded`, or `approval-requested`: not answered, so denied).
+fn approval_answers(index: usize, message: &UiMessage) -> Result<Vec<(String, bool)>, ApiError> {
+    let tools = message
+        .tool_parts()
+        .map_err(|e| ApiError::bad_request("invalid_history", format!("messages[{index}]: {e}")))?;
+    Ok(tools
+        .into_iter()
+        .filter_map(|tool| match tool.state.as_str() {
+            "approval-responded" => Some((tool.tool_call_id, tool.approved == Some(true))),
+            "approval-requested" => Some((tool.tool_call_id, false)),
+            _ => None,
+        })
+        .collect())
 }
 
 /// An assistant message's parts in order: text, then each tool call and its result.

@@ -35,6 +35,7 @@ pub struct AppState {
     stores: crate::Stores,
     busy: Mutex<HashSet<ThreadId>>,
     runs: AtomicU64,
+    ai_sdk_approvals: bool,
 }
 
 impl std::fmt::Debug for AppState {
@@ -51,7 +52,15 @@ impl AppState {
             stores,
             busy: Mutex::new(HashSet::new()),
             runs: AtomicU64::new(0),
+            ai_sdk_approvals: false,
         }
+    }
+
+    /// Sends calls that wait for approval to AI SDK clients as `tool-approval-request` (for
+    /// clients from ai 6 on; see `ServerSettings::ai_sdk_approvals`).
+    pub fn with_ai_sdk_approvals(mut self, on: bool) -> Self {
+        self.ai_sdk_approvals = on;
+        self
     }
 
     /// A fresh run id (clients of the AI SDK name none).
@@ -102,7 +111,9 @@ pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>
         Ok(_) => {}
         Err(error) => tracing::warn!("{error:#}; the server starts anyway"),
     }
-    Ok(Arc::new(AppState::new(runtime, stores)))
+    Ok(Arc::new(
+        AppState::new(runtime, stores).with_ai_sdk_approvals(settings.server.ai_sdk_approvals),
+    ))
 }
 
 /// Serves `router(state)` on `listener` until Ctrl-C (SIGINT) or SIGTERM; runs in flight are

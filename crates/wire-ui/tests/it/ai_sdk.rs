@@ -99,6 +99,86 @@ fn every_scenario_follows_the_protocol() {
     }
 }
 
+/// For clients from ai 6 on, a paused call asks for approval after its input, and the run that
+/// resumes from the answers continues the same message: no new message id, no input again, the
+/// denied call `tool-output-denied` and the approved one its output, before the next step.
+#[test]
+fn approvals_for_ai_6_clients() {
+    let (_, paused) = crate::scenarios::all()
+        .into_iter()
+        .find(|(name, _)| *name == "awaiting_approval")
+        .unwrap();
+    let mut t = Translator::new("run-1").with_approvals();
+    let mut out = t.start();
+    for event in &paused {
+        out.extend(t.push(event));
+    }
+    verify(&out).unwrap();
+    let asked: Vec<(usize, &str)> = out
+        .iter()
+        .enumerate()
+        .filter_map(|(at, chunk)| match chunk {
+            UiChunk::ToolApprovalRequest {
+                approval_id,
+                tool_call_id,
+            } => {
+                assert_eq!(approval_id, tool_call_id);
+                Some((at, tool_call_id.as_str()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        asked.iter().map(|(_, id)| *id).collect::<Vec<_>>(),
+        ["call_w", "call_x"]
+    );
+    for (at, id) in asked {
+        assert!(
+            matches!(&out[at - 1], UiChunk::ToolInputAvailable { tool_call_id, .. } if tool_call_id == id),
+            "the request follows the call's input: {out:?}"
+        );
+    }
+    let mut body: String = out.iter().map(sse::frame).collect();
+    body.push_str(sse::DONE_FRAME);
+    insta::assert_snapshot!("ai_sdk_awaiting_approval_v6", body);
+
+    let answers = [("call_w", true), ("call_x", false)]
+        .map(|(id, approved)| (ai_core::ToolCallId::new(id).unwrap(), approved));
+    let mut t = Translator::new("run-2").continuing(answers);
+    let mut out = t.start();
+    for event in crate::scenarios::resumed_after_approval() {
+        out.extend(t.push(&event));
+    }
+    assert!(t.is_finished());
+    assert_eq!(out[0], UiChunk::Start { message_id: None });
+    assert_eq!(
+        out[1..3],
+        [
+            UiChunk::ToolOutputDenied {
+                tool_call_id: "call_x".into()
+            },
+            UiChunk::ToolOutputAvailable {
+                tool_call_id: "call_w".into(),
+                output: serde_json::json!({"path": "a.txt", "bytes": 2}),
+            },
+        ]
+    );
+    assert!(
+        !out.iter().any(|c| matches!(
+            c,
+            UiChunk::ToolInputStart { .. } | UiChunk::ToolInputAvailable { .. }
+        )),
+        "the calls were shown by the paused run: {out:?}"
+    );
+    // What follows the results is an ordinary turn.
+    let mut rest = vec![UiChunk::Start { message_id: None }];
+    rest.extend_from_slice(&out[3..]);
+    verify(&rest).unwrap();
+    let mut body: String = out.iter().map(sse::frame).collect();
+    body.push_str(sse::DONE_FRAME);
+    insta::assert_snapshot!("ai_sdk_resumed_after_approval_v6", body);
+}
+
 #[test]
 fn the_verifier_catches_what_it_should() {
     let bad = vec![

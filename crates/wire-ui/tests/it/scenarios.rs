@@ -198,3 +198,26 @@ pub(crate) fn all() -> Vec<(&'static str, Vec<AiEvent>)> {
         ),
     ]
 }
+
+/// The run that resumes `awaiting_approval` from the user's answers: `call_x` denied (shown
+/// without arguments, answered `policy_denied`), `call_w` approved and run, then the model answers.
+pub(crate) fn resumed_after_approval() -> Vec<AiEvent> {
+    vec![
+        start("call_x", WRITE, None),
+        failed(
+            "call_x",
+            WRITE,
+            ToolErrorCode::PolicyDenied,
+            "tool core__workspace_write is not allowed: the user denied this call",
+        ),
+        start(
+            "call_w",
+            WRITE,
+            Some(json!({"path": "a.txt", "content": "hi"})),
+        ),
+        ok("call_w", WRITE, json!({"path": "a.txt", "bytes": 2})),
+        step(2),
+        text("Wrote a.txt; b.txt was not approved."),
+        done(DoneReason::Stop),
+    ]
+}
