@@ -202,6 +202,12 @@ pub enum RunStoreError {
 ///
 /// Timestamps come from the caller (its [`crate::Clock`]), so stores read no clock.
 ///
+/// The example keeps only the log, for a run with no thread. A store that serves threads must
+/// also save [`RunStep::thread_state`] in the same transaction as the step, under the conditions
+/// of [`RunStep::thread_state_if_saved`] and [`RunStep::refuse_if_thread_changed`] (the driver's
+/// guarantee that no turn is lost or run twice rests on them), refuse steps for a finished run,
+/// and check `input_ref`; `cogni-adapters`' `InMemoryRunStore` and `SqliteStore` do all of it.
+///
 /// ```
 /// use std::{collections::BTreeMap, sync::Mutex};
 /// use ai_core::{AiEvent, DoneReason, InterruptedRun, RunHeader, RunId, RunLog, RunStatus,

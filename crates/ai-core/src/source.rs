@@ -135,6 +135,12 @@ impl fmt::Debug for Capabilities {
 /// orchestrates them. Contract crates implement it; only [`crate::ToolRunner`] can call
 /// [`BoundTool::exec`], because only the runner can make an [`ExecPermit`].
 ///
+/// The trait is `#[async_trait]` (the `async-trait` crate): an implementation needs the same
+/// attribute. Most tools should not implement it by hand: `ai_tools::bind` derives validation from
+/// Rust types and applies the spec's allowlist. A hand-written one must honour
+/// [`ToolSpec::redaction`] in [`BoundTool::redact`] itself, as below: nothing else strips what
+/// the allowlist leaves out.
+///
 /// ```
 /// use ai_core::{BoundTool, Capabilities, ExecPermit, Redaction, ToolEffect, ToolError, ToolId,
 ///     ToolInvocationContext, ToolSpec};
@@ -155,7 +161,13 @@ impl fmt::Debug for Capabilities {
 ///         Ok(json!({"text": args["text"]}))
 ///     }
 ///     fn validate_output(&self, _: &Value) -> Result<(), ToolError> { Ok(()) }
-///     fn redact(&self, output: Value) -> Result<Value, ToolError> { Ok(output) }
+///     fn redact(&self, output: Value) -> Result<Value, ToolError> {
+///         let Value::Object(mut fields) = output else {
+///             return Err(ToolError::new("the output is not an object"));
+///         };
+///         fields.retain(|name, _| self.0.redaction.allow.iter().any(|allowed| allowed == name));
+///         Ok(Value::Object(fields))
+///     }
 /// }
 /// let echo = Echo(ToolSpec {
 ///     id: ToolId::parse("core__echo").unwrap(),
@@ -165,6 +177,8 @@ impl fmt::Debug for Capabilities {
 ///     redaction: Redaction { allow: vec!["text".into()] },
 /// });
 /// assert_eq!(echo.spec().id.as_str(), "core__echo");
+/// let out = echo.redact(json!({"text": "hi", "secret": "s3cr3t"})).unwrap();
+/// assert_eq!(out, json!({"text": "hi"}));
 /// ```
 #[async_trait]
 pub trait BoundTool: Send + Sync {
