@@ -148,6 +148,14 @@ impl<F: FnMut(CompletionDelta) + Send> DeltaSink for F {
 
 /// A model endpoint: streams fragments while it runs and resolves exactly one completion.
 ///
+/// Deltas are for display only: the loop takes text and tool calls from the completion. A port
+/// may stream nothing (a non-streaming API, a cache); the text of a completion with no text
+/// delta is then shown as one. A streamed tool call should carry the id its [`LlmToolCall`] has
+/// in the completion: the display pairs them by id. A port returns
+/// [`CompletionError::Cancelled`] once the token fires.
+///
+/// [`LlmToolCall`]: crate::LlmToolCall
+///
 /// ```
 /// use ai_core::{CancellationToken, CompletionDelta, CompletionError, CompletionPort, DeltaSink,
 ///     FinishReason, LlmCompletion, LlmRequest};

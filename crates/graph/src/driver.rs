@@ -401,8 +401,10 @@ impl Agent {
         // Deltas are for display only; tool calls are taken from the completion.
         events.emit(AiEvent::StepStarted { step });
         let mut streamed: Vec<StreamedCall> = Vec::new();
+        let mut text_streamed = false;
         let mut deltas = |delta: CompletionDelta| match delta {
             CompletionDelta::Text { delta } if !delta.is_empty() => {
+                text_streamed = true;
                 events.emit(AiEvent::TextDelta { delta });
             }
             CompletionDelta::ToolCall {
@@ -425,6 +427,12 @@ impl Agent {
         };
         match result {
             Ok(completion) => {
+                // A port that does not stream (a non-streaming API, a cache) still shows its text.
+                if !text_streamed && !completion.text.is_empty() {
+                    events.emit(AiEvent::TextDelta {
+                        delta: completion.text.clone(),
+                    });
+                }
                 if let Some(usage) = completion.usage {
                     events.emit(AiEvent::Usage { usage });
                 }

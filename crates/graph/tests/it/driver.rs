@@ -31,6 +31,26 @@ async fn a_plain_answer_finishes_with_stop() {
     assert!(matches!(&events[1], AiEvent::TextDelta { delta } if delta == "Hello"));
 }
 
+/// A port that does not stream still shows its answer: the text comes as one delta.
+#[tokio::test]
+async fn an_unstreamed_answer_is_shown() {
+    let Reply::Complete(completion) = text("Hello") else {
+        unreachable!()
+    };
+    let f = Fixture::new(vec![Reply::Unstreamed(completion)], AgentConfig::default());
+    let state = f.run(f.agent.new_state(), "hi").await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    let shown: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::TextDelta { delta } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shown, ["Hello"]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn tool_errors_are_fed_back_and_the_loop_goes_on() {
     let f = Fixture::new(

@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug)]
 pub(crate) enum Reply {
     Complete(LlmCompletion),
+    /// Answers without a single delta, as a port over a non-streaming API would.
+    Unstreamed(LlmCompletion),
     Fail,
     /// Never answers (until cancelled).
     Hang,
@@ -68,6 +70,7 @@ impl CompletionPort for ScriptedModel {
                 }
                 Ok(completion)
             }
+            Some(Reply::Unstreamed(completion)) => Ok(completion),
             Some(Reply::Fail) | None => Err(CompletionError::Transport(
                 "endpoint http://127.0.0.1:9/v1 returned 503".into(),
             )),
