@@ -24,6 +24,12 @@ pub struct AgentConfig {
     pub max_parallel_tools: usize,
     /// The system prompt of new threads.
     pub system_prompt: Option<String>,
+    /// The graph every model request names (`LlmCaller::graph`), for billing and telemetry
+    /// (default `cogni.agent` at this crate's version).
+    pub graph: GraphRef,
+    /// Whether the model may ask for several tool calls in one turn (`None`: the endpoint's
+    /// default).
+    pub parallel_tool_calls: Option<bool>,
 }
 
 impl Default for AgentConfig {
@@ -32,6 +38,11 @@ impl Default for AgentConfig {
             max_steps: 10,
             max_parallel_tools: 4,
             system_prompt: None,
+            graph: GraphRef {
+                name: "cogni.agent".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+            parallel_tool_calls: None,
         }
     }
 }
@@ -52,6 +63,22 @@ impl AgentConfig {
     /// Sets the system prompt of new threads.
     pub fn with_system_prompt(mut self, prompt: impl Into<String>) -> Self {
         self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Names the graph model requests are made for: an app that runs its own agent with this
+    /// loop bills and traces it under its own name and version.
+    pub fn with_graph(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        self.graph = GraphRef {
+            name: name.into(),
+            version: version.into(),
+        };
+        self
+    }
+
+    /// Allows or forbids several tool calls in one turn (`parallel_tool_calls` on the wire).
+    pub fn with_parallel_tool_calls(mut self, allowed: bool) -> Self {
+        self.parallel_tool_calls = Some(allowed);
         self
     }
 }
@@ -388,15 +415,12 @@ impl Agent {
         let request = LlmRequest {
             caller: LlmCaller {
                 run_id: ctx.run_id.clone(),
-                graph: Some(GraphRef {
-                    name: "cogni.agent".into(),
-                    version: env!("CARGO_PKG_VERSION").into(),
-                }),
+                graph: Some(self.config.graph.clone()),
             },
             messages,
             tools: catalog.specs().cloned().collect(),
             tool_choice: ToolChoice::Auto,
-            parallel_tool_calls: None,
+            parallel_tool_calls: self.config.parallel_tool_calls,
         };
         // Deltas are for display only; tool calls are taken from the completion.
         events.emit(AiEvent::StepStarted { step });

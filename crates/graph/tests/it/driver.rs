@@ -31,6 +31,31 @@ async fn a_plain_answer_finishes_with_stop() {
     assert!(matches!(&events[1], AiEvent::TextDelta { delta } if delta == "Hello"));
 }
 
+/// Every model request names the graph it is made for, and carries the configured
+/// `parallel_tool_calls`: an app's own agent is billed under its own name.
+#[tokio::test]
+async fn requests_name_the_configured_graph() {
+    let f = Fixture::new(vec![text("Hello")], AgentConfig::default());
+    f.run(f.agent.new_state(), "hi").await;
+    let request = f.model.requests.lock().unwrap()[0].clone();
+    let graph = request.caller.graph.unwrap();
+    assert_eq!(graph.name, "cogni.agent");
+    assert_eq!(request.parallel_tool_calls, None);
+
+    let config = AgentConfig::default()
+        .with_graph("acme.support", "2.1.0")
+        .with_parallel_tool_calls(false);
+    let f = Fixture::new(vec![text("Hello")], config);
+    f.run(f.agent.new_state(), "hi").await;
+    let request = f.model.requests.lock().unwrap()[0].clone();
+    let graph = request.caller.graph.unwrap();
+    assert_eq!(
+        (graph.name.as_str(), graph.version.as_str()),
+        ("acme.support", "2.1.0")
+    );
+    assert_eq!(request.parallel_tool_calls, Some(false));
+}
+
 /// A port that does not stream still shows its answer: the text comes as one delta.
 #[tokio::test]
 async fn an_unstreamed_answer_is_shown() {
