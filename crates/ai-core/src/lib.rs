@@ -49,6 +49,10 @@ mod spec;
 mod thread;
 mod workspace;
 
+/// The attribute this crate's port traits are declared with ([`BoundTool`], [`CompletionPort`],
+/// [`ThreadStore`], …); an implementation needs it too (`#[ai_core::async_trait]`): a native
+/// `async fn` does not match these traits.
+pub use async_trait::async_trait;
 pub use canonical::{canonical_json, compact_json_len, sha256_hex};
 pub use catalog::ToolCatalog;
 pub use completion::{

@@ -44,7 +44,8 @@ impl From<ThreadId> for String {
 pub struct ThreadStoreError(pub String);
 
 /// Where threads live between turns. The state is the loop's serialized state, opaque here, so
-/// stores need not depend on the loop's crate.
+/// stores need not depend on the loop's crate. A save replaces what is there: two turns on one
+/// thread at once are for the caller to prevent (the loop's `run_thread` says how).
 ///
 /// ```
 /// use std::{collections::HashMap, sync::Mutex};

@@ -473,6 +473,11 @@ impl Agent {
     /// the state. The run's `Done` is emitted once the state is saved, so a turn shown as done is
     /// stored; a thread that cannot be loaded or saved ends the run with an `Error` and
     /// `Done { reason: error }`, and the error is returned.
+    ///
+    /// One turn per thread at a time is the caller's to ensure: [`ThreadStore`] is load and save,
+    /// so two turns run at once on one thread both finish and the later save wins (the other
+    /// turn is lost). `cogni serve` refuses a second run on a busy thread, and its run log saves
+    /// a thread only over the state its run began from (`RunStep::refuse_if_thread_changed`).
     #[allow(clippy::too_many_arguments)] // The run's inputs, named.
     pub async fn run_thread(
         &self,
