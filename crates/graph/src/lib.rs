@@ -11,6 +11,9 @@
 //! deltas (only from the decoder's assembled completion), never sends a history that fails
 //! [`ai_core::validate_history`], and does no IO of its own: models, tools, clocks and stores
 //! are ports.
+//!
+//! `examples/own_agent.rs` composes an app's own agent from these crates: its own tool, model
+//! port and policy, the catalog, the runner and this loop.
 
 mod bounded;
 mod driver;
