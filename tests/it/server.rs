@@ -639,6 +639,32 @@ async fn ai_sdk_asks_ai_6_clients_for_approval_and_resumes_from_the_answers() {
     assert_eq!(server.post("/api/v1/chat", &answer).await.status(), 409);
 }
 
+/// A new thread may start from an ai 6 history whose call the user denied: the denial is the
+/// call's answer.
+#[tokio::test]
+async fn ai_sdk_history_with_a_denied_call_starts_a_thread() {
+    let server = Server::start(|_| {}).await;
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let mut request = ai_sdk_client_request("approval-response.json");
+    request["id"] = json!("chat-from-history");
+    let assistant = &mut request["messages"][1]["parts"];
+    assistant[2]["state"] = json!("output-denied");
+    assistant[3]["state"] = json!("output-available");
+    assistant[3]["output"] = json!({"content": "hello", "path": "notes.txt"});
+    request["messages"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "u-2", "role": "user", "parts": [{"type": "text", "text": "thanks"}]}));
+    let response = server.post("/api/v1/chat", &request).await;
+    assert_eq!(response.status(), 200);
+    let body = response.text().await.unwrap();
+    assert_eq!(types(&frames(&body)).last().unwrap(), "[DONE]", "{body}");
+    let sent = String::from_utf8(server.fake.requests()[0].body.clone()).unwrap();
+    assert!(sent.contains("the user denied this call"), "{sent}");
+}
+
 /// Without `ai_sdk_approvals` (ai 5 clients), a paused call's part stays `input-available`: no
 /// chunk ai 5 would refuse.
 #[tokio::test]

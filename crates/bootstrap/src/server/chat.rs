@@ -175,6 +175,11 @@ fn assistant_items(
                 "error": {"message": tool.error_text.unwrap_or_default()}
             })
             .to_string(),
+            // Denied through ai 6's approval exchange: it never ran.
+            "output-denied" => serde_json::json!({
+                "error": {"message": "the user denied this call"}
+            })
+            .to_string(),
             // A call without its output stays unanswered; reconstruct_history refuses it.
             _ => continue,
         };
