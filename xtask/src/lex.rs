@@ -5,8 +5,10 @@
 /// One token of code: an identifier (or number), `::`, or a single punctuation character.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Token {
-    /// The token's text.
+    /// The token's text; a raw identifier's without its `r#` (`r#exec` is `exec`).
     pub(crate) text: String,
+    /// Whether it is a raw identifier, which is never a keyword (`r#use` is a name).
+    pub(crate) raw: bool,
     /// Its 1-based line.
     pub(crate) line: usize,
     /// The index of its first char in the code, which is also its index in the original text
@@ -172,12 +174,18 @@ pub(crate) fn tokens(code: &str) -> Vec<Token> {
         } else if c.is_whitespace() {
             i += 1;
         } else if is_ident_char(c) {
-            let end = chars[i..]
+            // `r#name` (a raw identifier) but not `r#"…"#` (a raw string, already blanked).
+            let raw = c == 'r'
+                && chars.get(i + 1) == Some(&'#')
+                && chars.get(i + 2).is_some_and(|&c| is_ident_char(c));
+            let start = if raw { i + 2 } else { i };
+            let end = chars[start..]
                 .iter()
                 .position(|&c| !is_ident_char(c))
-                .map_or(chars.len(), |p| i + p);
+                .map_or(chars.len(), |p| start + p);
             tokens.push(Token {
-                text: chars[i..end].iter().collect(),
+                text: chars[start..end].iter().collect(),
+                raw,
                 line,
                 offset: i,
             });
@@ -185,6 +193,7 @@ pub(crate) fn tokens(code: &str) -> Vec<Token> {
         } else if c == ':' && chars.get(i + 1) == Some(&':') {
             tokens.push(Token {
                 text: "::".into(),
+                raw: false,
                 line,
                 offset: i,
             });
@@ -192,6 +201,7 @@ pub(crate) fn tokens(code: &str) -> Vec<Token> {
         } else {
             tokens.push(Token {
                 text: c.to_string(),
+                raw: false,
                 line,
                 offset: i,
             });

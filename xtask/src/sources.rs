@@ -6,7 +6,8 @@
 //! Each violation reads `path:line: RULE_ID: message`. The rules look at tokens of code only:
 //! comments, doc comments and the contents of string and char literals are blanked first
 //! ([`crate::lex`]), so prose that mentions `std::env` or `.exec(` never fires. Grouped imports
-//! are expanded (`use std::{env, fs}` names `std::env` and `std::fs`).
+//! are expanded (`use std::{env, fs}` names `std::env` and `std::fs`), and a raw identifier is
+//! the name it spells (`r#exec` is `exec`; `r#use` is a name, not the keyword).
 //!
 //! | rule | fires on | where |
 //! |---|---|---|
@@ -553,7 +554,7 @@ fn named_paths(tokens: &[Token]) -> Vec<(Vec<&str>, usize)> {
     let mut paths = Vec::new();
     let mut i = 0;
     while i < tokens.len() {
-        if tokens[i].text == "use" {
+        if is_keyword(&tokens[i], "use") {
             let end = tokens[i..]
                 .iter()
                 .position(|t| t.text == ";")
@@ -605,10 +606,10 @@ fn use_tree<'t>(tokens: &'t [Token], prefix: &[&'t str], out: &mut Vec<(Vec<&'t 
             use_tree(&tokens[start..], &segments, out);
             return;
         }
-        if text == "as" {
+        if is_keyword(&tokens[i], "as") {
             break;
         }
-        if is_ident(text) && text != "self" {
+        if is_ident(text) && !is_keyword(&tokens[i], "self") {
             segments.push(text);
             line = tokens[i].line;
         }
@@ -617,6 +618,11 @@ fn use_tree<'t>(tokens: &'t [Token], prefix: &[&'t str], out: &mut Vec<(Vec<&'t 
     if !tokens.is_empty() && !segments.is_empty() {
         out.push((segments, line));
     }
+}
+
+/// Whether `token` is the keyword `word` (not a raw identifier spelling it, like `r#use`).
+fn is_keyword(token: &Token, word: &str) -> bool {
+    !token.raw && token.text == word
 }
 
 fn is_ident(text: &str) -> bool {
@@ -646,8 +652,8 @@ struct Member {
 fn type_defs(path: &str, tokens: &[Token]) -> Vec<TypeDef> {
     let mut defs = Vec::new();
     for (i, token) in tokens.iter().enumerate() {
-        let is_enum = token.text == "enum";
-        if !is_enum && token.text != "struct" {
+        let is_enum = is_keyword(token, "enum");
+        if !is_enum && !is_keyword(token, "struct") {
             continue;
         }
         let Some(name) = tokens.get(i + 1).filter(|t| is_ident(&t.text)) else {

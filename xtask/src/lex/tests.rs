@@ -89,3 +89,31 @@ fn token_offsets_index_the_original_text() {
     let literal: String = chars[quotes[2] + 1..quotes[3]].iter().collect();
     assert_eq!(literal, "../x/y.rs");
 }
+
+#[test]
+fn a_raw_identifier_is_one_token_without_its_prefix() {
+    let code = super::blank("a.r#exec(r#\"s\"#, br#\"b\"#)").unwrap();
+    let tokens = super::tokens(&code);
+    let got: Vec<(&str, bool)> = tokens.iter().map(|t| (t.text.as_str(), t.raw)).collect();
+    assert_eq!(
+        got,
+        [
+            ("a", false),
+            (".", false),
+            ("exec", true),
+            ("(", false),
+            ("r", false),
+            ("#", false),
+            ("\"", false),
+            ("\"", false),
+            ("#", false),
+            (",", false),
+            ("br", false),
+            ("#", false),
+            ("\"", false),
+            ("\"", false),
+            ("#", false),
+            (")", false),
+        ]
+    );
+}

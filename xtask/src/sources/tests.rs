@@ -471,3 +471,33 @@ fn the_repository_scan_fails_when_it_sees_nothing() {
             .all(|v| v.starts_with("xtask/src/sources.rs: SCANNER_SAW_NOTHING: "))
     );
 }
+
+#[test]
+fn raw_identifiers_are_the_identifiers_they_spell() {
+    check(
+        &[
+            (
+                "crates/graph/src/driver.rs",
+                "//! Driver.\nlet out = tool.r#exec(permit, args);\n",
+            ),
+            (
+                "crates/ai-core/src/probe.rs",
+                "//! A raw `use` is a variable, not an import.\nlet r#use = 1 as u8 + r#std::r#fs::read(p).len() as u8;\n",
+            ),
+            (
+                "crates/adapters/src/http.rs",
+                "//! Http.\nuse r#std::r#env;\n",
+            ),
+            (
+                "crates/graph/src/ctx.rs",
+                "//! Ctx.\npub struct RunContext { pub r#api_key: String }\n",
+            ),
+        ],
+        &[
+            "crates/adapters/src/http.rs:2: NO_ENV: the environment is read only in cogni-bootstrap (and xtask); take configuration as a parameter",
+            "crates/ai-core/src/probe.rs:2: IO_FREE: ai-core and the wire codecs do no IO and read no clock (`std::fs`); IO lives in adapters, time comes through `Clock`",
+            "crates/graph/src/ctx.rs:2: NO_SECRET_IN_CONTEXT: `RunContext.api_key` is named like a secret (apikey); keep a reference and resolve it through a capability",
+            "crates/graph/src/driver.rs:2: ARCH_SINGLE_EXECUTION_PATH: a tool's `exec` is called outside the runner; go through the runner (`run_tool`)",
+        ],
+    );
+}
