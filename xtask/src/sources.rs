@@ -6,8 +6,11 @@
 //! Each violation reads `path:line: RULE_ID: message`. The rules look at tokens of code only:
 //! comments, doc comments and the contents of string and char literals are blanked first
 //! ([`crate::lex`]), so prose that mentions `std::env` or `.exec(` never fires. Grouped imports
-//! are expanded (`use std::{env, fs}` names `std::env` and `std::fs`), and a raw identifier is
-//! the name it spells (`r#exec` is `exec`; `r#use` is a name, not the keyword).
+//! are expanded (`use std::{env, fs}` names `std::env` and `std::fs`), imports are followed
+//! (after `use std as s;` or `extern crate std as s;`, `s::fs::read` names `std::fs`; after
+//! `use std::os::unix;`, `unix::fs` names `std::os::unix::fs`; after `use std::*;`, `fs::read`
+//! names `std::fs`), and a raw identifier is the name it spells (`r#exec` is `exec`; `r#use`
+//! is a name, not the keyword).
 //!
 //! | rule | fires on | where |
 //! |---|---|---|
@@ -343,7 +346,8 @@ struct Place {
     sans_io: bool,
 }
 
-/// ARCH_SINGLE_EXECUTION_PATH: `ExecPermit::new` and calls of `exec` only in the runner.
+/// ARCH_SINGLE_EXECUTION_PATH: calls of `exec` only in the runner (`ExecPermit::new` is a path,
+/// checked with the others by [`paths_rules`]).
 fn single_execution_path(
     tokens: &[Token],
     place: &Place,
@@ -352,17 +356,6 @@ fn single_execution_path(
 ) {
     for (i, token) in tokens.iter().enumerate() {
         let text_at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
-        if token.text == "ExecPermit" && text_at(i + 1) == "::" && text_at(i + 2) == "new" {
-            if place.in_runner {
-                seen.permits_in_runner += 1;
-            } else {
-                push(
-                    token.line,
-                    "ARCH_SINGLE_EXECUTION_PATH",
-                    "`ExecPermit::new` outside the runner (crates/ai-core/src/runner/)".into(),
-                );
-            }
-        }
         let is_call = token.text == "exec"
             && i > 0
             && matches!(text_at(i - 1), "." | "::")
@@ -475,8 +468,8 @@ fn resolve(file: &str, target: &str) -> Option<String> {
     Some(parts.join("/"))
 }
 
-/// NO_ENV, TOOL_FILE_PURITY, IO_FREE and NO_SCHEMA_LIB on one named path (`std::env::var`,
-/// `reqwest`).
+/// ARCH_SINGLE_EXECUTION_PATH (`ExecPermit::new`), NO_ENV, TOOL_FILE_PURITY, IO_FREE and
+/// NO_SCHEMA_LIB on one named path (`std::env::var`, `reqwest`).
 fn paths_rules(
     segments: &[&str],
     line: usize,
@@ -484,6 +477,17 @@ fn paths_rules(
     seen: &mut Seen,
     push: &mut impl FnMut(usize, &'static str, String),
 ) {
+    if contains_path(segments, "ExecPermit::new") {
+        if place.in_runner {
+            seen.permits_in_runner += 1;
+        } else {
+            push(
+                line,
+                "ARCH_SINGLE_EXECUTION_PATH",
+                "`ExecPermit::new` outside the runner (crates/ai-core/src/runner/)".into(),
+            );
+        }
+    }
     if !place.env_allowed && ENV_PATHS.iter().any(|p| contains_path(segments, p)) {
         push(
             line,
@@ -549,18 +553,36 @@ fn contains_path(segments: &[&str], pattern: &str) -> bool {
 
 /// Every path the code names, as segments with the line of its last segment: each maximal run
 /// `a::b::c` outside `use`, and each leaf of a `use` tree expanded (`use std::{env, fs::File}`
-/// names `std::env` and `std::fs::File`).
+/// names `std::env` and `std::fs::File`). A path is also given in each spelling the file's
+/// imports make of it ([`spellings`]), so `use std as s;` then `s::fs::read` names `std::fs`.
 fn named_paths(tokens: &[Token]) -> Vec<(Vec<&str>, usize)> {
     let mut paths = Vec::new();
+    let mut imports = Vec::new();
     let mut i = 0;
     while i < tokens.len() {
+        let at = |k: usize| tokens.get(k);
         if is_keyword(&tokens[i], "use") {
             let end = tokens[i..]
                 .iter()
                 .position(|t| t.text == ";")
                 .map_or(tokens.len(), |p| i + p);
-            use_tree(&tokens[i + 1..end], &[], &mut paths);
+            use_tree(&tokens[i + 1..end], &[], &mut paths, &mut imports);
             i = end;
+        } else if is_keyword(&tokens[i], "extern")
+            && at(i + 1).is_some_and(|t| is_keyword(t, "crate"))
+            && let Some(krate) = at(i + 2).filter(|t| is_ident(&t.text))
+        {
+            // `extern crate std as s;` binds `s` to `std`.
+            let alias = at(i + 3)
+                .filter(|t| is_keyword(t, "as"))
+                .and(at(i + 4))
+                .map_or(krate.text.as_str(), |t| t.text.as_str());
+            paths.push((vec![krate.text.as_str()], krate.line));
+            imports.push(Import {
+                name: Some(alias),
+                path: vec![krate.text.as_str()],
+            });
+            i += 3;
         } else if is_ident(&tokens[i].text) {
             let mut segments = vec![tokens[i].text.as_str()];
             let mut j = i + 1;
@@ -575,12 +597,37 @@ fn named_paths(tokens: &[Token]) -> Vec<(Vec<&str>, usize)> {
         }
     }
     paths
+        .into_iter()
+        .flat_map(|(path, line)| {
+            spellings(&path, &imports)
+                .into_iter()
+                .map(move |spelled| (spelled, line))
+        })
+        .collect()
 }
 
-/// Expands one `use` tree (the tokens between `use` and `;`) into its leaf paths.
-fn use_tree<'t>(tokens: &'t [Token], prefix: &[&'t str], out: &mut Vec<(Vec<&'t str>, usize)>) {
+/// What a `use` or `extern crate` item brings into scope, file-wide (a scan does not know
+/// scopes, so an import inside a function counts everywhere, which can only add findings).
+struct Import<'t> {
+    /// The name it binds (`fs` for `use std::fs`, `s` for `use std as s`), or `None` for a
+    /// glob (`use std::*`).
+    name: Option<&'t str>,
+    /// The path that name stands for, or the glob's parent.
+    path: Vec<&'t str>,
+}
+
+/// Expands one `use` tree (the tokens between `use` and `;`) into its leaf paths and the
+/// imports they bind.
+fn use_tree<'t>(
+    tokens: &'t [Token],
+    prefix: &[&'t str],
+    out: &mut Vec<(Vec<&'t str>, usize)>,
+    imports: &mut Vec<Import<'t>>,
+) {
     let mut segments = prefix.to_vec();
     let mut line = tokens.first().map_or(0, |t| t.line);
+    let mut name = None;
+    let mut glob = false;
     let mut i = 0;
     while i < tokens.len() {
         let text = tokens[i].text.as_str();
@@ -592,32 +639,87 @@ fn use_tree<'t>(tokens: &'t [Token], prefix: &[&'t str], out: &mut Vec<(Vec<&'t 
                 match tokens[j].text.as_str() {
                     "{" => depth += 1,
                     "}" if depth == 0 => {
-                        use_tree(&tokens[start..j], &segments, out);
+                        use_tree(&tokens[start..j], &segments, out, imports);
                         return;
                     }
                     "}" => depth -= 1,
                     "," if depth == 0 => {
-                        use_tree(&tokens[start..j], &segments, out);
+                        use_tree(&tokens[start..j], &segments, out, imports);
                         start = j + 1;
                     }
                     _ => {}
                 }
             }
-            use_tree(&tokens[start..], &segments, out);
+            use_tree(&tokens[start..], &segments, out, imports);
             return;
         }
         if is_keyword(&tokens[i], "as") {
+            // `as _` binds nothing.
+            name = tokens
+                .get(i + 1)
+                .map(|t| t.text.as_str())
+                .filter(|n| *n != "_");
             break;
         }
+        glob |= text == "*";
         if is_ident(text) && !is_keyword(&tokens[i], "self") {
             segments.push(text);
             line = tokens[i].line;
+            name = Some(text);
         }
         i += 1;
     }
-    if !tokens.is_empty() && !segments.is_empty() {
-        out.push((segments, line));
+    if tokens.is_empty() || segments.is_empty() {
+        return;
     }
+    if glob {
+        imports.push(Import {
+            name: None,
+            path: segments.clone(),
+        });
+    } else if name.is_some() {
+        imports.push(Import {
+            name,
+            path: segments.clone(),
+        });
+    }
+    out.push((segments, line));
+}
+
+/// Most spellings followed for one path (`use a::a;` would expand forever).
+const MAX_SPELLINGS: usize = 16;
+
+/// `path` as written and as the file's imports spell it: its first segment replaced by the
+/// path an import of that name stands for, repeatedly (`use std as s; use s::os as o;` then
+/// `o::unix::fs`), and each of those under each glob import's parent (`use std::*;` then
+/// `fs::read`). A lone name is left as written: what it can stand for, its import named in full.
+fn spellings<'t>(path: &[&'t str], imports: &[Import<'t>]) -> Vec<Vec<&'t str>> {
+    if path.len() < 2 {
+        return vec![path.to_vec()];
+    }
+    let by_name = |path: &[&'t str]| {
+        let mut out = vec![path.to_vec()];
+        let mut k = 0;
+        while k < out.len() && out.len() < MAX_SPELLINGS {
+            let first = out[k][0];
+            for import in imports.iter().filter(|i| i.name == Some(first)) {
+                let spelled = [&import.path[..], &out[k][1..]].concat();
+                if !out.contains(&spelled) {
+                    out.push(spelled);
+                }
+            }
+            k += 1;
+        }
+        out
+    };
+    let own = by_name(path);
+    let mut out = own.clone();
+    for glob in imports.iter().filter(|i| i.name.is_none()) {
+        for parent in by_name(&glob.path) {
+            out.extend(own.iter().map(|p| [&parent[..], &p[..]].concat()));
+        }
+    }
+    out
 }
 
 /// Whether `token` is the keyword `word` (not a raw identifier spelling it, like `r#use`).

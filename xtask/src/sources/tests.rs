@@ -501,3 +501,44 @@ fn raw_identifiers_are_the_identifiers_they_spell() {
         ],
     );
 }
+
+#[test]
+fn imports_and_aliases_are_followed() {
+    let io_free = |path: &str, line: usize, pattern: &str| {
+        format!(
+            "crates/{path}:{line}: IO_FREE: ai-core and the wire codecs do no IO and read no clock (`{pattern}`); IO lives in adapters, time comes through `Clock`"
+        )
+    };
+    check(
+        &[
+            (
+                "crates/ai-core/src/probe.rs",
+                "//! IO under other names.\nuse std as s;\nextern crate std as stdlib;\nuse std::os::unix;\nuse std::time;\nuse tokio::{self as t};\nlet a = s::fs::read(p);\nlet b = stdlib::net::TcpStream::connect(x);\nlet c = unix::fs::symlink(a, b);\nlet d = time::Instant::now();\nlet e = t::fs::read(p).await;\nuse s::process as run;\nlet f = run::Command::new(\"ls\");\nuse std::io::Write as _;\nlet g = time::Duration::from_secs(1);\n",
+            ),
+            (
+                "crates/wire-ui/src/glob.rs",
+                "//! A glob import of std.\nuse std::*;\nlet f = fs::read(p);\n",
+            ),
+            (
+                "crates/adapters/src/http.rs",
+                "//! Http.\nuse ::std as base;\nlet a = base::env::args();\n",
+            ),
+            (
+                "crates/graph/src/driver.rs",
+                "//! Driver.\nuse ai_core::runner::ExecPermit as Permit;\nlet p = Permit::new();\n",
+            ),
+        ],
+        &[
+            "crates/adapters/src/http.rs:3: NO_ENV: the environment is read only in cogni-bootstrap (and xtask); take configuration as a parameter",
+            &io_free("ai-core/src/probe.rs", 7, "std::fs"),
+            &io_free("ai-core/src/probe.rs", 8, "std::net"),
+            &io_free("ai-core/src/probe.rs", 9, "std::os::*::fs"),
+            &io_free("ai-core/src/probe.rs", 10, "std::time::Instant"),
+            &io_free("ai-core/src/probe.rs", 11, "tokio::fs"),
+            &io_free("ai-core/src/probe.rs", 12, "std::process"),
+            &io_free("ai-core/src/probe.rs", 13, "std::process"),
+            "crates/graph/src/driver.rs:3: ARCH_SINGLE_EXECUTION_PATH: `ExecPermit::new` outside the runner (crates/ai-core/src/runner/)",
+            &io_free("wire-ui/src/glob.rs", 3, "std::fs"),
+        ],
+    );
+}
