@@ -14,7 +14,7 @@
 //!
 //! | rule | fires on | where |
 //! |---|---|---|
-//! | `ARCH_SINGLE_EXECUTION_PATH` | `ExecPermit::new`; a call `x.exec(…)` or `T::exec(…)` (a `fn exec(` definition is fine) | outside `crates/ai-core/src/runner/` |
+//! | `ARCH_SINGLE_EXECUTION_PATH` | `ExecPermit::new`; a call `x.exec(…)` or `T::exec(…)`, or `T::exec` taken as a function value (a `fn exec(` definition is fine) | outside `crates/ai-core/src/runner/` |
 //! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is outside the file's own `crates/<name>/`, or whose path is not a plain literal; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`) | everywhere |
 //! | `NO_ENV` | `std::env…`, `env::var*`; `from_default_env`, `from_env` and their `try_` forms (`EnvFilter`, `envy`); the crates `dotenv`, `dotenvy`, `envy` | outside `crates/bootstrap/` (xtask is not scanned) |
 //! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names | in all of `crates/ai-tools/src/` |
@@ -356,10 +356,16 @@ fn single_execution_path(
 ) {
     for (i, token) in tokens.iter().enumerate() {
         let text_at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
+        // `x.exec(…)`, `x.exec::<T>(…)`, and `T::exec` in any position: called, or taken as
+        // a function value (`let f = BoundTool::exec;`, `.map(<dyn BoundTool>::exec)`).
+        // `exec::…` without a turbofish is a module (`crate::exec::Plan`).
+        let turbofish = text_at(i + 1) == "::" && text_at(i + 2) == "<";
         let is_call = token.text == "exec"
-            && i > 0
-            && matches!(text_at(i - 1), "." | "::")
-            && (text_at(i + 1) == "(" || (text_at(i + 1) == "::" && text_at(i + 2) == "<"));
+            && match i.checked_sub(1).map_or("", text_at) {
+                "." => text_at(i + 1) == "(" || turbofish,
+                "::" => text_at(i + 1) != "::" || turbofish,
+                _ => false,
+            };
         if is_call {
             if place.in_runner {
                 seen.exec_calls_in_runner += 1;

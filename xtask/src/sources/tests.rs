@@ -542,3 +542,18 @@ fn imports_and_aliases_are_followed() {
         ],
     );
 }
+
+#[test]
+fn exec_taken_as_a_function_value_counts_as_a_call() {
+    check(
+        &[(
+            "crates/graph/src/driver.rs",
+            "//! Driver.\nlet f = BoundTool::exec;\nlet outs = tools.iter().map(<dyn BoundTool>::exec);\nuse crate::exec::Plan;\nfn exec(&self) {}\nlet g = T::exec::<Value>;\n",
+        )],
+        &[
+            "crates/graph/src/driver.rs:2: ARCH_SINGLE_EXECUTION_PATH: a tool's `exec` is called outside the runner; go through the runner (`run_tool`)",
+            "crates/graph/src/driver.rs:3: ARCH_SINGLE_EXECUTION_PATH: a tool's `exec` is called outside the runner; go through the runner (`run_tool`)",
+            "crates/graph/src/driver.rs:6: ARCH_SINGLE_EXECUTION_PATH: a tool's `exec` is called outside the runner; go through the runner (`run_tool`)",
+        ],
+    );
+}
