@@ -20,7 +20,7 @@
 //! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names | in all of `crates/ai-tools/src/` |
 //! | `IO_FREE` | [`IO`] and [`CLOCK`] names (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
 //! | `NO_SCHEMA_LIB` | [`SCHEMA_LIBS`] | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
-//! | `NO_SECRET_IN_CONTEXT` | a field or variant of a `struct`/`enum …Context` named like a secret ([`secret_word`]: token, api key, secret, password, authorization, credential, bearer, cookie, header, private key, or a last word `key` other than [`NOT_SECRET_KEYS`] such as `idempotency_key`), and a member so named of a type of the same crate that such a member's type names (one level: `connection: ConnectionAuth`) | everywhere |
+//! | `NO_SECRET_IN_CONTEXT` | a field or variant of a `struct`/`enum …Context` named like a secret ([`secret_word`]: token, api key, secret, password, authorization, credential, creds, bearer, cookie, header, private key, passphrase, jwt, or a last word `key` in any case other than [`NOT_SECRET_KEYS`] such as `idempotency_key`), a tuple field or tuple variant whose type is so named (`AuthContext(SecretString)`), and a member so named of a type of the same crate that such a member's type names (one level: `connection: ConnectionAuth`) | everywhere |
 //! | `FILE_DOCS` | a file that does not start with a `//!` doc comment, or whose leading `//!` lines hold no text | every `.rs` file |
 //!
 //! The compile-time macros `env!` and `option_env!` are not `std::env`: they read the build's
@@ -112,6 +112,9 @@ const SECRET_WORDS: &[&str] = &[
     "cookie",
     "header",
     "privatekey",
+    "passphrase",
+    "creds",
+    "jwt",
 ];
 /// Names ending in `key` that are not secrets (compared like [`SECRET_WORDS`]); any other
 /// `key`, `*_key` or `*Key` is taken for one (`openai_key`, `signing_key`).
@@ -754,6 +757,9 @@ struct Member {
     line: usize,
     /// The identifiers of its type or payload, to follow into the crate's own types.
     type_names: Vec<String>,
+    /// Whether its values have no names of their own (a tuple struct's fields, a variant's
+    /// tuple payload), so their types are what names them.
+    positional: bool,
 }
 
 /// Every `struct` and `enum` of a file that has a `{…}` or `(…)` body, with its members.
@@ -783,6 +789,7 @@ fn type_defs(path: &str, tokens: &[Token]) -> Vec<TypeDef> {
                 name: "0".into(),
                 line: tokens[open].line,
                 type_names: type_names.map(|t| t.text.clone()).collect(),
+                positional: true,
             }]
         } else {
             members(body, is_enum)
@@ -832,6 +839,7 @@ fn members(body: &[Token], is_enum: bool) -> Vec<Member> {
                 name: text.to_owned(),
                 line: token.line,
                 type_names: Vec::new(),
+                positional: !is_field,
             });
         } else if is_ident(text)
             && let Some(member) = members.last_mut()
@@ -849,15 +857,46 @@ fn members(body: &[Token], is_enum: bool) -> Vec<Member> {
     members
 }
 
-/// Why `name` looks like a secret: one of [`SECRET_WORDS`] in it, or `key` as its last word
-/// (`key`, `openai_key`, `signingKey`) unless it is one of [`NOT_SECRET_KEYS`].
+/// Why `name` looks like a secret: one of [`SECRET_WORDS`] in it, or `key` as its last word in
+/// any case (`key`, `openai_key`, `OPENAI_KEY`, `signingKey`, `HMACKey`) unless it is one of
+/// [`NOT_SECRET_KEYS`].
 fn secret_word(name: &str) -> Option<&'static str> {
     let flat = name.replace('_', "").to_ascii_lowercase();
     if let Some(word) = SECRET_WORDS.iter().find(|w| flat.contains(**w)) {
         return Some(word);
     }
-    let ends_in_key = flat == "key" || name.ends_with("_key") || name.ends_with("Key");
+    let ends_in_key = last_word(name).eq_ignore_ascii_case("key");
     (ends_in_key && !NOT_SECRET_KEYS.contains(&flat.as_str())).then_some("key")
+}
+
+/// The last word of a snake, camel or shouty name: `KEY` of `OPENAI_KEY` and of `hmacKEY`,
+/// `Key` of `HMACKey`, all of `monkey`.
+fn last_word(name: &str) -> &str {
+    let word = name.rsplit('_').next().unwrap_or(name);
+    let chars: Vec<(usize, char)> = word.char_indices().collect();
+    // A word starts at an upper-case letter after a lower-case one (`hmac|KEY`), or before
+    // one (`HMAC|Key`).
+    let start = (1..chars.len())
+        .rev()
+        .find(|&k| {
+            let (before, here) = (chars[k - 1].1, chars[k].1);
+            let after = chars.get(k + 1).map(|&(_, c)| c);
+            here.is_uppercase() && (before.is_lowercase() || after.is_some_and(char::is_lowercase))
+        })
+        .map_or(0, |k| chars[k].0);
+    &word[start..]
+}
+
+/// Why `member` looks like a secret: its name ([`secret_word`]), or, for a positional member,
+/// the name of a type it holds (`AuthContext(SecretString)`).
+fn secret_member(member: &Member) -> Option<String> {
+    if let Some(word) = secret_word(&member.name) {
+        return Some(format!("is named like a secret ({word})"));
+    }
+    let mut types = member.type_names.iter().filter(|_| member.positional);
+    types.find_map(|name| {
+        secret_word(name).map(|word| format!("holds a type named like a secret (`{name}`: {word})"))
+    })
 }
 
 /// NO_SECRET_IN_CONTEXT: the members of every `…Context` type and, one level down, those of
@@ -868,15 +907,12 @@ fn no_secret_in_context(types: &[TypeDef], seen: &mut Seen, found: &mut Vec<Find
         seen.context_structs += 1;
         for member in &context.members {
             seen.context_fields += usize::from(is_ident(&member.name));
-            if let Some(word) = secret_word(&member.name) {
+            if let Some(why) = secret_member(member) {
                 found.push((
                     context.path.clone(),
                     member.line,
                     "NO_SECRET_IN_CONTEXT",
-                    format!(
-                        "`{}.{}` is named like a secret ({word}); {ADVICE}",
-                        context.name, member.name
-                    ),
+                    format!("`{}.{}` {why}; {ADVICE}", context.name, member.name),
                 ));
             }
             let held = types.iter().filter(|t| {
@@ -886,13 +922,13 @@ fn no_secret_in_context(types: &[TypeDef], seen: &mut Seen, found: &mut Vec<Find
             });
             for held in held {
                 for inner in &held.members {
-                    if let Some(word) = secret_word(&inner.name) {
+                    if let Some(why) = secret_member(inner) {
                         found.push((
                             held.path.clone(),
                             inner.line,
                             "NO_SECRET_IN_CONTEXT",
                             format!(
-                                "`{}.{}` is named like a secret ({word}) and `{}.{}` holds it; {ADVICE}",
+                                "`{}.{}` {why} and `{}.{}` holds it; {ADVICE}",
                                 held.name, inner.name, context.name, member.name
                             ),
                         ));

@@ -557,3 +557,49 @@ fn exec_taken_as_a_function_value_counts_as_a_call() {
         ],
     );
 }
+
+#[test]
+fn secret_names_in_any_case_and_secret_types_in_positional_members() {
+    let violation = |line: usize, member: &str, why: &str| {
+        format!(
+            "crates/graph/src/ctx.rs:{line}: NO_SECRET_IN_CONTEXT: `{member}` {why}; keep a reference and resolve it through a capability"
+        )
+    };
+    check(
+        &[(
+            "crates/graph/src/ctx.rs",
+            "//! Ctx.\npub struct RequestContext {\n    pub OPENAI_KEY: String,\n    pub hmacKEY: Vec<u8>,\n    pub HMACKey: Vec<u8>,\n    pub monkey: u8,\n    pub IDEMPOTENCY_KEY: String,\n}\npub struct AuthContext(pub Option<SecretString>);\npub enum CallContext { Anonymous, Keyed(ApiKey) }\npub struct HeldContext { pub auth: Auth, pub run: RunId }\npub struct Auth(BearerToken);\npub struct RunId(Arc<str>);\npub struct PassContext { pub passphrase: String, pub jwt: String, pub creds: Creds }\n",
+        )],
+        &[
+            &violation(
+                3,
+                "RequestContext.OPENAI_KEY",
+                "is named like a secret (key)",
+            ),
+            &violation(4, "RequestContext.hmacKEY", "is named like a secret (key)"),
+            &violation(5, "RequestContext.HMACKey", "is named like a secret (key)"),
+            &violation(
+                9,
+                "AuthContext.0",
+                "holds a type named like a secret (`SecretString`: secret)",
+            ),
+            &violation(
+                10,
+                "CallContext.Keyed",
+                "holds a type named like a secret (`ApiKey`: apikey)",
+            ),
+            &violation(
+                12,
+                "Auth.0",
+                "holds a type named like a secret (`BearerToken`: token) and `HeldContext.auth` holds it",
+            ),
+            &violation(
+                14,
+                "PassContext.passphrase",
+                "is named like a secret (passphrase)",
+            ),
+            &violation(14, "PassContext.jwt", "is named like a secret (jwt)"),
+            &violation(14, "PassContext.creds", "is named like a secret (creds)"),
+        ],
+    );
+}
