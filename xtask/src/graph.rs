@@ -1,7 +1,8 @@
 //! The dependency graph rules, read from `cargo metadata --format-version 1 --no-deps`.
 //!
-//! - `ARCH_LAYERING`: every internal edge (a dependency with a `path`; normal, dev and build
-//!   edges alike) must be in the `ALLOWED` table, copied from DESIGN.md and ARCHITECTURE.md.
+//! - `ARCH_LAYERING`: every internal edge (a dependency with a `path`, or on a workspace crate
+//!   however it is reached: `git`, a registry; normal, dev and build edges alike) must be in
+//!   the `ALLOWED` table, copied from DESIGN.md and ARCHITECTURE.md.
 //!   A workspace package without a row is itself a violation: new crates get a row here and in
 //!   the design. Violations name the edge: `cogni-ai-core -> cogni-ai-tools: ARCH_LAYERING: …`.
 //! - `ARCH_BANNED_DEP`: some external crates are banned per package as normal dependencies
@@ -95,6 +96,12 @@ pub(crate) fn check(metadata: &Value) -> anyhow::Result<Vec<String>> {
     let packages = metadata["packages"]
         .as_array()
         .context("cargo metadata has no packages")?;
+    // The workspace's crates, however a manifest reaches them (`path`, `git` or a registry).
+    let internal: Vec<&str> = packages
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .chain(ALLOWED.iter().map(|(name, _)| *name))
+        .collect();
     let mut violations = Vec::new();
     for package in packages {
         let name = package["name"].as_str().unwrap_or_default();
@@ -108,7 +115,7 @@ pub(crate) fn check(metadata: &Value) -> anyhow::Result<Vec<String>> {
         for dep in package["dependencies"].as_array().into_iter().flatten() {
             let dep_name = dep["name"].as_str().unwrap_or_default();
             let kind = dep["kind"].as_str().unwrap_or("normal");
-            if dep.get("path").is_some_and(|p| !p.is_null()) {
+            if dep.get("path").is_some_and(|p| !p.is_null()) || internal.contains(&dep_name) {
                 if !(allowed.contains(&"*") || allowed.contains(&dep_name)) {
                     violations.push(format!(
                         "{name} -> {dep_name}: ARCH_LAYERING: {kind} dependency not allowed (allowed: {})",

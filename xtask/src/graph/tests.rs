@@ -196,3 +196,19 @@ fn every_schema_library_and_env_reader_is_banned() {
         ],
     );
 }
+
+#[test]
+fn an_internal_crate_counts_without_a_path_too() {
+    // `cogni-graph = { git = "…" }` (or a registry version): the same crate, no `path`.
+    check(
+        &[
+            ("cogni-ai-core", &[("cogni-graph", false, None)]),
+            ("cogni-wire-ui", &[("cogni-adapters", false, Some("dev"))]),
+            ("cogni-graph", &[("cogni-ai-tools", false, None)]),
+        ],
+        &[
+            "cogni-ai-core -> cogni-graph: ARCH_LAYERING: normal dependency not allowed (allowed: none)",
+            "cogni-wire-ui -> cogni-adapters: ARCH_LAYERING: dev dependency not allowed (allowed: cogni-ai-core)",
+        ],
+    );
+}
