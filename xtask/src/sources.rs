@@ -15,7 +15,7 @@
 //! | rule | fires on | where |
 //! |---|---|---|
 //! | `ARCH_SINGLE_EXECUTION_PATH` | `ExecPermit::new`; a call `x.exec(…)` or `T::exec(…)`, or `T::exec` taken as a function value (a `fn exec(` definition is fine) | outside `crates/ai-core/src/runner/` |
-//! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is outside the file's own `crates/<name>/`, or whose path is not a plain literal; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`) | everywhere |
+//! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is outside the file's own `crates/<name>/`; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`); any of them whose path is not a plain (or raw) string literal | everywhere |
 //! | `NO_ENV` | `std::env…`, `env::var*`; `from_default_env`, `from_env` and their `try_` forms (`EnvFilter`, `envy`); the crates `dotenv`, `dotenvy`, `envy` | outside `crates/bootstrap/` (xtask is not scanned) |
 //! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names | in all of `crates/ai-tools/src/` |
 //! | `IO_FREE` | [`IO`] and [`CLOCK`] names (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
@@ -387,7 +387,8 @@ fn single_execution_path(
 /// ARCH_FOREIGN_SOURCE: `#[path]` and `include!` compile only files of the file's own crate
 /// (else a module of another crate gets in without a dependency edge); `include_str!` and
 /// `include_bytes!` never read another package's files (data at the repository root, like
-/// `cogni.example.toml`, belongs to no package and may be embedded).
+/// `cogni.example.toml`, belongs to no package and may be embedded). A path that is not a
+/// string literal (`concat!(env!("CARGO_MANIFEST_DIR"), …)`) cannot be checked and is refused.
 fn foreign_source(
     path: &str,
     text: &[char],
@@ -405,20 +406,14 @@ fn foreign_source(
             _ => continue,
         };
         let compiles = !matches!(what.as_str(), "include_str!" | "include_bytes!");
-        let Some(target) = (at(literal) == "\"" && at(literal + 1) == "\"").then(|| {
-            text[tokens[literal].offset + 1..tokens[literal + 1].offset]
-                .iter()
-                .collect::<String>()
-        }) else {
-            if compiles {
-                push(
-                    token.line,
-                    "ARCH_FOREIGN_SOURCE",
-                    format!(
-                        "`{what}` with a computed path cannot be checked; use a plain string literal"
-                    ),
-                );
-            }
+        let Some(target) = string_literal(text, tokens, literal) else {
+            push(
+                token.line,
+                "ARCH_FOREIGN_SOURCE",
+                format!(
+                    "`{what}` with a computed path cannot be checked; use a plain string literal"
+                ),
+            );
             continue;
         };
         let resolved = resolve(path, &target).unwrap_or_default();
@@ -440,6 +435,24 @@ fn foreign_source(
         };
         push(token.line, "ARCH_FOREIGN_SOURCE", message);
     }
+}
+
+/// The contents of the string literal whose first token is `tokens[k]`: `"…"`, `r"…"` or
+/// `r#"…"#` (read from the original `text`, since the tokens come from blanked code).
+fn string_literal(text: &[char], tokens: &[Token], k: usize) -> Option<String> {
+    let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
+    let mut open = k;
+    if at(k) == "r" && !tokens[k].raw {
+        open += 1;
+        while at(open) == "#" {
+            open += 1;
+        }
+    }
+    (at(open) == "\"" && at(open + 1) == "\"").then(|| {
+        text[tokens[open].offset + 1..tokens[open + 1].offset]
+            .iter()
+            .collect()
+    })
 }
 
 /// Whether token `i` is inside a `#[path …]` or `#[cfg_attr(…)]` attribute.

@@ -603,3 +603,28 @@ fn secret_names_in_any_case_and_secret_types_in_positional_members() {
         ],
     );
 }
+
+#[test]
+fn foreign_source_reads_raw_strings_and_refuses_computed_reads() {
+    const RULE: &str = "ARCH_FOREIGN_SOURCE";
+    check(
+        &[(
+            "crates/wire-ui/src/data.rs",
+            "//! Data.\nconst A: &str = include_str!(r\"../../adapters/migrations/0001_init.sql\");\nconst B: &[u8] = include_bytes!(r#\"../../../xtask/Cargo.toml\"#);\nconst C: &str = include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/../adapters/x.sql\"));\n#[path = r\"../../graph/src/x.rs\"]\nmod x;\nconst D: &str = include_str!(r\"own.txt\");\n",
+        )],
+        &[
+            &format!(
+                "crates/wire-ui/src/data.rs:2: {RULE}: `include_str!` reads `../../adapters/migrations/0001_init.sql`, which belongs to another package or lies outside the repository; keep the file in crates/wire-ui/ or at the repository root"
+            ),
+            &format!(
+                "crates/wire-ui/src/data.rs:3: {RULE}: `include_bytes!` reads `../../../xtask/Cargo.toml`, which belongs to another package or lies outside the repository; keep the file in crates/wire-ui/ or at the repository root"
+            ),
+            &format!(
+                "crates/wire-ui/src/data.rs:4: {RULE}: `include_str!` with a computed path cannot be checked; use a plain string literal"
+            ),
+            &format!(
+                "crates/wire-ui/src/data.rs:5: {RULE}: `#[path]` compiles `../../graph/src/x.rs`, which is outside crates/wire-ui/; a crate compiles only its own files (depend on the other crate, where the layering allows it)"
+            ),
+        ],
+    );
+}
