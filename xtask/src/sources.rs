@@ -16,15 +16,18 @@
 //! |---|---|---|
 //! | `ARCH_SINGLE_EXECUTION_PATH` | `ExecPermit::new`; a call `x.exec(…)` or `T::exec(…)`, or `T::exec` taken as a function value (a `fn exec(` definition is fine) | outside `crates/ai-core/src/runner/` |
 //! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is outside the file's own `crates/<name>/`; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`); any of them whose path is not a plain (or raw) string literal | everywhere |
-//! | `NO_ENV` | `std::env…`, `env::var*`; `from_default_env`, `from_env` and their `try_` forms (`EnvFilter`, `envy`); the crates `dotenv`, `dotenvy`, `envy` | outside `crates/bootstrap/` (xtask is not scanned) |
+//! | `NO_ENV` | `std::env…`, `env::var*`; `from_default_env`, `from_env` and their `try_` forms (`EnvFilter`, `envy`); the crates `dotenv`, `dotenvy`, `envy`; `env!`/`option_env!` of a variable that is not Cargo's | outside `crates/bootstrap/` (xtask is not scanned) |
 //! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names | in all of `crates/ai-tools/src/` |
 //! | `IO_FREE` | [`IO`] and [`CLOCK`] names (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
 //! | `NO_SCHEMA_LIB` | [`SCHEMA_LIBS`] | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
 //! | `NO_SECRET_IN_CONTEXT` | a field or variant of a `struct`/`enum …Context` named like a secret ([`secret_word`]: token, api key, secret, password, authorization, credential, creds, bearer, cookie, header, private key, passphrase, jwt, or a last word `key` in any case other than [`NOT_SECRET_KEYS`] such as `idempotency_key`), a tuple field or tuple variant whose type is so named (`AuthContext(SecretString)`), and a member so named of a type of the same crate that such a member's type names (one level: `connection: ConnectionAuth`) | everywhere |
 //! | `FILE_DOCS` | a file that does not start with a `//!` doc comment, or whose leading `//!` lines hold no text | every `.rs` file |
 //!
-//! The compile-time macros `env!` and `option_env!` are not `std::env`: they read the build's
-//! environment (`env!("CARGO_PKG_VERSION")`), not the running process's, and are allowed.
+//! The compile-time macros `env!` and `option_env!` read the build's environment, not the
+//! running process's. Cargo's own variables (`CARGO_*`, `OUT_DIR`) describe the package and are
+//! allowed everywhere (`env!("CARGO_PKG_VERSION")`); any other name, or a computed one, is
+//! configuration (or a secret: `option_env!("OPENAI_API_KEY")`) baked in from the environment,
+//! which NO_ENV keeps to bootstrap like `std::env`.
 //!
 //! A scan also reports what it saw ([`Seen`]); on the real repository, [`check_repo`] fails
 //! when a rule's allow-listed place is empty or a pattern the rule depends on never matched
@@ -335,6 +338,9 @@ fn check_source(
     single_execution_path(&tokens, &place, seen, &mut push);
     let chars: Vec<char> = text.chars().collect();
     foreign_source(path, &chars, &tokens, &mut push);
+    if !place.env_allowed {
+        build_env(&chars, &tokens, &mut push);
+    }
     for (segments, line) in named_paths(&tokens) {
         paths_rules(&segments, line, &place, seen, &mut push);
     }
@@ -453,6 +459,25 @@ fn string_literal(text: &[char], tokens: &[Token], k: usize) -> Option<String> {
             .iter()
             .collect()
     })
+}
+
+/// NO_ENV for `env!` and `option_env!`: only Cargo's own variables (`CARGO_*`, `OUT_DIR`),
+/// named by a string literal.
+fn build_env(text: &[char], tokens: &[Token], push: &mut impl FnMut(usize, &'static str, String)) {
+    let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
+    for (i, token) in tokens.iter().enumerate() {
+        let is_macro = matches!(token.text.as_str(), "env" | "option_env")
+            && at(i + 1) == "!"
+            && at(i + 2) == "(";
+        let cargos = |name: String| name.starts_with("CARGO_") || name == "OUT_DIR";
+        if is_macro && !string_literal(text, tokens, i + 3).is_some_and(cargos) {
+            push(
+                token.line,
+                "NO_ENV",
+                "the build's environment is read only in cogni-bootstrap (and xtask); outside it, `env!` and `option_env!` name only Cargo's own variables (`CARGO_*`, `OUT_DIR`); take configuration as a parameter".into(),
+            );
+        }
+    }
 }
 
 /// Whether token `i` is inside a `#[path …]` or `#[cfg_attr(…)]` attribute.

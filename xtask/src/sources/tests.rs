@@ -628,3 +628,25 @@ fn foreign_source_reads_raw_strings_and_refuses_computed_reads() {
         ],
     );
 }
+
+#[test]
+fn build_environment_reads_other_than_cargos_are_env_reads() {
+    const MESSAGE: &str = "the build's environment is read only in cogni-bootstrap (and xtask); outside it, `env!` and `option_env!` name only Cargo's own variables (`CARGO_*`, `OUT_DIR`); take configuration as a parameter";
+    check(
+        &[
+            (
+                "crates/adapters/src/http.rs",
+                "//! Http.\nlet v = env!(\"CARGO_PKG_VERSION\");\nlet d = env!(\"OUT_DIR\");\nlet k = option_env!(\"OPENAI_API_KEY\");\nlet u = env!(\"COGNI_BASE_URL\");\nlet c = option_env!(concat!(\"OPENAI_\", \"API_KEY\"));\n",
+            ),
+            (
+                "crates/bootstrap/src/build.rs",
+                "//! The composition root may.\nlet k = option_env!(\"COGNI_DEFAULT_MODEL\");\n",
+            ),
+        ],
+        &[
+            &format!("crates/adapters/src/http.rs:4: NO_ENV: {MESSAGE}"),
+            &format!("crates/adapters/src/http.rs:5: NO_ENV: {MESSAGE}"),
+            &format!("crates/adapters/src/http.rs:6: NO_ENV: {MESSAGE}"),
+        ],
+    );
+}
