@@ -15,7 +15,7 @@
 //! | rule | fires on | where |
 //! |---|---|---|
 //! | `ARCH_SINGLE_EXECUTION_PATH` | `ExecPermit::new`; a call `x.exec(…)` or `T::exec(…)`, or `T::exec` taken as a function value (a `fn exec(` definition is fine) | outside `crates/ai-core/src/runner/` |
-//! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is outside the file's own `crates/<name>/`; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`); any of them whose path is not a plain (or raw) string literal | everywhere |
+//! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is outside the file's own `crates/<name>/`; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`); any of them whose path is not a plain (or raw) string literal; a symlink at `crates/`, `crates/<name>` or in `crates/<name>/src/` (the scan does not follow it) | everywhere |
 //! | `NO_ENV` | `std::env…`, `env::var*`; `from_default_env`, `from_env` and their `try_` forms (`EnvFilter`, `envy`); the crates `dotenv`, `dotenvy`, `envy`; `env!`/`option_env!` of a variable that is not Cargo's | outside `crates/bootstrap/` (xtask is not scanned) |
 //! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names | in all of `crates/ai-tools/src/` |
 //! | `IO_FREE` | [`IO`] and [`CLOCK`] names (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
@@ -163,19 +163,32 @@ type Finding = (String, usize, &'static str, String);
 /// `crates/*/src/`); returns the violations, in path and line order, and what was seen.
 pub(crate) fn check_tree(root: &Path) -> anyhow::Result<(Vec<String>, Seen)> {
     let mut files = Vec::new();
-    walk(root, &mut files)?;
+    let mut links = Vec::new();
+    walk(root, &mut files, &mut links)?;
     files.sort();
     let mut found = Vec::new();
+    let relative = |path: &Path| {
+        path.strip_prefix(root)
+            .unwrap_or(path)
+            .to_string_lossy()
+            .replace('\\', "/")
+    };
+    for link in links.iter().map(|l| relative(l)) {
+        if hides_sources(&link) {
+            found.push((
+                link,
+                1,
+                "ARCH_FOREIGN_SOURCE",
+                "a symlink where crate sources live; rustc compiles what it points to, which the scan does not follow; keep the files here (or depend on their crate)".into(),
+            ));
+        }
+    }
     let mut types = Vec::new();
     let mut seen = Seen::default();
     for file in files {
         let text =
             fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
-        let relative = file
-            .strip_prefix(root)
-            .unwrap_or(&file)
-            .to_string_lossy()
-            .replace('\\', "/");
+        let relative = relative(&file);
         seen.files += 1;
         file_docs(&relative, &text, &mut found);
         if is_source(&relative) {
@@ -251,8 +264,9 @@ fn sanity(seen: &Seen) -> Vec<String> {
 }
 
 /// Every `.rs` file under `dir`, skipping build output, vendored packages, hidden folders and
-/// fuzzing data.
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+/// fuzzing data; every symlink met on the way goes to `links` too (a link to a folder is not
+/// entered).
+fn walk(dir: &Path, out: &mut Vec<PathBuf>, links: &mut Vec<PathBuf>) -> anyhow::Result<()> {
     let in_fuzz = dir.file_name().is_some_and(|name| name == "fuzz");
     for entry in fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
         let entry = entry?;
@@ -262,15 +276,27 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
             || matches!(name.as_str(), "target" | "node_modules")
             || (in_fuzz && matches!(name.as_str(), "corpus" | "artifacts"));
         // `file_type` does not follow symlinks, so a link to a parent cannot loop.
-        if entry.file_type()?.is_dir() {
+        let kind = entry.file_type()?;
+        if kind.is_symlink() && !skipped {
+            links.push(path.clone());
+        }
+        if kind.is_dir() {
             if !skipped {
-                walk(&path, out)?;
+                walk(&path, out, links)?;
             }
         } else if path.extension().is_some_and(|e| e == "rs") {
             out.push(path);
         }
     }
     Ok(())
+}
+
+/// Whether a symlink at `path` could bring crate sources the scan does not read: `crates`, a
+/// package folder `crates/<name>`, or anything in `crates/<name>/src/`.
+fn hides_sources(path: &str) -> bool {
+    path == "crates"
+        || (path.starts_with("crates/") && path.matches('/').count() == 1)
+        || is_source(path)
 }
 
 /// Whether `path` is under `crates/<name>/src/`, where every rule applies.

@@ -650,3 +650,40 @@ fn build_environment_reads_other_than_cargos_are_env_reads() {
         ],
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn a_symlink_among_crate_sources_is_reported() {
+    let root = tempfile::tempdir().unwrap();
+    let write = |path: &str, text: &str| {
+        let full = root.path().join(path);
+        fs::create_dir_all(full.parent().unwrap()).unwrap();
+        fs::write(full, text).unwrap();
+    };
+    write(
+        "elsewhere/mod.rs",
+        "//! Unscanned.\npub fn f() { std::fs::read(\"/etc/passwd\"); }\n",
+    );
+    write("elsewhere/clock.rs", "//! Another crate's file.\n");
+    write(
+        "crates/ai-tools/src/lib.rs",
+        "//! Tools.\nmod io;\nmod clock;\n",
+    );
+    let link = |target: &str, path: &str| {
+        std::os::unix::fs::symlink(root.path().join(target), root.path().join(path)).unwrap();
+    };
+    link("elsewhere", "crates/ai-tools/src/io");
+    link("elsewhere/clock.rs", "crates/ai-tools/src/clock.rs");
+    link("elsewhere", "crates/wire-ui");
+    link("elsewhere", "docs");
+    const MESSAGE: &str = "ARCH_FOREIGN_SOURCE: a symlink where crate sources live; rustc compiles what it points to, which the scan does not follow; keep the files here (or depend on their crate)";
+    let (violations, _) = super::check_tree(root.path()).unwrap();
+    assert_eq!(
+        violations,
+        [
+            format!("crates/ai-tools/src/clock.rs:1: {MESSAGE}"),
+            format!("crates/ai-tools/src/io:1: {MESSAGE}"),
+            format!("crates/wire-ui:1: {MESSAGE}"),
+        ]
+    );
+}
