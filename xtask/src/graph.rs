@@ -5,6 +5,9 @@
 //!   the `ALLOWED` table, copied from DESIGN.md and ARCHITECTURE.md.
 //!   A workspace package without a row is itself a violation: new crates get a row here and in
 //!   the design. Violations name the edge: `cogni-ai-core -> cogni-ai-tools: ARCH_LAYERING: …`.
+//! - `ARCH_SOURCE_PLACE`: each package's manifest is in its folder of the `ALLOWED` table, and
+//!   a package under `crates/` compiles its lib and bins from its `src/`, where the source
+//!   rules look (tests, benches, examples and build scripts may live elsewhere).
 //! - `ARCH_BANNED_DEP`: some external crates are banned per package as normal dependencies
 //!   (a JSON Schema library in ai-core and the wire codecs, an HTTP stack in the sans-IO
 //!   codecs), and the crates that read the environment (`dotenv`, `dotenvy`, `envy`) in every
@@ -16,19 +19,35 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-/// Which internal packages each workspace package may depend on (`*`: all), as DESIGN.md
-/// lists them. Dev and build edges count. A package missing here is itself a violation.
-const ALLOWED: &[(&str, &[&str])] = &[
-    ("cogni-ai-core", &[]),
-    ("cogni-ai-tools", &["cogni-ai-core"]),
-    ("cogni-wire-openai", &["cogni-ai-core"]),
-    ("cogni-wire-ui", &["cogni-ai-core"]),
-    ("cogni-graph", &["cogni-ai-core", "cogni-ai-tools"]),
-    ("cogni-adapters", &["cogni-ai-core", "cogni-wire-openai"]),
-    ("cogni-bootstrap", &["*"]),
-    ("cogni-tests", &["*"]),
-    ("xtask", &[]),
+/// Each workspace package: its folder (where the source rules of `sources.rs` look for it),
+/// and which internal packages it may depend on (`*`: all), as DESIGN.md lists them. Dev and
+/// build edges count. A package missing here is itself a violation.
+const ALLOWED: &[(&str, &str, &[&str])] = &[
+    ("cogni-ai-core", "crates/ai-core", &[]),
+    ("cogni-ai-tools", "crates/ai-tools", &["cogni-ai-core"]),
+    (
+        "cogni-wire-openai",
+        "crates/wire-openai",
+        &["cogni-ai-core"],
+    ),
+    ("cogni-wire-ui", "crates/wire-ui", &["cogni-ai-core"]),
+    (
+        "cogni-graph",
+        "crates/graph",
+        &["cogni-ai-core", "cogni-ai-tools"],
+    ),
+    (
+        "cogni-adapters",
+        "crates/adapters",
+        &["cogni-ai-core", "cogni-wire-openai"],
+    ),
+    ("cogni-bootstrap", "crates/bootstrap", &["*"]),
+    ("cogni-tests", "tests", &["*"]),
+    ("xtask", "xtask", &[]),
 ];
+
+/// Target kinds that are not part of what a package ships (the source rules skip them).
+const NOT_SHIPPED: &[&str] = &["test", "bench", "example", "custom-build"];
 
 /// The JSON Schema libraries (package names).
 const SCHEMA_CRATES: &[&str] = &[
@@ -100,17 +119,18 @@ pub(crate) fn check(metadata: &Value) -> anyhow::Result<Vec<String>> {
     let internal: Vec<&str> = packages
         .iter()
         .filter_map(|p| p["name"].as_str())
-        .chain(ALLOWED.iter().map(|(name, _)| *name))
+        .chain(ALLOWED.iter().map(|(name, _, _)| *name))
         .collect();
     let mut violations = Vec::new();
     for package in packages {
         let name = package["name"].as_str().unwrap_or_default();
-        let Some((_, allowed)) = ALLOWED.iter().find(|(n, _)| *n == name) else {
+        let Some((_, folder, allowed)) = ALLOWED.iter().find(|(n, _, _)| *n == name) else {
             violations.push(format!(
                 "{name}: ARCH_LAYERING: unknown workspace package; add its row to the ALLOWED table and ARCHITECTURE.md"
             ));
             continue;
         };
+        source_place(metadata, package, folder, &mut violations);
         let banned = BANNED.iter().find(|(n, _, _)| *n == name);
         for dep in package["dependencies"].as_array().into_iter().flatten() {
             let dep_name = dep["name"].as_str().unwrap_or_default();
@@ -140,6 +160,45 @@ pub(crate) fn check(metadata: &Value) -> anyhow::Result<Vec<String>> {
     Ok(violations)
 }
 
+/// ARCH_SOURCE_PLACE: `package` has its manifest in `folder`, and, under `crates/`, compiles
+/// its lib and bins from `folder/src/`: the places the source rules look (a package moved to
+/// another folder, or a `[lib] path` elsewhere, would compile code no rule reads).
+fn source_place(metadata: &Value, package: &Value, folder: &str, violations: &mut Vec<String>) {
+    let name = package["name"].as_str().unwrap_or_default();
+    let root = metadata["workspace_root"].as_str().unwrap_or_default();
+    let relative = |path: &Value| {
+        let path = path.as_str().unwrap_or_default();
+        let path = path.strip_prefix(root).unwrap_or(path);
+        path.trim_start_matches('/').to_owned()
+    };
+    let manifest = relative(&package["manifest_path"]);
+    if manifest != format!("{folder}/Cargo.toml") {
+        violations.push(format!(
+            "{name}: ARCH_SOURCE_PLACE: its manifest is {manifest}, not {folder}/Cargo.toml, where the source rules look; move it back or move the rules (the ALLOWED table, the places in xtask/src/sources.rs)"
+        ));
+    }
+    if !folder.starts_with("crates/") {
+        return;
+    }
+    for target in package["targets"].as_array().into_iter().flatten() {
+        let kinds: Vec<&str> = target["kind"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let src = relative(&target["src_path"]);
+        if !kinds.iter().all(|k| NOT_SHIPPED.contains(k))
+            && !src.starts_with(&format!("{folder}/src/"))
+        {
+            violations.push(format!(
+                "{name}: ARCH_SOURCE_PLACE: its {} target compiles {src}, outside {folder}/src/, where the source rules look",
+                kinds.join("/")
+            ));
+        }
+    }
+}
+
 /// [`check`] on the real workspace, which must also match the table: every `ALLOWED` row names
 /// an existing package, and at least one internal edge was read (else the `path` pattern broke).
 pub(crate) fn check_repo(metadata: &Value) -> anyhow::Result<Vec<String>> {
@@ -149,7 +208,7 @@ pub(crate) fn check_repo(metadata: &Value) -> anyhow::Result<Vec<String>> {
         .clone()
         .filter_map(|p| p["name"].as_str())
         .collect();
-    for (name, _) in ALLOWED {
+    for (name, _, _) in ALLOWED {
         if !names.contains(name) {
             violations.push(format!(
                 "{name}: ARCH_LAYERING: the ALLOWED table has a row for a package the workspace lacks; delete the row or restore the package"

@@ -7,16 +7,25 @@ type Dep<'a> = (&'a str, bool, Option<&'a str>);
 /// `(package, dependencies)`.
 type Package<'a> = (&'a str, &'a [Dep<'a>]);
 
-/// A metadata document with `packages` given as `(name, [(dep, is_path, kind)])`.
+/// A metadata document with `packages` given as `(name, [(dep, is_path, kind)])`, each in its
+/// folder of the `ALLOWED` table (`crates/<name>` for others) with a lib target in `src/`.
 fn metadata(packages: &[Package<'_>]) -> Value {
-    json!({"packages": packages.iter().map(|(name, deps)| json!({
-        "name": name,
-        "dependencies": deps.iter().map(|(dep, path, kind)| {
-            let mut d = json!({"name": dep, "kind": kind});
-            if *path { d["path"] = json!(format!("/repo/crates/{dep}")); }
-            d
-        }).collect::<Vec<_>>(),
-    })).collect::<Vec<_>>()})
+    json!({"workspace_root": "/repo", "packages": packages.iter().map(|(name, deps)| {
+        let folder = super::ALLOWED
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .map_or(format!("crates/{name}"), |(_, folder, _)| (*folder).to_owned());
+        json!({
+            "name": name,
+            "manifest_path": format!("/repo/{folder}/Cargo.toml"),
+            "targets": [{"kind": ["lib"], "src_path": format!("/repo/{folder}/src/lib.rs")}],
+            "dependencies": deps.iter().map(|(dep, path, kind)| {
+                let mut d = json!({"name": dep, "kind": kind});
+                if *path { d["path"] = json!(format!("/repo/crates/{dep}")); }
+                d
+            }).collect::<Vec<_>>(),
+        })
+    }).collect::<Vec<_>>()})
 }
 
 fn check(packages: &[Package<'_>], expected: &[&str]) {
@@ -143,7 +152,7 @@ fn banned_crates_per_package() {
 fn the_repository_check_wants_every_row_and_some_edge() {
     let all: Vec<Package<'_>> = super::ALLOWED
         .iter()
-        .map(|(name, _)| (*name, &[][..]))
+        .map(|(name, _, _)| (*name, &[][..]))
         .collect();
     let violations = super::check_repo(&metadata(&all)).unwrap();
     assert_eq!(
@@ -210,5 +219,34 @@ fn an_internal_crate_counts_without_a_path_too() {
             "cogni-ai-core -> cogni-graph: ARCH_LAYERING: normal dependency not allowed (allowed: none)",
             "cogni-wire-ui -> cogni-adapters: ARCH_LAYERING: dev dependency not allowed (allowed: cogni-ai-core)",
         ],
+    );
+}
+
+#[test]
+fn packages_and_their_targets_stay_where_the_source_rules_look() {
+    let mut moved = metadata(&[
+        ("cogni-wire-ui", &[]),
+        ("cogni-ai-tools", &[]),
+        ("cogni-adapters", &[]),
+        ("cogni-tests", &[]),
+    ]);
+    moved["packages"][0]["manifest_path"] = json!("/repo/crates/ui/Cargo.toml");
+    moved["packages"][1]["targets"] = json!([
+        {"kind": ["lib"], "src_path": "/repo/crates/ai-tools/code/lib.rs"},
+        {"kind": ["custom-build"], "src_path": "/repo/crates/ai-tools/build.rs"},
+        {"kind": ["test"], "src_path": "/repo/crates/ai-tools/tests/it/main.rs"},
+    ]);
+    moved["packages"][2]["targets"] = json!([
+        {"kind": ["bin"], "src_path": "/repo/crates/adapters/src/bin/probe.rs"},
+        {"kind": ["bin"], "src_path": "/repo/crates/adapters/probe.rs"},
+    ]);
+    moved["packages"][3]["targets"] = json!([{"kind": ["lib"], "src_path": "/repo/tests/lib.rs"}]);
+    assert_eq!(
+        super::check(&moved).unwrap(),
+        [
+            "cogni-wire-ui: ARCH_SOURCE_PLACE: its manifest is crates/ui/Cargo.toml, not crates/wire-ui/Cargo.toml, where the source rules look; move it back or move the rules (the ALLOWED table, the places in xtask/src/sources.rs)",
+            "cogni-ai-tools: ARCH_SOURCE_PLACE: its lib target compiles crates/ai-tools/code/lib.rs, outside crates/ai-tools/src/, where the source rules look",
+            "cogni-adapters: ARCH_SOURCE_PLACE: its bin target compiles crates/adapters/probe.rs, outside crates/adapters/src/, where the source rules look",
+        ]
     );
 }
