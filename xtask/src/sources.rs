@@ -9,7 +9,8 @@
 //! are expanded (`use std::{env, fs}` names `std::env` and `std::fs`), imports are followed
 //! (after `use std as s;` or `extern crate std as s;`, `s::fs::read` names `std::fs`; after
 //! `use std::os::unix;`, `unix::fs` names `std::os::unix::fs`; after `use std::*;`, `fs::read`
-//! names `std::fs`), and a raw identifier is the name it spells (`r#exec` is `exec`; `r#use`
+//! names `std::fs`), a path that a macro variable completes (`std::$m::read`) counts as every
+//! path it could be, and a raw identifier is the name it spells (`r#exec` is `exec`; `r#use`
 //! is a name, not the keyword).
 //!
 //! | rule | fires on | where |
@@ -609,15 +610,22 @@ fn paths_rules(
     }
 }
 
+/// A path segment that a macro variable fills in (`std::$m`).
+const MACRO_SEGMENT: &str = "$";
+
 /// Whether `pattern` (`std::env`, `env::var*`) occurs as consecutive segments of `segments`;
-/// a segment ending in `*` matches every segment it starts.
+/// a segment ending in `*` matches every segment it starts. A [`MACRO_SEGMENT`] matches any
+/// segment but a pattern's first, so `std::$m` counts as every `std::…` it could name while
+/// `$t::new()` is not taken for `ExecPermit::new`.
 fn contains_path(segments: &[&str], pattern: &str) -> bool {
     let pattern: Vec<&str> = pattern.split("::").collect();
     segments.windows(pattern.len()).any(|window| {
         window
             .iter()
             .zip(&pattern)
-            .all(|(segment, wanted)| match wanted.strip_suffix('*') {
+            .enumerate()
+            .all(|(k, (segment, wanted))| match wanted.strip_suffix('*') {
+                _ if k > 0 && *segment == MACRO_SEGMENT => true,
                 Some(start) => segment.starts_with(start),
                 None => segment == wanted,
             })
@@ -659,9 +667,19 @@ fn named_paths(tokens: &[Token]) -> Vec<(Vec<&str>, usize)> {
         } else if is_ident(&tokens[i].text) {
             let mut segments = vec![tokens[i].text.as_str()];
             let mut j = i + 1;
-            while j + 1 < tokens.len() && tokens[j].text == "::" && is_ident(&tokens[j + 1].text) {
-                segments.push(tokens[j + 1].text.as_str());
-                j += 2;
+            while tokens.get(j).is_some_and(|t| t.text == "::") {
+                // A macro variable (`std::$m`) is a segment the scan cannot know: [`MACRO_SEGMENT`].
+                let variable = at(j + 1).is_some_and(|t| t.text == "$")
+                    && at(j + 2).is_some_and(|t| is_ident(&t.text));
+                if variable {
+                    segments.push(MACRO_SEGMENT);
+                    j += 3;
+                } else if at(j + 1).is_some_and(|t| is_ident(&t.text)) {
+                    segments.push(tokens[j + 1].text.as_str());
+                    j += 2;
+                } else {
+                    break;
+                }
             }
             paths.push((segments, tokens[j - 1].line));
             i = j;

@@ -687,3 +687,25 @@ fn a_symlink_among_crate_sources_is_reported() {
         ]
     );
 }
+
+#[test]
+fn a_path_a_macro_completes_counts_for_everything_it_could_name() {
+    let io_free = |line: usize, pattern: &str| {
+        format!(
+            "crates/ai-core/src/m.rs:{line}: IO_FREE: ai-core and the wire codecs do no IO and read no clock (`{pattern}`); IO lives in adapters, time comes through `Clock`"
+        )
+    };
+    check(
+        &[(
+            "crates/ai-core/src/m.rs",
+            "//! Macros.\nmacro_rules! read { ($m:ident) => { std::$m::read_to_string(\"p\") } }\nread!(fs);\nmacro_rules! make { ($t:ty) => { <$t>::new() } }\nmacro_rules! id { ($x:ident) => { $crate::id::$x::new(\"x\") } }\nmacro_rules! now { ($c:ident) => { $c::now() } }\n",
+        )],
+        &[
+            "crates/ai-core/src/m.rs:2: NO_ENV: the environment is read only in cogni-bootstrap (and xtask); take configuration as a parameter",
+            &io_free(2, "std::fs"),
+            &io_free(2, "std::net"),
+            &io_free(2, "std::process"),
+            &io_free(2, "std::env"),
+        ],
+    );
+}
