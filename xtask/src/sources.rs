@@ -18,8 +18,8 @@
 //! | `ARCH_SINGLE_EXECUTION_PATH` | `ExecPermit::new`; a call `x.exec(…)` or `T::exec(…)`, or `T::exec` taken as a function value (a `fn exec(` definition is fine) | outside `crates/ai-core/src/runner/` |
 //! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is outside the file's own `crates/<name>/`; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`); any of them whose path is not a plain (or raw) string literal; a symlink at `crates/`, `crates/<name>` or in `crates/<name>/src/` (the scan does not follow it) | everywhere |
 //! | `NO_ENV` | `std::env…`, `env::var*`; `from_default_env`, `from_env` and their `try_` forms (`EnvFilter`, `envy`); the crates `dotenv`, `dotenvy`, `envy`; `env!`/`option_env!` of a variable that is not Cargo's | outside `crates/bootstrap/` (xtask is not scanned) |
-//! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names | in all of `crates/ai-tools/src/` |
-//! | `IO_FREE` | [`IO`] and [`CLOCK`] names (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
+//! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`println!`) | in all of `crates/ai-tools/src/` |
+//! | `IO_FREE` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
 //! | `NO_SCHEMA_LIB` | [`SCHEMA_LIBS`] | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
 //! | `NO_SECRET_IN_CONTEXT` | a field or variant of a `struct`/`enum …Context` named like a secret ([`secret_word`]: token, api key, secret, password, authorization, credential, creds, bearer, cookie, header, private key, passphrase, jwt, or a last word `key` in any case other than [`NOT_SECRET_KEYS`] such as `idempotency_key`), a tuple field or tuple variant whose type is so named (`AuthContext(SecretString)`), and a member so named of a type of the same crate that such a member's type names (one level: `connection: ConnectionAuth`) | everywhere |
 //! | `FILE_DOCS` | a file that does not start with a `//!` doc comment, or whose leading `//!` lines hold no text | every `.rs` file |
@@ -93,6 +93,8 @@ const IO: &[&str] = &[
     "reqwest",
     "hyper",
 ];
+/// Macros that write to the process's stdout or stderr: IO like [`IO`]'s `io::stdout`.
+const STDIO_MACROS: &[&str] = &["print", "println", "eprint", "eprintln", "dbg"];
 /// Clock reads that bypass the `Clock` port: the wall clock (std, chrono, time) and std's
 /// `Instant` (the runner's budgets use `tokio::time::Instant`, which tests can pause).
 const CLOCK: &[&str] = &[
@@ -363,6 +365,7 @@ fn check_source(
     seen.sans_io_files += usize::from(place.sans_io);
 
     single_execution_path(&tokens, &place, seen, &mut push);
+    stdio_macros(&tokens, &place, seen, &mut push);
     let chars: Vec<char> = text.chars().collect();
     foreign_source(path, &chars, &tokens, &mut push);
     if !place.env_allowed {
@@ -575,25 +578,7 @@ fn paths_rules(
         .chain(CLOCK)
         .filter(|p| contains_path(segments, p))
     {
-        if place.in_ai_tools {
-            push(
-                line,
-                "TOOL_FILE_PURITY",
-                format!(
-                    "ai-tools does no IO of its own (`{pattern}`); use a capability, or `Clock` for time"
-                ),
-            );
-        } else if place.sans_io {
-            push(
-                line,
-                "IO_FREE",
-                format!(
-                    "ai-core and the wire codecs do no IO and read no clock (`{pattern}`); IO lives in adapters, time comes through `Clock`"
-                ),
-            );
-        } else {
-            seen.io_elsewhere += 1;
-        }
+        io_rules(pattern, line, place, seen, push);
     }
     for name in SCHEMA_LIBS.iter().filter(|n| segments.contains(*n)) {
         if place.sans_io {
@@ -606,6 +591,52 @@ fn paths_rules(
             );
         } else {
             seen.schema_libs_elsewhere += 1;
+        }
+    }
+}
+
+/// TOOL_FILE_PURITY or IO_FREE, by place, for one IO `what` (a pattern of [`IO`] or [`CLOCK`],
+/// or a [`STDIO_MACROS`] call) at `line`.
+fn io_rules(
+    what: &str,
+    line: usize,
+    place: &Place,
+    seen: &mut Seen,
+    push: &mut impl FnMut(usize, &'static str, String),
+) {
+    if place.in_ai_tools {
+        push(
+            line,
+            "TOOL_FILE_PURITY",
+            format!(
+                "ai-tools does no IO of its own (`{what}`); use a capability, or `Clock` for time"
+            ),
+        );
+    } else if place.sans_io {
+        push(
+            line,
+            "IO_FREE",
+            format!(
+                "ai-core and the wire codecs do no IO and read no clock (`{what}`); IO lives in adapters, time comes through `Clock`"
+            ),
+        );
+    } else {
+        seen.io_elsewhere += 1;
+    }
+}
+
+/// TOOL_FILE_PURITY and IO_FREE for the macros that write to stdout or stderr (`println!`),
+/// which name no path.
+fn stdio_macros(
+    tokens: &[Token],
+    place: &Place,
+    seen: &mut Seen,
+    push: &mut impl FnMut(usize, &'static str, String),
+) {
+    for (i, token) in tokens.iter().enumerate() {
+        let bang = tokens.get(i + 1).is_some_and(|t| t.text == "!");
+        if bang && STDIO_MACROS.contains(&token.text.as_str()) {
+            io_rules(&format!("{}!", token.text), token.line, place, seen, push);
         }
     }
 }

@@ -709,3 +709,35 @@ fn a_path_a_macro_completes_counts_for_everything_it_could_name() {
         ],
     );
 }
+
+#[test]
+fn print_macros_write_to_stdio() {
+    let io_free = |line: usize, pattern: &str| {
+        format!(
+            "crates/ai-core/src/p.rs:{line}: IO_FREE: ai-core and the wire codecs do no IO and read no clock (`{pattern}`); IO lives in adapters, time comes through `Clock`"
+        )
+    };
+    check(
+        &[
+            (
+                "crates/ai-core/src/p.rs",
+                "//! Prints.\nprintln!(\"x\");\neprint!(\"x\");\nlet v = dbg!(v);\nstd::print! [\"y\"];\nfn print(&self) {}\nself.print();\nmacro_rules! println { () => {} }\nlet s = format!(\"{v}\");\n",
+            ),
+            (
+                "crates/ai-tools/src/tools/echo.rs",
+                "//! Echo.\neprintln!(\"x\");\n",
+            ),
+            (
+                "crates/adapters/src/log.rs",
+                "//! Adapters may.\nprintln!(\"x\");\n",
+            ),
+        ],
+        &[
+            &io_free(2, "println!"),
+            &io_free(3, "eprint!"),
+            &io_free(4, "dbg!"),
+            &io_free(5, "print!"),
+            "crates/ai-tools/src/tools/echo.rs:2: TOOL_FILE_PURITY: ai-tools does no IO of its own (`eprintln!`); use a capability, or `Clock` for time",
+        ],
+    );
+}
