@@ -21,7 +21,7 @@
 //! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`println!`) | in all of `crates/ai-tools/src/` |
 //! | `IO_FREE` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
 //! | `NO_SCHEMA_LIB` | [`SCHEMA_LIBS`] | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
-//! | `NO_SECRET_IN_CONTEXT` | a field or variant of a `struct`/`enum …Context` named like a secret ([`secret_word`]: token, api key, secret, password, authorization, credential, creds, bearer, cookie, header, private key, passphrase, jwt, or a last word `key` in any case other than [`NOT_SECRET_KEYS`] such as `idempotency_key`), a tuple field or tuple variant whose type is so named (`AuthContext(SecretString)`), and a member so named of a type of the same crate that such a member's type names (one level: `connection: ConnectionAuth`) | everywhere |
+//! | `NO_SECRET_IN_CONTEXT` | a field or variant of a `struct`/`enum`/`union` named `…Context` or `…Ctx` (or of the crate's type that an alias `type …Context = …;` names) named like a secret ([`secret_word`]: token, api key, secret, password, authorization, credential, creds, bearer, cookie, header, private key, passphrase, jwt, or a last word `key` in any case other than [`NOT_SECRET_KEYS`] such as `idempotency_key`), a tuple field or tuple variant whose type is so named (`AuthContext(SecretString)`), and a member so named of a type of the same crate that such a member's type names (one level: `connection: ConnectionAuth`) | everywhere |
 //! | `FILE_DOCS` | a file that does not start with a `//!` doc comment, or whose leading `//!` lines hold no text | every `.rs` file |
 //!
 //! The compile-time macros `env!` and `option_env!` read the build's environment, not the
@@ -855,16 +855,18 @@ fn is_ident(text: &str) -> bool {
         .is_some_and(|c| c.is_alphabetic() || c == '_')
 }
 
-/// A `struct` or `enum` with a body, for NO_SECRET_IN_CONTEXT.
-#[derive(Debug)]
+/// A `struct`, `enum` or `union` with a body, or a type alias, for NO_SECRET_IN_CONTEXT.
+#[derive(Debug, Clone)]
 struct TypeDef {
     path: String,
     name: String,
     members: Vec<Member>,
+    /// For `type X = Arc<Y>;`, the identifiers on the right (`Arc`, `Y`); empty otherwise.
+    alias_of: Vec<String>,
 }
 
 /// A named field, an enum variant, or a tuple struct's fields (named `0`).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Member {
     name: String,
     line: usize,
@@ -875,17 +877,36 @@ struct Member {
     positional: bool,
 }
 
-/// Every `struct` and `enum` of a file that has a `{…}` or `(…)` body, with its members.
+/// Every `struct`, `enum` and `union` of a file that has a `{…}` or `(…)` body, with its
+/// members, and every type alias `type X = …;`.
 fn type_defs(path: &str, tokens: &[Token]) -> Vec<TypeDef> {
     let mut defs = Vec::new();
     for (i, token) in tokens.iter().enumerate() {
         let is_enum = is_keyword(token, "enum");
-        if !is_enum && !is_keyword(token, "struct") {
+        let is_alias = is_keyword(token, "type");
+        if !is_enum && !is_alias && !["struct", "union"].iter().any(|k| is_keyword(token, k)) {
             continue;
         }
         let Some(name) = tokens.get(i + 1).filter(|t| is_ident(&t.text)) else {
             continue;
         };
+        if is_alias {
+            // `type X<T> = Y<T>;`, not an associated type's declaration (`type Item;`).
+            let end = tokens[i..]
+                .iter()
+                .position(|t| t.text == ";")
+                .map_or(tokens.len(), |p| i + p);
+            if let Some(eq) = tokens[i..end].iter().position(|t| t.text == "=") {
+                let names = tokens[i + eq + 1..end].iter().filter(|t| is_ident(&t.text));
+                defs.push(TypeDef {
+                    path: path.to_owned(),
+                    name: name.text.clone(),
+                    members: Vec::new(),
+                    alias_of: names.map(|t| t.text.clone()).collect(),
+                });
+            }
+            continue;
+        }
         // The body starts at the first `{` or `(` (tuple struct) before any `;` (unit struct).
         let Some(open) = tokens[i + 2..]
             .iter()
@@ -911,6 +932,7 @@ fn type_defs(path: &str, tokens: &[Token]) -> Vec<TypeDef> {
             path: path.to_owned(),
             name: name.text.clone(),
             members,
+            alias_of: Vec::new(),
         });
     }
     defs
@@ -1012,11 +1034,40 @@ fn secret_member(member: &Member) -> Option<String> {
     })
 }
 
-/// NO_SECRET_IN_CONTEXT: the members of every `…Context` type and, one level down, those of
-/// each type of the same crate that a member's type names (`connection: ConnectionAuth`).
+/// Whether a type named `name` is a context type (`ToolInvocationContext`, `RunCtx`).
+fn is_context(name: &str) -> bool {
+    name.ends_with("Context") || name.ends_with("Ctx")
+}
+
+/// NO_SECRET_IN_CONTEXT: the members of every context type ([`is_context`], or an alias of one)
+/// and, one level down, those of each type of the same crate that a member's type names
+/// (`connection: ConnectionAuth`).
 fn no_secret_in_context(types: &[TypeDef], seen: &mut Seen, found: &mut Vec<Finding>) {
     const ADVICE: &str = "keep a reference and resolve it through a capability";
-    for context in types.iter().filter(|t| t.name.ends_with("Context")) {
+    // A context alias (`type AgentContext = Arc<Session>;`) is checked as the types it names
+    // in its crate, under its own name.
+    let aliased: Vec<TypeDef> = types
+        .iter()
+        .filter(|alias| is_context(&alias.name) && !alias.alias_of.is_empty())
+        .flat_map(|alias| {
+            types
+                .iter()
+                .filter(|t| {
+                    t.alias_of.is_empty()
+                        && crate_dir(&t.path) == crate_dir(&alias.path)
+                        && alias.alias_of.contains(&t.name)
+                })
+                .map(|t| TypeDef {
+                    name: alias.name.clone(),
+                    ..t.clone()
+                })
+        })
+        .collect();
+    let contexts = types
+        .iter()
+        .filter(|t| is_context(&t.name) && t.alias_of.is_empty())
+        .chain(&aliased);
+    for context in contexts {
         seen.context_structs += 1;
         for member in &context.members {
             seen.context_fields += usize::from(is_ident(&member.name));
@@ -1029,7 +1080,7 @@ fn no_secret_in_context(types: &[TypeDef], seen: &mut Seen, found: &mut Vec<Find
                 ));
             }
             let held = types.iter().filter(|t| {
-                !t.name.ends_with("Context")
+                !is_context(&t.name)
                     && crate_dir(&t.path) == crate_dir(&context.path)
                     && member.type_names.contains(&t.name)
             });

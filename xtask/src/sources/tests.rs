@@ -741,3 +741,34 @@ fn print_macros_write_to_stdio() {
         ],
     );
 }
+
+#[test]
+fn context_types_by_other_spellings() {
+    let violation = |line: usize, member: &str, word: &str| {
+        format!(
+            "crates/graph/src/{}:{line}: NO_SECRET_IN_CONTEXT: `{member}` is named like a secret ({word}); keep a reference and resolve it through a capability",
+            if member.starts_with("Agent") {
+                "session.rs"
+            } else {
+                "ctx.rs"
+            }
+        )
+    };
+    check(
+        &[
+            (
+                "crates/graph/src/ctx.rs",
+                "//! Ctx.\npub struct ToolCtx { pub api_key: String }\npub type AgentContext = std::sync::Arc<Session>;\nunion RawContext { token: [u8; 32] }\ntype Output = String;\nfn union(a: u8) {}\n",
+            ),
+            (
+                "crates/graph/src/session.rs",
+                "//! The type behind an alias.\npub struct Session { pub run_id: String, pub password: String }\n",
+            ),
+        ],
+        &[
+            &violation(2, "ToolCtx.api_key", "apikey"),
+            &violation(4, "RawContext.token", "token"),
+            &violation(2, "AgentContext.password", "password"),
+        ],
+    );
+}
