@@ -167,16 +167,10 @@ type Finding = (String, usize, &'static str, String);
 pub(crate) fn check_tree(root: &Path) -> anyhow::Result<(Vec<String>, Seen)> {
     let mut files = Vec::new();
     let mut links = Vec::new();
-    walk(root, &mut files, &mut links)?;
+    walk(root, root, &mut files, &mut links)?;
     files.sort();
     let mut found = Vec::new();
-    let relative = |path: &Path| {
-        path.strip_prefix(root)
-            .unwrap_or(path)
-            .to_string_lossy()
-            .replace('\\', "/")
-    };
-    for link in links.iter().map(|l| relative(l)) {
+    for link in links.iter().map(|l| relative(root, l)) {
         if hides_sources(&link) {
             found.push((
                 link,
@@ -191,7 +185,7 @@ pub(crate) fn check_tree(root: &Path) -> anyhow::Result<(Vec<String>, Seen)> {
     for file in files {
         let text =
             fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
-        let relative = relative(&file);
+        let relative = relative(root, &file);
         seen.files += 1;
         file_docs(&relative, &text, &mut found);
         if is_source(&relative) {
@@ -266,18 +260,25 @@ fn sanity(seen: &Seen) -> Vec<String> {
         .collect()
 }
 
-/// Every `.rs` file under `dir`, skipping build output, vendored packages, hidden folders and
-/// fuzzing data; every symlink met on the way goes to `links` too (a link to a folder is not
-/// entered).
-fn walk(dir: &Path, out: &mut Vec<PathBuf>, links: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+/// Every `.rs` file under `dir` (in the repository at `root`), skipping build output, vendored
+/// packages, hidden folders and fuzzing data, but never in crate sources, where `mod target;`
+/// compiles `src/target/`; every symlink met on the way goes to `links` too (a link to a folder
+/// is not entered).
+fn walk(
+    root: &Path,
+    dir: &Path,
+    out: &mut Vec<PathBuf>,
+    links: &mut Vec<PathBuf>,
+) -> anyhow::Result<()> {
     let in_fuzz = dir.file_name().is_some_and(|name| name == "fuzz");
     for entry in fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
         let entry = entry?;
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
-        let skipped = name.starts_with('.')
-            || matches!(name.as_str(), "target" | "node_modules")
-            || (in_fuzz && matches!(name.as_str(), "corpus" | "artifacts"));
+        let skipped = !is_source(&relative(root, &path))
+            && (name.starts_with('.')
+                || matches!(name.as_str(), "target" | "node_modules")
+                || (in_fuzz && matches!(name.as_str(), "corpus" | "artifacts")));
         // `file_type` does not follow symlinks, so a link to a parent cannot loop.
         let kind = entry.file_type()?;
         if kind.is_symlink() && !skipped {
@@ -285,13 +286,19 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>, links: &mut Vec<PathBuf>) -> anyhow:
         }
         if kind.is_dir() {
             if !skipped {
-                walk(&path, out, links)?;
+                walk(root, &path, out, links)?;
             }
         } else if path.extension().is_some_and(|e| e == "rs") {
             out.push(path);
         }
     }
     Ok(())
+}
+
+/// `path` relative to `root`, with `/`.
+fn relative(root: &Path, path: &Path) -> String {
+    let path = path.strip_prefix(root).unwrap_or(path);
+    path.to_string_lossy().replace('\\', "/")
 }
 
 /// Whether a symlink at `path` could bring crate sources the scan does not read: `crates`, a

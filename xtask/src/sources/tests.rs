@@ -772,3 +772,29 @@ fn context_types_by_other_spellings() {
         ],
     );
 }
+
+#[test]
+fn folders_skipped_elsewhere_are_scanned_among_crate_sources() {
+    let io = |path: &str| {
+        format!(
+            "crates/{path}:2: IO_FREE: ai-core and the wire codecs do no IO and read no clock (`std::fs`); IO lives in adapters, time comes through `Clock`"
+        )
+    };
+    const FS: &str = "//! Compiled by `mod`.\nlet a = std::fs::read(p);\n";
+    check(
+        &[
+            ("crates/ai-core/src/target/mod.rs", FS),
+            ("crates/ai-core/src/.hidden/x.rs", FS),
+            ("crates/wire-ui/src/node_modules/y.rs", FS),
+            ("crates/wire-ui/src/fuzz/corpus/z.rs", FS),
+            ("target/debug/build/out.rs", "fn f() {}\n"),
+            ("crates/ai-core/.cargo/x.rs", "fn f() {}\n"),
+        ],
+        &[
+            &io("ai-core/src/.hidden/x.rs"),
+            &io("ai-core/src/target/mod.rs"),
+            &io("wire-ui/src/fuzz/corpus/z.rs"),
+            &io("wire-ui/src/node_modules/y.rs"),
+        ],
+    );
+}
