@@ -16,7 +16,7 @@
 //! | rule | fires on | where |
 //! |---|---|---|
 //! | `ARCH_SINGLE_EXECUTION_PATH` | `ExecPermit::new`; a call `x.exec(…)` or `T::exec(…)`, or `T::exec` taken as a function value (a `fn exec(` definition is fine) | outside `crates/ai-core/src/runner/` |
-//! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is outside the file's own `crates/<name>/`; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`); any of them whose path is not a plain (or raw) string literal; a symlink at `crates/`, `crates/<name>` or in `crates/<name>/src/` (the scan does not follow it) | everywhere |
+//! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is not a `.rs` file in the file's own `crates/<name>/src/`; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`); any of them whose path is not a plain (or raw) string literal; a symlink at `crates/`, `crates/<name>` or in `crates/<name>/src/` (the scan does not follow it) | everywhere |
 //! | `NO_ENV` | `std::env…`, `env::var*`; `from_default_env`, `from_env` and their `try_` forms (`EnvFilter`, `envy`); the crates `dotenv`, `dotenvy`, `envy`; `env!`/`option_env!` of a variable that is not Cargo's | outside `crates/bootstrap/` (xtask is not scanned) |
 //! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`println!`) | in all of `crates/ai-tools/src/` |
 //! | `IO_FREE` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
@@ -427,8 +427,9 @@ fn single_execution_path(
     }
 }
 
-/// ARCH_FOREIGN_SOURCE: `#[path]` and `include!` compile only files of the file's own crate
-/// (else a module of another crate gets in without a dependency edge); `include_str!` and
+/// ARCH_FOREIGN_SOURCE: `#[path]` and `include!` compile only `.rs` files of the file's own
+/// crate's `src/` (else a module of another crate gets in without a dependency edge, or code
+/// that no rule reads); `include_str!` and
 /// `include_bytes!` never read another package's files (data at the repository root, like
 /// `cogni.example.toml`, belongs to no package and may be embedded). A path that is not a
 /// string literal (`concat!(env!("CARGO_MANIFEST_DIR"), …)`) cannot be checked and is refused.
@@ -463,12 +464,17 @@ fn foreign_source(
         let in_package = ["crates/", "tests/", "xtask/"]
             .iter()
             .any(|p| resolved.starts_with(p));
-        let message = if resolved.starts_with(own) {
-            continue;
-        } else if compiles {
+        let sources = format!("{own}src/");
+        let message = if compiles && !resolved.starts_with(&sources) {
             format!(
-                "`{what}` compiles `{target}`, which is outside {own}; a crate compiles only its own files (depend on the other crate, where the layering allows it)"
+                "`{what}` compiles `{target}`, which is outside {sources}; a crate compiles only its own sources, where the rules look (depend on the other crate, where the layering allows it)"
             )
+        } else if compiles && !target.ends_with(".rs") {
+            format!(
+                "`{what}` compiles `{target}`, which is not a `.rs` file, so no rule reads it; give it the `.rs` extension"
+            )
+        } else if compiles || resolved.starts_with(own) {
+            continue;
         } else if in_package || resolved.is_empty() {
             format!(
                 "`{what}` reads `{target}`, which belongs to another package or lies outside the repository; keep the file in {own} or at the repository root"

@@ -160,19 +160,19 @@ fn foreign_source() {
         ],
         &[
             &format!(
-                "crates/wire-openai/src/lib.rs:2: {RULE}: `#[path]` compiles `../../adapters/src/clock.rs`, which is outside crates/wire-openai/; a crate compiles only its own files (depend on the other crate, where the layering allows it)"
+                "crates/wire-openai/src/lib.rs:2: {RULE}: `#[path]` compiles `../../adapters/src/clock.rs`, which is outside crates/wire-openai/src/; a crate compiles only its own sources, where the rules look (depend on the other crate, where the layering allows it)"
             ),
             &format!(
-                "crates/wire-openai/src/lib.rs:4: {RULE}: `#[path]` compiles `../../graph/src/x.rs`, which is outside crates/wire-openai/; a crate compiles only its own files (depend on the other crate, where the layering allows it)"
+                "crates/wire-openai/src/lib.rs:4: {RULE}: `#[path]` compiles `../../graph/src/x.rs`, which is outside crates/wire-openai/src/; a crate compiles only its own sources, where the rules look (depend on the other crate, where the layering allows it)"
             ),
             &format!(
-                "crates/wire-openai/src/lib.rs:6: {RULE}: `include!` compiles `../../../tests/fake_llm.rs`, which is outside crates/wire-openai/; a crate compiles only its own files (depend on the other crate, where the layering allows it)"
+                "crates/wire-openai/src/lib.rs:6: {RULE}: `include!` compiles `../../../tests/fake_llm.rs`, which is outside crates/wire-openai/src/; a crate compiles only its own sources, where the rules look (depend on the other crate, where the layering allows it)"
             ),
             &format!(
                 "crates/wire-openai/src/lib.rs:7: {RULE}: `include!` with a computed path cannot be checked; use a plain string literal"
             ),
             &format!(
-                "crates/wire-openai/src/lib.rs:8: {RULE}: `#[path]` compiles `/abs/clock.rs`, which is outside crates/wire-openai/; a crate compiles only its own files (depend on the other crate, where the layering allows it)"
+                "crates/wire-openai/src/lib.rs:8: {RULE}: `#[path]` compiles `/abs/clock.rs`, which is outside crates/wire-openai/src/; a crate compiles only its own sources, where the rules look (depend on the other crate, where the layering allows it)"
             ),
             &format!(
                 "crates/wire-ui/src/data.rs:2: {RULE}: `include_str!` reads `../../adapters/migrations/0001_init.sql`, which belongs to another package or lies outside the repository; keep the file in crates/wire-ui/ or at the repository root"
@@ -182,6 +182,9 @@ fn foreign_source() {
             ),
             &format!(
                 "crates/wire-ui/src/data.rs:4: {RULE}: `include_str!` reads `../../../../outside.txt`, which belongs to another package or lies outside the repository; keep the file in crates/wire-ui/ or at the repository root"
+            ),
+            &format!(
+                "crates/wire-ui/src/data.rs:8: {RULE}: `include!` compiles `../gen/table.rs`, which is outside crates/wire-ui/src/; a crate compiles only its own sources, where the rules look (depend on the other crate, where the layering allows it)"
             ),
         ],
     );
@@ -623,7 +626,7 @@ fn foreign_source_reads_raw_strings_and_refuses_computed_reads() {
                 "crates/wire-ui/src/data.rs:4: {RULE}: `include_str!` with a computed path cannot be checked; use a plain string literal"
             ),
             &format!(
-                "crates/wire-ui/src/data.rs:5: {RULE}: `#[path]` compiles `../../graph/src/x.rs`, which is outside crates/wire-ui/; a crate compiles only its own files (depend on the other crate, where the layering allows it)"
+                "crates/wire-ui/src/data.rs:5: {RULE}: `#[path]` compiles `../../graph/src/x.rs`, which is outside crates/wire-ui/src/; a crate compiles only its own sources, where the rules look (depend on the other crate, where the layering allows it)"
             ),
         ],
     );
@@ -795,6 +798,34 @@ fn folders_skipped_elsewhere_are_scanned_among_crate_sources() {
             &io("ai-core/src/target/mod.rs"),
             &io("wire-ui/src/fuzz/corpus/z.rs"),
             &io("wire-ui/src/node_modules/y.rs"),
+        ],
+    );
+}
+
+#[test]
+fn compiled_files_are_rust_files_the_rules_read() {
+    const RULE: &str = "ARCH_FOREIGN_SOURCE";
+    check(
+        &[
+            (
+                "crates/ai-tools/src/lib.rs",
+                "//! Tools.\n#[path = \"imp.inc\"]\nmod imp;\n#[path = \"../gen/io.rs\"]\nmod io;\ninclude!(\"../build/table.rs\");\ninclude!(\"own.rs\");\n#[path = \"tools/sub.rs\"]\nmod sub;\n",
+            ),
+            (
+                "crates/ai-tools/gen/io.rs",
+                "//! Unchecked.\nlet a = std::fs::read(p);\n",
+            ),
+        ],
+        &[
+            &format!(
+                "crates/ai-tools/src/lib.rs:2: {RULE}: `#[path]` compiles `imp.inc`, which is not a `.rs` file, so no rule reads it; give it the `.rs` extension"
+            ),
+            &format!(
+                "crates/ai-tools/src/lib.rs:4: {RULE}: `#[path]` compiles `../gen/io.rs`, which is outside crates/ai-tools/src/; a crate compiles only its own sources, where the rules look (depend on the other crate, where the layering allows it)"
+            ),
+            &format!(
+                "crates/ai-tools/src/lib.rs:6: {RULE}: `include!` compiles `../build/table.rs`, which is outside crates/ai-tools/src/; a crate compiles only its own sources, where the rules look (depend on the other crate, where the layering allows it)"
+            ),
         ],
     );
 }
