@@ -1,17 +1,21 @@
 //! The source rules of DESIGN.md, checked over `crates/*/src/**/*.rs`; `FILE_DOCS` also over
 //! every other `.rs` file of the repository (`crates/*/tests`, `crates/*/benches`, `tests/`,
 //! `xtask/`, fuzz targets), skipping `target/`, `node_modules/`, hidden folders and a fuzz
-//! folder's `corpus/` and `artifacts/`.
+//! folder's `corpus/` and `artifacts/` (but nothing inside `crates/*/src/`).
 //!
 //! Each violation reads `path:line: RULE_ID: message`. The rules look at tokens of code only:
 //! comments, doc comments and the contents of string and char literals are blanked first
-//! ([`crate::lex`]), so prose that mentions `std::env` or `.exec(` never fires. Grouped imports
-//! are expanded (`use std::{env, fs}` names `std::env` and `std::fs`), imports are followed
-//! (after `use std as s;` or `extern crate std as s;`, `s::fs::read` names `std::fs`; after
-//! `use std::os::unix;`, `unix::fs` names `std::os::unix::fs`; after `use std::*;`, `fs::read`
-//! names `std::fs`), a path that a macro variable completes (`std::$m::read`) counts as every
-//! path it could be, and a raw identifier is the name it spells (`r#exec` is `exec`; `r#use`
-//! is a name, not the keyword).
+//! ([`crate::lex`]), so prose that mentions `std::env` or `.exec(` never fires. Names are read
+//! the way the compiler would:
+//!
+//! - grouped imports are expanded: `use std::{env, fs}` names `std::env` and `std::fs`;
+//! - imports are followed: after `use std as s;` or `extern crate std as s;`, `s::fs::read`
+//!   names `std::fs`; after `use std::os::unix;`, `unix::fs` names `std::os::unix::fs`; after
+//!   `use std::*;`, `fs::read` names `std::fs`; after `use std::include_str as text;`, `text!`
+//!   is `include_str!`;
+//! - a path that a macro variable completes (`std::$m::read`) counts as every path it could be;
+//! - a raw identifier is the name it spells (`r#exec` is `exec`; `r#use` is a name, not the
+//!   keyword).
 //!
 //! | rule | fires on | where |
 //! |---|---|---|
@@ -360,7 +364,8 @@ fn check_source(
             return;
         }
     };
-    let tokens = lex::tokens(&code);
+    let mut tokens = lex::tokens(&code);
+    unalias_macros(&mut tokens);
     let place = Place {
         in_runner: path.starts_with(RUNNER),
         in_ai_tools: path.starts_with(AI_TOOLS),
@@ -681,6 +686,38 @@ fn contains_path(segments: &[&str], pattern: &str) -> bool {
 /// names `std::env` and `std::fs::File`). A path is also given in each spelling the file's
 /// imports make of it ([`spellings`]), so `use std as s;` then `s::fs::read` names `std::fs`.
 fn named_paths(tokens: &[Token]) -> Vec<(Vec<&str>, usize)> {
+    let (paths, imports) = paths_as_written(tokens);
+    paths
+        .into_iter()
+        .flat_map(|(path, line)| {
+            spellings(&path, &imports)
+                .into_iter()
+                .map(move |spelled| (spelled, line))
+        })
+        .collect()
+}
+
+/// Renames each macro invoked under an imported name (`use std::include_str as text;` then
+/// `text!(…)`) to the macro it stands for, so the rules that look for `include_str!`, `env!` or
+/// `println!` see it.
+fn unalias_macros(tokens: &mut [Token]) {
+    let (_, imports) = paths_as_written(tokens);
+    let renames: Vec<(String, String)> = imports
+        .iter()
+        .filter_map(|i| Some((i.name?.to_owned(), (*i.path.last()?).to_owned())))
+        .filter(|(name, real)| name != real)
+        .collect();
+    for k in 0..tokens.len() {
+        let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
+        let invoked = at(k + 1) == "!" && matches!(at(k + 2), "(" | "[" | "{");
+        if let Some((_, real)) = renames.iter().find(|(name, _)| invoked && at(k) == name) {
+            tokens[k].text.clone_from(real);
+        }
+    }
+}
+
+/// The paths of [`named_paths`] as written, and what the file's imports bind.
+fn paths_as_written(tokens: &[Token]) -> (Vec<(Vec<&str>, usize)>, Vec<Import<'_>>) {
     let mut paths = Vec::new();
     let mut imports = Vec::new();
     let mut i = 0;
@@ -731,14 +768,7 @@ fn named_paths(tokens: &[Token]) -> Vec<(Vec<&str>, usize)> {
             i += 1;
         }
     }
-    paths
-        .into_iter()
-        .flat_map(|(path, line)| {
-            spellings(&path, &imports)
-                .into_iter()
-                .map(move |spelled| (spelled, line))
-        })
-        .collect()
+    (paths, imports)
 }
 
 /// What a `use` or `extern crate` item brings into scope, file-wide (a scan does not know

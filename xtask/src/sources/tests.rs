@@ -829,3 +829,18 @@ fn compiled_files_are_rust_files_the_rules_read() {
         ],
     );
 }
+
+#[test]
+fn renamed_macros_are_still_watched() {
+    check(
+        &[(
+            "crates/wire-ui/src/m.rs",
+            "//! Renamed macros.\nuse std::include_str as text;\nuse std::option_env as build_var;\nuse std::println as say;\nconst A: &str = text!(\"../../adapters/migrations/0001_init.sql\");\nconst K: Option<&str> = build_var!(\"OPENAI_API_KEY\");\nfn f() { say!(\"x\"); }\n",
+        )],
+        &[
+            "crates/wire-ui/src/m.rs:5: ARCH_FOREIGN_SOURCE: `include_str!` reads `../../adapters/migrations/0001_init.sql`, which belongs to another package or lies outside the repository; keep the file in crates/wire-ui/ or at the repository root",
+            "crates/wire-ui/src/m.rs:6: NO_ENV: the build's environment is read only in cogni-bootstrap (and xtask); outside it, `env!` and `option_env!` name only Cargo's own variables (`CARGO_*`, `OUT_DIR`); take configuration as a parameter",
+            "crates/wire-ui/src/m.rs:7: IO_FREE: ai-core and the wire codecs do no IO and read no clock (`println!`); IO lives in adapters, time comes through `Clock`",
+        ],
+    );
+}
