@@ -100,9 +100,13 @@ const IO: &[&str] = &[
 /// Macros that write to the process's stdout or stderr: IO like [`IO`]'s `io::stdout`.
 const STDIO_MACROS: &[&str] = &["print", "println", "eprint", "eprintln", "dbg"];
 /// Clock reads that bypass the `Clock` port: the wall clock (std, chrono, time) and std's
-/// `Instant` (the runner's budgets use `tokio::time::Instant`, which tests can pause).
+/// `Instant` (the runner's budgets use `tokio::time::Instant`, which tests can pause). Any std
+/// `SystemTime`, `UNIX_EPOCH` included, reads the wall clock through `.elapsed()`, so the type
+/// itself counts (`SystemTime::now` also catches other crates' `SystemTime`, like web-time's).
 const CLOCK: &[&str] = &[
     "SystemTime::now",
+    "std::time::SystemTime",
+    "std::time::UNIX_EPOCH",
     "Utc::now",
     "Local::now",
     "OffsetDateTime::now*",

@@ -266,6 +266,7 @@ fn tool_file_purity() {
             &violation(5, "std::process"),
             &violation(6, "tokio::process"),
             &violation(7, "SystemTime::now"),
+            &violation(7, "std::time::SystemTime"),
             &violation(8, "io::stdin"),
             &violation(9, "std::os::*::fs"),
             &violation(9, "std::os::*::net"),
@@ -300,6 +301,7 @@ fn io_free_in_core_and_wire() {
         &[
             &violation("ai-core/src/probe.rs", 2, "std::fs"),
             &violation("ai-core/src/probe.rs", 3, "SystemTime::now"),
+            &violation("ai-core/src/probe.rs", 3, "std::time::SystemTime"),
             &violation("ai-core/src/probe.rs", 4, "std::net"),
             &violation("ai-core/src/probe.rs", 6, "std::time::Instant"),
             &violation("wire-openai/src/sse.rs", 2, "io::stdout"),
@@ -841,6 +843,26 @@ fn renamed_macros_are_still_watched() {
             "crates/wire-ui/src/m.rs:5: ARCH_FOREIGN_SOURCE: `include_str!` reads `../../adapters/migrations/0001_init.sql`, which belongs to another package or lies outside the repository; keep the file in crates/wire-ui/ or at the repository root",
             "crates/wire-ui/src/m.rs:6: NO_ENV: the build's environment is read only in cogni-bootstrap (and xtask); outside it, `env!` and `option_env!` name only Cargo's own variables (`CARGO_*`, `OUT_DIR`); take configuration as a parameter",
             "crates/wire-ui/src/m.rs:7: IO_FREE: ai-core and the wire codecs do no IO and read no clock (`println!`); IO lives in adapters, time comes through `Clock`",
+        ],
+    );
+}
+
+#[test]
+fn every_system_time_can_read_the_wall_clock() {
+    let io_free = |line: usize, pattern: &str| {
+        format!(
+            "crates/ai-core/src/t.rs:{line}: IO_FREE: ai-core and the wire codecs do no IO and read no clock (`{pattern}`); IO lives in adapters, time comes through `Clock`"
+        )
+    };
+    check(
+        &[(
+            "crates/ai-core/src/t.rs",
+            "//! Time.\nlet a = std::time::UNIX_EPOCH.elapsed();\nuse std::time::{Duration, SystemTime};\nlet b = SystemTime::UNIX_EPOCH.elapsed();\nlet d = Duration::from_secs(1);\n",
+        )],
+        &[
+            &io_free(2, "std::time::UNIX_EPOCH"),
+            &io_free(3, "std::time::SystemTime"),
+            &io_free(4, "std::time::SystemTime"),
         ],
     );
 }
