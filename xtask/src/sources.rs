@@ -22,8 +22,8 @@
 //! | `ARCH_SINGLE_EXECUTION_PATH` | `ExecPermit::new`; a call `x.exec(…)` or `T::exec(…)`, or `T::exec` taken as a function value (a `fn exec(` definition is fine) | outside `crates/ai-core/src/runner/` |
 //! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is not a `.rs` file in the file's own `crates/<name>/src/`; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`); any of them whose path is not a plain (or raw) string literal; a symlink at `crates/`, `crates/<name>` or in `crates/<name>/src/` (the scan does not follow it) | everywhere |
 //! | `NO_ENV` | `std::env…`, `env::var*`; `from_default_env`, `from_env` and their `try_` forms (`EnvFilter`, `envy`); the crates `dotenv`, `dotenvy`, `envy`; `env!`/`option_env!` of a variable that is not Cargo's | outside `crates/bootstrap/` (xtask is not scanned) |
-//! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`println!`) | in all of `crates/ai-tools/src/` |
-//! | `IO_FREE` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
+//! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`println!`), calls of [`FS_METHODS`] (`path.exists()`) | in all of `crates/ai-tools/src/` |
+//! | `IO_FREE` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`], calls of [`FS_METHODS`] (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
 //! | `NO_SCHEMA_LIB` | [`SCHEMA_LIBS`] | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
 //! | `NO_SECRET_IN_CONTEXT` | a field or variant of a `struct`/`enum`/`union` named `…Context` or `…Ctx` (or of the crate's type that an alias `type …Context = …;` names) named like a secret ([`secret_word`]: token, api key, secret, password, authorization, credential, creds, bearer, cookie, header, private key, passphrase, jwt, or a last word `key` in any case other than [`NOT_SECRET_KEYS`] such as `idempotency_key`), a tuple field or tuple variant whose type is so named (`AuthContext(SecretString)`), and a member so named of a type of the same crate that such a member's type names (one level: `connection: ConnectionAuth`) | everywhere |
 //! | `FILE_DOCS` | a file that does not start with a `//!` doc comment, or whose leading `//!` lines hold no text | every `.rs` file |
@@ -99,6 +99,20 @@ const IO: &[&str] = &[
 ];
 /// Macros that write to the process's stdout or stderr: IO like [`IO`]'s `io::stdout`.
 const STDIO_MACROS: &[&str] = &["print", "println", "eprint", "eprintln", "dbg"];
+/// Methods of std's `Path` (and `PathBuf`) that read the filesystem; a path reaches them
+/// without naming `std::fs`.
+const FS_METHODS: &[&str] = &[
+    "exists",
+    "try_exists",
+    "is_file",
+    "is_dir",
+    "is_symlink",
+    "metadata",
+    "symlink_metadata",
+    "read_dir",
+    "read_link",
+    "canonicalize",
+];
 /// Clock reads that bypass the `Clock` port: the wall clock (std, chrono, time) and std's
 /// `Instant` (the runner's budgets use `tokio::time::Instant`, which tests can pause). Any std
 /// `SystemTime`, `UNIX_EPOCH` included, reads the wall clock through `.elapsed()`, so the type
@@ -381,7 +395,7 @@ fn check_source(
     seen.sans_io_files += usize::from(place.sans_io);
 
     single_execution_path(&tokens, &place, seen, &mut push);
-    stdio_macros(&tokens, &place, seen, &mut push);
+    io_calls(&tokens, &place, seen, &mut push);
     let chars: Vec<char> = text.chars().collect();
     foreign_source(path, &chars, &tokens, &mut push);
     if !place.env_allowed {
@@ -647,18 +661,28 @@ fn io_rules(
     }
 }
 
-/// TOOL_FILE_PURITY and IO_FREE for the macros that write to stdout or stderr (`println!`),
-/// which name no path.
-fn stdio_macros(
+/// TOOL_FILE_PURITY and IO_FREE for IO that names no IO path: the macros that write to stdout
+/// or stderr (`println!`), and the [`FS_METHODS`] a `Path` reaches the filesystem with, called
+/// as methods (`p.exists()`) or through their type (`Path::canonicalize(&p)`).
+fn io_calls(
     tokens: &[Token],
     place: &Place,
     seen: &mut Seen,
     push: &mut impl FnMut(usize, &'static str, String),
 ) {
     for (i, token) in tokens.iter().enumerate() {
-        let bang = tokens.get(i + 1).is_some_and(|t| t.text == "!");
-        if bang && STDIO_MACROS.contains(&token.text.as_str()) {
-            io_rules(&format!("{}!", token.text), token.line, place, seen, push);
+        let text_at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
+        let name = token.text.as_str();
+        if text_at(i + 1) == "!" && STDIO_MACROS.contains(&name) {
+            io_rules(&format!("{name}!"), token.line, place, seen, push);
+        }
+        let method = match i.checked_sub(1).map_or("", text_at) {
+            "." => text_at(i + 1) == "(",
+            "::" => text_at(i + 1) != "::",
+            _ => false,
+        };
+        if method && FS_METHODS.contains(&name) {
+            io_rules(&format!("{name}()"), token.line, place, seen, push);
         }
     }
 }

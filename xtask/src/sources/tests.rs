@@ -866,3 +866,23 @@ fn every_system_time_can_read_the_wall_clock() {
         ],
     );
 }
+
+#[test]
+fn path_methods_that_touch_the_filesystem_are_io() {
+    let violation = |line: usize, what: &str| {
+        format!(
+            "crates/ai-tools/src/tools/probe.rs:{line}: TOOL_FILE_PURITY: ai-tools does no IO of its own (`{what}`); use a capability, or `Clock` for time"
+        )
+    };
+    check(
+        &[(
+            "crates/ai-tools/src/tools/probe.rs",
+            "//! Probe.\nlet a = std::path::Path::new(p).exists();\nlet b = PathBuf::from(p).read_dir()?;\nlet c = Path::canonicalize(&p);\nlet d = spec.metadata;\nuse crate::metadata::Meta;\nfn is_dir(&self) -> bool { self.kind == Kind::Dir }\n",
+        )],
+        &[
+            &violation(2, "exists()"),
+            &violation(3, "read_dir()"),
+            &violation(4, "canonicalize()"),
+        ],
+    );
+}
