@@ -19,6 +19,8 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
+use crate::sources::RenamedDep;
+
 /// Each workspace package: its folder (where the source rules of `sources.rs` look for it),
 /// and which internal packages it may depend on (`*`: all), as DESIGN.md lists them. Dev and
 /// build edges count. A package missing here is itself a violation.
@@ -197,6 +199,32 @@ fn source_place(metadata: &Value, package: &Value, folder: &str, violations: &mu
             ));
         }
     }
+}
+
+/// The dependencies each package's manifest renames (`rt = { package = "tokio" }`), for the
+/// source rules, which must read `rt::fs` as `tokio::fs`.
+pub(crate) fn renamed_deps(metadata: &Value) -> Vec<RenamedDep> {
+    let root = metadata["workspace_root"].as_str().unwrap_or_default();
+    let packages = metadata["packages"].as_array().into_iter().flatten();
+    let mut renamed = Vec::new();
+    for package in packages {
+        let manifest = package["manifest_path"].as_str().unwrap_or_default();
+        let folder = manifest
+            .strip_prefix(root)
+            .unwrap_or(manifest)
+            .trim_start_matches('/')
+            .trim_end_matches("Cargo.toml");
+        for dep in package["dependencies"].as_array().into_iter().flatten() {
+            if let (Some(name), Some(krate)) = (dep["rename"].as_str(), dep["name"].as_str()) {
+                renamed.push(RenamedDep {
+                    folder: folder.to_owned(),
+                    name: name.replace('-', "_"),
+                    krate: krate.replace('-', "_"),
+                });
+            }
+        }
+    }
+    renamed
 }
 
 /// [`check`] on the real workspace, which must also match the table: every `ALLOWED` row names

@@ -58,7 +58,8 @@ pub(crate) fn cargo() -> String {
 pub(crate) fn violations(root: &Path) -> anyhow::Result<(Vec<String>, sources::Seen)> {
     let metadata = graph::cargo_metadata(root)?;
     let mut violations = graph::check_repo(&metadata)?;
-    let (source_violations, seen) = sources::check_repo(root)?;
+    let renamed = graph::renamed_deps(&metadata);
+    let (source_violations, seen) = sources::check_repo(root, &renamed)?;
     violations.extend(source_violations);
     Ok((exceptions::apply(violations, exceptions::EXCEPTIONS), seen))
 }

@@ -13,6 +13,8 @@
 //!   names `std::fs`; after `use std::os::unix;`, `unix::fs` names `std::os::unix::fs`; after
 //!   `use std::*;`, `fs::read` names `std::fs`; after `use std::include_str as text;`, `text!`
 //!   is `include_str!`;
+//! - a dependency that the crate's manifest renames (`rt = { package = "tokio" }`, read from
+//!   cargo metadata) is its crate: `rt::fs` names `tokio::fs`;
 //! - a path that a macro variable completes (`std::$m::read`) counts as every path it could be;
 //! - a raw identifier is the name it spells (`r#exec` is `exec`; `r#use` is a name, not the
 //!   keyword).
@@ -181,12 +183,28 @@ pub(crate) struct Seen {
     pub(crate) context_fields: usize,
 }
 
+/// A dependency that a crate's manifest renames (`rt = { package = "tokio" }`): in that
+/// crate's sources `rt::fs` is `tokio::fs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RenamedDep {
+    /// The package folder, `crates/ai-core/`.
+    pub(crate) folder: String,
+    /// The name the sources use, `rt`.
+    pub(crate) name: String,
+    /// The crate it stands for, `tokio`.
+    pub(crate) krate: String,
+}
+
 /// One finding: `(path, line, rule, message)`.
 type Finding = (String, usize, &'static str, String);
 
 /// Runs the rules on every `.rs` file under `root` ([`FILE_DOCS`](file_docs) only outside
-/// `crates/*/src/`); returns the violations, in path and line order, and what was seen.
-pub(crate) fn check_tree(root: &Path) -> anyhow::Result<(Vec<String>, Seen)> {
+/// `crates/*/src/`), each crate's sources reading its `renamed` dependencies under their real
+/// names; returns the violations, in path and line order, and what was seen.
+pub(crate) fn check_tree(
+    root: &Path,
+    renamed: &[RenamedDep],
+) -> anyhow::Result<(Vec<String>, Seen)> {
     let mut files = Vec::new();
     let mut links = Vec::new();
     walk(root, root, &mut files, &mut links)?;
@@ -211,7 +229,14 @@ pub(crate) fn check_tree(root: &Path) -> anyhow::Result<(Vec<String>, Seen)> {
         seen.files += 1;
         file_docs(&relative, &text, &mut found);
         if is_source(&relative) {
-            check_source(&relative, &text, &mut seen, &mut found, &mut types);
+            let renamed: Vec<(&str, &str)> = renamed
+                .iter()
+                .filter(|r| r.folder == crate_dir(&relative))
+                .map(|r| (r.name.as_str(), r.krate.as_str()))
+                .collect();
+            check_source(
+                &relative, &text, &renamed, &mut seen, &mut found, &mut types,
+            );
         }
     }
     no_secret_in_context(&types, &mut seen, &mut found);
@@ -226,9 +251,13 @@ pub(crate) fn check_tree(root: &Path) -> anyhow::Result<(Vec<String>, Seen)> {
     Ok((violations, seen))
 }
 
-/// Runs the rules on the repository at `root` and also fails when a scanner saw nothing.
-pub(crate) fn check_repo(root: &Path) -> anyhow::Result<(Vec<String>, Seen)> {
-    let (mut violations, seen) = check_tree(root)?;
+/// Runs the rules on the repository at `root` (see [`check_tree`]) and also fails when a
+/// scanner saw nothing.
+pub(crate) fn check_repo(
+    root: &Path,
+    renamed: &[RenamedDep],
+) -> anyhow::Result<(Vec<String>, Seen)> {
+    let (mut violations, seen) = check_tree(root, renamed)?;
     violations.extend(sanity(&seen));
     Ok((violations, seen))
 }
@@ -359,10 +388,12 @@ fn file_docs(path: &str, text: &str, found: &mut Vec<Finding>) {
 }
 
 /// Runs every rule but FILE_DOCS on one `crates/*/src` file (`path` is relative to the
-/// repository, with `/`), and collects its types for NO_SECRET_IN_CONTEXT.
+/// repository, with `/`; `renamed` maps the crate's renamed dependencies, `(rt, tokio)`), and
+/// collects its types for NO_SECRET_IN_CONTEXT.
 fn check_source(
     path: &str,
     text: &str,
+    renamed: &[(&str, &str)],
     seen: &mut Seen,
     found: &mut Vec<Finding>,
     types: &mut Vec<TypeDef>,
@@ -401,7 +432,7 @@ fn check_source(
     if !place.env_allowed {
         build_env(&chars, &tokens, &mut push);
     }
-    for (segments, line) in named_paths(&tokens) {
+    for (segments, line) in named_paths(&tokens, renamed) {
         paths_rules(&segments, line, &place, seen, &mut push);
     }
     types.extend(type_defs(path, &tokens));
@@ -712,9 +743,17 @@ fn contains_path(segments: &[&str], pattern: &str) -> bool {
 /// Every path the code names, as segments with the line of its last segment: each maximal run
 /// `a::b::c` outside `use`, and each leaf of a `use` tree expanded (`use std::{env, fs::File}`
 /// names `std::env` and `std::fs::File`). A path is also given in each spelling the file's
-/// imports make of it ([`spellings`]), so `use std as s;` then `s::fs::read` names `std::fs`.
-fn named_paths(tokens: &[Token]) -> Vec<(Vec<&str>, usize)> {
-    let (paths, imports) = paths_as_written(tokens);
+/// imports make of it ([`spellings`]), so `use std as s;` then `s::fs::read` names `std::fs`;
+/// the crate's `renamed` dependencies (`(rt, tokio)`) count as imports too.
+fn named_paths<'t>(
+    tokens: &'t [Token],
+    renamed: &[(&'t str, &'t str)],
+) -> Vec<(Vec<&'t str>, usize)> {
+    let (paths, mut imports) = paths_as_written(tokens);
+    imports.extend(renamed.iter().map(|&(name, krate)| Import {
+        name: Some(name),
+        path: vec![krate],
+    }));
     paths
         .into_iter()
         .flat_map(|(path, line)| {

@@ -250,3 +250,25 @@ fn packages_and_their_targets_stay_where_the_source_rules_look() {
         ]
     );
 }
+
+#[test]
+fn renamed_dependencies_are_handed_to_the_source_rules() {
+    let mut renamed = metadata(&[
+        ("cogni-ai-core", &[("tokio", false, None)]),
+        ("cogni-graph", &[]),
+    ]);
+    renamed["packages"][0]["dependencies"][0]["rename"] = json!("rt");
+    renamed["packages"][1]["dependencies"] = json!([{"name": "tokio-util", "rename": "tu-x", "kind": "dev"}, {"name": "serde", "rename": null}]);
+    let dep = |folder: &str, name: &str, krate: &str| crate::sources::RenamedDep {
+        folder: folder.into(),
+        name: name.into(),
+        krate: krate.into(),
+    };
+    assert_eq!(
+        super::renamed_deps(&renamed),
+        [
+            dep("crates/ai-core/", "rt", "tokio"),
+            dep("crates/graph/", "tu_x", "tokio_util"),
+        ]
+    );
+}

@@ -11,7 +11,7 @@ fn check(files: &[(&str, &str)], expected: &[&str]) {
         fs::create_dir_all(full.parent().unwrap()).unwrap();
         fs::write(full, text).unwrap();
     }
-    let (violations, _) = super::check_tree(root.path()).unwrap();
+    let (violations, _) = super::check_tree(root.path(), &[]).unwrap();
     assert_eq!(violations, expected);
 }
 
@@ -85,7 +85,7 @@ fn a_clean_tree_satisfies_the_sanity_checks() {
         fs::write(full, text).unwrap();
     }
     assert_eq!(
-        super::check_repo(root.path()).unwrap().0,
+        super::check_repo(root.path(), &[]).unwrap().0,
         Vec::<String>::new()
     );
 }
@@ -450,7 +450,7 @@ fn the_repository_scan_fails_when_it_sees_nothing() {
     let root = tempfile::tempdir().unwrap();
     fs::create_dir_all(root.path().join("crates/graph/src")).unwrap();
     fs::write(root.path().join("crates/graph/src/lib.rs"), "//! Lib.\n").unwrap();
-    let (violations, _) = super::check_repo(root.path()).unwrap();
+    let (violations, _) = super::check_repo(root.path(), &[]).unwrap();
     let rules: Vec<&str> = violations
         .iter()
         .map(|v| v.split(": ").nth(2).unwrap())
@@ -682,7 +682,7 @@ fn a_symlink_among_crate_sources_is_reported() {
     link("elsewhere", "crates/wire-ui");
     link("elsewhere", "docs");
     const MESSAGE: &str = "ARCH_FOREIGN_SOURCE: a symlink where crate sources live; rustc compiles what it points to, which the scan does not follow; keep the files here (or depend on their crate)";
-    let (violations, _) = super::check_tree(root.path()).unwrap();
+    let (violations, _) = super::check_tree(root.path(), &[]).unwrap();
     assert_eq!(
         violations,
         [
@@ -884,5 +884,45 @@ fn path_methods_that_touch_the_filesystem_are_io() {
             &violation(3, "read_dir()"),
             &violation(4, "canonicalize()"),
         ],
+    );
+}
+
+#[test]
+fn a_dependency_renamed_in_the_manifest_is_read_as_its_crate() {
+    let root = tempfile::tempdir().unwrap();
+    for (path, text) in [
+        (
+            "crates/ai-core/src/a.rs",
+            "//! Core.\nlet f = rt::fs::read(p).await;\n",
+        ),
+        (
+            "crates/ai-tools/src/t.rs",
+            "//! Tool.\nlet r = http::get(u);\n",
+        ),
+        (
+            "crates/graph/src/g.rs",
+            "//! Not renamed here.\nlet h = http::get(u);\n",
+        ),
+    ] {
+        let full = root.path().join(path);
+        fs::create_dir_all(full.parent().unwrap()).unwrap();
+        fs::write(full, text).unwrap();
+    }
+    let renamed = |folder: &str, name: &str, krate: &str| super::RenamedDep {
+        folder: folder.into(),
+        name: name.into(),
+        krate: krate.into(),
+    };
+    let renamed = [
+        renamed("crates/ai-core/", "rt", "tokio"),
+        renamed("crates/ai-tools/", "http", "reqwest"),
+    ];
+    let (violations, _) = super::check_tree(root.path(), &renamed).unwrap();
+    assert_eq!(
+        violations,
+        [
+            "crates/ai-core/src/a.rs:2: IO_FREE: ai-core and the wire codecs do no IO and read no clock (`tokio::fs`); IO lives in adapters, time comes through `Clock`",
+            "crates/ai-tools/src/t.rs:2: TOOL_FILE_PURITY: ai-tools does no IO of its own (`reqwest`); use a capability, or `Clock` for time",
+        ]
     );
 }
