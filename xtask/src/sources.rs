@@ -1017,13 +1017,25 @@ fn type_defs(path: &str, tokens: &[Token]) -> Vec<TypeDef> {
             }
             continue;
         }
-        // The body starts at the first `{` or `(` (tuple struct) before any `;` (unit struct).
-        let Some(open) = tokens[i + 2..]
-            .iter()
-            .position(|t| matches!(t.text.as_str(), "{" | "(" | ";"))
-            .map(|p| i + 2 + p)
-            .filter(|&p| tokens[p].text != ";")
-        else {
+        // The body: past the generics (whose bounds may hold `Fn(u8) -> u8`), a `(` (tuple
+        // struct), or else the first `{` (past any `where` clause) before a `;` (unit struct).
+        let after = match tokens.get(i + 2) {
+            Some(t) if t.text == "<" => closing_angle(tokens, i + 2) + 1,
+            _ => i + 2,
+        };
+        let open = if tokens.get(after).is_some_and(|t| t.text == "(") {
+            Some(after)
+        } else {
+            tokens
+                .get(after..)
+                .and_then(|rest| {
+                    rest.iter()
+                        .position(|t| matches!(t.text.as_str(), "{" | ";"))
+                })
+                .map(|p| after + p)
+                .filter(|&p| tokens[p].text == "{")
+        };
+        let Some(open) = open else {
             continue;
         };
         let body = &tokens[open + 1..closing(tokens, open)];
@@ -1046,6 +1058,25 @@ fn type_defs(path: &str, tokens: &[Token]) -> Vec<TypeDef> {
         });
     }
     defs
+}
+
+/// The index of the `>` that closes the `<` at `open` (or the end); the `>` of `->` closes
+/// nothing.
+fn closing_angle(tokens: &[Token], open: usize) -> usize {
+    let mut depth = 0_usize;
+    for (k, token) in tokens.iter().enumerate().skip(open) {
+        match token.text.as_str() {
+            "<" => depth += 1,
+            ">" if tokens[k - 1].text != "-" => {
+                depth -= 1;
+                if depth == 0 {
+                    return k;
+                }
+            }
+            _ => {}
+        }
+    }
+    tokens.len()
 }
 
 /// The index of the bracket that closes the one at `open` (or the end).

@@ -926,3 +926,28 @@ fn a_dependency_renamed_in_the_manifest_is_read_as_its_crate() {
         ]
     );
 }
+
+#[test]
+fn context_bodies_are_found_after_generics_and_where_clauses() {
+    let violation = |line: usize, member: &str, why: &str| {
+        format!(
+            "crates/graph/src/ctx.rs:{line}: NO_SECRET_IN_CONTEXT: `{member}` {why}; keep a reference and resolve it through a capability"
+        )
+    };
+    check(
+        &[(
+            "crates/graph/src/ctx.rs",
+            "//! Ctx.\npub struct RunContext<F: Fn() -> u8> { pub api_key: String, f: F }\npub struct ToolContext<T> where T: Fn(u8) -> u8 { pub secret: T }\npub struct PairContext<T: Into<String>>(T, ApiKey) where T: Clone;\npub enum CallContext<F: FnOnce(u8)> { Bearer(F) }\n",
+        )],
+        &[
+            &violation(2, "RunContext.api_key", "is named like a secret (apikey)"),
+            &violation(3, "ToolContext.secret", "is named like a secret (secret)"),
+            &violation(
+                4,
+                "PairContext.0",
+                "holds a type named like a secret (`ApiKey`: apikey)",
+            ),
+            &violation(5, "CallContext.Bearer", "is named like a secret (bearer)"),
+        ],
+    );
+}
