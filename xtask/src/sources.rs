@@ -27,7 +27,7 @@
 //! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`println!`), calls of [`FS_METHODS`] (`path.exists()`) | in all of `crates/ai-tools/src/` |
 //! | `IO_FREE` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`], calls of [`FS_METHODS`] (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
 //! | `NO_SCHEMA_LIB` | [`SCHEMA_LIBS`] | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
-//! | `NO_SECRET_IN_CONTEXT` | a field or variant of a `struct`/`enum`/`union` named `…Context` or `…Ctx` (or of the crate's type that an alias `type …Context = …;` names) named like a secret ([`secret_word`]: token, api key, secret, password, authorization, credential, creds, bearer, cookie, header, private key, passphrase, jwt, or a last word `key` in any case other than [`NOT_SECRET_KEYS`] such as `idempotency_key`), a tuple field or tuple variant whose type is so named (`AuthContext(SecretString)`), and a member so named of a type of the same crate that such a member's type names (one level: `connection: ConnectionAuth`) | everywhere |
+//! | `NO_SECRET_IN_CONTEXT` | a field or variant of a `struct`/`enum`/`union` named `…Context` or `…Ctx` (or of the crate's type that an alias `type …Context = …;` names) named like a secret ([`secret_word`]: token, api key, secret, password, authorization, credential, creds, bearer, cookie, header, private key, passphrase, jwt, or a last word `key` in any case other than [`NOT_SECRET_KEYS`] such as `idempotency_key`), a tuple field or tuple variant whose type is so named (`AuthContext(SecretString)`), and a member so named of a type of the same crate that such a member holds, at any depth (`connection: ConnectionAuth`) | everywhere |
 //! | `FILE_DOCS` | a file that does not start with a `//!` doc comment, or whose leading `//!` lines hold no text | every `.rs` file |
 //!
 //! The compile-time macros `env!` and `option_env!` read the build's environment, not the
@@ -1175,14 +1175,35 @@ fn secret_member(member: &Member) -> Option<String> {
     })
 }
 
+/// The types of `context`'s crate that `member` holds, at any depth (`auth: Auth` with
+/// `Auth { inner: Creds }` holds `Auth` and `Creds`), each once; other contexts are checked on
+/// their own.
+fn held_types<'t>(types: &'t [TypeDef], context: &TypeDef, member: &'t Member) -> Vec<&'t TypeDef> {
+    let mut held: Vec<&TypeDef> = Vec::new();
+    let mut names: Vec<&String> = member.type_names.iter().collect();
+    while let Some(name) = names.pop() {
+        for t in types {
+            let holds = &t.name == name
+                && !is_context(&t.name)
+                && crate_dir(&t.path) == crate_dir(&context.path)
+                && !held.iter().any(|h| std::ptr::eq(*h, t));
+            if holds {
+                held.push(t);
+                names.extend(t.members.iter().flat_map(|m| &m.type_names));
+            }
+        }
+    }
+    held
+}
+
 /// Whether a type named `name` is a context type (`ToolInvocationContext`, `RunCtx`).
 fn is_context(name: &str) -> bool {
     name.ends_with("Context") || name.ends_with("Ctx")
 }
 
 /// NO_SECRET_IN_CONTEXT: the members of every context type ([`is_context`], or an alias of one)
-/// and, one level down, those of each type of the same crate that a member's type names
-/// (`connection: ConnectionAuth`).
+/// and those of each type of the same crate that a member holds ([`held_types`]:
+/// `connection: ConnectionAuth`, and what `ConnectionAuth` holds in turn).
 fn no_secret_in_context(types: &[TypeDef], seen: &mut Seen, found: &mut Vec<Finding>) {
     const ADVICE: &str = "keep a reference and resolve it through a capability";
     // A context alias (`type AgentContext = Arc<Session>;`) is checked as the types it names
@@ -1220,12 +1241,7 @@ fn no_secret_in_context(types: &[TypeDef], seen: &mut Seen, found: &mut Vec<Find
                     format!("`{}.{}` {why}; {ADVICE}", context.name, member.name),
                 ));
             }
-            let held = types.iter().filter(|t| {
-                !is_context(&t.name)
-                    && crate_dir(&t.path) == crate_dir(&context.path)
-                    && member.type_names.contains(&t.name)
-            });
-            for held in held {
+            for held in held_types(types, context, member) {
                 for inner in &held.members {
                     if let Some(why) = secret_member(inner) {
                         found.push((

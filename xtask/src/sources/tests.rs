@@ -401,7 +401,7 @@ fn no_secret_in_context_widened() {
             ),
             (
                 "crates/graph/src/auth.rs",
-                "//! Types a context holds: checked one level down.\npub struct ConnectionAuth { pub access_token: String, pub connection_id: String }\npub struct Scope { pub password: String }\npub enum SigningKeys { Hmac { secret: Vec<u8> }, ApiKey(String) }\npub struct Session(String, Nested);\npub struct Tenant { pub tenant_id: String, pub deeper: Nested }\npub struct Nested { pub token: String }\n",
+                "//! Types a context holds: checked at any depth.\npub struct ConnectionAuth { pub access_token: String, pub connection_id: String }\npub struct Scope { pub password: String }\npub enum SigningKeys { Hmac { secret: Vec<u8> }, ApiKey(String) }\npub struct Session(String, Nested);\npub struct Tenant { pub tenant_id: String, pub deeper: Nested }\npub struct Nested { pub token: String }\n",
             ),
             (
                 "crates/adapters/src/auth.rs",
@@ -418,6 +418,9 @@ fn no_secret_in_context_widened() {
             &held(3, "Scope.password", "password", "RequestContext.scope"),
             &held(4, "SigningKeys.secret", "secret", "CallContext.Signed"),
             &held(4, "SigningKeys.ApiKey", "apikey", "CallContext.Signed"),
+            // Two levels down: `tenant: Tenant { deeper: Nested }`, `TupleContext(Session(.., Nested))`.
+            &held(7, "Nested.token", "token", "RequestContext.tenant"),
+            &held(7, "Nested.token", "token", "TupleContext.0"),
             &violation(3, "RequestContext.credentials", "credential"),
             &violation(4, "RequestContext.auth_header", "header"),
             &violation(5, "RequestContext.openai_key", "key"),
