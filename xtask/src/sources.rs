@@ -22,7 +22,7 @@
 //! | rule | fires on | where |
 //! |---|---|---|
 //! | `ARCH_SINGLE_EXECUTION_PATH` | `ExecPermit::new`; a call `x.exec(…)` or `T::exec(…)`, or `T::exec` taken as a function value (a `fn exec(` definition is fine) | outside `crates/ai-core/src/runner/` |
-//! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is not a `.rs` file in the file's own `crates/<name>/src/`; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`); any of them whose path is not a plain (or raw) string literal; a symlink at `crates/`, `crates/<name>` or in `crates/<name>/src/` (the scan does not follow it) | everywhere |
+//! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is not a `.rs` file in the file's own `crates/<name>/src/`; `#[path]` inside an inline module; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`); any of them whose path is not a plain (or raw) string literal; a symlink at `crates/`, `crates/<name>` or in `crates/<name>/src/` (the scan does not follow it) | everywhere |
 //! | `NO_ENV` | `std::env…`, `env::var*`; `from_default_env`, `from_env` and their `try_` forms (`EnvFilter`, `envy`); the crates `dotenv`, `dotenvy`, `envy`; `env!`/`option_env!` of a variable that is not Cargo's | outside `crates/bootstrap/` (xtask is not scanned) |
 //! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`println!`), calls of [`FS_METHODS`] (`path.exists()`) | in all of `crates/ai-tools/src/` |
 //! | `IO_FREE` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`], calls of [`FS_METHODS`] (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
@@ -34,7 +34,9 @@
 //! running process's. Cargo's own variables (`CARGO_*`, `OUT_DIR`) describe the package and are
 //! allowed everywhere (`env!("CARGO_PKG_VERSION")`); any other name, or a computed one, is
 //! configuration (or a secret: `option_env!("OPENAI_API_KEY")`) baked in from the environment,
-//! which NO_ENV keeps to bootstrap like `std::env`.
+//! which NO_ENV keeps to bootstrap like `std::env`. `include_str!` and `include_bytes!` are not
+//! IO either: they embed a file of the source tree when the crate is built, and nothing is read
+//! when it runs; ARCH_FOREIGN_SOURCE keeps them to the package's own files.
 //!
 //! A scan also reports what it saw ([`Seen`]); on the real repository, [`check_repo`] fails
 //! when a rule's allow-listed place is empty or a pattern the rule depends on never matched
@@ -503,6 +505,14 @@ fn foreign_source(
             "path" if at(i + 1) == "=" && in_path_attribute(tokens, i) => ("#[path]".into(), i + 2),
             _ => continue,
         };
+        if what == "#[path]" && in_inline_module(tokens, i) {
+            push(
+                token.line,
+                "ARCH_FOREIGN_SOURCE",
+                "`#[path]` inside an inline module resolves from a folder the check does not compute; declare the module at the top of a file".into(),
+            );
+            continue;
+        }
         let compiles = !matches!(what.as_str(), "include_str!" | "include_bytes!");
         let Some(target) = string_literal(text, tokens, literal) else {
             push(
@@ -575,6 +585,23 @@ fn build_env(text: &[char], tokens: &[Token], push: &mut impl FnMut(usize, &'sta
             );
         }
     }
+}
+
+/// Whether token `i` is inside an inline module's body (`mod a { … }`), where a `#[path]`
+/// resolves from `src/a/` (or deeper), not from the file's folder.
+fn in_inline_module(tokens: &[Token], i: usize) -> bool {
+    let mut open_modules = Vec::new();
+    for (k, token) in tokens[..i].iter().enumerate() {
+        match token.text.as_str() {
+            "{" => open_modules
+                .push(k >= 2 && is_keyword(&tokens[k - 2], "mod") && is_ident(&tokens[k - 1].text)),
+            "}" => {
+                open_modules.pop();
+            }
+            _ => {}
+        }
+    }
+    open_modules.contains(&true)
 }
 
 /// Whether token `i` is inside a `#[path …]` or `#[cfg_attr(…)]` attribute.

@@ -954,3 +954,18 @@ fn context_bodies_are_found_after_generics_and_where_clauses() {
         ],
     );
 }
+
+#[test]
+fn a_path_attribute_inside_an_inline_module_is_refused() {
+    // Inside `mod a { … }` a `#[path]` resolves from `src/a/`, not from the file's folder:
+    // `../../x/src/evil.rs` is `crates/x/x/src/evil.rs`, where no rule looks.
+    check(
+        &[(
+            "crates/x/src/lib.rs",
+            "//! Lib.\nmod a {\n    #[path = \"../../x/src/evil.rs\"]\n    mod e;\n}\n#[path = \"own.rs\"]\nmod own;\nfn f() { let m = { 1 }; }\n",
+        )],
+        &[
+            "crates/x/src/lib.rs:3: ARCH_FOREIGN_SOURCE: `#[path]` inside an inline module resolves from a folder the check does not compute; declare the module at the top of a file",
+        ],
+    );
+}
