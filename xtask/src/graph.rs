@@ -8,6 +8,9 @@
 //! - `ARCH_SOURCE_PLACE`: each package's manifest is in its folder of the `ALLOWED` table, and
 //!   a package under `crates/` compiles its lib and bins from its `src/`, where the source
 //!   rules look (tests, benches, examples and build scripts may live elsewhere).
+//! - `ARCH_LINTS`: every package's manifest inherits the workspace lints (`[lints]` with
+//!   `workspace = true`), where `unsafe_code = "forbid"` comes from: a crate that dropped them
+//!   could reach the OS through `unsafe` calls no source rule reads.
 //! - `ARCH_BANNED_DEP`: some external crates are banned per package as normal dependencies
 //!   (a JSON Schema library in ai-core and the wire codecs, an HTTP stack in the sans-IO
 //!   codecs), and the crates that read the environment (`dotenv`, `dotenvy`, `envy`) in every
@@ -225,6 +228,28 @@ pub(crate) fn renamed_deps(metadata: &Value) -> Vec<RenamedDep> {
         }
     }
     renamed
+}
+
+/// ARCH_LINTS: each package's manifest (read from disk) has a `[lints]` table with
+/// `workspace = true`.
+pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
+    let mut violations = Vec::new();
+    for package in metadata["packages"].as_array().into_iter().flatten() {
+        let name = package["name"].as_str().unwrap_or_default();
+        let manifest = package["manifest_path"].as_str().unwrap_or_default();
+        let text = std::fs::read_to_string(manifest).unwrap_or_default();
+        let mut lines = text.lines().map(str::trim);
+        let inherits = lines.any(|line| line == "[lints]")
+            && lines
+                .take_while(|line| !line.starts_with('['))
+                .any(|line| line.replace(' ', "") == "workspace=true");
+        if !inherits {
+            violations.push(format!(
+                "{name}: ARCH_LINTS: its manifest does not inherit the workspace lints (`[lints]` with `workspace = true`), where `unsafe_code = \"forbid\"` comes from"
+            ));
+        }
+    }
+    violations
 }
 
 /// [`check`] on the real workspace, which must also match the table: every `ALLOWED` row names

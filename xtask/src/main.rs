@@ -6,7 +6,7 @@
 //! `from -> to: RULE_ID: message`), and a `#[test]` that runs them on this repository, so
 //! `cargo test` enforces the architecture too. The rules:
 //!
-//! - graph ([`graph`]): `ARCH_LAYERING`, `ARCH_SOURCE_PLACE`, `ARCH_BANNED_DEP`;
+//! - graph ([`graph`]): `ARCH_LAYERING`, `ARCH_SOURCE_PLACE`, `ARCH_LINTS`, `ARCH_BANNED_DEP`;
 //! - sources ([`sources`]): `ARCH_SINGLE_EXECUTION_PATH`, `ARCH_FOREIGN_SOURCE`, `NO_ENV`,
 //!   `TOOL_FILE_PURITY`, `IO_FREE`, `NO_SCHEMA_LIB`, `NO_SECRET_IN_CONTEXT`, `FILE_DOCS`;
 //! - the checker's own health: `SCANNER_SAW_NOTHING` (a pattern or allow-list matched nothing),
@@ -58,6 +58,7 @@ pub(crate) fn cargo() -> String {
 pub(crate) fn violations(root: &Path) -> anyhow::Result<(Vec<String>, sources::Seen)> {
     let metadata = graph::cargo_metadata(root)?;
     let mut violations = graph::check_repo(&metadata)?;
+    violations.extend(graph::lints_inherited(&metadata));
     let renamed = graph::renamed_deps(&metadata);
     let (source_violations, seen) = sources::check_repo(root, &renamed)?;
     violations.extend(source_violations);

@@ -272,3 +272,34 @@ fn renamed_dependencies_are_handed_to_the_source_rules() {
         ]
     );
 }
+
+#[test]
+fn every_manifest_inherits_the_workspace_lints() {
+    let root = tempfile::tempdir().unwrap();
+    let manifests = [
+        (
+            "inherits",
+            "[package]\nname = \"a\"\n\n[lints]\nworkspace = true\n",
+        ),
+        ("no-table", "[package]\nname = \"b\"\n"),
+        (
+            "other-table",
+            "[package]\nname = \"c\"\n[lints]\n[lints.rust]\nunsafe_code = \"allow\"\n[x]\nworkspace = true\n",
+        ),
+    ];
+    let packages: Vec<Value> = manifests
+        .iter()
+        .map(|(name, text)| {
+            let path = root.path().join(format!("{name}.toml"));
+            std::fs::write(&path, text).unwrap();
+            json!({"name": name, "manifest_path": path})
+        })
+        .collect();
+    let violations = super::lints_inherited(&json!({ "packages": packages }));
+    let named: Vec<&str> = violations
+        .iter()
+        .map(|v| v.split(':').next().unwrap())
+        .collect();
+    assert_eq!(named, ["no-table", "other-table"], "{violations:?}");
+    assert!(violations[0].contains("ARCH_LINTS"));
+}
