@@ -153,7 +153,8 @@ pub enum AgentEvent {
     },
     /// Decisions on calls waiting for approval; resumes the thread.
     ApprovalDecisions {
-        /// The decisions (a call without one is denied).
+        /// The decisions (a call without one is denied, and so is a call whose decisions do not
+        /// all approve it with its hash).
         decisions: Vec<ApprovalDecision>,
     },
     /// The run was cancelled.
@@ -450,16 +451,19 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
             let mut denials = Vec::new();
             for waiting in pending {
                 let id = &waiting.tool_call_id;
-                let why = match decisions.iter().find(|d| &d.tool_call_id == id) {
-                    Some(d) if d.approved && d.args_hash == waiting.args_hash => {
-                        approved.push(waiting);
-                        continue;
-                    }
-                    Some(d) if d.approved => {
-                        "the approval was for other arguments, so the call was not run"
-                    }
-                    Some(_) => "the user denied this call",
-                    None => "no decision was made on this call, so it was not run",
+                // Every decision on the call must approve it with its hash: decisions that
+                // disagree are ambiguous, and ambiguity fails closed.
+                let named: Vec<&ApprovalDecision> =
+                    decisions.iter().filter(|d| &d.tool_call_id == id).collect();
+                let why = if named.is_empty() {
+                    "no decision was made on this call, so it was not run"
+                } else if named.iter().any(|d| !d.approved) {
+                    "the user denied this call"
+                } else if named.iter().any(|d| d.args_hash != waiting.args_hash) {
+                    "the approval was for other arguments, so the call was not run"
+                } else {
+                    approved.push(waiting);
+                    continue;
                 };
                 let name = calls
                     .iter()

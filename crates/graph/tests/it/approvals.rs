@@ -146,6 +146,35 @@ async fn anything_ambiguous_fails_closed() {
     }
 }
 
+/// Two decisions on one call that disagree (an approval and a denial, or approvals for two
+/// different argument hashes) are ambiguous, whichever comes first: the call is denied.
+#[tokio::test(start_paused = true)]
+async fn contradictory_decisions_on_one_call_fail_closed() {
+    let f = fixture();
+    let (state, hashes) = paused(&f).await;
+    let (h1, h2) = (&hashes[0].1, &hashes[1].1);
+    let decisions = vec![
+        decision("c1", true, h1),
+        decision("c1", false, h1),
+        decision("c2", true, h2),
+        decision("c2", true, &"0".repeat(64)),
+    ];
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let state = f
+        .agent
+        .resume(state, decisions, &f.ctx, &f.catalog, &sink, &f.cancel)
+        .await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    let ran = events
+        .iter()
+        .any(|e| matches!(e, AiEvent::ToolCallStart { args: Some(_), .. }));
+    assert!(!ran, "a call ran on contradictory decisions: {events:?}");
+    let answers = answers(&state);
+    assert!(answers[0].contains("denied this call"), "{answers:?}");
+    assert!(answers[1].contains("other arguments"), "{answers:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_policy_change_before_resume_is_checked_again() {
     let f = fixture();
