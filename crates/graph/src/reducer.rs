@@ -143,7 +143,8 @@ pub enum AgentEvent {
     },
     /// The tool calls of the last turn ended.
     ToolResults {
-        /// One result per call (any order; matched by id).
+        /// At most one result per call that is out (any order; matched by id). A result for any
+        /// other call ends the run with an error; a call without one is answered cancelled.
         results: Vec<ToolExecResult>,
         /// The run was cancelled while they ran: the results are recorded, the calls without
         /// one (those waiting for approval) are answered cancelled, and the run ends
@@ -406,8 +407,17 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                     );
                 }
             };
-            let mut pending = Vec::new();
+            let mut pending: Vec<PendingApproval> = Vec::new();
+            let mut stray = None;
             for result in results {
+                let id = &result.tool_call_id;
+                let open = calls.iter().any(|call| &call.id == id)
+                    && !answered.iter().any(|known| &known.tool_call_id == id)
+                    && !pending.iter().any(|waiting| &waiting.tool_call_id == id);
+                if !open {
+                    stray.get_or_insert_with(|| id.clone());
+                    continue;
+                }
                 match result.outcome {
                     ToolOutcome::ApprovalRequired { args_hash } => pending.push(PendingApproval {
                         tool_call_id: result.tool_call_id,
@@ -415,6 +425,14 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                     }),
                     _ => answered.push(result),
                 }
+            }
+            if let Some(id) = stray {
+                // The results that did answer open calls are kept; the rest are cancelled.
+                state.phase = Phase::AwaitingTools { calls, answered };
+                let what = format!(
+                    "a tool result for call {id} arrived, but that call was not waiting for one"
+                );
+                return out_of_phase(state, &what);
             }
             if cancelled {
                 state.phase = Phase::AwaitingTools { calls, answered };

@@ -328,3 +328,51 @@ fn an_out_of_phase_event_never_leaves_open_calls_unanswered() {
         "finished with an invalid history: {broken:#?}"
     );
 }
+
+/// Tool results must answer calls the turn left open, once each: a result for another call, a
+/// second result for one call, or an approval request for a call that is not out is bad input.
+/// It ends the run with an error that names the call, keeps the results that did answer open
+/// calls, and leaves a valid history (never a pause on a call the turn did not make).
+#[test]
+fn results_for_calls_that_are_not_open_end_the_run_with_an_error() {
+    use ai_core::ToolOutcome;
+    let paused = |id: &str| ToolExecResult {
+        tool_call_id: ToolCallId::new(id).unwrap(),
+        outcome: ToolOutcome::ApprovalRequired {
+            args_hash: "h".into(),
+        },
+    };
+    let ok = |id: &str| ToolExecResult::ok(ToolCallId::new(id).unwrap(), json!({"id": id}));
+    let cases: Vec<(&str, Vec<ToolExecResult>)> = vec![
+        ("zz", vec![ok("c1"), paused("zz")]),
+        ("zz", vec![ok("c1"), ok("zz")]),
+        ("c1", vec![ok("c1"), ok("c1")]),
+        ("c1", vec![ok("c1"), paused("c1")]),
+    ];
+    for (named, batch) in cases {
+        let mut state = AgentState::new(None, 10);
+        for event in [user(), completion("", &["c1", "c2"])] {
+            (state, _) = reduce(state, event);
+        }
+        let event = AgentEvent::ToolResults {
+            results: batch.clone(),
+            cancelled: false,
+        };
+        let (state, intents) = reduce(state, event);
+        let [
+            Intent::Finish {
+                reason: DoneReason::Error,
+                error: Some(error),
+            },
+        ] = intents.as_slice()
+        else {
+            panic!("{batch:?}: {intents:?}")
+        };
+        assert!(error.contains(named), "{error}");
+        ai_core::validate_history(state.messages()).unwrap();
+        let Message::Tool { content, .. } = &state.messages()[2] else {
+            panic!("{:?}", state.messages())
+        };
+        assert_eq!(content, r#"{"id":"c1"}"#, "{batch:?}");
+    }
+}
