@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use ai_core::{
     AiEvent, CancellationToken, CompletionDelta, CompletionError, CompletionPort, DoneReason,
-    EventSink, GraphRef, LlmCaller, LlmRequest, LlmToolCall, RunContext, ThreadId, ThreadStore,
-    ThreadStoreError, ToolCall, ToolCallId, ToolCatalog, ToolChoice, ToolErrorCode, ToolExecResult,
-    ToolFailure, ToolOutcome, ToolRunner,
+    EventSink, GraphRef, LlmCaller, LlmRequest, RunContext, ThreadId, ThreadStore,
+    ThreadStoreError, ToolCall, ToolCallId, ToolCatalog, ToolChoice, ToolRunner,
 };
 
 use crate::bounded::run_bounded;
@@ -173,25 +172,6 @@ impl StreamedCall {
     }
 }
 
-/// The answer to a call the decoder marked incomplete: it is never run.
-fn cut_short(call: &LlmToolCall, events: &dyn EventSink) -> ToolExecResult {
-    let failure = ToolFailure::new(
-        ToolErrorCode::Validation,
-        "the tool call was cut short (the model hit its output limit) and was not run",
-    );
-    events.emit(AiEvent::ToolCallStart {
-        tool_call_id: call.id.clone(),
-        tool_name: call.name.as_str().into(),
-        args: None,
-    });
-    events.emit(AiEvent::ToolCallResult {
-        tool_call_id: call.id.clone(),
-        tool_name: call.name.as_str().into(),
-        outcome: ToolOutcome::Error(failure.clone()),
-    });
-    ToolExecResult::error(call.id.clone(), failure)
-}
-
 impl Agent {
     /// A driver over a model endpoint and a tool runner.
     pub fn new(
@@ -336,14 +316,10 @@ impl Agent {
                             &approved_ctx
                         };
                         let runs = calls.iter().map(|call| async move {
-                            if call.complete {
-                                self.runner
-                                    .run_tool(&ToolCall::from(call), ctx, catalog, events, cancel)
-                                    .await
-                                    .result
-                            } else {
-                                cut_short(call, events)
-                            }
+                            self.runner
+                                .run_tool(&ToolCall::from(call), ctx, catalog, events, cancel)
+                                .await
+                                .result
                         });
                         let results =
                             run_bounded(runs.collect(), self.config.max_parallel_tools).await;

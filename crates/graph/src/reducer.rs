@@ -5,8 +5,8 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use ai_core::{
-    AssistantToolCall, DoneReason, HistoryError, LlmCompletion, LlmToolCall, Message, ToolCallId,
-    ToolErrorCode, ToolExecResult, ToolFailure, ToolOutcome, validate_history,
+    AssistantToolCall, DoneReason, FinishReason, HistoryError, LlmCompletion, LlmToolCall, Message,
+    ToolCallId, ToolErrorCode, ToolExecResult, ToolFailure, ToolOutcome, validate_history,
 };
 
 /// Where a thread's loop stands.
@@ -21,7 +21,8 @@ pub enum Phase {
     AwaitingTools {
         /// Every call of the turn, in the model's order.
         calls: Vec<LlmToolCall>,
-        /// Answers already known (from before an approval pause, or denials).
+        /// Answers already known (calls that never run, denials, results from before an
+        /// approval pause).
         #[serde(default)]
         answered: Vec<ToolExecResult>,
     },
@@ -171,8 +172,8 @@ pub enum Intent {
         /// The history to send.
         messages: Vec<Message>,
     },
-    /// Run these calls (only from the assembled completion), in the model's order, under the
-    /// ids the history holds.
+    /// Run these calls (only from the assembled completion, never one cut short), in the model's
+    /// order, under the ids the history holds.
     RunTools {
         /// The calls.
         calls: Vec<LlmToolCall>,
@@ -180,10 +181,10 @@ pub enum Intent {
         #[serde(default)]
         approvals: Vec<PendingApproval>,
     },
-    /// Show how these calls were answered without running (the decisions denied them): a
-    /// `ToolCallStart` without arguments and a `ToolCallResult` each, as for any call refused
-    /// before it runs, so a client that showed the calls sees their fate. The history holds the
-    /// answers already.
+    /// Show how these calls were answered without running (the model's turn was cut short or
+    /// filtered, or the decisions denied them): a `ToolCallStart` without arguments and a
+    /// `ToolCallResult` each, as for any call refused before it runs, so a client that showed the
+    /// calls sees their fate. The history holds the answers already.
     ShowAnswers {
         /// Each call's tool name as the model sent it, and its answer.
         answers: Vec<(String, ToolExecResult)>,
@@ -284,6 +285,45 @@ fn denied(id: &ToolCallId, why: &str) -> ToolExecResult {
         id.clone(),
         ToolFailure::new(ToolErrorCode::PolicyDenied, why),
     )
+}
+
+/// Why a call of a completion that ended for `finish` must never run, if it must not: the
+/// provider stopped the turn early (its output limit or its content filter), or the decoder
+/// marked the call cut short. Such arguments may be a fragment of what the model meant.
+fn never_runs(call: &LlmToolCall, finish: &FinishReason) -> Option<&'static str> {
+    match finish {
+        FinishReason::ContentFilter => Some(
+            "the provider's content filter stopped the model's turn, so the tool call was not run",
+        ),
+        _ if *finish == FinishReason::Length || !call.complete => {
+            Some("the tool call was cut short (the model hit its output limit) and was not run")
+        }
+        _ => None,
+    }
+}
+
+/// Goes on with a turn: shows `shown` (answers given without running, already in `answered`),
+/// then runs `to_run` under `approvals`, or settles the turn when nothing is left to run.
+fn run_or_settle(
+    mut state: AgentState,
+    calls: Vec<LlmToolCall>,
+    answered: Vec<ToolExecResult>,
+    shown: Vec<(String, ToolExecResult)>,
+    to_run: Vec<LlmToolCall>,
+    approvals: Vec<PendingApproval>,
+) -> (AgentState, Vec<Intent>) {
+    let shown = (!shown.is_empty()).then_some(Intent::ShowAnswers { answers: shown });
+    let (state, intents) = if to_run.is_empty() {
+        settle(state, calls, answered)
+    } else {
+        state.phase = Phase::AwaitingTools { calls, answered };
+        let intent = Intent::RunTools {
+            calls: to_run,
+            approvals,
+        };
+        (state, vec![intent])
+    };
+    (state, shown.into_iter().chain(intents).collect())
 }
 
 /// All answers of the turn are known: record them in call order and go on.
@@ -389,12 +429,20 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                 return finish(state, DoneReason::Stop, None);
             }
             state.steps += 1;
-            state.phase = Phase::AwaitingTools {
-                calls: calls.clone(),
-                answered: Vec::new(),
-            };
-            let approvals = Vec::new();
-            (state, vec![Intent::RunTools { calls, approvals }])
+            let mut shown = Vec::new();
+            let mut to_run = Vec::new();
+            for call in &calls {
+                match never_runs(call, &completion.finish_reason) {
+                    Some(why) => {
+                        let failure = ToolFailure::new(ToolErrorCode::Validation, why);
+                        let answer = ToolExecResult::error(call.id.clone(), failure);
+                        shown.push((call.name.clone(), answer));
+                    }
+                    None => to_run.push(call.clone()),
+                }
+            }
+            let answered = shown.iter().map(|(_, answer)| answer.clone()).collect();
+            run_or_settle(state, calls, answered, shown, to_run, Vec::new())
         }
         AgentEvent::ToolResults { results, cancelled } => {
             let (calls, mut answered) = match std::mem::replace(&mut state.phase, Phase::Idle) {
@@ -490,22 +538,12 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                 denials.push((name, denied(id, why)));
             }
             answered.extend(denials.iter().map(|(_, result)| result.clone()));
-            let shown = (!denials.is_empty()).then_some(Intent::ShowAnswers { answers: denials });
-            if approved.is_empty() {
-                let (state, intents) = settle(state, calls, answered);
-                return (state, shown.into_iter().chain(intents).collect());
-            }
             let to_run = calls
                 .iter()
                 .filter(|c| approved.iter().any(|a| a.tool_call_id == c.id))
                 .cloned()
                 .collect();
-            state.phase = Phase::AwaitingTools { calls, answered };
-            let intent = Intent::RunTools {
-                calls: to_run,
-                approvals: approved,
-            };
-            (state, shown.into_iter().chain([intent]).collect())
+            run_or_settle(state, calls, answered, denials, to_run, approved)
         }
         AgentEvent::ModelFailed { message } => {
             close_pending(&mut state);

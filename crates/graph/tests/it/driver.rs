@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ai_core::{AiEvent, Message, ThreadId, ToolOutcome};
+use ai_core::{AiEvent, FinishReason, Message, ThreadId, ToolOutcome};
 use graph::{AgentConfig, InMemoryThreadStore};
 
 use crate::support::{Fixture, Reply, call, calls, check_invariants, done_reason, text};
@@ -139,6 +139,44 @@ async fn a_call_cut_short_is_never_run() {
             .iter()
             .any(|e| matches!(e, AiEvent::ToolCallStart { args: None, .. }))
     );
+}
+
+/// A turn the provider stopped early (its output limit, or its content filter) runs none of its
+/// calls, even those the port handed over as complete: each is shown and answered as not run,
+/// and the model hears why.
+#[tokio::test(start_paused = true)]
+async fn calls_of_a_turn_stopped_by_length_or_content_filter_never_run() {
+    for (finish, why) in [
+        (FinishReason::ContentFilter, "content filter"),
+        (FinishReason::Length, "cut short"),
+    ] {
+        let Reply::Complete(mut stopped) = calls(vec![
+            call("c1", "core__wait", r#"{"ms":1}"#),
+            call("c2", "core__wait", r#"{"ms":2}"#),
+        ]) else {
+            unreachable!()
+        };
+        stopped.finish_reason = finish.clone();
+        let f = Fixture::new(
+            vec![Reply::Complete(stopped), text("sorry")],
+            AgentConfig::default(),
+        );
+        let state = f.run(f.agent.new_state(), "go").await;
+        let events = f.events();
+        check_invariants(&events, &state).unwrap();
+        assert_eq!(done_reason(&events), "stop", "{finish}");
+        let starts: Vec<bool> = events
+            .iter()
+            .filter_map(|e| match e {
+                AiEvent::ToolCallStart { args, .. } => Some(args.is_some()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(starts, [false, false], "{finish}: {events:?}");
+        let answers = tool_messages(state.messages());
+        assert_eq!(answers.len(), 2);
+        assert!(answers.iter().all(|(_, a)| a.contains(why)), "{answers:?}");
+    }
 }
 
 #[tokio::test(start_paused = true)]
