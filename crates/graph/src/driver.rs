@@ -1,7 +1,9 @@
 //! The driver: carries the reducer's intents out through the ports, one run at a time.
 
 use std::collections::{HashSet, VecDeque};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::Poll;
 
 use ai_core::{
     AiEvent, CancellationToken, CompletionDelta, CompletionError, CompletionPort, DoneReason,
@@ -420,10 +422,16 @@ impl Agent {
             }
             _ => {}
         };
+        let call = self.completion.complete(&request, &mut deltas, cancel);
         let result = tokio::select! {
             biased;
-            () = cancel.cancelled() => Err(CompletionError::Cancelled),
-            result = self.completion.complete(&request, &mut deltas, cancel) => result,
+            () = cancel.cancelled() => Some(Err(CompletionError::Cancelled)),
+            result = unless_panics(call) => result,
+        };
+        let Some(result) = result else {
+            return AgentEvent::ModelFailed {
+                message: "the model call failed unexpectedly (its port panicked)".into(),
+            };
         };
         match result {
             Ok(completion) => {
@@ -497,6 +505,19 @@ impl Agent {
         }
         Ok(state)
     }
+}
+
+/// Awaits `future`, turning a panic while it is polled into `None`, so a port with a bug cannot
+/// take the run, and its one `Done`, down. The payload is dropped unread: it may hold anything.
+async fn unless_panics<F: Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+            Ok(poll) => poll.map(Some),
+            Err(_payload) => Poll::Ready(None),
+        }
+    })
+    .await
 }
 
 /// Ends a run that failed around the loop (its thread not loaded or not saved) with an `Error`

@@ -2,10 +2,17 @@
 
 use std::time::Duration;
 
-use ai_core::{AiEvent, FinishReason, Message, ThreadId, ToolOutcome};
-use graph::{AgentConfig, InMemoryThreadStore};
+use std::sync::Arc;
 
-use crate::support::{Fixture, Reply, call, calls, check_invariants, done_reason, text};
+use ai_core::{
+    AiEvent, CancellationToken, CompletionDelta, CompletionError, CompletionPort, DeltaSink,
+    FinishReason, LlmCompletion, LlmRequest, Message, ThreadId, ToolOutcome,
+};
+use graph::{Agent, AgentConfig, InMemoryThreadStore};
+
+use crate::support::{
+    Fixture, Reply, ScriptedModel, call, calls, check_invariants, done_reason, text,
+};
 
 fn tool_messages(messages: &[Message]) -> Vec<(String, String)> {
     messages
@@ -527,4 +534,59 @@ async fn a_saved_thread_runs_under_the_configured_step_limit() {
         .filter(|e| matches!(e, AiEvent::ToolCallStart { .. }))
         .count();
     assert_eq!((done_reason(&events).as_str(), ran), ("max_steps", 1));
+}
+
+/// A model port with a bug: its second call streams a little, then panics.
+struct PanicsOnSecondCall(ScriptedModel);
+
+#[async_trait::async_trait]
+impl CompletionPort for PanicsOnSecondCall {
+    async fn complete(
+        &self,
+        request: &LlmRequest,
+        deltas: &mut dyn DeltaSink,
+        cancel: &CancellationToken,
+    ) -> Result<LlmCompletion, CompletionError> {
+        if self.0.requests.lock().unwrap().len() == 1 {
+            deltas.delta(CompletionDelta::Text {
+                delta: "partial".into(),
+            });
+            panic!("a bug in the port, holding sk-secret");
+        }
+        self.0.complete(request, deltas, cancel).await
+    }
+}
+
+/// A port that panics mid-stream does not take the run down: the run still ends once, as an
+/// error that does not repeat the panic's payload, with every call answered.
+#[tokio::test(start_paused = true)]
+async fn a_model_port_that_panics_ends_the_run_with_an_error() {
+    let f = Fixture::new(vec![], AgentConfig::default());
+    let model = PanicsOnSecondCall(ScriptedModel::new(vec![calls(vec![call(
+        "c1",
+        "core__wait",
+        r#"{"ms":1}"#,
+    )])]));
+    let agent = Agent::new(Arc::new(model), f.runner.clone(), AgentConfig::default());
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let state = agent
+        .run(
+            agent.new_state(),
+            "go".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "error");
+    let error = events.iter().find_map(|e| match e {
+        AiEvent::Error { message } => Some(message.clone()),
+        _ => None,
+    });
+    let error = error.expect("an error event");
+    assert!(!error.contains("sk-secret"), "{error}");
+    assert_eq!(tool_messages(state.messages()).len(), 1);
 }

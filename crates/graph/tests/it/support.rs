@@ -162,6 +162,7 @@ impl Clock for ZeroClock {
 pub(crate) struct Fixture {
     pub(crate) model: Arc<ScriptedModel>,
     pub(crate) agent: Agent,
+    pub(crate) runner: ToolRunner,
     pub(crate) ctx: RunContext,
     pub(crate) catalog: ToolCatalog,
     pub(crate) events: Mutex<Vec<AiEvent>>,
@@ -180,10 +181,11 @@ impl Fixture {
         let ctx = RunContext::new("run-1", "user:test", "tenant").unwrap();
         let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
         let runner = ToolRunner::new(source, Arc::new(policy), Arc::new(ZeroClock));
-        let agent = Agent::new(model.clone(), runner, config);
+        let agent = Agent::new(model.clone(), runner.clone(), config);
         Self {
             model,
             agent,
+            runner,
             ctx,
             catalog,
             events: Mutex::default(),
