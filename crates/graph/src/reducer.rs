@@ -287,10 +287,15 @@ fn denied(id: &ToolCallId, why: &str) -> ToolExecResult {
     )
 }
 
-/// Why a call of a completion that ended for `finish` must never run, if it must not: the
-/// provider stopped the turn early (its output limit or its content filter), or the decoder
-/// marked the call cut short. Such arguments may be a fragment of what the model meant.
-fn never_runs(call: &LlmToolCall, finish: &FinishReason) -> Option<&'static str> {
+/// The most tool calls of one model turn that run; the calls after them are answered without
+/// running. (The chat and Responses decoders stop at 128 calls by default; other ports may not.)
+pub(crate) const MAX_CALLS_PER_TURN: usize = 128;
+
+/// Why the call at position `at` of a completion that ended for `finish` must never run, if it
+/// must not: the provider stopped the turn early (its output limit or its content filter), or the
+/// decoder marked the call cut short (such arguments may be a fragment of what the model meant),
+/// or the turn already has [`MAX_CALLS_PER_TURN`] calls before it.
+fn never_runs(at: usize, call: &LlmToolCall, finish: &FinishReason) -> Option<&'static str> {
     match finish {
         FinishReason::ContentFilter => Some(
             "the provider's content filter stopped the model's turn, so the tool call was not run",
@@ -298,6 +303,9 @@ fn never_runs(call: &LlmToolCall, finish: &FinishReason) -> Option<&'static str>
         _ if *finish == FinishReason::Length || !call.complete => {
             Some("the tool call was cut short (the model hit its output limit) and was not run")
         }
+        _ if at >= MAX_CALLS_PER_TURN => Some(
+            "the model asked for more tool calls in one turn than may run, so this one was not run",
+        ),
         _ => None,
     }
 }
@@ -431,8 +439,8 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
             state.steps += 1;
             let mut shown = Vec::new();
             let mut to_run = Vec::new();
-            for call in &calls {
-                match never_runs(call, &completion.finish_reason) {
+            for (at, call) in calls.iter().enumerate() {
+                match never_runs(at, call, &completion.finish_reason) {
                     Some(why) => {
                         let failure = ToolFailure::new(ToolErrorCode::Validation, why);
                         let answer = ToolExecResult::error(call.id.clone(), failure);

@@ -376,3 +376,35 @@ fn results_for_calls_that_are_not_open_end_the_run_with_an_error() {
         assert_eq!(content, r#"{"id":"c1"}"#, "{batch:?}");
     }
 }
+
+/// However many calls a port hands over, one turn runs at most `MAX_CALLS_PER_TURN` of them; the
+/// rest are answered (and shown) without running, so the history stays valid.
+#[test]
+fn one_turn_runs_a_bounded_number_of_calls() {
+    let limit = super::MAX_CALLS_PER_TURN;
+    let ids: Vec<String> = (0..limit + 2).map(|i| format!("c{i}")).collect();
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let (state, _) = reduce(AgentState::new(None, 10), user());
+    let (state, intents) = reduce(state, completion("", &ids));
+    let [
+        Intent::ShowAnswers { answers },
+        Intent::RunTools { calls, .. },
+    ] = intents.as_slice()
+    else {
+        panic!("{intents:?}")
+    };
+    assert_eq!(calls.len(), limit);
+    let refused: Vec<&str> = answers
+        .iter()
+        .map(|(_, a)| a.tool_call_id.as_str())
+        .collect();
+    assert_eq!(refused, ids[limit..]);
+    assert!(
+        answers
+            .iter()
+            .all(|(_, a)| a.model_content().contains("not run"))
+    );
+    let (state, intents) = reduce(state, results(&ids[..limit]));
+    assert!(matches!(intents.as_slice(), [Intent::CallModel { .. }]));
+    assert_eq!(state.messages().len(), 2 + limit + 2);
+}
