@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use ai_core::{AssistantToolCall, HistoryError, Message, ToolCallId, validate_history};
 
+use crate::reducer::recorded_name;
+
 /// One item of a UI's history, in the order the UI shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -124,7 +126,8 @@ impl Turn {
 /// Rebuilds provider messages from UI items: assistant text and calls of one turn become one
 /// assistant message followed by the results in call order (however the UI interleaved them);
 /// results are paired by id; orphans, duplicates and unanswered calls are errors, never
-/// patched; the result passes [`validate_history`].
+/// patched; the result passes [`validate_history`]. A tool name providers refuse to read back is
+/// recorded in a form they accept, as [`crate::reduce`] records it.
 pub fn reconstruct_history(items: &[HistoryItem]) -> Result<Vec<Message>, ReconstructError> {
     let mut out = Vec::new();
     let mut turn = Turn::default();
@@ -166,7 +169,7 @@ pub fn reconstruct_history(items: &[HistoryItem]) -> Result<Vec<Message>, Recons
                 }
                 turn.calls.push(AssistantToolCall {
                     id: id.clone(),
-                    name: name.clone(),
+                    name: recorded_name(name),
                     arguments: arguments.clone(),
                     provider_fields: Default::default(),
                 });

@@ -389,6 +389,27 @@ pub(crate) fn claim_call_id(id: &ToolCallId, taken: &mut HashSet<ToolCallId>) ->
     }
 }
 
+/// The longest function name providers accept.
+const TOOL_NAME_MAX_CHARS: usize = 64;
+
+/// A call's tool name as the history records it: unchanged when providers accept it back
+/// (`^[a-zA-Z0-9_-]{1,64}$`), else each other character replaced by `_` and cut to 64 characters
+/// (`_` when empty). A model can send a name its own provider then refuses to read (GPT-4o's
+/// `multi_tool_use.parallel`), which would fail every later model call of the thread; no tool
+/// has such a name, so the call is refused whatever the history says.
+pub(crate) fn recorded_name(name: &str) -> String {
+    let accepted = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if (1..=TOOL_NAME_MAX_CHARS).contains(&name.len()) && name.chars().all(accepted) {
+        return name.to_owned();
+    }
+    let safe: String = name
+        .chars()
+        .take(TOOL_NAME_MAX_CHARS)
+        .map(|c| if accepted(c) { c } else { '_' })
+        .collect();
+    if safe.is_empty() { "_".into() } else { safe }
+}
+
 /// The loop's logic. Pure and deterministic: no IO, no clock, no async.
 ///
 /// Call ids are unique across a thread's history (as [`validate_history`] requires), but some
@@ -396,7 +417,9 @@ pub(crate) fn claim_call_id(id: &ToolCallId, taken: &mut HashSet<ToolCallId>) ->
 /// can recur. A call whose id is already taken, by an earlier turn or an earlier call of the same
 /// turn, is renamed before it is recorded or run, to the first free id of `{id}_2`, `{id}_3`, …;
 /// it runs, is shown and is answered to the provider under that id. The renaming depends only on
-/// the history and the completion, so a replay gets the same ids.
+/// the history and the completion, so a replay gets the same ids. Likewise a tool name providers
+/// refuse to read back is recorded in a form they accept (see `recorded_name`); the call keeps
+/// the name the model sent for the runner, which refuses it, and for the events.
 ///
 /// ```
 /// use graph::{AgentEvent, AgentState, Intent, reduce};
@@ -427,7 +450,7 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                     .iter()
                     .map(|c| AssistantToolCall {
                         id: c.id.clone(),
-                        name: c.name.clone(),
+                        name: recorded_name(&c.name),
                         arguments: c.arguments.clone(),
                         provider_fields: c.provider_fields.clone(),
                     })

@@ -129,3 +129,35 @@ fn faults_are_named() {
         assert_eq!(reconstruct_history(&items).unwrap_err(), expected);
     }
 }
+
+/// A tool name providers refuse to read back (as a UI showed it, or a crashed run's events hold
+/// it) is rebuilt in a form they accept, as the reducer records it; valid names stay as they are.
+#[test]
+fn tool_names_providers_refuse_are_made_acceptable() {
+    let named = |raw: &str, name: &str| HistoryItem::ToolCall {
+        id: id(raw),
+        name: name.into(),
+        arguments: "{}".into(),
+    };
+    let long = "x".repeat(70);
+    let items = vec![
+        user(),
+        named("1", "multi_tool_use.parallel"),
+        named("2", ""),
+        named("3", &long),
+        named("4", "core__wait-2"),
+        result("1"),
+        result("2"),
+        result("3"),
+        result("4"),
+    ];
+    let messages = reconstruct_history(&items).unwrap();
+    let Message::Assistant { tool_calls, .. } = &messages[1] else {
+        panic!("{messages:?}")
+    };
+    let names: Vec<&str> = tool_calls.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["multi_tool_use_parallel", "_", &long[..64], "core__wait-2"]
+    );
+}

@@ -186,6 +186,59 @@ async fn calls_of_a_turn_stopped_by_length_or_content_filter_never_run() {
     }
 }
 
+/// Whether OpenAI (and Anthropic) accept `name` as a function name in a request's history.
+fn provider_accepts_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// A tool name the provider would refuse to read back (GPT-4o's hallucinated
+/// `multi_tool_use.parallel`, an empty or an overlong name) is refused by the runner, and the
+/// history the next model call gets still names every call in a form the provider accepts; the
+/// call keeps the name the model sent for the runner and the events.
+#[tokio::test(start_paused = true)]
+async fn a_tool_name_the_provider_refuses_never_goes_back_to_it() {
+    let long = "core__".to_owned() + &"x".repeat(70);
+    let f = Fixture::new(
+        vec![
+            calls(vec![
+                call("c1", "multi_tool_use.parallel", "{}"),
+                call("c2", "", "{}"),
+                call("c3", &long, "{}"),
+                call("c4", "core__wait", r#"{"ms":1}"#),
+            ]),
+            text("done"),
+        ],
+        AgentConfig::default(),
+    );
+    let state = f.run(f.agent.new_state(), "go").await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "stop");
+    let requests = f.model.requests.lock().unwrap();
+    let names: Vec<&str> = requests[1]
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Assistant { tool_calls, .. } => Some(tool_calls),
+            _ => None,
+        })
+        .flatten()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names.len(), 4);
+    assert!(names.iter().all(|n| provider_accepts_name(n)), "{names:?}");
+    assert_eq!(names[3], "core__wait");
+    let shown = events.iter().find_map(|e| match e {
+        AiEvent::ToolCallStart { tool_name, .. } => Some(tool_name.to_string()),
+        _ => None,
+    });
+    assert_eq!(shown.as_deref(), Some("multi_tool_use.parallel"));
+    assert_eq!(tool_messages(state.messages())[3].1, r#"{"waited_ms":1}"#);
+}
+
 #[tokio::test(start_paused = true)]
 async fn parallel_calls_run_concurrently_and_answer_in_call_order() {
     let f = Fixture::new(
