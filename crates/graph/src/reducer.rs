@@ -444,8 +444,18 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
             for call in &mut calls {
                 call.id = claim_call_id(&call.id, &mut taken);
             }
+            // Whitespace is no text, and a turn with neither text nor calls is not recorded: an
+            // assistant message without content is one Anthropic refuses (but last), so behind a
+            // proxy it would fail every later turn of the thread.
+            let text = match completion.text.trim() {
+                "" => String::new(),
+                _ => completion.text,
+            };
+            if text.is_empty() && calls.is_empty() {
+                return finish(state, DoneReason::Stop, None);
+            }
             state.messages.push(Message::Assistant {
-                content: completion.text,
+                content: text,
                 tool_calls: calls
                     .iter()
                     .map(|c| AssistantToolCall {

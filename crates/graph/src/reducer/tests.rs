@@ -408,3 +408,43 @@ fn one_turn_runs_a_bounded_number_of_calls() {
     assert!(matches!(intents.as_slice(), [Intent::CallModel { .. }]));
     assert_eq!(state.messages().len(), 2 + limit + 2);
 }
+
+/// A model turn with no text and no calls (an empty answer, or `tool_calls` with no call) is
+/// not recorded: an assistant message without content is one Anthropic refuses anywhere but at
+/// the end, so it would fail every later turn of the thread behind an OpenAI-compatible proxy.
+/// Whitespace-only text counts as none, next to calls too.
+#[test]
+fn an_empty_model_turn_leaves_no_empty_assistant_message() {
+    let empty = |text: &str, finish_reason| AgentEvent::ModelCompleted {
+        completion: LlmCompletion {
+            text: text.into(),
+            tool_calls: vec![],
+            finish_reason,
+            usage: None,
+        },
+    };
+    check(
+        10,
+        vec![user(), empty("", FinishReason::ToolCalls)],
+        "finish:stop",
+        "u",
+    );
+    let state = check(
+        10,
+        vec![user(), empty(" \n", FinishReason::Stop), user()],
+        "call_model",
+        "u u",
+    );
+    assert_eq!(state.messages().len(), 2);
+    let state = check(
+        10,
+        vec![user(), completion("\n\n", &["c1"])],
+        "run_tools:1",
+        "u A",
+    );
+    assert!(
+        matches!(&state.messages()[1], Message::Assistant { content, .. } if content.is_empty()),
+        "{:?}",
+        state.messages()
+    );
+}
