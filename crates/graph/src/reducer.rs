@@ -159,7 +159,8 @@ pub enum AgentEvent {
         /// all approve it with its hash).
         decisions: Vec<ApprovalDecision>,
     },
-    /// The run was cancelled.
+    /// The run was cancelled. When no run is in progress (none began, or the last one finished)
+    /// it changes nothing and asks for nothing: it came too late to stop anything.
     Cancel,
 }
 
@@ -589,6 +590,10 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
         AgentEvent::ModelFailed { message } => {
             close_pending(&mut state);
             finish(state, DoneReason::Error, Some(message))
+        }
+        // No run is in progress: a cancel this late stops nothing and must not finish twice.
+        AgentEvent::Cancel if matches!(state.phase, Phase::Idle | Phase::Finished { .. }) => {
+            (state, Vec::new())
         }
         AgentEvent::Cancel => {
             close_pending(&mut state);

@@ -448,3 +448,30 @@ fn an_empty_model_turn_leaves_no_empty_assistant_message() {
         state.messages()
     );
 }
+
+/// A cancel that comes when no run is in progress (before the first, or after a run's finish)
+/// is too late to stop anything: it asks for nothing (a second `Finish` would be a second
+/// `Done`) and the finished run keeps its reason.
+#[test]
+fn a_cancel_after_the_finish_changes_nothing() {
+    let cases: [Vec<AgentEvent>; 4] = [
+        vec![],
+        vec![user(), completion("hi", &[])],
+        vec![user(), completion("", &["c1"]), results(&["c1"])],
+        vec![
+            user(),
+            AgentEvent::ModelFailed {
+                message: "down".into(),
+            },
+        ],
+    ];
+    for events in cases {
+        let mut state = AgentState::new(None, 1);
+        for event in events.clone() {
+            (state, _) = reduce(state, event);
+        }
+        let (after, intents) = reduce(state.clone(), AgentEvent::Cancel);
+        assert!(intents.is_empty(), "{events:?}: {intents:?}");
+        assert_eq!(after, state, "{events:?}");
+    }
+}
