@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ai_core::{AiEvent, DoneReason, ToolCallId};
+use ai_core::{AiEvent, DoneReason, FinishReason, ToolCallId};
 use graph::{AgentConfig, ApprovalDecision};
 use proptest::prelude::*;
 
@@ -12,8 +12,11 @@ use crate::support::{Fixture, Reply, call, calls, check_invariants, text};
 #[derive(Clone, Debug)]
 enum Step {
     Text,
+    /// Neither text nor calls, though the finish reason says `tool_calls`.
+    Empty,
     Fail,
-    Calls(Vec<CallKind>),
+    /// Calls, and the finish reason the turn ended with.
+    Calls(Vec<CallKind>, FinishReason),
 }
 
 #[derive(Clone, Debug)]
@@ -21,6 +24,8 @@ enum CallKind {
     Ok(u64),
     BadJson,
     Unknown,
+    /// A name the provider would refuse to read back.
+    BadName,
     Invalid,
     Failing,
     Cut,
@@ -31,42 +36,72 @@ fn step() -> impl Strategy<Value = Step> {
         (0u64..50).prop_map(CallKind::Ok),
         Just(CallKind::BadJson),
         Just(CallKind::Unknown),
+        Just(CallKind::BadName),
         Just(CallKind::Invalid),
         Just(CallKind::Failing),
         Just(CallKind::Cut),
     ];
+    let finish = prop_oneof![
+        4 => Just(FinishReason::ToolCalls),
+        1 => Just(FinishReason::Stop),
+        1 => Just(FinishReason::Length),
+        1 => Just(FinishReason::ContentFilter),
+    ];
     prop_oneof![
         1 => Just(Step::Text),
+        1 => Just(Step::Empty),
         1 => Just(Step::Fail),
-        4 => proptest::collection::vec(kind, 1..5).prop_map(Step::Calls),
+        4 => (proptest::collection::vec(kind, 1..5), finish)
+            .prop_map(|(kinds, finish)| Step::Calls(kinds, finish)),
     ]
 }
 
 fn reply(turn: usize, step: &Step) -> Reply {
     match step {
         Step::Text => text("done"),
+        Step::Empty => {
+            let Reply::Complete(mut empty) = text("") else {
+                unreachable!()
+            };
+            empty.finish_reason = FinishReason::ToolCalls;
+            Reply::Complete(empty)
+        }
         Step::Fail => Reply::Fail,
-        Step::Calls(kinds) => calls(
-            kinds
-                .iter()
-                .enumerate()
-                .map(|(i, kind)| {
-                    let id = format!("t{turn}c{i}");
-                    let (name, args, complete) = match kind {
-                        CallKind::Ok(ms) => ("core__wait", format!(r#"{{"ms":{ms}}}"#), true),
-                        CallKind::BadJson => ("core__wait", "{oops".into(), true),
-                        CallKind::Unknown => ("core__missing", "{}".into(), true),
-                        CallKind::Invalid => ("core__wait", r#"{"ms":-1}"#.into(), true),
-                        CallKind::Failing => ("core__wait", r#"{"ms":1,"fail":true}"#.into(), true),
-                        CallKind::Cut => ("core__wait", r#"{"ms":"#.into(), false),
-                    };
-                    let mut c = call(&id, name, &args);
-                    c.complete = complete;
-                    c
-                })
-                .collect(),
+        Step::Calls(kinds, finish) => with_finish(
+            calls(
+                kinds
+                    .iter()
+                    .enumerate()
+                    .map(|(i, kind)| {
+                        let id = format!("t{turn}c{i}");
+                        let (name, args, complete) = match kind {
+                            CallKind::Ok(ms) => ("core__wait", format!(r#"{{"ms":{ms}}}"#), true),
+                            CallKind::BadJson => ("core__wait", "{oops".into(), true),
+                            CallKind::Unknown => ("core__missing", "{}".into(), true),
+                            CallKind::BadName => ("multi_tool_use.parallel", "{}".into(), true),
+                            CallKind::Invalid => ("core__wait", r#"{"ms":-1}"#.into(), true),
+                            CallKind::Failing => {
+                                ("core__wait", r#"{"ms":1,"fail":true}"#.into(), true)
+                            }
+                            CallKind::Cut => ("core__wait", r#"{"ms":"#.into(), false),
+                        };
+                        let mut c = call(&id, name, &args);
+                        c.complete = complete;
+                        c
+                    })
+                    .collect(),
+            ),
+            finish,
         ),
     }
+}
+
+fn with_finish(reply: Reply, finish: &FinishReason) -> Reply {
+    let Reply::Complete(mut completion) = reply else {
+        return reply;
+    };
+    completion.finish_reason = finish.clone();
+    Reply::Complete(completion)
 }
 
 proptest! {

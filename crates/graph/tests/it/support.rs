@@ -8,7 +8,7 @@ use std::time::Duration;
 use ai_core::{
     AiEvent, CancellationToken, Capabilities, Clock, CompletionDelta, CompletionError,
     CompletionPort, DeltaSink, ExecPermit, FinishReason, LlmCompletion, LlmRequest, LlmToolCall,
-    RunContext, StaticToolSource, ToolCallId, ToolCatalog, ToolEffect, ToolError,
+    Message, RunContext, StaticToolSource, ToolCallId, ToolCatalog, ToolEffect, ToolError,
     ToolInvocationContext, ToolPolicy, ToolRunner, validate_history,
 };
 use ai_tools::{ToolContract, bind};
@@ -274,7 +274,34 @@ pub(crate) fn check_invariants(events: &[AiEvent], state: &AgentState) -> Result
     if results != starts.len() {
         return Err("a result without a start".into());
     }
-    validate_history(state.messages()).map_err(|e| e.to_string())
+    validate_history(state.messages()).map_err(|e| e.to_string())?;
+    // What a provider refuses to read back: an assistant message without content, a tool name
+    // outside `^[a-zA-Z0-9_-]{1,64}$`.
+    for message in state.messages() {
+        let Message::Assistant {
+            content,
+            tool_calls,
+        } = message
+        else {
+            continue;
+        };
+        if content.trim().is_empty() && tool_calls.is_empty() {
+            return Err(format!(
+                "an empty assistant message: {:?}",
+                state.messages()
+            ));
+        }
+        let refused = |name: &str| {
+            !(1..=64).contains(&name.len())
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        };
+        if let Some(call) = tool_calls.iter().find(|call| refused(&call.name)) {
+            return Err(format!("a tool name providers refuse: {:?}", call.name));
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn done_reason(events: &[AiEvent]) -> String {
