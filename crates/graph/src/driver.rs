@@ -12,7 +12,7 @@ use ai_core::{
 };
 
 use crate::bounded::run_bounded;
-use crate::reducer::{call_ids, claim_call_id};
+use crate::reducer::{MAX_CALLS_PER_TURN, call_ids, claim_call_id};
 use crate::{AgentEvent, AgentState, Intent, reduce};
 
 /// Loop settings.
@@ -409,12 +409,15 @@ impl Agent {
                 text_streamed = true;
                 events.emit(AiEvent::TextDelta { delta });
             }
+            // Display only: a fragment past the calls a turn may run (a port's bug) is not shown,
+            // as tracking it would cost memory in proportion to its position; such a call is
+            // shown when it is answered.
             CompletionDelta::ToolCall {
                 index,
                 id,
                 name,
                 arguments,
-            } => {
+            } if index < MAX_CALLS_PER_TURN => {
                 if streamed.len() <= index {
                     streamed.resize_with(index + 1, StreamedCall::default);
                 }

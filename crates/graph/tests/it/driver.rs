@@ -643,3 +643,57 @@ async fn a_model_port_that_panics_ends_the_run_with_an_error() {
     assert!(!error.contains("sk-secret"), "{error}");
     assert_eq!(tool_messages(state.messages()).len(), 1);
 }
+
+/// A port that streams a tool-call fragment at an absurd position (its own bug: positions are
+/// those of the completion's calls) and then answers plainly.
+struct StrayDeltaIndex(ScriptedModel);
+
+#[async_trait::async_trait]
+impl CompletionPort for StrayDeltaIndex {
+    async fn complete(
+        &self,
+        request: &LlmRequest,
+        deltas: &mut dyn DeltaSink,
+        cancel: &CancellationToken,
+    ) -> Result<LlmCompletion, CompletionError> {
+        for index in [usize::MAX, 1 << 40] {
+            deltas.delta(CompletionDelta::ToolCall {
+                index,
+                id: Some("x".into()),
+                name: Some("core__wait".into()),
+                arguments: "{".into(),
+            });
+        }
+        self.0.complete(request, deltas, cancel).await
+    }
+}
+
+/// Streamed fragments are display only: one at a position no turn can have is not shown, and
+/// costs neither a panic nor memory in proportion to the position; the run goes on from the
+/// assembled completion.
+#[tokio::test(start_paused = true)]
+async fn a_streamed_fragment_at_an_absurd_position_is_ignored() {
+    let f = Fixture::new(vec![], AgentConfig::default());
+    let model = StrayDeltaIndex(ScriptedModel::new(vec![text("hello")]));
+    let agent = Agent::new(Arc::new(model), f.runner.clone(), AgentConfig::default());
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let state = agent
+        .run(
+            agent.new_state(),
+            "go".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "stop", "{events:?}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, AiEvent::ToolCallStreamStart { .. })),
+        "{events:?}"
+    );
+}
