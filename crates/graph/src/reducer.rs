@@ -470,7 +470,8 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
             if calls.is_empty() {
                 return finish(state, DoneReason::Stop, None);
             }
-            state.steps += 1;
+            // Saturating: a saved state is data, and may already stand at the limit.
+            state.steps = state.steps.saturating_add(1);
             let mut shown = Vec::new();
             let mut to_run = Vec::new();
             for (at, call) in calls.iter().enumerate() {

@@ -475,3 +475,33 @@ fn a_cancel_after_the_finish_changes_nothing() {
         assert_eq!(after, state, "{events:?}");
     }
 }
+
+/// A saved state is data from a store: one whose step count is already at its limit when a model
+/// result comes in (a state saved mid-run, or edited) must not overflow the count; the turn's
+/// calls run and the run ends at the step limit.
+#[test]
+fn a_step_count_at_its_limit_does_not_overflow() {
+    let saved = json!({
+        "messages": [{"role": "user", "content": "go"}],
+        "phase": {"phase": "awaiting_model"},
+        "steps": u32::MAX,
+        "max_steps": u32::MAX,
+    });
+    let state: AgentState = serde_json::from_value(saved).unwrap();
+    let (state, intents) = reduce(state, completion("", &["c1"]));
+    assert!(
+        matches!(intents.as_slice(), [Intent::RunTools { .. }]),
+        "{intents:?}"
+    );
+    let (_, intents) = reduce(state, results(&["c1"]));
+    assert!(
+        matches!(
+            intents.as_slice(),
+            [Intent::Finish {
+                reason: DoneReason::MaxSteps,
+                ..
+            }]
+        ),
+        "{intents:?}"
+    );
+}
