@@ -714,7 +714,16 @@ fn repaired_state(
         }
         _ => Vec::new(),
     };
-    if !paused.is_empty() {
+    // Of those, the calls the decisions left to run (the denied ones are answered already).
+    let approved: Vec<&ToolCallId> = match begun.phase() {
+        graph::Phase::AwaitingTools { answered, .. } => paused
+            .iter()
+            .copied()
+            .filter(|id| !answered.iter().any(|a| &a.tool_call_id == *id))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if !approved.is_empty() {
         let results = recorded
             .iter()
             .chain(closing)
@@ -723,7 +732,7 @@ fn repaired_state(
                     tool_call_id,
                     outcome,
                     ..
-                } if paused.contains(&tool_call_id) => Some(ai_core::ToolExecResult {
+                } if approved.contains(&tool_call_id) => Some(ai_core::ToolExecResult {
                     tool_call_id: tool_call_id.clone(),
                     outcome: outcome.clone(),
                 }),

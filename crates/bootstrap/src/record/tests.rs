@@ -557,11 +557,26 @@ fn recovery_answers_the_paused_calls_of_a_run_that_resumed_from_approvals() {
             args_hash: "hash-gated".into(),
         }]),
     };
-    let recorded = vec![AiEvent::ToolCallStart {
-        tool_call_id: id("gated"),
-        tool_name: "core__write".into(),
-        args: Some(Arc::new(serde_json::json!({}))),
-    }];
+    // The run first shows the denied call's fate (a start without arguments and its answer),
+    // then starts the approved one.
+    let denial = ToolFailure::new(ToolErrorCode::PolicyDenied, "the user denied this call");
+    let recorded = vec![
+        AiEvent::ToolCallStart {
+            tool_call_id: id("other"),
+            tool_name: "core__write".into(),
+            args: None,
+        },
+        AiEvent::ToolCallResult {
+            tool_call_id: id("other"),
+            tool_name: "core__write".into(),
+            outcome: ToolOutcome::Error(denial),
+        },
+        AiEvent::ToolCallStart {
+            tool_call_id: id("gated"),
+            tool_name: "core__write".into(),
+            args: Some(Arc::new(serde_json::json!({}))),
+        },
+    ];
     let closing = vec![AiEvent::ToolCallResult {
         tool_call_id: id("gated"),
         tool_name: "core__write".into(),
@@ -571,11 +586,13 @@ fn recovery_answers_the_paused_calls_of_a_run_that_resumed_from_approvals() {
         .expect("a valid thread with the paused turn answered");
     let state: graph::AgentState = serde_json::from_value(repaired).unwrap();
     let messages = serde_json::to_string(state.messages()).unwrap();
-    assert_eq!(
-        messages.matches("\"gated\"").count(),
-        2,
-        "one call, one answer: {messages}"
-    );
+    for call in ["ran", "gated", "other"] {
+        assert_eq!(
+            messages.matches(&format!("\"{call}\"")).count(),
+            2,
+            "one call, one answer: {messages}"
+        );
+    }
     assert!(messages.contains("interrupted"), "{messages}");
     assert!(
         messages.contains("the user denied this call") || messages.contains("not run"),
