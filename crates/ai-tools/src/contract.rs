@@ -115,7 +115,8 @@ pub(crate) fn derive_schema<T: JsonSchema>() -> Value {
 ///
 /// The input schema is draft-07, derived deterministically from `C::Input` (same bytes every
 /// run), and refused when it leaves the subset of [`ai_core::validate_tool_schema_p0`] or declares
-/// a `connectionId`/`connection_id` property anywhere.
+/// a property named like a connection id (`connectionId`, `connection_id`, or any other case
+/// convention of it) anywhere.
 pub fn tool_spec<C: ToolContract>() -> Result<ToolSpec, Error> {
     let id = ToolId::parse(C::ID)?;
     let input_schema = derive_schema::<C::Input>();
@@ -152,6 +153,18 @@ pub fn schema_hash(spec: &ToolSpec) -> String {
     sha256_hex(canonical_json(&spec.input_schema).as_bytes())
 }
 
+/// Whether a property name spells "connection id" in any case convention serde's `rename_all`
+/// produces (`connectionId`, `connection_id`, `ConnectionId`, `CONNECTION_ID`, `connection-id`,
+/// …): letters compared without case, `_` and `-` ignored.
+fn is_connection_id(name: &str) -> bool {
+    let mut letters = name.chars().filter(|c| !matches!(c, '_' | '-'));
+    "connectionid".chars().all(|expected| {
+        letters
+            .next()
+            .is_some_and(|c| c.eq_ignore_ascii_case(&expected))
+    }) && letters.next().is_none()
+}
+
 /// The pointer of the first property named like a connection id, at any depth.
 fn find_connection_id(node: &Value, pointer: String) -> Option<String> {
     match node {
@@ -159,9 +172,7 @@ fn find_connection_id(node: &Value, pointer: String) -> Option<String> {
             let at = format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
             if key == "properties"
                 && let Value::Object(properties) = child
-                && let Some(name) = properties
-                    .keys()
-                    .find(|k| *k == "connectionId" || *k == "connection_id")
+                && let Some(name) = properties.keys().find(|k| is_connection_id(k))
             {
                 return Some(format!("{at}/{name}"));
             }

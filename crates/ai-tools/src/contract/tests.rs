@@ -83,6 +83,35 @@ struct Nested {
     inner: Inner,
 }
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+#[allow(dead_code)]
+struct Kebab {
+    connection_id: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "PascalCase")]
+#[allow(dead_code)]
+struct Pascal {
+    connection_id: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[allow(dead_code)]
+struct Screaming {
+    connection_id: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct NotAConnection {
+    connection: String,
+    connection_ids_seen: u32,
+    id: String,
+}
+
 #[test]
 fn connection_ids_are_refused_at_derivation() {
     for (err, pointer) in [
@@ -98,12 +127,26 @@ fn connection_ids_are_refused_at_derivation() {
             tool_spec::<Probe<Nested>>().unwrap_err(),
             "/definitions/Inner/properties/connection_id",
         ),
+        // `rename_all` spells it other ways; each is still a connection id.
+        (
+            tool_spec::<Probe<Kebab>>().unwrap_err(),
+            "/properties/connection-id",
+        ),
+        (
+            tool_spec::<Probe<Pascal>>().unwrap_err(),
+            "/properties/ConnectionId",
+        ),
+        (
+            tool_spec::<Probe<Screaming>>().unwrap_err(),
+            "/properties/CONNECTION_ID",
+        ),
     ] {
         match err {
             Error::ConnectionIdInInput { pointer: at, .. } => assert_eq!(at, pointer),
             other => panic!("expected a connection id error, got {other}"),
         }
     }
+    assert!(tool_spec::<Probe<NotAConnection>>().is_ok());
 }
 
 #[derive(Deserialize, JsonSchema)]
