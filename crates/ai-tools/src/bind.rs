@@ -7,7 +7,10 @@ use jsonschema::Validator;
 use serde::Deserialize;
 use serde_json::Value;
 
-use ai_core::{BoundTool, Capabilities, ExecPermit, ToolError, ToolInvocationContext, ToolSpec};
+use ai_core::{
+    BoundTool, Capabilities, ExecPermit, ToolError, ToolInvocationContext, ToolSpec,
+    describe_json_error,
+};
 
 use crate::contract::derive_schema;
 use crate::redact::{Allowlist, schema_has_path};
@@ -142,10 +145,19 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
     }
 
     fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
-        if self.input.is_valid(&args) {
-            Ok(args)
-        } else {
-            Err(safe_errors(&self.input, &self.spec.input_schema, &args))
+        if !self.input.is_valid(&args) {
+            return Err(safe_errors(&self.input, &self.spec.input_schema, &args));
+        }
+        // serde is stricter than the schema in places (`1.0` or `1e30` for an `i64`, a value a
+        // type's own `Deserialize` refuses): arguments the tool cannot take are refused here,
+        // before an approval is asked for or the call starts. serde's message may quote the
+        // input; only its description without the value is passed on.
+        match C::Input::deserialize(&args) {
+            Ok(_) => Ok(args),
+            Err(e) => Err(ToolError::invalid_input(format!(
+                "the arguments do not fit the tool's input type: {}",
+                describe_json_error(&e)
+            ))),
         }
     }
 
@@ -156,9 +168,9 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
         ctx: &ToolInvocationContext,
         caps: &Capabilities,
     ) -> Result<Value, ToolError> {
-        // The schema was checked already; this can only fail where serde is stricter than the
-        // schema (`1.0` for an integer field, say): still the model's arguments at fault. The
-        // message serde gives (which may quote the input) is not passed on.
+        // `validate_input` deserialized these arguments already; should a type's `Deserialize`
+        // refuse the same value on a second try, it is still the model's arguments at fault.
+        // The message serde gives (which may quote the input) is not passed on.
         let input = C::Input::deserialize(&*args).map_err(|_| {
             ToolError::invalid_input("the arguments do not fit the tool's input type")
         })?;

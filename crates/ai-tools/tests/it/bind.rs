@@ -1,7 +1,7 @@
 //! Binding: unusable allowlists are refused; validation never echoes values; redaction strips.
 
 use ai_core::{
-    Capabilities, ExecPermit, ToolEffect, ToolError, ToolErrorCode, ToolInvocationContext,
+    AiEvent, Capabilities, ExecPermit, ToolEffect, ToolError, ToolErrorCode, ToolInvocationContext,
     ToolOutcome,
 };
 use ai_tools::{Error, ToolContract, bind};
@@ -179,16 +179,33 @@ async fn validation_never_names_a_map_key_the_model_chose() {
     assert!(!everything.contains(canary), "{everything}");
 }
 
-/// Draft-07 calls `1.0` an integer; serde's `i64` does not. Arguments the schema accepts and
-/// the input type refuses are still the model's mistake: `validation`, never `execution`.
+/// Draft-07 calls `1.0` an integer, and a number past `i64` too; serde's `i64` takes neither.
+/// Arguments the schema accepts and the input type refuses are the model's mistake, found at
+/// validation (step 5): nothing starts, nothing runs, and the message says what serde refused
+/// without the value.
 #[tokio::test]
 async fn arguments_serde_refuses_after_the_schema_accepted_them_are_a_validation_failure() {
-    let (run, _) =
-        crate::support::run(bind(Labels).unwrap(), r#"{"labels":{},"counts":[1.0]}"#).await;
-    let failure = run.result.failure().unwrap();
-    assert_eq!(failure.code, ToolErrorCode::Validation, "{failure:?}");
-    assert_eq!(
-        failure.safe_message,
-        "invalid tool arguments: the arguments do not fit the tool's input type"
-    );
+    for (counts, expected) in [
+        ("1.0", "a floating point; expected i64"),
+        ("123456789012345678901234", "a floating point; expected i64"),
+    ] {
+        let args = format!(r#"{{"labels":{{}},"counts":[{counts}]}}"#);
+        let (run, events) = crate::support::run(bind(Labels).unwrap(), &args).await;
+        let failure = run.result.failure().unwrap();
+        assert_eq!(failure.code, ToolErrorCode::Validation, "{failure:?}");
+        assert_eq!(
+            failure.safe_message,
+            format!(
+                "invalid tool arguments: the arguments do not fit the tool's input type: \
+                 a value of the wrong type ({expected})"
+            )
+        );
+        assert!(run.record.args.is_none() && run.record.attempts.is_empty());
+        assert!(
+            matches!(&events[0], AiEvent::ToolCallStart { args: None, .. }),
+            "{events:?}"
+        );
+        let everything = format!("{run:?}{events:?}");
+        assert!(!everything.contains("123456789"), "{everything}");
+    }
 }
