@@ -100,7 +100,8 @@ pub trait ToolContract: Send + Sync + 'static {
 }
 
 /// The draft-07 schema of `T` as plain JSON, without the `$schema` and `title` annotations
-/// (providers ignore them, and the title is the Rust type's name).
+/// (providers ignore them, and the title is the Rust type's name), with `Option`s of structs and
+/// enums and documented unit enums spelled within the subset (see [`fit::fit_subset`]).
 pub(crate) fn derive_schema<T: JsonSchema>() -> Value {
     let generator = SchemaSettings::draft07().into_generator();
     let mut schema = generator.into_root_schema_for::<T>().to_value();
@@ -108,6 +109,7 @@ pub(crate) fn derive_schema<T: JsonSchema>() -> Value {
         map.remove("$schema");
         map.remove("title");
     }
+    fit::fit_subset(&mut schema);
     schema
 }
 
@@ -186,5 +188,6 @@ fn find_connection_id(node: &Value, pointer: String) -> Option<String> {
     }
 }
 
+mod fit;
 #[cfg(test)]
 mod tests;

@@ -169,3 +169,91 @@ fn schemas_outside_the_subset_are_refused() {
     assert!(err.contains("oneOf"), "{err}");
     assert!(err.contains("/definitions/Shape"), "{err}");
 }
+
+/// A struct field of an input type.
+#[derive(Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct Point {
+    x: u8,
+}
+
+/// A unit enum without docs on its variants.
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum Color {
+    Red,
+    Blue,
+}
+
+/// A unit enum with docs on its variants.
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum Unit {
+    /// Metres.
+    Metre,
+    /// Feet.
+    Foot,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct Optionals {
+    at: Option<Point>,
+    color: Option<Color>,
+    unit: Unit,
+    /// Length unit, if not metres.
+    other_unit: Option<Unit>,
+    points: Vec<Option<Point>>,
+}
+
+/// `Option` of a struct or an enum, and a unit enum with documented variants, are what tools
+/// take all the time; schemars spells them with `anyOf`/`oneOf`, which the subset refuses. The
+/// derived schema says the same within the subset, and accepts exactly what serde accepts.
+#[test]
+fn optional_structs_and_enums_and_documented_enums_fit_the_subset() {
+    let spec = tool_spec::<Probe<Optionals>>().unwrap();
+    let schema = &spec.input_schema;
+    assert_eq!(
+        schema["definitions"],
+        serde_json::json!({
+            // `Color` and `Point` are used only as `Option`s: their definitions are gone.
+            "ColorOrNull": {"description": "A unit enum without docs on its variants.",
+                "enum": ["red", "blue", null], "type": ["string", "null"]},
+            "PointOrNull": {"description": "A struct field of an input type.",
+                "properties": {"x": {"format": "uint8", "maximum": 255, "minimum": 0,
+                    "type": "integer"}},
+                "required": ["x"], "type": ["object", "null"]},
+            "Unit": {"description": "A unit enum with docs on its variants.\n- `metre`: Metres.\n- `foot`: Feet.",
+                "enum": ["metre", "foot"], "type": "string"},
+            "UnitOrNull": {"description": "A unit enum with docs on its variants.\n- `metre`: Metres.\n- `foot`: Feet.",
+                "enum": ["metre", "foot", null], "type": ["string", "null"]},
+        })
+    );
+    assert_eq!(
+        schema["properties"]["other_unit"],
+        serde_json::json!({"$ref": "#/definitions/UnitOrNull",
+            "description": "Length unit, if not metres."})
+    );
+    let validator = jsonschema::draft7::new(schema).unwrap();
+    for args in [
+        serde_json::json!({"unit": "metre", "points": []}),
+        serde_json::json!({"unit": "foot", "points": [null, {"x": 1}], "at": null,
+            "color": null, "other_unit": null}),
+        serde_json::json!({"unit": "metre", "points": [], "at": {"x": 2}, "color": "red",
+            "other_unit": "foot"}),
+        serde_json::json!({"unit": "inch", "points": []}),
+        serde_json::json!({"unit": null, "points": []}),
+        serde_json::json!({"unit": "metre", "points": [], "at": {}}),
+        serde_json::json!({"unit": "metre", "points": [], "color": "green"}),
+        serde_json::json!({"unit": "metre", "points": [], "other_unit": "inch"}),
+        serde_json::json!({"unit": "metre", "points": [{"x": 256}]}),
+    ] {
+        assert_eq!(
+            validator.is_valid(&args),
+            serde_json::from_value::<Optionals>(args.clone()).is_ok(),
+            "{args}"
+        );
+    }
+}

@@ -209,3 +209,50 @@ async fn arguments_serde_refuses_after_the_schema_accepted_them_are_a_validation
         assert!(!everything.contains("123456789"), "{everything}");
     }
 }
+
+#[derive(Serialize, JsonSchema)]
+struct MaybeOutput {
+    first: Option<Inner>,
+    rest: Vec<Option<Inner>>,
+}
+
+struct Maybe;
+
+#[async_trait::async_trait]
+impl ToolContract for Maybe {
+    type Input = Input;
+    type Output = MaybeOutput;
+    const ID: &'static str = "core__maybe";
+    const DESCRIPTION: &'static str = "Maybe greets.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["first.shown", "rest.shown"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        input: Input,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<MaybeOutput, ToolError> {
+        let inner = |i: u32| Inner {
+            shown: format!("s{i}"),
+            hidden: format!("h{i}"),
+        };
+        Ok(MaybeOutput {
+            first: Some(inner(0)),
+            rest: (1..input.count).map(|i| Some(inner(i))).collect(),
+        })
+    }
+}
+
+/// An optional struct in the output can have its fields allowlisted one by one, like any
+/// other struct: allowing the whole of it would show what it hides.
+#[tokio::test]
+async fn fields_of_optional_output_structs_can_be_allowlisted() {
+    let (run, _) = crate::support::run(bind(Maybe).unwrap(), r#"{"name":"ada","count":2}"#).await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"first": {"shown": "s0"}, "rest": [{"shown": "s1"}]}).into()
+        }
+    );
+}

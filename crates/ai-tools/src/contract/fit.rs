@@ -1,0 +1,231 @@
+//! Fitting a derived schema into the supported subset: schemars spells two common Rust shapes
+//! with keywords the subset refuses, although the subset can say the same thing.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+/// Keywords whose value maps names to subschemas.
+const SCHEMA_MAPS: &[&str] = &["properties", "definitions", "$defs"];
+/// Keywords whose value is a subschema or an array of them.
+const SCHEMA_SLOTS: &[&str] = &[
+    "items",
+    "additionalProperties",
+    "additionalItems",
+    "contains",
+    "propertyNames",
+    "anyOf",
+    "oneOf",
+    "allOf",
+];
+/// Where schemars puts the definitions of a draft-07 schema.
+const DEFINITIONS: &str = "#/definitions/";
+
+/// Rewrites `schema` in place, accepting exactly the values it accepted before:
+///
+/// - a unit-only enum whose variants have doc comments (a `oneOf` of `const`s) becomes one
+///   `enum`, the variants' descriptions added to the enum's own;
+/// - `Option<T>` of a `T` kept in the definitions (a struct, an enum:
+///   `anyOf: [{"$ref": …}, {"type": "null"}]`) becomes a `$ref` to a copy of `T`'s definition,
+///   `<T>OrNull`, with `null` added to its `type` (and `enum`).
+///
+/// Definitions no longer referenced are removed. Anything else outside the subset is left as
+/// is, for the subset check to refuse with its place.
+pub(super) fn fit_subset(schema: &mut Value) {
+    each_schema(schema, &mut collapse_documented_enum);
+    let Some(Value::Object(definitions)) = schema.get("definitions") else {
+        return;
+    };
+    let definitions = definitions.clone();
+    let mut nullable = BTreeSet::new();
+    each_schema(schema, &mut |node| {
+        if let Some(name) = nullable_reference(node, &definitions) {
+            node.remove("anyOf");
+            node.insert("$ref".into(), format!("{DEFINITIONS}{name}OrNull").into());
+            nullable.insert(name);
+        }
+    });
+    if let Some(Value::Object(definitions)) = schema.get_mut("definitions") {
+        for name in nullable {
+            if let Some(mut copy) = definitions.get(&name).cloned() {
+                add_null(&mut copy);
+                definitions.insert(format!("{name}OrNull"), copy);
+            }
+        }
+    }
+    drop_unreferenced_definitions(schema);
+}
+
+/// Calls `f` on `node` and on every subschema below it (before their own subschemas).
+fn each_schema(node: &mut Value, f: &mut impl FnMut(&mut Map<String, Value>)) {
+    let Value::Object(map) = node else {
+        return;
+    };
+    f(map);
+    for (keyword, child) in map.iter_mut() {
+        match child {
+            Value::Object(children) if SCHEMA_MAPS.contains(&keyword.as_str()) => {
+                for child in children.values_mut() {
+                    each_schema(child, f);
+                }
+            }
+            Value::Array(children) if SCHEMA_SLOTS.contains(&keyword.as_str()) => {
+                for child in children {
+                    each_schema(child, f);
+                }
+            }
+            _ if SCHEMA_SLOTS.contains(&keyword.as_str()) => each_schema(child, f),
+            _ => {}
+        }
+    }
+}
+
+/// `oneOf: [{"const": "a", "type": "string", "description": "…"}, …]` (what schemars derives
+/// for a unit-only enum with documented variants) as `{"type": "string", "enum": ["a", …]}`.
+fn collapse_documented_enum(node: &mut Map<String, Value>) {
+    let Some(Value::Array(branches)) = node.get("oneOf") else {
+        return;
+    };
+    let mut kind = None;
+    let mut values = Vec::new();
+    let mut notes = Vec::new();
+    for branch in branches {
+        let Some(branch) = branch.as_object() else {
+            return;
+        };
+        let (Some(value), Some(branch_kind)) = (branch.get("const"), branch.get("type")) else {
+            return;
+        };
+        if kind.is_some_and(|kind| kind != branch_kind)
+            || branch
+                .keys()
+                .any(|k| !matches!(k.as_str(), "const" | "type" | "description"))
+        {
+            return;
+        }
+        kind = Some(branch_kind);
+        if let Some(Value::String(note)) = branch.get("description") {
+            let shown = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            notes.push(format!("- `{shown}`: {note}"));
+        }
+        values.push(value.clone());
+    }
+    let Some(kind) = kind.cloned() else {
+        return;
+    };
+    node.remove("oneOf");
+    node.insert("type".into(), kind);
+    node.insert("enum".into(), values.into());
+    if !notes.is_empty() {
+        let notes = notes.join("\n");
+        let description = match node.get("description").and_then(Value::as_str) {
+            Some(own) => format!("{own}\n{notes}"),
+            None => notes,
+        };
+        node.insert("description".into(), description.into());
+    }
+}
+
+/// The definition's name when `node` is `anyOf: [{"$ref": "#/definitions/<name>"}, {"type":
+/// "null"}]` (in either order) and that definition has a `type` that `null` can be added to,
+/// and no other definition is called `<name>OrNull`.
+fn nullable_reference(
+    node: &Map<String, Value>,
+    definitions: &Map<String, Value>,
+) -> Option<String> {
+    let Some(Value::Array(branches)) = node.get("anyOf") else {
+        return None;
+    };
+    let is_null = |b: &Value| {
+        b.as_object()
+            .is_some_and(|b| b.len() == 1 && b["type"] == "null")
+    };
+    let reference = match branches.as_slice() {
+        [a, b] if is_null(b) => a,
+        [a, b] if is_null(a) => b,
+        _ => return None,
+    };
+    let reference = reference.as_object().filter(|r| r.len() == 1)?;
+    let name = reference.get("$ref")?.as_str()?.strip_prefix(DEFINITIONS)?;
+    let definition = definitions.get(name)?;
+    let typed = matches!(
+        definition.get("type"),
+        Some(Value::String(_) | Value::Array(_))
+    );
+    (typed && !definitions.contains_key(&format!("{name}OrNull"))).then(|| name.to_owned())
+}
+
+/// Adds `null` to a definition's `type`, and to its `enum` or `const` when it has one.
+fn add_null(definition: &mut Value) {
+    let Value::Object(map) = definition else {
+        return;
+    };
+    match map.get_mut("type") {
+        Some(Value::Array(kinds)) if !kinds.contains(&Value::from("null")) => {
+            kinds.push("null".into());
+        }
+        Some(kind @ Value::String(_)) if *kind != "null" => {
+            *kind = Value::Array(vec![kind.take(), "null".into()]);
+        }
+        _ => {}
+    }
+    if let Some(value) = map.remove("const") {
+        map.insert("enum".into(), vec![value, Value::Null].into());
+    }
+    if let Some(Value::Array(values)) = map.get_mut("enum")
+        && !values.contains(&Value::Null)
+    {
+        values.push(Value::Null);
+    }
+}
+
+/// Removes the definitions that nothing outside them, nor any definition that is referenced,
+/// refers to.
+fn drop_unreferenced_definitions(schema: &mut Value) {
+    let Some(Value::Object(definitions)) = schema.get("definitions") else {
+        return;
+    };
+    let mut outside = schema.clone();
+    if let Value::Object(map) = &mut outside {
+        map.remove("definitions");
+    }
+    let mut pending = Vec::new();
+    collect_definition_refs(&outside, &mut pending);
+    let mut used = BTreeSet::new();
+    while let Some(name) = pending.pop() {
+        if let Some(definition) = definitions.get(&name)
+            && used.insert(name)
+        {
+            collect_definition_refs(definition, &mut pending);
+        }
+    }
+    if let Some(Value::Object(definitions)) = schema.get_mut("definitions") {
+        definitions.retain(|name, _| used.contains(name));
+        if definitions.is_empty() {
+            schema.as_object_mut().map(|map| map.remove("definitions"));
+        }
+    }
+}
+
+/// Pushes the definition name of every `$ref` below `node` onto `out`.
+fn collect_definition_refs(node: &Value, out: &mut Vec<String>) {
+    match node {
+        Value::Object(map) => {
+            if let Some(name) = map
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix(DEFINITIONS))
+            {
+                out.push(name.replace("~1", "/").replace("~0", "~"));
+            }
+            map.values()
+                .for_each(|child| collect_definition_refs(child, out));
+        }
+        Value::Array(items) => items
+            .iter()
+            .for_each(|child| collect_definition_refs(child, out)),
+        _ => {}
+    }
+}
