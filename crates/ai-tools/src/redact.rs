@@ -27,8 +27,9 @@ impl Allowlist {
     }
 
     /// Strips everything from `value` that no allowlisted path reaches, in place. Arrays are
-    /// walked element by element with the same allowlist. A scalar where the allowlist expects
-    /// fields below it is removed.
+    /// walked element by element with the same allowlist. A `null` where the allowlist expects
+    /// fields below it stays (it holds nothing, and an `Option` that is `None` says so); any
+    /// other scalar there is removed.
     pub(crate) fn apply(&self, value: &mut Value) -> bool {
         if self.keep_all {
             return true;
@@ -46,6 +47,7 @@ impl Allowlist {
                 items.retain_mut(|item| self.apply(item));
                 true
             }
+            Value::Null => true,
             _ => false,
         }
     }

@@ -29,6 +29,13 @@ fn strips_what_is_not_allowlisted() {
         json!({"items": [{"name": "n1"}, {"name": "n2"}]}),
     );
     check(&["a.x"], json!({"a": "scalar"}), json!({}));
+    // An absent struct is told as absent, and the other elements keep their places.
+    check(&["a.x"], json!({"a": null}), json!({"a": null}));
+    check(
+        &["items.name"],
+        json!({"items": [null, {"name": "n1", "token": "t"}]}),
+        json!({"items": [null, {"name": "n1"}]}),
+    );
     check(&[], json!({"a": 1}), json!({}));
 }
 
