@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use jsonschema::Validator;
+use jsonschema::error::ValidationErrorKind;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -69,15 +70,21 @@ pub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {
     }))
 }
 
-/// A message naming where and which rule failed, never the offending value: the place is told
-/// in the schema's own words (see [`schema_named_path`]).
+/// A message naming where and which rule failed, and which property is missing, never the
+/// offending value: the place is told in the schema's own words (see [`schema_named_path`]).
 fn safe_errors(validator: &Validator, schema: &Value, value: &Value) -> ToolError {
     let mut parts: Vec<String> = validator
         .iter_errors(value)
         .take(5)
         .map(|e| {
             let path = schema_named_path(schema, e.instance_path().as_str());
-            format!("{path} fails `{}`", e.kind().keyword())
+            match e.kind() {
+                // The missing property's name comes from the schema, never from the value.
+                ValidationErrorKind::Required {
+                    property: Value::String(name),
+                } => format!("{path} fails `required`: `{name}` is missing"),
+                kind => format!("{path} fails `{}`", kind.keyword()),
+            }
         })
         .collect();
     parts.dedup();

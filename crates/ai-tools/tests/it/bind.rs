@@ -105,7 +105,10 @@ async fn validation_names_the_place_and_rule_never_the_value() {
             format!(r#"{{"name":7,"count":1,"{canary}":1}}"#),
             "/name fails `type`",
         ),
-        (format!(r#"{{"count":"{canary}"}}"#), "/ fails `required`"),
+        (
+            format!(r#"{{"count":"{canary}"}}"#),
+            "/ fails `required`: `name` is missing",
+        ),
     ];
     for (args, expected) in cases {
         let (run, events) = crate::support::run(bind(Greet).unwrap(), &args).await;
