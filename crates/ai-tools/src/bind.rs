@@ -14,7 +14,7 @@ use ai_core::{
 };
 
 use crate::contract::derive_schema;
-use crate::redact::{Allowlist, schema_has_path};
+use crate::redact::{Allowlist, output_value, schema_has_path};
 use crate::{Error, ToolContract, tool_spec};
 
 /// A contract with its spec, its compiled validators and its allowlist.
@@ -182,8 +182,7 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
             ToolError::invalid_input("the arguments do not fit the tool's input type")
         })?;
         let output = self.contract.execute(&permit, input, ctx, caps).await?;
-        serde_json::to_value(output)
-            .map_err(|_| ToolError::new("the tool output could not be serialized"))
+        output_value(&output).map_err(ToolError::new)
     }
 
     fn validate_output(&self, output: &Value) -> Result<(), ToolError> {

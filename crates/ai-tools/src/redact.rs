@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
+use serde::Serialize;
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
 
 /// The allowlist as a tree of path segments. A node that ends an allowlisted path keeps its whole
 /// subtree; other nodes keep only their allowlisted children.
@@ -50,6 +52,82 @@ impl Allowlist {
             Value::Null => true,
             _ => false,
         }
+    }
+}
+
+/// `output` as a JSON value, or why it cannot be one: it does not serialize, or an object in it
+/// repeats a key.
+///
+/// `serde_json::to_value` keeps the last of two equal keys, and serde writes two when a
+/// `#[serde(flatten)]`ed map or struct holds a key its parent has: the flattened value would
+/// then stand in for the parent's field, under that field's allowlisted name.
+pub(crate) fn output_value<T: Serialize>(output: &T) -> Result<Value, &'static str> {
+    let text =
+        serde_json::to_string(output).map_err(|_| "the tool output could not be serialized")?;
+    match serde_json::from_str::<UniqueKeys>(&text) {
+        Ok(UniqueKeys(value)) => Ok(value),
+        Err(_) => Err("the tool output repeats a field name, so it cannot be redacted"),
+    }
+}
+
+/// A JSON value whose objects were read with no key twice.
+struct UniqueKeys(Value);
+
+impl<'de> Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(UniqueKeysVisitor).map(Self)
+    }
+}
+
+struct UniqueKeysVisitor;
+
+impl<'de> Visitor<'de> for UniqueKeysVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value whose objects have no key twice")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(UniqueKeys(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(items.into())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some((key, UniqueKeys(value))) = map.next_entry::<String, UniqueKeys>()? {
+            if object.insert(key, value).is_some() {
+                return Err(de::Error::custom("an object repeats a key"));
+            }
+        }
+        Ok(object.into())
     }
 }
 

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Allowlist, schema_has_path};
+use super::{Allowlist, output_value, schema_has_path};
 
 fn check(allow: &[&str], input: Value, expected: Value) {
     let mut value = input;
@@ -55,4 +55,23 @@ fn schema_paths_follow_refs_and_items() {
     assert!(!schema_has_path(&schema, "entries.size"));
     assert!(!schema_has_path(&schema, "missing"));
     assert!(!schema_has_path(&schema, "count.x"));
+}
+
+#[derive(serde::Serialize)]
+struct Item {
+    id: u8,
+    #[serde(flatten)]
+    extra: std::collections::BTreeMap<String, f64>,
+}
+
+#[test]
+fn an_output_that_repeats_a_key_at_any_depth_is_refused() {
+    let items = |key: &str| {
+        vec![Item {
+            id: 1,
+            extra: [(key.to_owned(), 2.5)].into(),
+        }]
+    };
+    assert_eq!(output_value(&items("x")), Ok(json!([{"id": 1, "x": 2.5}])));
+    assert!(output_value(&items("id")).is_err());
 }

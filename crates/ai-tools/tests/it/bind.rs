@@ -259,3 +259,61 @@ async fn fields_of_optional_output_structs_can_be_allowlisted() {
         }
     );
 }
+
+#[derive(Serialize, JsonSchema)]
+struct HeadersOutput {
+    status: String,
+    #[serde(flatten)]
+    headers: std::collections::BTreeMap<String, String>,
+}
+
+struct Fetch;
+
+#[async_trait::async_trait]
+impl ToolContract for Fetch {
+    type Input = Input;
+    type Output = HeadersOutput;
+    const ID: &'static str = "core__fetch";
+    const DESCRIPTION: &'static str = "Fetches.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["status"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        input: Input,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<HeadersOutput, ToolError> {
+        // The map's keys come from outside (a server's headers, say).
+        let mut headers = std::collections::BTreeMap::new();
+        headers.insert(input.name, "sk-live-CANARY-77aa".to_owned());
+        Ok(HeadersOutput {
+            status: "ok".into(),
+            headers,
+        })
+    }
+}
+
+/// A flattened map whose key repeats an allowlisted field's name would, serialized, replace that
+/// field's value with its own (the last key wins), and redaction would then show it under the
+/// allowlisted name.
+#[tokio::test]
+async fn a_flattened_key_cannot_stand_in_for_an_allowlisted_field() {
+    let (run, events) =
+        crate::support::run(bind(Fetch).unwrap(), r#"{"name":"status","count":1}"#).await;
+    let everything = format!("{run:?}{events:?}");
+    assert!(!everything.contains("CANARY"), "{everything}");
+    let failure = run.result.failure().unwrap();
+    assert_eq!(failure.code, ToolErrorCode::Execution, "{failure:?}");
+    assert_eq!(
+        failure.safe_message,
+        "the tool failed: the tool output repeats a field name, so it cannot be redacted"
+    );
+    let (run, _) = crate::support::run(bind(Fetch).unwrap(), r#"{"name":"etag","count":1}"#).await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"status": "ok"}).into()
+        }
+    );
+}
