@@ -33,9 +33,10 @@ const SCHEMA_SLOTS: &[&str] = &[
     "propertyNames",
 ];
 
-/// One place where a schema leaves the supported subset.
+/// One place where a schema leaves the supported subset. Displayed as `pointer: reason`, the
+/// root's empty pointer as `(root)`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{pointer}: {reason}")]
+#[error("{}: {reason}", if pointer.is_empty() { "(root)" } else { pointer })]
 pub struct SchemaViolation {
     /// JSON pointer to the offending schema (`""` is the root).
     pub pointer: String,

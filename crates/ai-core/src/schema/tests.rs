@@ -115,3 +115,19 @@ fn root_must_be_an_object_schema() {
     check(json!({"type": "string"}), &[""]);
     check(json!(true), &[""]);
 }
+
+/// A violation at the root names the root, not an empty place (`: reason`).
+#[test]
+fn a_violation_at_the_root_says_so() {
+    let errs = validate_tool_schema_p0(&json!({"type": "object", "oneOf": []})).unwrap_err();
+    assert_eq!(errs[0].to_string(), "(root): `oneOf` is not supported");
+    let errs = validate_tool_schema_p0(&json!({"type": "string"})).unwrap_err();
+    assert_eq!(
+        errs[0].to_string(),
+        "(root): the root must be a schema with \"type\": \"object\""
+    );
+    let errs =
+        validate_tool_schema_p0(&json!({"type": "object", "properties": {"a": {"not": {}}}}))
+            .unwrap_err();
+    assert_eq!(errs[0].to_string(), "/properties/a: `not` is not supported");
+}
