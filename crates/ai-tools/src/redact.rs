@@ -55,8 +55,8 @@ impl Allowlist {
     }
 }
 
-/// `output` as a JSON value, or why it cannot be one: it does not serialize, or an object in it
-/// repeats a key.
+/// `output` as a JSON value, or why it cannot be one: it does not serialize, an object in it
+/// repeats a key, or it is nested deeper than serde_json reads (128 levels).
 ///
 /// `serde_json::to_value` keeps the last of two equal keys, and serde writes two when a
 /// `#[serde(flatten)]`ed map or struct holds a key its parent has: the flattened value would
@@ -66,7 +66,10 @@ pub(crate) fn output_value<T: Serialize>(output: &T) -> Result<Value, &'static s
         serde_json::to_string(output).map_err(|_| "the tool output could not be serialized")?;
     match serde_json::from_str::<UniqueKeys>(&text) {
         Ok(UniqueKeys(value)) => Ok(value),
-        Err(_) => Err("the tool output repeats a field name, so it cannot be redacted"),
+        Err(e) if e.is_data() => {
+            Err("the tool output repeats a field name, so it cannot be redacted")
+        }
+        Err(_) => Err("the tool output is nested more than 128 levels deep"),
     }
 }
 

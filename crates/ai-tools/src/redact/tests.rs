@@ -73,5 +73,13 @@ fn an_output_that_repeats_a_key_at_any_depth_is_refused() {
         }]
     };
     assert_eq!(output_value(&items("x")), Ok(json!([{"id": 1, "x": 2.5}])));
-    assert!(output_value(&items("id")).is_err());
+    assert_eq!(
+        output_value(&items("id")),
+        Err("the tool output repeats a field name, so it cannot be redacted")
+    );
+    let deep = (0..200).fold(json!(1), |inner, _| json!([inner]));
+    assert_eq!(
+        output_value(&deep),
+        Err("the tool output is nested more than 128 levels deep")
+    );
 }
