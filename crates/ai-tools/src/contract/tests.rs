@@ -106,6 +106,13 @@ struct Screaming {
 
 #[derive(Deserialize, JsonSchema)]
 #[allow(dead_code)]
+struct Spaced {
+    #[serde(rename = "connection id")]
+    connection: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[allow(dead_code)]
 struct NotAConnection {
     connection: String,
     connection_ids_seen: u32,
@@ -139,6 +146,10 @@ fn connection_ids_are_refused_at_derivation() {
         (
             tool_spec::<Probe<Screaming>>().unwrap_err(),
             "/properties/CONNECTION_ID",
+        ),
+        (
+            tool_spec::<Probe<Spaced>>().unwrap_err(),
+            "/properties/connection id",
         ),
     ] {
         match err {
