@@ -5,8 +5,8 @@
 //! output. [`tool_spec`] derives the model-facing [`ai_core::ToolSpec`] (draft-07 JSON Schema via
 //! schemars, deterministic, hashed by [`schema_hash`], refused if it leaves the supported subset
 //! or asks for a connection id). [`bind`] turns a contract holding its capabilities into an
-//! [`ai_core::BoundTool`] whose validators (jsonschema) are compiled once and whose output is
-//! redacted by allowlist. The core tools live in [`tools`].
+//! [`ai_core::BoundTool`] whose validators (jsonschema, then serde for the input) are compiled
+//! once and whose output is redacted by allowlist. The core tools live in [`tools`].
 //!
 //! This crate never does IO of its own (tools reach the world only through capability ports
 //! such as [`ai_core::Clock`] and [`ai_core::Workspace`]), never reads the environment, and
