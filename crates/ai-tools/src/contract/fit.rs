@@ -140,7 +140,7 @@ fn nullable_reference(
     };
     let is_null = |b: &Value| {
         b.as_object()
-            .is_some_and(|b| b.len() == 1 && b["type"] == "null")
+            .is_some_and(|b| b.len() == 1 && b.get("type") == Some(&Value::from("null")))
     };
     let reference = match branches.as_slice() {
         [a, b] if is_null(b) => a,

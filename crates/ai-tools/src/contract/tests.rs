@@ -268,3 +268,27 @@ fn optional_structs_and_enums_and_documented_enums_fit_the_subset() {
         );
     }
 }
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum Either {
+    Point(Point),
+    Color(Color),
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct WithEither {
+    either: Either,
+}
+
+/// An `anyOf` of two references is not an `Option`: it is left for the subset check to refuse.
+#[test]
+fn an_untagged_enum_of_two_structs_is_refused_not_rewritten() {
+    let err = tool_spec::<Probe<WithEither>>().unwrap_err().to_string();
+    assert!(
+        err.ends_with("/definitions/Either: `anyOf` is not supported"),
+        "{err}"
+    );
+}
