@@ -13,7 +13,7 @@ use ai_core::{
     describe_json_error,
 };
 
-use crate::contract::derive_schema;
+use crate::contract::{derive_schema, is_connection_id};
 use crate::redact::{Allowlist, output_value, schema_has_path};
 use crate::{Error, ToolContract, tool_spec};
 
@@ -119,6 +119,22 @@ fn schema_named_path(root: &Value, pointer: &str) -> String {
     if shown.is_empty() { "/".into() } else { shown }
 }
 
+/// The JSON pointer of the first object in `value` with a key spelled like a connection id.
+fn connection_id_in(value: &Value, pointer: String) -> Option<String> {
+    match value {
+        Value::Object(map) if map.keys().any(|key| is_connection_id(key)) => Some(pointer),
+        Value::Object(map) => map.iter().find_map(|(key, child)| {
+            let key = key.replace('~', "~0").replace('/', "~1");
+            connection_id_in(child, format!("{pointer}/{key}"))
+        }),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, child)| connection_id_in(child, format!("{pointer}/{i}"))),
+        _ => None,
+    }
+}
+
 /// `schema`, or what its local `$ref` (`#/definitions/…`) points to.
 fn resolve_local_ref<'a>(root: &'a Value, mut schema: &'a Value) -> &'a Value {
     // Derived schemas reference a definition at most a few times in a row; the bound only
@@ -152,6 +168,16 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
     }
 
     fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
+        // Invariant CONNECTION_ID_VIA_CONTEXT: the schema declares none (see `tool_spec`), but
+        // a type that ignores unknown fields would take one silently into the record, and a
+        // serde `alias` the schema cannot show would take it into the tool.
+        if let Some(at) = connection_id_in(&args, String::new()) {
+            return Err(ToolError::invalid_input(format!(
+                "{} holds a connection id; connections come from the invocation context, \
+                 never from arguments",
+                schema_named_path(&self.spec.input_schema, &at)
+            )));
+        }
         if !self.input.is_valid(&args) {
             return Err(safe_errors(&self.input, &self.spec.input_schema, &args));
         }

@@ -158,7 +158,7 @@ pub fn schema_hash(spec: &ToolSpec) -> String {
 /// Whether a property name spells "connection id" in any case convention serde's `rename_all`
 /// produces (`connectionId`, `connection_id`, `ConnectionId`, `CONNECTION_ID`, `connection-id`,
 /// …) or with any other separator: letters compared without case, anything else ignored.
-fn is_connection_id(name: &str) -> bool {
+pub(crate) fn is_connection_id(name: &str) -> bool {
     let mut letters = name.chars().filter(char::is_ascii_alphanumeric);
     "connectionid".chars().all(|expected| {
         letters

@@ -317,3 +317,77 @@ async fn a_flattened_key_cannot_stand_in_for_an_allowlisted_field() {
         }
     );
 }
+
+#[derive(Deserialize, JsonSchema)]
+struct AliasInput {
+    /// A connection under another name: the schema shows `conn` only.
+    #[serde(alias = "connectionId")]
+    conn: Option<String>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct AliasOutput {
+    got: bool,
+}
+
+struct Aliased;
+
+#[async_trait::async_trait]
+impl ToolContract for Aliased {
+    type Input = AliasInput;
+    type Output = AliasOutput;
+    const ID: &'static str = "core__aliased";
+    const DESCRIPTION: &'static str = "Takes a connection it should not.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["got"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        input: AliasInput,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<AliasOutput, ToolError> {
+        Ok(AliasOutput {
+            got: input.conn.is_some(),
+        })
+    }
+}
+
+/// A connection id never arrives as an argument (invariant CONNECTION_ID_VIA_CONTEXT), also
+/// where the schema cannot see it: a serde alias, an unknown field a type ignores, a map key.
+#[tokio::test]
+async fn a_connection_id_in_the_arguments_is_refused() {
+    let cases = [
+        (
+            bind(Aliased).unwrap(),
+            r#"{"connectionId":"conn-CANARY"}"#,
+            "/",
+        ),
+        (
+            bind(Aliased).unwrap(),
+            r#"{"conn":null,"connection_id":"conn-CANARY"}"#,
+            "/",
+        ),
+        (
+            bind(Labels).unwrap(),
+            r#"{"labels":{"CONNECTION-ID":1},"counts":[]}"#,
+            "/labels",
+        ),
+    ];
+    for (tool, args, at) in cases {
+        let (run, events) = crate::support::run(tool, args).await;
+        let failure = run.result.failure().unwrap();
+        assert_eq!(failure.code, ToolErrorCode::Validation, "{args}");
+        assert_eq!(
+            failure.safe_message,
+            format!(
+                "invalid tool arguments: {at} holds a connection id; connections come from the \
+                 invocation context, never from arguments"
+            )
+        );
+        let everything = format!("{run:?}{events:?}");
+        assert!(!everything.contains("CANARY"), "{everything}");
+    }
+    let (run, _) = crate::support::run(bind(Aliased).unwrap(), r#"{"conn":"x"}"#).await;
+    assert!(run.result.failure().is_none(), "{:?}", run.result);
+}
