@@ -8,6 +8,14 @@
 //! [`ai_core::BoundTool`] whose validators (jsonschema, then serde for the input) are compiled
 //! once and whose output is redacted by allowlist. The core tools live in [`tools`].
 //!
+//! A contract's input and output types derive `schemars::JsonSchema` from schemars 1.x (types
+//! deriving 0.8's trait do not fit) and serde's traits. Inputs stay within the subset
+//! `ai_core::validate_tool_schema_p0` accepts: structs of plain fields, `Option`s (of structs and
+//! enums too), `Vec`s, maps with string keys, and unit enums; enums with data derive `oneOf` or
+//! `anyOf`, which the subset refuses, and binding says where. The output is an object whose
+//! fields the allowlist names by dotted path (`"days.summary"` reaches into arrays and optional
+//! structs); see `examples/own_agent.rs` in cogni-graph for a whole contract in use.
+//!
 //! This crate never does IO of its own (tools reach the world only through capability ports
 //! such as [`ai_core::Clock`] and [`ai_core::Workspace`]), never reads the environment, and
 //! exports no default executable catalog: every runtime binds its own tools in its composition
