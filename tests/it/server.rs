@@ -665,6 +665,31 @@ async fn ai_sdk_history_with_a_denied_call_starts_a_thread() {
     assert!(sent.contains("the user denied this call"), "{sent}");
 }
 
+/// A new thread may start from an ai 6 history whose approvals were left unanswered or answered
+/// but never sent (the user typed a new message instead): those calls never ran, and are answered
+/// so, as the server answers them when it holds the thread.
+#[tokio::test]
+async fn ai_sdk_history_with_unsent_approvals_starts_a_thread() {
+    let server = Server::start(|_| {}).await;
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let mut request = ai_sdk_client_request("approval-response.json");
+    request["id"] = json!("chat-unsent-approvals");
+    let assistant = &mut request["messages"][1]["parts"];
+    assistant[2]["state"] = json!("approval-requested");
+    assistant[2]["approval"] = json!({"id": "call_time"});
+    request["messages"].as_array_mut().unwrap().push(
+        json!({"id": "u-2", "role": "user", "parts": [{"type": "text", "text": "never mind"}]}),
+    );
+    let response = server.post("/api/v1/chat", &request).await;
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    let body = response.text().await.unwrap();
+    assert_eq!(types(&frames(&body)).last().unwrap(), "[DONE]", "{body}");
+    let sent = String::from_utf8(server.fake.requests()[0].body.clone()).unwrap();
+    assert_eq!(sent.matches("never ran").count(), 2, "{sent}");
+}
+
 /// Without `ai_sdk_approvals` (ai 5 clients), a paused call's part stays `input-available`: no
 /// chunk ai 5 would refuse.
 #[tokio::test]

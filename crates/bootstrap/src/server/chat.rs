@@ -180,6 +180,12 @@ fn assistant_items(
                 "error": {"message": "the user denied this call"}
             })
             .to_string(),
+            // Waited for approval, and the user sent a new message instead of the answers: it
+            // never ran (the server answers such calls so when it holds the thread).
+            "approval-requested" | "approval-responded" => serde_json::json!({
+                "error": {"message": "the call never ran: a new message came before its approval was sent"}
+            })
+            .to_string(),
             // A call without its output stays unanswered; reconstruct_history refuses it.
             _ => continue,
         };
