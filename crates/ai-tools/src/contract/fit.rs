@@ -1,7 +1,7 @@
 //! Fitting a derived schema into the supported subset: schemars spells two common Rust shapes
 //! with keywords the subset refuses, although the subset can say the same thing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
@@ -29,9 +29,11 @@ const DEFINITIONS: &str = "#/definitions/";
 ///   `anyOf: [{"$ref": …}, {"type": "null"}]`) becomes a `$ref` to a copy of `T`'s definition,
 ///   `<T>OrNull`, with `null` added to its `type` (and `enum`).
 ///
-/// Definitions no longer referenced are removed. Anything else outside the subset is left as
-/// is, for the subset check to refuse with its place.
+/// Definitions no longer referenced are removed, and those whose names a `$ref` must escape are
+/// renamed (see [`plain_definition_names`]). Anything else outside the subset is left as is, for
+/// the subset check to refuse with its place.
 pub(super) fn fit_subset(schema: &mut Value) {
+    plain_definition_names(schema);
     each_schema(schema, &mut collapse_documented_enum);
     let Some(Value::Object(definitions)) = schema.get("definitions") else {
         return;
@@ -54,6 +56,75 @@ pub(super) fn fit_subset(schema: &mut Value) {
         }
     }
     drop_unreferenced_definitions(schema);
+}
+
+/// Renames every definition whose name has a character other than an ASCII letter, a digit,
+/// `_`, `-` or `.` (`Gen<Point>` from `#[schemars(rename = "Gen<{T}>")]`, a space, a `/`), each
+/// such character becoming `_` (and a number added if that name is taken), and points its
+/// `$ref`s at the new name. schemars percent-encodes such names in a `$ref`, which the subset
+/// check, the redaction's path check and the error paths read as plain JSON pointers: they
+/// would not find the definition.
+fn plain_definition_names(schema: &mut Value) {
+    let Some(Value::Object(definitions)) = schema.get_mut("definitions") else {
+        return;
+    };
+    let is_plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    let escaped: Vec<String> = definitions
+        .keys()
+        .filter(|name| !name.chars().all(is_plain))
+        .cloned()
+        .collect();
+    let mut renamed = BTreeMap::new();
+    for name in escaped {
+        let base: String = name
+            .chars()
+            .map(|c| if is_plain(c) { c } else { '_' })
+            .collect();
+        let mut plain = base.clone();
+        for n in 2.. {
+            if !definitions.contains_key(&plain) {
+                break;
+            }
+            plain = format!("{base}{n}");
+        }
+        if let Some(definition) = definitions.remove(&name) {
+            definitions.insert(plain.clone(), definition);
+        }
+        renamed.insert(name, plain);
+    }
+    if renamed.is_empty() {
+        return;
+    }
+    each_schema(schema, &mut |node| {
+        let target = node
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix(DEFINITIONS))
+            .and_then(decode_pointer_segment)
+            .and_then(|name| renamed.get(&name));
+        if let Some(plain) = target {
+            node.insert("$ref".into(), format!("{DEFINITIONS}{plain}").into());
+        }
+    });
+}
+
+/// A JSON pointer segment as written in a URI fragment (percent-encoded, `~1` for `/`, `~0`
+/// for `~`), decoded; `None` when it is not valid percent-encoded UTF-8.
+fn decode_pointer_segment(segment: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(segment.len());
+    let mut rest = segment.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        if byte == b'%' {
+            let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = &tail[2..];
+        } else {
+            bytes.push(byte);
+            rest = tail;
+        }
+    }
+    let text = String::from_utf8(bytes).ok()?;
+    Some(text.replace("~1", "/").replace("~0", "~"))
 }
 
 /// Calls `f` on `node` and on every subschema below it (before their own subschemas).

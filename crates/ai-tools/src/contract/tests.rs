@@ -292,3 +292,49 @@ fn an_untagged_enum_of_two_structs_is_refused_not_rewritten() {
         "{err}"
     );
 }
+
+/// A generic struct whose schemars name holds characters a `$ref` must escape.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(rename = "Boxed<{T}>")]
+#[allow(dead_code)]
+struct Boxed<T> {
+    value: T,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct WithBoxed {
+    required: Boxed<Point>,
+    optional: Option<Boxed<Point>>,
+}
+
+/// schemars percent-encodes a definition named `Boxed<Point>` in its `$ref`s; read as a plain
+/// pointer that names no definition, so the definition was dropped as unreferenced and the
+/// schema refused. Such definitions are renamed to names a `$ref` spells as they are.
+#[test]
+fn definitions_named_with_escaped_characters_are_renamed_and_kept() {
+    let spec = tool_spec::<Probe<WithBoxed>>().unwrap();
+    let schema = &spec.input_schema;
+    assert_eq!(
+        schema["properties"]["required"]["$ref"],
+        "#/definitions/Boxed_Point_"
+    );
+    assert_eq!(
+        schema["properties"]["optional"]["$ref"],
+        "#/definitions/Boxed_Point_OrNull"
+    );
+    let validator = jsonschema::draft7::new(schema).unwrap();
+    for args in [
+        serde_json::json!({"required": {"value": {"x": 1}}}),
+        serde_json::json!({"required": {"value": {"x": 1}}, "optional": null}),
+        serde_json::json!({"required": {"value": {"x": 1}}, "optional": {"value": {"x": 2}}}),
+        serde_json::json!({"required": {"value": {}}}),
+        serde_json::json!({"required": {"value": {"x": 1}}, "optional": {"value": null}}),
+    ] {
+        assert_eq!(
+            validator.is_valid(&args),
+            serde_json::from_value::<WithBoxed>(args.clone()).is_ok(),
+            "{args}"
+        );
+    }
+}
