@@ -27,7 +27,7 @@
 //! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`println!`), calls of [`FS_METHODS`] (`path.exists()`; not a method of that name the file defines) | in all of `crates/ai-tools/src/` |
 //! | `IO_FREE` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`], calls of [`FS_METHODS`] (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/graph/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
 //! | `NO_SCHEMA_LIB` | [`SCHEMA_LIBS`] | in `crates/ai-core/src/`, `crates/graph/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
-//! | `NO_SECRET_IN_CONTEXT` | a field or variant of a `struct`/`enum`/`union` named `…Context` or `…Ctx` (or of the crate's type that an alias `type …Context = …;` names) named like a secret ([`secret_word`]: token, api key, secret, password, authorization, credential, creds, bearer, cookie, header, private key, passphrase, jwt, or a last word `key` in any case other than [`NOT_SECRET_KEYS`] such as `idempotency_key`), a tuple field or tuple variant whose type is so named (`AuthContext(SecretString)`), and a member so named of a type of the same crate that such a member holds, at any depth (`connection: ConnectionAuth`) | everywhere |
+//! | `NO_SECRET_IN_CONTEXT` | a field or variant of a `struct`/`enum`/`union` named `…Context` or `…Ctx` (or of the crate's type that an alias `type …Context = …;` names) named like a secret ([`secret_word`]: token, api key, secret, password, authorization, credential, creds, bearer, cookie, header, private key, passphrase, jwt, or a last word `key` in any case other than [`NOT_SECRET_KEYS`] such as `idempotency_key`; [`TOKEN_COUNTS`] such as `max_tokens` are not secrets), a tuple field or tuple variant whose type is so named (`AuthContext(SecretString)`), and a member so named of a type of the same crate that such a member holds, at any depth (`connection: ConnectionAuth`) | everywhere |
 //! | `FILE_DOCS` | a file that does not start with a `//!` doc comment, or whose leading `//!` lines hold no text | every `.rs` file |
 //!
 //! The compile-time macros `env!` and `option_env!` read the build's environment, not the
@@ -158,6 +158,24 @@ const NOT_SECRET_KEYS: &[&str] = &[
     "publickey",
     "partitionkey",
     "sortkey",
+];
+
+/// Counts of model tokens, not credentials (compared like [`SECRET_WORDS`]): removed from a name
+/// before it is searched for them, so `max_tokens` and `Usage.input_tokens` pass while
+/// `access_token`, and `max_tokens_secret`'s `secret`, are still found.
+const TOKEN_COUNTS: &[&str] = &[
+    "maxtokens",
+    "inputtokens",
+    "outputtokens",
+    "prompttokens",
+    "completiontokens",
+    "totaltokens",
+    "reasoningtokens",
+    "cachedtokens",
+    "tokenbudget",
+    "tokencount",
+    "tokenlimit",
+    "tokensused",
 ];
 
 /// What a scan saw, so that an empty walk or a broken pattern cannot pass silently.
@@ -1171,10 +1189,13 @@ fn members(body: &[Token], is_enum: bool) -> Vec<Member> {
 
 /// Why `name` looks like a secret: one of [`SECRET_WORDS`] in it, or `key` as its last word in
 /// any case (`key`, `openai_key`, `OPENAI_KEY`, `signingKey`, `HMACKey`) unless it is one of
-/// [`NOT_SECRET_KEYS`].
+/// [`NOT_SECRET_KEYS`]. [`TOKEN_COUNTS`] are not secrets.
 fn secret_word(name: &str) -> Option<&'static str> {
     let flat = name.replace('_', "").to_ascii_lowercase();
-    if let Some(word) = SECRET_WORDS.iter().find(|w| flat.contains(**w)) {
+    let words = TOKEN_COUNTS
+        .iter()
+        .fold(flat.clone(), |rest, count| rest.replace(count, " "));
+    if let Some(word) = SECRET_WORDS.iter().find(|w| words.contains(**w)) {
         return Some(word);
     }
     let ends_in_key = last_word(name).eq_ignore_ascii_case("key");

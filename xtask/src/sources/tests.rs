@@ -386,6 +386,27 @@ fn no_secret_in_context() {
     );
 }
 
+/// An LLM runtime counts tokens: a context's token budget, or the `Usage` it holds, is a count,
+/// not a secret; a token that is a credential is still one.
+#[test]
+fn token_counts_in_a_context_are_not_secrets() {
+    check(
+        &[
+            (
+                "crates/ai-core/src/ctx.rs",
+                "//! Ctx.\npub struct RunContext {\n    pub max_tokens: Option<u32>,\n    pub token_budget: u64,\n    pub usage: Usage,\n    pub api_token_count: u32,\n    pub max_tokens_secret: String,\n}\n",
+            ),
+            (
+                "crates/ai-core/src/usage.rs",
+                "//! Usage.\npub struct Usage { pub input_tokens: u64, pub prompt_tokens: u64, pub total_tokens: u64 }\n",
+            ),
+        ],
+        &[
+            "crates/ai-core/src/ctx.rs:7: NO_SECRET_IN_CONTEXT: `RunContext.max_tokens_secret` is named like a secret (secret); keep a reference and resolve it through a capability",
+        ],
+    );
+}
+
 #[test]
 fn no_secret_in_context_widened() {
     let violation = |line: usize, member: &str, word: &str| {
