@@ -485,7 +485,7 @@ fn single_execution_path(
         let is_call = token.text == "exec"
             && match i.checked_sub(1).map_or("", text_at) {
                 "." => text_at(i + 1) == "(" || turbofish,
-                "::" => text_at(i + 1) != "::" || turbofish,
+                "::" => (text_at(i + 1) != "::" && !in_use_tree(tokens, i)) || turbofish,
                 _ => false,
             };
         if is_call {
@@ -501,6 +501,18 @@ fn single_execution_path(
             }
         }
     }
+}
+
+/// Whether token `i` is in a `use` declaration's tree (`use crate::exec;`,
+/// `use a::{b, exec};`): everything between it and the `use` is path segments, `::`, braces,
+/// commas and `*`.
+fn in_use_tree(tokens: &[Token], i: usize) -> bool {
+    let tree = tokens[..i].iter().rev().take_while(|t| {
+        (is_ident(&t.text) && !is_keyword(t, "use"))
+            || matches!(t.text.as_str(), "::" | "{" | "}" | "," | "*")
+    });
+    let start = i - tree.count();
+    start > 0 && is_keyword(&tokens[start - 1], "use")
 }
 
 /// ARCH_FOREIGN_SOURCE: `#[path]` and `include!` compile only `.rs` files of the file's own

@@ -196,7 +196,7 @@ fn single_execution_path() {
         &[
             (
                 "crates/graph/src/driver.rs",
-                "//! Driver.\nlet permit = ExecPermit::new();\nlet out = tool\n    .exec(permit, args)\n    .await;\nBoundTool::exec(&*tool, p, a);\ntool.exec::<Value>(p);\n",
+                "//! Driver.\nlet permit = ExecPermit::new();\nlet out = tool\n    .exec(permit, args)\n    .await;\nBoundTool::exec(&*tool, p, a);\ntool.exec::<Value>(p);\n// A module (or function) named `exec`, imported, is not a tool's `exec`.\nuse crate::exec;\npub use crate::{plan, exec as run_plan};\n",
             ),
             (
                 "crates/ai-core/src/catalog.rs",
