@@ -27,7 +27,7 @@ const DEFINITIONS: &str = "#/definitions/";
 ///   `enum`, the variants' descriptions added to the enum's own;
 /// - `Option<T>` of a `T` kept in the definitions (a struct, an enum:
 ///   `anyOf: [{"$ref": …}, {"type": "null"}]`) becomes a `$ref` to a copy of `T`'s definition,
-///   `<T>OrNull`, with `null` added to its `type` (and `enum`).
+///   `<T>OrNull` (a number added if the input has a type of that name), with `null` added to its `type` (and `enum`).
 ///
 /// Definitions no longer referenced are removed, and those whose names a `$ref` must escape are
 /// renamed (see [`plain_definition_names`]). Anything else outside the subset is left as is, for
@@ -39,19 +39,36 @@ pub(super) fn fit_subset(schema: &mut Value) {
         return;
     };
     let definitions = definitions.clone();
-    let mut nullable = BTreeSet::new();
+    // Each nullable definition's name: `<T>OrNull`, or with a number added when the input
+    // already has a type of that name.
+    let mut nullable: BTreeMap<String, String> = BTreeMap::new();
     each_schema(schema, &mut |node| {
         if let Some(name) = nullable_reference(node, &definitions) {
+            if !nullable.contains_key(&name) {
+                let base = format!("{name}OrNull");
+                let mut or_null = base.clone();
+                for n in 2.. {
+                    let taken = definitions.contains_key(&or_null)
+                        || nullable.values().any(|v| *v == or_null);
+                    if !taken {
+                        break;
+                    }
+                    or_null = format!("{base}{n}");
+                }
+                nullable.insert(name.clone(), or_null);
+            }
             node.remove("anyOf");
-            node.insert("$ref".into(), format!("{DEFINITIONS}{name}OrNull").into());
-            nullable.insert(name);
+            node.insert(
+                "$ref".into(),
+                format!("{DEFINITIONS}{}", nullable[&name]).into(),
+            );
         }
     });
     if let Some(Value::Object(definitions)) = schema.get_mut("definitions") {
-        for name in nullable {
+        for (name, or_null) in nullable {
             if let Some(mut copy) = definitions.get(&name).cloned() {
                 add_null(&mut copy);
-                definitions.insert(format!("{name}OrNull"), copy);
+                definitions.insert(or_null, copy);
             }
         }
     }
@@ -200,8 +217,7 @@ fn collapse_documented_enum(node: &mut Map<String, Value>) {
 }
 
 /// The definition's name when `node` is `anyOf: [{"$ref": "#/definitions/<name>"}, {"type":
-/// "null"}]` (in either order) and that definition has a `type` that `null` can be added to,
-/// and no other definition is called `<name>OrNull`.
+/// "null"}]` (in either order) and that definition has a `type` that `null` can be added to.
 fn nullable_reference(
     node: &Map<String, Value>,
     definitions: &Map<String, Value>,
@@ -225,7 +241,7 @@ fn nullable_reference(
         definition.get("type"),
         Some(Value::String(_) | Value::Array(_))
     );
-    (typed && !definitions.contains_key(&format!("{name}OrNull"))).then(|| name.to_owned())
+    typed.then(|| name.to_owned())
 }
 
 /// Adds `null` to a definition's `type`, and to its `enum` or `const` when it has one.

@@ -338,3 +338,43 @@ fn definitions_named_with_escaped_characters_are_renamed_and_kept() {
         );
     }
 }
+
+/// A type of the input whose name is the one the `Option` rewrite would give `Point`'s copy.
+#[derive(Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct PointOrNull {
+    y: u8,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct NameClash {
+    clash: PointOrNull,
+    at: Option<Point>,
+}
+
+/// A type already named `PointOrNull` left `Option<Point>` as `anyOf` (refused, and the message
+/// named `anyOf`, not the clash); the copy now takes the next free name.
+#[test]
+fn an_option_is_rewritten_even_when_its_ornull_name_is_taken() {
+    let spec = tool_spec::<Probe<NameClash>>().unwrap();
+    let schema = &spec.input_schema;
+    assert_eq!(
+        schema["properties"]["at"]["$ref"],
+        "#/definitions/PointOrNull2"
+    );
+    let validator = jsonschema::draft7::new(schema).unwrap();
+    for args in [
+        serde_json::json!({"clash": {"y": 1}}),
+        serde_json::json!({"clash": {"y": 1}, "at": null}),
+        serde_json::json!({"clash": {"y": 1}, "at": {"x": 2}}),
+        serde_json::json!({"clash": {"y": 1}, "at": {"y": 2}}),
+        serde_json::json!({"clash": null, "at": {"x": 2}}),
+    ] {
+        assert_eq!(
+            validator.is_valid(&args),
+            serde_json::from_value::<NameClash>(args.clone()).is_ok(),
+            "{args}"
+        );
+    }
+}
