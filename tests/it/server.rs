@@ -554,6 +554,57 @@ async fn agui_interrupts_for_approval_and_resumes_from_the_answers() {
     assert_eq!(server.post("/api/v1/agui", &again).await.status(), 409);
 }
 
+/// A denial's `payload.reason` (the interrupt's `responseSchema` offers it) reaches the model
+/// with the denial.
+#[tokio::test]
+async fn agui_denial_reason_reaches_the_model() {
+    let server = Server::start(|s| {
+        let policy = r#"
+            allowed_tools = ["core__get_current_time", "core__workspace_read"]
+            require_approval_for_effects = ["read_only"]
+        "#;
+        s.tools.policy = Some(policy.parse().unwrap());
+    })
+    .await;
+    tool_loop_fixtures(&server.fake).await;
+    let input = agui_input(
+        "t-reason",
+        "r-1",
+        json!([user("m1", "What do my notes say?")]),
+    );
+    let paused = server
+        .post("/api/v1/agui", &input)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let last = frames(&paused).pop().unwrap();
+    let schema = &last["outcome"]["interrupts"][0]["responseSchema"];
+    assert_eq!(schema["properties"]["reason"]["type"], "string", "{paused}");
+    let mut resume = agui_input("t-reason", "r-2", json!([]));
+    resume["resume"] = json!([
+        {"interruptId": "call_read", "status": "resolved", "payload": {"approved": true}},
+        {"interruptId": "call_time", "status": "resolved",
+         "payload": {"approved": false, "reason": "  ask me tomorrow  "}}
+    ]);
+    let resumed = server
+        .post("/api/v1/agui", &resume)
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        frames(&resumed).last().unwrap()["type"],
+        "RUN_FINISHED",
+        "{resumed}"
+    );
+    let sent = String::from_utf8(server.fake.requests()[1].body.clone()).unwrap();
+    assert!(
+        sent.contains("the user denied this call: ask me tomorrow\\\""),
+        "{sent}"
+    );
+}
+
 /// A request body the AI SDK's `useChat` (ai 6) sends, from fixtures/ui/ai-sdk-client.
 fn ai_sdk_client_request(name: &str) -> Value {
     let dir = PathBuf::from(concat!(
@@ -597,7 +648,7 @@ async fn ai_sdk_asks_ai_6_clients_for_approval_and_resumes_from_the_answers() {
     assert_eq!(asked, ["call_time", "call_read"], "{paused}");
     assert_eq!(server.fake.requests().len(), 1, "nothing ran: {paused}");
 
-    // read approved, time denied
+    // read approved, time denied with a reason
     let answer = ai_sdk_client_request("approval-response.json");
     let resumed = server
         .post("/api/v1/chat", &answer)
@@ -631,8 +682,8 @@ async fn ai_sdk_asks_ai_6_clients_for_approval_and_resumes_from_the_answers() {
     assert_eq!(types[types.len() - 2..], ["finish", "[DONE]"], "{resumed}");
     let sent = String::from_utf8(server.fake.requests()[1].body.clone()).unwrap();
     assert!(
-        sent.contains("hello") && sent.contains("the user denied this call"),
-        "{sent}"
+        sent.contains("hello") && sent.contains("the user denied this call: not now"),
+        "the read result and the denial with its reason reached the model: {sent}"
     );
 
     // Nothing waits any more: the same answers again are refused.
@@ -662,7 +713,10 @@ async fn ai_sdk_history_with_a_denied_call_starts_a_thread() {
     let body = response.text().await.unwrap();
     assert_eq!(types(&frames(&body)).last().unwrap(), "[DONE]", "{body}");
     let sent = String::from_utf8(server.fake.requests()[0].body.clone()).unwrap();
-    assert!(sent.contains("the user denied this call"), "{sent}");
+    assert!(
+        sent.contains("the user denied this call: not now"),
+        "{sent}"
+    );
 }
 
 /// A new thread may start from an ai 6 history whose approvals were left unanswered or answered

@@ -91,7 +91,7 @@ async function aiSdkRequests(streams) {
   await chat.sendMessage({ text: "What do my notes say?" });
   if (chat.error) throw chat.error;
   await chat.addToolApprovalResponse({ id: "call_read", approved: true });
-  await chat.addToolApprovalResponse({ id: "call_time", approved: false });
+  await chat.addToolApprovalResponse({ id: "call_time", approved: false, reason: "not now" });
   for (let wait = 0; bodies.length < 2 && wait < 100; wait++) await new Promise((r) => setTimeout(r, 10));
   if (bodies.length < 2) throw new Error("the chat did not send the answers");
   return { "ai-sdk-client/approval-response.json": bodies[1] };

@@ -24,6 +24,7 @@ mod store;
 pub use driver::{Agent, AgentConfig, GraphError};
 pub use history::{HistoryItem, ReconstructError, reconstruct_history};
 pub use reducer::{
-    AgentEvent, AgentState, ApprovalDecision, Intent, PendingApproval, Phase, reduce,
+    AgentEvent, AgentState, ApprovalDecision, Intent, MAX_DENIAL_REASON_CHARS, PendingApproval,
+    Phase, denial_message, reduce,
 };
 pub use store::InMemoryThreadStore;

@@ -119,7 +119,15 @@ pub struct ApprovalDecision {
     pub approved: bool,
     /// The arguments hash the human was shown; an approval for another hash is a denial.
     pub args_hash: String,
+    /// The human's words on a denial (ai 6's `addToolApprovalResponse` `reason`, AG-UI's
+    /// `payload.reason`), passed on to the model with it so it need not guess why; ignored on
+    /// an approval. The model sees at most [`MAX_DENIAL_REASON_CHARS`] characters of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
+
+/// The most characters of a denial's [`ApprovalDecision::reason`] the model is shown.
+pub const MAX_DENIAL_REASON_CHARS: usize = 500;
 
 /// What happened, fed to the reducer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -286,6 +294,22 @@ fn denied(id: &ToolCallId, why: &str) -> ToolExecResult {
         id.clone(),
         ToolFailure::new(ToolErrorCode::PolicyDenied, why),
     )
+}
+
+/// What the model is told of a call the user denied, with the reason they gave (trimmed, at
+/// most [`MAX_DENIAL_REASON_CHARS`] characters) if any. For a UI that rebuilds a history with
+/// denied calls, so the model reads them as the loop words them.
+pub fn denial_message(reason: Option<&str>) -> String {
+    match reason.map(str::trim).filter(|reason| !reason.is_empty()) {
+        Some(reason) => {
+            let end = reason
+                .char_indices()
+                .nth(MAX_DENIAL_REASON_CHARS)
+                .map_or(reason.len(), |(at, _)| at);
+            format!("the user denied this call: {}", &reason[..end])
+        }
+        None => "the user denied this call".to_owned(),
+    }
 }
 
 /// The most tool calls of one model turn that run; the calls after them are answered without
@@ -565,11 +589,15 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                 let named: Vec<&ApprovalDecision> =
                     decisions.iter().filter(|d| &d.tool_call_id == id).collect();
                 let why = if named.is_empty() {
-                    "no decision was made on this call, so it was not run"
+                    "no decision was made on this call, so it was not run".to_owned()
                 } else if named.iter().any(|d| !d.approved) {
-                    "the user denied this call"
+                    let reason = named
+                        .iter()
+                        .filter(|d| !d.approved)
+                        .find_map(|d| d.reason.as_deref().filter(|r| !r.trim().is_empty()));
+                    denial_message(reason)
                 } else if named.iter().any(|d| d.args_hash != waiting.args_hash) {
-                    "the approval was for other arguments, so the call was not run"
+                    "the approval was for other arguments, so the call was not run".to_owned()
                 } else {
                     approved.push(waiting);
                     continue;
@@ -578,7 +606,7 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                     .iter()
                     .find(|call| &call.id == id)
                     .map_or_else(String::new, |call| call.name.clone());
-                denials.push((name, denied(id, why)));
+                denials.push((name, denied(id, &why)));
             }
             answered.extend(denials.iter().map(|(_, result)| result.clone()));
             let to_run = calls

@@ -116,7 +116,7 @@ pub struct ResumeEntry {
     /// Whether it was answered or abandoned.
     pub status: ResumeStatus,
     /// The answer, shaped by the interrupt's `responseSchema`: for a tool approval,
-    /// `{"approved": true|false}`.
+    /// `{"approved": true|false, "reason"?: "…"}`.
     #[serde(default)]
     pub payload: Option<Value>,
 }
@@ -144,6 +144,11 @@ impl ResumeEntry {
                 .and_then(Value::as_bool)
                 == Some(true)
     }
+
+    /// The reason the answer gives (`payload.reason`), if it is a string.
+    pub fn reason(&self) -> Option<&str> {
+        self.payload.as_ref()?.get("reason")?.as_str()
+    }
 }
 
 /// Something a run needs from outside before it can continue: here, a human's decision on a
@@ -160,7 +165,8 @@ pub struct Interrupt {
     pub message: String,
     /// The call this interrupt is about.
     pub tool_call_id: String,
-    /// The answer expected: `{"approved": boolean}`.
+    /// The answer expected: `{"approved": boolean, "reason"?: string}` (a denial's reason is
+    /// passed on to the model).
     pub response_schema: Value,
 }
 
@@ -484,7 +490,10 @@ impl Translator {
                     tool_call_id: tool_call_id.to_string(),
                     response_schema: serde_json::json!({
                         "type": "object",
-                        "properties": {"approved": {"type": "boolean"}},
+                        "properties": {
+                            "approved": {"type": "boolean"},
+                            "reason": {"type": "string"}
+                        },
                         "required": ["approved"]
                     }),
                 });

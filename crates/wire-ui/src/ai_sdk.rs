@@ -77,6 +77,8 @@ pub struct ToolPart {
     /// The user's answer, when `state` is `approval-responded` (ai 6 and later): whether the
     /// call is approved.
     pub approved: Option<bool>,
+    /// The reason the user gave with the answer (`approval.reason`), if any.
+    pub approval_reason: Option<String>,
 }
 
 impl UiMessage {
@@ -125,6 +127,7 @@ impl UiMessage {
                 output: part.get("output").cloned(),
                 error_text: part["errorText"].as_str().map(str::to_owned),
                 approved: part["approval"]["approved"].as_bool(),
+                approval_reason: part["approval"]["reason"].as_str().map(str::to_owned),
             });
         }
         Ok(parts)

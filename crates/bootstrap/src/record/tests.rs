@@ -555,6 +555,7 @@ fn recovery_answers_the_paused_calls_of_a_run_that_resumed_from_approvals() {
             tool_call_id: id("gated"),
             approved: true,
             args_hash: "hash-gated".into(),
+            reason: None,
         }]),
     };
     // The run first shows the denied call's fate (a start without arguments and its answer),
@@ -749,6 +750,7 @@ async fn a_resume_consumes_its_approvals_before_anything_runs() {
             tool_call_id: ToolCallId::new("gated").unwrap(),
             approved: true,
             args_hash: "hash-gated".into(),
+            reason: None,
         }]),
         ..request(&runtime, run_id, &thread, Some(paused.clone()), "")
     };
@@ -810,6 +812,7 @@ async fn recovery_leaves_the_thread_of_a_resume_that_never_began() {
             tool_call_id: ToolCallId::new("gated").unwrap(),
             approved: true,
             args_hash: "hash-gated".into(),
+            reason: None,
         }]),
     };
     let consumed = graph::reduce(input.thread_state.clone(), input.turn.event()).0;

@@ -13,7 +13,8 @@ use wire_ui::agui::{InputMessage, RunAgentInput, Translator};
 use wire_ui::sse;
 
 use super::{
-    ApiError, AppState, Incoming, IncomingTurn, Translate, parse_body, sse_response, start_run,
+    Answer, ApiError, AppState, Incoming, IncomingTurn, Translate, parse_body, sse_response,
+    start_run,
 };
 
 struct Stream(Translator);
@@ -57,7 +58,11 @@ pub(super) async fn run(
                 input
                     .resume
                     .iter()
-                    .map(|answer| (answer.interrupt_id.clone(), answer.approves()))
+                    .map(|answer| Answer {
+                        call_id: answer.interrupt_id.clone(),
+                        approved: answer.approves(),
+                        reason: answer.reason().map(str::to_owned),
+                    })
                     .collect(),
             ),
         }

@@ -13,7 +13,8 @@ use wire_ui::ai_sdk::{ChatRequest, STREAM_HEADER, Translator, UiMessage, UiRole}
 use wire_ui::sse;
 
 use super::{
-    ApiError, AppState, Incoming, IncomingTurn, Translate, parse_body, sse_response, start_run,
+    Answer, ApiError, AppState, Incoming, IncomingTurn, Translate, parse_body, sse_response,
+    start_run,
 };
 
 struct Stream(Translator);
@@ -50,7 +51,12 @@ pub(super) async fn run(
     let answered: Vec<(ToolCallId, bool)> = match &incoming.turn {
         IncomingTurn::Approvals(answers) => answers
             .iter()
-            .filter_map(|(id, approved)| Some((ToolCallId::new(id.as_str()).ok()?, *approved)))
+            .filter_map(|answer| {
+                Some((
+                    ToolCallId::new(answer.call_id.as_str()).ok()?,
+                    answer.approved,
+                ))
+            })
             .collect(),
         IncomingTurn::Message(_) => Vec::new(),
     };
@@ -119,17 +125,26 @@ fn incoming(messages: &[UiMessage]) -> Result<Incoming, ApiError> {
     })
 }
 
-/// The answers in an assistant message: call id → approved, for each tool part that asked for
-/// approval (`approval-responded`, or `approval-requested`: not answered, so denied).
-fn approval_answers(index: usize, message: &UiMessage) -> Result<Vec<(String, bool)>, ApiError> {
+/// The answers in an assistant message, one for each tool part that asked for approval
+/// (`approval-responded`, with the user's reason if any, or `approval-requested`: not answered,
+/// so denied).
+fn approval_answers(index: usize, message: &UiMessage) -> Result<Vec<Answer>, ApiError> {
     let tools = message
         .tool_parts()
         .map_err(|e| ApiError::bad_request("invalid_history", format!("messages[{index}]: {e}")))?;
     Ok(tools
         .into_iter()
         .filter_map(|tool| match tool.state.as_str() {
-            "approval-responded" => Some((tool.tool_call_id, tool.approved == Some(true))),
-            "approval-requested" => Some((tool.tool_call_id, false)),
+            "approval-responded" => Some(Answer {
+                approved: tool.approved == Some(true),
+                reason: tool.approval_reason,
+                call_id: tool.tool_call_id,
+            }),
+            "approval-requested" => Some(Answer {
+                call_id: tool.tool_call_id,
+                approved: false,
+                reason: None,
+            }),
             _ => None,
         })
         .collect())
@@ -177,7 +192,7 @@ fn assistant_items(
             .to_string(),
             // Denied through ai 6's approval exchange: it never ran.
             "output-denied" => serde_json::json!({
-                "error": {"message": "the user denied this call"}
+                "error": {"message": graph::denial_message(tool.approval_reason.as_deref())}
             })
             .to_string(),
             // Waited for approval, and the user sent a new message instead of the answers: it

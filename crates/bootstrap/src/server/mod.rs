@@ -301,9 +301,19 @@ pub(crate) struct Incoming {
 pub(crate) enum IncomingTurn {
     /// A new user message.
     Message(String),
-    /// Answers to the approvals the thread waits for: call id → approved. A call the thread
-    /// waits for with no answer is denied.
-    Approvals(Vec<(String, bool)>),
+    /// Answers to the approvals the thread waits for. A call the thread waits for with no
+    /// answer is denied.
+    Approvals(Vec<Answer>),
+}
+
+/// A client's answer to one approval request.
+pub(crate) struct Answer {
+    /// The call answered, as the client names it.
+    pub(crate) call_id: String,
+    /// Whether the client approved it.
+    pub(crate) approved: bool,
+    /// The reason the client gave, passed on to the model with a denial.
+    pub(crate) reason: Option<String>,
 }
 
 /// A started run: its events, and the token that cancels it when the stream is dropped.
@@ -401,7 +411,7 @@ async fn start_run(
 fn decisions(
     thread: &ThreadId,
     state: &AgentState,
-    answers: Vec<(String, bool)>,
+    answers: Vec<Answer>,
 ) -> Result<Vec<ApprovalDecision>, ApiError> {
     let conflict =
         |message: String| ApiError::new(StatusCode::CONFLICT, "nothing_to_resume", message);
@@ -412,33 +422,39 @@ fn decisions(
         )));
     };
     // Two answers for one call are a contradiction at worst: nothing runs on one.
-    if let Some((twice, _)) = answers
-        .iter()
-        .enumerate()
-        .find_map(|(at, (id, _))| answers[..at].iter().find(|(seen, _)| seen == id))
-    {
+    if let Some(twice) = answers.iter().enumerate().find_map(|(at, answer)| {
+        answers[..at]
+            .iter()
+            .find(|seen| seen.call_id == answer.call_id)
+    }) {
         return Err(ApiError::bad_request(
             "invalid_resume",
-            format!("call {twice} is answered more than once"),
+            format!("call {} is answered more than once", twice.call_id),
         ));
     }
-    if let Some((unknown, _)) = answers
-        .iter()
-        .find(|(id, _)| !pending.iter().any(|p| p.tool_call_id.as_str() == id))
-    {
+    if let Some(unknown) = answers.iter().find(|answer| {
+        !pending
+            .iter()
+            .any(|p| p.tool_call_id.as_str() == answer.call_id)
+    }) {
         return Err(conflict(format!(
-            "thread {} does not wait for an approval of call {unknown}",
-            thread.as_str()
+            "thread {} does not wait for an approval of call {}",
+            thread.as_str(),
+            unknown.call_id
         )));
     }
     Ok(pending
         .iter()
-        .map(|waiting| ApprovalDecision {
-            tool_call_id: waiting.tool_call_id.clone(),
-            approved: answers
+        .map(|waiting| {
+            let answer = answers
                 .iter()
-                .any(|(id, approved)| *approved && waiting.tool_call_id.as_str() == id),
-            args_hash: waiting.args_hash.clone(),
+                .find(|answer| waiting.tool_call_id.as_str() == answer.call_id);
+            ApprovalDecision {
+                tool_call_id: waiting.tool_call_id.clone(),
+                approved: answer.is_some_and(|answer| answer.approved),
+                args_hash: waiting.args_hash.clone(),
+                reason: answer.and_then(|answer| answer.reason.clone()),
+            }
         })
         .collect())
 }

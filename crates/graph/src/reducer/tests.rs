@@ -303,6 +303,7 @@ fn an_out_of_phase_event_never_leaves_open_calls_unanswered() {
                         tool_call_id: ToolCallId::new("c1").unwrap(),
                         approved: true,
                         args_hash: "h".into(),
+                        reason: None,
                     }],
                 },
             ],

@@ -68,6 +68,7 @@ fn decision(id: &str, approved: bool, hash: &str) -> ApprovalDecision {
         tool_call_id: ToolCallId::new(id).unwrap(),
         approved,
         args_hash: hash.into(),
+        reason: None,
     }
 }
 
@@ -103,6 +104,38 @@ async fn approve_one_deny_the_other() {
     assert_eq!(answers[0], r#"{"waited_ms":1}"#);
     assert!(
         answers[1].contains("policy_denied") && answers[1].contains("denied this call"),
+        "{answers:?}"
+    );
+}
+
+/// A denial's reason reaches the model with it, trimmed and cut to its bound; a reason on an
+/// approval changes nothing.
+#[tokio::test(start_paused = true)]
+async fn a_denial_passes_its_reason_to_the_model() {
+    let f = fixture();
+    let (state, hashes) = paused(&f).await;
+    let long = format!("  {}  ", "é".repeat(graph::MAX_DENIAL_REASON_CHARS + 10));
+    let decisions = vec![
+        ApprovalDecision {
+            reason: Some("fine by me".into()),
+            ..decision("c1", true, &hashes[0].1)
+        },
+        ApprovalDecision {
+            reason: Some(long),
+            ..decision("c2", false, &hashes[1].1)
+        },
+    ];
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let state = f
+        .agent
+        .resume(state, decisions, &f.ctx, &f.catalog, &sink, &f.cancel)
+        .await;
+    check_invariants(&f.events(), &state).unwrap();
+    let answers = answers(&state);
+    assert_eq!(answers[0], r#"{"waited_ms":1}"#);
+    let kept = "é".repeat(graph::MAX_DENIAL_REASON_CHARS);
+    assert!(
+        answers[1].contains(&format!("the user denied this call: {kept}\"")),
         "{answers:?}"
     );
 }

@@ -152,6 +152,7 @@ proptest! {
                     tool_call_id: id,
                     approved: *approve,
                     args_hash: if *right_hash { hash } else { "0".repeat(64) },
+                    reason: None,
                 }).collect();
                 state = f.agent.resume(state, decisions, &f.ctx, &f.catalog, &sink, &f.cancel).await;
                 segments.push((f.events.lock().unwrap().drain(..).collect(), state.clone()));
