@@ -26,11 +26,28 @@ const STEPS: &[(&str, Option<&[&str]>)] = &[
             "warnings",
         ]),
     ),
+    // The workspace build turns every feature on; this keeps cogni-adapters building, warning
+    // free, without its default features (no HTTP client, no SQLite), as an app that needs
+    // only the workspace depends on it.
+    (
+        "clippy-minimal",
+        Some(&[
+            "clippy",
+            "-p",
+            "cogni-adapters",
+            "--no-default-features",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    ),
     ("check-architecture", None),
     ("test", Some(&["test", "--workspace"])),
 ];
 
-/// Runs fmt, clippy, check-architecture and the tests, stopping at the first failure.
+/// Runs fmt, clippy (also of cogni-adapters without its default features),
+/// check-architecture and the tests, stopping at the first failure.
 pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     let cargo = crate::cargo();
     for (name, args) in STEPS {
@@ -180,6 +197,7 @@ mod tests {
             [
                 "cargo fmt --all -- --check",
                 "cargo clippy --workspace --all-targets -- -D warnings",
+                "cargo clippy -p cogni-adapters --no-default-features --all-targets -- -D warnings",
                 "cargo xtask check-architecture",
                 "cargo test --workspace",
             ]

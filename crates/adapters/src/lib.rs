@@ -14,27 +14,42 @@
 //! writes a [`ai_core::ModelReceipt`] for every model call, and [`ReplayCompletion`], which
 //! answers model calls from those receipts.
 //!
+//! # Features
+//!
+//! The clock, the workspace, the file and in-memory stores and the recording decorators are
+//! always built. Two default features add the heavy parts, so an app that needs only the
+//! workspace builds neither an HTTP client nor SQLite (`default-features = false`):
+//! - `openai`: [`OpenAiCompletion`] and its configuration (reqwest over rustls, and
+//!   `cogni-wire-openai`);
+//! - `sqlite`: [`SqliteStore`], [`SqliteBlobStore`] and [`TieredBlobStore`] (SQLite compiled in).
+//!
 //! This crate implements ports; it never decides policy, never validates or redacts tool data,
 //! and never binds tools (that is the composition root's job).
 
 mod blob;
+#[cfg(feature = "sqlite")]
 mod blob_sqlite;
 mod clock;
 mod memory;
+#[cfg(feature = "openai")]
 mod openai;
 mod recording;
 mod replay;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 mod workspace;
 
 pub use blob::{FsBlobStore, InMemoryBlobStore};
+#[cfg(feature = "sqlite")]
 pub use blob_sqlite::{SqliteBlobStore, TieredBlobStore};
 pub use clock::SystemClock;
 pub use memory::InMemoryRunStore;
+#[cfg(feature = "openai")]
 pub use openai::{
     MAX_PROVIDER_MESSAGE_CHARS, OpenAiCompletion, OpenAiConfig, OpenAiConfigError, OpenAiWire,
 };
 pub use recording::{ReceiptCollector, RecordingCompletion, RecordingConfig, ToolsEncoder};
 pub use replay::ReplayCompletion;
+#[cfg(feature = "sqlite")]
 pub use sqlite::{DB_FILE, SCHEMA_VERSION, SqliteStore};
 pub use workspace::FsWorkspace;
