@@ -83,7 +83,7 @@ pub use run_store::{
 };
 pub use runner::{
     BreakerStatus, ExecPermit, LatencyPercentiles, RunnerConfig, ToolCall, ToolRun, ToolRunner,
-    ToolStats,
+    ToolStats, install_tool_panic_hook,
 };
 pub use schema::{SchemaViolation, validate_tool_schema_p0};
 pub use secret::Secret;

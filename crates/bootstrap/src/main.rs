@@ -5,6 +5,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // A tool's panic message may hold what the tool held (a token, the arguments): keep it out
+    // of stderr; the runner answers the call `execution` either way.
+    ai_core::install_tool_panic_hook();
     let cli = match bootstrap::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => match bootstrap::cli::empty_variable_error(&error) {

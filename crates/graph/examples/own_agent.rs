@@ -154,6 +154,8 @@ fn call(id: &str, arguments: &str) -> LlmToolCall {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // A tool's panic message may hold what the tool held: keep it out of stderr.
+    ai_core::install_tool_panic_hook();
     // The composition root: tools bound to their capabilities, a policy, a runner.
     let tool = ai_tools::bind(GetForecast(Arc::new(CannedForecasts)))?;
     let source = Arc::new(StaticToolSource::new(vec![tool])?);

@@ -1,6 +1,7 @@
 //! Running a tool's future under the runtime budget and the run's cancellation token.
 
 use std::any::Any;
+use std::cell::Cell;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
@@ -125,7 +126,61 @@ pub(super) fn timed_out(budget: Duration) -> ToolFailure {
 /// panic into `None`, so one bad tool cannot take the loop down from outside `exec` either. The
 /// payload is dropped unread, as in [`CatchUnwind`].
 pub(super) fn unless_panics<T>(check: impl FnOnce() -> T) -> Option<T> {
-    catch_unwind(AssertUnwindSafe(check)).ok()
+    catch_unwind(AssertUnwindSafe(|| {
+        let _tool = InTool::enter();
+        check()
+    }))
+    .ok()
+}
+
+thread_local! {
+    /// Whether this thread is running a tool's own code (its `exec` being polled, or one of its
+    /// checks), for [`install_tool_panic_hook`].
+    static IN_TOOL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the thread as running a tool's code until dropped (also when that code panics).
+struct InTool(bool);
+
+impl InTool {
+    fn enter() -> Self {
+        Self(IN_TOOL.replace(true))
+    }
+}
+
+impl Drop for InTool {
+    fn drop(&mut self) {
+        IN_TOOL.set(self.0);
+    }
+}
+
+/// Installs a panic hook that keeps a tool's panic message out of the process's output: a
+/// panic in a tool's own code (its `exec` as the runner polls it, and its `validate_input`,
+/// `validate_output` and `redact`) is reported as an `ERROR` tracing event with only where it
+/// happened (`panic.location`), never its message, which may hold anything the tool held (a
+/// token its capability gave it, the arguments). Every other panic goes to the hook installed
+/// before, unchanged.
+///
+/// The runner catches a tool's panic either way (the call ends `execution` with a safe
+/// message); without this hook Rust's default one still prints the message to stderr. Call it
+/// once, at startup, from the composition root; calling it again wraps the hook again, to the
+/// same effect. A task or thread the tool spawns itself is not the tool's code here: its panics
+/// reach the previous hook.
+pub fn install_tool_panic_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if IN_TOOL.get() {
+            let location = info
+                .location()
+                .map(|at| format!("{}:{}:{}", at.file(), at.line(), at.column()));
+            tracing::error!(
+                panic.location = location.as_deref().unwrap_or("unknown"),
+                "a tool panicked; its message is not shown, since it may hold what the tool held"
+            );
+        } else {
+            previous(info);
+        }
+    }));
 }
 
 pub(super) fn cancelled() -> ToolFailure {
@@ -141,7 +196,11 @@ impl<F: Future + Unpin> Future for CatchUnwind<F> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let inner = &mut self.0;
-        match catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll(cx))) {
+        let polled = catch_unwind(AssertUnwindSafe(|| {
+            let _tool = InTool::enter();
+            Pin::new(inner).poll(cx)
+        }));
+        match polled {
             Ok(Poll::Pending) => Poll::Pending,
             Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
             Err(panic) => Poll::Ready(Err(panic)),

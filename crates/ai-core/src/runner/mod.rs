@@ -50,6 +50,7 @@ use crate::{
     ToolInvocationRecord, ToolOutcome, ToolPolicy, ToolSource, ToolSpec,
 };
 
+pub use budget::install_tool_panic_hook;
 pub use manager::{BreakerStatus, LatencyPercentiles, ToolStats};
 pub use permit::ExecPermit;
 

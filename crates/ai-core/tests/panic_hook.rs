@@ -1,0 +1,161 @@
+//! `install_tool_panic_hook`: a tool's panic message never reaches the process's output, while
+//! every other panic still reaches the hook installed before. Its own test binary: a panic hook
+//! is global to the process, and the other tests' panics must not reach this one's recorder.
+
+#![allow(missing_docs)]
+
+use std::sync::{Arc, Mutex};
+
+use ai_core::{
+    AiEvent, BoundTool, CancellationToken, Capabilities, ExecPermit, Redaction, RunContext,
+    StaticToolSource, ToolCall, ToolCallId, ToolCatalog, ToolEffect, ToolError, ToolId,
+    ToolInvocationContext, ToolOutcome, ToolPolicy, ToolRunner, ToolSpec,
+};
+use serde_json::{Value, json};
+use tracing_subscriber::fmt::MakeWriter;
+
+const SECRET: &str = "sk-canary-in-a-panic-4f1d";
+
+/// Panics with the secret in its message: in `exec`, or in `redact`.
+struct Leaky {
+    spec: ToolSpec,
+    in_redact: bool,
+}
+
+#[ai_core::async_trait]
+impl BoundTool for Leaky {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
+        Ok(args)
+    }
+    async fn exec(
+        &self,
+        _: ExecPermit,
+        _: Arc<Value>,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<Value, ToolError> {
+        assert!(self.in_redact, "the token {SECRET} was refused");
+        Ok(json!({}))
+    }
+    fn validate_output(&self, _: &Value) -> Result<(), ToolError> {
+        Ok(())
+    }
+    fn redact(&self, _: Value) -> Result<Value, ToolError> {
+        panic!("cannot redact the reply to {SECRET}");
+    }
+}
+
+fn leaky(id: &str, in_redact: bool) -> Arc<dyn BoundTool> {
+    Arc::new(Leaky {
+        spec: ToolSpec {
+            id: ToolId::parse(id).unwrap(),
+            description: "Panics with a secret.".into(),
+            input_schema: json!({"type": "object"}),
+            effect: ToolEffect::ReadOnly,
+            redaction: Redaction { allow: Vec::new() },
+        },
+        in_redact,
+    })
+}
+
+struct FixedClock;
+
+impl ai_core::Clock for FixedClock {
+    fn now_ms(&self) -> u64 {
+        1_700_000_000_000
+    }
+}
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[tokio::test]
+async fn a_tools_panic_message_is_kept_out_and_other_panics_pass_through() {
+    // The hook before ours: records every message it is given.
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let recorder = Arc::clone(&seen);
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        recorder.lock().unwrap().push(message);
+    }));
+    ai_core::install_tool_panic_hook();
+
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(captured.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let source = Arc::new(
+        StaticToolSource::new(vec![
+            leaky("core__panic_in_exec", false),
+            leaky("core__panic_in_redact", true),
+        ])
+        .unwrap(),
+    );
+    let policy = ToolPolicy::from_toml_str(
+        r#"allowed_tools = ["core__panic_in_exec", "core__panic_in_redact"]"#,
+    )
+    .unwrap();
+    let ctx = RunContext::new("run-1", "user:alice", "tenant-1").unwrap();
+    let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
+    let runner = ToolRunner::new(source.clone(), Arc::new(policy), Arc::new(FixedClock));
+    for (i, name) in ["core__panic_in_exec", "core__panic_in_redact"]
+        .into_iter()
+        .enumerate()
+    {
+        let call = ToolCall {
+            id: ToolCallId::new(format!("call_{i}")).unwrap(),
+            name: name.into(),
+            arguments: "{}".into(),
+        };
+        let sink = |_: AiEvent| {};
+        let run = runner
+            .run_tool(&call, &ctx, &catalog, &sink, &CancellationToken::new())
+            .await;
+        assert!(
+            matches!(run.result.outcome, ToolOutcome::Error(_)),
+            "{name}: the panic ends the call"
+        );
+    }
+
+    // A panic outside any tool still reaches the hook before.
+    let outside = std::panic::catch_unwind(|| panic!("outside any tool"));
+    assert!(outside.is_err());
+
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().all(|message| !message.contains(SECRET)),
+        "a tool's panic reached the previous hook: {seen:?}"
+    );
+    assert!(seen.iter().any(|m| m == "outside any tool"), "{seen:?}");
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert_eq!(logs.matches("a tool panicked").count(), 2, "{logs}");
+    assert!(logs.contains("panic_hook.rs"), "the place is told: {logs}");
+    assert!(!logs.contains(SECRET), "{logs}");
+}
