@@ -103,6 +103,10 @@ pub struct RunInput {
     /// What begins the run (stored as `user_message` or `approval_decisions`).
     #[serde(flatten)]
     pub turn: Turn,
+    /// The [`graph::LOOP_REVISION`] of the build that recorded the run; `None` for runs
+    /// recorded before revisions were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_revision: Option<u32>,
 }
 
 /// What begins a run on a thread.
@@ -241,6 +245,7 @@ pub async fn start_run(
         let input = RunInput {
             thread_state: state.clone(),
             turn: turn.clone(),
+            loop_revision: Some(graph::LOOP_REVISION),
         };
         let bytes = canonical_bytes(&input).context("the run input cannot be encoded")?;
         let input_ref = log.blobs.put(&bytes).await.context("the run input")?;

@@ -341,6 +341,9 @@ pub struct ReplayOutcome {
     pub recorded: Vec<AiEvent>,
     /// As replayed.
     pub replayed: Vec<AiEvent>,
+    /// The [`graph::LOOP_REVISION`] the run was recorded under (`None`: recorded before
+    /// revisions were kept).
+    pub recorded_revision: Option<u32>,
 }
 
 /// Where a replay first differs from its record.
@@ -355,6 +358,22 @@ pub struct Difference {
 }
 
 impl ReplayOutcome {
+    /// Why a difference may come from the loop itself rather than from the run: the run was
+    /// recorded under another [`graph::LOOP_REVISION`] than this build's (or before revisions
+    /// were kept). `None` when the revisions match.
+    pub fn revision_note(&self) -> Option<String> {
+        let now = graph::LOOP_REVISION;
+        let recorded = match self.recorded_revision {
+            Some(revision) if revision == now => return None,
+            Some(revision) => format!("under loop revision {revision}"),
+            None => "before loop revisions were kept".to_owned(),
+        };
+        Some(format!(
+            "the run was recorded {recorded} and this build's loop is revision {now}: the \
+             loop's behaviour changed since, which may explain a difference"
+        ))
+    }
+
     /// The first event that differs (by its JSON form), if any.
     pub fn first_difference(&self) -> Option<Difference> {
         let json = |e: Option<&AiEvent>| {
@@ -518,6 +537,7 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
     Ok(ReplayOutcome {
         recorded: run.events,
         replayed,
+        recorded_revision: input.loop_revision,
     })
 }
 
@@ -719,12 +739,14 @@ mod tests {
         let same = ReplayOutcome {
             recorded: vec![text("a"), done.clone()],
             replayed: vec![text("a"), done.clone()],
+            recorded_revision: Some(graph::LOOP_REVISION),
         };
         assert_eq!(same.first_difference(), None);
 
         let changed = ReplayOutcome {
             recorded: vec![text("a"), text("b"), done.clone()],
             replayed: vec![text("a"), text("c"), done.clone()],
+            recorded_revision: Some(graph::LOOP_REVISION),
         };
         let difference = changed.first_difference().unwrap();
         assert_eq!(difference.index, 1);
@@ -740,9 +762,34 @@ mod tests {
         let short = ReplayOutcome {
             recorded: vec![text("a"), done],
             replayed: vec![text("a")],
+            recorded_revision: Some(graph::LOOP_REVISION),
         };
         let difference = short.first_difference().unwrap();
         assert_eq!(difference.index, 1);
         assert_eq!(difference.replayed, Value::Null);
+    }
+
+    /// A run recorded under another loop revision, or before revisions were kept, is said to be
+    /// so, with this build's revision; one recorded under this build's revision is not.
+    #[test]
+    fn a_run_recorded_under_another_loop_revision_is_told() {
+        let outcome = |recorded_revision| ReplayOutcome {
+            recorded: Vec::new(),
+            replayed: Vec::new(),
+            recorded_revision,
+        };
+        assert_eq!(outcome(Some(graph::LOOP_REVISION)).revision_note(), None);
+        let now = graph::LOOP_REVISION;
+        let older = outcome(Some(now - 1)).revision_note().unwrap();
+        assert!(
+            older.contains(&format!("under loop revision {}", now - 1))
+                && older.contains(&format!("revision {now}:")),
+            "{older}"
+        );
+        let unknown = outcome(None).revision_note().unwrap();
+        assert!(
+            unknown.contains("before loop revisions were kept"),
+            "{unknown}"
+        );
     }
 }

@@ -28,3 +28,10 @@ pub use reducer::{
     Phase, denial_message, reduce,
 };
 pub use store::InMemoryThreadStore;
+
+/// The revision of the loop's observable behaviour: the events and the history that one input,
+/// with the same model answers and tool results, produces. Raised with every change to that
+/// behaviour, so a replay of a run recorded under another revision can say why it may differ.
+///
+/// 1: the first recorded revision.
+pub const LOOP_REVISION: u32 = 1;

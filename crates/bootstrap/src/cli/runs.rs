@@ -183,6 +183,9 @@ pub(crate) async fn replay(overrides: Overrides, run_id: String) -> anyhow::Resu
                 "replay: event #{} differs: recorded {}; replayed {}",
                 difference.index, difference.recorded, difference.replayed
             );
+            if let Some(note) = outcome.revision_note() {
+                println!("replay: note: {note}");
+            }
             Ok(ExitCode::FAILURE)
         }
     }

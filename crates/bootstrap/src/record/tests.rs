@@ -377,6 +377,7 @@ async fn open_run() -> OpenRun {
     let input = super::RunInput {
         thread_state: runtime.agent.new_state(),
         turn: crate::Turn::UserMessage("first".into()),
+        loop_revision: Some(graph::LOOP_REVISION),
     };
     let open = begin_with_input(&log, "run-1", &thread, &input).await;
     OpenRun {
@@ -481,6 +482,7 @@ fn recovery_keeps_the_interrupted_turn_of_a_run_that_started_from_an_approval_pa
     let input = super::RunInput {
         thread_state: state,
         turn: crate::Turn::UserMessage("second".into()),
+        loop_revision: Some(graph::LOOP_REVISION),
     };
     let recorded = vec![AiEvent::ToolCallStart {
         tool_call_id: id("call-2"),
@@ -557,6 +559,7 @@ fn recovery_answers_the_paused_calls_of_a_run_that_resumed_from_approvals() {
             args_hash: "hash-gated".into(),
             reason: None,
         }]),
+        loop_revision: Some(graph::LOOP_REVISION),
     };
     // The run first shows the denied call's fate (a start without arguments and its answer),
     // then starts the approved one.
@@ -613,10 +616,15 @@ fn run_inputs_keep_their_stored_form() {
     let stored = serde_json::json!({"thread_state": state, "user_message": "hi"});
     let input: super::RunInput = serde_json::from_value(stored.clone()).unwrap();
     assert_eq!(input.turn, crate::Turn::UserMessage("hi".into()));
+    assert_eq!(
+        input.loop_revision, None,
+        "recorded before revisions were kept"
+    );
     assert_eq!(serde_json::to_value(&input).unwrap(), stored);
     let resumed = super::RunInput {
         thread_state: state,
         turn: crate::Turn::ApprovalDecisions(Vec::new()),
+        loop_revision: Some(graph::LOOP_REVISION),
     };
     let value = serde_json::to_value(&resumed).unwrap();
     assert!(value.get("approval_decisions").is_some(), "{value}");
@@ -814,6 +822,7 @@ async fn recovery_leaves_the_thread_of_a_resume_that_never_began() {
             args_hash: "hash-gated".into(),
             reason: None,
         }]),
+        loop_revision: Some(graph::LOOP_REVISION),
     };
     let consumed = graph::reduce(input.thread_state.clone(), input.turn.event()).0;
     let consumed = serde_json::to_value(consumed).unwrap();
