@@ -1,5 +1,7 @@
 //! A workspace folder on disk, confined to its root.
 
+use std::collections::BinaryHeap;
+use std::ffi::OsString;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -11,6 +13,10 @@ use cap_std::fs::Dir;
 
 /// Default cap on a file read: 1 MiB.
 const DEFAULT_MAX_READ_BYTES: u64 = 1024 * 1024;
+
+/// The most names one listing reads from a folder before it stops, so a folder of millions of
+/// entries cannot hold a call (and its blocking thread) for long.
+const MAX_LIST_SCAN: usize = 100_000;
 
 /// [`ai_core::Workspace`] over a folder on disk.
 ///
@@ -245,37 +251,53 @@ fn entry_path(relative: &Path, name: &std::ffi::OsStr) -> String {
 
 #[async_trait]
 impl Workspace for FsWorkspace {
-    /// Stops at [`MAX_LIST_ENTRIES`] entries: it reads one more name to know the folder has more,
-    /// and stats only those it returns.
+    /// A folder with more than [`MAX_LIST_ENTRIES`] entries is listed in part: the first ones by
+    /// name, so the same folder always shows the same part. Only their names are kept while the
+    /// folder is read (at most [`MAX_LIST_ENTRIES`] + 1 at a time) and only those returned are
+    /// stat'ed; past 100,000 names the read stops, and the part is the first ones of those
+    /// read.
     async fn list(&self, dir: &str) -> Result<WorkspaceListing, WorkspaceError> {
         self.run(dir, |root, relative, path| {
             let folder = root.open_dir(relative).map_err(|e| io_error(path, &e))?;
-            let mut entries = Vec::new();
+            // The first names so far, the greatest on top, to drop when a smaller one comes.
+            let mut first: BinaryHeap<(String, OsString)> = BinaryHeap::new();
             let mut truncated = false;
-            for entry in folder.entries().map_err(|e| io_error(path, &e))? {
-                let entry = entry.map_err(|e| io_error(path, &e))?;
-                // A write in flight in this folder: not an entry of the workspace.
-                if entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
-                    continue;
-                }
-                if entries.len() == MAX_LIST_ENTRIES {
+            for (read, entry) in folder
+                .entries()
+                .map_err(|e| io_error(path, &e))?
+                .enumerate()
+            {
+                if read == MAX_LIST_SCAN {
                     truncated = true;
                     break;
                 }
+                let name = entry.map_err(|e| io_error(path, &e))?.file_name();
+                let key = name.to_string_lossy().into_owned();
+                // A write in flight in this folder: not an entry of the workspace.
+                if key.starts_with(TEMP_PREFIX) {
+                    continue;
+                }
+                first.push((key, name));
+                if first.len() > MAX_LIST_ENTRIES {
+                    first.pop();
+                    truncated = true;
+                }
+            }
+            let mut entries = Vec::with_capacity(first.len());
+            for (_, name) in first.into_sorted_vec() {
                 // The entry itself, not what a symlink points at; one removed since the folder
                 // was read is left out.
-                let metadata = match entry.metadata() {
+                let metadata = match folder.symlink_metadata(&name) {
                     Ok(metadata) => metadata,
                     Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                     Err(e) => return Err(io_error(path, &e)),
                 };
                 entries.push(WorkspaceEntry {
-                    path: entry_path(relative, &entry.file_name()),
+                    path: entry_path(relative, &name),
                     is_dir: metadata.is_dir(),
                     size: if metadata.is_dir() { 0 } else { metadata.len() },
                 });
             }
-            entries.sort_by(|a, b| a.path.cmp(&b.path));
             Ok(WorkspaceListing { entries, truncated })
         })
         .await

@@ -20,7 +20,8 @@ pub struct WorkspaceListing {
     /// The entries, sorted by path.
     pub entries: Vec<WorkspaceEntry>,
     /// Whether the folder has more entries than were listed (the listing stopped at
-    /// [`MAX_LIST_ENTRIES`]; which ones were left out is unspecified).
+    /// [`MAX_LIST_ENTRIES`]; which ones were kept is the implementation's to say: the
+    /// filesystem workspace keeps the first ones by name).
     pub truncated: bool,
 }
 

@@ -527,6 +527,14 @@ async fn a_huge_folder_is_listed_in_part_and_says_so() {
     assert!(listing.truncated);
     assert_eq!(listing.entries.len(), ai_core::MAX_LIST_ENTRIES);
     assert!(listing.entries.windows(2).all(|w| w[0].path < w[1].path));
+    // The part shown is the first entries by name, whatever order the folder gives them in:
+    // the same folder always shows the same part.
+    let mut names: Vec<String> = (0..ai_core::MAX_LIST_ENTRIES + 5)
+        .map(|i| format!("big/{i}.txt"))
+        .collect();
+    names.sort();
+    let shown: Vec<&str> = listing.entries.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(shown, names[..ai_core::MAX_LIST_ENTRIES]);
     std::fs::remove_file(root.path().join("big/0.txt")).unwrap();
     for i in 1..6 {
         std::fs::remove_file(root.path().join(format!("big/{i}.txt"))).unwrap();
