@@ -9,7 +9,8 @@
 //! is `{}`; a call the server sent without any id gets a deterministic id (see
 //! [`StreamDecoder::finish`]); an id over 128 characters is an error; a final summary chunk that
 //! repeats a call's whole arguments (LiteLLM's proxy, also double-encoded) is not appended again; the completion is a tool turn whenever calls were
-//! assembled, whatever the finish reason says.
+//! assembled, whatever the finish reason says. Only one choice is read, the first `index` the
+//! stream names: choices of other indexes (a server that sends `n > 1` unasked) are ignored.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -52,6 +53,9 @@ struct XGroq {
 
 #[derive(Deserialize)]
 struct Choice<'a> {
+    /// Which completion this is (`n` of them were asked for; requests ask for one).
+    #[serde(default)]
+    index: Option<u32>,
     #[serde(default, borrow, deserialize_with = "null_as_default")]
     delta: Delta<'a>,
     #[serde(default, borrow)]
@@ -240,6 +244,8 @@ pub struct StreamDecoder {
     /// The call last registered at each `index` (indexes are small and dense).
     by_index: Vec<Option<usize>>,
     latest: Option<usize>,
+    /// The choice `index` the answer is read from: the first one the stream names.
+    choice: Option<u32>,
     done: bool,
 }
 
@@ -257,6 +263,7 @@ impl StreamDecoder {
             by_id: HashMap::new(),
             by_index: Vec::new(),
             latest: None,
+            choice: None,
             done: false,
         }
     }
@@ -339,8 +346,15 @@ impl StreamDecoder {
         if usage.is_some() {
             self.session.usage = usage;
         }
-        // One choice: requests never ask for `n > 1`.
+        // One answer: requests never ask for `n > 1`. A server that sends more choices anyway
+        // (a proxy fanning out) has them read from the first index it names (a choice without
+        // one belongs to it), never merged into one answer.
         for choice in chunk.choices {
+            if let Some(index) = choice.index
+                && *self.choice.get_or_insert(index) != index
+            {
+                continue;
+            }
             let delta = choice.delta;
             if let Some(content) = delta.content.0.filter(|c| !c.is_empty()) {
                 self.session.text.push_str(&content);

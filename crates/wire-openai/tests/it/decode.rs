@@ -373,3 +373,20 @@ fn refusals_are_text() {
     decoder.feed(responses_stream.as_bytes()).unwrap();
     assert_eq!(decoder.finish().unwrap().text, "No.");
 }
+
+/// A server that streams two choices unasked (`n > 1`) has its answer read from the first one
+/// it names; the other's text, calls and finish reason are never merged in.
+#[test]
+fn only_the_first_choice_is_read() {
+    let stream = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Paris\"}},{\"index\":1,\"delta\":{\"content\":\"Lyon\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":1,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_x\",\"function\":{\"name\":\"core__x\",\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+        "data: {\"choices\":[{\"delta\":{\"content\":\" it is.\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    assert_eq!(completion.text, "Paris it is.");
+    assert!(completion.tool_calls.is_empty(), "{completion:?}");
+    assert_eq!(completion.finish_reason, ai_core::FinishReason::Stop);
+}
