@@ -33,5 +33,6 @@ pub use store::InMemoryThreadStore;
 /// with the same model answers and tool results, produces. Raised with every change to that
 /// behaviour, so a replay of a run recorded under another revision can say why it may differ.
 ///
-/// 1: the first recorded revision.
-pub const LOOP_REVISION: u32 = 1;
+/// 1. The first recorded revision.
+/// 2. A tool name providers refuse, in a saved thread, is healed before the next model call.
+pub const LOOP_REVISION: u32 = 2;

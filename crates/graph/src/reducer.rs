@@ -237,6 +237,7 @@ fn finish(
 }
 
 fn call_model(mut state: AgentState) -> (AgentState, Vec<Intent>) {
+    heal_tool_names(&mut state.messages);
     if let Err(error) = validate_history(&state.messages) {
         return finish(
             state,
@@ -414,6 +415,20 @@ pub(crate) fn claim_call_id(id: &ToolCallId, taken: &mut HashSet<ToolCallId>) ->
     }
 }
 
+/// Records in the form providers accept every tool name of the history that they would refuse
+/// (see [`recorded_name`]). The loop records names so, but a thread an older build saved may
+/// hold one (GPT-4o's `multi_tool_use.parallel`), and every later model call of it
+/// would be refused: it heals at its next model call, and is saved healed.
+fn heal_tool_names(messages: &mut [Message]) {
+    for message in messages {
+        if let Message::Assistant { tool_calls, .. } = message {
+            for call in tool_calls.iter_mut().filter(|c| !accepted_name(&c.name)) {
+                call.name = recorded_name(&call.name);
+            }
+        }
+    }
+}
+
 /// The longest function name providers accept.
 const TOOL_NAME_MAX_CHARS: usize = 64;
 
@@ -423,16 +438,24 @@ const TOOL_NAME_MAX_CHARS: usize = 64;
 /// `multi_tool_use.parallel`), which would fail every later model call of the thread; no tool
 /// has such a name, so the call is refused whatever the history says.
 pub(crate) fn recorded_name(name: &str) -> String {
-    let accepted = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
-    if (1..=TOOL_NAME_MAX_CHARS).contains(&name.len()) && name.chars().all(accepted) {
+    if accepted_name(name) {
         return name.to_owned();
     }
     let safe: String = name
         .chars()
         .take(TOOL_NAME_MAX_CHARS)
-        .map(|c| if accepted(c) { c } else { '_' })
+        .map(|c| if accepted_char(c) { c } else { '_' })
         .collect();
     if safe.is_empty() { "_".into() } else { safe }
+}
+
+/// Whether providers accept `name` back as a function name: `^[a-zA-Z0-9_-]{1,64}$`.
+fn accepted_name(name: &str) -> bool {
+    (1..=TOOL_NAME_MAX_CHARS).contains(&name.len()) && name.chars().all(accepted_char)
+}
+
+fn accepted_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
 /// The loop's logic. Pure and deterministic: no IO, no clock, no async.

@@ -506,3 +506,48 @@ fn a_step_count_at_its_limit_does_not_overflow() {
         "{intents:?}"
     );
 }
+
+/// A thread saved before tool names were recorded in a form providers accept still holds
+/// `multi_tool_use.parallel`: its next model call sends, and its state keeps, the healed name.
+#[test]
+fn a_saved_thread_with_a_refused_tool_name_heals_at_its_next_model_call() {
+    let (state, _) = reduce(
+        AgentState::new(None, 10),
+        AgentEvent::UserMessage {
+            content: "hi".into(),
+        },
+    );
+    let (state, _) = reduce(state, completion("", &["c1"]));
+    let (state, _) = reduce(state, results(&["c1"]));
+    let (state, _) = reduce(state, completion("done", &[]));
+    // As an older build saved it.
+    let mut saved = serde_json::to_value(&state).unwrap();
+    let text = saved
+        .to_string()
+        .replace("core__x", "multi_tool_use.parallel");
+    saved = serde_json::from_str(&text).unwrap();
+    let state: AgentState = serde_json::from_value(saved).unwrap();
+
+    let (state, intents) = reduce(
+        state,
+        AgentEvent::UserMessage {
+            content: "again".into(),
+        },
+    );
+    let [Intent::CallModel { messages }] = &intents[..] else {
+        panic!("{intents:?}");
+    };
+    let names = |messages: &[Message]| -> Vec<String> {
+        messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::Assistant { tool_calls, .. } => Some(tool_calls.clone()),
+                _ => None,
+            })
+            .flatten()
+            .map(|call| call.name)
+            .collect()
+    };
+    assert_eq!(names(messages), ["multi_tool_use_parallel"]);
+    assert_eq!(names(state.messages()), ["multi_tool_use_parallel"]);
+}
