@@ -14,6 +14,15 @@ use crate::{ToolCallId, ToolOutcome, Usage};
 pub enum DoneReason {
     /// The model finished without asking for more tools.
     Stop,
+    /// The model's last turn was cut off by its output limit (the provider's `length`, or the
+    /// Responses API's `max_output_tokens`) before it asked for tools: its answer, if any, is
+    /// incomplete. (A cut turn that asked for tools does not end the run: its calls are answered
+    /// as not run and the model is asked again.)
+    Length,
+    /// The provider's content filter stopped the model's last turn before it asked for tools:
+    /// its answer, if any, is incomplete. (A filtered turn that asked for tools does not end the
+    /// run: its calls are answered as not run and the model is asked again.)
+    ContentFilter,
     /// The loop reached its step limit.
     MaxSteps,
     /// A tool call waits for a human decision.
@@ -122,4 +131,31 @@ pub enum AiEvent {
         /// Why.
         reason: DoneReason,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Events stored before the cut reasons existed still read, and the new reasons are stored
+    /// under the names the UIs and the run log see.
+    #[test]
+    fn done_reasons_read_old_data_and_name_the_cut_ones() {
+        for (json, reason) in [
+            ("stop", DoneReason::Stop),
+            ("max_steps", DoneReason::MaxSteps),
+            ("awaiting_approval", DoneReason::AwaitingApproval),
+            ("cancelled", DoneReason::Cancelled),
+            ("error", DoneReason::Error),
+            ("length", DoneReason::Length),
+            ("content_filter", DoneReason::ContentFilter),
+        ] {
+            let stored = format!(r#"{{"type":"done","reason":"{json}"}}"#);
+            let event: AiEvent = serde_json::from_str(&stored).unwrap();
+            assert_eq!(event, AiEvent::Done { reason });
+            assert_eq!(serde_json::to_string(&event).unwrap(), stored);
+        }
+        // An unknown reason is refused as data, never a panic.
+        assert!(serde_json::from_str::<DoneReason>(r#""truncated""#).is_err());
+    }
 }
