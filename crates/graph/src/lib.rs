@@ -35,4 +35,6 @@ pub use store::InMemoryThreadStore;
 ///
 /// 1. The first recorded revision.
 /// 2. A tool name providers refuse, in a saved thread, is healed before the next model call.
-pub const LOOP_REVISION: u32 = 2;
+/// 3. A run whose last model turn the provider cut off (`length`, `content_filter`) without
+///    asking for tools ends `length` or `content_filter`, no longer `stop`.
+pub const LOOP_REVISION: u32 = 3;

@@ -336,6 +336,17 @@ fn never_runs(at: usize, call: &LlmToolCall, finish: &FinishReason) -> Option<&'
     }
 }
 
+/// Why a run ends whose last model turn, ending for `finish`, asked for no tools: the provider
+/// cut it off (its output limit, or its content filter), so the answer is incomplete, or it ended
+/// on its own (`stop`, and any other reason a provider names, which says nothing of a cut).
+fn answered(finish: &FinishReason) -> DoneReason {
+    match finish {
+        FinishReason::Length => DoneReason::Length,
+        FinishReason::ContentFilter => DoneReason::ContentFilter,
+        _ => DoneReason::Stop,
+    }
+}
+
 /// Goes on with a turn: shows `shown` (answers given without running, already in `answered`),
 /// then runs `to_run` under `approvals`, or settles the turn when nothing is left to run.
 fn run_or_settle(
@@ -500,7 +511,7 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                 _ => completion.text,
             };
             if text.is_empty() && calls.is_empty() {
-                return finish(state, DoneReason::Stop, None);
+                return finish(state, answered(&completion.finish_reason), None);
             }
             state.messages.push(Message::Assistant {
                 content: text,
@@ -515,7 +526,7 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                     .collect(),
             });
             if calls.is_empty() {
-                return finish(state, DoneReason::Stop, None);
+                return finish(state, answered(&completion.finish_reason), None);
             }
             // Saturating: a saved state is data, and may already stand at the limit.
             state.steps = state.steps.saturating_add(1);

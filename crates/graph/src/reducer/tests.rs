@@ -450,6 +450,104 @@ fn an_empty_model_turn_leaves_no_empty_assistant_message() {
     );
 }
 
+/// A completion of `text` and the calls `calls` that ended for `finish`.
+fn ended(text: &str, calls: &[&str], finish: FinishReason) -> AgentEvent {
+    AgentEvent::ModelCompleted {
+        completion: LlmCompletion {
+            text: text.into(),
+            tool_calls: calls.iter().map(|c| call(c)).collect(),
+            finish_reason: finish,
+            usage: None,
+        },
+    }
+}
+
+/// A last turn the provider cut off (its output limit, or its content filter) ends the run with
+/// that reason, not `stop`, whether it held text (kept in the history, as the model wrote it) or
+/// nothing; the finished phase says so too. Any other reason a provider names is a `stop`.
+#[test]
+fn a_last_turn_the_provider_cut_off_ends_the_run_saying_so() {
+    for (finish, reason) in [
+        (FinishReason::Length, DoneReason::Length),
+        (FinishReason::ContentFilter, DoneReason::ContentFilter),
+        (FinishReason::Stop, DoneReason::Stop),
+        (FinishReason::Other("eos".into()), DoneReason::Stop),
+    ] {
+        let named = serde_json::to_value(reason).unwrap();
+        let named = format!("finish:{}", named.as_str().unwrap());
+        let state = check(
+            10,
+            vec![user(), ended("Here is how to", &[], finish.clone())],
+            &named,
+            "u a",
+        );
+        assert!(
+            matches!(&state.messages()[1], Message::Assistant { content, .. } if content == "Here is how to"),
+            "{finish}: {:?}",
+            state.messages()
+        );
+        assert_eq!(state.phase(), &Phase::Finished { reason }, "{finish}");
+        // Cut before it wrote anything (a reasoning model that spent its budget thinking).
+        check(10, vec![user(), ended(" ", &[], finish)], &named, "u");
+    }
+}
+
+/// A turn cut off while it asked for tools keeps what it did before: its calls are answered as
+/// not run and the model is asked again, so the run ends with the reason of the turn that
+/// ends it (here a complete answer: `stop`; or a cut one), or at the step limit.
+#[test]
+fn a_cut_turn_with_calls_goes_on_and_the_last_turn_decides() {
+    for finish in [FinishReason::Length, FinishReason::ContentFilter] {
+        let (state, _) = reduce(AgentState::new(None, 10), user());
+        let (state, intents) = reduce(state, ended("", &["c1"], finish.clone()));
+        let [Intent::ShowAnswers { answers }, Intent::CallModel { .. }] = intents.as_slice() else {
+            panic!("{finish}: {intents:?}")
+        };
+        assert!(
+            answers[0].1.model_content().contains("not run"),
+            "{answers:?}"
+        );
+        let (_, intents) = reduce(state.clone(), completion("Sorry.", &[]));
+        assert!(
+            matches!(
+                intents.as_slice(),
+                [Intent::Finish {
+                    reason: DoneReason::Stop,
+                    ..
+                }]
+            ),
+            "{intents:?}"
+        );
+        let (_, intents) = reduce(state, ended("Sorr", &[], FinishReason::Length));
+        assert!(
+            matches!(
+                intents.as_slice(),
+                [Intent::Finish {
+                    reason: DoneReason::Length,
+                    ..
+                }]
+            ),
+            "{intents:?}"
+        );
+        // At the step limit the limit ends it, as for any turn with calls.
+        let (state, _) = reduce(AgentState::new(None, 1), user());
+        let (_, intents) = reduce(state, ended("", &["c1"], finish));
+        assert!(
+            matches!(
+                intents.as_slice(),
+                [
+                    Intent::ShowAnswers { .. },
+                    Intent::Finish {
+                        reason: DoneReason::MaxSteps,
+                        ..
+                    }
+                ]
+            ),
+            "{intents:?}"
+        );
+    }
+}
+
 /// A cancel that comes when no run is in progress (before the first, or after a run's finish)
 /// is too late to stop anything: it asks for nothing (a second `Finish` would be a second
 /// `Done`) and the finished run keeps its reason.

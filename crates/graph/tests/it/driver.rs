@@ -186,6 +186,46 @@ async fn calls_of_a_turn_stopped_by_length_or_content_filter_never_run() {
     }
 }
 
+/// An answer the provider cut off (its output limit, or its content filter) streams as any
+/// answer, is kept in the thread as the model wrote it, and ends the run saying why, so a client
+/// can tell it from a complete one; the next turn goes on from it.
+#[tokio::test(start_paused = true)]
+async fn an_answer_the_provider_cut_off_ends_the_run_with_that_reason() {
+    for (finish, reason) in [
+        (FinishReason::Length, "length"),
+        (FinishReason::ContentFilter, "content_filter"),
+    ] {
+        let Reply::Complete(mut cut) = text("Here is how to") else {
+            unreachable!()
+        };
+        cut.finish_reason = finish.clone();
+        let f = Fixture::new(
+            vec![Reply::Complete(cut), text("Done.")],
+            AgentConfig::default(),
+        );
+        let state = f.run(f.agent.new_state(), "go").await;
+        let events = f.events();
+        check_invariants(&events, &state).unwrap();
+        assert_eq!(done_reason(&events), reason, "{finish}");
+        let streamed: String = events
+            .iter()
+            .filter_map(|e| match e {
+                AiEvent::TextDelta { delta } => Some(delta.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(streamed, "Here is how to");
+        assert!(
+            matches!(state.messages().last(), Some(Message::Assistant { content, .. }) if content == "Here is how to")
+        );
+        f.events.lock().unwrap().clear();
+        let state = f.run(state, "go on").await;
+        let events = f.events();
+        check_invariants(&events, &state).unwrap();
+        assert_eq!(done_reason(&events), "stop", "{finish}");
+    }
+}
+
 /// Whether OpenAI (and Anthropic) accept `name` as a function name in a request's history.
 fn provider_accepts_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
