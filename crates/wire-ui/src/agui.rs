@@ -247,7 +247,9 @@ pub enum AguiEvent {
         thread_id: String,
         /// The run.
         run_id: String,
-        /// Why it ended, e.g. `{"reason":"stop"}`.
+        /// Why it ended: `{"reason": …}` with the run's `DoneReason` (`stop`, `max_steps`,
+        /// `awaiting_approval`, and `length` or `content_filter` for an answer the provider cut
+        /// off).
         #[serde(skip_serializing_if = "Option::is_none")]
         result: Option<Value>,
         /// What the run waits for, when it is paused.
@@ -583,6 +585,10 @@ impl Translator {
         let code = match reason {
             DoneReason::Cancelled => "cancelled",
             DoneReason::Error => "error",
+            // Every other end is a finished run, an answer the provider cut off too (its text is
+            // what the model wrote; it is no failure): AG-UI has no finish reason of its own, so
+            // `result` says why (`{"reason": "length"}`, `"content_filter"`); its `outcome`
+            // knows only success and interrupts, so it is left out (success) but for a pause.
             _ => {
                 self.close_text(out);
                 for (id, state) in &mut self.calls {

@@ -233,12 +233,18 @@ pub enum UiChunk {
         /// The call.
         tool_call_id: String,
     },
-    /// The message is complete.
+    /// The message is complete (as far as the run goes: a cut answer ends with it too).
     Finish {
-        /// Why the model stopped (`stop`, `tool-calls`, …). Added after ai 5.0.0, whose strict
-        /// chunk schema refuses it, so [`Translator`] leaves it out.
+        /// Why the model stopped (`stop`, `length`, `content-filter`, `tool-calls`, `error`,
+        /// `other`). Added after ai 5.0.0, whose strict chunk schema refuses it, so
+        /// [`Translator`] sends it only for clients from ai 6 on
+        /// ([`Translator::with_finish_reason`]), and only for a cut answer.
         #[serde(skip_serializing_if = "Option::is_none")]
         finish_reason: Option<String>,
+        /// Metadata merged into the assistant message's `metadata` (every client from ai 5.0.0
+        /// on accepts it). [`Translator`] sends `{"finishReason": …}` here for a cut answer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_metadata: Option<Value>,
     },
     /// The run failed.
     Error {
@@ -284,10 +290,18 @@ struct Call {
 /// Calls that wait for approval are shown with their input and, for clients from ai 6 on
 /// ([`Translator::with_approvals`]), a `tool-approval-request`; the run that resumes from the
 /// user's answers continues the same assistant message ([`Translator::continuing`]).
+///
+/// A run whose last answer the provider cut off (`DoneReason::Length`,
+/// `DoneReason::ContentFilter`) ends with `finish` carrying
+/// `messageMetadata: {"finishReason": "length" | "content-filter"}` (the protocol's
+/// `finishReason` values), and for clients from ai 6 on ([`Translator::with_finish_reason`])
+/// `finishReason` too; every other `finish` is bare, as ai 5.0.0 needs. An app whose `useChat`
+/// checks metadata with a `messageMetadataSchema` must let it hold `finishReason`.
 #[derive(Debug)]
 pub struct Translator {
     run_id: String,
     approvals: bool,
+    finish_reasons: bool,
     resumes: bool,
     in_step: bool,
     texts: u32,
@@ -303,6 +317,7 @@ impl Translator {
         Self {
             run_id: run_id.into(),
             approvals: false,
+            finish_reasons: false,
             resumes: false,
             in_step: false,
             texts: 0,
@@ -318,6 +333,15 @@ impl Translator {
     /// ai 5 refuses the chunk. Without it, such a call's part stays `input-available`.
     pub fn with_approvals(mut self) -> Self {
         self.approvals = true;
+        self
+    }
+
+    /// Also says why a cut answer stopped in the `finish` chunk's own `finishReason` (`length`
+    /// or `content-filter`), which ai 6's `useChat` hands to its `onFinish`. Only for clients
+    /// from ai 6 on: ai 5.0.0's strict schema refuses the field. Without it, as with it, the
+    /// reason is in the chunk's `messageMetadata` (see [`Translator`]).
+    pub fn with_finish_reason(mut self) -> Self {
+        self.finish_reasons = true;
         self
     }
 
@@ -548,13 +572,31 @@ impl Translator {
             DoneReason::Error => out.push(UiChunk::Error {
                 error_text: self.error.take().unwrap_or_else(|| "the run failed".into()),
             }),
+            // An answer the provider cut off is still the message's end, not an error (its text
+            // is what the model wrote), so it ends with `finish`, saying why in the one field
+            // every client from ai 5.0.0 on accepts, `messageMetadata` (the client merges it into
+            // the message's `metadata`, where a UI finds it again after a reload); for ai 6
+            // clients also in `finishReason`, the protocol's own field, which ai 5.0.0 refuses.
+            DoneReason::Length | DoneReason::ContentFilter => {
+                let why = match reason {
+                    DoneReason::Length => "length",
+                    _ => "content-filter",
+                };
+                self.close_step(out);
+                out.push(UiChunk::Finish {
+                    finish_reason: self.finish_reasons.then(|| why.to_owned()),
+                    message_metadata: Some(serde_json::json!({ "finishReason": why })),
+                });
+            }
             // Stopped, the step limit, or calls waiting for approval (their parts
             // `approval-requested`, or `input-available` without approvals): a plain `finish`,
-            // which every v5 and later client accepts.
+            // which every v5 and later client accepts. (A reason added to `DoneReason` later
+            // lands here too, which keeps the stream valid.)
             _ => {
                 self.close_step(out);
                 out.push(UiChunk::Finish {
                     finish_reason: None,
+                    message_metadata: None,
                 });
             }
         }

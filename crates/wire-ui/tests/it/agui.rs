@@ -111,6 +111,36 @@ fn every_scenario_follows_the_protocol() {
     }
 }
 
+/// A cut answer is a finished run, not a failure: `RUN_FINISHED` (after the open message and
+/// step are closed) whose `result` names why, with no `outcome` (AG-UI's only other one is an
+/// interrupt).
+#[test]
+fn a_cut_answer_finishes_the_run_and_its_result_says_why() {
+    for (name, why) in [
+        ("cut_by_length", "length"),
+        ("cut_by_content_filter", "content_filter"),
+    ] {
+        let (_, events) = crate::scenarios::all()
+            .into_iter()
+            .find(|(scenario, _)| *scenario == name)
+            .unwrap();
+        let out = translate(&events);
+        verify(&out).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            serde_json::to_value(out.last().unwrap()).unwrap(),
+            serde_json::json!({
+                "type": "RUN_FINISHED", "threadId": "thread-1", "runId": "run-1",
+                "result": {"reason": why}
+            }),
+            "{name}"
+        );
+        assert!(
+            matches!(&out[out.len() - 3], AguiEvent::TextMessageEnd { .. }),
+            "{name}: {out:?}"
+        );
+    }
+}
+
 #[test]
 fn the_verifier_catches_what_it_should() {
     let bad = vec![

@@ -179,6 +179,62 @@ fn approvals_for_ai_6_clients() {
     insta::assert_snapshot!("ai_sdk_resumed_after_approval_v6", body);
 }
 
+/// A cut answer ends with `finish`, saying why in `messageMetadata` (which ai 5.0.0's strict
+/// schema accepts) and, for ai 6 clients only, in `finishReason` too (which ai 5.0.0 refuses);
+/// every other end stays a bare `finish`, in either mode.
+#[test]
+fn a_cut_answer_says_why_in_finish() {
+    let run = |name: &str, ai_6: bool| {
+        let (_, events) = crate::scenarios::all()
+            .into_iter()
+            .find(|(scenario, _)| *scenario == name)
+            .unwrap();
+        let mut t = Translator::new("run-1");
+        if ai_6 {
+            t = t.with_finish_reason();
+        }
+        let mut out = t.start();
+        for event in &events {
+            out.extend(t.push(event));
+        }
+        verify(&out).unwrap_or_else(|e| panic!("{name}: {e}"));
+        serde_json::to_value(out.last().unwrap()).unwrap()
+    };
+    for (name, why) in [
+        ("cut_by_length", "length"),
+        ("cut_by_content_filter", "content-filter"),
+    ] {
+        assert_eq!(
+            run(name, false),
+            serde_json::json!({"type": "finish", "messageMetadata": {"finishReason": why}})
+        );
+        assert_eq!(
+            run(name, true),
+            serde_json::json!({
+                "type": "finish", "finishReason": why, "messageMetadata": {"finishReason": why}
+            })
+        );
+    }
+    for name in ["text_only", "not_streamed_call", "awaiting_approval"] {
+        for ai_6 in [false, true] {
+            assert_eq!(
+                run(name, ai_6),
+                serde_json::json!({"type": "finish"}),
+                "{name}"
+            );
+        }
+    }
+    // The chunk reads back as it was sent.
+    let chunk: UiChunk = serde_json::from_value(run("cut_by_length", true)).unwrap();
+    assert_eq!(
+        chunk,
+        UiChunk::Finish {
+            finish_reason: Some("length".into()),
+            message_metadata: Some(serde_json::json!({"finishReason": "length"})),
+        }
+    );
+}
+
 #[test]
 fn the_verifier_catches_what_it_should() {
     let bad = vec![
@@ -189,6 +245,7 @@ fn the_verifier_catches_what_it_should() {
         },
         UiChunk::Finish {
             finish_reason: None,
+            message_metadata: None,
         },
     ];
     assert!(verify(&bad).is_err());

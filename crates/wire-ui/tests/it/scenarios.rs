@@ -193,6 +193,26 @@ pub(crate) fn all() -> Vec<(&'static str, Vec<AiEvent>)> {
             ],
         ),
         (
+            // The provider's output limit cut the answer off: it ends as a finished run that
+            // says so, not as an error.
+            "cut_by_length",
+            vec![step(1), text("Here is how"), done(DoneReason::Length)],
+        ),
+        (
+            // After a tool step, the provider's content filter stopped the answer.
+            "cut_by_content_filter",
+            vec![
+                step(1),
+                announce("call_1", TIME),
+                args("call_1", "{}"),
+                start("call_1", TIME, Some(json!({}))),
+                ok("call_1", TIME, json!({"now": "noon"})),
+                step(2),
+                text("Here is how to"),
+                done(DoneReason::ContentFilter),
+            ],
+        ),
+        (
             "trailing_events_after_done_are_dropped",
             vec![step(1), text("x"), done(DoneReason::Stop), text("late")],
         ),
