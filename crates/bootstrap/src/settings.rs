@@ -73,7 +73,9 @@ pub struct ServerSettings {
     /// The largest request body accepted, in bytes.
     pub max_body_bytes: usize,
     /// The AI SDK clients are ai 6 or later: calls that wait for approval are sent to them as
-    /// `tool-approval-request`, which ai 5 refuses. Off by default.
+    /// `tool-approval-request`, and an answer the provider cut off ends with
+    /// `finish.finishReason` (`length`, `content-filter`) besides its `messageMetadata`; ai 5.0.0
+    /// refuses both. Off by default.
     pub ai_sdk_approvals: bool,
 }
 

@@ -63,10 +63,17 @@ pub(crate) async fn run(
     while let Some(event) = events.recv().await {
         printer.print(&event);
     }
-    Ok(match printer.done() {
+    Ok(exit_code(printer.done()))
+}
+
+/// Success when the run ended on its own (`stop`, or at its step limit); failure otherwise: an
+/// error, a cancel, calls waiting for approval, or an answer the provider cut off (a script must
+/// not take an incomplete answer for the whole one).
+fn exit_code(done: Option<DoneReason>) -> ExitCode {
+    match done {
         Some(DoneReason::Stop | DoneReason::MaxSteps) => ExitCode::SUCCESS,
         _ => ExitCode::FAILURE,
-    })
+    }
 }
 
 /// Prints events for a person (or as JSON lines), remembering how the run ended.
@@ -165,6 +172,14 @@ impl Printer {
                 line_break(state, out)?;
                 match reason {
                     DoneReason::Stop => Ok(()),
+                    DoneReason::Length => writeln!(
+                        out,
+                        "[answer cut: the model reached its output limit before it finished]"
+                    ),
+                    DoneReason::ContentFilter => writeln!(
+                        out,
+                        "[answer cut: the provider's content filter stopped the model]"
+                    ),
                     other => writeln!(
                         out,
                         "[run ended: {}]",
@@ -177,5 +192,47 @@ impl Printer {
             }
             _ => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(events: &[AiEvent]) -> String {
+        let mut state = PrintState::default();
+        let mut out = Vec::new();
+        for event in events {
+            Printer::human(&mut state, event, &mut out).unwrap();
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    /// A cut answer is printed as the model wrote it, then said to be cut, and the command
+    /// fails; a complete one is printed alone and succeeds.
+    #[test]
+    fn a_cut_answer_is_said_to_be_cut() {
+        let text = AiEvent::TextDelta {
+            delta: "Here is how".into(),
+        };
+        for (reason, why) in [
+            (DoneReason::Length, "output limit"),
+            (DoneReason::ContentFilter, "content filter"),
+        ] {
+            let out = shown(&[text.clone(), AiEvent::Done { reason }]);
+            assert!(
+                out.starts_with("Here is how\n[answer cut: ") && out.contains(why),
+                "{out}"
+            );
+            assert_eq!(exit_code(Some(reason)), ExitCode::FAILURE);
+        }
+        let out = shown(&[
+            text,
+            AiEvent::Done {
+                reason: DoneReason::Stop,
+            },
+        ]);
+        assert_eq!(out, "Here is how\n");
+        assert_eq!(exit_code(Some(DoneReason::Stop)), ExitCode::SUCCESS);
     }
 }

@@ -65,7 +65,8 @@ pub(super) async fn run(
     let started = start_run(&state, &request.id, &run_id, incoming).await?;
     let mut translator = Translator::new(run_id);
     if state.ai_sdk_approvals {
-        translator = translator.with_approvals();
+        // Clients from ai 6 on: they also read a cut answer's reason in `finish.finishReason`.
+        translator = translator.with_approvals().with_finish_reason();
     }
     if resumes {
         translator = translator.continuing(answered);

@@ -56,8 +56,9 @@ impl AppState {
         }
     }
 
-    /// Sends calls that wait for approval to AI SDK clients as `tool-approval-request` (for
-    /// clients from ai 6 on; see `ServerSettings::ai_sdk_approvals`).
+    /// Sends calls that wait for approval to AI SDK clients as `tool-approval-request`, and a cut
+    /// answer's reason in `finish.finishReason` too (for clients from ai 6 on; see
+    /// `ServerSettings::ai_sdk_approvals`).
     pub fn with_ai_sdk_approvals(mut self, on: bool) -> Self {
         self.ai_sdk_approvals = on;
         self

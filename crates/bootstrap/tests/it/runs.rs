@@ -526,3 +526,31 @@ fn the_reading_commands_leave_an_older_database_at_its_version_and_create_none()
         assert!(!db.exists(), "{args:?} created the database");
     }
 }
+
+/// An answer the output limit cut off (the recorded answer with only its finish reason changed
+/// to `length`): `cogni chat` prints it, says it was cut and fails; the run log keeps the run
+/// finished with that reason, and its replay ends the same way.
+#[test]
+fn a_cut_answer_is_said_cut_stored_and_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-2-answer-length.sse"]);
+    let chat = cogni_in(dir.path(), &url, &["chat", "Notes?"]);
+    let out = text(&chat.stdout);
+    assert_eq!(chat.status.code(), Some(1), "{out}{}", text(&chat.stderr));
+    assert!(
+        out.starts_with("Your notes say hello.\n[answer cut: ") && out.contains("output limit"),
+        "{out}"
+    );
+    let list = cogni_in(dir.path(), &url, &["runs", "list", "--json"]);
+    let row: Value = serde_json::from_str(text(&list.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(row["status"], "finished");
+    let run_id = first_run_id(&list);
+    let show = cogni_in(dir.path(), &url, &["runs", "show", &run_id, "--json"]);
+    let shown: Value = serde_json::from_slice(&show.stdout).unwrap();
+    let events = shown["events"].as_array().unwrap();
+    assert_eq!(
+        events.last().unwrap(),
+        &serde_json::json!({"type": "done", "reason": "length"})
+    );
+    assert_replayed_identically(&cogni_in(dir.path(), &url, &["replay", &run_id]));
+}
