@@ -349,6 +349,83 @@ async fn a_mid_stream_provider_error_ends_both_streams_with_their_error_event() 
     );
 }
 
+/// An answer the provider cut off reaches the client as a finished run that says why, through
+/// the real decoder: Azure's `content_filter` (a recorded stream) on both routes, and the output
+/// limit (`loop/turn-2-answer-length.sse`: the recorded answer with only its finish reason
+/// changed) to an ai 6 client, which also gets the protocol's own `finishReason`.
+#[tokio::test]
+async fn a_cut_answer_ends_both_streams_saying_why() {
+    let server = Server::start(|_| {}).await;
+    for _ in 0..2 {
+        server
+            .fake
+            .push(Reply::fixture("openai-chat/azure-content-filter.sse").unwrap());
+    }
+    let agui = server
+        .post(
+            "/api/v1/agui",
+            &agui_input("t-cut", "r-1", json!([user("m1", "how?")])),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    record("content-filter.agui.sse", &agui);
+    let agui = frames(&agui);
+    assert_eq!(
+        agui.last().unwrap(),
+        &json!({
+            "type": "RUN_FINISHED", "threadId": "t-cut", "runId": "r-1",
+            "result": {"reason": "content_filter"}
+        })
+    );
+    let text: String = agui
+        .iter()
+        .filter(|f| f["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|f| f["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "Here is how to");
+    // A client from ai 5.0.0 on: the reason in `messageMetadata`, which every such client accepts.
+    let chat = server
+        .post("/api/v1/chat", &chat_request("chat-cut", "how?"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    record("content-filter.aisdk.sse", &chat);
+    let chat = frames(&chat);
+    assert_eq!(
+        chat[chat.len() - 2..],
+        [
+            json!({"type": "finish", "messageMetadata": {"finishReason": "content-filter"}}),
+            json!("[DONE]")
+        ]
+    );
+
+    let server = Server::start(|s| s.server.ai_sdk_approvals = true).await;
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer-length.sse").unwrap());
+    let chat = server
+        .post("/api/v1/chat", &chat_request("chat-cut-v6", "notes?"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    record("length.v6.aisdk.sse", &chat);
+    let chat = frames(&chat);
+    assert_eq!(
+        chat[chat.len() - 2..],
+        [
+            json!({
+                "type": "finish", "finishReason": "length",
+                "messageMetadata": {"finishReason": "length"}
+            }),
+            json!("[DONE]")
+        ]
+    );
+}
+
 #[tokio::test]
 async fn a_429_is_retried_before_the_first_byte() {
     let server = Server::start(|_| {}).await;
