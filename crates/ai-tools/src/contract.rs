@@ -101,15 +101,17 @@ pub trait ToolContract: Send + Sync + 'static {
 
 /// The draft-07 schema of `T` as plain JSON, without the `$schema` and `title` annotations
 /// (providers ignore them, and the title is the Rust type's name), with `Option`s of structs and
-/// enums and documented unit enums spelled within the subset (see [`fit::fit_subset`]).
+/// enums (the root type's own too), and documented unit enums spelled within the subset (see
+/// [`fit::fit_subset`]).
 pub(crate) fn derive_schema<T: JsonSchema>() -> Value {
     let generator = SchemaSettings::draft07().into_generator();
     let mut schema = generator.into_root_schema_for::<T>().to_value();
+    let mut title = None;
     if let Value::Object(map) = &mut schema {
         map.remove("$schema");
-        map.remove("title");
+        title = map.remove("title");
     }
-    fit::fit_subset(&mut schema);
+    fit::fit_subset(&mut schema, title.as_ref().and_then(Value::as_str));
     schema
 }
 

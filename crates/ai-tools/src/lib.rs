@@ -11,10 +11,12 @@
 //! A contract's input and output types derive `schemars::JsonSchema` from schemars 1.x (types
 //! deriving 0.8's trait do not fit) and serde's traits. Inputs stay within the subset
 //! `ai_core::validate_tool_schema_p0` accepts: structs of plain fields, `Option`s (of structs and
-//! enums too), `Vec`s, maps with string keys, and unit enums; enums with data derive `oneOf` or
+//! enums too), `Vec`s, maps with string keys, unit enums, and types that contain themselves
+//! (`Option<Box<Self>>`, `Vec<Self>`, the root type included); enums with data derive `oneOf` or
 //! `anyOf`, which the subset refuses, and binding says where. The output is an object whose
 //! fields the allowlist names by dotted path (`"days.summary"` reaches into arrays and optional
-//! structs); see `examples/own_agent.rs` in cogni-graph for a whole contract in use.
+//! structs; a recursive field is named once per depth shown, `"next.name"`, `"next.next.name"`);
+//! see `examples/own_agent.rs` in cogni-graph for a whole contract in use.
 //!
 //! This crate never does IO of its own (tools reach the world only through capability ports
 //! such as [`ai_core::Clock`] and [`ai_core::Workspace`]), never reads the environment, and

@@ -23,6 +23,9 @@ const DEFINITIONS: &str = "#/definitions/";
 
 /// Rewrites `schema` in place, accepting exactly the values it accepted before:
 ///
+/// - a root that refers to itself (`"$ref": "#"`, as schemars writes a field of type
+///   `Option<Box<Self>>` or `Vec<Self>`) is copied into the definitions under its type's name
+///   `title` (see [`define_recursive_root`]), so that its `Option`s can be rewritten as below;
 /// - a unit-only enum whose variants have doc comments (a `oneOf` of `const`s) becomes one
 ///   `enum`, the variants' descriptions added to the enum's own;
 /// - `Option<T>` of a `T` kept in the definitions (a struct, an enum:
@@ -32,8 +35,9 @@ const DEFINITIONS: &str = "#/definitions/";
 /// Definitions no longer referenced are removed, and those whose names a `$ref` must escape are
 /// renamed (see [`plain_definition_names`]). Anything else outside the subset is left as is, for
 /// the subset check to refuse with its place.
-pub(super) fn fit_subset(schema: &mut Value) {
+pub(super) fn fit_subset(schema: &mut Value, title: Option<&str>) {
     plain_definition_names(schema);
+    define_recursive_root(schema, title);
     each_schema(schema, &mut collapse_documented_enum);
     let Some(Value::Object(definitions)) = schema.get("definitions") else {
         return;
@@ -85,7 +89,6 @@ fn plain_definition_names(schema: &mut Value) {
     let Some(Value::Object(definitions)) = schema.get_mut("definitions") else {
         return;
     };
-    let is_plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
     let escaped: Vec<String> = definitions
         .keys()
         .filter(|name| !name.chars().all(is_plain))
@@ -93,17 +96,7 @@ fn plain_definition_names(schema: &mut Value) {
         .collect();
     let mut renamed = BTreeMap::new();
     for name in escaped {
-        let base: String = name
-            .chars()
-            .map(|c| if is_plain(c) { c } else { '_' })
-            .collect();
-        let mut plain = base.clone();
-        for n in 2.. {
-            if !definitions.contains_key(&plain) {
-                break;
-            }
-            plain = format!("{base}{n}");
-        }
+        let plain = free_name(&plain_name(&name), definitions);
         if let Some(definition) = definitions.remove(&name) {
             definitions.insert(plain.clone(), definition);
         }
@@ -123,6 +116,73 @@ fn plain_definition_names(schema: &mut Value) {
             node.insert("$ref".into(), format!("{DEFINITIONS}{plain}").into());
         }
     });
+}
+
+/// Whether a `$ref` spells `c` in a definition's name as it is.
+fn is_plain(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
+}
+
+/// `name` with each character a `$ref` would escape replaced by `_`.
+fn plain_name(name: &str) -> String {
+    name.chars()
+        .map(|c| if is_plain(c) { c } else { '_' })
+        .collect()
+}
+
+/// `base`, or `base` with the first number from 2 on added that makes it a name no definition
+/// has.
+fn free_name(base: &str, definitions: &Map<String, Value>) -> String {
+    let mut name = base.to_owned();
+    for n in 2.. {
+        if !definitions.contains_key(&name) {
+            break;
+        }
+        name = format!("{base}{n}");
+    }
+    name
+}
+
+/// When the root refers to itself (`"$ref": "#"` anywhere, in the definitions too), adds a copy
+/// of the root (without its definitions) to the definitions, named `title` made plain (`Root`
+/// without one; a number added if the name is taken), and points every such `$ref` at the copy.
+///
+/// schemars spells `Option<Box<Self>>` of the root type `anyOf: [{"$ref": "#"}, {"type":
+/// "null"}]`, which the `Option` rewrite can only turn into a nullable copy of a definition. The
+/// root itself stays as it was (the subset wants an object schema there, which providers read
+/// without following a `$ref`), so the schema accepts what it accepted before.
+fn define_recursive_root(schema: &mut Value, title: Option<&str>) {
+    let mut self_referenced = false;
+    each_schema(schema, &mut |node| {
+        self_referenced |= is_root_reference(node);
+    });
+    if !self_referenced {
+        return;
+    }
+    let Value::Object(root) = schema else {
+        return;
+    };
+    let mut copy = root.clone();
+    copy.remove("definitions");
+    let definitions = root
+        .entry("definitions")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(definitions) = definitions else {
+        return;
+    };
+    let name = free_name(&plain_name(title.unwrap_or("Root")), definitions);
+    let target = Value::from(format!("{DEFINITIONS}{name}"));
+    definitions.insert(name, Value::Object(copy));
+    each_schema(schema, &mut |node| {
+        if is_root_reference(node) {
+            node.insert("$ref".into(), target.clone());
+        }
+    });
+}
+
+/// Whether `node` is a `$ref` to the whole schema.
+fn is_root_reference(node: &Map<String, Value>) -> bool {
+    node.get("$ref").and_then(Value::as_str) == Some("#")
 }
 
 /// A JSON pointer segment as written in a URI fragment (percent-encoded, `~1` for `/`, `~0`

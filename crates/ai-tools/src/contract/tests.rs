@@ -378,3 +378,65 @@ fn an_option_is_rewritten_even_when_its_ornull_name_is_taken() {
         );
     }
 }
+
+/// A linked list: the root type refers to itself through an `Option`.
+#[derive(Deserialize, JsonSchema)]
+#[allow(dead_code)]
+struct Node {
+    name: String,
+    /// The next node, if any.
+    next: Option<Box<Node>>,
+    children: Vec<Node>,
+    at: Option<Point>,
+}
+
+/// schemars spells `Option<Box<Self>>` of the root `anyOf: [{"$ref": "#"}, {"type": "null"}]`,
+/// which the subset refuses and the `Option` rewrite could not reach (the root is no
+/// definition). A copy of the root is now a definition, and the schema accepts exactly what
+/// serde accepts.
+#[test]
+fn a_root_type_that_refers_to_itself_fits_the_subset() {
+    let spec = tool_spec::<Probe<Node>>().unwrap();
+    let schema = &spec.input_schema;
+    assert_eq!(schema["type"], "object");
+    assert_eq!(
+        schema["properties"]["next"],
+        serde_json::json!({"$ref": "#/definitions/NodeOrNull",
+            "description": "The next node, if any."})
+    );
+    assert_eq!(
+        schema["properties"]["children"]["items"],
+        serde_json::json!({"$ref": "#/definitions/Node"})
+    );
+    assert_eq!(
+        schema["definitions"]["NodeOrNull"]["type"],
+        serde_json::json!(["object", "null"])
+    );
+    assert_eq!(
+        schema["definitions"]["NodeOrNull"]["properties"],
+        schema["properties"]
+    );
+    assert!(!serde_json::to_string(schema).unwrap().contains(r##""#""##));
+    let validator = jsonschema::draft7::new(schema).unwrap();
+    for args in [
+        serde_json::json!({"name": "a", "children": []}),
+        serde_json::json!({"name": "a", "children": [], "next": null}),
+        serde_json::json!({"name": "a", "children": [], "next": {"name": "b", "children": []}}),
+        serde_json::json!({"name": "a", "children": [], "next": {"name": "b", "children": [],
+            "next": {"name": "c", "children": [{"name": "d", "children": []}]}}}),
+        serde_json::json!({"name": "a", "children": [], "next": {"name": "b"}}),
+        serde_json::json!({"name": "a", "children": [], "next": {"name": "b", "children": [],
+            "next": {"name": 3, "children": []}}}),
+        serde_json::json!({"name": "a", "children": [null]}),
+        serde_json::json!({"name": "a", "children": [], "next": {"name": "b", "children": [],
+            "at": {"x": 300}}}),
+        serde_json::json!(null),
+        serde_json::json!({"name": "a", "children": [], "next": "b"}),
+    ] {
+        assert_eq!(
+            validator.is_valid(&args),
+            serde_json::from_value::<Node>(args.clone()).is_ok(),
+            "{args}"
+        );
+    }
+}

@@ -391,3 +391,80 @@ async fn a_connection_id_in_the_arguments_is_refused() {
     let (run, _) = crate::support::run(bind(Aliased).unwrap(), r#"{"conn":"x"}"#).await;
     assert!(run.result.failure().is_none(), "{:?}", run.result);
 }
+
+/// A linked list as input: the root type refers to itself.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Chain {
+    name: String,
+    next: Option<Box<Chain>>,
+}
+
+/// A linked list as output, with a field that must not be shown.
+#[derive(Serialize, JsonSchema)]
+struct ChainOut {
+    name: String,
+    secret: String,
+    next: Option<Box<ChainOut>>,
+}
+
+struct Relink;
+
+#[async_trait::async_trait]
+impl ToolContract for Relink {
+    type Input = Chain;
+    type Output = ChainOut;
+    const ID: &'static str = "core__relink";
+    const DESCRIPTION: &'static str = "Copies a chain.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["name", "next.name", "next.next.name"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        input: Chain,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<ChainOut, ToolError> {
+        fn copy(chain: Chain) -> ChainOut {
+            ChainOut {
+                secret: format!("sk-CANARY-{}", chain.name),
+                name: chain.name,
+                next: chain.next.map(|next| Box::new(copy(*next))),
+            }
+        }
+        Ok(copy(input))
+    }
+}
+
+/// `Option<Box<Self>>` in a root type was refused at binding (`anyOf` of `"$ref": "#"` and
+/// `null`, for the input and the output alike). Now such a tool binds, its input is checked at
+/// every depth with the place named, and its allowlist reaches into the nested structs.
+#[tokio::test]
+async fn a_recursive_root_type_is_bound_checked_and_redacted() {
+    let tool = bind(Relink).unwrap();
+    let (run, events) = crate::support::run(
+        tool.clone(),
+        r#"{"name":"a","next":{"name":"b","next":{"name":"c","next":{"name":"d","next":null}}}}"#,
+    )
+    .await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"name": "a", "next": {"name": "b", "next": {"name": "c"}}}).into()
+        }
+    );
+    let everything = format!("{run:?}{events:?}");
+    assert!(!everything.contains("CANARY"), "{everything}");
+    let (run, _) = crate::support::run(
+        tool,
+        r#"{"name":"a","next":{"name":"b","next":{"name":7,"VALUE-CANARY":1}}}"#,
+    )
+    .await;
+    let failure = run.result.failure().unwrap();
+    assert_eq!(failure.code, ToolErrorCode::Validation);
+    assert_eq!(
+        failure.safe_message,
+        "invalid tool arguments: /next/next/name fails `type`; \
+         /next/next fails `additionalProperties`"
+    );
+}
