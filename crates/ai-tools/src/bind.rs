@@ -14,7 +14,7 @@ use ai_core::{
 };
 
 use crate::contract::{derive_schema, is_connection_id};
-use crate::redact::{Allowlist, output_value, schema_has_path};
+use crate::redact::{Allowlist, Unrepresentable, exact_value, schema_has_path};
 use crate::{Error, ToolContract, tool_spec};
 
 /// A contract with its spec, its compiled validators and its allowlist.
@@ -208,7 +208,22 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
             ToolError::invalid_input("the arguments do not fit the tool's input type")
         })?;
         let output = self.contract.execute(&permit, input, ctx, caps).await?;
-        output_value(&output).map_err(ToolError::new)
+        exact_value(&output).map_err(|why| {
+            ToolError::new(match why {
+                Unrepresentable::Unserializable => "the tool output could not be serialized".into(),
+                Unrepresentable::RepeatedKey => {
+                    "the tool output repeats a field name, so it cannot be redacted".into()
+                }
+                Unrepresentable::TooDeep => {
+                    "the tool output is nested more than 128 levels deep".into()
+                }
+                Unrepresentable::WideInteger(at) => format!(
+                    "the tool output does not fit: {} is an integer beyond 64 bits, which \
+                     cannot be passed on exactly",
+                    schema_named_path(&self.output_schema, &at)
+                ),
+            })
+        })
     }
 
     fn validate_output(&self, output: &Value) -> Result<(), ToolError> {

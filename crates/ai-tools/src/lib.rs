@@ -16,7 +16,10 @@
 //! `anyOf`, which the subset refuses, and binding says where. The output is an object whose
 //! fields the allowlist names by dotted path (`"days.summary"` reaches into arrays and optional
 //! structs; a recursive field is named once per depth shown, `"next.name"`, `"next.next.name"`);
-//! see `examples/own_agent.rs` in cogni-graph for a whole contract in use.
+//! see `examples/own_agent.rs` in cogni-graph for a whole contract in use. Output integers
+//! must fit 64 bits (an `i64` or a `u64`): the workspace's serde_json holds no wider number
+//! exactly, so an `i128` or `u128` past that range fails the call, naming the field's place,
+//! rather than reaching the model as a rounded float.
 //!
 //! This crate never does IO of its own (tools reach the world only through capability ports
 //! such as [`ai_core::Clock`] and [`ai_core::Workspace`]), never reads the environment, and

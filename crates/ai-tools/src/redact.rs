@@ -55,21 +55,166 @@ impl Allowlist {
     }
 }
 
-/// `output` as a JSON value, or why it cannot be one: it does not serialize, an object in it
-/// repeats a key, or it is nested deeper than serde_json reads (128 levels).
+/// Why a typed value cannot be passed on as the JSON value it serializes to.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Unrepresentable {
+    /// Its `Serialize` failed.
+    Unserializable,
+    /// An object in it repeats a key.
+    RepeatedKey,
+    /// It is nested deeper than serde_json reads (128 levels).
+    TooDeep,
+    /// An integer in it, at this JSON pointer, is beyond what 64 bits hold (an `i128` or
+    /// `u128`): the workspace's serde_json (without `arbitrary_precision`) would read it as a
+    /// float, a different number.
+    WideInteger(String),
+}
+
+/// `output` as a JSON value, or why it cannot be one exactly: it does not serialize, an object
+/// in it repeats a key, it is nested deeper than serde_json reads (128 levels), or it holds an
+/// integer beyond 64 bits.
 ///
 /// `serde_json::to_value` keeps the last of two equal keys, and serde writes two when a
 /// `#[serde(flatten)]`ed map or struct holds a key its parent has: the flattened value would
 /// then stand in for the parent's field, under that field's allowlisted name.
-pub(crate) fn output_value<T: Serialize>(output: &T) -> Result<Value, &'static str> {
-    let text =
-        serde_json::to_string(output).map_err(|_| "the tool output could not be serialized")?;
-    match serde_json::from_str::<UniqueKeys>(&text) {
-        Ok(UniqueKeys(value)) => Ok(value),
-        Err(e) if e.is_data() => {
-            Err("the tool output repeats a field name, so it cannot be redacted")
+///
+/// serde_json's `Value` holds an `i64`, a `u64` or an `f64`: an `i128` or `u128` written past
+/// 64 bits would be read back as the nearest `f64`, and shown as a number the tool never
+/// returned. Such an integer is refused with its place instead.
+pub(crate) fn exact_value<T: Serialize>(output: &T) -> Result<Value, Unrepresentable> {
+    let text = serde_json::to_string(output).map_err(|_| Unrepresentable::Unserializable)?;
+    let value = match serde_json::from_str::<UniqueKeys>(&text) {
+        Ok(UniqueKeys(value)) => value,
+        Err(e) if e.is_data() => return Err(Unrepresentable::RepeatedKey),
+        Err(_) => return Err(Unrepresentable::TooDeep),
+    };
+    // A wide integer is read as a float: only text with a float in it needs looking through.
+    if has_float(&value)
+        && let Some(pointer) = (Scan { text, at: 0 }).wide_integer("")
+    {
+        return Err(Unrepresentable::WideInteger(pointer));
+    }
+    Ok(value)
+}
+
+/// Whether `value` holds a number that is neither an `i64` nor a `u64`.
+fn has_float(value: &Value) -> bool {
+    match value {
+        Value::Number(number) => number.is_f64(),
+        Value::Array(items) => items.iter().any(has_float),
+        Value::Object(map) => map.values().any(has_float),
+        _ => false,
+    }
+}
+
+/// A walk through JSON text that serde_json wrote (so valid, and at most 128 levels deep once
+/// serde_json has read it back), looking for integers past 64 bits.
+struct Scan {
+    text: String,
+    at: usize,
+}
+
+impl Scan {
+    /// The JSON pointer (below `pointer`) of the first integer in the value at `at` that
+    /// neither an `i64` nor a `u64` holds; `at` moves past the value.
+    fn wide_integer(&mut self, pointer: &str) -> Option<String> {
+        self.skip_whitespace();
+        match self.text.as_bytes().get(self.at)? {
+            b'{' => {
+                self.at += 1;
+                loop {
+                    self.skip_whitespace();
+                    if self.eat(b'}') {
+                        return None;
+                    }
+                    let key: String = serde_json::from_str(self.string()?).ok()?;
+                    self.skip_whitespace();
+                    if !self.eat(b':') {
+                        return None;
+                    }
+                    let at = format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
+                    if let Some(found) = self.wide_integer(&at) {
+                        return Some(found);
+                    }
+                    self.skip_whitespace();
+                    if !self.eat(b',') {
+                        return None;
+                    }
+                }
+            }
+            b'[' => {
+                self.at += 1;
+                for index in 0.. {
+                    self.skip_whitespace();
+                    if self.eat(b']') {
+                        return None;
+                    }
+                    if let Some(found) = self.wide_integer(&format!("{pointer}/{index}")) {
+                        return Some(found);
+                    }
+                    self.skip_whitespace();
+                    if !self.eat(b',') {
+                        return None;
+                    }
+                }
+                None
+            }
+            b'"' => {
+                self.string();
+                None
+            }
+            _ => {
+                let rest = &self.text[self.at..];
+                let end = rest
+                    .find([',', ']', '}', ' ', '\t', '\n', '\r'])
+                    .unwrap_or(rest.len());
+                let token = &rest[..end];
+                self.at += end;
+                let digits = token.strip_prefix('-').unwrap_or(token);
+                let integer = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+                let fits = token.parse::<i64>().is_ok() || token.parse::<u64>().is_ok();
+                (integer && !fits).then(|| pointer.to_owned())
+            }
         }
-        Err(_) => Err("the tool output is nested more than 128 levels deep"),
+    }
+
+    /// The string at `at`, quotes and escapes as written; `at` moves past it.
+    fn string(&mut self) -> Option<&str> {
+        let start = self.at;
+        let bytes = self.text.as_bytes();
+        if bytes.get(start) != Some(&b'"') {
+            return None;
+        }
+        let mut i = start + 1;
+        loop {
+            match bytes.get(i)? {
+                b'\\' => i += 2,
+                b'"' => break,
+                _ => i += 1,
+            }
+        }
+        self.at = i + 1;
+        self.text.get(start..=i)
+    }
+
+    /// Moves past `byte` if it is next.
+    fn eat(&mut self, byte: u8) -> bool {
+        let next = self.text.as_bytes().get(self.at) == Some(&byte);
+        if next {
+            self.at += 1;
+        }
+        next
+    }
+
+    fn skip_whitespace(&mut self) {
+        while self
+            .text
+            .as_bytes()
+            .get(self.at)
+            .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        {
+            self.at += 1;
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Allowlist, output_value, schema_has_path};
+use super::{Allowlist, Unrepresentable, exact_value, schema_has_path};
 
 fn check(allow: &[&str], input: Value, expected: Value) {
     let mut value = input;
@@ -72,14 +72,49 @@ fn an_output_that_repeats_a_key_at_any_depth_is_refused() {
             extra: [(key.to_owned(), 2.5)].into(),
         }]
     };
-    assert_eq!(output_value(&items("x")), Ok(json!([{"id": 1, "x": 2.5}])));
-    assert_eq!(
-        output_value(&items("id")),
-        Err("the tool output repeats a field name, so it cannot be redacted")
-    );
+    assert_eq!(exact_value(&items("x")), Ok(json!([{"id": 1, "x": 2.5}])));
+    assert_eq!(exact_value(&items("id")), Err(Unrepresentable::RepeatedKey));
     let deep = (0..200).fold(json!(1), |inner, _| json!([inner]));
+    assert_eq!(exact_value(&deep), Err(Unrepresentable::TooDeep));
+}
+
+#[derive(serde::Serialize)]
+struct Wide {
+    small: u64,
+    ratio: f64,
+    text: String,
+    list: Vec<i128>,
+    map: std::collections::BTreeMap<String, u128>,
+}
+
+/// serde_json reads an integer past 64 bits back as the nearest float (the workspace builds it
+/// without `arbitrary_precision`): such an integer is refused with its place, while the widest
+/// 64-bit integers and large floats pass as they are.
+#[test]
+fn an_integer_beyond_64_bits_is_refused_with_its_place() {
+    let wide = |list: Vec<i128>, big: u128| Wide {
+        small: u64::MAX,
+        ratio: 1e30,
+        text: r#"1e99 "quoted\" ] } 340282366920938463463374607431768211455"#.into(),
+        list,
+        map: [("a/b~c".to_owned(), big)].into(),
+    };
     assert_eq!(
-        output_value(&deep),
-        Err("the tool output is nested more than 128 levels deep")
+        exact_value(&wide(vec![i128::from(i64::MIN)], u128::from(u64::MAX))),
+        Ok(json!({"small": u64::MAX, "ratio": 1e30,
+            "text": r#"1e99 "quoted\" ] } 340282366920938463463374607431768211455"#,
+            "list": [i64::MIN], "map": {"a/b~c": u64::MAX}}))
+    );
+    assert_eq!(
+        exact_value(&wide(vec![0, i128::from(i64::MIN) - 1], 0)),
+        Err(Unrepresentable::WideInteger("/list/1".into()))
+    );
+    assert_eq!(
+        exact_value(&wide(vec![], u128::from(u64::MAX) + 1)),
+        Err(Unrepresentable::WideInteger("/map/a~1b~0c".into()))
+    );
+    assert_eq!(
+        exact_value(&u128::MAX),
+        Err(Unrepresentable::WideInteger(String::new()))
     );
 }

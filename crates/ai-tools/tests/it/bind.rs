@@ -468,3 +468,72 @@ async fn a_recursive_root_type_is_bound_checked_and_redacted() {
          /next/next fails `additionalProperties`"
     );
 }
+
+#[derive(Serialize, JsonSchema)]
+struct TotalsOutput {
+    /// Per account.
+    totals: std::collections::BTreeMap<String, Vec<u128>>,
+    count: u64,
+}
+
+struct Totals;
+
+#[async_trait::async_trait]
+impl ToolContract for Totals {
+    type Input = Input;
+    type Output = TotalsOutput;
+    const ID: &'static str = "core__totals";
+    const DESCRIPTION: &'static str = "Totals.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["totals", "count"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        input: Input,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<TotalsOutput, ToolError> {
+        // `u64::MAX`, or past it when asked for more than one.
+        let total = u128::from(u64::MAX) + u128::from(input.count) - 1;
+        Ok(TotalsOutput {
+            totals: [(input.name, vec![7, total])].into(),
+            count: u64::MAX,
+        })
+    }
+}
+
+/// A `u128` past 64 bits was read back from the serialized output as the nearest `f64` and
+/// shown to the model as a different number. It is now refused, the place named in the
+/// schema's words (the map key the tool chose as `*`), never the number; `u64::MAX` passes
+/// exactly.
+#[tokio::test]
+async fn an_output_integer_beyond_64_bits_is_refused_never_rounded() {
+    let (run, _) = crate::support::run(bind(Totals).unwrap(), r#"{"name":"acct","count":1}"#).await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"totals": {"acct": [7, u64::MAX]}, "count": u64::MAX}).into()
+        }
+    );
+    let (run, events) =
+        crate::support::run(bind(Totals).unwrap(), r#"{"name":"acct-CANARY","count":3}"#).await;
+    let failure = run.result.failure().unwrap();
+    assert_eq!(failure.code, ToolErrorCode::Execution, "{failure:?}");
+    assert_eq!(
+        failure.safe_message,
+        "the tool failed: the tool output does not fit: /totals/*/1 is an integer beyond 64 \
+         bits, which cannot be passed on exactly"
+    );
+    let everything = format!("{:?}{:?}", run.result, run.record.result);
+    assert!(!everything.contains("CANARY"), "{everything}");
+    assert!(!everything.contains("18446744073709551617"), "{everything}");
+    assert!(!everything.contains("18446744073709551616"), "{everything}");
+    assert!(
+        !everything.contains("1.8446744073709552e19"),
+        "{everything}"
+    );
+    assert!(
+        !format!("{events:?}").contains("1.8446744073709552e19"),
+        "{events:?}"
+    );
+}
