@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use ai_core::{
     BoundTool, Capabilities, ExecPermit, ToolError, ToolInvocationContext, ToolSpec,
-    describe_json_error,
+    canonical_json, describe_json_error,
 };
 
 use crate::contract::{derive_schema, is_connection_id};
@@ -135,6 +135,44 @@ fn connection_id_in(value: &Value, pointer: String) -> Option<String> {
     }
 }
 
+/// Puts the elements of every array of `value` whose schema (`schema`, in `root`) declares
+/// `uniqueItems` (a set: schemars says so of `HashSet` and `BTreeSet`) in the order of their
+/// canonical JSON, at any depth.
+///
+/// A `HashSet` writes its elements in an order that changes from one deserialization to the
+/// next; the approval hash of a call re-validated on resume must come out the same.
+fn order_sets(root: &Value, schema: &Value, value: &mut Value) {
+    let schema = resolve_local_ref(root, schema);
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map.iter_mut() {
+                let below = schema
+                    .get("properties")
+                    .and_then(|p| p.get(key))
+                    .or_else(|| schema.get("additionalProperties"));
+                if let Some(below) = below {
+                    order_sets(root, below, child);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                let below = match schema.get("items") {
+                    Some(Value::Array(tuple)) => tuple.get(i),
+                    other => other,
+                };
+                if let Some(below) = below {
+                    order_sets(root, below, item);
+                }
+            }
+            if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
+                items.sort_by_cached_key(canonical_json);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// `schema`, or what its local `$ref` (`#/definitions/…`) points to.
 fn resolve_local_ref<'a>(root: &'a Value, mut schema: &'a Value) -> &'a Value {
     // Derived schemas reference a definition at most a few times in a row; the bound only
@@ -185,13 +223,38 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
         // type's own `Deserialize` refuses): arguments the tool cannot take are refused here,
         // before an approval is asked for or the call starts. serde's message may quote the
         // input; only its description without the value is passed on.
-        match C::Input::deserialize(&args) {
-            Ok(_) => Ok(args),
-            Err(e) => Err(ToolError::invalid_input(format!(
+        let input = C::Input::deserialize(&args).map_err(|e| {
+            ToolError::invalid_input(format!(
                 "the arguments do not fit the tool's input type: {}",
                 describe_json_error(&e)
-            ))),
+            ))
+        })?;
+        // What the tool reads, written back: keys the type ignores are gone, what serde filled
+        // in (defaults, `None`s) is there. This is what the start event, the record and the
+        // approval hash show, and what `exec` reads.
+        let mut validated = exact_value(&input).map_err(|why| {
+            ToolError::invalid_input(format!(
+                "the tool's input type cannot write back the arguments it read: {}",
+                match why {
+                    Unrepresentable::WideInteger(at) => format!(
+                        "{} is an integer beyond 64 bits",
+                        schema_named_path(&self.spec.input_schema, &at)
+                    ),
+                    _ => "it does not serialize to one JSON object".into(),
+                }
+            ))
+        })?;
+        order_sets(
+            &self.spec.input_schema,
+            &self.spec.input_schema,
+            &mut validated,
+        );
+        if C::Input::deserialize(&validated).is_err() {
+            return Err(ToolError::invalid_input(
+                "the tool's input type does not read back the arguments it writes",
+            ));
         }
+        Ok(validated)
     }
 
     async fn exec(
@@ -201,8 +264,9 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
         ctx: &ToolInvocationContext,
         caps: &Capabilities,
     ) -> Result<Value, ToolError> {
-        // `validate_input` deserialized these arguments already; should a type's `Deserialize`
-        // refuse the same value on a second try, it is still the model's arguments at fault.
+        // These are the validated arguments, which `validate_input` deserialized already; should
+        // a type's `Deserialize` refuse the same value on a second try, it is still the model's
+        // arguments at fault.
         // The message serde gives (which may quote the input) is not passed on.
         let input = C::Input::deserialize(&*args).map_err(|_| {
             ToolError::invalid_input("the arguments do not fit the tool's input type")

@@ -27,7 +27,7 @@ use crate::Error;
 /// use schemars::JsonSchema;
 /// use serde::{Deserialize, Serialize};
 ///
-/// #[derive(Deserialize, JsonSchema)]
+/// #[derive(Deserialize, Serialize, JsonSchema)]
 /// struct AddInput { a: i64, b: i64 }
 /// #[derive(Serialize, JsonSchema)]
 /// struct AddOutput { sum: i64 }
@@ -53,7 +53,16 @@ use crate::Error;
 #[async_trait]
 pub trait ToolContract: Send + Sync + 'static {
     /// The arguments the model sends.
-    type Input: DeserializeOwned + JsonSchema + Send;
+    ///
+    /// Its `Serialize` writes back what its `Deserialize` read: the bound tool's validated
+    /// arguments (shown in the start event and the record, hashed for an approval, and what
+    /// [`ToolContract::execute`] gets, read again) are the arguments deserialized and written
+    /// back, so keys the type ignores are dropped, and what serde filled in (a `default`, a
+    /// `None`, written `null` unless `skip_serializing_if` leaves it out) is shown. Elements
+    /// of a set (`HashSet`, `BTreeSet`) are put in a fixed order, so the same arguments always
+    /// give the same bytes; other types must serialize deterministically too (a `HashMap` does:
+    /// it becomes a JSON object).
+    type Input: DeserializeOwned + Serialize + JsonSchema + Send;
     /// What the tool returns, before redaction.
     type Output: Serialize + JsonSchema + Send;
 

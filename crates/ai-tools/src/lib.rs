@@ -6,10 +6,14 @@
 //! schemars, deterministic, hashed by [`schema_hash`], refused if it leaves the supported subset
 //! or asks for a connection id). [`bind`] turns a contract holding its capabilities into an
 //! [`ai_core::BoundTool`] whose validators (jsonschema, then serde for the input) are compiled
-//! once and whose output is redacted by allowlist. The core tools live in [`tools`].
+//! once and whose output is redacted by allowlist. Its validated arguments (what the start
+//! event, the audit record and an approval show, and what the tool reads) are the input as serde
+//! read it, written back: keys the type ignores are dropped, defaults it fills in are shown (see
+//! [`ToolContract::Input`]). The core tools live in [`tools`].
 //!
 //! A contract's input and output types derive `schemars::JsonSchema` from schemars 1.x (types
-//! deriving 0.8's trait do not fit) and serde's traits. Inputs stay within the subset
+//! deriving 0.8's trait do not fit) and serde's traits (the input both `Deserialize` and
+//! `Serialize`). Inputs stay within the subset
 //! `ai_core::validate_tool_schema_p0` accepts: structs of plain fields, `Option`s (of structs and
 //! enums too), `Vec`s, maps with string keys, unit enums, and types that contain themselves
 //! (`Option<Box<Self>>`, `Vec<Self>`, the root type included); enums with data derive `oneOf` or

@@ -51,7 +51,7 @@ impl CompletionPort for InstantModel {
     }
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 struct EchoInput {
     text: String,
 }

@@ -39,7 +39,7 @@ impl Forecasts for CannedForecasts {
 }
 
 /// What the model may send: validated against the schema derived from this type.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ForecastInput {
     /// The city.

@@ -17,7 +17,7 @@ struct Out {
 struct Probe<I>(std::marker::PhantomData<I>);
 
 #[async_trait::async_trait]
-impl<I: serde::de::DeserializeOwned + JsonSchema + Send + Sync + 'static> ToolContract
+impl<I: serde::de::DeserializeOwned + Serialize + JsonSchema + Send + Sync + 'static> ToolContract
     for Probe<I>
 {
     type Input = I;
@@ -37,7 +37,7 @@ impl<I: serde::de::DeserializeOwned + JsonSchema + Send + Sync + 'static> ToolCo
     }
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct Plain {
     /// The name.
@@ -64,54 +64,54 @@ fn derivation_is_deterministic_and_hashed() {
     );
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct Camel {
     #[serde(rename = "connectionId")]
     connection: String,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct Inner {
     connection_id: String,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct Nested {
     inner: Inner,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 #[allow(dead_code)]
 struct Kebab {
     connection_id: String,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "PascalCase")]
 #[allow(dead_code)]
 struct Pascal {
     connection_id: String,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[allow(dead_code)]
 struct Screaming {
     connection_id: String,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct Spaced {
     #[serde(rename = "connection id")]
     connection: String,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct NotAConnection {
     connection: String,
@@ -160,14 +160,14 @@ fn connection_ids_are_refused_at_derivation() {
     assert!(tool_spec::<Probe<NotAConnection>>().is_ok());
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 enum Shape {
     Circle { r: f64 },
     Square { side: f64 },
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct WithEnum {
     shape: Shape,
@@ -182,14 +182,14 @@ fn schemas_outside_the_subset_are_refused() {
 }
 
 /// A struct field of an input type.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct Point {
     x: u8,
 }
 
 /// A unit enum without docs on its variants.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[allow(dead_code)]
 enum Color {
@@ -198,7 +198,7 @@ enum Color {
 }
 
 /// A unit enum with docs on its variants.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[allow(dead_code)]
 enum Unit {
@@ -208,7 +208,7 @@ enum Unit {
     Foot,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct Optionals {
     at: Option<Point>,
@@ -269,7 +269,7 @@ fn optional_structs_and_enums_and_documented_enums_fit_the_subset() {
     }
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(untagged)]
 #[allow(dead_code)]
 enum Either {
@@ -277,7 +277,7 @@ enum Either {
     Color(Color),
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct WithEither {
     either: Either,
@@ -294,14 +294,14 @@ fn an_untagged_enum_of_two_structs_is_refused_not_rewritten() {
 }
 
 /// A generic struct whose schemars name holds characters a `$ref` must escape.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[schemars(rename = "Boxed<{T}>")]
 #[allow(dead_code)]
 struct Boxed<T> {
     value: T,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct WithBoxed {
     required: Boxed<Point>,
@@ -340,13 +340,13 @@ fn definitions_named_with_escaped_characters_are_renamed_and_kept() {
 }
 
 /// A type of the input whose name is the one the `Option` rewrite would give `Point`'s copy.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct PointOrNull {
     y: u8,
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct NameClash {
     clash: PointOrNull,
@@ -380,7 +380,7 @@ fn an_option_is_rewritten_even_when_its_ornull_name_is_taken() {
 }
 
 /// A linked list: the root type refers to itself through an `Option`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct Node {
     name: String,

@@ -21,7 +21,7 @@ impl GetCurrentTime {
 }
 
 /// No arguments.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GetCurrentTimeInput {}
 

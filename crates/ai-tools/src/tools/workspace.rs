@@ -63,7 +63,7 @@ impl WorkspaceList {
 }
 
 /// Arguments of `core__workspace_list`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListInput {
     /// The folder, relative to the workspace root; the root when absent.
@@ -144,7 +144,7 @@ impl WorkspaceRead {
 }
 
 /// Arguments of `core__workspace_read`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadInput {
     /// The file, relative to the workspace root.
@@ -202,7 +202,7 @@ impl WorkspaceWrite {
 }
 
 /// Arguments of `core__workspace_write`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteInput {
     /// The file, relative to the workspace root; parent folders are created.

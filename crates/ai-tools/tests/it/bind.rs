@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Input {
     name: String,
@@ -127,7 +127,7 @@ async fn validation_names_the_place_and_rule_never_the_value() {
     }
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct LabelsInput {
     labels: std::collections::BTreeMap<String, u32>,
@@ -318,7 +318,7 @@ async fn a_flattened_key_cannot_stand_in_for_an_allowlisted_field() {
     );
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 struct AliasInput {
     /// A connection under another name: the schema shows `conn` only.
     #[serde(alias = "connectionId")]
@@ -393,7 +393,7 @@ async fn a_connection_id_in_the_arguments_is_refused() {
 }
 
 /// A linked list as input: the root type refers to itself.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Chain {
     name: String,
@@ -535,5 +535,153 @@ async fn an_output_integer_beyond_64_bits_is_refused_never_rounded() {
     assert!(
         !format!("{events:?}").contains("1.8446744073709552e19"),
         "{events:?}"
+    );
+}
+
+fn ten() -> u32 {
+    10
+}
+
+/// An input type that ignores keys it does not know, with a default and a flattened map.
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct LooseInput {
+    name: String,
+    #[serde(default = "ten")]
+    limit: u32,
+    tags: std::collections::HashSet<String>,
+    #[serde(default)]
+    inner: Option<LooseInner>,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct LooseInner {
+    #[serde(flatten)]
+    labels: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct LooseOutput {
+    seen: String,
+}
+
+struct Loose;
+
+#[async_trait::async_trait]
+impl ToolContract for Loose {
+    type Input = LooseInput;
+    type Output = LooseOutput;
+    const ID: &'static str = "core__loose";
+    const DESCRIPTION: &'static str = "Takes what it knows.";
+    const EFFECT: ToolEffect = ToolEffect::StateChange;
+    const REDACTION: &'static [&'static str] = &["seen"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        input: LooseInput,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<LooseOutput, ToolError> {
+        Ok(LooseOutput {
+            seen: format!("{} {}", input.name, input.limit),
+        })
+    }
+}
+
+const LOOSE_ARGS: &str = r#"{"name":"a","extra":"sk-live-CANARY","tags":["q","w","e","r","t","y","u","i"],"inner":{"k":"v"}}"#;
+
+/// The validated arguments are what the type reads, written back: a key it ignores (which may
+/// hold anything) never reaches the start event, the record or the approval; the default serde
+/// fills in is shown, as the approval must show what runs; a flattened map keeps its keys.
+#[tokio::test]
+async fn validated_arguments_are_what_the_input_type_reads() {
+    let tool = bind(Loose).unwrap();
+    let validated = tool
+        .validate_input(serde_json::from_str(LOOSE_ARGS).unwrap())
+        .unwrap();
+    assert_eq!(
+        validated,
+        json!({"name": "a", "limit": 10, "tags": ["e", "i", "q", "r", "t", "u", "w", "y"],
+            "inner": {"k": "v"}})
+    );
+    // Re-validating the same arguments (as a resumed call does) gives the same bytes, the
+    // elements of a `HashSet` included.
+    for _ in 0..20 {
+        let again = tool
+            .validate_input(serde_json::from_str(LOOSE_ARGS).unwrap())
+            .unwrap();
+        assert_eq!(
+            ai_core::canonical_json(&again),
+            ai_core::canonical_json(&validated)
+        );
+    }
+    let (run, events) = crate::support::run(tool, LOOSE_ARGS).await;
+    assert_eq!(run.record.args.as_deref(), Some(&validated));
+    let AiEvent::ToolCallStart {
+        args: Some(shown), ..
+    } = &events[0]
+    else {
+        panic!("{events:?}");
+    };
+    assert_eq!(**shown, validated);
+    let everything = format!("{run:?}{events:?}");
+    assert!(!everything.contains("CANARY"), "{everything}");
+}
+
+/// An approval is asked for, and later checked, over the validated arguments: the hash the
+/// user approved is the one the resumed call computes from the same raw arguments.
+#[tokio::test]
+async fn an_approval_names_the_validated_arguments_and_matches_on_resume() {
+    use ai_core::{
+        CancellationToken, RunContext, StaticToolSource, ToolCall, ToolCallId, ToolCatalog,
+        ToolPolicy, ToolRunner, canonical_json, sha256_hex,
+    };
+    use std::sync::{Arc, Mutex};
+    let tool = bind(Loose).unwrap();
+    let validated = tool
+        .validate_input(serde_json::from_str(LOOSE_ARGS).unwrap())
+        .unwrap();
+    let policy = ToolPolicy {
+        allowed_tools: [tool.spec().id.clone()].into(),
+        require_approval_for_effects: [ToolEffect::StateChange].into(),
+        ..ToolPolicy::default()
+    };
+    let mut ctx = RunContext::new("run-1", "user:test", "tenant-1").unwrap();
+    let source = Arc::new(StaticToolSource::new(vec![tool]).unwrap());
+    let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
+    let runner = ToolRunner::new(
+        source,
+        Arc::new(policy),
+        Arc::new(crate::support::FixedClock(1)),
+    );
+    let call = ToolCall {
+        id: ToolCallId::new("call_1").unwrap(),
+        name: "core__loose".into(),
+        arguments: LOOSE_ARGS.into(),
+    };
+    let events = Mutex::new(Vec::new());
+    let sink = |e: AiEvent| events.lock().unwrap().push(e);
+    let paused = runner
+        .run_tool(&call, &ctx, &catalog, &sink, &CancellationToken::new())
+        .await;
+    let ToolOutcome::ApprovalRequired { args_hash } = paused.result.outcome else {
+        panic!("{:?}", paused.result);
+    };
+    assert_eq!(args_hash, sha256_hex(canonical_json(&validated).as_bytes()));
+    assert!(
+        matches!(&events.lock().unwrap()[0],
+            AiEvent::ApprovalRequired { args, .. } if **args == validated),
+        "{events:?}"
+    );
+    let asked = format!("{:?}{events:?}", paused.record);
+    assert!(!asked.contains("CANARY"), "{asked}");
+    ctx.approvals.insert(call.id.clone(), args_hash);
+    let resumed = runner
+        .run_tool(&call, &ctx, &catalog, &sink, &CancellationToken::new())
+        .await;
+    assert_eq!(
+        resumed.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"seen": "a 10"}).into()
+        }
     );
 }

@@ -242,7 +242,7 @@ async fn a_policy_change_before_resume_is_checked_again() {
     );
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 struct WriteInput {
     /// What to write.
     #[allow(dead_code)]

@@ -107,7 +107,7 @@ pub(crate) fn calls(calls: Vec<LlmToolCall>) -> Reply {
     })
 }
 
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct WaitInput {
     /// Milliseconds to wait (tokio time).
