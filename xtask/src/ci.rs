@@ -43,11 +43,13 @@ const STEPS: &[(&str, Option<&[&str]>)] = &[
         ]),
     ),
     ("check-architecture", None),
+    // The workspace's rustdoc lints (Cargo.toml) deny broken links and unreadable examples.
+    ("doc", Some(&["doc", "--workspace", "--no-deps"])),
     ("test", Some(&["test", "--workspace"])),
 ];
 
 /// Runs fmt, clippy (also of cogni-adapters without its default features),
-/// check-architecture and the tests, stopping at the first failure.
+/// check-architecture, the docs and the tests, stopping at the first failure.
 pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     let cargo = crate::cargo();
     for (name, args) in STEPS {
@@ -182,7 +184,7 @@ fn step(root: &Path, cargo: &str, name: &str, args: &[&str]) -> anyhow::Result<(
 
 #[cfg(test)]
 mod tests {
-    /// The README's promise: fmt, clippy, check-architecture, test, in that order.
+    /// The README's promise: fmt, clippy, check-architecture, doc, test, in that order.
     #[test]
     fn the_steps_are_the_readmes() {
         let commands: Vec<String> = super::STEPS
@@ -199,6 +201,7 @@ mod tests {
                 "cargo clippy --workspace --all-targets -- -D warnings",
                 "cargo clippy -p cogni-adapters --no-default-features --all-targets -- -D warnings",
                 "cargo xtask check-architecture",
+                "cargo doc --workspace --no-deps",
                 "cargo test --workspace",
             ]
         );
