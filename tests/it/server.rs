@@ -402,7 +402,7 @@ async fn a_cut_answer_ends_both_streams_saying_why() {
         ]
     );
 
-    let server = Server::start(|s| s.server.ai_sdk_approvals = true).await;
+    let server = Server::start(|s| s.server.ai_sdk_version = 6).await;
     server
         .fake
         .push(Reply::fixture("loop/turn-2-answer-length.sse").unwrap());
@@ -691,7 +691,7 @@ fn ai_sdk_client_request(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap()
 }
 
-/// With `ai_sdk_approvals`, a paused AI SDK run asks for each call's approval, and the request
+/// With `ai_sdk_version = 6`, a paused AI SDK run asks for each call's approval, and the request
 /// ai 6 sends once the user answered (fixtures/ui/ai-sdk-client/approval-response.json, built by
 /// the real client from this test's recorded stream) resumes the thread in the same message.
 #[tokio::test]
@@ -702,7 +702,7 @@ async fn ai_sdk_asks_ai_6_clients_for_approval_and_resumes_from_the_answers() {
             require_approval_for_effects = ["read_only"]
         "#;
         s.tools.policy = Some(policy.parse().unwrap());
-        s.server.ai_sdk_approvals = true;
+        s.server.ai_sdk_version = 6;
     })
     .await;
     tool_loop_fixtures(&server.fake).await;
@@ -821,10 +821,10 @@ async fn ai_sdk_history_with_unsent_approvals_starts_a_thread() {
     assert_eq!(sent.matches("never ran").count(), 2, "{sent}");
 }
 
-/// Without `ai_sdk_approvals` (ai 5 clients), a paused call's part stays `input-available`: no
+/// With the default `ai_sdk_version` (ai 5 clients), a paused call's part stays `input-available`: no
 /// chunk ai 5 would refuse.
 #[tokio::test]
-async fn ai_sdk_approvals_are_off_by_default() {
+async fn ai_5_clients_are_the_default() {
     let server = Server::start(|s| {
         let policy = r#"
             allowed_tools = ["core__get_current_time", "core__workspace_read"]

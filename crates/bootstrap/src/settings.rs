@@ -72,11 +72,35 @@ pub struct ServerSettings {
     pub listen: String,
     /// The largest request body accepted, in bytes.
     pub max_body_bytes: usize,
-    /// The AI SDK clients are ai 6 or later: calls that wait for approval are sent to them as
-    /// `tool-approval-request`, and an answer the provider cut off ends with
-    /// `finish.finishReason` (`length`, `content-filter`) besides its `messageMetadata`; ai 5.0.0
-    /// refuses both. Off by default.
-    pub ai_sdk_approvals: bool,
+    /// The major version of the `ai` package the AI SDK clients run: 5 (the default) or later.
+    /// From 6 on, calls that wait for approval are sent to them as `tool-approval-request`, and
+    /// an answer the provider cut off ends with `finish.finishReason` (`length`,
+    /// `content-filter`) besides its `messageMetadata`; ai 5.0.0 refuses both.
+    ///
+    /// The key `ai_sdk_approvals` (a bool, before this setting) is still read: `true` is 6,
+    /// `false` is 5.
+    #[serde(alias = "ai_sdk_approvals", deserialize_with = "ai_sdk_version")]
+    pub ai_sdk_version: u8,
+}
+
+/// The oldest `ai` major version whose UI message stream the server speaks.
+pub(crate) const OLDEST_AI_SDK: u8 = 5;
+
+/// Reads `server.ai_sdk_version`: a major version, or the bool `ai_sdk_approvals` was.
+fn ai_sdk_version<'de, D: serde::Deserializer<'de>>(de: D) -> Result<u8, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Version(u8),
+        Approvals(bool),
+    }
+    match Written::deserialize(de) {
+        Ok(Written::Version(v)) => Ok(v),
+        Ok(Written::Approvals(on)) => Ok(if on { 6 } else { OLDEST_AI_SDK }),
+        Err(_) => Err(serde::de::Error::custom(
+            "expected the major version of the `ai` package, like 6",
+        )),
+    }
 }
 
 impl Default for ServerSettings {
@@ -84,7 +108,7 @@ impl Default for ServerSettings {
         Self {
             listen: "127.0.0.1:8787".into(),
             max_body_bytes: 1024 * 1024,
-            ai_sdk_approvals: false,
+            ai_sdk_version: OLDEST_AI_SDK,
         }
     }
 }
@@ -322,6 +346,13 @@ impl Settings {
         self.listen_addr()?;
         if self.server.max_body_bytes < 1024 {
             bail!("server.max_body_bytes: must be at least 1024");
+        }
+        if self.server.ai_sdk_version < OLDEST_AI_SDK {
+            bail!(
+                "server.ai_sdk_version: {} is older than ai {OLDEST_AI_SDK}, the oldest AI SDK \
+                 this server speaks",
+                self.server.ai_sdk_version
+            );
         }
         self.core_tools()?;
         if self.tools.policy.is_some() && self.tools.policy_file.is_some() {

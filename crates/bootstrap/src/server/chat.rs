@@ -64,7 +64,7 @@ pub(super) async fn run(
     let run_id = state.next_run_id();
     let started = start_run(&state, &request.id, &run_id, incoming).await?;
     let mut translator = Translator::new(run_id);
-    if state.ai_sdk_approvals {
+    if state.ai_sdk_version >= 6 {
         // Clients from ai 6 on: they also read a cut answer's reason in `finish.finishReason`.
         translator = translator.with_approvals().with_finish_reason();
     }

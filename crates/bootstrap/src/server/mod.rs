@@ -35,7 +35,7 @@ pub struct AppState {
     stores: crate::Stores,
     busy: Mutex<HashSet<ThreadId>>,
     runs: AtomicU64,
-    ai_sdk_approvals: bool,
+    ai_sdk_version: u8,
 }
 
 impl std::fmt::Debug for AppState {
@@ -52,15 +52,15 @@ impl AppState {
             stores,
             busy: Mutex::new(HashSet::new()),
             runs: AtomicU64::new(0),
-            ai_sdk_approvals: false,
+            ai_sdk_version: crate::settings::OLDEST_AI_SDK,
         }
     }
 
-    /// Sends calls that wait for approval to AI SDK clients as `tool-approval-request`, and a cut
-    /// answer's reason in `finish.finishReason` too (for clients from ai 6 on; see
-    /// `ServerSettings::ai_sdk_approvals`).
-    pub fn with_ai_sdk_approvals(mut self, on: bool) -> Self {
-        self.ai_sdk_approvals = on;
+    /// The major version of the `ai` package the AI SDK clients run (5 by default): from 6 on,
+    /// calls that wait for approval are sent as `tool-approval-request`, and a cut answer's reason
+    /// in `finish.finishReason` too (see `ServerSettings::ai_sdk_version`).
+    pub fn with_ai_sdk_version(mut self, major: u8) -> Self {
+        self.ai_sdk_version = major;
         self
     }
 
@@ -113,7 +113,7 @@ pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>
         Err(error) => tracing::warn!("{error:#}; the server starts anyway"),
     }
     Ok(Arc::new(
-        AppState::new(runtime, stores).with_ai_sdk_approvals(settings.server.ai_sdk_approvals),
+        AppState::new(runtime, stores).with_ai_sdk_version(settings.server.ai_sdk_version),
     ))
 }
 

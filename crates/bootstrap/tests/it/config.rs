@@ -262,3 +262,31 @@ fn relative_paths_in_a_config_file_are_relative_to_its_folder() {
     assert_eq!(settings.tools.workspace, Path::new("."));
     assert_eq!(settings.data_dir, None);
 }
+
+#[test]
+fn the_ai_sdk_version_is_read_under_its_old_name_too() {
+    let version =
+        |text: &str| bootstrap::Settings::from_toml_str(text).map(|s| s.server.ai_sdk_version);
+    assert_eq!(version("").unwrap(), 5);
+    assert_eq!(version("[server]\nai_sdk_version = 6").unwrap(), 6);
+    // The bool this setting replaced: on meant an ai 6 client.
+    assert_eq!(version("[server]\nai_sdk_approvals = true").unwrap(), 6);
+    assert_eq!(version("[server]\nai_sdk_approvals = false").unwrap(), 5);
+
+    let wrong = version("[server]\nai_sdk_version = \"six\"")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        wrong.starts_with("line 2 (`ai_sdk_version = …`): expected the major version"),
+        "{wrong}"
+    );
+    let both = version("[server]\nai_sdk_version = 6\nai_sdk_approvals = true").unwrap_err();
+    assert!(both.to_string().contains("duplicate field"), "{both}");
+
+    let old = bootstrap::Settings::from_toml_str("[server]\nai_sdk_version = 4").unwrap();
+    let refused = old.validate().unwrap_err().to_string();
+    assert!(
+        refused.starts_with("server.ai_sdk_version: 4 is older than ai 5"),
+        "{refused}"
+    );
+}
