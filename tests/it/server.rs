@@ -21,6 +21,11 @@ struct Server {
 
 impl Server {
     async fn start(tweak: impl FnOnce(&mut Settings)) -> Self {
+        Self::start_on("127.0.0.1:0", tweak).await
+    }
+
+    /// A server listening on `bind`, asked over loopback.
+    async fn start_on(bind: &str, tweak: impl FnOnce(&mut Settings)) -> Self {
         // The test client speaks plain HTTP, but reqwest wants a TLS provider chosen up front.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let fake = FakeLlm::start().await.unwrap();
@@ -34,8 +39,8 @@ impl Server {
         settings.tools.workspace = workspace.path().to_owned();
         tweak(&mut settings);
         settings.validate().unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
+        let listener = tokio::net::TcpListener::bind(bind).await.unwrap();
+        let base = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
         tokio::spawn(async move { bootstrap::server::run(&settings, listener).await });
         Self {
             base,
@@ -1226,4 +1231,168 @@ async fn the_content_type_is_matched_case_insensitively_and_exactly() {
             assert!(body.ends_with("data: [DONE]\n\n"), "{content_type}: {body}");
         }
     }
+}
+
+const TOKEN: &str = "tok-3c9a1f0e8b7d6c5a";
+
+/// Sends `method path` with `authorization` (if any) and, for a POST, a chat request body.
+async fn send_with_auth(
+    server: &Server,
+    method: reqwest::Method,
+    path: &str,
+    authorization: Option<&str>,
+) -> reqwest::Response {
+    let mut request = server
+        .client
+        .request(method.clone(), format!("{}{path}", server.base));
+    if method == reqwest::Method::POST {
+        request = request
+            .header("content-type", "application/json")
+            .body(chat_request(&format!("chat-auth-{path}"), "hi").to_string());
+    }
+    if let Some(authorization) = authorization {
+        request = request.header("authorization", authorization);
+    }
+    request.send().await.unwrap()
+}
+
+/// Checks a 401: the server's JSON error with code `unauthorized`, `WWW-Authenticate: Bearer`,
+/// and nothing the client sent in the message.
+async fn assert_unauthorized(response: reqwest::Response, case: &str) {
+    assert_eq!(response.status(), 401, "{case}");
+    assert_eq!(response.headers()["www-authenticate"], "Bearer", "{case}");
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/json",
+        "{case}"
+    );
+    let body = response.text().await.unwrap();
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(error["error"]["code"], "unauthorized", "{case}: {body}");
+    assert!(error["error"]["message"].is_string(), "{case}: {body}");
+    assert!(
+        !body.contains(TOKEN) && !body.contains("wrong-token"),
+        "{case}: {body}"
+    );
+}
+
+/// With a token, every `/api/v1/*` request (an unknown path and a wrong method too) needs
+/// `Authorization: Bearer <token>`, the scheme in any case; `/healthz` stays open.
+#[tokio::test]
+async fn with_a_token_the_api_needs_it_and_healthz_stays_open() {
+    use reqwest::Method;
+    let server = Server::start(|s| s.server.token = Some(bootstrap::ServerToken::new(TOKEN))).await;
+    let bearer = format!("Bearer {TOKEN}");
+    let refused = [
+        (Method::GET, "/api/v1/tools", None, "no header"),
+        (
+            Method::GET,
+            "/api/v1/tools",
+            Some("Bearer wrong-token".to_owned()),
+            "a wrong token",
+        ),
+        (
+            Method::GET,
+            "/api/v1/tools/stats",
+            Some(format!("Basic {TOKEN}")),
+            "the Basic scheme",
+        ),
+        (
+            Method::GET,
+            "/api/v1/tools",
+            Some(TOKEN.to_owned()),
+            "no scheme",
+        ),
+        (Method::POST, "/api/v1/chat", None, "a run without a header"),
+        (
+            Method::POST,
+            "/api/v1/agui",
+            Some("Bearer wrong-token".to_owned()),
+            "a run with a wrong token",
+        ),
+        (Method::GET, "/api/v1/agui", None, "a wrong method"),
+        (Method::GET, "/api/v1/nope", None, "an unknown path"),
+    ];
+    for (method, path, authorization, case) in refused {
+        let response = send_with_auth(&server, method, path, authorization.as_deref()).await;
+        assert_unauthorized(response, case).await;
+    }
+    assert!(server.fake.requests().is_empty(), "a refused run ran");
+
+    for authorization in [bearer.clone(), format!("bearer {TOKEN}")] {
+        let response =
+            send_with_auth(&server, Method::GET, "/api/v1/tools", Some(&authorization)).await;
+        assert_eq!(response.status(), 200, "{authorization}");
+        let tools: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert!(tools["tools"].is_array());
+    }
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let run = send_with_auth(&server, Method::POST, "/api/v1/chat", Some(&bearer)).await;
+    assert_eq!(run.status(), 200);
+    assert!(run.text().await.unwrap().ends_with("data: [DONE]\n\n"));
+    // With the token, the routes answer as they do without one.
+    let unknown = send_with_auth(&server, Method::GET, "/api/v1/nope", Some(&bearer)).await;
+    assert_eq!(unknown.status(), 404);
+
+    let health = send_with_auth(&server, Method::GET, "/healthz", None).await;
+    assert_eq!(health.status(), 200);
+    assert_eq!(
+        serde_json::from_str::<Value>(&health.text().await.unwrap()).unwrap(),
+        json!({"status": "ok"})
+    );
+}
+
+/// Without a token, a loopback listener serves the API to anyone who reaches it, as before.
+#[tokio::test]
+async fn without_a_token_a_loopback_server_serves_the_api() {
+    let server = Server::start(|_| {}).await;
+    let response = send_with_auth(&server, reqwest::Method::GET, "/api/v1/tools", None).await;
+    assert_eq!(response.status(), 200);
+}
+
+/// A listener on an address that is not loopback is refused without a token, in one line naming
+/// `COGNI_SERVER_TOKEN` and the override; with `server.allow_unauthenticated`, or with a token,
+/// it serves.
+#[tokio::test]
+async fn a_listener_that_is_not_loopback_needs_a_token_or_the_override() {
+    let mut settings = Settings::default();
+    settings.llm.model = "test-model".into();
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let refused = tokio::time::timeout(
+        Duration::from_secs(10),
+        bootstrap::server::run(&settings, listener),
+    )
+    .await
+    .expect("the server started instead of refusing")
+    .unwrap_err();
+    let refused = format!("{refused:#}");
+    assert_eq!(refused.lines().count(), 1, "{refused}");
+    assert!(
+        refused.contains("is not a loopback address")
+            && refused.contains("COGNI_SERVER_TOKEN")
+            && refused.contains("server.allow_unauthenticated = true"),
+        "{refused}"
+    );
+
+    let open = Server::start_on("0.0.0.0:0", |s| s.server.allow_unauthenticated = true).await;
+    let response = send_with_auth(&open, reqwest::Method::GET, "/api/v1/tools", None).await;
+    assert_eq!(response.status(), 200);
+
+    let guarded = Server::start_on("0.0.0.0:0", |s| {
+        s.server.token = Some(bootstrap::ServerToken::new(TOKEN));
+    })
+    .await;
+    let response = send_with_auth(&guarded, reqwest::Method::GET, "/api/v1/tools", None).await;
+    assert_unauthorized(response, "not loopback, no header").await;
+    let bearer = format!("Bearer {TOKEN}");
+    let response = send_with_auth(
+        &guarded,
+        reqwest::Method::GET,
+        "/api/v1/tools",
+        Some(&bearer),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
 }

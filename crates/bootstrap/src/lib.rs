@@ -30,6 +30,7 @@ pub use config::{Config, DEFAULT_POLICY_TOML, load_policy};
 pub use record::{
     RunInput, RunLocks, RunLogStores, RunRequest, Stores, Turn, create_stores, recover, start_run,
 };
+pub use server::ServerToken;
 pub use settings::{
     AgentSettings, EXAMPLE_CONFIG, LlmSettings, LlmWire, Overrides, ServerSettings, Settings,
     ToolsSettings,

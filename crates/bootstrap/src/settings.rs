@@ -3,7 +3,8 @@
 //!
 //! Precedence, highest first: a command-line flag, its `COGNI_*` environment variable (clap reads
 //! both, here in the composition root only), the config file, the defaults below. The API key is
-//! read only from `COGNI_LLM_API_KEY` (never from the file, so a committed config cannot leak it).
+//! read only from `COGNI_LLM_API_KEY`, and the server's bearer token only from
+//! `COGNI_SERVER_TOKEN` (never from the file, so a committed config cannot leak either).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use ai_core::{Secret, ToolPolicy};
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
+use crate::server::ServerToken;
 use crate::{CoreTool, DEFAULT_POLICY_TOML};
 
 /// The commented example config shipped in the repository (`cogni.example.toml`).
@@ -81,6 +83,15 @@ pub struct ServerSettings {
     /// `false` is 5.
     #[serde(alias = "ai_sdk_approvals", deserialize_with = "ai_sdk_version")]
     pub ai_sdk_version: u8,
+    /// Serve without a token on an address that is not loopback. Off by default: without
+    /// `COGNI_SERVER_TOKEN`, `cogni serve` then refuses to start on such an address (anyone who
+    /// can reach it could run the model and its tools); turn it on only behind something that
+    /// authenticates for it.
+    pub allow_unauthenticated: bool,
+    /// The bearer token every request but `GET /healthz` must send (only from
+    /// `COGNI_SERVER_TOKEN`; none: no authentication).
+    #[serde(skip)]
+    pub token: Option<ServerToken>,
 }
 
 /// The oldest `ai` major version whose UI message stream the server speaks.
@@ -109,6 +120,8 @@ impl Default for ServerSettings {
             listen: "127.0.0.1:8787".into(),
             max_body_bytes: 1024 * 1024,
             ai_sdk_version: OLDEST_AI_SDK,
+            allow_unauthenticated: false,
+            token: None,
         }
     }
 }
@@ -206,6 +219,17 @@ pub struct Overrides {
     /// The address `cogni serve` listens on.
     #[arg(long, env = "COGNI_LISTEN")]
     pub listen: Option<String>,
+    /// The bearer token `cogni serve` requires (`Authorization: Bearer <token>`). Set it in the
+    /// environment; a flag would show in the process list. A `ServerToken` from the start, so no
+    /// `Debug` of the command line prints it.
+    #[arg(
+        long,
+        env = "COGNI_SERVER_TOKEN",
+        hide = true,
+        hide_env_values = true,
+        value_parser = parse_server_token
+    )]
+    pub server_token: Option<ServerToken>,
     /// A policy file, replacing the config's policy.
     #[arg(long, env = "COGNI_POLICY")]
     pub policy: Option<PathBuf>,
@@ -220,6 +244,12 @@ pub struct Overrides {
 /// Reads the API key straight into a [`Secret`].
 fn parse_secret(raw: &str) -> Result<Secret, std::convert::Infallible> {
     Ok(Secret::new(raw))
+}
+
+/// Reads the server's token straight into a [`ServerToken`]; it is checked by
+/// [`Settings::require_server_auth`], whose error never quotes it (clap's would).
+fn parse_server_token(raw: &str) -> Result<ServerToken, std::convert::Infallible> {
+    Ok(ServerToken::new(raw))
 }
 
 impl Settings {
@@ -238,6 +268,10 @@ impl Settings {
                 Some((key, _)) if key.trim() == "api_key" => anyhow::anyhow!(
                     "line {line}: the API key is never read from a config file; set \
                      COGNI_LLM_API_KEY instead"
+                ),
+                Some((key, _)) if key.trim() == "token" => anyhow::anyhow!(
+                    "line {line}: the server token is never read from a config file; set \
+                     COGNI_SERVER_TOKEN instead"
                 ),
                 Some((key, _)) => anyhow::anyhow!("line {line} (`{} = …`): {message}", key.trim()),
                 None => anyhow::anyhow!("line {line} (`{source}`): {message}"),
@@ -313,6 +347,7 @@ impl Settings {
         if let Some(v) = o.listen {
             self.server.listen = v;
         }
+        self.server.token = o.server_token.filter(|t| !t.is_empty());
         if let Some(v) = o.policy {
             self.tools.policy_file = Some(v);
             self.tools.policy = None;
@@ -375,6 +410,33 @@ impl Settings {
         Ok(())
     }
 
+    /// Checks what serving on `addr` needs: a token a client can send, if one is set, and a
+    /// token at all unless `addr` is loopback (or `server.allow_unauthenticated` is on). The
+    /// error is one line naming `COGNI_SERVER_TOKEN` and the override; it never quotes the token.
+    pub fn require_server_auth(&self, addr: SocketAddr) -> anyhow::Result<()> {
+        match &self.server.token {
+            Some(token) if !token.is_sendable() => bail!(
+                "COGNI_SERVER_TOKEN: the token must be visible ASCII characters without spaces \
+                 (a client sends it in `Authorization: Bearer <token>`)"
+            ),
+            Some(_) => Ok(()),
+            None if addr.ip().to_canonical().is_loopback() => Ok(()),
+            None if self.server.allow_unauthenticated => {
+                tracing::warn!(
+                    %addr,
+                    "serving without a token on an address that is not loopback \
+                     (server.allow_unauthenticated)"
+                );
+                Ok(())
+            }
+            None => bail!(
+                "server.listen: {addr} is not a loopback address and no token is set: set \
+                 COGNI_SERVER_TOKEN (clients then send `Authorization: Bearer <token>`), or set \
+                 server.allow_unauthenticated = true to serve without one"
+            ),
+        }
+    }
+
     /// `server.listen` as an address.
     pub fn listen_addr(&self) -> anyhow::Result<SocketAddr> {
         self.server.listen.parse().map_err(|e| {
@@ -433,5 +495,138 @@ impl Settings {
             Duration::from_millis(self.llm.request_timeout_ms),
             Duration::from_millis(self.llm.idle_timeout_ms),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use super::{Overrides, Settings};
+    use crate::ServerToken;
+
+    const TOKEN: &str = "tok-9f8e7d6c5b4a";
+
+    fn addr(text: &str) -> SocketAddr {
+        text.parse().unwrap()
+    }
+
+    fn with_token(token: &str) -> Settings {
+        let mut settings = Settings::default();
+        settings.server.token = Some(ServerToken::new(token));
+        settings
+    }
+
+    /// Without a token, a loopback address serves and any other is refused in one line naming
+    /// the variable and the override.
+    #[test]
+    fn without_a_token_only_loopback_serves() {
+        let settings = Settings::default();
+        for loopback in [
+            "127.0.0.1:8787",
+            "127.1.2.3:0",
+            "[::1]:8787",
+            "[::ffff:127.0.0.1]:80",
+        ] {
+            settings
+                .require_server_auth(addr(loopback))
+                .unwrap_or_else(|e| panic!("{loopback}: {e}"));
+        }
+        for exposed in [
+            "0.0.0.0:8787",
+            "[::]:8787",
+            "192.168.1.10:80",
+            "[::ffff:10.0.0.1]:80",
+        ] {
+            let error = settings
+                .require_server_auth(addr(exposed))
+                .unwrap_err()
+                .to_string();
+            assert_eq!(error.lines().count(), 1, "{error}");
+            assert!(
+                error.starts_with("server.listen: ")
+                    && error.contains("COGNI_SERVER_TOKEN")
+                    && error.contains("server.allow_unauthenticated = true"),
+                "{exposed}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_override_or_a_token_serves_on_any_address() {
+        let mut settings = Settings::default();
+        settings.server.allow_unauthenticated = true;
+        settings.require_server_auth(addr("0.0.0.0:8787")).unwrap();
+        let settings = with_token(TOKEN);
+        settings.require_server_auth(addr("0.0.0.0:8787")).unwrap();
+        settings
+            .require_server_auth(addr("127.0.0.1:8787"))
+            .unwrap();
+    }
+
+    /// A token no client could send is refused, without quoting it.
+    #[test]
+    fn a_token_that_cannot_be_sent_is_refused_without_being_shown() {
+        let token = "tok with spaces";
+        let error = with_token(token)
+            .require_server_auth(addr("127.0.0.1:8787"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.starts_with("COGNI_SERVER_TOKEN: "), "{error}");
+        assert!(!error.contains(token), "{error}");
+    }
+
+    /// The token comes only from its override (clap's `COGNI_SERVER_TOKEN`); an empty one is no
+    /// token.
+    #[test]
+    fn the_token_comes_from_the_override_and_empty_is_none() {
+        let mut settings = Settings::default();
+        settings.apply(Overrides {
+            server_token: Some(ServerToken::new(TOKEN)),
+            ..Overrides::default()
+        });
+        assert!(settings.server.token.as_ref().unwrap().matches(TOKEN));
+        settings.apply(Overrides {
+            server_token: Some(ServerToken::new("")),
+            ..Overrides::default()
+        });
+        assert!(settings.server.token.is_none());
+    }
+
+    /// Written into the config file, the token is refused without being shown; the override
+    /// is a setting of `[server]`, off by default.
+    #[test]
+    fn the_config_file_holds_the_override_never_the_token() {
+        let error = Settings::from_toml_str(&format!("[server]\ntoken = \"{TOKEN}\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(!error.contains(TOKEN), "{error}");
+        assert!(
+            error.contains("line 2") && error.contains("COGNI_SERVER_TOKEN"),
+            "{error}"
+        );
+        assert!(!Settings::default().server.allow_unauthenticated);
+        let settings = Settings::from_toml_str("[server]\nallow_unauthenticated = true\n").unwrap();
+        assert!(settings.server.allow_unauthenticated);
+        assert!(settings.server.token.is_none());
+    }
+
+    /// No `Debug` of the settings or the overrides shows the token.
+    #[test]
+    fn the_token_is_not_in_the_debug_of_the_settings() {
+        let settings = with_token(TOKEN);
+        let overrides = Overrides {
+            server_token: Some(ServerToken::new(TOKEN)),
+            ..Overrides::default()
+        };
+        for shown in [
+            format!("{settings:?}"),
+            format!("{settings:#?}"),
+            format!("{:?}", settings.server),
+            format!("{overrides:?}"),
+        ] {
+            assert!(!shown.contains(TOKEN), "{shown}");
+            assert!(shown.contains("ServerToken([redacted])"), "{shown}");
+        }
     }
 }

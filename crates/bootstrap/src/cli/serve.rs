@@ -11,14 +11,21 @@ pub(crate) async fn run(overrides: Overrides) -> anyhow::Result<ExitCode> {
     let settings = Settings::load(&overrides)?;
     settings.require_model()?;
     init_logging();
-    let state = server::prepare(&settings).await?;
     let addr = settings.listen_addr()?;
+    // Before anything is opened or bound: an exposed address without a token is refused.
+    settings.require_server_auth(addr)?;
+    let state = server::prepare(&settings).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("server.listen: cannot listen on {addr}"))?;
     let local = listener.local_addr().unwrap_or(addr);
+    let auth = if settings.server.token.is_some() {
+        ", bearer token required"
+    } else {
+        ""
+    };
     eprintln!(
-        "cogni: listening on http://{local} (model {} at {}, {:?} wire)",
+        "cogni: listening on http://{local} (model {} at {}, {:?} wire{auth})",
         settings.llm.model, settings.llm.base_url, settings.llm.wire
     );
     server::serve(listener, state, settings.server.max_body_bytes)

@@ -8,9 +8,17 @@
 //! included) is trusted only to start a thread the server has never seen, and then only after
 //! `reconstruct_history` accepts it. A client that disconnects cancels its run; the run still
 //! ends cleanly and saves a valid history.
+//!
+//! With a [`ServerToken`] (`COGNI_SERVER_TOKEN`), every path but `/healthz` asks for
+//! `Authorization: Bearer <token>` (the `auth` middleware, which runs before any route); without
+//! one, `cogni serve` listens only on a loopback address unless `server.allow_unauthenticated`
+//! says otherwise ([`crate::Settings::require_server_auth`]).
 
 mod agui;
+mod auth;
 mod chat;
+
+pub use auth::ServerToken;
 
 use std::collections::HashSet;
 use std::convert::Infallible;
@@ -36,6 +44,7 @@ pub struct AppState {
     busy: Mutex<HashSet<ThreadId>>,
     runs: AtomicU64,
     ai_sdk_version: u8,
+    token: Option<ServerToken>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -53,7 +62,15 @@ impl AppState {
             busy: Mutex::new(HashSet::new()),
             runs: AtomicU64::new(0),
             ai_sdk_version: crate::settings::OLDEST_AI_SDK,
+            token: None,
         }
+    }
+
+    /// Asks every request but `GET /healthz` for `Authorization: Bearer <token>` (401 without
+    /// it); `None`, the default, serves without authentication.
+    pub fn with_token(mut self, token: Option<ServerToken>) -> Self {
+        self.token = token;
+        self
     }
 
     /// The major version of the `ai` package the AI SDK clients run (5 by default): from 6 on,
@@ -82,11 +99,13 @@ impl AppState {
 }
 
 /// `cogni serve` after its settings are loaded: [`prepare`], then [`serve`] on `listener` until a
-/// shutdown signal.
+/// shutdown signal. A listener on an address that is not loopback is refused without a token
+/// unless the settings allow it ([`crate::Settings::require_server_auth`]).
 pub async fn run(
     settings: &crate::Settings,
     listener: tokio::net::TcpListener,
 ) -> anyhow::Result<()> {
+    settings.require_server_auth(listener.local_addr()?)?;
     let state = prepare(settings).await?;
     serve(listener, state, settings.server.max_body_bytes)
         .await
@@ -113,7 +132,9 @@ pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>
         Err(error) => tracing::warn!("{error:#}; the server starts anyway"),
     }
     Ok(Arc::new(
-        AppState::new(runtime, stores).with_ai_sdk_version(settings.server.ai_sdk_version),
+        AppState::new(runtime, stores)
+            .with_ai_sdk_version(settings.server.ai_sdk_version)
+            .with_token(settings.server.token.clone()),
     ))
 }
 
@@ -162,9 +183,11 @@ async fn shutdown_signal() {
 }
 
 /// The routes, with the body limit applied to every request. An unknown path gets a JSON 404, a
-/// known one with the wrong method a JSON 405 (with axum's `Allow` header).
+/// known one with the wrong method a JSON 405 (with axum's `Allow` header). With the state's
+/// token, a request to any path but `/healthz` without it gets a JSON 401 first (unknown paths
+/// and wrong methods too, so no one learns the routes without the token).
 pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
-    Router::new()
+    let router = Router::new()
         .route(
             "/healthz",
             get(|| async { json_response(StatusCode::OK, json!({"status": "ok"})) }),
@@ -185,8 +208,16 @@ pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
             )
             .into_response()
         })
-        .layer(DefaultBodyLimit::max(max_body_bytes))
-        .with_state(state)
+        .layer(DefaultBodyLimit::max(max_body_bytes));
+    // Last, so it wraps every route and both fallbacks: no handler runs without the token.
+    let router = match &state.token {
+        Some(token) => router.layer(axum::middleware::from_fn_with_state(
+            token.clone(),
+            auth::require_token,
+        )),
+        None => router,
+    };
+    router.with_state(state)
 }
 
 async fn list_tools(State(state): State<Arc<AppState>>) -> Response {
@@ -672,6 +703,18 @@ mod tests {
             .find(|h| h.run_id.as_str() == "run-corrupt")
             .unwrap();
         assert_eq!(corrupt.status, RunStatus::Running, "left for a later start");
+    }
+
+    /// The server's state holds the token (its middleware asks for it) but never shows it.
+    #[tokio::test]
+    async fn the_token_is_not_in_the_debug_of_the_state() {
+        let token = "tok-state-7a6b5c4d";
+        let mut settings = settings();
+        settings.server.token = Some(crate::ServerToken::new(token));
+        let state = prepare(&settings).await.unwrap();
+        assert!(state.token.as_ref().unwrap().matches(token));
+        let shown = format!("{state:?} {state:#?}");
+        assert!(!shown.contains(token), "{shown}");
     }
 
     /// A store that cannot be opened is still fatal.

@@ -13,6 +13,7 @@ const VARS: &[&str] = &[
     "COGNI_POLICY",
     "COGNI_WORKSPACE",
     "COGNI_DATA_DIR",
+    "COGNI_SERVER_TOKEN",
 ];
 
 /// Runs `cogni` in `dir` with no COGNI_* variables but `env`.
@@ -153,6 +154,52 @@ fn the_api_key_is_not_in_the_debug_of_the_command_line() {
     .unwrap();
     let shown = format!("{cli:?}");
     assert!(!shown.contains("sk-very-secret-123"), "{shown}");
+}
+
+/// The server's token never shows in the `Debug` of the parsed command line.
+#[test]
+fn the_server_token_is_not_in_the_debug_of_the_command_line() {
+    use clap::Parser;
+    let cli = bootstrap::cli::Cli::try_parse_from([
+        "cogni",
+        "serve",
+        "--server-token",
+        "tok-very-secret-456",
+    ])
+    .unwrap();
+    let shown = format!("{cli:?}");
+    assert!(!shown.contains("tok-very-secret-456"), "{shown}");
+}
+
+/// `cogni serve` on an address that is not loopback, without `COGNI_SERVER_TOKEN` or the
+/// override, is refused in one line naming both; a token no client could send is refused
+/// without being shown.
+#[test]
+fn serve_refuses_an_exposed_address_without_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ("COGNI_LLM_MODEL", "m");
+    let exposed = ("COGNI_LISTEN", "0.0.0.0:0");
+    let stderr = refused(&cogni_in(dir.path(), &["serve"], &[model, exposed]));
+    assert!(
+        stderr.starts_with("error: server.listen: 0.0.0.0:0 is not a loopback address")
+            && stderr.contains("COGNI_SERVER_TOKEN")
+            && stderr.contains("server.allow_unauthenticated = true"),
+        "{stderr}"
+    );
+    let token = "tok with a space";
+    let stderr = refused(&cogni_in(
+        dir.path(),
+        &["serve"],
+        &[
+            model,
+            ("COGNI_LISTEN", "127.0.0.1:0"),
+            ("COGNI_SERVER_TOKEN", token),
+        ],
+    ));
+    assert!(
+        stderr.starts_with("error: COGNI_SERVER_TOKEN: ") && !stderr.contains(token),
+        "{stderr}"
+    );
 }
 
 /// An empty path variable (`export COGNI_DATA_DIR=`) is refused naming the variable, in one

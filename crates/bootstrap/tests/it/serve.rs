@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStderr, Command, Stdio};
 
 #[test]
 fn cogni_serve_streams_a_chat_turn_and_stops_on_sigterm() {
@@ -59,4 +59,174 @@ fn cogni_serve_streams_a_chat_turn_and_stops_on_sigterm() {
         .unwrap();
     assert!(status.success());
     assert!(server.wait().unwrap().success());
+}
+
+/// Starts `cogni serve` in `dir` with no COGNI_* variables but `env` and a fake endpoint; returns
+/// the process, the address it listens on (asked over loopback) and its stderr, read up to and
+/// including the banner (the lines before it in `before`).
+fn serve(
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (Child, String, String, BufReader<ChildStderr>) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cogni"));
+    command.arg("serve").current_dir(dir);
+    for var in [
+        "COGNI_CONFIG",
+        "COGNI_LLM_WIRE",
+        "COGNI_LLM_API_KEY",
+        "COGNI_LISTEN",
+        "COGNI_POLICY",
+        "COGNI_WORKSPACE",
+        "COGNI_DATA_DIR",
+        "COGNI_SERVER_TOKEN",
+    ] {
+        command.env_remove(var);
+    }
+    let mut server = command
+        .env(
+            "COGNI_LLM_BASE_URL",
+            crate::fake::endpoint(&["turn-2-answer.sse"]),
+        )
+        .env("COGNI_LLM_MODEL", "test-model")
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(server.stderr.take().unwrap());
+    let mut before = String::new();
+    let banner = loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap_or(0) == 0 {
+            break None;
+        }
+        if line.contains("listening on") {
+            break Some(line);
+        }
+        before.push_str(&line);
+    };
+    let Some(banner) = banner else {
+        let _ = server.kill();
+        let _ = server.wait();
+        panic!("no banner: {before}");
+    };
+    let port = banner
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|addr| addr.rsplit(':').next())
+        .unwrap_or_default()
+        .to_owned();
+    (
+        server,
+        format!("127.0.0.1:{port}"),
+        before + &banner,
+        stderr,
+    )
+}
+
+/// One HTTP/1.1 request to `addr`; the whole response.
+fn http(addr: &str, method: &str, path: &str, headers: &[&str], body: &str) -> String {
+    let mut client = TcpStream::connect(addr).unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for header in headers {
+        head.push_str(header);
+        head.push_str("\r\n");
+    }
+    write!(client, "{head}\r\n{body}").unwrap();
+    let mut response = String::new();
+    client.read_to_string(&mut response).unwrap();
+    response
+}
+
+fn stop(mut server: Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(server.wait().unwrap().success());
+}
+
+/// `COGNI_SERVER_TOKEN` reaches the server: the API needs `Authorization: Bearer <token>`,
+/// `/healthz` does not, and nothing the process prints shows the token.
+#[test]
+fn cogni_serve_requires_the_token_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "tok-from-env-0a1b2c3d";
+    let (server, addr, banner, mut stderr) = serve(
+        dir.path(),
+        &[
+            ("COGNI_LISTEN", "127.0.0.1:0"),
+            ("COGNI_SERVER_TOKEN", token),
+            ("RUST_LOG", "bootstrap=debug"),
+        ],
+    );
+    assert!(banner.contains("bearer token required"), "{banner}");
+
+    let refused = http(&addr, "GET", "/api/v1/tools", &[], "");
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    assert!(
+        refused.contains("www-authenticate: Bearer") && refused.contains(r#""unauthorized""#),
+        "{refused}"
+    );
+    let wrong = http(
+        &addr,
+        "GET",
+        "/api/v1/tools",
+        &["authorization: Bearer tok-wrong"],
+        "",
+    );
+    assert!(wrong.starts_with("HTTP/1.1 401"), "{wrong}");
+    let health = http(&addr, "GET", "/healthz", &[], "");
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+
+    let bearer = format!("authorization: Bearer {token}");
+    let tools = http(&addr, "GET", "/api/v1/tools", &[&bearer], "");
+    assert!(tools.starts_with("HTTP/1.1 200"), "{tools}");
+    let body = r#"{"id":"chat-1","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"hi"}]}]}"#;
+    let run = http(
+        &addr,
+        "POST",
+        "/api/v1/chat",
+        &[&bearer, "content-type: application/json"],
+        body,
+    );
+    assert!(
+        run.starts_with("HTTP/1.1 200") && run.contains("data: [DONE]"),
+        "{run}"
+    );
+
+    stop(server);
+    let mut logs = banner;
+    stderr.read_to_string(&mut logs).unwrap();
+    assert!(
+        logs.contains("request refused"),
+        "the refusals were logged: {logs}"
+    );
+    assert!(!logs.contains(token), "{logs}");
+    assert!(!logs.contains("tok-wrong"), "{logs}");
+}
+
+/// `server.allow_unauthenticated = true` lets `cogni serve` listen on an address that is not
+/// loopback without a token, with a warning.
+#[test]
+fn cogni_serve_listens_everywhere_without_a_token_only_when_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("cogni.toml"),
+        "[server]\nallow_unauthenticated = true\n",
+    )
+    .unwrap();
+    let (server, addr, banner, _stderr) = serve(dir.path(), &[("COGNI_LISTEN", "0.0.0.0:0")]);
+    assert!(
+        banner.contains("WARN") && banner.contains("allow_unauthenticated"),
+        "{banner}"
+    );
+    let tools = http(&addr, "GET", "/api/v1/tools", &[], "");
+    assert!(tools.starts_with("HTTP/1.1 200"), "{tools}");
+    stop(server);
 }
