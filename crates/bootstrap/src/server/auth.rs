@@ -2,10 +2,10 @@
 //! composition root's settings, and the middleware that asks every request but `GET /healthz`
 //! for it (`Authorization: Bearer <token>`, RFC 6750).
 //!
-//! The token never leaves this module and the settings that carry it here: no `Debug` prints it,
-//! no error or log line names it or what a client presented, and the comparison takes the same
-//! time wherever the presented token differs (both are hashed with SHA-256 and the digests
-//! compared without an early exit).
+//! The token is hashed with SHA-256 as it is read, and only the digest is kept: no `Debug` prints
+//! it, no error or log line names it or what a client presented, and the comparison takes the
+//! same time wherever the presented token differs (the presented token is hashed too and the
+//! digests compared without an early exit).
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -21,36 +21,46 @@ const OPEN_PATHS: &[&str] = &["/healthz"];
 /// The bearer token clients of `cogni serve` must send (`Authorization: Bearer <token>`).
 ///
 /// It comes only from `COGNI_SERVER_TOKEN` (see [`crate::Overrides`]), never from a config file.
-/// Its `Debug` prints `ServerToken([redacted])`; it has no `Display`, no `Serialize` and no way
-/// to read it back: the server only asks whether a presented token matches it.
+/// Only the token's SHA-256 digest is kept, so the token itself is not in the server's memory
+/// after start; its `Debug` prints `ServerToken([redacted])`, and it has no `Display`, no
+/// `Serialize` and no way to read it back: the server only asks whether a presented token
+/// matches it.
 #[derive(Clone)]
-pub struct ServerToken(Box<str>);
+pub struct ServerToken {
+    digest: [u8; 32],
+    empty: bool,
+    sendable: bool,
+}
 
 impl ServerToken {
-    /// Wraps the token the server will require.
-    pub fn new(token: impl Into<String>) -> Self {
-        Self(token.into().into_boxed_str())
+    /// The token the server will require; only its digest is kept.
+    pub fn new(token: impl AsRef<str>) -> Self {
+        let token = token.as_ref();
+        Self {
+            digest: Sha256::digest(token.as_bytes()).into(),
+            empty: token.is_empty(),
+            sendable: token.bytes().all(|b| b.is_ascii_graphic()),
+        }
     }
 
     /// Whether the token is empty (an empty `COGNI_SERVER_TOKEN` means no token).
     pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.empty
     }
 
     /// Whether a client can send the token as it is: visible ASCII only, no spaces (an HTTP
     /// header value loses its surrounding spaces and cannot carry other characters reliably, so
     /// a token with them could never match).
     pub(crate) fn is_sendable(&self) -> bool {
-        self.0.bytes().all(|b| b.is_ascii_graphic())
+        self.sendable
     }
 
-    /// Whether `presented` is the token. SHA-256 of each side, then the two 32-byte digests
-    /// compared in constant time, so neither the token's length nor the place of the first
-    /// differing byte shows in how long the answer takes.
+    /// Whether `presented` is the token: its SHA-256 digest compared with the token's in
+    /// constant time, so neither the token's length nor the place of the first differing byte
+    /// shows in how long the answer takes.
     pub(crate) fn matches(&self, presented: &str) -> bool {
-        let expected: [u8; 32] = Sha256::digest(self.0.as_bytes()).into();
         let presented: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-        digests_equal(&expected, &presented)
+        digests_equal(&self.digest, &presented)
     }
 }
 
