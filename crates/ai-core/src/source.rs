@@ -198,6 +198,10 @@ pub trait BoundTool: Send + Sync {
 
     /// Checks parsed arguments against the input schema and returns them. The error message names
     /// the failing location and rule, never the offending value.
+    ///
+    /// An error is answered as `validation`, the model's mistake, except a
+    /// [`ToolError::permanent`] one: that says the tool itself cannot take arguments its schema
+    /// accepts (a fault of the tool, not of the call), and is answered as `execution`.
     fn validate_input(&self, args: Value) -> Result<Value, ToolError>;
 
     /// Runs the tool on the validated arguments (shared with the start event and the record, so

@@ -232,17 +232,20 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
         // What the tool reads, written back: keys the type ignores are gone, what serde filled
         // in (defaults, `None`s) is there. This is what the start event, the record and the
         // approval hash show, and what `exec` reads.
-        let mut validated = exact_value(&input).map_err(|why| {
-            ToolError::invalid_input(format!(
-                "the tool's input type cannot write back the arguments it read: {}",
-                match why {
-                    Unrepresentable::WideInteger(at) => format!(
-                        "{} is an integer beyond 64 bits",
-                        schema_named_path(&self.spec.input_schema, &at)
-                    ),
-                    _ => "it does not serialize to one JSON object".into(),
-                }
-            ))
+        // An integer past 64 bits is the arguments' (the record could not hold it); any other
+        // failure to write back, or to read back what was written, is the input type's own
+        // fault (a `Serialize` that does not mirror its `Deserialize`): `permanent`, so the
+        // runner answers `execution` and the model is not told to correct its call.
+        let mut validated = exact_value(&input).map_err(|why| match why {
+            Unrepresentable::WideInteger(at) => ToolError::invalid_input(format!(
+                "the tool's input type cannot write back the arguments it read: {} is an \
+                 integer beyond 64 bits",
+                schema_named_path(&self.spec.input_schema, &at)
+            )),
+            _ => ToolError::permanent(
+                "the tool's input type does not serialize the arguments it read to one JSON \
+                 object",
+            ),
         })?;
         order_sets(
             &self.spec.input_schema,
@@ -250,7 +253,7 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
             &mut validated,
         );
         if C::Input::deserialize(&validated).is_err() {
-            return Err(ToolError::invalid_input(
+            return Err(ToolError::permanent(
                 "the tool's input type does not read back the arguments it writes",
             ));
         }

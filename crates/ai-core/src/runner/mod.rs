@@ -46,7 +46,7 @@ use tracing::Instrument;
 use crate::{
     AiEvent, Authorizer, AuthzDecision, BoundTool, Capabilities, Clock, ConnectionBroker,
     ConnectionId, EventSink, LlmToolCall, PolicyDecision, RunContext, ToolCallId, ToolCatalog,
-    ToolErrorCode, ToolExecResult, ToolFailure, ToolId, ToolInvocationContext,
+    ToolErrorCategory, ToolErrorCode, ToolExecResult, ToolFailure, ToolId, ToolInvocationContext,
     ToolInvocationRecord, ToolOutcome, ToolPolicy, ToolSource, ToolSpec,
 };
 
@@ -460,6 +460,11 @@ impl ToolRunner {
             })?
         };
         match budget::unless_panics(|| tool.validate_input(parsed)) {
+            // The tool says the fault is its own: the model is not told to correct its call.
+            Some(Err(e)) if e.category() == ToolErrorCategory::Permanent => Err(ToolFailure::new(
+                ToolErrorCode::Execution,
+                format!("the tool cannot take these arguments: {}", e.safe_message()),
+            )),
             Some(checked) => checked.map_err(|e| {
                 ToolFailure::new(
                     ToolErrorCode::Validation,

@@ -440,6 +440,22 @@ async fn step5_schema_validation() {
     assert_eq!(t.runs.load(Ordering::SeqCst), 0);
 }
 
+/// A `permanent` error from the input check is the tool's own fault: `execution`, so the model
+/// is not told to correct a call that was right; the tool never runs.
+#[tokio::test]
+async fn step5_an_input_check_that_blames_itself_is_execution() {
+    let t = tool(Behaviour::BrokenInputCheck);
+    let h = harness(t.clone(), allow(&[ECHO]));
+    let run = h.call(ECHO, r#"{"text": "fine"}"#).await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::Execution,
+        "the tool cannot take these arguments: the input type is broken",
+    );
+    assert_eq!(t.runs.load(Ordering::SeqCst), 0);
+}
+
 #[tokio::test]
 async fn step5_empty_arguments_mean_no_arguments() {
     let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));

@@ -37,6 +37,8 @@ pub(crate) enum Behaviour {
     FailOnceThenSleep(Duration),
     /// Refuses its arguments as the caller's mistake ([`ToolError::invalid_input`]).
     RefuseInput,
+    /// Its input check fails as its own fault ([`ToolError::permanent`]), whatever the arguments.
+    BrokenInputCheck,
     /// Reads the access token from the auth capability and returns it in a field that is not
     /// allowlisted, plus the connection it was bound to.
     UseToken,
@@ -102,6 +104,9 @@ impl BoundTool for FakeTool {
 
     fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
         assert_ne!(args["text"], PANIC_IN_CHECK, "a buggy input check");
+        if matches!(self.behaviour, Behaviour::BrokenInputCheck) {
+            return Err(ToolError::permanent("the input type is broken"));
+        }
         let Some(map) = args.as_object() else {
             return Err(ToolError::new("/: expected an object"));
         };
@@ -151,6 +156,7 @@ impl BoundTool for FakeTool {
                 Ok(echo)
             }
             Behaviour::RefuseInput => Err(ToolError::invalid_input("no such file")),
+            Behaviour::BrokenInputCheck => unreachable!("its input check never lets a call run"),
             Behaviour::UseToken => {
                 let auth = caps
                     .auth()

@@ -685,3 +685,54 @@ async fn an_approval_names_the_validated_arguments_and_matches_on_resume() {
         }
     );
 }
+
+/// An input type whose `Serialize` does not mirror its `Deserialize`: an empty note is left
+/// out when written, but reading it back requires it.
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct LopsidedInput {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    note: String,
+}
+
+struct Lopsided;
+
+#[async_trait::async_trait]
+impl ToolContract for Lopsided {
+    type Input = LopsidedInput;
+    type Output = LooseOutput;
+    const ID: &'static str = "core__lopsided";
+    const DESCRIPTION: &'static str = "Writes what it cannot read.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["seen"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        input: LopsidedInput,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<LooseOutput, ToolError> {
+        Ok(LooseOutput { seen: input.note })
+    }
+}
+
+/// Arguments the input type cannot read back once written are the tool's fault, not the
+/// model's: the call fails as `execution` (which the model is not asked to correct), never as
+/// `validation`; arguments that do round-trip run.
+#[tokio::test]
+async fn an_input_type_that_cannot_read_back_what_it_writes_is_the_tools_fault() {
+    let (run, _) = crate::support::run(bind(Lopsided).unwrap(), r#"{"note":"hi"}"#).await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"seen": "hi"}).into()
+        }
+    );
+    let (run, _) = crate::support::run(bind(Lopsided).unwrap(), r#"{"note":""}"#).await;
+    let failure = run.result.failure().unwrap();
+    assert_eq!(failure.code, ToolErrorCode::Execution, "{failure:?}");
+    assert_eq!(
+        failure.safe_message,
+        "the tool cannot take these arguments: the tool's input type does not read back the \
+         arguments it writes"
+    );
+}
