@@ -53,12 +53,7 @@ fn cogni_serve_streams_a_chat_turn_and_stops_on_sigterm() {
     assert!(response.contains("data: [DONE]"), "{response}");
 
     // SIGTERM: a graceful stop with a zero exit.
-    let status = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    assert!(server.wait().unwrap().success());
+    stop(server);
 }
 
 /// Starts `cogni serve` in `dir` with no COGNI_* variables but `env` and a fake endpoint; returns
@@ -142,6 +137,7 @@ fn http(addr: &str, method: &str, path: &str, headers: &[&str], body: &str) -> S
     response
 }
 
+/// Stops `server` with SIGTERM and sees it exit gracefully, with status zero.
 fn stop(mut server: Child) {
     let status = Command::new("kill")
         .args(["-TERM", &server.id().to_string()])
