@@ -826,6 +826,36 @@ async fn ai_sdk_history_with_unsent_approvals_starts_a_thread() {
     assert_eq!(sent.matches("never ran").count(), 2, "{sent}");
 }
 
+/// An ai 5 client's history whose calls are still `input-available` (paused for approval, which
+/// ai 5 cannot answer, or cut off before their results), sent to a server that no longer holds
+/// the thread: the calls are answered as having no result, and the chat goes on (400 before).
+#[tokio::test]
+async fn ai_sdk_history_with_calls_left_without_results_starts_a_thread() {
+    let server = Server::start(|_| {}).await;
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let mut request = ai_sdk_client_request("approval-response.json");
+    request["id"] = json!("chat-calls-without-results");
+    let assistant = &mut request["messages"][1]["parts"];
+    for part in assistant.as_array_mut().unwrap() {
+        if part["type"].as_str().unwrap().starts_with("tool-") {
+            part["state"] = json!("input-available");
+            part.as_object_mut().unwrap().remove("approval");
+        }
+    }
+    request["messages"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "u-2", "role": "user", "parts": [{"type": "text", "text": "go on"}]}));
+    let response = server.post("/api/v1/chat", &request).await;
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    let body = response.text().await.unwrap();
+    assert_eq!(types(&frames(&body)).last().unwrap(), "[DONE]", "{body}");
+    let sent = String::from_utf8(server.fake.requests()[0].body.clone()).unwrap();
+    assert_eq!(sent.matches("no result reached").count(), 2, "{sent}");
+}
+
 /// With the default `ai_sdk_version` (ai 5 clients), a paused call's part stays `input-available`: no
 /// chunk ai 5 would refuse.
 #[tokio::test]
