@@ -7,8 +7,10 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::fmt;
 
 use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
 use serde_json::{Map, Value, json};
 
 use ai_core::{
@@ -29,10 +31,11 @@ struct Event<'a> {
     output_index: Option<usize>,
     #[serde(default, borrow)]
     item_id: Option<Cow<'a, str>>,
+    /// Text on the events read here; other events' `delta` may be anything (see [`Text`]).
     #[serde(default, borrow)]
-    delta: Option<Cow<'a, str>>,
+    delta: Text<'a>,
     #[serde(default, borrow)]
-    arguments: Option<Cow<'a, str>>,
+    arguments: Text<'a>,
     #[serde(default)]
     item: Option<Item>,
     #[serde(default)]
@@ -42,6 +45,64 @@ struct Event<'a> {
     /// Some servers nest the `error` event's fields under `error`.
     #[serde(default)]
     error: Option<WireError>,
+}
+
+/// A field that is a string on the events the decoder reads, and may be anything on events it
+/// skips: versions of the spec typed the `delta` of the reasoning summary and MCP call events,
+/// and the MCP call's `arguments`, as objects. Anything but a string reads as absent, so an
+/// event the decoder does not read can never fail the stream.
+#[derive(Default)]
+struct Text<'a>(Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Some(Cow::Borrowed(v))))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Text(Some(Cow::Owned(v.to_owned()))))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Text(Some(Cow::Owned(v))))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Text(None))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Text(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Text(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(Text(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(Text(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(Text(None))
+            }
+            fn visit_seq<S: de::SeqAccess<'de>>(self, mut seq: S) -> Result<Self::Value, S::Error> {
+                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+                Ok(Text(None))
+            }
+            fn visit_map<M: de::MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+                while map
+                    .next_entry::<de::IgnoredAny, de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(Text(None))
+            }
+        }
+        deserializer.deserialize_any(TextVisitor)
+    }
 }
 
 #[derive(Deserialize)]
@@ -199,7 +260,7 @@ impl StreamDecoder {
         match event.kind.as_ref() {
             // A refusal streams in place of text: shown and kept as the answer's text.
             "response.output_text.delta" | "response.refusal.delta" => {
-                if let Some(delta) = event.delta.filter(|d| !d.is_empty()) {
+                if let Some(delta) = event.delta.0.filter(|d| !d.is_empty()) {
                     self.session.text.push_str(&delta);
                     deltas.text(&delta);
                 }
@@ -211,14 +272,14 @@ impl StreamDecoder {
             }
             "response.function_call_arguments.delta" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(sse))?;
-                let fragment = event.delta.as_deref().unwrap_or("");
+                let fragment = event.delta.0.as_deref().unwrap_or("");
                 self.session
                     .calls
                     .apply(position, None, None, fragment, deltas)?;
             }
             "response.function_call_arguments.done" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(sse))?;
-                if let Some(arguments) = event.arguments {
+                if let Some(arguments) = event.arguments.0 {
                     self.session.calls.replace_arguments(position, &arguments)?;
                 }
             }

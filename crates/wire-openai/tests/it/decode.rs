@@ -390,3 +390,28 @@ fn only_the_first_choice_is_read() {
     assert!(completion.tool_calls.is_empty(), "{completion:?}");
     assert_eq!(completion.finish_reason, ai_core::FinishReason::Stop);
 }
+
+/// Events the decoder does not read are skipped whatever their fields hold: versions of the
+/// Responses spec typed some `delta`s and `arguments` as objects (the reasoning summary and MCP
+/// call events), and such an event must not fail a stream whose answer is whole.
+#[test]
+fn responses_events_it_does_not_read_never_fail_the_stream() {
+    let stream = concat!(
+        "event: response.output_item.added\n",
+        "data: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"id\":\"fc_1\",\"call_id\":\"call_1\",\"name\":\"get_weather\",\"arguments\":\"\"}}\n\n",
+        "event: response.reasoning_summary.delta\n",
+        "data: {\"type\":\"response.reasoning_summary.delta\",\"item_id\":\"rs_1\",\"output_index\":1,\"summary_index\":0,\"delta\":{\"text\":\"thinking\"}}\n\n",
+        "event: response.mcp_call_arguments.delta\n",
+        "data: {\"type\":\"response.mcp_call_arguments.delta\",\"item_id\":\"mcp_1\",\"output_index\":2,\"delta\":{\"q\":1}}\n\n",
+        "event: response.mcp_call_arguments.done\n",
+        "data: {\"type\":\"response.mcp_call_arguments.done\",\"item_id\":\"mcp_1\",\"output_index\":2,\"arguments\":{\"q\":1}}\n\n",
+        "event: response.function_call_arguments.delta\n",
+        "data: {\"type\":\"response.function_call_arguments.delta\",\"item_id\":\"fc_1\",\"output_index\":0,\"delta\":\"{\\\"city\\\":\\\"Paris\\\"}\"}\n\n",
+        "event: response.completed\n",
+        "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\"}}\n\n",
+    );
+    let completion = responses::decode_all(stream.as_bytes()).unwrap();
+    assert_eq!(completion.tool_calls.len(), 1, "{completion:?}");
+    assert_eq!(completion.tool_calls[0].arguments, r#"{"city":"Paris"}"#);
+    assert_eq!(completion.text, "");
+}
