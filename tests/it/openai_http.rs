@@ -1029,3 +1029,23 @@ async fn a_mid_stream_error_on_a_connection_held_open_is_reported_at_once() {
         }]
     );
 }
+
+/// Timeouts as long as a `Duration` holds (a caller's "no limit") wait without a limit instead
+/// of overflowing the clock: the request goes out, streams, and answers, with the error body
+/// read the same way.
+#[tokio::test]
+async fn timeouts_as_long_as_a_duration_holds_do_not_panic() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(Reply::fixture("openai-chat/openai-single-call.sse").unwrap());
+    fake.push(Reply::json(401, json!({"error": {"message": "no"}})));
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        request_timeout: Duration::MAX,
+        idle_timeout: Duration::MAX,
+        ..config(&fake)
+    })
+    .unwrap();
+    let completion = call_once(&model).await.unwrap();
+    assert_eq!(completion.tool_calls.len(), 1);
+    let error = call_once(&model).await.unwrap_err();
+    assert!(message(&error).contains("HTTP 401"), "{error}");
+}

@@ -401,7 +401,7 @@ impl OpenAiCompletion {
         deltas: &mut dyn DeltaSink,
         cancel: &CancellationToken,
     ) -> Result<LlmCompletion, Failure> {
-        let deadline = Instant::now() + self.request_timeout;
+        let deadline = after(self.request_timeout);
         let send = self
             .client
             .post(self.url.clone())
@@ -458,7 +458,7 @@ impl OpenAiCompletion {
             let wait = if received == 0 {
                 deadline
             } else {
-                Instant::now() + self.idle_timeout
+                after(self.idle_timeout)
             };
             let chunk = tokio::select! {
                 biased;
@@ -595,7 +595,7 @@ impl OpenAiCompletion {
         deadline: Instant,
         cancel: &CancellationToken,
     ) -> Result<Vec<u8>, CompletionError> {
-        let deadline = deadline.max(Instant::now() + self.idle_timeout.min(Duration::from_secs(5)));
+        let deadline = deadline.max(after(self.idle_timeout.min(Duration::from_secs(5))));
         let mut body = Vec::new();
         while body.len() < MAX_ERROR_BODY_BYTES {
             let chunk = tokio::select! {
@@ -792,6 +792,14 @@ fn status_text(status: StatusCode) -> String {
         Some(reason) => format!("{} {reason}", status.as_u16()),
         None => status.as_u16().to_string(),
     }
+}
+
+/// The instant `wait` from now. A wait past what the clock holds (a caller's `Duration::MAX` for
+/// "no limit") is thirty years away, as tokio does for its own sleeps, instead of overflowing.
+fn after(wait: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(wait)
+        .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400))
 }
 
 fn seconds(duration: Duration) -> String {
