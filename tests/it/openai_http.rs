@@ -333,6 +333,40 @@ async fn two_500s_then_success() {
     );
 }
 
+/// As OpenAI's own SDKs decide: 408 (request timeout) and 409 (lock timeout) are retried like
+/// 429 and 5xx, and the server's `x-should-retry` overrides the status either way.
+#[tokio::test]
+async fn retries_follow_the_status_and_the_servers_x_should_retry() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(Reply::json(408, json!({"error": {"message": "timed out"}})));
+    fake.push(Reply::json(409, json!({"error": {"message": "locked"}})));
+    fake.push(
+        Reply::json(400, json!({"error": {"message": "try again"}}))
+            .header("x-should-retry", "true"),
+    );
+    fake.push(Reply::fixture("openai-chat/openai-single-call.sse").unwrap());
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        max_retries: 3,
+        ..config(&fake)
+    })
+    .unwrap();
+    assert_eq!(call_once(&model).await.unwrap().tool_calls.len(), 1);
+    assert_eq!(fake.requests().len(), 4);
+
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(
+        Reply::json(503, json!({"error": {"message": "not this one"}}))
+            .header("x-should-retry", "false"),
+    );
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let text = message(&call_once(&model).await.unwrap_err());
+    assert!(
+        text.contains("HTTP 503 Service Unavailable: not this one"),
+        "{text}"
+    );
+    assert_eq!(fake.requests().len(), 1);
+}
+
 #[tokio::test]
 async fn retries_run_out_with_the_last_status_and_message() {
     let fake = FakeLlm::start().await.unwrap();

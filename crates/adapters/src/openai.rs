@@ -6,11 +6,12 @@
 //! `{base_url}/chat/completions` or `{base_url}/responses`. Every decoded fragment goes to the
 //! [`DeltaSink`] as soon as its bytes arrive; the decoder's assembled result is the completion.
 //!
-//! **Retries.** A connection error, a request timeout, a 429 or a 5xx that happens *before the
-//! first body byte* is retried, up to [`OpenAiConfig::max_retries`] times, after exponential
-//! backoff with full jitter, or after the server's `retry-after-ms` / `Retry-After` (seconds)
-//! when it sends one. Nothing is retried once a body byte has arrived: the caller may already
-//! have shown the deltas. Other 4xx are never retried.
+//! **Retries.** A connection error, a request timeout, or a 408, 409, 429 or 5xx answer that
+//! happens *before the first body byte* is retried, up to [`OpenAiConfig::max_retries`] times,
+//! after exponential backoff with full jitter, or after the server's `retry-after-ms` /
+//! `Retry-After` (seconds) when it sends one. Nothing is retried once a body byte has arrived:
+//! the caller may already have shown the deltas. Other 4xx are not retried. As in OpenAI's own
+//! SDKs, a server's `x-should-retry: true` or `false` overrides the status either way.
 //!
 //! **The key.** The API key stays inside the adapter: it is sent only as the `Authorization`
 //! header (marked sensitive), every error message is scrubbed of it (a provider's message before
@@ -521,7 +522,8 @@ impl OpenAiCompletion {
             .map_err(|e| Failure::Final(self.decode_error(e)))
     }
 
-    /// A non-2xx answer: the status and the provider's message, retryable for 429 and 5xx.
+    /// A non-2xx answer: the status and the provider's message, retryable as [`should_retry`]
+    /// says.
     async fn http_error(
         &self,
         response: reqwest::Response,
@@ -530,6 +532,7 @@ impl OpenAiCompletion {
     ) -> Failure {
         let status = response.status();
         let retry_after = error_body::retry_after(response.headers(), SystemTime::now());
+        let retryable = should_retry(status, response.headers());
         let location = response
             .headers()
             .get(reqwest::header::LOCATION)
@@ -552,7 +555,7 @@ impl OpenAiCompletion {
             message.push_str(&self.shown(&provider));
         }
         let error = CompletionError::Transport(message);
-        if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+        if retryable {
             Failure::Retryable { error, retry_after }
         } else {
             Failure::Final(error)
@@ -791,6 +794,22 @@ fn status_text(status: StatusCode) -> String {
     match status.canonical_reason() {
         Some(reason) => format!("{} {reason}", status.as_u16()),
         None => status.as_u16().to_string(),
+    }
+}
+
+/// Whether a failed answer is worth another attempt, decided as OpenAI's own SDKs decide: the
+/// server's `x-should-retry: true|false` when it sends one, else 408 (request timeout), 409 (lock
+/// timeout), 429 and 5xx.
+fn should_retry(status: StatusCode, headers: &reqwest::header::HeaderMap) -> bool {
+    match headers.get("x-should-retry").map(|v| v.as_bytes()) {
+        Some(b"true") => true,
+        Some(b"false") => false,
+        _ => {
+            matches!(
+                status,
+                StatusCode::REQUEST_TIMEOUT | StatusCode::CONFLICT | StatusCode::TOO_MANY_REQUESTS
+            ) || status.is_server_error()
+        }
     }
 }
 
