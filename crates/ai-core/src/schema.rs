@@ -130,9 +130,14 @@ fn walk(
     }
 }
 
-/// Whether `pointer` (a JSON pointer into `root`) leads, only through keywords [`walk`] visits,
-/// to a schema (an object or a boolean): then what it names was checked.
-fn walked(root: &Value, pointer: &str) -> bool {
+/// Whether `fragment` (a `$ref`'s JSON pointer into `root`, still percent-encoded) leads, only
+/// through keywords [`walk`] visits, to a schema (an object or a boolean): then what it names was
+/// checked. The fragment is percent-decoded first, as validators read it (RFC 6901, section 6),
+/// so an escaped `/` is a step here too; a malformed escape leads nowhere.
+fn walked(root: &Value, fragment: &str) -> bool {
+    let Some(pointer) = percent_decode(fragment) else {
+        return false;
+    };
     let mut at = root;
     let mut segments = pointer
         .split('/')
@@ -162,6 +167,31 @@ fn walked(root: &Value, pointer: &str) -> bool {
         at = next;
     }
     at.is_object() || at.is_boolean()
+}
+
+/// `text` with its `%XX` escapes decoded; `None` when an escape is not two hex digits or the
+/// bytes are not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    if !text.contains('%') {
+        return Some(text.to_owned());
+    }
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        if byte == b'%' {
+            let [high, low, ..] = *tail else {
+                return None;
+            };
+            let digit = |b: u8| char::from(b).to_digit(16);
+            let value = digit(high)? * 16 + digit(low)?;
+            bytes.push(u8::try_from(value).ok()?);
+            rest = &tail[2..];
+        } else {
+            bytes.push(byte);
+            rest = tail;
+        }
+    }
+    String::from_utf8(bytes).ok()
 }
 
 fn visit(root: &Value, child: &Value, pointer: String, out: &mut Vec<SchemaViolation>) {

@@ -131,3 +131,28 @@ fn a_violation_at_the_root_says_so() {
             .unwrap_err();
     assert_eq!(errs[0].to_string(), "/properties/a: `not` is not supported");
 }
+
+/// A `$ref`'s fragment is percent-decoded before it is read as a JSON pointer (RFC 6901, 6), as
+/// validators read it: an escaped `/` is a step, so it cannot lead past the check.
+#[test]
+fn refs_are_read_percent_decoded() {
+    check(
+        json!({"type": "object",
+            "properties": {"p": {"$ref": "#/definitions/x%2Fanyhow"}},
+            "definitions": {"x%2Fanyhow": {}, "x": {"anyhow": {"anyOf": [{"type": "integer"}]}}}}),
+        &["/properties/p"],
+    );
+    check(
+        json!({"type": "object",
+            "properties": {"p": {"$ref": "#/definitions/a%20b"}, "q": {"$ref": "#/%70roperties/p"}},
+            "definitions": {"a b": {"type": "integer"}}}),
+        &[],
+    );
+    // A malformed escape names nothing a validator can find.
+    check(
+        json!({"type": "object",
+            "properties": {"p": {"$ref": "#/definitions/a%2"}, "q": {"$ref": "#/definitions/a%+f"}},
+            "definitions": {"a%2": {}, "a%+f": {}, "a\u{f}": {}}}),
+        &["/properties/p", "/properties/q"],
+    );
+}
