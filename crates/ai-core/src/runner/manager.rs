@@ -252,7 +252,8 @@ impl Registry {
         });
     }
 
-    /// Records a call that ended outside an attempt (cancelled while waiting to retry).
+    /// Records a call that ended outside an attempt (cancelled while waiting to retry, or
+    /// refused by a circuit that opened meanwhile).
     fn record_call_only(
         &self,
         id: &ToolId,
@@ -575,7 +576,16 @@ impl Attempting<'_> {
                 return Err(cancelled);
             }
             now = Instant::now();
-            trial = step.registry.admit(id, breaker, now)?;
+            trial = match step.registry.admit(id, breaker, now) {
+                Ok(trial) => trial,
+                // The circuit opened meanwhile: the call, which ran, ends here and is counted.
+                Err(open) => {
+                    let call = Some((now - started, number - 2));
+                    step.registry
+                        .record_call_only(id, Some(open.category), call);
+                    return Err(open);
+                }
+            };
             let (result, ended) = self.attempt(attempts, now, number).await;
             now = ended;
             match result {

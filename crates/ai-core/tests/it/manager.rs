@@ -414,3 +414,20 @@ async fn a_replaced_trial_does_not_free_its_replacements_slot() {
     assert_eq!(b, Some(ToolErrorCode::Cancelled));
     assert_eq!(c, Some(ToolErrorCode::CircuitOpen));
 }
+
+/// A call whose retry finds the circuit open (its own failure opened it) ran the tool once: the
+/// statistics count it, with the failure it ended with.
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_retry_meets_an_open_circuit_is_counted() {
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(1)));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], one_strike());
+    let run = h.call(T, "{}").await;
+    assert_eq!(
+        run.result.failure().map(|f| f.code),
+        Some(ToolErrorCode::CircuitOpen)
+    );
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 1);
+    let stats = &h.runner.stats()[0];
+    assert_eq!((stats.calls, stats.successes), (1, 0));
+    assert_eq!(stats.failures[&ToolErrorCategory::Transient], 1);
+}
