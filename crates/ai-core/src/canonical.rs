@@ -35,6 +35,7 @@ pub fn compact_json_len(value: &Value) -> usize {
 /// Writes `value` with object keys sorted by their UTF-8 bytes and no whitespace.
 ///
 /// The order does not depend on how the map was built or on serde_json's `preserve_order`.
+/// Values that compare equal are written the same: `-0.0` is written `0.0`.
 ///
 /// ```
 /// let v = serde_json::json!({"b": 1, "a": [true, {"d": null, "c": "x"}]});
@@ -72,6 +73,8 @@ fn write(value: &Value, out: &mut String) {
             }
             out.push(']');
         }
+        // `-0.0` equals `0.0`: one value, one encoding.
+        Value::Number(n) if n.is_f64() && n.as_f64() == Some(0.0) => out.push_str("0.0"),
         scalar => out.push_str(&scalar.to_string()),
     }
 }
@@ -98,7 +101,19 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 mod tests {
     use serde_json::json;
 
-    use super::compact_json_len;
+    use super::{canonical_json, compact_json_len};
+
+    /// `-0.0` equals `0.0` (serde_json compares them as numbers), so both are written the same.
+    #[test]
+    fn equal_values_have_one_encoding() {
+        let negative: serde_json::Value = serde_json::from_str(r#"{"x": -0}"#).unwrap();
+        let positive = json!({"x": 0.0});
+        assert_eq!(negative, positive);
+        assert_eq!(canonical_json(&negative), canonical_json(&positive));
+        assert_eq!(canonical_json(&positive), r#"{"x":0.0}"#);
+        // The integer 0 is another value, and keeps its own form.
+        assert_eq!(canonical_json(&json!([0, -0.5])), "[0,-0.5]");
+    }
 
     #[test]
     fn compact_json_len_counts_the_bytes_of_the_compact_text() {
