@@ -152,14 +152,70 @@ pub struct ToolPolicy {
 }
 
 impl ToolPolicy {
-    /// Parses a policy from TOML; unknown keys and malformed tool ids are refused.
+    /// Parses a policy from TOML; unknown keys, malformed tool ids and values no policy can mean
+    /// (see [`Self::check`]) are refused.
     pub fn from_toml_str(text: &str) -> Result<Self, Error> {
-        toml::from_str(text).map_err(|e| Error::Policy(e.message().to_owned()))
+        let policy: Self =
+            toml::from_str(text).map_err(|e| Error::Policy(e.message().to_owned()))?;
+        policy.check().map(|()| policy)
     }
 
-    /// Parses a policy from JSON; unknown keys and malformed tool ids are refused.
+    /// Parses a policy from JSON; unknown keys, malformed tool ids and values no policy can mean
+    /// (see [`Self::check`]) are refused.
     pub fn from_json_str(text: &str) -> Result<Self, Error> {
-        serde_json::from_str(text).map_err(|e| Error::Policy(e.to_string()))
+        let policy: Self = serde_json::from_str(text).map_err(|e| Error::Policy(e.to_string()))?;
+        policy.check().map(|()| policy)
+    }
+
+    /// Refuses, naming the key, the values no policy can mean: a zero budget (every call would
+    /// fail), zero attempts, a retry `multiplier` below 1 or not a finite number, and a breaker
+    /// `failure_rate` outside `0.0..=1.0`. The loaders call it; a policy built in code may too.
+    pub fn check(&self) -> Result<(), Error> {
+        let refuse = |key: &str, why: &str| Err(Error::Policy(format!("{key}: {why}")));
+        let budgets = &self.budgets;
+        if budgets.max_runtime_ms == 0 {
+            return refuse(
+                "budgets.max_runtime_ms",
+                "0 would end every call as timeout; give at least 1",
+            );
+        }
+        for (key, bytes) in [
+            ("budgets.max_result_bytes", budgets.max_result_bytes),
+            ("budgets.max_args_bytes", budgets.max_args_bytes),
+        ] {
+            if bytes == 0 {
+                return refuse(key, "0 would refuse every call; give at least 1");
+            }
+        }
+        let retries = std::iter::once(("retry".to_owned(), &self.retry)).chain(
+            self.retry_per_tool
+                .iter()
+                .map(|(id, retry)| (format!("retry_per_tool.{id}"), retry)),
+        );
+        for (table, retry) in retries {
+            if retry.max_attempts == 0 {
+                return refuse(
+                    &format!("{table}.max_attempts"),
+                    "0 attempts cannot run a tool; give at least 1 (1 = no retry)",
+                );
+            }
+            // Also refuses NaN, which compares false with everything.
+            if !(retry.multiplier.is_finite() && retry.multiplier >= 1.0) {
+                return refuse(
+                    &format!("{table}.multiplier"),
+                    "the delay's growth per retry must be a finite number of at least 1.0",
+                );
+            }
+        }
+        if let Some(rate) = self.breaker.failure_rate
+            && !(0.0..=1.0).contains(&rate)
+        {
+            return refuse(
+                "breaker.failure_rate",
+                "a share of failed attempts, from 0.0 to 1.0",
+            );
+        }
+        Ok(())
     }
 
     /// The retry policy of one tool.

@@ -68,3 +68,37 @@ fn bad_policies_are_refused_with_the_reason() {
         assert!(err.contains(reason), "{text}: {err}");
     }
 }
+
+/// Values no policy can mean are refused at load, naming the key, instead of being read as
+/// something else.
+#[test]
+fn nonsense_values_are_refused_naming_the_key() {
+    for (toml, key) in [
+        ("[budgets]\nmax_runtime_ms = 0", "budgets.max_runtime_ms"),
+        (
+            "[budgets]\nmax_result_bytes = 0",
+            "budgets.max_result_bytes",
+        ),
+        ("[budgets]\nmax_args_bytes = 0", "budgets.max_args_bytes"),
+        ("[retry]\nmax_attempts = 0", "retry.max_attempts"),
+        ("[retry]\nmultiplier = 0.5", "retry.multiplier"),
+        ("[retry]\nmultiplier = nan", "retry.multiplier"),
+        ("[retry]\nmultiplier = inf", "retry.multiplier"),
+        (
+            "[retry_per_tool.core__a]\nmultiplier = -1.0",
+            "retry_per_tool.core__a.multiplier",
+        ),
+        ("[breaker]\nfailure_rate = 1.5", "breaker.failure_rate"),
+        ("[breaker]\nfailure_rate = nan", "breaker.failure_rate"),
+    ] {
+        let error = ToolPolicy::from_toml_str(toml).unwrap_err().to_string();
+        assert!(error.contains(key), "{toml}: {error}");
+    }
+    let error = ToolPolicy::from_json_str(r#"{"breaker": {"failure_rate": -0.1}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("breaker.failure_rate"), "{error}");
+    // The edges that mean something still load.
+    let edges = "[retry]\nmax_attempts = 1\nmultiplier = 1.0\n[breaker]\nfailure_rate = 1.0";
+    ToolPolicy::from_toml_str(edges).unwrap();
+}

@@ -511,6 +511,26 @@ async fn step8_runtime_budget_is_timeout() {
     assert!(h.call(ECHO, "{}").await.result.failure().is_none());
 }
 
+/// A runtime budget as long as the policy's integer holds (a program's "no limit") is a deadline
+/// far away, never an overflow of the clock: the tool, its retries and the ports all run.
+#[tokio::test]
+async fn step8_the_longest_runtime_budget_never_overflows_the_clock() {
+    let mut policy = allow(&[ECHO]);
+    policy.budgets.max_runtime_ms = u64::MAX;
+    let h = harness(
+        tool(Behaviour::Sleep(Duration::from_millis(1))),
+        policy.clone(),
+    );
+    assert!(h.call(ECHO, "{}").await.result.failure().is_none());
+
+    let mut h = harness(tool(Behaviour::Sleep(Duration::from_millis(1))), policy);
+    h.runner = h
+        .runner
+        .clone()
+        .with_authorizer(Arc::new(SlowAllow(Duration::from_millis(1))));
+    assert!(h.call(ECHO, "{}").await.result.failure().is_none());
+}
+
 /// A tool that blocks its thread cannot be stopped at the deadline; finished past it, it still
 /// ends `timeout`: the budget holds for what the tool returns, if not for when.
 #[tokio::test]
