@@ -74,8 +74,8 @@ pub use receipt::{
     ModelReceipt, OutputItem, ReceiptError, ReceiptSink, ToolCallBlob, canonical_bytes,
 };
 pub use result::{
-    Attempt, ToolCallStatus, ToolErrorCategory, ToolErrorCode, ToolExecResult, ToolFailure,
-    ToolInvocationRecord, ToolOutcome,
+    Attempt, MAX_SAFE_MESSAGE_BYTES, ToolCallStatus, ToolErrorCategory, ToolErrorCode,
+    ToolExecResult, ToolFailure, ToolInvocationRecord, ToolOutcome,
 };
 pub use run_store::{
     DanglingToolCall, InterruptedRun, RunHeader, RunLog, RunStatus, RunStep, RunStore,

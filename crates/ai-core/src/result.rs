@@ -133,8 +133,28 @@ pub struct ToolFailure {
     pub safe_message: String,
 }
 
+/// The longest [`ToolFailure::safe_message`] the constructors keep, in bytes. A tool's own
+/// message (a remote error body it passes on, say) reaches the model, the events and the record;
+/// past this it is cut at a character boundary and ends with `…`, so a failure cannot flood the
+/// model's context where a result is held to [`crate::Budgets::max_result_bytes`].
+pub const MAX_SAFE_MESSAGE_BYTES: usize = 2048;
+
+/// `message` cut to [`MAX_SAFE_MESSAGE_BYTES`], `…` included, at a character boundary.
+fn bounded(mut message: String) -> String {
+    if message.len() > MAX_SAFE_MESSAGE_BYTES {
+        let mut end = MAX_SAFE_MESSAGE_BYTES - '…'.len_utf8();
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
+}
+
 impl ToolFailure {
-    /// A failure with `code`, its category, and `safe_message`.
+    /// A failure with `code`, its category, and `safe_message` (cut to
+    /// [`MAX_SAFE_MESSAGE_BYTES`]).
     pub fn new(code: ToolErrorCode, safe_message: impl Into<String>) -> Self {
         Self::categorized(code, code.category(), safe_message)
     }
@@ -150,7 +170,7 @@ impl ToolFailure {
             category,
             retryable: category.retryable(),
             retry_after_ms: None,
-            safe_message: safe_message.into(),
+            safe_message: bounded(safe_message.into()),
         }
     }
 

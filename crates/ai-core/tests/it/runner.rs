@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use ai_core::{
     AiEvent, AuthCapability, AuthError, Authorizer, AuthzDecision, BoundTool, ConnectionBroker,
-    ConnectionId, RunContext, ToolEffect, ToolErrorCode, ToolId, ToolInvocationContext,
-    ToolOutcome, ToolPolicy, ToolRun,
+    ConnectionId, MAX_SAFE_MESSAGE_BYTES, RunContext, ToolEffect, ToolErrorCode, ToolId,
+    ToolInvocationContext, ToolOutcome, ToolPolicy, ToolRun,
 };
 use serde_json::{Value, json};
 
@@ -509,6 +509,25 @@ async fn step8_runtime_budget_is_timeout() {
 
     let h = harness(tool(Behaviour::Sleep(Duration::from_millis(99))), policy);
     assert!(h.call(ECHO, "{}").await.result.failure().is_none());
+}
+
+/// A tool's own failure message (a remote error body it passes on, say) reaches the model, the
+/// events and the record cut to [`MAX_SAFE_MESSAGE_BYTES`], at a character boundary: a failure
+/// cannot flood the model's context where a result could not.
+#[tokio::test]
+async fn step8_a_tools_long_failure_message_is_cut() {
+    let long = "é".repeat(50_000);
+    let h = harness(tool(Behaviour::FailWith(long)), allow(&[ECHO]));
+    let run = h.call(ECHO, "{}").await;
+    check_failure(&h, &run, ToolErrorCode::Execution, "the tool failed: éé");
+    let message = &run.result.failure().unwrap().safe_message;
+    assert!(message.len() <= MAX_SAFE_MESSAGE_BYTES, "{}", message.len());
+    assert!(
+        message.len() > MAX_SAFE_MESSAGE_BYTES - 8,
+        "{}",
+        message.len()
+    );
+    assert!(message.ends_with("é…"), "{message}");
 }
 
 /// A runtime budget as long as the policy's integer holds (a program's "no limit") is a deadline

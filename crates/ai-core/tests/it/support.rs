@@ -23,6 +23,8 @@ pub(crate) enum Behaviour {
     Echo,
     /// Fails with a safe message.
     Fail,
+    /// Fails with this safe message.
+    FailWith(String),
     /// Sleeps this long (in tokio time), then echoes.
     Sleep(Duration),
     /// Blocks its thread this long (a tool that should have awaited), then echoes.
@@ -134,6 +136,7 @@ impl BoundTool for FakeTool {
         match &self.behaviour {
             Behaviour::Echo => Ok(echo),
             Behaviour::Fail => Err(ToolError::new("the fake tool failed")),
+            Behaviour::FailWith(message) => Err(ToolError::new(message.clone())),
             Behaviour::Sleep(duration) => {
                 tokio::time::sleep(*duration).await;
                 Ok(echo)
