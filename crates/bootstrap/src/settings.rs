@@ -252,18 +252,43 @@ fn parse_server_token(raw: &str) -> Result<ServerToken, std::convert::Infallible
     Ok(ServerToken::new(raw))
 }
 
+/// serde's message about a value the type does not take, without the value, which serde quotes
+/// (`invalid type: string "…", expected u64`, ``unknown variant `…` ``): the kind of value and
+/// what was expected are kept.
+fn without_value(message: &str) -> String {
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix) {
+            // What follows the last ", expected " is the type's own words; the value, which
+            // comes first, may hold that text too, but never after it.
+            let at = rest.rfind(", expected ").unwrap_or(rest.len());
+            // The kind comes before the quoted value: `string "…"`, ``integer `5` ``.
+            let kind = rest[..at].split(['"', '`']).next().unwrap_or_default();
+            return format!("{prefix}{}{}", kind.trim_end(), &rest[at..]);
+        }
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant `") {
+        let expected = rest.rfind("`, expected ").map_or("", |at| &rest[at + 1..]);
+        return format!("unknown variant{expected}");
+    }
+    message.to_owned()
+}
+
 impl Settings {
     /// Parses a config file's text; an error is one line naming the line, its key and what is
     /// wrong with it (an unknown key, a value of the wrong type, …). The line's value is never
-    /// echoed: it may be a secret written where it does not belong.
+    /// echoed: it may be a secret written where it does not belong. Nor is a line that does not
+    /// parse (a key pasted alone on a line, say): only a table header is shown.
     pub fn from_toml_str(text: &str) -> anyhow::Result<Self> {
         toml::from_str(text).map_err(|e| {
-            let message = e.message().trim();
+            let message = without_value(e.message().trim());
             let Some(span) = e.span() else {
                 return anyhow::anyhow!("{message}");
             };
             let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
             let source = text.lines().nth(line - 1).unwrap_or_default().trim();
+            // A line that is not TOML is not known to be `key = value`: what looks like its
+            // key may be a pasted token (`c2VjcmV0==`).
+            let parses = text.parse::<toml::Table>().is_ok();
             match source.split_once('=') {
                 Some((key, _)) if key.trim() == "api_key" => anyhow::anyhow!(
                     "line {line}: the API key is never read from a config file; set \
@@ -273,8 +298,13 @@ impl Settings {
                     "line {line}: the server token is never read from a config file; set \
                      COGNI_SERVER_TOKEN instead"
                 ),
-                Some((key, _)) => anyhow::anyhow!("line {line} (`{} = …`): {message}", key.trim()),
-                None => anyhow::anyhow!("line {line} (`{source}`): {message}"),
+                Some((key, _)) if parses => {
+                    anyhow::anyhow!("line {line} (`{} = …`): {message}", key.trim())
+                }
+                None if source.starts_with('[') => {
+                    anyhow::anyhow!("line {line} (`{source}`): {message}")
+                }
+                _ => anyhow::anyhow!("line {line}: {message}"),
             }
         })
     }

@@ -337,3 +337,35 @@ fn the_ai_sdk_version_is_read_under_its_old_name_too() {
         "{refused}"
     );
 }
+
+/// A value the type does not take, a secret pasted alone on a line (a key, a base64 token) or
+/// any other line that does not parse is refused naming the line (and its key, when it has
+/// one), never quoting what the line holds.
+#[test]
+fn no_config_error_quotes_what_a_line_holds() {
+    let secret = "sk-live-SECRET123";
+    let cases = [
+        (
+            format!("[llm]\nrequest_timeout_ms = \"{secret}\"\n"),
+            "line 2 (`request_timeout_ms = …`): invalid type: string, expected u64",
+        ),
+        (
+            format!("[llm]\nwire = \"{secret}\"\n"),
+            "line 2 (`wire = …`): unknown variant, expected `chat` or `responses`",
+        ),
+        (
+            format!("[llm]\nmodel = \"m\"\n{secret}\n"),
+            "line 3: key with no value",
+        ),
+        (format!("[llm]\nmodel = \"m\"\n{secret}==\n"), "line 3: "),
+        (format!("[llm]\nmodel = \"m\" {secret}\n"), "line 2: "),
+    ];
+    for (text, expected) in cases {
+        let error = bootstrap::Settings::from_toml_str(&text)
+            .unwrap_err()
+            .to_string();
+        assert!(!error.contains("SECRET"), "{text:?}: {error}");
+        assert!(error.starts_with(expected), "{text:?}: {error}");
+        assert_eq!(error.lines().count(), 1, "{error}");
+    }
+}
