@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use crate::replay::{data_dir, load_run, open_run_log, replay_run};
 use crate::{Overrides, Settings};
 
-/// `cogni runs list`: one row (or, with `json`, one JSON line) per run, oldest first.
+/// `cogni runs list`: one row (or, with `json`, one JSON line) per run, oldest first. A run
+/// whose stored contents cannot be read is listed without its event count (`?`, or `null`) and
+/// named in a warning on stderr: one damaged run never hides the others.
 pub(crate) async fn list(overrides: Overrides, json: bool) -> anyhow::Result<ExitCode> {
     let settings = Settings::load(&overrides)?;
     let log = open_run_log(&data_dir(&settings)?)?;
@@ -27,7 +29,13 @@ pub(crate) async fn list(overrides: Overrides, json: bool) -> anyhow::Result<Exi
         )?;
     }
     for header in headers {
-        let events = log.runs.load_run(&header.run_id).await?.events.len();
+        let events = match log.runs.load_run(&header.run_id).await {
+            Ok(run) => Some(run.events.len()),
+            Err(error) => {
+                eprintln!("warning: run {}: {error}", header.run_id.as_str());
+                None
+            }
+        };
         if json {
             let mut row = header_json(&header);
             row["events"] = json!(events);
@@ -41,7 +49,7 @@ pub(crate) async fn list(overrides: Overrides, json: bool) -> anyhow::Result<Exi
                 header.status.as_str(),
                 iso8601(header.started_at_ms),
                 header.finished_at_ms.map_or_else(|| "-".into(), iso8601),
-                events
+                events.map_or_else(|| "?".into(), |n| n.to_string())
             )?;
         }
     }

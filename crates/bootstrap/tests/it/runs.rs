@@ -554,3 +554,52 @@ fn a_cut_answer_is_said_cut_stored_and_replayed() {
     );
     assert_replayed_identically(&cogni_in(dir.path(), &url, &["replay", &run_id]));
 }
+
+/// A run whose stored events cannot be read does not hide the others from `cogni runs list`:
+/// every run is listed, the damaged one without an event count and named in one warning line.
+#[test]
+fn runs_list_lists_every_run_when_one_run_s_events_are_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    let damaged = record_one(dir.path(), &url);
+    let chat = cogni_in(dir.path(), &url, &["chat", "--thread", "u", "--json", "Hi"]);
+    assert!(chat.status.success(), "{}", text(&chat.stderr));
+    let db = rusqlite::Connection::open(dir.path().join("data/cogni.db")).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE run_events SET event_json = 'not json' WHERE run_id = ?1 AND seq = 1",
+            [&damaged],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+
+    let list = cogni_in(dir.path(), &url, &["runs", "list", "--json"]);
+    assert!(list.status.success(), "{}", text(&list.stderr));
+    let rows: Vec<Value> = text(&list.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2, "{}", text(&list.stdout));
+    let row = |id: &str| rows.iter().find(|r| r["run_id"] == id).unwrap().clone();
+    assert_eq!(row(&damaged)["events"], Value::Null);
+    let other = rows
+        .iter()
+        .find(|r| r["run_id"] != damaged.as_str())
+        .unwrap();
+    assert!(other["events"].as_u64().unwrap() > 0, "{other}");
+    let warning = text(&list.stderr);
+    assert!(
+        warning.lines().count() == 1
+            && warning.starts_with(&format!("warning: run {damaged}: "))
+            && warning.contains("does not decode"),
+        "{warning}"
+    );
+
+    let table = cogni_in(dir.path(), &url, &["runs", "list"]);
+    assert!(table.status.success(), "{}", text(&table.stderr));
+    let table = text(&table.stdout);
+    assert_eq!(table.lines().count(), 3, "{table}");
+    let line = table.lines().find(|l| l.starts_with(&damaged)).unwrap();
+    assert!(line.ends_with('?'), "{line}");
+}
