@@ -52,6 +52,19 @@ pub struct LlmSettings {
     pub api_key: Option<Secret>,
 }
 
+impl LlmSettings {
+    /// The base URL as it may be shown (the start banner, errors): without its query or
+    /// fragment, which may carry a key, as the adapter names its endpoint.
+    pub fn shown_base_url(&self) -> &str {
+        shown_url(&self.base_url)
+    }
+}
+
+/// `url` without its query or fragment.
+fn shown_url(url: &str) -> &str {
+    url.split(['?', '#']).next().unwrap_or_default()
+}
+
 impl Default for LlmSettings {
     fn default() -> Self {
         Self {
@@ -402,8 +415,11 @@ impl Settings {
             ),
             // The host is what comes before the path: `http:///v1` has none.
             Some(rest) if !rest.split(['/', '?', '#']).next().unwrap_or("").is_empty() => {}
-            Some(_) => bail!("llm.base_url: `{url}` names no host"),
-            None => bail!("llm.base_url: `{url}` is not an http:// or https:// URL"),
+            Some(_) => bail!("llm.base_url: `{}` names no host", shown_url(url)),
+            None => bail!(
+                "llm.base_url: `{}` is not an http:// or https:// URL",
+                shown_url(url)
+            ),
         }
         if self.llm.request_timeout_ms == 0 || self.llm.idle_timeout_ms == 0 {
             bail!("llm.request_timeout_ms and llm.idle_timeout_ms must be above 0");

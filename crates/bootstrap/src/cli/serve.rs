@@ -26,7 +26,9 @@ pub(crate) async fn run(overrides: Overrides) -> anyhow::Result<ExitCode> {
     };
     eprintln!(
         "cogni: listening on http://{local} (model {} at {}, {:?} wire{auth})",
-        settings.llm.model, settings.llm.base_url, settings.llm.wire
+        settings.llm.model,
+        settings.llm.shown_base_url(),
+        settings.llm.wire
     );
     server::serve(listener, state, settings.server.max_body_bytes)
         .await

@@ -90,6 +90,11 @@ fn bad_values_name_their_key() {
     let cases: &[(&[(&str, &str)], &str)] = &[
         (&[model, ("COGNI_LISTEN", "everywhere")], "server.listen"),
         (&[model, ("COGNI_LLM_BASE_URL", "ftp://x")], "llm.base_url"),
+        // The query is not shown: it may carry a key.
+        (
+            &[model, ("COGNI_LLM_BASE_URL", "ftp://x/v1?key=pw@")],
+            "llm.base_url: `ftp://x/v1` is not",
+        ),
         (
             &[
                 model,

@@ -226,3 +226,22 @@ fn cogni_serve_listens_everywhere_without_a_token_only_when_allowed() {
     assert!(tools.starts_with("HTTP/1.1 200"), "{tools}");
     stop(server);
 }
+
+/// The banner names the endpoint without its query, which may carry a key (as the adapter
+/// names it everywhere else).
+#[test]
+fn the_banner_does_not_show_the_base_url_s_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = crate::fake::endpoint(&["turn-2-answer.sse"]);
+    let with_key = format!("{base}?key=SECRET-QUERY-KEY");
+    let (server, _addr, banner, _stderr) = serve(
+        dir.path(),
+        &[
+            ("COGNI_LISTEN", "127.0.0.1:0"),
+            ("COGNI_LLM_BASE_URL", &with_key),
+        ],
+    );
+    stop(server);
+    assert!(!banner.contains("SECRET"), "{banner}");
+    assert!(banner.contains(&format!("at {base}, ")), "{banner}");
+}
