@@ -253,7 +253,10 @@ fn tools_stats(data_dir: &Path, json: bool) -> anyhow::Result<()> {
         "tool", "calls", "ok", "failed", "retries", "breaker", "p50_us", "p95_us", "p99_us"
     )?;
     for s in stats {
-        let failed: u64 = s.failures.values().sum();
+        let failed = s
+            .failures
+            .values()
+            .fold(0u64, |sum, n| sum.saturating_add(*n));
         let breaker = serde_json::to_value(s.breaker)?;
         writeln!(
             out,

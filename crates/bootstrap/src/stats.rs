@@ -88,15 +88,18 @@ pub(crate) fn record(dir: &Path, stats: &[ToolStats]) -> anyhow::Result<Option<S
                 breaker: BreakerStatus::Closed,
                 latencies_us: VecDeque::new(),
             });
-        tool.calls += s.calls;
-        tool.successes += s.successes;
+        // A count that is full (a file edited by hand, say) stays full rather than wrapping.
+        tool.calls = tool.calls.saturating_add(s.calls);
+        tool.successes = tool.successes.saturating_add(s.successes);
         for (category, n) in &s.failures {
-            *tool.failures.entry(*category).or_default() += n;
+            let count = tool.failures.entry(*category).or_default();
+            *count = count.saturating_add(*n);
         }
-        tool.retries += s.retries;
+        tool.retries = tool.retries.saturating_add(s.retries);
         tool.breaker = s.breaker;
         if s.calls > 0 {
-            if tool.latencies_us.len() == SAMPLES {
+            // The newest samples: a file holding more than `SAMPLES` keeps its last ones.
+            while tool.latencies_us.len() >= SAMPLES {
                 tool.latencies_us.pop_front();
             }
             tool.latencies_us.push_back(s.latency.p50_us);

@@ -415,3 +415,43 @@ fn tools_stats_of_a_missing_folder_is_an_error() {
         "error: no tool statistics in /nonexistent/cogni-data: the folder does not exist"
     );
 }
+
+/// Counts at their largest in the statistics file (hand-edited, or damaged) stay there: the call
+/// that ran still succeeds and prints its result, the stored latency samples stay capped, and
+/// `tools stats` shows the failures' total as full.
+#[test]
+fn full_counts_in_the_stats_file_do_not_fail_a_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let max = u64::MAX;
+    let samples: Vec<u64> = vec![7; 600];
+    let stored = serde_json::json!({"tools": {"core__get_current_time": {
+        "calls": max, "successes": max, "failures": {"timeout": max, "transient": max}, "retries": max,
+        "breaker": "closed", "latencies_us": samples,
+    }}});
+    std::fs::write(dir.path().join("tool-stats.json"), stored.to_string()).unwrap();
+    let output = cogni(&[
+        "tools",
+        "call",
+        "core__get_current_time",
+        "--data-dir",
+        data,
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout_lines(&output).len(), 3, "the result line is printed");
+    assert!(output.stderr.is_empty(), "{}", stderr(&output));
+    let file: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("tool-stats.json")).unwrap())
+            .unwrap();
+    let tool = &file["tools"]["core__get_current_time"];
+    assert_eq!(tool["calls"].as_u64(), Some(max));
+    assert_eq!(tool["successes"].as_u64(), Some(max));
+    assert_eq!(tool["latencies_us"].as_array().unwrap().len(), 512);
+    let table = cogni(&["tools", "stats", "--data-dir", data]);
+    assert!(table.status.success(), "{}", stderr(&table));
+    assert!(
+        String::from_utf8_lossy(&table.stdout).contains(&max.to_string()),
+        "{}",
+        String::from_utf8_lossy(&table.stdout)
+    );
+}
