@@ -7,8 +7,6 @@ use ai_core::{
     AiEvent, CancellationToken, DoneReason, RunContext, ThreadId, ToolCatalog, ToolOutcome,
 };
 
-use anyhow::Context;
-
 use crate::{Overrides, Runtime, Settings, create_completion};
 
 /// Runs one turn on `thread` (a new thread each time without one, or without a data folder to
@@ -45,8 +43,14 @@ pub(crate) async fn run(
     });
     let saved_state = stores.threads.load(&thread).await?;
     let state = match saved_state.clone() {
-        Some(saved) => serde_json::from_value(saved)
-            .with_context(|| format!("thread {} holds an unreadable state", thread.as_str()))?,
+        // The decoder's own message would quote the state (the conversation): never shown.
+        Some(saved) => serde_json::from_value(saved).map_err(|e| {
+            anyhow::anyhow!(
+                "thread {} holds an unreadable state: {}",
+                thread.as_str(),
+                ai_core::describe_json_error(&e)
+            )
+        })?,
         None => runtime.agent.new_state(),
     };
     let request = crate::RunRequest {

@@ -603,3 +603,32 @@ fn runs_list_lists_every_run_when_one_run_s_events_are_damaged() {
     let line = table.lines().find(|l| l.starts_with(&damaged)).unwrap();
     assert!(line.ends_with('?'), "{line}");
 }
+
+/// A thread whose stored state does not decode is refused by `cogni chat` naming the thread and
+/// where the state is wrong, never quoting what it holds (a conversation's text).
+#[test]
+fn chat_on_an_unreadable_thread_does_not_quote_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    record_one(dir.path(), &url);
+    let db = rusqlite::Connection::open(dir.path().join("data/cogni.db")).unwrap();
+    let state = r#"{"messages":[{"role":"assistant","content":"","tool_calls":"PRIVATE words"}],
+        "phase":"idle","steps":0,"max_steps":10}"#;
+    let changed = db
+        .execute(
+            "UPDATE threads SET state_json = ?1 WHERE thread_id = 't'",
+            [state],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+    let chat = cogni_in(dir.path(), &url, &["chat", "--thread", "t", "Again?"]);
+    assert!(!chat.status.success());
+    let err = text(&chat.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: thread t holds an unreadable state: a value of the wrong type"),
+        "{err}"
+    );
+    assert!(!err.contains("PRIVATE"), "{err}");
+}
