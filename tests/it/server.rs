@@ -1099,6 +1099,35 @@ async fn the_catalog_and_health_endpoints_answer() {
     assert!(stats["tools"].is_array());
 }
 
+/// A saved thread whose state does not decode is a server error that says where and what kind
+/// of value is wrong, never quoting it: the state holds the conversation.
+#[tokio::test]
+async fn an_unreadable_thread_state_is_named_without_quoting_it() {
+    let data = tempfile::tempdir().unwrap();
+    let store = adapters::SqliteStore::open(data.path()).unwrap();
+    let state = json!({"messages": [{"role": "assistant", "content": "", "tool_calls": "PRIVATE words"}],
+                       "phase": "idle", "steps": 0, "max_steps": 10});
+    ai_core::ThreadStore::save(&store, &ai_core::ThreadId::new("t-bad").unwrap(), &state)
+        .await
+        .unwrap();
+    drop(store);
+    let dir = data.path().to_owned();
+    let server = Server::start(move |s| s.data_dir = Some(dir)).await;
+    let response = server
+        .post(
+            "/api/v1/agui",
+            &agui_input("t-bad", "r-1", json!([user("m1", "again")])),
+        )
+        .await;
+    assert_eq!(response.status(), 500);
+    let body = response.text().await.unwrap();
+    assert!(
+        body.contains("thread t-bad holds an unreadable state"),
+        "{body}"
+    );
+    assert!(!body.contains("PRIVATE"), "{body}");
+}
+
 #[tokio::test]
 async fn with_a_data_folder_runs_are_logged_and_a_run_id_is_used_once() {
     let data = tempfile::tempdir().unwrap();

@@ -375,10 +375,12 @@ async fn start_run(
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
     let agent_state = match saved.clone() {
+        // The decoder's own message would quote the state (the conversation): never shown.
         Some(saved) => serde_json::from_value(saved).map_err(|e| {
             ApiError::internal(format!(
-                "thread {} holds an unreadable state: {e}",
-                thread.as_str()
+                "thread {} holds an unreadable state: {}",
+                thread.as_str(),
+                ai_core::describe_json_error(&e)
             ))
         })?,
         None => {
