@@ -24,15 +24,16 @@ pub(crate) async fn run(overrides: Overrides) -> anyhow::Result<ExitCode> {
     } else {
         ""
     };
+    // Its signal handlers are in place before the banner: a SIGTERM sent as soon as the banner
+    // is read shuts the server down gracefully.
+    let serving = server::serve(listener, state, settings.server.max_body_bytes);
     eprintln!(
         "cogni: listening on http://{local} (model {} at {}, {:?} wire{auth})",
         settings.llm.model,
         settings.llm.shown_base_url(),
         settings.llm.wire
     );
-    server::serve(listener, state, settings.server.max_body_bytes)
-        .await
-        .context("the server stopped")?;
+    serving.await.context("the server stopped")?;
     Ok(ExitCode::SUCCESS)
 }
 

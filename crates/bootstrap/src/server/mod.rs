@@ -140,45 +140,63 @@ pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>
 
 /// Serves `router(state)` on `listener` until Ctrl-C (SIGINT) or SIGTERM; runs in flight are
 /// cancelled by their dropped streams and still save their threads.
-pub async fn serve(
+///
+/// The signal handlers are installed when this is called, not when the future is first polled:
+/// call it (inside the Tokio runtime) before telling anyone the server listens, so a signal
+/// sent as soon as they know is a graceful shutdown, never the default disposition's kill.
+pub fn serve(
     listener: tokio::net::TcpListener,
     state: Arc<AppState>,
     max_body_bytes: usize,
-) -> std::io::Result<()> {
+) -> impl Future<Output = std::io::Result<()>> + Send {
     use axum::serve::ListenerExt;
-    // Streams are many small writes: without TCP_NODELAY, Nagle's algorithm holds each frame
-    // until the client acknowledges the previous one (tens of ms per event on loopback).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::debug!(%error, "TCP_NODELAY not set");
-        }
-    });
-    axum::serve(listener, router(state, max_body_bytes))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
+    let shutdown = shutdown_signal();
+    async move {
+        // Streams are many small writes: without TCP_NODELAY, Nagle's algorithm holds each
+        // frame until the client acknowledges the previous one (tens of ms per event on
+        // loopback).
+        let listener = listener.tap_io(|tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::debug!(%error, "TCP_NODELAY not set");
+            }
+        });
+        axum::serve(listener, router(state, max_body_bytes))
+            .with_graceful_shutdown(shutdown)
+            .await
+    }
 }
 
-async fn shutdown_signal() {
-    let interrupt = async {
+/// Resolves at SIGINT or SIGTERM; both handlers are installed before this returns. A handler
+/// that cannot be installed leaves that signal's default in place.
+#[cfg(unix)]
+fn shutdown_signal() -> impl Future<Output = ()> + Send {
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    async fn received(signal: Option<Signal>) {
+        match signal {
+            Some(mut signal) => {
+                signal.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    }
+    let interrupt = signal(SignalKind::interrupt()).ok();
+    let terminate = signal(SignalKind::terminate()).ok();
+    async move {
+        tokio::select! {
+            () = received(interrupt) => {}
+            () = received(terminate) => {}
+        }
+    }
+}
+
+/// Resolves at Ctrl-C.
+#[cfg(not(unix))]
+fn shutdown_signal() -> impl Future<Output = ()> + Send {
+    async {
         // Without a signal handler the server runs until killed.
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {}
-        () = terminate => {}
     }
 }
 
