@@ -93,6 +93,8 @@ pub enum AiEvent {
         outcome: ToolOutcome,
     },
     /// An attempt failed and the call will be tried again (for a UI: "retrying 2/3 in 400 ms").
+    /// Not sent for a retry the tool's circuit would refuse when the wait ends; the call ends at
+    /// once instead. A circuit that opens during the wait still ends the call `circuit_open`.
     ToolCallRetrying {
         /// The call (the same id across attempts).
         tool_call_id: ToolCallId,

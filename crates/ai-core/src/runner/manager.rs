@@ -169,36 +169,20 @@ impl Registry {
         if policy.failure_threshold == 0 {
             return Ok(None);
         }
-        let cool_down = Duration::from_millis(policy.cool_down_ms);
-        self.with(id, |health| match health.circuit {
-            Circuit::Closed { .. } => Ok(None),
-            Circuit::Open { until } if now >= until => {
-                health.circuit = Circuit::HalfOpen {
-                    in_flight: 1,
-                    since: now,
-                };
+        self.with(id, |health| match admission(&health.circuit, policy, now) {
+            Ok(None) => Ok(None),
+            Ok(Some(trial)) => {
+                health.circuit = trial;
                 Ok(Some(now))
             }
-            Circuit::HalfOpen { in_flight, .. } if in_flight < policy.half_open_trials.max(1) => {
-                health.circuit = Circuit::HalfOpen {
-                    in_flight: in_flight + 1,
-                    since: now,
-                };
-                Ok(Some(now))
-            }
-            Circuit::HalfOpen { since, .. } if now >= since + cool_down => {
-                health.circuit = Circuit::HalfOpen {
-                    in_flight: 1,
-                    since: now,
-                };
-                Ok(Some(now))
-            }
-            Circuit::Open { until } => Err(circuit_open(id, until.saturating_duration_since(now))),
-            Circuit::HalfOpen { since, .. } => Err(circuit_open(
-                id,
-                (since + cool_down).saturating_duration_since(now),
-            )),
+            Err(wait) => Err(circuit_open(id, wait)),
         })
+    }
+
+    /// Whether the circuit, as it is now, would let an attempt through at `at` (taking no slot).
+    fn would_admit(&self, id: &ToolId, policy: &BreakerPolicy, at: Instant) -> bool {
+        policy.failure_threshold == 0
+            || self.with(id, |health| admission(&health.circuit, policy, at).is_ok())
     }
 
     /// Feeds an attempt's outcome to the breaker and, for the call's last attempt, records the
@@ -291,6 +275,33 @@ impl Registry {
             .collect();
         out.sort_by(|a, b| a.tool_id.cmp(&b.tool_id));
         out
+    }
+}
+
+/// What a circuit does with an attempt at `now`: lets it through under a closed circuit
+/// (`Ok(None)`), lets it through as a half-open trial (`Ok(Some(state))`, the state the trial
+/// leaves), or refuses it for the wait given.
+fn admission(
+    circuit: &Circuit,
+    policy: &BreakerPolicy,
+    now: Instant,
+) -> Result<Option<Circuit>, Duration> {
+    let cool_down = Duration::from_millis(policy.cool_down_ms);
+    let trial = |in_flight| {
+        Ok(Some(Circuit::HalfOpen {
+            in_flight,
+            since: now,
+        }))
+    };
+    match *circuit {
+        Circuit::Closed { .. } => Ok(None),
+        Circuit::Open { until } if now >= until => trial(1),
+        Circuit::HalfOpen { in_flight, .. } if in_flight < policy.half_open_trials.max(1) => {
+            trial(in_flight + 1)
+        }
+        Circuit::HalfOpen { since, .. } if now >= since + cool_down => trial(1),
+        Circuit::Open { until } => Err(until.saturating_duration_since(now)),
+        Circuit::HalfOpen { since, .. } => Err((since + cool_down).saturating_duration_since(now)),
     }
 }
 
@@ -550,13 +561,17 @@ impl Attempting<'_> {
                 number,
                 failure.retry_after_ms,
             );
-            let again = number < max_attempts
+            let allowed = number < max_attempts
                 && retry.retryable.contains(&failure.category)
                 && now + wait < deadline;
-            let call = (!again).then(|| (now - started, number - 1));
             step.registry
-                .record(id, breaker, now, Some(failure.category), call, trial);
-            if !again {
+                .record(id, breaker, now, Some(failure.category), None, trial);
+            // A retry the circuit (opened by this failure, say) would refuse when its wait ends
+            // is not announced or waited for: the call ends now, with the failure it had.
+            if !(allowed && step.registry.would_admit(id, breaker, now + wait)) {
+                let call = Some((now - started, number - 1));
+                step.registry
+                    .record_call_only(id, Some(failure.category), call);
                 return Err(failure);
             }
             number += 1;

@@ -89,9 +89,15 @@ async fn delays_are_capped_and_jitter_stays_within_bounds() {
     );
 
     retry.jitter = true;
+    // No breaker: five failures in a row would open the default one before the sixth attempt.
+    let policy = |retry: RetryPolicy| {
+        let mut p = policy(retry);
+        p.breaker.failure_threshold = 0;
+        p
+    };
     let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(5)));
     let h = Harness::new(vec![tool as Arc<dyn BoundTool>], policy(retry.clone()));
-    h.call(T, "{}").await;
+    assert!(h.call(T, "{}").await.result.failure().is_none());
     let waits = retry_waits(&h);
     assert_eq!(waits.len(), 5);
     for (attempt, wait) in &waits {
@@ -415,19 +421,53 @@ async fn a_replaced_trial_does_not_free_its_replacements_slot() {
     assert_eq!(c, Some(ToolErrorCode::CircuitOpen));
 }
 
-/// A call whose retry finds the circuit open (its own failure opened it) ran the tool once: the
-/// statistics count it, with the failure it ended with.
+/// A call whose own failure opened the circuit is not retried into it: no retry is announced or
+/// waited for, and the call ends at once with the failure it had, counted in the statistics.
 #[tokio::test(start_paused = true)]
-async fn a_call_whose_retry_meets_an_open_circuit_is_counted() {
+async fn a_retry_the_circuit_would_refuse_is_neither_announced_nor_waited_for() {
     let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(1)));
     let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], one_strike());
+    let started = tokio::time::Instant::now();
     let run = h.call(T, "{}").await;
-    assert_eq!(
-        run.result.failure().map(|f| f.code),
-        Some(ToolErrorCode::CircuitOpen)
-    );
+    let failure = run.result.failure().unwrap();
+    assert_eq!(failure.code, ToolErrorCode::Execution);
+    assert_eq!(failure.category, ToolErrorCategory::Transient);
+    assert_eq!(started.elapsed(), Duration::ZERO);
+    assert!(retry_waits(&h).is_empty(), "{:?}", h.events.events());
     assert_eq!(tool.runs.load(Ordering::SeqCst), 1);
+    assert_eq!(run.record.attempts.len(), 1);
     let stats = &h.runner.stats()[0];
     assert_eq!((stats.calls, stats.successes), (1, 0));
     assert_eq!(stats.failures[&ToolErrorCategory::Transient], 1);
+    assert_eq!(stats.breaker, BreakerStatus::Open);
+}
+
+/// A circuit that opens while a retry waits (another call's failure) refuses the retry: the
+/// call, which ran once, ends `circuit_open` and is counted.
+#[tokio::test(start_paused = true)]
+async fn a_retry_that_meets_a_circuit_opened_meanwhile_is_counted() {
+    let mut p = one_strike();
+    p.retry = no_jitter(3);
+    p.breaker.failure_threshold = 2;
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(2)));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], p);
+    let second = async {
+        // The first call failed at t=0 and waits 100 ms; this one fails at t=50, the second
+        // failure in a row, and opens the circuit.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        h.call(T, "{}").await
+    };
+    let (first, second) = tokio::join!(h.call(T, "{}"), second);
+    assert_eq!(
+        first.result.failure().map(|f| f.code),
+        Some(ToolErrorCode::CircuitOpen)
+    );
+    assert_eq!(
+        second.result.failure().map(|f| f.code),
+        Some(ToolErrorCode::Execution)
+    );
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 2);
+    let stats = &h.runner.stats()[0];
+    assert_eq!((stats.calls, stats.successes), (2, 0));
+    assert_eq!(stats.failures[&ToolErrorCategory::Transient], 2);
 }
