@@ -327,10 +327,8 @@ impl StreamDecoder {
                 offset: event.offset,
                 reason: e.to_string(),
             })?;
-        if let Some(error) = chunk.error.filter(|e| is_truthy(e)) {
-            return Err(DecodeError::ProviderError {
-                message: error_message(&error),
-            });
+        if let Some(error) = chunk.error.as_deref().and_then(DecodeError::from_wire) {
+            return Err(error);
         }
         let usage = chunk
             .usage
@@ -486,28 +484,6 @@ pub fn decode_all(bytes: &[u8]) -> Result<LlmCompletion, DecodeError> {
 }
 
 /// Python's truth value, since openai-python raises on a truthy `error` (WIRE-FORMATS §1.5).
-fn is_truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(items) => !items.is_empty(),
-        Value::Object(map) => !map.is_empty(),
-    }
-}
-
-fn error_message(error: &Value) -> String {
-    match error {
-        Value::String(message) => message.clone(),
-        Value::Object(map) => map
-            .get("message")
-            .and_then(Value::as_str)
-            .map_or_else(|| error.to_string(), str::to_owned),
-        other => other.to_string(),
-    }
-}
-
 /// `ToolSpec`s as chat `tools[]`: `function.strict` is present (and `true`) only when the schema
 /// could be put in OpenAI's strict form; otherwise the schema is sent as is, without `strict`.
 pub fn encode_tools(specs: &[ToolSpec]) -> Value {

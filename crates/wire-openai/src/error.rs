@@ -1,6 +1,7 @@
 //! What can go wrong decoding or encoding.
 
 use ai_core::LlmCompletion;
+use serde_json::Value;
 
 /// Everything that can go wrong while decoding a provider stream.
 ///
@@ -48,6 +49,33 @@ pub enum DecodeError {
         /// What is wrong.
         reason: String,
     },
+}
+
+impl DecodeError {
+    /// The error a payload's `error` value reports, as openai-python reads it: any truthy value
+    /// (`{"message": …}` or a bare string, as some servers send) is the provider's error.
+    pub(crate) fn from_wire(error: &Value) -> Option<Self> {
+        let truthy = match error {
+            Value::Null => false,
+            Value::Bool(b) => *b,
+            Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+            Value::String(s) => !s.is_empty(),
+            Value::Array(items) => !items.is_empty(),
+            Value::Object(map) => !map.is_empty(),
+        };
+        if !truthy {
+            return None;
+        }
+        let message = match error {
+            Value::String(message) => message.clone(),
+            Value::Object(map) => map
+                .get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| error.to_string(), str::to_owned),
+            other => other.to_string(),
+        };
+        Some(Self::ProviderError { message })
+    }
 }
 
 /// Why a request could not be encoded.

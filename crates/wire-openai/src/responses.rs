@@ -25,8 +25,9 @@ use crate::{DecodeError, EncodeError, Limits};
 
 #[derive(Deserialize)]
 struct Event<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
+    /// Absent only on a gateway's bare `{"error": …}` payload.
+    #[serde(rename = "type", default, borrow)]
+    kind: Option<Cow<'a, str>>,
     #[serde(default)]
     output_index: Option<usize>,
     #[serde(default, borrow)]
@@ -42,9 +43,9 @@ struct Event<'a> {
     response: Option<Response>,
     #[serde(default)]
     message: Option<String>,
-    /// Some servers nest the `error` event's fields under `error`.
+    /// Some servers nest the `error` event's fields under `error`, or send it as a string.
     #[serde(default)]
-    error: Option<WireError>,
+    error: Option<Value>,
 }
 
 /// A field that is a string on the events the decoder reads, and may be anything on events it
@@ -131,7 +132,7 @@ struct Response {
     #[serde(default)]
     incomplete_details: Option<IncompleteDetails>,
     #[serde(default)]
-    error: Option<WireError>,
+    error: Option<Value>,
 }
 
 /// Token counts; each may be missing or `null` on compatible servers.
@@ -149,12 +150,6 @@ struct WireUsage {
 struct IncompleteDetails {
     #[serde(default)]
     reason: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct WireError {
-    #[serde(default)]
-    message: Option<String>,
 }
 
 /// Decodes one Responses stream. Assembly state belongs to this session only.
@@ -257,7 +252,30 @@ impl StreamDecoder {
         let response_id = event.response.as_ref().and_then(|r| r.id.as_deref());
         self.session
             .saw_response_id(response_id.filter(|id| !id.is_empty()));
-        match event.kind.as_ref() {
+        // The `error` event, or any payload with a truthy `error` (as openai-python reads every
+        // stream), including a gateway's bare `{"error": …}` with no `type`.
+        if event.kind.as_deref() == Some("error") {
+            return Err(match event.message {
+                Some(message) => DecodeError::ProviderError { message },
+                None => event
+                    .error
+                    .as_ref()
+                    .and_then(DecodeError::from_wire)
+                    .unwrap_or_else(|| DecodeError::ProviderError {
+                        message: "unknown error".into(),
+                    }),
+            });
+        }
+        if let Some(error) = event.error.as_ref().and_then(DecodeError::from_wire) {
+            return Err(error);
+        }
+        let Some(kind) = event.kind.as_deref() else {
+            return Err(DecodeError::InvalidChunk {
+                offset: sse.offset,
+                reason: "missing field `type`".into(),
+            });
+        };
+        match kind {
             // A refusal streams in place of text: shown and kept as the answer's text.
             "response.output_text.delta" | "response.refusal.delta" => {
                 if let Some(delta) = event.delta.0.filter(|d| !d.is_empty()) {
@@ -327,19 +345,14 @@ impl StreamDecoder {
                 });
             }
             "response.failed" => {
-                let message = event
+                return Err(event
                     .response
-                    .and_then(|r| r.error)
-                    .and_then(|e| e.message)
-                    .unwrap_or_else(|| "the response failed".into());
-                return Err(DecodeError::ProviderError { message });
-            }
-            "error" => {
-                let message = event
-                    .message
-                    .or_else(|| event.error.and_then(|e| e.message))
-                    .unwrap_or_else(|| "unknown error".into());
-                return Err(DecodeError::ProviderError { message });
+                    .as_ref()
+                    .and_then(|r| r.error.as_ref())
+                    .and_then(DecodeError::from_wire)
+                    .unwrap_or_else(|| DecodeError::ProviderError {
+                        message: "the response failed".into(),
+                    }));
             }
             _ => {}
         }

@@ -208,6 +208,53 @@ fn a_falsy_error_is_not_a_provider_error() {
     }
 }
 
+/// Every form of a Responses error is the provider's error with its message: the `error` event
+/// with the fields at the top or nested (as an object or a string), `response.failed`, and a
+/// gateway's bare `{"error": …}` with no `type`, as openai-python reads any stream.
+#[test]
+fn responses_errors_in_every_form_are_provider_errors() {
+    let partial = "data: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"delta\":\"Partial\"}\n\n";
+    for (event, expected) in [
+        (json!({"type": "error", "message": "boom"}), "boom"),
+        (
+            json!({"type": "error", "error": {"message": "boom", "type": "server_error"}}),
+            "boom",
+        ),
+        (json!({"type": "error", "error": "boom"}), "boom"),
+        (json!({"type": "error"}), "unknown error"),
+        (
+            json!({"error": {"message": "boom", "type": "api_error"}}),
+            "boom",
+        ),
+        (json!({"error": "boom"}), "boom"),
+        (
+            json!({"type": "response.failed", "response": {"id": "resp_1", "error": {"code": "server_error", "message": "boom"}}}),
+            "boom",
+        ),
+        (
+            json!({"type": "response.failed", "response": {"id": "resp_1", "error": "boom"}}),
+            "boom",
+        ),
+        (
+            json!({"type": "response.failed", "response": {"id": "resp_1", "error": null}}),
+            "the response failed",
+        ),
+    ] {
+        let stream = format!("{partial}data: {event}\n\n");
+        let error = responses::decode_all(stream.as_bytes()).unwrap_err();
+        assert!(
+            matches!(&error, DecodeError::ProviderError { message } if message == expected),
+            "{event}: {error:?}"
+        );
+    }
+    // With no `type` and no error, the payload is still a bad chunk, named as such.
+    let error = responses::decode_all(b"data: {\"delta\":\"x\"}\n\n").unwrap_err();
+    assert!(
+        matches!(&error, DecodeError::InvalidChunk { reason, .. } if reason.contains("type")),
+        "{error:?}"
+    );
+}
+
 /// An error in the same read as earlier events: their deltas are returned first, the error is
 /// kept for the next `feed` (which decodes nothing) and for `finish`. The sink sees the same
 /// thing however the bytes were split.
