@@ -196,8 +196,11 @@ pub fn empty_variable_error(error: &clap::Error) -> Option<String> {
     empty.then(|| format!("{variable} is set but empty: unset it or give it a path"))
 }
 
-/// Runs a parsed command line.
+/// Runs a parsed command line. Every command logs warnings to stderr (`RUST_LOG` filters them):
+/// a retried request, a run recovered after a crash or a stored row left out is said, never
+/// silently dropped.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    init_logging();
     match cli.command {
         Command::Serve { overrides } => serve::run(overrides).await,
         Command::Chat {
@@ -433,4 +436,16 @@ async fn tools_call(
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default: warnings), so stdout keeps only a command's
+/// output. Spans never carry arguments or results unless the policy asks for the redacted ones.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // A second initialization (tests) keeps the first subscriber.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }

@@ -10,7 +10,6 @@ use crate::{Overrides, Settings, server};
 pub(crate) async fn run(overrides: Overrides) -> anyhow::Result<ExitCode> {
     let settings = Settings::load(&overrides)?;
     settings.require_model()?;
-    init_logging();
     let addr = settings.listen_addr()?;
     // Before anything is opened or bound: an exposed address without a token is refused.
     settings.require_server_auth(addr)?;
@@ -35,16 +34,4 @@ pub(crate) async fn run(overrides: Overrides) -> anyhow::Result<ExitCode> {
     );
     serving.await.context("the server stopped")?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Logs to stderr, filtered by `RUST_LOG` (default: warnings). Spans never carry arguments or
-/// results unless the policy asks for the redacted ones.
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    // A second initialization (tests) keeps the first subscriber.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
 }

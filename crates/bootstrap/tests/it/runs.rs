@@ -632,3 +632,30 @@ fn chat_on_an_unreadable_thread_does_not_quote_it() {
     );
     assert!(!err.contains("PRIVATE"), "{err}");
 }
+
+/// A run whose own row cannot be read is left out of `cogni runs list`, and the store's warning
+/// says so on stderr: the CLI logs warnings on every command, not only `serve`.
+#[test]
+fn runs_list_says_on_stderr_when_it_leaves_a_run_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    let damaged = record_one(dir.path(), &url);
+    let db = rusqlite::Connection::open(dir.path().join("data/cogni.db")).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE runs SET started_at_ms = 'bogus' WHERE run_id = ?1",
+            [&damaged],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+
+    let list = cogni_in(dir.path(), &url, &["runs", "list", "--json"]);
+    assert!(list.status.success(), "{}", text(&list.stderr));
+    assert_eq!(text(&list.stdout), "", "the damaged run is left out");
+    let warning = text(&list.stderr);
+    assert!(
+        warning.contains("left out of the list of runs") && !warning.contains("bogus"),
+        "{warning}"
+    );
+}
