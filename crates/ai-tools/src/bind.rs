@@ -135,13 +135,15 @@ fn connection_id_in(value: &Value, pointer: String) -> Option<String> {
     }
 }
 
-/// Puts the elements of every array of `value` whose schema (`schema`, in `root`) declares
-/// `uniqueItems` (a set: schemars says so of `HashSet` and `BTreeSet`) in the order of their
-/// canonical JSON, at any depth.
-///
-/// A `HashSet` writes its elements in an order that changes from one deserialization to the
-/// next; the approval hash of a call re-validated on resume must come out the same.
-fn order_sets(root: &Value, schema: &Value, value: &mut Value) {
+/// Calls `visit` on every value inside `value` (`value` itself last) with the schema that
+/// describes it (`schema`, in `root`, local references resolved), children before their parent.
+/// A value the schema says nothing about is not visited, nor is anything inside it.
+fn each_described(
+    root: &Value,
+    schema: &Value,
+    value: &mut Value,
+    visit: &mut impl FnMut(&Value, &mut Value),
+) {
     let schema = resolve_local_ref(root, schema);
     match value {
         Value::Object(map) => {
@@ -151,7 +153,7 @@ fn order_sets(root: &Value, schema: &Value, value: &mut Value) {
                     .and_then(|p| p.get(key))
                     .or_else(|| schema.get("additionalProperties"));
                 if let Some(below) = below {
-                    order_sets(root, below, child);
+                    each_described(root, below, child, visit);
                 }
             }
         }
@@ -162,14 +164,66 @@ fn order_sets(root: &Value, schema: &Value, value: &mut Value) {
                     other => other,
                 };
                 if let Some(below) = below {
-                    order_sets(root, below, item);
+                    each_described(root, below, item, visit);
                 }
-            }
-            if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
-                items.sort_by_cached_key(canonical_json);
             }
         }
         _ => {}
+    }
+    visit(schema, value);
+}
+
+/// Puts the elements of every array of `value` whose schema (`schema`, in `root`) declares
+/// `uniqueItems` (a set: schemars says so of `HashSet` and `BTreeSet`) in the order of their
+/// canonical JSON, at any depth.
+///
+/// A `HashSet` writes its elements in an order that changes from one deserialization to the
+/// next; the approval hash of a call re-validated on resume must come out the same.
+fn order_sets(root: &Value, value: &mut Value) {
+    each_described(root, root, value, &mut |schema, value| {
+        if let Value::Array(items) = value
+            && schema.get("uniqueItems") == Some(&Value::Bool(true))
+        {
+            items.sort_by_cached_key(canonical_json);
+        }
+    });
+}
+
+/// Removes, at any depth, each `null` given for a property the schema neither requires nor
+/// lets be `null`, so that it reads as left out (and gets the type's default).
+///
+/// OpenAI's strict form of a schema makes every property required and each optional one
+/// nullable, so a model held to it sends `null` for a property it means to leave out (the
+/// Structured Outputs guide's way to "emulate optional parameters"). Refusing that `null` would
+/// refuse a call made exactly as the tool's advertised schema asked.
+fn drop_nulls_left_out(root: &Value, value: &mut Value) {
+    each_described(root, root, value, &mut |schema, value| {
+        let (Value::Object(map), Some(Value::Object(properties))) =
+            (value, schema.get("properties"))
+        else {
+            return;
+        };
+        let required = schema.get("required").and_then(Value::as_array);
+        map.retain(|key, child| {
+            !child.is_null()
+                || required.is_some_and(|r| r.iter().any(|k| k == key.as_str()))
+                || properties
+                    .get(key)
+                    .is_none_or(|property| accepts_null(resolve_local_ref(root, property)))
+        });
+    });
+}
+
+/// Whether a schema of the supported subset may let `null` through: by its `type`, or, with
+/// none, by its `enum` or `const` (a schema with none of the three says nothing against it).
+fn accepts_null(schema: &Value) -> bool {
+    match (schema.get("type"), schema.get("enum"), schema.get("const")) {
+        (Some(Value::String(t)), ..) => t == "null",
+        (Some(Value::Array(types)), ..) => types.iter().any(|t| t == "null"),
+        (Some(_), ..) => false,
+        (None, Some(Value::Array(values)), _) => values.contains(&Value::Null),
+        (None, _, Some(value)) => value.is_null(),
+        (None, ..) => true,
     }
 }
 
@@ -205,7 +259,8 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
         C::IDEMPOTENT
     }
 
-    fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
+    fn validate_input(&self, mut args: Value) -> Result<Value, ToolError> {
+        drop_nulls_left_out(&self.spec.input_schema, &mut args);
         // Invariant CONNECTION_ID_VIA_CONTEXT: the schema declares none (see `tool_spec`), but
         // a type that ignores unknown fields would take one silently into the record, and a
         // serde `alias` the schema cannot show would take it into the tool.
@@ -247,11 +302,7 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
                  object",
             ),
         })?;
-        order_sets(
-            &self.spec.input_schema,
-            &self.spec.input_schema,
-            &mut validated,
-        );
+        order_sets(&self.spec.input_schema, &mut validated);
         if C::Input::deserialize(&validated).is_err() {
             return Err(ToolError::permanent(
                 "the tool's input type does not read back the arguments it writes",

@@ -2,6 +2,10 @@
 //! every object, optional properties made nullable, only supported keywords, within the size
 //! limits of the Structured Outputs guide. A schema that cannot be put in that form is sent as
 //! is, non-strict: a strict schema the provider refuses is a 400 for the whole request.
+//!
+//! A model held to the strict form sends `null` for an optional property it leaves out. A tool
+//! bound by ai-tools reads such a `null` as left out; a hand-written `BoundTool` whose schema has
+//! optional properties that refuse `null` should do the same.
 
 use serde_json::{Map, Value};
 

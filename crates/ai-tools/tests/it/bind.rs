@@ -627,6 +627,27 @@ async fn validated_arguments_are_what_the_input_type_reads() {
     assert!(!everything.contains("CANARY"), "{everything}");
 }
 
+/// OpenAI's strict form makes every property required and an optional one nullable, so a model
+/// held to it sends `null` for what it leaves out: such a `null` reads as left out (the default
+/// is filled in), while a `null` for a required property is still refused.
+#[tokio::test]
+async fn a_null_for_an_optional_property_reads_as_left_out() {
+    let tool = bind(Loose).unwrap();
+    let validated = tool
+        .validate_input(json!({"name": "a", "limit": null, "tags": ["x"], "inner": null}))
+        .unwrap();
+    assert_eq!(
+        validated,
+        json!({"name": "a", "limit": 10, "tags": ["x"], "inner": null})
+    );
+    let (run, _) = crate::support::run(tool, r#"{"name":null,"tags":[]}"#).await;
+    assert_eq!(
+        run.result.failure().map(|f| f.code),
+        Some(ToolErrorCode::Validation),
+        "{run:?}"
+    );
+}
+
 /// An approval is asked for, and later checked, over the validated arguments: the hash the
 /// user approved is the one the resumed call computes from the same raw arguments.
 #[tokio::test]
