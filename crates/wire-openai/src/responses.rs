@@ -6,7 +6,7 @@
 //! that a gateway adds is tolerated.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use serde::Deserialize;
@@ -120,6 +120,10 @@ struct Item {
     arguments: Option<String>,
     #[serde(default)]
     status: Option<String>,
+    /// A `message` item's parts (`output_text` with `text`, `refusal` with `refusal`); read as
+    /// any JSON, since other items' `content` takes other shapes.
+    #[serde(default)]
+    content: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -160,6 +164,10 @@ pub struct StreamDecoder {
     by_output: HashMap<usize, usize>,
     /// A terminal event (`response.completed` or `response.incomplete`) arrived.
     ended: bool,
+    /// Message items whose text arrived as deltas, by item id; `streamed_unkeyed` when a delta
+    /// came without one. A finished message item adds its text only when none of it streamed.
+    streamed: HashSet<String>,
+    streamed_unkeyed: bool,
 }
 
 impl Default for StreamDecoder {
@@ -176,6 +184,8 @@ impl StreamDecoder {
             by_item: HashMap::new(),
             by_output: HashMap::new(),
             ended: false,
+            streamed: HashSet::new(),
+            streamed_unkeyed: false,
         }
     }
 
@@ -279,6 +289,13 @@ impl StreamDecoder {
             // A refusal streams in place of text: shown and kept as the answer's text.
             "response.output_text.delta" | "response.refusal.delta" => {
                 if let Some(delta) = event.delta.0.filter(|d| !d.is_empty()) {
+                    match event.item_id.as_deref() {
+                        Some(id) if self.streamed.contains(id) => {}
+                        Some(id) => {
+                            self.streamed.insert(id.to_owned());
+                        }
+                        None => self.streamed_unkeyed = true,
+                    }
                     self.session.text.push_str(&delta);
                     deltas.text(&delta);
                 }
@@ -302,6 +319,9 @@ impl StreamDecoder {
                 }
             }
             "response.output_item.done" => {
+                if let Some(item) = event.item.as_ref().filter(|i| i.kind == "message") {
+                    self.finished_message(item, deltas);
+                }
                 if let Some(item) = event.item.as_ref().filter(|i| i.kind == "function_call") {
                     // The final item is authoritative; a call first seen here (a gateway that
                     // sends only finished items) is opened from it.
@@ -357,6 +377,31 @@ impl StreamDecoder {
             _ => {}
         }
         Ok(())
+    }
+
+    /// The text of a finished `message` item none of whose text streamed as deltas (a gateway
+    /// that sends only finished items): its `output_text` and `refusal` parts, in order, shown
+    /// and kept as the answer's text.
+    fn finished_message(&mut self, item: &Item, deltas: &mut Deltas) {
+        let streamed = self.streamed_unkeyed
+            || item
+                .id
+                .as_deref()
+                .is_none_or(|id| self.streamed.contains(id));
+        let Some(Value::Array(parts)) = item.content.as_ref().filter(|_| !streamed) else {
+            return;
+        };
+        for part in parts {
+            let text = match part.get("type").and_then(Value::as_str) {
+                Some("output_text") => part.get("text"),
+                Some("refusal") => part.get("refusal"),
+                _ => None,
+            };
+            if let Some(text) = text.and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                self.session.text.push_str(text);
+                deltas.text(text);
+            }
+        }
     }
 
     /// Opens the call of a `function_call` item, keyed by its item id and output index.
