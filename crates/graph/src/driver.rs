@@ -91,7 +91,7 @@ pub enum GraphError {
     /// The thread store failed.
     #[error(transparent)]
     Store(#[from] ThreadStoreError),
-    /// The stored state is not a loop state.
+    /// The stored state is not a loop state (the reason never quotes the state).
     #[error("thread {thread} holds an unreadable state: {reason}")]
     State {
         /// The thread.
@@ -476,9 +476,11 @@ impl Agent {
         events: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> Result<AgentState, GraphError> {
+        // serde's own message would quote the state (the conversation), which reaches the
+        // client and the logs: only what is wrong and where.
         let state_error = |e: serde_json::Error| GraphError::State {
             thread: thread.as_str().into(),
-            reason: e.to_string(),
+            reason: ai_core::describe_json_error(&e),
         };
         let loaded = match store.load(thread).await {
             Ok(Some(saved)) => serde_json::from_value(saved).map_err(state_error),

@@ -607,6 +607,38 @@ async fn run_thread_reports_a_turn_it_could_not_save_as_an_error() {
     assert_eq!(dones, 1, "{events:?}");
 }
 
+/// A saved thread that no longer reads as a loop state is named with what is wrong and where,
+/// never with what it holds: the state is the conversation, and the error reaches the client.
+#[tokio::test(start_paused = true)]
+async fn an_unreadable_saved_thread_is_named_without_quoting_it() {
+    use ai_core::ThreadStore as _;
+    let f = Fixture::new(vec![text("hello")], AgentConfig::default());
+    let store = InMemoryThreadStore::default();
+    let thread = ThreadId::new("t").unwrap();
+    let mut saved = serde_json::to_value(f.agent.new_state()).unwrap();
+    saved["steps"] = "the user's private words".into();
+    store.save(&thread, &saved).await.unwrap();
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let error = f
+        .agent
+        .run_thread(
+            &store,
+            &thread,
+            "hi".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await
+        .unwrap_err();
+    assert!(!error.to_string().contains("private"), "{error}");
+    assert!(error.to_string().contains("wrong type"), "{error}");
+    let events = f.events();
+    assert_eq!(done_reason(&events), "error", "{events:?}");
+    assert!(!format!("{events:?}").contains("private"), "{events:?}");
+}
+
 /// The agent's step limit holds for a thread saved under another one.
 #[tokio::test(start_paused = true)]
 async fn a_saved_thread_runs_under_the_configured_step_limit() {
