@@ -85,8 +85,9 @@ struct Turn {
 }
 
 impl Turn {
+    /// Whitespace is no text, as the reducer records a model turn.
     fn is_empty(&self) -> bool {
-        self.text.is_empty() && self.calls.is_empty()
+        self.text.trim().is_empty() && self.calls.is_empty()
     }
 
     fn all_answered(&self) -> bool {
@@ -95,9 +96,12 @@ impl Turn {
 
     /// The assistant message, then its results in call order.
     fn flush(&mut self, out: &mut Vec<Message>) -> Result<(), ReconstructError> {
-        let turn = std::mem::take(self);
+        let mut turn = std::mem::take(self);
         if turn.is_empty() {
             return Ok(());
+        }
+        if turn.text.trim().is_empty() {
+            turn.text.clear();
         }
         let mut results = turn.results;
         let mut answers = Vec::with_capacity(turn.calls.len());
@@ -126,8 +130,9 @@ impl Turn {
 /// Rebuilds provider messages from UI items: assistant text and calls of one turn become one
 /// assistant message followed by the results in call order (however the UI interleaved them);
 /// results are paired by id; orphans, duplicates and unanswered calls are errors, never
-/// patched; the result passes [`validate_history`]. A tool name providers refuse to read back is
-/// recorded in a form they accept, as [`crate::reduce`] records it.
+/// patched; the result passes [`validate_history`]. As [`crate::reduce`] records a model turn,
+/// whitespace-only text counts as none (a turn with neither text nor calls is left out) and a
+/// tool name providers refuse to read back is recorded in a form they accept.
 pub fn reconstruct_history(items: &[HistoryItem]) -> Result<Vec<Message>, ReconstructError> {
     let mut out = Vec::new();
     let mut turn = Turn::default();

@@ -161,3 +161,30 @@ fn tool_names_providers_refuse_are_made_acceptable() {
         ["multi_tool_use_parallel", "_", &long[..64], "core__wait-2"]
     );
 }
+
+/// Whitespace is no text, as the reducer records a turn: a UI's whitespace-only assistant text
+/// (a model's `"\n\n"` before its calls, say) never becomes an assistant message without content,
+/// which Anthropic refuses and which would fail every later turn of the thread.
+#[test]
+fn whitespace_only_assistant_text_is_no_text() {
+    let content = |m: &Message| match m {
+        Message::Assistant { content, .. } => content.clone(),
+        other => panic!("{other:?}"),
+    };
+    let messages = reconstruct_history(&[user(), text(" \n"), user()]).unwrap();
+    assert_eq!(roles(&messages), "u u");
+    let items = [
+        user(),
+        text("\n\n"),
+        call("1"),
+        result("1"),
+        text("\n"),
+        user(),
+    ];
+    let messages = reconstruct_history(&items).unwrap();
+    assert_eq!(roles(&messages), "u A1 t1 u");
+    assert_eq!(content(&messages[1]), "");
+    let items = [user(), text(" "), text("done"), text(" ")];
+    let messages = reconstruct_history(&items).unwrap();
+    assert_eq!(content(&messages[1]), " done ");
+}
