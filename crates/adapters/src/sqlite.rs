@@ -17,6 +17,7 @@ use ai_core::{
     ToolInvocationRecord,
 };
 use async_trait::async_trait;
+use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use serde_json::Value;
 
@@ -682,7 +683,9 @@ fn recover_tx(
         .and_then(|mut stmt| stmt.execute(params![at_ms, run_id.as_str()]))
         .map_err(fail)?;
     }
-    let open: Vec<(i64, String, Option<String>)> = {
+    // Read as any type: the table is not STRICT, and a value of another type in one run's row
+    // is that run's problem, not the recovery's.
+    let open: Vec<(i64, SqlValue, SqlValue)> = {
         let mut stmt = tx
             .prepare_cached(
                 "SELECT rowid, run_id, thread_id FROM runs WHERE status = 'interrupted' \
@@ -698,11 +701,19 @@ fn recover_tx(
     };
     let mut out = Vec::with_capacity(open.len());
     for (rowid, run, thread) in open {
-        match interrupted_run(&tx, &run, thread).map_err(fail)? {
+        let run = text(run).ok().flatten();
+        let found = match (&run, text(thread)) {
+            (None, _) => Ok(Err("its id is not of its column's type")),
+            (Some(_), Err(())) => Ok(Err("its thread id is not of its column's type")),
+            (Some(run), Ok(thread)) => interrupted_run(&tx, run, thread),
+        };
+        match found.map_err(fail)? {
             Ok(found) => out.push(found),
             Err(problem) => {
                 // The id is named only when it is a valid one: a damaged id may hold anything.
-                let id = RunId::new(run.clone()).map_or_else(|_| "?".to_owned(), String::from);
+                let id = run
+                    .and_then(|run| RunId::new(run).ok())
+                    .map_or_else(|| "?".to_owned(), String::from);
                 tracing::error!(
                     row = rowid,
                     run = id,
@@ -714,6 +725,16 @@ fn recover_tx(
     }
     tx.commit().map_err(fail)?;
     Ok(out)
+}
+
+/// A TEXT column's value (`None` for NULL), or `Err` for a value of another type: the tables are
+/// not STRICT, so a damaged row can hold one.
+fn text(value: SqlValue) -> Result<Option<String>, ()> {
+    match value {
+        SqlValue::Null => Ok(None),
+        SqlValue::Text(text) => Ok(Some(text)),
+        _ => Err(()),
+    }
 }
 
 /// One interrupted run with its dangling calls, or (inner `Err`) what makes it unreadable.
@@ -728,7 +749,7 @@ fn interrupted_run(
     let Ok(thread_id) = thread.map(ThreadId::new).transpose() else {
         return Ok(Err("its thread id is not a valid thread id"));
     };
-    let starts: Vec<(Option<String>, String)> = {
+    let starts: Vec<(SqlValue, SqlValue)> = {
         let mut stmt = tx.prepare_cached(
             "SELECT s.tool_call_id, s.event_json FROM run_events s \
              WHERE s.run_id = ?1 AND s.kind = 'tool_call_start' AND NOT EXISTS ( \
@@ -741,8 +762,11 @@ fn interrupted_run(
     };
     let mut dangling: Vec<DanglingToolCall> = Vec::with_capacity(starts.len());
     for (call, json) in starts {
-        let Some(Ok(tool_call_id)) = call.map(ToolCallId::new) else {
+        let Ok(Some(Ok(tool_call_id))) = text(call).map(|call| call.map(ToolCallId::new)) else {
             return Ok(Err("a tool call start event has no valid tool call id"));
+        };
+        let Ok(Some(json)) = text(json) else {
+            return Ok(Err("a tool call start event is not of its column's type"));
         };
         if dangling.iter().any(|d| d.tool_call_id == tool_call_id) {
             continue;

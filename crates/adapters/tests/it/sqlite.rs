@@ -564,3 +564,63 @@ async fn a_run_row_that_does_not_decode_is_left_out_of_the_list_and_logged_by_it
         .collect();
     assert_eq!(closed, [first, last]);
 }
+
+/// A value of another type in an interrupted run's row or in one of its events (the tables are
+/// not STRICT: a blob keeps its type in a TEXT column) is that run's problem: recovery leaves
+/// it out and still closes the others, as it does for a value of the right type that does not
+/// decode.
+#[tokio::test]
+async fn a_value_of_another_type_in_one_interrupted_run_does_not_stop_the_recovery_of_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let (bad_event, bad_call, good) = (run("a-bad-event"), run("b-bad-call"), run("c-good"));
+    for (r, at) in [(&bad_event, 1), (&bad_call, 2), (&good, 3)] {
+        store
+            .begin_run(r, Some(&thread("t")), at, None)
+            .await
+            .unwrap();
+        let step = RunStep {
+            events: vec![start("c1")],
+            ..RunStep::default()
+        };
+        store.commit_step(r, step).await.unwrap();
+    }
+    let conn = rusqlite::Connection::open(store.path()).unwrap();
+    conn.execute(
+        "UPDATE run_events SET event_json = CAST(event_json AS BLOB) WHERE run_id = 'a-bad-event'",
+        [],
+    )
+    .unwrap();
+    conn.execute(
+        "UPDATE run_events SET tool_call_id = CAST(tool_call_id AS BLOB) \
+         WHERE run_id = 'b-bad-call'",
+        [],
+    )
+    .unwrap();
+    // Runs left interrupted by an earlier start, whose id or thread id is a blob.
+    conn.execute(
+        "INSERT INTO runs (run_id, status, started_at_ms) VALUES (X'00ff', 'interrupted', 0)",
+        [],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO runs (run_id, thread_id, status, started_at_ms) \
+         VALUES ('d-bad-thread', X'00ff', 'interrupted', 4)",
+        [],
+    )
+    .unwrap();
+    let expected = vec![ai_core::InterruptedRun {
+        run_id: good.clone(),
+        thread_id: Some(thread("t")),
+        dangling: vec![DanglingToolCall {
+            tool_call_id: call("c1"),
+            tool_name: "core__get_current_time".into(),
+        }],
+    }];
+    let found = store
+        .recover_interrupted(100, &[bad_event, bad_call, good])
+        .await
+        .unwrap();
+    assert_eq!(found, expected);
+    assert_eq!(store.recover_interrupted(200, &[]).await.unwrap(), expected);
+}
