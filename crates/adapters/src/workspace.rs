@@ -360,12 +360,7 @@ fn write_atomically(
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(io_error(path, &e)),
     };
-    let temp = temp_name();
-    let mut options = cap_std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    let file = folder
-        .open_with(&temp, &options)
-        .map_err(|e| io_error(path, &e))?;
+    let (temp, file) = create_temp(folder).map_err(|e| io_error(path, &e))?;
     let written = (|| {
         // The old file's permissions first: its new content is never readable by more.
         if let Some(permissions) = permissions {
@@ -387,11 +382,33 @@ fn write_atomically(
         .map_err(|e| io_error(path, &e))
 }
 
-/// A fresh name for a temp file: hidden, short (whatever the target's length) and unique within
-/// the process; `create_new` refuses one that exists anyway.
 /// How the temp files of writes in flight begin (listings leave them out).
 const TEMP_PREFIX: &str = ".cogni-write-";
 
+/// How many taken temp names a write skips before it gives up.
+const TEMP_ATTEMPTS: usize = 1_000;
+
+/// Creates a new temp file in `folder` (`create_new`: never one that exists). A name that is
+/// taken (by a crashed process that had the same pid, as a container's main process has at
+/// every start, or by another process sharing the folder) is skipped for the next one.
+fn create_temp(folder: &Dir) -> io::Result<(PathBuf, cap_std::fs::File)> {
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    let mut attempts = 0;
+    loop {
+        let temp = temp_name();
+        match folder.open_with(&temp, &options) {
+            Ok(file) => return Ok((temp, file)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < TEMP_ATTEMPTS => {
+                attempts += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// A fresh name for a temp file: hidden, short (whatever the target's length) and unique within
+/// the process; `create_new` refuses one that exists anyway.
 fn temp_name() -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);

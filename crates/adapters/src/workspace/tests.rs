@@ -549,3 +549,24 @@ fn system_clock_is_after_2020() {
     use ai_core::Clock;
     assert!(crate::SystemClock.now_ms() > 1_577_836_800_000);
 }
+
+/// Temp files a crashed process left behind are not in the way: a process that gets the same
+/// pid again (as a container's main process does at every start) makes the same names, and a
+/// write that meets one takes the next name instead of failing.
+#[tokio::test]
+async fn a_temp_file_left_by_a_crash_does_not_fail_a_write() {
+    let root = tempfile::tempdir().unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    // The names the next writes of this process will try (other tests may take a few).
+    let next = super::temp_name().to_string_lossy().into_owned();
+    let (stem, n) = next
+        .strip_suffix(".tmp")
+        .and_then(|s| s.rsplit_once('-'))
+        .unwrap();
+    let n: u64 = n.parse().unwrap();
+    for m in n + 1..n + 65 {
+        std::fs::write(root.path().join(format!("{stem}-{m}.tmp")), "left over").unwrap();
+    }
+    ws.write("a.txt", "new").await.unwrap();
+    assert_eq!(ws.read("a.txt").await.unwrap(), "new");
+}
