@@ -458,3 +458,23 @@ async fn blob_rows_and_run_steps_written_at_once_from_two_connections_all_land()
         }
     }
 }
+
+/// Temp files a crashed process left behind are not in the way: a process that gets the same
+/// pid again (as a container's main process does at every start) makes the same names, and so
+/// do two stores of one process (each counts from 0); a put that meets one takes the next name
+/// instead of failing.
+#[tokio::test]
+async fn fs_put_is_not_failed_by_a_temp_file_a_crash_left_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsBlobStore::open(dir.path()).unwrap();
+    let bytes = b"the blob a crashed run was writing";
+    let hash = sha256_hex(bytes);
+    let folder = store.root().join(&hash[..2]);
+    std::fs::create_dir_all(&folder).unwrap();
+    for n in 0..64 {
+        let name = format!(".tmp-{}-{}-{n}", &hash[2..10], std::process::id());
+        std::fs::write(folder.join(name), "left over").unwrap();
+    }
+    assert_eq!(store.put(bytes).await.unwrap(), hash);
+    assert_eq!(store.get(&hash).await.unwrap(), bytes);
+}
