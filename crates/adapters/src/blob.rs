@@ -418,11 +418,17 @@ impl InMemoryBlobStore {
 
 #[async_trait]
 impl BlobStore for InMemoryBlobStore {
+    /// A blob already at the address counts only if it holds these bytes: a damaged one (see
+    /// [`InMemoryBlobStore::insert_unchecked`]) is replaced, as the durable stores replace it.
     async fn put(&self, bytes: &[u8]) -> Result<String, BlobStoreError> {
         let hash = sha256_hex(bytes);
-        self.lock()?
-            .entry(hash.clone())
-            .or_insert_with(|| bytes.to_vec());
+        let mut blobs = self.lock()?;
+        if blobs
+            .get(&hash)
+            .is_none_or(|stored| stored.as_slice() != bytes)
+        {
+            blobs.insert(hash.clone(), bytes.to_vec());
+        }
         Ok(hash)
     }
 
