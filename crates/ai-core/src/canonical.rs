@@ -32,6 +32,23 @@ pub fn compact_json_len(value: &Value) -> usize {
     counter.0
 }
 
+/// The deepest a tool call's arguments or a tool's result may nest (arrays and objects): the
+/// runner refuses deeper ones. Events and records hold these values a few levels further in,
+/// and every JSON reader the run log is read back with (serde_json's among them) stops at 128
+/// levels: a value the runner accepts can always be stored and read back.
+pub const MAX_JSON_DEPTH: usize = 64;
+
+/// Whether `value` nests arrays and objects more than `limit` levels deep (a scalar is level 0,
+/// `[]` level 1). The walk goes no deeper than `limit + 1` levels, so any value can be checked.
+pub(crate) fn nests_deeper_than(value: &Value, limit: usize) -> bool {
+    let deeper = |child: &Value| nests_deeper_than(child, limit - 1);
+    match value {
+        Value::Array(items) => limit == 0 || items.iter().any(deeper),
+        Value::Object(map) => limit == 0 || map.values().any(deeper),
+        _ => false,
+    }
+}
+
 /// Writes `value` with object keys sorted by their UTF-8 bytes and no whitespace.
 ///
 /// The order does not depend on how the map was built or on serde_json's `preserve_order`.
@@ -101,7 +118,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 mod tests {
     use serde_json::json;
 
-    use super::{canonical_json, compact_json_len};
+    use super::{MAX_JSON_DEPTH, canonical_json, compact_json_len, nests_deeper_than};
 
     /// `-0.0` equals `0.0` (serde_json compares them as numbers), so both are written the same.
     #[test]
@@ -113,6 +130,27 @@ mod tests {
         assert_eq!(canonical_json(&positive), r#"{"x":0.0}"#);
         // The integer 0 is another value, and keeps its own form.
         assert_eq!(canonical_json(&json!([0, -0.5])), "[0,-0.5]");
+    }
+
+    #[test]
+    fn nesting_depth_counts_arrays_and_objects() {
+        let nested = |levels: usize| {
+            let text = format!("{}{}", "[".repeat(levels), "]".repeat(levels));
+            serde_json::from_str::<serde_json::Value>(&text).unwrap()
+        };
+        assert!(!nests_deeper_than(&serde_json::json!("x"), 0));
+        assert!(!nests_deeper_than(&nested(1), 1));
+        assert!(nests_deeper_than(&nested(2), 1));
+        assert!(!nests_deeper_than(&nested(64), MAX_JSON_DEPTH));
+        assert!(nests_deeper_than(&nested(65), MAX_JSON_DEPTH));
+        assert!(nests_deeper_than(
+            &serde_json::json!({"a": 1, "b": {"c": [1]}}),
+            2
+        ));
+        assert!(!nests_deeper_than(
+            &serde_json::json!({"a": 1, "b": {"c": [1]}}),
+            3
+        ));
     }
 
     #[test]

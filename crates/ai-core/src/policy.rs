@@ -19,7 +19,8 @@ pub enum PolicyDecision {
     RequireApproval,
 }
 
-/// Per-invocation limits.
+/// Per-invocation limits. Besides these, arguments and results nest at most
+/// [`crate::MAX_JSON_DEPTH`] levels, a limit no policy lifts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Budgets {

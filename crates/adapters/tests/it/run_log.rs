@@ -532,6 +532,58 @@ async fn a_step_that_refuses_a_changed_thread_writes_nothing(store: &dyn Stores)
     assert_eq!(store.load_run(&r).await.unwrap().events, vec![done()]);
 }
 
+/// Arguments and results as deep as the runner accepts (`MAX_JSON_DEPTH`) are stored in every
+/// event and record that holds them, and read back: a run the runner let through can always be
+/// shown and replayed.
+async fn values_at_the_runners_depth_limit_are_read_back(store: &dyn Stores) {
+    let levels = ai_core::MAX_JSON_DEPTH;
+    let deep: Value = serde_json::from_str(&format!(
+        "{{\"a\":{}{}}}",
+        "[".repeat(levels - 1),
+        "]".repeat(levels - 1)
+    ))
+    .unwrap();
+    let r = run("run-deep");
+    store.begin_run(&r, None, 1, None).await.unwrap();
+    let AiEvent::ToolCallStart {
+        tool_call_id,
+        tool_name,
+        ..
+    } = start("deep")
+    else {
+        unreachable!()
+    };
+    let events = vec![
+        AiEvent::ToolCallStart {
+            tool_call_id: tool_call_id.clone(),
+            tool_name: tool_name.clone(),
+            args: Some(Arc::new(deep.clone())),
+        },
+        AiEvent::ToolCallResult {
+            tool_call_id,
+            tool_name,
+            outcome: ToolOutcome::Ok {
+                value: Arc::new(deep.clone()),
+            },
+        },
+        done(),
+    ];
+    let mut deep_record = record("deep", "RAW");
+    deep_record.args = Some(Arc::new(deep.clone()));
+    deep_record.result = Some(Arc::new(deep.clone()));
+    deep_record.raw = None;
+    let step = RunStep {
+        events: events.clone(),
+        records: vec![deep_record.clone()],
+        ..RunStep::default()
+    };
+    store.commit_step(&r, step).await.unwrap();
+    store.finish_run(&r, 2).await.unwrap();
+    let log = store.load_run(&r).await.unwrap();
+    assert_eq!(log.events, events);
+    assert_eq!(log.records, vec![deep_record]);
+}
+
 macro_rules! contract {
     ($($test:ident),* $(,)?) => {
         mod sqlite_store {
@@ -568,4 +620,5 @@ contract!(
     a_step_that_refuses_a_changed_thread_writes_nothing,
     a_null_result_and_null_args_are_kept,
     an_input_ref_that_is_not_a_blob_address_is_refused,
+    values_at_the_runners_depth_limit_are_read_back,
 );

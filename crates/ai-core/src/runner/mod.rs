@@ -10,7 +10,8 @@
 //!    id and the hash of those arguments
 //! 3. authorization hook (`authz_denied`)
 //! 4. connection grant ∩ request (`policy_denied`)
-//! 5. parse and validate the input (`invalid_json`, `validation`)
+//! 5. parse and validate the input (`invalid_json`, `validation`; at most [`MAX_JSON_DEPTH`]
+//!    levels deep)
 //! 6. bind capabilities, credentials scoped to this invocation only (`unavailable`,
 //!    `authz_denied`)
 //! 7. emit [`AiEvent::ToolCallStart`]
@@ -18,7 +19,8 @@
 //!    backoff when the tool is safe to repeat, behind the tool's circuit breaker (`execution`,
 //!    `timeout`, `cancelled`, `circuit_open`)
 //! 9. validate the output (`output_validation`)
-//! 10. redact by allowlist and check the result budget (`redaction_failed`, `result_too_large`)
+//! 10. redact by allowlist and check the result budget (`redaction_failed`, `result_too_large`;
+//!     at most [`MAX_JSON_DEPTH`] levels deep)
 //! 11. emit [`AiEvent::ToolCallResult`]
 //! 12. return the [`ToolExecResult`]
 //!
@@ -43,11 +45,12 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::canonical::nests_deeper_than;
 use crate::{
     AiEvent, Authorizer, AuthzDecision, BoundTool, Capabilities, Clock, ConnectionBroker,
-    ConnectionId, EventSink, LlmToolCall, PolicyDecision, RunContext, ToolCallId, ToolCatalog,
-    ToolErrorCategory, ToolErrorCode, ToolExecResult, ToolFailure, ToolId, ToolInvocationContext,
-    ToolInvocationRecord, ToolOutcome, ToolPolicy, ToolSource, ToolSpec,
+    ConnectionId, EventSink, LlmToolCall, MAX_JSON_DEPTH, PolicyDecision, RunContext, ToolCallId,
+    ToolCatalog, ToolErrorCategory, ToolErrorCode, ToolExecResult, ToolFailure, ToolId,
+    ToolInvocationContext, ToolInvocationRecord, ToolOutcome, ToolPolicy, ToolSource, ToolSpec,
 };
 
 pub use budget::install_tool_panic_hook;
@@ -459,6 +462,12 @@ impl ToolRunner {
                 ToolFailure::new(ToolErrorCode::InvalidJson, "Invalid tool arguments JSON")
             })?
         };
+        if nests_deeper_than(&parsed, MAX_JSON_DEPTH) {
+            return Err(ToolFailure::new(
+                ToolErrorCode::Validation,
+                format!("tool arguments nest more than {MAX_JSON_DEPTH} levels deep"),
+            ));
+        }
         match budget::unless_panics(|| tool.validate_input(parsed)) {
             // The tool says the fault is its own: the model is not told to correct its call.
             Some(Err(e)) if e.category() == ToolErrorCategory::Permanent => Err(ToolFailure::new(
@@ -562,6 +571,12 @@ impl ToolRunner {
                     "the tool output could not be redacted, so none of it is shown",
                 )
             })?;
+        if nests_deeper_than(&redacted, MAX_JSON_DEPTH) {
+            return Err(ToolFailure::new(
+                ToolErrorCode::ResultTooLarge,
+                format!("the tool result nests more than {MAX_JSON_DEPTH} levels deep"),
+            ));
+        }
         let limit = self.policy.budgets.max_result_bytes;
         let size = crate::compact_json_len(&redacted);
         if size > limit {

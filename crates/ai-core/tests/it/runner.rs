@@ -706,6 +706,52 @@ async fn step10_result_budget() {
     assert!(h.call(ECHO, "{}").await.result.failure().is_none());
 }
 
+/// `{"text": [[…]]}` nesting `levels` levels deep in all.
+fn nested(levels: usize) -> String {
+    let inner = levels - 1;
+    format!(r#"{{"text":{}{}}}"#, "[".repeat(inner), "]".repeat(inner))
+}
+
+/// Arguments and results nest at most `MAX_JSON_DEPTH` levels, so that every event and record
+/// holding them can be stored and read back (serde_json reads at most 128 levels).
+#[tokio::test]
+async fn steps5_and_10_refuse_values_nested_past_the_depth_limit() {
+    assert_eq!(ai_core::MAX_JSON_DEPTH, 64);
+    let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));
+    let run = h.call(ECHO, &nested(65)).await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::Validation,
+        "tool arguments nest more than 64 levels deep",
+    );
+    // At the limit the depth passes, and the tool's own check has its say.
+    let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));
+    let run = h.call(ECHO, &nested(64)).await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::Validation,
+        "/text: expected a string",
+    );
+
+    let deep: Value = serde_json::from_str(&nested(65)).unwrap();
+    let deep = json!({"echo": deep["text"]});
+    let h = harness(tool(Behaviour::Output(deep)), allow(&[ECHO]));
+    let run = h.call(ECHO, "{}").await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::ResultTooLarge,
+        "the tool result nests more than 64 levels deep",
+    );
+    let fits: Value = serde_json::from_str(&nested(64)).unwrap();
+    let fits = json!({"echo": fits["text"]});
+    let h = harness(tool(Behaviour::Output(fits.clone())), allow(&[ECHO]));
+    let run = h.call(ECHO, "{}").await;
+    check_ok(&h, &run, fits);
+}
+
 #[tokio::test]
 async fn model_content_is_the_value_or_a_coded_error() {
     let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));
