@@ -325,7 +325,7 @@ impl StreamDecoder {
         let chunk: Chunk<'_> =
             serde_json::from_str(event.data).map_err(|e| DecodeError::InvalidChunk {
                 offset: event.offset,
-                reason: e.to_string(),
+                reason: ai_core::describe_json_error(&e),
             })?;
         if let Some(error) = chunk.error.as_deref().and_then(DecodeError::from_wire) {
             return Err(error);

@@ -257,7 +257,7 @@ impl StreamDecoder {
         let event: Event<'_> =
             serde_json::from_str(sse.data).map_err(|e| DecodeError::InvalidChunk {
                 offset: sse.offset,
-                reason: e.to_string(),
+                reason: ai_core::describe_json_error(&e),
             })?;
         let response_id = event.response.as_ref().and_then(|r| r.id.as_deref());
         self.session

@@ -255,6 +255,25 @@ fn responses_errors_in_every_form_are_provider_errors() {
     );
 }
 
+/// A chunk that does not decode is named by its offset and what is wrong with it, never by what
+/// it holds: the message reaches the client as the run's error.
+#[test]
+fn an_invalid_chunk_is_described_without_quoting_it() {
+    let chat = "data: {\"choices\":\"CANARY\"}\n\n";
+    let responses =
+        "data: {\"type\":\"response.output_item.added\",\"output_index\":\"CANARY\"}\n\n";
+    for error in [
+        chat::decode_all(chat.as_bytes()).unwrap_err(),
+        responses::decode_all(responses.as_bytes()).unwrap_err(),
+    ] {
+        assert!(
+            matches!(&error, DecodeError::InvalidChunk { offset: 0, .. }),
+            "{error:?}"
+        );
+        assert!(!error.to_string().contains("CANARY"), "{error}");
+    }
+}
+
 /// An error in the same read as earlier events: their deltas are returned first, the error is
 /// kept for the next `feed` (which decodes nothing) and for `finish`. The sink sees the same
 /// thing however the bytes were split.
