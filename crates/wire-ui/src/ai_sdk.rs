@@ -568,10 +568,18 @@ impl Translator {
     fn finish(&mut self, reason: DoneReason, out: &mut Vec<UiChunk>) {
         self.finished = true;
         match reason {
-            DoneReason::Cancelled => out.push(UiChunk::Abort),
-            DoneReason::Error => out.push(UiChunk::Error {
-                error_text: self.error.take().unwrap_or_else(|| "the run failed".into()),
-            }),
+            // Nothing more comes for an open text part: it ends here, so the client does not
+            // keep it `streaming` (the step stays open: the client needs no `finish-step`).
+            DoneReason::Cancelled => {
+                self.close_text(out);
+                out.push(UiChunk::Abort);
+            }
+            DoneReason::Error => {
+                self.close_text(out);
+                out.push(UiChunk::Error {
+                    error_text: self.error.take().unwrap_or_else(|| "the run failed".into()),
+                });
+            }
             // An answer the provider cut off is still the message's end, not an error (its text
             // is what the model wrote), so it ends with `finish`, saying why in the one field
             // every client from ai 5.0.0 on accepts, `messageMetadata` (the client merges it into

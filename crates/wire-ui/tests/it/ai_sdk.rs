@@ -305,3 +305,47 @@ fn chat_requests_parse_with_tool_parts() {
         assert!(error.contains("part 0"), "{error}");
     }
 }
+
+/// A run that fails or is cancelled while its text streams ends that text part (`text-end`)
+/// before its `error` or `abort`: otherwise the client keeps the part in state `streaming` in
+/// the message it shows and sends back, though nothing more will ever come for it.
+#[test]
+fn a_failed_or_cancelled_run_ends_its_open_text_first() {
+    use ai_core::{AiEvent, DoneReason};
+    for (reason, terminal) in [
+        (DoneReason::Error, "error"),
+        (DoneReason::Cancelled, "abort"),
+    ] {
+        let out = translate(&[
+            AiEvent::StepStarted { step: 1 },
+            AiEvent::TextDelta {
+                delta: "partial".into(),
+            },
+            AiEvent::Error {
+                message: "provider error: overloaded".into(),
+            },
+            AiEvent::Done { reason },
+        ]);
+        let types: Vec<String> = out
+            .iter()
+            .map(|c| {
+                serde_json::to_value(c).unwrap()["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "start",
+                "start-step",
+                "text-start",
+                "text-delta",
+                "text-end",
+                terminal
+            ],
+            "{reason:?}"
+        );
+    }
+}
