@@ -687,6 +687,67 @@ async fn agui_denial_reason_reaches_the_model() {
     );
 }
 
+/// A `resume` that answers only some of the interrupts denies the others, and the stream shows
+/// each call the paused run showed by its result only: no call is started again (a second
+/// `TOOL_CALL_START` would give the client a second assistant message holding the same call).
+#[tokio::test]
+async fn agui_resume_answering_some_interrupts_starts_no_call_again() {
+    let server = Server::start(|s| {
+        let policy = r#"
+            allowed_tools = ["core__get_current_time", "core__workspace_read"]
+            require_approval_for_effects = ["read_only"]
+        "#;
+        s.tools.policy = Some(policy.parse().unwrap());
+    })
+    .await;
+    tool_loop_fixtures(&server.fake).await;
+    let input = agui_input(
+        "t-partial",
+        "r-1",
+        json!([user("m1", "What do my notes say?")]),
+    );
+    let paused = server
+        .post("/api/v1/agui", &input)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let last = frames(&paused).pop().unwrap();
+    assert_eq!(
+        last["outcome"]["interrupts"].as_array().unwrap().len(),
+        2,
+        "{paused}"
+    );
+    // Only call_read is answered; call_time, unanswered, is denied.
+    let mut resume = agui_input("t-partial", "r-2", json!([]));
+    resume["resume"] =
+        json!([{"interruptId": "call_read", "status": "resolved", "payload": {"approved": true}}]);
+    let resumed = server
+        .post("/api/v1/agui", &resume)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let events = frames(&resumed);
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{resumed}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["type"] == "TOOL_CALL_START" || e["type"] == "TOOL_CALL_END"),
+        "the calls were shown by the paused run: {resumed}"
+    );
+    let results: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "TOOL_CALL_RESULT")
+        .map(|e| e["toolCallId"].as_str().unwrap())
+        .collect();
+    assert_eq!(results.len(), 2, "each call's fate is shown: {resumed}");
+    assert!(
+        results.contains(&"call_time") && results.contains(&"call_read"),
+        "{resumed}"
+    );
+}
+
 /// A request body the AI SDK's `useChat` (ai 6) sends, from fixtures/ui/ai-sdk-client.
 fn ai_sdk_client_request(name: &str) -> Value {
     let dir = PathBuf::from(concat!(
@@ -770,6 +831,64 @@ async fn ai_sdk_asks_ai_6_clients_for_approval_and_resumes_from_the_answers() {
 
     // Nothing waits any more: the same answers again are refused.
     assert_eq!(server.post("/api/v1/chat", &answer).await.status(), 409);
+}
+
+/// Answers that leave out a call the thread waits for deny it, and the stream that continues the
+/// message shows that call's fate without starting it again (`tool-input-start` would reset the
+/// part the client holds, its input included).
+#[tokio::test]
+async fn ai_sdk_resume_leaving_a_call_out_starts_no_call_again() {
+    let server = Server::start(|s| {
+        let policy = r#"
+            allowed_tools = ["core__get_current_time", "core__workspace_read"]
+            require_approval_for_effects = ["read_only"]
+        "#;
+        s.tools.policy = Some(policy.parse().unwrap());
+        s.server.ai_sdk_version = 6;
+    })
+    .await;
+    tool_loop_fixtures(&server.fake).await;
+    let paused = server
+        .post(
+            "/api/v1/chat",
+            &chat_request("chat-approve", "What do my notes say?"),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        frames(&paused)
+            .iter()
+            .filter(|c| c["type"] == "tool-approval-request")
+            .count(),
+        2
+    );
+    // The answers without call_time's part: only call_read, approved.
+    let mut answer = ai_sdk_client_request("approval-response.json");
+    let parts = answer["messages"][1]["parts"].as_array_mut().unwrap();
+    parts.retain(|p| p["toolCallId"] != "call_time");
+    let resumed = server
+        .post("/api/v1/chat", &answer)
+        .await
+        .text()
+        .await
+        .unwrap();
+    let chunks = frames(&resumed);
+    assert!(
+        !types(&chunks).iter().any(|t| t.starts_with("tool-input")),
+        "the calls were shown by the paused run: {resumed}"
+    );
+    let denied = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-denied")
+        .unwrap_or_else(|| panic!("{resumed}"));
+    assert_eq!(denied["toolCallId"], "call_time");
+    let read = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-available")
+        .unwrap();
+    assert_eq!(read["toolCallId"], "call_read");
 }
 
 /// A new thread may start from an ai 6 history whose call the user denied: the denial is the

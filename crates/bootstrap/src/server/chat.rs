@@ -47,20 +47,6 @@ pub(super) async fn run(
         ));
     }
     let incoming = incoming(&request.messages)?;
-    // The calls a resume answers were shown in the client's last message: the stream continues it.
-    let answered: Vec<(ToolCallId, bool)> = match &incoming.turn {
-        IncomingTurn::Approvals(answers) => answers
-            .iter()
-            .filter_map(|answer| {
-                Some((
-                    ToolCallId::new(answer.call_id.as_str()).ok()?,
-                    answer.approved,
-                ))
-            })
-            .collect(),
-        IncomingTurn::Message(_) => Vec::new(),
-    };
-    let resumes = !answered.is_empty();
     let run_id = state.next_run_id();
     let started = start_run(&state, &request.id, &run_id, incoming).await?;
     let mut translator = Translator::new(run_id);
@@ -68,8 +54,10 @@ pub(super) async fn run(
         // Clients from ai 6 on: they also read a cut answer's reason in `finish.finishReason`.
         translator = translator.with_approvals().with_finish_reason();
     }
-    if resumes {
-        translator = translator.continuing(answered);
+    // The calls a resume decides (the answered ones and the unanswered, denied) were shown in
+    // the client's last message: the stream continues it.
+    if !started.resumed.is_empty() {
+        translator = translator.continuing(started.resumed.clone());
     }
     let first = translator.start().iter().map(sse::frame).collect();
     Ok(sse_response(

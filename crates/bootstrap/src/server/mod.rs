@@ -366,10 +366,13 @@ pub(crate) struct Answer {
     pub(crate) reason: Option<String>,
 }
 
-/// A started run: its events, and the token that cancels it when the stream is dropped.
+/// A started run: its events, the token that cancels it when the stream is dropped, and, for a
+/// run that resumes from approval answers, every call the thread waited for with its decision
+/// (answered or not: an unanswered call is denied).
 pub(crate) struct StartedRun {
     events: UnboundedReceiver<AiEvent>,
     cancel: CancellationToken,
+    resumed: Vec<(ai_core::ToolCallId, bool)>,
 }
 
 /// Starts a run on a thread: loads the server's state (or rebuilds the client's history when
@@ -420,10 +423,16 @@ async fn start_run(
                 })?
         }
     };
+    let mut resumed = Vec::new();
     let turn = match incoming.turn {
         IncomingTurn::Message(message) => crate::Turn::UserMessage(message),
         IncomingTurn::Approvals(answers) => {
-            crate::Turn::ApprovalDecisions(decisions(&thread, &agent_state, answers)?)
+            let decisions = decisions(&thread, &agent_state, answers)?;
+            resumed = decisions
+                .iter()
+                .map(|d| (d.tool_call_id.clone(), d.approved))
+                .collect();
+            crate::Turn::ApprovalDecisions(decisions)
         }
     };
     let cancel = CancellationToken::new();
@@ -452,7 +461,11 @@ async fn start_run(
             ),
             _ => ApiError::internal(format!("the run cannot start: {e:#}")),
         })?;
-    Ok(StartedRun { events, cancel })
+    Ok(StartedRun {
+        events,
+        cancel,
+        resumed,
+    })
 }
 
 /// The decisions that resume `thread`: one per call it waits for, approved only when the
