@@ -45,6 +45,8 @@ pub struct AppState {
     runs: AtomicU64,
     ai_sdk_version: u8,
     token: Option<ServerToken>,
+    /// The parent of every run's token: cancelled, it ends every run in flight.
+    runs_cancel: CancellationToken,
 }
 
 impl std::fmt::Debug for AppState {
@@ -63,7 +65,16 @@ impl AppState {
             runs: AtomicU64::new(0),
             ai_sdk_version: crate::settings::OLDEST_AI_SDK,
             token: None,
+            runs_cancel: CancellationToken::new(),
         }
+    }
+
+    /// Cancels every run in flight and every run started from now on: each ends `cancelled`
+    /// on its stream and saves its thread, as when its client goes away. [`serve`] calls it at
+    /// a shutdown signal, so that the graceful shutdown, which waits for open responses, does
+    /// not wait for runs to end on their own.
+    pub fn cancel_runs(&self) {
+        self.runs_cancel.cancel();
     }
 
     /// Asks every request but `GET /healthz` for `Authorization: Bearer <token>` (401 without
@@ -138,8 +149,9 @@ pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>
     ))
 }
 
-/// Serves `router(state)` on `listener` until Ctrl-C (SIGINT) or SIGTERM; runs in flight are
-/// cancelled by their dropped streams and still save their threads.
+/// Serves `router(state)` on `listener` until Ctrl-C (SIGINT) or SIGTERM. At the signal it stops
+/// accepting, cancels the runs in flight ([`AppState::cancel_runs`]), which end their streams
+/// and save their threads, and returns once every response is done.
 ///
 /// The signal handlers are installed when this is called, not when the future is first polled:
 /// call it (inside the Tokio runtime) before telling anyone the server listens, so a signal
@@ -150,7 +162,12 @@ pub fn serve(
     max_body_bytes: usize,
 ) -> impl Future<Output = std::io::Result<()>> + Send {
     use axum::serve::ListenerExt;
-    let shutdown = shutdown_signal();
+    let signal = shutdown_signal();
+    let runs = state.clone();
+    let shutdown = async move {
+        signal.await;
+        runs.cancel_runs();
+    };
     async move {
         // Streams are many small writes: without TCP_NODELAY, Nagle's algorithm holds each
         // frame until the client acknowledges the previous one (tens of ms per event on
@@ -435,7 +452,7 @@ async fn start_run(
             crate::Turn::ApprovalDecisions(decisions)
         }
     };
-    let cancel = CancellationToken::new();
+    let cancel = state.runs_cancel.child_token();
     let request = crate::RunRequest {
         thread,
         state: agent_state,

@@ -245,3 +245,56 @@ fn the_banner_does_not_show_the_base_url_s_query() {
     assert!(!banner.contains("SECRET"), "{banner}");
     assert!(banner.contains(&format!("at {base}, ")), "{banner}");
 }
+
+/// SIGTERM ends the runs in flight rather than waiting for them: a run whose model call hangs
+/// ends `cancelled` on its stream, and the server exits gracefully. (Without the cancel, the
+/// graceful shutdown waits for the open response, here for the model call's 60 s timeout.)
+#[test]
+fn sigterm_cancels_the_runs_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, requests) = crate::fake::recording_endpoint(&[crate::fake::STALL]);
+    let (mut server, addr, _banner, _stderr) = serve(
+        dir.path(),
+        &[
+            ("COGNI_LISTEN", "127.0.0.1:0"),
+            ("COGNI_LLM_BASE_URL", &base),
+        ],
+    );
+    let client = std::thread::spawn(move || {
+        let body = r#"{"id":"chat-1","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"hi"}]}]}"#;
+        http(
+            &addr,
+            "POST",
+            "/api/v1/chat",
+            &["content-type: application/json"],
+            body,
+        )
+    });
+    // The model call is in flight once the endpoint has the request.
+    let asked = std::time::Instant::now();
+    while requests.lock().unwrap().is_empty() {
+        assert!(asked.elapsed().as_secs() < 30, "the model was never asked");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let signalled = std::time::Instant::now();
+    let exit = loop {
+        if let Some(exit) = server.try_wait().unwrap() {
+            break exit;
+        }
+        if signalled.elapsed().as_secs() >= 30 {
+            let _ = server.kill();
+            let _ = server.wait();
+            panic!("the server still waited for its run 30 s after SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(exit.success(), "{exit:?}");
+    let response = client.join().unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert!(response.contains(r#""type":"abort""#), "{response}");
+}
