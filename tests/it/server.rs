@@ -50,6 +50,24 @@ impl Server {
         }
     }
 
+    /// A server whose policy asks for approval of the two tools the tool loop fixtures call,
+    /// with those fixtures queued on its fake model; `ai_sdk_version` when given.
+    async fn approving(ai_sdk_version: Option<u8>) -> Self {
+        let server = Self::start(|s| {
+            let policy = r#"
+                allowed_tools = ["core__get_current_time", "core__workspace_read"]
+                require_approval_for_effects = ["read_only"]
+            "#;
+            s.tools.policy = Some(policy.parse().unwrap());
+            if let Some(version) = ai_sdk_version {
+                s.server.ai_sdk_version = version;
+            }
+        })
+        .await;
+        tool_loop_fixtures(&server.fake).await;
+        server
+    }
+
     async fn get_json(&self, path: &str) -> Value {
         let response = self
             .client
@@ -528,15 +546,7 @@ async fn the_server_thread_wins_over_a_replayed_client_history() {
 /// model as a denial, and the model answers.
 #[tokio::test]
 async fn agui_interrupts_for_approval_and_resumes_from_the_answers() {
-    let server = Server::start(|s| {
-        let policy = r#"
-            allowed_tools = ["core__get_current_time", "core__workspace_read"]
-            require_approval_for_effects = ["read_only"]
-        "#;
-        s.tools.policy = Some(policy.parse().unwrap());
-    })
-    .await;
-    tool_loop_fixtures(&server.fake).await;
+    let server = Server::approving(None).await;
     let paused = server
         .post(
             "/api/v1/agui",
@@ -640,15 +650,7 @@ async fn agui_interrupts_for_approval_and_resumes_from_the_answers() {
 /// with the denial.
 #[tokio::test]
 async fn agui_denial_reason_reaches_the_model() {
-    let server = Server::start(|s| {
-        let policy = r#"
-            allowed_tools = ["core__get_current_time", "core__workspace_read"]
-            require_approval_for_effects = ["read_only"]
-        "#;
-        s.tools.policy = Some(policy.parse().unwrap());
-    })
-    .await;
-    tool_loop_fixtures(&server.fake).await;
+    let server = Server::approving(None).await;
     let input = agui_input(
         "t-reason",
         "r-1",
@@ -692,15 +694,7 @@ async fn agui_denial_reason_reaches_the_model() {
 /// `TOOL_CALL_START` would give the client a second assistant message holding the same call).
 #[tokio::test]
 async fn agui_resume_answering_some_interrupts_starts_no_call_again() {
-    let server = Server::start(|s| {
-        let policy = r#"
-            allowed_tools = ["core__get_current_time", "core__workspace_read"]
-            require_approval_for_effects = ["read_only"]
-        "#;
-        s.tools.policy = Some(policy.parse().unwrap());
-    })
-    .await;
-    tool_loop_fixtures(&server.fake).await;
+    let server = Server::approving(None).await;
     let input = agui_input(
         "t-partial",
         "r-1",
@@ -762,16 +756,7 @@ fn ai_sdk_client_request(name: &str) -> Value {
 /// the real client from this test's recorded stream) resumes the thread in the same message.
 #[tokio::test]
 async fn ai_sdk_asks_ai_6_clients_for_approval_and_resumes_from_the_answers() {
-    let server = Server::start(|s| {
-        let policy = r#"
-            allowed_tools = ["core__get_current_time", "core__workspace_read"]
-            require_approval_for_effects = ["read_only"]
-        "#;
-        s.tools.policy = Some(policy.parse().unwrap());
-        s.server.ai_sdk_version = 6;
-    })
-    .await;
-    tool_loop_fixtures(&server.fake).await;
+    let server = Server::approving(Some(6)).await;
     let paused = server
         .post(
             "/api/v1/chat",
@@ -838,16 +823,7 @@ async fn ai_sdk_asks_ai_6_clients_for_approval_and_resumes_from_the_answers() {
 /// part the client holds, its input included).
 #[tokio::test]
 async fn ai_sdk_resume_leaving_a_call_out_starts_no_call_again() {
-    let server = Server::start(|s| {
-        let policy = r#"
-            allowed_tools = ["core__get_current_time", "core__workspace_read"]
-            require_approval_for_effects = ["read_only"]
-        "#;
-        s.tools.policy = Some(policy.parse().unwrap());
-        s.server.ai_sdk_version = 6;
-    })
-    .await;
-    tool_loop_fixtures(&server.fake).await;
+    let server = Server::approving(Some(6)).await;
     let paused = server
         .post(
             "/api/v1/chat",
@@ -979,15 +955,7 @@ async fn ai_sdk_history_with_calls_left_without_results_starts_a_thread() {
 /// chunk ai 5 would refuse.
 #[tokio::test]
 async fn ai_5_clients_are_the_default() {
-    let server = Server::start(|s| {
-        let policy = r#"
-            allowed_tools = ["core__get_current_time", "core__workspace_read"]
-            require_approval_for_effects = ["read_only"]
-        "#;
-        s.tools.policy = Some(policy.parse().unwrap());
-    })
-    .await;
-    tool_loop_fixtures(&server.fake).await;
+    let server = Server::approving(None).await;
     let paused = server
         .post(
             "/api/v1/chat",

@@ -377,12 +377,10 @@ async fn a_corrupt_row_is_named_without_quoting_what_it_holds() {
 /// One interrupted run that cannot be read (a start event without a tool name, an id that is
 /// not a run id) does not stop the recovery of the others: they are still named, and the bad
 /// ones are left out (and logged), as the memory store names every run it can hold.
-#[tokio::test]
-async fn one_corrupt_interrupted_run_does_not_stop_the_recovery_of_the_others() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path()).unwrap();
-    let (broken, good) = (run("a-broken"), run("b-good"));
-    for (r, at) in [(&broken, 1), (&good, 2)] {
+/// Begins `runs` on thread `t`, started in that order, each left running after a step that
+/// started call `c1`.
+async fn left_running(store: &SqliteStore, runs: &[&ai_core::RunId]) {
+    for (at, r) in (1..).zip(runs) {
         store
             .begin_run(r, Some(&thread("t")), at, None)
             .await
@@ -393,6 +391,14 @@ async fn one_corrupt_interrupted_run_does_not_stop_the_recovery_of_the_others() 
         };
         store.commit_step(r, step).await.unwrap();
     }
+}
+
+#[tokio::test]
+async fn one_corrupt_interrupted_run_does_not_stop_the_recovery_of_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let (broken, good) = (run("a-broken"), run("b-good"));
+    left_running(&store, &[&broken, &good]).await;
     let conn = rusqlite::Connection::open(store.path()).unwrap();
     conn.execute(
         "UPDATE run_events SET event_json = '{\"type\":\"tool_call_start\",\"tool_call_id\":\"c1\"}' \
@@ -574,17 +580,7 @@ async fn a_value_of_another_type_in_one_interrupted_run_does_not_stop_the_recove
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path()).unwrap();
     let (bad_event, bad_call, good) = (run("a-bad-event"), run("b-bad-call"), run("c-good"));
-    for (r, at) in [(&bad_event, 1), (&bad_call, 2), (&good, 3)] {
-        store
-            .begin_run(r, Some(&thread("t")), at, None)
-            .await
-            .unwrap();
-        let step = RunStep {
-            events: vec![start("c1")],
-            ..RunStep::default()
-        };
-        store.commit_step(r, step).await.unwrap();
-    }
+    left_running(&store, &[&bad_event, &bad_call, &good]).await;
     let conn = rusqlite::Connection::open(store.path()).unwrap();
     conn.execute(
         "UPDATE run_events SET event_json = CAST(event_json AS BLOB) WHERE run_id = 'a-bad-event'",

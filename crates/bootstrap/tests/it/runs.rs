@@ -555,6 +555,12 @@ fn a_cut_answer_is_said_cut_stored_and_replayed() {
     assert_replayed_identically(&cogni_in(dir.path(), &url, &["replay", &run_id]));
 }
 
+/// Runs `update` (one row, `?1` the run id) on the run log in `dir`'s data folder.
+fn damage(dir: &Path, update: &str, run_id: &str) {
+    let db = rusqlite::Connection::open(dir.join("data/cogni.db")).unwrap();
+    assert_eq!(db.execute(update, [run_id]).unwrap(), 1, "{update}");
+}
+
 /// A run whose stored events cannot be read does not hide the others from `cogni runs list`:
 /// every run is listed, the damaged one without an event count and named in one warning line.
 #[test]
@@ -564,15 +570,11 @@ fn runs_list_lists_every_run_when_one_run_s_events_are_damaged() {
     let damaged = record_one(dir.path(), &url);
     let chat = cogni_in(dir.path(), &url, &["chat", "--thread", "u", "--json", "Hi"]);
     assert!(chat.status.success(), "{}", text(&chat.stderr));
-    let db = rusqlite::Connection::open(dir.path().join("data/cogni.db")).unwrap();
-    let changed = db
-        .execute(
-            "UPDATE run_events SET event_json = 'not json' WHERE run_id = ?1 AND seq = 1",
-            [&damaged],
-        )
-        .unwrap();
-    assert_eq!(changed, 1);
-    drop(db);
+    damage(
+        dir.path(),
+        "UPDATE run_events SET event_json = 'not json' WHERE run_id = ?1 AND seq = 1",
+        &damaged,
+    );
 
     let list = cogni_in(dir.path(), &url, &["runs", "list", "--json"]);
     assert!(list.status.success(), "{}", text(&list.stderr));
@@ -640,15 +642,11 @@ fn runs_list_says_on_stderr_when_it_leaves_a_run_out() {
     let dir = tempfile::tempdir().unwrap();
     let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
     let damaged = record_one(dir.path(), &url);
-    let db = rusqlite::Connection::open(dir.path().join("data/cogni.db")).unwrap();
-    let changed = db
-        .execute(
-            "UPDATE runs SET started_at_ms = 'bogus' WHERE run_id = ?1",
-            [&damaged],
-        )
-        .unwrap();
-    assert_eq!(changed, 1);
-    drop(db);
+    damage(
+        dir.path(),
+        "UPDATE runs SET started_at_ms = 'bogus' WHERE run_id = ?1",
+        &damaged,
+    );
 
     let list = cogni_in(dir.path(), &url, &["runs", "list", "--json"]);
     assert!(list.status.success(), "{}", text(&list.stderr));
