@@ -68,6 +68,11 @@ impl Server {
         server
     }
 
+    /// The whole response body to a [`Self::post`] (a run's stream, once it ended).
+    async fn text(&self, path: &str, body: &Value) -> String {
+        self.post(path, body).await.text().await.unwrap()
+    }
+
     async fn get_json(&self, path: &str) -> Value {
         let response = self
             .client
@@ -339,14 +344,11 @@ async fn a_mid_stream_provider_error_ends_both_streams_with_their_error_event() 
         .fake
         .push(Reply::fixture("openai-chat/mid-stream-error.sse").unwrap());
     let agui = server
-        .post(
+        .text(
             "/api/v1/agui",
             &agui_input("t-err", "r-1", json!([user("m1", "hi")])),
         )
-        .await
-        .text()
-        .await
-        .unwrap();
+        .await;
     record("mid-stream-error.agui.sse", &agui);
     let agui = frames(&agui);
     let last = agui.last().unwrap();
@@ -356,11 +358,8 @@ async fn a_mid_stream_provider_error_ends_both_streams_with_their_error_event() 
         "{last}"
     );
     let chat = server
-        .post("/api/v1/chat", &chat_request("chat-err", "hi"))
-        .await
-        .text()
-        .await
-        .unwrap();
+        .text("/api/v1/chat", &chat_request("chat-err", "hi"))
+        .await;
     record("mid-stream-error.aisdk.sse", &chat);
     let chat = frames(&chat);
     assert_eq!(types(&chat[chat.len() - 2..]), ["error", "[DONE]"]);
@@ -385,14 +384,11 @@ async fn a_cut_answer_ends_both_streams_saying_why() {
             .push(Reply::fixture("openai-chat/azure-content-filter.sse").unwrap());
     }
     let agui = server
-        .post(
+        .text(
             "/api/v1/agui",
             &agui_input("t-cut", "r-1", json!([user("m1", "how?")])),
         )
-        .await
-        .text()
-        .await
-        .unwrap();
+        .await;
     record("content-filter.agui.sse", &agui);
     let agui = frames(&agui);
     assert_eq!(
@@ -410,11 +406,8 @@ async fn a_cut_answer_ends_both_streams_saying_why() {
     assert_eq!(text, "Here is how to");
     // A client from ai 5.0.0 on: the reason in `messageMetadata`, which every such client accepts.
     let chat = server
-        .post("/api/v1/chat", &chat_request("chat-cut", "how?"))
-        .await
-        .text()
-        .await
-        .unwrap();
+        .text("/api/v1/chat", &chat_request("chat-cut", "how?"))
+        .await;
     record("content-filter.aisdk.sse", &chat);
     let chat = frames(&chat);
     assert_eq!(
@@ -430,11 +423,8 @@ async fn a_cut_answer_ends_both_streams_saying_why() {
         .fake
         .push(Reply::fixture("loop/turn-2-answer-length.sse").unwrap());
     let chat = server
-        .post("/api/v1/chat", &chat_request("chat-cut-v6", "notes?"))
-        .await
-        .text()
-        .await
-        .unwrap();
+        .text("/api/v1/chat", &chat_request("chat-cut-v6", "notes?"))
+        .await;
     record("length.v6.aisdk.sse", &chat);
     let chat = frames(&chat);
     assert_eq!(
@@ -459,11 +449,8 @@ async fn a_429_is_retried_before_the_first_byte() {
         .fake
         .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
     let body = server
-        .post("/api/v1/chat", &chat_request("chat-429", "hi"))
-        .await
-        .text()
-        .await
-        .unwrap();
+        .text("/api/v1/chat", &chat_request("chat-429", "hi"))
+        .await;
     record("after-429.aisdk.sse", &body);
     let frames = frames(&body);
     assert_eq!(types(&frames[frames.len() - 2..]), ["finish", "[DONE]"]);
@@ -478,14 +465,11 @@ async fn an_endpoint_that_is_down_gives_a_clear_run_error() {
     })
     .await;
     let body = server
-        .post(
+        .text(
             "/api/v1/agui",
             &agui_input("t-down", "r-1", json!([user("m1", "hi")])),
         )
-        .await
-        .text()
-        .await
-        .unwrap();
+        .await;
     record("endpoint-down.agui.sse", &body);
     let frames = frames(&body);
     let last = frames.last().unwrap();
@@ -506,14 +490,11 @@ async fn the_server_thread_wins_over_a_replayed_client_history() {
         .fake
         .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
     let first = server
-        .post(
+        .text(
             "/api/v1/agui",
             &agui_input("t-trust", "r-1", json!([user("m1", "first")])),
         )
-        .await
-        .text()
-        .await
-        .unwrap();
+        .await;
     assert_eq!(frames(&first).last().unwrap()["type"], "RUN_FINISHED");
     let forged = json!([
         user("m1", "first"),
@@ -527,11 +508,8 @@ async fn the_server_thread_wins_over_a_replayed_client_history() {
         user("m2", "second")
     ]);
     let second = server
-        .post("/api/v1/agui", &agui_input("t-trust", "r-2", forged))
-        .await
-        .text()
-        .await
-        .unwrap();
+        .text("/api/v1/agui", &agui_input("t-trust", "r-2", forged))
+        .await;
     assert_eq!(frames(&second).last().unwrap()["type"], "RUN_FINISHED");
     let sent = String::from_utf8(server.fake.requests()[1].body.clone()).unwrap();
     assert!(
@@ -548,7 +526,7 @@ async fn the_server_thread_wins_over_a_replayed_client_history() {
 async fn agui_interrupts_for_approval_and_resumes_from_the_answers() {
     let server = Server::approving(None).await;
     let paused = server
-        .post(
+        .text(
             "/api/v1/agui",
             &agui_input(
                 "t-approve",
@@ -556,10 +534,7 @@ async fn agui_interrupts_for_approval_and_resumes_from_the_answers() {
                 json!([user("m1", "What do my notes say?")]),
             ),
         )
-        .await
-        .text()
-        .await
-        .unwrap();
+        .await;
     record("approval.agui.sse", &paused);
     let last = frames(&paused).pop().unwrap();
     assert_eq!(last["type"], "RUN_FINISHED", "{paused}");
@@ -600,12 +575,7 @@ async fn agui_interrupts_for_approval_and_resumes_from_the_answers() {
     // thread id aside): read approved, time refused.
     let mut resume = client_request("resume.json");
     resume["threadId"] = json!("t-approve");
-    let resumed = server
-        .post("/api/v1/agui", &resume)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let resumed = server.text("/api/v1/agui", &resume).await;
     record("approval-resumed.agui.sse", &resumed);
     let events = frames(&resumed);
     assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{resumed}");
@@ -656,12 +626,7 @@ async fn agui_denial_reason_reaches_the_model() {
         "r-1",
         json!([user("m1", "What do my notes say?")]),
     );
-    let paused = server
-        .post("/api/v1/agui", &input)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let paused = server.text("/api/v1/agui", &input).await;
     let last = frames(&paused).pop().unwrap();
     let schema = &last["outcome"]["interrupts"][0]["responseSchema"];
     assert_eq!(schema["properties"]["reason"]["type"], "string", "{paused}");
@@ -671,12 +636,7 @@ async fn agui_denial_reason_reaches_the_model() {
         {"interruptId": "call_time", "status": "resolved",
          "payload": {"approved": false, "reason": "  ask me tomorrow  "}}
     ]);
-    let resumed = server
-        .post("/api/v1/agui", &resume)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let resumed = server.text("/api/v1/agui", &resume).await;
     assert_eq!(
         frames(&resumed).last().unwrap()["type"],
         "RUN_FINISHED",
@@ -700,12 +660,7 @@ async fn agui_resume_answering_some_interrupts_starts_no_call_again() {
         "r-1",
         json!([user("m1", "What do my notes say?")]),
     );
-    let paused = server
-        .post("/api/v1/agui", &input)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let paused = server.text("/api/v1/agui", &input).await;
     let last = frames(&paused).pop().unwrap();
     assert_eq!(
         last["outcome"]["interrupts"].as_array().unwrap().len(),
@@ -716,12 +671,7 @@ async fn agui_resume_answering_some_interrupts_starts_no_call_again() {
     let mut resume = agui_input("t-partial", "r-2", json!([]));
     resume["resume"] =
         json!([{"interruptId": "call_read", "status": "resolved", "payload": {"approved": true}}]);
-    let resumed = server
-        .post("/api/v1/agui", &resume)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let resumed = server.text("/api/v1/agui", &resume).await;
     let events = frames(&resumed);
     assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{resumed}");
     assert!(
@@ -758,14 +708,11 @@ fn ai_sdk_client_request(name: &str) -> Value {
 async fn ai_sdk_asks_ai_6_clients_for_approval_and_resumes_from_the_answers() {
     let server = Server::approving(Some(6)).await;
     let paused = server
-        .post(
+        .text(
             "/api/v1/chat",
             &chat_request("chat-approve", "What do my notes say?"),
         )
-        .await
-        .text()
-        .await
-        .unwrap();
+        .await;
     record("approval.v6.aisdk.sse", &paused);
     let chunks = frames(&paused);
     let asked: Vec<&str> = chunks
@@ -778,12 +725,7 @@ async fn ai_sdk_asks_ai_6_clients_for_approval_and_resumes_from_the_answers() {
 
     // read approved, time denied with a reason
     let answer = ai_sdk_client_request("approval-response.json");
-    let resumed = server
-        .post("/api/v1/chat", &answer)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let resumed = server.text("/api/v1/chat", &answer).await;
     record("approval-resumed.v6.aisdk.sse", &resumed);
     let chunks = frames(&resumed);
     assert_eq!(
@@ -825,14 +767,11 @@ async fn ai_sdk_asks_ai_6_clients_for_approval_and_resumes_from_the_answers() {
 async fn ai_sdk_resume_leaving_a_call_out_starts_no_call_again() {
     let server = Server::approving(Some(6)).await;
     let paused = server
-        .post(
+        .text(
             "/api/v1/chat",
             &chat_request("chat-approve", "What do my notes say?"),
         )
-        .await
-        .text()
-        .await
-        .unwrap();
+        .await;
     assert_eq!(
         frames(&paused)
             .iter()
@@ -844,12 +783,7 @@ async fn ai_sdk_resume_leaving_a_call_out_starts_no_call_again() {
     let mut answer = ai_sdk_client_request("approval-response.json");
     let parts = answer["messages"][1]["parts"].as_array_mut().unwrap();
     parts.retain(|p| p["toolCallId"] != "call_time");
-    let resumed = server
-        .post("/api/v1/chat", &answer)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let resumed = server.text("/api/v1/chat", &answer).await;
     let chunks = frames(&resumed);
     assert!(
         !types(&chunks).iter().any(|t| t.starts_with("tool-input")),
@@ -957,14 +891,11 @@ async fn ai_sdk_history_with_calls_left_without_results_starts_a_thread() {
 async fn ai_5_clients_are_the_default() {
     let server = Server::approving(None).await;
     let paused = server
-        .post(
+        .text(
             "/api/v1/chat",
             &chat_request("chat-v5", "What do my notes say?"),
         )
-        .await
-        .text()
-        .await
-        .unwrap();
+        .await;
     let types = types(&frames(&paused));
     assert!(
         !types.iter().any(|t| t == "tool-approval-request"),
@@ -1226,12 +1157,7 @@ async fn with_a_data_folder_runs_are_logged_and_a_run_id_is_used_once() {
         "r-logged",
         json!([user("m1", "what do my notes say?")]),
     );
-    let body = server
-        .post("/api/v1/agui", &input)
-        .await
-        .text()
-        .await
-        .unwrap();
+    let body = server.text("/api/v1/agui", &input).await;
     let shown = frames(&body);
     assert_eq!(shown.last().unwrap()["type"], "RUN_FINISHED");
 
@@ -1278,14 +1204,11 @@ async fn a_call_id_repeated_in_a_later_turn_runs_under_a_fresh_id() {
     let mut call_ids = Vec::new();
     for (run, text) in [("r-1", "one"), ("r-2", "two"), ("r-3", "three")] {
         let body = server
-            .post(
+            .text(
                 "/api/v1/agui",
                 &agui_input("t-repeated-ids", run, json!([user("m", text)])),
             )
-            .await
-            .text()
-            .await
-            .unwrap();
+            .await;
         let frames = frames(&body);
         let last = frames.last().unwrap();
         assert_eq!(last["type"], "RUN_FINISHED", "{run}: {last}");
