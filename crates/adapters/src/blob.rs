@@ -194,25 +194,16 @@ impl FsInner {
     }
 
     /// Creates a new temporary file next to `path`, the blob `hash`'s (`create_new`: never one
-    /// that exists). A name that is taken (by a crashed process that had the same pid, as a
-    /// container's main process has at every start, by another store of this process, which
-    /// counts from 0 too, or by another process sharing the folder) is skipped for the next one.
+    /// that exists), skipping names that are taken ([`crate::temp::first_free`]).
     fn create_temp(&self, hash: &str, path: &Path) -> Result<(PathBuf, File), BlobStoreError> {
-        /// How many taken names a put skips before it gives up.
-        const ATTEMPTS: usize = 1_000;
-        let mut attempts = 0;
-        loop {
+        crate::temp::first_free(|| {
             let n = self.counter.fetch_add(1, Ordering::Relaxed);
             let tmp =
                 path.with_file_name(format!(".tmp-{}-{}-{n}", &hash[2..10], std::process::id()));
-            match OpenOptions::new().write(true).create_new(true).open(&tmp) {
-                Ok(file) => return Ok((tmp, file)),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < ATTEMPTS => {
-                    attempts += 1;
-                }
-                Err(e) => return Err(io_error("cannot create", &tmp, &e)),
-            }
-        }
+            let opened = OpenOptions::new().write(true).create_new(true).open(&tmp);
+            (tmp, opened)
+        })
+        .map_err(|(tmp, e)| io_error("cannot create", &tmp, &e))
     }
 
     /// Writes every blob of a chunk to a temporary file, fsyncs them all, then renames them in

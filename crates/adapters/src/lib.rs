@@ -37,6 +37,7 @@ mod recording;
 mod replay;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod temp;
 mod workspace;
 
 pub use blob::{FsBlobStore, InMemoryBlobStore};

@@ -385,26 +385,17 @@ fn write_atomically(
 /// How the temp files of writes in flight begin (listings leave them out).
 const TEMP_PREFIX: &str = ".cogni-write-";
 
-/// How many taken temp names a write skips before it gives up.
-const TEMP_ATTEMPTS: usize = 1_000;
-
-/// Creates a new temp file in `folder` (`create_new`: never one that exists). A name that is
-/// taken (by a crashed process that had the same pid, as a container's main process has at
-/// every start, or by another process sharing the folder) is skipped for the next one.
+/// Creates a new temp file in `folder` (`create_new`: never one that exists), skipping names
+/// that are taken ([`crate::temp::first_free`]).
 fn create_temp(folder: &Dir) -> io::Result<(PathBuf, cap_std::fs::File)> {
     let mut options = cap_std::fs::OpenOptions::new();
     options.write(true).create_new(true);
-    let mut attempts = 0;
-    loop {
+    crate::temp::first_free(|| {
         let temp = temp_name();
-        match folder.open_with(&temp, &options) {
-            Ok(file) => return Ok((temp, file)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < TEMP_ATTEMPTS => {
-                attempts += 1;
-            }
-            Err(e) => return Err(e),
-        }
-    }
+        let opened = folder.open_with(&temp, &options);
+        (temp, opened)
+    })
+    .map_err(|(_, e)| e)
 }
 
 /// A fresh name for a temp file: hidden, short (whatever the target's length) and unique within
