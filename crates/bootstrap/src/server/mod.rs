@@ -581,7 +581,18 @@ pub(crate) trait Translate: Send + 'static {
     }
 }
 
-/// The SSE response for a run: the translator's frames, event by event, until the terminal one.
+/// How long a run's stream may stay silent before it carries a comment frame.
+///
+/// Proxies and load balancers close a response that sends nothing for a while (nginx's
+/// `proxy_read_timeout` and AWS ALB's idle timeout default to 60 s), and a tool or a model may
+/// well think longer than that. Both protocols' clients ignore SSE comments.
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The comment frame a silent stream carries every [`KEEP_ALIVE`].
+const KEEP_ALIVE_FRAME: &str = ": keep-alive\n\n";
+
+/// The SSE response for a run: the translator's frames, event by event, until the terminal one,
+/// with a comment frame whenever the run has been silent for [`KEEP_ALIVE`].
 /// Dropping the body (the client went away) cancels the run.
 fn sse_response<T: Translate>(
     first: String,
@@ -611,7 +622,10 @@ fn sse_response<T: Translate>(
             return None;
         }
         loop {
-            let frames = match s.events.recv().await {
+            let Ok(event) = tokio::time::timeout(KEEP_ALIVE, s.events.recv()).await else {
+                return Some((Ok(Bytes::from_static(KEEP_ALIVE_FRAME.as_bytes())), s));
+            };
+            let frames = match event {
                 Some(event) => s.translator.frames(&event),
                 // The run ended without its Done (its task failed): close the protocol anyway.
                 None => {
@@ -672,6 +686,56 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    /// Ends at the first `Done`, framing each event as its variant's name.
+    struct Names(bool);
+
+    impl super::Translate for Names {
+        fn frames(&mut self, event: &AiEvent) -> String {
+            self.0 |= matches!(event, AiEvent::Done { .. });
+            let name = serde_json::to_value(event).unwrap()["type"].clone();
+            format!("data: {name}\n\n")
+        }
+
+        fn finished(&self) -> bool {
+            self.0
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_run_keeps_its_stream_alive_with_comments_until_it_ends() {
+        use futures_util::StreamExt;
+
+        let (sender, events) = tokio::sync::mpsc::unbounded_channel();
+        let run = super::StartedRun {
+            events,
+            cancel: ai_core::CancellationToken::new(),
+            resumed: Vec::new(),
+        };
+        let response = super::sse_response("data: \"first\"\n\n".into(), run, Names(false), &[]);
+        let mut body = response.into_body().into_data_stream();
+        // Time is paused: a stream that stays silent fails here after a minute of virtual time.
+        let mut next = async || {
+            let frame = tokio::time::timeout(std::time::Duration::from_secs(60), body.next());
+            String::from_utf8(frame.await.expect("a frame").unwrap().unwrap().to_vec())
+        };
+
+        assert_eq!(next().await.unwrap(), "data: \"first\"\n\n");
+        let silent = tokio::time::Instant::now();
+        assert_eq!(next().await.unwrap(), super::KEEP_ALIVE_FRAME);
+        assert_eq!(silent.elapsed(), super::KEEP_ALIVE);
+        assert_eq!(next().await.unwrap(), super::KEEP_ALIVE_FRAME);
+        sender
+            .send(AiEvent::Done {
+                reason: ai_core::DoneReason::Stop,
+            })
+            .unwrap();
+        assert_eq!(next().await.unwrap(), "data: \"done\"\n\n");
+        assert!(
+            body.next().await.is_none(),
+            "nothing after the terminal frame"
+        );
     }
 
     /// Settings `prepare` accepts (a model is named; it is never called).
