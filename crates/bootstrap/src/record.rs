@@ -78,8 +78,7 @@ pub fn create_stores(settings: &Settings) -> anyhow::Result<Stores> {
             log: None,
         });
     };
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("data_dir: cannot create {}", dir.display()))?;
+    // The store creates the folder, its owner's alone.
     let sqlite = Arc::new(SqliteStore::open(dir).context("data_dir")?);
     let blobs = TieredBlobStore::open(&sqlite, dir, TieredBlobStore::DEFAULT_MAX_ROW_BYTES);
     let blobs = Arc::new(blobs.context("data_dir")?);

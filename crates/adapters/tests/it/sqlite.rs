@@ -19,6 +19,26 @@ fn receipt_ref(n: u32) -> String {
     sha256_hex(format!("receipt {n}").as_bytes())
 }
 
+#[cfg(unix)]
+#[test]
+fn the_data_folders_it_creates_are_the_owners_alone_and_a_chosen_one_is_left_as_it_is() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("var").join("cogni");
+    SqliteStore::open(&data).unwrap();
+    assert_eq!(mode(&data), 0o700);
+    assert_eq!(mode(data.parent().unwrap()), 0o700);
+
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o750)).unwrap();
+    SqliteStore::open(&shared).unwrap();
+    assert_eq!(mode(&shared), 0o750);
+}
+
 #[tokio::test]
 async fn open_creates_one_wal_database_at_the_current_schema() {
     let dir = tempfile::tempdir().unwrap();
