@@ -52,5 +52,5 @@ pub use openai::{
 pub use recording::{ReceiptCollector, RecordingCompletion, RecordingConfig, ToolsEncoder};
 pub use replay::ReplayCompletion;
 #[cfg(feature = "sqlite")]
-pub use sqlite::{DB_FILE, SCHEMA_VERSION, SqliteStore};
+pub use sqlite::{DB_FILE, SCHEMA_VERSION, SqliteStore, create_private_dir};
 pub use workspace::FsWorkspace;

@@ -63,8 +63,9 @@ fn backend(what: impl std::fmt::Display, e: impl std::fmt::Display) -> RunStoreE
     RunStoreError::Backend(format!("{what}: {e}"))
 }
 
-/// Creates `dir` and its missing parents, readable and writable by the owner only on Unix.
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+/// Creates `dir` and its missing parents as its owner's alone (mode `0700` on Unix), as a data
+/// folder should be; a folder that exists keeps its permissions.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]

@@ -47,7 +47,8 @@ fn read_stored(path: &Path) -> anyhow::Result<Option<Result<Stored, serde_json::
 /// Merges one process's statistics into the data folder's file. Returns a warning to show when
 /// the file was damaged and counting started over (the damaged file is kept aside).
 pub(crate) fn record(dir: &Path, stats: &[ToolStats]) -> anyhow::Result<Option<String>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    adapters::create_private_dir(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
     let path = dir.join(FILE);
     let lock_path = dir.join(format!("{FILE}.lock"));
     // Held until the new file is in place: another process's read-merge-write waits for it.
