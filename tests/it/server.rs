@@ -371,6 +371,56 @@ async fn a_mid_stream_provider_error_ends_both_streams_with_their_error_event() 
     );
 }
 
+/// The tool loop's first turn, its connection broken in the middle of `call_read`'s arguments
+/// (after `{"path":"n`): the model call fails once both calls were announced.
+fn broken_while_a_call_streams() -> Reply {
+    let body = fixture_bytes("loop/turn-1-tool-calls.sse").unwrap();
+    let cut = body
+        .windows(5)
+        .position(|w| w == b"otes.")
+        .expect("the fixture streams `notes.txt`");
+    Reply::sse(body).drop_after(cut)
+}
+
+/// A model stream that breaks while a call's arguments stream fails the run; the calls it
+/// announced never ran, and each stream says so before its error event instead of leaving them
+/// open: the AI SDK part ends `output-error` (not `input-streaming` for good).
+#[tokio::test]
+async fn a_stream_broken_while_a_call_streams_ends_the_call_before_the_error() {
+    let server = Server::start(|_| {}).await;
+    server.fake.push(broken_while_a_call_streams());
+    let chat = server
+        .text("/api/v1/chat", &chat_request("chat-broken", "notes?"))
+        .await;
+    record("call-streaming-at-error.aisdk.sse", &chat);
+    let chat = frames(&chat);
+    assert_eq!(
+        types(&chat[chat.len() - 2..]),
+        ["error", "[DONE]"],
+        "{chat:?}"
+    );
+    let never_ran = "the run ended before this call's arguments were complete, so it never ran";
+    for id in ["call_time", "call_read"] {
+        let of_call: Vec<&Value> = chat.iter().filter(|f| f["toolCallId"] == id).collect();
+        let kinds: Vec<&str> = of_call
+            .iter()
+            .map(|f| f["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds.first(), Some(&"tool-input-start"), "{id}: {kinds:?}");
+        assert_eq!(
+            kinds[kinds.len() - 2..],
+            ["tool-input-available", "tool-output-error"],
+            "{id}: {kinds:?}"
+        );
+        assert_eq!(of_call.last().unwrap()["errorText"], never_ran, "{id}");
+    }
+    let read_input = chat
+        .iter()
+        .find(|f| f["type"] == "tool-input-available" && f["toolCallId"] == "call_read")
+        .unwrap();
+    assert_eq!(read_input["input"], json!("{\"path\":\"n"));
+}
+
 /// An answer the provider cut off reaches the client as a finished run that says why, through
 /// the real decoder: Azure's `content_filter` (a recorded stream) on both routes, and the output
 /// limit (`loop/turn-2-answer-length.sse`: the recorded answer with only its finish reason

@@ -331,6 +331,10 @@ async function validateAisdk(bytes, { continues, v5 = true } = {}) {
   if (last.type !== "finish" && last.type !== "error" && last.type !== "abort") {
     fail(`chunk[${chunks.length - 1}] (${last.type}): [cogni] stream must end with \`finish\`, \`error\` or \`abort\` before [DONE]`);
   }
+  // Nothing follows the last chunk: a call left `input-streaming` stays so in the client for good
+  // (and ai 5's convertToModelMessages refuses the message).
+  const streaming = (full.lastMessage?.parts ?? []).filter((p) => p.toolCallId && p.state === "input-streaming");
+  if (streaming.length) fail(`[cogni] call(s) ${streaming.map((p) => p.toolCallId).join(", ")} left input-streaming at the end of the stream`);
   if (continues) {
     if (full.lastMessage?.id !== continues.id) fail(`[cogni] the resumed stream left message ${continues.id} for ${full.lastMessage?.id}`);
     const open = full.lastMessage.parts.filter((p) => p.toolCallId && !["output-available", "output-error", "output-denied"].includes(p.state));

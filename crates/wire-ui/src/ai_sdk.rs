@@ -184,7 +184,9 @@ pub enum UiChunk {
         /// The fragment.
         input_text_delta: String,
     },
-    /// The input is complete and valid.
+    /// The input is complete. [`Translator`] also sends it, with the input text as the model
+    /// streamed it, for a call that never ran because that text was refused or never completed;
+    /// its `tool-output-error` follows.
     ToolInputAvailable {
         /// The call.
         tool_call_id: String,
@@ -264,10 +266,12 @@ enum CallState {
     Settled,
 }
 
-/// A tool call on the stream: its id, state and the input text streamed so far.
+/// A tool call on the stream: its id, name, state and the input text streamed so far.
 #[derive(Debug)]
 struct Call {
     id: ToolCallId,
+    /// The tool name (empty for a call an earlier run showed: it is settled already).
+    name: String,
     state: CallState,
     input_text: String,
     /// The user denied it, in the answers this run resumes from.
@@ -354,6 +358,7 @@ impl Translator {
         self.calls
             .extend(answers.into_iter().map(|(id, approved)| Call {
                 id,
+                name: String::new(),
                 state: CallState::Settled,
                 input_text: String::new(),
                 denied: !approved,
@@ -512,6 +517,7 @@ impl Translator {
         if self.state(id).is_none() {
             self.calls.push(Call {
                 id: id.clone(),
+                name: name.to_owned(),
                 state: CallState::Streaming,
                 input_text: String::new(),
                 denied: false,
@@ -565,17 +571,40 @@ impl Translator {
         }
     }
 
+    /// Ends every call whose input is still streaming: nothing more comes for it and it never
+    /// ran (the runner takes only complete calls). Without this the client would keep its part
+    /// `input-streaming` for good, a state ai 5's `convertToModelMessages` refuses. It ends as
+    /// a refused input does, `tool-input-available` with the text streamed so far, then
+    /// `tool-output-error`: the two chunks every client from ai 5.0.0 on accepts
+    /// (`tool-input-error` came later), leaving the part `output-error`.
+    fn end_unfinished_calls(&mut self, out: &mut Vec<UiChunk>) {
+        for call in &mut self.calls {
+            if call.state != CallState::Streaming {
+                continue;
+            }
+            call.state = CallState::Settled;
+            out.push(UiChunk::ToolInputAvailable {
+                tool_call_id: call.id.to_string(),
+                tool_name: call.name.clone(),
+                input: Value::String(std::mem::take(&mut call.input_text)),
+            });
+            out.push(UiChunk::ToolOutputError {
+                tool_call_id: call.id.to_string(),
+                error_text: crate::UNFINISHED_CALL.to_owned(),
+            });
+        }
+    }
+
     fn finish(&mut self, reason: DoneReason, out: &mut Vec<UiChunk>) {
         self.finished = true;
+        // Nothing more comes for an open text part or a call whose input still streams: they
+        // end here, whatever the reason, so the client keeps neither `streaming`.
+        self.close_text(out);
+        self.end_unfinished_calls(out);
         match reason {
-            // Nothing more comes for an open text part: it ends here, so the client does not
-            // keep it `streaming` (the step stays open: the client needs no `finish-step`).
-            DoneReason::Cancelled => {
-                self.close_text(out);
-                out.push(UiChunk::Abort);
-            }
+            // The step stays open: the client needs no `finish-step` after `error`/`abort`.
+            DoneReason::Cancelled => out.push(UiChunk::Abort),
             DoneReason::Error => {
-                self.close_text(out);
                 out.push(UiChunk::Error {
                     error_text: self.error.take().unwrap_or_else(|| "the run failed".into()),
                 });

@@ -17,3 +17,8 @@
 pub mod agui;
 pub mod ai_sdk;
 pub mod sse;
+
+/// What a client is told of a tool call whose arguments were still streaming when the run
+/// ended: the runner takes only complete calls, so it never ran.
+pub(crate) const UNFINISHED_CALL: &str =
+    "the run ended before this call's arguments were complete, so it never ran";

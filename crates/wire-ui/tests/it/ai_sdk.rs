@@ -19,6 +19,8 @@ fn translate(events: &[ai_core::AiEvent]) -> Vec<UiChunk> {
 fn verify(chunks: &[UiChunk]) -> Result<(), String> {
     let mut open_text: Option<&str> = None;
     let mut seen_calls: Vec<&str> = Vec::new();
+    // Calls whose input was started and is neither available nor refused yet.
+    let mut streaming: Vec<&str> = Vec::new();
     let mut in_step = false;
     for (i, chunk) in chunks.iter().enumerate() {
         let fail = |why: &str| Err(format!("chunk {i} ({chunk:?}): {why}"));
@@ -31,6 +33,11 @@ fn verify(chunks: &[UiChunk]) -> Result<(), String> {
         }
         if terminal != (i == chunks.len() - 1) {
             return fail("exactly one terminal chunk, last");
+        }
+        // Nothing comes after the terminal chunk, so a call still streaming its input would
+        // stay `input-streaming` in the client for good.
+        if terminal && !streaming.is_empty() {
+            return fail("the run ends with a call's input still streaming");
         }
         match chunk {
             UiChunk::StartStep => {
@@ -67,6 +74,13 @@ fn verify(chunks: &[UiChunk]) -> Result<(), String> {
                     return fail("tool-input-start twice");
                 }
                 seen_calls.push(tool_call_id);
+                streaming.push(tool_call_id);
+            }
+            UiChunk::ToolInputError { tool_call_id, .. }
+            | UiChunk::ToolInputAvailable { tool_call_id, .. }
+                if seen_calls.contains(&tool_call_id.as_str()) =>
+            {
+                streaming.retain(|c| *c != tool_call_id);
             }
             UiChunk::ToolInputDelta { tool_call_id, .. }
             | UiChunk::ToolInputError { tool_call_id, .. }
@@ -347,5 +361,75 @@ fn a_failed_or_cancelled_run_ends_its_open_text_first() {
             ],
             "{reason:?}"
         );
+    }
+}
+
+/// A call whose input was still streaming when the run ended, for any reason (a model failure,
+/// a cancel, a stream that broke), never ran: it ends `output-error` with the input text streamed
+/// so far, through the two chunks every client from ai 5.0.0 on knows, instead of staying
+/// `input-streaming` in the client for good.
+#[test]
+fn a_call_still_streaming_at_the_end_ends_failed() {
+    use ai_core::{AiEvent, DoneReason, ToolCallId};
+    let id = |raw: &str| ToolCallId::new(raw).unwrap();
+    for (reason, terminal) in [
+        (DoneReason::Error, "error"),
+        (DoneReason::Cancelled, "abort"),
+        (DoneReason::Stop, "finish"),
+    ] {
+        let out = translate(&[
+            AiEvent::StepStarted { step: 1 },
+            AiEvent::TextDelta {
+                delta: "Let me look.".into(),
+            },
+            AiEvent::ToolCallStreamStart {
+                tool_call_id: id("call_1"),
+                tool_name: "core__workspace_read".into(),
+            },
+            AiEvent::ToolCallArgsDelta {
+                tool_call_id: id("call_1"),
+                delta: r#"{"pa"#.into(),
+            },
+            AiEvent::ToolCallArgsDelta {
+                tool_call_id: id("call_1"),
+                delta: "th".into(),
+            },
+            AiEvent::ToolCallStreamStart {
+                tool_call_id: id("call_2"),
+                tool_name: "core__get_current_time".into(),
+            },
+            AiEvent::Done { reason },
+        ]);
+        verify(&out).unwrap_or_else(|e| panic!("{reason:?}: {e}"));
+        let json: Vec<serde_json::Value> = out
+            .iter()
+            .map(|c| serde_json::to_value(c).unwrap())
+            .collect();
+        let never_ran = "the run ended before this call's arguments were complete, so it never ran";
+        let at = json
+            .iter()
+            .position(|c| c["type"] == "text-end")
+            .unwrap_or_else(|| panic!("{reason:?}: {json:?}"));
+        assert_eq!(
+            json[at + 1..at + 7],
+            [
+                serde_json::json!({"type": "tool-input-start", "toolCallId": "call_1", "toolName": "core__workspace_read"}),
+                serde_json::json!({"type": "tool-input-delta", "toolCallId": "call_1", "inputTextDelta": "{\"pa"}),
+                serde_json::json!({"type": "tool-input-delta", "toolCallId": "call_1", "inputTextDelta": "th"}),
+                serde_json::json!({"type": "tool-input-start", "toolCallId": "call_2", "toolName": "core__get_current_time"}),
+                serde_json::json!({"type": "tool-input-available", "toolCallId": "call_1", "toolName": "core__workspace_read", "input": "{\"path"}),
+                serde_json::json!({"type": "tool-output-error", "toolCallId": "call_1", "errorText": never_ran}),
+            ],
+            "{reason:?}"
+        );
+        assert_eq!(
+            json[at + 7..at + 9],
+            [
+                serde_json::json!({"type": "tool-input-available", "toolCallId": "call_2", "toolName": "core__get_current_time", "input": ""}),
+                serde_json::json!({"type": "tool-output-error", "toolCallId": "call_2", "errorText": never_ran}),
+            ],
+            "{reason:?}"
+        );
+        assert_eq!(json.last().unwrap()["type"], terminal, "{reason:?}");
     }
 }

@@ -183,6 +183,18 @@ pub(crate) fn all() -> Vec<(&'static str, Vec<AiEvent>)> {
             ],
         ),
         (
+            // The user stopped the run while the model streamed a call's arguments: the call
+            // never ran, and nothing more comes for it.
+            "cancelled_while_a_call_streams",
+            vec![
+                step(1),
+                announce("call_1", LIST),
+                args("call_1", r#"{"pa"#),
+                announce("call_2", TIME),
+                done(DoneReason::Cancelled),
+            ],
+        ),
+        (
             "cancelled_with_a_tool_in_flight",
             vec![
                 step(1),
