@@ -421,6 +421,48 @@ async fn a_stream_broken_while_a_call_streams_ends_the_call_before_the_error() {
     assert_eq!(read_input["input"], json!("{\"path\":\"n"));
 }
 
+/// The same broken stream over AG-UI: each call it announced is ended and answered as never run
+/// before `RUN_ERROR`, so the client's history holds no call left open or unanswered.
+#[tokio::test]
+async fn agui_ends_and_answers_a_call_streaming_when_the_stream_breaks() {
+    let server = Server::start(|_| {}).await;
+    server.fake.push(broken_while_a_call_streams());
+    let agui = server
+        .text(
+            "/api/v1/agui",
+            &agui_input("t-broken", "r-1", json!([user("m1", "notes?")])),
+        )
+        .await;
+    record("call-streaming-at-error.agui.sse", &agui);
+    let agui = frames(&agui);
+    assert_eq!(agui.last().unwrap()["type"], "RUN_ERROR", "{agui:?}");
+    for id in ["call_time", "call_read"] {
+        let kinds: Vec<&str> = agui
+            .iter()
+            .filter(|f| f["toolCallId"] == id)
+            .map(|f| f["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds.first(), Some(&"TOOL_CALL_START"), "{id}: {kinds:?}");
+        assert_eq!(
+            kinds[kinds.len() - 2..],
+            ["TOOL_CALL_END", "TOOL_CALL_RESULT"],
+            "{id}: {kinds:?}"
+        );
+        let result = agui
+            .iter()
+            .find(|f| f["type"] == "TOOL_CALL_RESULT" && f["toolCallId"] == id)
+            .unwrap();
+        let content: Value = serde_json::from_str(result["content"].as_str().unwrap()).unwrap();
+        assert!(
+            content["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("never ran"),
+            "{content}"
+        );
+    }
+}
+
 /// An answer the provider cut off reaches the client as a finished run that says why, through
 /// the real decoder: Azure's `content_filter` (a recorded stream) on both routes, and the output
 /// limit (`loop/turn-2-answer-length.sse`: the recorded answer with only its finish reason

@@ -178,6 +178,10 @@ async function validateAgui(bytes) {
   if (last.type !== "RUN_FINISHED" && last.type !== "RUN_ERROR") {
     fail(`event[${parsed.length - 1}] (${last.type}): [cogni] stream ends without RUN_FINISHED or RUN_ERROR`);
   }
+  // verifyEvents lets RUN_ERROR leave tool calls open; nothing more comes for them, so the
+  // client's history would keep them unanswered.
+  const open = [...started].filter((id) => !ended.has(id));
+  if (open.length) fail(`event[${parsed.length - 1}] (${last.type}): [cogni] tool call(s) ${open.join(", ")} still open at the end of the run`);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -580,8 +580,40 @@ impl Translator {
         }
     }
 
+    /// Ends every call whose arguments are still streaming: nothing more comes for it and it
+    /// never ran (the runner takes only complete calls). `TOOL_CALL_END` closes it, as
+    /// `RUN_FINISHED` requires, and a `TOOL_CALL_RESULT` says it never ran, so the client's
+    /// history holds no call without an answer (which a next run's model would refuse) and the
+    /// client does not take it for one left for it to run (`@ag-ui/client` counts a call
+    /// without a result as pending when the run finishes).
+    fn end_unfinished_calls(&mut self, out: &mut Vec<AguiEvent>) {
+        for (id, state) in &mut self.calls {
+            if *state != CallState::Open {
+                continue;
+            }
+            *state = CallState::Ended;
+            out.push(AguiEvent::ToolCallEnd {
+                tool_call_id: id.to_string(),
+            });
+            out.push(AguiEvent::ToolCallResult {
+                message_id: format!("{}-result-{id}", self.run_id),
+                tool_call_id: id.to_string(),
+                content: serde_json::json!({"error": {"message": crate::UNFINISHED_CALL}})
+                    .to_string(),
+                role: "tool".into(),
+            });
+        }
+    }
+
     fn finish(&mut self, reason: DoneReason, out: &mut Vec<AguiEvent>) {
         self.finished = true;
+        let failed = matches!(reason, DoneReason::Cancelled | DoneReason::Error);
+        if !failed {
+            self.close_text(out);
+        }
+        // A call whose arguments still stream ends here, whatever the reason: `RUN_ERROR` may
+        // leave it open by the protocol, but the client's history would keep it unanswered.
+        self.end_unfinished_calls(out);
         let code = match reason {
             DoneReason::Cancelled => "cancelled",
             DoneReason::Error => "error",
@@ -590,15 +622,6 @@ impl Translator {
             // `result` says why (`{"reason": "length"}`, `"content_filter"`); its `outcome`
             // knows only success and interrupts, so it is left out (success) but for a pause.
             _ => {
-                self.close_text(out);
-                for (id, state) in &mut self.calls {
-                    if *state == CallState::Open {
-                        *state = CallState::Ended;
-                        out.push(AguiEvent::ToolCallEnd {
-                            tool_call_id: id.to_string(),
-                        });
-                    }
-                }
                 self.close_step(out);
                 // A run paused for approval says what it waits for; a new run whose `resume`
                 // answers every interrupt continues it.

@@ -90,6 +90,11 @@ fn verify(events: &[AguiEvent]) -> Result<(), String> {
                 }
                 open_steps.retain(|s| *s != step_name);
             }
+            // The protocol lets RUN_ERROR leave calls open, but nothing more comes for them:
+            // the client's history would keep them unanswered.
+            AguiEvent::RunError { .. } if !open_calls.is_empty() => {
+                return fail("RUN_ERROR with a tool call open");
+            }
             AguiEvent::RunFinished { .. } => {
                 if !open_text.is_empty() || !open_calls.is_empty() || !open_steps.is_empty() {
                     return fail("RUN_FINISHED with messages, calls or steps open");
@@ -192,4 +197,60 @@ fn run_agent_input_parses_and_refuses_unknown_fields() {
     }))
     .unwrap_err();
     assert!(error.to_string().contains("surprise"), "{error}");
+}
+
+/// A call whose arguments were still streaming when the run ended, for any reason, never ran:
+/// it is ended (`TOOL_CALL_END`) and answered (`TOOL_CALL_RESULT` saying so) before the terminal
+/// event, so the client's history holds no call left open or without an answer.
+#[test]
+fn a_call_still_streaming_at_the_end_is_ended_and_answered() {
+    use ai_core::{AiEvent, DoneReason, ToolCallId};
+    let id = |raw: &str| ToolCallId::new(raw).unwrap();
+    for (reason, terminal) in [
+        (DoneReason::Error, "RUN_ERROR"),
+        (DoneReason::Cancelled, "RUN_ERROR"),
+        (DoneReason::Stop, "RUN_FINISHED"),
+    ] {
+        let out = translate(&[
+            AiEvent::StepStarted { step: 1 },
+            AiEvent::ToolCallStreamStart {
+                tool_call_id: id("call_1"),
+                tool_name: "core__workspace_read".into(),
+            },
+            AiEvent::ToolCallArgsDelta {
+                tool_call_id: id("call_1"),
+                delta: r#"{"pa"#.into(),
+            },
+            AiEvent::ToolCallStreamStart {
+                tool_call_id: id("call_2"),
+                tool_name: "core__get_current_time".into(),
+            },
+            AiEvent::Done { reason },
+        ]);
+        verify(&out).unwrap_or_else(|e| panic!("{reason:?}: {e}"));
+        let json: Vec<serde_json::Value> = out
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
+        let content = serde_json::json!({"error": {"message":
+            "the run ended before this call's arguments were complete, so it never ran"}})
+        .to_string();
+        let at = json
+            .iter()
+            .position(|e| e["type"] == "TOOL_CALL_END")
+            .unwrap_or_else(|| panic!("{reason:?}: {json:?}"));
+        assert_eq!(
+            json[at..at + 4],
+            [
+                serde_json::json!({"type": "TOOL_CALL_END", "toolCallId": "call_1"}),
+                serde_json::json!({"type": "TOOL_CALL_RESULT", "messageId": "run-1-result-call_1",
+                    "toolCallId": "call_1", "content": content, "role": "tool"}),
+                serde_json::json!({"type": "TOOL_CALL_END", "toolCallId": "call_2"}),
+                serde_json::json!({"type": "TOOL_CALL_RESULT", "messageId": "run-1-result-call_2",
+                    "toolCallId": "call_2", "content": content, "role": "tool"}),
+            ],
+            "{reason:?}"
+        );
+        assert_eq!(json.last().unwrap()["type"], terminal, "{reason:?}");
+    }
 }
