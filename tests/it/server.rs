@@ -353,6 +353,8 @@ async fn a_mid_stream_provider_error_ends_both_streams_with_their_error_event() 
     let agui = frames(&agui);
     let last = agui.last().unwrap();
     assert_eq!(last["type"], "RUN_ERROR");
+    // The partial answer's message is ended first: nothing more comes for it.
+    assert_eq!(agui[agui.len() - 2]["type"], "TEXT_MESSAGE_END", "{agui:?}");
     assert!(
         last["message"].as_str().unwrap().contains("provider error"),
         "{last}"

@@ -166,7 +166,10 @@ async function validateAgui(bytes) {
   // resumes from interrupts answers calls an earlier run showed, without starting them again).
   const started = new Set();
   const ended = new Set();
+  const openText = new Set();
   parsed.forEach((ev, i) => {
+    if (ev.type === "TEXT_MESSAGE_START") openText.add(ev.messageId);
+    if (ev.type === "TEXT_MESSAGE_END") openText.delete(ev.messageId);
     if (ev.type === "RUN_STARTED" && i !== 0) fail(`event[${i}] (RUN_STARTED): [cogni] a response carries exactly one run; RUN_STARTED only as event[0]`);
     if (ev.type === "TOOL_CALL_START") started.add(ev.toolCallId);
     if (ev.type === "TOOL_CALL_END") ended.add(ev.toolCallId);
@@ -182,6 +185,7 @@ async function validateAgui(bytes) {
   // client's history would keep them unanswered.
   const open = [...started].filter((id) => !ended.has(id));
   if (open.length) fail(`event[${parsed.length - 1}] (${last.type}): [cogni] tool call(s) ${open.join(", ")} still open at the end of the run`);
+  if (openText.size) fail(`event[${parsed.length - 1}] (${last.type}): [cogni] text message(s) ${[...openText].join(", ")} still open at the end of the run`);
 }
 
 // ---------------------------------------------------------------------------------------

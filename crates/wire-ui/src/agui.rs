@@ -607,10 +607,10 @@ impl Translator {
 
     fn finish(&mut self, reason: DoneReason, out: &mut Vec<AguiEvent>) {
         self.finished = true;
-        let failed = matches!(reason, DoneReason::Cancelled | DoneReason::Error);
-        if !failed {
-            self.close_text(out);
-        }
+        // Nothing more comes for an open text message: it ends here, whatever the reason, so a
+        // client does not keep showing it as streaming after `RUN_ERROR` (the step stays open
+        // then: RUN_ERROR ends the run and all in it).
+        self.close_text(out);
         // A call whose arguments still stream ends here, whatever the reason: `RUN_ERROR` may
         // leave it open by the protocol, but the client's history would keep it unanswered.
         self.end_unfinished_calls(out);

@@ -92,8 +92,8 @@ fn verify(events: &[AguiEvent]) -> Result<(), String> {
             }
             // The protocol lets RUN_ERROR leave calls open, but nothing more comes for them:
             // the client's history would keep them unanswered.
-            AguiEvent::RunError { .. } if !open_calls.is_empty() => {
-                return fail("RUN_ERROR with a tool call open");
+            AguiEvent::RunError { .. } if !open_calls.is_empty() || !open_text.is_empty() => {
+                return fail("RUN_ERROR with a tool call or text message open");
             }
             AguiEvent::RunFinished { .. } => {
                 if !open_text.is_empty() || !open_calls.is_empty() || !open_steps.is_empty() {
@@ -252,5 +252,47 @@ fn a_call_still_streaming_at_the_end_is_ended_and_answered() {
             "{reason:?}"
         );
         assert_eq!(json.last().unwrap()["type"], terminal, "{reason:?}");
+    }
+}
+
+/// A run that fails or is cancelled while its text streams ends that message
+/// (`TEXT_MESSAGE_END`) before `RUN_ERROR`: nothing more will come for it, and a client that
+/// shows a message as streaming until its end would do so for good.
+#[test]
+fn a_failed_or_cancelled_run_ends_its_open_text_first() {
+    use ai_core::{AiEvent, DoneReason};
+    for reason in [DoneReason::Error, DoneReason::Cancelled] {
+        let out = translate(&[
+            AiEvent::StepStarted { step: 1 },
+            AiEvent::TextDelta {
+                delta: "partial".into(),
+            },
+            AiEvent::Error {
+                message: "provider error: overloaded".into(),
+            },
+            AiEvent::Done { reason },
+        ]);
+        verify(&out).unwrap_or_else(|e| panic!("{reason:?}: {e}"));
+        let types: Vec<String> = out
+            .iter()
+            .map(|e| {
+                serde_json::to_value(e).unwrap()["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "RUN_STARTED",
+                "STEP_STARTED",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_END",
+                "RUN_ERROR"
+            ],
+            "{reason:?}"
+        );
     }
 }
