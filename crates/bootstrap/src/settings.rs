@@ -168,8 +168,8 @@ impl Default for ToolsSettings {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AgentSettings {
-    /// Model calls with tool calls per run.
-    pub max_steps: u32,
+    /// Model calls with tool calls per run (at least one; 0 does not parse).
+    pub max_steps: std::num::NonZeroU32,
     /// Tool calls of one turn run at once.
     pub max_parallel_tools: usize,
     /// The system prompt of new threads.
@@ -179,7 +179,7 @@ pub struct AgentSettings {
 impl Default for AgentSettings {
     fn default() -> Self {
         Self {
-            max_steps: 10,
+            max_steps: graph::AgentConfig::default().max_steps,
             max_parallel_tools: 4,
             system_prompt: None,
         }
@@ -440,8 +440,8 @@ impl Settings {
             bail!("tools.policy and tools.policy_file: give one, not both");
         }
         self.policy()?;
-        if self.agent.max_steps == 0 || self.agent.max_parallel_tools == 0 {
-            bail!("agent.max_steps and agent.max_parallel_tools must be above 0");
+        if self.agent.max_parallel_tools == 0 {
+            bail!("agent.max_parallel_tools must be above 0");
         }
         Ok(())
     }

@@ -98,7 +98,7 @@ fn bench_loop(c: &mut Criterion) {
     let agent = Agent::new(
         Arc::new(InstantModel(AtomicUsize::new(0))),
         runner,
-        AgentConfig::default().with_max_steps(STEPS as u32),
+        AgentConfig::default().with_max_steps(std::num::NonZeroU32::new(STEPS as u32).unwrap()),
     );
     let cancel = CancellationToken::new();
     let sink = |_: AiEvent| {};

@@ -1,6 +1,7 @@
 //! The driver: carries the reducer's intents out through the ports, one run at a time.
 
 use std::collections::{HashSet, VecDeque};
+use std::num::NonZeroU32;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::task::Poll;
@@ -20,7 +21,8 @@ use crate::{AgentEvent, AgentState, Intent, reduce};
 #[non_exhaustive]
 pub struct AgentConfig {
     /// Model calls with tool calls allowed per run before it ends as `max_steps` (default 10).
-    pub max_steps: u32,
+    /// At least one: the limit is checked once a step's tools ran, so no run could keep to 0.
+    pub max_steps: NonZeroU32,
     /// Tool calls of one turn run at once (default 4).
     pub max_parallel_tools: usize,
     /// The system prompt of new threads.
@@ -33,10 +35,13 @@ pub struct AgentConfig {
     pub parallel_tool_calls: Option<bool>,
 }
 
+/// [`AgentConfig::max_steps`] unless set.
+const DEFAULT_MAX_STEPS: NonZeroU32 = NonZeroU32::new(10).unwrap();
+
 impl Default for AgentConfig {
     fn default() -> Self {
         Self {
-            max_steps: 10,
+            max_steps: DEFAULT_MAX_STEPS,
             max_parallel_tools: 4,
             system_prompt: None,
             graph: GraphRef {
@@ -49,8 +54,20 @@ impl Default for AgentConfig {
 }
 
 impl AgentConfig {
-    /// Sets `max_steps`.
-    pub fn with_max_steps(mut self, max_steps: u32) -> Self {
+    /// Sets `max_steps`: model calls with tool calls allowed per run, at least one.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// let config = graph::AgentConfig::default().with_max_steps(NonZeroU32::new(3).unwrap());
+    /// assert_eq!(config.max_steps.get(), 3);
+    /// ```
+    ///
+    /// A limit of 0 cannot be written:
+    ///
+    /// ```compile_fail,E0308
+    /// let config = graph::AgentConfig::default().with_max_steps(0);
+    /// ```
+    pub fn with_max_steps(mut self, max_steps: NonZeroU32) -> Self {
         self.max_steps = max_steps;
         self
     }

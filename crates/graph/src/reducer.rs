@@ -1,8 +1,9 @@
 //! The loop as a pure reducer: `(AgentState, AgentEvent) -> (AgentState, Vec<Intent>)`.
 
 use std::collections::HashSet;
+use std::num::NonZeroU32;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use ai_core::{
     AssistantToolCall, DoneReason, FinishReason, HistoryError, LlmCompletion, LlmToolCall, Message,
@@ -50,13 +51,22 @@ pub struct AgentState {
     phase: Phase,
     /// Model calls that asked for tools in the current run.
     steps: u32,
-    max_steps: u32,
+    #[serde(deserialize_with = "step_limit")]
+    max_steps: NonZeroU32,
+}
+
+/// Reads a saved state's step limit. A state saved before the limit was a [`NonZeroU32`] may
+/// hold 0, which let one step's tools run, as 1 did: it reads as 1, so such a thread still loads
+/// and keeps its behaviour.
+fn step_limit<'de, D: Deserializer<'de>>(deserializer: D) -> Result<NonZeroU32, D::Error> {
+    let saved = u32::deserialize(deserializer)?;
+    Ok(NonZeroU32::new(saved).unwrap_or(NonZeroU32::MIN))
 }
 
 impl AgentState {
     /// A new thread, optionally starting from a system prompt, allowing `max_steps` model calls
-    /// with tool calls per run.
-    pub fn new(system: Option<String>, max_steps: u32) -> Self {
+    /// with tool calls per run (at least one: the limit is checked once a step's tools ran).
+    pub fn new(system: Option<String>, max_steps: NonZeroU32) -> Self {
         Self {
             messages: system
                 .map(|content| vec![Message::System { content }])
@@ -68,13 +78,16 @@ impl AgentState {
     }
 
     /// Applies the agent's step limit (a saved thread carries the one it was saved under).
-    pub(crate) fn set_max_steps(&mut self, max_steps: u32) {
+    pub(crate) fn set_max_steps(&mut self, max_steps: NonZeroU32) {
         self.max_steps = max_steps;
     }
 
     /// A thread that continues an existing history (one rebuilt with
     /// [`crate::reconstruct_history`], say), refused if it breaks [`validate_history`]'s rules.
-    pub fn from_history(messages: Vec<Message>, max_steps: u32) -> Result<Self, HistoryError> {
+    pub fn from_history(
+        messages: Vec<Message>,
+        max_steps: NonZeroU32,
+    ) -> Result<Self, HistoryError> {
         validate_history(&messages)?;
         Ok(Self {
             messages,
@@ -381,7 +394,7 @@ fn settle(
         let message = answer(&call.id, &mut answered);
         state.messages.push(message);
     }
-    if state.steps >= state.max_steps {
+    if state.steps >= state.max_steps.get() {
         finish(state, DoneReason::MaxSteps, None)
     } else {
         call_model(state)
@@ -481,8 +494,10 @@ fn accepted_char(c: char) -> bool {
 /// the name the model sent for the runner, which refuses it, and for the events.
 ///
 /// ```
+/// use std::num::NonZeroU32;
 /// use graph::{AgentEvent, AgentState, Intent, reduce};
-/// let (state, intents) = reduce(AgentState::new(None, 10), AgentEvent::UserMessage { content: "hi".into() });
+/// let limit = NonZeroU32::new(10).unwrap();
+/// let (state, intents) = reduce(AgentState::new(None, limit), AgentEvent::UserMessage { content: "hi".into() });
 /// assert!(matches!(&intents[..], [Intent::CallModel { messages }] if messages.len() == 1));
 /// assert_eq!(state.messages().len(), 1);
 /// ```

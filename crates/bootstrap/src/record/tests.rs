@@ -446,7 +446,7 @@ fn recovery_keeps_the_interrupted_turn_of_a_run_that_started_from_an_approval_pa
     };
     use graph::{AgentEvent, AgentState, Phase, reduce};
     let id = |s: &str| ToolCallId::new(s).unwrap();
-    let mut state = AgentState::new(None, 10);
+    let mut state = AgentState::new(None, std::num::NonZeroU32::new(10).unwrap());
     let gated = LlmToolCall {
         id: id("gated"),
         name: "core__write".into(),
@@ -516,7 +516,7 @@ fn paused_thread() -> graph::AgentState {
             args_hash: format!("hash-{name}"),
         },
     };
-    let mut state = AgentState::new(None, 10);
+    let mut state = AgentState::new(None, std::num::NonZeroU32::new(10).unwrap());
     for event in [
         AgentEvent::UserMessage {
             content: "first".into(),
@@ -612,7 +612,7 @@ fn recovery_answers_the_paused_calls_of_a_run_that_resumed_from_approvals() {
 /// the two kinds are stored under their own keys.
 #[test]
 fn run_inputs_keep_their_stored_form() {
-    let state = graph::AgentState::new(None, 10);
+    let state = graph::AgentState::new(None, std::num::NonZeroU32::new(10).unwrap());
     let stored = serde_json::json!({"thread_state": state, "user_message": "hi"});
     let input: super::RunInput = serde_json::from_value(stored.clone()).unwrap();
     assert_eq!(input.turn, crate::Turn::UserMessage("hi".into()));

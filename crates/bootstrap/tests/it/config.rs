@@ -374,3 +374,18 @@ fn no_config_error_quotes_what_a_line_holds() {
         assert_eq!(error.lines().count(), 1, "{error}");
     }
 }
+
+#[test]
+fn a_step_limit_of_zero_does_not_parse() {
+    // The loop cannot keep to 0 steps (the limit is checked once a step's tools ran), so the
+    // setting cannot hold it: the file is refused at the key, not run as 1.
+    let refused = bootstrap::Settings::from_toml_str("[agent]\nmax_steps = 0\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("line 2 (`max_steps = …`)") && refused.contains("nonzero"),
+        "{refused}"
+    );
+    let settings = bootstrap::Settings::from_toml_str("[agent]\nmax_steps = 1\n").unwrap();
+    assert_eq!(settings.agent.max_steps.get(), 1);
+}

@@ -7,6 +7,11 @@ use serde_json::json;
 
 use super::{AgentEvent, AgentState, Intent, Phase, reduce};
 
+/// A step limit (tests name only limits above 0).
+fn steps(n: u32) -> std::num::NonZeroU32 {
+    std::num::NonZeroU32::new(n).unwrap()
+}
+
 fn call(id: &str) -> LlmToolCall {
     LlmToolCall {
         id: ToolCallId::new(id).unwrap(),
@@ -50,7 +55,7 @@ fn user() -> AgentEvent {
 
 /// Runs `events` from a fresh state and returns the last intents' kinds and the history roles.
 fn check(max_steps: u32, events: Vec<AgentEvent>, last_intent: &str, roles: &str) -> AgentState {
-    let mut state = AgentState::new(None, max_steps);
+    let mut state = AgentState::new(None, steps(max_steps));
     let mut intents = vec![];
     for event in events {
         (state, intents) = reduce(state, event);
@@ -190,7 +195,7 @@ fn state_round_trips_through_serde_between_any_two_events() {
         results(&["c1"]),
         completion("done", &[]),
     ];
-    let mut plain = AgentState::new(Some("sys".into()), 10);
+    let mut plain = AgentState::new(Some("sys".into()), steps(10));
     let mut resumed = plain.clone();
     for event in events {
         (plain, _) = reduce(plain, event.clone());
@@ -247,7 +252,7 @@ fn a_repeated_call_id_is_renamed_before_it_runs() {
             events.push(user());
         }
         events.push(completion("", now));
-        let mut state = AgentState::new(None, 10);
+        let mut state = AgentState::new(None, steps(10));
         let mut intents = vec![];
         for event in events {
             (state, intents) = reduce(state, event);
@@ -315,7 +320,7 @@ fn an_out_of_phase_event_never_leaves_open_calls_unanswered() {
     ];
     let mut broken = Vec::new();
     for (name, events) in cases {
-        let mut state = AgentState::new(None, 10);
+        let mut state = AgentState::new(None, steps(10));
         for event in std::iter::once(user()).chain(events) {
             (state, _) = reduce(state, event);
         }
@@ -351,7 +356,7 @@ fn results_for_calls_that_are_not_open_end_the_run_with_an_error() {
         ("c1", vec![ok("c1"), paused("c1")]),
     ];
     for (named, batch) in cases {
-        let mut state = AgentState::new(None, 10);
+        let mut state = AgentState::new(None, steps(10));
         for event in [user(), completion("", &["c1", "c2"])] {
             (state, _) = reduce(state, event);
         }
@@ -385,7 +390,7 @@ fn one_turn_runs_a_bounded_number_of_calls() {
     let limit = super::MAX_CALLS_PER_TURN;
     let ids: Vec<String> = (0..limit + 2).map(|i| format!("c{i}")).collect();
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-    let (state, _) = reduce(AgentState::new(None, 10), user());
+    let (state, _) = reduce(AgentState::new(None, steps(10)), user());
     let (state, intents) = reduce(state, completion("", &ids));
     let [
         Intent::ShowAnswers { answers },
@@ -498,7 +503,7 @@ fn a_last_turn_the_provider_cut_off_ends_the_run_saying_so() {
 #[test]
 fn a_cut_turn_with_calls_goes_on_and_the_last_turn_decides() {
     for finish in [FinishReason::Length, FinishReason::ContentFilter] {
-        let (state, _) = reduce(AgentState::new(None, 10), user());
+        let (state, _) = reduce(AgentState::new(None, steps(10)), user());
         let (state, intents) = reduce(state, ended("", &["c1"], finish.clone()));
         let [Intent::ShowAnswers { answers }, Intent::CallModel { .. }] = intents.as_slice() else {
             panic!("{finish}: {intents:?}")
@@ -530,7 +535,7 @@ fn a_cut_turn_with_calls_goes_on_and_the_last_turn_decides() {
             "{intents:?}"
         );
         // At the step limit the limit ends it, as for any turn with calls.
-        let (state, _) = reduce(AgentState::new(None, 1), user());
+        let (state, _) = reduce(AgentState::new(None, steps(1)), user());
         let (_, intents) = reduce(state, ended("", &["c1"], finish));
         assert!(
             matches!(
@@ -565,7 +570,7 @@ fn a_cancel_after_the_finish_changes_nothing() {
         ],
     ];
     for events in cases {
-        let mut state = AgentState::new(None, 1);
+        let mut state = AgentState::new(None, steps(1));
         for event in events.clone() {
             (state, _) = reduce(state, event);
         }
@@ -610,7 +615,7 @@ fn a_step_count_at_its_limit_does_not_overflow() {
 #[test]
 fn a_saved_thread_with_a_refused_tool_name_heals_at_its_next_model_call() {
     let (state, _) = reduce(
-        AgentState::new(None, 10),
+        AgentState::new(None, steps(10)),
         AgentEvent::UserMessage {
             content: "hi".into(),
         },
@@ -648,4 +653,29 @@ fn a_saved_thread_with_a_refused_tool_name_heals_at_its_next_model_call() {
     };
     assert_eq!(names(messages), ["multi_tool_use_parallel"]);
     assert_eq!(names(state.messages()), ["multi_tool_use_parallel"]);
+}
+
+/// A state saved when the step limit could be 0 still loads: 0 let one step's tools run, as 1
+/// does, and it reads as 1. A limit of 1 is kept as it is.
+#[test]
+fn a_saved_step_limit_of_zero_reads_as_one() {
+    let saved = json!({"messages": [], "phase": {"phase": "idle"}, "steps": 0, "max_steps": 0});
+    let state: AgentState = serde_json::from_value(saved).unwrap();
+    assert_eq!(serde_json::to_value(&state).unwrap()["max_steps"], 1);
+    let (state, _) = reduce(state, user());
+    let (state, intents) = reduce(state, completion("", &["c1"]));
+    assert!(matches!(intents.as_slice(), [Intent::RunTools { .. }]));
+    let (_, intents) = reduce(state, results(&["c1"]));
+    assert!(
+        matches!(
+            intents.as_slice(),
+            [Intent::Finish {
+                reason: DoneReason::MaxSteps,
+                ..
+            }]
+        ),
+        "{intents:?}"
+    );
+    let huge = json!({"messages": [], "phase": {"phase": "idle"}, "steps": 0, "max_steps": -1});
+    assert!(serde_json::from_value::<AgentState>(huge).is_err());
 }

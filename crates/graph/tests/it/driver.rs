@@ -1,5 +1,6 @@
 //! The driver's promises, one test each.
 
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 use std::sync::Arc;
@@ -120,7 +121,10 @@ async fn max_steps_ends_the_run() {
     let replies = (0..5)
         .map(|i| calls(vec![call(&format!("c{i}"), "core__wait", r#"{"ms":0}"#)]))
         .collect();
-    let f = Fixture::new(replies, AgentConfig::default().with_max_steps(3));
+    let f = Fixture::new(
+        replies,
+        AgentConfig::default().with_max_steps(NonZeroU32::new(3).unwrap()),
+    );
     let state = f.run(f.agent.new_state(), "loop").await;
     let events = f.events();
     check_invariants(&events, &state).unwrap();
@@ -546,7 +550,7 @@ async fn a_cancel_during_the_last_allowed_steps_tools_ends_cancelled() {
             calls(vec![call("c1", "core__wait", r#"{"ms":10000}"#)]),
             text("never"),
         ],
-        AgentConfig::default().with_max_steps(1),
+        AgentConfig::default().with_max_steps(NonZeroU32::MIN),
     );
     let stop = f.cancel.clone();
     tokio::spawn(async move {
@@ -648,9 +652,9 @@ async fn a_saved_thread_runs_under_the_configured_step_limit() {
             calls(vec![call("c2", "core__wait", r#"{"ms":1}"#)]),
             text("done"),
         ],
-        AgentConfig::default().with_max_steps(1),
+        AgentConfig::default().with_max_steps(NonZeroU32::MIN),
     );
-    let saved = graph::AgentState::new(None, 10);
+    let saved = graph::AgentState::new(None, NonZeroU32::new(10).unwrap());
     let state = f.run(saved, "go").await;
     let events = f.events();
     check_invariants(&events, &state).unwrap();

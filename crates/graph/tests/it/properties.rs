@@ -126,7 +126,7 @@ proptest! {
         } else {
             "allowed_tools = [\"core__wait\"]"
         };
-        let f = Fixture::with_policy(replies, AgentConfig::default().with_max_steps(max_steps), policy);
+        let f = Fixture::with_policy(replies, AgentConfig::default().with_max_steps(std::num::NonZeroU32::new(max_steps).unwrap()), policy);
         let mut segments = Vec::new();
         runtime.block_on(async {
             if let Some(ms) = cancel_after_ms {
