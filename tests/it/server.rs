@@ -1559,3 +1559,72 @@ async fn a_listener_that_is_not_loopback_needs_a_token_or_the_override() {
     .await;
     assert_eq!(response.status(), 200);
 }
+
+/// A user message sent instead of answering the approvals cancels the waiting calls. Over AG-UI
+/// the run ends them (their results only: the paused run showed them whole); the AI SDK stream
+/// is a new message, which cannot end a part of the last one, so it sends nothing of them.
+#[tokio::test]
+async fn a_user_message_instead_of_the_answers_ends_the_waiting_calls() {
+    let server = Server::approving(None).await;
+    let paused = server
+        .text(
+            "/api/v1/agui",
+            &agui_input(
+                "t-moved-on",
+                "r-1",
+                json!([user("m1", "What do my notes say?")]),
+            ),
+        )
+        .await;
+    assert_eq!(frames(&paused).pop().unwrap()["type"], "RUN_FINISHED");
+    let next = server
+        .text(
+            "/api/v1/agui",
+            &agui_input("t-moved-on", "r-2", json!([user("m2", "Never mind.")])),
+        )
+        .await;
+    record("approval-superseded.agui.sse", &next);
+    let events = frames(&next);
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{next}");
+    let ended: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "TOOL_CALL_RESULT")
+        .map(|e| e["toolCallId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ended, ["call_time", "call_read"], "{next}");
+    assert!(
+        events.iter().all(|e| e["type"] != "TOOL_CALL_START"),
+        "{next}"
+    );
+    assert!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "TOOL_CALL_RESULT")
+            .all(|e| e["content"].as_str().unwrap().contains("cancelled")),
+        "{next}"
+    );
+
+    let server = Server::approving(None).await;
+    let paused = server
+        .text(
+            "/api/v1/chat",
+            &chat_request("chat-moved-on", "What do my notes say?"),
+        )
+        .await;
+    assert_eq!(types(&frames(&paused)).last().unwrap(), "[DONE]");
+    let next = server
+        .text(
+            "/api/v1/chat",
+            &chat_request("chat-moved-on", "Never mind."),
+        )
+        .await;
+    record("approval-superseded.aisdk.sse", &next);
+    let chunks = frames(&next);
+    assert!(
+        chunks
+            .iter()
+            .all(|c| !c["type"].as_str().unwrap_or("").starts_with("tool-")),
+        "{next}"
+    );
+    assert_eq!(types(&chunks).last().unwrap(), "[DONE]", "{next}");
+}

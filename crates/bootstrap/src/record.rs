@@ -711,11 +711,11 @@ fn repaired_state(
     // left open (cancelled) before it; approval decisions answer the denied ones, and the
     // approved ones take their recorded results (`interrupted` for those that started and did
     // not finish, `cancelled` for the others).
+    // Either way the run first shows the paused calls it answers (a start and a result each),
+    // and those answers are in `begun` already: the events of the paused calls are not the run's.
     let (mut begun, _) = graph::reduce(input.thread_state.clone(), input.turn.event());
-    let paused: Vec<&ToolCallId> = match (&input.turn, input.thread_state.phase()) {
-        (Turn::ApprovalDecisions(_), graph::Phase::AwaitingApproval { calls, .. }) => {
-            calls.iter().map(|call| &call.id).collect()
-        }
+    let paused: Vec<&ToolCallId> = match input.thread_state.phase() {
+        graph::Phase::AwaitingApproval { calls, .. } => calls.iter().map(|call| &call.id).collect(),
         _ => Vec::new(),
     };
     // Of those, the calls the decisions left to run (the denied ones are answered already).

@@ -37,4 +37,7 @@ pub use store::InMemoryThreadStore;
 /// 2. A tool name providers refuse, in a saved thread, is healed before the next model call.
 /// 3. A run whose last model turn the provider cut off (`length`, `content_filter`) without
 ///    asking for tools ends `length` or `content_filter`, no longer `stop`.
-pub const LOOP_REVISION: u32 = 3;
+/// 4. A call that asked for approval and is cancelled instead (by the run's cancel or by the next
+///    user message) is shown ended: a `ToolCallStart` without arguments and a `cancelled`
+///    `ToolCallResult`.
+pub const LOOP_REVISION: u32 = 4;

@@ -204,9 +204,10 @@ pub enum Intent {
         approvals: Vec<PendingApproval>,
     },
     /// Show how these calls were answered without running (the model's turn was cut short or
-    /// filtered, or the decisions denied them): a `ToolCallStart` without arguments and a
-    /// `ToolCallResult` each, as for any call refused before it runs, so a client that showed the
-    /// calls sees their fate. The history holds the answers already.
+    /// filtered, the decisions denied them, or they were cancelled while they waited for
+    /// approval, by the run's cancel or by the next user message): a `ToolCallStart` without
+    /// arguments and a `ToolCallResult` each, as for any call refused before it runs, so a client
+    /// that showed the calls sees their fate. The history holds the answers already.
     ShowAnswers {
         /// Each call's tool name as the model sent it, and its answer.
         answers: Vec<(String, ToolExecResult)>,
@@ -225,18 +226,22 @@ pub enum Intent {
     },
 }
 
-/// The cancelled answer to a call that never got one.
-fn cancelled(id: &ToolCallId) -> Message {
-    let result = ToolExecResult::error(
+/// The cancelled result of a call that never got one.
+fn cancelled_result(id: &ToolCallId) -> ToolExecResult {
+    ToolExecResult::error(
         id.clone(),
         ToolFailure::new(
             ToolErrorCode::Cancelled,
             "the run was cancelled before the tool call finished",
         ),
-    );
+    )
+}
+
+/// The cancelled answer to a call that never got one.
+fn cancelled(id: &ToolCallId) -> Message {
     Message::Tool {
         tool_call_id: id.clone(),
-        content: result.model_content(),
+        content: cancelled_result(id).model_content(),
     }
 }
 
@@ -274,32 +279,52 @@ fn answer(id: &ToolCallId, answered: &mut Vec<ToolExecResult>) -> Message {
     }
 }
 
-/// Answers every call of an open turn (known results, else cancelled), so the history stays valid.
-fn close_pending(state: &mut AgentState) {
-    match std::mem::replace(&mut state.phase, Phase::Idle) {
-        Phase::AwaitingTools {
+/// Answers every call of an open turn (known results, else cancelled), so the history stays
+/// valid. Returns the intent that shows the cancelled answers of the calls that waited for
+/// approval, if any: such a call was shown only by its approval request, and nothing else will
+/// ever end it for an event consumer. (A call out with the runner is ended by the runner.)
+fn close_pending(state: &mut AgentState) -> Option<Intent> {
+    let (calls, mut answered, pending) = match std::mem::replace(&mut state.phase, Phase::Idle) {
+        Phase::AwaitingTools { calls, answered } => (calls, answered, Vec::new()),
+        Phase::AwaitingApproval {
             calls,
-            mut answered,
+            answered,
+            pending,
+        } => (calls, answered, pending),
+        other => {
+            state.phase = other;
+            return None;
         }
-        | Phase::AwaitingApproval {
-            calls,
-            mut answered,
-            ..
-        } => {
-            for call in &calls {
-                let message = answer(&call.id, &mut answered);
-                state.messages.push(message);
-            }
+    };
+    let mut shown = Vec::new();
+    for call in &calls {
+        if pending.iter().any(|p| p.tool_call_id == call.id)
+            && !answered.iter().any(|r| r.tool_call_id == call.id)
+        {
+            shown.push((call.name.clone(), cancelled_result(&call.id)));
         }
-        other => state.phase = other,
+        let message = answer(&call.id, &mut answered);
+        state.messages.push(message);
     }
+    (!shown.is_empty()).then_some(Intent::ShowAnswers { answers: shown })
+}
+
+/// Ends the run for `reason` after closing the open turn (see [`close_pending`]), showing the
+/// answers of the calls that waited for approval before the finish.
+fn close_and_finish(
+    mut state: AgentState,
+    reason: DoneReason,
+    error: Option<String>,
+) -> (AgentState, Vec<Intent>) {
+    let shown = close_pending(&mut state);
+    let (state, intents) = finish(state, reason, error);
+    (state, shown.into_iter().chain(intents).collect())
 }
 
 /// An event the phase was not waiting for ends the run with an error; the calls still open are
 /// answered first (their known results, else cancelled), so the history stays valid.
-fn out_of_phase(mut state: AgentState, what: &str) -> (AgentState, Vec<Intent>) {
-    close_pending(&mut state);
-    finish(state, DoneReason::Error, Some(what.into()))
+fn out_of_phase(state: AgentState, what: &str) -> (AgentState, Vec<Intent>) {
+    close_and_finish(state, DoneReason::Error, Some(what.into()))
 }
 
 /// A denial fed back to the model for a call that was not approved.
@@ -504,10 +529,13 @@ fn accepted_char(c: char) -> bool {
 pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Intent>) {
     match event {
         AgentEvent::UserMessage { content } => {
-            close_pending(&mut state);
+            // Calls still waiting for approval are cancelled by the new message; this run shows
+            // their answers, as the run that decides them would.
+            let shown = close_pending(&mut state);
             state.messages.push(Message::User { content });
             state.steps = 0;
-            call_model(state)
+            let (state, intents) = call_model(state);
+            (state, shown.into_iter().chain(intents).collect())
         }
         AgentEvent::ModelCompleted { completion } => {
             if state.phase != Phase::AwaitingModel {
@@ -592,16 +620,24 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
             }
             if let Some(id) = stray {
                 // The results that did answer open calls are kept; the rest are cancelled.
-                state.phase = Phase::AwaitingTools { calls, answered };
+                state.phase = Phase::AwaitingApproval {
+                    calls,
+                    answered,
+                    pending,
+                };
                 let what = format!(
                     "a tool result for call {id} arrived, but that call was not waiting for one"
                 );
                 return out_of_phase(state, &what);
             }
             if cancelled {
-                state.phase = Phase::AwaitingTools { calls, answered };
-                close_pending(&mut state);
-                return finish(state, DoneReason::Cancelled, None);
+                // The calls that asked for approval are answered cancelled, and shown so.
+                state.phase = Phase::AwaitingApproval {
+                    calls,
+                    answered,
+                    pending,
+                };
+                return close_and_finish(state, DoneReason::Cancelled, None);
             }
             if pending.is_empty() {
                 return settle(state, calls, answered);
@@ -666,17 +702,13 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
             run_or_settle(state, calls, answered, denials, to_run, approved)
         }
         AgentEvent::ModelFailed { message } => {
-            close_pending(&mut state);
-            finish(state, DoneReason::Error, Some(message))
+            close_and_finish(state, DoneReason::Error, Some(message))
         }
         // No run is in progress: a cancel this late stops nothing and must not finish twice.
         AgentEvent::Cancel if matches!(state.phase, Phase::Idle | Phase::Finished { .. }) => {
             (state, Vec::new())
         }
-        AgentEvent::Cancel => {
-            close_pending(&mut state);
-            finish(state, DoneReason::Cancelled, None)
-        }
+        AgentEvent::Cancel => close_and_finish(state, DoneReason::Cancelled, None),
     }
 }
 

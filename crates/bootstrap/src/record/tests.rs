@@ -608,6 +608,49 @@ fn recovery_answers_the_paused_calls_of_a_run_that_resumed_from_approvals() {
     );
 }
 
+/// A user message sent instead of the approvals, then a crash: its run first showed the waiting
+/// calls ended (a start without arguments and a `cancelled` result each), which the reducer
+/// already answered; the thread gets the interrupted turn with each call answered once.
+#[test]
+fn recovery_of_a_user_message_after_a_pause_answers_the_paused_calls_once() {
+    use ai_core::{ToolErrorCode, ToolFailure, ToolOutcome};
+    let id = |s: &str| ToolCallId::new(s).unwrap();
+    let input = super::RunInput {
+        thread_state: paused_thread(),
+        turn: crate::Turn::UserMessage("never mind".into()),
+        loop_revision: Some(graph::LOOP_REVISION),
+    };
+    let mut recorded = Vec::new();
+    for call in ["gated", "other"] {
+        recorded.push(AiEvent::ToolCallStart {
+            tool_call_id: id(call),
+            tool_name: "core__write".into(),
+            args: None,
+        });
+        recorded.push(AiEvent::ToolCallResult {
+            tool_call_id: id(call),
+            tool_name: "core__write".into(),
+            outcome: ToolOutcome::Error(ToolFailure::new(ToolErrorCode::Cancelled, "cancelled")),
+        });
+    }
+    recorded.push(AiEvent::StepStarted { step: 1 });
+    recorded.push(AiEvent::TextDelta {
+        delta: "Fine, I".into(),
+    });
+    let repaired = super::repaired_state(input, &recorded, &[])
+        .expect("a valid thread with the interrupted turn");
+    let state: graph::AgentState = serde_json::from_value(repaired).unwrap();
+    let messages = serde_json::to_string(state.messages()).unwrap();
+    for call in ["ran", "gated", "other"] {
+        assert_eq!(
+            messages.matches(&format!("\"{call}\"")).count(),
+            2,
+            "one call, one answer: {messages}"
+        );
+    }
+    assert!(messages.contains("Fine, I"), "{messages}");
+}
+
 /// Run inputs stored before runs could resume from approvals still read as user messages, and
 /// the two kinds are stored under their own keys.
 #[test]

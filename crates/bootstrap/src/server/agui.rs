@@ -68,9 +68,14 @@ pub(super) async fn run(
         }
     };
     let started = start_run(&state, &input.thread_id, &input.run_id, incoming).await?;
-    // The calls a resume decides (the answered ones and the unanswered, denied) were shown by
-    // the run that paused: only their results follow.
-    let shown: Vec<ToolCallId> = started.resumed.iter().map(|(id, _)| id.clone()).collect();
+    // The calls a resume decides (the answered ones and the unanswered, denied), or a new user
+    // message cancels, were shown by the run that paused: only their results follow.
+    let shown: Vec<ToolCallId> = started
+        .resumed
+        .iter()
+        .map(|(id, _)| id.clone())
+        .chain(started.superseded.iter().cloned())
+        .collect();
     let mut translator = Translator::new(input.thread_id, input.run_id).continuing(shown);
     let first = translator.start().iter().map(sse::frame).collect();
     Ok(sse_response(first, started, Stream(translator), &[]))

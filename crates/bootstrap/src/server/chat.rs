@@ -17,10 +17,19 @@ use super::{
     start_run,
 };
 
-struct Stream(Translator);
+/// The translator, and the calls of the client's last message that a new user message cancels:
+/// this stream is a new message, which cannot end a part of an earlier one, so their start and
+/// result are not sent (the part stays as the client shows it; the thread holds the answer).
+struct Stream(Translator, Vec<ToolCallId>);
 
 impl Translate for Stream {
     fn frames(&mut self, event: &AiEvent) -> String {
+        if let AiEvent::ToolCallStart { tool_call_id, .. }
+        | AiEvent::ToolCallResult { tool_call_id, .. } = event
+            && self.1.contains(tool_call_id)
+        {
+            return String::new();
+        }
         self.0.push(event).iter().map(sse::frame).collect()
     }
 
@@ -60,10 +69,11 @@ pub(super) async fn run(
         translator = translator.continuing(started.resumed.clone());
     }
     let first = translator.start().iter().map(sse::frame).collect();
+    let superseded = started.superseded.clone();
     Ok(sse_response(
         first,
         started,
-        Stream(translator),
+        Stream(translator, superseded),
         &[STREAM_HEADER],
     ))
 }

@@ -390,6 +390,10 @@ pub(crate) struct StartedRun {
     events: UnboundedReceiver<AiEvent>,
     cancel: CancellationToken,
     resumed: Vec<(ai_core::ToolCallId, bool)>,
+    /// For a user message sent while the thread waited for approvals: the calls it cancels,
+    /// which an earlier run showed and this run ends (a start without arguments and a
+    /// `cancelled` result each).
+    superseded: Vec<ai_core::ToolCallId>,
 }
 
 /// Starts a run on a thread: loads the server's state (or rebuilds the client's history when
@@ -441,8 +445,14 @@ async fn start_run(
         }
     };
     let mut resumed = Vec::new();
+    let mut superseded = Vec::new();
     let turn = match incoming.turn {
-        IncomingTurn::Message(message) => crate::Turn::UserMessage(message),
+        IncomingTurn::Message(message) => {
+            if let graph::Phase::AwaitingApproval { pending, .. } = agent_state.phase() {
+                superseded = pending.iter().map(|p| p.tool_call_id.clone()).collect();
+            }
+            crate::Turn::UserMessage(message)
+        }
         IncomingTurn::Approvals(answers) => {
             let decisions = decisions(&thread, &agent_state, answers)?;
             resumed = decisions
@@ -482,6 +492,7 @@ async fn start_run(
         events,
         cancel,
         resumed,
+        superseded,
     })
 }
 
@@ -712,6 +723,7 @@ mod tests {
             events,
             cancel: ai_core::CancellationToken::new(),
             resumed: Vec::new(),
+            superseded: Vec::new(),
         };
         let response = super::sse_response("data: \"first\"\n\n".into(), run, Names(false), &[]);
         let mut body = response.into_body().into_data_stream();

@@ -388,3 +388,68 @@ async fn stop_during_a_slow_tool_next_to_a_gated_call_ends_cancelled_not_paused(
     assert_cancelled(&events, &state);
     assert!(answers(&state)[0].contains("cancelled"));
 }
+
+/// The ids of the calls a run ended (a `ToolCallResult`) with a `cancelled` answer, in order.
+fn ended_cancelled(events: &[AiEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::ToolCallResult {
+                tool_call_id,
+                outcome: ai_core::ToolOutcome::Error(failure),
+                ..
+            } if failure.code == ai_core::ToolErrorCode::Cancelled => {
+                Some(tool_call_id.as_str().to_owned())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A user message sent instead of answering the approvals cancels the waiting calls, and its run
+/// shows them ended (a start without arguments and a `cancelled` result each) before the model
+/// is called again: no call is left asked about and never ended.
+#[tokio::test(start_paused = true)]
+async fn the_next_user_message_shows_the_waiting_calls_cancelled() {
+    let f = fixture();
+    let (state, _) = paused(&f).await;
+    let state = f.run(state, "never mind").await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "stop");
+    assert_eq!(ended_cancelled(&events), ["c1", "c2"], "{events:?}");
+    assert!(events.iter().any(|e| matches!(
+        e,
+        AiEvent::ToolCallStart { tool_call_id, args: None, .. } if tool_call_id.as_str() == "c1"
+    )));
+    let first_step = events
+        .iter()
+        .position(|e| matches!(e, AiEvent::StepStarted { .. }))
+        .unwrap();
+    let last_result = events
+        .iter()
+        .rposition(|e| matches!(e, AiEvent::ToolCallResult { .. }))
+        .unwrap();
+    assert!(last_result < first_step, "{events:?}");
+    assert!(answers(&state).iter().all(|a| a.contains("cancelled")));
+}
+
+/// A run cancelled while a call waits for approval ends that call with a `cancelled` result
+/// before its `Done`, so a consumer that showed the approval request sees the call end.
+#[tokio::test(start_paused = true)]
+async fn a_cancel_ends_the_calls_that_asked_for_approval() {
+    let model = Arc::new(ScriptedModel::new(vec![calls(vec![
+        call("slow", "core__wait", r#"{"ms":10000}"#),
+        call("gated", "core__write", r#"{"text":"x"}"#),
+    ])]));
+    let (agent, ctx, catalog) = gated_writes(model);
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stop.cancel();
+    });
+    let (events, state) = run_turn(&agent, &ctx, &catalog, &cancel).await;
+    assert_cancelled(&events, &state);
+    assert_eq!(ended_cancelled(&events), ["slow", "gated"], "{events:?}");
+}

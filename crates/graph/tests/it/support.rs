@@ -274,6 +274,23 @@ pub(crate) fn check_invariants(events: &[AiEvent], state: &AgentState) -> Result
     if results != starts.len() {
         return Err("a result without a start".into());
     }
+    // A call that asked for approval is ended in this run unless the run paused for it.
+    let paused = matches!(
+        events.last(),
+        Some(AiEvent::Done {
+            reason: ai_core::DoneReason::AwaitingApproval
+        })
+    );
+    for event in events {
+        if let AiEvent::ApprovalRequired { tool_call_id, .. } = event
+            && !paused
+            && !starts.contains(&tool_call_id)
+        {
+            return Err(format!(
+                "{tool_call_id} asked for approval and was never ended"
+            ));
+        }
+    }
     validate_history(state.messages()).map_err(|e| e.to_string())?;
     // What a provider refuses to read back: an assistant message without content, a tool name
     // outside `^[a-zA-Z0-9_-]{1,64}$`.
