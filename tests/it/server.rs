@@ -1628,3 +1628,64 @@ async fn a_user_message_instead_of_the_answers_ends_the_waiting_calls() {
     );
     assert_eq!(types(&chunks).last().unwrap(), "[DONE]", "{next}");
 }
+
+/// Without a token, a loopback server answers only requests addressed to a loopback host
+/// (`localhost` or a loopback IP, with any port): a web page whose own name an attacker's DNS
+/// re-points at 127.0.0.1 (DNS rebinding) reaches the server as same-origin, and its requests
+/// name the attacker's host. Refused with a JSON 403 before any route, so no run starts; with
+/// a token the token guards the server, and the host is not checked.
+#[tokio::test]
+async fn without_a_token_a_loopback_server_refuses_requests_for_other_hosts() {
+    let server = Server::start(|_| {}).await;
+    let port = server.base.rsplit(':').next().unwrap().to_owned();
+    let send = async |host: &str, path: &str| {
+        let request = if path == "/api/v1/chat" {
+            server
+                .client
+                .post(format!("{}{path}", server.base))
+                .header("content-type", "application/json")
+                .body(chat_request("chat-rebound", "hi").to_string())
+        } else {
+            server.client.get(format!("{}{path}", server.base))
+        };
+        request.header("host", host).send().await.unwrap()
+    };
+    for host in [
+        format!("attacker.example:{port}"),
+        "attacker.example".to_owned(),
+        format!("localhost.attacker.example:{port}"),
+        format!("0.0.0.0:{port}"),
+        format!("192.168.1.10:{port}"),
+    ] {
+        for path in ["/api/v1/tools", "/api/v1/chat", "/healthz"] {
+            let response = send(&host, path).await;
+            assert_eq!(response.status(), 403, "{host} {path}");
+            let body = response.text().await.unwrap();
+            let error: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(error["error"]["code"], "host_not_allowed", "{body}");
+            assert!(!body.contains("attacker"), "the host is not quoted: {body}");
+        }
+    }
+    assert!(server.fake.requests().is_empty(), "a refused run ran");
+    for host in [
+        format!("localhost:{port}"),
+        "LocalHost".to_owned(),
+        format!("127.0.0.1:{port}"),
+        format!("127.1.2.3:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        assert_eq!(send(&host, "/api/v1/tools").await.status(), 200, "{host}");
+    }
+
+    let guarded =
+        Server::start(|s| s.server.token = Some(bootstrap::ServerToken::new(TOKEN))).await;
+    let response = guarded
+        .client
+        .get(format!("{}/api/v1/tools", guarded.base))
+        .header("host", "cogni.example.com")
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "with a token, any host");
+}

@@ -12,11 +12,13 @@
 //! With a [`ServerToken`] (`COGNI_SERVER_TOKEN`), every path but `/healthz` asks for
 //! `Authorization: Bearer <token>` (the `auth` middleware, which runs before any route); without
 //! one, `cogni serve` listens only on a loopback address unless `server.allow_unauthenticated`
-//! says otherwise ([`crate::Settings::require_server_auth`]).
+//! says otherwise ([`crate::Settings::require_server_auth`]), and there it answers only requests
+//! addressed to a loopback host (the `host` guard: a web page cannot reach it by DNS rebinding).
 
 mod agui;
 mod auth;
 mod chat;
+mod host;
 
 pub use auth::ServerToken;
 
@@ -153,6 +155,11 @@ pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>
 /// accepting, cancels the runs in flight ([`AppState::cancel_runs`]), which end their streams
 /// and save their threads, and returns once every response is done.
 ///
+/// Without a token, on a loopback listener, every request (`/healthz` too) must be addressed to
+/// a loopback host (`Host: localhost:…`, `127.0.0.1:…`, `[::1]:…`); any other gets a JSON 403
+/// (`host_not_allowed`) before the router sees it, so a web page that re-points its own name at
+/// 127.0.0.1 (DNS rebinding) cannot use the server from the user's browser.
+///
 /// The signal handlers are installed when this is called, not when the future is first polled:
 /// call it (inside the Tokio runtime) before telling anyone the server listens, so a signal
 /// sent as soon as they know is a graceful shutdown, never the default disposition's kill.
@@ -164,6 +171,10 @@ pub fn serve(
     use axum::serve::ListenerExt;
     let signal = shutdown_signal();
     let runs = state.clone();
+    let loopback_only = state.token.is_none()
+        && listener
+            .local_addr()
+            .is_ok_and(|addr| addr.ip().to_canonical().is_loopback());
     let shutdown = async move {
         signal.await;
         runs.cancel_runs();
@@ -177,7 +188,12 @@ pub fn serve(
                 tracing::debug!(%error, "TCP_NODELAY not set");
             }
         });
-        axum::serve(listener, router(state, max_body_bytes))
+        let mut app = router(state, max_body_bytes);
+        if loopback_only {
+            // Outermost: no route, fallback or body read before the host is checked.
+            app = app.layer(axum::middleware::from_fn(host::require_loopback_host));
+        }
+        axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
             .await
     }
@@ -220,7 +236,8 @@ fn shutdown_signal() -> impl Future<Output = ()> + Send {
 /// The routes, with the body limit applied to every request. An unknown path gets a JSON 404, a
 /// known one with the wrong method a JSON 405 (with axum's `Allow` header). With the state's
 /// token, a request to any path but `/healthz` without it gets a JSON 401 first (unknown paths
-/// and wrong methods too, so no one learns the routes without the token).
+/// and wrong methods too, so no one learns the routes without the token). [`serve`] adds the
+/// loopback host check of a server without a token.
 pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
     let router = Router::new()
         .route(

@@ -1,0 +1,112 @@
+//! The guard of a server without a token on a loopback address: it answers only requests
+//! addressed to a loopback host (`localhost`, or a loopback IP), with any port.
+//!
+//! Listening on loopback keeps other machines out, but not web pages open in the user's
+//! browser: a page on a name whose DNS its owner re-points at 127.0.0.1 (DNS rebinding) is
+//! same-origin with the server, so the browser sends it `application/json` requests without a
+//! CORS preflight and lets it read the answers: it could run the model and the tools and read
+//! what they return. Such a request still names the page's host in `Host`, which this guard
+//! refuses. With a token the token guards the server (a page cannot learn it), and a server on
+//! another address is reached under whatever name its proxy gives, so neither is checked.
+
+use std::net::IpAddr;
+
+use axum::extract::Request;
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::ApiError;
+
+/// The middleware: a request whose `Host` (or absolute request target) names anything but a
+/// loopback host is answered 403 with the server's JSON error `host_not_allowed`, which does not
+/// quote the host. A request naming no host at all (which no browser sends) goes on.
+pub(crate) async fn require_loopback_host(request: Request, next: Next) -> Response {
+    if addressed_to_loopback(&request) {
+        return next.run(request).await;
+    }
+    tracing::debug!("request for a host that is not loopback refused");
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "host_not_allowed",
+        "this server answers only requests for localhost or a loopback address; to serve it \
+         under another name, set COGNI_SERVER_TOKEN",
+    )
+    .into_response()
+}
+
+/// Whether every host the request names is a loopback one: the one `Host` header and the
+/// request target's authority, when it has one.
+fn addressed_to_loopback(request: &Request) -> bool {
+    let mut hosts = request.headers().get_all(header::HOST).iter();
+    let header = match (hosts.next(), hosts.next()) {
+        (None, _) => None,
+        (Some(value), None) => match value.to_str() {
+            Ok(value) => Some(value),
+            Err(_) => return false,
+        },
+        (Some(_), Some(_)) => return false,
+    };
+    let authority = request.uri().authority().map(|a| a.as_str());
+    header
+        .into_iter()
+        .chain(authority)
+        .all(is_loopback_authority)
+}
+
+/// Whether `authority` (`host` or `host:port`, an IPv6 host in brackets) names a loopback host:
+/// `localhost` in any case, or an IP address that is loopback (`127.0.0.0/8`, `::1`, and
+/// `::ffff:127.0.0.1`). `0.0.0.0`, which some browsers send to the local machine, is not one.
+fn is_loopback_authority(authority: &str) -> bool {
+    let Ok(authority) = authority.parse::<axum::http::uri::Authority>() else {
+        return false;
+    };
+    if authority.as_str().contains('@') {
+        return false;
+    }
+    let host = authority.host();
+    let ip = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    match ip.parse::<IpAddr>() {
+        Ok(ip) => ip.to_canonical().is_loopback(),
+        Err(_) => host.eq_ignore_ascii_case("localhost"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_loopback_authority;
+
+    #[test]
+    fn only_loopback_hosts_pass() {
+        for host in [
+            "localhost",
+            "LOCALHOST:8787",
+            "127.0.0.1",
+            "127.0.0.1:8787",
+            "127.9.8.7:1",
+            "[::1]:8787",
+            "[::1]",
+            "[::ffff:127.0.0.1]:8787",
+        ] {
+            assert!(is_loopback_authority(host), "{host}");
+        }
+        for host in [
+            "",
+            "attacker.example",
+            "attacker.example:8787",
+            "localhost.attacker.example",
+            "attacker.localhost.example:8787",
+            "0.0.0.0:8787",
+            "[::]:8787",
+            "192.168.1.10:8787",
+            "user@localhost:8787",
+            "localhost:8787/path",
+            "local host",
+        ] {
+            assert!(!is_loopback_authority(host), "{host}");
+        }
+    }
+}
