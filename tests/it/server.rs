@@ -533,6 +533,66 @@ async fn a_cut_answer_ends_both_streams_saying_why() {
     );
 }
 
+/// An answer the provider ended for a reason the loop does not know (vLLM's `abort`, a recorded
+/// stream, through the real decoder) is no complete answer: both routes end it as a finished run
+/// whose reason is `other`, the AI SDK's own name for it (in `messageMetadata` for every client,
+/// and in `finishReason` for ai 6 clients).
+#[tokio::test]
+async fn an_answer_ended_for_another_reason_says_so_on_both_streams() {
+    let server = Server::start(|_| {}).await;
+    for _ in 0..2 {
+        server
+            .fake
+            .push(Reply::fixture("openai-chat/vllm-abort.sse").unwrap());
+    }
+    let agui = server
+        .text(
+            "/api/v1/agui",
+            &agui_input("t-other", "r-1", json!([user("m1", "how?")])),
+        )
+        .await;
+    record("other.agui.sse", &agui);
+    assert_eq!(
+        frames(&agui).last().unwrap(),
+        &json!({
+            "type": "RUN_FINISHED", "threadId": "t-other", "runId": "r-1",
+            "result": {"reason": "other"}
+        })
+    );
+    let chat = server
+        .text("/api/v1/chat", &chat_request("chat-other", "how?"))
+        .await;
+    record("other.aisdk.sse", &chat);
+    let chat = frames(&chat);
+    assert_eq!(
+        chat[chat.len() - 2..],
+        [
+            json!({"type": "finish", "messageMetadata": {"finishReason": "other"}}),
+            json!("[DONE]")
+        ]
+    );
+
+    let server = Server::start(|s| s.server.ai_sdk_version = 6).await;
+    server
+        .fake
+        .push(Reply::fixture("openai-chat/vllm-abort.sse").unwrap());
+    let chat = server
+        .text("/api/v1/chat", &chat_request("chat-other-v6", "how?"))
+        .await;
+    record("other.v6.aisdk.sse", &chat);
+    let chat = frames(&chat);
+    assert_eq!(
+        chat[chat.len() - 2..],
+        [
+            json!({
+                "type": "finish", "finishReason": "other",
+                "messageMetadata": {"finishReason": "other"}
+            }),
+            json!("[DONE]")
+        ]
+    );
+}
+
 #[tokio::test]
 async fn a_429_is_retried_before_the_first_byte() {
     let server = Server::start(|_| {}).await;

@@ -23,6 +23,12 @@ pub enum DoneReason {
     /// its answer, if any, is incomplete. (A filtered turn that asked for tools does not end the
     /// run: its calls are answered as not run and the model is asked again.)
     ContentFilter,
+    /// The provider ended the model's last turn, before it asked for tools, for a reason that is
+    /// neither a natural end nor one of the cuts above (vLLM's `abort`, or any reason it names
+    /// that this crate does not know: [`crate::FinishReason::Other`]): its answer, if any, may
+    /// be incomplete. (Such a turn that asked for tools does not end the run: its calls run as
+    /// any others.)
+    Other,
     /// The loop reached its step limit.
     MaxSteps,
     /// A tool call waits for a human decision.
@@ -151,6 +157,7 @@ mod tests {
             ("error", DoneReason::Error),
             ("length", DoneReason::Length),
             ("content_filter", DoneReason::ContentFilter),
+            ("other", DoneReason::Other),
         ] {
             let stored = format!(r#"{{"type":"done","reason":"{json}"}}"#);
             let event: AiEvent = serde_json::from_str(&stored).unwrap();

@@ -40,4 +40,6 @@ pub use store::InMemoryThreadStore;
 /// 4. A call that asked for approval and is cancelled instead (by the run's cancel or by the next
 ///    user message) is shown ended: a `ToolCallStart` without arguments and a `cancelled`
 ///    `ToolCallResult`.
-pub const LOOP_REVISION: u32 = 4;
+/// 5. A run whose last model turn ended for a reason the loop does not know (vLLM's `abort`, any
+///    `FinishReason::Other`) without asking for tools ends `other`, no longer `stop`.
+pub const LOOP_REVISION: u32 = 5;

@@ -375,13 +375,16 @@ fn never_runs(at: usize, call: &LlmToolCall, finish: &FinishReason) -> Option<&'
 }
 
 /// Why a run ends whose last model turn, ending for `finish`, asked for no tools: the provider
-/// cut it off (its output limit, or its content filter), so the answer is incomplete, or it ended
-/// on its own (`stop`, and any other reason a provider names, which says nothing of a cut).
+/// cut it off (its output limit, or its content filter), so the answer is incomplete; it ended on
+/// its own (`stop`, or `tool_calls` with no call left); or it ended for a reason the provider
+/// named but this crate does not know (vLLM's `abort`, say), which may have cut the answer too,
+/// so it is never reported as a complete one.
 fn answered(finish: &FinishReason) -> DoneReason {
     match finish {
+        FinishReason::Stop | FinishReason::ToolCalls => DoneReason::Stop,
         FinishReason::Length => DoneReason::Length,
         FinishReason::ContentFilter => DoneReason::ContentFilter,
-        _ => DoneReason::Stop,
+        FinishReason::Other(_) => DoneReason::Other,
     }
 }
 

@@ -248,8 +248,9 @@ pub enum AguiEvent {
         /// The run.
         run_id: String,
         /// Why it ended: `{"reason": …}` with the run's `DoneReason` (`stop`, `max_steps`,
-        /// `awaiting_approval`, and `length` or `content_filter` for an answer the provider cut
-        /// off).
+        /// `awaiting_approval`, `length` or `content_filter` for an answer the provider cut
+        /// off, and `other` for one it ended for a reason the loop does not know, which may be
+        /// incomplete).
         #[serde(skip_serializing_if = "Option::is_none")]
         result: Option<Value>,
         /// What the run waits for, when it is paused.
@@ -619,7 +620,7 @@ impl Translator {
             DoneReason::Error => "error",
             // Every other end is a finished run, an answer the provider cut off too (its text is
             // what the model wrote; it is no failure): AG-UI has no finish reason of its own, so
-            // `result` says why (`{"reason": "length"}`, `"content_filter"`); its `outcome`
+            // `result` says why (`{"reason": "length"}`, `"content_filter"`, `"other"`); its `outcome`
             // knows only success and interrupts, so it is left out (success) but for a pause.
             _ => {
                 self.close_step(out);

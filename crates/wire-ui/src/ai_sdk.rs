@@ -240,11 +240,13 @@ pub enum UiChunk {
         /// Why the model stopped (`stop`, `length`, `content-filter`, `tool-calls`, `error`,
         /// `other`). Added after ai 5.0.0, whose strict chunk schema refuses it, so
         /// [`Translator`] sends it only for clients from ai 6 on
-        /// ([`Translator::with_finish_reason`]), and only for a cut answer.
+        /// ([`Translator::with_finish_reason`]), and only for an answer that was, or may have
+        /// been, cut (`length`, `content-filter`, `other`).
         #[serde(skip_serializing_if = "Option::is_none")]
         finish_reason: Option<String>,
         /// Metadata merged into the assistant message's `metadata` (every client from ai 5.0.0
-        /// on accepts it). [`Translator`] sends `{"finishReason": …}` here for a cut answer.
+        /// on accepts it). [`Translator`] sends `{"finishReason": …}` here for an answer that was,
+        /// or may have been, cut.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message_metadata: Option<Value>,
     },
@@ -296,8 +298,9 @@ struct Call {
 /// user's answers continues the same assistant message ([`Translator::continuing`]).
 ///
 /// A run whose last answer the provider cut off (`DoneReason::Length`,
-/// `DoneReason::ContentFilter`) ends with `finish` carrying
-/// `messageMetadata: {"finishReason": "length" | "content-filter"}` (the protocol's
+/// `DoneReason::ContentFilter`) or ended for a reason the loop does not know (`DoneReason::Other`,
+/// an answer that may be incomplete) ends with `finish` carrying
+/// `messageMetadata: {"finishReason": "length" | "content-filter" | "other"}` (the protocol's
 /// `finishReason` values), and for clients from ai 6 on ([`Translator::with_finish_reason`])
 /// `finishReason` too; every other `finish` is bare, as ai 5.0.0 needs. An app whose `useChat`
 /// checks metadata with a `messageMetadataSchema` must let it hold `finishReason`.
@@ -340,8 +343,8 @@ impl Translator {
         self
     }
 
-    /// Also says why a cut answer stopped in the `finish` chunk's own `finishReason` (`length`
-    /// or `content-filter`), which ai 6's `useChat` hands to its `onFinish`. Only for clients
+    /// Also says why a cut answer stopped in the `finish` chunk's own `finishReason` (`length`,
+    /// `content-filter`, or `other` for a reason the loop does not know), which ai 6's `useChat` hands to its `onFinish`. Only for clients
     /// from ai 6 on: ai 5.0.0's strict schema refuses the field. Without it, as with it, the
     /// reason is in the chunk's `messageMetadata` (see [`Translator`]).
     pub fn with_finish_reason(mut self) -> Self {
@@ -614,10 +617,13 @@ impl Translator {
             // every client from ai 5.0.0 on accepts, `messageMetadata` (the client merges it into
             // the message's `metadata`, where a UI finds it again after a reload); for ai 6
             // clients also in `finishReason`, the protocol's own field, which ai 5.0.0 refuses.
-            DoneReason::Length | DoneReason::ContentFilter => {
+            // A reason the loop does not know (`other`) may have cut the answer too: the protocol
+            // names it so, and a UI can say the answer may be incomplete.
+            DoneReason::Length | DoneReason::ContentFilter | DoneReason::Other => {
                 let why = match reason {
                     DoneReason::Length => "length",
-                    _ => "content-filter",
+                    DoneReason::ContentFilter => "content-filter",
+                    _ => "other",
                 };
                 self.close_step(out);
                 out.push(UiChunk::Finish {

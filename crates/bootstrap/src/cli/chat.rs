@@ -71,8 +71,9 @@ pub(crate) async fn run(
 }
 
 /// Success when the run ended on its own (`stop`, or at its step limit); failure otherwise: an
-/// error, a cancel, calls waiting for approval, or an answer the provider cut off (a script must
-/// not take an incomplete answer for the whole one).
+/// error, a cancel, calls waiting for approval, or an answer the provider cut off or ended for a
+/// reason the loop does not know (a script must not take a maybe incomplete answer for the whole
+/// one).
 fn exit_code(done: Option<DoneReason>) -> ExitCode {
     match done {
         Some(DoneReason::Stop | DoneReason::MaxSteps) => ExitCode::SUCCESS,
@@ -184,6 +185,11 @@ impl Printer {
                         out,
                         "[answer cut: the provider's content filter stopped the model]"
                     ),
+                    DoneReason::Other => writeln!(
+                        out,
+                        "[answer may be incomplete: the provider ended it for a reason other than \
+                         a natural end]"
+                    ),
                     other => writeln!(
                         out,
                         "[run ended: {}]",
@@ -213,7 +219,8 @@ mod tests {
     }
 
     /// A cut answer is printed as the model wrote it, then said to be cut, and the command
-    /// fails; a complete one is printed alone and succeeds.
+    /// fails, as does one the provider ended for a reason the loop does not know (vLLM's
+    /// `abort`); a complete one is printed alone and succeeds.
     #[test]
     fn a_cut_answer_is_said_to_be_cut() {
         let text = AiEvent::TextDelta {
@@ -230,6 +237,17 @@ mod tests {
             );
             assert_eq!(exit_code(Some(reason)), ExitCode::FAILURE);
         }
+        let out = shown(&[
+            text.clone(),
+            AiEvent::Done {
+                reason: DoneReason::Other,
+            },
+        ]);
+        assert!(
+            out.starts_with("Here is how\n[answer may be incomplete: ") && out.ends_with("]\n"),
+            "{out}"
+        );
+        assert_eq!(exit_code(Some(DoneReason::Other)), ExitCode::FAILURE);
         let out = shown(&[
             text,
             AiEvent::Done {

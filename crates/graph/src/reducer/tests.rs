@@ -469,14 +469,17 @@ fn ended(text: &str, calls: &[&str], finish: FinishReason) -> AgentEvent {
 
 /// A last turn the provider cut off (its output limit, or its content filter) ends the run with
 /// that reason, not `stop`, whether it held text (kept in the history, as the model wrote it) or
-/// nothing; the finished phase says so too. Any other reason a provider names is a `stop`.
+/// nothing; the finished phase says so too. A reason the loop does not know (vLLM's `abort`, or
+/// any other name) may have cut the answer as well: it ends `other`, never `stop`.
 #[test]
 fn a_last_turn_the_provider_cut_off_ends_the_run_saying_so() {
     for (finish, reason) in [
         (FinishReason::Length, DoneReason::Length),
         (FinishReason::ContentFilter, DoneReason::ContentFilter),
         (FinishReason::Stop, DoneReason::Stop),
-        (FinishReason::Other("eos".into()), DoneReason::Stop),
+        (FinishReason::ToolCalls, DoneReason::Stop),
+        (FinishReason::Other("abort".into()), DoneReason::Other),
+        (FinishReason::Other("eos".into()), DoneReason::Other),
     ] {
         let named = serde_json::to_value(reason).unwrap();
         let named = format!("finish:{}", named.as_str().unwrap());

@@ -124,6 +124,7 @@ fn a_cut_answer_finishes_the_run_and_its_result_says_why() {
     for (name, why) in [
         ("cut_by_length", "length"),
         ("cut_by_content_filter", "content_filter"),
+        ("ended_for_another_reason", "other"),
     ] {
         let (_, events) = crate::scenarios::all()
             .into_iter()

@@ -217,6 +217,7 @@ fn a_cut_answer_says_why_in_finish() {
     for (name, why) in [
         ("cut_by_length", "length"),
         ("cut_by_content_filter", "content-filter"),
+        ("ended_for_another_reason", "other"),
     ] {
         assert_eq!(
             run(name, false),

@@ -225,6 +225,12 @@ pub(crate) fn all() -> Vec<(&'static str, Vec<AiEvent>)> {
             ],
         ),
         (
+            // The provider ended the answer for a reason the loop does not know (vLLM's
+            // `abort`): a finished run that says the answer may be incomplete.
+            "ended_for_another_reason",
+            vec![step(1), text("Here is how"), done(DoneReason::Other)],
+        ),
+        (
             "trailing_events_after_done_are_dropped",
             vec![step(1), text("x"), done(DoneReason::Stop), text("late")],
         ),
