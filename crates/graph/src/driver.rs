@@ -314,7 +314,9 @@ impl Agent {
                 match intent {
                     Intent::CallModel { messages } => {
                         let event = if cancel.is_cancelled() {
-                            AgentEvent::Cancel
+                            AgentEvent::Cancel {
+                                partial_text: String::new(),
+                            }
                         } else {
                             step += 1;
                             self.call_model(step, messages, ctx, catalog, events, cancel)
@@ -367,7 +369,9 @@ impl Agent {
                     Intent::AwaitApproval { .. } if cancel.is_cancelled() => {
                         // Cancelled while its tools ran: the run does not pause, the cancel
                         // answers the waiting calls.
-                        queue.push_back(AgentEvent::Cancel);
+                        queue.push_back(AgentEvent::Cancel {
+                            partial_text: String::new(),
+                        });
                     }
                     Intent::AwaitApproval { .. } => {
                         // The runner already emitted one `ApprovalRequired` per waiting call.
@@ -420,10 +424,11 @@ impl Agent {
         // Deltas are for display only; tool calls are taken from the completion.
         events.emit(AiEvent::StepStarted { step });
         let mut streamed: Vec<StreamedCall> = Vec::new();
-        let mut text_streamed = false;
+        // The text shown so far: a call that fails or is cancelled keeps it in the history.
+        let mut partial_text = String::new();
         let mut deltas = |delta: CompletionDelta| match delta {
             CompletionDelta::Text { delta } if !delta.is_empty() => {
-                text_streamed = true;
+                partial_text.push_str(&delta);
                 events.emit(AiEvent::TextDelta { delta });
             }
             // Display only: a fragment past the calls a turn may run (a port's bug) is not shown,
@@ -451,12 +456,13 @@ impl Agent {
         let Some(result) = result else {
             return AgentEvent::ModelFailed {
                 message: "the model call failed unexpectedly (its port panicked)".into(),
+                partial_text,
             };
         };
         match result {
             Ok(completion) => {
                 // A port that does not stream (a non-streaming API, a cache) still shows its text.
-                if !text_streamed && !completion.text.is_empty() {
+                if partial_text.is_empty() && !completion.text.is_empty() {
                     events.emit(AiEvent::TextDelta {
                         delta: completion.text.clone(),
                     });
@@ -466,9 +472,10 @@ impl Agent {
                 }
                 AgentEvent::ModelCompleted { completion }
             }
-            Err(CompletionError::Cancelled) => AgentEvent::Cancel,
+            Err(CompletionError::Cancelled) => AgentEvent::Cancel { partial_text },
             Err(error) => AgentEvent::ModelFailed {
                 message: error.to_string(),
+                partial_text,
             },
         }
     }

@@ -42,4 +42,6 @@ pub use store::InMemoryThreadStore;
 ///    `ToolCallResult`.
 /// 5. A run whose last model turn ended for a reason the loop does not know (vLLM's `abort`, any
 ///    `FinishReason::Other`) without asking for tools ends `other`, no longer `stop`.
-pub const LOOP_REVISION: u32 = 5;
+/// 6. Text the model streamed before its call failed or was cancelled is kept in the history as
+///    an assistant message (unless blank), as crash recovery already kept it.
+pub const LOOP_REVISION: u32 = 6;

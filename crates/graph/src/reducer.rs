@@ -162,6 +162,11 @@ pub enum AgentEvent {
     ModelFailed {
         /// A safe message.
         message: String,
+        /// The text the model had streamed before it failed (shown to the user already): kept in
+        /// the history as its answer unless blank, as crash recovery rebuilds a turn from the
+        /// text it recorded. Absent in events from before it existed: none.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        partial_text: String,
     },
     /// The tool calls of the last turn ended.
     ToolResults {
@@ -182,7 +187,14 @@ pub enum AgentEvent {
     },
     /// The run was cancelled. When no run is in progress (none began, or the last one finished)
     /// it changes nothing and asks for nothing: it came too late to stop anything.
-    Cancel,
+    Cancel {
+        /// The text the model had streamed when a model call was cancelled (shown to the user
+        /// already): kept in the history as its answer unless blank, as for
+        /// [`AgentEvent::ModelFailed`]; ignored when no model call is out. Absent in events
+        /// from before it existed: none.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        partial_text: String,
+    },
 }
 
 /// What the driver must do next.
@@ -319,6 +331,19 @@ fn close_and_finish(
     let shown = close_pending(&mut state);
     let (state, intents) = finish(state, reason, error);
     (state, shown.into_iter().chain(intents).collect())
+}
+
+/// Records the text a model call that failed or was cancelled had streamed, as the assistant's
+/// answer, when that call is the one out and the text is not blank (whitespace is no text, as
+/// for a completed turn). The user saw it, and crash recovery rebuilds a turn from the text its
+/// events hold, so both keep the same history. Calls the model had begun are not kept: none ran.
+fn keep_partial_text(state: &mut AgentState, text: String) {
+    if state.phase == Phase::AwaitingModel && !text.trim().is_empty() {
+        state.messages.push(Message::Assistant {
+            content: text,
+            tool_calls: Vec::new(),
+        });
+    }
 }
 
 /// An event the phase was not waiting for ends the run with an error; the calls still open are
@@ -704,14 +729,23 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                 .collect();
             run_or_settle(state, calls, answered, denials, to_run, approved)
         }
-        AgentEvent::ModelFailed { message } => {
+        AgentEvent::ModelFailed {
+            message,
+            partial_text,
+        } => {
+            keep_partial_text(&mut state, partial_text);
             close_and_finish(state, DoneReason::Error, Some(message))
         }
         // No run is in progress: a cancel this late stops nothing and must not finish twice.
-        AgentEvent::Cancel if matches!(state.phase, Phase::Idle | Phase::Finished { .. }) => {
+        AgentEvent::Cancel { .. }
+            if matches!(state.phase, Phase::Idle | Phase::Finished { .. }) =>
+        {
             (state, Vec::new())
         }
-        AgentEvent::Cancel => close_and_finish(state, DoneReason::Cancelled, None),
+        AgentEvent::Cancel { partial_text } => {
+            keep_partial_text(&mut state, partial_text);
+            close_and_finish(state, DoneReason::Cancelled, None)
+        }
     }
 }
 

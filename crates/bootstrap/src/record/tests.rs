@@ -880,3 +880,116 @@ async fn recovery_leaves_the_thread_of_a_resume_that_never_began() {
         "the thread another run is using was written over"
     );
 }
+
+/// How [`Interrupted`]'s second model call ends.
+#[derive(Clone, Copy, Debug)]
+enum SecondCall {
+    Fails,
+    IsCancelled,
+}
+
+/// A model that first asks for a call (to a tool no catalog holds, so the runner answers it)
+/// after some text, then streams part of an answer and fails, or cancels the run and waits.
+struct Interrupted {
+    calls: Mutex<u32>,
+    second: SecondCall,
+}
+
+#[async_trait]
+impl ai_core::CompletionPort for Interrupted {
+    async fn complete(
+        &self,
+        _: &ai_core::LlmRequest,
+        deltas: &mut dyn ai_core::DeltaSink,
+        cancel: &ai_core::CancellationToken,
+    ) -> Result<ai_core::LlmCompletion, ai_core::CompletionError> {
+        let first = {
+            let mut calls = self.calls.lock().unwrap();
+            *calls += 1;
+            *calls == 1
+        };
+        if first {
+            deltas.delta(ai_core::CompletionDelta::Text {
+                delta: "Let me look.".into(),
+            });
+            return Ok(ai_core::LlmCompletion {
+                text: "Let me look.".into(),
+                tool_calls: vec![ai_core::LlmToolCall {
+                    id: ToolCallId::new("c1").unwrap(),
+                    name: "core__absent".into(),
+                    arguments: "{}".into(),
+                    complete: true,
+                    provider_fields: Default::default(),
+                }],
+                finish_reason: ai_core::FinishReason::ToolCalls,
+                usage: None,
+            });
+        }
+        for delta in ["Here is ", "how"] {
+            deltas.delta(ai_core::CompletionDelta::Text {
+                delta: delta.into(),
+            });
+        }
+        match self.second {
+            SecondCall::Fails => Err(ai_core::CompletionError::Provider("overloaded".into())),
+            SecondCall::IsCancelled => {
+                cancel.cancel();
+                std::future::pending().await
+            }
+        }
+    }
+}
+
+/// Text the model streamed before its call failed or was cancelled is in the history the run
+/// saves, as crash recovery rebuilds it from the same events: both paths give one history.
+#[tokio::test]
+async fn a_failed_or_cancelled_model_call_keeps_the_same_history_as_recovery() {
+    for second in [SecondCall::Fails, SecondCall::IsCancelled] {
+        let completion = Arc::new(Interrupted {
+            calls: Mutex::new(0),
+            second,
+        });
+        let runtime = runtime(&crate::Settings::default(), completion);
+        let thread = ThreadId::new("t").unwrap();
+        let request = request(&runtime, "r", &thread, None, "how?");
+        let started = request.state.clone();
+        let events = Mutex::new(Vec::new());
+        let sink = |event: AiEvent| events.lock().unwrap().push(event);
+        let state = runtime
+            .agent
+            .run(
+                started.clone(),
+                "how?".into(),
+                &request.ctx,
+                &request.catalog,
+                &sink,
+                &request.cancel,
+            )
+            .await;
+        let events = events.into_inner().unwrap();
+        let input = super::RunInput {
+            thread_state: started,
+            turn: crate::Turn::UserMessage("how?".into()),
+            loop_revision: Some(graph::LOOP_REVISION),
+        };
+        // Recovery reads what a crash left stored: every event but the run's end.
+        let recorded: Vec<AiEvent> = events
+            .iter()
+            .filter(|e| !matches!(e, AiEvent::Error { .. } | AiEvent::Done { .. }))
+            .cloned()
+            .collect();
+        let repaired = super::repaired_state(input, &recorded, &[]).expect("a repaired thread");
+        let repaired: graph::AgentState = serde_json::from_value(repaired).unwrap();
+        assert_eq!(state.messages(), repaired.messages(), "{second:?}");
+        assert!(
+            matches!(
+                state.messages().last(),
+                Some(ai_core::Message::Assistant { content, tool_calls })
+                    if content == "Here is how" && tool_calls.is_empty()
+            ),
+            "{second:?}: {:?}",
+            state.messages()
+        );
+        ai_core::validate_history(state.messages()).unwrap();
+    }
+}

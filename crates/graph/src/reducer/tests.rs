@@ -127,6 +127,7 @@ fn runs() {
             user(),
             AgentEvent::ModelFailed {
                 message: "down".into(),
+                partial_text: String::new(),
             },
         ],
         "finish:error",
@@ -157,7 +158,13 @@ fn results_enter_in_call_order_and_missing_ones_are_cancelled() {
 fn cancel_answers_pending_calls() {
     let state = check(
         10,
-        vec![user(), completion("", &["c1"]), AgentEvent::Cancel],
+        vec![
+            user(),
+            completion("", &["c1"]),
+            AgentEvent::Cancel {
+                partial_text: String::new(),
+            },
+        ],
         "finish:cancelled",
         "u A t",
     );
@@ -296,6 +303,7 @@ fn an_out_of_phase_event_never_leaves_open_calls_unanswered() {
                 completion("", &["c1"]),
                 AgentEvent::ModelFailed {
                     message: "late".into(),
+                    partial_text: "late text".into(),
                 },
             ],
         ),
@@ -569,6 +577,7 @@ fn a_cancel_after_the_finish_changes_nothing() {
             user(),
             AgentEvent::ModelFailed {
                 message: "down".into(),
+                partial_text: String::new(),
             },
         ],
     ];
@@ -577,7 +586,12 @@ fn a_cancel_after_the_finish_changes_nothing() {
         for event in events.clone() {
             (state, _) = reduce(state, event);
         }
-        let (after, intents) = reduce(state.clone(), AgentEvent::Cancel);
+        let (after, intents) = reduce(
+            state.clone(),
+            AgentEvent::Cancel {
+                partial_text: "late".into(),
+            },
+        );
         assert!(intents.is_empty(), "{events:?}: {intents:?}");
         assert_eq!(after, state, "{events:?}");
     }
@@ -681,4 +695,77 @@ fn a_saved_step_limit_of_zero_reads_as_one() {
     );
     let huge = json!({"messages": [], "phase": {"phase": "idle"}, "steps": 0, "max_steps": -1});
     assert!(serde_json::from_value::<AgentState>(huge).is_err());
+}
+
+/// Text the model streamed before its call failed or was cancelled was shown to the user, and
+/// crash recovery rebuilds a turn from it: the history keeps it as the assistant's answer (also
+/// after a tool step), unless it is blank; a late failure or cancel, with no model call out, keeps
+/// nothing.
+#[test]
+fn text_streamed_before_a_model_failure_or_cancel_is_kept() {
+    let failed = |text: &str| AgentEvent::ModelFailed {
+        message: "down".into(),
+        partial_text: text.into(),
+    };
+    let cancelled = |text: &str| AgentEvent::Cancel {
+        partial_text: text.into(),
+    };
+    for (end, named) in [
+        (&failed as &dyn Fn(&str) -> AgentEvent, "finish:error"),
+        (&cancelled, "finish:cancelled"),
+    ] {
+        let state = check(10, vec![user(), end("Here is how")], named, "u a");
+        assert_eq!(
+            state.messages()[1],
+            Message::Assistant {
+                content: "Here is how".into(),
+                tool_calls: vec![],
+            }
+        );
+        check(
+            10,
+            vec![
+                user(),
+                completion("", &["c1"]),
+                results(&["c1"]),
+                end("Here is"),
+            ],
+            named,
+            "u A t a",
+        );
+        check(10, vec![user(), end(" \n")], named, "u");
+        check(10, vec![user(), end("")], named, "u");
+    }
+    // Tools were out, not a model call: nothing the model wrote is pending.
+    check(
+        10,
+        vec![user(), completion("", &["c1"]), cancelled("stray")],
+        "finish:cancelled",
+        "u A t",
+    );
+}
+
+/// Events written before the partial text existed still read, as carrying none.
+#[test]
+fn failure_and_cancel_events_of_the_old_form_read_without_text() {
+    let old: AgentEvent = serde_json::from_value(json!({"type": "cancel"})).unwrap();
+    assert_eq!(
+        old,
+        AgentEvent::Cancel {
+            partial_text: String::new()
+        }
+    );
+    assert_eq!(
+        serde_json::to_value(&old).unwrap(),
+        json!({"type": "cancel"})
+    );
+    let old: AgentEvent =
+        serde_json::from_value(json!({"type": "model_failed", "message": "down"})).unwrap();
+    assert_eq!(
+        old,
+        AgentEvent::ModelFailed {
+            message: "down".into(),
+            partial_text: String::new()
+        }
+    );
 }
