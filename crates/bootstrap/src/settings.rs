@@ -170,8 +170,8 @@ impl Default for ToolsSettings {
 pub struct AgentSettings {
     /// Model calls with tool calls per run (at least one; 0 does not parse).
     pub max_steps: std::num::NonZeroU32,
-    /// Tool calls of one turn run at once.
-    pub max_parallel_tools: usize,
+    /// Tool calls of one turn run at once (at least one; 0 does not parse).
+    pub max_parallel_tools: std::num::NonZeroUsize,
     /// The system prompt of new threads.
     pub system_prompt: Option<String>,
 }
@@ -180,7 +180,7 @@ impl Default for AgentSettings {
     fn default() -> Self {
         Self {
             max_steps: graph::AgentConfig::default().max_steps,
-            max_parallel_tools: 4,
+            max_parallel_tools: graph::AgentConfig::default().max_parallel_tools,
             system_prompt: None,
         }
     }
@@ -440,9 +440,6 @@ impl Settings {
             bail!("tools.policy and tools.policy_file: give one, not both");
         }
         self.policy()?;
-        if self.agent.max_parallel_tools == 0 {
-            bail!("agent.max_parallel_tools must be above 0");
-        }
         Ok(())
     }
 

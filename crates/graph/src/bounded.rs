@@ -2,14 +2,15 @@
 
 use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
+use std::num::NonZeroUsize;
 use std::pin::Pin;
 use std::task::Poll;
 
 /// Runs `futures` with at most `limit` in flight and returns their outputs in input order,
 /// whatever order they finish in.
-pub(crate) async fn run_bounded<F: Future>(futures: Vec<F>, limit: usize) -> Vec<F::Output> {
+pub(crate) async fn run_bounded<F: Future>(futures: Vec<F>, limit: NonZeroUsize) -> Vec<F::Output> {
     let total = futures.len();
-    let limit = limit.max(1);
+    let limit = limit.get();
     let mut waiting: VecDeque<(usize, F)> = futures.into_iter().enumerate().collect();
     let mut running: Vec<(usize, Pin<Box<F>>)> = Vec::with_capacity(limit.min(total));
     let mut outputs: Vec<Option<F::Output>> = (0..total).map(|_| None).collect();
@@ -63,7 +64,7 @@ mod tests {
                 }
             })
             .collect();
-        let out = super::run_bounded(futures, 2).await;
+        let out = super::run_bounded(futures, std::num::NonZeroUsize::new(2).unwrap()).await;
         assert_eq!(out, [0, 1, 2, 3, 4, 5]);
         assert_eq!(peak.load(std::sync::atomic::Ordering::SeqCst), 2);
     }

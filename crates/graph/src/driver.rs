@@ -1,7 +1,7 @@
 //! The driver: carries the reducer's intents out through the ports, one run at a time.
 
 use std::collections::{HashSet, VecDeque};
-use std::num::NonZeroU32;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::task::Poll;
@@ -23,8 +23,8 @@ pub struct AgentConfig {
     /// Model calls with tool calls allowed per run before it ends as `max_steps` (default 10).
     /// At least one: the limit is checked once a step's tools ran, so no run could keep to 0.
     pub max_steps: NonZeroU32,
-    /// Tool calls of one turn run at once (default 4).
-    pub max_parallel_tools: usize,
+    /// Tool calls of one turn run at once (default 4). At least one: no call could run under 0.
+    pub max_parallel_tools: NonZeroUsize,
     /// The system prompt of new threads.
     pub system_prompt: Option<String>,
     /// The graph every model request names (`LlmCaller::graph`), for billing and telemetry
@@ -38,11 +38,14 @@ pub struct AgentConfig {
 /// [`AgentConfig::max_steps`] unless set.
 const DEFAULT_MAX_STEPS: NonZeroU32 = NonZeroU32::new(10).unwrap();
 
+/// [`AgentConfig::max_parallel_tools`] unless set.
+const DEFAULT_MAX_PARALLEL_TOOLS: NonZeroUsize = NonZeroUsize::new(4).unwrap();
+
 impl Default for AgentConfig {
     fn default() -> Self {
         Self {
             max_steps: DEFAULT_MAX_STEPS,
-            max_parallel_tools: 4,
+            max_parallel_tools: DEFAULT_MAX_PARALLEL_TOOLS,
             system_prompt: None,
             graph: GraphRef {
                 name: "cogni.agent".into(),
@@ -57,7 +60,7 @@ impl AgentConfig {
     /// Sets `max_steps`: model calls with tool calls allowed per run, at least one.
     ///
     /// ```
-    /// use std::num::NonZeroU32;
+    /// use std::num::{NonZeroU32, NonZeroUsize};
     /// let config = graph::AgentConfig::default().with_max_steps(NonZeroU32::new(3).unwrap());
     /// assert_eq!(config.max_steps.get(), 3);
     /// ```
@@ -72,8 +75,20 @@ impl AgentConfig {
         self
     }
 
-    /// Sets `max_parallel_tools`.
-    pub fn with_max_parallel_tools(mut self, n: usize) -> Self {
+    /// Sets `max_parallel_tools`: tool calls of one turn run at once, at least one.
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// let config = graph::AgentConfig::default().with_max_parallel_tools(NonZeroUsize::MIN);
+    /// assert_eq!(config.max_parallel_tools.get(), 1);
+    /// ```
+    ///
+    /// A limit of 0, under which no call could run, cannot be written:
+    ///
+    /// ```compile_fail,E0308
+    /// let config = graph::AgentConfig::default().with_max_parallel_tools(0);
+    /// ```
+    pub fn with_max_parallel_tools(mut self, n: NonZeroUsize) -> Self {
         self.max_parallel_tools = n;
         self
     }

@@ -389,3 +389,18 @@ fn a_step_limit_of_zero_does_not_parse() {
     let settings = bootstrap::Settings::from_toml_str("[agent]\nmax_steps = 1\n").unwrap();
     assert_eq!(settings.agent.max_steps.get(), 1);
 }
+
+#[test]
+fn a_parallel_tool_limit_of_zero_does_not_parse() {
+    // No call could run with 0 at once (the loop ran it as 1), so the setting cannot hold it:
+    // the file is refused at the key, as for `max_steps`.
+    let refused = bootstrap::Settings::from_toml_str("[agent]\nmax_parallel_tools = 0\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("line 2 (`max_parallel_tools = …`)") && refused.contains("nonzero"),
+        "{refused}"
+    );
+    let settings = bootstrap::Settings::from_toml_str("[agent]\nmax_parallel_tools = 1\n").unwrap();
+    assert_eq!(settings.agent.max_parallel_tools.get(), 1);
+}

@@ -329,7 +329,7 @@ async fn concurrency_is_bounded() {
             ),
             text("ok"),
         ],
-        AgentConfig::default().with_max_parallel_tools(2),
+        AgentConfig::default().with_max_parallel_tools(std::num::NonZeroUsize::new(2).unwrap()),
     );
     let started = tokio::time::Instant::now();
     f.run(f.agent.new_state(), "go").await;
