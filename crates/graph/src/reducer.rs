@@ -404,12 +404,23 @@ fn never_runs(at: usize, call: &LlmToolCall, finish: &FinishReason) -> Option<&'
 /// its own (`stop`, or `tool_calls` with no call left); or it ended for a reason the provider
 /// named but this crate does not know (vLLM's `abort`, say), which may have cut the answer too,
 /// so it is never reported as a complete one.
+///
+/// Servers and gateways that pass their backend's own names through are read as the names mean
+/// (the aliases LiteLLM's `map_finish_reason` knows, in any case): TGI's `eos_token`, `eos`, and
+/// Anthropic's `end_turn` and `stop_sequence` are a natural end; Anthropic's and Gemini's
+/// `max_tokens` the output limit; Gemini's `safety` and `recitation` and Anthropic's `refusal`
+/// the content filter.
 fn answered(finish: &FinishReason) -> DoneReason {
     match finish {
         FinishReason::Stop | FinishReason::ToolCalls => DoneReason::Stop,
         FinishReason::Length => DoneReason::Length,
         FinishReason::ContentFilter => DoneReason::ContentFilter,
-        FinishReason::Other(_) => DoneReason::Other,
+        FinishReason::Other(name) => match name.to_ascii_lowercase().as_str() {
+            "eos_token" | "eos" | "end_turn" | "stop_sequence" | "tool_use" => DoneReason::Stop,
+            "max_tokens" => DoneReason::Length,
+            "safety" | "recitation" | "refusal" => DoneReason::ContentFilter,
+            _ => DoneReason::Other,
+        },
     }
 }
 

@@ -478,7 +478,8 @@ fn ended(text: &str, calls: &[&str], finish: FinishReason) -> AgentEvent {
 /// A last turn the provider cut off (its output limit, or its content filter) ends the run with
 /// that reason, not `stop`, whether it held text (kept in the history, as the model wrote it) or
 /// nothing; the finished phase says so too. A reason the loop does not know (vLLM's `abort`, or
-/// any other name) may have cut the answer as well: it ends `other`, never `stop`.
+/// any other name) may have cut the answer as well: it ends `other`, never `stop`. A backend's
+/// own name for one of these, passed through by a gateway, is read as what it means.
 #[test]
 fn a_last_turn_the_provider_cut_off_ends_the_run_saying_so() {
     for (finish, reason) in [
@@ -487,7 +488,19 @@ fn a_last_turn_the_provider_cut_off_ends_the_run_saying_so() {
         (FinishReason::Stop, DoneReason::Stop),
         (FinishReason::ToolCalls, DoneReason::Stop),
         (FinishReason::Other("abort".into()), DoneReason::Other),
-        (FinishReason::Other("eos".into()), DoneReason::Other),
+        (FinishReason::Other("aborted".into()), DoneReason::Other),
+        // A backend's own names, passed through by a server or a gateway.
+        (FinishReason::Other("eos_token".into()), DoneReason::Stop),
+        (FinishReason::Other("end_turn".into()), DoneReason::Stop),
+        (FinishReason::Other("MAX_TOKENS".into()), DoneReason::Length),
+        (
+            FinishReason::Other("SAFETY".into()),
+            DoneReason::ContentFilter,
+        ),
+        (
+            FinishReason::Other("refusal".into()),
+            DoneReason::ContentFilter,
+        ),
     ] {
         let named = serde_json::to_value(reason).unwrap();
         let named = format!("finish:{}", named.as_str().unwrap());
