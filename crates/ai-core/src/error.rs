@@ -3,7 +3,7 @@
 /// Everything that ai-core refuses to build or load.
 ///
 /// Failed tool calls are not errors: they are [`crate::ToolExecResult`] values.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A tool id breaks `^[a-zA-Z0-9_-]{1,64}$` or the `core__`/`mcp__<server>__` namespacing.

@@ -208,8 +208,17 @@ impl ToolRunner {
         self.source.as_ref()
     }
 
-    /// Runs one call through the twelve steps (see the module docs). Never panics and never
-    /// returns early without a result: every path emits one start and one result event.
+    /// Runs one call through the twelve steps (see the module docs) and returns its answer
+    /// and audit record.
+    ///
+    /// A failed call is a value, never an `Err` or a panic (a panic in the tool ends the call
+    /// as `execution`): every path that does not pause emits exactly one
+    /// [`AiEvent::ToolCallStart`] and one [`AiEvent::ToolCallResult`] with the call's id. A
+    /// call whose tool needs an approval the run does not hold yet emits only
+    /// [`AiEvent::ApprovalRequired`] and returns [`ToolOutcome::ApprovalRequired`], naming the
+    /// hash a matching approval in [`RunContext::approvals`] must carry.
+    ///
+    /// Must be awaited inside a Tokio runtime with the time driver enabled.
     pub async fn run_tool(
         &self,
         call: &ToolCall,
