@@ -1,7 +1,7 @@
 //! The crate's error type: why a contract cannot become a spec or a bound tool.
 
 /// Why a contract was refused at derivation or binding time.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The tool id breaks the id rules.

@@ -29,6 +29,69 @@
 //! such as [`ai_core::Clock`] and [`ai_core::Workspace`]), never reads the environment, and
 //! exports no default executable catalog: every runtime binds its own tools in its composition
 //! root.
+//!
+//! # Example
+//!
+//! A contract bound and run through the [`ai_core::ToolRunner`], the only path by which it
+//! runs: the policy lets the model see it, the catalog lists it, and the runner validates the
+//! model's arguments, executes the tool and returns only the allowlisted output.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use ai_core::{
+//!     AiEvent, Capabilities, CancellationToken, Clock, ExecPermit, RunContext,
+//!     StaticToolSource, ToolCall, ToolCallId, ToolCatalog, ToolEffect, ToolError,
+//!     ToolInvocationContext, ToolOutcome, ToolPolicy, ToolRunner,
+//! };
+//! use schemars::JsonSchema;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Deserialize, Serialize, JsonSchema)]
+//! struct AddInput { a: i64, b: i64 }
+//! #[derive(Serialize, JsonSchema)]
+//! struct AddOutput { sum: i64, debug_note: String }
+//!
+//! struct Add;
+//! #[ai_core::async_trait]
+//! impl ai_tools::ToolContract for Add {
+//!     type Input = AddInput;
+//!     type Output = AddOutput;
+//!     const ID: &'static str = "core__add";
+//!     const DESCRIPTION: &'static str = "Adds two integers.";
+//!     const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+//!     // Only `sum` leaves the runner; `debug_note` is redacted.
+//!     const REDACTION: &'static [&'static str] = &["sum"];
+//!     async fn execute(&self, _: &ExecPermit, input: AddInput, _: &ToolInvocationContext,
+//!         _: &Capabilities) -> Result<AddOutput, ToolError> {
+//!         let sum = input.a.checked_add(input.b).ok_or_else(|| ToolError::new("the sum overflows"))?;
+//!         Ok(AddOutput { sum, debug_note: "internal".into() })
+//!     }
+//! }
+//!
+//! struct FixedClock;
+//! impl Clock for FixedClock {
+//!     fn now_ms(&self) -> u64 { 1_700_000_000_000 }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let source = Arc::new(StaticToolSource::new(vec![ai_tools::bind(Add).unwrap()]).unwrap());
+//! let policy = Arc::new(ToolPolicy::from_toml_str(r#"allowed_tools = ["core__add"]"#).unwrap());
+//! let ctx = RunContext::new("run-1", "user:alice", "tenant-1").unwrap();
+//! let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
+//! let runner = ToolRunner::new(source, policy, Arc::new(FixedClock));
+//!
+//! let call = ToolCall {
+//!     id: ToolCallId::new("call_1").unwrap(),
+//!     name: "core__add".into(),
+//!     arguments: r#"{"a": 2, "b": 3}"#.into(),
+//! };
+//! let events = |_: AiEvent| {}; // a UI stream or a log in a real runtime
+//! let run = runner.run_tool(&call, &ctx, &catalog, &events, &CancellationToken::new()).await;
+//! let ToolOutcome::Ok { value } = &run.result.outcome else { panic!("{:?}", run.result) };
+//! assert_eq!(**value, serde_json::json!({"sum": 5}));
+//! # }
+//! ```
 
 mod bind;
 mod contract;
@@ -39,3 +102,14 @@ pub mod tools;
 pub use bind::bind;
 pub use contract::{ToolContract, schema_hash, tool_spec};
 pub use error::{Error, Result};
+
+/// The core tools are shared by the tasks of every run that binds them.
+#[allow(dead_code)]
+fn _assert_send_and_sync() {
+    fn assert<T: Send + Sync>() {}
+    assert::<Error>();
+    assert::<tools::GetCurrentTime>();
+    assert::<tools::WorkspaceList>();
+    assert::<tools::WorkspaceRead>();
+    assert::<tools::WorkspaceWrite>();
+}

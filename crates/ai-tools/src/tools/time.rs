@@ -20,13 +20,19 @@ impl GetCurrentTime {
     }
 }
 
+impl std::fmt::Debug for GetCurrentTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GetCurrentTime").finish_non_exhaustive()
+    }
+}
+
 /// No arguments.
-#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GetCurrentTimeInput {}
 
 /// The current time.
-#[derive(Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct CurrentTime {
     /// Milliseconds since the Unix epoch.
     pub unix_ms: u64,

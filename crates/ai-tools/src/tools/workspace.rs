@@ -62,8 +62,14 @@ impl WorkspaceList {
     }
 }
 
+impl std::fmt::Debug for WorkspaceList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkspaceList").finish_non_exhaustive()
+    }
+}
+
 /// Arguments of `core__workspace_list`.
-#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListInput {
     /// The folder, relative to the workspace root; the root when absent.
@@ -72,7 +78,7 @@ pub struct ListInput {
 }
 
 /// One entry of a listing.
-#[derive(Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct ListEntry {
     /// Path relative to the workspace root.
     pub path: String,
@@ -83,7 +89,7 @@ pub struct ListEntry {
 }
 
 /// The listing.
-#[derive(Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct ListOutput {
     /// The entries, sorted by path.
     pub entries: Vec<ListEntry>,
@@ -143,8 +149,14 @@ impl WorkspaceRead {
     }
 }
 
+impl std::fmt::Debug for WorkspaceRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkspaceRead").finish_non_exhaustive()
+    }
+}
+
 /// Arguments of `core__workspace_read`.
-#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadInput {
     /// The file, relative to the workspace root.
@@ -152,7 +164,7 @@ pub struct ReadInput {
 }
 
 /// A file's text.
-#[derive(Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct ReadOutput {
     /// The file, relative to the workspace root.
     pub path: String,
@@ -201,8 +213,14 @@ impl WorkspaceWrite {
     }
 }
 
+impl std::fmt::Debug for WorkspaceWrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkspaceWrite").finish_non_exhaustive()
+    }
+}
+
 /// Arguments of `core__workspace_write`.
-#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteInput {
     /// The file, relative to the workspace root; parent folders are created.
@@ -212,7 +230,7 @@ pub struct WriteInput {
 }
 
 /// What was written.
-#[derive(Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct WriteOutput {
     /// The file, relative to the workspace root.
     pub path: String,
