@@ -8,9 +8,10 @@
 //! never overwritten with empty values; argument objects are serialized; a missing `arguments`
 //! is `{}`; a call the server sent without any id gets a deterministic id (see
 //! [`StreamDecoder::finish`]); an id over 128 characters is an error; a final summary chunk that
-//! repeats a call's whole arguments (LiteLLM's proxy, also double-encoded) is not appended again; the completion is a tool turn whenever calls were
-//! assembled, whatever the finish reason says. Only one choice is read, the first `index` the
-//! stream names: choices of other indexes (a server that sends `n > 1` unasked) are ignored.
+//! repeats a call's whole arguments (LiteLLM's proxy, also double-encoded) is not appended
+//! again; the completion is a tool turn whenever calls were assembled, whatever the finish
+//! reason says. Only one choice is read, the first `index` the stream names: choices of other
+//! indexes (a server that sends `n > 1` unasked) are ignored.
 
 use std::borrow::Cow;
 use std::collections::HashMap;

@@ -79,7 +79,7 @@ impl DecodeError {
 }
 
 /// Why a request could not be encoded.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum EncodeError {
     /// The history breaks the tool-call pairing rules; it is never patched.

@@ -11,6 +11,41 @@
 //!
 //! This crate never does IO, never reads a clock, never runs an async runtime and never names a
 //! schema library: bytes in, values out.
+//!
+//! # Example
+//!
+//! Decoding a chat-completions stream whose tool call arrives in fragments, split across reads
+//! wherever the transport split it. The deltas are for display only; the call to run comes from
+//! the completion [`chat::StreamDecoder::finish`] resolves.
+//!
+//! ```
+//! use ai_core::{CompletionDelta, FinishReason};
+//! use wire_openai::chat::StreamDecoder;
+//!
+//! let stream = concat!(
+//!     r#"data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","#,
+//!     r#""type":"function","function":{"name":"core__add","arguments":"{\"a\":"}}]}}]}"#,
+//!     "\n\n",
+//!     r#"data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"#,
+//!     r#""function":{"arguments":"2}"}}]},"finish_reason":"tool_calls"}]}"#,
+//!     "\n\n",
+//!     "data: [DONE]\n\n",
+//! );
+//! let mut decoder = StreamDecoder::default();
+//! let mut deltas = Vec::new();
+//! for read in stream.as_bytes().chunks(17) {
+//!     deltas.extend(decoder.feed(read)?);
+//! }
+//! assert!(matches!(&deltas[0], CompletionDelta::ToolCall { index: 0, .. }));
+//!
+//! let completion = decoder.finish()?;
+//! assert_eq!(completion.finish_reason, FinishReason::ToolCalls);
+//! let call = &completion.tool_calls[0];
+//! assert_eq!((call.id.as_str(), call.name.as_str()), ("call_1", "core__add"));
+//! assert_eq!(call.arguments, r#"{"a":2}"#);
+//! assert!(call.complete);
+//! # Ok::<(), wire_openai::DecodeError>(())
+//! ```
 
 mod assembly;
 pub mod chat;
@@ -30,4 +65,5 @@ fn _assert_send_and_sync() {
     assert::<sse::SseParser>();
     assert::<DecodeError>();
     assert::<EncodeError>();
+    assert::<Limits>();
 }
