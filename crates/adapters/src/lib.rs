@@ -54,3 +54,29 @@ pub use replay::ReplayCompletion;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{DB_FILE, SCHEMA_VERSION, SqliteStore, create_private_dir};
 pub use workspace::FsWorkspace;
+
+/// Adapters are shared (behind an `Arc`) by every run and task of a process.
+#[allow(dead_code)]
+fn _assert_send_and_sync() {
+    fn assert<T: Send + Sync>() {}
+    assert::<SystemClock>();
+    assert::<FsWorkspace>();
+    assert::<FsBlobStore>();
+    assert::<InMemoryBlobStore>();
+    assert::<InMemoryRunStore>();
+    assert::<RecordingCompletion>();
+    assert::<RecordingConfig>();
+    assert::<ReceiptCollector>();
+    assert::<ReplayCompletion>();
+    #[cfg(feature = "sqlite")]
+    {
+        assert::<SqliteStore>();
+        assert::<SqliteBlobStore>();
+        assert::<TieredBlobStore>();
+    }
+    #[cfg(feature = "openai")]
+    {
+        assert::<OpenAiCompletion>();
+        assert::<OpenAiConfig>();
+    }
+}

@@ -35,3 +35,14 @@ pub use settings::{
     AgentSettings, EXAMPLE_CONFIG, LlmSettings, LlmWire, Overrides, ServerSettings, Settings,
     ToolsSettings,
 };
+
+/// The runtime and the stores are shared by every request the server handles.
+#[allow(dead_code)]
+fn _assert_send_and_sync() {
+    fn assert<T: Send + Sync>() {}
+    assert::<Runtime>();
+    assert::<Stores>();
+    assert::<RunLogStores>();
+    assert::<RunLocks>();
+    assert::<Settings>();
+}

@@ -60,6 +60,14 @@ pub struct Stores {
     pub log: Option<RunLogStores>,
 }
 
+impl std::fmt::Debug for RunLogStores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunLogStores")
+            .field("locks", &self.locks)
+            .finish_non_exhaustive()
+    }
+}
+
 impl std::fmt::Debug for Stores {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Stores")

@@ -22,3 +22,15 @@ pub mod sse;
 /// ended: the runner takes only complete calls, so it never ran.
 pub(crate) const UNFINISHED_CALL: &str =
     "the run ended before this call's arguments were complete, so it never ran";
+
+/// A translator moves between tasks with the run whose events it renames.
+#[allow(dead_code)]
+fn _assert_send_and_sync() {
+    fn assert<T: Send + Sync>() {}
+    assert::<agui::Translator>();
+    assert::<agui::AguiEvent>();
+    assert::<agui::RunAgentInput>();
+    assert::<ai_sdk::Translator>();
+    assert::<ai_sdk::UiChunk>();
+    assert::<ai_sdk::ChatRequest>();
+}
