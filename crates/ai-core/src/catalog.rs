@@ -2,7 +2,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::{Error, PolicyDecision, RunContext, ToolId, ToolPolicy, ToolSource, ToolSpec};
+use crate::{
+    Error, PolicyDecision, RunContext, ToolId, ToolPolicy, ToolSource, ToolSpec,
+    validate_tool_schema_p0,
+};
 
 /// The explicit set of tools a model sees for one run (invariant CATALOG_IS_EXPLICIT).
 ///
@@ -18,7 +21,10 @@ impl ToolCatalog {
     /// [`PolicyDecision::RequireApproval`] (the model may ask for those; the runner pauses each
     /// call for a human's approval).
     ///
-    /// Two specs with one id are an error, never an overwrite.
+    /// Two specs with one id are an error, never an overwrite. So is a visible tool whose input
+    /// schema leaves the subset [`validate_tool_schema_p0`] accepts: ai-tools derives only
+    /// schemas within it, but a hand-built spec (a tool from another runtime, say) is checked
+    /// here, before any model sees it.
     pub fn build(
         source: &dyn ToolSource,
         policy: &ToolPolicy,
@@ -31,6 +37,12 @@ impl ToolCatalog {
                 return Err(Error::ToolIdCollision(spec.id));
             }
             if policy.decide(ctx, &spec.id, spec.effect) != PolicyDecision::Deny {
+                if let Err(violations) = validate_tool_schema_p0(&spec.input_schema) {
+                    return Err(Error::InvalidToolSchema {
+                        id: spec.id,
+                        violations,
+                    });
+                }
                 specs.insert(spec.id.clone(), spec);
             }
         }

@@ -31,6 +31,16 @@ pub enum Error {
     /// Two tools in one source or catalog share an id; nothing is overwritten.
     #[error("tool id collision: {0} is defined twice")]
     ToolIdCollision(crate::ToolId),
+    /// A visible tool's input schema leaves the subset [`crate::validate_tool_schema_p0`]
+    /// accepts (a hand-built [`crate::ToolSpec`], say, that no derivation checked).
+    #[error("tool {id}: the input schema leaves the supported subset: {}{}", violations[0],
+        match violations.len() { 1 => String::new(), n => format!(" (and {} more)", n - 1) })]
+    InvalidToolSchema {
+        /// The tool whose schema was refused.
+        id: crate::ToolId,
+        /// Every place the schema leaves the subset; never empty.
+        violations: Vec<crate::SchemaViolation>,
+    },
     /// A tool policy could not be parsed.
     #[error("invalid tool policy: {0}")]
     Policy(String),

@@ -78,3 +78,33 @@ fn catalog_refuses_collisions_even_for_denied_tools() {
         );
     }
 }
+
+/// A hand-built spec that leaves the schema subset is refused when it would be visible, naming
+/// the tool and the place; a denied one is never shown, so it is not checked.
+#[test]
+fn catalog_refuses_a_visible_tool_whose_schema_leaves_the_subset() {
+    let mut spec = fake("mcp__srv__search", ToolEffect::ReadOnly)
+        .spec()
+        .clone();
+    spec.input_schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "q": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "n": {"oneOf": [{"type": "integer"}]},
+        },
+    });
+    let source = Duplicating(vec![spec]);
+    let err = ToolCatalog::build(&source, &allow(&["mcp__srv__search"]), &ctx()).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidToolSchema { id, violations }
+            if id.as_str() == "mcp__srv__search" && violations.len() == 2),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "tool mcp__srv__search: the input schema leaves the supported subset: \
+         /properties/n: `oneOf` is not supported (and 1 more)"
+    );
+    let denied = ToolCatalog::build(&source, &allow(&[]), &ctx()).unwrap();
+    assert!(denied.is_empty());
+}
