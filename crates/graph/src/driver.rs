@@ -226,14 +226,17 @@ impl Agent {
     }
 
     /// A thread's state continuing `history` (a client's history rebuilt with
-    /// [`crate::reconstruct_history`]): this agent's system prompt goes first unless the history
-    /// starts with a system message; a history that breaks the pairing rules is refused.
+    /// [`crate::reconstruct_history`]); a history that breaks the pairing rules is refused.
+    ///
+    /// This agent's system prompt goes first, and the history's own system messages (a client's
+    /// instructions) follow it: a client can add to the operator's prompt, never replace it. A
+    /// history that already starts with exactly this prompt does not get it twice.
     pub fn state_from_history(
         &self,
         mut history: Vec<ai_core::Message>,
     ) -> Result<AgentState, ai_core::HistoryError> {
         if let Some(content) = &self.config.system_prompt
-            && !matches!(history.first(), Some(ai_core::Message::System { .. }))
+            && !matches!(history.first(), Some(ai_core::Message::System { content: first }) if first == content)
         {
             history.insert(
                 0,
