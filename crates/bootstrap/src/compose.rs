@@ -177,7 +177,16 @@ pub fn create_completion(
         max_retries: llm.max_retries,
         ..adapters::OpenAiConfig::new(llm.base_url.clone(), llm.model.clone())
     };
-    let completion = adapters::OpenAiCompletion::new(config).context("llm.base_url")?;
+    let completion = adapters::OpenAiCompletion::new(config).map_err(|error| {
+        // Named by the setting at fault: a key no header can carry is not a base URL's fault.
+        let setting = match &error {
+            adapters::OpenAiConfigError::BaseUrl(_) => "llm.base_url",
+            adapters::OpenAiConfigError::EmptyModel => "llm.model",
+            adapters::OpenAiConfigError::ApiKey => "COGNI_LLM_API_KEY",
+            _ => "llm",
+        };
+        anyhow::Error::new(error).context(setting)
+    })?;
     Ok(Arc::new(completion))
 }
 

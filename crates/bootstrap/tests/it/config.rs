@@ -258,6 +258,24 @@ fn a_base_url_without_a_host_and_a_tool_enabled_twice_are_refused() {
     );
 }
 
+/// An API key no header can carry (a key file with CRLF line ends, read by `$(cat key)`, leaves
+/// a carriage return) is refused naming `COGNI_LLM_API_KEY`, the setting at fault, not
+/// `llm.base_url`, and without showing the key.
+#[test]
+fn a_key_that_cannot_be_sent_is_named_as_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = "sk-crlf-7e1d\r";
+    let env = [("COGNI_LLM_MODEL", "m"), ("COGNI_LLM_API_KEY", key)];
+    for args in [&["chat", "hi"][..], &["serve"][..]] {
+        let stderr = refused(&cogni_in(dir.path(), args, &env));
+        assert!(
+            stderr.starts_with("error: COGNI_LLM_API_KEY: ") && !stderr.contains("llm.base_url"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("sk-crlf"), "{args:?}: {stderr}");
+    }
+}
+
 #[test]
 fn relative_paths_in_a_config_file_are_relative_to_its_folder() {
     use bootstrap::{Overrides, Settings};
