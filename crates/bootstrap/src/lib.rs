@@ -32,8 +32,8 @@ pub use record::{
 };
 pub use server::ServerToken;
 pub use settings::{
-    AgentSettings, EXAMPLE_CONFIG, LlmSettings, LlmWire, Overrides, ServerSettings, Settings,
-    ToolsSettings,
+    AgentSettings, EXAMPLE_CONFIG, LlmSettings, LlmWire, MAX_LLM_RETRIES, Overrides,
+    ServerSettings, Settings, ToolsSettings,
 };
 
 /// The runtime and the stores are shared by every request the server handles.

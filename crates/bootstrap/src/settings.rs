@@ -31,6 +31,13 @@ pub enum LlmWire {
     Responses,
 }
 
+/// The most retries `llm.max_retries` may ask for. Each retry may wait up to the adapter's
+/// largest backoff (8 s) or a server's `Retry-After` (up to 60 s), then up to
+/// `llm.request_timeout_ms` again: with the default timeouts ten retries already let one model
+/// call hold its client's stream for some twenty minutes, and an outage longer than that is
+/// better reported than waited out.
+pub const MAX_LLM_RETRIES: u32 = 10;
+
 /// `[llm]`: the OpenAI-compatible endpoint.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -45,7 +52,8 @@ pub struct LlmSettings {
     pub request_timeout_ms: u64,
     /// Time allowed between two chunks of a streaming response, in ms.
     pub idle_timeout_ms: u64,
-    /// Retries of a failed request before its first byte (connection errors, 429, 5xx).
+    /// Retries of a failed request before its first byte (connection errors, 429, 5xx); at most
+    /// [`MAX_LLM_RETRIES`].
     pub max_retries: u32,
     /// The API key (only from `COGNI_LLM_API_KEY`; local servers need none).
     #[serde(skip)]
@@ -423,6 +431,12 @@ impl Settings {
         }
         if self.llm.request_timeout_ms == 0 || self.llm.idle_timeout_ms == 0 {
             bail!("llm.request_timeout_ms and llm.idle_timeout_ms must be above 0");
+        }
+        if self.llm.max_retries > MAX_LLM_RETRIES {
+            bail!(
+                "llm.max_retries: {} is more than {MAX_LLM_RETRIES}, the most a model call may retry",
+                self.llm.max_retries
+            );
         }
         self.listen_addr()?;
         if self.server.max_body_bytes < 1024 {

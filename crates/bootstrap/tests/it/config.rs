@@ -276,6 +276,29 @@ fn a_key_that_cannot_be_sent_is_named_as_the_key() {
     }
 }
 
+/// `llm.max_retries` is bounded: past [`bootstrap::MAX_LLM_RETRIES`] one model call could wait
+/// out hours of backoff and `Retry-After` (before the bound, `u32::MAX` retried a refused
+/// connection for ever), so settings with more are refused naming the key, its value and the
+/// limit; the limit itself is accepted. Checked on the settings, not the binary: a refusal that
+/// went missing would have the binary retry for ever.
+#[test]
+fn too_many_llm_retries_are_refused_naming_the_limit() {
+    let settings = |retries: u64| {
+        bootstrap::Settings::from_toml_str(&format!("[llm]\nmax_retries = {retries}\n")).unwrap()
+    };
+    let limit = bootstrap::MAX_LLM_RETRIES;
+    settings(u64::from(limit)).validate().unwrap();
+    for retries in [u64::from(limit) + 1, u64::from(u32::MAX)] {
+        let error = settings(retries).validate().unwrap_err().to_string();
+        assert_eq!(
+            error,
+            format!(
+                "llm.max_retries: {retries} is more than {limit}, the most a model call may retry"
+            ),
+        );
+    }
+}
+
 #[test]
 fn relative_paths_in_a_config_file_are_relative_to_its_folder() {
     use bootstrap::{Overrides, Settings};
