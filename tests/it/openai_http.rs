@@ -632,6 +632,34 @@ async fn a_json_answer_to_a_stream_request_is_reported() {
     );
 }
 
+/// A 200 that is not an event stream nor JSON (a web app's HTML page, when the base URL names
+/// the app rather than its API) is reported by its content type, not as a stream cut short; a
+/// stream whose content type is wrong but whose events decode is still read.
+#[tokio::test]
+async fn a_page_answer_to_a_stream_request_names_its_content_type() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(
+        Reply::status(200)
+            .header("content-type", "text/html; charset=utf-8")
+            .body("<!doctype html><html><body>Sign in</body></html>\n"),
+    );
+    fake.push(
+        Reply::status(200)
+            .header("content-type", "text/plain")
+            .body(fixture_bytes("loop/turn-2-answer.sse").unwrap()),
+    );
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let error = call_once(&model).await.unwrap_err();
+    assert!(
+        matches!(&error, CompletionError::Decode(m) if m.ends_with(
+            "HTTP 200 OK: the server answered with text/html; charset=utf-8, not an event stream"
+        )),
+        "{error:?}"
+    );
+    assert_eq!(fake.requests().len(), 1, "not retried");
+    call_once(&model).await.unwrap();
+}
+
 #[tokio::test]
 async fn the_authorization_header_carries_the_key_and_is_absent_without_one() {
     let fake = FakeLlm::start().await.unwrap();

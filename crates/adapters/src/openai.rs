@@ -5,6 +5,9 @@
 //! One call is one streamed request (`stream: true`; chat also asks for `include_usage`) to
 //! `{base_url}/chat/completions` or `{base_url}/responses`. Every decoded fragment goes to the
 //! [`DeltaSink`] as soon as its bytes arrive; the decoder's assembled result is the completion.
+//! A 200 in JSON is the provider's error, or a server that ignores `stream: true`, and is
+//! reported as such; a body of another type is read as a stream all the same, and reported by
+//! its content type when nothing in it decodes (a web page where the API was expected).
 //!
 //! **Retries.** A connection error, a request timeout, or a 408, 409, 429 or 5xx answer that
 //! happens *before the first body byte* is retried, up to [`OpenAiConfig::max_retries`] times,
@@ -431,30 +434,38 @@ impl OpenAiCompletion {
         if !status.is_success() {
             return Err(self.http_error(response, deadline, cancel).await);
         }
-        let json_answer = response
+        let content_type = response
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| {
-                v.trim_start()
-                    .to_ascii_lowercase()
-                    .starts_with("application/json")
-            });
+            .map(|v| v.trim().to_ascii_lowercase());
+        let json_answer = content_type
+            .as_deref()
+            .is_some_and(|v| v.starts_with("application/json"));
         if json_answer {
             return Err(self.json_answer(response, status, deadline, cancel).await);
         }
-        self.stream(response, deltas, deadline, cancel).await
+        // Another type than an event stream is read as one all the same (a server may label
+        // its stream `text/plain`); it is named only when nothing in the body decodes.
+        let other_type = content_type.filter(|v| !v.starts_with("text/event-stream"));
+        self.stream(response, deltas, deadline, cancel, other_type.as_deref())
+            .await
     }
 
+    /// Reads the body as the wire's event stream, each fragment to `deltas` as it decodes.
+    /// `other_type` is the response's content type when it is not `text/event-stream`: a body in
+    /// which nothing decodes is then reported as that type rather than as a stream cut short.
     async fn stream(
         &self,
         mut response: reqwest::Response,
         deltas: &mut dyn DeltaSink,
         deadline: Instant,
         cancel: &CancellationToken,
+        other_type: Option<&str>,
     ) -> Result<LlmCompletion, Failure> {
         let mut decoder = Decoder::new(self.wire, self.limits);
         let mut received = 0usize;
+        let mut decoded = false;
         loop {
             let wait = if received == 0 {
                 deadline
@@ -506,6 +517,7 @@ impl OpenAiCompletion {
             let fragments = decoder
                 .feed(&chunk)
                 .map_err(|e| Failure::Final(self.decode_error(e)))?;
+            decoded |= !fragments.is_empty();
             for fragment in fragments {
                 deltas.delta(fragment);
             }
@@ -517,9 +529,19 @@ impl OpenAiCompletion {
                 break;
             }
         }
-        decoder
-            .finish()
-            .map_err(|e| Failure::Final(self.decode_error(e)))
+        decoder.finish().map_err(|e| {
+            Failure::Final(match (e, other_type) {
+                (DecodeError::Truncated { .. }, Some(content_type)) if !decoded => {
+                    CompletionError::Decode(format!(
+                        "POST {}: HTTP {}: the server answered with {}, not an event stream",
+                        self.endpoint,
+                        status_text(response.status()),
+                        self.shown(content_type)
+                    ))
+                }
+                (e, _) => self.decode_error(e),
+            })
+        })
     }
 
     /// A non-2xx answer: the status and the provider's message, retryable as [`should_retry`]
