@@ -30,7 +30,7 @@ pub(crate) async fn run(
     if let Err(error) = crate::recover(&stores, runtime.clock.as_ref()).await {
         eprintln!("warning: {error:#}");
     }
-    let run_id = format!("chat-{}", runtime.clock.now_ms());
+    let run_id = run_id(runtime.clock.now_ms(), std::process::id());
     let thread = ThreadId::new(thread.unwrap_or_else(|| run_id.clone()))?;
     let ctx = RunContext::new(run_id, "user:cli", "local")?;
     let catalog = ToolCatalog::build(runtime.source.as_ref(), &runtime.policy, &ctx)?;
@@ -205,9 +205,26 @@ impl Printer {
     }
 }
 
+/// The run id of one `cogni chat` (and the thread id of a new conversation): the time, and the
+/// process, since chats started by a script in parallel may start in the same millisecond.
+fn run_id(now_ms: u64, pid: u32) -> String {
+    format!("chat-{now_ms}-{pid}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two chats started in the same millisecond by two processes get two runs and two threads.
+    #[test]
+    fn chats_started_together_get_their_own_ids() {
+        let (a, b) = (run_id(1_795_681_632_509, 41), run_id(1_795_681_632_509, 42));
+        assert_ne!(a, b);
+        for id in [a, b] {
+            RunContext::new(id.clone(), "user:cli", "local").unwrap();
+            ThreadId::new(id).unwrap();
+        }
+    }
 
     fn shown(events: &[AiEvent]) -> String {
         let mut state = PrintState::default();
