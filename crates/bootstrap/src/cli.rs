@@ -18,6 +18,9 @@ use crate::{Config, CoreTool, create_capabilities, create_tool_source, load_poli
 mod chat;
 mod runs;
 mod serve;
+mod terminal;
+
+pub use terminal::terminal_safe;
 
 /// cogni: a tool-use runtime for LLM agents.
 #[derive(Debug, Parser)]

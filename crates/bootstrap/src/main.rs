@@ -31,8 +31,10 @@ fn main() -> ExitCode {
     match runtime.block_on(bootstrap::cli::run(cli)) {
         Ok(code) => code,
         Err(error) => {
-            // One line: the error and its causes.
-            eprintln!("error: {error:#}");
+            // One line: the error and its causes, which may quote what a data folder or an
+            // endpoint held: no control character of it reaches the terminal.
+            let message = format!("error: {error:#}");
+            eprintln!("{}", bootstrap::cli::terminal_safe(&message));
             ExitCode::FAILURE
         }
     }

@@ -7,12 +7,14 @@ use std::process::ExitCode;
 use ai_core::{ModelReceipt, RunHeader, RunLog, ToolInvocationRecord};
 use serde_json::{Value, json};
 
-use crate::replay::{data_dir, load_run, open_run_log, replay_run};
+use super::terminal_safe;
+use crate::replay::{ReplayOutcome, data_dir, load_run, open_run_log, replay_run};
 use crate::{Overrides, Settings};
 
 /// `cogni runs list`: one row (or, with `json`, one JSON line) per run, oldest first. A run
 /// whose stored contents cannot be read is listed without its event count (`?`, or `null`) and
-/// named in a warning on stderr: one damaged run never hides the others.
+/// named in a warning on stderr: one damaged run never hides the others. A row shows no control
+/// character of the ids a client picked ([`terminal_safe`]).
 pub(crate) async fn list(overrides: Overrides, json: bool) -> anyhow::Result<ExitCode> {
     let settings = Settings::load(&overrides)?;
     let log = open_run_log(&data_dir(&settings)?)?;
@@ -32,7 +34,8 @@ pub(crate) async fn list(overrides: Overrides, json: bool) -> anyhow::Result<Exi
         let events = match log.runs.load_run(&header.run_id).await {
             Ok(run) => Some(run.events.len()),
             Err(error) => {
-                eprintln!("warning: run {}: {error}", header.run_id.as_str());
+                let warning = format!("warning: run {}: {error}", header.run_id.as_str());
+                eprintln!("{}", terminal_safe(&warning));
                 None
             }
         };
@@ -41,23 +44,34 @@ pub(crate) async fn list(overrides: Overrides, json: bool) -> anyhow::Result<Exi
             row["events"] = json!(events);
             writeln!(out, "{row}")?;
         } else {
-            writeln!(
-                out,
-                "{:<28} {:<20} {:<11} {:<24} {:<24} {:>6}",
-                header.run_id.as_str(),
-                header.thread_id.as_ref().map_or("-", |t| t.as_str()),
-                header.status.as_str(),
-                iso8601(header.started_at_ms),
-                header.finished_at_ms.map_or_else(|| "-".into(), iso8601),
-                events.map_or_else(|| "?".into(), |n| n.to_string())
-            )?;
+            list_row(&mut out, &header, events)?;
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// One run's row of `cogni runs list`.
+fn list_row(
+    out: &mut impl Write,
+    header: &RunHeader,
+    events: Option<usize>,
+) -> std::io::Result<()> {
+    let row = format!(
+        "{:<28} {:<20} {:<11} {:<24} {:<24} {:>6}",
+        header.run_id.as_str(),
+        header.thread_id.as_ref().map_or("-", |t| t.as_str()),
+        header.status.as_str(),
+        iso8601(header.started_at_ms),
+        header.finished_at_ms.map_or_else(|| "-".into(), iso8601),
+        events.map_or_else(|| "?".into(), |n| n.to_string())
+    );
+    writeln!(out, "{}", terminal_safe(&row))
+}
+
 /// `cogni runs show`: the header, the events, the invocation records and a summary of each
-/// model call's receipt; with `json`, one JSON object with the same.
+/// model call's receipt; with `json`, one JSON object with the same. The human view shows no
+/// control character of what a client, a model, a tool or a damaged blob put in the run log
+/// ([`terminal_safe`]).
 pub(crate) async fn show(
     overrides: Overrides,
     run_id: String,
@@ -102,7 +116,17 @@ pub(crate) async fn show(
     Ok(ExitCode::SUCCESS)
 }
 
+/// The human view of `cogni runs show`.
 fn show_human(out: &mut impl Write, run: &RunLog, receipts: &[Value]) -> anyhow::Result<()> {
+    let mut shown = Vec::new();
+    render_human(&mut shown, run, receipts)?;
+    // Everything shown is UTF-8 (`String`s and JSON); what a client, a model or a damaged
+    // database put there may hold escape sequences.
+    out.write_all(terminal_safe(&String::from_utf8_lossy(&shown)).as_bytes())?;
+    Ok(())
+}
+
+fn render_human(out: &mut impl Write, run: &RunLog, receipts: &[Value]) -> anyhow::Result<()> {
     let header = &run.header;
     writeln!(out, "run       {}", header.run_id.as_str())?;
     writeln!(
@@ -181,20 +205,33 @@ fn show_human(out: &mut impl Write, run: &RunLog, receipts: &[Value]) -> anyhow:
 pub(crate) async fn replay(overrides: Overrides, run_id: String) -> anyhow::Result<ExitCode> {
     let settings = Settings::load(&overrides)?;
     let outcome = replay_run(&settings, &run_id).await?;
+    let mut out = std::io::stdout().lock();
+    let identical = replay_report(&mut out, &outcome)?;
+    Ok(if identical {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Writes what `cogni replay` says of `outcome`; `true` when the events came out identical.
+fn replay_report(out: &mut impl Write, outcome: &ReplayOutcome) -> std::io::Result<bool> {
     match outcome.first_difference() {
         None => {
-            println!("replay: {} events identical", outcome.recorded.len());
-            Ok(ExitCode::SUCCESS)
+            writeln!(out, "replay: {} events identical", outcome.recorded.len())?;
+            Ok(true)
         }
         Some(difference) => {
-            println!(
+            let line = format!(
                 "replay: event #{} differs: recorded {}; replayed {}",
                 difference.index, difference.recorded, difference.replayed
             );
+            // JSON escapes C0 control characters, not C1 ones (a one-character `CSI`).
+            writeln!(out, "{}", terminal_safe(&line))?;
             if let Some(note) = outcome.revision_note() {
-                println!("replay: note: {note}");
+                writeln!(out, "replay: note: {note}")?;
             }
-            Ok(ExitCode::FAILURE)
+            Ok(false)
         }
     }
 }
@@ -252,7 +289,100 @@ fn iso8601(ms: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::iso8601;
+    use std::sync::Arc;
+
+    use ai_core::{
+        AiEvent, RunHeader, RunId, RunLog, RunStatus, ThreadId, ToolCallId, ToolErrorCategory,
+        ToolErrorCode, ToolFailure, ToolInvocationRecord,
+    };
+    use serde_json::json;
+
+    use super::*;
+
+    /// What a hostile client, model or tool can put in a run log: escape sequences in the ids a
+    /// client or a model picks, in model text (a C1 `CSI`, which JSON does not escape), in a
+    /// tool's error message and in what a damaged receipt blob says.
+    const ESC: &str = "\u{1b}]0;pwned\u{7}\u{1b}[2J\r\u{9b}1A\u{8}";
+
+    fn hostile_run() -> RunLog {
+        let run_id = RunId::new(format!("run{ESC}")).unwrap();
+        RunLog {
+            header: RunHeader {
+                run_id,
+                thread_id: Some(ThreadId::new(format!("thread{ESC}")).unwrap()),
+                status: RunStatus::Finished,
+                started_at_ms: 0,
+                finished_at_ms: Some(1),
+                input_ref: Some(format!("ref{ESC}")),
+            },
+            events: vec![AiEvent::TextDelta {
+                delta: format!("text{ESC}"),
+            }],
+            records: vec![ToolInvocationRecord {
+                tool_call_id: ToolCallId::new(format!("call{ESC}")).unwrap(),
+                tool_id: format!("tool{ESC}").into(),
+                args: Some(Arc::new(json!({ "k": format!("arg{ESC}") }))),
+                result: None,
+                error: Some(ToolFailure {
+                    code: ToolErrorCode::Execution,
+                    category: ToolErrorCategory::Permanent,
+                    retryable: false,
+                    retry_after_ms: None,
+                    safe_message: format!("message{ESC}"),
+                }),
+                started_at_ms: 0,
+                ended_at_ms: 1,
+                attempts: Vec::new(),
+                raw: None,
+            }],
+            receipt_refs: Vec::new(),
+        }
+    }
+
+    /// Whether `shown` holds a control character a terminal acts on.
+    fn assert_terminal_safe(shown: &[u8]) {
+        let shown = String::from_utf8(shown.to_vec()).unwrap();
+        assert!(
+            !shown
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t'),
+            "{shown:?}"
+        );
+        assert!(shown.contains('\u{FFFD}'), "{shown:?}");
+    }
+
+    #[test]
+    fn runs_show_and_list_show_no_control_character_of_the_run() {
+        let run = hostile_run();
+        let receipts = vec![
+            json!({"call": 1, "error": format!("blob {ESC} is damaged")}),
+            json!({"call": 2, "provider": format!("p{ESC}"), "model": format!("m{ESC}"),
+                   "finish_reason": format!("f{ESC}"), "usage": null, "tool_calls": 0}),
+        ];
+        let mut out = Vec::new();
+        show_human(&mut out, &run, &receipts).unwrap();
+        assert_terminal_safe(&out);
+
+        let mut out = Vec::new();
+        list_row(&mut out, &run.header, Some(1)).unwrap();
+        assert_terminal_safe(&out);
+    }
+
+    #[test]
+    fn a_replay_difference_shows_no_control_character() {
+        let outcome = ReplayOutcome {
+            recorded: vec![AiEvent::TextDelta {
+                delta: format!("a{ESC}"),
+            }],
+            replayed: vec![AiEvent::TextDelta {
+                delta: "b\u{9b}2J".into(),
+            }],
+            recorded_revision: Some(graph::LOOP_REVISION),
+        };
+        let mut out = Vec::new();
+        assert!(!replay_report(&mut out, &outcome).unwrap());
+        assert_terminal_safe(&out);
+    }
 
     #[test]
     fn iso8601_formats_utc() {

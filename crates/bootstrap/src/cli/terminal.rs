@@ -1,0 +1,62 @@
+//! What the CLI shows a person on a terminal: text from a model, a tool, a client or a data
+//! folder, with the control characters that could rewrite the terminal replaced.
+
+use std::borrow::Cow;
+
+/// The character shown in place of a control character.
+pub(crate) const REPLACEMENT: char = '\u{FFFD}';
+
+/// `text` as it may be shown on a terminal: every C0 control character but `\n` and `\t`
+/// (`ESC`, `\r`, `BEL`, backspace, …), `DEL` and every C1 control character (U+0080–U+009F,
+/// among them the one-character `CSI` and `OSC`) replaced by U+FFFD (`�`), so no escape
+/// sequence in it reaches the terminal: such text can move the cursor, rewrite what was
+/// printed, set the window title or the clipboard, or forge a link. Everything else, the
+/// line breaks and tabs a model writes included, is shown as is; JSON output (`--json`) is
+/// machine output and is not passed through this.
+///
+/// ```
+/// use bootstrap::cli::terminal_safe;
+/// assert_eq!(terminal_safe("a\tb\nc"), "a\tb\nc");
+/// assert_eq!(terminal_safe("\u{1b}[2J\r\u{9b}1m"), "\u{FFFD}[2J\u{FFFD}\u{FFFD}1m");
+/// ```
+pub fn terminal_safe(text: &str) -> Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if text.chars().any(unsafe_char) {
+        Cow::Owned(
+            text.chars()
+                .map(|c| if unsafe_char(c) { REPLACEMENT } else { c })
+                .collect(),
+        )
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_c0_and_c1_control_but_line_break_and_tab_is_replaced() {
+        for c in ('\u{0}'..='\u{1f}')
+            .chain(['\u{7f}'])
+            .chain('\u{80}'..='\u{9f}')
+        {
+            let expected = if c == '\n' || c == '\t' {
+                c
+            } else {
+                REPLACEMENT
+            };
+            assert_eq!(
+                terminal_safe(&format!("a{c}b")),
+                format!("a{expected}b"),
+                "U+{:04X}",
+                c as u32
+            );
+        }
+        assert!(matches!(
+            terminal_safe("plain, ünïcode ✓"),
+            Cow::Borrowed(_)
+        ));
+    }
+}
