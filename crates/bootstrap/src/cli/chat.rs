@@ -7,11 +7,13 @@ use ai_core::{
     AiEvent, CancellationToken, DoneReason, RunContext, ThreadId, ToolCatalog, ToolOutcome,
 };
 
+use super::terminal_safe;
 use crate::{Overrides, Runtime, Settings, create_completion};
 
 /// Runs one turn on `thread` (a new thread each time without one, or without a data folder to
-/// keep it in) and prints the answer, each tool call and its result as they happen; with
-/// `json`, prints the `AiEvent`s as JSON lines instead.
+/// keep it in) and prints the answer, each tool call and its result as they happen, with their
+/// control characters but line breaks and tabs replaced ([`terminal_safe`]); with `json`,
+/// prints the `AiEvent`s as JSON lines instead.
 pub(crate) async fn run(
     message: String,
     thread: Option<String>,
@@ -28,7 +30,7 @@ pub(crate) async fn run(
     // process hold their locks and are left alone. A run that cannot be closed stays open for
     // the next start and does not stop this turn.
     if let Err(error) = crate::recover(&stores, runtime.clock.as_ref()).await {
-        eprintln!("warning: {error:#}");
+        eprintln!("{}", terminal_safe(&format!("warning: {error:#}")));
     }
     let run_id = run_id(runtime.clock.now_ms(), std::process::id());
     let thread = ThreadId::new(thread.unwrap_or_else(|| run_id.clone()))?;
@@ -123,7 +125,20 @@ impl Printer {
         let _ = out.flush();
     }
 
+    /// Writes `event` for a person: what the model wrote, and what a tool or the endpoint
+    /// answered, with their control characters replaced ([`terminal_safe`]), so no escape
+    /// sequence in them reaches the terminal.
     fn human(state: &mut PrintState, event: &AiEvent, out: &mut impl Write) -> std::io::Result<()> {
+        let mut shown = Vec::new();
+        Self::render(state, event, &mut shown)?;
+        out.write_all(terminal_safe(&String::from_utf8_lossy(&shown)).as_bytes())
+    }
+
+    fn render(
+        state: &mut PrintState,
+        event: &AiEvent,
+        out: &mut impl Write,
+    ) -> std::io::Result<()> {
         let line_break = |state: &mut PrintState, out: &mut dyn Write| {
             if std::mem::take(&mut state.in_text) {
                 writeln!(out)
@@ -233,6 +248,59 @@ mod tests {
             Printer::human(&mut state, event, &mut out).unwrap();
         }
         String::from_utf8(out).unwrap()
+    }
+
+    /// Escape sequences in what a model writes or a tool returns never reach the terminal raw:
+    /// ESC, CR, BEL and backspace in the text, in a tool name the model made up, in a tool's
+    /// error message and in a provider's error, and a C1 `CSI` (which JSON leaves unescaped)
+    /// in arguments and results, are shown as U+FFFD; line breaks and tabs are kept.
+    #[test]
+    fn control_characters_from_the_model_or_a_tool_are_not_printed_raw() {
+        const ESC: &str = "\u{1b}]52;c;cm0gLXJm\u{7}\u{1b}[1A\r\u{9b}2K\u{8}";
+        let failure = ai_core::ToolFailure {
+            code: ai_core::ToolErrorCode::Execution,
+            category: ai_core::ToolErrorCategory::Permanent,
+            retryable: false,
+            retry_after_ms: None,
+            safe_message: format!("failed{ESC}"),
+        };
+        let call_id = ai_core::ToolCallId::new("c1").unwrap();
+        let out = shown(&[
+            AiEvent::TextDelta {
+                delta: format!("line one\n\tline two{ESC}"),
+            },
+            AiEvent::ToolCallStart {
+                tool_call_id: call_id.clone(),
+                tool_name: format!("tool{ESC}").into(),
+                args: Some(std::sync::Arc::new(
+                    serde_json::json!({ "a": format!("x{ESC}") }),
+                )),
+            },
+            AiEvent::ToolCallResult {
+                tool_call_id: call_id.clone(),
+                tool_name: format!("tool{ESC}").into(),
+                outcome: ToolOutcome::Ok {
+                    value: std::sync::Arc::new(serde_json::json!(format!("v{ESC}"))),
+                },
+            },
+            AiEvent::ToolCallResult {
+                tool_call_id: call_id,
+                tool_name: format!("tool{ESC}").into(),
+                outcome: ToolOutcome::Error(failure),
+            },
+            AiEvent::Error {
+                message: format!("provider said{ESC}"),
+            },
+        ]);
+        assert!(
+            !out.chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t'),
+            "{out:?}"
+        );
+        assert!(
+            out.starts_with("line one\n\tline two\u{FFFD}]52;"),
+            "{out:?}"
+        );
     }
 
     /// A cut answer is printed as the model wrote it, then said to be cut, and the command
