@@ -336,6 +336,9 @@ enum CallState {
     Open,
     /// `TOOL_CALL_END` sent.
     Ended,
+    /// `TOOL_CALL_END` sent for a call that started to run (its `ToolCallStart` came); its
+    /// `TOOL_CALL_RESULT` is due.
+    Running,
 }
 
 /// Turns one run's [`AiEvent`]s into AG-UI events.
@@ -470,6 +473,7 @@ impl Translator {
                     }
                 }
                 self.end_call(tool_call_id, &mut out);
+                self.set_state(tool_call_id, CallState::Running);
             }
             AiEvent::ApprovalRequired {
                 tool_call_id,
@@ -511,6 +515,7 @@ impl Translator {
                     self.open_call(tool_call_id, tool_name, &mut out);
                 }
                 self.end_call(tool_call_id, &mut out);
+                self.set_state(tool_call_id, CallState::Ended);
                 out.push(AguiEvent::ToolCallResult {
                     message_id: format!("{}-result-{tool_call_id}", self.run_id),
                     tool_call_id: tool_call_id.to_string(),
@@ -581,26 +586,38 @@ impl Translator {
         }
     }
 
+    fn set_state(&mut self, id: &ToolCallId, to: CallState) {
+        if let Some((_, state)) = self.calls.iter_mut().find(|(c, _)| c == id) {
+            *state = to;
+        }
+    }
+
     /// Ends every call whose arguments are still streaming: nothing more comes for it and it
     /// never ran (the runner takes only complete calls). `TOOL_CALL_END` closes it, as
     /// `RUN_FINISHED` requires, and a `TOOL_CALL_RESULT` says it never ran, so the client's
     /// history holds no call without an answer (which a next run's model would refuse) and the
     /// client does not take it for one left for it to run (`@ag-ui/client` counts a call
-    /// without a result as pending when the run finishes).
+    /// without a result as pending when the run finishes). A call that started to run and got
+    /// no result (the run's task died) is answered too, saying the tool may have run.
     fn end_unfinished_calls(&mut self, out: &mut Vec<AguiEvent>) {
         for (id, state) in &mut self.calls {
-            if *state != CallState::Open {
-                continue;
-            }
+            let message = match *state {
+                CallState::Open => {
+                    out.push(AguiEvent::ToolCallEnd {
+                        tool_call_id: id.to_string(),
+                    });
+                    crate::UNFINISHED_CALL
+                }
+                // Started, never answered: only a run that died (its task, or its log) leaves
+                // one; the loop answers every call it starts.
+                CallState::Running => crate::UNANSWERED_CALL,
+                CallState::Ended => continue,
+            };
             *state = CallState::Ended;
-            out.push(AguiEvent::ToolCallEnd {
-                tool_call_id: id.to_string(),
-            });
             out.push(AguiEvent::ToolCallResult {
                 message_id: format!("{}-result-{id}", self.run_id),
                 tool_call_id: id.to_string(),
-                content: serde_json::json!({"error": {"message": crate::UNFINISHED_CALL}})
-                    .to_string(),
+                content: serde_json::json!({"error": {"message": message}}).to_string(),
                 role: "tool".into(),
             });
         }

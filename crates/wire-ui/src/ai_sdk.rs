@@ -266,6 +266,9 @@ enum CallState {
     Streaming,
     /// `tool-input-available` sent.
     Settled,
+    /// `tool-input-available` sent for a call that started to run (its `ToolCallStart` came);
+    /// its output is due.
+    Running,
 }
 
 /// A tool call on the stream: its id, name, state and the input text streamed so far.
@@ -431,6 +434,9 @@ impl Translator {
                 // Without valid arguments the call's `tool-output-error` follows instead.
                 if let Some(args) = args {
                     self.settle(tool_call_id, tool_name, args.as_ref().clone(), &mut out);
+                    if let Some(call) = self.call_mut(tool_call_id) {
+                        call.state = CallState::Running;
+                    }
                 }
             }
             AiEvent::ApprovalRequired {
@@ -579,21 +585,30 @@ impl Translator {
     /// `input-streaming` for good, a state ai 5's `convertToModelMessages` refuses. It ends as
     /// a refused input does, `tool-input-available` with the text streamed so far, then
     /// `tool-output-error`: the two chunks every client from ai 5.0.0 on accepts
-    /// (`tool-input-error` came later), leaving the part `output-error`.
+    /// (`tool-input-error` came later), leaving the part `output-error`. A call that started to
+    /// run and got no output (the run's task died) ends `output-error` too, saying the tool may
+    /// have run, rather than staying `input-available`, which an ai 5 client would take for a
+    /// call left for it to answer.
     fn end_unfinished_calls(&mut self, out: &mut Vec<UiChunk>) {
         for call in &mut self.calls {
-            if call.state != CallState::Streaming {
-                continue;
-            }
+            let error_text = match call.state {
+                CallState::Streaming => {
+                    out.push(UiChunk::ToolInputAvailable {
+                        tool_call_id: call.id.to_string(),
+                        tool_name: call.name.clone(),
+                        input: Value::String(std::mem::take(&mut call.input_text)),
+                    });
+                    crate::UNFINISHED_CALL
+                }
+                // Started, never answered: only a run that died (its task, or its log) leaves
+                // one; the loop answers every call it starts.
+                CallState::Running => crate::UNANSWERED_CALL,
+                CallState::Settled => continue,
+            };
             call.state = CallState::Settled;
-            out.push(UiChunk::ToolInputAvailable {
-                tool_call_id: call.id.to_string(),
-                tool_name: call.name.clone(),
-                input: Value::String(std::mem::take(&mut call.input_text)),
-            });
             out.push(UiChunk::ToolOutputError {
                 tool_call_id: call.id.to_string(),
-                error_text: crate::UNFINISHED_CALL.to_owned(),
+                error_text: error_text.to_owned(),
             });
         }
     }

@@ -17,7 +17,8 @@ use super::{
     start_run,
 };
 
-struct Stream(Translator);
+/// The AG-UI translator, as the stream needs it.
+pub(super) struct Stream(pub(super) Translator);
 
 impl Translate for Stream {
     fn frames(&mut self, event: &AiEvent) -> String {

@@ -20,7 +20,7 @@ use super::{
 /// The translator, and the calls of the client's last message that a new user message cancels:
 /// this stream is a new message, which cannot end a part of an earlier one, so their start and
 /// result are not sent (the part stays as the client shows it; the thread holds the answer).
-struct Stream(Translator, Vec<ToolCallId>);
+pub(super) struct Stream(pub(super) Translator, pub(super) Vec<ToolCallId>);
 
 impl Translate for Stream {
     fn frames(&mut self, event: &AiEvent) -> String {

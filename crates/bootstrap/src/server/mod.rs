@@ -767,6 +767,80 @@ mod tests {
         );
     }
 
+    /// The body of a run whose task dies (its channel closes without `Done`) after a call
+    /// started to run and before its result.
+    async fn died_after_a_call_started(translator: impl super::Translate, first: String) -> String {
+        let (sender, events) = tokio::sync::mpsc::unbounded_channel();
+        let run = super::StartedRun {
+            events,
+            cancel: ai_core::CancellationToken::new(),
+            resumed: Vec::new(),
+            superseded: Vec::new(),
+        };
+        let response = super::sse_response(first, run, translator, &[]);
+        for event in [
+            AiEvent::StepStarted { step: 1 },
+            AiEvent::ToolCallStart {
+                tool_call_id: ToolCallId::new("call_time").unwrap(),
+                tool_name: "core__get_current_time".into(),
+                args: Some(Arc::new(serde_json::json!({}))),
+            },
+        ] {
+            sender.send(event).unwrap();
+        }
+        drop(sender);
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        String::from_utf8(body.to_vec()).unwrap()
+    }
+
+    /// Keeps a stream for the protocol validators (`tests/protocol/run.sh target/ui-streams`).
+    fn record(name: &str, body: &str) {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/ui-streams");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(name), body).unwrap();
+    }
+
+    /// A run whose task dies after a call started answers that call, saying the tool may have
+    /// run, before the protocol's error: an AG-UI client keeps no call without a result, an AI
+    /// SDK client no part `input-available` (which an ai 5 client takes for a call left to it).
+    #[tokio::test]
+    async fn a_run_that_dies_after_a_call_started_answers_the_call() {
+        let may_have_run = "the run ended before this call's result arrived: the tool may have run";
+        let mut translator = wire_ui::agui::Translator::new("t-died", "r-died");
+        let first = translator.start().iter().map(wire_ui::sse::frame).collect();
+        let body = died_after_a_call_started(super::agui::Stream(translator), first).await;
+        record("run-died-after-call-start.agui.sse", &body);
+        let result = body
+            .split("\n\n")
+            .position(|frame| frame.contains("TOOL_CALL_RESULT") && frame.contains(may_have_run));
+        let error = body
+            .split("\n\n")
+            .position(|frame| frame.contains("RUN_ERROR"));
+        assert!(
+            matches!((result, error), (Some(r), Some(e)) if r < e),
+            "{body}"
+        );
+
+        let mut translator = wire_ui::ai_sdk::Translator::new("r-died");
+        let first = translator.start().iter().map(wire_ui::sse::frame).collect();
+        let body =
+            died_after_a_call_started(super::chat::Stream(translator, Vec::new()), first).await;
+        record("run-died-after-call-start.aisdk.sse", &body);
+        let output = body.split("\n\n").position(|frame| {
+            frame.contains("\"tool-output-error\"") && frame.contains(may_have_run)
+        });
+        let error = body
+            .split("\n\n")
+            .position(|frame| frame.contains("\"type\":\"error\""));
+        assert!(
+            matches!((output, error), (Some(o), Some(e)) if o < e),
+            "{body}"
+        );
+        assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+    }
+
     /// Settings `prepare` accepts (a model is named; it is never called).
     fn settings() -> crate::Settings {
         let mut settings = crate::Settings::default();

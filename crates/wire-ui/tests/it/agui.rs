@@ -297,3 +297,55 @@ fn a_failed_or_cancelled_run_ends_its_open_text_first() {
         );
     }
 }
+
+/// A call whose arguments were complete (its `ToolCallStart` came) but which had no result when
+/// the run ended (the server's run task died, or its log could not be written) is answered
+/// before `RUN_ERROR`, saying it may have run, so the client's history holds no call without an
+/// answer. A call that waits for approval is left to its interrupt.
+#[test]
+fn a_started_call_without_a_result_at_the_end_is_answered() {
+    use ai_core::{AiEvent, DoneReason, ToolCallId};
+    use std::sync::Arc;
+    let id = |raw: &str| ToolCallId::new(raw).unwrap();
+    let out = translate(&[
+        AiEvent::StepStarted { step: 1 },
+        AiEvent::ToolCallStart {
+            tool_call_id: id("call_1"),
+            tool_name: "core__workspace_read".into(),
+            args: Some(Arc::new(serde_json::json!({"path": "notes.txt"}))),
+        },
+        AiEvent::ApprovalRequired {
+            tool_call_id: id("call_2"),
+            tool_id: ai_core::ToolId::parse("core__get_current_time").unwrap(),
+            args: Arc::new(serde_json::json!({})),
+            args_hash: "0".repeat(64),
+        },
+        AiEvent::Error {
+            message: "the run ended unexpectedly".into(),
+        },
+        AiEvent::Done {
+            reason: DoneReason::Error,
+        },
+    ]);
+    verify(&out).unwrap();
+    let json: Vec<serde_json::Value> = out
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    let results: Vec<&serde_json::Value> = json
+        .iter()
+        .filter(|e| e["type"] == "TOOL_CALL_RESULT")
+        .collect();
+    let content = serde_json::json!({"error": {"message":
+        "the run ended before this call's result arrived: the tool may have run"}})
+    .to_string();
+    assert_eq!(
+        results,
+        [
+            &serde_json::json!({"type": "TOOL_CALL_RESULT", "messageId": "run-1-result-call_1",
+            "toolCallId": "call_1", "content": content, "role": "tool"})
+        ],
+        "{json:?}"
+    );
+    assert_eq!(json.last().unwrap()["type"], "RUN_ERROR");
+}

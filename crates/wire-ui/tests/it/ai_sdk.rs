@@ -434,3 +434,52 @@ fn a_call_still_streaming_at_the_end_ends_failed() {
         assert_eq!(json.last().unwrap()["type"], terminal, "{reason:?}");
     }
 }
+
+/// A call whose input was complete (its `ToolCallStart` came) but which had no result when the
+/// run ended (the server's run task died, or its log could not be written) ends `output-error`
+/// saying it may have run, instead of staying `input-available`, which an ai 5 client takes
+/// for a call left for it to answer. A call that waits for approval keeps waiting.
+#[test]
+fn a_started_call_without_a_result_at_the_end_ends_failed() {
+    use ai_core::{AiEvent, DoneReason, ToolCallId};
+    use std::sync::Arc;
+    let id = |raw: &str| ToolCallId::new(raw).unwrap();
+    let out = translate(&[
+        AiEvent::StepStarted { step: 1 },
+        AiEvent::ToolCallStart {
+            tool_call_id: id("call_1"),
+            tool_name: "core__workspace_read".into(),
+            args: Some(Arc::new(serde_json::json!({"path": "notes.txt"}))),
+        },
+        AiEvent::ApprovalRequired {
+            tool_call_id: id("call_2"),
+            tool_id: ai_core::ToolId::parse("core__get_current_time").unwrap(),
+            args: Arc::new(serde_json::json!({})),
+            args_hash: "0".repeat(64),
+        },
+        AiEvent::Error {
+            message: "the run ended unexpectedly".into(),
+        },
+        AiEvent::Done {
+            reason: DoneReason::Error,
+        },
+    ]);
+    verify(&out).unwrap();
+    let json: Vec<serde_json::Value> = out
+        .iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect();
+    let ended: Vec<&serde_json::Value> = json
+        .iter()
+        .filter(|c| c["type"] == "tool-output-error")
+        .collect();
+    assert_eq!(
+        ended,
+        [
+            &serde_json::json!({"type": "tool-output-error", "toolCallId": "call_1",
+            "errorText": "the run ended before this call's result arrived: the tool may have run"})
+        ],
+        "{json:?}"
+    );
+    assert_eq!(json.last().unwrap()["type"], "error");
+}
