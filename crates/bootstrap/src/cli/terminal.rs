@@ -11,7 +11,7 @@ pub(crate) const REPLACEMENT: char = '\u{FFFD}';
 /// among them the one-character `CSI` and `OSC`) replaced by U+FFFD (`�`), so no escape
 /// sequence in it reaches the terminal: such text can move the cursor, rewrite what was
 /// printed, set the window title or the clipboard, or forge a link. Everything else, the
-/// line breaks and tabs a model writes included, is shown as is; JSON output (`--json`) is
+/// line breaks (a `\r\n` as `\n`) and tabs a model writes included, is shown as is; JSON output (`--json`) is
 /// machine output and is not passed through this.
 ///
 /// ```
@@ -21,15 +21,20 @@ pub(crate) const REPLACEMENT: char = '\u{FFFD}';
 /// ```
 pub fn terminal_safe(text: &str) -> Cow<'_, str> {
     let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if text.chars().any(unsafe_char) {
-        Cow::Owned(
-            text.chars()
-                .map(|c| if unsafe_char(c) { REPLACEMENT } else { c })
-                .collect(),
-        )
-    } else {
-        Cow::Borrowed(text)
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
     }
+    let mut shown = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            // A Windows line end is a line end: the `\r` before `\n` rewrites nothing.
+            '\r' if chars.peek() == Some(&'\n') => {}
+            c if unsafe_char(c) => shown.push(REPLACEMENT),
+            c => shown.push(c),
+        }
+    }
+    Cow::Owned(shown)
 }
 
 #[cfg(test)]
@@ -54,6 +59,7 @@ mod tests {
                 c as u32
             );
         }
+        assert_eq!(terminal_safe("one\r\ntwo\r\r\n"), "one\ntwo\u{FFFD}\n");
         assert!(matches!(
             terminal_safe("plain, ünïcode ✓"),
             Cow::Borrowed(_)
