@@ -229,8 +229,14 @@ enum Redo {
     Size(usize),
 }
 
+/// The largest recorded `result_too_large` a replay makes again, in bytes. A result past it is
+/// not rebuilt (the replay then names the event that differs): the size comes from the data
+/// folder, which a damaged or crafted database may fill with any number, and building it would
+/// allocate that much.
+const MAX_REDONE_RESULT_BYTES: usize = 64 * 1024 * 1024;
+
 /// How to make `failure` again in the runner's step after `exec`; `None` for a failure no such
-/// step makes.
+/// step makes, or one too large to make again ([`MAX_REDONE_RESULT_BYTES`]).
 fn failed_after_output(failure: &ToolFailure) -> Option<Redo> {
     match failure.code {
         ToolErrorCode::OutputValidation => failure
@@ -243,6 +249,7 @@ fn failed_after_output(failure: &ToolFailure) -> Option<Redo> {
             .strip_prefix("the tool result is ")
             .and_then(|rest| rest.split(' ').next())
             .and_then(|size| size.parse().ok())
+            .filter(|&size| size <= MAX_REDONE_RESULT_BYTES)
             .map(Redo::Size),
         _ => None,
     }
@@ -552,8 +559,30 @@ mod tests {
     use async_trait::async_trait;
     use serde_json::{Value, json};
 
-    use super::{ReplayOutcome, close_as_recorded, replay_run};
+    use super::{Redo, ReplayOutcome, close_as_recorded, failed_after_output, replay_run};
     use crate::{RunRequest, Runtime, Settings};
+
+    /// A recorded `result_too_large` is made again up to a bound: a size that a damaged or
+    /// crafted database holds is never allocated past it.
+    #[test]
+    fn a_recorded_oversized_result_is_made_again_only_up_to_a_bound() {
+        let failure = |size: &str| {
+            ai_core::ToolFailure::new(
+                ai_core::ToolErrorCode::ResultTooLarge,
+                format!("the tool result is {size} bytes, over the 32768-byte limit"),
+            )
+        };
+        assert!(matches!(
+            failed_after_output(&failure("40000")),
+            Some(Redo::Size(40_000))
+        ));
+        for crafted in ["18446744073709551615", "67108865"] {
+            assert!(
+                failed_after_output(&failure(crafted)).is_none(),
+                "{crafted}"
+            );
+        }
+    }
 
     /// A model endpoint that answers every call with a provider error.
     struct Failing;
