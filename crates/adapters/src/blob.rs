@@ -170,8 +170,8 @@ impl FsInner {
         // anything else (missing, damaged, unreadable) is written again.
         let intact: Vec<AtomicBool> = batch.iter().map(|_| AtomicBool::new(false)).collect();
         let checks: Vec<(&AtomicBool, &Pending<'_>)> = intact.iter().zip(&batch).collect();
-        in_parallel(&checks, |(intact, (hash, _, path))| {
-            intact.store(stored_intact(path, hash), Ordering::Relaxed);
+        in_parallel(&checks, |(intact, (hash, bytes, path))| {
+            intact.store(stored_intact(path, hash, bytes.len()), Ordering::Relaxed);
             Ok(())
         })?;
         let todo: Vec<&Pending<'_>> = batch
@@ -241,7 +241,7 @@ impl FsInner {
 
     fn get_blocking(&self, hash: &str) -> Result<Vec<u8>, BlobStoreError> {
         let path = self.path_of(hash)?;
-        let bytes = match fs::read(&path) {
+        let bytes = match read_regular(&path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(BlobStoreError::NotFound(hash.to_owned()));
@@ -272,13 +272,40 @@ pub(crate) fn only_address(mut hashes: Vec<String>) -> Result<String, BlobStoreE
         .ok_or_else(|| BlobStoreError::Backend("a one-blob batch returned no address".into()))
 }
 
-/// Whether the file at `path` holds the bytes of `hash` (and is fsynced). Any failure to read it
-/// counts as not intact: the caller writes the blob again, and a failure to do that is reported.
-fn stored_intact(path: &Path, hash: &str) -> bool {
-    let Ok(mut file) = File::open(path) else {
+/// Opens the file at `path` only if it is a regular file (not a symlink, a FIFO or a device),
+/// with its length. A damaged or crafted data folder may hold anything at a blob's address: a
+/// FIFO would block a read for ever, and a link to `/dev/zero` would be read until memory runs
+/// out.
+fn open_regular(path: &Path) -> io::Result<(File, u64)> {
+    let entry = fs::symlink_metadata(path)?;
+    if !entry.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a regular file",
+        ));
+    }
+    Ok((File::open(path)?, entry.len()))
+}
+
+/// The bytes of the regular file at `path` ([`open_regular`]).
+fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
+    let (mut file, len) = open_regular(path)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).min(1 << 26));
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Whether the file at `path` holds the `len` bytes of `hash` (and is fsynced). Any failure to
+/// read it, or a file of another length or kind, counts as not intact (and is not read): the
+/// caller writes the blob again, and a failure to do that is reported.
+fn stored_intact(path: &Path, hash: &str, len: usize) -> bool {
+    let Ok((mut file, stored_len)) = open_regular(path) else {
         return false;
     };
-    let mut bytes = Vec::new();
+    if stored_len != len as u64 {
+        return false;
+    }
+    let mut bytes = Vec::with_capacity(len);
     file.read_to_end(&mut bytes).is_ok() && sha256_hex(&bytes) == hash && file.sync_all().is_ok()
 }
 

@@ -60,6 +60,40 @@ async fn fs_put_is_idempotent_and_leaves_no_temporary_files() {
     assert_eq!(files[0].1, b"same bytes");
 }
 
+/// Something other than a file at a blob's address (a link, to `/dev/zero` say, or a FIFO, as a
+/// damaged or crafted data folder may hold) is never read: a get reports it, and a put
+/// replaces it.
+#[cfg(unix)]
+#[tokio::test]
+async fn fs_never_reads_what_is_not_a_regular_file_at_an_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsBlobStore::open(dir.path()).unwrap();
+    let hash = store.put(b"original").await.unwrap();
+    let path = store.path_of(&hash).unwrap();
+    // A link is refused even to a file of the right bytes: what it leads to is not the store's.
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::write(&elsewhere, b"original").unwrap();
+    for plant in ["link", "fifo"] {
+        std::fs::remove_file(&path).unwrap();
+        match plant {
+            "link" => std::os::unix::fs::symlink(&elsewhere, &path).unwrap(),
+            _ => {
+                let made = std::process::Command::new("mkfifo").arg(&path).status();
+                assert!(made.unwrap().success(), "mkfifo");
+            }
+        }
+        let got = tokio::time::timeout(std::time::Duration::from_secs(60), store.get(&hash));
+        let error = got.await.expect("a get never blocks").unwrap_err();
+        assert!(
+            matches!(&error, BlobStoreError::Backend(m) if m.contains("not a regular file")),
+            "{plant}: {error:?}"
+        );
+        let put = tokio::time::timeout(std::time::Duration::from_secs(60), store.put(b"original"));
+        assert_eq!(put.await.expect("a put never blocks").unwrap(), hash);
+        assert_eq!(store.get(&hash).await.unwrap(), b"original", "{plant}");
+    }
+}
+
 #[tokio::test]
 async fn fs_put_repairs_a_damaged_blob_file() {
     let dir = tempfile::tempdir().unwrap();
