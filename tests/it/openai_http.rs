@@ -73,6 +73,7 @@ fn decoded(wire: OpenAiWire, fixture: &str) -> (LlmCompletion, Vec<CompletionDel
             let deltas = decoder.feed(&bytes).unwrap();
             (decoder.finish().unwrap(), deltas)
         }
+        other => panic!("no decoder here for {other:?}"),
     }
 }
 

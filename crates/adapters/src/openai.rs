@@ -47,8 +47,10 @@ pub const MAX_PROVIDER_MESSAGE_CHARS: usize = 300;
 /// How many bytes of an error response body are read to find the provider's message.
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
-/// Which OpenAI wire format the endpoint speaks.
+/// Which OpenAI wire format the endpoint speaks. More may come, so a match needs a catch-all
+/// arm.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum OpenAiWire {
     /// Chat completions: `POST {base_url}/chat/completions`.
     #[default]

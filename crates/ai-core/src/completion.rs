@@ -26,6 +26,10 @@ pub struct LlmCaller {
 }
 
 /// How the model may use tools in this request.
+///
+/// Exhaustive on purpose: every wire encoder must spell each choice as the provider reads it, and
+/// a catch-all arm there would have to send some other choice (`auto` in place of a narrower
+/// one), so the model would be offered more than the caller asked for without any error.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolChoice {
@@ -77,8 +81,13 @@ pub fn prompt_hash(messages: &[Message], tools: &[ToolSpec]) -> String {
 }
 
 /// Why the model stopped.
+///
+/// More reasons may be named later (taken out of [`FinishReason::Other`]), so a match needs a
+/// catch-all arm, which reads the reason as `Other` would: its [`Display`](fmt::Display) name is
+/// the provider's.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "String", into = "String")]
+#[non_exhaustive]
 pub enum FinishReason {
     /// A natural end.
     Stop,

@@ -22,6 +22,9 @@ pub struct AssistantToolCall {
 }
 
 /// One message of a conversation.
+///
+/// Exhaustive on purpose: the wire encoders and the history readers must place every message,
+/// and a catch-all arm there would drop one from what the model is sent without any error.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Message {

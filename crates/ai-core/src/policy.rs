@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 use crate::{Error, RunContext, ToolEffect, ToolErrorCategory, ToolId};
 
 /// What the policy says about one tool for one run.
+///
+/// Exhaustive on purpose: it is a security decision, and a catch-all arm in code that acts on it
+/// could let a decision it does not know through; a new one must make every such match fail to
+/// compile until it is handled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PolicyDecision {

@@ -108,6 +108,9 @@ pub trait ConnectionBroker: Send + Sync {
 }
 
 /// The authorization hook's answer.
+///
+/// Exhaustive on purpose: a catch-all arm in code that acts on it could let an answer it does
+/// not know through as an `Allow`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AuthzDecision {
     /// The actor may execute the tool.

@@ -18,9 +18,11 @@ use serde_json::Value;
 
 use crate::{AiEvent, RunId, ThreadId, ToolCallId, ToolInvocationRecord};
 
-/// Where a run stands.
+/// Where a run stands. More states may come, so a match needs a catch-all arm; stores keep it
+/// by [`RunStatus::as_str`] and read it back with [`RunStatus::parse`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RunStatus {
     /// Begun and not finished (or cut by a crash that was not recovered yet).
     Running,

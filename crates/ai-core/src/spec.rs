@@ -6,6 +6,10 @@ use serde_json::Value;
 use crate::ToolId;
 
 /// How far a tool reaches beyond computing a value; policy decides on it.
+///
+/// Exhaustive on purpose: policies, retries and approvals decide on it, and a catch-all arm in
+/// such a decision could treat an effect it does not know as a harmless one; a new one must make
+/// every such match fail to compile until it is handled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolEffect {

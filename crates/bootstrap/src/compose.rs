@@ -26,8 +26,9 @@ impl std::fmt::Debug for ToolCapabilities {
     }
 }
 
-/// The core tools a runtime can enable.
+/// The core tools a runtime can enable. More may come, so a match needs a catch-all arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CoreTool {
     /// `core__get_current_time`.
     GetCurrentTime,

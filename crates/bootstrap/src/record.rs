@@ -116,9 +116,11 @@ pub struct RunInput {
     pub loop_revision: Option<u32>,
 }
 
-/// What begins a run on a thread.
+/// What begins a run on a thread. More kinds may come, so a match needs a catch-all arm;
+/// [`Turn::event`] reads any of them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Turn {
     /// The user's next message.
     UserMessage(String),

@@ -20,9 +20,10 @@ use crate::{CoreTool, DEFAULT_POLICY_TOML};
 /// The commented example config shipped in the repository (`cogni.example.toml`).
 pub const EXAMPLE_CONFIG: &str = include_str!("../../../cogni.example.toml");
 
-/// Which wire format the LLM endpoint speaks.
+/// Which wire format the LLM endpoint speaks. More may come, so a match needs a catch-all arm.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum LlmWire {
     /// `POST {base_url}/chat/completions`.
     #[default]

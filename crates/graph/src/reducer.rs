@@ -421,6 +421,9 @@ fn answered(finish: &FinishReason) -> DoneReason {
             "safety" | "recitation" | "refusal" => DoneReason::ContentFilter,
             _ => DoneReason::Other,
         },
+        // A reason ai-core names after this was written: not known here, so never a complete
+        // answer.
+        _ => DoneReason::Other,
     }
 }
 

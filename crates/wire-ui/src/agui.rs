@@ -122,6 +122,10 @@ pub struct ResumeEntry {
 }
 
 /// [`ResumeEntry::status`].
+///
+/// Exhaustive on purpose: it is part of an approval, and a catch-all arm in code that decides on
+/// it could read a status it does not know as an approval. [`ResumeEntry::approves`] is the
+/// reader to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResumeStatus {
@@ -183,6 +187,9 @@ pub enum RunOutcome {
 }
 
 /// A user message's content: plain text or content parts.
+///
+/// Exhaustive on purpose: a catch-all arm would drop a user's message without any error.
+/// [`UserContent::text`] is the reader to use.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(untagged)]
 pub enum UserContent {

@@ -47,6 +47,9 @@ pub struct UiMessage {
 }
 
 /// Who wrote a [`UiMessage`].
+///
+/// Exhaustive on purpose: whoever reads a client's history must place every message, and a
+/// catch-all arm there would drop one without any error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum UiRole {

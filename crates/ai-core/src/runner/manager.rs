@@ -21,9 +21,11 @@ use crate::{
 /// Latency samples kept per tool for the percentiles.
 const LATENCY_SAMPLES: usize = 512;
 
-/// A circuit's state, as reported in statistics.
+/// A circuit's state, as reported in statistics. More states may come, so a match needs a
+/// catch-all arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum BreakerStatus {
     /// Calls pass.
     Closed,
