@@ -103,10 +103,7 @@ fn bench_decode(c: &mut Criterion) {
         let bytes = corpus(calls, size);
         // Both paths agree on what they assemble.
         // L is ~90 MB of SSE, over the default 64 MiB stream limit: raise it, as a caller would.
-        let limits = wire_openai::Limits {
-            max_total_bytes: 256 * 1024 * 1024,
-            ..Default::default()
-        };
+        let limits = wire_openai::Limits::default().with_max_total_bytes(256 * 1024 * 1024);
         let mut decoder = wire_openai::chat::StreamDecoder::new(limits);
         decoder.feed(&bytes).unwrap();
         let decoded = decoder.finish().unwrap();

@@ -88,7 +88,19 @@ pub enum EncodeError {
 }
 
 /// Limits on what one decode session accepts.
+///
+/// More limits may come, so outside this crate a value starts from [`Limits::default`] and
+/// changes what it needs with the `with_*` methods:
+///
+/// ```
+/// let limits = wire_openai::Limits::default().with_max_total_bytes(256 * 1024 * 1024);
+/// assert_eq!(limits.max_total_bytes, 256 * 1024 * 1024);
+/// assert_eq!(limits.max_tool_calls, 128);
+/// let decoder = wire_openai::chat::StreamDecoder::new(limits);
+/// # drop(decoder);
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Limits {
     /// Bytes of one call's arguments (default 1 MiB).
     pub max_argument_bytes: usize,
@@ -105,5 +117,25 @@ impl Default for Limits {
             max_tool_calls: 128,
             max_total_bytes: 64 * 1024 * 1024,
         }
+    }
+}
+
+impl Limits {
+    /// Sets `max_argument_bytes`: bytes of one call's arguments.
+    pub fn with_max_argument_bytes(mut self, bytes: usize) -> Self {
+        self.max_argument_bytes = bytes;
+        self
+    }
+
+    /// Sets `max_tool_calls`: tool calls in one completion.
+    pub fn with_max_tool_calls(mut self, calls: usize) -> Self {
+        self.max_tool_calls = calls;
+        self
+    }
+
+    /// Sets `max_total_bytes`: bytes of the whole stream.
+    pub fn with_max_total_bytes(mut self, bytes: usize) -> Self {
+        self.max_total_bytes = bytes;
+        self
     }
 }

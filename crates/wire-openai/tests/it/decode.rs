@@ -72,24 +72,15 @@ fn limits_bound_memory() {
     .unwrap();
     let cases = [
         (
-            wire_openai::Limits {
-                max_argument_bytes: 10,
-                ..Default::default()
-            },
+            wire_openai::Limits::default().with_max_argument_bytes(10),
             "a tool call's arguments exceeds the limit of 10",
         ),
         (
-            wire_openai::Limits {
-                max_tool_calls: 1,
-                ..Default::default()
-            },
+            wire_openai::Limits::default().with_max_tool_calls(1),
             "the number of tool calls exceeds the limit of 1",
         ),
         (
-            wire_openai::Limits {
-                max_total_bytes: 100,
-                ..Default::default()
-            },
+            wire_openai::Limits::default().with_max_total_bytes(100),
             "the stream exceeds the limit of 100",
         ),
     ];
