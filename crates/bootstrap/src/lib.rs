@@ -16,7 +16,7 @@
 pub mod cli;
 mod compose;
 mod config;
-pub mod record;
+mod record;
 pub mod replay;
 pub mod server;
 mod settings;
@@ -28,7 +28,8 @@ pub use compose::{
 };
 pub use config::{Config, DEFAULT_POLICY_TOML, load_policy};
 pub use record::{
-    RunInput, RunLocks, RunLogStores, RunRequest, Stores, Turn, create_stores, recover, start_run,
+    RunInput, RunLocks, RunLogStores, RunRequest, Stores, THREAD_CHANGED, Turn, create_stores,
+    recover, start_run,
 };
 pub use server::ServerToken;
 pub use settings::{
