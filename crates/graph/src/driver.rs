@@ -116,16 +116,34 @@ impl AgentConfig {
     }
 }
 
-/// Why a thread could not be run.
-#[derive(Debug, thiserror::Error)]
+/// Why a thread could not be run. Each message names the thread and what failed, and never
+/// quotes the thread's state (the conversation).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum GraphError {
-    /// The thread store failed.
-    #[error(transparent)]
-    Store(#[from] ThreadStoreError),
+    /// The thread store failed to load or to save the thread.
+    #[error("cannot {action} thread {thread}: {source}")]
+    Store {
+        /// The thread.
+        thread: String,
+        /// What the store was asked to do: `load` or `save`.
+        action: &'static str,
+        /// The store's error.
+        #[source]
+        source: ThreadStoreError,
+    },
     /// The stored state is not a loop state (the reason never quotes the state).
     #[error("thread {thread} holds an unreadable state: {reason}")]
     State {
+        /// The thread.
+        thread: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The state the run ended with could not be written as JSON, so it was not saved (the
+    /// reason never quotes the state).
+    #[error("the state of thread {thread} cannot be written as JSON: {reason}")]
+    Unsaved {
         /// The thread.
         thread: String,
         /// What is wrong.
@@ -520,14 +538,18 @@ impl Agent {
     ) -> Result<AgentState, GraphError> {
         // serde's own message would quote the state (the conversation), which reaches the
         // client and the logs: only what is wrong and where.
-        let state_error = |e: serde_json::Error| GraphError::State {
+        let store_error = |action, source| GraphError::Store {
             thread: thread.as_str().into(),
-            reason: ai_core::describe_json_error(&e),
+            action,
+            source,
         };
         let loaded = match store.load(thread).await {
-            Ok(Some(saved)) => serde_json::from_value(saved).map_err(state_error),
+            Ok(Some(saved)) => serde_json::from_value(saved).map_err(|e| GraphError::State {
+                thread: thread.as_str().into(),
+                reason: ai_core::describe_json_error(&e),
+            }),
             Ok(None) => Ok(self.new_state()),
-            Err(error) => Err(error.into()),
+            Err(error) => Err(store_error("load", error)),
         };
         let state = match loaded {
             Ok(state) => state,
@@ -540,9 +562,15 @@ impl Agent {
         let state = self
             .run(state, user_message, ctx, catalog, &held, cancel)
             .await;
-        let saved = match serde_json::to_value(&state).map_err(state_error) {
-            Ok(saved) => store.save(thread, &saved).await.map_err(GraphError::from),
-            Err(error) => Err(error),
+        let saved = match serde_json::to_value(&state) {
+            Ok(saved) => store
+                .save(thread, &saved)
+                .await
+                .map_err(|e| store_error("save", e)),
+            Err(e) => Err(GraphError::Unsaved {
+                thread: thread.as_str().into(),
+                reason: ai_core::describe_json_error(&e),
+            }),
         };
         if let Err(error) = saved {
             return Err(failed(events, error));
@@ -568,10 +596,10 @@ async fn unless_panics<F: Future>(future: F) -> Option<F::Output> {
 }
 
 /// Ends a run that failed around the loop (its thread not loaded or not saved) with an `Error`
-/// and `Done`, and hands the error back.
+/// that names the thread and what failed, and `Done`, and hands the error back.
 fn failed(events: &dyn EventSink, error: GraphError) -> GraphError {
     events.emit(AiEvent::Error {
-        message: format!("the thread could not be kept: {error}"),
+        message: error.to_string(),
     });
     events.emit(AiEvent::Done {
         reason: DoneReason::Error,

@@ -58,21 +58,27 @@ pub enum ReconstructError {
         tool_call_id: ToolCallId,
     },
     /// A call has no result before the next user or system message (or the end).
-    #[error("tool call {tool_call_id} has no result")]
+    #[error(
+        "tool call {tool_call_id} has no result before the next user or system message or the \
+         end of the history"
+    )]
     Unanswered {
         /// The call.
         tool_call_id: ToolCallId,
     },
     /// A call id or a result appears twice.
-    #[error("item {index}: {tool_call_id} appears twice")]
+    #[error(
+        "item {index}: tool call id {tool_call_id} is used twice (by two calls or two results)"
+    )]
     Duplicate {
         /// Position in the UI history.
         index: usize,
         /// The id.
         tool_call_id: ToolCallId,
     },
-    /// The rebuilt history still breaks the rules.
-    #[error(transparent)]
+    /// The rebuilt history still breaks the rules. Its message's positions are those of the
+    /// rebuilt messages, not of the UI history's items.
+    #[error("the rebuilt provider history is invalid: {0}")]
     Invalid(#[from] HistoryError),
 }
 

@@ -45,3 +45,18 @@ pub use store::InMemoryThreadStore;
 /// 6. Text the model streamed before its call failed or was cancelled is kept in the history as
 ///    an assistant message (unless blank), as crash recovery already kept it.
 pub const LOOP_REVISION: u32 = 6;
+
+/// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
+/// of every run.
+#[allow(dead_code)]
+fn _assert_send_and_sync() {
+    fn assert<T: Send + Sync>() {}
+    assert::<Agent>();
+    assert::<AgentConfig>();
+    assert::<AgentState>();
+    assert::<AgentEvent>();
+    assert::<Intent>();
+    assert::<InMemoryThreadStore>();
+    assert::<GraphError>();
+    assert::<ReconstructError>();
+}

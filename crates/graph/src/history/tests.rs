@@ -130,6 +130,41 @@ fn faults_are_named() {
     }
 }
 
+/// Each message says where (the item, when there is one), which call, and what is wrong.
+#[test]
+fn messages_name_the_item_the_call_and_the_fault() {
+    let cases = [
+        (
+            vec![user(), result("9")],
+            "item 1: result for 9 answers no tool call of its turn",
+        ),
+        (
+            vec![user(), call("1"), user()],
+            "tool call 1 has no result before the next user or system message or the end of the \
+             history",
+        ),
+        (
+            vec![user(), call("1"), result("1"), result("1")],
+            "item 3: tool call id 1 is used twice (by two calls or two results)",
+        ),
+    ];
+    for (items, expected) in cases {
+        assert_eq!(
+            reconstruct_history(&items).unwrap_err().to_string(),
+            expected
+        );
+    }
+    let invalid = ReconstructError::from(ai_core::HistoryError::Unanswered {
+        index: 2,
+        tool_call_id: id("1"),
+    });
+    assert_eq!(
+        invalid.to_string(),
+        "the rebuilt provider history is invalid: message 2: tool call 1 is never answered"
+    );
+    assert!(std::error::Error::source(&invalid).is_some());
+}
+
 /// A tool name providers refuse to read back (as a UI showed it, or a crashed run's events hold
 /// it) is rebuilt in a form they accept, as the reducer records it; valid names stay as they are.
 #[test]

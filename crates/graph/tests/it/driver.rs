@@ -601,9 +601,19 @@ async fn run_thread_reports_a_turn_it_could_not_save_as_an_error() {
             &f.cancel,
         )
         .await;
-    assert!(result.is_err());
+    let error = result.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "cannot save thread t: thread store failed: disk full"
+    );
+    assert!(std::error::Error::source(&error).is_some(), "{error:?}");
     let events = f.events();
     assert_eq!(done_reason(&events), "error", "{events:?}");
+    assert!(
+        events.iter().any(|e| matches!(e, AiEvent::Error { message }
+            if message == "cannot save thread t: thread store failed: disk full")),
+        "{events:?}"
+    );
     let dones = events
         .iter()
         .filter(|e| matches!(e, AiEvent::Done { .. }))
