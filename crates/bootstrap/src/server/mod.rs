@@ -620,7 +620,8 @@ const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 const KEEP_ALIVE_FRAME: &str = ": keep-alive\n\n";
 
 /// The SSE response for a run: the translator's frames, event by event, until the terminal one,
-/// with a comment frame whenever the run has been silent for [`KEEP_ALIVE`].
+/// with a comment frame whenever the stream has sent nothing for [`KEEP_ALIVE`] (events the
+/// translator sends nothing for do not count).
 /// Dropping the body (the client went away) cancels the run.
 fn sse_response<T: Translate>(
     first: String,
@@ -634,6 +635,9 @@ fn sse_response<T: Translate>(
         _cancel_on_drop: tokio_util::sync::DropGuard,
         first: Option<String>,
         done: bool,
+        /// When the last frame went out: the keep-alive counts from it, not from the last
+        /// event (retries, usage and the like send nothing).
+        last_frame: tokio::time::Instant,
     }
     let streaming = Streaming {
         events: run.events,
@@ -641,16 +645,20 @@ fn sse_response<T: Translate>(
         _cancel_on_drop: run.cancel.drop_guard(),
         first: Some(first),
         done: false,
+        last_frame: tokio::time::Instant::now(),
     };
     let stream = futures_util::stream::unfold(streaming, |mut s| async move {
         if let Some(first) = s.first.take() {
+            s.last_frame = tokio::time::Instant::now();
             return Some((Ok::<_, Infallible>(Bytes::from(first)), s));
         }
         if s.done {
             return None;
         }
         loop {
-            let Ok(event) = tokio::time::timeout(KEEP_ALIVE, s.events.recv()).await else {
+            let quiet_until = s.last_frame + KEEP_ALIVE;
+            let Ok(event) = tokio::time::timeout_at(quiet_until, s.events.recv()).await else {
+                s.last_frame = tokio::time::Instant::now();
                 return Some((Ok(Bytes::from_static(KEEP_ALIVE_FRAME.as_bytes())), s));
             };
             let frames = match event {
@@ -672,6 +680,7 @@ fn sse_response<T: Translate>(
                 s.done = true;
             }
             if !frames.is_empty() {
+                s.last_frame = tokio::time::Instant::now();
                 return Some((Ok(Bytes::from(frames)), s));
             }
             if s.done {
@@ -765,6 +774,53 @@ mod tests {
             body.next().await.is_none(),
             "nothing after the terminal frame"
         );
+    }
+
+    /// Events a translator sends nothing for (a tool's retries here) do not keep a stream alive:
+    /// a comment still follows 15 s after the last frame, not after the last event, so a tool
+    /// retried every 10 s does not leave the connection silent past a proxy's idle timeout.
+    #[tokio::test(start_paused = true)]
+    async fn events_that_send_nothing_do_not_delay_the_keep_alive() {
+        use futures_util::StreamExt;
+
+        let (sender, events) = tokio::sync::mpsc::unbounded_channel();
+        let run = super::StartedRun {
+            events,
+            cancel: ai_core::CancellationToken::new(),
+            resumed: Vec::new(),
+            superseded: Vec::new(),
+        };
+        let mut translator = wire_ui::agui::Translator::new("t-retry", "r-retry");
+        let first = translator.start().iter().map(wire_ui::sse::frame).collect();
+        let response = super::sse_response(first, run, super::agui::Stream(translator), &[]);
+        let mut body = response.into_body().into_data_stream();
+        let retries = tokio::spawn(async move {
+            for attempt in 2..8 {
+                tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+                let retrying = AiEvent::ToolCallRetrying {
+                    tool_call_id: ToolCallId::new("call_slow").unwrap(),
+                    attempt,
+                    max_attempts: 8,
+                    retry_in_ms: 0,
+                    category: ai_core::ToolErrorCategory::Transient,
+                };
+                if sender.send(retrying).is_err() {
+                    return;
+                }
+            }
+        });
+        let first = body.next().await.unwrap().unwrap();
+        assert!(String::from_utf8_lossy(&first).contains("RUN_STARTED"));
+        let quiet = tokio::time::Instant::now();
+        let frame = body.next().await.unwrap().unwrap();
+        assert_eq!(frame, super::KEEP_ALIVE_FRAME.as_bytes());
+        assert_eq!(quiet.elapsed(), super::KEEP_ALIVE, "the first keep-alive");
+        let quiet = tokio::time::Instant::now();
+        let frame = body.next().await.unwrap().unwrap();
+        assert_eq!(frame, super::KEEP_ALIVE_FRAME.as_bytes());
+        assert_eq!(quiet.elapsed(), super::KEEP_ALIVE, "the next one");
+        drop(body);
+        retries.await.unwrap();
     }
 
     /// The body of a run whose task dies (its channel closes without `Done`) after a call
