@@ -55,7 +55,7 @@ fn addressed_to_loopback(request: &Request) -> bool {
 }
 
 /// Whether `authority` (`host` or `host:port`, an IPv6 host in brackets) names a loopback host:
-/// `localhost` in any case, or an IP address that is loopback (`127.0.0.0/8`, `::1`, and
+/// `localhost` in any case (or `localhost.`, its fully qualified form), or an IP address that is loopback (`127.0.0.0/8`, `::1`, and
 /// `::ffff:127.0.0.1`). `0.0.0.0`, which some browsers send to the local machine, is not one.
 fn is_loopback_authority(authority: &str) -> bool {
     let Ok(authority) = authority.parse::<axum::http::uri::Authority>() else {
@@ -71,7 +71,11 @@ fn is_loopback_authority(authority: &str) -> bool {
         .unwrap_or(host);
     match ip.parse::<IpAddr>() {
         Ok(ip) => ip.to_canonical().is_loopback(),
-        Err(_) => host.eq_ignore_ascii_case("localhost"),
+        // `localhost.` is the same name, fully qualified; no one can serve a page under it.
+        Err(_) => {
+            let name = host.strip_suffix('.').unwrap_or(host);
+            name.eq_ignore_ascii_case("localhost")
+        }
     }
 }
 
@@ -90,6 +94,9 @@ mod tests {
             "[::1]:8787",
             "[::1]",
             "[::ffff:127.0.0.1]:8787",
+            // The fully qualified name (a browser sends it as typed: `http://localhost.:8787/`).
+            "localhost.",
+            "LocalHost.:8787",
         ] {
             assert!(is_loopback_authority(host), "{host}");
         }
@@ -105,6 +112,10 @@ mod tests {
             "user@localhost:8787",
             "localhost:8787/path",
             "local host",
+            "localhost..:8787",
+            ".:8787",
+            "attacker.example.:8787",
+            "localhost.attacker.example.",
         ] {
             assert!(!is_loopback_authority(host), "{host}");
         }
