@@ -92,6 +92,9 @@ struct Printer {
 #[derive(Default)]
 struct PrintState {
     in_text: bool,
+    /// The last text delta ended with `\r`, not printed yet: a `\n` starting the next delta
+    /// makes it a line end; anything else, a `\r` that is replaced ([`terminal_safe`]).
+    held_cr: bool,
     done: Option<DoneReason>,
 }
 
@@ -128,9 +131,23 @@ impl Printer {
     /// Writes `event` for a person: what the model wrote, and what a tool or the endpoint
     /// answered, with their control characters replaced ([`terminal_safe`]), so no escape
     /// sequence in them reaches the terminal.
+    /// A `\r` that ends a text delta waits for the next event, which may start with the `\n`
+    /// of the same Windows line end: the stream may split the two.
     fn human(state: &mut PrintState, event: &AiEvent, out: &mut impl Write) -> std::io::Result<()> {
         let mut shown = Vec::new();
+        let is_text = matches!(event, AiEvent::TextDelta { .. });
+        if std::mem::take(&mut state.held_cr) {
+            if is_text {
+                shown.push(b'\r');
+            } else {
+                out.write_all(terminal_safe("\r").as_bytes())?;
+            }
+        }
         Self::render(state, event, &mut shown)?;
+        if is_text && shown.last() == Some(&b'\r') {
+            shown.pop();
+            state.held_cr = true;
+        }
         out.write_all(terminal_safe(&String::from_utf8_lossy(&shown)).as_bytes())
     }
 
@@ -248,6 +265,41 @@ mod tests {
             Printer::human(&mut state, event, &mut out).unwrap();
         }
         String::from_utf8(out).unwrap()
+    }
+
+    /// A Windows line end the stream splits between two text deltas (`\r` ending one, `\n`
+    /// starting the next) is a line end, as it is within one delta; a `\r` that no `\n`
+    /// follows is still replaced, whatever follows it.
+    #[test]
+    fn a_windows_line_end_split_between_deltas_stays_a_line_end() {
+        let text = |delta: &str| AiEvent::TextDelta {
+            delta: delta.into(),
+        };
+        let done = AiEvent::Done {
+            reason: DoneReason::Stop,
+        };
+        assert_eq!(
+            shown(&[
+                text("one\r"),
+                text("\ntwo\r\n"),
+                text("three"),
+                done.clone()
+            ]),
+            "one\ntwo\nthree\n"
+        );
+        assert_eq!(
+            shown(&[text("one\r"), text("two\r"), done.clone()]),
+            "one\u{FFFD}two\u{FFFD}\n"
+        );
+        let call = AiEvent::ToolCallStart {
+            tool_call_id: ai_core::ToolCallId::new("c1").unwrap(),
+            tool_name: "core__get_current_time".into(),
+            args: Some(std::sync::Arc::new(serde_json::json!({}))),
+        };
+        assert_eq!(
+            shown(&[text("one\r"), call, done]),
+            "one\u{FFFD}\n→ core__get_current_time {}\n"
+        );
     }
 
     /// Escape sequences in what a model writes or a tool returns never reach the terminal raw:
