@@ -319,7 +319,9 @@ fn wire_decode(format: WireFormat, file: Option<PathBuf>) -> anyhow::Result<Exit
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => {
-            eprintln!("error: {error}");
+            // It may quote the stream (a provider's error message): no control character of it
+            // reaches the terminal.
+            eprintln!("{}", terminal_safe(&format!("error: {error}")));
             Ok(ExitCode::FAILURE)
         }
     }

@@ -203,6 +203,32 @@ fn wire_decode_errors_are_one_line() {
     assert!(output.stdout.is_empty());
 }
 
+/// A stream's own error message (a recorded provider error) is shown on the terminal without
+/// its control characters: ESC, BEL and a C1 `CSI` become U+FFFD, as in every other line the
+/// CLI prints for a person.
+#[test]
+fn wire_decode_errors_show_no_control_character_of_the_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let stream = dir.path().join("hostile.sse");
+    std::fs::write(
+        &stream,
+        "data: {\"error\":{\"message\":\"down\\u001b]0;pwned\\u0007\\u009b2J\"}}\n\n",
+    )
+    .unwrap();
+    let output = cogni(&[
+        "wire",
+        "decode",
+        "--format",
+        "openai-chat",
+        stream.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        stderr(&output).trim_end(),
+        "error: provider error: down\u{FFFD}]0;pwned\u{FFFD}\u{FFFD}2J"
+    );
+}
+
 #[test]
 fn wire_encode_tools_reads_specs_on_stdin() {
     use std::io::Write;
