@@ -166,8 +166,10 @@ async function validateAgui(bytes) {
   // resumes from interrupts answers calls an earlier run showed, without starting them again).
   const started = new Set();
   const ended = new Set();
+  const answered = new Set();
   const openText = new Set();
   parsed.forEach((ev, i) => {
+    if (ev.type === "TOOL_CALL_RESULT") answered.add(ev.toolCallId);
     if (ev.type === "TEXT_MESSAGE_START") openText.add(ev.messageId);
     if (ev.type === "TEXT_MESSAGE_END") openText.delete(ev.messageId);
     if (ev.type === "RUN_STARTED" && i !== 0) fail(`event[${i}] (RUN_STARTED): [cogni] a response carries exactly one run; RUN_STARTED only as event[0]`);
@@ -186,6 +188,11 @@ async function validateAgui(bytes) {
   const open = [...started].filter((id) => !ended.has(id));
   if (open.length) fail(`event[${parsed.length - 1}] (${last.type}): [cogni] tool call(s) ${open.join(", ")} still open at the end of the run`);
   if (openText.size) fail(`event[${parsed.length - 1}] (${last.type}): [cogni] text message(s) ${[...openText].join(", ")} still open at the end of the run`);
+  // A call this run showed gets its TOOL_CALL_RESULT, or waits in RUN_FINISHED's interrupts;
+  // otherwise @ag-ui/client counts it as pending and a next run's model refuses the history.
+  const interrupts = new Set((raw[raw.length - 1].outcome?.interrupts ?? []).map((x) => x.toolCallId ?? x.id));
+  const unanswered = [...started].filter((id) => !answered.has(id) && !interrupts.has(id));
+  if (unanswered.length) fail(`event[${parsed.length - 1}] (${last.type}): [cogni] tool call(s) ${unanswered.join(", ")} left without TOOL_CALL_RESULT or interrupt at the end of the run`);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -343,6 +350,12 @@ async function validateAisdk(bytes, { continues, v5 = true } = {}) {
   // (and ai 5's convertToModelMessages refuses the message).
   const streaming = (full.lastMessage?.parts ?? []).filter((p) => p.toolCallId && p.state === "input-streaming");
   if (streaming.length) fail(`[cogni] call(s) ${streaming.map((p) => p.toolCallId).join(", ")} left input-streaming at the end of the stream`);
+  // A call left `input-available` is one an ai 5 client takes for its own to answer: only a
+  // paused run (which ends with `finish`) leaves one so; after `error` or `abort` it is answered.
+  if (last.type !== "finish") {
+    const waiting = (full.lastMessage?.parts ?? []).filter((p) => p.toolCallId && p.state === "input-available");
+    if (waiting.length) fail(`[cogni] call(s) ${waiting.map((p) => p.toolCallId).join(", ")} left input-available at the end of a failed or cancelled stream`);
+  }
   if (continues) {
     if (full.lastMessage?.id !== continues.id) fail(`[cogni] the resumed stream left message ${continues.id} for ${full.lastMessage?.id}`);
     const open = full.lastMessage.parts.filter((p) => p.toolCallId && !["output-available", "output-error", "output-denied"].includes(p.state));
