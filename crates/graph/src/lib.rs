@@ -44,7 +44,10 @@ pub use store::InMemoryThreadStore;
 ///    `FinishReason::Other`) without asking for tools ends `other`, no longer `stop`.
 /// 6. Text the model streamed before its call failed or was cancelled is kept in the history as
 ///    an assistant message (unless blank), as crash recovery already kept it.
-pub const LOOP_REVISION: u32 = 6;
+/// 7. A last turn's finish reason named as a backend names it and a gateway passes it through is
+///    read as what it means (TGI's `eos_token`, Anthropic's `end_turn` and `max_tokens`, Gemini's
+///    `STOP` and `SAFETY`, in any case): `stop`, `length` or `content_filter`, no longer `other`.
+pub const LOOP_REVISION: u32 = 7;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

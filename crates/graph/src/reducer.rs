@@ -409,16 +409,18 @@ fn never_runs(at: usize, call: &LlmToolCall, finish: &FinishReason) -> Option<&'
 /// (the aliases LiteLLM's `map_finish_reason` knows, in any case): TGI's `eos_token`, `eos`, and
 /// Anthropic's `end_turn` and `stop_sequence` are a natural end; Anthropic's and Gemini's
 /// `max_tokens` the output limit; Gemini's `safety` and `recitation` and Anthropic's `refusal`
-/// the content filter.
+/// the content filter. So are the names ai-core parses (`stop`, `tool_calls`, `length`,
+/// `content_filter`) in another case, as Gemini's `STOP` passed through.
 fn answered(finish: &FinishReason) -> DoneReason {
     match finish {
         FinishReason::Stop | FinishReason::ToolCalls => DoneReason::Stop,
         FinishReason::Length => DoneReason::Length,
         FinishReason::ContentFilter => DoneReason::ContentFilter,
         FinishReason::Other(name) => match name.to_ascii_lowercase().as_str() {
-            "eos_token" | "eos" | "end_turn" | "stop_sequence" | "tool_use" => DoneReason::Stop,
-            "max_tokens" => DoneReason::Length,
-            "safety" | "recitation" | "refusal" => DoneReason::ContentFilter,
+            "stop" | "tool_calls" | "function_call" | "eos_token" | "eos" | "end_turn"
+            | "stop_sequence" | "tool_use" => DoneReason::Stop,
+            "length" | "max_tokens" => DoneReason::Length,
+            "content_filter" | "safety" | "recitation" | "refusal" => DoneReason::ContentFilter,
             _ => DoneReason::Other,
         },
         // A reason ai-core names after this was written: not known here, so never a complete

@@ -501,6 +501,14 @@ fn a_last_turn_the_provider_cut_off_ends_the_run_saying_so() {
             FinishReason::Other("refusal".into()),
             DoneReason::ContentFilter,
         ),
+        // The names ai-core knows, in another case: Gemini's `STOP`, say, passed through.
+        (FinishReason::Other("STOP".into()), DoneReason::Stop),
+        (FinishReason::Other("Tool_Calls".into()), DoneReason::Stop),
+        (FinishReason::Other("LENGTH".into()), DoneReason::Length),
+        (
+            FinishReason::Other("CONTENT_FILTER".into()),
+            DoneReason::ContentFilter,
+        ),
     ] {
         let named = serde_json::to_value(reason).unwrap();
         let named = format!("finish:{}", named.as_str().unwrap());
