@@ -47,7 +47,10 @@ pub use store::InMemoryThreadStore;
 /// 7. A last turn's finish reason named as a backend names it and a gateway passes it through is
 ///    read as what it means (TGI's `eos_token`, Anthropic's `end_turn` and `max_tokens`, Gemini's
 ///    `STOP` and `SAFETY`, in any case): `stop`, `length` or `content_filter`, no longer `other`.
-pub const LOOP_REVISION: u32 = 7;
+/// 8. The calls of a turn whose finish reason is a backend's own name for a cut (Anthropic's
+///    `max_tokens` or `refusal`, Gemini's `MAX_TOKENS` or `SAFETY`, `LENGTH`) are answered as not
+///    run, as for `length` and `content_filter`, no longer run.
+pub const LOOP_REVISION: u32 = 8;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

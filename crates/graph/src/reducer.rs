@@ -380,16 +380,17 @@ pub fn denial_message(reason: Option<&str>) -> String {
 /// running. (The chat and Responses decoders stop at 128 calls by default; other ports may not.)
 pub(crate) const MAX_CALLS_PER_TURN: usize = 128;
 
-/// Why the call at position `at` of a completion that ended for `finish` must never run, if it
-/// must not: the provider stopped the turn early (its output limit or its content filter), or the
-/// decoder marked the call cut short (such arguments may be a fragment of what the model meant),
-/// or the turn already has [`MAX_CALLS_PER_TURN`] calls before it.
-fn never_runs(at: usize, call: &LlmToolCall, finish: &FinishReason) -> Option<&'static str> {
-    match finish {
-        FinishReason::ContentFilter => Some(
+/// Why the call at position `at` of a completion whose finish reason [`answered`] reads as `cut`
+/// must never run, if it must not: the provider stopped the turn early (its output limit or its
+/// content filter, under any name that means one), or the decoder marked the call cut short (such arguments
+/// may be a fragment of what the model meant), or the turn already has [`MAX_CALLS_PER_TURN`]
+/// calls before it.
+fn never_runs(at: usize, call: &LlmToolCall, cut: DoneReason) -> Option<&'static str> {
+    match cut {
+        DoneReason::ContentFilter => Some(
             "the provider's content filter stopped the model's turn, so the tool call was not run",
         ),
-        _ if *finish == FinishReason::Length || !call.complete => {
+        _ if cut == DoneReason::Length || !call.complete => {
             Some("the tool call was cut short (the model hit its output limit) and was not run")
         }
         _ if at >= MAX_CALLS_PER_TURN => Some(
@@ -619,8 +620,9 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
             state.steps = state.steps.saturating_add(1);
             let mut shown = Vec::new();
             let mut to_run = Vec::new();
+            let cut = answered(&completion.finish_reason);
             for (at, call) in calls.iter().enumerate() {
-                match never_runs(at, call, &completion.finish_reason) {
+                match never_runs(at, call, cut) {
                     Some(why) => {
                         let failure = ToolFailure::new(ToolErrorCode::Validation, why);
                         let answer = ToolExecResult::error(call.id.clone(), failure);

@@ -531,10 +531,19 @@ fn a_last_turn_the_provider_cut_off_ends_the_run_saying_so() {
 
 /// A turn cut off while it asked for tools keeps what it did before: its calls are answered as
 /// not run and the model is asked again, so the run ends with the reason of the turn that
-/// ends it (here a complete answer: `stop`; or a cut one), or at the step limit.
+/// ends it (here a complete answer: `stop`; or a cut one), or at the step limit. A turn whose
+/// finish reason is a backend's own name for a cut (passed through by a gateway) is cut too.
 #[test]
 fn a_cut_turn_with_calls_goes_on_and_the_last_turn_decides() {
-    for finish in [FinishReason::Length, FinishReason::ContentFilter] {
+    for finish in [
+        FinishReason::Length,
+        FinishReason::ContentFilter,
+        FinishReason::Other("max_tokens".into()),
+        FinishReason::Other("MAX_TOKENS".into()),
+        FinishReason::Other("SAFETY".into()),
+        FinishReason::Other("refusal".into()),
+        FinishReason::Other("CONTENT_FILTER".into()),
+    ] {
         let (state, _) = reduce(AgentState::new(None, steps(10)), user());
         let (state, intents) = reduce(state, ended("", &["c1"], finish.clone()));
         let [Intent::ShowAnswers { answers }, Intent::CallModel { .. }] = intents.as_slice() else {
