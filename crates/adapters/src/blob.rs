@@ -94,7 +94,8 @@ impl FsBlobStore {
     pub const PUT_CHUNK: usize = 16;
 
     /// Opens (creating when needed) the blob folder `<data_dir>/blobs`. A folder it creates is
-    /// made durable (its parent is fsynced) before it returns.
+    /// its owner's alone (mode `0700` on Unix, [`crate::create_private_dir`]), as the run store
+    /// creates the data folder, and made durable (its parent is fsynced) before it returns.
     pub fn open(data_dir: impl AsRef<Path>) -> Result<Self, BlobStoreError> {
         let root = data_dir.as_ref().join("blobs");
         // The folders this call creates, innermost first: each one's parent gets an fsync.
@@ -104,7 +105,7 @@ impl FsBlobStore {
             created.push(d);
             dir = d.parent();
         }
-        fs::create_dir_all(&root).map_err(|e| io_error("cannot create", &root, &e))?;
+        crate::create_private_dir(&root).map_err(|e| io_error("cannot create", &root, &e))?;
         for dir in created {
             if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
                 sync_dir(parent)?;

@@ -30,6 +30,7 @@ mod blob;
 #[cfg(feature = "sqlite")]
 mod blob_sqlite;
 mod clock;
+mod dir;
 mod memory;
 #[cfg(feature = "openai")]
 mod openai;
@@ -44,6 +45,7 @@ pub use blob::{FsBlobStore, InMemoryBlobStore};
 #[cfg(feature = "sqlite")]
 pub use blob_sqlite::{SqliteBlobStore, TieredBlobStore};
 pub use clock::SystemClock;
+pub use dir::create_private_dir;
 pub use memory::InMemoryRunStore;
 #[cfg(feature = "openai")]
 pub use openai::{
@@ -52,7 +54,7 @@ pub use openai::{
 pub use recording::{ReceiptCollector, RecordingCompletion, RecordingConfig, ToolsEncoder};
 pub use replay::ReplayCompletion;
 #[cfg(feature = "sqlite")]
-pub use sqlite::{DB_FILE, SCHEMA_VERSION, SqliteStore, create_private_dir};
+pub use sqlite::{DB_FILE, SCHEMA_VERSION, SqliteStore};
 pub use workspace::FsWorkspace;
 
 /// Adapters are shared (behind an `Arc`) by every run and task of a process.

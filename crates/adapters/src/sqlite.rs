@@ -63,16 +63,6 @@ fn backend(what: impl std::fmt::Display, e: impl std::fmt::Display) -> RunStoreE
     RunStoreError::Backend(format!("{what}: {e}"))
 }
 
-/// Creates `dir` and its missing parents as its owner's alone (mode `0700` on Unix), as a data
-/// folder should be; a folder that exists keeps its permissions.
-pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)
-}
-
 impl SqliteStore {
     /// Opens `<data_dir>/cogni.db`, creating the folder and the database when needed, and brings
     /// its schema up to [`SCHEMA_VERSION`].
@@ -85,7 +75,7 @@ impl SqliteStore {
     /// untouched; a folder that cannot be written is a [`RunStoreError::Backend`] naming it.
     pub fn open(data_dir: impl AsRef<Path>) -> Result<Self, RunStoreError> {
         let data_dir = data_dir.as_ref();
-        create_private_dir(data_dir).map_err(|e| {
+        crate::create_private_dir(data_dir).map_err(|e| {
             backend(
                 format_args!("cannot create the data directory {}", data_dir.display()),
                 e,

@@ -523,3 +523,27 @@ async fn in_memory_put_repairs_a_damaged_blob() {
     assert_eq!(store.put(b"b").await.unwrap(), hash);
     assert_eq!(store.get(&hash).await.unwrap(), b"b");
 }
+
+/// The blob store used alone (without the SQLite store, or before it) creates the data folder
+/// and its blob folder as their owner's alone, as the run store does: the blobs hold the
+/// conversations. A folder that exists keeps the permissions it has.
+#[cfg(unix)]
+#[test]
+fn fs_the_folders_it_creates_are_the_owners_alone_and_a_chosen_one_is_left_as_it_is() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("var").join("cogni");
+    FsBlobStore::open(&data).unwrap();
+    assert_eq!(mode(dir.path().join("var").as_path()), 0o700);
+    assert_eq!(mode(&data), 0o700);
+    assert_eq!(mode(&data.join("blobs")), 0o700);
+
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o750)).unwrap();
+    FsBlobStore::open(&shared).unwrap();
+    assert_eq!(mode(&shared), 0o750);
+}

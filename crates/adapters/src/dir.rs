@@ -1,0 +1,14 @@
+//! Creating a data folder as its owner's alone.
+
+use std::path::Path;
+
+/// Creates `dir` and its missing parents as its owner's alone (mode `0700` on Unix), as a data
+/// folder should be: the stores under it hold the conversations and the tools' arguments. A
+/// folder that exists keeps its permissions, since whoever made it chose them.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
