@@ -33,17 +33,28 @@ pub enum Error {
     ToolIdCollision(crate::ToolId),
     /// A visible tool's input schema leaves the subset [`crate::validate_tool_schema_p0`]
     /// accepts (a hand-built [`crate::ToolSpec`], say, that no derivation checked).
-    #[error("tool {id}: the input schema leaves the supported subset: {}{}", violations[0],
-        match violations.len() { 1 => String::new(), n => format!(" (and {} more)", n - 1) })]
+    #[error(
+        "tool {id}: the input schema leaves the supported subset{}",
+        describe(violations)
+    )]
     InvalidToolSchema {
         /// The tool whose schema was refused.
         id: crate::ToolId,
-        /// Every place the schema leaves the subset; never empty.
+        /// Every place the schema leaves the subset (the catalog never builds this empty).
         violations: Vec<crate::SchemaViolation>,
     },
     /// A tool policy could not be parsed.
     #[error("invalid tool policy: {0}")]
     Policy(String),
+}
+
+/// The first of `violations` and how many more, for [`Error::InvalidToolSchema`]'s message.
+fn describe(violations: &[crate::SchemaViolation]) -> String {
+    match violations {
+        [] => String::new(),
+        [only] => format!(": {only}"),
+        [first, rest @ ..] => format!(": {first} (and {} more)", rest.len()),
+    }
 }
 
 /// `Result` with [`Error`] as the default error.

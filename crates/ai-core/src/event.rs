@@ -24,9 +24,10 @@ pub enum DoneReason {
     /// run: its calls are answered as not run and the model is asked again.)
     ContentFilter,
     /// The provider ended the model's last turn, before it asked for tools, for a reason that is
-    /// neither a natural end nor one of the cuts above (vLLM's `abort`, or any reason it names
-    /// that this crate does not know: [`crate::FinishReason::Other`]): its answer, if any, may
-    /// be incomplete. (Such a turn that asked for tools does not end the run: its calls run as
+    /// neither a natural end nor one of the cuts above (vLLM's `abort`, or any other
+    /// [`crate::FinishReason::Other`] that is not a backend's own name for one of them, such as
+    /// TGI's `eos_token` or Anthropic's `max_tokens`, which the loop reads as what it means):
+    /// its answer, if any, may be incomplete. (Such a turn that asked for tools does not end the run: its calls run as
     /// any others.)
     Other,
     /// The loop reached its step limit.

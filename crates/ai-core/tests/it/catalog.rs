@@ -108,3 +108,25 @@ fn catalog_refuses_a_visible_tool_whose_schema_leaves_the_subset() {
     let denied = ToolCatalog::build(&source, &allow(&[]), &ctx()).unwrap();
     assert!(denied.is_empty());
 }
+
+/// The error's message reads whatever list it holds; one built by hand with none never panics.
+#[test]
+fn an_invalid_schema_error_describes_any_list_of_violations() {
+    let error = |violations| Error::InvalidToolSchema {
+        id: ToolId::parse("mcp__srv__search").unwrap(),
+        violations,
+    };
+    assert_eq!(
+        error(vec![]).to_string(),
+        "tool mcp__srv__search: the input schema leaves the supported subset"
+    );
+    let one = ai_core::SchemaViolation {
+        pointer: String::new(),
+        reason: "the root must be an object".into(),
+    };
+    assert_eq!(
+        error(vec![one]).to_string(),
+        "tool mcp__srv__search: the input schema leaves the supported subset: \
+         (root): the root must be an object"
+    );
+}
