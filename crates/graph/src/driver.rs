@@ -121,16 +121,17 @@ impl AgentConfig {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum GraphError {
-    /// The thread store failed to load or to save the thread.
-    #[error("cannot {action} thread {thread}: {source}")]
+    /// The thread store failed to load or to save the thread. The store's error is part of the
+    /// message (which a run's `Error` event carries), so it is not also its `source()`: a chain
+    /// printed whole shows it once.
+    #[error("cannot {action} thread {thread}: {error}")]
     Store {
         /// The thread.
         thread: String,
         /// What the store was asked to do: `load` or `save`.
         action: &'static str,
         /// The store's error.
-        #[source]
-        source: ThreadStoreError,
+        error: ThreadStoreError,
     },
     /// The stored state is not a loop state (the reason never quotes the state).
     #[error("thread {thread} holds an unreadable state: {reason}")]
@@ -538,10 +539,10 @@ impl Agent {
     ) -> Result<AgentState, GraphError> {
         // serde's own message would quote the state (the conversation), which reaches the
         // client and the logs: only what is wrong and where.
-        let store_error = |action, source| GraphError::Store {
+        let store_error = |action, error| GraphError::Store {
             thread: thread.as_str().into(),
             action,
-            source,
+            error,
         };
         let loaded = match store.load(thread).await {
             Ok(Some(saved)) => serde_json::from_value(saved).map_err(|e| GraphError::State {

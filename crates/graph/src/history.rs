@@ -77,9 +77,16 @@ pub enum ReconstructError {
         tool_call_id: ToolCallId,
     },
     /// The rebuilt history still breaks the rules. Its message's positions are those of the
-    /// rebuilt messages, not of the UI history's items.
+    /// rebuilt messages, not of the UI history's items. The rule broken is part of the message
+    /// (which a 400 answer carries), so it is not also the `source()`.
     #[error("the rebuilt provider history is invalid: {0}")]
-    Invalid(#[from] HistoryError),
+    Invalid(HistoryError),
+}
+
+impl From<HistoryError> for ReconstructError {
+    fn from(error: HistoryError) -> Self {
+        Self::Invalid(error)
+    }
 }
 
 /// An assistant turn being gathered: its text, its calls, their results.
