@@ -278,14 +278,24 @@ pub(crate) fn only_address(mut hashes: Vec<String>) -> Result<String, BlobStoreE
 /// FIFO would block a read for ever, and a link to `/dev/zero` would be read until memory runs
 /// out.
 fn open_regular(path: &Path) -> io::Result<(File, u64)> {
-    let entry = fs::symlink_metadata(path)?;
-    if !entry.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "not a regular file",
-        ));
+    use std::os::unix::fs::OpenOptionsExt;
+    let not_regular = || io::Error::new(io::ErrorKind::InvalidData, "not a regular file");
+    // The entry first, for a clear error; then the open itself refuses what may have been put
+    // there since (O_NOFOLLOW: no link; O_NONBLOCK: a FIFO does not block the open), and the
+    // handle that will be read is checked, not a second lookup of the name.
+    if !fs::symlink_metadata(path)?.is_file() {
+        return Err(not_regular());
     }
-    Ok((File::open(path)?, entry.len()))
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits() as i32)
+        .open(path)?;
+    let opened = file.metadata()?;
+    if !opened.is_file() {
+        return Err(not_regular());
+    }
+    Ok((file, opened.len()))
 }
 
 /// The bytes of the regular file at `path` ([`open_regular`]).
