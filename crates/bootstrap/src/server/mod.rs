@@ -740,10 +740,11 @@ mod tests {
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_silent_run_keeps_its_stream_alive_with_comments_until_it_ends() {
-        use futures_util::StreamExt;
-
+    /// A run as `start_run` returns it, fed through the returned sender.
+    fn started() -> (
+        tokio::sync::mpsc::UnboundedSender<AiEvent>,
+        super::StartedRun,
+    ) {
         let (sender, events) = tokio::sync::mpsc::unbounded_channel();
         let run = super::StartedRun {
             events,
@@ -751,6 +752,14 @@ mod tests {
             resumed: Vec::new(),
             superseded: Vec::new(),
         };
+        (sender, run)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_run_keeps_its_stream_alive_with_comments_until_it_ends() {
+        use futures_util::StreamExt;
+
+        let (sender, run) = started();
         let response = super::sse_response("data: \"first\"\n\n".into(), run, Names(false), &[]);
         let mut body = response.into_body().into_data_stream();
         // Time is paused: a stream that stays silent fails here after a minute of virtual time.
@@ -783,13 +792,7 @@ mod tests {
     async fn events_that_send_nothing_do_not_delay_the_keep_alive() {
         use futures_util::StreamExt;
 
-        let (sender, events) = tokio::sync::mpsc::unbounded_channel();
-        let run = super::StartedRun {
-            events,
-            cancel: ai_core::CancellationToken::new(),
-            resumed: Vec::new(),
-            superseded: Vec::new(),
-        };
+        let (sender, run) = started();
         let mut translator = wire_ui::agui::Translator::new("t-retry", "r-retry");
         let first = translator.start().iter().map(wire_ui::sse::frame).collect();
         let response = super::sse_response(first, run, super::agui::Stream(translator), &[]);
@@ -826,13 +829,7 @@ mod tests {
     /// The body of a run whose task dies (its channel closes without `Done`) after a call
     /// started to run and before its result.
     async fn died_after_a_call_started(translator: impl super::Translate, first: String) -> String {
-        let (sender, events) = tokio::sync::mpsc::unbounded_channel();
-        let run = super::StartedRun {
-            events,
-            cancel: ai_core::CancellationToken::new(),
-            resumed: Vec::new(),
-            superseded: Vec::new(),
-        };
+        let (sender, run) = started();
         let response = super::sse_response(first, run, translator, &[]);
         for event in [
             AiEvent::StepStarted { step: 1 },
