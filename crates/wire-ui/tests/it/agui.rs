@@ -304,29 +304,7 @@ fn a_failed_or_cancelled_run_ends_its_open_text_first() {
 /// answer. A call that waits for approval is left to its interrupt.
 #[test]
 fn a_started_call_without_a_result_at_the_end_is_answered() {
-    use ai_core::{AiEvent, DoneReason, ToolCallId};
-    use std::sync::Arc;
-    let id = |raw: &str| ToolCallId::new(raw).unwrap();
-    let out = translate(&[
-        AiEvent::StepStarted { step: 1 },
-        AiEvent::ToolCallStart {
-            tool_call_id: id("call_1"),
-            tool_name: "core__workspace_read".into(),
-            args: Some(Arc::new(serde_json::json!({"path": "notes.txt"}))),
-        },
-        AiEvent::ApprovalRequired {
-            tool_call_id: id("call_2"),
-            tool_id: ai_core::ToolId::parse("core__get_current_time").unwrap(),
-            args: Arc::new(serde_json::json!({})),
-            args_hash: "0".repeat(64),
-        },
-        AiEvent::Error {
-            message: "the run ended unexpectedly".into(),
-        },
-        AiEvent::Done {
-            reason: DoneReason::Error,
-        },
-    ]);
+    let out = translate(&crate::scenarios::died_with_a_call_unanswered());
     verify(&out).unwrap();
     let json: Vec<serde_json::Value> = out
         .iter()

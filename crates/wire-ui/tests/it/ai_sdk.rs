@@ -441,29 +441,7 @@ fn a_call_still_streaming_at_the_end_ends_failed() {
 /// for a call left for it to answer. A call that waits for approval keeps waiting.
 #[test]
 fn a_started_call_without_a_result_at_the_end_ends_failed() {
-    use ai_core::{AiEvent, DoneReason, ToolCallId};
-    use std::sync::Arc;
-    let id = |raw: &str| ToolCallId::new(raw).unwrap();
-    let out = translate(&[
-        AiEvent::StepStarted { step: 1 },
-        AiEvent::ToolCallStart {
-            tool_call_id: id("call_1"),
-            tool_name: "core__workspace_read".into(),
-            args: Some(Arc::new(serde_json::json!({"path": "notes.txt"}))),
-        },
-        AiEvent::ApprovalRequired {
-            tool_call_id: id("call_2"),
-            tool_id: ai_core::ToolId::parse("core__get_current_time").unwrap(),
-            args: Arc::new(serde_json::json!({})),
-            args_hash: "0".repeat(64),
-        },
-        AiEvent::Error {
-            message: "the run ended unexpectedly".into(),
-        },
-        AiEvent::Done {
-            reason: DoneReason::Error,
-        },
-    ]);
+    let out = translate(&crate::scenarios::died_with_a_call_unanswered());
     verify(&out).unwrap();
     let json: Vec<serde_json::Value> = out
         .iter()

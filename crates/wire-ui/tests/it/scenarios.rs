@@ -259,3 +259,21 @@ pub(crate) fn resumed_after_approval() -> Vec<AiEvent> {
         done(DoneReason::Stop),
     ]
 }
+
+/// A run whose task died (or whose log could not be written) after one call started, with no
+/// result, and another asked for approval: what the server closes the stream with.
+pub(crate) fn died_with_a_call_unanswered() -> Vec<AiEvent> {
+    vec![
+        step(1),
+        start(
+            "call_1",
+            "core__workspace_read",
+            Some(json!({"path": "notes.txt"})),
+        ),
+        approval("call_2", "core__get_current_time", json!({})),
+        AiEvent::Error {
+            message: "the run ended unexpectedly".into(),
+        },
+        done(DoneReason::Error),
+    ]
+}
