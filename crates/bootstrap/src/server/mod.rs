@@ -619,9 +619,70 @@ const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 /// The comment frame a silent stream carries every [`KEEP_ALIVE`].
 const KEEP_ALIVE_FRAME: &str = ": keep-alive\n\n";
 
+/// The calls a run's stream showed waiting for approval that have not started since.
+#[derive(Default)]
+struct AwaitingApproval(Vec<(ai_core::ToolCallId, Arc<str>)>);
+
+impl AwaitingApproval {
+    /// Notes `event`, and for a `Done` that does not pause the run returns what answers each
+    /// call still waiting, as never run: a start without arguments and a `cancelled` result, as
+    /// the loop answers the waiting calls of a run it cancels. Only a run that could not be
+    /// recorded (its last batch failed to store, or its task died) ends so: no interrupt will
+    /// ask for those approvals and the thread does not wait for them, so a client must not keep
+    /// them waiting (AG-UI: a call without `TOOL_CALL_RESULT` after `RUN_ERROR`; AI SDK: a part
+    /// left `input-available` or `approval-requested` after `error`).
+    fn answers(&mut self, event: &AiEvent) -> Vec<AiEvent> {
+        match event {
+            AiEvent::ApprovalRequired {
+                tool_call_id,
+                tool_id,
+                ..
+            } => {
+                self.0.push((tool_call_id.clone(), tool_id.as_str().into()));
+                Vec::new()
+            }
+            // Started (decided, or cancelled by the loop): the loop answers it from here.
+            AiEvent::ToolCallStart { tool_call_id, .. }
+            | AiEvent::ToolCallResult { tool_call_id, .. } => {
+                self.0.retain(|(id, _)| id != tool_call_id);
+                Vec::new()
+            }
+            AiEvent::Done {
+                reason: DoneReason::AwaitingApproval,
+            } => Vec::new(),
+            AiEvent::Done { .. } => {
+                let failure = ai_core::ToolFailure::new(
+                    ai_core::ToolErrorCode::Cancelled,
+                    "the run ended before this call was approved, so it never ran",
+                );
+                std::mem::take(&mut self.0)
+                    .into_iter()
+                    .flat_map(|(tool_call_id, tool_name)| {
+                        [
+                            AiEvent::ToolCallStart {
+                                tool_call_id: tool_call_id.clone(),
+                                tool_name: tool_name.clone(),
+                                args: None,
+                            },
+                            AiEvent::ToolCallResult {
+                                tool_call_id,
+                                tool_name,
+                                outcome: ai_core::ToolOutcome::Error(failure.clone()),
+                            },
+                        ]
+                    })
+                    .collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// The SSE response for a run: the translator's frames, event by event, until the terminal one,
 /// with a comment frame whenever the stream has sent nothing for [`KEEP_ALIVE`] (events the
-/// translator sends nothing for do not count).
+/// translator sends nothing for do not count). A run that ends neither paused nor through the
+/// loop's own end answers the calls it showed waiting for approval first
+/// ([`AwaitingApproval`]).
 /// Dropping the body (the client went away) cancels the run.
 fn sse_response<T: Translate>(
     first: String,
@@ -634,6 +695,7 @@ fn sse_response<T: Translate>(
         translator: T,
         _cancel_on_drop: tokio_util::sync::DropGuard,
         first: Option<String>,
+        waiting: AwaitingApproval,
         done: bool,
         /// When the last frame went out: the keep-alive counts from it, not from the last
         /// event (retries, usage and the like send nothing).
@@ -644,6 +706,7 @@ fn sse_response<T: Translate>(
         translator,
         _cancel_on_drop: run.cancel.drop_guard(),
         first: Some(first),
+        waiting: AwaitingApproval::default(),
         done: false,
         last_frame: tokio::time::Instant::now(),
     };
@@ -661,20 +724,25 @@ fn sse_response<T: Translate>(
                 s.last_frame = tokio::time::Instant::now();
                 return Some((Ok(Bytes::from_static(KEEP_ALIVE_FRAME.as_bytes())), s));
             };
-            let frames = match event {
-                Some(event) => s.translator.frames(&event),
+            let events = match event {
+                Some(event) => vec![event],
                 // The run ended without its Done (its task failed): close the protocol anyway.
-                None => {
-                    let mut frames = s.translator.frames(&AiEvent::Error {
+                None => vec![
+                    AiEvent::Error {
                         message: "the run ended unexpectedly".into(),
-                    });
-                    frames.push_str(&s.translator.frames(&AiEvent::Done {
+                    },
+                    AiEvent::Done {
                         reason: DoneReason::Error,
-                    }));
-                    frames
-                }
+                    },
+                ],
             };
-            let mut frames = frames;
+            let mut frames = String::new();
+            for event in events {
+                for answer in s.waiting.answers(&event) {
+                    frames.push_str(&s.translator.frames(&answer));
+                }
+                frames.push_str(&s.translator.frames(&event));
+            }
             if s.translator.finished() {
                 frames.push_str(s.translator.trailer());
                 s.done = true;
@@ -892,6 +960,297 @@ mod tests {
             "{body}"
         );
         assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+    }
+
+    /// A run store whose commit of a run's last batch (the one with `Done`) fails, as a full
+    /// disk fails it; every other batch is stored, and a stored request for an approval is
+    /// reported on `approval_stored`.
+    #[derive(Default)]
+    struct FailsAtDone {
+        inner: adapters::InMemoryRunStore,
+        approval_stored: Arc<tokio::sync::Notify>,
+    }
+
+    #[async_trait::async_trait]
+    impl ai_core::RunStore for FailsAtDone {
+        async fn begin_run(
+            &self,
+            run_id: &RunId,
+            thread_id: Option<&ai_core::ThreadId>,
+            at_ms: u64,
+            input_ref: Option<&str>,
+        ) -> Result<(), ai_core::RunStoreError> {
+            self.inner
+                .begin_run(run_id, thread_id, at_ms, input_ref)
+                .await
+        }
+
+        async fn commit_step(
+            &self,
+            run_id: &RunId,
+            step: RunStep,
+        ) -> Result<std::ops::Range<u64>, ai_core::RunStoreError> {
+            let has = |f: fn(&AiEvent) -> bool| step.events.iter().any(f);
+            if has(|e| matches!(e, AiEvent::Done { .. })) {
+                return Err(ai_core::RunStoreError::Backend("disk I/O error".into()));
+            }
+            let approval = has(|e| matches!(e, AiEvent::ApprovalRequired { .. }));
+            let stored = self.inner.commit_step(run_id, step).await;
+            if approval && stored.is_ok() {
+                self.approval_stored.notify_one();
+            }
+            stored
+        }
+
+        async fn finish_run(
+            &self,
+            run_id: &RunId,
+            at_ms: u64,
+        ) -> Result<(), ai_core::RunStoreError> {
+            self.inner.finish_run(run_id, at_ms).await
+        }
+
+        async fn list_runs(&self) -> Result<Vec<ai_core::RunHeader>, ai_core::RunStoreError> {
+            self.inner.list_runs().await
+        }
+
+        async fn load_run(
+            &self,
+            run_id: &RunId,
+        ) -> Result<ai_core::RunLog, ai_core::RunStoreError> {
+            self.inner.load_run(run_id).await
+        }
+
+        async fn recover_interrupted(
+            &self,
+            at_ms: u64,
+            runs: &[RunId],
+        ) -> Result<Vec<ai_core::InterruptedRun>, ai_core::RunStoreError> {
+            self.inner.recover_interrupted(at_ms, runs).await
+        }
+    }
+
+    /// A hand-bound tool taking no arguments: `core__send` (an external side effect, which the
+    /// test's policy gates) answers at once; `core__gate` (read-only) answers once `open` is
+    /// notified.
+    struct Tool {
+        spec: ai_core::ToolSpec,
+        open: Option<Arc<tokio::sync::Notify>>,
+    }
+
+    impl Tool {
+        fn new(
+            id: &str,
+            effect: ai_core::ToolEffect,
+            open: Option<Arc<tokio::sync::Notify>>,
+        ) -> Self {
+            let spec = ai_core::ToolSpec {
+                id: ai_core::ToolId::parse(id).unwrap(),
+                description: "A test tool.".into(),
+                input_schema: serde_json::json!({"type": "object", "properties": {}}),
+                effect,
+                redaction: ai_core::Redaction {
+                    allow: vec!["ok".into()],
+                },
+            };
+            Self { spec, open }
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ai_core::BoundTool for Tool {
+        fn spec(&self) -> &ai_core::ToolSpec {
+            &self.spec
+        }
+
+        fn validate_input(
+            &self,
+            args: serde_json::Value,
+        ) -> Result<serde_json::Value, ai_core::ToolError> {
+            Ok(args)
+        }
+
+        async fn exec(
+            &self,
+            _: ai_core::ExecPermit,
+            _: Arc<serde_json::Value>,
+            _: &ai_core::ToolInvocationContext,
+            _: &ai_core::Capabilities,
+        ) -> Result<serde_json::Value, ai_core::ToolError> {
+            if let Some(open) = &self.open {
+                open.notified().await;
+            }
+            Ok(serde_json::json!({"ok": true}))
+        }
+
+        fn validate_output(&self, _: &serde_json::Value) -> Result<(), ai_core::ToolError> {
+            Ok(())
+        }
+
+        fn redact(
+            &self,
+            output: serde_json::Value,
+        ) -> Result<serde_json::Value, ai_core::ToolError> {
+            Ok(output)
+        }
+    }
+
+    /// A model whose one turn calls `core__send` (which waits for approval) and `core__gate`.
+    struct SendAndGate;
+
+    #[async_trait::async_trait]
+    impl ai_core::CompletionPort for SendAndGate {
+        async fn complete(
+            &self,
+            _: &ai_core::LlmRequest,
+            _: &mut dyn ai_core::DeltaSink,
+            _: &ai_core::CancellationToken,
+        ) -> Result<ai_core::LlmCompletion, ai_core::CompletionError> {
+            let call = |id: &str, name: &str| ai_core::LlmToolCall {
+                id: ToolCallId::new(id).unwrap(),
+                name: name.into(),
+                arguments: "{}".into(),
+                complete: true,
+                provider_fields: serde_json::Map::new(),
+            };
+            Ok(ai_core::LlmCompletion {
+                text: String::new(),
+                tool_calls: vec![
+                    call("call_send", "core__send"),
+                    call("call_gate", "core__gate"),
+                ],
+                finish_reason: ai_core::FinishReason::ToolCalls,
+                usage: None,
+            })
+        }
+    }
+
+    /// A server whose run log fails to store a run's last batch, with `ai_sdk_version`. Its
+    /// model asks for a call that waits for approval and one that answers only once that
+    /// request is stored (and so sent), so the request reaches the client in a batch of its own
+    /// before the run's last batch fails.
+    fn failing_at_done(ai_sdk_version: u8, locks: &tempfile::TempDir) -> Arc<super::AppState> {
+        let runs = Arc::new(FailsAtDone::default());
+        let open = runs.approval_stored.clone();
+        let stores = crate::Stores {
+            threads: Arc::new(graph::InMemoryThreadStore::default()),
+            log: Some(crate::RunLogStores {
+                runs,
+                blobs: Arc::new(adapters::InMemoryBlobStore::default()),
+                receipts: Arc::new(adapters::ReceiptCollector::default()),
+                locks: crate::RunLocks::new(locks.path()),
+            }),
+        };
+        let tools: Vec<Arc<dyn ai_core::BoundTool>> = vec![
+            Arc::new(Tool::new(
+                "core__send",
+                ai_core::ToolEffect::ExternalSideEffect,
+                None,
+            )),
+            Arc::new(Tool::new(
+                "core__gate",
+                ai_core::ToolEffect::ReadOnly,
+                Some(open),
+            )),
+        ];
+        let source = Arc::new(ai_core::StaticToolSource::new(tools).unwrap());
+        let policy = ai_core::ToolPolicy::from_toml_str(
+            r#"
+            allowed_tools = ["core__send", "core__gate"]
+            require_approval_for_effects = ["external_side_effect"]
+            "#,
+        )
+        .unwrap();
+        let clock: Arc<dyn ai_core::Clock> = Arc::new(adapters::SystemClock);
+        let runtime = crate::Runtime::with_source(
+            &settings(),
+            Arc::new(SendAndGate),
+            source,
+            Arc::new(policy),
+            clock,
+        );
+        Arc::new(super::AppState::new(runtime, stores).with_ai_sdk_version(ai_sdk_version))
+    }
+
+    /// The whole body a handler answers `body` with.
+    async fn post<F: Future<Output = Result<axum::response::Response, super::ApiError>>>(
+        handler: impl FnOnce(
+            axum::extract::State<Arc<super::AppState>>,
+            axum::http::HeaderMap,
+            Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+        ) -> F,
+        state: Arc<super::AppState>,
+        body: serde_json::Value,
+    ) -> String {
+        let mut headers = axum::http::HeaderMap::new();
+        let json = axum::http::HeaderValue::from_static("application/json");
+        headers.insert(axum::http::header::CONTENT_TYPE, json);
+        let body = axum::body::Bytes::from(body.to_string());
+        let Ok(response) = handler(axum::extract::State(state), headers, Ok(body)).await else {
+            panic!("the run did not start");
+        };
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        String::from_utf8(body.to_vec()).unwrap()
+    }
+
+    /// A call whose approval request was stored and sent, in a run whose last batch cannot be
+    /// stored, is answered as never run before the protocol's error: the run ends `error`, not
+    /// paused, so nothing will ever approve it (the thread was not saved waiting for it), and
+    /// a client must not keep it waiting (AG-UI: a `TOOL_CALL_RESULT`; AI SDK: `output-error`,
+    /// not `input-available` or `approval-requested`).
+    #[tokio::test]
+    async fn a_call_waiting_for_approval_in_a_run_whose_log_fails_is_answered() {
+        let never_ran = "the run ended before this call was approved, so it never ran";
+        let input = serde_json::json!({
+            "threadId": "t-log-fails", "runId": "r-log-fails",
+            "messages": [{"id": "m1", "role": "user", "content": "send it"}],
+        });
+        let locks = tempfile::tempdir().unwrap();
+        let body = post(super::agui::run, failing_at_done(5, &locks), input).await;
+        record("log-fails-awaiting-approval.agui.sse", &body);
+        let frames: Vec<&str> = body.split("\n\n").collect();
+        let position = |wanted: &dyn Fn(&str) -> bool| frames.iter().position(|f| wanted(f));
+        let result = position(&|f| {
+            f.contains("TOOL_CALL_RESULT") && f.contains("call_send") && f.contains(never_ran)
+        });
+        let error = position(&|f| f.contains("RUN_ERROR") && f.contains("could not be recorded"));
+        assert!(
+            matches!((result, error), (Some(r), Some(e)) if r < e),
+            "{body}"
+        );
+
+        for version in [5, 6] {
+            let input = serde_json::json!({
+                "id": format!("chat-log-fails-{version}"),
+                "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "send it"}]}],
+            });
+            let body = post(super::chat::run, failing_at_done(version, &locks), input).await;
+            // The validators read a `.v6` stream as one for ai 6 clients.
+            let name = match version {
+                6 => "log-fails-awaiting-approval.v6.aisdk.sse",
+                _ => "log-fails-awaiting-approval.aisdk.sse",
+            };
+            record(name, &body);
+            let frames: Vec<&str> = body.split("\n\n").collect();
+            let position = |wanted: &dyn Fn(&str) -> bool| frames.iter().position(|f| wanted(f));
+            let available =
+                position(&|f| f.contains("\"tool-input-available\"") && f.contains("call_send"));
+            let output = position(&|f| {
+                f.contains("\"tool-output-error\"")
+                    && f.contains("call_send")
+                    && f.contains(never_ran)
+            });
+            let error = position(&|f| {
+                f.contains("\"type\":\"error\"") && f.contains("could not be recorded")
+            });
+            assert!(
+                matches!((available, output, error), (Some(a), Some(o), Some(e)) if a < o && o < e),
+                "ai {version}: {body}"
+            );
+            assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+        }
     }
 
     /// Settings `prepare` accepts (a model is named; it is never called).
