@@ -653,12 +653,63 @@ async fn a_page_answer_to_a_stream_request_names_its_content_type() {
     let error = call_once(&model).await.unwrap_err();
     assert!(
         matches!(&error, CompletionError::Decode(m) if m.ends_with(
-            "HTTP 200 OK: the server answered with text/html; charset=utf-8, not an event stream"
+            "HTTP 200 OK: the server answered with text/html; charset=utf-8 (49 bytes), not an \
+             event stream"
         )),
         "{error:?}"
     );
     assert_eq!(fake.requests().len(), 1, "not retried");
     call_once(&model).await.unwrap();
+}
+
+/// A 200 that is not labelled an event stream says what its body was, its content type (or
+/// that it had none) and its size, whatever stopped the decode: a body without a content type,
+/// one over the decoder's stream limit (one long line: no line end ever came), one whose
+/// events broke off. Never a byte of the body.
+#[tokio::test]
+async fn a_body_not_labelled_an_event_stream_is_named_when_it_fails_to_decode() {
+    let fake = FakeLlm::start().await.unwrap();
+    let page = "<!doctype html><html><body>Sign in</body></html>\n";
+    fake.push(Reply::status(200).body(page));
+    fake.push(
+        Reply::status(200)
+            .header("content-type", "text/html")
+            .body("<p>Sign in</p>".repeat(10)),
+    );
+    let cut = fixture_bytes("loop/turn-2-answer.sse").unwrap();
+    let cut = cut[..cut.len() / 2].to_vec();
+    let cut_len = cut.len();
+    fake.push(
+        Reply::status(200)
+            .header("content-type", "text/plain")
+            .body(cut),
+    );
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let limited = OpenAiCompletion::new(OpenAiConfig {
+        limits: wire_openai::Limits::default().with_max_total_bytes(100),
+        ..config(&fake)
+    })
+    .unwrap();
+    let expected = [
+        "HTTP 200 OK: the server answered with no content type (49 bytes), not an event stream"
+            .to_owned(),
+        "HTTP 200 OK: the server answered with text/html (at least 140 bytes), not an event \
+         stream: the stream exceeds the limit of 100"
+            .to_owned(),
+        format!(
+            "HTTP 200 OK: the server answered with text/plain ({cut_len} bytes), not an event \
+             stream: the stream ended after {cut_len} bytes without a finish reason or end marker"
+        ),
+    ];
+    for (model, expected) in [&model, &limited, &model].into_iter().zip(expected) {
+        let error = call_once(model).await.unwrap_err();
+        assert!(
+            matches!(&error, CompletionError::Decode(m) if m.ends_with(&expected)
+                && !m.contains("Sign in")),
+            "{error:?}"
+        );
+    }
+    assert_eq!(fake.requests().len(), 3, "none retried");
 }
 
 #[tokio::test]

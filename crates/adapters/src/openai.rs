@@ -447,24 +447,55 @@ impl OpenAiCompletion {
         if json_answer {
             return Err(self.json_answer(response, status, deadline, cancel).await);
         }
-        // Another type than an event stream is read as one all the same (a server may label
-        // its stream `text/plain`); it is named only when nothing in the body decodes.
-        let other_type = content_type.filter(|v| !v.starts_with("text/event-stream"));
-        self.stream(response, deltas, deadline, cancel, other_type.as_deref())
+        // Another type than an event stream, or none, is read as one all the same (a server
+        // may label its stream `text/plain`, or not at all); it is named when decoding fails.
+        let not_a_stream = match content_type {
+            Some(v) if v.starts_with("text/event-stream") => None,
+            other => Some(other),
+        };
+        self.stream(response, deltas, deadline, cancel, not_a_stream)
             .await
     }
 
     /// Reads the body as the wire's event stream, each fragment to `deltas` as it decodes.
-    /// `other_type` is the response's content type when it is not `text/event-stream`: a body in
-    /// which nothing decodes is then reported as that type rather than as a stream cut short.
+    /// `not_a_stream` is the response's content type (`None` inside: it had none) when it is not
+    /// `text/event-stream`: a body that then fails to decode is reported by that type and its
+    /// size, never by its contents, rather than only as a stream that went wrong.
     async fn stream(
         &self,
         mut response: reqwest::Response,
         deltas: &mut dyn DeltaSink,
         deadline: Instant,
         cancel: &CancellationToken,
-        other_type: Option<&str>,
+        not_a_stream: Option<Option<String>>,
     ) -> Result<LlmCompletion, Failure> {
+        let status = response.status();
+        let labelled = |error: DecodeError, received: usize, whole: bool, decoded: bool| {
+            match (&error, &not_a_stream) {
+                // An error event is the provider's answer, decoded: its label does not matter.
+                (DecodeError::ProviderError { .. }, _) | (_, None) => self.decode_error(error),
+                (_, Some(content_type)) => {
+                    let what = content_type
+                        .as_deref()
+                        .map_or_else(|| "no content type".to_owned(), |t| self.shown(t));
+                    let size = match whole {
+                        true => format!("{received} bytes"),
+                        false => format!("at least {received} bytes"),
+                    };
+                    // A body in which nothing decoded and which simply ended is no stream at
+                    // all: the decoder's word for it (cut short) would mislead.
+                    let detail = match error {
+                        DecodeError::Truncated { .. } if !decoded => String::new(),
+                        other => format!(": {}", self.decode_detail(other)),
+                    };
+                    CompletionError::Decode(format!(
+                        "POST {}: HTTP {}: the server answered with {what} ({size}), not an event stream{detail}",
+                        self.endpoint,
+                        status_text(status),
+                    ))
+                }
+            }
+        };
         let mut decoder = Decoder::new(self.wire, self.limits);
         let mut received = 0usize;
         let mut decoded = false;
@@ -518,7 +549,7 @@ impl OpenAiCompletion {
             received += chunk.len();
             let fragments = decoder
                 .feed(&chunk)
-                .map_err(|e| Failure::Final(self.decode_error(e)))?;
+                .map_err(|e| Failure::Final(labelled(e, received, false, decoded)))?;
             decoded |= !fragments.is_empty();
             for fragment in fragments {
                 deltas.delta(fragment);
@@ -531,19 +562,11 @@ impl OpenAiCompletion {
                 break;
             }
         }
-        decoder.finish().map_err(|e| {
-            Failure::Final(match (e, other_type) {
-                (DecodeError::Truncated { .. }, Some(content_type)) if !decoded => {
-                    CompletionError::Decode(format!(
-                        "POST {}: HTTP {}: the server answered with {}, not an event stream",
-                        self.endpoint,
-                        status_text(response.status()),
-                        self.shown(content_type)
-                    ))
-                }
-                (e, _) => self.decode_error(e),
-            })
-        })
+        // Read to its end, unless the end marker or an error in the stream stopped the read.
+        let whole = !decoder.is_ended() && !decoder.is_failed();
+        decoder
+            .finish()
+            .map_err(|e| Failure::Final(labelled(e, received, whole, decoded)))
     }
 
     /// A non-2xx answer: the status and the provider's message, retryable as [`should_retry`]
@@ -664,15 +687,21 @@ impl OpenAiCompletion {
                 self.endpoint,
                 self.shown(&message)
             )),
-            DecodeError::Truncated { bytes, .. } => CompletionError::Decode(format!(
-                "POST {}: the stream ended after {bytes} bytes without a finish reason or end marker",
-                self.endpoint
-            )),
             other => CompletionError::Decode(format!(
                 "POST {}: {}",
                 self.endpoint,
-                self.shown(&other.to_string())
+                self.decode_detail(other)
             )),
+        }
+    }
+
+    /// What went wrong in a stream that failed to decode, without the endpoint.
+    fn decode_detail(&self, error: DecodeError) -> String {
+        match error {
+            DecodeError::Truncated { bytes, .. } => format!(
+                "the stream ended after {bytes} bytes without a finish reason or end marker"
+            ),
+            other => self.shown(&other.to_string()),
         }
     }
 }
