@@ -412,35 +412,44 @@ async fn tools_call(
         )
         .await;
     if let Some(dir) = &data_dir {
-        // The tool has run: a statistics problem is worth a warning, not a failed call.
-        match crate::stats::record(dir, &runner.stats()) {
-            Ok(None) => {}
-            Ok(Some(warning)) => eprintln!("warning: {warning}"),
-            Err(error) => eprintln!("warning: tool statistics not recorded: {error:#}"),
+        // The tool has run: a statistics problem is worth a warning, not a failed call. It
+        // names the data folder, and a damaged file's decoding error.
+        let warning = match crate::stats::record(dir, &runner.stats()) {
+            Ok(None) => None,
+            Ok(Some(warning)) => Some(format!("warning: {warning}")),
+            Err(error) => Some(format!("warning: tool statistics not recorded: {error:#}")),
+        };
+        if let Some(warning) = warning {
+            eprintln!("{}", terminal_safe(&warning));
         }
     }
-    match &run.result.outcome {
-        ToolOutcome::Ok { .. } => {
+    match failure_line(&run.result.outcome) {
+        None => {
             let line = serde_json::to_string(&run.result).context("cannot print the result")?;
             println!("{line}");
             Ok(ExitCode::SUCCESS)
         }
-        ToolOutcome::Error(failure) => {
-            eprintln!("error: {}: {}", failure.code, failure.safe_message);
-            Ok(ExitCode::FAILURE)
-        }
-        ToolOutcome::ApprovalRequired { .. } => {
-            // The CLI has no one to ask: the call stays unrun.
-            eprintln!(
-                "error: approval_required: the policy requires a human's approval for this tool"
-            );
-            Ok(ExitCode::FAILURE)
-        }
-        other => {
-            eprintln!("error: the call ended in an outcome this CLI does not know: {other:?}");
+        Some(line) => {
+            eprintln!("{line}");
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// The `error:` line `cogni tools call` prints for a call that did not succeed (`None` for one
+/// that did). A failure's message is the tool's own (safe to show, but a tool may put any
+/// character in it): its control characters are replaced ([`terminal_safe`]).
+fn failure_line(outcome: &ToolOutcome) -> Option<String> {
+    let line = match outcome {
+        ToolOutcome::Ok { .. } => return None,
+        ToolOutcome::Error(failure) => format!("error: {}: {}", failure.code, failure.safe_message),
+        // The CLI has no one to ask: the call stays unrun.
+        ToolOutcome::ApprovalRequired { .. } => {
+            "error: approval_required: the policy requires a human's approval for this tool".into()
+        }
+        other => format!("error: the call ended in an outcome this CLI does not know: {other:?}"),
+    };
+    Some(terminal_safe(&line).into_owned())
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default: warnings), so stdout keeps only a command's
@@ -453,4 +462,25 @@ fn init_logging() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use ai_core::{ToolErrorCode, ToolFailure, ToolOutcome};
+
+    /// A tool's own failure message reaches the terminal without its control characters (but
+    /// line ends, which `terminal_safe` keeps).
+    #[test]
+    fn a_failed_call_prints_its_error_line_without_control_characters() {
+        let failure = ToolFailure::new(
+            ToolErrorCode::Execution,
+            "the upstream said \u{1b}]0;owned\u{7}\u{1b}[2J\rdone\nnext",
+        );
+        let line = super::failure_line(&ToolOutcome::Error(failure)).unwrap();
+        assert!(
+            line.starts_with("error: execution: the upstream said ")
+                && !line.chars().any(|c| c.is_control() && c != '\n'),
+            "{line:?}"
+        );
+    }
 }

@@ -282,6 +282,31 @@ fn a_call_that_needs_approval_is_not_run_by_the_cli() {
     assert_eq!(lines[0]["type"], "approval_required");
 }
 
+/// A statistics warning names the data folder: none of its control characters reaches the
+/// terminal.
+#[test]
+fn tools_call_warnings_show_no_control_characters() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-folder");
+    std::fs::write(&file, "").unwrap();
+    let data = file.join("\u{1b}[2J\u{9b}1m");
+    let output = cogni(&[
+        "tools",
+        "call",
+        "core__get_current_time",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(
+        err.starts_with("warning: tool statistics not recorded: cannot create ")
+            && err.contains("\u{FFFD}[2J\u{FFFD}1m")
+            && !err.trim_end().chars().any(char::is_control),
+        "{err:?}"
+    );
+}
+
 #[test]
 fn tools_stats_reports_what_earlier_calls_recorded() {
     let dir = tempfile::tempdir().unwrap();
