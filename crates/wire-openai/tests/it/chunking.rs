@@ -6,7 +6,7 @@ use wire_openai::{chat, responses};
 
 use crate::decode::outcome;
 
-fn fixtures(dir: &str) -> Vec<Vec<u8>> {
+pub(crate) fn fixtures(dir: &str) -> Vec<Vec<u8>> {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/wire/");
     let mut out: Vec<_> = std::fs::read_dir(format!("{root}{dir}"))
         .unwrap()
@@ -18,7 +18,7 @@ fn fixtures(dir: &str) -> Vec<Vec<u8>> {
 
 /// Splits `bytes` at the given cut points (taken modulo the length, so they may fall inside a
 /// multi-byte UTF-8 character or a CRLF).
-fn split(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
+pub(crate) fn split(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
     let mut points: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
     points.sort_unstable();
     let mut pieces = Vec::new();

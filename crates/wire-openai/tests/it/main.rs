@@ -1,5 +1,6 @@
-//! wire-openai's integration tests: golden fixtures, encoder key sets, random chunkings.
+//! wire-openai's integration tests: golden fixtures, encoder key sets, random chunkings, mangled streams.
 
 mod chunking;
 mod decode;
 mod encode;
+mod mutations;

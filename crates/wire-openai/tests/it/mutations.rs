@@ -1,0 +1,382 @@
+//! The golden streams mangled (bytes flipped, the stream cut, lines repeated, dropped, swapped or
+//! taken from another stream, JSON values replaced by values of other types) and fed in any
+//! chunking: neither decoder panics, a decoder that failed stays failed with the same error, the
+//! text it shows is the text it resolves, and neither the outcome nor the text shown depends on
+//! how the bytes were split.
+
+use ai_core::{CompletionDelta, FinishReason, LlmCompletion};
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use serde_json::{Value, json};
+use wire_openai::{DecodeError, chat, responses};
+
+use crate::chunking::{fixtures, split};
+use crate::decode::outcome;
+
+/// The decoder interface both wires share.
+trait Decoder: Sized {
+    fn create() -> Self;
+    fn push(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError>;
+    fn failed(&self) -> bool;
+    fn ended(&self) -> bool;
+    fn said_how_it_ended(&self) -> bool;
+    fn resolve(self) -> Result<LlmCompletion, DecodeError>;
+}
+
+impl Decoder for chat::StreamDecoder {
+    fn create() -> Self {
+        Self::default()
+    }
+    fn push(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
+        self.feed(bytes)
+    }
+    fn failed(&self) -> bool {
+        self.is_failed()
+    }
+    fn ended(&self) -> bool {
+        self.is_ended()
+    }
+    fn said_how_it_ended(&self) -> bool {
+        self.has_finished()
+    }
+    fn resolve(self) -> Result<LlmCompletion, DecodeError> {
+        self.finish()
+    }
+}
+
+impl Decoder for responses::StreamDecoder {
+    fn create() -> Self {
+        Self::default()
+    }
+    fn push(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
+        self.feed(bytes)
+    }
+    fn failed(&self) -> bool {
+        self.is_failed()
+    }
+    fn ended(&self) -> bool {
+        self.is_ended()
+    }
+    fn said_how_it_ended(&self) -> bool {
+        self.has_finished()
+    }
+    fn resolve(self) -> Result<LlmCompletion, DecodeError> {
+        self.finish()
+    }
+}
+
+/// What one decode gave: the outcome (see [`outcome`]) and the text its deltas showed.
+#[derive(Debug, PartialEq)]
+struct Run {
+    outcome: Value,
+    shown: String,
+}
+
+/// Feeds `pieces` in order, then `after` (bytes that arrive once the stream has ended, if it
+/// has), and resolves, checking on the way that a failed decoder keeps returning its error, that
+/// an ended one ignores what follows, and that what it resolves keeps the decoders' rules.
+fn drive<D: Decoder>(pieces: &[Vec<u8>], after: &[u8]) -> Result<Run, TestCaseError> {
+    let mut decoder = D::create();
+    let mut shown = String::new();
+    let mut error: Option<String> = None;
+    for piece in pieces {
+        match decoder.push(piece) {
+            Ok(deltas) => {
+                prop_assert!(error.is_none(), "a failed decoder decoded again");
+                for delta in deltas {
+                    if let CompletionDelta::Text { delta } = delta {
+                        prop_assert!(!delta.is_empty(), "an empty text delta");
+                        shown.push_str(&delta);
+                    }
+                }
+            }
+            Err(e) => {
+                prop_assert!(decoder.failed(), "feed failed, but is_failed says no");
+                let e = e.to_string();
+                if let Some(first) = &error {
+                    prop_assert_eq!(first, &e, "a failed decoder changed its error");
+                }
+                error = Some(e);
+            }
+        }
+    }
+    if decoder.ended() && !decoder.failed() {
+        let later = decoder.push(after);
+        prop_assert!(
+            matches!(&later, Ok(deltas) if deltas.is_empty()),
+            "bytes after the end were decoded: {:?}",
+            later
+        );
+    }
+    let failed = decoder.failed();
+    let whole = decoder.ended() || decoder.said_how_it_ended();
+    let resolved = decoder.resolve();
+    match &resolved {
+        Ok(completion) => {
+            prop_assert!(!failed, "a failed decoder resolved");
+            prop_assert_eq!(&shown, &completion.text, "shown text differs from resolved");
+            if !completion.tool_calls.is_empty() {
+                prop_assert_ne!(&completion.finish_reason, &FinishReason::Stop);
+            }
+            if completion.finish_reason == FinishReason::Length {
+                prop_assert!(completion.tool_calls.iter().all(|c| !c.complete));
+            }
+        }
+        Err(DecodeError::Truncated { partial, .. }) => {
+            prop_assert!(
+                !whole,
+                "a stream that said how it ended is called truncated"
+            );
+            prop_assert_eq!(&shown, &partial.text, "shown text differs from partial");
+            prop_assert!(partial.tool_calls.iter().all(|c| !c.complete));
+        }
+        Err(e) => {
+            if let Some(first) = &error {
+                prop_assert_eq!(first, &e.to_string(), "finish changed the error");
+            }
+        }
+    }
+    Ok(Run {
+        outcome: outcome(resolved),
+        shown,
+    })
+}
+
+/// The bytes fed whole and fed in the pieces `cuts` gives: the same run either way.
+/// The same goes for bytes after the stream's end (`garbage`).
+fn check<D: Decoder>(bytes: &[u8], cuts: &[usize]) -> Result<(), TestCaseError> {
+    let garbage = b"data: {\"error\":\"late\"}\n\ndata: {\n\n";
+    let whole = drive::<D>(&[bytes.to_vec()], garbage)?;
+    let pieces = drive::<D>(&split(bytes, cuts), garbage)?;
+    prop_assert_eq!(pieces, whole);
+    let bytewise: Vec<Vec<u8>> = bytes.iter().map(|b| vec![*b]).collect();
+    let _ = drive::<D>(&bytewise, garbage)?;
+    Ok(())
+}
+
+#[derive(Clone, Debug)]
+enum Mutation {
+    Flip {
+        at: usize,
+        byte: u8,
+    },
+    Truncate {
+        at: usize,
+    },
+    Duplicate {
+        line: usize,
+    },
+    Drop {
+        line: usize,
+    },
+    Swap {
+        a: usize,
+        b: usize,
+    },
+    /// A line of another stream (any fixture, either wire) put in.
+    Insert {
+        at: usize,
+        from: usize,
+        line: usize,
+    },
+    /// A JSON value in a `data:` line (by its pre-order position) replaced.
+    Replace {
+        line: usize,
+        node: usize,
+        with: Value,
+    },
+}
+
+/// Arrays nested `depth` deep: past serde_json's recursion limit when deep enough.
+fn nested(depth: usize) -> Value {
+    (0..depth).fold(json!(1), |inner, _| json!([inner]))
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        (-1e300f64..1e300).prop_map(Value::from),
+        Just(json!("")),
+        ".{0,12}".prop_map(Value::from),
+        Just(json!([])),
+        Just(json!({})),
+        Just(json!({"message": "m"})),
+        Just(json!([{"type": "text", "text": "t"}, {"type": "thinking"}])),
+        Just(json!({"type": "function_call", "id": "fc_x", "call_id": "c", "name": "n"})),
+        (1usize..200).prop_map(nested),
+    ]
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    let at = 0usize..100_000;
+    let line = 0usize..1_000;
+    prop_oneof![
+        1 => (at.clone(), any::<u8>()).prop_map(|(at, byte)| Mutation::Flip { at, byte }),
+        1 => at.clone().prop_map(|at| Mutation::Truncate { at }),
+        1 => line.clone().prop_map(|line| Mutation::Duplicate { line }),
+        1 => line.clone().prop_map(|line| Mutation::Drop { line }),
+        1 => (line.clone(), line.clone()).prop_map(|(a, b)| Mutation::Swap { a, b }),
+        1 => (line.clone(), 0usize..1_000, line.clone())
+            .prop_map(|(at, from, line)| Mutation::Insert { at, from, line }),
+        3 => (line, 0usize..1_000, json_value())
+            .prop_map(|(line, node, with)| Mutation::Replace { line, node, with }),
+    ]
+}
+
+/// Every golden stream of both wires.
+fn all_fixtures() -> Vec<Vec<u8>> {
+    let mut all = fixtures("openai-chat");
+    all.extend(fixtures("openai-responses"));
+    all.extend(fixtures("loop"));
+    all
+}
+
+fn lines(bytes: &[u8]) -> Vec<Vec<u8>> {
+    bytes
+        .split_inclusive(|b| *b == b'\n')
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// The `n`th value of `value` in pre-order (counting `value` itself as 0), if there is one.
+fn node_mut<'a>(value: &'a mut Value, n: &mut usize) -> Option<&'a mut Value> {
+    if *n == 0 {
+        return Some(value);
+    }
+    *n -= 1;
+    match value {
+        Value::Array(items) => items.iter_mut().find_map(|item| node_mut(item, n)),
+        Value::Object(map) => map.values_mut().find_map(|item| node_mut(item, n)),
+        _ => None,
+    }
+}
+
+fn count(value: &Value) -> usize {
+    1 + match value {
+        Value::Array(items) => items.iter().map(count).sum(),
+        Value::Object(map) => map.values().map(count).sum(),
+        _ => 0,
+    }
+}
+
+fn mutate(bytes: Vec<u8>, mutation: &Mutation, all: &[Vec<u8>]) -> Vec<u8> {
+    let mut lines = lines(&bytes);
+    match mutation {
+        Mutation::Flip { at, byte } => {
+            let mut bytes = bytes;
+            if !bytes.is_empty() {
+                let at = at % bytes.len();
+                bytes[at] = *byte;
+            }
+            return bytes;
+        }
+        Mutation::Truncate { at } => {
+            let mut bytes = bytes;
+            bytes.truncate(at % (bytes.len() + 1));
+            return bytes;
+        }
+        _ if lines.is_empty() => return bytes,
+        Mutation::Duplicate { line } => {
+            let line = line % lines.len();
+            lines.insert(line, lines[line].clone());
+        }
+        Mutation::Drop { line } => {
+            lines.remove(line % lines.len());
+        }
+        Mutation::Swap { a, b } => {
+            let len = lines.len();
+            lines.swap(a % len, b % len);
+        }
+        Mutation::Insert { at, from, line } => {
+            let other = self::lines(&all[from % all.len()]);
+            if !other.is_empty() {
+                let at = at % (lines.len() + 1);
+                lines.insert(at, other[line % other.len()].clone());
+            }
+        }
+        Mutation::Replace { line, node, with } => {
+            let at = line % lines.len();
+            let text = String::from_utf8_lossy(&lines[at]).into_owned();
+            let Some(data) = text.strip_prefix("data:") else {
+                return bytes;
+            };
+            let Ok(mut value) = serde_json::from_str::<Value>(data.trim()) else {
+                return bytes;
+            };
+            let mut n = node % count(&value);
+            if let Some(target) = node_mut(&mut value, &mut n) {
+                *target = with.clone();
+            }
+            let end = if text.ends_with("\r\n") { "\r\n" } else { "\n" };
+            lines[at] = format!("data: {value}{end}").into_bytes();
+        }
+    }
+    lines.concat()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A golden stream with a few mutations, fed to both decoders whole, in random pieces and
+    /// byte by byte.
+    #[test]
+    fn mangled_streams_decode_the_same_in_any_chunking(
+        index in 0usize..1_000,
+        mutations in proptest::collection::vec(mutation(), 1..5),
+        cuts in proptest::collection::vec(0usize..100_000, 0..12),
+    ) {
+        let all = all_fixtures();
+        let mut bytes = all[index % all.len()].clone();
+        for mutation in &mutations {
+            bytes = mutate(bytes, mutation, &all);
+        }
+        check::<chat::StreamDecoder>(&bytes, &cuts)?;
+        check::<responses::StreamDecoder>(&bytes, &cuts)?;
+    }
+
+    /// Arbitrary bytes, and arbitrary `data:` lines, in any chunking.
+    #[test]
+    fn arbitrary_bytes_decode_the_same_in_any_chunking(
+        bytes in proptest::collection::vec(any::<u8>(), 0..512),
+        values in proptest::collection::vec(json_value(), 0..6),
+        cuts in proptest::collection::vec(0usize..1_000, 0..8),
+    ) {
+        let mut stream = bytes;
+        for value in values {
+            stream.extend_from_slice(format!("\ndata: {value}\n\n").as_bytes());
+        }
+        check::<chat::StreamDecoder>(&stream, &cuts)?;
+        check::<responses::StreamDecoder>(&stream, &cuts)?;
+    }
+}
+
+/// The mutations do what they say (a property over mutations that did nothing would pass
+/// vacuously).
+#[test]
+fn the_mutations_change_the_stream() {
+    let all = all_fixtures();
+    let original = all[0].clone();
+    for mutation in [
+        Mutation::Flip { at: 3, byte: 0xff },
+        Mutation::Truncate { at: 10 },
+        Mutation::Duplicate { line: 1 },
+        Mutation::Drop { line: 1 },
+        Mutation::Swap { a: 0, b: 1 },
+        Mutation::Insert {
+            at: 1,
+            from: all.len() - 1,
+            line: 1,
+        },
+        Mutation::Replace {
+            line: 1,
+            node: 1,
+            with: json!(null),
+        },
+    ] {
+        let mutated = mutate(original.clone(), &mutation, &all);
+        assert_ne!(mutated, original, "{mutation:?}");
+    }
+}
