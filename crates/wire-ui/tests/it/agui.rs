@@ -15,7 +15,7 @@ fn translate(events: &[ai_core::AiEvent]) -> Vec<AguiEvent> {
 
 /// The ordering rules of `@ag-ui/client`'s `verifyEvents`, as far as this server uses them.
 #[allow(clippy::collapsible_match)] // One arm per rule reads better than guards.
-fn verify(events: &[AguiEvent]) -> Result<(), String> {
+pub(crate) fn verify(events: &[AguiEvent]) -> Result<(), String> {
     let mut open_text: Vec<&str> = Vec::new();
     let mut open_calls: Vec<&str> = Vec::new();
     let mut open_steps: Vec<&str> = Vec::new();

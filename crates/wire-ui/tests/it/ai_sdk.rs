@@ -15,10 +15,15 @@ fn translate(events: &[ai_core::AiEvent]) -> Vec<UiChunk> {
 }
 
 /// The ordering rules the AI SDK client enforces, as far as this server uses them.
+pub(crate) fn verify(chunks: &[UiChunk]) -> Result<(), String> {
+    verify_continuing(chunks, &[])
+}
+
+/// [`verify`] for a run that continues a message whose parts already show the calls `shown`.
 #[allow(clippy::collapsible_match)] // One arm per rule reads better than guards.
-fn verify(chunks: &[UiChunk]) -> Result<(), String> {
+pub(crate) fn verify_continuing(chunks: &[UiChunk], shown: &[&str]) -> Result<(), String> {
     let mut open_text: Option<&str> = None;
-    let mut seen_calls: Vec<&str> = Vec::new();
+    let mut seen_calls: Vec<&str> = shown.to_vec();
     // Calls whose input was started and is neither available nor refused yet.
     let mut streaming: Vec<&str> = Vec::new();
     let mut in_step = false;

@@ -1,0 +1,316 @@
+//! Random event sequences, in any order, with repeated and unknown call ids: neither translator
+//! panics, nothing follows its terminal frame, every frame is a JSON object with a string
+//! `type`, and a run that ends follows the protocol's ordering rules.
+
+use std::sync::Arc;
+
+use ai_core::{
+    AiEvent, DoneReason, ToolCallId, ToolErrorCategory, ToolErrorCode, ToolFailure, ToolId,
+    ToolOutcome, Usage,
+};
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use serde::Serialize;
+use serde_json::{Value, json};
+use wire_ui::{agui, ai_sdk, sse};
+
+/// A few ids, so that sequences repeat them.
+fn call_id() -> impl Strategy<Value = ToolCallId> {
+    prop_oneof![Just("a"), Just("b"), Just("c"), Just("call_d")]
+        .prop_map(|id| ToolCallId::new(id).unwrap())
+}
+
+fn name() -> impl Strategy<Value = Arc<str>> {
+    prop_oneof![Just("core__get_current_time"), Just("x"), Just("")].prop_map(Arc::from)
+}
+
+fn value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        Just(json!({"path": "a.txt"})),
+        Just(json!([1, "two"])),
+        ".{0,6}".prop_map(Value::from),
+    ]
+}
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![Just(String::new()), Just("\n".to_owned()), ".{1,6}"]
+}
+
+fn code() -> impl Strategy<Value = ToolErrorCode> {
+    prop_oneof![
+        Just(ToolErrorCode::PolicyDenied),
+        Just(ToolErrorCode::Validation),
+        Just(ToolErrorCode::InvalidJson),
+        Just(ToolErrorCode::Execution),
+        Just(ToolErrorCode::Cancelled),
+        Just(ToolErrorCode::Interrupted),
+    ]
+}
+
+/// The outcomes a `ToolCallResult` carries. Not `ApprovalRequired`: the runner returns it to the
+/// loop but never emits it, a paused call emits only `AiEvent::ApprovalRequired`.
+fn outcome() -> impl Strategy<Value = ToolOutcome> {
+    prop_oneof![
+        value().prop_map(|value| ToolOutcome::Ok {
+            value: Arc::new(value)
+        }),
+        (code(), text())
+            .prop_map(|(code, message)| ToolOutcome::Error(ToolFailure::new(code, message))),
+    ]
+}
+
+fn reason() -> impl Strategy<Value = DoneReason> {
+    prop_oneof![
+        Just(DoneReason::Stop),
+        Just(DoneReason::MaxSteps),
+        Just(DoneReason::AwaitingApproval),
+        Just(DoneReason::Cancelled),
+        Just(DoneReason::Error),
+        Just(DoneReason::Length),
+        Just(DoneReason::ContentFilter),
+        Just(DoneReason::Other),
+    ]
+}
+
+fn event() -> impl Strategy<Value = AiEvent> {
+    prop_oneof![
+        1 => (0u32..3).prop_map(|step| AiEvent::StepStarted { step }),
+        3 => text().prop_map(|delta| AiEvent::TextDelta { delta }),
+        2 => (call_id(), name()).prop_map(|(tool_call_id, tool_name)| {
+            AiEvent::ToolCallStreamStart {
+                tool_call_id,
+                tool_name,
+            }
+        }),
+        3 => (call_id(), text())
+            .prop_map(|(tool_call_id, delta)| AiEvent::ToolCallArgsDelta { tool_call_id, delta }),
+        2 => (call_id(), name(), proptest::option::of(value())).prop_map(
+            |(tool_call_id, tool_name, args)| AiEvent::ToolCallStart {
+                tool_call_id,
+                tool_name,
+                args: args.map(Arc::new),
+            }
+        ),
+        2 => (call_id(), name(), outcome()).prop_map(|(tool_call_id, tool_name, outcome)| {
+            AiEvent::ToolCallResult {
+                tool_call_id,
+                tool_name,
+                outcome,
+            }
+        }),
+        1 => call_id().prop_map(|tool_call_id| AiEvent::ToolCallRetrying {
+            tool_call_id,
+            attempt: 2,
+            max_attempts: 3,
+            retry_in_ms: 100,
+            category: ToolErrorCategory::Transient,
+        }),
+        1 => (call_id(), value()).prop_map(|(tool_call_id, args)| AiEvent::ApprovalRequired {
+            tool_call_id,
+            tool_id: ToolId::parse("core__workspace_write").unwrap(),
+            args: Arc::new(args),
+            args_hash: "0".repeat(64),
+        }),
+        1 => Just(AiEvent::Usage {
+            usage: Usage {
+                input_tokens: 1,
+                output_tokens: 2,
+                total_tokens: 3,
+            }
+        }),
+        1 => text().prop_map(|message| AiEvent::Error { message }),
+        1 => reason().prop_map(|reason| AiEvent::Done { reason }),
+    ]
+}
+
+/// The calls a resumed run continues, and whether each was approved.
+fn continuing() -> impl Strategy<Value = Vec<(ToolCallId, bool)>> {
+    proptest::collection::vec((call_id(), any::<bool>()), 0..3)
+}
+
+/// The run's events: a first step (every model call opens with one, and the ordering rules
+/// want text inside a step), the random ones, and a last `Done`. Out of order and repeated as
+/// they may be, they keep the runner's one promise the translators rely on: a call's result
+/// follows its `ToolCallStart` (a call the run continues was started by an earlier run), and an
+/// `Ok` result one with arguments. Where the random events break it, such a start is put in.
+fn run(events: &[AiEvent], continuing: &[(ToolCallId, bool)], end: DoneReason) -> Vec<AiEvent> {
+    let mut started: Vec<(ToolCallId, bool)> = continuing
+        .iter()
+        .map(|(id, _)| (id.clone(), true))
+        .collect();
+    let mut all = vec![AiEvent::StepStarted { step: 1 }];
+    for event in events {
+        match event {
+            AiEvent::ToolCallStart {
+                tool_call_id, args, ..
+            } => started.push((tool_call_id.clone(), args.is_some())),
+            AiEvent::ToolCallResult {
+                tool_call_id,
+                tool_name,
+                outcome,
+            } => {
+                let ok = matches!(outcome, ToolOutcome::Ok { .. });
+                if !started
+                    .iter()
+                    .any(|(id, args)| id == tool_call_id && (*args || !ok))
+                {
+                    started.push((tool_call_id.clone(), ok));
+                    all.push(AiEvent::ToolCallStart {
+                        tool_call_id: tool_call_id.clone(),
+                        tool_name: tool_name.clone(),
+                        args: ok.then(|| Arc::new(json!({}))),
+                    });
+                }
+            }
+            _ => {}
+        }
+        all.push(event.clone());
+    }
+    all.push(AiEvent::Done { reason: end });
+    all
+}
+
+/// Checks that each frame is one `data:` line holding a JSON object with a string `type`.
+fn check_frames<T: Serialize>(frames: &[T]) -> Result<(), TestCaseError> {
+    for frame in frames {
+        let text = sse::frame(frame);
+        let json = text
+            .strip_prefix("data: ")
+            .and_then(|rest| rest.strip_suffix("\n\n"));
+        prop_assert!(json.is_some(), "not one data line: {text:?}");
+        prop_assert!(!json.unwrap().contains('\n'), "a raw newline: {text:?}");
+        let value: Value = serde_json::from_str(json.unwrap())
+            .map_err(|e| TestCaseError::fail(format!("not JSON ({e}): {text:?}")))?;
+        prop_assert!(value["type"].is_string(), "no string type: {text:?}");
+    }
+    Ok(())
+}
+
+/// What both translators share.
+trait Translate {
+    type Frame: Serialize + std::fmt::Debug;
+    fn begin(&mut self) -> Vec<Self::Frame>;
+    fn next(&mut self, event: &AiEvent) -> Vec<Self::Frame>;
+    fn finished(&self) -> bool;
+    fn terminal(frame: &Self::Frame) -> bool;
+}
+
+impl Translate for agui::Translator {
+    type Frame = agui::AguiEvent;
+    fn begin(&mut self) -> Vec<Self::Frame> {
+        self.start()
+    }
+    fn next(&mut self, event: &AiEvent) -> Vec<Self::Frame> {
+        self.push(event)
+    }
+    fn finished(&self) -> bool {
+        self.is_finished()
+    }
+    fn terminal(frame: &Self::Frame) -> bool {
+        matches!(
+            frame,
+            agui::AguiEvent::RunFinished { .. } | agui::AguiEvent::RunError { .. }
+        )
+    }
+}
+
+impl Translate for ai_sdk::Translator {
+    type Frame = ai_sdk::UiChunk;
+    fn begin(&mut self) -> Vec<Self::Frame> {
+        self.start()
+    }
+    fn next(&mut self, event: &AiEvent) -> Vec<Self::Frame> {
+        self.push(event)
+    }
+    fn finished(&self) -> bool {
+        self.is_finished()
+    }
+    fn terminal(frame: &Self::Frame) -> bool {
+        matches!(
+            frame,
+            ai_sdk::UiChunk::Finish { .. } | ai_sdk::UiChunk::Error { .. } | ai_sdk::UiChunk::Abort
+        )
+    }
+}
+
+/// Feeds `events` and returns every frame, checking that each is a JSON object with a string
+/// `type`, that the terminal frame comes last in the push that makes it and with
+/// `is_finished`, and that nothing follows it.
+fn translate<T: Translate>(t: &mut T, events: &[AiEvent]) -> Result<Vec<T::Frame>, TestCaseError> {
+    let mut out = t.begin();
+    check_frames(&out)?;
+    for event in events {
+        let was_finished = t.finished();
+        let frames = t.next(event);
+        check_frames(&frames)?;
+        if was_finished {
+            prop_assert!(frames.is_empty(), "{:?} after the terminal frame", frames);
+        }
+        let terminal = frames.iter().position(T::terminal);
+        prop_assert_eq!(terminal.is_some(), t.finished() && !was_finished);
+        if let Some(at) = terminal {
+            prop_assert_eq!(at, frames.len() - 1, "frames after the terminal one");
+        }
+        out.extend(frames);
+    }
+    Ok(out)
+}
+
+fn agui_translator(continuing: &[(ToolCallId, bool)]) -> agui::Translator {
+    agui::Translator::new("t", "r").continuing(continuing.iter().map(|(id, _)| id.clone()))
+}
+
+fn ai_sdk_translator(
+    continuing: &[(ToolCallId, bool)],
+    approvals: bool,
+    finish_reason: bool,
+) -> ai_sdk::Translator {
+    let mut t = ai_sdk::Translator::new("r");
+    if approvals {
+        t = t.with_approvals();
+    }
+    if finish_reason {
+        t = t.with_finish_reason();
+    }
+    if !continuing.is_empty() {
+        t = t.continuing(continuing.iter().cloned());
+    }
+    t
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn agui_any_sequence(
+        events in proptest::collection::vec(event(), 0..24),
+        continuing in continuing(),
+        end in reason(),
+    ) {
+        // The events as generated: no panic, well-formed frames, nothing after the end.
+        translate(&mut agui_translator(&continuing), &events)?;
+        // As a run: ended, and in the order the client accepts.
+        let mut t = agui_translator(&continuing);
+        let out = translate(&mut t, &run(&events, &continuing, end))?;
+        prop_assert!(t.is_finished());
+        crate::agui::verify(&out).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn ai_sdk_any_sequence(
+        events in proptest::collection::vec(event(), 0..24),
+        continuing in continuing(),
+        approvals in any::<bool>(),
+        finish_reason in any::<bool>(),
+        end in reason(),
+    ) {
+        translate(&mut ai_sdk_translator(&continuing, approvals, finish_reason), &events)?;
+        let mut t = ai_sdk_translator(&continuing, approvals, finish_reason);
+        let out = translate(&mut t, &run(&events, &continuing, end))?;
+        prop_assert!(t.is_finished());
+        let shown: Vec<String> = continuing.iter().map(|(id, _)| id.to_string()).collect();
+        let shown: Vec<&str> = shown.iter().map(String::as_str).collect();
+        crate::ai_sdk::verify_continuing(&out, &shown).map_err(TestCaseError::fail)?;
+    }
+}
