@@ -2,6 +2,7 @@
 
 mod canary;
 mod catalog;
+mod history;
 mod manager;
 mod permit;
 mod policy;
