@@ -2,5 +2,6 @@
 
 mod approvals;
 mod driver;
+mod history;
 mod properties;
 mod support;
