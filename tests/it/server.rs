@@ -69,6 +69,18 @@ impl Server {
     }
 
     /// The whole response body to a [`Self::post`] (a run's stream, once it ended).
+    /// The `finish` chunk of an AI SDK chat turn (checked to be followed by `[DONE]` only),
+    /// after recording the stream as `record_as`.
+    async fn finish(&self, chat_id: &str, message: &str, record_as: &str) -> Value {
+        let chat = self
+            .text("/api/v1/chat", &chat_request(chat_id, message))
+            .await;
+        record(record_as, &chat);
+        let chat = frames(&chat);
+        assert_eq!(chat.last(), Some(&json!("[DONE]")), "{chat:?}");
+        chat[chat.len() - 2].clone()
+    }
+
     async fn text(&self, path: &str, body: &Value) -> String {
         self.post(path, body).await.text().await.unwrap()
     }
@@ -499,37 +511,25 @@ async fn a_cut_answer_ends_both_streams_saying_why() {
         .collect();
     assert_eq!(text, "Here is how to");
     // A client from ai 5.0.0 on: the reason in `messageMetadata`, which every such client accepts.
-    let chat = server
-        .text("/api/v1/chat", &chat_request("chat-cut", "how?"))
-        .await;
-    record("content-filter.aisdk.sse", &chat);
-    let chat = frames(&chat);
     assert_eq!(
-        chat[chat.len() - 2..],
-        [
-            json!({"type": "finish", "messageMetadata": {"finishReason": "content-filter"}}),
-            json!("[DONE]")
-        ]
+        server
+            .finish("chat-cut", "how?", "content-filter.aisdk.sse")
+            .await,
+        json!({"type": "finish", "messageMetadata": {"finishReason": "content-filter"}})
     );
 
     let server = Server::start(|s| s.server.ai_sdk_version = 6).await;
     server
         .fake
         .push(Reply::fixture("loop/turn-2-answer-length.sse").unwrap());
-    let chat = server
-        .text("/api/v1/chat", &chat_request("chat-cut-v6", "notes?"))
-        .await;
-    record("length.v6.aisdk.sse", &chat);
-    let chat = frames(&chat);
     assert_eq!(
-        chat[chat.len() - 2..],
-        [
-            json!({
-                "type": "finish", "finishReason": "length",
-                "messageMetadata": {"finishReason": "length"}
-            }),
-            json!("[DONE]")
-        ]
+        server
+            .finish("chat-cut-v6", "notes?", "length.v6.aisdk.sse")
+            .await,
+        json!({
+            "type": "finish", "finishReason": "length",
+            "messageMetadata": {"finishReason": "length"}
+        })
     );
 }
 
@@ -559,37 +559,23 @@ async fn an_answer_ended_for_another_reason_says_so_on_both_streams() {
             "result": {"reason": "other"}
         })
     );
-    let chat = server
-        .text("/api/v1/chat", &chat_request("chat-other", "how?"))
-        .await;
-    record("other.aisdk.sse", &chat);
-    let chat = frames(&chat);
     assert_eq!(
-        chat[chat.len() - 2..],
-        [
-            json!({"type": "finish", "messageMetadata": {"finishReason": "other"}}),
-            json!("[DONE]")
-        ]
+        server.finish("chat-other", "how?", "other.aisdk.sse").await,
+        json!({"type": "finish", "messageMetadata": {"finishReason": "other"}})
     );
 
     let server = Server::start(|s| s.server.ai_sdk_version = 6).await;
     server
         .fake
         .push(Reply::fixture("openai-chat/vllm-abort.sse").unwrap());
-    let chat = server
-        .text("/api/v1/chat", &chat_request("chat-other-v6", "how?"))
-        .await;
-    record("other.v6.aisdk.sse", &chat);
-    let chat = frames(&chat);
     assert_eq!(
-        chat[chat.len() - 2..],
-        [
-            json!({
-                "type": "finish", "finishReason": "other",
-                "messageMetadata": {"finishReason": "other"}
-            }),
-            json!("[DONE]")
-        ]
+        server
+            .finish("chat-other-v6", "how?", "other.v6.aisdk.sse")
+            .await,
+        json!({
+            "type": "finish", "finishReason": "other",
+            "messageMetadata": {"finishReason": "other"}
+        })
     );
 }
 
