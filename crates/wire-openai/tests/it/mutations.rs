@@ -23,47 +23,34 @@ trait Decoder: Sized {
     fn resolve(self) -> Result<LlmCompletion, DecodeError>;
 }
 
-impl Decoder for chat::StreamDecoder {
-    fn create() -> Self {
-        Self::default()
-    }
-    fn push(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
-        self.feed(bytes)
-    }
-    fn failed(&self) -> bool {
-        self.is_failed()
-    }
-    fn ended(&self) -> bool {
-        self.is_ended()
-    }
-    fn said_how_it_ended(&self) -> bool {
-        self.has_finished()
-    }
-    fn resolve(self) -> Result<LlmCompletion, DecodeError> {
-        self.finish()
-    }
+/// Both decoders have the same inherent methods; the trait only names them.
+macro_rules! decoder {
+    ($decoder:ty) => {
+        impl Decoder for $decoder {
+            fn create() -> Self {
+                Self::default()
+            }
+            fn push(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
+                self.feed(bytes)
+            }
+            fn failed(&self) -> bool {
+                self.is_failed()
+            }
+            fn ended(&self) -> bool {
+                self.is_ended()
+            }
+            fn said_how_it_ended(&self) -> bool {
+                self.has_finished()
+            }
+            fn resolve(self) -> Result<LlmCompletion, DecodeError> {
+                self.finish()
+            }
+        }
+    };
 }
 
-impl Decoder for responses::StreamDecoder {
-    fn create() -> Self {
-        Self::default()
-    }
-    fn push(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
-        self.feed(bytes)
-    }
-    fn failed(&self) -> bool {
-        self.is_failed()
-    }
-    fn ended(&self) -> bool {
-        self.is_ended()
-    }
-    fn said_how_it_ended(&self) -> bool {
-        self.has_finished()
-    }
-    fn resolve(self) -> Result<LlmCompletion, DecodeError> {
-        self.finish()
-    }
-}
+decoder!(chat::StreamDecoder);
+decoder!(responses::StreamDecoder);
 
 /// What one decode gave: the outcome (see [`outcome`]) and the text its deltas showed.
 #[derive(Debug, PartialEq)]
