@@ -346,6 +346,9 @@ enum CallState {
     /// `TOOL_CALL_END` sent for a call that started to run (its `ToolCallStart` came); its
     /// `TOOL_CALL_RESULT` is due.
     Running,
+    /// `TOOL_CALL_END` sent for a call that waits for approval: an interrupt if the run pauses,
+    /// else its `TOOL_CALL_RESULT` is due.
+    AwaitingApproval,
 }
 
 /// Turns one run's [`AiEvent`]s into AG-UI events.
@@ -497,6 +500,7 @@ impl Translator {
                     });
                 }
                 self.end_call(tool_call_id, &mut out);
+                self.set_state(tool_call_id, CallState::AwaitingApproval);
                 self.interrupts.push(Interrupt {
                     id: tool_call_id.to_string(),
                     reason: "tool_approval".into(),
@@ -605,8 +609,9 @@ impl Translator {
     /// history holds no call without an answer (which a next run's model would refuse) and the
     /// client does not take it for one left for it to run (`@ag-ui/client` counts a call
     /// without a result as pending when the run finishes). A call that started to run and got
-    /// no result (the run's task died) is answered too, saying the tool may have run.
-    fn end_unfinished_calls(&mut self, out: &mut Vec<AguiEvent>) {
+    /// no result (the run's task died) is answered too, saying the tool may have run, and so is
+    /// one waiting for approval in a run that ends without pausing, saying it never ran.
+    fn end_unfinished_calls(&mut self, reason: DoneReason, out: &mut Vec<AguiEvent>) {
         for (id, state) in &mut self.calls {
             let message = match *state {
                 CallState::Open => {
@@ -618,7 +623,10 @@ impl Translator {
                 // Started, never answered: only a run that died (its task, or its log) leaves
                 // one; the loop answers every call it starts.
                 CallState::Running => crate::UNANSWERED_CALL,
-                CallState::Ended => continue,
+                CallState::AwaitingApproval if reason != DoneReason::AwaitingApproval => {
+                    crate::UNAPPROVED_CALL
+                }
+                CallState::AwaitingApproval | CallState::Ended => continue,
             };
             *state = CallState::Ended;
             out.push(AguiEvent::ToolCallResult {
@@ -638,7 +646,7 @@ impl Translator {
         self.close_text(out);
         // A call whose arguments still stream ends here, whatever the reason: `RUN_ERROR` may
         // leave it open by the protocol, but the client's history would keep it unanswered.
-        self.end_unfinished_calls(out);
+        self.end_unfinished_calls(reason, out);
         let code = match reason {
             DoneReason::Cancelled => "cancelled",
             DoneReason::Error => "error",

@@ -272,6 +272,9 @@ enum CallState {
     /// `tool-input-available` sent for a call that started to run (its `ToolCallStart` came);
     /// its output is due.
     Running,
+    /// `tool-input-available` (and, for ai 6, `tool-approval-request`) sent for a call that
+    /// waits for approval: it keeps waiting if the run pauses, else its output is due.
+    AwaitingApproval,
 }
 
 /// A tool call on the stream: its id, name, state and the input text streamed so far.
@@ -462,6 +465,9 @@ impl Translator {
                         tool_call_id: tool_call_id.to_string(),
                     });
                 }
+                if let Some(call) = self.call_mut(tool_call_id) {
+                    call.state = CallState::AwaitingApproval;
+                }
             }
             AiEvent::ToolCallResult {
                 tool_call_id,
@@ -591,8 +597,10 @@ impl Translator {
     /// (`tool-input-error` came later), leaving the part `output-error`. A call that started to
     /// run and got no output (the run's task died) ends `output-error` too, saying the tool may
     /// have run, rather than staying `input-available`, which an ai 5 client would take for a
-    /// call left for it to answer.
-    fn end_unfinished_calls(&mut self, out: &mut Vec<UiChunk>) {
+    /// call left for it to answer. A call waiting for approval in a run that ends without
+    /// pausing (its log failed, or its task died) ends `output-error` too, saying it never ran:
+    /// no run will ask for that approval again.
+    fn end_unfinished_calls(&mut self, reason: DoneReason, out: &mut Vec<UiChunk>) {
         for call in &mut self.calls {
             let error_text = match call.state {
                 CallState::Streaming => {
@@ -606,7 +614,10 @@ impl Translator {
                 // Started, never answered: only a run that died (its task, or its log) leaves
                 // one; the loop answers every call it starts.
                 CallState::Running => crate::UNANSWERED_CALL,
-                CallState::Settled => continue,
+                CallState::AwaitingApproval if reason != DoneReason::AwaitingApproval => {
+                    crate::UNAPPROVED_CALL
+                }
+                CallState::AwaitingApproval | CallState::Settled => continue,
             };
             call.state = CallState::Settled;
             out.push(UiChunk::ToolOutputError {
@@ -621,7 +632,7 @@ impl Translator {
         // Nothing more comes for an open text part or a call whose input still streams: they
         // end here, whatever the reason, so the client keeps neither `streaming`.
         self.close_text(out);
-        self.end_unfinished_calls(out);
+        self.end_unfinished_calls(reason, out);
         match reason {
             // The step stays open: the client needs no `finish-step` after `error`/`abort`.
             DoneReason::Cancelled => out.push(UiChunk::Abort),

@@ -29,6 +29,13 @@ pub(crate) const UNFINISHED_CALL: &str =
 pub(crate) const UNANSWERED_CALL: &str =
     "the run ended before this call's result arrived: the tool may have run";
 
+/// What a client is told of a tool call shown waiting for approval when the run ended without
+/// pausing (its log could not be written, or its task died): no interrupt will ask for the
+/// approval and the thread does not wait for it, so it never ran. (The loop answers the waiting
+/// calls of a run it cancels itself, before its end.)
+pub(crate) const UNAPPROVED_CALL: &str =
+    "the run ended before this call was approved, so it never ran";
+
 /// A translator moves between tasks with the run whose events it renames.
 #[allow(dead_code)]
 fn _assert_send_and_sync() {

@@ -619,70 +619,9 @@ const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 /// The comment frame a silent stream carries every [`KEEP_ALIVE`].
 const KEEP_ALIVE_FRAME: &str = ": keep-alive\n\n";
 
-/// The calls a run's stream showed waiting for approval that have not started since.
-#[derive(Default)]
-struct AwaitingApproval(Vec<(ai_core::ToolCallId, Arc<str>)>);
-
-impl AwaitingApproval {
-    /// Notes `event`, and for a `Done` that does not pause the run returns what answers each
-    /// call still waiting, as never run: a start without arguments and a `cancelled` result, as
-    /// the loop answers the waiting calls of a run it cancels. Only a run that could not be
-    /// recorded (its last batch failed to store, or its task died) ends so: no interrupt will
-    /// ask for those approvals and the thread does not wait for them, so a client must not keep
-    /// them waiting (AG-UI: a call without `TOOL_CALL_RESULT` after `RUN_ERROR`; AI SDK: a part
-    /// left `input-available` or `approval-requested` after `error`).
-    fn answers(&mut self, event: &AiEvent) -> Vec<AiEvent> {
-        match event {
-            AiEvent::ApprovalRequired {
-                tool_call_id,
-                tool_id,
-                ..
-            } => {
-                self.0.push((tool_call_id.clone(), tool_id.as_str().into()));
-                Vec::new()
-            }
-            // Started (decided, or cancelled by the loop): the loop answers it from here.
-            AiEvent::ToolCallStart { tool_call_id, .. }
-            | AiEvent::ToolCallResult { tool_call_id, .. } => {
-                self.0.retain(|(id, _)| id != tool_call_id);
-                Vec::new()
-            }
-            AiEvent::Done {
-                reason: DoneReason::AwaitingApproval,
-            } => Vec::new(),
-            AiEvent::Done { .. } => {
-                let failure = ai_core::ToolFailure::new(
-                    ai_core::ToolErrorCode::Cancelled,
-                    "the run ended before this call was approved, so it never ran",
-                );
-                std::mem::take(&mut self.0)
-                    .into_iter()
-                    .flat_map(|(tool_call_id, tool_name)| {
-                        [
-                            AiEvent::ToolCallStart {
-                                tool_call_id: tool_call_id.clone(),
-                                tool_name: tool_name.clone(),
-                                args: None,
-                            },
-                            AiEvent::ToolCallResult {
-                                tool_call_id,
-                                tool_name,
-                                outcome: ai_core::ToolOutcome::Error(failure.clone()),
-                            },
-                        ]
-                    })
-                    .collect()
-            }
-            _ => Vec::new(),
-        }
-    }
-}
-
 /// The SSE response for a run: the translator's frames, event by event, until the terminal one,
 /// with a comment frame whenever the stream has sent nothing for [`KEEP_ALIVE`] (events the
-/// translator sends nothing for do not count). A run that ends neither paused nor through the
-/// loop's own end answers the calls it showed waiting for approval first
-/// ([`AwaitingApproval`]).
+/// translator sends nothing for do not count).
 /// Dropping the body (the client went away) cancels the run.
 fn sse_response<T: Translate>(
     first: String,
@@ -695,7 +634,6 @@ fn sse_response<T: Translate>(
         translator: T,
         _cancel_on_drop: tokio_util::sync::DropGuard,
         first: Option<String>,
-        waiting: AwaitingApproval,
         done: bool,
         /// When the last frame went out: the keep-alive counts from it, not from the last
         /// event (retries, usage and the like send nothing).
@@ -706,7 +644,6 @@ fn sse_response<T: Translate>(
         translator,
         _cancel_on_drop: run.cancel.drop_guard(),
         first: Some(first),
-        waiting: AwaitingApproval::default(),
         done: false,
         last_frame: tokio::time::Instant::now(),
     };
@@ -724,25 +661,19 @@ fn sse_response<T: Translate>(
                 s.last_frame = tokio::time::Instant::now();
                 return Some((Ok(Bytes::from_static(KEEP_ALIVE_FRAME.as_bytes())), s));
             };
-            let events = match event {
-                Some(event) => vec![event],
+            let mut frames = match event {
+                Some(event) => s.translator.frames(&event),
                 // The run ended without its Done (its task failed): close the protocol anyway.
-                None => vec![
-                    AiEvent::Error {
+                None => {
+                    let mut frames = s.translator.frames(&AiEvent::Error {
                         message: "the run ended unexpectedly".into(),
-                    },
-                    AiEvent::Done {
+                    });
+                    frames.push_str(&s.translator.frames(&AiEvent::Done {
                         reason: DoneReason::Error,
-                    },
-                ],
-            };
-            let mut frames = String::new();
-            for event in events {
-                for answer in s.waiting.answers(&event) {
-                    frames.push_str(&s.translator.frames(&answer));
+                    }));
+                    frames
                 }
-                frames.push_str(&s.translator.frames(&event));
-            }
+            };
             if s.translator.finished() {
                 frames.push_str(s.translator.trailer());
                 s.done = true;

@@ -301,7 +301,8 @@ fn a_failed_or_cancelled_run_ends_its_open_text_first() {
 /// A call whose arguments were complete (its `ToolCallStart` came) but which had no result when
 /// the run ended (the server's run task died, or its log could not be written) is answered
 /// before `RUN_ERROR`, saying it may have run, so the client's history holds no call without an
-/// answer. A call that waits for approval is left to its interrupt.
+/// answer. A call that waits for approval is answered too, saying it never ran: the run ends
+/// without pausing, so no interrupt will ask for it.
 #[test]
 fn a_started_call_without_a_result_at_the_end_is_answered() {
     let out = translate(&crate::scenarios::died_with_a_call_unanswered());
@@ -314,14 +315,16 @@ fn a_started_call_without_a_result_at_the_end_is_answered() {
         .iter()
         .filter(|e| e["type"] == "TOOL_CALL_RESULT")
         .collect();
-    let content = serde_json::json!({"error": {"message":
-        "the run ended before this call's result arrived: the tool may have run"}})
-    .to_string();
+    let content = |message: &str| serde_json::json!({"error": {"message": message}}).to_string();
     assert_eq!(
         results,
         [
             &serde_json::json!({"type": "TOOL_CALL_RESULT", "messageId": "run-1-result-call_1",
-            "toolCallId": "call_1", "content": content, "role": "tool"})
+            "toolCallId": "call_1", "role": "tool", "content":
+            content("the run ended before this call's result arrived: the tool may have run")}),
+            &serde_json::json!({"type": "TOOL_CALL_RESULT", "messageId": "run-1-result-call_2",
+            "toolCallId": "call_2", "role": "tool", "content":
+            content("the run ended before this call was approved, so it never ran")}),
         ],
         "{json:?}"
     );

@@ -443,7 +443,8 @@ fn a_call_still_streaming_at_the_end_ends_failed() {
 /// A call whose input was complete (its `ToolCallStart` came) but which had no result when the
 /// run ended (the server's run task died, or its log could not be written) ends `output-error`
 /// saying it may have run, instead of staying `input-available`, which an ai 5 client takes
-/// for a call left for it to answer. A call that waits for approval keeps waiting.
+/// for a call left for it to answer. A call that waits for approval ends `output-error` too,
+/// saying it never ran: the run ends without pausing, so nothing will ask for it again.
 #[test]
 fn a_started_call_without_a_result_at_the_end_ends_failed() {
     let out = translate(&crate::scenarios::died_with_a_call_unanswered());
@@ -460,7 +461,9 @@ fn a_started_call_without_a_result_at_the_end_ends_failed() {
         ended,
         [
             &serde_json::json!({"type": "tool-output-error", "toolCallId": "call_1",
-            "errorText": "the run ended before this call's result arrived: the tool may have run"})
+            "errorText": "the run ended before this call's result arrived: the tool may have run"}),
+            &serde_json::json!({"type": "tool-output-error", "toolCallId": "call_2",
+            "errorText": "the run ended before this call was approved, so it never ran"}),
         ],
         "{json:?}"
     );
