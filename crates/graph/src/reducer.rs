@@ -10,9 +10,11 @@ use ai_core::{
     ToolCallId, ToolErrorCode, ToolExecResult, ToolFailure, ToolOutcome, validate_history,
 };
 
-/// Where a thread's loop stands.
+/// Where a thread's loop stands. Non-exhaustive: a later revision of the loop may add a phase,
+/// and code outside this crate only reads phases (to show a thread's status, say).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "phase", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Phase {
     /// No run in progress.
     Idle,
@@ -142,9 +144,11 @@ pub struct ApprovalDecision {
 /// The most characters of a denial's [`ApprovalDecision::reason`] the model is shown.
 pub const MAX_DENIAL_REASON_CHARS: usize = 500;
 
-/// What happened, fed to the reducer.
+/// What happened, fed to the reducer. Non-exhaustive: a later revision of the loop may learn
+/// of more happenings; callers build events, and only this crate's reducer must read them all.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum AgentEvent {
     /// The user's next message starts a run.
     UserMessage {
@@ -197,7 +201,9 @@ pub enum AgentEvent {
     },
 }
 
-/// What the driver must do next.
+/// What the driver must do next. Exhaustive on purpose: a driver that let an intent it does not
+/// know fall through a catch-all arm would leave the run waiting for ever, so a new intent must
+/// break every driver's build instead.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Intent {
