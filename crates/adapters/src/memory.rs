@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use ai_core::{
     AiEvent, DanglingToolCall, InterruptedRun, RunHeader, RunId, RunLog, RunStatus, RunStep,
-    RunStore, RunStoreError, ThreadId, ThreadStore, ThreadStoreError, ToolCallId,
+    RunStore, RunStoreError, RunSummary, ThreadId, ThreadStore, ThreadStoreError, ToolCallId,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -165,16 +165,28 @@ impl RunStore for InMemoryRunStore {
     }
 
     async fn list_runs(&self) -> Result<Vec<RunHeader>, RunStoreError> {
-        let mut headers: Vec<RunHeader> = self
+        let summaries = self.list_run_summaries().await?;
+        Ok(summaries
+            .into_iter()
+            .map(|summary| summary.header)
+            .collect())
+    }
+
+    async fn list_run_summaries(&self) -> Result<Vec<RunSummary>, RunStoreError> {
+        let mut summaries: Vec<RunSummary> = self
             .lock()?
             .runs
             .values()
-            .map(|run| run.header.clone())
+            .map(|run| RunSummary {
+                header: run.header.clone(),
+                event_count: run.events.len() as u64,
+            })
             .collect();
-        headers.sort_by(|a, b| {
-            (a.started_at_ms, a.run_id.as_str()).cmp(&(b.started_at_ms, b.run_id.as_str()))
+        summaries.sort_by(|a, b| {
+            (a.header.started_at_ms, a.header.run_id.as_str())
+                .cmp(&(b.header.started_at_ms, b.header.run_id.as_str()))
         });
-        Ok(headers)
+        Ok(summaries)
     }
 
     async fn load_run(&self, run_id: &RunId) -> Result<RunLog, RunStoreError> {

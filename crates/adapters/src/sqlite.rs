@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use ai_core::{
     AiEvent, DanglingToolCall, InterruptedRun, RunHeader, RunId, RunLog, RunStatus, RunStep,
-    RunStore, RunStoreError, ThreadId, ThreadStore, ThreadStoreError, ToolCallId,
+    RunStore, RunStoreError, RunSummary, ThreadId, ThreadStore, ThreadStoreError, ToolCallId,
     ToolInvocationRecord,
 };
 use async_trait::async_trait;
@@ -795,6 +795,46 @@ fn interrupted_run(
     }))
 }
 
+/// Every run whose header decodes, oldest first, with its event count when `count` is set (0
+/// otherwise); a header that does not decode is logged and left out.
+fn list_tx(conn: &mut Connection, count: bool) -> Result<Vec<RunSummary>, RunStoreError> {
+    let fail = |e: rusqlite::Error| backend("cannot list runs", e);
+    let counted = if count {
+        "(SELECT COUNT(*) FROM run_events e WHERE e.run_id = runs.run_id)"
+    } else {
+        "0"
+    };
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {HEADER_COLUMNS}, {counted} FROM runs ORDER BY started_at_ms, run_id"
+        ))
+        .map_err(fail)?;
+    let rows = stmt
+        .query_map([], |row| Ok((header_from_row(row)?, row.get::<_, i64>(7)?)))
+        .map_err(fail)?;
+    let mut summaries = Vec::new();
+    for row in rows {
+        let (raw, events) = row.map_err(fail)?;
+        match raw.decode() {
+            // A count is never negative.
+            Ok(header) => summaries.push(RunSummary {
+                header,
+                event_count: u64::try_from(events).unwrap_or(0),
+            }),
+            Err(bad) => {
+                let run = bad.run_id.as_ref().map_or("?", RunId::as_str);
+                tracing::error!(
+                    row = bad.row,
+                    run,
+                    problem = %bad.problem,
+                    "a run's row cannot be read: it is left out of the list of runs"
+                );
+            }
+        }
+    }
+    Ok(summaries)
+}
+
 #[async_trait]
 impl RunStore for SqliteStore {
     async fn begin_run(
@@ -874,32 +914,14 @@ impl RunStore for SqliteStore {
     /// as [`RunStore::recover_interrupted`] does with a run it cannot read: one bad row never
     /// hides the others from `cogni runs list` or from recovery, which lists runs first.
     async fn list_runs(&self) -> Result<Vec<RunHeader>, RunStoreError> {
-        self.with_conn(|conn| {
-            let fail = |e: rusqlite::Error| backend("cannot list runs", e);
-            let mut stmt = conn
-                .prepare_cached(&format!(
-                    "SELECT {HEADER_COLUMNS} FROM runs ORDER BY started_at_ms, run_id"
-                ))
-                .map_err(fail)?;
-            let rows = stmt.query_map([], header_from_row).map_err(fail)?;
-            let mut headers = Vec::new();
-            for row in rows {
-                match row.map_err(fail)?.decode() {
-                    Ok(header) => headers.push(header),
-                    Err(bad) => {
-                        let run = bad.run_id.as_ref().map_or("?", RunId::as_str);
-                        tracing::error!(
-                            row = bad.row,
-                            run,
-                            problem = %bad.problem,
-                            "a run's row cannot be read: it is left out of the list of runs"
-                        );
-                    }
-                }
-            }
-            Ok(headers)
-        })
-        .await
+        let listed = self.with_conn(|conn| list_tx(conn, false)).await?;
+        Ok(listed.into_iter().map(|summary| summary.header).collect())
+    }
+
+    /// As [`RunStore::list_runs`], each run with its event count: one `COUNT(*)` per run over
+    /// the event table's primary key index, in the same query, so no event row is read.
+    async fn list_run_summaries(&self) -> Result<Vec<RunSummary>, RunStoreError> {
+        self.with_conn(|conn| list_tx(conn, true)).await
     }
 
     async fn load_run(&self, run_id: &RunId) -> Result<RunLog, RunStoreError> {

@@ -79,7 +79,7 @@ pub use result::{
 };
 pub use run_store::{
     DanglingToolCall, InterruptedRun, RunHeader, RunLog, RunStatus, RunStep, RunStore,
-    RunStoreError,
+    RunStoreError, RunSummary,
 };
 pub use runner::{
     BreakerStatus, ExecPermit, LatencyPercentiles, RunnerConfig, ToolCall, ToolRun, ToolRunner,

@@ -78,6 +78,17 @@ pub struct RunHeader {
     pub input_ref: Option<String>,
 }
 
+/// A run as a listing shows it: its header and how many events it holds, read without reading
+/// the events themselves ([`RunStore::list_run_summaries`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// The run's header.
+    pub header: RunHeader,
+    /// How many events the run has stored (its next event's sequence number). The events are
+    /// counted, not decoded: a damaged one counts, and [`RunStore::load_run`] reports it.
+    pub event_count: u64,
+}
+
 /// Everything one model step wrote, committed together or not at all.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunStep {
@@ -213,7 +224,7 @@ pub enum RunStoreError {
 /// ```
 /// use std::{collections::BTreeMap, sync::Mutex};
 /// use ai_core::{AiEvent, DoneReason, InterruptedRun, RunHeader, RunId, RunLog, RunStatus,
-///     RunStep, RunStore, RunStoreError, ThreadId};
+///     RunStep, RunStore, RunStoreError, RunSummary, ThreadId};
 ///
 /// #[derive(Default)]
 /// struct InMemory(Mutex<BTreeMap<RunId, RunLog>>);
@@ -250,6 +261,10 @@ pub enum RunStoreError {
 ///     }
 ///     async fn list_runs(&self) -> Result<Vec<RunHeader>, RunStoreError> {
 ///         Ok(self.0.lock().unwrap().values().map(|r| r.header.clone()).collect())
+///     }
+///     async fn list_run_summaries(&self) -> Result<Vec<RunSummary>, RunStoreError> {
+///         Ok(self.0.lock().unwrap().values().map(|r| RunSummary {
+///             header: r.header.clone(), event_count: r.events.len() as u64 }).collect())
 ///     }
 ///     async fn load_run(&self, run_id: &RunId) -> Result<RunLog, RunStoreError> {
 ///         self.0.lock().unwrap().get(run_id).cloned()
@@ -305,6 +320,13 @@ pub trait RunStore: Send + Sync {
     /// it holds), as [`RunStore::recover_interrupted`] does: one bad row never fails the listing
     /// of the others, nor the recovery that starts from it.
     async fn list_runs(&self) -> Result<Vec<RunHeader>, RunStoreError>;
+
+    /// Every run's header with its event count, oldest first, as [`RunStore::list_runs`] lists
+    /// them (a run whose header cannot be read is left out the same way). A store counts the
+    /// events without reading them (in SQL, one aggregate over the event rows), so listing a
+    /// log of long runs costs no more than their headers and a count each; a listing (such as
+    /// `cogni runs list`) calls this rather than [`RunStore::load_run`] per run.
+    async fn list_run_summaries(&self) -> Result<Vec<RunSummary>, RunStoreError>;
 
     /// A run's header, events, records and receipt refs, in order.
     async fn load_run(&self, run_id: &RunId) -> Result<RunLog, RunStoreError>;

@@ -106,6 +106,53 @@ async fn runs_are_listed_oldest_first(store: &dyn Stores) {
     assert_eq!(runs[1].finished_at_ms, None);
 }
 
+async fn runs_are_summarized_with_their_event_counts(store: &dyn Stores) {
+    store.begin_run(&run("b"), None, 20, None).await.unwrap();
+    store.begin_run(&run("a"), None, 30, None).await.unwrap();
+    let t = thread("t");
+    store
+        .begin_run(&run("c"), Some(&t), 10, None)
+        .await
+        .unwrap();
+    store
+        .commit_step(
+            &run("b"),
+            RunStep {
+                events: six_events("s1"),
+                ..RunStep::default()
+            },
+        )
+        .await
+        .unwrap();
+    store
+        .commit_step(
+            &run("c"),
+            RunStep {
+                events: vec![done()],
+                ..RunStep::default()
+            },
+        )
+        .await
+        .unwrap();
+    store.finish_run(&run("c"), 40).await.unwrap();
+    let summaries = store.list_run_summaries().await.unwrap();
+    let headers = store.list_runs().await.unwrap();
+    let listed: Vec<_> = summaries.iter().map(|s| s.header.clone()).collect();
+    assert_eq!(listed, headers);
+    let counts: Vec<_> = summaries
+        .iter()
+        .map(|s| (s.header.run_id.to_string(), s.event_count))
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            ("c".to_owned(), 1),
+            ("b".to_owned(), 6),
+            ("a".to_owned(), 0)
+        ]
+    );
+}
+
 async fn status_rules_refuse_and_write_nothing(store: &dyn Stores) {
     let r = run("run-1");
     let unknown = run("nope");
@@ -611,6 +658,7 @@ contract!(
     steps_are_numbered_in_order_and_loaded_whole,
     threads_are_saved_and_replaced,
     runs_are_listed_oldest_first,
+    runs_are_summarized_with_their_event_counts,
     status_rules_refuse_and_write_nothing,
     an_inconsistent_step_is_refused_whole,
     recovery_names_dangling_calls_once,

@@ -459,6 +459,37 @@ async fn one_corrupt_interrupted_run_does_not_stop_the_recovery_of_the_others() 
     assert_eq!(store.recover_interrupted(200, &[]).await.unwrap(), expected);
 }
 
+/// A listing counts a run's events without reading them: a run whose stored event does not
+/// decode (so it cannot be loaded) is still summarized, with the number of events it stored.
+#[tokio::test]
+async fn a_summary_counts_events_without_decoding_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let r = run("damaged");
+    store.begin_run(&r, None, 1, None).await.unwrap();
+    let step = RunStep {
+        events: six_events("s1"),
+        ..RunStep::default()
+    };
+    store.commit_step(&r, step).await.unwrap();
+    let conn = rusqlite::Connection::open(store.path()).unwrap();
+    conn.execute(
+        "UPDATE run_events SET event_json = 'not json' WHERE run_id = 'damaged' AND seq = 2",
+        [],
+    )
+    .unwrap();
+    assert!(matches!(
+        store.load_run(&r).await,
+        Err(RunStoreError::Corrupt(_))
+    ));
+    let summaries = store.list_run_summaries().await.unwrap();
+    assert_eq!(summaries.len(), 1);
+    assert_eq!(
+        (&summaries[0].header.run_id, summaries[0].event_count),
+        (&r, 6)
+    );
+}
+
 /// A run whose row does not decode (an id that is not a run id, a thread id that is not one, a
 /// negative time) is left out of the list and logged by its row and what is wrong, never what
 /// it holds; every other run is still listed, so `cogni runs list` and recovery (which lists the
@@ -547,6 +578,14 @@ async fn a_run_row_that_does_not_decode_is_left_out_of_the_list_and_logged_by_it
         .map(|header| header.run_id)
         .collect();
     assert_eq!(listed, [first.clone(), last.clone()]);
+    let summarized: Vec<_> = store
+        .list_run_summaries()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|summary| summary.header.run_id)
+        .collect();
+    assert_eq!(summarized, [first.clone(), last.clone()]);
     let logged = crate::support::logged();
     for expected in &expected_logs {
         assert!(

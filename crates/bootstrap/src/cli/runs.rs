@@ -11,16 +11,18 @@ use super::terminal_safe;
 use crate::replay::{ReplayOutcome, data_dir, load_run, open_run_log, replay_run};
 use crate::{Overrides, Settings};
 
-/// `cogni runs list`: one row (or, with `json`, one JSON line) per run, oldest first. A run
-/// whose stored contents cannot be read is listed without its event count (`?`, or `null`) and
-/// named in a warning on stderr: one damaged run never hides the others. A row shows no control
-/// character of the ids a client picked ([`terminal_safe`]).
+/// `cogni runs list`: one row (or, with `json`, one JSON line) per run, oldest first, each with
+/// its event count, read from the store's summaries ([`ai_core::RunStore::list_run_summaries`]):
+/// no run's events are loaded, so a long log lists as fast as its headers. The count is of the
+/// stored events, readable or not (`cogni runs show` reports a damaged one). A row shows no
+/// control character of the ids a client picked ([`terminal_safe`]).
 pub(crate) async fn list(overrides: Overrides, json: bool) -> anyhow::Result<ExitCode> {
     let settings = Settings::load(&overrides)?;
     let log = open_run_log(&data_dir(&settings)?)?;
-    let mut headers = log.runs.list_runs().await?;
-    headers.sort_by(|a, b| {
-        (a.started_at_ms, a.run_id.as_str()).cmp(&(b.started_at_ms, b.run_id.as_str()))
+    let mut summaries = log.runs.list_run_summaries().await?;
+    summaries.sort_by(|a, b| {
+        (a.header.started_at_ms, a.header.run_id.as_str())
+            .cmp(&(b.header.started_at_ms, b.header.run_id.as_str()))
     });
     let mut out = std::io::stdout().lock();
     if !json {
@@ -30,32 +32,20 @@ pub(crate) async fn list(overrides: Overrides, json: bool) -> anyhow::Result<Exi
             "run", "thread", "status", "started", "finished", "events"
         )?;
     }
-    for header in headers {
-        let events = match log.runs.load_run(&header.run_id).await {
-            Ok(run) => Some(run.events.len()),
-            Err(error) => {
-                let warning = format!("warning: run {}: {error}", header.run_id.as_str());
-                eprintln!("{}", terminal_safe(&warning));
-                None
-            }
-        };
+    for summary in summaries {
         if json {
-            let mut row = header_json(&header);
-            row["events"] = json!(events);
+            let mut row = header_json(&summary.header);
+            row["events"] = json!(summary.event_count);
             writeln!(out, "{row}")?;
         } else {
-            list_row(&mut out, &header, events)?;
+            list_row(&mut out, &summary.header, summary.event_count)?;
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// One run's row of `cogni runs list`.
-fn list_row(
-    out: &mut impl Write,
-    header: &RunHeader,
-    events: Option<usize>,
-) -> std::io::Result<()> {
+fn list_row(out: &mut impl Write, header: &RunHeader, events: u64) -> std::io::Result<()> {
     let row = format!(
         "{:<28} {:<20} {:<11} {:<24} {:<24} {:>6}",
         header.run_id.as_str(),
@@ -63,7 +53,7 @@ fn list_row(
         header.status.as_str(),
         iso8601(header.started_at_ms),
         header.finished_at_ms.map_or_else(|| "-".into(), iso8601),
-        events.map_or_else(|| "?".into(), |n| n.to_string())
+        events
     );
     writeln!(out, "{}", terminal_safe(&row))
 }
@@ -364,7 +354,7 @@ mod tests {
         assert_terminal_safe(&out);
 
         let mut out = Vec::new();
-        list_row(&mut out, &run.header, Some(1)).unwrap();
+        list_row(&mut out, &run.header, 1).unwrap();
         assert_terminal_safe(&out);
     }
 

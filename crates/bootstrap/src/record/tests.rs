@@ -53,6 +53,10 @@ impl RunStore for FailingCommits {
         self.inner.list_runs().await
     }
 
+    async fn list_run_summaries(&self) -> Result<Vec<ai_core::RunSummary>, RunStoreError> {
+        self.inner.list_run_summaries().await
+    }
+
     async fn load_run(&self, run_id: &RunId) -> Result<RunLog, RunStoreError> {
         self.inner.load_run(run_id).await
     }

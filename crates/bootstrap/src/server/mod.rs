@@ -945,6 +945,12 @@ mod tests {
             self.inner.list_runs().await
         }
 
+        async fn list_run_summaries(
+            &self,
+        ) -> Result<Vec<ai_core::RunSummary>, ai_core::RunStoreError> {
+            self.inner.list_run_summaries().await
+        }
+
         async fn load_run(
             &self,
             run_id: &RunId,
