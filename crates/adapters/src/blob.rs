@@ -96,7 +96,28 @@ impl FsBlobStore {
     /// Opens (creating when needed) the blob folder `<data_dir>/blobs`. A folder it creates is
     /// its owner's alone (mode `0700` on Unix, [`crate::create_private_dir`]), as the run store
     /// creates the data folder, and made durable (its parent is fsynced) before it returns.
+    ///
+    /// It then removes the temp files a crash left in the blob folders (a put that died between
+    /// creating its temp file and renaming it): only regular files named as a put names its temp
+    /// files (`.tmp-<8 hex digits>-<pid>-<n>`), only in the `blobs/ab/` folders, and only those
+    /// unchanged for an hour, so a put running in another process is never disturbed. A file it
+    /// cannot remove is left for the next open; it never fails the open.
     pub fn open(data_dir: impl AsRef<Path>) -> Result<Self, BlobStoreError> {
+        let store = Self::open_without_sweep(data_dir)?;
+        let removed = remove_stale_temps(store.root(), std::time::SystemTime::now());
+        if removed > 0 {
+            tracing::info!(
+                removed,
+                folder = %store.root().display(),
+                "removed temp files a crash left in the blob folder"
+            );
+        }
+        Ok(store)
+    }
+
+    /// [`FsBlobStore::open`] without removing stale temp files: for a reader, which writes
+    /// nothing.
+    pub(crate) fn open_without_sweep(data_dir: impl AsRef<Path>) -> Result<Self, BlobStoreError> {
         let root = data_dir.as_ref().join("blobs");
         // The folders this call creates, innermost first: each one's parent gets an fsync.
         let mut created: Vec<&Path> = Vec::new();
@@ -254,6 +275,44 @@ impl FsInner {
         }
         Ok(bytes)
     }
+}
+
+/// Whether `name` is a temp file name of [`FsInner::create_temp`]: `.tmp-`, eight lower-case hex
+/// digits (of the blob's address), `-`, a pid, `-`, a counter.
+fn is_temp_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(".tmp-") else {
+        return false;
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match rest.split('-').collect::<Vec<_>>().as_slice() {
+        [hash, pid, n] => {
+            hash.len() == 8
+                && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+                && digits(pid)
+                && digits(n)
+        }
+        _ => false,
+    }
+}
+
+/// Removes the stale temp files ([`crate::temp::remove_stale`]) of every blob folder (`ab`: two
+/// lower-case hex digits) under `root`; returns how many.
+fn remove_stale_temps(root: &Path, now: std::time::SystemTime) -> usize {
+    let Ok(entries) = fs::read_dir(root) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let is_blob_dir = name.to_str().is_some_and(|n| {
+            n.len() == 2 && n.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        });
+        // `file_type` does not follow a symlink: a link to a folder elsewhere is not ours.
+        if is_blob_dir && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            removed += crate::temp::remove_stale(&entry.path(), is_temp_name, now);
+        }
+    }
+    removed
 }
 
 /// The batch to write (each blob owned, with its address) and the addresses to return.

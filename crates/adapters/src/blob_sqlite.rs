@@ -252,7 +252,7 @@ impl TieredBlobStore {
         }
         Ok(Self {
             rows: SqliteBlobStore::open_read_only(runs.path())?,
-            files: crate::FsBlobStore::open(data_dir)?,
+            files: crate::FsBlobStore::open_without_sweep(data_dir)?,
             max_row_bytes,
             read_only: true,
         })

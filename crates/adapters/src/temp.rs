@@ -24,3 +24,81 @@ pub(crate) fn first_free<P, T>(
         }
     }
 }
+
+/// How old a temp file of cogni's own must be before a store's open removes it as left by a
+/// crash. A live writer's temp file lives for one write, fsync and rename (seconds, even for
+/// the largest blob on a slow disk); an hour is far past that, so a file this old is no live
+/// writer's, whichever process (or container sharing the folder) made it.
+pub(crate) const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(60 * 60);
+
+/// Removes from `dir` the regular files whose name `is_temp` recognizes as a temp file of ours
+/// and whose last change is at least [`STALE_AFTER`] before `now`: the temp files a crash left
+/// between their creation and their rename. Any other entry (another name, a folder, a symlink,
+/// a fresh temp file, one dated after `now`) is left as it is. Returns how many were removed;
+/// a failure to list the folder, or to read or remove one entry, is skipped (it is tried again
+/// at the next open), never an error: a store opens whatever its leftovers.
+pub(crate) fn remove_stale(
+    dir: &std::path::Path,
+    is_temp: impl Fn(&str) -> bool,
+    now: std::time::SystemTime,
+) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        // The name first: nothing but our own temp names is even looked at.
+        let name = entry.file_name();
+        if !name.to_str().is_some_and(&is_temp) {
+            continue;
+        }
+        // `DirEntry::metadata` does not follow a symlink.
+        let Ok(meta) = entry.metadata() else { continue };
+        let stale = meta.is_file()
+            && meta
+                .modified()
+                .ok()
+                .and_then(|at| now.duration_since(at).ok())
+                .is_some_and(|age| age >= STALE_AFTER);
+        if stale && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+    use std::time::SystemTime;
+
+    use super::*;
+
+    #[test]
+    fn only_stale_regular_files_with_a_temp_name_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = SystemTime::now();
+        let old = now - STALE_AFTER - std::time::Duration::from_secs(1);
+        let plant = |name: &str, at: SystemTime| {
+            let file = File::create(dir.path().join(name)).unwrap();
+            file.set_modified(at).unwrap();
+        };
+        plant("tmp-stale", old);
+        plant("tmp-fresh", now);
+        plant("tmp-future", now + STALE_AFTER);
+        plant("other-stale", old);
+        std::fs::create_dir(dir.path().join("tmp-folder")).unwrap();
+        let is_temp = |name: &str| name.starts_with("tmp-");
+        assert_eq!(remove_stale(dir.path(), is_temp, now), 1);
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["other-stale", "tmp-folder", "tmp-fresh", "tmp-future"]
+        );
+        assert_eq!(remove_stale(&dir.path().join("missing"), is_temp, now), 0);
+    }
+}

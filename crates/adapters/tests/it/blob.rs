@@ -513,6 +513,51 @@ async fn fs_put_is_not_failed_by_a_temp_file_a_crash_left_behind() {
     assert_eq!(store.get(&hash).await.unwrap(), bytes);
 }
 
+/// Opening the store removes the temp files a crash left between a put's create and its rename,
+/// once they are an hour old: only files named as a put names them, only in the blob folders. A
+/// fresh one (a put in flight in another process), a file of another name, and anything a
+/// reader's open finds are left as they are.
+#[tokio::test]
+async fn fs_open_removes_only_stale_temp_files_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(FsBlobStore::open(dir.path()).unwrap());
+    let root = dir.path().join("blobs");
+    let folder = root.join("ab");
+    std::fs::create_dir_all(&folder).unwrap();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 60 * 60);
+    let plant = |path: std::path::PathBuf, stale: bool| {
+        let file = std::fs::File::create(&path).unwrap();
+        if stale {
+            file.set_modified(old).unwrap();
+        }
+        path
+    };
+    let stale = plant(folder.join(".tmp-cdef0123-4242-7"), true);
+    let fresh = plant(folder.join(".tmp-cdef0123-4242-8"), false);
+    let foreign = [
+        plant(folder.join(".tmp-notours"), true),
+        plant(folder.join(".tmp-CDEF0123-4242-7"), true),
+        plant(folder.join("notes.tmp"), true),
+        // A blob-like name outside the two-hex-digit folders is not the store's.
+        plant(root.join(".tmp-cdef0123-4242-7"), true),
+    ];
+    let other = dir.path().join("zz");
+    std::fs::create_dir_all(&other).unwrap();
+    let outside = plant(other.join(".tmp-cdef0123-4242-7"), true);
+
+    // A reader's open writes nothing: the stale file stays.
+    let runs = SqliteStore::open(dir.path()).unwrap();
+    drop(TieredBlobStore::open_read_only(&runs, dir.path(), 8).unwrap());
+    assert!(stale.exists());
+
+    drop(FsBlobStore::open(dir.path()).unwrap());
+    assert!(!stale.exists(), "the stale temp file was not removed");
+    assert!(fresh.exists(), "a fresh temp file was removed");
+    for path in foreign.iter().chain([&outside]) {
+        assert!(path.exists(), "{} was removed", path.display());
+    }
+}
+
 /// As the file and row stores do, the in-memory store's put replaces a damaged copy at the
 /// address: once a put of the bytes returns, a get answers them.
 #[tokio::test]
