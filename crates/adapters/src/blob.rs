@@ -59,7 +59,8 @@ pub(crate) fn check_run_ref(
 /// replaced. Either way the put fsyncs the file and its folders before it returns, since the
 /// put that renamed the file there may not have synced the folder yet. [`BlobStore::put_many`]
 /// does the same for a batch, [`FsBlobStore::PUT_CHUNK`] blobs at a time, sharing the syncs. A get reads the
-/// file and checks its hash.
+/// file and checks its hash; a blob past [`FsBlobStore::MAX_BLOB_BYTES`] is refused by a put,
+/// and a file past it by a get, before it is read.
 ///
 /// ```
 /// use ai_core::BlobStore;
@@ -92,6 +93,14 @@ impl FsBlobStore {
     /// and starts at most this many threads. Sixteen concurrent fsyncs already share their
     /// journal commits; more would only add threads.
     pub const PUT_CHUNK: usize = 16;
+
+    /// The largest blob the store holds (1 GiB): a put of a larger one is refused as
+    /// [`BlobStoreError::TooLarge`], and a get refuses a larger file at an address (a damaged or
+    /// crafted data folder, a sparse file of any length) from its length, before reading a
+    /// byte, so a get never allocates more than this. No blob cogni writes comes near it (run
+    /// inputs and model receipts are JSON documents of a conversation; SQLite holds at most
+    /// 1,000,000,000 bytes in a row).
+    pub const MAX_BLOB_BYTES: u64 = 1 << 30;
 
     /// Opens (creating when needed) the blob folder `<data_dir>/blobs`. A folder it creates is
     /// its owner's alone (mode `0700` on Unix, [`crate::create_private_dir`]), as the run store
@@ -167,6 +176,9 @@ impl FsInner {
     fn put_many_blocking(&self, blobs: &[(String, Vec<u8>)]) -> Result<(), BlobStoreError> {
         let mut seen: HashSet<&str> = HashSet::with_capacity(blobs.len());
         let mut batch: Vec<Pending<'_>> = Vec::with_capacity(blobs.len());
+        for (hash, bytes) in blobs {
+            check_size(hash, bytes.len() as u64)?;
+        }
         for (hash, bytes) in blobs {
             let path = self.path_of(hash)?;
             if seen.insert(hash) {
@@ -263,8 +275,12 @@ impl FsInner {
 
     fn get_blocking(&self, hash: &str) -> Result<Vec<u8>, BlobStoreError> {
         let path = self.path_of(hash)?;
-        let bytes = match read_regular(&path) {
-            Ok(bytes) => bytes,
+        let bytes = match open_regular(&path) {
+            Ok((file, len)) => {
+                // The length of the opened handle: what is read is what was checked.
+                check_size(hash, len)?;
+                read_at_most(file, len).map_err(|e| io_error("cannot read", &path, &e))?
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(BlobStoreError::NotFound(hash.to_owned()));
             }
@@ -357,11 +373,23 @@ fn open_regular(path: &Path) -> io::Result<(File, u64)> {
     Ok((file, opened.len()))
 }
 
-/// The bytes of the regular file at `path` ([`open_regular`]).
-fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
-    let (mut file, len) = open_regular(path)?;
+/// Refuses a blob larger than [`FsBlobStore::MAX_BLOB_BYTES`], naming its address and sizes.
+fn check_size(hash: &str, size: u64) -> Result<(), BlobStoreError> {
+    if size > FsBlobStore::MAX_BLOB_BYTES {
+        return Err(BlobStoreError::TooLarge {
+            hash: hash.to_owned(),
+            size,
+            max: FsBlobStore::MAX_BLOB_BYTES,
+        });
+    }
+    Ok(())
+}
+
+/// The bytes of an opened file whose length was `len`, reading at most one byte more than that
+/// (a file that grew since is then refused by the hash check, without being read in full).
+fn read_at_most(file: File, len: u64) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).min(1 << 26));
-    file.read_to_end(&mut bytes)?;
+    file.take(len.saturating_add(1)).read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
@@ -562,6 +590,44 @@ mod tests {
         )
         .unwrap();
         (peak.into_inner(), ran.into_inner())
+    }
+
+    #[test]
+    fn a_blob_past_the_limit_is_refused_naming_its_address_and_sizes() {
+        let hash = sha256_hex(b"x");
+        let max = FsBlobStore::MAX_BLOB_BYTES;
+        assert_eq!(check_size(&hash, max), Ok(()));
+        let err = check_size(&hash, max + 1).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "blob {hash} is {} bytes, more than the {max} bytes a blob of this store may hold",
+                max + 1
+            )
+        );
+    }
+
+    /// A put of a batch holding a blob past the limit is refused before anything is written.
+    #[test]
+    fn a_batch_with_a_blob_past_the_limit_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FsBlobStore::open(dir.path()).unwrap();
+        // Zeroed pages are mapped lazily: only the length is read before the refusal, so this
+        // takes no memory (the address is a stand-in: hashing it would read it all).
+        let len = usize::try_from(FsBlobStore::MAX_BLOB_BYTES + 1).unwrap();
+        let large = ("ab".repeat(32), vec![0u8; len]);
+        let small = (sha256_hex(b"small"), b"small".to_vec());
+        let err = store.inner.put_many_blocking(&[small, large]).unwrap_err();
+        assert!(
+            matches!(&err, BlobStoreError::TooLarge { size, .. } if *size == len as u64),
+            "{err}"
+        );
+        let root = store.root();
+        assert_eq!(
+            fs::read_dir(root).unwrap().count(),
+            0,
+            "something was written"
+        );
     }
 
     #[test]

@@ -197,6 +197,17 @@ pub enum BlobStoreError {
     /// The address is not 64 lower-case hex digits (nothing was looked up).
     #[error("invalid blob address {0:?}: a blob address is 64 lower-case hex digits")]
     InvalidHash(String),
+    /// The blob is larger than the store holds: a put of it is refused, and so is a get of
+    /// something this large at its address (which no put wrote), before it is read.
+    #[error("blob {hash} is {size} bytes, more than the {max} bytes a blob of this store may hold")]
+    TooLarge {
+        /// The blob's address.
+        hash: String,
+        /// Its size in bytes.
+        size: u64,
+        /// The store's limit in bytes.
+        max: u64,
+    },
     /// The store itself failed.
     #[error("blob store failed: {0}")]
     Backend(String),

@@ -513,6 +513,29 @@ async fn fs_put_is_not_failed_by_a_temp_file_a_crash_left_behind() {
     assert_eq!(store.get(&hash).await.unwrap(), bytes);
 }
 
+/// A file at an address larger than any blob (a sparse file, which costs no disk, of a damaged
+/// or crafted data folder) is refused from its length, naming the address and the sizes, before
+/// a byte of it is read; the tiered store says the same.
+#[tokio::test]
+async fn fs_get_refuses_a_file_larger_than_any_blob_before_reading_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsBlobStore::open(dir.path()).unwrap();
+    let hash = sha256_hex(b"a blob");
+    let path = store.path_of(&hash).unwrap();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let size = FsBlobStore::MAX_BLOB_BYTES + 1;
+    std::fs::File::create(&path).unwrap().set_len(size).unwrap();
+    let too_large = Err(BlobStoreError::TooLarge {
+        hash: hash.clone(),
+        size,
+        max: FsBlobStore::MAX_BLOB_BYTES,
+    });
+    assert_eq!(store.get(&hash).await, too_large);
+    let runs = SqliteStore::open(dir.path()).unwrap();
+    let tiered = TieredBlobStore::open(&runs, dir.path(), 8).unwrap();
+    assert_eq!(tiered.get(&hash).await, too_large);
+}
+
 /// Opening the store removes the temp files a crash left between a put's create and its rename,
 /// once they are an hour old: only files named as a put names them, only in the blob folders. A
 /// fresh one (a put in flight in another process), a file of another name, and anything a
