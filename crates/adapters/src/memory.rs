@@ -39,6 +39,14 @@ struct State {
     threads: HashMap<ThreadId, Value>,
 }
 
+/// Refuses a time past [`ai_core::MAX_RUN_TIME_MS`], as the durable store must.
+fn check_time(what: &'static str, at_ms: u64) -> Result<(), RunStoreError> {
+    if at_ms > ai_core::MAX_RUN_TIME_MS {
+        return Err(RunStoreError::TimeOutOfRange { what, at_ms });
+    }
+    Ok(())
+}
+
 impl InMemoryRunStore {
     fn lock(&self) -> Result<MutexGuard<'_, State>, RunStoreError> {
         self.state
@@ -56,6 +64,7 @@ impl RunStore for InMemoryRunStore {
         at_ms: u64,
         input_ref: Option<&str>,
     ) -> Result<(), RunStoreError> {
+        check_time("start time", at_ms)?;
         if let Some(input_ref) = input_ref {
             crate::blob::check_run_ref(run_id, "the input ref", input_ref)?;
         }
@@ -146,6 +155,7 @@ impl RunStore for InMemoryRunStore {
     }
 
     async fn finish_run(&self, run_id: &RunId, at_ms: u64) -> Result<(), RunStoreError> {
+        check_time("finish time", at_ms)?;
         let mut state = self.lock()?;
         let run = state
             .runs
@@ -202,6 +212,7 @@ impl RunStore for InMemoryRunStore {
         at_ms: u64,
         runs: &[RunId],
     ) -> Result<Vec<InterruptedRun>, RunStoreError> {
+        check_time("recovery time", at_ms)?;
         let mut state = self.lock()?;
         for run in state.runs.values_mut() {
             if run.header.status == RunStatus::Running && runs.contains(&run.header.run_id) {

@@ -408,9 +408,9 @@ impl RawHeader {
     }
 }
 
-fn ms(at_ms: u64) -> Result<i64, RunStoreError> {
-    i64::try_from(at_ms)
-        .map_err(|_| RunStoreError::Backend(format!("timestamp {at_ms} ms is out of range")))
+/// A time as stored, or the refusal of one past [`ai_core::MAX_RUN_TIME_MS`] (`what` names it).
+fn ms(what: &'static str, at_ms: u64) -> Result<i64, RunStoreError> {
+    i64::try_from(at_ms).map_err(|_| RunStoreError::TimeOutOfRange { what, at_ms })
 }
 
 /// A step's rows, serialized and checked before the transaction starts.
@@ -847,7 +847,8 @@ impl RunStore for SqliteStore {
         if let Some(input_ref) = input_ref {
             crate::blob::check_run_ref(run_id, "the input ref", input_ref)?;
         }
-        let (run_id, thread_id, at) = (run_id.clone(), thread_id.cloned(), ms(at_ms)?);
+        let (run_id, thread_id, at) =
+            (run_id.clone(), thread_id.cloned(), ms("start time", at_ms)?);
         let input_ref = input_ref.map(str::to_owned);
         self.with_conn(move |conn| {
             let inserted = conn
@@ -884,7 +885,7 @@ impl RunStore for SqliteStore {
     }
 
     async fn finish_run(&self, run_id: &RunId, at_ms: u64) -> Result<(), RunStoreError> {
-        let (run_id, at) = (run_id.clone(), ms(at_ms)?);
+        let (run_id, at) = (run_id.clone(), ms("finish time", at_ms)?);
         self.with_conn(move |conn| {
             let fail = |e: rusqlite::Error| backend(format_args!("cannot finish run {run_id}"), e);
             let tx = conn
@@ -934,7 +935,7 @@ impl RunStore for SqliteStore {
         at_ms: u64,
         runs: &[RunId],
     ) -> Result<Vec<InterruptedRun>, RunStoreError> {
-        let at = ms(at_ms)?;
+        let at = ms("recovery time", at_ms)?;
         let runs = runs.to_vec();
         self.with_conn(move |conn| recover_tx(conn, at, &runs))
             .await

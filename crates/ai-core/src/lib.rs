@@ -78,8 +78,8 @@ pub use result::{
     ToolExecResult, ToolFailure, ToolInvocationRecord, ToolOutcome,
 };
 pub use run_store::{
-    DanglingToolCall, InterruptedRun, RunHeader, RunLog, RunStatus, RunStep, RunStore,
-    RunStoreError, RunSummary,
+    DanglingToolCall, InterruptedRun, MAX_RUN_TIME_MS, RunHeader, RunLog, RunStatus, RunStep,
+    RunStore, RunStoreError, RunSummary,
 };
 pub use runner::{
     BreakerStatus, ExecPermit, LatencyPercentiles, RunnerConfig, ToolCall, ToolRun, ToolRunner,

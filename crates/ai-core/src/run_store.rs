@@ -18,6 +18,12 @@ use serde_json::Value;
 
 use crate::{AiEvent, RunId, ThreadId, ToolCallId, ToolInvocationRecord};
 
+/// The latest time a run store keeps, in ms since the Unix epoch: `i64::MAX`, since SQL stores
+/// times as signed 64-bit integers (some 292 million years from now). A store refuses a later
+/// one as [`RunStoreError::TimeOutOfRange`] rather than keep another time than it was given;
+/// only a broken clock gives one.
+pub const MAX_RUN_TIME_MS: u64 = i64::MAX as u64;
+
 /// Where a run stands. More states may come, so a match needs a catch-all arm; stores keep it
 /// by [`RunStatus::as_str`] and read it back with [`RunStatus::parse`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -192,6 +198,19 @@ pub enum RunStoreError {
         /// Its thread.
         thread_id: ThreadId,
     },
+    /// A time given to the store (`what`: a run's start time, its finish time, the recovery
+    /// time) is past [`MAX_RUN_TIME_MS`]; nothing was written.
+    #[error(
+        "the {what} {at_ms} ms is past the latest time a run store keeps ({} ms): the clock \
+         that gave it is wrong, and nothing was written",
+        MAX_RUN_TIME_MS
+    )]
+    TimeOutOfRange {
+        /// Which time it is.
+        what: &'static str,
+        /// The time given.
+        at_ms: u64,
+    },
     /// Stored data does not decode (a row written by something else, or damaged).
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
@@ -213,7 +232,9 @@ pub enum RunStoreError {
 
 /// Durable run logs. All methods are one transaction each; a failed call writes nothing.
 ///
-/// Timestamps come from the caller (its [`crate::Clock`]), so stores read no clock.
+/// Timestamps come from the caller (its [`crate::Clock`]), so stores read no clock. A store
+/// keeps times up to [`MAX_RUN_TIME_MS`] and refuses a later one (in `begin_run`, `finish_run`
+/// and `recover_interrupted`) as [`RunStoreError::TimeOutOfRange`] before anything is written.
 ///
 /// The example keeps only the log, for a run with no thread. A store that serves threads must
 /// also save [`RunStep::thread_state`] in the same transaction as the step, under the conditions

@@ -153,6 +153,55 @@ async fn runs_are_summarized_with_their_event_counts(store: &dyn Stores) {
     );
 }
 
+async fn a_time_past_the_stores_range_is_refused_and_writes_nothing(store: &dyn Stores) {
+    let late = ai_core::MAX_RUN_TIME_MS + 1;
+    let refused = |what| RunStoreError::TimeOutOfRange { what, at_ms: late };
+    let r = run("run-1");
+    assert_eq!(
+        store.begin_run(&r, None, u64::MAX, None).await,
+        Err(RunStoreError::TimeOutOfRange {
+            what: "start time",
+            at_ms: u64::MAX
+        })
+    );
+    assert_eq!(
+        store.begin_run(&r, None, late, None).await,
+        Err(refused("start time"))
+    );
+    assert!(store.list_runs().await.unwrap().is_empty());
+    let err = store.begin_run(&r, None, late, None).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the start time {late} ms is past the latest time a run store keeps ({} ms): the \
+             clock that gave it is wrong, and nothing was written",
+            ai_core::MAX_RUN_TIME_MS
+        )
+    );
+
+    // The latest time kept is read back as it was given.
+    let max = ai_core::MAX_RUN_TIME_MS;
+    store.begin_run(&r, None, max, None).await.unwrap();
+    assert_eq!(
+        store.finish_run(&r, late).await,
+        Err(refused("finish time"))
+    );
+    assert_eq!(
+        store
+            .recover_interrupted(late, std::slice::from_ref(&r))
+            .await,
+        Err(refused("recovery time"))
+    );
+    let header = store.load_run(&r).await.unwrap().header;
+    assert_eq!(
+        (header.status, header.started_at_ms, header.finished_at_ms),
+        (RunStatus::Running, max, None)
+    );
+    store.finish_run(&r, max).await.unwrap();
+    let header = store.load_run(&r).await.unwrap().header;
+    assert_eq!(header.finished_at_ms, Some(max));
+}
+
 async fn status_rules_refuse_and_write_nothing(store: &dyn Stores) {
     let r = run("run-1");
     let unknown = run("nope");
@@ -659,6 +708,7 @@ contract!(
     threads_are_saved_and_replaced,
     runs_are_listed_oldest_first,
     runs_are_summarized_with_their_event_counts,
+    a_time_past_the_stores_range_is_refused_and_writes_nothing,
     status_rules_refuse_and_write_nothing,
     an_inconsistent_step_is_refused_whole,
     recovery_names_dangling_calls_once,
