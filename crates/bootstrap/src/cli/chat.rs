@@ -32,7 +32,9 @@ pub(crate) async fn run(
     if let Err(error) = crate::recover(&stores, runtime.clock.as_ref()).await {
         eprintln!("{}", terminal_safe(&format!("warning: {error:#}")));
     }
-    let run_id = run_id(runtime.clock.now_ms(), std::process::id());
+    let clock = runtime.clock.clone();
+    let fresh = || run_id(clock.now_ms(), std::process::id(), nonce());
+    let run_id = free_run_id(&stores, thread.is_none(), fresh).await?;
     let thread = ThreadId::new(thread.unwrap_or_else(|| run_id.clone()))?;
     let ctx = RunContext::new(run_id, "user:cli", "local")?;
     let catalog = ToolCatalog::build(runtime.source.as_ref(), &runtime.policy, &ctx)?;
@@ -237,25 +239,137 @@ impl Printer {
     }
 }
 
-/// The run id of one `cogni chat` (and the thread id of a new conversation): the time, and the
-/// process, since chats started by a script in parallel may start in the same millisecond.
-fn run_id(now_ms: u64, pid: u32) -> String {
-    format!("chat-{now_ms}-{pid}")
+/// The run id of one `cogni chat` (and the thread id of a new conversation):
+/// `chat-<ms>-<pid>-<8 hex digits>`. The time and the process tell chats a script starts in
+/// parallel apart; the random `nonce` tells apart those of containers that share one data
+/// folder, where each has its own pid namespace (and so, often, the same pid).
+fn run_id(now_ms: u64, pid: u32, nonce: u32) -> String {
+    format!("chat-{now_ms}-{pid}-{nonce:08x}")
+}
+
+/// A random number, new at every call: a hash of nothing under a new [`RandomState`], whose
+/// keys std draws from the OS's randomness once per thread and steps at every new one.
+///
+/// [`RandomState`]: std::collections::hash_map::RandomState
+fn nonce() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let hash = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    // Both halves: the keys' low bits step from one state to the next.
+    (hash ^ (hash >> 32)) as u32
+}
+
+/// How many fresh ids [`free_run_id`] tries before it gives up.
+const ID_ATTEMPTS: usize = 3;
+
+/// The first id `fresh` makes that names no run in the data folder's run log (and, for a new
+/// conversation, `new_thread`, no saved thread either), so a chat never continues a run or a
+/// conversation another process started under the same id. After [`ID_ATTEMPTS`] taken ids it
+/// is an error naming the last one; nothing was written. (The run log's `begin_run` still
+/// refuses an id taken between this check and the run's start: a collision is never an
+/// overwrite.)
+async fn free_run_id(
+    stores: &crate::Stores,
+    new_thread: bool,
+    mut fresh: impl FnMut() -> String,
+) -> anyhow::Result<String> {
+    let mut last = String::new();
+    for _ in 0..ID_ATTEMPTS {
+        let candidate = fresh();
+        let run = ai_core::RunId::new(candidate.clone())?;
+        let run_taken = match &stores.log {
+            Some(log) => match log.runs.load_run(&run).await {
+                Err(ai_core::RunStoreError::NotFound(_)) => false,
+                // Stored, readable or not: the id is taken.
+                Ok(_) | Err(ai_core::RunStoreError::Corrupt(_)) => true,
+                Err(error) => return Err(error.into()),
+            },
+            None => false,
+        };
+        let thread_taken = new_thread
+            && stores
+                .threads
+                .load(&ThreadId::new(candidate.clone())?)
+                .await?
+                .is_some();
+        if !run_taken && !thread_taken {
+            return Ok(candidate);
+        }
+        last = candidate;
+    }
+    anyhow::bail!(
+        "no free run id for this chat: {ID_ATTEMPTS} fresh ids were taken in the data folder, \
+         the last {last}; nothing was written"
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Two chats started in the same millisecond by two processes get two runs and two threads.
+    /// Two chats started in the same millisecond by two processes get two runs and two threads,
+    /// also when the processes have the same pid (two containers sharing a data folder).
     #[test]
     fn chats_started_together_get_their_own_ids() {
-        let (a, b) = (run_id(1_795_681_632_509, 41), run_id(1_795_681_632_509, 42));
+        let now = 1_795_681_632_509;
+        let (a, b) = (run_id(now, 41, nonce()), run_id(now, 42, nonce()));
+        let (c, d) = (run_id(now, 41, nonce()), run_id(now, 41, nonce()));
         assert_ne!(a, b);
-        for id in [a, b] {
+        assert_ne!(c, d);
+        assert!(
+            c.starts_with("chat-1795681632509-41-") && c.len() == 30,
+            "{c}"
+        );
+        for id in [a, b, c, d] {
             RunContext::new(id.clone(), "user:cli", "local").unwrap();
             ThreadId::new(id).unwrap();
         }
+    }
+
+    /// Stores with a run log in memory, holding the run `chat-run` and the thread `chat-thread`.
+    async fn stores_with_taken_ids(locks: &tempfile::TempDir) -> crate::Stores {
+        use ai_core::{RunStore, ThreadStore};
+        let runs = std::sync::Arc::new(adapters::InMemoryRunStore::default());
+        let threads = std::sync::Arc::new(graph::InMemoryThreadStore::default());
+        let run = ai_core::RunId::new("chat-run").unwrap();
+        runs.begin_run(&run, None, 1, None).await.unwrap();
+        let thread = ThreadId::new("chat-thread").unwrap();
+        threads.save(&thread, &serde_json::json!({})).await.unwrap();
+        crate::Stores {
+            threads,
+            log: Some(crate::RunLogStores {
+                runs,
+                blobs: std::sync::Arc::new(adapters::InMemoryBlobStore::default()),
+                receipts: std::sync::Arc::new(adapters::ReceiptCollector::default()),
+                locks: crate::RunLocks::new(locks.path()),
+            }),
+        }
+    }
+
+    /// An id the data folder already holds, as a run or (for a new conversation) as a thread,
+    /// is passed over for the next fresh one; when every try is taken the chat is refused,
+    /// naming the id, rather than continuing another process's run or conversation.
+    #[tokio::test]
+    async fn a_chat_never_takes_an_id_the_data_folder_holds() {
+        let locks = tempfile::tempdir().unwrap();
+        let stores = stores_with_taken_ids(&locks).await;
+        let mut ids = ["chat-run", "chat-thread", "chat-free"].into_iter();
+        let free = free_run_id(&stores, true, || ids.next().unwrap().to_owned()).await;
+        assert_eq!(free.unwrap(), "chat-free");
+        // With a thread given, a saved thread of that id is no collision: only runs count.
+        let mut ids = ["chat-run", "chat-thread"].into_iter();
+        let free = free_run_id(&stores, false, || ids.next().unwrap().to_owned()).await;
+        assert_eq!(free.unwrap(), "chat-thread");
+
+        let error = free_run_id(&stores, true, || "chat-run".to_owned())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "no free run id for this chat: 3 fresh ids were taken in the data folder, the last \
+             chat-run; nothing was written"
+        );
     }
 
     fn shown(events: &[AiEvent]) -> String {
