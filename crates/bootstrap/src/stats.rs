@@ -5,7 +5,8 @@
 //! `tool-stats.json.lock` (so calls that overlap are all counted), written to a temporary file
 //! named for the process, synced and renamed, then the folder synced (so neither a crash nor a
 //! power loss leaves half a file). A damaged file is set aside as `tool-stats.json.bad` and
-//! counting starts over.
+//! counting starts over. A temp file a process left when it died before its rename is removed
+//! by the next process that takes the lock.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::{File, OpenOptions};
@@ -61,6 +62,7 @@ pub(crate) fn record(dir: &Path, stats: &[ToolStats]) -> anyhow::Result<Option<S
         .with_context(|| format!("cannot open {}", lock_path.display()))?;
     lock.lock()
         .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+    remove_left_temps(dir);
     let mut warning = None;
     let mut stored = match read_stored(&path)? {
         Some(Ok(stored)) => stored,
@@ -153,9 +155,61 @@ pub(crate) fn load(dir: &Path) -> anyhow::Result<Vec<ToolStats>> {
         .collect())
 }
 
+/// Removes the temp files (`tool-stats.json.<pid>.tmp`) a process that died before its rename
+/// left in `dir`. Called under the lock: no writer is running, so every such file is a leftover,
+/// whatever its age. Only regular files of exactly that name are touched; a failure leaves the
+/// file for the next call.
+fn remove_left_temps(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let ours = name.to_str().is_some_and(|name| {
+            name.strip_prefix(FILE)
+                .and_then(|rest| rest.strip_prefix('.'))
+                .and_then(|rest| rest.strip_suffix(".tmp"))
+                .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+        });
+        // `file_type` does not follow a symlink.
+        if ours && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Writes `bytes` to a new file at `path` and syncs it to disk.
 fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut file = File::create(path)?;
     file.write_all(bytes)?;
     file.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A temp file a process left when it died before its rename is removed by the next record
+    /// (which holds the lock, so no writer is running); other names are left as they are.
+    #[test]
+    fn a_record_removes_the_temp_files_a_dead_process_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let left = dir.path().join(format!("{FILE}.4242.tmp"));
+        std::fs::write(&left, "{").unwrap();
+        let kept = [
+            format!("{FILE}.x.tmp"),
+            format!("{FILE}..tmp"),
+            format!("{FILE}.bad"),
+            "notes.4242.tmp".to_owned(),
+        ];
+        for name in &kept {
+            std::fs::write(dir.path().join(name), "keep").unwrap();
+        }
+        assert_eq!(record(dir.path(), &[]).unwrap(), None);
+        assert!(!left.exists(), "the left temp file is still there");
+        for name in &kept {
+            assert!(dir.path().join(name).exists(), "{name} was removed");
+        }
+        assert!(dir.path().join(FILE).is_file());
+    }
 }
