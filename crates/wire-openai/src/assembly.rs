@@ -296,6 +296,42 @@ impl Fnv1a {
     }
 }
 
+/// A whole (non-streamed) answer, decoded: the completion, and the display deltas a stream of
+/// the same content would have given, fed in one read (text joined, each call's fragments in
+/// one delta that names it).
+///
+/// Made by [`crate::chat::decode_completion`] and [`crate::responses::decode_response`].
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct WholeAnswer {
+    /// The completion, as the stream decoder's `finish` would resolve it.
+    pub completion: LlmCompletion,
+    /// The display deltas, in order; the calls to run come from `completion`.
+    pub deltas: Vec<CompletionDelta>,
+}
+
+/// Refuses a whole answer's body over the stream limit before anything parses it, and reads it
+/// as UTF-8 (JSON is UTF-8; the failure names the first bad byte's offset, never the bytes).
+pub(crate) fn whole_body<'a>(body: &'a [u8], limits: &Limits) -> Result<&'a str, DecodeError> {
+    if body.len() > limits.max_total_bytes {
+        return Err(DecodeError::LimitExceeded {
+            what: "the response body",
+            limit: limits.max_total_bytes,
+        });
+    }
+    std::str::from_utf8(body).map_err(|e| DecodeError::InvalidBody {
+        reason: format!("not UTF-8 (byte {})", e.valid_up_to()),
+    })
+}
+
+/// The error of a whole answer's body that does not parse as the format's object: where and
+/// what, never the body's text.
+pub(crate) fn invalid_body(error: &serde_json::Error) -> DecodeError {
+    DecodeError::InvalidBody {
+        reason: ai_core::describe_json_error(error),
+    }
+}
+
 /// What one read gave: the display deltas of the events decoded before anything failed, and
 /// the error that stopped the read, if one did (nothing after it was decoded).
 pub(crate) struct Fed {

@@ -29,7 +29,7 @@ use ai_core::{
 use crate::assembly::{self, Deltas, Session};
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
-use crate::{DecodeError, EncodeError, Limits};
+use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
 
 #[derive(Deserialize)]
 struct Chunk<'a> {
@@ -328,6 +328,17 @@ impl StreamDecoder {
                 offset: event.offset,
                 reason: ai_core::describe_json_error(&e),
             })?;
+        self.chunk(chunk, event.data, deltas)
+    }
+
+    /// Applies one decoded chunk; `data` is its JSON text (the seed of synthesized call ids when
+    /// it opens the first call).
+    fn chunk(
+        &mut self,
+        chunk: Chunk<'_>,
+        data: &str,
+        deltas: &mut Deltas,
+    ) -> Result<(), DecodeError> {
         if let Some(error) = chunk.error.as_deref().and_then(DecodeError::from_wire) {
             return Err(error);
         }
@@ -363,7 +374,7 @@ impl StreamDecoder {
                 self.refusal(&refusal, deltas);
             }
             for call in delta.tool_calls {
-                self.tool_call(call, event.data, deltas)?;
+                self.tool_call(call, data, deltas)?;
             }
             // Some servers send `""` instead of `null` on every chunk before the last.
             if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
@@ -484,7 +495,119 @@ pub fn decode_all(bytes: &[u8]) -> Result<LlmCompletion, DecodeError> {
     decoder.finish()
 }
 
-/// Python's truth value, since openai-python raises on a truthy `error` (WIRE-FORMATS §1.5).
+/// A whole (non-streamed) chat completion, `object: "chat.completion"` (openai-python
+/// `types/chat/chat_completion.py`): its choices carry a whole `message` where a chunk's carry a
+/// `delta`, with the same fields (`content`, `refusal`, `tool_calls`), so the message is read as
+/// one delta.
+#[derive(Deserialize)]
+#[serde(expecting = "a chat completion object")]
+struct WholeCompletion<'a> {
+    #[serde(default, borrow)]
+    object: Option<Cow<'a, str>>,
+    /// `None` when absent or null: then the body is not a completion.
+    #[serde(default, borrow)]
+    choices: Option<Vec<WholeChoice<'a>>>,
+    #[serde(default)]
+    usage: Option<Box<WireUsage>>,
+    #[serde(default)]
+    error: Option<Box<Value>>,
+    #[serde(default)]
+    x_groq: Option<Box<XGroq>>,
+}
+
+#[derive(Deserialize)]
+#[serde(expecting = "a choice object")]
+struct WholeChoice<'a> {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default, borrow, deserialize_with = "null_as_default")]
+    message: Delta<'a>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+/// Decodes a whole (non-streamed) chat completion, the JSON body `object: "chat.completion"`
+/// that some proxies and local servers answer a `stream: true` request with.
+///
+/// The result is what [`StreamDecoder`] resolves for a stream of the same content: the body is
+/// read as one chunk whose choices' `message` is their delta, each entry of `tool_calls` being
+/// the call at its position, through the same assembly (argument objects serialized, a missing
+/// or empty `arguments` is `{}`, argument text kept as sent, so invalid JSON is the one call's
+/// error where it runs; ids never concatenated; a call without an id gets a deterministic one,
+/// seeded with the body; an id over 128 characters is an error; a turn with calls is a tool
+/// turn whatever `finish_reason` says; only the first choice's index is read). The body is
+/// whole, so it is never [`DecodeError::Truncated`]: a missing `finish_reason` is a finished
+/// turn. `limits` apply as to a stream: `max_total_bytes` bounds the body (checked before it is
+/// parsed), and the argument and call limits hold.
+///
+/// A body with a truthy `error` is [`DecodeError::ProviderError`]; anything else that is not a
+/// chat completion (not JSON, another `object`, no `choices`) is [`DecodeError::InvalidBody`],
+/// which names what is wrong and never quotes the body.
+///
+/// ```
+/// use ai_core::FinishReason;
+/// let body = br#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m",
+///   "choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant",
+///   "content":null,"tool_calls":[{"id":"call_1","type":"function",
+///   "function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]}}]}"#;
+/// let answer = wire_openai::chat::decode_completion(body, wire_openai::Limits::default())?;
+/// let call = &answer.completion.tool_calls[0];
+/// assert_eq!((call.id.as_str(), call.arguments.as_str()), ("call_1", r#"{"city":"Paris"}"#));
+/// assert_eq!(answer.completion.finish_reason, FinishReason::ToolCalls);
+/// # Ok::<(), wire_openai::DecodeError>(())
+/// ```
+pub fn decode_completion(body: &[u8], limits: Limits) -> Result<WholeAnswer, DecodeError> {
+    let text = assembly::whole_body(body, &limits)?;
+    let whole: WholeCompletion<'_> =
+        serde_json::from_str(text).map_err(|e| assembly::invalid_body(&e))?;
+    if let Some(error) = whole.error.as_deref().and_then(DecodeError::from_wire) {
+        return Err(error);
+    }
+    if whole
+        .object
+        .as_deref()
+        .is_some_and(|object| object != "chat.completion")
+    {
+        return Err(DecodeError::InvalidBody {
+            reason: "not a chat completion: its `object` is not `chat.completion`".into(),
+        });
+    }
+    let Some(choices) = whole.choices else {
+        return Err(DecodeError::InvalidBody {
+            reason: "not a chat completion: it has no `choices`".into(),
+        });
+    };
+    let chunk = Chunk {
+        choices: choices
+            .into_iter()
+            .map(|choice| {
+                let mut delta = choice.message;
+                // A message lists its calls whole, one entry each: the entry's position is its
+                // index (an index the server added is not trusted to tell calls apart).
+                for (position, call) in delta.tool_calls.iter_mut().enumerate() {
+                    call.index = Some(position);
+                }
+                Choice {
+                    index: choice.index,
+                    delta,
+                    finish_reason: choice.finish_reason,
+                }
+            })
+            .collect(),
+        usage: whole.usage,
+        error: None,
+        x_groq: whole.x_groq,
+    };
+    let mut decoder = StreamDecoder::new(limits);
+    let mut deltas = Deltas::default();
+    decoder.chunk(chunk, text, &mut deltas)?;
+    let completion = decoder.session.finish(true)?;
+    Ok(WholeAnswer {
+        completion,
+        deltas: deltas.deltas,
+    })
+}
+
 /// `ToolSpec`s as chat `tools[]`: `function.strict` is present (and `true`) only when the schema
 /// could be put in OpenAI's strict form; otherwise the schema is sent as is, without `strict`.
 pub fn encode_tools(specs: &[ToolSpec]) -> Value {

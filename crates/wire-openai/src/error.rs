@@ -33,6 +33,13 @@ pub enum DecodeError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A whole (non-streamed) answer's body is not the JSON object the format expects: not
+    /// JSON, or JSON of another shape (named, never quoted).
+    #[error("invalid response body: {reason}")]
+    InvalidBody {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A configured limit was exceeded.
     #[error("{what} exceeds the limit of {limit}")]
     LimitExceeded {
@@ -106,7 +113,7 @@ pub struct Limits {
     pub max_argument_bytes: usize,
     /// Tool calls in one completion (default 128).
     pub max_tool_calls: usize,
-    /// Bytes of the whole stream (default 64 MiB).
+    /// Bytes of the whole stream, or of a whole (non-streamed) answer's body (default 64 MiB).
     pub max_total_bytes: usize,
 }
 
@@ -133,7 +140,7 @@ impl Limits {
         self
     }
 
-    /// Sets `max_total_bytes`: bytes of the whole stream.
+    /// Sets `max_total_bytes`: bytes of the whole stream, or of a whole answer's body.
     pub fn with_max_total_bytes(mut self, bytes: usize) -> Self {
         self.max_total_bytes = bytes;
         self

@@ -8,6 +8,9 @@
 //! ids, whole arguments in one chunk, argument objects, `stop` with tool calls, …) but never
 //! silently: a cut stream is [`DecodeError::Truncated`], a provider error is
 //! [`DecodeError::ProviderError`], a bad chunk names its byte offset, and limits bound memory.
+//! A whole (non-streamed) answer, which some servers send in place of a stream, decodes through
+//! the same assembly into the same completion ([`chat::decode_completion`],
+//! [`responses::decode_response`], [`WholeAnswer`]).
 //!
 //! This crate never does IO, never reads a clock, never runs an async runtime and never names a
 //! schema library: bytes in, values out.
@@ -54,6 +57,7 @@ pub mod responses;
 pub mod sse;
 mod strict;
 
+pub use assembly::WholeAnswer;
 pub use error::{DecodeError, EncodeError, Limits};
 
 /// Decoders move between tasks and threads with the stream they decode.

@@ -21,7 +21,7 @@ use ai_core::{
 use crate::assembly::{self, Deltas, Session};
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
-use crate::{DecodeError, EncodeError, Limits};
+use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
 
 #[derive(Deserialize)]
 struct Event<'a> {
@@ -259,6 +259,17 @@ impl StreamDecoder {
                 offset: sse.offset,
                 reason: ai_core::describe_json_error(&e),
             })?;
+        self.apply(event, sse.offset, deltas)
+    }
+
+    /// Applies one decoded event; `offset` is where it began in the stream (0 for the events a
+    /// whole response is read as).
+    fn apply(
+        &mut self,
+        event: Event<'_>,
+        offset: usize,
+        deltas: &mut Deltas,
+    ) -> Result<(), DecodeError> {
         let response_id = event.response.as_ref().and_then(|r| r.id.as_deref());
         self.session
             .saw_response_id(response_id.filter(|id| !id.is_empty()));
@@ -281,7 +292,7 @@ impl StreamDecoder {
         }
         let Some(kind) = event.kind.as_deref() else {
             return Err(DecodeError::InvalidChunk {
-                offset: sse.offset,
+                offset,
                 reason: "missing field `type`".into(),
             });
         };
@@ -306,14 +317,14 @@ impl StreamDecoder {
                 }
             }
             "response.function_call_arguments.delta" => {
-                let position = self.position(&event).ok_or_else(|| unknown_item(sse))?;
+                let position = self.position(&event).ok_or_else(|| unknown_item(offset))?;
                 let fragment = event.delta.0.as_deref().unwrap_or("");
                 self.session
                     .calls
                     .apply(position, None, None, fragment, deltas)?;
             }
             "response.function_call_arguments.done" => {
-                let position = self.position(&event).ok_or_else(|| unknown_item(sse))?;
+                let position = self.position(&event).ok_or_else(|| unknown_item(offset))?;
                 if let Some(arguments) = event.arguments.0 {
                     self.session.calls.replace_arguments(position, &arguments)?;
                 }
@@ -454,9 +465,9 @@ impl StreamDecoder {
     }
 }
 
-fn unknown_item(sse: &SseEvent<'_>) -> DecodeError {
+fn unknown_item(offset: usize) -> DecodeError {
     DecodeError::InvalidChunk {
-        offset: sse.offset,
+        offset,
         reason: "arguments for an item that was never added".into(),
     }
 }
@@ -466,6 +477,135 @@ pub fn decode_all(bytes: &[u8]) -> Result<LlmCompletion, DecodeError> {
     let mut decoder = StreamDecoder::default();
     decoder.feed(bytes)?;
     decoder.finish()
+}
+
+/// A whole (non-streamed) Responses `response` object (openai-python
+/// `types/responses/response.py`): the final items under `output`, and the fields the stream's
+/// terminal event carries.
+#[derive(Deserialize)]
+#[serde(expecting = "a Responses response object")]
+struct WholeResponse {
+    #[serde(default)]
+    object: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+    /// `None` when absent or null: then the body is not a response.
+    #[serde(default)]
+    output: Option<Vec<Item>>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    incomplete_details: Option<IncompleteDetails>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+/// Decodes a whole (non-streamed) Responses `response` object, the JSON body
+/// (`object: "response"`) a server that ignores `stream: true` answers with.
+///
+/// The result is what [`StreamDecoder`] resolves for a stream of the same content: the body is
+/// read as the events a stream ends with, each item of `output` as its
+/// `response.output_item.done` (a `message` item's `output_text` and `refusal` parts are the
+/// text; a `function_call` item is a call, its `call_id` the id a result quotes, its `arguments`
+/// kept as sent, a missing or empty one `{}`, so invalid JSON is the one call's error where it
+/// runs; status `incomplete` on an item marks it incomplete), then the terminal event its
+/// `status` names: `completed` (or no status) ends the turn, `incomplete` is
+/// [`ai_core::FinishReason::Length`] (or `ContentFilter`, as `incomplete_details.reason` says)
+/// with every call incomplete, `failed` is the response's error. A call item without a `call_id`
+/// gets a deterministic id seeded with the response `id`. `limits` apply as to a stream:
+/// `max_total_bytes` bounds the body (checked before it is parsed), and the argument and call
+/// limits hold.
+///
+/// A body with a truthy `error` is [`DecodeError::ProviderError`]; anything else that is not a
+/// finished response (not JSON, another `object`, no `output`, a status such as `in_progress`
+/// or `cancelled`) is [`DecodeError::InvalidBody`], which names what is wrong and never quotes
+/// the body.
+///
+/// ```
+/// let body = br#"{"id":"resp_1","object":"response","status":"completed","output":[
+///   {"type":"function_call","id":"fc_1","call_id":"call_1","name":"get_weather",
+///    "arguments":"{\"city\":\"Paris\"}","status":"completed"}],
+///   "usage":{"input_tokens":20,"output_tokens":9,"total_tokens":29}}"#;
+/// let answer = wire_openai::responses::decode_response(body, wire_openai::Limits::default())?;
+/// let call = &answer.completion.tool_calls[0];
+/// assert_eq!((call.id.as_str(), call.name.as_str()), ("call_1", "get_weather"));
+/// assert_eq!(answer.completion.usage.map(|u| u.total_tokens), Some(29));
+/// # Ok::<(), wire_openai::DecodeError>(())
+/// ```
+pub fn decode_response(body: &[u8], limits: Limits) -> Result<WholeAnswer, DecodeError> {
+    let text = assembly::whole_body(body, &limits)?;
+    let whole: WholeResponse =
+        serde_json::from_str(text).map_err(|e| assembly::invalid_body(&e))?;
+    if let Some(error) = whole.error.as_ref().and_then(DecodeError::from_wire) {
+        return Err(error);
+    }
+    if whole
+        .object
+        .as_deref()
+        .is_some_and(|object| object != "response")
+    {
+        return Err(DecodeError::InvalidBody {
+            reason: "not a Responses response: its `object` is not `response`".into(),
+        });
+    }
+    let Some(output) = whole.output else {
+        return Err(DecodeError::InvalidBody {
+            reason: "not a Responses response: it has no `output`".into(),
+        });
+    };
+    let terminal = match whole.status.as_deref() {
+        Some("completed") | None => "response.completed",
+        Some("incomplete") => "response.incomplete",
+        Some("failed") => "response.failed",
+        Some(_) => {
+            return Err(DecodeError::InvalidBody {
+                reason: "the response is not finished: its `status` is not `completed`, \
+                         `incomplete` or `failed`"
+                    .into(),
+            });
+        }
+    };
+    let event = |kind: &'static str| Event {
+        kind: Some(Cow::Borrowed(kind)),
+        output_index: None,
+        item_id: None,
+        delta: Text(None),
+        arguments: Text(None),
+        item: None,
+        response: None,
+        message: None,
+        error: None,
+    };
+    let mut decoder = StreamDecoder::new(limits);
+    let mut deltas = Deltas::default();
+    decoder
+        .session
+        .saw_response_id(whole.id.as_deref().filter(|id| !id.is_empty()));
+    for (output_index, item) in output.into_iter().enumerate() {
+        let done = Event {
+            output_index: Some(output_index),
+            item: Some(item),
+            ..event("response.output_item.done")
+        };
+        decoder.apply(done, 0, &mut deltas)?;
+    }
+    let end = Event {
+        response: Some(Response {
+            id: whole.id,
+            usage: whole.usage,
+            incomplete_details: whole.incomplete_details,
+            error: None,
+        }),
+        ..event(terminal)
+    };
+    decoder.apply(end, 0, &mut deltas)?;
+    let completion = decoder.session.finish(true)?;
+    Ok(WholeAnswer {
+        completion,
+        deltas: deltas.deltas,
+    })
 }
 
 /// `ToolSpec`s as flat Responses function tools. `strict` is always sent: `true` with the strict

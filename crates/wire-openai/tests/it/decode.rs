@@ -36,6 +36,151 @@ fn responses_fixtures() {
     );
 }
 
+/// A whole-answer fixture (`fixtures/wire/openai-*-whole/*.json`): `{about, stream?, body}`.
+/// The body is what the server sent; `stream` names the stream fixture of the same turn.
+fn whole_fixture(path: &std::path::Path) -> (Vec<u8>, Option<String>) {
+    let fixture: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    assert!(
+        fixture["about"].as_str().is_some_and(|a| !a.is_empty()),
+        "{path:?} names its source"
+    );
+    let body = serde_json::to_vec(&fixture["body"]).unwrap();
+    (body, fixture["stream"].as_str().map(str::to_owned))
+}
+
+fn stream_fixture(relative: &str) -> Vec<u8> {
+    std::fs::read(format!(
+        "{}/../../fixtures/wire/{relative}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+/// Every whole (non-streamed) chat completion decoded and snapshotted; one that names the
+/// stream of the same turn decodes to exactly what that stream does, deltas included (the
+/// stream fed in one read).
+#[test]
+fn chat_whole_fixtures() {
+    insta::glob!(
+        "../../../../fixtures",
+        "wire/openai-chat-whole/*.json",
+        |path| {
+            let (body, stream) = whole_fixture(path);
+            let decoded = chat::decode_completion(&body, wire_openai::Limits::default());
+            if let Some(stream) = stream {
+                let answer = decoded.as_ref().unwrap();
+                let mut decoder = chat::StreamDecoder::default();
+                let deltas = decoder.feed(&stream_fixture(&stream)).unwrap();
+                assert_eq!(answer.completion, decoder.finish().unwrap(), "{stream}");
+                assert_eq!(answer.deltas, deltas, "{stream}");
+            }
+            insta::assert_json_snapshot!(outcome(decoded.map(|answer| answer.completion)));
+        }
+    );
+}
+
+/// Every whole (non-streamed) Responses `response` decoded and snapshotted, checked against the
+/// stream of the same turn as for chat.
+#[test]
+fn responses_whole_fixtures() {
+    insta::glob!(
+        "../../../../fixtures",
+        "wire/openai-responses-whole/*.json",
+        |path| {
+            let (body, stream) = whole_fixture(path);
+            let decoded = responses::decode_response(&body, wire_openai::Limits::default());
+            if let Some(stream) = stream {
+                let answer = decoded.as_ref().unwrap();
+                let mut decoder = responses::StreamDecoder::default();
+                let deltas = decoder.feed(&stream_fixture(&stream)).unwrap();
+                assert_eq!(answer.completion, decoder.finish().unwrap(), "{stream}");
+                assert_eq!(answer.deltas, deltas, "{stream}");
+            }
+            insta::assert_json_snapshot!(outcome(decoded.map(|answer| answer.completion)));
+        }
+    );
+}
+
+/// A whole answer is held to the stream's limits: the body to `max_total_bytes` before it is
+/// parsed, a call's arguments and the number of calls as they are assembled. Bodies that are not
+/// the wire's object get an error that says what is wrong without quoting them.
+#[test]
+fn whole_answers_keep_the_limits_and_name_what_is_wrong() {
+    let chat_body = stream_whole("openai-chat-whole/parallel-calls.json");
+    let responses_body = stream_whole("openai-responses-whole/text-and-parallel-calls.json");
+    let cases = [
+        (
+            wire_openai::Limits::default().with_max_argument_bytes(10),
+            "a tool call's arguments exceeds the limit of 10",
+        ),
+        (
+            wire_openai::Limits::default().with_max_tool_calls(1),
+            "the number of tool calls exceeds the limit of 1",
+        ),
+        (
+            wire_openai::Limits::default().with_max_total_bytes(100),
+            "the response body exceeds the limit of 100",
+        ),
+    ];
+    for (limits, expected) in cases {
+        let error = chat::decode_completion(&chat_body, limits).unwrap_err();
+        assert_eq!(error.to_string(), expected);
+        let error = responses::decode_response(&responses_body, limits).unwrap_err();
+        assert_eq!(error.to_string(), expected);
+    }
+    let limits = wire_openai::Limits::default();
+    for (body, chat_expected, responses_expected) in [
+        (
+            &b"CANARY"[..],
+            "invalid response body: not valid JSON at line 1 column 1",
+            "invalid response body: not valid JSON at line 1 column 1",
+        ),
+        (
+            b"\"CANARY\"",
+            "invalid response body: a value of the wrong type (a string; expected a chat \
+             completion object) at line 1 column 8",
+            "invalid response body: a value of the wrong type (a string; expected a Responses \
+             response object) at line 1 column 8",
+        ),
+        (
+            b"{\"detail\":\"CANARY\"}",
+            "invalid response body: not a chat completion: it has no `choices`",
+            "invalid response body: not a Responses response: it has no `output`",
+        ),
+        (
+            b"{\"object\":\"CANARY\",\"choices\":[],\"output\":[]}",
+            "invalid response body: not a chat completion: its `object` is not `chat.completion`",
+            "invalid response body: not a Responses response: its `object` is not `response`",
+        ),
+        (
+            b"{\"choices\":\"CANARY\",\"output\":\"CANARY\"}",
+            "invalid response body: a value of the wrong type (a string; expected a sequence) at \
+             line 1 column 19",
+            "invalid response body: a value of the wrong type (a string; expected a sequence) at \
+             line 1 column 37",
+        ),
+        (
+            b"\xff{}",
+            "invalid response body: not UTF-8 (byte 0)",
+            "invalid response body: not UTF-8 (byte 0)",
+        ),
+    ] {
+        let chat_error = chat::decode_completion(body, limits).unwrap_err();
+        assert_eq!(chat_error.to_string(), chat_expected);
+        let responses_error = responses::decode_response(body, limits).unwrap_err();
+        assert_eq!(responses_error.to_string(), responses_expected);
+    }
+}
+
+/// The body of a whole-answer fixture.
+fn stream_whole(relative: &str) -> Vec<u8> {
+    whole_fixture(std::path::Path::new(&format!(
+        "{}/../../fixtures/wire/{relative}",
+        env!("CARGO_MANIFEST_DIR")
+    )))
+    .0
+}
+
 #[test]
 fn deltas_stream_for_display_and_match_the_completion() {
     let bytes = std::fs::read(concat!(
