@@ -609,28 +609,133 @@ async fn cancellation_stops_a_retry_wait_and_a_pending_head() {
     );
 }
 
+/// The body of a whole-answer fixture (`fixtures/wire/openai-*-whole/*.json`, `{about, stream?,
+/// body}`) and the stream fixture of the same turn, if it names one.
+fn whole_fixture(relative: &str) -> (serde_json::Value, Option<String>) {
+    let fixture: serde_json::Value =
+        serde_json::from_slice(&fixture_bytes(relative).unwrap()).unwrap();
+    let stream = fixture["stream"].as_str().map(str::to_owned);
+    (fixture["body"].clone(), stream)
+}
+
+/// A server that answers `stream: true` with a whole JSON completion (some proxies and local
+/// servers do): on either wire, the client decodes it into the completion the stream of the same
+/// turn gives, and the sink sees the same deltas, sent in 7-byte pieces or not.
 #[tokio::test]
-async fn a_json_answer_to_a_stream_request_is_reported() {
+async fn a_whole_json_answer_to_a_stream_request_is_decoded_like_its_stream() {
+    for (wire, fixture) in [
+        (
+            OpenAiWire::Chat,
+            "openai-chat-whole/text-before-tool-calls.json",
+        ),
+        (
+            OpenAiWire::Chat,
+            "openai-chat-whole/openai-single-call.json",
+        ),
+        (
+            OpenAiWire::Responses,
+            "openai-responses-whole/text-and-parallel-calls.json",
+        ),
+        (
+            OpenAiWire::Responses,
+            "openai-responses-whole/incomplete-max-output-tokens.json",
+        ),
+    ] {
+        let (body, stream) = whole_fixture(fixture);
+        let fake = FakeLlm::start().await.unwrap();
+        fake.push(Reply::json(200, body).split(7));
+        let model = OpenAiCompletion::new(OpenAiConfig {
+            wire,
+            ..config(&fake)
+        })
+        .unwrap();
+        let (result, deltas) = call(&model, &CancellationToken::new()).await;
+        let (expected, expected_deltas) = decoded(wire, &stream.unwrap());
+        assert_eq!(result.unwrap(), expected, "{fixture}");
+        assert_eq!(deltas, expected_deltas, "{fixture}");
+        assert_eq!(fake.requests().len(), 1, "{fixture}");
+    }
+}
+
+/// A 200 in JSON that is not a whole answer is reported, never retried: the provider's error
+/// as such, anything else as JSON that is neither an event stream nor a whole answer, saying
+/// what is wrong without quoting the body; a body over the decoder's stream limit is refused by
+/// that limit.
+#[tokio::test]
+async fn a_json_answer_that_is_not_a_completion_is_reported() {
     let fake = FakeLlm::start().await.unwrap();
-    fake.push(Reply::json(
-        200,
-        json!({"choices": [{"message": {"content": "hi"}}]}),
-    ));
     fake.push(Reply::json(
         200,
         json!({"error": {"message": "overloaded"}}),
     ));
+    fake.push(Reply::json(
+        200,
+        json!({"object": "list", "data": [{"id": "CANARY-model"}]}),
+    ));
+    fake.push(Reply::json(
+        200,
+        json!({"object": "chat.completion.chunk", "choices": [{"delta": {"content": "CANARY"}}]}),
+    ));
+    fake.push(Reply::json(
+        200,
+        whole_fixture("openai-chat-whole/parallel-calls.json").0,
+    ));
     let model = OpenAiCompletion::new(config(&fake)).unwrap();
-    let error = call_once(&model).await.unwrap_err();
-    assert!(
-        matches!(&error, CompletionError::Decode(m) if m.contains("not an event stream")),
-        "{error:?}"
-    );
     let error = call_once(&model).await.unwrap_err();
     assert!(
         matches!(&error, CompletionError::Provider(m) if m.ends_with("HTTP 200 OK: overloaded")),
         "{error:?}"
     );
+    for expected in [
+        "HTTP 200 OK: the server answered with JSON (48 bytes), not an event stream nor a chat \
+         completion: invalid response body: not a chat completion: its `object` is not \
+         `chat.completion`",
+        "HTTP 200 OK: the server answered with JSON (77 bytes), not an event stream nor a chat \
+         completion: invalid response body: not a chat completion: its `object` is not \
+         `chat.completion`",
+    ] {
+        let error = call_once(&model).await.unwrap_err();
+        assert!(
+            matches!(&error, CompletionError::Decode(m) if m.ends_with(expected)
+                && !m.contains("CANARY")),
+            "{error:?}"
+        );
+    }
+    let limited = OpenAiCompletion::new(OpenAiConfig {
+        limits: wire_openai::Limits::default().with_max_total_bytes(100),
+        ..config(&fake)
+    })
+    .unwrap();
+    let error = call_once(&limited).await.unwrap_err();
+    assert!(
+        matches!(&error, CompletionError::Decode(m) if m.ends_with(
+            "HTTP 200 OK: the server answered with JSON (101 bytes), not an event stream nor a \
+             chat completion: the response body exceeds the limit of 100"
+        )),
+        "{error:?}"
+    );
+    assert_eq!(fake.requests().len(), 4, "none retried");
+
+    // A failed Responses response is the provider's error, with its message or without one.
+    let (mut failed, _) = whole_fixture("openai-responses-whole/failed.json");
+    fake.push(Reply::json(200, failed.clone()));
+    failed["error"] = serde_json::Value::Null;
+    fake.push(Reply::json(200, failed));
+    let responses = OpenAiCompletion::new(OpenAiConfig {
+        wire: OpenAiWire::Responses,
+        ..config(&fake)
+    })
+    .unwrap();
+    for expected in [
+        "HTTP 200 OK: The model failed to generate a response. (server_error)",
+        "HTTP 200 OK: the response failed",
+    ] {
+        let error = call_once(&responses).await.unwrap_err();
+        assert!(
+            matches!(&error, CompletionError::Provider(m) if m.ends_with(expected)),
+            "{error:?}"
+        );
+    }
 }
 
 /// A 200 that is not an event stream nor JSON (a web app's HTML page, when the base URL names

@@ -5,9 +5,14 @@
 //! One call is one streamed request (`stream: true`; chat also asks for `include_usage`) to
 //! `{base_url}/chat/completions` or `{base_url}/responses`. Every decoded fragment goes to the
 //! [`DeltaSink`] as soon as its bytes arrive; the decoder's assembled result is the completion.
-//! A 200 in JSON is the provider's error, or a server that ignores `stream: true`, and is
-//! reported as such; a body of another type is read as a stream all the same, and reported by
-//! its content type when nothing in it decodes (a web page where the API was expected).
+//! A 200 in JSON (`application/json`) is a server that ignores `stream: true` (some proxies and
+//! local servers): its whole chat completion or Responses `response` is decoded by
+//! `wire_openai::chat::decode_completion` or `wire_openai::responses::decode_response` into the
+//! same completion a stream of it would give (its deltas go to the sink at once), under the same
+//! limits; a JSON error body is the provider's error, and any other JSON is reported as neither
+//! an event stream nor a whole answer. A body of another type is read as a stream all the same,
+//! and reported by its content type when nothing in it decodes (a web page where the API was
+//! expected).
 //!
 //! **Retries.** A connection error, a request timeout, or a 408, 409, 429 or 5xx answer that
 //! happens *before the first body byte* is retried, up to [`OpenAiConfig::max_retries`] times,
@@ -445,7 +450,9 @@ impl OpenAiCompletion {
             .as_deref()
             .is_some_and(|v| v.starts_with("application/json"));
         if json_answer {
-            return Err(self.json_answer(response, status, deadline, cancel).await);
+            return self
+                .json_answer(response, status, deltas, deadline, cancel)
+                .await;
         }
         // Another type than an event stream, or none, is read as one all the same (a server
         // may label its stream `text/plain`, or not at all); it is named when decoding fails.
@@ -609,32 +616,119 @@ impl OpenAiCompletion {
         }
     }
 
-    /// A 2xx JSON answer where a stream was asked for: a provider error, or a server that
-    /// ignores `stream: true`.
+    /// A 2xx JSON answer where a stream was asked for: a server that ignores `stream: true` and
+    /// answers with the whole completion (a chat completion, or a Responses `response`), decoded
+    /// by the wire's whole-answer decoder into the same completion a stream of it would give,
+    /// its display deltas sent to `deltas` at once; or the provider's error; or anything else,
+    /// reported as JSON that is neither an event stream nor a whole answer, saying what is wrong
+    /// with it but never quoting it. The body is read under the decoder's
+    /// [`Limits::max_total_bytes`], as a stream is.
     async fn json_answer(
         &self,
         response: reqwest::Response,
         status: StatusCode,
+        deltas: &mut dyn DeltaSink,
         deadline: Instant,
         cancel: &CancellationToken,
-    ) -> Failure {
-        let body = match self.read_bounded(response, deadline, cancel).await {
-            Ok(body) => body,
-            Err(cancelled) => return Failure::Final(cancelled),
+    ) -> Result<LlmCompletion, Failure> {
+        let body = self.read_whole(response, deadline, cancel).await?;
+        let decoded = match self.wire {
+            OpenAiWire::Chat => wire_openai::chat::decode_completion(&body, self.limits),
+            OpenAiWire::Responses => wire_openai::responses::decode_response(&body, self.limits),
         };
-        Failure::Final(match error_body::provider_message(&body) {
-            Some(provider) => CompletionError::Provider(format!(
+        let error = match decoded {
+            Ok(answer) => {
+                for delta in answer.deltas {
+                    deltas.delta(delta);
+                }
+                return Ok(answer.completion);
+            }
+            Err(error) => error,
+        };
+        // An error body in any of the forms providers use (`{"error": …}`, `{"detail": …}`, …),
+        // or a failed response without a message (then the decoder's word for it).
+        let provider = match &error {
+            DecodeError::ProviderError { message } => {
+                Some(error_body::provider_message(&body).unwrap_or_else(|| message.clone()))
+            }
+            DecodeError::InvalidBody { .. } => error_body::provider_message(&body),
+            _ => None,
+        };
+        if let Some(provider) = provider {
+            return Err(Failure::Final(CompletionError::Provider(format!(
                 "POST {}: HTTP {}: {}",
                 self.endpoint,
                 status_text(status),
                 self.shown(&provider)
-            )),
-            None => CompletionError::Decode(format!(
-                "POST {}: HTTP {}: the server answered with JSON, not an event stream (does it support `stream: true`?)",
-                self.endpoint,
-                status_text(status)
-            )),
-        })
+            ))));
+        }
+        let what = match self.wire {
+            OpenAiWire::Chat => "a chat completion",
+            OpenAiWire::Responses => "a Responses response",
+        };
+        Err(Failure::Final(CompletionError::Decode(format!(
+            "POST {}: HTTP {}: the server answered with JSON ({} bytes), not an event stream nor \
+             {what}: {}",
+            self.endpoint,
+            status_text(status),
+            body.len(),
+            self.decode_detail(error)
+        ))))
+    }
+
+    /// Reads a whole 2xx body under the decoder's stream limit: at most one byte over it is
+    /// read, so the decoder refuses the body by that limit without its rest being waited for.
+    /// Timeouts, breaks and cancellation are those of a stream: before the first byte a timeout
+    /// or a broken connection may be retried, after it nothing is.
+    async fn read_whole(
+        &self,
+        mut response: reqwest::Response,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<u8>, Failure> {
+        let cap = self.limits.max_total_bytes.saturating_add(1);
+        let mut body = Vec::new();
+        while body.len() < cap {
+            let wait = if body.is_empty() {
+                deadline
+            } else {
+                after(self.idle_timeout)
+            };
+            let chunk = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(Failure::Final(CompletionError::Cancelled)),
+                chunk = tokio::time::timeout_at(wait, response.chunk()) => chunk,
+            };
+            match chunk {
+                Ok(Ok(Some(chunk))) => {
+                    let room = cap - body.len();
+                    body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                }
+                Ok(Ok(None)) => break,
+                Err(_) if body.is_empty() => return Err(self.retryable(self.no_first_byte())),
+                Err(_) => {
+                    return Err(Failure::Final(self.transport(&format!(
+                        "the answer stalled: no data for {} after {} bytes (idle timeout; not retried)",
+                        seconds(self.idle_timeout),
+                        body.len()
+                    ))));
+                }
+                Ok(Err(error)) if body.is_empty() => {
+                    return Err(self.retryable(self.transport(&format!(
+                        "the connection broke before the first byte of the answer: {}",
+                        describe(error)
+                    ))));
+                }
+                Ok(Err(error)) => {
+                    return Err(Failure::Final(self.transport(&format!(
+                        "the connection broke after {} bytes of the answer (not retried): {}",
+                        body.len(),
+                        describe(error)
+                    ))));
+                }
+            }
+        }
+        Ok(body)
     }
 
     /// Reads at most [`MAX_ERROR_BODY_BYTES`] of a body; read failures and timeouts end the
