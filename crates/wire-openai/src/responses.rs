@@ -1,7 +1,10 @@
 //! The OpenAI Responses API: the stream decoder and the request encoders.
 //!
 //! Calls are keyed by their item id (or output index), never by "the current call"; the call
-//! id a result must quote is the item's `call_id`. Native streams end with a terminal event
+//! id a result must quote is the item's `call_id`. An item announced again (the same item id, or
+//! the same `call_id` and function under another item id, as gateways that replay events send
+//! them) is the call already open, never a second call with the same id; another function under
+//! a `call_id` already taken is an error. Native streams end with a terminal event
 //! (`response.completed`, `response.incomplete`, `response.failed`) and no `[DONE]`; a `[DONE]`
 //! that a gateway adds is tolerated.
 
@@ -416,12 +419,43 @@ impl StreamDecoder {
     }
 
     /// Opens the call of a `function_call` item, keyed by its item id and output index.
+    ///
+    /// An item that is already open is not opened twice. The same item id again (a gateway that
+    /// replays `response.output_item.added`) is that call; so is another item with a `call_id`
+    /// an open call already has, unless it names another function (a gateway that re-keys the
+    /// items it replays: `call_id` is what links a result to its call, so two calls under one
+    /// cannot both be answered, and a history may not repeat an id). The repeat is keyed under
+    /// its item id and output index too, so its events reach the call; it only fills an id or a
+    /// name still unknown, and its `arguments` are not appended (the call's arguments are its
+    /// deltas, and the final item's text replaces them). Another function under a call id
+    /// already taken is [`DecodeError::InvalidToolCall`]: which of the two calls the id means
+    /// cannot be told, and running either would be a guess.
     fn open(
         &mut self,
         item: &Item,
         output_index: Option<usize>,
         deltas: &mut Deltas,
     ) -> Result<usize, DecodeError> {
+        let open = match item.id.as_deref().and_then(|id| self.by_item.get(id)) {
+            Some(&position) => Some(position),
+            None => self.call_with_call_id(item)?,
+        };
+        if let Some(position) = open {
+            if let Some(id) = &item.id {
+                self.by_item.entry(id.clone()).or_insert(position);
+            }
+            if let Some(index) = output_index {
+                self.by_output.entry(index).or_insert(position);
+            }
+            self.session.calls.apply(
+                position,
+                item.call_id.as_deref(),
+                item.name.as_deref(),
+                "",
+                deltas,
+            )?;
+            return Ok(position);
+        }
         let position = self.session.calls.open()?;
         if let Some(id) = &item.id {
             self.by_item.insert(id.clone(), position);
@@ -437,6 +471,30 @@ impl StreamDecoder {
             deltas,
         )?;
         Ok(position)
+    }
+
+    /// The open call whose id is this item's `call_id`, if there is one; an error if the item
+    /// names another function than that call.
+    fn call_with_call_id(&self, item: &Item) -> Result<Option<usize>, DecodeError> {
+        let Some(call_id) = item.call_id.as_deref().filter(|id| !id.is_empty()) else {
+            return Ok(None);
+        };
+        let calls = &self.session.calls.calls;
+        let Some(position) = calls.iter().position(|call| call.id == call_id) else {
+            return Ok(None);
+        };
+        let another_function = item
+            .name
+            .as_deref()
+            .is_some_and(|name| !name.is_empty() && !calls[position].name.is_empty())
+            && item.name.as_deref() != Some(calls[position].name.as_str());
+        if another_function {
+            return Err(DecodeError::InvalidToolCall {
+                index: position,
+                reason: "another item uses its call id for another function".into(),
+            });
+        }
+        Ok(Some(position))
     }
 
     fn terminal(&mut self, response: Option<&Response>) {
