@@ -1,5 +1,6 @@
 //! Fuzzes both stream decoders with arbitrary bytes, fed in two pieces split at the first byte's
-//! value, so that splits land anywhere. Any panic is a bug; errors are fine.
+//! value, so that splits land anywhere, and both whole-answer decoders with the same bytes as a
+//! body. Any panic is a bug; errors are fine.
 
 #![no_main]
 
@@ -17,4 +18,8 @@ fuzz_target!(|data: &[u8]| {
     if responses.feed(head).is_ok() && responses.feed(tail).is_ok() {
         let _ = responses.finish();
     }
+
+    let limits = wire_openai::Limits::default();
+    let _ = wire_openai::chat::decode_completion(data, limits);
+    let _ = wire_openai::responses::decode_response(data, limits);
 });

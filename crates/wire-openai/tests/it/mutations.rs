@@ -2,13 +2,15 @@
 //! taken from another stream, JSON values replaced by values of other types) and fed in any
 //! chunking: neither decoder panics, a decoder that failed stays failed with the same error, the
 //! text it shows is the text it resolves, and neither the outcome nor the text shown depends on
-//! how the bytes were split.
+//! how the bytes were split. Whole (non-streamed) answers mangled the same way (values replaced,
+//! bytes flipped or cut) never panic either, and either keep the decoders' rules or fail with an
+//! error that says what is wrong without quoting them.
 
 use ai_core::{CompletionDelta, FinishReason, LlmCompletion};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use serde_json::{Value, json};
-use wire_openai::{DecodeError, chat, responses};
+use wire_openai::{DecodeError, Limits, WholeAnswer, chat, responses};
 
 use crate::chunking::{fixtures, split};
 use crate::decode::outcome;
@@ -364,6 +366,200 @@ fn the_mutations_change_the_stream() {
         },
     ] {
         let mutated = mutate(original.clone(), &mutation, &all);
+        assert_ne!(mutated, original, "{mutation:?}");
+    }
+}
+
+/// The body of every whole-answer fixture (`fixtures/wire/openai-*-whole/*.json`), both wires.
+fn whole_bodies() -> Vec<Vec<u8>> {
+    let mut all = fixtures("openai-chat-whole");
+    all.extend(fixtures("openai-responses-whole"));
+    all.into_iter()
+        .map(|fixture| {
+            let fixture: Value = serde_json::from_slice(&fixture).unwrap();
+            serde_json::to_vec(&fixture["body"]).unwrap()
+        })
+        .collect()
+}
+
+/// A whole body mangled: a JSON value replaced (by one of any type, or a canary string that no
+/// error but the provider's own message may quote), or the bytes flipped or cut.
+#[derive(Clone, Debug)]
+enum BodyMutation {
+    Replace { node: usize, with: Value },
+    Flip { at: usize, byte: u8 },
+    Truncate { at: usize },
+}
+
+fn body_mutation() -> impl Strategy<Value = BodyMutation> {
+    let with = prop_oneof![
+        3 => json_value(),
+        1 => Just(json!("CANARY")),
+        1 => Just(json!({"CANARY": "CANARY"})),
+        1 => Just(json!([{"id": "CANARY", "type": "function_call", "call_id": "CANARY"}])),
+    ];
+    prop_oneof![
+        4 => (0usize..1_000, with).prop_map(|(node, with)| BodyMutation::Replace { node, with }),
+        1 => (0usize..100_000, any::<u8>()).prop_map(|(at, byte)| BodyMutation::Flip { at, byte }),
+        1 => (0usize..100_000).prop_map(|at| BodyMutation::Truncate { at }),
+    ]
+}
+
+fn mutate_body(mut body: Vec<u8>, mutation: &BodyMutation) -> Vec<u8> {
+    match mutation {
+        BodyMutation::Replace { node, with } => {
+            let Ok(mut value) = serde_json::from_slice::<Value>(&body) else {
+                return body;
+            };
+            let mut n = node % count(&value);
+            if let Some(target) = node_mut(&mut value, &mut n) {
+                *target = with.clone();
+            }
+            serde_json::to_vec(&value).unwrap()
+        }
+        BodyMutation::Flip { at, byte } => {
+            if !body.is_empty() {
+                let at = at % body.len();
+                body[at] = *byte;
+            }
+            body
+        }
+        BodyMutation::Truncate { at } => {
+            body.truncate(at % (body.len() + 1));
+            body
+        }
+    }
+}
+
+/// What a whole decoder gives for any body: never a panic, and either an answer that keeps the
+/// decoders' rules and the limits (the text its deltas show is its text, a turn with calls is a
+/// tool turn, a cut turn's calls are incomplete, every delta names a call it has), the same
+/// however often it is decoded, or an error that says what is wrong: never "truncated" (the body
+/// is whole), never empty, and never quoting the body unless it is the provider's own message.
+fn check_whole(
+    decode: fn(&[u8], Limits) -> Result<WholeAnswer, DecodeError>,
+    body: &[u8],
+    limits: Limits,
+) -> Result<(), TestCaseError> {
+    let result = decode(body, limits);
+    prop_assert_eq!(
+        format!("{result:?}"),
+        format!("{:?}", decode(body, limits)),
+        "not deterministic"
+    );
+    match result {
+        Ok(answer) => {
+            let completion = &answer.completion;
+            prop_assert!(body.len() <= limits.max_total_bytes);
+            prop_assert!(completion.tool_calls.len() <= limits.max_tool_calls);
+            let mut shown = String::new();
+            for delta in &answer.deltas {
+                match delta {
+                    CompletionDelta::Text { delta } => {
+                        prop_assert!(!delta.is_empty(), "an empty text delta");
+                        shown.push_str(delta);
+                    }
+                    CompletionDelta::ToolCall { index, .. } => {
+                        prop_assert!(*index < completion.tool_calls.len(), "{:?}", delta);
+                    }
+                    _ => {}
+                }
+            }
+            prop_assert_eq!(&shown, &completion.text, "shown text differs from resolved");
+            for call in &completion.tool_calls {
+                prop_assert!(
+                    call.arguments.len() <= limits.max_argument_bytes || call.arguments == "{}",
+                    "arguments over the limit"
+                );
+            }
+            if !completion.tool_calls.is_empty() {
+                prop_assert_ne!(&completion.finish_reason, &FinishReason::Stop);
+            }
+            if completion.finish_reason == FinishReason::Length {
+                prop_assert!(completion.tool_calls.iter().all(|c| !c.complete));
+            }
+        }
+        Err(error) => {
+            let message = error.to_string();
+            prop_assert!(
+                !matches!(error, DecodeError::Truncated { .. }),
+                "a whole body is truncated: {}",
+                message
+            );
+            prop_assert!(!message.trim().is_empty());
+            if !matches!(error, DecodeError::ProviderError { .. }) {
+                prop_assert!(
+                    !message.contains("CANARY"),
+                    "the error quotes the body: {}",
+                    message
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn limits() -> impl Strategy<Value = Limits> {
+    prop_oneof![
+        3 => Just(Limits::default()),
+        1 => (1usize..64, 0usize..4, 0usize..4_096).prop_map(|(arguments, calls, total)| {
+            Limits::default()
+                .with_max_argument_bytes(arguments)
+                .with_max_tool_calls(calls)
+                .with_max_total_bytes(total)
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A whole-answer body with a few mutations, given to both wires' whole decoders (a body of
+    /// the other wire included) under default or tight limits.
+    #[test]
+    fn mangled_whole_answers_decode_or_say_what_is_wrong(
+        index in 0usize..1_000,
+        mutations in proptest::collection::vec(body_mutation(), 0..4),
+        limits in limits(),
+    ) {
+        let all = whole_bodies();
+        let mut body = all[index % all.len()].clone();
+        for mutation in &mutations {
+            body = mutate_body(body, mutation);
+        }
+        check_whole(chat::decode_completion, &body, limits)?;
+        check_whole(responses::decode_response, &body, limits)?;
+    }
+
+    /// Arbitrary bytes, and arbitrary JSON values, as a whole body.
+    #[test]
+    fn arbitrary_whole_bodies_decode_or_say_what_is_wrong(
+        bytes in proptest::collection::vec(any::<u8>(), 0..256),
+        value in json_value(),
+    ) {
+        let limits = Limits::default();
+        for body in [bytes, serde_json::to_vec(&value).unwrap()] {
+            check_whole(chat::decode_completion, &body, limits)?;
+            check_whole(responses::decode_response, &body, limits)?;
+        }
+    }
+}
+
+/// The body mutations do what they say, and the whole bodies are there to mutate.
+#[test]
+fn the_body_mutations_change_the_body() {
+    let all = whole_bodies();
+    assert!(all.len() >= 2, "whole-answer fixtures found");
+    let original = all[0].clone();
+    for mutation in [
+        BodyMutation::Replace {
+            node: 1,
+            with: json!("CANARY"),
+        },
+        BodyMutation::Flip { at: 3, byte: 0xff },
+        BodyMutation::Truncate { at: 10 },
+    ] {
+        let mutated = mutate_body(original.clone(), &mutation);
         assert_ne!(mutated, original, "{mutation:?}");
     }
 }
