@@ -1,8 +1,12 @@
 //! Tool-call assembly shared by both wires: calls in model order, arguments appended in place.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
+use std::fmt;
 
 use ai_core::{CompletionDelta, FinishReason, LlmCompletion, LlmToolCall, ToolCallId, Usage};
+use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, Unexpected, Visitor};
 use serde_json::{Map, Value};
 
 use crate::sse::{SseEvent, SseParser};
@@ -55,6 +59,106 @@ impl Deltas {
             name,
             arguments: fragment.to_owned(),
         });
+    }
+}
+
+/// A call's `arguments` as the wire sent them: a string (a fragment, or the whole text) kept as
+/// sent, or an object some servers send instead (TGI, llama.cpp, Ollama's native API: the
+/// digest's §2.1 rule 3), serialized; `null` reads as absent. Any other value is an error.
+/// Both wires read a call's arguments through this one type.
+#[derive(Default)]
+pub(crate) struct Arguments<'a>(pub(crate) Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Arguments<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_any(ArgumentsVisitor { lenient: false })
+            .map(Arguments)
+    }
+}
+
+/// [`Arguments`] on an event where the field may be anything (Responses events the decoder skips
+/// typed the MCP call's `arguments` in other ways): a string or an object reads as
+/// [`Arguments`] does, and any other value as absent, so such an event never fails the stream.
+#[derive(Default)]
+pub(crate) struct LenientArguments<'a>(pub(crate) Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for LenientArguments<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_any(ArgumentsVisitor { lenient: true })
+            .map(LenientArguments)
+    }
+}
+
+/// `arguments` on a struct that owns its text (a Responses item): [`Arguments`], owned.
+pub(crate) fn owned_arguments<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    Ok(Arguments::deserialize(deserializer)?.0.map(Cow::into_owned))
+}
+
+/// Reads [`Arguments`]; `lenient` reads what is neither a string, an object nor null as absent
+/// instead of refusing it.
+struct ArgumentsVisitor {
+    lenient: bool,
+}
+
+impl ArgumentsVisitor {
+    fn other<'a, E: de::Error>(
+        &self,
+        unexpected: Unexpected<'_>,
+    ) -> Result<Option<Cow<'a, str>>, E> {
+        if self.lenient {
+            Ok(None)
+        } else {
+            Err(E::invalid_type(unexpected, self))
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for ArgumentsVisitor {
+    type Value = Option<Cow<'de, str>>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string, an object or null")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Borrowed(v)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Owned(v.to_owned())))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Owned(v)))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<Self::Value, M::Error> {
+        let object = Map::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(Some(Cow::Owned(Value::Object(object).to_string())))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        self.other(Unexpected::Bool(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        self.other(Unexpected::Signed(v))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        self.other(Unexpected::Unsigned(v))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        self.other(Unexpected::Float(v))
+    }
+    fn visit_seq<S: de::SeqAccess<'de>>(self, mut seq: S) -> Result<Self::Value, S::Error> {
+        if !self.lenient {
+            return Err(de::Error::invalid_type(Unexpected::Seq, &self));
+        }
+        while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+        Ok(None)
     }
 }
 

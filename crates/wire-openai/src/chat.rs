@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::{self, Deserializer, Visitor};
 use serde_json::{Map, Value, json};
 
 use ai_core::{
@@ -26,7 +26,7 @@ use ai_core::{
     validate_history,
 };
 
-use crate::assembly::{self, Deltas, Session};
+use crate::assembly::{self, Arguments, Deltas, Session};
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
 use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
@@ -94,44 +94,6 @@ struct FunctionDelta<'a> {
     name: Option<Cow<'a, str>>,
     #[serde(default)]
     arguments: Arguments<'a>,
-}
-
-/// `arguments` as a string fragment, or an object some servers send instead (serialized).
-#[derive(Default)]
-struct Arguments<'a>(Option<Cow<'a, str>>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for Arguments<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ArgumentsVisitor;
-        impl<'de> Visitor<'de> for ArgumentsVisitor {
-            type Value = Arguments<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string, an object or null")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Arguments(Some(Cow::Borrowed(v))))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Arguments(Some(Cow::Owned(v.to_owned()))))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-                Ok(Arguments(Some(Cow::Owned(v))))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(Arguments(None))
-            }
-            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(Arguments(None))
-            }
-            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<Self::Value, M::Error> {
-                let object = Map::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(Arguments(Some(Cow::Owned(
-                    Value::Object(object).to_string(),
-                ))))
-            }
-        }
-        deserializer.deserialize_any(ArgumentsVisitor)
-    }
 }
 
 /// `content` as a string, or as a list of parts (Mistral's reasoning models send

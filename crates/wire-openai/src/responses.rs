@@ -4,9 +4,10 @@
 //! id a result must quote is the item's `call_id`. An item announced again (the same item id, or
 //! the same `call_id` and function under another item id, as gateways that replay events send
 //! them) is the call already open, never a second call with the same id; another function under
-//! a `call_id` already taken is an error. Native streams end with a terminal event
-//! (`response.completed`, `response.incomplete`, `response.failed`) and no `[DONE]`; a `[DONE]`
-//! that a gateway adds is tolerated.
+//! a `call_id` already taken is an error. A call's `arguments` sent as a JSON object (on an
+//! item or on `response.function_call_arguments.done`) are serialized, as on chat. Native
+//! streams end with a terminal event (`response.completed`, `response.incomplete`,
+//! `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is tolerated.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -21,7 +22,7 @@ use ai_core::{
     validate_history,
 };
 
-use crate::assembly::{self, Deltas, Session};
+use crate::assembly::{self, Deltas, LenientArguments, Session};
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
 use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
@@ -38,8 +39,9 @@ struct Event<'a> {
     /// Text on the events read here; other events' `delta` may be anything (see [`Text`]).
     #[serde(default, borrow)]
     delta: Text<'a>,
+    /// A string, or an object (serialized); anything else reads as absent.
     #[serde(default, borrow)]
-    arguments: Text<'a>,
+    arguments: LenientArguments<'a>,
     #[serde(default)]
     item: Option<Item>,
     #[serde(default)]
@@ -52,8 +54,8 @@ struct Event<'a> {
 }
 
 /// A field that is a string on the events the decoder reads, and may be anything on events it
-/// skips: versions of the spec typed the `delta` of the reasoning summary and MCP call events,
-/// and the MCP call's `arguments`, as objects. Anything but a string reads as absent, so an
+/// skips: versions of the spec typed the `delta` of the reasoning summary and MCP call events
+/// as objects. Anything but a string reads as absent, so an
 /// event the decoder does not read can never fail the stream.
 #[derive(Default)]
 struct Text<'a>(Option<Cow<'a, str>>);
@@ -119,7 +121,8 @@ struct Item {
     call_id: Option<String>,
     #[serde(default)]
     name: Option<String>,
-    #[serde(default)]
+    /// A string, or an object (serialized), as chat reads a call's arguments.
+    #[serde(default, deserialize_with = "assembly::owned_arguments")]
     arguments: Option<String>,
     #[serde(default)]
     status: Option<String>,
@@ -567,7 +570,7 @@ struct WholeResponse {
 /// read as the events a stream ends with, each item of `output` as its
 /// `response.output_item.done` (a `message` item's `output_text` and `refusal` parts are the
 /// text; a `function_call` item is a call, its `call_id` the id a result quotes, its `arguments`
-/// kept as sent, a missing or empty one `{}`, so invalid JSON is the one call's error where it
+/// kept as sent, an object serialized, a missing or empty one `{}`, so invalid JSON is the one call's error where it
 /// runs; status `incomplete` on an item marks it incomplete), then the terminal event its
 /// `status` names: `completed` (or no status) ends the turn, `incomplete` is
 /// [`ai_core::FinishReason::Length`] (or `ContentFilter`, as `incomplete_details.reason` says)
@@ -630,7 +633,7 @@ pub fn decode_response(body: &[u8], limits: Limits) -> Result<WholeAnswer, Decod
         output_index: None,
         item_id: None,
         delta: Text(None),
-        arguments: Text(None),
+        arguments: LenientArguments(None),
         item: None,
         response: None,
         message: None,

@@ -322,6 +322,63 @@ fn responses_output_item_done_is_keyed_by_its_item_id() {
     assert_eq!(ids, ["call_1"], "one call, once");
 }
 
+/// `arguments` as a JSON object (WIRE-FORMATS §2.1 rule 3) on each Responses event that carries
+/// a call's arguments, alone, and in a whole response: serialized, as the chat decoder does, and
+/// any other non-string value on a `function_call` item is an error that names the field's type,
+/// never its value.
+#[test]
+fn responses_object_arguments_are_serialized_wherever_they_arrive() {
+    let object = json!({"days": 3, "city": "Paris"});
+    let serialized = r#"{"city":"Paris","days":3}"#;
+    let item = |arguments: Value| {
+        json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+            "name": "get_weather", "arguments": arguments})
+    };
+    let added = |arguments: Value| json!({"type": "response.output_item.added", "output_index": 0, "item": item(arguments)});
+    let arguments_done = json!({"type": "response.function_call_arguments.done",
+        "item_id": "fc_1", "output_index": 0, "arguments": object});
+    let item_done = |arguments: Value| json!({"type": "response.output_item.done", "output_index": 0, "item": item(arguments)});
+    let completed = json!({"type": "response.completed", "response": {"id": "resp_1"}});
+    let decode = |events: &[Value]| {
+        let stream: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+        responses::decode_all(stream.as_bytes())
+    };
+    for (case, events) in [
+        (
+            "output_item.added",
+            vec![added(object.clone()), completed.clone()],
+        ),
+        (
+            "function_call_arguments.done",
+            vec![added(json!("")), arguments_done, completed.clone()],
+        ),
+        (
+            "output_item.done",
+            vec![item_done(object.clone()), completed.clone()],
+        ),
+    ] {
+        let completion = decode(&events).unwrap_or_else(|e| panic!("{case}: {e}"));
+        let arguments: Vec<&str> = completion
+            .tool_calls
+            .iter()
+            .map(|c| c.arguments.as_str())
+            .collect();
+        assert_eq!(arguments, [serialized], "{case}");
+    }
+    let body = json!({"id": "resp_1", "object": "response", "status": "completed",
+        "output": [item(object.clone())]});
+    let answer =
+        responses::decode_response(body.to_string().as_bytes(), wire_openai::Limits::default())
+            .unwrap();
+    assert_eq!(answer.completion.tool_calls[0].arguments, serialized);
+    // An array is not arguments: an error naming the type, never the value.
+    let error = decode(&[item_done(json!(["CANARY"])), completed]).unwrap_err();
+    assert!(
+        matches!(&error, DecodeError::InvalidChunk { reason, .. } if !reason.contains("CANARY")),
+        "{error:?}"
+    );
+}
+
 #[test]
 fn a_falsy_error_is_not_a_provider_error() {
     // WIRE-FORMATS §1.5: an error is a *truthy* `error` key (openai-python's `data.get("error")`),
