@@ -59,7 +59,7 @@ pub enum Command {
     /// Inspect and run tools.
     #[command(subcommand)]
     Tools(ToolsCommand),
-    /// Decode and encode provider wire formats (to debug a captured stream).
+    /// Decode and encode provider wire formats (to debug a captured stream or answer).
     #[command(subcommand)]
     Wire(WireCommand),
     /// Show what the run log of the data folder holds.
@@ -113,12 +113,18 @@ pub enum WireFormat {
 /// `cogni wire …`.
 #[derive(Debug, Subcommand)]
 pub enum WireCommand {
-    /// Decode a captured SSE stream into one completion, printed as JSON.
+    /// Decode a captured answer into one completion, printed as JSON.
+    ///
+    /// The input is a whole JSON answer when its first byte but whitespace (and a UTF-8 BOM)
+    /// is `{`: a chat completion (`--format openai-chat`) or a Responses response
+    /// (`--format openai-responses`), as a server that ignores `stream: true` sends it. It is
+    /// an SSE stream when it starts with `data:`, `event:`, `id:`, `retry:` or `:` (a comment).
+    /// Anything else is refused, saying so.
     Decode {
-        /// The stream's format.
+        /// The answer's format.
         #[arg(long)]
         format: WireFormat,
-        /// The captured stream; `-` or nothing reads stdin.
+        /// The captured stream or JSON body; `-` or nothing reads stdin.
         file: Option<PathBuf>,
     },
     /// Read a JSON array of tool specs on stdin and print the provider's `tools` JSON.
@@ -296,11 +302,57 @@ fn read_input(file: Option<&Path>) -> anyhow::Result<Vec<u8>> {
     }
 }
 
+/// The UTF-8 byte order mark a capture may open with.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// What a captured answer is, told by its first bytes.
+#[derive(Debug, PartialEq, Eq)]
+enum Captured {
+    /// A whole JSON answer (a chat completion or a Responses response).
+    Json,
+    /// An SSE stream.
+    Sse,
+}
+
+/// Tells a whole JSON answer from an SSE stream: past a UTF-8 BOM and whitespace, `{` opens a
+/// JSON object, and a stream's first line is a field (`data:`, `event:`, `id:`, `retry:`) or a
+/// comment (`:`). The error names what was expected, never what the input holds.
+fn sniff(bytes: &[u8]) -> anyhow::Result<Captured> {
+    let start = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
+    let start = start.trim_ascii_start();
+    if start.is_empty() {
+        anyhow::bail!("the input is empty");
+    }
+    if start.starts_with(b"{") {
+        return Ok(Captured::Json);
+    }
+    let sse = [&b"data:"[..], b"event:", b"id:", b"retry:", b":"];
+    if sse.iter().any(|field| start.starts_with(field)) {
+        return Ok(Captured::Sse);
+    }
+    anyhow::bail!(
+        "the input is neither a whole JSON answer (its first non-whitespace byte would be `{{`) \
+         nor an SSE stream (it would start with `data:`, `event:`, `id:`, `retry:` or `:`)"
+    )
+}
+
 fn wire_decode(format: WireFormat, file: Option<PathBuf>) -> anyhow::Result<ExitCode> {
     let bytes = read_input(file.as_deref())?;
-    let decoded = match format {
-        WireFormat::OpenaiChat => wire_openai::chat::decode_all(&bytes),
-        WireFormat::OpenaiResponses => wire_openai::responses::decode_all(&bytes),
+    let limits = wire_openai::Limits::default();
+    let decoded = match (sniff(&bytes)?, format) {
+        (Captured::Sse, WireFormat::OpenaiChat) => wire_openai::chat::decode_all(&bytes),
+        (Captured::Sse, WireFormat::OpenaiResponses) => wire_openai::responses::decode_all(&bytes),
+        // JSON has no BOM; one a capture tool wrote is not part of the body.
+        (Captured::Json, format) => {
+            let body = bytes.strip_prefix(UTF8_BOM).unwrap_or(&bytes);
+            match format {
+                WireFormat::OpenaiChat => wire_openai::chat::decode_completion(body, limits),
+                WireFormat::OpenaiResponses => {
+                    wire_openai::responses::decode_response(body, limits)
+                }
+            }
+            .map(|answer| answer.completion)
+        }
     };
     match decoded {
         Ok(completion) => {

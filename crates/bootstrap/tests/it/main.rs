@@ -186,6 +186,87 @@ fn wire_decode_prints_one_completion_object() {
     assert_eq!(stdout_lines(&output)[0]["tool_calls"][0]["id"], "call_1");
 }
 
+/// `wire decode` tells a whole JSON answer from an SSE stream by its first byte (after a BOM and
+/// whitespace): a whole chat completion or Responses response prints exactly what the stream of
+/// the same turn prints; a stream that opens with a BOM and a comment is still a stream.
+#[test]
+fn wire_decode_reads_a_whole_json_answer_like_its_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    for (format, whole, stream) in [
+        (
+            "openai-chat",
+            "openai-chat-whole/openai-single-call.json",
+            "openai-chat/openai-single-call.sse",
+        ),
+        (
+            "openai-responses",
+            "openai-responses-whole/function-call.json",
+            "openai-responses/function-call.sse",
+        ),
+    ] {
+        let whole_fixture: Value =
+            serde_json::from_slice(&std::fs::read(fixture(whole)).unwrap()).unwrap();
+        let body = dir.path().join("body.json");
+        // Pretty-printed, after a BOM and blank lines: the first other byte is `{`.
+        let text = format!(
+            "\u{FEFF}\n  {}",
+            serde_json::to_string_pretty(&whole_fixture["body"]).unwrap()
+        );
+        std::fs::write(&body, text).unwrap();
+        let decoded = cogni(&["wire", "decode", "--format", format, body.to_str().unwrap()]);
+        assert!(decoded.status.success(), "{whole}: {}", stderr(&decoded));
+        let streamed = cogni(&["wire", "decode", "--format", format, &fixture(stream)]);
+        assert!(streamed.status.success(), "{stream}: {}", stderr(&streamed));
+        assert_eq!(stdout_lines(&decoded), stdout_lines(&streamed), "{whole}");
+    }
+    let output = cogni(&[
+        "wire",
+        "decode",
+        "--format",
+        "openai-chat",
+        &fixture("openai-chat/sse-framing-bom-cr-multiline.sse"),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+/// Input that is neither a JSON answer nor an SSE stream, or a whole answer of the other wire,
+/// is one line that says what is wrong, never quoting the input.
+#[test]
+fn wire_decode_names_input_that_is_neither_json_nor_sse() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&str, &[u8], &str)] = &[
+        (
+            "openai-chat",
+            b"HTTP/1.1 200 OK CANARY\r\n",
+            "error: the input is neither a whole JSON answer (its first non-whitespace byte \
+             would be `{`) nor an SSE stream (it would start with `data:`, `event:`, `id:`, \
+             `retry:` or `:`)",
+        ),
+        (
+            "openai-responses",
+            b"[\"CANARY\"]",
+            "error: the input is neither a whole JSON answer (its first non-whitespace byte \
+             would be `{`) nor an SSE stream (it would start with `data:`, `event:`, `id:`, \
+             `retry:` or `:`)",
+        ),
+        ("openai-chat", b" \n\t", "error: the input is empty"),
+        (
+            "openai-responses",
+            br#"{"object":"chat.completion","choices":[],"id":"CANARY"}"#,
+            "error: invalid response body: not a Responses response: its `object` is not \
+             `response`",
+        ),
+    ];
+    for (format, input, expected) in cases {
+        let path = dir.path().join("input");
+        std::fs::write(&path, input).unwrap();
+        let output = cogni(&["wire", "decode", "--format", format, path.to_str().unwrap()]);
+        assert_eq!(output.status.code(), Some(1), "{expected}");
+        assert_eq!(stderr(&output).trim_end(), *expected);
+        assert!(output.stdout.is_empty());
+    }
+}
+
 #[test]
 fn wire_decode_errors_are_one_line() {
     let output = cogni(&[
