@@ -41,12 +41,22 @@ pub const MAX_JSON_DEPTH: usize = 64;
 /// Whether `value` nests arrays and objects more than `limit` levels deep (a scalar is level 0,
 /// `[]` level 1). The walk goes no deeper than `limit + 1` levels, so any value can be checked.
 pub(crate) fn nests_deeper_than(value: &Value, limit: usize) -> bool {
-    let deeper = |child: &Value| nests_deeper_than(child, limit - 1);
+    // A scalar child (most of them) ends its branch here, without a call.
+    let deeper = |child: &Value| {
+        matches!(child, Value::Array(_) | Value::Object(_)) && nests_deeper_than(child, limit - 1)
+    };
     match value {
         Value::Array(items) => limit == 0 || items.iter().any(deeper),
         Value::Object(map) => limit == 0 || map.values().any(deeper),
         _ => false,
     }
+}
+
+/// Whether a JSON text of `len` bytes can nest more than `limit` levels at all: every level
+/// takes an opening and a closing bracket, so a text shorter than `2 * (limit + 1)` bytes
+/// cannot, and parsing it needs no walk to find out.
+pub(crate) fn text_may_nest_deeper_than(len: usize, limit: usize) -> bool {
+    len >= 2 * (limit + 1)
 }
 
 /// Writes `value` with object keys sorted by their UTF-8 bytes and no whitespace.
@@ -118,7 +128,10 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 mod tests {
     use serde_json::json;
 
-    use super::{MAX_JSON_DEPTH, canonical_json, compact_json_len, nests_deeper_than};
+    use super::{
+        MAX_JSON_DEPTH, canonical_json, compact_json_len, nests_deeper_than,
+        text_may_nest_deeper_than,
+    };
 
     /// `-0.0` equals `0.0` (serde_json compares them as numbers), so both are written the same.
     #[test]
@@ -151,6 +164,25 @@ mod tests {
             &serde_json::json!({"a": 1, "b": {"c": [1]}}),
             3
         ));
+    }
+
+    /// The shortest text that nests past a limit is exactly as long as the bound says, and any
+    /// text the bound lets through without a walk is within the limit.
+    #[test]
+    fn a_text_too_short_to_nest_past_the_limit_does_not() {
+        for limit in [0, 1, 2, 5, MAX_JSON_DEPTH] {
+            let levels = limit + 1;
+            let shortest = format!("{}{}", "[".repeat(levels), "]".repeat(levels));
+            let value: serde_json::Value = serde_json::from_str(&shortest).unwrap();
+            assert!(nests_deeper_than(&value, limit));
+            assert!(text_may_nest_deeper_than(shortest.len(), limit));
+            assert!(!text_may_nest_deeper_than(shortest.len() - 1, limit));
+            // One byte short of it, the deepest text is within the limit.
+            let within = format!("{}0{}", "[".repeat(limit), "]".repeat(limit));
+            assert!(within.len() < shortest.len());
+            let value: serde_json::Value = serde_json::from_str(&within).unwrap();
+            assert!(!nests_deeper_than(&value, limit));
+        }
     }
 
     #[test]

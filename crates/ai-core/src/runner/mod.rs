@@ -45,7 +45,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::canonical::nests_deeper_than;
+use crate::canonical::{nests_deeper_than, text_may_nest_deeper_than};
 use crate::{
     AiEvent, Authorizer, AuthzDecision, BoundTool, Capabilities, Clock, ConnectionBroker,
     ConnectionId, EventSink, LlmToolCall, MAX_JSON_DEPTH, PolicyDecision, RunContext, ToolCallId,
@@ -471,7 +471,10 @@ impl ToolRunner {
                 ToolFailure::new(ToolErrorCode::InvalidJson, "Invalid tool arguments JSON")
             })?
         };
-        if nests_deeper_than(&parsed, MAX_JSON_DEPTH) {
+        // Short arguments (most of them) cannot nest that deep: no walk.
+        if text_may_nest_deeper_than(raw.len(), MAX_JSON_DEPTH)
+            && nests_deeper_than(&parsed, MAX_JSON_DEPTH)
+        {
             return Err(ToolFailure::new(
                 ToolErrorCode::Validation,
                 format!("tool arguments nest more than {MAX_JSON_DEPTH} levels deep"),

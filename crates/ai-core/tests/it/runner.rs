@@ -725,6 +725,16 @@ async fn steps5_and_10_refuse_values_nested_past_the_depth_limit() {
         ToolErrorCode::Validation,
         "tool arguments nest more than 64 levels deep",
     );
+    // The shortest text that nests past the limit is refused as well.
+    let shortest = format!("{}{}", "[".repeat(65), "]".repeat(65));
+    let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));
+    let run = h.call(ECHO, &shortest).await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::Validation,
+        "tool arguments nest more than 64 levels deep",
+    );
     // At the limit the depth passes, and the tool's own check has its say.
     let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));
     let run = h.call(ECHO, &nested(64)).await;
