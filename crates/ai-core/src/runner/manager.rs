@@ -450,7 +450,7 @@ pub(super) async fn execute(
     step: Step8<'_>,
     first_attempt_at: Instant,
     tool: &dyn BoundTool,
-    args: Arc<Value>,
+    args: &Arc<Value>,
     invocation: &ToolInvocationContext,
     caps: &Capabilities,
     attempts: &mut Vec<Attempt>,
@@ -462,7 +462,7 @@ pub(super) async fn execute(
     let attempting = Attempting {
         step: &step,
         tool,
-        args: &args,
+        args,
         invocation,
         caps,
         first_attempt_at,

@@ -361,7 +361,8 @@ impl ToolRunner {
         let args = Arc::new(args);
         emit_start(events, call, Some(Arc::clone(&args))); // 7
         progress.started = true;
-        progress.args = Some(Arc::clone(&args));
+        // The record's share of the arguments is the one every attempt clones its own from.
+        let args = &*progress.args.insert(args);
         let output = self
             .exec_under_budget(
                 tool.as_ref(),
@@ -537,7 +538,7 @@ impl ToolRunner {
     async fn exec_under_budget(
         &self,
         tool: &dyn BoundTool,
-        args: Arc<Value>,
+        args: &Arc<Value>,
         invocation: &ToolInvocationContext,
         caps: &Capabilities,
         events: &dyn EventSink,
