@@ -12,7 +12,8 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => match bootstrap::cli::empty_variable_error(&error) {
             Some(message) => {
-                eprintln!("error: {message}");
+                let message = format!("error: {message}");
+                eprintln!("{}", bootstrap::cli::terminal_safe(&message));
                 return ExitCode::FAILURE;
             }
             None => error.exit(),

@@ -26,12 +26,15 @@ pub(crate) async fn run(overrides: Overrides) -> anyhow::Result<ExitCode> {
     // Its signal handlers are in place before the banner: a SIGTERM sent as soon as the banner
     // is read shuts the server down gracefully.
     let serving = server::serve(listener, state, settings.server.max_body_bytes);
-    eprintln!(
+    // The settings come from a file or the environment: no control character of them (an
+    // escape sequence) reaches the terminal.
+    let banner = format!(
         "cogni: listening on http://{local} (model {} at {}, {:?} wire{auth})",
         settings.llm.model,
         settings.llm.shown_base_url(),
         settings.llm.wire
     );
+    eprintln!("{}", super::terminal_safe(&banner));
     serving.await.context("the server stopped")?;
     Ok(ExitCode::SUCCESS)
 }

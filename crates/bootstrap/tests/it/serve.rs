@@ -298,3 +298,26 @@ fn sigterm_cancels_the_runs_in_flight() {
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(response.contains(r#""type":"abort""#), "{response}");
 }
+
+/// The banner shows the settings it names (the model, the endpoint) as a terminal may show
+/// them: a control character in them (an escape sequence in a variable) is shown as `�`.
+#[test]
+fn the_banner_shows_no_control_character_of_the_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _addr, banner, _stderr) = serve(
+        dir.path(),
+        &[
+            ("COGNI_LISTEN", "127.0.0.1:0"),
+            ("COGNI_LLM_MODEL", "test\u{1b}]0;pwned\u{7}-model"),
+        ],
+    );
+    stop(server);
+    assert!(
+        !banner.contains('\u{1b}') && !banner.contains('\u{7}'),
+        "{banner:?}"
+    );
+    assert!(
+        banner.contains("model test\u{FFFD}]0;pwned\u{FFFD}-model at "),
+        "{banner:?}"
+    );
+}
