@@ -494,6 +494,35 @@ async fn a_refused_connection_names_the_endpoint() {
     );
 }
 
+/// Some gateways take the key in the path: an error naming the endpoint shows that segment as
+/// `***`, and the segments that are names as they are.
+#[tokio::test]
+async fn a_key_in_the_base_url_s_path_is_not_in_an_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let key = "sk-path-0123456789abcdef";
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        base_backoff: Duration::from_millis(1),
+        max_retries: 0,
+        ..OpenAiConfig::new(format!("http://{addr}/v1/{key}/openai"), "m")
+    })
+    .unwrap();
+    assert_eq!(
+        model.endpoint(),
+        format!("http://{addr}/v1/***/openai/chat/completions")
+    );
+    let error = call_once(&model).await.unwrap_err();
+    let text = message(&error);
+    assert!(
+        text.starts_with(&format!(
+            "POST http://{addr}/v1/***/openai/chat/completions: "
+        )),
+        "{text}"
+    );
+    assert!(!text.contains(key), "{text}");
+}
+
 #[tokio::test]
 async fn an_idle_stream_times_out_and_is_not_retried() {
     let fake = FakeLlm::start().await.unwrap();

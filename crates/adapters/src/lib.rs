@@ -36,6 +36,7 @@ mod memory;
 mod openai;
 mod recording;
 mod replay;
+mod shown_url;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod temp;
@@ -53,6 +54,7 @@ pub use openai::{
 };
 pub use recording::{ReceiptCollector, RecordingCompletion, RecordingConfig, ToolsEncoder};
 pub use replay::ReplayCompletion;
+pub use shown_url::{HIDDEN_SEGMENT, shown_url};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{DB_FILE, SCHEMA_VERSION, SqliteStore};
 pub use workspace::FsWorkspace;

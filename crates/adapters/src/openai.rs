@@ -274,7 +274,8 @@ impl OpenAiCompletion {
         })
     }
 
-    /// The URL requests go to, without credentials or query: the name errors use.
+    /// The URL requests go to, without credentials or query and with the path segments that
+    /// may be a key hidden ([`crate::shown_url`]): the name errors use.
     pub fn endpoint(&self) -> &str {
         &self.endpoint
     }
@@ -903,14 +904,15 @@ fn http_client() -> Result<reqwest::Client, OpenAiConfigError> {
         .map_err(|e| OpenAiConfigError::Client(describe(e)))
 }
 
-/// A URL without credentials, query or fragment.
+/// A URL without credentials, query or fragment, and without the path segments that may be a
+/// key ([`crate::shown_url`]).
 fn redacted_url(url: &Url) -> String {
     let mut url = url.clone();
     let _ = url.set_username("");
     let _ = url.set_password(None);
     url.set_query(None);
     url.set_fragment(None);
-    url.to_string()
+    crate::shown_url(url.as_str())
 }
 
 /// [`redacted_url`] of a text that may not parse (then only a placeholder is shown).

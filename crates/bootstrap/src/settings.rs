@@ -62,16 +62,12 @@ pub struct LlmSettings {
 }
 
 impl LlmSettings {
-    /// The base URL as it may be shown (the start banner, errors): without its query or
-    /// fragment, which may carry a key, as the adapter names its endpoint.
-    pub fn shown_base_url(&self) -> &str {
-        shown_url(&self.base_url)
+    /// The base URL as it may be shown (the start banner, errors), as the adapter names its
+    /// endpoint: without credentials, query or fragment, and with the path segments that may be
+    /// a key (some gateways take one in the path) shown as `***` ([`adapters::shown_url`]).
+    pub fn shown_base_url(&self) -> String {
+        adapters::shown_url(&self.base_url)
     }
-}
-
-/// `url` without its query or fragment.
-fn shown_url(url: &str) -> &str {
-    url.split(['?', '#']).next().unwrap_or_default()
 }
 
 impl Default for LlmSettings {
@@ -424,10 +420,10 @@ impl Settings {
             ),
             // The host is what comes before the path: `http:///v1` has none.
             Some(rest) if !rest.split(['/', '?', '#']).next().unwrap_or("").is_empty() => {}
-            Some(_) => bail!("llm.base_url: `{}` names no host", shown_url(url)),
+            Some(_) => bail!("llm.base_url: `{}` names no host", adapters::shown_url(url)),
             None => bail!(
                 "llm.base_url: `{}` is not an http:// or https:// URL",
-                shown_url(url)
+                adapters::shown_url(url)
             ),
         }
         if self.llm.request_timeout_ms == 0 || self.llm.idle_timeout_ms == 0 {

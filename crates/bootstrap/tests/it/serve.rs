@@ -321,3 +321,25 @@ fn the_banner_shows_no_control_character_of_the_settings() {
         "{banner:?}"
     );
 }
+
+/// A key some gateways take in the base URL's path is not in the banner: that segment is shown
+/// as `***`, the others as they are.
+#[test]
+fn the_banner_does_not_show_a_key_in_the_base_url_s_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = crate::fake::endpoint(&["turn-2-answer.sse"]);
+    let with_key = format!("{base}/sk-live-PATHKEY0123456789/openai");
+    let (server, _addr, banner, _stderr) = serve(
+        dir.path(),
+        &[
+            ("COGNI_LISTEN", "127.0.0.1:0"),
+            ("COGNI_LLM_BASE_URL", &with_key),
+        ],
+    );
+    stop(server);
+    assert!(!banner.contains("PATHKEY"), "{banner}");
+    assert!(
+        banner.contains(&format!("at {base}/***/openai, ")),
+        "{banner}"
+    );
+}

@@ -1,0 +1,123 @@
+//! [`shown_url`]: an endpoint's URL as errors, logs and banners may show it.
+
+/// The longest path segment [`shown_url`] shows as it is.
+const MAX_SHOWN_SEGMENT: usize = 16;
+
+/// The most digits a path segment [`shown_url`] shows as it is may hold.
+const MAX_SHOWN_DIGITS: usize = 3;
+
+/// What [`shown_url`] shows in place of a path segment that may be a secret.
+pub const HIDDEN_SEGMENT: &str = "***";
+
+/// `url` as it may be shown (an error naming the endpoint, a log line, a start banner): its
+/// scheme, host and port; no credentials (`user:password@`), query or fragment, which may carry
+/// a key; and of its path only the segments that look like names, not secrets. Some gateways
+/// take the key in the path (`https://gw.example/v1/<key>/chat/completions`): a segment is shown
+/// only when it is at most 16 characters of ASCII letters, digits, `-`, `_` and `.`, with at
+/// most 3 digits (`v1`, `openai`, `deployments`, `gpt-4o-mini`, `chat`, `completions`); any
+/// other (a key, a long id, anything percent-encoded) is shown as `***`.
+///
+/// It reads the text as it is, so it works on a URL that does not parse too.
+///
+/// ```
+/// use adapters::shown_url;
+/// assert_eq!(
+///     shown_url("https://user:pw@gw.example:8443/v1/sk-live-0123456789abcdef/chat?key=k#f"),
+///     "https://gw.example:8443/v1/***/chat"
+/// );
+/// assert_eq!(shown_url("http://localhost:11434/v1"), "http://localhost:11434/v1");
+/// ```
+pub fn shown_url(url: &str) -> String {
+    let url = url.trim();
+    let url = url.split(['?', '#']).next().unwrap_or_default();
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, url),
+    };
+    let (authority, path) = match rest.split_once('/') {
+        Some((authority, path)) => (authority, Some(path)),
+        None => (rest, None),
+    };
+    // Credentials come before the last `@` of the authority.
+    let host = authority.rsplit('@').next().unwrap_or_default();
+    let mut shown = String::with_capacity(url.len());
+    if let Some(scheme) = scheme {
+        shown.push_str(scheme);
+        shown.push_str("://");
+    }
+    shown.push_str(host);
+    if let Some(path) = path {
+        for segment in path.split('/') {
+            shown.push('/');
+            shown.push_str(if looks_like_a_name(segment) {
+                segment
+            } else {
+                HIDDEN_SEGMENT
+            });
+        }
+    }
+    shown
+}
+
+/// Whether a path segment may be shown: short, plain, and with few digits.
+fn looks_like_a_name(segment: &str) -> bool {
+    segment.len() <= MAX_SHOWN_SEGMENT
+        && segment
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && segment.chars().filter(char::is_ascii_digit).count() <= MAX_SHOWN_DIGITS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_url;
+
+    #[test]
+    fn names_are_shown_and_whatever_may_be_a_secret_is_not() {
+        for (url, shown) in [
+            ("https://api.openai.com/v1", "https://api.openai.com/v1"),
+            ("https://api.openai.com/v1/", "https://api.openai.com/v1/"),
+            (
+                "http://127.0.0.1:8000/v1/chat/completions",
+                "http://127.0.0.1:8000/v1/chat/completions",
+            ),
+            (
+                "https://x.openai.azure.com/openai/deployments/gpt-4o-mini",
+                "https://x.openai.azure.com/openai/deployments/gpt-4o-mini",
+            ),
+            // A key in the path, in whatever form.
+            (
+                "https://gw.example/v1/sk-proj-AbCdEfGhIjKlMnOp/chat/completions",
+                "https://gw.example/v1/***/chat/completions",
+            ),
+            (
+                "https://gw.example/0123456789abcdef0123456789abcdef/openai",
+                "https://gw.example/***/openai",
+            ),
+            (
+                "https://gw.example/k3y9x7w5/v1",
+                "https://gw.example/***/v1",
+            ),
+            ("https://gw.example/a%2Fb/v1", "https://gw.example/***/v1"),
+            (
+                "https://gw.example/sk-abc_def=/v1",
+                "https://gw.example/***/v1",
+            ),
+            // Credentials, queries and fragments never.
+            (
+                "https://user:pw@gw.example/v1?key=secret#frag",
+                "https://gw.example/v1",
+            ),
+            ("https://a@b@gw.example", "https://gw.example"),
+            // Not a URL it knows: read as text all the same.
+            ("ftp://x/v1?key=pw@", "ftp://x/v1"),
+            (
+                "localhost:8000/v1/0123456789abcdef",
+                "localhost:8000/v1/***",
+            ),
+            ("", ""),
+        ] {
+            assert_eq!(shown_url(url), shown, "{url}");
+        }
+    }
+}
