@@ -1053,6 +1053,25 @@ async fn ai_5_clients_are_the_default() {
 
 /// The body `@ag-ui/client` 1.0 posts (fixtures/ui/agui-client, checked against the client by
 /// tests/protocol): `protocolVersion`, a reasoning message, the history of a new thread.
+/// A client of a later AG-UI version may send top-level fields this server does not know: they
+/// are ignored, as the protocol's own schema strips them, and the run runs.
+#[tokio::test]
+async fn agui_fields_this_server_does_not_know_are_ignored() {
+    let server = Server::start(|_| {}).await;
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let mut body = client_request("run.json");
+    body["protocolVersion"] = json!("1.1");
+    body["someLaterField"] = json!({"any": ["thing"]});
+    let response = server.post("/api/v1/agui", &body).await;
+    assert_eq!(response.status(), 200);
+    let events = frames(&response.text().await.unwrap());
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{events:?}");
+    let sent = String::from_utf8(server.fake.requests()[0].body.clone()).unwrap();
+    assert!(!sent.contains("someLaterField"), "{sent}");
+}
+
 #[tokio::test]
 async fn the_request_the_agui_client_sends_is_accepted() {
     let server = Server::start(|_| {}).await;
@@ -1122,7 +1141,9 @@ async fn bad_requests_get_a_json_error_naming_the_fault() {
                 "/api/v1/agui",
                 "application/json",
                 sse,
-                json!({"threadId": "t", "runId": "r", "messages": [], "bogus": 1}).to_string(),
+                json!({"threadId": "t", "runId": "r", "messages": [],
+                       "resume": [{"interruptId": "c", "status": "resolved", "bogus": 1}]})
+                .to_string(),
             )
             .await,
             400,

@@ -9,8 +9,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The body of a run request (`RunAgentInput`).
+///
+/// A top-level field it does not know is ignored, as `@ag-ui/core`'s own schema strips it:
+/// clients of later protocol versions send fields this one has not heard of, and every field
+/// whose meaning a server acts on here (`threadId`, `runId`, `messages`, `resume`) is read and
+/// checked. An answer to an interrupt ([`ResumeEntry`]) is stricter, since it decides whether a
+/// tool runs: a field in it that is not known is refused.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct RunAgentInput {
     /// The conversation's id; the server keeps the thread under it.
     pub thread_id: String,
@@ -108,8 +114,12 @@ pub enum InputMessage {
 }
 
 /// The answer to one interrupt ([`Interrupt`]), sent on the run that continues from it.
+///
+/// A field it does not know is refused: such a field (edited arguments, an "always allow")
+/// could change what the answer means, and reading the answer without it could run a tool
+/// the user did not approve as it would run.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResumeEntry {
     /// The interrupt answered ([`Interrupt::id`]).
     pub interrupt_id: String,

@@ -162,8 +162,11 @@ fn the_verifier_catches_what_it_should() {
     assert!(verify(&bad).is_err());
 }
 
+/// Unknown top-level fields are ignored, as `@ag-ui/core`'s own schema strips them (clients of
+/// later protocol versions send fields this one does not know); an unknown field in an answer to
+/// an interrupt, which decides whether a tool runs, is refused.
 #[test]
-fn run_agent_input_parses_and_refuses_unknown_fields() {
+fn run_agent_input_parses_ignores_new_fields_and_refuses_unknown_answer_fields() {
     let input: wire_ui::agui::RunAgentInput = serde_json::from_value(serde_json::json!({
         "threadId": "t1", "runId": "r1", "state": {}, "tools": [], "context": [],
         "forwardedProps": {},
@@ -193,11 +196,19 @@ fn run_agent_input_parses_and_refuses_unknown_fields() {
     )
     .unwrap_err();
     assert!(unknown.to_string().contains("narrator"), "{unknown}");
+    let later = serde_json::from_value::<wire_ui::agui::RunAgentInput>(serde_json::json!({
+        "threadId": "t1", "runId": "r1", "messages": [], "surprise": true,
+        "parentRunId": "r0", "protocolVersion": "1.1"
+    }))
+    .unwrap();
+    assert_eq!(later.parent_run_id.as_deref(), Some("r0"));
     let error = serde_json::from_value::<wire_ui::agui::RunAgentInput>(serde_json::json!({
-        "threadId": "t1", "runId": "r1", "messages": [], "surprise": true
+        "threadId": "t1", "runId": "r1", "messages": [],
+        "resume": [{"interruptId": "c1", "status": "resolved", "payload": {"approved": true},
+                    "editedArgs": {"path": "elsewhere"}}]
     }))
     .unwrap_err();
-    assert!(error.to_string().contains("surprise"), "{error}");
+    assert!(error.to_string().contains("editedArgs"), "{error}");
 }
 
 /// A call whose arguments were still streaming when the run ended, for any reason, never ran:
