@@ -1756,3 +1756,82 @@ async fn without_a_token_a_loopback_server_refuses_requests_for_other_hosts() {
         .unwrap();
     assert_eq!(response.status(), 200, "with a token, any host");
 }
+
+/// Past `server.max_concurrent_runs`, a run on either route is refused with a JSON 503 before
+/// anything of it starts: no model call, no run in the log, no thread state; once a run ends, the
+/// same request runs.
+#[tokio::test]
+async fn a_run_past_the_concurrent_limit_is_refused_before_it_starts() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().to_owned();
+    let server = Server::start(move |s| {
+        s.data_dir = Some(dir);
+        s.server.max_concurrent_runs = std::num::NonZeroUsize::new(1).unwrap();
+    })
+    .await;
+    let turn = fixture_bytes("loop/turn-1-tool-calls.sse").unwrap();
+    let (head, tail) = turn.split_at(turn.len() / 2);
+    server
+        .fake
+        .push(Reply::sse(head.to_vec()).then(Duration::from_secs(30), tail.to_vec()));
+    let mut first = server
+        .post(
+            "/api/v1/agui",
+            &agui_input("t-first", "r-first", json!([user("m1", "first")])),
+        )
+        .await;
+    let started = first.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&started).contains("RUN_STARTED"));
+
+    let refused_input = agui_input("t-full", "r-full", json!([user("m1", "second")]));
+    let refusals = [
+        server.post("/api/v1/agui", &refused_input).await,
+        server
+            .post("/api/v1/chat", &chat_request("chat-full", "second"))
+            .await,
+    ];
+    for response in refusals {
+        assert_eq!(response.status(), 503);
+        assert_eq!(response.headers()["content-type"], "application/json");
+        let error: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert_eq!(error["error"]["code"], "too_many_runs", "{error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains("(1)"), "{message}");
+    }
+    assert_eq!(
+        server.fake.requests().len(),
+        1,
+        "a refused run called the model"
+    );
+    let store = adapters::SqliteStore::open(data.path()).unwrap();
+    let run = ai_core::RunId::new("r-full").unwrap();
+    let logged = ai_core::RunStore::load_run(&store, &run).await;
+    assert!(
+        matches!(logged, Err(ai_core::RunStoreError::NotFound(_))),
+        "a refused run was logged"
+    );
+    let thread = ai_core::ThreadId::new("t-full").unwrap();
+    let saved = ai_core::ThreadStore::load(&store, &thread).await.unwrap();
+    assert_eq!(saved, None, "a refused run touched its thread");
+
+    // The first run ends (its client goes away); then the refused request runs as it was.
+    drop(first);
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let mut last = String::new();
+    for _ in 0..100 {
+        let response = server.post("/api/v1/agui", &refused_input).await;
+        if response.status() == 503 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        }
+        last = response.text().await.unwrap();
+        break;
+    }
+    assert_eq!(
+        frames(&last).last().unwrap()["type"],
+        "RUN_FINISHED",
+        "{last}"
+    );
+}

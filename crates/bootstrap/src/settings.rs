@@ -106,11 +106,19 @@ pub struct ServerSettings {
     /// can reach it could run the model and its tools); turn it on only behind something that
     /// authenticates for it.
     pub allow_unauthenticated: bool,
+    /// The most runs (AG-UI and AI SDK together) the server runs at once; a run asked for
+    /// beyond it is refused with 503 `too_many_runs` before it starts (at least one; 0 does
+    /// not parse).
+    pub max_concurrent_runs: std::num::NonZeroUsize,
     /// The bearer token every request but `GET /healthz` must send (only from
     /// `COGNI_SERVER_TOKEN`; none: no authentication).
     #[serde(skip)]
     pub token: Option<ServerToken>,
 }
+
+/// The default of `server.max_concurrent_runs`.
+pub(crate) const DEFAULT_MAX_CONCURRENT_RUNS: std::num::NonZeroUsize =
+    std::num::NonZeroUsize::new(32).expect("32 is not zero");
 
 /// The oldest `ai` major version whose UI message stream the server speaks.
 pub(crate) const OLDEST_AI_SDK: u8 = 5;
@@ -139,6 +147,7 @@ impl Default for ServerSettings {
             max_body_bytes: 1024 * 1024,
             ai_sdk_version: OLDEST_AI_SDK,
             allow_unauthenticated: false,
+            max_concurrent_runs: DEFAULT_MAX_CONCURRENT_RUNS,
             token: None,
         }
     }

@@ -44,6 +44,10 @@ pub struct AppState {
     runtime: crate::Runtime,
     stores: crate::Stores,
     busy: Mutex<HashSet<ThreadId>>,
+    /// One permit per run in flight, up to `server.max_concurrent_runs`.
+    run_slots: Arc<tokio::sync::Semaphore>,
+    /// `server.max_concurrent_runs`, for the refusal's message.
+    max_runs: usize,
     runs: AtomicU64,
     ai_sdk_version: u8,
     token: Option<ServerToken>,
@@ -64,6 +68,10 @@ impl AppState {
             runtime,
             stores,
             busy: Mutex::new(HashSet::new()),
+            run_slots: Arc::new(tokio::sync::Semaphore::new(
+                crate::settings::DEFAULT_MAX_CONCURRENT_RUNS.get(),
+            )),
+            max_runs: crate::settings::DEFAULT_MAX_CONCURRENT_RUNS.get(),
             runs: AtomicU64::new(0),
             ai_sdk_version: crate::settings::OLDEST_AI_SDK,
             token: None,
@@ -91,6 +99,17 @@ impl AppState {
     /// in `finish.finishReason` too (see `ServerSettings::ai_sdk_version`).
     pub fn with_ai_sdk_version(mut self, major: u8) -> Self {
         self.ai_sdk_version = major;
+        self
+    }
+
+    /// The most runs in flight at once (AG-UI and AI SDK together; 32 by default): a run asked
+    /// for beyond it is refused with 503 `too_many_runs` before anything of it starts (see
+    /// `ServerSettings::max_concurrent_runs`). A number past what a semaphore holds (some 2^61)
+    /// is that many.
+    pub fn with_max_concurrent_runs(mut self, max: std::num::NonZeroUsize) -> Self {
+        let max = max.get().min(tokio::sync::Semaphore::MAX_PERMITS);
+        self.run_slots = Arc::new(tokio::sync::Semaphore::new(max));
+        self.max_runs = max;
         self
     }
 
@@ -147,6 +166,7 @@ pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>
     Ok(Arc::new(
         AppState::new(runtime, stores)
             .with_ai_sdk_version(settings.server.ai_sdk_version)
+            .with_max_concurrent_runs(settings.server.max_concurrent_runs)
             .with_token(settings.server.token.clone()),
     ))
 }
@@ -415,7 +435,8 @@ pub(crate) struct StartedRun {
 
 /// Starts a run on a thread: loads the server's state (or rebuilds the client's history when
 /// there is none), spawns the loop, and saves the thread when the run ends. One run per thread
-/// at a time: a second one is refused with 409.
+/// at a time: a second one is refused with 409; and at most `max_concurrent_runs` in all: one
+/// more is refused with 503 before its thread is read.
 async fn start_run(
     state: &Arc<AppState>,
     thread: &str,
@@ -426,6 +447,18 @@ async fn start_run(
         .map_err(|e| ApiError::bad_request("invalid_thread_id", format!("thread id: {e}")))?;
     let ctx = state.context(run_id)?;
     let catalog = state.catalog(&ctx)?;
+    // Held until the run's thread is saved (or the run fails), as the thread's busy mark is.
+    let slot = state.run_slots.clone().try_acquire_owned().map_err(|_| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_runs",
+            format!(
+                "the server already runs its most runs at once ({}); nothing ran: try again \
+                 when one has ended",
+                state.max_runs
+            ),
+        )
+    })?;
     let busy = BusyGuard::acquire(state.clone(), thread.clone())?;
     let saved = state
         .stores
@@ -489,8 +522,10 @@ async fn start_run(
         catalog,
         cancel: cancel.clone(),
     };
-    // The thread is freed once its new state is saved, before `Done` reaches the client.
-    let events = crate::start_run(&state.runtime, &state.stores, request, move || drop(busy))
+    // The thread and the run's slot are freed once its new state is saved, before `Done`
+    // reaches the client.
+    let on_saved = move || drop((busy, slot));
+    let events = crate::start_run(&state.runtime, &state.stores, request, on_saved)
         .await
         .map_err(|e| match e.downcast_ref::<ai_core::RunStoreError>() {
             Some(ai_core::RunStoreError::AlreadyExists(run)) => ApiError::new(

@@ -445,3 +445,26 @@ fn a_parallel_tool_limit_of_zero_does_not_parse() {
     let settings = bootstrap::Settings::from_toml_str("[agent]\nmax_parallel_tools = 1\n").unwrap();
     assert_eq!(settings.agent.max_parallel_tools.get(), 1);
 }
+
+#[test]
+fn a_concurrent_run_limit_of_zero_does_not_parse() {
+    // A server that may run no run at once would refuse every request: the file is refused at
+    // the key instead.
+    let refused = bootstrap::Settings::from_toml_str("[server]\nmax_concurrent_runs = 0\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("line 2 (`max_concurrent_runs = …`)") && refused.contains("nonzero"),
+        "{refused}"
+    );
+    let settings =
+        bootstrap::Settings::from_toml_str("[server]\nmax_concurrent_runs = 3\n").unwrap();
+    assert_eq!(settings.server.max_concurrent_runs.get(), 3);
+    let example = bootstrap::Settings::from_toml_str(bootstrap::EXAMPLE_CONFIG).unwrap();
+    assert_eq!(
+        example.server.max_concurrent_runs,
+        bootstrap::Settings::default().server.max_concurrent_runs,
+        "the example shows the default"
+    );
+    assert_eq!(example.server.max_concurrent_runs.get(), 32);
+}
