@@ -1835,3 +1835,39 @@ async fn a_run_past_the_concurrent_limit_is_refused_before_it_starts() {
         "{last}"
     );
 }
+
+/// Without a data folder a runId is used once too, as with one: a run that ran keeps its id, on
+/// its thread or any other; a request refused before its run started does not use it.
+#[tokio::test]
+async fn without_a_data_folder_a_run_id_is_used_once() {
+    let server = Server::start(|_| {}).await;
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let refused = agui_input(
+        "t-once",
+        "r-once",
+        json!([{"id": "a", "role": "assistant", "content": "x"}]),
+    );
+    assert_eq!(server.post("/api/v1/agui", &refused).await.status(), 400);
+    let input = agui_input("t-once", "r-once", json!([user("m1", "hi")]));
+    let body = server.text("/api/v1/agui", &input).await;
+    assert_eq!(
+        frames(&body).last().unwrap()["type"],
+        "RUN_FINISHED",
+        "{body}"
+    );
+
+    for thread in ["t-once", "t-other"] {
+        let again = agui_input(thread, "r-once", json!([user("m2", "again")]));
+        let response = server.post("/api/v1/agui", &again).await;
+        assert_eq!(response.status(), 409, "{thread}");
+        let error: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert_eq!(error["error"]["code"], "run_exists", "{thread}");
+    }
+    assert_eq!(
+        server.fake.requests().len(),
+        1,
+        "a refused run called the model"
+    );
+}

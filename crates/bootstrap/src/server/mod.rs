@@ -44,6 +44,9 @@ pub struct AppState {
     runtime: crate::Runtime,
     stores: crate::Stores,
     busy: Mutex<HashSet<ThreadId>>,
+    /// Without a run log, the ids of the runs this server started: an id is used once, as the
+    /// run log has it (with a log, the log keeps them).
+    run_ids: Mutex<HashSet<ai_core::RunId>>,
     /// One permit per run in flight, up to `server.max_concurrent_runs`.
     run_slots: Arc<tokio::sync::Semaphore>,
     /// `server.max_concurrent_runs`, for the refusal's message.
@@ -68,6 +71,7 @@ impl AppState {
             runtime,
             stores,
             busy: Mutex::new(HashSet::new()),
+            run_ids: Mutex::new(HashSet::new()),
             run_slots: Arc::new(tokio::sync::Semaphore::new(
                 crate::settings::DEFAULT_MAX_CONCURRENT_RUNS.get(),
             )),
@@ -512,6 +516,14 @@ async fn start_run(
             crate::Turn::ApprovalDecisions(decisions)
         }
     };
+    if state.stores.log.is_none() {
+        // The run log refuses a run id it holds already (`start_run` below): without one, the
+        // server keeps the ids itself, so a runId means one run with a data folder or without.
+        let mut ids = state.run_ids.lock().unwrap_or_else(|p| p.into_inner());
+        if !ids.insert(ctx.run_id.clone()) {
+            return Err(run_exists(&ctx.run_id));
+        }
+    }
     let cancel = state.runs_cancel.child_token();
     let request = crate::RunRequest {
         thread,
@@ -528,11 +540,7 @@ async fn start_run(
     let events = crate::start_run(&state.runtime, &state.stores, request, on_saved)
         .await
         .map_err(|e| match e.downcast_ref::<ai_core::RunStoreError>() {
-            Some(ai_core::RunStoreError::AlreadyExists(run)) => ApiError::new(
-                StatusCode::CONFLICT,
-                "run_exists",
-                format!("run {run} exists already: a new run needs a new runId"),
-            ),
+            Some(ai_core::RunStoreError::AlreadyExists(run)) => run_exists(run),
             Some(changed @ ai_core::RunStoreError::ThreadChanged { .. }) => ApiError::new(
                 StatusCode::CONFLICT,
                 "thread_changed",
@@ -546,6 +554,15 @@ async fn start_run(
         resumed,
         superseded,
     })
+}
+
+/// The refusal of a run whose id was used already.
+fn run_exists(run: &ai_core::RunId) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "run_exists",
+        format!("run {run} exists already: a new run needs a new runId"),
+    )
 }
 
 /// The decisions that resume `thread`: one per call it waits for, approved only when the
