@@ -1,5 +1,6 @@
-//! The guard of a server without a token on a loopback address: it answers only requests
-//! addressed to a loopback host (`localhost`, or a loopback IP), with any port.
+//! The guards of a server without a token: it answers only requests from a loopback peer
+//! (`require_loopback_client`, unless serving unauthenticated is allowed) addressed to a
+//! loopback host (`localhost`, or a loopback IP), with any port.
 //!
 //! Listening on loopback keeps other machines out, but not web pages open in the user's
 //! browser: a page on a name whose DNS its owner re-points at 127.0.0.1 (DNS rebinding) is
@@ -9,9 +10,9 @@
 //! refuses. With a token the token guards the server (a page cannot learn it), and a server on
 //! another address is reached under whatever name its proxy gives, so neither is checked.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
-use axum::extract::Request;
+use axum::extract::{ConnectInfo, Request};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -33,6 +34,48 @@ pub(crate) async fn require_loopback_host(request: Request, next: Next) -> Respo
          under another name, set COGNI_SERVER_TOKEN",
     )
     .into_response()
+}
+
+/// The guard [`super::router`] puts in front of a server without a token (unless the state
+/// allows serving unauthenticated): a request must come from a loopback peer, as the axum
+/// `ConnectInfo<SocketAddr>` of `into_make_service_with_connect_info` tells it (a request with
+/// none, whose peer is not known, is refused: this fails closed), and be addressed to a loopback
+/// host ([`require_loopback_host`]). A refusal is a JSON 403 (`client_not_allowed`,
+/// `host_not_allowed`) that quotes neither address.
+pub(crate) async fn require_loopback_client(request: Request, next: Next) -> Response {
+    match peer_is_loopback(&request) {
+        Some(true) => require_loopback_host(request, next).await,
+        Some(false) => {
+            tracing::debug!("request from a peer that is not loopback refused");
+            ApiError::new(
+                StatusCode::FORBIDDEN,
+                "client_not_allowed",
+                "without a token this server answers only clients on this machine; to serve \
+                 others, set COGNI_SERVER_TOKEN",
+            )
+            .into_response()
+        }
+        None => {
+            tracing::warn!(
+                "request refused: the server cannot tell where it comes from (serve the router \
+                 with into_make_service_with_connect_info::<SocketAddr>(), or give it a token)"
+            );
+            ApiError::new(
+                StatusCode::FORBIDDEN,
+                "client_not_allowed",
+                "without a token this server answers only clients on this machine, and it \
+                 cannot tell where this request comes from",
+            )
+            .into_response()
+        }
+    }
+}
+
+/// Whether the request's peer is a loopback address; `None` when the server was not told the
+/// peer (no `ConnectInfo<SocketAddr>`).
+fn peer_is_loopback(request: &Request) -> Option<bool> {
+    let ConnectInfo(peer) = request.extensions().get::<ConnectInfo<SocketAddr>>()?;
+    Some(peer.ip().to_canonical().is_loopback())
 }
 
 /// Whether every host the request names is a loopback one: the one `Host` header and the
@@ -82,6 +125,41 @@ fn is_loopback_authority(authority: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::is_loopback_authority;
+
+    #[test]
+    fn only_loopback_peers_are_known_to_be_loopback() {
+        let with_peer = |peer: Option<&str>| {
+            let mut request = axum::extract::Request::new(axum::body::Body::empty());
+            if let Some(peer) = peer {
+                let peer: std::net::SocketAddr = peer.parse().unwrap();
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+            }
+            super::peer_is_loopback(&request)
+        };
+        for peer in [
+            "127.0.0.1:5000",
+            "127.3.2.1:1",
+            "[::1]:5000",
+            "[::ffff:127.0.0.1]:1",
+        ] {
+            assert_eq!(with_peer(Some(peer)), Some(true), "{peer}");
+        }
+        for peer in [
+            "192.168.1.10:5000",
+            "[::ffff:10.0.0.1]:1",
+            "0.0.0.0:1",
+            "[2001:db8::1]:1",
+        ] {
+            assert_eq!(with_peer(Some(peer)), Some(false), "{peer}");
+        }
+        assert_eq!(
+            with_peer(None),
+            None,
+            "an unknown peer is not taken for loopback"
+        );
+    }
 
     #[test]
     fn only_loopback_hosts_pass() {

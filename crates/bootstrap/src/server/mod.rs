@@ -14,6 +14,9 @@
 //! one, `cogni serve` listens only on a loopback address unless `server.allow_unauthenticated`
 //! says otherwise ([`crate::Settings::require_server_auth`]), and there it answers only requests
 //! addressed to a loopback host (the `host` guard: a web page cannot reach it by DNS rebinding).
+//! The library entries keep the same rules without the settings: [`router`] without a token
+//! answers only loopback clients addressing a loopback host, and [`serve`] refuses a listener
+//! that is not loopback, unless the state allows serving unauthenticated.
 
 mod agui;
 mod auth;
@@ -54,6 +57,8 @@ pub struct AppState {
     runs: AtomicU64,
     ai_sdk_version: u8,
     token: Option<ServerToken>,
+    /// Serve without a token to any client and host (`server.allow_unauthenticated`).
+    allow_unauthenticated: bool,
     /// The parent of every run's token: cancelled, it ends every run in flight.
     runs_cancel: CancellationToken,
 }
@@ -79,6 +84,7 @@ impl AppState {
             runs: AtomicU64::new(0),
             ai_sdk_version: crate::settings::OLDEST_AI_SDK,
             token: None,
+            allow_unauthenticated: false,
             runs_cancel: CancellationToken::new(),
         }
     }
@@ -95,6 +101,16 @@ impl AppState {
     /// it); `None`, the default, serves without authentication.
     pub fn with_token(mut self, token: Option<ServerToken>) -> Self {
         self.token = token;
+        self
+    }
+
+    /// Without a token, answer clients on other machines and requests for any host
+    /// (`server.allow_unauthenticated`; off by default): only for a server behind something
+    /// that authenticates for it. Off, a server without a token answers only loopback clients
+    /// that address a loopback host ([`router`]), and [`serve`] refuses a listener on an address
+    /// that is not loopback.
+    pub fn with_allow_unauthenticated(mut self, allow: bool) -> Self {
+        self.allow_unauthenticated = allow;
         self
     }
 
@@ -171,6 +187,7 @@ pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>
         AppState::new(runtime, stores)
             .with_ai_sdk_version(settings.server.ai_sdk_version)
             .with_max_concurrent_runs(settings.server.max_concurrent_runs)
+            .with_allow_unauthenticated(settings.server.allow_unauthenticated)
             .with_token(settings.server.token.clone()),
     ))
 }
@@ -179,10 +196,13 @@ pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>
 /// accepting, cancels the runs in flight ([`AppState::cancel_runs`]), which end their streams
 /// and save their threads, and returns once every response is done.
 ///
-/// Without a token, on a loopback listener, every request (`/healthz` too) must be addressed to
-/// a loopback host (`Host: localhost:…`, `127.0.0.1:…`, `[::1]:…`); any other gets a JSON 403
-/// (`host_not_allowed`) before the router sees it, so a web page that re-points its own name at
-/// 127.0.0.1 (DNS rebinding) cannot use the server from the user's browser.
+/// Without a token, a listener on an address that is not loopback is refused (the future
+/// resolves to an error at once) unless the state allows serving unauthenticated
+/// ([`AppState::with_allow_unauthenticated`]); on a loopback listener every request (`/healthz`
+/// too) must be addressed to a loopback host (`Host: localhost:…`, `127.0.0.1:…`, `[::1]:…`),
+/// allowed or not: any other gets a JSON 403 (`host_not_allowed`) before the router sees it, so
+/// a web page that re-points its own name at 127.0.0.1 (DNS rebinding) cannot use the server
+/// from the user's browser.
 ///
 /// The signal handlers are installed when this is called, not when the future is first polled:
 /// call it (inside the Tokio runtime) before telling anyone the server listens, so a signal
@@ -195,15 +215,30 @@ pub fn serve(
     use axum::serve::ListenerExt;
     let signal = shutdown_signal();
     let runs = state.clone();
-    let loopback_only = state.token.is_none()
-        && listener
-            .local_addr()
-            .is_ok_and(|addr| addr.ip().to_canonical().is_loopback());
+    let loopback = listener
+        .local_addr()
+        .is_ok_and(|addr| addr.ip().to_canonical().is_loopback());
+    let open = state.token.is_none();
+    // Refused here as `run` refuses it from the settings, for a library caller that gets here
+    // without them.
+    let refused = (open && !loopback && !state.allow_unauthenticated).then(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "a listener on an address that is not loopback needs a token, or a state that \
+             allows serving unauthenticated",
+        )
+    });
+    // With the override on, the router has no guard of its own: a loopback listener still
+    // answers only requests for a loopback host.
+    let loopback_hosts_only = open && loopback && state.allow_unauthenticated;
     let shutdown = async move {
         signal.await;
         runs.cancel_runs();
     };
     async move {
+        if let Some(refused) = refused {
+            return Err(refused);
+        }
         // Streams are many small writes: without TCP_NODELAY, Nagle's algorithm holds each
         // frame until the client acknowledges the previous one (tens of ms per event on
         // loopback).
@@ -213,10 +248,12 @@ pub fn serve(
             }
         });
         let mut app = router(state, max_body_bytes);
-        if loopback_only {
+        if loopback_hosts_only {
             // Outermost: no route, fallback or body read before the host is checked.
             app = app.layer(axum::middleware::from_fn(host::require_loopback_host));
         }
+        // The peer of each request, for the router's loopback guard.
+        let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
         axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
             .await
@@ -260,8 +297,15 @@ fn shutdown_signal() -> impl Future<Output = ()> + Send {
 /// The routes, with the body limit applied to every request. An unknown path gets a JSON 404, a
 /// known one with the wrong method a JSON 405 (with axum's `Allow` header). With the state's
 /// token, a request to any path but `/healthz` without it gets a JSON 401 first (unknown paths
-/// and wrong methods too, so no one learns the routes without the token). [`serve`] adds the
-/// loopback host check of a server without a token.
+/// and wrong methods too, so no one learns the routes without the token).
+///
+/// Without a token (and unless the state allows serving unauthenticated,
+/// [`AppState::with_allow_unauthenticated`]), the router answers only requests from a loopback
+/// peer addressed to a loopback host, before any route sees them: anything else gets a JSON 403
+/// (`client_not_allowed`, `host_not_allowed`). It learns the peer from axum's
+/// `ConnectInfo<SocketAddr>`, so serve it with
+/// `into_make_service_with_connect_info::<SocketAddr>()` (as [`serve`] does): served without
+/// it, it cannot tell a peer on this machine from one elsewhere and refuses every request.
 pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
     let router = Router::new()
         .route(
@@ -291,6 +335,10 @@ pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
             token.clone(),
             auth::require_token,
         )),
+        // Outermost: no route, fallback or body read before the client and host are checked.
+        None if !state.allow_unauthenticated => {
+            router.layer(axum::middleware::from_fn(host::require_loopback_client))
+        }
         None => router,
     };
     router.with_state(state)
@@ -1333,6 +1381,72 @@ mod tests {
         assert!(state.token.as_ref().unwrap().matches(token));
         let shown = format!("{state:?} {state:#?}");
         assert!(!shown.contains(token), "{shown}");
+    }
+
+    /// The whole answer of `addr` to `GET /healthz` sent with `Host: host`, over HTTP/1.1.
+    async fn get_health(addr: std::net::SocketAddr, host: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!("GET /healthz HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        answer
+    }
+
+    /// `router` used as the library entry, without a token, keeps the rules `cogni serve` keeps:
+    /// only a loopback client addressing a loopback host is answered, and a router served
+    /// without the peer's address (which it cannot check) answers no one.
+    #[tokio::test]
+    async fn the_router_without_a_token_answers_only_loopback_clients_and_hosts() {
+        let state = prepare(&settings()).await.unwrap();
+        let app = super::router(state.clone(), 4096);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let with_peer = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
+        tokio::spawn(async move { axum::serve(listener, with_peer).await });
+        let answer = get_health(addr, "attacker.example").await;
+        assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+        assert!(answer.contains("host_not_allowed"), "{answer}");
+        let answer = get_health(addr, &format!("localhost:{}", addr.port())).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = super::router(state, 4096);
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let answer = get_health(addr, &format!("localhost:{}", addr.port())).await;
+        assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+        assert!(answer.contains("client_not_allowed"), "{answer}");
+
+        // Allowed to serve unauthenticated, it answers anyone: the caller said so.
+        let mut open = settings();
+        open.server.allow_unauthenticated = true;
+        let app = super::router(prepare(&open).await.unwrap(), 4096);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let answer = get_health(addr, "cogni.example").await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+
+    /// `serve` used as the library entry refuses a listener that is not loopback without a
+    /// token, unless the state allows it, as `cogni serve` refuses it from its settings.
+    #[tokio::test]
+    async fn serve_without_a_token_refuses_a_listener_that_is_not_loopback() {
+        let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+        let state = prepare(&settings()).await.unwrap();
+        // Refused at its first poll, before it serves anything.
+        let serving = futures_util::FutureExt::now_or_never(super::serve(listener, state, 4096));
+        let Some(Err(error)) = serving else {
+            panic!("a listener that is not loopback was served without a token");
+        };
+        assert_eq!(
+            error.kind(),
+            std::io::ErrorKind::PermissionDenied,
+            "{error}"
+        );
+        assert!(error.to_string().contains("needs a token"), "{error}");
     }
 
     /// A store that cannot be opened is still fatal.
