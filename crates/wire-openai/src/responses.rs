@@ -397,14 +397,15 @@ impl StreamDecoder {
     }
 
     /// The text of a finished `message` item none of whose text streamed as deltas (a gateway
-    /// that sends only finished items): its `output_text` and `refusal` parts, in order, shown
-    /// and kept as the answer's text.
+    /// that sends only finished items, or a whole response): its `output_text` and `refusal`
+    /// parts, in order, shown and kept as the answer's text. An item without an id cannot be
+    /// matched to its deltas, so it counts as streamed when any text streamed, and only then.
     fn finished_message(&mut self, item: &Item, deltas: &mut Deltas) {
         let streamed = self.streamed_unkeyed
-            || item
-                .id
-                .as_deref()
-                .is_none_or(|id| self.streamed.contains(id));
+            || item.id.as_deref().map_or_else(
+                || !self.streamed.is_empty(),
+                |id| self.streamed.contains(id),
+            );
         let Some(Value::Array(parts)) = item.content.as_ref().filter(|_| !streamed) else {
             return;
         };

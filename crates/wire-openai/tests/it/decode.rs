@@ -297,6 +297,40 @@ fn only_a_repeat_of_complete_arguments_is_dropped() {
     assert_eq!(arguments(&["{}", "{}"]), "{}");
 }
 
+/// A finished `message` item without an `id` (servers that leave item ids out) keeps its text
+/// when none streamed: in a whole response nothing streams, and a stream of only finished items
+/// has no deltas. When text did stream, such an item repeats it and adds nothing.
+#[test]
+fn a_finished_message_item_without_an_id_keeps_its_text_when_none_streamed() {
+    let message = json!({"type": "message", "role": "assistant", "status": "completed",
+        "content": [{"type": "output_text", "text": "Sunny."}]});
+    let body = json!({"id": "resp_1", "object": "response", "status": "completed",
+        "output": [message]});
+    let answer =
+        responses::decode_response(body.to_string().as_bytes(), wire_openai::Limits::default())
+            .unwrap();
+    assert_eq!(answer.completion.text, "Sunny.");
+    assert_eq!(
+        answer.deltas,
+        [ai_core::CompletionDelta::Text {
+            delta: "Sunny.".into()
+        }]
+    );
+    let done = json!({"type": "response.output_item.done", "output_index": 0, "item": message});
+    let completed = json!({"type": "response.completed", "response": {"id": "resp_1"}});
+    let stream =
+        |events: &[&Value]| -> String { events.iter().map(|e| format!("data: {e}\n\n")).collect() };
+    let only_finished = stream(&[&done, &completed]);
+    let completion = responses::decode_all(only_finished.as_bytes()).unwrap();
+    assert_eq!(completion.text, "Sunny.");
+    // Streamed under its id, then finished without one: shown once.
+    let delta = json!({"type": "response.output_text.delta", "item_id": "msg_1",
+        "output_index": 0, "delta": "Sunny."});
+    let streamed = stream(&[&delta, &done, &completed]);
+    let completion = responses::decode_all(streamed.as_bytes()).unwrap();
+    assert_eq!(completion.text, "Sunny.");
+}
+
 #[test]
 fn responses_output_item_done_is_keyed_by_its_item_id() {
     // `response.output_item.done` names its call by `item.id`; a gateway that leaves out (or
