@@ -495,7 +495,8 @@ struct WholeChoice<'a> {
 /// read as one chunk whose choices' `message` is their delta, each entry of `tool_calls` being
 /// the call at its position, through the same assembly (argument objects serialized, a missing
 /// or empty `arguments` is `{}`, argument text kept as sent, so invalid JSON is the one call's
-/// error where it runs; ids never concatenated; a call without an id gets a deterministic one,
+/// error where it runs; ids never concatenated, and two calls of the message under one id are
+/// [`DecodeError::InvalidToolCall`]; a call without an id gets a deterministic one,
 /// seeded with the body; an id over 128 characters is an error; a turn with calls is a tool
 /// turn whatever `finish_reason` says; only the first choice's index is read). The body is
 /// whole, so it is never [`DecodeError::Truncated`]: a missing `finish_reason` is a finished
@@ -539,23 +540,27 @@ pub fn decode_completion(body: &[u8], limits: Limits) -> Result<WholeAnswer, Dec
             reason: "not a chat completion: it has no `choices`".into(),
         });
     };
+    // The index of the choice the decoder reads (see `StreamDecoder`: the first one named).
+    let read = choices.iter().find_map(|choice| choice.index);
+    let mut chunk_choices = Vec::with_capacity(choices.len());
+    for choice in choices {
+        let mut delta = choice.message;
+        if choice.index.is_none_or(|index| Some(index) == read) {
+            distinct_call_ids(&delta.tool_calls)?;
+        }
+        // A message lists its calls whole, one entry each: the entry's position is its index
+        // (an index the server added is not trusted to tell calls apart).
+        for (position, call) in delta.tool_calls.iter_mut().enumerate() {
+            call.index = Some(position);
+        }
+        chunk_choices.push(Choice {
+            index: choice.index,
+            delta,
+            finish_reason: choice.finish_reason,
+        });
+    }
     let chunk = Chunk {
-        choices: choices
-            .into_iter()
-            .map(|choice| {
-                let mut delta = choice.message;
-                // A message lists its calls whole, one entry each: the entry's position is its
-                // index (an index the server added is not trusted to tell calls apart).
-                for (position, call) in delta.tool_calls.iter_mut().enumerate() {
-                    call.index = Some(position);
-                }
-                Choice {
-                    index: choice.index,
-                    delta,
-                    finish_reason: choice.finish_reason,
-                }
-            })
-            .collect(),
+        choices: chunk_choices,
         usage: whole.usage,
         error: None,
         x_groq: whole.x_groq,
@@ -568,6 +573,25 @@ pub fn decode_completion(body: &[u8], limits: Limits) -> Result<WholeAnswer, Dec
         completion,
         deltas: deltas.deltas,
     })
+}
+
+/// Refuses a whole message whose calls repeat an id: each entry is a call of its own, and a
+/// stream's rule (a repeated id is the same call's next fragment) would join two calls' arguments
+/// into one. Which call a result under that id answers cannot be told, so it is an error naming
+/// the second entry, never the id.
+fn distinct_call_ids(calls: &[ToolCallDelta<'_>]) -> Result<(), DecodeError> {
+    let mut seen = std::collections::HashSet::with_capacity(calls.len());
+    for (position, call) in calls.iter().enumerate() {
+        if let Some(id) = call.id.as_deref().filter(|id| !id.is_empty())
+            && !seen.insert(id)
+        {
+            return Err(DecodeError::InvalidToolCall {
+                index: position,
+                reason: "another call of the message has the same id".into(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `ToolSpec`s as chat `tools[]`: `function.strict` is present (and `true`) only when the schema

@@ -172,6 +172,48 @@ fn whole_answers_keep_the_limits_and_name_what_is_wrong() {
     }
 }
 
+/// A whole chat message lists each call once, whole: two entries with the same id are two
+/// calls that no result could tell apart, never one call whose arguments are both joined (the
+/// stream's rule for an id repeated on a call's fragments). The decode fails naming the entry,
+/// not quoting the id; a choice the decoder does not read (another index) is not checked.
+#[test]
+fn a_whole_chat_message_with_two_calls_under_one_id_is_an_error() {
+    let call = |name: &str, arguments: &str| {
+        json!({"id": "call_CANARY", "type": "function",
+            "function": {"name": name, "arguments": arguments}})
+    };
+    let twice = json!([
+        call("get_weather", "{}"),
+        call("get_time", r#"{"tz":"UTC"}"#)
+    ]);
+    let body = |choices: Value| {
+        json!({"object": "chat.completion", "choices": choices})
+            .to_string()
+            .into_bytes()
+    };
+    let choice = |index: u32, calls: &Value| {
+        json!({"index": index, "finish_reason": "tool_calls",
+            "message": {"role": "assistant", "tool_calls": calls}})
+    };
+    let error =
+        chat::decode_completion(&body(json!([choice(0, &twice)])), Default::default()).unwrap_err();
+    assert!(
+        matches!(error, DecodeError::InvalidToolCall { index: 1, .. }),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "tool call 1: another call of the message has the same id"
+    );
+    let once = json!([call("get_weather", "{}")]);
+    let answer = chat::decode_completion(
+        &body(json!([choice(0, &once), choice(1, &twice)])),
+        Default::default(),
+    )
+    .unwrap();
+    assert_eq!(answer.completion.tool_calls.len(), 1);
+}
+
 /// The body of a whole-answer fixture.
 fn stream_whole(relative: &str) -> Vec<u8> {
     whole_fixture(std::path::Path::new(&format!(
