@@ -576,7 +576,8 @@ struct WholeResponse {
 /// `status` names: `completed` (or no status) ends the turn, `incomplete` is
 /// [`ai_core::FinishReason::Length`] (or `ContentFilter`, as `incomplete_details.reason` says)
 /// with every call incomplete, `failed` is the response's error. A call item without a `call_id`
-/// gets a deterministic id seeded with the response `id`. `limits` apply as to a stream:
+/// gets a deterministic id seeded with the response `id`; two call items under one `call_id` (or
+/// one item id) are [`DecodeError::InvalidToolCall`], since `output` lists each call once. `limits` apply as to a stream:
 /// `max_total_bytes` bounds the body (checked before it is parsed), and the argument and call
 /// limits hold.
 ///
@@ -640,6 +641,7 @@ pub fn decode_response(body: &[u8], limits: Limits) -> Result<WholeAnswer, Decod
         message: None,
         error: None,
     };
+    distinct_calls(&output)?;
     let mut decoder = StreamDecoder::new(limits);
     let mut deltas = Deltas::default();
     decoder
@@ -668,6 +670,35 @@ pub fn decode_response(body: &[u8], limits: Limits) -> Result<WholeAnswer, Decod
         completion,
         deltas: deltas.deltas,
     })
+}
+
+/// Refuses a whole response whose `function_call` items repeat a `call_id` or an item id: each
+/// item of `output` is a call of its own, and the stream's rule (an item announced again is the
+/// call already open) would keep one of them and drop the other. Which call a result under that
+/// id answers cannot be told, so it is an error naming the second call, never the id.
+fn distinct_calls(output: &[Item]) -> Result<(), DecodeError> {
+    let mut call_ids = HashSet::new();
+    let mut item_ids = HashSet::new();
+    let calls = output.iter().filter(|item| item.kind == "function_call");
+    for (position, item) in calls.enumerate() {
+        let taken = |id: &Option<String>, seen: &mut HashSet<String>| {
+            id.as_deref()
+                .filter(|id| !id.is_empty())
+                .is_some_and(|id| !seen.insert(id.to_owned()))
+        };
+        let what = if taken(&item.call_id, &mut call_ids) {
+            "call id"
+        } else if taken(&item.id, &mut item_ids) {
+            "item id"
+        } else {
+            continue;
+        };
+        return Err(DecodeError::InvalidToolCall {
+            index: position,
+            reason: format!("another call of the response has the same {what}"),
+        });
+    }
+    Ok(())
 }
 
 /// `ToolSpec`s as flat Responses function tools. `strict` is always sent: `true` with the strict

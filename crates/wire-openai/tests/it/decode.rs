@@ -214,6 +214,60 @@ fn a_whole_chat_message_with_two_calls_under_one_id_is_an_error() {
     assert_eq!(answer.completion.tool_calls.len(), 1);
 }
 
+/// A whole Responses `output` lists each call once, as its final item: two `function_call`
+/// items under one `call_id` (or one item id) are two calls that no result could tell apart,
+/// never one call that keeps the second's arguments while its display delta shows the first's
+/// (the stream's rule for an item announced again). The decode fails naming the second call,
+/// never quoting the id.
+#[test]
+fn a_whole_response_with_two_calls_under_one_id_is_an_error() {
+    let item = |id: &str, call_id: &str, arguments: &str| {
+        json!({"type": "function_call", "id": id, "call_id": call_id,
+            "name": "get_weather", "arguments": arguments, "status": "completed"})
+    };
+    let body = |output: Value| {
+        json!({"id": "resp_1", "object": "response", "status": "completed", "output": output})
+            .to_string()
+            .into_bytes()
+    };
+    let message = json!({"type": "message", "id": "msg_1", "role": "assistant",
+        "content": [{"type": "output_text", "text": "Two cities."}]});
+    for (what, output) in [
+        (
+            "call id",
+            json!([
+                message,
+                item("fc_1", "call_CANARY", r#"{"city":"Paris"}"#),
+                item("fc_2", "call_CANARY", r#"{"city":"Oslo"}"#)
+            ]),
+        ),
+        (
+            "item id",
+            json!([
+                message,
+                item("fc_CANARY", "call_1", r#"{"city":"Paris"}"#),
+                item("fc_CANARY", "call_2", r#"{"city":"Oslo"}"#)
+            ]),
+        ),
+    ] {
+        let error = responses::decode_response(&body(output), Default::default()).unwrap_err();
+        assert!(
+            matches!(error, DecodeError::InvalidToolCall { index: 1, .. }),
+            "{what}: {error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            format!("tool call 1: another call of the response has the same {what}"),
+        );
+    }
+    // Distinct ids, or none at all, are distinct calls.
+    let output = json!([item("fc_1", "call_1", "{}"), item("fc_2", "call_2", "{}"),
+        {"type": "function_call", "name": "get_weather", "arguments": "{}"},
+        {"type": "function_call", "name": "get_weather", "arguments": "{}"}]);
+    let answer = responses::decode_response(&body(output), Default::default()).unwrap();
+    assert_eq!(answer.completion.tool_calls.len(), 4);
+}
+
 /// The body of a whole-answer fixture.
 fn stream_whole(relative: &str) -> Vec<u8> {
     whole_fixture(std::path::Path::new(&format!(
