@@ -738,12 +738,28 @@ async fn a_json_answer_that_is_not_a_completion_is_reported() {
     let error = call_once(&limited).await.unwrap_err();
     assert!(
         matches!(&error, CompletionError::Decode(m) if m.ends_with(
-            "HTTP 200 OK: the server answered with JSON (101 bytes), not an event stream nor a \
-             chat completion: the response body exceeds the limit of 100"
+            "HTTP 200 OK: the server answered with JSON (101 bytes), in place of an event stream, \
+             read as a chat completion: the response body exceeds the limit of 100"
         )),
         "{error:?}"
     );
-    assert_eq!(fake.requests().len(), 4, "none retried");
+    // A whole completion that breaks a limit is named as one, not as something else.
+    let (body, _) = whole_fixture("openai-chat-whole/parallel-calls.json");
+    fake.push(Reply::json(200, body));
+    let one_call = OpenAiCompletion::new(OpenAiConfig {
+        limits: wire_openai::Limits::default().with_max_tool_calls(1),
+        ..config(&fake)
+    })
+    .unwrap();
+    let error = call_once(&one_call).await.unwrap_err();
+    assert!(
+        matches!(&error, CompletionError::Decode(m) if m.contains(
+            "), in place of an event stream, read as a chat completion: the number of tool calls \
+             exceeds the limit of 1"
+        ) && !m.contains("not an event stream")),
+        "{error:?}"
+    );
+    assert_eq!(fake.requests().len(), 5, "none retried");
 
     // A failed Responses response is the provider's error, with its message or without one.
     let (mut failed, _) = whole_fixture("openai-responses-whole/failed.json");

@@ -622,7 +622,8 @@ impl OpenAiCompletion {
     /// by the wire's whole-answer decoder into the same completion a stream of it would give,
     /// its display deltas sent to `deltas` at once; or the provider's error; or anything else,
     /// reported as JSON that is neither an event stream nor a whole answer, saying what is wrong
-    /// with it but never quoting it. The body is read under the decoder's
+    /// with it but never quoting it (a body too large, or a whole answer that breaks a limit or
+    /// a call rule, is reported as read as one, with what it broke). The body is read under the decoder's
     /// [`Limits::max_total_bytes`], as a stream is.
     async fn json_answer(
         &self,
@@ -667,9 +668,15 @@ impl OpenAiCompletion {
             OpenAiWire::Chat => "a chat completion",
             OpenAiWire::Responses => "a Responses response",
         };
+        // Only a body of another shape is "not a whole answer"; one that is, but breaks a limit
+        // or a call rule, is named as read.
+        let read_as = if matches!(error, DecodeError::InvalidBody { .. }) {
+            format!("not an event stream nor {what}")
+        } else {
+            format!("in place of an event stream, read as {what}")
+        };
         Err(Failure::Final(CompletionError::Decode(format!(
-            "POST {}: HTTP {}: the server answered with JSON ({} bytes), not an event stream nor \
-             {what}: {}",
+            "POST {}: HTTP {}: the server answered with JSON ({} bytes), {read_as}: {}",
             self.endpoint,
             status_text(status),
             body.len(),
