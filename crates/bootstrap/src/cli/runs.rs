@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use ai_core::{ModelReceipt, RunHeader, RunLog, ToolInvocationRecord};
+use ai_core::{ModelReceipt, RunHeader, RunLog, RunSummary, ToolInvocationRecord};
 use serde_json::{Value, json};
 
 use super::terminal_safe;
@@ -25,37 +25,60 @@ pub(crate) async fn list(overrides: Overrides, json: bool) -> anyhow::Result<Exi
             .cmp(&(b.header.started_at_ms, b.header.run_id.as_str()))
     });
     let mut out = std::io::stdout().lock();
-    if !json {
-        writeln!(
-            out,
-            "{:<28} {:<20} {:<11} {:<24} {:<24} {:>6}",
-            "run", "thread", "status", "started", "finished", "events"
-        )?;
-    }
-    for summary in summaries {
-        if json {
+    if json {
+        for summary in summaries {
             let mut row = header_json(&summary.header);
             row["events"] = json!(summary.event_count);
             writeln!(out, "{row}")?;
-        } else {
-            list_row(&mut out, &summary.header, summary.event_count)?;
         }
+    } else {
+        list_human(&mut out, &summaries)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// One run's row of `cogni runs list`.
-fn list_row(out: &mut impl Write, header: &RunHeader, events: u64) -> std::io::Result<()> {
-    let row = format!(
-        "{:<28} {:<20} {:<11} {:<24} {:<24} {:>6}",
-        header.run_id.as_str(),
-        header.thread_id.as_ref().map_or("-", |t| t.as_str()),
-        header.status.as_str(),
+/// The table of `cogni runs list`: a header line, then one row per run, each column as wide
+/// as its widest cell (a `cogni chat` id is 33 characters), so the columns line up whatever
+/// ids clients picked. A cell shows no control character ([`terminal_safe`]).
+fn list_human(out: &mut impl Write, summaries: &[RunSummary]) -> std::io::Result<()> {
+    const HEADINGS: [&str; 6] = ["run", "thread", "status", "started", "finished", "events"];
+    let rows: Vec<[String; 6]> = summaries.iter().map(list_row).collect();
+    let mut widths = HEADINGS.map(|h| h.chars().count());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; 6]| {
+        let [run, thread, status, started, finished, events] = cells;
+        let [w0, w1, w2, w3, w4, w5] = widths;
+        format!(
+            "{run:<w0$} {thread:<w1$} {status:<w2$} {started:<w3$} {finished:<w4$} {events:>w5$}"
+        )
+    };
+    writeln!(out, "{}", line(HEADINGS))?;
+    for row in &rows {
+        writeln!(out, "{}", line(row.each_ref().map(String::as_str)))?;
+    }
+    Ok(())
+}
+
+/// One run's cells in `cogni runs list`, each [`terminal_safe`].
+fn list_row(summary: &RunSummary) -> [String; 6] {
+    let header = &summary.header;
+    [
+        header.run_id.as_str().to_owned(),
+        header
+            .thread_id
+            .as_ref()
+            .map_or("-", |t| t.as_str())
+            .to_owned(),
+        header.status.as_str().to_owned(),
         iso8601(header.started_at_ms),
         header.finished_at_ms.map_or_else(|| "-".into(), iso8601),
-        events
-    );
-    writeln!(out, "{}", terminal_safe(&row))
+        summary.event_count.to_string(),
+    ]
+    .map(|cell| terminal_safe(&cell).into_owned())
 }
 
 /// `cogni runs show`: the header, the events, the invocation records and a summary of each
@@ -354,8 +377,58 @@ mod tests {
         assert_terminal_safe(&out);
 
         let mut out = Vec::new();
-        list_row(&mut out, &run.header, 1).unwrap();
+        let summary = RunSummary {
+            header: run.header.clone(),
+            event_count: 1,
+        };
+        list_human(&mut out, &[summary]).unwrap();
         assert_terminal_safe(&out);
+    }
+
+    #[test]
+    fn runs_list_keeps_its_columns_under_long_ids() {
+        let run = |id: &str, thread: Option<&str>, events| RunSummary {
+            header: RunHeader {
+                run_id: RunId::new(id).unwrap(),
+                thread_id: thread.map(|t| ThreadId::new(t).unwrap()),
+                status: RunStatus::Finished,
+                started_at_ms: 0,
+                finished_at_ms: Some(1),
+                input_ref: None,
+            },
+            event_count: events,
+        };
+        let summaries = [
+            run("r1", Some("t1"), 3),
+            // What `cogni chat` names a run and a new conversation's thread.
+            run(
+                "chat-1795688008629-18395-37d91c3e",
+                Some("chat-1795688008629-18395-37d91c3e"),
+                13,
+            ),
+            run("r3", None, 1234567),
+        ];
+        let mut out = Vec::new();
+        list_human(&mut out, &summaries).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 4, "{out}");
+        // Every column starts where its heading does, and every row is as long as the header.
+        let column = |line: &str, value: &str| line.find(value).unwrap();
+        for line in &lines[1..] {
+            assert_eq!(
+                column(line, "finished"),
+                column(lines[0], "status"),
+                "{out}"
+            );
+            assert_eq!(column(line, "1970-"), column(lines[0], "started"), "{out}");
+            assert_eq!(line.len(), lines[0].len(), "{out}");
+        }
+        let thread = column(lines[0], "thread");
+        assert!(
+            lines[2][thread..].starts_with("chat-1795688008629-18395-37d91c3e "),
+            "{out}"
+        );
     }
 
     #[test]
