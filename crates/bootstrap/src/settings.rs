@@ -53,8 +53,8 @@ pub struct LlmSettings {
     pub request_timeout_ms: u64,
     /// Time allowed between two chunks of a streaming response, in ms.
     pub idle_timeout_ms: u64,
-    /// Retries of a failed request before its first byte (connection errors, 429, 5xx); at most
-    /// [`MAX_LLM_RETRIES`].
+    /// Retries of a failed request before its first byte (connection errors, timeouts, 408,
+    /// 409, 429, 5xx, or as the server's `x-should-retry` says); at most [`MAX_LLM_RETRIES`].
     pub max_retries: u32,
     /// The API key (only from `COGNI_LLM_API_KEY`; local servers need none).
     #[serde(skip)]
