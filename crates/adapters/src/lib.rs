@@ -4,15 +4,19 @@
 //! disk behind [`ai_core::Workspace`], confined to its root: `..`, absolute paths and symlinks
 //! that lead out of the root are refused; [`OpenAiCompletion`] is an OpenAI-compatible HTTP
 //! endpoint (chat completions or the Responses API) behind [`ai_core::CompletionPort`], built
-//! from an [`OpenAiConfig`]. Adapters say their technology in their names.
+//! from an [`OpenAiConfig`]; [`shown_url`] is its base URL as it may be shown (no credentials
+//! or query, a path segment that may be a key as `***`). Adapters say their technology in their
+//! names.
 //!
-//! Storage: [`FsBlobStore`] (one file per blob), [`SqliteBlobStore`] (rows of `cogni.db`, made
-//! durable by the run store's next commit) and [`InMemoryBlobStore`] behind
-//! [`ai_core::BlobStore`];
-//! [`SqliteStore`], one `cogni.db` in the data directory, behind [`ai_core::ThreadStore`] and
-//! [`ai_core::RunStore`] (and [`InMemoryRunStore`], the same rules in memory); [`RecordingCompletion`], a [`ai_core::CompletionPort`] decorator that
-//! writes a [`ai_core::ModelReceipt`] for every model call, and [`ReplayCompletion`], which
-//! answers model calls from those receipts.
+//! Storage: [`FsBlobStore`] (one file per blob, at most [`FsBlobStore::MAX_BLOB_BYTES`]),
+//! [`SqliteBlobStore`] (rows of `cogni.db`, made durable by the run store's next commit),
+//! [`TieredBlobStore`] (small blobs as rows, larger ones as files) and [`InMemoryBlobStore`]
+//! behind [`ai_core::BlobStore`]; [`SqliteStore`], one `cogni.db` in the data directory, behind
+//! [`ai_core::ThreadStore`] and [`ai_core::RunStore`] (and [`InMemoryRunStore`], the same rules
+//! in memory); a folder a store creates is its owner's alone ([`create_private_dir`]).
+//! [`RecordingCompletion`], a [`ai_core::CompletionPort`] decorator, writes a
+//! [`ai_core::ModelReceipt`] for every model call, and [`ReplayCompletion`] answers model calls
+//! from those receipts.
 //!
 //! # Features
 //!
@@ -24,7 +28,8 @@
 //! - `sqlite`: [`SqliteStore`], [`SqliteBlobStore`] and [`TieredBlobStore`] (SQLite compiled in).
 //!
 //! This crate implements ports; it never decides policy, never validates or redacts tool data,
-//! and never binds tools (that is the composition root's job).
+//! never binds tools (that is the composition root's job), and never reads the environment
+//! (the HTTP client ignores proxy variables too): everything comes from its configuration.
 
 mod blob;
 #[cfg(feature = "sqlite")]

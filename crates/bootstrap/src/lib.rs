@@ -5,8 +5,9 @@
 //! long-lived capabilities (clock, confined workspace); [`create_tool_source`] binds the enabled
 //! core tool contracts to them; [`create_completion`] and [`record_completion`] build the LLM
 //! adapter; [`create_stores`] opens where threads and run logs live; [`Runtime`] is the agent
-//! over all of it; [`start_run`] is the one way a run starts (stored before shown); [`server`]
-//! serves runs as AG-UI and AI SDK streams.
+//! over all of it; [`start_run`] is the one way a run starts (stored before shown), and
+//! [`recover`] closes the runs a crash left open; [`server`] serves runs as AG-UI and AI SDK
+//! streams; [`replay`] re-runs a recorded run; [`cli`] is the `cogni` command line.
 //!
 //! It is the only library crate that reads the environment or the command line (through clap).
 //! It owns no tool logic, no policy decisions, no wire format and no loop logic: those live in
