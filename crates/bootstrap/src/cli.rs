@@ -22,9 +22,10 @@ mod terminal;
 
 pub use terminal::terminal_safe;
 
-/// cogni: a tool-use runtime for LLM agents.
+/// cogni: a tool-use runtime for LLM agents. Serve agent runs (model, tools, model) to AG-UI
+/// and AI SDK frontends, chat from the terminal, run tools, and inspect wire formats and run logs.
 #[derive(Debug, Parser)]
-#[command(name = "cogni", version, about)]
+#[command(name = "cogni", version)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -41,6 +42,8 @@ pub enum Command {
         overrides: crate::Overrides,
     },
     /// Run one turn against the configured LLM endpoint and show it as it streams.
+    // `--listen` (shared settings) means nothing here: not shown.
+    #[command(mut_arg("listen", |a| a.hide(true)))]
     Chat {
         /// The user's message.
         message: String,
@@ -67,6 +70,7 @@ pub enum Command {
     Runs(RunsCommand),
     /// Re-run a recorded, finished run from its receipts and recorded tool results, and check
     /// that its events come out identical. Nothing is written.
+    #[command(mut_arg("listen", |a| a.hide(true)))]
     Replay {
         /// The run's id.
         run_id: String,
@@ -80,6 +84,7 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
     /// List the recorded runs, oldest first.
+    #[command(mut_arg("listen", |a| a.hide(true)))]
     List {
         /// Print one JSON object per line.
         #[arg(long)]
@@ -89,6 +94,7 @@ pub enum RunsCommand {
         overrides: crate::Overrides,
     },
     /// Show one run: header, events, tool invocation records (redacted) and model receipts.
+    #[command(mut_arg("listen", |a| a.hide(true)))]
     Show {
         /// The run's id.
         run_id: String,
@@ -519,6 +525,32 @@ fn init_logging() {
 #[cfg(test)]
 mod tests {
     use ai_core::{ToolErrorCode, ToolFailure, ToolOutcome};
+    use clap::CommandFactory;
+
+    /// The command line is well formed (clap's own checks), and `--listen`, a shared setting
+    /// only `serve` uses, is offered by `serve` alone.
+    #[test]
+    fn the_command_line_offers_listen_only_where_it_means_something() {
+        super::Cli::command().debug_assert();
+        let mut cli = super::Cli::command();
+        let offers_listen = |command: &mut clap::Command| {
+            command.render_long_help().to_string().contains("--listen")
+        };
+        let serve = cli.find_subcommand_mut("serve").unwrap();
+        assert!(offers_listen(serve));
+        for path in [
+            &["chat"][..],
+            &["replay"],
+            &["runs", "list"],
+            &["runs", "show"],
+        ] {
+            let mut command = &mut cli;
+            for name in path {
+                command = command.find_subcommand_mut(name).unwrap();
+            }
+            assert!(!offers_listen(command), "{path:?}");
+        }
+    }
 
     /// A tool's own failure message reaches the terminal without its control characters (but
     /// line ends, which `terminal_safe` keeps).
