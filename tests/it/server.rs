@@ -1168,6 +1168,30 @@ async fn bad_requests_get_a_json_error_naming_the_fault() {
             "last message",
         ),
         (
+            send(
+                "/api/v1/agui",
+                "application/json",
+                sse,
+                agui_input("t", "r\n2", json!([user("m", "hi")])).to_string(),
+            )
+            .await,
+            400,
+            "invalid_run_id",
+            "control character",
+        ),
+        (
+            send(
+                "/api/v1/chat",
+                "application/json",
+                sse,
+                chat_request("c\u{1b}[2J", "hi").to_string(),
+            )
+            .await,
+            400,
+            "invalid_thread_id",
+            "control character",
+        ),
+        (
             send("/api/v1/chat", "application/json", sse, "x".repeat(10_000)).await,
             413,
             "body_too_large",

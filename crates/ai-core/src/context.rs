@@ -9,6 +9,8 @@ use crate::{Error, RunId, ToolCallId};
 
 const REF_MAX: usize = 128;
 
+/// Checks a reference (a run, thread, connection, actor, tenant, subject or graph id): 1..=128
+/// characters, none of them a control character.
 pub(crate) fn check_ref(field: &'static str, raw: &str) -> Result<(), Error> {
     if raw.is_empty() {
         return Err(Error::InvalidContext {
@@ -20,6 +22,14 @@ pub(crate) fn check_ref(field: &'static str, raw: &str) -> Result<(), Error> {
         return Err(Error::InvalidContext {
             field,
             reason: "it is longer than 128 characters",
+        });
+    }
+    // An id is shown in logs, spans, file names' neighbours and terminals: a line break or an
+    // escape sequence in one could forge a log line or rewrite a terminal.
+    if raw.chars().any(char::is_control) {
+        return Err(Error::InvalidContext {
+            field,
+            reason: "it contains a control character",
         });
     }
     Ok(())
@@ -60,7 +70,7 @@ mod checked {
 pub struct ConnectionId(String);
 
 impl ConnectionId {
-    /// Builds a connection reference of 1..=128 characters.
+    /// Builds a connection reference of 1..=128 characters, none of them a control character.
     pub fn new(raw: impl Into<String>) -> Result<Self, Error> {
         let raw = raw.into();
         check_ref("connection_id", &raw)?;
@@ -96,7 +106,7 @@ pub struct ConnectionGrant {
 
 /// The run-wide context that policy, catalog and runner decide on.
 ///
-/// The actor, tenant, subject and graph are checked references (1..=128 characters) whether the
+/// The actor, tenant, subject and graph are checked references (1..=128 characters, no control character) whether the
 /// context is built or deserialized, so they are read through methods; they are `Arc<str>`
 /// inside, so each invocation's context shares them instead of copying.
 ///

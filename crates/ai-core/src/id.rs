@@ -140,7 +140,7 @@ impl From<ToolCallId> for String {
 pub struct RunId(Arc<str>);
 
 impl RunId {
-    /// Builds a run id of 1..=128 characters.
+    /// Builds a run id of 1..=128 characters, none of them a control character.
     pub fn new(raw: impl Into<String>) -> Result<Self, Error> {
         let raw = raw.into();
         crate::context::check_ref("run_id", &raw)?;

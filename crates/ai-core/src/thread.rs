@@ -12,7 +12,7 @@ use crate::Error;
 pub struct ThreadId(String);
 
 impl ThreadId {
-    /// Builds a thread id of 1..=128 characters.
+    /// Builds a thread id of 1..=128 characters, none of them a control character.
     pub fn new(raw: impl Into<String>) -> Result<Self, Error> {
         let raw = raw.into();
         crate::context::check_ref("thread_id", &raw)?;

@@ -52,3 +52,31 @@ fn subject_and_graph_are_checked_when_set() {
         (Some("user:b"), Some("g"))
     );
 }
+
+/// A reference with a control character (a line break that would forge a log line, an escape
+/// sequence that would rewrite a terminal) cannot be built or deserialized; other text can.
+#[test]
+fn references_refuse_control_characters() {
+    use crate::{RunId, ThreadId};
+    for bad in [
+        "run\n2",
+        "run\r",
+        "\u{1b}[2J",
+        "a\u{7f}",
+        "a\u{9b}1m",
+        "tab\there",
+    ] {
+        let error = RunId::new(bad).unwrap_err();
+        assert!(error.to_string().contains("control character"), "{error}");
+        assert!(ThreadId::new(bad).is_err(), "{bad:?}");
+        assert!(RunContext::new("run-1", bad, "t").is_err(), "{bad:?}");
+        assert!(
+            serde_json::from_value::<RunId>(json!(bad)).is_err(),
+            "{bad:?}"
+        );
+    }
+    for good in ["chat-1795681632509-41-0a1b2c3d", "user:ünï ✓", "שלום"] {
+        RunId::new(good).unwrap();
+        ThreadId::new(good).unwrap();
+    }
+}

@@ -312,17 +312,17 @@ mod tests {
 
     use super::*;
 
-    /// What a hostile client, model or tool can put in a run log: escape sequences in the ids a
-    /// client or a model picks, in model text (a C1 `CSI`, which JSON does not escape), in a
+    /// What a hostile client, model or tool can put in a run log: escape sequences in the call
+    /// ids a model picks (run and thread ids refuse control characters), in model text (a C1 `CSI`, which JSON does not escape), in a
     /// tool's error message and in what a damaged receipt blob says.
     const ESC: &str = "\u{1b}]0;pwned\u{7}\u{1b}[2J\r\u{9b}1A\u{8}";
 
     fn hostile_run() -> RunLog {
-        let run_id = RunId::new(format!("run{ESC}")).unwrap();
+        let run_id = RunId::new("run\u{202E}").unwrap();
         RunLog {
             header: RunHeader {
                 run_id,
-                thread_id: Some(ThreadId::new(format!("thread{ESC}")).unwrap()),
+                thread_id: Some(ThreadId::new("thread\u{2066}").unwrap()),
                 status: RunStatus::Finished,
                 started_at_ms: 0,
                 finished_at_ms: Some(1),
@@ -358,7 +358,8 @@ mod tests {
         assert!(
             !shown
                 .chars()
-                .any(|c| c.is_control() && c != '\n' && c != '\t'),
+                .any(|c| (c.is_control() && c != '\n' && c != '\t')
+                    || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')),
             "{shown:?}"
         );
         assert!(shown.contains('\u{FFFD}'), "{shown:?}");
