@@ -17,7 +17,9 @@ pub const HIDDEN_SEGMENT: &str = "***";
 /// most 3 digits (`v1`, `openai`, `deployments`, `gpt-4o-mini`, `chat`, `completions`); any
 /// other (a key, a long id, anything percent-encoded) is shown as `***`.
 ///
-/// It reads the text as it is, so it works on a URL that does not parse too.
+/// It reads the text as it is, so it works on a URL that does not parse too. A backslash
+/// separates path segments as a slash does, since URL parsers read `\` as `/` in `http` and
+/// `https` URLs (`https://gw.example\<key>/v1` sends the key in the path).
 ///
 /// ```
 /// use adapters::shown_url;
@@ -34,7 +36,9 @@ pub fn shown_url(url: &str) -> String {
         Some((scheme, rest)) => (Some(scheme), rest),
         None => (None, url),
     };
-    let (authority, path) = match rest.split_once('/') {
+    // `http(s)://host\path` is `http(s)://host/path` to a URL parser: the path starts at
+    // either.
+    let (authority, path) = match rest.split_once(['/', '\\']) {
         Some((authority, path)) => (authority, Some(path)),
         None => (rest, None),
     };
@@ -47,7 +51,7 @@ pub fn shown_url(url: &str) -> String {
     }
     shown.push_str(host);
     if let Some(path) = path {
-        for segment in path.split('/') {
+        for segment in path.split(['/', '\\']) {
             shown.push('/');
             shown.push_str(if looks_like_a_name(segment) {
                 segment
@@ -99,6 +103,15 @@ mod tests {
                 "https://gw.example/***/v1",
             ),
             ("https://gw.example/a%2Fb/v1", "https://gw.example/***/v1"),
+            // A backslash is a slash to a URL parser: what follows it is the path.
+            (
+                "https://gw.example\\sk-live-0123456789abcdef/v1",
+                "https://gw.example/***/v1",
+            ),
+            (
+                "https://gw.example/v1\\sk-live-0123456789abcdef",
+                "https://gw.example/v1/***",
+            ),
             (
                 "https://gw.example/sk-abc_def=/v1",
                 "https://gw.example/***/v1",
