@@ -181,7 +181,12 @@ pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>
             tracing::warn!(runs = recovered.len(), "closed runs a crash left open");
         }
         Ok(_) => {}
-        Err(error) => tracing::warn!("{error:#}; the server starts anyway"),
+        Err(error) => {
+            // It names runs by their ids, which clients chose: one line, with no control
+            // character or bidirectional override of theirs, as `cogni chat` shows it.
+            let message = format!("{error:#}; the server starts anyway").replace('\n', "\u{FFFD}");
+            tracing::warn!("{}", crate::cli::terminal_safe(&message));
+        }
     }
     Ok(Arc::new(
         AppState::new(runtime, stores)
@@ -1369,6 +1374,55 @@ mod tests {
             .find(|h| h.run_id.as_str() == "run-corrupt")
             .unwrap();
         assert_eq!(corrupt.status, RunStatus::Running, "left for a later start");
+    }
+
+    /// The warning naming a run that cannot be closed is one line a terminal shows as it is:
+    /// the run's id is the client's `runId`, and a control character, a line break or a
+    /// bidirectional override in it (which could rewrite or reorder what the operator reads)
+    /// is shown as `�`, as `cogni chat` shows the same warning.
+    #[tokio::test]
+    async fn the_warning_naming_a_run_shows_no_control_character_of_its_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = crate::Settings {
+            data_dir: Some(dir.path().to_path_buf()),
+            ..settings()
+        };
+        let run = "run-\u{202e}lihw\rforged\nWARN forged line\u{1b}[2J";
+        {
+            let stores = crate::create_stores(&settings).unwrap();
+            leave_open(&stores, run).await;
+        }
+        let corrupted = rusqlite::Connection::open(dir.path().join("cogni.db"))
+            .unwrap()
+            .execute(
+                r#"UPDATE run_events SET event_json = '{"type":"broken"}' WHERE run_id = ?1"#,
+                [run],
+            )
+            .unwrap();
+        assert_eq!(corrupted, 1);
+
+        let logs = Logs::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let _logging = tracing::subscriber::set_default(subscriber);
+        prepare(&settings).await.unwrap();
+
+        let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+        let warnings: Vec<&str> = (logs.lines())
+            .filter(|line| line.contains(" WARN bootstrap::server"))
+            .collect();
+        let [warning] = warnings.as_slice() else {
+            panic!("not one warning line: {logs:?}");
+        };
+        assert!(
+            warning.contains("run-\u{FFFD}lihw\u{FFFD}forged\u{FFFD}WARN forged line\u{FFFD}[2J: ")
+                && warning.contains("the server starts anyway"),
+            "{logs:?}"
+        );
+        assert!(!logs.contains(['\r', '\u{202e}', '\u{1b}']), "{logs:?}");
     }
 
     /// The server's state holds the token (its middleware asks for it) but never shows it.
