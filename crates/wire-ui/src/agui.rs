@@ -117,7 +117,8 @@ pub enum InputMessage {
 ///
 /// A field it does not know is refused: such a field (edited arguments, an "always allow")
 /// could change what the answer means, and reading the answer without it could run a tool
-/// the user did not approve as it would run.
+/// the user did not approve as it would run. The protocol's own fields are all known,
+/// `metadata` too.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResumeEntry {
@@ -129,6 +130,10 @@ pub struct ResumeEntry {
     /// `{"approved": true|false, "reason"?: "…"}`.
     #[serde(default)]
     pub payload: Option<Value>,
+    /// The protocol's opaque annotations of the answer (`@ag-ui/client` passes on what the app
+    /// gave): accepted and not read, since they never change what the answer says.
+    #[serde(default)]
+    pub metadata: Option<serde_json::Map<String, Value>>,
 }
 
 /// [`ResumeEntry::status`].

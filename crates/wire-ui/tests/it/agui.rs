@@ -211,6 +211,24 @@ fn run_agent_input_parses_ignores_new_fields_and_refuses_unknown_answer_fields()
     assert!(error.to_string().contains("editedArgs"), "{error}");
 }
 
+/// `metadata` is a field of the protocol's own resume entry (`ResumeEntrySchema` in
+/// `@ag-ui/core` 1.0.0, which `@ag-ui/client`'s `buildResumeArray` passes on from the app's
+/// answer): an answer carrying it is read, and it changes nothing of what the answer says.
+#[test]
+fn a_resume_entry_with_the_protocol_s_metadata_is_read() {
+    let input: wire_ui::agui::RunAgentInput = serde_json::from_value(serde_json::json!({
+        "threadId": "t1", "runId": "r2", "messages": [],
+        "resume": [
+            {"interruptId": "c1", "status": "resolved", "payload": {"approved": true},
+             "metadata": {"answeredBy": "ui", "at": 1}},
+            {"interruptId": "c2", "status": "cancelled", "metadata": {}}
+        ]
+    }))
+    .unwrap();
+    assert!(input.resume[0].approves());
+    assert!(!input.resume[1].approves());
+}
+
 /// A call whose arguments were still streaming when the run ended, for any reason, never ran:
 /// it is ended (`TOOL_CALL_END`) and answered (`TOOL_CALL_RESULT` saying so) before the terminal
 /// event, so the client's history holds no call left open or without an answer.
