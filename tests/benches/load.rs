@@ -13,6 +13,8 @@
 //! fake itself spent streaming that run's two model turns. A first pass at the largest level
 //! warms the connection pools, so the levels measure steady state rather than TCP setup.
 
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bootstrap::Settings;
@@ -21,6 +23,9 @@ use serde_json::json;
 
 const CHUNKS: usize = 8;
 const CHUNK_DELAY: Duration = Duration::from_millis(2);
+
+/// The runs posted so far, for each run's own runId.
+static RUNS: AtomicUsize = AtomicUsize::new(0);
 
 /// The fake's answer: the tool-call turn until the request carries tool results, then the text.
 fn respond(request: &RecordedRequest, turn1: &[u8], turn2: &[u8]) -> Reply {
@@ -45,9 +50,12 @@ async fn level(n: usize, base: &str, fake: &FakeLlm, client: &reqwest::Client) {
         let client = client.clone();
         let url = format!("{base}/api/v1/agui");
         let marker = format!("load-{n}-{i:06}");
+        // A runId names one run (the server refuses one it has seen): the warm-up and the
+        // level of the same width post the same threads, each time as new runs.
+        let run_id = format!("r-{}", RUNS.fetch_add(1, Ordering::Relaxed));
         async move {
             let body = json!({
-                "threadId": marker, "runId": "r", "state": {}, "tools": [], "context": [],
+                "threadId": marker, "runId": run_id, "state": {}, "tools": [], "context": [],
                 "forwardedProps": {},
                 "messages": [{"id": "m", "role": "user", "content": marker}]
             });
@@ -129,6 +137,10 @@ fn main() {
         settings.llm.base_url = fake.base_url();
         settings.llm.model = "load".into();
         settings.tools.workspace = workspace.path().to_owned();
+        // Every run of the widest level at once: none is refused as one too many.
+        let widest = levels.iter().copied().max().unwrap_or(1);
+        settings.server.max_concurrent_runs =
+            NonZeroUsize::new(widest).unwrap_or(NonZeroUsize::MIN);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a port");
@@ -140,7 +152,6 @@ fn main() {
             .expect("a client");
         // Warm-up at the largest level: connection pools (client → server → fake) filled, the
         // allocator grown; the levels below then measure steady state.
-        let widest = levels.iter().copied().max().unwrap_or(1);
         level(widest, &base, &fake, &client).await;
         println!("(warm-up above)");
         for n in levels {
