@@ -162,7 +162,7 @@ fn the_verifier_catches_what_it_should() {
     assert!(verify(&bad).is_err());
 }
 
-/// Unknown top-level fields are ignored, as `@ag-ui/core`'s own schema strips them (clients of
+/// Unknown top-level fields are ignored, as `@ag-ui/core`'s own schema accepts them (clients of
 /// later protocol versions send fields this one does not know); an unknown field in an answer to
 /// an interrupt, which decides whether a tool runs, is refused.
 #[test]
