@@ -941,6 +941,42 @@ async fn ai_sdk_resume_leaving_a_call_out_starts_no_call_again() {
     assert_eq!(read["toolCallId"], "call_read");
 }
 
+/// A new AG-UI thread may start from a history whose tool message carries content parts, as
+/// `@ag-ui/core` 1.0 allows: the model gets their text (400 before).
+#[tokio::test]
+async fn agui_history_with_a_tool_result_in_content_parts_starts_a_thread() {
+    let server = Server::start(|_| {}).await;
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let history = json!([
+        user("m1", "what time is it?"),
+        {"id": "a1", "role": "assistant", "toolCalls": [{"id": "c1", "type": "function",
+            "function": {"name": "core__get_current_time", "arguments": "{}"}}]},
+        {"id": "t1", "role": "tool", "toolCallId": "c1", "content": [
+            {"type": "text", "text": "12:00"}, {"type": "text", "text": "UTC"}]},
+        user("m2", "thanks"),
+    ]);
+    let response = server
+        .post("/api/v1/agui", &agui_input("t-parts", "r-1", history))
+        .await;
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    let body = response.text().await.unwrap();
+    assert_eq!(
+        types(&frames(&body)).last().unwrap(),
+        "RUN_FINISHED",
+        "{body}"
+    );
+    let sent: Value = serde_json::from_slice(&server.fake.requests()[0].body).unwrap();
+    let tool = sent["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap();
+    assert_eq!(tool["content"], "12:00\nUTC");
+}
+
 /// A new thread may start from an ai 6 history whose call the user denied: the denial is the
 /// call's answer.
 #[tokio::test]

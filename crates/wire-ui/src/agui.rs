@@ -90,8 +90,9 @@ pub enum InputMessage {
     Tool {
         /// The message id.
         id: String,
-        /// The result text.
-        content: String,
+        /// The result: text, or a list of content parts whose text parts are joined (as
+        /// `@ag-ui/core` 1.0 allows).
+        content: UserContent,
         /// The call it answers.
         #[serde(rename = "toolCallId")]
         tool_call_id: String,
@@ -201,7 +202,7 @@ pub enum RunOutcome {
     },
 }
 
-/// A user message's content: plain text or content parts.
+/// A user's or a tool's message content: plain text or content parts.
 ///
 /// Exhaustive on purpose: a catch-all arm would drop a user's message without any error.
 /// [`UserContent::text`] is the reader to use.

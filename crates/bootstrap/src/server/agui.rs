@@ -128,7 +128,7 @@ fn incoming(messages: &[InputMessage]) -> Result<Incoming, ApiError> {
                 tool_call_id: call_id(index, tool_call_id)?,
                 content: match error {
                     Some(error) => serde_json::json!({"error": {"message": error}}).to_string(),
-                    None => content.clone(),
+                    None => content.text(),
                 },
             }),
             // The frontend's own messages: nothing in them is for the model.
