@@ -48,3 +48,17 @@ fn _assert_send_and_sync() {
     assert::<RunLocks>();
     assert::<Settings>();
 }
+
+/// A random number, new at every call, for ids an outsider must not guess (`cogni chat`'s and
+/// the server's own run ids): a hash of nothing under a new [`RandomState`], whose
+/// keys std draws from the OS's randomness once per thread and steps at every new one.
+///
+/// [`RandomState`]: std::collections::hash_map::RandomState
+pub(crate) fn nonce() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let hash = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    // Both halves: the keys' low bits step from one state to the next.
+    (hash ^ (hash >> 32)) as u32
+}

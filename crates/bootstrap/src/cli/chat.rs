@@ -33,7 +33,7 @@ pub(crate) async fn run(
         eprintln!("{}", terminal_safe(&format!("warning: {error:#}")));
     }
     let clock = runtime.clock.clone();
-    let fresh = || run_id(clock.now_ms(), std::process::id(), nonce());
+    let fresh = || run_id(clock.now_ms(), std::process::id(), crate::nonce());
     let run_id = free_run_id(&stores, thread.is_none(), fresh).await?;
     let thread = ThreadId::new(thread.unwrap_or_else(|| run_id.clone()))?;
     let ctx = RunContext::new(run_id, "user:cli", "local")?;
@@ -247,19 +247,6 @@ fn run_id(now_ms: u64, pid: u32, nonce: u32) -> String {
     format!("chat-{now_ms}-{pid}-{nonce:08x}")
 }
 
-/// A random number, new at every call: a hash of nothing under a new [`RandomState`], whose
-/// keys std draws from the OS's randomness once per thread and steps at every new one.
-///
-/// [`RandomState`]: std::collections::hash_map::RandomState
-fn nonce() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let hash = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
-    // Both halves: the keys' low bits step from one state to the next.
-    (hash ^ (hash >> 32)) as u32
-}
-
 /// How many fresh ids [`free_run_id`] tries before it gives up.
 const ID_ATTEMPTS: usize = 3;
 
@@ -313,8 +300,14 @@ mod tests {
     #[test]
     fn chats_started_together_get_their_own_ids() {
         let now = 1_795_681_632_509;
-        let (a, b) = (run_id(now, 41, nonce()), run_id(now, 42, nonce()));
-        let (c, d) = (run_id(now, 41, nonce()), run_id(now, 41, nonce()));
+        let (a, b) = (
+            run_id(now, 41, crate::nonce()),
+            run_id(now, 42, crate::nonce()),
+        );
+        let (c, d) = (
+            run_id(now, 41, crate::nonce()),
+            run_id(now, 41, crate::nonce()),
+        );
         assert_ne!(a, b);
         assert_ne!(c, d);
         assert!(

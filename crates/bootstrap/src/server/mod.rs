@@ -133,10 +133,16 @@ impl AppState {
         self
     }
 
-    /// A fresh run id (clients of the AI SDK name none).
+    /// A fresh run id (clients of the AI SDK name none): `run-<ms>-<n>-<8 hex digits>`. The
+    /// random part keeps an AG-UI client, which names its own run ids, from taking the id the
+    /// next AI SDK run would get (its client could only see 409 `run_exists`).
     fn next_run_id(&self) -> String {
         let n = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
-        format!("run-{}-{n}", self.runtime.clock.now_ms())
+        format!(
+            "run-{}-{n}-{:08x}",
+            self.runtime.clock.now_ms(),
+            crate::nonce()
+        )
     }
 
     fn context(&self, run_id: &str) -> Result<RunContext, ApiError> {
@@ -1165,6 +1171,22 @@ mod tests {
                 usage: None,
             })
         }
+    }
+
+    /// The ids the server picks for AI SDK runs carry a random part, so a client that names its
+    /// own run ids (AG-UI) cannot take the next one from the time and a count.
+    #[test]
+    fn the_server_s_own_run_ids_cannot_be_guessed() {
+        let locks = tempfile::tempdir().unwrap();
+        let (one, two) = (failing_at_done(5, &locks), failing_at_done(5, &locks));
+        let (a, b) = (one.next_run_id(), two.next_run_id());
+        let random = |id: &str| id.rsplit('-').next().unwrap().to_owned();
+        for id in [&a, &b] {
+            let parts: Vec<&str> = id.split('-').collect();
+            assert_eq!((parts.len(), parts[0], parts[2]), (4, "run", "1"), "{id}");
+            assert!(parts[3].len() == 8 && parts[3].chars().all(|c| c.is_ascii_hexdigit()));
+        }
+        assert_ne!(random(&a), random(&b));
     }
 
     /// A server whose run log fails to store a run's last batch, with `ai_sdk_version`. Its
