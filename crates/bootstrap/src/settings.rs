@@ -39,8 +39,9 @@ pub enum LlmWire {
 /// better reported than waited out.
 pub const MAX_LLM_RETRIES: u32 = 10;
 
-/// `[llm]`: the OpenAI-compatible endpoint.
-#[derive(Clone, Debug, Deserialize)]
+/// `[llm]`: the OpenAI-compatible endpoint. Its `Debug` shows the base URL as
+/// [`LlmSettings::shown_base_url`] does, and never the key.
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LlmSettings {
     /// Base URL up to and including the API version, e.g. `https://api.openai.com/v1`.
@@ -59,6 +60,29 @@ pub struct LlmSettings {
     /// The API key (only from `COGNI_LLM_API_KEY`; local servers need none).
     #[serde(skip)]
     pub api_key: Option<Secret>,
+}
+
+impl std::fmt::Debug for LlmSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self {
+            base_url: _,
+            model,
+            wire,
+            request_timeout_ms,
+            idle_timeout_ms,
+            max_retries,
+            api_key,
+        } = self;
+        f.debug_struct("LlmSettings")
+            .field("base_url", &self.shown_base_url())
+            .field("model", model)
+            .field("wire", wire)
+            .field("request_timeout_ms", request_timeout_ms)
+            .field("idle_timeout_ms", idle_timeout_ms)
+            .field("max_retries", max_retries)
+            .field("api_key", api_key)
+            .finish()
+    }
 }
 
 impl LlmSettings {

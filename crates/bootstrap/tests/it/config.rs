@@ -161,6 +161,24 @@ fn the_api_key_is_not_in_the_debug_of_the_command_line() {
     assert!(!shown.contains("sk-very-secret-123"), "{shown}");
 }
 
+/// A key some gateways take in the base URL's path (or its query, or userinfo) never shows in
+/// the `Debug` of the settings, which a library user may log.
+#[test]
+fn a_key_in_the_base_url_is_not_in_the_debug_of_the_settings() {
+    let secret = "sk-live-0123456789abcdef";
+    for url in [
+        format!("https://gw.example/v1/{secret}"),
+        format!("https://gw.example/v1?key={secret}"),
+        format!("https://user:{secret}@gw.example/v1"),
+    ] {
+        let settings =
+            bootstrap::Settings::from_toml_str(&format!("[llm]\nbase_url = \"{url}\"\n")).unwrap();
+        let shown = format!("{settings:?}");
+        assert!(!shown.contains(secret), "{shown}");
+        assert!(shown.contains("gw.example"), "{shown}");
+    }
+}
+
 /// The server's token never shows in the `Debug` of the parsed command line.
 #[test]
 fn the_server_token_is_not_in_the_debug_of_the_command_line() {
