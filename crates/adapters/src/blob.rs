@@ -53,8 +53,10 @@ pub(crate) fn check_run_ref(
 
 /// Blobs as files under `<data_dir>/blobs/`: the blob `abcd…` lives at `blobs/ab/cd…`.
 ///
-/// A put writes a temporary file in the blob's folder, fsyncs it, renames it to its address and
-/// fsyncs the folder, so a crash never leaves a half-written blob at a valid address. A file
+/// A put writes a temporary file in the store's temp folder, `blobs/tmp/` (never a blob folder,
+/// so no reader meets one as a blob), fsyncs it, renames it to its address (the same
+/// filesystem: the rename is atomic) and fsyncs the blob's folder, so a crash never leaves a
+/// half-written blob at a valid address. A file
 /// already at the address counts only if its bytes match the address: a damaged one is
 /// replaced. Either way the put fsyncs the file and its folders before it returns, since the
 /// put that renamed the file there may not have synced the folder yet. [`BlobStore::put_many`]
@@ -83,6 +85,8 @@ type Pending<'a> = (&'a str, &'a [u8], PathBuf);
 #[derive(Debug)]
 struct FsInner {
     root: PathBuf,
+    /// Where puts make their temp files (`<root>/tmp`).
+    temp_dir: PathBuf,
     /// Makes temporary file names unique within the process.
     counter: AtomicU64,
 }
@@ -106,14 +110,28 @@ impl FsBlobStore {
     /// its owner's alone (mode `0700` on Unix, [`crate::create_private_dir`]), as the run store
     /// creates the data folder, and made durable (its parent is fsynced) before it returns.
     ///
-    /// It then removes the temp files a crash left in the blob folders (a put that died between
-    /// creating its temp file and renaming it): only regular files named as a put names its temp
-    /// files (`.tmp-<8 hex digits>-<pid>-<n>`), only in the `blobs/ab/` folders, and only those
-    /// unchanged for an hour, so a put running in another process is never disturbed. A file it
-    /// cannot remove is left for the next open; it never fails the open.
+    /// It then removes the temp files a crash left in the temp folder `blobs/tmp/` (a put that
+    /// died between creating its temp file and renaming it), reading that folder only, never the
+    /// blob folders: only regular files named as a put names its temp files
+    /// (`.tmp-<8 hex digits>-<pid>-<n>`), and only those unchanged for an hour, so a put running
+    /// in another process is never disturbed. A file it cannot remove is left for the next open;
+    /// it never fails the open. A put stalled for longer than that (a stopped process, a
+    /// suspended machine) may lose its temp file so: it then fails, saying so, and stores nothing.
+    ///
+    /// Earlier versions made their temp files in the blob folders (`blobs/ab/`): the open that
+    /// creates the temp folder (the first one of a data folder, or of one an earlier version
+    /// wrote) removes the stale ones of those, once; later opens do not read the blob folders.
     pub fn open(data_dir: impl AsRef<Path>) -> Result<Self, BlobStoreError> {
         let store = Self::open_without_sweep(data_dir)?;
-        let removed = remove_stale_temps(store.root(), std::time::SystemTime::now());
+        let now = std::time::SystemTime::now();
+        let temps = &store.inner.temp_dir;
+        let removed = if temps.is_dir() {
+            crate::temp::remove_stale(temps, is_temp_name, now)
+        } else {
+            let removed = remove_stale_temps(store.root(), now);
+            store.inner.create_temp_dir()?;
+            removed
+        };
         if removed > 0 {
             tracing::info!(
                 removed,
@@ -143,6 +161,7 @@ impl FsBlobStore {
         }
         Ok(Self {
             inner: Arc::new(FsInner {
+                temp_dir: root.join(TEMP_DIR),
                 root,
                 counter: AtomicU64::new(0),
             }),
@@ -161,7 +180,18 @@ impl FsBlobStore {
     }
 }
 
+/// The folder of a store's temp files, under its root: not two hex digits, so never a blob
+/// folder.
+const TEMP_DIR: &str = "tmp";
+
 impl FsInner {
+    /// Creates the temp folder (its owner's alone) and makes its entry durable.
+    fn create_temp_dir(&self) -> Result<(), BlobStoreError> {
+        crate::create_private_dir(&self.temp_dir)
+            .map_err(|e| io_error("cannot create", &self.temp_dir, &e))?;
+        sync_dir(&self.root)
+    }
+
     fn path_of(&self, hash: &str) -> Result<PathBuf, BlobStoreError> {
         check_hash(hash)?;
         Ok(self.root.join(&hash[..2]).join(&hash[2..]))
@@ -191,6 +221,11 @@ impl FsInner {
         // Every folder of the batch is synced at the end, the root too: a blob or a folder
         // found in place may have been renamed or created by a put that has not synced yet.
         let mut dirs: Vec<PathBuf> = vec![self.root.clone()];
+        // Made by the open; again here if it was removed since.
+        if !self.temp_dir.is_dir() {
+            crate::create_private_dir(&self.temp_dir)
+                .map_err(|e| io_error("cannot create", &self.temp_dir, &e))?;
+        }
         for (hash, _, _) in &batch {
             let dir = self.root.join(&hash[..2]);
             if !dirs.contains(&dir) {
@@ -227,13 +262,14 @@ impl FsInner {
         in_parallel(&dirs, |dir| sync_dir(dir))
     }
 
-    /// Creates a new temporary file next to `path`, the blob `hash`'s (`create_new`: never one
-    /// that exists), skipping names that are taken ([`crate::temp::first_free`]).
-    fn create_temp(&self, hash: &str, path: &Path) -> Result<(PathBuf, File), BlobStoreError> {
+    /// Creates a new temporary file for the blob `hash` in the temp folder (`create_new`: never
+    /// one that exists), skipping names that are taken ([`crate::temp::first_free`]).
+    fn create_temp(&self, hash: &str) -> Result<(PathBuf, File), BlobStoreError> {
         crate::temp::first_free(|| {
             let n = self.counter.fetch_add(1, Ordering::Relaxed);
             let tmp =
-                path.with_file_name(format!(".tmp-{}-{}-{n}", &hash[2..10], std::process::id()));
+                self.temp_dir
+                    .join(format!(".tmp-{}-{}-{n}", &hash[2..10], std::process::id()));
             let opened = OpenOptions::new().write(true).create_new(true).open(&tmp);
             (tmp, opened)
         })
@@ -249,8 +285,8 @@ impl FsInner {
         temps: &mut Vec<PathBuf>,
     ) -> Result<(), BlobStoreError> {
         let mut files = Vec::with_capacity(chunk.len());
-        for (hash, bytes, path) in chunk.iter().copied() {
-            let (tmp, mut file) = self.create_temp(hash, path)?;
+        for (hash, bytes, _) in chunk.iter().copied() {
+            let (tmp, mut file) = self.create_temp(hash)?;
             temps.push(tmp.clone());
             file.write_all(bytes)
                 .map_err(|e| io_error("cannot write", &tmp, &e))?;
@@ -311,8 +347,9 @@ fn is_temp_name(name: &str) -> bool {
     }
 }
 
-/// Removes the stale temp files ([`crate::temp::remove_stale`]) of every blob folder (`ab`: two
-/// lower-case hex digits) under `root`; returns how many.
+/// Removes the stale temp files ([`crate::temp::remove_stale`]) that earlier versions made in
+/// the blob folders (`ab`: two lower-case hex digits) under `root`; returns how many. It reads
+/// every blob folder, so [`FsBlobStore::open`] runs it once, when it creates the temp folder.
 fn remove_stale_temps(root: &Path, now: std::time::SystemTime) -> usize {
     let Ok(entries) = fs::read_dir(root) else {
         return 0;
@@ -622,12 +659,12 @@ mod tests {
             matches!(&err, BlobStoreError::TooLarge { size, .. } if *size == len as u64),
             "{err}"
         );
-        let root = store.root();
-        assert_eq!(
-            fs::read_dir(root).unwrap().count(),
-            0,
-            "something was written"
-        );
+        let written: Vec<_> = fs::read_dir(store.root())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(written, [TEMP_DIR], "something was written");
+        assert_eq!(fs::read_dir(&store.inner.temp_dir).unwrap().count(), 0);
     }
 
     #[test]

@@ -503,8 +503,7 @@ async fn fs_put_is_not_failed_by_a_temp_file_a_crash_left_behind() {
     let store = FsBlobStore::open(dir.path()).unwrap();
     let bytes = b"the blob a crashed run was writing";
     let hash = sha256_hex(bytes);
-    let folder = store.root().join(&hash[..2]);
-    std::fs::create_dir_all(&folder).unwrap();
+    let folder = store.root().join("tmp");
     for n in 0..64 {
         let name = format!(".tmp-{}-{}-{n}", &hash[2..10], std::process::id());
         std::fs::write(folder.join(name), "left over").unwrap();
@@ -536,37 +535,37 @@ async fn fs_get_refuses_a_file_larger_than_any_blob_before_reading_it() {
     assert_eq!(tiered.get(&hash).await, too_large);
 }
 
-/// Opening the store removes the temp files a crash left between a put's create and its rename,
-/// once they are an hour old: only files named as a put names them, only in the blob folders. A
-/// fresh one (a put in flight in another process), a file of another name, and anything a
-/// reader's open finds are left as they are.
+/// Puts make their temp files in one folder, `blobs/tmp/`, and opening the store removes those a
+/// crash left between a put's create and its rename once they are an hour old, reading that
+/// folder only: only files named as a put names them. A fresh one (a put in flight in another
+/// process), a file of another name, and anything a reader's open finds are left as they are.
 #[tokio::test]
 async fn fs_open_removes_only_stale_temp_files_of_its_own() {
     let dir = tempfile::tempdir().unwrap();
     drop(FsBlobStore::open(dir.path()).unwrap());
     let root = dir.path().join("blobs");
-    let folder = root.join("ab");
-    std::fs::create_dir_all(&folder).unwrap();
+    let temps = root.join("tmp");
+    assert!(temps.is_dir(), "the open made no temp folder");
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 60 * 60);
     let plant = |path: std::path::PathBuf, stale: bool| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let file = std::fs::File::create(&path).unwrap();
         if stale {
             file.set_modified(old).unwrap();
         }
         path
     };
-    let stale = plant(folder.join(".tmp-cdef0123-4242-7"), true);
-    let fresh = plant(folder.join(".tmp-cdef0123-4242-8"), false);
+    let stale = plant(temps.join(".tmp-cdef0123-4242-7"), true);
+    let fresh = plant(temps.join(".tmp-cdef0123-4242-8"), false);
     let foreign = [
-        plant(folder.join(".tmp-notours"), true),
-        plant(folder.join(".tmp-CDEF0123-4242-7"), true),
-        plant(folder.join("notes.tmp"), true),
-        // A blob-like name outside the two-hex-digit folders is not the store's.
+        plant(temps.join(".tmp-notours"), true),
+        plant(temps.join(".tmp-CDEF0123-4242-7"), true),
+        plant(temps.join("notes.tmp"), true),
+        // Temp names outside the temp folder are not looked for: no open reads the blob
+        // folders (one per two hex digits, holding every blob) to find them.
         plant(root.join(".tmp-cdef0123-4242-7"), true),
+        plant(root.join("ab").join(".tmp-cdef0123-4242-7"), true),
     ];
-    let other = dir.path().join("zz");
-    std::fs::create_dir_all(&other).unwrap();
-    let outside = plant(other.join(".tmp-cdef0123-4242-7"), true);
 
     // A reader's open writes nothing: the stale file stays.
     let runs = SqliteStore::open(dir.path()).unwrap();
@@ -576,9 +575,68 @@ async fn fs_open_removes_only_stale_temp_files_of_its_own() {
     drop(FsBlobStore::open(dir.path()).unwrap());
     assert!(!stale.exists(), "the stale temp file was not removed");
     assert!(fresh.exists(), "a fresh temp file was removed");
-    for path in foreign.iter().chain([&outside]) {
+    for path in &foreign {
         assert!(path.exists(), "{} was removed", path.display());
     }
+}
+
+/// A data folder of an earlier cogni, whose puts made their temp files in the blob folders
+/// (`blobs/ab/`), has its stale ones removed once: by the open that makes the temp folder. Later
+/// opens read only the temp folder.
+#[tokio::test]
+async fn fs_open_removes_stale_temp_files_of_the_old_layout_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("blobs");
+    let folder = root.join("ab");
+    std::fs::create_dir_all(&folder).unwrap();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 60 * 60);
+    let plant = |path: std::path::PathBuf| {
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        path
+    };
+    let stale = plant(folder.join(".tmp-cdef0123-4242-7"));
+    let blob_like = plant(folder.join("cdef0123"));
+    drop(FsBlobStore::open(dir.path()).unwrap());
+    assert!(
+        !stale.exists(),
+        "the old layout's stale temp file was not removed"
+    );
+    assert!(blob_like.exists());
+    assert!(root.join("tmp").is_dir());
+    // Once the temp folder is there, the blob folders are not read again.
+    let later = plant(folder.join(".tmp-cdef0123-4242-8"));
+    drop(FsBlobStore::open(dir.path()).unwrap());
+    assert!(later.exists(), "an open read the blob folders again");
+}
+
+/// A put's temp file lives in `blobs/tmp/`, never in a blob folder, so no reader of a blob
+/// folder meets one; after the put the temp folder is empty.
+#[tokio::test]
+async fn fs_put_writes_its_temp_file_in_the_temp_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsBlobStore::open(dir.path()).unwrap();
+    // A temp name a crash left in the temp folder is skipped, so it shows where puts write.
+    let hash = sha256_hex(b"a blob");
+    let temps = store.root().join("tmp");
+    let taken = temps.join(format!(".tmp-{}-{}-0", &hash[2..10], std::process::id()));
+    std::fs::write(&taken, "left over").unwrap();
+    // Without its temp folder (removed by hand), a put makes it again.
+    let store2_dir = tempfile::tempdir().unwrap();
+    let store2 = FsBlobStore::open(store2_dir.path()).unwrap();
+    std::fs::remove_dir(store2.root().join("tmp")).unwrap();
+    assert_eq!(store2.put(b"a blob").await.unwrap(), hash);
+    assert!(store2.root().join("tmp").is_dir());
+
+    assert_eq!(store.put(b"a blob").await.unwrap(), hash);
+    assert_eq!(std::fs::read(&taken).unwrap(), b"left over");
+    let files: Vec<_> = crate::support::snapshot(store.root())
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect();
+    assert_eq!(files, [store.path_of(&hash).unwrap(), taken]);
 }
 
 /// As the file and row stores do, the in-memory store's put replaces a damaged copy at the
