@@ -284,6 +284,16 @@ impl FsInner {
         chunk: &[&Pending<'_>],
         temps: &mut Vec<PathBuf>,
     ) -> Result<(), BlobStoreError> {
+        self.write_temps(chunk, temps)?;
+        self.rename_temps(chunk, temps)
+    }
+
+    /// Writes every blob of a chunk to a temporary file (pushed on `temps`) and fsyncs them all.
+    fn write_temps(
+        &self,
+        chunk: &[&Pending<'_>],
+        temps: &mut Vec<PathBuf>,
+    ) -> Result<(), BlobStoreError> {
         let mut files = Vec::with_capacity(chunk.len());
         for (hash, bytes, _) in chunk.iter().copied() {
             let (tmp, mut file) = self.create_temp(hash)?;
@@ -297,12 +307,33 @@ impl FsInner {
         in_parallel(&files, |(file, tmp)| {
             file.sync_all()
                 .map_err(|e| io_error("cannot fsync", tmp, &e))
-        })?;
-        drop(files);
-        for (_, _, path) in chunk.iter().copied() {
+        })
+    }
+
+    /// Renames the chunk's temporary files (`temps`, in the chunk's order) to their addresses,
+    /// removing each from `temps` once renamed. A temp file that is no longer there (a put
+    /// stalled for over an hour, whose file an open removed as a crash's leftover) fails the put
+    /// saying so: the blob was not stored.
+    fn rename_temps(
+        &self,
+        chunk: &[&Pending<'_>],
+        temps: &mut Vec<PathBuf>,
+    ) -> Result<(), BlobStoreError> {
+        for (hash, _, path) in chunk.iter().copied() {
             let tmp = temps.remove(0);
             if let Err(e) = fs::rename(&tmp, path) {
+                let gone = e.kind() == io::ErrorKind::NotFound
+                    && fs::symlink_metadata(&tmp)
+                        .is_err_and(|e| e.kind() == io::ErrorKind::NotFound);
                 temps.insert(0, tmp);
+                if gone {
+                    return Err(BlobStoreError::Backend(format!(
+                        "blob {hash} was not stored: its temp file in {} was removed before \
+                         its rename (a put stalled for over an hour is taken for a crash's \
+                         leftover); put it again",
+                        self.temp_dir.display()
+                    )));
+                }
                 return Err(io_error("cannot rename into", path, &e));
             }
         }
@@ -665,6 +696,40 @@ mod tests {
             .collect();
         assert_eq!(written, [TEMP_DIR], "something was written");
         assert_eq!(fs::read_dir(&store.inner.temp_dir).unwrap().count(), 0);
+    }
+
+    /// A put stalled between writing its temp file and renaming it for longer than
+    /// [`crate::temp::STALE_AFTER`] (a stopped process, a suspended machine) may have the file
+    /// removed by another open's sweep: the put then fails saying so, and no blob is at the
+    /// address, so the caller knows it was not stored.
+    #[test]
+    fn a_put_whose_temp_file_was_swept_fails_saying_so_and_stores_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FsBlobStore::open(dir.path()).unwrap();
+        let bytes = b"a stalled blob".to_vec();
+        let hash = sha256_hex(&bytes);
+        let path = store.path_of(&hash).unwrap();
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let pending: Pending<'_> = (&hash, &bytes, path.clone());
+        let chunk = [&pending];
+        let mut temps = Vec::new();
+        store.inner.write_temps(&chunk, &mut temps).unwrap();
+        assert_eq!(temps.len(), 1);
+        assert_eq!(temps[0].parent(), Some(store.inner.temp_dir.as_path()));
+        let later =
+            std::time::SystemTime::now() + crate::temp::STALE_AFTER + Duration::from_secs(1);
+        assert_eq!(
+            crate::temp::remove_stale(&store.inner.temp_dir, is_temp_name, later),
+            1
+        );
+        let err = store.inner.rename_temps(&chunk, &mut temps).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains(&format!("blob {hash} was not stored"))
+                && message.contains("removed before its rename"),
+            "{message}"
+        );
+        assert!(!path.exists(), "something is at the address");
     }
 
     #[test]
