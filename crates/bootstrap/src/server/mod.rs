@@ -1399,9 +1399,10 @@ mod tests {
     }
 
     /// The warning naming a run that cannot be closed is one line a terminal shows as it is:
-    /// the run's id is the client's `runId`, and a control character, a line break or a
-    /// bidirectional override in it (which could rewrite or reorder what the operator reads)
-    /// is shown as `�`, as `cogni chat` shows the same warning.
+    /// the run's id is the client's `runId`, and a bidirectional override in it (which could
+    /// reorder what the operator reads) is shown as `�`, as `cogni chat` shows the same warning.
+    /// A run id with control characters, which ids refuse now but an older cogni stored as the
+    /// client sent it, never reaches the log, and does not keep the other runs from closing.
     #[tokio::test]
     async fn the_warning_naming_a_run_shows_no_control_character_of_its_id() {
         let dir = tempfile::tempdir().unwrap();
@@ -1409,19 +1410,34 @@ mod tests {
             data_dir: Some(dir.path().to_path_buf()),
             ..settings()
         };
-        let run = "run-\u{202e}lihw\rforged\nWARN forged line\u{1b}[2J";
+        let run = "run-\u{202e}lihw";
+        let old = "old-\rforged\nWARN forged line\u{1b}[2J";
         {
             let stores = crate::create_stores(&settings).unwrap();
             leave_open(&stores, run).await;
+            leave_open(&stores, "old-placeholder").await;
+            leave_open(&stores, "run-ok").await;
         }
-        let corrupted = rusqlite::Connection::open(dir.path().join("cogni.db"))
-            .unwrap()
+        let db = rusqlite::Connection::open(dir.path().join("cogni.db")).unwrap();
+        // The old run's rows are renamed one table at a time.
+        db.pragma_update(None, "foreign_keys", "OFF").unwrap();
+        let corrupted = db
             .execute(
                 r#"UPDATE run_events SET event_json = '{"type":"broken"}' WHERE run_id = ?1"#,
                 [run],
             )
             .unwrap();
         assert_eq!(corrupted, 1);
+        for table in ["runs", "run_events"] {
+            let renamed = db
+                .execute(
+                    &format!("UPDATE {table} SET run_id = ?1 WHERE run_id = 'old-placeholder'"),
+                    [old],
+                )
+                .unwrap();
+            assert_eq!(renamed, 1, "{table}");
+        }
+        drop(db);
 
         let logs = Logs::default();
         let writer = logs.clone();
@@ -1430,7 +1446,7 @@ mod tests {
             .with_ansi(false)
             .finish();
         let _logging = tracing::subscriber::set_default(subscriber);
-        prepare(&settings).await.unwrap();
+        let state = prepare(&settings).await.unwrap();
 
         let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
         let warnings: Vec<&str> = (logs.lines())
@@ -1440,11 +1456,26 @@ mod tests {
             panic!("not one warning line: {logs:?}");
         };
         assert!(
-            warning.contains("run-\u{FFFD}lihw\u{FFFD}forged\u{FFFD}WARN forged line\u{FFFD}[2J: ")
-                && warning.contains("the server starts anyway"),
+            warning.contains("run-\u{FFFD}lihw: ") && warning.contains("the server starts anyway"),
             "{logs:?}"
         );
         assert!(!logs.contains(['\r', '\u{202e}', '\u{1b}']), "{logs:?}");
+        assert!(!logs.contains("forged"), "{logs:?}");
+        let runs = &state.stores.log.as_ref().unwrap().runs;
+        let ok = runs.load_run(&RunId::new("run-ok").unwrap()).await.unwrap();
+        assert!(matches!(ok.events.last(), Some(AiEvent::Done { .. })));
+        // The old run is left out of the list, and left as it is.
+        let listed: Vec<String> = (runs.list_runs().await.unwrap().into_iter())
+            .map(|h| h.run_id.into())
+            .collect();
+        assert_eq!(listed, ["run-ok", run]);
+        let status: String = rusqlite::Connection::open(dir.path().join("cogni.db"))
+            .unwrap()
+            .query_row("SELECT status FROM runs WHERE run_id = ?1", [old], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(status, "running");
     }
 
     /// The server's state holds the token (its middleware asks for it) but never shows it.
