@@ -242,8 +242,9 @@ pub struct Settings {
     pub data_dir: Option<PathBuf>,
 }
 
-/// The overrides from flags and `COGNI_*` variables, shared by `serve` and `chat`.
-#[derive(Clone, Debug, Default, clap::Args)]
+/// The overrides from flags and `COGNI_*` variables, shared by `serve` and `chat`. Its `Debug`
+/// shows the base URL as [`LlmSettings::shown_base_url`] does, and never a key or token.
+#[derive(Clone, Default, clap::Args)]
 pub struct Overrides {
     /// The config file [default: ./cogni.toml when it exists].
     #[arg(long, env = "COGNI_CONFIG")]
@@ -290,6 +291,38 @@ pub struct Overrides {
     /// The data folder.
     #[arg(long, env = "COGNI_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Overrides {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured, so a new field must be placed here too.
+        let Self {
+            config,
+            llm_base_url,
+            llm_model,
+            llm_wire,
+            llm_api_key,
+            listen,
+            server_token,
+            policy,
+            workspace,
+            data_dir,
+        } = self;
+        // A gateway may take its key in the URL's path, query or userinfo.
+        let shown_base_url = llm_base_url.as_deref().map(adapters::shown_url);
+        f.debug_struct("Overrides")
+            .field("config", config)
+            .field("llm_base_url", &shown_base_url)
+            .field("llm_model", llm_model)
+            .field("llm_wire", llm_wire)
+            .field("llm_api_key", llm_api_key)
+            .field("listen", listen)
+            .field("server_token", server_token)
+            .field("policy", policy)
+            .field("workspace", workspace)
+            .field("data_dir", data_dir)
+            .finish()
+    }
 }
 
 /// Reads the API key straight into a [`Secret`].

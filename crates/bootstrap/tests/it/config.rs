@@ -161,6 +161,27 @@ fn the_api_key_is_not_in_the_debug_of_the_command_line() {
     assert!(!shown.contains("sk-very-secret-123"), "{shown}");
 }
 
+/// A key some gateways take in the base URL (its path, its query or its userinfo), given as
+/// `--llm-base-url` or `COGNI_LLM_BASE_URL`, never shows in the `Debug` of the parsed command
+/// line, as it does not in that of the settings.
+#[test]
+fn a_key_in_the_base_url_is_not_in_the_debug_of_the_command_line() {
+    use clap::Parser;
+    let secret = "sk-live-0123456789abcdef";
+    for url in [
+        format!("https://gw.example/v1/{secret}"),
+        format!("https://gw.example/v1?key={secret}"),
+        format!("https://user:{secret}@gw.example/v1"),
+    ] {
+        let cli =
+            bootstrap::cli::Cli::try_parse_from(["cogni", "chat", "hi", "--llm-base-url", &url])
+                .unwrap();
+        let shown = format!("{cli:?}");
+        assert!(!shown.contains(secret), "{shown}");
+        assert!(shown.contains("gw.example"), "{shown}");
+    }
+}
+
 /// A key some gateways take in the base URL's path (or its query, or userinfo) never shows in
 /// the `Debug` of the settings, which a library user may log.
 #[test]
