@@ -118,20 +118,29 @@ impl FsBlobStore {
     /// it never fails the open. A put stalled for longer than that (a stopped process, a
     /// suspended machine) may lose its temp file so: it then fails, saying so, and stores nothing.
     ///
-    /// Earlier versions made their temp files in the blob folders (`blobs/ab/`): the open that
-    /// creates the temp folder (the first one of a data folder, or of one an earlier version
-    /// wrote) removes the stale ones of those, once; later opens do not read the blob folders.
+    /// Earlier versions made their temp files in the blob folders (`blobs/ab/`): each open
+    /// removes the stale ones of those too, until an open leaves none there, fresh or stale (so
+    /// what an earlier version that crashed within the hour before the upgrade left is removed
+    /// by a later open, not left for ever). That open leaves the marker `blobs/old-temps-swept`,
+    /// and later opens do not read the blob folders.
     pub fn open(data_dir: impl AsRef<Path>) -> Result<Self, BlobStoreError> {
         let store = Self::open_without_sweep(data_dir)?;
         let now = std::time::SystemTime::now();
         let temps = &store.inner.temp_dir;
-        let removed = if temps.is_dir() {
-            crate::temp::remove_stale(temps, is_temp_name, now)
-        } else {
-            let removed = remove_stale_temps(store.root(), now);
+        if !temps.is_dir() {
             store.inner.create_temp_dir()?;
-            removed
-        };
+        }
+        let mut swept = crate::temp::remove_stale(temps, is_temp_name, now);
+        let marker = store.root().join(OLD_TEMPS_SWEPT);
+        if !marker.exists() {
+            let old = remove_stale_temps(store.root(), now);
+            // Not made (or lost in a crash), it only costs the next open one more sweep.
+            if old.left == 0 && File::create(&marker).is_err() {
+                tracing::debug!(marker = %marker.display(), "the sweep's marker was not made");
+            }
+            swept += old;
+        }
+        let removed = swept.removed;
         if removed > 0 {
             tracing::info!(
                 removed,
@@ -183,6 +192,11 @@ impl FsBlobStore {
 /// The folder of a store's temp files, under its root: not two hex digits, so never a blob
 /// folder.
 const TEMP_DIR: &str = "tmp";
+
+/// The file, under a store's root, whose presence says the blob folders hold no temp file of an
+/// earlier version (which made them there): opens no longer read those folders. Not two hex
+/// digits, so never a blob folder.
+const OLD_TEMPS_SWEPT: &str = "old-temps-swept";
 
 impl FsInner {
     /// Creates the temp folder (its owner's alone) and makes its entry durable.
@@ -379,24 +393,30 @@ fn is_temp_name(name: &str) -> bool {
 }
 
 /// Removes the stale temp files ([`crate::temp::remove_stale`]) that earlier versions made in
-/// the blob folders (`ab`: two lower-case hex digits) under `root`; returns how many. It reads
-/// every blob folder, so [`FsBlobStore::open`] runs it once, when it creates the temp folder.
-fn remove_stale_temps(root: &Path, now: std::time::SystemTime) -> usize {
+/// the blob folders (`ab`: two lower-case hex digits) under `root`; returns how many it removed
+/// and left. It reads every blob folder, so [`FsBlobStore::open`] runs it only until it leaves
+/// none (see [`OLD_TEMPS_SWEPT`]).
+fn remove_stale_temps(root: &Path, now: std::time::SystemTime) -> crate::temp::Swept {
+    let mut swept = crate::temp::Swept::default();
     let Ok(entries) = fs::read_dir(root) else {
-        return 0;
+        swept.left += 1;
+        return swept;
     };
-    let mut removed = 0;
-    for entry in entries.flatten() {
+    for entry in entries {
+        let Ok(entry) = entry else {
+            swept.left += 1;
+            continue;
+        };
         let name = entry.file_name();
         let is_blob_dir = name.to_str().is_some_and(|n| {
             n.len() == 2 && n.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
         });
         // `file_type` does not follow a symlink: a link to a folder elsewhere is not ours.
         if is_blob_dir && entry.file_type().is_ok_and(|t| t.is_dir()) {
-            removed += crate::temp::remove_stale(&entry.path(), is_temp_name, now);
+            swept += crate::temp::remove_stale(&entry.path(), is_temp_name, now);
         }
     }
-    removed
+    swept
 }
 
 /// The batch to write (each blob owned, with its address) and the addresses to return.
@@ -690,11 +710,16 @@ mod tests {
             matches!(&err, BlobStoreError::TooLarge { size, .. } if *size == len as u64),
             "{err}"
         );
-        let written: Vec<_> = fs::read_dir(store.root())
+        let mut written: Vec<_> = fs::read_dir(store.root())
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
-        assert_eq!(written, [TEMP_DIR], "something was written");
+        written.sort();
+        assert_eq!(
+            written,
+            [OLD_TEMPS_SWEPT, TEMP_DIR],
+            "something was written"
+        );
         assert_eq!(fs::read_dir(&store.inner.temp_dir).unwrap().count(), 0);
     }
 
@@ -719,7 +744,7 @@ mod tests {
         let later =
             std::time::SystemTime::now() + crate::temp::STALE_AFTER + Duration::from_secs(1);
         assert_eq!(
-            crate::temp::remove_stale(&store.inner.temp_dir, is_temp_name, later),
+            crate::temp::remove_stale(&store.inner.temp_dir, is_temp_name, later).removed,
             1
         );
         let err = store.inner.rename_temps(&chunk, &mut temps).unwrap_err();

@@ -31,40 +31,74 @@ pub(crate) fn first_free<P, T>(
 /// writer's, whichever process (or container sharing the folder) made it.
 pub(crate) const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(60 * 60);
 
+/// What [`remove_stale`] did in a folder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Swept {
+    /// The temp files it removed.
+    pub(crate) removed: usize,
+    /// The temp files of ours it left there: fresh ones, ones dated after `now`, and ones it
+    /// could not remove (a folder it could not list counts as one).
+    pub(crate) left: usize,
+}
+
+impl std::ops::AddAssign for Swept {
+    fn add_assign(&mut self, other: Self) {
+        self.removed += other.removed;
+        self.left += other.left;
+    }
+}
+
 /// Removes from `dir` the regular files whose name `is_temp` recognizes as a temp file of ours
 /// and whose last change is at least [`STALE_AFTER`] before `now`: the temp files a crash left
 /// between their creation and their rename. Any other entry (another name, a folder, a symlink,
-/// a fresh temp file, one dated after `now`) is left as it is. Returns how many were removed;
-/// a failure to list the folder, or to read or remove one entry, is skipped (it is tried again
-/// at the next open), never an error: a store opens whatever its leftovers.
+/// a fresh temp file, one dated after `now`) is left as it is. Returns how many were removed and
+/// how many temp files of ours were left; a failure to list the folder, or to read or remove
+/// one entry, is skipped (it is tried again at the next open), never an error: a store opens
+/// whatever its leftovers. A folder that does not exist holds none.
 pub(crate) fn remove_stale(
     dir: &std::path::Path,
     is_temp: impl Fn(&str) -> bool,
     now: std::time::SystemTime,
-) -> usize {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
+) -> Swept {
+    let mut swept = Swept::default();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return swept,
+        Err(_) => {
+            swept.left += 1;
+            return swept;
+        }
     };
-    let mut removed = 0;
-    for entry in entries.flatten() {
+    for entry in entries {
+        let Ok(entry) = entry else {
+            swept.left += 1;
+            continue;
+        };
         // The name first: nothing but our own temp names is even looked at.
         let name = entry.file_name();
         if !name.to_str().is_some_and(&is_temp) {
             continue;
         }
         // `DirEntry::metadata` does not follow a symlink.
-        let Ok(meta) = entry.metadata() else { continue };
-        let stale = meta.is_file()
-            && meta
-                .modified()
-                .ok()
-                .and_then(|at| now.duration_since(at).ok())
-                .is_some_and(|age| age >= STALE_AFTER);
+        let Ok(meta) = entry.metadata() else {
+            swept.left += 1;
+            continue;
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        let stale = meta
+            .modified()
+            .ok()
+            .and_then(|at| now.duration_since(at).ok())
+            .is_some_and(|age| age >= STALE_AFTER);
         if stale && std::fs::remove_file(entry.path()).is_ok() {
-            removed += 1;
+            swept.removed += 1;
+        } else {
+            swept.left += 1;
         }
     }
-    removed
+    swept
 }
 
 #[cfg(test)]
@@ -89,7 +123,13 @@ mod tests {
         plant("other-stale", old);
         std::fs::create_dir(dir.path().join("tmp-folder")).unwrap();
         let is_temp = |name: &str| name.starts_with("tmp-");
-        assert_eq!(remove_stale(dir.path(), is_temp, now), 1);
+        assert_eq!(
+            remove_stale(dir.path(), is_temp, now),
+            Swept {
+                removed: 1,
+                left: 2
+            }
+        );
         let mut left: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -99,6 +139,9 @@ mod tests {
             left,
             ["other-stale", "tmp-folder", "tmp-fresh", "tmp-future"]
         );
-        assert_eq!(remove_stale(&dir.path().join("missing"), is_temp, now), 0);
+        assert_eq!(
+            remove_stale(&dir.path().join("missing"), is_temp, now),
+            Swept::default()
+        );
     }
 }

@@ -55,7 +55,7 @@ async fn fs_put_is_idempotent_and_leaves_no_temporary_files() {
     hashes.dedup();
     assert_eq!(hashes.len(), 1);
     assert_eq!(store.put(b"same bytes").await.unwrap(), hashes[0]);
-    let files = crate::support::snapshot(dir.path());
+    let files = crate::support::blob_files(dir.path());
     assert_eq!(files.len(), 1, "one blob file and nothing else: {files:?}");
     assert_eq!(files[0].1, b"same bytes");
 }
@@ -125,7 +125,7 @@ async fn fs_put_repairs_a_damaged_blob_file() {
     {
         assert_eq!(store.get(hash).await.unwrap(), bytes);
     }
-    let files = crate::support::snapshot(dir.path());
+    let files = crate::support::blob_files(dir.path());
     assert_eq!(files.len(), 4, "the blobs and nothing else: {files:?}");
 }
 
@@ -143,11 +143,11 @@ async fn fs_put_many_stores_hundreds_of_blobs_in_one_call() {
         assert_eq!(hash, &sha256_hex(bytes));
         assert_eq!(&store.get(hash).await.unwrap(), bytes);
     }
-    let files = crate::support::snapshot(dir.path());
+    let files = crate::support::blob_files(dir.path());
     assert_eq!(files.len(), 400, "the blobs and nothing else");
     // Again: all are stored intact, nothing is written.
     assert_eq!(store.put_many(&refs).await.unwrap(), hashes);
-    assert_eq!(crate::support::snapshot(dir.path()), files);
+    assert_eq!(crate::support::blob_files(dir.path()), files);
 }
 
 #[tokio::test]
@@ -239,7 +239,7 @@ async fn fs_put_many_stores_a_batch_in_order_with_duplicates_and_known_blobs() {
     for (hash, bytes) in hashes.iter().zip(batch) {
         assert_eq!(store.get(hash).await.unwrap(), bytes);
     }
-    let files = crate::support::snapshot(dir.path());
+    let files = crate::support::blob_files(dir.path());
     assert_eq!(
         files.len(),
         3,
@@ -581,8 +581,8 @@ async fn fs_open_removes_only_stale_temp_files_of_its_own() {
 }
 
 /// A data folder of an earlier cogni, whose puts made their temp files in the blob folders
-/// (`blobs/ab/`), has its stale ones removed once: by the open that makes the temp folder. Later
-/// opens read only the temp folder.
+/// (`blobs/ab/`), has its stale ones removed by the first open; when that leaves none there,
+/// later opens read only the temp folder.
 #[tokio::test]
 async fn fs_open_removes_stale_temp_files_of_the_old_layout_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -606,8 +606,44 @@ async fn fs_open_removes_stale_temp_files_of_the_old_layout_once() {
     );
     assert!(blob_like.exists());
     assert!(root.join("tmp").is_dir());
-    // Once the temp folder is there, the blob folders are not read again.
+    // The blob folders held no temp file after that open: they are not read again.
     let later = plant(folder.join(".tmp-cdef0123-4242-8"));
+    drop(FsBlobStore::open(dir.path()).unwrap());
+    assert!(later.exists(), "an open read the blob folders again");
+}
+
+/// An earlier cogni that crashed less than an hour before the upgrade left temp files too young
+/// to remove in the blob folders: the opens keep reading those folders until they are gone, so
+/// none is left there for ever; once they hold none, the blob folders are not read again.
+#[tokio::test]
+async fn fs_open_removes_old_layout_temp_files_that_were_fresh_at_the_upgrade() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("blobs").join("ab");
+    std::fs::create_dir_all(&folder).unwrap();
+    let young = folder.join(".tmp-cdef0123-4242-7");
+    std::fs::write(&young, "a crash's leftover").unwrap();
+    drop(FsBlobStore::open(dir.path()).unwrap());
+    assert!(young.exists(), "a fresh temp file was removed");
+    // An hour later it is stale, and the next open removes it.
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 60 * 60);
+    let age = |path: &std::path::Path| {
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    };
+    age(&young);
+    drop(FsBlobStore::open(dir.path()).unwrap());
+    assert!(
+        !young.exists(),
+        "the old layout's temp file is left for ever"
+    );
+    // The blob folders held none then: they are not read again.
+    let later = folder.join(".tmp-cdef0123-4242-8");
+    std::fs::write(&later, "planted").unwrap();
+    age(&later);
     drop(FsBlobStore::open(dir.path()).unwrap());
     assert!(later.exists(), "an open read the blob folders again");
 }
@@ -632,7 +668,7 @@ async fn fs_put_writes_its_temp_file_in_the_temp_folder() {
 
     assert_eq!(store.put(b"a blob").await.unwrap(), hash);
     assert_eq!(std::fs::read(&taken).unwrap(), b"left over");
-    let files: Vec<_> = crate::support::snapshot(store.root())
+    let files: Vec<_> = crate::support::blob_files(store.root())
         .into_iter()
         .map(|(path, _)| path)
         .collect();

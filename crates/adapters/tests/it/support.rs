@@ -170,6 +170,16 @@ pub(crate) fn snapshot(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     out
 }
 
+/// [`snapshot`] of a data folder without the blob store's marker `blobs/old-temps-swept` (an
+/// empty file a writable open leaves once the blob folders hold no temp file of an earlier
+/// version): the blobs, and any temp file left behind.
+pub(crate) fn blob_files(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    snapshot(dir)
+        .into_iter()
+        .filter(|(path, _)| !path.ends_with("blobs/old-temps-swept"))
+        .collect()
+}
+
 /// The events the adapters logged since the test binary started, one line each (level, then
 /// `field=value` pairs, the message as `message=…`). One process-wide subscriber records them:
 /// the stores log from tokio's blocking pool, which a thread-local one would not see.
