@@ -1184,7 +1184,8 @@ async fn bad_requests_get_a_json_error_naming_the_fault() {
             .await,
             400,
             "invalid_body",
-            "bogus",
+            // Named by its fault, not by its name: the body is not quoted.
+            "an unknown field (name not shown; expected one of `interruptId`, `status`, `payload`)",
         ),
         (
             send(

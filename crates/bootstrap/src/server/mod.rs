@@ -419,7 +419,7 @@ impl IntoResponse for ApiError {
 }
 
 /// The body as JSON of type `T`: too large → 413, not JSON → 415, malformed or not matching the
-/// protocol's shape → 400, each naming the fault.
+/// protocol's shape → 400, each naming the fault (and where it is) without quoting the body.
 fn parse_body<T: serde::de::DeserializeOwned>(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -445,8 +445,22 @@ fn parse_body<T: serde::de::DeserializeOwned>(
         ));
     }
     serde_json::from_slice(&body).map_err(|e| {
-        ApiError::bad_request("invalid_body", format!("the request body is invalid: {e}"))
+        ApiError::bad_request(
+            "invalid_body",
+            format!("the request body is invalid: {}", describe_body_error(&e)),
+        )
     })
+}
+
+/// Why a body did not decode, without quoting it: serde_json's own message for a syntax error
+/// (a fixed text and a position), and for a body of the wrong shape `describe_json_error`'s,
+/// since serde's would quote the value it refused (an unknown role, a string where a list
+/// belongs): a client's text, of any length, sent back in the error.
+fn describe_body_error(e: &serde_json::Error) -> String {
+    match e.classify() {
+        serde_json::error::Category::Data => ai_core::describe_json_error(e),
+        _ => e.to_string(),
+    }
 }
 
 /// Whether a `Content-Type` names JSON: the media type `application/json` in any case, with or
@@ -1554,6 +1568,43 @@ mod tests {
             "{error}"
         );
         assert!(error.to_string().contains("needs a token"), "{error}");
+    }
+
+    /// A body the protocol's types refuse is named by its fault, never by its data: serde's own
+    /// message quotes an unknown variant or a mistyped value, which would send a client's text
+    /// (a message, an id of any length, control characters) back in the error.
+    #[test]
+    fn a_refused_body_is_described_without_quoting_it() {
+        let secret = "SECRET-7f3a\u{1b}[2J";
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        );
+        let bodies = [
+            serde_json::json!({"threadId": "t", "runId": "r",
+                               "messages": [{"id": "m", "role": secret, "content": "hi"}]}),
+            serde_json::json!({"threadId": "t", "runId": "r", "messages": secret}),
+            serde_json::json!({"threadId": "t", "runId": "r", "messages": [],
+                               "resume": [{"interruptId": "c", "status": secret}]}),
+        ];
+        for body in bodies {
+            let body = axum::body::Bytes::from(body.to_string());
+            let error =
+                super::parse_body::<wire_ui::agui::RunAgentInput>(&headers, Ok(body)).unwrap_err();
+            assert_eq!(error.code, "invalid_body");
+            assert!(!error.message.contains("SECRET"), "{}", error.message);
+            assert!(error.message.contains("line 1 column"), "{}", error.message);
+        }
+        // Syntax errors say what serde_json says: they quote nothing.
+        let body = axum::body::Bytes::from_static(b"{not json");
+        let error =
+            super::parse_body::<wire_ui::agui::RunAgentInput>(&headers, Ok(body)).unwrap_err();
+        assert!(
+            error.message.contains("key must be a string"),
+            "{}",
+            error.message
+        );
     }
 
     /// A store that cannot be opened is still fatal.
