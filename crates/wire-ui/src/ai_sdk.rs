@@ -97,7 +97,8 @@ impl UiMessage {
 
     /// The message's tool parts (`tool-<name>` and `dynamic-tool`), in order: one for each such
     /// part, or an error naming the first one that lacks a `toolCallId`, a `state` or a tool
-    /// name.
+    /// name, by its place in `parts` (never by the message's id, which is the client's text: a
+    /// server sends the error back).
     pub fn tool_parts(&self) -> Result<Vec<ToolPart>, String> {
         let mut parts = Vec::new();
         for (index, part) in self.parts.iter().enumerate() {
@@ -107,16 +108,13 @@ impl UiMessage {
                     .as_str()
                     .filter(|value| !value.is_empty())
                     .map(str::to_owned)
-                    .ok_or_else(|| format!("message {}: part {index}: missing `{name}`", self.id))
+                    .ok_or_else(|| format!("part {index}: missing `{name}`"))
             };
             let tool_name = if kind == "dynamic-tool" {
                 field("toolName")?
             } else if let Some(name) = kind.strip_prefix("tool-") {
                 if name.is_empty() {
-                    return Err(format!(
-                        "message {}: part {index}: `tool-` names no tool",
-                        self.id
-                    ));
+                    return Err(format!("part {index}: `tool-` names no tool"));
                 }
                 name.to_owned()
             } else {

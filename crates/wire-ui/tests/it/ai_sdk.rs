@@ -326,6 +326,25 @@ fn chat_requests_parse_with_tool_parts() {
     }
 }
 
+/// A refused tool part is named by its place, never by the message's id: the id is the client's
+/// text, of any length and with any characters, and a server sends the error back.
+#[test]
+fn a_refused_tool_part_does_not_quote_the_message_id() {
+    let id = format!("SECRET\u{1b}[2J{}", "x".repeat(500));
+    let message = wire_ui::ai_sdk::UiMessage {
+        id: id.clone(),
+        role: wire_ui::ai_sdk::UiRole::Assistant,
+        parts: vec![
+            serde_json::json!({"type": "text", "text": "before"}),
+            serde_json::json!({"type": "tool-x", "state": "output-available"}),
+        ],
+        metadata: None,
+    };
+    let error = message.tool_parts().unwrap_err();
+    assert!(!error.contains("SECRET"), "{error}");
+    assert_eq!(error, "part 1: missing `toolCallId`");
+}
+
 /// A run that fails or is cancelled while its text streams ends that text part (`text-end`)
 /// before its `error` or `abort`: otherwise the client keeps the part in state `streaming` in
 /// the message it shows and sends back, though nothing more will ever come for it.
