@@ -692,14 +692,25 @@ async fn agui_interrupts_for_approval_and_resumes_from_the_answers() {
         "nothing ran and the model waits"
     );
 
-    // Answering a call the thread does not wait for is refused, and changes nothing.
+    // Answering a call the thread does not wait for is refused, and changes nothing. The answer
+    // is the client's text, of any length: the refusal names the calls the thread waits for, not
+    // the one answered (twice here: an unknown call is refused as unknown, not quoted as a
+    // duplicate).
+    let unknown = format!("call_other\u{1b}[2J{}", "x".repeat(300));
     let mut stale = agui_input("t-approve", "r-2", json!([]));
-    stale["resume"] =
-        json!([{"interruptId": "call_other", "status": "resolved", "payload": {"approved": true}}]);
+    let answer =
+        json!({"interruptId": unknown, "status": "resolved", "payload": {"approved": true}});
+    stale["resume"] = json!([answer, answer]);
     let response = server.post("/api/v1/agui", &stale).await;
     assert_eq!(response.status(), 409);
     let error: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
     assert_eq!(error["error"]["code"], "nothing_to_resume", "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(!message.contains("call_other"), "{message}");
+    assert!(
+        message.contains("call_time") && message.contains("call_read"),
+        "{message}"
+    );
     // So are two answers for one call, even if one approves it.
     stale["resume"] = json!([
         {"interruptId": "call_read", "status": "cancelled"},

@@ -641,8 +641,8 @@ fn run_exists(run: &ai_core::RunId) -> ApiError {
 /// The decisions that resume `thread`: one per call it waits for, approved only when the
 /// client approved that call id, and bound to the arguments hash the server holds for it (the
 /// arguments the client was shown). An answer for a call the thread does not wait for is
-/// refused (409), and so are two answers for one call (400), so a stale, mistaken or
-/// contradictory answer never runs anything.
+/// refused (409, naming the calls it waits for, not the one answered), and so are two answers
+/// for one call (400), so a stale, mistaken or contradictory answer never runs anything.
 fn decisions(
     thread: &ThreadId,
     state: &AgentState,
@@ -656,7 +656,22 @@ fn decisions(
             thread.as_str()
         )));
     };
-    // Two answers for one call are a contradiction at worst: nothing runs on one.
+    // An answer is the client's text, of any length: a refusal names the calls the thread
+    // waits for (the server's own ids), never the one answered.
+    if answers.iter().any(|answer| {
+        !pending
+            .iter()
+            .any(|p| p.tool_call_id.as_str() == answer.call_id)
+    }) {
+        let waiting: Vec<&str> = pending.iter().map(|p| p.tool_call_id.as_str()).collect();
+        return Err(conflict(format!(
+            "thread {} does not wait for an approval of a call answered; it waits for {}",
+            thread.as_str(),
+            waiting.join(", ")
+        )));
+    }
+    // Two answers for one call are a contradiction at worst: nothing runs on one. (Each names a
+    // call the thread waits for, checked above.)
     if let Some(twice) = answers.iter().enumerate().find_map(|(at, answer)| {
         answers[..at]
             .iter()
@@ -666,17 +681,6 @@ fn decisions(
             "invalid_resume",
             format!("call {} is answered more than once", twice.call_id),
         ));
-    }
-    if let Some(unknown) = answers.iter().find(|answer| {
-        !pending
-            .iter()
-            .any(|p| p.tool_call_id.as_str() == answer.call_id)
-    }) {
-        return Err(conflict(format!(
-            "thread {} does not wait for an approval of call {}",
-            thread.as_str(),
-            unknown.call_id
-        )));
     }
     Ok(pending
         .iter()
