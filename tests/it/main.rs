@@ -4,3 +4,4 @@ mod openai_http;
 mod pipeline;
 mod recorded_loop;
 mod server;
+mod server_props;
