@@ -1196,7 +1196,7 @@ async fn bad_requests_get_a_json_error_naming_the_fault() {
             400,
             "invalid_body",
             // Named by its fault, not by its name: the body is not quoted.
-            "an unknown field (name not shown; expected one of `interruptId`, `status`, `payload`)",
+            "an unknown field (name not shown; expected one of `interruptId`, `status`, `payload`, `metadata`)",
         ),
         (
             send(
