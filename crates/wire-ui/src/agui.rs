@@ -73,7 +73,7 @@ pub enum InputMessage {
         /// The message id.
         id: String,
         /// The text, or a list of content parts whose text parts are joined.
-        content: UserContent,
+        content: InputContent,
     },
     /// An assistant turn: text, tool calls, or both.
     Assistant {
@@ -92,7 +92,7 @@ pub enum InputMessage {
         id: String,
         /// The result: text, or a list of content parts whose text parts are joined (as
         /// `@ag-ui/core` 1.0 allows).
-        content: UserContent,
+        content: InputContent,
         /// The call it answers.
         #[serde(rename = "toolCallId")]
         tool_call_id: String,
@@ -202,20 +202,20 @@ pub enum RunOutcome {
     },
 }
 
-/// A user's or a tool's message content: plain text or content parts.
+/// The content of an [`InputMessage`] from a user or a tool: plain text or content parts.
 ///
-/// Exhaustive on purpose: a catch-all arm would drop a user's message without any error.
-/// [`UserContent::text`] is the reader to use.
+/// Exhaustive on purpose: a catch-all arm would drop a message without any error.
+/// [`InputContent::text`] is the reader to use.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(untagged)]
-pub enum UserContent {
+pub enum InputContent {
     /// Plain text.
     Text(String),
     /// Parts (`{"type":"text","text":…}` and others, e.g. binary attachments).
     Parts(Vec<Value>),
 }
 
-impl UserContent {
+impl InputContent {
     /// The text: the string, or the text parts joined by newlines.
     pub fn text(&self) -> String {
         match self {
