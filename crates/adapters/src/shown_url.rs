@@ -7,7 +7,7 @@ const MAX_SHOWN_SEGMENT: usize = 16;
 const MAX_SHOWN_DIGITS: usize = 3;
 
 /// What [`shown_url`] shows in place of a path segment that may be a secret.
-pub const HIDDEN_SEGMENT: &str = "***";
+const HIDDEN_SEGMENT: &str = "***";
 
 /// `url` as it may be shown (an error naming the endpoint, a log line, a start banner): its
 /// scheme, host and port; no credentials (`user:password@`), query or fragment, which may carry
