@@ -15,10 +15,15 @@ use std::sync::{Arc, Mutex};
 use ai_core::{BlobStore, BlobStoreError, sha256_hex};
 use async_trait::async_trait;
 
+/// Whether `text` is exactly `len` lower-case hex digits: the alphabet of blob addresses, and
+/// so of the blob folders (`ab`) and of the address part of a temp file's name.
+fn is_lower_hex(text: &str, len: usize) -> bool {
+    text.len() == len && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// Checks that `hash` is a blob address: exactly 64 lower-case hex digits.
 pub(crate) fn check_hash(hash: &str) -> Result<(), BlobStoreError> {
-    let ok = hash.len() == 64 && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    if ok {
+    if is_lower_hex(hash, 64) {
         Ok(())
     } else {
         Err(BlobStoreError::InvalidHash(hash.chars().take(80).collect()))
@@ -382,12 +387,7 @@ fn is_temp_name(name: &str) -> bool {
     };
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     match rest.split('-').collect::<Vec<_>>().as_slice() {
-        [hash, pid, n] => {
-            hash.len() == 8
-                && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-                && digits(pid)
-                && digits(n)
-        }
+        [hash, pid, n] => is_lower_hex(hash, 8) && digits(pid) && digits(n),
         _ => false,
     }
 }
@@ -408,9 +408,7 @@ fn remove_stale_temps(root: &Path, now: std::time::SystemTime) -> crate::temp::S
             continue;
         };
         let name = entry.file_name();
-        let is_blob_dir = name.to_str().is_some_and(|n| {
-            n.len() == 2 && n.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        });
+        let is_blob_dir = name.to_str().is_some_and(|n| is_lower_hex(n, 2));
         // `file_type` does not follow a symlink: a link to a folder elsewhere is not ours.
         if is_blob_dir && entry.file_type().is_ok_and(|t| t.is_dir()) {
             swept += crate::temp::remove_stale(&entry.path(), is_temp_name, now);
