@@ -618,12 +618,12 @@ impl OpenAiCompletion {
     }
 
     /// A 2xx JSON answer where a stream was asked for: a server that ignores `stream: true` and
-    /// answers with the whole completion (a chat completion, or a Responses `response`), decoded
-    /// by the wire's whole-answer decoder into the same completion a stream of it would give,
-    /// its display deltas sent to `deltas` at once; or the provider's error; or anything else,
-    /// reported as JSON that is neither an event stream nor a whole answer, saying what is wrong
-    /// with it but never quoting it (a body too large, or a whole answer that breaks a limit or
-    /// a call rule, is reported as read as one, with what it broke). The body is read under the decoder's
+    /// answers with the whole completion (a chat completion, or a Responses `response`), decoded by
+    /// the wire's whole-answer decoder into the same completion a stream of it would give, its
+    /// display deltas sent to `deltas` at once; or the provider's error; or anything else, reported
+    /// as JSON that is neither an event stream nor a whole answer, saying what is wrong with it but
+    /// never quoting it (a body too large, or a whole answer that breaks a limit or a call rule, is
+    /// reported as read as one, with what it broke). The body is read under the decoder's
     /// [`Limits::max_total_bytes`], as a stream is.
     async fn json_answer(
         &self,

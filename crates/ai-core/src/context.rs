@@ -106,9 +106,9 @@ pub struct ConnectionGrant {
 
 /// The run-wide context that policy, catalog and runner decide on.
 ///
-/// The actor, tenant, subject and graph are checked references (1..=128 characters, no control character) whether the
-/// context is built or deserialized, so they are read through methods; they are `Arc<str>`
-/// inside, so each invocation's context shares them instead of copying.
+/// The actor, tenant, subject and graph are checked references (1..=128 characters, no control
+/// character) whether the context is built or deserialized, so they are read through methods; they
+/// are `Arc<str>` inside, so each invocation's context shares them instead of copying.
 ///
 /// Every field is a reference. A secret never lives here (invariant NO_SECRETS_IN_CONTEXT):
 /// credentials reach a tool only through a per-invocation [`crate::AuthCapability`].

@@ -54,9 +54,9 @@ struct Event<'a> {
 }
 
 /// A field that is a string on the events the decoder reads, and may be anything on events it
-/// skips: versions of the spec typed the `delta` of the reasoning summary and MCP call events
-/// as objects. Anything but a string reads as absent, so an
-/// event the decoder does not read can never fail the stream.
+/// skips: versions of the spec typed the `delta` of the reasoning summary and MCP call events as
+/// objects. Anything but a string reads as absent, so an event the decoder does not read can never
+/// fail the stream.
 #[derive(Default)]
 struct Text<'a>(Option<Cow<'a, str>>);
 
@@ -567,19 +567,19 @@ struct WholeResponse {
 /// Decodes a whole (non-streamed) Responses `response` object, the JSON body
 /// (`object: "response"`) a server that ignores `stream: true` answers with.
 ///
-/// The result is what [`StreamDecoder`] resolves for a stream of the same content: the body is
-/// read as the events a stream ends with, each item of `output` as its
-/// `response.output_item.done` (a `message` item's `output_text` and `refusal` parts are the
-/// text; a `function_call` item is a call, its `call_id` the id a result quotes, its `arguments`
-/// kept as sent, an object serialized, a missing or empty one `{}`, so invalid JSON is the one call's error where it
-/// runs; status `incomplete` on an item marks it incomplete), then the terminal event its
-/// `status` names: `completed` (or no status) ends the turn, `incomplete` is
-/// [`ai_core::FinishReason::Length`] (or `ContentFilter`, as `incomplete_details.reason` says)
-/// with every call incomplete, `failed` is the response's error. A call item without a `call_id`
-/// gets a deterministic id seeded with the response `id`; two call items under one `call_id` (or
-/// one item id) are [`DecodeError::InvalidToolCall`], since `output` lists each call once. `limits` apply as to a stream:
-/// `max_total_bytes` bounds the body (checked before it is parsed), and the argument and call
-/// limits hold.
+/// The result is what [`StreamDecoder`] resolves for a stream of the same content: the body is read
+/// as the events a stream ends with, each item of `output` as its `response.output_item.done` (a
+/// `message` item's `output_text` and `refusal` parts are the text; a `function_call` item is a
+/// call, its `call_id` the id a result quotes, its `arguments` kept as sent, an object serialized,
+/// a missing or empty one `{}`, so invalid JSON is the one call's error where it runs; status
+/// `incomplete` on an item marks it incomplete), then the terminal event its `status` names:
+/// `completed` (or no status) ends the turn, `incomplete` is [`ai_core::FinishReason::Length`] (or
+/// `ContentFilter`, as `incomplete_details.reason` says) with every call incomplete, `failed` is
+/// the response's error. A call item without a `call_id` gets a deterministic id seeded with the
+/// response `id`; two call items under one `call_id` (or one item id) are
+/// [`DecodeError::InvalidToolCall`], since `output` lists each call once. `limits` apply as to a
+/// stream: `max_total_bytes` bounds the body (checked before it is parsed), and the argument and
+/// call limits hold.
 ///
 /// A body with a truthy `error` is [`DecodeError::ProviderError`]; anything else that is not a
 /// finished response (not JSON, another `object`, no `output`, a status such as `in_progress`

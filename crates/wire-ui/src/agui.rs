@@ -10,10 +10,10 @@ use serde_json::Value;
 
 /// The body of a run request (`RunAgentInput`).
 ///
-/// A top-level field it does not know is ignored, as `@ag-ui/core`'s own schema (a loose
-/// object) accepts it: clients of later protocol versions send fields this one has not heard
-/// of, and every field whose meaning a server acts on here (`threadId`, `runId`, `messages`,
-/// `resume`) is read and checked. An answer to an interrupt ([`ResumeEntry`]) is stricter, since it decides whether a
+/// A top-level field it does not know is ignored, as `@ag-ui/core`'s own schema (a loose object)
+/// accepts it: clients of later protocol versions send fields this one has not heard of, and every
+/// field whose meaning a server acts on here (`threadId`, `runId`, `messages`, `resume`) is read
+/// and checked. An answer to an interrupt ([`ResumeEntry`]) is stricter, since it decides whether a
 /// tool runs: a field in it that is not known is refused.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]

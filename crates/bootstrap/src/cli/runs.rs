@@ -312,9 +312,10 @@ mod tests {
 
     use super::*;
 
-    /// What a hostile client, model or tool can put in a run log: escape sequences in the call
-    /// ids a model picks (run and thread ids refuse control characters), in model text (a C1 `CSI`, which JSON does not escape), in a
-    /// tool's error message and in what a damaged receipt blob says.
+    /// What a hostile client, model or tool can put in a run log: escape sequences in the call ids
+    /// a model picks (run and thread ids refuse control characters), in model text (a C1 `CSI`,
+    /// which JSON does not escape), in a tool's error message and in what a damaged receipt blob
+    /// says.
     const ESC: &str = "\u{1b}]0;pwned\u{7}\u{1b}[2J\r\u{9b}1A\u{8}";
 
     fn hostile_run() -> RunLog {
