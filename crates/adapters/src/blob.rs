@@ -240,10 +240,10 @@ impl FsInner {
         // Every folder of the batch is synced at the end, the root too: a blob or a folder
         // found in place may have been renamed or created by a put that has not synced yet.
         let mut dirs: Vec<PathBuf> = vec![self.root.clone()];
-        // Made by the open; again here if it was removed since.
+        // Made by a writer's open; again here if it was removed since (or the store was opened
+        // as a reader's, which makes none).
         if !self.temp_dir.is_dir() {
-            crate::create_private_dir(&self.temp_dir)
-                .map_err(|e| io_error("cannot create", &self.temp_dir, &e))?;
+            self.create_temp_dir()?;
         }
         for (hash, _, _) in &batch {
             let dir = self.root.join(&hash[..2]);
