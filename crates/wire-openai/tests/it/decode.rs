@@ -65,16 +65,12 @@ fn chat_whole_fixtures() {
         "../../../../fixtures",
         "wire/openai-chat-whole/*.json",
         |path| {
-            let (body, stream) = whole_fixture(path);
-            let decoded = chat::decode_completion(&body, wire_openai::Limits::default());
-            if let Some(stream) = stream {
-                let answer = decoded.as_ref().unwrap();
+            let decoded = whole_like_its_stream(path, chat::decode_completion, |bytes| {
                 let mut decoder = chat::StreamDecoder::default();
-                let deltas = decoder.feed(&stream_fixture(&stream)).unwrap();
-                assert_eq!(answer.completion, decoder.finish().unwrap(), "{stream}");
-                assert_eq!(answer.deltas, deltas, "{stream}");
-            }
-            insta::assert_json_snapshot!(outcome(decoded.map(|answer| answer.completion)));
+                let deltas = decoder.feed(bytes).unwrap();
+                (decoder.finish().unwrap(), deltas)
+            });
+            insta::assert_json_snapshot!(outcome(decoded));
         }
     );
 }
@@ -87,18 +83,33 @@ fn responses_whole_fixtures() {
         "../../../../fixtures",
         "wire/openai-responses-whole/*.json",
         |path| {
-            let (body, stream) = whole_fixture(path);
-            let decoded = responses::decode_response(&body, wire_openai::Limits::default());
-            if let Some(stream) = stream {
-                let answer = decoded.as_ref().unwrap();
+            let decoded = whole_like_its_stream(path, responses::decode_response, |bytes| {
                 let mut decoder = responses::StreamDecoder::default();
-                let deltas = decoder.feed(&stream_fixture(&stream)).unwrap();
-                assert_eq!(answer.completion, decoder.finish().unwrap(), "{stream}");
-                assert_eq!(answer.deltas, deltas, "{stream}");
-            }
-            insta::assert_json_snapshot!(outcome(decoded.map(|answer| answer.completion)));
+                let deltas = decoder.feed(bytes).unwrap();
+                (decoder.finish().unwrap(), deltas)
+            });
+            insta::assert_json_snapshot!(outcome(decoded));
         }
     );
+}
+
+/// The whole-answer fixture at `path` decoded by `decode_whole`; when it names the stream of the
+/// same turn, the answer must be exactly what `decode_stream` makes of that stream (fed in one
+/// read), deltas included.
+fn whole_like_its_stream(
+    path: &std::path::Path,
+    decode_whole: fn(&[u8], wire_openai::Limits) -> Result<wire_openai::WholeAnswer, DecodeError>,
+    decode_stream: impl Fn(&[u8]) -> (ai_core::LlmCompletion, Vec<ai_core::CompletionDelta>),
+) -> Result<ai_core::LlmCompletion, DecodeError> {
+    let (body, stream) = whole_fixture(path);
+    let decoded = decode_whole(&body, wire_openai::Limits::default());
+    if let Some(stream) = stream {
+        let answer = decoded.as_ref().unwrap();
+        let (completion, deltas) = decode_stream(&stream_fixture(&stream));
+        assert_eq!(answer.completion, completion, "{stream}");
+        assert_eq!(answer.deltas, deltas, "{stream}");
+    }
+    decoded.map(|answer| answer.completion)
 }
 
 /// A whole answer is held to the stream's limits: the body to `max_total_bytes` before it is
