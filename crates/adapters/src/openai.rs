@@ -508,20 +508,15 @@ impl OpenAiCompletion {
         let mut received = 0usize;
         let mut decoded = false;
         loop {
-            let wait = if received == 0 {
-                deadline
-            } else {
-                after(self.idle_timeout)
-            };
-            let chunk = tokio::select! {
-                biased;
-                () = cancel.cancelled() => return Err(Failure::Final(CompletionError::Cancelled)),
-                chunk = tokio::time::timeout_at(wait, response.chunk()) => chunk,
-            };
-            let chunk = match chunk {
+            let chunk = match self
+                .next_chunk(&mut response, received, deadline, cancel, "stream")
+                .await?
+            {
+                Next::Chunk(chunk) => chunk,
+                Next::End => break,
                 // The stream said how the turn ended before its end marker: a connection that
                 // then stalls or breaks has lost at most a usage report.
-                Err(_) | Ok(Err(_)) if received > 0 && decoder.has_finished() => {
+                Next::Failed(_) if received > 0 && decoder.has_finished() => {
                     tracing::debug!(
                         endpoint = %self.endpoint,
                         received,
@@ -529,27 +524,7 @@ impl OpenAiCompletion {
                     );
                     break;
                 }
-                Err(_) if received == 0 => return Err(self.retryable(self.no_first_byte())),
-                Err(_) => {
-                    return Err(Failure::Final(self.transport(&format!(
-                        "the stream stalled: no data for {} after {received} bytes (idle timeout; not retried)",
-                        seconds(self.idle_timeout)
-                    ))));
-                }
-                Ok(Err(error)) if received == 0 => {
-                    return Err(self.retryable(self.transport(&format!(
-                        "the connection broke before the first byte of the stream: {}",
-                        describe(error)
-                    ))));
-                }
-                Ok(Err(error)) => {
-                    return Err(Failure::Final(self.transport(&format!(
-                        "the connection broke after {received} bytes of the stream (not retried): {}",
-                        describe(error)
-                    ))));
-                }
-                Ok(Ok(None)) => break,
-                Ok(Ok(Some(chunk))) => chunk,
+                Next::Failed(failure) => return Err(failure),
             };
             if chunk.is_empty() {
                 continue;
@@ -697,46 +672,59 @@ impl OpenAiCompletion {
         let cap = self.limits.max_total_bytes.saturating_add(1);
         let mut body = Vec::new();
         while body.len() < cap {
-            let wait = if body.is_empty() {
-                deadline
-            } else {
-                after(self.idle_timeout)
-            };
-            let chunk = tokio::select! {
-                biased;
-                () = cancel.cancelled() => return Err(Failure::Final(CompletionError::Cancelled)),
-                chunk = tokio::time::timeout_at(wait, response.chunk()) => chunk,
-            };
-            match chunk {
-                Ok(Ok(Some(chunk))) => {
+            match self
+                .next_chunk(&mut response, body.len(), deadline, cancel, "answer")
+                .await?
+            {
+                Next::Chunk(chunk) => {
                     let room = cap - body.len();
                     body.extend_from_slice(&chunk[..chunk.len().min(room)]);
                 }
-                Ok(Ok(None)) => break,
-                Err(_) if body.is_empty() => return Err(self.retryable(self.no_first_byte())),
-                Err(_) => {
-                    return Err(Failure::Final(self.transport(&format!(
-                        "the answer stalled: no data for {} after {} bytes (idle timeout; not retried)",
-                        seconds(self.idle_timeout),
-                        body.len()
-                    ))));
-                }
-                Ok(Err(error)) if body.is_empty() => {
-                    return Err(self.retryable(self.transport(&format!(
-                        "the connection broke before the first byte of the answer: {}",
-                        describe(error)
-                    ))));
-                }
-                Ok(Err(error)) => {
-                    return Err(Failure::Final(self.transport(&format!(
-                        "the connection broke after {} bytes of the answer (not retried): {}",
-                        body.len(),
-                        describe(error)
-                    ))));
-                }
+                Next::End => break,
+                Next::Failed(failure) => return Err(failure),
             }
         }
         Ok(body)
+    }
+
+    /// Waits for the next chunk of a body (`what`: "stream" or "answer") `received` bytes in: until
+    /// `deadline` for the first byte, then for the idle timeout. Cancellation is the error; a
+    /// stall or a broken connection is [`Next::Failed`], retryable only before the first byte.
+    async fn next_chunk(
+        &self,
+        response: &mut reqwest::Response,
+        received: usize,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        what: &str,
+    ) -> Result<Next<impl std::ops::Deref<Target = [u8]> + use<>>, Failure> {
+        let wait = if received == 0 {
+            deadline
+        } else {
+            after(self.idle_timeout)
+        };
+        let chunk = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(Failure::Final(CompletionError::Cancelled)),
+            chunk = tokio::time::timeout_at(wait, response.chunk()) => chunk,
+        };
+        Ok(match chunk {
+            Ok(Ok(Some(chunk))) => Next::Chunk(chunk),
+            Ok(Ok(None)) => Next::End,
+            Err(_) if received == 0 => Next::Failed(self.retryable(self.no_first_byte())),
+            Err(_) => Next::Failed(Failure::Final(self.transport(&format!(
+                "the {what} stalled: no data for {} after {received} bytes (idle timeout; not retried)",
+                seconds(self.idle_timeout)
+            )))),
+            Ok(Err(error)) if received == 0 => Next::Failed(self.retryable(self.transport(&format!(
+                "the connection broke before the first byte of the {what}: {}",
+                describe(error)
+            )))),
+            Ok(Err(error)) => Next::Failed(Failure::Final(self.transport(&format!(
+                "the connection broke after {received} bytes of the {what} (not retried): {}",
+                describe(error)
+            )))),
+        })
     }
 
     /// Reads at most [`MAX_ERROR_BODY_BYTES`] of a body; read failures and timeouts end the
@@ -825,6 +813,16 @@ impl CompletionPort for OpenAiCompletion {
         };
         result.map_err(|error| self.scrubbed(error))
     }
+}
+
+/// What [`OpenAiCompletion::next_chunk`] got.
+enum Next<B> {
+    /// More of the body.
+    Chunk(B),
+    /// The body's end.
+    End,
+    /// A stall or a broken connection, as the failure to report.
+    Failed(Failure),
 }
 
 /// How one attempt failed.
