@@ -189,6 +189,97 @@ fn order_sets(root: &Value, value: &mut Value) {
     });
 }
 
+/// The integers a 64-bit JSON number can be read as exactly: an `i64` or a `u64`. serde_json
+/// (without `arbitrary_precision`) reads an integer past them as the nearest float, a different
+/// number.
+const SIXTY_FOUR_BITS: (i128, i128) = (i64::MIN as i128, u64::MAX as i128);
+
+/// The integers a schema's `type: integer` holds: those of the Rust type its `format` names
+/// (as schemars writes it: `int32`, `uint8`, `uint` for a `usize`, …), within
+/// [`SIXTY_FOUR_BITS`] (an `i128`'s `int128` included, and any other format).
+fn integer_range(schema: &Value) -> (i128, i128) {
+    let bounds = |min: i128, max: i128| (min.max(SIXTY_FOUR_BITS.0), max.min(SIXTY_FOUR_BITS.1));
+    match schema.get("format").and_then(Value::as_str) {
+        Some("int8") => bounds(i8::MIN.into(), i8::MAX.into()),
+        Some("int16") => bounds(i16::MIN.into(), i16::MAX.into()),
+        Some("int32") => bounds(i32::MIN.into(), i32::MAX.into()),
+        Some("int64") => bounds(i64::MIN.into(), i64::MAX.into()),
+        Some("int") => bounds(isize::MIN as i128, isize::MAX as i128),
+        Some("uint8") => bounds(0, u8::MAX.into()),
+        Some("uint16") => bounds(0, u16::MAX.into()),
+        Some("uint32") => bounds(0, u32::MAX.into()),
+        Some("uint64") => bounds(0, u64::MAX.into()),
+        Some("uint") => bounds(0, usize::MAX as i128),
+        _ => SIXTY_FOUR_BITS,
+    }
+}
+
+/// Pushes onto `out` the JSON pointer (below `pointer`) of every integer in `value` whose schema
+/// (`schema`, in `root`) says `integer` and whose value lies outside [`integer_range`], with that
+/// range. A float past 64 bits with no fraction is such an integer, as the model wrote it; a
+/// value the schema says nothing about is not looked at.
+fn integers_out_of_range(
+    root: &Value,
+    schema: &Value,
+    value: &Value,
+    pointer: String,
+    out: &mut Vec<(String, (i128, i128))>,
+) {
+    let schema = resolve_local_ref(root, schema);
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                let below = schema
+                    .get("properties")
+                    .and_then(|p| p.get(key))
+                    .or_else(|| schema.get("additionalProperties"));
+                if let Some(below) = below {
+                    let at = format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
+                    integers_out_of_range(root, below, child, at, out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let below = match schema.get("items") {
+                    Some(Value::Array(tuple)) => tuple.get(i),
+                    other => other,
+                };
+                if let Some(below) = below {
+                    integers_out_of_range(root, below, item, format!("{pointer}/{i}"), out);
+                }
+            }
+        }
+        Value::Number(number) => {
+            let integer_typed = match schema.get("type") {
+                Some(Value::String(t)) => t == "integer",
+                Some(Value::Array(types)) => types.iter().any(|t| t == "integer"),
+                _ => false,
+            };
+            // `as` saturates: a float far past 64 bits stays past them.
+            #[allow(clippy::cast_possible_truncation)]
+            let exact = number
+                .as_i64()
+                .map(i128::from)
+                .or_else(|| number.as_u64().map(i128::from))
+                .or_else(|| {
+                    number
+                        .as_f64()
+                        .filter(|f| f.fract() == 0.0)
+                        .map(|f| f as i128)
+                });
+            let range = integer_range(schema);
+            if integer_typed
+                && let Some(exact) = exact
+                && !(range.0..=range.1).contains(&exact)
+            {
+                out.push((pointer, range));
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Removes, at any depth, each `null` given for a property the schema neither requires nor
 /// lets be `null`, so that it reads as left out (and gets the type's default).
 ///
@@ -273,6 +364,24 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
         }
         if !self.input.is_valid(&args) {
             return Err(safe_errors(&self.input, &self.spec.input_schema, &args));
+        }
+        // Draft-07's `integer` has no bounds, so the schema takes any integer; the place of one
+        // the field's type cannot hold is named here, with the range, never the number.
+        let root = &self.spec.input_schema;
+        let mut out_of_range = Vec::new();
+        integers_out_of_range(root, root, &args, String::new(), &mut out_of_range);
+        if !out_of_range.is_empty() {
+            let parts: Vec<String> = out_of_range
+                .iter()
+                .take(5)
+                .map(|(at, (min, max))| {
+                    format!(
+                        "{} is out of range: it must be an integer from {min} to {max}",
+                        schema_named_path(root, at)
+                    )
+                })
+                .collect();
+            return Err(ToolError::invalid_input(parts.join("; ")));
         }
         // serde is stricter than the schema in places (`1.0` or `1e30` for an `i64`, a value a
         // type's own `Deserialize` refuses): arguments the tool cannot take are refused here,

@@ -9,7 +9,10 @@
 //! once and whose output is redacted by allowlist. Its validated arguments (what the start
 //! event, the audit record and an approval show, and what the tool reads) are the input as serde
 //! read it, written back: keys the type ignores are dropped, defaults it fills in are shown (see
-//! [`ToolContract::Input`]). The core tools live in [`tools`].
+//! [`ToolContract::Input`]). An argument integer its field's type cannot hold (past 64 bits,
+//! which the arguments' JSON numbers cannot carry exactly, or past a `u32`'s range for a `u32`)
+//! is refused at validation, naming its place and the range, never the number. The core tools
+//! live in [`tools`].
 //!
 //! A contract's input and output types derive `schemars::JsonSchema` from schemars 1.x (types
 //! deriving 0.8's trait do not fit) and serde's traits (the input both `Deserialize` and

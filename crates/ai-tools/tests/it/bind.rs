@@ -182,15 +182,14 @@ async fn validation_never_names_a_map_key_the_model_chose() {
     assert!(!everything.contains(canary), "{everything}");
 }
 
-/// Draft-07 calls `1.0` an integer, and a number past `i64` too; serde's `i64` takes neither.
-/// Arguments the schema accepts and the input type refuses are the model's mistake, found at
-/// validation (step 5): nothing starts, nothing runs, and the message says what serde refused
-/// without the value.
+/// Draft-07 calls `1.0` an integer; serde's `i64` does not take it. Arguments the schema
+/// accepts and the input type refuses are the model's mistake, found at validation (step 5):
+/// nothing starts, nothing runs, and the message says what serde refused without the value.
 #[tokio::test]
 async fn arguments_serde_refuses_after_the_schema_accepted_them_are_a_validation_failure() {
     for (counts, expected) in [
         ("1.0", "a floating point; expected i64"),
-        ("123456789012345678901234", "a floating point; expected i64"),
+        ("1234567890e0", "a floating point; expected i64"),
     ] {
         let args = format!(r#"{{"labels":{{}},"counts":[{counts}]}}"#);
         let (run, events) = crate::support::run(bind(Labels).unwrap(), &args).await;
@@ -210,6 +209,81 @@ async fn arguments_serde_refuses_after_the_schema_accepted_them_are_a_validation
         );
         let everything = format!("{run:?}{events:?}");
         assert!(!everything.contains("123456789"), "{everything}");
+    }
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DaysInput {
+    days: u64,
+    #[serde(default)]
+    window: Option<u32>,
+}
+
+struct Days;
+
+#[async_trait::async_trait]
+impl ToolContract for Days {
+    type Input = DaysInput;
+    type Output = LabelsOutput;
+    const ID: &'static str = "core__days";
+    const DESCRIPTION: &'static str = "Counts days.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["n"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        _: DaysInput,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<LabelsOutput, ToolError> {
+        Ok(LabelsOutput { n: 1 })
+    }
+}
+
+/// An integer past 64 bits (read as the nearest float, a different number) or past what the
+/// field's type holds passed the schema, which says only `integer`, and failed in serde with a
+/// message naming no place. It is now a validation failure naming each such place in the
+/// schema's words and the range the type holds, never the number.
+#[tokio::test]
+async fn an_integer_out_of_its_types_range_is_refused_with_its_place() {
+    let cases = [
+        (
+            bind(Days).unwrap(),
+            r#"{"days": 184467440737095516160}"#,
+            "/days is out of range: it must be an integer from 0 to 18446744073709551615",
+        ),
+        (
+            bind(Days).unwrap(),
+            r#"{"days": 1, "window": 4294967296}"#,
+            "/window is out of range: it must be an integer from 0 to 4294967295",
+        ),
+        (
+            bind(Labels).unwrap(),
+            r#"{"labels": {"sk-CANARY": 5000000000}, "counts": [1, -99999999999999999999999]}"#,
+            "/counts/1 is out of range: it must be an integer from -9223372036854775808 to \
+             9223372036854775807; /labels/* is out of range: it must be an integer from 0 to \
+             4294967295",
+        ),
+    ];
+    for (tool, args, expected) in cases {
+        let (run, events) = crate::support::run(tool, args).await;
+        let failure = run.result.failure().unwrap();
+        assert_eq!(failure.code, ToolErrorCode::Validation, "{failure:?}");
+        assert_eq!(
+            failure.safe_message,
+            format!("invalid tool arguments: {expected}")
+        );
+        assert!(run.record.args.is_none() && run.record.attempts.is_empty());
+        let everything = format!("{run:?}{events:?}");
+        let sent = [
+            "184467440737095516160",
+            "1.8446744073709552e20",
+            "4294967296",
+        ];
+        for value in sent.into_iter().chain(["CANARY", "5000000000", "9999999"]) {
+            assert!(!everything.contains(value), "{everything}");
+        }
     }
 }
 
