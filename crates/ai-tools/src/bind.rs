@@ -13,6 +13,7 @@ use ai_core::{
     canonical_json, describe_json_error,
 };
 
+use crate::contract::clash::clashing_name;
 use crate::contract::{derive_schema, is_connection_id};
 use crate::redact::{Allowlist, Unrepresentable, exact_value, schema_has_path};
 use crate::{Error, ToolContract, tool_spec};
@@ -35,6 +36,13 @@ struct BoundContract<C> {
 /// does not have, cannot be bound (invariant REDACTION_REQUIRED).
 pub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {
     let spec = tool_spec::<C>()?;
+    if let Some(name) = clashing_name::<C::Output>() {
+        return Err(Error::NameClash {
+            tool: C::ID.into(),
+            which: "output",
+            name,
+        });
+    }
     let output_schema = derive_schema::<C::Output>();
     let redaction_error = |reason: String| Error::Redaction {
         tool: C::ID.into(),

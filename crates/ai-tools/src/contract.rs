@@ -127,11 +127,19 @@ pub(crate) fn derive_schema<T: JsonSchema>() -> Value {
 /// Derives the model-facing spec of a contract.
 ///
 /// The input schema is draft-07, derived deterministically from `C::Input` (same bytes every
-/// run), and refused when it leaves the subset of [`ai_core::validate_tool_schema_p0`] or declares
+/// run), and refused when two different types in it take one schemars name (see
+/// [`Error::NameClash`]), when it leaves the subset of [`ai_core::validate_tool_schema_p0`] or declares
 /// a property named like a connection id (`connectionId`, `connection_id`, or any other case
 /// convention of it) anywhere.
 pub fn tool_spec<C: ToolContract>() -> Result<ToolSpec, Error> {
     let id = ToolId::parse(C::ID)?;
+    if let Some(name) = clash::clashing_name::<C::Input>() {
+        return Err(Error::NameClash {
+            tool: C::ID.into(),
+            which: "input",
+            name,
+        });
+    }
     let input_schema = derive_schema::<C::Input>();
     if let Err(violations) = validate_tool_schema_p0(&input_schema) {
         return Err(Error::UnsupportedSchema {
@@ -199,6 +207,7 @@ fn find_connection_id(node: &Value, pointer: String) -> Option<String> {
     }
 }
 
+pub(crate) mod clash;
 mod fit;
 #[cfg(test)]
 mod tests;

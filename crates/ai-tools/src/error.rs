@@ -25,6 +25,20 @@ pub enum Error {
         /// Where the property is declared.
         pointer: String,
     },
+    /// Two different types of the input or the output take one schemars schema id (two types of
+    /// one module that serde names alike, or hand-written impls whose `schema_id` is the same),
+    /// so the schema of one would stand in for the other's.
+    #[error(
+        "tool {tool}: two different {which} types are both named `{name}` for schemars (types of one module that serde names alike, or hand-written `JsonSchema` impls with one `schema_id`), so one's schema would stand in for the other's; give one of them its own name with `#[schemars(rename = \"…\")]`"
+    )]
+    NameClash {
+        /// The tool.
+        tool: String,
+        /// `input` or `output`.
+        which: &'static str,
+        /// The name both types take.
+        name: String,
+    },
     /// The redaction allowlist is empty or names a path the output does not have.
     #[error("tool {tool}: invalid redaction allowlist: {reason}")]
     Redaction {

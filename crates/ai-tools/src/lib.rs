@@ -20,7 +20,11 @@
 //! `ai_core::validate_tool_schema_p0` accepts: structs of plain fields, `Option`s (of structs and
 //! enums too), `Vec`s, maps with string keys, unit enums, and types that contain themselves
 //! (`Option<Box<Self>>`, `Vec<Self>`, the root type included); enums with data derive `oneOf` or
-//! `anyOf`, which the subset refuses, and binding says where. The output is an object whose
+//! `anyOf`, which the subset refuses, and binding says where. Types of two modules may share a
+//! name (schemars defines `Filter` and `Filter2`); two that schemars takes for one (types of one
+//! module that serde names alike, hand-written impls with one `schema_id`) are refused, naming
+//! the name and the fix, `#[schemars(rename = "…")]`, except when one contains the other, which
+//! schemars cannot tell from a type containing itself: name such types apart. The output is an object whose
 //! fields the allowlist names by dotted path (`"days.summary"` reaches into arrays and optional
 //! structs; a recursive field is named once per depth shown, `"next.name"`, `"next.next.name"`);
 //! see `examples/own_agent.rs` in cogni-graph for a whole contract in use. Output integers

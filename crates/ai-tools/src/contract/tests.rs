@@ -440,3 +440,124 @@ fn a_root_type_that_refers_to_itself_fits_the_subset() {
         );
     }
 }
+
+/// Types named `Filter` in two modules, and in one of them a third that serde names `Filter`
+/// too.
+mod filters {
+    pub(super) mod by_name {
+        use schemars::JsonSchema;
+        use serde::{Deserialize, Serialize};
+
+        #[derive(Deserialize, Serialize, JsonSchema)]
+        pub(crate) struct Filter {
+            pub(crate) field: String,
+        }
+
+        /// Named like [`Filter`] to serde, and so to schemars: one schema id for both.
+        #[derive(Deserialize, Serialize, JsonSchema)]
+        #[serde(rename = "Filter")]
+        pub(crate) struct Range {
+            pub(crate) from: u32,
+        }
+
+        /// Named like [`Filter`] to serde, told apart for schemars.
+        #[derive(Deserialize, Serialize, JsonSchema)]
+        #[serde(rename = "Filter")]
+        #[schemars(rename = "RangeFilter")]
+        pub(crate) struct Renamed {
+            pub(crate) from: u32,
+        }
+    }
+    pub(super) mod by_value {
+        use schemars::JsonSchema;
+        use serde::{Deserialize, Serialize};
+
+        #[derive(Deserialize, Serialize, JsonSchema)]
+        pub(crate) struct Filter {
+            pub(crate) value: u32,
+        }
+    }
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct TwoModules {
+    a: filters::by_name::Filter,
+    b: Option<filters::by_value::Filter>,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct OneModule {
+    a: filters::by_name::Filter,
+    /// The range.
+    b: Vec<filters::by_name::Range>,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct OneModuleRenamed {
+    a: filters::by_name::Filter,
+    b: Vec<filters::by_name::Renamed>,
+}
+
+/// A contract whose output is `O`.
+struct OutputProbe<O>(std::marker::PhantomData<O>);
+
+#[async_trait::async_trait]
+impl<O: Serialize + JsonSchema + Send + Sync + 'static> ToolContract for OutputProbe<O> {
+    type Input = Plain;
+    type Output = O;
+    const ID: &'static str = "core__probe";
+    const DESCRIPTION: &'static str = "probe";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["a"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        _: Plain,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<O, ToolError> {
+        Err(ToolError::new("never run"))
+    }
+}
+
+/// Two types of one module that serde names alike share a schemars schema id, so one's schema
+/// stood in for the other's: `b` was described as a `Filter` with a `field`, no call could fit
+/// both the schema and the type, and nothing said why. The clash is now refused at derivation
+/// (input) and binding (output), naming the type and the fix; types of two modules sharing a
+/// name get a definition each, and `#[schemars(rename)]` tells the clashing ones apart.
+#[test]
+fn two_types_schemars_names_alike_are_refused_with_the_fix() {
+    let expected = Error::NameClash {
+        tool: "core__probe".into(),
+        which: "input",
+        name: "Filter".into(),
+    };
+    assert_eq!(
+        tool_spec::<Probe<OneModule>>().map(|_| ()),
+        Err(expected.clone())
+    );
+    assert!(
+        expected.to_string().contains("#[schemars(rename = \"…\")]"),
+        "{expected}"
+    );
+    assert!(matches!(
+        crate::bind(OutputProbe::<OneModule>(std::marker::PhantomData)).map(|_| ()),
+        Err(Error::NameClash { which: "output", ref name, .. }) if name == "Filter"
+    ));
+
+    let renamed = tool_spec::<Probe<OneModuleRenamed>>().unwrap().input_schema;
+    assert_eq!(
+        renamed["definitions"]["RangeFilter"]["required"],
+        serde_json::json!(["from"])
+    );
+    let two = tool_spec::<Probe<TwoModules>>().unwrap().input_schema;
+    assert_eq!(
+        two["definitions"]["Filter"]["required"],
+        serde_json::json!(["field"])
+    );
+    assert_eq!(
+        two["properties"]["b"]["$ref"],
+        serde_json::json!("#/definitions/Filter2OrNull")
+    );
+    assert!(crate::bind(OutputProbe::<TwoModules>(std::marker::PhantomData)).is_ok());
+}
