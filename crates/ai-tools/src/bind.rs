@@ -182,19 +182,61 @@ fn each_described(
 }
 
 /// Puts the elements of every array of `value` whose schema (`schema`, in `root`) declares
-/// `uniqueItems` (a set: schemars says so of `HashSet` and `BTreeSet`) in the order of their
-/// canonical JSON, at any depth.
+/// `uniqueItems` in the order the model wrote them in `given` (the arguments as sent, at the
+/// same place), at any depth; elements serde changed on the way (a default filled in inside
+/// one), which `given` does not hold as they are, come after, in the order of their canonical
+/// JSON.
 ///
-/// A `HashSet` writes its elements in an order that changes from one deserialization to the
-/// next; the approval hash of a call re-validated on resume must come out the same.
-fn order_sets(root: &Value, value: &mut Value) {
-    each_described(root, root, value, &mut |schema, value| {
-        if let Value::Array(items) = value
-            && schema.get("uniqueItems") == Some(&Value::Bool(true))
-        {
-            items.sort_by_cached_key(canonical_json);
+/// schemars says `uniqueItems` of a `HashSet`, which writes its elements in an order that
+/// changes from one deserialization to the next (the approval hash of a call re-validated on
+/// resume must come out the same), and of a `BTreeSet`; a `Vec` may say it too, and its order
+/// is what the tool runs. The model's order serves both: fixed by the arguments alone, and the
+/// `Vec`'s own. Other arrays are left as serde wrote them, their elements paired with the
+/// model's by place.
+fn order_unique_items(root: &Value, schema: &Value, value: &mut Value, given: Option<&Value>) {
+    let schema = resolve_local_ref(root, schema);
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map.iter_mut() {
+                let below = schema
+                    .get("properties")
+                    .and_then(|p| p.get(key))
+                    .or_else(|| schema.get("additionalProperties"));
+                if let Some(below) = below {
+                    order_unique_items(root, below, child, given.and_then(|g| g.get(key)));
+                }
+            }
         }
-    });
+        Value::Array(items) => {
+            let unique = schema.get("uniqueItems") == Some(&Value::Bool(true));
+            let given = given.and_then(Value::as_array);
+            for (i, item) in items.iter_mut().enumerate() {
+                let below = match schema.get("items") {
+                    Some(Value::Array(tuple)) => tuple.get(i),
+                    other => other,
+                };
+                // A set's elements are not where the model put them: each is paired with the
+                // model's equal one (which it equals at every depth, so holds no other order).
+                let given_item = if unique {
+                    given.and_then(|g| g.iter().find(|g| *g == item))
+                } else {
+                    given.and_then(|g| g.get(i))
+                };
+                if let Some(below) = below {
+                    order_unique_items(root, below, item, given_item);
+                }
+            }
+            if unique {
+                items.sort_by_cached_key(|item| {
+                    match given.and_then(|g| g.iter().position(|g| g == item)) {
+                        Some(at) => (at, String::new()),
+                        None => (usize::MAX, canonical_json(item)),
+                    }
+                });
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The integers a 64-bit JSON number can be read as exactly: an `i64` or a `u64`. serde_json
@@ -419,7 +461,8 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
                  object",
             ),
         })?;
-        order_sets(&self.spec.input_schema, &mut validated);
+        let schema = &self.spec.input_schema;
+        order_unique_items(schema, schema, &mut validated, Some(&args));
         if C::Input::deserialize(&validated).is_err() {
             return Err(ToolError::permanent(
                 "the tool's input type does not read back the arguments it writes",

@@ -58,10 +58,12 @@ pub trait ToolContract: Send + Sync + 'static {
     /// arguments (shown in the start event and the record, hashed for an approval, and what
     /// [`ToolContract::execute`] gets, read again) are the arguments deserialized and written
     /// back, so keys the type ignores are dropped, and what serde filled in (a `default`, a
-    /// `None`, written `null` unless `skip_serializing_if` leaves it out) is shown. Elements
-    /// of a set (`HashSet`, `BTreeSet`) are put in a fixed order, so the same arguments always
-    /// give the same bytes; other types must serialize deterministically too (a `HashMap` does:
-    /// it becomes a JSON object).
+    /// `None`, written `null` unless `skip_serializing_if` leaves it out) is shown. An array
+    /// whose schema says `uniqueItems` (a `HashSet`, a `BTreeSet`, a `Vec` given the keyword)
+    /// keeps the order the model wrote its elements in (those serde changed come after, in
+    /// canonical JSON order), so the same arguments always give the same bytes and a `Vec`
+    /// keeps its order; other types must serialize deterministically too (a `HashMap` does: it
+    /// becomes a JSON object).
     type Input: DeserializeOwned + Serialize + JsonSchema + Send;
     /// What the tool returns, before redaction.
     type Output: Serialize + JsonSchema + Send;

@@ -674,7 +674,7 @@ async fn validated_arguments_are_what_the_input_type_reads() {
         .unwrap();
     assert_eq!(
         validated,
-        json!({"name": "a", "limit": 10, "tags": ["e", "i", "q", "r", "t", "u", "w", "y"],
+        json!({"name": "a", "limit": 10, "tags": ["q", "w", "e", "r", "t", "y", "u", "i"],
             "inner": {"k": "v"}})
     );
     // Re-validating the same arguments (as a resumed call does) gives the same bytes, the
@@ -699,6 +699,86 @@ async fn validated_arguments_are_what_the_input_type_reads() {
     assert_eq!(**shown, validated);
     let everything = format!("{run:?}{events:?}");
     assert!(!everything.contains("CANARY"), "{everything}");
+}
+
+/// Steps to take in order, none twice: a `Vec` whose schema says `uniqueItems`, as a set's does.
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct PlanInput {
+    #[schemars(extend("uniqueItems" = true))]
+    steps: Vec<String>,
+    done: std::collections::BTreeSet<u32>,
+    owners: Vec<std::collections::HashSet<String>>,
+    #[serde(default)]
+    labels: std::collections::HashSet<PlanLabel>,
+}
+
+/// A set element that serde fills in, so the model's elements are not the ones written back.
+#[derive(Deserialize, Serialize, JsonSchema, PartialEq, Eq, Hash)]
+struct PlanLabel {
+    name: String,
+    #[serde(default)]
+    weight: u32,
+}
+
+struct Plan;
+
+#[async_trait::async_trait]
+impl ToolContract for Plan {
+    type Input = PlanInput;
+    type Output = LooseOutput;
+    const ID: &'static str = "core__plan";
+    const DESCRIPTION: &'static str = "Plans.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["seen"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        input: PlanInput,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<LooseOutput, ToolError> {
+        Ok(LooseOutput {
+            seen: input.steps.join(" "),
+        })
+    }
+}
+
+/// Every array whose schema says `uniqueItems` was sorted, meant for sets (whose `HashSet`
+/// writes a new order each time) but a `Vec` given the keyword too: the tool got the model's
+/// steps in another order than the model asked. Such an array now keeps the order the model
+/// wrote: a `Vec`'s order is what the tool runs, and a set's is fixed by the arguments alone.
+#[tokio::test]
+async fn arrays_of_unique_items_keep_the_order_the_model_wrote() {
+    let tool = bind(Plan).unwrap();
+    let args = json!({"steps": ["c", "a", "b"], "done": [3, 1, 2],
+        "owners": [["z", "y", "x", "w", "v", "u"], ["b", "a"]]});
+    let with_labels = |labels| {
+        let mut args = args.clone();
+        args["labels"] = labels;
+        args
+    };
+    for _ in 0..20 {
+        assert_eq!(
+            tool.validate_input(args.clone()).unwrap(),
+            with_labels(json!([]))
+        );
+        // Elements serde changed follow their canonical JSON, whatever order the set wrote.
+        let labels = json!([{"name": "d"}, {"name": "b"}, {"name": "c"}, {"name": "a"}]);
+        assert_eq!(
+            tool.validate_input(with_labels(labels)).unwrap(),
+            with_labels(
+                json!([{"name": "a", "weight": 0}, {"name": "b", "weight": 0},
+                {"name": "c", "weight": 0}, {"name": "d", "weight": 0}])
+            )
+        );
+    }
+    let (run, _) = crate::support::run(tool, &args.to_string()).await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"seen": "c a b"}).into()
+        }
+    );
 }
 
 /// OpenAI's strict form makes every property required and an optional one nullable, so a model
