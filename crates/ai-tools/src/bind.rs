@@ -57,8 +57,13 @@ pub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {
         .iter()
         .find(|path| !schema_has_path(&output_schema, path))
     {
+        let repeated = if path.contains('*') {
+            " (a `field*` names a field that holds the type it is in)"
+        } else {
+            ""
+        };
         return Err(redaction_error(format!(
-            "{path:?} is not a field of the output"
+            "{path:?} is not a field of the output{repeated}"
         )));
     }
     let compile = |schema: &Value, which| {

@@ -74,7 +74,9 @@ pub trait ToolContract: Send + Sync + 'static {
     const DESCRIPTION: &'static str;
     /// Its side-effect level.
     const EFFECT: ToolEffect;
-    /// Output paths that may leave the runner (dotted, arrays walked element-wise).
+    /// Output paths that may leave the runner (dotted, arrays walked element-wise; a segment
+    /// `field*` follows a field holding its own type any number of times, none included, as in
+    /// `"children*.name"`).
     const REDACTION: &'static [&'static str];
 
     /// Whether running the tool twice with the same input has the effect of running it once.

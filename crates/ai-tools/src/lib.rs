@@ -26,7 +26,9 @@
 //! the name and the fix, `#[schemars(rename = "…")]`, except when one contains the other, which
 //! schemars cannot tell from a type containing itself: name such types apart. The output is an object whose
 //! fields the allowlist names by dotted path (`"days.summary"` reaches into arrays and optional
-//! structs; a recursive field is named once per depth shown, `"next.name"`, `"next.next.name"`);
+//! structs; `field*` follows a field that holds its own type any number of times, none
+//! included: `"next*.name"` is `name`, `next.name`, `next.next.name`, … of a linked list, and
+//! `"children*.name"` every name of a tree, whatever else they hold hidden at every depth);
 //! see `examples/own_agent.rs` in cogni-graph for a whole contract in use. Output integers
 //! must fit 64 bits (an `i64` or a `u64`): the workspace's serde_json holds no wider number
 //! exactly, so an `i128` or `u128` past that range fails the call, naming the field's place,

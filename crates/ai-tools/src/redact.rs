@@ -1,31 +1,48 @@
 //! Allowlist redaction: only named output paths survive.
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-/// The allowlist as a tree of path segments. A node that ends an allowlisted path keeps its whole
-/// subtree; other nodes keep only their allowlisted children.
-#[derive(Debug, Default)]
-pub(crate) struct Allowlist {
-    keep_all: bool,
-    children: BTreeMap<String, Allowlist>,
+/// One segment of an allowlisted path.
+#[derive(Debug, PartialEq, Eq)]
+enum Segment {
+    /// A field, once.
+    Field(String),
+    /// `field*`: a field that holds the type it is in, followed any number of times, none
+    /// included (`"next*.name"` is `name`, `next.name`, `next.next.name`, …).
+    Repeat(String),
 }
 
-impl Allowlist {
-    /// Builds the tree from dotted paths (`"entries.name"`).
-    pub(crate) fn new<'a>(paths: impl IntoIterator<Item = &'a str>) -> Self {
-        let mut root = Self::default();
-        for path in paths {
-            let mut node = &mut root;
-            for segment in path.split('.') {
-                node = node.children.entry(segment.to_owned()).or_default();
-            }
-            node.keep_all = true;
+impl Segment {
+    /// A segment as written between the dots of a path.
+    fn parse(segment: &str) -> Self {
+        match segment.strip_suffix('*').filter(|field| !field.is_empty()) {
+            Some(field) => Self::Repeat(field.to_owned()),
+            None => Self::Field(segment.to_owned()),
         }
-        root
+    }
+}
+
+/// The allowlisted paths. A value that an allowlisted path ends at keeps its whole subtree; a
+/// value that paths go through keeps only the children they go on to.
+#[derive(Debug, Default)]
+pub(crate) struct Allowlist {
+    paths: Vec<Vec<Segment>>,
+}
+
+/// Where a path has got to: the path's index and how many of its segments are behind.
+type Place = (usize, usize);
+
+impl Allowlist {
+    /// Reads dotted paths (`"entries.name"`, `"children*.name"`).
+    pub(crate) fn new<'a>(paths: impl IntoIterator<Item = &'a str>) -> Self {
+        Self {
+            paths: paths
+                .into_iter()
+                .map(|path| path.split('.').map(Segment::parse).collect())
+                .collect(),
+        }
     }
 
     /// Strips everything from `value` that no allowlisted path reaches, in place. Arrays are
@@ -33,25 +50,62 @@ impl Allowlist {
     /// fields below it stays (it holds nothing, and an `Option` that is `None` says so); any
     /// other scalar there is removed.
     pub(crate) fn apply(&self, value: &mut Value) -> bool {
-        if self.keep_all {
+        let start = self.closure((0..self.paths.len()).map(|path| (path, 0)).collect());
+        self.apply_at(&start, value)
+    }
+
+    /// [`Allowlist::apply`] to a value the paths have got to at `places`.
+    fn apply_at(&self, places: &[Place], value: &mut Value) -> bool {
+        if places
+            .iter()
+            .any(|&(path, done)| done == self.paths[path].len())
+        {
             return true;
         }
         match value {
             Value::Object(map) => {
                 map.retain(|key, child| {
-                    self.children
-                        .get(key)
-                        .is_some_and(|allow| allow.apply(child))
+                    let next = self.step(places, key);
+                    !next.is_empty() && self.apply_at(&next, child)
                 });
                 true
             }
             Value::Array(items) => {
-                items.retain_mut(|item| self.apply(item));
+                items.retain_mut(|item| self.apply_at(places, item));
                 true
             }
             Value::Null => true,
             _ => false,
         }
+    }
+
+    /// Where the paths at `places` get to through the field `key`.
+    fn step(&self, places: &[Place], key: &str) -> Vec<Place> {
+        let next = places
+            .iter()
+            .filter_map(|&(path, done)| match self.paths[path].get(done) {
+                Some(Segment::Field(field)) if field == key => Some((path, done + 1)),
+                Some(Segment::Repeat(field)) if field == key => Some((path, done)),
+                _ => None,
+            })
+            .collect();
+        self.closure(next)
+    }
+
+    /// `places`, with each `field*` segment also passed over (followed no more times).
+    fn closure(&self, mut places: Vec<Place>) -> Vec<Place> {
+        let mut i = 0;
+        while let Some(&(path, done)) = places.get(i) {
+            if let Some(Segment::Repeat(_)) = self.paths[path].get(done)
+                && !places.contains(&(path, done + 1))
+            {
+                places.push((path, done + 1));
+            }
+            i += 1;
+        }
+        places.sort_unstable();
+        places.dedup();
+        places
     }
 }
 
@@ -280,19 +334,41 @@ impl<'de> Visitor<'de> for UniqueKeysVisitor {
 }
 
 /// Whether the dotted `path` names a property of the output `schema` (following local `$ref`s
-/// and array `items`).
+/// and array `items`); a `field*` segment must name a field that holds its own type (`next` of
+/// a linked list, `children` of a tree), and what follows it must be there at every depth.
 pub(crate) fn schema_has_path(schema: &Value, path: &str) -> bool {
-    let mut node = schema;
-    for segment in path.split('.') {
-        let Some(object) = resolve(schema, node) else {
-            return false;
-        };
-        match object.get("properties").and_then(|p| p.get(segment)) {
-            Some(child) => node = child,
-            None => return false,
+    let segments: Vec<Segment> = path.split('.').map(Segment::parse).collect();
+    has_path(schema, schema, &segments)
+}
+
+/// Whether `segments` lead from `node` (in `root`) to a property.
+fn has_path(root: &Value, node: &Value, segments: &[Segment]) -> bool {
+    let Some((segment, rest)) = segments.split_first() else {
+        return true;
+    };
+    let Some(object) = resolve(root, node) else {
+        return false;
+    };
+    match segment {
+        Segment::Field(name) => {
+            property(object, name).is_some_and(|child| has_path(root, child, rest))
+        }
+        Segment::Repeat(name) => {
+            // Below the field is a type whose same field leads back to it (the root's own
+            // recursion leads first to its copy in the definitions, then round that).
+            let inner = property(object, name)
+                .and_then(|child| resolve(root, child))
+                .filter(|&inner| {
+                    property(inner, name).and_then(|again| resolve(root, again)) == Some(inner)
+                });
+            inner.is_some_and(|inner| has_path(root, object, rest) && has_path(root, inner, rest))
         }
     }
-    true
+}
+
+/// The schema of the property `name` of an object schema.
+fn property<'a>(object: &'a Value, name: &str) -> Option<&'a Value> {
+    object.get("properties")?.get(name)
 }
 
 /// Follows `$ref`s and array `items` down to the schema that has the properties.

@@ -118,3 +118,65 @@ fn an_integer_beyond_64_bits_is_refused_with_its_place() {
         Err(Unrepresentable::WideInteger(String::new()))
     );
 }
+
+/// A field that holds its own type was allowlisted once per depth shown. `field*` follows it any
+/// number of times, none included, and nothing else: what is not named stays hidden at every
+/// depth.
+#[test]
+fn a_repeated_field_reaches_every_depth() {
+    let tree = json!({"name": "a", "secret": 1, "children": [
+        {"name": "b", "secret": 2, "children": []},
+        {"name": "c", "secret": 3, "children": [{"name": "d", "secret": 4, "children": null}]}
+    ]});
+    check(
+        &["children*.name"],
+        tree.clone(),
+        json!({"name": "a", "children": [
+            {"name": "b", "children": []},
+            {"name": "c", "children": [{"name": "d", "children": null}]}
+        ]}),
+    );
+    check(
+        &["children.children*.name"],
+        tree.clone(),
+        json!({"children": [
+            {"name": "b", "children": []},
+            {"name": "c", "children": [{"name": "d", "children": null}]}
+        ]}),
+    );
+    check(
+        &["name", "children*.secret", "children.name"],
+        tree,
+        json!({"name": "a", "secret": 1, "children": [
+            {"name": "b", "secret": 2, "children": []},
+            {"name": "c", "secret": 3, "children": [{"secret": 4, "children": null}]}
+        ]}),
+    );
+}
+
+#[test]
+fn a_repeated_field_must_hold_its_own_type() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "next": {"$ref": "#/definitions/NodeOrNull"},
+            "entries": {"type": "array", "items": {"$ref": "#/definitions/Entry"}}
+        },
+        "definitions": {
+            "NodeOrNull": {"type": ["object", "null"], "properties": {
+                "name": {"type": "string"},
+                "next": {"$ref": "#/definitions/NodeOrNull"}
+            }},
+            "Entry": {"type": "object", "properties": {"entries": {"type": "array",
+                "items": {"$ref": "#/definitions/Leaf"}}}},
+            "Leaf": {"type": "object", "properties": {"entries": {"type": "string"}}}
+        }
+    });
+    assert!(schema_has_path(&schema, "next*.name"));
+    assert!(schema_has_path(&schema, "next*"));
+    assert!(!schema_has_path(&schema, "name*"));
+    assert!(!schema_has_path(&schema, "next*.missing"));
+    assert!(!schema_has_path(&schema, "entries*"));
+    assert!(!schema_has_path(&schema, "missing*"));
+}

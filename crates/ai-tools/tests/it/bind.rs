@@ -543,6 +543,65 @@ async fn a_recursive_root_type_is_bound_checked_and_redacted() {
     );
 }
 
+/// [`Relink`] with its allowlist given per test.
+macro_rules! relink {
+    ($name:ident, $allow:expr) => {
+        struct $name;
+
+        #[async_trait::async_trait]
+        impl ToolContract for $name {
+            type Input = Chain;
+            type Output = ChainOut;
+            const ID: &'static str = "core__relink";
+            const DESCRIPTION: &'static str = "Copies a chain.";
+            const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+            const REDACTION: &'static [&'static str] = $allow;
+            async fn execute(
+                &self,
+                permit: &ExecPermit,
+                input: Chain,
+                ctx: &ToolInvocationContext,
+                caps: &Capabilities,
+            ) -> Result<ChainOut, ToolError> {
+                Relink.execute(permit, input, ctx, caps).await
+            }
+        }
+    };
+}
+
+relink!(RelinkAll, &["next*.name"]);
+relink!(RelinkName, &["name*"]);
+
+/// A recursive field was allowlisted once per depth shown (`next.name`, `next.next.name`, …),
+/// so a deeper value lost its names. `next*.name` names them at every depth, and nothing else:
+/// the secret stays hidden throughout. A `field*` must name a field holding its own type.
+#[tokio::test]
+async fn a_repeated_allowlist_field_reaches_every_depth() {
+    let (run, events) = crate::support::run(
+        bind(RelinkAll).unwrap(),
+        r#"{"name":"a","next":{"name":"b","next":{"name":"c","next":{"name":"d","next":null}}}}"#,
+    )
+    .await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"name": "a", "next": {"name": "b", "next": {"name": "c",
+                "next": {"name": "d", "next": null}}}})
+            .into()
+        }
+    );
+    let everything = format!("{run:?}{events:?}");
+    assert!(!everything.contains("CANARY"), "{everything}");
+    let Err(refused) = bind(RelinkName) else {
+        panic!("`name*` was bound");
+    };
+    assert_eq!(
+        refused.to_string(),
+        "tool core__relink: invalid redaction allowlist: \"name*\" is not a field of the \
+         output (a `field*` names a field that holds the type it is in)"
+    );
+}
+
 #[derive(Serialize, JsonSchema)]
 struct TotalsOutput {
     /// Per account.
