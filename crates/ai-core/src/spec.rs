@@ -36,6 +36,8 @@ impl ToolEffect {
 ///
 /// Each entry is a dotted path from the output's root (`"time"`, `"entries.name"`); arrays are
 /// walked element by element. A field not named by any path, or by a prefix of one, is stripped.
+/// In `ai-tools`, a segment `field*` follows a field that holds its own type any number of
+/// times, none included (`"children*.name"` keeps every node's name in a tree).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Redaction {

@@ -1,5 +1,6 @@
 //! Binding a contract (holding its capabilities) into an executable [`BoundTool`].
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -215,6 +216,18 @@ fn order_unique_items(root: &Value, schema: &Value, value: &mut Value, given: Op
         Value::Array(items) => {
             let unique = schema.get("uniqueItems") == Some(&Value::Bool(true));
             let given = given.and_then(Value::as_array);
+            // Where each of the model's elements stands, by canonical JSON: one pass, so that
+            // pairing a long set costs its length, not its square (the argument budget is a
+            // setting).
+            let places: HashMap<String, usize> = match given {
+                Some(given) if unique => given
+                    .iter()
+                    .enumerate()
+                    .map(|(at, item)| (canonical_json(item), at))
+                    .collect(),
+                _ => HashMap::new(),
+            };
+            let place = |item: &Value| places.get(&canonical_json(item)).copied();
             for (i, item) in items.iter_mut().enumerate() {
                 let below = match schema.get("items") {
                     Some(Value::Array(tuple)) => tuple.get(i),
@@ -223,7 +236,7 @@ fn order_unique_items(root: &Value, schema: &Value, value: &mut Value, given: Op
                 // A set's elements are not where the model put them: each is paired with the
                 // model's equal one (which it equals at every depth, so holds no other order).
                 let given_item = if unique {
-                    given.and_then(|g| g.iter().find(|g| *g == item))
+                    place(item).and_then(|at| given?.get(at))
                 } else {
                     given.and_then(|g| g.get(i))
                 };
@@ -232,11 +245,9 @@ fn order_unique_items(root: &Value, schema: &Value, value: &mut Value, given: Op
                 }
             }
             if unique {
-                items.sort_by_cached_key(|item| {
-                    match given.and_then(|g| g.iter().position(|g| g == item)) {
-                        Some(at) => (at, String::new()),
-                        None => (usize::MAX, canonical_json(item)),
-                    }
+                items.sort_by_cached_key(|item| match place(item) {
+                    Some(at) => (at, String::new()),
+                    None => (usize::MAX, canonical_json(item)),
                 });
             }
         }
