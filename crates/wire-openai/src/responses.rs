@@ -4,10 +4,13 @@
 //! id a result must quote is the item's `call_id`. An item announced again (the same item id, or
 //! the same `call_id` and function under another item id, as gateways that replay events send
 //! them) is the call already open, never a second call with the same id; another function under
-//! a `call_id` already taken is an error. A call's `arguments` sent as a JSON object (on an
-//! item or on `response.function_call_arguments.done`) are serialized, as on chat. Native
-//! streams end with a terminal event (`response.completed`, `response.incomplete`,
-//! `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is tolerated.
+//! a `call_id` already taken is an error. The argument deltas such a gateway re-sends after the
+//! item are recognized (by their text, and their `sequence_number` when they carry one) and
+//! neither appended nor shown again, so a call's display deltas spell its arguments. A call's
+//! `arguments` sent as a JSON object (on an item or on `response.function_call_arguments.done`)
+//! are serialized, as on chat. Native streams end with a terminal event (`response.completed`,
+//! `response.incomplete`, `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is
+//! tolerated.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -36,6 +39,11 @@ struct Event<'a> {
     output_index: Option<usize>,
     #[serde(default, borrow)]
     item_id: Option<Cow<'a, str>>,
+    /// The event's place in the stream (every native event has one, increasing); anything but a
+    /// whole number reads as absent, since compatible servers may leave it out or send it in
+    /// another form.
+    #[serde(default, deserialize_with = "sequence_number")]
+    sequence_number: Option<u64>,
     /// Text on the events read here; other events' `delta` may be anything (see [`Text`]).
     #[serde(default, borrow)]
     delta: Text<'a>,
@@ -51,6 +59,12 @@ struct Event<'a> {
     /// Some servers nest the `error` event's fields under `error`, or send it as a string.
     #[serde(default)]
     error: Option<Value>,
+}
+
+/// `sequence_number` as a whole number, or absent whatever else it is: it only helps tell a
+/// replayed delta from a new one (see [`StreamDecoder::fresh_part`]), so it never fails an event.
+fn sequence_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    Ok(Value::deserialize(deserializer)?.as_u64())
 }
 
 /// A field that is a string on the events the decoder reads, and may be anything on events it
@@ -174,6 +188,19 @@ pub struct StreamDecoder {
     /// came without one. A finished message item adds its text only when none of it streamed.
     streamed: HashSet<String>,
     streamed_unkeyed: bool,
+    /// What the decoder knows of each call's argument deltas, by call position.
+    replays: Vec<ArgumentDeltas>,
+}
+
+/// What the decoder knows of one call's argument deltas, to tell the deltas a gateway replays
+/// from new ones.
+#[derive(Debug, Default, Clone)]
+struct ArgumentDeltas {
+    /// The highest `sequence_number` of a delta appended to the call.
+    last_sequence: Option<u64>,
+    /// While the call is replayed (announced again after some of its arguments arrived): how
+    /// many bytes of its arguments the replayed deltas have repeated so far.
+    replayed: Option<usize>,
 }
 
 impl Default for StreamDecoder {
@@ -192,6 +219,7 @@ impl StreamDecoder {
             ended: false,
             streamed: HashSet::new(),
             streamed_unkeyed: false,
+            replays: Vec::new(),
         }
     }
 
@@ -325,14 +353,18 @@ impl StreamDecoder {
             "response.function_call_arguments.delta" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(offset))?;
                 let fragment = event.delta.0.as_deref().unwrap_or("");
-                self.session
-                    .calls
-                    .apply(position, None, None, fragment, deltas)?;
+                if let Some(fresh) = self.fresh_part(position, fragment, event.sequence_number) {
+                    self.session
+                        .calls
+                        .apply(position, None, None, fresh, deltas)?;
+                    let state = self.argument_deltas(position);
+                    state.last_sequence = state.last_sequence.max(event.sequence_number);
+                }
             }
             "response.function_call_arguments.done" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(offset))?;
                 if let Some(arguments) = event.arguments.0 {
-                    self.session.calls.replace_arguments(position, &arguments)?;
+                    self.replace_arguments(position, &arguments)?;
                 }
             }
             "response.output_item.done" => {
@@ -347,7 +379,7 @@ impl StreamDecoder {
                         None => self.open(item, event.output_index, deltas)?,
                     };
                     if let Some(arguments) = &item.arguments {
-                        self.session.calls.replace_arguments(position, arguments)?;
+                        self.replace_arguments(position, arguments)?;
                     }
                     // Id and name only fill what is still unknown; no new display delta.
                     self.session.calls.apply(
@@ -431,7 +463,9 @@ impl StreamDecoder {
     /// cannot both be answered, and a history may not repeat an id). The repeat is keyed under
     /// its item id and output index too, so its events reach the call; it only fills an id or a
     /// name still unknown, and its `arguments` are not appended (the call's arguments are its
-    /// deltas, and the final item's text replaces them). Another function under a call id
+    /// deltas, and the final item's text replaces them). A repeat of a call that already has
+    /// arguments starts a replay of them (see [`StreamDecoder::fresh_part`]), since a gateway
+    /// that re-sends the item may re-send its deltas too. Another function under a call id
     /// already taken is [`DecodeError::InvalidToolCall`]: which of the two calls the id means
     /// cannot be told, and running either would be a guess.
     fn open(
@@ -458,6 +492,7 @@ impl StreamDecoder {
                 "",
                 deltas,
             )?;
+            self.start_replay(position, item.arguments.as_deref().unwrap_or(""));
             return Ok(position);
         }
         let position = self.session.calls.open()?;
@@ -475,6 +510,92 @@ impl StreamDecoder {
             deltas,
         )?;
         Ok(position)
+    }
+
+    /// The delta state of the call at `position`.
+    fn argument_deltas(&mut self, position: usize) -> &mut ArgumentDeltas {
+        if self.replays.len() <= position {
+            self.replays.resize(position + 1, ArgumentDeltas::default());
+        }
+        &mut self.replays[position]
+    }
+
+    /// Starts a replay of the arguments of the call at `position`, announced again by an item
+    /// that carries `announced` as its arguments (normally none): the replay has repeated them
+    /// when they begin the call's arguments. A call with no arguments beyond them has nothing to
+    /// replay.
+    fn start_replay(&mut self, position: usize, announced: &str) {
+        let Some(arguments) = self.session.calls.calls.get(position).map(|c| &c.arguments) else {
+            return;
+        };
+        let repeated = if arguments.starts_with(announced) {
+            announced.len()
+        } else {
+            0
+        };
+        let replayed = (repeated < arguments.len()).then_some(repeated);
+        self.argument_deltas(position).replayed = replayed;
+    }
+
+    /// The part of an argument delta for the call at `position` that is new: all of it, unless
+    /// the call is being replayed (announced again after some of its arguments arrived, as a
+    /// gateway that re-sends a stream's events does).
+    ///
+    /// A replay re-sends the deltas the call already has, so while the call is replayed a delta
+    /// that repeats its arguments where the replay has got to adds nothing (`None`), and one
+    /// that runs past their end adds only the part past it, which ends the replay. A delta that
+    /// does not repeat them ends the replay and is new as a whole: the gateway re-sent the item
+    /// but not its deltas, or the text differs from what was shown. So is a delta whose
+    /// `sequence_number` is above every one the call's deltas had, when both are known: a
+    /// replay re-sends events under their numbers, so that delta was never sent before, even if
+    /// its text happens to repeat the start of the arguments.
+    ///
+    /// The call's arguments therefore never hold a replayed delta twice, and its display deltas
+    /// always spell exactly its arguments: nothing shown is taken back, nothing is shown twice,
+    /// until a `.done` event replaces the arguments with the final text.
+    fn fresh_part<'f>(
+        &mut self,
+        position: usize,
+        fragment: &'f str,
+        sequence: Option<u64>,
+    ) -> Option<&'f str> {
+        let Some(state) = self.replays.get_mut(position) else {
+            return Some(fragment);
+        };
+        let Some(replayed) = state.replayed.take() else {
+            return Some(fragment);
+        };
+        let newer = matches!((sequence, state.last_sequence), (Some(s), Some(last)) if s > last);
+        let arguments = self
+            .session
+            .calls
+            .calls
+            .get(position)
+            .map(|c| c.arguments.as_str());
+        let rest = arguments
+            .and_then(|a| a.get(replayed..))
+            .filter(|rest| !newer && !rest.is_empty());
+        match rest {
+            Some(rest) if rest.starts_with(fragment) => {
+                let replayed = replayed + fragment.len();
+                state.replayed = arguments
+                    .is_some_and(|a| replayed < a.len())
+                    .then_some(replayed);
+                None
+            }
+            Some(rest) if fragment.starts_with(rest) => Some(&fragment[rest.len()..]),
+            _ => Some(fragment),
+        }
+    }
+
+    /// Replaces the arguments of the call at `position` with the final text a `.done` event
+    /// carries; a replay of the arguments they replace is over.
+    fn replace_arguments(&mut self, position: usize, arguments: &str) -> Result<(), DecodeError> {
+        self.session.calls.replace_arguments(position, arguments)?;
+        if let Some(state) = self.replays.get_mut(position) {
+            state.replayed = None;
+        }
+        Ok(())
     }
 
     /// The open call whose id is this item's `call_id`, if there is one; an error if the item
@@ -634,6 +755,7 @@ pub fn decode_response(body: &[u8], limits: Limits) -> Result<WholeAnswer, Decod
         kind: Some(Cow::Borrowed(kind)),
         output_index: None,
         item_id: None,
+        sequence_number: None,
         delta: Text(None),
         arguments: LenientArguments(None),
         item: None,

@@ -315,6 +315,142 @@ fn deltas_stream_for_display_and_match_the_completion() {
     assert_eq!(rebuilt, assembled);
 }
 
+/// The display deltas of each call, joined: what a client was shown of its arguments.
+fn shown_arguments(deltas: &[ai_core::CompletionDelta]) -> Vec<String> {
+    let mut shown: Vec<String> = Vec::new();
+    for delta in deltas {
+        if let ai_core::CompletionDelta::ToolCall {
+            index, arguments, ..
+        } = delta
+        {
+            if shown.len() <= *index {
+                shown.resize(index + 1, String::new());
+            }
+            shown[*index].push_str(arguments);
+        }
+    }
+    shown
+}
+
+/// Every Responses fixture that resolves (or is cut with a partial answer): the display deltas
+/// of each call spell exactly its final arguments, as they do on chat. A gateway that replays a
+/// call's deltas shows them once.
+#[test]
+fn responses_deltas_spell_the_final_arguments() {
+    for bytes in crate::chunking::fixtures("openai-responses") {
+        let mut decoder = responses::StreamDecoder::default();
+        let Ok(deltas) = decoder.feed(&bytes) else {
+            continue;
+        };
+        let completion = match decoder.finish() {
+            Ok(completion) => completion,
+            Err(DecodeError::Truncated { partial, .. }) => *partial,
+            Err(_) => continue,
+        };
+        let mut shown = shown_arguments(&deltas);
+        shown.resize(completion.tool_calls.len().max(shown.len()), String::new());
+        let source = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
+        let source = String::from_utf8_lossy(source);
+        assert_eq!(shown.len(), completion.tool_calls.len(), "{source}");
+        for (call, shown) in completion.tool_calls.iter().zip(&shown) {
+            // A call with no arguments at all resolves to `{}`, and shows nothing.
+            let shown = if shown.is_empty() { "{}" } else { shown };
+            assert_eq!(shown, call.arguments, "{source}");
+        }
+    }
+}
+
+/// A gateway that re-sends a call's `output_item.added` and then its argument deltas: the
+/// replayed deltas are neither appended nor shown again, with or without `sequence_number`s,
+/// however the gateway re-chunked them, and even with no `.done` event to repair the arguments;
+/// a delta the replay never sent is new, even when its text repeats the arguments' start.
+#[test]
+fn a_replayed_call_keeps_and_shows_each_delta_once() {
+    let added = json!({"type": "response.output_item.added", "output_index": 0,
+        "item": {"type": "function_call", "id": "fc_1", "call_id": "call_1",
+            "name": "get_weather", "arguments": ""}});
+    let delta = |fragment: &str, sequence: Option<u64>| {
+        let mut event = json!({"type": "response.function_call_arguments.delta",
+            "item_id": "fc_1", "output_index": 0, "delta": fragment});
+        if let Some(sequence) = sequence {
+            event["sequence_number"] = json!(sequence);
+        }
+        event
+    };
+    let completed = json!({"type": "response.completed", "response": {"id": "resp_1"}});
+    let paris = r#"{"city":"Paris","days":3}"#;
+    for (case, events, expected) in [
+        (
+            "replayed verbatim, numbered",
+            vec![
+                added.clone(),
+                delta(r#"{"city"#, Some(2)),
+                delta(r#"":"Par"#, Some(3)),
+                added.clone(),
+                delta(r#"{"city"#, Some(2)),
+                delta(r#"":"Par"#, Some(3)),
+                delta(r#"is","days":3}"#, Some(4)),
+            ],
+            paris,
+        ),
+        (
+            "replayed re-chunked, unnumbered",
+            vec![
+                added.clone(),
+                delta(r#"{"city"#, None),
+                delta(r#"":"Par"#, None),
+                added.clone(),
+                delta(r#"{"city":"Pa"#, None),
+                delta(r#"ris","days":3}"#, None),
+            ],
+            paris,
+        ),
+        (
+            "only the item replayed",
+            vec![
+                added.clone(),
+                delta(r#"{"city"#, None),
+                added.clone(),
+                delta(r#"":"Paris","days":3}"#, None),
+            ],
+            paris,
+        ),
+        (
+            "a new delta that repeats the start, numbered",
+            vec![
+                added.clone(),
+                delta(r#"{"a":"#, Some(2)),
+                added.clone(),
+                delta("{", Some(3)),
+                delta(r#""b":1}}"#, Some(4)),
+            ],
+            r#"{"a":{"b":1}}"#,
+        ),
+        (
+            "replayed after the call was whole",
+            vec![
+                added.clone(),
+                delta(paris, Some(2)),
+                added.clone(),
+                delta(paris, Some(2)),
+            ],
+            paris,
+        ),
+    ] {
+        let stream: String = events
+            .iter()
+            .chain([&completed])
+            .map(|e| format!("data: {e}\n\n"))
+            .collect();
+        let mut decoder = responses::StreamDecoder::default();
+        let deltas = decoder.feed(stream.as_bytes()).unwrap();
+        let completion = decoder.finish().unwrap();
+        assert_eq!(completion.tool_calls.len(), 1, "{case}");
+        assert_eq!(completion.tool_calls[0].arguments, expected, "{case}");
+        assert_eq!(shown_arguments(&deltas), [expected], "{case}");
+    }
+}
+
 #[test]
 fn limits_bound_memory() {
     let bytes = std::fs::read(concat!(
