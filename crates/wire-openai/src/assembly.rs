@@ -71,9 +71,10 @@ pub(crate) struct Arguments<'a>(pub(crate) Option<Cow<'a, str>>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Arguments<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer
-            .deserialize_any(ArgumentsVisitor { lenient: false })
-            .map(Arguments)
+        match deserializer.deserialize_any(ArgumentsVisitor)? {
+            Ok(arguments) => Ok(Arguments(arguments)),
+            Err(not) => Err(not.error()),
+        }
     }
 }
 
@@ -85,80 +86,86 @@ pub(crate) struct LenientArguments<'a>(pub(crate) Option<Cow<'a, str>>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for LenientArguments<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer
-            .deserialize_any(ArgumentsVisitor { lenient: true })
-            .map(LenientArguments)
+        let read = deserializer.deserialize_any(ArgumentsVisitor)?;
+        Ok(LenientArguments(read.ok().flatten()))
     }
 }
 
-/// `arguments` on a struct that owns its text (a Responses item): [`Arguments`], owned.
+/// `arguments` on a struct that owns its text (a Responses item), read as [`Arguments`] reads
+/// them, with what is not arguments kept as [`NotArguments`] rather than refused: whether that
+/// is an error depends on the item (only a call the decoder reads needs them).
 pub(crate) fn owned_arguments<'de, D: Deserializer<'de>>(
     deserializer: D,
-) -> Result<Option<String>, D::Error> {
-    Ok(Arguments::deserialize(deserializer)?.0.map(Cow::into_owned))
+) -> Result<Result<Option<String>, NotArguments>, D::Error> {
+    let read = deserializer.deserialize_any(ArgumentsVisitor)?;
+    Ok(read.map(|arguments| arguments.map(Cow::into_owned)))
 }
 
-/// Reads [`Arguments`]; `lenient` reads what is neither a string, an object nor null as absent
-/// instead of refusing it.
-struct ArgumentsVisitor {
-    lenient: bool,
-}
+/// What [`Arguments`] expects.
+const EXPECTED_ARGUMENTS: &str = "a string, an object or null";
 
-impl ArgumentsVisitor {
-    fn other<'a, E: de::Error>(
-        &self,
-        unexpected: Unexpected<'_>,
-    ) -> Result<Option<Cow<'a, str>>, E> {
-        if self.lenient {
-            Ok(None)
-        } else {
-            Err(E::invalid_type(unexpected, self))
-        }
+/// A call's `arguments` that were none of a string, an object or null: the kind of value it was,
+/// as serde names it (`boolean`, `integer`, `floating point`, `sequence`), never the value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NotArguments(&'static str);
+
+impl NotArguments {
+    /// The error that refuses it, as serde words a value of the wrong type.
+    pub(crate) fn error<E: de::Error>(self) -> E {
+        E::invalid_type(Unexpected::Other(self.0), &EXPECTED_ARGUMENTS)
     }
 }
+
+/// Serde's wording of [`NotArguments::error`], for a type that refuses it after reading it.
+impl fmt::Display for NotArguments {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid type: {}, expected {EXPECTED_ARGUMENTS}", self.0)
+    }
+}
+
+/// Reads a call's `arguments`: a string as sent, an object serialized, null as absent, and any
+/// other value as [`NotArguments`] (consumed whole), for the caller to refuse or ignore.
+struct ArgumentsVisitor;
 
 impl<'de> Visitor<'de> for ArgumentsVisitor {
-    type Value = Option<Cow<'de, str>>;
+    type Value = Result<Option<Cow<'de, str>>, NotArguments>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a string, an object or null")
+        f.write_str(EXPECTED_ARGUMENTS)
     }
     fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(Some(Cow::Borrowed(v)))
+        Ok(Ok(Some(Cow::Borrowed(v))))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Some(Cow::Owned(v.to_owned())))
+        Ok(Ok(Some(Cow::Owned(v.to_owned()))))
     }
     fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-        Ok(Some(Cow::Owned(v)))
+        Ok(Ok(Some(Cow::Owned(v))))
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok(Ok(None))
     }
     fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
+        Ok(Ok(None))
     }
     fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<Self::Value, M::Error> {
         let object = Map::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Ok(Some(Cow::Owned(Value::Object(object).to_string())))
+        Ok(Ok(Some(Cow::Owned(Value::Object(object).to_string()))))
     }
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
-        self.other(Unexpected::Bool(v))
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Err(NotArguments("boolean")))
     }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        self.other(Unexpected::Signed(v))
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Err(NotArguments("integer")))
     }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        self.other(Unexpected::Unsigned(v))
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Err(NotArguments("integer")))
     }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-        self.other(Unexpected::Float(v))
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Err(NotArguments("floating point")))
     }
     fn visit_seq<S: de::SeqAccess<'de>>(self, mut seq: S) -> Result<Self::Value, S::Error> {
-        if !self.lenient {
-            return Err(de::Error::invalid_type(Unexpected::Seq, &self));
-        }
         while seq.next_element::<de::IgnoredAny>()?.is_some() {}
-        Ok(None)
+        Ok(Err(NotArguments("sequence")))
     }
 }
 

@@ -8,7 +8,8 @@
 //! item are recognized (by their text, and their `sequence_number` when they carry one) and
 //! neither appended nor shown again, so a call's display deltas spell its arguments. A call's
 //! `arguments` sent as a JSON object (on an item or on `response.function_call_arguments.done`)
-//! are serialized, as on chat. Native streams end with a terminal event (`response.completed`,
+//! are serialized, as on chat, and so are those of the items the decoder does not run (an MCP
+//! call's), on which any other value reads as absent rather than failing the stream. Native streams end with a terminal event (`response.completed`,
 //! `response.incomplete`, `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is
 //! tolerated.
 
@@ -25,7 +26,7 @@ use ai_core::{
     validate_history,
 };
 
-use crate::assembly::{self, Deltas, LenientArguments, Session};
+use crate::assembly::{self, Deltas, LenientArguments, NotArguments, Session};
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
 use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
@@ -125,8 +126,30 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     }
 }
 
+/// An output item, read from [`WireItem`].
 #[derive(Deserialize)]
+#[serde(try_from = "WireItem")]
 struct Item {
+    kind: String,
+    id: Option<String>,
+    call_id: Option<String>,
+    name: Option<String>,
+    /// A string, or an object (serialized), as chat reads a call's arguments.
+    arguments: Option<String>,
+    status: Option<String>,
+    /// A `message` item's parts (`output_text` with `text`, `refusal` with `refusal`); any
+    /// JSON, since other items' `content` takes other shapes.
+    content: Option<Value>,
+}
+
+/// An output item as sent. Every item's `arguments` is read through the one rule chat reads a
+/// call's arguments by (a string as sent, an object serialized); a value that is neither fails
+/// only a `function_call` item, the one item whose arguments the decoder runs. On any other item
+/// (an MCP call, an approval request, a custom tool's call: items the decoder does not read) it
+/// reads as absent, so such an item never fails the stream or the response, as an event the
+/// decoder does not read never does.
+#[derive(Deserialize)]
+struct WireItem {
     #[serde(rename = "type")]
     kind: String,
     #[serde(default)]
@@ -135,15 +158,41 @@ struct Item {
     call_id: Option<String>,
     #[serde(default)]
     name: Option<String>,
-    /// A string, or an object (serialized), as chat reads a call's arguments.
-    #[serde(default, deserialize_with = "assembly::owned_arguments")]
-    arguments: Option<String>,
+    #[serde(
+        default = "no_arguments",
+        deserialize_with = "assembly::owned_arguments"
+    )]
+    arguments: Result<Option<String>, NotArguments>,
     #[serde(default)]
     status: Option<String>,
-    /// A `message` item's parts (`output_text` with `text`, `refusal` with `refusal`); read as
-    /// any JSON, since other items' `content` takes other shapes.
     #[serde(default)]
     content: Option<Value>,
+}
+
+/// An item without `arguments`.
+fn no_arguments() -> Result<Option<String>, NotArguments> {
+    Ok(None)
+}
+
+impl TryFrom<WireItem> for Item {
+    type Error = NotArguments;
+
+    fn try_from(item: WireItem) -> Result<Self, NotArguments> {
+        let arguments = match item.arguments {
+            Ok(arguments) => arguments,
+            Err(not) if item.kind == "function_call" => return Err(not),
+            Err(_) => None,
+        };
+        Ok(Item {
+            kind: item.kind,
+            id: item.id,
+            call_id: item.call_id,
+            name: item.name,
+            arguments,
+            status: item.status,
+            content: item.content,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -692,7 +741,8 @@ struct WholeResponse {
 /// as the events a stream ends with, each item of `output` as its `response.output_item.done` (a
 /// `message` item's `output_text` and `refusal` parts are the text; a `function_call` item is a
 /// call, its `call_id` the id a result quotes, its `arguments` kept as sent, an object serialized,
-/// a missing or empty one `{}`, so invalid JSON is the one call's error where it runs; status
+/// a missing or empty one `{}`, so invalid JSON is the one call's error where it runs; other
+/// items' `arguments` are read by the same rule and never fail the response; status
 /// `incomplete` on an item marks it incomplete), then the terminal event its `status` names:
 /// `completed` (or no status) ends the turn, `incomplete` is [`ai_core::FinishReason::Length`] (or
 /// `ContentFilter`, as `incomplete_details.reason` says) with every call incomplete, `failed` is

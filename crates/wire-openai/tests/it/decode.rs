@@ -656,6 +656,64 @@ fn responses_object_arguments_are_serialized_wherever_they_arrive() {
     );
 }
 
+/// Output items other than `function_call` that carry `arguments` (an MCP call, an approval
+/// request; items the decoder does not run) read them through the same rule as a call's: an
+/// object is serialized, and no value there fails the stream or a whole response, in an
+/// `output_item.added` or `.done` event or under `output`. A `function_call` item's arguments
+/// that are not arguments stay an error in both, naming the type and never the value.
+#[test]
+fn responses_items_it_does_not_run_never_fail_on_their_arguments() {
+    let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+        "name": "get_weather", "arguments": r#"{"city":"Paris"}"#, "status": "completed"});
+    let completed = json!({"type": "response.completed", "response": {"id": "resp_1"}});
+    let body = |output: Value| {
+        json!({"id": "resp_1", "object": "response", "status": "completed", "output": output})
+            .to_string()
+            .into_bytes()
+    };
+    for kind in ["mcp_call", "mcp_approval_request"] {
+        for arguments in [
+            json!({"query": "CANARY"}),
+            json!(["CANARY"]),
+            json!(7),
+            json!(1.5),
+            json!(true),
+        ] {
+            let item = json!({"type": kind, "id": "mcp_1", "server_label": "docs",
+                "name": "search", "arguments": arguments, "status": "completed"});
+            let events = [
+                json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
+                json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+                json!({"type": "response.output_item.done", "output_index": 1, "item": call}),
+                completed.clone(),
+            ];
+            let stream: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+            let case = format!("{kind} {arguments}");
+            let completion = responses::decode_all(stream.as_bytes())
+                .unwrap_or_else(|e| panic!("stream, {case}: {e}"));
+            let whole = responses::decode_response(&body(json!([item, call])), Default::default())
+                .unwrap_or_else(|e| panic!("whole, {case}: {e}"))
+                .completion;
+            assert_eq!(completion, whole, "{case}");
+            let calls: Vec<(&str, &str)> = completion
+                .tool_calls
+                .iter()
+                .map(|c| (c.id.as_str(), c.arguments.as_str()))
+                .collect();
+            assert_eq!(calls, [("call_1", r#"{"city":"Paris"}"#)], "{case}");
+        }
+    }
+    let mut wrong = call.clone();
+    wrong["arguments"] = json!(["CANARY"]);
+    let error = responses::decode_response(&body(json!([wrong])), Default::default()).unwrap_err();
+    assert!(
+        matches!(&error, DecodeError::InvalidBody { reason }
+            if reason.starts_with("a value of the wrong type (a sequence; expected a string, an object or null)")),
+        "{error:?}"
+    );
+    assert!(!error.to_string().contains("CANARY"), "{error}");
+}
+
 #[test]
 fn a_falsy_error_is_not_a_provider_error() {
     // WIRE-FORMATS §1.5: an error is a *truthy* `error` key (openai-python's `data.get("error")`),
