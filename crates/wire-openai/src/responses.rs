@@ -1,15 +1,16 @@
 //! The OpenAI Responses API: the stream decoder and the request encoders.
 //!
-//! Calls are keyed by their item id (or output index), never by "the current call"; the call
-//! id a result must quote is the item's `call_id`. An item announced again (the same item id, or
-//! the same `call_id` and function under another item id, as gateways that replay events send
-//! them) is the call already open, never a second call with the same id; another function under
-//! a `call_id` already taken is an error. The argument deltas such a gateway re-sends after the
-//! item are recognized (by their text, and their `sequence_number` when they carry one) and
-//! neither appended nor shown again, so a call's display deltas spell its arguments. A call's
-//! `arguments` sent as a JSON object (on an item or on `response.function_call_arguments.done`)
-//! are serialized, as on chat, and so are those of the items the decoder does not run (an MCP
-//! call's), on which any other value reads as absent rather than failing the stream. Native streams end with a terminal event (`response.completed`,
+//! Calls are keyed by their item id (or output index), never by "the current call"; the call id a
+//! result must quote is the item's `call_id`. An item announced again (the same item id, or the
+//! same `call_id` and function under another item id, as gateways that replay events send them) is
+//! the call already open, never a second call with the same id; another function under a `call_id`
+//! already taken is an error. The argument deltas such a gateway re-sends are recognized (by their
+//! `sequence_number` while the stream numbers its events in order, else by their text once the item
+//! is announced again) and neither appended nor shown again, so a call's display deltas spell its
+//! arguments. A call's `arguments` sent as a JSON object (on an item or on
+//! `response.function_call_arguments.done`) are serialized, as on chat, and so are those of the
+//! items the decoder does not run (an MCP call's), on which any other value reads as absent rather
+//! than failing the stream. Native streams end with a terminal event (`response.completed`,
 //! `response.incomplete`, `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is
 //! tolerated.
 
@@ -239,14 +240,20 @@ pub struct StreamDecoder {
     streamed_unkeyed: bool,
     /// What the decoder knows of each call's argument deltas, by call position.
     replays: Vec<ArgumentDeltas>,
+    /// The highest `sequence_number` so far.
+    last_sequence: Option<u64>,
+    /// Whether the stream numbers its events in increasing order, as native streams do: until
+    /// it shows it does not, a delta's number tells a replayed delta from a new one.
+    numbered: bool,
 }
 
 /// What the decoder knows of one call's argument deltas, to tell the deltas a gateway replays
 /// from new ones.
 #[derive(Debug, Default, Clone)]
 struct ArgumentDeltas {
-    /// The highest `sequence_number` of a delta appended to the call.
-    last_sequence: Option<u64>,
+    /// The deltas appended to the call that carried a `sequence_number`, in increasing order of
+    /// it: the number and the byte range of the call's arguments the delta's text fills.
+    numbered: Vec<(u64, std::ops::Range<usize>)>,
     /// While the call is replayed (announced again after some of its arguments arrived): how
     /// many bytes of its arguments the replayed deltas have repeated so far.
     replayed: Option<usize>,
@@ -269,6 +276,8 @@ impl StreamDecoder {
             streamed: HashSet::new(),
             streamed_unkeyed: false,
             replays: Vec::new(),
+            last_sequence: None,
+            numbered: true,
         }
     }
 
@@ -379,6 +388,12 @@ impl StreamDecoder {
                 reason: "missing field `type`".into(),
             });
         };
+        // Whether the event's number is above every earlier one (or either is unknown).
+        let in_order = match (event.sequence_number, self.last_sequence) {
+            (Some(number), Some(last)) => number > last,
+            _ => true,
+        };
+        self.last_sequence = self.last_sequence.max(event.sequence_number);
         match kind {
             // A refusal streams in place of text: shown and kept as the answer's text.
             "response.output_text.delta" | "response.refusal.delta" => {
@@ -396,7 +411,7 @@ impl StreamDecoder {
             }
             "response.output_item.added" => {
                 if let Some(item) = event.item.as_ref().filter(|i| i.kind == "function_call") {
-                    self.open(item, event.output_index, deltas)?;
+                    self.open(item, event.output_index, in_order, deltas)?;
                 }
             }
             "response.function_call_arguments.delta" => {
@@ -406,8 +421,7 @@ impl StreamDecoder {
                     self.session
                         .calls
                         .apply(position, None, None, fresh, deltas)?;
-                    let state = self.argument_deltas(position);
-                    state.last_sequence = state.last_sequence.max(event.sequence_number);
+                    self.appended(position, fragment, event.sequence_number);
                 }
             }
             "response.function_call_arguments.done" => {
@@ -425,7 +439,7 @@ impl StreamDecoder {
                     // sends only finished items) is opened from it.
                     let position = match self.position(&event) {
                         Some(position) => position,
-                        None => self.open(item, event.output_index, deltas)?,
+                        None => self.open(item, event.output_index, in_order, deltas)?,
                     };
                     if let Some(arguments) = &item.arguments {
                         self.replace_arguments(position, arguments)?;
@@ -517,10 +531,15 @@ impl StreamDecoder {
     /// that re-sends the item may re-send its deltas too. Another function under a call id
     /// already taken is [`DecodeError::InvalidToolCall`]: which of the two calls the id means
     /// cannot be told, and running either would be a guess.
+    ///
+    /// `in_order` says whether the event's `sequence_number` is above every earlier one: a new
+    /// call announced under a number that is not shows that the stream's numbers cannot tell a
+    /// replay (see [`StreamDecoder::fresh_part`]).
     fn open(
         &mut self,
         item: &Item,
         output_index: Option<usize>,
+        in_order: bool,
         deltas: &mut Deltas,
     ) -> Result<usize, DecodeError> {
         let open = match item.id.as_deref().and_then(|id| self.by_item.get(id)) {
@@ -545,6 +564,7 @@ impl StreamDecoder {
             return Ok(position);
         }
         let position = self.session.calls.open()?;
+        self.numbered &= in_order;
         if let Some(id) = &item.id {
             self.by_item.insert(id.clone(), position);
         }
@@ -586,20 +606,24 @@ impl StreamDecoder {
         self.argument_deltas(position).replayed = replayed;
     }
 
-    /// The part of an argument delta for the call at `position` that is new: all of it, unless
-    /// the call is being replayed (announced again after some of its arguments arrived, as a
-    /// gateway that re-sends a stream's events does).
+    /// The part of an argument delta for the call at `position` that is new, or `None` when it
+    /// repeats one the call has: a gateway that re-sends a stream's events (all of them again,
+    /// or from some point on, as a stream resumed after a number is) re-sends argument deltas.
     ///
-    /// A replay re-sends the deltas the call already has, so while the call is replayed a delta
-    /// that repeats its arguments where the replay has got to adds nothing (`None`), and one
-    /// that runs past their end adds only the part past it, which ends the replay. A delta that
-    /// does not repeat them ends the replay and is new as a whole: the gateway re-sent the item
-    /// but not its deltas, or the text differs from what was shown. So is a delta whose
-    /// `sequence_number` is above every one the call's deltas had, when both are known: a
-    /// replay re-sends events under their numbers, so that delta was never sent before, even if
-    /// its text happens to repeat the start of the arguments.
+    /// By number, while the stream numbers its events in increasing order: a delta under a
+    /// `sequence_number` one of the call's deltas already had, with the same text, is that delta
+    /// again. A delta above every number the call's deltas had is new. A delta under a number
+    /// the call's deltas had, or passed, with other text shows that the numbers cannot tell a
+    /// replay (so does a new call announced under a number not above every earlier one), and
+    /// from then on only the text does.
     ///
-    /// The call's arguments therefore never hold a replayed delta twice, and its display deltas
+    /// By text, while the call is replayed (announced again after some of its arguments
+    /// arrived) and its deltas cannot be told by number: a delta that repeats its arguments
+    /// where the replay has got to adds nothing, and one that runs past their end adds only the
+    /// part past it, which ends the replay. A delta that does not repeat them ends the replay
+    /// and is new as a whole: the gateway re-sent the item but not its deltas.
+    ///
+    /// A call's arguments therefore never hold a replayed delta twice, and its display deltas
     /// always spell exactly its arguments: nothing shown is taken back, nothing is shown twice,
     /// until a `.done` event replaces the arguments with the final text.
     fn fresh_part<'f>(
@@ -611,29 +635,61 @@ impl StreamDecoder {
         let Some(state) = self.replays.get_mut(position) else {
             return Some(fragment);
         };
-        let Some(replayed) = state.replayed.take() else {
-            return Some(fragment);
-        };
-        let newer = matches!((sequence, state.last_sequence), (Some(s), Some(last)) if s > last);
         let arguments = self
             .session
             .calls
             .calls
             .get(position)
-            .map(|c| c.arguments.as_str());
-        let rest = arguments
-            .and_then(|a| a.get(replayed..))
-            .filter(|rest| !newer && !rest.is_empty());
+            .map_or("", |c| c.arguments.as_str());
+        let last = state.numbered.last().map(|(number, _)| *number);
+        if let (true, Some(number), Some(last)) = (self.numbered, sequence, last) {
+            if number > last {
+                state.replayed = None;
+                return Some(fragment);
+            }
+            let again = state
+                .numbered
+                .binary_search_by_key(&number, |(number, _)| *number)
+                .ok()
+                .and_then(|at| arguments.get(state.numbered[at].1.clone()))
+                .is_some_and(|text| text == fragment);
+            if again {
+                return None;
+            }
+            self.numbered = false;
+        }
+        let Some(replayed) = state.replayed.take() else {
+            return Some(fragment);
+        };
+        let rest = arguments.get(replayed..).filter(|rest| !rest.is_empty());
         match rest {
             Some(rest) if rest.starts_with(fragment) => {
                 let replayed = replayed + fragment.len();
-                state.replayed = arguments
-                    .is_some_and(|a| replayed < a.len())
-                    .then_some(replayed);
+                state.replayed = (replayed < arguments.len()).then_some(replayed);
                 None
             }
             Some(rest) if fragment.starts_with(rest) => Some(&fragment[rest.len()..]),
             _ => Some(fragment),
+        }
+    }
+
+    /// Records that a delta's new part was appended to the call at `position`: under its
+    /// `sequence_number`, the range of the arguments its whole `fragment` now fills (the new
+    /// part ends them, and a part the replay repeated comes just before it).
+    fn appended(&mut self, position: usize, fragment: &str, sequence: Option<u64>) {
+        let Some(number) = sequence else {
+            return;
+        };
+        let Some(arguments) = self.session.calls.calls.get(position).map(|c| &c.arguments) else {
+            return;
+        };
+        if !arguments.ends_with(fragment) {
+            return;
+        }
+        let range = arguments.len() - fragment.len()..arguments.len();
+        let state = self.argument_deltas(position);
+        if state.numbered.last().is_none_or(|(last, _)| number > *last) {
+            state.numbered.push((number, range));
         }
     }
 

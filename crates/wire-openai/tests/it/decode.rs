@@ -360,10 +360,11 @@ fn responses_deltas_spell_the_final_arguments() {
     }
 }
 
-/// A gateway that re-sends a call's `output_item.added` and then its argument deltas: the
-/// replayed deltas are neither appended nor shown again, with or without `sequence_number`s,
-/// however the gateway re-chunked them, and even with no `.done` event to repair the arguments;
-/// a delta the replay never sent is new, even when its text repeats the arguments' start.
+/// A gateway that re-sends a call's argument deltas (after its `output_item.added`, or resuming
+/// from an earlier `sequence_number`): the replayed deltas are neither appended nor shown again,
+/// with or without numbers, however the gateway re-chunked them, and even with no `.done` event
+/// to repair the arguments; a delta the replay never sent is new, even when its text repeats
+/// the arguments' start, and numbers that do not increase are not trusted.
 #[test]
 fn a_replayed_call_keeps_and_shows_each_delta_once() {
     let added = json!({"type": "response.output_item.added", "output_index": 0,
@@ -378,6 +379,17 @@ fn a_replayed_call_keeps_and_shows_each_delta_once() {
         event
     };
     let completed = json!({"type": "response.completed", "response": {"id": "resp_1"}});
+    let created = |sequence: u64| {
+        json!({"type": "response.created", "response": {"id": "resp_1"},
+            "sequence_number": sequence})
+    };
+    let numbered = |mut event: Value, sequence: u64| {
+        event["sequence_number"] = json!(sequence);
+        event
+    };
+    let mut rekeyed = added.clone();
+    rekeyed["item"]["id"] = json!("fc_1b");
+    rekeyed["output_index"] = json!(1);
     let paris = r#"{"city":"Paris","days":3}"#;
     for (case, events, expected) in [
         (
@@ -425,6 +437,45 @@ fn a_replayed_call_keeps_and_shows_each_delta_once() {
                 delta(r#""b":1}}"#, Some(4)),
             ],
             r#"{"a":{"b":1}}"#,
+        ),
+        (
+            "resumed from an earlier number, not announced again",
+            vec![
+                added.clone(),
+                delta(r#"{"city"#, Some(2)),
+                delta(r#"":"Par"#, Some(3)),
+                delta(r#"is","d"#, Some(4)),
+                delta(r#"":"Par"#, Some(3)),
+                delta(r#"is","d"#, Some(4)),
+                delta(r#"ays":3}"#, Some(5)),
+            ],
+            paris,
+        ),
+        (
+            "a replayed run that announces the call again under another item id",
+            vec![
+                numbered(added.clone(), 1),
+                delta(r#"{"city"#, Some(2)),
+                numbered(rekeyed.clone(), 3),
+                delta(r#"":"Par"#, Some(4)),
+                numbered(added.clone(), 1),
+                delta(r#"{"city"#, Some(2)),
+                numbered(rekeyed.clone(), 3),
+                delta(r#"":"Par"#, Some(4)),
+                delta(r#"is","days":3}"#, Some(5)),
+            ],
+            paris,
+        ),
+        (
+            "numbers that do not increase",
+            vec![
+                created(0),
+                numbered(added.clone(), 0),
+                delta(r#"{"a":"#, Some(0)),
+                delta(r#"{"a":"#, Some(0)),
+                delta("1}}", Some(0)),
+            ],
+            r#"{"a":{"a":1}}"#,
         ),
         (
             "replayed after the call was whole",
