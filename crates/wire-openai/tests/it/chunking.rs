@@ -2,6 +2,7 @@
 
 use ai_core::CompletionDelta;
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 use wire_openai::{chat, responses};
 
 use crate::decode::outcome;
@@ -150,33 +151,57 @@ fn replay(deltas: &[CompletionDelta]) -> (String, Vec<(String, String, String)>)
     (text, calls)
 }
 
+/// However `bytes` are split, the deltas `feed` gives replay to what `decode_all` resolves: the
+/// same text, and for each call the same id (when the server sent one), name and arguments (when
+/// fragments were sent).
+fn deltas_replay_to_the_completion<D>(
+    bytes: &[u8],
+    cuts: &[usize],
+    decode_all: fn(&[u8]) -> Result<ai_core::LlmCompletion, wire_openai::DecodeError>,
+    mut decoder: D,
+    feed: fn(&mut D, &[u8]) -> Result<Vec<CompletionDelta>, wire_openai::DecodeError>,
+) -> Result<(), TestCaseError> {
+    let Ok(completion) = decode_all(bytes) else {
+        return Ok(());
+    };
+    let mut deltas = Vec::new();
+    for piece in split(bytes, cuts) {
+        deltas.extend(feed(&mut decoder, &piece).unwrap());
+    }
+    let (text, calls) = replay(&deltas);
+    prop_assert_eq!(&text, &completion.text);
+    prop_assert_eq!(calls.len(), completion.tool_calls.len());
+    for ((id, name, arguments), call) in calls.iter().zip(&completion.tool_calls) {
+        if !id.is_empty() {
+            prop_assert_eq!(id.as_str(), call.id.as_str());
+        }
+        prop_assert_eq!(name, &call.name);
+        if !arguments.is_empty() {
+            prop_assert_eq!(arguments, &call.arguments);
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
 
-    /// However the bytes are split, the chat deltas replay to the completion: the same text,
-    /// and for each call the same id (when the server sent one), name and arguments (when
-    /// fragments were sent).
+    /// However the bytes are split, the chat deltas replay to the completion.
     #[test]
     fn chat_deltas_replay_to_the_completion(cuts in proptest::collection::vec(0usize..100_000, 0..40)) {
         for bytes in fixtures("openai-chat") {
-            let Ok(completion) = chat::decode_all(&bytes) else { continue };
-            let mut decoder = chat::StreamDecoder::default();
-            let mut deltas = Vec::new();
-            for piece in split(&bytes, &cuts) {
-                deltas.extend(decoder.feed(&piece).unwrap());
-            }
-            let (text, calls) = replay(&deltas);
-            prop_assert_eq!(&text, &completion.text);
-            prop_assert_eq!(calls.len(), completion.tool_calls.len());
-            for ((id, name, arguments), call) in calls.iter().zip(&completion.tool_calls) {
-                if !id.is_empty() {
-                    prop_assert_eq!(id.as_str(), call.id.as_str());
-                }
-                prop_assert_eq!(name, &call.name);
-                if !arguments.is_empty() {
-                    prop_assert_eq!(arguments, &call.arguments);
-                }
-            }
+            let decoder = chat::StreamDecoder::default();
+            deltas_replay_to_the_completion(&bytes, &cuts, chat::decode_all, decoder, chat::StreamDecoder::feed)?;
+        }
+    }
+
+    /// However the bytes are split, the Responses deltas replay to the completion: a gateway's
+    /// replayed deltas are shown once, and the `.done` events' final text is the text shown.
+    #[test]
+    fn responses_deltas_replay_to_the_completion(cuts in proptest::collection::vec(0usize..100_000, 0..40)) {
+        for bytes in fixtures("openai-responses") {
+            let decoder = responses::StreamDecoder::default();
+            deltas_replay_to_the_completion(&bytes, &cuts, responses::decode_all, decoder, responses::StreamDecoder::feed)?;
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The golden streams mangled (bytes flipped, the stream cut, lines repeated, dropped, swapped or
 //! taken from another stream, JSON values replaced by values of other types) and fed in any
-//! chunking: neither decoder panics, a decoder that failed stays failed with the same error, the
-//! text it shows is the text it resolves, and neither the outcome nor the text shown depends on
-//! how the bytes were split. Whole (non-streamed) answers mangled the same way (values replaced,
+//! chunking: neither decoder panics, a decoder that failed stays failed with the same error
+//! (which never quotes the stream, unless it is the provider's own message), the text it shows
+//! is the text it resolves, and neither the outcome nor the text shown depends on how the bytes
+//! were split. Whole (non-streamed) answers mangled the same way (values replaced,
 //! bytes flipped or cut) never panic either, and either keep the decoders' rules or fail with an
 //! error that says what is wrong without quoting them.
 
@@ -81,6 +82,7 @@ fn drive<D: Decoder>(pieces: &[Vec<u8>], after: &[u8]) -> Result<Run, TestCaseEr
             }
             Err(e) => {
                 prop_assert!(decoder.failed(), "feed failed, but is_failed says no");
+                quotes_nothing(&e)?;
                 let e = e.to_string();
                 if let Some(first) = &error {
                     prop_assert_eq!(first, &e, "a failed decoder changed its error");
@@ -120,6 +122,7 @@ fn drive<D: Decoder>(pieces: &[Vec<u8>], after: &[u8]) -> Result<Run, TestCaseEr
             prop_assert!(partial.tool_calls.iter().all(|c| !c.complete));
         }
         Err(e) => {
+            quotes_nothing(e)?;
             if let Some(first) = &error {
                 prop_assert_eq!(first, &e.to_string(), "finish changed the error");
             }
@@ -129,6 +132,20 @@ fn drive<D: Decoder>(pieces: &[Vec<u8>], after: &[u8]) -> Result<Run, TestCaseEr
         outcome: outcome(resolved),
         shown,
     })
+}
+
+/// A stream's error never quotes it (the mutations put a canary in), unless it is the provider's
+/// own message.
+fn quotes_nothing(error: &DecodeError) -> Result<(), TestCaseError> {
+    if !matches!(error, DecodeError::ProviderError { .. }) {
+        let message = error.to_string();
+        prop_assert!(
+            !message.contains("CANARY"),
+            "the error quotes the stream: {}",
+            message
+        );
+    }
+    Ok(())
 }
 
 /// The bytes fed whole and fed in the pieces `cuts` gives: the same run either way.
@@ -199,6 +216,21 @@ fn json_value() -> impl Strategy<Value = Value> {
     ]
 }
 
+/// Values that no error but the provider's own message may quote: a string, a key, a call's id
+/// too long to keep, arguments of the wrong type.
+fn canary() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(json!("CANARY")),
+        Just(json!({"CANARY": "CANARY"})),
+        Just(json!(format!("CANARY{}", "x".repeat(130)))),
+        Just(json!(["CANARY"])),
+        Just(
+            json!({"type": "function_call", "id": "CANARY", "call_id": "CANARY",
+            "name": "CANARY", "arguments": ["CANARY"]})
+        ),
+    ]
+}
+
 fn mutation() -> impl Strategy<Value = Mutation> {
     let at = 0usize..100_000;
     let line = 0usize..1_000;
@@ -210,7 +242,10 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         1 => (line.clone(), line.clone()).prop_map(|(a, b)| Mutation::Swap { a, b }),
         1 => (line.clone(), 0usize..1_000, line.clone())
             .prop_map(|(at, from, line)| Mutation::Insert { at, from, line }),
-        3 => (line, 0usize..1_000, json_value())
+        3 => (line, 0usize..1_000, prop_oneof![
+            6 => json_value(),
+            1 => canary(),
+        ])
             .prop_map(|(line, node, with)| Mutation::Replace { line, node, with }),
     ]
 }
