@@ -219,6 +219,16 @@ pub trait BoundTool: Send + Sync {
 
     /// Keeps only allowlisted output fields.
     fn redact(&self, output: Value) -> Result<Value, ToolError>;
+
+    /// The least size, in bytes, the runner counts `redacted` (this tool's redacted result) as
+    /// against [`crate::Budgets::max_result_bytes`]: it holds the result to the larger of this
+    /// and the result's compact JSON length, so a tool can make its result count as larger
+    /// than it is, never as smaller. Tools leave the default, 0; a replay of a recorded run uses
+    /// it to refuse a recorded oversized result again (`result_too_large`, with the recorded
+    /// size) without building a result that large.
+    fn counted_result_bytes(&self, _redacted: &Value) -> usize {
+        0
+    }
 }
 
 /// Where the runner finds tools; the catalog lists what a source offers.

@@ -229,14 +229,8 @@ enum Redo {
     Size(usize),
 }
 
-/// The largest recorded `result_too_large` a replay makes again, in bytes. A result past it is
-/// not rebuilt (the replay then names the event that differs): the size comes from the data
-/// folder, which a damaged or crafted database may fill with any number, and building it would
-/// allocate that much.
-const MAX_REDONE_RESULT_BYTES: usize = 64 * 1024 * 1024;
-
 /// How to make `failure` again in the runner's step after `exec`; `None` for a failure no such
-/// step makes, or one too large to make again ([`MAX_REDONE_RESULT_BYTES`]).
+/// step makes.
 fn failed_after_output(failure: &ToolFailure) -> Option<Redo> {
     match failure.code {
         ToolErrorCode::OutputValidation => failure
@@ -249,7 +243,6 @@ fn failed_after_output(failure: &ToolFailure) -> Option<Redo> {
             .strip_prefix("the tool result is ")
             .and_then(|rest| rest.split(' ').next())
             .and_then(|size| size.parse().ok())
-            .filter(|&size| size <= MAX_REDONE_RESULT_BYTES)
             .map(Redo::Size),
         _ => None,
     }
@@ -318,13 +311,24 @@ impl BoundTool for RecordedTool {
     }
 
     fn redact(&self, output: Value) -> Result<Value, ToolError> {
-        // The recorded output is the redacted one; a recorded redaction or size failure is
-        // made again (an output of the recorded size meets the same budget).
+        // The recorded output is the redacted one; a recorded redaction failure is made again.
         match failed_after(&output).as_ref().and_then(failed_after_output) {
             Some(Redo::Unredactable) => Err(ToolError::new("the recorded redaction failed")),
-            // A JSON string's compact form is its characters and two quotes.
-            Some(Redo::Size(size)) => Ok(Value::String("x".repeat(size.saturating_sub(2)))),
+            // The stand-in is counted at the recorded size (`counted_result_bytes`).
             _ => Ok(output),
+        }
+    }
+
+    fn counted_result_bytes(&self, redacted: &Value) -> usize {
+        // A recorded oversized result counts at its recorded size, so it meets the same budget
+        // with the same message, and is never built: the size comes from the data folder,
+        // which may name any number.
+        match failed_after(redacted)
+            .as_ref()
+            .and_then(failed_after_output)
+        {
+            Some(Redo::Size(size)) => size,
+            _ => 0,
         }
     }
 }
@@ -559,28 +563,71 @@ mod tests {
     use async_trait::async_trait;
     use serde_json::{Value, json};
 
-    use super::{Redo, ReplayOutcome, close_as_recorded, failed_after_output, replay_run};
+    use super::{RecordedToolSource, ReplayOutcome, close_as_recorded, replay_run};
     use crate::{RunRequest, Runtime, Settings};
 
-    /// A recorded `result_too_large` is made again up to a bound: a size that a damaged or
-    /// crafted database holds is never allocated past it.
-    #[test]
-    fn a_recorded_oversized_result_is_made_again_only_up_to_a_bound() {
-        let failure = |size: &str| {
-            ai_core::ToolFailure::new(
+    /// A recorded `result_too_large` is made again with its recorded size, however large,
+    /// without building a result of that size (the size comes from the data folder).
+    #[tokio::test]
+    async fn a_recorded_oversized_result_is_refused_again_at_any_size() {
+        struct NoModel;
+        #[async_trait]
+        impl CompletionPort for NoModel {
+            async fn complete(
+                &self,
+                _: &LlmRequest,
+                _: &mut dyn DeltaSink,
+                _: &CancellationToken,
+            ) -> Result<LlmCompletion, CompletionError> {
+                Err(CompletionError::Provider("no model in this test".into()))
+            }
+        }
+        let runtime = Runtime::build(&Settings::default(), Arc::new(NoModel)).unwrap();
+        for size in ["40000", "67108865", "18446744073709551615"] {
+            let failure = ai_core::ToolFailure::new(
                 ai_core::ToolErrorCode::ResultTooLarge,
                 format!("the tool result is {size} bytes, over the 32768-byte limit"),
-            )
-        };
-        assert!(matches!(
-            failed_after_output(&failure("40000")),
-            Some(Redo::Size(40_000))
-        ));
-        for crafted in ["18446744073709551615", "67108865"] {
-            assert!(
-                failed_after_output(&failure(crafted)).is_none(),
-                "{crafted}"
             );
+            let record = ai_core::ToolInvocationRecord {
+                tool_call_id: ai_core::ToolCallId::new("c1").unwrap(),
+                tool_id: "core__get_current_time".into(),
+                args: Some(Arc::new(json!({}))),
+                result: None,
+                error: Some(failure.clone()),
+                started_at_ms: 0,
+                ended_at_ms: 0,
+                attempts: vec![ai_core::Attempt {
+                    number: 1,
+                    started_at_ms: 0,
+                    ended_at_ms: 0,
+                    error: None,
+                }],
+                raw: None,
+            };
+            let source = Arc::new(RecordedToolSource::new(runtime.source.clone(), &[record]));
+            let runner = ai_core::ToolRunner::new(
+                source.clone(),
+                runtime.policy.clone(),
+                runtime.clock.clone(),
+            );
+            let ctx = RunContext::new("run-big", "user:cli", "local").unwrap();
+            let catalog = ToolCatalog::build(source.as_ref(), &runtime.policy, &ctx).unwrap();
+            let call = ai_core::ToolCall {
+                id: ai_core::ToolCallId::new("c1").unwrap(),
+                name: "core__get_current_time".into(),
+                arguments: "{}".into(),
+            };
+            let run = runner
+                .run_tool(
+                    &call,
+                    &ctx,
+                    &catalog,
+                    &super::Collect::default(),
+                    &CancellationToken::new(),
+                )
+                .await;
+            assert_eq!(run.result.failure(), Some(&failure), "{size}");
+            assert_eq!(source.remaining(), 0, "{size}");
         }
     }
 

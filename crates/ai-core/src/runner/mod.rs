@@ -576,14 +576,18 @@ impl ToolRunner {
 
     /// Step 10: allowlist redaction, then the result budget on the redacted bytes.
     fn redact(&self, tool: &dyn BoundTool, output: Value) -> Result<Value, ToolFailure> {
-        let redacted = budget::unless_panics(|| tool.redact(output))
-            .and_then(Result::ok)
-            .ok_or_else(|| {
-                ToolFailure::new(
-                    ToolErrorCode::RedactionFailed,
-                    "the tool output could not be redacted, so none of it is shown",
-                )
-            })?;
+        let (redacted, counted) = budget::unless_panics(|| {
+            let redacted = tool.redact(output).ok()?;
+            let counted = tool.counted_result_bytes(&redacted);
+            Some((redacted, counted))
+        })
+        .flatten()
+        .ok_or_else(|| {
+            ToolFailure::new(
+                ToolErrorCode::RedactionFailed,
+                "the tool output could not be redacted, so none of it is shown",
+            )
+        })?;
         if nests_deeper_than(&redacted, MAX_JSON_DEPTH) {
             return Err(ToolFailure::new(
                 ToolErrorCode::ResultTooLarge,
@@ -591,7 +595,8 @@ impl ToolRunner {
             ));
         }
         let limit = self.policy.budgets.max_result_bytes;
-        let size = crate::compact_json_len(&redacted);
+        // A tool may count its result as larger than it is (a replay does), never smaller.
+        let size = crate::compact_json_len(&redacted).max(counted);
         if size > limit {
             return Err(ToolFailure::new(
                 ToolErrorCode::ResultTooLarge,

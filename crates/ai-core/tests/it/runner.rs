@@ -706,6 +706,70 @@ async fn step10_result_budget() {
     assert!(h.call(ECHO, "{}").await.result.failure().is_none());
 }
 
+/// A tool that counts its redacted result as `.1` bytes.
+struct Counted(FakeTool, usize);
+
+#[async_trait::async_trait]
+impl BoundTool for Counted {
+    fn spec(&self) -> &ai_core::ToolSpec {
+        self.0.spec()
+    }
+    fn validate_input(&self, args: Value) -> Result<Value, ai_core::ToolError> {
+        self.0.validate_input(args)
+    }
+    async fn exec(
+        &self,
+        permit: ai_core::ExecPermit,
+        args: Arc<Value>,
+        ctx: &ai_core::ToolInvocationContext,
+        caps: &ai_core::Capabilities,
+    ) -> Result<Value, ai_core::ToolError> {
+        self.0.exec(permit, args, ctx, caps).await
+    }
+    fn validate_output(&self, output: &Value) -> Result<(), ai_core::ToolError> {
+        self.0.validate_output(output)
+    }
+    fn redact(&self, output: Value) -> Result<Value, ai_core::ToolError> {
+        self.0.redact(output)
+    }
+    fn counted_result_bytes(&self, _: &Value) -> usize {
+        self.1
+    }
+}
+
+/// A tool may count its result as larger than it is (a replay refuses a recorded oversized
+/// result again so, without building it), never as smaller.
+#[tokio::test]
+async fn step10_a_result_counts_as_at_least_what_its_tool_says() {
+    let counted = |output: Value, bytes: usize| {
+        let t = Counted(
+            FakeTool::new(ECHO, ToolEffect::ReadOnly, Behaviour::Output(output)),
+            bytes,
+        );
+        Harness::new(vec![Arc::new(t) as Arc<dyn BoundTool>], allow(&[ECHO]))
+    };
+    let h = counted(json!({"echo": "small"}), usize::MAX);
+    let run = h.call(ECHO, "{}").await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::ResultTooLarge,
+        &format!(
+            "the tool result is {} bytes, over the 32768-byte limit",
+            usize::MAX
+        ),
+    );
+    let big = json!({"echo": "y".repeat(40 * 1024)});
+    let h = counted(big, 0);
+    let run = h.call(ECHO, "{}").await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::ResultTooLarge,
+        "over the 32768-byte limit",
+    );
+}
+
 /// `{"text": [[…]]}` nesting `levels` levels deep in all.
 fn nested(levels: usize) -> String {
     let inner = levels - 1;
