@@ -20,7 +20,8 @@ use crate::{AgentEvent, AgentState, Intent, reduce};
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct AgentConfig {
-    /// Model calls with tool calls allowed per run before it ends as `max_steps` (default 10).
+    /// Model calls with tool calls allowed per run before it ends as `max_steps` (default 10;
+    /// a cut turn whose calls never ran ends for its cut instead).
     /// At least one: the limit is checked once a step's tools ran, so no run could keep to 0.
     pub max_steps: NonZeroU32,
     /// Tool calls of one turn run at once (default 4). At least one: no call could run under 0.

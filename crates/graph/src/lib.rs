@@ -50,7 +50,10 @@ pub use store::InMemoryThreadStore;
 /// 8. The calls of a turn whose finish reason is a backend's own name for a cut (Anthropic's
 ///    `max_tokens` or `refusal`, Gemini's `MAX_TOKENS` or `SAFETY`, `LENGTH`) are answered as not
 ///    run, as for `length` and `content_filter`, no longer run.
-pub const LOOP_REVISION: u32 = 8;
+/// 9. A cut turn with tool calls (none of which run) that takes the last step of `max_steps`
+///    ends for its cut (`length` or `content_filter`; `length` when every call was cut short),
+///    no longer `max_steps`.
+pub const LOOP_REVISION: u32 = 9;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

@@ -437,7 +437,8 @@ fn answered(finish: &FinishReason) -> DoneReason {
 }
 
 /// Goes on with a turn: shows `shown` (answers given without running, already in `answered`),
-/// then runs `to_run` under `approvals`, or settles the turn when nothing is left to run.
+/// then runs `to_run` under `approvals`, or settles the turn when nothing is left to run (ending
+/// the run for `at_limit` if the turn took the last step: see [`settle`]).
 fn run_or_settle(
     mut state: AgentState,
     calls: Vec<LlmToolCall>,
@@ -445,10 +446,11 @@ fn run_or_settle(
     shown: Vec<(String, ToolExecResult)>,
     to_run: Vec<LlmToolCall>,
     approvals: Vec<PendingApproval>,
+    at_limit: DoneReason,
 ) -> (AgentState, Vec<Intent>) {
     let shown = (!shown.is_empty()).then_some(Intent::ShowAnswers { answers: shown });
     let (state, intents) = if to_run.is_empty() {
-        settle(state, calls, answered)
+        settle(state, calls, answered, at_limit)
     } else {
         state.phase = Phase::AwaitingTools { calls, answered };
         let intent = Intent::RunTools {
@@ -460,18 +462,21 @@ fn run_or_settle(
     (state, shown.into_iter().chain(intents).collect())
 }
 
-/// All answers of the turn are known: record them in call order and go on.
+/// All answers of the turn are known: record them in call order and go on, or end the run for
+/// `at_limit` when the turn took the last step the run may take (`max_steps`, unless the turn
+/// was cut off and none of its calls ran: then the cut is why the run ends).
 fn settle(
     mut state: AgentState,
     calls: Vec<LlmToolCall>,
     mut answered: Vec<ToolExecResult>,
+    at_limit: DoneReason,
 ) -> (AgentState, Vec<Intent>) {
     for call in &calls {
         let message = answer(&call.id, &mut answered);
         state.messages.push(message);
     }
     if state.steps >= state.max_steps.get() {
-        finish(state, DoneReason::MaxSteps, None)
+        finish(state, at_limit, None)
     } else {
         call_model(state)
     }
@@ -638,7 +643,17 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                 }
             }
             let answered = shown.iter().map(|(_, answer)| answer.clone()).collect();
-            run_or_settle(state, calls, answered, shown, to_run, Vec::new())
+            // A turn the provider cut off (or whose every call was cut short) runs none of its
+            // calls: if it took the last step, the cut, not the step limit, is why the run
+            // ends, as it is for a cut turn without calls.
+            let at_limit = match cut {
+                DoneReason::Length | DoneReason::ContentFilter => cut,
+                _ if to_run.is_empty() && calls.iter().all(|call| !call.complete) => {
+                    DoneReason::Length
+                }
+                _ => DoneReason::MaxSteps,
+            };
+            run_or_settle(state, calls, answered, shown, to_run, Vec::new(), at_limit)
         }
         AgentEvent::ToolResults { results, cancelled } => {
             let (calls, mut answered) = match std::mem::replace(&mut state.phase, Phase::Idle) {
@@ -692,7 +707,7 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                 return close_and_finish(state, DoneReason::Cancelled, None);
             }
             if pending.is_empty() {
-                return settle(state, calls, answered);
+                return settle(state, calls, answered, DoneReason::MaxSteps);
             }
             state.phase = Phase::AwaitingApproval {
                 calls,
@@ -751,7 +766,15 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                 .filter(|c| approved.iter().any(|a| a.tool_call_id == c.id))
                 .cloned()
                 .collect();
-            run_or_settle(state, calls, answered, denials, to_run, approved)
+            run_or_settle(
+                state,
+                calls,
+                answered,
+                denials,
+                to_run,
+                approved,
+                DoneReason::MaxSteps,
+            )
         }
         AgentEvent::ModelFailed {
             message,

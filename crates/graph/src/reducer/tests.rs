@@ -531,18 +531,28 @@ fn a_last_turn_the_provider_cut_off_ends_the_run_saying_so() {
 
 /// A turn cut off while it asked for tools keeps what it did before: its calls are answered as
 /// not run and the model is asked again, so the run ends with the reason of the turn that
-/// ends it (here a complete answer: `stop`; or a cut one), or at the step limit. A turn whose
-/// finish reason is a backend's own name for a cut (passed through by a gateway) is cut too.
+/// ends it (here a complete answer: `stop`; or a cut one). At the step limit the cut ends it
+/// too, not the limit: none of its calls ran. A turn whose finish reason is a backend's own name
+/// for a cut (passed through by a gateway) is cut too.
 #[test]
 fn a_cut_turn_with_calls_goes_on_and_the_last_turn_decides() {
-    for finish in [
-        FinishReason::Length,
-        FinishReason::ContentFilter,
-        FinishReason::Other("max_tokens".into()),
-        FinishReason::Other("MAX_TOKENS".into()),
-        FinishReason::Other("SAFETY".into()),
-        FinishReason::Other("refusal".into()),
-        FinishReason::Other("CONTENT_FILTER".into()),
+    for (finish, cut) in [
+        (FinishReason::Length, DoneReason::Length),
+        (FinishReason::ContentFilter, DoneReason::ContentFilter),
+        (FinishReason::Other("max_tokens".into()), DoneReason::Length),
+        (FinishReason::Other("MAX_TOKENS".into()), DoneReason::Length),
+        (
+            FinishReason::Other("SAFETY".into()),
+            DoneReason::ContentFilter,
+        ),
+        (
+            FinishReason::Other("refusal".into()),
+            DoneReason::ContentFilter,
+        ),
+        (
+            FinishReason::Other("CONTENT_FILTER".into()),
+            DoneReason::ContentFilter,
+        ),
     ] {
         let (state, _) = reduce(AgentState::new(None, steps(10)), user());
         let (state, intents) = reduce(state, ended("", &["c1"], finish.clone()));
@@ -575,23 +585,74 @@ fn a_cut_turn_with_calls_goes_on_and_the_last_turn_decides() {
             ),
             "{intents:?}"
         );
-        // At the step limit the limit ends it, as for any turn with calls.
+        // At the step limit the cut ends it: its calls never ran, so the limit stopped nothing.
         let (state, _) = reduce(AgentState::new(None, steps(1)), user());
-        let (_, intents) = reduce(state, ended("", &["c1"], finish));
+        let (state, intents) = reduce(state, ended("", &["c1"], finish.clone()));
         assert!(
             matches!(
                 intents.as_slice(),
                 [
                     Intent::ShowAnswers { .. },
-                    Intent::Finish {
-                        reason: DoneReason::MaxSteps,
-                        ..
-                    }
-                ]
+                    Intent::Finish { reason, .. }
+                ] if *reason == cut
             ),
-            "{intents:?}"
+            "{finish}: {intents:?}"
         );
+        assert_eq!(state.phase(), &Phase::Finished { reason: cut }, "{finish}");
+        assert!(ai_core::validate_history(state.messages()).is_ok());
     }
+}
+
+/// A turn whose every call the decoder marked cut short runs none of them: at the step limit it
+/// ends `length` (the output limit the calls' answers name), whatever its finish reason said.
+/// A turn of which one call still runs took its step: at the limit it ends `max_steps`.
+#[test]
+fn a_turn_whose_calls_were_all_cut_short_ends_length_at_the_step_limit() {
+    let cut_short = |id: &str| LlmToolCall {
+        complete: false,
+        ..call(id)
+    };
+    let turn = |calls: Vec<LlmToolCall>| AgentEvent::ModelCompleted {
+        completion: LlmCompletion {
+            text: String::new(),
+            tool_calls: calls,
+            finish_reason: FinishReason::ToolCalls,
+            usage: None,
+        },
+    };
+    let (state, _) = reduce(AgentState::new(None, steps(1)), user());
+    let (_, intents) = reduce(state, turn(vec![cut_short("c1"), cut_short("c2")]));
+    assert!(
+        matches!(
+            intents.as_slice(),
+            [
+                Intent::ShowAnswers { .. },
+                Intent::Finish {
+                    reason: DoneReason::Length,
+                    ..
+                }
+            ]
+        ),
+        "{intents:?}"
+    );
+
+    let (state, _) = reduce(AgentState::new(None, steps(1)), user());
+    let (state, intents) = reduce(state, turn(vec![call("c1"), cut_short("c2")]));
+    assert!(
+        matches!(intents.as_slice(), [Intent::ShowAnswers { .. }, Intent::RunTools { calls, .. }] if calls.len() == 1),
+        "{intents:?}"
+    );
+    let (_, intents) = reduce(state, results(&["c1"]));
+    assert!(
+        matches!(
+            intents.as_slice(),
+            [Intent::Finish {
+                reason: DoneReason::MaxSteps,
+                ..
+            }]
+        ),
+        "{intents:?}"
+    );
 }
 
 /// A cancel that comes when no run is in progress (before the first, or after a run's finish)
