@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 
 use adapters::{ReplayCompletion, SqliteStore, TieredBlobStore};
 use ai_core::{
-    AiEvent, BlobStore, BoundTool, CancellationToken, Capabilities, DoneReason, EventSink,
-    ExecPermit, ModelReceipt, RunContext, RunId, RunLog, RunStatus, RunStore, RunStoreError,
-    ToolCatalog, ToolError, ToolErrorCategory, ToolErrorCode, ToolFailure, ToolId,
-    ToolInvocationContext, ToolInvocationRecord, ToolSource, ToolSpec, canonical_bytes,
+    AiEvent, BlobStore, BoundTool, CancellationToken, Capabilities, CompletionDelta, DoneReason,
+    EventSink, ExecPermit, LlmCompletion, ModelReceipt, RunContext, RunId, RunLog, RunStatus,
+    RunStore, RunStoreError, ToolCatalog, ToolError, ToolErrorCategory, ToolErrorCode, ToolFailure,
+    ToolId, ToolInvocationContext, ToolInvocationRecord, ToolSource, ToolSpec, canonical_bytes,
 };
 use anyhow::{Context, anyhow, bail};
 use async_trait::async_trait;
@@ -447,6 +447,93 @@ pub fn check_replayable(run: &RunLog) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Reads the blob `blob_ref` as `T`, refusing it as [`refuse_unread_keys`] does. The decoder's
+/// own message, which may quote the blob, is never shown.
+async fn read_blob<T: serde::de::DeserializeOwned + serde::Serialize>(
+    blobs: &dyn BlobStore,
+    blob_ref: &str,
+) -> anyhow::Result<T> {
+    let bytes = blobs.get(blob_ref).await?;
+    let value: T = serde_json::from_slice(&bytes)
+        .map_err(|e| anyhow!("does not decode: {}", ai_core::describe_json_error(&e)))?;
+    refuse_unread_keys(&bytes, &value)?;
+    Ok(value)
+}
+
+/// Refuses a recorded blob (`stored`, read as `read`) that holds a key this build's reader does
+/// not know and so dropped: an audit record must not be silently misread, and a replay that
+/// ignored what such a key records (written by another version of cogni, a newer one say) could
+/// call a run identical that is not. A key whose value is `null` says nothing and is accepted:
+/// older versions wrote every absent field so. The key is named, with its place, only when it
+/// reads as a field name (what cogni writes); anything else may be text a client or a damaged
+/// folder put there, and is not shown.
+fn refuse_unread_keys<T: serde::Serialize>(stored: &[u8], read: &T) -> anyhow::Result<()> {
+    let (Ok(stored), Ok(read)) = (
+        serde_json::from_slice::<Value>(stored),
+        serde_json::to_value(read),
+    ) else {
+        return Ok(());
+    };
+    let Some(place) = unread_key(&stored, &read) else {
+        return Ok(());
+    };
+    let key = place.last().map_or("", String::as_str);
+    let path = place
+        .iter()
+        .map(|segment| match segment.parse::<usize>() {
+            Ok(index) => format!("[{index}]"),
+            Err(_) if is_field_name(segment) => format!(".{segment}"),
+            Err(_) => ".*".to_owned(),
+        })
+        .collect::<String>();
+    let path = path.trim_start_matches('.');
+    let what = if is_field_name(key) {
+        format!("holds the key `{key}` (at `{path}`)")
+    } else {
+        format!("holds a key that is not a field name (at `{path}`; not shown)")
+    };
+    bail!(
+        "{what}, which this build of cogni does not read: the run was recorded by another \
+         version, and a replay that ignored what the key records could call the run identical \
+         when it is not; replay it with the version of cogni that recorded it"
+    )
+}
+
+/// Whether `key` reads as a field name cogni writes (`snake_case`, at most 64 characters).
+fn is_field_name(key: &str) -> bool {
+    key.len() <= 64
+        && key.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && key
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// The place (object keys and array indices from the root) of the first key of `stored` that
+/// `read` (what the reader made of it, written back) lacks, unless its value is `null`.
+fn unread_key(stored: &Value, read: &Value) -> Option<Vec<String>> {
+    match (stored, read) {
+        (Value::Object(stored), Value::Object(read)) => stored.iter().find_map(|(key, value)| {
+            let mut place = match read.get(key) {
+                Some(kept) => unread_key(value, kept)?,
+                None if value.is_null() => return None,
+                None => Vec::new(),
+            };
+            place.insert(0, key.clone());
+            Some(place)
+        }),
+        (Value::Array(stored), Value::Array(read)) if stored.len() == read.len() => stored
+            .iter()
+            .zip(read)
+            .enumerate()
+            .find_map(|(index, (value, kept))| {
+                let mut place = unread_key(value, kept)?;
+                place.insert(0, index.to_string());
+                Some(place)
+            }),
+        _ => None,
+    }
+}
+
 /// A run whose closing write was refused because its thread changed since it began ends, as
 /// recorded, with the recorder's `Error` and `Done` in place of the loop's own `Done`: the
 /// replay's `Done` is replaced by the same two events, so the rest is compared as it ran.
@@ -470,7 +557,9 @@ fn close_as_recorded(recorded: &[AiEvent], replayed: &mut Vec<AiEvent>) {
 /// Replays the finished run `run_id` of the run log in `settings.data_dir`: its input, its
 /// receipts and every blob they name are checked first, so a missing or damaged blob is an
 /// error naming it rather than a difference, and a run replay cannot reproduce (cancelled, or
-/// with a failed model call: [`check_replayable`]) is refused up front. Nothing is written.
+/// with a failed model call: [`check_replayable`]) is refused up front, as is an input or a
+/// receipt holding a key this build does not read (written by another version: it is not
+/// silently ignored). Nothing is written.
 pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<ReplayOutcome> {
     let dir = data_dir(settings)?;
     let log = open_run_log(&dir)?;
@@ -499,19 +588,26 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
             ai_core::describe_json_error(&e)
         )
     })?;
+    refuse_unread_keys(&bytes, &input)
+        .with_context(|| format!("run {run_id}: its input {input_ref}"))?;
     for (i, receipt_ref) in run.receipt_refs.iter().enumerate() {
         let call = i + 1;
-        let receipt = ModelReceipt::load(log.blobs.as_ref(), receipt_ref)
-            .await
+        let bytes =
+            log.blobs.get(receipt_ref).await.with_context(|| {
+                format!("run {run_id}: model call {call}'s receipt {receipt_ref}")
+            })?;
+        let receipt = ModelReceipt::from_bytes(&bytes)
+            .map_err(anyhow::Error::from)
+            .and_then(|receipt| refuse_unread_keys(&bytes, &receipt).map(|()| receipt))
             .with_context(|| format!("run {run_id}: model call {call}'s receipt {receipt_ref}"))?;
-        receipt
-            .load_completion(log.blobs.as_ref())
+        read_blob::<LlmCompletion>(log.blobs.as_ref(), &receipt.output_ref)
             .await
             .with_context(|| format!("run {run_id}: model call {call}'s output"))?;
-        receipt
-            .load_deltas(log.blobs.as_ref())
-            .await
-            .with_context(|| format!("run {run_id}: model call {call}'s fragments"))?;
+        if let Some(deltas_ref) = &receipt.deltas_ref {
+            read_blob::<Vec<CompletionDelta>>(log.blobs.as_ref(), deltas_ref)
+                .await
+                .with_context(|| format!("run {run_id}: model call {call}'s fragments"))?;
+        }
     }
 
     let completion = Arc::new(ReplayCompletion::new(

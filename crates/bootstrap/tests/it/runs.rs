@@ -670,3 +670,105 @@ fn runs_list_says_on_stderr_when_it_leaves_a_run_out() {
         "{warning}"
     );
 }
+
+/// Stores a copy of the JSON blob `hash` in `data` with `key: value` added to the object at
+/// `pointer`, and returns the copy's address.
+fn with_key(data: &Path, hash: &str, pointer: &str, key: &str, value: Value) -> String {
+    let db = rusqlite::Connection::open(data.join("cogni.db")).unwrap();
+    let bytes: Vec<u8> = db
+        .query_row("SELECT bytes FROM blobs WHERE hash = ?1", [hash], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let mut json: Value = serde_json::from_slice(&bytes).unwrap();
+    let object = json.pointer_mut(pointer).unwrap().as_object_mut().unwrap();
+    object.insert(key.to_owned(), value);
+    let bytes = serde_json::to_vec(&json).unwrap();
+    let copy = ai_core::sha256_hex(&bytes);
+    db.execute(
+        "INSERT OR IGNORE INTO blobs (hash, bytes) VALUES (?1, ?2)",
+        rusqlite::params![copy, bytes],
+    )
+    .unwrap();
+    copy
+}
+
+/// A recording that holds a key this build does not read (written by another version) is
+/// refused, not silently misread: the key is named when it is a field name, never when it may be
+/// a client's text, and the error says what to do. A key whose value is `null` says nothing and
+/// is accepted.
+#[test]
+fn replay_refuses_a_recording_with_a_key_it_does_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    let run_id = record_one(dir.path(), &url);
+    let data = dir.path().join("data");
+    let db = rusqlite::Connection::open(data.join("cogni.db")).unwrap();
+    let input_ref: String = db
+        .query_row("SELECT input_ref FROM runs", [], |r| r.get(0))
+        .unwrap();
+    let receipt_ref: String = db
+        .query_row(
+            "SELECT receipt_ref FROM model_receipts WHERE idx = 0",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let set_input = |input: &str| {
+        db.execute("UPDATE runs SET input_ref = ?1", [input])
+            .unwrap();
+    };
+
+    set_input(&with_key(
+        &data,
+        &input_ref,
+        "",
+        "sandbox",
+        Value::from(true),
+    ));
+    replay_refused(dir.path(), &run_id, "its input");
+    let replay = cogni_in(dir.path(), &url, &["replay", &run_id]);
+    let err = text(&replay.stderr);
+    assert!(
+        err.contains(
+            "holds the key `sandbox` (at `sandbox`), which this build of cogni does not read"
+        ) && err.contains("the run was recorded by another version, and a replay that")
+            && err.contains("replay it with the version of cogni that recorded it"),
+        "{err}"
+    );
+
+    let secret = "Bearer sk-live-123";
+    let pointer = "/thread_state/phase";
+    set_input(&with_key(
+        &data,
+        &input_ref,
+        pointer,
+        secret,
+        Value::from(1),
+    ));
+    replay_refused(
+        dir.path(),
+        &run_id,
+        "holds a key that is not a field name (at `thread_state.phase.*`; not shown)",
+    );
+    let replay = cogni_in(dir.path(), &url, &["replay", &run_id]);
+    assert!(!text(&replay.stderr).contains("sk-live"));
+
+    set_input(&with_key(&data, &input_ref, "", "sandbox", Value::Null));
+    assert_replayed_identically(&cogni_in(dir.path(), &url, &["replay", &run_id]));
+
+    set_input(&input_ref);
+    let receipt = with_key(&data, &receipt_ref, "", "seed", Value::from(7));
+    db.execute(
+        "UPDATE model_receipts SET receipt_ref = ?1 WHERE idx = 0",
+        [receipt],
+    )
+    .unwrap();
+    replay_refused(dir.path(), &run_id, "model call 1's receipt");
+    let replay = cogni_in(dir.path(), &url, &["replay", &run_id]);
+    assert!(
+        text(&replay.stderr).contains("holds the key `seed`"),
+        "{}",
+        text(&replay.stderr)
+    );
+}
