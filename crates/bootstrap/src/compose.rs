@@ -108,6 +108,8 @@ pub struct Runtime {
     pub policy: Arc<ai_core::ToolPolicy>,
     /// The wall clock.
     pub clock: Arc<dyn Clock>,
+    /// What of the settings shapes a run's events (recorded with each run, for replay).
+    pub run_settings: crate::RunSettings,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -152,12 +154,18 @@ impl Runtime {
         if let Some(prompt) = &settings.agent.system_prompt {
             config = config.with_system_prompt(prompt.clone());
         }
+        let run_settings = crate::RunSettings {
+            policy: ai_core::ToolPolicy::clone(&policy),
+            max_steps: settings.agent.max_steps,
+            max_parallel_tools: settings.agent.max_parallel_tools,
+        };
         Self {
             agent: graph::Agent::new(completion, runner.clone(), config),
             runner,
             source,
             policy,
             clock,
+            run_settings,
         }
     }
 }

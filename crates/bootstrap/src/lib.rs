@@ -29,8 +29,8 @@ pub use compose::{
 };
 pub use config::{Config, DEFAULT_POLICY_TOML, load_policy};
 pub use record::{
-    RunInput, RunLocks, RunLogStores, RunRequest, Stores, THREAD_CHANGED, Turn, create_stores,
-    recover, start_run,
+    RunInput, RunLocks, RunLogStores, RunRequest, RunSettings, Stores, THREAD_CHANGED, Turn,
+    create_stores, recover, start_run,
 };
 pub use server::ServerToken;
 pub use settings::{

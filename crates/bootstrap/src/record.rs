@@ -114,6 +114,24 @@ pub struct RunInput {
     /// recorded before revisions were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loop_revision: Option<u32>,
+    /// The settings the run ran under that shape its events; `None` for runs recorded before
+    /// they were kept (a replay then runs under today's, and says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<RunSettings>,
+}
+
+/// The settings that shape a run's events, beyond its input and the model's answers: the tool
+/// policy (which tools the model sees, approvals, budgets, retries, the breaker) and the loop's
+/// limits. Recorded with each run ([`RunInput::settings`]), so a replay runs under them and
+/// says when today's differ. (The system prompt is part of a new thread's recorded state.)
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSettings {
+    /// The tool policy.
+    pub policy: ai_core::ToolPolicy,
+    /// `agent.max_steps`.
+    pub max_steps: std::num::NonZeroU32,
+    /// `agent.max_parallel_tools`.
+    pub max_parallel_tools: std::num::NonZeroUsize,
 }
 
 /// What begins a run on a thread. More kinds may come, so a match needs a catch-all arm;
@@ -255,6 +273,7 @@ pub async fn start_run(
             thread_state: state.clone(),
             turn: turn.clone(),
             loop_revision: Some(graph::LOOP_REVISION),
+            settings: Some(runtime.run_settings.clone()),
         };
         let bytes = canonical_bytes(&input).context("the run input cannot be encoded")?;
         let input_ref = log.blobs.put(&bytes).await.context("the run input")?;

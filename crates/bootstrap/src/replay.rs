@@ -21,7 +21,7 @@ use anyhow::{Context, anyhow, bail};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::{RunInput, Runtime, Settings};
+use crate::{RunInput, RunSettings, Runtime, Settings};
 
 /// The run log of a data folder, opened for reading.
 #[derive(Clone)]
@@ -355,6 +355,10 @@ pub struct ReplayOutcome {
     /// The [`graph::LOOP_REVISION`] the run was recorded under (`None`: recorded before
     /// revisions were kept).
     pub recorded_revision: Option<u32>,
+    /// What to tell of the settings the replay ran under: that today's differ from the ones
+    /// the run recorded (which it ran under), or that the run recorded none (so today's were
+    /// used). `None` when today's are the recorded ones.
+    pub settings_note: Option<String>,
 }
 
 /// Where a replay first differs from its record.
@@ -615,15 +619,18 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
         run.receipt_refs.clone(),
     ));
     let configured = Runtime::build(settings, completion.clone())?;
+    let (settings, policy, settings_note) =
+        replay_settings(settings, &configured.run_settings, input.settings)
+            .with_context(|| format!("run {run_id}: its input {input_ref}"))?;
     let source = Arc::new(RecordedToolSource::new(
         configured.source.clone(),
         &run.records,
     ));
     let runtime = Runtime::with_source(
-        settings,
+        &settings,
         completion,
         source.clone(),
-        configured.policy.clone(),
+        Arc::new(policy),
         configured.clock.clone(),
     );
     let ctx = RunContext::new(run_id, "user:cli", "local")?;
@@ -645,7 +652,50 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
         recorded: run.events,
         replayed,
         recorded_revision: input.loop_revision,
+        settings_note,
     })
+}
+
+/// The settings a replay runs under, its policy, and what to tell of them: the ones the run
+/// recorded (over `today` for everything else), with a note naming what of `now` (today's)
+/// differs from them; or, for a run recorded before settings were kept, today's, with a note
+/// saying so.
+fn replay_settings(
+    today: &Settings,
+    now: &RunSettings,
+    recorded: Option<RunSettings>,
+) -> anyhow::Result<(Settings, ai_core::ToolPolicy, Option<String>)> {
+    let Some(recorded) = recorded else {
+        let note = "the run was recorded before runs kept their settings: it is replayed under \
+                    today's policy and agent limits, which may explain a difference";
+        return Ok((today.clone(), now.policy.clone(), Some(note.to_owned())));
+    };
+    recorded
+        .policy
+        .check()
+        .map_err(|e| anyhow!("its recorded policy is not one a policy can be: {e}"))?;
+    let differing: Vec<&str> = [
+        (recorded.policy != now.policy, "the policy"),
+        (recorded.max_steps != now.max_steps, "agent.max_steps"),
+        (
+            recorded.max_parallel_tools != now.max_parallel_tools,
+            "agent.max_parallel_tools",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(differs, what)| differs.then_some(what))
+    .collect();
+    let note = (!differing.is_empty()).then(|| {
+        format!(
+            "today's settings differ from those the run recorded in {}: it is replayed under the \
+             recorded ones, and a run started now would not behave as it did",
+            differing.join(", ")
+        )
+    });
+    let mut settings = today.clone();
+    settings.agent.max_steps = recorded.max_steps;
+    settings.agent.max_parallel_tools = recorded.max_parallel_tools;
+    Ok((settings, recorded.policy, note))
 }
 
 #[cfg(test)]
@@ -912,6 +962,7 @@ mod tests {
             recorded: vec![text("a"), done.clone()],
             replayed: vec![text("a"), done.clone()],
             recorded_revision: Some(graph::LOOP_REVISION),
+            settings_note: None,
         };
         assert_eq!(same.first_difference(), None);
 
@@ -919,6 +970,7 @@ mod tests {
             recorded: vec![text("a"), text("b"), done.clone()],
             replayed: vec![text("a"), text("c"), done.clone()],
             recorded_revision: Some(graph::LOOP_REVISION),
+            settings_note: None,
         };
         let difference = changed.first_difference().unwrap();
         assert_eq!(difference.index, 1);
@@ -935,6 +987,7 @@ mod tests {
             recorded: vec![text("a"), done],
             replayed: vec![text("a")],
             recorded_revision: Some(graph::LOOP_REVISION),
+            settings_note: None,
         };
         let difference = short.first_difference().unwrap();
         assert_eq!(difference.index, 1);
@@ -949,6 +1002,7 @@ mod tests {
             recorded: Vec::new(),
             replayed: Vec::new(),
             recorded_revision,
+            settings_note: None,
         };
         assert_eq!(outcome(Some(graph::LOOP_REVISION)).revision_note(), None);
         let now = graph::LOOP_REVISION;

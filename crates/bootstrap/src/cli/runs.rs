@@ -229,6 +229,9 @@ pub(crate) async fn replay(overrides: Overrides, run_id: String) -> anyhow::Resu
 
 /// Writes what `cogni replay` says of `outcome`; `true` when the events came out identical.
 fn replay_report(out: &mut impl Write, outcome: &ReplayOutcome) -> std::io::Result<bool> {
+    if let Some(note) = &outcome.settings_note {
+        writeln!(out, "replay: note: {note}")?;
+    }
     match outcome.first_difference() {
         None => {
             writeln!(out, "replay: {} events identical", outcome.recorded.len())?;
@@ -443,6 +446,7 @@ mod tests {
                 delta: "b\u{9b}2J".into(),
             }],
             recorded_revision: Some(graph::LOOP_REVISION),
+            settings_note: None,
         };
         let mut out = Vec::new();
         assert!(!replay_report(&mut out, &outcome).unwrap());

@@ -382,6 +382,7 @@ async fn open_run() -> OpenRun {
         thread_state: runtime.agent.new_state(),
         turn: crate::Turn::UserMessage("first".into()),
         loop_revision: Some(graph::LOOP_REVISION),
+        settings: None,
     };
     let open = begin_with_input(&log, "run-1", &thread, &input).await;
     OpenRun {
@@ -487,6 +488,7 @@ fn recovery_keeps_the_interrupted_turn_of_a_run_that_started_from_an_approval_pa
         thread_state: state,
         turn: crate::Turn::UserMessage("second".into()),
         loop_revision: Some(graph::LOOP_REVISION),
+        settings: None,
     };
     let recorded = vec![AiEvent::ToolCallStart {
         tool_call_id: id("call-2"),
@@ -564,6 +566,7 @@ fn recovery_answers_the_paused_calls_of_a_run_that_resumed_from_approvals() {
             reason: None,
         }]),
         loop_revision: Some(graph::LOOP_REVISION),
+        settings: None,
     };
     // The run first shows the denied call's fate (a start without arguments and its answer),
     // then starts the approved one.
@@ -623,6 +626,7 @@ fn recovery_of_a_user_message_after_a_pause_answers_the_paused_calls_once() {
         thread_state: paused_thread(),
         turn: crate::Turn::UserMessage("never mind".into()),
         loop_revision: Some(graph::LOOP_REVISION),
+        settings: None,
     };
     let mut recorded = Vec::new();
     for call in ["gated", "other"] {
@@ -672,6 +676,7 @@ fn run_inputs_keep_their_stored_form() {
         thread_state: state,
         turn: crate::Turn::ApprovalDecisions(Vec::new()),
         loop_revision: Some(graph::LOOP_REVISION),
+        settings: None,
     };
     let value = serde_json::to_value(&resumed).unwrap();
     assert!(value.get("approval_decisions").is_some(), "{value}");
@@ -870,6 +875,7 @@ async fn recovery_leaves_the_thread_of_a_resume_that_never_began() {
             reason: None,
         }]),
         loop_revision: Some(graph::LOOP_REVISION),
+        settings: None,
     };
     let consumed = graph::reduce(input.thread_state.clone(), input.turn.event()).0;
     let consumed = serde_json::to_value(consumed).unwrap();
@@ -975,6 +981,7 @@ async fn a_failed_or_cancelled_model_call_keeps_the_same_history_as_recovery() {
             thread_state: started,
             turn: crate::Turn::UserMessage("how?".into()),
             loop_revision: Some(graph::LOOP_REVISION),
+            settings: None,
         };
         // Recovery reads what a crash left stored: every event but the run's end.
         let recorded: Vec<AiEvent> = events

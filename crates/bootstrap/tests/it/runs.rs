@@ -772,3 +772,99 @@ fn replay_refuses_a_recording_with_a_key_it_does_not_read() {
         text(&replay.stderr)
     );
 }
+
+/// A run is replayed under the settings it recorded, not today's, and the replay says when
+/// today's differ; a run recorded before settings were kept replays under today's, saying so.
+#[test]
+fn replay_runs_under_the_recorded_settings_and_says_when_todays_differ() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    std::fs::write(dir.path().join("notes.txt"), "a".repeat(200)).unwrap();
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        "allowed_tools = [\"core__get_current_time\", \"core__workspace_read\"]\n\
+         [budgets]\nmax_result_bytes = 100\n",
+    )
+    .unwrap();
+    let run = |policy: Option<&str>, args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cogni"));
+        command
+            .args(args)
+            .current_dir(dir.path())
+            .env("COGNI_DATA_DIR", "data")
+            .env("COGNI_LLM_BASE_URL", &url)
+            .env("COGNI_LLM_MODEL", "test-model")
+            .env_remove("COGNI_CONFIG")
+            .env_remove("COGNI_POLICY")
+            .env_remove("COGNI_WORKSPACE");
+        if let Some(policy) = policy {
+            command.env("COGNI_POLICY", policy);
+        }
+        command.output().unwrap()
+    };
+    let chat = run(Some("policy.toml"), &["chat", "--json", "Notes?"]);
+    assert!(chat.status.success(), "{}", text(&chat.stderr));
+    assert!(text(&chat.stdout).contains("result_too_large"));
+    let run_id = first_run_id(&run(None, &["runs", "list", "--json"]));
+
+    // Under the recorded policy: identical, and no note.
+    let same = run(Some("policy.toml"), &["replay", &run_id]);
+    assert_replayed_identically(&same);
+    assert!(
+        !text(&same.stdout).contains("note"),
+        "{}",
+        text(&same.stdout)
+    );
+
+    // Today's policy (the built-in one) would let the result through: the replay still runs
+    // under the recorded one, and says today's differs.
+    let today = run(None, &["replay", &run_id]);
+    assert_replayed_identically(&today);
+    let out = text(&today.stdout);
+    assert!(
+        out.starts_with(
+            "replay: note: today's settings differ from those the run recorded in the policy: \
+             it is replayed under the recorded ones"
+        ),
+        "{out}"
+    );
+
+    // A run recorded before settings were kept replays under today's, saying so.
+    let data = dir.path().join("data");
+    let db = rusqlite::Connection::open(data.join("cogni.db")).unwrap();
+    let input_ref: String = db
+        .query_row("SELECT input_ref FROM runs", [], |r| r.get(0))
+        .unwrap();
+    let bytes: Vec<u8> = db
+        .query_row(
+            "SELECT bytes FROM blobs WHERE hash = ?1",
+            [&input_ref],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let mut input: Value = serde_json::from_slice(&bytes).unwrap();
+    assert!(input["settings"]["policy"].is_object(), "{input}");
+    input.as_object_mut().unwrap().remove("settings");
+    let bytes = serde_json::to_vec(&input).unwrap();
+    let old = ai_core::sha256_hex(&bytes);
+    db.execute(
+        "INSERT INTO blobs (hash, bytes) VALUES (?1, ?2)",
+        rusqlite::params![old, bytes],
+    )
+    .unwrap();
+    db.execute("UPDATE runs SET input_ref = ?1", [&old])
+        .unwrap();
+    let old_run = run(Some("policy.toml"), &["replay", &run_id]);
+    assert_replayed_identically(&old_run);
+    assert!(
+        text(&old_run.stdout).starts_with(
+            "replay: note: the run was recorded before runs kept their settings: it is replayed \
+             under today's policy"
+        ),
+        "{}",
+        text(&old_run.stdout)
+    );
+    // Under today's (other) policy it differs, as it did before settings were kept.
+    let differs = run(None, &["replay", &run_id]);
+    assert_eq!(differs.status.code(), Some(1), "{}", text(&differs.stdout));
+}
