@@ -1246,28 +1246,29 @@ async fn bad_requests_get_a_json_error_naming_the_fault() {
             "length limit",
         ),
         (
+            // The headers are the client's text: the refusals name what is accepted instead.
             send(
                 "/api/v1/chat",
-                "text/plain",
+                "text/plain; x=ZQX-sent",
                 sse,
                 chat_request("c", "hi").to_string(),
             )
             .await,
             415,
             "unsupported_media_type",
-            "text/plain",
+            "content-type application/json",
         ),
         (
             send(
                 "/api/v1/agui",
                 "application/json",
-                "application/vnd.ag-ui.event+proto",
+                "application/vnd.ag-ui.event+proto; x=ZQX-sent",
                 agui_input("t", "r", json!([user("m", "hi")])).to_string(),
             )
             .await,
             406,
             "unsupported_protocol",
-            "vnd.ag-ui.event+proto",
+            "accept text/event-stream",
         ),
         (
             send("/api/v1/nope", "application/json", sse, "{}".into()).await,
@@ -1283,6 +1284,7 @@ async fn bad_requests_get_a_json_error_naming_the_fault() {
         assert_eq!(error["error"]["code"], code);
         let message = error["error"]["message"].as_str().unwrap();
         assert!(message.contains(needle), "{code}: {message}");
+        assert!(!message.contains("ZQX"), "{code}: {message}");
     }
     assert!(server.fake.requests().is_empty());
 }

@@ -11,7 +11,8 @@
 //! generators make, and every id too long to be valid, carries a marker the message must not
 //! hold), and the fake model is not called for it; an accepted request is an SSE stream that
 //! starts its protocol and has exactly one terminal frame, with nothing after it (but the AI
-//! SDK's `[DONE]`), and no run whose task died.
+//! SDK's `[DONE]`), and no run whose task died. A request whose `Content-Type` and `Accept`
+//! headers carry markers gets an answer (a 415, a 406 or a stream) that holds none of them.
 
 use std::net::SocketAddr;
 
@@ -124,12 +125,29 @@ impl Harness {
 
     /// Posts `body` to `path` from a loopback peer and checks the answer.
     fn check(&self, path: &str, body: Vec<u8>) -> Result<(), TestCaseError> {
+        let headers = (
+            "application/json".to_owned(),
+            "text/event-stream".to_owned(),
+        );
+        self.check_with(path, headers, body)
+    }
+
+    /// Posts `body` to `path` with `Content-Type` and `Accept` as given, from a loopback peer,
+    /// and checks the answer: as [`Self::check`] does, and no marker of those headers anywhere
+    /// in it, a refusal or a stream.
+    fn check_with(
+        &self,
+        path: &str,
+        (content_type, accept): (String, String),
+        body: Vec<u8>,
+    ) -> Result<(), TestCaseError> {
+        let header_markers = markers(format!("{content_type}\n{accept}").as_bytes());
         let markers = markers(&body);
         let before = self.fake.requests().len();
         let mut request = Request::post(path)
             .header(header::HOST, "localhost")
-            .header(header::CONTENT_TYPE, "application/json")
-            .header(header::ACCEPT, "text/event-stream")
+            .header(header::CONTENT_TYPE, content_type)
+            .header(header::ACCEPT, accept)
             .body(Body::from(body))
             .unwrap();
         let peer: SocketAddr = "127.0.0.1:50000".parse().unwrap();
@@ -153,6 +171,12 @@ impl Harness {
             served.map_err(|e| TestCaseError::fail(format!("the server panicked: {e}")))?;
         let answer = String::from_utf8(answer.to_vec())
             .map_err(|_| TestCaseError::fail(format!("{status}: the answer is not UTF-8")))?;
+        for marker in &header_markers {
+            prop_assert!(
+                !answer.contains(marker.as_str()),
+                "{status}: the answer quotes a header's `{marker}`: {answer}"
+            );
+        }
         if status.is_success() {
             prop_assert_eq!(content_type.as_str(), "text/event-stream", "{}", answer);
             check_stream(path, &answer)
@@ -779,6 +803,54 @@ fn any_chat_request_is_run_or_refused_cleanly() {
     property(512, || {
         chat_body().prop_map(|body| ("/api/v1/chat", body.to_string().into_bytes()))
     });
+}
+
+/// A `Content-Type` and an `Accept` header, each holding a marker: mostly ones the server
+/// refuses (415, 406), some it accepts (a marked parameter).
+fn marked_headers() -> impl Strategy<Value = (String, String)> {
+    let printable = || "[ -~]{0,16}";
+    let content_type = prop_oneof![
+        marker().prop_map(|m| format!("application/json; v={m}")),
+        marker().prop_map(|m| format!("{m}/json")),
+        marker().prop_map(|m| format!("application/{m}")),
+        (printable(), marker(), printable()).prop_map(|(a, m, b)| format!("{a}{m}{b}")),
+    ];
+    let accept = prop_oneof![
+        marker().prop_map(|m| format!("text/event-stream; q={m}")),
+        marker().prop_map(|m| format!("application/vnd.ag-ui.event+proto; v={m}")),
+        marker(),
+        (printable(), marker(), printable()).prop_map(|(a, m, b)| format!("{a}{m}{b}")),
+    ];
+    (content_type, accept)
+}
+
+/// Requests whose `Content-Type` and `Accept` carry markers: no answer quotes them.
+#[test]
+fn a_refusal_never_quotes_the_request_s_headers() {
+    let checking = std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(|| {
+            let harness = Harness::start();
+            let mut runner = TestRunner::new(Config {
+                cases: 128,
+                failure_persistence: None,
+                ..Config::default()
+            });
+            let bodies = prop_oneof![
+                agui_body().prop_map(|body| ("/api/v1/agui", body)),
+                chat_body().prop_map(|body| ("/api/v1/chat", body)),
+            ];
+            let result = runner.run(&(bodies, marked_headers()), |((path, body), headers)| {
+                harness.check_with(path, headers, body.to_string().into_bytes())
+            });
+            if let Err(failure) = result {
+                panic!("{failure}");
+            }
+        })
+        .unwrap();
+    if let Err(panic) = checking.join() {
+        std::panic::resume_unwind(panic);
+    }
 }
 
 /// Random bytes, truncated JSON, JSON with a stray token, deep nesting.

@@ -41,10 +41,12 @@ pub(super) async fn run(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("text/event-stream");
     if !accept.contains("text/event-stream") && !accept.contains("*/*") {
+        // The header is the client's text: the refusal names what is offered, not what came.
         return Err(ApiError::new(
             StatusCode::NOT_ACCEPTABLE,
             "unsupported_protocol",
-            format!("this endpoint streams AG-UI events as text/event-stream only, not `{accept}`"),
+            "this endpoint streams AG-UI events as text/event-stream only: accept \
+             text/event-stream (or */*)",
         ));
     }
     let input: RunAgentInput = parse_body(&headers, body)?;

@@ -419,7 +419,8 @@ impl IntoResponse for ApiError {
 }
 
 /// The body as JSON of type `T`: too large → 413, not JSON → 415, malformed or not matching the
-/// protocol's shape → 400, each naming the fault (and where it is) without quoting the body.
+/// protocol's shape → 400, each naming the fault (and where it is) without quoting the body or
+/// the `Content-Type` it came with.
 fn parse_body<T: serde::de::DeserializeOwned>(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -438,10 +439,12 @@ fn parse_body<T: serde::de::DeserializeOwned>(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     if !is_json(content_type) {
+        // The header is the client's text: the refusal names what is accepted, not what came.
         return Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
-            format!("expected content-type application/json, got `{content_type}`"),
+            "the request body must be sent as content-type application/json (parameters such \
+             as `; charset=utf-8` allowed)",
         ));
     }
     serde_json::from_slice(&body).map_err(|e| {
