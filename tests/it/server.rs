@@ -721,6 +721,24 @@ async fn agui_interrupts_for_approval_and_resumes_from_the_answers() {
     let error: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
     assert_eq!(error["error"]["code"], "invalid_resume", "{error}");
     assert_eq!(server.fake.requests().len(), 1, "nothing ran");
+    // An approval whose payload holds more than the interrupt's `responseSchema` defines (here
+    // edited arguments) is not what the user saw: refused, named by its place, not its key.
+    stale["resume"] = json!([
+        {"interruptId": "call_time", "status": "cancelled"},
+        {"interruptId": "call_read", "status": "resolved",
+         "payload": {"approved": true, "editedArgs": {"path": "/etc/passwd"}}}
+    ]);
+    let response = server.post("/api/v1/agui", &stale).await;
+    assert_eq!(response.status(), 400);
+    let error: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(error["error"]["code"], "invalid_resume", "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("resume[1].payload"), "{message}");
+    assert!(
+        !message.contains("editedArgs") && !message.contains("passwd"),
+        "{message}"
+    );
+    assert_eq!(server.fake.requests().len(), 1, "nothing ran");
 
     // What `@ag-ui/client` sends to answer them (fixtures/ui/agui-client/resume.json, its
     // thread id aside): read approved, time refused.

@@ -467,6 +467,13 @@ fn resume_entry() -> impl Strategy<Value = Value> {
         field(prop_oneof![
             any::<bool>().prop_map(|approved| json!({ "approved": approved })),
             (any::<bool>(), text()).prop_map(|(a, r)| json!({ "approved": a, "reason": r })),
+            // A key an approval does not define (edited arguments, say), named by a marker.
+            (any::<bool>(), marker(), any_json()).prop_map(|(a, key, value)| {
+                let mut payload = Map::new();
+                payload.insert("approved".to_owned(), json!(a));
+                payload.insert(key, value);
+                Value::Object(payload)
+            }),
             any_json(),
         ]),
         proptest::option::weighted(0.1, Just(("edited".to_owned(), json!({"path": "/"})))),

@@ -128,7 +128,8 @@ pub struct ResumeEntry {
     /// Whether it was answered or abandoned.
     pub status: ResumeStatus,
     /// The answer, shaped by the interrupt's `responseSchema`: for a tool approval,
-    /// `{"approved": true|false, "reason"?: "…"}`.
+    /// `{"approved": true|false, "reason"?: "…"}` and nothing else
+    /// ([`ResumeEntry::check_approval_payload`]).
     #[serde(default)]
     pub payload: Option<Value>,
     /// The protocol's opaque annotations of the answer (`@ag-ui/client` passes on what the app
@@ -151,10 +152,70 @@ pub enum ResumeStatus {
     Cancelled,
 }
 
+/// Why a [`ResumeEntry::payload`] is not an answer to a tool approval: named by its kind,
+/// never by the key or value the client sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ApprovalPayloadError {
+    /// The payload is not a JSON object.
+    NotAnObject,
+    /// The payload holds a key the approval does not define (edited arguments, say): read
+    /// without it, the answer could approve something other than what the user saw.
+    UnknownKey,
+    /// `approved` is there but not a boolean.
+    ApprovedNotABoolean,
+    /// `reason` is there but not a string.
+    ReasonNotAString,
+}
+
+impl std::fmt::Display for ApprovalPayloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::NotAnObject => "it is not an object",
+            Self::UnknownKey => "it holds a key an approval does not define (name not shown)",
+            Self::ApprovedNotABoolean => "`approved` is not a boolean",
+            Self::ReasonNotAString => "`reason` is not a string",
+        })?;
+        f.write_str("; an approval's payload is `{\"approved\": boolean, \"reason\"?: string}`")
+    }
+}
+
+impl std::error::Error for ApprovalPayloadError {}
+
 impl ResumeEntry {
+    /// Checks that the payload, if any, is an answer to a tool approval as the interrupt's
+    /// `responseSchema` defines it: an object with `approved` (a boolean) and optionally
+    /// `reason` (a string), and no other key. `@ag-ui/core` lets a payload be any JSON value,
+    /// shaped by the interrupt that asked; a key this server does not define (edited arguments,
+    /// an "always allow") is refused rather than dropped, since the answer read without it would
+    /// not be the one the user gave. A missing payload is left to [`ResumeEntry::approves`]
+    /// (a denial), as is a missing `approved`.
+    pub fn check_approval_payload(&self) -> Result<(), ApprovalPayloadError> {
+        let Some(payload) = &self.payload else {
+            return Ok(());
+        };
+        let Some(payload) = payload.as_object() else {
+            return Err(ApprovalPayloadError::NotAnObject);
+        };
+        if payload
+            .keys()
+            .any(|key| key != "approved" && key != "reason")
+        {
+            return Err(ApprovalPayloadError::UnknownKey);
+        }
+        if payload.get("approved").is_some_and(|a| !a.is_boolean()) {
+            return Err(ApprovalPayloadError::ApprovedNotABoolean);
+        }
+        if payload.get("reason").is_some_and(|r| !r.is_string()) {
+            return Err(ApprovalPayloadError::ReasonNotAString);
+        }
+        Ok(())
+    }
+
     /// Whether this entry approves the tool call its interrupt asked about: resolved with
     /// `{"approved": true}`. Anything else (cancelled, `false`, a missing or malformed payload)
-    /// is a denial, so nothing runs by mistake.
+    /// is a denial, so nothing runs by mistake. It does not look at other keys: check the
+    /// payload with [`ResumeEntry::check_approval_payload`] first, as the server does.
     pub fn approves(&self) -> bool {
         self.status == ResumeStatus::Resolved
             && self
@@ -185,8 +246,8 @@ pub struct Interrupt {
     pub message: String,
     /// The call this interrupt is about.
     pub tool_call_id: String,
-    /// The answer expected: `{"approved": boolean, "reason"?: string}` (a denial's reason is
-    /// passed on to the model).
+    /// The answer expected: `{"approved": boolean, "reason"?: string}` and no other key (a
+    /// denial's reason is passed on to the model).
     pub response_schema: Value,
 }
 
@@ -528,7 +589,8 @@ impl Translator {
                             "approved": {"type": "boolean"},
                             "reason": {"type": "string"}
                         },
-                        "required": ["approved"]
+                        "required": ["approved"],
+                        "additionalProperties": false
                     }),
                 });
             }

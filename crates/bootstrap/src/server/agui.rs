@@ -55,6 +55,13 @@ pub(super) async fn run(
     let incoming = if input.resume.is_empty() {
         incoming(&input.messages)?
     } else {
+        // An approval means what the user saw: a payload holding more (edited arguments, say)
+        // is refused, named by its place, never by the key it holds.
+        for (index, entry) in input.resume.iter().enumerate() {
+            entry.check_approval_payload().map_err(|e| {
+                ApiError::bad_request("invalid_resume", format!("resume[{index}].payload: {e}"))
+            })?;
+        }
         Incoming {
             history: Vec::new(),
             turn: IncomingTurn::Approvals(

@@ -229,6 +229,56 @@ fn a_resume_entry_with_the_protocol_s_metadata_is_read() {
     assert!(!input.resume[1].approves());
 }
 
+/// An approval's payload holds what the interrupt's `responseSchema` defines and nothing else:
+/// a key it does not define (edited arguments) would change what the answer means, so it is
+/// refused rather than read as a plain approval; the refusal names the kind of fault, never the
+/// key or value sent.
+#[test]
+fn an_approval_payload_holds_only_what_the_response_schema_defines() {
+    use wire_ui::agui::{ApprovalPayloadError as E, ResumeEntry};
+    let entry = |payload: Option<serde_json::Value>| -> ResumeEntry {
+        let mut entry = serde_json::json!({"interruptId": "c1", "status": "resolved"});
+        if let Some(payload) = payload {
+            entry["payload"] = payload;
+        }
+        serde_json::from_value(entry).unwrap()
+    };
+    let json = |v: serde_json::Value| Some(v);
+    let cases = [
+        (None, Ok(())),
+        (json(serde_json::json!({"approved": true})), Ok(())),
+        (
+            json(serde_json::json!({"approved": false, "reason": "no"})),
+            Ok(()),
+        ),
+        (json(serde_json::json!({})), Ok(())),
+        (
+            json(serde_json::json!({"approved": true, "editedArgs": {"path": "/etc"}})),
+            Err(E::UnknownKey),
+        ),
+        (json(serde_json::json!(true)), Err(E::NotAnObject)),
+        (
+            json(serde_json::json!({"approved": "yes"})),
+            Err(E::ApprovedNotABoolean),
+        ),
+        (
+            json(serde_json::json!({"approved": false, "reason": 7})),
+            Err(E::ReasonNotAString),
+        ),
+    ];
+    for (payload, expected) in cases {
+        let shown = format!("{payload:?}");
+        let entry = entry(payload);
+        let checked = entry.check_approval_payload();
+        assert_eq!(checked, expected, "{shown}");
+        if let Err(error) = checked {
+            let message = error.to_string();
+            assert!(!message.contains("editedArgs"), "{message}");
+            assert!(message.contains("\"approved\": boolean"), "{message}");
+        }
+    }
+}
+
 /// A call whose arguments were still streaming when the run ended, for any reason, never ran:
 /// it is ended (`TOOL_CALL_END`) and answered (`TOOL_CALL_RESULT` saying so) before the terminal
 /// event, so the client's history holds no call left open or without an answer.
