@@ -1157,13 +1157,17 @@ async fn the_request_the_agui_client_sends_is_accepted() {
     assert!(!sent.contains("the user wants the time again"), "{sent}");
 }
 
+/// A history that cannot start a thread is refused naming the message at fault by its
+/// position, never by the tool call id in it: the id is the client's text (a model chose it, but
+/// the client sends it back, as anything of up to 128 characters).
 #[tokio::test]
 async fn a_new_thread_with_an_invalid_client_history_is_refused() {
     let server = Server::start(|_| {}).await;
+    let call_id = "call_ZQX\u{202e}sent-by-the-client";
     let history = json!([
         user("m1", "hi"),
         {"id": "a1", "role": "assistant",
-         "toolCalls": [{"id": "c1", "type": "function",
+         "toolCalls": [{"id": call_id, "type": "function",
                         "function": {"name": "core__get_current_time", "arguments": "{}"}}]},
         user("m2", "again")
     ]);
@@ -1173,10 +1177,33 @@ async fn a_new_thread_with_an_invalid_client_history_is_refused() {
     assert_eq!(response.status(), 400);
     let error: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
     assert_eq!(error["error"]["code"], "invalid_history");
+    let message = error["error"]["message"].as_str().unwrap();
     assert!(
-        error["error"]["message"].as_str().unwrap().contains("c1"),
-        "{error}"
+        message.contains("messages[1]: a tool call has no result"),
+        "{message}"
     );
+    assert!(!message.contains("ZQX"), "{message}");
+
+    // An AI SDK history whose second assistant message uses a call id again.
+    let part = json!({"type": "tool-core__get_current_time", "toolCallId": call_id,
+                      "state": "output-available", "input": {}, "output": {}});
+    let chat = json!({"id": "chat-bad", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]},
+        {"id": "a1", "role": "assistant", "parts": [part]},
+        {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "again"}]},
+        {"id": "a2", "role": "assistant", "parts": [part]},
+        {"id": "u3", "role": "user", "parts": [{"type": "text", "text": "once more"}]}
+    ]});
+    let response = server.post("/api/v1/chat", &chat).await;
+    assert_eq!(response.status(), 400);
+    let error: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(error["error"]["code"], "invalid_history");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("messages[3]: a tool call id is used a second time"),
+        "{message}"
+    );
+    assert!(!message.contains("ZQX"), "{message}");
     assert!(server.fake.requests().is_empty());
 }
 

@@ -64,6 +64,7 @@ pub(super) async fn run(
         }
         Incoming {
             history: Vec::new(),
+            history_at: Vec::new(),
             turn: IncomingTurn::Approvals(
                 input
                     .resume
@@ -100,6 +101,7 @@ fn incoming(messages: &[InputMessage]) -> Result<Incoming, ApiError> {
         ));
     };
     let mut history = Vec::with_capacity(before.len());
+    let mut history_at = Vec::with_capacity(before.len());
     for (index, message) in before.iter().enumerate() {
         match message {
             InputMessage::Developer { content, .. } | InputMessage::System { content, .. } => {
@@ -149,9 +151,12 @@ fn incoming(messages: &[InputMessage]) -> Result<Incoming, ApiError> {
                 ));
             }
         }
+        // The items this message added come from it.
+        history_at.resize(history.len(), index);
     }
     Ok(Incoming {
         history,
+        history_at,
         turn: IncomingTurn::Message(content.text()),
     })
 }

@@ -95,6 +95,7 @@ fn incoming(messages: &[UiMessage]) -> Result<Incoming, ApiError> {
             // The thread is the server's: the client's history is not read.
             return Ok(Incoming {
                 history: Vec::new(),
+                history_at: Vec::new(),
                 turn: IncomingTurn::Approvals(answers),
             });
         }
@@ -107,6 +108,7 @@ fn incoming(messages: &[UiMessage]) -> Result<Incoming, ApiError> {
         ));
     }
     let mut history = Vec::with_capacity(before.len());
+    let mut history_at = Vec::with_capacity(before.len());
     for (index, message) in before.iter().enumerate() {
         match message.role {
             UiRole::System => history.push(HistoryItem::System {
@@ -117,9 +119,12 @@ fn incoming(messages: &[UiMessage]) -> Result<Incoming, ApiError> {
             }),
             UiRole::Assistant => assistant_items(index, message, &mut history)?,
         }
+        // The items this message added come from it.
+        history_at.resize(history.len(), index);
     }
     Ok(Incoming {
         history,
+        history_at,
         turn: IncomingTurn::Message(last.text()),
     })
 }

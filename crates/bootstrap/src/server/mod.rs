@@ -477,6 +477,9 @@ fn is_json(content_type: &str) -> bool {
 pub(crate) struct Incoming {
     /// The client's history, used only when the server has no state for the thread.
     pub(crate) history: Vec<HistoryItem>,
+    /// For each item of `history`, the position of the client's message it came from, so a
+    /// refusal names the message rather than quoting an id in it.
+    pub(crate) history_at: Vec<usize>,
     /// What begins the run.
     pub(crate) turn: IncomingTurn,
 }
@@ -556,22 +559,14 @@ async fn start_run(
             ))
         })?,
         None => {
-            let messages = reconstruct_history(&incoming.history).map_err(|e| {
-                ApiError::bad_request(
-                    "invalid_history",
-                    format!("the message history is invalid: {e}"),
-                )
-            })?;
+            let invalid = |fault: String| ApiError::bad_request("invalid_history", fault);
+            let messages = reconstruct_history(&incoming.history)
+                .map_err(|e| invalid(history_fault(&incoming, &e)))?;
             state
                 .runtime
                 .agent
                 .state_from_history(messages)
-                .map_err(|e| {
-                    ApiError::bad_request(
-                        "invalid_history",
-                        format!("the message history is invalid: {e}"),
-                    )
-                })?
+                .map_err(|e| invalid(history_fault(&incoming, &e.into())))?
         }
     };
     let mut resumed = Vec::new();
@@ -630,6 +625,60 @@ async fn start_run(
         resumed,
         superseded,
     })
+}
+
+/// Why a client's history cannot start a thread, named by the position of the client's message
+/// that holds the fault (`messages[3]: …`) and the kind of fault. The errors of
+/// `reconstruct_history` name tool call ids, which are the client's text (a model chose them,
+/// but the client sent them back, of any length): a refusal never quotes them.
+fn history_fault(incoming: &Incoming, error: &graph::ReconstructError) -> String {
+    use ai_core::HistoryError;
+    use graph::ReconstructError;
+    let message_of = |item: usize| incoming.history_at.get(item).copied();
+    // The first item naming `id`: its call, or a result when no call has it.
+    let message_naming = |id: &ai_core::ToolCallId| {
+        let call = incoming
+            .history
+            .iter()
+            .position(|item| matches!(item, HistoryItem::ToolCall { id: call, .. } if call == id));
+        let result = || {
+            incoming.history.iter().position(|item| {
+                matches!(item, HistoryItem::ToolResult { tool_call_id, .. } if tool_call_id == id)
+            })
+        };
+        call.or_else(result).and_then(message_of)
+    };
+    let unpaired = "its tool calls and results do not pair";
+    let (at, fault) = match error {
+        ReconstructError::Orphan { index, .. } => (
+            message_of(*index),
+            "a tool result answers no tool call of its assistant turn",
+        ),
+        ReconstructError::Duplicate { index, .. } => (
+            message_of(*index),
+            "a tool call id is used a second time (by two calls or two results)",
+        ),
+        ReconstructError::Unanswered { tool_call_id } => (
+            message_naming(tool_call_id),
+            "a tool call has no result before the next user or system message or the end of \
+             the history",
+        ),
+        ReconstructError::Invalid(invalid) => {
+            let id = match invalid {
+                HistoryError::OrphanToolMessage { tool_call_id, .. }
+                | HistoryError::Unanswered { tool_call_id, .. }
+                | HistoryError::DuplicateToolCallId { tool_call_id, .. } => Some(tool_call_id),
+                HistoryError::OutOfOrder { found, .. } => Some(found),
+                _ => None,
+            };
+            (id.and_then(message_naming), unpaired)
+        }
+        _ => (None, unpaired),
+    };
+    match at {
+        Some(at) => format!("the message history is invalid: messages[{at}]: {fault}"),
+        None => format!("the message history is invalid: {fault}"),
+    }
 }
 
 /// The refusal of a run whose id was used already.
