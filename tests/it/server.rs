@@ -1463,11 +1463,17 @@ async fn with_a_data_folder_runs_are_logged_and_a_run_id_is_used_once() {
     );
     assert_eq!(log.receipt_refs.len(), 2);
 
-    // The same runId again is refused: a run is logged once.
+    // The same runId again is refused: a run is logged once. The refusal does not repeat the
+    // ids the client sent.
     let again = server.post("/api/v1/agui", &input).await;
     assert_eq!(again.status(), 409);
     let error: Value = serde_json::from_str(&again.text().await.unwrap()).unwrap();
     assert_eq!(error["error"]["code"], "run_exists");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        !message.contains("r-logged") && !message.contains("t-log"),
+        "{message}"
+    );
 }
 
 /// SGLang sends the call ids `"0"`/`"1"` on every turn: a later turn that repeats the earlier
@@ -1983,6 +1989,8 @@ async fn without_a_data_folder_a_run_id_is_used_once() {
         assert_eq!(response.status(), 409, "{thread}");
         let error: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
         assert_eq!(error["error"]["code"], "run_exists", "{thread}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(!message.contains("r-once"), "{message}");
     }
     assert_eq!(
         server.fake.requests().len(),

@@ -7,9 +7,10 @@
 //!
 //! Whatever the body, the server answers: never a 5xx but the documented 503 `too_many_runs`;
 //! a refusal is `{"error":{"code","message"}}` as `application/json`, its message quotes no
-//! free text of the body (only field names and the ids it checked: every free-text string the
-//! generators make, and every id too long to be valid, carries a marker the message must not
-//! hold), and the fake model is not called for it; an accepted request is an SSE stream that
+//! free text of the body and no id the client chose, valid or not (only field names, positions
+//! and the calls a paused thread waits for: every free-text string the generators make, every
+//! id too long to be valid and some valid ones carry a marker the message must not hold), and
+//! the fake model is not called for it; an accepted request is an SSE stream that
 //! starts its protocol and has exactly one terminal frame, with nothing after it (but the AI
 //! SDK's `[DONE]`), and no run whose task died. A request whose `Content-Type` and `Accept`
 //! headers carry markers gets an answer (a 415, a 406 or a stream) that holds none of them.
@@ -285,23 +286,28 @@ fn text() -> impl Strategy<Value = String> {
     (around.clone(), marker(), around).prop_map(|(a, m, b)| format!("{a}{m}{b}"))
 }
 
-/// An id: valid ones the server may name back (short, from a few, so they repeat), and invalid
-/// ones (empty, control characters, too long: those carry a marker the answer must not hold).
+/// An id: valid ones (short, from a few, so they repeat; the calls a paused thread waits for,
+/// which the server names back as its own), valid ones carrying a marker (the client's text,
+/// which a refusal names by position, never quotes), and invalid ones (empty, control
+/// characters, too long: those carry a marker too).
 fn id() -> impl Strategy<Value = String> {
     prop_oneof![
         6 => prop_oneof![Just("a"), Just("b"), Just("call_1"), Just("call_time"), Just("call_read"), Just("c\u{e9}")]
             .prop_map(str::to_owned),
         2 => "[a-zA-Z0-9_-]{1,24}",
+        2 => marker(),
         1 => Just(String::new()),
         1 => "[a-z]{0,4}[\\x00-\\x1f]".prop_map(|s| s),
         1 => (marker(), 130usize..400).prop_map(|(m, n)| format!("{m}{}", "y".repeat(n))),
     ]
 }
 
-/// A thread or run id made unique by `n`, or sometimes one that is not valid.
+/// A thread or run id made unique by `n` (sometimes carrying a marker, as the client's text a
+/// refusal must not quote), or sometimes one that is not valid.
 fn fresh_id(prefix: &'static str) -> impl Strategy<Value = Value> {
     prop_oneof![
         8 => any::<u64>().prop_map(move |n| json!(format!("{prefix}-{n}"))),
+        1 => marker().prop_map(move |m| json!(format!("{prefix}-{m}"))),
         1 => id().prop_map(Value::String),
         1 => wrong(),
     ]

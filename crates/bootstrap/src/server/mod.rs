@@ -579,7 +579,7 @@ async fn start_run(
             crate::Turn::UserMessage(message)
         }
         IncomingTurn::Approvals(answers) => {
-            let decisions = decisions(&thread, &agent_state, answers)?;
+            let decisions = decisions(&agent_state, answers)?;
             resumed = decisions
                 .iter()
                 .map(|d| (d.tool_call_id.clone(), d.approved))
@@ -592,7 +592,7 @@ async fn start_run(
         // server keeps the ids itself, so a runId means one run with a data folder or without.
         let mut ids = state.run_ids.lock().unwrap_or_else(|p| p.into_inner());
         if !ids.insert(ctx.run_id.clone()) {
-            return Err(run_exists(&ctx.run_id));
+            return Err(run_exists());
         }
     }
     let cancel = state.runs_cancel.child_token();
@@ -611,11 +611,13 @@ async fn start_run(
     let events = crate::start_run(&state.runtime, &state.stores, request, on_saved)
         .await
         .map_err(|e| match e.downcast_ref::<ai_core::RunStoreError>() {
-            Some(ai_core::RunStoreError::AlreadyExists(run)) => run_exists(run),
-            Some(changed @ ai_core::RunStoreError::ThreadChanged { .. }) => ApiError::new(
+            Some(ai_core::RunStoreError::AlreadyExists(_)) => run_exists(),
+            // The store's message names the thread and the run, the client's ids: not repeated.
+            Some(ai_core::RunStoreError::ThreadChanged { .. }) => ApiError::new(
                 StatusCode::CONFLICT,
                 "thread_changed",
-                format!("{changed}: nothing ran; read the thread again"),
+                "the thread changed since this run was asked for: another run stored a turn on \
+                 it meanwhile; nothing ran; read the thread again",
             ),
             _ => ApiError::internal(format!("the run cannot start: {e:#}")),
         })?;
@@ -681,32 +683,28 @@ fn history_fault(incoming: &Incoming, error: &graph::ReconstructError) -> String
     }
 }
 
-/// The refusal of a run whose id was used already.
-fn run_exists(run: &ai_core::RunId) -> ApiError {
+/// The refusal of a run whose id was used already. The id is the client's (an AG-UI `runId`):
+/// not repeated.
+fn run_exists() -> ApiError {
     ApiError::new(
         StatusCode::CONFLICT,
         "run_exists",
-        format!("run {run} exists already: a new run needs a new runId"),
+        "this runId was used already: a new run needs a new runId",
     )
 }
 
-/// The decisions that resume `thread`: one per call it waits for, approved only when the
+/// The decisions that resume a thread in `state`: one per call it waits for, approved only when the
 /// client approved that call id, and bound to the arguments hash the server holds for it (the
 /// arguments the client was shown). An answer for a call the thread does not wait for is
 /// refused (409, naming the calls it waits for, not the one answered), and so are two answers
 /// for one call (400), so a stale, mistaken or contradictory answer never runs anything.
-fn decisions(
-    thread: &ThreadId,
-    state: &AgentState,
-    answers: Vec<Answer>,
-) -> Result<Vec<ApprovalDecision>, ApiError> {
+fn decisions(state: &AgentState, answers: Vec<Answer>) -> Result<Vec<ApprovalDecision>, ApiError> {
     let conflict =
         |message: String| ApiError::new(StatusCode::CONFLICT, "nothing_to_resume", message);
     let graph::Phase::AwaitingApproval { pending, .. } = state.phase() else {
-        return Err(conflict(format!(
-            "thread {} waits for no approval: send a user message instead",
-            thread.as_str()
-        )));
+        return Err(conflict(
+            "the thread waits for no approval: send a user message instead".into(),
+        ));
     };
     // An answer is the client's text, of any length: a refusal names the calls the thread
     // waits for (the server's own ids), never the one answered.
@@ -717,8 +715,7 @@ fn decisions(
     }) {
         let waiting: Vec<&str> = pending.iter().map(|p| p.tool_call_id.as_str()).collect();
         return Err(conflict(format!(
-            "thread {} does not wait for an approval of a call answered; it waits for {}",
-            thread.as_str(),
+            "the thread does not wait for an approval of a call answered; it waits for {}",
             waiting.join(", ")
         )));
     }
@@ -763,7 +760,7 @@ impl BusyGuard {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
                 "thread_busy",
-                format!("thread {} already has a run in progress", thread.as_str()),
+                "this thread already has a run in progress: send again once it has ended",
             ));
         }
         drop(busy);
@@ -1546,6 +1543,20 @@ mod tests {
             })
             .unwrap();
         assert_eq!(status, "running");
+    }
+
+    /// A second run on a busy thread is refused without naming the thread: its id is the
+    /// client's text.
+    #[tokio::test]
+    async fn a_busy_thread_is_refused_without_repeating_its_id() {
+        let state = prepare(&settings()).await.unwrap();
+        let thread = ai_core::ThreadId::new("t-ZQX-busy").unwrap();
+        let _held = super::BusyGuard::acquire(state.clone(), thread.clone()).unwrap();
+        let Err(refused) = super::BusyGuard::acquire(state, thread) else {
+            panic!("a busy thread took a second run");
+        };
+        assert_eq!(refused.code, "thread_busy");
+        assert!(!refused.message.contains("ZQX"), "{}", refused.message);
     }
 
     /// The server's state holds the token (its middleware asks for it) but never shows it.
