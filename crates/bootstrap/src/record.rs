@@ -12,7 +12,9 @@
 //! that records a run holds the run's lock file ([`RunLocks`]) while it writes it. [`recover`]
 //! closes the runs a crash left `running` (those whose lock it can take): each started call gets
 //! an `interrupted` result, and their threads take the interrupted turn in a valid form unless
-//! they moved on; a run whose closing did not commit is closed at the next start.
+//! they moved on; a run whose closing did not commit is closed at the next start. A run whose
+//! log write fails is closed the same way at once by the process that runs it, so its thread
+//! holds the turn its client was shown (the stored events) before the next request reads it.
 
 mod lock;
 #[cfg(test)]
@@ -238,7 +240,9 @@ impl std::fmt::Debug for RunRequest {
 
 /// Starts a run and returns its events, each stored before it arrives here. The thread's state
 /// is saved before `Done` is handed on, and `on_saved` (e.g. freeing the thread for its next
-/// run) is called then. Fails only if the run cannot be logged at all.
+/// run) is called then. Fails only if the run cannot be logged at all. A batch that cannot be
+/// stored ends the run with an error: the run is closed at once as [`recover`] closes a crashed
+/// one (its thread takes the turn its stored events hold), then `on_saved` is called.
 ///
 /// With a run log, the new state is saved only over the state the run started from
 /// ([`RunRequest::saved_state`]): when another process stored a turn on the thread meanwhile
@@ -355,9 +359,29 @@ pub async fn start_run(
                     // Nothing unstored is shown: the run stops and the client sees why.
                     tracing::error!(run = run_id.as_str(), %error, "run log write failed");
                     cancel.cancel();
-                    let _ = out.send(AiEvent::Error {
-                        message: format!("the run could not be recorded: {error}"),
-                    });
+                    let message = format!("the run could not be recorded: {error}");
+                    // Closed now as recovery would close it (the lock is still ours), so the
+                    // thread holds the turn the client was shown before its next request.
+                    if let Some(log) = &stores.log {
+                        let why = Closing {
+                            call: LOG_FAILED_CALL,
+                            error: message.clone(),
+                        };
+                        let closed = close_now(&stores, log, &run_id, &*clock, why).await;
+                        if let Err(error) = closed {
+                            let reason = safe_reason(&error);
+                            tracing::warn!(
+                                run = run_id.as_str(),
+                                %reason,
+                                "the run could not be closed either: its thread keeps its \
+                                 state from before the run until the next start closes it"
+                            );
+                        }
+                    }
+                    if let Some(saved) = on_saved.take() {
+                        saved();
+                    }
+                    let _ = out.send(AiEvent::Error { message });
                     let _ = out.send(AiEvent::Done {
                         reason: DoneReason::Error,
                     });
@@ -560,7 +584,7 @@ pub async fn recover(stores: &Stores, clock: &dyn Clock) -> anyhow::Result<Vec<R
         let Some(_lock) = lock else {
             continue;
         };
-        match close(stores, log, run).await {
+        match close(stores, log, run, Closing::crashed()).await {
             Ok(true) => closed.push(run_id),
             Ok(false) => {}
             Err(error) => {
@@ -641,10 +665,63 @@ async fn take_dead(
     Ok(Some(lock))
 }
 
+/// What the closing of an interrupted run says: to each call that started without a result,
+/// and as the run's error.
+struct Closing {
+    /// The `interrupted` result's message for a call that started and has no result.
+    call: &'static str,
+    /// The run's error.
+    error: String,
+}
+
+impl Closing {
+    /// A run a crash left open, closed by a later recovery.
+    fn crashed() -> Self {
+        Self {
+            call: "the process running this call stopped; whether it took effect is unknown",
+            error: "the run was interrupted: the process recording it stopped".into(),
+        }
+    }
+}
+
+/// The `interrupted` result of a call that started in a run whose log could not be written
+/// before the call's result was stored.
+const LOG_FAILED_CALL: &str =
+    "the run's log failed before this call's result was stored: whether it took effect is unknown";
+
+/// Closes `run_id`, whose log write just failed, from the process that runs it (its lock held),
+/// as [`recover`] closes a run a crash left open: marked interrupted, its started calls without
+/// a result answered `interrupted`, ended with `why`'s error, and its thread given the turn its
+/// stored events hold (those the client was shown) unless the thread moved on. Returns false
+/// when there was nothing to close. Fails as any write may: the run then stays for the next
+/// start's recovery.
+async fn close_now(
+    stores: &Stores,
+    log: &RunLogStores,
+    run_id: &RunId,
+    clock: &dyn Clock,
+    why: Closing,
+) -> anyhow::Result<bool> {
+    let interrupted = log
+        .runs
+        .recover_interrupted(clock.now_ms(), std::slice::from_ref(run_id))
+        .await?;
+    // Other runs an earlier recovery left unclosed are named too: they are not this one's.
+    let Some(run) = interrupted.into_iter().find(|run| &run.run_id == run_id) else {
+        return Ok(false);
+    };
+    close(stores, log, run, why).await
+}
+
 /// Closes one interrupted run (its lock held): `interrupted` results for its dangling calls,
-/// an error, `Done`, and the repaired thread state when the thread has not moved on. Returns
-/// false when the run turns out to be closed already.
-async fn close(stores: &Stores, log: &RunLogStores, run: InterruptedRun) -> anyhow::Result<bool> {
+/// an error, `Done` (both as `why` says), and the repaired thread state when the thread has not
+/// moved on. Returns false when the run turns out to be closed already.
+async fn close(
+    stores: &Stores,
+    log: &RunLogStores,
+    run: InterruptedRun,
+    why: Closing,
+) -> anyhow::Result<bool> {
     let recorded = log.runs.load_run(&run.run_id).await?;
     if recorded
         .events
@@ -653,10 +730,7 @@ async fn close(stores: &Stores, log: &RunLogStores, run: InterruptedRun) -> anyh
     {
         return Ok(false);
     }
-    let failure = ToolFailure::new(
-        ToolErrorCode::Interrupted,
-        "the process running this call stopped; whether it took effect is unknown",
-    );
+    let failure = ToolFailure::new(ToolErrorCode::Interrupted, why.call);
     let mut events: Vec<AiEvent> = run
         .dangling
         .iter()
@@ -666,9 +740,7 @@ async fn close(stores: &Stores, log: &RunLogStores, run: InterruptedRun) -> anyh
             outcome: ToolOutcome::Error(failure.clone()),
         })
         .collect();
-    events.push(AiEvent::Error {
-        message: "the run was interrupted: the process recording it stopped".into(),
-    });
+    events.push(AiEvent::Error { message: why.error });
     events.push(AiEvent::Done {
         reason: DoneReason::Error,
     });

@@ -1072,12 +1072,16 @@ mod tests {
     }
 
     /// A run store whose commit of a run's last batch (the one with `Done`) fails, as a full
-    /// disk fails it; every other batch is stored, and a stored request for an approval is
-    /// reported on `approval_stored`.
+    /// disk fails it (when `only` is set, only that run's first such commit, as a disk that
+    /// had a moment's trouble fails it); every other batch is stored, and a stored request for
+    /// an approval is reported on `approval_stored`.
     #[derive(Default)]
     struct FailsAtDone {
-        inner: adapters::InMemoryRunStore,
+        /// The runs, and the threads their steps save.
+        inner: Arc<adapters::InMemoryRunStore>,
         approval_stored: Arc<tokio::sync::Notify>,
+        only: Option<&'static str>,
+        failed_once: std::sync::atomic::AtomicBool,
     }
 
     #[async_trait::async_trait]
@@ -1100,7 +1104,17 @@ mod tests {
             step: RunStep,
         ) -> Result<std::ops::Range<u64>, ai_core::RunStoreError> {
             let has = |f: fn(&AiEvent) -> bool| step.events.iter().any(f);
-            if has(|e| matches!(e, AiEvent::Done { .. })) {
+            let failing = match self.only {
+                None => true,
+                Some(only) => {
+                    run_id.as_str() == only
+                        && has(|e| matches!(e, AiEvent::Done { .. }))
+                        && !self
+                            .failed_once
+                            .swap(true, std::sync::atomic::Ordering::SeqCst)
+                }
+            };
+            if failing && has(|e| matches!(e, AiEvent::Done { .. })) {
                 return Err(ai_core::RunStoreError::Backend("disk I/O error".into()));
             }
             let approval = has(|e| matches!(e, AiEvent::ApprovalRequired { .. }));
@@ -1261,10 +1275,22 @@ mod tests {
     /// request is stored (and so sent), so the request reaches the client in a batch of its own
     /// before the run's last batch fails.
     fn failing_at_done(ai_sdk_version: u8, locks: &tempfile::TempDir) -> Arc<super::AppState> {
-        let runs = Arc::new(FailsAtDone::default());
+        failing_at_done_of(ai_sdk_version, locks, None)
+    }
+
+    /// [`failing_at_done`], failing only run `only`'s last batch when given.
+    fn failing_at_done_of(
+        ai_sdk_version: u8,
+        locks: &tempfile::TempDir,
+        only: Option<&'static str>,
+    ) -> Arc<super::AppState> {
+        let runs = Arc::new(FailsAtDone {
+            only,
+            ..FailsAtDone::default()
+        });
         let open = runs.approval_stored.clone();
         let stores = crate::Stores {
-            threads: Arc::new(graph::InMemoryThreadStore::default()),
+            threads: runs.inner.clone(),
             log: Some(crate::RunLogStores {
                 runs,
                 blobs: Arc::new(adapters::InMemoryBlobStore::default()),
@@ -1317,8 +1343,9 @@ mod tests {
         let json = axum::http::HeaderValue::from_static("application/json");
         headers.insert(axum::http::header::CONTENT_TYPE, json);
         let body = axum::body::Bytes::from(body.to_string());
-        let Ok(response) = handler(axum::extract::State(state), headers, Ok(body)).await else {
-            panic!("the run did not start");
+        let response = match handler(axum::extract::State(state), headers, Ok(body)).await {
+            Ok(response) => response,
+            Err(error) => panic!("the run did not start: {error:?}"),
         };
         let body = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
@@ -1382,6 +1409,98 @@ mod tests {
             );
             assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
         }
+    }
+
+    /// The history `thread` holds in `state`'s thread store, and whether the thread is idle.
+    async fn saved_thread(
+        state: &super::AppState,
+        thread: &str,
+    ) -> (Vec<ai_core::Message>, graph::Phase) {
+        let thread = ai_core::ThreadId::new(thread).unwrap();
+        let saved = state.stores.threads.load(&thread).await.unwrap().unwrap();
+        let saved: graph::AgentState = serde_json::from_value(saved).unwrap();
+        (saved.messages().to_vec(), saved.phase().clone())
+    }
+
+    /// What the thread holds as the answer to call `id`.
+    fn answer_to(messages: &[ai_core::Message], id: &str) -> Option<String> {
+        messages.iter().find_map(|message| match message {
+            ai_core::Message::Tool {
+                tool_call_id,
+                content,
+            } if tool_call_id.as_str() == id => Some(content.clone()),
+            _ => None,
+        })
+    }
+
+    /// A run whose log cannot be written after some of its batches were stored (and shown) is
+    /// closed at once as recovery would close it: the thread takes the turn the client was shown
+    /// (an approved call's result that reached the client, the model's next turn, the calls
+    /// that started, answered), not the state the run began from, where the approved call,
+    /// which ran, would read as cancelled to the model at the next turn.
+    #[tokio::test]
+    async fn a_run_whose_log_fails_leaves_its_thread_as_the_client_was_shown_it() {
+        let locks = tempfile::tempdir().unwrap();
+        let state = failing_at_done_of(5, &locks, Some("r-fails"));
+        let user = |run: &str, text: &str| {
+            serde_json::json!({
+                "threadId": "t-heal", "runId": run,
+                "messages": [{"id": format!("m-{run}"), "role": "user", "content": text}],
+            })
+        };
+        let paused = post(super::agui::run, state.clone(), user("r-1", "send it")).await;
+        assert!(paused.contains("\"interrupts\""), "{paused}");
+
+        // The approved call runs and its result is stored and shown; the model asks again
+        // (`call_send_2` waits, `call_gate_2` runs); the run's last batch cannot be stored.
+        let resume = serde_json::json!({
+            "threadId": "t-heal", "runId": "r-fails", "messages": [],
+            "resume": [{"interruptId": "call_send", "status": "resolved",
+                        "payload": {"approved": true}}],
+        });
+        let failed = post(super::agui::run, state.clone(), resume).await;
+        assert!(failed.contains("could not be recorded"), "{failed}");
+        let shown = failed
+            .split("\n\n")
+            .find(|f| f.contains("TOOL_CALL_RESULT") && f.contains("\"call_send\""))
+            .unwrap_or_else(|| panic!("{failed}"));
+        assert!(shown.contains(r#"{\"ok\":true}"#), "{shown}");
+
+        let (messages, phase) = saved_thread(&state, "t-heal").await;
+        assert!(matches!(phase, graph::Phase::Idle), "{phase:?}");
+        let sent = answer_to(&messages, "call_send").unwrap();
+        assert!(sent.contains("\"ok\""), "{sent}");
+        // The call that ran in the model's next turn: its result, if the client saw it, or,
+        // if its result was in the batch that could not be stored, what the client was told
+        // instead (that it may have run).
+        let gate = answer_to(&messages, "call_gate_2").unwrap();
+        let gate_shown = failed
+            .split("\n\n")
+            .find(|f| f.contains("TOOL_CALL_RESULT") && f.contains("\"call_gate_2\""))
+            .unwrap_or_else(|| panic!("{failed}"));
+        if gate_shown.contains(r#"{\"ok\":true}"#) {
+            assert!(gate.contains("\"ok\""), "{gate}");
+        } else {
+            assert!(gate_shown.contains("may have run"), "{gate_shown}");
+            assert!(gate.contains("whether it took effect is unknown"), "{gate}");
+        }
+        ai_core::validate_history(&messages).unwrap();
+
+        // The thread goes on from there: the next message is run, and the model is told what
+        // the client was shown.
+        let next = post(super::agui::run, state.clone(), user("r-3", "and now?")).await;
+        assert!(next.contains("\"interrupts\""), "{next}");
+        let (messages, _) = saved_thread(&state, "t-heal").await;
+        let sent = answer_to(&messages, "call_send").unwrap();
+        assert!(
+            sent.contains("\"ok\"") && !sent.contains("cancelled"),
+            "{sent}"
+        );
+        let log = state.stores.log.as_ref().unwrap();
+        let closed = log.runs.load_run(&RunId::new("r-fails").unwrap()).await;
+        let closed = closed.unwrap();
+        assert_ne!(closed.header.status, RunStatus::Running);
+        assert!(matches!(closed.events.last(), Some(AiEvent::Done { .. })));
     }
 
     /// Settings `prepare` accepts (a model is named; it is never called).
