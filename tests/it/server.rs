@@ -861,6 +861,50 @@ async fn agui_resume_answering_some_interrupts_starts_no_call_again() {
     );
 }
 
+/// An approval reaches the server only as the answers of a resume. A call the user approved in
+/// an ai 6 client while another still waited (ai 6 sends the answers only once every waiting
+/// call is answered) is cancelled with the other by a new user message: nothing runs on an
+/// answer that was never sent as one, and the model is told neither call ran.
+#[tokio::test]
+async fn ai_sdk_an_approval_not_sent_before_a_new_message_runs_nothing() {
+    let server = Server::approving(Some(6)).await;
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let paused = server
+        .text(
+            "/api/v1/chat",
+            &chat_request("chat-half", "What do my notes say?"),
+        )
+        .await;
+    assert!(paused.contains("tool-approval-request"), "{paused}");
+    // What the client holds once the user approved the read, left the time unanswered, and
+    // typed a new message.
+    let mut request = ai_sdk_client_request("approval-response.json");
+    request["id"] = json!("chat-half");
+    let parts = request["messages"][1]["parts"].as_array_mut().unwrap();
+    parts[2]["state"] = json!("approval-requested");
+    parts[2].as_object_mut().unwrap().remove("approval");
+    request["messages"].as_array_mut().unwrap().push(json!(
+        {"id": "u-2", "role": "user", "parts": [{"type": "text", "text": "Never mind."}]}
+    ));
+    request.as_object_mut().unwrap().remove("messageId");
+    let next = server.text("/api/v1/chat", &request).await;
+    assert_eq!(types(&frames(&next)).last().unwrap(), "[DONE]", "{next}");
+    assert!(
+        !next.contains("tool-output-available"),
+        "nothing ran: {next}"
+    );
+    let sent = String::from_utf8(server.fake.requests()[1].body.clone()).unwrap();
+    assert!(!sent.contains("hello"), "the read did not run: {sent}");
+    assert_eq!(
+        sent.matches("the run was cancelled before the tool call finished")
+            .count(),
+        2,
+        "both calls are answered as not run: {sent}"
+    );
+}
+
 /// A request body the AI SDK's `useChat` (ai 6) sends, from fixtures/ui/ai-sdk-client.
 fn ai_sdk_client_request(name: &str) -> Value {
     let dir = PathBuf::from(concat!(
