@@ -216,27 +216,34 @@ fn order_unique_items(root: &Value, schema: &Value, value: &mut Value, given: Op
         Value::Array(items) => {
             let unique = schema.get("uniqueItems") == Some(&Value::Bool(true));
             let given = given.and_then(Value::as_array);
-            // Where each of the model's elements stands, by canonical JSON: one pass, so that
-            // pairing a long set costs its length, not its square (the argument budget is a
-            // setting).
-            let places: HashMap<String, usize> = match given {
-                Some(given) if unique => given
-                    .iter()
-                    .enumerate()
-                    .map(|(at, item)| (canonical_json(item), at))
-                    .collect(),
-                _ => HashMap::new(),
+            // Where the model put each element of a set: its equal among the model's, found by
+            // a key blind to the order of the sets inside it (which a `HashSet` writes anew on
+            // each deserialization), so the pairing never depends on that order. The model's
+            // elements are keyed once: pairing a long set costs its length, not its square (the
+            // argument budget is a setting).
+            let places: Vec<Option<usize>> = match given {
+                Some(given) if unique => {
+                    let element = schema.get("items").filter(|items| items.is_object());
+                    let at: HashMap<String, usize> = given
+                        .iter()
+                        .enumerate()
+                        .map(|(at, item)| (set_key(root, element, item), at))
+                        .collect();
+                    items
+                        .iter()
+                        .map(|item| at.get(&set_key(root, element, item)).copied())
+                        .collect()
+                }
+                _ => vec![None; items.len()],
             };
-            let place = |item: &Value| places.get(&canonical_json(item)).copied();
             for (i, item) in items.iter_mut().enumerate() {
                 let below = match schema.get("items") {
                     Some(Value::Array(tuple)) => tuple.get(i),
                     other => other,
                 };
-                // A set's elements are not where the model put them: each is paired with the
-                // model's equal one (which it equals at every depth, so holds no other order).
+                // A set's element takes the order of the sets inside it from its model's equal.
                 let given_item = if unique {
-                    place(item).and_then(|at| given?.get(at))
+                    places[i].and_then(|at| given?.get(at))
                 } else {
                     given.and_then(|g| g.get(i))
                 };
@@ -245,13 +252,67 @@ fn order_unique_items(root: &Value, schema: &Value, value: &mut Value, given: Op
                 }
             }
             if unique {
-                items.sort_by_cached_key(|item| match place(item) {
-                    Some(at) => (at, String::new()),
-                    None => (usize::MAX, canonical_json(item)),
-                });
+                let mut keyed: Vec<_> = std::mem::take(items)
+                    .into_iter()
+                    .zip(places)
+                    .map(|(item, place)| match place {
+                        Some(at) => ((at, String::new()), item),
+                        None => ((usize::MAX, canonical_json(&item)), item),
+                    })
+                    .collect();
+                keyed.sort_by(|a, b| a.0.cmp(&b.0));
+                items.extend(keyed.into_iter().map(|(_, item)| item));
             }
         }
         _ => {}
+    }
+}
+
+/// `value`'s canonical JSON (as `schema`, in `root`, describes it) with the elements of every
+/// array of `uniqueItems` in sorted order: the same for two values that differ only in the order
+/// of their sets. One pass over `value`.
+fn set_key(root: &Value, schema: Option<&Value>, value: &Value) -> String {
+    let Some(schema) = schema.map(|schema| resolve_local_ref(root, schema)) else {
+        return canonical_json(value);
+    };
+    match value {
+        Value::Object(map) => {
+            let mut fields: Vec<_> = map.iter().collect();
+            fields.sort_unstable_by_key(|(key, _)| *key);
+            let fields: Vec<String> = fields
+                .into_iter()
+                .map(|(key, child)| {
+                    let below = schema
+                        .get("properties")
+                        .and_then(|p| p.get(key))
+                        .or_else(|| schema.get("additionalProperties"));
+                    format!(
+                        "{}:{}",
+                        Value::from(key.as_str()),
+                        set_key(root, below, child)
+                    )
+                })
+                .collect();
+            format!("{{{}}}", fields.join(","))
+        }
+        Value::Array(items) => {
+            let mut elements: Vec<String> = items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    let below = match schema.get("items") {
+                        Some(Value::Array(tuple)) => tuple.get(i),
+                        other => other,
+                    };
+                    set_key(root, below, item)
+                })
+                .collect();
+            if schema.get("uniqueItems") == Some(&Value::Bool(true)) {
+                elements.sort_unstable();
+            }
+            format!("[{}]", elements.join(","))
+        }
+        other => canonical_json(other),
     }
 }
 

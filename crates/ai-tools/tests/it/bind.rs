@@ -840,6 +840,61 @@ async fn arrays_of_unique_items_keep_the_order_the_model_wrote() {
     );
 }
 
+/// Teams to call in order, none twice, each a set of people: sets inside an array of unique
+/// items.
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct RotaInput {
+    #[schemars(extend("uniqueItems" = true))]
+    teams: Vec<RotaTeam>,
+}
+
+/// A team: a `HashSet`, which writes its elements in a new order on each deserialization.
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct RotaTeam {
+    people: std::collections::HashSet<String>,
+}
+
+struct Rota;
+
+#[async_trait::async_trait]
+impl ToolContract for Rota {
+    type Input = RotaInput;
+    type Output = LooseOutput;
+    const ID: &'static str = "core__rota";
+    const DESCRIPTION: &'static str = "Calls teams in turn.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["seen"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        input: RotaInput,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<LooseOutput, ToolError> {
+        Ok(LooseOutput {
+            seen: input.teams.len().to_string(),
+        })
+    }
+}
+
+/// The elements of an array of unique items were paired with the model's by their JSON as serde
+/// wrote them, so an element holding a set matched the model's only when the set happened to
+/// write the model's order: otherwise it lost its place (moved to the end) and its set took
+/// another order, and the same arguments gave other bytes from one validation to the next. The
+/// pairing no longer depends on the order a set inside an element writes.
+#[test]
+fn elements_holding_sets_keep_the_models_order_on_every_validation() {
+    let tool = bind(Rota).unwrap();
+    let args = json!({"teams": [
+        {"people": ["zoe", "yan", "xia", "wil", "val", "uma", "tom", "sam"]},
+        {"people": ["bob", "ann"]},
+        {"people": ["kim", "joe", "ida", "hal", "gus", "fay", "eve", "dan"]}
+    ]});
+    for _ in 0..20 {
+        assert_eq!(tool.validate_input(args.clone()).unwrap(), args);
+    }
+}
+
 /// OpenAI's strict form makes every property required and an optional one nullable, so a model
 /// held to it sends `null` for what it leaves out: such a `null` reads as left out (the default
 /// is filled in), while a `null` for a required property is still refused.
