@@ -54,6 +54,14 @@ pub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {
             "it is empty; list the output fields that may be shown".into(),
         ));
     }
+    // `field*` last reaches the value before it (the field followed no times), kept whole: at
+    // the root, the whole output. It names nothing more than the path without it.
+    if let Some(path) = C::REDACTION.iter().find(|path| path.ends_with('*')) {
+        return Err(redaction_error(format!(
+            "{path:?} ends in a `field*`, which keeps whole what the path before it reaches (the \
+             whole output at the root): name what to keep after it, as in \"next*.name\""
+        )));
+    }
     if let Some(path) = C::REDACTION
         .iter()
         .find(|path| !schema_has_path(&output_schema, path))

@@ -28,7 +28,8 @@
 //! fields the allowlist names by dotted path (`"days.summary"` reaches into arrays and optional
 //! structs; `field*` follows a field that holds its own type any number of times, none
 //! included: `"next*.name"` is `name`, `next.name`, `next.next.name`, … of a linked list, and
-//! `"children*.name"` every name of a tree, whatever else they hold hidden at every depth);
+//! `"children*.name"` every name of a tree, whatever else they hold hidden at every depth; a
+//! path cannot end in one);
 //! see `examples/own_agent.rs` in cogni-graph for a whole contract in use. Output integers
 //! must fit 64 bits (an `i64` or a `u64`): the workspace's serde_json holds no wider number
 //! exactly, so an `i128` or `u128` past that range fails the call, naming the field's place,

@@ -335,7 +335,8 @@ impl<'de> Visitor<'de> for UniqueKeysVisitor {
 
 /// Whether the dotted `path` names a property of the output `schema` (following local `$ref`s
 /// and array `items`); a `field*` segment must name a field that holds its own type (`next` of
-/// a linked list, `children` of a tree), and what follows it must be there at every depth.
+/// a linked list, `children` of a tree), and what follows it (something must) must be there at
+/// every depth.
 pub(crate) fn schema_has_path(schema: &Value, path: &str) -> bool {
     let segments: Vec<Segment> = path.split('.').map(Segment::parse).collect();
     has_path(schema, schema, &segments)
@@ -353,6 +354,8 @@ fn has_path(root: &Value, node: &Value, segments: &[Segment]) -> bool {
         Segment::Field(name) => {
             property(object, name).is_some_and(|child| has_path(root, child, rest))
         }
+        // A path never ends in one: it would keep whole the value it is in.
+        Segment::Repeat(_) if rest.is_empty() => false,
         Segment::Repeat(name) => {
             // Below the field is a type whose same field leads back to it (the root's own
             // recursion leads first to its copy in the definitions, then round that).

@@ -570,7 +570,9 @@ macro_rules! relink {
 }
 
 relink!(RelinkAll, &["next*.name"]);
-relink!(RelinkName, &["name*"]);
+relink!(RelinkName, &["name*.name"]);
+relink!(RelinkChain, &["next*"]);
+relink!(RelinkInner, &["next.next*"]);
 
 /// A recursive field was allowlisted once per depth shown (`next.name`, `next.next.name`, …),
 /// so a deeper value lost its names. `next*.name` names them at every depth, and nothing else:
@@ -593,13 +595,37 @@ async fn a_repeated_allowlist_field_reaches_every_depth() {
     let everything = format!("{run:?}{events:?}");
     assert!(!everything.contains("CANARY"), "{everything}");
     let Err(refused) = bind(RelinkName) else {
-        panic!("`name*` was bound");
+        panic!("`name*.name` was bound");
     };
     assert_eq!(
         refused.to_string(),
-        "tool core__relink: invalid redaction allowlist: \"name*\" is not a field of the \
+        "tool core__relink: invalid redaction allowlist: \"name*.name\" is not a field of the \
          output (a `field*` names a field that holds the type it is in)"
     );
+}
+
+/// A path that ends in `field*` reaches, among others, the value the path before it names (the
+/// field followed no times), so it kept that value whole: `next*` kept the whole output, the
+/// secret included, although it reads as "every `next`". Such a path names nothing more than
+/// the path before it, so it is refused, saying what to write instead.
+#[test]
+fn an_allowlist_path_ending_in_a_repeated_field_is_refused() {
+    for (refused, path) in [
+        (bind(RelinkChain), "next*"),
+        (bind(RelinkInner), "next.next*"),
+    ] {
+        let Err(refused) = refused else {
+            panic!("`{path}` was bound");
+        };
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "tool core__relink: invalid redaction allowlist: \"{path}\" ends in a \
+                 `field*`, which keeps whole what the path before it reaches (the whole output \
+                 at the root): name what to keep after it, as in \"next*.name\""
+            )
+        );
+    }
 }
 
 #[derive(Serialize, JsonSchema)]
