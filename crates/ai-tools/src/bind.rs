@@ -331,7 +331,8 @@ const SIXTY_FOUR_BITS: (i128, i128) = (i64::MIN as i128, u64::MAX as i128);
 
 /// The integers a schema's `type: integer` holds: those of the Rust type its `format` names
 /// (as schemars writes it: `int32`, `uint8`, `uint` for a `usize`, …), within
-/// [`SIXTY_FOUR_BITS`] (an `i128`'s `int128` included, and any other format).
+/// [`SIXTY_FOUR_BITS`] (an `i128`'s `int128` included, a `u128`'s `uint128` from 0, and any
+/// other format).
 fn integer_range(schema: &Value) -> (i128, i128) {
     let bounds = |min: i128, max: i128| (min.max(SIXTY_FOUR_BITS.0), max.min(SIXTY_FOUR_BITS.1));
     match schema.get("format").and_then(Value::as_str) {
@@ -345,6 +346,8 @@ fn integer_range(schema: &Value) -> (i128, i128) {
         Some("uint32") => bounds(0, u32::MAX.into()),
         Some("uint64") => bounds(0, u64::MAX.into()),
         Some("uint") => bounds(0, usize::MAX as i128),
+        // A `u128`'s `uint128`: no negative number either.
+        Some(format) if format.starts_with("uint") => bounds(0, SIXTY_FOUR_BITS.1),
         _ => SIXTY_FOUR_BITS,
     }
 }

@@ -218,6 +218,8 @@ struct DaysInput {
     days: u64,
     #[serde(default)]
     window: Option<u32>,
+    #[serde(default)]
+    total: Option<u128>,
 }
 
 struct Days;
@@ -257,6 +259,11 @@ async fn an_integer_out_of_its_types_range_is_refused_with_its_place() {
             bind(Days).unwrap(),
             r#"{"days": 1, "window": 4294967296}"#,
             "/window is out of range: it must be an integer from 0 to 4294967295",
+        ),
+        (
+            bind(Days).unwrap(),
+            r#"{"days": 1, "total": 18446744073709551616}"#,
+            "/total is out of range: it must be an integer from 0 to 18446744073709551615",
         ),
         (
             bind(Labels).unwrap(),
