@@ -7,15 +7,16 @@
 //! already taken is an error. The argument deltas such a gateway re-sends are recognized (by their
 //! `sequence_number` while the stream numbers its events in order, else by their text once the item
 //! is announced again) and neither appended nor shown again, so a call's display deltas spell its
-//! arguments. A call's `arguments` sent as a JSON object (on an item or on
-//! `response.function_call_arguments.done`) are serialized, as on chat, and so are those of the
-//! items the decoder does not run (an MCP call's), on which any other value reads as absent rather
-//! than failing the stream. Native streams end with a terminal event (`response.completed`,
-//! `response.incomplete`, `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is
-//! tolerated.
+//! arguments; a message's text and refusal deltas are told by the same rule, part by part, so the
+//! answer's text is neither doubled nor shown twice. A call's `arguments` sent as a JSON object
+//! (on an item or on `response.function_call_arguments.done`) are serialized, as on chat, and so
+//! are those of the items the decoder does not run (an MCP call's), on which any other value reads
+//! as absent rather than failing the stream. Native streams end with a terminal event
+//! (`response.completed`, `response.incomplete`, `response.failed`) and no `[DONE]`; a `[DONE]`
+//! that a gateway adds is tolerated.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
 use serde::Deserialize;
@@ -44,8 +45,12 @@ struct Event<'a> {
     /// The event's place in the stream (every native event has one, increasing); anything but a
     /// whole number reads as absent, since compatible servers may leave it out or send it in
     /// another form.
-    #[serde(default, deserialize_with = "sequence_number")]
+    #[serde(default, deserialize_with = "whole_number")]
     sequence_number: Option<u64>,
+    /// The part of a message item a text delta belongs to; read as `sequence_number` is, since
+    /// it only tells parts apart.
+    #[serde(default, deserialize_with = "whole_number")]
+    content_index: Option<u64>,
     /// Text on the events read here; other events' `delta` may be anything (see [`Text`]).
     #[serde(default, borrow)]
     delta: Text<'a>,
@@ -63,9 +68,10 @@ struct Event<'a> {
     error: Option<Value>,
 }
 
-/// `sequence_number` as a whole number, or absent whatever else it is: it only helps tell a
-/// replayed delta from a new one (see [`StreamDecoder::fresh_part`]), so it never fails an event.
-fn sequence_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+/// `sequence_number` (or `content_index`) as a whole number, or absent whatever else it is: it
+/// only helps tell a replayed delta from a new one (see [`DeltaLog::fresh`]), so it never fails
+/// an event.
+fn whole_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
     Ok(Value::deserialize(deserializer)?.as_u64())
 }
 
@@ -239,7 +245,11 @@ pub struct StreamDecoder {
     streamed: HashSet<String>,
     streamed_unkeyed: bool,
     /// What the decoder knows of each call's argument deltas, by call position.
-    replays: Vec<ArgumentDeltas>,
+    replays: Vec<DeltaLog>,
+    /// The message items announced or streamed so far, by item id, with the text of each of
+    /// their parts; `messages_by_output` holds those whose deltas named no item, by output index.
+    messages: HashMap<String, MessageParts>,
+    messages_by_output: HashMap<usize, MessageParts>,
     /// The highest `sequence_number` so far.
     last_sequence: Option<u64>,
     /// Whether the stream numbers its events in increasing order, as native streams do: until
@@ -247,16 +257,124 @@ pub struct StreamDecoder {
     numbered: bool,
 }
 
-/// What the decoder knows of one call's argument deltas, to tell the deltas a gateway replays
-/// from new ones.
+/// What the decoder knows of one message item's text.
+#[derive(Debug, Default)]
+struct MessageParts {
+    /// The item was announced (`response.output_item.added`).
+    announced: bool,
+    /// Its parts that streamed text, by `content_index`.
+    parts: BTreeMap<u64, TextPart>,
+}
+
+/// The text one message part has streamed (`output_text` or `refusal` deltas), kept apart from
+/// the answer's text so that its replayed deltas can be told as a call's are.
+#[derive(Debug, Default)]
+struct TextPart {
+    text: String,
+    deltas: DeltaLog,
+}
+
+/// What the decoder knows of the deltas that spell one text (a call's arguments, or one part of
+/// a message), to tell the deltas a gateway replays from new ones. Calls and message parts share
+/// this one rule; see [`DeltaLog::fresh`].
 #[derive(Debug, Default, Clone)]
-struct ArgumentDeltas {
-    /// The deltas appended to the call that carried a `sequence_number`, in increasing order of
-    /// it: the number and the byte range of the call's arguments the delta's text fills.
+struct DeltaLog {
+    /// The deltas appended to the text that carried a `sequence_number`, in increasing order of
+    /// it: the number and the byte range of the text the delta fills.
     numbered: Vec<(u64, std::ops::Range<usize>)>,
-    /// While the call is replayed (announced again after some of its arguments arrived): how
-    /// many bytes of its arguments the replayed deltas have repeated so far.
+    /// While the text is replayed (its item announced again after some of it arrived): how many
+    /// bytes of it the replayed deltas have repeated so far.
     replayed: Option<usize>,
+}
+
+impl DeltaLog {
+    /// Starts a replay of `text`, whose item was announced again carrying `announced` as its
+    /// text (normally none): the replay has repeated it when it begins `text`. A text with
+    /// nothing beyond it has nothing to replay.
+    fn start_replay(&mut self, text: &str, announced: &str) {
+        let repeated = if text.starts_with(announced) {
+            announced.len()
+        } else {
+            0
+        };
+        self.replayed = (repeated < text.len()).then_some(repeated);
+    }
+
+    /// The part of a delta for `text` that is new, or `None` when it repeats one the text has: a
+    /// gateway that re-sends a stream's events (all of them again, or from some point on, as a
+    /// stream resumed after a number is) re-sends deltas. `numbered` is whether the stream's
+    /// numbers can still be trusted (see [`StreamDecoder`]); this clears it when they cannot.
+    ///
+    /// By number, while the stream numbers its events in increasing order: a delta under a
+    /// `sequence_number` one of the text's deltas already had, with the same text, is that delta
+    /// again. A delta above every number the text's deltas had is new. A delta under a number
+    /// the text's deltas had, or passed, with other text shows that the numbers cannot tell a
+    /// replay (so does a new call or message announced under a number not above every earlier
+    /// one), and from then on only the text does.
+    ///
+    /// By text, while the text is replayed (its item announced again after some of it arrived)
+    /// and its deltas cannot be told by number: a delta that repeats the text where the replay
+    /// has got to adds nothing, and one that runs past its end adds only the part past it, which
+    /// ends the replay. A delta that does not repeat it ends the replay and is new as a whole:
+    /// the gateway re-sent the item but not its deltas.
+    ///
+    /// A text therefore never holds a replayed delta twice, and its display deltas always spell
+    /// exactly the text: nothing shown is taken back, nothing is shown twice (until, for a call,
+    /// a `.done` event replaces the arguments with the final text).
+    fn fresh<'f>(
+        &mut self,
+        text: &str,
+        fragment: &'f str,
+        sequence: Option<u64>,
+        numbered: &mut bool,
+    ) -> Option<&'f str> {
+        let last = self.numbered.last().map(|(number, _)| *number);
+        if let (true, Some(number), Some(last)) = (*numbered, sequence, last) {
+            if number > last {
+                self.replayed = None;
+                return Some(fragment);
+            }
+            let again = self
+                .numbered
+                .binary_search_by_key(&number, |(number, _)| *number)
+                .ok()
+                .and_then(|at| text.get(self.numbered[at].1.clone()))
+                .is_some_and(|text| text == fragment);
+            if again {
+                return None;
+            }
+            *numbered = false;
+        }
+        let Some(replayed) = self.replayed.take() else {
+            return Some(fragment);
+        };
+        let rest = text.get(replayed..).filter(|rest| !rest.is_empty());
+        match rest {
+            Some(rest) if rest.starts_with(fragment) => {
+                let replayed = replayed + fragment.len();
+                self.replayed = (replayed < text.len()).then_some(replayed);
+                None
+            }
+            Some(rest) if fragment.starts_with(rest) => Some(&fragment[rest.len()..]),
+            _ => Some(fragment),
+        }
+    }
+
+    /// Records that a delta's new part was appended to `text`, which it now ends: under its
+    /// `sequence_number`, the range of the text its whole `fragment` fills (the new part ends
+    /// it, and a part the replay repeated comes just before it).
+    fn appended(&mut self, text: &str, fragment: &str, sequence: Option<u64>) {
+        let Some(number) = sequence else {
+            return;
+        };
+        if !text.ends_with(fragment) {
+            return;
+        }
+        let range = text.len() - fragment.len()..text.len();
+        if self.numbered.last().is_none_or(|(last, _)| number > *last) {
+            self.numbered.push((number, range));
+        }
+    }
 }
 
 impl Default for StreamDecoder {
@@ -276,6 +394,8 @@ impl StreamDecoder {
             streamed: HashSet::new(),
             streamed_unkeyed: false,
             replays: Vec::new(),
+            messages: HashMap::new(),
+            messages_by_output: HashMap::new(),
             last_sequence: None,
             numbered: true,
         }
@@ -397,7 +517,7 @@ impl StreamDecoder {
         match kind {
             // A refusal streams in place of text: shown and kept as the answer's text.
             "response.output_text.delta" | "response.refusal.delta" => {
-                if let Some(delta) = event.delta.0.filter(|d| !d.is_empty()) {
+                if let Some(delta) = event.delta.0.as_deref().filter(|d| !d.is_empty()) {
                     match event.item_id.as_deref() {
                         Some(id) if self.streamed.contains(id) => {}
                         Some(id) => {
@@ -405,24 +525,21 @@ impl StreamDecoder {
                         }
                         None => self.streamed_unkeyed = true,
                     }
-                    self.session.text.push_str(&delta);
-                    deltas.text(&delta);
+                    self.text_delta(&event, delta, deltas);
                 }
             }
             "response.output_item.added" => {
                 if let Some(item) = event.item.as_ref().filter(|i| i.kind == "function_call") {
                     self.open(item, event.output_index, in_order, deltas)?;
                 }
+                if let Some(item) = event.item.as_ref().filter(|i| i.kind == "message") {
+                    self.announce_message(item, event.output_index, in_order);
+                }
             }
             "response.function_call_arguments.delta" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(offset))?;
                 let fragment = event.delta.0.as_deref().unwrap_or("");
-                if let Some(fresh) = self.fresh_part(position, fragment, event.sequence_number) {
-                    self.session
-                        .calls
-                        .apply(position, None, None, fresh, deltas)?;
-                    self.appended(position, fragment, event.sequence_number);
-                }
+                self.argument_delta(position, fragment, event.sequence_number, deltas)?;
             }
             "response.function_call_arguments.done" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(offset))?;
@@ -505,12 +622,7 @@ impl StreamDecoder {
             return;
         };
         for part in parts {
-            let text = match part.get("type").and_then(Value::as_str) {
-                Some("output_text") => part.get("text"),
-                Some("refusal") => part.get("refusal"),
-                _ => None,
-            };
-            if let Some(text) = text.and_then(Value::as_str).filter(|t| !t.is_empty()) {
+            if let Some(text) = part_text(part).filter(|t| !t.is_empty()) {
                 self.session.text.push_str(text);
                 deltas.text(text);
             }
@@ -527,14 +639,14 @@ impl StreamDecoder {
     /// its item id and output index too, so its events reach the call; it only fills an id or a
     /// name still unknown, and its `arguments` are not appended (the call's arguments are its
     /// deltas, and the final item's text replaces them). A repeat of a call that already has
-    /// arguments starts a replay of them (see [`StreamDecoder::fresh_part`]), since a gateway
+    /// arguments starts a replay of them (see [`DeltaLog::fresh`]), since a gateway
     /// that re-sends the item may re-send its deltas too. Another function under a call id
     /// already taken is [`DecodeError::InvalidToolCall`]: which of the two calls the id means
     /// cannot be told, and running either would be a guess.
     ///
     /// `in_order` says whether the event's `sequence_number` is above every earlier one: a new
     /// call announced under a number that is not shows that the stream's numbers cannot tell a
-    /// replay (see [`StreamDecoder::fresh_part`]).
+    /// replay (see [`DeltaLog::fresh`]).
     fn open(
         &mut self,
         item: &Item,
@@ -560,7 +672,8 @@ impl StreamDecoder {
                 "",
                 deltas,
             )?;
-            self.start_replay(position, item.arguments.as_deref().unwrap_or(""));
+            let (log, arguments) = self.argument_deltas(position);
+            log.start_replay(arguments, item.arguments.as_deref().unwrap_or(""));
             return Ok(position);
         }
         let position = self.session.calls.open()?;
@@ -581,115 +694,115 @@ impl StreamDecoder {
         Ok(position)
     }
 
-    /// The delta state of the call at `position`.
-    fn argument_deltas(&mut self, position: usize) -> &mut ArgumentDeltas {
+    /// The delta log of the call at `position`, and its arguments.
+    fn argument_deltas(&mut self, position: usize) -> (&mut DeltaLog, &str) {
         if self.replays.len() <= position {
-            self.replays.resize(position + 1, ArgumentDeltas::default());
+            self.replays.resize(position + 1, DeltaLog::default());
         }
-        &mut self.replays[position]
-    }
-
-    /// Starts a replay of the arguments of the call at `position`, announced again by an item
-    /// that carries `announced` as its arguments (normally none): the replay has repeated them
-    /// when they begin the call's arguments. A call with no arguments beyond them has nothing to
-    /// replay.
-    fn start_replay(&mut self, position: usize, announced: &str) {
-        let Some(arguments) = self.session.calls.calls.get(position).map(|c| &c.arguments) else {
-            return;
-        };
-        let repeated = if arguments.starts_with(announced) {
-            announced.len()
-        } else {
-            0
-        };
-        let replayed = (repeated < arguments.len()).then_some(repeated);
-        self.argument_deltas(position).replayed = replayed;
-    }
-
-    /// The part of an argument delta for the call at `position` that is new, or `None` when it
-    /// repeats one the call has: a gateway that re-sends a stream's events (all of them again,
-    /// or from some point on, as a stream resumed after a number is) re-sends argument deltas.
-    ///
-    /// By number, while the stream numbers its events in increasing order: a delta under a
-    /// `sequence_number` one of the call's deltas already had, with the same text, is that delta
-    /// again. A delta above every number the call's deltas had is new. A delta under a number
-    /// the call's deltas had, or passed, with other text shows that the numbers cannot tell a
-    /// replay (so does a new call announced under a number not above every earlier one), and
-    /// from then on only the text does.
-    ///
-    /// By text, while the call is replayed (announced again after some of its arguments
-    /// arrived) and its deltas cannot be told by number: a delta that repeats its arguments
-    /// where the replay has got to adds nothing, and one that runs past their end adds only the
-    /// part past it, which ends the replay. A delta that does not repeat them ends the replay
-    /// and is new as a whole: the gateway re-sent the item but not its deltas.
-    ///
-    /// A call's arguments therefore never hold a replayed delta twice, and its display deltas
-    /// always spell exactly its arguments: nothing shown is taken back, nothing is shown twice,
-    /// until a `.done` event replaces the arguments with the final text.
-    fn fresh_part<'f>(
-        &mut self,
-        position: usize,
-        fragment: &'f str,
-        sequence: Option<u64>,
-    ) -> Option<&'f str> {
-        let Some(state) = self.replays.get_mut(position) else {
-            return Some(fragment);
-        };
         let arguments = self
             .session
             .calls
             .calls
             .get(position)
             .map_or("", |c| c.arguments.as_str());
-        let last = state.numbered.last().map(|(number, _)| *number);
-        if let (true, Some(number), Some(last)) = (self.numbered, sequence, last) {
-            if number > last {
-                state.replayed = None;
-                return Some(fragment);
-            }
-            let again = state
-                .numbered
-                .binary_search_by_key(&number, |(number, _)| *number)
-                .ok()
-                .and_then(|at| arguments.get(state.numbered[at].1.clone()))
-                .is_some_and(|text| text == fragment);
-            if again {
-                return None;
-            }
-            self.numbered = false;
+        (&mut self.replays[position], arguments)
+    }
+
+    /// Applies an argument delta to the call at `position`: only its new part (see
+    /// [`DeltaLog::fresh`]) is appended and shown.
+    fn argument_delta(
+        &mut self,
+        position: usize,
+        fragment: &str,
+        sequence: Option<u64>,
+        deltas: &mut Deltas,
+    ) -> Result<(), DecodeError> {
+        let mut numbered = self.numbered;
+        let (log, arguments) = self.argument_deltas(position);
+        let fresh = log.fresh(arguments, fragment, sequence, &mut numbered);
+        self.numbered = numbered;
+        if let Some(fresh) = fresh {
+            self.session
+                .calls
+                .apply(position, None, None, fresh, deltas)?;
+            let (log, arguments) = self.argument_deltas(position);
+            log.appended(arguments, fragment, sequence);
         }
-        let Some(replayed) = state.replayed.take() else {
-            return Some(fragment);
-        };
-        let rest = arguments.get(replayed..).filter(|rest| !rest.is_empty());
-        match rest {
-            Some(rest) if rest.starts_with(fragment) => {
-                let replayed = replayed + fragment.len();
-                state.replayed = (replayed < arguments.len()).then_some(replayed);
-                None
+        Ok(())
+    }
+
+    /// The message item an event names (by item id, else by output index), recorded if new;
+    /// `None` when it names none.
+    fn message(
+        &mut self,
+        item_id: Option<&str>,
+        output_index: Option<usize>,
+    ) -> Option<&mut MessageParts> {
+        match (item_id, output_index) {
+            (Some(id), _) => {
+                if !self.messages.contains_key(id) {
+                    self.messages.insert(id.to_owned(), MessageParts::default());
+                }
+                self.messages.get_mut(id)
             }
-            Some(rest) if fragment.starts_with(rest) => Some(&fragment[rest.len()..]),
-            _ => Some(fragment),
+            (None, Some(index)) => Some(self.messages_by_output.entry(index).or_default()),
+            (None, None) => None,
         }
     }
 
-    /// Records that a delta's new part was appended to the call at `position`: under its
-    /// `sequence_number`, the range of the arguments its whole `fragment` now fills (the new
-    /// part ends them, and a part the replay repeated comes just before it).
-    fn appended(&mut self, position: usize, fragment: &str, sequence: Option<u64>) {
-        let Some(number) = sequence else {
+    /// Applies a text (or refusal) delta: only its new part (see [`DeltaLog::fresh`]) is kept as
+    /// the answer's text and shown. A delta names its part by its item (or output index) and
+    /// `content_index` (0 when absent); one that names no item cannot be told from another, so
+    /// all of it is new.
+    fn text_delta(&mut self, event: &Event<'_>, fragment: &str, deltas: &mut Deltas) {
+        let index = event.content_index.unwrap_or(0);
+        let sequence = event.sequence_number;
+        let mut numbered = self.numbered;
+        let fresh = match self.message(event.item_id.as_deref(), event.output_index) {
+            Some(message) => {
+                let part = message.parts.entry(index).or_default();
+                let fresh = part
+                    .deltas
+                    .fresh(&part.text, fragment, sequence, &mut numbered);
+                if let Some(fresh) = fresh {
+                    part.text.push_str(fresh);
+                    part.deltas.appended(&part.text, fragment, sequence);
+                }
+                fresh
+            }
+            None => Some(fragment),
+        };
+        self.numbered = numbered;
+        if let Some(fresh) = fresh.filter(|fresh| !fresh.is_empty()) {
+            self.session.text.push_str(fresh);
+            deltas.text(fresh);
+        }
+    }
+
+    /// A `message` item announced (`response.output_item.added`). A new one announced under a
+    /// number not above every earlier one shows that the stream's numbers cannot tell a replay,
+    /// as a new call does (see [`StreamDecoder::open`]). One announced again, or after some of
+    /// its text streamed (a gateway that replays events), starts a replay of each of its parts
+    /// that has text, since the gateway may re-send their deltas too; the text the item carries
+    /// for a part (normally none) counts as repeated.
+    fn announce_message(&mut self, item: &Item, output_index: Option<usize>, in_order: bool) {
+        let Some(message) = self.message(item.id.as_deref(), output_index) else {
             return;
         };
-        let Some(arguments) = self.session.calls.calls.get(position).map(|c| &c.arguments) else {
-            return;
-        };
-        if !arguments.ends_with(fragment) {
+        let known = message.announced || !message.parts.is_empty();
+        message.announced = true;
+        if !known {
+            self.numbered &= in_order;
             return;
         }
-        let range = arguments.len() - fragment.len()..arguments.len();
-        let state = self.argument_deltas(position);
-        if state.numbered.last().is_none_or(|(last, _)| number > *last) {
-            state.numbered.push((number, range));
+        let announced: Vec<&str> = match &item.content {
+            Some(Value::Array(parts)) => parts.iter().map(|p| part_text(p).unwrap_or("")).collect(),
+            _ => Vec::new(),
+        };
+        for (index, part) in &mut message.parts {
+            let at = usize::try_from(*index).ok();
+            let announced = at.and_then(|at| announced.get(at)).copied().unwrap_or("");
+            part.deltas.start_replay(&part.text, announced);
         }
     }
 
@@ -751,6 +864,17 @@ impl StreamDecoder {
     pub fn finish(self) -> Result<LlmCompletion, DecodeError> {
         self.session.finish(self.ended)
     }
+}
+
+/// The text of a message item's content part: an `output_text` part's `text`, a `refusal`
+/// part's `refusal`; none for any other part.
+fn part_text(part: &Value) -> Option<&str> {
+    let text = match part.get("type").and_then(Value::as_str) {
+        Some("output_text") => part.get("text"),
+        Some("refusal") => part.get("refusal"),
+        _ => None,
+    };
+    text.and_then(Value::as_str)
 }
 
 fn unknown_item(offset: usize) -> DecodeError {
@@ -862,6 +986,7 @@ pub fn decode_response(body: &[u8], limits: Limits) -> Result<WholeAnswer, Decod
         output_index: None,
         item_id: None,
         sequence_number: None,
+        content_index: None,
         delta: Text(None),
         arguments: LenientArguments(None),
         item: None,

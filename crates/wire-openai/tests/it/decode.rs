@@ -502,6 +502,214 @@ fn a_replayed_call_keeps_and_shows_each_delta_once() {
     }
 }
 
+/// The text of the finished message items a stream sends (`response.output_item.done`), in
+/// order: what the answer's text must be when the stream sends any.
+fn final_text(bytes: &[u8]) -> Option<String> {
+    let mut text = None;
+    for line in String::from_utf8_lossy(bytes).lines() {
+        let Some(Ok(event)) = line
+            .strip_prefix("data:")
+            .map(|data| serde_json::from_str::<Value>(data.trim()))
+        else {
+            continue;
+        };
+        if event["type"] != "response.output_item.done" || event["item"]["type"] != "message" {
+            continue;
+        }
+        let text: &mut String = text.get_or_insert_default();
+        for part in event["item"]["content"].as_array().into_iter().flatten() {
+            let key = if part["type"] == "refusal" {
+                "refusal"
+            } else {
+                "text"
+            };
+            text.push_str(part[key].as_str().unwrap_or_default());
+        }
+    }
+    text
+}
+
+/// Every Responses fixture that resolves and sends its finished message items: the answer's
+/// text, and the text its display deltas show, are those items' text. A gateway that replays a
+/// message's text deltas shows and keeps them once.
+#[test]
+fn responses_text_is_the_final_items_text() {
+    let mut checked = 0;
+    for bytes in crate::chunking::fixtures("openai-responses") {
+        let Some(expected) = final_text(&bytes) else {
+            continue;
+        };
+        let mut decoder = responses::StreamDecoder::default();
+        let Ok(deltas) = decoder.feed(&bytes) else {
+            continue;
+        };
+        let Ok(completion) = decoder.finish() else {
+            continue;
+        };
+        let source = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
+        let source = String::from_utf8_lossy(source);
+        let shown: String = deltas
+            .iter()
+            .filter_map(|delta| match delta {
+                ai_core::CompletionDelta::Text { delta } => Some(delta.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(completion.text, expected, "{source}");
+        assert_eq!(shown, expected, "{source}");
+        checked += 1;
+    }
+    assert!(
+        checked >= 3,
+        "only {checked} fixtures send finished messages"
+    );
+}
+
+/// A gateway that re-sends a message's text (or refusal) deltas, after announcing the item
+/// again or resuming from an earlier `sequence_number`: each delta is kept and shown once, with
+/// or without numbers, however the gateway re-chunked them; a delta the replay never sent is new
+/// even when its text repeats what the part already has, and so is the same text in another
+/// part or another item.
+#[test]
+fn a_replayed_message_keeps_and_shows_its_text_once() {
+    let added = |id: &str| {
+        json!({"type": "response.output_item.added", "output_index": 0,
+            "item": {"type": "message", "id": id, "role": "assistant", "content": []}})
+    };
+    let msg = added("msg_1");
+    let numbered = |mut event: Value, sequence: u64| {
+        event["sequence_number"] = json!(sequence);
+        event
+    };
+    let part = |kind: &str, id: &str, index: u64, fragment: &str, sequence: Option<u64>| {
+        let mut event = json!({"type": kind, "item_id": id, "output_index": 0,
+            "content_index": index, "delta": fragment});
+        if let Some(sequence) = sequence {
+            event["sequence_number"] = json!(sequence);
+        }
+        event
+    };
+    let text = |fragment: &str, sequence: Option<u64>| {
+        part("response.output_text.delta", "msg_1", 0, fragment, sequence)
+    };
+    let refusal = |fragment: &str, sequence: Option<u64>| {
+        part("response.refusal.delta", "msg_1", 0, fragment, sequence)
+    };
+    let completed = json!({"type": "response.completed", "response": {"id": "resp_1"}});
+    for (case, events, expected) in [
+        (
+            "replayed verbatim, numbered",
+            vec![
+                numbered(msg.clone(), 1),
+                text("It is ", Some(2)),
+                text("21 ", Some(3)),
+                numbered(msg.clone(), 1),
+                text("It is ", Some(2)),
+                text("21 ", Some(3)),
+                text("°C.", Some(4)),
+            ],
+            "It is 21 °C.",
+        ),
+        (
+            "replayed re-chunked, unnumbered",
+            vec![
+                msg.clone(),
+                text("It is ", None),
+                text("21 ", None),
+                msg.clone(),
+                text("It is 2", None),
+                text("1 °C.", None),
+            ],
+            "It is 21 °C.",
+        ),
+        (
+            "only the item replayed",
+            vec![
+                msg.clone(),
+                text("It is ", None),
+                msg.clone(),
+                text("21 °C.", None),
+            ],
+            "It is 21 °C.",
+        ),
+        (
+            "resumed from an earlier number, not announced again",
+            vec![
+                numbered(msg.clone(), 1),
+                text("It ", Some(2)),
+                text("is ", Some(3)),
+                text("21 ", Some(4)),
+                text("is ", Some(3)),
+                text("21 ", Some(4)),
+                text("°C.", Some(5)),
+            ],
+            "It is 21 °C.",
+        ),
+        (
+            "a refusal replayed, numbered",
+            vec![
+                numbered(msg.clone(), 1),
+                refusal("I can't ", Some(2)),
+                numbered(msg.clone(), 1),
+                refusal("I can't ", Some(2)),
+                refusal("help.", Some(3)),
+            ],
+            "I can't help.",
+        ),
+        (
+            "a new delta that repeats the text, numbered",
+            vec![
+                numbered(msg.clone(), 1),
+                text("ha", Some(2)),
+                numbered(msg.clone(), 1),
+                text("ha", Some(2)),
+                text("ha", Some(3)),
+            ],
+            "haha",
+        ),
+        (
+            "numbers that do not increase",
+            vec![
+                json!({"type": "response.created", "response": {"id": "resp_1"},
+                    "sequence_number": 0}),
+                numbered(msg.clone(), 0),
+                text("ha", Some(0)),
+                text("ha", Some(0)),
+            ],
+            "haha",
+        ),
+        (
+            "the same text in another part and another item",
+            vec![
+                msg.clone(),
+                text("Hi. ", None),
+                part("response.output_text.delta", "msg_1", 1, "Hi. ", None),
+                added("msg_2"),
+                part("response.output_text.delta", "msg_2", 0, "Hi. ", None),
+            ],
+            "Hi. Hi. Hi. ",
+        ),
+    ] {
+        let stream: String = events
+            .iter()
+            .chain([&completed])
+            .map(|e| format!("data: {e}\n\n"))
+            .collect();
+        let mut decoder = responses::StreamDecoder::default();
+        let deltas = decoder.feed(stream.as_bytes()).unwrap();
+        let completion = decoder.finish().unwrap();
+        let shown: String = deltas
+            .iter()
+            .filter_map(|delta| match delta {
+                ai_core::CompletionDelta::Text { delta } => Some(delta.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(completion.text, expected, "{case}");
+        assert_eq!(shown, expected, "{case}");
+    }
+}
+
 #[test]
 fn limits_bound_memory() {
     let bytes = std::fs::read(concat!(
