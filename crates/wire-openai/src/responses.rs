@@ -10,17 +10,18 @@
 //! arguments; a message's text and refusal deltas are told by the same rule, part by part, so the
 //! answer's text is neither doubled nor shown twice. A call's `arguments` sent as a JSON object
 //! (on an item or on `response.function_call_arguments.done`) are serialized, as on chat, and so
-//! are those of the items the decoder does not run (an MCP call's), on which any other value reads
-//! as absent rather than failing the stream. Native streams end with a terminal event
-//! (`response.completed`, `response.incomplete`, `response.failed`) and no `[DONE]`; a `[DONE]`
-//! that a gateway adds is tolerated.
+//! are those of the items the decoder does not run (an MCP call's). Only a `function_call` item is
+//! held to the types of its fields: on any other item a value of another type in any field but
+//! `type` reads as absent rather than failing the stream or the response. Native streams end with
+//! a terminal event (`response.completed`, `response.incomplete`, `response.failed`) and no
+//! `[DONE]`; a `[DONE]` that a gateway adds is tolerated.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, Visitor};
+use serde::de::{self, Deserializer, Unexpected, Visitor};
 use serde_json::{Map, Value, json};
 
 use ai_core::{
@@ -84,58 +85,93 @@ struct Text<'a>(Option<Cow<'a, str>>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct TextVisitor;
-        impl<'de> Visitor<'de> for TextVisitor {
-            type Value = Text<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("any JSON value")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Text(Some(Cow::Borrowed(v))))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Text(Some(Cow::Owned(v.to_owned()))))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-                Ok(Text(Some(Cow::Owned(v))))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(Text(None))
-            }
-            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(Text(None))
-            }
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(Text(None))
-            }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(Text(None))
-            }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(Text(None))
-            }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(Text(None))
-            }
-            fn visit_seq<S: de::SeqAccess<'de>>(self, mut seq: S) -> Result<Self::Value, S::Error> {
-                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
-                Ok(Text(None))
-            }
-            fn visit_map<M: de::MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
-                while map
-                    .next_entry::<de::IgnoredAny, de::IgnoredAny>()?
-                    .is_some()
-                {}
-                Ok(Text(None))
-            }
-        }
-        deserializer.deserialize_any(TextVisitor)
+        let read = deserializer.deserialize_any(StringVisitor)?;
+        Ok(Text(read.ok().flatten()))
     }
 }
 
-/// An output item, read from [`WireItem`].
-#[derive(Deserialize)]
-#[serde(try_from = "WireItem")]
+/// A string field of an item (`id`, `call_id`, `name`, `status`) read without refusing any value:
+/// a string, `null` (absent), or [`NotAString`] naming the kind of value it was instead.
+struct ItemString(Result<Option<String>, NotAString>);
+
+impl<'de> Deserialize<'de> for ItemString {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let read = deserializer.deserialize_any(StringVisitor)?;
+        Ok(ItemString(read.map(|text| text.map(Cow::into_owned))))
+    }
+}
+
+/// A value where a string was expected: the kind of value it was, as serde names it, never the
+/// value.
+#[derive(Clone, Copy, Debug)]
+struct NotAString(&'static str);
+
+impl NotAString {
+    /// The error that refuses it, worded as serde words a string field of the wrong type.
+    fn error<E: de::Error>(self) -> E {
+        E::invalid_type(Unexpected::Other(self.0), &"a string")
+    }
+}
+
+/// Reads any JSON value: a string as sent, `null` as absent, anything else (consumed whole) as
+/// [`NotAString`], for the caller to ignore or refuse.
+struct StringVisitor;
+
+impl<'de> Visitor<'de> for StringVisitor {
+    type Value = Result<Option<Cow<'de, str>>, NotAString>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Ok(Some(Cow::Borrowed(v))))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Ok(Some(Cow::Owned(v.to_owned()))))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Ok(Some(Cow::Owned(v))))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Ok(None))
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Ok(None))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Err(NotAString("boolean")))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Err(NotAString("integer")))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Err(NotAString("integer")))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Err(NotAString("floating point")))
+    }
+    fn visit_seq<S: de::SeqAccess<'de>>(self, mut seq: S) -> Result<Self::Value, S::Error> {
+        while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+        Ok(Err(NotAString("sequence")))
+    }
+    fn visit_map<M: de::MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+        while map
+            .next_entry::<de::IgnoredAny, de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(Err(NotAString("map")))
+    }
+}
+
+/// An output item.
+///
+/// Only a `function_call` item, the one item the decoder runs, is held to the types of its
+/// fields: a string `id`, `call_id`, `name` and `status`, and `arguments` read by the one rule
+/// chat reads a call's arguments by (a string as sent, an object serialized). Any other item (an
+/// MCP call, an approval request, a custom tool's call, reasoning, a web search, a message) reads
+/// a value of another type in any of those fields as absent, so such an item never fails the
+/// stream or the response, as an event the decoder does not read never does. `type` must be a
+/// string on every item: without it the decoder cannot tell whether the item is a call it must
+/// run, and dropping a call would be worse than failing.
 struct Item {
     kind: String,
     id: Option<String>,
@@ -149,56 +185,139 @@ struct Item {
     content: Option<Value>,
 }
 
-/// An output item as sent. Every item's `arguments` is read through the one rule chat reads a
-/// call's arguments by (a string as sent, an object serialized); a value that is neither fails
-/// only a `function_call` item, the one item whose arguments the decoder runs. On any other item
-/// (an MCP call, an approval request, a custom tool's call: items the decoder does not read) it
-/// reads as absent, so such an item never fails the stream or the response, as an event the
-/// decoder does not read never does.
-#[derive(Deserialize)]
-struct WireItem {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    call_id: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(
-        default = "no_arguments",
-        deserialize_with = "assembly::owned_arguments"
-    )]
-    arguments: Result<Option<String>, NotArguments>,
-    #[serde(default)]
-    status: Option<String>,
-    #[serde(default)]
-    content: Option<Value>,
+/// The fields of an [`Item`] the decoder reads.
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum ItemField {
+    Type,
+    Id,
+    CallId,
+    Name,
+    Arguments,
+    Status,
+    Content,
+    #[serde(other)]
+    Other,
 }
 
-/// An item without `arguments`.
-fn no_arguments() -> Result<Option<String>, NotArguments> {
-    Ok(None)
+impl ItemField {
+    /// The field's name on the wire.
+    fn name(self) -> &'static str {
+        match self {
+            ItemField::Type => "type",
+            ItemField::Id => "id",
+            ItemField::CallId => "call_id",
+            ItemField::Name => "name",
+            ItemField::Arguments => "arguments",
+            ItemField::Status => "status",
+            ItemField::Content => "content",
+            ItemField::Other => "other",
+        }
+    }
 }
 
-impl TryFrom<WireItem> for Item {
-    type Error = NotArguments;
+impl<'de> Deserialize<'de> for Item {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ItemVisitor)
+    }
+}
 
-    fn try_from(item: WireItem) -> Result<Self, NotArguments> {
-        let arguments = match item.arguments {
-            Ok(arguments) => arguments,
-            Err(not) if item.kind == "function_call" => return Err(not),
-            Err(_) => None,
+/// Reads an [`Item`]. Once the item's `type` has said it is a `function_call` (servers send
+/// `type` first), a later string field is read strictly, so its error is serde's own, at the
+/// value; a value of the wrong type read before that is kept and refused at the item's end if
+/// the item turns out a call, and ignored otherwise. A call's `arguments` of the wrong type are
+/// refused at the item's end, after any string field's error.
+struct ItemVisitor;
+
+impl<'de> Visitor<'de> for ItemVisitor {
+    type Value = Item;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an output item")
+    }
+
+    fn visit_map<M: de::MapAccess<'de>>(self, mut map: M) -> Result<Item, M::Error> {
+        let mut kind: Option<String> = None;
+        let mut item = Item {
+            kind: String::new(),
+            id: None,
+            call_id: None,
+            name: None,
+            arguments: None,
+            status: None,
+            content: None,
         };
-        Ok(Item {
-            kind: item.kind,
-            id: item.id,
-            call_id: item.call_id,
-            name: item.name,
-            arguments,
-            status: item.status,
-            content: item.content,
-        })
+        let mut arguments: Result<(), NotArguments> = Ok(());
+        // What a `function_call` item may not have, refused once its type says it is one.
+        let mut refused: Option<M::Error> = None;
+        // The fields read so far, one bit each.
+        let mut seen = 0u8;
+        while let Some(field) = map.next_key::<ItemField>()? {
+            let call = kind.as_deref() == Some("function_call");
+            let bit = 1u8 << (field as u8);
+            if field != ItemField::Other && seen & bit != 0 {
+                let duplicate = de::Error::duplicate_field(field.name());
+                if call || field == ItemField::Type {
+                    return Err(duplicate);
+                }
+                refused.get_or_insert(duplicate);
+                map.next_value::<de::IgnoredAny>()?;
+                continue;
+            }
+            seen |= bit;
+            let slot = match field {
+                ItemField::Type => {
+                    kind = Some(map.next_value()?);
+                    continue;
+                }
+                ItemField::Arguments => {
+                    match map.next_value::<OwnedArguments>()?.0 {
+                        Ok(read) => item.arguments = read,
+                        Err(not) => arguments = Err(not),
+                    }
+                    continue;
+                }
+                ItemField::Content => {
+                    item.content = map.next_value()?;
+                    continue;
+                }
+                ItemField::Other => {
+                    map.next_value::<de::IgnoredAny>()?;
+                    continue;
+                }
+                ItemField::Id => &mut item.id,
+                ItemField::CallId => &mut item.call_id,
+                ItemField::Name => &mut item.name,
+                ItemField::Status => &mut item.status,
+            };
+            if call {
+                *slot = map.next_value()?;
+                continue;
+            }
+            match map.next_value::<ItemString>()?.0 {
+                Ok(read) => *slot = read,
+                Err(not) => {
+                    refused.get_or_insert(not.error());
+                }
+            }
+        }
+        item.kind = kind.ok_or_else(|| de::Error::missing_field("type"))?;
+        if item.kind == "function_call" {
+            if let Some(refused) = refused {
+                return Err(refused);
+            }
+            arguments.map_err(NotArguments::error)?;
+        }
+        Ok(item)
+    }
+}
+
+/// `arguments` on an item, read by [`assembly::owned_arguments`].
+struct OwnedArguments(Result<Option<String>, NotArguments>);
+
+impl<'de> Deserialize<'de> for OwnedArguments {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        assembly::owned_arguments(deserializer).map(OwnedArguments)
     }
 }
 
@@ -922,15 +1041,15 @@ struct WholeResponse {
 /// `message` item's `output_text` and `refusal` parts are the text; a `function_call` item is a
 /// call, its `call_id` the id a result quotes, its `arguments` kept as sent, an object serialized,
 /// a missing or empty one `{}`, so invalid JSON is the one call's error where it runs; other
-/// items' `arguments` are read by the same rule and never fail the response; status
-/// `incomplete` on an item marks it incomplete), then the terminal event its `status` names:
-/// `completed` (or no status) ends the turn, `incomplete` is [`ai_core::FinishReason::Length`] (or
-/// `ContentFilter`, as `incomplete_details.reason` says) with every call incomplete, `failed` is
-/// the response's error. A call item without a `call_id` gets a deterministic id seeded with the
-/// response `id`; two call items under one `call_id` (or one item id) are
-/// [`DecodeError::InvalidToolCall`], since `output` lists each call once. `limits` apply as to a
-/// stream: `max_total_bytes` bounds the body (checked before it is parsed), and the argument and
-/// call limits hold.
+/// items' `arguments` are read by the same rule, and no value in their fields but `type` fails
+/// the response; status `incomplete` on an item marks it incomplete), then the terminal event
+/// its `status` names: `completed` (or no status) ends the turn, `incomplete` is
+/// [`ai_core::FinishReason::Length`] (or `ContentFilter`, as `incomplete_details.reason` says)
+/// with every call incomplete, `failed` is the response's error. A call item without a `call_id`
+/// gets a deterministic id seeded with the response `id`; two call items under one `call_id` (or
+/// one item id) are [`DecodeError::InvalidToolCall`], since `output` lists each call once.
+/// `limits` apply as to a stream: `max_total_bytes` bounds the body (checked before it is
+/// parsed), and the argument and call limits hold.
 ///
 /// A body with a truthy `error` is [`DecodeError::ProviderError`]; anything else that is not a
 /// finished response (not JSON, another `object`, no `output`, a status such as `in_progress`

@@ -973,6 +973,162 @@ fn responses_items_it_does_not_run_never_fail_on_their_arguments() {
     assert!(!error.to_string().contains("CANARY"), "{error}");
 }
 
+/// Items the decoder does not run (an MCP call, a custom tool's call, reasoning, a web search, a
+/// message) with any field but `type` of any type: neither the stream nor the whole response
+/// fails, and the call beside them is read as ever. A `function_call` item keeps its checks,
+/// with the same messages as before (the position of the wrong value when `type` comes first,
+/// as servers send it), never quoting the value.
+#[test]
+fn responses_items_it_does_not_run_never_fail_on_any_field() {
+    let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+        "name": "get_weather", "arguments": r#"{"city":"Paris"}"#, "status": "completed"});
+    let completed = json!({"type": "response.completed", "response": {"id": "resp_1"}});
+    let body = |output: Value| {
+        json!({"id": "resp_1", "object": "response", "status": "completed", "output": output})
+            .to_string()
+            .into_bytes()
+    };
+    let wrong = [
+        json!(7),
+        json!(1.5),
+        json!(true),
+        json!(["CANARY"]),
+        json!({"CANARY": "CANARY"}),
+    ];
+    for kind in [
+        "mcp_call",
+        "custom_tool_call",
+        "reasoning",
+        "web_search_call",
+        "message",
+    ] {
+        for field in [
+            "id", "call_id", "name", "status", "input", "summary", "content",
+        ] {
+            for value in &wrong {
+                let mut item = json!({"type": kind, "id": "it_1", "call_id": "ctc_1",
+                    "name": "search", "status": "completed", "input": "q", "summary": [],
+                    "content": [{"type": "output_text", "text": "Hi"}]});
+                item[field] = value.clone();
+                let events = [
+                    json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
+                    json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+                    json!({"type": "response.output_item.done", "output_index": 1, "item": call}),
+                    completed.clone(),
+                ];
+                let stream: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+                let case = format!("{kind} {field} {value}");
+                let completion = responses::decode_all(stream.as_bytes())
+                    .unwrap_or_else(|e| panic!("stream, {case}: {e}"));
+                let whole =
+                    responses::decode_response(&body(json!([item, call])), Default::default())
+                        .unwrap_or_else(|e| panic!("whole, {case}: {e}"))
+                        .completion;
+                assert_eq!(completion, whole, "{case}");
+                let calls: Vec<(&str, &str, &str)> = completion
+                    .tool_calls
+                    .iter()
+                    .map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.as_str()))
+                    .collect();
+                assert_eq!(
+                    calls,
+                    [("call_1", "get_weather", r#"{"city":"Paris"}"#)],
+                    "{case}"
+                );
+            }
+        }
+    }
+    // A function_call item, `type` first as servers send it: the messages as before this rule.
+    for (field, stream_column, whole_column) in [
+        ("id", 89, 81),
+        ("call_id", 106, 98),
+        ("name", 122, 114),
+        ("status", 162, 154),
+    ] {
+        let mut fields = vec![
+            ("type", json!("function_call")),
+            ("id", json!("fc_1")),
+            ("call_id", json!("call_1")),
+            ("name", json!("get_weather")),
+            ("arguments", json!("{}")),
+            ("status", json!("completed")),
+        ];
+        for (name, value) in &mut fields {
+            if *name == field {
+                *value = json!(["CANARY"]);
+            }
+        }
+        let fields: Vec<String> = fields.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+        let item = format!("{{{}}}", fields.join(","));
+        let stream = format!(
+            "data: {{\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{item}}}\n\n"
+        );
+        let body =
+            format!("{{\"object\":\"response\",\"status\":\"completed\",\"output\":[{item}]}}");
+        let wrong = "a value of the wrong type (a sequence; expected a string)";
+        assert_eq!(
+            responses::decode_all(stream.as_bytes())
+                .map(drop)
+                .unwrap_err()
+                .to_string(),
+            format!("invalid chunk at byte 0: {wrong} at line 1 column {stream_column}"),
+            "{field}"
+        );
+        assert_eq!(
+            responses::decode_response(body.as_bytes(), Default::default())
+                .map(drop)
+                .unwrap_err()
+                .to_string(),
+            format!("invalid response body: {wrong} at line 1 column {whole_column}"),
+            "{field}"
+        );
+    }
+    // A field sent twice fails a call, as it always did, and no other item.
+    for (kind, ok) in [("mcp_call", true), ("function_call", false)] {
+        let item = format!(
+            r#"{{"type":"{kind}","id":"it_1","call_id":"call_2","name":"a","name":"b","arguments":"{{}}"}}"#
+        );
+        let body = format!(r#"{{"object":"response","status":"completed","output":[{item}]}}"#);
+        let decoded = responses::decode_response(body.as_bytes(), Default::default());
+        match decoded {
+            Ok(answer) => assert!(ok && answer.completion.tool_calls.is_empty(), "{kind}"),
+            Err(error) => assert!(
+                !ok && error.to_string().contains("duplicate field `name`"),
+                "{kind}: {error}"
+            ),
+        }
+    }
+    // In any order, and whatever the wrong value, a call's field of the wrong type is an error
+    // naming its kind, never quoting it.
+    for field in ["id", "call_id", "name", "status"] {
+        for value in &wrong {
+            let mut item = call.clone();
+            item[field] = value.clone();
+            let stream = format!(
+                "data: {}\n\n",
+                json!({"type": "response.output_item.done", "output_index": 0, "item": item})
+            );
+            let errors = [
+                responses::decode_all(stream.as_bytes())
+                    .map(drop)
+                    .unwrap_err(),
+                responses::decode_response(&body(json!([item])), Default::default())
+                    .map(drop)
+                    .unwrap_err(),
+            ];
+            for error in errors {
+                let message = error.to_string();
+                assert!(
+                    message.contains("a value of the wrong type (")
+                        && message.contains("; expected a string) at line 1 column "),
+                    "{field} {value}: {message}"
+                );
+                assert!(!message.contains("CANARY"), "{message}");
+            }
+        }
+    }
+}
+
 #[test]
 fn a_falsy_error_is_not_a_provider_error() {
     // WIRE-FORMATS §1.5: an error is a *truthy* `error` key (openai-python's `data.get("error")`),

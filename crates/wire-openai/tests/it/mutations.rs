@@ -5,7 +5,8 @@
 //! is the text it resolves, and neither the outcome nor the text shown depends on how the bytes
 //! were split. Whole (non-streamed) answers mangled the same way (values replaced,
 //! bytes flipped or cut) never panic either, and either keep the decoders' rules or fail with an
-//! error that says what is wrong without quoting them.
+//! error that says what is wrong without quoting them. Any value in an item the Responses decoder
+//! does not run, of any type, changes neither whether a decode succeeds nor its calls.
 
 use ai_core::{CompletionDelta, FinishReason, LlmCompletion};
 use proptest::prelude::*;
@@ -597,4 +598,137 @@ fn the_body_mutations_change_the_body() {
         let mutated = mutate_body(original.clone(), &mutation);
         assert_ne!(mutated, original, "{mutation:?}");
     }
+}
+
+/// Values of every JSON type (none nested past serde_json's depth limit), to put in an item.
+fn values_of_every_type() -> Vec<Value> {
+    vec![
+        Value::Null,
+        json!(true),
+        json!(-7),
+        json!(u64::MAX),
+        json!(1.5),
+        json!(""),
+        json!("CANARY"),
+        json!([]),
+        json!(["CANARY"]),
+        json!({}),
+        json!({"CANARY": "CANARY"}),
+        nested(3),
+    ]
+}
+
+/// Every way to replace one value inside the items of `value` that the decoder does not run
+/// (every output item but a `function_call`, under `item` or `output`), in any field but
+/// `type` and at any depth, by each of [`values_of_every_type`].
+fn unrun_item_variants(value: &Value) -> Vec<Value> {
+    let items: Vec<Value> = match (value.get("item"), value.get("output")) {
+        (Some(item), _) => vec![json!(["item"]), item.clone()],
+        (None, Some(Value::Array(output))) => output
+            .iter()
+            .enumerate()
+            .flat_map(|(i, item)| [json!(["output", i]), item.clone()])
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut variants = Vec::new();
+    for pair in items.chunks(2) {
+        let (path, item) = (&pair[0], &pair[1]);
+        let Some(fields) = item.as_object() else {
+            continue;
+        };
+        if item["type"] == "function_call" {
+            continue;
+        }
+        for (field, inner) in fields.iter().filter(|(field, _)| *field != "type") {
+            for node in 0..count(inner) {
+                for with in values_of_every_type() {
+                    let mut variant = value.clone();
+                    let mut item = &mut variant[path[0].as_str().unwrap()];
+                    if let Some(i) = path.get(1).and_then(Value::as_u64) {
+                        item = &mut item[usize::try_from(i).unwrap()];
+                    }
+                    let mut n = node;
+                    if let Some(target) = node_mut(&mut item[field.as_str()], &mut n) {
+                        *target = with;
+                    }
+                    variants.push(variant);
+                }
+            }
+        }
+    }
+    variants
+}
+
+/// What the decoder runs and how the turn ended: the calls and the finish reason.
+fn calls_and_ending(completion: &LlmCompletion) -> Value {
+    json!({"calls": completion.tool_calls, "finish_reason": completion.finish_reason})
+}
+
+/// Every Responses stream and whole response, with any value of any field but `type` in an item
+/// the decoder does not run (an MCP call, reasoning, a message, …) replaced by a value of any
+/// type, at any depth: what decoded still does, with the same calls and the same ending, and what
+/// failed still fails. Exhaustive over the fixtures' items.
+#[test]
+fn no_value_in_an_item_it_does_not_run_fails_the_decode() {
+    let mut checked = 0;
+    for bytes in fixtures("openai-responses") {
+        let original = responses::decode_all(&bytes);
+        let lines = lines(&bytes);
+        for (at, line) in lines.iter().enumerate() {
+            let text = String::from_utf8_lossy(line);
+            let Some(Ok(event)) = text
+                .strip_prefix("data:")
+                .map(|data| serde_json::from_str::<Value>(data.trim()))
+            else {
+                continue;
+            };
+            for variant in unrun_item_variants(&event) {
+                let mut mutated = lines.clone();
+                mutated[at] = format!("data: {variant}\n").into_bytes();
+                let decoded = responses::decode_all(&mutated.concat());
+                match (&original, &decoded) {
+                    (Ok(original), Ok(decoded)) => assert_eq!(
+                        calls_and_ending(original),
+                        calls_and_ending(decoded),
+                        "{variant}"
+                    ),
+                    (Err(original), Err(decoded)) => assert_eq!(
+                        std::mem::discriminant(original),
+                        std::mem::discriminant(decoded),
+                        "{variant}"
+                    ),
+                    _ => panic!("{variant}: {decoded:?}, was {original:?}"),
+                }
+                checked += 1;
+            }
+        }
+    }
+    for bytes in fixtures("openai-responses-whole") {
+        let fixture: Value = serde_json::from_slice(&bytes).unwrap();
+        let body = &fixture["body"];
+        let original =
+            responses::decode_response(&serde_json::to_vec(body).unwrap(), Limits::default());
+        for variant in unrun_item_variants(body) {
+            let decoded = responses::decode_response(
+                &serde_json::to_vec(&variant).unwrap(),
+                Limits::default(),
+            );
+            match (&original, &decoded) {
+                (Ok(original), Ok(decoded)) => assert_eq!(
+                    calls_and_ending(&original.completion),
+                    calls_and_ending(&decoded.completion),
+                    "{variant}"
+                ),
+                (Err(original), Err(decoded)) => assert_eq!(
+                    std::mem::discriminant(original),
+                    std::mem::discriminant(decoded),
+                    "{variant}"
+                ),
+                _ => panic!("{variant}: {decoded:?}, was {original:?}"),
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 1_000, "only {checked} variants");
 }
