@@ -241,8 +241,9 @@ impl std::fmt::Debug for RunRequest {
 /// Starts a run and returns its events, each stored before it arrives here. The thread's state
 /// is saved before `Done` is handed on, and `on_saved` (e.g. freeing the thread for its next
 /// run) is called then. Fails only if the run cannot be logged at all. A batch that cannot be
-/// stored ends the run with an error: the run is closed at once as [`recover`] closes a crashed
-/// one (its thread takes the turn its stored events hold), then `on_saved` is called.
+/// stored ends the run with an error: once the run's task has ended, the run is closed as
+/// [`recover`] closes a crashed one (its thread takes the turn its stored events hold), then
+/// `on_saved` is called.
 ///
 /// With a run log, the new state is saved only over the state the run started from
 /// ([`RunRequest::saved_state`]): when another process stored a turn on the thread meanwhile
@@ -359,6 +360,14 @@ pub async fn start_run(
                     // Nothing unstored is shown: the run stops and the client sees why.
                     tracing::error!(run = run_id.as_str(), %error, "run log write failed");
                     cancel.cancel();
+                    // Its task ends first (a cancelled run ends at once; what it sends now is
+                    // not stored), so nothing of the run is still running once its thread is
+                    // closed and freed for the next run, as on every other way a run ends.
+                    if let Some(task) = run.take()
+                        && let Err(error) = task.await
+                    {
+                        tracing::error!(%error, "run task failed");
+                    }
                     let message = format!("the run could not be recorded: {error}");
                     // Closed now as recovery would close it (the lock is still ours), so the
                     // thread holds the turn the client was shown before its next request.

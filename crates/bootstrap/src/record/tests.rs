@@ -1004,3 +1004,75 @@ async fn a_failed_or_cancelled_model_call_keeps_the_same_history_as_recovery() {
         ai_core::validate_history(state.messages()).unwrap();
     }
 }
+
+/// What happened, in order, as the parts of a run report it.
+type Order = Arc<Mutex<Vec<&'static str>>>;
+
+/// Pushes its word on `Order` when dropped.
+struct OnDrop(Order, &'static str);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        self.0.lock().unwrap().push(self.1);
+    }
+}
+
+/// A model call that streams "hi" and never answers; its end (the driver drops it when the run
+/// is cancelled) is pushed on `order`.
+struct Endless {
+    order: Order,
+}
+
+#[async_trait]
+impl ai_core::CompletionPort for Endless {
+    async fn complete(
+        &self,
+        _: &ai_core::LlmRequest,
+        deltas: &mut dyn ai_core::DeltaSink,
+        _: &ai_core::CancellationToken,
+    ) -> Result<ai_core::LlmCompletion, ai_core::CompletionError> {
+        let _ended = OnDrop(self.order.clone(), "model call ended");
+        deltas.delta(ai_core::CompletionDelta::Text { delta: "hi".into() });
+        std::future::pending().await
+    }
+}
+
+/// A run whose log cannot be written frees its thread (and the server's run slot) only once its
+/// task has ended, as a run that ends any other way does: nothing of it (a model call, a tool
+/// call) is still running when the next run on the thread may start.
+#[tokio::test]
+async fn a_run_whose_log_fails_frees_its_thread_only_once_its_task_has_ended() {
+    let runs = Arc::new(FailingCommits::default());
+    *runs.failing.lock().unwrap() = Some(RunId::new("fails").unwrap());
+    let locks = tempfile::tempdir().unwrap();
+    let stores = stores(runs, &locks);
+    let order = Order::default();
+    let completion = Arc::new(Endless {
+        order: order.clone(),
+    });
+    let runtime = runtime(&crate::Settings::default(), completion);
+    let thread = ThreadId::new("t").unwrap();
+    let request = request(&runtime, "fails", &thread, None, "hello");
+    let freed = order.clone();
+    let on_saved = move || freed.lock().unwrap().push("thread freed");
+    let mut events = super::start_run(&runtime, &stores, request, on_saved)
+        .await
+        .unwrap();
+    let mut shown = Vec::new();
+    while let Some(event) = events.recv().await {
+        shown.push(event);
+    }
+    assert!(
+        matches!(
+            shown.as_slice(),
+            [AiEvent::Error { message }, AiEvent::Done { .. }]
+                if message.contains("could not be recorded")
+        ),
+        "{shown:?}"
+    );
+    assert_eq!(
+        *order.lock().unwrap(),
+        ["model call ended", "thread freed"],
+        "the thread was freed while its run was still running"
+    );
+}
