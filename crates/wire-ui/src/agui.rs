@@ -189,9 +189,14 @@ impl ResumeEntry {
     /// shaped by the interrupt that asked; a key this server does not define (edited arguments,
     /// an "always allow") is refused rather than dropped, since the answer read without it would
     /// not be the one the user gave. A missing payload is left to [`ResumeEntry::approves`]
-    /// (a denial), as is a missing `approved`.
+    /// (a denial), as is a missing `approved`; so is a `cancelled` entry, which denies its call
+    /// whatever its payload holds.
     pub fn check_approval_payload(&self) -> Result<(), ApprovalPayloadError> {
-        let Some(payload) = &self.payload else {
+        let Some(payload) = self
+            .payload
+            .as_ref()
+            .filter(|_| self.status == ResumeStatus::Resolved)
+        else {
             return Ok(());
         };
         let Some(payload) = payload.as_object() else {

@@ -279,6 +279,26 @@ fn an_approval_payload_holds_only_what_the_response_schema_defines() {
     }
 }
 
+/// A `cancelled` entry denies its call whatever its payload holds (`@ag-ui/core` lets a payload
+/// be any value), so its payload is not checked: a client that cancels with a payload of its
+/// own, as it could before approvals were checked, is not refused, and nothing runs.
+#[test]
+fn a_cancelled_entry_denies_whatever_its_payload_holds() {
+    use wire_ui::agui::ResumeEntry;
+    for payload in [
+        serde_json::json!({"approved": true, "editedArgs": {"path": "/etc"}}),
+        serde_json::json!("dismissed"),
+        serde_json::json!({"approved": "yes", "reason": 7}),
+    ] {
+        let entry: ResumeEntry = serde_json::from_value(serde_json::json!({
+            "interruptId": "c1", "status": "cancelled", "payload": payload,
+        }))
+        .unwrap();
+        assert_eq!(entry.check_approval_payload(), Ok(()), "{payload}");
+        assert!(!entry.approves(), "{payload}");
+    }
+}
+
 /// A call whose arguments were still streaming when the run ended, for any reason, never ran:
 /// it is ended (`TOOL_CALL_END`) and answered (`TOOL_CALL_RESULT` saying so) before the terminal
 /// event, so the client's history holds no call left open or without an answer.
