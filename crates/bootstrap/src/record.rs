@@ -522,8 +522,15 @@ async fn store_step(
                 }
                 (Err(error), _) => return Err(error.into()),
             }
-            if done {
-                log.runs.finish_run(run_id, clock.now_ms()).await?;
+            // The run's end is stored (and its thread saved): it is shown. A run left `running`
+            // with its `Done` stored is marked finished by the next start's recovery; closing
+            // it as failed instead would tell its client and the log it did not end.
+            if done && let Err(error) = log.runs.finish_run(run_id, clock.now_ms()).await {
+                tracing::warn!(
+                    run = run_id.as_str(),
+                    %error,
+                    "the run ended but is not marked finished: the next start marks it"
+                );
             }
         }
         None => {

@@ -13,11 +13,13 @@ use async_trait::async_trait;
 
 use super::{RunLocks, RunLogStores, Stores, recover};
 
-/// An in-memory run store whose `commit_step` fails for one run, while `failing` names it.
+/// An in-memory run store whose `commit_step` fails for one run, while `failing` names it, and
+/// whose `finish_run` fails for one run, while `failing_finish` names it.
 #[derive(Default)]
 struct FailingCommits {
     inner: InMemoryRunStore,
     failing: Mutex<Option<RunId>>,
+    failing_finish: Mutex<Option<RunId>>,
 }
 
 #[async_trait]
@@ -46,6 +48,9 @@ impl RunStore for FailingCommits {
     }
 
     async fn finish_run(&self, run_id: &RunId, at_ms: u64) -> Result<(), RunStoreError> {
+        if self.failing_finish.lock().unwrap().as_ref() == Some(run_id) {
+            return Err(RunStoreError::Backend("disk I/O error".into()));
+        }
         self.inner.finish_run(run_id, at_ms).await
     }
 
@@ -1075,4 +1080,41 @@ async fn a_run_whose_log_fails_frees_its_thread_only_once_its_task_has_ended() {
         ["model call ended", "thread freed"],
         "the thread was freed while its run was still running"
     );
+}
+
+/// A run whose last batch (with `Done` and the thread's state) is stored but whose header cannot
+/// then be marked finished has ended: its client is shown the stored batch, not an error, and
+/// the run is not marked interrupted; the next start's recovery marks it finished.
+#[tokio::test]
+async fn a_run_stored_to_its_end_whose_finish_mark_fails_is_shown_as_ended() {
+    let runs = Arc::new(FailingCommits::default());
+    let run_id = RunId::new("ends").unwrap();
+    *runs.failing_finish.lock().unwrap() = Some(run_id.clone());
+    let locks = tempfile::tempdir().unwrap();
+    let stores = stores(runs.clone(), &locks);
+    let runtime = runtime(&crate::Settings::default(), Arc::new(Answer));
+    let thread = ThreadId::new("t").unwrap();
+    let request = request(&runtime, "ends", &thread, None, "hello");
+    let shown = run_to_end(&runtime, &stores, request).await;
+    assert!(
+        matches!(
+            shown.last(),
+            Some(AiEvent::Done {
+                reason: ai_core::DoneReason::Stop
+            })
+        ),
+        "{shown:?}"
+    );
+    let log = runs.load_run(&run_id).await.unwrap();
+    assert_eq!(log.events, shown);
+    assert_eq!(log.header.status, ai_core::RunStatus::Running);
+    // The run store saves the thread with the run's last step.
+    let saved = ai_core::ThreadStore::load(&runs.inner, &thread).await;
+    let saved = saved.unwrap().unwrap();
+    assert!(saved.to_string().contains("hello"), "{saved}");
+
+    *runs.failing_finish.lock().unwrap() = None;
+    assert!(recover(&stores, &FixedClock).await.unwrap().is_empty());
+    let log = runs.load_run(&run_id).await.unwrap();
+    assert_eq!(log.header.status, ai_core::RunStatus::Finished);
 }
