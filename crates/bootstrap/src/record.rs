@@ -372,6 +372,10 @@ pub async fn start_run(
                     // Closed now as recovery would close it (the lock is still ours), so the
                     // thread holds the turn the client was shown before its next request.
                     if let Some(log) = &stores.log {
+                        // The receipts of model calls that answered after the last batch taken
+                        // go with events that are not stored: dropped, not left in the
+                        // collector (which outlives the run) for a take that never comes.
+                        drop(log.receipts.take(&run_id));
                         let why = Closing {
                             call: LOG_FAILED_CALL,
                             error: message.clone(),

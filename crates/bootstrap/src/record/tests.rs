@@ -20,6 +20,8 @@ struct FailingCommits {
     inner: InMemoryRunStore,
     failing: Mutex<Option<RunId>>,
     failing_finish: Mutex<Option<RunId>>,
+    /// When set, the first failing commit notifies the first and waits for the second.
+    gate: Mutex<Option<(Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>)>>,
 }
 
 #[async_trait]
@@ -42,6 +44,11 @@ impl RunStore for FailingCommits {
         step: RunStep,
     ) -> Result<Range<u64>, RunStoreError> {
         if self.failing.lock().unwrap().as_ref() == Some(run_id) {
+            let gate = self.gate.lock().unwrap().take();
+            if let Some((entered, release)) = gate {
+                entered.notify_one();
+                release.notified().await;
+            }
             return Err(RunStoreError::Backend("disk I/O error".into()));
         }
         self.inner.commit_step(run_id, step).await
@@ -1117,4 +1124,68 @@ async fn a_run_stored_to_its_end_whose_finish_mark_fails_is_shown_as_ended() {
     assert!(recover(&stores, &FixedClock).await.unwrap().is_empty());
     let log = runs.load_run(&run_id).await.unwrap();
     assert_eq!(log.header.status, ai_core::RunStatus::Finished);
+}
+
+/// A model call that streams "hi", waits until `go`, and answers "hi", notifying `answering`
+/// as it does.
+struct AnswersOnCue {
+    go: Arc<tokio::sync::Notify>,
+    answering: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl ai_core::CompletionPort for AnswersOnCue {
+    async fn complete(
+        &self,
+        _: &ai_core::LlmRequest,
+        deltas: &mut dyn ai_core::DeltaSink,
+        _: &ai_core::CancellationToken,
+    ) -> Result<ai_core::LlmCompletion, ai_core::CompletionError> {
+        deltas.delta(ai_core::CompletionDelta::Text { delta: "hi".into() });
+        self.go.notified().await;
+        self.answering.notify_one();
+        Ok(ai_core::LlmCompletion {
+            text: "hi".into(),
+            tool_calls: vec![],
+            finish_reason: ai_core::FinishReason::Stop,
+            usage: None,
+        })
+    }
+}
+
+/// The receipt of a model call that answered while the batch before it was failing to be
+/// stored is not kept in the server's receipt collector, which outlives the run: it would never
+/// be taken, and each such failure would leave one behind for as long as the server runs.
+#[tokio::test]
+async fn a_run_whose_log_fails_leaves_no_receipt_behind() {
+    let (commit_entered, model_answering) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let runs = Arc::new(FailingCommits {
+        gate: Mutex::new(Some((commit_entered.clone(), model_answering.clone()))),
+        ..FailingCommits::default()
+    });
+    let run_id = RunId::new("fails").unwrap();
+    *runs.failing.lock().unwrap() = Some(run_id.clone());
+    let locks = tempfile::tempdir().unwrap();
+    let stores = stores(runs, &locks);
+    let settings = crate::Settings::default();
+    let port = Arc::new(AnswersOnCue {
+        go: commit_entered,
+        answering: model_answering,
+    });
+    let runtime = runtime(
+        &settings,
+        crate::record_completion(port, &stores, &settings.llm),
+    );
+    let thread = ThreadId::new("t").unwrap();
+    let request = request(&runtime, "fails", &thread, None, "hello");
+    let shown = run_to_end(&runtime, &stores, request).await;
+    assert!(
+        matches!(shown.first(), Some(AiEvent::Error { message }) if message.contains("could not be recorded")),
+        "{shown:?}"
+    );
+    let left = stores.log.as_ref().unwrap().receipts.take(&run_id);
+    assert!(left.is_empty(), "receipts left behind: {left:?}");
 }
