@@ -510,9 +510,8 @@ async fn store_step(
                     step.events.retain(|e| !matches!(e, AiEvent::Done { .. }));
                     step.events.push(AiEvent::Error {
                         message: format!(
-                            "{THREAD_CHANGED}: another run stored a turn on thread {} \
-                             meanwhile, so this turn was not saved (send the message again)",
-                            thread.as_str()
+                            "{THREAD_CHANGED}: another run stored a turn on this thread \
+                             meanwhile, so this turn was not saved (send the message again)"
                         ),
                     });
                     step.events.push(AiEvent::Done {

@@ -768,7 +768,7 @@ async fn a_run_whose_thread_changed_since_it_began_keeps_the_other_turn_and_its_
         matches!(
             b_shown.as_slice(),
             [.., AiEvent::Error { message }, AiEvent::Done { reason: ai_core::DoneReason::Error }]
-                if message.starts_with(super::THREAD_CHANGED) && message.contains("thread t")
+                if message.starts_with(super::THREAD_CHANGED) && message.contains("this thread")
         ),
         "{b_shown:?}"
     );

@@ -553,8 +553,7 @@ async fn start_run(
         // The decoder's own message would quote the state (the conversation): never shown.
         Some(saved) => serde_json::from_value(saved).map_err(|e| {
             ApiError::internal(format!(
-                "thread {} holds an unreadable state: {}",
-                thread.as_str(),
+                "the thread holds an unreadable state: {}",
                 ai_core::describe_json_error(&e)
             ))
         })?,
