@@ -381,8 +381,36 @@ pub struct StreamDecoder {
 struct MessageParts {
     /// The item was announced (`response.output_item.added`).
     announced: bool,
+    /// How many times the item was announced again after some of its text arrived. A part
+    /// whose own count is below it starts its replay when it is next reached (see
+    /// [`MessageParts::part`]), so an announcement costs the same however many parts it has.
+    replays: u64,
+    /// The text the latest of those announcements carried for each part, by `content_index`
+    /// (normally none).
+    replayed_text: Vec<String>,
     /// Its parts that streamed text, by `content_index`.
     parts: BTreeMap<u64, TextPart>,
+}
+
+impl MessageParts {
+    /// The part at `index`, recorded if new, with the replay the item's latest announcement
+    /// started for it, if it has not started yet.
+    fn part(&mut self, index: u64) -> &mut TextPart {
+        let replays = self.replays;
+        let part = self.parts.entry(index).or_insert_with(|| TextPart {
+            replays,
+            ..TextPart::default()
+        });
+        if part.replays < replays {
+            part.replays = replays;
+            let announced = usize::try_from(index)
+                .ok()
+                .and_then(|at| self.replayed_text.get(at))
+                .map_or("", String::as_str);
+            part.deltas.start_replay(&part.text, announced);
+        }
+        part
+    }
 }
 
 /// The text one message part has streamed (`output_text` or `refusal` deltas), kept apart from
@@ -391,6 +419,8 @@ struct MessageParts {
 struct TextPart {
     text: String,
     deltas: DeltaLog,
+    /// The item's [`MessageParts::replays`] when this part last took its replay.
+    replays: u64,
 }
 
 /// What the decoder knows of the deltas that spell one text (a call's arguments, or one part of
@@ -879,7 +909,7 @@ impl StreamDecoder {
         let mut numbered = self.numbered;
         let fresh = match self.message(event.item_id.as_deref(), event.output_index) {
             Some(message) => {
-                let part = message.parts.entry(index).or_default();
+                let part = message.part(index);
                 let fresh = part
                     .deltas
                     .fresh(&part.text, fragment, sequence, &mut numbered);
@@ -903,7 +933,8 @@ impl StreamDecoder {
     /// as a new call does (see [`StreamDecoder::open`]). One announced again, or after some of
     /// its text streamed (a gateway that replays events), starts a replay of each of its parts
     /// that has text, since the gateway may re-send their deltas too; the text the item carries
-    /// for a part (normally none) counts as repeated.
+    /// for a part (normally none) counts as repeated. Each part takes its replay when it is next
+    /// reached ([`MessageParts::part`]), so this does not visit the parts.
     fn announce_message(&mut self, item: &Item, output_index: Option<usize>, in_order: bool) {
         let Some(message) = self.message(item.id.as_deref(), output_index) else {
             return;
@@ -914,15 +945,14 @@ impl StreamDecoder {
             self.numbered &= in_order;
             return;
         }
-        let announced: Vec<&str> = match &item.content {
-            Some(Value::Array(parts)) => parts.iter().map(|p| part_text(p).unwrap_or("")).collect(),
+        message.replays += 1;
+        message.replayed_text = match &item.content {
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .map(|p| part_text(p).unwrap_or("").to_owned())
+                .collect(),
             _ => Vec::new(),
         };
-        for (index, part) in &mut message.parts {
-            let at = usize::try_from(*index).ok();
-            let announced = at.and_then(|at| announced.get(at)).copied().unwrap_or("");
-            part.deltas.start_replay(&part.text, announced);
-        }
     }
 
     /// Replaces the arguments of the call at `position` with the final text a `.done` event
@@ -1278,4 +1308,35 @@ pub fn encode_request(
         }
     }
     Ok(Value::Object(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A message item announced again costs the same however many parts it has: no part is
+    /// reached until its next event, which is when its replay starts. (A stream that announces
+    /// an item of many parts over and over would otherwise do work quadratic in its length.)
+    #[test]
+    fn announcing_a_message_again_reaches_none_of_its_parts() {
+        let added = r#"{"type":"response.output_item.added","item":{"type":"message","id":"m"}}"#;
+        let mut stream = format!("data: {added}\n\n");
+        for index in 0..4 {
+            stream.push_str(&format!(
+                "data: {{\"type\":\"response.output_text.delta\",\"item_id\":\"m\",\
+                 \"content_index\":{index},\"delta\":\"x\"}}\n\n"
+            ));
+        }
+        stream.push_str(&format!("data: {added}\n\n"));
+        let mut decoder = StreamDecoder::default();
+        decoder.feed(stream.as_bytes()).unwrap();
+        let parts = &decoder.messages["m"].parts;
+        assert_eq!(parts.len(), 4);
+        assert!(parts.values().all(|part| part.deltas.replayed.is_none()));
+        // The replay still starts when a part is reached: its delta again adds nothing.
+        let again = "data: {\"type\":\"response.output_text.delta\",\"item_id\":\"m\",\
+                     \"content_index\":2,\"delta\":\"x\"}\n\n";
+        assert_eq!(decoder.feed(again.as_bytes()).unwrap(), []);
+        assert_eq!(decoder.session.text, "xxxx");
+    }
 }
