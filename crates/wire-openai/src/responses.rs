@@ -698,7 +698,7 @@ impl StreamDecoder {
             }
             "response.output_item.done" => {
                 if let Some(item) = event.item.as_ref().filter(|i| i.kind == "message") {
-                    self.finished_message(item, deltas);
+                    self.finished_message(item, event.output_index, deltas);
                 }
                 if let Some(item) = event.item.as_ref().filter(|i| i.kind == "function_call") {
                     // The final item is authoritative; a call first seen here (a gateway that
@@ -761,7 +761,11 @@ impl StreamDecoder {
     /// that sends only finished items, or a whole response): its `output_text` and `refusal`
     /// parts, in order, shown and kept as the answer's text. An item without an id cannot be
     /// matched to its deltas, so it counts as streamed when any text streamed, and only then.
-    fn finished_message(&mut self, item: &Item, deltas: &mut Deltas) {
+    ///
+    /// The text is kept as its parts' text too (by item id, else output index), as if it had
+    /// streamed: the same item finished again (a gateway that replays events) adds nothing, and
+    /// its deltas replayed after it are told as any part's are.
+    fn finished_message(&mut self, item: &Item, output_index: Option<usize>, deltas: &mut Deltas) {
         let streamed = self.streamed_unkeyed
             || item.id.as_deref().map_or_else(
                 || !self.streamed.is_empty(),
@@ -770,11 +774,23 @@ impl StreamDecoder {
         let Some(Value::Array(parts)) = item.content.as_ref().filter(|_| !streamed) else {
             return;
         };
-        for part in parts {
-            if let Some(text) = part_text(part).filter(|t| !t.is_empty()) {
-                self.session.text.push_str(text);
-                deltas.text(text);
+        // Each text by its part's place in `content`, its `content_index`.
+        let texts: Vec<(u64, &str)> = (0u64..)
+            .zip(parts)
+            .filter_map(|(index, part)| Some((index, part_text(part)?)))
+            .filter(|(_, text)| !text.is_empty())
+            .collect();
+        if let Some(message) = self.message(item.id.as_deref(), output_index) {
+            if !message.parts.is_empty() {
+                return;
             }
+            for (index, text) in &texts {
+                message.part(*index).text.push_str(text);
+            }
+        }
+        for (_, text) in texts {
+            self.session.text.push_str(text);
+            deltas.text(text);
         }
     }
 

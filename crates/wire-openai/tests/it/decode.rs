@@ -595,8 +595,44 @@ fn a_replayed_message_keeps_and_shows_its_text_once() {
     let refusal = |fragment: &str, sequence: Option<u64>| {
         part("response.refusal.delta", "msg_1", 0, fragment, sequence)
     };
+    let done = |id: Option<&str>, output_index: u64, text: &str| {
+        let mut item = json!({"type": "message", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": text}]});
+        if let Some(id) = id {
+            item["id"] = json!(id);
+        }
+        json!({"type": "response.output_item.done", "output_index": output_index, "item": item})
+    };
     let completed = json!({"type": "response.completed", "response": {"id": "resp_1"}});
     for (case, events, expected) in [
+        (
+            "a finished item replayed, its text never streamed",
+            vec![
+                done(Some("msg_1"), 0, "Sunny."),
+                done(Some("msg_1"), 0, "Sunny."),
+            ],
+            "Sunny.",
+        ),
+        (
+            "a finished item without an id replayed, its text never streamed",
+            vec![done(None, 0, "Sunny."), done(None, 0, "Sunny.")],
+            "Sunny.",
+        ),
+        (
+            "two finished items without an id, their text never streamed",
+            vec![done(None, 0, "Sunny. "), done(None, 1, "Warm.")],
+            "Sunny. Warm.",
+        ),
+        (
+            "a finished item replayed from its announcement, its text never streamed",
+            vec![
+                done(Some("msg_1"), 0, "Sunny."),
+                msg.clone(),
+                text("Sunny.", None),
+                done(Some("msg_1"), 0, "Sunny."),
+            ],
+            "Sunny.",
+        ),
         (
             "replayed verbatim, numbered",
             vec![
