@@ -5,10 +5,10 @@
 //! same `call_id` and function under another item id, as gateways that replay events send them) is
 //! the call already open, never a second call with the same id; another function under a `call_id`
 //! already taken is an error. The argument deltas such a gateway re-sends are recognized (by their
-//! `sequence_number` while the stream numbers its events in order, else by their text once the item
-//! is announced again) and neither appended nor shown again, so a call's display deltas spell its
-//! arguments; a message's text and refusal deltas are told by the same rule, part by part, so the
-//! answer's text is neither doubled nor shown twice. A call's `arguments` sent as a JSON object
+//! `sequence_number` while the stream numbers its events in order, else by their text once the
+//! item, or a message's part, is announced again) and neither appended nor shown again, so a
+//! call's display deltas spell its arguments; a message's text and refusal deltas are told by the
+//! same rule, part by part, so the answer's text is neither doubled nor shown twice. A call's `arguments` sent as a JSON object
 //! (on an item or on `response.function_call_arguments.done`) are serialized, as on chat, and so
 //! are those of the items the decoder does not run (an MCP call's). Only a `function_call` item is
 //! held to the types of its fields: on any other item a value of another type in any field but
@@ -60,6 +60,9 @@ struct Event<'a> {
     arguments: LenientArguments<'a>,
     #[serde(default)]
     item: Option<Item>,
+    /// A message part (`response.content_part.added`); any JSON, read as [`part_text`] reads it.
+    #[serde(default)]
+    part: Option<Value>,
     #[serde(default)]
     response: Option<Response>,
     #[serde(default)]
@@ -685,6 +688,7 @@ impl StreamDecoder {
                     self.announce_message(item, event.output_index, in_order);
                 }
             }
+            "response.content_part.added" => self.announce_part(&event),
             "response.function_call_arguments.delta" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(offset))?;
                 let fragment = event.delta.0.as_deref().unwrap_or("");
@@ -971,6 +975,22 @@ impl StreamDecoder {
         };
     }
 
+    /// A message part announced (`response.content_part.added`). A part that already has text
+    /// is announced again (a gateway that replays the part's events from there): that starts a
+    /// replay of its text, as its item announced again does, and the text the part carries
+    /// (normally none) counts as repeated. A new part needs nothing.
+    fn announce_part(&mut self, event: &Event<'_>) {
+        let index = event.content_index.unwrap_or(0);
+        let announced = event.part.as_ref().and_then(part_text).unwrap_or("");
+        let Some(message) = self.message(event.item_id.as_deref(), event.output_index) else {
+            return;
+        };
+        if message.parts.contains_key(&index) {
+            let part = message.part(index);
+            part.deltas.start_replay(&part.text, announced);
+        }
+    }
+
     /// Replaces the arguments of the call at `position` with the final text a `.done` event
     /// carries; a replay of the arguments they replace is over.
     fn replace_arguments(&mut self, position: usize, arguments: &str) -> Result<(), DecodeError> {
@@ -1155,6 +1175,7 @@ pub fn decode_response(body: &[u8], limits: Limits) -> Result<WholeAnswer, Decod
         delta: Text(None),
         arguments: LenientArguments(None),
         item: None,
+        part: None,
         response: None,
         message: None,
         error: None,

@@ -603,8 +603,37 @@ fn a_replayed_message_keeps_and_shows_its_text_once() {
         }
         json!({"type": "response.output_item.done", "output_index": output_index, "item": item})
     };
+    let part_added = |index: u64| {
+        json!({"type": "response.content_part.added", "item_id": "msg_1", "output_index": 0,
+            "content_index": index, "part": {"type": "output_text", "text": "", "annotations": []}})
+    };
     let completed = json!({"type": "response.completed", "response": {"id": "resp_1"}});
     for (case, events, expected) in [
+        (
+            "a part replayed from its announcement, unnumbered",
+            vec![
+                msg.clone(),
+                part_added(0),
+                text("It is ", None),
+                text("21 ", None),
+                part_added(0),
+                text("It is 2", None),
+                text("1 °C.", None),
+            ],
+            "It is 21 °C.",
+        ),
+        (
+            "a second part announced after the first's text",
+            vec![
+                msg.clone(),
+                part_added(0),
+                text("Hi. ", None),
+                part_added(1),
+                part("response.output_text.delta", "msg_1", 1, "Hi. ", None),
+                text("Bye.", None),
+            ],
+            "Hi. Hi. Bye.",
+        ),
         (
             "a finished item replayed, its text never streamed",
             vec![
