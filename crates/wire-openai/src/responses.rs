@@ -368,10 +368,12 @@ pub struct StreamDecoder {
     streamed_unkeyed: bool,
     /// What the decoder knows of each call's argument deltas, by call position.
     replays: Vec<DeltaLog>,
-    /// The message items announced or streamed so far, by item id, with the text of each of
-    /// their parts; `messages_by_output` holds those whose deltas named no item, by output index.
-    messages: HashMap<String, MessageParts>,
-    messages_by_output: HashMap<usize, MessageParts>,
+    /// The message items announced or streamed so far, with the text of each of their parts,
+    /// found by item id (`message_by_id`) or, for an event that names no item, by output index
+    /// (`message_by_output`: the first message an event placed there).
+    messages: Vec<MessageParts>,
+    message_by_id: HashMap<String, usize>,
+    message_by_output: HashMap<usize, usize>,
     /// The highest `sequence_number` so far.
     last_sequence: Option<u64>,
     /// Whether the stream numbers its events in increasing order, as native streams do: until
@@ -546,8 +548,9 @@ impl StreamDecoder {
             streamed: HashSet::new(),
             streamed_unkeyed: false,
             replays: Vec::new(),
-            messages: HashMap::new(),
-            messages_by_output: HashMap::new(),
+            messages: Vec::new(),
+            message_by_id: HashMap::new(),
+            message_by_output: HashMap::new(),
             last_sequence: None,
             numbered: true,
         }
@@ -900,23 +903,34 @@ impl StreamDecoder {
         Ok(())
     }
 
-    /// The message item an event names (by item id, else by output index), recorded if new;
-    /// `None` when it names none.
+    /// The message item an event names, recorded if new; `None` when it names none. An event
+    /// with an item id names that item; one without (a gateway that leaves `item_id` out of its
+    /// deltas) names the message at its output index, so that the item announced there under
+    /// its id and the deltas that name only its place are one message.
     fn message(
         &mut self,
         item_id: Option<&str>,
         output_index: Option<usize>,
     ) -> Option<&mut MessageParts> {
-        match (item_id, output_index) {
-            (Some(id), _) => {
-                if !self.messages.contains_key(id) {
-                    self.messages.insert(id.to_owned(), MessageParts::default());
+        let known = match item_id {
+            Some(id) => self.message_by_id.get(id),
+            None => self.message_by_output.get(&output_index?),
+        };
+        let at = match known {
+            Some(&at) => at,
+            None => {
+                self.messages.push(MessageParts::default());
+                let at = self.messages.len() - 1;
+                if let Some(id) = item_id {
+                    self.message_by_id.insert(id.to_owned(), at);
                 }
-                self.messages.get_mut(id)
+                at
             }
-            (None, Some(index)) => Some(self.messages_by_output.entry(index).or_default()),
-            (None, None) => None,
+        };
+        if let Some(index) = output_index {
+            self.message_by_output.entry(index).or_insert(at);
         }
+        self.messages.get_mut(at)
     }
 
     /// Applies a text (or refusal) delta: only its new part (see [`DeltaLog::fresh`]) is kept as
@@ -1367,7 +1381,7 @@ mod tests {
         stream.push_str(&format!("data: {added}\n\n"));
         let mut decoder = StreamDecoder::default();
         decoder.feed(stream.as_bytes()).unwrap();
-        let parts = &decoder.messages["m"].parts;
+        let parts = &decoder.messages[decoder.message_by_id["m"]].parts;
         assert_eq!(parts.len(), 4);
         assert!(parts.values().all(|part| part.deltas.replayed.is_none()));
         // The replay still starts when a part is reached: its delta again adds nothing.

@@ -607,8 +607,24 @@ fn a_replayed_message_keeps_and_shows_its_text_once() {
         json!({"type": "response.content_part.added", "item_id": "msg_1", "output_index": 0,
             "content_index": index, "part": {"type": "output_text", "text": "", "annotations": []}})
     };
+    let unkeyed = |fragment: &str| {
+        json!({"type": "response.output_text.delta", "output_index": 0, "content_index": 0,
+            "delta": fragment})
+    };
     let completed = json!({"type": "response.completed", "response": {"id": "resp_1"}});
     for (case, events, expected) in [
+        (
+            "replayed deltas that name their item only by output index",
+            vec![
+                msg.clone(),
+                unkeyed("It is "),
+                unkeyed("21 "),
+                msg.clone(),
+                unkeyed("It is 2"),
+                unkeyed("1 °C."),
+            ],
+            "It is 21 °C.",
+        ),
         (
             "a part replayed from its announcement, unnumbered",
             vec![
