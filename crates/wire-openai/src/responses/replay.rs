@@ -1,0 +1,394 @@
+//! Telling the deltas a gateway replays from new ones: [`DeltaLog`], the one rule a call's
+//! arguments and each message part's text share, and the decoder's steps that apply it.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::item::{Item, part_text};
+use super::{Event, StreamDecoder};
+use crate::DecodeError;
+use crate::assembly::Deltas;
+
+/// What the decoder knows of one message item's text.
+#[derive(Debug, Default)]
+pub(super) struct MessageParts {
+    /// The item was announced (`response.output_item.added`).
+    announced: bool,
+    /// How many times the item was announced again after some of its text arrived. A part
+    /// whose own count is below it starts its replay when it is next reached (see
+    /// [`MessageParts::part`]), so an announcement costs the same however many parts it has.
+    replays: u64,
+    /// The text the latest of those announcements carried for each part, by `content_index`
+    /// (normally none).
+    replayed_text: Vec<String>,
+    /// Its parts that streamed text, by `content_index`.
+    parts: BTreeMap<u64, TextPart>,
+}
+
+impl MessageParts {
+    /// The part at `index`, recorded if new, with the replay the item's latest announcement
+    /// started for it, if it has not started yet.
+    fn part(&mut self, index: u64) -> &mut TextPart {
+        let replays = self.replays;
+        let part = self.parts.entry(index).or_insert_with(|| TextPart {
+            replays,
+            ..TextPart::default()
+        });
+        if part.replays < replays {
+            part.replays = replays;
+            let announced = usize::try_from(index)
+                .ok()
+                .and_then(|at| self.replayed_text.get(at))
+                .map_or("", String::as_str);
+            part.deltas.start_replay(&part.text, announced);
+        }
+        part
+    }
+}
+
+/// The text one message part has streamed (`output_text` or `refusal` deltas), kept apart from
+/// the answer's text so that its replayed deltas can be told as a call's are.
+#[derive(Debug, Default)]
+struct TextPart {
+    text: String,
+    deltas: DeltaLog,
+    /// The item's [`MessageParts::replays`] when this part last took its replay.
+    replays: u64,
+}
+
+/// What the decoder knows of the deltas that spell one text (a call's arguments, or one part of
+/// a message), to tell the deltas a gateway replays from new ones. Calls and message parts share
+/// this one rule; see [`DeltaLog::fresh`].
+#[derive(Debug, Default, Clone)]
+pub(super) struct DeltaLog {
+    /// The deltas appended to the text that carried a `sequence_number`, in increasing order of
+    /// it: the number and the byte range of the text the delta fills.
+    numbered: Vec<(u64, std::ops::Range<usize>)>,
+    /// While the text is replayed (its item announced again after some of it arrived): how many
+    /// bytes of it the replayed deltas have repeated so far.
+    replayed: Option<usize>,
+}
+
+impl DeltaLog {
+    /// Starts a replay of `text`, whose item was announced again carrying `announced` as its
+    /// text (normally none): the replay has repeated it when it begins `text`. A text with
+    /// nothing beyond it has nothing to replay.
+    pub(super) fn start_replay(&mut self, text: &str, announced: &str) {
+        let repeated = if text.starts_with(announced) {
+            announced.len()
+        } else {
+            0
+        };
+        self.replayed = (repeated < text.len()).then_some(repeated);
+    }
+
+    /// The part of a delta for `text` that is new, or `None` when it repeats one the text has: a
+    /// gateway that re-sends a stream's events (all of them again, or from some point on, as a
+    /// stream resumed after a number is) re-sends deltas. `numbered` is whether the stream's
+    /// numbers can still be trusted (see [`StreamDecoder`]); this clears it when they cannot.
+    ///
+    /// By number, while the stream numbers its events in increasing order: a delta under a
+    /// `sequence_number` one of the text's deltas already had, with the same text, is that delta
+    /// again. A delta above every number the text's deltas had is new. A delta under a number
+    /// the text's deltas had, or passed, with other text shows that the numbers cannot tell a
+    /// replay (so does a new call or message announced under a number not above every earlier
+    /// one), and from then on only the text does.
+    ///
+    /// By text, while the text is replayed (its item announced again after some of it arrived)
+    /// and its deltas cannot be told by number: a delta that repeats the text where the replay
+    /// has got to adds nothing, and one that runs past its end adds only the part past it, which
+    /// ends the replay. A delta that does not repeat it ends the replay and is new as a whole:
+    /// the gateway re-sent the item but not its deltas.
+    ///
+    /// A text therefore never holds a replayed delta twice, and its display deltas always spell
+    /// exactly the text: nothing shown is taken back, nothing is shown twice (until, for a call,
+    /// a `.done` event replaces the arguments with the final text).
+    fn fresh<'f>(
+        &mut self,
+        text: &str,
+        fragment: &'f str,
+        sequence: Option<u64>,
+        numbered: &mut bool,
+    ) -> Option<&'f str> {
+        let last = self.numbered.last().map(|(number, _)| *number);
+        if let (true, Some(number), Some(last)) = (*numbered, sequence, last) {
+            if number > last {
+                self.replayed = None;
+                return Some(fragment);
+            }
+            let again = self
+                .numbered
+                .binary_search_by_key(&number, |(number, _)| *number)
+                .ok()
+                .and_then(|at| text.get(self.numbered[at].1.clone()))
+                .is_some_and(|text| text == fragment);
+            if again {
+                return None;
+            }
+            *numbered = false;
+        }
+        let Some(replayed) = self.replayed.take() else {
+            return Some(fragment);
+        };
+        let rest = text.get(replayed..).filter(|rest| !rest.is_empty());
+        match rest {
+            Some(rest) if rest.starts_with(fragment) => {
+                let replayed = replayed + fragment.len();
+                self.replayed = (replayed < text.len()).then_some(replayed);
+                None
+            }
+            Some(rest) if fragment.starts_with(rest) => Some(&fragment[rest.len()..]),
+            _ => Some(fragment),
+        }
+    }
+
+    /// Records that a delta's new part was appended to `text`, which it now ends: under its
+    /// `sequence_number`, the range of the text its whole `fragment` fills (the new part ends
+    /// it, and a part the replay repeated comes just before it).
+    fn appended(&mut self, text: &str, fragment: &str, sequence: Option<u64>) {
+        let Some(number) = sequence else {
+            return;
+        };
+        if !text.ends_with(fragment) {
+            return;
+        }
+        let range = text.len() - fragment.len()..text.len();
+        if self.numbered.last().is_none_or(|(last, _)| number > *last) {
+            self.numbered.push((number, range));
+        }
+    }
+}
+
+impl StreamDecoder {
+    /// The text of a finished `message` item none of whose text streamed as deltas (a gateway
+    /// that sends only finished items, or a whole response): its `output_text` and `refusal`
+    /// parts, in order, shown and kept as the answer's text. An item without an id cannot be
+    /// matched to its deltas, so it counts as streamed when any text streamed, and only then.
+    ///
+    /// The text is kept as its parts' text too (by item id, else output index), as if it had
+    /// streamed: the same item finished again (a gateway that replays events) adds nothing, and
+    /// its deltas replayed after it are told as any part's are.
+    pub(super) fn finished_message(
+        &mut self,
+        item: &Item,
+        output_index: Option<usize>,
+        deltas: &mut Deltas,
+    ) {
+        let streamed = self.streamed_unkeyed
+            || item.id.as_deref().map_or_else(
+                || !self.streamed.is_empty(),
+                |id| self.streamed.contains(id),
+            );
+        let Some(Value::Array(parts)) = item.content.as_ref().filter(|_| !streamed) else {
+            return;
+        };
+        // Each text by its part's place in `content`, its `content_index`.
+        let texts: Vec<(u64, &str)> = (0u64..)
+            .zip(parts)
+            .filter_map(|(index, part)| Some((index, part_text(part)?)))
+            .filter(|(_, text)| !text.is_empty())
+            .collect();
+        if let Some(message) = self.message(item.id.as_deref(), output_index) {
+            if !message.parts.is_empty() {
+                return;
+            }
+            for (index, text) in &texts {
+                message.part(*index).text.push_str(text);
+            }
+        }
+        for (_, text) in texts {
+            self.session.text.push_str(text);
+            deltas.text(text);
+        }
+    }
+
+    /// The delta log of the call at `position`, and its arguments.
+    pub(super) fn argument_deltas(&mut self, position: usize) -> (&mut DeltaLog, &str) {
+        if self.replays.len() <= position {
+            self.replays.resize(position + 1, DeltaLog::default());
+        }
+        let arguments = self
+            .session
+            .calls
+            .calls
+            .get(position)
+            .map_or("", |c| c.arguments.as_str());
+        (&mut self.replays[position], arguments)
+    }
+
+    /// Applies an argument delta to the call at `position`: only its new part (see
+    /// [`DeltaLog::fresh`]) is appended and shown.
+    pub(super) fn argument_delta(
+        &mut self,
+        position: usize,
+        fragment: &str,
+        sequence: Option<u64>,
+        deltas: &mut Deltas,
+    ) -> Result<(), DecodeError> {
+        let mut numbered = self.numbered;
+        let (log, arguments) = self.argument_deltas(position);
+        let fresh = log.fresh(arguments, fragment, sequence, &mut numbered);
+        self.numbered = numbered;
+        if let Some(fresh) = fresh {
+            self.session
+                .calls
+                .apply(position, None, None, fresh, deltas)?;
+            let (log, arguments) = self.argument_deltas(position);
+            log.appended(arguments, fragment, sequence);
+        }
+        Ok(())
+    }
+
+    /// The message item an event names, recorded if new; `None` when it names none. An event
+    /// with an item id names that item; one without (a gateway that leaves `item_id` out of its
+    /// deltas) names the message at its output index, so that the item announced there under
+    /// its id and the deltas that name only its place are one message.
+    fn message(
+        &mut self,
+        item_id: Option<&str>,
+        output_index: Option<usize>,
+    ) -> Option<&mut MessageParts> {
+        let known = match item_id {
+            Some(id) => self.message_by_id.get(id),
+            None => self.message_by_output.get(&output_index?),
+        };
+        let at = match known {
+            Some(&at) => at,
+            None => {
+                self.messages.push(MessageParts::default());
+                let at = self.messages.len() - 1;
+                if let Some(id) = item_id {
+                    self.message_by_id.insert(id.to_owned(), at);
+                }
+                at
+            }
+        };
+        if let Some(index) = output_index {
+            self.message_by_output.entry(index).or_insert(at);
+        }
+        self.messages.get_mut(at)
+    }
+
+    /// Applies a text (or refusal) delta: only its new part (see [`DeltaLog::fresh`]) is kept as
+    /// the answer's text and shown. A delta names its part by its item (or output index) and
+    /// `content_index` (0 when absent); one that names no item cannot be told from another, so
+    /// all of it is new.
+    pub(super) fn text_delta(&mut self, event: &Event<'_>, fragment: &str, deltas: &mut Deltas) {
+        let index = event.content_index.unwrap_or(0);
+        let sequence = event.sequence_number;
+        let mut numbered = self.numbered;
+        let fresh = match self.message(event.item_id.as_deref(), event.output_index) {
+            Some(message) => {
+                let part = message.part(index);
+                let fresh = part
+                    .deltas
+                    .fresh(&part.text, fragment, sequence, &mut numbered);
+                if let Some(fresh) = fresh {
+                    part.text.push_str(fresh);
+                    part.deltas.appended(&part.text, fragment, sequence);
+                }
+                fresh
+            }
+            None => Some(fragment),
+        };
+        self.numbered = numbered;
+        if let Some(fresh) = fresh.filter(|fresh| !fresh.is_empty()) {
+            self.session.text.push_str(fresh);
+            deltas.text(fresh);
+        }
+    }
+
+    /// A `message` item announced (`response.output_item.added`). A new one announced under a
+    /// number not above every earlier one shows that the stream's numbers cannot tell a replay,
+    /// as a new call does (see [`StreamDecoder::open`]). One announced again, or after some of
+    /// its text streamed (a gateway that replays events), starts a replay of each of its parts
+    /// that has text, since the gateway may re-send their deltas too; the text the item carries
+    /// for a part (normally none) counts as repeated. Each part takes its replay when it is next
+    /// reached ([`MessageParts::part`]), so this does not visit the parts.
+    pub(super) fn announce_message(
+        &mut self,
+        item: &Item,
+        output_index: Option<usize>,
+        in_order: bool,
+    ) {
+        let Some(message) = self.message(item.id.as_deref(), output_index) else {
+            return;
+        };
+        let known = message.announced || !message.parts.is_empty();
+        message.announced = true;
+        if !known {
+            self.numbered &= in_order;
+            return;
+        }
+        message.replays += 1;
+        message.replayed_text = match &item.content {
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .map(|p| part_text(p).unwrap_or("").to_owned())
+                .collect(),
+            _ => Vec::new(),
+        };
+    }
+
+    /// A message part announced (`response.content_part.added`). A part that already has text
+    /// is announced again (a gateway that replays the part's events from there): that starts a
+    /// replay of its text, as its item announced again does, and the text the part carries
+    /// (normally none) counts as repeated. A new part needs nothing.
+    pub(super) fn announce_part(&mut self, event: &Event<'_>) {
+        let index = event.content_index.unwrap_or(0);
+        let announced = event.part.as_ref().and_then(part_text).unwrap_or("");
+        let Some(message) = self.message(event.item_id.as_deref(), event.output_index) else {
+            return;
+        };
+        if message.parts.contains_key(&index) {
+            let part = message.part(index);
+            part.deltas.start_replay(&part.text, announced);
+        }
+    }
+
+    /// Replaces the arguments of the call at `position` with the final text a `.done` event
+    /// carries; a replay of the arguments they replace is over.
+    pub(super) fn replace_arguments(
+        &mut self,
+        position: usize,
+        arguments: &str,
+    ) -> Result<(), DecodeError> {
+        self.session.calls.replace_arguments(position, arguments)?;
+        if let Some(state) = self.replays.get_mut(position) {
+            state.replayed = None;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A message item announced again costs the same however many parts it has: no part is
+    /// reached until its next event, which is when its replay starts. (A stream that announces
+    /// an item of many parts over and over would otherwise do work quadratic in its length.)
+    #[test]
+    fn announcing_a_message_again_reaches_none_of_its_parts() {
+        let added = r#"{"type":"response.output_item.added","item":{"type":"message","id":"m"}}"#;
+        let mut stream = format!("data: {added}\n\n");
+        for index in 0..4 {
+            stream.push_str(&format!(
+                "data: {{\"type\":\"response.output_text.delta\",\"item_id\":\"m\",\
+                 \"content_index\":{index},\"delta\":\"x\"}}\n\n"
+            ));
+        }
+        stream.push_str(&format!("data: {added}\n\n"));
+        let mut decoder = StreamDecoder::default();
+        decoder.feed(stream.as_bytes()).unwrap();
+        let parts = &decoder.messages[decoder.message_by_id["m"]].parts;
+        assert_eq!(parts.len(), 4);
+        assert!(parts.values().all(|part| part.deltas.replayed.is_none()));
+        // The replay still starts when a part is reached: its delta again adds nothing.
+        let again = "data: {\"type\":\"response.output_text.delta\",\"item_id\":\"m\",\
+                     \"content_index\":2,\"delta\":\"x\"}\n\n";
+        assert_eq!(decoder.feed(again.as_bytes()).unwrap(), []);
+        assert_eq!(decoder.session.text, "xxxx");
+    }
+}
