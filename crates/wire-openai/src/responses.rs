@@ -119,9 +119,10 @@ pub struct StreamDecoder {
     by_output: HashMap<usize, usize>,
     /// A terminal event (`response.completed` or `response.incomplete`) arrived.
     ended: bool,
-    /// Message items whose text arrived as deltas, by item id; `streamed_unkeyed` when a delta
-    /// came without one. A finished message item adds its text only when none of it streamed.
-    streamed: HashSet<String>,
+    /// Whether a text delta named its item (`streamed_keyed`), or came without an item id
+    /// (`streamed_unkeyed`). Which items streamed their text is in `messages`; a finished
+    /// message item adds its text only when none of it streamed.
+    streamed_keyed: bool,
     streamed_unkeyed: bool,
     /// What the decoder knows of each call's argument deltas, by call position.
     replays: Vec<DeltaLog>,
@@ -152,7 +153,7 @@ impl StreamDecoder {
             by_item: HashMap::new(),
             by_output: HashMap::new(),
             ended: false,
-            streamed: HashSet::new(),
+            streamed_keyed: false,
             streamed_unkeyed: false,
             replays: Vec::new(),
             messages: Vec::new(),
@@ -280,11 +281,8 @@ impl StreamDecoder {
             // A refusal streams in place of text: shown and kept as the answer's text.
             "response.output_text.delta" | "response.refusal.delta" => {
                 if let Some(delta) = event.delta.0.as_deref().filter(|d| !d.is_empty()) {
-                    match event.item_id.as_deref() {
-                        Some(id) if self.streamed.contains(id) => {}
-                        Some(id) => {
-                            self.streamed.insert(id.to_owned());
-                        }
+                    match event.item_id {
+                        Some(_) => self.streamed_keyed = true,
                         None => self.streamed_unkeyed = true,
                     }
                     self.text_delta(&event, delta, deltas);

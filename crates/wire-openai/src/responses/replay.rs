@@ -175,11 +175,8 @@ impl StreamDecoder {
         output_index: Option<usize>,
         deltas: &mut Deltas,
     ) {
-        let streamed = self.streamed_unkeyed
-            || item.id.as_deref().map_or_else(
-                || !self.streamed.is_empty(),
-                |id| self.streamed.contains(id),
-            );
+        // An item with an id streamed when its record has parts (checked below).
+        let streamed = self.streamed_unkeyed || (item.id.is_none() && self.streamed_keyed);
         let Some(Value::Array(parts)) = item.content.as_ref().filter(|_| !streamed) else {
             return;
         };
