@@ -2,43 +2,54 @@
 //! enforced.
 //!
 //! A [`ToolContract`] names a tool, its effect, its output allowlist and its typed input and
-//! output. [`tool_spec`] derives the model-facing [`ai_core::ToolSpec`] (draft-07 JSON Schema via
-//! schemars, deterministic, hashed by [`schema_hash`], refused if it leaves the supported subset
-//! or asks for a connection id). [`bind`] turns a contract holding its capabilities into an
-//! [`ai_core::BoundTool`] whose validators (jsonschema, then serde for the input) are compiled
-//! once and whose output is redacted by allowlist. Its validated arguments (what the start
-//! event, the audit record and an approval show, and what the tool reads) are the input as serde
-//! read it, written back: keys the type ignores are dropped, defaults it fills in are shown (see
-//! [`ToolContract::Input`]). An argument integer its field's type cannot hold (past 64 bits,
-//! which the arguments' JSON numbers cannot carry exactly, or past a `u32`'s range for a `u32`)
-//! is refused at validation, naming its place and the range, never the number. The core tools
-//! live in [`tools`].
+//! output.
 //!
-//! A contract's input and output types derive `schemars::JsonSchema` from schemars 1.x (types
-//! deriving 0.8's trait do not fit) and serde's traits (the input both `Deserialize` and
-//! `Serialize`). Inputs stay within the subset
-//! `ai_core::validate_tool_schema_p0` accepts: structs of plain fields, `Option`s (of structs and
-//! enums too), `Vec`s, maps with string keys, unit enums, and types that contain themselves
-//! (`Option<Box<Self>>`, `Vec<Self>`, the root type included); enums with data derive `oneOf` or
-//! `anyOf`, which the subset refuses, and binding says where. Types of two modules may share a
-//! name (schemars defines `Filter` and `Filter2`); two that schemars takes for one (types of one
-//! module that serde names alike, hand-written impls with one `schema_id`) are refused, naming
-//! the name and the fix, `#[schemars(rename = "…")]`, except when one contains the other, which
-//! schemars cannot tell from a type containing itself: name such types apart. The output is an object whose
-//! fields the allowlist names by dotted path (`"days.summary"` reaches into arrays and optional
-//! structs; `field*` follows a field that holds its own type any number of times, none
-//! included: `"next*.name"` is `name`, `next.name`, `next.next.name`, … of a linked list, and
-//! `"children*.name"` every name of a tree, whatever else they hold hidden at every depth; a
-//! path cannot end in one);
-//! see `examples/own_agent.rs` in cogni-graph for a whole contract in use. Output integers
-//! must fit 64 bits (an `i64` or a `u64`): the workspace's serde_json holds no wider number
-//! exactly, so an `i128` or `u128` past that range fails the call, naming the field's place,
-//! rather than reaching the model as a rounded float.
+//! - [`tool_spec`] derives the model-facing [`ai_core::ToolSpec`]: draft-07 JSON Schema via
+//!   schemars, deterministic, hashed by [`schema_hash`]. It is refused if it leaves the
+//!   supported subset or asks for a connection id.
+//! - [`bind`] turns a contract holding its capabilities into an [`ai_core::BoundTool`]. Its
+//!   validators (jsonschema, then serde for the input) are compiled once, and its output is
+//!   redacted by allowlist.
+//! - The validated arguments are the input as serde read it, written back. The start event,
+//!   the audit record and an approval show them, and the tool reads them. Keys the type ignores
+//!   are dropped and defaults it fills in are shown. An array of `uniqueItems` (a set, or a
+//!   `Vec` given the keyword) keeps the model's order, so the same arguments always give the
+//!   same bytes (see [`ToolContract::Input`]).
+//! - An argument integer its field's type cannot hold is refused at validation, naming its
+//!   place and the range, never the number: past 64 bits (which the arguments' JSON numbers
+//!   cannot carry exactly), or past a `u32`'s range for a `u32`.
+//! - The core tools live in [`tools`].
 //!
 //! This crate never does IO of its own (tools reach the world only through capability ports
 //! such as [`ai_core::Clock`] and [`ai_core::Workspace`]), never reads the environment, and
 //! exports no default executable catalog: every runtime binds its own tools in its composition
 //! root.
+//!
+//! # Input and output types
+//!
+//! A contract's input and output types derive `schemars::JsonSchema` from schemars 1.x (types
+//! deriving 0.8's trait do not fit) and serde's traits (the input both `Deserialize` and
+//! `Serialize`).
+//!
+//! - Inputs stay within the subset `ai_core::validate_tool_schema_p0` accepts: structs of plain
+//!   fields, `Option`s (of structs and enums too), `Vec`s, maps with string keys, unit enums,
+//!   and types that contain themselves (`Option<Box<Self>>`, `Vec<Self>`, the root type
+//!   included). Enums with data derive `oneOf` or `anyOf`, which the subset refuses, and
+//!   binding says where.
+//! - Types of two modules may share a name (schemars defines `Filter` and `Filter2`). Two that
+//!   schemars takes for one (types of one module that serde names alike, hand-written impls
+//!   with one `schema_id`) are refused, naming the name and the fix,
+//!   `#[schemars(rename = "…")]`. The exception is when one contains the other, which schemars
+//!   cannot tell from a type containing itself: name such types apart.
+//! - The output is an object whose fields the allowlist names by dotted path. `"days.summary"`
+//!   reaches into arrays and optional structs. A `field*` segment follows a field that holds
+//!   its own type any number of times, none included: `"next*.name"` is `name`, `next.name`,
+//!   `next.next.name`, … of a linked list, and `"children*.name"` every name of a tree,
+//!   whatever else they hold hidden at every depth. A path cannot end in one. See
+//!   `examples/own_agent.rs` in cogni-graph for a whole contract in use.
+//! - Output integers must fit 64 bits (an `i64` or a `u64`): the workspace's serde_json holds
+//!   no wider number exactly, so an `i128` or `u128` past that range fails the call, naming the
+//!   field's place, rather than reaching the model as a rounded float.
 //!
 //! # Example
 //!
