@@ -5,8 +5,8 @@
 //! `LlmRequest`) into request JSON with exact key sets, using OpenAI's strict schema form where
 //! a schema allows it. Decoders take stream bytes as they arrive and resolve one
 //! `LlmCompletion`, tolerating what real OpenAI-compatible servers do (missing indexes, repeated
-//! ids, whole arguments in one chunk, argument objects, `stop` with tool calls, …) but never
-//! silently: a cut stream is [`DecodeError::Truncated`], a provider error is
+//! ids, whole arguments in one chunk, argument objects, `stop` with tool calls, Responses events
+//! a gateway replays, …) but never silently: a cut stream is [`DecodeError::Truncated`], a provider error is
 //! [`DecodeError::ProviderError`], a bad chunk names its byte offset, and limits bound memory.
 //! A whole (non-streamed) answer, which some servers send in place of a stream, decodes through
 //! the same assembly into the same completion ([`chat::decode_completion`],

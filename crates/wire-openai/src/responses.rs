@@ -1,21 +1,26 @@
-//! The OpenAI Responses API: the stream decoder and the request encoders.
+//! The OpenAI Responses API: the stream decoder, the whole-response decoder and the request
+//! encoders.
 //!
-//! Calls are keyed by their item id (or output index), never by "the current call"; the call id a
-//! result must quote is the item's `call_id`. An item announced again (the same item id, or the
-//! same `call_id` and function under another item id, as gateways that replay events send them) is
-//! the call already open, never a second call with the same id; another function under a `call_id`
-//! already taken is an error. The argument deltas such a gateway re-sends are recognized (by their
-//! `sequence_number` while the stream numbers its events in order, else by their text once the
-//! item, or a message's part, is announced again) and neither appended nor shown again, so a
-//! call's display deltas spell its arguments; a message's text and refusal deltas are told by the
-//! same rule, part by part, so the answer's text is neither doubled nor shown twice. A call's
-//! `arguments` sent as a JSON object (on an item or on `response.function_call_arguments.done`)
-//! are serialized, as on chat, and so are those of the items the decoder does not run (an MCP
-//! call's). Only a `function_call` item is held to the types of its fields: on any other item a
-//! value of another type in any field but `type` reads as absent rather than failing the stream
-//! or the response. Native streams end with a terminal event (`response.completed`,
-//! `response.incomplete`, `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is
-//! tolerated.
+//! - Calls are keyed by their item id (or output index), never by "the current call"; the call
+//!   id a result must quote is the item's `call_id`.
+//! - An item announced again (the same item id, or the same `call_id` and function under
+//!   another item id, as gateways that replay events send them) is the call already open, never
+//!   a second call with the same id. Another function under a `call_id` already taken is an
+//!   error.
+//! - The argument deltas such a gateway re-sends are recognized and neither appended nor shown
+//!   again, so a call's display deltas spell its arguments. They are told by their
+//!   `sequence_number` while the stream numbers its events in order, else by their text once the
+//!   item, or a message's part, is announced again.
+//! - A message's text and refusal deltas are told by the same rule, part by part, so the
+//!   answer's text is neither doubled nor shown twice.
+//! - A call's `arguments` sent as a JSON object (on an item or on
+//!   `response.function_call_arguments.done`) are serialized, as on chat, and so are those of
+//!   the items the decoder does not run (an MCP call's).
+//! - Only a `function_call` item is held to the types of its fields: on any other item a value
+//!   of another type in any field but `type` reads as absent rather than failing the stream or
+//!   the response.
+//! - Native streams end with a terminal event (`response.completed`, `response.incomplete`,
+//!   `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is tolerated.
 //!
 //! This file holds the decoder, the whole-response decoder and the encoders; the lenient
 //! reading of items and event fields is in `item`, the replay rule in `replay`.
