@@ -2,19 +2,26 @@
 //! that what a client is shown has been stored first.
 //!
 //! With a data folder, threads, run logs and tool invocation records go to `cogni.db`
-//! (`SqliteStore`) and model receipts, tool calls and run inputs to content-addressed blobs
-//! (`TieredBlobStore`: rows of `cogni.db` up to 64 KiB, files under `blobs/` beyond); without one, threads live in memory and nothing is logged. [`start_run`]
-//! stores each batch of a run's events (with the records and receipts that came with them) in
-//! one transaction *before* handing it on, so an event a client has seen is never lost; a tool
-//! call's record and its result event are always in the same batch; the batch that carries
-//! `Done` also carries the thread's new state and ends the run. (A whole step per transaction
-//! would hold a step's streamed text back from the client until the step ends.) The process
-//! that records a run holds the run's lock file ([`RunLocks`]) while it writes it. [`recover`]
-//! closes the runs a crash left `running` (those whose lock it can take): each started call gets
-//! an `interrupted` result, and their threads take the interrupted turn in a valid form unless
-//! they moved on; a run whose closing did not commit is closed at the next start. A run whose
-//! log write fails is closed the same way at once by the process that runs it, so its thread
-//! holds the turn its client was shown (the stored events) before the next request reads it.
+//! (`SqliteStore`), and model receipts, tool calls and run inputs to content-addressed blobs
+//! (`TieredBlobStore`: rows of `cogni.db` up to 64 KiB, files under `blobs/` beyond). Without
+//! one, threads live in memory and nothing is logged.
+//!
+//! - [`start_run`] stores each batch of a run's events (with the records and receipts that came
+//!   with them) in one transaction *before* handing it on, so an event a client has seen is
+//!   never lost. A tool call's record and its result event are always in the same batch. (A
+//!   whole step per transaction would hold a step's streamed text back from the client until
+//!   the step ends.)
+//! - The batch that carries `Done` also carries the thread's new state and ends the run. If
+//!   only the run's finish mark then fails, the run is shown to its end and left for the next
+//!   start's recovery to mark finished.
+//! - The process that records a run holds the run's lock file ([`RunLocks`]) while it writes it.
+//! - [`recover`] closes the runs a crash left `running` (those whose lock it can take): each
+//!   started call gets an `interrupted` result, and their threads take the interrupted turn in a
+//!   valid form unless they moved on. A run whose closing did not commit is closed at the next
+//!   start.
+//! - A run whose log write fails is cancelled and, once its task has ended, closed the same way
+//!   by the process that runs it. So its thread holds the turn its client was shown (the stored
+//!   events) before the next request reads it.
 
 mod lock;
 #[cfg(test)]
