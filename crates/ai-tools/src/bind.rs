@@ -1,6 +1,6 @@
 //! Binding a contract (holding its capabilities) into an executable [`BoundTool`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -226,20 +226,25 @@ fn order_unique_items(root: &Value, schema: &Value, value: &mut Value, given: Op
             let given = given.and_then(Value::as_array);
             // Where the model put each element of a set: its equal among the model's, found by
             // a key blind to the order of the sets inside it (which a `HashSet` writes anew on
-            // each deserialization), so the pairing never depends on that order. The model's
-            // elements are keyed once: pairing a long set costs its length, not its square (the
-            // argument budget is a setting).
+            // each deserialization), so the pairing never depends on that order. Elements alike
+            // but for such an order (two whose inner `Vec` of unique items differs in order
+            // only) take the model's that share their key one each, in order, so none takes
+            // another's inner order. The model's elements are keyed once: pairing a long set
+            // costs its length, not its square (the argument budget is a setting).
             let places: Vec<Option<usize>> = match given {
                 Some(given) if unique => {
                     let element = schema.get("items").filter(|items| items.is_object());
-                    let at: HashMap<String, usize> = given
-                        .iter()
-                        .enumerate()
-                        .map(|(at, item)| (set_key(root, element, item), at))
-                        .collect();
+                    let mut at: HashMap<String, VecDeque<usize>> = HashMap::new();
+                    for (place, item) in given.iter().enumerate() {
+                        let key = set_key(root, element, item);
+                        at.entry(key).or_default().push_back(place);
+                    }
                     items
                         .iter()
-                        .map(|item| at.get(&set_key(root, element, item)).copied())
+                        .map(|item| {
+                            let key = set_key(root, element, item);
+                            at.get_mut(&key).and_then(VecDeque::pop_front)
+                        })
                         .collect()
                 }
                 _ => vec![None; items.len()],

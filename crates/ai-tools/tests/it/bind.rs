@@ -928,6 +928,64 @@ fn elements_holding_sets_keep_the_models_order_on_every_validation() {
     }
 }
 
+/// Batches to run in order, none twice, each its steps in order, none twice: arrays of unique
+/// items inside one, whose order the tool runs.
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct QueueInput {
+    #[schemars(extend("uniqueItems" = true))]
+    batches: Vec<QueueBatch>,
+}
+
+/// One batch: a `Vec` of unique steps, whose order is what runs.
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct QueueBatch {
+    #[schemars(extend("uniqueItems" = true))]
+    steps: Vec<String>,
+}
+
+struct Queue;
+
+#[async_trait::async_trait]
+impl ToolContract for Queue {
+    type Input = QueueInput;
+    type Output = LooseOutput;
+    const ID: &'static str = "core__queue";
+    const DESCRIPTION: &'static str = "Runs batches in turn.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["seen"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        input: QueueInput,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<LooseOutput, ToolError> {
+        let batches: Vec<String> = input.batches.iter().map(|b| b.steps.join("")).collect();
+        Ok(LooseOutput {
+            seen: batches.join(" "),
+        })
+    }
+}
+
+/// Two elements of an array of unique items that differ only in the order of an array of unique
+/// items inside them were paired with one element of the model's, the last: both took its
+/// inner order, so the tool got `["b", "a"]` twice where the model sent `["a", "b"]` then
+/// `["b", "a"]` (and a set of them would have read back as one element). Elements alike but for
+/// such an order are now paired with the model's one each, in order.
+#[tokio::test]
+async fn elements_alike_but_for_an_inner_order_keep_their_own() {
+    let tool = bind(Queue).unwrap();
+    let args = json!({"batches": [{"steps": ["a", "b"]}, {"steps": ["b", "a"]}]});
+    assert_eq!(tool.validate_input(args.clone()).unwrap(), args);
+    let (run, _) = crate::support::run(tool, &args.to_string()).await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"seen": "ab ba"}).into()
+        }
+    );
+}
+
 /// OpenAI's strict form makes every property required and an optional one nullable, so a model
 /// held to it sends `null` for what it leaves out: such a `null` reads as left out (the default
 /// is filled in), while a `null` for a required property is still refused.
