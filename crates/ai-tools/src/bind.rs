@@ -170,10 +170,7 @@ fn each_described(
     match value {
         Value::Object(map) => {
             for (key, child) in map.iter_mut() {
-                let below = schema
-                    .get("properties")
-                    .and_then(|p| p.get(key))
-                    .or_else(|| schema.get("additionalProperties"));
+                let below = property_schema(schema, key);
                 if let Some(below) = below {
                     each_described(root, below, child, visit);
                 }
@@ -181,10 +178,7 @@ fn each_described(
         }
         Value::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {
-                let below = match schema.get("items") {
-                    Some(Value::Array(tuple)) => tuple.get(i),
-                    other => other,
-                };
+                let below = item_schema(schema, i);
                 if let Some(below) = below {
                     each_described(root, below, item, visit);
                 }
@@ -212,10 +206,7 @@ fn order_unique_items(root: &Value, schema: &Value, value: &mut Value, given: Op
     match value {
         Value::Object(map) => {
             for (key, child) in map.iter_mut() {
-                let below = schema
-                    .get("properties")
-                    .and_then(|p| p.get(key))
-                    .or_else(|| schema.get("additionalProperties"));
+                let below = property_schema(schema, key);
                 if let Some(below) = below {
                     order_unique_items(root, below, child, given.and_then(|g| g.get(key)));
                 }
@@ -250,10 +241,7 @@ fn order_unique_items(root: &Value, schema: &Value, value: &mut Value, given: Op
                 _ => vec![None; items.len()],
             };
             for (i, item) in items.iter_mut().enumerate() {
-                let below = match schema.get("items") {
-                    Some(Value::Array(tuple)) => tuple.get(i),
-                    other => other,
-                };
+                let below = item_schema(schema, i);
                 // A set's element takes the order of the sets inside it from its model's equal.
                 let given_item = if unique {
                     places[i].and_then(|at| given?.get(at))
@@ -295,10 +283,7 @@ fn set_key(root: &Value, schema: Option<&Value>, value: &Value) -> String {
             let fields: Vec<String> = fields
                 .into_iter()
                 .map(|(key, child)| {
-                    let below = schema
-                        .get("properties")
-                        .and_then(|p| p.get(key))
-                        .or_else(|| schema.get("additionalProperties"));
+                    let below = property_schema(schema, key);
                     format!(
                         "{}:{}",
                         Value::from(key.as_str()),
@@ -313,10 +298,7 @@ fn set_key(root: &Value, schema: Option<&Value>, value: &Value) -> String {
                 .iter()
                 .enumerate()
                 .map(|(i, item)| {
-                    let below = match schema.get("items") {
-                        Some(Value::Array(tuple)) => tuple.get(i),
-                        other => other,
-                    };
+                    let below = item_schema(schema, i);
                     set_key(root, below, item)
                 })
                 .collect();
@@ -372,10 +354,7 @@ fn integers_out_of_range(
     match value {
         Value::Object(map) => {
             for (key, child) in map {
-                let below = schema
-                    .get("properties")
-                    .and_then(|p| p.get(key))
-                    .or_else(|| schema.get("additionalProperties"));
+                let below = property_schema(schema, key);
                 if let Some(below) = below {
                     let at = format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
                     integers_out_of_range(root, below, child, at, out);
@@ -384,10 +363,7 @@ fn integers_out_of_range(
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                let below = match schema.get("items") {
-                    Some(Value::Array(tuple)) => tuple.get(i),
-                    other => other,
-                };
+                let below = item_schema(schema, i);
                 if let Some(below) = below {
                     integers_out_of_range(root, below, item, format!("{pointer}/{i}"), out);
                 }
@@ -458,6 +434,24 @@ fn accepts_null(schema: &Value) -> bool {
         (None, Some(Value::Array(values)), _) => values.contains(&Value::Null),
         (None, _, Some(value)) => value.is_null(),
         (None, ..) => true,
+    }
+}
+
+/// The schema of the value under `key` in an object `schema` (its own `$ref` resolved already)
+/// describes: its property's, else its `additionalProperties`; `None` when it says nothing.
+fn property_schema<'a>(schema: &'a Value, key: &str) -> Option<&'a Value> {
+    schema
+        .get("properties")
+        .and_then(|p| p.get(key))
+        .or_else(|| schema.get("additionalProperties"))
+}
+
+/// The schema of the element at `index` of an array `schema` (its own `$ref` resolved already)
+/// describes: its `items`, or the `index`th of a tuple's; `None` when it says nothing.
+fn item_schema(schema: &Value, index: usize) -> Option<&Value> {
+    match schema.get("items") {
+        Some(Value::Array(tuple)) => tuple.get(index),
+        other => other,
     }
 }
 
