@@ -71,7 +71,7 @@ pub(crate) struct Arguments<'a>(pub(crate) Option<Cow<'a, str>>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Arguments<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        match deserializer.deserialize_any(ArgumentsVisitor)? {
+        match read_arguments(deserializer)? {
             Ok(arguments) => Ok(Arguments(arguments)),
             Err(not) => Err(not.error()),
         }
@@ -86,7 +86,7 @@ pub(crate) struct LenientArguments<'a>(pub(crate) Option<Cow<'a, str>>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for LenientArguments<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let read = deserializer.deserialize_any(ArgumentsVisitor)?;
+        let read = read_arguments(deserializer)?;
         Ok(LenientArguments(read.ok().flatten()))
     }
 }
@@ -97,7 +97,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for LenientArguments<'a> {
 pub(crate) fn owned_arguments<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Result<Option<String>, NotArguments>, D::Error> {
-    let read = deserializer.deserialize_any(ArgumentsVisitor)?;
+    let read = read_arguments(deserializer)?;
     Ok(read.map(|arguments| arguments.map(Cow::into_owned)))
 }
 
@@ -123,14 +123,21 @@ impl fmt::Display for NotArguments {
     }
 }
 
-/// Reads a call's `arguments`: a string as sent, an object serialized, null as absent, and any
-/// other value as [`NotArguments`] (consumed whole), for the caller to refuse or ignore.
-struct ArgumentsVisitor;
+/// Reads any JSON value as text: a string as sent, `null` as absent, an object serialized when
+/// `objects` is set (a call's arguments, as [`Arguments`] reads them), and any other value
+/// (consumed whole) as the kind serde names it (`boolean`, `integer`, `floating point`,
+/// `sequence`, `map`), never the value, for the caller to refuse or ignore. Both wires' lenient
+/// fields ([`Arguments`], and the Responses items' strings) read through it, so they agree on
+/// what a value of another type is.
+pub(crate) struct TextOrKind {
+    /// An object is text (serialized), not a value of another type.
+    pub(crate) objects: bool,
+}
 
-impl<'de> Visitor<'de> for ArgumentsVisitor {
-    type Value = Result<Option<Cow<'de, str>>, NotArguments>;
+impl<'de> Visitor<'de> for TextOrKind {
+    type Value = Result<Option<Cow<'de, str>>, &'static str>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(EXPECTED_ARGUMENTS)
+        f.write_str("any JSON value")
     }
     fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
         Ok(Ok(Some(Cow::Borrowed(v))))
@@ -147,26 +154,42 @@ impl<'de> Visitor<'de> for ArgumentsVisitor {
     fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
         Ok(Ok(None))
     }
-    fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<Self::Value, M::Error> {
-        let object = Map::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Ok(Ok(Some(Cow::Owned(Value::Object(object).to_string()))))
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+        if self.objects {
+            let object = Map::deserialize(de::value::MapAccessDeserializer::new(map))?;
+            return Ok(Ok(Some(Cow::Owned(Value::Object(object).to_string()))));
+        }
+        while map
+            .next_entry::<de::IgnoredAny, de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(Err("map"))
     }
     fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Err(NotArguments("boolean")))
+        Ok(Err("boolean"))
     }
     fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Err(NotArguments("integer")))
+        Ok(Err("integer"))
     }
     fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Err(NotArguments("integer")))
+        Ok(Err("integer"))
     }
     fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Err(NotArguments("floating point")))
+        Ok(Err("floating point"))
     }
     fn visit_seq<S: de::SeqAccess<'de>>(self, mut seq: S) -> Result<Self::Value, S::Error> {
         while seq.next_element::<de::IgnoredAny>()?.is_some() {}
-        Ok(Err(NotArguments("sequence")))
+        Ok(Err("sequence"))
     }
+}
+
+/// Reads a call's `arguments` ([`TextOrKind`] with objects as text): a string as sent, an
+/// object serialized, null as absent, and any other value as [`NotArguments`].
+fn read_arguments<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Result<Option<Cow<'de, str>>, NotArguments>, D::Error> {
+    let read = deserializer.deserialize_any(TextOrKind { objects: true })?;
+    Ok(read.map_err(NotArguments))
 }
 
 /// One call being assembled.

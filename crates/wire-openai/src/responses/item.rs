@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, Unexpected, Visitor};
 use serde_json::Value;
 
-use crate::assembly::{self, NotArguments};
+use crate::assembly::{self, NotArguments, TextOrKind};
 
 /// `sequence_number` (or `content_index`) as a whole number, or absent whatever else it is: it
 /// only helps tell a replayed delta from a new one (see
@@ -29,7 +29,7 @@ pub(super) struct Text<'a>(pub(super) Option<Cow<'a, str>>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let read = deserializer.deserialize_any(StringVisitor)?;
+        let read = deserializer.deserialize_any(TextOrKind { objects: false })?;
         Ok(Text(read.ok().flatten()))
     }
 }
@@ -40,8 +40,11 @@ struct ItemString(Result<Option<String>, NotAString>);
 
 impl<'de> Deserialize<'de> for ItemString {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let read = deserializer.deserialize_any(StringVisitor)?;
-        Ok(ItemString(read.map(|text| text.map(Cow::into_owned))))
+        let read = deserializer.deserialize_any(TextOrKind { objects: false })?;
+        Ok(ItemString(
+            read.map(|text| text.map(Cow::into_owned))
+                .map_err(NotAString),
+        ))
     }
 }
 
@@ -54,55 +57,6 @@ impl NotAString {
     /// The error that refuses it, worded as serde words a string field of the wrong type.
     fn error<E: de::Error>(self) -> E {
         E::invalid_type(Unexpected::Other(self.0), &"a string")
-    }
-}
-
-/// Reads any JSON value: a string as sent, `null` as absent, anything else (consumed whole) as
-/// [`NotAString`], for the caller to ignore or refuse.
-struct StringVisitor;
-
-impl<'de> Visitor<'de> for StringVisitor {
-    type Value = Result<Option<Cow<'de, str>>, NotAString>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(Ok(Some(Cow::Borrowed(v))))
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Ok(Some(Cow::Owned(v.to_owned()))))
-    }
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-        Ok(Ok(Some(Cow::Owned(v))))
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Ok(None))
-    }
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Ok(None))
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Err(NotAString("boolean")))
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Err(NotAString("integer")))
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Err(NotAString("integer")))
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Err(NotAString("floating point")))
-    }
-    fn visit_seq<S: de::SeqAccess<'de>>(self, mut seq: S) -> Result<Self::Value, S::Error> {
-        while seq.next_element::<de::IgnoredAny>()?.is_some() {}
-        Ok(Err(NotAString("sequence")))
-    }
-    fn visit_map<M: de::MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
-        while map
-            .next_entry::<de::IgnoredAny, de::IgnoredAny>()?
-            .is_some()
-        {}
-        Ok(Err(NotAString("map")))
     }
 }
 
