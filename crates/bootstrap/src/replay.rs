@@ -580,29 +580,14 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
         .input_ref
         .as_deref()
         .ok_or_else(|| anyhow!("run {run_id} has no recorded input: it cannot be replayed"))?;
-    let bytes = log
-        .blobs
-        .get(input_ref)
-        .await
-        .with_context(|| format!("run {run_id}: its input {input_ref}"))?;
     // The decoder's own message would quote the input (the user's message): never shown.
-    let input: RunInput = serde_json::from_slice(&bytes).map_err(|e| {
-        anyhow!(
-            "run {run_id}: its input {input_ref} does not decode: {}",
-            ai_core::describe_json_error(&e)
-        )
-    })?;
-    refuse_unread_keys(&bytes, &input)
+    let input: RunInput = read_blob(log.blobs.as_ref(), input_ref)
+        .await
         .with_context(|| format!("run {run_id}: its input {input_ref}"))?;
     for (i, receipt_ref) in run.receipt_refs.iter().enumerate() {
         let call = i + 1;
-        let bytes =
-            log.blobs.get(receipt_ref).await.with_context(|| {
-                format!("run {run_id}: model call {call}'s receipt {receipt_ref}")
-            })?;
-        let receipt = ModelReceipt::from_bytes(&bytes)
-            .map_err(anyhow::Error::from)
-            .and_then(|receipt| refuse_unread_keys(&bytes, &receipt).map(|()| receipt))
+        let receipt: ModelReceipt = read_blob(log.blobs.as_ref(), receipt_ref)
+            .await
             .with_context(|| format!("run {run_id}: model call {call}'s receipt {receipt_ref}"))?;
         read_blob::<LlmCompletion>(log.blobs.as_ref(), &receipt.output_ref)
             .await
