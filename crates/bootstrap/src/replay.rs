@@ -701,19 +701,7 @@ mod tests {
     /// without building a result of that size (the size comes from the data folder).
     #[tokio::test]
     async fn a_recorded_oversized_result_is_refused_again_at_any_size() {
-        struct NoModel;
-        #[async_trait]
-        impl CompletionPort for NoModel {
-            async fn complete(
-                &self,
-                _: &LlmRequest,
-                _: &mut dyn DeltaSink,
-                _: &CancellationToken,
-            ) -> Result<LlmCompletion, CompletionError> {
-                Err(CompletionError::Provider("no model in this test".into()))
-            }
-        }
-        let runtime = Runtime::build(&Settings::default(), Arc::new(NoModel)).unwrap();
+        let runtime = Runtime::build(&Settings::default(), Arc::new(Failing)).unwrap();
         for size in ["40000", "67108865", "18446744073709551615"] {
             let failure = ai_core::ToolFailure::new(
                 ai_core::ToolErrorCode::ResultTooLarge,
