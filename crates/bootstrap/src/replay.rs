@@ -467,8 +467,9 @@ async fn read_blob<T: serde::de::DeserializeOwned + serde::Serialize>(
 /// Refuses a recorded blob (`stored`, read as `read`) that holds a key this build's reader does
 /// not know and so dropped: an audit record must not be silently misread, and a replay that
 /// ignored what such a key records (written by another version of cogni, a newer one say) could
-/// call a run identical that is not. A key whose value is `null` says nothing and is accepted:
-/// older versions wrote every absent field so. The key is named, with its place, only when it
+/// call a run identical that is not. A key holding nothing (see [`holds_nothing`]) says nothing
+/// and is accepted: older versions wrote every absent field as `null`, and empty fields are left
+/// out. The key is named, with its place, only when it
 /// reads as a field name (what cogni writes); anything else may be text a client or a damaged
 /// folder put there, and is not shown.
 fn refuse_unread_keys<T: serde::Serialize>(stored: &[u8], read: &T) -> anyhow::Result<()> {
@@ -503,6 +504,17 @@ fn refuse_unread_keys<T: serde::Serialize>(stored: &[u8], read: &T) -> anyhow::R
     )
 }
 
+/// Whether `value` is empty: `null`, `[]`, `{}` or `""`.
+fn holds_nothing(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Array(items) => items.is_empty(),
+        Value::Object(map) => map.is_empty(),
+        Value::String(text) => text.is_empty(),
+        Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
 /// Whether `key` reads as a field name cogni writes (`snake_case`, at most 64 characters).
 fn is_field_name(key: &str) -> bool {
     key.len() <= 64
@@ -513,13 +525,15 @@ fn is_field_name(key: &str) -> bool {
 }
 
 /// The place (object keys and array indices from the root) of the first key of `stored` that
-/// `read` (what the reader made of it, written back) lacks, unless its value is `null`.
+/// `read` (what the reader made of it, written back) lacks, unless its value holds nothing
+/// (`null`, `[]`, `{}` or `""`: what a reader fills in for a field left out, and what cogni
+/// leaves out when it writes, so a key holding it records nothing a replay could miss).
 fn unread_key(stored: &Value, read: &Value) -> Option<Vec<String>> {
     match (stored, read) {
         (Value::Object(stored), Value::Object(read)) => stored.iter().find_map(|(key, value)| {
             let mut place = match read.get(key) {
                 Some(kept) => unread_key(value, kept)?,
-                None if value.is_null() => return None,
+                None if holds_nothing(value) => return None,
                 None => Vec::new(),
             };
             place.insert(0, key.clone());

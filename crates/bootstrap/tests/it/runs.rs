@@ -754,8 +754,17 @@ fn replay_refuses_a_recording_with_a_key_it_does_not_read() {
     let replay = cogni_in(dir.path(), &url, &["replay", &run_id]);
     assert!(!text(&replay.stderr).contains("sk-live"));
 
-    set_input(&with_key(&data, &input_ref, "", "sandbox", Value::Null));
-    assert_replayed_identically(&cogni_in(dir.path(), &url, &["replay", &run_id]));
+    // A key holding nothing (as fields left out when empty are read back: none, nothing, no
+    // text) records nothing a replay could miss.
+    for empty in [
+        Value::Null,
+        serde_json::json!([]),
+        serde_json::json!({}),
+        Value::from(""),
+    ] {
+        set_input(&with_key(&data, &input_ref, "", "sandbox", empty));
+        assert_replayed_identically(&cogni_in(dir.path(), &url, &["replay", &run_id]));
+    }
 
     set_input(&input_ref);
     let receipt = with_key(&data, &receipt_ref, "", "seed", Value::from(7));
