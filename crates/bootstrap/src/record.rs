@@ -375,7 +375,10 @@ pub async fn start_run(
                     {
                         tracing::error!(%error, "run task failed");
                     }
-                    let message = format!("the run could not be recorded: {error}");
+                    // The store's error (logged above) may name the run, a path or a database
+                    // detail: the client and the run's record get the fault, not the cause.
+                    let message =
+                        "the run could not be recorded (the server's log says why)".to_owned();
                     // Closed now as recovery would close it (the lock is still ours), so the
                     // thread holds the turn the client was shown before its next request.
                     if let Some(log) = &stores.log {

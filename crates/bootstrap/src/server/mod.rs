@@ -152,7 +152,7 @@ impl AppState {
 
     fn catalog(&self, ctx: &RunContext) -> Result<ToolCatalog, ApiError> {
         ToolCatalog::build(self.runtime.source.as_ref(), &self.runtime.policy, ctx)
-            .map_err(|e| ApiError::internal(format!("the tool catalog cannot be built: {e}")))
+            .map_err(|e| ApiError::internal_logged("the tool catalog cannot be built", &e))
     }
 }
 
@@ -407,6 +407,13 @@ impl ApiError {
     fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
+
+    /// A 500 whose cause (a store's or the catalog's error, which may name the client's ids, a
+    /// path or a database detail) goes to the server's log only; the client gets `summary`.
+    fn internal_logged(summary: &str, cause: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "{summary}");
+        Self::internal(format!("{summary} (the server's log says why)"))
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -548,7 +555,7 @@ async fn start_run(
         .threads
         .load(&thread)
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+        .map_err(|e| ApiError::internal_logged("the thread cannot be read", &e))?;
     let agent_state = match saved.clone() {
         // The decoder's own message would quote the state (the conversation): never shown.
         Some(saved) => serde_json::from_value(saved).map_err(|e| {
@@ -618,7 +625,7 @@ async fn start_run(
                 "the thread changed since this run was asked for: another run stored a turn on \
                  it meanwhile; nothing ran; read the thread again",
             ),
-            _ => ApiError::internal(format!("the run cannot start: {e:#}")),
+            _ => ApiError::internal_logged("the run cannot start", &format_args!("{e:#}")),
         })?;
     Ok(StartedRun {
         events,
