@@ -4,3 +4,4 @@ mod bind;
 mod core_tools;
 mod specs;
 mod support;
+mod unique_props;
