@@ -191,9 +191,10 @@ fn each_described(
 
 /// Puts the elements of every array of `value` whose schema (`schema`, in `root`) declares
 /// `uniqueItems` in the order the model wrote them in `given` (the arguments as sent, at the
-/// same place), at any depth; elements serde changed on the way (a default filled in inside
-/// one), which `given` does not hold as they are, come after, in the order of their canonical
-/// JSON.
+/// same place), at any depth. An element serde changed on the way (a default filled in inside
+/// one), which `given` does not hold as it is, takes the place of the model's element that alone
+/// shares its required fields (see [`pair_changed`]); one that cannot be told apart so comes
+/// after, in the order of its canonical JSON.
 ///
 /// schemars says `uniqueItems` of a `HashSet`, which writes its elements in an order that
 /// changes from one deserialization to the next (the approval hash of a call re-validated on
@@ -227,16 +228,18 @@ fn order_unique_items(root: &Value, schema: &Value, value: &mut Value, given: Op
                     let element = schema.get("items").filter(|items| items.is_object());
                     let mut at: HashMap<String, VecDeque<usize>> = HashMap::new();
                     for (place, item) in given.iter().enumerate() {
-                        let key = set_key(root, element, item);
+                        let key = set_key(root, element, item, Fields::All);
                         at.entry(key).or_default().push_back(place);
                     }
-                    items
+                    let mut places: Vec<Option<usize>> = items
                         .iter()
                         .map(|item| {
-                            let key = set_key(root, element, item);
+                            let key = set_key(root, element, item, Fields::All);
                             at.get_mut(&key).and_then(VecDeque::pop_front)
                         })
-                        .collect()
+                        .collect();
+                    pair_changed(root, element, items, given, at, &mut places);
+                    places
                 }
                 _ => vec![None; items.len()],
             };
@@ -269,29 +272,96 @@ fn order_unique_items(root: &Value, schema: &Value, value: &mut Value, given: Op
     }
 }
 
+/// Pairs each element of `items` (a unique-items array as serde wrote it, `element` the schema
+/// of its elements) that `places` pairs with none of the model's (serde changed it: a default
+/// filled in, a key it ignores dropped) with the model's element in `given` that no element
+/// took (`spare`: the places left in it, by key) and that alone shares its required fields, when
+/// it alone does too.
+///
+/// Such an element then keeps its place, and the order of the arrays inside it, as the model
+/// wrote them, as an element serde left alone does. Elements alike in their required fields are
+/// not paired: which of the model's each came from cannot be told from a set, whose order
+/// changes from one deserialization to the next, so they follow in canonical JSON order. The
+/// pairing depends on the elements alone, never on that order. One pass over each array.
+fn pair_changed(
+    root: &Value,
+    element: Option<&Value>,
+    items: &[Value],
+    given: &[Value],
+    spare: HashMap<String, VecDeque<usize>>,
+    places: &mut [Option<usize>],
+) {
+    if places.iter().all(Option::is_some) {
+        return;
+    }
+    // By key of their required fields: the model's elements no element took, and the elements
+    // that took none; a key two hold on either side pairs nothing.
+    let mut theirs: HashMap<String, Option<usize>> = HashMap::new();
+    for place in spare.into_values().flatten() {
+        let key = set_key(root, element, &given[place], Fields::Required);
+        theirs
+            .entry(key)
+            .and_modify(|one| *one = None)
+            .or_insert(Some(place));
+    }
+    let mut ours: HashMap<String, Option<usize>> = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        if places[i].is_none() {
+            let key = set_key(root, element, item, Fields::Required);
+            ours.entry(key)
+                .and_modify(|one| *one = None)
+                .or_insert(Some(i));
+        }
+    }
+    for (key, i) in ours {
+        if let (Some(i), Some(Some(place))) = (i, theirs.get(&key)) {
+            places[i] = Some(*place);
+        }
+    }
+}
+
+/// Which fields of an object [`set_key`] reads.
+#[derive(Clone, Copy)]
+enum Fields {
+    /// All of them.
+    All,
+    /// Those its schema requires (all of them when it names no properties, as a map's does): the
+    /// model wrote them and serde filled in none of them, so they hold what the model wrote.
+    Required,
+}
+
 /// `value`'s canonical JSON (as `schema`, in `root`, describes it) with the elements of every
 /// array of `uniqueItems` in sorted order: the same for two values that differ only in the order
-/// of their sets. One pass over `value`.
-fn set_key(root: &Value, schema: Option<&Value>, value: &Value) -> String {
+/// of their sets. With [`Fields::Required`], an object (at any depth) shows only the fields its
+/// schema requires. One pass over `value`.
+fn set_key(root: &Value, schema: Option<&Value>, value: &Value, fields: Fields) -> String {
     let Some(schema) = schema.map(|schema| resolve_local_ref(root, schema)) else {
         return canonical_json(value);
     };
     match value {
         Value::Object(map) => {
-            let mut fields: Vec<_> = map.iter().collect();
-            fields.sort_unstable_by_key(|(key, _)| *key);
-            let fields: Vec<String> = fields
+            let required = schema.get("required").and_then(Value::as_array);
+            let shown = |key: &str| match fields {
+                Fields::All => true,
+                Fields::Required => {
+                    schema.get("properties").is_none()
+                        || required.is_some_and(|r| r.iter().any(|k| k == key))
+                }
+            };
+            let mut shown_fields: Vec<_> = map.iter().filter(|(key, _)| shown(key)).collect();
+            shown_fields.sort_unstable_by_key(|(key, _)| *key);
+            let parts: Vec<String> = shown_fields
                 .into_iter()
                 .map(|(key, child)| {
                     let below = property_schema(schema, key);
                     format!(
                         "{}:{}",
                         Value::from(key.as_str()),
-                        set_key(root, below, child)
+                        set_key(root, below, child, fields)
                     )
                 })
                 .collect();
-            format!("{{{}}}", fields.join(","))
+            format!("{{{}}}", parts.join(","))
         }
         Value::Array(items) => {
             let mut elements: Vec<String> = items
@@ -299,7 +369,7 @@ fn set_key(root: &Value, schema: Option<&Value>, value: &Value) -> String {
                 .enumerate()
                 .map(|(i, item)| {
                     let below = item_schema(schema, i);
-                    set_key(root, below, item)
+                    set_key(root, below, item, fields)
                 })
                 .collect();
             if schema.get("uniqueItems") == Some(&Value::Bool(true)) {

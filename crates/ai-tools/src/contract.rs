@@ -60,10 +60,11 @@ pub trait ToolContract: Send + Sync + 'static {
     /// back, so keys the type ignores are dropped, and what serde filled in (a `default`, a
     /// `None`, written `null` unless `skip_serializing_if` leaves it out) is shown. An array
     /// whose schema says `uniqueItems` (a `HashSet`, a `BTreeSet`, a `Vec` given the keyword)
-    /// keeps the order the model wrote its elements in (those serde changed come after, in
-    /// canonical JSON order), so the same arguments always give the same bytes and a `Vec`
-    /// keeps its order; other types must serialize deterministically too (a `HashMap` does: it
-    /// becomes a JSON object).
+    /// keeps the order the model wrote its elements in, so the same arguments always give the
+    /// same bytes and a `Vec` keeps its order. An element serde changed (a default filled in)
+    /// keeps its place when its required fields tell it from the model's other elements, and
+    /// otherwise comes after, in canonical JSON order. Other types must serialize
+    /// deterministically too (a `HashMap` does: it becomes a JSON object).
     type Input: DeserializeOwned + Serialize + JsonSchema + Send;
     /// What the tool returns, before redaction.
     type Output: Serialize + JsonSchema + Send;

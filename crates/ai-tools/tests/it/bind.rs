@@ -854,13 +854,24 @@ async fn arrays_of_unique_items_keep_the_order_the_model_wrote() {
             tool.validate_input(args.clone()).unwrap(),
             with_labels(json!([]))
         );
-        // Elements serde changed follow their canonical JSON, whatever order the set wrote.
+        // Elements serde changed keep the place of the model's that alone shares their
+        // required fields, whatever order the set wrote.
         let labels = json!([{"name": "d"}, {"name": "b"}, {"name": "c"}, {"name": "a"}]);
         assert_eq!(
             tool.validate_input(with_labels(labels)).unwrap(),
             with_labels(
-                json!([{"name": "a", "weight": 0}, {"name": "b", "weight": 0},
-                {"name": "c", "weight": 0}, {"name": "d", "weight": 0}])
+                json!([{"name": "d", "weight": 0}, {"name": "b", "weight": 0},
+                {"name": "c", "weight": 0}, {"name": "a", "weight": 0}])
+            )
+        );
+        // One that two of the model's share them with follows in canonical JSON order.
+        let labels = json!([{"name": "d"}, {"name": "b", "x": 1}, {"name": "b", "x": 2},
+            {"name": "c", "weight": 0}, {"name": "a"}]);
+        assert_eq!(
+            tool.validate_input(with_labels(labels)).unwrap(),
+            with_labels(
+                json!([{"name": "d", "weight": 0}, {"name": "c", "weight": 0},
+                {"name": "a", "weight": 0}, {"name": "b", "weight": 0}])
             )
         );
     }

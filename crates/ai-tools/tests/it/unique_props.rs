@@ -37,6 +37,8 @@ struct Team {
     steps: Vec<String>,
     #[schemars(extend("uniqueItems" = true))]
     calls: Vec<String>,
+    #[serde(default)]
+    badges: HashSet<Badge>,
 }
 
 /// A set element with a set inside and a field serde fills in when the model leaves it out.
@@ -111,11 +113,23 @@ fn badge() -> impl Strategy<Value = Value> {
     })
 }
 
-/// A team as a model writes it.
+/// A team as a model writes it: its badges sometimes left out.
 fn team() -> impl Strategy<Value = Value> {
-    (word(), words(5), words(4), words(5)).prop_map(|(name, people, steps, calls)| {
-        json!({"name": name, "people": unique(people), "steps": steps, "calls": unique(calls)})
-    })
+    (
+        word(),
+        words(5),
+        words(4),
+        words(5),
+        prop::option::weighted(0.8, prop::collection::vec(badge(), 0..3)),
+    )
+        .prop_map(|(name, people, steps, calls, badges)| {
+            let mut team = json!({"name": name, "people": unique(people), "steps": steps,
+                "calls": unique(calls)});
+            if let Some(badges) = badges {
+                team["badges"] = unique(badges);
+            }
+            team
+        })
 }
 
 /// `team` with its people and calls in the other order: a team alike but for the order of a set
@@ -144,13 +158,36 @@ fn roster() -> impl Strategy<Value = Value> {
                 let copy = twin.then(|| reversed_sets(&team));
                 std::iter::once(team).chain(copy)
             });
-            let mut args = json!({"teams": unique(teams.collect()), "backups": backups,
+            let mut args = json!({"teams": told_apart(teams.collect()), "backups": backups,
                 "badges": unique(badges), "marks": unique(marks)});
             if let Some(groups) = groups {
                 args["groups"] = groups.into_iter().map(unique).collect();
             }
             args
         })
+}
+
+/// Whether serde changes `team` (fills in its badges, or a badge's level).
+fn changed(team: &Value) -> bool {
+    team.get("badges")
+        .and_then(Value::as_array)
+        .is_none_or(|badges| badges.iter().any(|badge| badge.get("level").is_none()))
+}
+
+/// `teams` without two of one name where serde changes either: which of the model's teams a
+/// changed team came from is told by its required fields, so teams alike in all of them are
+/// not generated changed (see `an_element_serde_changed_keeps_its_place`). Teams alike but for
+/// the order of a set or a `Vec` of unique items inside them are, when unchanged.
+fn told_apart(teams: Vec<Value>) -> Value {
+    let mut kept: Vec<Value> = Vec::new();
+    for team in teams {
+        let alike =
+            |kept: &Value| kept["name"] == team["name"] && (changed(kept) || changed(&team));
+        if !kept.iter().any(|other| other == &team || alike(other)) {
+            kept.push(team);
+        }
+    }
+    Value::Array(kept)
 }
 
 /// Validates `args`, which the generators make valid.
@@ -230,4 +267,41 @@ fn any_json() -> impl Strategy<Value = Value> {
                 .prop_map(|map| Value::Object(map.into_iter().collect())),
         ]
     })
+}
+
+/// The arguments `teams` validate to.
+fn validated_teams(teams: Value) -> Value {
+    let tool = bind(Roster).unwrap();
+    let args = json!({"teams": teams, "backups": [], "badges": [], "marks": []});
+    tool.validate_input(args).unwrap()["teams"].take()
+}
+
+/// An element of an array of unique items that serde changed (a default filled in) was paired
+/// with none of the model's, so the arrays of unique items inside it were sorted: the tool got
+/// a team's calls in another order than the model's. It is now paired with the model's element
+/// that alone shares its required fields, and keeps their order.
+#[test]
+fn an_element_serde_changed_keeps_its_inner_order() {
+    let teams =
+        validated_teams(json!([{"name": "a", "people": [], "steps": [], "calls": ["ba", "a"]}]));
+    assert_eq!(teams[0]["calls"], json!(["ba", "a"]));
+    assert_eq!(teams[0]["badges"], json!([]));
+}
+
+/// Such an element also went after the elements serde left alone: the tool got the teams in
+/// another order than the model's. It now keeps its place; elements alike in all their required
+/// fields still follow in canonical JSON order, as a set gives no way to tell which is which.
+#[test]
+fn an_element_serde_changed_keeps_its_place() {
+    let team = |name: &str| json!({"name": name, "people": [], "steps": [], "calls": []});
+    let mut given = team("a");
+    given["badges"] = json!([]);
+    let teams = validated_teams(json!([team("b"), given, team("c")]));
+    let names: Vec<&Value> = teams
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["name"])
+        .collect();
+    assert_eq!(names, [&json!("b"), &json!("a"), &json!("c")]);
 }
