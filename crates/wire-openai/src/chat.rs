@@ -204,8 +204,8 @@ impl WireUsage {
 pub struct StreamDecoder {
     session: Session,
     by_id: HashMap<String, usize>,
-    /// The call last registered at each `index` (indexes are small and dense).
-    by_index: Vec<Option<usize>>,
+    /// The call last registered at each `index`.
+    by_index: IndexMap,
     latest: Option<usize>,
     /// The choice `index` the answer is read from: the first one the stream names.
     choice: Option<u32>,
@@ -224,7 +224,7 @@ impl StreamDecoder {
         Self {
             session: Session::new(limits),
             by_id: HashMap::new(),
-            by_index: Vec::new(),
+            by_index: IndexMap::default(),
             latest: None,
             choice: None,
             done: false,
@@ -367,7 +367,7 @@ impl StreamDecoder {
         let known = match id {
             Some(id) => self.by_id.get(id).copied(),
             None => match entry.index {
-                Some(index) => self.by_index.get(index).copied().flatten(),
+                Some(index) => self.by_index.get(index),
                 None => self
                     .latest
                     .filter(|&latest| !self.names_another_call(latest, &entry)),
@@ -388,17 +388,15 @@ impl StreamDecoder {
             }
         };
         if let Some(index) = entry.index {
-            // A server cannot make us allocate for an absurd index.
+            // No server numbers its calls far past the call limit; `IndexMap` keeps memory
+            // bounded when the limit is set high.
             if index > self.session.limits.max_tool_calls.saturating_mul(8) {
                 return Err(DecodeError::LimitExceeded {
                     what: "a tool call index",
                     limit: self.session.limits.max_tool_calls.saturating_mul(8),
                 });
             }
-            if self.by_index.len() <= index {
-                self.by_index.resize(index + 1, None);
-            }
-            self.by_index[index] = Some(position);
+            self.by_index.set(index, position);
         }
         self.latest = Some(position);
         if let Some(extra) = entry.extra_content
@@ -447,6 +445,39 @@ impl StreamDecoder {
     /// repeat an id) unless two turns' streams are identical.
     pub fn finish(self) -> Result<LlmCompletion, DecodeError> {
         self.session.finish(self.done)
+    }
+}
+
+/// Which call each tool-call `index` last named. Servers send small dense indexes (0, 1, …),
+/// kept in a vector; any other index is a number the server chose, kept in a map, so that
+/// however high the limits are set, no index sizes an allocation.
+#[derive(Debug, Default)]
+struct IndexMap {
+    dense: Vec<Option<usize>>,
+    sparse: HashMap<usize, usize>,
+}
+
+impl IndexMap {
+    /// Indexes below this are kept in the vector: at most this many slots, whatever the limits.
+    const DENSE: usize = 1024;
+
+    fn get(&self, index: usize) -> Option<usize> {
+        if index < Self::DENSE {
+            self.dense.get(index).copied().flatten()
+        } else {
+            self.sparse.get(&index).copied()
+        }
+    }
+
+    fn set(&mut self, index: usize, position: usize) {
+        if index < Self::DENSE {
+            if self.dense.len() <= index {
+                self.dense.resize(index + 1, None);
+            }
+            self.dense[index] = Some(position);
+        } else {
+            self.sparse.insert(index, position);
+        }
     }
 }
 

@@ -826,6 +826,34 @@ fn limits_bound_memory() {
     }
 }
 
+/// A tool-call `index` is a number the server chooses: under limits set as high as they go
+/// (a caller that wants none), an absurd one is still one call's index, never an allocation
+/// sized by it or an overflow.
+#[test]
+fn an_absurd_tool_call_index_never_allocates_or_panics() {
+    let limits = wire_openai::Limits::default().with_max_tool_calls(usize::MAX);
+    for index in [u64::MAX, 1 << 40, (1 << 40) + 1] {
+        let stream = format!(
+            concat!(
+                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":{index},",
+                "\"id\":\"call_1\",\"function\":{{\"name\":\"core__x\",\"arguments\":\"{{\\\"a\\\"\"}}}}]}}}}]}}\n\n",
+                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":{index},",
+                "\"function\":{{\"arguments\":\":1}}\"}}}}]}},\"finish_reason\":\"tool_calls\"}}]}}\n\n",
+                "data: [DONE]\n\n",
+            ),
+            index = index
+        );
+        let mut decoder = chat::StreamDecoder::new(limits);
+        decoder.feed(stream.as_bytes()).unwrap();
+        let completion = decoder.finish().unwrap();
+        assert_eq!(completion.tool_calls.len(), 1, "index {index}");
+        assert_eq!(
+            completion.tool_calls[0].arguments, r#"{"a":1}"#,
+            "index {index}"
+        );
+    }
+}
+
 /// A server that sends no call ids: each turn's synthesized ids differ (a history may not
 /// repeat an id), and the same bytes always give the same ids.
 #[test]

@@ -20,6 +20,7 @@ use crate::decode::outcome;
 /// The decoder interface both wires share.
 trait Decoder: Sized {
     fn create() -> Self;
+    fn with_limits(limits: Limits) -> Self;
     fn push(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError>;
     fn failed(&self) -> bool;
     fn ended(&self) -> bool;
@@ -33,6 +34,9 @@ macro_rules! decoder {
         impl Decoder for $decoder {
             fn create() -> Self {
                 Self::default()
+            }
+            fn with_limits(limits: Limits) -> Self {
+                Self::new(limits)
             }
             fn push(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
                 self.feed(bytes)
@@ -55,6 +59,39 @@ macro_rules! decoder {
 
 decoder!(chat::StreamDecoder);
 decoder!(responses::StreamDecoder);
+
+/// A decoder under limits set as high as they go (a caller that wants none): then only the
+/// decoder's own bounds keep a number the stream chose (an index) from sizing memory.
+struct Unlimited<D>(D);
+
+impl<D: Decoder> Decoder for Unlimited<D> {
+    fn create() -> Self {
+        Self(D::with_limits(
+            Limits::default()
+                .with_max_argument_bytes(usize::MAX)
+                .with_max_tool_calls(usize::MAX)
+                .with_max_total_bytes(usize::MAX),
+        ))
+    }
+    fn with_limits(limits: Limits) -> Self {
+        Self(D::with_limits(limits))
+    }
+    fn push(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
+        self.0.push(bytes)
+    }
+    fn failed(&self) -> bool {
+        self.0.failed()
+    }
+    fn ended(&self) -> bool {
+        self.0.ended()
+    }
+    fn said_how_it_ended(&self) -> bool {
+        self.0.said_how_it_ended()
+    }
+    fn resolve(self) -> Result<LlmCompletion, DecodeError> {
+        self.0.resolve()
+    }
+}
 
 /// What one decode gave: the outcome (see [`outcome`]) and the text its deltas showed.
 #[derive(Debug, PartialEq)]
@@ -205,6 +242,9 @@ fn json_value() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::from),
         any::<i64>().prop_map(Value::from),
         any::<u64>().prop_map(Value::from),
+        // The edges a number the stream chose (an index, a count) can take.
+        prop_oneof![Just(u64::MAX), Just(1u64 << 40), Just(u64::from(u32::MAX))]
+            .prop_map(Value::from),
         (-1e300f64..1e300).prop_map(Value::from),
         Just(json!("")),
         ".{0,12}".prop_map(Value::from),
@@ -346,7 +386,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
     /// A golden stream with a few mutations, fed to both decoders whole, in random pieces and
-    /// byte by byte.
+    /// byte by byte, under the default limits and under none.
     #[test]
     fn mangled_streams_decode_the_same_in_any_chunking(
         index in 0usize..1_000,
@@ -360,6 +400,8 @@ proptest! {
         }
         check::<chat::StreamDecoder>(&bytes, &cuts)?;
         check::<responses::StreamDecoder>(&bytes, &cuts)?;
+        check::<Unlimited<chat::StreamDecoder>>(&bytes, &cuts)?;
+        check::<Unlimited<responses::StreamDecoder>>(&bytes, &cuts)?;
     }
 
     /// Arbitrary bytes, and arbitrary `data:` lines, in any chunking.
