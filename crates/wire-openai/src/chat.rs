@@ -10,8 +10,8 @@
 //! [`StreamDecoder::finish`]); an id over 128 characters is an error; a final summary chunk that
 //! repeats a call's whole arguments (LiteLLM's proxy, also double-encoded) is not appended
 //! again; the completion is a tool turn whenever calls were assembled, whatever the finish
-//! reason says. Only one choice is read, the first `index` the stream names: choices of other
-//! indexes (a server that sends `n > 1` unasked) are ignored.
+//! reason says. Only one choice is read, the first `index` the stream has (a choice without one
+//! is index 0): choices of other indexes (a server that sends `n > 1` unasked) are ignored.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -207,7 +207,8 @@ pub struct StreamDecoder {
     /// The call last registered at each `index`.
     by_index: IndexMap,
     latest: Option<usize>,
-    /// The choice `index` the answer is read from: the first one the stream names.
+    /// The choice `index` the answer is read from: the first one the stream has (0 for a choice
+    /// without one).
     choice: Option<u32>,
     done: bool,
 }
@@ -319,12 +320,12 @@ impl StreamDecoder {
             self.session.usage = usage;
         }
         // One answer: requests never ask for `n > 1`. A server that sends more choices anyway
-        // (a proxy fanning out) has them read from the first index it names (a choice without
-        // one belongs to it), never merged into one answer.
+        // (a proxy fanning out) has them read from the first index the stream has (a choice
+        // without one is index 0, the one choice a request asks for), never merged into one
+        // answer.
         for choice in chunk.choices {
-            if let Some(index) = choice.index
-                && *self.choice.get_or_insert(index) != index
-            {
+            let index = choice.index.unwrap_or(0);
+            if *self.choice.get_or_insert(index) != index {
                 continue;
             }
             let delta = choice.delta;
@@ -529,10 +530,10 @@ struct WholeChoice<'a> {
 /// error where it runs; ids never concatenated, and two calls of the message under one id are
 /// [`DecodeError::InvalidToolCall`]; a call without an id gets a deterministic one,
 /// seeded with the body; an id over 128 characters is an error; a turn with calls is a tool
-/// turn whatever `finish_reason` says; only the first choice's index is read). The body is
-/// whole, so it is never [`DecodeError::Truncated`]: a missing `finish_reason` is a finished
-/// turn. `limits` apply as to a stream: `max_total_bytes` bounds the body (checked before it is
-/// parsed), and the argument and call limits hold.
+/// turn whatever `finish_reason` says; only the first choice's index is read, a choice without
+/// one being index 0). The body is whole, so it is never [`DecodeError::Truncated`]: a missing
+/// `finish_reason` is a finished turn. `limits` apply as to a stream: `max_total_bytes` bounds
+/// the body (checked before it is parsed), and the argument and call limits hold.
 ///
 /// A body with a truthy `error` is [`DecodeError::ProviderError`]; anything else that is not a
 /// chat completion (not JSON, another `object`, no `choices`) is [`DecodeError::InvalidBody`],
@@ -571,12 +572,13 @@ pub fn decode_completion(body: &[u8], limits: Limits) -> Result<WholeAnswer, Dec
             reason: "not a chat completion: it has no `choices`".into(),
         });
     };
-    // The index of the choice the decoder reads (see `StreamDecoder`: the first one named).
-    let read = choices.iter().find_map(|choice| choice.index);
+    // The index of the choice the decoder reads (see `StreamDecoder`: the first one's, a choice
+    // without an index being index 0).
+    let read = choices.first().map(|choice| choice.index.unwrap_or(0));
     let mut chunk_choices = Vec::with_capacity(choices.len());
     for choice in choices {
         let mut delta = choice.message;
-        if choice.index.is_none_or(|index| Some(index) == read) {
+        if Some(choice.index.unwrap_or(0)) == read {
             distinct_call_ids(&delta.tool_calls)?;
         }
         // A message lists its calls whole, one entry each: the entry's position is its index

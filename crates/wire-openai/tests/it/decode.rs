@@ -1509,6 +1509,32 @@ fn only_the_first_choice_is_read() {
     assert_eq!(completion.finish_reason, ai_core::FinishReason::Stop);
 }
 
+/// A choice without an `index` is the one choice a request asks for, index 0: read first, it
+/// is the answer, and a choice the server numbers otherwise later is another one, never merged
+/// in. A whole answer reads its choices the same way.
+#[test]
+fn a_choice_without_an_index_is_choice_zero() {
+    let stream = concat!(
+        "data: {\"choices\":[{\"delta\":{\"content\":\"Paris\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":1,\"delta\":{\"content\":\"Lyon\",\"tool_calls\":[{\"index\":0,\"id\":\"call_x\",\"function\":{\"name\":\"core__x\",\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"},",
+        "{\"index\":0,\"delta\":{\"content\":\" it is.\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    assert_eq!(completion.text, "Paris it is.");
+    assert!(completion.tool_calls.is_empty(), "{completion:?}");
+    assert_eq!(completion.finish_reason, ai_core::FinishReason::Stop);
+
+    let body = br#"{"object":"chat.completion","choices":[
+        {"message":{"content":"Paris"},"finish_reason":"stop"},
+        {"index":1,"message":{"content":"Lyon","tool_calls":[{"id":"call_x","function":{"name":"core__x","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#;
+    let answer = chat::decode_completion(body, wire_openai::Limits::default()).unwrap();
+    assert_eq!(answer.completion.text, "Paris");
+    assert!(answer.completion.tool_calls.is_empty(), "{answer:?}");
+    assert_eq!(answer.completion.finish_reason, ai_core::FinishReason::Stop);
+}
+
 /// Events the decoder does not read are skipped whatever their fields hold: versions of the
 /// Responses spec typed some `delta`s and `arguments` as objects (the reasoning summary and MCP
 /// call events), and such an event must not fail a stream whose answer is whole.
