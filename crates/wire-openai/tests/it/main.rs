@@ -4,3 +4,4 @@ mod chunking;
 mod decode;
 mod encode;
 mod mutations;
+mod styles;
