@@ -4,4 +4,5 @@ mod approvals;
 mod driver;
 mod history;
 mod properties;
+mod reducer;
 mod support;

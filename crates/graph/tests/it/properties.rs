@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ai_core::{AiEvent, DoneReason, FinishReason, ToolCallId};
+use ai_core::{AiEvent, DoneReason, FinishReason, Message, ToolCallId};
 use graph::{AgentConfig, ApprovalDecision};
 use proptest::prelude::*;
 
@@ -56,7 +56,26 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-fn reply(turn: usize, step: &Step) -> Reply {
+/// How a script's model names its calls.
+#[derive(Clone, Copy, Debug)]
+enum Ids {
+    /// A fresh id per call.
+    Unique,
+    /// `"0"`, `"1"`, … on every turn, as SGLang.
+    PerTurn,
+    /// One id for every call of every turn.
+    Same,
+}
+
+fn call_id(ids: Ids, turn: usize, i: usize) -> String {
+    match ids {
+        Ids::Unique => format!("t{turn}c{i}"),
+        Ids::PerTurn => i.to_string(),
+        Ids::Same => "call".into(),
+    }
+}
+
+fn reply(ids: Ids, turn: usize, step: &Step) -> Reply {
     match step {
         Step::Text => text("done"),
         Step::Empty => {
@@ -73,7 +92,7 @@ fn reply(turn: usize, step: &Step) -> Reply {
                     .iter()
                     .enumerate()
                     .map(|(i, kind)| {
-                        let id = format!("t{turn}c{i}");
+                        let id = call_id(ids, turn, i);
                         let (name, args, complete) = match kind {
                             CallKind::Ok(ms) => ("core__wait", format!(r#"{{"ms":{ms}}}"#), true),
                             CallKind::BadJson => ("core__wait", "{oops".into(), true),
@@ -96,6 +115,40 @@ fn reply(turn: usize, step: &Step) -> Reply {
     }
 }
 
+/// The ids of the results shown.
+fn result_ids(events: &[AiEvent]) -> Vec<&ToolCallId> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::ToolCallResult { tool_call_id, .. } => Some(tool_call_id),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The ids of the calls shown started, streamed or run.
+fn started_ids(events: &[AiEvent]) -> Vec<&ToolCallId> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::ToolCallStreamStart { tool_call_id, .. }
+            | AiEvent::ToolCallStart { tool_call_id, .. } => Some(tool_call_id),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The ids the tool messages answer.
+fn answer_ids(messages: &[Message]) -> Vec<&ToolCallId> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id),
+            _ => None,
+        })
+        .collect()
+}
+
 fn with_finish(reply: Reply, finish: &FinishReason) -> Reply {
     let Reply::Complete(mut completion) = reply else {
         return reply;
@@ -114,13 +167,14 @@ proptest! {
         max_steps in 1u32..6,
         gated in any::<bool>(),
         approvals in proptest::collection::vec((any::<bool>(), any::<bool>()), 0..6),
+        ids in prop_oneof![Just(Ids::Unique), Just(Ids::PerTurn), Just(Ids::Same)],
     ) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .start_paused(true)
             .build()
             .unwrap();
-        let replies = script.iter().enumerate().map(|(turn, s)| reply(turn, s)).collect();
+        let replies = script.iter().enumerate().map(|(turn, s)| reply(ids, turn, s)).collect();
         let policy = if gated {
             "allowed_tools = [\"core__wait\"]\nrequire_approval_for_effects = [\"read_only\"]"
         } else {
@@ -161,7 +215,32 @@ proptest! {
             let state = f.run(state, "again").await;
             segments.push((f.events.lock().unwrap().drain(..).collect(), state));
         });
+        // Every result shown to a client is in the history under the same id once the run (or
+        // the runs it paused for) ended, and every call shown started is shown ended.
+        let mut before = 0;
+        let mut carried: Vec<ToolCallId> = Vec::new();
         for (events, state) in &segments {
+            let shown = result_ids(events);
+            carried.extend(shown.iter().map(|id| (*id).clone()));
+            let paused = matches!(
+                events.last(),
+                Some(AiEvent::Done { reason: DoneReason::AwaitingApproval })
+            );
+            if !paused {
+                let answered = answer_ids(&state.messages()[before..]);
+                for id in &carried {
+                    prop_assert!(answered.contains(&id), "{} shown, not answered", id);
+                }
+                prop_assert_eq!(answered.len(), carried.len(), "answers not shown");
+                before = state.messages().len();
+                carried.clear();
+            }
+            for id in started_ids(events) {
+                let waiting = events.iter().any(|e| {
+                    matches!(e, AiEvent::ApprovalRequired { tool_call_id, .. } if tool_call_id == id)
+                });
+                prop_assert!(shown.contains(&id) || waiting, "{} never ended", id);
+            }
             let awaiting = matches!(events.last(), Some(AiEvent::Done { reason: DoneReason::AwaitingApproval }));
             if awaiting {
                 // Paused: the history is completed on resume; the other invariants hold now.
