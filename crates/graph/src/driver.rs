@@ -1,6 +1,6 @@
 //! The driver: carries the reducer's intents out through the ports, one run at a time.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use ai_core::{
 };
 
 use crate::bounded::run_bounded;
-use crate::reducer::{MAX_CALLS_PER_TURN, call_ids, claim_call_id};
+use crate::reducer::{CallIds, MAX_CALLS_PER_TURN};
 use crate::{AgentEvent, AgentState, Intent, reduce};
 
 /// Loop settings.
@@ -186,7 +186,7 @@ impl StreamedCall {
         id: Option<String>,
         name: Option<String>,
         arguments: String,
-        taken: &mut HashSet<ToolCallId>,
+        ids: &mut CallIds,
         events: &dyn EventSink,
     ) {
         if self.id.is_none() {
@@ -194,7 +194,7 @@ impl StreamedCall {
             // is refused) from the assembled completion, which the runner reports.
             self.id = id
                 .and_then(|id| ToolCallId::new(id).ok())
-                .map(|id| claim_call_id(&id, &mut *taken));
+                .map(|id| ids.claim(&id));
         }
         if self.name.is_none() {
             self.name = name.filter(|n| !n.is_empty()).map(Arc::from);
@@ -448,7 +448,7 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> AgentEvent {
         // The ids the history holds: a streamed call is announced under the id it will run by.
-        let mut taken = call_ids(&messages);
+        let mut ids = CallIds::of(&messages);
         let request = LlmRequest {
             caller: LlmCaller {
                 run_id: ctx.run_id.clone(),
@@ -481,7 +481,7 @@ impl Agent {
                 if streamed.len() <= index {
                     streamed.resize_with(index + 1, StreamedCall::default);
                 }
-                streamed[index].push(id, name, arguments, &mut taken, events);
+                streamed[index].push(id, name, arguments, &mut ids, events);
             }
             _ => {}
         };

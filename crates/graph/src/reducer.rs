@@ -1,6 +1,6 @@
 //! The loop as a pure reducer: `(AgentState, AgentEvent) -> (AgentState, Vec<Intent>)`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::num::NonZeroU32;
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -485,37 +485,64 @@ fn settle(
 /// The longest id a [`ToolCallId`] holds, in characters.
 const TOOL_CALL_ID_MAX_CHARS: usize = 128;
 
-/// The ids of every tool call the assistant messages of `messages` made.
-pub(crate) fn call_ids(messages: &[Message]) -> HashSet<ToolCallId> {
-    messages
-        .iter()
-        .filter_map(|message| match message {
-            Message::Assistant { tool_calls, .. } => Some(tool_calls),
-            _ => None,
-        })
-        .flatten()
-        .map(|call| call.id.clone())
-        .collect()
+/// The ids a thread's calls hold, from which each new call claims a free one (see
+/// [`CallIds::claim`]).
+pub(crate) struct CallIds {
+    taken: HashSet<ToolCallId>,
+    /// For each id renamed so far, the suffix its next rename tries first: every lower one is
+    /// held, and ids are only ever added, so the search never tries a candidate twice and a
+    /// turn that repeats one id costs work in proportion to its calls, not to their square.
+    next: HashMap<ToolCallId, u64>,
+    /// How many candidate ids claims tried, for tests that bound the work.
+    #[cfg(test)]
+    tried: usize,
 }
 
-/// The id a call the model named `id` goes by, added to `taken`: `id` itself when no earlier call
-/// holds it, else the first of `{id}_2`, `{id}_3`, … that none holds (`id` cut short so that the
-/// result keeps within 128 characters). The same history and calls always get the same ids.
-pub(crate) fn claim_call_id(id: &ToolCallId, taken: &mut HashSet<ToolCallId>) -> ToolCallId {
-    if taken.insert(id.clone()) {
-        return id.clone();
+impl CallIds {
+    /// The ids of every tool call the assistant messages of `messages` made.
+    pub(crate) fn of(messages: &[Message]) -> Self {
+        let taken = messages
+            .iter()
+            .filter_map(|message| match message {
+                Message::Assistant { tool_calls, .. } => Some(tool_calls),
+                _ => None,
+            })
+            .flatten()
+            .map(|call| call.id.clone())
+            .collect();
+        Self {
+            taken,
+            next: HashMap::new(),
+            #[cfg(test)]
+            tried: 0,
+        }
     }
-    let mut n: u64 = 1;
-    loop {
-        n += 1;
-        let suffix = format!("_{n}");
-        let keep = TOOL_CALL_ID_MAX_CHARS - suffix.len();
-        let mut fresh: String = id.as_str().chars().take(keep).collect();
-        fresh.push_str(&suffix);
-        if let Ok(fresh) = ToolCallId::new(fresh)
-            && taken.insert(fresh.clone())
-        {
-            return fresh;
+
+    /// The id a call the model named `id` goes by, now taken: `id` itself when no earlier call
+    /// holds it, else the first of `{id}_2`, `{id}_3`, … that none holds (`id` cut short so
+    /// that the result keeps within 128 characters). The same history and calls always get the
+    /// same ids.
+    pub(crate) fn claim(&mut self, id: &ToolCallId) -> ToolCallId {
+        if self.taken.insert(id.clone()) {
+            return id.clone();
+        }
+        let next = self.next.entry(id.clone()).or_insert(2);
+        loop {
+            let n = *next;
+            *next += 1;
+            #[cfg(test)]
+            {
+                self.tried += 1;
+            }
+            let suffix = format!("_{n}");
+            let keep = TOOL_CALL_ID_MAX_CHARS - suffix.len();
+            let mut fresh: String = id.as_str().chars().take(keep).collect();
+            fresh.push_str(&suffix);
+            if let Ok(fresh) = ToolCallId::new(fresh)
+                && self.taken.insert(fresh.clone())
+            {
+                return fresh;
+            }
         }
     }
 }
@@ -598,9 +625,9 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                 return out_of_phase(state, "a model result arrived that no call was waiting for");
             }
             let mut calls = completion.tool_calls;
-            let mut taken = call_ids(&state.messages);
+            let mut ids = CallIds::of(&state.messages);
             for call in &mut calls {
-                call.id = claim_call_id(&call.id, &mut taken);
+                call.id = ids.claim(&call.id);
             }
             // Whitespace is no text, and a turn with neither text nor calls is not recorded: an
             // assistant message without content is one Anthropic refuses (but last), so behind a

@@ -277,6 +277,77 @@ fn a_repeated_call_id_is_renamed_before_it_runs() {
     }
 }
 
+/// The rename rule as first written: the first of `{id}_2`, `{id}_3`, … that no call holds,
+/// searched from `_2` on every time.
+fn first_free(id: &str, taken: &mut std::collections::HashSet<String>) -> String {
+    if taken.insert(id.to_owned()) {
+        return id.to_owned();
+    }
+    (2u64..)
+        .map(|n| {
+            let suffix = format!("_{n}");
+            let keep = 128 - suffix.len();
+            id.chars().take(keep).collect::<String>() + &suffix
+        })
+        .find(|fresh| taken.insert(fresh.clone()))
+        .unwrap()
+}
+
+proptest::proptest! {
+    /// Claims give every call the id the rule names, whatever ids the history and the turn hold.
+    #[test]
+    fn claimed_ids_follow_the_rename_rule(
+        earlier in proptest::collection::vec(0usize..6, 0..12),
+        now in proptest::collection::vec(0usize..6, 0..40),
+    ) {
+        let long = "ツ".repeat(128);
+        let pool = ["0", "0_2", "0_3", "0_2_2", "1", long.as_str()];
+        let history: Vec<Message> = earlier
+            .iter()
+            .enumerate()
+            .map(|(at, i)| Message::Assistant {
+                content: String::new(),
+                tool_calls: vec![ai_core::AssistantToolCall {
+                    // Some earlier calls hold a renamed id (none longer than an id may be).
+                    id: ToolCallId::new(format!("{}{}", pool[*i], "_2".repeat(at % 2)))
+                        .unwrap_or_else(|_| ToolCallId::new(pool[*i]).unwrap()),
+                    name: "core__x".into(),
+                    arguments: "{}".into(),
+                    provider_fields: Default::default(),
+                }],
+            })
+            .collect();
+        let mut ids = super::CallIds::of(&history);
+        let before = super::CallIds::of(&history);
+        let mut taken: std::collections::HashSet<String> = before
+            .taken
+            .iter()
+            .map(|id| id.as_str().to_owned())
+            .collect();
+        for i in now {
+            let id = ToolCallId::new(pool[i]).unwrap();
+            let claimed = ids.claim(&id);
+            proptest::prop_assert_eq!(claimed.as_str(), first_free(pool[i], &mut taken));
+        }
+    }
+}
+
+/// A model turn that repeats one id costs work in proportion to its calls: the rename search
+/// never tries a candidate twice.
+#[test]
+fn renaming_a_repeated_id_tries_each_candidate_once() {
+    let mut ids = super::CallIds::of(&[]);
+    let zero = ToolCallId::new("0").unwrap();
+    let claimed: Vec<String> = (0..2000).map(|_| ids.claim(&zero).to_string()).collect();
+    assert_eq!(claimed[..3], ["0", "0_2", "0_3"]);
+    assert_eq!(claimed[1999], "0_2000");
+    assert!(
+        ids.tried < 2000,
+        "{} candidates tried for 2000 calls",
+        ids.tried
+    );
+}
+
 /// An event that arrives while calls are open (out of phase) ends the run, but must still
 /// answer the open calls: a finished state's history always passes `validate_history`.
 #[test]
