@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ai_core::{AiEvent, DoneReason, FinishReason, Message, ToolCallId};
+use ai_core::{AiEvent, CompletionDelta, DoneReason, FinishReason, Message, ToolCallId};
 use graph::{AgentConfig, ApprovalDecision};
 use proptest::prelude::*;
 
@@ -249,6 +249,171 @@ proptest! {
                 prop_assert_eq!(events.iter().filter(|e| matches!(e, AiEvent::Done { .. })).count(), 1);
             } else {
                 check_invariants(events, state).map_err(TestCaseError::fail)?;
+            }
+        }
+    }
+}
+
+/// Ids and names a raw stream uses: repeated, empty, refused by providers.
+const RAW_IDS: &[&str] = &["0", "1", "0_2", ""];
+const RAW_NAMES: &[&str] = &["core__wait", "", "multi_tool_use.parallel"];
+
+/// One fragment of a raw stream.
+fn raw_delta() -> impl Strategy<Value = CompletionDelta> {
+    prop_oneof![
+        1 => prop_oneof![Just(""), Just("hi "), Just(" ")].prop_map(|t| CompletionDelta::Text { delta: t.into() }),
+        4 => (
+            prop_oneof![4 => 0usize..3, 1 => Just(200usize)],
+            proptest::option::of(0..RAW_IDS.len()),
+            proptest::option::of(0..RAW_NAMES.len()),
+            prop_oneof![Just(""), Just("{\"ms\":"), Just("1}")],
+        )
+            .prop_map(|(index, id, name, arguments)| CompletionDelta::ToolCall {
+                index,
+                id: id.map(|i| RAW_IDS[i].into()),
+                name: name.map(|i| RAW_NAMES[i].into()),
+                arguments: arguments.into(),
+            }),
+    ]
+}
+
+/// The completion a decoder assembles from `deltas`: a call per position streamed (up to the
+/// highest), its first id (else a synthesized one) and first name, its fragments joined.
+fn assemble(
+    deltas: &[CompletionDelta],
+    text: &str,
+    finish: FinishReason,
+) -> ai_core::LlmCompletion {
+    let mut calls: Vec<(Option<String>, String, String)> = Vec::new();
+    for delta in deltas {
+        let CompletionDelta::ToolCall {
+            index,
+            id,
+            name,
+            arguments,
+        } = delta
+        else {
+            continue;
+        };
+        if *index >= 3 {
+            continue;
+        }
+        if calls.len() <= *index {
+            calls.resize(*index + 1, (None, String::new(), String::new()));
+        }
+        let call = &mut calls[*index];
+        if call.0.is_none() {
+            call.0 = id.clone().filter(|id| !id.is_empty());
+        }
+        if call.1.is_empty() {
+            call.1 = name.clone().unwrap_or_default();
+        }
+        call.2.push_str(arguments);
+    }
+    let streamed: String = deltas
+        .iter()
+        .filter_map(|d| match d {
+            CompletionDelta::Text { delta } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    ai_core::LlmCompletion {
+        text: if streamed.is_empty() {
+            text.into()
+        } else {
+            streamed
+        },
+        tool_calls: calls
+            .into_iter()
+            .enumerate()
+            .map(|(at, (id, name, arguments))| {
+                let id = id.unwrap_or_else(|| format!("syn{at}"));
+                crate::support::call(&id, &name, &arguments)
+            })
+            .collect(),
+        finish_reason: finish,
+        usage: None,
+    }
+}
+
+/// Orders fragments as the decoders stream them: positions open in order, and a call's id (if
+/// the server sent one) comes with its opening fragment. Absurd positions are left in place.
+fn as_decoded(mut deltas: Vec<CompletionDelta>) -> Vec<CompletionDelta> {
+    let mut opened = 0;
+    for delta in &mut deltas {
+        let CompletionDelta::ToolCall { index, id, .. } = delta else {
+            continue;
+        };
+        if *index >= 3 {
+            continue;
+        }
+        if *index >= opened {
+            *index = opened;
+            opened += 1;
+        } else {
+            *id = None;
+        }
+    }
+    deltas
+}
+
+/// A model turn as a decoder streams and assembles it, or that breaks after it streamed.
+fn raw_reply() -> impl Strategy<Value = Reply> {
+    (
+        proptest::collection::vec(raw_delta(), 0..10).prop_map(as_decoded),
+        prop_oneof![Just(""), Just("done")],
+        prop_oneof![
+            Just(FinishReason::ToolCalls),
+            Just(FinishReason::Stop),
+            Just(FinishReason::Length)
+        ],
+        proptest::bool::weighted(0.8),
+    )
+        .prop_map(|(deltas, text, finish, answers)| {
+            let completion = answers.then(|| assemble(&deltas, text, finish));
+            Reply::Raw(deltas, completion)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Whatever a model streams (ids repeated or late, names missing, positions absurd), a run ends once
+    /// with a valid history, no call is announced twice, no argument comes before its call, and
+    /// every call started is answered.
+    #[test]
+    fn a_raw_stream_never_breaks_a_run(
+        replies in proptest::collection::vec(raw_reply(), 1..6),
+        max_steps in 1u32..4,
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let f = crate::support::Fixture::new(
+            replies,
+            AgentConfig::default().with_max_steps(std::num::NonZeroU32::new(max_steps).unwrap()),
+        );
+        let mut segments = Vec::new();
+        runtime.block_on(async {
+            let state = f.run(f.agent.new_state(), "go").await;
+            segments.push((f.events.lock().unwrap().drain(..).collect::<Vec<_>>(), state.clone()));
+            let state = f.run(state, "again").await;
+            segments.push((f.events.lock().unwrap().drain(..).collect(), state));
+        });
+        for (events, state) in &segments {
+            check_invariants(events, state).map_err(TestCaseError::fail)?;
+            // A call announced while it streamed is the call that then starts under that id.
+            for event in events {
+                let AiEvent::ToolCallStreamStart { tool_call_id, tool_name } = event else {
+                    continue;
+                };
+                for started in events {
+                    if let AiEvent::ToolCallStart { tool_call_id: id, tool_name: name, .. } = started {
+                        prop_assert!(id != tool_call_id || name == tool_name, "{} streamed as {}, started as {}", id, tool_name, name);
+                    }
+                }
             }
         }
     }

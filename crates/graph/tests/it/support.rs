@@ -25,6 +25,8 @@ pub(crate) enum Reply {
     Fail,
     /// Never answers (until cancelled).
     Hang,
+    /// Streams exactly these deltas, then answers with the completion, or fails without one.
+    Raw(Vec<CompletionDelta>, Option<LlmCompletion>),
 }
 
 /// A model that plays replies in order and records every request it got.
@@ -75,6 +77,12 @@ impl CompletionPort for ScriptedModel {
                 "endpoint http://127.0.0.1:9/v1 returned 503".into(),
             )),
             Some(Reply::Hang) => std::future::pending().await,
+            Some(Reply::Raw(streamed, completion)) => {
+                for delta in streamed {
+                    deltas.delta(delta);
+                }
+                completion.ok_or_else(|| CompletionError::Transport("the stream broke".into()))
+            }
         }
     }
 }
