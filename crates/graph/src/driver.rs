@@ -269,8 +269,10 @@ impl Agent {
     }
 
     /// Runs one turn: the user's message, then model and tools until the model stops, the step
-    /// limit is hit, the run fails or `cancel` fires. Emits exactly one `Done`, last, and returns
-    /// the state to save (its history always passes `validate_history`).
+    /// limit is hit, the run fails, `cancel` fires or calls wait for approval. Emits exactly one
+    /// `Done`, last, and returns the state to save. Its history passes `validate_history` unless
+    /// the run paused for approval (`Done { reason: awaiting_approval }`): then the turn's calls
+    /// are answered when [`Agent::resume`] decides them, or cancelled by the next user message.
     pub async fn run(
         &self,
         state: AgentState,

@@ -108,6 +108,34 @@ async fn approve_one_deny_the_other() {
     );
 }
 
+/// A paused run's state holds the turn's calls unanswered (its history does not pass
+/// `validate_history` yet), and both ways on answer them: a resume and the next user message.
+#[tokio::test(start_paused = true)]
+async fn a_paused_state_is_completed_by_its_resume_or_the_next_message() {
+    let f = fixture();
+    let (state, hashes) = paused(&f).await;
+    assert!(ai_core::validate_history(state.messages()).is_err());
+    let decisions = hashes
+        .iter()
+        .map(|(id, hash)| decision(id, true, hash))
+        .collect();
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let resumed = f
+        .agent
+        .resume(
+            state.clone(),
+            decisions,
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    ai_core::validate_history(resumed.messages()).unwrap();
+    let interrupted = f.run(state, "never mind").await;
+    ai_core::validate_history(interrupted.messages()).unwrap();
+}
+
 /// A denial's reason reaches the model with it, trimmed and cut to its bound; a reason on an
 /// approval changes nothing.
 #[tokio::test(start_paused = true)]
