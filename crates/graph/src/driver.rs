@@ -4,12 +4,14 @@ use std::collections::VecDeque;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Poll;
 
 use ai_core::{
     AiEvent, CancellationToken, CompletionDelta, CompletionError, CompletionPort, DoneReason,
     EventSink, GraphRef, LlmCaller, LlmRequest, RunContext, ThreadId, ThreadStore,
-    ThreadStoreError, ToolCall, ToolCallId, ToolCatalog, ToolChoice, ToolRunner,
+    ThreadStoreError, ToolCall, ToolCallId, ToolCatalog, ToolChoice, ToolErrorCode, ToolExecResult,
+    ToolFailure, ToolRunner,
 };
 
 use crate::bounded::run_bounded;
@@ -377,10 +379,8 @@ impl Agent {
                             &approved_ctx
                         };
                         let runs = calls.iter().map(|call| async move {
-                            self.runner
-                                .run_tool(&ToolCall::from(call), ctx, catalog, events, cancel)
+                            self.run_tool(ToolCall::from(call), ctx, catalog, events, cancel)
                                 .await
-                                .result
                         });
                         let results =
                             run_bounded(runs.collect(), self.config.max_parallel_tools).await;
@@ -438,6 +438,48 @@ impl Agent {
             });
         }
         state
+    }
+
+    /// Runs one call through the runner. A panic on the way (in a port the runner awaits for
+    /// the call, such as an authorization hook, a connection broker, a tool source or a clock:
+    /// the runner itself turns a tool's panic into a failure) fails that call as a tool's panic
+    /// does, `execution` without the payload, so one bad port cannot take the run, and its one
+    /// `Done`, down. The call is shown ended: a start without arguments unless the runner showed
+    /// one, then the result.
+    async fn run_tool(
+        &self,
+        call: ToolCall,
+        ctx: &RunContext,
+        catalog: &ToolCatalog,
+        events: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> ToolExecResult {
+        let watched = Watched {
+            inner: events,
+            started: AtomicBool::new(false),
+        };
+        let run = self.runner.run_tool(&call, ctx, catalog, &watched, cancel);
+        if let Some(run) = unless_panics(run).await {
+            return run.result;
+        }
+        let failure = ToolFailure::new(
+            ToolErrorCode::Execution,
+            "the tool call failed unexpectedly (something it needed panicked)",
+        );
+        if !watched.started.load(Ordering::Relaxed) {
+            events.emit(AiEvent::ToolCallStart {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                args: None,
+            });
+        }
+        let result = ToolExecResult::error(call.id, failure);
+        events.emit(AiEvent::ToolCallResult {
+            tool_call_id: result.tool_call_id.clone(),
+            tool_name: call.name,
+            outcome: result.outcome.clone(),
+        });
+        result
     }
 
     async fn call_model(
@@ -609,6 +651,25 @@ fn failed(events: &dyn EventSink, error: GraphError) -> GraphError {
         reason: DoneReason::Error,
     });
     error
+}
+
+/// Passes one call's events on, noting whether its start was shown.
+struct Watched<'a> {
+    inner: &'a dyn EventSink,
+    started: AtomicBool,
+}
+
+impl EventSink for Watched<'_> {
+    fn emit(&self, event: AiEvent) {
+        if matches!(event, AiEvent::ToolCallStart { .. }) {
+            self.started.store(true, Ordering::Relaxed);
+        }
+        self.inner.emit(event);
+    }
+
+    fn record(&self, record: &ai_core::ToolInvocationRecord) {
+        self.inner.record(record);
+    }
 }
 
 /// Passes every event on but `Done`, which it keeps for after the thread is saved.

@@ -53,7 +53,10 @@ pub use store::InMemoryThreadStore;
 /// 9. A cut turn with tool calls (none of which run) that takes the last step of `max_steps`
 ///    ends for its cut (`length` or `content_filter`; `length` when every call was cut short),
 ///    no longer `max_steps`.
-pub const LOOP_REVISION: u32 = 9;
+/// 10. A call for which a port the runner awaits panics (an authorization hook, a connection
+///     broker, a tool source, a clock) is answered `execution` and shown ended, and the loop goes
+///     on, where the panic took the run (and its one `Done`) down.
+pub const LOOP_REVISION: u32 = 10;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

@@ -731,6 +731,122 @@ async fn a_model_port_that_panics_ends_the_run_with_an_error() {
     assert_eq!(tool_messages(state.messages()).len(), 1);
 }
 
+/// An authorization hook with a bug: it panics (an app's own port, as the model port is).
+struct PanickingAuthorizer;
+
+#[async_trait::async_trait]
+impl ai_core::Authorizer for PanickingAuthorizer {
+    async fn check(&self, _: &ai_core::RunContext, _: &ai_core::ToolId) -> ai_core::AuthzDecision {
+        panic!("sk-secret held by the hook");
+    }
+}
+
+/// A port the runner awaits for a call (here the authorization hook) that panics fails that
+/// call, as a tool that panics does: the call is shown started and ended, answered with an
+/// `execution` error that does not repeat the payload, and the loop goes on to one `Done`.
+#[tokio::test(start_paused = true)]
+async fn a_runner_port_that_panics_fails_its_call_and_the_loop_goes_on() {
+    let f = Fixture::new(vec![], AgentConfig::default());
+    let model = ScriptedModel::new(vec![
+        calls(vec![
+            call("c1", "core__wait", r#"{"ms":1}"#),
+            call("c2", "core__wait", r#"{"ms":2}"#),
+        ]),
+        text("done"),
+    ]);
+    let runner = f
+        .runner
+        .clone()
+        .with_authorizer(Arc::new(PanickingAuthorizer));
+    let agent = Agent::new(Arc::new(model), runner, AgentConfig::default());
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let state = agent
+        .run(
+            agent.new_state(),
+            "go".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "stop");
+    let answers = tool_messages(state.messages());
+    assert_eq!(
+        answers
+            .iter()
+            .map(|(id, _)| id.as_str())
+            .collect::<Vec<_>>(),
+        ["c1", "c2"]
+    );
+    for (_, content) in &answers {
+        assert!(content.contains(r#""code":"execution""#), "{content}");
+        assert!(!content.contains("sk-secret"), "{content}");
+    }
+    let starts = events
+        .iter()
+        .filter(|e| matches!(e, AiEvent::ToolCallStart { .. }))
+        .count();
+    assert_eq!(starts, 2);
+}
+
+/// A clock with a bug: it answers once, then panics.
+struct ClockThatBreaks(std::sync::atomic::AtomicUsize);
+
+impl ai_core::Clock for ClockThatBreaks {
+    fn now_ms(&self) -> u64 {
+        if self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) > 0 {
+            panic!("the clock broke");
+        }
+        0
+    }
+}
+
+/// A port that panics after the runner showed the call started (here the clock, read again as
+/// the tool runs) ends the call once: its start is not shown twice, its result is shown once.
+#[tokio::test(start_paused = true)]
+async fn a_port_that_panics_after_the_start_ends_the_call_once() {
+    let policy = ai_core::ToolPolicy::from_toml_str(r#"allowed_tools = ["core__wait"]"#).unwrap();
+    let source = Arc::new(
+        ai_core::StaticToolSource::new(vec![ai_tools::bind(crate::support::Wait).unwrap()])
+            .unwrap(),
+    );
+    let clock = Arc::new(ClockThatBreaks(Default::default()));
+    let runner = ai_core::ToolRunner::new(source, Arc::new(policy), clock);
+    let f = Fixture::new(vec![], AgentConfig::default());
+    let model = ScriptedModel::new(vec![
+        calls(vec![call("c1", "core__wait", r#"{"ms":1}"#)]),
+        text("done"),
+    ]);
+    let agent = Agent::new(Arc::new(model), runner, AgentConfig::default());
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let state = agent
+        .run(
+            agent.new_state(),
+            "go".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "stop");
+    let start = events.iter().find_map(|e| match e {
+        AiEvent::ToolCallStart { args, .. } => Some(args.is_some()),
+        _ => None,
+    });
+    assert_eq!(start, Some(true), "the runner's own start, with arguments");
+    let answers = tool_messages(state.messages());
+    assert!(
+        answers[0].1.contains(r#""code":"execution""#),
+        "{answers:?}"
+    );
+}
+
 /// A port that streams a tool-call fragment at an absurd position (its own bug: positions are
 /// those of the completion's calls) and then answers plainly.
 struct StrayDeltaIndex(ScriptedModel);
