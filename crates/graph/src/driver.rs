@@ -564,8 +564,8 @@ impl Agent {
 
     /// Loads the thread (or starts it), runs one turn with only the new user message, and saves
     /// the state. The run's `Done` is emitted once the state is saved, so a turn shown as done is
-    /// stored; a thread that cannot be loaded or saved ends the run with an `Error` and
-    /// `Done { reason: error }`, and the error is returned.
+    /// stored; a thread that cannot be loaded or saved (the store failed, or panicked) ends the
+    /// run with an `Error` and `Done { reason: error }`, and the error is returned.
     ///
     /// One turn per thread at a time is the caller's to ensure: [`ThreadStore`] is load and save,
     /// so two turns run at once on one thread both finish and the later save wins (the other
@@ -589,7 +589,10 @@ impl Agent {
             action,
             error,
         };
-        let loaded = match store.load(thread).await {
+        let loaded = match unless_panics(store.load(thread))
+            .await
+            .unwrap_or_else(panicked)
+        {
             Ok(Some(saved)) => serde_json::from_value(saved).map_err(|e| GraphError::State {
                 thread: thread.as_str().into(),
                 reason: ai_core::describe_json_error(&e),
@@ -609,9 +612,9 @@ impl Agent {
             .run(state, user_message, ctx, catalog, &held, cancel)
             .await;
         let saved = match serde_json::to_value(&state) {
-            Ok(saved) => store
-                .save(thread, &saved)
+            Ok(saved) => unless_panics(store.save(thread, &saved))
                 .await
+                .unwrap_or_else(panicked)
                 .map_err(|e| store_error("save", e)),
             Err(e) => Err(GraphError::Unsaved {
                 thread: thread.as_str().into(),
@@ -639,6 +642,12 @@ async fn unless_panics<F: Future>(future: F) -> Option<F::Output> {
         }
     })
     .await
+}
+
+/// What a thread store that panicked is taken to have answered: a failure, whose message does
+/// not repeat the payload (it may hold anything), so the run still ends with its one `Done`.
+fn panicked<T>() -> Result<T, ThreadStoreError> {
+    Err(ThreadStoreError("the thread store panicked".into()))
 }
 
 /// Ends a run that failed around the loop (its thread not loaded or not saved) with an `Error`

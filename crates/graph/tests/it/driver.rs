@@ -622,6 +622,72 @@ async fn run_thread_reports_a_turn_it_could_not_save_as_an_error() {
     assert_eq!(dones, 1, "{events:?}");
 }
 
+/// A thread store with a bug: its loads or its saves panic.
+struct StorePanics {
+    on_load: bool,
+}
+
+#[async_trait::async_trait]
+impl ai_core::ThreadStore for StorePanics {
+    async fn load(
+        &self,
+        _: &ThreadId,
+    ) -> Result<Option<serde_json::Value>, ai_core::ThreadStoreError> {
+        if self.on_load {
+            panic!("sk-secret in the store");
+        }
+        Ok(None)
+    }
+    async fn save(
+        &self,
+        _: &ThreadId,
+        _: &serde_json::Value,
+    ) -> Result<(), ai_core::ThreadStoreError> {
+        panic!("sk-secret in the store");
+    }
+}
+
+/// A store that panics fails the turn as a store error does, without the payload: the run
+/// still ends with one `Done` (held for the save, it is not lost with it).
+#[tokio::test(start_paused = true)]
+async fn run_thread_reports_a_store_that_panics_as_a_store_error() {
+    for (on_load, action) in [(true, "load"), (false, "save")] {
+        let f = Fixture::new(vec![text("hello")], AgentConfig::default());
+        let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+        let thread = ThreadId::new("t").unwrap();
+        let store = StorePanics { on_load };
+        let error = f
+            .agent
+            .run_thread(
+                &store,
+                &thread,
+                "hi".into(),
+                &f.ctx,
+                &f.catalog,
+                &sink,
+                &f.cancel,
+            )
+            .await
+            .unwrap_err();
+        let message =
+            format!("cannot {action} thread t: thread store failed: the thread store panicked");
+        assert_eq!(error.to_string(), message);
+        let events = f.events();
+        assert_eq!(done_reason(&events), "error", "{events:?}");
+        let dones = events
+            .iter()
+            .filter(|e| matches!(e, AiEvent::Done { .. }))
+            .count();
+        assert_eq!(dones, 1, "{events:?}");
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, AiEvent::Error { message: m } if *m == message)),
+            "{events:?}"
+        );
+    }
+}
+
 /// A saved thread that no longer reads as a loop state is named with what is wrong and where,
 /// never with what it holds: the state is the conversation, and the error reaches the client.
 #[tokio::test(start_paused = true)]
