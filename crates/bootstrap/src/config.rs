@@ -16,7 +16,8 @@ pub struct Config {
 }
 
 /// Loads a policy file (`.json` as JSON, anything else as TOML), or the built-in default when
-/// `path` is `None`. Errors name the file and the reason.
+/// `path` is `None`. Errors name the file and the reason; a TOML file's also name the line and
+/// its key, never its value (as `cogni.toml`'s do).
 pub fn load_policy(path: Option<&Path>) -> anyhow::Result<ToolPolicy> {
     let Some(path) = path else {
         return Ok(ToolPolicy::from_toml_str(DEFAULT_POLICY_TOML)?);
@@ -24,9 +25,12 @@ pub fn load_policy(path: Option<&Path>) -> anyhow::Result<ToolPolicy> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read policy file {}", path.display()))?;
     let policy = if path.extension().is_some_and(|e| e == "json") {
-        ToolPolicy::from_json_str(&text)
+        ToolPolicy::from_json_str(&text).map_err(anyhow::Error::from)
     } else {
-        ToolPolicy::from_toml_str(&text)
+        // What `ToolPolicy::from_toml_str` does, with the error's line and key kept.
+        toml::from_str::<ToolPolicy>(&text)
+            .map_err(|e| crate::settings::toml_error(&text, &e))
+            .and_then(|policy| Ok(policy.check().map(|()| policy)?))
     };
     policy.with_context(|| format!("policy file {}", path.display()))
 }

@@ -357,40 +357,66 @@ fn without_value(message: &str) -> String {
     message.to_owned()
 }
 
+/// A TOML file's error in one line naming the line, its key and what is wrong with it (an
+/// unknown key, a value of the wrong type, …), as [`Settings::from_toml_str`] and the policy
+/// files ([`crate::load_policy`]) refuse: the line's value is never echoed (it may be a secret
+/// written where it does not belong), nor is a line that does not parse (a key pasted alone on a
+/// line, say): only a table header is shown.
+pub(crate) fn toml_error(text: &str, e: &toml::de::Error) -> anyhow::Error {
+    let message = without_value(e.message().trim());
+    let Some(span) = e.span() else {
+        return anyhow::anyhow!("{message}");
+    };
+    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+    let source = text.lines().nth(line - 1).unwrap_or_default().trim();
+    // A line that is not TOML is not known to be `key = value`: what looks like its key may be
+    // a pasted token (`c2VjcmV0==`).
+    let parses = text.parse::<toml::Table>().is_ok();
+    match source.split_once('=') {
+        Some((key, _)) if key.trim() == "api_key" => anyhow::anyhow!(
+            "line {line}: the API key is never read from a config file; set COGNI_LLM_API_KEY \
+             instead"
+        ),
+        Some((key, _)) if key.trim() == "token" => anyhow::anyhow!(
+            "line {line}: the server token is never read from a config file; set \
+             COGNI_SERVER_TOKEN instead"
+        ),
+        Some((key, _)) if parses => {
+            anyhow::anyhow!("line {line} (`{} = …`): {message}", key.trim())
+        }
+        None if source.starts_with('[') => anyhow::anyhow!("line {line} (`{source}`): {message}"),
+        _ => anyhow::anyhow!("line {line}: {message}"),
+    }
+}
+
 impl Settings {
     /// Parses a config file's text; an error is one line naming the line, its key and what is
     /// wrong with it (an unknown key, a value of the wrong type, …). The line's value is never
     /// echoed: it may be a secret written where it does not belong. Nor is a line that does not
-    /// parse (a key pasted alone on a line, say): only a table header is shown.
+    /// parse (a key pasted alone on a line, say): only a table header is shown. An inline
+    /// `[tools.policy]` is read as a policy here too, so its lines are refused the same way.
     pub fn from_toml_str(text: &str) -> anyhow::Result<Self> {
-        toml::from_str(text).map_err(|e| {
-            let message = without_value(e.message().trim());
-            let Some(span) = e.span() else {
-                return anyhow::anyhow!("{message}");
-            };
-            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-            let source = text.lines().nth(line - 1).unwrap_or_default().trim();
-            // A line that is not TOML is not known to be `key = value`: what looks like its
-            // key may be a pasted token (`c2VjcmV0==`).
-            let parses = text.parse::<toml::Table>().is_ok();
-            match source.split_once('=') {
-                Some((key, _)) if key.trim() == "api_key" => anyhow::anyhow!(
-                    "line {line}: the API key is never read from a config file; set \
-                     COGNI_LLM_API_KEY instead"
-                ),
-                Some((key, _)) if key.trim() == "token" => anyhow::anyhow!(
-                    "line {line}: the server token is never read from a config file; set \
-                     COGNI_SERVER_TOKEN instead"
-                ),
-                Some((key, _)) if parses => {
-                    anyhow::anyhow!("line {line} (`{} = …`): {message}", key.trim())
-                }
-                None if source.starts_with('[') => {
-                    anyhow::anyhow!("line {line} (`{source}`): {message}")
-                }
-                _ => anyhow::anyhow!("line {line}: {message}"),
+        let settings: Self = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+        if settings.tools.policy.is_some() {
+            // `[tools.policy]` is kept as a table and read as a policy later, when its lines are
+            // gone: read it here too, so a bad value in it is refused like any other line of
+            // the file (its line and key, never its value).
+            // Read only for the error a bad value gives.
+            #[allow(dead_code)]
+            #[derive(Deserialize)]
+            struct File {
+                #[serde(default)]
+                tools: Tools,
             }
-        })
+            #[allow(dead_code)]
+            #[derive(Default, Deserialize)]
+            struct Tools {
+                #[serde(default)]
+                policy: Option<ToolPolicy>,
+            }
+            toml::from_str::<File>(text).map_err(|e| toml_error(text, &e))?;
+        }
+        Ok(settings)
     }
 
     /// The settings for a command: the config file (if any), then the overrides, validated.

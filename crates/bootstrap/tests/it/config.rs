@@ -507,3 +507,44 @@ fn a_concurrent_run_limit_of_zero_does_not_parse() {
     );
     assert_eq!(example.server.max_concurrent_runs.get(), 32);
 }
+
+/// A policy's bad value, inline in `cogni.toml` or in a TOML policy file, is refused like any
+/// other line of a config file: one line naming the file, the line and the key, never the value.
+#[test]
+fn a_bad_policy_value_is_named_by_its_line_and_key_never_its_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "sk-live-SECRET123";
+    let policy = format!("allowed_tools = []\n[budgets]\nmax_runtime_ms = \"{secret}\"\n");
+    std::fs::write(dir.path().join("policy.toml"), &policy).unwrap();
+    std::fs::write(
+        dir.path().join("cogni.toml"),
+        format!(
+            "[llm]\nmodel = \"m\"\n[tools.policy]\nallowed_tools = []\n\
+             [tools.policy.budgets]\nmax_runtime_ms = \"{secret}\"\n"
+        ),
+    )
+    .unwrap();
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["serve"],
+            "error: config file cogni.toml: line 6 (`max_runtime_ms = …`): invalid type: \
+             string, expected u64",
+        ),
+        (
+            &["tools", "list", "--policy", "policy.toml"],
+            "error: policy file policy.toml: line 3 (`max_runtime_ms = …`): invalid type: \
+             string, expected u64",
+        ),
+        (
+            &["serve", "--config", "none.toml", "--policy", "policy.toml"],
+            "error: tools.policy_file: policy file policy.toml: line 3 (`max_runtime_ms = …`): \
+             invalid type: string, expected u64",
+        ),
+    ];
+    std::fs::write(dir.path().join("none.toml"), "[llm]\nmodel = \"m\"\n").unwrap();
+    for (args, expected) in cases {
+        let stderr = refused(&cogni_in(dir.path(), args, &[]));
+        assert_eq!(stderr.trim_end(), expected, "{args:?}");
+        assert!(!stderr.contains(secret), "{args:?}: {stderr}");
+    }
+}
