@@ -1332,7 +1332,7 @@ async fn bad_requests_get_a_json_error_naming_the_fault() {
             send("/api/v1/chat", "application/json", sse, "x".repeat(10_000)).await,
             413,
             "body_too_large",
-            "length limit",
+            "bytes this server takes (server.max_body_bytes)",
         ),
         (
             // The headers are the client's text: the refusals name what is accepted instead.

@@ -13,8 +13,8 @@ use wire_ui::agui::{InputMessage, RunAgentInput, Translator};
 use wire_ui::sse;
 
 use super::{
-    Answer, ApiError, AppState, Incoming, IncomingTurn, Translate, parse_body, sse_response,
-    start_run,
+    Answer, ApiError, AppState, BodyLimit, Incoming, IncomingTurn, Translate, parse_body,
+    sse_response, start_run,
 };
 
 /// The AG-UI translator, as the stream needs it.
@@ -33,6 +33,7 @@ impl Translate for Stream {
 /// Runs one AG-UI turn.
 pub(super) async fn run(
     State(state): State<Arc<AppState>>,
+    axum::Extension(limit): axum::Extension<BodyLimit>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
@@ -49,7 +50,7 @@ pub(super) async fn run(
              text/event-stream (or */*)",
         ));
     }
-    let input: RunAgentInput = parse_body(&headers, body)?;
+    let input: RunAgentInput = parse_body(&headers, body, limit)?;
     // A run that answers interrupts continues the thread from them: the thread is the server's,
     // so the client's messages are not read.
     let incoming = if input.resume.is_empty() {

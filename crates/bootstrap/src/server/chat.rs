@@ -13,8 +13,8 @@ use wire_ui::ai_sdk::{ChatRequest, STREAM_HEADER, Translator, UiMessage, UiRole}
 use wire_ui::sse;
 
 use super::{
-    Answer, ApiError, AppState, Incoming, IncomingTurn, Translate, parse_body, sse_response,
-    start_run,
+    Answer, ApiError, AppState, BodyLimit, Incoming, IncomingTurn, Translate, parse_body,
+    sse_response, start_run,
 };
 
 /// The translator, and the calls of the client's last message that a new user message cancels:
@@ -45,10 +45,11 @@ impl Translate for Stream {
 /// Runs one `useChat` turn.
 pub(super) async fn run(
     State(state): State<Arc<AppState>>,
+    axum::Extension(limit): axum::Extension<BodyLimit>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let request: ChatRequest = parse_body(&headers, body)?;
+    let request: ChatRequest = parse_body(&headers, body, limit)?;
     if request.trigger.as_deref() == Some("regenerate-message") {
         return Err(ApiError::bad_request(
             "unsupported_trigger",

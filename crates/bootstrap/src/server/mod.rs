@@ -339,7 +339,9 @@ pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
             )
             .into_response()
         })
-        .layer(DefaultBodyLimit::max(max_body_bytes));
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        // The handlers name the limit in a 413.
+        .layer(axum::Extension(BodyLimit(max_body_bytes)));
     // Last, so it wraps every route and both fallbacks: no handler runs without the token.
     let router = match &state.token {
         Some(token) => router.layer(axum::middleware::from_fn_with_state(
@@ -425,21 +427,35 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The body as JSON of type `T`: too large → 413, not JSON → 415, malformed or not matching the
-/// protocol's shape → 400, each naming the fault (and where it is) without quoting the body or
-/// the `Content-Type` it came with.
+/// The largest request body the router takes, in bytes (`server.max_body_bytes`), as the
+/// handlers learn it to name it in a 413.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BodyLimit(pub(crate) usize);
+
+/// The body as JSON of type `T`: larger than `limit` → 413 naming the limit, not JSON → 415,
+/// malformed or not matching the protocol's shape → 400, each naming the fault (and where it is)
+/// without quoting the body or the `Content-Type` it came with.
 fn parse_body<T: serde::de::DeserializeOwned>(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
+    limit: BodyLimit,
 ) -> Result<T, ApiError> {
     let body = body.map_err(|rejection| {
         let status = rejection.status();
-        let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
-            "body_too_large"
-        } else {
-            "unreadable_body"
-        };
-        ApiError::new(status, code, rejection.body_text())
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            // axum's own text ("Failed to buffer the request body: length limit exceeded")
+            // names neither the limit nor the setting.
+            return ApiError::new(
+                status,
+                "body_too_large",
+                format!(
+                    "the request body is larger than the {} bytes this server takes \
+                     (server.max_body_bytes)",
+                    limit.0
+                ),
+            );
+        }
+        ApiError::new(status, "unreadable_body", rejection.body_text())
     })?;
     let content_type = headers
         .get(header::CONTENT_TYPE)
@@ -1339,6 +1355,7 @@ mod tests {
     async fn post<F: Future<Output = Result<axum::response::Response, super::ApiError>>>(
         handler: impl FnOnce(
             axum::extract::State<Arc<super::AppState>>,
+            axum::Extension<super::BodyLimit>,
             axum::http::HeaderMap,
             Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
         ) -> F,
@@ -1349,7 +1366,9 @@ mod tests {
         let json = axum::http::HeaderValue::from_static("application/json");
         headers.insert(axum::http::header::CONTENT_TYPE, json);
         let body = axum::body::Bytes::from(body.to_string());
-        let response = match handler(axum::extract::State(state), headers, Ok(body)).await {
+        let limit = axum::Extension(super::BodyLimit(usize::MAX));
+        let state = axum::extract::State(state);
+        let response = match handler(state, limit, headers, Ok(body)).await {
             Ok(response) => response,
             Err(error) => panic!("the run did not start: {error:?}"),
         };
@@ -1782,16 +1801,24 @@ mod tests {
         ];
         for body in bodies {
             let body = axum::body::Bytes::from(body.to_string());
-            let error =
-                super::parse_body::<wire_ui::agui::RunAgentInput>(&headers, Ok(body)).unwrap_err();
+            let error = super::parse_body::<wire_ui::agui::RunAgentInput>(
+                &headers,
+                Ok(body),
+                super::BodyLimit(1024),
+            )
+            .unwrap_err();
             assert_eq!(error.code, "invalid_body");
             assert!(!error.message.contains("SECRET"), "{}", error.message);
             assert!(error.message.contains("line 1 column"), "{}", error.message);
         }
         // Syntax errors say what serde_json says: they quote nothing.
         let body = axum::body::Bytes::from_static(b"{not json");
-        let error =
-            super::parse_body::<wire_ui::agui::RunAgentInput>(&headers, Ok(body)).unwrap_err();
+        let error = super::parse_body::<wire_ui::agui::RunAgentInput>(
+            &headers,
+            Ok(body),
+            super::BodyLimit(1024),
+        )
+        .unwrap_err();
         assert!(
             error.message.contains("key must be a string"),
             "{}",

@@ -343,3 +343,34 @@ fn the_banner_does_not_show_a_key_in_the_base_url_s_path() {
         "{banner}"
     );
 }
+
+/// A body over `server.max_body_bytes` is refused with a 413 that names the limit and the
+/// setting, not axum's own text.
+#[test]
+fn a_body_too_large_names_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("cogni.toml"),
+        "[server]\nmax_body_bytes = 1024\n",
+    )
+    .unwrap();
+    let (server, addr, _, _stderr) = serve(dir.path(), &[("COGNI_LISTEN", "127.0.0.1:0")]);
+    let body = format!(
+        r#"{{"id":"c","messages":[],"padding":"{}"}}"#,
+        "x".repeat(2000)
+    );
+    let response = http(
+        &addr,
+        "POST",
+        "/api/v1/chat",
+        &["content-type: application/json"],
+        &body,
+    );
+    stop(server);
+    assert!(response.starts_with("HTTP/1.1 413"), "{response}");
+    let error = response.split("\r\n\r\n").nth(1).unwrap_or_default();
+    assert_eq!(
+        error,
+        r#"{"error":{"code":"body_too_large","message":"the request body is larger than the 1024 bytes this server takes (server.max_body_bytes)"}}"#
+    );
+}
