@@ -277,7 +277,7 @@ pub async fn start_run(
     if let Some(log) = &stores.log {
         // Held until the recorder stops writing, so no recovery closes the run while it is live.
         // Held already: this run id is live, in this process or another.
-        let Some(lock) = log.locks.try_take(&run_id).context("the run's lock")? else {
+        let Some(lock) = log.locks.try_take(&run_id)? else {
             return Err(ai_core::RunStoreError::AlreadyExists(run_id).into());
         };
         owner = Some(lock);
@@ -675,7 +675,7 @@ async fn take_dead(
     run_id: &RunId,
     now: u64,
 ) -> anyhow::Result<Option<RunLock>> {
-    let Some(lock) = log.locks.try_take(run_id).context("the run's lock")? else {
+    let Some(lock) = log.locks.try_take(run_id)? else {
         tracing::debug!(run = run_id.as_str(), "left open: live in another process");
         return Ok(None);
     };

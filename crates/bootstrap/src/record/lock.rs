@@ -12,6 +12,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use ai_core::{RunId, sha256_hex};
+use anyhow::Context;
 
 /// The lock files of a data folder's runs (under `<data>/locks/`).
 #[derive(Clone, Debug)]
@@ -51,9 +52,11 @@ impl RunLocks {
     }
 
     /// Takes the lock of a run if no process holds it; `None` when one does (the run is live).
-    pub(crate) fn try_take(&self, run_id: &RunId) -> io::Result<Option<RunLock>> {
-        std::fs::create_dir_all(&self.dir)?;
-        try_lock(self.path(run_id))
+    /// The error names the folder the lock files are kept in (one that cannot be written, say).
+    pub(crate) fn try_take(&self, run_id: &RunId) -> anyhow::Result<Option<RunLock>> {
+        std::fs::create_dir_all(&self.dir)
+            .and_then(|()| try_lock(self.path(run_id)))
+            .with_context(|| format!("cannot take the run's lock in {}", self.dir.display()))
     }
 
     /// Removes the lock files whose lock is free: left by runs that crashed before they were

@@ -877,3 +877,26 @@ fn replay_runs_under_the_recorded_settings_and_says_when_todays_differ() {
     let differs = run(None, &["replay", &run_id]);
     assert_eq!(differs.status.code(), Some(1), "{}", text(&differs.stdout));
 }
+
+/// A data folder whose lock files cannot be written (its `locks` is a file here; a read-only
+/// folder is refused the same way) stops `cogni chat` with an error naming that folder, not
+/// only "the run's lock".
+#[test]
+fn chat_names_the_folder_of_a_lock_it_cannot_take() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    record_one(dir.path(), &url);
+    let locks = dir.path().join("data/locks");
+    if locks.exists() {
+        std::fs::remove_dir_all(&locks).unwrap();
+    }
+    std::fs::write(&locks, "").unwrap();
+    let chat = cogni_in(dir.path(), &url, &["chat", "--thread", "t", "Again?"]);
+    assert!(!chat.status.success());
+    let err = text(&chat.stderr);
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: cannot take the run's lock in data/locks: "),
+        "{err}"
+    );
+}
