@@ -79,9 +79,11 @@ pub fn open_run_log(dir: &Path) -> anyhow::Result<RunLogReader> {
     })
 }
 
-/// Loads one run, naming it when it is unknown.
+/// Loads one run, naming it when it is unknown. An id no run can have is refused saying why
+/// (`invalid run_id: it is empty`), as `cogni chat --thread` refuses a thread id: not echoed
+/// in Rust's debug form, escapes and all.
 pub async fn load_run(log: &RunLogReader, run_id: &str) -> anyhow::Result<RunLog> {
-    let id = RunId::new(run_id).map_err(|e| anyhow!("run id {run_id:?}: {e}"))?;
+    let id = RunId::new(run_id).map_err(|e| anyhow!("{e}"))?;
     match log.runs.load_run(&id).await {
         Ok(run) => Ok(run),
         Err(RunStoreError::NotFound(_)) => bail!("run {run_id} not found"),

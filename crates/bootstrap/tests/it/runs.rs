@@ -900,3 +900,26 @@ fn chat_names_the_folder_of_a_lock_it_cannot_take() {
         "{err}"
     );
 }
+
+/// A run id no run can have is refused by `runs show` and `replay` saying why, in the words
+/// `cogni chat --thread` uses for a thread id, not echoed in Rust's debug form.
+#[test]
+fn an_invalid_run_id_is_refused_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    record_one(dir.path(), &url);
+    for (id, why) in [
+        ("", "it is empty"),
+        ("a\u{1b}[2Jb", "it contains a control character"),
+    ] {
+        for command in [&["runs", "show", id][..], &["replay", id]] {
+            let output = cogni_in(dir.path(), &url, command);
+            assert!(!output.status.success(), "{command:?}");
+            assert_eq!(
+                text(&output.stderr),
+                format!("error: invalid run_id: {why}\n"),
+                "{command:?}"
+            );
+        }
+    }
+}
