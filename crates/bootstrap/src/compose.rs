@@ -63,11 +63,14 @@ impl CoreTool {
 /// Builds the capabilities from configuration: the system clock and a workspace confined to
 /// `config.workspace_root`.
 pub fn create_capabilities(config: &Config) -> anyhow::Result<ToolCapabilities> {
-    let workspace = FsWorkspace::new(&config.workspace_root).with_context(|| {
-        format!(
-            "workspace root {} cannot be used",
-            config.workspace_root.display()
-        )
+    let root = config.workspace_root.display();
+    let workspace = FsWorkspace::new(&config.workspace_root).map_err(|error| {
+        // The adapter's own message names the root again: said once.
+        if error.kind() == std::io::ErrorKind::NotADirectory {
+            anyhow::anyhow!("workspace root {root} is not a folder")
+        } else {
+            anyhow::Error::new(error).context(format!("workspace root {root} cannot be used"))
+        }
     })?;
     Ok(ToolCapabilities {
         clock: Arc::new(SystemClock),

@@ -587,3 +587,36 @@ fn full_counts_in_the_stats_file_do_not_fail_a_call() {
         String::from_utf8_lossy(&table.stdout)
     );
 }
+
+/// A workspace that is a file, or that does not exist, is one line saying so, naming the path
+/// once.
+#[test]
+fn a_workspace_that_is_not_a_folder_is_named_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "hi").unwrap();
+    let missing = dir.path().join("missing");
+    for (workspace, expected) in [
+        (
+            &file,
+            format!("error: workspace root {} is not a folder", file.display()),
+        ),
+        (
+            &missing,
+            format!(
+                "error: workspace root {} cannot be used: No such file or directory (os error 2)",
+                missing.display()
+            ),
+        ),
+    ] {
+        let output = cogni(&[
+            "tools",
+            "call",
+            "core__get_current_time",
+            "--workspace",
+            workspace.to_str().unwrap(),
+        ]);
+        assert_eq!(output.status.code(), Some(1));
+        assert_eq!(stderr(&output).trim_end(), expected);
+    }
+}
