@@ -127,7 +127,10 @@ async fn a_data_dir_that_is_a_file_is_a_clear_error() {
     std::fs::write(&file, b"x").unwrap();
     let err = SqliteStore::open(&file).unwrap_err();
     assert!(
-        err.to_string().contains("cannot create the data directory"),
+        err.to_string().ends_with(&format!(
+            "cannot create the data directory {}: something that is not a folder is there",
+            file.display()
+        )),
         "{err}"
     );
     let err = FsBlobStore::open(&file).unwrap_err();
