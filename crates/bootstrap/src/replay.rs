@@ -48,25 +48,15 @@ pub fn data_dir(settings: &Settings) -> anyhow::Result<PathBuf> {
 /// Opens the run log in `dir` to read only ([`SqliteStore::open_read_only`],
 /// [`TieredBlobStore::open_read_only`]): nothing is created, migrated or written, so a database
 /// at an older schema version keeps it. A folder without `cogni.db` or `blobs/` is refused
-/// naming what is missing, and a database at a schema version this build cannot read (newer, or
+/// naming what is missing (or, for a path that is a file, or one the OS will not show, saying
+/// that instead), and a database at a schema version this build cannot read (newer, or
 /// not a cogni store) is refused by the store, untouched.
 pub fn open_run_log(dir: &Path) -> anyhow::Result<RunLogReader> {
-    let db = dir.join("cogni.db");
-    if !db.is_file() {
-        bail!(
-            "no run log in {}: {} does not exist",
-            dir.display(),
-            db.display()
-        );
+    if std::fs::metadata(dir).is_ok_and(|found| !found.is_dir()) {
+        bail!("no run log in {}: it is not a folder", dir.display());
     }
-    let blobs_dir = dir.join("blobs");
-    if !blobs_dir.is_dir() {
-        bail!(
-            "no run log in {}: {} does not exist",
-            dir.display(),
-            blobs_dir.display()
-        );
-    }
+    require(dir, &dir.join("cogni.db"), false)?;
+    require(dir, &dir.join("blobs"), true)?;
     // Read only: no migration, no WAL switch, no table created, so reading a data folder never
     // upgrades the database of an older cogni that still serves it.
     let runs =
@@ -77,6 +67,22 @@ pub fn open_run_log(dir: &Path) -> anyhow::Result<RunLogReader> {
         runs: Arc::new(runs),
         blobs: Arc::new(blobs),
     })
+}
+
+/// Refuses a data folder `dir` whose `path` (a file, or a folder when `folder`) is missing, is
+/// of the other kind or cannot be looked at (a folder the user may not enter), saying which:
+/// one the OS refuses to show is not said not to exist.
+fn require(dir: &Path, path: &Path, folder: bool) -> anyhow::Result<()> {
+    let (dir, shown) = (dir.display(), path.display());
+    match std::fs::metadata(path) {
+        Ok(found) if found.is_dir() == folder => Ok(()),
+        Ok(_) if folder => bail!("no run log in {dir}: {shown} is not a folder"),
+        Ok(_) => bail!("no run log in {dir}: {shown} is not a file"),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            bail!("no run log in {dir}: {shown} does not exist")
+        }
+        Err(error) => bail!("no run log in {dir}: cannot look at {shown}: {error}"),
+    }
 }
 
 /// Loads one run, naming it when it is unknown. An id no run can have is refused saying why

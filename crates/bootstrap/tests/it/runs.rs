@@ -923,3 +923,28 @@ fn an_invalid_run_id_is_refused_saying_why() {
         }
     }
 }
+
+/// A data folder path that is a file, or a `cogni.db` that is a folder, is refused saying so:
+/// not said not to exist.
+#[test]
+fn runs_name_a_data_folder_that_is_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("data"), "").unwrap();
+    let url = "http://127.0.0.1:9/v1";
+    for command in [&["runs", "list"][..], &["replay", "r1"]] {
+        let output = cogni_in(dir.path(), url, command);
+        assert!(!output.status.success(), "{command:?}");
+        assert_eq!(
+            text(&output.stderr),
+            "error: no run log in data: it is not a folder\n"
+        );
+    }
+    std::fs::remove_file(dir.path().join("data")).unwrap();
+    std::fs::create_dir_all(dir.path().join("data/cogni.db")).unwrap();
+    let output = cogni_in(dir.path(), url, &["runs", "show", "r1"]);
+    assert!(!output.status.success());
+    assert_eq!(
+        text(&output.stderr),
+        "error: no run log in data: data/cogni.db is not a file\n"
+    );
+}
