@@ -122,13 +122,17 @@ pub(crate) fn record(dir: &Path, stats: &[ToolStats]) -> anyhow::Result<Option<S
 }
 
 /// The statistics recorded in the data folder, ordered by tool id. A folder that does not
-/// exist is an error (a mistyped path is not "no calls"); a folder without the file has none.
+/// exist is an error (a mistyped path is not "no calls"), and so is a path that is a file or
+/// one the OS will not show, each said as it is; a folder without the file has none.
 pub(crate) fn load(dir: &Path) -> anyhow::Result<Vec<ToolStats>> {
-    if !dir.is_dir() {
-        anyhow::bail!(
-            "no tool statistics in {}: the folder does not exist",
-            dir.display()
-        );
+    let shown = dir.display();
+    match std::fs::metadata(dir) {
+        Ok(found) if found.is_dir() => {}
+        Ok(_) => anyhow::bail!("no tool statistics in {shown}: it is not a folder"),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            anyhow::bail!("no tool statistics in {shown}: the folder does not exist")
+        }
+        Err(error) => anyhow::bail!("no tool statistics in {shown}: cannot look at it: {error}"),
     }
     let path = dir.join(FILE);
     let stored = match read_stored(&path)? {

@@ -620,3 +620,20 @@ fn a_workspace_that_is_not_a_folder_is_named_once() {
         assert_eq!(stderr(&output).trim_end(), expected);
     }
 }
+
+/// A statistics folder path that is a file is said to be one, not said not to exist.
+#[test]
+fn tools_stats_of_a_file_says_it_is_not_a_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "hi").unwrap();
+    let output = cogni(&["tools", "stats", "--data-dir", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        stderr(&output).trim_end(),
+        format!(
+            "error: no tool statistics in {}: it is not a folder",
+            file.display()
+        )
+    );
+}
