@@ -99,13 +99,16 @@ pub fn create_stores(settings: &Settings) -> anyhow::Result<Stores> {
     let sqlite = Arc::new(SqliteStore::open(dir).context("data_dir")?);
     let blobs = TieredBlobStore::open(&sqlite, dir, TieredBlobStore::DEFAULT_MAX_ROW_BYTES);
     let blobs = Arc::new(blobs.context("data_dir")?);
+    // Every run takes a lock file: a folder where none can be made is refused now.
+    let locks = RunLocks::new(dir.join("locks"));
+    locks.check_writable().context("data_dir")?;
     Ok(Stores {
         threads: sqlite.clone(),
         log: Some(RunLogStores {
             runs: sqlite,
             blobs,
             receipts: Arc::new(ReceiptCollector::default()),
-            locks: RunLocks::new(dir.join("locks")),
+            locks,
         }),
     })
 }

@@ -54,9 +54,28 @@ impl RunLocks {
     /// Takes the lock of a run if no process holds it; `None` when one does (the run is live).
     /// The error names the folder the lock files are kept in (one that cannot be written, say).
     pub(crate) fn try_take(&self, run_id: &RunId) -> anyhow::Result<Option<RunLock>> {
-        std::fs::create_dir_all(&self.dir)
+        adapters::create_private_dir(&self.dir)
             .and_then(|()| try_lock(self.path(run_id)))
             .with_context(|| format!("cannot take the run's lock in {}", self.dir.display()))
+    }
+
+    /// Checks that lock files can be made in the folder (creating it), by making and removing
+    /// one: a data folder that cannot be written is refused when the stores open, not at every
+    /// run after a start that looked fine. (A probe a crash leaves behind is a free lock file,
+    /// which [`RunLocks::sweep`] removes.)
+    pub(crate) fn check_writable(&self) -> anyhow::Result<()> {
+        let probe = self.dir.join(format!(
+            "probe-{}-{:08x}.lock",
+            std::process::id(),
+            crate::nonce()
+        ));
+        adapters::create_private_dir(&self.dir)
+            .and_then(|()| OpenOptions::new().write(true).create_new(true).open(&probe))
+            .and_then(|file| {
+                drop(file);
+                std::fs::remove_file(&probe)
+            })
+            .with_context(|| format!("cannot write run locks in {}", self.dir.display()))
     }
 
     /// Removes the lock files whose lock is free: left by runs that crashed before they were

@@ -879,8 +879,8 @@ fn replay_runs_under_the_recorded_settings_and_says_when_todays_differ() {
 }
 
 /// A data folder whose lock files cannot be written (its `locks` is a file here; a read-only
-/// folder is refused the same way) stops `cogni chat` with an error naming that folder, not
-/// only "the run's lock".
+/// folder is refused the same way) stops `cogni chat` before its turn, with an error naming
+/// that folder.
 #[test]
 fn chat_names_the_folder_of_a_lock_it_cannot_take() {
     let dir = tempfile::tempdir().unwrap();
@@ -893,11 +893,10 @@ fn chat_names_the_folder_of_a_lock_it_cannot_take() {
     std::fs::write(&locks, "").unwrap();
     let chat = cogni_in(dir.path(), &url, &["chat", "--thread", "t", "Again?"]);
     assert!(!chat.status.success());
-    let err = text(&chat.stderr);
-    let last = err.lines().last().unwrap_or_default();
-    assert!(
-        last.starts_with("error: cannot take the run's lock in data/locks: "),
-        "{err}"
+    assert_eq!(
+        text(&chat.stderr),
+        "error: data_dir: cannot write run locks in data/locks: something that is not a folder \
+         is there\n"
     );
 }
 

@@ -374,3 +374,38 @@ fn a_body_too_large_names_the_limit() {
         r#"{"error":{"code":"body_too_large","message":"the request body is larger than the 1024 bytes this server takes (server.max_body_bytes)"}}"#
     );
 }
+
+/// A data folder where no run lock can be written (its `locks` is a file here; a read-only
+/// folder is refused the same way) stops `cogni serve` at start, naming the folder, rather than
+/// a server that listens and refuses every run.
+#[test]
+fn cogni_serve_refuses_a_data_folder_it_cannot_write() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    std::fs::write(dir.path().join("data/locks"), "").unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_cogni"))
+        .arg("serve")
+        .current_dir(dir.path())
+        .env("COGNI_LLM_MODEL", "test-model")
+        .env("COGNI_LISTEN", "127.0.0.1:0")
+        .env("COGNI_DATA_DIR", "data")
+        .env_remove("COGNI_CONFIG")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(server.stderr.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // A server that did not refuse to start is stopped.
+    if !first.starts_with("error: ") {
+        let _ = server.kill();
+    }
+    let status = server.wait().unwrap();
+    assert_eq!(
+        first,
+        "error: data_dir: cannot write run locks in data/locks: something that is not a folder \
+         is there\n"
+    );
+    assert_eq!(status.code(), Some(1));
+}
