@@ -394,9 +394,21 @@ impl Settings {
     /// wrong with it (an unknown key, a value of the wrong type, …). The line's value is never
     /// echoed: it may be a secret written where it does not belong. Nor is a line that does not
     /// parse (a key pasted alone on a line, say): only a table header is shown. An inline
-    /// `[tools.policy]` is read as a policy here too, so its lines are refused the same way.
+    /// `[tools.policy]` is read as a policy here too, so its lines are refused the same way, and
+    /// an empty path (`data_dir = ""`) is refused naming its key.
     pub fn from_toml_str(text: &str) -> anyhow::Result<Self> {
         let settings: Self = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+        // An empty path would be the working directory (or the file's folder): a data folder
+        // strewn over it, say. Refused, as the flags and `COGNI_*` variables refuse one.
+        for (key, path) in [
+            ("data_dir", settings.data_dir.as_deref()),
+            ("tools.workspace", Some(settings.tools.workspace.as_path())),
+            ("tools.policy_file", settings.tools.policy_file.as_deref()),
+        ] {
+            if path.is_some_and(|path| path.as_os_str().is_empty()) {
+                bail!("{key}: the path is empty: remove the key or give it a path");
+            }
+        }
         if settings.tools.policy.is_some() {
             // `[tools.policy]` is kept as a table and read as a policy later, when its lines are
             // gone: read it here too, so a bad value in it is refused like any other line of

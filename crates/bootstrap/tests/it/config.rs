@@ -548,3 +548,36 @@ fn a_bad_policy_value_is_named_by_its_line_and_key_never_its_value() {
         assert!(!stderr.contains(secret), "{args:?}: {stderr}");
     }
 }
+
+/// An empty path in the config file is refused naming its key, as an empty `COGNI_*` path
+/// variable or flag is: `data_dir = ""` made the working directory the data folder, strewing
+/// `cogni.db`, `blobs/` and `locks/` over it.
+#[test]
+fn an_empty_path_in_the_config_file_is_refused() {
+    for (text, key) in [
+        ("data_dir = \"\"\n", "data_dir"),
+        ("[tools]\nworkspace = \"\"\n", "tools.workspace"),
+        ("[tools]\npolicy_file = \"\"\n", "tools.policy_file"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("cogni.toml"),
+            format!("{text}[llm]\nmodel = \"m\"\n"),
+        )
+        .unwrap();
+        let url = crate::fake::endpoint(&["turn-2-answer.sse"]);
+        let stderr = refused(&cogni_in(
+            dir.path(),
+            &["chat", "hi"],
+            &[("COGNI_LLM_BASE_URL", &url)],
+        ));
+        assert_eq!(
+            stderr.trim_end(),
+            format!(
+                "error: config file cogni.toml: {key}: the path is empty: remove the key or \
+                 give it a path"
+            )
+        );
+        assert!(!dir.path().join("cogni.db").exists(), "{key}");
+    }
+}
