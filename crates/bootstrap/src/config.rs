@@ -25,7 +25,10 @@ pub fn load_policy(path: Option<&Path>) -> anyhow::Result<ToolPolicy> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read policy file {}", path.display()))?;
     let policy = if path.extension().is_some_and(|e| e == "json") {
-        ToolPolicy::from_json_str(&text).map_err(anyhow::Error::from)
+        // JSON has no byte order mark, but editors write one (as toml reads past it); it is no
+        // part of the policy.
+        let json = text.strip_prefix('\u{FEFF}').unwrap_or(&text);
+        ToolPolicy::from_json_str(json).map_err(anyhow::Error::from)
     } else {
         // What `ToolPolicy::from_toml_str` does, with the error's line and key kept.
         toml::from_str::<ToolPolicy>(&text)

@@ -637,3 +637,23 @@ fn tools_stats_of_a_file_says_it_is_not_a_folder() {
         )
     );
 }
+
+/// A JSON policy an editor saved with a UTF-8 byte order mark is read, as a TOML one is, not
+/// refused as "expected value at line 1 column 1".
+#[test]
+fn a_json_policy_with_a_byte_order_mark_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.json");
+    std::fs::write(
+        &policy,
+        "\u{FEFF}{\"allowed_tools\": [\"core__get_current_time\"]}",
+    )
+    .unwrap();
+    let output = cogni(&["tools", "list", "--policy", policy.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stdout).starts_with("core__get_current_time "),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
