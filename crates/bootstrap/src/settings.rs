@@ -390,12 +390,10 @@ pub(crate) fn toml_error(text: &str, e: &toml::de::Error) -> anyhow::Error {
 }
 
 impl Settings {
-    /// Parses a config file's text; an error is one line naming the line, its key and what is
-    /// wrong with it (an unknown key, a value of the wrong type, …). The line's value is never
-    /// echoed: it may be a secret written where it does not belong. Nor is a line that does not
-    /// parse (a key pasted alone on a line, say): only a table header is shown. An inline
-    /// `[tools.policy]` is read as a policy here too, so its lines are refused the same way, and
-    /// an empty path (`data_dir = ""`) is refused naming its key.
+    /// Parses a config file's text. An error is one line naming the line and its key, never the
+    /// line's value (it may be a secret written where it does not belong). An inline
+    /// `[tools.policy]` is refused the same way, and an empty path (`data_dir = ""`) is refused
+    /// naming its key.
     pub fn from_toml_str(text: &str) -> anyhow::Result<Self> {
         let settings: Self = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
         // An empty path would be the working directory (or the file's folder): a data folder
