@@ -77,3 +77,72 @@ async fn write_then_read_through_the_whole_stack() {
     );
     assert_eq!(events.lock().unwrap().len(), 6);
 }
+
+/// A `core__workspace_write` whose run is cancelled, or whose time is up, while its file work
+/// waits for a blocking thread never lands, though that work gets its thread afterwards: the
+/// model is told `cancelled` or `timeout`, and the disk agrees. The runtime's one blocking
+/// thread is held until the runner has answered; a job queued after the write's runs after it.
+#[test]
+fn a_cancelled_or_timed_out_write_never_lands() {
+    let dir = tempfile::tempdir().unwrap();
+    let caps = create_capabilities(&Config {
+        workspace_root: dir.path().to_path_buf(),
+    })
+    .unwrap();
+    let source = Arc::new(create_tool_source(CoreTool::ALL, &caps).unwrap());
+    let policy = ToolPolicy::from_toml_str(
+        r#"allowed_tools = ["core__workspace_write"]
+[budgets]
+max_runtime_ms = 1"#,
+    )
+    .unwrap();
+    let ctx = RunContext::new("run-x", "user:test", "tenant").unwrap();
+    let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
+    let runner = ToolRunner::new(source, Arc::new(policy), caps.clock.clone());
+    let sink = |_: AiEvent| {};
+    let call = |id: &str, path: &str| ToolCall {
+        id: ToolCallId::new(id).unwrap(),
+        name: "core__workspace_write".into(),
+        arguments: format!(r#"{{"path":"{path}","content":"abc"}}"#),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .max_blocking_threads(1)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let busy = tokio::task::spawn_blocking(move || {
+            let _ = held.recv();
+        });
+
+        // Its time is up while its job waits.
+        let never = CancellationToken::new();
+        let timed_out = runner
+            .run_tool(&call("c1", "late.txt"), &ctx, &catalog, &sink, &never)
+            .await;
+        assert_eq!(
+            timed_out.result.failure().unwrap().code,
+            ToolErrorCode::Timeout
+        );
+
+        // Cancelled once the runner awaits the write: `join!` polls the call first, which runs
+        // through to the tool's pending write before the token fires.
+        let cancel = CancellationToken::new();
+        let second = call("c2", "cancelled.txt");
+        let (cancelled, ()) = tokio::join!(
+            runner.run_tool(&second, &ctx, &catalog, &sink, &cancel),
+            async { cancel.cancel() },
+        );
+        assert_eq!(
+            cancelled.result.failure().unwrap().code,
+            ToolErrorCode::Cancelled
+        );
+
+        release.send(()).unwrap();
+        busy.await.unwrap();
+        tokio::task::spawn_blocking(|| ()).await.unwrap();
+    });
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use ai_core::{MAX_LIST_ENTRIES, Workspace, WorkspaceEntry, WorkspaceError, WorkspaceListing};
 use async_trait::async_trait;
@@ -35,6 +36,10 @@ pub struct FsWorkspace {
     root: PathBuf,
     dir: Arc<Dir>,
     max_read_bytes: u64,
+    /// Called by a write's blocking job once its temp file is written, just before the write
+    /// decides to commit: the tests hold a write there.
+    #[cfg(test)]
+    before_commit: Option<tests::Hook>,
 }
 
 impl FsWorkspace {
@@ -52,6 +57,8 @@ impl FsWorkspace {
             root,
             dir: Arc::new(dir),
             max_read_bytes: DEFAULT_MAX_READ_BYTES,
+            #[cfg(test)]
+            before_commit: None,
         })
     }
 
@@ -68,23 +75,95 @@ impl FsWorkspace {
 
     /// Runs a blocking file operation on the root handle off the async runtime, with the path
     /// checked lexically and made relative (`.` for the root).
+    ///
+    /// The job is given the call's [`Gate`]: dropping the call (as the runner drops a tool's
+    /// future when its run is cancelled or its time is up) abandons the gate, and a job that
+    /// finds it abandoned when it starts does nothing. A job that is already running keeps
+    /// going (a blocking thread cannot be stopped) but its result goes nowhere; a write checks
+    /// the gate once more at its commit ([`write_atomically`]), so an abandoned write never
+    /// lands.
     async fn run<T: Send + 'static>(
         &self,
         path: &str,
-        operation: impl FnOnce(&Dir, &Path, &str) -> Result<T, WorkspaceError> + Send + 'static,
+        operation: impl FnOnce(&Dir, &Path, &str, &Gate) -> Result<T, WorkspaceError> + Send + 'static,
     ) -> Result<T, WorkspaceError> {
         let relative = relative(path)?;
         let dir = Arc::clone(&self.dir);
         let path = path.to_owned();
         let failed = path.clone();
-        tokio::task::spawn_blocking(move || operation(&dir, &relative, &path))
-            .await
-            .unwrap_or_else(|_| {
-                Err(WorkspaceError::Io {
-                    path: failed,
-                    reason: "the file operation was interrupted".into(),
-                })
+        let gate = Arc::new(Gate::default());
+        // Held across the await, so dropped with the call's future.
+        let _abandon_on_drop = AbandonOnDrop(Arc::clone(&gate));
+        tokio::task::spawn_blocking(move || {
+            if gate.is_abandoned() {
+                return Err(abandoned(&path));
+            }
+            operation(&dir, &relative, &path, &gate)
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(WorkspaceError::Io {
+                path: failed,
+                reason: "the file operation was interrupted".into(),
             })
+        })
+    }
+}
+
+/// Where a workspace call stands between its async side and its blocking job: still open, its
+/// write committed (the rename is on its way), or abandoned (its caller dropped the call first).
+/// Whichever of the last two comes first holds: the job commits only an open gate, the call
+/// abandons only an open one.
+#[derive(Debug, Default)]
+struct Gate(AtomicU8);
+
+impl Gate {
+    const OPEN: u8 = 0;
+    const COMMITTED: u8 = 1;
+    const ABANDONED: u8 = 2;
+
+    /// Claims the commit for the job; `false` when the call was abandoned first.
+    fn commit(&self) -> bool {
+        self.0
+            .compare_exchange(
+                Self::OPEN,
+                Self::COMMITTED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// Abandons the call, unless its job has committed.
+    fn abandon(&self) {
+        let _ = self.0.compare_exchange(
+            Self::OPEN,
+            Self::ABANDONED,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
+    fn is_abandoned(&self) -> bool {
+        self.0.load(Ordering::Acquire) == Self::ABANDONED
+    }
+}
+
+/// Abandons its gate when dropped: with the call's future, or at its end (when the job is over
+/// and nothing reads the gate again).
+struct AbandonOnDrop(Arc<Gate>);
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        self.0.abandon();
+    }
+}
+
+/// What a job whose call was abandoned returns; nobody receives it.
+fn abandoned(path: &str) -> WorkspaceError {
+    WorkspaceError::Io {
+        path: path.into(),
+        reason: "the call was abandoned".into(),
     }
 }
 
@@ -257,7 +336,7 @@ impl Workspace for FsWorkspace {
     /// stat'ed; past 100,000 names the read stops, and the part is the first ones of those
     /// read.
     async fn list(&self, dir: &str) -> Result<WorkspaceListing, WorkspaceError> {
-        self.run(dir, |root, relative, path| {
+        self.run(dir, |root, relative, path, _| {
             let folder = root.open_dir(relative).map_err(|e| io_error(path, &e))?;
             // The first names so far, the greatest on top, to drop when a smaller one comes.
             let mut first: BinaryHeap<(String, OsString)> = BinaryHeap::new();
@@ -305,7 +384,7 @@ impl Workspace for FsWorkspace {
 
     async fn read(&self, path: &str) -> Result<String, WorkspaceError> {
         let limit = self.max_read_bytes;
-        self.run(path, move |root, relative, path| {
+        self.run(path, move |root, relative, path, _| {
             let (file, size) = open_regular_file(root, relative, path)?;
             let bytes = read_capped(file, size, limit, path)?;
             String::from_utf8(bytes).map_err(|_| WorkspaceError::NotText { path: path.into() })
@@ -315,11 +394,20 @@ impl Workspace for FsWorkspace {
 
     async fn write(&self, path: &str, content: &str) -> Result<(), WorkspaceError> {
         let content = content.to_owned();
-        self.run(path, move |root, relative, path| {
+        #[cfg(test)]
+        let before_commit = self.before_commit.clone();
+        self.run(path, move |root, relative, path, gate| {
             let (parent, name) = split_file(relative, path)?;
             let folder = open_or_create_folder(root, &parent, path)?;
             let target = (root, relative);
-            write_atomically(&folder, &name, target, content.as_bytes(), path)
+            let commit = || {
+                #[cfg(test)]
+                if let Some(hook) = &before_commit {
+                    hook.call();
+                }
+                gate.commit()
+            };
+            write_atomically(&folder, &name, target, content.as_bytes(), path, commit)
         })
         .await
     }
@@ -332,12 +420,16 @@ impl Workspace for FsWorkspace {
 /// replaced, never written through.
 /// `target` is the root and the path beneath it that `name` in `folder` stands for: where a
 /// symlink at the name leads is judged from the root, as a read would resolve it.
+/// `commit` is asked, once the temp file is synced and just before the rename, whether the
+/// write may still land: when it says no (its call was abandoned), the temp file is removed and
+/// nothing changes.
 fn write_atomically(
     folder: &Dir,
     name: &Path,
     (root, relative): (&Dir, &Path),
     content: &[u8],
     path: &str,
+    commit: impl FnOnce() -> bool,
 ) -> Result<(), WorkspaceError> {
     let permissions = match folder.symlink_metadata(name) {
         Ok(entry) if entry.is_dir() => {
@@ -369,11 +461,24 @@ fn write_atomically(
         io::Write::write_all(&mut &file, content)?;
         file.sync_all()?;
         drop(file);
-        folder.rename(&temp, folder, name)
-    })();
-    if let Err(e) = written {
-        let _ = folder.remove_file(&temp);
-        return Err(io_error(path, &e));
+        Ok(commit())
+    })()
+    .and_then(|committed| {
+        if committed {
+            folder.rename(&temp, folder, name)?;
+        }
+        Ok(committed)
+    });
+    match written {
+        Ok(true) => {}
+        Ok(false) => {
+            let _ = folder.remove_file(&temp);
+            return Err(abandoned(path));
+        }
+        Err(e) => {
+            let _ = folder.remove_file(&temp);
+            return Err(io_error(path, &e));
+        }
     }
     // The folder handle may be an `O_PATH` one, which cannot be fsynced: open it for reading.
     folder

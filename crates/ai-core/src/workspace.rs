@@ -126,6 +126,12 @@ impl WorkspaceError {
 /// Files confined to one root folder. Paths are relative, `/`-separated; implementations must
 /// refuse anything that leaves the root, including through symlinks.
 ///
+/// A call's future may be dropped before it ends: the runner drops a tool's future when its run
+/// is cancelled or its time is up, and tells the model `cancelled` or `timeout`. So a write
+/// whose future is dropped should not land afterwards; an implementation that hands the work to
+/// another thread has that thread check, before it commits, that the call is still awaited (as
+/// `adapters::FsWorkspace` does).
+///
 /// ```
 /// use std::{collections::BTreeMap, sync::Mutex};
 /// use ai_core::{Workspace, WorkspaceEntry, WorkspaceError, WorkspaceListing};

@@ -6,6 +6,123 @@ use ai_core::{Workspace, WorkspaceError};
 
 use super::FsWorkspace;
 
+/// A test's hook into a write's blocking job ([`FsWorkspace::before_commit`]).
+#[derive(Clone)]
+pub(super) struct Hook(std::sync::Arc<dyn Fn() + Send + Sync>);
+
+impl Hook {
+    pub(super) fn call(&self) {
+        (self.0)();
+    }
+}
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hook")
+    }
+}
+
+/// A workspace over `root` whose writes stop before their commit: each tells `reached`, then
+/// waits for a word on `go` (or for its sender to be dropped).
+fn held_before_commit(
+    root: &std::path::Path,
+) -> (
+    FsWorkspace,
+    std::sync::mpsc::Receiver<()>,
+    std::sync::mpsc::Sender<()>,
+) {
+    let (reached_tx, reached) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel::<()>();
+    let reached_tx = std::sync::Mutex::new(reached_tx);
+    let go_rx = std::sync::Mutex::new(go_rx);
+    let mut ws = FsWorkspace::new(root).unwrap();
+    ws.before_commit = Some(Hook(std::sync::Arc::new(move || {
+        let _ = reached_tx.lock().unwrap().send(());
+        let _ = go_rx.lock().unwrap().recv();
+    })));
+    (ws, reached, go)
+}
+
+/// The entries of `dir` on disk, temp files included, sorted.
+fn names_on_disk(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A write whose call is dropped (as the runner drops a tool's future when its run is cancelled
+/// or its time is up) never lands, even when its blocking job has already written the temp
+/// file: the job gives up at its commit and removes the temp file. Waiting for the job is
+/// dropping the runtime, which joins its blocking threads: no sleep.
+#[test]
+fn a_write_dropped_before_its_commit_never_lands() {
+    use std::future::Future;
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("a.txt"), "old").unwrap();
+    let (ws, reached, go) = held_before_commit(root.path());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut write = Box::pin(ws.write("a.txt", "new"));
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(write.as_mut().poll(cx)));
+        assert!(first.await.is_pending());
+        // The job has written and synced its temp file and waits before the rename.
+        reached.recv().unwrap();
+        drop(write);
+        go.send(()).unwrap();
+    });
+    drop(runtime);
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("a.txt")).unwrap(),
+        "old"
+    );
+    assert_eq!(names_on_disk(root.path()), ["a.txt"]);
+}
+
+/// A write dropped while its job still waits for a blocking thread does nothing when the job
+/// gets one: no file, no parent folder. The runtime's one blocking thread is held until the
+/// write is dropped; a job queued after the write's runs after it.
+#[test]
+fn a_write_dropped_before_its_job_starts_does_nothing() {
+    use std::future::Future;
+    let root = tempfile::tempdir().unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(1)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (busy, release) = std::sync::mpsc::channel::<()>();
+        let held = tokio::task::spawn_blocking(move || {
+            let _ = release.recv();
+        });
+        let mut write = Box::pin(ws.write("sub/a.txt", "new"));
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(write.as_mut().poll(cx)));
+        assert!(first.await.is_pending());
+        drop(write);
+        busy.send(()).unwrap();
+        held.await.unwrap();
+        tokio::task::spawn_blocking(|| ()).await.unwrap();
+    });
+    assert!(names_on_disk(root.path()).is_empty());
+}
+
+/// A write that is not dropped still lands once its job is let through.
+#[tokio::test]
+async fn a_held_write_that_is_awaited_lands() {
+    let root = tempfile::tempdir().unwrap();
+    let (ws, reached, go) = held_before_commit(root.path());
+    go.send(()).unwrap();
+    ws.write("a/b.txt", "new").await.unwrap();
+    reached.recv().unwrap();
+    assert_eq!(ws.read("a/b.txt").await.unwrap(), "new");
+    assert_eq!(names_on_disk(&root.path().join("a")), ["b.txt"]);
+}
+
 fn setup() -> (tempfile::TempDir, tempfile::TempDir, FsWorkspace) {
     let root = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
