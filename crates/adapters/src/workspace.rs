@@ -417,7 +417,8 @@ impl Workspace for FsWorkspace {
 /// folder, fsynced, renamed over the name, then the folder fsynced. A reader sees the old file
 /// or the new one, never a part; a crash leaves the old one. The rename replaces the entry
 /// itself, so a hard link (to a file outside the root, say) or a symlink at the name is
-/// replaced, never written through.
+/// replaced, never written through. The new file takes the old one's permission bits (`0o777`),
+/// never its set-ID or sticky bits.
 /// `target` is the root and the path beneath it that `name` in `folder` stands for: where a
 /// symlink at the name leads is judged from the root, as a read would resolve it.
 /// `commit` is asked, once the temp file is synced and just before the rename, whether the
@@ -446,8 +447,15 @@ fn write_atomically(
             }
             _ => None,
         },
-        // An existing file's permissions carry over to its new content.
-        Ok(entry) if entry.is_file() => Some(entry.permissions()),
+        // An existing file's permissions carry over to its new content, but not its
+        // set-user-ID, set-group-ID or sticky bits: new content never runs with the owner's
+        // rights (the kernel, too, drops them when an unprivileged writer changes a file).
+        Ok(entry) if entry.is_file() => {
+            use cap_std::fs::PermissionsExt;
+            Some(cap_std::fs::Permissions::from_mode(
+                entry.permissions().mode() & 0o777,
+            ))
+        }
         Ok(_) => return Err(WorkspaceError::NotAFile { path: path.into() }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(io_error(path, &e)),

@@ -687,3 +687,19 @@ async fn a_temp_file_left_by_a_crash_does_not_fail_a_write() {
     ws.write("a.txt", "new").await.unwrap();
     assert_eq!(ws.read("a.txt").await.unwrap(), "new");
 }
+
+/// A write keeps an existing file's permissions but not its set-user-ID, set-group-ID or sticky
+/// bits: new content (the model's) never runs with the file owner's rights, as the kernel also
+/// drops them when an unprivileged writer changes a file.
+#[tokio::test]
+async fn a_write_drops_the_set_id_bits() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let tool = root.path().join("tool.sh");
+    std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o6755)).unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    ws.write("tool.sh", "#!/bin/sh\nid\n").await.unwrap();
+    let mode = std::fs::metadata(&tool).unwrap().permissions().mode();
+    assert_eq!(mode & 0o7777, 0o755, "{mode:o}");
+}
