@@ -306,16 +306,49 @@ fn split_file(relative: &Path, path: &str) -> Result<(PathBuf, PathBuf), Workspa
 }
 
 /// Opens the folder `parent` beneath `dir`, creating it and its missing ancestors (beneath
-/// `dir` too) first.
-fn open_or_create_folder(dir: &Dir, parent: &Path, path: &str) -> Result<Dir, WorkspaceError> {
+/// `dir` too) first. Folders it creates are made durable before the write goes on: each
+/// ancestor of `parent` that gained one (the deepest that existed, and the new ones below it)
+/// is passed to `sync` (the write's own folder is synced after its rename).
+fn open_or_create_folder(
+    dir: &Dir,
+    parent: &Path,
+    path: &str,
+    mut sync: impl FnMut(&Dir, &Path) -> io::Result<()>,
+) -> Result<Dir, WorkspaceError> {
     match dir.open_dir(parent) {
         Ok(folder) => Ok(folder),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let ancestors = || {
+                parent
+                    .ancestors()
+                    .skip(1)
+                    .map(|ancestor| match ancestor.as_os_str().is_empty() {
+                        true => Path::new("."),
+                        false => ancestor,
+                    })
+            };
+            // The deepest ancestor that exists: the creation adds entries to it and to the new
+            // folders below it, nothing above.
+            let existing = ancestors().find(|ancestor| dir.metadata(ancestor).is_ok());
             dir.create_dir_all(parent).map_err(|e| io_error(path, &e))?;
+            // A new folder's name is in its parent's entries: without a sync of that parent a
+            // crash may lose the folder, and the file written in it, after the write returned.
+            for ancestor in ancestors() {
+                sync(dir, ancestor).map_err(|e| io_error(path, &e))?;
+                if Some(ancestor) == existing {
+                    break;
+                }
+            }
             dir.open_dir(parent).map_err(|e| io_error(path, &e))
         }
         Err(e) => Err(io_error(path, &e)),
     }
+}
+
+/// Fsyncs the folder `folder` beneath `dir`. A folder handle may be an `O_PATH` one, which
+/// cannot be fsynced: it is opened for reading.
+fn sync_folder(dir: &Dir, folder: &Path) -> io::Result<()> {
+    dir.open(folder).and_then(|handle| handle.sync_all())
 }
 
 /// The `/`-separated workspace path of `name` in the folder `relative`.
@@ -398,7 +431,7 @@ impl Workspace for FsWorkspace {
         let before_commit = self.before_commit.clone();
         self.run(path, move |root, relative, path, gate| {
             let (parent, name) = split_file(relative, path)?;
-            let folder = open_or_create_folder(root, &parent, path)?;
+            let folder = open_or_create_folder(root, &parent, path, sync_folder)?;
             let target = (root, relative);
             let commit = || {
                 #[cfg(test)]
@@ -488,11 +521,7 @@ fn write_atomically(
             return Err(io_error(path, &e));
         }
     }
-    // The folder handle may be an `O_PATH` one, which cannot be fsynced: open it for reading.
-    folder
-        .open(".")
-        .and_then(|handle| handle.sync_all())
-        .map_err(|e| io_error(path, &e))
+    sync_folder(folder, Path::new(".")).map_err(|e| io_error(path, &e))
 }
 
 /// How the temp files of writes in flight begin (listings leave them out).

@@ -703,3 +703,30 @@ async fn a_write_drops_the_set_id_bits() {
     let mode = std::fs::metadata(&tool).unwrap().permissions().mode();
     assert_eq!(mode & 0o7777, 0o755, "{mode:o}");
 }
+
+/// A write that creates folders syncs each folder that gained one (the root included) before
+/// the file goes in, so a crash cannot lose the folders, and the file, after the write
+/// returned; the folders above the deepest one that existed gained nothing and are left alone. A
+/// folder that exists is opened as it is, syncing nothing.
+#[test]
+fn folders_a_write_creates_are_synced_into_their_parents() {
+    let root = tempfile::tempdir().unwrap();
+    let dir =
+        cap_std::fs::Dir::open_ambient_dir(root.path(), cap_std::ambient_authority()).unwrap();
+    let mut synced = Vec::new();
+    let mut record = |dir: &cap_std::fs::Dir, folder: &std::path::Path| {
+        synced.push(folder.to_string_lossy().into_owned());
+        super::sync_folder(dir, folder)
+    };
+    super::open_or_create_folder(&dir, std::path::Path::new("a/b/c"), "a/b/c/x", &mut record)
+        .unwrap();
+    assert_eq!(synced, ["a/b", "a", "."]);
+    assert!(root.path().join("a/b/c").is_dir());
+    synced.clear();
+    let mut record = |_: &cap_std::fs::Dir, folder: &std::path::Path| {
+        synced.push(folder.to_string_lossy().into_owned());
+        Ok(())
+    };
+    super::open_or_create_folder(&dir, std::path::Path::new("a/b"), "a/b/x", &mut record).unwrap();
+    assert!(synced.is_empty());
+}
