@@ -192,6 +192,226 @@ fn read_arguments<'de, D: Deserializer<'de>>(
     Ok(read.map_err(NotArguments))
 }
 
+/// The names a wire gives its token counts: chat's `prompt_tokens` and `completion_tokens`,
+/// Responses' `input_tokens` and `output_tokens`; both say `total_tokens`.
+pub(crate) struct UsageNames {
+    pub(crate) input: &'static str,
+    pub(crate) output: &'static str,
+}
+
+/// Reads a `usage` object leniently: usage is bookkeeping, so a report that is not token counts
+/// never fails the stream or the answer, it reads as absent. Each count may be missing or
+/// `null` (then 0, or for the total the sum of the others); a report with no count at all (`{}`,
+/// as LiteLLM sends on every chunk) is absent, so it never erases one reported earlier. A count
+/// that is not a whole number from 0 to `u64::MAX` (a float, a negative number, a string,
+/// another shape) or that is given twice makes the whole report absent, since [`Usage`] cannot
+/// say that one count is unknown; so does a `usage` that is not an object. Other keys (the
+/// `*_details` objects, Groq's timings) are skipped.
+pub(crate) fn read_usage<'de, D: Deserializer<'de>>(
+    deserializer: D,
+    names: &'static UsageNames,
+) -> Result<Option<Box<Usage>>, D::Error> {
+    let read = de::DeserializeSeed::deserialize(UsageSeed(names), deserializer)?;
+    Ok(read.flatten().map(Box::new))
+}
+
+/// Reads Groq's `x_groq` leniently: its `usage`, read as [`read_usage`] reads one, and absent
+/// when `x_groq` is not an object or gives `usage` twice.
+pub(crate) fn read_x_groq_usage<'de, D: Deserializer<'de>>(
+    deserializer: D,
+    names: &'static UsageNames,
+) -> Result<Option<Box<Usage>>, D::Error> {
+    let read = deserializer.deserialize_any(ObjectOrAbsent(XGroqReader(names)))?;
+    Ok(read.flatten().map(Box::new))
+}
+
+/// What an object field of a lenient report reads as, given its entries.
+trait ReadObject<'de> {
+    type Value;
+    fn read<M: MapAccess<'de>>(self, map: M) -> Result<Self::Value, M::Error>;
+}
+
+/// Reads an object with its [`ReadObject`], and any other JSON value (consumed whole) as absent.
+struct ObjectOrAbsent<R>(R);
+
+impl<'de, R: ReadObject<'de>> Visitor<'de> for ObjectOrAbsent<R> {
+    type Value = Option<R::Value>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<Self::Value, M::Error> {
+        self.0.read(map).map(Some)
+    }
+    fn visit_seq<S: de::SeqAccess<'de>>(self, mut seq: S) -> Result<Self::Value, S::Error> {
+        while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+/// Which of `names` a key is, without copying it; `None` for any other key.
+struct KeyOf<'n>(&'n [&'n str]);
+
+impl<'de> de::DeserializeSeed<'de> for KeyOf<'_> {
+    type Value = Option<usize>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_identifier(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeyOf<'_> {
+    type Value = Option<usize>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a key")
+    }
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<Self::Value, E> {
+        Ok(self.0.iter().position(|name| *name == key))
+    }
+}
+
+/// One token count: missing or `null`, a whole number, or anything else.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Count {
+    Absent,
+    Tokens(u64),
+    Unreadable,
+}
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(CountVisitor)
+    }
+}
+
+/// Reads a [`Count`] from any JSON value, consuming whatever is not one.
+struct CountVisitor;
+
+impl<'de> Visitor<'de> for CountVisitor {
+    type Value = Count;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Count, E> {
+        Ok(Count::Tokens(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Count, E> {
+        Ok(u64::try_from(v).map_or(Count::Unreadable, Count::Tokens))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Count, E> {
+        Ok(Count::Unreadable)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Count, E> {
+        Ok(Count::Unreadable)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Count, E> {
+        Ok(Count::Unreadable)
+    }
+    fn visit_seq<S: de::SeqAccess<'de>>(self, mut seq: S) -> Result<Count, S::Error> {
+        while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+        Ok(Count::Unreadable)
+    }
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Count, M::Error> {
+        while map
+            .next_entry::<de::IgnoredAny, de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(Count::Unreadable)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Count, E> {
+        Ok(Count::Absent)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Count, E> {
+        Ok(Count::Absent)
+    }
+}
+
+/// Reads a `usage` object's counts (see [`read_usage`]).
+struct UsageReader(&'static UsageNames);
+
+impl<'de> ReadObject<'de> for UsageReader {
+    type Value = Option<Usage>;
+    fn read<M: MapAccess<'de>>(self, mut map: M) -> Result<Option<Usage>, M::Error> {
+        let names = [self.0.input, self.0.output, "total_tokens"];
+        let mut counts = [Count::Absent; 3];
+        let mut seen = [false; 3];
+        let mut readable = true;
+        while let Some(key) = map.next_key_seed(KeyOf(&names))? {
+            let Some(at) = key else {
+                map.next_value::<de::IgnoredAny>()?;
+                continue;
+            };
+            let count = map.next_value::<Count>()?;
+            readable &= !std::mem::replace(&mut seen[at], true) && count != Count::Unreadable;
+            counts[at] = count;
+        }
+        let tokens = counts.map(|count| match count {
+            Count::Tokens(tokens) => Some(tokens),
+            Count::Absent | Count::Unreadable => None,
+        });
+        if !readable || tokens.iter().all(Option::is_none) {
+            return Ok(None);
+        }
+        let [input, output, total] = tokens;
+        let (input, output) = (input.unwrap_or(0), output.unwrap_or(0));
+        Ok(Some(Usage {
+            input_tokens: input,
+            output_tokens: output,
+            total_tokens: total.unwrap_or(input.saturating_add(output)),
+        }))
+    }
+}
+
+/// Reads the `usage` of Groq's `x_groq` object (see [`read_x_groq_usage`]).
+struct XGroqReader(&'static UsageNames);
+
+impl<'de> ReadObject<'de> for XGroqReader {
+    type Value = Option<Usage>;
+    fn read<M: MapAccess<'de>>(self, mut map: M) -> Result<Option<Usage>, M::Error> {
+        let mut usage = None;
+        let mut seen = false;
+        let mut readable = true;
+        while let Some(key) = map.next_key_seed(KeyOf(&["usage"]))? {
+            if key.is_none() {
+                map.next_value::<de::IgnoredAny>()?;
+                continue;
+            }
+            readable &= !std::mem::replace(&mut seen, true);
+            usage = map.next_value_seed(UsageSeed(self.0))?.flatten();
+        }
+        Ok(usage.filter(|_| readable))
+    }
+}
+
+/// A `usage` value inside another object, read as [`read_usage`] reads one.
+struct UsageSeed(&'static UsageNames);
+
+impl<'de> de::DeserializeSeed<'de> for UsageSeed {
+    type Value = Option<Option<Usage>>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(ObjectOrAbsent(UsageReader(self.0)))
+    }
+}
+
 /// One call being assembled.
 #[derive(Debug, Default)]
 pub(crate) struct PartialCall {

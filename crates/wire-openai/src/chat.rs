@@ -12,6 +12,8 @@
 //! again; the completion is a tool turn whenever calls were assembled, whatever the finish
 //! reason says. Only one choice is read, the first `index` the stream has (a choice without one
 //! is index 0): choices of other indexes (a server that sends `n > 1` unasked) are ignored.
+//! Usage is bookkeeping: a `usage` (or Groq's `x_groq.usage`) that is not token counts is
+//! dropped, never the chunk, so the answer survives it.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -37,19 +39,14 @@ struct Chunk<'a> {
     choices: Vec<Choice<'a>>,
     // Rare fields are boxed: every chunk struct is moved as it is built, so its size is
     // per-chunk cost on the hot path (see the decode bench).
-    #[serde(default)]
-    usage: Option<Box<WireUsage>>,
+    /// Read leniently: a report that is not token counts is dropped, never the chunk.
+    #[serde(default, deserialize_with = "usage")]
+    usage: Option<Box<Usage>>,
     #[serde(default)]
     error: Option<Box<Value>>,
-    /// Groq also (or only) reports usage here.
-    #[serde(default)]
-    x_groq: Option<Box<XGroq>>,
-}
-
-#[derive(Deserialize)]
-struct XGroq {
-    #[serde(default)]
-    usage: Option<Box<WireUsage>>,
+    /// Groq also (or only) reports usage here, under `x_groq.usage`; read as `usage` is.
+    #[serde(default, deserialize_with = "x_groq_usage")]
+    x_groq: Option<Box<Usage>>,
 }
 
 #[derive(Deserialize)]
@@ -160,35 +157,24 @@ where
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
-/// Token counts; each may be missing or `null` (LiteLLM sends `"usage": {}` on every chunk).
-#[derive(Deserialize)]
-struct WireUsage {
-    #[serde(default)]
-    prompt_tokens: Option<u64>,
-    #[serde(default)]
-    completion_tokens: Option<u64>,
-    #[serde(default)]
-    total_tokens: Option<u64>,
+/// Chat's names for the token counts.
+const USAGE_NAMES: assembly::UsageNames = assembly::UsageNames {
+    input: "prompt_tokens",
+    output: "completion_tokens",
+};
+
+/// `usage`, read by [`assembly::read_usage`]: each count may be missing or `null` (LiteLLM sends
+/// `"usage": {}` on every chunk, which must not erase usage reported earlier), and a report that
+/// is not token counts is dropped rather than failing the stream.
+fn usage<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Box<Usage>>, D::Error> {
+    assembly::read_usage(deserializer, &USAGE_NAMES)
 }
 
-impl WireUsage {
-    /// The counts, or `None` when the object carries none (an empty `{}` must not erase usage
-    /// reported earlier).
-    fn usage(&self) -> Option<Usage> {
-        if self.prompt_tokens.is_none()
-            && self.completion_tokens.is_none()
-            && self.total_tokens.is_none()
-        {
-            return None;
-        }
-        let input = self.prompt_tokens.unwrap_or(0);
-        let output = self.completion_tokens.unwrap_or(0);
-        Some(Usage {
-            input_tokens: input,
-            output_tokens: output,
-            total_tokens: self.total_tokens.unwrap_or(input.saturating_add(output)),
-        })
-    }
+/// Groq's `x_groq`, read for its `usage` only, as [`usage`] reads one.
+fn x_groq_usage<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Box<Usage>>, D::Error> {
+    assembly::read_x_groq_usage(deserializer, &USAGE_NAMES)
 }
 
 /// Decodes one chat-completions stream. Assembly state belongs to this session only.
@@ -305,19 +291,8 @@ impl StreamDecoder {
         if let Some(error) = chunk.error.as_deref().and_then(DecodeError::from_wire) {
             return Err(error);
         }
-        let usage = chunk
-            .usage
-            .as_deref()
-            .and_then(WireUsage::usage)
-            .or_else(|| {
-                chunk
-                    .x_groq
-                    .as_ref()
-                    .and_then(|x| x.usage.as_deref())
-                    .and_then(WireUsage::usage)
-            });
-        if usage.is_some() {
-            self.session.usage = usage;
+        if let Some(usage) = chunk.usage.or(chunk.x_groq) {
+            self.session.usage = Some(*usage);
         }
         // One answer: requests never ask for `n > 1`. A server that sends more choices anyway
         // (a proxy fanning out) has them read from the first index the stream has (a choice
@@ -501,12 +476,12 @@ struct WholeCompletion<'a> {
     /// `None` when absent or null: then the body is not a completion.
     #[serde(default, borrow)]
     choices: Option<Vec<WholeChoice<'a>>>,
-    #[serde(default)]
-    usage: Option<Box<WireUsage>>,
+    #[serde(default, deserialize_with = "usage")]
+    usage: Option<Box<Usage>>,
     #[serde(default)]
     error: Option<Box<Value>>,
-    #[serde(default)]
-    x_groq: Option<Box<XGroq>>,
+    #[serde(default, deserialize_with = "x_groq_usage")]
+    x_groq: Option<Box<Usage>>,
 }
 
 #[derive(Deserialize)]

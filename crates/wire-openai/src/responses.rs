@@ -91,23 +91,27 @@ struct Response {
     /// `resp_…`, the seed of synthesized call ids.
     #[serde(default)]
     id: Option<String>,
-    #[serde(default)]
-    usage: Option<WireUsage>,
+    /// Read leniently: a report that is not token counts is dropped, never the event.
+    #[serde(default, deserialize_with = "usage")]
+    usage: Option<Box<Usage>>,
     #[serde(default)]
     incomplete_details: Option<IncompleteDetails>,
     #[serde(default)]
     error: Option<Value>,
 }
 
-/// Token counts; each may be missing or `null` on compatible servers.
-#[derive(Deserialize)]
-struct WireUsage {
-    #[serde(default)]
-    input_tokens: Option<u64>,
-    #[serde(default)]
-    output_tokens: Option<u64>,
-    #[serde(default)]
-    total_tokens: Option<u64>,
+/// Responses' names for the token counts.
+const USAGE_NAMES: assembly::UsageNames = assembly::UsageNames {
+    input: "input_tokens",
+    output: "output_tokens",
+};
+
+/// `usage`, read by [`assembly::read_usage`]: each count may be missing or `null` on compatible
+/// servers, and a report that is not token counts is dropped rather than failing the stream.
+fn usage<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Box<Usage>>, D::Error> {
+    assembly::read_usage(deserializer, &USAGE_NAMES)
 }
 
 #[derive(Deserialize)]
@@ -464,18 +468,8 @@ impl StreamDecoder {
     }
 
     fn terminal(&mut self, response: Option<&Response>) {
-        if let Some(usage) = response.and_then(|r| r.usage.as_ref())
-            && (usage.input_tokens.is_some()
-                || usage.output_tokens.is_some()
-                || usage.total_tokens.is_some())
-        {
-            let input = usage.input_tokens.unwrap_or(0);
-            let output = usage.output_tokens.unwrap_or(0);
-            self.session.usage = Some(Usage {
-                input_tokens: input,
-                output_tokens: output,
-                total_tokens: usage.total_tokens.unwrap_or(input.saturating_add(output)),
-            });
+        if let Some(usage) = response.and_then(|r| r.usage.as_deref()) {
+            self.session.usage = Some(*usage);
         }
     }
 
@@ -518,8 +512,8 @@ struct WholeResponse {
     output: Option<Vec<Item>>,
     #[serde(default)]
     id: Option<String>,
-    #[serde(default)]
-    usage: Option<WireUsage>,
+    #[serde(default, deserialize_with = "usage")]
+    usage: Option<Box<Usage>>,
     #[serde(default)]
     incomplete_details: Option<IncompleteDetails>,
     #[serde(default)]

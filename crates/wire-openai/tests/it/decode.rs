@@ -1559,3 +1559,132 @@ fn responses_events_it_does_not_read_never_fail_the_stream() {
     assert_eq!(completion.tool_calls[0].arguments, r#"{"city":"Paris"}"#);
     assert_eq!(completion.text, "");
 }
+
+/// The `usage` values a server may get wrong (as JSON text, so a key given twice stays twice),
+/// each with why it cannot be read as token counts.
+fn bad_usages(input: &str, output: &str) -> Vec<(String, &'static str)> {
+    let counts = |a: &str, b: &str| format!(r#"{{"{input}":{a},"{output}":{b}}}"#);
+    vec![
+        (counts("1.5", "2"), "a float"),
+        (counts("9", "-2"), "a negative count"),
+        (counts("\"9\"", "2"), "a count as a string"),
+        (counts("[9]", "2"), "a count as a list"),
+        (counts(r#"{"n":9}"#, "2"), "a count as an object"),
+        (counts("true", "2"), "a count as a boolean"),
+        (counts("1e300", "2"), "a count past 64 bits"),
+        (
+            counts("18446744073709551616", "2"),
+            "a count one past u64::MAX",
+        ),
+        (
+            format!(r#"{{"{input}":1,"{input}":2}}"#),
+            "a count given twice",
+        ),
+        (r#""lots""#.into(), "usage as a string"),
+        ("12".into(), "usage as a number"),
+        ("[1,2,3]".into(), "usage as a list"),
+        ("false".into(), "usage as a boolean"),
+    ]
+}
+
+/// `value` (JSON object text) with `key` set to the JSON text `raw`, kept as written.
+fn with_raw(value: &Value, key: &str, raw: &str) -> String {
+    let text = value.to_string();
+    format!("{},\"{key}\":{raw}}}", &text[..text.len() - 1])
+}
+
+/// A `usage` that is not token counts (a float, a negative number, a string, another shape) is
+/// dropped: usage is bookkeeping, and the answer's text and calls survive it, in a chat stream,
+/// a whole chat answer, a Responses stream and a whole response. A count that does not read
+/// drops the whole report, since `Usage` cannot say one count is unknown. Usage reported
+/// earlier is kept, and Groq's `x_groq.usage` still counts when the chunk's own does not read.
+#[test]
+fn a_bad_usage_is_dropped_and_the_answer_survives() {
+    let call = json!({"choices": [{"index": 0, "delta": {"content": "Checking.", "tool_calls": [
+        {"index": 0, "id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]}}]});
+    let finish = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]});
+    let good = json!({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 1}});
+    let no_choices = json!({"choices": []});
+    let check = |completion: &ai_core::LlmCompletion, what: &str| {
+        assert_eq!(completion.text, "Checking.", "{what}");
+        assert_eq!(completion.tool_calls.len(), 1, "{what}");
+        assert_eq!(
+            completion.tool_calls[0].arguments, r#"{"city":"Paris"}"#,
+            "{what}"
+        );
+        assert!(completion.tool_calls[0].complete, "{what}");
+    };
+    for (usage, what) in bad_usages("prompt_tokens", "completion_tokens") {
+        let usage_chunk = with_raw(&no_choices, "usage", &usage);
+        let on_call = with_raw(&call, "usage", &usage);
+        for stream in [
+            format!("data: {call}\n\ndata: {finish}\n\ndata: {usage_chunk}\n\ndata: [DONE]\n\n"),
+            format!("data: {on_call}\n\ndata: {finish}\n\ndata: [DONE]\n\n"),
+        ] {
+            let completion =
+                chat::decode_all(stream.as_bytes()).unwrap_or_else(|e| panic!("{what}: {e}"));
+            check(&completion, what);
+            assert_eq!(completion.usage, None, "{what}");
+        }
+        let earlier = format!(
+            "data: {good}\n\ndata: {call}\n\ndata: {finish}\n\ndata: {usage_chunk}\n\ndata: [DONE]\n\n"
+        );
+        let completion = chat::decode_all(earlier.as_bytes()).unwrap();
+        check(&completion, what);
+        assert_eq!(completion.usage.map(|u| u.total_tokens), Some(6), "{what}");
+        let groq = json!({"choices": [],
+            "x_groq": {"id": "req_1", "usage": {"prompt_tokens": 2, "completion_tokens": 3}}});
+        let groq = with_raw(&groq, "usage", &usage);
+        let stream = format!("data: {call}\n\ndata: {finish}\n\ndata: {groq}\n\ndata: [DONE]\n\n");
+        let completion = chat::decode_all(stream.as_bytes()).unwrap();
+        assert_eq!(completion.usage.map(|u| u.total_tokens), Some(5), "{what}");
+        let groq_bad = with_raw(
+            &no_choices,
+            "x_groq",
+            &format!(r#"{{"id":"req_1","usage":{usage}}}"#),
+        );
+        let x_groq_bad = with_raw(&no_choices, "x_groq", &usage);
+        for chunk in [groq_bad, x_groq_bad] {
+            let stream =
+                format!("data: {call}\n\ndata: {finish}\n\ndata: {chunk}\n\ndata: [DONE]\n\n");
+            let completion = chat::decode_all(stream.as_bytes())
+                .unwrap_or_else(|e| panic!("x_groq, {what}: {e}"));
+            check(&completion, what);
+            assert_eq!(completion.usage, None, "x_groq, {what}");
+        }
+
+        let body = json!({"object": "chat.completion", "choices": [{"index": 0,
+            "finish_reason": "tool_calls", "message": call["choices"][0]["delta"]}]});
+        let body = with_raw(&body, "usage", &usage);
+        let answer = chat::decode_completion(body.as_bytes(), Default::default())
+            .unwrap_or_else(|e| panic!("whole, {what}: {e}"));
+        check(&answer.completion, what);
+        assert_eq!(answer.completion.usage, None, "whole, {what}");
+    }
+
+    let item = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+        "name": "get_weather", "arguments": "{\"city\":\"Paris\"}", "status": "completed"});
+    let text = json!({"type": "message", "id": "msg_1", "role": "assistant",
+        "content": [{"type": "output_text", "text": "Checking."}]});
+    for (usage, what) in bad_usages("input_tokens", "output_tokens") {
+        let response = with_raw(&json!({"id": "resp_1"}), "usage", &usage);
+        let stream = format!(
+            "data: {}\n\ndata: {}\n\ndata: {{\"type\":\"response.completed\",\"response\":{response}}}\n\n",
+            json!({"type": "response.output_item.done", "output_index": 0, "item": text}),
+            json!({"type": "response.output_item.done", "output_index": 1, "item": item}),
+        );
+        let completion = responses::decode_all(stream.as_bytes())
+            .unwrap_or_else(|e| panic!("responses, {what}: {e}"));
+        check(&completion, what);
+        assert_eq!(completion.usage, None, "responses, {what}");
+
+        let body = json!({"object": "response", "id": "resp_1", "status": "completed",
+            "output": [text, item]});
+        let body = with_raw(&body, "usage", &usage);
+        let answer = responses::decode_response(body.as_bytes(), Default::default())
+            .unwrap_or_else(|e| panic!("whole response, {what}: {e}"));
+        check(&answer.completion, what);
+        assert_eq!(answer.completion.usage, None, "whole response, {what}");
+    }
+}
