@@ -29,6 +29,7 @@ use ai_core::{
 };
 
 use crate::assembly::{self, Arguments, Deltas, Session};
+use crate::error::check_tool_choice;
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
 use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
@@ -688,11 +689,18 @@ pub fn encode_messages(messages: &[Message]) -> Result<Value, EncodeError> {
 }
 
 /// A whole chat-completions request body.
+///
+/// Refused, never patched: a history [`validate_history`] refuses
+/// ([`EncodeError::History`]), and a `tool_choice` the tools cannot satisfy, `required` without
+/// tools ([`EncodeError::ToolChoiceWithoutTools`]) or a tool that is not among them
+/// ([`EncodeError::ToolChoiceUnknownTool`]). Without tools, `tools`, `tool_choice` and
+/// `parallel_tool_calls` are left out (the provider's default choice is then `none`).
 pub fn encode_request(
     request: &LlmRequest,
     model: &str,
     stream: bool,
 ) -> Result<Value, EncodeError> {
+    check_tool_choice(&request.tool_choice, &request.tools)?;
     let mut body = Map::new();
     body.insert("model".into(), model.into());
     body.insert("messages".into(), encode_messages(&request.messages)?);

@@ -1,6 +1,6 @@
 //! What can go wrong decoding or encoding.
 
-use ai_core::LlmCompletion;
+use ai_core::{LlmCompletion, ToolChoice, ToolId, ToolSpec};
 use serde_json::Value;
 
 /// Everything that can go wrong while decoding a provider stream.
@@ -92,6 +92,34 @@ pub enum EncodeError {
     /// The history breaks the tool-call pairing rules; it is never patched.
     #[error("invalid history: {0}")]
     History(#[from] ai_core::HistoryError),
+    /// `tool_choice` is `required`, but the request offers no tools: with the tools left out,
+    /// the choice would be dropped too, and the turn could not make the call the caller asked
+    /// for.
+    #[error("tool_choice `required` asks for a tool call, but the request has no tools")]
+    ToolChoiceWithoutTools,
+    /// `tool_choice` names a tool that is not among the request's tools (or the request has
+    /// none): OpenAI refuses such a request, and without tools the choice would be dropped.
+    #[error("tool_choice names the tool `{tool}`, which is not among the request's tools")]
+    ToolChoiceUnknownTool {
+        /// The tool the choice names (the caller's own id, never model text).
+        tool: ToolId,
+    },
+}
+
+/// Refuses a `tool_choice` that `tools` cannot satisfy (see [`EncodeError`]): `required` with no
+/// tools, or a named tool that is not among them. `auto` and `none` always encode; without tools
+/// they are left out of the request, as the provider's default is then `none`.
+pub(crate) fn check_tool_choice(
+    choice: &ToolChoice,
+    tools: &[ToolSpec],
+) -> Result<(), EncodeError> {
+    match choice {
+        ToolChoice::Auto | ToolChoice::None => Ok(()),
+        ToolChoice::Required if tools.is_empty() => Err(EncodeError::ToolChoiceWithoutTools),
+        ToolChoice::Required => Ok(()),
+        ToolChoice::Tool(tool) if tools.iter().any(|spec| spec.id == *tool) => Ok(()),
+        ToolChoice::Tool(tool) => Err(EncodeError::ToolChoiceUnknownTool { tool: tool.clone() }),
+    }
 }
 
 /// Limits on what one decode session accepts.

@@ -169,6 +169,62 @@ fn tool_choice_forms() {
     }
 }
 
+/// A `tool_choice` the request's tools cannot satisfy is refused on both wires, with an error
+/// that names the choice (and the missing tool, the caller's own name): `required` or a named
+/// tool with no tools would otherwise be dropped with the tools (the caller asked for a call that
+/// cannot happen), and a named tool that is not among the tools would be sent for OpenAI to
+/// refuse with a 400. Choices the tools satisfy, and `auto` or `none` without tools, encode.
+#[test]
+fn a_tool_choice_the_tools_cannot_satisfy_is_refused() {
+    let missing = ToolId::parse("core__missing").unwrap();
+    let named = ToolId::parse("core__get_weather").unwrap();
+    let no_tools = |choice: ToolChoice| LlmRequest {
+        tools: vec![],
+        ..request(choice)
+    };
+    let refused = [
+        (
+            no_tools(ToolChoice::Required),
+            wire_openai::EncodeError::ToolChoiceWithoutTools,
+            "tool_choice `required` asks for a tool call, but the request has no tools",
+        ),
+        (
+            no_tools(ToolChoice::Tool(named.clone())),
+            wire_openai::EncodeError::ToolChoiceUnknownTool {
+                tool: named.clone(),
+            },
+            "tool_choice names the tool `core__get_weather`, which is not among the request's tools",
+        ),
+        (
+            request(ToolChoice::Tool(missing.clone())),
+            wire_openai::EncodeError::ToolChoiceUnknownTool { tool: missing },
+            "tool_choice names the tool `core__missing`, which is not among the request's tools",
+        ),
+    ];
+    for (request, error, message) in refused {
+        for stream in [true, false] {
+            let chat_error = chat::encode_request(&request, "m", stream).unwrap_err();
+            let responses_error = responses::encode_request(&request, "m", stream).unwrap_err();
+            assert_eq!(chat_error, error);
+            assert_eq!(responses_error, error);
+            assert_eq!(chat_error.to_string(), message);
+        }
+    }
+    for choice in [
+        ToolChoice::Auto,
+        ToolChoice::None,
+        ToolChoice::Required,
+        ToolChoice::Tool(named),
+    ] {
+        assert!(chat::encode_request(&request(choice.clone()), "m", true).is_ok());
+        assert!(responses::encode_request(&request(choice), "m", true).is_ok());
+    }
+    for choice in [ToolChoice::Auto, ToolChoice::None] {
+        assert!(chat::encode_request(&no_tools(choice.clone()), "m", true).is_ok());
+        assert!(responses::encode_request(&no_tools(choice), "m", true).is_ok());
+    }
+}
+
 #[test]
 fn responses_request() {
     let tools = responses::encode_tools(&specs());
