@@ -778,6 +778,17 @@ impl Session {
         Ok(fed.deltas)
     }
 
+    /// Records the finish reason the stream gave. A cut ([`FinishReason::Length`],
+    /// [`FinishReason::ContentFilter`]) stays once given: a later reason in the same stream (a
+    /// gateway that re-sends the last chunk, or adds a `stop` of its own) cannot make a turn the
+    /// provider cut short whole, so its calls are never read as complete. Any other reason is
+    /// replaced by a later one.
+    pub(crate) fn finished(&mut self, reason: FinishReason) {
+        if !self.finish_reason.as_ref().is_some_and(is_cut) {
+            self.finish_reason = Some(reason);
+        }
+    }
+
     /// Records the seed of synthesized call ids the first time a non-empty one arrives.
     pub(crate) fn saw_response_id(&mut self, id: Option<&str>) {
         if self.response_id.is_empty()
@@ -808,6 +819,11 @@ impl Session {
             ended,
         })
     }
+}
+
+/// Whether the provider cut the turn short: its output limit or its content filter stopped it.
+fn is_cut(reason: &FinishReason) -> bool {
+    matches!(reason, FinishReason::Length | FinishReason::ContentFilter)
 }
 
 /// What a decoder has when the stream ends.
