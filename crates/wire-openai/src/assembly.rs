@@ -839,11 +839,12 @@ struct Ending {
 }
 
 /// Resolves the completion: a stream with neither an end marker nor a finish reason is
-/// truncated; a cut or length-limited turn marks every call incomplete; a turn that assembled
+/// truncated; a truncated turn, or one the provider cut ([`is_cut`]: its output limit or its
+/// content filter), marks every call incomplete; a turn that assembled
 /// calls is a tool turn whatever the finish reason said.
 fn finish(ending: Ending) -> Result<LlmCompletion, DecodeError> {
     let truncated = !ending.ended && ending.finish_reason.is_none();
-    let cut = truncated || ending.finish_reason == Some(FinishReason::Length);
+    let cut = truncated || ending.finish_reason.as_ref().is_some_and(is_cut);
     let tool_calls = ending.calls.finish(cut, &ending.response_id)?;
     let finish_reason = match ending.finish_reason {
         Some(FinishReason::Stop) | None if !tool_calls.is_empty() => FinishReason::ToolCalls,

@@ -363,6 +363,11 @@ impl StreamDecoder {
                     Some("max_output_tokens") | None => FinishReason::Length,
                     Some(other) => FinishReason::Other(other.to_owned()),
                 });
+                // Whatever the reason, the response stopped before it was done: no call of it
+                // is whole (a reason this crate does not know is not a cut `finish` sees).
+                for call in &mut self.session.calls.calls {
+                    call.incomplete = true;
+                }
             }
             "response.failed" => {
                 return Err(event
@@ -476,7 +481,8 @@ impl StreamDecoder {
 
     /// Resolves the completion, once. A decoder that failed returns the error that stopped it
     /// (see [`StreamDecoder::feed`]). Without a terminal event the stream is
-    /// [`DecodeError::Truncated`]; an incomplete response marks every call incomplete. A call
+    /// [`DecodeError::Truncated`]; an incomplete response (for any reason) marks every call
+    /// incomplete. A call
     /// item without a `call_id` gets a deterministic id, as in
     /// [`crate::chat::StreamDecoder::finish`], seeded with the `response.id`.
     pub fn finish(self) -> Result<LlmCompletion, DecodeError> {

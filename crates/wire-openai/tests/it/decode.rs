@@ -1704,17 +1704,16 @@ fn a_cut_finish_reason_is_never_replaced_by_a_later_one() {
     let finish = |reason: &str| {
         json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}).to_string()
     };
-    // FIXME: a `content_filter` turn's calls still read as complete (`None`: not checked); the
-    // graph never runs a call of such a turn, but the decoder should mark them.
     let cases = [
-        (vec!["length", "stop"], Length, Some(false)),
-        (vec!["length", "tool_calls"], Length, Some(false)),
-        (vec!["length", "", "stop"], Length, Some(false)),
-        (vec!["content_filter", "stop"], ContentFilter, None),
-        (vec!["length", "content_filter"], Length, Some(false)),
-        (vec!["content_filter", "length"], ContentFilter, None),
-        (vec!["stop", "length"], Length, Some(false)),
-        (vec!["tool_calls", "stop"], ToolCalls, Some(true)),
+        (vec!["length", "stop"], Length, false),
+        (vec!["length", "tool_calls"], Length, false),
+        (vec!["length", "", "stop"], Length, false),
+        (vec!["content_filter"], ContentFilter, false),
+        (vec!["content_filter", "stop"], ContentFilter, false),
+        (vec!["length", "content_filter"], Length, false),
+        (vec!["content_filter", "length"], ContentFilter, false),
+        (vec!["stop", "length"], Length, false),
+        (vec!["tool_calls", "stop"], ToolCalls, true),
     ];
     for (reasons, expected, complete) in cases {
         let mut stream = format!("data: {call}\n\n");
@@ -1725,8 +1724,63 @@ fn a_cut_finish_reason_is_never_replaced_by_a_later_one() {
         let completion = chat::decode_all(stream.as_bytes()).unwrap();
         assert_eq!(completion.finish_reason, expected, "{reasons:?}");
         assert_eq!(completion.tool_calls.len(), 1, "{reasons:?}");
-        if let Some(complete) = complete {
-            assert_eq!(completion.tool_calls[0].complete, complete, "{reasons:?}");
-        }
+        assert_eq!(completion.tool_calls[0].complete, complete, "{reasons:?}");
+    }
+}
+
+/// A turn the provider cut short marks every call incomplete, whatever cut it: on chat, a
+/// `length` or `content_filter` finish, in a stream or a whole answer; on Responses, a
+/// `response.incomplete` for any reason (`max_output_tokens`, `content_filter`, one this crate
+/// does not know, none), in a stream or a whole response. A call cut short is never read as
+/// complete, so no consumer of the completion runs a fragment.
+#[test]
+fn every_call_of_a_cut_turn_is_incomplete() {
+    use ai_core::FinishReason::{ContentFilter, Length, Other};
+    let message = json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_1",
+        "type": "function", "function": {"name": "write_file", "arguments": "{\"path\":\"a"}}]});
+    for (reason, expected) in [("length", Length), ("content_filter", ContentFilter)] {
+        let body = json!({"object": "chat.completion", "choices": [{"index": 0,
+            "finish_reason": reason, "message": message}]});
+        let answer =
+            chat::decode_completion(body.to_string().as_bytes(), Default::default()).unwrap();
+        assert_eq!(answer.completion.finish_reason, expected, "{reason}");
+        assert!(
+            !answer.completion.tool_calls[0].complete,
+            "whole chat, {reason}"
+        );
+    }
+
+    let item = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+        "name": "write_file", "arguments": "{\"path\":\"a", "status": "completed"});
+    for (details, expected) in [
+        (json!({"reason": "max_output_tokens"}), Length),
+        (json!({"reason": "content_filter"}), ContentFilter),
+        (
+            json!({"reason": "tool_budget"}),
+            Other("tool_budget".into()),
+        ),
+        (Value::Null, Length),
+    ] {
+        let added = json!({"type": "response.output_item.added", "output_index": 0, "item": item});
+        let done = json!({"type": "response.output_item.done", "output_index": 0, "item": item});
+        let end = json!({"type": "response.incomplete", "response": {"id": "resp_1",
+            "status": "incomplete", "incomplete_details": details}});
+        let stream = format!("data: {added}\n\ndata: {done}\n\ndata: {end}\n\n");
+        let completion = responses::decode_all(stream.as_bytes()).unwrap();
+        assert_eq!(completion.finish_reason, expected, "{details}");
+        assert!(!completion.tool_calls[0].complete, "responses, {details}");
+
+        let body = json!({"object": "response", "id": "resp_1", "status": "incomplete",
+            "output": [item], "incomplete_details": details});
+        let answer =
+            responses::decode_response(body.to_string().as_bytes(), Default::default()).unwrap();
+        assert_eq!(
+            answer.completion.finish_reason, expected,
+            "whole, {details}"
+        );
+        assert!(
+            !answer.completion.tool_calls[0].complete,
+            "whole response, {details}"
+        );
     }
 }
