@@ -216,6 +216,15 @@ impl StreamDecoder {
         self.session.finish_reason.is_some()
     }
 
+    /// The SSE events read so far, each a complete event with data whether or not it gave a
+    /// delta (a role-only or usage chunk, an event type the decoder ignores): the server
+    /// answering. Comments (`: keep-alive`), blank lines and the bytes of an event not yet ended
+    /// are not counted, so a caller's idle timeout can wait for this to grow rather than for any
+    /// byte ([`crate::sse::SseParser::events`]).
+    pub fn events(&self) -> u64 {
+        self.session.sse.events()
+    }
+
     /// Whether decoding stopped at an error that `feed` returned with the deltas before it
     /// (or at once): [`StreamDecoder::finish`] returns that error, and no later bytes are
     /// decoded, so a caller need not wait for any.

@@ -38,6 +38,8 @@ pub struct SseParser {
     retry: Option<u64>,
     /// Offset of the first line of the event being built.
     event_offset: Option<usize>,
+    /// Events dispatched so far.
+    events: u64,
 }
 
 impl SseParser {
@@ -49,6 +51,14 @@ impl SseParser {
     /// Bytes seen so far.
     pub fn offset(&self) -> usize {
         self.consumed
+    }
+
+    /// Events dispatched so far: each complete event with data, whatever its type. Comments,
+    /// blank lines, an event without data (which the rules drop) and the bytes of an event not
+    /// yet ended are not events: a caller that waits for progress (an idle timeout) can tell a
+    /// server that only keeps the connection alive from one that answers.
+    pub fn events(&self) -> u64 {
+        self.events
     }
 
     /// Feeds bytes, calling `on_event` for every event they complete. Stops early, returning
@@ -131,6 +141,7 @@ impl SseParser {
             return Ok(None);
         };
         let offset = self.consumed;
+        self.events += 1;
         on_event(SseEvent {
             event: "",
             data,
@@ -198,6 +209,7 @@ impl SseParser {
             return Ok(());
         }
         self.data.pop(); // The last data line's `\n`.
+        self.events += 1;
         let result = on_event(SseEvent {
             event: &self.event,
             data: &self.data,

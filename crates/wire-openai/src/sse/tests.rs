@@ -157,3 +157,24 @@ proptest::proptest! {
         let _ = all_fields(&[&bytes]);
     }
 }
+
+/// Only dispatched events count: comments, blank lines, an event without data and an event not
+/// yet ended do not, however the bytes are split; both dispatch paths (one `data:` line with its
+/// blank line in the read, and the general one) do.
+#[test]
+fn events_counts_dispatched_events_only() {
+    let mut parser = SseParser::new();
+    let mut feed = |bytes: &[u8]| {
+        parser.feed::<()>(bytes, &mut |_| Ok(())).unwrap();
+        parser.events()
+    };
+    assert_eq!(feed(b": keep-alive\n\n"), 0);
+    assert_eq!(feed(b"\n\n\r\n"), 0);
+    assert_eq!(feed(b"event: ping\nid: 3\nretry: 10\n\n"), 0);
+    assert_eq!(feed(b"data: {\"cut\":"), 0);
+    assert_eq!(feed(b" true}\n"), 0);
+    assert_eq!(feed(b"\n"), 1);
+    assert_eq!(feed(b"data: fast\n\n"), 2);
+    assert_eq!(feed(b"event: x\ndata: a\ndata: b\n\n: c\n\n"), 3);
+    assert_eq!(feed(b"data\n\n"), 4);
+}

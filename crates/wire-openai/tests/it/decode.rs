@@ -1784,3 +1784,34 @@ fn every_call_of_a_cut_turn_is_incomplete() {
         );
     }
 }
+
+/// A stream decoder counts the SSE events it has read, whatever it made of them (a role-only
+/// chunk, an event type it ignores), and nothing else: comments, blank lines and the bytes of an
+/// event not yet ended are the connection kept alive, not the server answering.
+#[test]
+fn decoders_count_events_not_keep_alives() {
+    let mut chat = chat::StreamDecoder::default();
+    let mut fed = |bytes: &[u8]| {
+        chat.feed(bytes).unwrap();
+        chat.events()
+    };
+    assert_eq!(fed(b": keep-alive\n\n\n\n"), 0);
+    assert_eq!(
+        fed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":"),
+        0
+    );
+    assert_eq!(fed(b"\"assistant\"}}]}\n\n"), 1);
+    assert_eq!(fed(b": still here\n\n"), 1);
+    assert_eq!(
+        fed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n"),
+        2
+    );
+
+    let mut responses = responses::StreamDecoder::default();
+    responses.feed(b": keep-alive\n\n").unwrap();
+    assert_eq!(responses.events(), 0);
+    responses
+        .feed(b"event: response.something_new\ndata: {\"type\":\"response.something_new\"}\n\n")
+        .unwrap();
+    assert_eq!(responses.events(), 1);
+}
