@@ -14,6 +14,11 @@
 //! and reported by its content type when nothing in it decodes (a web page where the API was
 //! expected).
 //!
+//! **Timeouts.** [`OpenAiConfig::request_timeout`] bounds the wait for the first body byte;
+//! from it on, [`OpenAiConfig::idle_timeout`] bounds the wait for progress: a complete SSE event,
+//! not any byte, so keep-alive comments or an event trickled byte by byte do not hold a stalled
+//! stream open.
+//!
 //! **Retries.** A connection error, a request timeout, or a 408, 409, 429 or 5xx answer that
 //! happens *before the first body byte* is retried, up to [`OpenAiConfig::max_retries`] times,
 //! after exponential backoff with full jitter, or after the server's `retry-after-ms` /
@@ -29,6 +34,8 @@
 mod error_body;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod timing_tests;
 
 use std::fmt;
 use std::sync::Arc;
@@ -104,8 +111,12 @@ pub struct OpenAiConfig {
     /// The longest wait from sending a request to the first body byte (connecting, sending, the
     /// response head and the first chunk).
     pub request_timeout: Duration,
-    /// The longest wait between two body chunks once the stream has begun. Nothing is waited for
-    /// after the stream's end marker (`[DONE]`, or a Responses terminal event): the answer is
+    /// The longest wait for progress once the body has begun: from its first byte, then from
+    /// each complete SSE event (whatever the decoder makes of it, an event type it ignores
+    /// included). Comments (`: keep-alive`), blank lines and the bytes of an event not yet ended
+    /// are not progress, so they do not hold a stalled stream open. A whole JSON answer (a server
+    /// that ignores `stream: true`) has no events: any chunk of it is progress. Nothing is waited
+    /// for after the stream's end marker (`[DONE]`, or a Responses terminal event): the answer is
     /// whole there, whether or not the body then ends.
     pub idle_timeout: Duration,
     /// Retries after the first attempt (0: never retry).
@@ -461,23 +472,31 @@ impl OpenAiCompletion {
             Some(v) if v.starts_with("text/event-stream") => None,
             other => Some(other),
         };
-        self.stream(response, deltas, deadline, cancel, not_a_stream)
+        self.stream(status, response, deltas, deadline, cancel, not_a_stream)
             .await
     }
 
-    /// Reads the body as the wire's event stream, each fragment to `deltas` as it decodes.
-    /// `not_a_stream` is the response's content type (`None` inside: it had none) when it is not
-    /// `text/event-stream`: a body that then fails to decode is reported by that type and its
-    /// size, never by its contents, rather than only as a stream that went wrong.
+    /// Reads the body (of a `status` answer) as the wire's event stream, each fragment to
+    /// `deltas` as it decodes. `not_a_stream` is the response's content type (`None` inside: it
+    /// had none) when it is not `text/event-stream`: a body that then fails to decode is reported
+    /// by that type and its size, never by its contents, rather than only as a stream that went
+    /// wrong.
+    ///
+    /// The first byte is awaited until `deadline`; from it on, the idle timeout runs from the
+    /// last progress: the first byte, then each complete SSE event, whatever the decoder made of
+    /// it (a role-only or usage chunk, an event type it ignores is still the server answering).
+    /// Comments (`: keep-alive`), blank lines and the bytes of an event not yet ended are not
+    /// progress, so a server or proxy that only keeps the connection alive, or trickles an event
+    /// byte by byte, stalls as one that sends nothing.
     async fn stream(
         &self,
-        mut response: reqwest::Response,
+        status: StatusCode,
+        mut body: impl ChunkSource,
         deltas: &mut dyn DeltaSink,
         deadline: Instant,
         cancel: &CancellationToken,
         not_a_stream: Option<Option<String>>,
     ) -> Result<LlmCompletion, Failure> {
-        let status = response.status();
         let labelled = |error: DecodeError, received: usize, whole: bool, decoded: bool| {
             match (&error, &not_a_stream) {
                 // An error event is the provider's answer, decoded: its label does not matter.
@@ -507,9 +526,13 @@ impl OpenAiCompletion {
         let mut decoder = Decoder::new(self.wire, self.limits);
         let mut received = 0usize;
         let mut decoded = false;
+        // The events decoded so far, and when the stream stalls unless another completes.
+        let mut events = 0u64;
+        let mut idle_until = deadline;
         loop {
+            let wait = if received == 0 { deadline } else { idle_until };
             let chunk = match self
-                .next_chunk(&mut response, received, deadline, cancel, "stream")
+                .next_chunk(&mut body, received, wait, cancel, "stream")
                 .await?
             {
                 Next::Chunk(chunk) => chunk,
@@ -529,10 +552,17 @@ impl OpenAiCompletion {
             if chunk.is_empty() {
                 continue;
             }
+            if received == 0 {
+                idle_until = after(self.idle_timeout);
+            }
             received += chunk.len();
             let fragments = decoder
                 .feed(&chunk)
                 .map_err(|e| Failure::Final(labelled(e, received, false, decoded)))?;
+            if decoder.events() > events {
+                events = decoder.events();
+                idle_until = after(self.idle_timeout);
+            }
             decoded |= !fragments.is_empty();
             for fragment in fragments {
                 deltas.delta(fragment);
@@ -662,18 +692,24 @@ impl OpenAiCompletion {
     /// Reads a whole 2xx body under the decoder's stream limit: at most one byte over it is
     /// read, so the decoder refuses the body by that limit without its rest being waited for.
     /// Timeouts, breaks and cancellation are those of a stream: before the first byte a timeout
-    /// or a broken connection may be retried, after it nothing is.
+    /// or a broken connection may be retried, after it nothing is. A whole answer has no events:
+    /// each chunk is progress, so the idle timeout runs from the last one.
     async fn read_whole(
         &self,
-        mut response: reqwest::Response,
+        mut response: impl ChunkSource,
         deadline: Instant,
         cancel: &CancellationToken,
     ) -> Result<Vec<u8>, Failure> {
         let cap = self.limits.max_total_bytes.saturating_add(1);
         let mut body = Vec::new();
         while body.len() < cap {
+            let wait = if body.is_empty() {
+                deadline
+            } else {
+                after(self.idle_timeout)
+            };
             match self
-                .next_chunk(&mut response, body.len(), deadline, cancel, "answer")
+                .next_chunk(&mut response, body.len(), wait, cancel, "answer")
                 .await?
             {
                 Next::Chunk(chunk) => {
@@ -687,42 +723,38 @@ impl OpenAiCompletion {
         Ok(body)
     }
 
-    /// Waits for the next chunk of a body (`what`: "stream" or "answer") `received` bytes in: until
-    /// `deadline` for the first byte, then for the idle timeout. Cancellation is the error; a
-    /// stall or a broken connection is [`Next::Failed`], retryable only before the first byte.
-    async fn next_chunk(
+    /// Waits until `wait` for the next chunk of a body (`what`: "stream" or "answer")
+    /// `received` bytes in: the request's deadline for the first byte, then the caller's idle
+    /// deadline. Cancellation is the error; a stall or a broken connection is [`Next::Failed`],
+    /// retryable only before the first byte.
+    async fn next_chunk<B: ChunkSource>(
         &self,
-        response: &mut reqwest::Response,
+        body: &mut B,
         received: usize,
-        deadline: Instant,
+        wait: Instant,
         cancel: &CancellationToken,
         what: &str,
-    ) -> Result<Next<impl std::ops::Deref<Target = [u8]> + use<>>, Failure> {
-        let wait = if received == 0 {
-            deadline
-        } else {
-            after(self.idle_timeout)
-        };
+    ) -> Result<Next<B::Chunk>, Failure> {
         let chunk = tokio::select! {
             biased;
             () = cancel.cancelled() => return Err(Failure::Final(CompletionError::Cancelled)),
-            chunk = tokio::time::timeout_at(wait, response.chunk()) => chunk,
+            chunk = tokio::time::timeout_at(wait, body.chunk()) => chunk,
         };
+        // A stream progresses by events, a whole answer by any bytes.
+        let progress = if what == "stream" { "event" } else { "data" };
         Ok(match chunk {
             Ok(Ok(Some(chunk))) => Next::Chunk(chunk),
             Ok(Ok(None)) => Next::End,
             Err(_) if received == 0 => Next::Failed(self.retryable(self.no_first_byte())),
             Err(_) => Next::Failed(Failure::Final(self.transport(&format!(
-                "the {what} stalled: no data for {} after {received} bytes (idle timeout; not retried)",
+                "the {what} stalled: no {progress} for {} after {received} bytes (idle timeout; not retried)",
                 seconds(self.idle_timeout)
             )))),
             Ok(Err(error)) if received == 0 => Next::Failed(self.retryable(self.transport(&format!(
-                "the connection broke before the first byte of the {what}: {}",
-                describe(error)
+                "the connection broke before the first byte of the {what}: {error}"
             )))),
             Ok(Err(error)) => Next::Failed(Failure::Final(self.transport(&format!(
-                "the connection broke after {received} bytes of the {what} (not retried): {}",
-                describe(error)
+                "the connection broke after {received} bytes of the {what} (not retried): {error}"
             )))),
         })
     }
@@ -815,6 +847,27 @@ impl CompletionPort for OpenAiCompletion {
     }
 }
 
+/// A response body read chunk by chunk: reqwest's, or a test's script.
+trait ChunkSource: Send {
+    /// One chunk of the body.
+    type Chunk: std::ops::Deref<Target = [u8]> + Send;
+
+    /// The next chunk, `None` at the body's end, or what broke the connection (described
+    /// without the URL).
+    fn chunk(&mut self) -> impl Future<Output = Result<Option<Self::Chunk>, String>> + Send;
+}
+
+impl ChunkSource for reqwest::Response {
+    type Chunk = Vec<u8>;
+
+    async fn chunk(&mut self) -> Result<Option<Vec<u8>>, String> {
+        match reqwest::Response::chunk(self).await {
+            Ok(chunk) => Ok(chunk.map(Vec::from)),
+            Err(error) => Err(describe(error)),
+        }
+    }
+}
+
 /// What [`OpenAiCompletion::next_chunk`] got.
 enum Next<B> {
     /// More of the body.
@@ -870,6 +923,13 @@ impl Decoder {
         match self {
             Self::Chat(decoder) => decoder.is_failed(),
             Self::Responses(decoder) => decoder.is_failed(),
+        }
+    }
+
+    fn events(&self) -> u64 {
+        match self {
+            Self::Chat(decoder) => decoder.events(),
+            Self::Responses(decoder) => decoder.events(),
         }
     }
 

@@ -52,7 +52,9 @@ pub struct LlmSettings {
     pub wire: LlmWire,
     /// Time allowed until the response's first byte, in ms.
     pub request_timeout_ms: u64,
-    /// Time allowed between two chunks of a streaming response, in ms.
+    /// Time allowed without progress once the response has begun, in ms: from its first byte,
+    /// then from each complete SSE event (keep-alive comments and the bytes of an unfinished
+    /// event do not count).
     pub idle_timeout_ms: u64,
     /// Retries of a failed request before its first byte (connection errors, timeouts, 408,
     /// 409, 429, 5xx, or as the server's `x-should-retry` says); at most [`MAX_LLM_RETRIES`].
