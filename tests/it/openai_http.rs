@@ -317,6 +317,31 @@ async fn a_retry_after_beyond_the_limit_is_not_waited_for() {
     assert_eq!(fake.requests().len(), 1);
 }
 
+/// A retry whose wait would end past the call's time limit is not made: the error says so,
+/// naming the limit and its setting, at once.
+#[tokio::test]
+async fn a_retry_that_would_end_past_the_call_limit_is_not_made() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(Reply::json(503, json!({"error": {"message": "busy"}})).header("retry-after", "40"));
+    fake.push(Reply::fixture("openai-chat/openai-single-call.sse").unwrap());
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        max_call: Duration::from_secs(30),
+        ..config(&fake)
+    })
+    .unwrap();
+    let error = call_once(&model).await.unwrap_err();
+    assert_eq!(
+        error,
+        CompletionError::Transport(format!(
+            "POST {}/chat/completions: HTTP 503 Service Unavailable: busy (not retried: the wait \
+             of 40 s would end past the call's time limit of 30 s (llm.max_call_ms))",
+            fake.base_url()
+        ))
+    );
+    assert_eq!(fake.requests().len(), 1);
+    assert_eq!(fake.remaining(), 1);
+}
+
 #[tokio::test]
 async fn two_500s_then_success() {
     let fake = FakeLlm::start().await.unwrap();

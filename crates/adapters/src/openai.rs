@@ -17,13 +17,16 @@
 //! **Timeouts.** [`OpenAiConfig::request_timeout`] bounds the wait for the first body byte;
 //! from it on, [`OpenAiConfig::idle_timeout`] bounds the wait for progress: a complete SSE event,
 //! not any byte, so keep-alive comments or an event trickled byte by byte do not hold a stalled
-//! stream open.
+//! stream open. [`OpenAiConfig::max_call`] bounds the whole call, retries and their waits
+//! included, so a stream that keeps sending events but never ends cannot hold it forever
+//! either.
 //!
 //! **Retries.** A connection error, a request timeout, or a 408, 409, 429 or 5xx answer that
 //! happens *before the first body byte* is retried, up to [`OpenAiConfig::max_retries`] times,
 //! after exponential backoff with full jitter, or after the server's `retry-after-ms` /
 //! `Retry-After` (seconds) when it sends one. Nothing is retried once a body byte has arrived:
-//! the caller may already have shown the deltas. Other 4xx are not retried. As in OpenAI's own
+//! the caller may already have shown the deltas. Nor is a call that reached its time limit, and
+//! a retry whose wait would end past it is not made. Other 4xx are not retried. As in OpenAI's own
 //! SDKs, a server's `x-should-retry: true` or `false` overrides the status either way.
 //!
 //! **The key.** The API key stays inside the adapter: it is sent only as the `Authorization`
@@ -119,6 +122,13 @@ pub struct OpenAiConfig {
     /// for after the stream's end marker (`[DONE]`, or a Responses terminal event): the answer is
     /// whole there, whether or not the body then ends.
     pub idle_timeout: Duration,
+    /// The longest a whole call may take, from its start to its answer: every attempt, every
+    /// wait between them and the whole stream, however steadily the server sends events. Past
+    /// it the call ends with a transport error naming the limit and `llm.max_call_ms` (the
+    /// `cogni.toml` key that sets it), and is never retried: once the stream has begun, the deltas
+    /// may have been shown, and before it, the call's time is spent. A retry whose wait would end
+    /// past it is not made.
+    pub max_call: Duration,
     /// Retries after the first attempt (0: never retry).
     pub max_retries: u32,
     /// The first backoff's upper bound; it doubles with each retry (full jitter: the wait is
@@ -133,8 +143,9 @@ pub struct OpenAiConfig {
 }
 
 impl OpenAiConfig {
-    /// A config with the defaults: chat wire, no key, 120 s request and idle timeouts, 2 retries,
-    /// 500 ms base backoff up to 8 s, `Retry-After` honoured up to 60 s, default decoder limits.
+    /// A config with the defaults: chat wire, no key, 120 s request and idle timeouts, a call
+    /// limited to 10 minutes, 2 retries, 500 ms base backoff up to 8 s, `Retry-After` honoured up
+    /// to 60 s, default decoder limits.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         Self {
             base_url: base_url.into(),
@@ -143,6 +154,7 @@ impl OpenAiConfig {
             wire: OpenAiWire::Chat,
             request_timeout: Duration::from_secs(120),
             idle_timeout: Duration::from_secs(120),
+            max_call: Duration::from_secs(600),
             max_retries: 2,
             base_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(8),
@@ -161,6 +173,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("wire", &self.wire)
             .field("request_timeout", &self.request_timeout)
             .field("idle_timeout", &self.idle_timeout)
+            .field("max_call", &self.max_call)
             .field("max_retries", &self.max_retries)
             .field("base_backoff", &self.base_backoff)
             .field("max_backoff", &self.max_backoff)
@@ -216,6 +229,7 @@ pub struct OpenAiCompletion {
     wire: OpenAiWire,
     request_timeout: Duration,
     idle_timeout: Duration,
+    max_call: Duration,
     max_retries: u32,
     base_backoff: Duration,
     max_backoff: Duration,
@@ -232,6 +246,7 @@ impl fmt::Debug for OpenAiCompletion {
             .field("wire", &self.wire)
             .field("request_timeout", &self.request_timeout)
             .field("idle_timeout", &self.idle_timeout)
+            .field("max_call", &self.max_call)
             .field("max_retries", &self.max_retries)
             .finish_non_exhaustive()
     }
@@ -277,6 +292,7 @@ impl OpenAiCompletion {
             wire: config.wire,
             request_timeout: config.request_timeout,
             idle_timeout: config.idle_timeout,
+            max_call: config.max_call,
             max_retries: config.max_retries,
             base_backoff: config.base_backoff,
             max_backoff: config.max_backoff,
@@ -373,9 +389,10 @@ impl OpenAiCompletion {
         deltas: &mut dyn DeltaSink,
         cancel: &CancellationToken,
     ) -> Result<LlmCompletion, CompletionError> {
+        let limit = after(self.max_call);
         let mut retry = 0u32;
         loop {
-            let (error, retry_after) = match self.attempt(body, deltas, cancel).await {
+            let (error, retry_after) = match self.attempt(body, deltas, cancel, limit).await {
                 Ok(completion) => return Ok(completion),
                 Err(Failure::Final(error)) => return Err(error),
                 Err(Failure::Retryable { error, retry_after }) => (error, retry_after),
@@ -401,6 +418,16 @@ impl OpenAiCompletion {
                 Some(wait) => wait,
                 None => self.backoff(retry),
             };
+            if after(wait) >= limit {
+                return Err(append(
+                    error,
+                    &format!(
+                        " (not retried: the wait of {} s would end past the call's time limit of {})",
+                        wait.as_secs_f64(),
+                        self.limit_name()
+                    ),
+                ));
+            }
             tracing::warn!(
                 endpoint = %self.endpoint,
                 retry = retry + 1,
@@ -417,14 +444,16 @@ impl OpenAiCompletion {
         }
     }
 
-    /// One request. Failures before the first body byte may be retried; none after.
+    /// One request, to end by `limit` (the call's). Failures before the first body byte may be
+    /// retried, but for the call's limit; none after.
     async fn attempt(
         &self,
         body: &[u8],
         deltas: &mut dyn DeltaSink,
         cancel: &CancellationToken,
+        limit: Instant,
     ) -> Result<LlmCompletion, Failure> {
-        let deadline = after(self.request_timeout);
+        let deadline = after(self.request_timeout).min(limit);
         let send = self
             .client
             .post(self.url.clone())
@@ -435,6 +464,7 @@ impl OpenAiCompletion {
             biased;
             () = cancel.cancelled() => return Err(Failure::Final(CompletionError::Cancelled)),
             sent = tokio::time::timeout_at(deadline, send) => match sent {
+                Err(_) if deadline >= limit => return Err(Failure::Final(self.past_limit(0))),
                 Err(_) => return Err(self.retryable(self.no_first_byte())),
                 Ok(Err(error)) if error.is_builder() => {
                     return Err(Failure::Final(self.transport(&format!(
@@ -451,7 +481,7 @@ impl OpenAiCompletion {
 
         let status = response.status();
         if !status.is_success() {
-            return Err(self.http_error(response, deadline, cancel).await);
+            return Err(self.http_error(response, deadline, limit, cancel).await);
         }
         let content_type = response
             .headers()
@@ -463,7 +493,7 @@ impl OpenAiCompletion {
             .is_some_and(|v| v.starts_with("application/json"));
         if json_answer {
             return self
-                .json_answer(response, status, deltas, deadline, cancel)
+                .json_answer(response, status, deltas, deadline, limit, cancel)
                 .await;
         }
         // Another type than an event stream, or none, is read as one all the same (a server
@@ -472,8 +502,16 @@ impl OpenAiCompletion {
             Some(v) if v.starts_with("text/event-stream") => None,
             other => Some(other),
         };
-        self.stream(status, response, deltas, deadline, cancel, not_a_stream)
-            .await
+        self.stream(
+            status,
+            response,
+            deltas,
+            deadline,
+            limit,
+            cancel,
+            not_a_stream,
+        )
+        .await
     }
 
     /// Reads the body (of a `status` answer) as the wire's event stream, each fragment to
@@ -482,18 +520,20 @@ impl OpenAiCompletion {
     /// by that type and its size, never by its contents, rather than only as a stream that went
     /// wrong.
     ///
-    /// The first byte is awaited until `deadline`; from it on, the idle timeout runs from the
-    /// last progress: the first byte, then each complete SSE event, whatever the decoder made of
-    /// it (a role-only or usage chunk, an event type it ignores is still the server answering).
-    /// Comments (`: keep-alive`), blank lines and the bytes of an event not yet ended are not
-    /// progress, so a server or proxy that only keeps the connection alive, or trickles an event
-    /// byte by byte, stalls as one that sends nothing.
+    /// Nothing is awaited past `limit`, the call's. The first byte is awaited until `deadline`;
+    /// from it on, the idle timeout runs from the last progress: the first byte, then each
+    /// complete SSE event, whatever the decoder made of it (a role-only or usage chunk, an event
+    /// type it ignores is still the server answering). Comments (`: keep-alive`), blank lines and
+    /// the bytes of an event not yet ended are not progress, so a server or proxy that only keeps
+    /// the connection alive, or trickles an event byte by byte, stalls as one that sends nothing.
+    #[allow(clippy::too_many_arguments)] // The answer, where it goes, and its clocks, named.
     async fn stream(
         &self,
         status: StatusCode,
         mut body: impl ChunkSource,
         deltas: &mut dyn DeltaSink,
         deadline: Instant,
+        limit: Instant,
         cancel: &CancellationToken,
         not_a_stream: Option<Option<String>>,
     ) -> Result<LlmCompletion, Failure> {
@@ -532,7 +572,7 @@ impl OpenAiCompletion {
         loop {
             let wait = if received == 0 { deadline } else { idle_until };
             let chunk = match self
-                .next_chunk(&mut body, received, wait, cancel, "stream")
+                .next_chunk(&mut body, received, wait, limit, cancel, "stream")
                 .await?
             {
                 Next::Chunk(chunk) => chunk,
@@ -588,6 +628,7 @@ impl OpenAiCompletion {
         &self,
         response: reqwest::Response,
         deadline: Instant,
+        limit: Instant,
         cancel: &CancellationToken,
     ) -> Failure {
         let status = response.status();
@@ -598,7 +639,7 @@ impl OpenAiCompletion {
             .get(reqwest::header::LOCATION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let body = match self.read_bounded(response, deadline, cancel).await {
+        let body = match self.read_bounded(response, deadline, limit, cancel).await {
             Ok(body) => body,
             Err(cancelled) => return Failure::Final(cancelled),
         };
@@ -636,9 +677,10 @@ impl OpenAiCompletion {
         status: StatusCode,
         deltas: &mut dyn DeltaSink,
         deadline: Instant,
+        limit: Instant,
         cancel: &CancellationToken,
     ) -> Result<LlmCompletion, Failure> {
-        let body = self.read_whole(response, deadline, cancel).await?;
+        let body = self.read_whole(response, deadline, limit, cancel).await?;
         let decoded = match self.wire {
             OpenAiWire::Chat => wire_openai::chat::decode_completion(&body, self.limits),
             OpenAiWire::Responses => wire_openai::responses::decode_response(&body, self.limits),
@@ -698,6 +740,7 @@ impl OpenAiCompletion {
         &self,
         mut response: impl ChunkSource,
         deadline: Instant,
+        limit: Instant,
         cancel: &CancellationToken,
     ) -> Result<Vec<u8>, Failure> {
         let cap = self.limits.max_total_bytes.saturating_add(1);
@@ -709,7 +752,7 @@ impl OpenAiCompletion {
                 after(self.idle_timeout)
             };
             match self
-                .next_chunk(&mut response, body.len(), wait, cancel, "answer")
+                .next_chunk(&mut response, body.len(), wait, limit, cancel, "answer")
                 .await?
             {
                 Next::Chunk(chunk) => {
@@ -725,16 +768,19 @@ impl OpenAiCompletion {
 
     /// Waits until `wait` for the next chunk of a body (`what`: "stream" or "answer")
     /// `received` bytes in: the request's deadline for the first byte, then the caller's idle
-    /// deadline. Cancellation is the error; a stall or a broken connection is [`Next::Failed`],
-    /// retryable only before the first byte.
+    /// deadline, never past `limit`, the call's. Cancellation is the error; a stall or a broken
+    /// connection is [`Next::Failed`], retryable only before the first byte; the call's limit
+    /// reached is never retried.
     async fn next_chunk<B: ChunkSource>(
         &self,
         body: &mut B,
         received: usize,
         wait: Instant,
+        limit: Instant,
         cancel: &CancellationToken,
         what: &str,
     ) -> Result<Next<B::Chunk>, Failure> {
+        let wait = wait.min(limit);
         let chunk = tokio::select! {
             biased;
             () = cancel.cancelled() => return Err(Failure::Final(CompletionError::Cancelled)),
@@ -745,6 +791,7 @@ impl OpenAiCompletion {
         Ok(match chunk {
             Ok(Ok(Some(chunk))) => Next::Chunk(chunk),
             Ok(Ok(None)) => Next::End,
+            Err(_) if wait >= limit => Next::Failed(Failure::Final(self.past_limit(received))),
             Err(_) if received == 0 => Next::Failed(self.retryable(self.no_first_byte())),
             Err(_) => Next::Failed(Failure::Final(self.transport(&format!(
                 "the {what} stalled: no {progress} for {} after {received} bytes (idle timeout; not retried)",
@@ -765,9 +812,12 @@ impl OpenAiCompletion {
         &self,
         mut response: reqwest::Response,
         deadline: Instant,
+        limit: Instant,
         cancel: &CancellationToken,
     ) -> Result<Vec<u8>, CompletionError> {
-        let deadline = deadline.max(after(self.idle_timeout.min(Duration::from_secs(5))));
+        let deadline = deadline
+            .max(after(self.idle_timeout.min(Duration::from_secs(5))))
+            .min(limit);
         let mut body = Vec::new();
         while body.len() < MAX_ERROR_BODY_BYTES {
             let chunk = tokio::select! {
@@ -792,6 +842,23 @@ impl OpenAiCompletion {
         self.transport(&format!(
             "no response within {} (request timeout)",
             seconds(self.request_timeout)
+        ))
+    }
+
+    /// The call's time limit, as errors name it: its length and the setting.
+    fn limit_name(&self) -> String {
+        format!("{} (llm.max_call_ms)", seconds(self.max_call))
+    }
+
+    /// The call ran out of its time, `received` bytes into a body (0: before the first byte).
+    fn past_limit(&self, received: usize) -> CompletionError {
+        let when = match received {
+            0 => "before the first byte of the answer".to_owned(),
+            n => format!("after {n} bytes of the answer"),
+        };
+        self.transport(&format!(
+            "the call reached its time limit of {} {when} (not retried)",
+            self.limit_name()
         ))
     }
 

@@ -178,17 +178,7 @@ impl Runtime {
 pub fn create_completion(
     llm: &crate::LlmSettings,
 ) -> anyhow::Result<Arc<dyn ai_core::CompletionPort>> {
-    let config = adapters::OpenAiConfig {
-        api_key: llm.api_key.clone(),
-        wire: match llm.wire {
-            crate::LlmWire::Chat => adapters::OpenAiWire::Chat,
-            crate::LlmWire::Responses => adapters::OpenAiWire::Responses,
-        },
-        request_timeout: std::time::Duration::from_millis(llm.request_timeout_ms),
-        idle_timeout: std::time::Duration::from_millis(llm.idle_timeout_ms),
-        max_retries: llm.max_retries,
-        ..adapters::OpenAiConfig::new(llm.base_url.clone(), llm.model.clone())
-    };
+    let config = openai_config(llm);
     let completion = adapters::OpenAiCompletion::new(config).map_err(|error| {
         // Named by the setting at fault: a key no header can carry is not a base URL's fault.
         let setting = match &error {
@@ -200,6 +190,23 @@ pub fn create_completion(
         anyhow::Error::new(error).context(setting)
     })?;
     Ok(Arc::new(completion))
+}
+
+/// The adapter's config for `[llm]`: its endpoint, wire, key, timeouts, call limit and
+/// retries; the rest are the adapter's defaults.
+pub(crate) fn openai_config(llm: &crate::LlmSettings) -> adapters::OpenAiConfig {
+    adapters::OpenAiConfig {
+        api_key: llm.api_key.clone(),
+        wire: match llm.wire {
+            crate::LlmWire::Chat => adapters::OpenAiWire::Chat,
+            crate::LlmWire::Responses => adapters::OpenAiWire::Responses,
+        },
+        request_timeout: std::time::Duration::from_millis(llm.request_timeout_ms),
+        idle_timeout: std::time::Duration::from_millis(llm.idle_timeout_ms),
+        max_call: std::time::Duration::from_millis(llm.max_call_ms),
+        max_retries: llm.max_retries,
+        ..adapters::OpenAiConfig::new(llm.base_url.clone(), llm.model.clone())
+    }
 }
 
 /// `completion`, recording a receipt of every model call into the run log when one is kept.

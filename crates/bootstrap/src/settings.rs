@@ -56,6 +56,12 @@ pub struct LlmSettings {
     /// then from each complete SSE event (keep-alive comments and the bytes of an unfinished
     /// event do not count).
     pub idle_timeout_ms: u64,
+    /// Time allowed for a whole model call, in ms (default 600 000, 10 minutes): every attempt,
+    /// the waits between them and the whole stream, however steadily the server sends events.
+    /// Past it the call ends with an error naming this setting, and the run ends as on any
+    /// failed model call; it is never retried, and a retry whose wait would end past it is not
+    /// made.
+    pub max_call_ms: u64,
     /// Retries of a failed request before its first byte (connection errors, timeouts, 408,
     /// 409, 429, 5xx, or as the server's `x-should-retry` says); at most [`MAX_LLM_RETRIES`].
     pub max_retries: u32,
@@ -72,6 +78,7 @@ impl std::fmt::Debug for LlmSettings {
             wire,
             request_timeout_ms,
             idle_timeout_ms,
+            max_call_ms,
             max_retries,
             api_key,
         } = self;
@@ -81,6 +88,7 @@ impl std::fmt::Debug for LlmSettings {
             .field("wire", wire)
             .field("request_timeout_ms", request_timeout_ms)
             .field("idle_timeout_ms", idle_timeout_ms)
+            .field("max_call_ms", max_call_ms)
             .field("max_retries", max_retries)
             .field("api_key", api_key)
             .finish()
@@ -104,6 +112,7 @@ impl Default for LlmSettings {
             wire: LlmWire::Chat,
             request_timeout_ms: 60_000,
             idle_timeout_ms: 60_000,
+            max_call_ms: 600_000,
             max_retries: 2,
             api_key: None,
         }
@@ -533,6 +542,9 @@ impl Settings {
         if self.llm.request_timeout_ms == 0 || self.llm.idle_timeout_ms == 0 {
             bail!("llm.request_timeout_ms and llm.idle_timeout_ms must be above 0");
         }
+        if self.llm.max_call_ms == 0 {
+            bail!("llm.max_call_ms: must be above 0 (the longest a model call may take)");
+        }
         if self.llm.max_retries > MAX_LLM_RETRIES {
             bail!(
                 "llm.max_retries: {} is more than {MAX_LLM_RETRIES}, the most a model call may retry",
@@ -767,6 +779,29 @@ mod tests {
         let settings = Settings::from_toml_str("[server]\nallow_unauthenticated = true\n").unwrap();
         assert!(settings.server.allow_unauthenticated);
         assert!(settings.server.token.is_none());
+    }
+
+    /// `llm.max_call_ms` bounds a whole model call: 10 minutes unless set, as the example
+    /// shows; 0 is refused naming the key; a value set reaches the adapter's config.
+    #[test]
+    fn the_model_call_limit_is_a_setting_of_the_adapter() {
+        assert_eq!(Settings::default().llm.max_call_ms, 600_000);
+        let example = Settings::from_toml_str(super::EXAMPLE_CONFIG).unwrap();
+        assert_eq!(
+            example.llm.max_call_ms, 600_000,
+            "the example shows the default"
+        );
+        let zero = Settings::from_toml_str("[llm]\nmax_call_ms = 0\n").unwrap();
+        let error = zero.validate().unwrap_err().to_string();
+        assert!(
+            error.starts_with("llm.max_call_ms: must be above 0"),
+            "{error}"
+        );
+        let set = Settings::from_toml_str("[llm]\nmax_call_ms = 90000\n").unwrap();
+        set.validate().unwrap();
+        let config = crate::compose::openai_config(&set.llm);
+        assert_eq!(config.max_call, std::time::Duration::from_secs(90));
+        assert!(format!("{:?}", set.llm).contains("max_call_ms: 90000"));
     }
 
     /// No `Debug` of the settings or the overrides shows the token.

@@ -1,5 +1,5 @@
 //! The stream's clocks under tokio's paused time, against a scripted body (no socket): what
-//! resets the idle timeout, and what does not.
+//! resets the idle timeout, and what does not; the call's time limit.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -67,24 +67,41 @@ const STOP: &[u8] =
 
 const IDLE: Duration = Duration::from_secs(12);
 const EVERY: Duration = Duration::from_secs(5);
+const REQUEST: Duration = Duration::from_secs(60);
 
-fn model(wire: OpenAiWire) -> OpenAiCompletion {
+fn model(wire: OpenAiWire, max_call: Duration) -> OpenAiCompletion {
     OpenAiCompletion::new(OpenAiConfig {
         wire,
-        request_timeout: Duration::from_secs(60),
+        request_timeout: REQUEST,
         idle_timeout: IDLE,
+        max_call,
         ..OpenAiConfig::new("http://model.test/v1", "m")
     })
     .unwrap()
 }
 
-/// Streams `script` as an event stream; returns the result, the text shown and the (paused)
-/// time it took.
+/// Streams `script` as an event stream, as an attempt does (the first byte awaited for the
+/// request timeout, never past the call's limit); returns the result, the text shown and the
+/// (paused) time it took.
 async fn stream(
     wire: OpenAiWire,
     script: Script,
 ) -> (Result<LlmCompletion, CompletionError>, String, Duration) {
-    let model = model(wire);
+    let (result, text, took) = stream_limited(wire, Duration::from_secs(3600), script).await;
+    let result = result.map_err(|failure| match failure {
+        Failure::Final(error) | Failure::Retryable { error, .. } => error,
+    });
+    (result, text, took)
+}
+
+/// [`stream`] under a call limit of `max_call`, with the failure as the attempt reports it.
+async fn stream_limited(
+    wire: OpenAiWire,
+    max_call: Duration,
+    script: Script,
+) -> (Result<LlmCompletion, Failure>, String, Duration) {
+    let model = model(wire, max_call);
+    let limit = after(max_call);
     let mut text = String::new();
     let mut sink = |delta: CompletionDelta| {
         if let CompletionDelta::Text { delta } = delta {
@@ -97,14 +114,12 @@ async fn stream(
             StatusCode::OK,
             script,
             &mut sink,
-            after(Duration::from_secs(60)),
+            after(REQUEST).min(limit),
+            limit,
             &CancellationToken::new(),
             None,
         )
-        .await
-        .map_err(|failure| match failure {
-            Failure::Final(error) | Failure::Retryable { error, .. } => error,
-        });
+        .await;
     (result, text, started.elapsed())
 }
 
@@ -197,4 +212,70 @@ async fn every_complete_event_resets_the_idle_timeout() {
     let (result, text, _) = stream(OpenAiWire::Responses, script).await;
     assert_eq!(text, "hi", "{result:?}");
     assert!(result.is_ok(), "{result:?}");
+}
+
+/// A stream that keeps sending events, every one in time for the idle timeout, still ends at
+/// the call's limit, with an error naming it and its setting, as final (never retried): its
+/// deltas may have been shown.
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_never_ends_stops_at_the_call_limit() {
+    let script = Script::new()
+        .then(Duration::ZERO, ROLE)
+        .repeat(1000, EVERY, TEXT)
+        .then(EVERY, STOP);
+    let max_call = Duration::from_secs(62);
+    let (result, text, took) = stream_limited(OpenAiWire::Chat, max_call, script).await;
+    let Err(Failure::Final(CompletionError::Transport(message))) = result else {
+        panic!(
+            "expected a final transport error, got {:?}",
+            result.map_err(|_| ())
+        );
+    };
+    let bytes = ROLE.len() + 12 * TEXT.len();
+    assert_eq!(
+        message,
+        format!(
+            "POST http://model.test/v1/chat/completions: the call reached its time limit of 62 s \
+             (llm.max_call_ms) after {bytes} bytes of the answer (not retried)"
+        )
+    );
+    assert_eq!(
+        text,
+        "x".repeat(12),
+        "the deltas before the limit were shown"
+    );
+    assert_eq!(took, max_call);
+}
+
+/// A call limit shorter than the request timeout ends the wait for the first byte, as final:
+/// the call's time is spent, so another attempt would only run past it.
+#[tokio::test(start_paused = true)]
+async fn the_call_limit_before_the_first_byte_is_not_retried() {
+    let script = Script::new().then(Duration::from_secs(90), ROLE.to_vec());
+    let max_call = Duration::from_secs(30);
+    let (result, _, took) = stream_limited(OpenAiWire::Chat, max_call, script).await;
+    let Err(Failure::Final(CompletionError::Transport(message))) = result else {
+        panic!(
+            "expected a final transport error, got {:?}",
+            result.map_err(|_| ())
+        );
+    };
+    assert!(
+        message.ends_with(
+            "the call reached its time limit of 30 s (llm.max_call_ms) before the first byte of \
+             the answer (not retried)"
+        ),
+        "{message}"
+    );
+    assert_eq!(took, max_call);
+
+    // With the request timeout the shorter, its expiry is still the retryable one.
+    let script = Script::new().then(Duration::from_secs(90), ROLE.to_vec());
+    let (result, _, took) = stream_limited(OpenAiWire::Chat, REQUEST * 2, script).await;
+    assert!(
+        matches!(result, Err(Failure::Retryable { .. })),
+        "{:?}",
+        result.map_err(|_| ())
+    );
+    assert_eq!(took, REQUEST);
 }
