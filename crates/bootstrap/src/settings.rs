@@ -8,7 +8,6 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use ai_core::{Secret, ToolPolicy};
 use anyhow::{Context, bail};
@@ -657,14 +656,6 @@ impl Settings {
                 .context("tools.policy_file");
         }
         Ok(ToolPolicy::from_toml_str(DEFAULT_POLICY_TOML)?)
-    }
-
-    /// The request and idle timeouts.
-    pub fn llm_timeouts(&self) -> (Duration, Duration) {
-        (
-            Duration::from_millis(self.llm.request_timeout_ms),
-            Duration::from_millis(self.llm.idle_timeout_ms),
-        )
     }
 }
 
