@@ -72,9 +72,17 @@ impl SqliteStore {
     /// permissions it has.
     ///
     /// A database from a newer version is refused as [`RunStoreError::NewerSchema`] and left
-    /// untouched; a folder that cannot be written is a [`RunStoreError::Backend`] naming it.
+    /// untouched; a folder that cannot be written is a [`RunStoreError::Backend`] naming it, and
+    /// so is a database SQLite can only open for reading (a write-protected `cogni.db` in a
+    /// writable folder): every write would fail, so it is refused at open, not at every run.
     pub fn open(data_dir: impl AsRef<Path>) -> Result<Self, RunStoreError> {
-        let data_dir = data_dir.as_ref();
+        Self::open_with(data_dir.as_ref(), rusqlite::OpenFlags::default())
+    }
+
+    /// [`SqliteStore::open`] with the connection's flags: the tests open with
+    /// `SQLITE_OPEN_READ_ONLY` what SQLite opens so when the file is write-protected, which a
+    /// test run as root cannot make it.
+    fn open_with(data_dir: &Path, flags: rusqlite::OpenFlags) -> Result<Self, RunStoreError> {
         crate::create_private_dir(data_dir).map_err(|e| {
             backend(
                 format_args!("cannot create the data directory {}", data_dir.display()),
@@ -82,7 +90,20 @@ impl SqliteStore {
             )
         })?;
         let path = data_dir.join(DB_FILE);
-        let mut conn = Connection::open(&path).map_err(|e| open_failed(&path, data_dir, &e))?;
+        let mut conn = Connection::open_with_flags(&path, flags)
+            .map_err(|e| open_failed(&path, data_dir, &e))?;
+        // SQLite opens a file it may not write for reading only, and says so only when a write
+        // fails: refused here, before a server starts that would fail every run.
+        if conn
+            .is_readonly(rusqlite::MAIN_DB)
+            .map_err(|e| open_failed(&path, data_dir, &e))?
+        {
+            return Err(RunStoreError::Backend(format!(
+                "cannot open {} for writing: the file is read-only (the store writes it and its \
+                 -wal and -shm files: make it writable, or choose another data_dir)",
+                path.display()
+            )));
+        }
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(|e| backend("cannot set the busy timeout", e))?;
 
@@ -978,5 +999,32 @@ impl ThreadStore for SqliteStore {
         })
         .await
         .map_err(|e| ThreadStoreError(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `cogni.db` that SQLite can open only for reading (as it does a write-protected file in
+    /// a writable folder) is refused at open, naming the file and why, rather than opened for a
+    /// server whose every write would fail. (Opened with `SQLITE_OPEN_READ_ONLY` here: a file's
+    /// mode does not stop a test run as root.)
+    #[test]
+    fn a_database_sqlite_opens_read_only_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(SqliteStore::open(dir.path()).unwrap());
+        let flags =
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let error = SqliteStore::open_with(dir.path(), flags).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            RunStoreError::Backend(format!(
+                "cannot open {} for writing: the file is read-only (the store writes it and its \
+                 -wal and -shm files: make it writable, or choose another data_dir)",
+                dir.path().join(DB_FILE).display()
+            ))
+            .to_string()
+        );
     }
 }
