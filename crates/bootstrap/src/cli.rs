@@ -45,7 +45,7 @@ pub enum Command {
     // `--listen` (shared settings) means nothing here: not shown.
     #[command(mut_arg("listen", |a| a.hide(true)))]
     Chat {
-        /// The user's message.
+        /// The user's message (one without text, or only whitespace, is refused).
         message: String,
         /// Continue this thread (kept in the data folder when one is configured).
         #[arg(long)]

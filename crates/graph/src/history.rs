@@ -76,6 +76,13 @@ pub enum ReconstructError {
         /// The id.
         tool_call_id: ToolCallId,
     },
+    /// A user message holds no text (none, or whitespace only): there is nothing in it for a
+    /// model to answer.
+    #[error("item {index}: a user message holds no text")]
+    EmptyUserMessage {
+        /// Position in the UI history.
+        index: usize,
+    },
     /// The rebuilt history still breaks the rules. Its message's positions are those of the
     /// rebuilt messages, not of the UI history's items. The rule broken is part of the message
     /// (which a 400 answer carries), so it is not also the `source()`.
@@ -142,8 +149,8 @@ impl Turn {
 
 /// Rebuilds provider messages from UI items: assistant text and calls of one turn become one
 /// assistant message followed by the results in call order (however the UI interleaved them);
-/// results are paired by id; orphans, duplicates and unanswered calls are errors, never
-/// patched; the result passes [`validate_history`]. As [`crate::reduce`] records a model turn,
+/// results are paired by id; orphans, duplicates, unanswered calls and user messages without
+/// text are errors, never patched; the result passes [`validate_history`]. As [`crate::reduce`] records a model turn,
 /// whitespace-only text counts as none (a turn with neither text nor calls is left out) and a
 /// tool name providers refuse to read back is recorded in a form they accept.
 pub fn reconstruct_history(items: &[HistoryItem]) -> Result<Vec<Message>, ReconstructError> {
@@ -160,6 +167,9 @@ pub fn reconstruct_history(items: &[HistoryItem]) -> Result<Vec<Message>, Recons
                 });
             }
             HistoryItem::User { content } => {
+                if content.trim().is_empty() {
+                    return Err(ReconstructError::EmptyUserMessage { index });
+                }
                 turn.flush(&mut out)?;
                 out.push(Message::User {
                     content: content.clone(),

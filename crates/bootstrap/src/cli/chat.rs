@@ -13,13 +13,18 @@ use crate::{Overrides, Runtime, Settings, create_completion};
 /// Runs one turn on `thread` (a new thread each time without one, or without a data folder to
 /// keep it in) and prints the answer, each tool call and its result as they happen, with their
 /// control characters but line breaks and tabs replaced ([`terminal_safe`]); with `json`,
-/// prints the `AiEvent`s as JSON lines instead.
+/// prints the `AiEvent`s as JSON lines instead. A message without text (empty or whitespace
+/// only) is refused.
 pub(crate) async fn run(
     message: String,
     thread: Option<String>,
     json: bool,
     overrides: Overrides,
 ) -> anyhow::Result<ExitCode> {
+    // Nothing in it for a model to answer: refused before anything is opened or sent.
+    if message.trim().is_empty() {
+        anyhow::bail!("the message holds no text: there is nothing to send to the model");
+    }
     let settings = Settings::load(&overrides)?;
     settings.require_model()?;
     let stores = crate::create_stores(&settings)?;

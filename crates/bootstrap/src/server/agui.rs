@@ -155,10 +155,14 @@ fn incoming(messages: &[InputMessage]) -> Result<Incoming, ApiError> {
         // The items this message added come from it.
         history_at.resize(history.len(), index);
     }
+    let message = content.text();
+    if message.trim().is_empty() {
+        return Err(super::no_text(messages.len() - 1));
+    }
     Ok(Incoming {
         history,
         history_at,
-        turn: IncomingTurn::Message(content.text()),
+        turn: IncomingTurn::Message(message),
     })
 }
 
@@ -169,4 +173,62 @@ fn call_id(index: usize, raw: &str) -> Result<ToolCallId, ApiError> {
             format!("messages[{index}]: tool call id: {e}"),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use wire_ui::agui::InputMessage;
+
+    use super::super::history_fault;
+    use super::incoming;
+
+    fn messages(value: Value) -> Vec<InputMessage> {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn user(content: Value) -> Value {
+        json!({"id": "u", "role": "user", "content": content})
+    }
+
+    /// A new user message with no text a model can read (empty, whitespace only, or only parts
+    /// cogni does not read) is refused naming its place, and sends nothing.
+    #[test]
+    fn a_new_user_message_without_text_is_refused_by_its_place() {
+        for content in [
+            json!(""),
+            json!(" \n"),
+            json!([]),
+            json!([{"type": "binary", "mimeType": "image/png", "data": "c2VjcmV0"}]),
+        ] {
+            let error = incoming(&messages(json!([user(json!("hi")), user(content)])))
+                .err()
+                .expect("refused");
+            assert_eq!(error.status, 400);
+            assert_eq!(error.code, "invalid_history");
+            assert_eq!(
+                error.message,
+                "messages[1]: a user message holds no text (only its text parts are read)"
+            );
+        }
+    }
+
+    /// A user message without text earlier in a history that starts a thread is refused by its
+    /// place when the history is rebuilt.
+    #[test]
+    fn a_user_message_without_text_in_a_new_threads_history_is_refused_by_its_place() {
+        let history = json!([
+            user(json!("hi")),
+            {"id": "a", "role": "assistant", "content": "yes"},
+            user(json!("")),
+            user(json!("again"))
+        ]);
+        let request = incoming(&messages(history)).ok().unwrap();
+        let error = graph::reconstruct_history(&request.history).unwrap_err();
+        assert_eq!(
+            history_fault(&request, &error),
+            "the message history is invalid: messages[2]: a user message holds no text (only its \
+             text parts are read)"
+        );
+    }
 }

@@ -123,10 +123,14 @@ fn incoming(messages: &[UiMessage]) -> Result<Incoming, ApiError> {
         // The items this message added come from it.
         history_at.resize(history.len(), index);
     }
+    let message = last.text();
+    if message.trim().is_empty() {
+        return Err(super::no_text(messages.len() - 1));
+    }
     Ok(Incoming {
         history,
         history_at,
-        turn: IncomingTurn::Message(last.text()),
+        turn: IncomingTurn::Message(message),
     })
 }
 
@@ -224,4 +228,78 @@ fn assistant_items(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use wire_ui::ai_sdk::UiMessage;
+
+    use super::super::{IncomingTurn, history_fault};
+    use super::incoming;
+
+    fn messages(value: Value) -> Vec<UiMessage> {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn user(parts: Value) -> Value {
+        json!({"id": "u", "role": "user", "parts": parts})
+    }
+
+    /// A new user message with no text a model can read (no parts, only whitespace, or only
+    /// parts cogni does not read) is refused naming its place, and sends nothing.
+    #[test]
+    fn a_new_user_message_without_text_is_refused_by_its_place() {
+        let hi = user(json!([{"type": "text", "text": "hi"}]));
+        let answer =
+            json!({"id": "a", "role": "assistant", "parts": [{"type": "text", "text": "yes"}]});
+        for parts in [
+            json!([]),
+            json!([{"type": "text", "text": " \n\t"}]),
+            json!([{"type": "file", "mediaType": "image/png", "url": "data:secret"}]),
+            json!([{"type": "data-note", "data": {"x": "secret"}}]),
+        ] {
+            let error = incoming(&messages(json!([hi, answer, user(parts)])))
+                .err()
+                .expect("refused");
+            assert_eq!(error.status, 400);
+            assert_eq!(error.code, "invalid_history");
+            assert_eq!(
+                error.message,
+                "messages[2]: a user message holds no text (only its text parts are read)"
+            );
+        }
+    }
+
+    /// Parts cogni does not read are skipped beside text, as a newer client may send them.
+    #[test]
+    fn unknown_parts_beside_text_are_skipped() {
+        let parts = json!([{"type": "file", "url": "data:x"}, {"type": "text", "text": "hi"}]);
+        let incoming = incoming(&messages(json!([user(parts)]))).ok().unwrap();
+        assert!(matches!(incoming.turn, IncomingTurn::Message(text) if text == "hi"));
+    }
+
+    /// A user message without text earlier in a history that starts a thread is refused by its
+    /// place, when the history is rebuilt; an assistant message with only tool parts is not.
+    #[test]
+    fn a_user_message_without_text_in_a_new_threads_history_is_refused_by_its_place() {
+        let tool = json!({"id": "a", "role": "assistant", "parts": [
+            {"type": "tool-core__get_current_time", "toolCallId": "c1",
+             "state": "output-available", "input": {}, "output": {}}
+        ]});
+        let hi = user(json!([{"type": "text", "text": "hi"}]));
+        let ok = incoming(&messages(json!([hi, tool, hi]))).ok().unwrap();
+        assert!(graph::reconstruct_history(&ok.history).is_ok());
+
+        let blank = user(json!([{"type": "file", "url": "data:x"}]));
+        let request = incoming(&messages(json!([hi, tool, blank, hi])))
+            .ok()
+            .unwrap();
+        let error = graph::reconstruct_history(&request.history).unwrap_err();
+        assert_eq!(
+            history_fault(&request, &error),
+            "the message history is invalid: messages[2]: a user message holds no text (only its \
+             text parts are read)"
+        );
+    }
 }

@@ -687,6 +687,7 @@ fn history_fault(incoming: &Incoming, error: &graph::ReconstructError) -> String
             "a tool call has no result before the next user or system message or the end of \
              the history",
         ),
+        ReconstructError::EmptyUserMessage { index } => (message_of(*index), NO_TEXT),
         ReconstructError::Invalid(invalid) => {
             let id = match invalid {
                 HistoryError::OrphanToolMessage { tool_call_id, .. }
@@ -703,6 +704,17 @@ fn history_fault(incoming: &Incoming, error: &graph::ReconstructError) -> String
         Some(at) => format!("the message history is invalid: messages[{at}]: {fault}"),
         None => format!("the message history is invalid: {fault}"),
     }
+}
+
+/// Why a user message is refused that holds no text a model can read: none, whitespace only,
+/// or only parts cogni does not read (parts it does not know are skipped, so a message that also
+/// holds text is read).
+const NO_TEXT: &str = "a user message holds no text (only its text parts are read)";
+
+/// The refusal of a new user message (at `index` of the request's `messages`) that holds no
+/// text: there is nothing in it for a model to answer.
+fn no_text(index: usize) -> ApiError {
+    ApiError::bad_request("invalid_history", format!("messages[{index}]: {NO_TEXT}"))
 }
 
 /// The refusal of a run whose id was used already. The id is the client's (an AG-UI `runId`):

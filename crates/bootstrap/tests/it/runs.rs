@@ -900,6 +900,24 @@ fn chat_names_the_folder_of_a_lock_it_cannot_take() {
     );
 }
 
+/// A message without text (empty or whitespace only) is refused on one line, before a data
+/// folder is opened or anything is sent to the model.
+#[test]
+fn chat_refuses_a_message_without_text() {
+    for message in ["", " \n\t "] {
+        let dir = tempfile::tempdir().unwrap();
+        let url = crate::fake::endpoint(&["turn-2-answer.sse"]);
+        let chat = cogni_in(dir.path(), &url, &["chat", message]);
+        assert_eq!(chat.status.code(), Some(1), "{}", text(&chat.stdout));
+        assert_eq!(
+            text(&chat.stderr),
+            "error: the message holds no text: there is nothing to send to the model\n"
+        );
+        assert!(chat.stdout.is_empty());
+        assert!(!dir.path().join("data").exists());
+    }
+}
+
 /// A run id no run can have is refused by `runs show` and `replay` saying why, in the words
 /// `cogni chat --thread` uses for a thread id, not echoed in Rust's debug form.
 #[test]

@@ -130,6 +130,24 @@ fn faults_are_named() {
     }
 }
 
+/// A user message without text (empty, or whitespace only) is refused by its item, never sent
+/// to a model: there is nothing in it to answer.
+#[test]
+fn a_user_message_without_text_is_refused_by_its_item() {
+    for blank in ["", " \n\t"] {
+        let items = [
+            user(),
+            text("a"),
+            HistoryItem::User {
+                content: blank.into(),
+            },
+        ];
+        let error = reconstruct_history(&items).unwrap_err();
+        assert_eq!(error, ReconstructError::EmptyUserMessage { index: 2 });
+        assert_eq!(error.to_string(), "item 2: a user message holds no text");
+    }
+}
+
 /// Each message says where (the item, when there is one), which call, and what is wrong.
 #[test]
 fn messages_name_the_item_the_call_and_the_fault() {

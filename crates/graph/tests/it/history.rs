@@ -1,6 +1,6 @@
 //! `reconstruct_history` on random UI items: it never panics, and what it accepts is a valid
-//! provider history holding every call and result it was given, with no empty assistant message
-//! and only tool names providers read back.
+//! provider history holding every call and result it was given, with no empty assistant or user
+//! message and only tool names providers read back.
 
 use ai_core::{Message, ToolCallId, validate_history};
 use graph::{HistoryItem, reconstruct_history};
@@ -67,6 +67,7 @@ proptest! {
                     kept_calls += tool_calls.len();
                 }
                 Message::Tool { .. } => kept_results += 1,
+                Message::User { content } => prop_assert!(!content.trim().is_empty()),
                 _ => {}
             }
         }
