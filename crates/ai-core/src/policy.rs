@@ -223,6 +223,30 @@ impl ToolPolicy {
         Ok(())
     }
 
+    /// The tool ids the policy names (in `allowed_tools` and as `retry_per_tool` keys) for which
+    /// `is_known` is false, sorted, each once. A rule for a tool no source has applies to
+    /// nothing, so such an id is most likely a typo; whether that is an error is the caller's to
+    /// decide (a tool source added later, an MCP server's, may have it).
+    ///
+    /// ```
+    /// use ai_core::ToolPolicy;
+    /// let policy = ToolPolicy::from_toml_str(
+    ///     r#"allowed_tools = ["core__read", "core__raed"]
+    ///        [retry_per_tool.core__wirte]"#,
+    /// ).unwrap();
+    /// let unknown = policy.unknown_tools(|id| ["core__read"].contains(&id.as_str()));
+    /// let unknown: Vec<_> = unknown.iter().map(|id| id.as_str()).collect();
+    /// assert_eq!(unknown, ["core__raed", "core__wirte"]);
+    /// ```
+    pub fn unknown_tools(&self, is_known: impl Fn(&ToolId) -> bool) -> Vec<&ToolId> {
+        let named: BTreeSet<&ToolId> = self
+            .allowed_tools
+            .iter()
+            .chain(self.retry_per_tool.keys())
+            .collect();
+        named.into_iter().filter(|id| !is_known(id)).collect()
+    }
+
     /// The retry policy of one tool.
     pub fn retry_for(&self, id: &ToolId) -> &RetryPolicy {
         self.retry_per_tool.get(id).unwrap_or(&self.retry)

@@ -397,6 +397,14 @@ fn wire_encode_tools(format: WireFormat) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Prints one `warning:` line on stderr naming the tool ids the policy names that no tool source
+/// has ([`crate::unknown_tools_warning`]), if any.
+pub(crate) fn warn_unknown_tools(policy: &ai_core::ToolPolicy, source: &dyn ToolSource) {
+    if let Some(warning) = crate::unknown_tools_warning(policy, source) {
+        eprintln!("{}", terminal_safe(&format!("warning: {warning}")));
+    }
+}
+
 /// The run context of a CLI invocation: the local user, no connections.
 fn cli_context(clock: &dyn Clock) -> anyhow::Result<RunContext> {
     Ok(RunContext::new(
@@ -412,6 +420,7 @@ fn tools_list(policy: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
         workspace_root: PathBuf::from("."),
     })?;
     let source = create_tool_source(CoreTool::ALL, &caps)?;
+    warn_unknown_tools(&policy, &source);
     let catalog = ToolCatalog::build(&source, &policy, &cli_context(caps.clock.as_ref())?)?;
     let mut out = std::io::stdout().lock();
     if json {
@@ -443,6 +452,7 @@ async fn tools_call(
         workspace_root: workspace,
     })?;
     let source = Arc::new(create_tool_source(CoreTool::ALL, &caps)?);
+    warn_unknown_tools(&policy, source.as_ref());
     let ctx = cli_context(caps.clock.as_ref())?;
     let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx)?;
     let runner = ToolRunner::new(

@@ -173,6 +173,31 @@ impl Runtime {
     }
 }
 
+/// A one-line warning naming the tool ids `policy` names that neither cogni's core tools (enabled
+/// or not) nor `source` has, or `None` when it names none. A rule for such an id applies to
+/// nothing: it is most likely a typo (`core__workspace_raed`). It is a warning, not an error: a
+/// tool source added later (an MCP server's) may have the tool. The ids are the operator's own
+/// text, and a [`ai_core::ToolId`] holds no character a terminal reads as a control.
+pub fn unknown_tools_warning(
+    policy: &ai_core::ToolPolicy,
+    source: &dyn ai_core::ToolSource,
+) -> Option<String> {
+    let specs = source.tool_specs();
+    let unknown = policy.unknown_tools(|id| {
+        CoreTool::ALL.iter().any(|tool| tool.id() == id.as_str())
+            || specs.iter().any(|spec| &spec.id == id)
+    });
+    if unknown.is_empty() {
+        return None;
+    }
+    let ids: Vec<&str> = unknown.iter().map(|id| id.as_str()).collect();
+    Some(format!(
+        "the policy names tools no tool source has, so its rules for them apply to nothing (a \
+         typo?): {}",
+        ids.join(", ")
+    ))
+}
+
 /// The OpenAI-compatible completion adapter configured by `[llm]` (and `COGNI_LLM_*`). The API
 /// key moves into the adapter and stays there.
 pub fn create_completion(

@@ -102,3 +102,30 @@ fn nonsense_values_are_refused_naming_the_key() {
     let edges = "[retry]\nmax_attempts = 1\nmultiplier = 1.0\n[breaker]\nfailure_rate = 1.0";
     ToolPolicy::from_toml_str(edges).unwrap();
 }
+
+/// The ids a policy names that no source has are found in every tool list of the policy, each
+/// once and sorted; known ones are not.
+#[test]
+fn unknown_tools_are_the_named_ids_no_source_has() {
+    let policy = ToolPolicy::from_toml_str(
+        r#"
+        allowed_tools = ["core__workspace_read", "core__workspace_raed", "mcp__s__t"]
+        [retry_per_tool.core__workspace_raed]
+        max_attempts = 2
+        [retry_per_tool.core__get_curent_time]
+        max_attempts = 2
+        [retry_per_tool.core__workspace_read]
+        max_attempts = 2
+        "#,
+    )
+    .unwrap();
+    let known = ["core__workspace_read", "mcp__s__t"];
+    let unknown: Vec<&str> = policy
+        .unknown_tools(|id| known.contains(&id.as_str()))
+        .into_iter()
+        .map(ToolId::as_str)
+        .collect();
+    assert_eq!(unknown, ["core__get_curent_time", "core__workspace_raed"]);
+    assert!(policy.unknown_tools(|_| true).is_empty());
+    assert!(ToolPolicy::default().unknown_tools(|_| false).is_empty());
+}

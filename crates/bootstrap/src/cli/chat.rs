@@ -31,6 +31,7 @@ pub(crate) async fn run(
     let completion =
         crate::record_completion(create_completion(&settings.llm)?, &stores, &settings.llm);
     let runtime = Runtime::build(&settings, completion)?;
+    super::warn_unknown_tools(&runtime.policy, runtime.source.as_ref());
     // Close what a crash left open first, as `cogni serve` does at start; runs live in another
     // process hold their locks and are left alone. A run that cannot be closed stays open for
     // the next start and does not stop this turn.

@@ -82,6 +82,38 @@ fn failures_are_one_line_and_non_zero() {
     }
 }
 
+/// A policy naming tools no tool source has (typos, in any of its tool lists) is used, with one
+/// warning line on stderr naming them: `tools list` and `tools call` still work.
+#[test]
+fn tools_warn_of_policy_tools_no_source_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "allowed_tools = [\"core__workspace_raed\", \"core__get_current_time\"]\n\
+         [retry_per_tool.core__get_curent_time]\n",
+    )
+    .unwrap();
+    let policy = policy.to_str().unwrap();
+    let warning = "warning: the policy names tools no tool source has, so its rules for them apply to nothing (a \
+         typo?): core__get_curent_time, core__workspace_raed\n";
+    let list = cogni(&["tools", "list", "--policy", policy]);
+    assert!(list.status.success(), "{}", stderr(&list));
+    assert_eq!(stderr(&list), warning);
+    assert!(String::from_utf8_lossy(&list.stdout).starts_with("core__get_current_time "));
+    let call = cogni(&[
+        "tools",
+        "call",
+        "core__get_current_time",
+        "--policy",
+        policy,
+    ]);
+    assert!(call.status.success(), "{}", stderr(&call));
+    assert_eq!(stderr(&call), warning);
+    // The default policy names no unknown tool.
+    assert_eq!(stderr(&cogni(&["tools", "list"])), "");
+}
+
 #[test]
 fn a_policy_file_enables_writes_inside_the_workspace_only() {
     let dir = tempfile::tempdir().unwrap();

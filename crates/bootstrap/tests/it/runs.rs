@@ -918,6 +918,36 @@ fn chat_refuses_a_message_without_text() {
     }
 }
 
+/// A policy naming tools no tool source has starts the turn with one warning line naming them.
+#[test]
+fn chat_warns_of_policy_tools_no_source_has() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        "allowed_tools = [\"core__workspace_raed\", \"core__get_current_time\"]\n\
+         [retry_per_tool.core__get_curent_time]\n",
+    )
+    .unwrap();
+    let url = crate::fake::endpoint(&["turn-2-answer.sse"]);
+    let chat = Command::new(env!("CARGO_BIN_EXE_cogni"))
+        .args(["chat", "Hi"])
+        .current_dir(dir.path())
+        .env("COGNI_LLM_BASE_URL", &url)
+        .env("COGNI_LLM_MODEL", "test-model")
+        .env("COGNI_POLICY", "policy.toml")
+        .env_remove("COGNI_CONFIG")
+        .env_remove("COGNI_DATA_DIR")
+        .env_remove("COGNI_WORKSPACE")
+        .output()
+        .unwrap();
+    assert!(chat.status.success(), "{}", text(&chat.stderr));
+    assert_eq!(
+        text(&chat.stderr),
+        "warning: the policy names tools no tool source has, so its rules for them apply to nothing (a \
+         typo?): core__get_curent_time, core__workspace_raed\n"
+    );
+}
+
 /// A run id no run can have is refused by `runs show` and `replay` saying why, in the words
 /// `cogni chat --thread` uses for a thread id, not echoed in Rust's debug form.
 #[test]

@@ -409,3 +409,33 @@ fn cogni_serve_refuses_a_data_folder_it_cannot_write() {
     );
     assert_eq!(status.code(), Some(1));
 }
+
+/// A policy naming tools no tool source has (typos) starts the server with one warning line
+/// naming them, before the banner.
+#[test]
+fn cogni_serve_warns_of_policy_tools_no_source_has() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        "allowed_tools = [\"core__workspace_raed\", \"core__get_current_time\"]\n\
+         [retry_per_tool.core__get_curent_time]\n",
+    )
+    .unwrap();
+    let (server, _addr, banner, _stderr) = serve(
+        dir.path(),
+        &[
+            ("COGNI_LISTEN", "127.0.0.1:0"),
+            ("COGNI_POLICY", "policy.toml"),
+        ],
+    );
+    stop(server);
+    let warnings: Vec<&str> = banner.lines().filter(|l| l.contains("WARN")).collect();
+    assert_eq!(warnings.len(), 1, "{banner}");
+    assert!(
+        warnings[0].ends_with(
+            "the policy names tools no tool source has, so its rules for them apply to nothing \
+             (a typo?): core__get_curent_time, core__workspace_raed"
+        ),
+        "{banner}"
+    );
+}
