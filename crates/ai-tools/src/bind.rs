@@ -92,31 +92,134 @@ pub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {
     }))
 }
 
-/// A message naming where and which rule failed, and which property is missing, never the
-/// offending value: the place is told in the schema's own words (see [`schema_named_path`]).
-fn safe_errors(validator: &Validator, schema: &Value, value: &Value) -> ToolError {
+/// A message a model can correct its call from: for each of the first five errors, the place
+/// (in the schema's own words, see [`schema_named_path`]) and what is wrong there in plain words,
+/// with what the schema allows when the schema says it (a missing property's name, the
+/// properties an object takes, the types, a bound, the allowed values). Never the offending
+/// value, nor the name of a property the schema does not have: both are the model's text, which
+/// may hold anything. `arguments`: `value` is a call's arguments (so the root is "the tool's
+/// arguments"), not a tool's output.
+fn safe_errors(validator: &Validator, schema: &Value, value: &Value, arguments: bool) -> ToolError {
     let mut parts: Vec<String> = validator
         .iter_errors(value)
         .take(5)
         .map(|e| {
-            let path = schema_named_path(schema, e.instance_path().as_str());
-            match e.kind() {
-                // The missing property's name comes from the schema, never from the value.
-                ValidationErrorKind::Required {
-                    property: Value::String(name),
-                } => format!("{path} fails `required`: `{name}` is missing"),
-                kind => format!("{path} fails `{}`", kind.keyword()),
-            }
+            let pointer = e.instance_path().as_str();
+            let (path, here) = schema_walk(schema, pointer);
+            let root_arguments = arguments && pointer.is_empty();
+            let what = plain_error(e.kind(), here, root_arguments);
+            format!("{path} {what}")
         })
         .collect();
     parts.dedup();
     ToolError::new(parts.join("; "))
 }
 
+/// What a schema error says is wrong, in plain words, from the schema only: `here` is the schema
+/// of the failing place, when known, and `root_arguments` says the place is a call's whole
+/// arguments.
+fn plain_error(kind: &ValidationErrorKind, here: Option<&Value>, root_arguments: bool) -> String {
+    use ValidationErrorKind as K;
+    // The schema's own text (allowed values, a pattern), shown when it is short.
+    let short = |text: String| (text.len() <= 200).then_some(text);
+    match kind {
+        K::Required {
+            property: Value::String(name),
+        } => format!("lacks the required property `{name}`"),
+        K::AdditionalProperties { unexpected } => {
+            unexpected_properties(unexpected.len(), here, root_arguments)
+        }
+        // An object schema that takes no property at all (`additionalProperties: false`
+        // without `properties`) refuses any as the `false` schema, at the object's place.
+        K::FalseSchema
+            if here.and_then(|s| s.get("additionalProperties")) == Some(&Value::Bool(false)) =>
+        {
+            unexpected_properties(0, here, root_arguments)
+        }
+        K::FalseSchema => "is not allowed here".into(),
+        K::Type { .. } => match here.and_then(|s| s.get("type")).map(type_names) {
+            Some(Some(types)) => format!("has the wrong type: it must be {types}"),
+            _ => "has the wrong type".into(),
+        },
+        K::Enum { options } => match short(options.to_string()) {
+            Some(options) => format!("is not one of the allowed values: {options}"),
+            None => "is not one of the allowed values".into(),
+        },
+        K::Constant { .. } => "is not the one value the schema allows".into(),
+        K::Maximum { limit } => format!("is too large: it must be at most {limit}"),
+        K::ExclusiveMaximum { limit } => format!("is too large: it must be less than {limit}"),
+        K::Minimum { limit } => format!("is too small: it must be at least {limit}"),
+        K::ExclusiveMinimum { limit } => format!("is too small: it must be more than {limit}"),
+        K::MultipleOf { multiple_of } => format!("must be a multiple of {multiple_of}"),
+        K::MaxLength { limit } => format!("is too long: at most {limit} characters"),
+        K::MinLength { limit } => format!("is too short: at least {limit} characters"),
+        K::MaxItems { limit } => format!("has too many items: at most {limit}"),
+        K::MinItems { limit } => format!("has too few items: at least {limit}"),
+        K::MaxProperties { limit } => format!("has too many properties: at most {limit}"),
+        K::MinProperties { limit } => format!("has too few properties: at least {limit}"),
+        K::UniqueItems => "repeats an item: its items must be unique".into(),
+        K::Pattern { pattern } => match short(pattern.clone()) {
+            Some(pattern) => format!("does not match the pattern `{pattern}`"),
+            None => "does not match the schema's pattern".into(),
+        },
+        K::Format { format } => format!("is not a valid `{format}`"),
+        kind => format!("breaks the schema's `{}` rule", kind.keyword()),
+    }
+}
+
+/// What is wrong with an object holding `count` properties its schema (`here`) does not take
+/// (0: an unknown number), naming the ones it takes, from the schema. The unexpected names are
+/// the model's text and are not repeated. `root_arguments`: the object is a call's arguments.
+fn unexpected_properties(count: usize, here: Option<&Value>, root_arguments: bool) -> String {
+    let mut taken: Vec<&str> = here
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object)
+        .map(|properties| properties.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let what = match count {
+        0 | 1 => "a property".to_owned(),
+        n => format!("{n} properties"),
+    };
+    if taken.is_empty() {
+        return if root_arguments {
+            format!("holds {what}, but the tool takes no arguments: send `{{}}`")
+        } else {
+            format!("holds {what}, but takes none")
+        };
+    }
+    let more = taken.len() > 20;
+    taken.truncate(20);
+    let names: Vec<String> = taken.iter().map(|name| format!("`{name}`")).collect();
+    let who = if root_arguments { "the tool" } else { "it" };
+    format!(
+        "holds {what} {who} does not take; {who} takes {}{}",
+        names.join(", "),
+        if more { ", …" } else { "" }
+    )
+}
+
+/// A schema's `type` (one name or a list) as `string or null`.
+fn type_names(types: &Value) -> Option<String> {
+    match types {
+        Value::String(name) => Some(name.clone()),
+        Value::Array(names) => {
+            let names: Option<Vec<&str>> = names.iter().map(Value::as_str).collect();
+            Some(names?.join(" or "))
+        }
+        _ => None,
+    }
+}
+
 /// `pointer`, a JSON pointer into an instance of `root`, with every segment the schema does not
 /// name shown as `*`: property names and array indices stay, a map key the model made up (which
 /// may hold anything, a secret included) does not.
 fn schema_named_path(root: &Value, pointer: &str) -> String {
+    schema_walk(root, pointer).0
+}
+
+/// [`schema_named_path`], and the schema of the place it names (its local references resolved)
+/// when the schema describes that place.
+fn schema_walk<'a>(root: &'a Value, pointer: &str) -> (String, Option<&'a Value>) {
     let mut shown = String::new();
     let mut schema = Some(root);
     for segment in pointer.split('/').skip(1) {
@@ -138,7 +241,8 @@ fn schema_named_path(root: &Value, pointer: &str) -> String {
         shown.push_str(text);
         schema = next;
     }
-    if shown.is_empty() { "/".into() } else { shown }
+    let here = schema.map(|s| resolve_local_ref(root, s));
+    (if shown.is_empty() { "/".into() } else { shown }, here)
 }
 
 /// The JSON pointer of the first object in `value` with a key spelled like a connection id.
@@ -570,7 +674,12 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
             )));
         }
         if !self.input.is_valid(&args) {
-            return Err(safe_errors(&self.input, &self.spec.input_schema, &args));
+            return Err(safe_errors(
+                &self.input,
+                &self.spec.input_schema,
+                &args,
+                true,
+            ));
         }
         // Draft-07's `integer` has no bounds, so the schema takes any integer; the place of one
         // the field's type cannot hold is named here, with the range, never the number.
@@ -665,7 +774,12 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
         if self.output.is_valid(output) {
             Ok(())
         } else {
-            Err(safe_errors(&self.output, &self.output_schema, output))
+            Err(safe_errors(
+                &self.output,
+                &self.output_schema,
+                output,
+                false,
+            ))
         }
     }
 

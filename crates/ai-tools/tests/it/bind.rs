@@ -99,15 +99,15 @@ async fn validation_names_the_place_and_rule_never_the_value() {
     let cases = [
         (
             format!(r#"{{"name":"{canary}","count":99}}"#),
-            "/count fails `maximum`",
+            "/count is too large: it must be at most 10",
         ),
         (
             format!(r#"{{"name":7,"count":1,"{canary}":1}}"#),
-            "/name fails `type`",
+            "/name has the wrong type: it must be string",
         ),
         (
             format!(r#"{{"count":"{canary}"}}"#),
-            "/ fails `required`: `name` is missing",
+            "/ lacks the required property `name`",
         ),
     ];
     for (args, expected) in cases {
@@ -176,7 +176,8 @@ async fn validation_never_names_a_map_key_the_model_chose() {
     assert_eq!(failure.code, ToolErrorCode::Validation);
     assert_eq!(
         failure.safe_message,
-        "invalid tool arguments: /counts/1 fails `type`; /labels/* fails `type`"
+        "invalid tool arguments: /counts/1 has the wrong type: it must be integer; /labels/* has \
+         the wrong type: it must be integer"
     );
     let everything = format!("{run:?}{events:?}");
     assert!(!everything.contains(canary), "{everything}");
@@ -545,8 +546,8 @@ async fn a_recursive_root_type_is_bound_checked_and_redacted() {
     assert_eq!(failure.code, ToolErrorCode::Validation);
     assert_eq!(
         failure.safe_message,
-        "invalid tool arguments: /next/next/name fails `type`; \
-         /next/next fails `additionalProperties`"
+        "invalid tool arguments: /next/next/name has the wrong type: it must be string; \
+         /next/next holds a property it does not take; it takes `name`, `next`"
     );
 }
 

@@ -31,6 +31,43 @@ async fn get_current_time_reads_the_clock() {
     );
 }
 
+/// Arguments a tool does not take are refused in words a model can correct its call from, the
+/// same for a tool without parameters as for one with: what the tool takes, from its schema,
+/// never the name the model sent, which is its own text.
+#[tokio::test]
+async fn an_argument_the_tool_does_not_take_is_refused_saying_what_it_takes() {
+    let canary = "sk-CANARY-7c1d";
+    let time = bind(GetCurrentTime::new(Arc::new(FixedClock(0)))).unwrap();
+    let read = bind(WorkspaceRead::new(Arc::new(MemoryWorkspace::default()))).unwrap();
+    let cases = [
+        (
+            time,
+            format!(r#"{{"{canary}":1}}"#),
+            "/ holds a property, but the tool takes no arguments: send `{}`",
+        ),
+        (
+            read.clone(),
+            format!(r#"{{"path":"a","{canary}":1}}"#),
+            "/ holds a property the tool does not take; the tool takes `path`",
+        ),
+        (
+            read,
+            format!(r#"{{"path":"a","{canary}":1,"x{canary}":2}}"#),
+            "/ holds 2 properties the tool does not take; the tool takes `path`",
+        ),
+    ];
+    for (tool, args, expected) in cases {
+        let (bad, events) = run(tool, &args).await;
+        let failure = bad.result.failure().unwrap();
+        assert_eq!(failure.code, ToolErrorCode::Validation);
+        assert_eq!(
+            failure.safe_message,
+            format!("invalid tool arguments: {expected}")
+        );
+        assert!(!format!("{bad:?}{events:?}").contains(canary));
+    }
+}
+
 #[tokio::test]
 async fn workspace_tools_write_read_and_list() {
     let workspace = Arc::new(MemoryWorkspace::default());
