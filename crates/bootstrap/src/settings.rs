@@ -122,7 +122,7 @@ impl Default for LlmSettings {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerSettings {
-    /// The address to listen on.
+    /// The address to listen on: an IP address and port, or `localhost:PORT` (127.0.0.1).
     pub listen: String,
     /// The largest request body accepted, in bytes.
     pub max_body_bytes: usize,
@@ -278,7 +278,7 @@ pub struct Overrides {
         value_parser = parse_secret
     )]
     pub llm_api_key: Option<Secret>,
-    /// The address `cogni serve` listens on.
+    /// The address `cogni serve` listens on: an IP address and port, or `localhost:PORT`.
     #[arg(long, env = "COGNI_LISTEN")]
     pub listen: Option<String>,
     /// The bearer token `cogni serve` requires (`Authorization: Bearer <token>`). Set it in the
@@ -606,12 +606,29 @@ impl Settings {
         }
     }
 
-    /// `server.listen` as an address.
+    /// `server.listen` as an address: an IP address and port, or `localhost:PORT` (in any case),
+    /// which is `127.0.0.1:PORT`. `localhost` is read without asking a resolver, so it means
+    /// loopback whatever `/etc/hosts` says; any other host name is refused, as a name may
+    /// resolve to an exposed address.
     pub fn listen_addr(&self) -> anyhow::Result<SocketAddr> {
-        self.server.listen.parse().map_err(|e| {
+        let listen = &self.server.listen;
+        if let Some((host, port)) = listen.rsplit_once(':')
+            && host.eq_ignore_ascii_case("localhost")
+        {
+            return port
+                .parse::<u16>()
+                .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "server.listen: `{listen}` does not end in a port from 0 to 65535 ({e})"
+                    )
+                });
+        }
+        listen.parse().map_err(|e| {
             anyhow::anyhow!(
-                "server.listen: `{}` is not an address like 127.0.0.1:8787 ({e})",
-                self.server.listen
+                "server.listen: `{listen}` is not an address like 127.0.0.1:8787 or \
+                 localhost:8787 (an IP address, or localhost, and a port; other host names are \
+                 not resolved) ({e})"
             )
         })
     }
@@ -711,6 +728,35 @@ mod tests {
                 "{exposed}: {error}"
             );
         }
+    }
+
+    /// `localhost:PORT` is loopback (IPv4), in any case, without a resolver; another host name
+    /// is refused, saying what is taken.
+    #[test]
+    fn listen_takes_localhost_as_loopback_and_refuses_other_host_names() {
+        let mut settings = Settings::default();
+        for (listen, expected) in [
+            ("localhost:8787", "127.0.0.1:8787"),
+            ("LocalHost:0", "127.0.0.1:0"),
+            ("127.0.0.1:9000", "127.0.0.1:9000"),
+            ("[::1]:9000", "[::1]:9000"),
+        ] {
+            settings.server.listen = listen.into();
+            assert_eq!(settings.listen_addr().unwrap(), addr(expected), "{listen}");
+        }
+        settings.server.listen = "localhost:http".into();
+        assert_eq!(
+            settings.listen_addr().unwrap_err().to_string(),
+            "server.listen: `localhost:http` does not end in a port from 0 to 65535 (invalid \
+             digit found in string)"
+        );
+        settings.server.listen = "example.com:8787".into();
+        assert_eq!(
+            settings.listen_addr().unwrap_err().to_string(),
+            "server.listen: `example.com:8787` is not an address like 127.0.0.1:8787 or \
+             localhost:8787 (an IP address, or localhost, and a port; other host names are not \
+             resolved) (invalid socket address syntax)"
+        );
     }
 
     #[test]

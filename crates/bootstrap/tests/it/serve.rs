@@ -439,3 +439,18 @@ fn cogni_serve_warns_of_policy_tools_no_source_has() {
         "{banner}"
     );
 }
+
+/// `--listen localhost:PORT` (here `COGNI_LISTEN`) serves on loopback without a token, as
+/// `127.0.0.1:PORT` does.
+#[test]
+fn cogni_serve_listens_on_localhost() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, addr, banner, _stderr) = serve(dir.path(), &[("COGNI_LISTEN", "localhost:0")]);
+    assert!(
+        banner.contains("listening on http://127.0.0.1:"),
+        "{banner}"
+    );
+    let health = http(&addr, "GET", "/healthz", &[], "");
+    stop(server);
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+}
