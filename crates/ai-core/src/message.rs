@@ -85,6 +85,13 @@ pub enum HistoryError {
         /// The call.
         tool_call_id: ToolCallId,
     },
+    /// An assistant message has neither text (whitespace counts as none) nor tool calls: a
+    /// message without content, which Anthropic refuses (and OpenAI as `content: null`).
+    #[error("message {index}: assistant message has neither text nor tool calls")]
+    EmptyAssistantMessage {
+        /// Position in the history.
+        index: usize,
+    },
     /// Two tool calls in the history share an id.
     #[error("message {index}: tool call id {tool_call_id} is used twice")]
     DuplicateToolCallId {
@@ -97,8 +104,8 @@ pub enum HistoryError {
 
 /// Checks that every tool message answers a call of the assistant message just before its run of
 /// tool messages, in call order, that no call is left unanswered before the next message of
-/// another role or the end, and that call ids are unique. An invalid history is an error, never
-/// patched.
+/// another role or the end, that call ids are unique, and that every assistant message holds
+/// text (whitespace is none) or calls. An invalid history is an error, never patched.
 ///
 /// ```
 /// use ai_core::{AssistantToolCall, Message, ToolCallId, validate_history};
@@ -143,7 +150,14 @@ pub fn validate_history(messages: &[Message]) -> Result<(), HistoryError> {
                 tool_call_id: call.id.clone(),
             });
         }
-        if let Message::Assistant { tool_calls, .. } = message {
+        if let Message::Assistant {
+            content,
+            tool_calls,
+        } = message
+        {
+            if tool_calls.is_empty() && content.trim().is_empty() {
+                return Err(HistoryError::EmptyAssistantMessage { index });
+            }
             for call in tool_calls {
                 if !seen_ids.insert(&call.id) {
                     return Err(HistoryError::DuplicateToolCallId {

@@ -6,7 +6,8 @@ fn id(raw: &str) -> ToolCallId {
     ToolCallId::new(raw).unwrap()
 }
 
-/// `u` user, `a:x,y` assistant calling x and y, `a` assistant text, `t:x` tool answer to x.
+/// `u` user, `a:x,y` assistant calling x and y, `a` assistant text, `e` assistant with empty
+/// text and no calls, `w` the same with whitespace for text, `t:x` tool answer to x.
 fn history(script: &str) -> Vec<Message> {
     script
         .split_whitespace()
@@ -16,6 +17,14 @@ fn history(script: &str) -> Vec<Message> {
             },
             None if step == "s" => Message::System {
                 content: "be brief".into(),
+            },
+            None if step == "e" || step == "w" => Message::Assistant {
+                content: if step == "w" {
+                    " \n\t".into()
+                } else {
+                    String::new()
+                },
+                tool_calls: vec![],
             },
             None => Message::Assistant {
                 content: "ok".into(),
@@ -83,4 +92,24 @@ fn invalid_histories() {
         "u a:1 a t:1",
         Some("message 1: tool call 1 is never answered"),
     );
+}
+
+/// An assistant message with neither text (whitespace counts as none) nor calls is refused, as
+/// Anthropic refuses one (and OpenAI one with `content: null` and no calls), wherever it stands.
+#[test]
+fn an_assistant_message_without_content_is_refused() {
+    check(
+        "u e",
+        Some("message 1: assistant message has neither text nor tool calls"),
+    );
+    check(
+        "u w u a",
+        Some("message 1: assistant message has neither text nor tool calls"),
+    );
+    check(
+        "u a:1 t:1 e",
+        Some("message 3: assistant message has neither text nor tool calls"),
+    );
+    // Empty text is fine next to calls.
+    check("u a:1 t:1 a", None);
 }

@@ -35,14 +35,19 @@ fn message() -> impl Strategy<Value = Message> {
     ]
 }
 
-/// The rules read plainly: each assistant message's calls have ids no earlier call had, and are
-/// answered by the tool messages right after it, one each, in call order; no other tool message.
+/// The rules read plainly: each assistant message holds text that is not blank or calls; its
+/// calls have ids no earlier call had, and are answered by the tool messages right after it, one
+/// each, in call order; no other tool message.
 fn valid(messages: &[Message]) -> bool {
     let mut seen = HashSet::new();
     let mut i = 0;
     while i < messages.len() {
         match &messages[i] {
             Message::Tool { .. } => return false,
+            Message::Assistant {
+                content,
+                tool_calls,
+            } if tool_calls.is_empty() && content.trim().is_empty() => return false,
             Message::Assistant { tool_calls, .. } => {
                 for call in tool_calls {
                     if !seen.insert(call.id.clone()) {
