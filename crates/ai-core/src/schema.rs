@@ -46,9 +46,10 @@ pub struct SchemaViolation {
 
 /// Checks that `schema` stays within the P0 subset: an object schema at the root, and nowhere
 /// `oneOf`, `anyOf`, `allOf`, `not`, `if`/`then`/`else`, `patternProperties`, or a `$ref` that is
-/// not local (`#/...`) or points where this check does not look (a `$ref` may name the root, a
-/// definition, or any subschema reached through the keywords above, so everything it can lead
-/// to has been checked). Returns every violation, not only the first.
+/// not a local JSON pointer (`#` or `#/...`: a plain name such as `#foo` is refused) or points
+/// where this check does not look (a `$ref` may name the root, a definition, or any subschema
+/// reached through the keywords above, so everything it can lead to has been checked). Returns
+/// every violation, not only the first.
 ///
 /// ```
 /// use serde_json::json;
@@ -133,8 +134,13 @@ fn walk(
 /// Whether `fragment` (a `$ref`'s JSON pointer into `root`, still percent-encoded) leads, only
 /// through keywords [`walk`] visits, to a schema (an object or a boolean): then what it names was
 /// checked. The fragment is percent-decoded first, as validators read it (RFC 6901, section 6),
-/// so an escaped `/` is a step here too; a malformed escape leads nowhere.
+/// so an escaped `/` is a step here too; a malformed escape leads nowhere. So does a fragment
+/// that is not a pointer (a plain name such as `#foo`, which an `$id` or `$anchor` may give any
+/// subschema, walked or not).
 fn walked(root: &Value, fragment: &str) -> bool {
+    if !(fragment.is_empty() || fragment.starts_with('/')) {
+        return false;
+    }
     let Some(pointer) = percent_decode(fragment) else {
         return false;
     };

@@ -156,3 +156,21 @@ fn refs_are_read_percent_decoded() {
         &["/properties/p", "/properties/q"],
     );
 }
+
+/// A fragment that is not a JSON pointer (`#foo`, a plain name an `$id` or `$anchor` gives a
+/// subschema anywhere) names no place this check looked: it is refused, not read as the root.
+#[test]
+fn a_ref_by_plain_name_is_refused() {
+    check(
+        json!({"type": "object",
+            "properties": {"p": {"$ref": "#foo"}, "q": {"$ref": "#x/definitions/D"}},
+            "definitions": {"D": {"type": "string"}},
+            "x": {"$id": "#foo", "anyOf": [{"type": "integer"}, {"type": "boolean"}]}}),
+        &["/properties/p", "/properties/q"],
+    );
+    // The root itself, by an empty fragment, still is.
+    check(
+        json!({"type": "object", "properties": {"p": {"$ref": "#"}}}),
+        &[],
+    );
+}
