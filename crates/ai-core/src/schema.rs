@@ -44,12 +44,12 @@ pub struct SchemaViolation {
     pub reason: String,
 }
 
-/// Checks that `schema` stays within the P0 subset: an object schema at the root, and nowhere
-/// `oneOf`, `anyOf`, `allOf`, `not`, `if`/`then`/`else`, `patternProperties`, or a `$ref` that is
-/// not a local JSON pointer (`#` or `#/...`: a plain name such as `#foo` is refused) or points
-/// where this check does not look (a `$ref` may name the root, a definition, or any subschema
-/// reached through the keywords above, so everything it can lead to has been checked). Returns
-/// every violation, not only the first.
+/// Checks that `schema` stays within the P0 subset: an object schema at the root (itself, not a
+/// `$ref`, whose siblings draft-07 ignores), and nowhere `oneOf`, `anyOf`, `allOf`, `not`,
+/// `if`/`then`/`else`, `patternProperties`, or a `$ref` that is not a local JSON pointer (`#` or
+/// `#/...`: a plain name such as `#foo` is refused) or points where this check does not look (a
+/// `$ref` may name the root, a definition, or any subschema reached through the keywords above,
+/// so everything it can lead to has been checked). Returns every violation, not only the first.
 ///
 /// ```
 /// use serde_json::json;
@@ -66,6 +66,14 @@ pub fn validate_tool_schema_p0(schema: &Value) -> Result<(), Vec<SchemaViolation
     let mut violations = Vec::new();
     match schema.as_object() {
         Some(root) if root.get("type") == Some(&Value::from("object")) => {
+            // Draft-07 ignores a `$ref`'s siblings: a root holding one is what it names, whatever
+            // its `type` says.
+            if root.contains_key("$ref") {
+                violations.push(SchemaViolation {
+                    pointer: String::new(),
+                    reason: "the root must be the object schema itself, not a `$ref`".into(),
+                });
+            }
             walk(schema, root, String::new(), &mut violations);
         }
         _ => violations.push(SchemaViolation {

@@ -7,4 +7,5 @@ mod manager;
 mod permit;
 mod policy;
 mod runner;
+mod schema;
 mod support;
