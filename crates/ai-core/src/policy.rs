@@ -63,7 +63,7 @@ pub struct RetryPolicy {
     pub multiplier: f64,
     /// Full jitter: wait a uniformly random time up to the computed delay (default true).
     pub jitter: bool,
-    /// Time of one attempt; the total budget when absent.
+    /// Time of one attempt, at least 1; the total budget when absent.
     pub attempt_timeout_ms: Option<u64>,
     /// Failure categories worth retrying (default transient and timeout).
     pub retryable: BTreeSet<ToolErrorCategory>,
@@ -172,9 +172,10 @@ impl ToolPolicy {
         policy.check().map(|()| policy)
     }
 
-    /// Refuses, naming the key, the values no policy can mean: a zero budget (every call would
-    /// fail), zero attempts, a retry `multiplier` below 1 or not a finite number, and a breaker
-    /// `failure_rate` outside `0.0..=1.0`. The loaders call it; a policy built in code may too.
+    /// Refuses, naming the key, the values no policy can mean: a zero budget, total or per
+    /// attempt (every call would fail), zero attempts, a retry `multiplier` below 1 or not a
+    /// finite number, and a breaker `failure_rate` outside `0.0..=1.0`. The loaders call it; a
+    /// policy built in code may too.
     pub fn check(&self) -> Result<(), Error> {
         let refuse = |key: &str, why: &str| Err(Error::Policy(format!("{key}: {why}")));
         let budgets = &self.budgets;
@@ -202,6 +203,13 @@ impl ToolPolicy {
                 return refuse(
                     &format!("{table}.max_attempts"),
                     "0 attempts cannot run a tool; give at least 1 (1 = no retry)",
+                );
+            }
+            if retry.attempt_timeout_ms == Some(0) {
+                return refuse(
+                    &format!("{table}.attempt_timeout_ms"),
+                    "0 would end every attempt as timeout; give at least 1, or leave it out \
+                     for the whole runtime budget",
                 );
             }
             // Also refuses NaN, which compares false with everything.

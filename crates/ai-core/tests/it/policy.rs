@@ -81,6 +81,14 @@ fn nonsense_values_are_refused_naming_the_key() {
         ),
         ("[budgets]\nmax_args_bytes = 0", "budgets.max_args_bytes"),
         ("[retry]\nmax_attempts = 0", "retry.max_attempts"),
+        (
+            "[retry]\nattempt_timeout_ms = 0",
+            "retry.attempt_timeout_ms",
+        ),
+        (
+            "[retry_per_tool.core__a]\nattempt_timeout_ms = 0",
+            "retry_per_tool.core__a.attempt_timeout_ms",
+        ),
         ("[retry]\nmultiplier = 0.5", "retry.multiplier"),
         ("[retry]\nmultiplier = nan", "retry.multiplier"),
         ("[retry]\nmultiplier = inf", "retry.multiplier"),
@@ -99,7 +107,8 @@ fn nonsense_values_are_refused_naming_the_key() {
         .to_string();
     assert!(error.contains("breaker.failure_rate"), "{error}");
     // The edges that mean something still load.
-    let edges = "[retry]\nmax_attempts = 1\nmultiplier = 1.0\n[breaker]\nfailure_rate = 1.0";
+    let edges = "[retry]\nmax_attempts = 1\nmultiplier = 1.0\nattempt_timeout_ms = 1\n\
+                 [breaker]\nfailure_rate = 1.0";
     ToolPolicy::from_toml_str(edges).unwrap();
 }
 
