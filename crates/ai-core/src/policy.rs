@@ -104,13 +104,13 @@ pub struct BreakerPolicy {
     pub failure_threshold: u32,
     /// How long an open circuit fails fast before letting trial calls through (default 30 000).
     pub cool_down_ms: u64,
-    /// Trial calls let through at once while half-open (default 1).
+    /// Trial calls let through at once while half-open, at least 1 (default 1).
     pub half_open_trials: u32,
     /// Also open when at least this share (0.0–1.0) of the last `window` attempts failed
     /// (default: off).
     pub failure_rate: Option<f64>,
-    /// The attempts the failure rate is taken over; it applies once the window is full
-    /// (default 20).
+    /// The attempts the failure rate is taken over, at least 1; it applies once the window is
+    /// full (default 20).
     pub window: u32,
 }
 
@@ -174,8 +174,9 @@ impl ToolPolicy {
 
     /// Refuses, naming the key, the values no policy can mean: a zero budget, total or per
     /// attempt (every call would fail), zero attempts, a retry `multiplier` below 1 or not a
-    /// finite number, and a breaker `failure_rate` outside `0.0..=1.0`. The loaders call it; a
-    /// policy built in code may too.
+    /// finite number, a breaker `half_open_trials` or `window` of 0 (the breaker would read it
+    /// as 1), and a breaker `failure_rate` outside `0.0..=1.0`. The loaders call it; a policy
+    /// built in code may too.
     pub fn check(&self) -> Result<(), Error> {
         let refuse = |key: &str, why: &str| Err(Error::Policy(format!("{key}: {why}")));
         let budgets = &self.budgets;
@@ -218,6 +219,15 @@ impl ToolPolicy {
                     &format!("{table}.multiplier"),
                     "the delay's growth per retry must be a finite number of at least 1.0",
                 );
+            }
+        }
+        // The breaker would read either 0 as 1.
+        for (key, count) in [
+            ("breaker.half_open_trials", self.breaker.half_open_trials),
+            ("breaker.window", self.breaker.window),
+        ] {
+            if count == 0 {
+                return refuse(key, "0 would be read as 1; give at least 1");
             }
         }
         if let Some(rate) = self.breaker.failure_rate

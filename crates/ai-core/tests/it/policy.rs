@@ -98,6 +98,11 @@ fn nonsense_values_are_refused_naming_the_key() {
         ),
         ("[breaker]\nfailure_rate = 1.5", "breaker.failure_rate"),
         ("[breaker]\nfailure_rate = nan", "breaker.failure_rate"),
+        (
+            "[breaker]\nhalf_open_trials = 0",
+            "breaker.half_open_trials",
+        ),
+        ("[breaker]\nwindow = 0", "breaker.window"),
     ] {
         let error = ToolPolicy::from_toml_str(toml).unwrap_err().to_string();
         assert!(error.contains(key), "{toml}: {error}");
@@ -108,7 +113,7 @@ fn nonsense_values_are_refused_naming_the_key() {
     assert!(error.contains("breaker.failure_rate"), "{error}");
     // The edges that mean something still load.
     let edges = "[retry]\nmax_attempts = 1\nmultiplier = 1.0\nattempt_timeout_ms = 1\n\
-                 [breaker]\nfailure_rate = 1.0";
+                 [breaker]\nfailure_rate = 1.0\nhalf_open_trials = 1\nwindow = 1";
     ToolPolicy::from_toml_str(edges).unwrap();
 }
 
