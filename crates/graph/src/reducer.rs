@@ -273,6 +273,7 @@ fn finish(
 }
 
 fn call_model(mut state: AgentState) -> (AgentState, Vec<Intent>) {
+    drop_empty_assistant_messages(&mut state.messages);
     heal_tool_names(&mut state.messages);
     if let Err(error) = validate_history(&state.messages) {
         return finish(
@@ -545,6 +546,18 @@ impl CallIds {
             }
         }
     }
+}
+
+/// Leaves out every assistant message with neither text (whitespace is none) nor calls, which
+/// [`validate_history`] refuses (as Anthropic does). The loop records none, but a thread an older
+/// build saved may hold one, and every later model call of it would be refused: it heals at its
+/// next model call, and is saved healed. Such a message answers nothing and is answered by
+/// nothing, so leaving it out breaks no pairing.
+fn drop_empty_assistant_messages(messages: &mut Vec<Message>) {
+    messages.retain(|message| {
+        !matches!(message, Message::Assistant { content, tool_calls }
+            if tool_calls.is_empty() && content.trim().is_empty())
+    });
 }
 
 /// Records in the form providers accept every tool name of the history that they would refuse

@@ -931,3 +931,51 @@ fn failure_and_cancel_events_of_the_old_form_read_without_text() {
         }
     );
 }
+
+/// A thread saved before an empty model turn was left out of the history may hold an assistant
+/// message with neither text nor calls, which `validate_history` refuses (and Anthropic does):
+/// its next model call drops it, and its state no longer keeps it.
+#[test]
+fn a_saved_thread_with_an_empty_assistant_message_heals_at_its_next_model_call() {
+    let (state, _) = reduce(
+        AgentState::new(None, steps(10)),
+        AgentEvent::UserMessage {
+            content: "hi".into(),
+        },
+    );
+    let (state, _) = reduce(state, completion("", &["c1"]));
+    let (state, _) = reduce(state, results(&["c1"]));
+    let (state, _) = reduce(state, completion("done", &[]));
+    // As an older build saved it: blank text, no calls.
+    let text = serde_json::to_string(&state)
+        .unwrap()
+        .replace(r#""content":"done""#, r#""content":" \n""#);
+    let state: AgentState = serde_json::from_str(&text).unwrap();
+    assert!(ai_core::validate_history(state.messages()).is_err());
+
+    let (state, intents) = reduce(
+        state,
+        AgentEvent::UserMessage {
+            content: "again".into(),
+        },
+    );
+    let [Intent::CallModel { messages }] = &intents[..] else {
+        panic!("{intents:?}");
+    };
+    let roles = |messages: &[Message]| -> Vec<&'static str> {
+        messages
+            .iter()
+            .map(|m| match m {
+                Message::System { .. } => "system",
+                Message::User { .. } => "user",
+                Message::Assistant { .. } => "assistant",
+                Message::Tool { .. } => "tool",
+            })
+            .collect()
+    };
+    assert_eq!(roles(messages), ["user", "assistant", "tool", "user"]);
+    assert_eq!(
+        roles(state.messages()),
+        ["user", "assistant", "tool", "user"]
+    );
+}
