@@ -29,3 +29,29 @@ fn the_root_cannot_be_a_ref() {
         "(root): the root must be the object schema itself, not a `$ref`"
     );
 }
+
+/// Below the root, an `$id` changes what a `$ref` inside it names: its pointer is read from that
+/// subschema, not from the root this check reads it from. So a pointer that leads somewhere
+/// walked from the root could lead to a forbidden keyword from the subschema (here a single
+/// `items` schema where the root has an array), and a validator follows it there. An `$id`
+/// below the root is refused; at the root it changes nothing.
+#[test]
+fn an_id_below_the_root_is_refused() {
+    let schema = json!({"type": "object",
+    "properties": {
+        "q": {"type": "array", "items": [{"type": "string"}]},
+        "s": {"$id": "http://example.com/s.json",
+            "type": "object",
+            "properties": {
+                "q": {"type": "array", "items": {"0": {"anyOf": [{"type": "integer"}]}}},
+                "r": {"$ref": "#/properties/q/items/0"}
+            }}}});
+    // What a validator makes of it: `r` is held to the `anyOf` the walk never saw.
+    let validator = jsonschema::draft7::new(&schema).unwrap();
+    assert!(validator.is_valid(&json!({"s": {"r": 1}})));
+    assert!(!validator.is_valid(&json!({"s": {"r": "x"}})));
+    assert_eq!(pointers(&schema), ["/properties/s"]);
+    let rooted = json!({"$id": "http://example.com/root.json", "type": "object",
+        "properties": {"$id": {"type": "string"}}});
+    assert_eq!(pointers(&rooted), Vec::<String>::new());
+}
