@@ -13,6 +13,9 @@ const FORBIDDEN: &[&str] = &[
     "then",
     "else",
     "patternProperties",
+    // References to an anchor (draft 2019-09, 2020-12), not to a place this check can follow.
+    "$recursiveRef",
+    "$dynamicRef",
 ];
 
 /// Keywords whose value maps names to subschemas (a `dependencies` entry may also be a list of
@@ -24,13 +27,19 @@ const SCHEMA_MAPS: &[&str] = &[
     "dependencies",
     "dependentSchemas",
 ];
-/// Keywords whose value is one subschema (or, for `items`, possibly an array of them).
+/// Keywords whose value is one subschema (or, for `items` and `prefixItems`, possibly an array
+/// of them). Draft-07's, and those of drafts 2019-09 and 2020-12, which a schema declaring one
+/// is read with.
 const SCHEMA_SLOTS: &[&str] = &[
     "items",
     "additionalProperties",
     "additionalItems",
     "contains",
     "propertyNames",
+    "prefixItems",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contentSchema",
 ];
 
 /// One place where a schema leaves the supported subset. Displayed as `pointer: reason`, the
@@ -46,11 +55,12 @@ pub struct SchemaViolation {
 
 /// Checks that `schema` stays within the P0 subset: an object schema at the root (itself, not a
 /// `$ref`, whose siblings draft-07 ignores), and nowhere `oneOf`, `anyOf`, `allOf`, `not`,
-/// `if`/`then`/`else`, `patternProperties`, an `$id` below the root (it would change what the
-/// `$ref`s inside it name), or a `$ref` that is not a local JSON pointer (`#` or `#/...`: a plain
-/// name such as `#foo` is refused) or points where this check does not look (a `$ref` may name
-/// the root, a definition, or any subschema reached through the keywords above, so everything it
-/// can lead to has been checked). Returns every violation, not only the first.
+/// `if`/`then`/`else`, `patternProperties`, `$recursiveRef` or `$dynamicRef`, an `$id` below the
+/// root (it would change what the `$ref`s inside it name), or a `$ref` that is not a local JSON
+/// pointer (`#` or `#/...`: a plain name such as `#foo` is refused) or points where this check
+/// does not look (a `$ref` may name the root, a definition, or any subschema reached through the
+/// subschema keywords of draft-07, 2019-09 and 2020-12, so everything it can lead to has been
+/// checked). Returns every violation, not only the first.
 ///
 /// ```
 /// use serde_json::json;
@@ -174,7 +184,7 @@ fn walked(root: &Value, fragment: &str) -> bool {
             segments.next().and_then(|name| value.get(&name))
         } else if SCHEMA_SLOTS.contains(&keyword.as_str()) {
             match value {
-                // `items` (and `additionalItems`) may hold an array of schemas.
+                // `items` (and `additionalItems`, `prefixItems`) may hold an array of schemas.
                 Value::Array(items) => segments
                     .next()
                     .and_then(|i| i.parse::<usize>().ok())

@@ -55,3 +55,41 @@ fn an_id_below_the_root_is_refused() {
         "properties": {"$id": {"type": "string"}}});
     assert_eq!(pointers(&rooted), Vec::<String>::new());
 }
+
+/// The subschema keywords of draft 2019-09 and 2020-12 are walked like draft-07's (`$defs` and
+/// `dependentSchemas` already were): a schema that declares a newer draft is read with them by
+/// its validators and providers, so a forbidden keyword cannot hide inside one. Their dynamic
+/// references, which name an anchor rather than a place, are refused.
+#[test]
+fn newer_drafts_subschema_keywords_are_walked() {
+    let schema = json!({"type": "object",
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "properties": {
+        "a": {"type": "array", "prefixItems": [{"type": "string"}, {"anyOf": [{"type": "integer"}]}]},
+        "b": {"type": "array", "unevaluatedItems": {"oneOf": [{"type": "integer"}]}},
+        "c": {"type": "object", "unevaluatedProperties": {"not": {}}},
+        "d": {"type": "string", "contentMediaType": "application/json",
+            "contentSchema": {"anyOf": [{"type": "object"}]}},
+        "e": {"$ref": "#/properties/a/prefixItems/0"},
+        "f": {"$dynamicRef": "#meta"},
+        "g": {"$recursiveRef": "#"}
+    }});
+    // What a 2020-12 validator makes of it: `prefixItems` holds the array's first items.
+    let mut readable = schema.clone();
+    for name in ["f", "g"] {
+        readable["properties"].as_object_mut().unwrap().remove(name);
+    }
+    let validator = jsonschema::validator_for(&readable).unwrap();
+    assert!(!validator.is_valid(&json!({"a": [1]})));
+    assert_eq!(
+        pointers(&schema),
+        [
+            "/properties/a/prefixItems/1",
+            "/properties/b/unevaluatedItems",
+            "/properties/c/unevaluatedProperties",
+            "/properties/d/contentSchema",
+            "/properties/f",
+            "/properties/g",
+        ]
+    );
+}
