@@ -226,13 +226,15 @@ pub(crate) fn read_x_groq_usage<'de, D: Deserializer<'de>>(
 }
 
 /// What an object field of a lenient report reads as, given its entries.
-trait ReadObject<'de> {
+pub(crate) trait ReadObject<'de> {
+    /// What the object reads as.
     type Value;
+    /// Reads the object's entries.
     fn read<M: MapAccess<'de>>(self, map: M) -> Result<Self::Value, M::Error>;
 }
 
 /// Reads an object with its [`ReadObject`], and any other JSON value (consumed whole) as absent.
-struct ObjectOrAbsent<R>(R);
+pub(crate) struct ObjectOrAbsent<R>(pub(crate) R);
 
 impl<'de, R: ReadObject<'de>> Visitor<'de> for ObjectOrAbsent<R> {
     type Value = Option<R::Value>;
@@ -270,7 +272,7 @@ impl<'de, R: ReadObject<'de>> Visitor<'de> for ObjectOrAbsent<R> {
 }
 
 /// Which of `names` a key is, without copying it; `None` for any other key.
-struct KeyOf<'n>(&'n [&'n str]);
+pub(crate) struct KeyOf<'n>(pub(crate) &'n [&'n str]);
 
 impl<'de> de::DeserializeSeed<'de> for KeyOf<'_> {
     type Value = Option<usize>;

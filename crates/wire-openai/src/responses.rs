@@ -19,6 +19,9 @@
 //! - Only a `function_call` item is held to the types of its fields: on any other item a value
 //!   of another type in any field but `type` reads as absent rather than failing the stream or
 //!   the response.
+//! - The `response` object an event carries is bookkeeping (the response id, usage, the reason
+//!   it is incomplete, its error): a value of another shape, or a field given twice, reads as
+//!   absent, never failing the stream or losing the text and calls already assembled.
 //! - Native streams end with a terminal event (`response.completed`, `response.incomplete`,
 //!   `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is tolerated.
 //!
@@ -78,7 +81,8 @@ struct Event<'a> {
     /// reads it.
     #[serde(default)]
     part: Option<Value>,
-    #[serde(default)]
+    /// Read for its bookkeeping, leniently (see [`Response`]).
+    #[serde(default, deserialize_with = "lenient_response")]
     response: Option<Response>,
     #[serde(default)]
     message: Option<String>,
@@ -87,18 +91,83 @@ struct Event<'a> {
     error: Option<Value>,
 }
 
-#[derive(Deserialize)]
+/// The `response` object of an event, read for its bookkeeping only: the stream's text and
+/// calls come from the other events, so nothing here may fail the stream or lose what they
+/// assembled. A `response` that is not an object reads as absent; in one, a field of another
+/// type than it should have, or given twice (which one counts cannot be told), reads as absent,
+/// and fields not read here (`output`, `status`, …) may be anything.
+#[derive(Default)]
 struct Response {
     /// `resp_…`, the seed of synthesized call ids.
-    #[serde(default)]
     id: Option<String>,
-    /// Read leniently: a report that is not token counts is dropped, never the event.
-    #[serde(default, deserialize_with = "usage")]
+    /// Read as [`usage`] reads one.
     usage: Option<Box<Usage>>,
-    #[serde(default)]
     incomplete_details: Option<IncompleteDetails>,
-    #[serde(default)]
+    /// Any JSON: [`DecodeError::from_wire`] reads it on `response.failed`.
     error: Option<Value>,
+}
+
+/// `response` on an event, read leniently (see [`Response`]).
+fn lenient_response<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Response>, D::Error> {
+    deserializer.deserialize_any(assembly::ObjectOrAbsent(ResponseReader))
+}
+
+/// Reads a [`Response`]'s fields.
+struct ResponseReader;
+
+impl<'de> assembly::ReadObject<'de> for ResponseReader {
+    type Value = Response;
+    fn read<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Response, M::Error> {
+        const FIELDS: [&str; 4] = ["id", "usage", "incomplete_details", "error"];
+        let mut response = Response::default();
+        let mut seen = [false; 4];
+        let mut twice = [false; 4];
+        while let Some(key) = map.next_key_seed(assembly::KeyOf(&FIELDS))? {
+            let Some(at) = key else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            };
+            twice[at] |= std::mem::replace(&mut seen[at], true);
+            match at {
+                0 => response.id = map.next_value::<Text<'de>>()?.0.map(Cow::into_owned),
+                1 => response.usage = map.next_value::<ResponseUsage>()?.0,
+                2 => response.incomplete_details = map.next_value()?,
+                _ => response.error = map.next_value()?,
+            }
+        }
+        if twice[0] {
+            response.id = None;
+        }
+        if twice[1] {
+            response.usage = None;
+        }
+        if twice[2] {
+            response.incomplete_details = None;
+        }
+        if twice[3] {
+            response.error = None;
+        }
+        Ok(response)
+    }
+}
+
+/// A `usage` value, read by [`usage`].
+struct ResponseUsage(Option<Box<Usage>>);
+
+impl<'de> Deserialize<'de> for ResponseUsage {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        usage(deserializer).map(ResponseUsage)
+    }
+}
+
+/// A string field that is bookkeeping (a response's `id`, only a hash seed): anything but a
+/// string reads as absent.
+fn lenient_string<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    Ok(Text::deserialize(deserializer)?.0.map(Cow::into_owned))
 }
 
 /// Responses' names for the token counts.
@@ -115,10 +184,21 @@ fn usage<'de, D: serde::Deserializer<'de>>(
     assembly::read_usage(deserializer, &USAGE_NAMES)
 }
 
-#[derive(Deserialize)]
+/// `incomplete_details`, read for its `reason` only: bookkeeping, so any value reads, and a
+/// `reason` that is not a string (or details that are not an object) reads as no reason, which
+/// `response.incomplete` takes for the output limit, as when the details are missing.
 struct IncompleteDetails {
-    #[serde(default)]
     reason: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for IncompleteDetails {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let details = Value::deserialize(deserializer)?;
+        let reason = details.get("reason").and_then(Value::as_str);
+        Ok(IncompleteDetails {
+            reason: reason.map(str::to_owned),
+        })
+    }
 }
 
 /// Decodes one Responses stream. Assembly state belongs to this session only.
@@ -526,7 +606,8 @@ struct WholeResponse {
     /// `None` when absent or null: then the body is not a response.
     #[serde(default)]
     output: Option<Vec<Item>>,
-    #[serde(default)]
+    /// Bookkeeping (a hash seed): anything but a string reads as absent.
+    #[serde(default, deserialize_with = "lenient_string")]
     id: Option<String>,
     #[serde(default, deserialize_with = "usage")]
     usage: Option<Box<Usage>>,

@@ -1815,3 +1815,91 @@ fn decoders_count_events_not_keep_alives() {
         .unwrap();
     assert_eq!(responses.events(), 1);
 }
+
+/// A Responses `response` object whose bookkeeping is wrongly shaped (the whole object not an
+/// object, `id` not a string or given twice, `output` not a list, `usage` given twice,
+/// `incomplete_details` or its `reason` of another type) never fails the decode: on a terminal
+/// event, and on `response.created` before it, the text and calls already assembled survive,
+/// `response.completed` still ends the turn, `response.incomplete` still cuts it (an unreadable
+/// reason reads as the output limit, as a missing one does) and `response.failed` is still the
+/// provider's error. A whole response with such an `id` or `incomplete_details` decodes too.
+#[test]
+fn a_wrongly_shaped_response_object_never_loses_the_answer() {
+    use ai_core::FinishReason::{Length, ToolCalls};
+    let item = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+        "name": "get_weather", "arguments": "{\"city\":\"Paris\"}", "status": "completed"});
+    let text = json!({"type": "message", "id": "msg_1", "role": "assistant",
+        "content": [{"type": "output_text", "text": "Checking."}]});
+    let responses = [
+        r#""resp_1""#,
+        "[]",
+        "5",
+        "true",
+        r#"{"id":5}"#,
+        r#"{"id":{"resp":1}}"#,
+        r#"{"id":"resp_1","id":"resp_2"}"#,
+        r#"{"id":"resp_1","output":5}"#,
+        r#"{"id":"resp_1","output":{"type":"message"}}"#,
+        r#"{"usage":{"input_tokens":1},"usage":{"input_tokens":2}}"#,
+        r#"{"incomplete_details":"max_output_tokens"}"#,
+        r#"{"incomplete_details":["content_filter"]}"#,
+        r#"{"incomplete_details":{"reason":5}}"#,
+        r#"{"incomplete_details":{"reason":"content_filter"},"incomplete_details":null}"#,
+        r#"{"status":7,"error":[],"incomplete_details":false}"#,
+    ];
+    let check = |completion: &ai_core::LlmCompletion, what: &str| {
+        assert_eq!(completion.text, "Checking.", "{what}");
+        assert_eq!(completion.tool_calls.len(), 1, "{what}");
+        let call = &completion.tool_calls[0];
+        assert_eq!(call.id.as_str(), "call_1", "{what}");
+        assert_eq!(call.arguments, r#"{"city":"Paris"}"#, "{what}");
+    };
+    for response in responses {
+        let items = format!(
+            "data: {{\"type\":\"response.created\",\"response\":{response}}}\n\ndata: {}\n\ndata: {}\n\n",
+            json!({"type": "response.output_item.done", "output_index": 0, "item": text}),
+            json!({"type": "response.output_item.done", "output_index": 1, "item": item}),
+        );
+        let end = |kind: &str| {
+            format!("{items}data: {{\"type\":\"{kind}\",\"response\":{response}}}\n\n")
+        };
+        let completion = responses::decode_all(end("response.completed").as_bytes())
+            .unwrap_or_else(|e| panic!("completed, {response}: {e}"));
+        check(&completion, response);
+        assert_eq!(completion.finish_reason, ToolCalls, "{response}");
+        assert!(completion.tool_calls[0].complete, "{response}");
+
+        let completion = responses::decode_all(end("response.incomplete").as_bytes())
+            .unwrap_or_else(|e| panic!("incomplete, {response}: {e}"));
+        check(&completion, response);
+        assert_eq!(completion.finish_reason, Length, "{response}");
+        assert!(!completion.tool_calls[0].complete, "{response}");
+
+        let failed = responses::decode_all(end("response.failed").as_bytes());
+        assert!(
+            matches!(&failed, Err(DecodeError::ProviderError { message }) if message == "the response failed"),
+            "failed, {response}: {failed:?}"
+        );
+    }
+
+    for (field, raw) in [
+        ("id", "5"),
+        ("id", r#"["resp_1"]"#),
+        ("incomplete_details", r#""max_output_tokens""#),
+        ("incomplete_details", r#"{"reason":[1]}"#),
+    ] {
+        for status in ["completed", "incomplete"] {
+            let body = json!({"object": "response", "status": status, "output": [text, item]});
+            let body = with_raw(&body, field, raw);
+            let answer = responses::decode_response(body.as_bytes(), Default::default())
+                .unwrap_or_else(|e| panic!("whole, {field}: {raw}: {e}"));
+            check(&answer.completion, &body);
+            let expected = if status == "completed" {
+                ToolCalls
+            } else {
+                Length
+            };
+            assert_eq!(answer.completion.finish_reason, expected, "{body}");
+        }
+    }
+}

@@ -774,3 +774,96 @@ fn no_value_in_an_item_it_does_not_run_fails_the_decode() {
     }
     assert!(checked > 1_000, "only {checked} variants");
 }
+
+/// What a decode assembled, apart from its bookkeeping: the text, and each call's name,
+/// arguments and completeness (not its id, which a synthesized id seeds with the response id).
+fn assembled(completion: &LlmCompletion) -> Value {
+    let calls: Vec<Value> = completion
+        .tool_calls
+        .iter()
+        .map(|call| json!([call.name, call.arguments, call.complete]))
+        .collect();
+    json!({"text": completion.text, "calls": calls})
+}
+
+/// Every way to replace one value of `object[key]`, at any depth (the whole value included), by
+/// each of [`values_of_every_type`], for each of `keys` it has.
+fn variants_under(object: &Value, keys: &[&str]) -> Vec<Value> {
+    let mut variants = Vec::new();
+    for key in keys {
+        let Some(inner) = object.get(key) else {
+            continue;
+        };
+        for node in 0..count(inner) {
+            for with in values_of_every_type() {
+                let mut variant = object.clone();
+                let mut n = node;
+                if let Some(target) = node_mut(&mut variant[key], &mut n) {
+                    *target = with;
+                }
+                variants.push(variant);
+            }
+        }
+    }
+    variants
+}
+
+/// Every Responses stream with any value in the `response` object an event carries (its id,
+/// usage, incomplete details, output, status, the whole object) replaced by a value of any type,
+/// at any depth; and every whole response with its `id`, `usage` or `incomplete_details` so
+/// replaced: that object is bookkeeping, so what decoded still does, with the same text and
+/// calls, and what failed still fails the same way. Exhaustive over the fixtures.
+#[test]
+fn no_value_in_a_response_s_bookkeeping_fails_the_decode() {
+    let same = |original: &Result<LlmCompletion, DecodeError>,
+                decoded: &Result<LlmCompletion, DecodeError>,
+                variant: &Value| match (original, decoded) {
+        (Ok(original), Ok(decoded)) => {
+            assert_eq!(assembled(original), assembled(decoded), "{variant}");
+        }
+        (Err(original), Err(decoded)) => assert_eq!(
+            std::mem::discriminant(original),
+            std::mem::discriminant(decoded),
+            "{variant}"
+        ),
+        _ => panic!("{variant}: {decoded:?}, was {original:?}"),
+    };
+    let mut checked = 0;
+    for bytes in fixtures("openai-responses") {
+        let original = responses::decode_all(&bytes);
+        let lines = lines(&bytes);
+        for (at, line) in lines.iter().enumerate() {
+            let text = String::from_utf8_lossy(line);
+            let Some(Ok(event)) = text
+                .strip_prefix("data:")
+                .map(|data| serde_json::from_str::<Value>(data.trim()))
+            else {
+                continue;
+            };
+            for variant in variants_under(&event, &["response"]) {
+                let mut mutated = lines.clone();
+                mutated[at] = format!("data: {variant}\n").into_bytes();
+                same(
+                    &original,
+                    &responses::decode_all(&mutated.concat()),
+                    &variant,
+                );
+                checked += 1;
+            }
+        }
+    }
+    for bytes in fixtures("openai-responses-whole") {
+        let fixture: Value = serde_json::from_slice(&bytes).unwrap();
+        let body = &fixture["body"];
+        let decode = |body: &Value| {
+            responses::decode_response(&serde_json::to_vec(body).unwrap(), Limits::default())
+                .map(|answer| answer.completion)
+        };
+        let original = decode(body);
+        for variant in variants_under(body, &["id", "usage", "incomplete_details"]) {
+            same(&original, &decode(&variant), &variant);
+            checked += 1;
+        }
+    }
+    assert!(checked > 1_000, "only {checked} variants");
+}
