@@ -13,7 +13,8 @@
 //! reason says. Only one choice is read, the first `index` the stream has (a choice without one
 //! is index 0): choices of other indexes (a server that sends `n > 1` unasked) are ignored.
 //! Usage is bookkeeping: a `usage` (or Groq's `x_groq.usage`) that is not token counts is
-//! dropped, never the chunk, so the answer survives it.
+//! dropped, never the chunk, so the answer survives it; so is the usage of a chunk that gives
+//! `usage` or `x_groq` twice.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -34,20 +35,113 @@ use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
 use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
 
-#[derive(Deserialize)]
+/// One chunk. Read by hand rather than derived, so that a bookkeeping key given twice (`usage`,
+/// `x_groq`: which report counts cannot be told) reads as absent instead of failing the chunk and
+/// with it the answer; `choices` and `error`, which the answer is made of, given twice are still
+/// an error naming the key.
 struct Chunk<'a> {
-    #[serde(default, borrow, deserialize_with = "null_as_default")]
     choices: Vec<Choice<'a>>,
     // Rare fields are boxed: every chunk struct is moved as it is built, so its size is
     // per-chunk cost on the hot path (see the decode bench).
     /// Read leniently: a report that is not token counts is dropped, never the chunk.
-    #[serde(default, deserialize_with = "usage")]
     usage: Option<Box<Usage>>,
-    #[serde(default)]
     error: Option<Box<Value>>,
     /// Groq also (or only) reports usage here, under `x_groq.usage`; read as `usage` is.
-    #[serde(default, deserialize_with = "x_groq_usage")]
     x_groq: Option<Box<Usage>>,
+}
+
+/// The keys of a [`Chunk`] the decoder reads.
+#[derive(Deserialize, Clone, Copy)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum ChunkField {
+    Choices,
+    Usage,
+    Error,
+    XGroq,
+    #[serde(other)]
+    Other,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Chunk<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ChunkVisitor)
+    }
+}
+
+/// Reads a [`Chunk`] (see there for keys given twice).
+struct ChunkVisitor;
+
+impl<'de> Visitor<'de> for ChunkVisitor {
+    type Value = Chunk<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a chat completion chunk")
+    }
+
+    fn visit_map<M: de::MapAccess<'de>>(self, mut map: M) -> Result<Chunk<'de>, M::Error> {
+        let mut chunk = Chunk {
+            choices: Vec::new(),
+            usage: None,
+            error: None,
+            x_groq: None,
+        };
+        // Which keys were read, and which of the bookkeeping ones twice.
+        let (mut choices, mut error) = (false, false);
+        let (mut usage, mut x_groq) = (0u8, 0u8);
+        while let Some(field) = map.next_key::<ChunkField>()? {
+            match field {
+                ChunkField::Choices => {
+                    if std::mem::replace(&mut choices, true) {
+                        return Err(de::Error::duplicate_field("choices"));
+                    }
+                    let read: Option<Vec<Choice<'de>>> = map.next_value()?;
+                    chunk.choices = read.unwrap_or_default();
+                }
+                ChunkField::Error => {
+                    if std::mem::replace(&mut error, true) {
+                        return Err(de::Error::duplicate_field("error"));
+                    }
+                    chunk.error = map.next_value()?;
+                }
+                ChunkField::Usage => {
+                    usage = usage.saturating_add(1);
+                    chunk.usage = map.next_value::<ChatUsage>()?.0;
+                }
+                ChunkField::XGroq => {
+                    x_groq = x_groq.saturating_add(1);
+                    chunk.x_groq = map.next_value::<XGroqUsage>()?.0;
+                }
+                ChunkField::Other => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+        }
+        if usage > 1 {
+            chunk.usage = None;
+        }
+        if x_groq > 1 {
+            chunk.x_groq = None;
+        }
+        Ok(chunk)
+    }
+}
+
+/// A `usage` value, read by [`usage`].
+struct ChatUsage(Option<Box<Usage>>);
+
+impl<'de> Deserialize<'de> for ChatUsage {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        usage(deserializer).map(ChatUsage)
+    }
+}
+
+/// An `x_groq` value, read by [`x_groq_usage`].
+struct XGroqUsage(Option<Box<Usage>>);
+
+impl<'de> Deserialize<'de> for XGroqUsage {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        x_groq_usage(deserializer).map(XGroqUsage)
+    }
 }
 
 #[derive(Deserialize)]

@@ -1903,3 +1903,60 @@ fn a_wrongly_shaped_response_object_never_loses_the_answer() {
         }
     }
 }
+
+/// A chat chunk that gives a bookkeeping key twice (`usage`, Groq's `x_groq`) never fails the
+/// stream: which report counts cannot be told, so the chunk's usage reads as absent, as a count
+/// given twice does, and the text, calls and usage reported earlier survive. A key the answer is
+/// made of (`choices`) given twice is still an error that names it, never quoting the chunk.
+#[test]
+fn a_bookkeeping_key_given_twice_never_fails_a_chat_stream() {
+    let call = json!({"choices": [{"index": 0, "delta": {"content": "Checking.", "tool_calls": [
+        {"index": 0, "id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]}}]});
+    let finish = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]});
+    let good = json!({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 1}});
+    let usage = r#"{"prompt_tokens":2,"completion_tokens":3}"#;
+    let groq = format!(r#"{{"usage":{usage}}}"#);
+    for (key, value) in [("usage", usage), ("x_groq", groq.as_str())] {
+        // The key added again to an object already given as text.
+        let again =
+            |text: String, raw: &str| format!("{},\"{key}\":{raw}}}", &text[..text.len() - 1]);
+        let twice = again(with_raw(&json!({"choices": []}), key, value), value);
+        let on_finish = again(with_raw(&finish, key, value), "null");
+        for (earlier, expected) in [("", None), (good.to_string().as_str(), Some(6))] {
+            for (last, what) in [(&twice, "a usage chunk"), (&on_finish, "the finish chunk")] {
+                let (middle, last) = if last == &on_finish {
+                    (on_finish.clone(), String::new())
+                } else {
+                    (finish.to_string(), format!("data: {last}\n\n"))
+                };
+                let earlier = if earlier.is_empty() {
+                    String::new()
+                } else {
+                    format!("data: {earlier}\n\n")
+                };
+                let stream =
+                    format!("{earlier}data: {call}\n\ndata: {middle}\n\n{last}data: [DONE]\n\n");
+                let completion = chat::decode_all(stream.as_bytes())
+                    .unwrap_or_else(|e| panic!("{key} twice on {what}: {e}"));
+                assert_eq!(completion.text, "Checking.", "{key}, {what}");
+                assert_eq!(completion.tool_calls.len(), 1, "{key}, {what}");
+                assert!(completion.tool_calls[0].complete, "{key}, {what}");
+                assert_eq!(
+                    completion.usage.map(|u| u.total_tokens),
+                    expected,
+                    "{key}, {what}"
+                );
+            }
+        }
+    }
+
+    let choices = with_raw(&call, "choices", "[]");
+    let stream = format!("data: {choices}\n\ndata: [DONE]\n\n");
+    let error = chat::decode_all(stream.as_bytes()).unwrap_err();
+    assert!(
+        matches!(&error, DecodeError::InvalidChunk { reason, .. }
+            if reason.contains("duplicate field `choices`")),
+        "{error:?}"
+    );
+}
