@@ -781,7 +781,7 @@ impl Session {
     }
 
     /// Records the finish reason the stream gave. A cut ([`FinishReason::Length`],
-    /// [`FinishReason::ContentFilter`]) stays once given: a later reason in the same stream (a
+    /// [`FinishReason::ContentFilter`], vLLM's `abort`: see [`is_cut`]) stays once given: a later reason in the same stream (a
     /// gateway that re-sends the last chunk, or adds a `stop` of its own) cannot make a turn the
     /// provider cut short whole, so its calls are never read as complete. Any other reason is
     /// replaced by a later one.
@@ -823,9 +823,15 @@ impl Session {
     }
 }
 
-/// Whether the provider cut the turn short: its output limit or its content filter stopped it.
+/// Whether the provider cut the turn short: its output limit or its content filter stopped it,
+/// or the server aborted the request (vLLM's `abort`, its engine's `FinishReason.ABORT`, sent on
+/// shutdown or preemption: the answer ends where the server stopped).
 fn is_cut(reason: &FinishReason) -> bool {
-    matches!(reason, FinishReason::Length | FinishReason::ContentFilter)
+    match reason {
+        FinishReason::Length | FinishReason::ContentFilter => true,
+        FinishReason::Other(name) => name == "abort",
+        _ => false,
+    }
 }
 
 /// What a decoder has when the stream ends.
@@ -841,8 +847,8 @@ struct Ending {
 }
 
 /// Resolves the completion: a stream with neither an end marker nor a finish reason is
-/// truncated; a truncated turn, or one the provider cut ([`is_cut`]: its output limit or its
-/// content filter), marks every call incomplete; a turn that assembled
+/// truncated; a truncated turn, or one the provider cut ([`is_cut`]: its output limit, its
+/// content filter, or the server's abort), marks every call incomplete; a turn that assembled
 /// calls is a tool turn whatever the finish reason said.
 fn finish(ending: Ending) -> Result<LlmCompletion, DecodeError> {
     let truncated = !ending.ended && ending.finish_reason.is_none();

@@ -419,7 +419,7 @@ impl StreamDecoder {
                 self.tool_call(call, data, deltas)?;
             }
             // Some servers send `""` instead of `null` on every chunk before the last. A cut
-            // (`length`, `content_filter`) is never replaced by a later reason.
+            // (`length`, `content_filter`, vLLM's `abort`) is never replaced by a later reason.
             if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
                 self.session
                     .finished(FinishReason::from(reason.into_owned()));
@@ -518,9 +518,9 @@ impl StreamDecoder {
     ///
     /// A decoder that failed returns the error that stopped it (see [`StreamDecoder::feed`]).
     /// A stream that ended without `[DONE]` and without a finish reason is [`DecodeError::Truncated`].
-    /// A cut finish (`length`, `content_filter`) marks every call incomplete: cut arguments
-    /// must never run. A cut is kept once the stream gives it: a later finish reason (a `stop`
-    /// a gateway re-sends or adds) does not replace it.
+    /// A cut finish (`length`, `content_filter`, vLLM's `abort`) marks every call incomplete:
+    /// cut arguments must never run. A cut is kept once the stream gives it: a later finish
+    /// reason (a `stop` a gateway re-sends or adds) does not replace it.
     ///
     /// A call the server sent without an id gets `call_{hash}_{position}`: `hash` is 16 hex
     /// digits of FNV-1a over the chunk that opened the first call (which carries the response

@@ -1960,3 +1960,42 @@ fn a_bookkeeping_key_given_twice_never_fails_a_chat_stream() {
         "{error:?}"
     );
 }
+
+/// vLLM's `abort` (its engine's `FinishReason.ABORT`: the server aborted the request, on
+/// shutdown or preemption, say) is a cut, as `length` is: the calls of such a turn are
+/// incomplete, in a stream and a whole answer, and a later `stop` does not replace it. The
+/// fixture's text-only answer keeps its text and its reason.
+#[test]
+fn vllm_abort_is_a_cut() {
+    let abort = || ai_core::FinishReason::Other("abort".into());
+    let completion = chat::decode_all(&stream_fixture("openai-chat/vllm-abort.sse")).unwrap();
+    assert_eq!(completion.text, "Here is how to");
+    assert_eq!(completion.finish_reason, abort());
+
+    let call = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0,
+        "id": "call_1", "type": "function",
+        "function": {"name": "write_file", "arguments": "{\"path\":\"a.txt\",\"text\":\"He"}}]}}]});
+    let finish = |reason: &str| {
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}).to_string()
+    };
+    for reasons in [
+        vec!["abort"],
+        vec!["abort", "stop"],
+        vec!["abort", "tool_calls"],
+    ] {
+        let mut stream = format!("data: {call}\n\n");
+        for reason in &reasons {
+            stream.push_str(&format!("data: {}\n\n", finish(reason)));
+        }
+        stream.push_str("data: [DONE]\n\n");
+        let completion = chat::decode_all(stream.as_bytes()).unwrap();
+        assert_eq!(completion.finish_reason, abort(), "{reasons:?}");
+        assert!(!completion.tool_calls[0].complete, "{reasons:?}");
+    }
+
+    let body = json!({"object": "chat.completion", "choices": [{"index": 0,
+        "finish_reason": "abort", "message": call["choices"][0]["delta"]}]});
+    let answer = chat::decode_completion(body.to_string().as_bytes(), Default::default()).unwrap();
+    assert_eq!(answer.completion.finish_reason, abort());
+    assert!(!answer.completion.tool_calls[0].complete);
+}

@@ -147,7 +147,9 @@ fn drive<D: Decoder>(pieces: &[Vec<u8>], after: &[u8]) -> Result<Run, TestCaseEr
             if !completion.tool_calls.is_empty() {
                 prop_assert_ne!(&completion.finish_reason, &FinishReason::Stop);
             }
-            if completion.finish_reason == FinishReason::Length {
+            if [FinishReason::Length, FinishReason::Other("abort".into())]
+                .contains(&completion.finish_reason)
+            {
                 prop_assert!(completion.tool_calls.iter().all(|c| !c.complete));
             }
         }
@@ -553,7 +555,9 @@ fn check_whole(
             if !completion.tool_calls.is_empty() {
                 prop_assert_ne!(&completion.finish_reason, &FinishReason::Stop);
             }
-            if completion.finish_reason == FinishReason::Length {
+            if [FinishReason::Length, FinishReason::Other("abort".into())]
+                .contains(&completion.finish_reason)
+            {
                 prop_assert!(completion.tool_calls.iter().all(|c| !c.complete));
             }
         }
