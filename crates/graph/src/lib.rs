@@ -56,7 +56,10 @@ pub use store::InMemoryThreadStore;
 /// 10. A call for which a port the runner awaits panics (an authorization hook, a connection
 ///     broker, a tool source, a clock) is answered `execution` and shown ended, and the loop goes
 ///     on, where the panic took the run (and its one `Done`) down.
-pub const LOOP_REVISION: u32 = 10;
+/// 11. A call cut short in a turn that did not end for the output limit (vLLM's `abort`: the
+///     server aborted the request) is answered "the tool call was cut short (the model's answer
+///     ended early) and was not run", no longer told the model hit its output limit.
+pub const LOOP_REVISION: u32 = 11;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

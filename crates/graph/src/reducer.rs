@@ -389,16 +389,23 @@ pub(crate) const MAX_CALLS_PER_TURN: usize = 128;
 
 /// Why the call at position `at` of a completion whose finish reason [`answered`] reads as `cut`
 /// must never run, if it must not: the provider stopped the turn early (its output limit or its
-/// content filter, under any name that means one), or the decoder marked the call cut short (such arguments
-/// may be a fragment of what the model meant), or the turn already has [`MAX_CALLS_PER_TURN`]
-/// calls before it.
+/// content filter, under any name that means one), or the decoder marked the call cut short (such
+/// arguments may be a fragment of what the model meant), or the turn already has
+/// [`MAX_CALLS_PER_TURN`] calls before it. The answer names the output limit only when the turn
+/// ended for it; a call cut short otherwise (the server aborted the request, as vLLM's `abort`
+/// says) is told the model's answer ended early.
 fn never_runs(at: usize, call: &LlmToolCall, cut: DoneReason) -> Option<&'static str> {
     match cut {
         DoneReason::ContentFilter => Some(
             "the provider's content filter stopped the model's turn, so the tool call was not run",
         ),
-        _ if cut == DoneReason::Length || !call.complete => {
+        DoneReason::Length => {
             Some("the tool call was cut short (the model hit its output limit) and was not run")
+        }
+        // Not the output limit: the server aborted the request (vLLM's `abort`), or the decoder
+        // marked the call cut short in a turn that said it ended.
+        _ if !call.complete => {
+            Some("the tool call was cut short (the model's answer ended early) and was not run")
         }
         _ if at >= MAX_CALLS_PER_TURN => Some(
             "the model asked for more tool calls in one turn than may run, so this one was not run",

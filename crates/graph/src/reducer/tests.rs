@@ -726,6 +726,60 @@ fn a_turn_whose_calls_were_all_cut_short_ends_length_at_the_step_limit() {
     );
 }
 
+/// What the model is told of a call cut short names what cut it: the output limit only when
+/// the turn ended `length` (under any name for it); a turn that ended early for another reason
+/// (vLLM's `abort`: the server aborted the request; a call the decoder marked cut short in a
+/// turn that says it ended) is "the model's answer ended early". (At the step limit such a turn
+/// still ends `length`, as before.)
+#[test]
+fn a_call_cut_short_is_told_what_cut_it() {
+    let cut_short = |id: &str| LlmToolCall {
+        complete: false,
+        ..call(id)
+    };
+    let turn = |finish: FinishReason| AgentEvent::ModelCompleted {
+        completion: LlmCompletion {
+            text: String::new(),
+            tool_calls: vec![cut_short("c1")],
+            finish_reason: finish,
+            usage: None,
+        },
+    };
+    for (finish, limit, done) in [
+        (FinishReason::Length, true, DoneReason::Length),
+        (
+            FinishReason::Other("max_tokens".into()),
+            true,
+            DoneReason::Length,
+        ),
+        (
+            FinishReason::Other("abort".into()),
+            false,
+            DoneReason::Length,
+        ),
+        (FinishReason::ToolCalls, false, DoneReason::Length),
+        (FinishReason::Stop, false, DoneReason::Length),
+    ] {
+        let (state, _) = reduce(AgentState::new(None, steps(1)), user());
+        let (_, intents) = reduce(state, turn(finish.clone()));
+        let [
+            Intent::ShowAnswers { answers },
+            Intent::Finish { reason, .. },
+        ] = intents.as_slice()
+        else {
+            panic!("{finish}: {intents:?}")
+        };
+        let told = answers[0].1.model_content();
+        assert!(
+            told.contains("cut short") && told.contains("not run"),
+            "{finish}: {told}"
+        );
+        assert_eq!(told.contains("output limit"), limit, "{finish}: {told}");
+        assert_eq!(told.contains("ended early"), !limit, "{finish}: {told}");
+        assert_eq!(*reason, done, "{finish}");
+    }
+}
+
 /// A cancel that comes when no run is in progress (before the first, or after a run's finish)
 /// is too late to stop anything: it asks for nothing (a second `Finish` would be a second
 /// `Done`) and the finished run keeps its reason.
