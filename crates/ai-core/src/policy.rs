@@ -65,7 +65,9 @@ pub struct RetryPolicy {
     pub jitter: bool,
     /// Time of one attempt, at least 1; the total budget when absent.
     pub attempt_timeout_ms: Option<u64>,
-    /// Failure categories worth retrying (default transient and timeout).
+    /// Failure categories worth retrying (default transient and timeout). Only `transient`,
+    /// `timeout`, `execution` and `unknown` may be listed: [`ToolPolicy::check`] refuses the
+    /// others, which no retry can help.
     pub retryable: BTreeSet<ToolErrorCategory>,
 }
 
@@ -156,6 +158,21 @@ pub struct ToolPolicy {
     pub breaker: BreakerPolicy,
 }
 
+/// Why retrying a failure of `category` cannot help, for the categories a policy may not list
+/// as retryable; `None` for the ones it may. No catch-all arm: a new category must be placed.
+fn no_retry_helps(category: ToolErrorCategory) -> Option<&'static str> {
+    match category {
+        ToolErrorCategory::Validation => Some("the same arguments fail the same way"),
+        ToolErrorCategory::Permanent => Some("a permanent failure happens again"),
+        ToolErrorCategory::Cancelled => Some("a cancelled call is never tried again"),
+        ToolErrorCategory::Policy => Some("a refused call never runs"),
+        ToolErrorCategory::Transient
+        | ToolErrorCategory::Timeout
+        | ToolErrorCategory::Execution
+        | ToolErrorCategory::Unknown => None,
+    }
+}
+
 impl ToolPolicy {
     /// Parses a policy from TOML; unknown keys, malformed tool ids and values no policy can mean
     /// (see [`Self::check`]) are refused.
@@ -175,8 +192,9 @@ impl ToolPolicy {
     /// Refuses, naming the key, the values no policy can mean: a zero budget, total or per
     /// attempt (every call would fail), zero attempts, a retry `multiplier` below 1 or not a
     /// finite number, a breaker `half_open_trials` or `window` of 0 (the breaker would read it
-    /// as 1), and a breaker `failure_rate` outside `0.0..=1.0`. The loaders call it; a policy
-    /// built in code may too.
+    /// as 1), a breaker `failure_rate` outside `0.0..=1.0`, and a `retryable` category no retry
+    /// can help (`validation`, `permanent`, `cancelled`, `policy`), named as written. The
+    /// loaders call it; a policy built in code may too.
     pub fn check(&self) -> Result<(), Error> {
         let refuse = |key: &str, why: &str| Err(Error::Policy(format!("{key}: {why}")));
         let budgets = &self.budgets;
@@ -211,6 +229,22 @@ impl ToolPolicy {
                     &format!("{table}.attempt_timeout_ms"),
                     "0 would end every attempt as timeout; give at least 1, or leave it out \
                      for the whole runtime budget",
+                );
+            }
+            if let Some((category, why)) = retry
+                .retryable
+                .iter()
+                .find_map(|&c| no_retry_helps(c).map(|why| (c, why)))
+            {
+                // The category as the operator wrote it: its serde name, quoted.
+                let name =
+                    serde_json::to_string(&category).unwrap_or_else(|_| format!("{category:?}"));
+                return refuse(
+                    &format!("{table}.retryable"),
+                    &format!(
+                        "{name} is no failure a retry can help ({why}); list only transient, \
+                         timeout, execution or unknown"
+                    ),
                 );
             }
             // Also refuses NaN, which compares false with everything.

@@ -117,6 +117,52 @@ fn nonsense_values_are_refused_naming_the_key() {
     ToolPolicy::from_toml_str(edges).unwrap();
 }
 
+/// A retryable category no retry can help is refused at load, naming the key and the category as
+/// the operator wrote it: the same bad arguments or a permanent failure fail again, and a
+/// cancelled or refused call is never tried again, so listing them means nothing (or, for
+/// `validation` and `permanent`, breaks `ToolError`'s promise that such a failure is not retried).
+#[test]
+fn retryable_categories_no_retry_can_help_are_refused() {
+    for (toml, key, category) in [
+        (
+            "[retry]\nretryable = [\"transient\", \"validation\"]",
+            "retry.retryable",
+            "\"validation\"",
+        ),
+        (
+            "[retry]\nretryable = [\"permanent\"]",
+            "retry.retryable",
+            "\"permanent\"",
+        ),
+        (
+            "[retry]\nretryable = [\"cancelled\"]",
+            "retry.retryable",
+            "\"cancelled\"",
+        ),
+        (
+            "[retry_per_tool.core__a]\nretryable = [\"timeout\", \"policy\"]",
+            "retry_per_tool.core__a.retryable",
+            "\"policy\"",
+        ),
+    ] {
+        let error = ToolPolicy::from_toml_str(toml).unwrap_err().to_string();
+        assert!(
+            error.contains(key) && error.contains(category),
+            "{toml}: {error}"
+        );
+    }
+    let error = ToolPolicy::from_json_str(r#"{"retry": {"retryable": ["validation"]}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("retry.retryable"), "{error}");
+    // What a retry can help still loads, and so does an empty list (never retry).
+    ToolPolicy::from_toml_str(
+        "[retry]\nretryable = [\"transient\", \"timeout\", \"execution\", \"unknown\"]",
+    )
+    .unwrap();
+    ToolPolicy::from_toml_str("[retry]\nretryable = []").unwrap();
+}
+
 /// The ids a policy names that no source has are found in every tool list of the policy, each
 /// once and sorted; known ones are not.
 #[test]
