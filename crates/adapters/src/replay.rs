@@ -192,7 +192,7 @@ impl CompletionPort for ReplayCompletion {
                 for (index, tool_call) in completion.tool_calls.iter().enumerate() {
                     deltas.delta(CompletionDelta::ToolCall {
                         index,
-                        id: Some(tool_call.id.to_string()),
+                        id: Some(tool_call.id.as_str().to_owned()),
                         name: Some(tool_call.name.clone()),
                         arguments: tool_call.arguments.clone(),
                     });

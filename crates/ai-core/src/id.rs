@@ -1,6 +1,6 @@
 //! Identifiers whose rules are checked once, at construction.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -88,11 +88,18 @@ impl From<ToolId> for String {
 
 /// The id a provider gave one tool call; the same id follows the call from start to result.
 ///
+/// Any text of 1..=128 characters, control characters included: a decoder takes what the
+/// provider sent. [`ToolCallId::as_str`] is that text, for the wire and the stores; `Display`
+/// escapes it, for messages and logs.
+///
 /// ```
 /// use ai_core::ToolCallId;
 /// assert!(ToolCallId::new("call_abc123").is_ok());
 /// assert!(ToolCallId::new("").is_err());
 /// assert!(ToolCallId::new("x".repeat(129)).is_err());
+/// let odd = ToolCallId::new("call\n1").unwrap();
+/// assert_eq!(odd.as_str(), "call\n1");
+/// assert_eq!(odd.to_string(), r"call\n1");
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -115,7 +122,8 @@ impl ToolCallId {
         Ok(Self(raw.into()))
     }
 
-    /// The id as the provider sent it.
+    /// The id as the provider sent it, byte-exact: what the wire encoders and the stores take.
+    /// (Its `Display`, for messages, escapes it.)
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -185,7 +193,45 @@ macro_rules! display_as_str {
         }
     )*};
 }
-display_as_str!(ToolId, ToolCallId, RunId);
+display_as_str!(ToolId, RunId);
+
+/// The most characters [`ToolCallId`]'s `Display` writes before it cuts the id with `…`: room
+/// for every id of printable characters, which is shown whole.
+const TOOL_CALL_ID_SHOWN_MAX: usize = 2 * TOOL_CALL_ID_MAX;
+
+/// The id for a message or a log line: each character as [`char::escape_debug`] writes it, so
+/// a control character (a newline, an escape sequence), a quote or a backslash never reaches
+/// the text raw, cut with `…` past 256 characters (twice the longest id). An id of printable
+/// characters shows as it is. Never use it for the wire or a store: they take
+/// [`ToolCallId::as_str`], byte-exact.
+impl fmt::Display for ToolCallId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut shown = 0;
+        for c in self.0.chars() {
+            let escaped = c.escape_debug();
+            shown += escaped.len();
+            if shown > TOOL_CALL_ID_SHOWN_MAX {
+                return f.write_char('…');
+            }
+            for c in escaped {
+                f.write_char(c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for ToolCallId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl AsRef<str> for ToolCallId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
 
 #[cfg(test)]
 mod tests;

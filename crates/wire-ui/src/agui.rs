@@ -544,7 +544,7 @@ impl Translator {
                 delta,
             } if !delta.is_empty() && self.state(tool_call_id) == Some(CallState::Open) => {
                 out.push(AguiEvent::ToolCallArgs {
-                    tool_call_id: tool_call_id.to_string(),
+                    tool_call_id: tool_call_id.as_str().to_owned(),
                     delta: delta.clone(),
                 });
             }
@@ -559,7 +559,7 @@ impl Translator {
                     self.open_call(tool_call_id, tool_name, &mut out);
                     if let Some(args) = args {
                         out.push(AguiEvent::ToolCallArgs {
-                            tool_call_id: tool_call_id.to_string(),
+                            tool_call_id: tool_call_id.as_str().to_owned(),
                             delta: args.to_string(),
                         });
                     }
@@ -577,17 +577,17 @@ impl Translator {
                 if self.state(tool_call_id).is_none() {
                     self.open_call(tool_call_id, tool_id.as_str(), &mut out);
                     out.push(AguiEvent::ToolCallArgs {
-                        tool_call_id: tool_call_id.to_string(),
+                        tool_call_id: tool_call_id.as_str().to_owned(),
                         delta: args.to_string(),
                     });
                 }
                 self.end_call(tool_call_id, &mut out);
                 self.set_state(tool_call_id, CallState::AwaitingApproval);
                 self.interrupts.push(Interrupt {
-                    id: tool_call_id.to_string(),
+                    id: tool_call_id.as_str().to_owned(),
                     reason: "tool_approval".into(),
                     message: format!("Allow this call of {tool_id}?"),
-                    tool_call_id: tool_call_id.to_string(),
+                    tool_call_id: tool_call_id.as_str().to_owned(),
                     response_schema: serde_json::json!({
                         "type": "object",
                         "properties": {
@@ -611,8 +611,8 @@ impl Translator {
                 self.end_call(tool_call_id, &mut out);
                 self.set_state(tool_call_id, CallState::Ended);
                 out.push(AguiEvent::ToolCallResult {
-                    message_id: format!("{}-result-{tool_call_id}", self.run_id),
-                    tool_call_id: tool_call_id.to_string(),
+                    message_id: format!("{}-result-{}", self.run_id, tool_call_id.as_str()),
+                    tool_call_id: tool_call_id.as_str().to_owned(),
                     content: outcome.model_content(),
                     role: "tool".into(),
                 });
@@ -663,7 +663,7 @@ impl Translator {
     fn open_call(&mut self, id: &ToolCallId, name: &str, out: &mut Vec<AguiEvent>) {
         self.calls.push((id.clone(), CallState::Open));
         out.push(AguiEvent::ToolCallStart {
-            tool_call_id: id.to_string(),
+            tool_call_id: id.as_str().to_owned(),
             tool_call_name: name.to_owned(),
             parent_message_id: Some(self.message_id.clone()),
         });
@@ -675,7 +675,7 @@ impl Translator {
         {
             *state = CallState::Ended;
             out.push(AguiEvent::ToolCallEnd {
-                tool_call_id: id.to_string(),
+                tool_call_id: id.as_str().to_owned(),
             });
         }
     }
@@ -699,7 +699,7 @@ impl Translator {
             let message = match *state {
                 CallState::Open => {
                     out.push(AguiEvent::ToolCallEnd {
-                        tool_call_id: id.to_string(),
+                        tool_call_id: id.as_str().to_owned(),
                     });
                     crate::UNFINISHED_CALL
                 }
@@ -713,8 +713,8 @@ impl Translator {
             };
             *state = CallState::Ended;
             out.push(AguiEvent::ToolCallResult {
-                message_id: format!("{}-result-{id}", self.run_id),
-                tool_call_id: id.to_string(),
+                message_id: format!("{}-result-{}", self.run_id, id.as_str()),
+                tool_call_id: id.as_str().to_owned(),
                 content: serde_json::json!({"error": {"message": message}}).to_string(),
                 role: "tool".into(),
             });

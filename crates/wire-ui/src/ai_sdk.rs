@@ -424,7 +424,7 @@ impl Translator {
                     call.input_text.push_str(delta);
                 }
                 out.push(UiChunk::ToolInputDelta {
-                    tool_call_id: tool_call_id.to_string(),
+                    tool_call_id: tool_call_id.as_str().to_owned(),
                     input_text_delta: delta.clone(),
                 });
             }
@@ -459,8 +459,8 @@ impl Translator {
                 );
                 if self.approvals {
                     out.push(UiChunk::ToolApprovalRequest {
-                        approval_id: tool_call_id.to_string(),
-                        tool_call_id: tool_call_id.to_string(),
+                        approval_id: tool_call_id.as_str().to_owned(),
+                        tool_call_id: tool_call_id.as_str().to_owned(),
                     });
                 }
                 if let Some(call) = self.call_mut(tool_call_id) {
@@ -478,14 +478,14 @@ impl Translator {
                 let denied = self.call_mut(tool_call_id).is_some_and(|c| c.denied);
                 match outcome {
                     ToolOutcome::Ok { value } => out.push(UiChunk::ToolOutputAvailable {
-                        tool_call_id: tool_call_id.to_string(),
+                        tool_call_id: tool_call_id.as_str().to_owned(),
                         output: value.as_ref().clone(),
                     }),
                     ToolOutcome::Error(failure)
                         if denied && failure.code == ToolErrorCode::PolicyDenied =>
                     {
                         out.push(UiChunk::ToolOutputDenied {
-                            tool_call_id: tool_call_id.to_string(),
+                            tool_call_id: tool_call_id.as_str().to_owned(),
                         });
                     }
                     ToolOutcome::Error(failure) => {
@@ -499,13 +499,13 @@ impl Translator {
                                 .map(|c| std::mem::take(&mut c.input_text))
                                 .unwrap_or_default();
                             out.push(UiChunk::ToolInputAvailable {
-                                tool_call_id: tool_call_id.to_string(),
+                                tool_call_id: tool_call_id.as_str().to_owned(),
                                 tool_name: tool_name.to_string(),
                                 input: Value::String(input),
                             });
                         }
                         out.push(UiChunk::ToolOutputError {
-                            tool_call_id: tool_call_id.to_string(),
+                            tool_call_id: tool_call_id.as_str().to_owned(),
                             error_text: format!("{}: {}", failure.code, failure.safe_message),
                         });
                     }
@@ -539,7 +539,7 @@ impl Translator {
                 denied: false,
             });
             out.push(UiChunk::ToolInputStart {
-                tool_call_id: id.to_string(),
+                tool_call_id: id.as_str().to_owned(),
                 tool_name: name.to_owned(),
             });
         }
@@ -549,7 +549,7 @@ impl Translator {
         if self.state(id) == Some(CallState::Streaming) {
             self.mark_settled(id);
             out.push(UiChunk::ToolInputAvailable {
-                tool_call_id: id.to_string(),
+                tool_call_id: id.as_str().to_owned(),
                 tool_name: name.to_owned(),
                 input,
             });
@@ -603,7 +603,7 @@ impl Translator {
             let error_text = match call.state {
                 CallState::Streaming => {
                     out.push(UiChunk::ToolInputAvailable {
-                        tool_call_id: call.id.to_string(),
+                        tool_call_id: call.id.as_str().to_owned(),
                         tool_name: call.name.clone(),
                         input: Value::String(std::mem::take(&mut call.input_text)),
                     });
@@ -619,7 +619,7 @@ impl Translator {
             };
             call.state = CallState::Settled;
             out.push(UiChunk::ToolOutputError {
-                tool_call_id: call.id.to_string(),
+                tool_call_id: call.id.as_str().to_owned(),
                 error_text: error_text.to_owned(),
             });
         }

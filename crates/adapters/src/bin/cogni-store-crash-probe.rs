@@ -71,7 +71,7 @@ async fn run(data_dir: &str, run_id: &str, mode: &str) -> Result<(), String> {
     for step in 0..steps {
         let id = ToolCallId::new(format!("call_{step}")).map_err(|e| e.to_string())?;
         let call = ToolCallBlob {
-            id: id.to_string(),
+            id: id.as_str().to_owned(),
             name: "core__get_current_time".into(),
             arguments_json: format!("{{\"tz\": \"UTC\", \"step\": {step}}}"),
         };

@@ -751,22 +751,25 @@ fn decisions(state: &AgentState, answers: Vec<Answer>) -> Result<Vec<ApprovalDec
             .iter()
             .any(|p| p.tool_call_id.as_str() == answer.call_id)
     }) {
-        let waiting: Vec<&str> = pending.iter().map(|p| p.tool_call_id.as_str()).collect();
+        // Shown escaped (`ToolCallId`'s `Display`): a model's id may hold control characters.
+        let waiting: Vec<String> = pending.iter().map(|p| p.tool_call_id.to_string()).collect();
         return Err(conflict(format!(
             "the thread does not wait for an approval of a call answered; it waits for {}",
             waiting.join(", ")
         )));
     }
     // Two answers for one call are a contradiction at worst: nothing runs on one. (Each names a
-    // call the thread waits for, checked above.)
-    if let Some(twice) = answers.iter().enumerate().find_map(|(at, answer)| {
-        answers[..at]
+    // call the thread waits for, checked above: the refusal shows the server's id, escaped.)
+    if let Some(twice) = pending.iter().find(|p| {
+        answers
             .iter()
-            .find(|seen| seen.call_id == answer.call_id)
+            .filter(|answer| p.tool_call_id.as_str() == answer.call_id)
+            .count()
+            > 1
     }) {
         return Err(ApiError::bad_request(
             "invalid_resume",
-            format!("call {} is answered more than once", twice.call_id),
+            format!("call {} is answered more than once", twice.tool_call_id),
         ));
     }
     Ok(pending
@@ -924,6 +927,40 @@ mod tests {
     use ai_core::{AiEvent, RunId, RunStatus, RunStep, ToolCallId};
 
     use super::prepare;
+
+    /// A refusal of approval answers names the calls the thread waits for with their ids
+    /// escaped: a model's call id may hold control characters, which must not reach the client's
+    /// error text (or a terminal showing it) raw.
+    #[test]
+    fn approval_refusals_show_call_ids_escaped() {
+        let state: graph::AgentState = serde_json::from_value(serde_json::json!({
+            "messages": [],
+            "phase": {"phase": "awaiting_approval", "calls": [], "answered": [], "pending": [
+                {"tool_call_id": "call_a\u{1b}[2J\nforged", "args_hash": "h1"},
+                {"tool_call_id": "call_b", "args_hash": "h2"}
+            ]},
+            "steps": 1,
+            "max_steps": 5
+        }))
+        .unwrap();
+        let answer = |id: &str| super::Answer {
+            call_id: id.to_owned(),
+            approved: true,
+            reason: None,
+        };
+        let odd = "call_a\u{1b}[2J\nforged";
+        for answers in [
+            vec![answer("call_other")],
+            vec![answer(odd), answer("call_b"), answer(odd)],
+        ] {
+            let Err(refusal) = super::decisions(&state, answers) else {
+                panic!("answers were accepted");
+            };
+            let message = refusal.message;
+            assert!(!message.chars().any(char::is_control), "{message}");
+            assert!(message.contains(r"call_a\u{1b}[2J\nforged"), "{message}");
+        }
+    }
 
     /// What tracing wrote, as text.
     #[derive(Clone, Default)]

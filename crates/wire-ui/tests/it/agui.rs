@@ -429,3 +429,19 @@ fn a_started_call_without_a_result_at_the_end_is_answered() {
     );
     assert_eq!(json.last().unwrap()["type"], "RUN_ERROR");
 }
+
+/// Call ids reach the client byte-exact, control characters and all: the translator writes
+/// them as they are, never through `ToolCallId`'s `Display`, which escapes them for messages.
+#[test]
+fn call_ids_reach_the_client_byte_exact() {
+    use crate::scenarios::{ODD_CALL_ID_PREFIX_JSON, all, with_odd_call_ids};
+    let mut with_calls = 0;
+    for (name, events) in all() {
+        let plain = serde_json::to_string(&translate(&events)).unwrap();
+        let odd = serde_json::to_string(&translate(&with_odd_call_ids(&events))).unwrap();
+        let want = plain.replace("call_", &format!("{ODD_CALL_ID_PREFIX_JSON}call_"));
+        assert_eq!(odd, want, "{name}");
+        with_calls += usize::from(odd != plain);
+    }
+    assert!(with_calls > 3, "the scenarios show calls");
+}

@@ -309,7 +309,7 @@ proptest! {
         let mut t = ai_sdk_translator(&continuing, approvals, finish_reason);
         let out = translate(&mut t, &run(&events, &continuing, end))?;
         prop_assert!(t.is_finished());
-        let shown: Vec<String> = continuing.iter().map(|(id, _)| id.to_string()).collect();
+        let shown: Vec<String> = continuing.iter().map(|(id, _)| id.as_str().to_owned()).collect();
         let shown: Vec<&str> = shown.iter().map(String::as_str).collect();
         crate::ai_sdk::verify_continuing(&out, &shown).map_err(TestCaseError::fail)?;
     }

@@ -277,3 +277,14 @@ pub(crate) fn died_with_a_call_unanswered() -> Vec<AiEvent> {
         done(DoneReason::Error),
     ]
 }
+
+/// What [`with_odd_call_ids`] puts before each call id's `call_`, as JSON writes it.
+pub(crate) const ODD_CALL_ID_PREFIX_JSON: &str = r"\u001b[2J\n";
+
+/// `events` with an escape sequence and a newline put before every call id: ids a provider
+/// could send, which a client must get back byte-exact.
+pub(crate) fn with_odd_call_ids(events: &[AiEvent]) -> Vec<AiEvent> {
+    let json = serde_json::to_string(events).unwrap();
+    let odd = json.replace("\"call_", &format!("\"{ODD_CALL_ID_PREFIX_JSON}call_"));
+    serde_json::from_str(&odd).unwrap()
+}
