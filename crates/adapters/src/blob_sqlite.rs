@@ -57,7 +57,7 @@ fn backend(what: impl std::fmt::Display, e: impl std::fmt::Display) -> BlobStore
 impl SqliteBlobStore {
     /// Opens a connection to `path`, a database [`crate::SqliteStore`] has migrated.
     pub(crate) fn open_migrated(path: &Path) -> Result<Self, BlobStoreError> {
-        let conn = Connection::open(path)
+        let conn = crate::sqlite::open_connection(path, rusqlite::OpenFlags::default())
             .map_err(|e| backend(format_args!("cannot open {}", path.display()), e))?;
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(|e| backend("cannot set the busy timeout", e))?;
@@ -79,7 +79,7 @@ impl SqliteBlobStore {
     pub fn open_read_only(path: &Path) -> Result<Self, BlobStoreError> {
         let flags =
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags)
+        let conn = crate::sqlite::open_connection(path, flags)
             .map_err(|e| backend(format_args!("cannot open {} to read", path.display()), e))?;
         conn.busy_timeout(Duration::from_secs(5))
             .and_then(|()| conn.pragma_update(None, "query_only", "ON"))

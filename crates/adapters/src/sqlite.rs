@@ -59,6 +59,33 @@ pub struct SqliteStore {
     path: PathBuf,
 }
 
+/// Opens the database file `path` with `flags`, as a file name, never as a URI.
+///
+/// SQLite reads a name beginning with `file:` as a URI (its query may set `mode`, `vfs` or
+/// `immutable`, a `?` or `#` ends the path) when the open's flags hold `SQLITE_OPEN_URI`, which
+/// rusqlite's default flags do, and whatever the flags when it was built with
+/// `SQLITE_USE_URI`, as rusqlite's bundled SQLite is. So a relative data folder named
+/// `file:…` would open another file, or the same one in another mode. The flag is dropped, and
+/// a relative path is given as `./<path>`, which SQLite takes as a file name; it names the same
+/// file. (SQLite's `:memory:` is a file name here too.)
+pub(crate) fn open_connection(
+    path: &Path,
+    flags: rusqlite::OpenFlags,
+) -> rusqlite::Result<Connection> {
+    Connection::open_with_flags(
+        file_name(path),
+        flags - rusqlite::OpenFlags::SQLITE_OPEN_URI,
+    )
+}
+
+/// `path` as a name SQLite cannot read as a URI: a relative path gets a leading `./`.
+fn file_name(path: &Path) -> std::borrow::Cow<'_, Path> {
+    match path.components().next() {
+        Some(std::path::Component::Normal(_)) => Path::new(".").join(path).into(),
+        _ => path.into(),
+    }
+}
+
 fn backend(what: impl std::fmt::Display, e: impl std::fmt::Display) -> RunStoreError {
     RunStoreError::Backend(format!("{what}: {e}"))
 }
@@ -90,8 +117,8 @@ impl SqliteStore {
             )
         })?;
         let path = data_dir.join(DB_FILE);
-        let mut conn = Connection::open_with_flags(&path, flags)
-            .map_err(|e| open_failed(&path, data_dir, &e))?;
+        let mut conn =
+            open_connection(&path, flags).map_err(|e| open_failed(&path, data_dir, &e))?;
         // SQLite opens a file it may not write for reading only, and says so only when a write
         // fails: refused here, before a server starts that would fail every run.
         if conn
@@ -175,8 +202,7 @@ impl SqliteStore {
         }
         let flags =
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(&path, flags)
-            .map_err(|e| open_failed(&path, data_dir, &e))?;
+        let conn = open_connection(&path, flags).map_err(|e| open_failed(&path, data_dir, &e))?;
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(|e| backend("cannot set the busy timeout", e))?;
         match user_version(&conn, &path)? {
@@ -1005,6 +1031,24 @@ impl ThreadStore for SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What SQLite is given is never a URI: a relative path gets `./`, others are as they were.
+    #[test]
+    fn sqlite_is_given_file_names_only() {
+        for (path, given) in [
+            (
+                "file:data?mode=ro#x/cogni.db",
+                "./file:data?mode=ro#x/cogni.db",
+            ),
+            ("data/cogni.db", "./data/cogni.db"),
+            (":memory:", "./:memory:"),
+            ("./file:x/cogni.db", "./file:x/cogni.db"),
+            ("../file:x/cogni.db", "../file:x/cogni.db"),
+            ("/srv/file:x/cogni.db", "/srv/file:x/cogni.db"),
+        ] {
+            assert_eq!(file_name(Path::new(path)), Path::new(given), "{path}");
+        }
+    }
 
     /// A `cogni.db` that SQLite can open only for reading (as it does a write-protected file in
     /// a writable folder) is refused at open, naming the file and why, rather than opened for a

@@ -17,7 +17,17 @@ use crate::support::{call, done, run, running};
 const PROBE: &str = env!("CARGO_BIN_EXE_cogni-store-crash-probe");
 
 fn spawn_probe(data_dir: &std::path::Path, run_id: &str, mode: &str) -> Child {
-    let mut child = Command::new(PROBE)
+    spawn_probe_in(Command::new(PROBE), data_dir, run_id, mode)
+}
+
+/// [`spawn_probe`] with `command` (its working directory set, say).
+fn spawn_probe_in(
+    mut command: Command,
+    data_dir: &std::path::Path,
+    run_id: &str,
+    mode: &str,
+) -> Child {
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -184,4 +194,31 @@ async fn a_run_killed_while_it_writes_keeps_every_acknowledged_step_whole() {
         "{:?}",
         recovered[0].dangling
     );
+}
+
+/// A relative data folder whose name reads as an SQLite URI (`file:…`) is a folder all the
+/// same: the store opens `<data_dir>/cogni.db` in it, never the file the URI would name. (Run in
+/// a child process, whose working directory the test sets, so that no test thread's changes.)
+#[cfg(unix)]
+#[test]
+fn a_data_dir_named_like_an_sqlite_uri_is_a_folder() {
+    let cwd = tempfile::tempdir().unwrap();
+    // As a URI, `file:elsewhere/cogni.db` is `elsewhere/cogni.db`.
+    std::fs::create_dir(cwd.path().join("elsewhere")).unwrap();
+    let mut command = Command::new(PROBE);
+    command.current_dir(cwd.path());
+    let mut child = spawn_probe_in(
+        command,
+        std::path::Path::new("file:elsewhere"),
+        "run-uri",
+        "inflight",
+    );
+    let mut lines = 0;
+    read_acks(&mut child, |_, n| {
+        lines = n;
+        true
+    });
+    assert_eq!(lines, 1, "the probe acknowledged no step");
+    assert!(cwd.path().join("file:elsewhere").join("cogni.db").is_file());
+    assert!(!cwd.path().join("elsewhere").join("cogni.db").exists());
 }

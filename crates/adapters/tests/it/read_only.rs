@@ -114,3 +114,19 @@ async fn a_version_this_build_cannot_read_is_refused_untouched() {
     );
     assert_eq!(schema(&db).0, newer);
 }
+
+/// A database path that reads as an SQLite URI is a file name all the same: a read-only blob
+/// store given `file:<an existing database>` looks for that relative file, which is not there,
+/// instead of opening the database the URI names.
+#[test]
+fn a_path_named_like_an_sqlite_uri_is_a_file_name() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(SqliteStore::open(dir.path()).unwrap());
+    let db = dir.path().join("cogni.db");
+    let uri = format!("file:{}", db.display());
+    assert!(!Path::new(&uri).exists());
+    let Err(error) = adapters::SqliteBlobStore::open_read_only(Path::new(&uri)) else {
+        panic!("the URI was opened");
+    };
+    assert!(matches!(error, BlobStoreError::Backend(_)), "{error}");
+}
