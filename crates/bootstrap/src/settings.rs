@@ -399,6 +399,16 @@ pub(crate) fn toml_error(text: &str, e: &toml::de::Error) -> anyhow::Error {
     }
 }
 
+/// A JSON file's error in one line, as [`toml_error`] says a TOML file's: where (the line and
+/// column) and what is wrong, never the value, which serde_json's message quotes (`invalid
+/// type: string "…", expected u64`).
+pub(crate) fn json_error(e: &serde_json::Error) -> anyhow::Error {
+    let full = e.to_string();
+    let place = format!("line {} column {}", e.line(), e.column());
+    let message = full.strip_suffix(&format!(" at {place}")).unwrap_or(&full);
+    anyhow::anyhow!("{place}: {}", without_value(message.trim()))
+}
+
 impl Settings {
     /// Parses a config file's text. An error is one line naming the line and its key, never the
     /// line's value (it may be a secret written where it does not belong). An inline

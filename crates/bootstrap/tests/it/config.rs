@@ -549,6 +549,41 @@ fn a_bad_policy_value_is_named_by_its_line_and_key_never_its_value() {
     }
 }
 
+/// A JSON policy file's bad value is refused as a TOML one's is: one line naming the file and
+/// where in it (line and column), and what is wrong, never the value, whose type or variant
+/// serde_json's own message would quote.
+#[test]
+fn a_bad_json_policy_value_is_named_by_its_place_never_its_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "sk-live-SECRET123";
+    for (policy, expected) in [
+        (
+            format!(
+                "{{\"allowed_tools\": [],\n \"budgets\": {{\"max_runtime_ms\": \"{secret}\"}}}}"
+            ),
+            "line 2 column 50: invalid type: string, expected u64",
+        ),
+        (
+            format!("{{\"require_approval_for_effects\": [\"{secret}\"]}}"),
+            "line 1 column 53: unknown variant, expected one of `read_only`, `state_change`, \
+             `external_side_effect`",
+        ),
+    ] {
+        std::fs::write(dir.path().join("policy.json"), &policy).unwrap();
+        let stderr = refused(&cogni_in(
+            dir.path(),
+            &["tools", "list", "--policy", "policy.json"],
+            &[],
+        ));
+        assert_eq!(
+            stderr.trim_end(),
+            format!("error: policy file policy.json: {expected}"),
+            "{policy}"
+        );
+        assert!(!stderr.contains(secret), "{policy}: {stderr}");
+    }
+}
+
 /// An empty path in the config file is refused naming its key, as an empty `COGNI_*` path
 /// variable or flag is: `data_dir = ""` made the working directory the data folder, strewing
 /// `cogni.db`, `blobs/` and `locks/` over it.
