@@ -398,9 +398,9 @@ fn wire_encode_tools(format: WireFormat) -> anyhow::Result<()> {
 }
 
 /// Prints one `warning:` line on stderr naming the tool ids the policy names that no tool source
-/// has ([`crate::unknown_tools_warning`]), if any.
+/// has ([`crate::compose::unknown_tools_warning`]), if any.
 pub(crate) fn warn_unknown_tools(policy: &ai_core::ToolPolicy, source: &dyn ToolSource) {
-    if let Some(warning) = crate::unknown_tools_warning(policy, source) {
+    if let Some(warning) = crate::compose::unknown_tools_warning(policy, source) {
         eprintln!("{}", terminal_safe(&format!("warning: {warning}")));
     }
 }

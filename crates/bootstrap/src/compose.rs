@@ -178,7 +178,7 @@ impl Runtime {
 /// nothing: it is most likely a typo (`core__workspace_raed`). It is a warning, not an error: a
 /// tool source added later (an MCP server's) may have the tool. The ids are the operator's own
 /// text, and a [`ai_core::ToolId`] holds no character a terminal reads as a control.
-pub fn unknown_tools_warning(
+pub(crate) fn unknown_tools_warning(
     policy: &ai_core::ToolPolicy,
     source: &dyn ai_core::ToolSource,
 ) -> Option<String> {

@@ -25,7 +25,7 @@ mod stats;
 
 pub use compose::{
     CoreTool, Runtime, ToolCapabilities, create_capabilities, create_completion,
-    create_tool_source, record_completion, unknown_tools_warning,
+    create_tool_source, record_completion,
 };
 pub use config::{Config, DEFAULT_POLICY_TOML, load_policy};
 pub use record::{

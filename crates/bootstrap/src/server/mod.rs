@@ -177,13 +177,15 @@ pub async fn run(
 /// be closed (a corrupt row, the database busy past its timeout) is not: as `cogni chat` does,
 /// the server warns in one line naming each such run and why (never its stored contents) and
 /// starts; the run stays open and is tried again at the next start. A policy naming tools no
-/// tool source has is warned about too ([`crate::unknown_tools_warning`]).
+/// tool source has is warned about too, in one line naming them.
 pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>> {
     let stores = crate::create_stores(settings)?;
     let completion = crate::create_completion(&settings.llm)?;
     let completion = crate::record_completion(completion, &stores, &settings.llm);
     let runtime = crate::Runtime::build(settings, completion)?;
-    if let Some(warning) = crate::unknown_tools_warning(&runtime.policy, runtime.source.as_ref()) {
+    if let Some(warning) =
+        crate::compose::unknown_tools_warning(&runtime.policy, runtime.source.as_ref())
+    {
         tracing::warn!("{warning}");
     }
     match crate::recover(&stores, runtime.clock.as_ref()).await {
