@@ -13,8 +13,8 @@
 //! reason says. Only one choice is read, the first `index` the stream has (a choice without one
 //! is index 0): choices of other indexes (a server that sends `n > 1` unasked) are ignored.
 //! Usage is bookkeeping: a `usage` (or Groq's `x_groq.usage`) that is not token counts is
-//! dropped, never the chunk, so the answer survives it; so is the usage of a chunk that gives
-//! `usage` or `x_groq` twice.
+//! dropped, never the chunk, so the answer survives it; so is the usage of a chunk (or a whole
+//! answer) that gives `usage` or `x_groq` twice.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -35,10 +35,10 @@ use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
 use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
 
-/// One chunk. Read by hand rather than derived, so that a bookkeeping key given twice (`usage`,
-/// `x_groq`: which report counts cannot be told) reads as absent instead of failing the chunk and
-/// with it the answer; `choices` and `error`, which the answer is made of, given twice are still
-/// an error naming the key.
+/// One chunk. Read by hand rather than derived (see [`Body`]), so that a bookkeeping key given
+/// twice (`usage`, `x_groq`: which report counts cannot be told) reads as absent instead of
+/// failing the chunk and with it the answer; `choices` and `error`, which the answer is made of,
+/// given twice are still an error naming the key.
 struct Chunk<'a> {
     choices: Vec<Choice<'a>>,
     // Rare fields are boxed: every chunk struct is moved as it is built, so its size is
@@ -50,10 +50,26 @@ struct Chunk<'a> {
     x_groq: Option<Box<Usage>>,
 }
 
-/// The keys of a [`Chunk`] the decoder reads.
+impl<'de: 'a, 'a> Deserialize<'de> for Chunk<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let body = deserializer.deserialize_map(BodyVisitor::<Choice<'a>>::new(
+            "a chat completion chunk",
+            false,
+        ))?;
+        Ok(Chunk {
+            choices: body.choices.unwrap_or_default(),
+            usage: body.usage,
+            error: body.error,
+            x_groq: body.x_groq,
+        })
+    }
+}
+
+/// The keys of a chunk or a whole completion the decoder reads.
 #[derive(Deserialize, Clone, Copy)]
 #[serde(field_identifier, rename_all = "snake_case")]
-enum ChunkField {
+enum BodyField {
+    Object,
     Choices,
     Usage,
     Error,
@@ -62,67 +78,94 @@ enum ChunkField {
     Other,
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for Chunk<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(ChunkVisitor)
+/// What a chunk and a whole completion hold, as [`BodyVisitor`] reads them, with choices of
+/// type `C`.
+struct Body<'a, C> {
+    object: Option<Cow<'a, str>>,
+    /// `None` when absent or null.
+    choices: Option<Vec<C>>,
+    usage: Option<Box<Usage>>,
+    error: Option<Box<Value>>,
+    x_groq: Option<Box<Usage>>,
+}
+
+/// Reads a [`Body`]: `object` (when it is read: a chunk's is not), `choices` and `error`, which
+/// the answer is made of, given twice are an error naming the key; `usage` or `x_groq` given
+/// twice reads as absent (which report counts cannot be told), so bookkeeping never fails the
+/// answer.
+struct BodyVisitor<C> {
+    expecting: &'static str,
+    /// Whether `object` is read, or skipped as any other key.
+    object: bool,
+    choices: std::marker::PhantomData<C>,
+}
+
+impl<C> BodyVisitor<C> {
+    fn new(expecting: &'static str, object: bool) -> Self {
+        Self {
+            expecting,
+            object,
+            choices: std::marker::PhantomData,
+        }
     }
 }
 
-/// Reads a [`Chunk`] (see there for keys given twice).
-struct ChunkVisitor;
-
-impl<'de> Visitor<'de> for ChunkVisitor {
-    type Value = Chunk<'de>;
+impl<'de, C: Deserialize<'de>> Visitor<'de> for BodyVisitor<C> {
+    type Value = Body<'de, C>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a chat completion chunk")
+        f.write_str(self.expecting)
     }
 
-    fn visit_map<M: de::MapAccess<'de>>(self, mut map: M) -> Result<Chunk<'de>, M::Error> {
-        let mut chunk = Chunk {
-            choices: Vec::new(),
+    fn visit_map<M: de::MapAccess<'de>>(self, mut map: M) -> Result<Body<'de, C>, M::Error> {
+        let mut body = Body {
+            object: None,
+            choices: None,
             usage: None,
             error: None,
             x_groq: None,
         };
         // Which keys were read, and which of the bookkeeping ones twice.
-        let (mut choices, mut error) = (false, false);
+        let (mut object, mut choices, mut error) = (false, false, false);
         let (mut usage, mut x_groq) = (0u8, 0u8);
-        while let Some(field) = map.next_key::<ChunkField>()? {
+        let once = |read: &mut bool, key: &'static str| match std::mem::replace(read, true) {
+            true => Err(de::Error::duplicate_field(key)),
+            false => Ok(()),
+        };
+        while let Some(field) = map.next_key::<BodyField>()? {
             match field {
-                ChunkField::Choices => {
-                    if std::mem::replace(&mut choices, true) {
-                        return Err(de::Error::duplicate_field("choices"));
-                    }
-                    let read: Option<Vec<Choice<'de>>> = map.next_value()?;
-                    chunk.choices = read.unwrap_or_default();
+                BodyField::Object if self.object => {
+                    once(&mut object, "object")?;
+                    body.object = map.next_value()?;
                 }
-                ChunkField::Error => {
-                    if std::mem::replace(&mut error, true) {
-                        return Err(de::Error::duplicate_field("error"));
-                    }
-                    chunk.error = map.next_value()?;
+                BodyField::Choices => {
+                    once(&mut choices, "choices")?;
+                    body.choices = map.next_value()?;
                 }
-                ChunkField::Usage => {
+                BodyField::Error => {
+                    once(&mut error, "error")?;
+                    body.error = map.next_value()?;
+                }
+                BodyField::Usage => {
                     usage = usage.saturating_add(1);
-                    chunk.usage = map.next_value::<ChatUsage>()?.0;
+                    body.usage = map.next_value::<ChatUsage>()?.0;
                 }
-                ChunkField::XGroq => {
+                BodyField::XGroq => {
                     x_groq = x_groq.saturating_add(1);
-                    chunk.x_groq = map.next_value::<XGroqUsage>()?.0;
+                    body.x_groq = map.next_value::<XGroqUsage>()?.0;
                 }
-                ChunkField::Other => {
+                BodyField::Object | BodyField::Other => {
                     map.next_value::<de::IgnoredAny>()?;
                 }
             }
         }
         if usage > 1 {
-            chunk.usage = None;
+            body.usage = None;
         }
         if x_groq > 1 {
-            chunk.x_groq = None;
+            body.x_groq = None;
         }
-        Ok(chunk)
+        Ok(body)
     }
 }
 
@@ -576,20 +619,18 @@ pub fn decode_all(bytes: &[u8]) -> Result<LlmCompletion, DecodeError> {
 /// `types/chat/chat_completion.py`): its choices carry a whole `message` where a chunk's carry a
 /// `delta`, with the same fields (`content`, `refusal`, `tool_calls`), so the message is read as
 /// one delta.
-#[derive(Deserialize)]
-#[serde(expecting = "a chat completion object")]
-struct WholeCompletion<'a> {
-    #[serde(default, borrow)]
-    object: Option<Cow<'a, str>>,
-    /// `None` when absent or null: then the body is not a completion.
-    #[serde(default, borrow)]
-    choices: Option<Vec<WholeChoice<'a>>>,
-    #[serde(default, deserialize_with = "usage")]
-    usage: Option<Box<Usage>>,
-    #[serde(default)]
-    error: Option<Box<Value>>,
-    #[serde(default, deserialize_with = "x_groq_usage")]
-    x_groq: Option<Box<Usage>>,
+///
+/// Read as a chunk is ([`Body`]): `usage` or `x_groq` given twice reads as absent, never failing
+/// the answer; `object`, `choices` or `error` given twice is an error naming the key. `choices`
+/// absent or null: the body is not a completion.
+struct WholeCompletion<'a>(Body<'a, WholeChoice<'a>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for WholeCompletion<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_map(BodyVisitor::new("a chat completion object", true))
+            .map(WholeCompletion)
+    }
 }
 
 #[derive(Deserialize)]
@@ -636,7 +677,7 @@ struct WholeChoice<'a> {
 /// ```
 pub fn decode_completion(body: &[u8], limits: Limits) -> Result<WholeAnswer, DecodeError> {
     let text = assembly::whole_body(body, &limits)?;
-    let whole: WholeCompletion<'_> =
+    let WholeCompletion(whole) =
         serde_json::from_str(text).map_err(|e| assembly::invalid_body(&e))?;
     if let Some(error) = whole.error.as_deref().and_then(DecodeError::from_wire) {
         return Err(error);

@@ -1951,6 +1951,14 @@ fn a_bookkeeping_key_given_twice_never_fails_a_chat_stream() {
         }
     }
 
+    // A chunk's `object` is not read: given twice, it is skipped as any other key.
+    let object = r#""chat.completion.chunk""#;
+    let once = with_raw(&call, "object", object);
+    let object = format!("{},\"object\":{object}}}", &once[..once.len() - 1]);
+    let stream = format!("data: {object}\n\ndata: {finish}\n\ndata: [DONE]\n\n");
+    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    assert_eq!(completion.text, "Checking.");
+
     let choices = with_raw(&call, "choices", "[]");
     let stream = format!("data: {choices}\n\ndata: [DONE]\n\n");
     let error = chat::decode_all(stream.as_bytes()).unwrap_err();
@@ -1959,6 +1967,39 @@ fn a_bookkeeping_key_given_twice_never_fails_a_chat_stream() {
             if reason.contains("duplicate field `choices`")),
         "{error:?}"
     );
+}
+
+/// A whole chat answer that gives a bookkeeping key twice (`usage`, Groq's `x_groq`) is read as
+/// a chunk that does: its usage reads as absent, and its text and calls survive. A key the
+/// answer is made of (`choices`, `object`) given twice is still an error that names it.
+#[test]
+fn a_bookkeeping_key_given_twice_never_fails_a_whole_chat_answer() {
+    let message = json!({"content": "Checking.", "tool_calls": [{"id": "call_1",
+        "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]});
+    let body = json!({"object": "chat.completion",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}]});
+    let usage = r#"{"prompt_tokens":2,"completion_tokens":3}"#;
+    let groq = format!(r#"{{"usage":{usage}}}"#);
+    for (key, value) in [("usage", usage), ("x_groq", groq.as_str())] {
+        let once = with_raw(&body, key, value);
+        let answer = chat::decode_completion(once.as_bytes(), Default::default()).unwrap();
+        assert_eq!(answer.completion.usage.map(|u| u.total_tokens), Some(5));
+        let twice = format!("{},\"{key}\":{value}}}", &once[..once.len() - 1]);
+        let answer = chat::decode_completion(twice.as_bytes(), Default::default())
+            .unwrap_or_else(|e| panic!("{key} twice: {e}"));
+        assert_eq!(answer.completion.text, "Checking.", "{key}");
+        assert_eq!(answer.completion.tool_calls.len(), 1, "{key}");
+        assert_eq!(answer.completion.usage, None, "{key}");
+    }
+    for (key, value) in [("choices", "[]"), ("object", r#""chat.completion""#)] {
+        let twice = with_raw(&body, key, value);
+        let error = chat::decode_completion(twice.as_bytes(), Default::default()).unwrap_err();
+        assert!(
+            matches!(&error, DecodeError::InvalidBody { reason }
+                if reason.contains(&format!("duplicate field `{key}`"))),
+            "{key}: {error:?}"
+        );
+    }
 }
 
 /// vLLM's `abort` (its engine's `FinishReason.ABORT`: the server aborted the request, on
