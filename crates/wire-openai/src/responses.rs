@@ -120,23 +120,52 @@ struct ResponseReader;
 impl<'de> assembly::ReadObject<'de> for ResponseReader {
     type Value = Response;
     fn read<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Response, M::Error> {
-        const FIELDS: [&str; 4] = ["id", "usage", "incomplete_details", "error"];
-        let mut response = Response::default();
-        let mut seen = [false; 4];
-        let mut twice = [false; 4];
-        while let Some(key) = map.next_key_seed(assembly::KeyOf(&FIELDS))? {
-            let Some(at) = key else {
-                map.next_value::<serde::de::IgnoredAny>()?;
-                continue;
-            };
-            twice[at] |= std::mem::replace(&mut seen[at], true);
-            match at {
-                0 => response.id = map.next_value::<Text<'de>>()?.0.map(Cow::into_owned),
-                1 => response.usage = map.next_value::<ResponseUsage>()?.0,
-                2 => response.incomplete_details = map.next_value()?,
-                _ => response.error = map.next_value()?,
+        let mut fields = ResponseFields::default();
+        while let Some(key) = map.next_key_seed(assembly::KeyOf(&ResponseFields::NAMES))? {
+            match key {
+                Some(at) => fields.read(at, &mut map)?,
+                None => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
             }
         }
+        Ok(fields.finish())
+    }
+}
+
+/// A [`Response`]'s fields as they are read: a field given twice reads as absent (which one
+/// counts cannot be told).
+#[derive(Default)]
+struct ResponseFields {
+    response: Response,
+    seen: [bool; 4],
+    twice: [bool; 4],
+}
+
+impl ResponseFields {
+    /// The fields, in the order `read` numbers them.
+    const NAMES: [&str; 4] = ["id", "usage", "incomplete_details", "error"];
+
+    /// Reads the value of the field `NAMES[at]`.
+    fn read<'de, M: serde::de::MapAccess<'de>>(
+        &mut self,
+        at: usize,
+        map: &mut M,
+    ) -> Result<(), M::Error> {
+        self.twice[at] |= std::mem::replace(&mut self.seen[at], true);
+        let response = &mut self.response;
+        match at {
+            0 => response.id = map.next_value::<Text<'de>>()?.0.map(Cow::into_owned),
+            1 => response.usage = map.next_value::<ResponseUsage>()?.0,
+            2 => response.incomplete_details = map.next_value()?,
+            _ => response.error = map.next_value()?,
+        }
+        Ok(())
+    }
+
+    /// The response, without the fields given twice.
+    fn finish(self) -> Response {
+        let (mut response, twice) = (self.response, self.twice);
         if twice[0] {
             response.id = None;
         }
@@ -149,7 +178,7 @@ impl<'de> assembly::ReadObject<'de> for ResponseReader {
         if twice[3] {
             response.error = None;
         }
-        Ok(response)
+        response
     }
 }
 
@@ -160,14 +189,6 @@ impl<'de> Deserialize<'de> for ResponseUsage {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         usage(deserializer).map(ResponseUsage)
     }
-}
-
-/// A string field that is bookkeeping (a response's `id`, only a hash seed): anything but a
-/// string reads as absent.
-fn lenient_string<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<String>, D::Error> {
-    Ok(Text::deserialize(deserializer)?.0.map(Cow::into_owned))
 }
 
 /// Responses' names for the token counts.
@@ -596,25 +617,80 @@ pub fn decode_all(bytes: &[u8]) -> Result<LlmCompletion, DecodeError> {
 /// A whole (non-streamed) Responses `response` object (openai-python
 /// `types/responses/response.py`): the final items under `output`, and the fields the stream's
 /// terminal event carries.
-#[derive(Deserialize)]
-#[serde(expecting = "a Responses response object")]
+///
+/// Read by hand (see [`WholeResponseVisitor`]): its bookkeeping (`id`, `usage`,
+/// `incomplete_details`) as a terminal event's `response` is ([`ResponseFields`]), so that a wrong
+/// shape or a field given twice reads as absent; `object`, `status`, `output` and `error`, which
+/// the answer is made of, given twice are an error naming the key.
 struct WholeResponse {
-    #[serde(default)]
     object: Option<String>,
-    #[serde(default)]
     status: Option<String>,
     /// `None` when absent or null: then the body is not a response.
-    #[serde(default)]
     output: Option<Vec<Item>>,
-    /// Bookkeeping (a hash seed): anything but a string reads as absent.
-    #[serde(default, deserialize_with = "lenient_string")]
-    id: Option<String>,
-    #[serde(default, deserialize_with = "usage")]
-    usage: Option<Box<Usage>>,
-    #[serde(default)]
-    incomplete_details: Option<IncompleteDetails>,
-    #[serde(default)]
     error: Option<Value>,
+    /// `id`, `usage` and `incomplete_details` (its `error` is the one above).
+    response: Response,
+}
+
+impl<'de> Deserialize<'de> for WholeResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(WholeResponseVisitor)
+    }
+}
+
+/// Reads a [`WholeResponse`] (see there for fields given twice).
+struct WholeResponseVisitor;
+
+impl<'de> serde::de::Visitor<'de> for WholeResponseVisitor {
+    type Value = WholeResponse;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a Responses response object")
+    }
+
+    fn visit_map<M: serde::de::MapAccess<'de>>(
+        self,
+        mut map: M,
+    ) -> Result<WholeResponse, M::Error> {
+        // What the answer is made of, then the bookkeeping `ResponseFields` reads.
+        const NAMES: [&str; 7] = [
+            "object",
+            "status",
+            "output",
+            "error",
+            "id",
+            "usage",
+            "incomplete_details",
+        ];
+        let mut whole = WholeResponse {
+            object: None,
+            status: None,
+            output: None,
+            error: None,
+            response: Response::default(),
+        };
+        let mut fields = ResponseFields::default();
+        let mut read = [false; 4];
+        while let Some(key) = map.next_key_seed(assembly::KeyOf(&NAMES))? {
+            let Some(at) = key else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            };
+            if at < read.len() && std::mem::replace(&mut read[at], true) {
+                return Err(serde::de::Error::duplicate_field(NAMES[at]));
+            }
+            match at {
+                0 => whole.object = map.next_value()?,
+                1 => whole.status = map.next_value()?,
+                2 => whole.output = map.next_value()?,
+                3 => whole.error = map.next_value()?,
+                // `id`, `usage`, `incomplete_details`: `ResponseFields::NAMES` 0 to 2.
+                _ => fields.read(at - read.len(), &mut map)?,
+            }
+        }
+        whole.response = fields.finish();
+        Ok(whole)
+    }
 }
 
 /// Decodes a whole (non-streamed) Responses `response` object, the JSON body
@@ -703,7 +779,7 @@ pub fn decode_response(body: &[u8], limits: Limits) -> Result<WholeAnswer, Decod
     let mut deltas = Deltas::default();
     decoder
         .session
-        .saw_response_id(whole.id.as_deref().filter(|id| !id.is_empty()));
+        .saw_response_id(whole.response.id.as_deref().filter(|id| !id.is_empty()));
     for (output_index, item) in output.into_iter().enumerate() {
         let done = Event {
             output_index: Some(output_index),
@@ -713,12 +789,7 @@ pub fn decode_response(body: &[u8], limits: Limits) -> Result<WholeAnswer, Decod
         decoder.apply(done, 0, &mut deltas)?;
     }
     let end = Event {
-        response: Some(Response {
-            id: whole.id,
-            usage: whole.usage,
-            incomplete_details: whole.incomplete_details,
-            error: None,
-        }),
+        response: Some(whole.response),
         ..event(terminal)
     };
     decoder.apply(end, 0, &mut deltas)?;

@@ -2002,6 +2002,50 @@ fn a_bookkeeping_key_given_twice_never_fails_a_whole_chat_answer() {
     }
 }
 
+/// A whole response read as a terminal event's `response` is: `id`, `usage` or
+/// `incomplete_details` given twice reads as absent and the answer survives; `output`, `status`,
+/// `object` and `error`, which the answer is made of, given twice are an error naming the key.
+#[test]
+fn a_bookkeeping_key_given_twice_never_fails_a_whole_response() {
+    let item = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+        "name": "get_weather", "arguments": "{}", "status": "completed"});
+    let body = json!({"object": "response", "status": "incomplete", "output": [item]});
+    for (key, value) in [
+        ("id", r#""resp_1""#),
+        ("usage", r#"{"input_tokens":1,"output_tokens":2}"#),
+        ("incomplete_details", r#"{"reason":"content_filter"}"#),
+    ] {
+        let once = with_raw(&body, key, value);
+        let twice = format!("{},\"{key}\":{value}}}", &once[..once.len() - 1]);
+        let answer = responses::decode_response(twice.as_bytes(), Default::default())
+            .unwrap_or_else(|e| panic!("{key} twice: {e}"));
+        let completion = answer.completion;
+        assert_eq!(completion.tool_calls[0].id.as_str(), "call_1", "{key}");
+        assert_eq!(completion.usage, None, "{key}");
+        // No reason read: the output limit, as when the details are missing.
+        assert_eq!(
+            completion.finish_reason,
+            ai_core::FinishReason::Length,
+            "{key}"
+        );
+    }
+    for (key, value) in [
+        ("output", "[]"),
+        ("status", r#""incomplete""#),
+        ("object", r#""response""#),
+        ("error", "null"),
+    ] {
+        let once = with_raw(&body, key, value);
+        let twice = format!("{},\"{key}\":{value}}}", &once[..once.len() - 1]);
+        let error = responses::decode_response(twice.as_bytes(), Default::default()).unwrap_err();
+        assert!(
+            matches!(&error, DecodeError::InvalidBody { reason }
+                if reason.contains(&format!("duplicate field `{key}`"))),
+            "{key}: {error:?}"
+        );
+    }
+}
+
 /// vLLM's `abort` (its engine's `FinishReason.ABORT`: the server aborted the request, on
 /// shutdown or preemption, say) is a cut, as `length` is: the calls of such a turn are
 /// incomplete, in a stream and a whole answer, and a later `stop` does not replace it. The
