@@ -150,9 +150,10 @@ impl Turn {
 /// Rebuilds provider messages from UI items: assistant text and calls of one turn become one
 /// assistant message followed by the results in call order (however the UI interleaved them);
 /// results are paired by id; orphans, duplicates, unanswered calls and user messages without
-/// text are errors, never patched; the result passes [`validate_history`]. As [`crate::reduce`] records a model turn,
-/// whitespace-only text counts as none (a turn with neither text nor calls is left out) and a
-/// tool name providers refuse to read back is recorded in a form they accept.
+/// text are errors, never patched; the result passes [`validate_history`]. As
+/// [`crate::reduce`] records a model turn, whitespace-only text counts as none (a turn with
+/// neither text nor calls is left out) and a tool name providers refuse to read back is
+/// recorded in a form they accept.
 pub fn reconstruct_history(items: &[HistoryItem]) -> Result<Vec<Message>, ReconstructError> {
     let mut out = Vec::new();
     let mut turn = Turn::default();

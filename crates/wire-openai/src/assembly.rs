@@ -781,10 +781,10 @@ impl Session {
     }
 
     /// Records the finish reason the stream gave. A cut ([`FinishReason::Length`],
-    /// [`FinishReason::ContentFilter`], vLLM's `abort`: see [`is_cut`]) stays once given: a later reason in the same stream (a
-    /// gateway that re-sends the last chunk, or adds a `stop` of its own) cannot make a turn the
-    /// provider cut short whole, so its calls are never read as complete. Any other reason is
-    /// replaced by a later one.
+    /// [`FinishReason::ContentFilter`], vLLM's `abort`: see [`is_cut`]) stays once given: a later
+    /// reason in the same stream (a gateway that re-sends the last chunk, or adds a `stop` of its
+    /// own) cannot make a turn the provider cut short whole, so its calls are never read as
+    /// complete. Any other reason is replaced by a later one.
     pub(crate) fn finished(&mut self, reason: FinishReason) {
         if !self.finish_reason.as_ref().is_some_and(is_cut) {
             self.finish_reason = Some(reason);
