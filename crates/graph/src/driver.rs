@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::Poll;
 
 use ai_core::{
@@ -349,6 +349,9 @@ impl Agent {
         state.set_max_steps(self.config.max_steps);
         let mut done = false;
         let mut step = 0;
+        // The latest time the run's invocation records hold, to date a call's record when the
+        // clock cannot be read (see `run_tool`).
+        let last_time = AtomicU64::new(0);
         while let Some(event) = queue.pop_front() {
             let (next, intents) = reduce(state, event);
             state = next;
@@ -378,8 +381,10 @@ impl Agent {
                             approved_ctx = with;
                             &approved_ctx
                         };
+                        let last_time = &last_time;
                         let runs = calls.iter().map(|call| async move {
-                            self.run_tool(ToolCall::from(call), ctx, catalog, events, cancel)
+                            let call = ToolCall::from(call);
+                            self.run_tool(call, ctx, catalog, events, cancel, last_time)
                                 .await
                         });
                         let results =
@@ -446,6 +451,12 @@ impl Agent {
     /// does, `execution` without the payload, so one bad port cannot take the run, and its one
     /// `Done`, down. The call is shown ended: a start without arguments unless the runner showed
     /// one, then the result.
+    ///
+    /// Such a call is recorded too (unless the runner recorded it before the panic), before its
+    /// result is shown, with no arguments and no attempt. Both its times are the time the driver
+    /// answered it: the runner's clock, read under the same guard (it may be the port that
+    /// panicked), or if that read panics too, the latest time the run's records hold (`0` when
+    /// it holds none).
     async fn run_tool(
         &self,
         call: ToolCall,
@@ -453,10 +464,13 @@ impl Agent {
         catalog: &ToolCatalog,
         events: &dyn EventSink,
         cancel: &CancellationToken,
+        last_time: &AtomicU64,
     ) -> ToolExecResult {
         let watched = Watched {
             inner: events,
             started: AtomicBool::new(false),
+            recorded: AtomicBool::new(false),
+            last_time,
         };
         let run = self.runner.run_tool(&call, ctx, catalog, &watched, cancel);
         if let Some(run) = unless_panics(run).await {
@@ -472,6 +486,13 @@ impl Agent {
                 tool_name: call.name.clone(),
                 args: None,
             });
+        }
+        if !watched.recorded.load(Ordering::Relaxed) {
+            let clock = self.runner.clock();
+            let now = std::panic::catch_unwind(AssertUnwindSafe(|| clock.now_ms()))
+                .unwrap_or_else(|_payload| last_time.load(Ordering::Relaxed));
+            let record = ai_core::ToolInvocationRecord::failed(&call, failure.clone(), now, now);
+            watched.record(&record);
         }
         let result = ToolExecResult::error(call.id, failure);
         events.emit(AiEvent::ToolCallResult {
@@ -662,10 +683,13 @@ fn failed(events: &dyn EventSink, error: GraphError) -> GraphError {
     error
 }
 
-/// Passes one call's events on, noting whether its start was shown.
+/// Passes one call's events on, noting whether its start was shown and its record written, and
+/// the latest time the run's records hold.
 struct Watched<'a> {
     inner: &'a dyn EventSink,
     started: AtomicBool,
+    recorded: AtomicBool,
+    last_time: &'a AtomicU64,
 }
 
 impl EventSink for Watched<'_> {
@@ -677,6 +701,9 @@ impl EventSink for Watched<'_> {
     }
 
     fn record(&self, record: &ai_core::ToolInvocationRecord) {
+        self.recorded.store(true, Ordering::Relaxed);
+        self.last_time
+            .fetch_max(record.ended_at_ms, Ordering::Relaxed);
         self.inner.record(record);
     }
 }

@@ -208,6 +208,13 @@ impl ToolRunner {
         self.source.as_ref()
     }
 
+    /// The clock the runner reads its calls' times from. A caller that answers a call the
+    /// runner could not (as `graph`'s driver does when one of the runner's ports panicked)
+    /// dates its record by it.
+    pub fn clock(&self) -> &dyn Clock {
+        self.clock.as_ref()
+    }
+
     /// Runs one call through the twelve steps (see the module docs) and returns its answer
     /// and audit record.
     ///
@@ -296,11 +303,7 @@ impl ToolRunner {
         );
         let record = ToolInvocationRecord {
             tool_call_id: call.id.clone(),
-            tool_id: if call.name.len() <= 128 {
-                call.name.clone()
-            } else {
-                truncate(&call.name, 128).into()
-            },
+            tool_id: recorded_name(&call.name),
             args: progress.args,
             result: value,
             error,
@@ -748,6 +751,53 @@ fn emit_start(events: &dyn EventSink, call: &ToolCall, args: Option<Arc<Value>>)
         tool_name: call.name.clone(),
         args,
     });
+}
+
+/// How a record names the tool the model asked for: its name, cut to 128 bytes.
+fn recorded_name(name: &Arc<str>) -> Arc<str> {
+    if name.len() <= 128 {
+        Arc::clone(name)
+    } else {
+        truncate(name, 128).into()
+    }
+}
+
+impl ToolInvocationRecord {
+    /// The record of a call answered with `failure` by someone else than the runner, before
+    /// anything of it could be kept (no validated arguments, no attempt): for example by
+    /// `graph`'s driver, when a port the runner awaited for the call panicked. The tool is named
+    /// as the runner names it (the name the model sent, cut to 128 bytes).
+    ///
+    /// ```
+    /// use ai_core::{ToolCall, ToolCallId, ToolErrorCode, ToolFailure, ToolInvocationRecord};
+    /// let call = ToolCall {
+    ///     id: ToolCallId::new("c1").unwrap(),
+    ///     name: "core__wait".into(),
+    ///     arguments: "{}".into(),
+    /// };
+    /// let failure = ToolFailure::new(ToolErrorCode::Execution, "it failed");
+    /// let record = ToolInvocationRecord::failed(&call, failure, 5, 7);
+    /// assert_eq!((&*record.tool_id, record.started_at_ms, record.ended_at_ms), ("core__wait", 5, 7));
+    /// assert!(record.args.is_none() && record.attempts.is_empty());
+    /// ```
+    pub fn failed(
+        call: &ToolCall,
+        failure: ToolFailure,
+        started_at_ms: u64,
+        ended_at_ms: u64,
+    ) -> Self {
+        Self {
+            tool_call_id: call.id.clone(),
+            tool_id: recorded_name(&call.name),
+            args: None,
+            result: None,
+            error: Some(failure),
+            started_at_ms,
+            ended_at_ms,
+            attempts: Vec::new(),
+            raw: None,
+        }
+    }
 }
 
 /// `text` cut to at most `max` bytes, at a character boundary.

@@ -1000,3 +1000,187 @@ fn a_history_adds_to_the_system_prompt_and_never_replaces_it() {
         .unwrap();
     assert_eq!(state.messages(), [system("never delete files"), user]);
 }
+
+/// A sink that keeps the events and, in the order they came, which call each record was for.
+#[derive(Default)]
+struct RecordingSink {
+    events: std::sync::Mutex<Vec<AiEvent>>,
+    records: std::sync::Mutex<Vec<ai_core::ToolInvocationRecord>>,
+    /// Each record's call id, noted when it came, with the events seen before it.
+    order: std::sync::Mutex<Vec<(String, usize)>>,
+}
+
+impl ai_core::EventSink for RecordingSink {
+    fn emit(&self, event: AiEvent) {
+        self.events.lock().unwrap().push(event);
+    }
+
+    fn record(&self, record: &ai_core::ToolInvocationRecord) {
+        let seen = self.events.lock().unwrap().len();
+        self.order
+            .lock()
+            .unwrap()
+            .push((record.tool_call_id.as_str().to_owned(), seen));
+        self.records.lock().unwrap().push(record.clone());
+    }
+}
+
+/// A clock stuck at a time other than zero, so a record's times show where they came from.
+struct ClockAt(u64);
+
+impl ai_core::Clock for ClockAt {
+    fn now_ms(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A call failed because a port panicked is in the audit log like any other: one record per
+/// call, with its `execution` failure and the time the driver answered it, written before its
+/// result is shown.
+#[tokio::test(start_paused = true)]
+async fn a_call_failed_by_a_panicking_port_is_recorded() {
+    let policy = ai_core::ToolPolicy::from_toml_str(r#"allowed_tools = ["core__wait"]"#).unwrap();
+    let source = Arc::new(
+        ai_core::StaticToolSource::new(vec![ai_tools::bind(crate::support::Wait).unwrap()])
+            .unwrap(),
+    );
+    let runner = ai_core::ToolRunner::new(source, Arc::new(policy), Arc::new(ClockAt(1234)))
+        .with_authorizer(Arc::new(PanickingAuthorizer));
+    let f = Fixture::new(vec![], AgentConfig::default());
+    let model = ScriptedModel::new(vec![
+        calls(vec![
+            call("c1", "core__wait", r#"{"ms":1}"#),
+            call("c2", "core__wait", r#"{"ms":2}"#),
+        ]),
+        text("done"),
+    ]);
+    let agent = Agent::new(Arc::new(model), runner, AgentConfig::default());
+    let sink = RecordingSink::default();
+    let state = agent
+        .run(
+            agent.new_state(),
+            "go".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    let events = sink.events.lock().unwrap().clone();
+    check_invariants(&events, &state).unwrap();
+    let records = sink.records.lock().unwrap().clone();
+    assert_eq!(
+        records
+            .iter()
+            .map(|r| r.tool_call_id.as_str())
+            .collect::<Vec<_>>(),
+        ["c1", "c2"]
+    );
+    for record in &records {
+        assert_eq!(&*record.tool_id, "core__wait");
+        let error = record.error.as_ref().expect("a failure");
+        assert_eq!(error.code, ai_core::ToolErrorCode::Execution);
+        assert!(!error.safe_message.contains("sk-secret"));
+        assert_eq!((record.started_at_ms, record.ended_at_ms), (1234, 1234));
+        assert!(record.args.is_none() && record.result.is_none());
+    }
+    // Each record comes before its call's result event.
+    for (id, seen) in sink.order.lock().unwrap().iter() {
+        let result_at = events
+            .iter()
+            .position(|e| {
+                matches!(e, AiEvent::ToolCallResult { tool_call_id, .. } if tool_call_id.as_str() == id)
+            })
+            .unwrap();
+        assert!(
+            *seen <= result_at,
+            "the record of {id} came after its result"
+        );
+    }
+}
+
+/// A clock at 500 that panics once `broken` is set.
+struct BreakableClock(Arc<std::sync::atomic::AtomicBool>);
+
+impl ai_core::Clock for BreakableClock {
+    fn now_ms(&self) -> u64 {
+        if self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            panic!("the clock broke");
+        }
+        500
+    }
+}
+
+/// A model that breaks the clock when it is called the second time.
+struct BreaksTheClock {
+    model: ScriptedModel,
+    broken: Arc<std::sync::atomic::AtomicBool>,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl CompletionPort for BreaksTheClock {
+    async fn complete(
+        &self,
+        request: &LlmRequest,
+        deltas: &mut dyn DeltaSink,
+        cancel: &CancellationToken,
+    ) -> Result<LlmCompletion, CompletionError> {
+        if self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            self.broken.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.model.complete(request, deltas, cancel).await
+    }
+}
+
+/// When the port that panicked is the clock, the call is still recorded: the driver's read of
+/// it is guarded, and when that panics too the record takes the latest time the run's records
+/// hold.
+#[tokio::test(start_paused = true)]
+async fn a_call_failed_by_a_panicking_clock_is_recorded() {
+    let policy = ai_core::ToolPolicy::from_toml_str(r#"allowed_tools = ["core__wait"]"#).unwrap();
+    let source = Arc::new(
+        ai_core::StaticToolSource::new(vec![ai_tools::bind(crate::support::Wait).unwrap()])
+            .unwrap(),
+    );
+    let broken = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clock = Arc::new(BreakableClock(broken.clone()));
+    let runner = ai_core::ToolRunner::new(source, Arc::new(policy), clock);
+    let f = Fixture::new(vec![], AgentConfig::default());
+    let model = BreaksTheClock {
+        model: ScriptedModel::new(vec![
+            calls(vec![call("c1", "core__wait", r#"{"ms":1}"#)]),
+            calls(vec![call("c2", "core__wait", r#"{"ms":1}"#)]),
+            text("done"),
+        ]),
+        broken,
+        calls: Default::default(),
+    };
+    let agent = Agent::new(Arc::new(model), runner, AgentConfig::default());
+    let sink = RecordingSink::default();
+    let state = agent
+        .run(
+            agent.new_state(),
+            "go".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    let events = sink.events.lock().unwrap().clone();
+    check_invariants(&events, &state).unwrap();
+    let records = sink.records.lock().unwrap().clone();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert_eq!(records[0].tool_call_id.as_str(), "c1");
+    assert!(records[0].error.is_none(), "{records:?}");
+    assert_eq!(records[1].tool_call_id.as_str(), "c2");
+    assert_eq!(
+        records[1].error.as_ref().map(|e| e.code),
+        Some(ai_core::ToolErrorCode::Execution)
+    );
+    assert_eq!(
+        (records[1].started_at_ms, records[1].ended_at_ms),
+        (500, 500)
+    );
+}
