@@ -14,7 +14,9 @@
 //! is index 0): choices of other indexes (a server that sends `n > 1` unasked) are ignored.
 //! Usage is bookkeeping: a `usage` (or Groq's `x_groq.usage`) that is not token counts is
 //! dropped, never the chunk, so the answer survives it; so is the usage of a chunk (or a whole
-//! answer) that gives `usage` or `x_groq` twice.
+//! answer) that gives `usage` or `x_groq` twice. Every other key read given twice (`choices`,
+//! `error`; in a choice `index`, `delta` or `message`, `finish_reason`) is what the answer is made
+//! of, and an error naming the key.
 
 use std::borrow::Cow;
 use std::collections::HashMap;

@@ -21,7 +21,10 @@
 //!   the response.
 //! - The `response` object an event carries is bookkeeping (the response id, usage, the reason
 //!   it is incomplete, its error): a value of another shape, or a field given twice, reads as
-//!   absent, never failing the stream or losing the text and calls already assembled.
+//!   absent, never failing the stream or losing the text and calls already assembled. So is
+//!   the whole `response` of an event that gives it twice, and a `sequence_number` given twice
+//!   (which one counts cannot be told); any other key of an event the decoder reads, which the
+//!   answer is made of, given twice is an error naming the key, as on chat.
 //! - Native streams end with a terminal event (`response.completed`, `response.incomplete`,
 //!   `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is tolerated.
 //!
@@ -51,44 +54,195 @@ mod replay;
 use item::{Item, Text, whole_number};
 use replay::{DeltaLog, MessageParts};
 
-#[derive(Deserialize)]
+/// One stream event. Read by hand rather than derived (see [`EventVisitor`]), so that a
+/// bookkeeping key given twice (`response`, `sequence_number`: which one counts cannot be told)
+/// reads as absent instead of failing the event and with it the answer, as a chat chunk's
+/// `usage` does; every other key read here, which the answer is made of, given twice is still an
+/// error naming the key.
 struct Event<'a> {
     /// Absent only on a gateway's bare `{"error": …}` payload.
-    #[serde(rename = "type", default, borrow)]
     kind: Option<Cow<'a, str>>,
-    #[serde(default)]
     output_index: Option<usize>,
-    #[serde(default, borrow)]
     item_id: Option<Cow<'a, str>>,
     /// The event's place in the stream (every native event has one, increasing); anything but a
     /// whole number reads as absent, since compatible servers may leave it out or send it in
     /// another form.
-    #[serde(default, deserialize_with = "whole_number")]
     sequence_number: Option<u64>,
     /// The part of a message item a text delta belongs to; read as `sequence_number` is, since
     /// it only tells parts apart.
-    #[serde(default, deserialize_with = "whole_number")]
     content_index: Option<u64>,
     /// Text on the events read here; other events' `delta` may be anything (see [`Text`]).
-    #[serde(default, borrow)]
     delta: Text<'a>,
     /// A string, or an object (serialized); anything else reads as absent.
-    #[serde(default, borrow)]
     arguments: LenientArguments<'a>,
-    #[serde(default)]
     item: Option<Item>,
     /// A message part (`response.content_part.added`); any JSON, read as [`item::part_text`]
     /// reads it.
-    #[serde(default)]
     part: Option<Value>,
     /// Read for its bookkeeping, leniently (see [`Response`]).
-    #[serde(default, deserialize_with = "lenient_response")]
     response: Option<Response>,
-    #[serde(default)]
     message: Option<String>,
     /// Some servers nest the `error` event's fields under `error`, or send it as a string.
-    #[serde(default)]
     error: Option<Value>,
+}
+
+impl<'a> Event<'a> {
+    /// An event of the kind `kind` with no other field.
+    fn of(kind: Option<Cow<'a, str>>) -> Self {
+        Event {
+            kind,
+            output_index: None,
+            item_id: None,
+            sequence_number: None,
+            content_index: None,
+            delta: Text(None),
+            arguments: LenientArguments(None),
+            item: None,
+            part: None,
+            response: None,
+            message: None,
+            error: None,
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Event<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(EventVisitor)
+    }
+}
+
+/// The keys of an event the decoder reads.
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum EventField {
+    #[serde(rename = "type")]
+    Kind,
+    OutputIndex,
+    ItemId,
+    SequenceNumber,
+    ContentIndex,
+    Delta,
+    Arguments,
+    Item,
+    Part,
+    Response,
+    Message,
+    Error,
+    #[serde(other)]
+    Other,
+}
+
+impl EventField {
+    /// The key as sent, for the error that names it.
+    fn name(self) -> &'static str {
+        match self {
+            Self::Kind => "type",
+            Self::OutputIndex => "output_index",
+            Self::ItemId => "item_id",
+            Self::SequenceNumber => "sequence_number",
+            Self::ContentIndex => "content_index",
+            Self::Delta => "delta",
+            Self::Arguments => "arguments",
+            Self::Item => "item",
+            Self::Part => "part",
+            Self::Response => "response",
+            Self::Message => "message",
+            Self::Error => "error",
+            Self::Other => "",
+        }
+    }
+}
+
+/// A string field that must be a string (or `null`), borrowed from the event's text when it can.
+#[derive(Deserialize)]
+struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
+
+/// `sequence_number` or `content_index`, read by [`whole_number`].
+struct WholeNumber(Option<u64>);
+
+impl<'de> Deserialize<'de> for WholeNumber {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        whole_number(deserializer).map(WholeNumber)
+    }
+}
+
+/// `response`, read by [`lenient_response`].
+struct LenientResponse(Option<Response>);
+
+impl<'de> Deserialize<'de> for LenientResponse {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        lenient_response(deserializer).map(LenientResponse)
+    }
+}
+
+/// Reads an [`Event`]: `response` and `sequence_number` given twice read as absent; any other
+/// key read given twice is an error naming it. Keys not read may be anything, any number of
+/// times.
+struct EventVisitor;
+
+impl<'de> serde::de::Visitor<'de> for EventVisitor {
+    type Value = Event<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a Responses stream event")
+    }
+
+    fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Event<'de>, M::Error> {
+        let mut event = Event::of(None);
+        // Which keys were read (by `EventField` order), and which bookkeeping ones twice.
+        let mut seen = 0u16;
+        let (mut responses, mut numbers) = (0u8, 0u8);
+        while let Some(field) = map.next_key::<EventField>()? {
+            let bit = 1u16 << (field as u16);
+            let again = seen & bit != 0;
+            seen |= bit;
+            match field {
+                EventField::Response => {
+                    responses = responses.saturating_add(1);
+                    event.response = map.next_value::<LenientResponse>()?.0;
+                    continue;
+                }
+                EventField::SequenceNumber => {
+                    numbers = numbers.saturating_add(1);
+                    event.sequence_number = map.next_value::<WholeNumber>()?.0;
+                    continue;
+                }
+                EventField::Other => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    continue;
+                }
+                _ if again => return Err(serde::de::Error::duplicate_field(field.name())),
+                _ => {}
+            }
+            match field {
+                EventField::Kind => {
+                    event.kind = map.next_value::<Option<Borrowed<'de>>>()?.map(|b| b.0);
+                }
+                EventField::OutputIndex => event.output_index = map.next_value()?,
+                EventField::ItemId => {
+                    event.item_id = map.next_value::<Option<Borrowed<'de>>>()?.map(|b| b.0);
+                }
+                EventField::ContentIndex => {
+                    event.content_index = map.next_value::<WholeNumber>()?.0;
+                }
+                EventField::Delta => event.delta = map.next_value()?,
+                EventField::Arguments => event.arguments = map.next_value()?,
+                EventField::Item => event.item = map.next_value()?,
+                EventField::Part => event.part = map.next_value()?,
+                EventField::Message => event.message = map.next_value()?,
+                EventField::Error => event.error = map.next_value()?,
+                EventField::Response | EventField::SequenceNumber | EventField::Other => {}
+            }
+        }
+        if responses > 1 {
+            event.response = None;
+        }
+        if numbers > 1 {
+            event.sequence_number = None;
+        }
+        Ok(event)
+    }
 }
 
 /// The `response` object of an event, read for its bookkeeping only: the stream's text and
@@ -760,20 +914,7 @@ pub fn decode_response(body: &[u8], limits: Limits) -> Result<WholeAnswer, Decod
             });
         }
     };
-    let event = |kind: &'static str| Event {
-        kind: Some(Cow::Borrowed(kind)),
-        output_index: None,
-        item_id: None,
-        sequence_number: None,
-        content_index: None,
-        delta: Text(None),
-        arguments: LenientArguments(None),
-        item: None,
-        part: None,
-        response: None,
-        message: None,
-        error: None,
-    };
+    let event = |kind: &'static str| Event::of(Some(Cow::Borrowed(kind)));
     distinct_calls(&output)?;
     let mut decoder = StreamDecoder::new(limits);
     let mut deltas = Deltas::default();

@@ -2084,3 +2084,132 @@ fn vllm_abort_is_a_cut() {
     assert_eq!(answer.completion.finish_reason, abort());
     assert!(!answer.completion.tool_calls[0].complete);
 }
+
+/// A Responses event that gives a bookkeeping key twice (`response`, whose id, usage and reason
+/// are bookkeeping; `sequence_number`, which only tells a replayed delta from a new one) never
+/// fails the stream: which one counts cannot be told, so it reads as absent, and the text and
+/// calls survive. A key the answer is made of (`type`, `item_id`, `output_index`,
+/// `content_index`, `delta`, `arguments`, `item`, `part`, and the error event's `message` and
+/// `error`) given twice is an error naming it, as a chat chunk's `choices` or a chat choice's
+/// `index`, `delta` and `finish_reason` are: the whole chat wire has no bookkeeping key in a
+/// choice.
+#[test]
+fn a_bookkeeping_key_given_twice_never_fails_a_responses_stream() {
+    let item = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+        "name": "get_weather", "arguments": "", "status": "in_progress"});
+    let done_item = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+        "name": "get_weather", "arguments": "{\"city\":\"Paris\"}", "status": "completed"});
+    let events = [
+        json!({"type": "response.created", "sequence_number": 0,
+            "response": {"id": "resp_1", "status": "in_progress", "output": []}}),
+        json!({"type": "response.output_text.delta", "sequence_number": 1, "item_id": "msg_1",
+            "output_index": 0, "content_index": 0, "delta": "Checking."}),
+        json!({"type": "response.output_item.added", "sequence_number": 2, "output_index": 1,
+            "item": item}),
+        json!({"type": "response.function_call_arguments.delta", "sequence_number": 3,
+            "item_id": "fc_1", "output_index": 1, "delta": "{\"city\":\"Paris\"}"}),
+        json!({"type": "response.output_item.done", "sequence_number": 4, "output_index": 1,
+            "item": done_item}),
+        json!({"type": "response.completed", "sequence_number": 5,
+            "response": {"id": "resp_1", "status": "completed",
+                "usage": {"input_tokens": 2, "output_tokens": 3}}}),
+    ];
+    let stream = |events: &[String]| {
+        events
+            .iter()
+            .map(|e| format!("data: {e}\n\n"))
+            .collect::<String>()
+    };
+    let plain: Vec<String> = events.iter().map(Value::to_string).collect();
+    let completion = responses::decode_all(stream(&plain).as_bytes()).unwrap();
+    assert_eq!(completion.usage.map(|u| u.total_tokens), Some(5));
+    // The key added again, to every event that has it.
+    let twice = |key: &str, raw: &str| -> Vec<String> {
+        events
+            .iter()
+            .map(|e| match e.get(key) {
+                Some(_) => with_raw(e, key, raw),
+                None => e.to_string(),
+            })
+            .collect()
+    };
+    for (key, raw) in [
+        ("response", r#"{"id":"resp_2","usage":{"input_tokens":9}}"#),
+        ("response", "null"),
+        ("sequence_number", "0"),
+        ("sequence_number", r#""x""#),
+    ] {
+        let completion = responses::decode_all(stream(&twice(key, raw)).as_bytes())
+            .unwrap_or_else(|e| panic!("{key} twice: {e}"));
+        assert_eq!(completion.text, "Checking.", "{key}");
+        assert_eq!(completion.tool_calls.len(), 1, "{key}");
+        let call = &completion.tool_calls[0];
+        assert_eq!(call.id.as_str(), "call_1", "{key}");
+        assert_eq!(call.arguments, r#"{"city":"Paris"}"#, "{key}");
+        assert!(call.complete, "{key}");
+        if key == "response" {
+            assert_eq!(completion.usage, None, "{key}");
+        } else {
+            assert_eq!(completion.usage.map(|u| u.total_tokens), Some(5), "{key}");
+        }
+    }
+    for (key, raw) in [
+        ("type", r#""response.completed""#),
+        ("item_id", r#""fc_2""#),
+        ("output_index", "7"),
+        ("content_index", "3"),
+        ("delta", r#""more""#),
+        ("item", "null"),
+    ] {
+        let error = responses::decode_all(stream(&twice(key, raw)).as_bytes()).unwrap_err();
+        assert!(
+            matches!(&error, DecodeError::InvalidChunk { reason, .. }
+                if reason.contains(&format!("duplicate field `{key}`"))),
+            "{key}: {error:?}"
+        );
+    }
+    for (event, key) in [
+        (
+            json!({"type": "response.function_call_arguments.done", "item_id": "fc_1",
+            "output_index": 1, "arguments": "{}"}),
+            "arguments",
+        ),
+        (
+            json!({"type": "response.content_part.added", "item_id": "msg_1",
+            "output_index": 0, "content_index": 0, "part": {"type": "output_text", "text": ""}}),
+            "part",
+        ),
+        (json!({"type": "error", "message": "overloaded"}), "message"),
+        (
+            json!({"type": "error", "error": {"message": "overloaded"}}),
+            "error",
+        ),
+    ] {
+        let raw = event[key].to_string();
+        let mut events = plain.clone();
+        events.insert(3, with_raw(&event, key, &raw));
+        let error = responses::decode_all(stream(&events).as_bytes()).unwrap_err();
+        assert!(
+            matches!(&error, DecodeError::InvalidChunk { reason, .. }
+                if reason.contains(&format!("duplicate field `{key}`"))),
+            "{key}: {error:?}"
+        );
+    }
+
+    // A chat choice holds no bookkeeping: each key read there, given twice, is an error naming it.
+    let choice = json!({"index": 0, "delta": {"content": "Checking."}, "finish_reason": "stop"});
+    for (key, raw) in [
+        ("index", "1"),
+        ("delta", r#"{"content":"x"}"#),
+        ("finish_reason", r#""length""#),
+    ] {
+        let chunk = format!(r#"{{"choices":[{}]}}"#, with_raw(&choice, key, raw));
+        let stream = format!("data: {chunk}\n\ndata: [DONE]\n\n");
+        let error = chat::decode_all(stream.as_bytes()).unwrap_err();
+        assert!(
+            matches!(&error, DecodeError::InvalidChunk { reason, .. }
+                if reason.contains(&format!("duplicate field `{key}`"))),
+            "{key}: {error:?}"
+        );
+    }
+}
