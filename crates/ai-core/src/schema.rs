@@ -161,7 +161,8 @@ fn walk(
 /// Whether `fragment` (a `$ref`'s JSON pointer into `root`, still percent-encoded) leads, only
 /// through keywords [`walk`] visits, to a schema (an object or a boolean): then what it names was
 /// checked. The fragment is percent-decoded first, as validators read it (RFC 6901, section 6),
-/// so an escaped `/` is a step here too; a malformed escape leads nowhere. So does a fragment
+/// so an escaped `/` is a step here too; a malformed escape leads nowhere, and so does an array
+/// index RFC 6901 does not write (`+0`, `00`: see [`array_index`]). So does a fragment
 /// that is not a pointer (a plain name such as `#foo`, which an `$id` or `$anchor` may give any
 /// subschema, walked or not).
 fn walked(root: &Value, fragment: &str) -> bool {
@@ -187,7 +188,7 @@ fn walked(root: &Value, fragment: &str) -> bool {
                 // `items` (and `additionalItems`, `prefixItems`) may hold an array of schemas.
                 Value::Array(items) => segments
                     .next()
-                    .and_then(|i| i.parse::<usize>().ok())
+                    .and_then(|i| array_index(&i))
                     .and_then(|i| items.get(i)),
                 single => Some(single),
             }
@@ -200,6 +201,16 @@ fn walked(root: &Value, fragment: &str) -> bool {
         at = next;
     }
     at.is_object() || at.is_boolean()
+}
+
+/// A JSON pointer's array index as RFC 6901 (section 4) writes one: `0`, or digits with no
+/// leading zero. Anything else (`+0`, `00`, `-`) names no element.
+fn array_index(token: &str) -> Option<usize> {
+    let digits = !token.is_empty() && token.bytes().all(|b| b.is_ascii_digit());
+    if !digits || (token.len() > 1 && token.starts_with('0')) {
+        return None;
+    }
+    token.parse().ok()
 }
 
 /// `text` with its `%XX` escapes decoded; `None` when an escape is not two hex digits or the

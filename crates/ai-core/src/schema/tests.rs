@@ -174,3 +174,30 @@ fn a_ref_by_plain_name_is_refused() {
         &[],
     );
 }
+
+/// An array index in a `$ref`'s pointer is read as RFC 6901 (section 4) writes one: `0`, or
+/// digits without a leading zero. `+0`, `00`, `01`, ` 0` or `-` name no element, so such a `$ref`
+/// points where the check did not look, and is refused.
+#[test]
+fn a_ref_array_index_is_read_as_rfc_6901_writes_it() {
+    let schema = |index: &str| {
+        json!({"type": "object",
+        "properties": {
+            "a": {"$ref": format!("#/properties/e/items/{index}")},
+            "e": {"type": "array", "items": [
+                {"type": "string"}, {"type": "string"}, {"type": "string"},
+                {"type": "string"}, {"type": "string"}, {"type": "string"},
+                {"type": "string"}, {"type": "string"}, {"type": "string"},
+                {"type": "string"}, {"type": "string"}
+            ]}
+        }})
+    };
+    for index in ["0", "1", "10"] {
+        check(schema(index), &[]);
+    }
+    for index in [
+        "+0", "00", "01", "+1", "%2B0", "-", "-0", " 0", "0 ", "1e0", "",
+    ] {
+        check(schema(index), &["/properties/a"]);
+    }
+}
