@@ -27,8 +27,10 @@ pub enum DoneReason {
     /// neither a natural end nor one of the cuts above (vLLM's `abort`, or any other
     /// [`crate::FinishReason::Other`] that is not a backend's own name for one of them, such as
     /// TGI's `eos_token` or Anthropic's `max_tokens`, which the loop reads as what it means):
-    /// its answer, if any, may be incomplete. (Such a turn that asked for tools does not end the run: its calls run as
-    /// any others.)
+    /// its answer, if any, may be incomplete. (Such a turn that asked for tools does not end the
+    /// run: its calls run as any others, unless every one of them was cut short, as vLLM's
+    /// `abort` marks them; then none runs, and if the turn took the run's last step, the run
+    /// ends `other`.)
     Other,
     /// The loop reached its step limit.
     MaxSteps,

@@ -51,15 +51,18 @@ pub use store::InMemoryThreadStore;
 ///    `max_tokens` or `refusal`, Gemini's `MAX_TOKENS` or `SAFETY`, `LENGTH`) are answered as not
 ///    run, as for `length` and `content_filter`, no longer run.
 /// 9. A cut turn with tool calls (none of which run) that takes the last step of `max_steps`
-///    ends for its cut (`length` or `content_filter`; `length` when every call was cut short),
-///    no longer `max_steps`.
+///    ends for its cut (`length` or `content_filter`; `length` when every call was cut short,
+///    until 12), no longer `max_steps`.
 /// 10. A call for which a port the runner awaits panics (an authorization hook, a connection
 ///     broker, a tool source, a clock) is answered `execution` and shown ended, and the loop goes
 ///     on, where the panic took the run (and its one `Done`) down.
 /// 11. A call cut short in a turn that did not end for the output limit (vLLM's `abort`: the
 ///     server aborted the request) is answered "the tool call was cut short (the model's answer
 ///     ended early) and was not run", no longer told the model hit its output limit.
-pub const LOOP_REVISION: u32 = 11;
+/// 12. A turn whose every call was cut short, in a turn that names no cut (vLLM's `abort`, or a
+///     turn that says it ended), and which takes the last step of `max_steps` ends `other`, no
+///     longer `length`: nothing says the model hit its output limit.
+pub const LOOP_REVISION: u32 = 12;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

@@ -692,11 +692,13 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
             let answered = shown.iter().map(|(_, answer)| answer.clone()).collect();
             // A turn the provider cut off (or whose every call was cut short) runs none of its
             // calls: if it took the last step, the cut, not the step limit, is why the run
-            // ends, as it is for a cut turn without calls.
+            // ends, as it is for a cut turn without calls. Calls cut short in a turn that names
+            // no cut (vLLM's `abort`, or a turn that says it ended) ended early for a reason the
+            // loop does not know: `other`, never `length`, which would claim the output limit.
             let at_limit = match cut {
                 DoneReason::Length | DoneReason::ContentFilter => cut,
                 _ if to_run.is_empty() && calls.iter().all(|call| !call.complete) => {
-                    DoneReason::Length
+                    DoneReason::Other
                 }
                 _ => DoneReason::MaxSteps,
             };

@@ -675,10 +675,12 @@ fn a_cut_turn_with_calls_goes_on_and_the_last_turn_decides() {
 }
 
 /// A turn whose every call the decoder marked cut short runs none of them: at the step limit it
-/// ends `length` (the output limit the calls' answers name), whatever its finish reason said.
-/// A turn of which one call still runs took its step: at the limit it ends `max_steps`.
+/// ends for what cut it, and a turn that names no cut (here `tool_calls`) ends `other` (its
+/// answer ended early for a reason the loop does not know), never `length`, which would claim
+/// the output limit. A turn of which one call still runs took its step: at the limit it ends
+/// `max_steps`.
 #[test]
-fn a_turn_whose_calls_were_all_cut_short_ends_length_at_the_step_limit() {
+fn a_turn_whose_calls_were_all_cut_short_ends_other_at_the_step_limit() {
     let cut_short = |id: &str| LlmToolCall {
         complete: false,
         ..call(id)
@@ -699,7 +701,7 @@ fn a_turn_whose_calls_were_all_cut_short_ends_length_at_the_step_limit() {
             [
                 Intent::ShowAnswers { .. },
                 Intent::Finish {
-                    reason: DoneReason::Length,
+                    reason: DoneReason::Other,
                     ..
                 }
             ]
@@ -729,8 +731,9 @@ fn a_turn_whose_calls_were_all_cut_short_ends_length_at_the_step_limit() {
 /// What the model is told of a call cut short names what cut it: the output limit only when
 /// the turn ended `length` (under any name for it); a turn that ended early for another reason
 /// (vLLM's `abort`: the server aborted the request; a call the decoder marked cut short in a
-/// turn that says it ended) is "the model's answer ended early". (At the step limit such a turn
-/// still ends `length`, as before.)
+/// turn that says it ended) is "the model's answer ended early". At the step limit such a turn
+/// ends for what cut it: `length` for the output limit, `other` otherwise (an `abort` is not the
+/// output limit).
 #[test]
 fn a_call_cut_short_is_told_what_cut_it() {
     let cut_short = |id: &str| LlmToolCall {
@@ -755,10 +758,10 @@ fn a_call_cut_short_is_told_what_cut_it() {
         (
             FinishReason::Other("abort".into()),
             false,
-            DoneReason::Length,
+            DoneReason::Other,
         ),
-        (FinishReason::ToolCalls, false, DoneReason::Length),
-        (FinishReason::Stop, false, DoneReason::Length),
+        (FinishReason::ToolCalls, false, DoneReason::Other),
+        (FinishReason::Stop, false, DoneReason::Other),
     ] {
         let (state, _) = reduce(AgentState::new(None, steps(1)), user());
         let (_, intents) = reduce(state, turn(finish.clone()));
