@@ -162,9 +162,9 @@ pub enum ApprovalPayloadError {
     /// The payload holds a key the approval does not define (edited arguments, say): read
     /// without it, the answer could approve something other than what the user saw.
     UnknownKey,
-    /// `approved` is there but not a boolean.
+    /// `approved` is there but neither a boolean nor `null`.
     ApprovedNotABoolean,
-    /// `reason` is there but not a string.
+    /// `reason` is there but neither a string nor `null`.
     ReasonNotAString,
 }
 
@@ -190,7 +190,9 @@ impl ResumeEntry {
     /// an "always allow") is refused rather than dropped, since the answer read without it would
     /// not be the one the user gave. A missing payload is left to [`ResumeEntry::approves`]
     /// (a denial), as is a missing `approved`; so is a `cancelled` entry, which denies its call
-    /// whatever its payload holds.
+    /// whatever its payload holds. A key that is `null` reads as left out: `"approved": null` is
+    /// not answered (a denial), as the AI SDK endpoint reads an `approval.approved` that is not
+    /// `true`, and `"reason": null` gives no reason.
     pub fn check_approval_payload(&self) -> Result<(), ApprovalPayloadError> {
         let Some(payload) = self
             .payload
@@ -208,17 +210,20 @@ impl ResumeEntry {
         {
             return Err(ApprovalPayloadError::UnknownKey);
         }
-        if payload.get("approved").is_some_and(|a| !a.is_boolean()) {
+        // `null` is a key left out (a Go `*bool` or a Python `None` written as JSON): it cannot
+        // be read as an approval, so it is no fault.
+        let set = |key: &str| payload.get(key).filter(|value| !value.is_null());
+        if set("approved").is_some_and(|a| !a.is_boolean()) {
             return Err(ApprovalPayloadError::ApprovedNotABoolean);
         }
-        if payload.get("reason").is_some_and(|r| !r.is_string()) {
+        if set("reason").is_some_and(|r| !r.is_string()) {
             return Err(ApprovalPayloadError::ReasonNotAString);
         }
         Ok(())
     }
 
     /// Whether this entry approves the tool call its interrupt asked about: resolved with
-    /// `{"approved": true}`. Anything else (cancelled, `false`, a missing or malformed payload)
+    /// `{"approved": true}`. Anything else (cancelled, `false`, `null`, a missing or malformed payload)
     /// is a denial, so nothing runs by mistake. It does not look at other keys: check the
     /// payload with [`ResumeEntry::check_approval_payload`] first, as the server does.
     pub fn approves(&self) -> bool {

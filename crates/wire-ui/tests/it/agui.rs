@@ -445,3 +445,33 @@ fn call_ids_reach_the_client_byte_exact() {
     }
     assert!(with_calls > 3, "the scenarios show calls");
 }
+
+/// `null` for `approved` or `reason` is read as the key left out, as a client whose language
+/// writes an unset field as `null` (Go's `*bool`, Python's `None`) sends it: an `approved` that
+/// is `null` is not answered, which denies the call, as a missing one does and as the AI SDK
+/// endpoint reads an `approval.approved` that is not `true`; a `reason` that is `null` gives no
+/// reason. Neither can be read as an approval, so neither is refused.
+#[test]
+fn a_null_in_an_approval_payload_reads_as_left_out() {
+    use wire_ui::agui::ResumeEntry;
+    for payload in [
+        serde_json::json!({"approved": null}),
+        serde_json::json!({"approved": null, "reason": null}),
+        serde_json::json!({"approved": false, "reason": null}),
+        serde_json::json!({"reason": null}),
+    ] {
+        let entry: ResumeEntry = serde_json::from_value(serde_json::json!({
+            "interruptId": "c1", "status": "resolved", "payload": payload,
+        }))
+        .unwrap();
+        assert_eq!(entry.check_approval_payload(), Ok(()), "{payload}");
+        assert!(!entry.approves(), "{payload}");
+        assert_eq!(entry.reason(), None, "{payload}");
+    }
+    let entry: ResumeEntry = serde_json::from_value(serde_json::json!({
+        "interruptId": "c1", "status": "resolved", "payload": {"approved": true, "reason": null},
+    }))
+    .unwrap();
+    assert_eq!(entry.check_approval_payload(), Ok(()));
+    assert!(entry.approves());
+}
