@@ -29,6 +29,10 @@ const MAX_LIST_SCAN: usize = 100_000;
 /// backslash). Symlinks that stay inside the root are followed; those that lead out (absolute
 /// targets included) are refused as [`WorkspaceError::OutsideRoot`].
 ///
+/// A write replaces a file whole (a temp file renamed over it), but never a file that is
+/// read-only: one with no write permission bit at all (even when the process runs as root), or
+/// one this process may not open for writing, is refused as [`WorkspaceError::ReadOnly`].
+///
 /// The handle pins the folder, not its name: renaming the root folder away after `new` leaves the
 /// workspace on the folder it opened.
 #[derive(Clone, Debug)]
@@ -451,7 +455,9 @@ impl Workspace for FsWorkspace {
 /// or the new one, never a part; a crash leaves the old one. The rename replaces the entry
 /// itself, so a hard link (to a file outside the root, say) or a symlink at the name is
 /// replaced, never written through. The new file takes the old one's permission bits (`0o777`),
-/// never its set-ID or sticky bits.
+/// never its set-ID or sticky bits. An existing file that nobody may write (no write bit at all)
+/// or that this process may not open for writing is left as it is
+/// ([`WorkspaceError::ReadOnly`]), though the rename alone would replace it.
 /// `target` is the root and the path beneath it that `name` in `folder` stands for: where a
 /// symlink at the name leads is judged from the root, as a read would resolve it.
 /// `commit` is asked, once the temp file is synced and just before the rename, whether the
@@ -485,9 +491,13 @@ fn write_atomically(
         // rights (the kernel, too, drops them when an unprivileged writer changes a file).
         Ok(entry) if entry.is_file() => {
             use cap_std::fs::PermissionsExt;
-            Some(cap_std::fs::Permissions::from_mode(
-                entry.permissions().mode() & 0o777,
-            ))
+            let mode = entry.permissions().mode();
+            // The rename needs only the folder's write permission: without these checks a
+            // file made read-only, or another user's, would be replaced all the same.
+            if mode & 0o222 == 0 || !may_write(folder, name, path)? {
+                return Err(WorkspaceError::ReadOnly { path: path.into() });
+            }
+            Some(cap_std::fs::Permissions::from_mode(mode & 0o777))
         }
         Ok(_) => return Err(WorkspaceError::NotAFile { path: path.into() }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -522,6 +532,27 @@ fn write_atomically(
         }
     }
     sync_folder(folder, Path::new(".")).map_err(|e| io_error(path, &e))
+}
+
+/// Whether this process may write the existing file `name` of `folder`, as the kernel judges an
+/// open for writing (which writes nothing, and does not block or truncate). Only a refusal of
+/// permission (or a read-only file system) says no; another failure (a running program's
+/// `ETXTBSY`, an entry swapped meanwhile) is left to the write itself, which replaces the entry
+/// rather than writing through it.
+fn may_write(folder: &Dir, name: &Path, path: &str) -> Result<bool, WorkspaceError> {
+    use cap_std::fs::OpenOptionsExt;
+    use rustix::io::Errno;
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.write(true);
+    options.custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32);
+    match folder.open_with(name, &options) {
+        Ok(_) => Ok(true),
+        Err(e) if is_escape(&e) => Err(WorkspaceError::OutsideRoot { path: path.into() }),
+        Err(e) => Ok(!matches!(
+            Errno::from_io_error(&e),
+            Some(Errno::ACCESS | Errno::PERM | Errno::ROFS)
+        )),
+    }
 }
 
 /// How the temp files of writes in flight begin (listings leave them out).

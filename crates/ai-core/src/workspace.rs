@@ -93,6 +93,13 @@ pub enum WorkspaceError {
         /// The path as given.
         path: String,
     },
+    /// The file may not be replaced: nobody has write permission on it (its owner made it
+    /// read-only), or this process may not write it.
+    #[error("the file is read-only")]
+    ReadOnly {
+        /// The path as given.
+        path: String,
+    },
     /// The operation failed for another reason (permissions, disk).
     #[error("the workspace operation failed: {reason}")]
     Io {
@@ -105,7 +112,7 @@ pub enum WorkspaceError {
 
 impl WorkspaceError {
     /// Whether the path the caller gave is at fault (refused, missing, the wrong kind of entry,
-    /// too large, not text), as opposed to the workspace failing (permissions, disk).
+    /// too large, not text, read-only), as opposed to the workspace failing (permissions, disk).
     pub fn is_caller_error(&self) -> bool {
         // Listed, not `!Io`: a variant added later is the workspace's failure until it is
         // placed here on purpose.
@@ -119,6 +126,7 @@ impl WorkspaceError {
                 | Self::NotAFile { .. }
                 | Self::TooLarge { .. }
                 | Self::NotText { .. }
+                | Self::ReadOnly { .. }
         )
     }
 }
@@ -163,7 +171,8 @@ pub trait Workspace: Send + Sync {
     async fn list(&self, dir: &str) -> Result<WorkspaceListing, WorkspaceError>;
     /// The text of a file.
     async fn read(&self, path: &str) -> Result<String, WorkspaceError>;
-    /// Creates or replaces a file (and its parent folders, inside the root).
+    /// Creates or replaces a file (and its parent folders, inside the root). A file that is
+    /// read-only should be refused as [`WorkspaceError::ReadOnly`], not replaced.
     async fn write(&self, path: &str, content: &str) -> Result<(), WorkspaceError>;
 }
 
@@ -179,6 +188,7 @@ mod tests {
             WorkspaceError::IsAFolder { path: path() },
             WorkspaceError::NotAFolder { path: path() },
             WorkspaceError::NotAFile { path: path() },
+            WorkspaceError::ReadOnly { path: path() },
         ] {
             assert!(error.is_caller_error(), "{error:?}");
             assert!(!error.to_string().contains("CANARY"), "{error}");

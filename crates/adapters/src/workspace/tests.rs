@@ -730,3 +730,31 @@ fn folders_a_write_creates_are_synced_into_their_parents() {
     super::open_or_create_folder(&dir, std::path::Path::new("a/b"), "a/b/x", &mut record).unwrap();
     assert!(synced.is_empty());
 }
+
+/// A file nobody may write (`chmod a-w`) is how its owner keeps it as it is: a write refuses it,
+/// as a caller error, whoever runs the workspace (root too, who could rename over it), and the
+/// file keeps its content and mode; no temp file is left.
+#[tokio::test]
+async fn a_read_only_file_is_not_replaced() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let file = root.path().join("keep.txt");
+    std::fs::write(&file, "kept").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    let error = ws.write("keep.txt", "changed").await.unwrap_err();
+    assert!(
+        matches!(&error, WorkspaceError::ReadOnly { path } if path == "keep.txt"),
+        "{error:?}"
+    );
+    assert!(error.is_caller_error());
+    assert_eq!(error.to_string(), "the file is read-only");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "kept");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o444, "{mode:o}");
+    assert_eq!(names_on_disk(root.path()), ["keep.txt"]);
+    // One writable by anybody is replaced, as before.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    ws.write("keep.txt", "changed").await.unwrap();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "changed");
+}
