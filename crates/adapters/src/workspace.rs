@@ -29,6 +29,9 @@ const MAX_LIST_SCAN: usize = 100_000;
 /// backslash). Symlinks that stay inside the root are followed; those that lead out (absolute
 /// targets included) are refused as [`WorkspaceError::OutsideRoot`].
 ///
+/// A read takes only regular files: not a pipe, socket or device, nor a file of the kernel's
+/// pseudo file systems (procfs, sysfs, …), which a root of `/` would otherwise show.
+///
 /// A write replaces a file whole (a temp file renamed over it), but never a file that is
 /// read-only: one with no write permission bit at all (even when the process runs as root), or
 /// one this process may not open for writing, is refused as [`WorkspaceError::ReadOnly`].
@@ -288,7 +291,30 @@ fn open_regular_file(
     if !metadata.is_file() {
         return Err(WorkspaceError::NotAFile { path: path.into() });
     }
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    if on_kernel_pseudo_fs(&file).map_err(|e| io_error(path, &e))? {
+        return Err(WorkspaceError::NotAFile { path: path.into() });
+    }
     Ok((file.into_std(), metadata.len()))
+}
+
+/// Whether `file` lies on one of the kernel's pseudo file systems (procfs, sysfs, debugfs,
+/// tracefs, securityfs). Their "regular files" are views of the running system, not files a
+/// workspace holds: a root that contains one (`/`, as in a container whose working folder was
+/// never set) would otherwise let a read show `proc/<pid>/environ`, this process's environment
+/// and so its API keys.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn on_kernel_pseudo_fs(file: &cap_std::fs::File) -> io::Result<bool> {
+    use rustix::fs::FsWord;
+    /// The `statfs` magic numbers of procfs, sysfs, debugfs, tracefs and securityfs.
+    const PSEUDO: [FsWord; 5] = [
+        rustix::fs::PROC_SUPER_MAGIC,
+        0x6265_6572,
+        0x6462_6720,
+        0x7472_6163,
+        0x7363_6673,
+    ];
+    Ok(PSEUDO.contains(&rustix::fs::fstatfs(file)?.f_type))
 }
 
 /// The folder part and the file name of a relative file path (not the root).

@@ -758,3 +758,23 @@ async fn a_read_only_file_is_not_replaced() {
     ws.write("keep.txt", "changed").await.unwrap();
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "changed");
 }
+
+/// A workspace whose root holds a procfs (the root `/`, as in a container whose working folder
+/// was never set) does not read its files: `proc/<pid>/environ` holds this process's
+/// environment, API keys included. They are refused as not regular files, though the kernel
+/// calls them regular, and nothing of them is read.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn files_of_a_procfs_inside_the_root_are_not_read() {
+    let ws = FsWorkspace::new("/").unwrap();
+    let pid = std::process::id();
+    for path in [format!("proc/{pid}/environ"), format!("proc/{pid}/status")] {
+        // What was read is not shown: it is the environment.
+        let result = ws.read(&path).await;
+        assert!(
+            matches!(result, Err(WorkspaceError::NotAFile { .. })),
+            "{path}: {:?}",
+            result.as_ref().err()
+        );
+    }
+}
