@@ -360,7 +360,12 @@ fn open_or_create_folder(
             // The deepest ancestor that exists: the creation adds entries to it and to the new
             // folders below it, nothing above.
             let existing = ancestors().find(|ancestor| dir.metadata(ancestor).is_ok());
-            dir.create_dir_all(parent).map_err(|e| io_error(path, &e))?;
+            dir.create_dir_all(parent).map_err(|e| match e.kind() {
+                // A name on the way exists but is no folder, nor leads to one: a symlink that
+                // leads nowhere (or a file put there meanwhile).
+                io::ErrorKind::AlreadyExists => WorkspaceError::NotAFolder { path: path.into() },
+                _ => io_error(path, &e),
+            })?;
             // A new folder's name is in its parent's entries: without a sync of that parent a
             // crash may lose the folder, and the file written in it, after the write returned.
             for ancestor in ancestors() {

@@ -778,3 +778,24 @@ async fn files_of_a_procfs_inside_the_root_are_not_read() {
         );
     }
 }
+
+/// A write whose folder is reached through a symlink that leads nowhere inside the root cannot
+/// create that folder: the path is the caller's mistake, said as such (it was the workspace's
+/// `Io` failure, "entity already exists", counted against the tool's health), and nothing is
+/// created where the link points.
+#[tokio::test]
+async fn a_write_through_a_broken_link_is_a_caller_error() {
+    let root = tempfile::tempdir().unwrap();
+    symlink("nowhere", root.path().join("broken")).unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    for path in ["broken/x.txt", "broken/sub/x.txt"] {
+        let error = ws.write(path, "x").await.unwrap_err();
+        assert!(error.is_caller_error(), "{path}: {error:?}");
+        assert_eq!(
+            error.to_string(),
+            "a part of the path is not a folder",
+            "{path}"
+        );
+    }
+    assert_eq!(names_on_disk(root.path()), ["broken"]);
+}
