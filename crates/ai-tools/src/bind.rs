@@ -513,16 +513,36 @@ fn integer_range(schema: &Value) -> (i128, i128) {
     }
 }
 
-/// Pushes onto `out` the JSON pointer (below `pointer`) of every integer in `value` whose schema
-/// (`schema`, in `root`) says `integer` and whose value lies outside [`integer_range`], with that
-/// range. A float past 64 bits with no fraction is such an integer, as the model wrote it; a
-/// value the schema says nothing about is not looked at.
-fn integers_out_of_range(
+/// The numbers a field's type holds, where its schema's `type` alone does not bound them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum NumberRange {
+    /// An integer type's, from [`integer_range`].
+    Integer(i128, i128),
+    /// An `f32`'s (schemars' `format: float`): a JSON number past it would be read as infinity,
+    /// which serde_json writes back as `null`.
+    Float32,
+}
+
+impl std::fmt::Display for NumberRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Integer(min, max) => write!(f, "an integer from {min} to {max}"),
+            Self::Float32 => write!(f, "a number from {:e} to {:e}", f32::MIN, f32::MAX),
+        }
+    }
+}
+
+/// Pushes onto `out` the JSON pointer (below `pointer`) of every number in `value` that its
+/// schema (`schema`, in `root`) bounds by its type, and that lies outside that range, with the
+/// range: an integer (`type: integer`) outside [`integer_range`], and a number of an `f32`
+/// (`format: float`) that an `f32` cannot hold. A float past 64 bits with no fraction is such
+/// an integer, as the model wrote it; a value the schema says nothing about is not looked at.
+fn numbers_out_of_range(
     root: &Value,
     schema: &Value,
     value: &Value,
     pointer: String,
-    out: &mut Vec<(String, (i128, i128))>,
+    out: &mut Vec<(String, NumberRange)>,
 ) {
     let schema = resolve_local_ref(root, schema);
     match value {
@@ -531,7 +551,7 @@ fn integers_out_of_range(
                 let below = property_schema(schema, key);
                 if let Some(below) = below {
                     let at = format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
-                    integers_out_of_range(root, below, child, at, out);
+                    numbers_out_of_range(root, below, child, at, out);
                 }
             }
         }
@@ -539,14 +559,14 @@ fn integers_out_of_range(
             for (i, item) in items.iter().enumerate() {
                 let below = item_schema(schema, i);
                 if let Some(below) = below {
-                    integers_out_of_range(root, below, item, format!("{pointer}/{i}"), out);
+                    numbers_out_of_range(root, below, item, format!("{pointer}/{i}"), out);
                 }
             }
         }
         Value::Number(number) => {
-            let integer_typed = match schema.get("type") {
-                Some(Value::String(t)) => t == "integer",
-                Some(Value::Array(types)) => types.iter().any(|t| t == "integer"),
+            let typed = |name: &str| match schema.get("type") {
+                Some(Value::String(t)) => t == name,
+                Some(Value::Array(types)) => types.iter().any(|t| t == name),
                 _ => false,
             };
             // `as` saturates: a float far past 64 bits stays past them.
@@ -561,12 +581,20 @@ fn integers_out_of_range(
                         .filter(|f| f.fract() == 0.0)
                         .map(|f| f as i128)
                 });
-            let range = integer_range(schema);
-            if integer_typed
+            let (min, max) = integer_range(schema);
+            let float32 = schema.get("format").and_then(Value::as_str) == Some("float");
+            if typed("integer")
                 && let Some(exact) = exact
-                && !(range.0..=range.1).contains(&exact)
+                && !(min..=max).contains(&exact)
             {
-                out.push((pointer, range));
+                out.push((pointer, NumberRange::Integer(min, max)));
+            } else if float32
+                && typed("number")
+                // As serde reads an `f32`: the nearest one, infinity past the largest.
+                && let Some(float) = number.as_f64()
+                && !(float as f32).is_finite()
+            {
+                out.push((pointer, NumberRange::Float32));
             }
         }
         _ => {}
@@ -681,18 +709,19 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
                 true,
             ));
         }
-        // Draft-07's `integer` has no bounds, so the schema takes any integer; the place of one
-        // the field's type cannot hold is named here, with the range, never the number.
+        // Draft-07's `integer` and `number` have no bounds, so the schema takes any integer and
+        // any number; the place of one the field's type cannot hold is named here, with the
+        // range, never the number.
         let root = &self.spec.input_schema;
         let mut out_of_range = Vec::new();
-        integers_out_of_range(root, root, &args, String::new(), &mut out_of_range);
+        numbers_out_of_range(root, root, &args, String::new(), &mut out_of_range);
         if !out_of_range.is_empty() {
             let parts: Vec<String> = out_of_range
                 .iter()
                 .take(5)
-                .map(|(at, (min, max))| {
+                .map(|(at, range)| {
                     format!(
-                        "{} is out of range: it must be an integer from {min} to {max}",
+                        "{} is out of range: it must be {range}",
                         schema_named_path(root, at)
                     )
                 })

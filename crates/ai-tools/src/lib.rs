@@ -17,7 +17,8 @@
 //!   same bytes (see [`ToolContract::Input`]).
 //! - An argument integer its field's type cannot hold is refused at validation, naming its
 //!   place and the range, never the number: past 64 bits (which the arguments' JSON numbers
-//!   cannot carry exactly), or past a `u32`'s range for a `u32`.
+//!   cannot carry exactly), or past a `u32`'s range for a `u32`. So is a number past an
+//!   `f32`'s range for an `f32` (serde would read it as infinity).
 //! - The core tools live in [`tools`].
 //!
 //! This crate never does IO of its own (tools reach the world only through capability ports

@@ -295,6 +295,67 @@ async fn an_integer_out_of_its_types_range_is_refused_with_its_place() {
     }
 }
 
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ScaleInput {
+    factor: f32,
+    #[serde(default)]
+    weights: Vec<f32>,
+}
+
+struct Scale;
+
+#[async_trait::async_trait]
+impl ToolContract for Scale {
+    type Input = ScaleInput;
+    type Output = LabelsOutput;
+    const ID: &'static str = "core__scale";
+    const DESCRIPTION: &'static str = "Scales.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["n"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        _: ScaleInput,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<LabelsOutput, ToolError> {
+        Ok(LabelsOutput { n: 1 })
+    }
+}
+
+/// A number past an `f32`'s range (`1e39`, a fine JSON number) for an `f32` field passed the
+/// schema, which says only `number`; serde read it as infinity, wrote it back as `null`, and
+/// could not read that back: the call failed `execution`, blaming the tool's input type for the
+/// model's number. It is now a validation failure naming the place and the range, never the
+/// number. A number within the range is taken.
+#[tokio::test]
+async fn a_number_out_of_an_f32s_range_is_refused_with_its_place() {
+    let (run, events) = crate::support::run(
+        bind(Scale).unwrap(),
+        r#"{"factor": 1e39, "weights": [0.5, -7e38]}"#,
+    )
+    .await;
+    let failure = run.result.failure().unwrap();
+    assert_eq!(failure.code, ToolErrorCode::Validation, "{failure:?}");
+    assert_eq!(
+        failure.safe_message,
+        "invalid tool arguments: /factor is out of range: it must be a number from \
+         -3.4028235e38 to 3.4028235e38; /weights/1 is out of range: it must be a number from \
+         -3.4028235e38 to 3.4028235e38"
+    );
+    let everything = format!("{run:?}{events:?}");
+    for value in ["1e39", "7e38", "e+38", "e+39", "inf"] {
+        assert!(!everything.contains(value), "{everything}");
+    }
+    let (run, _) = crate::support::run(
+        bind(Scale).unwrap(),
+        r#"{"factor": 3.4e38, "weights": [0.5]}"#,
+    )
+    .await;
+    assert!(run.result.failure().is_none(), "{:?}", run.result);
+}
+
 #[derive(Serialize, JsonSchema)]
 struct MaybeOutput {
     first: Option<Inner>,
