@@ -203,6 +203,20 @@ fn relative(path: &str) -> Result<PathBuf, WorkspaceError> {
     Ok(relative)
 }
 
+/// Refuses a file's path that ends in `/` (or `/.`): it names a folder, and the lexical check
+/// ([`relative`]) drops a last `/`, so `notes/` would be read or written as the file `notes`.
+/// A path the lexical check refuses (`../x/`) is refused for that first.
+fn names_a_file(path: &str) -> Result<(), WorkspaceError> {
+    relative(path)?;
+    if path.ends_with('/') || path.ends_with("/.") {
+        return Err(WorkspaceError::InvalidPath {
+            path: path.into(),
+            reason: "a file's path cannot end in `/`",
+        });
+    }
+    Ok(())
+}
+
 /// Whether `error` is cap-std's refusal of a path that resolves outside its directory. cap-std
 /// reports it as `PermissionDenied` with a message of its own, not an OS error number, which
 /// tells it apart from a real permission failure.
@@ -451,6 +465,7 @@ impl Workspace for FsWorkspace {
     }
 
     async fn read(&self, path: &str) -> Result<String, WorkspaceError> {
+        names_a_file(path)?;
         let limit = self.max_read_bytes;
         self.run(path, move |root, relative, path, _| {
             let (file, size) = open_regular_file(root, relative, path)?;
@@ -461,6 +476,7 @@ impl Workspace for FsWorkspace {
     }
 
     async fn write(&self, path: &str, content: &str) -> Result<(), WorkspaceError> {
+        names_a_file(path)?;
         let content = content.to_owned();
         #[cfg(test)]
         let before_commit = self.before_commit.clone();

@@ -43,7 +43,7 @@ pub enum WorkspaceError {
         path: String,
     },
     /// The path is malformed (empty, NUL, backslash, a name too long for the file system, a loop
-    /// of symlinks).
+    /// of symlinks, a file's path ending in `/`).
     #[error("the path is not a valid workspace path: {reason}")]
     InvalidPath {
         /// The path as given.

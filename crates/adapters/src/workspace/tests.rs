@@ -799,3 +799,43 @@ async fn a_write_through_a_broken_link_is_a_caller_error() {
     }
     assert_eq!(names_on_disk(root.path()), ["broken"]);
 }
+
+/// A path that ends in `/` (or `/.`) names a folder: reading or writing it as a file is refused
+/// saying so. It used to lose its last `/`: `notes/` was written as a file `notes`, and `a.txt/`
+/// read `a.txt`.
+#[tokio::test]
+async fn a_file_path_ending_in_a_slash_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("a.txt"), "a").unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    let cases: Vec<(&str, Result<(), WorkspaceError>)> = vec![
+        ("write notes/", ws.write("notes/", "x").await),
+        ("write notes/.", ws.write("notes/.", "x").await),
+        ("write sub/notes//", ws.write("sub/notes//", "x").await),
+        ("write a.txt/", ws.write("a.txt/", "x").await),
+        ("read a.txt/", ws.read("a.txt/").await.map(drop)),
+        ("read a.txt/.", ws.read("a.txt/.").await.map(drop)),
+    ];
+    for (case, result) in cases {
+        let error = result.unwrap_err();
+        assert!(error.is_caller_error(), "{case}: {error:?}");
+        assert_eq!(
+            error.to_string(),
+            "the path is not a valid workspace path: a file's path cannot end in `/`",
+            "{case}"
+        );
+    }
+    assert_eq!(names_on_disk(root.path()), ["a.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("a.txt")).unwrap(),
+        "a"
+    );
+    // A path that leaves the root is refused for that first.
+    for path in ["../x/", "/etc/"] {
+        let result = ws.write(path, "x").await;
+        assert!(
+            matches!(result, Err(WorkspaceError::OutsideRoot { .. })),
+            "{path}: {result:?}"
+        );
+    }
+}
