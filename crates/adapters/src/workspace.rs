@@ -284,12 +284,25 @@ fn read_capped(
 
 /// Opens `relative` beneath `root` for reading, without blocking (a pipe with no writer would
 /// block `open` forever) and checks on the opened handle that it is a regular file.
+///
+/// What the path leads to is looked at first (`stat`, beneath the root), and anything but a
+/// regular file is refused without being opened: opening a device can act (a serial line's DTR
+/// drops, resetting what hangs on it; a watchdog starts; a tape rewinds), and opening a pipe
+/// lets a writer waiting for a reader go on. The check on the handle stays, for an entry
+/// swapped in between.
 fn open_regular_file(
     root: &Dir,
     relative: &Path,
     path: &str,
 ) -> Result<(std::fs::File, u64), WorkspaceError> {
     use cap_std::fs::OpenOptionsExt;
+    let target = root.metadata(relative).map_err(|e| io_error(path, &e))?;
+    if target.is_dir() {
+        return Err(WorkspaceError::IsAFolder { path: path.into() });
+    }
+    if !target.is_file() {
+        return Err(WorkspaceError::NotAFile { path: path.into() });
+    }
     let mut options = cap_std::fs::OpenOptions::new();
     options.read(true);
     // Also O_NOCTTY: opening a terminal must not make it the process's controlling one.

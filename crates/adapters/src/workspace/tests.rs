@@ -839,3 +839,36 @@ async fn a_file_path_ending_in_a_slash_is_refused() {
         );
     }
 }
+
+/// A read looks at what a path leads to before it opens anything, and opens only a regular
+/// file: opening a device can act (a serial line's DTR drops, resetting what hangs on it; a
+/// watchdog starts; a tape rewinds), and opening a pipe lets a writer waiting for a reader go
+/// on. The kernel's inotify reports every open of the pipe, through a link to it too.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_read_never_opens_a_pipe() {
+    use rustix::fs::inotify;
+    let root = tempfile::tempdir().unwrap();
+    mkfifo(&root.path().join("pipe"));
+    symlink("pipe", root.path().join("link")).unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    let watcher =
+        inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC).unwrap();
+    inotify::add_watch(
+        &watcher,
+        root.path().join("pipe"),
+        inotify::WatchFlags::OPEN,
+    )
+    .unwrap();
+    for path in ["pipe", "link"] {
+        let result = ws.read(path).await;
+        assert!(
+            matches!(result, Err(WorkspaceError::NotAFile { .. })),
+            "{path}: {result:?}"
+        );
+    }
+    let mut buffer = [std::mem::MaybeUninit::uninit(); 1024];
+    let mut events = inotify::Reader::new(&watcher, &mut buffer);
+    let opened = events.next().map(|event| event.events());
+    assert_eq!(opened, Err(rustix::io::Errno::AGAIN), "the pipe was opened");
+}
