@@ -459,13 +459,20 @@ impl Workspace for FsWorkspace {
             }
             let mut entries = Vec::with_capacity(first.len());
             for (_, name) in first.into_sorted_vec() {
-                // The entry itself, not what a symlink points at; one removed since the folder
-                // was read is left out.
-                let metadata = match folder.symlink_metadata(&name) {
+                // The entry itself; one removed since the folder was read is left out.
+                let mut metadata = match folder.symlink_metadata(&name) {
                     Ok(metadata) => metadata,
                     Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                     Err(e) => return Err(io_error(path, &e)),
                 };
+                // A symlink is shown as what it leads to when that is inside the root, resolved
+                // from the root as a read or a listing of it would be (never looked at outside);
+                // one that leads out or nowhere is shown as itself.
+                if metadata.is_symlink()
+                    && let Ok(target) = root.metadata(relative.join(&name))
+                {
+                    metadata = target;
+                }
                 entries.push(WorkspaceEntry {
                     path: entry_path(relative, &name),
                     is_dir: metadata.is_dir(),

@@ -872,3 +872,43 @@ async fn a_read_never_opens_a_pipe() {
     let opened = events.next().map(|event| event.events());
     assert_eq!(opened, Err(rustix::io::Errno::AGAIN), "the pipe was opened");
 }
+
+/// A listing describes a symlink that stays inside the root by what it leads to, as a read or a
+/// listing of it resolves it: a link to a folder is a folder (it was a file whose size was the
+/// length of the link's text, which a read then called a folder), a link to a file has that
+/// file's size. A link that leads out of the root, or nowhere, is shown as itself, and nothing
+/// outside is looked at.
+#[tokio::test]
+async fn a_listing_shows_links_inside_the_root_as_what_they_lead_to() {
+    let (root, _outside, ws) = setup();
+    std::fs::create_dir(root.path().join("docs")).unwrap();
+    std::fs::write(root.path().join("docs/a.txt"), "0123456789ab").unwrap();
+    symlink("docs", root.path().join("docs-link")).unwrap();
+    symlink("docs/a.txt", root.path().join("a-link")).unwrap();
+    symlink("nowhere", root.path().join("broken")).unwrap();
+    let entries = ws.list("").await.unwrap().entries;
+    let shown: Vec<(&str, bool, u64)> = entries
+        .iter()
+        .map(|e| (e.path.as_str(), e.is_dir, e.size))
+        .collect();
+    let outside_len = std::fs::read_link(root.path().join("link.txt"))
+        .unwrap()
+        .as_os_str()
+        .len() as u64;
+    let outside_dir_len = std::fs::read_link(root.path().join("linkdir"))
+        .unwrap()
+        .as_os_str()
+        .len() as u64;
+    assert_eq!(
+        shown,
+        [
+            ("a-link", false, 12),
+            ("broken", false, 7),
+            ("docs", true, 0),
+            ("docs-link", true, 0),
+            ("link.txt", false, outside_len),
+            ("linkdir", false, outside_dir_len),
+        ]
+    );
+    assert!(ws.list("docs-link").await.is_ok());
+}
