@@ -97,8 +97,9 @@ impl UiMessage {
 
     /// The message's tool parts (`tool-<name>` and `dynamic-tool`), in order: one for each such
     /// part, or an error naming the first one that lacks a `toolCallId`, a `state` or a tool
-    /// name, by its place in `parts` (never by the message's id, which is the client's text: a
-    /// server sends the error back).
+    /// name, or holds a malformed `approval` (not an object, `approved` not a boolean, `reason`
+    /// not a string, or an `approval-responded` part without `approved`), by its place in `parts`
+    /// (never by the message's id, which is the client's text: a server sends the error back).
     pub fn tool_parts(&self) -> Result<Vec<ToolPart>, String> {
         let mut parts = Vec::new();
         for (index, part) in self.parts.iter().enumerate() {
@@ -120,19 +121,60 @@ impl UiMessage {
             } else {
                 continue;
             };
+            let tool_call_id = field("toolCallId")?;
+            let state = field("state")?;
+            let (approved, approval_reason) = approval(index, part, &state)?;
             parts.push(ToolPart {
-                tool_call_id: field("toolCallId")?,
-                state: field("state")?,
+                tool_call_id,
+                state,
                 tool_name,
                 input: part.get("input").cloned(),
                 output: part.get("output").cloned(),
                 error_text: part["errorText"].as_str().map(str::to_owned),
-                approved: part["approval"]["approved"].as_bool(),
-                approval_reason: part["approval"]["reason"].as_str().map(str::to_owned),
+                approved,
+                approval_reason,
             });
         }
         Ok(parts)
     }
+}
+
+/// The user's answer a tool part holds (ai 6's `approval: {id, approved, reason?}`): whether the
+/// call is approved, and the reason given. Refused, naming the part by its place and the field,
+/// when `approval` is not an object, `approved` not a boolean or `reason` not a string, and when
+/// a part in state `approval-responded` (an answer) has no `approved`: read as a denial without a
+/// word, a client's mistake would deny a call the user may have approved. A `null` is absent.
+fn approval(
+    index: usize,
+    part: &Value,
+    state: &str,
+) -> Result<(Option<bool>, Option<String>), String> {
+    let approval = match part.get("approval") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(approval)) => Some(approval),
+        Some(_) => return Err(format!("part {index}: `approval` is not an object")),
+    };
+    let field = |name: &str| approval.and_then(|a| a.get(name)).filter(|v| !v.is_null());
+    let approved = match field("approved") {
+        None => None,
+        Some(Value::Bool(approved)) => Some(*approved),
+        Some(_) => {
+            return Err(format!(
+                "part {index}: `approval.approved` is not a boolean"
+            ));
+        }
+    };
+    if approved.is_none() && state == "approval-responded" {
+        return Err(format!(
+            "part {index}: an `approval-responded` part has no `approval.approved`"
+        ));
+    }
+    let reason = match field("reason") {
+        None => None,
+        Some(Value::String(reason)) => Some(reason.clone()),
+        Some(_) => return Err(format!("part {index}: `approval.reason` is not a string")),
+    };
+    Ok((approved, reason))
 }
 
 /// One chunk of the UI message stream, serialized with the protocol's exact names.

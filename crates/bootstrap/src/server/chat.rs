@@ -271,6 +271,27 @@ mod tests {
         }
     }
 
+    /// An answer to an approval request that is not one (`approved` not a boolean, say) is
+    /// refused naming the message and part by their places, never read as a denial.
+    #[test]
+    fn a_malformed_approval_answer_is_refused_by_its_place() {
+        let hi = user(json!([{"type": "text", "text": "hi"}]));
+        let answer = json!({"id": "a", "role": "assistant", "parts": [
+            {"type": "step-start"},
+            {"type": "tool-core__get_current_time", "toolCallId": "c1", "state": "approval-responded",
+             "input": {}, "approval": {"id": "c1", "approved": "yes"}}
+        ]});
+        let error = incoming(&messages(json!([hi, answer])))
+            .err()
+            .expect("refused");
+        assert_eq!(error.status, 400);
+        assert_eq!(error.code, "invalid_history");
+        assert_eq!(
+            error.message,
+            "messages[1]: part 1: `approval.approved` is not a boolean"
+        );
+    }
+
     /// Parts cogni does not read are skipped beside text, as a newer client may send them.
     #[test]
     fn unknown_parts_beside_text_are_skipped() {

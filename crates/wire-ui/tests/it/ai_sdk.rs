@@ -326,6 +326,68 @@ fn chat_requests_parse_with_tool_parts() {
     }
 }
 
+/// An answer to an approval request (ai 6's `approval-responded` part) is read only when it is
+/// one: `approval` an object whose `approved` is a boolean and whose `reason`, if any, a string.
+/// A mistyped or missing answer is refused by its place and field, never read as a denial (or
+/// anything else) without a word; an `approval-requested` part, whose `approval` holds only its
+/// id, is fine.
+#[test]
+fn a_malformed_approval_answer_is_refused_by_its_place() {
+    let part = |state: &str, approval: serde_json::Value| {
+        serde_json::json!({"type": "tool-core__get_current_time", "toolCallId": "c1",
+            "state": state, "input": {}, "approval": approval})
+    };
+    let message = |part: serde_json::Value| wire_ui::ai_sdk::UiMessage {
+        id: "a1".into(),
+        role: wire_ui::ai_sdk::UiRole::Assistant,
+        parts: vec![serde_json::json!({"type": "step-start"}), part],
+        metadata: None,
+    };
+    for (approval, fault) in [
+        (
+            serde_json::json!({"id": "c1", "approved": "yes"}),
+            "part 1: `approval.approved` is not a boolean",
+        ),
+        (
+            serde_json::json!({"id": "c1", "approved": 1}),
+            "part 1: `approval.approved` is not a boolean",
+        ),
+        (
+            serde_json::json!({"id": "c1"}),
+            "part 1: an `approval-responded` part has no `approval.approved`",
+        ),
+        (
+            serde_json::json!({"id": "c1", "approved": false, "reason": ["no"]}),
+            "part 1: `approval.reason` is not a string",
+        ),
+        (
+            serde_json::json!("approved"),
+            "part 1: `approval` is not an object",
+        ),
+    ] {
+        let error = message(part("approval-responded", approval))
+            .tool_parts()
+            .unwrap_err();
+        assert_eq!(error, fault);
+    }
+    let mut missing = part("approval-responded", serde_json::Value::Null);
+    missing.as_object_mut().unwrap().remove("approval");
+    assert_eq!(
+        message(missing).tool_parts().unwrap_err(),
+        "part 1: an `approval-responded` part has no `approval.approved`"
+    );
+
+    let asked = message(part("approval-requested", serde_json::json!({"id": "c1"})));
+    assert_eq!(asked.tool_parts().unwrap()[0].approved, None);
+    let answered = message(part(
+        "approval-responded",
+        serde_json::json!({"id": "c1", "approved": false, "reason": "not now"}),
+    ));
+    let answered = &answered.tool_parts().unwrap()[0];
+    assert_eq!(answered.approved, Some(false));
+    assert_eq!(answered.approval_reason.as_deref(), Some("not now"));
+}
+
 /// A refused tool part is named by its place, never by the message's id: the id is the client's
 /// text, of any length and with any characters, and a server sends the error back.
 #[test]
