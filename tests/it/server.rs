@@ -1134,6 +1134,84 @@ async fn ai_sdk_history_with_calls_left_without_results_starts_a_thread() {
     assert_eq!(sent.matches("no result reached").count(), 2, "{sent}");
 }
 
+/// A chat the server holds goes on whatever the client's copy of its history holds: only the new
+/// message is read. Here a model called a tool without naming it, so the server streamed
+/// `toolName: ""` and the AI SDK client keeps a part of type `tool-`, which a history that starts
+/// a thread cannot be read with: the next message was refused (400) for it, every time. Over
+/// AG-UI, a history holding a call id no thread could have (too long) is not read either.
+#[tokio::test]
+async fn a_saved_thread_s_unreadable_client_history_does_not_refuse_the_next_message() {
+    let server = Server::start(|_| {}).await;
+    let nameless = concat!(
+        "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",",
+        "\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_nameless\",",
+        "\"type\":\"function\",\"function\":{\"arguments\":\"{}\"}}]},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",",
+        "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+        "data: [DONE]\n\n"
+    );
+    server.fake.push(Reply::sse(nameless));
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let first = server
+        .text("/api/v1/chat", &chat_request("chat-nameless", "hi"))
+        .await;
+    assert!(first.contains(r#""toolName":"""#), "{first}");
+    record("nameless-call.aisdk.sse", &first);
+    // The message ai 6's readUIMessageStream builds from that stream.
+    let answer = json!({"id": "a1", "role": "assistant", "parts": [
+        {"type": "step-start"},
+        {"type": "tool-", "toolCallId": "call_nameless", "state": "output-error", "input": "",
+         "errorText": "unavailable: tool (invalid tool name) is not available"},
+        {"type": "step-start"},
+        {"type": "text", "text": "Your notes say hello.", "state": "done"}
+    ]});
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let mut next = chat_request("chat-nameless", "and now?");
+    let first_message = next["messages"][0].clone();
+    next["messages"] = json!([first_message, answer, {"id": "u2", "role": "user",
+        "parts": [{"type": "text", "text": "and now?"}]}]);
+    let response = server.post("/api/v1/chat", &next).await;
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    let body = response.text().await.unwrap();
+    assert_eq!(types(&frames(&body)).last().unwrap(), "[DONE]", "{body}");
+    let sent = String::from_utf8(server.fake.requests()[2].body.clone()).unwrap();
+    assert!(sent.contains("and now?"), "{sent}");
+
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let started = server
+        .text(
+            "/api/v1/agui",
+            &agui_input("t-unread", "r-unread-1", json!([user("m1", "hi")])),
+        )
+        .await;
+    assert!(started.contains("RUN_FINISHED"), "{started}");
+    let odd = json!({"id": "a1", "role": "assistant", "toolCalls": [{"id": "c".repeat(200),
+        "type": "function", "function": {"name": "core__get_current_time", "arguments": "{}"}}]});
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let history = json!([user("m1", "hi"), odd, user("m2", "and now?")]);
+    let response = server
+        .post(
+            "/api/v1/agui",
+            &agui_input("t-unread", "r-unread-2", history),
+        )
+        .await;
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    let body = response.text().await.unwrap();
+    assert_eq!(
+        types(&frames(&body)).last().unwrap(),
+        "RUN_FINISHED",
+        "{body}"
+    );
+}
+
 /// With the default `ai_sdk_version` (ai 5 clients), a paused call's part stays `input-available`: no
 /// chunk ai 5 would refuse.
 #[tokio::test]

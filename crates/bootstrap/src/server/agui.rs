@@ -63,21 +63,17 @@ pub(super) async fn run(
                 ApiError::bad_request("invalid_resume", format!("resume[{index}].payload: {e}"))
             })?;
         }
-        Incoming {
-            history: Vec::new(),
-            history_at: Vec::new(),
-            turn: IncomingTurn::Approvals(
-                input
-                    .resume
-                    .iter()
-                    .map(|answer| Answer {
-                        call_id: answer.interrupt_id.clone(),
-                        approved: answer.approves(),
-                        reason: answer.reason().map(str::to_owned),
-                    })
-                    .collect(),
-            ),
-        }
+        Incoming::without_history(IncomingTurn::Approvals(
+            input
+                .resume
+                .iter()
+                .map(|answer| Answer {
+                    call_id: answer.interrupt_id.clone(),
+                    approved: answer.approves(),
+                    reason: answer.reason().map(str::to_owned),
+                })
+                .collect(),
+        ))
     };
     let started = start_run(&state, &input.thread_id, &input.run_id, incoming).await?;
     // The calls a resume decides (the answered ones and the unanswered, denied), or a new user
@@ -103,54 +99,13 @@ fn incoming(messages: &[InputMessage]) -> Result<Incoming, ApiError> {
     };
     let mut history = Vec::with_capacity(before.len());
     let mut history_at = Vec::with_capacity(before.len());
+    let mut unreadable_history = None;
     for (index, message) in before.iter().enumerate() {
-        match message {
-            InputMessage::Developer { content, .. } | InputMessage::System { content, .. } => {
-                history.push(HistoryItem::System {
-                    content: content.clone(),
-                });
-            }
-            InputMessage::User { content, .. } => history.push(HistoryItem::User {
-                content: content.text(),
-            }),
-            InputMessage::Assistant {
-                content,
-                tool_calls,
-                ..
-            } => {
-                if let Some(text) = content.as_ref().filter(|t| !t.is_empty()) {
-                    history.push(HistoryItem::AssistantText {
-                        content: text.clone(),
-                    });
-                }
-                for call in tool_calls {
-                    history.push(HistoryItem::ToolCall {
-                        id: call_id(index, &call.id)?,
-                        name: call.function.name.clone(),
-                        arguments: call.function.arguments.clone(),
-                    });
-                }
-            }
-            InputMessage::Tool {
-                content,
-                tool_call_id,
-                error,
-                ..
-            } => history.push(HistoryItem::ToolResult {
-                tool_call_id: call_id(index, tool_call_id)?,
-                content: match error {
-                    Some(error) => serde_json::json!({"error": {"message": error}}).to_string(),
-                    None => content.text(),
-                },
-            }),
-            // The frontend's own messages: nothing in them is for the model.
-            InputMessage::Activity { .. } | InputMessage::Reasoning { .. } => {}
-            _ => {
-                return Err(ApiError::bad_request(
-                    "invalid_history",
-                    format!("messages[{index}]: this message role is not supported"),
-                ));
-            }
+        // Refused only if the history is needed (no thread yet): see `Incoming`.
+        if let Err(fault) = history_items(index, message, &mut history) {
+            history.truncate(history_at.len());
+            unreadable_history = Some(fault);
+            break;
         }
         // The items this message added come from it.
         history_at.resize(history.len(), index);
@@ -162,8 +117,66 @@ fn incoming(messages: &[InputMessage]) -> Result<Incoming, ApiError> {
     Ok(Incoming {
         history,
         history_at,
+        unreadable_history,
         turn: IncomingTurn::Message(message),
     })
+}
+
+/// The UI items of the history's message at `index`, added to `history`.
+fn history_items(
+    index: usize,
+    message: &InputMessage,
+    history: &mut Vec<HistoryItem>,
+) -> Result<(), ApiError> {
+    match message {
+        InputMessage::Developer { content, .. } | InputMessage::System { content, .. } => {
+            history.push(HistoryItem::System {
+                content: content.clone(),
+            });
+        }
+        InputMessage::User { content, .. } => history.push(HistoryItem::User {
+            content: content.text(),
+        }),
+        InputMessage::Assistant {
+            content,
+            tool_calls,
+            ..
+        } => {
+            if let Some(text) = content.as_ref().filter(|t| !t.is_empty()) {
+                history.push(HistoryItem::AssistantText {
+                    content: text.clone(),
+                });
+            }
+            for call in tool_calls {
+                history.push(HistoryItem::ToolCall {
+                    id: call_id(index, &call.id)?,
+                    name: call.function.name.clone(),
+                    arguments: call.function.arguments.clone(),
+                });
+            }
+        }
+        InputMessage::Tool {
+            content,
+            tool_call_id,
+            error,
+            ..
+        } => history.push(HistoryItem::ToolResult {
+            tool_call_id: call_id(index, tool_call_id)?,
+            content: match error {
+                Some(error) => serde_json::json!({"error": {"message": error}}).to_string(),
+                None => content.text(),
+            },
+        }),
+        // The frontend's own messages: nothing in them is for the model.
+        InputMessage::Activity { .. } | InputMessage::Reasoning { .. } => {}
+        _ => {
+            return Err(ApiError::bad_request(
+                "invalid_history",
+                format!("messages[{index}]: this message role is not supported"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn call_id(index: usize, raw: &str) -> Result<ToolCallId, ApiError> {

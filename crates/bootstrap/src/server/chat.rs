@@ -94,11 +94,7 @@ fn incoming(messages: &[UiMessage]) -> Result<Incoming, ApiError> {
         let answers = approval_answers(messages.len() - 1, last)?;
         if !answers.is_empty() {
             // The thread is the server's: the client's history is not read.
-            return Ok(Incoming {
-                history: Vec::new(),
-                history_at: Vec::new(),
-                turn: IncomingTurn::Approvals(answers),
-            });
+            return Ok(Incoming::without_history(IncomingTurn::Approvals(answers)));
         }
     }
     if last.role != UiRole::User {
@@ -110,6 +106,7 @@ fn incoming(messages: &[UiMessage]) -> Result<Incoming, ApiError> {
     }
     let mut history = Vec::with_capacity(before.len());
     let mut history_at = Vec::with_capacity(before.len());
+    let mut unreadable_history = None;
     for (index, message) in before.iter().enumerate() {
         match message.role {
             UiRole::System => history.push(HistoryItem::System {
@@ -118,7 +115,14 @@ fn incoming(messages: &[UiMessage]) -> Result<Incoming, ApiError> {
             UiRole::User => history.push(HistoryItem::User {
                 content: message.text(),
             }),
-            UiRole::Assistant => assistant_items(index, message, &mut history)?,
+            UiRole::Assistant => {
+                // Refused only if the history is needed (no thread yet): see `Incoming`.
+                if let Err(fault) = assistant_items(index, message, &mut history) {
+                    history.truncate(history_at.len());
+                    unreadable_history = Some(fault);
+                    break;
+                }
+            }
         }
         // The items this message added come from it.
         history_at.resize(history.len(), index);
@@ -130,6 +134,7 @@ fn incoming(messages: &[UiMessage]) -> Result<Incoming, ApiError> {
     Ok(Incoming {
         history,
         history_at,
+        unreadable_history,
         turn: IncomingTurn::Message(message),
     })
 }

@@ -509,8 +509,26 @@ pub(crate) struct Incoming {
     /// For each item of `history`, the position of the client's message it came from, so a
     /// refusal names the message rather than quoting an id in it.
     pub(crate) history_at: Vec<usize>,
+    /// Why the client's history cannot be read (`history` then holds what was read before the
+    /// fault): refused only when the server holds no thread to continue, since with one the
+    /// history is not used, and the client's copy may hold what the server's own stream made
+    /// of a model's mistake (a part of a tool call with no name), which would otherwise refuse
+    /// every next message of the chat.
+    pub(crate) unreadable_history: Option<ApiError>,
     /// What begins the run.
     pub(crate) turn: IncomingTurn,
+}
+
+impl Incoming {
+    /// What begins a run on a thread the server holds: no history, which it would not read.
+    pub(crate) fn without_history(turn: IncomingTurn) -> Self {
+        Self {
+            history: Vec::new(),
+            history_at: Vec::new(),
+            unreadable_history: None,
+            turn,
+        }
+    }
 }
 
 /// What a request asks the run to begin with.
@@ -553,7 +571,7 @@ async fn start_run(
     state: &Arc<AppState>,
     thread: &str,
     run_id: &str,
-    incoming: Incoming,
+    mut incoming: Incoming,
 ) -> Result<StartedRun, ApiError> {
     let thread = ThreadId::new(thread)
         .map_err(|e| ApiError::bad_request("invalid_thread_id", format!("thread id: {e}")))?;
@@ -587,6 +605,11 @@ async fn start_run(
             ))
         })?,
         None => {
+            // Only a history that starts a thread is read: one the server holds goes on from
+            // its own state whatever the client's copy holds.
+            if let Some(unreadable) = incoming.unreadable_history.take() {
+                return Err(unreadable);
+            }
             let invalid = |fault: String| ApiError::bad_request("invalid_history", fault);
             let messages = reconstruct_history(&incoming.history)
                 .map_err(|e| invalid(history_fault(&incoming, &e)))?;
