@@ -1943,6 +1943,64 @@ async fn a_user_message_instead_of_the_answers_ends_the_waiting_calls() {
     assert_eq!(types(&chunks).last().unwrap(), "[DONE]", "{next}");
 }
 
+/// `@ag-ui/client` starts no run while interrupts are open unless its `resume` answers each, so
+/// a user who types instead of answering is sent as a run whose messages end with the new
+/// message and whose `resume` cancels the interrupts (as an app must send it). The new message
+/// is the run's turn, as any new message is: the waiting calls end as cancelled and the model
+/// answers the message (before, the run read only `resume`, and the message was dropped
+/// without a word: the model went on from the denials, and the thread never held it).
+#[tokio::test]
+async fn agui_a_new_message_sent_with_resume_entries_is_not_dropped() {
+    let server = Server::approving(None).await;
+    let paused = server
+        .text(
+            "/api/v1/agui",
+            &agui_input(
+                "t-typed",
+                "r-1",
+                json!([user("m1", "What do my notes say?")]),
+            ),
+        )
+        .await;
+    assert!(paused.contains("\"interrupts\""), "{paused}");
+    let shown = json!({"id": "r-1-m1", "role": "assistant", "content": "Let me look.",
+    "toolCalls": [
+        {"id": "call_time", "type": "function",
+         "function": {"name": "core__get_current_time", "arguments": "{}"}},
+        {"id": "call_read", "type": "function",
+         "function": {"name": "core__workspace_read", "arguments": "{\"path\":\"notes.txt\"}"}}
+    ]});
+    let mut typed = agui_input(
+        "t-typed",
+        "r-2",
+        json!([
+            user("m1", "What do my notes say?"),
+            shown,
+            user("m2", "Never mind, tell me a joke.")
+        ]),
+    );
+    typed["resume"] = json!([
+        {"interruptId": "call_time", "status": "cancelled"},
+        {"interruptId": "call_read", "status": "cancelled"}
+    ]);
+    let next = server.text("/api/v1/agui", &typed).await;
+    record("approval-resume-with-new-message.agui.sse", &next);
+    let events = frames(&next);
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{next}");
+    let ended: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "TOOL_CALL_RESULT")
+        .map(|e| e["toolCallId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ended, ["call_time", "call_read"], "{next}");
+    let sent = String::from_utf8(server.fake.requests()[1].body.clone()).unwrap();
+    assert!(
+        sent.contains("tell me a joke"),
+        "the model got the message: {sent}"
+    );
+    assert!(!sent.contains("hello"), "the read did not run: {sent}");
+}
+
 /// Without a token, a loopback server answers only requests addressed to a loopback host
 /// (`localhost` or a loopback IP, with any port): a web page whose own name an attacker's DNS
 /// re-points at 127.0.0.1 (DNS rebinding) reaches the server as same-origin, and its requests

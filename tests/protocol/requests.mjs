@@ -25,14 +25,29 @@ function aguiRequests() {
     { id: "x1", role: "activity", activityType: "progress", content: { done: 1 } },
     { id: "u2", role: "user", content: "And now?" },
   ];
+  const run = agent.prepareRunAgentInput({ runId: "r-client" });
   // The run after one that paused for approval of call_time and call_read (the calls of
-  // fixtures/wire/loop/turn-1-tool-calls.sse): read approved, time refused.
+  // fixtures/wire/loop/turn-1-tool-calls.sse): read approved, time refused. The client's
+  // messages end with the paused run's calls, as its events left them (a user message last
+  // would be one typed instead of answering, which the server takes as the run's turn).
+  agent.messages = [
+    { id: "u1", role: "user", content: "What do my notes say?" },
+    {
+      id: "r-paused-m1",
+      role: "assistant",
+      content: "Let me look.",
+      toolCalls: [
+        { id: "call_time", type: "function", function: { name: "core__get_current_time", arguments: "{}" } },
+        { id: "call_read", type: "function", function: { name: "core__workspace_read", arguments: '{"path":"notes.txt"}' } },
+      ],
+    },
+  ];
   const resume = [
     { interruptId: "call_read", status: "resolved", payload: { approved: true } },
     { interruptId: "call_time", status: "cancelled" },
   ];
   return {
-    "agui-client/run.json": agent.prepareRunAgentInput({ runId: "r-client" }),
+    "agui-client/run.json": run,
     "agui-client/resume.json": agent.prepareRunAgentInput({ runId: "r-client-resume", resume }),
   };
 }

@@ -30,7 +30,10 @@ pub struct RunAgentInput {
     #[serde(default)]
     pub protocol_version: Option<String>,
     /// Answers to the interrupts the thread's last run ended with: present, this run continues
-    /// from them instead of starting from a new user message.
+    /// from them instead of starting from a new user message. (`@ag-ui/client` starts no run
+    /// while interrupts are open unless this answers each, so a message the user typed instead
+    /// of answering comes with entries that cancel them: a server may take a user message at
+    /// the end of `messages` as the run's turn, as cogni's does.)
     #[serde(default)]
     pub resume: Vec<ResumeEntry>,
     /// The conversation as the client has it; the new user message is last.

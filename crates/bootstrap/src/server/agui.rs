@@ -52,8 +52,13 @@ pub(super) async fn run(
     }
     let input: RunAgentInput = parse_body(&headers, body, limit)?;
     // A run that answers interrupts continues the thread from them: the thread is the server's,
-    // so the client's messages are not read.
-    let incoming = if input.resume.is_empty() {
+    // so the client's messages are not read. Unless they end with a user message: a paused
+    // run's messages end with its calls, so that is a message the user typed instead of
+    // answering, which `@ag-ui/client` sends only with `resume` entries for every open
+    // interrupt (it starts no run without). It is the run's turn, as any new message is (the
+    // waiting calls end cancelled, whatever the entries say), rather than dropped unread.
+    let new_message = matches!(input.messages.last(), Some(InputMessage::User { .. }));
+    let incoming = if input.resume.is_empty() || new_message {
         incoming(&input.messages)?
     } else {
         // An approval means what the user saw: a payload holding more (edited arguments, say)
