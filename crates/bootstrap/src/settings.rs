@@ -268,6 +268,17 @@ pub struct Overrides {
     /// The endpoint's wire format.
     #[arg(long, env = "COGNI_LLM_WIRE")]
     pub llm_wire: Option<LlmWire>,
+    /// Time allowed until the response's first byte, in ms (`llm.request_timeout_ms`).
+    #[arg(long, env = "COGNI_LLM_REQUEST_TIMEOUT_MS")]
+    pub llm_request_timeout_ms: Option<u64>,
+    /// Time allowed without progress once the response has begun, in ms
+    /// (`llm.idle_timeout_ms`).
+    #[arg(long, env = "COGNI_LLM_IDLE_TIMEOUT_MS")]
+    pub llm_idle_timeout_ms: Option<u64>,
+    /// Time allowed for a whole model call, retries and waits included, in ms
+    /// (`llm.max_call_ms`).
+    #[arg(long, env = "COGNI_LLM_MAX_CALL_MS")]
+    pub llm_max_call_ms: Option<u64>,
     /// The API key. Set it in the environment; a flag would show in the process list.
     /// A `Secret` from the start, so no `Debug` of the command line prints it.
     #[arg(
@@ -311,6 +322,9 @@ impl std::fmt::Debug for Overrides {
             llm_base_url,
             llm_model,
             llm_wire,
+            llm_request_timeout_ms,
+            llm_idle_timeout_ms,
+            llm_max_call_ms,
             llm_api_key,
             listen,
             server_token,
@@ -325,6 +339,9 @@ impl std::fmt::Debug for Overrides {
             .field("llm_base_url", &shown_base_url)
             .field("llm_model", llm_model)
             .field("llm_wire", llm_wire)
+            .field("llm_request_timeout_ms", llm_request_timeout_ms)
+            .field("llm_idle_timeout_ms", llm_idle_timeout_ms)
+            .field("llm_max_call_ms", llm_max_call_ms)
             .field("llm_api_key", llm_api_key)
             .field("listen", listen)
             .field("server_token", server_token)
@@ -512,6 +529,15 @@ impl Settings {
         }
         if let Some(v) = o.llm_wire {
             self.llm.wire = v;
+        }
+        if let Some(v) = o.llm_request_timeout_ms {
+            self.llm.request_timeout_ms = v;
+        }
+        if let Some(v) = o.llm_idle_timeout_ms {
+            self.llm.idle_timeout_ms = v;
+        }
+        if let Some(v) = o.llm_max_call_ms {
+            self.llm.max_call_ms = v;
         }
         self.llm.api_key = o.llm_api_key.filter(|k| !k.expose().is_empty());
         if let Some(v) = o.listen {
@@ -849,6 +875,56 @@ mod tests {
         let config = crate::compose::openai_config(&set.llm);
         assert_eq!(config.max_call, std::time::Duration::from_secs(90));
         assert!(format!("{:?}", set.llm).contains("max_call_ms: 90000"));
+    }
+
+    /// The three model-call clocks have overrides (`--llm-*-ms`, `COGNI_LLM_*_MS`) that replace
+    /// the config file's values, and an unset one keeps them.
+    #[test]
+    fn the_llm_timeouts_have_overrides() {
+        use clap::Parser;
+        let mut settings = Settings::from_toml_str(
+            "[llm]\nrequest_timeout_ms = 1\nidle_timeout_ms = 2\nmax_call_ms = 3\n",
+        )
+        .unwrap();
+        settings.apply(Overrides::default());
+        let llm = &settings.llm;
+        assert_eq!(
+            (llm.request_timeout_ms, llm.idle_timeout_ms, llm.max_call_ms),
+            (1, 2, 3)
+        );
+        settings.apply(Overrides {
+            llm_request_timeout_ms: Some(10),
+            llm_idle_timeout_ms: Some(20),
+            llm_max_call_ms: Some(30),
+            ..Overrides::default()
+        });
+        let llm = &settings.llm;
+        assert_eq!(
+            (llm.request_timeout_ms, llm.idle_timeout_ms, llm.max_call_ms),
+            (10, 20, 30)
+        );
+        let cli = crate::cli::Cli::try_parse_from([
+            "cogni",
+            "serve",
+            "--llm-request-timeout-ms",
+            "100",
+            "--llm-idle-timeout-ms",
+            "200",
+            "--llm-max-call-ms",
+            "300",
+        ])
+        .unwrap();
+        let crate::cli::Command::Serve { overrides } = cli.command else {
+            panic!("not serve: {cli:?}");
+        };
+        assert_eq!(
+            (
+                overrides.llm_request_timeout_ms,
+                overrides.llm_idle_timeout_ms,
+                overrides.llm_max_call_ms
+            ),
+            (Some(100), Some(200), Some(300))
+        );
     }
 
     /// No `Debug` of the settings or the overrides shows the token.

@@ -8,6 +8,9 @@ const VARS: &[&str] = &[
     "COGNI_LLM_BASE_URL",
     "COGNI_LLM_MODEL",
     "COGNI_LLM_WIRE",
+    "COGNI_LLM_REQUEST_TIMEOUT_MS",
+    "COGNI_LLM_IDLE_TIMEOUT_MS",
+    "COGNI_LLM_MAX_CALL_MS",
     "COGNI_LLM_API_KEY",
     "COGNI_LISTEN",
     "COGNI_POLICY",
@@ -118,6 +121,25 @@ fn bad_values_name_their_key() {
     assert!(!wire.status.success());
     let wire = String::from_utf8_lossy(&wire.stderr);
     assert!(wire.contains("llm-wire") && wire.contains("grpc"), "{wire}");
+}
+
+/// The three model-call clocks can be set from the environment like the other `[llm]`
+/// settings: a zero in each variable reaches the settings and is refused naming its key (no
+/// model is set, so a variable that went unread would be refused for the model instead).
+#[test]
+fn the_llm_timeouts_are_read_from_their_variables() {
+    let dir = tempfile::tempdir().unwrap();
+    for (var, key) in [
+        ("COGNI_LLM_REQUEST_TIMEOUT_MS", "llm.request_timeout_ms"),
+        ("COGNI_LLM_IDLE_TIMEOUT_MS", "llm.idle_timeout_ms"),
+        ("COGNI_LLM_MAX_CALL_MS", "llm.max_call_ms"),
+    ] {
+        let stderr = refused(&cogni_in(dir.path(), &["serve"], &[(var, "0")]));
+        assert!(
+            stderr.contains(key) && stderr.contains("must be above 0"),
+            "{var}: {stderr}"
+        );
+    }
 }
 
 #[test]
