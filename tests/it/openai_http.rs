@@ -828,8 +828,9 @@ async fn a_page_answer_to_a_stream_request_names_its_content_type() {
     let error = call_once(&model).await.unwrap_err();
     assert!(
         matches!(&error, CompletionError::Decode(m) if m.ends_with(
-            "HTTP 200 OK: the server answered with text/html; charset=utf-8 (49 bytes), not an \
-             event stream"
+            "HTTP 200 OK: the server answered with text/html; charset=utf-8 (at least 49 \
+             bytes), not an event stream: it does not open with an SSE field (`data:`, \
+             `event:`, `id:`, `retry:`) or comment (`:`)"
         )),
         "{error:?}"
     );
@@ -866,7 +867,9 @@ async fn a_body_not_labelled_an_event_stream_is_named_when_it_fails_to_decode() 
     })
     .unwrap();
     let expected = [
-        "HTTP 200 OK: the server answered with no content type (49 bytes), not an event stream"
+        "HTTP 200 OK: the server answered with no content type (at least 49 bytes), not an \
+         event stream: it does not open with an SSE field (`data:`, `event:`, `id:`, `retry:`) \
+         or comment (`:`)"
             .to_owned(),
         "HTTP 200 OK: the server answered with text/html (at least 140 bytes), not an event \
          stream: the stream exceeds the limit of 100"

@@ -10,9 +10,12 @@
 //! `wire_openai::chat::decode_completion` or `wire_openai::responses::decode_response` into the
 //! same completion a stream of it would give (its deltas go to the sink at once), under the same
 //! limits; a JSON error body is the provider's error, and any other JSON is reported as neither
-//! an event stream nor a whole answer. A body of another type is read as a stream all the same,
-//! and reported by its content type when nothing in it decodes (a web page where the API was
-//! expected).
+//! an event stream nor a whole answer. A body of another type, or of none, is read as a stream
+//! all the same when its first bytes are an SSE field or comment (some servers label their
+//! streams `text/plain`, or not at all); one that opens otherwise (a web page where the API was
+//! expected, a proxy's JSON) is refused by its content type as soon as those bytes arrive,
+//! rather than waited on until it stalls. Either is reported by its content type when it fails
+//! to decode.
 //!
 //! **Timeouts.** [`OpenAiConfig::request_timeout`] bounds the wait for the first body byte;
 //! from it on, [`OpenAiConfig::idle_timeout`] bounds the wait for progress: a complete SSE event,
@@ -516,9 +519,10 @@ impl OpenAiCompletion {
 
     /// Reads the body (of a `status` answer) as the wire's event stream, each fragment to
     /// `deltas` as it decodes. `not_a_stream` is the response's content type (`None` inside: it
-    /// had none) when it is not `text/event-stream`: a body that then fails to decode is reported
-    /// by that type and its size, never by its contents, rather than only as a stream that went
-    /// wrong.
+    /// had none) when it is not `text/event-stream`: such a body must open as SSE (past a BOM
+    /// and whitespace, a field or a comment; [`StreamOpening`]) or is refused once its first
+    /// bytes show it does not, and a body that then fails to decode is reported by that type and
+    /// its size, never by its contents, rather than only as a stream that went wrong.
     ///
     /// Nothing is awaited past `limit`, the call's. The first byte is awaited until `deadline`;
     /// from it on, the idle timeout runs from the last progress: the first byte, then each
@@ -537,14 +541,24 @@ impl OpenAiCompletion {
         cancel: &CancellationToken,
         not_a_stream: Option<Option<String>>,
     ) -> Result<LlmCompletion, Failure> {
+        // The content type as errors name it, when it is not `text/event-stream`.
+        let shown_type = not_a_stream.as_ref().map(|content_type| {
+            content_type
+                .as_deref()
+                .map_or_else(|| "no content type".to_owned(), |t| self.shown(t))
+        });
+        let not_a_stream_error = |what: &str, size: String, detail: &str| {
+            CompletionError::Decode(format!(
+                "POST {}: HTTP {}: the server answered with {what} ({size}), not an event stream{detail}",
+                self.endpoint,
+                status_text(status),
+            ))
+        };
         let labelled = |error: DecodeError, received: usize, whole: bool, decoded: bool| {
-            match (&error, &not_a_stream) {
+            match (&error, &shown_type) {
                 // An error event is the provider's answer, decoded: its label does not matter.
                 (DecodeError::ProviderError { .. }, _) | (_, None) => self.decode_error(error),
-                (_, Some(content_type)) => {
-                    let what = content_type
-                        .as_deref()
-                        .map_or_else(|| "no content type".to_owned(), |t| self.shown(t));
+                (_, Some(what)) => {
                     let size = match whole {
                         true => format!("{received} bytes"),
                         false => format!("at least {received} bytes"),
@@ -555,14 +569,14 @@ impl OpenAiCompletion {
                         DecodeError::Truncated { .. } if !decoded => String::new(),
                         other => format!(": {}", self.decode_detail(other)),
                     };
-                    CompletionError::Decode(format!(
-                        "POST {}: HTTP {}: the server answered with {what} ({size}), not an event stream{detail}",
-                        self.endpoint,
-                        status_text(status),
-                    ))
+                    not_a_stream_error(what, size, &detail)
                 }
             }
         };
+        // A body not labelled an event stream is told by its first bytes: one that does not
+        // open as SSE (a proxy's page or JSON) is refused at once, not waited on until it
+        // stalls, since the SSE rules would ignore every line of it as an unknown field.
+        let mut opening = shown_type.is_some().then(StreamOpening::default);
         let mut decoder = Decoder::new(self.wire, self.limits);
         let mut received = 0usize;
         let mut decoded = false;
@@ -599,6 +613,20 @@ impl OpenAiCompletion {
             let fragments = decoder
                 .feed(&chunk)
                 .map_err(|e| Failure::Final(labelled(e, received, false, decoded)))?;
+            if let (Some(start), Some(what)) = (&mut opening, &shown_type) {
+                match start.read(&chunk) {
+                    Some(true) => opening = None,
+                    Some(false) => {
+                        return Err(Failure::Final(not_a_stream_error(
+                            what,
+                            format!("at least {received} bytes"),
+                            ": it does not open with an SSE field (`data:`, `event:`, `id:`, \
+                             `retry:`) or comment (`:`)",
+                        )));
+                    }
+                    None => {}
+                }
+            }
             if decoder.events() > events {
                 events = decoder.events();
                 idle_until = after(self.idle_timeout);
@@ -932,6 +960,51 @@ impl ChunkSource for reqwest::Response {
             Ok(chunk) => Ok(chunk.map(Vec::from)),
             Err(error) => Err(describe(error)),
         }
+    }
+}
+
+/// The UTF-8 byte order mark a body may open with (the SSE rules skip it).
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// The lines an event stream may open with, past a BOM and blank lines: a field the decoders
+/// read, or a comment.
+const SSE_OPENINGS: [&[u8]; 5] = [b"data:", b"event:", b"id:", b"retry:", b":"];
+
+/// Tells from its first bytes, as they arrive, whether a body opens as an event stream: past a
+/// UTF-8 BOM and whitespace, with a field or a comment ([`SSE_OPENINGS`]). Keeps only the few
+/// bytes of a start not yet told (a BOM or a field name split over reads).
+#[derive(Debug, Default)]
+struct StreamOpening {
+    /// The bytes since the last whitespace, while they may still begin an opening.
+    head: Vec<u8>,
+    /// Whether the body's first bytes were seen, and so a BOM skipped.
+    past_bom: bool,
+}
+
+impl StreamOpening {
+    /// Reads the next chunk: `Some(true)` once the body opens as an event stream,
+    /// `Some(false)` once it does not, `None` while it cannot be told yet.
+    fn read(&mut self, chunk: &[u8]) -> Option<bool> {
+        self.head.extend_from_slice(chunk);
+        if !self.past_bom {
+            if self.head.len() < UTF8_BOM.len() && UTF8_BOM.starts_with(&self.head) {
+                return None;
+            }
+            if self.head.starts_with(UTF8_BOM) {
+                self.head.drain(..UTF8_BOM.len());
+            }
+            self.past_bom = true;
+        }
+        let start = self.head.trim_ascii_start();
+        if SSE_OPENINGS.iter().any(|field| start.starts_with(field)) {
+            return Some(true);
+        }
+        if SSE_OPENINGS.iter().any(|field| field.starts_with(start)) {
+            // Empty (only whitespace so far) or the start of a field name.
+            self.head = start.to_vec();
+            return None;
+        }
+        Some(false)
     }
 }
 

@@ -100,6 +100,17 @@ async fn stream_limited(
     max_call: Duration,
     script: Script,
 ) -> (Result<LlmCompletion, Failure>, String, Duration) {
+    stream_as(wire, max_call, script, None).await
+}
+
+/// [`stream_limited`] for a body whose content type is not `text/event-stream`
+/// (`not_a_stream`: the type, or `None` for none), as an attempt passes it.
+async fn stream_as(
+    wire: OpenAiWire,
+    max_call: Duration,
+    script: Script,
+    not_a_stream: Option<Option<String>>,
+) -> (Result<LlmCompletion, Failure>, String, Duration) {
     let model = model(wire, max_call);
     let limit = after(max_call);
     let mut text = String::new();
@@ -117,7 +128,7 @@ async fn stream_limited(
             after(REQUEST).min(limit),
             limit,
             &CancellationToken::new(),
-            None,
+            not_a_stream,
         )
         .await;
     (result, text, started.elapsed())
@@ -278,4 +289,92 @@ async fn the_call_limit_before_the_first_byte_is_not_retried() {
         result.map_err(|_| ())
     );
     assert_eq!(took, REQUEST);
+}
+
+/// A body not labelled an event stream whose first bytes are not an SSE field or comment (a
+/// proxy's HTML page or JSON, its connection held open) is refused as soon as those bytes
+/// arrive, by its content type, as final and without its contents: it never stalls into the
+/// idle timeout as "no event". A BOM, blank lines and whitespace before them are looked past,
+/// and a field name split over two reads is waited for.
+#[tokio::test(start_paused = true)]
+async fn a_body_that_opens_as_no_event_stream_is_refused_at_once() {
+    let page = "<!doctype html><html><body>Sign in</body></html>\n";
+    let json = "{\"error\":{\"message\":\"Sign in\"}}\n";
+    for (content_type, chunks) in [
+        (Some("text/html"), vec![page.as_bytes().to_vec()]),
+        (None, vec![json.as_bytes().to_vec()]),
+        (
+            Some("text/plain"),
+            vec![
+                b"\xEF\xBB".to_vec(),
+                b"\xBF\n\r\n  ".to_vec(),
+                b"da".to_vec(),
+                b"ta> Sign in".to_vec(),
+            ],
+        ),
+    ] {
+        let mut script = Script::new();
+        for chunk in &chunks {
+            script = script.then(Duration::ZERO, chunk.clone());
+        }
+        let received: usize = chunks.iter().map(Vec::len).sum();
+        let (result, _, took) = stream_as(
+            OpenAiWire::Chat,
+            Duration::from_secs(3600),
+            script.held_open(),
+            Some(content_type.map(str::to_owned)),
+        )
+        .await;
+        let Err(Failure::Final(CompletionError::Decode(message))) = result else {
+            panic!(
+                "{content_type:?}: expected a final decode error, got {:?}",
+                result.map_err(|_| ())
+            );
+        };
+        let what = content_type.unwrap_or("no content type");
+        assert_eq!(
+            message,
+            format!(
+                "POST http://model.test/v1/chat/completions: HTTP 200 OK: the server answered \
+                 with {what} (at least {received} bytes), not an event stream: it does not open \
+                 with an SSE field (`data:`, `event:`, `id:`, `retry:`) or comment (`:`)"
+            )
+        );
+        assert_eq!(took, Duration::ZERO, "{content_type:?}: not waited for");
+    }
+}
+
+/// A stream with an odd content type (or none) whose first bytes are SSE is read as one, its
+/// start split over reads, after a BOM and blank lines, or opening with a comment.
+#[tokio::test(start_paused = true)]
+async fn a_stream_with_an_odd_content_type_is_still_read() {
+    let mut split = b"\xEF\xBB\xBF\n\r\n".to_vec();
+    split.extend_from_slice(ROLE);
+    for (content_type, opening) in [
+        (Some("text/plain"), vec![b"da".to_vec(), ROLE[2..].to_vec()]),
+        (None, vec![split[..2].to_vec(), split[2..].to_vec()]),
+        (
+            Some("application/octet-stream"),
+            vec![b": hello\n\n".to_vec(), ROLE.to_vec()],
+        ),
+    ] {
+        let mut script = Script::new();
+        for chunk in opening {
+            script = script.then(Duration::ZERO, chunk);
+        }
+        let script = script.then(EVERY, TEXT).then(Duration::ZERO, STOP);
+        let (result, text, _) = stream_as(
+            OpenAiWire::Chat,
+            Duration::from_secs(3600),
+            script,
+            Some(content_type.map(str::to_owned)),
+        )
+        .await;
+        assert!(
+            result.is_ok(),
+            "{content_type:?}: {:?}",
+            result.map_err(|_| ())
+        );
+        assert_eq!(text, "x", "{content_type:?}");
+    }
 }
