@@ -47,6 +47,7 @@ mod secret;
 mod source;
 mod spec;
 mod thread;
+mod toml_error;
 mod workspace;
 
 /// The attribute this crate's port traits are declared with ([`BoundTool`], [`CompletionPort`],
@@ -90,6 +91,7 @@ pub use secret::Secret;
 pub use source::{BoundTool, Capabilities, StaticToolSource, ToolError, ToolSource};
 pub use spec::{Redaction, ToolEffect, ToolSpec};
 pub use thread::{ThreadId, ThreadStore, ThreadStoreError};
+pub use toml_error::describe_toml_error;
 pub use workspace::{
     MAX_LIST_ENTRIES, Workspace, WorkspaceEntry, WorkspaceError, WorkspaceListing,
 };

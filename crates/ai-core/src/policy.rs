@@ -175,17 +175,22 @@ fn no_retry_helps(category: ToolErrorCategory) -> Option<&'static str> {
 
 impl ToolPolicy {
     /// Parses a policy from TOML; unknown keys, malformed tool ids and values no policy can mean
-    /// (see [`Self::check`]) are refused.
+    /// (see [`Self::check`]) are refused. A document that does not parse is refused naming the
+    /// line and its key, never the value ([`crate::describe_toml_error`]).
     pub fn from_toml_str(text: &str) -> Result<Self, Error> {
-        let policy: Self =
-            toml::from_str(text).map_err(|e| Error::Policy(e.message().to_owned()))?;
+        let policy: Self = toml::from_str(text)
+            .map_err(|e| Error::Policy(crate::describe_toml_error(text, &e)))?;
         policy.check().map(|()| policy)
     }
 
     /// Parses a policy from JSON; unknown keys, malformed tool ids and values no policy can mean
-    /// (see [`Self::check`]) are refused.
+    /// (see [`Self::check`]) are refused. A document that does not parse is refused naming the
+    /// line and column, never the value. A leading byte order mark (which editors write) is
+    /// read past.
     pub fn from_json_str(text: &str) -> Result<Self, Error> {
-        let policy: Self = serde_json::from_str(text).map_err(|e| Error::Policy(e.to_string()))?;
+        let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
+        let policy: Self = serde_json::from_str(text)
+            .map_err(|e| Error::Policy(crate::toml_error::json_place_error(&e)))?;
         policy.check().map(|()| policy)
     }
 

@@ -18,7 +18,7 @@ pub struct Config {
 /// Loads a policy file (`.json` as JSON, anything else as TOML), or the built-in default when
 /// `path` is `None`. Errors name the file and the reason, never a value of the wrong type or
 /// variant (as `cogni.toml`'s do): a TOML file's also name the line and its key, a JSON file's
-/// the line and column.
+/// the line and column ([`ToolPolicy::from_toml_str`], [`ToolPolicy::from_json_str`]).
 pub fn load_policy(path: Option<&Path>) -> anyhow::Result<ToolPolicy> {
     let Some(path) = path else {
         return Ok(ToolPolicy::from_toml_str(DEFAULT_POLICY_TOML)?);
@@ -26,18 +26,9 @@ pub fn load_policy(path: Option<&Path>) -> anyhow::Result<ToolPolicy> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read policy file {}", path.display()))?;
     let policy = if path.extension().is_some_and(|e| e == "json") {
-        // JSON has no byte order mark, but editors write one (as toml reads past it); it is no
-        // part of the policy.
-        let json = text.strip_prefix('\u{FEFF}').unwrap_or(&text);
-        // What `ToolPolicy::from_json_str` does, with the error told as a TOML file's is.
-        serde_json::from_str::<ToolPolicy>(json)
-            .map_err(|e| crate::settings::json_error(&e))
-            .and_then(|policy| Ok(policy.check().map(|()| policy)?))
+        ToolPolicy::from_json_str(&text)
     } else {
-        // What `ToolPolicy::from_toml_str` does, with the error's line and key kept.
-        toml::from_str::<ToolPolicy>(&text)
-            .map_err(|e| crate::settings::toml_error(&text, &e))
-            .and_then(|policy| Ok(policy.check().map(|()| policy)?))
+        ToolPolicy::from_toml_str(&text)
     };
     policy.with_context(|| format!("policy file {}", path.display()))
 }

@@ -363,67 +363,31 @@ fn parse_server_token(raw: &str) -> Result<ServerToken, std::convert::Infallible
     Ok(ServerToken::new(raw))
 }
 
-/// serde's message about a value the type does not take, without the value, which serde quotes
-/// (`invalid type: string "…", expected u64`, ``unknown variant `…` ``): the kind of value and
-/// what was expected are kept.
-fn without_value(message: &str) -> String {
-    for prefix in ["invalid type: ", "invalid value: "] {
-        if let Some(rest) = message.strip_prefix(prefix) {
-            // What follows the last ", expected " is the type's own words; the value, which
-            // comes first, may hold that text too, but never after it.
-            let at = rest.rfind(", expected ").unwrap_or(rest.len());
-            // The kind comes before the quoted value: `string "…"`, ``integer `5` ``.
-            let kind = rest[..at].split(['"', '`']).next().unwrap_or_default();
-            return format!("{prefix}{}{}", kind.trim_end(), &rest[at..]);
-        }
-    }
-    if let Some(rest) = message.strip_prefix("unknown variant `") {
-        let expected = rest.rfind("`, expected ").map_or("", |at| &rest[at + 1..]);
-        return format!("unknown variant{expected}");
-    }
-    message.to_owned()
-}
-
 /// A TOML file's error in one line naming the line, its key and what is wrong with it (an
-/// unknown key, a value of the wrong type, …), as [`Settings::from_toml_str`] and the policy
-/// files ([`crate::load_policy`]) refuse: the line's value is never echoed (it may be a secret
-/// written where it does not belong), nor is a line that does not parse (a key pasted alone on a
-/// line, say): only a table header is shown.
+/// unknown key, a value of the wrong type, …), as [`Settings::from_toml_str`] refuses: the line's
+/// value is never echoed (it may be a secret written where it does not belong), nor is a line
+/// that does not parse ([`ai_core::describe_toml_error`], which policies are read with too). A
+/// key that is never read from a config file (`api_key`, `token`) is told where it belongs.
 pub(crate) fn toml_error(text: &str, e: &toml::de::Error) -> anyhow::Error {
-    let message = without_value(e.message().trim());
-    let Some(span) = e.span() else {
-        return anyhow::anyhow!("{message}");
-    };
-    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-    let source = text.lines().nth(line - 1).unwrap_or_default().trim();
-    // A line that is not TOML is not known to be `key = value`: what looks like its key may be
-    // a pasted token (`c2VjcmV0==`).
-    let parses = text.parse::<toml::Table>().is_ok();
-    match source.split_once('=') {
-        Some((key, _)) if key.trim() == "api_key" => anyhow::anyhow!(
-            "line {line}: the API key is never read from a config file; set COGNI_LLM_API_KEY \
-             instead"
-        ),
-        Some((key, _)) if key.trim() == "token" => anyhow::anyhow!(
-            "line {line}: the server token is never read from a config file; set \
-             COGNI_SERVER_TOKEN instead"
-        ),
-        Some((key, _)) if parses => {
-            anyhow::anyhow!("line {line} (`{} = …`): {message}", key.trim())
+    if let Some(span) = e.span() {
+        let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+        let key = text
+            .lines()
+            .nth(line - 1)
+            .and_then(|source| source.split_once('='))
+            .map(|(key, _)| key.trim());
+        let belongs = match key {
+            Some("api_key") => Some(("the API key", "COGNI_LLM_API_KEY")),
+            Some("token") => Some(("the server token", "COGNI_SERVER_TOKEN")),
+            _ => None,
+        };
+        if let Some((what, variable)) = belongs {
+            return anyhow::anyhow!(
+                "line {line}: {what} is never read from a config file; set {variable} instead"
+            );
         }
-        None if source.starts_with('[') => anyhow::anyhow!("line {line} (`{source}`): {message}"),
-        _ => anyhow::anyhow!("line {line}: {message}"),
     }
-}
-
-/// A JSON file's error in one line, as [`toml_error`] says a TOML file's: where (the line and
-/// column) and what is wrong, never the value, which serde_json's message quotes (`invalid
-/// type: string "…", expected u64`).
-pub(crate) fn json_error(e: &serde_json::Error) -> anyhow::Error {
-    let full = e.to_string();
-    let place = format!("line {} column {}", e.line(), e.column());
-    let message = full.strip_suffix(&format!(" at {place}")).unwrap_or(&full);
-    anyhow::anyhow!("{place}: {}", without_value(message.trim()))
+    anyhow::anyhow!(ai_core::describe_toml_error(text, e))
 }
 
 impl Settings {

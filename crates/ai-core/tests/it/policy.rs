@@ -59,13 +59,74 @@ fn bad_policies_are_refused_with_the_reason() {
         (r#"allowed_tools = ["nope"]"#, "invalid tool id"),
         (
             r#"require_approval_for_effects = ["sometimes"]"#,
-            "unknown variant `sometimes`",
+            "unknown variant, expected one of `read_only`",
         ),
         ("[budgets]\nmax_runtime = 1", "unknown field `max_runtime`"),
     ];
     for (text, reason) in cases {
         let err = ToolPolicy::from_toml_str(text).unwrap_err().to_string();
         assert!(err.contains(reason), "{text}: {err}");
+    }
+}
+
+/// A policy that does not parse is refused saying where (a TOML file's line and key, a JSON
+/// file's line and column) and what is wrong, never quoting the value it refused (a secret
+/// pasted where it does not belong, say): every caller of the library gets that, not only the
+/// CLI.
+#[test]
+fn a_bad_value_is_named_by_its_place_never_quoted() {
+    let secret = "sk-live-SECRET123";
+    let toml = [
+        (
+            format!("allowed_tools = []\n[budgets]\nmax_runtime_ms = \"{secret}\"\n"),
+            "invalid tool policy: line 3 (`max_runtime_ms = …`): invalid type: string, \
+             expected u64",
+        ),
+        (
+            format!("require_approval_for_effects = [\"{secret}\"]\n"),
+            "invalid tool policy: line 1 (`require_approval_for_effects = …`): unknown variant, \
+             expected one of `read_only`, `state_change`, `external_side_effect`",
+        ),
+        (
+            format!("[retry]\nmax_attempts = 2\nretryable = [\"transient\", \"{secret}\"]\n"),
+            "invalid tool policy: line 3 (`retryable = …`): unknown variant, expected one of",
+        ),
+        (
+            format!("[budgets]\n{secret}\n"),
+            "invalid tool policy: line 2: ",
+        ),
+        (
+            "[budgets]\nmax_runtim = 1\n".to_owned(),
+            "invalid tool policy: line 2 (`max_runtim = …`): unknown field `max_runtim`, \
+             expected one of",
+        ),
+    ];
+    for (text, expected) in toml {
+        let error = ToolPolicy::from_toml_str(&text).unwrap_err().to_string();
+        assert!(error.starts_with(expected), "{text:?}: {error}");
+        assert!(!error.contains("SECRET"), "{text:?}: {error}");
+        assert_eq!(error.lines().count(), 1, "{error}");
+    }
+    let json = [
+        (
+            format!(
+                "{{\"allowed_tools\": [],\n \"budgets\": {{\"max_runtime_ms\": \"{secret}\"}}}}"
+            ),
+            "invalid tool policy: line 2 column 50: invalid type: string, expected u64",
+        ),
+        (
+            format!("{{\"require_approval_for_effects\": [\"{secret}\"]}}"),
+            "invalid tool policy: line 1 column 53: unknown variant, expected one of \
+             `read_only`, `state_change`, `external_side_effect`",
+        ),
+        (
+            format!("{{\"budgets\": {secret}}}"),
+            "invalid tool policy: line 1 column 13: expected value",
+        ),
+    ];
+    for (text, expected) in json {
+        let error = ToolPolicy::from_json_str(&text).unwrap_err().to_string();
+        assert_eq!(error, expected, "{text:?}");
     }
 }
 

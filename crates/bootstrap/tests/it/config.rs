@@ -554,13 +554,13 @@ fn a_bad_policy_value_is_named_by_its_line_and_key_never_its_value() {
         ),
         (
             &["tools", "list", "--policy", "policy.toml"],
-            "error: policy file policy.toml: line 3 (`max_runtime_ms = …`): invalid type: \
-             string, expected u64",
+            "error: policy file policy.toml: invalid tool policy: line 3 (`max_runtime_ms = …`): \
+             invalid type: string, expected u64",
         ),
         (
             &["serve", "--config", "none.toml", "--policy", "policy.toml"],
-            "error: tools.policy_file: policy file policy.toml: line 3 (`max_runtime_ms = …`): \
-             invalid type: string, expected u64",
+            "error: tools.policy_file: policy file policy.toml: invalid tool policy: line 3 \
+             (`max_runtime_ms = …`): invalid type: string, expected u64",
         ),
     ];
     std::fs::write(dir.path().join("none.toml"), "[llm]\nmodel = \"m\"\n").unwrap();
@@ -599,7 +599,7 @@ fn a_bad_json_policy_value_is_named_by_its_place_never_its_value() {
         ));
         assert_eq!(
             stderr.trim_end(),
-            format!("error: policy file policy.json: {expected}"),
+            format!("error: policy file policy.json: invalid tool policy: {expected}"),
             "{policy}"
         );
         assert!(!stderr.contains(secret), "{policy}: {stderr}");
