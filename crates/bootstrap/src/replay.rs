@@ -364,7 +364,8 @@ pub struct ReplayOutcome {
     /// revisions were kept).
     pub recorded_revision: Option<u32>,
     /// What to tell of the settings the replay ran under: that today's differ from the ones
-    /// the run recorded (which it ran under), or that the run recorded none (so today's were
+    /// the run recorded (which it ran under), that today's checks would refuse the recorded
+    /// policy (it ran under it all the same), or that the run recorded none (so today's were
     /// used). `None` when today's are the recorded ones.
     pub settings_note: Option<String>,
 }
@@ -627,8 +628,7 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
     ));
     let configured = Runtime::build(settings, completion.clone())?;
     let (settings, policy, settings_note) =
-        replay_settings(settings, &configured.run_settings, input.settings)
-            .with_context(|| format!("run {run_id}: its input {input_ref}"))?;
+        replay_settings(settings, &configured.run_settings, input.settings);
     let source = Arc::new(RecordedToolSource::new(
         configured.source.clone(),
         &run.records,
@@ -665,22 +665,29 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
 
 /// The settings a replay runs under, its policy, and what to tell of them: the ones the run
 /// recorded (over `today` for everything else), with a note naming what of `now` (today's)
-/// differs from them; or, for a run recorded before settings were kept, today's, with a note
-/// saying so.
+/// differs from them, and saying so when a policy check added since would refuse the recorded
+/// policy (the replay still runs under it); or, for a run recorded before settings were kept,
+/// today's, with a note saying so.
 fn replay_settings(
     today: &Settings,
     now: &RunSettings,
     recorded: Option<RunSettings>,
-) -> anyhow::Result<(Settings, ai_core::ToolPolicy, Option<String>)> {
+) -> (Settings, ai_core::ToolPolicy, Option<String>) {
     let Some(recorded) = recorded else {
         let note = "the run was recorded before runs kept their settings: it is replayed under \
                     today's policy and agent limits, which may explain a difference";
-        return Ok((today.clone(), now.policy.clone(), Some(note.to_owned())));
+        return (today.clone(), now.policy.clone(), Some(note.to_owned()));
     };
-    recorded
-        .policy
-        .check()
-        .map_err(|e| anyhow!("its recorded policy is not one a policy can be: {e}"))?;
+    // A check added since the run was recorded may refuse its policy (a breaker value of 0,
+    // a `retryable` category no retry helps): the runner runs any policy, and a replay asks
+    // whether the run comes out as it did, so it still runs under the policy as recorded and
+    // says so. (Every value the check refuses is one the runner reads safely.)
+    let refused = recorded.policy.check().err().map(|e| {
+        format!(
+            "the run's recorded policy would be refused today ({e}): it is replayed under it as \
+             recorded"
+        )
+    });
     let differing: Vec<&str> = [
         (recorded.policy != now.policy, "the policy"),
         (recorded.max_steps != now.max_steps, "agent.max_steps"),
@@ -692,17 +699,19 @@ fn replay_settings(
     .into_iter()
     .filter_map(|(differs, what)| differs.then_some(what))
     .collect();
-    let note = (!differing.is_empty()).then(|| {
+    let differ = (!differing.is_empty()).then(|| {
         format!(
             "today's settings differ from those the run recorded in {}: it is replayed under the \
              recorded ones, and a run started now would not behave as it did",
             differing.join(", ")
         )
     });
+    let notes: Vec<String> = refused.into_iter().chain(differ).collect();
+    let note = (!notes.is_empty()).then(|| notes.join("; "));
     let mut settings = today.clone();
     settings.agent.max_steps = recorded.max_steps;
     settings.agent.max_parallel_tools = recorded.max_parallel_tools;
-    Ok((settings, recorded.policy, note))
+    (settings, recorded.policy, note)
 }
 
 #[cfg(test)]

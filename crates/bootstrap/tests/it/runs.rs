@@ -878,6 +878,53 @@ fn replay_runs_under_the_recorded_settings_and_says_when_todays_differ() {
     assert_eq!(differs.status.code(), Some(1), "{}", text(&differs.stdout));
 }
 
+/// A recording whose policy holds values a policy check added since refuses (a breaker
+/// `window` of 0, `retry.retryable = ["validation"]`) still replays, under that policy as
+/// recorded, and the replay says the policy would not load today and why: a check added later
+/// must not make old recordings unreadable.
+#[test]
+fn a_recorded_policy_refused_since_still_replays_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    let run_id = record_one(dir.path(), &url);
+    let data = dir.path().join("data");
+    let db = rusqlite::Connection::open(data.join("cogni.db")).unwrap();
+    let input_ref: String = db
+        .query_row("SELECT input_ref FROM runs", [], |r| r.get(0))
+        .unwrap();
+    let old = with_key(
+        &data,
+        &input_ref,
+        "/settings/policy/breaker",
+        "window",
+        Value::from(0),
+    );
+    let old = with_key(
+        &data,
+        &old,
+        "/settings/policy/retry",
+        "retryable",
+        serde_json::json!(["validation"]),
+    );
+    db.execute("UPDATE runs SET input_ref = ?1", [&old])
+        .unwrap();
+
+    let replay = cogni_in(dir.path(), &url, &["replay", &run_id]);
+    assert_replayed_identically(&replay);
+    let out = text(&replay.stdout);
+    assert!(
+        out.contains(
+            "replay: note: the run's recorded policy would be refused today (invalid tool \
+             policy: retry.retryable: \"validation\" is no failure a retry can help"
+        ) && out.contains("it is replayed under it as recorded"),
+        "{out}"
+    );
+    assert!(
+        out.contains("today's settings differ from those the run recorded in the policy"),
+        "{out}"
+    );
+}
+
 /// A data folder whose lock files cannot be written (its `locks` is a file here; a read-only
 /// folder is refused the same way) stops `cogni chat` before its turn, with an error naming
 /// that folder.
