@@ -84,7 +84,7 @@ pub use run_store::{
 };
 pub use runner::{
     BreakerStatus, ExecPermit, LatencyPercentiles, RunnerConfig, ToolCall, ToolRun, ToolRunner,
-    ToolStats, install_tool_panic_hook,
+    ToolStats, install_tool_panic_hook, own_code, port_call, port_future,
 };
 pub use schema::{SchemaViolation, validate_tool_schema_p0};
 pub use secret::Secret;

@@ -550,7 +550,14 @@ impl Agent {
             }
             _ => {}
         };
-        let call = self.completion.complete(&request, &mut deltas, cancel);
+        // The port's code is marked as the port's for the panic hook
+        // (`ai_core::install_tool_panic_hook`), which keeps its panic messages out of the
+        // output; the callback it makes is the driver's own again.
+        let mut own_deltas = |delta: CompletionDelta| ai_core::own_code(|| deltas(delta));
+        let call = ai_core::port_future(
+            "the model port",
+            self.completion.complete(&request, &mut own_deltas, cancel),
+        );
         let result = tokio::select! {
             biased;
             () = cancel.cancelled() => Some(Err(CompletionError::Cancelled)),
@@ -610,7 +617,7 @@ impl Agent {
             action,
             error,
         };
-        let loaded = match unless_panics(store.load(thread))
+        let loaded = match unless_panics(ai_core::port_future(THE_STORE, store.load(thread)))
             .await
             .unwrap_or_else(panicked)
         {
@@ -633,7 +640,7 @@ impl Agent {
             .run(state, user_message, ctx, catalog, &held, cancel)
             .await;
         let saved = match serde_json::to_value(&state) {
-            Ok(saved) => unless_panics(store.save(thread, &saved))
+            Ok(saved) => unless_panics(ai_core::port_future(THE_STORE, store.save(thread, &saved)))
                 .await
                 .unwrap_or_else(panicked)
                 .map_err(|e| store_error("save", e)),
@@ -664,6 +671,9 @@ async fn unless_panics<F: Future>(future: F) -> Option<F::Output> {
     })
     .await
 }
+
+/// What `ai_core::install_tool_panic_hook` calls the thread store.
+const THE_STORE: &str = "the thread store";
 
 /// What a thread store that panicked is taken to have answered: a failure, whose message does
 /// not repeat the payload (it may hold anything), so the run still ends with its one `Done`.

@@ -126,56 +126,96 @@ pub(super) fn timed_out(budget: Duration) -> ToolFailure {
 /// panic into `None`, so one bad tool cannot take the loop down from outside `exec` either. The
 /// payload is dropped unread, as in [`CatchUnwind`].
 pub(super) fn unless_panics<T>(check: impl FnOnce() -> T) -> Option<T> {
-    catch_unwind(AssertUnwindSafe(|| {
-        let _tool = InTool::enter();
-        check()
-    }))
-    .ok()
+    catch_unwind(AssertUnwindSafe(|| port_call(A_TOOL, check))).ok()
 }
+
+/// What [`install_tool_panic_hook`] calls a tool's code.
+const A_TOOL: &str = "a tool";
 
 thread_local! {
-    /// Whether this thread is running a tool's own code (its `exec` being polled, or one of its
-    /// checks), for [`install_tool_panic_hook`].
-    static IN_TOOL: Cell<bool> = const { Cell::new(false) };
+    /// Whose code this thread is running when it is not cogni's own: a tool's (its `exec` being
+    /// polled, or one of its checks) or a port's, by name; `None` for cogni's. For
+    /// [`install_tool_panic_hook`].
+    static FOREIGN: Cell<Option<&'static str>> = const { Cell::new(None) };
 }
 
-/// Marks the thread as running a tool's code until dropped (also when that code panics).
-struct InTool(bool);
+/// Marks the thread as running `whose` code (`None`: cogni's own) until dropped, also when that
+/// code panics; then the mark before it is back.
+struct Running(Option<&'static str>);
 
-impl InTool {
-    fn enter() -> Self {
-        Self(IN_TOOL.replace(true))
+impl Running {
+    fn enter(whose: Option<&'static str>) -> Self {
+        Self(FOREIGN.replace(whose))
     }
 }
 
-impl Drop for InTool {
+impl Drop for Running {
     fn drop(&mut self) {
-        IN_TOOL.set(self.0);
+        FOREIGN.set(self.0);
     }
 }
 
-/// Installs a panic hook that keeps a tool's panic message out of the process's output: a
-/// panic in a tool's own code (its `exec` as the runner polls it, and its `validate_input`,
-/// `validate_output` and `redact`) is reported as an `ERROR` tracing event with only where it
-/// happened (`panic.location`), never its message, which may hold anything the tool held (a
-/// token its capability gave it, the arguments). Every other panic goes to the hook installed
-/// before, unchanged.
+/// Runs `call`, a synchronous method of a port (`port` names it, as "the clock"), as the
+/// port's code: a panic in it is reported by [`install_tool_panic_hook`] without its message,
+/// as a tool's is. The panic still unwinds: catching it is the caller's.
+///
+/// ```
+/// let answer = ai_core::port_call("the clock", || 42);
+/// assert_eq!(answer, 42);
+/// ```
+pub fn port_call<T>(port: &'static str, call: impl FnOnce() -> T) -> T {
+    let _port = Running::enter(Some(port));
+    call()
+}
+
+/// Polls `future`, a port's (`port` names it, as "the model port"), as the port's code: a panic
+/// while it is polled is reported by [`install_tool_panic_hook`] without its message, as a
+/// tool's is. The panic still unwinds: catching it is the caller's (the `graph` driver turns
+/// it into a failure). Code of the caller's own that the port calls back (a [`crate::DeltaSink`])
+/// should be run through [`own_code`], so that its panics are not taken for the port's.
+pub async fn port_future<F: Future>(port: &'static str, future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| port_call(port, || future.as_mut().poll(cx))).await
+}
+
+/// Runs `code` as cogni's own, also inside a port's or a tool's call (a callback it makes): a
+/// panic in it reaches the hook installed before [`install_tool_panic_hook`], message and all.
+///
+/// ```
+/// let shown = ai_core::port_call("the model port", || ai_core::own_code(|| "a delta"));
+/// assert_eq!(shown, "a delta");
+/// ```
+pub fn own_code<T>(code: impl FnOnce() -> T) -> T {
+    let _own = Running::enter(None);
+    code()
+}
+
+/// Installs a panic hook that keeps a tool's or a port's panic message out of the process's
+/// output: a panic in a tool's own code (its `exec` as the runner polls it, and its
+/// `validate_input`, `validate_output` and `redact`), or in a port's (the ones the runner
+/// calls for a call: the tool source, the authorization hook, the connection broker, the clock;
+/// and what a caller marks with [`port_future`] or [`port_call`], as the `graph` driver does for
+/// the model port and the thread store) is reported as an `ERROR` tracing event saying whose
+/// code it was and where it happened (`panic.location`), never its message, which may hold
+/// anything the tool or port held (a token, the arguments, the conversation). Every other panic
+/// goes to the hook installed before, unchanged: cogni's own code, and the caller's run through
+/// [`own_code`], stay as loud as without it.
 ///
 /// The runner catches a tool's panic either way (the call ends `execution` with a safe
-/// message); without this hook Rust's default one still prints the message to stderr. Call it
-/// once, at startup, from the composition root; calling it again wraps the hook again, to the
-/// same effect. A task or thread the tool spawns itself is not the tool's code here: its panics
-/// reach the previous hook.
+/// message), and the `graph` driver a port's; without this hook Rust's default one still prints
+/// the message to stderr. Call it once, at startup, from the composition root; calling it again
+/// wraps the hook again, to the same effect. A task or thread the tool or port spawns itself is
+/// not its code here: its panics reach the previous hook.
 pub fn install_tool_panic_hook() {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if IN_TOOL.get() {
+        if let Some(whose) = FOREIGN.get() {
             let location = info
                 .location()
                 .map(|at| format!("{}:{}:{}", at.file(), at.line(), at.column()));
             tracing::error!(
                 panic.location = location.as_deref().unwrap_or("unknown"),
-                "a tool panicked; its message is not shown, since it may hold what the tool held"
+                "{whose} panicked; its message is not shown, since it may hold what {whose} held"
             );
         } else {
             previous(info);
@@ -197,8 +237,7 @@ impl<F: Future + Unpin> Future for CatchUnwind<F> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let inner = &mut self.0;
         let polled = catch_unwind(AssertUnwindSafe(|| {
-            let _tool = InTool::enter();
-            Pin::new(inner).poll(cx)
+            port_call(A_TOOL, || Pin::new(inner).poll(cx))
         }));
         match polled {
             Ok(Poll::Pending) => Poll::Pending,

@@ -502,7 +502,7 @@ impl Attempting<'_> {
         let Self {
             step, tool, args, ..
         } = self;
-        let started_at_ms = step.clock.now_ms();
+        let started_at_ms = super::port_call(super::THE_CLOCK, || step.clock.now_ms());
         let exec = tool.exec(
             ExecPermit::new(),
             Arc::clone(args),
@@ -526,7 +526,7 @@ impl Attempting<'_> {
         attempts.push(Attempt {
             number,
             started_at_ms,
-            ended_at_ms: step.clock.now_ms(),
+            ended_at_ms: super::port_call(super::THE_CLOCK, || step.clock.now_ms()),
             error: result.as_ref().err().cloned(),
         });
         (result, ended)

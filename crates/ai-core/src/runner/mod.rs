@@ -53,7 +53,7 @@ use crate::{
     ToolInvocationContext, ToolInvocationRecord, ToolOutcome, ToolPolicy, ToolSource, ToolSpec,
 };
 
-pub use budget::install_tool_panic_hook;
+pub use budget::{install_tool_panic_hook, own_code, port_call, port_future};
 pub use manager::{BreakerStatus, LatencyPercentiles, ToolStats};
 pub use permit::ExecPermit;
 
@@ -234,7 +234,7 @@ impl ToolRunner {
         events: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> ToolRun {
-        let started_at_ms = self.clock.now_ms();
+        let started_at_ms = port_call(THE_CLOCK, || self.clock.now_ms());
         // A name in the catalog is a valid id already; only other names need parsing.
         let listed = catalog.get_by_name(&call.name);
         let parsed = match listed {
@@ -263,7 +263,7 @@ impl ToolRunner {
             ));
             pipeline.instrument(span.clone()).await
         };
-        let ended_at_ms = self.clock.now_ms();
+        let ended_at_ms = port_call(THE_CLOCK, || self.clock.now_ms());
 
         let outcome = match outcome {
             Ok(value) => Ok(value),
@@ -384,15 +384,16 @@ impl ToolRunner {
 
     /// Step 1.
     fn find_bound_tool(&self, id: Option<&ToolId>) -> Result<Arc<dyn BoundTool>, ToolFailure> {
-        id.and_then(|id| self.source.bound_tool(id)).ok_or_else(|| {
-            ToolFailure::new(
-                ToolErrorCode::Unavailable,
-                format!(
-                    "tool {} is not available",
-                    id.map_or(INVALID_NAME, ToolId::as_str)
-                ),
-            )
-        })
+        id.and_then(|id| port_call("the tool source", || self.source.bound_tool(id)))
+            .ok_or_else(|| {
+                ToolFailure::new(
+                    ToolErrorCode::Unavailable,
+                    format!(
+                        "tool {} is not available",
+                        id.map_or(INVALID_NAME, ToolId::as_str)
+                    ),
+                )
+            })
     }
 
     /// Step 2. `listed`: the run's catalog entry for the called name, looked up once by
@@ -434,7 +435,7 @@ impl ToolRunner {
         // Boxed: the guard's timer is only part of the calls that have a hook to wait for.
         let check = budget::guard(
             "the authorization hook",
-            authorizer.check(ctx, id),
+            port_future("the authorization hook", authorizer.check(ctx, id)),
             (started, self.runtime_budget()),
             cancel,
         );
@@ -521,7 +522,10 @@ impl ToolRunner {
         };
         let resolve = budget::guard(
             "the connection broker",
-            broker.resolve(connection_id, invocation),
+            port_future(
+                "the connection broker",
+                broker.resolve(connection_id, invocation),
+            ),
             (started, self.runtime_budget()),
             cancel,
         );
@@ -812,3 +816,6 @@ fn truncate(text: &str, max: usize) -> String {
 /// How messages and spans name a tool the model sent a malformed name for: the name itself is
 /// never echoed.
 const INVALID_NAME: &str = "(invalid tool name)";
+
+/// What [`install_tool_panic_hook`] calls the clock port.
+const THE_CLOCK: &str = "the clock";
