@@ -489,7 +489,8 @@ impl Agent {
         }
         if !watched.recorded.load(Ordering::Relaxed) {
             let clock = self.runner.clock();
-            let now = std::panic::catch_unwind(AssertUnwindSafe(|| clock.now_ms()))
+            let read = || ai_core::port_call("the clock", || clock.now_ms());
+            let now = std::panic::catch_unwind(AssertUnwindSafe(read))
                 .unwrap_or_else(|_payload| last_time.load(Ordering::Relaxed));
             let record = ai_core::ToolInvocationRecord::failed(&call, failure.clone(), now, now);
             watched.record(&record);
