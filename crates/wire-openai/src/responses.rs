@@ -2,7 +2,8 @@
 //! encoders.
 //!
 //! - Calls are keyed by their item id (or output index), never by "the current call"; the call
-//!   id a result must quote is the item's `call_id`.
+//!   id a result must quote is the item's `call_id`. An empty item id names no item: items a
+//!   server left blank go by their output index, never read as one item.
 //! - An item announced again (the same item id, or the same `call_id` and function under
 //!   another item id, as gateways that replay events send them) is the call already open, never
 //!   a second call with the same id. Another function under a `call_id` already taken is an
@@ -63,6 +64,7 @@ struct Event<'a> {
     /// Absent only on a gateway's bare `{"error": …}` payload.
     kind: Option<Cow<'a, str>>,
     output_index: Option<usize>,
+    /// Absent when empty, as an item's empty `id` is.
     item_id: Option<Cow<'a, str>>,
     /// The event's place in the stream (every native event has one, increasing); anything but a
     /// whole number reads as absent, since compatible servers may leave it out or send it in
@@ -241,6 +243,9 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
         if numbers > 1 {
             event.sequence_number = None;
         }
+        // An empty `item_id` names no item (as an empty item id does): the event goes by its
+        // output index.
+        event.item_id = event.item_id.filter(|id| !id.is_empty());
         Ok(event)
     }
 }

@@ -72,6 +72,7 @@ impl NotAString {
 /// run, and dropping a call would be worse than failing.
 pub(super) struct Item {
     pub(super) kind: String,
+    /// The item id; an empty one reads as absent, since it tells no item from another.
     pub(super) id: Option<String>,
     pub(super) call_id: Option<String>,
     pub(super) name: Option<String>,
@@ -200,6 +201,8 @@ impl<'de> Visitor<'de> for ItemVisitor {
             }
         }
         item.kind = kind.ok_or_else(|| de::Error::missing_field("type"))?;
+        // An empty id names no item: two items a server left blank are not one item.
+        item.id = item.id.filter(|id| !id.is_empty());
         if item.kind == "function_call" {
             if let Some(refused) = refused {
                 return Err(refused);

@@ -3,5 +3,6 @@
 mod chunking;
 mod decode;
 mod encode;
+mod item_identity;
 mod mutations;
 mod styles;
