@@ -7,7 +7,9 @@
 //! - An item announced again (the same item id, or the same `call_id` and function under
 //!   another item id, as gateways that replay events send them) is the call already open, never
 //!   a second call with the same id. Another function under a `call_id` already taken is an
-//!   error.
+//!   error. An item under an open call's item id (or, finished, at its output index) whose
+//!   `call_id` or function is another is a call of its own, as servers that reuse item ids or
+//!   output indexes send them; the item id and index then name the new call.
 //! - The argument deltas such a gateway re-sends are recognized and neither appended nor shown
 //!   again, so a call's display deltas spell its arguments. They are told by their
 //!   `sequence_number` while the stream numbers its events in order, else by their text once the
@@ -387,6 +389,9 @@ pub struct StreamDecoder {
     session: Session,
     by_item: HashMap<String, usize>,
     by_output: HashMap<usize, usize>,
+    /// Whether the call at each position was announced under an item id: a finished item with
+    /// an id of its own is never that call by its output index alone.
+    has_item_id: Vec<bool>,
     /// A terminal event (`response.completed` or `response.incomplete`) arrived.
     ended: bool,
     /// Whether a text delta named its item (`streamed_keyed`), or came without an item id
@@ -422,6 +427,7 @@ impl StreamDecoder {
             session: Session::new(limits),
             by_item: HashMap::new(),
             by_output: HashMap::new(),
+            has_item_id: Vec::new(),
             ended: false,
             streamed_keyed: false,
             streamed_unkeyed: false,
@@ -594,7 +600,7 @@ impl StreamDecoder {
                 if let Some(item) = event.item.as_ref().filter(|i| i.kind == "function_call") {
                     // The final item is authoritative; a call first seen here (a gateway that
                     // sends only finished items) is opened from it.
-                    let position = match self.position(&event) {
+                    let position = match self.known_call(item, event.output_index)? {
                         Some(position) => position,
                         None => self.open(item, event.output_index, in_order, deltas)?,
                     };
@@ -655,8 +661,9 @@ impl StreamDecoder {
 
     /// Opens the call of a `function_call` item, keyed by its item id and output index.
     ///
-    /// An item that is already open is not opened twice. The same item id again (a gateway that
-    /// replays `response.output_item.added`) is that call; so is another item with a `call_id`
+    /// An item that is already open ([`StreamDecoder::known_call`]) is not opened twice. The same
+    /// item id again (a gateway that replays `response.output_item.added`) is that call, unless
+    /// the item's `call_id` or function is another; so is another item with a `call_id`
     /// an open call already has, unless it names another function (a gateway that re-keys the
     /// items it replays: `call_id` is what links a result to its call, so two calls under one
     /// cannot both be answered, and a history may not repeat an id). The repeat is keyed under
@@ -678,13 +685,13 @@ impl StreamDecoder {
         in_order: bool,
         deltas: &mut Deltas,
     ) -> Result<usize, DecodeError> {
-        let open = match item.id.as_deref().and_then(|id| self.by_item.get(id)) {
-            Some(&position) => Some(position),
-            None => self.call_with_call_id(item)?,
-        };
+        let open = self.known_call(item, None)?;
         if let Some(position) = open {
             if let Some(id) = &item.id {
                 self.by_item.entry(id.clone()).or_insert(position);
+                if let Some(keyed) = self.has_item_id.get_mut(position) {
+                    *keyed = true;
+                }
             }
             if let Some(index) = output_index {
                 self.by_output.entry(index).or_insert(position);
@@ -702,6 +709,9 @@ impl StreamDecoder {
         }
         let position = self.session.calls.open()?;
         self.numbered &= in_order;
+        self.has_item_id.push(item.id.is_some());
+        // An item id or output index another call had now names this one: the events after
+        // an announcement are about the item it announced.
         if let Some(id) = &item.id {
             self.by_item.insert(id.clone(), position);
         }
@@ -716,6 +726,43 @@ impl StreamDecoder {
             deltas,
         )?;
         Ok(position)
+    }
+
+    /// The open call a `function_call` item is, if any: the call its item id names, else the
+    /// one with its `call_id` ([`StreamDecoder::call_with_call_id`]), else, when `output_index`
+    /// is given (a finished item), the call at that index, unless the item has an item id and
+    /// that call was announced under another. A call the item id or index names is skipped when
+    /// the item shows it is another call: another `call_id` than the call's, or another
+    /// function (servers that reuse item ids or output indexes, WIRE-FORMATS §3.3).
+    fn known_call(
+        &self,
+        item: &Item,
+        output_index: Option<usize>,
+    ) -> Result<Option<usize>, DecodeError> {
+        let calls = &self.session.calls.calls;
+        let another_call = |position: usize| {
+            let differs = |theirs: Option<&str>, ours: &str| {
+                theirs
+                    .is_some_and(|theirs| !theirs.is_empty() && !ours.is_empty() && theirs != ours)
+            };
+            calls.get(position).is_none_or(|call| {
+                differs(item.call_id.as_deref(), &call.id)
+                    || differs(item.name.as_deref(), &call.name)
+            })
+        };
+        let by_id = item.id.as_deref().and_then(|id| self.by_item.get(id));
+        if let Some(&position) = by_id.filter(|&&position| !another_call(position)) {
+            return Ok(Some(position));
+        }
+        if let Some(position) = self.call_with_call_id(item)? {
+            return Ok(Some(position));
+        }
+        let by_index = output_index.and_then(|index| self.by_output.get(&index));
+        Ok(by_index.copied().filter(|&position| {
+            // An item with an id of its own is not a call announced under another id.
+            let other_item = item.id.is_some() && self.has_item_id.get(position) == Some(&true);
+            !other_item && !another_call(position)
+        }))
     }
 
     /// The open call whose id is this item's `call_id`, if there is one; an error if the item

@@ -86,3 +86,83 @@ fn an_empty_item_id_names_no_item() {
         .collect();
     assert_eq!(got, expected);
 }
+
+/// The same call, announced, streamed and finished.
+fn streamed_call(output_index: usize, item: &Value, deltas: &[&str]) -> Vec<Value> {
+    let mut added = item.clone();
+    added["arguments"] = json!("");
+    added["status"] = json!("in_progress");
+    let mut events = vec![json!({"type":"response.output_item.added",
+                                 "output_index":output_index,"item":added})];
+    for delta in deltas {
+        events.push(json!({"type":"response.function_call_arguments.delta",
+                           "item_id":item["id"],"output_index":output_index,"delta":delta}));
+    }
+    events.push(json!({"type":"response.output_item.done",
+                       "output_index":output_index,"item":item}));
+    events
+}
+
+/// A finished item first seen at an output index another call took (shims that number items
+/// from 0 per kind, or hard-code 0, WIRE-FORMATS §3.3: key by item id) is a call of its own when
+/// its item id and call id are not that call's. Before, it was read as that call finishing:
+/// one call, run with the second's arguments.
+#[test]
+fn a_finished_item_at_a_taken_output_index_is_its_own_call() {
+    let expected = owned(&[("call_1", "a", "{\"x\":1}"), ("call_2", "b", "{\"y\":2}")]);
+    let first = call("fc_1", "call_1", "a", "{\"x\":1}");
+    let second = call("fc_2", "call_2", "b", "{\"y\":2}");
+    let completed = json!({"type":"response.completed","response":{"id":"r"}});
+    // A gateway that sends only finished items, every one at output index 0.
+    let stream = sse(&[
+        json!({"type":"response.output_item.done","output_index":0,"item":first}),
+        json!({"type":"response.output_item.done","output_index":0,"item":second}),
+        completed.clone(),
+    ]);
+    assert_eq!(calls(&stream), expected);
+    // The first streamed, the second only finished, at the same index.
+    let mut events = streamed_call(0, &first, &["{\"x\":", "1}"]);
+    events.push(json!({"type":"response.output_item.done","output_index":0,"item":second}));
+    events.push(completed.clone());
+    assert_eq!(calls(&sse(&events)), expected);
+    // Items without ids at one index are still told apart by their call ids.
+    let mut bare = [first.clone(), second.clone()];
+    for item in &mut bare {
+        item.as_object_mut().unwrap().remove("id");
+    }
+    let stream = sse(&[
+        json!({"type":"response.output_item.done","output_index":0,"item":bare[0]}),
+        json!({"type":"response.output_item.done","output_index":0,"item":bare[1]}),
+        completed.clone(),
+    ]);
+    assert_eq!(calls(&stream), expected);
+    // The same call finished again at its index, even without its item id, is still one call.
+    let stream = sse(&[
+        json!({"type":"response.output_item.done","output_index":0,"item":first}),
+        json!({"type":"response.output_item.done","output_index":0,"item":bare[0]}),
+        completed,
+    ]);
+    assert_eq!(calls(&stream), owned(&[("call_1", "a", "{\"x\":1}")]));
+}
+
+/// A server that gives two calls one item id (ids numbered per turn, say) makes two calls,
+/// each with its own arguments: an item under an open call's item id but another call id (or
+/// another function) is a new call, and the events that name the item id from then on are
+/// about it. Before, the second was read as the first announced again: one call, with the
+/// first's id and name and the second's arguments.
+#[test]
+fn two_calls_under_one_item_id_are_two_calls() {
+    let first = call("fc", "call_1", "a", "{\"x\":1}");
+    let second = call("fc", "call_2", "b", "{\"y\":2}");
+    let mut events = streamed_call(0, &first, &["{\"x\":", "1}"]);
+    events.extend(streamed_call(1, &second, &["{\"y\":", "2}"]));
+    events.push(json!({"type":"response.completed","response":{"id":"r"}}));
+    let expected = owned(&[("call_1", "a", "{\"x\":1}"), ("call_2", "b", "{\"y\":2}")]);
+    assert_eq!(calls(&sse(&events)), expected);
+    // Without `.done` items, the deltas alone still spell each call's arguments.
+    let events: Vec<Value> = events
+        .into_iter()
+        .filter(|e| e["type"] != "response.output_item.done")
+        .collect();
+    assert_eq!(calls(&sse(&events)), expected);
+}
