@@ -16,6 +16,9 @@
 //!   item, or a message's part, is announced again.
 //! - A message's text and refusal deltas are told by the same rule, part by part, so the
 //!   answer's text is neither doubled nor shown twice.
+//! - A call's final `arguments` (on `response.function_call_arguments.done` or the finished
+//!   item) replace its deltas, unless they are empty: `""` is no JSON, so it never erases the
+//!   arguments a call streamed.
 //! - A call's `arguments` sent as a JSON object (on an item or on
 //!   `response.function_call_arguments.done`) are serialized, as on chat, and so are those of
 //!   the items the decoder does not run (an MCP call's).

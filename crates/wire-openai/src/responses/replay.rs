@@ -345,12 +345,17 @@ impl StreamDecoder {
     }
 
     /// Replaces the arguments of the call at `position` with the final text a `.done` event
-    /// carries; a replay of the arguments they replace is over.
+    /// carries; a replay of the arguments they replace is over. An empty (or blank) final text
+    /// replaces nothing: it is no JSON, so it cannot be the call's arguments, and bridges that
+    /// build the final item from the announced one send `""` after the deltas.
     pub(super) fn replace_arguments(
         &mut self,
         position: usize,
         arguments: &str,
     ) -> Result<(), DecodeError> {
+        if arguments.trim().is_empty() {
+            return Ok(());
+        }
         self.session.calls.replace_arguments(position, arguments)?;
         if let Some(state) = self.replays.get_mut(position) {
             state.replayed = None;

@@ -166,3 +166,29 @@ fn two_calls_under_one_item_id_are_two_calls() {
         .collect();
     assert_eq!(calls(&sse(&events)), expected);
 }
+
+/// An empty final text (`arguments: ""` on `response.function_call_arguments.done` or on the
+/// finished item, as bridges that build the final item from the announced one send it, see
+/// Wei-Shaw/sub2api#6629) never replaces the arguments the call streamed: it is no JSON, so it
+/// cannot be the call's arguments. Before, the call ran with `{}`.
+#[test]
+fn empty_final_arguments_keep_the_streamed_ones() {
+    let item = call("fc_1", "call_1", "a", "");
+    let done_event = |arguments: &str| {
+        json!({"type":"response.function_call_arguments.done","item_id":"fc_1",
+               "output_index":0,"arguments":arguments})
+    };
+    let completed = json!({"type":"response.completed","response":{"id":"r"}});
+    for done in [done_event(""), done_event(" "), done_event("{\"x\":1}")] {
+        let mut events = streamed_call(0, &item, &["{\"x\":", "1}"]);
+        // Before the finished item (which says `arguments: ""` too).
+        events.insert(events.len() - 1, done);
+        events.push(completed.clone());
+        assert_eq!(calls(&sse(&events)), owned(&[("call_1", "a", "{\"x\":1}")]));
+    }
+    // A final text that is not empty still replaces the deltas (it is authoritative).
+    let mut events = streamed_call(0, &item, &["{\"x\":", "1}"]);
+    events.insert(events.len() - 1, done_event("{\"x\":2}"));
+    events.push(completed);
+    assert_eq!(calls(&sse(&events)), owned(&[("call_1", "a", "{\"x\":2}")]));
+}
