@@ -635,7 +635,7 @@ fn repeats_whole_arguments(assembled: &str, fragment: &str) -> bool {
 
 /// 64-bit FNV-1a: a small, stable, dependency-free hash for synthesized call ids (not for
 /// security; the ids only need to differ between turns).
-struct Fnv1a(u64);
+pub(crate) struct Fnv1a(pub(crate) u64);
 
 impl Default for Fnv1a {
     fn default() -> Self {
@@ -644,7 +644,7 @@ impl Default for Fnv1a {
 }
 
 impl Fnv1a {
-    fn write(&mut self, bytes: &[u8]) {
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
         for byte in bytes {
             self.0 ^= u64::from(*byte);
             self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);

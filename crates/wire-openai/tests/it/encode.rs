@@ -489,3 +489,72 @@ fn strict_inlining_stays_bounded_for_shared_described_refs() {
         "a {input}-byte schema became a {output}-byte tool definition"
     );
 }
+
+/// The Responses API refuses a `call_id` over 64 characters ("Invalid 'input[].call_id': string
+/// too long. Expected max length 64", decolua/9router#393, diegosouzapw/OmniRoute#4317), and a
+/// `ToolCallId` may hold 128 (another provider's id, or an imported history's). Such an id is
+/// sent as a short one derived from it, the same on the call and on its result, different for
+/// ids that share a prefix, never one the history already uses, and the same on every request
+/// (so a cached prefix stays the same). An id that fits is sent as is.
+#[test]
+fn responses_call_ids_over_64_characters_are_sent_short_and_paired() {
+    let long = |tail: &str| ToolCallId::new(format!("{}{tail}", "x".repeat(90))).unwrap();
+    let ids = [long("a"), long("b"), ToolCallId::new("call_1").unwrap()];
+    let mut messages = vec![Message::User {
+        content: "Go.".into(),
+    }];
+    messages.push(Message::Assistant {
+        content: String::new(),
+        tool_calls: ids
+            .iter()
+            .map(|id| AssistantToolCall {
+                id: id.clone(),
+                name: "core__tag".into(),
+                arguments: "{}".into(),
+                provider_fields: Map::new(),
+            })
+            .collect(),
+    });
+    for id in &ids {
+        messages.push(Message::Tool {
+            tool_call_id: id.clone(),
+            content: "ok".into(),
+        });
+    }
+    let input = responses::encode_input(&messages).unwrap();
+    let sent = |kind: &str| -> Vec<String> {
+        input
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|item| item["type"] == kind)
+            .map(|item| item["call_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (calls, results) = (sent("function_call"), sent("function_call_output"));
+    assert_eq!(calls, results, "each result quotes its call's id");
+    assert!(calls.iter().all(|id| id.len() <= 64), "{calls:?}");
+    assert_ne!(calls[0], calls[1], "ids that share a prefix stay apart");
+    assert_eq!(calls[2], "call_1", "an id that fits is sent as is");
+    assert_eq!(responses::encode_input(&messages).unwrap(), input);
+    // A history that already uses the short form of a long id keeps both apart.
+    let mut clash = messages.clone();
+    let taken = ToolCallId::new(calls[0].clone()).unwrap();
+    if let Message::Assistant { tool_calls, .. } = &mut clash[1] {
+        tool_calls[2].id = taken.clone();
+    }
+    clash[4] = Message::Tool {
+        tool_call_id: taken,
+        content: "ok".into(),
+    };
+    let input = responses::encode_input(&clash).unwrap();
+    let ids: BTreeSet<&str> = input
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["type"] == "function_call")
+        .map(|item| item["call_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert!(ids.iter().all(|id| id.len() <= 64), "{ids:?}");
+}
