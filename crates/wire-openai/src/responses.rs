@@ -19,6 +19,8 @@
 //! - A call's final `arguments` (on `response.function_call_arguments.done` or the finished
 //!   item) replace its deltas, unless they are empty: `""` is no JSON, so it never erases the
 //!   arguments a call streamed.
+//! - A call announced that then got no arguments, no `.done` event and no finished item before
+//!   the response ended was never finished: it is incomplete, never run with `{}`.
 //! - A call's `arguments` sent as a JSON object (on an item or on
 //!   `response.function_call_arguments.done`) are serialized, as on chat, and so are those of
 //!   the items the decoder does not run (an MCP call's).
@@ -392,9 +394,8 @@ pub struct StreamDecoder {
     session: Session,
     by_item: HashMap<String, usize>,
     by_output: HashMap<usize, usize>,
-    /// Whether the call at each position was announced under an item id: a finished item with
-    /// an id of its own is never that call by its output index alone.
-    has_item_id: Vec<bool>,
+    /// What the decoder knows of each call's item, by call position.
+    call_items: Vec<CallItem>,
     /// A terminal event (`response.completed` or `response.incomplete`) arrived.
     ended: bool,
     /// Whether a text delta named its item (`streamed_keyed`), or came without an item id
@@ -430,7 +431,7 @@ impl StreamDecoder {
             session: Session::new(limits),
             by_item: HashMap::new(),
             by_output: HashMap::new(),
-            has_item_id: Vec::new(),
+            call_items: Vec::new(),
             ended: false,
             streamed_keyed: false,
             streamed_unkeyed: false,
@@ -592,6 +593,7 @@ impl StreamDecoder {
             }
             "response.function_call_arguments.done" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(offset))?;
+                self.finished_call(position);
                 if let Some(arguments) = event.arguments.0 {
                     self.replace_arguments(position, &arguments)?;
                 }
@@ -607,6 +609,7 @@ impl StreamDecoder {
                         Some(position) => position,
                         None => self.open(item, event.output_index, in_order, deltas)?,
                     };
+                    self.finished_call(position);
                     if let Some(arguments) = &item.arguments {
                         self.replace_arguments(position, arguments)?;
                     }
@@ -692,8 +695,8 @@ impl StreamDecoder {
         if let Some(position) = open {
             if let Some(id) = &item.id {
                 self.by_item.entry(id.clone()).or_insert(position);
-                if let Some(keyed) = self.has_item_id.get_mut(position) {
-                    *keyed = true;
+                if let Some(call) = self.call_items.get_mut(position) {
+                    call.keyed = true;
                 }
             }
             if let Some(index) = output_index {
@@ -712,7 +715,10 @@ impl StreamDecoder {
         }
         let position = self.session.calls.open()?;
         self.numbered &= in_order;
-        self.has_item_id.push(item.id.is_some());
+        self.call_items.push(CallItem {
+            keyed: item.id.is_some(),
+            finished: false,
+        });
         // An item id or output index another call had now names this one: the events after
         // an announcement are about the item it announced.
         if let Some(id) = &item.id {
@@ -763,7 +769,8 @@ impl StreamDecoder {
         let by_index = output_index.and_then(|index| self.by_output.get(&index));
         Ok(by_index.copied().filter(|&position| {
             // An item with an id of its own is not a call announced under another id.
-            let other_item = item.id.is_some() && self.has_item_id.get(position) == Some(&true);
+            let keyed = self.call_items.get(position).is_some_and(|call| call.keyed);
+            let other_item = item.id.is_some() && keyed;
             !other_item && !another_call(position)
         }))
     }
@@ -798,15 +805,40 @@ impl StreamDecoder {
         }
     }
 
+    /// Records that the call at `position` was finished: a `.done` event or its finished item
+    /// arrived.
+    fn finished_call(&mut self, position: usize) {
+        if let Some(call) = self.call_items.get_mut(position) {
+            call.finished = true;
+        }
+    }
+
     /// Resolves the completion, once. A decoder that failed returns the error that stopped it
     /// (see [`StreamDecoder::feed`]). Without a terminal event the stream is
     /// [`DecodeError::Truncated`]; an incomplete response (for any reason) marks every call
-    /// incomplete. A call
-    /// item without a `call_id` gets a deterministic id, as in
+    /// incomplete. So is a call that was announced and then got no arguments and no `.done`
+    /// event or finished item: it was never finished, and running it with `{}` would be a
+    /// guess. A call item without a `call_id` gets a deterministic id, as in
     /// [`crate::chat::StreamDecoder::finish`], seeded with the `response.id`.
-    pub fn finish(self) -> Result<LlmCompletion, DecodeError> {
+    pub fn finish(mut self) -> Result<LlmCompletion, DecodeError> {
+        let calls = self.session.calls.calls.iter_mut();
+        for (call, item) in calls.zip(&self.call_items) {
+            if !item.finished && call.arguments.trim().is_empty() {
+                call.incomplete = true;
+            }
+        }
         self.session.finish(self.ended)
     }
+}
+
+/// What the decoder knows of one call's item.
+#[derive(Debug)]
+struct CallItem {
+    /// It was announced under an item id: a finished item with an id of its own is never this
+    /// call by its output index alone.
+    keyed: bool,
+    /// A `response.function_call_arguments.done` event or the finished item arrived.
+    finished: bool,
 }
 
 fn unknown_item(offset: usize) -> DecodeError {

@@ -192,3 +192,40 @@ fn empty_final_arguments_keep_the_streamed_ones() {
     events.push(completed);
     assert_eq!(calls(&sse(&events)), owned(&[("call_1", "a", "{\"x\":2}")]));
 }
+
+/// A call announced with no arguments that then got none (no delta, no
+/// `response.function_call_arguments.done`, no finished item) before the response completed
+/// was never finished: it is incomplete, never run with `{}` (NousResearch/hermes-agent#110975
+/// saw backends end so). A call that streamed arguments, or that a `.done` event finished,
+/// even with none, is whole.
+#[test]
+fn a_call_announced_and_never_given_arguments_is_incomplete() {
+    let item = call("fc_1", "call_1", "a", "");
+    let mut added = item.clone();
+    added["status"] = json!("in_progress");
+    let added = json!({"type":"response.output_item.added","output_index":0,"item":added});
+    let completed = json!({"type":"response.completed","response":{"id":"r"}});
+    let complete = |events: &[Value]| -> (String, bool) {
+        let completion = responses::decode_all(sse(events).as_bytes()).unwrap();
+        let call = &completion.tool_calls[0];
+        (call.arguments.clone(), call.complete)
+    };
+    assert_eq!(
+        complete(&[added.clone(), completed.clone()]),
+        ("{}".into(), false)
+    );
+    let delta = json!({"type":"response.function_call_arguments.delta","item_id":"fc_1",
+                       "output_index":0,"delta":"{}"});
+    assert_eq!(
+        complete(&[added.clone(), delta, completed.clone()]),
+        ("{}".into(), true)
+    );
+    let done = json!({"type":"response.function_call_arguments.done","item_id":"fc_1",
+                      "output_index":0,"arguments":""});
+    assert_eq!(
+        complete(&[added.clone(), done, completed.clone()]),
+        ("{}".into(), true)
+    );
+    let finished = json!({"type":"response.output_item.done","output_index":0,"item":item});
+    assert_eq!(complete(&[added, finished, completed]), ("{}".into(), true));
+}
