@@ -31,8 +31,16 @@ fn check_path(path: &str, allow_root: bool) -> Result<(), ToolError> {
     if path.contains('\\') {
         return refuse("use `/` as the separator");
     }
-    if path.starts_with('/') || path.as_bytes().get(1) == Some(&b':') {
+    if path.starts_with('/') {
         return refuse("it must be relative to the workspace");
+    }
+    // A drive letter (`C:`) is only an ASCII letter and `:`: `C:x` leaves the root of a
+    // workspace on Windows, which a `Workspace` of another app may be. On the Unix workspace it
+    // is a plain name, as is any other with a `:` (`1:x.txt`), so the message says what it is.
+    if let [letter, b':', ..] = path.as_bytes()
+        && letter.is_ascii_alphabetic()
+    {
+        return refuse("it begins with a drive letter (like `C:`)");
     }
     if path.split('/').any(|segment| segment == "..") {
         return refuse("`..` is not allowed");

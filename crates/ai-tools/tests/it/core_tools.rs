@@ -99,7 +99,8 @@ async fn workspace_paths_that_could_escape_are_refused_before_the_capability() {
         ("../etc/passwd", "`..` is not allowed"),
         ("a/../../b", "`..` is not allowed"),
         ("/etc/passwd", "must be relative"),
-        ("C:/x", "must be relative"),
+        ("C:/x", "it begins with a drive letter"),
+        ("z:x.txt", "it begins with a drive letter"),
         ("a\\\\b", "use `/` as the separator"),
         ("a\\u0000b", "contains NUL"),
         ("", "names no file"),
@@ -125,6 +126,24 @@ async fn workspace_paths_that_could_escape_are_refused_before_the_capability() {
         );
     }
     assert!(workspace.0.lock().unwrap().is_empty());
+}
+
+/// Only an ASCII letter and `:` at the start is a drive letter (refused, saying so): `1:x.txt`,
+/// `ab:c` and `a/C:x` are plain relative names on the Unix workspace and reach it.
+#[tokio::test]
+async fn a_colon_that_is_no_drive_letter_is_a_plain_name() {
+    let workspace = Arc::new(MemoryWorkspace::default());
+    for path in ["1:x.txt", "ab:c", "a/C:x", "_:x", "é:x"] {
+        let write = bind(WorkspaceWrite::new(workspace.clone())).unwrap();
+        let args = json!({"path": path, "content": "x"}).to_string();
+        let (run, _) = run(write, &args).await;
+        assert_eq!(
+            value(&run.result.outcome),
+            &json!({"path": path, "bytes_written": 1}),
+            "{path}"
+        );
+    }
+    assert_eq!(workspace.0.lock().unwrap().len(), 5);
 }
 
 /// A model that guesses file names fails each call as `validation`: its mistakes neither quote
