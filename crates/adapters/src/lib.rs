@@ -63,7 +63,7 @@ pub use replay::ReplayCompletion;
 pub use shown_url::shown_url;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{DB_FILE, SCHEMA_VERSION, SqliteStore};
-pub use workspace::FsWorkspace;
+pub use workspace::{FsWorkspace, MAX_READ_BYTES_CEILING};
 
 /// Adapters are shared (behind an `Arc`) by every run and task of a process.
 #[allow(dead_code)]

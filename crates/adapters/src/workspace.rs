@@ -15,6 +15,16 @@ use cap_std::fs::Dir;
 /// Default cap on a file read: 1 MiB.
 const DEFAULT_MAX_READ_BYTES: u64 = 1024 * 1024;
 
+/// The most bytes any read holds, whatever cap the workspace was given
+/// ([`FsWorkspace::with_max_read_bytes`]): 1 GiB. A read's text is held whole, by the tool and
+/// then the runner, so a cap above it would only let a huge (or sparse) file exhaust memory.
+pub const MAX_READ_BYTES_CEILING: u64 = 1024 * 1024 * 1024;
+
+/// The most a read reserves up front for the size a file states (1 MiB); a bigger file's buffer
+/// grows as its bytes arrive. A stated size is only a claim (a sparse file states a terabyte
+/// and holds nothing), and reserving it whole can abort the process.
+const MAX_READ_RESERVE: usize = 1024 * 1024;
+
 /// The most names one listing reads from a folder before it stops, so a folder of millions of
 /// entries cannot hold a call (and its blocking thread) for long.
 const MAX_LIST_SCAN: usize = 100_000;
@@ -69,9 +79,11 @@ impl FsWorkspace {
         })
     }
 
-    /// Changes the read cap.
+    /// Changes the read cap (1 MiB by default): a larger file is refused as
+    /// [`WorkspaceError::TooLarge`]. A cap above [`MAX_READ_BYTES_CEILING`] (1 GiB) is taken as
+    /// that ceiling, so even `u64::MAX` never lets a read hold a huge or sparse file whole.
     pub fn with_max_read_bytes(mut self, max: u64) -> Self {
-        self.max_read_bytes = max;
+        self.max_read_bytes = max.min(MAX_READ_BYTES_CEILING);
         self
     }
 
@@ -257,7 +269,8 @@ fn io_error(path: &str, error: &io::Error) -> WorkspaceError {
 }
 
 /// Reads at most `limit` bytes of `reader`, which claims `stated` bytes: the cap holds on the
-/// bytes actually read (a file that grows, or reports a wrong size, cannot make it read more).
+/// bytes actually read (a file that grows, or reports a wrong size, cannot make it read more),
+/// and the claim reserves at most [`MAX_READ_RESERVE`] up front.
 fn read_capped(
     reader: impl io::Read,
     stated: u64,
@@ -272,7 +285,11 @@ fn read_capped(
     if stated > limit {
         return Err(too_large(stated));
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(stated).unwrap_or(0));
+    // The stated size is a claim: at most a bounded buffer is reserved for it.
+    let reserve = usize::try_from(stated.min(limit))
+        .unwrap_or(MAX_READ_RESERVE)
+        .min(MAX_READ_RESERVE);
+    let mut bytes = Vec::with_capacity(reserve);
     io::Read::read_to_end(&mut reader.take(limit.saturating_add(1)), &mut bytes)
         .map_err(|e| io_error(path, &e))?;
     let read = bytes.len() as u64;

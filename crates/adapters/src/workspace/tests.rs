@@ -426,6 +426,41 @@ fn the_read_cap_holds_on_the_bytes_read() {
     ));
 }
 
+/// What a file says its size is reserves no more than a bounded buffer: a reader that claims a
+/// terabyte but holds five bytes, under no limit, is read (it used to reserve the terabyte up
+/// front, which aborts the process).
+#[test]
+fn a_stated_size_reserves_a_bounded_buffer() {
+    let bytes = super::read_capped(&b"hello"[..], 1 << 40, u64::MAX, "p").unwrap();
+    assert_eq!(bytes, b"hello");
+    assert!(
+        bytes.capacity() <= super::MAX_READ_RESERVE,
+        "{}",
+        bytes.capacity()
+    );
+}
+
+/// A sparse file of a terabyte read with no limit of its own is refused as too large, at once:
+/// no read holds more than [`super::MAX_READ_BYTES_CEILING`], whatever the workspace was given.
+#[tokio::test]
+async fn a_huge_sparse_file_under_no_limit_is_too_large() {
+    let root = tempfile::tempdir().unwrap();
+    let file = std::fs::File::create(root.path().join("huge.txt")).unwrap();
+    file.set_len(1 << 40).unwrap();
+    let ws = FsWorkspace::new(root.path())
+        .unwrap()
+        .with_max_read_bytes(u64::MAX);
+    let error = ws.read("huge.txt").await.unwrap_err();
+    assert_eq!(
+        error,
+        WorkspaceError::TooLarge {
+            path: "huge.txt".into(),
+            size: 1 << 40,
+            limit: super::MAX_READ_BYTES_CEILING,
+        }
+    );
+}
+
 /// Reading a folder, listing a file, a name too long and a loop of symlinks are the caller's
 /// mistakes (they used to be the workspace's `Io` failures, counted against the tool's health),
 /// and their messages never name the path.
