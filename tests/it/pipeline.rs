@@ -14,6 +14,7 @@ async fn write_then_read_through_the_whole_stack() {
     let dir = tempfile::tempdir().unwrap();
     let caps = create_capabilities(&Config {
         workspace_root: dir.path().to_path_buf(),
+        workspace_hidden: false,
     })
     .unwrap();
     let source = Arc::new(create_tool_source(CoreTool::ALL, &caps).unwrap());
@@ -87,6 +88,7 @@ fn a_cancelled_or_timed_out_write_never_lands() {
     let dir = tempfile::tempdir().unwrap();
     let caps = create_capabilities(&Config {
         workspace_root: dir.path().to_path_buf(),
+        workspace_hidden: false,
     })
     .unwrap();
     let source = Arc::new(create_tool_source(CoreTool::ALL, &caps).unwrap());

@@ -55,6 +55,7 @@ async fn two_recorded_turns_with_two_parallel_tool_calls() {
     std::fs::write(dir.path().join("notes.txt"), "hello").unwrap();
     let caps = create_capabilities(&Config {
         workspace_root: dir.path().to_path_buf(),
+        workspace_hidden: false,
     })
     .unwrap();
     let source = Arc::new(create_tool_source(CoreTool::ALL, &caps).unwrap());

@@ -2,8 +2,9 @@
 //!
 //! [`SystemClock`] is the wall clock behind [`ai_core::Clock`]; [`FsWorkspace`] is a folder on
 //! disk behind [`ai_core::Workspace`], confined to its root: `..`, absolute paths and symlinks
-//! that lead out of the root are refused, and a write whose call is dropped (its run cancelled or
-//! out of time) before its commit never lands; [`OpenAiCompletion`] is an OpenAI-compatible HTTP
+//! that lead out of the root are refused, hidden entries (names starting with `.`, such as
+//! `.env`) are not there unless [`FsWorkspace::with_hidden`] shows them, and a write whose call
+//! is dropped (its run cancelled or out of time) before its commit never lands; [`OpenAiCompletion`] is an OpenAI-compatible HTTP
 //! endpoint (chat completions or the Responses API) behind [`ai_core::CompletionPort`], built
 //! from an [`OpenAiConfig`]; [`shown_url`] is its base URL as it may be shown (no credentials
 //! or query, a path segment that may be a key as `***`). Adapters say their technology in their

@@ -46,6 +46,16 @@ const MAX_LIST_SCAN: usize = 100_000;
 /// read-only: one with no write permission bit at all (even when the process runs as root), or
 /// one this process may not open for writing, is refused as [`WorkspaceError::ReadOnly`].
 ///
+/// Hidden entries (any name in the path starting with `.`: `.env`, `.git/config`, `.npmrc`,
+/// `.aws/credentials`, where keys and tokens are kept) are not there by default: listings leave
+/// them out, and a read, write or listing of one is refused as [`WorkspaceError::Hidden`], as is
+/// one whose path leads to one through symlinks inside the root (a symlink to a hidden entry is
+/// listed as itself). That check follows the symlinks beneath the root just before the call's
+/// own resolution; it guards against what the caller asks for, not against links swapped in
+/// meanwhile. [`FsWorkspace::with_hidden`] shows them. Either way the names of the workspace's
+/// own temp files (`.cogni-write-…`) are refused to reads and writes
+/// ([`WorkspaceError::InvalidPath`]) and left out of listings.
+///
 /// The handle pins the folder, not its name: renaming the root folder away after `new` leaves the
 /// workspace on the folder it opened.
 #[derive(Clone, Debug)]
@@ -53,6 +63,8 @@ pub struct FsWorkspace {
     root: PathBuf,
     dir: Arc<Dir>,
     max_read_bytes: u64,
+    /// Whether hidden entries are shown ([`FsWorkspace::with_hidden`]).
+    show_hidden: bool,
     /// Called by a write's blocking job once its temp file is written, just before the write
     /// decides to commit: the tests hold a write there.
     #[cfg(test)]
@@ -74,6 +86,7 @@ impl FsWorkspace {
             root,
             dir: Arc::new(dir),
             max_read_bytes: DEFAULT_MAX_READ_BYTES,
+            show_hidden: false,
             #[cfg(test)]
             before_commit: None,
         })
@@ -87,13 +100,24 @@ impl FsWorkspace {
         self
     }
 
+    /// Shows hidden entries (names starting with `.`) when `show` is true: they are listed, read
+    /// and written like any other. Off by default, since they hold keys and tokens (`.env`,
+    /// `.git/config`) that a model could otherwise read and send on. The workspace's own temp
+    /// names (`.cogni-write-…`) stay refused either way.
+    pub fn with_hidden(mut self, show: bool) -> Self {
+        self.show_hidden = show;
+        self
+    }
+
     /// The canonical root, as it was when the workspace was created.
     pub fn root(&self) -> &Path {
         &self.root
     }
 
     /// Runs a blocking file operation on the root handle off the async runtime, with the path
-    /// checked lexically and made relative (`.` for the root).
+    /// checked lexically and made relative (`.` for the root), and refused when it leads to a
+    /// hidden entry or a temp file's name ([`resolve_refused`]). The operation is told whether
+    /// hidden entries are shown.
     ///
     /// The job is given the call's [`Gate`]: dropping the call (as the runner drops a tool's
     /// future when its run is cancelled or its time is up) abandons the gate, and a job that
@@ -104,9 +128,12 @@ impl FsWorkspace {
     async fn run<T: Send + 'static>(
         &self,
         path: &str,
-        operation: impl FnOnce(&Dir, &Path, &str, &Gate) -> Result<T, WorkspaceError> + Send + 'static,
+        operation: impl FnOnce(&Dir, &Path, &str, &Gate, bool) -> Result<T, WorkspaceError>
+        + Send
+        + 'static,
     ) -> Result<T, WorkspaceError> {
         let relative = relative(path)?;
+        let show_hidden = self.show_hidden;
         let dir = Arc::clone(&self.dir);
         let path = path.to_owned();
         let failed = path.clone();
@@ -117,7 +144,10 @@ impl FsWorkspace {
             if gate.is_abandoned() {
                 return Err(abandoned(&path));
             }
-            operation(&dir, &relative, &path, &gate)
+            if let Some(refused) = resolve_refused(&dir, &relative, show_hidden) {
+                return Err(refused.error(&path));
+            }
+            operation(&dir, &relative, &path, &gate, show_hidden)
         })
         .await
         .unwrap_or_else(|_| {
@@ -448,7 +478,7 @@ impl Workspace for FsWorkspace {
     /// stat'ed; past 100,000 names the read stops, and the part is the first ones of those
     /// read.
     async fn list(&self, dir: &str) -> Result<WorkspaceListing, WorkspaceError> {
-        self.run(dir, |root, relative, path, _| {
+        self.run(dir, |root, relative, path, _, show_hidden| {
             let folder = root.open_dir(relative).map_err(|e| io_error(path, &e))?;
             // The first names so far, the greatest on top, to drop when a smaller one comes.
             let mut first: BinaryHeap<(String, OsString)> = BinaryHeap::new();
@@ -464,8 +494,9 @@ impl Workspace for FsWorkspace {
                 }
                 let name = entry.map_err(|e| io_error(path, &e))?.file_name();
                 let key = name.to_string_lossy().into_owned();
-                // A write in flight in this folder: not an entry of the workspace.
-                if key.starts_with(TEMP_PREFIX) {
+                // A write in flight in this folder: not an entry of the workspace; nor is a
+                // hidden one unless they are shown.
+                if refused_name(&name, show_hidden).is_some() {
                     continue;
                 }
                 first.push((key, name));
@@ -484,8 +515,9 @@ impl Workspace for FsWorkspace {
                 };
                 // A symlink is shown as what it leads to when that is inside the root, resolved
                 // from the root as a read or a listing of it would be (never looked at outside);
-                // one that leads out or nowhere is shown as itself.
+                // one that leads out or nowhere, or to a hidden entry not shown, as itself.
                 if metadata.is_symlink()
+                    && resolve_refused(root, &relative.join(&name), show_hidden).is_none()
                     && let Ok(target) = root.metadata(relative.join(&name))
                 {
                     metadata = target;
@@ -504,7 +536,7 @@ impl Workspace for FsWorkspace {
     async fn read(&self, path: &str) -> Result<String, WorkspaceError> {
         names_a_file(path)?;
         let limit = self.max_read_bytes;
-        self.run(path, move |root, relative, path, _| {
+        self.run(path, move |root, relative, path, _, _| {
             let (file, size) = open_regular_file(root, relative, path)?;
             let bytes = read_capped(file, size, limit, path)?;
             String::from_utf8(bytes).map_err(|_| WorkspaceError::NotText { path: path.into() })
@@ -517,7 +549,7 @@ impl Workspace for FsWorkspace {
         let content = content.to_owned();
         #[cfg(test)]
         let before_commit = self.before_commit.clone();
-        self.run(path, move |root, relative, path, gate| {
+        self.run(path, move |root, relative, path, gate, _| {
             let (parent, name) = split_file(relative, path)?;
             let folder = open_or_create_folder(root, &parent, path, sync_folder)?;
             let target = (root, relative);
@@ -639,8 +671,113 @@ fn may_write(folder: &Dir, name: &Path, path: &str) -> Result<bool, WorkspaceErr
     }
 }
 
-/// How the temp files of writes in flight begin (listings leave them out).
+/// How the temp files of writes in flight begin (listings leave them out, reads and writes
+/// refuse them).
 const TEMP_PREFIX: &str = ".cogni-write-";
+
+/// Why a name in a path is refused before the path is used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refused {
+    /// A hidden name, while hidden entries are not shown.
+    Hidden,
+    /// The name of one of the workspace's own temp files.
+    TempName,
+}
+
+impl Refused {
+    /// The error for `path`, which leads to the refused name.
+    fn error(self, path: &str) -> WorkspaceError {
+        match self {
+            Self::Hidden => WorkspaceError::Hidden { path: path.into() },
+            Self::TempName => WorkspaceError::InvalidPath {
+                path: path.into(),
+                reason: "names starting with `.cogni-write-` are the workspace's own temp files",
+            },
+        }
+    }
+}
+
+/// Whether the name `name` is refused: a temp file's always, a hidden one (starting with `.`)
+/// unless hidden entries are shown.
+fn refused_name(name: &std::ffi::OsStr, show_hidden: bool) -> Option<Refused> {
+    let name = name.as_encoded_bytes();
+    if name.starts_with(TEMP_PREFIX.as_bytes()) {
+        Some(Refused::TempName)
+    } else if !show_hidden && name.starts_with(b".") {
+        Some(Refused::Hidden)
+    } else {
+        None
+    }
+}
+
+/// The most symlinks [`resolve_refused`] follows in one path, as Linux's own limit.
+const MAX_SYMLINKS: usize = 40;
+
+/// Whether `relative` (lexically checked) leads to a refused name ([`refused_name`]): one of its
+/// own names, or one of those the symlinks it meets inside the root lead through. The path is
+/// walked beneath `root` name by name, each symlink replaced by its target (a relative one:
+/// an absolute target, or one that climbs out of the root, is left to the operation, which
+/// refuses it as outside the root). Where the walk cannot go on (a name missing, a file where a
+/// folder should be, too many links), the names left are judged as written.
+fn resolve_refused(root: &Dir, relative: &Path, show_hidden: bool) -> Option<Refused> {
+    /// A step of the walk: into a name, or up (`..` in a symlink's target).
+    enum Step {
+        Name(OsString),
+        Up,
+    }
+    // A path's steps; none for an absolute one.
+    let steps = |path: &Path| -> Option<Vec<Step>> {
+        let mut steps = Vec::new();
+        for component in path.components() {
+            match component {
+                Component::Normal(name) => steps.push(Step::Name(name.to_owned())),
+                Component::CurDir => {}
+                Component::ParentDir => steps.push(Step::Up),
+                Component::RootDir | Component::Prefix(_) => return None,
+            }
+        }
+        Some(steps)
+    };
+    // The steps still to take, the next one last.
+    let mut pending = steps(relative)?;
+    pending.reverse();
+    let mut resolved = PathBuf::new();
+    let mut links = 0;
+    let mut walking = true;
+    while let Some(step) = pending.pop() {
+        let name = match step {
+            Step::Up if resolved.pop() => continue,
+            // Out of the root: the operation refuses it as such.
+            Step::Up => return None,
+            Step::Name(name) => name,
+        };
+        if let Some(refused) = refused_name(&name, show_hidden) {
+            return Some(refused);
+        }
+        resolved.push(&name);
+        if !walking {
+            continue;
+        }
+        match root.symlink_metadata(&resolved) {
+            Ok(entry) if entry.is_symlink() && links < MAX_SYMLINKS => {
+                links += 1;
+                let target = root.read_link_contents(&resolved).ok();
+                match target.as_deref().and_then(steps) {
+                    Some(target) => {
+                        resolved.pop();
+                        pending.extend(target.into_iter().rev());
+                    }
+                    // Absolute: the operation refuses it as leading out.
+                    None => return None,
+                }
+            }
+            Ok(entry) if entry.is_symlink() => walking = false,
+            Ok(_) => {}
+            Err(_) => walking = false,
+        }
+    }
+    None
+}
 
 /// Creates a new temp file in `folder` (`create_new`: never one that exists), skipping names
 /// that are taken ([`crate::temp::first_free`]).

@@ -100,6 +100,17 @@ pub enum WorkspaceError {
         /// The path as given.
         path: String,
     },
+    /// The path leads to a hidden entry (a name starting with `.`, such as `.env` or
+    /// `.git/config`, where keys and tokens are kept), or through a symlink to one, which the
+    /// workspace keeps out of reach unless it was set up to show them.
+    #[error(
+        "the path leads to a hidden entry (a name starting with `.`), which this workspace does \
+         not show"
+    )]
+    Hidden {
+        /// The path as given.
+        path: String,
+    },
     /// The operation failed for another reason (permissions, disk).
     #[error("the workspace operation failed: {reason}")]
     Io {
@@ -112,7 +123,7 @@ pub enum WorkspaceError {
 
 impl WorkspaceError {
     /// Whether the path the caller gave is at fault (refused, missing, the wrong kind of entry,
-    /// too large, not text, read-only), as opposed to the workspace failing (permissions, disk).
+    /// too large, not text, read-only, hidden), as opposed to the workspace failing (permissions, disk).
     pub fn is_caller_error(&self) -> bool {
         // Listed, not `!Io`: a variant added later is the workspace's failure until it is
         // placed here on purpose.
@@ -127,6 +138,7 @@ impl WorkspaceError {
                 | Self::TooLarge { .. }
                 | Self::NotText { .. }
                 | Self::ReadOnly { .. }
+                | Self::Hidden { .. }
         )
     }
 }
@@ -189,6 +201,7 @@ mod tests {
             WorkspaceError::NotAFolder { path: path() },
             WorkspaceError::NotAFile { path: path() },
             WorkspaceError::ReadOnly { path: path() },
+            WorkspaceError::Hidden { path: path() },
         ] {
             assert!(error.is_caller_error(), "{error:?}");
             assert!(!error.to_string().contains("CANARY"), "{error}");

@@ -166,6 +166,10 @@ pub enum ToolsCommand {
         /// The folder workspace tools are confined to.
         #[arg(long, default_value = ".")]
         workspace: PathBuf,
+        /// Show the workspace's hidden entries (`.env`, `.git`, …) to the tool; without it they
+        /// are not there for it.
+        #[arg(long)]
+        workspace_hidden: bool,
         /// Keep tool statistics in this folder (read by `cogni tools stats`).
         #[arg(long, env = "COGNI_DATA_DIR")]
         data_dir: Option<PathBuf>,
@@ -237,8 +241,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             args,
             policy,
             workspace,
+            workspace_hidden,
             data_dir,
-        }) => tools_call(tool_id, args, policy, workspace, data_dir).await,
+        }) => {
+            let workspace = Config {
+                workspace_root: workspace,
+                workspace_hidden,
+            };
+            tools_call(tool_id, args, policy, workspace, data_dir).await
+        }
         Command::Tools(ToolsCommand::Stats { data_dir, json }) => {
             tools_stats(&data_dir, json)?;
             Ok(ExitCode::SUCCESS)
@@ -418,6 +429,7 @@ fn tools_list(policy: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     let policy = load_policy(policy.as_deref())?;
     let caps = create_capabilities(&Config {
         workspace_root: PathBuf::from("."),
+        workspace_hidden: false,
     })?;
     let source = create_tool_source(CoreTool::ALL, &caps)?;
     warn_unknown_tools(&policy, &source);
@@ -444,13 +456,11 @@ async fn tools_call(
     tool_id: String,
     args: String,
     policy: Option<PathBuf>,
-    workspace: PathBuf,
+    workspace: Config,
     data_dir: Option<PathBuf>,
 ) -> anyhow::Result<ExitCode> {
     let policy = Arc::new(load_policy(policy.as_deref())?);
-    let caps = create_capabilities(&Config {
-        workspace_root: workspace,
-    })?;
+    let caps = create_capabilities(&workspace)?;
     let source = Arc::new(create_tool_source(CoreTool::ALL, &caps)?);
     warn_unknown_tools(&policy, source.as_ref());
     let ctx = cli_context(caps.clock.as_ref())?;

@@ -61,7 +61,7 @@ impl CoreTool {
 }
 
 /// Builds the capabilities from configuration: the system clock and a workspace confined to
-/// `config.workspace_root`.
+/// `config.workspace_root`, showing hidden entries only when `config.workspace_hidden` says so.
 pub fn create_capabilities(config: &Config) -> anyhow::Result<ToolCapabilities> {
     let root = config.workspace_root.display();
     let workspace = FsWorkspace::new(&config.workspace_root).map_err(|error| {
@@ -72,6 +72,7 @@ pub fn create_capabilities(config: &Config) -> anyhow::Result<ToolCapabilities> 
             anyhow::Error::new(error).context(format!("workspace root {root} cannot be used"))
         }
     })?;
+    let workspace = workspace.with_hidden(config.workspace_hidden);
     Ok(ToolCapabilities {
         clock: Arc::new(SystemClock),
         workspace: Arc::new(workspace),
@@ -129,10 +130,7 @@ impl Runtime {
         settings: &crate::Settings,
         completion: Arc<dyn ai_core::CompletionPort>,
     ) -> anyhow::Result<Self> {
-        let caps = create_capabilities(&Config {
-            workspace_root: settings.tools.workspace.clone(),
-        })
-        .context("tools.workspace")?;
+        let caps = create_capabilities(&settings.workspace_config()).context("tools.workspace")?;
         let source: Arc<dyn ai_core::ToolSource> =
             Arc::new(create_tool_source(&settings.core_tools()?, &caps)?);
         let policy = Arc::new(settings.policy()?);

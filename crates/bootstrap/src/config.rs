@@ -13,6 +13,10 @@ pub const DEFAULT_POLICY_TOML: &str = include_str!("../policy.default.toml");
 pub struct Config {
     /// The folder the workspace tools are confined to.
     pub workspace_root: PathBuf,
+    /// Whether the workspace shows hidden entries (names starting with `.`: `.env`,
+    /// `.git/config`, which hold keys and tokens); off, they are not there for the tools
+    /// ([`adapters::FsWorkspace::with_hidden`]).
+    pub workspace_hidden: bool,
 }
 
 /// Loads a policy file (`.json` as JSON, anything else as TOML), or the built-in default when

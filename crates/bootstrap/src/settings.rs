@@ -195,6 +195,10 @@ pub struct ToolsSettings {
     pub enabled: Vec<String>,
     /// The folder workspace tools are confined to.
     pub workspace: PathBuf,
+    /// Whether the workspace tools see hidden entries (names starting with `.`: `.env`,
+    /// `.git/config`, `.npmrc`, which hold keys and tokens). Off by default: they are left out
+    /// of listings and refused to reads and writes.
+    pub workspace_hidden: bool,
     /// A policy file (TOML, or JSON with a `.json` extension).
     pub policy_file: Option<PathBuf>,
     /// An inline policy, instead of a file.
@@ -206,6 +210,7 @@ impl Default for ToolsSettings {
         Self {
             enabled: CoreTool::ALL.iter().map(|t| t.id().to_owned()).collect(),
             workspace: PathBuf::from("."),
+            workspace_hidden: false,
             policy_file: None,
             policy: None,
         }
@@ -309,6 +314,17 @@ pub struct Overrides {
     /// The workspace folder.
     #[arg(long, env = "COGNI_WORKSPACE")]
     pub workspace: Option<PathBuf>,
+    /// Show the workspace's hidden entries (`.env`, `.git`, …) to the tools
+    /// (`tools.workspace_hidden`); `--workspace-hidden=false` hides them again.
+    #[arg(
+        long,
+        env = "COGNI_WORKSPACE_HIDDEN",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub workspace_hidden: Option<bool>,
     /// The data folder.
     #[arg(long, env = "COGNI_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
@@ -330,6 +346,7 @@ impl std::fmt::Debug for Overrides {
             server_token,
             policy,
             workspace,
+            workspace_hidden,
             data_dir,
         } = self;
         // A gateway may take its key in the URL's path, query or userinfo.
@@ -347,6 +364,7 @@ impl std::fmt::Debug for Overrides {
             .field("server_token", server_token)
             .field("policy", policy)
             .field("workspace", workspace)
+            .field("workspace_hidden", workspace_hidden)
             .field("data_dir", data_dir)
             .finish()
     }
@@ -515,6 +533,9 @@ impl Settings {
         if let Some(v) = o.workspace {
             self.tools.workspace = v;
         }
+        if let Some(v) = o.workspace_hidden {
+            self.tools.workspace_hidden = v;
+        }
         if let Some(v) = o.data_dir {
             self.data_dir = Some(v);
         }
@@ -660,6 +681,15 @@ impl Settings {
                     })
             })
             .collect()
+    }
+
+    /// What the workspace capability is built from: `tools.workspace` and
+    /// `tools.workspace_hidden`.
+    pub fn workspace_config(&self) -> crate::Config {
+        crate::Config {
+            workspace_root: self.tools.workspace.clone(),
+            workspace_hidden: self.tools.workspace_hidden,
+        }
     }
 
     /// The policy: inline, from its file, or the built-in default.
@@ -889,6 +919,68 @@ mod tests {
             ),
             (Some(100), Some(200), Some(300))
         );
+    }
+
+    /// `tools.workspace_hidden` is off unless the config file, `COGNI_WORKSPACE_HIDDEN` or
+    /// `--workspace-hidden` turns it on (an override may turn it off again), and the workspace
+    /// the settings build shows hidden entries only then.
+    #[tokio::test]
+    async fn hidden_workspace_entries_are_shown_only_when_set() {
+        use clap::Parser;
+        assert!(!Settings::default().tools.workspace_hidden);
+        let example = Settings::from_toml_str(super::EXAMPLE_CONFIG).unwrap();
+        assert!(
+            !example.tools.workspace_hidden,
+            "the example shows the default"
+        );
+        let mut settings = Settings::from_toml_str("[tools]\nworkspace_hidden = true\n").unwrap();
+        assert!(settings.tools.workspace_hidden);
+        settings.apply(Overrides::default());
+        assert!(
+            settings.tools.workspace_hidden,
+            "unset keeps the file's value"
+        );
+        settings.apply(Overrides {
+            workspace_hidden: Some(false),
+            ..Overrides::default()
+        });
+        assert!(!settings.tools.workspace_hidden);
+        for (args, expected) in [
+            (&["cogni", "serve"][..], None),
+            (&["cogni", "serve", "--workspace-hidden"][..], Some(true)),
+            (
+                &["cogni", "serve", "--workspace-hidden=false"][..],
+                Some(false),
+            ),
+            (
+                &["cogni", "chat", "--workspace-hidden", "hi"][..],
+                Some(true),
+            ),
+        ] {
+            let cli = crate::cli::Cli::try_parse_from(args).unwrap();
+            let overrides = match cli.command {
+                crate::cli::Command::Serve { overrides } => overrides,
+                crate::cli::Command::Chat { overrides, .. } => overrides,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(overrides.workspace_hidden, expected, "{args:?}");
+        }
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join(".env"), "KEY=x").unwrap();
+        for shown in [false, true] {
+            let mut settings = Settings::default();
+            settings.tools.workspace = root.path().to_path_buf();
+            settings.tools.workspace_hidden = shown;
+            let caps = crate::create_capabilities(&settings.workspace_config()).unwrap();
+            let read = caps.workspace.read(".env").await;
+            match shown {
+                true => assert_eq!(read.unwrap(), "KEY=x"),
+                false => assert!(
+                    matches!(read, Err(ai_core::WorkspaceError::Hidden { .. })),
+                    "{read:?}"
+                ),
+            }
+        }
     }
 
     /// No `Debug` of the settings or the overrides shows the token.

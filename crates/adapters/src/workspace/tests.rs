@@ -947,3 +947,164 @@ async fn a_listing_shows_links_inside_the_root_as_what_they_lead_to() {
     );
     assert!(ws.list("docs-link").await.is_ok());
 }
+
+/// A root holding what hides keys: `.env`, `.git/config`, `sub/.npmrc`, and symlinks that lead
+/// to them from visible names.
+fn with_hidden_entries() -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let path = root.path();
+    std::fs::write(path.join(".env"), "OPENAI_API_KEY=sk-CANARY-env").unwrap();
+    std::fs::create_dir_all(path.join(".git/hooks")).unwrap();
+    std::fs::write(
+        path.join(".git/config"),
+        "url = https://x:ghp_CANARY@github.com/o/r",
+    )
+    .unwrap();
+    std::fs::create_dir(path.join("sub")).unwrap();
+    std::fs::write(path.join("sub/.npmrc"), "//registry/:_authToken=CANARY").unwrap();
+    std::fs::write(path.join("notes.txt"), "notes").unwrap();
+    symlink(".env", path.join("env-link")).unwrap();
+    symlink(".git", path.join("gitdir")).unwrap();
+    symlink("../.git/config", path.join("sub/up")).unwrap();
+    symlink("gitdir", path.join("twice")).unwrap();
+    root
+}
+
+/// By default a hidden entry is not there for the model: listings leave it out (a symlink to
+/// one is shown as itself, not as what it leads to), and a read, a write or a listing of it,
+/// by its name or through a symlink inside the root, is refused as `Hidden`, a caller error whose
+/// message names the rule and neither the path nor the file.
+#[tokio::test]
+async fn hidden_entries_are_not_there_by_default() {
+    let root = with_hidden_entries();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    let listing = ws.list("").await.unwrap();
+    let paths: Vec<_> = listing.entries.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["env-link", "gitdir", "notes.txt", "sub", "twice"]);
+    let gitdir = &listing.entries[1];
+    assert!(
+        !gitdir.is_dir,
+        "a link to a hidden folder is shown as itself"
+    );
+    let sub: Vec<_> = ws.list("sub").await.unwrap().entries;
+    assert_eq!(
+        sub.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
+        ["sub/up"]
+    );
+    for path in [
+        ".env",
+        "./.env",
+        ".git/config",
+        "sub/.npmrc",
+        "env-link",
+        "gitdir/config",
+        "twice/config",
+        "sub/up",
+    ] {
+        let error = ws.read(path).await.unwrap_err();
+        assert_eq!(
+            error,
+            WorkspaceError::Hidden { path: path.into() },
+            "read {path}"
+        );
+        assert!(error.is_caller_error());
+        let message = error.to_string();
+        assert!(message.contains("hidden entry (a name starting with `.`)"));
+        assert!(
+            !message.contains("CANARY") && !message.contains(path),
+            "{message}"
+        );
+    }
+    for path in [".git", "gitdir", "twice", ".git/hooks", "sub/.npmrc"] {
+        assert_eq!(
+            ws.list(path).await.unwrap_err(),
+            WorkspaceError::Hidden { path: path.into() },
+            "list {path}"
+        );
+    }
+    for path in [
+        ".env",
+        ".git/hooks/pre-commit",
+        "gitdir/hooks/pre-commit",
+        "twice/new",
+        "new/.hidden",
+        "env-link",
+    ] {
+        assert_eq!(
+            ws.write(path, "x").await.unwrap_err(),
+            WorkspaceError::Hidden { path: path.into() },
+            "write {path}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(root.path().join(".env")).unwrap(),
+        "OPENAI_API_KEY=sk-CANARY-env"
+    );
+    assert_eq!(
+        names_on_disk(&root.path().join(".git/hooks")),
+        [] as [&str; 0]
+    );
+    assert!(!root.path().join("new").exists());
+    assert!(root.path().join("env-link").is_symlink());
+    // What is not hidden still works.
+    assert_eq!(ws.read("notes.txt").await.unwrap(), "notes");
+    ws.write("sub/new.txt", "new").await.unwrap();
+}
+
+/// Shown on purpose (`with_hidden(true)`), hidden entries are listed, read and written like any
+/// other; the workspace's own temp names (`.cogni-write-…`) stay refused to reads and writes,
+/// and out of listings.
+#[tokio::test]
+async fn hidden_entries_can_be_shown_but_temp_names_stay_refused() {
+    let root = with_hidden_entries();
+    std::fs::write(root.path().join(".cogni-write-1-0.tmp"), "in flight").unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap().with_hidden(true);
+    let listing = ws.list("").await.unwrap();
+    let paths: Vec<_> = listing.entries.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            ".env",
+            ".git",
+            "env-link",
+            "gitdir",
+            "notes.txt",
+            "sub",
+            "twice"
+        ]
+    );
+    assert!(
+        listing.entries[3].is_dir,
+        "a link to a folder is shown as one"
+    );
+    assert_eq!(
+        ws.read("env-link").await.unwrap(),
+        "OPENAI_API_KEY=sk-CANARY-env"
+    );
+    assert!(ws.read("twice/config").await.unwrap().contains("CANARY"));
+    ws.write(".config/app.toml", "x").await.unwrap();
+    assert_eq!(ws.read(".config/app.toml").await.unwrap(), "x");
+    let hidden_off = FsWorkspace::new(root.path()).unwrap();
+    for ws in [&ws, &hidden_off] {
+        for path in [".cogni-write-1-0.tmp", "sub/.cogni-write-9-9.tmp"] {
+            for error in [
+                ws.read(path).await.unwrap_err(),
+                ws.write(path, "x").await.unwrap_err(),
+            ] {
+                assert!(
+                    matches!(
+                        &error,
+                        WorkspaceError::InvalidPath { path: p, .. } if p == path
+                    ),
+                    "{path}: {error:?}"
+                );
+                assert!(error.to_string().contains("the workspace's own temp files"));
+            }
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(root.path().join(".cogni-write-1-0.tmp")).unwrap(),
+        "in flight"
+    );
+    assert!(!root.path().join("sub/.cogni-write-9-9.tmp").exists());
+}

@@ -15,6 +15,7 @@ const VARS: &[&str] = &[
     "COGNI_LISTEN",
     "COGNI_POLICY",
     "COGNI_WORKSPACE",
+    "COGNI_WORKSPACE_HIDDEN",
     "COGNI_DATA_DIR",
     "COGNI_SERVER_TOKEN",
 ];
@@ -637,4 +638,43 @@ fn an_empty_path_in_the_config_file_is_refused() {
         );
         assert!(!dir.path().join("cogni.db").exists(), "{key}");
     }
+}
+
+/// `cogni tools call` keeps hidden entries of its workspace out of reach (`.env` holds keys),
+/// unless `--workspace-hidden` shows them; the refusal names the rule, never the file's text.
+#[test]
+fn tools_call_hides_hidden_entries_unless_told() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".env"), "KEY=sk-CANARY-41").unwrap();
+    let root = dir.path().to_str().unwrap();
+    let read = [
+        "tools",
+        "call",
+        "core__workspace_read",
+        "--args",
+        r#"{"path":".env"}"#,
+    ];
+    let hidden = cogni_in(
+        dir.path(),
+        &[&read[..], &["--workspace", root]].concat(),
+        &[],
+    );
+    assert!(!hidden.status.success());
+    let shown = format!(
+        "{}{}",
+        String::from_utf8_lossy(&hidden.stdout),
+        String::from_utf8_lossy(&hidden.stderr)
+    );
+    assert!(
+        shown.contains("hidden entry (a name starting with `.`)"),
+        "{shown}"
+    );
+    assert!(!shown.contains("CANARY"), "{shown}");
+    let output = cogni_in(
+        dir.path(),
+        &[&read[..], &["--workspace", root, "--workspace-hidden"]].concat(),
+        &[],
+    );
+    assert!(output.status.success(), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("KEY=sk-CANARY-41"));
 }
