@@ -169,6 +169,10 @@ pub enum ApprovalPayloadError {
     ApprovedNotABoolean,
     /// `reason` is there but neither a string nor `null`.
     ReasonNotAString,
+    /// A `resolved` entry's payload does not say whether the call is approved (no payload, or
+    /// no `approved`, or `"approved": null`): an answer that says nothing is not read as a
+    /// denial, since it may be a client's mistake over a call the user approved.
+    ApprovedMissing,
 }
 
 impl std::fmt::Display for ApprovalPayloadError {
@@ -178,6 +182,9 @@ impl std::fmt::Display for ApprovalPayloadError {
             Self::UnknownKey => "it holds a key an approval does not define (name not shown)",
             Self::ApprovedNotABoolean => "`approved` is not a boolean",
             Self::ReasonNotAString => "`reason` is not a string",
+            Self::ApprovedMissing => {
+                "`approved` is missing (a `resolved` entry answers with it; `cancelled` denies)"
+            }
         })?;
         f.write_str("; an approval's payload is `{\"approved\": boolean, \"reason\"?: string}`")
     }
@@ -186,23 +193,24 @@ impl std::fmt::Display for ApprovalPayloadError {
 impl std::error::Error for ApprovalPayloadError {}
 
 impl ResumeEntry {
-    /// Checks that the payload, if any, is an answer to a tool approval as the interrupt's
-    /// `responseSchema` defines it: an object with `approved` (a boolean) and optionally
-    /// `reason` (a string), and no other key. `@ag-ui/core` lets a payload be any JSON value,
-    /// shaped by the interrupt that asked; a key this server does not define (edited arguments,
-    /// an "always allow") is refused rather than dropped, since the answer read without it would
-    /// not be the one the user gave. A missing payload is left to [`ResumeEntry::approves`]
-    /// (a denial), as is a missing `approved`; so is a `cancelled` entry, which denies its call
-    /// whatever its payload holds. A key that is `null` reads as left out: `"approved": null` is
-    /// not answered (a denial), as the AI SDK endpoint reads an `approval.approved` that is not
-    /// `true`, and `"reason": null` gives no reason.
+    /// Checks that a `resolved` entry's payload is an answer to a tool approval as the
+    /// interrupt's `responseSchema` defines it: an object with `approved` (a boolean) and
+    /// optionally `reason` (a string), and no other key. `@ag-ui/core` lets a payload be any JSON
+    /// value, shaped by the interrupt that asked; a key this server does not define (edited
+    /// arguments, an "always allow") is refused rather than dropped, since the answer read
+    /// without it would not be the one the user gave. An answer without `approved` (no payload,
+    /// or no such key) is refused too rather than read as a denial, as the AI SDK endpoint
+    /// refuses an `approval-responded` part without `approval.approved`: `@ag-ui/client` always
+    /// sends a boolean, so one left out is a client's mistake, over a call the user may have
+    /// approved. A key that is `null` reads as left out: `"approved": null` is no answer, and
+    /// `"reason": null` gives no reason. A `cancelled` entry denies its call whatever its
+    /// payload holds, so it is not checked.
     pub fn check_approval_payload(&self) -> Result<(), ApprovalPayloadError> {
-        let Some(payload) = self
-            .payload
-            .as_ref()
-            .filter(|_| self.status == ResumeStatus::Resolved)
-        else {
+        if self.status == ResumeStatus::Cancelled {
             return Ok(());
+        }
+        let Some(payload) = self.payload.as_ref().filter(|p| !p.is_null()) else {
+            return Err(ApprovalPayloadError::ApprovedMissing);
         };
         let Some(payload) = payload.as_object() else {
             return Err(ApprovalPayloadError::NotAnObject);
@@ -213,11 +221,14 @@ impl ResumeEntry {
         {
             return Err(ApprovalPayloadError::UnknownKey);
         }
-        // `null` is a key left out (a Go `*bool` or a Python `None` written as JSON): it cannot
-        // be read as an approval, so it is no fault.
+        // `null` is a key left out (a Go `*bool` or a Python `None` written as JSON).
         let set = |key: &str| payload.get(key).filter(|value| !value.is_null());
-        if set("approved").is_some_and(|a| !a.is_boolean()) {
-            return Err(ApprovalPayloadError::ApprovedNotABoolean);
+        match set("approved") {
+            None => return Err(ApprovalPayloadError::ApprovedMissing),
+            Some(approved) if !approved.is_boolean() => {
+                return Err(ApprovalPayloadError::ApprovedNotABoolean);
+            }
+            Some(_) => {}
         }
         if set("reason").is_some_and(|r| !r.is_string()) {
             return Err(ApprovalPayloadError::ReasonNotAString);
@@ -226,9 +237,10 @@ impl ResumeEntry {
     }
 
     /// Whether this entry approves the tool call its interrupt asked about: resolved with
-    /// `{"approved": true}`. Anything else (cancelled, `false`, `null`, a missing or malformed payload)
-    /// is a denial, so nothing runs by mistake. It does not look at other keys: check the
-    /// payload with [`ResumeEntry::check_approval_payload`] first, as the server does.
+    /// `{"approved": true}`. Anything else (cancelled, `false`, `null`, a missing or malformed
+    /// payload) is not an approval, so nothing runs by mistake. It does not look at other keys,
+    /// nor tell a denial from a malformed answer: check the payload with
+    /// [`ResumeEntry::check_approval_payload`] first, as the server does.
     pub fn approves(&self) -> bool {
         self.status == ResumeStatus::Resolved
             && self

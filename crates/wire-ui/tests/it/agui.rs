@@ -245,13 +245,11 @@ fn an_approval_payload_holds_only_what_the_response_schema_defines() {
     };
     let json = |v: serde_json::Value| Some(v);
     let cases = [
-        (None, Ok(())),
         (json(serde_json::json!({"approved": true})), Ok(())),
         (
             json(serde_json::json!({"approved": false, "reason": "no"})),
             Ok(()),
         ),
-        (json(serde_json::json!({})), Ok(())),
         (
             json(serde_json::json!({"approved": true, "editedArgs": {"path": "/etc"}})),
             Err(E::UnknownKey),
@@ -447,31 +445,74 @@ fn call_ids_reach_the_client_byte_exact() {
 }
 
 /// `null` for `approved` or `reason` is read as the key left out, as a client whose language
-/// writes an unset field as `null` (Go's `*bool`, Python's `None`) sends it: an `approved` that
-/// is `null` is not answered, which denies the call, as a missing one does and as the AI SDK
-/// endpoint reads an `approval.approved` that is not `true`; a `reason` that is `null` gives no
-/// reason. Neither can be read as an approval, so neither is refused.
+/// writes an unset field as `null` (Go's `*bool`, Python's `None`) sends it: a `reason` that is
+/// `null` gives no reason, and an `approved` that is `null` is no answer, refused as a missing
+/// one is.
 #[test]
 fn a_null_in_an_approval_payload_reads_as_left_out() {
-    use wire_ui::agui::ResumeEntry;
+    use wire_ui::agui::{ApprovalPayloadError as E, ResumeEntry};
+    let entry = |payload: serde_json::Value| -> ResumeEntry {
+        serde_json::from_value(serde_json::json!({
+            "interruptId": "c1", "status": "resolved", "payload": payload,
+        }))
+        .unwrap()
+    };
     for payload in [
         serde_json::json!({"approved": null}),
         serde_json::json!({"approved": null, "reason": null}),
-        serde_json::json!({"approved": false, "reason": null}),
         serde_json::json!({"reason": null}),
     ] {
-        let entry: ResumeEntry = serde_json::from_value(serde_json::json!({
-            "interruptId": "c1", "status": "resolved", "payload": payload,
-        }))
-        .unwrap();
-        assert_eq!(entry.check_approval_payload(), Ok(()), "{payload}");
+        let entry = entry(payload.clone());
+        assert_eq!(
+            entry.check_approval_payload(),
+            Err(E::ApprovedMissing),
+            "{payload}"
+        );
         assert!(!entry.approves(), "{payload}");
         assert_eq!(entry.reason(), None, "{payload}");
     }
-    let entry: ResumeEntry = serde_json::from_value(serde_json::json!({
-        "interruptId": "c1", "status": "resolved", "payload": {"approved": true, "reason": null},
-    }))
-    .unwrap();
-    assert_eq!(entry.check_approval_payload(), Ok(()));
-    assert!(entry.approves());
+    let denied = entry(serde_json::json!({"approved": false, "reason": null}));
+    assert_eq!(denied.check_approval_payload(), Ok(()));
+    assert!(!denied.approves());
+    assert_eq!(denied.reason(), None);
+    let approved = entry(serde_json::json!({"approved": true, "reason": null}));
+    assert_eq!(approved.check_approval_payload(), Ok(()));
+    assert!(approved.approves());
+}
+
+/// A `resolved` entry is an answer, so it must say what the answer is: one whose payload has no
+/// `approved` (no payload, `null`, `{}`, `{"reason": …}` or `"approved": null`) is refused, as
+/// the AI SDK route refuses an `approval-responded` part without `approval.approved`, never read
+/// as a denial without a word (a client's mistake would deny a call the user may have
+/// approved). `@ag-ui/client` always sends a boolean; a `cancelled` entry still denies with or
+/// without a payload.
+#[test]
+fn a_resolved_entry_without_approved_is_refused() {
+    use wire_ui::agui::{ApprovalPayloadError as E, ResumeEntry};
+    let resolved = |payload: Option<serde_json::Value>| -> ResumeEntry {
+        let mut entry = serde_json::json!({"interruptId": "c1", "status": "resolved"});
+        if let Some(payload) = payload {
+            entry["payload"] = payload;
+        }
+        serde_json::from_value(entry).unwrap()
+    };
+    for payload in [
+        None,
+        Some(serde_json::Value::Null),
+        Some(serde_json::json!({})),
+        Some(serde_json::json!({"reason": "not now"})),
+        Some(serde_json::json!({"approved": null, "reason": "not now"})),
+    ] {
+        let shown = format!("{payload:?}");
+        let error = resolved(payload).check_approval_payload().unwrap_err();
+        assert_eq!(error, E::ApprovedMissing, "{shown}");
+        let message = error.to_string();
+        assert!(message.contains("`approved` is missing"), "{message}");
+        assert!(message.contains("\"approved\": boolean"), "{message}");
+    }
+    let cancelled: ResumeEntry =
+        serde_json::from_value(serde_json::json!({"interruptId": "c1", "status": "cancelled"}))
+            .unwrap();
+    assert_eq!(cancelled.check_approval_payload(), Ok(()));
+    assert!(!cancelled.approves());
 }
