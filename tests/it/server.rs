@@ -1286,11 +1286,12 @@ async fn the_request_the_agui_client_sends_is_accepted() {
 async fn a_new_thread_with_an_invalid_client_history_is_refused() {
     let server = Server::start(|_| {}).await;
     let call_id = "call_ZQX\u{202e}sent-by-the-client";
+    // (A call without a result is no longer a fault: it is answered as having none, so a chat
+    // whose thread the server lost goes on. A result that answers no call still is.)
     let history = json!([
         user("m1", "hi"),
-        {"id": "a1", "role": "assistant",
-         "toolCalls": [{"id": call_id, "type": "function",
-                        "function": {"name": "core__get_current_time", "arguments": "{}"}}]},
+        {"id": "a1", "role": "assistant", "content": "let me see"},
+        {"id": "t1", "role": "tool", "toolCallId": call_id, "content": "forged"},
         user("m2", "again")
     ]);
     let response = server
@@ -1301,7 +1302,7 @@ async fn a_new_thread_with_an_invalid_client_history_is_refused() {
     assert_eq!(error["error"]["code"], "invalid_history");
     let message = error["error"]["message"].as_str().unwrap();
     assert!(
-        message.contains("messages[1]: a tool call has no result"),
+        message.contains("messages[2]: a tool result answers no tool call"),
         "{message}"
     );
     assert!(!message.contains("ZQX"), "{message}");
@@ -1999,6 +2000,100 @@ async fn agui_a_new_message_sent_with_resume_entries_is_not_dropped() {
         "the model got the message: {sent}"
     );
     assert!(!sent.contains("hello"), "the read did not run: {sent}");
+}
+
+/// A server that lost the thread (restarted without a data folder) while its interrupts were
+/// open. `@ag-ui/client` starts no run then without `resume` entries, and the history it sends
+/// ends with the paused calls, unanswered. Answering the interrupts is refused (nothing waits:
+/// the server cannot run a call from the client's copy of it) and says to send a message; the
+/// message typed then goes on: the calls the entries name are answered as never run (as ai 6's
+/// unsent approvals are), any other call without a result as having none (as ai 5's
+/// `input-available` parts are), and the model answers the message. Before, every such message
+/// was refused (400, a tool call has no result), so the chat stayed stuck until reloaded.
+#[tokio::test]
+async fn agui_a_lost_thread_with_open_interrupts_goes_on_with_the_next_message() {
+    let server = Server::approving(None).await;
+    let paused = server
+        .text(
+            "/api/v1/agui",
+            &agui_input(
+                "t-lost",
+                "r-1",
+                json!([user("m1", "What do my notes say?")]),
+            ),
+        )
+        .await;
+    assert!(paused.contains("\"interrupts\""), "{paused}");
+
+    // Restarted, without a data folder: the thread is gone.
+    let server = Server::start(|_| {}).await;
+    let mut answers = client_request("resume.json");
+    answers["threadId"] = json!("t-lost");
+    let response = server.post("/api/v1/agui", &answers).await;
+    assert_eq!(response.status(), 409);
+    let error: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(error["error"]["code"], "nothing_to_resume", "{error}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("send a user message instead"),
+        "{error}"
+    );
+
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let mut typed = answers.clone();
+    typed["runId"] = json!("r-typed");
+    typed["messages"]
+        .as_array_mut()
+        .unwrap()
+        .push(user("m2", "Never mind, tell me a joke."));
+    let response = server.post("/api/v1/agui", &typed).await;
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    let body = response.text().await.unwrap();
+    assert_eq!(
+        types(&frames(&body)).last().unwrap(),
+        "RUN_FINISHED",
+        "{body}"
+    );
+    let sent = String::from_utf8(server.fake.requests()[0].body.clone()).unwrap();
+    assert!(sent.contains("tell me a joke"), "{sent}");
+    assert_eq!(
+        sent.matches("the call never ran: a new message came before its approval was sent")
+            .count(),
+        2,
+        "{sent}"
+    );
+
+    // A call left without a result that no entry names (its run was cut off, say) may have run.
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let history = json!([
+        user("m1", "what time is it?"),
+        {"id": "a1", "role": "assistant", "toolCalls": [{"id": "c1", "type": "function",
+            "function": {"name": "core__get_current_time", "arguments": "{}"}}]},
+        user("m2", "go on"),
+    ]);
+    let response = server
+        .post("/api/v1/agui", &agui_input("t-cut", "r-1", history))
+        .await;
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    let body = response.text().await.unwrap();
+    assert_eq!(
+        types(&frames(&body)).last().unwrap(),
+        "RUN_FINISHED",
+        "{body}"
+    );
+    let sent = String::from_utf8(server.fake.requests()[1].body.clone()).unwrap();
+    assert_eq!(
+        sent.matches("no result reached this conversation for this call, so it may not have run")
+            .count(),
+        1,
+        "{sent}"
+    );
 }
 
 /// Without a token, a loopback server answers only requests addressed to a loopback host

@@ -59,7 +59,14 @@ pub(super) async fn run(
     // waiting calls end cancelled, whatever the entries say), rather than dropped unread.
     let new_message = matches!(input.messages.last(), Some(InputMessage::User { .. }));
     let incoming = if input.resume.is_empty() || new_message {
-        incoming(&input.messages)?
+        // The entries name the calls that waited for an approval: only read, when the server
+        // lost the thread, to answer those calls in the history as never run.
+        let waited: Vec<&str> = input
+            .resume
+            .iter()
+            .map(|entry| entry.interrupt_id.as_str())
+            .collect();
+        incoming(&input.messages, &waited)?
     } else {
         // An approval means what the user saw: a payload holding more (edited arguments, say)
         // is refused, named by its place, never by the key it holds.
@@ -94,8 +101,11 @@ pub(super) async fn run(
     Ok(sse_response(first, started, Stream(translator), &[]))
 }
 
-/// The client's history as UI items, and its last message, which must be the user's.
-fn incoming(messages: &[InputMessage]) -> Result<Incoming, ApiError> {
+/// The client's history as UI items, and its last message, which must be the user's. A call
+/// in the history without a result (see [`answer_unanswered`]) is answered as never run when
+/// `waited` names it (a `resume` entry answered its interrupt), and as having no result
+/// otherwise.
+fn incoming(messages: &[InputMessage], waited: &[&str]) -> Result<Incoming, ApiError> {
     let Some((InputMessage::User { content, .. }, before)) = messages.split_last() else {
         return Err(ApiError::bad_request(
             "invalid_history",
@@ -115,6 +125,7 @@ fn incoming(messages: &[InputMessage]) -> Result<Incoming, ApiError> {
         // The items this message added come from it.
         history_at.resize(history.len(), index);
     }
+    answer_unanswered(&mut history, &mut history_at, waited);
     let message = content.text();
     if message.trim().is_empty() {
         return Err(super::no_text(messages.len() - 1));
@@ -125,6 +136,51 @@ fn incoming(messages: &[InputMessage]) -> Result<Incoming, ApiError> {
         unreadable_history,
         turn: IncomingTurn::Message(message),
     })
+}
+
+/// Answers each call of the history that has no result before the next user or system message
+/// (or the end), there, as the AI SDK route answers a call part without a result. Such a call
+/// waited for an approval (its run paused, and the interrupt is still open in the client) or its
+/// run was cut off; the server that could answer it no longer holds the thread (restarted
+/// without a data folder, say), or the history starts one. Refused, it would refuse every next
+/// message of the chat, since the client keeps it. A call `waited` names is answered as never
+/// run; any other as having no result, since it may have run. Only histories the rebuild would
+/// refuse for such a call change: a result elsewhere in its turn still answers it.
+fn answer_unanswered(history: &mut Vec<HistoryItem>, history_at: &mut Vec<usize>, waited: &[&str]) {
+    let items = std::mem::take(history);
+    let at = std::mem::take(history_at);
+    let mut open: Vec<(ToolCallId, usize)> = Vec::new();
+    let answer = |open: &mut Vec<(ToolCallId, usize)>,
+                  history: &mut Vec<HistoryItem>,
+                  history_at: &mut Vec<usize>| {
+        for (id, from) in open.drain(..) {
+            let message = if waited.contains(&id.as_str()) {
+                super::NEVER_RAN_APPROVAL_UNSENT
+            } else {
+                super::NO_RESULT_REACHED
+            };
+            history.push(HistoryItem::ToolResult {
+                tool_call_id: id,
+                content: super::unanswered_result(message),
+            });
+            history_at.push(from);
+        }
+    };
+    for (item, from) in items.into_iter().zip(at) {
+        match &item {
+            HistoryItem::System { .. } | HistoryItem::User { .. } => {
+                answer(&mut open, history, history_at);
+            }
+            HistoryItem::ToolCall { id, .. } => open.push((id.clone(), from)),
+            HistoryItem::ToolResult { tool_call_id, .. } => {
+                open.retain(|(id, _)| id != tool_call_id);
+            }
+            HistoryItem::AssistantText { .. } => {}
+        }
+        history.push(item);
+        history_at.push(from);
+    }
+    answer(&mut open, history, history_at);
 }
 
 /// The UI items of the history's message at `index`, added to `history`.
@@ -219,7 +275,7 @@ mod tests {
             json!([]),
             json!([{"type": "binary", "mimeType": "image/png", "data": "c2VjcmV0"}]),
         ] {
-            let error = incoming(&messages(json!([user(json!("hi")), user(content)])))
+            let error = incoming(&messages(json!([user(json!("hi")), user(content)])), &[])
                 .err()
                 .expect("refused");
             assert_eq!(error.status, 400);
@@ -241,7 +297,7 @@ mod tests {
             user(json!("")),
             user(json!("again"))
         ]);
-        let request = incoming(&messages(history)).ok().unwrap();
+        let request = incoming(&messages(history), &[]).ok().unwrap();
         let error = graph::reconstruct_history(&request.history).unwrap_err();
         assert_eq!(
             history_fault(&request, &error),

@@ -211,18 +211,16 @@ fn assistant_items(
             .to_string(),
             // Waited for approval, and the user sent a new message instead of the answers: it
             // never ran (the server answers such calls so when it holds the thread).
-            "approval-requested" | "approval-responded" => serde_json::json!({
-                "error": {"message": "the call never ran: a new message came before its approval was sent"}
-            })
-            .to_string(),
+            "approval-requested" | "approval-responded" => {
+                super::unanswered_result(super::NEVER_RAN_APPROVAL_UNSENT)
+            }
             // Still waiting for its result: paused for an approval an ai 5 client cannot send,
             // or cut off before its result arrived. The server that could answer it no longer
             // holds the thread, and the client has nothing to send back: answered so, the chat
             // goes on, and the model is not told the call ran.
-            "input-streaming" | "input-available" => serde_json::json!({
-                "error": {"message": "no result reached this conversation for this call, so it may not have run"}
-            })
-            .to_string(),
+            "input-streaming" | "input-available" => {
+                super::unanswered_result(super::NO_RESULT_REACHED)
+            }
             // Any other state is not one the AI SDK gives a call: it stays unanswered, and
             // reconstruct_history refuses it.
             _ => continue,

@@ -735,6 +735,25 @@ fn history_fault(incoming: &Incoming, error: &graph::ReconstructError) -> String
     }
 }
 
+/// What the model is told of a call in a client's history that waited for an approval never
+/// sent, since a new message came instead: a history that starts a thread (the server lost the
+/// one it held) answers it so, as the server answers such calls when it holds the thread.
+const NEVER_RAN_APPROVAL_UNSENT: &str =
+    "the call never ran: a new message came before its approval was sent";
+
+/// What the model is told of a call in a client's history that has no result and did not wait
+/// for an approval (its run was cut off before its result arrived, say): the server that could
+/// answer it no longer holds the thread, and the client has nothing to send back, so the chat
+/// goes on without the model being told the call ran.
+const NO_RESULT_REACHED: &str =
+    "no result reached this conversation for this call, so it may not have run";
+
+/// The result content of a call that did not run or whose result never arrived: the model reads
+/// it as a failed call.
+fn unanswered_result(message: &str) -> String {
+    serde_json::json!({"error": {"message": message}}).to_string()
+}
+
 /// Why a user message is refused that holds no text a model can read: none, whitespace only,
 /// or only parts cogni does not read (parts it does not know are skipped, so a message that also
 /// holds text is read).
