@@ -1136,8 +1136,9 @@ async fn ai_sdk_history_with_calls_left_without_results_starts_a_thread() {
 
 /// A chat the server holds goes on whatever the client's copy of its history holds: only the new
 /// message is read. Here a model called a tool without naming it, so the server streamed
-/// `toolName: ""` and the AI SDK client keeps a part of type `tool-`, which a history that starts
-/// a thread cannot be read with: the next message was refused (400) for it, every time. Over
+/// `toolName: ""` and the AI SDK client keeps a part of type `tool-` (which a history that
+/// starts a thread reads as a nameless call), beside a `dynamic-tool` part without its
+/// `toolName`, which no history can be read with: the next message is not refused for it. Over
 /// AG-UI, a history holding a call id no thread could have (too long) is not read either.
 #[tokio::test]
 async fn a_saved_thread_s_unreadable_client_history_does_not_refuse_the_next_message() {
@@ -1164,6 +1165,8 @@ async fn a_saved_thread_s_unreadable_client_history_does_not_refuse_the_next_mes
         {"type": "step-start"},
         {"type": "tool-", "toolCallId": "call_nameless", "state": "output-error", "input": "",
          "errorText": "unavailable: tool (invalid tool name) is not available"},
+        {"type": "dynamic-tool", "toolCallId": "call_odd", "state": "output-available",
+         "input": {}, "output": 1},
         {"type": "step-start"},
         {"type": "text", "text": "Your notes say hello.", "state": "done"}
     ]});
@@ -1209,6 +1212,53 @@ async fn a_saved_thread_s_unreadable_client_history_does_not_refuse_the_next_mes
         types(&frames(&body)).last().unwrap(),
         "RUN_FINISHED",
         "{body}"
+    );
+}
+
+/// A chat whose thread the server lost goes on even when the client's history holds a model's
+/// nameless call: ai 6 keeps it as a part of type `tool-` (cogni streamed `toolName: ""`). It is
+/// read as a call with an empty name, whose answer is kept, and the model is sent it as cogni
+/// sends a nameless call back from its own thread: named `_`, its arguments as the model sent
+/// them (the part's input is that text; none is `{}`), with its error as its result.
+/// Before, the history was refused (400, "`tool-` names no tool") on every message.
+#[tokio::test]
+async fn ai_sdk_history_with_a_nameless_call_starts_a_thread() {
+    let server = Server::start(|_| {}).await;
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let request = json!({"id": "chat-nameless-lost", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]},
+        {"id": "a1", "role": "assistant", "parts": [
+            {"type": "step-start"},
+            {"type": "tool-", "toolCallId": "call_nameless", "state": "output-error", "input": "",
+             "errorText": "unavailable: tool (invalid tool name) is not available"},
+            {"type": "step-start"},
+            {"type": "text", "text": "Your notes say hello.", "state": "done"}
+        ]},
+        {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "and now?"}]}
+    ]});
+    let response = server.post("/api/v1/chat", &request).await;
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    let body = response.text().await.unwrap();
+    assert_eq!(types(&frames(&body)).last().unwrap(), "[DONE]", "{body}");
+    let sent: Value = serde_json::from_slice(&server.fake.requests()[0].body).unwrap();
+    let messages = sent["messages"].as_array().unwrap();
+    let call = messages
+        .iter()
+        .find_map(|m| m["tool_calls"].as_array())
+        .unwrap_or_else(|| panic!("{sent}"));
+    assert_eq!(call[0]["id"], "call_nameless", "{sent}");
+    assert_eq!(call[0]["function"]["name"], "_", "{sent}");
+    assert_eq!(call[0]["function"]["arguments"], "{}", "{sent}");
+    let answer = messages.iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(answer["tool_call_id"], "call_nameless");
+    assert!(
+        answer["content"]
+            .as_str()
+            .unwrap()
+            .contains("invalid tool name"),
+        "{sent}"
     );
 }
 

@@ -66,7 +66,8 @@ pub enum UiRole {
 pub struct ToolPart {
     /// The call id.
     pub tool_call_id: String,
-    /// The tool name.
+    /// The tool name: empty for a part of type `tool-`, a call the model made without naming a
+    /// tool (a stream said `toolName: ""`).
     pub tool_name: String,
     /// The part's state: `input-streaming`, `input-available`, `output-available`,
     /// `output-error`, ….
@@ -96,8 +97,8 @@ impl UiMessage {
     }
 
     /// The message's tool parts (`tool-<name>` and `dynamic-tool`), in order: one for each such
-    /// part, or an error naming the first one that lacks a `toolCallId`, a `state` or a tool
-    /// name, or holds a malformed `approval` (not an object, `approved` not a boolean, `reason`
+    /// part, or an error naming the first one that lacks a `toolCallId`, a `state` or (a
+    /// `dynamic-tool`) a `toolName`, or holds a malformed `approval` (not an object, `approved` not a boolean, `reason`
     /// not a string, or an `approval-responded` part without `approved`), by its place in `parts`
     /// (never by the message's id, which is the client's text: a server sends the error back).
     pub fn tool_parts(&self) -> Result<Vec<ToolPart>, String> {
@@ -114,9 +115,9 @@ impl UiMessage {
             let tool_name = if kind == "dynamic-tool" {
                 field("toolName")?
             } else if let Some(name) = kind.strip_prefix("tool-") {
-                if name.is_empty() {
-                    return Err(format!("part {index}: `tool-` names no tool"));
-                }
+                // `tool-` alone is a call the model made without a name, as a client keeps it
+                // from a stream that said `toolName: ""` (cogni's does): read with its empty
+                // name, so its answer stays paired with it.
                 name.to_owned()
             } else {
                 continue;

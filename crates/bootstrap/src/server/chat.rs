@@ -193,10 +193,10 @@ fn assistant_items(
             .map_err(|e| invalid(format!("messages[{index}]: toolCallId: {e}")))?;
         history.push(HistoryItem::ToolCall {
             id: id.clone(),
+            // Empty for a call the model made without naming a tool (a part of type `tool-`):
+            // the rebuilt history names it `_`, as the loop records such a call.
             name: tool.tool_name,
-            arguments: tool
-                .input
-                .map_or_else(|| "{}".to_owned(), |input| input.to_string()),
+            arguments: arguments(tool.input),
         });
         let content = match tool.state.as_str() {
             "output-available" => tool.output.unwrap_or_default().to_string(),
@@ -233,13 +233,46 @@ fn assistant_items(
     Ok(())
 }
 
+/// A call part's `input` as the argument text the model is sent back: the JSON of a parsed
+/// input; for a string, the text itself, since that is how cogni's stream shows a call refused
+/// before its input was read (a nameless call, invalid JSON) — the text as the model streamed
+/// it — with empty text read as `{}`, as the decoder reads a call without arguments; `{}` when
+/// there is none.
+fn arguments(input: Option<serde_json::Value>) -> String {
+    match input {
+        None => "{}".to_owned(),
+        Some(serde_json::Value::String(text)) if text.trim().is_empty() => "{}".to_owned(),
+        Some(serde_json::Value::String(text)) => text,
+        Some(input) => input.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
     use wire_ui::ai_sdk::UiMessage;
 
     use super::super::{IncomingTurn, history_fault};
-    use super::incoming;
+    use super::{arguments, incoming};
+
+    /// A call part's input is sent back as the argument text: a parsed input as its JSON, a
+    /// string (how cogni's stream shows a call refused before its input was read) as the text
+    /// the model streamed, empty or none as `{}`.
+    #[test]
+    fn a_call_part_s_input_is_sent_back_as_its_argument_text() {
+        for (input, want) in [
+            (
+                Some(json!({"path": "notes.txt"})),
+                r#"{"path":"notes.txt"}"#,
+            ),
+            (Some(json!("{\"path\": \"no")), "{\"path\": \"no"),
+            (Some(json!("")), "{}"),
+            (Some(json!(" ")), "{}"),
+            (None, "{}"),
+        ] {
+            assert_eq!(arguments(input.clone()), want, "{input:?}");
+        }
+    }
 
     fn messages(value: Value) -> Vec<UiMessage> {
         serde_json::from_value(value).unwrap()

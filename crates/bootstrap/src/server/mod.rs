@@ -511,9 +511,9 @@ pub(crate) struct Incoming {
     pub(crate) history_at: Vec<usize>,
     /// Why the client's history cannot be read (`history` then holds what was read before the
     /// fault): refused only when the server holds no thread to continue, since with one the
-    /// history is not used, and the client's copy may hold what the server's own stream made
-    /// of a model's mistake (a part of a tool call with no name), which would otherwise refuse
-    /// every next message of the chat.
+    /// history is not used, and the client's copy may hold what no history could be read with
+    /// (a call id longer than any thread holds, say), which would otherwise refuse every next
+    /// message of the chat.
     pub(crate) unreadable_history: Option<ApiError>,
     /// What begins the run.
     pub(crate) turn: IncomingTurn,

@@ -300,8 +300,8 @@ fn chat_requests_parse_with_tool_parts() {
     let error = broken.tool_parts().unwrap_err();
     assert!(error.contains("toolCallId"), "{error}");
 
-    // A tool part with no tool name is refused too, not skipped: skipping it would pair every
-    // later tool part with the wrong call.
+    // A `dynamic-tool` part with no tool name is refused too, not skipped: skipping it would
+    // pair every later tool part with the wrong call.
     for (part, named) in [
         (
             serde_json::json!({"type": "dynamic-tool", "toolCallId": "c1", "state": "output-available", "input": {}, "output": 1}),
@@ -310,10 +310,6 @@ fn chat_requests_parse_with_tool_parts() {
         (
             serde_json::json!({"type": "dynamic-tool", "toolName": "", "toolCallId": "c1", "state": "output-available"}),
             "toolName",
-        ),
-        (
-            serde_json::json!({"type": "tool-", "toolCallId": "c1", "state": "output-available"}),
-            "names no tool",
         ),
     ] {
         let message = wire_ui::ai_sdk::UiMessage {
@@ -324,6 +320,32 @@ fn chat_requests_parse_with_tool_parts() {
         assert!(error.contains(named), "{error}");
         assert!(error.contains("part 0"), "{error}");
     }
+}
+
+/// A part of type `tool-` is a call the model made without naming a tool, as a client keeps it
+/// from a stream that said `toolName: ""` (cogni's does, for such a call): it is read as a call
+/// with an empty name whose answer stays with it, never refused (a client that keeps the part
+/// could not go on with its chat) nor skipped (every later part would pair with the wrong call).
+#[test]
+fn a_nameless_tool_part_is_read_with_an_empty_name() {
+    let message = wire_ui::ai_sdk::UiMessage {
+        id: "a1".into(),
+        role: wire_ui::ai_sdk::UiRole::Assistant,
+        parts: vec![
+            serde_json::json!({"type": "tool-", "toolCallId": "c1", "state": "output-error",
+                "input": "", "errorText": "unavailable"}),
+            serde_json::json!({"type": "tool-core__get_current_time", "toolCallId": "c2",
+                "state": "output-available", "input": {}, "output": 1}),
+        ],
+        metadata: None,
+    };
+    let parts = message.tool_parts().unwrap();
+    assert_eq!(parts.len(), 2);
+    assert_eq!(parts[0].tool_name, "");
+    assert_eq!(parts[0].tool_call_id, "c1");
+    assert_eq!(parts[0].error_text.as_deref(), Some("unavailable"));
+    assert_eq!(parts[1].tool_name, "core__get_current_time");
+    assert_eq!(parts[1].tool_call_id, "c2");
 }
 
 /// An answer to an approval request (ai 6's `approval-responded` part) is read only when it is
