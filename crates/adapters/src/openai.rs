@@ -15,7 +15,8 @@
 //! streams `text/plain`, or not at all); one that opens otherwise (a web page where the API was
 //! expected, a proxy's JSON) is refused by its content type as soon as those bytes arrive,
 //! rather than waited on until it stalls. Either is reported by its content type when it fails
-//! to decode.
+//! to decode. A body labelled `text/event-stream` is refused the same way only when it opens as a
+//! web page or JSON (`<`, `{` or `[`), since the SSE rules let a stream open with any field.
 //!
 //! **Timeouts.** [`OpenAiConfig::request_timeout`] bounds the wait for the first body byte;
 //! from it on, [`OpenAiConfig::idle_timeout`] bounds the wait for progress: a complete SSE event,
@@ -522,7 +523,9 @@ impl OpenAiCompletion {
     /// had none) when it is not `text/event-stream`: such a body must open as SSE (past a BOM
     /// and whitespace, a field or a comment; [`StreamOpening`]) or is refused once its first
     /// bytes show it does not, and a body that then fails to decode is reported by that type and
-    /// its size, never by its contents, rather than only as a stream that went wrong.
+    /// its size, never by its contents, rather than only as a stream that went wrong. A body
+    /// labelled `text/event-stream` is refused by its first bytes only when they open a web page
+    /// or JSON (`<`, `{`, `[`), which no stream does.
     ///
     /// Nothing is awaited past `limit`, the call's. The first byte is awaited until `deadline`;
     /// from it on, the idle timeout runs from the last progress: the first byte, then each
@@ -573,10 +576,15 @@ impl OpenAiCompletion {
                 }
             }
         };
-        // A body not labelled an event stream is told by its first bytes: one that does not
-        // open as SSE (a proxy's page or JSON) is refused at once, not waited on until it
-        // stalls, since the SSE rules would ignore every line of it as an unknown field.
-        let mut opening = shown_type.is_some().then(StreamOpening::default);
+        // A body is told by its first bytes: one that does not open as SSE (a proxy's page or
+        // JSON) is refused at once, not waited on until it stalls, since the SSE rules would
+        // ignore every line of it as an unknown field. A body labelled an event stream is
+        // refused only when it opens as no stream can (`<`, `{`, `[`): SSE lets a stream open
+        // with any field, even one no decoder reads.
+        let mut opening = Some(StreamOpening::new(shown_type.is_none()));
+        let opening_what = shown_type
+            .clone()
+            .unwrap_or_else(|| "a body labelled text/event-stream".to_owned());
         let mut decoder = Decoder::new(self.wire, self.limits);
         let mut received = 0usize;
         let mut decoded = false;
@@ -613,15 +621,21 @@ impl OpenAiCompletion {
             let fragments = decoder
                 .feed(&chunk)
                 .map_err(|e| Failure::Final(labelled(e, received, false, decoded)))?;
-            if let (Some(start), Some(what)) = (&mut opening, &shown_type) {
+            if let Some(start) = &mut opening {
                 match start.read(&chunk) {
                     Some(true) => opening = None,
                     Some(false) => {
-                        return Err(Failure::Final(not_a_stream_error(
-                            what,
-                            format!("at least {received} bytes"),
+                        let why = if start.labelled {
+                            ": it opens as a web page or JSON (`<`, `{` or `[`), as no SSE field \
+                             or comment does"
+                        } else {
                             ": it does not open with an SSE field (`data:`, `event:`, `id:`, \
-                             `retry:`) or comment (`:`)",
+                             `retry:`) or comment (`:`)"
+                        };
+                        return Err(Failure::Final(not_a_stream_error(
+                            &opening_what,
+                            format!("at least {received} bytes"),
+                            why,
                         )));
                     }
                     None => {}
@@ -970,11 +984,20 @@ const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 /// read, or a comment.
 const SSE_OPENINGS: [&[u8]; 5] = [b"data:", b"event:", b"id:", b"retry:", b":"];
 
+/// The first bytes (past a BOM and whitespace) that no event stream opens with: a web page
+/// (`<`) or JSON (`{`, `[`). As SSE, each would be a line naming a field no server sends.
+const NOT_SSE_OPENINGS: [u8; 3] = [b'<', b'{', b'['];
+
 /// Tells from its first bytes, as they arrive, whether a body opens as an event stream: past a
-/// UTF-8 BOM and whitespace, with a field or a comment ([`SSE_OPENINGS`]). Keeps only the few
-/// bytes of a start not yet told (a BOM or a field name split over reads).
-#[derive(Debug, Default)]
+/// UTF-8 BOM and whitespace, with a field or a comment ([`SSE_OPENINGS`]). A body labelled
+/// `text/event-stream` is held to less: the SSE rules let a stream open with any field, even one
+/// no decoder reads, so only an opening no stream has ([`NOT_SSE_OPENINGS`]) tells it is not
+/// one. Keeps only the few bytes of a start not yet told (a BOM or a field name split over
+/// reads).
+#[derive(Debug)]
 struct StreamOpening {
+    /// Whether the body is labelled `text/event-stream`.
+    labelled: bool,
     /// The bytes since the last whitespace, while they may still begin an opening.
     head: Vec<u8>,
     /// Whether the body's first bytes were seen, and so a BOM skipped.
@@ -982,6 +1005,15 @@ struct StreamOpening {
 }
 
 impl StreamOpening {
+    /// A body not read yet; `labelled` when it is labelled `text/event-stream`.
+    fn new(labelled: bool) -> Self {
+        Self {
+            labelled,
+            head: Vec::new(),
+            past_bom: false,
+        }
+    }
+
     /// Reads the next chunk: `Some(true)` once the body opens as an event stream,
     /// `Some(false)` once it does not, `None` while it cannot be told yet.
     fn read(&mut self, chunk: &[u8]) -> Option<bool> {
@@ -996,6 +1028,13 @@ impl StreamOpening {
             self.past_bom = true;
         }
         let start = self.head.trim_ascii_start();
+        if self.labelled {
+            let Some(first) = start.first() else {
+                self.head.clear();
+                return None;
+            };
+            return Some(!NOT_SSE_OPENINGS.contains(first));
+        }
         if SSE_OPENINGS.iter().any(|field| start.starts_with(field)) {
             return Some(true);
         }

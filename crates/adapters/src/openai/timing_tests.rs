@@ -378,3 +378,78 @@ async fn a_stream_with_an_odd_content_type_is_still_read() {
         assert_eq!(text, "x", "{content_type:?}");
     }
 }
+
+/// A body labelled `text/event-stream` whose content is a web page or JSON (a proxy's error page,
+/// its connection held open) is refused as soon as its first bytes show it, as final and without
+/// its contents: it never stalls into the idle timeout as "no event". Only an opening no event
+/// stream can have is refused (`<`, `{` or `[` past a BOM and whitespace), since the SSE rules let
+/// a stream open with a blank line or any field, known or not.
+#[tokio::test(start_paused = true)]
+async fn a_labelled_stream_that_opens_as_a_page_or_json_is_refused_at_once() {
+    for chunks in [
+        vec![b"<!doctype html><html><body>Sign in</body></html>\n".to_vec()],
+        vec![
+            b"\xEF\xBB\xBF\r\n  ".to_vec(),
+            b"{\"error\":\"Sign in\"}\n".to_vec(),
+        ],
+        vec![b"[{\"error\":\"Sign in\"}]".to_vec()],
+    ] {
+        let mut script = Script::new();
+        for chunk in &chunks {
+            script = script.then(Duration::ZERO, chunk.clone());
+        }
+        let received: usize = chunks.iter().map(Vec::len).sum();
+        let (result, _, took) = stream_as(
+            OpenAiWire::Chat,
+            Duration::from_secs(3600),
+            script.held_open(),
+            None,
+        )
+        .await;
+        let Err(Failure::Final(CompletionError::Decode(message))) = result else {
+            panic!(
+                "{chunks:?}: expected a final decode error, got {:?}",
+                result.map_err(|_| ())
+            );
+        };
+        assert_eq!(
+            message,
+            format!(
+                "POST http://model.test/v1/chat/completions: HTTP 200 OK: the server answered \
+                 with a body labelled text/event-stream (at least {received} bytes), not an \
+                 event stream: it opens as a web page or JSON (`<`, `{{` or `[`), as no SSE \
+                 field or comment does"
+            )
+        );
+        assert!(!message.contains("Sign in"), "{message}");
+        assert_eq!(took, Duration::ZERO, "{chunks:?}: not waited for");
+    }
+}
+
+/// A body labelled `text/event-stream` is read as a stream whatever field or comment it opens
+/// with, known to the decoders or not, after blank lines, split over reads or not: only a page or
+/// JSON is refused by its first bytes.
+#[tokio::test(start_paused = true)]
+async fn a_labelled_stream_opening_with_any_field_is_read() {
+    for opening in [
+        vec![b"\n\r\n".to_vec(), ROLE.to_vec()],
+        vec![b"x-vendor: warm\n\n".to_vec(), ROLE.to_vec()],
+        vec![b"dat".to_vec(), ROLE[3..].to_vec()],
+        vec![b"id\nretry: 3000\n\n".to_vec(), ROLE.to_vec()],
+        vec![
+            b"\xEF\xBB".to_vec(),
+            b"\xBF: OPENROUTER PROCESSING\n\n".to_vec(),
+            ROLE.to_vec(),
+        ],
+    ] {
+        let mut script = Script::new();
+        for chunk in &opening {
+            script = script.then(Duration::ZERO, chunk.clone());
+        }
+        let script = script.then(EVERY, TEXT).then(Duration::ZERO, STOP);
+        let (result, text, _) =
+            stream_as(OpenAiWire::Chat, Duration::from_secs(3600), script, None).await;
+        assert!(result.is_ok(), "{opening:?}: {:?}", result.map_err(|_| ()));
+        assert_eq!(text, "x", "{opening:?}");
+    }
+}
