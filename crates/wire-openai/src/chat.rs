@@ -33,6 +33,7 @@ use ai_core::{
 
 use crate::assembly::{self, Arguments, Deltas, Session};
 use crate::error::check_tool_choice;
+use crate::history::WireCallIds;
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
 use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
@@ -789,9 +790,24 @@ pub fn encode_tool_choice(choice: &ToolChoice) -> Value {
     }
 }
 
+/// The longest `tool_calls[].id` (and tool message `tool_call_id`) chat accepts, in bytes (it
+/// counts characters; a byte count never undercounts them). OpenAI chat refused ids over 40
+/// characters ("Expected a string with maximum length 40": BerriAI/litellm#11392,
+/// Portkey-AI/gateway#1062, microsoft/autogen#6377); it later allowed 64 (openclaw/openclaw#875),
+/// but Azure OpenAI still refuses over 40 (Helicone/helicone#5575), so 40 is what every one of
+/// them takes.
+const MAX_CALL_ID_BYTES: usize = 40;
+
 /// The canonical messages as chat `messages`, after [`validate_history`] passes.
+///
+/// A call id over 40 bytes, which OpenAI and Azure chat refuse (a `ToolCallId` may hold 128
+/// characters: another provider's id, or an imported history's), is sent as a short id derived
+/// from it, on the call and on its result alike, distinct from every other id sent, and the same
+/// on every request of the thread (the rule the Responses encoder applies over 64). Every other
+/// id is sent as is.
 pub fn encode_messages(messages: &[Message]) -> Result<Value, EncodeError> {
     validate_history(messages)?;
+    let ids = WireCallIds::new(messages, MAX_CALL_ID_BYTES);
     Ok(Value::Array(
         messages
             .iter()
@@ -810,7 +826,7 @@ pub fn encode_messages(messages: &[Message]) -> Result<Value, EncodeError> {
                         .iter()
                         .map(|call| {
                             let mut wire = json!({
-                                "id": call.id.as_str(),
+                                "id": ids.get(&call.id),
                                 "type": "function",
                                 "function": {"name": call.name, "arguments": call.arguments},
                             });
@@ -832,7 +848,7 @@ pub fn encode_messages(messages: &[Message]) -> Result<Value, EncodeError> {
                 Message::Tool {
                     tool_call_id,
                     content,
-                } => json!({"role": "tool", "tool_call_id": tool_call_id.as_str(), "content": content}),
+                } => json!({"role": "tool", "tool_call_id": ids.get(tool_call_id), "content": content}),
             })
             .collect(),
     ))

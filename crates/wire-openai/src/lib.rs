@@ -53,6 +53,7 @@
 mod assembly;
 pub mod chat;
 mod error;
+mod history;
 pub mod responses;
 pub mod sse;
 mod strict;

@@ -46,12 +46,13 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use ai_core::{
-    CompletionDelta, FinishReason, LlmCompletion, LlmRequest, Message, ToolCallId, ToolChoice,
-    ToolSpec, Usage, validate_history,
+    CompletionDelta, FinishReason, LlmCompletion, LlmRequest, Message, ToolChoice, ToolSpec, Usage,
+    validate_history,
 };
 
 use crate::assembly::{self, Deltas, LenientArguments, Session};
 use crate::error::check_tool_choice;
+use crate::history::WireCallIds;
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
 use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
@@ -1091,40 +1092,9 @@ pub fn encode_tool_choice(choice: &ToolChoice) -> Value {
 }
 
 /// The longest `call_id` the Responses API accepts, in bytes (it counts characters; a byte
-/// count never undercounts them).
+/// count never undercounts them): "Invalid 'input[].call_id': string too long. Expected max
+/// length 64" (decolua/9router#393, openai/codex#14355 on Azure).
 const MAX_CALL_ID_BYTES: usize = 64;
-
-/// The `call_id` each call id of `messages` too long for the Responses API is sent as:
-/// `call_` and 16 hex digits of FNV-1a over the id, suffixed with `_` until it differs from
-/// every id the history uses and every other short form. The same history always gets the same
-/// ids. Results answer calls of the history ([`validate_history`]), so the calls' ids are all.
-fn short_call_ids(messages: &[Message]) -> HashMap<&str, String> {
-    let calls = messages.iter().flat_map(|message| match message {
-        Message::Assistant { tool_calls, .. } => tool_calls.as_slice(),
-        _ => &[],
-    });
-    let ids: Vec<&str> = calls.map(|call| call.id.as_str()).collect();
-    let mut taken: HashSet<String> = ids
-        .iter()
-        .filter(|id| id.len() <= MAX_CALL_ID_BYTES)
-        .map(|id| (*id).to_owned())
-        .collect();
-    let mut short = HashMap::new();
-    for id in ids.into_iter().filter(|id| id.len() > MAX_CALL_ID_BYTES) {
-        if short.contains_key(id) {
-            continue;
-        }
-        let mut hash = assembly::Fnv1a::default();
-        hash.write(id.as_bytes());
-        let mut wire = format!("call_{:016x}", hash.0);
-        while taken.contains(&wire) {
-            wire.push('_');
-        }
-        taken.insert(wire.clone());
-        short.insert(id, wire);
-    }
-    short
-}
 
 /// The canonical messages as Responses input items, after [`validate_history`] passes.
 ///
@@ -1134,13 +1104,7 @@ fn short_call_ids(messages: &[Message]) -> HashMap<&str, String> {
 /// on every request of the thread. Every other id is sent as is.
 pub fn encode_input(messages: &[Message]) -> Result<Value, EncodeError> {
     validate_history(messages)?;
-    let short = short_call_ids(messages);
-    let wire_id = |id: &ToolCallId| -> String {
-        short
-            .get(id.as_str())
-            .cloned()
-            .unwrap_or_else(|| id.as_str().to_owned())
-    };
+    let ids = WireCallIds::new(messages, MAX_CALL_ID_BYTES);
     let mut items = Vec::new();
     for message in messages {
         match message {
@@ -1160,7 +1124,7 @@ pub fn encode_input(messages: &[Message]) -> Result<Value, EncodeError> {
                 for call in tool_calls {
                     items.push(json!({
                         "type": "function_call",
-                        "call_id": wire_id(&call.id),
+                        "call_id": ids.get(&call.id),
                         "name": call.name,
                         "arguments": call.arguments,
                     }));
@@ -1171,7 +1135,7 @@ pub fn encode_input(messages: &[Message]) -> Result<Value, EncodeError> {
                 content,
             } => items.push(json!({
                 "type": "function_call_output",
-                "call_id": wire_id(tool_call_id),
+                "call_id": ids.get(tool_call_id),
                 "output": content,
             })),
         }

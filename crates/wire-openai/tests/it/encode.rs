@@ -558,3 +558,82 @@ fn responses_call_ids_over_64_characters_are_sent_short_and_paired() {
     assert_eq!(ids.len(), 3, "{ids:?}");
     assert!(ids.iter().all(|id| id.len() <= 64), "{ids:?}");
 }
+
+/// A history in which one assistant turn calls `core__tag` under each of `ids`, each call
+/// answered by a result quoting its id.
+fn history_calling(ids: &[ToolCallId]) -> Vec<Message> {
+    let mut messages = vec![Message::User {
+        content: "Go.".into(),
+    }];
+    messages.push(Message::Assistant {
+        content: String::new(),
+        tool_calls: ids
+            .iter()
+            .map(|id| AssistantToolCall {
+                id: id.clone(),
+                name: "core__tag".into(),
+                arguments: "{}".into(),
+                provider_fields: Map::new(),
+            })
+            .collect(),
+    });
+    for id in ids {
+        messages.push(Message::Tool {
+            tool_call_id: id.clone(),
+            content: "ok".into(),
+        });
+    }
+    messages
+}
+
+/// The ids a chat `messages` array sends its calls under, and those its results quote.
+fn chat_call_ids(messages: &Value) -> (Vec<String>, Vec<String>) {
+    let messages = messages.as_array().unwrap();
+    let calls = messages
+        .iter()
+        .filter_map(|message| message["tool_calls"].as_array())
+        .flatten()
+        .map(|call| call["id"].as_str().unwrap().to_owned())
+        .collect();
+    let results = messages
+        .iter()
+        .filter(|message| message["role"] == "tool")
+        .map(|message| message["tool_call_id"].as_str().unwrap().to_owned())
+        .collect();
+    (calls, results)
+}
+
+/// OpenAI chat (and Azure OpenAI) refuse a `tool_calls[].id` over 40 characters ("Invalid
+/// 'messages[2].tool_calls[0].id': string too long. Expected a string with maximum length 40":
+/// BerriAI/litellm#11392, Portkey-AI/gateway#1062, microsoft/autogen#6377; Azure still in
+/// Helicone/helicone#5575), and a `ToolCallId` may hold 128 (another provider's id, an imported
+/// history's). Such an id is sent as a short one derived from it, the same on the call and on
+/// its result, different for ids that share a prefix, never one the history already uses, and
+/// the same on every request. An id that fits, 40 characters included, is sent as is.
+#[test]
+fn chat_call_ids_over_40_characters_are_sent_short_and_paired() {
+    let long = |tail: &str| ToolCallId::new(format!("{}{tail}", "x".repeat(40))).unwrap();
+    let fits = ToolCallId::new("y".repeat(40)).unwrap();
+    let ids = [
+        long("a"),
+        long("b"),
+        ToolCallId::new("call_1").unwrap(),
+        fits.clone(),
+    ];
+    let messages = history_calling(&ids);
+    let encoded = chat::encode_messages(&messages).unwrap();
+    let (calls, results) = chat_call_ids(&encoded);
+    assert_eq!(calls, results, "each result quotes its call's id");
+    assert!(calls.iter().all(|id| id.len() <= 40), "{calls:?}");
+    assert_ne!(calls[0], calls[1], "ids that share a prefix stay apart");
+    assert_eq!(calls[2], "call_1", "an id that fits is sent as is");
+    assert_eq!(calls[3], fits.as_str(), "an id of 40 characters fits");
+    assert_eq!(chat::encode_messages(&messages).unwrap(), encoded);
+    // A history that already uses the short form of a long id keeps both apart.
+    let mut clash = ids.clone();
+    clash[2] = ToolCallId::new(calls[0].clone()).unwrap();
+    let (calls, results) = chat_call_ids(&chat::encode_messages(&history_calling(&clash)).unwrap());
+    assert_eq!(calls, results);
+    assert_eq!(calls.iter().collect::<BTreeSet<_>>().len(), 4, "{calls:?}");
+    assert!(calls.iter().all(|id| id.len() <= 40), "{calls:?}");
+}
