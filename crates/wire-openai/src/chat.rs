@@ -33,7 +33,7 @@ use ai_core::{
 
 use crate::assembly::{self, Arguments, Deltas, Session};
 use crate::error::check_tool_choice;
-use crate::history::WireCallIds;
+use crate::history::{WireCallIds, sent_arguments};
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
 use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
@@ -805,6 +805,11 @@ const MAX_CALL_ID_BYTES: usize = 40;
 /// from it, on the call and on its result alike, distinct from every other id sent, and the same
 /// on every request of the thread (the rule the Responses encoder applies over 64). Every other
 /// id is sent as is.
+///
+/// A past call's `arguments` that are no JSON object (cut short, malformed, empty, a list) are
+/// sent as `{}`: servers that parse them (vLLM) refuse the whole history otherwise, and the
+/// call's result already told the model they were invalid. Arguments that are an object are
+/// sent byte-exact.
 pub fn encode_messages(messages: &[Message]) -> Result<Value, EncodeError> {
     validate_history(messages)?;
     let ids = WireCallIds::new(messages, MAX_CALL_ID_BYTES);
@@ -828,7 +833,10 @@ pub fn encode_messages(messages: &[Message]) -> Result<Value, EncodeError> {
                             let mut wire = json!({
                                 "id": ids.get(&call.id),
                                 "type": "function",
-                                "function": {"name": call.name, "arguments": call.arguments},
+                                "function": {
+                                    "name": call.name,
+                                    "arguments": sent_arguments(&call.arguments),
+                                },
                             });
                             if let Value::Object(map) = &mut wire {
                                 for (key, value) in &call.provider_fields {

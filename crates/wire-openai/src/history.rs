@@ -1,6 +1,6 @@
 //! What the encoders send of a history that a provider would refuse as stored: call ids over the
-//! length its wire accepts. One rule for both wires, so a thread keeps the same ids whichever
-//! wire sends it.
+//! length its wire accepts, and a past call's arguments that are no JSON object. One rule for
+//! both wires, so a thread is sent the same way whichever wire sends it.
 
 use std::collections::{HashMap, HashSet};
 
@@ -66,4 +66,21 @@ impl<'a> WireCallIds<'a> {
             .get(id.as_str())
             .map_or(id.as_str(), String::as_str)
     }
+}
+
+/// The `arguments` a past call is sent back with: its own, byte-exact, when they are a JSON
+/// object; else `{}`.
+///
+/// A model's arguments may be no JSON (cut short, malformed), empty, or JSON of another kind (a
+/// list, a string). The call never ran (its result told the model why), but the history still
+/// holds it, and servers that parse past calls' arguments refuse such a history: vLLM answers
+/// it with a 400 on chat and Responses alike (vllm-project/vllm#43995, #48922), others with a
+/// 422 for a list ("arguments must be a JSON object"), so one bad call would block every later
+/// turn of the thread. `{}` is what other clients send in its place (vercel/ai#14280,
+/// MoonshotAI/kimi-cli#2196). JSON deeper than `serde_json` reads (128 levels) counts as no
+/// JSON; the runner refuses arguments that deep anyway.
+pub(crate) fn sent_arguments(arguments: &str) -> &str {
+    let object = arguments.trim_ascii_start().starts_with('{')
+        && serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_ok();
+    if object { arguments } else { "{}" }
 }

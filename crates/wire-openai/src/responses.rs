@@ -52,7 +52,7 @@ use ai_core::{
 
 use crate::assembly::{self, Deltas, LenientArguments, Session};
 use crate::error::check_tool_choice;
-use crate::history::WireCallIds;
+use crate::history::{WireCallIds, sent_arguments};
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
 use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
@@ -1102,6 +1102,9 @@ const MAX_CALL_ID_BYTES: usize = 64;
 /// characters: another provider's id, or an imported history's), is sent as a short id derived
 /// from it, on the call and on its result alike, distinct from every other id sent, and the same
 /// on every request of the thread. Every other id is sent as is.
+///
+/// A past call's `arguments` that are no JSON object are sent as `{}`, as on chat
+/// ([`crate::chat::encode_messages`]); arguments that are an object are sent byte-exact.
 pub fn encode_input(messages: &[Message]) -> Result<Value, EncodeError> {
     validate_history(messages)?;
     let ids = WireCallIds::new(messages, MAX_CALL_ID_BYTES);
@@ -1126,7 +1129,7 @@ pub fn encode_input(messages: &[Message]) -> Result<Value, EncodeError> {
                         "type": "function_call",
                         "call_id": ids.get(&call.id),
                         "name": call.name,
-                        "arguments": call.arguments,
+                        "arguments": sent_arguments(&call.arguments),
                     }));
                 }
             }

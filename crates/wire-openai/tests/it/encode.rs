@@ -637,3 +637,53 @@ fn chat_call_ids_over_40_characters_are_sent_short_and_paired() {
     assert_eq!(calls.iter().collect::<BTreeSet<_>>().len(), 4, "{calls:?}");
     assert!(calls.iter().all(|id| id.len() <= 40), "{calls:?}");
 }
+
+/// A past call whose arguments are not a JSON object (a model's truncated or malformed text, an
+/// empty string, a list) is sent back with `{}`: vLLM parses every past call's arguments and
+/// answers such a history with a 400 (vllm-project/vllm#43995, on chat and Responses alike), so
+/// one bad call would block every later turn of the thread. Its result already told the model
+/// the arguments were invalid. Arguments that are a JSON object go byte-exact, whitespace and
+/// key order included.
+#[test]
+fn past_arguments_that_are_no_json_object_are_sent_as_an_empty_object() {
+    let cases = [
+        (r#"{"city": "Par"#, "{}"),
+        ("", "{}"),
+        ("  ", "{}"),
+        ("[1, 2]", "{}"),
+        (r#""Paris""#, "{}"),
+        (r#"{"a":1} {"b":2}"#, "{}"),
+        (
+            r#" { "z" : 1, "a" : [true] } "#,
+            r#" { "z" : 1, "a" : [true] } "#,
+        ),
+        (r#"{"city":"Paris"}"#, r#"{"city":"Paris"}"#),
+    ];
+    let ids: Vec<ToolCallId> = (0..cases.len())
+        .map(|at| ToolCallId::new(format!("call_{at}")).unwrap())
+        .collect();
+    let mut messages = history_calling(&ids);
+    if let Message::Assistant { tool_calls, .. } = &mut messages[1] {
+        for (call, (sent, _)) in tool_calls.iter_mut().zip(cases) {
+            call.arguments = sent.into();
+        }
+    }
+    let expected: Vec<&str> = cases.iter().map(|(_, wire)| *wire).collect();
+    let chat = chat::encode_messages(&messages).unwrap();
+    let chat_arguments: Vec<&str> = chat[1]["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|call| call["function"]["arguments"].as_str().unwrap())
+        .collect();
+    assert_eq!(chat_arguments, expected);
+    let input = responses::encode_input(&messages).unwrap();
+    let responses_arguments: Vec<&str> = input
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["type"] == "function_call")
+        .map(|item| item["arguments"].as_str().unwrap())
+        .collect();
+    assert_eq!(responses_arguments, expected);
+}
