@@ -16,6 +16,11 @@
 //!   item, or a message's part, is announced again.
 //! - A message's text and refusal deltas are told by the same rule, part by part, so the
 //!   answer's text is neither doubled nor shown twice.
+//! - A message part's final text (`response.output_text.done`, `response.refusal.done`,
+//!   `response.content_part.done`, the finished item) completes the part: text that arrived only
+//!   there is kept, once however many of them carry it; one that does not continue what
+//!   streamed adds nothing. A finished item under an item id not seen before is the message at
+//!   its output index when its text continues that one's.
 //! - A call's final `arguments` (on `response.function_call_arguments.done` or the finished
 //!   item) replace its deltas, unless they are empty: `""` is no JSON, so it never erases the
 //!   arguments a call streamed.
@@ -83,6 +88,10 @@ struct Event<'a> {
     content_index: Option<u64>,
     /// Text on the events read here; other events' `delta` may be anything (see [`Text`]).
     delta: Text<'a>,
+    /// The final text on `response.output_text.done` (and `refusal` on
+    /// `response.refusal.done`), read as `delta` is.
+    text: Text<'a>,
+    refusal: Text<'a>,
     /// A string, or an object (serialized); anything else reads as absent.
     arguments: LenientArguments<'a>,
     item: Option<Item>,
@@ -106,6 +115,8 @@ impl<'a> Event<'a> {
             sequence_number: None,
             content_index: None,
             delta: Text(None),
+            text: Text(None),
+            refusal: Text(None),
             arguments: LenientArguments(None),
             item: None,
             part: None,
@@ -133,6 +144,8 @@ enum EventField {
     SequenceNumber,
     ContentIndex,
     Delta,
+    Text,
+    Refusal,
     Arguments,
     Item,
     Part,
@@ -153,6 +166,8 @@ impl EventField {
             Self::SequenceNumber => "sequence_number",
             Self::ContentIndex => "content_index",
             Self::Delta => "delta",
+            Self::Text => "text",
+            Self::Refusal => "refusal",
             Self::Arguments => "arguments",
             Self::Item => "item",
             Self::Part => "part",
@@ -237,6 +252,8 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
                     event.content_index = map.next_value::<WholeNumber>()?.0;
                 }
                 EventField::Delta => event.delta = map.next_value()?,
+                EventField::Text => event.text = map.next_value()?,
+                EventField::Refusal => event.refusal = map.next_value()?,
                 EventField::Arguments => event.arguments = map.next_value()?,
                 EventField::Item => event.item = map.next_value()?,
                 EventField::Part => event.part = map.next_value()?,
@@ -399,9 +416,11 @@ pub struct StreamDecoder {
     call_items: Vec<CallItem>,
     /// A terminal event (`response.completed` or `response.incomplete`) arrived.
     ended: bool,
-    /// Whether a text delta named its item (`streamed_keyed`), or came without an item id
-    /// (`streamed_unkeyed`). Which items streamed their text is in `messages`; a finished
-    /// message item adds its text only when none of it streamed.
+    /// Whether a text delta (or a `.done` event's text that streamed nothing before) named its
+    /// item (`streamed_keyed`), or came without an item id (`streamed_unkeyed`). Which items
+    /// streamed their text is in `messages`; a final text adds a part no text of its message
+    /// reached only when no text streamed that it cannot be told apart from
+    /// ([`StreamDecoder::final_text`]).
     streamed_keyed: bool,
     streamed_unkeyed: bool,
     /// What the decoder knows of each call's argument deltas, by call position.
@@ -412,6 +431,8 @@ pub struct StreamDecoder {
     messages: Vec<MessageParts>,
     message_by_id: HashMap<String, usize>,
     message_by_output: HashMap<usize, usize>,
+    /// The message that the final texts naming neither an item nor an output index close.
+    nameless_message: Option<usize>,
     /// The highest `sequence_number` so far.
     last_sequence: Option<u64>,
     /// Whether the stream numbers its events in increasing order, as native streams do: until
@@ -440,6 +461,7 @@ impl StreamDecoder {
             messages: Vec::new(),
             message_by_id: HashMap::new(),
             message_by_output: HashMap::new(),
+            nameless_message: None,
             last_sequence: None,
             numbered: true,
         }
@@ -587,6 +609,23 @@ impl StreamDecoder {
                 }
             }
             "response.content_part.added" => self.announce_part(&event),
+            // A part's final text: what the deltas did not bring (or all of it, when none came)
+            // is kept.
+            "response.output_text.done" => {
+                if let Some(text) = event.text.0.as_deref() {
+                    self.closed_part(&event, text, deltas);
+                }
+            }
+            "response.refusal.done" => {
+                if let Some(refusal) = event.refusal.0.as_deref() {
+                    self.closed_part(&event, refusal, deltas);
+                }
+            }
+            "response.content_part.done" => {
+                if let Some(text) = event.part.as_ref().and_then(item::part_text) {
+                    self.closed_part(&event, text, deltas);
+                }
+            }
             "response.function_call_arguments.delta" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(offset))?;
                 let fragment = event.delta.0.as_deref().unwrap_or("");

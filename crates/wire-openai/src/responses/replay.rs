@@ -1,5 +1,6 @@
 //! Telling the deltas a gateway replays from new ones: [`DeltaLog`], the one rule a call's
-//! arguments and each message part's text share, and the decoder's steps that apply it.
+//! arguments and each message part's text share, and the decoder's steps that apply it; and
+//! completing a message's parts with the final text the server closes them with.
 
 use std::collections::BTreeMap;
 
@@ -44,6 +45,24 @@ impl MessageParts {
             part.deltas.start_replay(&part.text, announced);
         }
         part
+    }
+}
+
+impl MessageParts {
+    /// Whether final texts (by `content_index`) continue this message's text: some part they
+    /// give has text here, and each such part's final text begins with it.
+    fn continued_by(&self, texts: &[(u64, &str)]) -> bool {
+        let mut overlap = false;
+        for (index, text) in texts {
+            let Some(part) = self.parts.get(index).filter(|part| !part.text.is_empty()) else {
+                continue;
+            };
+            if !text.starts_with(part.text.as_str()) {
+                return false;
+            }
+            overlap = true;
+        }
+        overlap
     }
 }
 
@@ -161,42 +180,133 @@ impl DeltaLog {
 }
 
 impl StreamDecoder {
-    /// The text of a finished `message` item none of whose text streamed as deltas (a gateway
-    /// that sends only finished items, or a whole response): its `output_text` and `refusal`
-    /// parts, in order, shown and kept as the answer's text. An item without an id cannot be
-    /// matched to its deltas, so it counts as streamed when any text streamed, and only then.
-    ///
-    /// The text is kept as its parts' text too (by item id, else output index), as if it had
-    /// streamed: the same item finished again (a gateway that replays events) adds nothing, and
-    /// its deltas replayed after it are told as any part's are.
+    /// The text of a finished `message` item: its `output_text` and `refusal` parts, each by its
+    /// place in `content` (its `content_index`), completing the message's parts to them (see
+    /// [`StreamDecoder::final_text`]).
     pub(super) fn finished_message(
         &mut self,
         item: &Item,
         output_index: Option<usize>,
         deltas: &mut Deltas,
     ) {
-        // An item with an id streamed when its record has parts (checked below).
-        let streamed = self.streamed_unkeyed || (item.id.is_none() && self.streamed_keyed);
-        let Some(Value::Array(parts)) = item.content.as_ref().filter(|_| !streamed) else {
+        let Some(Value::Array(parts)) = item.content.as_ref() else {
             return;
         };
-        // Each text by its part's place in `content`, its `content_index`.
         let texts: Vec<(u64, &str)> = (0u64..)
             .zip(parts)
             .filter_map(|(index, part)| Some((index, part_text(part)?)))
-            .filter(|(_, text)| !text.is_empty())
             .collect();
-        if let Some(message) = self.message(item.id.as_deref(), output_index) {
-            if !message.parts.is_empty() {
-                return;
-            }
-            for (index, text) in &texts {
-                message.part(*index).text.push_str(text);
+        self.final_text(item.id.as_deref(), output_index, &texts, deltas);
+    }
+
+    /// The final text of one message part, from the event that closes it
+    /// (`response.output_text.done`, `response.refusal.done`, `response.content_part.done`):
+    /// completes the part to it (see [`StreamDecoder::final_text`]). Text it adds counts as
+    /// streamed, as a delta's would, for the finished items after it.
+    pub(super) fn closed_part(&mut self, event: &Event<'_>, text: &str, deltas: &mut Deltas) {
+        let index = event.content_index.unwrap_or(0);
+        let texts = [(index, text)];
+        if self.final_text(event.item_id.as_deref(), event.output_index, &texts, deltas) {
+            match event.item_id {
+                Some(_) => self.streamed_keyed = true,
+                None => self.streamed_unkeyed = true,
             }
         }
-        for (_, text) in texts {
-            self.session.text.push_str(text);
-            deltas.text(text);
+    }
+
+    /// Completes a message's parts to the final text the server gives for them (`texts`, by
+    /// `content_index`), and shows and keeps what that adds as the answer's text; whether it
+    /// added any. The message is the one [`StreamDecoder::final_message`] finds.
+    ///
+    /// - A part that has text (from deltas, or an earlier final text) gets the rest of its final
+    ///   text when that continues it (deltas the server never sent: vercel/ai#13836), and
+    ///   nothing otherwise: what streamed was shown and stays.
+    /// - A part without text gets all of its final text, unless the message has text in another
+    ///   part (servers that number every delta's part 0 finish with the parts apart, which would
+    ///   add the text twice), or text streamed that names no message this could be told apart
+    ///   from: any text without an item id, or, for a final text without one, any text.
+    ///
+    /// So text that arrives only in a `.done` event or the finished item is kept, and the same
+    /// text closed again (the part's `.done` events, then the finished item, each carry it) adds
+    /// nothing.
+    fn final_text(
+        &mut self,
+        item_id: Option<&str>,
+        output_index: Option<usize>,
+        texts: &[(u64, &str)],
+        deltas: &mut Deltas,
+    ) -> bool {
+        let texts: Vec<(u64, &str)> = texts
+            .iter()
+            .copied()
+            .filter(|(_, text)| !text.is_empty())
+            .collect();
+        if texts.is_empty() {
+            return false;
+        }
+        let streamed_elsewhere =
+            self.streamed_unkeyed || (item_id.is_none() && self.streamed_keyed);
+        let at = self.final_message(item_id, output_index, &texts);
+        let message = &mut self.messages[at];
+        let had_text = message.parts.values().any(|part| !part.text.is_empty());
+        let mut added = Vec::new();
+        for (index, text) in texts {
+            let recorded = message
+                .parts
+                .get(&index)
+                .map_or("", |part| part.text.as_str());
+            let rest = if !recorded.is_empty() {
+                text.strip_prefix(recorded)
+            } else if had_text || streamed_elsewhere {
+                None
+            } else {
+                Some(text)
+            };
+            if let Some(rest) = rest.filter(|rest| !rest.is_empty()) {
+                message.part(index).text.push_str(rest);
+                added.push(rest);
+            }
+        }
+        for rest in &added {
+            self.session.text.push_str(rest);
+            deltas.text(rest);
+        }
+        !added.is_empty()
+    }
+
+    /// The message a final text is about, recorded if new: the one its item id names; else,
+    /// for an item id not seen before, the message at its output index when the final text
+    /// continues what that message has (a server that finishes an item under another id than
+    /// its deltas used: EricLBuehler/mistral.rs#1944), the new id then naming it too; else the
+    /// message its id or output index names ([`StreamDecoder::message`]), or, for a final text
+    /// that names neither, the one message such texts share.
+    fn final_message(
+        &mut self,
+        item_id: Option<&str>,
+        output_index: Option<usize>,
+        texts: &[(u64, &str)],
+    ) -> usize {
+        if let Some(id) = item_id {
+            if let Some(&at) = self.message_by_id.get(id) {
+                return at;
+            }
+            let at_index = output_index.and_then(|index| self.message_by_output.get(&index));
+            if let Some(&at) = at_index.filter(|&&at| self.messages[at].continued_by(texts)) {
+                self.message_by_id.insert(id.to_owned(), at);
+                return at;
+            }
+        }
+        if let Some(at) = self.message_at(item_id, output_index) {
+            return at;
+        }
+        match self.nameless_message {
+            Some(at) => at,
+            None => {
+                self.messages.push(MessageParts::default());
+                let at = self.messages.len() - 1;
+                self.nameless_message = Some(at);
+                at
+            }
         }
     }
 
@@ -246,6 +356,12 @@ impl StreamDecoder {
         item_id: Option<&str>,
         output_index: Option<usize>,
     ) -> Option<&mut MessageParts> {
+        let at = self.message_at(item_id, output_index)?;
+        self.messages.get_mut(at)
+    }
+
+    /// Where in `messages` the message [`StreamDecoder::message`] finds is.
+    fn message_at(&mut self, item_id: Option<&str>, output_index: Option<usize>) -> Option<usize> {
         let known = match item_id {
             Some(id) => self.message_by_id.get(id),
             None => self.message_by_output.get(&output_index?),
@@ -264,7 +380,7 @@ impl StreamDecoder {
         if let Some(index) = output_index {
             self.message_by_output.entry(index).or_insert(at);
         }
-        self.messages.get_mut(at)
+        Some(at)
     }
 
     /// Applies a text (or refusal) delta: only its new part (see [`DeltaLog::fresh`]) is kept as

@@ -4,5 +4,6 @@ mod chunking;
 mod decode;
 mod encode;
 mod item_identity;
+mod message_text;
 mod mutations;
 mod styles;
