@@ -810,6 +810,10 @@ const MAX_CALL_ID_BYTES: usize = 40;
 /// sent as `{}`: servers that parse them (vLLM) refuse the whole history otherwise, and the
 /// call's result already told the model they were invalid. Arguments that are an object are
 /// sent byte-exact.
+///
+/// A call's `provider_fields` go on its wire object (as Gemini's `extra_content` must), but for
+/// the Responses wire's reasoning items ([`crate::responses::REASONING_ITEMS_KEY`]), which chat
+/// has no place for.
 pub fn encode_messages(messages: &[Message]) -> Result<Value, EncodeError> {
     validate_history(messages)?;
     let ids = WireCallIds::new(messages, MAX_CALL_ID_BYTES);
@@ -839,7 +843,11 @@ pub fn encode_messages(messages: &[Message]) -> Result<Value, EncodeError> {
                                 },
                             });
                             if let Value::Object(map) = &mut wire {
-                                for (key, value) in &call.provider_fields {
+                                // The Responses wire's reasoning items have no place on chat.
+                                let fields = call.provider_fields.iter().filter(|(key, _)| {
+                                    key.as_str() != crate::responses::REASONING_ITEMS_KEY
+                                });
+                                for (key, value) in fields {
                                     map.entry(key.clone()).or_insert_with(|| value.clone());
                                 }
                             }

@@ -38,6 +38,11 @@
 //!   the whole `response` of an event that gives it twice, and a `sequence_number` given twice
 //!   (which one counts cannot be told); any other key of an event the decoder reads, which the
 //!   answer is made of, given twice is an error naming the key, as on chat.
+//! - A reasoning item finished with its `encrypted_content` is kept whole, as sent, on the call
+//!   that follows it (under [`REASONING_ITEMS_KEY`] in the call's `provider_fields`), so that
+//!   the next request can send it back just before that call. Reasoning followed by a message
+//!   or another kind of item (a text-only answer, a hosted tool's call) is not kept: it leads to
+//!   no call of the turn. It is never text, never a delta.
 //! - Native streams end with a terminal event (`response.completed`, `response.incomplete`,
 //!   `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is tolerated.
 //!
@@ -67,6 +72,47 @@ mod replay;
 
 use item::{Item, Text, whole_number};
 use replay::{DeltaLog, MessageParts};
+
+/// The key, in a call's `provider_fields`, of the reasoning items that led to it: a JSON array
+/// of the `reasoning` output items that came, in order, after the turn's previous call or other
+/// item and before this call, each whole and as sent (`id`, `summary`, `encrypted_content`, and
+/// any other field). Only items with a non-empty `encrypted_content` string are kept (they come
+/// only when the request asked for them with `include: ["reasoning.encrypted_content"]`); the
+/// others cannot be sent back without the provider's stored copy.
+///
+/// They are the model's encrypted reasoning, never text: no delta shows them. The chat encoder
+/// never sends this key.
+pub const REASONING_ITEMS_KEY: &str = "openai_responses_reasoning";
+
+/// The `item` of an event, whole and as sent: what a finished reasoning item keeps
+/// ([`REASONING_ITEMS_KEY`]). Read again from the event's text only for a finished reasoning
+/// item, so no other event pays for it.
+#[derive(Deserialize)]
+struct RawItem {
+    item: Value,
+}
+
+/// The `item` of the event `data`, whole; `None` if it cannot be read (the event's own reading,
+/// which passed, makes that not happen).
+fn raw_item(data: &str) -> Option<Value> {
+    serde_json::from_str::<RawItem>(data)
+        .ok()
+        .map(|raw| raw.item)
+}
+
+/// The `output` of a whole response, each item whole and as sent (see [`RawItem`]).
+#[derive(Deserialize)]
+struct RawOutput {
+    output: Vec<Value>,
+}
+
+/// Whether a finished reasoning item is one to keep on the call it leads to: an object with a
+/// non-empty `encrypted_content` string.
+fn keeps_reasoning(item: &Value) -> bool {
+    item.get("encrypted_content")
+        .and_then(Value::as_str)
+        .is_some_and(|content| !content.is_empty())
+}
 
 /// One stream event. Read by hand rather than derived (see [`EventVisitor`]), so that a
 /// bookkeeping key given twice (`response`, `sequence_number`: which one counts cannot be told)
@@ -103,6 +149,8 @@ struct Event<'a> {
     message: Option<String>,
     /// Some servers nest the `error` event's fields under `error`, or send it as a string.
     error: Option<Value>,
+    /// A finished reasoning item as sent, whole (not read by the visitor: see [`raw_item`]).
+    reasoning: Option<Value>,
 }
 
 impl<'a> Event<'a> {
@@ -123,6 +171,7 @@ impl<'a> Event<'a> {
             response: None,
             message: None,
             error: None,
+            reasoning: None,
         }
     }
 }
@@ -438,6 +487,21 @@ pub struct StreamDecoder {
     /// Whether the stream numbers its events in increasing order, as native streams do: until
     /// it shows it does not, a delta's number tells a replayed delta from a new one.
     numbered: bool,
+    /// The reasoning items kept, once the stream has one (boxed: most streams have none, and
+    /// the decoder is moved whole).
+    reasoning: Option<Box<KeptReasoning>>,
+}
+
+/// What a [`StreamDecoder`] keeps of the reasoning items ([`REASONING_ITEMS_KEY`]).
+#[derive(Debug, Default)]
+struct KeptReasoning {
+    /// The items kept since the turn's last call or other item, waiting for the call they lead
+    /// to.
+    pending: Vec<Value>,
+    /// The items kept so far, by item id, or by output index for one without: a finished item a
+    /// gateway sends again is kept once.
+    ids: HashSet<String>,
+    indexes: HashSet<usize>,
 }
 
 impl Default for StreamDecoder {
@@ -464,6 +528,7 @@ impl StreamDecoder {
             nameless_message: None,
             last_sequence: None,
             numbered: true,
+            reasoning: None,
         }
     }
 
@@ -541,11 +606,19 @@ impl StreamDecoder {
         if self.ended || sse.data.trim_ascii() == "[DONE]" {
             return Ok(());
         }
-        let event: Event<'_> =
+        let mut event: Event<'_> =
             serde_json::from_str(sse.data).map_err(|e| DecodeError::InvalidChunk {
                 offset: sse.offset,
                 reason: ai_core::describe_json_error(&e),
             })?;
+        if event.kind.as_deref() == Some("response.output_item.done")
+            && event
+                .item
+                .as_ref()
+                .is_some_and(|item| item.kind == "reasoning")
+        {
+            event.reasoning = raw_item(sse.data);
+        }
         self.apply(event, sse.offset, deltas)
     }
 
@@ -607,6 +680,9 @@ impl StreamDecoder {
                 if let Some(item) = event.item.as_ref().filter(|i| i.kind == "message") {
                     self.announce_message(item, event.output_index, in_order);
                 }
+                if let Some(item) = &event.item {
+                    self.other_item(item);
+                }
             }
             "response.content_part.added" => self.announce_part(&event),
             // A part's final text: what the deltas did not bring (or all of it, when none came)
@@ -639,8 +715,14 @@ impl StreamDecoder {
                 }
             }
             "response.output_item.done" => {
+                if let Some(item) = event.item.as_ref().filter(|i| i.kind == "reasoning") {
+                    self.finished_reasoning(item, event.output_index, event.reasoning);
+                }
                 if let Some(item) = event.item.as_ref().filter(|i| i.kind == "message") {
                     self.finished_message(item, event.output_index, deltas);
+                }
+                if let Some(item) = &event.item {
+                    self.other_item(item);
                 }
                 if let Some(item) = event.item.as_ref().filter(|i| i.kind == "function_call") {
                     // The final item is authoritative; a call first seen here (a gateway that
@@ -754,6 +836,17 @@ impl StreamDecoder {
             return Ok(position);
         }
         let position = self.session.calls.open()?;
+        let reasoning = self
+            .reasoning
+            .as_mut()
+            .map(|kept| std::mem::take(&mut kept.pending))
+            .unwrap_or_default();
+        if let Some(call) = self.session.calls.calls.get_mut(position)
+            && !reasoning.is_empty()
+        {
+            call.provider_fields
+                .insert(REASONING_ITEMS_KEY.into(), Value::Array(reasoning));
+        }
         self.numbered &= in_order;
         self.call_items.push(CallItem {
             keyed: item.id.is_some(),
@@ -837,6 +930,37 @@ impl StreamDecoder {
             });
         }
         Ok(Some(position))
+    }
+
+    /// Keeps a finished reasoning item (`raw`, as sent) for the call that follows it, unless it
+    /// has no `encrypted_content` ([`keeps_reasoning`]) or was kept already (the same item id,
+    /// or for an item without one the same output index, as a gateway that replays events sends
+    /// it again).
+    fn finished_reasoning(&mut self, item: &Item, output_index: Option<usize>, raw: Option<Value>) {
+        let Some(raw) = raw.filter(keeps_reasoning) else {
+            return;
+        };
+        let kept = self.reasoning.get_or_insert_default();
+        let fresh = match (&item.id, output_index) {
+            (Some(id), _) => kept.ids.insert(id.clone()),
+            (None, Some(index)) => kept.indexes.insert(index),
+            (None, None) => true,
+        };
+        if fresh {
+            kept.pending.push(raw);
+        }
+    }
+
+    /// An item that is neither reasoning nor a call (a message, a hosted tool's call) ends the
+    /// reasoning before it: that reasoning led to this item, not to a later call, and is not
+    /// kept.
+    fn other_item(&mut self, item: &Item) {
+        if item.kind != "reasoning"
+            && item.kind != "function_call"
+            && let Some(kept) = &mut self.reasoning
+        {
+            kept.pending.clear();
+        }
     }
 
     fn terminal(&mut self, response: Option<&Response>) {
@@ -1048,9 +1172,19 @@ pub fn decode_response(body: &[u8], limits: Limits) -> Result<WholeAnswer, Decod
     decoder
         .session
         .saw_response_id(whole.response.id.as_deref().filter(|id| !id.is_empty()));
+    // Each reasoning item whole and as sent, read again only when there is one.
+    let mut raw_output = Vec::new();
+    if output.iter().any(|item| item.kind == "reasoning") {
+        raw_output = serde_json::from_str::<RawOutput>(text)
+            .map(|raw| raw.output)
+            .unwrap_or_default();
+    }
+    let mut raw_output = raw_output.into_iter();
     for (output_index, item) in output.into_iter().enumerate() {
+        let raw = raw_output.next();
         let done = Event {
             output_index: Some(output_index),
+            reasoning: raw.filter(|_| item.kind == "reasoning"),
             item: Some(item),
             ..event("response.output_item.done")
         };

@@ -6,4 +6,5 @@ mod encode;
 mod item_identity;
 mod message_text;
 mod mutations;
+mod reasoning;
 mod styles;

@@ -706,9 +706,25 @@ fn unrun_item_variants(value: &Value) -> Vec<Value> {
     variants
 }
 
-/// What the decoder runs and how the turn ended: the calls and the finish reason.
+/// What the decoder runs and how the turn ended: the calls and the finish reason. The reasoning
+/// items a call keeps (`responses::REASONING_ITEMS_KEY`) are copies of the reasoning items as
+/// sent, so they change with them by design: they are left out, once checked to be reasoning
+/// items.
 fn calls_and_ending(completion: &LlmCompletion) -> Value {
-    json!({"calls": completion.tool_calls, "finish_reason": completion.finish_reason})
+    let mut calls = completion.tool_calls.clone();
+    for call in &mut calls {
+        if let Some(kept) = call
+            .provider_fields
+            .remove(wire_openai::responses::REASONING_ITEMS_KEY)
+        {
+            let items = kept.as_array().expect("a list of items");
+            assert!(
+                items.iter().all(|item| item["type"] == "reasoning"),
+                "{kept}"
+            );
+        }
+    }
+    json!({"calls": calls, "finish_reason": completion.finish_reason})
 }
 
 /// Every Responses stream and whole response, with any value of any field but `type` in an item

@@ -1,0 +1,193 @@
+//! A reasoning model's reasoning items: kept, whole and as sent, on the call they lead to
+//! (`responses::REASONING_ITEMS_KEY`), never text, never sent on the chat wire.
+
+use ai_core::{AssistantToolCall, CompletionDelta, LlmCompletion, Message, ToolCallId};
+use serde_json::{Map, Value, json};
+use wire_openai::{Limits, chat, responses};
+
+/// The fixture `fixtures/wire/<relative>`.
+fn fixture(relative: &str) -> Vec<u8> {
+    std::fs::read(format!(
+        "{}/../../fixtures/wire/{relative}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap()
+}
+
+/// The `item` of each `response.output_item.done` event of a stream whose item has type `kind`.
+fn finished_items(stream: &[u8], kind: &str) -> Vec<Value> {
+    String::from_utf8_lossy(stream)
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .filter(|event| {
+            event["type"] == "response.output_item.done" && event["item"]["type"] == kind
+        })
+        .map(|event| event["item"].clone())
+        .collect()
+}
+
+/// The reasoning items each call keeps (`null` for a call that keeps none).
+fn kept(completion: &LlmCompletion) -> Vec<Value> {
+    completion
+        .tool_calls
+        .iter()
+        .map(|call| {
+            call.provider_fields
+                .get(responses::REASONING_ITEMS_KEY)
+                .cloned()
+                .unwrap_or(Value::Null)
+        })
+        .collect()
+}
+
+/// A whole response whose `output` is `output`, decoded.
+fn whole(output: Value) -> LlmCompletion {
+    let body =
+        json!({"id": "resp_9", "object": "response", "status": "completed", "output": output});
+    responses::decode_response(&serde_json::to_vec(&body).unwrap(), Limits::default())
+        .unwrap()
+        .completion
+}
+
+fn reasoning(id: &str, encrypted: Option<&str>) -> Value {
+    let mut item = json!({"type": "reasoning", "id": id, "summary": [{"type": "summary_text", "text": format!("thinking {id}")}]});
+    if let Some(encrypted) = encrypted {
+        item["encrypted_content"] = json!(encrypted);
+    }
+    item
+}
+
+fn call(id: &str) -> Value {
+    json!({"type": "function_call", "id": format!("fc_{id}"), "call_id": id, "name": "get_weather", "arguments": "{}", "status": "completed"})
+}
+
+/// The recorded-shape stream: the reasoning item, exactly as its `output_item.done` sent it, is
+/// kept on the call that follows it; none of it is text or a delta.
+#[test]
+fn a_reasoning_item_is_kept_whole_on_the_call_it_leads_to() {
+    let stream = fixture("openai-responses/reasoning-then-call.sse");
+    let items = finished_items(&stream, "reasoning");
+    assert_eq!(items.len(), 1);
+    for read in [stream.len(), 7, 1] {
+        let mut decoder = responses::StreamDecoder::default();
+        let mut deltas = Vec::new();
+        for piece in stream.chunks(read) {
+            deltas.extend(decoder.feed(piece).unwrap());
+        }
+        let completion = decoder.finish().unwrap();
+        assert_eq!(kept(&completion), vec![Value::Array(items.clone())]);
+        assert_eq!(
+            serde_json::to_string(&kept(&completion)[0][0]).unwrap(),
+            serde_json::to_string(&items[0]).unwrap()
+        );
+        assert_eq!(completion.text, "");
+        assert!(
+            !deltas
+                .iter()
+                .any(|delta| matches!(delta, CompletionDelta::Text { .. })),
+            "{deltas:?}"
+        );
+        let shown = serde_json::to_string(&deltas).unwrap();
+        assert!(
+            !shown.contains("gAAAA") && !shown.contains("Checking"),
+            "{shown}"
+        );
+    }
+}
+
+/// Each call keeps the reasoning items between it and the turn's previous item, in order;
+/// reasoning that leads to a message (a text answer) or to nothing is kept by no call.
+#[test]
+fn each_call_keeps_only_the_reasoning_that_led_to_it() {
+    let completion = whole(json!([
+        reasoning("rs_1", Some("e1")),
+        call("call_1"),
+        reasoning("rs_2", Some("e2")),
+        reasoning("rs_3", Some("e3")),
+        call("call_2"),
+        call("call_3"),
+        reasoning("rs_4", Some("e4")),
+        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Checking."}]},
+        call("call_4"),
+        reasoning("rs_5", Some("e5")),
+    ]));
+    assert_eq!(
+        kept(&completion),
+        vec![
+            json!([reasoning("rs_1", Some("e1"))]),
+            json!([reasoning("rs_2", Some("e2")), reasoning("rs_3", Some("e3"))]),
+            Value::Null,
+            Value::Null,
+        ]
+    );
+    assert_eq!(completion.text, "Checking.");
+}
+
+/// A reasoning item without its `encrypted_content` (the request did not ask for it) cannot be
+/// sent back on its own, so it is not kept.
+#[test]
+fn reasoning_without_encrypted_content_is_not_kept() {
+    let completion = whole(json!([
+        reasoning("rs_1", None),
+        reasoning("rs_2", Some("")),
+        call("call_1"),
+    ]));
+    assert_eq!(kept(&completion), vec![Value::Null]);
+}
+
+/// A finished reasoning item a gateway sends again is kept once.
+#[test]
+fn a_replayed_reasoning_item_is_kept_once() {
+    let stream = String::from_utf8(fixture("openai-responses/reasoning-then-call.sse")).unwrap();
+    let done = stream
+        .split("\n\n")
+        .find(|event| event.contains("response.output_item.done") && event.contains("rs_1"))
+        .unwrap();
+    let replayed = stream.replacen(done, &format!("{done}\n\n{done}"), 1);
+    let completion = responses::decode_all(replayed.as_bytes()).unwrap();
+    assert_eq!(
+        kept(&completion),
+        vec![Value::Array(finished_items(stream.as_bytes(), "reasoning"))]
+    );
+}
+
+/// The chat wire has no reasoning items: a call decoded from a Responses stream sends its
+/// other provider fields on chat, never the reasoning.
+#[test]
+fn the_chat_encoder_never_sends_the_reasoning() {
+    let mut provider_fields = Map::new();
+    provider_fields.insert(
+        responses::REASONING_ITEMS_KEY.into(),
+        json!([reasoning("rs_1", Some("e1"))]),
+    );
+    provider_fields.insert(
+        "extra_content".into(),
+        json!({"google": {"thought_signature": "c2ln"}}),
+    );
+    let id = ToolCallId::new("call_1").unwrap();
+    let messages = vec![
+        Message::User {
+            content: "Weather?".into(),
+        },
+        Message::Assistant {
+            content: String::new(),
+            tool_calls: vec![AssistantToolCall {
+                id: id.clone(),
+                name: "get_weather".into(),
+                arguments: "{}".into(),
+                provider_fields,
+            }],
+        },
+        Message::Tool {
+            tool_call_id: id,
+            content: "21".into(),
+        },
+    ];
+    let encoded = chat::encode_messages(&messages).unwrap();
+    let call = &encoded[1]["tool_calls"][0];
+    assert_eq!(call["extra_content"]["google"]["thought_signature"], "c2ln");
+    assert!(call.get(responses::REASONING_ITEMS_KEY).is_none(), "{call}");
+    assert!(!encoded.to_string().contains("rs_1"), "{encoded}");
+}
