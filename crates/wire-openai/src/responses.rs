@@ -80,6 +80,8 @@ use replay::{DeltaLog, MessageParts};
 /// only when the request asked for them with `include: ["reasoning.encrypted_content"]`); the
 /// others cannot be sent back without the provider's stored copy.
 ///
+/// The Responses encoder sends them back, unchanged and in order, just before the call's
+/// `function_call` item when [`RequestOptions::stateless_reasoning`] is on, and never otherwise.
 /// They are the model's encrypted reasoning, never text: no delta shows them. The chat encoder
 /// never sends this key.
 pub const REASONING_ITEMS_KEY: &str = "openai_responses_reasoning";
@@ -1231,6 +1233,36 @@ fn distinct_calls(output: &[Item]) -> Result<(), DecodeError> {
     Ok(())
 }
 
+/// How a Responses request is built beyond what the [`LlmRequest`] says
+/// ([`encode_request_with`]). The default builds the request [`encode_request`] builds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RequestOptions {
+    /// Carry a reasoning model's reasoning from one request of a thread to the next without the
+    /// provider storing it (OpenAI's stateless use): the request says `"store": false` and
+    /// `"include": ["reasoning.encrypted_content"]`, so each reasoning item comes with its
+    /// encrypted reasoning, which the decoders keep on the call it leads to
+    /// ([`REASONING_ITEMS_KEY`]); and those items go back, unchanged and in order, just before
+    /// their call's `function_call` item. So the model goes on from its own reasoning after each
+    /// tool result instead of reasoning again from the start.
+    ///
+    /// Off by default: OpenAI refuses `include: ["reasoning.encrypted_content"]` for a model that
+    /// does not reason (400, "Encrypted content is not supported with this model."), and
+    /// `store: false` is a choice about what the provider keeps. Reasoning that led to a text
+    /// answer is not sent back (the API needs only the reasoning of the calls). Calls go back
+    /// without their `fc_` item ids, as they always do, so a call is never sent "without its
+    /// required reasoning item".
+    pub stateless_reasoning: bool,
+}
+
+impl RequestOptions {
+    /// These options with [`RequestOptions::stateless_reasoning`] set to `on`.
+    pub fn with_stateless_reasoning(mut self, on: bool) -> Self {
+        self.stateless_reasoning = on;
+        self
+    }
+}
+
 /// `ToolSpec`s as flat Responses function tools. `strict` is always sent: `true` with the strict
 /// form of the schema when it has one, else `false` with the schema as is.
 pub fn encode_tools(specs: &[ToolSpec]) -> Value {
@@ -1279,6 +1311,30 @@ const MAX_CALL_ID_BYTES: usize = 64;
 /// A past call's `arguments` that are no JSON object are sent as `{}`, as on chat
 /// ([`crate::chat::encode_messages`]); arguments that are an object are sent byte-exact.
 pub fn encode_input(messages: &[Message]) -> Result<Value, EncodeError> {
+    encode_input_with(messages, RequestOptions::default())
+}
+
+/// The reasoning items a call keeps ([`REASONING_ITEMS_KEY`]) that can go back: reasoning items
+/// with their `encrypted_content` ([`keeps_reasoning`]). Anything else under the key (a thread
+/// saved by hand, a value of another shape) is not sent: without the reasoning the request is
+/// what it was before reasoning was kept, which the API accepts.
+fn reasoning_to_send(provider_fields: &Map<String, Value>) -> impl Iterator<Item = &Value> {
+    provider_fields
+        .get(REASONING_ITEMS_KEY)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|item| item.get("type").and_then(Value::as_str) == Some("reasoning"))
+        .filter(|item| keeps_reasoning(item))
+}
+
+/// The canonical messages as Responses input items, as [`encode_input`] sends them, under
+/// `options`: with [`RequestOptions::stateless_reasoning`], each call's reasoning items
+/// ([`REASONING_ITEMS_KEY`]) go, unchanged and in order, just before its `function_call` item.
+pub fn encode_input_with(
+    messages: &[Message],
+    options: RequestOptions,
+) -> Result<Value, EncodeError> {
     validate_history(messages)?;
     let ids = WireCallIds::new(messages, MAX_CALL_ID_BYTES);
     let mut items = Vec::new();
@@ -1298,6 +1354,9 @@ pub fn encode_input(messages: &[Message]) -> Result<Value, EncodeError> {
                     items.push(json!({"type": "message", "role": "assistant", "content": content}));
                 }
                 for call in tool_calls {
+                    if options.stateless_reasoning {
+                        items.extend(reasoning_to_send(&call.provider_fields).cloned());
+                    }
                     items.push(json!({
                         "type": "function_call",
                         "call_id": ids.get(&call.id),
@@ -1331,11 +1390,48 @@ pub fn encode_request(
     model: &str,
     stream: bool,
 ) -> Result<Value, EncodeError> {
+    encode_request_with(request, model, stream, RequestOptions::default())
+}
+
+/// A whole Responses request body, as [`encode_request`] builds it, under `options`.
+///
+/// With [`RequestOptions::stateless_reasoning`] the body also says `"store": false` and
+/// `"include": ["reasoning.encrypted_content"]`, and each call's reasoning items go back just
+/// before it ([`encode_input_with`]).
+///
+/// ```
+/// use wire_openai::responses::{RequestOptions, encode_request_with};
+/// # let request = ai_core::LlmRequest {
+/// #     caller: ai_core::LlmCaller { run_id: ai_core::RunId::new("run_1").unwrap(), graph: None },
+/// #     messages: vec![ai_core::Message::User { content: "Hi".into() }],
+/// #     tools: vec![],
+/// #     tool_choice: ai_core::ToolChoice::Auto,
+/// #     parallel_tool_calls: None,
+/// # };
+/// let options = RequestOptions::default().with_stateless_reasoning(true);
+/// let body = encode_request_with(&request, "o4-mini", true, options)?;
+/// assert_eq!(body["store"], false);
+/// assert_eq!(body["include"], serde_json::json!(["reasoning.encrypted_content"]));
+/// # Ok::<(), wire_openai::EncodeError>(())
+/// ```
+pub fn encode_request_with(
+    request: &LlmRequest,
+    model: &str,
+    stream: bool,
+    options: RequestOptions,
+) -> Result<Value, EncodeError> {
     check_tool_choice(&request.tool_choice, &request.tools)?;
     let mut body = Map::new();
     body.insert("model".into(), model.into());
-    body.insert("input".into(), encode_input(&request.messages)?);
+    body.insert(
+        "input".into(),
+        encode_input_with(&request.messages, options)?,
+    );
     body.insert("stream".into(), stream.into());
+    if options.stateless_reasoning {
+        body.insert("store".into(), false.into());
+        body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+    }
     if !request.tools.is_empty() {
         let tools = encode_tools(&request.tools);
         // "Structured Outputs is not compatible with parallel function calls": unless the

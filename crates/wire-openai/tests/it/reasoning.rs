@@ -1,7 +1,10 @@
 //! A reasoning model's reasoning items: kept, whole and as sent, on the call they lead to
 //! (`responses::REASONING_ITEMS_KEY`), never text, never sent on the chat wire.
 
-use ai_core::{AssistantToolCall, CompletionDelta, LlmCompletion, Message, ToolCallId};
+use ai_core::{
+    AssistantToolCall, CompletionDelta, LlmCaller, LlmCompletion, LlmRequest, Message, RunId,
+    ToolCallId, ToolChoice,
+};
 use serde_json::{Map, Value, json};
 use wire_openai::{Limits, chat, responses};
 
@@ -190,4 +193,157 @@ fn the_chat_encoder_never_sends_the_reasoning() {
     assert_eq!(call["extra_content"]["google"]["thought_signature"], "c2ln");
     assert!(call.get(responses::REASONING_ITEMS_KEY).is_none(), "{call}");
     assert!(!encoded.to_string().contains("rs_1"), "{encoded}");
+}
+
+/// The next request of a thread whose last turn was `completion`: the user's message, the
+/// assistant's calls as the loop records them, and a result for each.
+fn next_request(completion: &LlmCompletion) -> LlmRequest {
+    let mut messages = vec![Message::User {
+        content: "Weather in Paris?".into(),
+    }];
+    messages.push(Message::Assistant {
+        content: completion.text.clone(),
+        tool_calls: completion
+            .tool_calls
+            .iter()
+            .map(|call| AssistantToolCall {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+                provider_fields: call.provider_fields.clone(),
+            })
+            .collect(),
+    });
+    for call in &completion.tool_calls {
+        messages.push(Message::Tool {
+            tool_call_id: call.id.clone(),
+            content: "{\"celsius\":21}".into(),
+        });
+    }
+    LlmRequest {
+        caller: LlmCaller {
+            run_id: RunId::new("run_1").unwrap(),
+            graph: None,
+        },
+        messages,
+        tools: Vec::new(),
+        tool_choice: ToolChoice::Auto,
+        parallel_tool_calls: None,
+    }
+}
+
+/// Decode the recorded-shape stream, then encode the next request statelessly: the reasoning
+/// item is in `input` just before its call, byte for byte as the stream sent it, and the request
+/// asks for the encrypted reasoning without storing anything.
+#[test]
+fn the_reasoning_goes_back_just_before_its_call() {
+    let stream = fixture("openai-responses/reasoning-then-call.sse");
+    let item = finished_items(&stream, "reasoning").remove(0);
+    let completion = responses::decode_all(&stream).unwrap();
+    let request = next_request(&completion);
+    let options = responses::RequestOptions::default().with_stateless_reasoning(true);
+    let body = responses::encode_request_with(&request, "o4-mini", true, options).unwrap();
+    let input = body["input"].as_array().unwrap();
+    let types: Vec<&str> = input.iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "message",
+            "reasoning",
+            "function_call",
+            "function_call_output"
+        ]
+    );
+    assert_eq!(
+        serde_json::to_string(&input[1]).unwrap(),
+        serde_json::to_string(&item).unwrap()
+    );
+    assert_eq!(input[1]["encrypted_content"], "gAAAAABpRs1_q8v-Xk2mZ3+Yw==");
+    assert_eq!(
+        input[2],
+        json!({"type": "function_call", "call_id": "call_1", "name": "get_weather",
+               "arguments": "{\"city\":\"Paris\"}"})
+    );
+    assert_eq!(body["store"], false);
+    assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
+}
+
+/// Without the option the request is what it always was: no reasoning item, no `store` or
+/// `include` (a model that does not reason refuses `include`).
+#[test]
+fn by_default_no_reasoning_goes_back() {
+    let stream = fixture("openai-responses/reasoning-then-call.sse");
+    let completion = responses::decode_all(&stream).unwrap();
+    let request = next_request(&completion);
+    let body = responses::encode_request(&request, "o4-mini", true).unwrap();
+    let types: Vec<&str> = body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["message", "function_call", "function_call_output"]);
+    assert!(
+        body.get("store").is_none() && body.get("include").is_none(),
+        "{body}"
+    );
+    assert_eq!(
+        body,
+        responses::encode_request_with(
+            &request,
+            "o4-mini",
+            true,
+            responses::RequestOptions::default()
+        )
+        .unwrap()
+    );
+}
+
+/// Each call's reasoning goes back before that call, in order, after the turn's text; what
+/// under the key is not a reasoning item with its encrypted content is not sent.
+#[test]
+fn each_call_s_reasoning_goes_back_before_it_and_nothing_else_does() {
+    let mut completion = whole(json!([
+        reasoning("rs_1", Some("e1")),
+        call("call_1"),
+        reasoning("rs_2", Some("e2")),
+        reasoning("rs_3", Some("e3")),
+        call("call_2"),
+        call("call_3"),
+    ]));
+    completion.text = "Checking.".into();
+    completion.tool_calls[2].provider_fields.insert(
+        responses::REASONING_ITEMS_KEY.into(),
+        json!([{"type": "message", "encrypted_content": "x"}, reasoning("rs_9", None), "rs_9", 7]),
+    );
+    let options = responses::RequestOptions::default().with_stateless_reasoning(true);
+    let body =
+        responses::encode_request_with(&next_request(&completion), "o4-mini", false, options)
+            .unwrap();
+    let order: Vec<String> = body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| match i["type"].as_str().unwrap() {
+            "reasoning" => i["id"].as_str().unwrap().to_owned(),
+            "function_call" => i["call_id"].as_str().unwrap().to_owned(),
+            other => other.to_owned(),
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "message",
+            "message",
+            "rs_1",
+            "call_1",
+            "rs_2",
+            "rs_3",
+            "call_2",
+            "call_3",
+            "function_call_output",
+            "function_call_output",
+            "function_call_output"
+        ]
+    );
 }
