@@ -115,6 +115,12 @@ pub struct OpenAiConfig {
     pub api_key: Option<Secret>,
     /// The wire format.
     pub wire: OpenAiWire,
+    /// On the Responses wire, carry a reasoning model's reasoning between the requests of a
+    /// thread without the provider storing it: each request says `"store": false` and
+    /// `"include": ["reasoning.encrypted_content"]`, and sends each call's reasoning items back
+    /// just before it ([`wire_openai::responses::RequestOptions::stateless_reasoning`]). Off by
+    /// default: a model that does not reason refuses that request (400). Chat ignores it.
+    pub stateless_reasoning: bool,
     /// The longest wait from sending a request to the first body byte (connecting, sending, the
     /// response head and the first chunk).
     pub request_timeout: Duration,
@@ -147,7 +153,7 @@ pub struct OpenAiConfig {
 }
 
 impl OpenAiConfig {
-    /// A config with the defaults: chat wire, no key, 120 s request and idle timeouts, a call
+    /// A config with the defaults: chat wire (no stateless reasoning), no key, 120 s request and idle timeouts, a call
     /// limited to 10 minutes, 2 retries, 500 ms base backoff up to 8 s, `Retry-After` honoured up
     /// to 60 s, default decoder limits.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
@@ -156,6 +162,7 @@ impl OpenAiConfig {
             model: model.into(),
             api_key: None,
             wire: OpenAiWire::Chat,
+            stateless_reasoning: false,
             request_timeout: Duration::from_secs(120),
             idle_timeout: Duration::from_secs(120),
             max_call: Duration::from_secs(600),
@@ -175,6 +182,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
             .field("wire", &self.wire)
+            .field("stateless_reasoning", &self.stateless_reasoning)
             .field("request_timeout", &self.request_timeout)
             .field("idle_timeout", &self.idle_timeout)
             .field("max_call", &self.max_call)
@@ -231,6 +239,8 @@ pub struct OpenAiCompletion {
     model: String,
     api_key: Option<Secret>,
     wire: OpenAiWire,
+    /// The Responses request's options ([`OpenAiConfig::stateless_reasoning`]).
+    responses: wire_openai::responses::RequestOptions,
     request_timeout: Duration,
     idle_timeout: Duration,
     max_call: Duration,
@@ -248,6 +258,7 @@ impl fmt::Debug for OpenAiCompletion {
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
             .field("wire", &self.wire)
+            .field("responses", &self.responses)
             .field("request_timeout", &self.request_timeout)
             .field("idle_timeout", &self.idle_timeout)
             .field("max_call", &self.max_call)
@@ -294,6 +305,8 @@ impl OpenAiCompletion {
             model: config.model,
             api_key: config.api_key,
             wire: config.wire,
+            responses: wire_openai::responses::RequestOptions::default()
+                .with_stateless_reasoning(config.stateless_reasoning),
             request_timeout: config.request_timeout,
             idle_timeout: config.idle_timeout,
             max_call: config.max_call,
@@ -314,9 +327,12 @@ impl OpenAiCompletion {
     fn encode(&self, request: &LlmRequest) -> Result<Vec<u8>, CompletionError> {
         let body = match self.wire {
             OpenAiWire::Chat => wire_openai::chat::encode_request(request, &self.model, true),
-            OpenAiWire::Responses => {
-                wire_openai::responses::encode_request(request, &self.model, true)
-            }
+            OpenAiWire::Responses => wire_openai::responses::encode_request_with(
+                request,
+                &self.model,
+                true,
+                self.responses,
+            ),
         }
         .map_err(|e| {
             CompletionError::Decode(format!(

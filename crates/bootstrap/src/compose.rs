@@ -215,8 +215,8 @@ pub fn create_completion(
     Ok(Arc::new(completion))
 }
 
-/// The adapter's config for `[llm]`: its endpoint, wire, key, timeouts, call limit and
-/// retries; the rest are the adapter's defaults.
+/// The adapter's config for `[llm]`: its endpoint, wire (and stateless reasoning), key,
+/// timeouts, call limit and retries; the rest are the adapter's defaults.
 pub(crate) fn openai_config(llm: &crate::LlmSettings) -> adapters::OpenAiConfig {
     adapters::OpenAiConfig {
         api_key: llm.api_key.clone(),
@@ -224,6 +224,7 @@ pub(crate) fn openai_config(llm: &crate::LlmSettings) -> adapters::OpenAiConfig 
             crate::LlmWire::Chat => adapters::OpenAiWire::Chat,
             crate::LlmWire::Responses => adapters::OpenAiWire::Responses,
         },
+        stateless_reasoning: llm.stateless_reasoning,
         request_timeout: std::time::Duration::from_millis(llm.request_timeout_ms),
         idle_timeout: std::time::Duration::from_millis(llm.idle_timeout_ms),
         max_call: std::time::Duration::from_millis(llm.max_call_ms),

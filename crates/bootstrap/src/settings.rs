@@ -49,6 +49,13 @@ pub struct LlmSettings {
     pub model: String,
     /// The wire format.
     pub wire: LlmWire,
+    /// With the Responses wire and a reasoning model: carry the model's reasoning from one
+    /// request of a thread to the next without the provider storing it (`store: false`,
+    /// `include: ["reasoning.encrypted_content"]`, each call's reasoning items sent back before
+    /// it; [`adapters::OpenAiConfig::stateless_reasoning`]). Off by default, since a model that
+    /// does not reason refuses such a request; refused with the chat wire, which has no
+    /// reasoning items.
+    pub stateless_reasoning: bool,
     /// Time allowed until the response's first byte, in ms.
     pub request_timeout_ms: u64,
     /// Time allowed without progress once the response has begun, in ms: from its first byte,
@@ -75,6 +82,7 @@ impl std::fmt::Debug for LlmSettings {
             base_url: _,
             model,
             wire,
+            stateless_reasoning,
             request_timeout_ms,
             idle_timeout_ms,
             max_call_ms,
@@ -85,6 +93,7 @@ impl std::fmt::Debug for LlmSettings {
             .field("base_url", &self.shown_base_url())
             .field("model", model)
             .field("wire", wire)
+            .field("stateless_reasoning", stateless_reasoning)
             .field("request_timeout_ms", request_timeout_ms)
             .field("idle_timeout_ms", idle_timeout_ms)
             .field("max_call_ms", max_call_ms)
@@ -109,6 +118,7 @@ impl Default for LlmSettings {
             base_url: "https://api.openai.com/v1".into(),
             model: String::new(),
             wire: LlmWire::Chat,
+            stateless_reasoning: false,
             request_timeout_ms: 60_000,
             idle_timeout_ms: 60_000,
             max_call_ms: 600_000,
@@ -565,6 +575,12 @@ impl Settings {
         if self.llm.max_call_ms == 0 {
             bail!("llm.max_call_ms: must be above 0 (the longest a model call may take)");
         }
+        if self.llm.stateless_reasoning && !matches!(self.llm.wire, LlmWire::Responses) {
+            bail!(
+                "llm.stateless_reasoning: needs wire = \"responses\" (chat completions carry no \
+                 reasoning items)"
+            );
+        }
         if self.llm.max_retries > MAX_LLM_RETRIES {
             bail!(
                 "llm.max_retries: {} is more than {MAX_LLM_RETRIES}, the most a model call may retry",
@@ -869,6 +885,31 @@ mod tests {
         let config = crate::compose::openai_config(&set.llm);
         assert_eq!(config.max_call, std::time::Duration::from_secs(90));
         assert!(format!("{:?}", set.llm).contains("max_call_ms: 90000"));
+    }
+
+    /// `llm.stateless_reasoning` is off unless set, as the example shows; set, it reaches the
+    /// adapter's config with the Responses wire, and is refused naming the key with chat.
+    #[test]
+    fn stateless_reasoning_is_a_responses_setting_of_the_adapter() {
+        assert!(!Settings::default().llm.stateless_reasoning);
+        let example = Settings::from_toml_str(super::EXAMPLE_CONFIG).unwrap();
+        assert!(
+            !example.llm.stateless_reasoning,
+            "the example shows the default"
+        );
+        assert!(!crate::compose::openai_config(&example.llm).stateless_reasoning);
+        let set =
+            Settings::from_toml_str("[llm]\nwire = \"responses\"\nstateless_reasoning = true\n")
+                .unwrap();
+        set.validate().unwrap();
+        assert!(crate::compose::openai_config(&set.llm).stateless_reasoning);
+        assert!(format!("{:?}", set.llm).contains("stateless_reasoning: true"));
+        let chat = Settings::from_toml_str("[llm]\nstateless_reasoning = true\n").unwrap();
+        let error = chat.validate().unwrap_err().to_string();
+        assert!(
+            error.starts_with("llm.stateless_reasoning: needs wire = \"responses\""),
+            "{error}"
+        );
     }
 
     /// The three model-call clocks have overrides (`--llm-*-ms`, `COGNI_LLM_*_MS`) that replace

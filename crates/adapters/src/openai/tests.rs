@@ -193,3 +193,92 @@ fn a_key_cut_by_the_message_limit_is_not_partly_shown() {
         "part of the key leaked: {shown}"
     );
 }
+
+/// A request whose assistant turn made one call that kept a reasoning item.
+fn request_with_kept_reasoning() -> LlmRequest {
+    let id = ai_core::ToolCallId::new("call_1").unwrap();
+    let mut provider_fields = serde_json::Map::new();
+    provider_fields.insert(
+        wire_openai::responses::REASONING_ITEMS_KEY.into(),
+        serde_json::json!([{"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA"}]),
+    );
+    LlmRequest {
+        caller: ai_core::LlmCaller {
+            run_id: ai_core::RunId::new("run_1").unwrap(),
+            graph: None,
+        },
+        messages: vec![
+            ai_core::Message::User {
+                content: "Weather?".into(),
+            },
+            ai_core::Message::Assistant {
+                content: String::new(),
+                tool_calls: vec![ai_core::AssistantToolCall {
+                    id: id.clone(),
+                    name: "get_weather".into(),
+                    arguments: "{}".into(),
+                    provider_fields,
+                }],
+            },
+            ai_core::Message::Tool {
+                tool_call_id: id,
+                content: "21".into(),
+            },
+        ],
+        tools: Vec::new(),
+        tool_choice: ai_core::ToolChoice::Auto,
+        parallel_tool_calls: None,
+    }
+}
+
+/// `stateless_reasoning` on the Responses wire makes the request stateless and sends the
+/// reasoning a call kept just before it; off (the default), or on chat, the request has none.
+#[test]
+fn stateless_reasoning_sends_the_kept_reasoning_back_on_the_responses_wire() {
+    let request = request_with_kept_reasoning();
+    let body = |wire: OpenAiWire, stateless_reasoning: bool| -> serde_json::Value {
+        let model = OpenAiCompletion::new(OpenAiConfig {
+            wire,
+            stateless_reasoning,
+            ..config("http://localhost:11434/v1")
+        })
+        .unwrap();
+        serde_json::from_slice(&model.encode(&request).unwrap()).unwrap()
+    };
+    let types = |body: &serde_json::Value| -> Vec<String> {
+        body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item["type"].as_str().unwrap().to_owned())
+            .collect()
+    };
+
+    let stateless = body(OpenAiWire::Responses, true);
+    assert_eq!(
+        types(&stateless),
+        [
+            "message",
+            "reasoning",
+            "function_call",
+            "function_call_output"
+        ]
+    );
+    assert_eq!(stateless["input"][1]["encrypted_content"], "gAAAA");
+    assert_eq!(stateless["store"], false);
+    assert_eq!(
+        stateless["include"],
+        serde_json::json!(["reasoning.encrypted_content"])
+    );
+
+    let default = body(OpenAiWire::Responses, false);
+    assert_eq!(
+        types(&default),
+        ["message", "function_call", "function_call_output"]
+    );
+    assert!(default.get("store").is_none() && default.get("include").is_none());
+
+    let chat = body(OpenAiWire::Chat, true);
+    assert!(!chat.to_string().contains("rs_1"), "{chat}");
+    assert!(chat.get("store").is_none() && chat.get("include").is_none());
+}
