@@ -1,6 +1,7 @@
 //! `ai_core::install_tool_panic_hook` and the ports the driver catches panics for: a panic in
-//! the model port, an authorization hook, the clock or a thread store never shows its message
-//! (the driver already turns it into a failure without it), while a panic in code the driver
+//! the model port, an authorization hook, a connection broker, the tool source, the clock or a
+//! thread store never shows its message, neither to the hook nor in the run's events (the
+//! driver turns it into a failure without it), while a panic in code the driver
 //! runs for itself inside a port's call (the delta callback and the events it shows) and any
 //! other panic still reach the hook installed before, message and all. Its own test binary: a
 //! panic hook is global to the process.
@@ -10,11 +11,12 @@
 use std::sync::{Arc, Mutex};
 
 use ai_core::{
-    AiEvent, AuthzDecision, BoundTool, CancellationToken, Capabilities, Clock, CompletionDelta,
-    CompletionError, CompletionPort, DeltaSink, ExecPermit, FinishReason, LlmCompletion,
-    LlmRequest, LlmToolCall, Redaction, RunContext, StaticToolSource, ThreadId, ThreadStore,
-    ThreadStoreError, ToolCallId, ToolCatalog, ToolEffect, ToolError, ToolId,
-    ToolInvocationContext, ToolPolicy, ToolRunner, ToolSpec,
+    AiEvent, AuthCapability, AuthError, AuthzDecision, BoundTool, CancellationToken, Capabilities,
+    Clock, CompletionDelta, CompletionError, CompletionPort, ConnectionBroker, ConnectionId,
+    DeltaSink, ExecPermit, FinishReason, LlmCompletion, LlmRequest, LlmToolCall, Redaction,
+    RunContext, StaticToolSource, ThreadId, ThreadStore, ThreadStoreError, ToolCallId, ToolCatalog,
+    ToolEffect, ToolError, ToolId, ToolInvocationContext, ToolPolicy, ToolRunner, ToolSource,
+    ToolSpec,
 };
 use graph::{Agent, AgentConfig};
 use serde_json::{Value, json};
@@ -22,13 +24,16 @@ use serde_json::{Value, json};
 const SECRET: &str = "sk-canary-in-a-port-9b2e";
 const OWN: &str = "the driver's own callback broke";
 
-/// A tool that answers `{}`.
-struct Plain(ToolSpec);
+/// A tool that answers `{}`; with `true`, it needs a connection.
+struct Plain(ToolSpec, bool);
 
 #[ai_core::async_trait]
 impl BoundTool for Plain {
     fn spec(&self) -> &ToolSpec {
         &self.0
+    }
+    fn requires_connection(&self) -> bool {
+        self.1
     }
     fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
         Ok(args)
@@ -53,7 +58,7 @@ impl BoundTool for Plain {
 /// What the model port does.
 #[derive(Clone, Copy, PartialEq)]
 enum Model {
-    /// Asks for one call of `core__plain`, then answers.
+    /// Asks for one call of its port's tool, then answers.
     CallsATool,
     /// Panics with the secret.
     Panics,
@@ -63,6 +68,8 @@ enum Model {
 
 struct Port {
     does: Model,
+    /// The tool [`Model::CallsATool`] asks for.
+    tool: &'static str,
     calls: Mutex<u32>,
 }
 
@@ -94,7 +101,7 @@ impl CompletionPort for Port {
             Model::CallsATool if call == 1 => {
                 completion.tool_calls = vec![LlmToolCall {
                     id: ToolCallId::new("c1").unwrap(),
-                    name: "core__plain".into(),
+                    name: self.tool.into(),
                     arguments: "{}".into(),
                     complete: true,
                     provider_fields: Default::default(),
@@ -113,6 +120,31 @@ struct Hook;
 impl ai_core::Authorizer for Hook {
     async fn check(&self, _: &RunContext, _: &ToolId) -> AuthzDecision {
         panic!("the hook held {SECRET}");
+    }
+}
+
+struct Broker;
+
+#[ai_core::async_trait]
+impl ConnectionBroker for Broker {
+    async fn resolve(
+        &self,
+        _: &ConnectionId,
+        _: &ToolInvocationContext,
+    ) -> Result<Box<dyn AuthCapability>, AuthError> {
+        panic!("the broker held {SECRET}");
+    }
+}
+
+/// A tool source that lists its tools but panics when one is asked for.
+struct BrokenSource(StaticToolSource);
+
+impl ToolSource for BrokenSource {
+    fn bound_tool(&self, _: &ToolId) -> Option<Arc<dyn BoundTool>> {
+        panic!("the source held {SECRET}");
+    }
+    fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.0.tool_specs()
     }
 }
 
@@ -170,15 +202,33 @@ async fn a_ports_panic_message_is_kept_out_and_the_drivers_own_panics_pass_throu
         effect: ToolEffect::ReadOnly,
         redaction: Redaction { allow: Vec::new() },
     };
-    let source = Arc::new(StaticToolSource::new(vec![Arc::new(Plain(spec)) as _]).unwrap());
-    let policy = ToolPolicy::from_toml_str(r#"allowed_tools = ["core__plain"]"#).unwrap();
-    let ctx = RunContext::new("run-1", "user:alice", "tenant-1").unwrap();
+    let tools = || -> Vec<Arc<dyn BoundTool>> {
+        vec![
+            Arc::new(Plain(spec.clone(), false)),
+            Arc::new(Plain(
+                ToolSpec {
+                    id: ToolId::parse("core__connected").unwrap(),
+                    ..spec.clone()
+                },
+                true,
+            )),
+        ]
+    };
+    let source = Arc::new(StaticToolSource::new(tools()).unwrap());
+    let policy =
+        ToolPolicy::from_toml_str(r#"allowed_tools = ["core__plain", "core__connected"]"#).unwrap();
+    let mut ctx = RunContext::new("run-1", "user:alice", "tenant-1").unwrap();
+    let connection = ConnectionId::new("c1").unwrap();
+    ctx.grant.allowed_connection_ids.insert(connection.clone());
+    ctx.requested_connection_ids.insert(connection.clone());
+    ctx.connection_id = Some(connection);
     let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
     let policy = Arc::new(policy);
     let runner = ToolRunner::new(source.clone(), policy.clone(), Arc::new(FixedClock));
     let agent = |does: Model, runner: ToolRunner| {
         let port = Port {
             does,
+            tool: "core__plain",
             calls: Mutex::new(0),
         };
         Agent::new(Arc::new(port), runner, AgentConfig::default())
@@ -192,9 +242,27 @@ async fn a_ports_panic_message_is_kept_out_and_the_drivers_own_panics_pass_throu
             .count()
     };
 
-    // The model port, an authorization hook and the clock the runner reads, each panicking:
-    // every run still ends once.
+    // The model port, an authorization hook, a connection broker, the tool source and the clock
+    // the runner reads, each panicking: every run still ends once, and its events never hold
+    // the panic's message.
+    let connected = Agent::new(
+        Arc::new(Port {
+            does: Model::CallsATool,
+            tool: "core__connected",
+            calls: Mutex::new(0),
+        }),
+        runner.clone().with_broker(Arc::new(Broker)),
+        AgentConfig::default(),
+    );
+    let broken_source: Arc<dyn ToolSource> =
+        Arc::new(BrokenSource(StaticToolSource::new(tools()).unwrap()));
+    let mut shown = String::new();
     let runs = [
+        connected,
+        agent(
+            Model::CallsATool,
+            ToolRunner::new(broken_source, policy.clone(), Arc::new(FixedClock)),
+        ),
         agent(Model::Panics, runner.clone()),
         agent(
             Model::CallsATool,
@@ -218,8 +286,13 @@ async fn a_ports_panic_message_is_kept_out_and_the_drivers_own_panics_pass_throu
                 &cancel,
             )
             .await;
-        assert_eq!(done(&events.lock().unwrap()), 1);
+        let events = events.into_inner().unwrap();
+        assert_eq!(done(&events), 1);
+        shown += &serde_json::to_string(&events).unwrap();
+        shown += &format!("{events:?}");
     }
+    // The check can fail: the tool calls were answered, as failures.
+    assert_eq!(shown.matches("\"tool_call_result\"").count(), 4, "{shown}");
     // A thread store that panics.
     let plain = agent(Model::CallsATool, runner.clone());
     let thread = ThreadId::new("t").unwrap();
@@ -267,5 +340,9 @@ async fn a_ports_panic_message_is_kept_out_and_the_drivers_own_panics_pass_throu
         "a port's panic reached the previous hook: {seen:?}"
     );
     assert!(seen.iter().any(|m| m == OWN), "{seen:?}");
+    assert!(
+        !shown.contains(SECRET),
+        "a port's panic reached the events: {shown}"
+    );
     assert!(seen.iter().any(|m| m == "outside any port"), "{seen:?}");
 }
