@@ -53,6 +53,7 @@ pub(crate) struct FakeTool {
     behaviour: Behaviour,
     requires_connection: bool,
     idempotent: bool,
+    reads_token: bool,
     pub(crate) runs: AtomicUsize,
 }
 
@@ -75,6 +76,7 @@ impl FakeTool {
             behaviour,
             requires_connection: false,
             idempotent: false,
+            reads_token: false,
             runs: AtomicUsize::new(0),
         }
     }
@@ -86,6 +88,14 @@ impl FakeTool {
 
     pub(crate) fn idempotent(mut self) -> Self {
         self.idempotent = true;
+        self
+    }
+
+    /// Needs a connection, and reads its access token before it does anything else, holding it
+    /// in its echo's `hidden` field (which is not allowlisted).
+    pub(crate) fn reading_the_token(mut self) -> Self {
+        self.requires_connection = true;
+        self.reads_token = true;
         self
     }
 }
@@ -131,8 +141,20 @@ impl BoundTool for FakeTool {
         caps: &Capabilities,
     ) -> Result<Value, ToolError> {
         let run = self.runs.fetch_add(1, Ordering::SeqCst) + 1;
+        let hidden = if self.reads_token {
+            let auth = caps
+                .auth()
+                .ok_or_else(|| ToolError::new("no credentials"))?;
+            let token = auth
+                .access_token()
+                .await
+                .map_err(|_| ToolError::new("no token"))?;
+            token.expose().to_owned()
+        } else {
+            "internal".to_owned()
+        };
         let echo =
-            json!({"echo": args.get("text").cloned().unwrap_or(Value::Null), "hidden": "internal"});
+            json!({"echo": args.get("text").cloned().unwrap_or(Value::Null), "hidden": hidden});
         match &self.behaviour {
             Behaviour::Echo => Ok(echo),
             Behaviour::Fail => Err(ToolError::new("the fake tool failed")),
