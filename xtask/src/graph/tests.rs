@@ -67,6 +67,96 @@ fn forbidden_edges_are_named() {
     );
 }
 
+/// Each row of the table (DESIGN.md's rules, one per package) refuses, by name, an edge to
+/// every workspace package it does not list; only the `*` rows (bootstrap, tests) take any.
+#[test]
+fn every_row_refuses_each_edge_it_does_not_list() {
+    let names: Vec<&str> = super::ALLOWED.iter().map(|(name, _, _)| *name).collect();
+    let forbidden: Vec<(&str, Vec<Dep<'_>>)> = super::ALLOWED
+        .iter()
+        .map(|(name, _, allowed)| {
+            let deps = names
+                .iter()
+                .filter(|dep| *dep != name && !allowed.contains(dep))
+                .map(|dep| (*dep, true, None))
+                .collect();
+            (*name, deps)
+        })
+        .collect();
+    let packages: Vec<Package<'_>> = forbidden
+        .iter()
+        .map(|(name, deps)| (*name, deps.as_slice()))
+        .collect();
+    let mut expected = Vec::new();
+    for (name, _, allowed) in super::ALLOWED {
+        if allowed.contains(&"*") {
+            continue;
+        }
+        let listed = if allowed.is_empty() {
+            "none".to_owned()
+        } else {
+            allowed.join(", ")
+        };
+        for dep in names
+            .iter()
+            .filter(|dep| *dep != name && !allowed.contains(dep))
+        {
+            expected.push(format!(
+                "{name} -> {dep}: ARCH_LAYERING: normal dependency not allowed (allowed: {listed})"
+            ));
+        }
+    }
+    // Every row but the two `*` rows has something to refuse.
+    let rows_refusing = super::ALLOWED
+        .iter()
+        .filter(|(name, _, _)| {
+            expected
+                .iter()
+                .any(|v| v.starts_with(&format!("{name} -> ")))
+        })
+        .count();
+    assert_eq!(rows_refusing, super::ALLOWED.len() - 2);
+    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    check(&packages, &expected);
+}
+
+/// The table the check enforces is the one ARCHITECTURE.md shows (DESIGN.md's rules, with a
+/// row for each crate added since): a row changed on one side only fails here.
+#[test]
+fn the_table_is_the_one_architecture_md_shows() {
+    let doc = std::fs::read_to_string(crate::repo_root().join("ARCHITECTURE.md")).unwrap();
+    let table = doc
+        .split_once("Allowed internal dependencies")
+        .expect("ARCHITECTURE.md has its dependency table")
+        .1
+        .lines()
+        .skip_while(|line| !line.starts_with('|'))
+        .take_while(|line| line.starts_with('|'))
+        .skip(2);
+    let documented: Vec<(String, Vec<String>)> = table
+        .map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let name = cells[1].split_whitespace().next().unwrap().to_owned();
+            let deps = match cells[2] {
+                "nothing internal" | "none" => Vec::new(),
+                "all" => vec!["*".to_owned()],
+                list => list.split(", ").map(|dep| format!("cogni-{dep}")).collect(),
+            };
+            (name, deps)
+        })
+        .collect();
+    let enforced: Vec<(String, Vec<String>)> = super::ALLOWED
+        .iter()
+        .map(|(name, _, deps)| {
+            (
+                (*name).to_owned(),
+                deps.iter().map(|d| (*d).to_owned()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(documented, enforced);
+}
+
 #[test]
 fn unknown_packages_and_banned_crates() {
     check(
