@@ -1000,3 +1000,95 @@ fn a_path_attribute_inside_an_inline_module_is_refused() {
         ],
     );
 }
+
+/// A path that `pattern` matches: a lone `*` segment as `unix`, a trailing `*` completed.
+fn path_matching(pattern: &str) -> String {
+    pattern
+        .split("::")
+        .map(|segment| match segment {
+            "*" => "unix".to_owned(),
+            s => s
+                .strip_suffix('*')
+                .map_or(s.to_owned(), |s| format!("{s}_x")),
+        })
+        .collect::<Vec<_>>()
+        .join("::")
+}
+
+/// Scans one file at `path` holding `lines` (after a doc line) and asserts that each line `k`
+/// fires `rule` with `names[k]` in its message.
+fn each_line_fires(path: &str, lines: &[String], rule: &str, names: &[String]) {
+    let root = tempfile::tempdir().unwrap();
+    let full = root.path().join(path);
+    fs::create_dir_all(full.parent().unwrap()).unwrap();
+    fs::write(&full, format!("//! Probe.\n{}\n", lines.join("\n"))).unwrap();
+    let (violations, _) = super::check_tree(root.path(), &[]).unwrap();
+    for (k, name) in names.iter().enumerate() {
+        let at = format!("{path}:{}: {rule}: ", k + 2);
+        assert!(
+            violations
+                .iter()
+                .any(|v| v.starts_with(&at) && v.contains(name.as_str())),
+            "`{}` did not fire {rule} naming `{name}`: {violations:#?}",
+            lines[k]
+        );
+    }
+}
+
+/// Every entry of every pattern list is seen to fire its rules, so none can be dropped or
+/// misspelled unnoticed: the IO and clock names (TOOL_FILE_PURITY in ai-tools, IO_FREE in the
+/// sans-IO crates), the filesystem methods and the stdio macros, the environment readers
+/// (NO_ENV) and the schema libraries (NO_SCHEMA_LIB).
+#[test]
+fn every_pattern_of_every_list_fires() {
+    let io: Vec<&str> = super::IO.iter().chain(super::CLOCK).copied().collect();
+    let lines: Vec<String> = io
+        .iter()
+        .map(|p| format!("let _x = {}::probe();", path_matching(p)))
+        .chain(
+            super::FS_METHODS
+                .iter()
+                .map(|m| format!("let _x = p.{m}();")),
+        )
+        .chain(super::STDIO_MACROS.iter().map(|m| format!("{m}!(\"x\");")))
+        .collect();
+    let names: Vec<String> = io
+        .iter()
+        .map(|p| format!("(`{p}`)"))
+        .chain(super::FS_METHODS.iter().map(|m| format!("(`{m}()`)")))
+        .chain(super::STDIO_MACROS.iter().map(|m| format!("(`{m}!`)")))
+        .collect();
+    each_line_fires(
+        "crates/ai-tools/src/tools/probe.rs",
+        &lines,
+        "TOOL_FILE_PURITY",
+        &names,
+    );
+    for place in super::SANS_IO {
+        each_line_fires(&format!("{place}probe.rs"), &lines, "IO_FREE", &names);
+    }
+
+    let env: Vec<String> = super::ENV_PATHS
+        .iter()
+        .map(|p| format!("let _x = {}::probe();", path_matching(p)))
+        .collect();
+    let anything = vec![String::new(); env.len()];
+    each_line_fires("crates/adapters/src/probe.rs", &env, "NO_ENV", &anything);
+
+    let schema: Vec<String> = super::SCHEMA_LIBS
+        .iter()
+        .map(|lib| format!("let _x = {lib}::probe();"))
+        .collect();
+    let named: Vec<String> = super::SCHEMA_LIBS
+        .iter()
+        .map(|lib| format!("`{lib}`"))
+        .collect();
+    for place in super::SANS_IO {
+        each_line_fires(
+            &format!("{place}probe.rs"),
+            &schema,
+            "NO_SCHEMA_LIB",
+            &named,
+        );
+    }
+}
