@@ -33,7 +33,8 @@
 //! A failure at any step jumps (with `?`) to the single place that emits the start event if it
 //! was not emitted yet and then the result event, so every call gets exactly one of each, with the
 //! same `tool_call_id` and a safe message. A paused call emits only
-//! [`AiEvent::ApprovalRequired`].
+//! [`AiEvent::ApprovalRequired`]. A panic in a port (not the tool's own code) is no step's
+//! failure: it unwinds to the caller (see [`ToolRunner::run_tool`]).
 
 mod budget;
 mod manager;
@@ -218,9 +219,14 @@ impl ToolRunner {
     /// Runs one call through the twelve steps (see the module docs) and returns its answer
     /// and audit record.
     ///
-    /// A failed call is a value, never an `Err` or a panic (a panic in the tool ends the call
-    /// as `execution`): every path that does not pause emits exactly one
-    /// [`AiEvent::ToolCallStart`] and one [`AiEvent::ToolCallResult`] with the call's id. A
+    /// A failed call is a value, never an `Err` or a panic (a panic in the tool, in `exec` or
+    /// in its own checks, ends the call with that step's code): every path that does not pause
+    /// emits exactly one [`AiEvent::ToolCallStart`] and one [`AiEvent::ToolCallResult`] with
+    /// the call's id. A panic in a port the runner calls for the call (the tool source, the
+    /// clock, the authorization hook, the connection broker) or in `events` is not the tool's:
+    /// it unwinds out of this function, with no result event, and a caller that must answer
+    /// every call catches it and answers the call itself, as `graph`'s driver does (see
+    /// [`ToolInvocationRecord::failed`]). A
     /// call whose tool needs an approval the run does not hold yet emits only
     /// [`AiEvent::ApprovalRequired`] and returns [`ToolOutcome::ApprovalRequired`], naming the
     /// hash a matching approval in [`RunContext::approvals`] must carry.

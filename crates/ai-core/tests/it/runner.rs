@@ -391,6 +391,47 @@ async fn step6_broker_failure_is_authz_denied() {
     assert_eq!(t.runs.load(Ordering::SeqCst), 0);
 }
 
+/// A broker that panics.
+struct PanickingBroker;
+
+#[async_trait::async_trait]
+impl ConnectionBroker for PanickingBroker {
+    async fn resolve(
+        &self,
+        _: &ConnectionId,
+        _: &ToolInvocationContext,
+    ) -> Result<Box<dyn AuthCapability>, AuthError> {
+        panic!("a broken broker");
+    }
+}
+
+/// A panic in a port (here the broker of step 6) is not the tool's: it unwinds out of
+/// `run_tool`, with no result event, for the caller to answer (as `graph`'s driver does), as
+/// `run_tool`'s docs say.
+#[tokio::test]
+async fn step6_a_ports_panic_unwinds_to_the_caller() {
+    let t = Arc::new(
+        FakeTool::new(ECHO, ToolEffect::ReadOnly, Behaviour::UseToken).needing_connection(),
+    );
+    let mut h = Harness::with_ctx(
+        vec![t.clone() as Arc<dyn BoundTool>],
+        allow(&[ECHO]),
+        connection_ctx(&["c1"], &["c1"], Some("c1")),
+    );
+    h.runner = h.runner.clone().with_broker(Arc::new(PanickingBroker));
+    let h = Arc::new(h);
+    let running = Arc::clone(&h);
+    let joined = tokio::spawn(async move { running.call(ECHO, "{}").await }).await;
+    assert!(joined.is_err_and(|e| e.is_panic()));
+    assert!(
+        !h.events
+            .events()
+            .iter()
+            .any(|e| matches!(e, AiEvent::ToolCallResult { .. }))
+    );
+    assert_eq!(t.runs.load(Ordering::SeqCst), 0);
+}
+
 #[tokio::test]
 async fn step6_no_broker_configured_is_unavailable() {
     let t = Arc::new(
