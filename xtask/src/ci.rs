@@ -207,6 +207,36 @@ mod tests {
         );
     }
 
+    /// What issue #2 asks of the README and `.ci/run`: the newcomer's command, the one test
+    /// command and what it runs, how to run cargo-deny; and `.ci/run` runs exactly that command.
+    #[test]
+    fn the_readme_and_ci_run_name_the_one_test_command() {
+        let root = crate::repo_root();
+        let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+        for promised in [
+            "cargo run -q -p cogni-bootstrap -- tools call core__get_current_time --args '{}'",
+            "```sh\ncargo xtask ci\n```",
+            "`cargo fmt --check`",
+            "-D warnings",
+            "`cargo xtask check-architecture`",
+            "`cargo doc --workspace --no-deps`",
+            "`cargo test --workspace`",
+            "`.ci/run`",
+            "`cargo deny check`",
+        ] {
+            assert!(
+                readme.contains(promised),
+                "README.md does not say {promised}"
+            );
+        }
+        let run = std::fs::read_to_string(root.join(".ci/run")).unwrap();
+        let last = run
+            .lines()
+            .map(str::trim)
+            .rfind(|line| !line.is_empty() && !line.starts_with('#'));
+        assert_eq!(last, Some("cargo xtask ci"));
+    }
+
     #[test]
     fn reads_cargo_test_summaries() {
         let cases = [
