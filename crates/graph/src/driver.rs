@@ -572,11 +572,15 @@ impl Agent {
         };
         match result {
             Ok(completion) => {
-                // A port that does not stream (a non-streaming API, a cache) still shows its text.
-                if partial_text.is_empty() && !completion.text.is_empty() {
-                    events.emit(AiEvent::TextDelta {
-                        delta: completion.text.clone(),
-                    });
+                // What the completion's text adds to the text streamed is shown, so the UI shows
+                // what the history holds: all of it for a port that does not stream (a
+                // non-streaming API, a cache), the missing end for one that streamed part of it.
+                // A text that does not continue what was streamed is recorded as the completion
+                // says, and nothing more is shown: no delta can take back what was shown.
+                if let Some(rest) = completion.text.strip_prefix(partial_text.as_str())
+                    && !rest.is_empty()
+                {
+                    events.emit(AiEvent::TextDelta { delta: rest.into() });
                 }
                 if let Some(usage) = completion.usage {
                     events.emit(AiEvent::Usage { usage });

@@ -62,7 +62,9 @@ pub use store::InMemoryThreadStore;
 /// 12. A turn whose every call was cut short, in a turn that names no cut (vLLM's `abort`, or a
 ///     turn that says it ended), and which takes the last step of `max_steps` ends `other`, no
 ///     longer `length`: nothing says the model hit its output limit.
-pub const LOOP_REVISION: u32 = 12;
+/// 13. Text a model's completion adds to the text its port streamed is shown as one more
+///     `TextDelta`, where only a port that streamed no text at all had its text shown.
+pub const LOOP_REVISION: u32 = 13;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

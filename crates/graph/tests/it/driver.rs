@@ -84,6 +84,72 @@ async fn an_unstreamed_answer_is_shown() {
     assert_eq!(shown, ["Hello"]);
 }
 
+fn shown_text(events: &[AiEvent]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::TextDelta { delta } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn answered(text: &str) -> LlmCompletion {
+    LlmCompletion {
+        text: text.into(),
+        tool_calls: vec![],
+        finish_reason: FinishReason::Stop,
+        usage: None,
+    }
+}
+
+fn streamed(text: &str) -> CompletionDelta {
+    CompletionDelta::Text { delta: text.into() }
+}
+
+/// A port that streams part of its text and answers with more shows the rest: what the UI
+/// shows is what the history holds.
+#[tokio::test]
+async fn text_the_completion_adds_to_the_stream_is_shown() {
+    let reply = Reply::Raw(
+        vec![streamed("Hel"), streamed("lo")],
+        Some(answered("Hello, world")),
+    );
+    let f = Fixture::new(vec![reply], AgentConfig::default());
+    let state = f.run(f.agent.new_state(), "hi").await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(shown_text(&events), ["Hel", "lo", ", world"]);
+    assert!(matches!(
+        state.messages().last(),
+        Some(Message::Assistant { content, .. }) if content == "Hello, world"
+    ));
+}
+
+/// A completion whose text does not continue what was streamed is recorded as the completion
+/// says; nothing more is shown, since no delta can take back what the UI shows already.
+#[tokio::test]
+async fn a_completion_that_differs_from_the_stream_shows_nothing_more() {
+    for (deltas, completion) in [
+        (vec![streamed("Hi there")], "Hello"),
+        (vec![streamed("Hello, world")], "Hello"),
+    ] {
+        let reply = Reply::Raw(deltas.clone(), Some(answered(completion)));
+        let f = Fixture::new(vec![reply], AgentConfig::default());
+        let state = f.run(f.agent.new_state(), "hi").await;
+        let events = f.events();
+        check_invariants(&events, &state).unwrap();
+        let CompletionDelta::Text { delta } = &deltas[0] else {
+            unreachable!()
+        };
+        assert_eq!(shown_text(&events), [delta.as_str()]);
+        assert!(matches!(
+            state.messages().last(),
+            Some(Message::Assistant { content, .. }) if content == completion
+        ));
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn tool_errors_are_fed_back_and_the_loop_goes_on() {
     let f = Fixture::new(
