@@ -739,6 +739,8 @@ pub(crate) struct Session {
     /// The error that stopped decoding: once set, nothing more is decoded, and every later
     /// `feed`, and `finish`, returns it.
     pub(crate) failed: Option<DecodeError>,
+    /// The events skipped for a blank payload ([`Session::skips`]).
+    blank_events: u64,
 }
 
 impl Session {
@@ -752,7 +754,23 @@ impl Session {
             usage: None,
             response_id: String::new(),
             failed: None,
+            blank_events: 0,
         }
+    }
+
+    /// Whether an event holds nothing to decode, and counts it if so: its payload is empty or
+    /// whitespace (`data:` then a blank line). The WHATWG rules dispatch such an event, with
+    /// empty data; no JSON can be read from it, so both wires skip it, as a comment is skipped.
+    pub(crate) fn skips(&mut self, event: &SseEvent<'_>) -> bool {
+        let blank = event.data.trim_ascii().is_empty();
+        self.blank_events += u64::from(blank);
+        blank
+    }
+
+    /// The events read so far that held a payload: those the parser dispatched but for the
+    /// blank ones skipped, which are the connection kept alive, not the server answering.
+    pub(crate) fn events(&self) -> u64 {
+        self.sse.events() - self.blank_events
     }
 
     /// The error a failed session returns from every `feed`, before decoding anything.

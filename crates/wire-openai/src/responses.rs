@@ -578,11 +578,11 @@ impl StreamDecoder {
 
     /// The SSE events read so far, each a complete event with data whether or not it gave a
     /// delta (a role-only or usage chunk, an event type the decoder ignores): the server
-    /// answering. Comments (`: keep-alive`), blank lines and the bytes of an event not yet ended
-    /// are not counted, so a caller's idle timeout can wait for this to grow rather than for any
+    /// answering. Comments (`: keep-alive`), events with a blank payload (`data:` alone, which
+    /// the decoder skips), blank lines and the bytes of an event not yet ended are not counted, so a caller's idle timeout can wait for this to grow rather than for any
     /// byte ([`crate::sse::SseParser::events`]).
     pub fn events(&self) -> u64 {
-        self.session.sse.events()
+        self.session.events()
     }
 
     /// Whether decoding stopped at an error that `feed` returned with the deltas before it
@@ -605,7 +605,7 @@ impl StreamDecoder {
     }
 
     fn event(&mut self, sse: &SseEvent<'_>, deltas: &mut Deltas) -> Result<(), DecodeError> {
-        if self.ended || sse.data.trim_ascii() == "[DONE]" {
+        if self.session.skips(sse) || self.ended || sse.data.trim_ascii() == "[DONE]" {
             return Ok(());
         }
         let mut event: Event<'_> =

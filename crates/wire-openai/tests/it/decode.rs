@@ -2213,3 +2213,56 @@ fn a_bookkeeping_key_given_twice_never_fails_a_responses_stream() {
         );
     }
 }
+
+/// An SSE event whose payload is blank (`data:` then a blank line, at the start of a stream or
+/// between chunks) is dispatched by the WHATWG rules with empty data, but holds nothing to decode:
+/// both stream decoders skip it, on the one-line path and the general one (CRLF, several `data:`
+/// lines, an `event:` line), however the bytes are split. Like a comment, it is the connection
+/// kept alive, not the server answering, so `events` does not count it.
+#[test]
+fn a_blank_data_event_is_skipped_on_both_wires() {
+    let blanks = [
+        "data:\n\n",
+        "data: \n\n",
+        "data:\r\n\r\n",
+        "data:\ndata:\n\n",
+        "event: ping\ndata:\n\n",
+    ];
+    let chat_chunks = [
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    ];
+    let responses_events = [
+        "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"hi\"}\n\n",
+        "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\"}}\n\n",
+    ];
+    for blank in blanks {
+        let with_blanks = |parts: &[&str]| {
+            let mut stream = blank.to_owned();
+            for part in parts {
+                stream.push_str(part);
+                stream.push_str(blank);
+            }
+            stream
+        };
+        let stream = with_blanks(&chat_chunks);
+        for read in [stream.len(), 1] {
+            let mut decoder = chat::StreamDecoder::default();
+            for piece in stream.as_bytes().chunks(read) {
+                decoder.feed(piece).unwrap();
+            }
+            assert_eq!(decoder.events(), 3, "{blank:?}: the chunks, not the blanks");
+            assert_eq!(decoder.finish().unwrap().text, "hi", "{blank:?}");
+        }
+        let stream = with_blanks(&responses_events[..1]) + responses_events[1];
+        for read in [stream.len(), 1] {
+            let mut decoder = responses::StreamDecoder::default();
+            for piece in stream.as_bytes().chunks(read) {
+                decoder.feed(piece).unwrap();
+            }
+            assert_eq!(decoder.events(), 2, "{blank:?}: the events, not the blanks");
+            assert_eq!(decoder.finish().unwrap().text, "hi", "{blank:?}");
+        }
+    }
+}
