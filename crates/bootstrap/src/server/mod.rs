@@ -48,8 +48,8 @@ pub struct AppState {
     stores: crate::Stores,
     busy: Mutex<HashSet<ThreadId>>,
     /// Without a run log, the ids of the runs this server started: an id is used once, as the
-    /// run log has it (with a log, the log keeps them).
-    run_ids: Mutex<HashSet<ai_core::RunId>>,
+    /// run log has it (with a log, the log keeps them), within [`KEPT_ENDED_RUN_IDS`].
+    run_ids: Mutex<UsedRunIds>,
     /// One permit per run in flight, up to `server.max_concurrent_runs`.
     run_slots: Arc<tokio::sync::Semaphore>,
     /// `server.max_concurrent_runs`, for the refusal's message.
@@ -76,7 +76,7 @@ impl AppState {
             runtime,
             stores,
             busy: Mutex::new(HashSet::new()),
-            run_ids: Mutex::new(HashSet::new()),
+            run_ids: Mutex::new(UsedRunIds::new(KEPT_ENDED_RUN_IDS)),
             run_slots: Arc::new(tokio::sync::Semaphore::new(
                 crate::settings::DEFAULT_MAX_CONCURRENT_RUNS.get(),
             )),
@@ -638,14 +638,13 @@ async fn start_run(
             crate::Turn::ApprovalDecisions(decisions)
         }
     };
-    if state.stores.log.is_none() {
-        // The run log refuses a run id it holds already (`start_run` below): without one, the
-        // server keeps the ids itself, so a runId means one run with a data folder or without.
-        let mut ids = state.run_ids.lock().unwrap_or_else(|p| p.into_inner());
-        if !ids.insert(ctx.run_id.clone()) {
-            return Err(run_exists());
-        }
-    }
+    // The run log refuses a run id it holds already (`start_run` below): without one, the
+    // server keeps the ids itself, so a runId means one run with a data folder or without (but
+    // for an id older than the last `KEPT_ENDED_RUN_IDS` ended runs).
+    let run_id = match state.stores.log {
+        None => Some(RunIdGuard::claim(state.clone(), ctx.run_id.clone())?),
+        Some(_) => None,
+    };
     let cancel = state.runs_cancel.child_token();
     let request = crate::RunRequest {
         thread,
@@ -658,7 +657,7 @@ async fn start_run(
     };
     // The thread and the run's slot are freed once its new state is saved, before `Done`
     // reaches the client.
-    let on_saved = move || drop((busy, slot));
+    let on_saved = move || drop((busy, slot, run_id));
     let events = crate::start_run(&state.runtime, &state.stores, request, on_saved)
         .await
         .map_err(|e| match e.downcast_ref::<ai_core::RunStoreError>() {
@@ -830,6 +829,80 @@ fn decisions(state: &AgentState, answers: Vec<Answer>) -> Result<Vec<ApprovalDec
             }
         })
         .collect())
+}
+
+/// How many ids of ended runs a server without a run log keeps, besides those of its runs in
+/// flight, to refuse them again: about 2 MB at most (ids of 128 bytes), where a set of every id
+/// would grow for the life of the process. A client that retries a run does so long before ten
+/// thousand other runs have ended.
+pub(crate) const KEPT_ENDED_RUN_IDS: usize = 10_000;
+
+/// The run ids a server without a run log refuses to run again: those of its runs in flight (at
+/// most `max_concurrent_runs`, never forgotten while they run) and of its last `keep` ended
+/// ones. An older id is forgotten, and may run again.
+#[derive(Debug)]
+struct UsedRunIds {
+    active: HashSet<ai_core::RunId>,
+    /// The ids of ended runs, in the order they ended, at most `keep`; `ended_set` holds the same.
+    ended: std::collections::VecDeque<ai_core::RunId>,
+    ended_set: HashSet<ai_core::RunId>,
+    keep: usize,
+}
+
+impl UsedRunIds {
+    fn new(keep: usize) -> Self {
+        Self {
+            active: HashSet::new(),
+            ended: std::collections::VecDeque::new(),
+            ended_set: HashSet::new(),
+            keep,
+        }
+    }
+
+    /// Takes `id` for a run that starts: `false` when a run in flight or a kept ended one has it.
+    fn claim(&mut self, id: &ai_core::RunId) -> bool {
+        !self.ended_set.contains(id) && self.active.insert(id.clone())
+    }
+
+    /// Records that `id`'s run ended: its id is kept among the ended ones, and the one that
+    /// ended first is forgotten when more than `keep` are.
+    fn end(&mut self, id: &ai_core::RunId) {
+        if !self.active.remove(id) || self.keep == 0 {
+            return;
+        }
+        if self.ended.len() >= self.keep
+            && let Some(oldest) = self.ended.pop_front()
+        {
+            self.ended_set.remove(&oldest);
+        }
+        self.ended_set.insert(id.clone());
+        self.ended.push_back(id.clone());
+    }
+}
+
+/// Holds a run's id as in flight, without a run log, until the run's thread is saved (or the
+/// run fails to start): then the id joins the ended runs' ids.
+struct RunIdGuard {
+    state: Arc<AppState>,
+    id: ai_core::RunId,
+}
+
+impl RunIdGuard {
+    fn claim(state: Arc<AppState>, id: ai_core::RunId) -> Result<Self, ApiError> {
+        let mut ids = state.run_ids.lock().unwrap_or_else(|p| p.into_inner());
+        if !ids.claim(&id) {
+            return Err(run_exists());
+        }
+        drop(ids);
+        Ok(Self { state, id })
+    }
+}
+
+impl Drop for RunIdGuard {
+    fn drop(&mut self) {
+        let mut ids = self.state.run_ids.lock().unwrap_or_else(|p| p.into_inner());
+        ids.end(&self.id);
+    }
 }
 
 /// Marks a thread busy while a run holds it.
@@ -1798,6 +1871,41 @@ mod tests {
         };
         assert_eq!(refused.code, "thread_busy");
         assert!(!refused.message.contains("ZQX"), "{}", refused.message);
+    }
+
+    /// Without a run log, a run's id is refused while its run is in flight, however many runs
+    /// end meanwhile, and once it ended, until `KEPT_ENDED_RUN_IDS` more runs have ended: then
+    /// the oldest ended id is forgotten, so the ids kept stay bounded.
+    #[tokio::test]
+    async fn without_a_run_log_the_ids_kept_are_bounded() {
+        let state = prepare(&settings()).await.unwrap();
+        assert!(state.stores.log.is_none());
+        let id = |n: usize| RunId::new(format!("r-{n}")).unwrap();
+        let claim = |n: usize| super::RunIdGuard::claim(state.clone(), id(n));
+        let refused = |n: usize| matches!(claim(n), Err(e) if e.code == "run_exists");
+
+        let in_flight = claim(0).unwrap();
+        assert!(refused(0), "an id in flight ran twice");
+        drop(claim(1).unwrap());
+        assert!(refused(1), "an ended run's id ran again");
+        for n in 2..=super::KEPT_ENDED_RUN_IDS {
+            drop(claim(n).unwrap());
+        }
+        assert!(refused(1), "the oldest kept id was forgotten early");
+        drop(claim(super::KEPT_ENDED_RUN_IDS + 1).unwrap());
+        for n in 2..=super::KEPT_ENDED_RUN_IDS + 1 {
+            assert!(refused(n), "r-{n} was forgotten");
+        }
+        assert!(refused(0), "an id in flight was forgotten");
+        // Runs again, and ends: the oldest kept id (`r-2`) is forgotten in its turn.
+        assert!(!refused(1), "an id past the bound is still kept");
+        let ids = state.run_ids.lock().unwrap();
+        assert_eq!(
+            (ids.active.len(), ids.ended.len(), ids.ended_set.len()),
+            (1, super::KEPT_ENDED_RUN_IDS, super::KEPT_ENDED_RUN_IDS)
+        );
+        drop(ids);
+        drop(in_flight);
     }
 
     /// The server's state holds the token (its middleware asks for it) but never shows it.
