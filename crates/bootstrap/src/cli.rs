@@ -18,8 +18,10 @@ use crate::{Config, CoreTool, create_capabilities, create_tool_source, load_poli
 mod chat;
 mod runs;
 mod serve;
+mod stdout;
 mod terminal;
 
+pub use stdout::{StdoutClosed, is_stdout_closed};
 pub use terminal::terminal_safe;
 
 /// cogni: a tool-use runtime for LLM agents. Serve agent runs (model, tools, model) to AG-UI
@@ -217,7 +219,9 @@ pub fn empty_variable_error(error: &clap::Error) -> Option<String> {
 
 /// Runs a parsed command line. Every command logs warnings to stderr (`RUST_LOG` filters them):
 /// a retried request, a run recovered after a crash or a stored row left out is said, never
-/// silently dropped.
+/// silently dropped. A command whose stdout was closed by its reader (`| head`) returns an
+/// error holding [`StdoutClosed`] ([`is_stdout_closed`]); any other error writing its output is
+/// returned as it is.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     init_logging();
     match cli.command {
@@ -229,7 +233,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             overrides,
         } => chat::run(message, thread, json, overrides).await,
         Command::ConfigExample => {
-            print!("{}", crate::EXAMPLE_CONFIG);
+            let mut out = stdout::stdout();
+            out.write_all(crate::EXAMPLE_CONFIG.as_bytes())?;
+            out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Tools(ToolsCommand::List { policy, json }) => {
@@ -271,9 +277,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 fn tools_stats(data_dir: &Path, json: bool) -> anyhow::Result<()> {
     let stats = crate::stats::load(data_dir)?;
-    let mut out = std::io::stdout().lock();
+    let mut out = stdout::stdout();
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&stats)?)?;
+        out.flush()?;
         return Ok(());
     }
     writeln!(
@@ -301,6 +308,7 @@ fn tools_stats(data_dir: &Path, json: bool) -> anyhow::Result<()> {
             s.latency.p99_us
         )?;
     }
+    out.flush()?;
     Ok(())
 }
 
@@ -378,13 +386,15 @@ fn wire_decode(format: WireFormat, file: Option<PathBuf>) -> anyhow::Result<Exit
                 .iter()
                 .map(|c| json!({"id": c.id.as_str(), "name": c.name, "arguments": c.arguments}))
                 .collect();
-            let out = json!({
+            let shown = json!({
                 "finish_reason": completion.finish_reason,
                 "text": completion.text,
                 "tool_calls": calls,
                 "usage": completion.usage,
             });
-            println!("{out}");
+            let mut out = stdout::stdout();
+            writeln!(out, "{shown}")?;
+            out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => {
@@ -404,7 +414,9 @@ fn wire_encode_tools(format: WireFormat) -> anyhow::Result<()> {
         WireFormat::OpenaiChat => wire_openai::chat::encode_tools(&specs),
         WireFormat::OpenaiResponses => wire_openai::responses::encode_tools(&specs),
     };
-    println!("{}", serde_json::to_string_pretty(&tools)?);
+    let mut out = stdout::stdout();
+    writeln!(out, "{}", serde_json::to_string_pretty(&tools)?)?;
+    out.flush()?;
     Ok(())
 }
 
@@ -434,7 +446,7 @@ fn tools_list(policy: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     let source = create_tool_source(CoreTool::ALL, &caps)?;
     warn_unknown_tools(&policy, &source);
     let catalog = ToolCatalog::build(&source, &policy, &cli_context(caps.clock.as_ref())?)?;
-    let mut out = std::io::stdout().lock();
+    let mut out = stdout::stdout();
     if json {
         let specs: Vec<_> = catalog.specs().collect();
         writeln!(out, "{}", serde_json::to_string_pretty(&specs)?)?;
@@ -449,6 +461,7 @@ fn tools_list(policy: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
             )?;
         }
     }
+    out.flush()?;
     Ok(())
 }
 
@@ -475,9 +488,20 @@ async fn tools_call(
         name: tool_id.into(),
         arguments: args,
     };
+    // The first error writing an event (stdout closed, a full disk) ends the output, not the
+    // call: the tool runs on (its effect and statistics are not cut half-way), and the error is
+    // returned once it has.
+    let print_error = std::sync::Mutex::new(None::<std::io::Error>);
     let print_event = |event: AiEvent| {
+        let mut error = print_error.lock().unwrap_or_else(|p| p.into_inner());
+        if error.is_some() {
+            return;
+        }
         if let Ok(line) = serde_json::to_string(&event) {
-            println!("{line}");
+            let mut out = stdout::stdout();
+            if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+                *error = Some(e);
+            }
         }
     };
     let run = runner
@@ -501,15 +525,27 @@ async fn tools_call(
             eprintln!("{}", terminal_safe(&warning));
         }
     }
+    let printed = match print_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(error) => Err(anyhow::Error::from(error).context("cannot print the call's events")),
+        None => Ok(()),
+    };
     match failure_line(&run.result.outcome) {
         None => {
+            printed?;
             let line = serde_json::to_string(&run.result).context("cannot print the result")?;
-            println!("{line}");
+            let mut out = stdout::stdout();
+            writeln!(out, "{line}")
+                .and_then(|()| out.flush())
+                .context("cannot print the result")?;
             Ok(ExitCode::SUCCESS)
         }
+        // On stderr: said even when no one reads stdout any more.
         Some(line) => {
             eprintln!("{line}");
-            Ok(ExitCode::FAILURE)
+            match printed {
+                Err(error) if !is_stdout_closed(&error) => Err(error),
+                _ => Ok(ExitCode::FAILURE),
+            }
         }
     }
 }

@@ -31,6 +31,10 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(bootstrap::cli::run(cli)) {
         Ok(code) => code,
+        // The reader of stdout went away (`cogni … | head`): it has what it wanted. Quiet, and
+        // a success, as ripgrep ends; any other error, a broken pipe elsewhere among them, is
+        // said below.
+        Err(error) if bootstrap::cli::is_stdout_closed(&error) => ExitCode::SUCCESS,
         Err(error) => {
             // One line: the error and its causes, which may quote what a data folder or an
             // endpoint held: no control character of it reaches the terminal.

@@ -14,7 +14,9 @@ use crate::{Overrides, Runtime, Settings, create_completion};
 /// keep it in) and prints the answer, each tool call and its result as they happen, with their
 /// control characters but line breaks and tabs replaced ([`terminal_safe`]); with `json`,
 /// prints the `AiEvent`s as JSON lines instead. A message without text (empty or whitespace
-/// only) is refused.
+/// only) is refused. A stdout its reader closed (`| head`) ends the output, not the run, and the
+/// exit status is the run's; any other error writing the output ends the output too, and is
+/// returned once the run has ended.
 pub(crate) async fn run(
     message: String,
     thread: Option<String>,
@@ -77,6 +79,12 @@ pub(crate) async fn run(
     while let Some(event) = events.recv().await {
         printer.print(&event);
     }
+    if let Some(error) = printer.write_error() {
+        let error = anyhow::Error::from(error).context("cannot print the run");
+        if !super::is_stdout_closed(&error) {
+            return Err(error);
+        }
+    }
     Ok(exit_code(printer.done()))
 }
 
@@ -104,6 +112,8 @@ struct PrintState {
     /// makes it a line end; anything else, a `\r` that is replaced ([`terminal_safe`]).
     held_cr: bool,
     done: Option<DoneReason>,
+    /// The first error writing to stdout: nothing more is written after it.
+    write_error: Option<std::io::Error>,
 }
 
 impl Printer {
@@ -118,14 +128,27 @@ impl Printer {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).done
     }
 
+    /// The first error writing to stdout, taken.
+    fn write_error(&self) -> Option<std::io::Error> {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .write_error
+            .take()
+    }
+
     fn print(&self, event: &AiEvent) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let AiEvent::Done { reason } = event {
             state.done = Some(*reason);
         }
-        let mut out = std::io::stdout().lock();
-        // A closed stdout (a pipe to `head`) ends the output, not the run.
-        let _ = if self.json {
+        // A closed stdout (a pipe to `head`), or one that cannot be written, ends the output,
+        // not the run.
+        if state.write_error.is_some() {
+            return;
+        }
+        let mut out = super::stdout::stdout();
+        let written = if self.json {
             match serde_json::to_string(event) {
                 Ok(line) => writeln!(out, "{line}"),
                 Err(_) => Ok(()),
@@ -133,7 +156,9 @@ impl Printer {
         } else {
             Self::human(&mut state, event, &mut out)
         };
-        let _ = out.flush();
+        if let Err(error) = written.and_then(|()| out.flush()) {
+            state.write_error = Some(error);
+        }
     }
 
     /// Writes `event` for a person: what the model wrote, and what a tool or the endpoint

@@ -24,7 +24,7 @@ pub(crate) async fn list(overrides: Overrides, json: bool) -> anyhow::Result<Exi
         (a.header.started_at_ms, a.header.run_id.as_str())
             .cmp(&(b.header.started_at_ms, b.header.run_id.as_str()))
     });
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout::stdout();
     if json {
         for summary in summaries {
             let mut row = header_json(&summary.header);
@@ -34,6 +34,7 @@ pub(crate) async fn list(overrides: Overrides, json: bool) -> anyhow::Result<Exi
     } else {
         list_human(&mut out, &summaries)?;
     }
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -114,7 +115,7 @@ pub(crate) async fn show(
             },
         );
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout::stdout();
     if json {
         let shown = json!({
             "header": header_json(&run.header),
@@ -123,9 +124,11 @@ pub(crate) async fn show(
             "receipts": receipts,
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&shown)?)?;
+        out.flush()?;
         return Ok(ExitCode::SUCCESS);
     }
     show_human(&mut out, &run, &receipts)?;
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -218,8 +221,9 @@ fn render_human(out: &mut impl Write, run: &RunLog, receipts: &[Value]) -> anyho
 pub(crate) async fn replay(overrides: Overrides, run_id: String) -> anyhow::Result<ExitCode> {
     let settings = Settings::load(&overrides)?;
     let outcome = replay_run(&settings, &run_id).await?;
-    let mut out = std::io::stdout().lock();
+    let mut out = super::stdout::stdout();
     let identical = replay_report(&mut out, &outcome)?;
+    out.flush()?;
     Ok(if identical {
         ExitCode::SUCCESS
     } else {

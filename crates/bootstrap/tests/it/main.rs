@@ -3,6 +3,7 @@
 mod config;
 mod crash;
 mod fake;
+mod pipe;
 mod runs;
 mod serve;
 
