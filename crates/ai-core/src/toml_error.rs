@@ -6,7 +6,8 @@
 /// echoing a value: a line's value may be a secret written where it does not belong, so serde's
 /// own message, which quotes the value it refused (`invalid type: string "…", expected u64`), is
 /// kept without it. A line that does not parse is not known to be `key = value` (what looks like
-/// its key may be a pasted token), so only its number is given; a table header is shown.
+/// its key may be a pasted token), nor is one inside a value written over several lines (an
+/// array's element), so only its number is given; a table header is shown.
 ///
 /// [`crate::ToolPolicy::from_toml_str`] reports its errors so; an application that reads its own
 /// TOML may too.
@@ -25,14 +26,22 @@ pub fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
     let Some(span) = e.span() else {
         return message;
     };
-    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+    let before = &text[..span.start.min(text.len())];
+    let line = before.matches('\n').count() + 1;
     let source = text.lines().nth(line - 1).unwrap_or_default().trim();
+    // A line inside a value (an array or a string written over several lines) is the value's
+    // text, whatever it looks like: an element `"c2VjcmV0=",` is no `key = value`, `["…"],` no
+    // header. The line is a statement of its own when the document up to it is whole TOML.
+    let line_start = before.rfind('\n').map_or(0, |at| at + 1);
+    let statement = text[..line_start].parse::<toml::Table>().is_ok();
     // A line that is not TOML is not known to be `key = value`: what looks like its key may be
     // a pasted token (`c2VjcmV0==`).
-    let parses = text.parse::<toml::Table>().is_ok();
+    let parses = statement && text.parse::<toml::Table>().is_ok();
     match source.split_once('=') {
         Some((key, _)) if parses => format!("line {line} (`{} = …`): {message}", key.trim()),
-        None if source.starts_with('[') => format!("line {line} (`{source}`): {message}"),
+        None if statement && source.starts_with('[') => {
+            format!("line {line} (`{source}`): {message}")
+        }
         _ => format!("line {line}: {message}"),
     }
 }
@@ -65,4 +74,66 @@ fn without_value(message: &str) -> String {
         return format!("unknown variant{expected}");
     }
     message.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe_toml_error;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Doc {
+        #[allow(dead_code)]
+        names: Option<Vec<String>>,
+        #[allow(dead_code)]
+        count: Option<u64>,
+        #[allow(dead_code)]
+        table: Option<Table>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Table {
+        #[allow(dead_code)]
+        count: Option<u64>,
+    }
+
+    fn described(text: &str) -> String {
+        let e = toml::from_str::<Doc>(text).unwrap_err();
+        describe_toml_error(text, &e)
+    }
+
+    /// A line that lies inside a value (an array written over several lines) is never read as
+    /// `key = value` or as a table header: what comes before an `=` in it, or the whole of it
+    /// when it opens with `[`, is the value, and may be a token (base64 ends in `=`).
+    #[test]
+    fn a_line_inside_a_value_is_named_by_its_number_only() {
+        for text in [
+            "names = [\n  \"c2VjcmV0IHRva2Vu=\", 1,\n]\n",
+            "names = [\n  [\"c2VjcmV0IHRva2Vu\"],\n]\n",
+            "count = 1\nnames = [\"a\",\n  \"c2VjcmV0IHRva2Vu==\", { a = 1 },\n]\n",
+        ] {
+            let message = described(text);
+            assert!(!message.contains("c2VjcmV0"), "{text:?}: {message}");
+            assert!(message.starts_with("line "), "{message}");
+            assert!(!message.contains('`'), "{text:?}: {message}");
+        }
+    }
+
+    /// A key's line and a table header are still named, as before.
+    #[test]
+    fn a_key_and_a_header_are_named() {
+        assert_eq!(
+            described("names = []\ncount = \"SECRET\"\n"),
+            "line 2 (`count = …`): invalid type: string, expected u64"
+        );
+        assert_eq!(
+            described("count = 1\n[table]\ncount = \"SECRET\"\n"),
+            "line 3 (`count = …`): invalid type: string, expected u64"
+        );
+        let header = described("[table]\nother = 1\n");
+        assert!(header.starts_with("line 2 (`other = …`)"), "{header}");
+        let unknown = described("[tables]\n");
+        assert!(unknown.starts_with("line 1 (`[tables]`)"), "{unknown}");
+    }
 }
