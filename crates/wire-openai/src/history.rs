@@ -31,12 +31,17 @@ impl<'a> WireCallIds<'a> {
             })
             .map(|call| call.id.as_str())
             .collect();
-        let mut taken: HashSet<String> = ids
+        let mut short: HashMap<&'a str, String> = HashMap::new();
+        // Most histories have no long id: then nothing is collected or allocated per request.
+        if ids.iter().all(|id| id.len() <= max_bytes) {
+            return Self { short };
+        }
+        let kept: HashSet<&str> = ids
             .iter()
+            .copied()
             .filter(|id| id.len() <= max_bytes)
-            .map(|id| (*id).to_owned())
             .collect();
-        let mut short = HashMap::new();
+        let mut made: HashSet<String> = HashSet::new();
         for id in ids.into_iter().filter(|id| id.len() > max_bytes) {
             if short.contains_key(id) {
                 continue;
@@ -49,12 +54,12 @@ impl<'a> WireCallIds<'a> {
                     hash.write(&attempt.to_le_bytes());
                 }
                 let wire = format!("call_{:016x}", hash.0);
-                if !taken.contains(&wire) {
+                if !kept.contains(wire.as_str()) && !made.contains(&wire) {
                     break wire;
                 }
                 attempt += 1;
             };
-            taken.insert(wire.clone());
+            made.insert(wire.clone());
             short.insert(id, wire);
         }
         Self { short }
