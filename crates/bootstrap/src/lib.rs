@@ -4,8 +4,9 @@
 //! with its `COGNI_*` overrides, validated at start; [`create_capabilities`] builds the
 //! long-lived capabilities (clock, confined workspace); [`create_tool_source`] binds the enabled
 //! core tool contracts to them; [`create_completion`] and [`record_completion`] build the LLM
-//! adapter; [`create_stores`] opens where threads and run logs live; [`Runtime`] is the agent
-//! over all of it; [`start_run`] is the one way a run starts (stored before shown), and
+//! adapter; [`create_stores`] opens where threads and run logs live (without a data folder,
+//! threads in bounded memory: [`MemoryThreads`]); [`Runtime`] is the agent over all of it;
+//! [`start_run`] is the one way a run starts (stored before shown), and
 //! [`recover`] closes the runs a crash left open; [`server`] serves runs as AG-UI and AI SDK
 //! streams; [`replay`] re-runs a recorded run; [`cli`] is the `cogni` command line.
 //!
@@ -22,6 +23,7 @@ pub mod replay;
 pub mod server;
 mod settings;
 mod stats;
+mod threads;
 
 pub use compose::{
     CoreTool, Runtime, ToolCapabilities, create_capabilities, create_completion,
@@ -37,6 +39,7 @@ pub use settings::{
     AgentSettings, EXAMPLE_CONFIG, LlmSettings, LlmWire, MAX_LLM_RETRIES, Overrides,
     ServerSettings, Settings, ToolsSettings,
 };
+pub use threads::{MemoryThreads, ThreadHold};
 
 /// The runtime and the stores are shared by every request the server handles.
 #[allow(dead_code)]
@@ -44,6 +47,7 @@ fn _assert_send_and_sync() {
     fn assert<T: Send + Sync>() {}
     assert::<Runtime>();
     assert::<Stores>();
+    assert::<MemoryThreads>();
     assert::<RunLogStores>();
     assert::<RunLocks>();
     assert::<Settings>();

@@ -4,7 +4,7 @@
 //! With a data folder, threads, run logs and tool invocation records go to `cogni.db`
 //! (`SqliteStore`), and model receipts, tool calls and run inputs to content-addressed blobs
 //! (`TieredBlobStore`: rows of `cogni.db` up to 64 KiB, files under `blobs/` beyond). Without
-//! one, threads live in memory and nothing is logged.
+//! one, threads live in bounded memory ([`MemoryThreads`]) and nothing is logged.
 //!
 //! - [`start_run`] stores each batch of a run's events (with the records and receipts that came
 //!   with them) in one transaction *before* handing it on, so an event a client has seen is
@@ -42,7 +42,7 @@ use graph::{AgentState, ApprovalDecision, HistoryItem, reconstruct_history};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
-use crate::{Runtime, Settings};
+use crate::{MemoryThreads, Runtime, Settings};
 
 use lock::RunLock;
 pub use lock::RunLocks;
@@ -67,6 +67,10 @@ pub struct Stores {
     pub threads: Arc<dyn ThreadStore>,
     /// The run log, when kept.
     pub log: Option<RunLogStores>,
+    /// When `threads` is a [`MemoryThreads`] (no data folder), the same store: the server holds
+    /// each thread a run is in flight on through it ([`MemoryThreads::hold`]), so that thread
+    /// is never forgotten while the run goes on.
+    pub memory_threads: Option<Arc<MemoryThreads>>,
 }
 
 impl std::fmt::Debug for RunLogStores {
@@ -85,14 +89,16 @@ impl std::fmt::Debug for Stores {
     }
 }
 
-/// Opens the stores `settings.data_dir` names (creating the folder), or in-memory threads and no
-/// log without one. A database from a newer cogni, or a folder that cannot be written, is
-/// refused with its path.
+/// Opens the stores `settings.data_dir` names (creating the folder), or, without one, threads in
+/// bounded memory ([`MemoryThreads`] with its default bounds) and no log. A database from a
+/// newer cogni, or a folder that cannot be written, is refused with its path.
 pub fn create_stores(settings: &Settings) -> anyhow::Result<Stores> {
     let Some(dir) = &settings.data_dir else {
+        let threads = Arc::new(MemoryThreads::default());
         return Ok(Stores {
-            threads: Arc::new(graph::InMemoryThreadStore::default()),
+            threads: threads.clone(),
             log: None,
+            memory_threads: Some(threads),
         });
     };
     // The store creates the folder, its owner's alone.
@@ -110,6 +116,7 @@ pub fn create_stores(settings: &Settings) -> anyhow::Result<Stores> {
             receipts: Arc::new(ReceiptCollector::default()),
             locks,
         }),
+        memory_threads: None,
     })
 }
 

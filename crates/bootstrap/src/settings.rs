@@ -262,7 +262,7 @@ pub struct Settings {
     /// The loop.
     pub agent: AgentSettings,
     /// The data folder: threads and the run log (`cogni.db`, `blobs/`); without one, threads
-    /// live in memory and nothing is logged. (Tool statistics are kept by `cogni tools call
+    /// live in bounded memory ([`crate::MemoryThreads`]) and nothing is logged. (Tool statistics are kept by `cogni tools call
     /// --data-dir`, which does not read this file.)
     pub data_dir: Option<PathBuf>,
 }

@@ -368,6 +368,7 @@ mod tests {
                 receipts: std::sync::Arc::new(adapters::ReceiptCollector::default()),
                 locks: crate::RunLocks::new(locks.path()),
             }),
+            memory_threads: None,
         }
     }
 

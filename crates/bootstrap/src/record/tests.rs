@@ -100,6 +100,7 @@ fn stores(runs: Arc<FailingCommits>, locks: &tempfile::TempDir) -> Stores {
             receipts: Arc::new(ReceiptCollector::default()),
             locks: RunLocks::new(locks.path()),
         }),
+        memory_threads: None,
     }
 }
 

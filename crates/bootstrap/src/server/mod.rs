@@ -905,10 +905,12 @@ impl Drop for RunIdGuard {
     }
 }
 
-/// Marks a thread busy while a run holds it.
+/// Marks a thread busy while a run holds it, and, in threads kept in memory, keeps it from
+/// being forgotten meanwhile.
 struct BusyGuard {
     state: Arc<AppState>,
     thread: ThreadId,
+    _kept: Option<crate::ThreadHold>,
 }
 
 impl BusyGuard {
@@ -922,7 +924,16 @@ impl BusyGuard {
             ));
         }
         drop(busy);
-        Ok(Self { state, thread })
+        let kept = state
+            .stores
+            .memory_threads
+            .as_ref()
+            .map(|m| m.hold(&thread));
+        Ok(Self {
+            state,
+            thread,
+            _kept: kept,
+        })
     }
 }
 
@@ -1041,7 +1052,8 @@ fn sse_response<T: Translate>(
 mod tests {
     use std::sync::{Arc, Mutex};
 
-    use ai_core::{AiEvent, RunId, RunStatus, RunStep, ToolCallId};
+    use ai_core::{AiEvent, RunId, RunStatus, RunStep, ThreadId, ToolCallId};
+    use serde_json::json;
 
     use super::prepare;
 
@@ -1489,6 +1501,7 @@ mod tests {
                 receipts: Arc::new(adapters::ReceiptCollector::default()),
                 locks: crate::RunLocks::new(locks.path()),
             }),
+            memory_threads: None,
         };
         let tools: Vec<Arc<dyn ai_core::BoundTool>> = vec![
             Arc::new(Tool::new(
@@ -1532,20 +1545,34 @@ mod tests {
         state: Arc<super::AppState>,
         body: serde_json::Value,
     ) -> String {
+        match try_post(handler, state, body).await {
+            Ok(body) => body,
+            Err(error) => panic!("the run did not start: {error:?}"),
+        }
+    }
+
+    /// The whole body a handler answers `body` with, or its refusal.
+    async fn try_post<F: Future<Output = Result<axum::response::Response, super::ApiError>>>(
+        handler: impl FnOnce(
+            axum::extract::State<Arc<super::AppState>>,
+            axum::Extension<super::BodyLimit>,
+            axum::http::HeaderMap,
+            Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
+        ) -> F,
+        state: Arc<super::AppState>,
+        body: serde_json::Value,
+    ) -> Result<String, super::ApiError> {
         let mut headers = axum::http::HeaderMap::new();
         let json = axum::http::HeaderValue::from_static("application/json");
         headers.insert(axum::http::header::CONTENT_TYPE, json);
         let body = axum::body::Bytes::from(body.to_string());
         let limit = axum::Extension(super::BodyLimit(usize::MAX));
         let state = axum::extract::State(state);
-        let response = match handler(state, limit, headers, Ok(body)).await {
-            Ok(response) => response,
-            Err(error) => panic!("the run did not start: {error:?}"),
-        };
+        let response = handler(state, limit, headers, Ok(body)).await?;
         let body = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
             .unwrap();
-        String::from_utf8(body.to_vec()).unwrap()
+        Ok(String::from_utf8(body.to_vec()).unwrap())
     }
 
     /// A call whose approval request was stored and sent, in a run whose last batch cannot be
@@ -1871,6 +1898,162 @@ mod tests {
         };
         assert_eq!(refused.code, "thread_busy");
         assert!(!refused.message.contains("ZQX"), "{}", refused.message);
+    }
+
+    /// A model that answers every turn `ok`, keeping the messages of each request as JSON.
+    #[derive(Clone, Default)]
+    struct SaysOk(Arc<Mutex<Vec<String>>>);
+
+    impl SaysOk {
+        /// The messages of the last request, as JSON.
+        fn last(&self) -> String {
+            self.0.lock().unwrap().last().cloned().unwrap_or_default()
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ai_core::CompletionPort for SaysOk {
+        async fn complete(
+            &self,
+            request: &ai_core::LlmRequest,
+            _: &mut dyn ai_core::DeltaSink,
+            _: &ai_core::CancellationToken,
+        ) -> Result<ai_core::LlmCompletion, ai_core::CompletionError> {
+            let messages = serde_json::to_string(&request.messages).unwrap();
+            self.0.lock().unwrap().push(messages);
+            Ok(ai_core::LlmCompletion {
+                text: "ok".into(),
+                tool_calls: Vec::new(),
+                finish_reason: ai_core::FinishReason::Stop,
+                usage: None,
+            })
+        }
+    }
+
+    /// A server without a data folder whose threads in memory are at most `threads`, over
+    /// `model`, with no tools.
+    fn in_memory(threads: usize, model: SaysOk) -> Arc<super::AppState> {
+        let memory = Arc::new(crate::MemoryThreads::new(threads, usize::MAX));
+        let stores = crate::Stores {
+            threads: memory.clone(),
+            log: None,
+            memory_threads: Some(memory),
+        };
+        let source = Arc::new(ai_core::StaticToolSource::new(Vec::new()).unwrap());
+        let policy = ai_core::ToolPolicy::from_toml_str("allowed_tools = []").unwrap();
+        let clock: Arc<dyn ai_core::Clock> = Arc::new(adapters::SystemClock);
+        let runtime = crate::Runtime::with_source(
+            &settings(),
+            Arc::new(model),
+            source,
+            Arc::new(policy),
+            clock,
+        );
+        Arc::new(super::AppState::new(runtime, stores))
+    }
+
+    /// Without a data folder, the server keeps its most threads: past them it forgets the one
+    /// used least recently, never one a run is in flight on. A client that goes on with a
+    /// forgotten thread gets what it gets after a restart, on either route: its copy of the
+    /// conversation starts the thread again, and answers to approvals are refused (409
+    /// `nothing_to_resume`), as nothing waits for them.
+    #[tokio::test]
+    async fn without_a_data_folder_the_threads_kept_are_bounded() {
+        let served = prepare(&settings()).await.unwrap();
+        assert!(
+            served.stores.memory_threads.is_some(),
+            "not the bounded store"
+        );
+        let model = SaysOk::default();
+        let state = in_memory(2, model.clone());
+        let agui = |thread: &str, run: &str, messages: serde_json::Value| serde_json::json!({"threadId": thread, "runId": run, "messages": messages});
+        let user = |text: &str| serde_json::json!({"id": text, "role": "user", "content": text});
+        let kept = async |thread: &str| {
+            let thread = ai_core::ThreadId::new(thread).unwrap();
+            state.stores.threads.load(&thread).await.unwrap().is_some()
+        };
+        for thread in ["t-1", "t-2"] {
+            let body = post(
+                super::agui::run,
+                state.clone(),
+                agui(thread, thread, json!([user("hi")])),
+            );
+            assert!(body.await.contains("RUN_FINISHED"));
+        }
+        // `t-1` has a run in flight (its thread is held as busy) while two more threads start.
+        let in_flight = super::BusyGuard::acquire(state.clone(), ThreadId::new("t-1").unwrap());
+        for thread in ["t-3", "t-4"] {
+            let body = post(
+                super::agui::run,
+                state.clone(),
+                agui(thread, thread, json!([user("hi")])),
+            );
+            assert!(body.await.contains("RUN_FINISHED"));
+        }
+        assert!(
+            kept("t-1").await,
+            "a thread with a run in flight was forgotten"
+        );
+        assert!(!kept("t-2").await && !kept("t-3").await, "past the bound");
+        assert!(kept("t-4").await);
+        drop(in_flight);
+
+        // A forgotten thread goes on from the client's copy, one kept from the server's own.
+        let copy = json!({"id": "a", "role": "assistant", "content": "the client's copy"});
+        let body = agui("t-2", "r-2b", json!([user("hi"), copy, user("again")]));
+        assert!(
+            post(super::agui::run, state.clone(), body)
+                .await
+                .contains("RUN_FINISHED")
+        );
+        assert!(
+            model.last().contains("the client's copy"),
+            "{}",
+            model.last()
+        );
+        let body = agui("t-4", "r-4b", json!([user("hi"), copy, user("again")]));
+        assert!(
+            post(super::agui::run, state.clone(), body)
+                .await
+                .contains("RUN_FINISHED")
+        );
+        assert!(
+            !model.last().contains("the client's copy"),
+            "{}",
+            model.last()
+        );
+        // So over the AI SDK route: `t-1`, once its run let it go, was forgotten meanwhile.
+        assert!(!kept("t-1").await);
+        let text = |id: &str, role: &str, text: &str| json!({"id": id, "role": role, "parts": [{"type": "text", "text": text}]});
+        let chat = json!({"id": "t-1", "messages": [
+            text("u1", "user", "hi"), text("a1", "assistant", "the chat's copy"),
+            text("u2", "user", "again")]});
+        assert!(
+            post(super::chat::run, state.clone(), chat)
+                .await
+                .contains("[DONE]")
+        );
+        assert!(model.last().contains("the chat's copy"), "{}", model.last());
+
+        // Answers to approvals on a forgotten thread: refused alike on both routes.
+        assert!(!kept("t-3").await);
+        let resume = json!({"threadId": "t-3", "runId": "r-3b", "messages": [],
+            "resume": [{"interruptId": "call_x", "status": "resolved",
+                        "payload": {"approved": true}}]});
+        let answer = json!({"id": "t-3", "messages": [text("u1", "user", "send it"),
+            {"id": "a1", "role": "assistant", "parts": [
+                {"type": "tool-core__send", "toolCallId": "call_x", "state": "approval-responded",
+                 "input": {}, "approval": {"id": "call_x", "approved": true}}]}]});
+        for refused in [
+            try_post(super::agui::run, state.clone(), resume).await,
+            try_post(super::chat::run, state.clone(), answer).await,
+        ] {
+            let refused = refused.expect_err("an answer to a forgotten thread ran");
+            assert_eq!(
+                (refused.status.as_u16(), refused.code),
+                (409, "nothing_to_resume")
+            );
+        }
     }
 
     /// Without a run log, a run's id is refused while its run is in flight, however many runs
