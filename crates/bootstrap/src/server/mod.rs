@@ -657,9 +657,18 @@ async fn start_run(
     };
     // The thread and the run's slot are freed once its new state is saved, before `Done`
     // reaches the client.
+    let claimed = run_id.as_ref().map(|guard| guard.id.clone());
     let on_saved = move || drop((busy, slot, run_id));
     let events = crate::start_run(&state.runtime, &state.stores, request, on_saved)
         .await
+        .inspect_err(|_| {
+            // Nothing of the run ran: its id is free again, as with a run log that never
+            // began the run, rather than refused until `KEPT_ENDED_RUN_IDS` more runs end.
+            if let Some(id) = &claimed {
+                let mut ids = state.run_ids.lock().unwrap_or_else(|p| p.into_inner());
+                ids.forget(id);
+            }
+        })
         .map_err(|e| match e.downcast_ref::<ai_core::RunStoreError>() {
             Some(ai_core::RunStoreError::AlreadyExists(_)) => run_exists(),
             // The store's message names the thread and the run, the client's ids: not repeated.
@@ -864,6 +873,14 @@ impl UsedRunIds {
         !self.ended_set.contains(id) && self.active.insert(id.clone())
     }
 
+    /// Forgets `id`, in flight or ended, for a run that never started: it may run again.
+    fn forget(&mut self, id: &ai_core::RunId) {
+        self.active.remove(id);
+        if self.ended_set.remove(id) {
+            self.ended.retain(|ended| ended != id);
+        }
+    }
+
     /// Records that `id`'s run ended: its id is kept among the ended ones, and the one that
     /// ended first is forgotten when more than `keep` are.
     fn end(&mut self, id: &ai_core::RunId) {
@@ -881,7 +898,8 @@ impl UsedRunIds {
 }
 
 /// Holds a run's id as in flight, without a run log, until the run's thread is saved (or the
-/// run fails to start): then the id joins the ended runs' ids.
+/// run fails to start): then the id joins the ended runs' ids (for a run that never started,
+/// `start_run` then forgets it).
 struct RunIdGuard {
     state: Arc<AppState>,
     id: ai_core::RunId,
@@ -1503,17 +1521,20 @@ mod tests {
             }),
             memory_threads: None,
         };
+        let runtime = send_and_gate(Some(open));
+        Arc::new(super::AppState::new(runtime, stores).with_ai_sdk_version(ai_sdk_version))
+    }
+
+    /// A runtime over [`SendAndGate`], whose `core__gate` answers once `open` is notified (at
+    /// once without it), and whose `core__send` waits for approval.
+    fn send_and_gate(open: Option<Arc<tokio::sync::Notify>>) -> crate::Runtime {
         let tools: Vec<Arc<dyn ai_core::BoundTool>> = vec![
             Arc::new(Tool::new(
                 "core__send",
                 ai_core::ToolEffect::ExternalSideEffect,
                 None,
             )),
-            Arc::new(Tool::new(
-                "core__gate",
-                ai_core::ToolEffect::ReadOnly,
-                Some(open),
-            )),
+            Arc::new(Tool::new("core__gate", ai_core::ToolEffect::ReadOnly, open)),
         ];
         let source = Arc::new(ai_core::StaticToolSource::new(tools).unwrap());
         let policy = ai_core::ToolPolicy::from_toml_str(
@@ -1524,14 +1545,13 @@ mod tests {
         )
         .unwrap();
         let clock: Arc<dyn ai_core::Clock> = Arc::new(adapters::SystemClock);
-        let runtime = crate::Runtime::with_source(
+        crate::Runtime::with_source(
             &settings(),
             Arc::new(SendAndGate),
             source,
             Arc::new(policy),
             clock,
-        );
-        Arc::new(super::AppState::new(runtime, stores).with_ai_sdk_version(ai_sdk_version))
+        )
     }
 
     /// The whole body a handler answers `body` with.
@@ -2089,6 +2109,79 @@ mod tests {
         );
         drop(ids);
         drop(in_flight);
+    }
+
+    /// Threads in memory whose next save fails once `fail` is set (as a store that cannot
+    /// take a write fails it).
+    #[derive(Default)]
+    struct FailsASave {
+        inner: crate::MemoryThreads,
+        fail: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl ai_core::ThreadStore for FailsASave {
+        async fn load(
+            &self,
+            id: &ThreadId,
+        ) -> Result<Option<serde_json::Value>, ai_core::ThreadStoreError> {
+            self.inner.load(id).await
+        }
+
+        async fn save(
+            &self,
+            id: &ThreadId,
+            state: &serde_json::Value,
+        ) -> Result<(), ai_core::ThreadStoreError> {
+            if self.fail.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                return Err(ai_core::ThreadStoreError("no space left".into()));
+            }
+            self.inner.save(id, state).await
+        }
+    }
+
+    /// Without a run log, a run that fails to start (here: its approvals cannot be saved as
+    /// consumed, so nothing ran) leaves its id free: the client's retry with the same runId
+    /// runs, where before it was refused 409 `run_exists` until 10,000 more runs had ended.
+    #[tokio::test]
+    async fn without_a_run_log_a_run_that_never_started_leaves_its_id_free() {
+        use ai_core::ThreadStore as _;
+        let threads = Arc::new(FailsASave::default());
+        let stores = crate::Stores {
+            threads: threads.clone(),
+            log: None,
+            memory_threads: None,
+        };
+        let state = Arc::new(super::AppState::new(send_and_gate(None), stores));
+        let user = json!({"threadId": "t-retry", "runId": "r-1",
+            "messages": [{"id": "m1", "role": "user", "content": "send it"}]});
+        let paused = post(super::agui::run, state.clone(), user).await;
+        assert!(paused.contains("\"interrupts\""), "{paused}");
+
+        let resume = json!({"threadId": "t-retry", "runId": "r-2", "messages": [],
+            "resume": [{"interruptId": "call_send", "status": "resolved",
+                        "payload": {"approved": true}}]});
+        threads
+            .fail
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let failed = try_post(super::agui::run, state.clone(), resume.clone()).await;
+        let failed = failed.expect_err("the run started");
+        assert_eq!((failed.status.as_u16(), failed.code), (500, "internal"));
+        let retried = try_post(super::agui::run, state.clone(), resume).await;
+        let retried = retried.unwrap_or_else(|e| panic!("the retry was refused: {e:?}"));
+        assert!(retried.contains("TOOL_CALL_RESULT"), "{retried}");
+        // Once it ran, the id is used.
+        let user = json!({"threadId": "t-retry", "runId": "r-2",
+            "messages": [{"id": "m2", "role": "user", "content": "and now?"}]});
+        let again = try_post(super::agui::run, state.clone(), user).await;
+        assert_eq!(again.expect_err("ran twice").code, "run_exists");
+        assert!(
+            threads
+                .load(&ThreadId::new("t-retry").unwrap())
+                .await
+                .unwrap()
+                .is_some()
+        );
     }
 
     /// The server's state holds the token (its middleware asks for it) but never shows it.
