@@ -18,9 +18,11 @@ use crate::{Config, CoreTool, create_capabilities, create_tool_source, load_poli
 mod chat;
 mod runs;
 mod serve;
+mod stderr;
 mod stdout;
 mod terminal;
 
+pub use stderr::say_on_stderr;
 pub use stdout::{StdoutClosed, is_stdout_closed};
 pub use terminal::terminal_safe;
 
@@ -400,7 +402,7 @@ fn wire_decode(format: WireFormat, file: Option<PathBuf>) -> anyhow::Result<Exit
         Err(error) => {
             // It may quote the stream (a provider's error message): no control character of it
             // reaches the terminal.
-            eprintln!("{}", terminal_safe(&format!("error: {error}")));
+            say_on_stderr(&terminal_safe(&format!("error: {error}")));
             Ok(ExitCode::FAILURE)
         }
     }
@@ -424,7 +426,7 @@ fn wire_encode_tools(format: WireFormat) -> anyhow::Result<()> {
 /// has ([`crate::compose::unknown_tools_warning`]), if any.
 pub(crate) fn warn_unknown_tools(policy: &ai_core::ToolPolicy, source: &dyn ToolSource) {
     if let Some(warning) = crate::compose::unknown_tools_warning(policy, source) {
-        eprintln!("{}", terminal_safe(&format!("warning: {warning}")));
+        say_on_stderr(&terminal_safe(&format!("warning: {warning}")));
     }
 }
 
@@ -522,7 +524,7 @@ async fn tools_call(
             Err(error) => Some(format!("warning: tool statistics not recorded: {error:#}")),
         };
         if let Some(warning) = warning {
-            eprintln!("{}", terminal_safe(&warning));
+            say_on_stderr(&terminal_safe(&warning));
         }
     }
     let printed = match print_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
@@ -541,7 +543,7 @@ async fn tools_call(
         }
         // On stderr: said even when no one reads stdout any more.
         Some(line) => {
-            eprintln!("{line}");
+            say_on_stderr(&line);
             match printed {
                 Err(error) if !is_stdout_closed(&error) => Err(error),
                 _ => Ok(ExitCode::FAILURE),

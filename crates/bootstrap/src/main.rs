@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use bootstrap::cli::{say_on_stderr, terminal_safe};
 use clap::Parser;
 
 fn main() -> ExitCode {
@@ -13,7 +14,7 @@ fn main() -> ExitCode {
         Err(error) => match bootstrap::cli::empty_variable_error(&error) {
             Some(message) => {
                 let message = format!("error: {message}");
-                eprintln!("{}", bootstrap::cli::terminal_safe(&message));
+                say_on_stderr(&terminal_safe(&message));
                 return ExitCode::FAILURE;
             }
             None => error.exit(),
@@ -25,7 +26,7 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
+            say_on_stderr(&format!("error: cannot start the async runtime: {error}"));
             return ExitCode::FAILURE;
         }
     };
@@ -39,7 +40,7 @@ fn main() -> ExitCode {
             // One line: the error and its causes, which may quote what a data folder or an
             // endpoint held: no control character of it reaches the terminal.
             let message = format!("error: {error:#}");
-            eprintln!("{}", bootstrap::cli::terminal_safe(&message));
+            say_on_stderr(&terminal_safe(&message));
             ExitCode::FAILURE
         }
     }

@@ -38,7 +38,7 @@ pub(crate) async fn run(
     // process hold their locks and are left alone. A run that cannot be closed stays open for
     // the next start and does not stop this turn.
     if let Err(error) = crate::recover(&stores, runtime.clock.as_ref()).await {
-        eprintln!("{}", terminal_safe(&format!("warning: {error:#}")));
+        super::say_on_stderr(&terminal_safe(&format!("warning: {error:#}")));
     }
     let clock = runtime.clock.clone();
     let fresh = || run_id(clock.now_ms(), std::process::id(), crate::nonce());

@@ -34,7 +34,7 @@ pub(crate) async fn run(overrides: Overrides) -> anyhow::Result<ExitCode> {
         settings.llm.shown_base_url(),
         settings.llm.wire
     );
-    eprintln!("{}", super::terminal_safe(&banner));
+    super::say_on_stderr(&super::terminal_safe(&banner));
     serving.await.context("the server stopped")?;
     Ok(ExitCode::SUCCESS)
 }

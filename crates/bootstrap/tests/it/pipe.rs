@@ -177,3 +177,64 @@ fn chat_and_the_run_log_commands_end_quietly_on_a_closed_stdout() {
         );
     }
 }
+
+/// `cogni … 2>&1 | head -0` or a log reader that went away: stderr itself is a pipe nobody
+/// reads. A command that fails says so to no one and still exits with its error status (1), not
+/// with a panic's (101); one that warns still succeeds.
+#[test]
+fn a_closed_stderr_keeps_every_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.toml");
+    let typo = dir.path().join("typo.toml");
+    std::fs::write(&typo, "allowed_tools = [\"core__nope\"]\n").unwrap();
+    // The arguments, the variables set, and the exit status.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], i32);
+    let cases: &[Case] = &[
+        // An error line from `tools call` (the call failed).
+        (&["tools", "call", "core__nope"], &[], 1),
+        // An error `main` says (the policy cannot be read).
+        (
+            &["tools", "list", "--policy", missing.to_str().unwrap()],
+            &[],
+            1,
+        ),
+        // An empty variable, said before anything runs.
+        (&["chat", "hi"], &[("COGNI_LLM_MODEL", "")], 1),
+        // A warning (a policy naming a tool no source has): still a success.
+        (
+            &["tools", "list", "--policy", typo.to_str().unwrap()],
+            &[],
+            0,
+        ),
+        // A bad `wire decode` input.
+        (
+            &[
+                "wire",
+                "decode",
+                "--format",
+                "openai-chat",
+                missing.to_str().unwrap(),
+            ],
+            &[],
+            1,
+        ),
+    ];
+    for (args, env, status) in cases {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cogni"));
+        command
+            .args(*args)
+            .current_dir(dir.path())
+            .env_remove("COGNI_DATA_DIR")
+            .env_remove("COGNI_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(writer);
+        for (name, value) in *env {
+            command.env(name, value);
+        }
+        let output = command.output().expect("the cogni binary runs");
+        assert_eq!(output.status.code(), Some(*status), "{args:?}");
+    }
+}
