@@ -189,34 +189,61 @@ pub enum ToolsCommand {
     },
 }
 
-/// The `COGNI_*` path variables and the flag each one stands for.
-const PATH_VARIABLES: [(&str, &str); 4] = [
-    ("--config", "COGNI_CONFIG"),
-    ("--policy", "COGNI_POLICY"),
-    ("--workspace", "COGNI_WORKSPACE"),
-    ("--data-dir", "COGNI_DATA_DIR"),
+/// The `COGNI_*` variables clap refuses empty: the flag each one stands for, and what it should
+/// hold instead.
+const REFUSED_EMPTY: [(&str, &str, &str); 9] = [
+    ("--config", "COGNI_CONFIG", "a path"),
+    ("--policy", "COGNI_POLICY", "a path"),
+    ("--workspace", "COGNI_WORKSPACE", "a path"),
+    ("--data-dir", "COGNI_DATA_DIR", "a path"),
+    (
+        "--llm-request-timeout-ms",
+        "COGNI_LLM_REQUEST_TIMEOUT_MS",
+        "a number of milliseconds",
+    ),
+    (
+        "--llm-idle-timeout-ms",
+        "COGNI_LLM_IDLE_TIMEOUT_MS",
+        "a number of milliseconds",
+    ),
+    (
+        "--llm-max-call-ms",
+        "COGNI_LLM_MAX_CALL_MS",
+        "a number of milliseconds",
+    ),
+    ("--llm-wire", "COGNI_LLM_WIRE", "`chat` or `responses`"),
+    (
+        "--workspace-hidden",
+        "COGNI_WORKSPACE_HIDDEN",
+        "`true` or `false`",
+    ),
 ];
 
-/// A one-line error for a parse error caused by an empty path variable (`export
-/// COGNI_DATA_DIR=`), naming the variable; clap would name the flag, in three lines. An empty
-/// path is refused rather than read as unset, since it is more likely a broken script than a
-/// wish for the default (an empty `COGNI_LLM_API_KEY` alone means "no key": local servers need
-/// none).
+/// A one-line error for a parse error caused by an empty variable (`export COGNI_DATA_DIR=`,
+/// `COGNI_LLM_REQUEST_TIMEOUT_MS=`), naming the variable and what it should hold; clap would name
+/// the flag, in three lines. An empty value is refused rather than read as unset, since it is
+/// more likely a broken script than a wish for the default (an empty `COGNI_LLM_API_KEY` alone
+/// means "no key": local servers need none).
 pub fn empty_variable_error(error: &clap::Error) -> Option<String> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
-    if error.kind() != ErrorKind::InvalidValue {
+    // A path or a wire left empty is an invalid value; a number or a boolean one its parser
+    // refused.
+    if !matches!(
+        error.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
         return None;
     }
     let Some(ContextValue::String(arg)) = error.get(ContextKind::InvalidArg) else {
         return None;
     };
-    let (_, variable) = PATH_VARIABLES
-        .iter()
-        .find(|(flag, _)| arg.split(' ').next() == Some(flag))?;
+    // `--llm-wire <LLM_WIRE>`, `--workspace-hidden[=<WORKSPACE_HIDDEN>]`.
+    let flag = arg.split([' ', '[']).next();
+    let (_, variable, wanted) = REFUSED_EMPTY.iter().find(|(f, _, _)| flag == Some(f))?;
     // The composition root is where the environment is read.
     #[allow(clippy::disallowed_methods)]
     let empty = std::env::var_os(variable).is_some_and(|value| value.is_empty());
-    empty.then(|| format!("{variable} is set but empty: unset it or give it a path"))
+    empty.then(|| format!("{variable} is set but empty: unset it or give it {wanted}"))
 }
 
 /// Runs a parsed command line. Every command logs warnings to stderr (`RUST_LOG` filters them):

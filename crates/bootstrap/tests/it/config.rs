@@ -269,10 +269,10 @@ fn serve_refuses_an_exposed_address_without_a_token() {
     );
 }
 
-/// An empty path variable (`export COGNI_DATA_DIR=`) is refused naming the variable, in one
-/// line.
+/// An empty variable clap refuses (`export COGNI_DATA_DIR=`, `COGNI_LLM_REQUEST_TIMEOUT_MS=`) is
+/// refused naming the variable, in one line.
 #[test]
-fn an_empty_path_variable_is_named_in_one_line() {
+fn an_empty_variable_is_named_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let model = ("COGNI_LLM_MODEL", "m");
     let cases: &[(&[&str], &str)] = &[
@@ -281,13 +281,20 @@ fn an_empty_path_variable_is_named_in_one_line() {
         (&["serve"], "COGNI_POLICY"),
         (&["serve"], "COGNI_WORKSPACE"),
         (&["serve"], "COGNI_CONFIG"),
+        (&["chat", "hi"], "COGNI_LLM_REQUEST_TIMEOUT_MS"),
+        (&["chat", "hi"], "COGNI_LLM_IDLE_TIMEOUT_MS"),
+        (&["serve"], "COGNI_LLM_MAX_CALL_MS"),
+        (&["serve"], "COGNI_LLM_WIRE"),
+        (&["chat", "hi"], "COGNI_WORKSPACE_HIDDEN"),
     ];
     for (args, variable) in cases {
         let output = cogni_in(dir.path(), args, &[model, (variable, "")]);
         let stderr = refused(&output);
         assert_eq!(output.status.code(), Some(1), "{variable}: {stderr}");
         assert!(
-            stderr.starts_with(&format!("error: {variable} is set but empty")),
+            stderr.starts_with(&format!(
+                "error: {variable} is set but empty: unset it or give it "
+            )),
             "{variable}: {stderr}"
         );
     }
