@@ -191,7 +191,7 @@ pub enum ToolsCommand {
 
 /// The `COGNI_*` variables clap refuses empty: the flag each one stands for, and what it should
 /// hold instead.
-const REFUSED_EMPTY: [(&str, &str, &str); 9] = [
+const REFUSED_EMPTY: [(&str, &str, &str); 10] = [
     ("--config", "COGNI_CONFIG", "a path"),
     ("--policy", "COGNI_POLICY", "a path"),
     ("--workspace", "COGNI_WORKSPACE", "a path"),
@@ -215,6 +215,11 @@ const REFUSED_EMPTY: [(&str, &str, &str); 9] = [
     (
         "--workspace-hidden",
         "COGNI_WORKSPACE_HIDDEN",
+        "`true` or `false`",
+    ),
+    (
+        "--trace-redacted-results",
+        "COGNI_TRACE_REDACTED_RESULTS",
         "`true` or `false`",
     ),
 ];
@@ -596,7 +601,8 @@ fn failure_line(outcome: &ToolOutcome) -> Option<String> {
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default: warnings), so stdout keeps only a command's
-/// output. Spans never carry arguments or results unless the policy asks for the redacted ones.
+/// output. Spans never carry arguments, nor results unless `tools.trace_redacted_results` asks
+/// for the redacted ones.
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));

@@ -148,7 +148,11 @@ impl Runtime {
         policy: Arc<ai_core::ToolPolicy>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let runner = ai_core::ToolRunner::new(source.clone(), policy.clone(), clock.clone());
+        let runner = ai_core::ToolRunner::new(source.clone(), policy.clone(), clock.clone())
+            .with_config(
+                ai_core::RunnerConfig::default()
+                    .with_trace_redacted_results(settings.tools.trace_redacted_results),
+            );
         let mut config = graph::AgentConfig::default()
             .with_max_steps(settings.agent.max_steps)
             .with_max_parallel_tools(settings.agent.max_parallel_tools);

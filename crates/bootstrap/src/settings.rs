@@ -209,6 +209,11 @@ pub struct ToolsSettings {
     /// `.git/config`, `.npmrc`, which hold keys and tokens). Off by default: they are left out
     /// of listings and refused to reads and writes.
     pub workspace_hidden: bool,
+    /// Record each tool call's redacted result (what the model is sent) on its tracing span
+    /// (`gen_ai.tool.call.result`, [`ai_core::RunnerConfig::trace_redacted_results`]), for a
+    /// subscriber that exports spans. Off by default: spans then hold no result. Arguments are
+    /// never recorded (they have no redaction).
+    pub trace_redacted_results: bool,
     /// A policy file (TOML, or JSON with a `.json` extension).
     pub policy_file: Option<PathBuf>,
     /// An inline policy, instead of a file.
@@ -221,6 +226,7 @@ impl Default for ToolsSettings {
             enabled: CoreTool::ALL.iter().map(|t| t.id().to_owned()).collect(),
             workspace: PathBuf::from("."),
             workspace_hidden: false,
+            trace_redacted_results: false,
             policy_file: None,
             policy: None,
         }
@@ -335,6 +341,17 @@ pub struct Overrides {
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     pub workspace_hidden: Option<bool>,
+    /// Record each tool call's redacted result on its tracing span
+    /// (`tools.trace_redacted_results`); `--trace-redacted-results=false` turns it off again.
+    #[arg(
+        long,
+        env = "COGNI_TRACE_REDACTED_RESULTS",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub trace_redacted_results: Option<bool>,
     /// The data folder.
     #[arg(long, env = "COGNI_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
@@ -357,6 +374,7 @@ impl std::fmt::Debug for Overrides {
             policy,
             workspace,
             workspace_hidden,
+            trace_redacted_results,
             data_dir,
         } = self;
         // A gateway may take its key in the URL's path, query or userinfo.
@@ -375,6 +393,7 @@ impl std::fmt::Debug for Overrides {
             .field("policy", policy)
             .field("workspace", workspace)
             .field("workspace_hidden", workspace_hidden)
+            .field("trace_redacted_results", trace_redacted_results)
             .field("data_dir", data_dir)
             .finish()
     }
@@ -545,6 +564,9 @@ impl Settings {
         }
         if let Some(v) = o.workspace_hidden {
             self.tools.workspace_hidden = v;
+        }
+        if let Some(v) = o.trace_redacted_results {
+            self.tools.trace_redacted_results = v;
         }
         if let Some(v) = o.data_dir {
             self.data_dir = Some(v);
@@ -1021,6 +1043,66 @@ mod tests {
                     "{read:?}"
                 ),
             }
+        }
+    }
+
+    /// `tools.trace_redacted_results` is off unless the config file, `COGNI_TRACE_REDACTED_RESULTS`
+    /// or `--trace-redacted-results` turns it on (an override may turn it off again), and the
+    /// runtime's runner, the one its agent runs tools with, is configured by it.
+    #[test]
+    fn tracing_redacted_results_is_off_unless_set_and_reaches_the_runner() {
+        use clap::Parser;
+        let runner_traces = |settings: &Settings| {
+            let completion = crate::create_completion(&settings.llm).unwrap();
+            let runtime = crate::Runtime::build(settings, completion).unwrap();
+            runtime.runner.config().trace_redacted_results
+        };
+        let mut settings = Settings::default();
+        settings.llm.model = "m".into();
+        assert!(!settings.tools.trace_redacted_results);
+        assert!(!runner_traces(&settings));
+        let example = Settings::from_toml_str(super::EXAMPLE_CONFIG).unwrap();
+        assert!(
+            !example.tools.trace_redacted_results,
+            "the example shows the default"
+        );
+        let mut settings = Settings::from_toml_str(
+            "[llm]\nmodel = \"m\"\n[tools]\ntrace_redacted_results = true\n",
+        )
+        .unwrap();
+        settings.apply(Overrides::default());
+        assert!(
+            settings.tools.trace_redacted_results,
+            "unset keeps the file's value"
+        );
+        assert!(runner_traces(&settings));
+        settings.apply(Overrides {
+            trace_redacted_results: Some(false),
+            ..Overrides::default()
+        });
+        assert!(!runner_traces(&settings));
+        for (args, expected) in [
+            (&["cogni", "serve"][..], None),
+            (
+                &["cogni", "serve", "--trace-redacted-results"][..],
+                Some(true),
+            ),
+            (
+                &["cogni", "serve", "--trace-redacted-results=false"][..],
+                Some(false),
+            ),
+            (
+                &["cogni", "chat", "--trace-redacted-results", "hi"][..],
+                Some(true),
+            ),
+        ] {
+            let cli = crate::cli::Cli::try_parse_from(args).unwrap();
+            let overrides = match cli.command {
+                crate::cli::Command::Serve { overrides } => overrides,
+                crate::cli::Command::Chat { overrides, .. } => overrides,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(overrides.trace_redacted_results, expected, "{args:?}");
         }
     }
 

@@ -193,6 +193,12 @@ impl ToolRunner {
         self
     }
 
+    /// The runner settings ([`ToolRunner::with_config`]), so a composition root can check what
+    /// it configured.
+    pub fn config(&self) -> &RunnerConfig {
+        &self.config
+    }
+
     /// The policy the runner enforces.
     pub fn policy(&self) -> &ToolPolicy {
         &self.policy

@@ -16,6 +16,7 @@ const VARS: &[&str] = &[
     "COGNI_POLICY",
     "COGNI_WORKSPACE",
     "COGNI_WORKSPACE_HIDDEN",
+    "COGNI_TRACE_REDACTED_RESULTS",
     "COGNI_DATA_DIR",
     "COGNI_SERVER_TOKEN",
 ];
@@ -286,6 +287,7 @@ fn an_empty_variable_is_named_in_one_line() {
         (&["serve"], "COGNI_LLM_MAX_CALL_MS"),
         (&["serve"], "COGNI_LLM_WIRE"),
         (&["chat", "hi"], "COGNI_WORKSPACE_HIDDEN"),
+        (&["serve"], "COGNI_TRACE_REDACTED_RESULTS"),
     ];
     for (args, variable) in cases {
         let output = cogni_in(dir.path(), args, &[model, (variable, "")]);
