@@ -179,7 +179,7 @@ impl ToolPolicy {
     /// line and its key, never the value ([`crate::describe_toml_error`]).
     pub fn from_toml_str(text: &str) -> Result<Self, Error> {
         let policy: Self = toml::from_str(text)
-            .map_err(|e| Error::Policy(crate::describe_toml_error(text, &e)))?;
+            .map_err(|e| Error::Policy(crate::describe_toml_error(text, e.message(), e.span())))?;
         policy.check().map(|()| policy)
     }
 

@@ -1,6 +1,8 @@
 //! [`describe_toml_error`]: where a TOML document went wrong and why, without its values; and
 //! the same for a JSON policy ([`json_place_error`]).
 
+use std::ops::Range;
+
 /// Describes why a TOML document (`text`) did not load into a type, in one line naming the line
 /// and its key and what is wrong (an unknown key, a value of the wrong type, …), without ever
 /// echoing a value: a line's value may be a secret written where it does not belong, so serde's
@@ -8,6 +10,10 @@
 /// kept without it. A line that does not parse is not known to be `key = value` (what looks like
 /// its key may be a pasted token), nor is one inside a value written over several lines (an
 /// array's element), so only its number is given; a table header is shown.
+///
+/// The error is given as plain values, its `message` (without the place: `toml::de::Error::message`)
+/// and its byte `span` in `text` if it has one (`toml::de::Error::span`), so ai-core's API names
+/// no type of a TOML library and an application may read its TOML with any version of one.
 ///
 /// [`crate::ToolPolicy::from_toml_str`] reports its errors so; an application that reads its own
 /// TOML may too.
@@ -18,12 +24,12 @@
 /// let text = "# limits\ncount = \"SECRET TEXT\"\n";
 /// let e = toml::from_str::<Limits>(text).unwrap_err();
 /// assert!(e.to_string().contains("SECRET TEXT"));
-/// let described = ai_core::describe_toml_error(text, &e);
+/// let described = ai_core::describe_toml_error(text, e.message(), e.span());
 /// assert_eq!(described, "line 2 (`count = …`): invalid type: string, expected u64");
 /// ```
-pub fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
-    let message = without_value(e.message().trim());
-    let Some(span) = e.span() else {
+pub fn describe_toml_error(text: &str, message: &str, span: Option<Range<usize>>) -> String {
+    let message = without_value(message.trim());
+    let Some(span) = span else {
         return message;
     };
     let before = &text[..span.start.min(text.len())];
@@ -100,7 +106,7 @@ mod tests {
 
     fn described(text: &str) -> String {
         let e = toml::from_str::<Doc>(text).unwrap_err();
-        describe_toml_error(text, &e)
+        describe_toml_error(text, e.message(), e.span())
     }
 
     /// A line that lies inside a value (an array written over several lines) is never read as

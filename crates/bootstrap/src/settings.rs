@@ -434,7 +434,7 @@ pub(crate) fn toml_error(text: &str, e: &toml::de::Error) -> anyhow::Error {
             );
         }
     }
-    anyhow::anyhow!(ai_core::describe_toml_error(text, e))
+    anyhow::anyhow!(ai_core::describe_toml_error(text, e.message(), e.span()))
 }
 
 impl Settings {
