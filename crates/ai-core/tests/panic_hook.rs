@@ -1,5 +1,6 @@
-//! `install_tool_panic_hook`: a tool's panic message never reaches the process's output, while
-//! every other panic still reaches the hook installed before. Its own test binary: a panic hook
+//! `install_tool_panic_hook`: a tool's panic message, or the caller's event sink's, never
+//! reaches the process's output, while every other panic still reaches the hook installed
+//! before. Its own test binary: a panic hook
 //! is global to the process, and the other tests' panics must not reach this one's recorder.
 
 #![allow(missing_docs)]
@@ -144,6 +145,30 @@ async fn a_tools_panic_message_is_kept_out_and_other_panics_pass_through() {
         );
     }
 
+    // The caller's event sink is a port too: a panic in it (here on the call's start, which
+    // holds the arguments) unwinds out of `run_tool`, and its message is kept out.
+    let call = ToolCall {
+        id: ToolCallId::new("call_sink").unwrap(),
+        name: "core__panic_in_redact".into(),
+        arguments: "{}".into(),
+    };
+    let sink = |event: AiEvent| {
+        if matches!(event, AiEvent::ToolCallStart { .. }) {
+            panic!("the sink could not show {SECRET}");
+        }
+    };
+    let (runner, ctx, catalog) = (runner.clone(), ctx.clone(), catalog.clone());
+    let sank = tokio::spawn(async move {
+        runner
+            .run_tool(&call, &ctx, &catalog, &sink, &CancellationToken::new())
+            .await;
+    })
+    .await;
+    assert!(
+        sank.is_err_and(|e| e.is_panic()),
+        "the sink's panic unwinds"
+    );
+
     // A panic outside any tool still reaches the hook before.
     let outside = std::panic::catch_unwind(|| panic!("outside any tool"));
     assert!(outside.is_err());
@@ -156,6 +181,7 @@ async fn a_tools_panic_message_is_kept_out_and_other_panics_pass_through() {
     assert!(seen.iter().any(|m| m == "outside any tool"), "{seen:?}");
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     assert_eq!(logs.matches("a tool panicked").count(), 2, "{logs}");
+    assert_eq!(logs.matches("the event sink panicked").count(), 1, "{logs}");
     assert!(logs.contains("panic_hook.rs"), "the place is told: {logs}");
     assert!(!logs.contains(SECRET), "{logs}");
 }

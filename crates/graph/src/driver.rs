@@ -343,6 +343,7 @@ impl Agent {
         events: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> AgentState {
+        let events = &SinkPort(events);
         let mut queue = VecDeque::from([first]);
         let mut state = state;
         // The configured limit holds for every run, a thread saved under another one included.
@@ -553,7 +554,8 @@ impl Agent {
         };
         // The port's code is marked as the port's for the panic hook
         // (`ai_core::install_tool_panic_hook`), which keeps its panic messages out of the
-        // output; the callback it makes is the driver's own again.
+        // output; the callback it makes is the driver's own again (but for the event sink it
+        // shows the deltas through, a port of its own).
         let mut own_deltas = |delta: CompletionDelta| ai_core::own_code(|| deltas(delta));
         let call = ai_core::port_future(
             "the model port",
@@ -615,6 +617,7 @@ impl Agent {
         events: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> Result<AgentState, GraphError> {
+        let events = &SinkPort(events);
         // serde's own message would quote the state (the conversation), which reaches the
         // client and the logs: only what is wrong and where.
         let store_error = |action, error| GraphError::Store {
@@ -679,6 +682,24 @@ async fn unless_panics<F: Future>(future: F) -> Option<F::Output> {
 
 /// What `ai_core::install_tool_panic_hook` calls the thread store.
 const THE_STORE: &str = "the thread store";
+
+/// What `ai_core::install_tool_panic_hook` calls the app's event sink.
+const THE_EVENT_SINK: &str = "the event sink";
+
+/// The app's event sink, called as the port it is ([`ai_core::port_call`]): a panic in it (an
+/// event holds the conversation, a call's arguments and result) is reported by the panic hook
+/// as the event sink's, without its message. The panic still unwinds, to the app.
+struct SinkPort<'a>(&'a dyn EventSink);
+
+impl EventSink for SinkPort<'_> {
+    fn emit(&self, event: AiEvent) {
+        ai_core::port_call(THE_EVENT_SINK, || self.0.emit(event));
+    }
+
+    fn record(&self, record: &ai_core::ToolInvocationRecord) {
+        ai_core::port_call(THE_EVENT_SINK, || self.0.record(record));
+    }
+}
 
 /// What a thread store that panicked is taken to have answered: a failure, whose message does
 /// not repeat the payload (it may hold anything), so the run still ends with its one `Done`.

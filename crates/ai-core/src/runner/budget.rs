@@ -193,9 +193,10 @@ pub fn own_code<T>(code: impl FnOnce() -> T) -> T {
 /// Installs a panic hook that keeps a tool's or a port's panic message out of the process's
 /// output: a panic in a tool's own code (its `exec` as the runner polls it, and its
 /// `validate_input`, `validate_output` and `redact`), or in a port's (the ones the runner
-/// calls for a call: the tool source, the authorization hook, the connection broker, the clock;
-/// and what a caller marks with [`port_future`] or [`port_call`], as the `graph` driver does for
-/// the model port and the thread store) is reported as an `ERROR` tracing event saying whose
+/// calls for a call: the tool source, the authorization hook, the connection broker, the clock,
+/// the event sink it is given; and what a caller marks with [`port_future`] or [`port_call`], as
+/// the `graph` driver does for the model port, the thread store and the app's event sink) is
+/// reported as an `ERROR` tracing event saying whose
 /// code it was and where it happened (`panic.location`), never its message, which may hold
 /// anything the tool or port held (a token, the arguments, the conversation). Every other panic
 /// goes to the hook installed before, unchanged: cogni's own code, and the caller's run through

@@ -232,10 +232,11 @@ impl ToolRunner {
     /// clock, the authorization hook, the connection broker) or in `events` is not the tool's:
     /// it unwinds out of this function, with no result event, and a caller that must answer
     /// every call catches it and answers the call itself, as `graph`'s driver does (see
-    /// [`ToolInvocationRecord::failed`]). A
-    /// call whose tool needs an approval the run does not hold yet emits only
-    /// [`AiEvent::ApprovalRequired`] and returns [`ToolOutcome::ApprovalRequired`], naming the
-    /// hash a matching approval in [`RunContext::approvals`] must carry.
+    /// [`ToolInvocationRecord::failed`]). `events` is the caller's port like the others: under
+    /// [`install_tool_panic_hook`] its panic is reported without its message. A call whose tool
+    /// needs an approval the run does not hold yet emits only [`AiEvent::ApprovalRequired`] and
+    /// returns [`ToolOutcome::ApprovalRequired`], naming the hash a matching approval in
+    /// [`RunContext::approvals`] must carry.
     ///
     /// Must be awaited inside a Tokio runtime with the time driver enabled.
     pub async fn run_tool(
@@ -246,6 +247,9 @@ impl ToolRunner {
         events: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> ToolRun {
+        // The caller's sink is a port: its code, as the runner calls it, is marked as the
+        // sink's for the panic hook (an event holds the arguments and the result).
+        let events = &SinkPort(events);
         let started_at_ms = port_call(THE_CLOCK, || self.clock.now_ms());
         // A name in the catalog is a valid id already; only other names need parsing.
         let listed = catalog.get_by_name(&call.name);
@@ -831,3 +835,21 @@ const INVALID_NAME: &str = "(invalid tool name)";
 
 /// What [`install_tool_panic_hook`] calls the clock port.
 const THE_CLOCK: &str = "the clock";
+
+/// The event sink a caller gives [`ToolRunner::run_tool`], called as a port ([`port_call`]): a
+/// panic in it is reported by [`install_tool_panic_hook`] as the event sink's, without its
+/// message. The panic still unwinds, to the caller.
+struct SinkPort<'a>(&'a dyn EventSink);
+
+/// What [`install_tool_panic_hook`] calls the caller's event sink.
+const THE_EVENT_SINK: &str = "the event sink";
+
+impl EventSink for SinkPort<'_> {
+    fn emit(&self, event: AiEvent) {
+        port_call(THE_EVENT_SINK, || self.0.emit(event));
+    }
+
+    fn record(&self, record: &ToolInvocationRecord) {
+        port_call(THE_EVENT_SINK, || self.0.record(record));
+    }
+}
