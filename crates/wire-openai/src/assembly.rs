@@ -531,13 +531,14 @@ impl Calls {
 
     /// The finished calls; `complete` is false for all of them when the turn was cut.
     ///
-    /// A call the server sent without an id gets a deterministic one,
-    /// `call_{hash}_{position}`, where `hash` is 16 hex digits of FNV-1a over `seed` (the
-    /// response id the stream carried, if any) and every call's name and arguments. The same
-    /// stream always gets the same ids; two turns of one conversation only get the same ids if
-    /// the server sent no response id and both turns made exactly the same calls. An id the
-    /// server did send for another call is never reused: the synthesized one is suffixed with
-    /// `_` until it differs.
+    /// A call the server sent without an id gets a deterministic one ([`synthesized_id`]): nine
+    /// letters and digits, the only form Mistral accepts back in a history, drawn from FNV-1a
+    /// over `seed` (the response id the stream carried, if any), every call's name and
+    /// arguments, and the call's position. The same stream always gets the same ids; two turns
+    /// of one conversation only get the same ids if the server sent no response id and both
+    /// turns made exactly the same calls (else by a chance of one in 62⁹ per pair). An id the
+    /// server sent for another call, or one synthesized for an earlier call, is never reused:
+    /// the hash is drawn again until the id differs.
     pub(crate) fn finish(self, cut: bool, seed: &str) -> Result<Vec<LlmToolCall>, DecodeError> {
         let sent: HashSet<&str> = self
             .calls
@@ -558,17 +559,22 @@ impl Calls {
         } else {
             0
         };
+        let mut made: HashSet<String> = HashSet::new();
         let synthesized: Vec<Option<String>> = self
             .calls
             .iter()
             .enumerate()
             .map(|(index, call)| {
                 call.id.is_empty().then(|| {
-                    let mut id = format!("call_{hash:016x}_{index}");
-                    while sent.contains(id.as_str()) {
-                        id.push('_');
+                    let mut attempt = 0u64;
+                    loop {
+                        let id = synthesized_id(hash, index, attempt);
+                        if !sent.contains(id.as_str()) && !made.contains(&id) {
+                            made.insert(id.clone());
+                            break id;
+                        }
+                        attempt += 1;
                     }
-                    id
                 })
             })
             .collect();
@@ -597,6 +603,33 @@ impl Calls {
             })
             .collect()
     }
+}
+
+/// How many characters a synthesized call id has: Mistral refuses a history whose call ids are
+/// not nine letters and digits (`^[a-zA-Z0-9]{9}$`: "Tool call id was … but must be a-z, A-Z,
+/// 0-9, with a length of 9", langchain-ai/langchain#24668, jackmpcollins/magentic#276), and so
+/// do the chat templates of Mistral's open models (ml-explore/mlx-lm#1399), whichever server
+/// runs them. Every other provider takes such an id.
+pub(crate) const SYNTHESIZED_ID_CHARS: usize = 9;
+
+/// The letters and digits a synthesized call id is written in.
+const ID_ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// The id synthesized for the call at `position` of a completion whose calls hash to `hash`,
+/// drawn again with `attempt` until it is free: [`SYNTHESIZED_ID_CHARS`] letters and digits,
+/// from FNV-1a over the three (62⁹, about 2⁵³, ids).
+pub(crate) fn synthesized_id(hash: u64, position: usize, attempt: u64) -> String {
+    let mut fnv = Fnv1a::default();
+    fnv.write(&hash.to_le_bytes());
+    fnv.write(&u64::try_from(position).unwrap_or(u64::MAX).to_le_bytes());
+    fnv.write(&attempt.to_le_bytes());
+    let mut value = fnv.0;
+    let mut id = [0u8; SYNTHESIZED_ID_CHARS];
+    for byte in id.iter_mut().rev() {
+        *byte = ID_ALPHABET[(value % 62) as usize];
+        value /= 62;
+    }
+    id.iter().map(|&byte| char::from(byte)).collect()
 }
 
 /// Refuses a call id a [`ToolCallId`] cannot hold (over 128 characters) as soon as it arrives,

@@ -568,11 +568,12 @@ impl StreamDecoder {
     /// cut arguments must never run. A cut is kept once the stream gives it: a later finish
     /// reason (a `stop` a gateway re-sends or adds) does not replace it.
     ///
-    /// A call the server sent without an id gets `call_{hash}_{position}`: `hash` is 16 hex
-    /// digits of FNV-1a over the chunk that opened the first call (which carries the response
-    /// id and `created` time) and every call's name and arguments, so the same bytes always
-    /// give the same ids, and turns of one conversation get different ones (a history may not
-    /// repeat an id) unless two turns' streams are identical.
+    /// A call the server sent without an id gets nine letters and digits, the form Mistral
+    /// takes back in a history, drawn from FNV-1a over the chunk that opened the first call
+    /// (which carries the response id and `created` time), every call's name and arguments, and
+    /// the call's position, so the same bytes always give the same ids, and turns of one
+    /// conversation get different ones (a history may not repeat an id) unless two turns'
+    /// streams are identical. An id the server sent for another call is never reused.
     pub fn finish(self) -> Result<LlmCompletion, DecodeError> {
         self.session.finish(self.done)
     }

@@ -869,13 +869,55 @@ fn synthesized_ids_are_deterministic_and_differ_between_turns() {
         completion.tool_calls[0].id.as_str().to_owned()
     };
     let first = id(&turn("chatcmpl-a", "Paris"));
-    assert!(
-        first.starts_with("call_") && first.ends_with("_0"),
-        "{first}"
-    );
+    assert!(mistral_id(&first), "{first}");
     assert_eq!(first, id(&turn("chatcmpl-a", "Paris")), "deterministic");
     assert_ne!(first, id(&turn("chatcmpl-b", "Paris")), "another response");
     assert_ne!(first, id(&turn("", "London")), "other calls");
+}
+
+/// Whether `id` is what Mistral accepts back in a history: `^[a-zA-Z0-9]{9}$`.
+fn mistral_id(id: &str) -> bool {
+    id.len() == 9 && id.bytes().all(|byte| byte.is_ascii_alphanumeric())
+}
+
+/// A synthesized id never takes an id the server sent for another call of the turn, nor one
+/// synthesized for an earlier call: it is drawn again, and still has Mistral's form.
+#[test]
+fn a_synthesized_id_is_drawn_again_when_the_server_sent_it() {
+    let opening = r#"data: {"id":"chatcmpl-x","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"{}"}}]}}]}"#;
+    let second = |id: &str| {
+        format!(
+            "{opening}\n\ndata: {{\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":1,\"id\":\"{id}\",\"function\":{{\"name\":\"g\",\"arguments\":\"{{}}\"}}}}]}},\"finish_reason\":\"tool_calls\"}}]}}\n\ndata: [DONE]\n\n"
+        )
+    };
+    let ids = |stream: &str| -> Vec<String> {
+        chat::decode_all(stream.as_bytes())
+            .unwrap()
+            .tool_calls
+            .iter()
+            .map(|call| call.id.as_str().to_owned())
+            .collect()
+    };
+    let free = ids(&second("call_other"));
+    assert!(mistral_id(&free[0]), "{free:?}");
+    // The same calls, the second now under the id the first was given.
+    let taken = ids(&second(&free[0]));
+    assert_eq!(taken[1], free[0]);
+    assert_ne!(taken[0], free[0]);
+    assert!(mistral_id(&taken[0]), "{taken:?}");
+    // Several calls without ids in one turn get distinct ids of that form.
+    let mut stream = String::new();
+    for index in 0..50 {
+        stream += &format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":{index},\"function\":{{\"name\":\"f\",\"arguments\":\"{{}}\"}}}}]}}}}]}}\n\n"
+        );
+    }
+    stream += "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+    let many = ids(&stream);
+    assert_eq!(many.len(), 50);
+    assert!(many.iter().all(|id| mistral_id(id)), "{many:?}");
+    let distinct: std::collections::HashSet<&String> = many.iter().collect();
+    assert_eq!(distinct.len(), 50);
 }
 
 /// A repeat of a call's whole arguments is dropped only when they are complete JSON: a
