@@ -18,8 +18,8 @@
 //!   answer's text is neither doubled nor shown twice.
 //! - A message part's final text (`response.output_text.done`, `response.refusal.done`,
 //!   `response.content_part.done`, the finished item) completes the part: text that arrived only
-//!   there is kept, once however many of them carry it; one that does not continue what
-//!   streamed adds nothing. A finished item under an item id not seen before is the message at
+//!   there is kept, once however many of them carry it (and however many deltas that arrive
+//!   after it repeat it); one that does not continue what streamed adds nothing. A finished item under an item id not seen before is the message at
 //!   its output index when its text continues that one's.
 //! - A call's final `arguments` (on `response.function_call_arguments.done` or the finished
 //!   item) replace its deltas, unless they are empty: `""` is no JSON, so it never erases the

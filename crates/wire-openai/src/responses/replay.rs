@@ -87,6 +87,10 @@ pub(super) struct DeltaLog {
     /// While the text is replayed (its item announced again after some of it arrived): how many
     /// bytes of it the replayed deltas have repeated so far.
     replayed: Option<usize>,
+    /// While a final text (a message part's `.done` event or finished item) runs ahead of the
+    /// deltas: how many bytes of the text the deltas have brought so far. The deltas still to
+    /// come repeat the rest (see [`DeltaLog::fresh`]).
+    ahead: Option<usize>,
 }
 
 impl DeltaLog {
@@ -120,6 +124,12 @@ impl DeltaLog {
     /// ends the replay. A delta that does not repeat it ends the replay and is new as a whole:
     /// the gateway re-sent the item but not its deltas.
     ///
+    /// Ahead, first, while a final text has run ahead of the deltas ([`DeltaLog::ran_ahead`]),
+    /// whatever their numbers (deltas the server sent before its final text can arrive after
+    /// it, under numbers never seen): a delta that repeats the text where the deltas have got
+    /// to adds nothing, and one that runs past its end adds only the part past it. One that
+    /// does not repeat it is told by the rules below.
+    ///
     /// A text therefore never holds a replayed delta twice, and its display deltas always spell
     /// exactly the text: nothing shown is taken back, nothing is shown twice (until, for a call,
     /// a `.done` event replaces the arguments with the final text).
@@ -130,6 +140,24 @@ impl DeltaLog {
         sequence: Option<u64>,
         numbered: &mut bool,
     ) -> Option<&'f str> {
+        if let Some(at) = self.ahead
+            && let Some(rest) = text.get(at..).filter(|rest| !rest.is_empty())
+        {
+            if rest.starts_with(fragment) {
+                let to = at + fragment.len();
+                self.ahead = (to < text.len()).then_some(to);
+                if let Some(number) = sequence
+                    && self.numbered.last().is_none_or(|(last, _)| number > *last)
+                {
+                    self.numbered.push((number, at..to));
+                }
+                return None;
+            }
+            if let Some(past) = fragment.strip_prefix(rest) {
+                self.ahead = None;
+                return Some(past);
+            }
+        }
         let last = self.numbered.last().map(|(number, _)| *number);
         if let (true, Some(number), Some(last)) = (*numbered, sequence, last) {
             if number > last {
@@ -160,6 +188,13 @@ impl DeltaLog {
             Some(rest) if fragment.starts_with(rest) => Some(&fragment[rest.len()..]),
             _ => Some(fragment),
         }
+    }
+
+    /// Records that a final text was appended to `text` after its first `brought` bytes, which
+    /// is where the deltas had got to: the deltas still to come repeat what it added. A final
+    /// text that runs further ahead keeps the place an earlier one recorded.
+    fn ran_ahead(&mut self, brought: usize) {
+        self.ahead.get_or_insert(brought);
     }
 
     /// Records that a delta's new part was appended to `text`, which it now ends: under its
@@ -228,7 +263,8 @@ impl StreamDecoder {
     ///
     /// So text that arrives only in a `.done` event or the finished item is kept, and the same
     /// text closed again (the part's `.done` events, then the finished item, each carry it) adds
-    /// nothing.
+    /// nothing. Deltas that arrive after a final text and repeat what it added add nothing
+    /// either (see [`DeltaLog::fresh`]).
     fn final_text(
         &mut self,
         item_id: Option<&str>,
@@ -263,7 +299,10 @@ impl StreamDecoder {
                 Some(text)
             };
             if let Some(rest) = rest.filter(|rest| !rest.is_empty()) {
-                message.part(index).text.push_str(rest);
+                let part = message.part(index);
+                // Deltas the server sent before its final text may still arrive after it.
+                part.deltas.ran_ahead(part.text.len());
+                part.text.push_str(rest);
                 added.push(rest);
             }
         }

@@ -565,6 +565,88 @@ fn responses_text_is_the_final_items_text() {
     );
 }
 
+/// A Responses stream of `events` (numbered in order when `numbered`), decoded in one read:
+/// the answer's text and the text its display deltas show.
+fn responses_text(events: &[Value], numbered: bool) -> (String, String) {
+    let mut stream = String::new();
+    for (sequence, event) in events.iter().enumerate() {
+        let mut event = event.clone();
+        if numbered {
+            event["sequence_number"] = json!(sequence);
+        }
+        stream += &format!("data: {event}\n\n");
+    }
+    stream += "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\"}}\n\n";
+    let mut decoder = responses::StreamDecoder::default();
+    let deltas = decoder.feed(stream.as_bytes()).unwrap();
+    let shown = deltas
+        .iter()
+        .filter_map(|delta| match delta {
+            ai_core::CompletionDelta::Text { delta } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    (decoder.finish().unwrap().text, shown)
+}
+
+/// A part's final text (`response.output_text.done`, `response.content_part.done`) that runs
+/// ahead of deltas arriving after it: the deltas that repeat what it added are that text
+/// again, so its end is kept and shown once, with or without numbers; a delta past its end
+/// adds only the rest.
+#[test]
+fn a_final_text_ahead_of_its_deltas_is_kept_once() {
+    let delta = |text: &str| {
+        json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0,
+            "content_index": 0, "delta": text})
+    };
+    let text_done = |text: &str| {
+        json!({"type": "response.output_text.done", "item_id": "msg_1", "output_index": 0,
+            "content_index": 0, "text": text})
+    };
+    let part_done = |text: &str| {
+        json!({"type": "response.content_part.done", "item_id": "msg_1", "output_index": 0,
+            "content_index": 0, "part": {"type": "output_text", "text": text}})
+    };
+    let item_done = |text: &str| {
+        json!({"type": "response.output_item.done", "output_index": 0, "item": {"type": "message",
+            "id": "msg_1", "role": "assistant",
+            "content": [{"type": "output_text", "text": text}]}})
+    };
+    for numbered in [false, true] {
+        for done in [text_done, part_done, item_done] {
+            let cases: [(Vec<Value>, &str); 4] = [
+                // Some deltas, the final text, then the rest of the deltas.
+                (
+                    vec![
+                        delta("Hel"),
+                        done("Hello world"),
+                        delta("lo "),
+                        delta("world"),
+                    ],
+                    "Hello world",
+                ),
+                // The final text first, then every delta.
+                (
+                    vec![done("Hi there"), delta("Hi"), delta(" there")],
+                    "Hi there",
+                ),
+                // A late delta that repeats the rest and runs past it adds only what is past.
+                (vec![delta("Hel"), done("Hello"), delta("lo!")], "Hello!"),
+                // A delta that does not repeat the final text is new, as before.
+                (
+                    vec![delta("Hel"), done("Hello"), delta(" again")],
+                    "Hello again",
+                ),
+            ];
+            for (events, expected) in cases {
+                let (text, shown) = responses_text(&events, numbered);
+                assert_eq!(text, expected, "{events:?}");
+                assert_eq!(shown, expected, "{events:?}");
+            }
+        }
+    }
+}
+
 /// A gateway that re-sends a message's text (or refusal) deltas, after announcing the item
 /// again or resuming from an earlier `sequence_number`: each delta is kept and shown once, with
 /// or without numbers, however the gateway re-chunked them; a delta the replay never sent is new
