@@ -70,7 +70,7 @@ use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
 mod item;
 mod replay;
 
-use item::{Item, Text, whole_number};
+use item::{Item, PartKind, Text, whole_number};
 use replay::{DeltaLog, MessageParts};
 
 /// The key, in a call's `provider_fields`, of the reasoning items that led to it: a JSON array
@@ -672,7 +672,11 @@ impl StreamDecoder {
                         Some(_) => self.streamed_keyed = true,
                         None => self.streamed_unkeyed = true,
                     }
-                    self.text_delta(&event, delta, deltas);
+                    let part = match kind {
+                        "response.refusal.delta" => PartKind::Refusal,
+                        _ => PartKind::Text,
+                    };
+                    self.text_delta(&event, part, delta, deltas);
                 }
             }
             "response.output_item.added" => {
@@ -691,17 +695,17 @@ impl StreamDecoder {
             // is kept.
             "response.output_text.done" => {
                 if let Some(text) = event.text.0.as_deref() {
-                    self.closed_part(&event, text, deltas);
+                    self.closed_part(&event, PartKind::Text, text, deltas);
                 }
             }
             "response.refusal.done" => {
                 if let Some(refusal) = event.refusal.0.as_deref() {
-                    self.closed_part(&event, refusal, deltas);
+                    self.closed_part(&event, PartKind::Refusal, refusal, deltas);
                 }
             }
             "response.content_part.done" => {
-                if let Some(text) = event.part.as_ref().and_then(item::part_text) {
-                    self.closed_part(&event, text, deltas);
+                if let Some((part, text)) = event.part.as_ref().and_then(item::kind_and_text) {
+                    self.closed_part(&event, part, text, deltas);
                 }
             }
             "response.function_call_arguments.delta" => {

@@ -225,10 +225,24 @@ impl<'de> Deserialize<'de> for OwnedArguments {
 /// The text of a message item's content part: an `output_text` part's `text`, a `refusal`
 /// part's `refusal`; none for any other part.
 pub(super) fn part_text(part: &Value) -> Option<&str> {
-    let text = match part.get("type").and_then(Value::as_str) {
-        Some("output_text") => part.get("text"),
-        Some("refusal") => part.get("refusal"),
-        _ => None,
+    kind_and_text(part).map(|(_, text)| text)
+}
+
+/// What a message part holds: the answer's text, or the model's refusal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum PartKind {
+    /// An `output_text` part (`response.output_text.*` events).
+    Text,
+    /// A `refusal` part (`response.refusal.*` events).
+    Refusal,
+}
+
+/// A message part's kind and text, as [`part_text`] reads the text.
+pub(super) fn kind_and_text(part: &Value) -> Option<(PartKind, &str)> {
+    let (kind, text) = match part.get("type").and_then(Value::as_str) {
+        Some("output_text") => (PartKind::Text, part.get("text")),
+        Some("refusal") => (PartKind::Refusal, part.get("refusal")),
+        _ => return None,
     };
-    text.and_then(Value::as_str)
+    Some((kind, text?.as_str()?))
 }

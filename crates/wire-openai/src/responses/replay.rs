@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::item::{Item, part_text};
+use super::item::{Item, PartKind, kind_and_text, part_text};
 use super::{Event, StreamDecoder};
 use crate::DecodeError;
 use crate::assembly::Deltas;
@@ -51,9 +51,9 @@ impl MessageParts {
 impl MessageParts {
     /// Whether final texts (by `content_index`) continue this message's text: some part they
     /// give has text here, and each such part's final text begins with it.
-    fn continued_by(&self, texts: &[(u64, &str)]) -> bool {
+    fn continued_by(&self, texts: &[(u64, PartKind, &str)]) -> bool {
         let mut overlap = false;
-        for (index, text) in texts {
+        for (index, _, text) in texts {
             let Some(part) = self.parts.get(index).filter(|part| !part.text.is_empty()) else {
                 continue;
             };
@@ -63,6 +63,13 @@ impl MessageParts {
             overlap = true;
         }
         overlap
+    }
+
+    /// Whether some part of this message has text of `kind`.
+    fn has_text_of(&self, kind: PartKind) -> bool {
+        self.parts
+            .values()
+            .any(|part| !part.text.is_empty() && part.holds(kind))
     }
 }
 
@@ -74,6 +81,29 @@ struct TextPart {
     deltas: DeltaLog,
     /// The item's [`MessageParts::replays`] when this part last took its replay.
     replays: u64,
+    /// The kinds of text that reached it: text (bit 0), refusal (bit 1). A server that numbers
+    /// every delta's part 0 streams both kinds into one part.
+    kinds: u8,
+}
+
+impl TextPart {
+    /// Records that text of `kind` reached the part.
+    fn reached_by(&mut self, kind: PartKind) {
+        self.kinds |= kind_bit(kind);
+    }
+
+    /// Whether text of `kind` reached the part.
+    fn holds(&self, kind: PartKind) -> bool {
+        self.kinds & kind_bit(kind) != 0
+    }
+}
+
+/// The bit of [`TextPart::kinds`] for `kind`.
+fn kind_bit(kind: PartKind) -> u8 {
+    match kind {
+        PartKind::Text => 1,
+        PartKind::Refusal => 2,
+    }
 }
 
 /// What the decoder knows of the deltas that spell one text (a call's arguments, or one part of
@@ -227,9 +257,12 @@ impl StreamDecoder {
         let Some(Value::Array(parts)) = item.content.as_ref() else {
             return;
         };
-        let texts: Vec<(u64, &str)> = (0u64..)
+        let texts: Vec<(u64, PartKind, &str)> = (0u64..)
             .zip(parts)
-            .filter_map(|(index, part)| Some((index, part_text(part)?)))
+            .filter_map(|(index, part)| {
+                let (kind, text) = kind_and_text(part)?;
+                Some((index, kind, text))
+            })
             .collect();
         self.final_text(item.id.as_deref(), output_index, &texts, deltas);
     }
@@ -238,9 +271,15 @@ impl StreamDecoder {
     /// (`response.output_text.done`, `response.refusal.done`, `response.content_part.done`):
     /// completes the part to it (see [`StreamDecoder::final_text`]). Text it adds counts as
     /// streamed, as a delta's would, for the finished items after it.
-    pub(super) fn closed_part(&mut self, event: &Event<'_>, text: &str, deltas: &mut Deltas) {
+    pub(super) fn closed_part(
+        &mut self,
+        event: &Event<'_>,
+        kind: PartKind,
+        text: &str,
+        deltas: &mut Deltas,
+    ) {
         let index = event.content_index.unwrap_or(0);
-        let texts = [(index, text)];
+        let texts = [(index, kind, text)];
         if self.final_text(event.item_id.as_deref(), event.output_index, &texts, deltas) {
             match event.item_id {
                 Some(_) => self.streamed_keyed = true,
@@ -256,10 +295,12 @@ impl StreamDecoder {
     /// - A part that has text (from deltas, or an earlier final text) gets the rest of its final
     ///   text when that continues it (deltas the server never sent: vercel/ai#13836), and
     ///   nothing otherwise: what streamed was shown and stays.
-    /// - A part without text gets all of its final text, unless the message has text in another
-    ///   part (servers that number every delta's part 0 finish with the parts apart, which would
-    ///   add the text twice), or text streamed that names no message this could be told apart
-    ///   from: any text without an item id, or, for a final text without one, any text.
+    /// - A part without text gets all of its final text, unless the message has text of the same
+    ///   kind (text, refusal) in another part (servers that number every delta's part 0 finish
+    ///   with the parts apart, which would add the text twice; a refusal that streamed nowhere
+    ///   is in no part, so it is kept after the text that did), or text streamed that names no
+    ///   message this could be told apart from: any text without an item id, or, for a final
+    ///   text without one, any text.
     ///
     /// So text that arrives only in a `.done` event or the finished item is kept, and the same
     /// text closed again (the part's `.done` events, then the finished item, each carry it) adds
@@ -269,13 +310,13 @@ impl StreamDecoder {
         &mut self,
         item_id: Option<&str>,
         output_index: Option<usize>,
-        texts: &[(u64, &str)],
+        texts: &[(u64, PartKind, &str)],
         deltas: &mut Deltas,
     ) -> bool {
-        let texts: Vec<(u64, &str)> = texts
+        let texts: Vec<(u64, PartKind, &str)> = texts
             .iter()
             .copied()
-            .filter(|(_, text)| !text.is_empty())
+            .filter(|(_, _, text)| !text.is_empty())
             .collect();
         if texts.is_empty() {
             return false;
@@ -284,9 +325,10 @@ impl StreamDecoder {
             self.streamed_unkeyed || (item_id.is_none() && self.streamed_keyed);
         let at = self.final_message(item_id, output_index, &texts);
         let message = &mut self.messages[at];
-        let had_text = message.parts.values().any(|part| !part.text.is_empty());
+        let had_text = [PartKind::Text, PartKind::Refusal].map(|kind| message.has_text_of(kind));
         let mut added = Vec::new();
-        for (index, text) in texts {
+        for (index, kind, text) in texts {
+            let had_text = had_text[usize::from(kind == PartKind::Refusal)];
             let recorded = message
                 .parts
                 .get(&index)
@@ -300,6 +342,7 @@ impl StreamDecoder {
             };
             if let Some(rest) = rest.filter(|rest| !rest.is_empty()) {
                 let part = message.part(index);
+                part.reached_by(kind);
                 // Deltas the server sent before its final text may still arrive after it.
                 part.deltas.ran_ahead(part.text.len());
                 part.text.push_str(rest);
@@ -323,7 +366,7 @@ impl StreamDecoder {
         &mut self,
         item_id: Option<&str>,
         output_index: Option<usize>,
-        texts: &[(u64, &str)],
+        texts: &[(u64, PartKind, &str)],
     ) -> usize {
         if let Some(id) = item_id {
             if let Some(&at) = self.message_by_id.get(id) {
@@ -426,13 +469,20 @@ impl StreamDecoder {
     /// the answer's text and shown. A delta names its part by its item (or output index) and
     /// `content_index` (0 when absent); one that names no item cannot be told from another, so
     /// all of it is new.
-    pub(super) fn text_delta(&mut self, event: &Event<'_>, fragment: &str, deltas: &mut Deltas) {
+    pub(super) fn text_delta(
+        &mut self,
+        event: &Event<'_>,
+        kind: PartKind,
+        fragment: &str,
+        deltas: &mut Deltas,
+    ) {
         let index = event.content_index.unwrap_or(0);
         let sequence = event.sequence_number;
         let mut numbered = self.numbered;
         let fresh = match self.message(event.item_id.as_deref(), event.output_index) {
             Some(message) => {
                 let part = message.part(index);
+                part.reached_by(kind);
                 let fresh = part
                     .deltas
                     .fresh(&part.text, fragment, sequence, &mut numbered);

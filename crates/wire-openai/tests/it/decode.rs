@@ -647,6 +647,52 @@ fn a_final_text_ahead_of_its_deltas_is_kept_once() {
     }
 }
 
+/// A refusal that arrives only in its final text (`response.refusal.done`, the part's
+/// `.done`, the finished item) after text streamed in another part is kept, once; refusal text
+/// that streamed, even under the text's part (servers that number every delta's part 0), is not
+/// added again, and neither is text under such a server's second text part.
+#[test]
+fn a_refusal_only_in_its_final_text_after_streamed_text_is_kept() {
+    let delta = |kind: &str, text: &str| {
+        json!({"type": format!("response.{kind}.delta"), "item_id": "msg_1", "output_index": 0,
+            "content_index": 0, "delta": text})
+    };
+    let refusal_done = json!({"type": "response.refusal.done", "item_id": "msg_1",
+        "output_index": 0, "content_index": 1, "refusal": "I can't help."});
+    let part_done = json!({"type": "response.content_part.done", "item_id": "msg_1",
+        "output_index": 0, "content_index": 1,
+        "part": {"type": "refusal", "refusal": "I can't help."}});
+    let item_done = json!({"type": "response.output_item.done", "output_index": 0,
+        "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": [
+            {"type": "output_text", "text": "Sure. "},
+            {"type": "refusal", "refusal": "I can't help."}]}});
+    let text_done = json!({"type": "response.output_text.done", "item_id": "msg_1",
+        "output_index": 0, "content_index": 1, "text": "More."});
+    for numbered in [false, true] {
+        for done in [&refusal_done, &part_done, &item_done] {
+            let events = [
+                delta("output_text", "Sure. "),
+                done.clone(),
+                item_done.clone(),
+            ];
+            let (text, shown) = responses_text(&events, numbered);
+            assert_eq!(text, "Sure. I can't help.", "{done}");
+            assert_eq!(shown, "Sure. I can't help.", "{done}");
+            // The refusal streamed under part 0 too: it is not added again.
+            let events = [
+                delta("output_text", "Sure. "),
+                delta("refusal", "I can't help."),
+                done.clone(),
+            ];
+            let (text, _) = responses_text(&events, numbered);
+            assert_eq!(text, "Sure. I can't help.", "{done}");
+        }
+        // Text of a second text part that streamed under part 0 is still not added again.
+        let events = [delta("output_text", "Sure. More."), text_done.clone()];
+        assert_eq!(responses_text(&events, numbered).0, "Sure. More.");
+    }
+}
+
 /// A gateway that re-sends a message's text (or refusal) deltas, after announcing the item
 /// again or resuming from an earlier `sequence_number`: each delta is kept and shown once, with
 /// or without numbers, however the gateway re-chunked them; a delta the replay never sent is new
