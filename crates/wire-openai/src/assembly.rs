@@ -717,7 +717,33 @@ pub(crate) fn whole_body<'a>(body: &'a [u8], limits: &Limits) -> Result<&'a str,
 /// what, never the body's text.
 pub(crate) fn invalid_body(error: &serde_json::Error) -> DecodeError {
     DecodeError::InvalidBody {
-        reason: ai_core::describe_json_error(error),
+        reason: describe_payload_error(error),
+    }
+}
+
+/// How deep serde_json reads JSON into typed values (its recursion limit): a value nested
+/// deeper fails the parse, though it is valid JSON.
+const MAX_JSON_DEPTH: usize = 128;
+
+/// Whether a payload failed to parse only because it nests deeper than serde_json reads
+/// ([`MAX_JSON_DEPTH`]). serde_json names no error kind for it but in its message.
+pub(crate) fn nested_too_deep(error: &serde_json::Error) -> bool {
+    error.classify() == serde_json::error::Category::Syntax
+        && error.to_string().starts_with("recursion limit exceeded")
+}
+
+/// Why an event's payload (or a whole answer's body) did not parse, where, never its text:
+/// [`ai_core::describe_json_error`]'s words, but for JSON nested too deep, which is valid JSON
+/// and is said to be nested too deep rather than "not valid JSON".
+pub(crate) fn describe_payload_error(error: &serde_json::Error) -> String {
+    if nested_too_deep(error) {
+        format!(
+            "JSON nested deeper than {MAX_JSON_DEPTH} levels at line {} column {}",
+            error.line(),
+            error.column()
+        )
+    } else {
+        ai_core::describe_json_error(error)
     }
 }
 

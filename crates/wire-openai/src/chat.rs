@@ -427,7 +427,7 @@ impl StreamDecoder {
         let chunk: Chunk<'_> =
             serde_json::from_str(event.data).map_err(|e| DecodeError::InvalidChunk {
                 offset: event.offset,
-                reason: ai_core::describe_json_error(&e),
+                reason: assembly::describe_payload_error(&e),
             })?;
         self.chunk(chunk, event.data, deltas)
     }

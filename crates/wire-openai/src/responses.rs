@@ -43,6 +43,10 @@
 //!   the next request can send it back just before that call. Reasoning followed by a message
 //!   or another kind of item (a text-only answer, a hosted tool's call) is not kept: it leads to
 //!   no call of the turn. It is never text, never a delta.
+//! - An event nested deeper than serde_json reads (128 levels), which fails to parse though it
+//!   is valid JSON, is skipped when its type is not one the decoder reads and it has no
+//!   `error`, as it would be if it parsed; any other fails the stream, saying it is nested too
+//!   deep.
 //! - Native streams end with a terminal event (`response.completed`, `response.incomplete`,
 //!   `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is tolerated.
 //!
@@ -608,11 +612,16 @@ impl StreamDecoder {
         if self.session.skips(sse) || self.ended || sse.data.trim_ascii() == "[DONE]" {
             return Ok(());
         }
-        let mut event: Event<'_> =
-            serde_json::from_str(sse.data).map_err(|e| DecodeError::InvalidChunk {
-                offset: sse.offset,
-                reason: ai_core::describe_json_error(&e),
-            })?;
+        let mut event: Event<'_> = match serde_json::from_str(sse.data) {
+            Ok(event) => event,
+            Err(e) if assembly::nested_too_deep(&e) && skipped_whole(sse.data) => return Ok(()),
+            Err(e) => {
+                return Err(DecodeError::InvalidChunk {
+                    offset: sse.offset,
+                    reason: assembly::describe_payload_error(&e),
+                });
+            }
+        };
         if event.kind.as_deref() == Some("response.output_item.done")
             && event
                 .item
@@ -664,6 +673,9 @@ impl StreamDecoder {
             _ => true,
         };
         self.last_sequence = self.last_sequence.max(event.sequence_number);
+        if !EVENTS_READ.contains(&kind) {
+            return Ok(());
+        }
         match kind {
             // A refusal streams in place of text: shown and kept as the answer's text.
             "response.output_text.delta" | "response.refusal.delta" => {
@@ -1016,6 +1028,55 @@ fn unknown_item(offset: usize) -> DecodeError {
         offset,
         reason: "arguments for an item that was never added".into(),
     }
+}
+
+/// The event types [`StreamDecoder`] reads; it skips any other (`response.created`,
+/// `response.in_progress`, reasoning summaries, MCP and hosted tools' progress, types added
+/// later), but for the response id, the number and the `error` every event may carry.
+/// `StreamDecoder::apply` skips every type not listed before it reads the type, so an arm
+/// added there without its type here is never reached.
+const EVENTS_READ: [&str; 14] = [
+    "error",
+    "response.output_text.delta",
+    "response.refusal.delta",
+    "response.output_item.added",
+    "response.content_part.added",
+    "response.output_text.done",
+    "response.refusal.done",
+    "response.content_part.done",
+    "response.function_call_arguments.delta",
+    "response.function_call_arguments.done",
+    "response.output_item.done",
+    "response.completed",
+    "response.incomplete",
+    "response.failed",
+];
+
+/// An event read for its `type` and whether it has an `error` only: every other value is
+/// skipped without descending into it, which serde_json does at any depth.
+#[derive(Deserialize)]
+struct Shallow<'a> {
+    #[serde(default, rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+}
+
+/// Whether an event that nests deeper than serde_json reads can be skipped whole: it is valid
+/// JSON, of a type the decoder does not read (not in [`EVENTS_READ`]), without
+/// an `error` (openai-python raises on any payload with one). Such an event holds nothing the
+/// answer is made of, so it is skipped as an event of its type is when it parses; one the
+/// decoder reads still fails the stream. Only read when the parse failed, so it costs nothing
+/// on the way of every event.
+fn skipped_whole(data: &str) -> bool {
+    let Ok(shallow) = serde_json::from_str::<Shallow<'_>>(data) else {
+        return false;
+    };
+    shallow.error.is_none()
+        && shallow
+            .kind
+            .as_deref()
+            .is_some_and(|kind| !EVENTS_READ.contains(&kind))
 }
 
 /// Decodes a whole Responses stream.

@@ -1814,6 +1814,85 @@ fn responses_events_it_does_not_read_never_fail_the_stream() {
     assert_eq!(completion.text, "");
 }
 
+/// JSON nested `levels` deep: `[[…[1]…]]`.
+fn nested(levels: usize) -> String {
+    format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
+}
+
+/// An event nested deeper than serde_json reads (128 levels) is skipped when the decoder does
+/// not read its type, as any other such event is; one it reads still fails the stream, saying
+/// the JSON is nested too deep (it is valid JSON), never quoting it. A call's arguments sent as
+/// text that deep are kept as sent: only that call fails, where it runs.
+#[test]
+fn an_event_nested_too_deep_fails_only_when_the_decoder_reads_it() {
+    let deep = nested(200);
+    let message = "{\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"message\",\"id\":\"msg_1\",\"role\":\"assistant\",\"content\":[]}}";
+    let text = "{\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"Hi\"}";
+    let completed = "{\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\"}}";
+    let stream = |events: &[String]| {
+        let mut stream = String::new();
+        for event in events {
+            stream += &format!("data: {event}\n\n");
+        }
+        stream
+    };
+    for skipped in [
+        format!(
+            r#"{{"type":"response.reasoning_summary_part.added","item_id":"rs_1","part":{deep}}}"#
+        ),
+        format!(
+            r#"{{"type":"response.mcp_call_arguments.done","item_id":"mcp_1","arguments":{{"q":{deep}}}}}"#
+        ),
+        format!(
+            r#"{{"type":"response.some_new_event","item":{{"type":"message","content":{deep}}}}}"#
+        ),
+    ] {
+        let events = [
+            message.to_owned(),
+            skipped.clone(),
+            text.to_owned(),
+            completed.to_owned(),
+        ];
+        let completion = responses::decode_all(stream(&events).as_bytes()).unwrap();
+        assert_eq!(completion.text, "Hi", "{skipped}");
+    }
+    // An event the decoder reads, and one with an `error`, still fail the stream.
+    for read in [
+        format!(
+            r#"{{"type":"response.output_item.added","output_index":1,"item":{{"type":"message","id":"msg_2","content":{deep}}}}}"#
+        ),
+        format!(
+            r#"{{"type":"response.output_text.delta","item_id":"msg_1","delta":"x","part":{deep}}}"#
+        ),
+        format!(r#"{{"type":"response.some_new_event","error":{deep}}}"#),
+    ] {
+        let events = [message.to_owned(), read.clone(), completed.to_owned()];
+        let error = responses::decode_all(stream(&events).as_bytes()).unwrap_err();
+        let DecodeError::InvalidChunk { reason, .. } = &error else {
+            panic!("{error:?}");
+        };
+        assert!(reason.contains("nested deeper than 128 levels"), "{reason}");
+        assert!(!reason.contains("[[["), "{reason}");
+    }
+    // Chat reads every chunk: one nested too deep fails, saying so.
+    let chunk = format!(
+        r#"data: {{"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"id":"call_1","function":{{"name":"f","arguments":"{{}}"}},"extra_content":{deep}}}]}}}}]}}"#
+    );
+    let error = chat::decode_all(format!("{chunk}\n\ndata: [DONE]\n\n").as_bytes()).unwrap_err();
+    let DecodeError::InvalidChunk { reason, .. } = &error else {
+        panic!("{error:?}");
+    };
+    assert!(reason.contains("nested deeper than 128 levels"), "{reason}");
+    // Arguments sent as text that deep are the call's own: kept as sent, the turn decodes.
+    let arguments = format!("{{\"a\":{deep}}}");
+    let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+        {"index": 0, "id": "call_1", "function": {"name": "f", "arguments": arguments}}
+    ]}, "finish_reason": "tool_calls"}]});
+    let completion =
+        chat::decode_all(format!("data: {chunk}\n\ndata: [DONE]\n\n").as_bytes()).unwrap();
+    assert_eq!(completion.tool_calls[0].arguments, arguments);
+}
+
 /// The `usage` values a server may get wrong (as JSON text, so a key given twice stays twice),
 /// each with why it cannot be read as token counts.
 fn bad_usages(input: &str, output: &str) -> Vec<(String, &'static str)> {
