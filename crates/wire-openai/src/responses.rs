@@ -23,7 +23,8 @@
 //!   its output index when its text continues that one's.
 //! - A call's final `arguments` (on `response.function_call_arguments.done` or the finished
 //!   item) replace its deltas, unless they are empty: `""` is no JSON, so it never erases the
-//!   arguments a call streamed.
+//!   arguments a call streamed. Deltas arriving after final arguments that continue the
+//!   streamed ones, and repeat what they added, are not appended again.
 //! - A call announced that then got no arguments, no `.done` event and no finished item before
 //!   the response ended was never finished: it is incomplete, never run with `{}`.
 //! - A call's `arguments` sent as a JSON object (on an item or on

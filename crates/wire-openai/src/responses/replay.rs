@@ -552,7 +552,9 @@ impl StreamDecoder {
     /// Replaces the arguments of the call at `position` with the final text a `.done` event
     /// carries; a replay of the arguments they replace is over. An empty (or blank) final text
     /// replaces nothing: it is no JSON, so it cannot be the call's arguments, and bridges that
-    /// build the final item from the announced one send `""` after the deltas.
+    /// build the final item from the announced one send `""` after the deltas. Final arguments
+    /// that continue those the deltas brought run ahead of them: the deltas arriving after
+    /// them that repeat the rest are not appended (see [`DeltaLog::fresh`]).
     pub(super) fn replace_arguments(
         &mut self,
         position: usize,
@@ -561,11 +563,12 @@ impl StreamDecoder {
         if arguments.trim().is_empty() {
             return Ok(());
         }
-        self.session.calls.replace_arguments(position, arguments)?;
-        if let Some(state) = self.replays.get_mut(position) {
-            state.replayed = None;
+        let (log, streamed) = self.argument_deltas(position);
+        log.replayed = None;
+        if arguments.len() > streamed.len() && arguments.starts_with(streamed) {
+            log.ran_ahead(streamed.len());
         }
-        Ok(())
+        self.session.calls.replace_arguments(position, arguments)
     }
 }
 

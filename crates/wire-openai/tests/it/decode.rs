@@ -693,6 +693,54 @@ fn a_refusal_only_in_its_final_text_after_streamed_text_is_kept() {
     }
 }
 
+/// A call's final arguments (`response.function_call_arguments.done`, the finished item) that
+/// run ahead of argument deltas arriving after them: the deltas that repeat what they added are
+/// not appended again, with or without numbers, so the arguments stay the final ones.
+#[test]
+fn final_arguments_ahead_of_their_deltas_are_kept_once() {
+    let added = json!({"type": "response.output_item.added", "output_index": 0, "item": {
+        "type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": ""}});
+    let delta = |text: &str| {
+        json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+            "output_index": 0, "delta": text})
+    };
+    let arguments_done = |text: &str| {
+        json!({"type": "response.function_call_arguments.done", "item_id": "fc_1",
+            "output_index": 0, "arguments": text})
+    };
+    let item_done = |text: &str| {
+        json!({"type": "response.output_item.done", "output_index": 0, "item": {
+            "type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f",
+            "arguments": text, "status": "completed"}})
+    };
+    for numbered in [false, true] {
+        for done in [arguments_done, item_done] {
+            let events = [
+                added.clone(),
+                delta("{\"a\""),
+                done("{\"a\":1}"),
+                delta(":1"),
+                delta("}"),
+            ];
+            let mut stream = String::new();
+            for (sequence, event) in events.iter().enumerate() {
+                let mut event = event.clone();
+                if numbered {
+                    event["sequence_number"] = json!(sequence);
+                }
+                stream += &format!("data: {event}\n\n");
+            }
+            stream +=
+                "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\"}}\n\n";
+            let completion = responses::decode_all(stream.as_bytes()).unwrap();
+            assert_eq!(
+                completion.tool_calls[0].arguments, r#"{"a":1}"#,
+                "{events:?}"
+            );
+        }
+    }
+}
+
 /// A gateway that re-sends a message's text (or refusal) deltas, after announcing the item
 /// again or resuming from an earlier `sequence_number`: each delta is kept and shown once, with
 /// or without numbers, however the gateway re-chunked them; a delta the replay never sent is new
