@@ -399,22 +399,70 @@ impl ReplayOutcome {
     }
 
     /// The first event that differs (by its JSON form), if any.
+    ///
+    /// The tool calls of one turn run at once (up to `agent.max_parallel_tools`), so how their
+    /// events interleave is the tools' timing, not the run's: a recorded tool answers at once,
+    /// a real one when its IO ends. Each stretch of tool call events (start, retrying, approval
+    /// required, result) is compared call by call: every call's own events in their order, the
+    /// calls in the order they started, every other event in its place. A difference is named
+    /// by the recorded event's index in the run.
     pub fn first_difference(&self) -> Option<Difference> {
         let json = |e: Option<&AiEvent>| {
             e.map_or(Value::Null, |e| {
                 serde_json::to_value(e).unwrap_or_else(|e| Value::String(e.to_string()))
             })
         };
-        (0..self.recorded.len().max(self.replayed.len())).find_map(|index| {
-            let recorded = json(self.recorded.get(index));
-            let replayed = json(self.replayed.get(index));
-            (recorded != replayed).then_some(Difference {
-                index,
-                recorded,
-                replayed,
+        let (recorded, replayed) = (call_order(&self.recorded), call_order(&self.replayed));
+        (0..recorded.len().max(replayed.len())).find_map(|place| {
+            let recorded_index = recorded.get(place).copied();
+            let replayed_index = replayed.get(place).copied();
+            let recorded_event = json(recorded_index.map(|i| &self.recorded[i]));
+            let replayed_event = json(replayed_index.map(|i| &self.replayed[i]));
+            (recorded_event != replayed_event).then_some(Difference {
+                index: recorded_index.unwrap_or(place),
+                recorded: recorded_event,
+                replayed: replayed_event,
             })
         })
     }
+}
+
+/// The call a tool call event belongs to: the events the runner emits for a call (start,
+/// retrying, approval required, result), whose order among calls running at once is their
+/// timing.
+fn concurrent_call(event: &AiEvent) -> Option<&ai_core::ToolCallId> {
+    match event {
+        AiEvent::ToolCallStart { tool_call_id, .. }
+        | AiEvent::ToolCallRetrying { tool_call_id, .. }
+        | AiEvent::ApprovalRequired { tool_call_id, .. }
+        | AiEvent::ToolCallResult { tool_call_id, .. } => Some(tool_call_id),
+        _ => None,
+    }
+}
+
+/// The indices of `events` in the order a replay compares them: each maximal stretch of tool
+/// call events grouped by call (stable: a call's events keep their order), the calls in the
+/// order of their first event in the stretch; every other event stays where it is.
+fn call_order(events: &[AiEvent]) -> Vec<usize> {
+    let mut order = Vec::with_capacity(events.len());
+    let mut stretch: Vec<(&ai_core::ToolCallId, Vec<usize>)> = Vec::new();
+    let flush = |stretch: &mut Vec<(&ai_core::ToolCallId, Vec<usize>)>, order: &mut Vec<usize>| {
+        order.extend(stretch.drain(..).flat_map(|(_, indices)| indices));
+    };
+    for (index, event) in events.iter().enumerate() {
+        match concurrent_call(event) {
+            Some(call) => match stretch.iter_mut().find(|(id, _)| *id == call) {
+                Some((_, indices)) => indices.push(index),
+                None => stretch.push((call, vec![index])),
+            },
+            None => {
+                flush(&mut stretch, &mut order);
+                order.push(index);
+            }
+        }
+    }
+    flush(&mut stretch, &mut order);
+    order
 }
 
 /// Refuses, with an error naming why, a finished run that a replay cannot reproduce: one that
@@ -796,6 +844,85 @@ mod tests {
         }
     }
 
+    /// A model that asks for two workspace listings in one turn, then answers "done".
+    struct TwoListings(std::sync::atomic::AtomicUsize);
+
+    #[async_trait]
+    impl CompletionPort for TwoListings {
+        async fn complete(
+            &self,
+            _: &LlmRequest,
+            _: &mut dyn DeltaSink,
+            _: &CancellationToken,
+        ) -> Result<LlmCompletion, CompletionError> {
+            let call = |id: &str, arguments: &str| ai_core::LlmToolCall {
+                id: ai_core::ToolCallId::new(id).unwrap(),
+                name: "core__workspace_list".into(),
+                arguments: arguments.into(),
+                complete: true,
+                provider_fields: Default::default(),
+            };
+            let first = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+            Ok(LlmCompletion {
+                text: if first { String::new() } else { "done".into() },
+                tool_calls: if first {
+                    vec![call("c1", "{}"), call("c2", r#"{"path":"sub"}"#)]
+                } else {
+                    Vec::new()
+                },
+                finish_reason: if first {
+                    ai_core::FinishReason::ToolCalls
+                } else {
+                    ai_core::FinishReason::Stop
+                },
+                usage: None,
+            })
+        }
+    }
+
+    /// Tools that ran at once in the recorded run are replayed as they ran: their events come
+    /// out in the recorded order, not in the order instant recorded answers would give.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_turn_whose_tools_ran_at_once_replays_identically() {
+        let workspace = tempfile::tempdir().unwrap();
+        std::fs::create_dir(workspace.path().join("sub")).unwrap();
+        std::fs::write(workspace.path().join("sub/a.txt"), "a").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = Settings {
+            data_dir: Some(dir.path().to_path_buf()),
+            ..Settings::default()
+        };
+        settings.tools.workspace = workspace.path().to_path_buf();
+        let stores = crate::create_stores(&settings).unwrap();
+        let model = crate::record_completion(
+            Arc::new(TwoListings(Default::default())),
+            &stores,
+            &settings.llm,
+        );
+        let runtime = Runtime::build(&settings, model).unwrap();
+        let ctx = RunContext::new("run-par", "user:cli", "local").unwrap();
+        let catalog = ToolCatalog::build(runtime.source.as_ref(), &runtime.policy, &ctx).unwrap();
+        let request = RunRequest {
+            thread: ThreadId::new("t").unwrap(),
+            state: runtime.agent.new_state(),
+            saved_state: None,
+            turn: crate::Turn::UserMessage("hello".into()),
+            ctx,
+            catalog,
+            cancel: CancellationToken::new(),
+        };
+        let mut events = crate::start_run(&runtime, &stores, request, || {})
+            .await
+            .unwrap();
+        let mut shown = Vec::new();
+        while let Some(event) = events.recv().await {
+            shown.push(event);
+        }
+        let outcome = replay_run(&settings, "run-par").await.unwrap();
+        assert_eq!(outcome.recorded, shown);
+        assert_eq!(outcome.first_difference(), None);
+    }
+
     /// A model call that streams "hi", says it has, and never answers.
     struct Hanging(Arc<tokio::sync::Notify>);
 
@@ -996,6 +1123,127 @@ mod tests {
         let difference = short.first_difference().unwrap();
         assert_eq!(difference.index, 1);
         assert_eq!(difference.replayed, Value::Null);
+    }
+
+    /// Calls that ran at once are compared call by call: their events may interleave in another
+    /// order than recorded, but a call's own events, the order the calls started in and every
+    /// other event are compared as they are, and a difference is named by its recorded index.
+    #[test]
+    fn calls_that_ran_at_once_are_compared_call_by_call() {
+        let id = |id: &str| ai_core::ToolCallId::new(id).unwrap();
+        let start = |call: &str| AiEvent::ToolCallStart {
+            tool_call_id: id(call),
+            tool_name: "t".into(),
+            args: Some(Arc::new(json!({}))),
+        };
+        let result = |call: &str, value: Value| AiEvent::ToolCallResult {
+            tool_call_id: id(call),
+            tool_name: "t".into(),
+            outcome: ai_core::ToolOutcome::Ok {
+                value: Arc::new(value),
+            },
+        };
+        let done = AiEvent::Done {
+            reason: DoneReason::Stop,
+        };
+        let outcome = |recorded: Vec<AiEvent>, replayed: Vec<AiEvent>| ReplayOutcome {
+            recorded,
+            replayed,
+            recorded_revision: Some(graph::LOOP_REVISION),
+            settings_note: None,
+        };
+        let recorded = vec![
+            text("a"),
+            start("c1"),
+            start("c2"),
+            result("c2", json!(2)),
+            result("c1", json!(1)),
+            text("b"),
+            done.clone(),
+        ];
+        let interleaved = vec![
+            text("a"),
+            start("c1"),
+            result("c1", json!(1)),
+            start("c2"),
+            result("c2", json!(2)),
+            text("b"),
+            done.clone(),
+        ];
+        assert_eq!(
+            outcome(recorded.clone(), interleaved.clone()).first_difference(),
+            None
+        );
+
+        // A call that waits for approval while another one's IO runs.
+        let approval = AiEvent::ApprovalRequired {
+            tool_call_id: id("c3"),
+            tool_id: ai_core::ToolId::parse("core__t").unwrap(),
+            args: Arc::new(json!({})),
+            args_hash: "h".into(),
+        };
+        let waited = vec![
+            start("c2"),
+            approval.clone(),
+            result("c2", json!(2)),
+            done.clone(),
+        ];
+        let at_once = vec![start("c2"), result("c2", json!(2)), approval, done.clone()];
+        assert_eq!(outcome(waited, at_once).first_difference(), None);
+
+        // A call's result that differs is named at its recorded index.
+        let mut other_result = interleaved.clone();
+        other_result[2] = result("c1", json!(9));
+        let difference = outcome(recorded.clone(), other_result)
+            .first_difference()
+            .unwrap();
+        assert_eq!(difference.index, 4);
+        assert_eq!(difference.replayed["outcome"]["value"], json!(9));
+
+        // Calls started in another order differ.
+        let swapped = vec![
+            text("a"),
+            start("c2"),
+            result("c2", json!(2)),
+            start("c1"),
+            result("c1", json!(1)),
+            text("b"),
+            done.clone(),
+        ];
+        assert_eq!(
+            outcome(recorded.clone(), swapped)
+                .first_difference()
+                .unwrap()
+                .index,
+            1
+        );
+
+        // A call's events out of their own order differ, and so does an event outside the
+        // calls that moved among them.
+        let result_first = vec![
+            text("a"),
+            result("c1", json!(1)),
+            start("c1"),
+            start("c2"),
+            result("c2", json!(2)),
+            text("b"),
+            done.clone(),
+        ];
+        assert!(
+            outcome(recorded.clone(), result_first)
+                .first_difference()
+                .is_some()
+        );
+        let text_moved = vec![
+            text("a"),
+            start("c1"),
+            text("b"),
+            start("c2"),
+            result("c2", json!(2)),
+            result("c1", json!(1)),
+            done,
+        ];
+        assert!(outcome(recorded, text_moved).first_difference().is_some());
     }
 
     /// A run recorded under another loop revision, or before revisions were kept, is said to be
