@@ -113,13 +113,18 @@ enum Answer {
 /// to the runner's output validation and redaction, which reproduce it.
 const FAILED_AFTER: &str = "$cogni_replay_failed_after";
 
-/// The recorded answers, per tool id and canonical validated arguments, in recorded order.
-type Answers = HashMap<(String, Vec<u8>), VecDeque<Answer>>;
+/// A recorded answer's call: its call id, tool id and canonical validated arguments.
+type AnswerKey = (String, String, Vec<u8>);
+
+/// The recorded answers, per call ([`AnswerKey`]), in recorded order.
+type Answers = HashMap<AnswerKey, VecDeque<Answer>>;
 
 /// A [`ToolSource`] with the same specs (and validation) as the configured tools, whose tools
-/// answer each execution with what the recorded run got: a call is matched by its tool id and
-/// canonical validated arguments, and equal calls take their recorded answers in order (one
-/// per recorded attempt, so retries replay too). Its outputs are the recorded redacted results,
+/// answer each execution with what the recorded run got: a call is matched by its call id, tool
+/// id and canonical validated arguments, and takes its recorded answers in order (one per
+/// recorded attempt, so retries replay too). The call id keeps apart equal calls of one turn,
+/// whose records are kept in the order the calls ended, not the order they started (the reducer
+/// makes call ids unique in a thread, renaming a repeated one the same way in a replay). Its outputs are the recorded redacted results,
 /// so output validation and redaction pass them through unchanged; a call that failed after
 /// its tool ran (invalid output, redaction, the result budget) fails again in the runner's same
 /// step, so its code, category and message come out as recorded.
@@ -140,7 +145,9 @@ impl RecordedToolSource {
     pub fn new(inner: Arc<dyn ToolSource>, records: &[ToolInvocationRecord]) -> Self {
         let mut answers: Answers = HashMap::new();
         for record in records {
-            let Some(key) = record.args.as_deref().and_then(|a| key(&record.tool_id, a)) else {
+            let call = record.tool_call_id.as_str();
+            let Some(key) = (record.args.as_deref()).and_then(|a| key(call, &record.tool_id, a))
+            else {
                 // Refused before its arguments validated: the replay refuses it the same way.
                 continue;
             };
@@ -175,8 +182,9 @@ impl RecordedToolSource {
     }
 }
 
-fn key(tool_id: &str, args: &Value) -> Option<(String, Vec<u8>)> {
-    Some((tool_id.to_owned(), canonical_bytes(args).ok()?))
+fn key(call: &str, tool_id: &str, args: &Value) -> Option<AnswerKey> {
+    let args = canonical_bytes(args).ok()?;
+    Some((call.to_owned(), tool_id.to_owned(), args))
 }
 
 impl ToolSource for RecordedToolSource {
@@ -278,11 +286,11 @@ impl BoundTool for RecordedTool {
         &self,
         _permit: ExecPermit,
         args: Arc<Value>,
-        _ctx: &ToolInvocationContext,
+        ctx: &ToolInvocationContext,
         _caps: &Capabilities,
     ) -> Result<Value, ToolError> {
         let id = self.inner.spec().id.as_str();
-        let answer = key(id, &args).and_then(|k| {
+        let answer = key(ctx.tool_call_id.as_str(), id, &args).and_then(|k| {
             self.answers
                 .lock()
                 .ok()
@@ -827,6 +835,65 @@ mod tests {
             assert_eq!(run.result.failure(), Some(&failure), "{size}");
             assert_eq!(source.remaining(), 0, "{size}");
         }
+    }
+
+    /// Two calls of one tool with the same arguments in one turn each get their own recorded
+    /// answer, whichever ended first when the run was recorded (records are kept in the order
+    /// the calls ended).
+    #[tokio::test]
+    async fn equal_calls_of_one_turn_each_get_their_own_recorded_answer() {
+        let runtime = Runtime::build(&Settings::default(), Arc::new(Failing)).unwrap();
+        let record = |call: &str, value: Value| ai_core::ToolInvocationRecord {
+            tool_call_id: ai_core::ToolCallId::new(call).unwrap(),
+            tool_id: "core__get_current_time".into(),
+            args: Some(Arc::new(json!({}))),
+            result: Some(Arc::new(value)),
+            error: None,
+            started_at_ms: 0,
+            ended_at_ms: 0,
+            attempts: vec![ai_core::Attempt {
+                number: 1,
+                started_at_ms: 0,
+                ended_at_ms: 0,
+                error: None,
+            }],
+            raw: None,
+        };
+        // The second call ended first.
+        let records = [record("c2", json!({"n": 2})), record("c1", json!({"n": 1}))];
+        let source = Arc::new(RecordedToolSource::new(runtime.source.clone(), &records));
+        let runner = ai_core::ToolRunner::new(
+            source.clone(),
+            runtime.policy.clone(),
+            runtime.clock.clone(),
+        );
+        let ctx = RunContext::new("run-equal", "user:cli", "local").unwrap();
+        let catalog = ToolCatalog::build(source.as_ref(), &runtime.policy, &ctx).unwrap();
+        for (call, expected) in [("c1", json!({"n": 1})), ("c2", json!({"n": 2}))] {
+            let call = ai_core::ToolCall {
+                id: ai_core::ToolCallId::new(call).unwrap(),
+                name: "core__get_current_time".into(),
+                arguments: "{}".into(),
+            };
+            let run = runner
+                .run_tool(
+                    &call,
+                    &ctx,
+                    &catalog,
+                    &super::Collect::default(),
+                    &CancellationToken::new(),
+                )
+                .await;
+            assert_eq!(
+                run.result.outcome,
+                ai_core::ToolOutcome::Ok {
+                    value: Arc::new(expected)
+                },
+                "{}",
+                call.id.as_str()
+            );
+        }
+        assert_eq!(source.remaining(), 0);
     }
 
     /// A model endpoint that answers every call with a provider error.
