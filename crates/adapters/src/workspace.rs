@@ -44,7 +44,8 @@ const MAX_LIST_SCAN: usize = 100_000;
 ///
 /// A write replaces a file whole (a temp file renamed over it), but never a file that is
 /// read-only: one with no write permission bit at all (even when the process runs as root), or
-/// one this process may not open for writing, is refused as [`WorkspaceError::ReadOnly`].
+/// one the kernel's access check says this process may not write (asked without opening it), is
+/// refused as [`WorkspaceError::ReadOnly`].
 ///
 /// Hidden entries (any name in the path starting with `.`: `.env`, `.git/config`, `.npmrc`,
 /// `.aws/credentials`, where keys and tokens are kept) are not there by default: listings leave
@@ -572,7 +573,7 @@ impl Workspace for FsWorkspace {
 /// itself, so a hard link (to a file outside the root, say) or a symlink at the name is
 /// replaced, never written through. The new file takes the old one's permission bits (`0o777`),
 /// never its set-ID or sticky bits. An existing file that nobody may write (no write bit at all)
-/// or that this process may not open for writing is left as it is
+/// or that this process may not write ([`may_write`]) is left as it is
 /// ([`WorkspaceError::ReadOnly`]), though the rename alone would replace it.
 /// `target` is the root and the path beneath it that `name` in `folder` stands for: where a
 /// symlink at the name leads is judged from the root, as a read would resolve it.
@@ -650,12 +651,34 @@ fn write_atomically(
     sync_folder(folder, Path::new(".")).map_err(|e| io_error(path, &e))
 }
 
-/// Whether this process may write the existing file `name` of `folder`, as the kernel judges an
-/// open for writing (which writes nothing, and does not block or truncate). Only a refusal of
-/// permission (or a read-only file system) says no; another failure (a running program's
-/// `ETXTBSY`, an entry swapped meanwhile) is left to the write itself, which replaces the entry
-/// rather than writing through it.
+/// Whether this process may write the existing file `name` of `folder` (a single name), as the
+/// kernel judges it: `faccessat` with `AT_EACCESS` (the effective user and groups, as an open
+/// would use) and `AT_SYMLINK_NOFOLLOW` (an entry swapped for a symlink meanwhile is judged as
+/// itself, never followed out of the root; the rename replaces it, not what it leads to). The
+/// file is not opened, so a watcher on it sees no open for writing. The kernel's check honours
+/// the permission bits, POSIX ACLs, a read-only file system and an immutable file; as root it
+/// says yes to whatever has a write bit (which the caller has already required). Only a refusal
+/// of permission (or a read-only file system) says no; another failure (an entry removed
+/// meanwhile) is left to the write itself, which replaces the entry rather than writing through
+/// it. On a kernel without `faccessat2` (Linux before 5.8), or off Linux, the old way is used:
+/// the file is opened for writing, which writes nothing and does not block or truncate.
 fn may_write(folder: &Dir, name: &Path, path: &str) -> Result<bool, WorkspaceError> {
+    use rustix::fs::{Access, AtFlags};
+    use rustix::io::Errno;
+    let refused = |errno| matches!(errno, Some(Errno::ACCESS | Errno::PERM | Errno::ROFS));
+    let flags = AtFlags::EACCESS | AtFlags::SYMLINK_NOFOLLOW;
+    match rustix::fs::accessat(folder, name, Access::WRITE_OK, flags) {
+        Ok(()) => Ok(true),
+        Err(Errno::NOSYS | Errno::INVAL | Errno::NOTSUP) => {
+            may_open_for_writing(folder, name, path)
+        }
+        Err(errno) => Ok(!refused(Some(errno))),
+    }
+}
+
+/// [`may_write`] where the kernel cannot answer without an open: whether the file opens for
+/// writing (which writes nothing, and does not block or truncate).
+fn may_open_for_writing(folder: &Dir, name: &Path, path: &str) -> Result<bool, WorkspaceError> {
     use cap_std::fs::OpenOptionsExt;
     use rustix::io::Errno;
     let mut options = cap_std::fs::OpenOptions::new();

@@ -1108,3 +1108,40 @@ async fn hidden_entries_can_be_shown_but_temp_names_stay_refused() {
     );
     assert!(!root.path().join("sub/.cogni-write-9-9.tmp").exists());
 }
+
+/// The may-write check of a replacement does not open the old file for writing: a file watcher
+/// on it sees no write (no `IN_CLOSE_WRITE`, which tools take as "the file was saved"); the
+/// rename alone replaces it. The check asks the kernel's access check instead.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_write_never_opens_the_old_file_for_writing() {
+    use rustix::fs::inotify;
+    let root = tempfile::tempdir().unwrap();
+    let file = root.path().join("watched.txt");
+    std::fs::write(&file, "old").unwrap();
+    let watcher = inotify::init(inotify::CreateFlags::NONBLOCK).unwrap();
+    inotify::add_watch(
+        &watcher,
+        &file,
+        inotify::WatchFlags::CLOSE_WRITE | inotify::WatchFlags::MODIFY,
+    )
+    .unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    ws.write("watched.txt", "new").await.unwrap();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
+    let mut buffer = [std::mem::MaybeUninit::uninit(); 1024];
+    let mut events = inotify::Reader::new(&watcher, &mut buffer);
+    loop {
+        match events.next() {
+            Ok(event) => assert!(
+                !event
+                    .events()
+                    .intersects(inotify::ReadFlags::CLOSE_WRITE | inotify::ReadFlags::MODIFY),
+                "{:?}",
+                event.events()
+            ),
+            Err(rustix::io::Errno::WOULDBLOCK) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
