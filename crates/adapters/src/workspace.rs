@@ -572,9 +572,11 @@ impl Workspace for FsWorkspace {
 /// or the new one, never a part; a crash leaves the old one. The rename replaces the entry
 /// itself, so a hard link (to a file outside the root, say) or a symlink at the name is
 /// replaced, never written through. The new file takes the old one's permission bits (`0o777`),
-/// never its set-ID or sticky bits. An existing file that nobody may write (no write bit at all)
-/// or that this process may not write ([`may_write`]) is left as it is
-/// ([`WorkspaceError::ReadOnly`]), though the rename alone would replace it.
+/// never its set-ID or sticky bits, and keeps its owner, group and extended attributes (POSIX
+/// ACLs and SELinux labels among them; [`keep_owner_and_attributes`]), or the write is refused
+/// as [`WorkspaceError::ReadOnly`] and the old file left as it is. An existing file that nobody
+/// may write (no write bit at all) or that this process may not write ([`may_write`]) is left
+/// as it is too ([`WorkspaceError::ReadOnly`]), though the rename alone would replace it.
 /// `target` is the root and the path beneath it that `name` in `folder` stands for: where a
 /// symlink at the name leads is judged from the root, as a read would resolve it.
 /// `commit` is asked, once the temp file is synced and just before the rename, whether the
@@ -588,7 +590,9 @@ fn write_atomically(
     path: &str,
     commit: impl FnOnce() -> bool,
 ) -> Result<(), WorkspaceError> {
-    let permissions = match folder.symlink_metadata(name) {
+    // What the new file keeps of an old one: its permission bits, and the old file itself,
+    // opened for reading, for its owner, group and extended attributes.
+    let kept = match folder.symlink_metadata(name) {
         Ok(entry) if entry.is_dir() => {
             return Err(WorkspaceError::IsAFolder { path: path.into() });
         }
@@ -614,26 +618,38 @@ fn write_atomically(
             if mode & 0o222 == 0 || !may_write(folder, name, path)? {
                 return Err(WorkspaceError::ReadOnly { path: path.into() });
             }
-            Some(cap_std::fs::Permissions::from_mode(mode & 0o777))
+            let old = open_to_keep(folder, name, path)?;
+            Some((old, cap_std::fs::Permissions::from_mode(mode & 0o777)))
         }
         Ok(_) => return Err(WorkspaceError::NotAFile { path: path.into() }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(io_error(path, &e)),
     };
-    let (temp, file) = create_temp(folder).map_err(|e| io_error(path, &e))?;
+    let (temp, file) = create_temp(folder, kept.is_some()).map_err(|e| io_error(path, &e))?;
     let written = (|| {
-        // The old file's permissions first: its new content is never readable by more.
-        if let Some(permissions) = permissions {
-            file.set_permissions(permissions)?;
+        // Who may open the temp file is settled before it holds anything (a handle opened
+        // early would read what comes later), and never exceeds who may open the old file: it
+        // is created for its writer alone (`0o600`), then given the old owner and group (so
+        // that an ACL's entries for them apply to them, not to the writer's group), then the
+        // old ACL and other attributes (which set the permission bits the ACL implies in the
+        // same step: an ACL granting a user less than the bits would otherwise is never
+        // missing while the bits already grant), then the old permission bits (which the ACL
+        // already implies).
+        if let Some((old, permissions)) = &kept {
+            keep_owner_and_attributes(old, &file, path)?;
+            file.set_permissions(permissions.clone())
+                .map_err(|e| io_error(path, &e))?;
         }
-        io::Write::write_all(&mut &file, content)?;
-        file.sync_all()?;
+        io::Write::write_all(&mut &file, content).map_err(|e| io_error(path, &e))?;
+        file.sync_all().map_err(|e| io_error(path, &e))?;
         drop(file);
         Ok(commit())
     })()
     .and_then(|committed| {
         if committed {
-            folder.rename(&temp, folder, name)?;
+            folder
+                .rename(&temp, folder, name)
+                .map_err(|e| io_error(path, &e))?;
         }
         Ok(committed)
     });
@@ -645,10 +661,140 @@ fn write_atomically(
         }
         Err(e) => {
             let _ = folder.remove_file(&temp);
-            return Err(io_error(path, &e));
+            return Err(e);
         }
     }
     sync_folder(folder, Path::new(".")).map_err(|e| io_error(path, &e))
+}
+
+/// Opens the old file `name` of `folder` for reading, for what its replacement keeps of it
+/// ([`keep_owner_and_attributes`]): not following a symlink swapped in meanwhile, not blocking,
+/// never becoming the controlling terminal. A file this process may write but not read is
+/// refused as [`WorkspaceError::ReadOnly`]: what its replacement must keep cannot be read, and a
+/// replacement without its ACL could grant more than it did.
+fn open_to_keep(
+    folder: &Dir,
+    name: &Path,
+    path: &str,
+) -> Result<cap_std::fs::File, WorkspaceError> {
+    use cap_std::fs::OpenOptionsExt;
+    use rustix::fs::OFlags;
+    use rustix::io::Errno;
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.read(true);
+    options.custom_flags((OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::NOFOLLOW).bits() as i32);
+    match folder.open_with(name, &options) {
+        Ok(old) => Ok(old),
+        Err(e) if is_escape(&e) => Err(WorkspaceError::OutsideRoot { path: path.into() }),
+        Err(e) if matches!(Errno::from_io_error(&e), Some(Errno::ACCESS | Errno::PERM)) => {
+            Err(WorkspaceError::ReadOnly { path: path.into() })
+        }
+        Err(e) => Err(io_error(path, &e)),
+    }
+}
+
+/// Gives the temp file `new` what it keeps of the file `old` it replaces: the owner and group,
+/// then (on Linux) the extended attributes, among them the POSIX ACL
+/// (`system.posix_acl_access`) and the SELinux label (`security.selinux`). Only what differs is
+/// changed, so a file whose owner, group and label a new file gets anyway (the common case:
+/// the writer's own file) needs no privilege. Attributes that speak for the old content are
+/// not kept: file capabilities (`security.capability`, which would let new content run with
+/// them, as set-ID bits would) and the integrity hashes `security.ima` and `security.evm`.
+/// An ACL the new file inherited from its folder's default, which the old one did not have, is
+/// removed: it could grant more than the old file did.
+///
+/// Keeping them is not best effort: when the kernel refuses one (`EPERM` to give the file
+/// another user as non-root, or a group this process is not in; `EACCES` or `ENOTSUP` for an
+/// attribute), the write is refused as [`WorkspaceError::ReadOnly`] and the old file stays as it
+/// is. A replacement owned by the writer, or by the writer's group, would hand the file's
+/// owner or group rights to someone else, and one without its ACL could grant more than the old
+/// file did; the caller is told this file cannot be written rather than having it silently
+/// changed. A file system without extended attributes at all (`ENOTSUP` when listing them) has
+/// none to keep.
+fn keep_owner_and_attributes(
+    old: &cap_std::fs::File,
+    new: &cap_std::fs::File,
+    path: &str,
+) -> Result<(), WorkspaceError> {
+    use rustix::fs::{Gid, Uid};
+    use rustix::io::Errno;
+    let failed = |errno: Errno| match errno {
+        Errno::PERM | Errno::ACCESS | Errno::NOTSUP | Errno::ROFS => {
+            WorkspaceError::ReadOnly { path: path.into() }
+        }
+        errno => io_error(path, &errno.into()),
+    };
+    let was = rustix::fs::fstat(old).map_err(|e| io_error(path, &e.into()))?;
+    let is = rustix::fs::fstat(new).map_err(|e| io_error(path, &e.into()))?;
+    let owner = (was.st_uid != is.st_uid).then(|| Uid::from_raw(was.st_uid));
+    let group = (was.st_gid != is.st_gid).then(|| Gid::from_raw(was.st_gid));
+    if owner.is_some() || group.is_some() {
+        rustix::fs::fchown(new, owner, group).map_err(failed)?;
+    }
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    keep_attributes(old, new).map_err(failed)?;
+    Ok(())
+}
+
+/// The most bytes of one extended attribute's value, or of a file's list of their names, on
+/// Linux (`XATTR_SIZE_MAX`, `XATTR_LIST_MAX`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const XATTR_MAX: usize = 64 * 1024;
+
+/// Extended attributes a replacement does not keep ([`keep_owner_and_attributes`]).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const XATTRS_NOT_KEPT: [&[u8]; 3] = [b"security.capability", b"security.ima", b"security.evm"];
+
+/// The extended attributes of [`keep_owner_and_attributes`]: those of `old` that `new` lacks
+/// or holds otherwise are set on `new`; the `system.` ones (ACLs) `new` has and `old` has not
+/// are removed.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn keep_attributes(
+    old: &cap_std::fs::File,
+    new: &cap_std::fs::File,
+) -> Result<(), rustix::io::Errno> {
+    use rustix::fs::{XattrFlags, fgetxattr, flistxattr, fremovexattr, fsetxattr};
+    use rustix::io::Errno;
+    /// The names of `file`'s extended attributes; none where the file system has none.
+    fn names(file: &cap_std::fs::File) -> Result<Vec<Vec<u8>>, Errno> {
+        let mut list = vec![0; XATTR_MAX];
+        let len = match flistxattr(file, &mut list[..]) {
+            Ok(len) => len,
+            Err(Errno::NOTSUP) => 0,
+            Err(errno) => return Err(errno),
+        };
+        Ok(list[..len]
+            .split(|&byte| byte == 0)
+            .filter(|name| !name.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect())
+    }
+    let kept = names(old)?;
+    let mut was = vec![0; XATTR_MAX];
+    let mut is = vec![0; XATTR_MAX];
+    for name in &kept {
+        if XATTRS_NOT_KEPT.contains(&name.as_slice()) {
+            continue;
+        }
+        let value = match fgetxattr(old, name, &mut was[..]) {
+            Ok(len) => &was[..len],
+            // Removed meanwhile.
+            Err(Errno::NODATA) => continue,
+            Err(errno) => return Err(errno),
+        };
+        if !matches!(fgetxattr(new, name, &mut is[..]), Ok(len) if is[..len] == *value) {
+            fsetxattr(new, name, value, XattrFlags::empty())?;
+        }
+    }
+    for name in names(new)? {
+        if name.starts_with(b"system.") && !kept.contains(&name) {
+            match fremovexattr(new, &name) {
+                Ok(()) | Err(Errno::NODATA) => {}
+                Err(errno) => return Err(errno),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether this process may write the existing file `name` of `folder` (a single name), as the
@@ -803,10 +949,17 @@ fn resolve_refused(root: &Dir, relative: &Path, show_hidden: bool) -> Option<Ref
 }
 
 /// Creates a new temp file in `folder` (`create_new`: never one that exists), skipping names
-/// that are taken ([`crate::temp::first_free`]).
-fn create_temp(folder: &Dir) -> io::Result<(PathBuf, cap_std::fs::File)> {
+/// that are taken ([`crate::temp::first_free`]). One that will replace a file is created for
+/// its writer alone (`0o600`), to be given the old file's owner, attributes and permissions
+/// before it holds anything; a new file gets the usual `0o666` less the umask (or the folder's
+/// default ACL).
+fn create_temp(folder: &Dir, replacing: bool) -> io::Result<(PathBuf, cap_std::fs::File)> {
+    use cap_std::fs::OpenOptionsExt;
     let mut options = cap_std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
+    options
+        .write(true)
+        .create_new(true)
+        .mode(if replacing { 0o600 } else { 0o666 });
     crate::temp::first_free(|| {
         let temp = temp_name();
         let opened = folder.open_with(&temp, &options);

@@ -1145,3 +1145,225 @@ async fn a_write_never_opens_the_old_file_for_writing() {
         }
     }
 }
+
+/// Whether the tests run as root: a new file is owned by the effective user.
+fn running_as_root(dir: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let probe = dir.join("probe-owner");
+    std::fs::write(&probe, "").unwrap();
+    let root = std::fs::metadata(&probe).unwrap().uid() == 0;
+    std::fs::remove_file(&probe).unwrap();
+    root
+}
+
+/// Sets the extended attribute `name` of `file` to `value`; `false` (after printing why) when
+/// the file system of the temp folder does not take it.
+#[cfg(target_os = "linux")]
+fn set_xattr(file: &std::path::Path, name: &str, value: &[u8]) -> bool {
+    match rustix::fs::setxattr(file, name, value, rustix::fs::XattrFlags::empty()) {
+        Ok(()) => true,
+        Err(rustix::io::Errno::NOTSUP) => {
+            println!("skipped: the temp folder's file system does not take {name} attributes");
+            false
+        }
+        Err(e) => panic!("setxattr {name}: {e}"),
+    }
+}
+
+/// The value of the extended attribute `name` of `file`, if it has one.
+#[cfg(target_os = "linux")]
+fn xattr(file: &std::path::Path, name: &str) -> Option<Vec<u8>> {
+    let mut value = vec![0; 64 * 1024];
+    match rustix::fs::getxattr(file, name, &mut value[..]) {
+        Ok(len) => Some(value[..len].to_vec()),
+        Err(rustix::io::Errno::NODATA) => None,
+        Err(e) => panic!("getxattr {name}: {e}"),
+    }
+}
+
+/// A write keeps the extended attributes of the file it replaces (a `user.` one here; a
+/// tagging tool's, a backup tool's, a desktop's), as an edit in place would: the rename put a
+/// new file without them in its place.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_write_keeps_the_extended_attributes() {
+    let root = tempfile::tempdir().unwrap();
+    let file = root.path().join("tagged.txt");
+    std::fs::write(&file, "old").unwrap();
+    if !set_xattr(&file, "user.cogni.tag", b"kept") {
+        return;
+    }
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    ws.write("tagged.txt", "new").await.unwrap();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
+    assert_eq!(
+        xattr(&file, "user.cogni.tag").as_deref(),
+        Some(&b"kept"[..])
+    );
+}
+
+/// A POSIX ACL in its extended attribute's form (version 2): `(tag, permissions, id)` entries,
+/// in the kernel's order.
+#[cfg(target_os = "linux")]
+fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+    let mut bytes = 2u32.to_le_bytes().to_vec();
+    for (tag, permissions, id) in entries {
+        bytes.extend(tag.to_le_bytes());
+        bytes.extend(permissions.to_le_bytes());
+        bytes.extend(id.to_le_bytes());
+    }
+    bytes
+}
+
+/// A write keeps the POSIX ACL of the file it replaces (here one that grants another user
+/// read access and its group less than its mask), and a new file does not keep an ACL it
+/// inherited from its folder's default when the old file had none: that ACL would grant a
+/// user the old file did not.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_write_keeps_the_acl_and_takes_none_the_old_file_lacked() {
+    use std::os::unix::fs::PermissionsExt;
+    const UNDEFINED: u32 = u32::MAX;
+    let (user_obj, user, group_obj, mask, other) = (0x01, 0x02, 0x04, 0x10, 0x20);
+    let root = tempfile::tempdir().unwrap();
+    let shared = root.path().join("shared.txt");
+    std::fs::write(&shared, "old").unwrap();
+    let access = acl(&[
+        (user_obj, 6, UNDEFINED),
+        (user, 4, 4242),
+        (group_obj, 0, UNDEFINED),
+        (mask, 4, UNDEFINED),
+        (other, 0, UNDEFINED),
+    ]);
+    if !set_xattr(&shared, "system.posix_acl_access", &access) {
+        return;
+    }
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    ws.write("shared.txt", "new").await.unwrap();
+    assert_eq!(std::fs::read_to_string(&shared).unwrap(), "new");
+    assert_eq!(
+        xattr(&shared, "system.posix_acl_access").as_deref(),
+        Some(&access[..])
+    );
+    let mode = std::fs::metadata(&shared).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o640, "{mode:o}");
+
+    // A file without an ACL in a folder whose default ACL grants user 4242 everything.
+    let private = root.path().join("private.txt");
+    std::fs::write(&private, "old").unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let default = acl(&[
+        (user_obj, 7, UNDEFINED),
+        (user, 7, 4242),
+        (group_obj, 7, UNDEFINED),
+        (mask, 7, UNDEFINED),
+        (other, 0, UNDEFINED),
+    ]);
+    assert!(set_xattr(root.path(), "system.posix_acl_default", &default));
+    ws.write("private.txt", "new").await.unwrap();
+    assert_eq!(std::fs::read_to_string(&private).unwrap(), "new");
+    assert_eq!(xattr(&private, "system.posix_acl_access"), None);
+    let mode = std::fs::metadata(&private).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o640, "{mode:o}");
+}
+
+/// A group other than the one a new file of this process gets, that this process may give a
+/// file: any as root, else one of its supplementary groups (from `/proc/self/status`).
+fn another_group(dir: &std::path::Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let probe = dir.join("probe-group");
+    std::fs::write(&probe, "").unwrap();
+    let own = std::fs::metadata(&probe).unwrap().gid();
+    std::fs::remove_file(&probe).unwrap();
+    if running_as_root(dir) {
+        return Some(if own == 4343 { 4344 } else { 4343 });
+    }
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let groups = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Groups:"))?;
+    groups
+        .split_whitespace()
+        .filter_map(|group| group.parse().ok())
+        .find(|&group| group != own)
+}
+
+/// A write keeps the group of the file it replaces when this process may give it (one of its
+/// groups, or any as root): the new file was the writer's group's, so the file's group bits
+/// went to other people.
+#[tokio::test]
+async fn a_write_keeps_the_group() {
+    use std::os::unix::fs::MetadataExt;
+    let root = tempfile::tempdir().unwrap();
+    let Some(group) = another_group(root.path()) else {
+        println!("skipped: this process has no second group to give a file");
+        return;
+    };
+    let file = root.path().join("team.txt");
+    std::fs::write(&file, "old").unwrap();
+    std::os::unix::fs::chown(&file, None, Some(group)).unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    ws.write("team.txt", "new").await.unwrap();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
+    assert_eq!(std::fs::metadata(&file).unwrap().gid(), group);
+}
+
+/// Run as root (as in many containers), a write keeps another user's file theirs, owner and
+/// group: the new file was root's, out of its owner's hands. File capabilities are not kept:
+/// new content never runs with them, as it never keeps set-ID bits (the workspace leaves them
+/// out, and the kernel drops them when the content is written).
+#[tokio::test]
+async fn as_root_a_write_keeps_another_users_file_theirs() {
+    use std::os::unix::fs::MetadataExt;
+    let root = tempfile::tempdir().unwrap();
+    if !running_as_root(root.path()) {
+        println!("skipped: only root may give a file to another user");
+        return;
+    }
+    let file = root.path().join("theirs.sh");
+    std::fs::write(&file, "#!/bin/sh\n").unwrap();
+    std::os::unix::fs::chown(&file, Some(4242), Some(4343)).unwrap();
+    // `cap_net_raw` permitted and effective (revision 2, 20 bytes), as `setcap` writes it.
+    #[cfg(target_os = "linux")]
+    let capability = {
+        let mut value = (0x0200_0000u32 | 1).to_le_bytes().to_vec();
+        for word in [1u32 << 13, 0, 0, 0] {
+            value.extend(word.to_le_bytes());
+        }
+        set_xattr(&file, "security.capability", &value)
+    };
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    ws.write("theirs.sh", "#!/bin/sh\nid\n").await.unwrap();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "#!/bin/sh\nid\n");
+    let metadata = std::fs::metadata(&file).unwrap();
+    assert_eq!((metadata.uid(), metadata.gid()), (4242, 4343));
+    #[cfg(target_os = "linux")]
+    if capability {
+        assert_eq!(xattr(&file, "security.capability"), None);
+    }
+}
+
+/// A file this process may write but not read is not replaced: what its replacement must keep
+/// (its ACL, its attributes) cannot be read, so the write is refused as read-only and the file
+/// stays as it is.
+#[tokio::test]
+async fn a_file_that_may_be_written_but_not_read_is_not_replaced() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    if running_as_root(root.path()) {
+        println!("skipped: root reads any file");
+        return;
+    }
+    let file = root.path().join("drop-box.txt");
+    std::fs::write(&file, "old").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o200)).unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    let error = ws.write("drop-box.txt", "new").await.unwrap_err();
+    assert!(
+        matches!(error, WorkspaceError::ReadOnly { .. }),
+        "{error:?}"
+    );
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "old");
+    assert_eq!(names_on_disk(root.path()), ["drop-box.txt"]);
+}
