@@ -321,6 +321,11 @@ impl Agent {
     /// Resumes a run that ended awaiting approval: approved calls (with the hash they were
     /// shown) run, the runner checking policy and hash again; anything else is denied and fed
     /// back to the model. Emits exactly one `Done`, last.
+    ///
+    /// Decisions that do not fit the pause (one names a call the state does not wait for: a
+    /// resume meant for an earlier pause, or a mistyped id) decide nothing: the run ends with an
+    /// `Error` and `Done { reason: error }`, and the state returned is the one given, its calls
+    /// still waiting for a resume with the right decisions.
     pub async fn resume(
         &self,
         state: AgentState,

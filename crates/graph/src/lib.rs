@@ -64,7 +64,10 @@ pub use store::InMemoryThreadStore;
 ///     longer `length`: nothing says the model hit its output limit.
 /// 13. Text a model's completion adds to the text its port streamed is shown as one more
 ///     `TextDelta`, where only a port that streamed no text at all had its text shown.
-pub const LOOP_REVISION: u32 = 13;
+/// 14. Approval decisions that name a call the thread does not wait for (a resume meant for an
+///     earlier pause) decide nothing and end the run `error`, the thread still waiting, where
+///     they were ignored and every waiting call they did not name was denied.
+pub const LOOP_REVISION: u32 = 14;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

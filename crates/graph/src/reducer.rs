@@ -183,7 +183,10 @@ pub enum AgentEvent {
         #[serde(default)]
         cancelled: bool,
     },
-    /// Decisions on calls waiting for approval; resumes the thread.
+    /// Decisions on calls waiting for approval; resumes the thread. Decisions that do not fit
+    /// the pause (one names a call the thread does not wait for: a stale resume, a mistyped
+    /// id) are refused whole: the run ends with an error and decides nothing, and the state is
+    /// kept as it was, its calls still waiting.
     ApprovalDecisions {
         /// The decisions (a call without one is denied, and so is a call whose decisions do not
         /// all approve it with its hash).
@@ -235,7 +238,8 @@ pub enum Intent {
         /// The calls waiting.
         pending: Vec<PendingApproval>,
     },
-    /// End the run.
+    /// End the run. The state's phase is then [`Phase::Finished`], but after approval
+    /// decisions refused for not fitting the pause: that thread still waits for them.
     Finish {
         /// Why.
         reason: DoneReason,
@@ -357,6 +361,35 @@ fn keep_partial_text(state: &mut AgentState, text: String) {
 /// answered first (their known results, else cancelled), so the history stays valid.
 fn out_of_phase(state: AgentState, what: &str) -> (AgentState, Vec<Intent>) {
     close_and_finish(state, DoneReason::Error, Some(what.into()))
+}
+
+/// What makes `decisions` fit no pause of a thread at `phase` that waits for approvals, if
+/// anything: a decision naming a call the thread does not wait for (a stale resume for an
+/// earlier pause, or a mistyped id). Named by the decision's position, never its id (the
+/// caller's text).
+fn mismatched_decisions(phase: &Phase, decisions: &[ApprovalDecision]) -> Option<String> {
+    let Phase::AwaitingApproval { pending, .. } = phase else {
+        return None;
+    };
+    let waits_for = |id: &ToolCallId| pending.iter().any(|p| &p.tool_call_id == id);
+    decisions
+        .iter()
+        .position(|d| !waits_for(&d.tool_call_id))
+        .map(|at| format!("decisions[{at}] names a call this thread does not wait for"))
+}
+
+/// Ends a run whose approval decisions do not fit the pause, deciding nothing: the state is
+/// kept as it was, its calls still waiting, so a resume with the right decisions can follow.
+fn refuse_decisions(state: AgentState, what: &str) -> (AgentState, Vec<Intent>) {
+    let error = format!(
+        "the approval decisions do not fit the calls waiting: {what}; nothing was decided, \
+         and the calls still wait"
+    );
+    let intent = Intent::Finish {
+        reason: DoneReason::Error,
+        error: Some(error),
+    };
+    (state, vec![intent])
 }
 
 /// A denial fed back to the model for a call that was not approved.
@@ -766,6 +799,9 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
             (state, vec![Intent::AwaitApproval { pending }])
         }
         AgentEvent::ApprovalDecisions { decisions } => {
+            if let Some(what) = mismatched_decisions(&state.phase, &decisions) {
+                return refuse_decisions(state, &what);
+            }
             let (calls, mut answered, pending) =
                 match std::mem::replace(&mut state.phase, Phase::Idle) {
                     Phase::AwaitingApproval {

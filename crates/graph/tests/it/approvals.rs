@@ -173,8 +173,6 @@ async fn anything_ambiguous_fails_closed() {
     let cases = [
         // An approval for other arguments.
         vec![decision("c1", true, &"0".repeat(64))],
-        // An unknown id approves nothing.
-        vec![decision("c9", true, "whatever")],
         // No decision at all.
         vec![],
     ];
@@ -205,6 +203,69 @@ async fn anything_ambiguous_fails_closed() {
         }));
         assert!(answers(&state).iter().all(|a| a.contains("policy_denied")));
     }
+}
+
+/// Decisions naming a call the thread does not wait for (a resume meant for an earlier pause, a
+/// mistyped id) decide nothing: the run ends with an error that does not quote the id, nothing
+/// runs or is denied, and the thread still waits, so the right decisions can follow.
+#[tokio::test(start_paused = true)]
+async fn decisions_for_a_call_not_waiting_are_refused_and_lose_nothing() {
+    let f = fixture();
+    let (state, hashes) = paused(&f).await;
+    let decisions = vec![
+        decision("c1", true, &hashes[0].1),
+        decision("c9-stale", true, "whatever"),
+    ];
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let kept = f
+        .agent
+        .resume(
+            state.clone(),
+            decisions,
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    let events = f.events();
+    assert_eq!(done_reason(&events), "error");
+    let errors: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::Error { message } => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errors.len(), 1, "{events:?}");
+    assert!(errors[0].contains("decisions[1]"), "{errors:?}");
+    assert!(!errors[0].contains("c9-stale"), "{errors:?}");
+    assert!(
+        !events.iter().any(|e| matches!(
+            e,
+            AiEvent::ToolCallStart { .. }
+                | AiEvent::ToolCallResult { .. }
+                | AiEvent::StepStarted { .. }
+        )),
+        "{events:?}"
+    );
+    assert_eq!(kept, state, "the pause is kept as it was");
+    // The right decisions still resume it.
+    f.events.lock().unwrap().clear();
+    let decisions = hashes
+        .iter()
+        .map(|(id, hash)| decision(id, true, hash))
+        .collect();
+    let resumed = f
+        .agent
+        .resume(kept, decisions, &f.ctx, &f.catalog, &sink, &f.cancel)
+        .await;
+    check_invariants(&f.events(), &resumed).unwrap();
+    assert_eq!(done_reason(&f.events()), "stop");
+    assert_eq!(
+        answers(&resumed),
+        [r#"{"waited_ms":1}"#, r#"{"waited_ms":2}"#]
+    );
 }
 
 /// Two decisions on one call that disagree (an approval and a denial, or approvals for two

@@ -133,6 +133,9 @@ fn tools_move() -> impl Strategy<Value = ToolsMove> {
 enum PausedMove {
     /// Per waiting call: approve with the right hash, deny, approve another hash, no decision.
     Decide(Vec<u8>),
+    /// Decisions that also name a call the thread does not wait for (one it answered earlier,
+    /// if any): refused whole, nothing changes; then the waiting calls are approved.
+    Stale,
     User,
     Cancel,
 }
@@ -140,6 +143,7 @@ enum PausedMove {
 fn paused_move() -> impl Strategy<Value = PausedMove> {
     prop_oneof![
         4 => proptest::collection::vec(0u8..4, 0..6).prop_map(PausedMove::Decide),
+        1 => Just(PausedMove::Stale),
         1 => Just(PausedMove::User),
         1 => Just(PausedMove::Cancel),
     ]
@@ -447,6 +451,39 @@ proptest! {
                                 })
                                 .collect(),
                         },
+                        PausedMove::Stale => {
+                            let approve = |waiting: &graph::PendingApproval| ApprovalDecision {
+                                tool_call_id: waiting.tool_call_id.clone(),
+                                approved: true,
+                                args_hash: waiting.args_hash.clone(),
+                                reason: None,
+                            };
+                            let waiting = |id: &ToolCallId| pending.iter().any(|p| &p.tool_call_id == id);
+                            let stale = state
+                                .messages()
+                                .iter()
+                                .find_map(|m| match m {
+                                    Message::Tool { tool_call_id, .. } if !waiting(tool_call_id) => Some(tool_call_id.clone()),
+                                    _ => None,
+                                })
+                                .unwrap_or_else(|| ToolCallId::new("stale").unwrap());
+                            let mut decisions: Vec<ApprovalDecision> = pending.iter().map(approve).collect();
+                            decisions.insert(decisions.len() / 2, ApprovalDecision {
+                                tool_call_id: stale,
+                                approved: true,
+                                args_hash: "stale".into(),
+                                reason: None,
+                            });
+                            let before = state.clone();
+                            let (after, intents) = reduce(state, AgentEvent::ApprovalDecisions { decisions });
+                            prop_assert_eq!(&after, &before, "refused decisions changed the thread");
+                            prop_assert!(
+                                matches!(&intents[..], [Intent::Finish { reason: DoneReason::Error, error: Some(_) }]),
+                                "{:?}", intents
+                            );
+                            state = after;
+                            AgentEvent::ApprovalDecisions { decisions: pending.iter().map(approve).collect() }
+                        }
                         // A new message restarts the step count: once per run, so runs end.
                         PausedMove::User if !interrupted => {
                             interrupted = true;
