@@ -323,7 +323,8 @@ impl Agent {
     /// back to the model. Emits exactly one `Done`, last.
     ///
     /// Decisions that do not fit the pause (one names a call the state does not wait for: a
-    /// resume meant for an earlier pause, or a mistyped id) decide nothing: the run ends with an
+    /// resume meant for an earlier pause, or a mistyped id; or two decide one call) decide
+    /// nothing: the run ends with an
     /// `Error` and `Done { reason: error }`, and the state returned is the one given, its calls
     /// still waiting for a resume with the right decisions.
     pub async fn resume(

@@ -66,7 +66,8 @@ pub use store::InMemoryThreadStore;
 ///     `TextDelta`, where only a port that streamed no text at all had its text shown.
 /// 14. Approval decisions that name a call the thread does not wait for (a resume meant for an
 ///     earlier pause) decide nothing and end the run `error`, the thread still waiting, where
-///     they were ignored and every waiting call they did not name was denied.
+///     they were ignored and every waiting call they did not name was denied; so do decisions
+///     that decide one call twice, where the call was denied unless all approved its hash.
 pub const LOOP_REVISION: u32 = 14;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks

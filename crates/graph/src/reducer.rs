@@ -185,11 +185,11 @@ pub enum AgentEvent {
     },
     /// Decisions on calls waiting for approval; resumes the thread. Decisions that do not fit
     /// the pause (one names a call the thread does not wait for: a stale resume, a mistyped
-    /// id) are refused whole: the run ends with an error and decides nothing, and the state is
-    /// kept as it was, its calls still waiting.
+    /// id; or two decide one call) are refused whole: the run ends with an error and decides
+    /// nothing, and the state is kept as it was, its calls still waiting.
     ApprovalDecisions {
-        /// The decisions (a call without one is denied, and so is a call whose decisions do not
-        /// all approve it with its hash).
+        /// The decisions, at most one per waiting call (a call without one is denied, and so is
+        /// one approved with another hash than its own).
         decisions: Vec<ApprovalDecision>,
     },
     /// The run was cancelled. When no run is in progress (none began, or the last one finished)
@@ -365,17 +365,28 @@ fn out_of_phase(state: AgentState, what: &str) -> (AgentState, Vec<Intent>) {
 
 /// What makes `decisions` fit no pause of a thread at `phase` that waits for approvals, if
 /// anything: a decision naming a call the thread does not wait for (a stale resume for an
-/// earlier pause, or a mistyped id). Named by the decision's position, never its id (the
-/// caller's text).
+/// earlier pause, or a mistyped id), or a call decided more than once (ambiguous at best: an
+/// approval and a denial, or approvals of two argument hashes). Named by the decision's
+/// position, never its id (the caller's text).
 fn mismatched_decisions(phase: &Phase, decisions: &[ApprovalDecision]) -> Option<String> {
     let Phase::AwaitingApproval { pending, .. } = phase else {
         return None;
     };
-    let waits_for = |id: &ToolCallId| pending.iter().any(|p| &p.tool_call_id == id);
-    decisions
-        .iter()
-        .position(|d| !waits_for(&d.tool_call_id))
-        .map(|at| format!("decisions[{at}] names a call this thread does not wait for"))
+    let mut decided: HashSet<&ToolCallId> = HashSet::new();
+    decisions.iter().enumerate().find_map(|(at, d)| {
+        if !pending.iter().any(|p| p.tool_call_id == d.tool_call_id) {
+            Some(format!(
+                "decisions[{at}] names a call this thread does not wait for"
+            ))
+        } else if !decided.insert(&d.tool_call_id) {
+            Some(format!(
+                "decisions[{at}] decides a call that an earlier decision decided: each call \
+                 is decided once, not more than once"
+            ))
+        } else {
+            None
+        }
+    })
 }
 
 /// Ends a run whose approval decisions do not fit the pause, deciding nothing: the state is
@@ -821,23 +832,19 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
             let mut denials = Vec::new();
             for waiting in pending {
                 let id = &waiting.tool_call_id;
-                // Every decision on the call must approve it with its hash: decisions that
-                // disagree are ambiguous, and ambiguity fails closed.
-                let named: Vec<&ApprovalDecision> =
-                    decisions.iter().filter(|d| &d.tool_call_id == id).collect();
-                let why = if named.is_empty() {
-                    "no decision was made on this call, so it was not run".to_owned()
-                } else if named.iter().any(|d| !d.approved) {
-                    let reason = named
-                        .iter()
-                        .filter(|d| !d.approved)
-                        .find_map(|d| d.reason.as_deref().filter(|r| !r.trim().is_empty()));
-                    denial_message(reason)
-                } else if named.iter().any(|d| d.args_hash != waiting.args_hash) {
-                    "the approval was for other arguments, so the call was not run".to_owned()
-                } else {
-                    approved.push(waiting);
-                    continue;
+                // At most one decision names the call (more were refused above); it must
+                // approve the call with its hash, or the call is denied.
+                let decision = decisions.iter().find(|d| &d.tool_call_id == id);
+                let why = match decision {
+                    None => "no decision was made on this call, so it was not run".to_owned(),
+                    Some(d) if !d.approved => denial_message(d.reason.as_deref()),
+                    Some(d) if d.args_hash != waiting.args_hash => {
+                        "the approval was for other arguments, so the call was not run".to_owned()
+                    }
+                    Some(_) => {
+                        approved.push(waiting);
+                        continue;
+                    }
                 };
                 let name = calls
                     .iter()

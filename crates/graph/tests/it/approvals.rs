@@ -268,33 +268,57 @@ async fn decisions_for_a_call_not_waiting_are_refused_and_lose_nothing() {
     );
 }
 
-/// Two decisions on one call that disagree (an approval and a denial, or approvals for two
-/// different argument hashes) are ambiguous, whichever comes first: the call is denied.
+/// Two decisions on one call (an approval and a denial, approvals for two argument hashes, or
+/// the same decision twice) are ambiguous at best, whichever comes first: they decide nothing,
+/// no call runs or is denied, and the thread still waits for a resume that decides each once.
 #[tokio::test(start_paused = true)]
-async fn contradictory_decisions_on_one_call_fail_closed() {
+async fn a_call_decided_twice_is_refused_and_loses_nothing() {
     let f = fixture();
     let (state, hashes) = paused(&f).await;
     let (h1, h2) = (&hashes[0].1, &hashes[1].1);
-    let decisions = vec![
-        decision("c1", true, h1),
-        decision("c1", false, h1),
-        decision("c2", true, h2),
-        decision("c2", true, &"0".repeat(64)),
+    let cases = [
+        vec![decision("c1", true, h1), decision("c1", false, h1)],
+        vec![
+            decision("c1", true, h1),
+            decision("c2", true, h2),
+            decision("c2", true, &"0".repeat(64)),
+        ],
+        vec![decision("c2", false, h2), decision("c2", false, h2)],
     ];
     let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
-    let state = f
-        .agent
-        .resume(state, decisions, &f.ctx, &f.catalog, &sink, &f.cancel)
-        .await;
-    let events = f.events();
-    check_invariants(&events, &state).unwrap();
-    let ran = events
-        .iter()
-        .any(|e| matches!(e, AiEvent::ToolCallStart { args: Some(_), .. }));
-    assert!(!ran, "a call ran on contradictory decisions: {events:?}");
-    let answers = answers(&state);
-    assert!(answers[0].contains("denied this call"), "{answers:?}");
-    assert!(answers[1].contains("other arguments"), "{answers:?}");
+    for (case, decisions) in cases.into_iter().enumerate() {
+        let at = decisions.len() - 1;
+        let kept = f
+            .agent
+            .resume(
+                state.clone(),
+                decisions,
+                &f.ctx,
+                &f.catalog,
+                &sink,
+                &f.cancel,
+            )
+            .await;
+        let events = std::mem::take(&mut *f.events.lock().unwrap());
+        assert_eq!(done_reason(&events), "error", "case {case}: {events:?}");
+        let error = events.iter().find_map(|e| match e {
+            AiEvent::Error { message } => Some(message.clone()),
+            _ => None,
+        });
+        let error = error.unwrap_or_default();
+        assert!(
+            error.contains(&format!("decisions[{at}]")) && error.contains("more than once"),
+            "case {case}: {error}"
+        );
+        assert!(
+            !events.iter().any(|e| matches!(
+                e,
+                AiEvent::ToolCallStart { .. } | AiEvent::ToolCallResult { .. }
+            )),
+            "case {case}: {events:?}"
+        );
+        assert_eq!(kept, state, "case {case}: the pause is kept as it was");
+    }
 }
 
 #[tokio::test(start_paused = true)]

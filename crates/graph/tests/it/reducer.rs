@@ -134,8 +134,9 @@ enum PausedMove {
     /// Per waiting call: approve with the right hash, deny, approve another hash, no decision.
     Decide(Vec<u8>),
     /// Decisions that also name a call the thread does not wait for (one it answered earlier,
-    /// if any): refused whole, nothing changes; then the waiting calls are approved.
-    Stale,
+    /// if any), or (`true`) decide a waiting call twice: refused whole, nothing changes; then
+    /// the waiting calls are approved.
+    Stale(bool),
     User,
     Cancel,
 }
@@ -143,7 +144,7 @@ enum PausedMove {
 fn paused_move() -> impl Strategy<Value = PausedMove> {
     prop_oneof![
         4 => proptest::collection::vec(0u8..4, 0..6).prop_map(PausedMove::Decide),
-        1 => Just(PausedMove::Stale),
+        1 => any::<bool>().prop_map(PausedMove::Stale),
         1 => Just(PausedMove::User),
         1 => Just(PausedMove::Cancel),
     ]
@@ -451,7 +452,7 @@ proptest! {
                                 })
                                 .collect(),
                         },
-                        PausedMove::Stale => {
+                        PausedMove::Stale(twice) => {
                             let approve = |waiting: &graph::PendingApproval| ApprovalDecision {
                                 tool_call_id: waiting.tool_call_id.clone(),
                                 approved: true,
@@ -468,12 +469,16 @@ proptest! {
                                 })
                                 .unwrap_or_else(|| ToolCallId::new("stale").unwrap());
                             let mut decisions: Vec<ApprovalDecision> = pending.iter().map(approve).collect();
-                            decisions.insert(decisions.len() / 2, ApprovalDecision {
-                                tool_call_id: stale,
-                                approved: true,
-                                args_hash: "stale".into(),
-                                reason: None,
-                            });
+                            let extra = match pending.first() {
+                                Some(first) if *twice => ApprovalDecision { approved: false, ..approve(first) },
+                                _ => ApprovalDecision {
+                                    tool_call_id: stale,
+                                    approved: true,
+                                    args_hash: "stale".into(),
+                                    reason: None,
+                                },
+                            };
+                            decisions.insert(decisions.len() / 2 + 1, extra);
                             let before = state.clone();
                             let (after, intents) = reduce(state, AgentEvent::ApprovalDecisions { decisions });
                             prop_assert_eq!(&after, &before, "refused decisions changed the thread");
