@@ -35,7 +35,7 @@ pub enum Message {
     },
     /// The user's turn.
     User {
-        /// The text.
+        /// The text (not blank: [`validate_history`] refuses a user message without text).
         content: String,
     },
     /// The model's turn: text, tool calls, or both.
@@ -92,6 +92,13 @@ pub enum HistoryError {
         /// Position in the history.
         index: usize,
     },
+    /// A user message has no text (whitespace counts as none): nothing for a model to answer,
+    /// and a message Anthropic refuses (an empty text block).
+    #[error("message {index}: user message has no text")]
+    EmptyUserMessage {
+        /// Position in the history.
+        index: usize,
+    },
     /// Two tool calls in the history share an id.
     #[error("message {index}: tool call id {tool_call_id} is used twice")]
     DuplicateToolCallId {
@@ -104,8 +111,9 @@ pub enum HistoryError {
 
 /// Checks that every tool message answers a call of the assistant message just before its run of
 /// tool messages, in call order, that no call is left unanswered before the next message of
-/// another role or the end, that call ids are unique, and that every assistant message holds
-/// text (whitespace is none) or calls. An invalid history is an error, never patched.
+/// another role or the end, that call ids are unique, that every user message holds text, and
+/// that every assistant message holds text or calls (whitespace is no text). An invalid history
+/// is an error, never patched.
 ///
 /// ```
 /// use ai_core::{AssistantToolCall, Message, ToolCallId, validate_history};
@@ -149,6 +157,11 @@ pub fn validate_history(messages: &[Message]) -> Result<(), HistoryError> {
                 index: pending_at,
                 tool_call_id: call.id.clone(),
             });
+        }
+        if let Message::User { content } = message
+            && content.trim().is_empty()
+        {
+            return Err(HistoryError::EmptyUserMessage { index });
         }
         if let Message::Assistant {
             content,

@@ -144,6 +144,15 @@ pub enum GraphError {
         /// What is wrong.
         reason: String,
     },
+    /// The user message holds no text (none, or whitespace only): nothing was run, and the
+    /// thread was neither loaded nor saved.
+    #[error(
+        "thread {thread}: the user message holds no text (none, or whitespace only), so nothing was run"
+    )]
+    EmptyUserMessage {
+        /// The thread.
+        thread: String,
+    },
     /// The state the run ended with could not be written as JSON, so it was not saved (the
     /// reason never quotes the state).
     #[error("the state of thread {thread} cannot be written as JSON: {reason}")]
@@ -275,6 +284,11 @@ impl Agent {
     /// `Done`, last, and returns the state to save. Its history passes `validate_history` unless
     /// the run paused for approval (`Done { reason: awaiting_approval }`): then the turn's calls
     /// are answered when [`Agent::resume`] decides them, or cancelled by the next user message.
+    ///
+    /// A message without text (empty, or whitespace only) is refused, as providers refuse it:
+    /// the run ends with an `Error` saying so and `Done { reason: error }`, no model is called,
+    /// and the state returned is the one given (nothing recorded, calls waiting for approval
+    /// still waiting).
     pub async fn run(
         &self,
         state: AgentState,
@@ -606,7 +620,9 @@ impl Agent {
     /// Loads the thread (or starts it), runs one turn with only the new user message, and saves
     /// the state. The run's `Done` is emitted once the state is saved, so a turn shown as done is
     /// stored; a thread that cannot be loaded or saved (the store failed, or panicked) ends the
-    /// run with an `Error` and `Done { reason: error }`, and the error is returned.
+    /// run with an `Error` and `Done { reason: error }`, and the error is returned. So does a
+    /// user message without text (empty, or whitespace only), before the thread is loaded:
+    /// nothing is run or saved ([`GraphError::EmptyUserMessage`]).
     ///
     /// One turn per thread at a time is the caller's to ensure: [`ThreadStore`] is load and save,
     /// so two turns run at once on one thread both finish and the later save wins (the other
@@ -624,6 +640,12 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> Result<AgentState, GraphError> {
         let events = &SinkPort(events);
+        if user_message.trim().is_empty() {
+            let error = GraphError::EmptyUserMessage {
+                thread: thread.as_str().into(),
+            };
+            return Err(failed(events, error));
+        }
         // serde's own message would quote the state (the conversation), which reaches the
         // client and the logs: only what is wrong and where.
         let store_error = |action, error| GraphError::Store {

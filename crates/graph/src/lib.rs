@@ -67,7 +67,10 @@ pub use store::InMemoryThreadStore;
 /// 14. Approval decisions that name a call the thread does not wait for (a resume meant for an
 ///     earlier pause) decide nothing and end the run `error`, the thread still waiting, where
 ///     they were ignored and every waiting call they did not name was denied; so do decisions
-///     that decide one call twice, where the call was denied unless all approved its hash.
+///     that decide one call twice, where the call was denied unless all approved its hash. A
+///     user message without text (empty, or whitespace only) is refused: the run ends `error`
+///     with the thread as it was, where the message was recorded and sent to the model; a saved
+///     thread holding one leaves it out at its next model call.
 pub const LOOP_REVISION: u32 = 14;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks

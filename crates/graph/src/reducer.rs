@@ -150,7 +150,9 @@ pub const MAX_DENIAL_REASON_CHARS: usize = 500;
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum AgentEvent {
-    /// The user's next message starts a run.
+    /// The user's next message starts a run. A message without text (none, or whitespace
+    /// only) is refused: the run ends with an error, nothing is recorded, and the state is kept
+    /// as it was.
     UserMessage {
         /// The text.
         content: String,
@@ -239,7 +241,8 @@ pub enum Intent {
         pending: Vec<PendingApproval>,
     },
     /// End the run. The state's phase is then [`Phase::Finished`], but after approval
-    /// decisions refused for not fitting the pause: that thread still waits for them.
+    /// decisions refused for not fitting the pause (that thread still waits for them) and after
+    /// a user message without text (the thread is kept as it was).
     Finish {
         /// Why.
         reason: DoneReason,
@@ -276,8 +279,12 @@ fn finish(
     (state, vec![Intent::Finish { reason, error }])
 }
 
+/// What a run whose user message holds no text ends with.
+const NO_TEXT: &str = "the user message holds no text (none, or whitespace only): nothing was \
+                       recorded, and the thread is as it was";
+
 fn call_model(mut state: AgentState) -> (AgentState, Vec<Intent>) {
-    drop_empty_assistant_messages(&mut state.messages);
+    drop_empty_messages(&mut state.messages);
     heal_tool_names(&mut state.messages);
     if let Err(error) = validate_history(&state.messages) {
         return finish(
@@ -599,15 +606,20 @@ impl CallIds {
     }
 }
 
-/// Leaves out every assistant message with neither text (whitespace is none) nor calls, which
-/// [`validate_history`] refuses (as Anthropic does). The loop records none, but a thread an older
-/// build saved may hold one, and every later model call of it would be refused: it heals at its
-/// next model call, and is saved healed. Such a message answers nothing and is answered by
-/// nothing, so leaving it out breaks no pairing.
-fn drop_empty_assistant_messages(messages: &mut Vec<Message>) {
-    messages.retain(|message| {
-        !matches!(message, Message::Assistant { content, tool_calls }
-            if tool_calls.is_empty() && content.trim().is_empty())
+/// Leaves out every assistant message with neither text (whitespace is none) nor calls, and
+/// every user message without text, which [`validate_history`] refuses (as Anthropic does). The
+/// loop records neither, but a thread an older build saved may hold one (an assistant turn
+/// without content, or a library caller's empty user message), and every later model call of it
+/// would be refused: it heals at its next model call, and is saved healed. Such a message answers
+/// nothing and is answered by nothing, so leaving it out breaks no pairing.
+fn drop_empty_messages(messages: &mut Vec<Message>) {
+    messages.retain(|message| match message {
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => !(tool_calls.is_empty() && content.trim().is_empty()),
+        Message::User { content } => !content.trim().is_empty(),
+        Message::System { .. } | Message::Tool { .. } => true,
     });
 }
 
@@ -675,6 +687,15 @@ fn accepted_char(c: char) -> bool {
 /// ```
 pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Intent>) {
     match event {
+        AgentEvent::UserMessage { content } if content.trim().is_empty() => {
+            // Nothing for a model to answer, and a message providers refuse: the run ends with
+            // an error and the thread is kept as it was (calls waiting for approval still wait).
+            let intent = Intent::Finish {
+                reason: DoneReason::Error,
+                error: Some(NO_TEXT.into()),
+            };
+            (state, vec![intent])
+        }
         AgentEvent::UserMessage { content } => {
             // Calls still waiting for approval are cancelled by the new message; this run shows
             // their answers, as the run that decides them would.

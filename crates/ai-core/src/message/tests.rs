@@ -6,7 +6,7 @@ fn id(raw: &str) -> ToolCallId {
     ToolCallId::new(raw).unwrap()
 }
 
-/// `u` user, `a:x,y` assistant calling x and y, `a` assistant text, `e` assistant with empty
+/// `u` user, `b` user with blank text, `a:x,y` assistant calling x and y, `a` assistant text, `e` assistant with empty
 /// text and no calls, `w` the same with whitespace for text, `t:x` tool answer to x.
 fn history(script: &str) -> Vec<Message> {
     script
@@ -14,6 +14,9 @@ fn history(script: &str) -> Vec<Message> {
         .map(|step| match step.split_once(':') {
             None if step == "u" => Message::User {
                 content: "hi".into(),
+            },
+            None if step == "b" => Message::User {
+                content: " \n".into(),
             },
             None if step == "s" => Message::System {
                 content: "be brief".into(),
@@ -112,4 +115,19 @@ fn an_assistant_message_without_content_is_refused() {
     );
     // Empty text is fine next to calls.
     check("u a:1 t:1 a", None);
+}
+
+/// A user message without text (whitespace counts as none) is refused wherever it stands: there
+/// is nothing in it for a model to answer, and Anthropic refuses an empty text block.
+#[test]
+fn a_user_message_without_text_is_refused() {
+    check("b a", Some("message 0: user message has no text"));
+    check("u a b", Some("message 2: user message has no text"));
+    let empty = [Message::User {
+        content: String::new(),
+    }];
+    assert_eq!(
+        validate_history(&empty),
+        Err(HistoryError::EmptyUserMessage { index: 0 })
+    );
 }

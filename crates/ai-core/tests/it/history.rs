@@ -35,15 +35,17 @@ fn message() -> impl Strategy<Value = Message> {
     ]
 }
 
-/// The rules read plainly: each assistant message holds text that is not blank or calls; its
-/// calls have ids no earlier call had, and are answered by the tool messages right after it, one
-/// each, in call order; no other tool message.
+/// The rules read plainly: each user message holds text that is not blank; each assistant
+/// message holds text that is not blank or calls; its calls have ids no earlier call had, and
+/// are answered by the tool messages right after it, one each, in call order; no other tool
+/// message.
 fn valid(messages: &[Message]) -> bool {
     let mut seen = HashSet::new();
     let mut i = 0;
     while i < messages.len() {
         match &messages[i] {
             Message::Tool { .. } => return false,
+            Message::User { content } if content.trim().is_empty() => return false,
             Message::Assistant {
                 content,
                 tool_calls,

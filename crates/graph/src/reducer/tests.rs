@@ -1036,3 +1036,83 @@ fn a_saved_thread_with_an_empty_assistant_message_heals_at_its_next_model_call()
         ["user", "assistant", "tool", "user"]
     );
 }
+
+/// A user message without text (empty or whitespace only) is refused, as providers refuse one:
+/// the run ends with an error, and the state is kept as it was, calls waiting for approval
+/// still waiting.
+#[test]
+fn a_user_message_without_text_is_refused_and_changes_nothing() {
+    let (idle, _) = reduce(AgentState::new(None, steps(10)), user());
+    let (idle, _) = reduce(idle, completion("hello", &[]));
+    let (paused, _) = reduce(AgentState::new(None, steps(10)), user());
+    let (paused, _) = reduce(paused, completion("", &["c1"]));
+    let waiting = ToolExecResult {
+        tool_call_id: ToolCallId::new("c1").unwrap(),
+        outcome: ai_core::ToolOutcome::ApprovalRequired {
+            args_hash: "h".into(),
+        },
+    };
+    let (paused, _) = reduce(
+        paused,
+        AgentEvent::ToolResults {
+            results: vec![waiting],
+            cancelled: false,
+        },
+    );
+    assert!(matches!(paused.phase(), Phase::AwaitingApproval { .. }));
+    for state in [
+        AgentState::new(Some("be brief".into()), steps(10)),
+        idle,
+        paused,
+    ] {
+        for blank in ["", " \n\t"] {
+            let (after, intents) = reduce(
+                state.clone(),
+                AgentEvent::UserMessage {
+                    content: blank.into(),
+                },
+            );
+            assert_eq!(after, state, "{blank:?}");
+            let [Intent::Finish { reason, error }] = &intents[..] else {
+                panic!("{intents:?}");
+            };
+            assert_eq!(*reason, DoneReason::Error);
+            assert!(
+                error.as_deref().unwrap().contains("holds no text"),
+                "{error:?}"
+            );
+        }
+    }
+}
+
+/// A thread saved with a user message without text (a library caller's, before such a message
+/// was refused) is loaded, and its next model call leaves that message out, as providers
+/// refuse it; the state no longer keeps it.
+#[test]
+fn a_saved_thread_with_an_empty_user_message_heals_at_its_next_model_call() {
+    let (state, _) = reduce(AgentState::new(None, steps(10)), user());
+    let (state, _) = reduce(state, completion("hello", &[]));
+    // As an older build saved it after a run with an empty message whose model call failed.
+    let text = serde_json::to_string(&state)
+        .unwrap()
+        .replace(r#""content":"go""#, r#""content":"""#);
+    let state: AgentState = serde_json::from_str(&text).unwrap();
+    assert!(ai_core::validate_history(state.messages()).is_err());
+
+    let (state, intents) = reduce(
+        state,
+        AgentEvent::UserMessage {
+            content: "again".into(),
+        },
+    );
+    let [Intent::CallModel { messages }] = &intents[..] else {
+        panic!("{intents:?}");
+    };
+    ai_core::validate_history(messages).unwrap();
+    assert_eq!(messages, state.messages());
+    assert!(matches!(
+        state.messages(),
+        [Message::Assistant { content, .. }, Message::User { content: again }]
+            if content == "hello" && again == "again"
+    ));
+}

@@ -1250,3 +1250,51 @@ async fn a_call_failed_by_a_panicking_clock_is_recorded() {
         (500, 500)
     );
 }
+
+/// A library caller's user message without text (empty or whitespace only), which providers
+/// refuse, is refused: no model is called, the run ends with an error saying so, and nothing is
+/// recorded: `run` hands back the state it was given, and `run_thread` an error, the thread
+/// neither created nor changed.
+#[tokio::test]
+async fn a_user_message_without_text_is_refused_and_records_nothing() {
+    let f = Fixture::new(vec![text("Hello")], AgentConfig::default());
+    let before = f.run(f.agent.new_state(), "hi").await;
+    for blank in ["", " \n\t"] {
+        f.events.lock().unwrap().clear();
+        let after = f.run(before.clone(), blank).await;
+        assert_eq!(after, before, "{blank:?}");
+        let events = f.events();
+        assert_eq!(done_reason(&events), "error");
+        assert!(
+            matches!(&events[..], [AiEvent::Error { message }, AiEvent::Done { .. }]
+                if message.contains("holds no text")),
+            "{events:?}"
+        );
+    }
+    assert_eq!(f.model.requests.lock().unwrap().len(), 1);
+
+    let store = InMemoryThreadStore::default();
+    let thread = ThreadId::new("t").unwrap();
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    f.events.lock().unwrap().clear();
+    let refused = f
+        .agent
+        .run_thread(
+            &store,
+            &thread,
+            " ".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    assert!(
+        matches!(&refused, Err(graph::GraphError::EmptyUserMessage { thread }) if thread == "t"),
+        "{refused:?}"
+    );
+    assert_eq!(done_reason(&f.events()), "error");
+    let saved = ai_core::ThreadStore::load(&store, &thread).await.unwrap();
+    assert_eq!(saved, None);
+    assert_eq!(f.model.requests.lock().unwrap().len(), 1);
+}
