@@ -11,7 +11,7 @@ use ai_core::{
     AiEvent, CancellationToken, CompletionDelta, CompletionError, CompletionPort, DoneReason,
     EventSink, GraphRef, LlmCaller, LlmRequest, RunContext, ThreadId, ThreadStore,
     ThreadStoreError, ToolCall, ToolCallId, ToolCatalog, ToolChoice, ToolErrorCode, ToolExecResult,
-    ToolFailure, ToolRunner,
+    ToolFailure, ToolOutcome, ToolRunner,
 };
 
 use crate::bounded::run_bounded;
@@ -471,7 +471,9 @@ impl Agent {
     /// the runner itself turns a tool's panic into a failure) fails that call as a tool's panic
     /// does, `execution` without the payload, so one bad port cannot take the run, and its one
     /// `Done`, down. The call is shown ended: a start without arguments unless the runner showed
-    /// one, then the result.
+    /// one, then the result. A panic that came once the runner had passed the call's answer on
+    /// (its result or its approval request: the app's sink panicked on it) leaves that answer
+    /// standing, shown once.
     ///
     /// Such a call is recorded too (unless the runner recorded it before the panic), before its
     /// result is shown, with no arguments and no attempt. Both its times are the time the driver
@@ -491,11 +493,25 @@ impl Agent {
             inner: events,
             started: AtomicBool::new(false),
             recorded: AtomicBool::new(false),
+            answered: std::sync::Mutex::new(None),
             last_time,
         };
         let run = self.runner.run_tool(&call, ctx, catalog, &watched, cancel);
         if let Some(run) = unless_panics(run).await {
             return run.result;
+        }
+        let answered = watched
+            .answered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(outcome) = answered {
+            // The runner had answered the call and passed its answer on when the panic came
+            // (the app's sink panicked on it): that answer stands, and is not shown again.
+            return ToolExecResult {
+                tool_call_id: call.id,
+                outcome,
+            };
         }
         let failure = ToolFailure::new(
             ToolErrorCode::Execution,
@@ -747,19 +763,33 @@ fn failed(events: &dyn EventSink, error: GraphError) -> GraphError {
     error
 }
 
-/// Passes one call's events on, noting whether its start was shown and its record written, and
-/// the latest time the run's records hold.
+/// Passes one call's events on, noting whether its start was shown and its record written, how
+/// the runner answered it (the outcome of the result or approval request passed on), and the
+/// latest time the run's records hold. Each is noted before the event is passed on, so it holds
+/// when the app's sink panics on that event too.
 struct Watched<'a> {
     inner: &'a dyn EventSink,
     started: AtomicBool,
     recorded: AtomicBool,
+    answered: std::sync::Mutex<Option<ToolOutcome>>,
     last_time: &'a AtomicU64,
 }
 
 impl EventSink for Watched<'_> {
     fn emit(&self, event: AiEvent) {
-        if matches!(event, AiEvent::ToolCallStart { .. }) {
-            self.started.store(true, Ordering::Relaxed);
+        let answer = match &event {
+            AiEvent::ToolCallStart { .. } => {
+                self.started.store(true, Ordering::Relaxed);
+                None
+            }
+            AiEvent::ToolCallResult { outcome, .. } => Some(outcome.clone()),
+            AiEvent::ApprovalRequired { args_hash, .. } => Some(ToolOutcome::ApprovalRequired {
+                args_hash: args_hash.clone(),
+            }),
+            _ => None,
+        };
+        if let Some(answer) = answer {
+            *self.answered.lock().unwrap_or_else(|e| e.into_inner()) = Some(answer);
         }
         self.inner.emit(event);
     }

@@ -566,3 +566,47 @@ async fn a_cancel_ends_the_calls_that_asked_for_approval() {
     assert_cancelled(&events, &state);
     assert_eq!(ended_cancelled(&events), ["slow", "gated"], "{events:?}");
 }
+
+/// An app's event sink that panics on the first approval request it is given (after keeping
+/// it): the runner had answered the call when the panic came, so the call waits for approval as
+/// the request said, and is not also shown failed.
+#[tokio::test(start_paused = true)]
+async fn a_sink_that_panics_on_an_approval_request_leaves_the_call_waiting() {
+    let f = fixture();
+    let panicked = std::sync::atomic::AtomicBool::new(false);
+    let sink = |e: AiEvent| {
+        let request = matches!(e, AiEvent::ApprovalRequired { .. });
+        f.events.lock().unwrap().push(e);
+        if request && !panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            panic!("the app's sink broke");
+        }
+    };
+    let state = f
+        .agent
+        .run(
+            f.agent.new_state(),
+            "go".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    assert!(panicked.load(std::sync::atomic::Ordering::SeqCst));
+    let events = f.events();
+    assert_eq!(done_reason(&events), "awaiting_approval");
+    let shown_ended = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                AiEvent::ToolCallStart { .. } | AiEvent::ToolCallResult { .. }
+            )
+        })
+        .count();
+    assert_eq!(shown_ended, 0, "{events:?}");
+    let Phase::AwaitingApproval { pending, .. } = state.phase() else {
+        panic!("{:?}", state.phase());
+    };
+    assert_eq!(pending.len(), 2);
+}

@@ -1298,3 +1298,57 @@ async fn a_user_message_without_text_is_refused_and_records_nothing() {
     assert_eq!(saved, None);
     assert_eq!(f.model.requests.lock().unwrap().len(), 1);
 }
+
+/// An app's event sink that panics on the first tool result it is given (after keeping it): the
+/// runner had answered the call when the panic came, so that answer stands and reaches the sink
+/// once, not a second time as a failure the driver makes up.
+#[tokio::test(start_paused = true)]
+async fn a_sink_that_panics_on_a_result_is_given_that_result_once() {
+    let f = Fixture::new(
+        vec![
+            calls(vec![call("c1", "core__wait", r#"{"ms":1}"#)]),
+            text("done"),
+        ],
+        AgentConfig::default(),
+    );
+    let panicked = std::sync::atomic::AtomicBool::new(false);
+    let sink = |e: AiEvent| {
+        let result = matches!(e, AiEvent::ToolCallResult { .. });
+        f.events.lock().unwrap().push(e);
+        if result && !panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            panic!("the app's sink broke");
+        }
+    };
+    let state = f
+        .agent
+        .run(
+            f.agent.new_state(),
+            "go".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    assert!(panicked.load(std::sync::atomic::Ordering::SeqCst));
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "stop");
+    let results: Vec<&ToolOutcome> = events
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::ToolCallResult { outcome, .. } => Some(outcome),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        matches!(&results[..], [ToolOutcome::Ok { .. }]),
+        "{results:?}"
+    );
+    let answers = tool_messages(state.messages());
+    assert_eq!(answers.len(), 1);
+    assert!(
+        !answers[0].1.contains(r#""code":"execution""#),
+        "{answers:?}"
+    );
+}
