@@ -567,26 +567,36 @@ impl Agent {
         let mut streamed: Vec<StreamedCall> = Vec::new();
         // The text shown so far: a call that fails or is cancelled keeps it in the history.
         let mut partial_text = String::new();
-        let mut deltas = |delta: CompletionDelta| match delta {
-            CompletionDelta::Text { delta } if !delta.is_empty() => {
-                partial_text.push_str(&delta);
-                events.emit(AiEvent::TextDelta { delta });
-            }
-            // Display only: a fragment past the calls a turn may run (a port's bug) is not shown,
-            // as tracking it would cost memory in proportion to its position; such a call is
-            // shown when it is answered.
-            CompletionDelta::ToolCall {
-                index,
-                id,
-                name,
-                arguments,
-            } if index < MAX_CALLS_PER_TURN => {
-                if streamed.len() <= index {
-                    streamed.resize_with(index + 1, StreamedCall::default);
+        // The app's sink as the deltas are shown through it, so that a panic of its own is not
+        // taken for the model port's.
+        let shown = Unwound {
+            inner: events,
+            panicked: AtomicBool::new(false),
+        };
+        let mut deltas = |delta: CompletionDelta| {
+            // A port that caught the sink's panic and streams on answers for what follows.
+            shown.panicked.store(false, Ordering::Relaxed);
+            match delta {
+                CompletionDelta::Text { delta } if !delta.is_empty() => {
+                    partial_text.push_str(&delta);
+                    shown.emit(AiEvent::TextDelta { delta });
                 }
-                streamed[index].push(id, name, arguments, &mut ids, events);
+                // Display only: a fragment past the calls a turn may run (a port's bug) is not
+                // shown, as tracking it would cost memory in proportion to its position; such a
+                // call is shown when it is answered.
+                CompletionDelta::ToolCall {
+                    index,
+                    id,
+                    name,
+                    arguments,
+                } if index < MAX_CALLS_PER_TURN => {
+                    if streamed.len() <= index {
+                        streamed.resize_with(index + 1, StreamedCall::default);
+                    }
+                    streamed[index].push(id, name, arguments, &mut ids, &shown);
+                }
+                _ => {}
             }
-            _ => {}
         };
         // The port's code is marked as the port's for the panic hook
         // (`ai_core::install_tool_panic_hook`), which keeps its panic messages out of the
@@ -603,8 +613,16 @@ impl Agent {
             result = unless_panics(call) => result,
         };
         let Some(result) = result else {
+            // The panic unwound out of the app's sink as it showed a delta (the port let it
+            // through), or out of the port's own code.
+            let message = if shown.panicked.load(Ordering::Relaxed) {
+                "the model call was stopped: the event sink panicked while showing what the \
+                 model streamed"
+            } else {
+                "the model call failed unexpectedly (its port panicked)"
+            };
             return AgentEvent::ModelFailed {
-                message: "the model call failed unexpectedly (its port panicked)".into(),
+                message: message.into(),
                 partial_text,
             };
         };
@@ -799,6 +817,38 @@ impl EventSink for Watched<'_> {
         self.last_time
             .fetch_max(record.ended_at_ms, Ordering::Relaxed);
         self.inner.record(record);
+    }
+}
+
+/// Passes events on to `inner`, noting whether one of them unwound out of it (a panic of the
+/// app's sink, as it showed the event), so that the driver can tell the sink's panic from the
+/// model port's when the port's call unwinds.
+struct Unwound<'a> {
+    inner: &'a dyn EventSink,
+    panicked: AtomicBool,
+}
+
+impl EventSink for Unwound<'_> {
+    fn emit(&self, event: AiEvent) {
+        let unwinding = MarkUnwind(&self.panicked);
+        self.inner.emit(event);
+        std::mem::forget(unwinding);
+    }
+
+    fn record(&self, record: &ai_core::ToolInvocationRecord) {
+        let unwinding = MarkUnwind(&self.panicked);
+        self.inner.record(record);
+        std::mem::forget(unwinding);
+    }
+}
+
+/// Sets its flag when dropped, which happens only when what it guards unwinds (it is forgotten
+/// otherwise).
+struct MarkUnwind<'a>(&'a AtomicBool);
+
+impl Drop for MarkUnwind<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 

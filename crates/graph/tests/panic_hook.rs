@@ -314,8 +314,8 @@ async fn a_ports_panic_message_is_kept_out_and_other_panics_pass_through() {
     // The app's event sink is a port too, wherever it is called: inside the model port's call
     // (the delta callback shows the text through it), by the driver itself (a step's start,
     // the thread's store failing) and by the runner (a call's start, which holds its
-    // arguments). A panic there unwinds to the app, or is taken for the model port's, but its
-    // message is not shown.
+    // arguments). A panic there unwinds to the app, or fails the model call (named as the
+    // sink's) or the tool call it came from, but its message is not shown.
     let cases = [
         (Model::Streams, "text_delta"),
         (Model::CallsATool, "step_started"),

@@ -860,6 +860,7 @@ async fn a_model_port_that_panics_ends_the_run_with_an_error() {
     });
     let error = error.expect("an error event");
     assert!(!error.contains("sk-secret"), "{error}");
+    assert!(error.contains("its port panicked"), "{error}");
     assert_eq!(tool_messages(state.messages()).len(), 1);
 }
 
@@ -1351,4 +1352,42 @@ async fn a_sink_that_panics_on_a_result_is_given_that_result_once() {
         !answers[0].1.contains(r#""code":"execution""#),
         "{answers:?}"
     );
+}
+
+/// An app's event sink that panics on a text delta the model port streams through it (inside
+/// the port's call): the run ends with an error naming the sink's panic, not blaming the model
+/// port, and still ends once.
+#[tokio::test]
+async fn a_sink_that_panics_on_a_streamed_delta_is_not_taken_for_the_model_port() {
+    let f = Fixture::new(vec![text("Hello")], AgentConfig::default());
+    let panicked = std::sync::atomic::AtomicBool::new(false);
+    let sink = |e: AiEvent| {
+        let delta = matches!(e, AiEvent::TextDelta { .. });
+        f.events.lock().unwrap().push(e);
+        if delta && !panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            panic!("the app's sink broke");
+        }
+    };
+    let state = f
+        .agent
+        .run(
+            f.agent.new_state(),
+            "hi".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    assert!(panicked.load(std::sync::atomic::Ordering::SeqCst));
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "error");
+    let error = events.iter().find_map(|e| match e {
+        AiEvent::Error { message } => Some(message.clone()),
+        _ => None,
+    });
+    let error = error.expect("an error event");
+    assert!(error.contains("the event sink panicked"), "{error}");
+    assert!(!error.contains("port"), "{error}");
 }
