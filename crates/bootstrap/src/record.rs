@@ -568,7 +568,9 @@ async fn store_step(
 /// Closes the runs a crash left `running`: each started call without a result gets an
 /// `interrupted` result, the run ends with an error, and its thread takes the interrupted turn
 /// (the user's message, the text and the calls that started, their results) when that history
-/// is valid, or keeps its state from before the run otherwise. Returns the runs closed.
+/// is valid, or keeps its state from before the run otherwise (and a warning names the run and
+/// why, as it does when the run's input blob is missing or damaged: the turn cannot be rebuilt
+/// without it). Returns the runs closed.
 ///
 /// A run is left alone while its lock is held: it is live in some process (this one, another
 /// `cogni serve`, a `cogni chat`), whenever recovery runs. A run whose log already ends with
@@ -790,7 +792,7 @@ async fn close(
         &run.thread_id,
         run_input(log, &recorded.header.input_ref).await,
     ) {
-        (Some(thread), Some(input)) => {
+        (Some(thread), Ok(input)) => {
             let saved = stores
                 .threads
                 .load(thread)
@@ -808,10 +810,16 @@ async fn close(
             let consumed_by_this_run =
                 Some(&saved) == consumed.as_ref() && !recorded.events.is_empty();
             if saved.is_null() || Some(&saved) == started_from.as_ref() || consumed_by_this_run {
-                (
-                    repaired_state(input, &recorded.events, &events),
-                    Some(saved),
-                )
+                let repaired = repaired_state(input, &recorded.events, &events);
+                if repaired.is_none() {
+                    tracing::warn!(
+                        run = run.run_id.as_str(),
+                        thread = thread.as_str(),
+                        "the interrupted turn does not make a valid history: the thread keeps \
+                         its state from before the run, and the turn is not added"
+                    );
+                }
+                (repaired, Some(saved))
             } else {
                 tracing::warn!(
                     run = run.run_id.as_str(),
@@ -822,7 +830,19 @@ async fn close(
                 (None, None)
             }
         }
-        _ => (None, None),
+        (Some(thread), Err(problem)) => {
+            // Without its input the turn cannot be rebuilt: neither the user's message nor the
+            // state the run started from is known anywhere else.
+            tracing::warn!(
+                run = run.run_id.as_str(),
+                thread = thread.as_str(),
+                problem,
+                "the interrupted run's input cannot be read: the thread keeps its state from \
+                 before the run, and the interrupted turn is not added"
+            );
+            (None, None)
+        }
+        (None, _) => (None, None),
     };
     let step = RunStep {
         events,
@@ -834,10 +854,26 @@ async fn close(
     Ok(true)
 }
 
-/// The run's input, when it has one that decodes.
-async fn run_input(log: &RunLogStores, input_ref: &Option<String>) -> Option<RunInput> {
-    let bytes = log.blobs.get(input_ref.as_deref()?).await.ok()?;
-    serde_json::from_slice(&bytes).ok()
+/// The run's input, or what keeps it from being read (never the blob's content).
+async fn run_input(
+    log: &RunLogStores,
+    input_ref: &Option<String>,
+) -> Result<RunInput, &'static str> {
+    let input_ref = input_ref
+        .as_deref()
+        .ok_or("the run has no recorded input")?;
+    let bytes = log
+        .blobs
+        .get(input_ref)
+        .await
+        .map_err(|error| match error {
+            ai_core::BlobStoreError::NotFound(_) => "its input blob is missing",
+            ai_core::BlobStoreError::Corrupt(_) => {
+                "its input blob is damaged (its bytes do not match its hash)"
+            }
+            _ => "its input blob cannot be read",
+        })?;
+    serde_json::from_slice(&bytes).map_err(|_| "its input blob does not decode as a run input")
 }
 
 /// The thread's state with the interrupted turn: its input's state, the user's message, then the

@@ -1190,3 +1190,66 @@ async fn a_run_whose_log_fails_leaves_no_receipt_behind() {
     let left = stores.log.as_ref().unwrap().receipts.take(&run_id);
     assert!(left.is_empty(), "receipts left behind: {left:?}");
 }
+
+/// Log lines written while it is the default subscriber.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A crashed run whose input blob is missing, or does not decode, cannot give its thread the
+/// interrupted turn: recovery still closes it, and says so in a warning naming the run and what
+/// was wrong with its input (never the blob's content), rather than dropping the turn silently.
+#[tokio::test]
+async fn recovery_warns_naming_the_run_whose_input_cannot_be_read() {
+    let runs = Arc::new(FailingCommits::default());
+    let locks = tempfile::tempdir().unwrap();
+    let stores = stores(runs.clone(), &locks);
+    let log = stores.log.clone().unwrap();
+    let thread = ThreadId::new("t").unwrap();
+    let missing = "ab".repeat(32);
+    let undecodable = log.blobs.put(br#"{"secret-payload":1}"#).await.unwrap();
+    for (run, input_ref) in [("run-missing", &missing), ("run-undecodable", &undecodable)] {
+        let run = RunId::new(run).unwrap();
+        runs.begin_run(&run, Some(&thread), 1, Some(input_ref))
+            .await
+            .unwrap();
+    }
+
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _logging = tracing::subscriber::set_default(subscriber);
+    let closed = recover(&stores, &FixedClock).await.unwrap();
+    assert_eq!(closed.len(), 2);
+
+    let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let warning = |run: &str| {
+        logs.lines()
+            .find(|line| line.contains("WARN") && line.contains(run))
+            .unwrap_or_else(|| panic!("no warning names {run}: {logs}"))
+            .to_owned()
+    };
+    assert!(
+        warning("run-missing").contains("its input blob is missing"),
+        "{logs}"
+    );
+    assert!(
+        warning("run-undecodable").contains("its input blob does not decode"),
+        "{logs}"
+    );
+    assert!(!logs.contains("secret-payload"), "{logs}");
+    assert!(stores.threads.load(&thread).await.unwrap().is_none());
+}
