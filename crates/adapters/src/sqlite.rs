@@ -30,6 +30,7 @@ pub const DB_FILE: &str = "cogni.db";
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0001_init.sql"),
     include_str!("../migrations/0002_blobs.sql"),
+    include_str!("../migrations/0003_runs_to_close.sql"),
 ];
 
 /// The schema version this build writes (the number of migrations).
@@ -177,8 +178,8 @@ impl SqliteStore {
     /// A missing database is a [`RunStoreError::Backend`] naming it (it is not created); a schema
     /// version this build cannot read is refused: 0 (not a cogni store) as
     /// [`RunStoreError::Corrupt`], newer than [`SCHEMA_VERSION`] as
-    /// [`RunStoreError::NewerSchema`]. Every older version is readable: the run and thread tables
-    /// have not changed since version 1.
+    /// [`RunStoreError::NewerSchema`]. Every older version is readable: the columns a reader
+    /// reads have not changed since version 1 (version 3 added one only recovery reads).
     ///
     /// ```
     /// use ai_core::RunStore;
@@ -632,6 +633,11 @@ fn commit_step_tx(
             return Err(thread_changed(run_id, thread));
         }
     }
+    if step.events.iter().any(|(kind, _, _)| kind == "done") {
+        tx.prepare_cached("UPDATE runs SET has_done = 1 WHERE run_id = ?1")
+            .and_then(|mut stmt| stmt.execute([run_id.as_str()]))
+            .map_err(write)?;
+    }
     tx.commit().map_err(write)?;
     let first = first as u64;
     Ok(first..first + step.events.len() as u64)
@@ -709,6 +715,12 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
     })
 }
 
+/// The interrupted runs whose log has no `done` event yet, oldest first: read through the partial
+/// index `runs_to_close`, which holds those runs only, so a recovery reads no row of a run it
+/// closed before, nor any event.
+const RUNS_TO_CLOSE: &str = "SELECT rowid, run_id, thread_id FROM runs INDEXED BY runs_to_close \
+     WHERE status = 'interrupted' AND has_done = 0 ORDER BY started_at_ms, run_id";
+
 /// Marks the given runs that are `running` interrupted (the caller knows them dead) and names
 /// every interrupted run not closed yet (no `done` event): the closing step is the caller's, in
 /// a later transaction, so a run marked by an earlier recovery whose closing step never
@@ -726,9 +738,12 @@ fn recover_tx(
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| backend("cannot begin the recovery transaction", e))?;
     let fail = |e: rusqlite::Error| backend("cannot recover interrupted runs", e);
+    // A run found dead has its `has_done` read again from its events (its own index range
+    // only): the mark then follows the log even where a hand edit made them disagree.
     for run_id in runs {
         tx.prepare_cached(
-            "UPDATE runs SET status = 'interrupted', finished_at_ms = ?1 \
+            "UPDATE runs SET status = 'interrupted', finished_at_ms = ?1, has_done = EXISTS ( \
+               SELECT 1 FROM run_events e WHERE e.run_id = runs.run_id AND e.kind = 'done') \
              WHERE run_id = ?2 AND status = 'running'",
         )
         .and_then(|mut stmt| stmt.execute(params![at_ms, run_id.as_str()]))
@@ -737,14 +752,7 @@ fn recover_tx(
     // Read as any type: the table is not STRICT, and a value of another type in one run's row
     // is that run's problem, not the recovery's.
     let open: Vec<(i64, SqlValue, SqlValue)> = {
-        let mut stmt = tx
-            .prepare_cached(
-                "SELECT rowid, run_id, thread_id FROM runs WHERE status = 'interrupted' \
-                 AND NOT EXISTS ( \
-                   SELECT 1 FROM run_events e WHERE e.run_id = runs.run_id AND e.kind = 'done') \
-                 ORDER BY started_at_ms, run_id",
-            )
-            .map_err(fail)?;
+        let mut stmt = tx.prepare_cached(RUNS_TO_CLOSE).map_err(fail)?;
         let rows = stmt
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .map_err(fail)?;
@@ -842,18 +850,28 @@ fn interrupted_run(
     }))
 }
 
-/// Every run whose header decodes, oldest first, with its event count when `count` is set (0
+/// Every run whose header decodes (only the `running` ones when `running_only` is set, read
+/// through the status index), oldest first, with its event count when `count` is set (0
 /// otherwise); a header that does not decode is logged and left out.
-fn list_tx(conn: &mut Connection, count: bool) -> Result<Vec<RunSummary>, RunStoreError> {
+fn list_tx(
+    conn: &mut Connection,
+    count: bool,
+    running_only: bool,
+) -> Result<Vec<RunSummary>, RunStoreError> {
     let fail = |e: rusqlite::Error| backend("cannot list runs", e);
     let counted = if count {
         "(SELECT COUNT(*) FROM run_events e WHERE e.run_id = runs.run_id)"
     } else {
         "0"
     };
+    let only = if running_only {
+        "WHERE status = 'running'"
+    } else {
+        ""
+    };
     let mut stmt = conn
         .prepare_cached(&format!(
-            "SELECT {HEADER_COLUMNS}, {counted} FROM runs ORDER BY started_at_ms, run_id"
+            "SELECT {HEADER_COLUMNS}, {counted} FROM runs {only} ORDER BY started_at_ms, run_id"
         ))
         .map_err(fail)?;
     let rows = stmt
@@ -962,14 +980,21 @@ impl RunStore for SqliteStore {
     /// as [`RunStore::recover_interrupted`] does with a run it cannot read: one bad row never
     /// hides the others from `cogni runs list` or from recovery, which lists runs first.
     async fn list_runs(&self) -> Result<Vec<RunHeader>, RunStoreError> {
-        let listed = self.with_conn(|conn| list_tx(conn, false)).await?;
+        let listed = self.with_conn(|conn| list_tx(conn, false, false)).await?;
         Ok(listed.into_iter().map(|summary| summary.header).collect())
     }
 
     /// As [`RunStore::list_runs`], each run with its event count: one `COUNT(*)` per run over
     /// the event table's primary key index, in the same query, so no event row is read.
     async fn list_run_summaries(&self) -> Result<Vec<RunSummary>, RunStoreError> {
-        self.with_conn(|conn| list_tx(conn, true)).await
+        self.with_conn(|conn| list_tx(conn, true, false)).await
+    }
+
+    /// As [`RunStore::list_runs`], the `running` runs only, found through the status index: the
+    /// rows of finished and interrupted runs are not read.
+    async fn list_running_runs(&self) -> Result<Vec<RunHeader>, RunStoreError> {
+        let listed = self.with_conn(|conn| list_tx(conn, false, true)).await?;
+        Ok(listed.into_iter().map(|summary| summary.header).collect())
     }
 
     async fn load_run(&self, run_id: &RunId) -> Result<RunLog, RunStoreError> {
@@ -1048,6 +1073,57 @@ mod tests {
         ] {
             assert_eq!(file_name(Path::new(path)), Path::new(given), "{path}");
         }
+    }
+
+    /// The virtual machine steps SQLite takes to find the runs a recovery has to close, in a
+    /// store holding `closed` interrupted runs already closed and one open one.
+    fn recovery_steps(closed: usize) -> i32 {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let mut conn = store.conn.lock().unwrap();
+        let done = AiEvent::Done {
+            reason: ai_core::DoneReason::Error,
+        };
+        let mut runs = Vec::new();
+        for i in 0..=closed {
+            let run = RunId::new(format!("run-{i}")).unwrap();
+            conn.execute(
+                "INSERT INTO runs (run_id, status, started_at_ms) VALUES (?1, 'running', ?2)",
+                params![run.as_str(), i as i64],
+            )
+            .unwrap();
+            runs.push(run);
+        }
+        recover_tx(&mut conn, 1_000, &runs).unwrap();
+        // Every run but the last is closed, as recovery closes one: a step ending with `Done`.
+        for run in &runs[..closed] {
+            let step = RunStep {
+                events: vec![done.clone()],
+                ..RunStep::default()
+            };
+            commit_step_tx(&mut conn, run, prepare_step(run, step).unwrap()).unwrap();
+        }
+        let mut stmt = conn.prepare(RUNS_TO_CLOSE).unwrap();
+        let found: Vec<String> = stmt
+            .query_map([], |r| r.get(1))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(found, [format!("run-{closed}")]);
+        assert_eq!(
+            stmt.get_status(rusqlite::StatementStatus::FullscanStep),
+            0,
+            "the recovery query scans a table"
+        );
+        stmt.get_status(rusqlite::StatementStatus::VmStep)
+    }
+
+    /// Finding the runs to close touches the open ones only: the same work with 2 or 40 runs
+    /// closed before (the query once looked through the events of every interrupted run ever
+    /// recorded, at every `cogni serve` start and `cogni chat` turn).
+    #[test]
+    fn recovery_does_not_read_the_runs_it_closed_before() {
+        assert_eq!(recovery_steps(2), recovery_steps(40));
     }
 
     /// A `cogni.db` that SQLite can open only for reading (as it does a write-protected file in

@@ -349,6 +349,16 @@ pub trait RunStore: Send + Sync {
     /// `cogni runs list`) calls this rather than [`RunStore::load_run`] per run.
     async fn list_run_summaries(&self) -> Result<Vec<RunSummary>, RunStoreError>;
 
+    /// The headers of the `running` runs, oldest first, as [`RunStore::list_runs`] lists them:
+    /// what crash recovery starts from. The default filters [`RunStore::list_runs`]; a store
+    /// that can find them without reading every run's header (an index on the status) does so,
+    /// so a recovery costs no more for a long log than for a short one.
+    async fn list_running_runs(&self) -> Result<Vec<RunHeader>, RunStoreError> {
+        let mut headers = self.list_runs().await?;
+        headers.retain(|header| header.status == RunStatus::Running);
+        Ok(headers)
+    }
+
     /// A run's header, events, records and receipt refs, in order.
     async fn load_run(&self, run_id: &RunId) -> Result<RunLog, RunStoreError>;
 

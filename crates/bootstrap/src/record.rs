@@ -592,7 +592,12 @@ pub async fn recover(stores: &Stores, clock: &dyn Clock) -> anyhow::Result<Vec<R
     let mut failed = Vec::new();
     // Locks first, then the store: a run closed by another recovery meanwhile shows as closed.
     let mut held: HashMap<RunId, RunLock> = HashMap::new();
-    let headers = log.runs.list_runs().await.context("listing runs")?;
+    // The running runs only: a recovery's cost does not grow with the log.
+    let headers = log
+        .runs
+        .list_running_runs()
+        .await
+        .context("listing running runs")?;
     for header in headers.iter().filter(|h| h.status == RunStatus::Running) {
         let run_id = &header.run_id;
         match take_dead(log, run_id, now).await {

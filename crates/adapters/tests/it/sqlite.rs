@@ -679,3 +679,37 @@ async fn a_value_of_another_type_in_one_interrupted_run_does_not_stop_the_recove
     assert_eq!(found, expected);
     assert_eq!(store.recover_interrupted(200, &[]).await.unwrap(), expected);
 }
+
+/// A version 2 database is brought to the current schema keeping its runs, and its recovery
+/// still tells the interrupted runs closed before (their log holds `done`) from those to close.
+#[tokio::test]
+async fn a_version_2_database_upgrades_keeping_which_interrupted_runs_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let conn = rusqlite::Connection::open(dir.path().join("cogni.db")).unwrap();
+        conn.execute_batch(include_str!("../../migrations/0001_init.sql"))
+            .unwrap();
+        conn.execute_batch(include_str!("../../migrations/0002_blobs.sql"))
+            .unwrap();
+        conn.execute_batch(
+            r#"INSERT INTO runs (run_id, status, started_at_ms, finished_at_ms)
+               VALUES ('closed', 'interrupted', 1, 2), ('open', 'interrupted', 3, 4);
+               INSERT INTO run_events (run_id, seq, kind, event_json)
+               VALUES ('closed', 0, 'done', '{"type":"done","reason":"error"}');
+               PRAGMA user_version = 2;"#,
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let recovered = store.recover_interrupted(10, &[]).await.unwrap();
+    let names: Vec<&str> = recovered.iter().map(|r| r.run_id.as_str()).collect();
+    assert_eq!(names, ["open"]);
+    // The run closed now leaves the runs to close too.
+    let step = RunStep {
+        events: vec![done()],
+        ..RunStep::default()
+    };
+    store.commit_step(&run("open"), step).await.unwrap();
+    assert!(store.recover_interrupted(20, &[]).await.unwrap().is_empty());
+    assert_eq!(store.list_runs().await.unwrap().len(), 2);
+}

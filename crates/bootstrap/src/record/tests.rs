@@ -22,6 +22,8 @@ struct FailingCommits {
     failing_finish: Mutex<Option<RunId>>,
     /// When set, the first failing commit notifies the first and waits for the second.
     gate: Mutex<Option<(Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>)>>,
+    /// How many times every run's header was listed.
+    full_listings: std::sync::atomic::AtomicUsize,
 }
 
 #[async_trait]
@@ -62,7 +64,12 @@ impl RunStore for FailingCommits {
     }
 
     async fn list_runs(&self) -> Result<Vec<RunHeader>, RunStoreError> {
+        (self.full_listings).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.inner.list_runs().await
+    }
+
+    async fn list_running_runs(&self) -> Result<Vec<RunHeader>, RunStoreError> {
+        self.inner.list_running_runs().await
     }
 
     async fn list_run_summaries(&self) -> Result<Vec<ai_core::RunSummary>, RunStoreError> {
@@ -1252,4 +1259,34 @@ async fn recovery_warns_naming_the_run_whose_input_cannot_be_read() {
     );
     assert!(!logs.contains("secret-payload"), "{logs}");
     assert!(stores.threads.load(&thread).await.unwrap().is_none());
+}
+
+/// Recovery asks the store for the running runs only, never for every run's header: its cost at
+/// each `cogni serve` start and `cogni chat` turn does not grow with the log.
+#[tokio::test]
+async fn recovery_lists_only_the_running_runs() {
+    let runs = Arc::new(FailingCommits::default());
+    for (run, at_ms) in [("run-old", 1), ("run-cut", 2)] {
+        let run = RunId::new(run).unwrap();
+        runs.begin_run(&run, None, at_ms, None).await.unwrap();
+    }
+    let old = RunId::new("run-old").unwrap();
+    let step = RunStep {
+        events: vec![AiEvent::Done {
+            reason: ai_core::DoneReason::Stop,
+        }],
+        ..RunStep::default()
+    };
+    runs.commit_step(&old, step).await.unwrap();
+    runs.finish_run(&old, 3).await.unwrap();
+    let locks = tempfile::tempdir().unwrap();
+    let closed = recover(&stores(runs.clone(), &locks), &FixedClock)
+        .await
+        .unwrap();
+    assert_eq!(closed, [RunId::new("run-cut").unwrap()]);
+    assert_eq!(
+        runs.full_listings
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
 }
