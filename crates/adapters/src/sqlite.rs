@@ -515,10 +515,32 @@ fn prepare_step(run_id: &RunId, step: RunStep) -> Result<PreparedStep, RunStoreE
     })
 }
 
-fn next_index(tx: &Transaction<'_>, sql: &str, run_id: &RunId) -> Result<i64, RunStoreError> {
-    tx.prepare_cached(sql)
+/// The number the first of `count` new rows takes (after the run's last one, `sql` reading its
+/// `MAX`), refused as [`RunStoreError::Corrupt`] when the last of them would pass `i64::MAX`
+/// (only a hand-edited number comes near it): `what` names the numbers.
+fn next_index(
+    tx: &Transaction<'_>,
+    sql: &str,
+    run_id: &RunId,
+    what: &str,
+    count: usize,
+) -> Result<i64, RunStoreError> {
+    let last: Option<i64> = tx
+        .prepare_cached(sql)
         .and_then(|mut stmt| stmt.query_row([run_id.as_str()], |r| r.get(0)))
-        .map_err(|e| backend("cannot read the run's last index", e))
+        .map_err(|e| backend("cannot read the run's last index", e))?;
+    let first = match last {
+        None => Some(0),
+        Some(last) => last.checked_add(1),
+    };
+    first
+        .filter(|first| i64::try_from(count).is_ok_and(|count| first.checked_add(count).is_some()))
+        .ok_or_else(|| {
+            RunStoreError::Corrupt(format!(
+                "run {run_id}: its stored {what} numbers reach the largest a store keeps, so no \
+                 more can follow"
+            ))
+        })
 }
 
 fn save_thread(conn: &Connection, thread_id: &str, state: &str) -> rusqlite::Result<usize> {
@@ -573,8 +595,10 @@ fn commit_step_tx(
 
     let first = next_index(
         &tx,
-        "SELECT COALESCE(MAX(seq) + 1, 0) FROM run_events WHERE run_id = ?1",
+        "SELECT MAX(seq) FROM run_events WHERE run_id = ?1",
         run_id,
+        "event",
+        step.events.len(),
     )?;
     {
         let mut stmt = tx
@@ -591,8 +615,10 @@ fn commit_step_tx(
     if !step.records.is_empty() {
         let next = next_index(
             &tx,
-            "SELECT COALESCE(MAX(idx) + 1, 0) FROM tool_records WHERE run_id = ?1",
+            "SELECT MAX(idx) FROM tool_records WHERE run_id = ?1",
             run_id,
+            "record",
+            step.records.len(),
         )?;
         let mut stmt = tx
             .prepare_cached(
@@ -608,8 +634,10 @@ fn commit_step_tx(
     if !step.receipt_refs.is_empty() {
         let next = next_index(
             &tx,
-            "SELECT COALESCE(MAX(idx) + 1, 0) FROM model_receipts WHERE run_id = ?1",
+            "SELECT MAX(idx) FROM model_receipts WHERE run_id = ?1",
             run_id,
+            "receipt",
+            step.receipt_refs.len(),
         )?;
         let mut stmt = tx
             .prepare_cached(

@@ -218,3 +218,56 @@ async fn a_receipt_of_the_wrong_shape_is_named_without_quoting_what_it_holds() {
          Usage) at line 1 column 31"
     );
 }
+
+/// Event, record and receipt numbers hand-edited up to `i64::MAX` make the next step a clear
+/// error naming the run and which numbers ran out, not an overflow, and the store goes on
+/// working for other runs.
+#[tokio::test]
+async fn numbers_at_their_largest_refuse_the_next_step_naming_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let step = |events| RunStep {
+        events,
+        records: vec![crate::support::record("c1", "raw")],
+        receipt_refs: vec![sha256_hex(b"receipt")],
+        ..RunStep::default()
+    };
+    let (table, column, what) = ("run_events", "seq", "event");
+    for (n, (table, column, what)) in [
+        (table, column, what),
+        ("tool_records", "idx", "record"),
+        ("model_receipts", "idx", "receipt"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for (largest, events) in [(i64::MAX, 1), (i64::MAX - 1, 2)] {
+            let r = run(&format!("run-{n}-{events}"));
+            store.begin_run(&r, None, 1, None).await.unwrap();
+            store.commit_step(&r, step(vec![done()])).await.unwrap();
+            let conn = rusqlite::Connection::open(store.path()).unwrap();
+            let edited = conn
+                .execute(
+                    &format!("UPDATE {table} SET {column} = ?1 WHERE run_id = ?2"),
+                    rusqlite::params![largest, r.as_str()],
+                )
+                .unwrap();
+            assert_eq!(edited, 1);
+            drop(conn);
+            let err = store
+                .commit_step(&r, step(vec![done(); events]))
+                .await
+                .unwrap_err();
+            assert!(matches!(err, RunStoreError::Corrupt(_)), "{err:?}");
+            let message = err.to_string();
+            assert!(message.contains(r.as_str()), "{message}");
+            assert!(message.contains(&format!("{what} numbers")), "{message}");
+        }
+    }
+    let fine = run("fine");
+    store.begin_run(&fine, None, 1, None).await.unwrap();
+    assert_eq!(
+        store.commit_step(&fine, step(vec![done()])).await.unwrap(),
+        0..1
+    );
+}
