@@ -139,8 +139,7 @@ impl SqliteStore {
         let found: i64 = conn
             .pragma_query_value(None, "user_version", |row| row.get(0))
             .map_err(|e| open_failed(&path, data_dir, &e))?;
-        let found = u32::try_from(found)
-            .map_err(|_| RunStoreError::Corrupt(format!("schema version {found}")))?;
+        let found = u32::try_from(found).map_err(|_| bad_version(&path, found))?;
         if found > SCHEMA_VERSION {
             return Err(RunStoreError::NewerSchema {
                 found,
@@ -280,7 +279,17 @@ fn user_version(conn: &Connection, path: &Path) -> Result<u32, RunStoreError> {
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .map_err(|e| backend(format_args!("cannot read {}", path.display()), e))?;
-    u32::try_from(version).map_err(|_| RunStoreError::Corrupt(format!("schema version {version}")))
+    u32::try_from(version).map_err(|_| bad_version(path, version))
+}
+
+/// The refusal of a schema version no cogni store has (a negative `user_version`), naming the
+/// database file.
+fn bad_version(path: &Path, version: i64) -> RunStoreError {
+    RunStoreError::Corrupt(format!(
+        "{} has schema version {version}, which no cogni store has: it is not one (it was left \
+         as it is)",
+        path.display()
+    ))
 }
 
 /// Applies the migrations after the database's version, each in one transaction.

@@ -219,6 +219,28 @@ async fn a_receipt_of_the_wrong_shape_is_named_without_quoting_what_it_holds() {
     );
 }
 
+/// A negative schema version (a hand-edited `user_version`) is refused naming the database file,
+/// by the store and by a reader, and the file is left as it is.
+#[tokio::test]
+async fn a_negative_schema_version_is_refused_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = SqliteStore::open(dir.path()).unwrap().path().to_path_buf();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.pragma_update(None, "user_version", -3).unwrap();
+    drop(conn);
+    let before = std::fs::read(&db).unwrap();
+    for err in [
+        SqliteStore::open(dir.path()).unwrap_err(),
+        SqliteStore::open_read_only(dir.path()).unwrap_err(),
+    ] {
+        assert!(matches!(err, RunStoreError::Corrupt(_)), "{err:?}");
+        let message = err.to_string();
+        assert!(message.contains(&db.display().to_string()), "{message}");
+        assert!(message.contains("schema version -3"), "{message}");
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+}
+
 /// Event, record and receipt numbers hand-edited up to `i64::MAX` make the next step a clear
 /// error naming the run and which numbers ran out, not an overflow, and the store goes on
 /// working for other runs.
