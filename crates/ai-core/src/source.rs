@@ -229,6 +229,21 @@ pub trait BoundTool: Send + Sync {
     fn counted_result_bytes(&self, _redacted: &Value) -> usize {
         0
     }
+
+    /// A failure this call is already known to meet before attempt `attempt` (from 1) reaches
+    /// the tool, which the runner then ends the call with instead of asking the tool's circuit
+    /// breaker. Tools leave the default, `None`. A replay of a recorded run uses it to answer a
+    /// call the record says the breaker refused (`circuit_open`) with the recorded failure: the
+    /// breaker's state is not in the record (it carries over between runs, and its wait is real
+    /// time), so a replay's own breaker would decide, and word, otherwise.
+    fn refused_before_attempt(
+        &self,
+        _ctx: &ToolInvocationContext,
+        _args: &Value,
+        _attempt: u32,
+    ) -> Option<crate::ToolFailure> {
+        None
+    }
 }
 
 /// Where the runner finds tools; the catalog lists what a source offers.

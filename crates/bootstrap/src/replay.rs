@@ -107,6 +107,9 @@ enum Answer {
     /// The attempt succeeded and the call failed after it (output validation, redaction, the
     /// result budget): the runner's later step must fail the same way.
     FailedAfter(ToolFailure),
+    /// The call was refused before this attempt reached the tool (`circuit_open`): the runner
+    /// takes it from [`BoundTool::refused_before_attempt`] rather than from its own breaker.
+    Refused(ToolFailure),
 }
 
 /// The key of the stand-in output that carries a [`Answer::FailedAfter`] failure from `exec`
@@ -165,6 +168,13 @@ impl RecordedToolSource {
                         (None, None) => {}
                     },
                 }
+            }
+            // The breaker refused the call before its next attempt (its first, or a retry): the
+            // replay gives the recorded refusal, wait and all, whatever its own breaker holds.
+            if let Some(failure) = &record.error
+                && failure.code == ToolErrorCode::CircuitOpen
+            {
+                queue.push_back(Answer::Refused(failure.clone()));
             }
         }
         Self {
@@ -308,9 +318,9 @@ impl BoundTool for RecordedTool {
             Some(Answer::FailedAfter(failure)) if failed_after_output(&failure).is_some() => {
                 Ok(serde_json::json!({ FAILED_AFTER: failure }))
             }
-            Some(Answer::Failed(failure) | Answer::FailedAfter(failure)) => {
-                Err(tool_error(&failure))
-            }
+            Some(
+                Answer::Failed(failure) | Answer::FailedAfter(failure) | Answer::Refused(failure),
+            ) => Err(tool_error(&failure)),
             None => Err(ToolError::permanent(format!(
                 "replay: no recorded result for this call of {id} with these arguments"
             ))),
@@ -332,6 +342,28 @@ impl BoundTool for RecordedTool {
             Some(Redo::Unredactable) => Err(ToolError::new("the recorded redaction failed")),
             // The stand-in is counted at the recorded size (`counted_result_bytes`).
             _ => Ok(output),
+        }
+    }
+
+    fn refused_before_attempt(
+        &self,
+        ctx: &ToolInvocationContext,
+        args: &Value,
+        _attempt: u32,
+    ) -> Option<ToolFailure> {
+        let key = key(
+            ctx.tool_call_id.as_str(),
+            self.inner.spec().id.as_str(),
+            args,
+        )?;
+        let mut answers = self.answers.lock().ok()?;
+        let queue = answers.get_mut(&key)?;
+        match queue.front() {
+            Some(Answer::Refused(_)) => match queue.pop_front() {
+                Some(Answer::Refused(failure)) => Some(failure),
+                _ => None,
+            },
+            _ => None,
         }
     }
 
@@ -894,6 +926,110 @@ mod tests {
             );
         }
         assert_eq!(source.remaining(), 0);
+    }
+
+    /// A run whose call met an open circuit (opened by the tool's failures, as a breaker that
+    /// carries over between runs in `cogni serve` may be before a run begins) replays with the
+    /// recorded refusal, its wait in milliseconds and all, from a replay's fresh breaker.
+    #[tokio::test]
+    async fn a_call_that_met_an_open_circuit_replays_as_recorded() {
+        let source: Arc<dyn ai_core::ToolSource> =
+            Arc::new(ai_core::StaticToolSource::new(vec![Arc::new(Broken::new())]).unwrap());
+        let policy = ai_core::ToolPolicy::from_toml_str(
+            "allowed_tools = [\"core__broken\"]\n[breaker]\nfailure_threshold = 1",
+        )
+        .unwrap();
+        let policy = Arc::new(policy);
+        let clock = Runtime::build(&Settings::default(), Arc::new(Failing))
+            .unwrap()
+            .clock;
+        let ctx = RunContext::new("run-open", "user:cli", "local").unwrap();
+        let call = |id: &str| ai_core::ToolCall {
+            id: ai_core::ToolCallId::new(id).unwrap(),
+            name: "core__broken".into(),
+            arguments: "{}".into(),
+        };
+        let calls = [call("c1"), call("c2")];
+        // Recorded: the first call fails, which opens the circuit for the second.
+        let runner = ai_core::ToolRunner::new(source.clone(), policy.clone(), clock.clone());
+        let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
+        let mut recorded = Vec::new();
+        for call in &calls {
+            let sink = super::Collect::default();
+            let run = runner
+                .run_tool(call, &ctx, &catalog, &sink, &CancellationToken::new())
+                .await;
+            recorded.push((run, sink.0.into_inner().unwrap()));
+        }
+        let refusal = recorded[1].0.result.failure().unwrap();
+        assert_eq!(refusal.code, ai_core::ToolErrorCode::CircuitOpen);
+
+        // Replayed after the wait has moved on, by a new runner whose breaker never saw the
+        // first call's failure: the same outcomes and events, call by call.
+        tokio::time::pause();
+        tokio::time::advance(std::time::Duration::from_millis(1_234)).await;
+        let records: Vec<_> = recorded.iter().map(|(run, _)| run.record.clone()).collect();
+        let source = Arc::new(RecordedToolSource::new(source, &records));
+        let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
+        let replayer = ai_core::ToolRunner::new(source.clone(), policy, clock);
+        for (call, (run, events)) in calls.iter().zip(&recorded) {
+            let sink = super::Collect::default();
+            let replayed = replayer
+                .run_tool(call, &ctx, &catalog, &sink, &CancellationToken::new())
+                .await;
+            assert_eq!(replayed.result, run.result, "{}", call.id.as_str());
+            assert_eq!(
+                &sink.0.into_inner().unwrap(),
+                events,
+                "{}",
+                call.id.as_str()
+            );
+        }
+        assert_eq!(source.remaining(), 0);
+    }
+
+    /// `core__broken`: a read-only tool taking no arguments whose every call fails.
+    struct Broken(ai_core::ToolSpec);
+
+    impl Broken {
+        fn new() -> Self {
+            Self(ai_core::ToolSpec {
+                id: ai_core::ToolId::parse("core__broken").unwrap(),
+                description: "A tool that always fails.".into(),
+                input_schema: json!({"type": "object", "properties": {}}),
+                effect: ai_core::ToolEffect::ReadOnly,
+                redaction: ai_core::Redaction { allow: vec![] },
+            })
+        }
+    }
+
+    #[async_trait]
+    impl ai_core::BoundTool for Broken {
+        fn spec(&self) -> &ai_core::ToolSpec {
+            &self.0
+        }
+
+        fn validate_input(&self, args: Value) -> Result<Value, ai_core::ToolError> {
+            Ok(args)
+        }
+
+        async fn exec(
+            &self,
+            _: ai_core::ExecPermit,
+            _: Arc<Value>,
+            _: &ai_core::ToolInvocationContext,
+            _: &ai_core::Capabilities,
+        ) -> Result<Value, ai_core::ToolError> {
+            Err(ai_core::ToolError::permanent("the tool is broken"))
+        }
+
+        fn validate_output(&self, _: &Value) -> Result<(), ai_core::ToolError> {
+            Ok(())
+        }
+
+        fn redact(&self, output: Value) -> Result<Value, ai_core::ToolError> {
+            Ok(output)
+        }
     }
 
     /// A model endpoint that answers every call with a provider error.

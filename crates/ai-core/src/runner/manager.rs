@@ -456,6 +456,9 @@ pub(super) async fn execute(
     attempts: &mut Vec<Attempt>,
 ) -> Result<Value, ToolFailure> {
     let id = &tool.spec().id;
+    if let Some(refused) = tool.refused_before_attempt(invocation, args, 1) {
+        return Err(refused);
+    }
     let trial = step
         .registry
         .admit(id, &step.policy.breaker, first_attempt_at)?;
@@ -593,7 +596,10 @@ impl Attempting<'_> {
                 return Err(cancelled);
             }
             now = Instant::now();
-            trial = match step.registry.admit(id, breaker, now) {
+            let refused = (self.tool)
+                .refused_before_attempt(self.invocation, self.args, number)
+                .map_or_else(|| step.registry.admit(id, breaker, now), Err);
+            trial = match refused {
                 Ok(trial) => trial,
                 // The circuit opened meanwhile: the call, which ran, ends here and is counted.
                 Err(open) => {
