@@ -45,7 +45,8 @@ const MAX_LIST_SCAN: usize = 100_000;
 /// A write replaces a file whole (a temp file renamed over it), but never a file that is
 /// read-only: one with no write permission bit at all (even when the process runs as root), or
 /// one the kernel's access check says this process may not write (asked without opening it), is
-/// refused as [`WorkspaceError::ReadOnly`].
+/// refused as [`WorkspaceError::ReadOnly`]; so is one the kernel then refuses to replace at the
+/// rename (`EPERM`: an append-only or immutable file, another user's file in a sticky folder).
 ///
 /// Hidden entries (any name in the path starting with `.`: `.env`, `.git/config`, `.npmrc`,
 /// `.aws/credentials`, where keys and tokens are kept) are not there by default: listings leave
@@ -649,7 +650,7 @@ fn write_atomically(
         if committed {
             folder
                 .rename(&temp, folder, name)
-                .map_err(|e| io_error(path, &e))?;
+                .map_err(|e| rename_error(path, &e))?;
         }
         Ok(committed)
     });
@@ -665,6 +666,17 @@ fn write_atomically(
         }
     }
     sync_folder(folder, Path::new(".")).map_err(|e| io_error(path, &e))
+}
+
+/// The workspace error for a failed rename of a write's temp file over `path`. `EPERM` there
+/// is the kernel refusing to replace that entry, though the access check let the write begin:
+/// the file is append-only or immutable (`chattr +a`, `+i`), or it is another user's in a sticky
+/// folder (`/tmp`). That is [`WorkspaceError::ReadOnly`], not the workspace failing.
+fn rename_error(path: &str, error: &io::Error) -> WorkspaceError {
+    match rustix::io::Errno::from_io_error(error) {
+        Some(rustix::io::Errno::PERM) => WorkspaceError::ReadOnly { path: path.into() },
+        _ => io_error(path, error),
+    }
 }
 
 /// Opens the old file `name` of `folder` for reading, for what its replacement keeps of it

@@ -1367,3 +1367,40 @@ async fn a_file_that_may_be_written_but_not_read_is_not_replaced() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "old");
     assert_eq!(names_on_disk(root.path()), ["drop-box.txt"]);
 }
+
+/// An append-only file (`chattr +a`) passes the access check (it may be written, by
+/// appending) but the kernel refuses to replace it at the rename: the write is refused as
+/// read-only, not an IO failure, and the file stays as it is with no temp file left. Another
+/// user's file in a sticky folder fails the same way (`EPERM` at the rename), but only for a
+/// process that is not root, so that case is not run here.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn an_append_only_file_is_refused_as_read_only() {
+    use rustix::fs::IFlags;
+    let root = tempfile::tempdir().unwrap();
+    let file = root.path().join("log.txt");
+    std::fs::write(&file, "old").unwrap();
+    let set = |flags: IFlags| {
+        let handle = std::fs::File::open(&file).unwrap();
+        rustix::fs::ioctl_setflags(&handle, flags)
+    };
+    let flags = rustix::fs::ioctl_getflags(std::fs::File::open(&file).unwrap());
+    let Ok(flags) = flags else {
+        println!("skipped: the temp folder's file system has no inode flags");
+        return;
+    };
+    if let Err(error) = set(flags | IFlags::APPEND) {
+        println!("skipped: cannot make a file append-only here ({error})");
+        return;
+    }
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    let result = ws.write("log.txt", "new").await;
+    set(flags).unwrap();
+    let error = result.unwrap_err();
+    assert!(
+        matches!(error, WorkspaceError::ReadOnly { .. }),
+        "{error:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "old");
+    assert_eq!(names_on_disk(root.path()), ["log.txt"]);
+}
