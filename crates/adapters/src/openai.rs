@@ -36,7 +36,11 @@
 //! **The key.** The API key stays inside the adapter: it is sent only as the `Authorization`
 //! header (marked sensitive), every error message is scrubbed of it (a provider's message before
 //! it is shortened, so a cut never leaves part of the key), and neither the adapter's nor the
-//! config's `Debug` prints it (nor the base URL's credentials or query).
+//! config's `Debug` prints it (nor the base URL's credentials or query). It is never sent in
+//! clear to another machine: a key (or a base URL's `user:password@`) with an `http://` base
+//! URL whose host is not loopback (`localhost`, `127.0.0.1`, `::1`) is refused
+//! ([`OpenAiConfigError::KeyOverHttp`]) unless [`OpenAiConfig::allow_key_over_http`] says so.
+//! Redirects are not followed, so the key goes only to the configured host.
 
 mod error_body;
 #[cfg(test)]
@@ -113,6 +117,13 @@ pub struct OpenAiConfig {
     pub model: String,
     /// The bearer key; `None` for local servers that need none (no `Authorization` header).
     pub api_key: Option<Secret>,
+    /// Send the key over plain `http://` to a host that is not loopback, where anyone on the
+    /// path can read it. Off by default: such a config is refused
+    /// ([`OpenAiConfigError::KeyOverHttp`]); turn it on only for a network you trust (a
+    /// container network, say). A loopback host (`localhost`, `*.localhost`, `127.0.0.0/8`,
+    /// `::1`) never needs it, nor does a config without a key or credentials in the base URL
+    /// (`http://user:password@host`, sent as a `Basic` header), which are held to the same rule.
+    pub allow_key_over_http: bool,
     /// The wire format.
     pub wire: OpenAiWire,
     /// On the Responses wire, carry a reasoning model's reasoning between the requests of a
@@ -161,6 +172,7 @@ impl OpenAiConfig {
             base_url: base_url.into(),
             model: model.into(),
             api_key: None,
+            allow_key_over_http: false,
             wire: OpenAiWire::Chat,
             stateless_reasoning: false,
             request_timeout: Duration::from_secs(120),
@@ -181,6 +193,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("base_url", &redacted_url_text(&self.base_url))
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("allow_key_over_http", &self.allow_key_over_http)
             .field("wire", &self.wire)
             .field("stateless_reasoning", &self.stateless_reasoning)
             .field("request_timeout", &self.request_timeout)
@@ -211,6 +224,13 @@ pub enum OpenAiConfigError {
         "the LLM API key is not a valid HTTP header value (empty, or it holds control characters)"
     )]
     ApiKey,
+    /// A key (or the base URL's credentials) would be sent in clear: the base URL is `http://`
+    /// and its host is not loopback, and [`OpenAiConfig::allow_key_over_http`] is off.
+    #[error(
+        "the LLM API key would be sent unencrypted: the base URL is http:// to a host that is not \
+         loopback; use https://, or allow it for a trusted network (llm.allow_key_over_http)"
+    )]
+    KeyOverHttp,
     /// The HTTP client (TLS roots, settings) could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
@@ -297,6 +317,19 @@ impl OpenAiCompletion {
             if !valid {
                 return Err(OpenAiConfigError::ApiKey);
             }
+        }
+        // The URL's user and password go as a `Basic` header when there is no key.
+        let credentials =
+            config.api_key.is_some() || !url.username().is_empty() || url.password().is_some();
+        if credentials && url.scheme() == "http" && !is_loopback(&url) {
+            if !config.allow_key_over_http {
+                return Err(OpenAiConfigError::KeyOverHttp);
+            }
+            tracing::warn!(
+                endpoint = %redacted_url(&url),
+                "the LLM API key is sent unencrypted over http:// to a host that is not \
+                 loopback (allowed by llm.allow_key_over_http)"
+            );
         }
         Ok(Self {
             client: http_client()?,
@@ -1162,6 +1195,21 @@ fn http_client() -> Result<reqwest::Client, OpenAiConfigError> {
         .user_agent(concat!("cogni-tools/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| OpenAiConfigError::Client(describe(e)))
+}
+
+/// Whether the URL's host is this machine: `localhost` or a name under it (RFC 6761), or a
+/// loopback IP address (an IPv4-mapped one included). Read from the URL alone, never resolved.
+fn is_loopback(url: &Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    // The URL parser writes an IPv6 address in brackets and an IPv4 one in dotted decimal.
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
+        return ip.to_canonical().is_loopback();
+    }
+    let name = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
+    name == "localhost" || name.ends_with(".localhost")
 }
 
 /// A URL without credentials, query or fragment, and without the path segments that may be a

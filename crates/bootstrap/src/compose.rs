@@ -209,7 +209,9 @@ pub fn create_completion(
     let completion = adapters::OpenAiCompletion::new(config).map_err(|error| {
         // Named by the setting at fault: a key no header can carry is not a base URL's fault.
         let setting = match &error {
-            adapters::OpenAiConfigError::BaseUrl(_) => "llm.base_url",
+            adapters::OpenAiConfigError::BaseUrl(_) | adapters::OpenAiConfigError::KeyOverHttp => {
+                "llm.base_url"
+            }
             adapters::OpenAiConfigError::EmptyModel => "llm.model",
             adapters::OpenAiConfigError::ApiKey => "COGNI_LLM_API_KEY",
             _ => "llm",
@@ -219,11 +221,13 @@ pub fn create_completion(
     Ok(Arc::new(completion))
 }
 
-/// The adapter's config for `[llm]`: its endpoint, wire (and stateless reasoning), key,
+/// The adapter's config for `[llm]`: its endpoint, wire (and stateless reasoning), key (and
+/// whether it may go over plain http to another host),
 /// timeouts, call limit and retries; the rest are the adapter's defaults.
 pub(crate) fn openai_config(llm: &crate::LlmSettings) -> adapters::OpenAiConfig {
     adapters::OpenAiConfig {
         api_key: llm.api_key.clone(),
+        allow_key_over_http: llm.allow_key_over_http,
         wire: match llm.wire {
             crate::LlmWire::Chat => adapters::OpenAiWire::Chat,
             crate::LlmWire::Responses => adapters::OpenAiWire::Responses,

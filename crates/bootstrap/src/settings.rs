@@ -74,6 +74,11 @@ pub struct LlmSettings {
     /// The API key (only from `COGNI_LLM_API_KEY`; local servers need none).
     #[serde(skip)]
     pub api_key: Option<Secret>,
+    /// Send the API key over a plain `http://` base URL to a host that is not loopback, where
+    /// anyone on the path can read it ([`adapters::OpenAiConfig::allow_key_over_http`]). Off by
+    /// default: such a start is refused naming this key. Loopback hosts (`localhost`,
+    /// `127.0.0.1`, `::1`) and endpoints without a key never need it.
+    pub allow_key_over_http: bool,
 }
 
 impl std::fmt::Debug for LlmSettings {
@@ -88,6 +93,7 @@ impl std::fmt::Debug for LlmSettings {
             max_call_ms,
             max_retries,
             api_key,
+            allow_key_over_http,
         } = self;
         f.debug_struct("LlmSettings")
             .field("base_url", &self.shown_base_url())
@@ -99,6 +105,7 @@ impl std::fmt::Debug for LlmSettings {
             .field("max_call_ms", max_call_ms)
             .field("max_retries", max_retries)
             .field("api_key", api_key)
+            .field("allow_key_over_http", allow_key_over_http)
             .finish()
     }
 }
@@ -124,6 +131,7 @@ impl Default for LlmSettings {
             max_call_ms: 600_000,
             max_retries: 2,
             api_key: None,
+            allow_key_over_http: false,
         }
     }
 }
@@ -907,6 +915,40 @@ mod tests {
         let config = crate::compose::openai_config(&set.llm);
         assert_eq!(config.max_call, std::time::Duration::from_secs(90));
         assert!(format!("{:?}", set.llm).contains("max_call_ms: 90000"));
+    }
+
+    /// A key over plain http to a host that is not loopback is refused at the adapter's
+    /// construction, the error naming the setting to fix and the opt-in; `llm.allow_key_over_http`
+    /// (off in the example) lets it start; a loopback host never needs it.
+    #[test]
+    fn a_key_over_plain_http_to_another_host_needs_the_opt_in() {
+        let example = Settings::from_toml_str(super::EXAMPLE_CONFIG).unwrap();
+        assert!(
+            !example.llm.allow_key_over_http,
+            "the example shows the default"
+        );
+        let with_key = |text: &str| {
+            let mut settings = Settings::from_toml_str(text).unwrap();
+            settings.validate().unwrap();
+            settings.llm.api_key = Some(ai_core::Secret::new("sk-canary-0123"));
+            settings
+        };
+        let remote = with_key("[llm]\nmodel = \"m\"\nbase_url = \"http://gpu-box:4000/v1\"\n");
+        let error = format!("{:#}", crate::create_completion(&remote.llm).err().unwrap());
+        assert!(
+            error.starts_with("llm.base_url: ")
+                && error.contains("llm.allow_key_over_http")
+                && !error.contains("sk-canary"),
+            "{error}"
+        );
+        let allowed = with_key(
+            "[llm]\nmodel = \"m\"\nbase_url = \"http://gpu-box:4000/v1\"\nallow_key_over_http = true\n",
+        );
+        assert!(crate::compose::openai_config(&allowed.llm).allow_key_over_http);
+        assert!(format!("{:?}", allowed.llm).contains("allow_key_over_http: true"));
+        crate::create_completion(&allowed.llm).unwrap();
+        let local = with_key("[llm]\nmodel = \"m\"\nbase_url = \"http://localhost:4000/v1\"\n");
+        crate::create_completion(&local.llm).unwrap();
     }
 
     /// `llm.stateless_reasoning` is off unless set, as the example shows; set, it reaches the

@@ -73,7 +73,7 @@ fn bad_configs_are_refused_without_the_key_or_the_url_secrets() {
 
 #[test]
 fn the_key_is_scrubbed_from_messages() {
-    let adapter = OpenAiCompletion::new(config("http://h/v1")).unwrap();
+    let adapter = OpenAiCompletion::new(config("https://h/v1")).unwrap();
     let error = adapter.scrubbed(CompletionError::Provider(format!("bad key {CANARY}!")));
     assert_eq!(
         error,
@@ -86,7 +86,7 @@ fn backoff_doubles_under_the_cap_with_full_jitter() {
     let adapter = OpenAiCompletion::new(OpenAiConfig {
         base_backoff: Duration::from_millis(100),
         max_backoff: Duration::from_millis(350),
-        ..config("http://h/v1")
+        ..config("https://h/v1")
     })
     .unwrap();
     for _ in 0..200 {
@@ -164,7 +164,7 @@ fn provider_messages_are_found_in_the_usual_shapes() {
 
 #[test]
 fn truncation_counts_characters_and_marks_the_cut() {
-    let adapter = OpenAiCompletion::new(config("http://h/v1")).unwrap();
+    let adapter = OpenAiCompletion::new(config("https://h/v1")).unwrap();
     let max = MAX_PROVIDER_MESSAGE_CHARS;
     assert_eq!(adapter.shown(" héllo\n"), "héllo");
     assert_eq!(adapter.shown(&"é".repeat(max)), "é".repeat(max));
@@ -179,7 +179,7 @@ fn truncation_counts_characters_and_marks_the_cut() {
 
 #[test]
 fn a_key_cut_by_the_message_limit_is_not_partly_shown() {
-    let adapter = OpenAiCompletion::new(config("http://h/v1")).unwrap();
+    let adapter = OpenAiCompletion::new(config("https://h/v1")).unwrap();
     // The key straddles the 300-character cut: the message is truncated first, then scrubbed,
     // so the whole key never matches and its first characters are shown.
     let message = format!(
@@ -281,4 +281,54 @@ fn stateless_reasoning_sends_the_kept_reasoning_back_on_the_responses_wire() {
     let chat = body(OpenAiWire::Chat, true);
     assert!(!chat.to_string().contains("rs_1"), "{chat}");
     assert!(chat.get("store").is_none() && chat.get("include").is_none());
+}
+
+/// A key is never sent in clear to another machine: with an `http://` base URL it is refused
+/// unless the host is loopback (by name or address, never resolved) or the config allows it;
+/// a config without a key, or over https, needs nothing. The refusal names neither the key nor
+/// the URL.
+#[test]
+fn a_key_over_plain_http_goes_only_to_a_loopback_host_unless_allowed() {
+    for remote in [
+        "http://h/v1",
+        "http://api.example.com/v1",
+        "http://10.0.0.7:4000/v1",
+        "http://[2001:db8::1]/v1",
+        "http://localhost.example.com/v1",
+        "http://user:pw@h/v1?key=q",
+    ] {
+        let error = OpenAiCompletion::new(config(remote)).unwrap_err();
+        assert_eq!(error, OpenAiConfigError::KeyOverHttp, "{remote}");
+        let shown = format!("{error} {error:?}");
+        assert!(
+            shown.contains("llm.allow_key_over_http")
+                && !shown.contains(CANARY)
+                && !shown.contains("pw"),
+            "{shown}"
+        );
+        OpenAiCompletion::new(OpenAiConfig {
+            allow_key_over_http: true,
+            ..config(remote)
+        })
+        .unwrap_or_else(|e| panic!("{remote}: {e}"));
+        let keyless = OpenAiCompletion::new(OpenAiConfig::new(remote, "m"));
+        // The URL's own credentials would go in clear as a `Basic` header: the same rule.
+        match remote.contains('@') {
+            true => assert_eq!(keyless.unwrap_err(), OpenAiConfigError::KeyOverHttp),
+            false => drop(keyless.unwrap_or_else(|e| panic!("{remote}: {e}"))),
+        }
+        let https = remote.replacen("http://", "https://", 1);
+        OpenAiCompletion::new(config(&https)).unwrap_or_else(|e| panic!("{https}: {e}"));
+    }
+    for local in [
+        "http://localhost:11434/v1",
+        "http://LOCALHOST./v1",
+        "http://ollama.localhost/v1",
+        "http://127.0.0.1:8000/v1",
+        "http://127.1.2.3/v1",
+        "http://[::1]:4000/v1",
+        "http://[::ffff:127.0.0.1]/v1",
+    ] {
+        OpenAiCompletion::new(config(local)).unwrap_or_else(|e| panic!("{local}: {e}"));
+    }
 }
