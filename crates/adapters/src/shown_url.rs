@@ -19,7 +19,10 @@ const HIDDEN_SEGMENT: &str = "***";
 ///
 /// It reads the text as it is, so it works on a URL that does not parse too. A backslash
 /// separates path segments as a slash does, since URL parsers read `\` as `/` in `http` and
-/// `https` URLs (`https://gw.example\<key>/v1` sends the key in the path).
+/// `https` URLs (`https://gw.example\<key>/v1` sends the key in the path). A password holding
+/// an unencoded `/`, `\`, `?` or `#` (`https://user:pa/ss@host`) ends the authority before its
+/// `@` for a parser, so an authority with a `:` and no `@`, followed by an `@` anywhere, is
+/// shown as `***` too: it may be a user name and the start of a password.
 ///
 /// ```
 /// use adapters::shown_url;
@@ -30,8 +33,8 @@ const HIDDEN_SEGMENT: &str = "***";
 /// assert_eq!(shown_url("http://localhost:11434/v1"), "http://localhost:11434/v1");
 /// ```
 pub fn shown_url(url: &str) -> String {
-    let url = url.trim();
-    let url = url.split(['?', '#']).next().unwrap_or_default();
+    let whole = url.trim();
+    let url = whole.split(['?', '#']).next().unwrap_or_default();
     let (scheme, rest) = match url.split_once("://") {
         Some((scheme, rest)) => (Some(scheme), rest),
         None => (None, url),
@@ -42,8 +45,22 @@ pub fn shown_url(url: &str) -> String {
         Some((authority, path)) => (authority, Some(path)),
         None => (rest, None),
     };
-    // Credentials come before the last `@` of the authority.
-    let host = authority.rsplit('@').next().unwrap_or_default();
+    // Credentials come before the last `@` of the authority. A password holding a `/`, `\`,
+    // `?` or `#` unencoded ends the authority early, before its `@`: then the authority reads
+    // `user:start-of-password`. So one with a `:` (past an IPv6 address's brackets) and no `@`,
+    // followed by an `@` somewhere, is not shown, whether it is that or a host and port.
+    // `url` begins `whole`, and `rest` ends `url`, so this is `rest` with what was cut.
+    let past_authority = &whole[url.len() - rest.len() + authority.len()..];
+    let port_or_password = authority
+        .rsplit(']')
+        .next()
+        .unwrap_or_default()
+        .contains(':');
+    let host = match authority.rsplit_once('@') {
+        Some((_, host)) => host,
+        None if port_or_password && past_authority.contains('@') => HIDDEN_SEGMENT,
+        None => authority,
+    };
     let mut shown = String::with_capacity(url.len());
     if let Some(scheme) = scheme {
         shown.push_str(scheme);
@@ -122,6 +139,18 @@ mod tests {
                 "https://gw.example/v1",
             ),
             ("https://a@b@gw.example", "https://gw.example"),
+            // A password holding `/`, `\\`, `?` or `#` unencoded ends the authority early for
+            // a URL parser: none of it is shown, nor the host that would have been its prefix.
+            ("https://user:pa/ss@gw.example/v1", "https://***/***/v1"),
+            ("https://user:pa\\ss@gw.example/v1", "https://***/***/v1"),
+            ("https://user:pa?ss@gw.example/v1", "https://***"),
+            ("https://user:pa#ss@gw.example/v1", "https://***"),
+            ("user:pa/ss@gw.example/v1", "***/***/v1"),
+            ("https://user:123/ss@gw.example/v1", "https://***/***/v1"),
+            // An `@` past a plain host, or an IPv6 address, is no credentials' end; past a host
+            // and port it may be, so the host is not shown.
+            ("https://[::1]/v1?to=a@b", "https://[::1]/v1"),
+            ("http://localhost:8000/v1?to=a@b", "http://***/v1"),
             // Not a URL it knows: read as text all the same.
             ("ftp://x/v1?key=pw@", "ftp://x/v1"),
             (
