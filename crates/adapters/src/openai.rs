@@ -111,7 +111,8 @@ impl OpenAiWire {
 #[derive(Clone)]
 pub struct OpenAiConfig {
     /// The API root, e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`; the wire's
-    /// path (`/chat/completions`, `/responses`) is joined to it and its query is kept.
+    /// path (`/chat/completions`, `/responses`) is joined to it after one slash, however many
+    /// end it, and its query is kept.
     pub base_url: String,
     /// The model name sent in every request.
     pub model: String,
@@ -299,6 +300,9 @@ impl OpenAiCompletion {
                 url.scheme()
             )));
         }
+        // The wire's path follows one slash, however many end the base URL (`…/v1//`).
+        let trimmed = url.path().trim_end_matches('/').to_owned();
+        url.set_path(&trimmed);
         {
             let Ok(mut segments) = url.path_segments_mut() else {
                 return Err(OpenAiConfigError::BaseUrl(

@@ -36,6 +36,33 @@ fn the_wire_path_is_joined_and_the_endpoint_drops_credentials_and_query() {
     })
     .unwrap();
     assert_eq!(responses.endpoint(), "http://localhost:11434/v1/responses");
+    // However many slashes end the base URL, or none, the wire's path follows one.
+    for (base, wire, url) in [
+        (
+            "https://h/v1//",
+            OpenAiWire::Chat,
+            "https://h/v1/chat/completions",
+        ),
+        (
+            "https://h/v1///",
+            OpenAiWire::Responses,
+            "https://h/v1/responses",
+        ),
+        ("https://h", OpenAiWire::Chat, "https://h/chat/completions"),
+        ("https://h//", OpenAiWire::Responses, "https://h/responses"),
+        (
+            "https://h/a//b/",
+            OpenAiWire::Responses,
+            "https://h/a//b/responses",
+        ),
+    ] {
+        let model = OpenAiCompletion::new(OpenAiConfig {
+            wire,
+            ..config(base)
+        })
+        .unwrap();
+        assert_eq!(model.url.as_str(), url, "{base}");
+    }
 }
 
 #[test]
