@@ -456,6 +456,59 @@ async fn a_401_is_not_retried_and_names_endpoint_status_and_message() {
     );
 }
 
+/// A proxy's or server's plain-text error (Envoy, Go's `404 page not found`) is the provider's
+/// message: its first line, scrubbed of the key and shortened, follows the status. A web page
+/// is not quoted, only its status named.
+#[tokio::test]
+async fn a_plain_text_error_names_its_first_line_and_a_page_only_its_status() {
+    let fake = FakeLlm::start().await.unwrap();
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        max_retries: 0,
+        ..config(&fake)
+    })
+    .unwrap();
+    fake.push(
+        Reply::status(503)
+            .header("content-type", "text/plain; charset=utf-8")
+            .body(format!(
+                "\n  upstream connect error or disconnect/reset before headers. key {CANARY}\r\nsecond line\n{}",
+                "y".repeat(100_000)
+            )),
+    );
+    let error = call_once(&model).await.unwrap_err();
+    assert_eq!(
+        message(&error),
+        format!(
+            "POST {}/chat/completions: HTTP 503 Service Unavailable: upstream connect error or \
+             disconnect/reset before headers. key [redacted]",
+            fake.base_url()
+        )
+    );
+    let long = "z".repeat(1000);
+    fake.push(
+        Reply::status(404)
+            .header("content-type", "text/plain")
+            .body(long.clone()),
+    );
+    let text = message(&call_once(&model).await.unwrap_err());
+    assert!(
+        text.ends_with('…') && text.len() < 500 && text.contains("HTTP 404 Not Found: zzz"),
+        "{text}"
+    );
+    fake.push(
+        Reply::status(502)
+            .header("content-type", "text/html")
+            .body("<html><body><h1>502 Bad Gateway</h1></body></html>"),
+    );
+    assert_eq!(
+        message(&call_once(&model).await.unwrap_err()),
+        format!(
+            "POST {}/chat/completions: HTTP 502 Bad Gateway",
+            fake.base_url()
+        )
+    );
+}
+
 #[tokio::test]
 async fn a_drop_after_the_first_byte_is_not_retried() {
     let fake = FakeLlm::start().await.unwrap();

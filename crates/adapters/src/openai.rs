@@ -717,7 +717,8 @@ impl OpenAiCompletion {
             .map_err(|e| Failure::Final(labelled(e, received, whole, decoded)))
     }
 
-    /// A non-2xx answer: the status and the provider's message, retryable as [`should_retry`]
+    /// A non-2xx answer: the status and the provider's message (from a JSON body, or the first
+    /// line of a `text/plain` one; a web page is not quoted), retryable as [`should_retry`]
     /// says.
     async fn http_error(
         &self,
@@ -734,6 +735,11 @@ impl OpenAiCompletion {
             .get(reqwest::header::LOCATION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let plain_text = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim().to_ascii_lowercase().starts_with("text/plain"));
         let body = match self.read_bounded(response, deadline, limit, cancel).await {
             Ok(body) => body,
             Err(cancelled) => return Failure::Final(cancelled),
@@ -746,7 +752,9 @@ impl OpenAiCompletion {
                 .map_or_else(|| "an unnamed location".into(), |u| redacted_url(&u));
             message.push_str(&format!(" (redirect to {target}, not followed)"));
         }
-        if let Some(provider) = error_body::provider_message(&body) {
+        let provider = error_body::provider_message(&body)
+            .or_else(|| plain_text.then(|| error_body::first_line(&body)).flatten());
+        if let Some(provider) = provider {
             message.push_str(": ");
             message.push_str(&self.shown(&provider));
         }

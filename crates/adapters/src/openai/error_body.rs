@@ -67,3 +67,14 @@ pub(super) fn provider_message(body: &[u8]) -> Option<String> {
             .or_else(|| value.get("detail").and_then(text)),
     }
 }
+
+/// The first line of a plain-text error body that holds any text (a proxy's `upstream connect
+/// error …`, Go's `404 page not found`), trimmed; `None` for a body with none. Only the bytes
+/// read are looked at, and invalid UTF-8 is replaced, so a cut through a character is harmless.
+pub(super) fn first_line(body: &[u8]) -> Option<String> {
+    String::from_utf8_lossy(body)
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .map(str::to_owned)
+}
