@@ -220,9 +220,12 @@ pub enum OpenAiConfigError {
     /// The model name is empty.
     #[error("the LLM model name is empty")]
     EmptyModel,
-    /// The key cannot be sent as an HTTP header value (empty, or control characters).
+    /// The key cannot be sent as a bearer token: it is empty, or holds whitespace (in it or
+    /// around it: a `.env` line's trailing space, a pasted line break) or other characters an
+    /// HTTP header cannot carry.
     #[error(
-        "the LLM API key is not a valid HTTP header value (empty, or it holds control characters)"
+        "the LLM API key is not a valid bearer token (empty, or it holds whitespace or control \
+         characters)"
     )]
     ApiKey,
     /// A key (or the base URL's credentials) would be sent in clear: the base URL is `http://`
@@ -317,6 +320,7 @@ impl OpenAiCompletion {
         }
         if let Some(key) = &config.api_key {
             let valid = !key.expose().is_empty()
+                && !key.expose().chars().any(char::is_whitespace)
                 && HeaderValue::from_str(&format!("Bearer {}", key.expose())).is_ok();
             if !valid {
                 return Err(OpenAiConfigError::ApiKey);

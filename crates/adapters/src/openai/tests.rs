@@ -98,6 +98,29 @@ fn bad_configs_are_refused_without_the_key_or_the_url_secrets() {
     );
 }
 
+/// A key with whitespace in or around it (a `.env` line's trailing space, a pasted line break)
+/// is refused at once, by a message that does not show it, rather than sent as a bearer token
+/// no server accepts.
+#[test]
+fn a_key_with_whitespace_is_refused() {
+    for key in [
+        format!("{CANARY} "),
+        format!(" {CANARY}"),
+        format!("{CANARY}\t"),
+        format!("sk-a {CANARY}"),
+        format!("{CANARY}\r"),
+    ] {
+        let error = OpenAiCompletion::new(OpenAiConfig {
+            api_key: Some(Secret::new(key.clone())),
+            ..config("https://h/v1")
+        })
+        .unwrap_err();
+        assert_eq!(error, OpenAiConfigError::ApiKey, "{key:?}");
+        assert!(error.to_string().contains("whitespace"), "{error}");
+        assert!(!error.to_string().contains(CANARY));
+    }
+}
+
 #[test]
 fn the_key_is_scrubbed_from_messages() {
     let adapter = OpenAiCompletion::new(config("https://h/v1")).unwrap();
