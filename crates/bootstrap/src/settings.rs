@@ -583,10 +583,14 @@ impl Settings {
 
     /// Checks every setting; the error names the key and why.
     pub fn validate(&self) -> anyhow::Result<()> {
-        let url = self.llm.base_url.trim_end_matches('/');
-        let rest = url
-            .strip_prefix("https://")
-            .or_else(|| url.strip_prefix("http://"));
+        // Read as the adapter reads it: around whitespace ignored, the scheme in any case.
+        let url = self.llm.base_url.trim().trim_end_matches('/');
+        let rest = ["https://", "http://"].into_iter().find_map(|scheme| {
+            let start = url.get(..scheme.len())?;
+            start
+                .eq_ignore_ascii_case(scheme)
+                .then(|| &url[scheme.len()..])
+        });
         match rest {
             Some(rest) if rest.contains('@') => bail!(
                 "llm.base_url: must not carry credentials (the key goes in COGNI_LLM_API_KEY)"
@@ -915,6 +919,33 @@ mod tests {
         let config = crate::compose::openai_config(&set.llm);
         assert_eq!(config.max_call, std::time::Duration::from_secs(90));
         assert!(format!("{:?}", set.llm).contains("max_call_ms: 90000"));
+    }
+
+    /// A base URL the adapter takes (whitespace around it, a scheme in capitals) passes the
+    /// check; one with credentials is refused whatever the scheme's case, never shown.
+    #[test]
+    fn the_base_url_is_checked_as_the_adapter_reads_it() {
+        for url in [
+            " https://api.openai.com/v1",
+            "https://api.openai.com/v1\n",
+            "HTTPS://api.openai.com/v1",
+            "Http://localhost:11434/v1/",
+        ] {
+            let mut settings = Settings::default();
+            settings.llm.base_url = url.into();
+            settings.llm.model = "m".into();
+            settings
+                .validate()
+                .unwrap_or_else(|e| panic!("{url:?}: {e}"));
+            crate::create_completion(&settings.llm).unwrap_or_else(|e| panic!("{url:?}: {e}"));
+        }
+        let mut settings = Settings::default();
+        settings.llm.base_url = "HTTPS://user:pw-canary@h/v1".into();
+        let error = settings.validate().unwrap_err().to_string();
+        assert!(
+            error.contains("must not carry credentials") && !error.contains("pw-canary"),
+            "{error}"
+        );
     }
 
     /// A key over plain http to a host that is not loopback is refused at the adapter's
