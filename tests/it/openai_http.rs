@@ -509,6 +509,43 @@ async fn a_plain_text_error_names_its_first_line_and_a_page_only_its_status() {
     );
 }
 
+/// The request asks for no compression (it sends no `Accept-Encoding`, and the client decodes
+/// none): an answer compressed all the same (a proxy set to compress event streams) is refused
+/// at once by its encoding, not fed to the decoder as a stream that never completes an event.
+#[tokio::test]
+async fn a_compressed_answer_is_refused_by_its_encoding() {
+    let fake = FakeLlm::start().await.unwrap();
+    let model = OpenAiCompletion::new(config(&fake)).unwrap();
+    let gzip_start: &[u8] = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\xcbH\xcd\xc9\xc9\x07\x00";
+    for (content_type, encoding) in [("text/event-stream", "gzip"), ("application/json", "br")] {
+        fake.push(
+            Reply::status(200)
+                .header("content-type", content_type)
+                .header("content-encoding", encoding)
+                .body(gzip_start)
+                .then(Duration::from_secs(3600), gzip_start),
+        );
+        let error = call_once(&model).await.unwrap_err();
+        assert_eq!(
+            message(&error),
+            format!(
+                "POST {}/chat/completions: HTTP 200 OK: the server compressed its answer \
+                 (content-encoding: {encoding}), though the request asked for none",
+                fake.base_url()
+            )
+        );
+        assert!(matches!(error, CompletionError::Decode(_)), "{error:?}");
+    }
+    assert!(fake.requests()[0].header("accept-encoding").is_none());
+    // `identity` is no compression.
+    fake.push(
+        Reply::fixture("openai-chat/openai-single-call.sse")
+            .unwrap()
+            .header("content-encoding", "identity"),
+    );
+    call_once(&model).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_drop_after_the_first_byte_is_not_retried() {
     let fake = FakeLlm::start().await.unwrap();

@@ -17,6 +17,8 @@
 //! rather than waited on until it stalls. Either is reported by its content type when it fails
 //! to decode. A body labelled `text/event-stream` is refused the same way only when it opens as a
 //! web page or JSON (`<`, `{` or `[`), since the SSE rules let a stream open with any field.
+//! No compression is asked for or decoded: a 2xx body with a `Content-Encoding` (but
+//! `identity`) is refused by it at once.
 //!
 //! **Timeouts.** [`OpenAiConfig::request_timeout`] bounds the wait for the first body byte;
 //! from it on, [`OpenAiConfig::idle_timeout`] bounds the wait for progress: a complete SSE event,
@@ -58,7 +60,9 @@ use ai_core::{
     LlmRequest, Secret,
 };
 use async_trait::async_trait;
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use reqwest::header::{
+    ACCEPT, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderValue,
+};
 use reqwest::{StatusCode, Url};
 use rustls_platform_verifier::BuilderVerifierExt;
 use tokio::time::Instant;
@@ -543,6 +547,22 @@ impl OpenAiCompletion {
         let status = response.status();
         if !status.is_success() {
             return Err(self.http_error(response, deadline, limit, cancel).await);
+        }
+        // No `Accept-Encoding` is sent and none is decoded: a compressed body would reach the
+        // decoder as bytes that never make an event, and stall.
+        if let Some(encoding) = response
+            .headers()
+            .get(CONTENT_ENCODING)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_owned())
+            .filter(|v| !v.is_empty() && !v.eq_ignore_ascii_case("identity"))
+        {
+            return Err(Failure::Final(CompletionError::Decode(format!(
+                "POST {}: HTTP {}: the server compressed its answer (content-encoding: {}), \
+                 though the request asked for none",
+                self.endpoint,
+                status_text(status),
+                self.shown(&encoding)
+            ))));
         }
         let content_type = response
             .headers()
