@@ -7,7 +7,9 @@
 //! only the request's new user message is used; the client's replayed history (tool results
 //! included) is trusted only to start a thread the server has never seen, and then only after
 //! `reconstruct_history` accepts it. A client that disconnects cancels its run; the run still
-//! ends cleanly and saves a valid history.
+//! ends cleanly and saves a valid history. A client that falls more than
+//! [`AppState::with_max_unsent_events`] events behind its stream has the stream cut, and its
+//! run goes on (`relay`).
 //!
 //! With a [`ServerToken`] (`COGNI_SERVER_TOKEN`), every path but `/healthz` asks for
 //! `Authorization: Bearer <token>` (the `auth` middleware, which runs before any route); without
@@ -22,12 +24,15 @@ mod agui;
 mod auth;
 mod chat;
 mod host;
+mod relay;
+#[cfg(test)]
+mod slow_clients;
 
 pub use auth::ServerToken;
+pub use relay::DEFAULT_MAX_UNSENT_EVENTS;
 
 use std::collections::HashSet;
-use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ai_core::{AiEvent, CancellationToken, DoneReason, RunContext, ThreadId, ToolCatalog};
@@ -40,7 +45,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use graph::{AgentState, ApprovalDecision, HistoryItem, reconstruct_history};
 use serde_json::json;
-use tokio::sync::mpsc::UnboundedReceiver;
 
 /// What every request handler shares.
 pub struct AppState {
@@ -61,6 +65,11 @@ pub struct AppState {
     allow_unauthenticated: bool,
     /// The parent of every run's token: cancelled, it ends every run in flight.
     runs_cancel: CancellationToken,
+    /// How many of a run's events may wait for its client before its stream is cut.
+    max_unsent_events: usize,
+    /// The events of every run in flight waiting for their clients (at most
+    /// `max_unsent_events` for each).
+    unsent_events: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -86,7 +95,22 @@ impl AppState {
             token: None,
             allow_unauthenticated: false,
             runs_cancel: CancellationToken::new(),
+            max_unsent_events: DEFAULT_MAX_UNSENT_EVENTS,
+            unsent_events: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// How many of a run's events may wait for its client, stored and not yet taken by its
+    /// response stream ([`DEFAULT_MAX_UNSENT_EVENTS`] by default). A client that falls further
+    /// behind (it reads slower than the run goes, or not at all) has its stream cut: the
+    /// response ends with an error once what waits is sent (the connection closes without the
+    /// protocol's terminal event), and the run goes on, is recorded and saves its thread as if
+    /// the client were there. Without the bound, a client that never reads would leave every
+    /// event of its run in the server's memory for as long as its connection stays open. A
+    /// number past what a channel holds (some 2^61) is that many.
+    pub fn with_max_unsent_events(mut self, max: std::num::NonZeroUsize) -> Self {
+        self.max_unsent_events = max.get();
+        self
     }
 
     /// Cancels every run in flight and every run started from now on: each ends `cancelled`
@@ -554,7 +578,7 @@ pub(crate) struct Answer {
 /// run that resumes from approval answers, every call the thread waited for with its decision
 /// (answered or not: an unanswered call is denied).
 pub(crate) struct StartedRun {
-    events: UnboundedReceiver<AiEvent>,
+    events: relay::ClientEvents,
     cancel: CancellationToken,
     resumed: Vec<(ai_core::ToolCallId, bool)>,
     /// For a user message sent while the thread waited for approvals: the calls it cancels,
@@ -681,7 +705,7 @@ async fn start_run(
             _ => ApiError::internal_logged("the run cannot start", &format_args!("{e:#}")),
         })?;
     Ok(StartedRun {
-        events,
+        events: relay::relay(events, state.max_unsent_events, state.unsent_events.clone()),
         cancel,
         resumed,
         superseded,
@@ -987,7 +1011,10 @@ const KEEP_ALIVE_FRAME: &str = ": keep-alive\n\n";
 /// The SSE response for a run: the translator's frames, event by event, until the terminal one,
 /// with a comment frame whenever the stream has sent nothing for [`KEEP_ALIVE`] (events the
 /// translator sends nothing for do not count).
-/// Dropping the body (the client went away) cancels the run.
+/// Dropping the body (the client went away) cancels the run. A client that falls more than the
+/// state's `max_unsent_events` behind has its stream cut (see `relay`): the body ends with an
+/// error once what waits is sent, so the connection closes without the protocol's terminal
+/// event, and the run goes on.
 fn sse_response<T: Translate>(
     first: String,
     run: StartedRun,
@@ -995,19 +1022,27 @@ fn sse_response<T: Translate>(
     extra_headers: &[(&'static str, &'static str)],
 ) -> Response {
     struct Streaming<T> {
-        events: UnboundedReceiver<AiEvent>,
+        events: relay::ClientEvents,
         translator: T,
-        _cancel_on_drop: tokio_util::sync::DropGuard,
+        cancel: CancellationToken,
         first: Option<String>,
         done: bool,
         /// When the last frame went out: the keep-alive counts from it, not from the last
         /// event (retries, usage and the like send nothing).
         last_frame: tokio::time::Instant,
     }
+    impl<T> Drop for Streaming<T> {
+        fn drop(&mut self) {
+            // A client cut for falling behind did not leave: its run goes on.
+            if !self.events.was_cut() {
+                self.cancel.cancel();
+            }
+        }
+    }
     let streaming = Streaming {
         events: run.events,
         translator,
-        _cancel_on_drop: run.cancel.drop_guard(),
+        cancel: run.cancel,
         first: Some(first),
         done: false,
         last_frame: tokio::time::Instant::now(),
@@ -1015,7 +1050,7 @@ fn sse_response<T: Translate>(
     let stream = futures_util::stream::unfold(streaming, |mut s| async move {
         if let Some(first) = s.first.take() {
             s.last_frame = tokio::time::Instant::now();
-            return Some((Ok::<_, Infallible>(Bytes::from(first)), s));
+            return Some((Ok::<_, std::io::Error>(Bytes::from(first)), s));
         }
         if s.done {
             return None;
@@ -1028,6 +1063,17 @@ fn sse_response<T: Translate>(
             };
             let mut frames = match event {
                 Some(event) => s.translator.frames(&event),
+                // Not the run's end: the client cannot be told it in the protocol (a terminal
+                // event would say the run ended), so the response breaks off.
+                None if s.events.was_cut() => {
+                    s.done = true;
+                    return Some((
+                        Err(std::io::Error::other(
+                            "the client fell too far behind its run's stream",
+                        )),
+                        s,
+                    ));
+                }
                 // The run ended without its Done (its task failed): close the protocol anyway.
                 None => {
                     let mut frames = s.translator.frames(&AiEvent::Error {
@@ -1145,8 +1191,9 @@ mod tests {
         super::StartedRun,
     ) {
         let (sender, events) = tokio::sync::mpsc::unbounded_channel();
+        let unsent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let run = super::StartedRun {
-            events,
+            events: super::relay::relay(events, super::DEFAULT_MAX_UNSENT_EVENTS, unsent),
             cancel: ai_core::CancellationToken::new(),
             resumed: Vec::new(),
             superseded: Vec::new(),

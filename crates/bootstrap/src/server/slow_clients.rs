@@ -1,0 +1,270 @@
+//! Clients that read, write or send slowly, or not at all, hold neither the server's memory nor
+//! its connections for good.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ai_core::ThreadId;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::AppState;
+
+/// A model whose one answer streams `deltas` text deltas of `size` bytes, then ` the end`,
+/// once `gate` (when given) is notified.
+struct Chatty {
+    deltas: usize,
+    size: usize,
+    gate: Option<Arc<tokio::sync::Notify>>,
+}
+
+const THE_END: &str = " the end";
+
+#[async_trait::async_trait]
+impl ai_core::CompletionPort for Chatty {
+    async fn complete(
+        &self,
+        _: &ai_core::LlmRequest,
+        sink: &mut dyn ai_core::DeltaSink,
+        _: &ai_core::CancellationToken,
+    ) -> Result<ai_core::LlmCompletion, ai_core::CompletionError> {
+        let delta = "x".repeat(self.size);
+        for _ in 0..self.deltas {
+            sink.delta(ai_core::CompletionDelta::Text {
+                delta: delta.clone(),
+            });
+        }
+        if let Some(gate) = &self.gate {
+            gate.notified().await;
+        }
+        sink.delta(ai_core::CompletionDelta::Text {
+            delta: THE_END.into(),
+        });
+        Ok(ai_core::LlmCompletion {
+            text: format!("{}{THE_END}", delta.repeat(self.deltas)),
+            tool_calls: Vec::new(),
+            finish_reason: ai_core::FinishReason::Stop,
+            usage: None,
+        })
+    }
+}
+
+/// A server without a data folder or tools over `model`.
+fn state_over(model: Chatty) -> AppState {
+    let memory = Arc::new(crate::MemoryThreads::new(16, usize::MAX));
+    let stores = crate::Stores {
+        threads: memory.clone(),
+        log: None,
+        memory_threads: Some(memory),
+    };
+    let source = Arc::new(ai_core::StaticToolSource::new(Vec::new()).unwrap());
+    let policy = ai_core::ToolPolicy::from_toml_str("allowed_tools = []").unwrap();
+    let clock: Arc<dyn ai_core::Clock> = Arc::new(adapters::SystemClock);
+    let settings = crate::Settings::default();
+    let runtime =
+        crate::Runtime::with_source(&settings, Arc::new(model), source, Arc::new(policy), clock);
+    AppState::new(runtime, stores)
+}
+
+fn bound(max: usize) -> std::num::NonZeroUsize {
+    std::num::NonZeroUsize::new(max).unwrap()
+}
+
+/// An AG-UI request body for a new thread `thread`.
+fn agui_body(thread: &str) -> String {
+    serde_json::json!({"threadId": thread, "runId": format!("r-{thread}"),
+        "messages": [{"id": "m1", "role": "user", "content": "talk"}]})
+    .to_string()
+}
+
+/// The text of the last message saved in `thread`, once its run saved it.
+async fn saved_answer(state: &AppState, thread: &str) -> String {
+    let thread = ThreadId::new(thread).unwrap();
+    let wait = async {
+        loop {
+            if let Some(saved) = state.stores.threads.load(&thread).await.unwrap() {
+                let messages = saved["messages"].as_array().unwrap().clone();
+                let last = messages.last().unwrap().to_string();
+                if last.contains("assistant") {
+                    return last;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(120), wait)
+        .await
+        .expect("the run never saved its thread")
+}
+
+/// What tracing wrote, as text.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// A client that does not read its stream while its run goes on holds at most
+/// `max_unsent_events` of the run's events in the server: past them its stream is cut (it ends
+/// with an error, without the run's end), with a warning that names nothing of the run, and the
+/// run goes on to its end and saves its thread, though the cut stream is then dropped.
+#[tokio::test]
+async fn a_stream_whose_client_falls_behind_is_cut_and_its_run_goes_on() {
+    use futures_util::StreamExt;
+
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _logging = tracing::subscriber::set_default(subscriber);
+
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let model = Chatty {
+        deltas: 200,
+        size: 16,
+        gate: Some(gate.clone()),
+    };
+    let state = Arc::new(state_over(model).with_max_unsent_events(bound(8)));
+    let mut headers = axum::http::HeaderMap::new();
+    let json = axum::http::HeaderValue::from_static("application/json");
+    headers.insert(axum::http::header::CONTENT_TYPE, json);
+    let response = super::agui::run(
+        axum::extract::State(state.clone()),
+        axum::Extension(super::BodyLimit(usize::MAX)),
+        headers,
+        Ok(axum::body::Bytes::from(agui_body("t-slow-ZQX"))),
+    )
+    .await
+    .unwrap();
+
+    // The client reads nothing while the run streams its 200 deltas.
+    let cut = async {
+        while !logs.text().contains("fell more than 8 events behind") {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(120), cut)
+        .await
+        .expect("the stream was never cut");
+    assert!(!logs.text().contains("ZQX"), "{}", logs.text());
+    let unsent = state.unsent_events.load(Ordering::Relaxed);
+    assert!(unsent <= 8, "{unsent} events wait for the client");
+
+    // The client now reads: what waited, then the break, never the run's end.
+    let mut body = response.into_body().into_data_stream();
+    let mut shown = String::new();
+    let broke = loop {
+        match body.next().await {
+            Some(Ok(frame)) => shown.push_str(&String::from_utf8_lossy(&frame)),
+            Some(Err(_)) => break true,
+            None => break false,
+        }
+    };
+    assert!(broke, "the stream ended as if the run had: {shown}");
+    assert!(shown.contains("RUN_STARTED"), "{shown}");
+    assert!(!shown.contains("RUN_FINISHED"), "{shown}");
+    assert!(
+        shown.matches("TEXT_MESSAGE_CONTENT").count() <= 8,
+        "{shown}"
+    );
+    drop(body);
+    assert_eq!(state.unsent_events.load(Ordering::Relaxed), 0);
+
+    // Dropped, the cut stream did not cancel its run: it ends and saves its whole answer.
+    gate.notify_one();
+    let answer = saved_answer(&state, "t-slow-ZQX").await;
+    assert!(answer.contains(THE_END), "{answer}");
+    assert_eq!(answer.matches('x').count(), 200 * 16, "{answer}");
+}
+
+/// Over a real connection whose client sends a request and does not read its stream: the
+/// events waiting for it in the server stay within the bound while the run streams far more
+/// than the sockets hold, the stream is cut, the run goes on to its end and saves its thread,
+/// and the client then finds its stream broken off before the run's end.
+#[tokio::test]
+async fn a_client_that_never_reads_holds_at_most_the_bound_in_the_server() {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    // The server runs on this test's thread: its warning is caught.
+    let _logging = tracing::subscriber::set_default(subscriber);
+    // 16 MiB of text: far more than loopback sockets buffer (some 3 MiB).
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let model = Chatty {
+        deltas: 4096,
+        size: 4096,
+        gate: Some(gate.clone()),
+    };
+    let state = Arc::new(
+        state_over(model)
+            .with_max_unsent_events(bound(16))
+            .with_allow_unauthenticated(true),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(super::serve(listener, state.clone(), 1 << 20));
+
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut client = socket.connect(addr).await.unwrap();
+    let body = agui_body("t-never-reads");
+    let request = format!(
+        "POST /api/v1/agui HTTP/1.1\r\nhost: localhost:{}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        addr.port(),
+        body.len()
+    );
+    client.write_all(request.as_bytes()).await.unwrap();
+
+    // Watched while the run streams, until the stream is cut.
+    let mut most = 0;
+    let cut = async {
+        while !logs.text().contains("fell more than 16 events behind") {
+            most = most.max(state.unsent_events.load(Ordering::Relaxed));
+            assert!(most <= 16, "{most} events wait for the client");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(300), cut)
+        .await
+        .expect("the stream was never cut");
+    assert!(state.unsent_events.load(Ordering::Relaxed) <= 16);
+
+    gate.notify_one();
+    let answer = saved_answer(&state, "t-never-reads").await;
+    assert!(answer.contains(THE_END));
+
+    let mut shown = Vec::new();
+    // The connection breaks off: an end, or a reset.
+    let _ = client.read_to_end(&mut shown).await;
+    let shown = String::from_utf8_lossy(&shown);
+    let head: String = shown.chars().take(200).collect();
+    assert!(shown.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        !shown.contains("RUN_FINISHED"),
+        "the client was sent the whole run"
+    );
+    assert!(
+        !shown.contains(THE_END),
+        "the client was sent the whole run"
+    );
+}
