@@ -23,12 +23,17 @@
 mod agui;
 mod auth;
 mod chat;
+mod conn;
 mod host;
 mod relay;
 #[cfg(test)]
 mod slow_clients;
 
 pub use auth::ServerToken;
+pub use conn::{
+    ConnectionLimits, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+};
 pub use relay::DEFAULT_MAX_UNSENT_EVENTS;
 
 use std::collections::HashSet;
@@ -70,6 +75,8 @@ pub struct AppState {
     /// The events of every run in flight waiting for their clients (at most
     /// `max_unsent_events` for each).
     unsent_events: Arc<AtomicUsize>,
+    /// What [`serve`] allows a connection.
+    connection_limits: ConnectionLimits,
 }
 
 impl std::fmt::Debug for AppState {
@@ -97,7 +104,18 @@ impl AppState {
             runs_cancel: CancellationToken::new(),
             max_unsent_events: DEFAULT_MAX_UNSENT_EVENTS,
             unsent_events: Arc::new(AtomicUsize::new(0)),
+            connection_limits: ConnectionLimits::default(),
         }
+    }
+
+    /// What [`serve`] allows a connection: how long its client may take to send a request's
+    /// headers (and the connection may stay idle between requests), how long a request's body
+    /// may take to arrive, and how many connections are served at once
+    /// ([`ConnectionLimits::default`]: 30 s, 60 s, 1,024). [`router`] served by other code
+    /// keeps that code's limits.
+    pub fn with_connection_limits(mut self, limits: ConnectionLimits) -> Self {
+        self.connection_limits = limits;
+        self
     }
 
     /// How many of a run's events may wait for its client, stored and not yet taken by its
@@ -237,6 +255,11 @@ pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>
 /// accepting, cancels the runs in flight ([`AppState::cancel_runs`]), which end their streams
 /// and save their threads, and returns once every response is done.
 ///
+/// Connections are served within the state's [`ConnectionLimits`]: a client that has not sent a
+/// request's headers within 30 s (from the connection's start, or the end of the previous
+/// response) has its connection closed, a request body not in within 60 s is refused with 408
+/// `body_timeout`, and past 1,024 connections at once no more are accepted until one closes.
+///
 /// Without a token, a listener on an address that is not loopback is refused (the future
 /// resolves to an error at once) unless the state allows serving unauthenticated
 /// ([`AppState::with_allow_unauthenticated`]); on a loopback listener every request (`/healthz`
@@ -253,7 +276,6 @@ pub fn serve(
     state: Arc<AppState>,
     max_body_bytes: usize,
 ) -> impl Future<Output = std::io::Result<()>> + Send {
-    use axum::serve::ListenerExt;
     let signal = shutdown_signal();
     let runs = state.clone();
     let loopback = listener
@@ -280,24 +302,15 @@ pub fn serve(
         if let Some(refused) = refused {
             return Err(refused);
         }
-        // Streams are many small writes: without TCP_NODELAY, Nagle's algorithm holds each
-        // frame until the client acknowledges the previous one (tens of ms per event on
-        // loopback).
-        let listener = listener.tap_io(|tcp| {
-            if let Err(error) = tcp.set_nodelay(true) {
-                tracing::debug!(%error, "TCP_NODELAY not set");
-            }
-        });
+        let limits = state.connection_limits;
         let mut app = router(state, max_body_bytes);
         if loopback_hosts_only {
             // Outermost: no route, fallback or body read before the host is checked.
             app = app.layer(axum::middleware::from_fn(host::require_loopback_host));
         }
-        // The peer of each request, for the router's loopback guard.
-        let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
+        // TCP_NODELAY and each request's peer (`ConnectInfo`) are set there.
+        conn::serve_connections(listener, app, limits, shutdown).await;
+        Ok(())
     }
 }
 
@@ -484,6 +497,18 @@ fn parse_body<T: serde::de::DeserializeOwned>(
                     limit.0
                 ),
             );
+        }
+        // A body that did not arrive in time (`conn`): its own status and code.
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
+        while let Some(error) = cause {
+            if let Some(timeout) = error.downcast_ref::<conn::BodyTimeout>() {
+                return ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "body_timeout",
+                    timeout.to_string(),
+                );
+            }
+            cause = error.source();
         }
         ApiError::new(status, "unreadable_body", rejection.body_text())
     })?;

@@ -268,3 +268,120 @@ async fn a_client_that_never_reads_holds_at_most_the_bound_in_the_server() {
         "the client was sent the whole run"
     );
 }
+
+/// `serve` on a loopback port within `limits`, without a token (only loopback clients and
+/// hosts are answered).
+async fn serving(limits: super::ConnectionLimits) -> std::net::SocketAddr {
+    let model = Chatty {
+        deltas: 1,
+        size: 1,
+        gate: None,
+    };
+    let state = Arc::new(state_over(model).with_connection_limits(limits));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(super::serve(listener, state, 1 << 20));
+    addr
+}
+
+/// All the server sends on `client` until it closes the connection; a minute at most, far past
+/// any limit a test sets.
+async fn until_closed(client: &mut tokio::net::TcpStream) -> String {
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(60), client.read_to_end(&mut answer));
+    // A reset is a close too.
+    let _ = read.await.expect("the connection was left open");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A client that sends half a header block and stops has its connection closed once the
+/// header-read timeout passes, unanswered.
+#[tokio::test]
+async fn a_client_that_trickles_its_headers_is_closed_after_the_header_timeout() {
+    let addr = serving(super::ConnectionLimits {
+        header_read_timeout: Duration::from_millis(200),
+        ..super::ConnectionLimits::default()
+    })
+    .await;
+    let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let half = format!(
+        "GET /healthz HTTP/1.1\r\nhost: localhost:{}\r\nx-more:",
+        addr.port()
+    );
+    client.write_all(half.as_bytes()).await.unwrap();
+    let answer = until_closed(&mut client).await;
+    assert!(!answer.contains(" 200 "), "{answer}");
+
+    // So is one that sends nothing, and one kept alive after its answer.
+    let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    assert_eq!(until_closed(&mut silent).await, "");
+    let mut kept = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let whole = format!(
+        "GET /healthz HTTP/1.1\r\nhost: localhost:{}\r\n\r\n",
+        addr.port()
+    );
+    kept.write_all(whole.as_bytes()).await.unwrap();
+    let answer = until_closed(&mut kept).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+/// A client that sends its headers and part of its body, then stops, is answered 408
+/// `body_timeout` once the body-read bound passes, and its connection is closed.
+#[tokio::test]
+async fn a_body_that_does_not_arrive_in_time_is_refused_with_408() {
+    let addr = serving(super::ConnectionLimits {
+        body_read_timeout: Duration::from_millis(200),
+        ..super::ConnectionLimits::default()
+    })
+    .await;
+    let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let body = agui_body("t-trickle");
+    let request = format!(
+        "POST /api/v1/agui HTTP/1.1\r\nhost: localhost:{}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{}",
+        addr.port(),
+        body.len(),
+        &body[..10]
+    );
+    client.write_all(request.as_bytes()).await.unwrap();
+    let answer = until_closed(&mut client).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"body_timeout\""), "{answer}");
+    assert!(
+        answer.contains("did not arrive within the 0.2 s"),
+        "{answer}"
+    );
+}
+
+/// Past `max_connections` open at once, a client's connection waits unserved until one closes.
+#[tokio::test]
+async fn past_the_most_connections_a_client_waits_for_one_to_close() {
+    let addr = serving(super::ConnectionLimits {
+        max_connections: bound(1),
+        ..super::ConnectionLimits::default()
+    })
+    .await;
+    let health = format!(
+        "GET /healthz HTTP/1.1\r\nhost: localhost:{}\r\nconnection: close\r\n\r\n",
+        addr.port()
+    );
+    let mut first = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // Served: the server took the connection.
+    first
+        .write_all(health.replace("connection: close", "x-keep: 1").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = [0; 12];
+    first.read_exact(&mut answer).await.unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 200");
+
+    let mut second = tokio::net::TcpStream::connect(addr).await.unwrap();
+    second.write_all(health.as_bytes()).await.unwrap();
+    // Not served while the first stays open (a wait that can only make this pass wrongly).
+    let mut byte = [0; 1];
+    let early = tokio::time::timeout(Duration::from_millis(300), second.read(&mut byte)).await;
+    assert!(early.is_err(), "a connection past the bound was served");
+    drop(first);
+    let answer = until_closed(&mut second).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
