@@ -1,5 +1,6 @@
 //! The server's connections: accepted up to a bound, each served by hyper's HTTP/1 with a
-//! header-read timeout and a bound on the time a request body takes to arrive.
+//! header-read timeout, a bound on the time a request body takes to arrive, and a write timeout
+//! (`StalledWrites`).
 //!
 //! `axum::serve` sets none of these (no timer, so not even hyper's default header timeout), so
 //! a client could open connections and trickle headers or a body forever. This loop is axum's
@@ -7,8 +8,11 @@
 //! loopback guard reads it), and at the shutdown signal the server stops accepting, asks each
 //! connection to close once its response is done, and returns when all have.
 
+use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -25,6 +29,11 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// request is refused with 408 `body_timeout` and its connection closed.
 pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long a connection's writes may stay stalled (its client reads nothing, so the socket
+/// takes nothing more) before the connection is closed: a client that stops reading, even one
+/// whose stream was cut (see `relay`), holds a connection no longer than this.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// The most connections served at once: past it the server accepts no more (they wait in the
 /// system's queue) until one closes.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
@@ -38,6 +47,9 @@ pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
     /// How long a request body may take to arrive in full: [`DEFAULT_BODY_READ_TIMEOUT`].
     pub body_read_timeout: Duration,
+    /// How long a connection's writes may stay stalled before it is closed:
+    /// [`DEFAULT_WRITE_TIMEOUT`].
+    pub write_timeout: Duration,
     /// The most connections served at once: [`DEFAULT_MAX_CONNECTIONS`]. A number past what a
     /// semaphore holds (some 2^61) is that many.
     pub max_connections: std::num::NonZeroUsize,
@@ -48,6 +60,7 @@ impl Default for ConnectionLimits {
         Self {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
             max_connections: std::num::NonZeroUsize::new(DEFAULT_MAX_CONNECTIONS)
                 .expect("1024 is not zero"),
         }
@@ -141,6 +154,7 @@ pub(super) async fn serve_connections(
                 hyper::service::Service::call(&router, request)
             },
         );
+        let tcp = StalledWrites::new(tcp, limits.write_timeout);
         let connection = http.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
         let mut stopped = stopped.clone();
         let open = open.clone();
@@ -179,4 +193,92 @@ async fn accept_failed(error: std::io::Error) {
     }
     tracing::error!(%error, "accepting a connection failed");
     tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+/// A connection whose writes fail with `TimedOut` once the socket has taken nothing for
+/// `limit`: hyper then drops the connection, and with it the response it was writing.
+struct StalledWrites {
+    tcp: tokio::net::TcpStream,
+    limit: Duration,
+    /// Since the first write the socket did not take, until one it takes.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl StalledWrites {
+    fn new(tcp: tokio::net::TcpStream, limit: Duration) -> Self {
+        Self {
+            tcp,
+            limit,
+            stalled: None,
+        }
+    }
+
+    /// `written` as it is, but a write pending for `limit` becomes `TimedOut`.
+    fn watch<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        written: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if written.is_ready() {
+            self.stalled = None;
+            return written;
+        }
+        let limit = self.limit;
+        let stalled = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        if stalled.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client read nothing of its response for too long",
+            )));
+        }
+        Poll::Pending
+    }
+}
+
+impl tokio::io::AsyncRead for StalledWrites {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for StalledWrites {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.tcp).poll_write(cx, buf);
+        this.watch(cx, written)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.tcp).poll_write_vectored(cx, bufs);
+        this.watch(cx, written)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let flushed = Pin::new(&mut this.tcp).poll_flush(cx);
+        this.watch(cx, flushed)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().tcp).poll_shutdown(cx)
+    }
 }

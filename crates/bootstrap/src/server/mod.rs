@@ -32,7 +32,7 @@ mod slow_clients;
 pub use auth::ServerToken;
 pub use conn::{
     ConnectionLimits, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT,
-    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_WRITE_TIMEOUT,
 };
 pub use relay::DEFAULT_MAX_UNSENT_EVENTS;
 
@@ -110,9 +110,9 @@ impl AppState {
 
     /// What [`serve`] allows a connection: how long its client may take to send a request's
     /// headers (and the connection may stay idle between requests), how long a request's body
-    /// may take to arrive, and how many connections are served at once
-    /// ([`ConnectionLimits::default`]: 30 s, 60 s, 1,024). [`router`] served by other code
-    /// keeps that code's limits.
+    /// may take to arrive, how long its writes may stall, and how many connections are served
+    /// at once ([`ConnectionLimits::default`]: 30 s, 60 s, 60 s, 1,024). [`router`] served by
+    /// other code keeps that code's limits.
     pub fn with_connection_limits(mut self, limits: ConnectionLimits) -> Self {
         self.connection_limits = limits;
         self
@@ -258,7 +258,9 @@ pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>
 /// Connections are served within the state's [`ConnectionLimits`]: a client that has not sent a
 /// request's headers within 30 s (from the connection's start, or the end of the previous
 /// response) has its connection closed, a request body not in within 60 s is refused with 408
-/// `body_timeout`, and past 1,024 connections at once no more are accepted until one closes.
+/// `body_timeout`, a connection whose client reads nothing of its response for 60 s is closed
+/// (its run is cancelled, as when a client leaves), and past 1,024 connections at once no more
+/// are accepted until one closes.
 ///
 /// Without a token, a listener on an address that is not loopback is refused (the future
 /// resolves to an error at once) unless the state allows serving unauthenticated

@@ -385,3 +385,53 @@ async fn past_the_most_connections_a_client_waits_for_one_to_close() {
     let answer = until_closed(&mut second).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
+
+/// A client that stops reading holds its connection no longer than the write timeout: once the
+/// socket has taken nothing for that long the connection is closed, though the client never
+/// reads, and its response is dropped with the events waiting in it. The client has left, as
+/// far as its run knows: the run is cancelled and saves its thread.
+#[tokio::test]
+async fn a_client_that_stops_reading_is_closed_after_the_write_timeout() {
+    // 16 MiB of text in fewer events than the bound: the sockets fill (some 3 MiB) before the
+    // stream falls behind by the bound, so the stream is not cut: its writes stall.
+    let model = Chatty {
+        deltas: 2048,
+        size: 8192,
+        gate: Some(Arc::new(tokio::sync::Notify::new())),
+    };
+    let limits = super::ConnectionLimits {
+        write_timeout: Duration::from_millis(300),
+        ..super::ConnectionLimits::default()
+    };
+    let state = Arc::new(state_over(model).with_connection_limits(limits));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(super::serve(listener, state.clone(), 1 << 20));
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut client = socket.connect(addr).await.unwrap();
+    let body = agui_body("t-stops-reading");
+    let request = format!(
+        "POST /api/v1/agui HTTP/1.1\r\nhost: localhost:{}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        addr.port(),
+        body.len()
+    );
+    client.write_all(request.as_bytes()).await.unwrap();
+
+    // The model waits for a gate never opened: only the client's leaving ends the run.
+    let answer = saved_answer(&state, "t-stops-reading").await;
+    let head: String = answer.chars().take(100).collect();
+    assert!(!answer.contains(THE_END), "{head}");
+    let dropped = async {
+        while state.unsent_events.load(Ordering::Relaxed) > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), dropped)
+        .await
+        .expect("the response of a client that reads nothing was kept");
+    let mut shown = Vec::new();
+    let _ = client.read_to_end(&mut shown).await;
+    assert!(!String::from_utf8_lossy(&shown).contains("RUN_FINISHED"));
+}
