@@ -3,8 +3,10 @@
 //!
 //! With a data folder, threads, run logs and tool invocation records go to `cogni.db`
 //! (`SqliteStore`), and model receipts, tool calls and run inputs to content-addressed blobs
-//! (`TieredBlobStore`: rows of `cogni.db` up to 64 KiB, files under `blobs/` beyond). Without
-//! one, threads live in bounded memory ([`MemoryThreads`]) and nothing is logged.
+//! (`TieredBlobStore`: rows of `cogni.db` up to 64 KiB, files under `blobs/` beyond). A run
+//! input names its thread's history, stored as one blob per message that the thread's runs
+//! share ([`RunInput::store`]). Without one, threads live in bounded memory ([`MemoryThreads`])
+//! and nothing is logged.
 //!
 //! - [`start_run`] stores each batch of a run's events (with the records and receipts that came
 //!   with them) in one transaction *before* handing it on, so an event a client has seen is
@@ -23,6 +25,7 @@
 //!   by the process that runs it. So its thread holds the turn its client was shown (the stored
 //!   events) before the next request reads it.
 
+mod input;
 mod lock;
 #[cfg(test)]
 mod tests;
@@ -35,7 +38,6 @@ use ai_core::{
     AiEvent, BlobStore, CancellationToken, Clock, DoneReason, EventSink, InterruptedRun, Message,
     RunContext, RunId, RunStatus, RunStep, RunStore, RunStoreError, ThreadId, ThreadStore,
     ToolCallId, ToolCatalog, ToolErrorCode, ToolFailure, ToolInvocationRecord, ToolOutcome,
-    canonical_bytes,
 };
 use anyhow::Context;
 use graph::{AgentState, ApprovalDecision, HistoryItem, reconstruct_history};
@@ -44,6 +46,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::{MemoryThreads, Runtime, Settings};
 
+pub use input::{RUN_INPUT_FORM, RunInputError};
 use lock::RunLock;
 pub use lock::RunLocks;
 
@@ -121,7 +124,10 @@ pub fn create_stores(settings: &Settings) -> anyhow::Result<Stores> {
 }
 
 /// What a run starts from, stored as a blob (its address is the run's `input_ref`) so the run
-/// can be replayed.
+/// can be replayed. [`RunInput::store`] stores it and [`RunInput::load`] reads it: its thread's
+/// history goes to message blobs of its own, which the thread's runs share (stored form
+/// [`RUN_INPUT_FORM`]), so a thread's inputs grow with its length, not its square; inputs
+/// stored whole by earlier versions still load.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunInput {
     /// The thread's state before the run.
@@ -297,8 +303,8 @@ pub async fn start_run(
             loop_revision: Some(graph::LOOP_REVISION),
             settings: Some(runtime.run_settings.clone()),
         };
-        let bytes = canonical_bytes(&input).context("the run input cannot be encoded")?;
-        let input_ref = log.blobs.put(&bytes).await.context("the run input")?;
+        // Its history's message blobs first, then the input that names them, then the row.
+        let input_ref = input.store(log.blobs.as_ref()).await?;
         log.runs
             .begin_run(
                 &run_id,
@@ -867,18 +873,9 @@ async fn run_input(
     let input_ref = input_ref
         .as_deref()
         .ok_or("the run has no recorded input")?;
-    let bytes = log
-        .blobs
-        .get(input_ref)
+    RunInput::load(log.blobs.as_ref(), input_ref)
         .await
-        .map_err(|error| match error {
-            ai_core::BlobStoreError::NotFound(_) => "its input blob is missing",
-            ai_core::BlobStoreError::Corrupt(_) => {
-                "its input blob is damaged (its bytes do not match its hash)"
-            }
-            _ => "its input blob cannot be read",
-        })?;
-    serde_json::from_slice(&bytes).map_err(|_| "its input blob does not decode as a run input")
+        .map_err(|error| error.problem())
 }
 
 /// The thread's state with the interrupted turn: its input's state, the user's message, then the

@@ -570,13 +570,19 @@ async fn read_blob<T: serde::de::DeserializeOwned + serde::Serialize>(
 /// reads as a field name (what cogni writes); anything else may be text a client or a damaged
 /// folder put there, and is not shown.
 fn refuse_unread_keys<T: serde::Serialize>(stored: &[u8], read: &T) -> anyhow::Result<()> {
-    let (Ok(stored), Ok(read)) = (
-        serde_json::from_slice::<Value>(stored),
-        serde_json::to_value(read),
-    ) else {
+    match serde_json::from_slice::<Value>(stored) {
+        Ok(stored) => refuse_unread_keys_of(&stored, read),
+        Err(_) => Ok(()),
+    }
+}
+
+/// [`refuse_unread_keys`] over a blob already read as JSON (`stored`), such as a run input with
+/// its history put back in place ([`RunInput::load_stored`]).
+fn refuse_unread_keys_of<T: serde::Serialize>(stored: &Value, read: &T) -> anyhow::Result<()> {
+    let Ok(read) = serde_json::to_value(read) else {
         return Ok(());
     };
-    let Some(place) = unread_key(&stored, &read) else {
+    let Some(place) = unread_key(stored, &read) else {
         return Ok(());
     };
     let key = place.last().map_or("", String::as_str);
@@ -691,9 +697,12 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
         .input_ref
         .as_deref()
         .ok_or_else(|| anyhow!("run {run_id} has no recorded input: it cannot be replayed"))?;
-    // The decoder's own message would quote the input (the user's message): never shown.
-    let input: RunInput = read_blob(log.blobs.as_ref(), input_ref)
+    // The decoder's own message would quote the input (the user's message): never shown. Its
+    // history's message blobs are read and checked with it, whatever form it was stored in.
+    let input = RunInput::load_stored(log.blobs.as_ref(), input_ref)
         .await
+        .map_err(anyhow::Error::from)
+        .and_then(|(input, stored)| refuse_unread_keys_of(&stored, &input).map(|()| input))
         .with_context(|| format!("run {run_id}: its input {input_ref}"))?;
     for (i, receipt_ref) in run.receipt_refs.iter().enumerate() {
         let call = i + 1;

@@ -1,13 +1,14 @@
 //! Recovery when the run store fails: one run that cannot be closed does not keep the others
 //! open, and it is closed at the next start.
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use adapters::{InMemoryBlobStore, InMemoryRunStore, ReceiptCollector};
 use ai_core::{
-    AiEvent, Clock, InterruptedRun, RunHeader, RunId, RunLog, RunStep, RunStore, RunStoreError,
-    ThreadId, ToolCallId,
+    AiEvent, BlobStore, Clock, InterruptedRun, RunHeader, RunId, RunLog, RunStep, RunStore,
+    RunStoreError, ThreadId, ToolCallId,
 };
 use async_trait::async_trait;
 
@@ -225,8 +226,7 @@ async fn begin_with_input(
     thread: &ThreadId,
     input: &super::RunInput,
 ) -> RunId {
-    let bytes = ai_core::canonical_bytes(input).unwrap();
-    let input_ref = log.blobs.put(&bytes).await.unwrap();
+    let input_ref = input.store(log.blobs.as_ref()).await.unwrap();
     let run = RunId::new(run_id).unwrap();
     log.runs
         .begin_run(&run, Some(thread), 1, Some(&input_ref))
@@ -703,6 +703,208 @@ fn run_inputs_keep_their_stored_form() {
     assert_eq!(
         serde_json::from_value::<super::RunInput>(value).unwrap(),
         resumed
+    );
+}
+
+/// A run input loads to the same [`super::RunInput`] from either stored form: form 1 (the
+/// thread's whole state inline, as every input recorded before form 2 is) and form 2 (its
+/// history as message blobs, which later inputs of the thread share rather than store again).
+#[tokio::test]
+async fn a_run_input_loads_the_same_from_either_stored_form() {
+    let blobs = InMemoryBlobStore::default();
+    let state = paused_thread();
+    let input = super::RunInput {
+        thread_state: state.clone(),
+        turn: crate::Turn::UserMessage("next".into()),
+        loop_revision: Some(graph::LOOP_REVISION),
+        settings: None,
+    };
+    let old = blobs
+        .put(&ai_core::canonical_bytes(&input).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(super::RunInput::load(&blobs, &old).await.unwrap(), input);
+
+    let new = input.store(&blobs).await.unwrap();
+    let stored: serde_json::Value =
+        serde_json::from_slice(&blobs.get(&new).await.unwrap()).unwrap();
+    assert_eq!(stored["stored_form"], super::RUN_INPUT_FORM);
+    assert!(stored["thread_state"].get("messages").is_none(), "{stored}");
+    assert_eq!(stored["history"]["len"], state.messages().len());
+    assert!(!stored.to_string().contains("\"first\""), "{stored}");
+    assert_eq!(super::RunInput::load(&blobs, &new).await.unwrap(), input);
+    let (_, as_form_1) = super::RunInput::load_stored(&blobs, &new).await.unwrap();
+    assert_eq!(as_form_1, serde_json::to_value(&input).unwrap());
+
+    // Stored again, it adds nothing; the next turn adds its new messages and its input only.
+    let before = blobs.len();
+    assert_eq!(input.store(&blobs).await.unwrap(), new);
+    assert_eq!(blobs.len(), before);
+    let (longer, _) = graph::reduce(state.clone(), input.turn.event());
+    assert!(longer.messages().starts_with(state.messages()));
+    let added = longer.messages().len() - state.messages().len();
+    assert!(added > 0);
+    let next = super::RunInput {
+        thread_state: longer,
+        ..input.clone()
+    };
+    let next_ref = next.store(&blobs).await.unwrap();
+    assert_eq!(blobs.len(), before + added + 1);
+    assert_eq!(
+        super::RunInput::load(&blobs, &next_ref).await.unwrap(),
+        next
+    );
+
+    // A thread with no history yet.
+    let empty = super::RunInput {
+        thread_state: graph::AgentState::new(None, std::num::NonZeroU32::new(3).unwrap()),
+        ..input
+    };
+    let empty_ref = empty.store(&blobs).await.unwrap();
+    assert_eq!(
+        super::RunInput::load(&blobs, &empty_ref).await.unwrap(),
+        empty
+    );
+}
+
+/// A form 2 input whose history does not hold together (a message blob naming something that
+/// is no address, a chain shorter or longer than the input says) is refused with an error
+/// naming the message or what is wrong, never quoting what the blobs hold.
+#[tokio::test]
+async fn a_run_input_whose_history_does_not_hold_together_is_refused_without_quoting_it() {
+    let blobs = InMemoryBlobStore::default();
+    let input = super::RunInput {
+        thread_state: graph::AgentState::new(
+            Some("secret-prompt".into()),
+            std::num::NonZeroU32::new(3).unwrap(),
+        ),
+        turn: crate::Turn::UserMessage("hi".into()),
+        loop_revision: None,
+        settings: None,
+    };
+    let input_ref = input.store(&blobs).await.unwrap();
+    let envelope: serde_json::Value =
+        serde_json::from_slice(&blobs.get(&input_ref).await.unwrap()).unwrap();
+    let last = envelope["history"]["last"].as_str().unwrap().to_owned();
+    let message: serde_json::Value =
+        serde_json::from_slice(&blobs.get(&last).await.unwrap()).unwrap();
+    let with_history = |history: serde_json::Value| {
+        let mut envelope = envelope.clone();
+        envelope["history"] = history;
+        serde_json::to_vec(&envelope).unwrap()
+    };
+    let mut bad_prev = message.clone();
+    bad_prev["prev"] = "secret-not-an-address".into();
+    let bad_prev = blobs
+        .put(&serde_json::to_vec(&bad_prev).unwrap())
+        .await
+        .unwrap();
+    for (history, expected) in [
+        (
+            serde_json::json!({"len": 1, "last": bad_prev}),
+            format!("message 1 of 1 of its history: blob {bad_prev} does not decode"),
+        ),
+        (
+            serde_json::json!({"len": 1, "last": "secret-not-an-address"}),
+            "its history's last message is not named by a blob address".to_owned(),
+        ),
+        (
+            serde_json::json!({"len": 2, "last": last}),
+            "its history is shorter than it says".to_owned(),
+        ),
+        (
+            serde_json::json!({"len": 0, "last": last}),
+            "its history is longer than it says".to_owned(),
+        ),
+    ] {
+        let bad = blobs.put(&with_history(history)).await.unwrap();
+        let error = super::RunInput::load(&blobs, &bad).await.unwrap_err();
+        let shown = error.to_string();
+        assert!(shown.contains(&expected), "{expected:?} not in {shown}");
+        assert!(!shown.contains("secret"), "{shown}");
+    }
+}
+
+/// Every blob `input_ref` names, directly or through the blobs it names (any string of 64
+/// lower-case hex digits in a blob is taken for an address), with its size, added to `named`.
+async fn named_blobs(
+    blobs: &dyn ai_core::BlobStore,
+    input_ref: &str,
+    named: &mut HashMap<String, usize>,
+) {
+    fn addresses(value: &serde_json::Value, found: &mut Vec<String>) {
+        match value {
+            serde_json::Value::String(text)
+                if text.len() == 64
+                    && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) =>
+            {
+                found.push(text.clone());
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| addresses(v, found)),
+            serde_json::Value::Object(map) => map.values().for_each(|v| addresses(v, found)),
+            _ => {}
+        }
+    }
+    let mut todo = vec![input_ref.to_owned()];
+    while let Some(hash) = todo.pop() {
+        if named.contains_key(&hash) {
+            continue;
+        }
+        let bytes = blobs.get(&hash).await.unwrap();
+        let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        addresses(&value, &mut todo);
+        named.insert(hash, bytes.len());
+    }
+}
+
+/// A thread of K turns stores its run inputs in bytes linear in K: each input names the
+/// thread's history rather than holding it, so the messages earlier runs stored are shared, not
+/// stored again by every later run (which made a long chat's inputs grow with K²).
+#[tokio::test]
+async fn a_threads_run_inputs_grow_linearly_with_its_turns() {
+    const TURNS: usize = 24;
+    let (_dir, settings) = with_data_dir();
+    let stores = crate::create_stores(&settings).unwrap();
+    let log = stores.log.clone().unwrap();
+    let thread = ThreadId::new("t").unwrap();
+    let answer = runtime(&settings, Arc::new(Answer));
+    let message = "x".repeat(2_000);
+    let mut named = HashMap::new();
+    let mut one_turn = 0;
+    for turn in 0..TURNS {
+        let saved = stores.threads.load(&thread).await.unwrap();
+        let run_id = format!("run-{turn}");
+        let shown = run_to_end(
+            &answer,
+            &stores,
+            request(&answer, &run_id, &thread, saved.clone(), &message),
+        )
+        .await;
+        assert!(
+            matches!(shown.last(), Some(AiEvent::Done { .. })),
+            "{shown:?}"
+        );
+        let run = log.runs.load_run(&RunId::new(&run_id).unwrap()).await;
+        let input_ref = run.unwrap().header.input_ref.unwrap();
+        named_blobs(log.blobs.as_ref(), &input_ref, &mut named).await;
+        if turn == 0 {
+            one_turn = named.values().sum();
+        }
+        // The input still reads as the state the run began from.
+        let input = super::RunInput::load(log.blobs.as_ref(), &input_ref)
+            .await
+            .unwrap();
+        let began = saved.map_or_else(
+            || answer.agent.new_state(),
+            |s| serde_json::from_value(s).unwrap(),
+        );
+        assert_eq!(input.thread_state, began);
+        assert_eq!(input.turn, crate::Turn::UserMessage(message.clone()));
+    }
+    let total: usize = named.values().sum();
+    assert!(
+        total <= 3 * TURNS * one_turn,
+        "{TURNS} turns' inputs take {total} bytes, one turn's {one_turn}"
     );
 }
 
@@ -1213,19 +1415,72 @@ impl std::io::Write for Logs {
     }
 }
 
-/// A crashed run whose input blob is missing, or does not decode, cannot give its thread the
-/// interrupted turn: recovery still closes it, and says so in a warning naming the run and what
-/// was wrong with its input (never the blob's content), rather than dropping the turn silently.
+/// A crashed run whose input blob is missing, or does not decode, or one of whose history's
+/// message blobs is missing or damaged, cannot give its thread the interrupted turn: recovery
+/// still closes it, and says so in a warning naming the run and what was wrong with its input
+/// (never the blob's content), rather than dropping the turn silently.
 #[tokio::test]
 async fn recovery_warns_naming_the_run_whose_input_cannot_be_read() {
     let runs = Arc::new(FailingCommits::default());
     let locks = tempfile::tempdir().unwrap();
-    let stores = stores(runs.clone(), &locks);
+    let blobs = Arc::new(InMemoryBlobStore::default());
+    let mut stores = stores(runs.clone(), &locks);
+    if let Some(log) = &mut stores.log {
+        log.blobs = blobs.clone();
+    }
     let log = stores.log.clone().unwrap();
     let thread = ThreadId::new("t").unwrap();
     let missing = "ab".repeat(32);
     let undecodable = log.blobs.put(br#"{"secret-payload":1}"#).await.unwrap();
-    for (run, input_ref) in [("run-missing", &missing), ("run-undecodable", &undecodable)] {
+    // Inputs in stored form 2 whose one message blob is lost, or damaged.
+    let with_system = |prompt: &str| super::RunInput {
+        thread_state: graph::AgentState::new(
+            Some(prompt.into()),
+            std::num::NonZeroU32::new(3).unwrap(),
+        ),
+        turn: crate::Turn::UserMessage("secret-message".into()),
+        loop_revision: Some(graph::LOOP_REVISION),
+        settings: None,
+    };
+    let message_of = |stored: Vec<u8>| {
+        let stored: serde_json::Value = serde_json::from_slice(&stored).unwrap();
+        stored["history"]["last"].as_str().unwrap().to_owned()
+    };
+    let lost = with_system("secret-lost")
+        .store(log.blobs.as_ref())
+        .await
+        .unwrap();
+    let lost_message = message_of(log.blobs.get(&lost).await.unwrap());
+    let mut envelope: serde_json::Value =
+        serde_json::from_slice(&log.blobs.get(&lost).await.unwrap()).unwrap();
+    envelope["history"]["last"] = "cd".repeat(32).into();
+    assert_ne!(lost_message, "cd".repeat(32));
+    let lost = log
+        .blobs
+        .put(&serde_json::to_vec(&envelope).unwrap())
+        .await
+        .unwrap();
+    let damaged = with_system("secret-damaged")
+        .store(log.blobs.as_ref())
+        .await
+        .unwrap();
+    let damaged_message = message_of(log.blobs.get(&damaged).await.unwrap());
+    blobs
+        .insert_unchecked(&damaged_message, b"secret-garbage".to_vec())
+        .unwrap();
+    envelope["stored_form"] = 3.into();
+    let newer = log
+        .blobs
+        .put(&serde_json::to_vec(&envelope).unwrap())
+        .await
+        .unwrap();
+    for (run, input_ref) in [
+        ("run-missing", &missing),
+        ("run-undecodable", &undecodable),
+        ("run-lost-message", &lost),
+        ("run-damaged-message", &damaged),
+        ("run-newer", &newer),
+    ] {
         let run = RunId::new(run).unwrap();
         runs.begin_run(&run, Some(&thread), 1, Some(input_ref))
             .await
@@ -1240,7 +1495,7 @@ async fn recovery_warns_naming_the_run_whose_input_cannot_be_read() {
         .finish();
     let _logging = tracing::subscriber::set_default(subscriber);
     let closed = recover(&stores, &FixedClock).await.unwrap();
-    assert_eq!(closed.len(), 2);
+    assert_eq!(closed.len(), 5);
 
     let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
     let warning = |run: &str| {
@@ -1257,7 +1512,19 @@ async fn recovery_warns_naming_the_run_whose_input_cannot_be_read() {
         warning("run-undecodable").contains("its input blob does not decode"),
         "{logs}"
     );
-    assert!(!logs.contains("secret-payload"), "{logs}");
+    assert!(
+        warning("run-lost-message").contains("a message blob of its input's history is missing"),
+        "{logs}"
+    );
+    assert!(
+        warning("run-damaged-message").contains("a message blob of its input's history is damaged"),
+        "{logs}"
+    );
+    assert!(
+        warning("run-newer").contains("its input was stored by a newer cogni"),
+        "{logs}"
+    );
+    assert!(!logs.contains("secret"), "{logs}");
     assert!(stores.threads.load(&thread).await.unwrap().is_none());
 }
 

@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use ai_core::{AiEvent, BlobStore, RunId, RunStatus, RunStore, ToolOutcome};
+use ai_core::{AiEvent, RunId, RunStatus, RunStore, ToolOutcome};
 use serde_json::Value;
 
 /// A server process, killed (SIGKILL) when dropped, so a failing test leaves none behind.
@@ -148,7 +148,9 @@ fn a_killed_server_leaves_an_intact_thread_and_the_next_turn_works() {
             .input_ref
             .as_deref()
             .expect("the run input is kept");
-        blobs.get(input_ref).await.expect("the run input survived");
+        bootstrap::RunInput::load(&blobs, input_ref)
+            .await
+            .expect("the run input and its history's message blobs survived");
         assert!(
             !log.receipt_refs.is_empty(),
             "the first model call was committed"

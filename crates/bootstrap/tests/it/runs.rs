@@ -671,6 +671,96 @@ fn runs_list_says_on_stderr_when_it_leaves_a_run_out() {
     );
 }
 
+/// A run input names its thread's history, one blob per message (stored form 2): a replay reads
+/// those with the input, and refuses a run one of them is missing or damaged for with an error
+/// naming the run, its input and the message. An input stored whole (form 1, as every input
+/// recorded before form 2) replays as it did.
+#[test]
+fn replay_reads_the_history_an_input_names_and_inputs_stored_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    record_one(dir.path(), &url);
+    let chat = cogni_in(
+        dir.path(),
+        &url,
+        &["chat", "--thread", "t", "--json", "More?"],
+    );
+    assert!(chat.status.success(), "{}", text(&chat.stderr));
+    let data = dir.path().join("data");
+    let db = rusqlite::Connection::open(data.join("cogni.db")).unwrap();
+    let (run_id, input_ref): (String, String) = db
+        .query_row(
+            "SELECT run_id, input_ref FROM runs ORDER BY rowid DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_replayed_identically(&cogni_in(dir.path(), &url, &["replay", &run_id]));
+    let blob = |hash: &str| -> Value {
+        let bytes: Vec<u8> = db
+            .query_row("SELECT bytes FROM blobs WHERE hash = ?1", [hash], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    };
+    let input = blob(&input_ref);
+    assert_eq!(input["stored_form"], 2, "{input}");
+    let mut chain = Vec::new();
+    let mut next = input["history"]["last"].as_str().map(str::to_owned);
+    while let Some(hash) = next {
+        let message = blob(&hash);
+        next = message["prev"].as_str().map(str::to_owned);
+        chain.push((hash, message["message"].clone()));
+    }
+    let len = chain.len();
+    assert!(len >= 4, "the first turn's messages: {len}");
+    assert_eq!(input["history"]["len"], len);
+
+    // The same input stored whole, as earlier versions stored it.
+    let mut whole = input.clone();
+    let object = whole.as_object_mut().unwrap();
+    object.remove("stored_form");
+    object.remove("history");
+    let messages: Vec<Value> = chain.iter().rev().map(|(_, m)| m.clone()).collect();
+    whole["thread_state"]["messages"] = Value::Array(messages);
+    let bytes = serde_json::to_vec(&whole).unwrap();
+    let whole_ref = ai_core::sha256_hex(&bytes);
+    db.execute(
+        "INSERT INTO blobs (hash, bytes) VALUES (?1, ?2)",
+        rusqlite::params![whole_ref, bytes],
+    )
+    .unwrap();
+    db.execute(
+        "UPDATE runs SET input_ref = ?1 WHERE run_id = ?2",
+        [&whole_ref, &run_id],
+    )
+    .unwrap();
+    assert_replayed_identically(&cogni_in(dir.path(), &url, &["replay", &run_id]));
+    db.execute(
+        "UPDATE runs SET input_ref = ?1 WHERE run_id = ?2",
+        [&input_ref, &run_id],
+    )
+    .unwrap();
+
+    // The last message's blob damaged, then lost.
+    let (last, _) = &chain[0];
+    let at = format!("run {run_id}: its input {input_ref}: message {len} of {len} of its history");
+    db.execute(
+        "UPDATE blobs SET bytes = ?1 WHERE hash = ?2",
+        rusqlite::params![b"{}".to_vec(), last],
+    )
+    .unwrap();
+    replay_refused(
+        dir.path(),
+        &run_id,
+        &format!("{at}: blob {last} is corrupt"),
+    );
+    db.execute("DELETE FROM blobs WHERE hash = ?1", [last])
+        .unwrap();
+    replay_refused(dir.path(), &run_id, &format!("{at}: blob {last} not found"));
+}
+
 /// Stores a copy of the JSON blob `hash` in `data` with `key: value` added to the object at
 /// `pointer`, and returns the copy's address.
 fn with_key(data: &Path, hash: &str, pointer: &str, key: &str, value: Value) -> String {
