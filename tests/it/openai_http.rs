@@ -509,6 +509,45 @@ async fn a_plain_text_error_names_its_first_line_and_a_page_only_its_status() {
     );
 }
 
+/// A provider's error message reaches the error (and so the operator's terminal and logs)
+/// without its control characters: from a JSON body, an escape sequence and a bell show as
+/// U+FFFD and a line break as a space, so no line of the server's own appears; from a
+/// plain-text body, a carriage return cannot rewrite the line.
+#[tokio::test]
+async fn a_providers_error_message_carries_no_control_character() {
+    let fake = FakeLlm::start().await.unwrap();
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        max_retries: 0,
+        ..config(&fake)
+    })
+    .unwrap();
+    fake.push(Reply::json(
+        400,
+        json!({"error": {"message": "bad\u{1b}]0;pwned\u{7}\nINFO all good\u{9b}2J"}}),
+    ));
+    assert_eq!(
+        message(&call_once(&model).await.unwrap_err()),
+        format!(
+            "POST {}/chat/completions: HTTP 400 Bad Request: bad\u{FFFD}]0;pwned\u{FFFD} INFO all \
+             good\u{FFFD}2J",
+            fake.base_url()
+        )
+    );
+    fake.push(
+        Reply::status(503)
+            .header("content-type", "text/plain")
+            .body("overloaded\rall good\u{1b}[K\nsecond line"),
+    );
+    assert_eq!(
+        message(&call_once(&model).await.unwrap_err()),
+        format!(
+            "POST {}/chat/completions: HTTP 503 Service Unavailable: overloaded all \
+             good\u{FFFD}[K",
+            fake.base_url()
+        )
+    );
+}
+
 /// The request asks for no compression (it sends no `Accept-Encoding`, and the client decodes
 /// none): an answer compressed all the same (a proxy set to compress event streams) is refused
 /// at once by its encoding, not fed to the decoder as a stream that never completes an event.

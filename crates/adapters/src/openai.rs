@@ -417,12 +417,15 @@ impl OpenAiCompletion {
     }
 
     /// A provider's or decoder's text as an error shows it (and the retry log logs it): the key
-    /// scrubbed out, *then* cut to [`MAX_PROVIDER_MESSAGE_CHARS`] characters with `…`. The order
-    /// matters: a cut through the key leaves a prefix that no longer matches it, so scrubbing
-    /// afterwards would show that prefix. Outside text is shortened only here, so no caller can
-    /// get the order wrong.
+    /// scrubbed out, its control characters replaced (a line break or tab by a space, any other
+    /// by U+FFFD: `error_body::one_safe_line`), *then* cut to [`MAX_PROVIDER_MESSAGE_CHARS`]
+    /// characters with `…`. The order matters: a cut through the key leaves a prefix that no
+    /// longer matches it, so scrubbing afterwards would show that prefix. Outside text is
+    /// shortened and made safe only here, so no caller can get the order wrong or show a
+    /// server's escape sequence on the operator's terminal.
     fn shown(&self, text: &str) -> String {
         let text = self.scrub(text.to_owned());
+        let text = error_body::one_safe_line(&text);
         let text = text.trim();
         match text.char_indices().nth(MAX_PROVIDER_MESSAGE_CHARS) {
             Some((cut, _)) => format!("{}…", &text[..cut]),

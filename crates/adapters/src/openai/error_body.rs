@@ -1,5 +1,6 @@
 //! What an error answer says: the provider's message in a JSON body and how long to wait.
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::HeaderMap;
@@ -77,4 +78,30 @@ pub(super) fn first_line(body: &[u8]) -> Option<String> {
         .map(str::trim)
         .find(|line| !line.is_empty())
         .map(str::to_owned)
+}
+
+/// A provider's text as one line that is safe to show on a terminal or in a log: a line break
+/// or tab (`\n`, `\r`, `\t`; a `\r\n` counts as one) becomes a space, and every other C0 control
+/// character, `DEL`, every C1 control character (U+0080–U+009F: `CSI`, `OSC`, …) and the
+/// bidirectional embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069) become
+/// U+FFFD, as the `cogni` CLI shows text from outside (bootstrap's `cli::terminal_safe`, which
+/// this crate may not name). So a server cannot move the cursor, rewrite or reorder what the
+/// operator sees, set the window title, or forge a line of its own in an error or a log line.
+/// Plain spaces and every other character are kept.
+pub(super) fn one_safe_line(text: &str) -> Cow<'_, str> {
+    let bidi = |c: char| matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+    if !text.chars().any(|c| c.is_control() || bidi(c)) {
+        return Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\n' | '\r' | '\t' => shown.push(' '),
+            c if c.is_control() || bidi(c) => shown.push('\u{FFFD}'),
+            c => shown.push(c),
+        }
+    }
+    Cow::Owned(shown)
 }

@@ -227,6 +227,50 @@ fn truncation_counts_characters_and_marks_the_cut() {
     assert!(adapter.shown(&before_cut).starts_with("[redacted] xxx"));
 }
 
+/// A provider's text reaches an error (and so the operator's terminal and the logs) without a
+/// control character: an escape sequence, a bell or a C1 `CSI` shows as U+FFFD, a line break or
+/// tab as a space, so a server can neither drive the terminal nor forge a line of its own. The
+/// bidirectional overrides that reorder what a terminal shows are replaced too; plain spaces,
+/// accents and right-to-left text are kept.
+#[test]
+fn a_providers_text_is_shown_without_control_characters() {
+    let adapter = OpenAiCompletion::new(config("https://h/v1")).unwrap();
+    assert_eq!(
+        adapter.shown("down\u{1b}]0;pwned\u{7} now\u{9b}2J\r\nERROR fake line\tend\u{7f}"),
+        "down\u{FFFD}]0;pwned\u{FFFD} now\u{FFFD}2J ERROR fake line end\u{FFFD}"
+    );
+    assert_eq!(
+        adapter.shown("a\u{202E}b\u{2066}c \u{5e9}\u{5dc}\u{5d5}\u{5dd} é"),
+        "a\u{FFFD}b\u{FFFD}c \u{5e9}\u{5dc}\u{5d5}\u{5dd} é"
+    );
+    for c in ('\u{0}'..='\u{1f}')
+        .chain(['\u{7f}'])
+        .chain('\u{80}'..='\u{9f}')
+    {
+        let shown = adapter.shown(&format!("a{c}b"));
+        assert!(!shown.chars().any(char::is_control), "U+{:04X}", c as u32);
+    }
+    // Every way a provider's text enters an error: a JSON error body, a plain-text body's first
+    // line, and an error event in the stream.
+    let body = br#"{"error":{"message":"bad\u001b[2J\nINFO all good","code":"x\u0007"}}"#;
+    let from_json = adapter.shown(&provider_message(body).unwrap());
+    assert_eq!(from_json, "bad\u{FFFD}[2J INFO all good (x\u{FFFD})");
+    let line = super::error_body::first_line(b"\x1b]8;;http://evil\x1b\\click\rover").unwrap();
+    assert_eq!(
+        adapter.shown(&line),
+        "\u{FFFD}]8;;http://evil\u{FFFD}\\click over"
+    );
+    let error = adapter.decode_error(DecodeError::ProviderError {
+        message: "x\u{1b}[31mred\u{9d}0;t\u{7}".into(),
+    });
+    let shown = error.to_string();
+    assert!(
+        shown.ends_with("x\u{FFFD}[31mred\u{FFFD}0;t\u{FFFD}")
+            && !shown.chars().any(char::is_control),
+        "{shown:?}"
+    );
+}
+
 #[test]
 fn a_key_cut_by_the_message_limit_is_not_partly_shown() {
     let adapter = OpenAiCompletion::new(config("https://h/v1")).unwrap();
