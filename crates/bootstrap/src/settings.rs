@@ -592,11 +592,11 @@ impl Settings {
                 .then(|| &url[scheme.len()..])
         });
         match rest {
-            Some(rest) if rest.contains('@') => bail!(
+            Some(rest) if carries_credentials(rest) => bail!(
                 "llm.base_url: must not carry credentials (the key goes in COGNI_LLM_API_KEY)"
             ),
             // The host is what comes before the path: `http:///v1` has none.
-            Some(rest) if !rest.split(['/', '?', '#']).next().unwrap_or("").is_empty() => {}
+            Some(rest) if !authority(rest).is_empty() => {}
             Some(_) => bail!("llm.base_url: `{}` names no host", adapters::shown_url(url)),
             None => bail!(
                 "llm.base_url: `{}` is not an http:// or https:// URL",
@@ -754,6 +754,35 @@ impl Settings {
         }
         Ok(ToolPolicy::from_toml_str(DEFAULT_POLICY_TOML)?)
     }
+}
+
+/// The authority of an `http(s)` URL given without its `scheme://`: what comes before the path,
+/// query or fragment, as a URL parser reads it (a `\` starts the path as a `/` does).
+fn authority(rest: &str) -> &str {
+    rest.split(['/', '\\', '?', '#']).next().unwrap_or_default()
+}
+
+/// Whether an `http(s)` URL given without its `scheme://` carries a user name or password: an
+/// `@` in its authority, where a URL parser reads credentials, not one in the path or query
+/// (`https://gw.example/v1/@org`). A password holding an unencoded `/`, `\`, `?` or `#`
+/// (`https://user:pa/ss@host`) ends the authority before its `@`, leaving `user:pa`, which no
+/// parser takes (its port is no number): an authority whose port is not all digits, followed
+/// by an `@`, counts as credentials too, as `adapters::shown_url` hides it. A host and port
+/// (`https://gw.example:8443/v1/@org`) does not.
+fn carries_credentials(rest: &str) -> bool {
+    let authority = authority(rest);
+    if authority.contains('@') {
+        return true;
+    }
+    // Past an IPv6 address's brackets, a `:` starts the port.
+    let port = authority
+        .rsplit(']')
+        .next()
+        .unwrap_or_default()
+        .split_once(':')
+        .map(|(_, port)| port);
+    let port_is_no_number = port.is_some_and(|p| !p.bytes().all(|b| b.is_ascii_digit()));
+    port_is_no_number && rest[authority.len()..].contains('@')
 }
 
 #[cfg(test)]
@@ -939,12 +968,46 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{url:?}: {e}"));
             crate::create_completion(&settings.llm).unwrap_or_else(|e| panic!("{url:?}: {e}"));
         }
-        let mut settings = Settings::default();
-        settings.llm.base_url = "HTTPS://user:pw-canary@h/v1".into();
-        let error = settings.validate().unwrap_err().to_string();
-        assert!(
-            error.contains("must not carry credentials") && !error.contains("pw-canary"),
-            "{error}"
+        for url in [
+            "HTTPS://user:pw-canary@h/v1",
+            "https://pw-canary@h",
+            "https://user:pw-canary@h?q=1",
+            // A password with an unencoded `/` ends the authority before its `@`.
+            "https://user:pw/canary@h/v1",
+        ] {
+            let mut settings = Settings::default();
+            settings.llm.base_url = url.into();
+            let error = settings.validate().unwrap_err().to_string();
+            assert!(
+                error.contains("must not carry credentials") && !error.contains("canary"),
+                "{url}: {error}"
+            );
+        }
+    }
+
+    /// An `@` past the URL's authority (in its path or query, as a gateway may name an
+    /// organisation) is no credential: the URL is taken, as the adapter takes it, and shown
+    /// without the segment that is no plain name.
+    #[test]
+    fn an_at_sign_in_the_base_urls_path_or_query_is_not_a_credential() {
+        for url in [
+            "https://gw.example/v1/@org",
+            "https://gw.example:8443/v1/@org",
+            "https://[::1]:8443/v1/@org",
+            "https://gw.example/v1?team=@org",
+            "https://gw.example\\v1/@org",
+        ] {
+            let mut settings = Settings::default();
+            settings.llm.base_url = url.into();
+            settings.llm.model = "m".into();
+            settings
+                .validate()
+                .unwrap_or_else(|e| panic!("{url:?}: {e}"));
+            crate::create_completion(&settings.llm).unwrap_or_else(|e| panic!("{url:?}: {e}"));
+        }
+        assert_eq!(
+            adapters::shown_url("https://gw.example/v1/@org"),
+            "https://gw.example/v1/***"
         );
     }
 
