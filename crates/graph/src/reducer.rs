@@ -85,12 +85,22 @@ impl AgentState {
     }
 
     /// A thread that continues an existing history (one rebuilt with
-    /// [`crate::reconstruct_history`], say), refused if it breaks [`validate_history`]'s rules.
+    /// [`crate::reconstruct_history`], say), refused if it breaks [`validate_history`]'s rules
+    /// as its next model call reads it. That call leaves out the messages without content (a
+    /// user message without text, an assistant message with neither text nor calls, which an
+    /// older build's thread may hold), as it does for a saved thread: such a history is taken
+    /// as a saved thread is loaded, and heals at its next model call.
     pub fn from_history(
         messages: Vec<Message>,
         max_steps: NonZeroU32,
     ) -> Result<Self, HistoryError> {
-        validate_history(&messages)?;
+        if messages.iter().any(is_empty_message) {
+            let mut healed = messages.clone();
+            drop_empty_messages(&mut healed);
+            validate_history(&healed)?;
+        } else {
+            validate_history(&messages)?;
+        }
         Ok(Self {
             messages,
             phase: Phase::Idle,
@@ -100,7 +110,9 @@ impl AgentState {
     }
 
     /// This thread with its history replaced by `messages` (e.g. a turn repaired after a
-    /// crash), idle, under the same step limit; refused if `messages` break the pairing rules.
+    /// crash), idle, under the same step limit; refused if `messages` break the rules, read as
+    /// [`AgentState::from_history`] reads them (a message without content heals at the next
+    /// model call).
     pub fn with_history(&self, messages: Vec<Message>) -> Result<Self, HistoryError> {
         Self::from_history(messages, self.max_steps)
     }
@@ -613,14 +625,20 @@ impl CallIds {
 /// would be refused: it heals at its next model call, and is saved healed. Such a message answers
 /// nothing and is answered by nothing, so leaving it out breaks no pairing.
 fn drop_empty_messages(messages: &mut Vec<Message>) {
-    messages.retain(|message| match message {
+    messages.retain(|message| !is_empty_message(message));
+}
+
+/// Whether [`drop_empty_messages`] leaves `message` out: an assistant message with neither text
+/// nor calls, or a user message without text.
+fn is_empty_message(message: &Message) -> bool {
+    match message {
         Message::Assistant {
             content,
             tool_calls,
-        } => !(tool_calls.is_empty() && content.trim().is_empty()),
-        Message::User { content } => !content.trim().is_empty(),
-        Message::System { .. } | Message::Tool { .. } => true,
-    });
+        } => tool_calls.is_empty() && content.trim().is_empty(),
+        Message::User { content } => content.trim().is_empty(),
+        Message::System { .. } | Message::Tool { .. } => false,
+    }
 }
 
 /// Records in the form providers accept every tool name of the history that they would refuse

@@ -635,6 +635,76 @@ fn recovery_answers_the_paused_calls_of_a_run_that_resumed_from_approvals() {
     );
 }
 
+/// A thread an older build saved with a user message without text (which a saved thread still
+/// loads, healing it at its next model call) resumes from approvals and crashes while the
+/// approved call runs (no model call came, so nothing healed it yet): recovery still gives it
+/// the interrupted turn, and the empty message heals at the thread's next model call, as it
+/// would have without the crash.
+#[test]
+fn recovery_keeps_the_turn_of_a_thread_holding_an_empty_user_message() {
+    use ai_core::{Message, ToolErrorCode, ToolFailure, ToolOutcome};
+    let id = |s: &str| ToolCallId::new(s).unwrap();
+    // As an older build saved it: an empty user message before the paused turn.
+    let mut saved = serde_json::to_value(paused_thread()).unwrap();
+    let empty = serde_json::to_value(Message::User {
+        content: String::new(),
+    })
+    .unwrap();
+    saved["messages"].as_array_mut().unwrap().insert(0, empty);
+    let thread_state: graph::AgentState = serde_json::from_value(saved).unwrap();
+    let input = super::RunInput {
+        thread_state,
+        turn: crate::Turn::ApprovalDecisions(vec![
+            graph::ApprovalDecision {
+                tool_call_id: id("gated"),
+                approved: true,
+                args_hash: "hash-gated".into(),
+                reason: None,
+            },
+            graph::ApprovalDecision {
+                tool_call_id: id("other"),
+                approved: true,
+                args_hash: "hash-other".into(),
+                reason: None,
+            },
+        ]),
+        loop_revision: Some(graph::LOOP_REVISION),
+        settings: None,
+    };
+    let recorded = vec![AiEvent::ToolCallStart {
+        tool_call_id: id("gated"),
+        tool_name: "core__write".into(),
+        args: Some(Arc::new(serde_json::json!({}))),
+    }];
+    let closing = vec![AiEvent::ToolCallResult {
+        tool_call_id: id("gated"),
+        tool_name: "core__write".into(),
+        outcome: ToolOutcome::Error(ToolFailure::new(ToolErrorCode::Interrupted, "stopped")),
+    }];
+    let repaired = super::repaired_state(input, &recorded, &closing)
+        .expect("the interrupted turn, as a saved thread holding the message is loaded");
+    let state: graph::AgentState = serde_json::from_value(repaired).unwrap();
+    let messages = serde_json::to_string(state.messages()).unwrap();
+    assert!(messages.contains("interrupted"), "{messages}");
+    let (state, intents) = graph::reduce(
+        state,
+        graph::AgentEvent::UserMessage {
+            content: "go on".into(),
+        },
+    );
+    let [graph::Intent::CallModel { messages }] = &intents[..] else {
+        panic!("{intents:?}");
+    };
+    ai_core::validate_history(messages).unwrap();
+    assert_eq!(messages, state.messages());
+    assert!(
+        !messages
+            .iter()
+            .any(|m| matches!(m, Message::User { content } if content.is_empty())),
+        "{messages:?}"
+    );
+}
+
 /// A user message sent instead of the approvals, then a crash: its run first showed the waiting
 /// calls ended (a start without arguments and a `cancelled` result each), which the reducer
 /// already answered; the thread gets the interrupted turn with each call answered once.

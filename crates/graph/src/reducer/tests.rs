@@ -1116,3 +1116,68 @@ fn a_saved_thread_with_an_empty_user_message_heals_at_its_next_model_call() {
             if content == "hello" && again == "again"
     ));
 }
+
+/// A history holding messages without content (an empty user message, an assistant message
+/// with neither text nor calls, as an older build's thread may hold) is taken by
+/// `from_history` and `with_history` as a saved thread holding them is loaded, and heals at its
+/// next model call; a history that breaks the rules once they are left out is still refused.
+#[test]
+fn a_history_with_messages_without_content_is_taken_and_heals_at_the_next_model_call() {
+    let history = vec![
+        Message::User {
+            content: " ".into(),
+        },
+        Message::Assistant {
+            content: String::new(),
+            tool_calls: Vec::new(),
+        },
+        Message::User {
+            content: "go".into(),
+        },
+        Message::Assistant {
+            content: "hello".into(),
+            tool_calls: Vec::new(),
+        },
+    ];
+    assert!(ai_core::validate_history(&history).is_err());
+    let state = AgentState::from_history(history.clone(), steps(10)).unwrap();
+    assert_eq!(state.messages(), &history[..]);
+    let state = AgentState::new(None, steps(3))
+        .with_history(history)
+        .unwrap();
+    let (state, intents) = reduce(
+        state,
+        AgentEvent::UserMessage {
+            content: "again".into(),
+        },
+    );
+    let [Intent::CallModel { messages }] = &intents[..] else {
+        panic!("{intents:?}");
+    };
+    ai_core::validate_history(messages).unwrap();
+    assert_eq!(messages, state.messages());
+    assert_eq!(messages.len(), 3, "{messages:?}");
+
+    // Left out, they leave a call unanswered: refused as before.
+    let unanswered = vec![
+        Message::User {
+            content: "go".into(),
+        },
+        Message::Assistant {
+            content: String::new(),
+            tool_calls: vec![ai_core::AssistantToolCall {
+                id: ToolCallId::new("c1").unwrap(),
+                name: "core__x".into(),
+                arguments: "{}".into(),
+                provider_fields: Default::default(),
+            }],
+        },
+        Message::User {
+            content: String::new(),
+        },
+    ];
+    assert!(matches!(
+        AgentState::from_history(unanswered, steps(10)),
+        Err(ai_core::HistoryError::Unanswered { .. })
+    ));
+}
