@@ -191,7 +191,7 @@ pub enum ToolsCommand {
 
 /// The `COGNI_*` variables clap refuses empty: the flag each one stands for, and what it should
 /// hold instead.
-const REFUSED_EMPTY: [(&str, &str, &str); 10] = [
+const REFUSED_EMPTY: [(&str, &str, &str); 11] = [
     ("--config", "COGNI_CONFIG", "a path"),
     ("--policy", "COGNI_POLICY", "a path"),
     ("--workspace", "COGNI_WORKSPACE", "a path"),
@@ -212,6 +212,11 @@ const REFUSED_EMPTY: [(&str, &str, &str); 10] = [
         "a number of milliseconds",
     ),
     ("--llm-wire", "COGNI_LLM_WIRE", "`chat` or `responses`"),
+    (
+        "--llm-stateless-reasoning",
+        "COGNI_LLM_STATELESS_REASONING",
+        "`true` or `false`",
+    ),
     (
         "--workspace-hidden",
         "COGNI_WORKSPACE_HIDDEN",

@@ -297,6 +297,17 @@ pub struct Overrides {
     /// The endpoint's wire format.
     #[arg(long, env = "COGNI_LLM_WIRE")]
     pub llm_wire: Option<LlmWire>,
+    /// With the Responses wire and a reasoning model, send each call's reasoning back with it
+    /// (`llm.stateless_reasoning`); `--llm-stateless-reasoning=false` turns it off again.
+    #[arg(
+        long,
+        env = "COGNI_LLM_STATELESS_REASONING",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub llm_stateless_reasoning: Option<bool>,
     /// Time allowed until the response's first byte, in ms (`llm.request_timeout_ms`).
     #[arg(long, env = "COGNI_LLM_REQUEST_TIMEOUT_MS")]
     pub llm_request_timeout_ms: Option<u64>,
@@ -373,6 +384,7 @@ impl std::fmt::Debug for Overrides {
             llm_base_url,
             llm_model,
             llm_wire,
+            llm_stateless_reasoning,
             llm_request_timeout_ms,
             llm_idle_timeout_ms,
             llm_max_call_ms,
@@ -392,6 +404,7 @@ impl std::fmt::Debug for Overrides {
             .field("llm_base_url", &shown_base_url)
             .field("llm_model", llm_model)
             .field("llm_wire", llm_wire)
+            .field("llm_stateless_reasoning", llm_stateless_reasoning)
             .field("llm_request_timeout_ms", llm_request_timeout_ms)
             .field("llm_idle_timeout_ms", llm_idle_timeout_ms)
             .field("llm_max_call_ms", llm_max_call_ms)
@@ -548,6 +561,9 @@ impl Settings {
         }
         if let Some(v) = o.llm_wire {
             self.llm.wire = v;
+        }
+        if let Some(v) = o.llm_stateless_reasoning {
+            self.llm.stateless_reasoning = v;
         }
         if let Some(v) = o.llm_request_timeout_ms {
             self.llm.request_timeout_ms = v;

@@ -8,6 +8,7 @@ const VARS: &[&str] = &[
     "COGNI_LLM_BASE_URL",
     "COGNI_LLM_MODEL",
     "COGNI_LLM_WIRE",
+    "COGNI_LLM_STATELESS_REASONING",
     "COGNI_LLM_REQUEST_TIMEOUT_MS",
     "COGNI_LLM_IDLE_TIMEOUT_MS",
     "COGNI_LLM_MAX_CALL_MS",
@@ -141,6 +142,64 @@ fn the_llm_timeouts_are_read_from_their_variables() {
             stderr.contains(key) && stderr.contains("must be above 0"),
             "{var}: {stderr}"
         );
+    }
+}
+
+/// `llm.stateless_reasoning` is set from its variable and its flag like the other settings, so a
+/// config that turns it on can be run over the chat wire without editing the file: turned on
+/// with the chat wire it is refused naming its key, and turned off it lets the start go on (to
+/// the refusal of an exposed address, which comes after the settings are read, so no case
+/// ever serves).
+#[test]
+fn stateless_reasoning_is_read_from_its_variable_and_its_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ("COGNI_LLM_MODEL", "m");
+    let exposed = ("COGNI_LISTEN", "0.0.0.0:0");
+    let on = [
+        cogni_in(
+            dir.path(),
+            &["serve"],
+            &[model, exposed, ("COGNI_LLM_STATELESS_REASONING", "true")],
+        ),
+        cogni_in(
+            dir.path(),
+            &["serve", "--llm-stateless-reasoning"],
+            &[model, exposed],
+        ),
+    ];
+    for output in &on {
+        let stderr = refused(output);
+        assert!(
+            stderr.starts_with("error: llm.stateless_reasoning: needs wire"),
+            "{stderr}"
+        );
+    }
+    std::fs::write(
+        dir.path().join("cogni.toml"),
+        "[llm]\nwire = \"responses\"\nstateless_reasoning = true\n",
+    )
+    .unwrap();
+    let chat = ("COGNI_LLM_WIRE", "chat");
+    let off = [
+        cogni_in(
+            dir.path(),
+            &["serve"],
+            &[
+                model,
+                exposed,
+                chat,
+                ("COGNI_LLM_STATELESS_REASONING", "false"),
+            ],
+        ),
+        cogni_in(
+            dir.path(),
+            &["serve", "--llm-stateless-reasoning=false"],
+            &[model, exposed, chat],
+        ),
+    ];
+    for output in &off {
+        let stderr = refused(output);
+        assert!(stderr.starts_with("error: server.listen: "), "{stderr}");
     }
 }
 
@@ -286,6 +345,7 @@ fn an_empty_variable_is_named_in_one_line() {
         (&["chat", "hi"], "COGNI_LLM_IDLE_TIMEOUT_MS"),
         (&["serve"], "COGNI_LLM_MAX_CALL_MS"),
         (&["serve"], "COGNI_LLM_WIRE"),
+        (&["serve"], "COGNI_LLM_STATELESS_REASONING"),
         (&["chat", "hi"], "COGNI_WORKSPACE_HIDDEN"),
         (&["serve"], "COGNI_TRACE_REDACTED_RESULTS"),
     ];
