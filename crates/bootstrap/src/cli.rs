@@ -189,9 +189,9 @@ pub enum ToolsCommand {
     },
 }
 
-/// The `COGNI_*` variables clap refuses empty: the flag each one stands for, and what it should
-/// hold instead.
-const REFUSED_EMPTY: [(&str, &str, &str); 11] = [
+/// The `COGNI_*` variables clap may refuse (empty, or a value its parser does not read): the
+/// flag each one stands for, and what it should hold instead.
+const CHECKED_VARIABLES: [(&str, &str, &str); 11] = [
     ("--config", "COGNI_CONFIG", "a path"),
     ("--policy", "COGNI_POLICY", "a path"),
     ("--workspace", "COGNI_WORKSPACE", "a path"),
@@ -229,12 +229,15 @@ const REFUSED_EMPTY: [(&str, &str, &str); 11] = [
     ),
 ];
 
-/// A one-line error for a parse error caused by an empty variable (`export COGNI_DATA_DIR=`,
-/// `COGNI_LLM_REQUEST_TIMEOUT_MS=`), naming the variable and what it should hold; clap would name
-/// the flag, in three lines. An empty value is refused rather than read as unset, since it is
-/// more likely a broken script than a wish for the default (an empty `COGNI_LLM_API_KEY` alone
-/// means "no key": local servers need none).
-pub fn empty_variable_error(error: &clap::Error) -> Option<String> {
+/// A one-line error for a parse error caused by a variable rather than the command line, naming
+/// the variable and what it should hold; clap would name the flag, which the user did not give,
+/// in three lines. An empty variable (`export COGNI_DATA_DIR=`,
+/// `COGNI_LLM_REQUEST_TIMEOUT_MS=`) is refused rather than read as unset, since it is more likely
+/// a broken script than a wish for the default (an empty `COGNI_LLM_API_KEY` alone means "no
+/// key": local servers need none). A value clap does not read (`COGNI_WORKSPACE_HIDDEN=maybe`,
+/// `COGNI_LLM_WIRE=grpc`) is not quoted. `None` when the flag is on the command line (clap's
+/// own error names it then) or the error is of another kind.
+pub fn variable_error(error: &clap::Error) -> Option<String> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     // A path or a wire left empty is an invalid value; a number or a boolean one its parser
     // refused.
@@ -248,12 +251,25 @@ pub fn empty_variable_error(error: &clap::Error) -> Option<String> {
         return None;
     };
     // `--llm-wire <LLM_WIRE>`, `--workspace-hidden[=<WORKSPACE_HIDDEN>]`.
-    let flag = arg.split([' ', '[']).next();
-    let (_, variable, wanted) = REFUSED_EMPTY.iter().find(|(f, _, _)| flag == Some(f))?;
+    let flag = arg.split([' ', '[']).next()?;
+    let (_, variable, wanted) = CHECKED_VARIABLES.iter().find(|(f, _, _)| *f == flag)?;
+    let on_the_command_line = std::env::args_os().skip(1).any(|arg| {
+        arg.to_str().is_some_and(|arg| {
+            arg.strip_prefix(flag)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
+        })
+    });
+    if on_the_command_line {
+        return None;
+    }
     // The composition root is where the environment is read.
     #[allow(clippy::disallowed_methods)]
-    let empty = std::env::var_os(variable).is_some_and(|value| value.is_empty());
-    empty.then(|| format!("{variable} is set but empty: unset it or give it {wanted}"))
+    let value = std::env::var_os(variable)?;
+    Some(if value.is_empty() {
+        format!("{variable} is set but empty: unset it or give it {wanted}")
+    } else {
+        format!("{variable} does not hold {wanted}: unset it or give it one")
+    })
 }
 
 /// Runs a parsed command line. Every command logs warnings to stderr (`RUST_LOG` filters them):

@@ -11,7 +11,7 @@ fn main() -> ExitCode {
     ai_core::install_tool_panic_hook();
     let cli = match bootstrap::cli::Cli::try_parse() {
         Ok(cli) => cli,
-        Err(error) => match bootstrap::cli::empty_variable_error(&error) {
+        Err(error) => match bootstrap::cli::variable_error(&error) {
             Some(message) => {
                 let message = format!("error: {message}");
                 say_on_stderr(&terminal_safe(&message));

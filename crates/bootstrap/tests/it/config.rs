@@ -119,11 +119,60 @@ fn bad_values_name_their_key() {
         assert!(stderr.contains(key), "{key}: {stderr}");
         assert!(!stderr.contains("pw@"), "a credential leaked: {stderr}");
     }
-    // clap refuses an unknown wire with its usual usage message.
-    let wire = cogni_in(dir.path(), &["serve"], &[model, ("COGNI_LLM_WIRE", "grpc")]);
+    // An unknown wire on the command line: clap's usual usage message, naming the flag.
+    let wire = cogni_in(dir.path(), &["serve", "--llm-wire", "grpc"], &[model]);
     assert!(!wire.status.success());
     let wire = String::from_utf8_lossy(&wire.stderr);
-    assert!(wire.contains("llm-wire") && wire.contains("grpc"), "{wire}");
+    assert!(
+        wire.contains("--llm-wire") && wire.contains("grpc"),
+        "{wire}"
+    );
+}
+
+/// A variable clap cannot read (`COGNI_WORKSPACE_HIDDEN=maybe`, `COGNI_LLM_WIRE=grpc`) is
+/// refused in one line naming the variable, which the user set, rather than the flag, which
+/// they did not give; a bad value on the command line is still named by its flag.
+#[test]
+fn a_bad_variable_is_named_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ("COGNI_LLM_MODEL", "m");
+    let cases: &[(&[&str], &str, &str)] = &[
+        (&["serve"], "COGNI_LLM_WIRE", "grpc"),
+        (&["serve"], "COGNI_LLM_STATELESS_REASONING", "perhaps"),
+        (&["chat", "hi"], "COGNI_LLM_REQUEST_TIMEOUT_MS", "soon"),
+        (&["serve"], "COGNI_LLM_IDLE_TIMEOUT_MS", "-1"),
+        (
+            &["serve"],
+            "COGNI_LLM_MAX_CALL_MS",
+            "99999999999999999999999",
+        ),
+        (&["chat", "hi"], "COGNI_WORKSPACE_HIDDEN", "maybe"),
+        (&["serve"], "COGNI_TRACE_REDACTED_RESULTS", "2"),
+    ];
+    for (args, variable, value) in cases {
+        let output = cogni_in(dir.path(), args, &[model, (variable, value)]);
+        let stderr = refused(&output);
+        assert_eq!(output.status.code(), Some(1), "{variable}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: {variable} does not hold ")),
+            "{variable}: {stderr}"
+        );
+        assert!(
+            !stderr.contains(value),
+            "{variable}: the value is quoted: {stderr}"
+        );
+    }
+    // Given on the command line as well, the value clap refused is the flag's.
+    let output = cogni_in(
+        dir.path(),
+        &["serve", "--workspace-hidden=maybe"],
+        &[model, ("COGNI_WORKSPACE_HIDDEN", "true")],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("--workspace-hidden"),
+        "{stderr}"
+    );
 }
 
 /// The three model-call clocks can be set from the environment like the other `[llm]`
