@@ -77,6 +77,10 @@ pub struct AppState {
     unsent_events: Arc<AtomicUsize>,
     /// What [`serve`] allows a connection.
     connection_limits: ConnectionLimits,
+    /// Each run in flight holds a receiver until its thread is saved: [`serve`] waits for none
+    /// to be left before it returns, a run whose stream was cut (and so holds no connection)
+    /// included.
+    runs_in_flight: tokio::sync::watch::Sender<()>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -105,6 +109,7 @@ impl AppState {
             max_unsent_events: DEFAULT_MAX_UNSENT_EVENTS,
             unsent_events: Arc::new(AtomicUsize::new(0)),
             connection_limits: ConnectionLimits::default(),
+            runs_in_flight: tokio::sync::watch::Sender::new(()),
         }
     }
 
@@ -253,7 +258,8 @@ pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>
 
 /// Serves `router(state)` on `listener` until Ctrl-C (SIGINT) or SIGTERM. At the signal it stops
 /// accepting, cancels the runs in flight ([`AppState::cancel_runs`]), which end their streams
-/// and save their threads, and returns once every response is done.
+/// and save their threads, and returns once every response is done and every run has saved its
+/// thread (a run whose stream was cut included: it has no response to wait for).
 ///
 /// Connections are served within the state's [`ConnectionLimits`]: a client that has not sent a
 /// request's headers within 30 s (from the connection's start, or the end of the previous
@@ -278,7 +284,16 @@ pub fn serve(
     state: Arc<AppState>,
     max_body_bytes: usize,
 ) -> impl Future<Output = std::io::Result<()>> + Send {
-    let signal = shutdown_signal();
+    serve_until(listener, state, max_body_bytes, shutdown_signal())
+}
+
+/// [`serve`], until `signal` resolves rather than SIGINT or SIGTERM.
+fn serve_until(
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+    max_body_bytes: usize,
+    signal: impl Future<Output = ()> + Send + 'static,
+) -> impl Future<Output = std::io::Result<()>> + Send {
     let runs = state.clone();
     let loopback = listener
         .local_addr()
@@ -305,6 +320,7 @@ pub fn serve(
             return Err(refused);
         }
         let limits = state.connection_limits;
+        let in_flight = state.runs_in_flight.clone();
         let mut app = router(state, max_body_bytes);
         if loopback_hosts_only {
             // Outermost: no route, fallback or body read before the host is checked.
@@ -312,6 +328,9 @@ pub fn serve(
         }
         // TCP_NODELAY and each request's peer (`ConnectInfo`) are set there.
         conn::serve_connections(listener, app, limits, shutdown).await;
+        // Every response is done, but a run whose stream was cut goes on without one: its
+        // thread is saved before the server is done (cancelled, it ends soon).
+        in_flight.closed().await;
         Ok(())
     }
 }
@@ -709,7 +728,8 @@ async fn start_run(
     // The thread and the run's slot are freed once its new state is saved, before `Done`
     // reaches the client.
     let claimed = run_id.as_ref().map(|guard| guard.id.clone());
-    let on_saved = move || drop((busy, slot, run_id));
+    let in_flight = state.runs_in_flight.subscribe();
+    let on_saved = move || drop((busy, slot, run_id, in_flight));
     let events = crate::start_run(&state.runtime, &state.stores, request, on_saved)
         .await
         .inspect_err(|_| {

@@ -435,3 +435,64 @@ async fn a_client_that_stops_reading_is_closed_after_the_write_timeout() {
     let _ = client.read_to_end(&mut shown).await;
     assert!(!String::from_utf8_lossy(&shown).contains("RUN_FINISHED"));
 }
+
+/// At its shutdown signal, `serve` returns only once every run in flight has saved its thread,
+/// a run whose stream was cut included: that run holds no connection (its response is done),
+/// so waiting for the connections alone let the process end before the run saved its thread.
+#[tokio::test]
+async fn at_shutdown_serve_waits_for_a_run_whose_stream_was_cut() {
+    use futures_util::StreamExt;
+
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _logging = tracing::subscriber::set_default(subscriber);
+
+    // The model answers once `gate` is notified, cancelled or not.
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let model = Chatty {
+        deltas: 200,
+        size: 16,
+        gate: Some(gate.clone()),
+    };
+    let state = Arc::new(state_over(model).with_max_unsent_events(bound(8)));
+    let mut headers = axum::http::HeaderMap::new();
+    let json = axum::http::HeaderValue::from_static("application/json");
+    headers.insert(axum::http::header::CONTENT_TYPE, json);
+    let response = super::agui::run(
+        axum::extract::State(state.clone()),
+        axum::Extension(super::BodyLimit(usize::MAX)),
+        headers,
+        Ok(axum::body::Bytes::from(agui_body("t-cut-at-shutdown"))),
+    )
+    .await
+    .unwrap();
+    let cut = async {
+        while !logs.text().contains("fell more than 8 events behind") {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(120), cut)
+        .await
+        .expect("the stream was never cut");
+    // The client reads what waits and sees the break: its response is done.
+    let mut body = response.into_body().into_data_stream();
+    while let Some(Ok(_)) = body.next().await {}
+    drop(body);
+
+    // The signal has come; the run, waiting for its model, may go on.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let serving = super::serve_until(listener, state.clone(), 1 << 20, async {});
+    gate.notify_one();
+    serving.await.unwrap();
+
+    let thread = ThreadId::new("t-cut-at-shutdown").unwrap();
+    let saved = state.stores.threads.load(&thread).await.unwrap();
+    let saved = saved.expect("serve returned before the run saved its thread");
+    let messages = saved["messages"].as_array().unwrap();
+    let last = messages.last().unwrap().to_string();
+    assert!(last.contains("assistant"), "{last}");
+}
