@@ -819,18 +819,33 @@ fn keep_attributes(
 /// of permission (or a read-only file system) says no; another failure (an entry removed
 /// meanwhile) is left to the write itself, which replaces the entry rather than writing through
 /// it. On a kernel without `faccessat2` (Linux before 5.8), or off Linux, the old way is used:
-/// the file is opened for writing, which writes nothing and does not block or truncate.
+/// the file is opened for writing, which writes nothing and does not block or truncate. So is
+/// it when the check says `EPERM` ([`access_answer`]).
 fn may_write(folder: &Dir, name: &Path, path: &str) -> Result<bool, WorkspaceError> {
     use rustix::fs::{Access, AtFlags};
-    use rustix::io::Errno;
-    let refused = |errno| matches!(errno, Some(Errno::ACCESS | Errno::PERM | Errno::ROFS));
     let flags = AtFlags::EACCESS | AtFlags::SYMLINK_NOFOLLOW;
-    match rustix::fs::accessat(folder, name, Access::WRITE_OK, flags) {
-        Ok(()) => Ok(true),
-        Err(Errno::NOSYS | Errno::INVAL | Errno::NOTSUP) => {
-            may_open_for_writing(folder, name, path)
-        }
-        Err(errno) => Ok(!refused(Some(errno))),
+    match access_answer(rustix::fs::accessat(folder, name, Access::WRITE_OK, flags)) {
+        Some(may) => Ok(may),
+        None => may_open_for_writing(folder, name, path),
+    }
+}
+
+/// What [`may_write`] takes from the kernel's access check: `Some` when the check decides,
+/// `None` when only an open for writing can tell. A refusal (`EACCES`, or `EROFS`: a read-only
+/// file system) says no, and any other failure but those below says yes (the write itself
+/// meets it). A kernel or system without the check (`ENOSYS`, `EINVAL`, `ENOTSUP`) cannot tell,
+/// and neither can `EPERM`: the kernel says it for an immutable file, but a seccomp filter
+/// that predates `faccessat2` (Docker's before 20.10, and the many profiles copied from it)
+/// says it for the syscall itself, whatever the file; read as a refusal, it would make every
+/// existing file of the workspace read-only in such a container. The open tells the two apart
+/// (an immutable file refuses it with `EPERM` too).
+fn access_answer(answer: Result<(), rustix::io::Errno>) -> Option<bool> {
+    use rustix::io::Errno;
+    match answer {
+        Ok(()) => Some(true),
+        Err(Errno::NOSYS | Errno::INVAL | Errno::NOTSUP | Errno::PERM) => None,
+        Err(Errno::ACCESS | Errno::ROFS) => Some(false),
+        Err(_) => Some(true),
     }
 }
 

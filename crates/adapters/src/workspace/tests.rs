@@ -1404,3 +1404,18 @@ async fn an_append_only_file_is_refused_as_read_only() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "old");
     assert_eq!(names_on_disk(root.path()), ["log.txt"]);
 }
+
+/// `EPERM` from the kernel's access check is not read as a refusal but told by an open: a
+/// seccomp profile that predates `faccessat2` (Docker's before 20.10) answers every call of it
+/// `EPERM`, and every existing file of the workspace was refused as read-only there. A refusal
+/// of the check itself still says no, and a kernel without the check is asked by an open.
+#[test]
+fn an_eperm_from_the_access_check_is_told_by_an_open() {
+    use rustix::io::Errno;
+    assert_eq!(super::access_answer(Err(Errno::PERM)), None);
+    assert_eq!(super::access_answer(Err(Errno::NOSYS)), None);
+    assert_eq!(super::access_answer(Err(Errno::ACCESS)), Some(false));
+    assert_eq!(super::access_answer(Err(Errno::ROFS)), Some(false));
+    assert_eq!(super::access_answer(Err(Errno::NOENT)), Some(true));
+    assert_eq!(super::access_answer(Ok(())), Some(true));
+}
