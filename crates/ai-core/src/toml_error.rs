@@ -12,7 +12,9 @@ use std::ops::Range;
 /// array's element), so only its number is given; a table header is shown.
 ///
 /// The error is given as plain values, its `message` (without the place: `toml::de::Error::message`)
-/// and its byte `span` in `text` if it has one (`toml::de::Error::span`), so ai-core's API names
+/// and its byte `span` in `text` if it has one (`toml::de::Error::span`; a span that starts
+/// inside a character, or past the text, names the line that character, or the text's end, is
+/// on), so ai-core's API names
 /// no type of a TOML library and an application may read its TOML with any version of one.
 ///
 /// [`crate::ToolPolicy::from_toml_str`] reports its errors so; an application that reads its own
@@ -32,7 +34,13 @@ pub fn describe_toml_error(text: &str, message: &str, span: Option<Range<usize>>
     let Some(span) = span else {
         return message;
     };
-    let before = &text[..span.start.min(text.len())];
+    // The span is the caller's: one past the text, or inside a character (a span from another
+    // text, or counted otherwise), names the place it falls in rather than panicking.
+    let mut start = span.start.min(text.len());
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let before = &text[..start];
     let line = before.matches('\n').count() + 1;
     let source = text.lines().nth(line - 1).unwrap_or_default().trim();
     // A line inside a value (an array or a string written over several lines) is the value's
@@ -141,5 +149,21 @@ mod tests {
         assert!(header.starts_with("line 2 (`other = …`)"), "{header}");
         let unknown = described("[tables]\n");
         assert!(unknown.starts_with("line 1 (`[tables]`)"), "{unknown}");
+    }
+
+    /// A span that does not fit the text (inside a character, or past the end: the caller's
+    /// values, as from another TOML library) names the line it falls on, never panics.
+    #[test]
+    fn a_span_inside_a_character_or_past_the_text_names_its_line() {
+        let text = "a = 1\nb = \"é\"\n";
+        let inside = text.find('é').unwrap() + 1;
+        assert_eq!(
+            describe_toml_error(text, "bad", Some(inside..inside + 1)),
+            "line 2 (`b = …`): bad"
+        );
+        assert_eq!(
+            describe_toml_error(text, "bad", Some(99..100)),
+            "line 3: bad"
+        );
     }
 }
