@@ -22,7 +22,9 @@ const HIDDEN_SEGMENT: &str = "***";
 /// `https` URLs (`https://gw.example\<key>/v1` sends the key in the path). A password holding
 /// an unencoded `/`, `\`, `?` or `#` (`https://user:pa/ss@host`) ends the authority before its
 /// `@` for a parser, so an authority with a `:` and no `@`, followed by an `@` anywhere, is
-/// shown as `***` too: it may be a user name and the start of a password.
+/// shown as `***` too: it may be a user name and the start of a password. So is every path
+/// segment up to the one holding that `@` (all of them, when the `@` is past the path): they
+/// may be the rest of it.
 ///
 /// ```
 /// use adapters::shown_url;
@@ -56,11 +58,16 @@ pub fn shown_url(url: &str) -> String {
         .next()
         .unwrap_or_default()
         .contains(':');
+    let maybe_password =
+        authority.rsplit_once('@').is_none() && port_or_password && past_authority.contains('@');
     let host = match authority.rsplit_once('@') {
         Some((_, host)) => host,
-        None if port_or_password && past_authority.contains('@') => HIDDEN_SEGMENT,
+        None if maybe_password => HIDDEN_SEGMENT,
         None => authority,
     };
+    // Then the path up to the segment holding the `@` (all of it, when the `@` is past the
+    // path) may be the rest of that password: none of it is shown.
+    let mut in_password = maybe_password;
     let mut shown = String::with_capacity(url.len());
     if let Some(scheme) = scheme {
         shown.push_str(scheme);
@@ -70,7 +77,9 @@ pub fn shown_url(url: &str) -> String {
     if let Some(path) = path {
         for segment in path.split(['/', '\\']) {
             shown.push('/');
-            shown.push_str(if looks_like_a_name(segment) {
+            let hidden = in_password;
+            in_password &= !segment.contains('@');
+            shown.push_str(if !hidden && looks_like_a_name(segment) {
                 segment
             } else {
                 HIDDEN_SEGMENT
@@ -147,10 +156,20 @@ mod tests {
             ("https://user:pa#ss@gw.example/v1", "https://***"),
             ("user:pa/ss@gw.example/v1", "***/***/v1"),
             ("https://user:123/ss@gw.example/v1", "https://***/***/v1"),
+            // Nor any more of it: a password with more than one `/`, or a `/` and then a `?`.
+            (
+                "https://user:ab/cd/ef@gw.example/v1",
+                "https://***/***/***/v1",
+            ),
+            (
+                "https://user:ab\\cd/ef@gw.example/v1",
+                "https://***/***/***/v1",
+            ),
+            ("https://user:pa/ss?x@gw.example/v1", "https://***/***"),
             // An `@` past a plain host, or an IPv6 address, is no credentials' end; past a host
             // and port it may be, so the host is not shown.
             ("https://[::1]/v1?to=a@b", "https://[::1]/v1"),
-            ("http://localhost:8000/v1?to=a@b", "http://***/v1"),
+            ("http://localhost:8000/v1?to=a@b", "http://***/***"),
             // Not a URL it knows: read as text all the same.
             ("ftp://x/v1?key=pw@", "ftp://x/v1"),
             (
