@@ -10,18 +10,19 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use adapters::{ReplayCompletion, SqliteStore, TieredBlobStore};
+use adapters::{ReplayCompletion, SqliteStore, SystemClock, TieredBlobStore};
 use ai_core::{
     AiEvent, BlobStore, BoundTool, CancellationToken, Capabilities, CompletionDelta, DoneReason,
     EventSink, ExecPermit, LlmCompletion, ModelReceipt, RunContext, RunId, RunLog, RunStatus,
     RunStore, RunStoreError, ToolCatalog, ToolError, ToolErrorCategory, ToolErrorCode, ToolFailure,
-    ToolId, ToolInvocationContext, ToolInvocationRecord, ToolSource, ToolSpec, canonical_bytes,
+    ToolId, ToolInvocationContext, ToolInvocationRecord, ToolSource, ToolSpec, Workspace,
+    WorkspaceError, WorkspaceListing, canonical_bytes,
 };
 use anyhow::{Context, anyhow, bail};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::{RunInput, RunSettings, Runtime, Settings};
+use crate::{RunInput, RunSettings, Runtime, Settings, ToolCapabilities, create_tool_source};
 
 /// The run log of a data folder, opened for reading.
 #[derive(Clone)]
@@ -381,6 +382,35 @@ impl BoundTool for RecordedTool {
     }
 }
 
+/// The workspace a replay binds its tools to: no folder at all. A replayed tool answers from
+/// its record ([`RecordedTool`]) and never reaches its workspace; were one to, every call would
+/// be refused as a workspace failure rather than touch today's folder.
+struct NoWorkspace;
+
+impl NoWorkspace {
+    fn refuse(path: &str) -> WorkspaceError {
+        WorkspaceError::Io {
+            path: path.to_owned(),
+            reason: "a replay has no workspace: its tools answer from the record".to_owned(),
+        }
+    }
+}
+
+#[async_trait]
+impl Workspace for NoWorkspace {
+    async fn list(&self, dir: &str) -> Result<WorkspaceListing, WorkspaceError> {
+        Err(Self::refuse(dir))
+    }
+
+    async fn read(&self, path: &str) -> Result<String, WorkspaceError> {
+        Err(Self::refuse(path))
+    }
+
+    async fn write(&self, path: &str, _content: &str) -> Result<(), WorkspaceError> {
+        Err(Self::refuse(path))
+    }
+}
+
 /// A sink that keeps the events.
 #[derive(Default)]
 struct Collect(Mutex<Vec<AiEvent>>);
@@ -681,6 +711,11 @@ fn close_as_recorded(recorded: &[AiEvent], replayed: &mut Vec<AiEvent>) {
 /// with a failed model call: [`check_replayable`]) is refused up front, as is an input or a
 /// receipt holding a key this build does not read (written by another version: it is not
 /// silently ignored). Nothing is written.
+///
+/// Of `settings` it reads only the data folder, `tools.enabled`, today's policy (to say whether
+/// it differs from the recorded one) and the agent's settings: no model is called, and no
+/// workspace folder is opened, so `settings` need not pass [`Settings::validate`] (an `[llm]`
+/// or `tools.workspace` of another machine does not stop a replay).
 pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<ReplayOutcome> {
     let dir = data_dir(settings)?;
     let log = open_run_log(&dir)?;
@@ -723,7 +758,15 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
         log.blobs.clone(),
         run.receipt_refs.clone(),
     ));
-    let configured = Runtime::build(settings, completion.clone())?;
+    // The tools are bound for their specs and checks only: a replayed tool answers from its
+    // record, so no workspace folder is opened (today's may be missing) and none is touched.
+    let policy = Arc::new(settings.policy()?);
+    let caps = ToolCapabilities {
+        clock: Arc::new(SystemClock),
+        workspace: Arc::new(NoWorkspace),
+    };
+    let tools = Arc::new(create_tool_source(&settings.core_tools()?, &caps)?);
+    let configured = Runtime::with_source(settings, completion.clone(), tools, policy, caps.clock);
     let (settings, policy, settings_note) =
         replay_settings(settings, &configured.run_settings, input.settings);
     let source = Arc::new(RecordedToolSource::new(
@@ -824,6 +867,26 @@ mod tests {
 
     use super::{RecordedToolSource, ReplayOutcome, close_as_recorded, replay_run};
     use crate::{RunRequest, Runtime, Settings};
+
+    /// The workspace a replay binds its tools to refuses every call as a workspace failure
+    /// (never as the caller's mistake), touching no folder.
+    #[tokio::test]
+    async fn a_replays_workspace_refuses_every_call() {
+        use ai_core::Workspace;
+        let workspace = super::NoWorkspace;
+        let errors = [
+            workspace.list(".").await.err().unwrap(),
+            workspace.read("notes.txt").await.err().unwrap(),
+            workspace.write("notes.txt", "x").await.err().unwrap(),
+        ];
+        for error in errors {
+            assert!(!error.is_caller_error(), "{error:?}");
+            assert!(
+                error.to_string().contains("a replay has no workspace"),
+                "{error}"
+            );
+        }
+    }
 
     /// A recorded `result_too_large` is made again with its recorded size, however large,
     /// without building a result of that size (the size comes from the data folder).

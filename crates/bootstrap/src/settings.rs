@@ -498,13 +498,25 @@ impl Settings {
         Ok(settings)
     }
 
-    /// The settings for a command: the config file (if any), then the overrides, validated.
+    /// The settings for a command: the config file (if any), then the overrides, validated
+    /// ([`Settings::validate`]): what `cogni serve` and `cogni chat` start from.
     ///
     /// A relative path written in the config file (`data_dir`, `tools.workspace`,
     /// `tools.policy_file`) is relative to the file's folder, so a config reads the same from
     /// any working directory; defaults, flags and `COGNI_*` variables are relative to the working
     /// directory.
     pub fn load(overrides: &Overrides) -> anyhow::Result<Self> {
+        let settings = Self::read(overrides)?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// The config file (if any), then the overrides, as [`Settings::load`] reads them, but not
+    /// validated: for a command that uses only some settings (`cogni runs`, `cogni replay`) and
+    /// checks those itself, so a setting it never uses (the model's, the server's, the
+    /// workspace) cannot stop it. A config file that does not parse, or names an empty path, is
+    /// still refused.
+    pub fn read(overrides: &Overrides) -> anyhow::Result<Self> {
         let default_file = Path::new("cogni.toml");
         let file = match &overrides.config {
             Some(path) => Some(path.as_path()),
@@ -522,7 +534,6 @@ impl Settings {
             None => Self::default(),
         };
         settings.apply(overrides.clone());
-        settings.validate()?;
         Ok(settings)
     }
 
@@ -649,9 +660,6 @@ impl Settings {
             );
         }
         self.core_tools()?;
-        if self.tools.policy.is_some() && self.tools.policy_file.is_some() {
-            bail!("tools.policy and tools.policy_file: give one, not both");
-        }
         self.policy()?;
         Ok(())
     }
@@ -758,8 +766,12 @@ impl Settings {
         }
     }
 
-    /// The policy: inline, from its file, or the built-in default.
+    /// The policy: inline, from its file, or the built-in default. Both an inline policy and a
+    /// file are refused, naming the two keys.
     pub fn policy(&self) -> anyhow::Result<ToolPolicy> {
+        if self.tools.policy.is_some() && self.tools.policy_file.is_some() {
+            bail!("tools.policy and tools.policy_file: give one, not both");
+        }
         if let Some(table) = &self.tools.policy {
             let text = toml::to_string(table).context("tools.policy")?;
             return ToolPolicy::from_toml_str(&text).context("tools.policy");

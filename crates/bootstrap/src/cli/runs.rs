@@ -17,7 +17,9 @@ use crate::{Overrides, Settings};
 /// stored events, readable or not (`cogni runs show` reports a damaged one). A row shows no
 /// control character of the ids a client picked ([`terminal_safe`]).
 pub(crate) async fn list(overrides: Overrides, json: bool) -> anyhow::Result<ExitCode> {
-    let settings = Settings::load(&overrides)?;
+    // Only the data folder is read: the model's settings, the server's and the workspace are
+    // not this command's, and cannot stop it.
+    let settings = Settings::read(&overrides)?;
     let log = open_run_log(&data_dir(&settings)?)?;
     let mut summaries = log.runs.list_run_summaries().await?;
     summaries.sort_by(|a, b| {
@@ -91,7 +93,9 @@ pub(crate) async fn show(
     run_id: String,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let settings = Settings::load(&overrides)?;
+    // Only the data folder is read: the model's settings, the server's and the workspace are
+    // not this command's, and cannot stop it.
+    let settings = Settings::read(&overrides)?;
     let log = open_run_log(&data_dir(&settings)?)?;
     let run = load_run(&log, &run_id).await?;
     let mut receipts = Vec::with_capacity(run.receipt_refs.len());
@@ -219,7 +223,8 @@ fn render_human(out: &mut impl Write, run: &RunLog, receipts: &[Value]) -> anyho
 
 /// `cogni replay`: replays the run and prints whether its events came out identical.
 pub(crate) async fn replay(overrides: Overrides, run_id: String) -> anyhow::Result<ExitCode> {
-    let settings = Settings::load(&overrides)?;
+    // `replay_run` checks what it uses (the data folder, the tool set, the policy).
+    let settings = Settings::read(&overrides)?;
     let outcome = replay_run(&settings, &run_id).await?;
     let mut out = super::stdout::stdout();
     let identical = replay_report(&mut out, &outcome)?;

@@ -1132,3 +1132,70 @@ fn runs_name_a_data_folder_that_is_a_file() {
         "error: no run log in data: data/cogni.db is not a file\n"
     );
 }
+
+/// `runs list`, `runs show` and `replay` call no model and run no tool: a machine without the
+/// model's config or today's workspace folder inspects and replays runs all the same, while the
+/// settings they do read (the data folder, and for replay the tool set and policy it compares
+/// the recorded ones with) are still refused when bad.
+#[test]
+fn the_reading_commands_need_neither_the_model_config_nor_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    let run_id = record_one(dir.path(), &url);
+    let cogni = |env: &[(&str, &str)], args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cogni"));
+        command
+            .args(args)
+            .current_dir(dir.path())
+            .env("COGNI_DATA_DIR", "data")
+            .env("COGNI_LLM_BASE_URL", "nope")
+            .env("COGNI_LISTEN", "nowhere")
+            .env("COGNI_WORKSPACE", "no-such-folder")
+            .env_remove("COGNI_CONFIG")
+            .env_remove("COGNI_POLICY")
+            .env_remove("COGNI_LLM_MODEL");
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        command.output().expect("the cogni binary runs")
+    };
+    for args in [
+        &["runs", "list"][..],
+        &["runs", "show", &run_id],
+        &["replay", &run_id],
+    ] {
+        let output = cogni(&[], args);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}{}",
+            text(&output.stdout),
+            text(&output.stderr)
+        );
+    }
+    assert_replayed_identically(&cogni(&[], &["replay", &run_id]));
+    // `runs` reads no policy; replay compares today's with the recorded one.
+    let missing_policy = [("COGNI_POLICY", "no-such-policy.toml")];
+    assert!(cogni(&missing_policy, &["runs", "list"]).status.success());
+    let refused = |env: &[(&str, &str)], args: &[&str], expected: &str| {
+        let output = cogni(env, args);
+        assert!(!output.status.success(), "{args:?}");
+        let err = text(&output.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("error: ") && err.contains(expected),
+            "{expected:?} not in {err}"
+        );
+    };
+    refused(&missing_policy, &["replay", &run_id], "tools.policy_file");
+    std::fs::write(
+        dir.path().join("cogni.toml"),
+        "[tools]\nenabled = [\"core__nope\"]\n",
+    )
+    .unwrap();
+    refused(&[], &["replay", &run_id], "tools.enabled: unknown tool");
+    // A config file that does not parse is refused by every command that reads it.
+    std::fs::write(dir.path().join("cogni.toml"), "[tools\n").unwrap();
+    refused(&[], &["runs", "list"], "cogni.toml");
+    std::fs::write(dir.path().join("cogni.toml"), "data_dir = \"\"\n").unwrap();
+    refused(&[], &["runs", "list"], "data_dir: the path is empty");
+}
