@@ -159,7 +159,12 @@ impl Runtime {
         if let Some(prompt) = &settings.agent.system_prompt {
             config = config.with_system_prompt(prompt.clone());
         }
+        let mut tools: Vec<String> = (source.tool_specs().into_iter())
+            .map(|spec| spec.id.as_str().to_owned())
+            .collect();
+        tools.sort();
         let run_settings = crate::RunSettings {
+            tools: Some(tools),
             policy: ai_core::ToolPolicy::clone(&policy),
             max_steps: settings.agent.max_steps,
             max_parallel_tools: settings.agent.max_parallel_tools,

@@ -145,12 +145,17 @@ pub struct RunInput {
     pub settings: Option<RunSettings>,
 }
 
-/// The settings that shape a run's events, beyond its input and the model's answers: the tool
-/// policy (which tools the model sees, approvals, budgets, retries, the breaker) and the loop's
-/// limits. Recorded with each run ([`RunInput::settings`]), so a replay runs under them and
-/// says when today's differ. (The system prompt is part of a new thread's recorded state.)
+/// The settings that shape a run's events, beyond its input and the model's answers: the tools
+/// bound, the tool policy (which of them the model sees, approvals, budgets, retries, the
+/// breaker) and the loop's limits. Recorded with each run ([`RunInput::settings`]), so a replay
+/// runs under them and says when today's differ. (The system prompt is part of a new thread's
+/// recorded state.)
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSettings {
+    /// The ids of the tools bound (`tools.enabled`), sorted; `None` for runs recorded before
+    /// the tool set was kept (a replay then binds today's, and says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
     /// The tool policy.
     pub policy: ai_core::ToolPolicy,
     /// `agent.max_steps`.

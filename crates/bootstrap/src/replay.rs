@@ -22,7 +22,9 @@ use anyhow::{Context, anyhow, bail};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::{RunInput, RunSettings, Runtime, Settings, ToolCapabilities, create_tool_source};
+use crate::{
+    CoreTool, RunInput, RunSettings, Runtime, Settings, ToolCapabilities, create_tool_source,
+};
 
 /// The run log of a data folder, opened for reading.
 #[derive(Clone)]
@@ -433,8 +435,8 @@ pub struct ReplayOutcome {
     /// The [`graph::LOOP_REVISION`] the run was recorded under (`None`: recorded before
     /// revisions were kept).
     pub recorded_revision: Option<u32>,
-    /// What to tell of the settings the replay ran under: that today's differ from the ones
-    /// the run recorded (which it ran under), that today's checks would refuse the recorded
+    /// What to tell of the settings the replay ran under: that today's (the tool set, the
+    /// policy, the agent's limits) differ from the ones the run recorded (which it ran under), that today's checks would refuse the recorded
     /// policy (it ran under it all the same), or that the run recorded none (so today's were
     /// used). `None` when today's are the recorded ones.
     pub settings_note: Option<String>,
@@ -712,8 +714,9 @@ fn close_as_recorded(recorded: &[AiEvent], replayed: &mut Vec<AiEvent>) {
 /// receipt holding a key this build does not read (written by another version: it is not
 /// silently ignored). Nothing is written.
 ///
-/// Of `settings` it reads only the data folder, `tools.enabled`, today's policy (to say whether
-/// it differs from the recorded one) and the agent's settings: no model is called, and no
+/// Of `settings` it reads only the data folder, `tools.enabled` and the policy (bound only for
+/// a run recorded without them; otherwise to say whether today's differ from the recorded
+/// ones) and the agent's settings: no model is called, and no
 /// workspace folder is opened, so `settings` need not pass [`Settings::validate`] (an `[llm]`
 /// or `tools.workspace` of another machine does not stop a replay).
 pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<ReplayOutcome> {
@@ -766,11 +769,18 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
         workspace: Arc::new(NoWorkspace),
     };
     let tools = Arc::new(create_tool_source(&settings.core_tools()?, &caps)?);
-    let configured = Runtime::with_source(settings, completion.clone(), tools, policy, caps.clock);
-    let (settings, policy, settings_note) =
+    let configured = Runtime::with_source(
+        settings,
+        completion.clone(),
+        tools,
+        policy,
+        caps.clock.clone(),
+    );
+    let (settings, policy, tools, settings_note) =
         replay_settings(settings, &configured.run_settings, input.settings);
+    let tools = recorded_tools(run_id, &tools)?;
     let source = Arc::new(RecordedToolSource::new(
-        configured.source.clone(),
+        Arc::new(create_tool_source(&tools, &caps)?),
         &run.records,
     ));
     let runtime = Runtime::with_source(
@@ -803,21 +813,55 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
     })
 }
 
-/// The settings a replay runs under, its policy, and what to tell of them: the ones the run
-/// recorded (over `today` for everything else), with a note naming what of `now` (today's)
-/// differs from them, and saying so when a policy check added since would refuse the recorded
-/// policy (the replay still runs under it); or, for a run recorded before settings were kept,
-/// today's, with a note saying so.
+/// The core tools named `ids` (a run's recorded tool set): one this build does not have is
+/// refused naming it, as a recorded key this build does not read is.
+fn recorded_tools(run_id: &str, ids: &[String]) -> anyhow::Result<Vec<CoreTool>> {
+    ids.iter()
+        .map(|id| {
+            CoreTool::ALL
+                .iter()
+                .copied()
+                .find(|tool| tool.id() == id)
+                .ok_or_else(|| {
+                    anyhow!(
+                        "run {run_id} was recorded with the tool {id}, which this build of cogni \
+                         does not have; replay it with the version of cogni that recorded it"
+                    )
+                })
+        })
+        .collect()
+}
+
+/// The settings a replay runs under, its policy, the ids of the tools it binds, and what to
+/// tell of them: the ones the run recorded (over `today` for everything else), with a note
+/// naming what of `now` (today's) differs from them, and saying so when a policy check added
+/// since would refuse the recorded policy (the replay still runs under it); or, for a run
+/// recorded before settings (or its tool set) were kept, today's, with a note saying so.
 fn replay_settings(
     today: &Settings,
     now: &RunSettings,
     recorded: Option<RunSettings>,
-) -> (Settings, ai_core::ToolPolicy, Option<String>) {
+) -> (Settings, ai_core::ToolPolicy, Vec<String>, Option<String>) {
+    let now_tools = now.tools.clone().unwrap_or_default();
     let Some(recorded) = recorded else {
         let note = "the run was recorded before runs kept their settings: it is replayed under \
-                    today's policy and agent limits, which may explain a difference";
-        return (today.clone(), now.policy.clone(), Some(note.to_owned()));
+                    today's policy, agent limits and tools.enabled, which may explain a \
+                    difference";
+        return (
+            today.clone(),
+            now.policy.clone(),
+            now_tools,
+            Some(note.to_owned()),
+        );
     };
+    let tools_unknown = recorded.tools.is_none().then(|| {
+        "the run was recorded before runs kept their tool set: it is replayed with today's \
+         tools.enabled, which may explain a difference"
+            .to_owned()
+    });
+    let tools = recorded.tools.clone().unwrap_or_else(|| now_tools.clone());
+    let mut sorted = tools.clone();
+    sorted.sort();
     // A check added since the run was recorded may refuse its policy (a breaker value of 0,
     // a `retryable` category no retry helps): the runner runs any policy, and a replay asks
     // whether the run comes out as it did, so it still runs under the policy as recorded and
@@ -830,6 +874,7 @@ fn replay_settings(
     });
     let differing: Vec<&str> = [
         (recorded.policy != now.policy, "the policy"),
+        (sorted != now_tools, "tools.enabled"),
         (recorded.max_steps != now.max_steps, "agent.max_steps"),
         (
             recorded.max_parallel_tools != now.max_parallel_tools,
@@ -846,12 +891,15 @@ fn replay_settings(
             differing.join(", ")
         )
     });
-    let notes: Vec<String> = refused.into_iter().chain(differ).collect();
+    let notes: Vec<String> = (refused.into_iter())
+        .chain(tools_unknown)
+        .chain(differ)
+        .collect();
     let note = (!notes.is_empty()).then(|| notes.join("; "));
     let mut settings = today.clone();
     settings.agent.max_steps = recorded.max_steps;
     settings.agent.max_parallel_tools = recorded.max_parallel_tools;
-    (settings, recorded.policy, note)
+    (settings, recorded.policy, tools, note)
 }
 
 #[cfg(test)]

@@ -1199,3 +1199,75 @@ fn the_reading_commands_need_neither_the_model_config_nor_the_workspace() {
     std::fs::write(dir.path().join("cogni.toml"), "data_dir = \"\"\n").unwrap();
     refused(&[], &["runs", "list"], "data_dir: the path is empty");
 }
+
+/// The tool set a run was recorded with (`tools.enabled`) is recorded with its settings: a
+/// replay binds it, not today's, and says when today's differs, as it does of the policy. A
+/// run recorded before the tool set was kept replays with today's, saying so.
+#[test]
+fn a_replay_binds_the_recorded_tool_set_and_says_when_todays_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    let run_id = record_one(dir.path(), &url);
+    let replay = || cogni_in(dir.path(), &url, &["replay", &run_id]);
+    let same = replay();
+    assert_replayed_identically(&same);
+    assert!(
+        !text(&same.stdout).contains("note"),
+        "{}",
+        text(&same.stdout)
+    );
+
+    // Today's tool set lacks the recorded run's `core__workspace_read`.
+    std::fs::write(
+        dir.path().join("cogni.toml"),
+        "[tools]\nenabled = [\"core__get_current_time\"]\n",
+    )
+    .unwrap();
+    let fewer = replay();
+    assert_replayed_identically(&fewer);
+    let out = text(&fewer.stdout);
+    assert!(
+        out.starts_with(
+            "replay: note: today's settings differ from those the run recorded in \
+             tools.enabled: it is replayed under the recorded ones"
+        ),
+        "{out}"
+    );
+
+    // Recorded before the tool set was kept: today's is bound, and the replay says so.
+    let data = dir.path().join("data");
+    let db = rusqlite::Connection::open(data.join("cogni.db")).unwrap();
+    let input_ref: String = db
+        .query_row("SELECT input_ref FROM runs", [], |r| r.get(0))
+        .unwrap();
+    let bytes: Vec<u8> = db
+        .query_row(
+            "SELECT bytes FROM blobs WHERE hash = ?1",
+            [&input_ref],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let mut input: Value = serde_json::from_slice(&bytes).unwrap();
+    let settings = input["settings"].as_object_mut().unwrap();
+    assert!(settings.remove("tools").is_some(), "{input}");
+    let bytes = serde_json::to_vec(&input).unwrap();
+    let old = ai_core::sha256_hex(&bytes);
+    db.execute(
+        "INSERT INTO blobs (hash, bytes) VALUES (?1, ?2)",
+        rusqlite::params![old, bytes],
+    )
+    .unwrap();
+    db.execute("UPDATE runs SET input_ref = ?1", [&old])
+        .unwrap();
+    std::fs::remove_file(dir.path().join("cogni.toml")).unwrap();
+    let old_run = replay();
+    assert_replayed_identically(&old_run);
+    assert!(
+        text(&old_run.stdout).starts_with(
+            "replay: note: the run was recorded before runs kept their tool set: it is replayed \
+             with today's tools.enabled"
+        ),
+        "{}",
+        text(&old_run.stdout)
+    );
+}
