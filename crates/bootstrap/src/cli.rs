@@ -158,6 +158,10 @@ pub enum ToolsCommand {
         json: bool,
     },
     /// Run one tool call through the runner and print its events and result as JSON lines.
+    ///
+    /// Its flags are also read from the `COGNI_*` variables `serve` and `chat` read
+    /// (`COGNI_POLICY`, `COGNI_WORKSPACE`, `COGNI_WORKSPACE_HIDDEN`, `COGNI_DATA_DIR`), but
+    /// not from `cogni.toml`: it binds every core tool, whatever `tools.enabled` says.
     Call {
         /// The tool id, e.g. core__get_current_time.
         tool_id: String,
@@ -165,15 +169,22 @@ pub enum ToolsCommand {
         #[arg(long, default_value = "{}")]
         args: String,
         /// Policy file (TOML, or JSON with a .json extension); the built-in default otherwise.
-        #[arg(long)]
+        #[arg(long, env = "COGNI_POLICY")]
         policy: Option<PathBuf>,
         /// The folder workspace tools are confined to.
-        #[arg(long, default_value = ".")]
+        #[arg(long, env = "COGNI_WORKSPACE", default_value = ".")]
         workspace: PathBuf,
         /// Show the workspace's hidden entries (`.env`, `.git`, …) to the tool; without it they
-        /// are not there for it.
-        #[arg(long)]
-        workspace_hidden: bool,
+        /// are not there for it. `--workspace-hidden=false` hides them again.
+        #[arg(
+            long,
+            env = "COGNI_WORKSPACE_HIDDEN",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            value_parser = clap::builder::BoolishValueParser::new()
+        )]
+        workspace_hidden: Option<bool>,
         /// Keep tool statistics in this folder (read by `cogni tools stats`).
         #[arg(long, env = "COGNI_DATA_DIR")]
         data_dir: Option<PathBuf>,
@@ -307,7 +318,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }) => {
             let workspace = Config {
                 workspace_root: workspace,
-                workspace_hidden,
+                workspace_hidden: workspace_hidden.unwrap_or(false),
             };
             tools_call(tool_id, args, policy, workspace, data_dir).await
         }

@@ -796,3 +796,65 @@ fn tools_call_hides_hidden_entries_unless_told() {
     assert!(output.status.success(), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stdout).contains("KEY=sk-CANARY-41"));
 }
+
+/// `cogni tools call` reads the workspace, its hidden entries and the policy from the same
+/// `COGNI_*` variables as `serve` and `chat` (a flag wins over its variable), and its
+/// `--workspace-hidden` takes `=BOOL` as theirs does; an empty one is named in one line.
+#[test]
+fn tools_call_reads_the_workspace_and_policy_variables() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ws")).unwrap();
+    std::fs::write(dir.path().join("ws/notes.txt"), "hello\n").unwrap();
+    std::fs::write(dir.path().join("ws/.env"), "KEY=x\n").unwrap();
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        "allowed_tools = [\"core__workspace_read\"]\n",
+    )
+    .unwrap();
+    let call = |tool: &str, path: &str, flags: &[&str], env: &[(&str, &str)]| {
+        let args = match path {
+            "" => "{}".to_owned(),
+            path => format!("{{\"path\":\"{path}\"}}"),
+        };
+        let mut argv = vec!["tools", "call", tool, "--args", &args];
+        argv.extend_from_slice(flags);
+        cogni_in(dir.path(), &argv, env)
+    };
+    let read = "core__workspace_read";
+    let ws = ("COGNI_WORKSPACE", "ws");
+    let shown = ("COGNI_WORKSPACE_HIDDEN", "true");
+    let ok = |output: Output| {
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "{stderr}");
+        assert!(String::from_utf8_lossy(&output.stdout).contains("\"status\":\"ok\""));
+    };
+    ok(call(read, "notes.txt", &[], &[ws]));
+    // The flag wins over the variable.
+    refused(&call(read, "notes.txt", &["--workspace", "."], &[ws]));
+    ok(call(read, ".env", &[], &[ws, shown]));
+    refused(&call(read, ".env", &[], &[ws]));
+    ok(call(read, ".env", &["--workspace-hidden=true"], &[ws]));
+    refused(&call(
+        read,
+        ".env",
+        &["--workspace-hidden=false"],
+        &[ws, shown],
+    ));
+    // The policy allows only the read: the clock is refused under it.
+    let time = "core__get_current_time";
+    ok(call(time, "", &[], &[]));
+    refused(&call(time, "", &[], &[("COGNI_POLICY", "policy.toml")]));
+    ok(call(
+        read,
+        "notes.txt",
+        &[],
+        &[ws, ("COGNI_POLICY", "policy.toml")],
+    ));
+    for variable in ["COGNI_WORKSPACE", "COGNI_POLICY", "COGNI_WORKSPACE_HIDDEN"] {
+        let stderr = refused(&call(time, "", &[], &[(variable, "")]));
+        assert!(
+            stderr.starts_with(&format!("error: {variable} is set but empty")),
+            "{stderr}"
+        );
+    }
+}
