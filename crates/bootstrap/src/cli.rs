@@ -149,9 +149,12 @@ pub enum WireCommand {
 #[derive(Debug, Subcommand)]
 pub enum ToolsCommand {
     /// List the catalog a model would see under a policy.
+    ///
+    /// `--policy` is also read from `COGNI_POLICY`, as `tools call` reads it, but not from
+    /// `cogni.toml`.
     List {
         /// Policy file (TOML, or JSON with a .json extension); the built-in default otherwise.
-        #[arg(long)]
+        #[arg(long, env = "COGNI_POLICY")]
         policy: Option<PathBuf>,
         /// Print the tool specs as JSON.
         #[arg(long)]

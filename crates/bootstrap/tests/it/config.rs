@@ -857,4 +857,17 @@ fn tools_call_reads_the_workspace_and_policy_variables() {
             "{stderr}"
         );
     }
+    // `tools list` lists under the same policy variable: only the read.
+    let list = cogni_in(
+        dir.path(),
+        &["tools", "list"],
+        &[("COGNI_POLICY", "policy.toml")],
+    );
+    let listed = String::from_utf8_lossy(&list.stdout).into_owned();
+    assert!(
+        list.status.success(),
+        "{}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+    assert!(listed.contains(read) && !listed.contains(time), "{listed}");
 }
