@@ -249,8 +249,8 @@ const CHECKED_VARIABLES: [(&str, &str, &str); 11] = [
 /// `COGNI_LLM_REQUEST_TIMEOUT_MS=`) is refused rather than read as unset, since it is more likely
 /// a broken script than a wish for the default (an empty `COGNI_LLM_API_KEY` alone means "no
 /// key": local servers need none). A value clap does not read (`COGNI_WORKSPACE_HIDDEN=maybe`,
-/// `COGNI_LLM_WIRE=grpc`) is not quoted. `None` when the flag is on the command line (clap's
-/// own error names it then) or the error is of another kind.
+/// `COGNI_LLM_WIRE=grpc`) is not quoted. `None` when the flag is on the command line before any
+/// `--` (clap's own error names it then) or the error is of another kind.
 pub fn variable_error(error: &clap::Error) -> Option<String> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     // A path or a wire left empty is an invalid value; a number or a boolean one its parser
@@ -267,12 +267,16 @@ pub fn variable_error(error: &clap::Error) -> Option<String> {
     // `--llm-wire <LLM_WIRE>`, `--workspace-hidden[=<WORKSPACE_HIDDEN>]`.
     let flag = arg.split([' ', '[']).next()?;
     let (_, variable, wanted) = CHECKED_VARIABLES.iter().find(|(f, _, _)| *f == flag)?;
-    let on_the_command_line = std::env::args_os().skip(1).any(|arg| {
-        arg.to_str().is_some_and(|arg| {
-            arg.strip_prefix(flag)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
-        })
-    });
+    // Past `--` every argument is a value (`cogni chat -- --llm-wire`): the flag is not there.
+    let on_the_command_line = std::env::args_os()
+        .skip(1)
+        .take_while(|arg| arg != "--")
+        .any(|arg| {
+            arg.to_str().is_some_and(|arg| {
+                arg.strip_prefix(flag)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
+            })
+        });
     if on_the_command_line {
         return None;
     }

@@ -175,6 +175,36 @@ fn a_bad_variable_is_named_in_one_line() {
     );
 }
 
+/// A flag's name after `--` is a value (here the message), not the flag: a variable clap
+/// refused is still named in one line, and its value is not quoted.
+#[test]
+fn a_flag_after_the_double_dash_does_not_hide_a_bad_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ("COGNI_LLM_MODEL", "m");
+    let cases: &[(&[&str], &str, &str)] = &[
+        (&["chat", "--", "--llm-wire"], "COGNI_LLM_WIRE", "grpc"),
+        (
+            &["chat", "--", "--workspace-hidden=true"],
+            "COGNI_WORKSPACE_HIDDEN",
+            "maybe",
+        ),
+        (&["replay", "--", "--data-dir"], "COGNI_DATA_DIR", ""),
+    ];
+    for (args, variable, value) in cases {
+        let output = cogni_in(dir.path(), args, &[model, (variable, value)]);
+        let stderr = refused(&output);
+        assert_eq!(output.status.code(), Some(1), "{variable}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: {variable} ")),
+            "{variable}: {stderr}"
+        );
+        assert!(
+            value.is_empty() || !stderr.contains(value),
+            "{variable}: the value is quoted: {stderr}"
+        );
+    }
+}
+
 /// The three model-call clocks can be set from the environment like the other `[llm]`
 /// settings: a zero in each variable reaches the settings and is refused naming its key (no
 /// model is set, so a variable that went unread would be refused for the model instead).
