@@ -250,9 +250,14 @@ const CHECKED_VARIABLES: [(&str, &str, &str); 11] = [
 /// a broken script than a wish for the default (an empty `COGNI_LLM_API_KEY` alone means "no
 /// key": local servers need none). A value clap does not read (`COGNI_WORKSPACE_HIDDEN=maybe`,
 /// `COGNI_LLM_WIRE=grpc`) is not quoted. `None` when the flag is on the command line before any
-/// `--` (clap's own error names it then) or the error is of another kind.
+/// `--` (clap's own error names it then) or the error is of another kind. A variable that is
+/// not UTF-8 text, which clap refuses naming nothing, is named when the command reads it and
+/// every argument is text.
 pub fn variable_error(error: &clap::Error) -> Option<String> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() == ErrorKind::InvalidUtf8 {
+        return not_utf8_variable();
+    }
     // A path or a wire left empty is an invalid value; a number or a boolean one its parser
     // refused.
     if !matches!(
@@ -267,17 +272,7 @@ pub fn variable_error(error: &clap::Error) -> Option<String> {
     // `--llm-wire <LLM_WIRE>`, `--workspace-hidden[=<WORKSPACE_HIDDEN>]`.
     let flag = arg.split([' ', '[']).next()?;
     let (_, variable, wanted) = CHECKED_VARIABLES.iter().find(|(f, _, _)| *f == flag)?;
-    // Past `--` every argument is a value (`cogni chat -- --llm-wire`): the flag is not there.
-    let on_the_command_line = std::env::args_os()
-        .skip(1)
-        .take_while(|arg| arg != "--")
-        .any(|arg| {
-            arg.to_str().is_some_and(|arg| {
-                arg.strip_prefix(flag)
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
-            })
-        });
-    if on_the_command_line {
+    if on_the_command_line(flag) {
         return None;
     }
     // The composition root is where the environment is read.
@@ -287,6 +282,55 @@ pub fn variable_error(error: &clap::Error) -> Option<String> {
         format!("{variable} is set but empty: unset it or give it {wanted}")
     } else {
         format!("{variable} does not hold {wanted}: unset it or give it one")
+    })
+}
+
+/// Whether `flag` (`--llm-wire`) is given on the command line, as `--flag value` or
+/// `--flag=value`. Past `--` every argument is a value (`cogni chat -- --llm-wire`): the flag is
+/// not there.
+fn on_the_command_line(flag: &str) -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|arg| arg != "--")
+        .any(|arg| {
+            arg.to_str().is_some_and(|arg| {
+                arg.strip_prefix(flag)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('='))
+            })
+        })
+}
+
+/// For clap's `InvalidUtf8` error, which names nothing: the one line naming the variable the
+/// command line's command reads (its flag not given) that is not UTF-8 text, its bytes not
+/// shown. `None` when an argument is not text (the error may be its), or no such variable is
+/// found. A path variable is read as it is, so it is never the one.
+fn not_utf8_variable() -> Option<String> {
+    use clap::CommandFactory;
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(|arg| arg.to_str()).collect::<Option<_>>()?;
+    // The command the line names: `cogni tools call …` is `call`.
+    let mut command = Cli::command();
+    for arg in args.iter().take_while(|arg| **arg != "--") {
+        if let Some(sub) = command.find_subcommand(arg) {
+            command = sub.clone();
+        }
+    }
+    command.get_arguments().find_map(|arg| {
+        let variable = arg.get_env()?.to_str()?;
+        let wanted = CHECKED_VARIABLES
+            .iter()
+            .find(|(_, v, _)| *v == variable)
+            .map_or("text", |(_, _, wanted)| *wanted);
+        if wanted == "a path" || on_the_command_line(&format!("--{}", arg.get_long()?)) {
+            return None;
+        }
+        // The composition root is where the environment is read.
+        #[allow(clippy::disallowed_methods)]
+        let value = std::env::var_os(variable)?;
+        value
+            .to_str()
+            .is_none()
+            .then(|| format!("{variable} is not UTF-8 text: unset it or give it {wanted}"))
     })
 }
 

@@ -205,6 +205,42 @@ fn a_flag_after_the_double_dash_does_not_hide_a_bad_variable() {
     }
 }
 
+/// A variable that is not UTF-8 text, which clap refuses without naming anything ("invalid
+/// UTF-8 was detected in one or more arguments", though every argument was text), is named in
+/// one line, and a key's bytes are not shown.
+#[cfg(unix)]
+#[test]
+fn a_variable_that_is_not_utf8_is_named_in_one_line() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&[&str], &str, &[u8])] = &[
+        (&["chat", "hi"], "COGNI_LLM_WIRE", b"chat\xff"),
+        (&["serve"], "COGNI_WORKSPACE_HIDDEN", b"\xfe"),
+        (&["chat", "hi"], "COGNI_LLM_API_KEY", b"sk-verysecret\xff"),
+        (&["tools", "call", "x"], "COGNI_WORKSPACE_HIDDEN", b"\xff"),
+    ];
+    for (args, variable, value) in cases {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cogni"));
+        command.current_dir(dir.path()).args(*args);
+        for var in VARS {
+            command.env_remove(var);
+        }
+        let output = command
+            .env("COGNI_LLM_MODEL", "m")
+            .env(variable, OsStr::from_bytes(value))
+            .output()
+            .expect("the cogni binary runs");
+        let stderr = refused(&output);
+        assert_eq!(output.status.code(), Some(1), "{variable}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: {variable} ")),
+            "{variable}: {stderr}"
+        );
+        assert!(!stderr.contains("verysecret"), "{variable}: {stderr}");
+    }
+}
+
 /// The three model-call clocks can be set from the environment like the other `[llm]`
 /// settings: a zero in each variable reaches the settings and is refused naming its key (no
 /// model is set, so a variable that went unread would be refused for the model instead).
