@@ -1204,7 +1204,7 @@ mod tests {
 
     /// What tracing wrote, as text.
     #[derive(Clone, Default)]
-    struct Logs(Arc<Mutex<Vec<u8>>>);
+    pub(super) struct Logs(Arc<Mutex<Vec<u8>>>);
 
     impl std::io::Write for Logs {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
@@ -1214,6 +1214,24 @@ mod tests {
 
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
+        }
+    }
+
+    impl Logs {
+        /// Captures what tracing writes on this thread while the returned guard lives.
+        pub(super) fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+            let logs = Self::default();
+            let writer = logs.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .with_writer(move || writer.clone())
+                .with_ansi(false)
+                .finish();
+            (logs, tracing::subscriber::set_default(subscriber))
+        }
+
+        /// What was written so far.
+        pub(super) fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
         }
     }
 
@@ -1887,18 +1905,12 @@ mod tests {
             .unwrap();
         assert_eq!(corrupted, 1);
 
-        let logs = Logs::default();
-        let writer = logs.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
-        let _logging = tracing::subscriber::set_default(subscriber);
+        let (logs, _logging) = Logs::capture();
         let state = prepare(&settings)
             .await
             .expect("one run that cannot be closed stopped the server from starting");
 
-        let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+        let logs = logs.text();
         let warnings: Vec<&str> = logs
             .lines()
             .filter(|line| line.contains("WARN") && line.contains("run-corrupt"))
@@ -1961,16 +1973,10 @@ mod tests {
         }
         drop(db);
 
-        let logs = Logs::default();
-        let writer = logs.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
-        let _logging = tracing::subscriber::set_default(subscriber);
+        let (logs, _logging) = Logs::capture();
         let state = prepare(&settings).await.unwrap();
 
-        let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+        let logs = logs.text();
         let warnings: Vec<&str> = (logs.lines())
             .filter(|line| line.contains(" WARN bootstrap::server"))
             .collect();

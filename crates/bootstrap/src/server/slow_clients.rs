@@ -1,14 +1,15 @@
 //! Clients that read, write or send slowly, or not at all, hold neither the server's memory nor
 //! its connections for good.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ai_core::ThreadId;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::AppState;
+use super::tests::Logs;
 
 /// A model whose one answer streams `deltas` text deltas of `size` bytes, then ` the end`,
 /// once `gate` (when given) is notified.
@@ -97,43 +98,19 @@ async fn saved_answer(state: &AppState, thread: &str) -> String {
         .expect("the run never saved its thread")
 }
 
-/// What tracing wrote, as text.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Logs {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+/// A run of 200 deltas on thread `thread` whose AG-UI client has read nothing, once the server
+/// cut its stream (at most 8 unsent events): the state, the model's gate (the run's end waits
+/// for it), the response not read yet, and the logs captured while the guard lives.
+struct CutStream {
+    state: Arc<AppState>,
+    gate: Arc<tokio::sync::Notify>,
+    response: axum::response::Response,
+    logs: Logs,
+    _logging: tracing::subscriber::DefaultGuard,
 }
 
-impl Logs {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-/// A client that does not read its stream while its run goes on holds at most
-/// `max_unsent_events` of the run's events in the server: past them its stream is cut (it ends
-/// with an error, without the run's end), with a warning that names nothing of the run, and the
-/// run goes on to its end and saves its thread, though the cut stream is then dropped.
-#[tokio::test]
-async fn a_stream_whose_client_falls_behind_is_cut_and_its_run_goes_on() {
-    use futures_util::StreamExt;
-
-    let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _logging = tracing::subscriber::set_default(subscriber);
-
+async fn a_cut_stream(thread: &str) -> CutStream {
+    let (logs, _logging) = Logs::capture();
     let gate = Arc::new(tokio::sync::Notify::new());
     let model = Chatty {
         deltas: 200,
@@ -148,11 +125,10 @@ async fn a_stream_whose_client_falls_behind_is_cut_and_its_run_goes_on() {
         axum::extract::State(state.clone()),
         axum::Extension(super::BodyLimit(usize::MAX)),
         headers,
-        Ok(axum::body::Bytes::from(agui_body("t-slow-ZQX"))),
+        Ok(axum::body::Bytes::from(agui_body(thread))),
     )
     .await
     .unwrap();
-
     // The client reads nothing while the run streams its 200 deltas.
     let cut = async {
         while !logs.text().contains("fell more than 8 events behind") {
@@ -162,6 +138,30 @@ async fn a_stream_whose_client_falls_behind_is_cut_and_its_run_goes_on() {
     tokio::time::timeout(Duration::from_secs(120), cut)
         .await
         .expect("the stream was never cut");
+    CutStream {
+        state,
+        gate,
+        response,
+        logs,
+        _logging,
+    }
+}
+
+/// A client that does not read its stream while its run goes on holds at most
+/// `max_unsent_events` of the run's events in the server: past them its stream is cut (it ends
+/// with an error, without the run's end), with a warning that names nothing of the run, and the
+/// run goes on to its end and saves its thread, though the cut stream is then dropped.
+#[tokio::test]
+async fn a_stream_whose_client_falls_behind_is_cut_and_its_run_goes_on() {
+    use futures_util::StreamExt;
+
+    let CutStream {
+        state,
+        gate,
+        response,
+        logs,
+        _logging,
+    } = a_cut_stream("t-slow-ZQX").await;
     assert!(!logs.text().contains("ZQX"), "{}", logs.text());
     let unsent = state.unsent_events.load(Ordering::Relaxed);
     assert!(unsent <= 8, "{unsent} events wait for the client");
@@ -199,14 +199,8 @@ async fn a_stream_whose_client_falls_behind_is_cut_and_its_run_goes_on() {
 /// and the client then finds its stream broken off before the run's end.
 #[tokio::test]
 async fn a_client_that_never_reads_holds_at_most_the_bound_in_the_server() {
-    let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
     // The server runs on this test's thread: its warning is caught.
-    let _logging = tracing::subscriber::set_default(subscriber);
+    let (logs, _logging) = Logs::capture();
     // 16 MiB of text: far more than loopback sockets buffer (some 3 MiB).
     let gate = Arc::new(tokio::sync::Notify::new());
     let model = Chatty {
@@ -443,41 +437,14 @@ async fn a_client_that_stops_reading_is_closed_after_the_write_timeout() {
 async fn at_shutdown_serve_waits_for_a_run_whose_stream_was_cut() {
     use futures_util::StreamExt;
 
-    let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _logging = tracing::subscriber::set_default(subscriber);
-
     // The model answers once `gate` is notified, cancelled or not.
-    let gate = Arc::new(tokio::sync::Notify::new());
-    let model = Chatty {
-        deltas: 200,
-        size: 16,
-        gate: Some(gate.clone()),
-    };
-    let state = Arc::new(state_over(model).with_max_unsent_events(bound(8)));
-    let mut headers = axum::http::HeaderMap::new();
-    let json = axum::http::HeaderValue::from_static("application/json");
-    headers.insert(axum::http::header::CONTENT_TYPE, json);
-    let response = super::agui::run(
-        axum::extract::State(state.clone()),
-        axum::Extension(super::BodyLimit(usize::MAX)),
-        headers,
-        Ok(axum::body::Bytes::from(agui_body("t-cut-at-shutdown"))),
-    )
-    .await
-    .unwrap();
-    let cut = async {
-        while !logs.text().contains("fell more than 8 events behind") {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(120), cut)
-        .await
-        .expect("the stream was never cut");
+    let CutStream {
+        state,
+        gate,
+        response,
+        _logging,
+        ..
+    } = a_cut_stream("t-cut-at-shutdown").await;
     // The client reads what waits and sees the break: its response is done.
     let mut body = response.into_body().into_data_stream();
     while let Some(Ok(_)) = body.next().await {}
