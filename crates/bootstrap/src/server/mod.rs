@@ -7,9 +7,11 @@
 //! only the request's new user message is used; the client's replayed history (tool results
 //! included) is trusted only to start a thread the server has never seen, and then only after
 //! `reconstruct_history` accepts it. A client that disconnects cancels its run; the run still
-//! ends cleanly and saves a valid history. A client that falls more than
-//! [`AppState::with_max_unsent_events`] events behind its stream has the stream cut, and its
-//! run goes on (`relay`).
+//! ends cleanly and saves a valid history. A client that stops reading its stream has the stream
+//! cut, and its run goes on (`relay`): once more than [`AppState::with_max_unsent_events`]
+//! events wait for it and it has taken none of them for [`AppState::with_slow_client_grace`], or
+//! at once when what waits would pass [`AppState::with_max_unsent_bytes`] (the hard bound of the
+//! memory a client holds). A client that reads is not cut for a burst of events.
 //!
 //! With a [`ServerToken`] (`COGNI_SERVER_TOKEN`), every path but `/healthz` asks for
 //! `Authorization: Bearer <token>` (the `auth` middleware, which runs before any route); without
@@ -34,10 +36,10 @@ pub use conn::{
     ConnectionLimits, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_WRITE_TIMEOUT,
 };
-pub use relay::DEFAULT_MAX_UNSENT_EVENTS;
+pub use relay::{DEFAULT_MAX_UNSENT_BYTES, DEFAULT_MAX_UNSENT_EVENTS, DEFAULT_SLOW_CLIENT_GRACE};
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ai_core::{AiEvent, CancellationToken, DoneReason, RunContext, ThreadId, ToolCatalog};
@@ -70,11 +72,11 @@ pub struct AppState {
     allow_unauthenticated: bool,
     /// The parent of every run's token: cancelled, it ends every run in flight.
     runs_cancel: CancellationToken,
-    /// How many of a run's events may wait for its client before its stream is cut.
-    max_unsent_events: usize,
+    /// When a client that falls behind its stream is cut.
+    unsent_bounds: relay::Bounds,
     /// The events of every run in flight waiting for their clients (at most
-    /// `max_unsent_events` for each).
-    unsent_events: Arc<AtomicUsize>,
+    /// `unsent_bounds.max_bytes` of them for each).
+    unsent: Arc<relay::Unsent>,
     /// What [`serve`] allows a connection.
     connection_limits: ConnectionLimits,
     /// Each run in flight holds a receiver until its thread is saved: [`serve`] waits for none
@@ -106,8 +108,8 @@ impl AppState {
             token: None,
             allow_unauthenticated: false,
             runs_cancel: CancellationToken::new(),
-            max_unsent_events: DEFAULT_MAX_UNSENT_EVENTS,
-            unsent_events: Arc::new(AtomicUsize::new(0)),
+            unsent_bounds: relay::Bounds::default(),
+            unsent: Arc::new(relay::Unsent::default()),
             connection_limits: ConnectionLimits::default(),
             runs_in_flight: tokio::sync::watch::Sender::new(()),
         }
@@ -124,15 +126,38 @@ impl AppState {
     }
 
     /// How many of a run's events may wait for its client, stored and not yet taken by its
-    /// response stream ([`DEFAULT_MAX_UNSENT_EVENTS`] by default). A client that falls further
-    /// behind (it reads slower than the run goes, or not at all) has its stream cut: the
-    /// response ends with an error once what waits is sent (the connection closes without the
-    /// protocol's terminal event), and the run goes on, is recorded and saves its thread as if
-    /// the client were there. Without the bound, a client that never reads would leave every
-    /// event of its run in the server's memory for as long as its connection stays open. A
-    /// number past what a channel holds (some 2^61) is that many.
+    /// response stream, before a client that takes none of them for
+    /// [`with_slow_client_grace`](Self::with_slow_client_grace) has its stream cut
+    /// ([`DEFAULT_MAX_UNSENT_EVENTS`] by default). A client that keeps taking events is not cut
+    /// for more waiting (a burst of a fast model), within
+    /// [`with_max_unsent_bytes`](Self::with_max_unsent_bytes).
+    ///
+    /// A cut stream's waiting events are dropped, and its response ends with an error (the
+    /// connection closes without the protocol's terminal event): the run goes on, is recorded
+    /// and saves its thread as if the client were there. Without the bound, a client that never reads would leave every event
+    /// of its run in the server's memory for as long as its connection stays open.
     pub fn with_max_unsent_events(mut self, max: std::num::NonZeroUsize) -> Self {
-        self.max_unsent_events = max.get();
+        self.unsent_bounds.max_events = max.get();
+        self
+    }
+
+    /// How long a client may take none of its run's events while more than
+    /// [`with_max_unsent_events`](Self::with_max_unsent_events) wait for it, counted from when
+    /// they went over that number or from its last take, whichever is later, before its stream
+    /// is cut ([`DEFAULT_SLOW_CLIENT_GRACE`], 10 s, by default). Zero cuts a client as soon as
+    /// more than that number wait for it, as a bound of events alone would.
+    pub fn with_slow_client_grace(mut self, grace: std::time::Duration) -> Self {
+        self.unsent_bounds.grace = grace;
+        self
+    }
+
+    /// The most bytes of a run's events (counted as JSON) that may wait for its client, whether
+    /// it reads or not: an event that would take what waits past it cuts the client's stream at
+    /// once ([`DEFAULT_MAX_UNSENT_BYTES`], 16 MiB, by default). The hard bound of the memory a
+    /// stream holds in the server for its client; a single event larger than it is passed on
+    /// when nothing else waits.
+    pub fn with_max_unsent_bytes(mut self, max: std::num::NonZeroUsize) -> Self {
+        self.unsent_bounds.max_bytes = max.get();
         self
     }
 
@@ -752,7 +777,7 @@ async fn start_run(
             _ => ApiError::internal_logged("the run cannot start", &format_args!("{e:#}")),
         })?;
     Ok(StartedRun {
-        events: relay::relay(events, state.max_unsent_events, state.unsent_events.clone()),
+        events: relay::relay(events, state.unsent_bounds, state.unsent.clone()),
         cancel,
         resumed,
         superseded,
@@ -1058,10 +1083,9 @@ const KEEP_ALIVE_FRAME: &str = ": keep-alive\n\n";
 /// The SSE response for a run: the translator's frames, event by event, until the terminal one,
 /// with a comment frame whenever the stream has sent nothing for [`KEEP_ALIVE`] (events the
 /// translator sends nothing for do not count).
-/// Dropping the body (the client went away) cancels the run. A client that falls more than the
-/// state's `max_unsent_events` behind has its stream cut (see `relay`): the body ends with an
-/// error once what waits is sent, so the connection closes without the protocol's terminal
-/// event, and the run goes on.
+/// Dropping the body (the client went away) cancels the run. A client that falls too far behind
+/// has its stream cut (see `relay`): what waited for it is dropped, the body ends with an
+/// error, so the connection closes without the protocol's terminal event, and the run goes on.
 fn sse_response<T: Translate>(
     first: String,
     run: StartedRun,
@@ -1256,9 +1280,9 @@ mod tests {
         super::StartedRun,
     ) {
         let (sender, events) = tokio::sync::mpsc::unbounded_channel();
-        let unsent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let unsent = Arc::new(super::relay::Unsent::default());
         let run = super::StartedRun {
-            events: super::relay::relay(events, super::DEFAULT_MAX_UNSENT_EVENTS, unsent),
+            events: super::relay::relay(events, super::relay::Bounds::default(), unsent),
             cancel: ai_core::CancellationToken::new(),
             resumed: Vec::new(),
             superseded: Vec::new(),

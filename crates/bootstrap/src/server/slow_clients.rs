@@ -99,8 +99,9 @@ async fn saved_answer(state: &AppState, thread: &str) -> String {
 }
 
 /// A run of 200 deltas on thread `thread` whose AG-UI client has read nothing, once the server
-/// cut its stream (at most 8 unsent events): the state, the model's gate (the run's end waits
-/// for it), the response not read yet, and the logs captured while the guard lives.
+/// cut its stream (at most 1 KiB of unsent events, about 20 deltas): the state, the model's gate
+/// (the run's end waits for it), the response not read yet, and the logs captured while the
+/// guard lives.
 struct CutStream {
     state: Arc<AppState>,
     gate: Arc<tokio::sync::Notify>,
@@ -117,7 +118,11 @@ async fn a_cut_stream(thread: &str) -> CutStream {
         size: 16,
         gate: Some(gate.clone()),
     };
-    let state = Arc::new(state_over(model).with_max_unsent_events(bound(8)));
+    let state = Arc::new(
+        state_over(model)
+            .with_max_unsent_events(bound(8))
+            .with_max_unsent_bytes(bound(1024)),
+    );
     let mut headers = axum::http::HeaderMap::new();
     let json = axum::http::HeaderValue::from_static("application/json");
     headers.insert(axum::http::header::CONTENT_TYPE, json);
@@ -131,7 +136,7 @@ async fn a_cut_stream(thread: &str) -> CutStream {
     .unwrap();
     // The client reads nothing while the run streams its 200 deltas.
     let cut = async {
-        while !logs.text().contains("fell more than 8 events behind") {
+        while !logs.text().contains("fell more than 1024 bytes behind") {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     };
@@ -148,9 +153,10 @@ async fn a_cut_stream(thread: &str) -> CutStream {
 }
 
 /// A client that does not read its stream while its run goes on holds at most
-/// `max_unsent_events` of the run's events in the server: past them its stream is cut (it ends
-/// with an error, without the run's end), with a warning that names nothing of the run, and the
-/// run goes on to its end and saves its thread, though the cut stream is then dropped.
+/// `max_unsent_bytes` of the run's events in the server: past them its stream is cut (what
+/// waited is dropped, and the stream ends with an error, without the run's end), with a warning
+/// that names nothing of the run, and the run goes on to its end and saves its thread, though
+/// the cut stream is then dropped.
 #[tokio::test]
 async fn a_stream_whose_client_falls_behind_is_cut_and_its_run_goes_on() {
     use futures_util::StreamExt;
@@ -163,10 +169,11 @@ async fn a_stream_whose_client_falls_behind_is_cut_and_its_run_goes_on() {
         _logging,
     } = a_cut_stream("t-slow-ZQX").await;
     assert!(!logs.text().contains("ZQX"), "{}", logs.text());
-    let unsent = state.unsent_events.load(Ordering::Relaxed);
-    assert!(unsent <= 8, "{unsent} events wait for the client");
+    // What waited was dropped at the cut.
+    assert_eq!(state.unsent.events.load(Ordering::Relaxed), 0);
+    assert_eq!(state.unsent.bytes.load(Ordering::Relaxed), 0);
 
-    // The client now reads: what waited, then the break, never the run's end.
+    // The client now reads: the break, never the run's end.
     let mut body = response.into_body().into_data_stream();
     let mut shown = String::new();
     let broke = loop {
@@ -180,11 +187,10 @@ async fn a_stream_whose_client_falls_behind_is_cut_and_its_run_goes_on() {
     assert!(shown.contains("RUN_STARTED"), "{shown}");
     assert!(!shown.contains("RUN_FINISHED"), "{shown}");
     assert!(
-        shown.matches("TEXT_MESSAGE_CONTENT").count() <= 8,
+        shown.matches("TEXT_MESSAGE_CONTENT").count() <= 20,
         "{shown}"
     );
     drop(body);
-    assert_eq!(state.unsent_events.load(Ordering::Relaxed), 0);
 
     // Dropped, the cut stream did not cancel its run: it ends and saves its whole answer.
     gate.notify_one();
@@ -194,9 +200,9 @@ async fn a_stream_whose_client_falls_behind_is_cut_and_its_run_goes_on() {
 }
 
 /// Over a real connection whose client sends a request and does not read its stream: the
-/// events waiting for it in the server stay within the bound while the run streams far more
+/// bytes waiting for it in the server stay within the bound while the run streams far more
 /// than the sockets hold, the stream is cut, the run goes on to its end and saves its thread,
-/// and the client then finds its stream broken off before the run's end.
+/// and the client then finds its stream ended before the run's end.
 #[tokio::test]
 async fn a_client_that_never_reads_holds_at_most_the_bound_in_the_server() {
     // The server runs on this test's thread: its warning is caught.
@@ -211,6 +217,7 @@ async fn a_client_that_never_reads_holds_at_most_the_bound_in_the_server() {
     let state = Arc::new(
         state_over(model)
             .with_max_unsent_events(bound(16))
+            .with_max_unsent_bytes(bound(64 << 10))
             .with_allow_unauthenticated(true),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -232,16 +239,16 @@ async fn a_client_that_never_reads_holds_at_most_the_bound_in_the_server() {
     // Watched while the run streams, until the stream is cut.
     let mut most = 0;
     let cut = async {
-        while !logs.text().contains("fell more than 16 events behind") {
-            most = most.max(state.unsent_events.load(Ordering::Relaxed));
-            assert!(most <= 16, "{most} events wait for the client");
+        while !logs.text().contains("fell more than 65536 bytes behind") {
+            most = most.max(state.unsent.bytes.load(Ordering::Relaxed));
+            assert!(most <= 64 << 10, "{most} bytes wait for the client");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     };
     tokio::time::timeout(Duration::from_secs(300), cut)
         .await
         .expect("the stream was never cut");
-    assert!(state.unsent_events.load(Ordering::Relaxed) <= 16);
+    assert_eq!(state.unsent.bytes.load(Ordering::Relaxed), 0);
 
     gate.notify_one();
     let answer = saved_answer(&state, "t-never-reads").await;
@@ -386,8 +393,8 @@ async fn past_the_most_connections_a_client_waits_for_one_to_close() {
 /// far as its run knows: the run is cancelled and saves its thread.
 #[tokio::test]
 async fn a_client_that_stops_reading_is_closed_after_the_write_timeout() {
-    // 16 MiB of text in fewer events than the bound: the sockets fill (some 3 MiB) before the
-    // stream falls behind by the bound, so the stream is not cut: its writes stall.
+    // 16 MiB of text in fewer events than the bound of events, within the bound of bytes: the
+    // sockets fill (some 3 MiB), and the stream is not cut: its writes stall.
     let model = Chatty {
         deltas: 2048,
         size: 8192,
@@ -397,7 +404,11 @@ async fn a_client_that_stops_reading_is_closed_after_the_write_timeout() {
         write_timeout: Duration::from_millis(300),
         ..super::ConnectionLimits::default()
     };
-    let state = Arc::new(state_over(model).with_connection_limits(limits));
+    let state = Arc::new(
+        state_over(model)
+            .with_connection_limits(limits)
+            .with_max_unsent_bytes(bound(64 << 20)),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(super::serve(listener, state.clone(), 1 << 20));
@@ -418,7 +429,7 @@ async fn a_client_that_stops_reading_is_closed_after_the_write_timeout() {
     let head: String = answer.chars().take(100).collect();
     assert!(!answer.contains(THE_END), "{head}");
     let dropped = async {
-        while state.unsent_events.load(Ordering::Relaxed) > 0 {
+        while state.unsent.events.load(Ordering::Relaxed) > 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     };
@@ -462,4 +473,38 @@ async fn at_shutdown_serve_waits_for_a_run_whose_stream_was_cut() {
     let messages = saved["messages"].as_array().unwrap();
     let last = messages.last().unwrap().to_string();
     assert!(last.contains("assistant"), "{last}");
+}
+
+/// A client that reads its stream as fast as it can is not cut for a burst: a run whose 200
+/// deltas are handed on at once, 25 times the bound of events, reaches it whole, to the run's
+/// end.
+#[tokio::test]
+async fn a_burst_past_the_bound_reaches_a_client_that_reads() {
+    use futures_util::StreamExt;
+
+    let model = Chatty {
+        deltas: 200,
+        size: 16,
+        gate: None,
+    };
+    let state = Arc::new(state_over(model).with_max_unsent_events(bound(8)));
+    let mut headers = axum::http::HeaderMap::new();
+    let json = axum::http::HeaderValue::from_static("application/json");
+    headers.insert(axum::http::header::CONTENT_TYPE, json);
+    let response = super::agui::run(
+        axum::extract::State(state.clone()),
+        axum::Extension(super::BodyLimit(usize::MAX)),
+        headers,
+        Ok(axum::body::Bytes::from(agui_body("t-burst"))),
+    )
+    .await
+    .unwrap();
+    let mut body = response.into_body().into_data_stream();
+    let mut shown = String::new();
+    while let Some(frame) = body.next().await {
+        let frame = frame.expect("the stream of a client that reads was cut");
+        shown.push_str(&String::from_utf8_lossy(&frame));
+    }
+    assert!(shown.contains("RUN_FINISHED"), "{shown}");
+    assert_eq!(shown.matches(&"x".repeat(16)).count(), 200, "{shown}");
 }
