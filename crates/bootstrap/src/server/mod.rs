@@ -11,7 +11,8 @@
 //! cut, and its run goes on (`relay`): once more than [`AppState::with_max_unsent_events`]
 //! events wait for it and it has taken none of them for [`AppState::with_slow_client_grace`], or
 //! at once when what waits would pass [`AppState::with_max_unsent_bytes`] (the hard bound of the
-//! memory a client holds). A client that reads is not cut for a burst of events.
+//! memory a client holds). A client that reads is not cut for a burst of events. A cut stream
+//! ends in its protocol's terminal error, saying the run goes on.
 //!
 //! With a [`ServerToken`] (`COGNI_SERVER_TOKEN`), every path but `/healthz` asks for
 //! `Authorization: Bearer <token>` (the `auth` middleware, which runs before any route); without
@@ -132,9 +133,10 @@ impl AppState {
     /// for more waiting (a burst of a fast model), within
     /// [`with_max_unsent_bytes`](Self::with_max_unsent_bytes).
     ///
-    /// A cut stream's waiting events are dropped, and its response ends with an error (the
-    /// connection closes without the protocol's terminal event): the run goes on, is recorded
-    /// and saves its thread as if the client were there. Without the bound, a client that never reads would leave every event
+    /// A cut stream's waiting events are dropped, and its response ends in the protocol's
+    /// terminal error (AG-UI `RUN_ERROR`, the AI SDK's `error` chunk then `[DONE]`) saying the
+    /// stream was cut and the run goes on: the run is recorded and saves its thread as if the
+    /// client were there. Without the bound, a client that never reads would leave every event
     /// of its run in the server's memory for as long as its connection stays open.
     pub fn with_max_unsent_events(mut self, max: std::num::NonZeroUsize) -> Self {
         self.unsent_bounds.max_events = max.get();
@@ -1077,6 +1079,11 @@ pub(crate) trait Translate: Send + 'static {
 /// well think longer than that. Both protocols' clients ignore SSE comments.
 const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 
+/// What a stream cut for its client falling behind ends with, as the protocol's error.
+const CUT_MESSAGE: &str = "this stream was cut: the client fell too far behind it; the run goes \
+                           on in the server and saves its thread: read the thread again once \
+                           the run has ended";
+
 /// The comment frame a silent stream carries every [`KEEP_ALIVE`].
 const KEEP_ALIVE_FRAME: &str = ": keep-alive\n\n";
 
@@ -1084,8 +1091,8 @@ const KEEP_ALIVE_FRAME: &str = ": keep-alive\n\n";
 /// with a comment frame whenever the stream has sent nothing for [`KEEP_ALIVE`] (events the
 /// translator sends nothing for do not count).
 /// Dropping the body (the client went away) cancels the run. A client that falls too far behind
-/// has its stream cut (see `relay`): what waited for it is dropped, the body ends with an
-/// error, so the connection closes without the protocol's terminal event, and the run goes on.
+/// has its stream cut (see `relay`): what waited for it is dropped, the body ends with the
+/// protocol's terminal error saying so ([`CUT_MESSAGE`]), and the run goes on.
 fn sse_response<T: Translate>(
     first: String,
     run: StartedRun,
@@ -1134,16 +1141,18 @@ fn sse_response<T: Translate>(
             };
             let mut frames = match event {
                 Some(event) => s.translator.frames(&event),
-                // Not the run's end: the client cannot be told it in the protocol (a terminal
-                // event would say the run ended), so the response breaks off.
+                // Not the run's end, but the stream's: the protocol's terminal error, saying so
+                // and that the run goes on, rather than a body that breaks off (a client shows
+                // that as a broken response). Made only when the client reads this far: the cut
+                // holds no memory for it.
                 None if s.events.was_cut() => {
-                    s.done = true;
-                    return Some((
-                        Err(std::io::Error::other(
-                            "the client fell too far behind its run's stream",
-                        )),
-                        s,
-                    ));
+                    let mut frames = s.translator.frames(&AiEvent::Error {
+                        message: CUT_MESSAGE.into(),
+                    });
+                    frames.push_str(&s.translator.frames(&AiEvent::Done {
+                        reason: DoneReason::Error,
+                    }));
+                    frames
                 }
                 // The run ended without its Done (its task failed): close the protocol anyway.
                 None => {

@@ -21,7 +21,8 @@
 //! At the cut the relay warns, drops what was waiting (the memory is free at once, though the
 //! client never reads again), and drops the run's events, so the run's recorder drops the rest
 //! of them (it stores them all first, and the thread is saved as always: the run goes on).
-//! The stream then breaks off (`sse_response`).
+//! The stream then ends in its protocol's terminal error, made when the client reads that far
+//! (`sse_response`): the cut holds no memory for it.
 //!
 //! [`AppState::with_max_unsent_events`]: super::AppState::with_max_unsent_events
 //! [`AppState::with_slow_client_grace`]: super::AppState::with_slow_client_grace

@@ -111,6 +111,18 @@ struct CutStream {
 }
 
 async fn a_cut_stream(thread: &str) -> CutStream {
+    a_cut_stream_on(Endpoint::Agui, thread).await
+}
+
+/// The protocol a cut stream speaks.
+#[derive(Clone, Copy)]
+enum Endpoint {
+    Agui,
+    Chat,
+}
+
+/// [`a_cut_stream`] on `endpoint`.
+async fn a_cut_stream_on(endpoint: Endpoint, thread: &str) -> CutStream {
     let (logs, _logging) = Logs::capture();
     let gate = Arc::new(tokio::sync::Notify::new());
     let model = Chatty {
@@ -126,13 +138,31 @@ async fn a_cut_stream(thread: &str) -> CutStream {
     let mut headers = axum::http::HeaderMap::new();
     let json = axum::http::HeaderValue::from_static("application/json");
     headers.insert(axum::http::header::CONTENT_TYPE, json);
-    let response = super::agui::run(
-        axum::extract::State(state.clone()),
-        axum::Extension(super::BodyLimit(usize::MAX)),
-        headers,
-        Ok(axum::body::Bytes::from(agui_body(thread))),
-    )
-    .await
+    let limit = axum::Extension(super::BodyLimit(usize::MAX));
+    let response = match endpoint {
+        Endpoint::Agui => {
+            let body = axum::body::Bytes::from(agui_body(thread));
+            super::agui::run(
+                axum::extract::State(state.clone()),
+                limit,
+                headers,
+                Ok(body),
+            )
+            .await
+        }
+        Endpoint::Chat => {
+            let body = serde_json::json!({"id": thread, "messages": [
+                {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "talk"}]}]});
+            let body = axum::body::Bytes::from(body.to_string());
+            super::chat::run(
+                axum::extract::State(state.clone()),
+                limit,
+                headers,
+                Ok(body),
+            )
+            .await
+        }
+    }
     .unwrap();
     // The client reads nothing while the run streams its 200 deltas.
     let cut = async {
@@ -154,13 +184,12 @@ async fn a_cut_stream(thread: &str) -> CutStream {
 
 /// A client that does not read its stream while its run goes on holds at most
 /// `max_unsent_bytes` of the run's events in the server: past them its stream is cut (what
-/// waited is dropped, and the stream ends with an error, without the run's end), with a warning
-/// that names nothing of the run, and the run goes on to its end and saves its thread, though
-/// the cut stream is then dropped.
+/// waited is dropped), with a warning that names nothing of the run, and the run goes on to its
+/// end and saves its thread, though the cut stream is then dropped. The client that reads later
+/// finds its stream ended by the protocol's error (`RUN_ERROR`) saying the stream was cut and
+/// the run goes on, never the run's end, and never a body that breaks off.
 #[tokio::test]
 async fn a_stream_whose_client_falls_behind_is_cut_and_its_run_goes_on() {
-    use futures_util::StreamExt;
-
     let CutStream {
         state,
         gate,
@@ -173,24 +202,17 @@ async fn a_stream_whose_client_falls_behind_is_cut_and_its_run_goes_on() {
     assert_eq!(state.unsent.events.load(Ordering::Relaxed), 0);
     assert_eq!(state.unsent.bytes.load(Ordering::Relaxed), 0);
 
-    // The client now reads: the break, never the run's end.
-    let mut body = response.into_body().into_data_stream();
-    let mut shown = String::new();
-    let broke = loop {
-        match body.next().await {
-            Some(Ok(frame)) => shown.push_str(&String::from_utf8_lossy(&frame)),
-            Some(Err(_)) => break true,
-            None => break false,
-        }
-    };
-    assert!(broke, "the stream ended as if the run had: {shown}");
+    // The client now reads: the protocol's error, never the run's end.
+    let shown = read_whole(response).await;
     assert!(shown.contains("RUN_STARTED"), "{shown}");
     assert!(!shown.contains("RUN_FINISHED"), "{shown}");
+    let last = shown.trim_end().rsplit("\n\n").next().unwrap();
+    assert!(last.contains("\"RUN_ERROR\""), "{shown}");
+    assert!(last.contains("the run goes on"), "{last}");
     assert!(
         shown.matches("TEXT_MESSAGE_CONTENT").count() <= 20,
         "{shown}"
     );
-    drop(body);
 
     // Dropped, the cut stream did not cancel its run: it ends and saves its whole answer.
     gate.notify_one();
@@ -199,10 +221,51 @@ async fn a_stream_whose_client_falls_behind_is_cut_and_its_run_goes_on() {
     assert_eq!(answer.matches('x').count(), 200 * 16, "{answer}");
 }
 
+/// The whole body of `response`; a body that breaks off fails the test.
+async fn read_whole(response: axum::response::Response) -> String {
+    use futures_util::StreamExt;
+
+    let mut body = response.into_body().into_data_stream();
+    let mut shown = String::new();
+    while let Some(frame) = body.next().await {
+        match frame {
+            Ok(frame) => shown.push_str(&String::from_utf8_lossy(&frame)),
+            Err(error) => panic!("the stream broke off ({error}) after: {shown}"),
+        }
+    }
+    shown
+}
+
+/// An AI SDK client whose stream was cut reads the protocol's end: an `error` chunk saying the
+/// stream was cut and the run goes on, then `[DONE]`, never `finish`; the run saves its thread.
+#[tokio::test]
+async fn a_cut_ai_sdk_stream_ends_with_an_error_chunk_and_done() {
+    let CutStream {
+        state,
+        gate,
+        response,
+        _logging,
+        ..
+    } = a_cut_stream_on(Endpoint::Chat, "t-cut-chat").await;
+    let shown = read_whole(response).await;
+    let frames: Vec<&str> = shown.trim_end().split("\n\n").collect();
+    let [.., error, done] = frames[..] else {
+        panic!("{shown}");
+    };
+    assert!(error.contains("\"type\":\"error\""), "{shown}");
+    assert!(error.contains("the run goes on"), "{error}");
+    assert_eq!(done, "data: [DONE]", "{shown}");
+    assert!(!shown.contains("\"finish\""), "{shown}");
+
+    gate.notify_one();
+    let answer = saved_answer(&state, "t-cut-chat").await;
+    assert!(answer.contains(THE_END), "{answer}");
+}
+
 /// Over a real connection whose client sends a request and does not read its stream: the
 /// bytes waiting for it in the server stay within the bound while the run streams far more
 /// than the sockets hold, the stream is cut, the run goes on to its end and saves its thread,
-/// and the client then finds its stream ended before the run's end.
+/// and the client then finds its stream ended by the protocol's error before the run's end.
 #[tokio::test]
 async fn a_client_that_never_reads_holds_at_most_the_bound_in_the_server() {
     // The server runs on this test's thread: its warning is caught.
@@ -255,11 +318,12 @@ async fn a_client_that_never_reads_holds_at_most_the_bound_in_the_server() {
     assert!(answer.contains(THE_END));
 
     let mut shown = Vec::new();
-    // The connection breaks off: an end, or a reset.
+    // The connection ends once the stream ends (a reset is an end too).
     let _ = client.read_to_end(&mut shown).await;
     let shown = String::from_utf8_lossy(&shown);
     let head: String = shown.chars().take(200).collect();
     assert!(shown.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(shown.contains("RUN_ERROR"), "the stream broke off: {head}");
     assert!(
         !shown.contains("RUN_FINISHED"),
         "the client was sent the whole run"
@@ -446,8 +510,6 @@ async fn a_client_that_stops_reading_is_closed_after_the_write_timeout() {
 /// so waiting for the connections alone let the process end before the run saved its thread.
 #[tokio::test]
 async fn at_shutdown_serve_waits_for_a_run_whose_stream_was_cut() {
-    use futures_util::StreamExt;
-
     // The model answers once `gate` is notified, cancelled or not.
     let CutStream {
         state,
@@ -456,10 +518,8 @@ async fn at_shutdown_serve_waits_for_a_run_whose_stream_was_cut() {
         _logging,
         ..
     } = a_cut_stream("t-cut-at-shutdown").await;
-    // The client reads what waits and sees the break: its response is done.
-    let mut body = response.into_body().into_data_stream();
-    while let Some(Ok(_)) = body.next().await {}
-    drop(body);
+    // The client reads its stream to the end: its response is done.
+    read_whole(response).await;
 
     // The signal has come; the run, waiting for its model, may go on.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
