@@ -32,7 +32,7 @@ pub use compose::{
 pub use config::{Config, DEFAULT_POLICY_TOML, load_policy};
 pub use record::{
     RUN_INPUT_FORM, RunInput, RunInputError, RunLocks, RunLogStores, RunRequest, RunSettings,
-    Stores, THREAD_CHANGED, Turn, create_stores, recover, start_run,
+    StoredHistories, Stores, THREAD_CHANGED, Turn, create_stores, recover, start_run,
 };
 pub use server::ServerToken;
 pub use settings::{

@@ -5,7 +5,8 @@
 //! (`SqliteStore`), and model receipts, tool calls and run inputs to content-addressed blobs
 //! (`TieredBlobStore`: rows of `cogni.db` up to 64 KiB, files under `blobs/` beyond). A run
 //! input names its thread's history, stored as one blob per message that the thread's runs
-//! share ([`RunInput::store`]). Without one, threads live in bounded memory ([`MemoryThreads`])
+//! share ([`RunInput::store`]); each run puts only the messages new since its thread's last
+//! stored input ([`RunInput::store_on_thread`]). Without one, threads live in bounded memory ([`MemoryThreads`])
 //! and nothing is logged.
 //!
 //! - [`start_run`] stores each batch of a run's events (with the records and receipts that came
@@ -46,7 +47,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::{MemoryThreads, Runtime, Settings};
 
-pub use input::{RUN_INPUT_FORM, RunInputError};
+pub use input::{RUN_INPUT_FORM, RunInputError, StoredHistories};
 use lock::RunLock;
 pub use lock::RunLocks;
 
@@ -61,6 +62,10 @@ pub struct RunLogStores {
     pub receipts: Arc<ReceiptCollector>,
     /// The lock files that tell live runs from runs a crash left open.
     pub locks: RunLocks,
+    /// The history each thread's last run stored in `blobs` from this process, so its next run
+    /// puts only its new messages ([`RunInput::store_on_thread`]). It goes with `blobs`: a new
+    /// one (`Default`) for a new blob store.
+    pub histories: Arc<StoredHistories>,
 }
 
 /// Where threads (and, with a data folder, run logs) live.
@@ -118,6 +123,7 @@ pub fn create_stores(settings: &Settings) -> anyhow::Result<Stores> {
             blobs,
             receipts: Arc::new(ReceiptCollector::default()),
             locks,
+            histories: Arc::default(),
         }),
         memory_threads: None,
     })
@@ -308,8 +314,11 @@ pub async fn start_run(
             loop_revision: Some(graph::LOOP_REVISION),
             settings: Some(runtime.run_settings.clone()),
         };
-        // Its history's message blobs first, then the input that names them, then the row.
-        let input_ref = input.store(log.blobs.as_ref()).await?;
+        // Its history's new message blobs first, then the input that names them, then the row.
+        let histories = log.histories.as_ref();
+        let input_ref = input
+            .store_on_thread(log.blobs.as_ref(), histories, &thread)
+            .await?;
         log.runs
             .begin_run(
                 &run_id,

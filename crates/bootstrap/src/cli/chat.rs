@@ -367,6 +367,7 @@ mod tests {
                 blobs: std::sync::Arc::new(adapters::InMemoryBlobStore::default()),
                 receipts: std::sync::Arc::new(adapters::ReceiptCollector::default()),
                 locks: crate::RunLocks::new(locks.path()),
+                histories: Default::default(),
             }),
             memory_threads: None,
         }

@@ -11,11 +11,20 @@
 //! stored for the history they share, and the blob store keeps one copy of each. So a thread of
 //! N turns stores its inputs in bytes linear in N, where the whole state in each input took N².
 //!
+//! A run of a thread hands the blob store only the messages new since the thread's last stored
+//! input in this process ([`RunInput::store_on_thread`], [`StoredHistories`]): the messages
+//! before are named by the addresses stored then, without being encoded or hashed again.
+//!
 //! Stored form 1 (an input with no `stored_form`) holds the whole thread state inline, as every
 //! input recorded before form 2 does: it is still read ([`RunInput::load`]), to the same
 //! [`RunInput`].
 
-use ai_core::{BlobStore, BlobStoreError, canonical_bytes, describe_json_error, sha256_hex};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard};
+
+use ai_core::{
+    BlobStore, BlobStoreError, Message, ThreadId, canonical_bytes, describe_json_error, sha256_hex,
+};
 use anyhow::Context;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -151,10 +160,60 @@ impl RunInput {
     /// address, the run's `input_ref`: the message blobs of its history and the input blob in
     /// one [`BlobStore::put_many`], the message blobs first, so they are written before the
     /// blob that names them, as that one is before the run row that names it. Messages the
-    /// thread's earlier runs stored are named again, not stored again.
+    /// thread's earlier runs stored are named again, not stored again (the store keeps one copy
+    /// of each); [`RunInput::store_on_thread`] does not even hand them to the store.
     pub async fn store(&self, blobs: &dyn BlobStore) -> anyhow::Result<String> {
-        let (mut batch, hashes) = self.stored_blobs()?;
+        Ok(self.store_after(blobs, &[]).await?.0)
+    }
+
+    /// [`RunInput::store`] for a run of `thread`, putting only the messages new since the input
+    /// this process last stored for the thread in `blobs` (which `histories` remembers): the
+    /// messages its history still shares with that input, from the first, are named by the
+    /// addresses stored then, without being encoded, hashed or handed to the store again. So a
+    /// thread's runs put (and hash) their messages once each, in all linear in the thread's
+    /// length, where each run putting its whole history made it grow with the square.
+    ///
+    /// A history that is not the last one stored followed by new messages (healed, cut short,
+    /// rewritten) shares only the messages, from the first, that are still exactly the same:
+    /// the others are stored as [`RunInput::store`] stores them, to the same blobs and the same
+    /// address. A thread `histories` does not know (or has forgotten) is stored whole.
+    pub async fn store_on_thread(
+        &self,
+        blobs: &dyn BlobStore,
+        histories: &StoredHistories,
+        thread: &ThreadId,
+    ) -> anyhow::Result<String> {
+        let messages = self.thread_state.messages();
+        // Taken out while the input is stored: a failed put leaves the thread unknown (its
+        // next run stores it whole), never known by blobs that may not be there.
+        let mut known = histories.take(thread).unwrap_or_default();
+        let shared = known
+            .messages
+            .iter()
+            .zip(messages)
+            // Equal messages are stored as the same bytes: `canonical_bytes` writes values that
+            // compare equal alike (`-0.0` as `0.0`).
+            .take_while(|(known, message)| known == message)
+            .count();
+        known.truncate(shared);
+        let (input_ref, added) = self.store_after(blobs, &known.blobs).await?;
+        known.messages.extend_from_slice(&messages[shared..]);
+        known.blobs.extend(added);
+        histories.keep(thread, known);
+        Ok(input_ref)
+    }
+
+    /// Stores the input whose history's first messages are already stored as `known` (their
+    /// blobs' addresses and sizes, first to last), putting the rest of its history and the
+    /// input blob. Returns the input's address and the addresses and sizes of the messages put.
+    async fn store_after(
+        &self,
+        blobs: &dyn BlobStore,
+        known: &[(String, usize)],
+    ) -> anyhow::Result<(String, Vec<(String, usize)>)> {
+        let (mut batch, hashes) = self.stored_blobs(known)?;
         let input = batch.pop().context("the run input has no blob")?;
+        let sizes: Vec<usize> = batch.iter().map(Vec::len).collect();
         let mut all: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
         all.push(&input);
         let stored = blobs.put_many(&all).await.context("the run input")?;
@@ -164,15 +223,20 @@ impl RunInput {
                 "the run input: the blob store gave addresses that are not the SHA-256 of the bytes"
             );
         }
-        stored
+        let input_ref = stored
             .last()
             .cloned()
-            .context("the run input: the blob store gave no address")
+            .context("the run input: the blob store gave no address")?;
+        Ok((input_ref, hashes.into_iter().zip(sizes).collect()))
     }
 
-    /// The blobs of the input's stored form 2: its history's message blobs, first to last, then
-    /// the input blob; and the message blobs' addresses.
-    fn stored_blobs(&self) -> anyhow::Result<(Vec<Vec<u8>>, Vec<String>)> {
+    /// The blobs of the input's stored form 2 whose history's first messages are stored as
+    /// `known` already: the blobs of the rest of its history, first to last, then the input
+    /// blob; and the addresses of those message blobs.
+    fn stored_blobs(
+        &self,
+        known: &[(String, usize)],
+    ) -> anyhow::Result<(Vec<Vec<u8>>, Vec<String>)> {
         let encoding = "the run input cannot be encoded";
         let mut value = serde_json::to_value(self).context(encoding)?;
         let object = value.as_object_mut().context(encoding)?;
@@ -185,22 +249,28 @@ impl RunInput {
             anyhow::bail!("{encoding}: its history is not a list");
         };
         let len = messages.len();
-        let mut blobs = Vec::with_capacity(len + 1);
-        let mut hashes: Vec<String> = Vec::with_capacity(len);
-        for message in messages {
+        if known.len() > len {
+            anyhow::bail!("{encoding}: it is said to share more messages than its history holds");
+        }
+        let mut blobs = Vec::with_capacity(len - known.len() + 1);
+        let mut hashes: Vec<String> = Vec::with_capacity(len - known.len());
+        let mut last = known.last().map(|(hash, _)| hash.clone());
+        for message in messages.into_iter().skip(known.len()) {
             let mut blob = Map::new();
             blob.insert("message".into(), message);
-            if let Some(prev) = hashes.last() {
-                blob.insert("prev".into(), Value::String(prev.clone()));
+            if let Some(prev) = last.take() {
+                blob.insert("prev".into(), Value::String(prev));
             }
             let bytes = canonical_bytes(&blob).context(encoding)?;
-            hashes.push(sha256_hex(&bytes));
+            let hash = sha256_hex(&bytes);
+            last = Some(hash.clone());
+            hashes.push(hash);
             blobs.push(bytes);
         }
         let mut history = Map::new();
         history.insert("len".into(), len.into());
-        if let Some(last) = hashes.last() {
-            history.insert("last".into(), Value::String(last.clone()));
+        if let Some(last) = last {
+            history.insert("last".into(), Value::String(last));
         }
         object.insert(FORM.into(), RUN_INPUT_FORM.into());
         object.insert(HISTORY.into(), Value::Object(history));
@@ -317,4 +387,130 @@ async fn read_form_2(
 /// Whether `text` is a blob address: 64 lower-case hex digits.
 fn is_address(text: &str) -> bool {
     text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The histories this process stored last for its threads, each in the one blob store it goes
+/// with ([`crate::RunLogStores::histories`]), so a thread's next run puts only its new messages
+/// ([`RunInput::store_on_thread`]).
+///
+/// It holds each thread's messages (to tell that a next run's history begins with exactly
+/// them) and their blobs' addresses, in bounded memory: at most `max_threads` threads and
+/// `max_bytes` bytes of message blobs. Past either, the thread used least recently is
+/// forgotten; a forgotten thread's next run stores its whole history, as a new process does,
+/// which costs time, never correctness.
+///
+/// It remembers only what this process put in the blob store and saw stored. Blobs are never
+/// removed by cogni, so a message blob it names is still there; one removed or damaged by hand
+/// is not put back by a later run of its thread in this process (a store's put replaces a
+/// damaged copy, and a run stored whole by the next process puts every message again).
+#[derive(Debug)]
+pub struct StoredHistories {
+    inner: Mutex<Histories>,
+}
+
+#[derive(Debug)]
+struct Histories {
+    /// Each thread's last stored history, and when it was last used (a key of `by_use`).
+    threads: HashMap<ThreadId, (Chain, u64)>,
+    /// The threads by when they were last used, least recently first.
+    by_use: BTreeMap<u64, ThreadId>,
+    /// The next use's number.
+    next_use: u64,
+    /// The bytes of the message blobs of `threads`.
+    bytes: usize,
+    max_threads: usize,
+    max_bytes: usize,
+}
+
+/// A history as stored: its messages, and for each its blob's address and size.
+#[derive(Debug, Default)]
+pub(crate) struct Chain {
+    messages: Vec<Message>,
+    blobs: Vec<(String, usize)>,
+}
+
+impl Chain {
+    /// The bytes of its message blobs.
+    fn bytes(&self) -> usize {
+        self.blobs.iter().map(|(_, size)| size).sum()
+    }
+
+    /// Keeps its first `len` messages.
+    fn truncate(&mut self, len: usize) {
+        self.messages.truncate(len);
+        self.blobs.truncate(len);
+    }
+}
+
+impl StoredHistories {
+    /// The most threads remembered by default: 1,000.
+    pub const DEFAULT_MAX_THREADS: usize = 1_000;
+
+    /// The most bytes of message blobs remembered by default: 32 MiB.
+    pub const DEFAULT_MAX_BYTES: usize = 32 * 1024 * 1024;
+
+    /// Remembers at most `max_threads` threads' histories and `max_bytes` bytes of their message
+    /// blobs.
+    pub fn new(max_threads: usize, max_bytes: usize) -> Self {
+        Self {
+            inner: Mutex::new(Histories {
+                threads: HashMap::new(),
+                by_use: BTreeMap::new(),
+                next_use: 0,
+                bytes: 0,
+                max_threads,
+                max_bytes,
+            }),
+        }
+    }
+
+    /// How many threads' histories are remembered, and the bytes of their message blobs.
+    pub fn size(&self) -> (usize, usize) {
+        let kept = self.lock();
+        (kept.threads.len(), kept.bytes)
+    }
+
+    /// Takes `thread`'s history out, if remembered.
+    fn take(&self, thread: &ThreadId) -> Option<Chain> {
+        let mut kept = self.lock();
+        let (chain, used) = kept.threads.remove(thread)?;
+        kept.by_use.remove(&used);
+        kept.bytes -= chain.bytes();
+        Some(chain)
+    }
+
+    /// Remembers `chain` as `thread`'s history, used now, then forgets the threads used least
+    /// recently until the bounds hold (this one too, when it alone passes them).
+    fn keep(&self, thread: &ThreadId, chain: Chain) {
+        let mut kept = self.lock();
+        if let Some((old, used)) = kept.threads.remove(thread) {
+            kept.by_use.remove(&used);
+            kept.bytes -= old.bytes();
+        }
+        let used = kept.next_use;
+        kept.next_use += 1;
+        kept.bytes += chain.bytes();
+        kept.threads.insert(thread.clone(), (chain, used));
+        kept.by_use.insert(used, thread.clone());
+        while kept.threads.len() > kept.max_threads || kept.bytes > kept.max_bytes {
+            let Some((_, oldest)) = kept.by_use.pop_first() else {
+                break;
+            };
+            if let Some((chain, _)) = kept.threads.remove(&oldest) {
+                kept.bytes -= chain.bytes();
+            }
+        }
+    }
+
+    /// The map, even after a panic elsewhere: every change to it is whole before it can panic.
+    fn lock(&self) -> MutexGuard<'_, Histories> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Default for StoredHistories {
+    /// [`StoredHistories::new`] with the default bounds.
+    fn default() -> Self {
+        Self::new(Self::DEFAULT_MAX_THREADS, Self::DEFAULT_MAX_BYTES)
+    }
 }

@@ -107,6 +107,7 @@ fn stores(runs: Arc<FailingCommits>, locks: &tempfile::TempDir) -> Stores {
             blobs: Arc::new(InMemoryBlobStore::default()),
             receipts: Arc::new(ReceiptCollector::default()),
             locks: RunLocks::new(locks.path()),
+            histories: Default::default(),
         }),
         memory_threads: None,
     }
@@ -1625,5 +1626,235 @@ async fn recovery_lists_only_the_running_runs() {
         runs.full_listings
             .load(std::sync::atomic::Ordering::Relaxed),
         0
+    );
+}
+
+/// A blob store in memory that counts the blobs it is asked to put, and their bytes.
+#[derive(Default)]
+struct CountingBlobs {
+    inner: InMemoryBlobStore,
+    /// The blobs asked to be put, and their bytes.
+    put: Mutex<(usize, usize)>,
+}
+
+impl CountingBlobs {
+    /// The blobs asked to be put so far, and their bytes.
+    fn put(&self) -> (usize, usize) {
+        *self.put.lock().unwrap()
+    }
+
+    /// Counts `blobs` as asked to be put.
+    fn count(&self, blobs: &[&[u8]]) {
+        let mut put = self.put.lock().unwrap();
+        put.0 += blobs.len();
+        put.1 += blobs.iter().map(|b| b.len()).sum::<usize>();
+    }
+}
+
+#[async_trait]
+impl BlobStore for CountingBlobs {
+    async fn put(&self, bytes: &[u8]) -> Result<String, ai_core::BlobStoreError> {
+        self.count(&[bytes]);
+        self.inner.put(bytes).await
+    }
+
+    async fn put_many(&self, blobs: &[&[u8]]) -> Result<Vec<String>, ai_core::BlobStoreError> {
+        self.count(blobs);
+        self.inner.put_many(blobs).await
+    }
+
+    async fn get(&self, hash: &str) -> Result<Vec<u8>, ai_core::BlobStoreError> {
+        self.inner.get(hash).await
+    }
+}
+
+/// A thread's runs hand the blob store only what is new since the thread's last stored input:
+/// each turn puts its new messages and its input, so over K turns the blobs put (and hashed, and
+/// looked up or re-read by the store) grow linearly in K, where every run putting its thread's
+/// whole history again made them grow with K².
+#[tokio::test]
+async fn a_threads_runs_put_only_the_messages_new_since_its_last_input() {
+    const TURNS: usize = 30;
+    let blobs = Arc::new(CountingBlobs::default());
+    let locks = tempfile::tempdir().unwrap();
+    // The run log saves the thread in the closing step: the threads are the run store's.
+    let runs = Arc::new(InMemoryRunStore::default());
+    let stores = Stores {
+        threads: runs.clone(),
+        log: Some(RunLogStores {
+            runs,
+            blobs: blobs.clone(),
+            receipts: Arc::new(ReceiptCollector::default()),
+            locks: RunLocks::new(locks.path()),
+            histories: Default::default(),
+        }),
+        memory_threads: None,
+    };
+    let log = stores.log.clone().unwrap();
+    let settings = crate::Settings::default();
+    let answer = runtime(&settings, Arc::new(Answer));
+    let thread = ThreadId::new("t").unwrap();
+    let message = "x".repeat(2_000);
+    let mut per_turn = Vec::with_capacity(TURNS);
+    for turn in 0..TURNS {
+        let saved = stores.threads.load(&thread).await.unwrap();
+        let run_id = format!("run-{turn}");
+        let before = blobs.put();
+        let shown = run_to_end(
+            &answer,
+            &stores,
+            request(&answer, &run_id, &thread, saved.clone(), &message),
+        )
+        .await;
+        assert!(
+            matches!(shown.last(), Some(AiEvent::Done { .. })),
+            "{shown:?}"
+        );
+        let after = blobs.put();
+        per_turn.push((after.0 - before.0, after.1 - before.1));
+        // The input reads back as the state the run began from, its whole history included.
+        let run = log.runs.load_run(&RunId::new(&run_id).unwrap()).await;
+        let input_ref = run.unwrap().header.input_ref.unwrap();
+        let input = super::RunInput::load(log.blobs.as_ref(), &input_ref)
+            .await
+            .unwrap();
+        let began = saved.map_or_else(
+            || answer.agent.new_state(),
+            |s| serde_json::from_value(s).unwrap(),
+        );
+        assert_eq!(input.thread_state, began);
+        assert_eq!(began.messages().len(), 2 * turn);
+    }
+    // After the first turn, each puts the two messages the turn before added and its input.
+    for (turn, &(count, _)) in per_turn.iter().enumerate().skip(1) {
+        assert!(count <= 3, "turn {turn} put {count} blobs: {per_turn:?}");
+    }
+    let (second, last) = (per_turn[1].1, per_turn[TURNS - 1].1);
+    assert!(
+        last <= 2 * second,
+        "the last turn put {last} bytes, the second {second}: {per_turn:?}"
+    );
+}
+
+/// A thread whose history is not its last stored one followed by new messages (cut short, a
+/// message changed, a tool call's provider field `-0.0` where it was `0.0`, which `==` takes
+/// for the same) is stored as it now is: to the very blobs and address a whole store gives, so
+/// it loads back as it is.
+#[tokio::test]
+async fn a_thread_whose_history_was_rewritten_is_stored_as_it_now_is() {
+    use ai_core::{AssistantToolCall, Message};
+    let call = |zero: serde_json::Value| AssistantToolCall {
+        id: ToolCallId::new("call-1").unwrap(),
+        name: "core__get_current_time".into(),
+        arguments: "{}".into(),
+        provider_fields: serde_json::json!({ "signature": zero })
+            .as_object()
+            .unwrap()
+            .clone(),
+    };
+    let history = |first: &str, zero: serde_json::Value| {
+        vec![
+            Message::System {
+                content: "be brief".into(),
+            },
+            Message::User {
+                content: first.into(),
+            },
+            Message::Assistant {
+                content: String::new(),
+                tool_calls: vec![call(zero)],
+            },
+            Message::Tool {
+                tool_call_id: ToolCallId::new("call-1").unwrap(),
+                content: "noon".into(),
+            },
+            Message::Assistant {
+                content: "it is noon".into(),
+                tool_calls: vec![],
+            },
+        ]
+    };
+    let full = history("what time is it?", serde_json::json!(0.0));
+    let negative = history("what time is it?", serde_json::json!(-0.0));
+    assert_eq!(full, negative, "`==` takes -0.0 for 0.0");
+    let changed = history("what day is it?", serde_json::json!(0.0));
+    let empty = graph::AgentState::new(None, std::num::NonZeroU32::new(3).unwrap());
+    let histories = super::StoredHistories::default();
+    let thread = ThreadId::new("t").unwrap();
+    let blobs = InMemoryBlobStore::default();
+    for messages in [
+        full.clone(),
+        full[..2].to_vec(),
+        full.clone(),
+        negative,
+        changed,
+        full[..1].to_vec(),
+        full,
+        Vec::new(),
+    ] {
+        let input = super::RunInput {
+            thread_state: empty.with_history(messages).unwrap(),
+            turn: crate::Turn::UserMessage("next".into()),
+            loop_revision: None,
+            settings: None,
+        };
+        let input_ref = input
+            .store_on_thread(&blobs, &histories, &thread)
+            .await
+            .unwrap();
+        let whole = InMemoryBlobStore::default();
+        assert_eq!(input_ref, input.store(&whole).await.unwrap());
+        let (loaded, _) = super::RunInput::load_stored(&blobs, &input_ref)
+            .await
+            .unwrap();
+        assert_eq!(loaded, input);
+        assert_eq!(
+            ai_core::canonical_bytes(&loaded).unwrap(),
+            ai_core::canonical_bytes(&input).unwrap()
+        );
+    }
+}
+
+/// The histories remembered stay within their bounds: past them, the thread used least
+/// recently is forgotten, and a history alone past the bytes is not kept.
+#[tokio::test]
+async fn stored_histories_stay_within_their_bounds() {
+    let histories = super::StoredHistories::new(2, 4_000);
+    let blobs = InMemoryBlobStore::default();
+    let empty = graph::AgentState::new(None, std::num::NonZeroU32::new(3).unwrap());
+    let store = |thread: &'static str, len: usize| {
+        let input = super::RunInput {
+            thread_state: empty
+                .with_history(vec![ai_core::Message::User {
+                    content: "x".repeat(len),
+                }])
+                .unwrap(),
+            turn: crate::Turn::UserMessage("next".into()),
+            loop_revision: None,
+            settings: None,
+        };
+        let (blobs, histories) = (&blobs, &histories);
+        async move {
+            let thread = ThreadId::new(thread).unwrap();
+            input
+                .store_on_thread(blobs, histories, &thread)
+                .await
+                .unwrap();
+        }
+    };
+    store("a", 1_000).await;
+    store("b", 1_000).await;
+    assert_eq!(histories.size().0, 2);
+    store("c", 1_000).await;
+    assert_eq!(histories.size().0, 2, "`a` is forgotten");
+    store("d", 3_000).await;
+    let (threads, bytes) = histories.size();
+    assert_eq!(threads, 1, "only `d` is kept: {bytes}");
+    assert!(bytes <= 4_000, "{bytes}");
+    store("e", 5_000).await;
+    assert_eq!(
+        histories.size(),
+        (0, 0),
+        "a history past the bytes alone is not kept"
     );
 }

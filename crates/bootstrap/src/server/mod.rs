@@ -1663,6 +1663,7 @@ mod tests {
                 blobs: Arc::new(adapters::InMemoryBlobStore::default()),
                 receipts: Arc::new(adapters::ReceiptCollector::default()),
                 locks: crate::RunLocks::new(locks.path()),
+                histories: Default::default(),
             }),
             memory_threads: None,
         };
