@@ -163,8 +163,9 @@ pub enum ToolsCommand {
     /// Run one tool call through the runner and print its events and result as JSON lines.
     ///
     /// Its flags are also read from the `COGNI_*` variables `serve` and `chat` read
-    /// (`COGNI_POLICY`, `COGNI_WORKSPACE`, `COGNI_WORKSPACE_HIDDEN`, `COGNI_DATA_DIR`), but
-    /// not from `cogni.toml`: it binds every core tool, whatever `tools.enabled` says.
+    /// (`COGNI_POLICY`, `COGNI_WORKSPACE`, `COGNI_WORKSPACE_HIDDEN`, `COGNI_DATA_DIR`). Of
+    /// `cogni.toml` it reads only `data_dir`: it binds every core tool, whatever
+    /// `tools.enabled` says, under `--policy` (or the built-in default), in `--workspace`.
     Call {
         /// The tool id, e.g. core__get_current_time.
         tool_id: String,
@@ -188,15 +189,27 @@ pub enum ToolsCommand {
             value_parser = clap::builder::BoolishValueParser::new()
         )]
         workspace_hidden: Option<bool>,
-        /// Keep tool statistics in this folder (read by `cogni tools stats`).
+        /// Keep tool statistics in this folder (read by `cogni tools stats`) [default:
+        /// `data_dir` of the config file, if it sets one].
         #[arg(long, env = "COGNI_DATA_DIR")]
         data_dir: Option<PathBuf>,
+        /// The config file, read for its `data_dir` only [default: ./cogni.toml when it
+        /// exists].
+        #[arg(long, env = "COGNI_CONFIG")]
+        config: Option<PathBuf>,
     },
     /// Print the tool statistics recorded by earlier `cogni tools call`s.
+    ///
+    /// The folder is `--data-dir`, `COGNI_DATA_DIR` or `data_dir` of `cogni.toml`, as for
+    /// `cogni runs`.
     Stats {
-        /// The folder the statistics are kept in.
+        /// The folder the statistics are kept in [default: `data_dir` of the config file].
         #[arg(long, env = "COGNI_DATA_DIR")]
-        data_dir: PathBuf,
+        data_dir: Option<PathBuf>,
+        /// The config file, read for its `data_dir` only [default: ./cogni.toml when it
+        /// exists].
+        #[arg(long, env = "COGNI_CONFIG")]
+        config: Option<PathBuf>,
         /// Print them as JSON.
         #[arg(long)]
         json: bool,
@@ -366,15 +379,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             workspace,
             workspace_hidden,
             data_dir,
+            config,
         }) => {
+            let data_dir = data_dir_settings(config, data_dir)?.data_dir;
             let workspace = Config {
                 workspace_root: workspace,
                 workspace_hidden: workspace_hidden.unwrap_or(false),
             };
             tools_call(tool_id, args, policy, workspace, data_dir).await
         }
-        Command::Tools(ToolsCommand::Stats { data_dir, json }) => {
-            tools_stats(&data_dir, json)?;
+        Command::Tools(ToolsCommand::Stats {
+            data_dir,
+            config,
+            json,
+        }) => {
+            let settings = data_dir_settings(config, data_dir)?;
+            tools_stats(&crate::replay::data_dir(&settings)?, json)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Runs(RunsCommand::List { json, overrides }) => runs::list(overrides, json).await,
@@ -390,6 +410,23 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The settings of `cogni tools call` and `cogni tools stats`, of which they read only the data
+/// folder: `data_dir` (from `--data-dir` or `COGNI_DATA_DIR`), or else that of the config file
+/// (`config`, or `./cogni.toml` when it exists). Read unvalidated, as `cogni runs` reads them
+/// ([`crate::Settings::read`]): no other setting is checked, though a file that does not parse
+/// is refused, naming it.
+fn data_dir_settings(
+    config: Option<PathBuf>,
+    data_dir: Option<PathBuf>,
+) -> anyhow::Result<crate::Settings> {
+    let overrides = crate::Overrides {
+        config,
+        data_dir,
+        ..crate::Overrides::default()
+    };
+    crate::Settings::read(&overrides)
 }
 
 fn tools_stats(data_dir: &Path, json: bool) -> anyhow::Result<()> {

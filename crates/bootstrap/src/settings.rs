@@ -276,8 +276,9 @@ pub struct Settings {
     /// The loop.
     pub agent: AgentSettings,
     /// The data folder: threads and the run log (`cogni.db`, `blobs/`); without one, threads
-    /// live in bounded memory ([`crate::MemoryThreads`]) and nothing is logged. (Tool statistics are kept by `cogni tools call
-    /// --data-dir`, which does not read this file.)
+    /// live in bounded memory ([`crate::MemoryThreads`]) and nothing is logged. Tool
+    /// statistics (`cogni tools call`, `cogni tools stats`) are kept there too: those commands
+    /// read this key and no other.
     pub data_dir: Option<PathBuf>,
 }
 

@@ -937,3 +937,85 @@ fn tools_call_reads_the_workspace_and_policy_variables() {
     );
     assert!(listed.contains(read) && !listed.contains(time), "{listed}");
 }
+
+/// `cogni tools call` and `cogni tools stats` read `data_dir` from `cogni.toml` (in the working
+/// folder, or named by `--config` or `COGNI_CONFIG`, a relative path then being the file's
+/// folder's), as `chat`, `serve` and `runs` do; `--data-dir` and `COGNI_DATA_DIR` come first.
+/// Only the data folder is read: a setting they do not use that `serve` would refuse (too many
+/// model retries) does not stop them.
+#[test]
+fn tools_call_and_stats_read_the_data_dir_of_cogni_toml() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("cogni.toml");
+    std::fs::write(
+        &config,
+        "data_dir = \"data\"\n[llm]\nmax_retries = 1000000\n",
+    )
+    .unwrap();
+    let call = cogni_in(
+        dir.path(),
+        &["tools", "call", "core__get_current_time"],
+        &[],
+    );
+    assert!(
+        call.status.success(),
+        "{}",
+        String::from_utf8_lossy(&call.stderr)
+    );
+    assert!(
+        dir.path().join("data").is_dir(),
+        "no statistics in data_dir"
+    );
+    let calls = |output: &Output| {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        let stats: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        stats[0]["calls"].as_u64()
+    };
+    let stats = cogni_in(dir.path(), &["tools", "stats", "--json"], &[]);
+    assert_eq!(calls(&stats), Some(1));
+
+    // Named from another folder, by the flag or the variable: its data folder is its folder's.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let path = config.to_str().unwrap();
+    let call = cogni_in(
+        elsewhere.path(),
+        &["tools", "call", "core__get_current_time", "--config", path],
+        &[],
+    );
+    assert!(
+        call.status.success(),
+        "{}",
+        String::from_utf8_lossy(&call.stderr)
+    );
+    let stats = cogni_in(
+        elsewhere.path(),
+        &["tools", "stats", "--json"],
+        &[("COGNI_CONFIG", path)],
+    );
+    assert_eq!(calls(&stats), Some(2));
+
+    // The flag and the variable come before the file.
+    let missing = elsewhere.path().join("missing");
+    let missing = missing.to_str().unwrap();
+    for (args, env) in [
+        (&["tools", "stats", "--data-dir", missing][..], &[][..]),
+        (&["tools", "stats"][..], &[("COGNI_DATA_DIR", missing)][..]),
+    ] {
+        let stderr = refused(&cogni_in(dir.path(), args, env));
+        assert!(
+            stderr.contains(&format!("no tool statistics in {missing}")),
+            "{stderr}"
+        );
+    }
+    // Nowhere: the error says where a data folder is set.
+    let stderr = refused(&cogni_in(elsewhere.path(), &["tools", "stats"], &[]));
+    assert_eq!(
+        stderr.trim_end(),
+        "error: no data folder: set --data-dir, COGNI_DATA_DIR or data_dir in cogni.toml"
+    );
+    // A config file that does not parse is refused, naming it.
+    std::fs::write(&config, "data_dir = \n").unwrap();
+    let stderr = refused(&cogni_in(dir.path(), &["tools", "stats"], &[]));
+    assert!(stderr.contains("cogni.toml"), "{stderr}");
+}
