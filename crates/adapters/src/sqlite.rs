@@ -755,6 +755,12 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
 /// The interrupted runs whose log has no `done` event yet, oldest first: read through the partial
 /// index `runs_to_close`, which holds those runs only, so a recovery reads no row of a run it
 /// closed before, nor any event.
+///
+/// So the mark is read again from the events only for the runs [`recover_tx`] is given (those
+/// found dead): a run closed before stays closed though its `done` be deleted by hand since.
+/// Finding such an edit would read the events of every interrupted run at every start (what
+/// the mark is there to avoid), and closing the run again would only add a second error and
+/// `done` to a run whose calls and thread were settled when it was first closed.
 const RUNS_TO_CLOSE: &str = "SELECT rowid, run_id, thread_id FROM runs INDEXED BY runs_to_close \
      WHERE status = 'interrupted' AND has_done = 0 ORDER BY started_at_ms, run_id";
 

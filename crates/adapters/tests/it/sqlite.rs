@@ -309,6 +309,27 @@ async fn recovery_marks_cut_runs_interrupted_and_names_their_dangling_calls() {
             .unwrap()
             .is_empty()
     );
+
+    // A closed run's mark stands: its `done` deleted by hand since, it is not named again (its
+    // events are not read at every start to find such an edit).
+    drop(store);
+    let db = rusqlite::Connection::open(dir.path().join("cogni.db")).unwrap();
+    let deleted = db
+        .execute(
+            "DELETE FROM run_events WHERE run_id = 'idle' AND kind = 'done'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(deleted, 1);
+    drop(db);
+    let store = SqliteStore::open(dir.path()).unwrap();
+    assert!(
+        store
+            .recover_interrupted(400, &running(&store).await)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// A stored event or record that does not decode is reported by its row and column and what is
