@@ -423,6 +423,63 @@ pub(crate) struct PartialCall {
     pub(crate) provider_fields: Map<String, Value>,
     /// The provider said the call itself is incomplete.
     pub(crate) incomplete: bool,
+    /// Where `arguments` stand as JSON: whether more of them may still come.
+    pub(crate) shape: ArgumentsShape,
+}
+
+/// Where a call's arguments text stands as JSON, tracked as fragments are appended (each byte
+/// is looked at once, and none once the value closed): nothing yet, an object or array still
+/// open, or something that takes no more (the value closed, or text that does not open one).
+/// Only the JSON's nesting is followed (brackets outside strings); the text is never parsed.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ArgumentsShape {
+    depth: u32,
+    in_string: bool,
+    escaped: bool,
+    /// The first bracket was seen.
+    opened: bool,
+    /// The value closed, or the text opened with something else than `{` or `[`.
+    ended: bool,
+}
+
+impl ArgumentsShape {
+    /// Follows `text` appended to the arguments.
+    pub(crate) fn push(&mut self, text: &str) {
+        for &byte in text.as_bytes() {
+            if self.ended {
+                return;
+            }
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                } else if byte == b'\\' {
+                    self.escaped = true;
+                } else if byte == b'"' {
+                    self.in_string = false;
+                }
+                continue;
+            }
+            match byte {
+                b' ' | b'\t' | b'\n' | b'\r' => {}
+                b'{' | b'[' => {
+                    self.opened = true;
+                    self.depth = self.depth.saturating_add(1);
+                }
+                b'}' | b']' if self.depth > 0 => {
+                    self.depth -= 1;
+                    self.ended = self.depth == 0;
+                }
+                b'"' if self.opened => self.in_string = true,
+                _ if self.opened => {}
+                _ => self.ended = true,
+            }
+        }
+    }
+
+    /// Whether the arguments may still go on: none yet, or an object or array not yet closed.
+    pub(crate) fn is_open(&self) -> bool {
+        !self.ended
+    }
 }
 
 /// The calls of one completion.
@@ -504,6 +561,7 @@ impl Calls {
             });
         }
         call.arguments.push_str(fragment);
+        call.shape.push(fragment);
         out.tool_call(position, new_id, new_name, fragment);
         Ok(())
     }
@@ -525,6 +583,8 @@ impl Calls {
         if let Some(call) = self.calls.get_mut(position) {
             call.arguments.clear();
             call.arguments.push_str(arguments);
+            call.shape = ArgumentsShape::default();
+            call.shape.push(arguments);
         }
         Ok(())
     }

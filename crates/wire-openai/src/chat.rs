@@ -3,7 +3,9 @@
 //! The decoder follows the assembly rule of the wire-format digest (§2.1): a new non-empty `id`
 //! opens a call even at a taken `index`, unless the call there has no id yet and the entry
 //! does not name another call (servers that send a call's id after its first fragment: the id
-//! is that call's); a known id continues its call; without an id the entry
+//! is that call's), or the call there has an id, its arguments are not yet whole (none, or an
+//! object not yet closed) and the entry names no other function (Poolside changes a call's id
+//! after its first chunk: the call keeps its first id); a known id continues its call; without an id the entry
 //! continues the call at its `index`, or the latest call when `index` is missing or null (unless
 //! it names a function while the latest call already has its name and arguments: Gemini sends
 //! parallel calls whole that way, without index or id); ids and names are never concatenated and
@@ -498,12 +500,12 @@ impl StreamDecoder {
             Some(id) => match self.by_id.get(id) {
                 Some(&position) => Some(position),
                 None => {
-                    let late = self.gets_its_id_late(&entry);
-                    if let Some(position) = late {
+                    let continued = self.continues_under_a_new_id(&entry);
+                    if let Some(position) = continued {
                         assembly::check_id(position, id)?;
                         self.by_id.insert(id.to_owned(), position);
                     }
-                    late
+                    continued
                 }
             },
             None => match entry.index {
@@ -552,30 +554,54 @@ impl StreamDecoder {
             .apply(position, id, name, fragment, deltas)
     }
 
-    /// The call an entry with an id not seen before gives its id to, if it is one that has
-    /// none yet rather than a call of its own: the call the entry would continue without its id
-    /// (the one at its `index`, else the latest) has no id, and the entry names no function, or
-    /// the call has no name yet, or the entry names the call's function before the call has
-    /// any arguments. Some servers send a call's id only after its first fragment (an `index`
+    /// The call an entry with an id not seen before continues, if it is not a call of its own:
+    /// the call it would continue without its id (the one at its `index`, else the latest).
+    ///
+    /// When that call has no id yet, the entry gives it its id if it names no function, or the
+    /// call has no name yet, or the entry names the call's function before the call has any
+    /// arguments. Some servers send a call's id only after its first fragment (an `index`
     /// alone, then the id with the name: use-agent-os/agent-os#3171; arguments before the id:
     /// Zoo-Code-Org/Zoo-Code#695), which would otherwise be two calls, one without an id and
-    /// one without a name. A genuine second call is never taken for it: servers that put two
-    /// calls at one index (vLLM's restart at 0, Ollama's and SGLang's index 0) give every call
-    /// its id on its first fragment, and a call's first fragment names its function, so an
-    /// entry that names another function, or names it again once the call has arguments (a
-    /// whole call after a whole call, as Gemini sends them), still opens a call of its own.
-    fn gets_its_id_late(&self, entry: &ToolCallDelta<'_>) -> Option<usize> {
+    /// one without a name.
+    ///
+    /// When that call has its id already, the entry continues it under that first id (the new
+    /// id becomes another name for the call) while the call's arguments may still go on (none
+    /// yet, or an object not yet closed: [`assembly::ArgumentsShape`]), and the entry names no
+    /// function, or the call has no name yet, or the entry names the call's own function once
+    /// its arguments have begun. Poolside sends a call's first chunk under one id and every
+    /// later one under another, at the same index (poolsideai/pool#9), which would otherwise
+    /// be two calls, the second without a name.
+    ///
+    /// A genuine second call is never taken for either: servers that put two calls at one
+    /// index (vLLM's restart at 0, Ollama's and SGLang's index 0) give every call its id on its
+    /// first fragment and name its function there, and send it once the call before has whole
+    /// arguments or before that call has any; so an entry that names another function, or
+    /// names the same one before the call has arguments, or comes once the call's arguments
+    /// are whole (a whole call after a whole call, as Ollama and Gemini send them), still opens
+    /// a call of its own.
+    fn continues_under_a_new_id(&self, entry: &ToolCallDelta<'_>) -> Option<usize> {
         let position = match entry.index {
             Some(index) => self.by_index.get(index),
             None => self.latest,
         }?;
         let call = self.session.calls.calls.get(position)?;
-        if !call.id.is_empty() {
-            return None;
-        }
-        let continues = match entry.function.name.as_deref().filter(|n| !n.is_empty()) {
-            None => true,
-            Some(name) => call.name.is_empty() || (call.name == name && call.arguments.is_empty()),
+        let name = entry.function.name.as_deref().filter(|n| !n.is_empty());
+        let continues = if call.id.is_empty() {
+            match name {
+                None => true,
+                Some(name) => {
+                    call.name.is_empty() || (call.name == name && call.arguments.is_empty())
+                }
+            }
+        } else {
+            call.shape.is_open()
+                && match name {
+                    None => true,
+                    Some(name) => {
+                        call.name.is_empty()
+                            || (call.name == name && !call.arguments.trim().is_empty())
+                    }
+                }
         };
         continues.then_some(position)
     }

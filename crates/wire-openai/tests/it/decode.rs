@@ -1180,6 +1180,105 @@ fn a_call_whose_id_arrives_late_is_one_call() {
     assert_eq!(two.len(), 2, "{two:?}");
 }
 
+/// A server that changes a call's id after its first chunk (Poolside: poolsideai/pool#9, one id
+/// with the name, another on every later fragment at the same index) makes one call, under the
+/// first id: a fragment with an id not seen before continues the call at its index (or the
+/// latest, without one) while that call's arguments are not yet a complete JSON value and the
+/// fragment names no function, or names the call's own function once its arguments have begun.
+/// A genuine second call at a taken index still opens a call of its own: one that names another
+/// function, or that comes once the first call's arguments are complete (Ollama's, vLLM's and
+/// SGLang's calls at index 0), or names the same function before the first has any arguments.
+#[test]
+fn a_call_whose_id_changes_after_its_first_chunk_is_one_call() {
+    let calls = |entries: &[Value]| -> Vec<(String, String, String)> {
+        let mut stream = String::new();
+        for entry in entries {
+            let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [entry]}}]});
+            stream += &format!("data: {chunk}\n\n");
+        }
+        stream += "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+        chat::decode_all(stream.as_bytes())
+            .unwrap()
+            .tool_calls
+            .into_iter()
+            .map(|call| (call.id.as_str().to_owned(), call.name, call.arguments))
+            .collect()
+    };
+    let one = |id: &str, name: &str, arguments: &str| {
+        vec![(id.to_owned(), name.to_owned(), arguments.to_owned())]
+    };
+    // Poolside: the first id with the name, then another id on every later fragment.
+    let first = json!({"index": 0, "id": "call_a", "function": {"name": "f", "arguments": ""}});
+    assert_eq!(
+        calls(&[
+            first.clone(),
+            json!({"index": 0, "id": "call_b", "function": {"arguments": "{\"a\":"}}),
+            json!({"index": 0, "id": "call_b", "function": {"arguments": "1}"}}),
+        ]),
+        one("call_a", "f", r#"{"a":1}"#)
+    );
+    // A bracket inside a string does not close the arguments.
+    assert_eq!(
+        calls(&[
+            json!({"index": 0, "id": "call_a", "function": {"name": "f", "arguments": "{\"a\":\"}\\\""}}),
+            json!({"index": 0, "id": "call_b", "function": {"arguments": "]\"}"}}),
+        ]),
+        one("call_a", "f", r#"{"a":"}\"]"}"#)
+    );
+    // A fresh id on every fragment, without an index too.
+    for index in [Some(0), None] {
+        let entry = |id: &str, function: Value| {
+            let mut entry = json!({"id": id, "function": function});
+            if let Some(index) = index {
+                entry["index"] = json!(index);
+            }
+            entry
+        };
+        assert_eq!(
+            calls(&[
+                entry("call_1", json!({"name": "f", "arguments": "{\"a\""})),
+                entry("call_2", json!({"arguments": ":"})),
+                entry("call_3", json!({"name": "f", "arguments": "1}"})),
+            ]),
+            one("call_1", "f", r#"{"a":1}"#),
+            "{index:?}"
+        );
+    }
+    // Genuine second calls at a taken index stay calls of their own: another function, or
+    // after the first call's arguments are complete (also without a name, or with no
+    // arguments at all: `{}`), or the same function before the first has any arguments.
+    for (second, why) in [
+        (
+            json!({"index": 0, "id": "call_2", "function": {"name": "g", "arguments": ""}}),
+            "another function",
+        ),
+        (
+            json!({"index": 0, "id": "call_2", "function": {"name": "f", "arguments": ""}}),
+            "same function, no arguments yet",
+        ),
+    ] {
+        let two = calls(&[first.clone(), second]);
+        assert_eq!(two.len(), 2, "{why}: {two:?}");
+        assert_eq!(two[0].0, "call_a", "{why}");
+        assert_eq!(two[1].0, "call_2", "{why}");
+    }
+    let complete =
+        json!({"index": 0, "id": "call_a", "function": {"name": "f", "arguments": "{\"a\":1}"}});
+    for second in [
+        json!({"index": 0, "id": "call_2", "function": {"name": "f", "arguments": "{\"a\":2}"}}),
+        json!({"index": 0, "id": "call_2", "function": {"arguments": "{\"a\":2}"}}),
+    ] {
+        let two = calls(&[complete.clone(), second]);
+        assert_eq!(two.len(), 2, "{two:?}");
+        assert_eq!(
+            two[0],
+            ("call_a".to_owned(), "f".to_owned(), r#"{"a":1}"#.to_owned())
+        );
+        assert_eq!(two[1].0, "call_2");
+        assert_eq!(two[1].2, r#"{"a":2}"#);
+    }
+}
+
 /// A repeat of a call's whole arguments is dropped only when they are complete JSON: a
 /// fragment that happens to equal an incomplete prefix is appended as sent.
 #[test]
