@@ -803,7 +803,9 @@ fn whole_fixture(relative: &str) -> (serde_json::Value, Option<String>) {
 
 /// A server that answers `stream: true` with a whole JSON completion (some proxies and local
 /// servers do): on either wire, the client decodes it into the completion the stream of the same
-/// turn gives, and the sink sees the same deltas, sent in 7-byte pieces or not.
+/// turn gives, and the sink sees the same deltas, sent in 7-byte pieces or not, labelled
+/// `application/json`, `text/event-stream` (with a `data: [DONE]` glued after it, as
+/// decolua/9router#3492 shows a gateway sending it) or nothing.
 #[tokio::test]
 async fn a_whole_json_answer_to_a_stream_request_is_decoded_like_its_stream() {
     for (wire, fixture) in [
@@ -826,17 +828,26 @@ async fn a_whole_json_answer_to_a_stream_request_is_decoded_like_its_stream() {
     ] {
         let (body, stream) = whole_fixture(fixture);
         let fake = FakeLlm::start().await.unwrap();
-        fake.push(Reply::json(200, body).split(7));
+        fake.push(Reply::json(200, body.clone()).split(7));
+        fake.push(
+            Reply::status(200)
+                .header("content-type", "text/event-stream")
+                .body(format!("{body}\n\ndata: [DONE]\n\n"))
+                .split(7),
+        );
+        fake.push(Reply::status(200).body(body.to_string()));
         let model = OpenAiCompletion::new(OpenAiConfig {
             wire,
             ..config(&fake)
         })
         .unwrap();
-        let (result, deltas) = call(&model, &CancellationToken::new()).await;
         let (expected, expected_deltas) = decoded(wire, &stream.unwrap());
-        assert_eq!(result.unwrap(), expected, "{fixture}");
-        assert_eq!(deltas, expected_deltas, "{fixture}");
-        assert_eq!(fake.requests().len(), 1, "{fixture}");
+        for label in ["application/json", "text/event-stream", "none"] {
+            let (result, deltas) = call(&model, &CancellationToken::new()).await;
+            assert_eq!(result.unwrap(), expected, "{fixture} {label}");
+            assert_eq!(deltas, expected_deltas, "{fixture} {label}");
+        }
+        assert_eq!(fake.requests().len(), 3, "{fixture}");
     }
 }
 
@@ -959,7 +970,7 @@ async fn a_page_answer_to_a_stream_request_names_its_content_type() {
         matches!(&error, CompletionError::Decode(m) if m.ends_with(
             "HTTP 200 OK: the server answered with text/html; charset=utf-8 (at least 49 \
              bytes), not an event stream: it does not open with an SSE field (`data:`, \
-             `event:`, `id:`, `retry:`) or comment (`:`)"
+             `event:`, `id:`, `retry:`) or comment (`:`), nor as a whole answer (`{`)"
         )),
         "{error:?}"
     );
@@ -998,7 +1009,7 @@ async fn a_body_not_labelled_an_event_stream_is_named_when_it_fails_to_decode() 
     let expected = [
         "HTTP 200 OK: the server answered with no content type (at least 49 bytes), not an \
          event stream: it does not open with an SSE field (`data:`, `event:`, `id:`, `retry:`) \
-         or comment (`:`)"
+         or comment (`:`), nor as a whole answer (`{`)"
             .to_owned(),
         "HTTP 200 OK: the server answered with text/html (at least 140 bytes), not an event \
          stream: the stream exceeds the limit of 100"

@@ -12,11 +12,13 @@
 //! limits; a JSON error body is the provider's error, and any other JSON is reported as neither
 //! an event stream nor a whole answer. A body of another type, or of none, is read as a stream
 //! all the same when its first bytes are an SSE field or comment (some servers label their
-//! streams `text/plain`, or not at all); one that opens otherwise (a web page where the API was
-//! expected, a proxy's JSON) is refused by its content type as soon as those bytes arrive,
+//! streams `text/plain`, or not at all), or `{`: the decoders read a body that opens with `{`,
+//! whatever its label, as a whole answer (decolua/9router#3492: a whole `chat.completion`
+//! labelled `text/event-stream`). One that opens otherwise (a web page where the API was
+//! expected, a JSON array) is refused by its content type as soon as those bytes arrive,
 //! rather than waited on until it stalls. Either is reported by its content type when it fails
 //! to decode. A body labelled `text/event-stream` is refused the same way only when it opens as a
-//! web page or JSON (`<`, `{` or `[`), since the SSE rules let a stream open with any field.
+//! web page or a JSON array (`<` or `[`), since the SSE rules let a stream open with any field.
 //! No compression is asked for or decoded: a 2xx body with a `Content-Encoding` (but
 //! `identity`) is refused by it at once.
 //!
@@ -601,11 +603,12 @@ impl OpenAiCompletion {
     /// Reads the body (of a `status` answer) as the wire's event stream, each fragment to
     /// `deltas` as it decodes. `not_a_stream` is the response's content type (`None` inside: it
     /// had none) when it is not `text/event-stream`: such a body must open as SSE (past a BOM
-    /// and whitespace, a field or a comment; [`StreamOpening`]) or is refused once its first
-    /// bytes show it does not, and a body that then fails to decode is reported by that type and
-    /// its size, never by its contents, rather than only as a stream that went wrong. A body
-    /// labelled `text/event-stream` is refused by its first bytes only when they open a web page
-    /// or JSON (`<`, `{`, `[`), which no stream does.
+    /// and whitespace, a field or a comment) or as a whole answer (`{`, which the decoder reads
+    /// whole; [`StreamOpening`]) or is refused once its first bytes show it does not, and a body
+    /// that then fails to decode is reported by that type and its size, never by its contents,
+    /// rather than only as a stream that went wrong. A body labelled `text/event-stream` is
+    /// refused by its first bytes only when they open a web page or a JSON array (`<`, `[`),
+    /// which no stream or whole answer does.
     ///
     /// Nothing is awaited past `limit`, the call's. The first byte is awaited until `deadline`;
     /// from it on, the idle timeout runs from the last progress: the first byte, then each
@@ -706,11 +709,11 @@ impl OpenAiCompletion {
                     Some(true) => opening = None,
                     Some(false) => {
                         let why = if start.labelled {
-                            ": it opens as a web page or JSON (`<`, `{` or `[`), as no SSE field \
-                             or comment does"
+                            ": it opens as a web page or a JSON array (`<` or `[`), as no SSE \
+                             field or comment, nor a whole answer (`{`), does"
                         } else {
                             ": it does not open with an SSE field (`data:`, `event:`, `id:`, \
-                             `retry:`) or comment (`:`)"
+                             `retry:`) or comment (`:`), nor as a whole answer (`{`)"
                         };
                         return Err(Failure::Final(not_a_stream_error(
                             &opening_what,
@@ -1068,20 +1071,22 @@ impl ChunkSource for reqwest::Response {
 /// The UTF-8 byte order mark a body may open with (the SSE rules skip it).
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
-/// The lines an event stream may open with, past a BOM and blank lines: a field the decoders
-/// read, or a comment.
-const SSE_OPENINGS: [&[u8]; 5] = [b"data:", b"event:", b"id:", b"retry:", b":"];
+/// What a body the decoders read may open with, past a BOM and blank lines: a field the
+/// decoders read, a comment, or `{`, a whole answer sent in place of the stream (the decoders
+/// tell it by that byte and read it whole: `wire_openai::chat::StreamDecoder`).
+const SSE_OPENINGS: [&[u8]; 6] = [b"data:", b"event:", b"id:", b"retry:", b":", b"{"];
 
-/// The first bytes (past a BOM and whitespace) that no event stream opens with: a web page
-/// (`<`) or JSON (`{`, `[`). As SSE, each would be a line naming a field no server sends.
-const NOT_SSE_OPENINGS: [u8; 3] = [b'<', b'{', b'['];
+/// The first bytes (past a BOM and whitespace) that no body the decoders read opens with: a web
+/// page (`<`) or a JSON array (`[`). As SSE, each would be a line naming a field no server
+/// sends.
+const NOT_SSE_OPENINGS: [u8; 2] = [b'<', b'['];
 
-/// Tells from its first bytes, as they arrive, whether a body opens as an event stream: past a
-/// UTF-8 BOM and whitespace, with a field or a comment ([`SSE_OPENINGS`]). A body labelled
-/// `text/event-stream` is held to less: the SSE rules let a stream open with any field, even one
-/// no decoder reads, so only an opening no stream has ([`NOT_SSE_OPENINGS`]) tells it is not
-/// one. Keeps only the few bytes of a start not yet told (a BOM or a field name split over
-/// reads).
+/// Tells from its first bytes, as they arrive, whether a body opens as an event stream (or a
+/// whole answer in its place): past a UTF-8 BOM and whitespace, with a field, a comment or `{`
+/// ([`SSE_OPENINGS`]). A body labelled `text/event-stream` is held to less: the SSE rules let a
+/// stream open with any field, even one no decoder reads, so only an opening no stream has
+/// ([`NOT_SSE_OPENINGS`]) tells it is not one. Keeps only the few bytes of a start not yet told
+/// (a BOM or a field name split over reads).
 #[derive(Debug)]
 struct StreamOpening {
     /// Whether the body is labelled `text/event-stream`.

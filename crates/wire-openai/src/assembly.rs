@@ -424,15 +424,16 @@ pub(crate) struct PartialCall {
     /// The provider said the call itself is incomplete.
     pub(crate) incomplete: bool,
     /// Where `arguments` stand as JSON: whether more of them may still come.
-    pub(crate) shape: ArgumentsShape,
+    pub(crate) shape: JsonShape,
 }
 
-/// Where a call's arguments text stands as JSON, tracked as fragments are appended (each byte
-/// is looked at once, and none once the value closed): nothing yet, an object or array still
-/// open, or something that takes no more (the value closed, or text that does not open one).
-/// Only the JSON's nesting is followed (brackets outside strings); the text is never parsed.
+/// Where a JSON text stands, tracked as its bytes are appended (each byte is looked at once,
+/// and none once the value closed): nothing yet, an object or array still open, or something
+/// that takes no more (the value closed, or text that does not open one). Only the JSON's
+/// nesting is followed (brackets outside strings); the text is never parsed. It follows a
+/// call's arguments, and a whole answer's body sent where a stream was asked for ([`Opening`]).
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct ArgumentsShape {
+pub(crate) struct JsonShape {
     depth: u32,
     in_string: bool,
     escaped: bool,
@@ -442,12 +443,13 @@ pub(crate) struct ArgumentsShape {
     ended: bool,
 }
 
-impl ArgumentsShape {
-    /// Follows `text` appended to the arguments.
-    pub(crate) fn push(&mut self, text: &str) {
-        for &byte in text.as_bytes() {
+impl JsonShape {
+    /// Follows `bytes` appended to the text; returns the position in `bytes` of the byte that
+    /// closed the value, when they closed it.
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> Option<usize> {
+        for (at, &byte) in bytes.iter().enumerate() {
             if self.ended {
-                return;
+                return None;
             }
             if self.in_string {
                 if self.escaped {
@@ -467,16 +469,20 @@ impl ArgumentsShape {
                 }
                 b'}' | b']' if self.depth > 0 => {
                     self.depth -= 1;
-                    self.ended = self.depth == 0;
+                    if self.depth == 0 {
+                        self.ended = true;
+                        return Some(at);
+                    }
                 }
                 b'"' if self.opened => self.in_string = true,
                 _ if self.opened => {}
                 _ => self.ended = true,
             }
         }
+        None
     }
 
-    /// Whether the arguments may still go on: none yet, or an object or array not yet closed.
+    /// Whether the text may still go on: nothing yet, or an object or array not yet closed.
     pub(crate) fn is_open(&self) -> bool {
         !self.ended
     }
@@ -561,7 +567,7 @@ impl Calls {
             });
         }
         call.arguments.push_str(fragment);
-        call.shape.push(fragment);
+        call.shape.push(fragment.as_bytes());
         out.tool_call(position, new_id, new_name, fragment);
         Ok(())
     }
@@ -583,8 +589,8 @@ impl Calls {
         if let Some(call) = self.calls.get_mut(position) {
             call.arguments.clear();
             call.arguments.push_str(arguments);
-            call.shape = ArgumentsShape::default();
-            call.shape.push(arguments);
+            call.shape = JsonShape::default();
+            call.shape.push(arguments.as_bytes());
         }
         Ok(())
     }
@@ -842,6 +848,46 @@ pub(crate) fn feed(
     }
 }
 
+/// How a body opens, told by its first byte past a UTF-8 BOM and ASCII whitespace: `{` is a
+/// whole JSON answer, anything else an event stream. Some servers and gateways ignore
+/// `stream: true` and answer with the whole completion, labelled `application/json`,
+/// `text/event-stream` (decolua/9router#3492, #3301: a whole `chat.completion` body under
+/// `text/event-stream`, a `data: [DONE]` glued after it) or nothing; no event stream opens
+/// with `{`, since no SSE field does.
+#[derive(Debug)]
+pub(crate) enum Opening {
+    /// Not told yet: the bytes so far (a BOM or its start, whitespace), held back.
+    Unknown(Vec<u8>),
+    /// An event stream: every byte goes to the SSE parser.
+    Stream,
+    /// A whole JSON answer still arriving: its bytes from the `{` on, and where its JSON
+    /// stands.
+    Whole {
+        body: Vec<u8>,
+        shape: JsonShape,
+        /// The bytes before the `{` (a BOM, whitespace).
+        lead: usize,
+    },
+    /// A whole answer, handed over to be decoded: later bytes are ignored.
+    Handed,
+}
+
+/// What a read is, once [`Session::sort`] told the body's opening.
+pub(crate) enum Sorted<'b> {
+    /// Bytes for the SSE parser: those held back while the opening could not be told, then the
+    /// read.
+    Stream(Cow<'b, [u8]>),
+    /// Nothing to decode yet: the opening cannot be told, or a whole answer's JSON is still
+    /// open (or was handed over already).
+    Wait,
+    /// A whole answer's body, its JSON closed: what follows it (a `data: [DONE]` a gateway
+    /// glued on) is left out.
+    Whole(Vec<u8>),
+}
+
+/// The UTF-8 byte order mark, which may open a body.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// The state every decode session has, whatever the wire: the SSE parser, the limits, the
 /// text and calls so far, and what the stream said about its end.
 #[derive(Debug)]
@@ -860,6 +906,10 @@ pub(crate) struct Session {
     pub(crate) failed: Option<DecodeError>,
     /// The events skipped for a blank payload ([`Session::skips`]).
     blank_events: u64,
+    /// How the body opens: an event stream, or a whole answer ([`Session::sort`]).
+    opening: Opening,
+    /// The reads that brought some of a whole answer ([`Session::events`]).
+    whole_reads: u64,
 }
 
 impl Session {
@@ -874,7 +924,83 @@ impl Session {
             response_id: String::new(),
             failed: None,
             blank_events: 0,
+            opening: Opening::Unknown(Vec::new()),
+            whole_reads: 0,
         }
+    }
+
+    /// Sorts a read by how the body opens ([`Opening`]): an event stream's bytes go to the SSE
+    /// parser (with those held back before the opening was told); a whole answer's are kept
+    /// until its JSON object closes, and then handed over whole, once. Both are held to
+    /// `max_total_bytes`. A body of only whitespace is held back until it ends
+    /// ([`Session::finish`] gives it to the parser).
+    pub(crate) fn sort<'b>(&mut self, bytes: &'b [u8]) -> Result<Sorted<'b>, DecodeError> {
+        let max = self.limits.max_total_bytes;
+        let read = match &mut self.opening {
+            Opening::Stream => return Ok(Sorted::Stream(Cow::Borrowed(bytes))),
+            Opening::Handed => return Ok(Sorted::Wait),
+            Opening::Whole { .. } => bytes,
+            Opening::Unknown(head) => {
+                if head.len() + bytes.len() > max {
+                    return Err(DecodeError::LimitExceeded {
+                        what: "the stream",
+                        limit: max,
+                    });
+                }
+                head.extend_from_slice(bytes);
+                if head.len() < UTF8_BOM.len() && UTF8_BOM.starts_with(head) {
+                    return Ok(Sorted::Wait);
+                }
+                let past_bom = head.strip_prefix(UTF8_BOM).unwrap_or(head);
+                let Some(first) = past_bom.iter().position(|b| !b.is_ascii_whitespace()) else {
+                    return Ok(Sorted::Wait);
+                };
+                if past_bom[first] != b'{' {
+                    let held = std::mem::take(head);
+                    self.opening = Opening::Stream;
+                    return Ok(Sorted::Stream(Cow::Owned(held)));
+                }
+                let body = past_bom[first..].to_vec();
+                self.opening = Opening::Whole {
+                    body: Vec::new(),
+                    shape: JsonShape::default(),
+                    lead: head.len() - body.len(),
+                };
+                return self.whole(&body);
+            }
+        };
+        self.whole(read)
+    }
+
+    /// Appends `bytes` to a whole answer's body ([`Opening::Whole`]), handing the body over
+    /// once its JSON closes.
+    fn whole<'b>(&mut self, bytes: &[u8]) -> Result<Sorted<'b>, DecodeError> {
+        let max = self.limits.max_total_bytes;
+        let Opening::Whole { body, shape, .. } = &mut self.opening else {
+            return Ok(Sorted::Wait);
+        };
+        self.whole_reads += u64::from(!bytes.is_empty());
+        let closed = shape.push(bytes);
+        let bytes = closed.map_or(bytes, |at| &bytes[..=at]);
+        if body.len() + bytes.len() > max {
+            return Err(DecodeError::LimitExceeded {
+                what: "the response body",
+                limit: max,
+            });
+        }
+        body.extend_from_slice(bytes);
+        if closed.is_none() && shape.is_open() {
+            return Ok(Sorted::Wait);
+        }
+        let body = std::mem::take(body);
+        self.opening = Opening::Handed;
+        Ok(Sorted::Whole(body))
+    }
+
+    /// Fails the session with `error`, which every later `feed`, and `finish`, returns.
+    pub(crate) fn fail(&mut self, error: DecodeError) -> DecodeError {
+        self.failed = Some(error.clone());
+        error
     }
 
     /// Whether an event holds nothing to decode, and counts it if so: its payload is empty or
@@ -887,9 +1013,11 @@ impl Session {
     }
 
     /// The events read so far that held a payload: those the parser dispatched but for the
-    /// blank ones skipped, which are the connection kept alive, not the server answering.
+    /// blank ones skipped, which are the connection kept alive, not the server answering. A
+    /// whole answer sent in place of the stream has no events: each read that brought some of
+    /// it counts as one, since it is the server answering.
     pub(crate) fn events(&self) -> u64 {
-        self.sse.events() - self.blank_events
+        self.sse.events() - self.blank_events + self.whole_reads
     }
 
     /// The error a failed session returns from every `feed`, before decoding anything.
@@ -944,9 +1072,28 @@ impl Session {
 
     /// Resolves the completion; `ended` says whether the wire's own end marker arrived. A failed
     /// session returns its error.
-    pub(crate) fn finish(self, ended: bool) -> Result<LlmCompletion, DecodeError> {
+    pub(crate) fn finish(mut self, ended: bool) -> Result<LlmCompletion, DecodeError> {
         if let Some(error) = self.failed {
             return Err(error);
+        }
+        match std::mem::replace(&mut self.opening, Opening::Stream) {
+            // Only a BOM or whitespace came: the parser counts its bytes (it finds no event).
+            Opening::Unknown(head) => {
+                self.sse.feed(&head, &mut |_| Ok::<(), DecodeError>(()))?;
+            }
+            // A whole answer whose JSON never closed: the body was cut short.
+            Opening::Whole { body, lead, .. } => {
+                return Err(DecodeError::Truncated {
+                    bytes: lead + body.len(),
+                    partial: Box::new(LlmCompletion {
+                        text: String::new(),
+                        tool_calls: Vec::new(),
+                        finish_reason: FinishReason::Stop,
+                        usage: None,
+                    }),
+                });
+            }
+            Opening::Stream | Opening::Handed => {}
         }
         finish(Ending {
             bytes: self.sse.offset(),

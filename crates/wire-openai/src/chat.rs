@@ -21,6 +21,13 @@
 //! answer) that gives `usage` or `x_groq` twice. Every other key read given twice (`choices`,
 //! `error`; in a choice `index`, `delta` or `message`, `finish_reason`) is what the answer is made
 //! of, and an error naming the key.
+//!
+//! A body that opens with `{` (past a BOM and whitespace) is no event stream but a whole
+//! answer sent in its place, by a server or gateway that ignores `stream: true` whatever it
+//! labels the body (decolua/9router#3492): [`StreamDecoder`] keeps its bytes until its JSON
+//! closes and reads it as [`decode_completion`] does, deltas included, ignoring what follows (a
+//! glued `data: [DONE]`). The Responses decoder does the same with
+//! [`crate::responses::decode_response`].
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -35,7 +42,7 @@ use ai_core::{
     validate_history,
 };
 
-use crate::assembly::{self, Arguments, Deltas, Session};
+use crate::assembly::{self, Arguments, Deltas, Session, Sorted};
 use crate::error::check_tool_choice;
 use crate::history::{WireCallIds, sent_arguments};
 use crate::sse::SseEvent;
@@ -342,6 +349,9 @@ pub struct StreamDecoder {
     /// without one).
     choice: Option<u32>,
     done: bool,
+    /// The completion of a whole answer sent in place of the stream, once decoded (boxed:
+    /// rare).
+    whole: Option<Box<LlmCompletion>>,
 }
 
 impl Default for StreamDecoder {
@@ -360,6 +370,7 @@ impl StreamDecoder {
             latest: None,
             choice: None,
             done: false,
+            whole: None,
         }
     }
 
@@ -373,18 +384,44 @@ impl StreamDecoder {
     /// returns the error at once. Once failed, every `feed` returns the same error.
     ///
     /// Bytes after the end marker, `data: [DONE]`, are ignored, in the marker's read or later.
+    ///
+    /// A body that opens with `{` (past a BOM and whitespace) is a whole chat completion sent
+    /// in place of the stream: nothing is returned until its JSON closes, then its deltas at
+    /// once, as [`decode_completion`] gives them (or its error), and the decode ends there (later
+    /// bytes, a glued `data: [DONE]`, are ignored). One cut before its JSON closes is
+    /// [`DecodeError::Truncated`].
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
         self.session.check_failed()?;
         if self.done {
             return Ok(Vec::new());
         }
+        let bytes = match self.session.sort(bytes) {
+            Ok(Sorted::Stream(bytes)) => bytes,
+            Ok(Sorted::Wait) => return Ok(Vec::new()),
+            Ok(Sorted::Whole(body)) => return self.whole(&body),
+            Err(error) => return Err(self.session.fail(error)),
+        };
         let mut sse = std::mem::take(&mut self.session.sse);
         let limits = self.session.limits;
-        let fed = assembly::feed(&mut sse, &limits, bytes, |event, deltas| {
+        let fed = assembly::feed(&mut sse, &limits, &bytes, |event, deltas| {
             self.event(event, deltas)
         });
         self.session.sse = sse;
         self.session.settle(fed)
+    }
+
+    /// Decodes a whole chat completion sent in place of the stream ([`decode_completion`]),
+    /// which then ends the decode: its deltas go out at once, and `finish` gives its completion.
+    #[cold]
+    fn whole(&mut self, body: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
+        match decode_completion(body, self.session.limits) {
+            Ok(answer) => {
+                self.whole = Some(Box::new(answer.completion));
+                self.done = true;
+                Ok(answer.deltas)
+            }
+            Err(error) => Err(self.session.fail(error)),
+        }
     }
 
     /// Whether the stream's end marker, `data: [DONE]`, has arrived: from then on the stream is
@@ -406,7 +443,8 @@ impl StreamDecoder {
     /// delta (a role-only or usage chunk, an event type the decoder ignores): the server
     /// answering. Comments (`: keep-alive`), events with a blank payload (`data:` alone, which
     /// the decoder skips), blank lines and the bytes of an event not yet ended are not counted, so a caller's idle timeout can wait for this to grow rather than for any
-    /// byte ([`crate::sse::SseParser::events`]).
+    /// byte ([`crate::sse::SseParser::events`]). A whole answer sent in place of the stream has
+    /// no events: each read that brings some of it counts as one.
     pub fn events(&self) -> u64 {
         self.session.events()
     }
@@ -566,7 +604,7 @@ impl StreamDecoder {
     ///
     /// When that call has its id already, the entry continues it under that first id (the new
     /// id becomes another name for the call) while the call's arguments may still go on (none
-    /// yet, or an object not yet closed: [`assembly::ArgumentsShape`]), and the entry names no
+    /// yet, or an object not yet closed: [`assembly::JsonShape`]), and the entry names no
     /// function, or the call has no name yet, or the entry names the call's own function once
     /// its arguments have begun. Poolside sends a call's first chunk under one id and every
     /// later one under another, at the same index (poolsideai/pool#9), which would otherwise
@@ -641,6 +679,9 @@ impl StreamDecoder {
     /// conversation get different ones (a history may not repeat an id) unless two turns'
     /// streams are identical. An id the server sent for another call is never reused.
     pub fn finish(self) -> Result<LlmCompletion, DecodeError> {
+        if let Some(completion) = self.whole {
+            return Ok(*completion);
+        }
         self.session.finish(self.done)
     }
 }

@@ -10,7 +10,8 @@
 //! [`DecodeError::ProviderError`], a bad chunk names its byte offset, and limits bound memory.
 //! A whole (non-streamed) answer, which some servers send in place of a stream, decodes through
 //! the same assembly into the same completion ([`chat::decode_completion`],
-//! [`responses::decode_response`], [`WholeAnswer`]).
+//! [`responses::decode_response`], [`WholeAnswer`]); the stream decoders read a body that opens
+//! with `{` so, whatever its label.
 //!
 //! This crate never does IO, never reads a clock, never runs an async runtime and never names a
 //! schema library: bytes in, values out.

@@ -65,7 +65,7 @@ use ai_core::{
     validate_history,
 };
 
-use crate::assembly::{self, Deltas, LenientArguments, Session};
+use crate::assembly::{self, Deltas, LenientArguments, Session, Sorted};
 use crate::error::check_tool_choice;
 use crate::history::{WireCallIds, sent_arguments};
 use crate::sse::SseEvent;
@@ -497,6 +497,9 @@ pub struct StreamDecoder {
     /// The reasoning items kept, once the stream has one (boxed: most streams have none, and
     /// the decoder is moved whole).
     reasoning: Option<Box<KeptReasoning>>,
+    /// The completion of a whole `response` sent in place of the stream, once decoded (boxed:
+    /// rare).
+    whole: Option<Box<LlmCompletion>>,
 }
 
 /// What a [`StreamDecoder`] keeps of the reasoning items ([`REASONING_ITEMS_KEY`]).
@@ -536,6 +539,7 @@ impl StreamDecoder {
             last_sequence: None,
             numbered: true,
             reasoning: None,
+            whole: None,
         }
     }
 
@@ -550,18 +554,43 @@ impl StreamDecoder {
     ///
     /// Bytes after the terminal event (see [`StreamDecoder::is_ended`]) are ignored, in its read
     /// or later.
+    ///
+    /// A body that opens with `{` (past a BOM and whitespace) is a whole `response` sent in
+    /// place of the stream: nothing is returned until its JSON closes, then its deltas at once,
+    /// as [`decode_response`] gives them (or its error), and the decode ends there. One cut
+    /// before its JSON closes is [`DecodeError::Truncated`].
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
         self.session.check_failed()?;
         if self.ended {
             return Ok(Vec::new());
         }
+        let bytes = match self.session.sort(bytes) {
+            Ok(Sorted::Stream(bytes)) => bytes,
+            Ok(Sorted::Wait) => return Ok(Vec::new()),
+            Ok(Sorted::Whole(body)) => return self.whole(&body),
+            Err(error) => return Err(self.session.fail(error)),
+        };
         let mut sse = std::mem::take(&mut self.session.sse);
         let limits = self.session.limits;
-        let fed = assembly::feed(&mut sse, &limits, bytes, |event, deltas| {
+        let fed = assembly::feed(&mut sse, &limits, &bytes, |event, deltas| {
             self.event(event, deltas)
         });
         self.session.sse = sse;
         self.session.settle(fed)
+    }
+
+    /// Decodes a whole `response` sent in place of the stream ([`decode_response`]), which then
+    /// ends the decode: its deltas go out at once, and `finish` gives its completion.
+    #[cold]
+    fn whole(&mut self, body: &[u8]) -> Result<Vec<CompletionDelta>, DecodeError> {
+        match decode_response(body, self.session.limits) {
+            Ok(answer) => {
+                self.whole = Some(Box::new(answer.completion));
+                self.ended = true;
+                Ok(answer.deltas)
+            }
+            Err(error) => Err(self.session.fail(error)),
+        }
     }
 
     /// Whether the stream's terminal event, `response.completed` or `response.incomplete`, has
@@ -585,7 +614,8 @@ impl StreamDecoder {
     /// delta (a role-only or usage chunk, an event type the decoder ignores): the server
     /// answering. Comments (`: keep-alive`), events with a blank payload (`data:` alone, which
     /// the decoder skips), blank lines and the bytes of an event not yet ended are not counted, so a caller's idle timeout can wait for this to grow rather than for any
-    /// byte ([`crate::sse::SseParser::events`]).
+    /// byte ([`crate::sse::SseParser::events`]). A whole answer sent in place of the stream has
+    /// no events: each read that brings some of it counts as one.
     pub fn events(&self) -> u64 {
         self.session.events()
     }
@@ -1004,6 +1034,9 @@ impl StreamDecoder {
     /// guess. A call item without a `call_id` gets a deterministic id, as in
     /// [`crate::chat::StreamDecoder::finish`], seeded with the `response.id`.
     pub fn finish(mut self) -> Result<LlmCompletion, DecodeError> {
+        if let Some(completion) = self.whole.take() {
+            return Ok(*completion);
+        }
         let calls = self.session.calls.calls.iter_mut();
         for (call, item) in calls.zip(&self.call_items) {
             if !item.finished && call.arguments.trim().is_empty() {

@@ -291,15 +291,15 @@ async fn the_call_limit_before_the_first_byte_is_not_retried() {
     assert_eq!(took, REQUEST);
 }
 
-/// A body not labelled an event stream whose first bytes are not an SSE field or comment (a
-/// proxy's HTML page or JSON, its connection held open) is refused as soon as those bytes
+/// A body not labelled an event stream whose first bytes are not an SSE field or comment, nor
+/// `{` (a proxy's HTML page or a JSON array, its connection held open) is refused as soon as those bytes
 /// arrive, by its content type, as final and without its contents: it never stalls into the
 /// idle timeout as "no event". A BOM, blank lines and whitespace before them are looked past,
 /// and a field name split over two reads is waited for.
 #[tokio::test(start_paused = true)]
 async fn a_body_that_opens_as_no_event_stream_is_refused_at_once() {
     let page = "<!doctype html><html><body>Sign in</body></html>\n";
-    let json = "{\"error\":{\"message\":\"Sign in\"}}\n";
+    let json = "[{\"error\":{\"message\":\"Sign in\"}}]\n";
     for (content_type, chunks) in [
         (Some("text/html"), vec![page.as_bytes().to_vec()]),
         (None, vec![json.as_bytes().to_vec()]),
@@ -337,7 +337,8 @@ async fn a_body_that_opens_as_no_event_stream_is_refused_at_once() {
             format!(
                 "POST http://model.test/v1/chat/completions: HTTP 200 OK: the server answered \
                  with {what} (at least {received} bytes), not an event stream: it does not open \
-                 with an SSE field (`data:`, `event:`, `id:`, `retry:`) or comment (`:`)"
+                 with an SSE field (`data:`, `event:`, `id:`, `retry:`) or comment (`:`), nor as \
+                 a whole answer (`{{`)"
             )
         );
         assert_eq!(took, Duration::ZERO, "{content_type:?}: not waited for");
@@ -379,19 +380,16 @@ async fn a_stream_with_an_odd_content_type_is_still_read() {
     }
 }
 
-/// A body labelled `text/event-stream` whose content is a web page or JSON (a proxy's error page,
-/// its connection held open) is refused as soon as its first bytes show it, as final and without
-/// its contents: it never stalls into the idle timeout as "no event". Only an opening no event
-/// stream can have is refused (`<`, `{` or `[` past a BOM and whitespace), since the SSE rules let
-/// a stream open with a blank line or any field, known or not.
+/// A body labelled `text/event-stream` whose content is a web page or a JSON array (a proxy's
+/// error page, its connection held open) is refused as soon as its first bytes show it, as final
+/// and without its contents: it never stalls into the idle timeout as "no event". Only an opening
+/// no event stream nor whole answer can have is refused (`<` or `[` past a BOM and whitespace),
+/// since the SSE rules let a stream open with a blank line or any field, known or not.
 #[tokio::test(start_paused = true)]
 async fn a_labelled_stream_that_opens_as_a_page_or_json_is_refused_at_once() {
     for chunks in [
         vec![b"<!doctype html><html><body>Sign in</body></html>\n".to_vec()],
-        vec![
-            b"\xEF\xBB\xBF\r\n  ".to_vec(),
-            b"{\"error\":\"Sign in\"}\n".to_vec(),
-        ],
+        vec![b"\xEF\xBB\xBF\r\n  ".to_vec(), b"<p>Sign in</p>\n".to_vec()],
         vec![b"[{\"error\":\"Sign in\"}]".to_vec()],
     ] {
         let mut script = Script::new();
@@ -417,8 +415,8 @@ async fn a_labelled_stream_that_opens_as_a_page_or_json_is_refused_at_once() {
             format!(
                 "POST http://model.test/v1/chat/completions: HTTP 200 OK: the server answered \
                  with a body labelled text/event-stream (at least {received} bytes), not an \
-                 event stream: it opens as a web page or JSON (`<`, `{{` or `[`), as no SSE \
-                 field or comment does"
+                 event stream: it opens as a web page or a JSON array (`<` or `[`), as no SSE \
+                 field or comment, nor a whole answer (`{{`), does"
             )
         );
         assert!(!message.contains("Sign in"), "{message}");
@@ -451,5 +449,45 @@ async fn a_labelled_stream_opening_with_any_field_is_read() {
             stream_as(OpenAiWire::Chat, Duration::from_secs(3600), script, None).await;
         assert!(result.is_ok(), "{opening:?}: {:?}", result.map_err(|_| ()));
         assert_eq!(text, "x", "{opening:?}");
+    }
+}
+
+/// A whole chat completion sent in place of the stream, under any label but JSON (a gateway that
+/// ignores `stream: true` and labels the body `text/event-stream`, decolua/9router#3492, with a
+/// `data: [DONE]` glued after it; or `text/plain`, or nothing), its connection held open, is the
+/// answer as soon as its JSON closes: its text shown, never refused as "not an event stream" nor
+/// waited on until it stalls. Split over reads, after a BOM and blank lines, or not.
+#[tokio::test(start_paused = true)]
+async fn a_whole_answer_in_place_of_a_stream_is_read_at_once() {
+    let body = br#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m",
+        "choices":[{"index":0,"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}]}"#;
+    for content_type in [None, Some(None), Some(Some("text/plain"))] {
+        for chunks in [
+            vec![body.to_vec(), b"\n\ndata: [DONE]\n\n".to_vec()],
+            vec![
+                b"\xEF\xBB".to_vec(),
+                b"\xBF\r\n ".to_vec(),
+                body[..40].to_vec(),
+                body[40..].to_vec(),
+            ],
+        ] {
+            let mut script = Script::new();
+            for chunk in &chunks {
+                script = script.then(Duration::ZERO, chunk.clone());
+            }
+            let (result, text, took) = stream_as(
+                OpenAiWire::Chat,
+                Duration::from_secs(3600),
+                script.held_open(),
+                content_type.map(|t| t.map(str::to_owned)),
+            )
+            .await;
+            let completion = result
+                .map_err(|_| ())
+                .unwrap_or_else(|()| panic!("{content_type:?} {chunks:?}: expected the answer"));
+            assert_eq!(completion.text, "x", "{content_type:?}");
+            assert_eq!(text, "x", "{content_type:?}");
+            assert_eq!(took, Duration::ZERO, "{content_type:?}: not waited for");
+        }
     }
 }

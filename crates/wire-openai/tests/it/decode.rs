@@ -112,6 +112,144 @@ fn whole_like_its_stream(
     decoded.map(|answer| answer.completion)
 }
 
+/// A whole answer sent where a stream was asked for (a server or gateway that ignores
+/// `stream: true`, labelling the body `text/event-stream` or nothing: decolua/9router#3492)
+/// is told by its first byte past a BOM and whitespace, `{`, and read by the stream decoders as
+/// the whole-answer decoders read it: the same completion or error, and the same deltas, all
+/// once its JSON closes, however the bytes are split into reads. What follows the JSON (a
+/// `data: [DONE]` a gateway glued on) is ignored; a body cut before its JSON closes is
+/// truncated; the body is held to `max_total_bytes`.
+#[test]
+fn a_whole_answer_in_place_of_a_stream_decodes_as_a_whole_answer() {
+    type Whole = fn(&[u8], wire_openai::Limits) -> Result<wire_openai::WholeAnswer, DecodeError>;
+    /// Feeds `bytes` in reads of `size`; the deltas, and the completion or the error.
+    fn fed<D>(
+        mut decoder: D,
+        feed: fn(&mut D, &[u8]) -> Result<Vec<ai_core::CompletionDelta>, DecodeError>,
+        finish: fn(D) -> Result<ai_core::LlmCompletion, DecodeError>,
+        bytes: &[u8],
+        size: usize,
+    ) -> (
+        Vec<ai_core::CompletionDelta>,
+        Result<ai_core::LlmCompletion, String>,
+    ) {
+        let mut deltas = Vec::new();
+        for read in bytes.chunks(size) {
+            match feed(&mut decoder, read) {
+                Ok(more) => deltas.extend(more),
+                Err(error) => return (deltas, Err(error.to_string())),
+            }
+        }
+        (deltas, finish(decoder).map_err(|e| e.to_string()))
+    }
+    let chat_stream = |bytes: &[u8], size: usize, limits: wire_openai::Limits| {
+        fed(
+            chat::StreamDecoder::new(limits),
+            chat::StreamDecoder::feed,
+            chat::StreamDecoder::finish,
+            bytes,
+            size,
+        )
+    };
+    let responses_stream = |bytes: &[u8], size: usize, limits: wire_openai::Limits| {
+        fed(
+            responses::StreamDecoder::new(limits),
+            responses::StreamDecoder::feed,
+            responses::StreamDecoder::finish,
+            bytes,
+            size,
+        )
+    };
+    let mut checked = 0;
+    for (folder, whole, stream) in [
+        (
+            "openai-chat-whole",
+            chat::decode_completion as Whole,
+            &chat_stream as &dyn Fn(&[u8], usize, wire_openai::Limits) -> _,
+        ),
+        (
+            "openai-responses-whole",
+            responses::decode_response as Whole,
+            &responses_stream,
+        ),
+    ] {
+        let dir = format!(
+            "{}/../../fixtures/wire/{folder}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let (body, _) = whole_fixture(&path);
+            let pretty: Value = serde_json::from_slice(&body).unwrap();
+            let pretty = serde_json::to_string_pretty(&pretty).unwrap();
+            // What is sent, and the JSON in it (the seed of synthesized call ids).
+            for (sent, json) in [
+                (body.clone(), body.clone()),
+                (
+                    format!("\u{FEFF}\r\n  {pretty}").into_bytes(),
+                    pretty.clone().into_bytes(),
+                ),
+                (
+                    format!("{pretty}\n\ndata: [DONE]\n\n").into_bytes(),
+                    pretty.clone().into_bytes(),
+                ),
+            ] {
+                let (expected_deltas, expected) = match whole(&json, wire_openai::Limits::default())
+                {
+                    Ok(answer) => (answer.deltas, Ok(answer.completion)),
+                    Err(error) => (Vec::new(), Err(error.to_string())),
+                };
+                for size in [1, 7, sent.len()] {
+                    let got = stream(&sent, size, wire_openai::Limits::default());
+                    assert_eq!(
+                        got,
+                        (expected_deltas.clone(), expected.clone()),
+                        "{path:?} in reads of {size}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 50, "{checked}");
+    // Cut before its JSON closes: truncated, after every byte that came.
+    let (body, _) = whole_fixture(std::path::Path::new(&format!(
+        "{}/../../fixtures/wire/openai-chat-whole/openai-single-call.json",
+        env!("CARGO_MANIFEST_DIR")
+    )));
+    let cut = [b"\n ".as_slice(), &body[..body.len() - 1]].concat();
+    let (deltas, got) = chat_stream(&cut, 5, wire_openai::Limits::default());
+    assert!(deltas.is_empty());
+    assert_eq!(
+        got.unwrap_err(),
+        format!(
+            "stream truncated after {} bytes: no finish reason and no end marker",
+            cut.len()
+        )
+    );
+    // Held to the stream's limit, as it arrives.
+    let limits = wire_openai::Limits::default().with_max_total_bytes(body.len() - 1);
+    let (_, got) = chat_stream(&body, 4, limits);
+    assert_eq!(
+        got.unwrap_err(),
+        format!("the response body exceeds the limit of {}", body.len() - 1)
+    );
+    // Each read of a whole answer is progress, as an event is.
+    let mut decoder = chat::StreamDecoder::default();
+    for (read, bytes) in body.chunks(body.len() / 3 + 1).enumerate() {
+        decoder.feed(bytes).unwrap();
+        assert_eq!(decoder.events(), read as u64 + 1);
+    }
+    assert!(decoder.is_ended());
+    // An event stream is still one: opening with a field, a comment, or blank lines.
+    let (_, got) = chat_stream(
+        &stream_fixture("openai-chat/openai-single-call.sse"),
+        3,
+        wire_openai::Limits::default(),
+    );
+    assert!(got.is_ok(), "{got:?}");
+}
+
 /// A whole answer is held to the stream's limits: the body to `max_total_bytes` before it is
 /// parsed, a call's arguments and the number of calls as they are assembled. Bodies that are not
 /// the wire's object get an error that says what is wrong without quoting them.
