@@ -44,7 +44,7 @@ use ai_core::{
 
 use crate::assembly::{self, Arguments, Deltas, Session, Sorted};
 use crate::error::check_tool_choice;
-use crate::history::{WireCallIds, sent_arguments};
+use crate::history::{WireCallIds, check_names, sent_arguments};
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
 use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
@@ -906,7 +906,8 @@ pub fn encode_tool_choice(choice: &ToolChoice) -> Value {
 /// them takes.
 const MAX_CALL_ID_BYTES: usize = 40;
 
-/// The canonical messages as chat `messages`, after [`validate_history`] passes.
+/// The canonical messages as chat `messages`, after [`validate_history`] passes. A past call
+/// without a name is refused ([`EncodeError::EmptyToolName`]), never sent as `"name": ""`.
 ///
 /// A call id over 40 bytes, which OpenAI and Azure chat refuse (a `ToolCallId` may hold 128
 /// characters: another provider's id, or an imported history's), is sent as a short id derived
@@ -924,6 +925,7 @@ const MAX_CALL_ID_BYTES: usize = 40;
 /// has no place for.
 pub fn encode_messages(messages: &[Message]) -> Result<Value, EncodeError> {
     validate_history(messages)?;
+    check_names(messages)?;
     let ids = WireCallIds::new(messages, MAX_CALL_ID_BYTES);
     Ok(Value::Array(
         messages
@@ -981,7 +983,8 @@ pub fn encode_messages(messages: &[Message]) -> Result<Value, EncodeError> {
 /// A whole chat-completions request body.
 ///
 /// Refused, never patched: a history [`validate_history`] refuses
-/// ([`EncodeError::History`]), and a `tool_choice` the tools cannot satisfy, `required` without
+/// ([`EncodeError::History`]) or with a past call that has no name
+/// ([`EncodeError::EmptyToolName`]), and a `tool_choice` the tools cannot satisfy, `required` without
 /// tools ([`EncodeError::ToolChoiceWithoutTools`]) or a tool that is not among them
 /// ([`EncodeError::ToolChoiceUnknownTool`]). Without tools, `tools`, `tool_choice` and
 /// `parallel_tool_calls` are left out (the provider's default choice is then `none`).

@@ -104,6 +104,16 @@ pub enum EncodeError {
         /// The tool the choice names (the caller's own id, never model text).
         tool: ToolId,
     },
+    /// A past call of the history has no name (a server that never sent `function.name`):
+    /// providers refuse a request that sends one back as `"name": ""`, so it is refused here,
+    /// never patched. The loop never records such a call so (graph records it under `_`).
+    #[error("message {index}: tool call {call} has no name")]
+    EmptyToolName {
+        /// Position of the assistant message in the history.
+        index: usize,
+        /// Position of the call in that message.
+        call: usize,
+    },
 }
 
 /// Refuses a `tool_choice` that `tools` cannot satisfy (see [`EncodeError`]): `required` with no

@@ -1,12 +1,28 @@
 //! What the encoders send of a history that a provider would refuse as stored: call ids over the
-//! length its wire accepts, and a past call's arguments that are no JSON object. One rule for
-//! both wires, so a thread is sent the same way whichever wire sends it.
+//! length its wire accepts, and a past call's arguments that are no JSON object; and what they
+//! refuse, a past call without a name. One rule for both wires, so a thread is sent the same way
+//! whichever wire sends it.
 
 use std::collections::{HashMap, HashSet};
 
 use ai_core::{Message, ToolCallId};
 
+use crate::EncodeError;
 use crate::assembly::Fnv1a;
+
+/// Refuses a history with a past call that has no name ([`EncodeError::EmptyToolName`]): sent
+/// back as `"name": ""`, it would make the provider refuse the whole request, and no name can be
+/// made up for it (the loop records such a call under `_` before it ever gets here).
+pub(crate) fn check_names(messages: &[Message]) -> Result<(), EncodeError> {
+    for (index, message) in messages.iter().enumerate() {
+        if let Message::Assistant { tool_calls, .. } = message
+            && let Some(call) = tool_calls.iter().position(|call| call.name.is_empty())
+        {
+            return Err(EncodeError::EmptyToolName { index, call });
+        }
+    }
+    Ok(())
+}
 
 /// The call id each call of a history is sent under, on its call and on its result alike.
 ///

@@ -67,7 +67,7 @@ use ai_core::{
 
 use crate::assembly::{self, Deltas, LenientArguments, Session, Sorted};
 use crate::error::check_tool_choice;
-use crate::history::{WireCallIds, sent_arguments};
+use crate::history::{WireCallIds, check_names, sent_arguments};
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
 use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
@@ -1400,7 +1400,8 @@ pub fn encode_tool_choice(choice: &ToolChoice) -> Value {
 /// length 64" (decolua/9router#393, openai/codex#14355 on Azure).
 const MAX_CALL_ID_BYTES: usize = 64;
 
-/// The canonical messages as Responses input items, after [`validate_history`] passes.
+/// The canonical messages as Responses input items, after [`validate_history`] passes. A past
+/// call without a name is refused ([`EncodeError::EmptyToolName`]), never sent as `"name": ""`.
 ///
 /// A call id over 64 bytes, which the Responses API refuses (a `ToolCallId` may hold 128
 /// characters: another provider's id, or an imported history's), is sent as a short id derived
@@ -1435,6 +1436,7 @@ pub fn encode_input_with(
     options: RequestOptions,
 ) -> Result<Value, EncodeError> {
     validate_history(messages)?;
+    check_names(messages)?;
     let ids = WireCallIds::new(messages, MAX_CALL_ID_BYTES);
     let mut items = Vec::new();
     for message in messages {
@@ -1480,7 +1482,8 @@ pub fn encode_input_with(
 /// A whole Responses request body.
 ///
 /// Refused, never patched: a history [`validate_history`] refuses
-/// ([`EncodeError::History`]), and a `tool_choice` the tools cannot satisfy, `required` without
+/// ([`EncodeError::History`]) or with a past call that has no name
+/// ([`EncodeError::EmptyToolName`]), and a `tool_choice` the tools cannot satisfy, `required` without
 /// tools ([`EncodeError::ToolChoiceWithoutTools`]) or a tool that is not among them
 /// ([`EncodeError::ToolChoiceUnknownTool`]). Without tools, `tools`, `tool_choice` and
 /// `parallel_tool_calls` are left out (the provider's default choice is then `none`).

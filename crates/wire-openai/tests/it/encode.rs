@@ -270,6 +270,37 @@ fn an_invalid_history_is_refused_never_patched() {
     }
 }
 
+/// A past call without a name (a server that never sent `function.name`, in a history a caller
+/// built without the loop, which records such a call under `_`) is refused by both encoders,
+/// naming the message and the call, never sent as `"name": ""`, which providers refuse
+/// (`^[a-zA-Z0-9_-]{1,64}$`) with the whole request.
+#[test]
+fn a_past_call_without_a_name_is_refused_never_sent_empty() {
+    let mut messages = history();
+    let Message::Assistant { tool_calls, .. } = &mut messages[2] else {
+        unreachable!()
+    };
+    tool_calls[0].name = String::new();
+    let cases = [
+        chat::encode_messages(&messages).unwrap_err(),
+        responses::encode_input(&messages).unwrap_err(),
+    ];
+    for err in cases {
+        assert!(
+            matches!(
+                err,
+                wire_openai::EncodeError::EmptyToolName { index: 2, call: 0 }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(err.to_string(), "message 2: tool call 0 has no name");
+    }
+    let mut request = request(ToolChoice::Auto);
+    request.messages = messages;
+    assert!(chat::encode_request(&request, "m", true).is_err());
+    assert!(responses::encode_request(&request, "m", true).is_err());
+}
+
 /// One encoder case from `fixtures/wire/encode/*.json`.
 #[derive(serde::Deserialize)]
 struct EncodeCase {
