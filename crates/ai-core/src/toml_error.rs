@@ -47,10 +47,10 @@ pub fn describe_toml_error(text: &str, message: &str, span: Option<Range<usize>>
     // text, whatever it looks like: an element `"c2VjcmV0=",` is no `key = value`, `["…"],` no
     // header. The line is a statement of its own when the document up to it is whole TOML.
     let line_start = before.rfind('\n').map_or(0, |at| at + 1);
-    let statement = text[..line_start].parse::<toml::Table>().is_ok();
+    let statement = is_toml(&text[..line_start]);
     // A line that is not TOML is not known to be `key = value`: what looks like its key may be
     // a pasted token (`c2VjcmV0==`).
-    let parses = statement && text.parse::<toml::Table>().is_ok();
+    let parses = statement && is_toml(text);
     match source.split_once('=') {
         Some((key, _)) if parses => format!("line {line} (`{} = …`): {message}", key.trim()),
         None if statement && source.starts_with('[') => {
@@ -58,6 +58,13 @@ pub fn describe_toml_error(text: &str, message: &str, span: Option<Range<usize>>
         }
         _ => format!("line {line}: {message}"),
     }
+}
+
+/// Whether `text` is TOML as written: its syntax, not its values' range. An integer past 64 bits
+/// (`count = 99999999999999999999`, which a `toml::Table` refuses but a field of a type may read
+/// as far as its own range) is still a `key = value` line, so its key can be named.
+fn is_toml(text: &str) -> bool {
+    toml::de::DeTable::parse(text).is_ok()
 }
 
 /// A JSON document's error in one line, as [`describe_toml_error`] says a TOML one's: where (the
@@ -149,6 +156,21 @@ mod tests {
         assert!(header.starts_with("line 2 (`other = …`)"), "{header}");
         let unknown = described("[tables]\n");
         assert!(unknown.starts_with("line 1 (`[tables]`)"), "{unknown}");
+    }
+
+    /// A number too large for the type (and for TOML's 64 bits, so a `toml::Table` refuses the
+    /// document) is still on a `key = value` line: its key is named, never the number.
+    #[test]
+    fn a_number_too_large_names_its_key() {
+        for text in [
+            "count = 99999999999999999999\n",
+            "[table]\ncount = 99999999999999999999\n",
+            "names = []\ncount = -99999999999999999999\n",
+        ] {
+            let message = described(text);
+            assert!(message.contains("(`count = …`)"), "{text:?}: {message}");
+            assert!(!message.contains("9999"), "{text:?}: {message}");
+        }
     }
 
     /// A span that does not fit the text (inside a character, or past the end: the caller's

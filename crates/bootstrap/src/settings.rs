@@ -956,6 +956,20 @@ mod tests {
         assert!(settings.server.token.is_none());
     }
 
+    /// A number too large for its key's type is refused naming the line and the key, never the
+    /// number.
+    #[test]
+    fn a_number_too_large_is_refused_naming_its_key() {
+        let error = Settings::from_toml_str("[llm]\nidle_timeout_ms = 99999999999999999999\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("line 2 (`idle_timeout_ms = …`): "),
+            "{error}"
+        );
+        assert!(!error.contains("9999"), "{error}");
+    }
+
     /// `llm.max_call_ms` bounds a whole model call: 10 minutes unless set, as the example
     /// shows; 0 is refused naming the key; a value set reaches the adapter's config.
     #[test]
