@@ -64,6 +64,39 @@ const KINDS: &[&str] = &[
     "map",
 ];
 
+/// What serde says a derived type expects, in words rather than by the Rust type's name (`struct
+/// RecordFields` is an object, `internally tagged enum AiEvent` an object with its tag): the name
+/// is the program's, not the data's, and tells a reader nothing about what to write. Anything
+/// else (`u64`, `a string`, `` one of `a`, `b` ``) is kept as it is.
+fn in_words(expected: &str) -> String {
+    let fields = |rest: &str| {
+        rest.rsplit_once(" with ")
+            .and_then(|(_, n)| n.strip_suffix(" elements"))
+            .map(str::to_owned)
+    };
+    let words = [
+        ("struct variant ", "an object"),
+        ("tuple variant ", "an array"),
+        ("tuple struct ", "an array"),
+        ("unit struct ", "null"),
+        ("newtype struct ", "a value"),
+        ("internally tagged enum ", "an object with its type tag"),
+        ("adjacently tagged enum ", "an object with its type tag"),
+        ("struct ", "an object"),
+        ("enum ", "a variant"),
+    ];
+    for (prefix, what) in words {
+        if let Some(rest) = expected.strip_prefix(prefix) {
+            return match fields(rest) {
+                Some(n) if what == "an object" => format!("an object of {n} fields"),
+                Some(n) if what == "an array" => format!("an array of {n} elements"),
+                _ => what.to_owned(),
+            };
+        }
+    }
+    expected.to_owned()
+}
+
 /// A data error (the JSON is valid, the type does not take it) from the parts of serde's message
 /// that come from the type, never from the data.
 fn describe_data_error(message: &str) -> String {
@@ -71,7 +104,7 @@ fn describe_data_error(message: &str) -> String {
     // first, may contain that text too, but never after it.
     let expected = message
         .rfind(", expected ")
-        .map(|at| &message[at + ", expected ".len()..]);
+        .map(|at| in_words(&message[at + ", expected ".len()..]));
     let with_expected = |what: &str| match expected {
         Some(expected) => format!("{what}; expected {expected}"),
         None => what.to_owned(),
@@ -194,6 +227,48 @@ mod tests {
         for (json, expected) in cases {
             assert_eq!(described(&json), expected, "{json}");
         }
+    }
+
+    /// What a derived type expects is said in words, never by the type's Rust name.
+    #[test]
+    fn a_derived_type_is_expected_in_words() {
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct Inner {
+            a: u8,
+            b: u8,
+        }
+        #[derive(Debug, Deserialize)]
+        #[serde(tag = "type")]
+        #[allow(dead_code)]
+        enum Tagged {
+            One { a: u8 },
+        }
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct Pair(u8, u8);
+        let wrong = |e: serde_json::Error| describe_json_error(&e);
+        assert_eq!(
+            wrong(serde_json::from_str::<Inner>("5").unwrap_err()),
+            "a value of the wrong type (an integer; expected an object) at line 1 column 1"
+        );
+        assert_eq!(
+            wrong(serde_json::from_str::<Inner>("[1]").unwrap_err()),
+            "a sequence or map of the wrong length (length not shown; expected an object of 2 \
+             fields) at line 1 column 3"
+        );
+        assert_eq!(
+            wrong(serde_json::from_str::<Pair>("[1]").unwrap_err()),
+            "a sequence or map of the wrong length (length not shown; expected an array of 2 \
+             elements) at line 1 column 3"
+        );
+        let tagged = wrong(serde_json::from_str::<Tagged>("5").unwrap_err());
+        assert!(
+            tagged.starts_with(
+                "a value of the wrong type (an integer; expected an object with its type tag)"
+            ),
+            "{tagged}"
+        );
     }
 
     #[test]

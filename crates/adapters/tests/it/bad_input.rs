@@ -214,8 +214,8 @@ async fn a_receipt_of_the_wrong_shape_is_named_without_quoting_what_it_holds() {
     let err = ModelReceipt::load(&store, &hash).await.unwrap_err();
     assert_eq!(
         err.to_string(),
-        "model receipt does not decode: a value of the wrong type (a string; expected struct \
-         Usage) at line 1 column 31"
+        "model receipt does not decode: a value of the wrong type (a string; expected an \
+         object) at line 1 column 31"
     );
 }
 

@@ -378,6 +378,25 @@ async fn a_corrupt_row_is_named_without_quoting_what_it_holds() {
             "record 0 of run run-1 (tool_records.record_json) does not decode: a value of the \
              wrong type (a string; expected u64) at line 1 column 68",
         ),
+        // What was expected is said in words, never by the Rust type's name.
+        (
+            "UPDATE tool_records SET record_json = ?1 WHERE idx = 0",
+            "5".to_owned(),
+            "record 0 of run run-1 (tool_records.record_json) does not decode: a value of the \
+             wrong type (an integer; expected an object) at line 1 column 1",
+        ),
+        (
+            "UPDATE tool_records SET record_json = ?1 WHERE idx = 0",
+            "[]".to_owned(),
+            "record 0 of run run-1 (tool_records.record_json) does not decode: a sequence or map \
+             of the wrong length (length not shown; expected an object of 8 fields) at line 1 \
+             column 2",
+        ),
+        (
+            "UPDATE run_events SET event_json = ?1 WHERE seq = 0",
+            "[]".to_owned(),
+            "",
+        ),
     ];
     for (sql, json, expected) in cases {
         // Restore both rows, then damage one.
@@ -397,6 +416,9 @@ async fn a_corrupt_row_is_named_without_quoting_what_it_holds() {
         let message = err.to_string();
         assert!(!message.contains(CANARY), "{message}");
         assert!(message.contains("of run run-1 ("), "{message}");
+        for rust_name in ["struct ", "enum ", "RecordFields", "AiEvent"] {
+            assert!(!message.contains(rust_name), "{message}");
+        }
         if !expected.is_empty() {
             assert_eq!(message, format!("stored data is corrupt: {expected}"));
         }
