@@ -112,6 +112,8 @@ struct PrintState {
     /// makes it a line end; anything else, a `\r` that is replaced ([`terminal_safe`]).
     held_cr: bool,
     done: Option<DoneReason>,
+    /// Each call's arguments as the model streamed them, until its start is shown.
+    sent_args: std::collections::HashMap<ai_core::ToolCallId, String>,
     /// The first error writing to stdout: nothing more is written after it.
     write_error: Option<std::io::Error>,
 }
@@ -201,13 +203,39 @@ impl Printer {
                 state.in_text = true;
                 write!(out, "{delta}")
             }
+            AiEvent::ToolCallStreamStart { tool_call_id, .. } => {
+                state.sent_args.insert(tool_call_id.clone(), String::new());
+                Ok(())
+            }
+            AiEvent::ToolCallArgsDelta {
+                tool_call_id,
+                delta,
+            } => {
+                state
+                    .sent_args
+                    .entry(tool_call_id.clone())
+                    .or_default()
+                    .push_str(delta);
+                Ok(())
+            }
             AiEvent::ToolCallStart {
-                tool_name, args, ..
+                tool_call_id,
+                tool_name,
+                args,
             } => {
                 line_break(state, out)?;
-                let args = args
-                    .as_ref()
-                    .map_or_else(|| "(invalid arguments)".to_owned(), |a| a.to_string());
+                // What the model sent, as it sent it (compact): the validated arguments fill in
+                // what it left out (`null` for an optional field) and drop what the tool
+                // ignores. Without its text (not streamed, or no JSON), the validated ones.
+                let sent = state
+                    .sent_args
+                    .remove(tool_call_id)
+                    .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
+                let args = match (args, sent) {
+                    (None, _) => "(invalid arguments)".to_owned(),
+                    (Some(_), Some(sent)) => sent.to_string(),
+                    (Some(args), None) => args.to_string(),
+                };
                 writeln!(out, "→ {tool_name} {args}")
             }
             AiEvent::ToolCallRetrying {
@@ -439,6 +467,54 @@ mod tests {
         assert_eq!(
             shown(&[text("one\r"), call, done]),
             "one\u{FFFD}\n→ core__get_current_time {}\n"
+        );
+    }
+
+    /// A call is shown with the arguments the model sent (its streamed text, compact), not the
+    /// validated ones the start event holds, in which an optional field the model left out is
+    /// filled in as `null`; without streamed text (or with text that is no JSON), the start
+    /// event's arguments are shown.
+    #[test]
+    fn a_call_shows_the_arguments_the_model_sent() {
+        let id = ai_core::ToolCallId::new("c1").unwrap();
+        let stream_start = AiEvent::ToolCallStreamStart {
+            tool_call_id: id.clone(),
+            tool_name: "core__workspace_list".into(),
+        };
+        let delta = |text: &str| AiEvent::ToolCallArgsDelta {
+            tool_call_id: id.clone(),
+            delta: text.into(),
+        };
+        let start = AiEvent::ToolCallStart {
+            tool_call_id: id.clone(),
+            tool_name: "core__workspace_list".into(),
+            args: Some(std::sync::Arc::new(serde_json::json!({ "path": null }))),
+        };
+        assert_eq!(
+            shown(&[stream_start.clone(), delta("{ "), delta("}"), start.clone()]),
+            "→ core__workspace_list {}\n"
+        );
+        assert_eq!(
+            shown(&[
+                stream_start.clone(),
+                delta("{\"path\":\n \"a\"}"),
+                start.clone()
+            ]),
+            "→ core__workspace_list {\"path\":\"a\"}\n"
+        );
+        // Nothing streamed, or text that does not parse: the event's arguments.
+        assert_eq!(
+            shown(std::slice::from_ref(&start)),
+            "→ core__workspace_list {\"path\":null}\n"
+        );
+        assert_eq!(
+            shown(&[stream_start, delta("{\"path\""), start.clone()]),
+            "→ core__workspace_list {\"path\":null}\n"
+        );
+        // The text of one call is not shown for the next.
+        assert_eq!(
+            shown(&[delta("{\"x\":1}"), start.clone(), start]),
+            "→ core__workspace_list {\"x\":1}\n→ core__workspace_list {\"path\":null}\n"
         );
     }
 
