@@ -99,6 +99,14 @@ pub enum HistoryError {
         /// Position in the history.
         index: usize,
     },
+    /// A system message has no text (whitespace counts as none): no instructions, and a message
+    /// real endpoints refuse (LM Studio answers 400; Anthropic's and Bedrock's gateways refuse
+    /// the empty system text block it becomes), though OpenAI takes it.
+    #[error("message {index}: system message has no text")]
+    EmptySystemMessage {
+        /// Position in the history.
+        index: usize,
+    },
     /// Two tool calls in the history share an id.
     #[error("message {index}: tool call id {tool_call_id} is used twice")]
     DuplicateToolCallId {
@@ -111,9 +119,13 @@ pub enum HistoryError {
 
 /// Checks that every tool message answers a call of the assistant message just before its run of
 /// tool messages, in call order, that no call is left unanswered before the next message of
-/// another role or the end, that call ids are unique, that every user message holds text, and
-/// that every assistant message holds text or calls (whitespace is no text). An invalid history
-/// is an error, never patched.
+/// another role or the end, that call ids are unique, that every user and system message holds
+/// text, and that every assistant message holds text or calls (whitespace is no text). An
+/// invalid history is an error, never patched.
+///
+/// An empty system message is refused though OpenAI takes one: other OpenAI-compatible
+/// endpoints do not (LM Studio, and gateways to Anthropic and Bedrock, which refuse an empty
+/// system text block), and it holds no instructions.
 ///
 /// ```
 /// use ai_core::{AssistantToolCall, Message, ToolCallId, validate_history};
@@ -162,6 +174,11 @@ pub fn validate_history(messages: &[Message]) -> Result<(), HistoryError> {
             && content.trim().is_empty()
         {
             return Err(HistoryError::EmptyUserMessage { index });
+        }
+        if let Message::System { content } = message
+            && content.trim().is_empty()
+        {
+            return Err(HistoryError::EmptySystemMessage { index });
         }
         if let Message::Assistant {
             content,

@@ -83,6 +83,13 @@ pub enum ReconstructError {
         /// Position in the UI history.
         index: usize,
     },
+    /// A system message holds no text (none, or whitespace only): no instructions, and a
+    /// message providers refuse.
+    #[error("item {index}: a system message holds no text")]
+    EmptySystemMessage {
+        /// Position in the UI history.
+        index: usize,
+    },
     /// The rebuilt history still breaks the rules. Its message's positions are those of the
     /// rebuilt messages, not of the UI history's items. The rule broken is part of the message
     /// (which a 400 answer carries), so it is not also the `source()`.
@@ -149,8 +156,8 @@ impl Turn {
 
 /// Rebuilds provider messages from UI items: assistant text and calls of one turn become one
 /// assistant message followed by the results in call order (however the UI interleaved them);
-/// results are paired by id; orphans, duplicates, unanswered calls and user messages without
-/// text are errors, never patched; the result passes [`validate_history`]. As
+/// results are paired by id; orphans, duplicates, unanswered calls and user or system messages
+/// without text are errors, never patched; the result passes [`validate_history`]. As
 /// [`crate::reduce`] records a model turn, whitespace-only text counts as none (a turn with
 /// neither text nor calls is left out) and a tool name providers refuse to read back is
 /// recorded in a form they accept.
@@ -162,6 +169,9 @@ pub fn reconstruct_history(items: &[HistoryItem]) -> Result<Vec<Message>, Recons
     for (index, item) in items.iter().enumerate() {
         match item {
             HistoryItem::System { content } => {
+                if content.trim().is_empty() {
+                    return Err(ReconstructError::EmptySystemMessage { index });
+                }
                 turn.flush(&mut out)?;
                 out.push(Message::System {
                     content: content.clone(),

@@ -619,25 +619,26 @@ impl CallIds {
 }
 
 /// Leaves out every assistant message with neither text (whitespace is none) nor calls, and
-/// every user message without text, which [`validate_history`] refuses (as Anthropic does). The
-/// loop records neither, but a thread an older build saved may hold one (an assistant turn
-/// without content, or a library caller's empty user message), and every later model call of it
-/// would be refused: it heals at its next model call, and is saved healed. Such a message answers
+/// every user or system message without text, which [`validate_history`] refuses (as Anthropic
+/// does). The loop records none, but a thread an older build saved may hold one (an assistant
+/// turn without content, a library caller's empty user message, an empty system prompt), and
+/// every later model call of it would be refused: it heals at its next model call, and is saved
+/// healed. An agent whose system prompt is empty gets it left out the same way. Such a message answers
 /// nothing and is answered by nothing, so leaving it out breaks no pairing.
 fn drop_empty_messages(messages: &mut Vec<Message>) {
     messages.retain(|message| !is_empty_message(message));
 }
 
 /// Whether [`drop_empty_messages`] leaves `message` out: an assistant message with neither text
-/// nor calls, or a user message without text.
+/// nor calls, or a user or system message without text.
 fn is_empty_message(message: &Message) -> bool {
     match message {
         Message::Assistant {
             content,
             tool_calls,
         } => tool_calls.is_empty() && content.trim().is_empty(),
-        Message::User { content } => content.trim().is_empty(),
-        Message::System { .. } | Message::Tool { .. } => false,
+        Message::User { content } | Message::System { content } => content.trim().is_empty(),
+        Message::Tool { .. } => false,
     }
 }
 

@@ -117,6 +117,26 @@ fn an_assistant_message_without_content_is_refused() {
     check("u a:1 t:1 a", None);
 }
 
+/// A system message without text (whitespace counts as none) is refused as an empty user
+/// message is: LM Studio refuses it (400, "content field that is not empty"), and Anthropic's
+/// and Bedrock's OpenAI-compatible gateways refuse the empty system text block it becomes.
+#[test]
+fn a_system_message_without_text_is_refused() {
+    for blank in ["", " \n\t"] {
+        let history = [
+            Message::System {
+                content: blank.into(),
+            },
+            Message::User {
+                content: "hi".into(),
+            },
+        ];
+        let error = validate_history(&history).unwrap_err();
+        assert_eq!(error, HistoryError::EmptySystemMessage { index: 0 });
+        assert_eq!(error.to_string(), "message 0: system message has no text");
+    }
+}
+
 /// A user message without text (whitespace counts as none) is refused wherever it stands: there
 /// is nothing in it for a model to answer, and Anthropic refuses an empty text block.
 #[test]

@@ -35,7 +35,7 @@ fn message() -> impl Strategy<Value = Message> {
     ]
 }
 
-/// The rules read plainly: each user message holds text that is not blank; each assistant
+/// The rules read plainly: each user and system message holds text that is not blank; each assistant
 /// message holds text that is not blank or calls; its calls have ids no earlier call had, and
 /// are answered by the tool messages right after it, one each, in call order; no other tool
 /// message.
@@ -45,7 +45,11 @@ fn valid(messages: &[Message]) -> bool {
     while i < messages.len() {
         match &messages[i] {
             Message::Tool { .. } => return false,
-            Message::User { content } if content.trim().is_empty() => return false,
+            Message::User { content } | Message::System { content }
+                if content.trim().is_empty() =>
+            {
+                return false;
+            }
             Message::Assistant {
                 content,
                 tool_calls,

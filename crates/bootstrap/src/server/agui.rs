@@ -305,4 +305,21 @@ mod tests {
              text parts are read)"
         );
     }
+
+    /// A system message without text in a history that starts a thread is refused by its place
+    /// (providers refuse one), not as a pairing fault.
+    #[test]
+    fn a_system_message_without_text_is_refused_by_its_place() {
+        let history = json!([
+            {"id": "s", "role": "system", "content": " "},
+            user(json!("hi"))
+        ]);
+        let request = incoming(&messages(history), &[]).ok().unwrap();
+        let error = graph::reconstruct_history(&request.history).unwrap_err();
+        assert_eq!(
+            history_fault(&request, &error),
+            "the message history is invalid: messages[0]: a system message holds no text (only \
+             its text parts are read)"
+        );
+    }
 }

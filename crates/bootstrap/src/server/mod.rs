@@ -823,6 +823,10 @@ fn history_fault(incoming: &Incoming, error: &graph::ReconstructError) -> String
              the history",
         ),
         ReconstructError::EmptyUserMessage { index } => (message_of(*index), NO_TEXT),
+        ReconstructError::EmptySystemMessage { index } => (
+            message_of(*index),
+            "a system message holds no text (only its text parts are read)",
+        ),
         ReconstructError::Invalid(invalid) => {
             let id = match invalid {
                 HistoryError::OrphanToolMessage { tool_call_id, .. }

@@ -130,6 +130,23 @@ fn faults_are_named() {
     }
 }
 
+/// A system message without text (empty, or whitespace only) is refused by its item, as a user
+/// message is: providers refuse it.
+#[test]
+fn a_system_message_without_text_is_refused_by_its_item() {
+    for blank in ["", " \n\t"] {
+        let items = [
+            HistoryItem::System {
+                content: blank.into(),
+            },
+            user(),
+        ];
+        let error = reconstruct_history(&items).unwrap_err();
+        assert_eq!(error, ReconstructError::EmptySystemMessage { index: 0 });
+        assert_eq!(error.to_string(), "item 0: a system message holds no text");
+    }
+}
+
 /// A user message without text (empty, or whitespace only) is refused by its item, never sent
 /// to a model: there is nothing in it to answer.
 #[test]

@@ -1117,6 +1117,38 @@ fn a_saved_thread_with_an_empty_user_message_heals_at_its_next_model_call() {
     ));
 }
 
+/// A thread whose system prompt is empty (an agent configured with `Some("")`, or a thread saved
+/// before such a message was refused) is taken, and its model calls leave that message out, as
+/// providers refuse it.
+#[test]
+fn an_empty_system_prompt_is_left_out_of_the_model_call() {
+    for blank in ["", "  \n"] {
+        let (state, intents) = reduce(AgentState::new(Some(blank.into()), steps(10)), user());
+        let [Intent::CallModel { messages }] = &intents[..] else {
+            panic!("{intents:?}");
+        };
+        ai_core::validate_history(messages).unwrap();
+        assert_eq!(messages, state.messages());
+        assert!(
+            matches!(messages.as_slice(), [Message::User { .. }]),
+            "{messages:?}"
+        );
+        let history = vec![
+            Message::System {
+                content: blank.into(),
+            },
+            Message::User {
+                content: "go".into(),
+            },
+            Message::Assistant {
+                content: "hello".into(),
+                tool_calls: Vec::new(),
+            },
+        ];
+        AgentState::from_history(history, steps(10)).unwrap();
+    }
+}
+
 /// A history holding messages without content (an empty user message, an assistant message
 /// with neither text nor calls, as an older build's thread may hold) is taken by
 /// `from_history` and `with_history` as a saved thread holding them is loaded, and heals at its
