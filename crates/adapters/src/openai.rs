@@ -41,8 +41,9 @@
 //! header (marked sensitive), every error message is scrubbed of it (a provider's message before
 //! it is shortened, so a cut never leaves part of the key), and neither the adapter's nor the
 //! config's `Debug` prints it (nor the base URL's credentials or query). It is never sent in
-//! clear to another machine: a key (or a base URL's `user:password@`) with an `http://` base
-//! URL whose host is not loopback (`localhost`, `127.0.0.1`, `::1`) is refused
+//! clear to another machine: a key (or a base URL's `user:password@`, or a query parameter of
+//! it named like a key, `?api-key=…`) with an `http://` base URL whose host is not loopback
+//! (`localhost`, `127.0.0.1`, `::1`) is refused
 //! ([`OpenAiConfigError::KeyOverHttp`]) unless [`OpenAiConfig::allow_key_over_http`] says so.
 //! Redirects are not followed, so the key goes only to the configured host.
 
@@ -129,7 +130,9 @@ pub struct OpenAiConfig {
     /// ([`OpenAiConfigError::KeyOverHttp`]); turn it on only for a network you trust (a
     /// container network, say). A loopback host (`localhost`, `*.localhost`, `127.0.0.0/8`,
     /// `::1`) never needs it, nor does a config without a key or credentials in the base URL
-    /// (`http://user:password@host`, sent as a `Basic` header), which are held to the same rule.
+    /// (`http://user:password@host`, sent as a `Basic` header, or a query parameter named like a
+    /// key: `key`, `api-key`, `api_key`, `apikey`, `token`, `access_token`, `code`, `sig`, or a
+    /// name ending in `-key`, `_key`, `-token` or `_token`), which are held to the same rule.
     pub allow_key_over_http: bool,
     /// The wire format.
     pub wire: OpenAiWire,
@@ -332,9 +335,12 @@ impl OpenAiCompletion {
                 return Err(OpenAiConfigError::ApiKey);
             }
         }
-        // The URL's user and password go as a `Basic` header when there is no key.
-        let credentials =
-            config.api_key.is_some() || !url.username().is_empty() || url.password().is_some();
+        // The URL's user and password go as a `Basic` header when there is no key; a key in its
+        // query (`?api-key=…`, as Azure-style gateways take it) goes in the request line.
+        let credentials = config.api_key.is_some()
+            || !url.username().is_empty()
+            || url.password().is_some()
+            || url.query_pairs().any(|(name, _)| names_a_key(&name));
         if credentials && url.scheme() == "http" && !is_loopback(&url) {
             if !config.allow_key_over_http {
                 return Err(OpenAiConfigError::KeyOverHttp);
@@ -1254,6 +1260,30 @@ fn is_loopback(url: &Url) -> bool {
     }
     let name = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
     name == "localhost" || name.ends_with(".localhost")
+}
+
+/// The query parameters taken for a key (compared in any case, once percent-decoded): `key`,
+/// `api-key`, `api_key`, `apikey`, `token`, `access_token`, `code` (Azure Functions), `sig`
+/// (a shared access signature), and any name ending in `-key`, `_key`, `-token` or `_token`
+/// (`subscription-key`, `auth_token`).
+const KEY_PARAMETERS: &[&str] = &[
+    "key",
+    "api-key",
+    "api_key",
+    "apikey",
+    "token",
+    "access_token",
+    "code",
+    "sig",
+];
+
+/// Whether a base URL's query parameter named `name` carries a key ([`KEY_PARAMETERS`]).
+fn names_a_key(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    KEY_PARAMETERS.contains(&name.as_str())
+        || ["-key", "_key", "-token", "_token"]
+            .iter()
+            .any(|suffix| name.ends_with(suffix))
 }
 
 /// A URL without credentials, query or fragment, and without the path segments that may be a

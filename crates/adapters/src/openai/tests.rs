@@ -426,3 +426,49 @@ fn a_key_over_plain_http_goes_only_to_a_loopback_host_unless_allowed() {
         OpenAiCompletion::new(config(local)).unwrap_or_else(|e| panic!("{local}: {e}"));
     }
 }
+
+/// A key in the base URL's query (`?api-key=…`, as Azure-style gateways take it) is a key sent
+/// in clear as much as one in a header: with no configured key, a non-loopback `http://` base
+/// URL whose query has a parameter named like a key is refused as `KeyOverHttp` unless allowed;
+/// another parameter, a loopback host or https needs nothing.
+#[test]
+fn a_key_in_the_base_urls_query_is_held_to_the_http_rule() {
+    for name in [
+        "key",
+        "api-key",
+        "api_key",
+        "apikey",
+        "token",
+        "access_token",
+        "code",
+        "sig",
+        "API-Key",
+        "subscription-key",
+        "api%2Dkey",
+    ] {
+        let remote = format!("http://gw.example:8000/v1?team=a&{name}={CANARY}");
+        let error = OpenAiCompletion::new(OpenAiConfig::new(&remote, "m")).unwrap_err();
+        assert_eq!(error, OpenAiConfigError::KeyOverHttp, "{remote}");
+        assert!(!format!("{error} {error:?}").contains(CANARY));
+        OpenAiCompletion::new(OpenAiConfig {
+            allow_key_over_http: true,
+            ..OpenAiConfig::new(&remote, "m")
+        })
+        .unwrap_or_else(|e| panic!("{remote}: {e}"));
+        for fine in [
+            remote.replacen("http://", "https://", 1),
+            remote.replacen("gw.example", "localhost", 1),
+        ] {
+            OpenAiCompletion::new(OpenAiConfig::new(&fine, "m"))
+                .unwrap_or_else(|e| panic!("{fine}: {e}"));
+        }
+    }
+    for keyless in [
+        "http://gw.example/v1?team=a",
+        "http://gw.example/v1?monkey=1&keys=2",
+        "http://gw.example/v1?",
+    ] {
+        OpenAiCompletion::new(OpenAiConfig::new(keyless, "m"))
+            .unwrap_or_else(|e| panic!("{keyless}: {e}"));
+    }
+}
