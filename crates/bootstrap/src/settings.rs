@@ -795,9 +795,11 @@ fn authority(rest: &str) -> &str {
 /// `@` in its authority, where a URL parser reads credentials, not one in the path or query
 /// (`https://gw.example/v1/@org`). A password holding an unencoded `/`, `\`, `?` or `#`
 /// (`https://user:pa/ss@host`) ends the authority before its `@`, leaving `user:pa`, which no
-/// parser takes (its port is no number): an authority whose port is not all digits, followed
-/// by an `@`, counts as credentials too, as `adapters::shown_url` hides it. A host and port
-/// (`https://gw.example:8443/v1/@org`) does not.
+/// parser takes (its port is no number): an authority whose port is not one
+/// ([`adapters::is_port`]: digits of a number up to 65535), followed by an `@`, counts as
+/// credentials too, as `adapters::shown_url` hides it. A host and port
+/// (`https://gw.example:8443/v1/@org`, `http://host:8000/v1?x=a@b`) does not, and
+/// `adapters::shown_url` shows it.
 fn carries_credentials(rest: &str) -> bool {
     let authority = authority(rest);
     if authority.contains('@') {
@@ -810,7 +812,7 @@ fn carries_credentials(rest: &str) -> bool {
         .unwrap_or_default()
         .split_once(':')
         .map(|(_, port)| port);
-    let port_is_no_number = port.is_some_and(|p| !p.bytes().all(|b| b.is_ascii_digit()));
+    let port_is_no_number = port.is_some_and(|p| !adapters::is_port(p));
     port_is_no_number && rest[authority.len()..].contains('@')
 }
 
@@ -1052,6 +1054,47 @@ mod tests {
             adapters::shown_url("https://gw.example/v1/@org"),
             "https://gw.example/v1/***"
         );
+    }
+
+    /// The base-URL check and `adapters::shown_url` read the authority alike: a URL the check
+    /// refuses as carrying credentials has its host hidden, and one it takes has its host and
+    /// port shown (`http://host:8000/v1?x=a@b` is a host and port with an `@` in its query).
+    #[test]
+    fn the_base_url_check_and_the_shown_url_agree_on_the_authority() {
+        for (url, credentials) in [
+            ("http://host:8000/v1?x=a@b", false),
+            ("https://gw.example:8443/v1/@org", false),
+            ("https://[::1]:8443/v1?to=a@b", false),
+            ("https://user:123/ss@gw.example/v1", false),
+            ("https://user:pa/ss@gw.example/v1", true),
+            ("https://user:65536/ss@gw.example/v1", true),
+            ("https://user:pa?ss@gw.example/v1", true),
+            ("https://user:pw@gw.example/v1", true),
+        ] {
+            let mut settings = Settings::default();
+            settings.llm.base_url = url.into();
+            settings.llm.model = "m".into();
+            let refused = settings
+                .validate()
+                .is_err_and(|e| e.to_string().contains("must not carry credentials"));
+            assert_eq!(refused, credentials, "{url}");
+            let shown = adapters::shown_url(url);
+            let host = url
+                .split("://")
+                .nth(1)
+                .unwrap()
+                .split(['/', '?'])
+                .next()
+                .unwrap();
+            if credentials {
+                assert!(!shown.contains("user"), "{url}: {shown}");
+            } else {
+                assert!(
+                    shown.starts_with(&format!("{}://{host}", &url[..url.find(':').unwrap()])),
+                    "{url}: {shown}"
+                );
+            }
+        }
     }
 
     /// A key over plain http to a host that is not loopback is refused at the adapter's
