@@ -1305,11 +1305,19 @@ fn redacted_url_text(text: &str) -> String {
     }
 }
 
-/// A reqwest error and its causes, without the URL (it may hold credentials or a query).
+/// A reqwest error and its causes, without the URL (it may hold credentials or a query), as
+/// [`describe_chain`] shows them.
 fn describe(error: reqwest::Error) -> String {
-    let error = error.without_url();
+    describe_chain(&error.without_url())
+}
+
+/// An error and its causes in one line (`error: cause: cause`, a cause whose text is already
+/// shown left out), cleaned as a provider's text is (`error_body::one_safe_line`): a cause may
+/// carry what a server sent (a certificate's names, a malformed answer), so no control
+/// character of it reaches a log line or a terminal.
+fn describe_chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut parts = vec![error.to_string()];
-    let mut source = std::error::Error::source(&error);
+    let mut source = error.source();
     while let Some(cause) = source {
         let text = cause.to_string();
         if !parts.iter().any(|p| p.contains(&text)) {
@@ -1317,7 +1325,7 @@ fn describe(error: reqwest::Error) -> String {
         }
         source = cause.source();
     }
-    parts.join(": ")
+    error_body::one_safe_line(&parts.join(": ")).into_owned()
 }
 
 /// `429 Too Many Requests`.

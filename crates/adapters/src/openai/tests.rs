@@ -472,3 +472,34 @@ fn a_key_in_the_base_urls_query_is_held_to_the_http_rule() {
             .unwrap_or_else(|e| panic!("{keyless}: {e}"));
     }
 }
+
+/// The HTTP client's own error text (and its causes', which may hold what a server or a
+/// certificate said) is one line without control characters, as a provider's text is: a line
+/// break becomes a space, an escape sequence's ESC and a C1 `CSI` become U+FFFD.
+#[test]
+fn the_http_clients_error_text_is_one_safe_line() {
+    #[derive(Debug)]
+    struct Failure(&'static str, Option<Box<Failure>>);
+    impl std::fmt::Display for Failure {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+    impl std::error::Error for Failure {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|e| e as _)
+        }
+    }
+    let error = Failure(
+        "error sending request",
+        Some(Box::new(Failure(
+            "invalid peer certificate for gw\u{1b}]0;owned\u{7}\r\nPOST forged\u{9b}2K",
+            None,
+        ))),
+    );
+    assert_eq!(
+        describe_chain(&error),
+        "error sending request: invalid peer certificate for gw\u{FFFD}]0;owned\u{FFFD} POST \
+         forged\u{FFFD}2K"
+    );
+}
