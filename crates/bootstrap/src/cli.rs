@@ -13,7 +13,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
-use crate::{Config, CoreTool, create_capabilities, create_tool_source, load_policy};
+use crate::{Config, CoreTool, create_capabilities, create_tool_source};
 
 mod chat;
 mod runs;
@@ -150,36 +150,44 @@ pub enum WireCommand {
 pub enum ToolsCommand {
     /// List the catalog a model would see under a policy.
     ///
-    /// `--policy` is also read from `COGNI_POLICY`, as `tools call` reads it, but not from
-    /// `cogni.toml`.
+    /// The policy is read as `serve` and `chat` read it: `--policy`, else `COGNI_POLICY`, else
+    /// `tools.policy` or `tools.policy_file` of `cogni.toml`, else the built-in default.
     List {
-        /// Policy file (TOML, or JSON with a .json extension); the built-in default otherwise.
+        /// Policy file (TOML, or JSON with a .json extension) [default: the config file's
+        /// policy, else the built-in one].
         #[arg(long, env = "COGNI_POLICY")]
         policy: Option<PathBuf>,
+        /// The config file, read for its policy [default: ./cogni.toml when it exists].
+        #[arg(long, env = "COGNI_CONFIG")]
+        config: Option<PathBuf>,
         /// Print the tool specs as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Run one tool call through the runner and print its events and result as JSON lines.
     ///
-    /// Its flags are also read from the `COGNI_*` variables `serve` and `chat` read
-    /// (`COGNI_POLICY`, `COGNI_WORKSPACE`, `COGNI_WORKSPACE_HIDDEN`, `COGNI_DATA_DIR`). Of
-    /// `cogni.toml` it reads only `data_dir`: it binds every core tool, whatever
-    /// `tools.enabled` says, under `--policy` (or the built-in default), in `--workspace`.
+    /// Its settings are read as `serve` and `chat` read them: each flag, else its `COGNI_*`
+    /// variable (`COGNI_POLICY`, `COGNI_WORKSPACE`, `COGNI_WORKSPACE_HIDDEN`,
+    /// `COGNI_DATA_DIR`), else `cogni.toml` (`tools.policy` or `tools.policy_file`,
+    /// `tools.workspace`, `tools.workspace_hidden`, `data_dir`). It binds every core tool,
+    /// whatever `tools.enabled` says.
     Call {
         /// The tool id, e.g. core__get_current_time.
         tool_id: String,
         /// The arguments as JSON text.
         #[arg(long, default_value = "{}")]
         args: String,
-        /// Policy file (TOML, or JSON with a .json extension); the built-in default otherwise.
+        /// Policy file (TOML, or JSON with a .json extension) [default: the config file's
+        /// policy, else the built-in one].
         #[arg(long, env = "COGNI_POLICY")]
         policy: Option<PathBuf>,
-        /// The folder workspace tools are confined to.
-        #[arg(long, env = "COGNI_WORKSPACE", default_value = ".")]
-        workspace: PathBuf,
-        /// Show the workspace's hidden entries (`.env`, `.git`, …) to the tool; without it they
-        /// are not there for it. `--workspace-hidden=false` hides them again.
+        /// The folder workspace tools are confined to [default: `tools.workspace` of the
+        /// config file, else .].
+        #[arg(long, env = "COGNI_WORKSPACE")]
+        workspace: Option<PathBuf>,
+        /// Show the workspace's hidden entries (`.env`, `.git`, …) to the tool; without it (or
+        /// `tools.workspace_hidden` of the config file) they are not there for it.
+        /// `--workspace-hidden=false` hides them again.
         #[arg(
             long,
             env = "COGNI_WORKSPACE_HIDDEN",
@@ -193,8 +201,8 @@ pub enum ToolsCommand {
         /// `data_dir` of the config file, if it sets one].
         #[arg(long, env = "COGNI_DATA_DIR")]
         data_dir: Option<PathBuf>,
-        /// The config file, read for its `data_dir` only [default: ./cogni.toml when it
-        /// exists].
+        /// The config file, read for its `[tools]` settings and `data_dir` [default:
+        /// ./cogni.toml when it exists].
         #[arg(long, env = "COGNI_CONFIG")]
         config: Option<PathBuf>,
     },
@@ -368,8 +376,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             out.flush()?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Tools(ToolsCommand::List { policy, json }) => {
-            tools_list(policy, json)?;
+        Command::Tools(ToolsCommand::List {
+            policy,
+            config,
+            json,
+        }) => {
+            let settings = crate::Settings::read(&crate::Overrides {
+                config,
+                policy,
+                ..crate::Overrides::default()
+            })?;
+            tools_list(&settings, json)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Tools(ToolsCommand::Call {
@@ -381,19 +398,26 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             data_dir,
             config,
         }) => {
-            let data_dir = data_dir_settings(config, data_dir)?.data_dir;
-            let workspace = Config {
-                workspace_root: workspace,
-                workspace_hidden: workspace_hidden.unwrap_or(false),
-            };
-            tools_call(tool_id, args, policy, workspace, data_dir).await
+            let settings = crate::Settings::read(&crate::Overrides {
+                config,
+                policy,
+                workspace,
+                workspace_hidden,
+                data_dir,
+                ..crate::Overrides::default()
+            })?;
+            tools_call(tool_id, args, &settings).await
         }
         Command::Tools(ToolsCommand::Stats {
             data_dir,
             config,
             json,
         }) => {
-            let settings = data_dir_settings(config, data_dir)?;
+            let settings = crate::Settings::read(&crate::Overrides {
+                config,
+                data_dir,
+                ..crate::Overrides::default()
+            })?;
             tools_stats(&crate::replay::data_dir(&settings)?, json)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -410,23 +434,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-/// The settings of `cogni tools call` and `cogni tools stats`, of which they read only the data
-/// folder: `data_dir` (from `--data-dir` or `COGNI_DATA_DIR`), or else that of the config file
-/// (`config`, or `./cogni.toml` when it exists). Read unvalidated, as `cogni runs` reads them
-/// ([`crate::Settings::read`]): no other setting is checked, though a file that does not parse
-/// is refused, naming it.
-fn data_dir_settings(
-    config: Option<PathBuf>,
-    data_dir: Option<PathBuf>,
-) -> anyhow::Result<crate::Settings> {
-    let overrides = crate::Overrides {
-        config,
-        data_dir,
-        ..crate::Overrides::default()
-    };
-    crate::Settings::read(&overrides)
 }
 
 fn tools_stats(data_dir: &Path, json: bool) -> anyhow::Result<()> {
@@ -591,8 +598,12 @@ fn cli_context(clock: &dyn Clock) -> anyhow::Result<RunContext> {
     )?)
 }
 
-fn tools_list(policy: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
-    let policy = load_policy(policy.as_deref())?;
+/// `cogni tools list`: the catalog of every core tool under the policy of `settings` (read,
+/// unvalidated, as `serve` reads them: [`crate::Settings::read`]). Of the settings only the
+/// policy is checked: the tools are bound to the working directory, as a catalog does not
+/// depend on the workspace, so a `tools.workspace` of another machine does not stop it.
+fn tools_list(settings: &crate::Settings, json: bool) -> anyhow::Result<()> {
+    let policy = settings.policy()?;
     let caps = create_capabilities(&Config {
         workspace_root: PathBuf::from("."),
         workspace_hidden: false,
@@ -619,15 +630,17 @@ fn tools_list(policy: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `cogni tools call`: one call of every core tool's source under the policy, in the
+/// workspace, of `settings` (read, unvalidated, as `serve` reads them:
+/// [`crate::Settings::read`]); its statistics are kept in their data folder, if any. Of the
+/// settings only these are checked, as `serve` checks them.
 async fn tools_call(
     tool_id: String,
     args: String,
-    policy: Option<PathBuf>,
-    workspace: Config,
-    data_dir: Option<PathBuf>,
+    settings: &crate::Settings,
 ) -> anyhow::Result<ExitCode> {
-    let policy = Arc::new(load_policy(policy.as_deref())?);
-    let caps = create_capabilities(&workspace)?;
+    let policy = Arc::new(settings.policy()?);
+    let caps = settings.capabilities()?;
     let source = Arc::new(create_tool_source(CoreTool::ALL, &caps)?);
     warn_unknown_tools(&policy, source.as_ref());
     let ctx = cli_context(caps.clock.as_ref())?;
@@ -667,7 +680,7 @@ async fn tools_call(
             &CancellationToken::new(),
         )
         .await;
-    if let Some(dir) = &data_dir {
+    if let Some(dir) = &settings.data_dir {
         // The tool has run: a statistics problem is worth a warning, not a failed call. It
         // names the data folder, and a damaged file's decoding error.
         let warning = match crate::stats::record(dir, &runner.stats()) {

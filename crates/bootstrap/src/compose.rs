@@ -7,7 +7,6 @@ use adapters::{FsWorkspace, SystemClock};
 use ai_core::{BoundTool, Clock, StaticToolSource, Workspace};
 use ai_tools::bind;
 use ai_tools::tools::{GetCurrentTime, WorkspaceList, WorkspaceRead, WorkspaceWrite};
-use anyhow::Context;
 
 use crate::Config;
 
@@ -130,7 +129,7 @@ impl Runtime {
         settings: &crate::Settings,
         completion: Arc<dyn ai_core::CompletionPort>,
     ) -> anyhow::Result<Self> {
-        let caps = create_capabilities(&settings.workspace_config()).context("tools.workspace")?;
+        let caps = settings.capabilities()?;
         let source: Arc<dyn ai_core::ToolSource> =
             Arc::new(create_tool_source(&settings.core_tools()?, &caps)?);
         let policy = Arc::new(settings.policy()?);

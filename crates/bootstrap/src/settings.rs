@@ -1,5 +1,7 @@
 //! `cogni.toml` and its `COGNI_*` overrides: everything `cogni serve` and `cogni chat` are
 //! configured with, validated once at start so a bad setting is refused with its key and reason.
+//! The other commands (`cogni tools …`, `cogni runs …`, `cogni replay`) read the settings they
+//! use from the same sources in the same order ([`Settings::read`]) and check only those.
 //!
 //! Precedence, highest first: a command-line flag, its `COGNI_*` environment variable (clap reads
 //! both, here in the composition root only), the config file, the defaults below. The API key is
@@ -277,12 +279,12 @@ pub struct Settings {
     pub agent: AgentSettings,
     /// The data folder: threads and the run log (`cogni.db`, `blobs/`); without one, threads
     /// live in bounded memory ([`crate::MemoryThreads`]) and nothing is logged. Tool
-    /// statistics (`cogni tools call`, `cogni tools stats`) are kept there too: those commands
-    /// read this key and no other.
+    /// statistics (`cogni tools call`, `cogni tools stats`) are kept there too.
     pub data_dir: Option<PathBuf>,
 }
 
-/// The overrides from flags and `COGNI_*` variables, shared by `serve` and `chat`. Its `Debug`
+/// The overrides from flags and `COGNI_*` variables: all of them flattened into `serve`, `chat`,
+/// `runs` and `replay`; the `tools` commands fill in those they offer as flags. Its `Debug`
 /// shows the base URL as [`LlmSettings::shown_base_url`] does, and never a key or token.
 #[derive(Clone, Default, clap::Args)]
 pub struct Overrides {
@@ -513,7 +515,8 @@ impl Settings {
     }
 
     /// The config file (if any), then the overrides, as [`Settings::load`] reads them, but not
-    /// validated: for a command that uses only some settings (`cogni runs`, `cogni replay`) and
+    /// validated: for a command that uses only some settings (`cogni runs`, `cogni replay`,
+    /// `cogni tools …`) and
     /// checks those itself, so a setting it never uses (the model's, the server's, the
     /// workspace) cannot stop it. A config file that does not parse, or names an empty path, is
     /// still refused.
@@ -765,6 +768,14 @@ impl Settings {
             workspace_root: self.tools.workspace.clone(),
             workspace_hidden: self.tools.workspace_hidden,
         }
+    }
+
+    /// The capabilities core tools are bound to: the system clock and the workspace of
+    /// [`Settings::workspace_config`]. A workspace that cannot be used is an error naming
+    /// `tools.workspace`. What `cogni serve`, `cogni chat` and `cogni tools call` bind their
+    /// tools to.
+    pub fn capabilities(&self) -> anyhow::Result<crate::ToolCapabilities> {
+        crate::create_capabilities(&self.workspace_config()).context("tools.workspace")
     }
 
     /// The policy: inline, from its file, or the built-in default. Both an inline policy and a

@@ -731,16 +731,28 @@ fn a_bad_policy_value_is_named_by_its_line_and_key_never_its_value() {
         ),
     )
     .unwrap();
-    let cases: [(&[&str], &str); 3] = [
+    let cases: [(&[&str], &str); 4] = [
         (
             &["serve"],
             "error: config file cogni.toml: line 6 (`max_runtime_ms = …`): invalid type: \
              string, expected u64",
         ),
         (
-            &["tools", "list", "--policy", "policy.toml"],
-            "error: policy file policy.toml: invalid tool policy: line 3 (`max_runtime_ms = …`): \
-             invalid type: string, expected u64",
+            &["tools", "list"],
+            "error: config file cogni.toml: line 6 (`max_runtime_ms = …`): invalid type: \
+             string, expected u64",
+        ),
+        (
+            &[
+                "tools",
+                "list",
+                "--config",
+                "none.toml",
+                "--policy",
+                "policy.toml",
+            ],
+            "error: tools.policy_file: policy file policy.toml: invalid tool policy: line 3 \
+             (`max_runtime_ms = …`): invalid type: string, expected u64",
         ),
         (
             &["serve", "--config", "none.toml", "--policy", "policy.toml"],
@@ -784,7 +796,10 @@ fn a_bad_json_policy_value_is_named_by_its_place_never_its_value() {
         ));
         assert_eq!(
             stderr.trim_end(),
-            format!("error: policy file policy.json: invalid tool policy: {expected}"),
+            format!(
+                "error: tools.policy_file: policy file policy.json: invalid tool policy: \
+                 {expected}"
+            ),
             "{policy}"
         );
         assert!(!stderr.contains(secret), "{policy}: {stderr}");
@@ -1018,4 +1033,134 @@ fn tools_call_and_stats_read_the_data_dir_of_cogni_toml() {
     std::fs::write(&config, "data_dir = \n").unwrap();
     let stderr = refused(&cogni_in(dir.path(), &["tools", "stats"], &[]));
     assert!(stderr.contains("cogni.toml"), "{stderr}");
+}
+
+/// `cogni tools list` and `cogni tools call` read the tools' settings as `serve` and `chat` do:
+/// the policy (`tools.policy`, `tools.policy_file`), `tools.workspace` and
+/// `tools.workspace_hidden` of `cogni.toml` (or the file `--config` / `COGNI_CONFIG` names; a
+/// relative path in it is its folder's), after the flag and its `COGNI_*` variable. A setting
+/// they do not use (a bad `llm.max_retries`) does not stop them.
+#[test]
+fn tools_list_and_call_read_the_tools_settings_of_cogni_toml() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ws")).unwrap();
+    std::fs::write(dir.path().join("ws/.env"), "KEY=x").unwrap();
+    let config = dir.path().join("cogni.toml");
+    std::fs::write(
+        &config,
+        "[llm]\nmax_retries = 1000000\n[tools]\nworkspace = \"ws\"\nworkspace_hidden = true\n\
+         [tools.policy]\nallowed_tools = [\"core__workspace_write\", \"core__workspace_read\"]\n",
+    )
+    .unwrap();
+    let read_only = dir.path().join("read-only.toml");
+    std::fs::write(&read_only, "allowed_tools = [\"core__workspace_read\"]\n").unwrap();
+    let read_only = read_only.to_str().unwrap();
+    let stderr_of = |output: &Output| String::from_utf8_lossy(&output.stderr).into_owned();
+    let write = |folder: &Path, extra: &[&str], env: &[(&str, &str)], name: &str| {
+        let args = format!(r#"{{"path":"{name}","content":"hi"}}"#);
+        let mut all = vec!["tools", "call", "core__workspace_write", "--args", &args];
+        all.extend_from_slice(extra);
+        cogni_in(folder, &all, env)
+    };
+
+    // The file's policy allows the write, and the file's workspace (its folder's `ws`) takes it.
+    let output = write(dir.path(), &[], &[], "a.txt");
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("ws/a.txt")).unwrap(),
+        "hi"
+    );
+    let list = cogni_in(dir.path(), &["tools", "list"], &[]);
+    let listed = String::from_utf8_lossy(&list.stdout);
+    assert!(list.status.success(), "{}", stderr_of(&list));
+    assert!(
+        listed.contains("core__workspace_write") && !listed.contains("core__get_current_time"),
+        "{listed}"
+    );
+
+    // Named from another folder, by the flag or the variable: the same settings.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let path = config.to_str().unwrap();
+    for (extra, env, name) in [
+        (&["--config", path][..], &[][..], "b.txt"),
+        (&[][..], &[("COGNI_CONFIG", path)][..], "c.txt"),
+    ] {
+        let output = write(elsewhere.path(), extra, env, name);
+        assert!(output.status.success(), "{}", stderr_of(&output));
+        assert!(dir.path().join("ws").join(name).is_file(), "{name}");
+    }
+    let list = cogni_in(elsewhere.path(), &["tools", "list", "--config", path], &[]);
+    assert!(
+        String::from_utf8_lossy(&list.stdout).contains("core__workspace_write"),
+        "{}",
+        stderr_of(&list)
+    );
+
+    // The flag and the variable come before the file.
+    for (extra, env) in [
+        (&["--policy", read_only][..], &[][..]),
+        (&[][..], &[("COGNI_POLICY", read_only)][..]),
+    ] {
+        let output = write(dir.path(), extra, env, "denied.txt");
+        assert!(
+            stderr_of(&output).starts_with("error: policy_denied: "),
+            "{}",
+            stderr_of(&output)
+        );
+        let list = cogni_in(dir.path(), &[&["tools", "list"][..], extra].concat(), env);
+        assert!(
+            !String::from_utf8_lossy(&list.stdout).contains("core__workspace_write"),
+            "{extra:?} {env:?}"
+        );
+    }
+    assert!(!dir.path().join("ws/denied.txt").exists());
+    let other = elsewhere.path().to_str().unwrap();
+    for (extra, env, name) in [
+        (&["--workspace", other][..], &[][..], "d.txt"),
+        (&[][..], &[("COGNI_WORKSPACE", other)][..], "e.txt"),
+    ] {
+        let output = write(dir.path(), extra, env, name);
+        assert!(output.status.success(), "{}", stderr_of(&output));
+        assert!(elsewhere.path().join(name).is_file(), "{name}");
+    }
+
+    // `workspace_hidden = true` of the file shows `.env`; the flag or the variable hides it.
+    let read = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut all = vec![
+            "tools",
+            "call",
+            "core__workspace_read",
+            "--args",
+            r#"{"path":".env"}"#,
+        ];
+        all.extend_from_slice(extra);
+        cogni_in(dir.path(), &all, env)
+    };
+    let shown = read(&[], &[]);
+    assert!(shown.status.success(), "{}", stderr_of(&shown));
+    for (extra, env) in [
+        (&["--workspace-hidden=false"][..], &[][..]),
+        (&[][..], &[("COGNI_WORKSPACE_HIDDEN", "false")][..]),
+    ] {
+        let hidden = read(extra, env);
+        assert!(!hidden.status.success(), "{extra:?} {env:?}: read .env");
+    }
+
+    // A policy setting the file gets wrong is refused as `serve` refuses it, naming the keys.
+    std::fs::write(
+        &config,
+        "[tools]\npolicy_file = \"read-only.toml\"\n[tools.policy]\nallowed_tools = []\n",
+    )
+    .unwrap();
+    for args in [
+        &["tools", "list"][..],
+        &["tools", "call", "core__get_current_time"],
+    ] {
+        let stderr = refused(&cogni_in(dir.path(), args, &[]));
+        assert_eq!(
+            stderr.trim_end(),
+            "error: tools.policy and tools.policy_file: give one, not both",
+            "{args:?}"
+        );
+    }
 }

@@ -71,7 +71,7 @@ fn failures_are_one_line_and_non_zero() {
         ),
         (
             &["tools", "list", "--policy", "/nonexistent/policy.toml"],
-            "error: cannot read policy file /nonexistent/policy.toml",
+            "error: tools.policy_file: cannot read policy file /nonexistent/policy.toml",
         ),
     ];
     for (args, expected) in cases {
@@ -632,12 +632,16 @@ fn a_workspace_that_is_not_a_folder_is_named_once() {
     for (workspace, expected) in [
         (
             &file,
-            format!("error: workspace root {} is not a folder", file.display()),
+            format!(
+                "error: tools.workspace: workspace root {} is not a folder",
+                file.display()
+            ),
         ),
         (
             &missing,
             format!(
-                "error: workspace root {} cannot be used: No such file or directory (os error 2)",
+                "error: tools.workspace: workspace root {} cannot be used: No such file or \
+                 directory (os error 2)",
                 missing.display()
             ),
         ),
