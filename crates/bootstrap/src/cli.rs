@@ -13,7 +13,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
-use crate::{Config, CoreTool, create_capabilities, create_tool_source};
+use crate::{Config, create_capabilities, create_tool_source};
 
 mod chat;
 mod runs;
@@ -151,13 +151,15 @@ pub enum ToolsCommand {
     /// List the catalog a model would see under a policy.
     ///
     /// The policy is read as `serve` and `chat` read it: `--policy`, else `COGNI_POLICY`, else
-    /// `tools.policy` or `tools.policy_file` of `cogni.toml`, else the built-in default.
+    /// `tools.policy` or `tools.policy_file` of `cogni.toml`, else the built-in default. The
+    /// tools are those `tools.enabled` names (all core tools unless it is set).
     List {
         /// Policy file (TOML, or JSON with a .json extension) [default: the config file's
         /// policy, else the built-in one].
         #[arg(long, env = "COGNI_POLICY")]
         policy: Option<PathBuf>,
-        /// The config file, read for its policy [default: ./cogni.toml when it exists].
+        /// The config file, read for its policy and `tools.enabled` [default: ./cogni.toml when
+        /// it exists].
         #[arg(long, env = "COGNI_CONFIG")]
         config: Option<PathBuf>,
         /// Print the tool specs as JSON.
@@ -169,8 +171,8 @@ pub enum ToolsCommand {
     /// Its settings are read as `serve` and `chat` read them: each flag, else its `COGNI_*`
     /// variable (`COGNI_POLICY`, `COGNI_WORKSPACE`, `COGNI_WORKSPACE_HIDDEN`,
     /// `COGNI_DATA_DIR`), else `cogni.toml` (`tools.policy` or `tools.policy_file`,
-    /// `tools.workspace`, `tools.workspace_hidden`, `data_dir`). It binds every core tool,
-    /// whatever `tools.enabled` says.
+    /// `tools.workspace`, `tools.workspace_hidden`, `data_dir`). It binds the core tools
+    /// `tools.enabled` names (all of them unless it is set), as `serve` does.
     Call {
         /// The tool id, e.g. core__get_current_time.
         tool_id: String,
@@ -598,9 +600,9 @@ fn cli_context(clock: &dyn Clock) -> anyhow::Result<RunContext> {
     )?)
 }
 
-/// `cogni tools list`: the catalog of every core tool under the policy of `settings` (read,
-/// unvalidated, as `serve` reads them: [`crate::Settings::read`]). Of the settings only the
-/// policy is checked: the tools are bound to the working directory, as a catalog does not
+/// `cogni tools list`: the catalog of the enabled core tools (`tools.enabled`) under the policy
+/// of `settings` (read, unvalidated, as `serve` reads them: [`crate::Settings::read`]). Of the
+/// settings only those two are checked: the tools are bound to the working directory, as a catalog does not
 /// depend on the workspace, so a `tools.workspace` of another machine does not stop it.
 fn tools_list(settings: &crate::Settings, json: bool) -> anyhow::Result<()> {
     let policy = settings.policy()?;
@@ -608,7 +610,7 @@ fn tools_list(settings: &crate::Settings, json: bool) -> anyhow::Result<()> {
         workspace_root: PathBuf::from("."),
         workspace_hidden: false,
     })?;
-    let source = create_tool_source(CoreTool::ALL, &caps)?;
+    let source = create_tool_source(&settings.core_tools()?, &caps)?;
     warn_unknown_tools(&policy, &source);
     let catalog = ToolCatalog::build(&source, &policy, &cli_context(caps.clock.as_ref())?)?;
     let mut out = stdout::stdout();
@@ -630,8 +632,8 @@ fn tools_list(settings: &crate::Settings, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `cogni tools call`: one call of every core tool's source under the policy, in the
-/// workspace, of `settings` (read, unvalidated, as `serve` reads them:
+/// `cogni tools call`: one call, with the enabled core tools (`tools.enabled`) bound, under the
+/// policy, in the workspace, of `settings` (read, unvalidated, as `serve` reads them:
 /// [`crate::Settings::read`]); its statistics are kept in their data folder, if any. Of the
 /// settings only these are checked, as `serve` checks them.
 async fn tools_call(
@@ -641,7 +643,7 @@ async fn tools_call(
 ) -> anyhow::Result<ExitCode> {
     let policy = Arc::new(settings.policy()?);
     let caps = settings.capabilities()?;
-    let source = Arc::new(create_tool_source(CoreTool::ALL, &caps)?);
+    let source = Arc::new(create_tool_source(&settings.core_tools()?, &caps)?);
     warn_unknown_tools(&policy, source.as_ref());
     let ctx = cli_context(caps.clock.as_ref())?;
     let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx)?;

@@ -1164,3 +1164,59 @@ fn tools_list_and_call_read_the_tools_settings_of_cogni_toml() {
         );
     }
 }
+
+/// `cogni tools list` and `cogni tools call` bind the core tools `tools.enabled` names, as
+/// `serve`, `chat` and `replay` do: one left out is not in the catalog and not run, whatever the
+/// policy allows, and an unknown name is refused naming the key.
+#[test]
+fn tools_list_and_call_bind_only_the_enabled_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("cogni.toml");
+    std::fs::write(
+        &config,
+        "[tools]\nenabled = [\"core__get_current_time\", \"core__workspace_read\"]\n\
+         [tools.policy]\nallowed_tools = [\"core__get_current_time\", \"core__workspace_list\", \
+         \"core__workspace_read\"]\n",
+    )
+    .unwrap();
+    let list = cogni_in(dir.path(), &["tools", "list"], &[]);
+    let listed = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        list.status.success(),
+        "{}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+    let ids: Vec<&str> = listed
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert_eq!(ids, ["core__get_current_time", "core__workspace_read"]);
+    let call = cogni_in(dir.path(), &["tools", "call", "core__workspace_list"], &[]);
+    let stderr = refused(&call);
+    assert!(
+        stderr.starts_with("error: unavailable: tool core__workspace_list is not available"),
+        "{stderr}"
+    );
+    let call = cogni_in(
+        dir.path(),
+        &["tools", "call", "core__get_current_time"],
+        &[],
+    );
+    assert!(
+        call.status.success(),
+        "{}",
+        String::from_utf8_lossy(&call.stderr)
+    );
+
+    std::fs::write(&config, "[tools]\nenabled = [\"core__nope\"]\n").unwrap();
+    for args in [
+        &["tools", "list"][..],
+        &["tools", "call", "core__get_current_time"],
+    ] {
+        let stderr = refused(&cogni_in(dir.path(), args, &[]));
+        assert!(
+            stderr.starts_with("error: tools.enabled: unknown tool `core__nope`"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
