@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use ai_core::{
     AiEvent, CancellationToken, Clock, RunContext, ToolCall, ToolCallId, ToolCatalog, ToolOutcome,
-    ToolRunner, ToolSource, ToolSpec,
+    ToolSource, ToolSpec,
 };
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -170,8 +170,9 @@ pub enum ToolsCommand {
     ///
     /// Its settings are read as `serve` and `chat` read them: each flag, else its `COGNI_*`
     /// variable (`COGNI_POLICY`, `COGNI_WORKSPACE`, `COGNI_WORKSPACE_HIDDEN`,
-    /// `COGNI_DATA_DIR`), else `cogni.toml` (`tools.policy` or `tools.policy_file`,
-    /// `tools.workspace`, `tools.workspace_hidden`, `data_dir`). It binds the core tools
+    /// `COGNI_TRACE_REDACTED_RESULTS`, `COGNI_DATA_DIR`), else `cogni.toml` (`tools.policy` or
+    /// `tools.policy_file`, `tools.workspace`, `tools.workspace_hidden`,
+    /// `tools.trace_redacted_results`, `data_dir`). It binds the core tools
     /// `tools.enabled` names (all of them unless it is set), as `serve` does.
     Call {
         /// The tool id, e.g. core__get_current_time.
@@ -199,6 +200,18 @@ pub enum ToolsCommand {
             value_parser = clap::builder::BoolishValueParser::new()
         )]
         workspace_hidden: Option<bool>,
+        /// Record the call's redacted result on its tracing span (shown with
+        /// `RUST_LOG=ai_core=debug`), as `tools.trace_redacted_results` of the config file
+        /// does; `--trace-redacted-results=false` turns it off again.
+        #[arg(
+            long,
+            env = "COGNI_TRACE_REDACTED_RESULTS",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            value_parser = clap::builder::BoolishValueParser::new()
+        )]
+        trace_redacted_results: Option<bool>,
         /// Keep tool statistics in this folder (read by `cogni tools stats`) [default:
         /// `data_dir` of the config file, if it sets one].
         #[arg(long, env = "COGNI_DATA_DIR")]
@@ -397,6 +410,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             policy,
             workspace,
             workspace_hidden,
+            trace_redacted_results,
             data_dir,
             config,
         }) => {
@@ -405,6 +419,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 policy,
                 workspace,
                 workspace_hidden,
+                trace_redacted_results,
                 data_dir,
                 ..crate::Overrides::default()
             })?;
@@ -647,7 +662,8 @@ async fn tools_call(
     warn_unknown_tools(&policy, source.as_ref());
     let ctx = cli_context(caps.clock.as_ref())?;
     let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx)?;
-    let runner = ToolRunner::new(
+    let runner = crate::compose::tool_runner(
+        settings,
         source.clone() as Arc<dyn ToolSource>,
         policy,
         caps.clock.clone(),

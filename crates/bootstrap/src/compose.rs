@@ -147,11 +147,7 @@ impl Runtime {
         policy: Arc<ai_core::ToolPolicy>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let runner = ai_core::ToolRunner::new(source.clone(), policy.clone(), clock.clone())
-            .with_config(
-                ai_core::RunnerConfig::default()
-                    .with_trace_redacted_results(settings.tools.trace_redacted_results),
-            );
+        let runner = tool_runner(settings, source.clone(), policy.clone(), clock.clone());
         let mut config = graph::AgentConfig::default()
             .with_max_steps(settings.agent.max_steps)
             .with_max_parallel_tools(settings.agent.max_parallel_tools);
@@ -177,6 +173,20 @@ impl Runtime {
             run_settings,
         }
     }
+}
+
+/// The runner over `source` and `policy`, configured by `settings` (`tools.trace_redacted_results`):
+/// the one a [`Runtime`]'s agent runs tools with, and `cogni tools call` its call.
+pub(crate) fn tool_runner(
+    settings: &crate::Settings,
+    source: Arc<dyn ai_core::ToolSource>,
+    policy: Arc<ai_core::ToolPolicy>,
+    clock: Arc<dyn Clock>,
+) -> ai_core::ToolRunner {
+    ai_core::ToolRunner::new(source, policy, clock).with_config(
+        ai_core::RunnerConfig::default()
+            .with_trace_redacted_results(settings.tools.trace_redacted_results),
+    )
 }
 
 /// A one-line warning naming the tool ids `policy` names that neither cogni's core tools (enabled

@@ -1220,3 +1220,29 @@ fn tools_list_and_call_bind_only_the_enabled_tools() {
         );
     }
 }
+
+/// `cogni tools call` records the redacted result on the call's span when
+/// `tools.trace_redacted_results` asks for it, read as `serve` and `chat` read it: the flag,
+/// else `COGNI_TRACE_REDACTED_RESULTS`, else `cogni.toml`; off unless one of them turns it on.
+#[test]
+fn tools_call_traces_redacted_results_as_serve_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("cogni.toml");
+    let traced = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut args = vec!["tools", "call", "core__get_current_time"];
+        args.extend_from_slice(extra);
+        let env = [&[("RUST_LOG", "ai_core=debug")][..], env].concat();
+        let output = cogni_in(dir.path(), &args, &env);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "{stderr}");
+        assert!(stderr.contains("tool call finished"), "no span: {stderr}");
+        stderr.contains("gen_ai.tool.call.result")
+    };
+    assert!(!traced(&[], &[]), "off by default");
+    assert!(traced(&["--trace-redacted-results"], &[]));
+    assert!(traced(&[], &[("COGNI_TRACE_REDACTED_RESULTS", "true")]));
+    std::fs::write(&config, "[tools]\ntrace_redacted_results = true\n").unwrap();
+    assert!(traced(&[], &[]), "the file's value");
+    assert!(!traced(&["--trace-redacted-results=false"], &[]));
+    assert!(!traced(&[], &[("COGNI_TRACE_REDACTED_RESULTS", "false")]));
+}
