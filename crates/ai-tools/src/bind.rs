@@ -6,6 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use jsonschema::Validator;
 use jsonschema::error::ValidationErrorKind;
+use schemars::generate::Contract;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -37,14 +38,15 @@ struct BoundContract<C> {
 /// does not have, cannot be bound (invariant REDACTION_REQUIRED).
 pub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {
     let spec = tool_spec::<C>()?;
-    if let Some(name) = clashing_name::<C::Output>() {
+    if let Some(name) = clashing_name::<C::Output>(Contract::Serialize) {
         return Err(Error::NameClash {
             tool: C::ID.into(),
             which: "output",
             name,
         });
     }
-    let output_schema = derive_schema::<C::Output>();
+    // What the output's `Serialize` writes, which is what is checked and redacted.
+    let output_schema = derive_schema::<C::Output>(Contract::Serialize);
     let redaction_error = |reason: String| Error::Redaction {
         tool: C::ID.into(),
         reason,

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
-use schemars::generate::SchemaSettings;
+use schemars::generate::{Contract, SchemaSettings};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -117,8 +117,15 @@ pub trait ToolContract: Send + Sync + 'static {
 /// (providers ignore them, and the title is the Rust type's name), with `Option`s of structs and
 /// enums (the root type's own too), and documented unit enums spelled within the subset (see
 /// [`fit::fit_subset`]).
-pub(crate) fn derive_schema<T: JsonSchema>() -> Value {
-    let generator = SchemaSettings::draft07().into_generator();
+///
+/// `contract` is the side of serde it describes: [`Contract::Deserialize`] for an input (what
+/// its `Deserialize` takes), [`Contract::Serialize`] for an output (what its `Serialize` writes:
+/// a field `skip_serializing_if` may leave out is not required, a field is named as it is
+/// written, one serde never writes is not there).
+pub(crate) fn derive_schema<T: JsonSchema>(contract: Contract) -> Value {
+    let mut settings = SchemaSettings::draft07();
+    settings.contract = contract;
+    let generator = settings.into_generator();
     let mut schema = generator.into_root_schema_for::<T>().to_value();
     let mut title = None;
     if let Value::Object(map) = &mut schema {
@@ -138,14 +145,14 @@ pub(crate) fn derive_schema<T: JsonSchema>() -> Value {
 /// convention of it) anywhere.
 pub fn tool_spec<C: ToolContract>() -> Result<ToolSpec, Error> {
     let id = ToolId::parse(C::ID)?;
-    if let Some(name) = clash::clashing_name::<C::Input>() {
+    if let Some(name) = clash::clashing_name::<C::Input>(Contract::Deserialize) {
         return Err(Error::NameClash {
             tool: C::ID.into(),
             which: "input",
             name,
         });
     }
-    let input_schema = derive_schema::<C::Input>();
+    let input_schema = derive_schema::<C::Input>(Contract::Deserialize);
     if let Err(violations) = validate_tool_schema_p0(&input_schema) {
         return Err(Error::UnsupportedSchema {
             tool: C::ID.into(),

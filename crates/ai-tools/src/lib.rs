@@ -42,7 +42,10 @@
 //!   with one `schema_id`) are refused, naming the name and the fix,
 //!   `#[schemars(rename = "…")]`. The exception is when one contains the other, which schemars
 //!   cannot tell from a type containing itself: name such types apart.
-//! - The output is an object whose fields the allowlist names by dotted path. `"days.summary"`
+//! - The output is an object whose fields the allowlist names by dotted path, as its
+//!   `Serialize` writes them: its schema, which checks it, describes serde's serialize side (a
+//!   field `skip_serializing_if` leaves out need not be there; a `rename(serialize = "…")` is
+//!   the name to allowlist). `"days.summary"`
 //!   reaches into arrays and optional structs. A `field*` segment follows a field that holds
 //!   its own type any number of times, none included: `"next*.name"` is `name`, `next.name`,
 //!   `next.next.name`, … of a linked list, and `"children*.name"` every name of a tree,

@@ -15,20 +15,23 @@
 use std::collections::BTreeSet;
 
 use schemars::JsonSchema;
-use schemars::generate::SchemaSettings;
+use schemars::generate::{Contract, SchemaSettings};
 use serde_json::Value;
 
-/// The name schemars gave two different types of `T`'s schema, when it gave one to two.
+/// The name schemars gave two different types of `T`'s schema (derived for `contract`, the side
+/// of serde it describes), when it gave one to two.
 ///
 /// A clash between a type and one that contains it (the root type included) cannot be seen:
 /// schemars reads the inner one as the outer one in both derivations, as if the type contained
 /// itself.
-pub(crate) fn clashing_name<T: JsonSchema>() -> Option<String> {
-    let by_ref = SchemaSettings::draft07()
+pub(crate) fn clashing_name<T: JsonSchema>(contract: Contract) -> Option<String> {
+    let mut settings = SchemaSettings::draft07();
+    settings.contract = contract;
+    let by_ref = settings
+        .clone()
         .into_generator()
         .into_root_schema_for::<T>()
         .to_value();
-    let mut settings = SchemaSettings::draft07();
     settings.inline_subschemas = true;
     let inline = settings
         .into_generator()

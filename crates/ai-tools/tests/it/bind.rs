@@ -1189,3 +1189,64 @@ async fn an_input_type_that_cannot_read_back_what_it_writes_is_the_tools_fault()
          arguments it writes"
     );
 }
+
+#[derive(Serialize, JsonSchema)]
+struct SparseOutput {
+    /// Left out when empty, as outputs often are.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    names: Vec<String>,
+    /// Named for the reader, not for a parser.
+    #[serde(rename(serialize = "total", deserialize = "count"))]
+    count: u32,
+    /// Written, never read back.
+    #[serde(skip_deserializing)]
+    note: String,
+}
+
+struct Sparse;
+
+#[async_trait::async_trait]
+impl ToolContract for Sparse {
+    type Input = Input;
+    type Output = SparseOutput;
+    const ID: &'static str = "core__sparse";
+    const DESCRIPTION: &'static str = "Lists names, maybe none.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["names", "total", "note"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        input: Input,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<SparseOutput, ToolError> {
+        let names = (1..input.count).map(|i| format!("n{i}")).collect();
+        Ok(SparseOutput {
+            names,
+            count: input.count - 1,
+            note: "shown".into(),
+        })
+    }
+}
+
+/// The output schema describes what the output serializes to (serde's serialize side): a field
+/// left out by `skip_serializing_if`, renamed for serializing, or never deserialized is checked
+/// and allowlisted as it is written.
+#[tokio::test]
+async fn the_output_is_checked_and_allowlisted_as_it_serializes() {
+    let tool = bind(Sparse).unwrap();
+    let (run, _) = crate::support::run(tool.clone(), r#"{"name":"ada","count":1}"#).await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"total": 0, "note": "shown"}).into()
+        }
+    );
+    let (run, _) = crate::support::run(tool, r#"{"name":"ada","count":2}"#).await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"names": ["n1"], "total": 1, "note": "shown"}).into()
+        }
+    );
+}
