@@ -26,8 +26,9 @@ const DEFINITIONS: &str = "#/definitions/";
 /// - a root that refers to itself (`"$ref": "#"`, as schemars writes a field of type
 ///   `Option<Box<Self>>` or `Vec<Self>`) is copied into the definitions under its type's name
 ///   `title` (see [`define_recursive_root`]), so that its `Option`s can be rewritten as below;
-/// - a unit-only enum whose variants have doc comments (a `oneOf` of `const`s) becomes one
-///   `enum`, the variants' descriptions added to the enum's own;
+/// - a unit-only enum whose variants have doc comments, all or some (a `oneOf` of `const`s,
+///   and one `enum` of the undocumented variants), becomes one `enum`, the variants'
+///   descriptions added to the enum's own;
 /// - `Option<T>` of a `T` kept in the definitions (a struct, an enum:
 ///   `anyOf: [{"$ref": …}, {"type": "null"}]`) becomes a `$ref` to a copy of `T`'s definition,
 ///   `<T>OrNull` (a number added if the input has a type of that name), with `null` added to its `type` (and `enum`).
@@ -230,6 +231,8 @@ fn each_schema(node: &mut Value, f: &mut impl FnMut(&mut Map<String, Value>)) {
 
 /// `oneOf: [{"const": "a", "type": "string", "description": "…"}, …]` (what schemars derives
 /// for a unit-only enum with documented variants) as `{"type": "string", "enum": ["a", …]}`.
+/// When only some variants are documented, schemars puts the others together in one branch,
+/// `{"type": "string", "enum": ["b", …]}`, whose values join the enum's too.
 fn collapse_documented_enum(node: &mut Map<String, Value>) {
     let Some(Value::Array(branches)) = node.get("oneOf") else {
         return;
@@ -241,28 +244,43 @@ fn collapse_documented_enum(node: &mut Map<String, Value>) {
         let Some(branch) = branch.as_object() else {
             return;
         };
-        let (Some(value), Some(branch_kind)) = (branch.get("const"), branch.get("type")) else {
+        let Some(branch_kind) = branch.get("type") else {
             return;
         };
-        if kind.is_some_and(|kind| kind != branch_kind)
-            || branch
-                .keys()
-                .any(|k| !matches!(k.as_str(), "const" | "type" | "description"))
-        {
+        if kind.is_some_and(|kind| kind != branch_kind) {
             return;
         }
         kind = Some(branch_kind);
-        if let Some(Value::String(note)) = branch.get("description") {
-            let shown = value
-                .as_str()
-                .map_or_else(|| value.to_string(), str::to_owned);
-            notes.push(format!("- `{shown}`: {note}"));
+        match (branch.get("const"), branch.get("enum")) {
+            (Some(value), None)
+                if branch
+                    .keys()
+                    .all(|k| matches!(k.as_str(), "const" | "type" | "description")) =>
+            {
+                if let Some(Value::String(note)) = branch.get("description") {
+                    let shown = value
+                        .as_str()
+                        .map_or_else(|| value.to_string(), str::to_owned);
+                    notes.push(format!("- `{shown}`: {note}"));
+                }
+                values.push(value.clone());
+            }
+            // The undocumented variants: no description, which could not be told apart by value.
+            (None, Some(Value::Array(undocumented)))
+                if branch.keys().all(|k| matches!(k.as_str(), "enum" | "type")) =>
+            {
+                values.extend(undocumented.iter().cloned());
+            }
+            _ => return,
         }
-        values.push(value.clone());
     }
     let Some(kind) = kind.cloned() else {
         return;
     };
+    // Without a documented variant it is no enum schemars spells this way: left as it is.
+    if !branches.iter().any(|b| b.get("const").is_some()) {
+        return;
+    }
     node.remove("oneOf");
     node.insert("type".into(), kind);
     node.insert("enum".into(), values.into());

@@ -269,6 +269,59 @@ fn optional_structs_and_enums_and_documented_enums_fit_the_subset() {
     }
 }
 
+/// A unit enum with docs on some of its variants.
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum Speed {
+    Slow,
+    /// Twice as fast, twice the cost.
+    Fast,
+    Normal,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct WithSpeed {
+    speed: Speed,
+    fallback: Option<Speed>,
+}
+
+/// schemars spells a unit enum with some variants documented and others not as a `oneOf` of one
+/// `enum` of the undocumented variants and a `const` per documented one: the subset says it as
+/// one `enum`, which accepts exactly what serde accepts.
+#[test]
+fn a_unit_enum_with_some_variants_documented_fits_the_subset() {
+    let spec = tool_spec::<Probe<WithSpeed>>().unwrap();
+    let schema = &spec.input_schema;
+    let description =
+        "A unit enum with docs on some of its variants.\n- `fast`: Twice as fast, twice the cost.";
+    assert_eq!(
+        schema["definitions"],
+        serde_json::json!({
+            "Speed": {"description": description, "enum": ["slow", "normal", "fast"],
+                "type": "string"},
+            "SpeedOrNull": {"description": description, "enum": ["slow", "normal", "fast", null],
+                "type": ["string", "null"]},
+        })
+    );
+    let validator = jsonschema::draft7::new(schema).unwrap();
+    for args in [
+        serde_json::json!({"speed": "slow"}),
+        serde_json::json!({"speed": "fast", "fallback": "normal"}),
+        serde_json::json!({"speed": "normal", "fallback": null}),
+        serde_json::json!({"speed": "faster"}),
+        serde_json::json!({"speed": null}),
+        serde_json::json!({"speed": "slow", "fallback": "Slow"}),
+    ] {
+        assert_eq!(
+            validator.is_valid(&args),
+            serde_json::from_value::<WithSpeed>(args.clone()).is_ok(),
+            "{args}"
+        );
+    }
+}
+
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(untagged)]
 #[allow(dead_code)]
