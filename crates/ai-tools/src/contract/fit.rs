@@ -26,6 +26,9 @@ const DEFINITIONS: &str = "#/definitions/";
 /// - a root that refers to itself (`"$ref": "#"`, as schemars writes a field of type
 ///   `Option<Box<Self>>` or `Vec<Self>`) is copied into the definitions under its type's name
 ///   `title` (see [`define_recursive_root`]), so that its `Option`s can be rewritten as below;
+/// - a `$ref` that schemars put in an `allOf` of one so that annotations (a field's doc
+///   comment, its `default`) can sit beside it becomes a plain `$ref` beside them (see
+///   [`unwrap_annotated_reference`]);
 /// - a unit-only enum whose variants have doc comments, all or some (a `oneOf` of `const`s,
 ///   and one `enum` of the undocumented variants), becomes one `enum`, the variants'
 ///   descriptions added to the enum's own;
@@ -39,6 +42,7 @@ const DEFINITIONS: &str = "#/definitions/";
 pub(super) fn fit_subset(schema: &mut Value, title: Option<&str>) {
     plain_definition_names(schema);
     define_recursive_root(schema, title);
+    each_schema(schema, &mut unwrap_annotated_reference);
     each_schema(schema, &mut collapse_documented_enum);
     let Some(Value::Object(definitions)) = schema.get("definitions") else {
         return;
@@ -227,6 +231,47 @@ fn each_schema(node: &mut Value, f: &mut impl FnMut(&mut Map<String, Value>)) {
             _ => {}
         }
     }
+}
+
+/// Keywords that only annotate a schema: no validator reads them, so draft-07 ignoring them
+/// beside a `$ref` changes nothing that is accepted.
+const ANNOTATIONS: &[&str] = &[
+    "description",
+    "title",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$comment",
+];
+
+/// `{"allOf": [{"$ref": …}], "description": …}` as `{"$ref": …, "description": …}`, when every
+/// keyword beside the `allOf` is an annotation.
+///
+/// schemars writes a field whose type it keeps in the definitions (a struct, an enum, a newtype)
+/// that way when the field has a doc comment or a default, since draft-07 ignores a `$ref`'s
+/// siblings; the subset refuses `allOf`. The annotations stay for the model, the `$ref` says
+/// what is accepted, as before. A rule beside the `allOf` (a `minimum`, say) keeps it: moved
+/// beside the `$ref` it would be shown and never checked.
+fn unwrap_annotated_reference(node: &mut Map<String, Value>) {
+    let Some(Value::Array(parts)) = node.get("allOf") else {
+        return;
+    };
+    let [Value::Object(only)] = parts.as_slice() else {
+        return;
+    };
+    let Some(reference) = only.get("$ref").filter(|_| only.len() == 1).cloned() else {
+        return;
+    };
+    if node
+        .keys()
+        .any(|k| k != "allOf" && !ANNOTATIONS.contains(&k.as_str()))
+    {
+        return;
+    }
+    node.remove("allOf");
+    node.insert("$ref".into(), reference);
 }
 
 /// `oneOf: [{"const": "a", "type": "string", "description": "…"}, …]` (what schemars derives

@@ -323,6 +323,66 @@ fn a_unit_enum_with_some_variants_documented_fits_the_subset() {
 }
 
 #[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Documented {
+    /// Where to start.
+    at: Point,
+    /// How to measure.
+    unit: Unit,
+    /// Where to go back to, if anywhere.
+    back: Option<Point>,
+}
+
+/// A doc comment on a field whose type is kept in the definitions (a struct, an enum) is what
+/// tools write all the time; schemars puts the `$ref` in an `allOf` of one, beside the
+/// description (draft-07 ignores a `$ref`'s siblings), which the subset refuses. The derived
+/// schema says it with the `$ref` beside the description, accepting what serde accepts.
+#[test]
+fn a_documented_field_of_a_defined_type_fits_the_subset() {
+    let spec = tool_spec::<Probe<Documented>>().unwrap();
+    let schema = &spec.input_schema;
+    assert_eq!(
+        schema["properties"]["at"],
+        serde_json::json!({"$ref": "#/definitions/Point", "description": "Where to start."})
+    );
+    assert_eq!(
+        schema["properties"]["unit"],
+        serde_json::json!({"$ref": "#/definitions/Unit", "description": "How to measure."})
+    );
+    let validator = jsonschema::draft7::new(schema).unwrap();
+    for args in [
+        serde_json::json!({"at": {"x": 1}, "unit": "metre"}),
+        serde_json::json!({"at": {"x": 1}, "unit": "foot", "back": {"x": 2}}),
+        serde_json::json!({"at": {"x": 256}, "unit": "metre"}),
+        serde_json::json!({"at": {}, "unit": "metre"}),
+        serde_json::json!({"at": null, "unit": "metre"}),
+        serde_json::json!({"at": {"x": 1}, "unit": "inch"}),
+    ] {
+        assert_eq!(
+            validator.is_valid(&args),
+            serde_json::from_value::<Documented>(args.clone()).is_ok(),
+            "{args}"
+        );
+    }
+}
+
+/// A field whose schemars attributes add a rule beside its `$ref` keeps the `allOf`: draft-07
+/// would ignore the rule beside a `$ref`, so the model would be told a rule nobody checks.
+#[test]
+fn an_all_of_with_a_rule_beside_its_ref_is_left_for_the_subset_check() {
+    let mut schema = serde_json::json!({
+        "type": "object",
+        "properties": {"at": {"allOf": [{"$ref": "#/definitions/Point"}], "minProperties": 1}},
+        "definitions": {"Point": {"type": "object"}},
+    });
+    super::fit::fit_subset(&mut schema, None);
+    assert_eq!(
+        schema["properties"]["at"],
+        serde_json::json!({"allOf": [{"$ref": "#/definitions/Point"}], "minProperties": 1})
+    );
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(untagged)]
 #[allow(dead_code)]
 enum Either {

@@ -1250,3 +1250,49 @@ async fn the_output_is_checked_and_allowlisted_as_it_serializes() {
         }
     );
 }
+
+#[derive(Serialize, JsonSchema)]
+struct Documented {
+    /// The first item, its `shown` allowlisted.
+    first: Inner,
+}
+
+struct DocumentedOut;
+
+#[async_trait::async_trait]
+impl ToolContract for DocumentedOut {
+    type Input = Input;
+    type Output = Documented;
+    const ID: &'static str = "core__documented";
+    const DESCRIPTION: &'static str = "Returns a documented struct field.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["first.shown"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        input: Input,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<Documented, ToolError> {
+        Ok(Documented {
+            first: Inner {
+                shown: input.name,
+                hidden: "h-CANARY".into(),
+            },
+        })
+    }
+}
+
+/// A documented output field of a struct type (schemars puts its `$ref` in an `allOf`) can have
+/// its own fields allowlisted.
+#[tokio::test]
+async fn fields_of_a_documented_output_struct_can_be_allowlisted() {
+    let (run, _) =
+        crate::support::run(bind(DocumentedOut).unwrap(), r#"{"name":"ada","count":1}"#).await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"first": {"shown": "ada"}}).into()
+        }
+    );
+}
