@@ -797,6 +797,11 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
                      cannot be passed on exactly",
                     schema_named_path(&self.output_schema, &at)
                 ),
+                Unrepresentable::NonFinite(at) => format!(
+                    "the tool output does not fit: {} is not a finite number (NaN or an \
+                     infinity), which JSON cannot carry",
+                    schema_named_path(&self.output_schema, &at)
+                ),
             })
         })
     }

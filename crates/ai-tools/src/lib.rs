@@ -53,7 +53,9 @@
 //!   `examples/own_agent.rs` in cogni-graph for a whole contract in use.
 //! - Output integers must fit 64 bits (an `i64` or a `u64`): the workspace's serde_json holds
 //!   no wider number exactly, so an `i128` or `u128` past that range fails the call, naming the
-//!   field's place, rather than reaching the model as a rounded float.
+//!   field's place, rather than reaching the model as a rounded float. So does an output
+//!   number that is NaN or an infinity, which JSON cannot write (serde_json writes `null`, an
+//!   `Option`'s "none").
 //!
 //! # Example
 //!

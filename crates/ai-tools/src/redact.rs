@@ -122,11 +122,14 @@ pub(crate) enum Unrepresentable {
     /// `u128`): the workspace's serde_json (without `arbitrary_precision`) would read it as a
     /// float, a different number.
     WideInteger(String),
+    /// A number in it, at this JSON pointer, is NaN or an infinity, which JSON has no way to
+    /// write: serde_json writes `null`, which reads as no value (an `Option`'s `None`).
+    NonFinite(String),
 }
 
 /// `output` as a JSON value, or why it cannot be one exactly: it does not serialize, an object
 /// in it repeats a key, it is nested deeper than serde_json reads (128 levels), or it holds an
-/// integer beyond 64 bits.
+/// integer beyond 64 bits or a number that is not finite.
 ///
 /// `serde_json::to_value` keeps the last of two equal keys, and serde writes two when a
 /// `#[serde(flatten)]`ed map or struct holds a key its parent has: the flattened value would
@@ -137,6 +140,12 @@ pub(crate) enum Unrepresentable {
 /// returned. Such an integer is refused with its place instead.
 pub(crate) fn exact_value<T: Serialize>(output: &T) -> Result<Value, Unrepresentable> {
     let text = serde_json::to_string(output).map_err(|_| Unrepresentable::Unserializable)?;
+    // A NaN or an infinity is written `null`: only text with one in it needs looking through.
+    if text.contains("null")
+        && let Some(pointer) = finite::non_finite_place(output)
+    {
+        return Err(Unrepresentable::NonFinite(pointer));
+    }
     let value = match serde_json::from_str::<UniqueKeys>(&text) {
         Ok(UniqueKeys(value)) => value,
         Err(e) if e.is_data() => return Err(Unrepresentable::RepeatedKey),
@@ -389,5 +398,6 @@ fn resolve<'a>(root: &'a Value, mut node: &'a Value) -> Option<&'a Value> {
     None
 }
 
+mod finite;
 #[cfg(test)]
 mod tests;

@@ -123,6 +123,51 @@ fn an_integer_beyond_64_bits_is_refused_with_its_place() {
 /// number of times, none included, and nothing else: what is not named stays hidden at every
 /// depth.
 #[test]
+fn a_number_that_is_not_finite_is_refused_with_its_place() {
+    #[derive(serde::Serialize)]
+    enum Shape {
+        Pair(f64, f64),
+        Round { radius: f32 },
+        One(f64),
+    }
+    #[derive(serde::Serialize)]
+    struct Out {
+        shapes: Vec<Shape>,
+        #[serde(flatten)]
+        extra: std::collections::BTreeMap<String, f64>,
+        last: Option<f64>,
+    }
+    let out = |one: f64, radius: f32, extra: f64, last: f64| Out {
+        shapes: vec![
+            Shape::Pair(1.0, 2.0),
+            Shape::Round { radius },
+            Shape::One(one),
+        ],
+        extra: [("a/b".to_owned(), extra)].into(),
+        last: Some(last),
+    };
+    let place = |out: Out| match exact_value(&out) {
+        Err(Unrepresentable::NonFinite(at)) => Some(at),
+        Ok(_) => None,
+        Err(other) => panic!("{other:?}"),
+    };
+    assert_eq!(place(out(1.0, 1.0, 1.0, 1.0)), None);
+    assert_eq!(
+        place(out(f64::NAN, 1.0, 1.0, 1.0)),
+        Some("/shapes/2/One".into())
+    );
+    assert_eq!(
+        place(out(1.0, f32::NEG_INFINITY, 1.0, 1.0)),
+        Some("/shapes/1/Round/radius".into())
+    );
+    assert_eq!(
+        place(out(1.0, 1.0, f64::INFINITY, 1.0)),
+        Some("/a~1b".into())
+    );
+    assert_eq!(place(out(1.0, 1.0, 1.0, f64::NAN)), Some("/last".into()));
+}
+
+#[test]
 fn a_repeated_field_reaches_every_depth() {
     let tree = json!({"name": "a", "secret": 1, "children": [
         {"name": "b", "secret": 2, "children": []},

@@ -1296,3 +1296,67 @@ async fn fields_of_a_documented_output_struct_can_be_allowlisted() {
         }
     );
 }
+
+#[derive(Serialize, JsonSchema)]
+struct Stats {
+    /// The mean, when there is anything to average.
+    mean: Option<f64>,
+    /// Per series.
+    spread: std::collections::BTreeMap<String, Vec<f32>>,
+}
+
+struct Average;
+
+#[async_trait::async_trait]
+impl ToolContract for Average {
+    type Input = Input;
+    type Output = Stats;
+    const ID: &'static str = "core__average";
+    const DESCRIPTION: &'static str = "Averages.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["mean", "spread"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        input: Input,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<Stats, ToolError> {
+        // 0 / 0 for a count of 1, and an infinite spread past 2.
+        let sum = f64::from(input.count) - 1.0;
+        let n = f64::from(input.count.min(2)) - 1.0;
+        let spread = if input.count > 2 { f32::INFINITY } else { 0.5 };
+        Ok(Stats {
+            mean: Some(sum / n),
+            spread: [(input.name, vec![1.0, spread])].into(),
+        })
+    }
+}
+
+/// JSON has no NaN or infinity: serde_json writes either as `null`, which an `Option` field
+/// passed on as "none" and the model read as no value at all. Such a number fails the call,
+/// naming its place (a map key the tool chose as `*`), as an integer past 64 bits does.
+#[tokio::test]
+async fn an_output_number_that_is_not_finite_is_refused_never_shown_as_null() {
+    let tool = bind(Average).unwrap();
+    for (count, place) in [(1, "/mean"), (3, "/spread/*/1")] {
+        let args = format!(r#"{{"name":"s-CANARY","count":{count}}}"#);
+        let (run, _) = crate::support::run(tool.clone(), &args).await;
+        let failure = run.result.failure().unwrap();
+        assert_eq!(failure.code, ToolErrorCode::Execution, "{failure:?}");
+        assert_eq!(
+            failure.safe_message,
+            format!(
+                "the tool failed: the tool output does not fit: {place} is not a finite number \
+                 (NaN or an infinity), which JSON cannot carry"
+            )
+        );
+    }
+    let (run, _) = crate::support::run(tool, r#"{"name":"s","count":2}"#).await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"mean": 1.0, "spread": {"s": [1.0, 0.5]}}).into()
+        }
+    );
+}
