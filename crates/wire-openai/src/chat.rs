@@ -4,8 +4,9 @@
 //! opens a call even at a taken `index`, unless the call there has no id yet and the entry
 //! does not name another call (servers that send a call's id after its first fragment: the id
 //! is that call's), or the call there has an id, its arguments are not yet whole (none, or an
-//! object not yet closed) and the entry names no other function (Poolside changes a call's id
-//! after its first chunk: the call keeps its first id); a known id continues its call; without an id the entry
+//! object not yet closed) and the entry names no function (Poolside changes a call's id after
+//! its first chunk, naming the function only on the first: the call keeps its first id); a
+//! known id continues its call; without an id the entry
 //! continues the call at its `index`, or the latest call when `index` is missing or null (unless
 //! it names a function while the latest call already has its name and arguments: Gemini sends
 //! parallel calls whole that way, without index or id); ids and names are never concatenated and
@@ -605,18 +606,19 @@ impl StreamDecoder {
     /// When that call has its id already, the entry continues it under that first id (the new
     /// id becomes another name for the call) while the call's arguments may still go on (none
     /// yet, or an object not yet closed: [`assembly::JsonShape`]), and the entry names no
-    /// function, or the call has no name yet, or the entry names the call's own function once
-    /// its arguments have begun. Poolside sends a call's first chunk under one id and every
-    /// later one under another, at the same index (poolsideai/pool#9), which would otherwise
-    /// be two calls, the second without a name.
+    /// function, or the call has no name yet. Poolside sends a call's first chunk under one id
+    /// and every later one under another, at the same index (poolsideai/pool#9), naming the
+    /// function only on the first, which would otherwise be two calls, the second without a
+    /// name.
     ///
     /// A genuine second call is never taken for either: servers that put two calls at one
     /// index (vLLM's restart at 0, Ollama's and SGLang's index 0) give every call its id on its
-    /// first fragment and name its function there, and send it once the call before has whole
-    /// arguments or before that call has any; so an entry that names another function, or
-    /// names the same one before the call has arguments, or comes once the call's arguments
-    /// are whole (a whole call after a whole call, as Ollama and Gemini send them), still opens
-    /// a call of its own.
+    /// first fragment and name its function there; so an entry with a new id that names a
+    /// function opens a call of its own when the call before has its id and name, even the
+    /// same function's while that call's arguments are still open (vLLM's hermes parser may
+    /// drop a call's final brace), and so does one that comes once the call's arguments are
+    /// whole (a whole call after a whole call, as Ollama and Gemini send them). Without an id
+    /// yet, the call before takes an entry naming its function only before it has arguments.
     fn continues_under_a_new_id(&self, entry: &ToolCallDelta<'_>) -> Option<usize> {
         let position = match entry.index {
             Some(index) => self.by_index.get(index),
@@ -632,14 +634,7 @@ impl StreamDecoder {
                 }
             }
         } else {
-            call.shape.is_open()
-                && match name {
-                    None => true,
-                    Some(name) => {
-                        call.name.is_empty()
-                            || (call.name == name && !call.arguments.trim().is_empty())
-                    }
-                }
+            call.shape.is_open() && (name.is_none() || call.name.is_empty())
         };
         continues.then_some(position)
     }

@@ -1322,10 +1322,10 @@ fn a_call_whose_id_arrives_late_is_one_call() {
 /// with the name, another on every later fragment at the same index) makes one call, under the
 /// first id: a fragment with an id not seen before continues the call at its index (or the
 /// latest, without one) while that call's arguments are not yet a complete JSON value and the
-/// fragment names no function, or names the call's own function once its arguments have begun.
-/// A genuine second call at a taken index still opens a call of its own: one that names another
-/// function, or that comes once the first call's arguments are complete (Ollama's, vLLM's and
-/// SGLang's calls at index 0), or names the same function before the first has any arguments.
+/// fragment names no function. A genuine second call at a taken index still opens a call of its
+/// own: one that names a function (another, or the same one, before the first call has any
+/// arguments or while they are open), or that comes once the first call's arguments are
+/// complete (Ollama's, vLLM's and SGLang's calls at index 0).
 #[test]
 fn a_call_whose_id_changes_after_its_first_chunk_is_one_call() {
     let calls = |entries: &[Value]| -> Vec<(String, String, String)> {
@@ -1376,7 +1376,7 @@ fn a_call_whose_id_changes_after_its_first_chunk_is_one_call() {
             calls(&[
                 entry("call_1", json!({"name": "f", "arguments": "{\"a\""})),
                 entry("call_2", json!({"arguments": ":"})),
-                entry("call_3", json!({"name": "f", "arguments": "1}"})),
+                entry("call_3", json!({"arguments": "1}"})),
             ]),
             one("call_1", "f", r#"{"a":1}"#),
             "{index:?}"
@@ -1400,6 +1400,23 @@ fn a_call_whose_id_changes_after_its_first_chunk_is_one_call() {
         assert_eq!(two[0].0, "call_a", "{why}");
         assert_eq!(two[1].0, "call_2", "{why}");
     }
+    // A call's first fragment names its function: a new id that names the call's own function
+    // is a second call of it, even while the first call's arguments are open (vLLM restarts a
+    // second call at index 0 with a new id, and may drop a call's final brace).
+    let open =
+        json!({"index": 0, "id": "call_a", "function": {"name": "f", "arguments": "{\"a\":1"}});
+    let two = calls(&[
+        open,
+        json!({"index": 0, "id": "call_2", "function": {"name": "f", "arguments": ""}}),
+        json!({"index": 0, "id": "", "function": {"arguments": "{\"a\":2}"}}),
+    ]);
+    assert_eq!(
+        two,
+        [
+            ("call_a".to_owned(), "f".to_owned(), r#"{"a":1"#.to_owned()),
+            ("call_2".to_owned(), "f".to_owned(), r#"{"a":2}"#.to_owned()),
+        ]
+    );
     let complete =
         json!({"index": 0, "id": "call_a", "function": {"name": "f", "arguments": "{\"a\":1}"}});
     for second in [
