@@ -61,7 +61,7 @@ pub use openai::{
 };
 pub use recording::{ReceiptCollector, RecordingCompletion, RecordingConfig, ToolsEncoder};
 pub use replay::ReplayCompletion;
-pub use shown_url::{is_port, shown_url};
+pub use shown_url::shown_url;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{DB_FILE, SCHEMA_VERSION, SqliteStore};
 pub use workspace::{FsWorkspace, MAX_READ_BYTES_CEILING};

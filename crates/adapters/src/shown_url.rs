@@ -21,12 +21,12 @@ const HIDDEN_SEGMENT: &str = "***";
 /// separates path segments as a slash does, since URL parsers read `\` as `/` in `http` and
 /// `https` URLs (`https://gw.example\<key>/v1` sends the key in the path). A password holding
 /// an unencoded `/`, `\`, `?` or `#` (`https://user:pa/ss@host`) ends the authority before its
-/// `@` for a parser, so an authority with a `:` not followed by a port ([`is_port`]) and no
-/// `@`, followed by an `@` anywhere, is shown as `***` too: it may be a user name and the start
-/// of a password. A host and port (`http://host:8000/v1?to=a@b`) is what a parser sends the
-/// request to, and is shown. So is every path
-/// segment up to the one holding that `@` (all of them, when the `@` is past the path): they
-/// may be the rest of it.
+/// `@` for a parser, so an authority with a `:` and no `@`, followed by an `@` anywhere, is
+/// shown as `***` too: it may be a user name and the start of a password, even when what
+/// follows the `:` could be a port (`https://user:123/ss@host` is a password `123/ss` to the
+/// one who wrote it). So is every path segment up to the one holding that `@` (all of them,
+/// when the `@` is past the path): they may be the rest of it. bootstrap's settings refuse
+/// such a base URL for the same reason, so a URL cogni takes is never shown this way.
 ///
 /// ```
 /// use adapters::shown_url;
@@ -55,14 +55,12 @@ pub fn shown_url(url: &str) -> String {
     // followed by an `@` somewhere, is not shown, whether it is that or a host and port.
     // `url` begins `whole`, and `rest` ends `url`, so this is `rest` with what was cut.
     let past_authority = &whole[url.len() - rest.len() + authority.len()..];
-    // A port (digits, 0 to 65535) is one: the authority is a host and port, as a URL parser
-    // reads it, and an `@` past it is in the path or query, not the end of credentials.
+    // Digits after the `:` do not settle it: a password may begin with them.
     let password_start = authority
         .rsplit(']')
         .next()
         .unwrap_or_default()
-        .split_once(':')
-        .is_some_and(|(_, port)| !is_port(port));
+        .contains(':');
     let maybe_password =
         authority.rsplit_once('@').is_none() && password_start && past_authority.contains('@');
     let host = match authority.rsplit_once('@') {
@@ -92,14 +90,6 @@ pub fn shown_url(url: &str) -> String {
         }
     }
     shown
-}
-
-/// Whether the text after an authority's `:` is a port as URL parsers take it: none (the
-/// scheme's default), or decimal digits of a number up to 65535. `settings.rs` in bootstrap
-/// reads a base URL's authority by the same rule, so what it takes for a host and port this
-/// shows, and what it refuses as credentials this hides.
-pub fn is_port(text: &str) -> bool {
-    text.is_empty() || (text.bytes().all(|b| b.is_ascii_digit()) && text.parse::<u16>().is_ok())
 }
 
 /// Whether a path segment may be shown: short, plain, and with few digits.
@@ -168,11 +158,8 @@ mod tests {
             ("https://user:pa?ss@gw.example/v1", "https://***"),
             ("https://user:pa#ss@gw.example/v1", "https://***"),
             ("user:pa/ss@gw.example/v1", "***/***/v1"),
-            // Digits a port can be are one, as a parser reads them: the request goes there.
-            (
-                "https://user:123/ss@gw.example/v1",
-                "https://user:123/***/v1",
-            ),
+            // Digits a port can be may begin a password all the same.
+            ("https://user:123/ss@gw.example/v1", "https://***/***/v1"),
             ("https://user:65536/ss@gw.example/v1", "https://***/***/v1"),
             ("https://user:+1/ss@gw.example/v1", "https://***/***/v1"),
             // Nor any more of it: a password with more than one `/`, or a `/` and then a `?`.
@@ -185,15 +172,12 @@ mod tests {
                 "https://***/***/***/v1",
             ),
             ("https://user:pa/ss?x@gw.example/v1", "https://***/***"),
-            // An `@` past a plain host, an IPv6 address, or a host and port is no credentials'
-            // end: a parser reads it in the path or query.
+            // An `@` past a plain host, or an IPv6 address, is no credentials' end; past a host
+            // and port it may be, so the host is not shown.
             ("https://[::1]/v1?to=a@b", "https://[::1]/v1"),
-            (
-                "http://localhost:8000/v1?to=a@b",
-                "http://localhost:8000/v1",
-            ),
-            ("http://host:8000/v1?x=a@b", "http://host:8000/v1"),
-            ("https://[::1]:8443/v1/@org", "https://[::1]:8443/v1/***"),
+            ("http://localhost:8000/v1?to=a@b", "http://***/***"),
+            ("http://host:8000/v1?x=a@b", "http://***/***"),
+            ("https://[::1]:8443/v1/@org", "https://***/***/***"),
             // Not a URL it knows: read as text all the same.
             ("ftp://x/v1?key=pw@", "ftp://x/v1"),
             (

@@ -624,7 +624,8 @@ impl Settings {
         });
         match rest {
             Some(rest) if carries_credentials(rest) => bail!(
-                "llm.base_url: must not carry credentials (the key goes in COGNI_LLM_API_KEY)"
+                "llm.base_url: must not carry credentials (the key goes in COGNI_LLM_API_KEY; \
+                 an `@` after a host and port is read as a password's end: write it as %40)"
             ),
             // The host is what comes before the path: `http:///v1` has none.
             Some(rest) if !authority(rest).is_empty() => {}
@@ -805,26 +806,23 @@ fn authority(rest: &str) -> &str {
 /// Whether an `http(s)` URL given without its `scheme://` carries a user name or password: an
 /// `@` in its authority, where a URL parser reads credentials, not one in the path or query
 /// (`https://gw.example/v1/@org`). A password holding an unencoded `/`, `\`, `?` or `#`
-/// (`https://user:pa/ss@host`) ends the authority before its `@`, leaving `user:pa`, which no
-/// parser takes (its port is no number): an authority whose port is not one
-/// ([`adapters::is_port`]: digits of a number up to 65535), followed by an `@`, counts as
-/// credentials too, as `adapters::shown_url` hides it. A host and port
-/// (`https://gw.example:8443/v1/@org`, `http://host:8000/v1?x=a@b`) does not, and
-/// `adapters::shown_url` shows it.
+/// (`https://user:pa/ss@host`) ends the authority before its `@`, leaving `user:pa`: an
+/// authority with a `:` (past an IPv6 address's brackets), followed by an `@` anywhere, counts
+/// as credentials too, even when what follows the `:` could be a port (`user:123/ss@host` is a
+/// password `123/ss` to the one who wrote it), as `adapters::shown_url` hides it. A host and
+/// port with an `@` later (`http://host:8000/v1?x=a@b`) is refused with them: an `@` there is
+/// written `%40`.
 fn carries_credentials(rest: &str) -> bool {
     let authority = authority(rest);
     if authority.contains('@') {
         return true;
     }
-    // Past an IPv6 address's brackets, a `:` starts the port.
-    let port = authority
+    let has_colon = authority
         .rsplit(']')
         .next()
         .unwrap_or_default()
-        .split_once(':')
-        .map(|(_, port)| port);
-    let port_is_no_number = port.is_some_and(|p| !adapters::is_port(p));
-    port_is_no_number && rest[authority.len()..].contains('@')
+        .contains(':');
+    has_colon && rest[authority.len()..].contains('@')
 }
 
 #[cfg(test)]
@@ -1043,13 +1041,14 @@ mod tests {
 
     /// An `@` past the URL's authority (in its path or query, as a gateway may name an
     /// organisation) is no credential: the URL is taken, as the adapter takes it, and shown
-    /// without the segment that is no plain name.
+    /// without the segment that is no plain name. (After a host and port it may end a password,
+    /// and is refused: see the next test.)
     #[test]
     fn an_at_sign_in_the_base_urls_path_or_query_is_not_a_credential() {
         for url in [
             "https://gw.example/v1/@org",
-            "https://gw.example:8443/v1/@org",
-            "https://[::1]:8443/v1/@org",
+            "https://gw.example:8443/v1/%40org",
+            "https://[::1]/v1/@org",
             "https://gw.example/v1?team=@org",
             "https://gw.example\\v1/@org",
         ] {
@@ -1069,14 +1068,18 @@ mod tests {
 
     /// The base-URL check and `adapters::shown_url` read the authority alike: a URL the check
     /// refuses as carrying credentials has its host hidden, and one it takes has its host and
-    /// port shown (`http://host:8000/v1?x=a@b` is a host and port with an `@` in its query).
+    /// port shown. A host and port followed by an `@` may be a user name and the start of a
+    /// password (`user:123/ss@host`), so it is refused and hidden, even in the query.
     #[test]
     fn the_base_url_check_and_the_shown_url_agree_on_the_authority() {
         for (url, credentials) in [
-            ("http://host:8000/v1?x=a@b", false),
-            ("https://gw.example:8443/v1/@org", false),
-            ("https://[::1]:8443/v1?to=a@b", false),
-            ("https://user:123/ss@gw.example/v1", false),
+            ("http://host:8000/v1?x=a@b", true),
+            ("https://gw.example:8443/v1/@org", true),
+            ("https://[::1]:8443/v1?to=a@b", true),
+            ("https://user:123/ss@gw.example/v1", true),
+            ("https://gw.example/v1/@org", false),
+            ("https://[::1]/v1?to=a@b", false),
+            ("http://host:8000/v1?x=a%40b", false),
             ("https://user:pa/ss@gw.example/v1", true),
             ("https://user:65536/ss@gw.example/v1", true),
             ("https://user:pa?ss@gw.example/v1", true),
