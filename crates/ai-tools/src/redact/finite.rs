@@ -6,7 +6,6 @@
 
 use serde::Serialize;
 use serde::ser::{self, Error as _};
-use serde_json::Value;
 
 /// The JSON pointer, in what serde_json writes for `value`, of its first `f32` or `f64` that is
 /// NaN or an infinity; `None` when every number in it is finite.
@@ -273,10 +272,10 @@ impl ser::SerializeMap for Compound<'_> {
     type Error = serde_json::Error;
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Self::Error> {
         // The key as serde_json writes it: a string as it is, a number or a bool as its text.
-        self.key = match serde_json::to_value(key)? {
-            Value::String(text) => text,
-            other => other.to_string(),
-        };
+        // Written as text, not made a `Value`, which holds no integer past 64 bits (an error
+        // would end the walk before the value) and widens an `f32` to another number.
+        let text = serde_json::to_string(key)?;
+        self.key = serde_json::from_str::<String>(&text).unwrap_or(text);
         Ok(())
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Self::Error> {

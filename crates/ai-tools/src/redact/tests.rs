@@ -167,6 +167,37 @@ fn a_number_that_is_not_finite_is_refused_with_its_place() {
     assert_eq!(place(out(1.0, 1.0, 1.0, f64::NAN)), Some("/last".into()));
 }
 
+/// A map key is found as serde_json writes it, whatever its type: one that `serde_json::Value`
+/// cannot hold (a `u128` past 64 bits) stopped the walk there, and the NaN below it reached the
+/// model as `null`.
+#[test]
+fn a_number_that_is_not_finite_is_found_under_any_map_key() {
+    let wide: std::collections::BTreeMap<u128, f64> = [(u128::MAX, f64::NAN)].into();
+    assert_eq!(
+        exact_value(&wide),
+        Err(Unrepresentable::NonFinite(format!("/{}", u128::MAX)))
+    );
+    // A map keyed by an `f32`, which serde_json writes as the `f32` it is (not widened).
+    struct ByFloat(f32, f32);
+    impl serde::Serialize for ByFloat {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_map([(self.0, self.1)])
+        }
+    }
+    assert_eq!(
+        serde_json::to_string(&ByFloat(1.1, 1.0)).unwrap(),
+        r#"{"1.1":1.0}"#
+    );
+    assert_eq!(
+        exact_value(&ByFloat(1.1, f32::INFINITY)),
+        Err(Unrepresentable::NonFinite("/1.1".into()))
+    );
+    assert_eq!(
+        exact_value(&std::collections::BTreeMap::from([(true, f64::NAN)])),
+        Err(Unrepresentable::NonFinite("/true".into()))
+    );
+}
+
 #[test]
 fn a_repeated_field_reaches_every_depth() {
     let tree = json!({"name": "a", "secret": 1, "children": [
