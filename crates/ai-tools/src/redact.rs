@@ -140,17 +140,19 @@ pub(crate) enum Unrepresentable {
 /// returned. Such an integer is refused with its place instead.
 pub(crate) fn exact_value<T: Serialize>(output: &T) -> Result<Value, Unrepresentable> {
     let text = serde_json::to_string(output).map_err(|_| Unrepresentable::Unserializable)?;
-    // A NaN or an infinity is written `null`: only text with one in it needs looking through.
-    if text.contains("null")
-        && let Some(pointer) = finite::non_finite_place(output)
-    {
-        return Err(Unrepresentable::NonFinite(pointer));
-    }
     let value = match serde_json::from_str::<UniqueKeys>(&text) {
         Ok(UniqueKeys(value)) => value,
         Err(e) if e.is_data() => return Err(Unrepresentable::RepeatedKey),
         Err(_) => return Err(Unrepresentable::TooDeep),
     };
+    // A NaN or an infinity is written `null`: only text with one in it needs looking through.
+    // Walked once read back, so at most 128 levels deep: the walk's frames are deeper than
+    // serde_json's, and an output it could write could otherwise overflow the stack here.
+    if text.contains("null")
+        && let Some(pointer) = finite::non_finite_place(output)
+    {
+        return Err(Unrepresentable::NonFinite(pointer));
+    }
     // A wide integer is read as a float: only text with a float in it needs looking through.
     if has_float(&value)
         && let Some(pointer) = (Scan { text, at: 0 }).wide_integer("")

@@ -167,6 +167,33 @@ fn a_number_that_is_not_finite_is_refused_with_its_place() {
     assert_eq!(place(out(1.0, 1.0, 1.0, f64::NAN)), Some("/last".into()));
 }
 
+/// The walk looking for such a number recurses once per level, deeper frames than serde_json's
+/// own writing: an output too deep to read back is refused as that before it is walked, so an
+/// output serde_json could write (a long linked list ending in `None`, whose `null` starts the
+/// walk) cannot overflow the stack and abort the process where `TooDeep` answered before.
+#[test]
+fn an_output_too_deep_to_read_back_is_refused_before_it_is_walked() {
+    #[derive(serde::Serialize)]
+    struct Link {
+        value: f64,
+        next: Option<Box<Link>>,
+    }
+    let list = |last: f64| {
+        (0..200).fold(
+            Link {
+                value: last,
+                next: None,
+            },
+            |next, _| Link {
+                value: 1.0,
+                next: Some(Box::new(next)),
+            },
+        )
+    };
+    assert_eq!(exact_value(&list(1.0)), Err(Unrepresentable::TooDeep));
+    assert_eq!(exact_value(&list(f64::NAN)), Err(Unrepresentable::TooDeep));
+}
+
 /// A map key is found as serde_json writes it, whatever its type: one that `serde_json::Value`
 /// cannot hold (a `u128` past 64 bits) stopped the walk there, and the NaN below it reached the
 /// model as `null`.
