@@ -24,7 +24,11 @@
 //! This crate never does IO of its own (tools reach the world only through capability ports
 //! such as [`ai_core::Clock`] and [`ai_core::Workspace`]), never reads the environment, and
 //! exports no default executable catalog: every runtime binds its own tools in its composition
-//! root.
+//! root.//!
+//! The ai-core types a contract names are re-exported as [`ai_core`] (`ai_tools::ai_core::…`),
+//! so an app needs no version of `cogni-ai-core` of its own; it does need `schemars` 1.x and
+//! `serde` (with `derive`) for its input and output types, and the port attribute is
+//! `#[ai_tools::ai_core::async_trait]` (the `async-trait` crate need not be named).
 //!
 //! # Input and output types
 //!
@@ -65,7 +69,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use ai_core::{
+//! use ai_tools::ai_core::{
 //!     AiEvent, Capabilities, CancellationToken, Clock, ExecPermit, RunContext,
 //!     StaticToolSource, ToolCall, ToolCallId, ToolCatalog, ToolEffect, ToolError,
 //!     ToolInvocationContext, ToolOutcome, ToolPolicy, ToolRunner,
@@ -79,7 +83,7 @@
 //! struct AddOutput { sum: i64, debug_note: String }
 //!
 //! struct Add;
-//! #[ai_core::async_trait]
+//! #[ai_tools::ai_core::async_trait]
 //! impl ai_tools::ToolContract for Add {
 //!     type Input = AddInput;
 //!     type Output = AddOutput;
@@ -126,6 +130,11 @@ mod error;
 mod redact;
 pub mod tools;
 
+/// The crate whose types a contract's signature names ([`ai_core::ExecPermit`],
+/// [`ai_core::ToolInvocationContext`], [`ai_core::Capabilities`], [`ai_core::ToolError`],
+/// [`ai_core::ToolEffect`], the [`ai_core::async_trait`] attribute, …), re-exported so that an
+/// app names them at the very version this crate takes.
+pub use ai_core;
 pub use bind::bind;
 pub use contract::{ToolContract, schema_hash, tool_spec};
 pub use error::{Error, Result};

@@ -14,6 +14,21 @@
 //!
 //! `examples/own_agent.rs` composes an app's own agent from these crates: its own tool, model
 //! port and policy, the catalog, the runner and this loop.
+//!
+//! The ports and types the loop runs on are `cogni-ai-core`'s, re-exported as [`ai_core`]
+//! (`graph::ai_core::…`), so an app names them at the version this crate takes:
+//!
+//! ```
+//! use graph::ai_core::{RunContext, ThreadId};
+//! use graph::{AgentConfig, InMemoryThreadStore};
+//!
+//! let ctx = RunContext::new("run-1", "user:alice", "tenant-1")?;
+//! let thread = ThreadId::new("thread-1")?;
+//! let config = AgentConfig::default().with_system_prompt("Be brief.");
+//! let threads = InMemoryThreadStore::default();
+//! # let _ = (ctx, thread, config, threads);
+//! # Ok::<(), graph::ai_core::Error>(())
+//! ```
 
 mod bounded;
 mod driver;
@@ -21,6 +36,11 @@ mod history;
 mod reducer;
 mod store;
 
+/// The crate whose ports and types the loop runs on ([`ai_core::CompletionPort`],
+/// [`ai_core::ToolRunner`], [`ai_core::ToolCatalog`], [`ai_core::RunContext`],
+/// [`ai_core::AiEvent`], …), re-exported so that an app names them at the very version this
+/// crate takes.
+pub use ai_core;
 pub use driver::{Agent, AgentConfig, GraphError};
 pub use history::{HistoryItem, ReconstructError, reconstruct_history};
 pub use reducer::{

@@ -16,6 +16,10 @@
 //! This crate never does IO, never reads a clock, never runs an async runtime and never names a
 //! schema library: bytes in, values out.
 //!
+//! The types it encodes and decodes are `cogni-ai-core`'s, re-exported here as [`ai_core`]: an
+//! app that only speaks the wire depends on this crate alone and names them
+//! `wire_openai::ai_core::…`, at the very version these codecs take.
+//!
 //! # Example
 //!
 //! Decoding a chat-completions stream whose tool call arrives in fragments, split across reads
@@ -23,7 +27,7 @@
 //! the completion [`chat::StreamDecoder::finish`] resolves.
 //!
 //! ```
-//! use ai_core::{CompletionDelta, FinishReason};
+//! use wire_openai::ai_core::{CompletionDelta, FinishReason};
 //! use wire_openai::chat::StreamDecoder;
 //!
 //! let stream = concat!(
@@ -59,6 +63,11 @@ pub mod responses;
 pub mod sse;
 mod strict;
 
+/// The crate whose types this one encodes and decodes ([`ai_core::LlmRequest`],
+/// [`ai_core::ToolSpec`], [`ai_core::Message`], [`ai_core::LlmCompletion`],
+/// [`ai_core::CompletionDelta`], …), re-exported so that an app depending only on this crate
+/// names them, at the very version these codecs take, as `wire_openai::ai_core::…`.
+pub use ai_core;
 pub use assembly::WholeAnswer;
 pub use error::{DecodeError, EncodeError, Limits};
 
