@@ -62,7 +62,10 @@ pub struct LlmRequest {
     pub tools: Vec<ToolSpec>,
     /// Tool use mode.
     pub tool_choice: ToolChoice,
-    /// Whether the model may ask for several calls in one turn (`None`: the provider's default).
+    /// Whether the model may ask for several calls in one turn. `None` leaves it to the wire
+    /// encoder: cogni-wire-openai sends `false` when one of the tools is in OpenAI's strict
+    /// form (strict schemas do not hold with parallel calls), and otherwise leaves the key out,
+    /// so the provider's default holds.
     pub parallel_tool_calls: Option<bool>,
 }
 

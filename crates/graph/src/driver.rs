@@ -33,8 +33,10 @@ pub struct AgentConfig {
     /// The graph every model request names (`LlmCaller::graph`), for billing and telemetry
     /// (default `cogni.agent` at this crate's version).
     pub graph: GraphRef,
-    /// Whether the model may ask for several tool calls in one turn (`None`: the endpoint's
-    /// default).
+    /// Whether the model may ask for several tool calls in one turn, sent as
+    /// [`ai_core::LlmRequest::parallel_tool_calls`]. `None` leaves it to the wire encoder
+    /// (cogni-wire-openai sends `false` when a tool is in OpenAI's strict form, and otherwise
+    /// the endpoint's default holds).
     pub parallel_tool_calls: Option<bool>,
 }
 

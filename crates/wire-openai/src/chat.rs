@@ -983,6 +983,47 @@ pub fn encode_messages(messages: &[Message]) -> Result<Value, EncodeError> {
 /// tools ([`EncodeError::ToolChoiceWithoutTools`]) or a tool that is not among them
 /// ([`EncodeError::ToolChoiceUnknownTool`]). Without tools, `tools`, `tool_choice` and
 /// `parallel_tool_calls` are left out (the provider's default choice is then `none`).
+///
+/// With tools, `parallel_tool_calls` is the request's own when it sets one; when it leaves it
+/// `None`, the body says `false` if any tool is sent strict (OpenAI: "Structured Outputs is not
+/// compatible with parallel function calls"), and leaves the key out otherwise. A streamed
+/// request also asks for usage (`"stream_options": {"include_usage": true}`).
+///
+/// ```
+/// use wire_openai::ai_core::{
+///     LlmCaller, LlmRequest, Message, Redaction, RunId, ToolChoice, ToolEffect, ToolId,
+///     ToolSpec,
+/// };
+///
+/// let weather = ToolSpec {
+///     id: ToolId::parse("core__get_weather")?,
+///     description: "Today's weather in a city.".into(),
+///     input_schema: serde_json::json!({
+///         "type": "object",
+///         "properties": {"city": {"type": "string"}},
+///         "required": ["city"],
+///         "additionalProperties": false,
+///     }),
+///     effect: ToolEffect::ReadOnly,
+///     redaction: Redaction { allow: vec!["celsius".into()] },
+/// };
+/// let mut request = LlmRequest {
+///     caller: LlmCaller { run_id: RunId::new("run-1")?, graph: None },
+///     messages: vec![Message::User { content: "Weather in Oslo?".into() }],
+///     tools: vec![weather],
+///     tool_choice: ToolChoice::Auto,
+///     parallel_tool_calls: None,
+/// };
+/// let body = wire_openai::chat::encode_request(&request, "gpt-4o-mini", true)?;
+/// assert_eq!(body["tools"][0]["function"]["strict"], true);
+/// assert_eq!(body["parallel_tool_calls"], false); // strict, and the request said nothing
+/// assert_eq!(body["stream_options"], serde_json::json!({"include_usage": true}));
+///
+/// request.parallel_tool_calls = Some(true);
+/// let body = wire_openai::chat::encode_request(&request, "gpt-4o-mini", true)?;
+/// assert_eq!(body["parallel_tool_calls"], true);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn encode_request(
     request: &LlmRequest,
     model: &str,

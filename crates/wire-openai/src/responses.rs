@@ -1487,6 +1487,10 @@ pub fn encode_input_with(
 /// tools ([`EncodeError::ToolChoiceWithoutTools`]) or a tool that is not among them
 /// ([`EncodeError::ToolChoiceUnknownTool`]). Without tools, `tools`, `tool_choice` and
 /// `parallel_tool_calls` are left out (the provider's default choice is then `none`).
+///
+/// With tools, `parallel_tool_calls` is the request's own when it sets one; when it leaves it
+/// `None`, the body says `false` if any tool is sent strict, and leaves the key out otherwise,
+/// as [`crate::chat::encode_request`] does.
 pub fn encode_request(
     request: &LlmRequest,
     model: &str,
