@@ -167,6 +167,13 @@ pub enum GraphError {
 }
 
 /// The async driver of the loop.
+///
+/// Its runs must be driven inside a Tokio runtime with the time driver enabled, as the
+/// [`ToolRunner`] it runs tools through needs (each attempt runs under `tokio::time`):
+/// `#[tokio::main]` and `#[tokio::test]` enable it, a runtime built by hand needs
+/// `enable_time()` (or `enable_all()`). Without it a run panics in the runner as soon as a
+/// tool's future waits, which a test whose tools answer at once never shows.
+/// [`Agent::spawn`] also needs to be called inside the runtime, to spawn its task.
 #[derive(Clone)]
 pub struct Agent {
     completion: Arc<dyn CompletionPort>,
