@@ -44,7 +44,7 @@ pub struct RecordingConfig {
 ///     ToolChoice};
 /// use adapters::{InMemoryBlobStore, RecordingCompletion, RecordingConfig};
 /// struct Canned;
-/// #[async_trait::async_trait]
+/// #[ai_core::async_trait]
 /// impl CompletionPort for Canned {
 ///     async fn complete(&self, _: &LlmRequest, _: &mut dyn DeltaSink, _: &CancellationToken)
 ///         -> Result<LlmCompletion, CompletionError> {

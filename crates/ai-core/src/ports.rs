@@ -65,7 +65,7 @@ pub struct AuthError(pub String);
 /// ```
 /// use ai_core::{AuthCapability, AuthError, Secret};
 /// struct Fixed(Secret);
-/// #[async_trait::async_trait]
+/// #[ai_core::async_trait]
 /// impl AuthCapability for Fixed {
 ///     async fn access_token(&self) -> Result<Secret, AuthError> { Ok(self.0.clone()) }
 /// }
@@ -85,11 +85,11 @@ pub trait AuthCapability: Send + Sync {
 ///     ToolInvocationContext};
 /// struct Vault;
 /// struct Token(Secret);
-/// #[async_trait::async_trait]
+/// #[ai_core::async_trait]
 /// impl AuthCapability for Token {
 ///     async fn access_token(&self) -> Result<Secret, AuthError> { Ok(self.0.clone()) }
 /// }
-/// #[async_trait::async_trait]
+/// #[ai_core::async_trait]
 /// impl ConnectionBroker for Vault {
 ///     async fn resolve(&self, connection_id: &ConnectionId, _: &ToolInvocationContext)
 ///         -> Result<Box<dyn AuthCapability>, AuthError> {
@@ -124,7 +124,7 @@ pub enum AuthzDecision {
 /// ```
 /// use ai_core::{Authorizer, AuthzDecision, RunContext, ToolId};
 /// struct AdminsOnly;
-/// #[async_trait::async_trait]
+/// #[ai_core::async_trait]
 /// impl Authorizer for AdminsOnly {
 ///     async fn check(&self, ctx: &RunContext, _: &ToolId) -> AuthzDecision {
 ///         if ctx.actor_id().starts_with("user:admin") { AuthzDecision::Allow } else { AuthzDecision::Deny }
@@ -163,7 +163,7 @@ impl<F: FnMut(CompletionDelta) + Send> DeltaSink for F {
 /// use ai_core::{CancellationToken, CompletionDelta, CompletionError, CompletionPort, DeltaSink,
 ///     FinishReason, LlmCompletion, LlmRequest};
 /// struct Canned;
-/// #[async_trait::async_trait]
+/// #[ai_core::async_trait]
 /// impl CompletionPort for Canned {
 ///     async fn complete(&self, _: &LlmRequest, deltas: &mut dyn DeltaSink,
 ///         _: &CancellationToken) -> Result<LlmCompletion, CompletionError> {
@@ -220,7 +220,7 @@ pub enum BlobStoreError {
 /// use ai_core::{BlobStore, BlobStoreError, sha256_hex};
 /// #[derive(Default)]
 /// struct InMemory(Mutex<HashMap<String, Vec<u8>>>);
-/// #[async_trait::async_trait]
+/// #[ai_core::async_trait]
 /// impl BlobStore for InMemory {
 ///     async fn put(&self, bytes: &[u8]) -> Result<String, BlobStoreError> {
 ///         let hash = sha256_hex(bytes);

@@ -250,7 +250,7 @@ pub enum RunStoreError {
 /// #[derive(Default)]
 /// struct InMemory(Mutex<BTreeMap<RunId, RunLog>>);
 ///
-/// #[async_trait::async_trait]
+/// #[ai_core::async_trait]
 /// impl RunStore for InMemory {
 ///     async fn begin_run(&self, run_id: &RunId, thread_id: Option<&ThreadId>, at_ms: u64,
 ///         input_ref: Option<&str>) -> Result<(), RunStoreError> {

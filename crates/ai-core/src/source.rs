@@ -149,7 +149,7 @@ impl fmt::Debug for Capabilities {
 ///
 /// struct Echo(ToolSpec);
 ///
-/// #[async_trait::async_trait]
+/// #[ai_core::async_trait]
 /// impl BoundTool for Echo {
 ///     fn spec(&self) -> &ToolSpec { &self.0 }
 ///     fn validate_input(&self, args: Value) -> Result<Value, ToolError> {

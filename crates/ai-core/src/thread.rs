@@ -53,7 +53,7 @@ pub struct ThreadStoreError(pub String);
 /// use serde_json::Value;
 /// #[derive(Default)]
 /// struct InMemory(Mutex<HashMap<ThreadId, Value>>);
-/// #[async_trait::async_trait]
+/// #[ai_core::async_trait]
 /// impl ThreadStore for InMemory {
 ///     async fn load(&self, id: &ThreadId) -> Result<Option<Value>, ThreadStoreError> {
 ///         Ok(self.0.lock().unwrap().get(id).cloned())

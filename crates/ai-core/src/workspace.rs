@@ -157,7 +157,7 @@ impl WorkspaceError {
 /// use ai_core::{Workspace, WorkspaceEntry, WorkspaceError, WorkspaceListing};
 /// #[derive(Default)]
 /// struct InMemory(Mutex<BTreeMap<String, String>>);
-/// #[async_trait::async_trait]
+/// #[ai_core::async_trait]
 /// impl Workspace for InMemory {
 ///     async fn list(&self, dir: &str) -> Result<WorkspaceListing, WorkspaceError> {
 ///         let entries = self.0.lock().unwrap().iter()

@@ -33,7 +33,7 @@ use crate::Error;
 /// struct AddOutput { sum: i64 }
 ///
 /// struct Add;
-/// #[async_trait::async_trait]
+/// #[ai_core::async_trait]
 /// impl ToolContract for Add {
 ///     type Input = AddInput;
 ///     type Output = AddOutput;
