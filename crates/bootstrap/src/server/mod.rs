@@ -147,7 +147,9 @@ impl AppState {
     /// [`with_max_unsent_events`](Self::with_max_unsent_events) wait for it, counted from when
     /// they went over that number or from its last take, whichever is later, before its stream
     /// is cut ([`DEFAULT_SLOW_CLIENT_GRACE`], 10 s, by default). Zero cuts a client as soon as
-    /// more than that number wait for it, as a bound of events alone would.
+    /// more than that number wait for it, as a bound of events alone would; a grace longer than
+    /// the clock counts (`Duration::MAX`) never does, leaving only
+    /// [`with_max_unsent_bytes`](Self::with_max_unsent_bytes) to cut it.
     pub fn with_slow_client_grace(mut self, grace: std::time::Duration) -> Self {
         self.unsent_bounds.grace = grace;
         self

@@ -61,7 +61,8 @@ pub const DEFAULT_MAX_UNSENT_BYTES: usize = 16 << 20;
 pub(super) struct Bounds {
     /// How many events may wait before a client that takes none is cut.
     pub(super) max_events: usize,
-    /// How long a client may take none of them while more than `max_events` wait.
+    /// How long a client may take none of them while more than `max_events` wait: one longer
+    /// than the clock counts (`Duration::MAX`) never passes.
     pub(super) grace: Duration,
     /// The most bytes that may wait, whether the client reads or not.
     pub(super) max_bytes: usize,
@@ -231,11 +232,7 @@ pub(super) fn relay(
         let mut over_since: Option<Instant> = None;
         let mut ended = false;
         loop {
-            let deadline = over_since.map(|since| {
-                let last_taken = shared.queue().last_taken;
-                since.max(last_taken) + bounds.grace
-            });
-            let far = Instant::now() + Duration::from_secs(86_400);
+            let deadline = over_since.and_then(|since| cut_at(&shared, since, bounds.grace));
             let mut cut = None;
             tokio::select! {
                 biased;
@@ -267,15 +264,16 @@ pub(super) fn relay(
                     drop(queue);
                     shared.ready.notify_one();
                 }
-                () = tokio::time::sleep_until(deadline.unwrap_or(far)), if deadline.is_some() => {}
+                () = sleep_until(deadline), if deadline.is_some() => {}
             }
             let waiting = shared.queue().events.len();
             if waiting <= bounds.max_events {
                 over_since = None;
             } else {
                 let since = *over_since.get_or_insert_with(Instant::now);
-                let last_taken = shared.queue().last_taken;
-                if cut.is_none() && Instant::now() >= since.max(last_taken) + bounds.grace {
+                if cut.is_none()
+                    && cut_at(&shared, since, bounds.grace).is_some_and(|at| Instant::now() >= at)
+                {
                     cut = Some(Cut::Stalled);
                 }
             }
@@ -289,6 +287,22 @@ pub(super) fn relay(
         }
     });
     ClientEvents { shared }
+}
+
+/// When a client that takes nothing is cut, more than the bound of events waiting for it since
+/// `since`: `grace` after `since` or its last take, whichever is later. `None` (never) for a
+/// grace longer than the clock counts (`Duration::MAX`): adding it would overflow.
+fn cut_at(shared: &Shared, since: Instant, grace: Duration) -> Option<Instant> {
+    let last_taken = shared.queue().last_taken;
+    since.max(last_taken).checked_add(grace)
+}
+
+/// Sleeps until `deadline`; never wakes without one (its `select!` arm is then disabled).
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Cuts the client's stream: what waits for it is dropped, and it ends.
@@ -469,6 +483,38 @@ mod tests {
         assert!(most <= 1000, "{most} bytes waited");
         assert_eq!(unsent.bytes.load(Ordering::Relaxed), 0);
         assert_eq!(client.recv().await, None);
+    }
+
+    /// A grace longer than the clock can count (`Duration::MAX`, for "never cut a client for not
+    /// reading") never cuts it, and the relay goes on passing events: past the bound of events
+    /// it once added the grace to the clock, which overflowed and ended the relay in a panic,
+    /// leaving the stream waiting forever for events that never came.
+    #[tokio::test(start_paused = true)]
+    async fn a_grace_past_the_clock_never_cuts_and_keeps_the_stream_going() {
+        let bounds = Bounds {
+            grace: Duration::MAX,
+            ..BOUNDS
+        };
+        let (sender, events) = tokio::sync::mpsc::unbounded_channel();
+        let unsent = Arc::new(Unsent::default());
+        let mut client = relay(events, bounds, unsent.clone());
+        for n in 0..20 {
+            sender.send(delta(n)).unwrap();
+        }
+        drop(sender);
+        settle().await;
+        assert_eq!(
+            unsent.events.load(Ordering::Relaxed),
+            20,
+            "the relay stopped passing events on"
+        );
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert!(!client.was_cut());
+        for n in 0..20 {
+            assert_eq!(client.recv().await, Some(delta(n)));
+        }
+        assert_eq!(client.recv().await, None);
+        assert!(!client.was_cut());
     }
 
     /// A dropped stream gives back what waited for it, and the relay lets go of the run's
