@@ -25,9 +25,11 @@ pub enum ToolErrorCode {
     InvalidJson,
     /// The tool ran and failed.
     Execution,
-    /// The tool ran past its runtime budget.
+    /// The tool ran past its runtime budget. A tool that is not read-only may have made its
+    /// change all the same, and its message says so.
     Timeout,
-    /// The run was cancelled while the tool ran.
+    /// The run was cancelled while the tool ran (or before it could). A tool that is not
+    /// read-only and had started may have made its change, and its message says so.
     Cancelled,
     /// The tool returned output that breaks its own output schema.
     OutputValidation,

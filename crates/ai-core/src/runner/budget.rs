@@ -18,18 +18,20 @@ use crate::{ToolError, ToolErrorCategory, ToolErrorCode, ToolFailure};
 /// (`deadline()` gives it and the budget it stands for, fixed before the first poll), and as
 /// `execution` when it fails or panics (`validation` when the tool refuses its arguments with
 /// [`crate::ToolError::invalid_input`]). `deadline` is only called for a tool that does not
-/// finish on its first poll.
+/// finish on its first poll. `stopping` says what a `timeout` or `cancelled` tells of the change
+/// the tool may have made.
 pub(super) async fn run<F, D>(
     exec: F,
     deadline: D,
     cancel: &CancellationToken,
+    stopping: Stopping,
 ) -> Result<Value, ToolFailure>
 where
     F: Future<Output = Result<Value, ToolError>> + Unpin,
     D: FnOnce() -> (Instant, Duration),
 {
     if cancel.is_cancelled() {
-        return Err(cancelled());
+        return Err(stopping.cancelled(false));
     }
     let mut exec = CatchUnwind(exec);
     // Most tools finish on their first poll: poll once before arming the timer and the
@@ -42,7 +44,7 @@ where
         // Boxed so that the timer's state is not part of every call's future.
         Poll::Pending => {
             let (deadline, budget) = deadline();
-            Box::pin(wait(exec, deadline, budget, cancel)).await?
+            Box::pin(wait(exec, deadline, budget, cancel, stopping)).await?
         }
     };
     match finished {
@@ -79,13 +81,15 @@ async fn wait<F: Future + Unpin>(
     deadline: Instant,
     budget: Duration,
     cancel: &CancellationToken,
+    stopping: Stopping,
 ) -> Result<<CatchUnwind<F> as Future>::Output, ToolFailure> {
+    // The tool's future was polled: whatever stops it now, it had started.
     tokio::select! {
         biased;
         finished = tokio::time::timeout_at(deadline, exec) => {
-            finished.map_err(|_elapsed| timed_out(budget))
+            finished.map_err(|_elapsed| stopping.timed_out(budget))
         }
-        () = cancel.cancelled() => Err(cancelled()),
+        () = cancel.cancelled() => Err(stopping.cancelled(true)),
     }
 }
 
@@ -114,12 +118,57 @@ pub(super) async fn guard<T>(
     }
 }
 
-/// The failure of a tool that did not finish within `budget`.
-pub(super) fn timed_out(budget: Duration) -> ToolFailure {
-    ToolFailure::new(
-        ToolErrorCode::Timeout,
-        format!("the tool did not finish within {} ms", budget.as_millis()),
-    )
+/// What a `timeout` or `cancelled` that stops an attempt says of the change its tool may have
+/// made: a tool that is not read-only and had started (this attempt's future was polled, or an
+/// earlier attempt's) may have made it, since dropping its future does not undo what it did or
+/// stop work it handed to another thread (a workspace write commits on a blocking thread). The
+/// model is told to check before calling it again, rather than believe nothing happened. Built
+/// only when a call fails: the message costs nothing on the path of a call that succeeds.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Stopping {
+    /// The tool is not read-only.
+    pub(super) changes_state: bool,
+    /// An earlier attempt of the call ran.
+    pub(super) ran_before: bool,
+}
+
+/// What [`Stopping`] adds to the message of a tool that may have made its change.
+const MAY_HAVE_CHANGED: &str = "the tool is not read-only and had started, so it may have made \
+                                its change: check before calling it again";
+
+impl Stopping {
+    /// Whether the call's tool may have made its change, `started`: this attempt's future was
+    /// polled.
+    fn may_have_changed(self, started: bool) -> bool {
+        self.changes_state && (started || self.ran_before)
+    }
+
+    /// The failure of a tool that did not finish within `budget`. Its future was polled: a
+    /// deadline is armed only for a tool that did not finish on its first poll.
+    pub(super) fn timed_out(self, budget: Duration) -> ToolFailure {
+        let ms = budget.as_millis();
+        ToolFailure::new(
+            ToolErrorCode::Timeout,
+            if self.may_have_changed(true) {
+                format!("the tool did not finish within {ms} ms; {MAY_HAVE_CHANGED}")
+            } else {
+                format!("the tool did not finish within {ms} ms")
+            },
+        )
+    }
+
+    /// The failure of a call cancelled while its tool ran or waited to run again (`started`:
+    /// this attempt's future was polled).
+    pub(super) fn cancelled(self, started: bool) -> ToolFailure {
+        if self.may_have_changed(started) {
+            ToolFailure::new(
+                ToolErrorCode::Cancelled,
+                format!("the tool call was cancelled; {MAY_HAVE_CHANGED}"),
+            )
+        } else {
+            cancelled()
+        }
+    }
 }
 
 /// Runs one of the tool's own checks (`validate_input`, `validate_output`, `redact`), turning a
@@ -224,6 +273,7 @@ pub fn install_tool_panic_hook() {
     }));
 }
 
+/// The failure of a call cancelled before its tool started.
 pub(super) fn cancelled() -> ToolFailure {
     ToolFailure::new(ToolErrorCode::Cancelled, "the tool call was cancelled")
 }

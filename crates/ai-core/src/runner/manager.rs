@@ -513,13 +513,18 @@ impl Attempting<'_> {
             self.caps,
         );
         let deadline = || step.attempt_deadline(&tool.spec().id, now);
-        let result = budget::run(exec, deadline, step.cancel).await;
+        let stopping = budget::Stopping {
+            changes_state: tool.spec().effect != ToolEffect::ReadOnly,
+            ran_before: number > 1,
+        };
+        let result = budget::run(exec, deadline, step.cancel, stopping).await;
         let ended = Instant::now();
         // A tool that blocks instead of awaiting cannot be stopped at its deadline; finished
-        // past it, it still ends `timeout`, as the budget says.
+        // past it, it still ends `timeout`, as the budget says (its change, if it makes one,
+        // is made).
         let result = match result {
             Ok(_) => match deadline() {
-                (deadline, budget) if ended > deadline => Err(budget::timed_out(budget)),
+                (deadline, budget) if ended > deadline => Err(stopping.timed_out(budget)),
                 _ => result,
             },
             failed => failed,
@@ -588,8 +593,12 @@ impl Attempting<'_> {
                 category: failure.category,
             });
             if !sleep_unless_cancelled(wait, step.cancel).await {
-                let cancelled =
-                    ToolFailure::new(ToolErrorCode::Cancelled, "the tool call was cancelled");
+                // Attempts ran: a tool that is not read-only may have made its change.
+                let cancelled = budget::Stopping {
+                    changes_state: self.tool.spec().effect != ToolEffect::ReadOnly,
+                    ran_before: true,
+                }
+                .cancelled(false);
                 let call = Some((Instant::now() - started, number - 2));
                 step.registry
                     .record_call_only(id, Some(ToolErrorCategory::Cancelled), call);

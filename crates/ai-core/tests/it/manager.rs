@@ -177,6 +177,39 @@ async fn cancel_during_backoff_stops_at_once() {
     assert_eq!(tool.runs.load(Ordering::SeqCst), 1);
 }
 
+/// A retried tool that is not read-only (it is idempotent) whose run is cancelled while it waits
+/// to try again had started: what its first attempt did may stand, and the model is told to check
+/// before calling it again. A read-only one is told only that the call was cancelled.
+#[tokio::test(start_paused = true)]
+async fn cancel_during_backoff_of_a_tool_that_is_not_read_only_says_it_may_have_made_its_change() {
+    for effect in [ToolEffect::StateChange, ToolEffect::ReadOnly] {
+        let mut retry = no_jitter(3);
+        retry.base_delay_ms = 10_000;
+        let mut p = policy(retry);
+        p.budgets.max_runtime_ms = 60_000;
+        let tool = Arc::new(FakeTool::new(T, effect, Behaviour::Flaky(5)).idempotent());
+        let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], p);
+        let cancel = h.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            cancel.cancel();
+        });
+        let run = h.call(T, "{}").await;
+        let failure = run.result.failure().unwrap();
+        assert_eq!(failure.code, ToolErrorCode::Cancelled);
+        assert_eq!(tool.runs.load(Ordering::SeqCst), 1);
+        if effect == ToolEffect::ReadOnly {
+            assert_eq!(failure.safe_message, "the tool call was cancelled");
+        } else {
+            assert_eq!(
+                failure.safe_message,
+                "the tool call was cancelled; the tool is not read-only and had started, so it \
+                 may have made its change: check before calling it again"
+            );
+        }
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_total_deadline_bounds_all_attempts() {
     let mut retry = no_jitter(10);

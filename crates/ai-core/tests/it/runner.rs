@@ -659,6 +659,97 @@ async fn step8_cancellation() {
     check_failure(&h, &run, ToolErrorCode::Cancelled, "cancelled");
 }
 
+/// What the model is told of a tool that is not read-only and was stopped once it had started.
+const MAY_HAVE_CHANGED: &str = "the tool is not read-only and had started, so it may have made its change: check before \
+     calling it again";
+
+/// A tool that is not read-only, stopped once its future had started (its budget ran out, or
+/// the run was cancelled), may have made its change (a workspace write commits on a thread the
+/// dropped future does not stop): the model is told to check before calling it again, under the
+/// same code. A read-only tool is told nothing of the kind, nor is a call stopped before its tool
+/// started.
+#[tokio::test(start_paused = true)]
+async fn step8_a_stopped_tool_that_is_not_read_only_may_have_made_its_change() {
+    for effect in [
+        ToolEffect::StateChange,
+        ToolEffect::ExternalSideEffect,
+        ToolEffect::ReadOnly,
+    ] {
+        let changes = effect != ToolEffect::ReadOnly;
+        let slow = || {
+            Arc::new(FakeTool::new(
+                ECHO,
+                effect,
+                Behaviour::Sleep(Duration::from_secs(5)),
+            ))
+        };
+        let said = |run: &ToolRun| run.result.failure().unwrap().safe_message.clone();
+
+        let mut policy = allow(&[ECHO]);
+        policy.budgets.max_runtime_ms = 100;
+        let h = harness(slow(), policy);
+        let run = h.call(ECHO, "{}").await;
+        check_failure(
+            &h,
+            &run,
+            ToolErrorCode::Timeout,
+            "the tool did not finish within 100 ms",
+        );
+        assert_eq!(
+            said(&run).contains(MAY_HAVE_CHANGED),
+            changes,
+            "{effect:?}: {}",
+            said(&run)
+        );
+
+        let h = harness(slow(), allow(&[ECHO]));
+        let cancel = h.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            cancel.cancel();
+        });
+        let run = h.call(ECHO, "{}").await;
+        check_failure(
+            &h,
+            &run,
+            ToolErrorCode::Cancelled,
+            "the tool call was cancelled",
+        );
+        assert_eq!(
+            said(&run).contains(MAY_HAVE_CHANGED),
+            changes,
+            "{effect:?}: {}",
+            said(&run)
+        );
+
+        // Cancelled before the call: the tool never started, and the message says only that.
+        let t = slow();
+        let h = harness(t.clone(), allow(&[ECHO]));
+        h.cancel.cancel();
+        let run = h.call(ECHO, "{}").await;
+        check_failure(&h, &run, ToolErrorCode::Cancelled, "cancelled");
+        assert_eq!(said(&run), "the tool call was cancelled");
+        assert_eq!(t.runs.load(Ordering::SeqCst), 0);
+    }
+}
+
+/// A tool that is not read-only and blocks its thread past its budget did finish: what it was
+/// called for may well be done, though the call ends `timeout`. The model is told so.
+#[tokio::test]
+async fn step8_a_tool_that_is_not_read_only_and_blocks_past_its_budget_may_have_made_its_change() {
+    let mut policy = allow(&[ECHO]);
+    policy.budgets.max_runtime_ms = 20;
+    let t = Arc::new(FakeTool::new(
+        ECHO,
+        ToolEffect::StateChange,
+        Behaviour::Block(Duration::from_millis(60)),
+    ));
+    let h = harness(t, policy);
+    let run = h.call(ECHO, "{}").await;
+    check_failure(&h, &run, ToolErrorCode::Timeout, "within 20 ms");
+    check_failure(&h, &run, ToolErrorCode::Timeout, MAY_HAVE_CHANGED);
+}
+
 #[tokio::test]
 async fn step9_output_validation() {
     let h = harness(tool(Behaviour::Output(json!([1, 2]))), allow(&[ECHO]));
