@@ -1164,7 +1164,7 @@ async fn a_saved_thread_s_unreadable_client_history_does_not_refuse_the_next_mes
     let answer = json!({"id": "a1", "role": "assistant", "parts": [
         {"type": "step-start"},
         {"type": "tool-", "toolCallId": "call_nameless", "state": "output-error", "input": "",
-         "errorText": "unavailable: tool (invalid tool name) is not available"},
+         "errorText": "validation: the call names no tool: call one of your tools by its exact name"},
         {"type": "dynamic-tool", "toolCallId": "call_odd", "state": "output-available",
          "input": {}, "output": 1},
         {"type": "step-start"},
@@ -1232,7 +1232,7 @@ async fn ai_sdk_history_with_a_nameless_call_starts_a_thread() {
         {"id": "a1", "role": "assistant", "parts": [
             {"type": "step-start"},
             {"type": "tool-", "toolCallId": "call_nameless", "state": "output-error", "input": "",
-             "errorText": "unavailable: tool (invalid tool name) is not available"},
+             "errorText": "validation: the call names no tool: call one of your tools by its exact name"},
             {"type": "step-start"},
             {"type": "text", "text": "Your notes say hello.", "state": "done"}
         ]},
@@ -1257,7 +1257,7 @@ async fn ai_sdk_history_with_a_nameless_call_starts_a_thread() {
         answer["content"]
             .as_str()
             .unwrap()
-            .contains("invalid tool name"),
+            .contains("the call names no tool"),
         "{sent}"
     );
 }

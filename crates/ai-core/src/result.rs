@@ -13,13 +13,14 @@ use crate::ToolCallId;
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ToolErrorCode {
-    /// No tool with that id exists in the source.
+    /// No tool with that id exists in the source (a name that is no valid id is `Validation`).
     Unavailable,
     /// The policy or this run's catalog does not allow the tool, or a connection is outside the grant.
     PolicyDenied,
     /// The authorization hook refused the actor.
     AuthzDenied,
-    /// The arguments do not satisfy the tool's input schema, or exceed the size limit.
+    /// The arguments do not satisfy the tool's input schema, or exceed the size limit; or the
+    /// call names no tool, or a tool name that is no valid tool id.
     Validation,
     /// The arguments are not valid JSON.
     InvalidJson,

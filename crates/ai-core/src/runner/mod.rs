@@ -4,7 +4,8 @@
 //!
 //! [`ToolRunner::run_tool`] runs these steps, in this order, and the order is an invariant:
 //!
-//! 1. find the bound tool (`unavailable`)
+//! 1. find the bound tool (`validation` for a name that is no valid tool id, `unavailable` for
+//!    one no bound tool has)
 //! 2. policy and this run's catalog (`policy_denied`); a tool whose effect needs approval pauses
 //!    once its arguments are validated (step 5) unless the run holds an approval for this call
 //!    id and the hash of those arguments
@@ -357,7 +358,7 @@ impl ToolRunner {
         cancel: &CancellationToken,
         progress: &mut Progress,
     ) -> Result<Value, Stop> {
-        let tool = self.find_bound_tool(tool_id)?; // 1
+        let tool = self.find_bound_tool(&call.name, tool_id)?; // 1
         let id = &tool.spec().id;
         let needs_approval = self.check_policy(ctx, listed, tool.as_ref())?; // 2
         // The runtime budget counts from here: the ports awaited in steps 3 and 6 and every
@@ -398,18 +399,24 @@ impl ToolRunner {
         Ok(self.redact(tool.as_ref(), output)?) // 10
     }
 
-    /// Step 1.
-    fn find_bound_tool(&self, id: Option<&ToolId>) -> Result<Arc<dyn BoundTool>, ToolFailure> {
-        id.and_then(|id| port_call("the tool source", || self.source.bound_tool(id)))
-            .ok_or_else(|| {
-                ToolFailure::new(
-                    ToolErrorCode::Unavailable,
-                    format!(
-                        "tool {} is not available",
-                        id.map_or(INVALID_NAME, ToolId::as_str)
-                    ),
-                )
-            })
+    /// Step 1. `name`: the name the model sent, which `id` is parsed from when it is a valid
+    /// id. A valid id no bound tool has is `unavailable` (a tool of that name may be down or
+    /// gone); a name that is no valid id is the model's malformed call, `validation`, and is
+    /// never quoted.
+    fn find_bound_tool(
+        &self,
+        name: &str,
+        id: Option<&ToolId>,
+    ) -> Result<Arc<dyn BoundTool>, ToolFailure> {
+        let Some(id) = id else {
+            return Err(invalid_name(name));
+        };
+        port_call("the tool source", || self.source.bound_tool(id)).ok_or_else(|| {
+            ToolFailure::new(
+                ToolErrorCode::Unavailable,
+                format!("tool {id} is not available"),
+            )
+        })
     }
 
     /// Step 2. `listed`: the run's catalog entry for the called name, looked up once by
@@ -829,9 +836,27 @@ fn truncate(text: &str, max: usize) -> String {
     text[..end].to_owned()
 }
 
-/// How messages and spans name a tool the model sent a malformed name for: the name itself is
-/// never echoed.
+/// How spans name a tool the model sent a malformed name for: the name itself is never echoed.
 const INVALID_NAME: &str = "(invalid tool name)";
+
+/// The failure of a call whose tool name is no valid tool id (`name`, as the model sent it, is
+/// not quoted: it may hold anything). It is the model's mistake, which it can correct, not a
+/// tool that is down: `validation`, saying whether the call named no tool at all (an empty or
+/// whitespace-only name, as some servers send for a call they lost the name of) or a malformed
+/// one (GPT-4o's `multi_tool_use.parallel`, a name without the namespace).
+#[cold]
+fn invalid_name(name: &str) -> ToolFailure {
+    ToolFailure::new(
+        ToolErrorCode::Validation,
+        if name.trim().is_empty() {
+            "the call names no tool: call one of your tools by its exact name"
+        } else {
+            "the call's tool name is not a valid tool name (core__<name> or \
+             mcp__<server>__<tool>, of letters, digits, `_` and `-`, at most 64): call one of \
+             your tools by its exact name"
+        },
+    )
+}
 
 /// What [`install_tool_panic_hook`] calls the clock port.
 const THE_CLOCK: &str = "the clock";

@@ -91,7 +91,7 @@ async fn success_runs_every_step_and_redacts() {
 }
 
 #[tokio::test]
-async fn step1_unknown_or_malformed_tool_is_unavailable() {
+async fn step1_an_unknown_tool_is_unavailable() {
     let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));
     let run = h.call("core__nope", "{}").await;
     check_failure(
@@ -100,17 +100,36 @@ async fn step1_unknown_or_malformed_tool_is_unavailable() {
         ToolErrorCode::Unavailable,
         "core__nope is not available",
     );
+}
 
-    let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));
-    let run = h.call("rm -rf /", "{}").await;
-    check_failure(&h, &run, ToolErrorCode::Unavailable, "(invalid tool name)");
-    assert!(
-        !run.result
-            .failure()
-            .unwrap()
-            .safe_message
-            .contains("rm -rf")
-    );
+/// A call that names no tool, or names one in a form no tool has, is the model's mistake, not a
+/// tool that is down: it ends `validation`, saying what was wrong with the name and never
+/// quoting it, and nothing runs.
+#[tokio::test]
+async fn step1_a_call_naming_no_tool_or_an_invalid_one_is_validation() {
+    let named_no_tool = "the call names no tool: call one of your tools by its exact name";
+    let invalid = "the call's tool name is not a valid tool name (core__<name> or \
+                   mcp__<server>__<tool>, of letters, digits, `_` and `-`, at most 64): call one \
+                   of your tools by its exact name";
+    for (name, message) in [
+        ("", named_no_tool),
+        (" \t\n", named_no_tool),
+        ("rm -rf /", invalid),
+        ("multi_tool_use.parallel", invalid),
+        ("get_weather", invalid),
+        ("core__echo ", invalid),
+    ] {
+        let t = tool(Behaviour::Echo);
+        let h = harness(t.clone(), allow(&[ECHO]));
+        let run = h.call(name, "{}").await;
+        check_failure(&h, &run, ToolErrorCode::Validation, message);
+        assert_eq!(
+            run.result.failure().unwrap().safe_message,
+            message,
+            "{name:?}"
+        );
+        assert_eq!(t.runs.load(Ordering::SeqCst), 0);
+    }
 }
 
 #[tokio::test]
