@@ -114,6 +114,22 @@ pub enum EncodeError {
         /// Position of the call in that message.
         call: usize,
     },
+    /// A past call of the history has a name providers refuse to read back: not 1 to 64 of
+    /// `[a-zA-Z0-9_-]` (whitespace, a dot as in GPT-4o's `multi_tool_use.parallel`, a letter
+    /// outside ASCII, more than 64 characters). OpenAI refuses the whole request for it, so it is
+    /// refused here, never patched, naming the message and the call but not the name, which is
+    /// model text. The loop never sends such a name: graph records each call under a name
+    /// providers accept.
+    #[error(
+        "message {index}: tool call {call} has a name providers refuse (not 1 to 64 letters, \
+         digits, `_` or `-`)"
+    )]
+    InvalidToolName {
+        /// Position of the assistant message in the history.
+        index: usize,
+        /// Position of the call in that message.
+        call: usize,
+    },
 }
 
 /// Refuses a `tool_choice` that `tools` cannot satisfy (see [`EncodeError`]): `required` with no

@@ -1,6 +1,6 @@
 //! What the encoders send of a history that a provider would refuse as stored: call ids over the
 //! length its wire accepts, and a past call's arguments that are no JSON object; and what they
-//! refuse, a past call without a name. One rule for both wires, so a thread is sent the same way
+//! refuse, a past call without a name or with one providers refuse. One rule for both wires, so a thread is sent the same way
 //! whichever wire sends it.
 
 use std::collections::{HashMap, HashSet};
@@ -10,18 +10,39 @@ use ai_core::{Message, ToolCallId};
 use crate::EncodeError;
 use crate::assembly::Fnv1a;
 
-/// Refuses a history with a past call that has no name ([`EncodeError::EmptyToolName`]): sent
-/// back as `"name": ""`, it would make the provider refuse the whole request, and no name can be
-/// made up for it (the loop records such a call under `_` before it ever gets here).
+/// Refuses a history with a past call that has no name ([`EncodeError::EmptyToolName`]) or a
+/// name providers refuse to read back ([`EncodeError::InvalidToolName`]: not 1 to 64 of
+/// `[a-zA-Z0-9_-]`): sent back, it would make the provider refuse the whole request, and no name
+/// can be made up for it here (a request is refused, never patched). The loop records such a
+/// call under a name providers accept (`_` for none) before it ever gets here, so only a
+/// caller's own history meets this.
 pub(crate) fn check_names(messages: &[Message]) -> Result<(), EncodeError> {
     for (index, message) in messages.iter().enumerate() {
-        if let Message::Assistant { tool_calls, .. } = message
-            && let Some(call) = tool_calls.iter().position(|call| call.name.is_empty())
-        {
-            return Err(EncodeError::EmptyToolName { index, call });
+        let Message::Assistant { tool_calls, .. } = message else {
+            continue;
+        };
+        for (call, tool_call) in tool_calls.iter().enumerate() {
+            let name = tool_call.name.as_str();
+            if name.is_empty() {
+                return Err(EncodeError::EmptyToolName { index, call });
+            }
+            if !accepted_name(name) {
+                return Err(EncodeError::InvalidToolName { index, call });
+            }
         }
     }
     Ok(())
+}
+
+/// The longest function name providers accept.
+const MAX_NAME_BYTES: usize = 64;
+
+/// Whether providers accept `name` (not empty) as a function name: `^[a-zA-Z0-9_-]{1,64}$`.
+fn accepted_name(name: &str) -> bool {
+    name.len() <= MAX_NAME_BYTES
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// The call id each call of a history is sent under, on its call and on its result alike.

@@ -1401,7 +1401,9 @@ pub fn encode_tool_choice(choice: &ToolChoice) -> Value {
 const MAX_CALL_ID_BYTES: usize = 64;
 
 /// The canonical messages as Responses input items, after [`validate_history`] passes. A past
-/// call without a name is refused ([`EncodeError::EmptyToolName`]), never sent as `"name": ""`.
+/// call without a name is refused ([`EncodeError::EmptyToolName`]), never sent as `"name": ""`, and
+/// so is one with a name providers refuse ([`EncodeError::InvalidToolName`]: not 1 to 64 of
+/// `[a-zA-Z0-9_-]`).
 ///
 /// A call id over 64 bytes, which the Responses API refuses (a `ToolCallId` may hold 128
 /// characters: another provider's id, or an imported history's), is sent as a short id derived
@@ -1483,7 +1485,8 @@ pub fn encode_input_with(
 ///
 /// Refused, never patched: a history [`validate_history`] refuses
 /// ([`EncodeError::History`]) or with a past call that has no name
-/// ([`EncodeError::EmptyToolName`]), and a `tool_choice` the tools cannot satisfy, `required` without
+/// ([`EncodeError::EmptyToolName`]) or a name providers refuse ([`EncodeError::InvalidToolName`]),
+/// and a `tool_choice` the tools cannot satisfy, `required` without
 /// tools ([`EncodeError::ToolChoiceWithoutTools`]) or a tool that is not among them
 /// ([`EncodeError::ToolChoiceUnknownTool`]). Without tools, `tools`, `tool_choice` and
 /// `parallel_tool_calls` are left out (the provider's default choice is then `none`).

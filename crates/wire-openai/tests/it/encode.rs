@@ -301,6 +301,61 @@ fn a_past_call_without_a_name_is_refused_never_sent_empty() {
     assert!(responses::encode_request(&request, "m", true).is_err());
 }
 
+/// A past call whose name providers refuse (outside `^[a-zA-Z0-9_-]{1,64}$`: whitespace only, a
+/// dot, a space, a letter outside ASCII, over 64 characters), in a history a caller built without
+/// the loop (which records such a name healed), is refused by both encoders, naming the message
+/// and the call but never the name, rather than sent for the provider to refuse the whole
+/// request. A name at the limits is sent.
+#[test]
+fn a_past_call_with_a_name_providers_refuse_is_refused_never_sent() {
+    let over = "a".repeat(65);
+    for name in [
+        " ",
+        "\t",
+        "multi_tool_use.parallel",
+        "core__x y",
+        "core__é",
+        over.as_str(),
+    ] {
+        let mut messages = history();
+        let Message::Assistant { tool_calls, .. } = &mut messages[2] else {
+            unreachable!()
+        };
+        tool_calls[0].name = name.to_owned();
+        let cases = [
+            chat::encode_messages(&messages).unwrap_err(),
+            responses::encode_input(&messages).unwrap_err(),
+        ];
+        for err in cases {
+            assert!(
+                matches!(
+                    err,
+                    wire_openai::EncodeError::InvalidToolName { index: 2, call: 0 }
+                ),
+                "{name:?}: {err:?}"
+            );
+            assert_eq!(
+                err.to_string(),
+                "message 2: tool call 0 has a name providers refuse (not 1 to 64 letters, \
+                 digits, `_` or `-`)"
+            );
+        }
+        let mut request = request(ToolChoice::Auto);
+        request.messages = messages;
+        assert!(chat::encode_request(&request, "m", true).is_err());
+        assert!(responses::encode_request(&request, "m", true).is_err());
+    }
+    for name in ["_", "a-Z_09", &"a".repeat(64)] {
+        let mut messages = history();
+        let Message::Assistant { tool_calls, .. } = &mut messages[2] else {
+            unreachable!()
+        };
+        tool_calls[0].name = name.to_owned();
+        assert!(chat::encode_messages(&messages).is_ok(), "{name:?}");
+        assert!(responses::encode_input(&messages).is_ok(), "{name:?}");
+    }
+}
+
 /// One encoder case from `fixtures/wire/encode/*.json`.
 #[derive(serde::Deserialize)]
 struct EncodeCase {
