@@ -1008,9 +1008,11 @@ impl OpenAiCompletion {
         }
     }
 
+    /// A stream (or whole answer) that failed to decode, as wire-openai maps it to a
+    /// [`CompletionError`], the endpoint named first and the text shown safely.
     fn decode_error(&self, error: DecodeError) -> CompletionError {
-        match error {
-            DecodeError::ProviderError { message } => CompletionError::Provider(format!(
+        match CompletionError::from(error) {
+            CompletionError::Provider(message) => CompletionError::Provider(format!(
                 "POST {}: error in the stream: {}",
                 self.endpoint,
                 self.shown(&message)
@@ -1018,17 +1020,21 @@ impl OpenAiCompletion {
             other => CompletionError::Decode(format!(
                 "POST {}: {}",
                 self.endpoint,
-                self.decode_detail(other)
+                self.completion_detail(other)
             )),
         }
     }
 
-    /// What went wrong in a stream that failed to decode, without the endpoint.
+    /// What went wrong in a stream that failed to decode, without the endpoint: the text of
+    /// wire-openai's mapping of it to a [`CompletionError`], shown safely.
     fn decode_detail(&self, error: DecodeError) -> String {
+        self.completion_detail(CompletionError::from(error))
+    }
+
+    /// The text of an error mapped from a decode error, shown safely.
+    fn completion_detail(&self, error: CompletionError) -> String {
         match error {
-            DecodeError::Truncated { bytes, .. } => format!(
-                "the stream ended after {bytes} bytes without a finish reason or end marker"
-            ),
+            CompletionError::Provider(text) | CompletionError::Decode(text) => self.shown(&text),
             other => self.shown(&other.to_string()),
         }
     }

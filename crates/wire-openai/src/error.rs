@@ -1,6 +1,6 @@
 //! What can go wrong decoding or encoding.
 
-use ai_core::{LlmCompletion, ToolChoice, ToolId, ToolSpec};
+use ai_core::{CompletionError, LlmCompletion, ToolChoice, ToolId, ToolSpec};
 use serde_json::Value;
 
 /// Everything that can go wrong while decoding a provider stream.
@@ -82,6 +82,54 @@ impl DecodeError {
             other => other.to_string(),
         };
         Some(Self::ProviderError { message })
+    }
+}
+
+/// The one mapping from a decode failure to what a model port reports ([`CompletionError`]), so
+/// that every port over these decoders, cogni-adapters' and an app's own alike, reports the same
+/// failure as the same kind:
+///
+/// - [`DecodeError::ProviderError`] is [`CompletionError::Provider`], with the provider's
+///   message as it sent it: the provider answered, and said what went wrong.
+/// - Every other error is [`CompletionError::Decode`]: the answer could not be read, or it broke
+///   a limit or a call rule. Its text is the error's own, but for [`DecodeError::Truncated`],
+///   whose partial completion is dropped: `the stream ended after N bytes without a finish
+///   reason or end marker`.
+///
+/// The text names no endpoint, which only the port knows: a port that wants it there adds it,
+/// as cogni-adapters' `OpenAiCompletion` puts `POST <endpoint>:` before it. A provider's message
+/// is its own text, which may quote part of the key it was sent or hold control characters; a
+/// port that holds a key scrubs the message before showing it (cogni-adapters does).
+///
+/// ```
+/// use wire_openai::ai_core::CompletionError;
+/// use wire_openai::chat::StreamDecoder;
+///
+/// // A port decoding a stream that broke off after its first chunk.
+/// let mut decoder = StreamDecoder::default();
+/// decoder.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n")?;
+/// let error: CompletionError = decoder.finish().unwrap_err().into();
+/// assert!(matches!(error, CompletionError::Decode(_)));
+///
+/// // A provider that reports an error in the stream.
+/// let mut decoder = StreamDecoder::default();
+/// let failed = decoder.feed(b"data: {\"error\":{\"message\":\"overloaded\"}}\n\n");
+/// let error = CompletionError::from(failed.unwrap_err());
+/// assert_eq!(error, CompletionError::Provider("overloaded".into()));
+/// # Ok::<(), wire_openai::DecodeError>(())
+/// ```
+impl From<DecodeError> for CompletionError {
+    fn from(error: DecodeError) -> Self {
+        match error {
+            DecodeError::ProviderError { message } => Self::Provider(message),
+            DecodeError::Truncated { bytes, .. } => Self::Decode(format!(
+                "the stream ended after {bytes} bytes without a finish reason or end marker"
+            )),
+            error @ (DecodeError::InvalidChunk { .. }
+            | DecodeError::InvalidBody { .. }
+            | DecodeError::LimitExceeded { .. }
+            | DecodeError::InvalidToolCall { .. }) => Self::Decode(error.to_string()),
+        }
     }
 }
 

@@ -2901,3 +2901,73 @@ fn a_blank_data_event_is_skipped_on_both_wires() {
         }
     }
 }
+
+/// Each decode error maps to the `CompletionError` kind a model port reports: the provider's own
+/// error as `Provider` with its message as sent, everything else as `Decode` with the error's
+/// text (a truncated stream's without its partial completion).
+#[test]
+fn each_decode_error_maps_to_the_completion_error_a_port_reports() {
+    use ai_core::CompletionError;
+    let partial = ai_core::LlmCompletion {
+        text: "partial text".into(),
+        tool_calls: Vec::new(),
+        finish_reason: ai_core::FinishReason::Other(String::new()),
+        usage: None,
+    };
+    let cases = [
+        (
+            DecodeError::ProviderError {
+                message: "model overloaded".into(),
+            },
+            CompletionError::Provider("model overloaded".into()),
+        ),
+        (
+            DecodeError::Truncated {
+                bytes: 964,
+                partial: Box::new(partial),
+            },
+            CompletionError::Decode(
+                "the stream ended after 964 bytes without a finish reason or end marker".into(),
+            ),
+        ),
+        (
+            DecodeError::InvalidChunk {
+                offset: 12,
+                reason: "expected value at line 1 column 1".into(),
+            },
+            CompletionError::Decode(
+                "invalid chunk at byte 12: expected value at line 1 column 1".into(),
+            ),
+        ),
+        (
+            DecodeError::InvalidBody {
+                reason: "not a JSON object".into(),
+            },
+            CompletionError::Decode("invalid response body: not a JSON object".into()),
+        ),
+        (
+            DecodeError::LimitExceeded {
+                what: "tool calls",
+                limit: 128,
+            },
+            CompletionError::Decode("tool calls exceeds the limit of 128".into()),
+        ),
+        (
+            DecodeError::InvalidToolCall {
+                index: 2,
+                reason: "id over 128 characters".into(),
+            },
+            CompletionError::Decode("tool call 2: id over 128 characters".into()),
+        ),
+    ];
+    for (error, expected) in cases {
+        let shown = format!("{error:?}");
+        assert_eq!(CompletionError::from(error), expected, "{shown}");
+    }
+    // What a decoder returns maps the same way.
+    let error = chat::decode_all(b"data: {\"error\":{\"message\":\"quota\"}}\n\n").unwrap_err();
+    assert_eq!(
+        CompletionError::from(error),
+        CompletionError::Provider("quota".into())
+    );
+}
