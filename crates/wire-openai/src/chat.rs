@@ -44,7 +44,7 @@ use ai_core::{
 };
 
 use crate::assembly::{self, Arguments, Deltas, Session, Sorted};
-use crate::error::check_tool_choice;
+use crate::error::{check_request, check_tool_choice};
 use crate::history::{WireCallIds, check_names, sent_arguments};
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
@@ -979,8 +979,9 @@ pub fn encode_messages(messages: &[Message]) -> Result<Value, EncodeError> {
 
 /// A whole chat-completions request body.
 ///
-/// Refused, never patched: a history [`validate_history`] refuses
-/// ([`EncodeError::History`]) or with a past call that has no name
+/// Refused, never patched: a request without a model name ([`EncodeError::EmptyModel`]: empty or
+/// only whitespace) or without messages ([`EncodeError::NoMessages`]), a history
+/// [`validate_history`] refuses ([`EncodeError::History`]) or with a past call that has no name
 /// ([`EncodeError::EmptyToolName`]) or a name providers refuse ([`EncodeError::InvalidToolName`]),
 /// and a `tool_choice` the tools cannot satisfy, `required` without
 /// tools ([`EncodeError::ToolChoiceWithoutTools`]) or a tool that is not among them
@@ -1032,6 +1033,7 @@ pub fn encode_request(
     model: &str,
     stream: bool,
 ) -> Result<Value, EncodeError> {
+    check_request(model, &request.messages)?;
     check_tool_choice(&request.tool_choice, &request.tools)?;
     let mut body = Map::new();
     body.insert("model".into(), model.into());

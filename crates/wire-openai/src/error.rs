@@ -178,6 +178,27 @@ pub enum EncodeError {
         /// Position of the call in that message.
         call: usize,
     },
+    /// The request has no messages: the model would have nothing to answer, and OpenAI refuses
+    /// such a request (chat's empty `messages`, Responses' empty `input`) only after a round
+    /// trip.
+    #[error("the request has no messages")]
+    NoMessages,
+    /// The model name is empty (or only whitespace): OpenAI refuses a request that names no
+    /// model only after a round trip.
+    #[error("the request's model name is empty")]
+    EmptyModel,
+}
+
+/// Refuses a request that is missing what every request needs: a model name
+/// ([`EncodeError::EmptyModel`]) and at least one message ([`EncodeError::NoMessages`]).
+pub(crate) fn check_request(model: &str, messages: &[ai_core::Message]) -> Result<(), EncodeError> {
+    if model.trim().is_empty() {
+        return Err(EncodeError::EmptyModel);
+    }
+    if messages.is_empty() {
+        return Err(EncodeError::NoMessages);
+    }
+    Ok(())
 }
 
 /// Refuses a `tool_choice` that `tools` cannot satisfy (see [`EncodeError`]): `required` with no

@@ -225,6 +225,73 @@ fn a_tool_choice_the_tools_cannot_satisfy_is_refused() {
     }
 }
 
+/// A request without messages, or naming no model, is refused on both wires with an error naming
+/// what is missing, never sent for OpenAI to refuse with a 400 after a round trip.
+#[test]
+fn a_request_without_messages_or_a_model_is_refused() {
+    use wire_openai::EncodeError;
+    let no_messages = LlmRequest {
+        messages: vec![],
+        ..request(ToolChoice::Auto)
+    };
+    let cases = [
+        (
+            &no_messages,
+            "gpt-4.1",
+            EncodeError::NoMessages,
+            "the request has no messages",
+        ),
+        (
+            &request(ToolChoice::Auto),
+            "",
+            EncodeError::EmptyModel,
+            "the request's model name is empty",
+        ),
+        (
+            &request(ToolChoice::Auto),
+            " \t\n",
+            EncodeError::EmptyModel,
+            "the request's model name is empty",
+        ),
+        // Both missing: the model is named first.
+        (
+            &no_messages,
+            "",
+            EncodeError::EmptyModel,
+            "the request's model name is empty",
+        ),
+    ];
+    for (request, model, error, message) in cases {
+        for stream in [true, false] {
+            let chat_error = chat::encode_request(request, model, stream).unwrap_err();
+            let responses_error = responses::encode_request(request, model, stream).unwrap_err();
+            let with_options = responses::encode_request_with(
+                request,
+                model,
+                stream,
+                responses::RequestOptions::default(),
+            )
+            .unwrap_err();
+            assert_eq!(chat_error, error, "{model:?}");
+            assert_eq!(responses_error, error, "{model:?}");
+            assert_eq!(with_options, error, "{model:?}");
+            assert_eq!(chat_error.to_string(), message);
+        }
+    }
+    // One message and a model are enough.
+    let one_message = LlmRequest {
+        messages: vec![Message::User {
+            content: "hi".into(),
+        }],
+        tools: vec![],
+        ..request(ToolChoice::Auto)
+    };
+    let chat_body = chat::encode_request(&one_message, "gpt-4.1", true).unwrap();
+    assert_eq!(chat_body["model"], "gpt-4.1");
+    let responses_body = responses::encode_request(&one_message, "gpt-4.1", true).unwrap();
+    assert_eq!(responses_body["model"], "gpt-4.1");
+}
+
 #[test]
 fn responses_request() {
     let tools = responses::encode_tools(&specs());
