@@ -145,6 +145,7 @@ impl Default for BreakerPolicy {
 #[serde(default, deny_unknown_fields)]
 pub struct ToolPolicy {
     /// The explicit allowlist; a tool not named here is denied.
+    #[serde(deserialize_with = "tool_id_list")]
     pub allowed_tools: BTreeSet<ToolId>,
     /// Effects that need approval before a call runs.
     pub require_approval_for_effects: BTreeSet<ToolEffect>,
@@ -153,9 +154,110 @@ pub struct ToolPolicy {
     /// The default retry policy.
     pub retry: RetryPolicy,
     /// Retry policies for single tools, replacing the default.
+    #[serde(deserialize_with = "tool_id_keys")]
     pub retry_per_tool: BTreeMap<ToolId, RetryPolicy>,
     /// Circuit-breaker thresholds, per tool.
     pub breaker: BreakerPolicy,
+}
+
+/// How the error for a malformed `retry_per_tool` key begins.
+const RETRY_KEY_ERROR: &str = "`retry_per_tool` key ";
+
+/// A tool id read from a policy; a malformed one is named by where it stands (`what`: its key
+/// and position, 1-based) and the rule it breaks, never by its text: a policy file is written by
+/// hand, and what stands where an id should may be anything pasted there.
+fn policy_tool_id<E: serde::de::Error>(
+    raw: &str,
+    what: std::fmt::Arguments<'_>,
+) -> Result<ToolId, E> {
+    ToolId::parse(raw).map_err(|error| E::custom(bad_tool_id(what, &error)))
+}
+
+/// The message for a malformed tool id at `what`, with the rule it breaks.
+fn bad_tool_id(what: std::fmt::Arguments<'_>, error: &Error) -> String {
+    match error {
+        Error::InvalidToolId { reason, .. } => format!("{what} is not a valid tool id: {reason}"),
+        _ => format!("{what} is not a valid tool id"),
+    }
+}
+
+/// The first malformed `retry_per_tool` key of a TOML policy in document order, named by its
+/// line and its position among the table's keys, never by its text; `None` when there is none.
+fn bad_retry_key_in_toml(text: &str) -> Option<String> {
+    let document = toml::de::DeTable::parse(text).ok()?;
+    let rules = document
+        .get_ref()
+        .iter()
+        .find_map(|(key, value)| (key.get_ref() == "retry_per_tool").then_some(value))?;
+    let toml::de::DeValue::Table(rules) = rules.get_ref() else {
+        return None;
+    };
+    let mut keys: Vec<_> = rules.keys().collect();
+    keys.sort_by_key(|key| key.span().start);
+    keys.into_iter().enumerate().find_map(|(at, key)| {
+        let error = ToolId::parse(key.get_ref()).err()?;
+        let line = text.get(..key.span().start)?.matches('\n').count() + 1;
+        let what = bad_tool_id(format_args!("{RETRY_KEY_ERROR}{}", at + 1), &error);
+        Some(format!("line {line}: {what}"))
+    })
+}
+
+/// Reads `allowed_tools`, naming a malformed id by its entry's position in the list
+/// ([`policy_tool_id`]).
+fn tool_id_list<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeSet<ToolId>, D::Error> {
+    struct Ids;
+    impl<'de> serde::de::Visitor<'de> for Ids {
+        type Value = BTreeSet<ToolId>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a list of tool ids")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut ids = BTreeSet::new();
+            let mut entry = 0usize;
+            while let Some(raw) = seq.next_element::<String>()? {
+                entry += 1;
+                ids.insert(policy_tool_id(
+                    &raw,
+                    format_args!("`allowed_tools` entry {entry}"),
+                )?);
+            }
+            Ok(ids)
+        }
+    }
+    deserializer.deserialize_seq(Ids)
+}
+
+/// Reads `retry_per_tool`, naming a malformed id by its key's position in the table
+/// ([`policy_tool_id`]).
+fn tool_id_keys<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<ToolId, RetryPolicy>, D::Error> {
+    struct Rules;
+    impl<'de> serde::de::Visitor<'de> for Rules {
+        type Value = BTreeMap<ToolId, RetryPolicy>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a table of retry policies keyed by tool id")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut rules = BTreeMap::new();
+            let mut key = 0usize;
+            while let Some(raw) = map.next_key::<String>()? {
+                key += 1;
+                let id = policy_tool_id(&raw, format_args!("{RETRY_KEY_ERROR}{key}"))?;
+                rules.insert(id, map.next_value()?);
+            }
+            Ok(rules)
+        }
+    }
+    deserializer.deserialize_map(Rules)
 }
 
 /// Why retrying a failure of `category` cannot help, for the categories a policy may not list
@@ -176,17 +278,42 @@ fn no_retry_helps(category: ToolErrorCategory) -> Option<&'static str> {
 impl ToolPolicy {
     /// Parses a policy from TOML; unknown keys, malformed tool ids and values no policy can mean
     /// (see [`Self::check`]) are refused. A document that does not parse is refused naming the
-    /// line and its key, never the value ([`crate::describe_toml_error`]).
+    /// line and its key, never the value ([`crate::describe_toml_error`]). A malformed tool id
+    /// is named by its key and its position, 1-based, in its list or table (`` `allowed_tools`
+    /// entry 2``, `` `retry_per_tool` key 1``, on the key's own line), with the rule it breaks,
+    /// never by its text.
+    ///
+    /// ```
+    /// use ai_core::ToolPolicy;
+    /// let error = ToolPolicy::from_toml_str(r#"allowed_tools = ["core__read", "sk-pasted"]"#)
+    ///     .unwrap_err()
+    ///     .to_string();
+    /// assert_eq!(
+    ///     error,
+    ///     "invalid tool policy: line 1 (`allowed_tools = …`): `allowed_tools` entry 2 is not a \
+    ///      valid tool id: the namespace must be core__ or mcp__<server>__",
+    /// );
+    /// ```
     pub fn from_toml_str(text: &str) -> Result<Self, Error> {
-        let policy: Self = toml::from_str(text)
-            .map_err(|e| Error::Policy(crate::describe_toml_error(text, e.message(), e.span())))?;
+        let policy: Self = toml::from_str(text).map_err(|e| {
+            // A `retry_per_tool` key is refused with the span of the whole table, which starts
+            // at its first header (`[retry_per_tool.<id>]`, the id and all): the key is found
+            // again to name its own line, without the header's text.
+            Error::Policy(if e.message().starts_with(RETRY_KEY_ERROR) {
+                bad_retry_key_in_toml(text)
+                    .unwrap_or_else(|| crate::describe_toml_error(text, e.message(), None))
+            } else {
+                crate::describe_toml_error(text, e.message(), e.span())
+            })
+        })?;
         policy.check().map(|()| policy)
     }
 
     /// Parses a policy from JSON; unknown keys, malformed tool ids and values no policy can mean
     /// (see [`Self::check`]) are refused. A document that does not parse is refused naming the
-    /// line and column, never the value. A leading byte order mark (which editors write) is
-    /// read past.
+    /// line and column, never the value; a malformed tool id is named by its key and position
+    /// as [`Self::from_toml_str`] names it, never by its text. A leading byte order mark (which
+    /// editors write) is read past.
     pub fn from_json_str(text: &str) -> Result<Self, Error> {
         let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
         let policy: Self = serde_json::from_str(text)

@@ -56,7 +56,10 @@ fn toml_and_json_load_the_same_policy() {
 fn bad_policies_are_refused_with_the_reason() {
     let cases = [
         (r#"allowed_tool = []"#, "unknown field `allowed_tool`"),
-        (r#"allowed_tools = ["nope"]"#, "invalid tool id"),
+        (
+            r#"allowed_tools = ["nope"]"#,
+            "`allowed_tools` entry 1 is not a valid tool id: the namespace must be",
+        ),
         (
             r#"require_approval_for_effects = ["sometimes"]"#,
             "unknown variant, expected one of `read_only`",
@@ -249,4 +252,79 @@ fn unknown_tools_are_the_named_ids_no_source_has() {
     assert_eq!(unknown, ["core__get_curent_time", "core__workspace_raed"]);
     assert!(policy.unknown_tools(|_| true).is_empty());
     assert!(ToolPolicy::default().unknown_tools(|_| false).is_empty());
+}
+
+/// A malformed tool id (in `allowed_tools`, or a `retry_per_tool` key) is named by its place
+/// (the line, the key and the entry's position in its list or table), never by its text: what
+/// stands where an id should may be anything pasted there. The rule it breaks is given.
+#[test]
+fn a_bad_tool_id_is_named_by_its_place_never_quoted() {
+    let secret = "sk-live-SECRET123";
+    let rule = "is not a valid tool id: the namespace must be core__ or mcp__<server>__";
+    let toml = [
+        (
+            format!("allowed_tools = [\"core__read\", \"{secret}\"]\n"),
+            format!("line 1 (`allowed_tools = …`): `allowed_tools` entry 2 {rule}"),
+        ),
+        (
+            format!(
+                "require_approval_for_effects = []\nallowed_tools = [\n  \"core__read\",\n  \"core__b\",\n  \"{secret}\",\n]\n"
+            ),
+            format!("line 2 (`allowed_tools = …`): `allowed_tools` entry 3 {rule}"),
+        ),
+        // The table's first header holds the id: the key's own line is named, not the header.
+        (
+            format!("[retry_per_tool.{secret}]\nmax_attempts = 2\n"),
+            format!("line 1: `retry_per_tool` key 1 {rule}"),
+        ),
+        (
+            format!(
+                "[retry_per_tool.core__a]\nmax_attempts = 2\n\n[retry_per_tool.\"{secret}\"]\nmax_attempts = 2\n"
+            ),
+            format!("line 4: `retry_per_tool` key 2 {rule}"),
+        ),
+        (
+            format!("[retry_per_tool]\ncore__a = {{}}\n{secret} = {{ max_attempts = 2 }}\n"),
+            format!("line 3: `retry_per_tool` key 2 {rule}"),
+        ),
+        (
+            format!("retry_per_tool = {{ core__a = {{}}, {secret} = {{ max_attempts = 2 }} }}\n"),
+            format!("line 1: `retry_per_tool` key 2 {rule}"),
+        ),
+    ];
+    for (text, expected) in toml {
+        let error = ToolPolicy::from_toml_str(&text).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            format!("invalid tool policy: {expected}"),
+            "{text:?}"
+        );
+    }
+    let json = [
+        (
+            format!("{{\"allowed_tools\": [\"core__read\", \"{secret}\"]}}"),
+            format!("line 1 column 53: `allowed_tools` entry 2 {rule}"),
+        ),
+        (
+            format!("{{\"retry_per_tool\": {{\"core__a\": {{}},\n \"{secret}\": {{}}}}}}"),
+            format!("line 2 column 20: `retry_per_tool` key 2 {rule}"),
+        ),
+    ];
+    for (text, expected) in json {
+        let error = ToolPolicy::from_json_str(&text).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            format!("invalid tool policy: {expected}"),
+            "{text:?}"
+        );
+    }
+    // An id that breaks another rule is named the same way, with that rule.
+    let error = ToolPolicy::from_toml_str("allowed_tools = [\"core__a.b\"]")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        error,
+        "invalid tool policy: line 1 (`allowed_tools = …`): `allowed_tools` entry 1 is not a \
+         valid tool id: only [a-zA-Z0-9_-] are allowed"
+    );
 }
