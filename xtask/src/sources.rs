@@ -531,7 +531,7 @@ fn foreign_source(
     let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
     for (i, token) in tokens.iter().enumerate() {
         let (what, literal) = match token.text.as_str() {
-            "include" | "include_str" | "include_bytes" if at(i + 1) == "!" && at(i + 2) == "(" => {
+            "include" | "include_str" | "include_bytes" if at(i + 1) == "!" && opens(at(i + 2)) => {
                 (format!("{}!", token.text), i + 3)
             }
             "path" if at(i + 1) == "=" && in_path_attribute(tokens, i) => ("#[path]".into(), i + 2),
@@ -582,6 +582,12 @@ fn foreign_source(
     }
 }
 
+/// Whether `token` opens a macro's arguments: a macro is invoked with any of `(…)`, `[…]` and
+/// `{…}` (`include!["x.rs"]` is `include!("x.rs")`).
+fn opens(token: &str) -> bool {
+    matches!(token, "(" | "[" | "{")
+}
+
 /// The contents of the string literal whose first token is `tokens[k]`: `"…"`, `r"…"` or
 /// `r#"…"#` (read from the original `text`, since the tokens come from blanked code).
 fn string_literal(text: &[char], tokens: &[Token], k: usize) -> Option<String> {
@@ -607,7 +613,7 @@ fn build_env(text: &[char], tokens: &[Token], push: &mut impl FnMut(usize, &'sta
     for (i, token) in tokens.iter().enumerate() {
         let is_macro = matches!(token.text.as_str(), "env" | "option_env")
             && at(i + 1) == "!"
-            && at(i + 2) == "(";
+            && opens(at(i + 2));
         let cargos = |name: String| name.starts_with("CARGO_") || name == "OUT_DIR";
         if is_macro && !string_literal(text, tokens, i + 3).is_some_and(cargos) {
             push(
@@ -842,7 +848,7 @@ fn unalias_macros(tokens: &mut [Token]) {
         .collect();
     for k in 0..tokens.len() {
         let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
-        let invoked = at(k + 1) == "!" && matches!(at(k + 2), "(" | "[" | "{");
+        let invoked = at(k + 1) == "!" && opens(at(k + 2));
         if let Some((_, real)) = renames.iter().find(|(name, _)| invoked && at(k) == name) {
             tokens[k].text.clone_from(real);
         }

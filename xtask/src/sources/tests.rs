@@ -1092,3 +1092,21 @@ fn every_pattern_of_every_list_fires() {
         );
     }
 }
+
+#[test]
+fn macros_invoked_with_brackets_or_braces_are_still_read() {
+    const ENV: &str = "the build's environment is read only in cogni-bootstrap (and xtask); outside it, `env!` and `option_env!` name only Cargo's own variables (`CARGO_*`, `OUT_DIR`); take configuration as a parameter";
+    check(
+        &[(
+            "crates/ai-core/src/brackets.rs",
+            "//! Any delimiter invokes a macro.\ninclude![\"../../adapters/src/lib.rs\"];\ninclude! {\"../../adapters/src/lib.rs\"}\nconst S: &str = include_str![\"../../adapters/Cargo.toml\"];\nconst K: &str = env![\"OPENAI_API_KEY\"];\nconst O: Option<&str> = option_env! {\"OPENAI_API_KEY\"};\nconst V: &str = env![\"CARGO_PKG_VERSION\"];\n",
+        )],
+        &[
+            "crates/ai-core/src/brackets.rs:2: ARCH_FOREIGN_SOURCE: `include!` compiles `../../adapters/src/lib.rs`, which is outside crates/ai-core/src/; a crate compiles only its own sources, where the rules look (depend on the other crate, where the layering allows it)",
+            "crates/ai-core/src/brackets.rs:3: ARCH_FOREIGN_SOURCE: `include!` compiles `../../adapters/src/lib.rs`, which is outside crates/ai-core/src/; a crate compiles only its own sources, where the rules look (depend on the other crate, where the layering allows it)",
+            "crates/ai-core/src/brackets.rs:4: ARCH_FOREIGN_SOURCE: `include_str!` reads `../../adapters/Cargo.toml`, which belongs to another package or lies outside the repository; keep the file in crates/ai-core/ or at the repository root",
+            &format!("crates/ai-core/src/brackets.rs:5: NO_ENV: {ENV}"),
+            &format!("crates/ai-core/src/brackets.rs:6: NO_ENV: {ENV}"),
+        ],
+    );
+}
