@@ -17,7 +17,10 @@
 //!   cargo metadata) is its crate: `rt::fs` names `tokio::fs`;
 //! - a path that a macro variable completes (`std::$m::read`) counts as every path it could be;
 //! - a raw identifier is the name it spells (`r#exec` is `exec`; `r#use` is a name, not the
-//!   keyword).
+//!   keyword);
+//! - a string literal that names a file or a variable (`#[path]`, `include!`, `env!`) is read
+//!   with its escapes, as rustc reads it (`".\x2e/"` is `"../"`), whatever delimiter invokes
+//!   the macro (`include!["…"]`).
 //!
 //! | rule | fires on | where |
 //! |---|---|---|
@@ -588,22 +591,79 @@ fn opens(token: &str) -> bool {
     matches!(token, "(" | "[" | "{")
 }
 
-/// The contents of the string literal whose first token is `tokens[k]`: `"…"`, `r"…"` or
-/// `r#"…"#` (read from the original `text`, since the tokens come from blanked code).
+/// The value of the string literal whose first token is `tokens[k]`: `"…"` with its escapes
+/// read as the compiler reads them (`".\x2e/"` is `"../"`), `r"…"` or `r#"…"#` as written
+/// (read from the original `text`, since the tokens come from blanked code).
 fn string_literal(text: &[char], tokens: &[Token], k: usize) -> Option<String> {
     let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
     let mut open = k;
-    if at(k) == "r" && !tokens[k].raw {
+    let raw = at(k) == "r" && !tokens[k].raw;
+    if raw {
         open += 1;
         while at(open) == "#" {
             open += 1;
         }
     }
     (at(open) == "\"" && at(open + 1) == "\"").then(|| {
-        text[tokens[open].offset + 1..tokens[open + 1].offset]
-            .iter()
-            .collect()
+        let body = &text[tokens[open].offset + 1..tokens[open + 1].offset];
+        if raw {
+            body.iter().collect()
+        } else {
+            unescape(body)
+        }
     })
+}
+
+/// The value of a (non-raw) string literal's `body`: `\n`, `\t`, `\r`, `\0`, `\\`, `\'`,
+/// `\"`, `\xHH` and `\u{…}` are the chars they stand for, and a `\` at the end of a line
+/// skips the line break and the whitespace after it. An escape rustc would refuse is kept as
+/// written (the crate does not build anyway).
+fn unescape(body: &[char]) -> String {
+    let mut out = String::with_capacity(body.len());
+    let mut i = 0;
+    while i < body.len() {
+        if body[i] != '\\' {
+            out.push(body[i]);
+            i += 1;
+            continue;
+        }
+        let escaped = body.get(i + 1).copied();
+        let (value, len) = match escaped {
+            Some('n') => (Some('\n'), 2),
+            Some('t') => (Some('\t'), 2),
+            Some('r') => (Some('\r'), 2),
+            Some('0') => (Some('\0'), 2),
+            Some(c @ ('\\' | '\'' | '"')) => (Some(c), 2),
+            Some('x') => {
+                let hex: String = body.iter().skip(i + 2).take(2).collect();
+                let value = u8::from_str_radix(&hex, 16).ok().filter(u8::is_ascii);
+                (value.map(char::from), 4)
+            }
+            Some('u') if body.get(i + 2) == Some(&'{') => {
+                let close = body[i..].iter().position(|&c| c == '}').map(|p| i + p);
+                let value = close.and_then(|close| {
+                    let hex: String = body[i + 3..close].iter().filter(|&&c| c != '_').collect();
+                    u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32)
+                });
+                (value, close.map_or(2, |close| close + 1 - i))
+            }
+            Some('\n' | '\r') => {
+                let skipped = body[i + 1..]
+                    .iter()
+                    .take_while(|c| c.is_whitespace())
+                    .count();
+                i += 1 + skipped;
+                continue;
+            }
+            _ => (None, 2),
+        };
+        match value {
+            Some(c) => out.push(c),
+            None => out.extend(&body[i..(i + len).min(body.len())]),
+        }
+        i += len;
+    }
+    out
 }
 
 /// NO_ENV for `env!` and `option_env!`: only Cargo's own variables (`CARGO_*`, `OUT_DIR`),

@@ -1110,3 +1110,28 @@ fn macros_invoked_with_brackets_or_braces_are_still_read() {
         ],
     );
 }
+
+#[test]
+fn escapes_in_a_path_literal_are_read_as_the_compiler_reads_them() {
+    const RULE: &str = "ARCH_FOREIGN_SOURCE";
+    check(
+        &[
+            (
+                "crates/ai-core/src/escaped.rs",
+                "//! `.\\x2e` is `..` to rustc.\ninclude!(\".\\x2e/.\\u{2e}/adapters/src/lib.rs\");\n#[path = \"sub/\\\n    .\\x2e/.\\x2e/.\\x2e/graph/src/x.rs\"]\nmod x;\nconst S: &str = include_str!(\".\\x2e/.\\x2e/adapters/Cargo.toml\");\ninclude!(\"own\\x2ers\");\n",
+            ),
+            ("crates/ai-core/src/own.rs", "//! Own.\n"),
+        ],
+        &[
+            &format!(
+                "crates/ai-core/src/escaped.rs:2: {RULE}: `include!` compiles `../../adapters/src/lib.rs`, which is outside crates/ai-core/src/; a crate compiles only its own sources, where the rules look (depend on the other crate, where the layering allows it)"
+            ),
+            &format!(
+                "crates/ai-core/src/escaped.rs:3: {RULE}: `#[path]` compiles `sub/../../../graph/src/x.rs`, which is outside crates/ai-core/src/; a crate compiles only its own sources, where the rules look (depend on the other crate, where the layering allows it)"
+            ),
+            &format!(
+                "crates/ai-core/src/escaped.rs:6: {RULE}: `include_str!` reads `../../adapters/Cargo.toml`, which belongs to another package or lies outside the repository; keep the file in crates/ai-core/ or at the repository root"
+            ),
+        ],
+    );
+}
