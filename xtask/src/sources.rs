@@ -13,6 +13,8 @@
 //!   names `std::fs`; after `use std::os::unix;`, `unix::fs` names `std::os::unix::fs`; after
 //!   `use std::*;`, `fs::read` names `std::fs`; after `use std::include_str as text;`, `text!`
 //!   is `include_str!`;
+//! - so are other modules' imports, in any file of the crate: with `pub use std as s;` in
+//!   `src/a.rs`, `crate::a::s::fs` (or `a::s::fs`, `super::s::fs`) names `std::fs`;
 //! - a dependency that the crate's manifest renames (`rt = { package = "tokio" }`, read from
 //!   cargo metadata) is its crate: `rt::fs` names `tokio::fs`;
 //! - a path that a macro variable completes (`std::$m::read`) counts as every path it could be;
@@ -245,23 +247,44 @@ pub(crate) fn check_tree(
             ));
         }
     }
-    let mut types = Vec::new();
-    let mut seen = Seen::default();
+    let mut texts = Vec::new();
     for file in files {
         let text =
             fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
-        let relative = relative(root, &file);
+        texts.push((relative(root, &file), text));
+    }
+    let mut scopes: Vec<(&str, CrateScope)> = Vec::new();
+    for (relative, text) in texts.iter().filter(|(path, _)| is_source(path)) {
+        let folder = crate_dir(relative);
+        if !scopes.iter().any(|(f, _)| *f == folder) {
+            scopes.push((folder, CrateScope::default()));
+        }
+        if let Some((_, scope)) = scopes.iter_mut().find(|(f, _)| *f == folder) {
+            scope.add(text);
+        }
+    }
+    let no_scope = CrateScope::default();
+    let mut types = Vec::new();
+    let mut seen = Seen::default();
+    for (relative, text) in &texts {
+        let (relative, text) = (relative.as_str(), text.as_str());
         seen.files += 1;
-        file_docs(&relative, &text, &mut found);
-        if is_source(&relative) {
+        file_docs(relative, text, &mut found);
+        if is_source(relative) {
             let renamed: Vec<(&str, &str)> = renamed
                 .iter()
-                .filter(|r| r.folder == crate_dir(&relative))
+                .filter(|r| r.folder == crate_dir(relative))
                 .map(|r| (r.name.as_str(), r.krate.as_str()))
                 .collect();
-            check_source(
-                &relative, &text, &renamed, &mut seen, &mut found, &mut types,
-            );
+            let scope = scopes
+                .iter()
+                .find(|(f, _)| *f == crate_dir(relative))
+                .map_or(&no_scope, |(_, scope)| scope);
+            let names = Names {
+                renamed: &renamed,
+                scope,
+            };
+            check_source(relative, text, &names, &mut seen, &mut found, &mut types);
         }
     }
     no_secret_in_context(&types, &mut seen, &mut found);
@@ -412,13 +435,58 @@ fn file_docs(path: &str, text: &str, found: &mut Vec<Finding>) {
     found.push((path.to_owned(), 1, "FILE_DOCS", message.into()));
 }
 
+/// What the names of one crate's sources stand for beyond a file's own imports.
+struct Names<'n> {
+    /// The crate's renamed dependencies, `(rt, tokio)`.
+    renamed: &'n [(&'n str, &'n str)],
+    /// What the crate's modules import and declare.
+    scope: &'n CrateScope,
+}
+
+/// What the files of one crate bind where another module can name it: every import
+/// (`pub use std as s;` in `src/s.rs`, or a parent's `use std as s3;` that a child reaches as
+/// `super::s3`) and every module the crate declares (`mod s;`, `mod a { … }`). A path through
+/// the crate's modules (`crate::s::s4::fs`, `a::s2::fs`, `super::s3::fs`) is read through those
+/// imports (`std::fs`). Like a file's imports, they are taken crate-wide, whatever their
+/// visibility: that can only add findings.
+#[derive(Debug, Default)]
+struct CrateScope {
+    /// `(name, path)` of each import that binds a name.
+    imports: Vec<(String, Vec<String>)>,
+    /// The names of the crate's modules.
+    modules: Vec<String>,
+}
+
+impl CrateScope {
+    /// Adds what the source `text` imports and declares (nothing if the lexer cannot follow
+    /// it: the file is reported as SCANNER_LOST).
+    fn add(&mut self, text: &str) {
+        let Ok(code) = lex::blank(text) else {
+            return;
+        };
+        let tokens = lex::tokens(&code);
+        let (_, imports) = paths_as_written(&tokens);
+        for import in imports {
+            if let Some(name) = import.name {
+                let path = import.path.iter().map(|s| (*s).to_owned()).collect();
+                self.imports.push((name.to_owned(), path));
+            }
+        }
+        for pair in tokens.windows(2) {
+            if is_keyword(&pair[0], "mod") && is_ident(&pair[1].text) {
+                self.modules.push(pair[1].text.clone());
+            }
+        }
+    }
+}
+
 /// Runs every rule but FILE_DOCS on one `crates/*/src` file (`path` is relative to the
-/// repository, with `/`; `renamed` maps the crate's renamed dependencies, `(rt, tokio)`), and
-/// collects its types for NO_SECRET_IN_CONTEXT.
+/// repository, with `/`; `names` holds the crate's renamed dependencies and what its other
+/// modules import), and collects its types for NO_SECRET_IN_CONTEXT.
 fn check_source(
     path: &str,
     text: &str,
-    renamed: &[(&str, &str)],
+    names: &Names<'_>,
     seen: &mut Seen,
     found: &mut Vec<Finding>,
     types: &mut Vec<TypeDef>,
@@ -457,7 +525,7 @@ fn check_source(
     if !place.env_allowed {
         build_env(&chars, &tokens, &mut push);
     }
-    for (segments, line) in named_paths(&tokens, renamed) {
+    for (segments, line) in named_paths(&tokens, names) {
         paths_rules(&segments, line, &place, seen, &mut push);
     }
     types.extend(type_defs(path, &tokens));
@@ -876,24 +944,64 @@ fn contains_path(segments: &[&str], pattern: &str) -> bool {
 /// `a::b::c` outside `use`, and each leaf of a `use` tree expanded (`use std::{env, fs::File}`
 /// names `std::env` and `std::fs::File`). A path is also given in each spelling the file's
 /// imports make of it ([`spellings`]), so `use std as s;` then `s::fs::read` names `std::fs`;
-/// the crate's `renamed` dependencies (`(rt, tokio)`) count as imports too.
-fn named_paths<'t>(
-    tokens: &'t [Token],
-    renamed: &[(&'t str, &'t str)],
-) -> Vec<(Vec<&'t str>, usize)> {
+/// the crate's renamed dependencies (`(rt, tokio)`) count as imports too, and a path through
+/// the crate's modules is read through what they import ([`CrateScope`]).
+fn named_paths<'t>(tokens: &'t [Token], names: &Names<'t>) -> Vec<(Vec<&'t str>, usize)> {
     let (paths, mut imports) = paths_as_written(tokens);
-    imports.extend(renamed.iter().map(|&(name, krate)| Import {
+    imports.extend(names.renamed.iter().map(|&(name, krate)| Import {
         name: Some(name),
         path: vec![krate],
     }));
+    let reexports: Vec<Import<'t>> = names
+        .scope
+        .imports
+        .iter()
+        .map(|(name, path)| Import {
+            name: Some(name.as_str()),
+            path: path.iter().map(String::as_str).collect(),
+        })
+        .collect();
+    let modules: Vec<&str> = names.scope.modules.iter().map(String::as_str).collect();
     paths
         .into_iter()
         .flat_map(|(path, line)| {
-            spellings(&path, &imports)
-                .into_iter()
-                .map(move |spelled| (spelled, line))
+            let mut spelled = spellings(&path, &imports);
+            through_modules(&mut spelled, &reexports, &modules);
+            spelled.into_iter().map(move |spelled| (spelled, line))
         })
         .collect()
+}
+
+/// Adds to `spellings` each path read through the crate's modules: a segment after a run of
+/// `crate`, `self`, `super` and the crate's `modules` that an import of the crate binds is the
+/// path it imports (`a::s2::fs` with `mod a { pub use std as s2; }` is `std::fs`), repeatedly.
+/// A path that starts elsewhere (`tokio::time`) is an external crate's, and left alone.
+fn through_modules<'t>(
+    spellings: &mut Vec<Vec<&'t str>>,
+    reexports: &[Import<'t>],
+    modules: &[&str],
+) {
+    // As many again as a file's own imports may make (glob imports multiply those).
+    let most = spellings.len() + MAX_SPELLINGS;
+    let mut k = 0;
+    while k < spellings.len() && spellings.len() < most {
+        let path = spellings[k].clone();
+        let local = |segment: &&str| {
+            matches!(*segment, "crate" | "self" | "super") || modules.contains(segment)
+        };
+        for j in 1..path.len() {
+            if !path[..j].iter().all(local) {
+                break;
+            }
+            for import in reexports.iter().filter(|i| i.name == Some(path[j])) {
+                let spelled = [&import.path[..], &path[j + 1..]].concat();
+                if !spellings.contains(&spelled) {
+                    spellings.push(spelled);
+                }
+            }
+        }
+        k += 1;
+    }
 }
 
 /// Renames each macro invoked under an imported name (`use std::include_str as text;` then

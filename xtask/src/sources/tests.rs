@@ -1135,3 +1135,44 @@ fn escapes_in_a_path_literal_are_read_as_the_compiler_reads_them() {
         ],
     );
 }
+
+#[test]
+fn a_name_another_module_imports_is_read_as_its_import() {
+    const IO: &str = "IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`std::fs`); IO lives in adapters, time comes through `Clock`";
+    check(
+        &[
+            (
+                "crates/ai-core/src/inline.rs",
+                "//! A re-export in an inline module, and a parent's import.\nmod a {\n    pub use std as s2;\n}\nuse std as s3;\nfn f() {\n    a::s2::fs::read(\"x\");\n}\nmod b {\n    fn g() {\n        super::s3::fs::read(\"x\");\n    }\n}\n",
+            ),
+            (
+                "crates/ai-core/src/lib.rs",
+                "//! Root.\nmod inline;\nmod s;\nmod t;\n",
+            ),
+            (
+                "crates/ai-core/src/s.rs",
+                "//! Re-exports.\npub use std as s4;\npub use std::os as o;\n",
+            ),
+            (
+                "crates/ai-core/src/t.rs",
+                "//! Uses another file's re-exports.\nuse crate::s::*;\nfn f() {\n    crate::s::s4::fs::read(\"x\");\n    s4::fs::read(\"x\");\n    super::s::o::unix::fs::symlink(\"a\", \"b\");\n}\n",
+            ),
+            (
+                "crates/ai-core/src/globs.rs",
+                "//! Glob imports, which multiply a path's spellings.\nuse m0::*;\nuse m1::*;\nuse m2::*;\nuse m3::*;\nuse m4::*;\nuse m5::*;\nuse m6::*;\nuse m7::*;\nuse m8::*;\nuse m9::*;\nuse m10::*;\nuse m11::*;\nuse m12::*;\nuse m13::*;\nuse m14::*;\nuse m15::*;\nuse m16::*;\nfn f() {\n    crate::s::s4::fs::read(\"x\");\n}\n",
+            ),
+            (
+                "crates/graph/src/clean.rs",
+                "//! Another crate's re-export names nothing here, nor does an external crate's path.\nfn f() {\n    crate::s::s4::fs::read(\"x\");\n    tokio::s4::fs::read(\"x\");\n}\n",
+            ),
+        ],
+        &[
+            &format!("crates/ai-core/src/globs.rs:20: {IO}"),
+            &format!("crates/ai-core/src/inline.rs:7: {IO}"),
+            &format!("crates/ai-core/src/inline.rs:11: {IO}"),
+            &format!("crates/ai-core/src/t.rs:4: {IO}"),
+            &format!("crates/ai-core/src/t.rs:5: {IO}"),
+            "crates/ai-core/src/t.rs:6: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`std::os::*::fs`); IO lives in adapters, time comes through `Clock`",
+        ],
+    );
+}
