@@ -981,8 +981,9 @@ fn through_modules<'t>(
     reexports: &[Import<'t>],
     modules: &[&str],
 ) {
-    // As many again as a file's own imports may make (glob imports multiply those).
-    let most = spellings.len() + MAX_SPELLINGS;
+    // Past the spellings the file's own imports made (glob imports multiply those), as many
+    // as a chain through every import of the crate.
+    let most = spellings.len() + MAX_SPELLINGS + reexports.len();
     let mut k = 0;
     while k < spellings.len() && spellings.len() < most {
         let path = spellings[k].clone();
@@ -1158,7 +1159,9 @@ fn use_tree<'t>(
     out.push((segments, line));
 }
 
-/// Most spellings followed for one path (`use a::a;` would expand forever).
+/// Most spellings followed for one path beyond the file's number of imports (`use a::a;`
+/// would expand forever, while a chain of aliases, `use std as a0; use a0 as a1;` …, uses each
+/// import once at most).
 const MAX_SPELLINGS: usize = 16;
 
 /// `path` as written and as the file's imports spell it: its first segment replaced by the
@@ -1172,7 +1175,7 @@ fn spellings<'t>(path: &[&'t str], imports: &[Import<'t>]) -> Vec<Vec<&'t str>> 
     let by_name = |path: &[&'t str]| {
         let mut out = vec![path.to_vec()];
         let mut k = 0;
-        while k < out.len() && out.len() < MAX_SPELLINGS {
+        while k < out.len() && out.len() < MAX_SPELLINGS + imports.len() {
             let first = out[k][0];
             for import in imports.iter().filter(|i| i.name == Some(first)) {
                 let spelled = [&import.path[..], &out[k][1..]].concat();

@@ -1176,3 +1176,23 @@ fn a_name_another_module_imports_is_read_as_its_import() {
         ],
     );
 }
+
+#[test]
+fn a_long_chain_of_aliases_is_followed_to_its_end() {
+    check(
+        &[
+            (
+                "crates/ai-core/src/modules.rs",
+                "//! Each module re-exports the one before.\nmod m0 {\n    pub use std as s0;\n}\nmod m1 {\n    pub use crate::m0::s0 as s1;\n}\nmod m2 {\n    pub use crate::m1::s1 as s2;\n}\nmod m3 {\n    pub use crate::m2::s2 as s3;\n}\nmod m4 {\n    pub use crate::m3::s3 as s4;\n}\nmod m5 {\n    pub use crate::m4::s4 as s5;\n}\nmod m6 {\n    pub use crate::m5::s5 as s6;\n}\nmod m7 {\n    pub use crate::m6::s6 as s7;\n}\nmod m8 {\n    pub use crate::m7::s7 as s8;\n}\nmod m9 {\n    pub use crate::m8::s8 as s9;\n}\nmod m10 {\n    pub use crate::m9::s9 as s10;\n}\nmod m11 {\n    pub use crate::m10::s10 as s11;\n}\nmod m12 {\n    pub use crate::m11::s11 as s12;\n}\nmod m13 {\n    pub use crate::m12::s12 as s13;\n}\nmod m14 {\n    pub use crate::m13::s13 as s14;\n}\nmod m15 {\n    pub use crate::m14::s14 as s15;\n}\nmod m16 {\n    pub use crate::m15::s15 as s16;\n}\nmod m17 {\n    pub use crate::m16::s16 as s17;\n}\nmod m18 {\n    pub use crate::m17::s17 as s18;\n}\nmod m19 {\n    pub use crate::m18::s18 as s19;\n}\nmod m20 {\n    pub use crate::m19::s19 as s20;\n}\nfn f() {\n    crate::m20::s20::fs::read(\"x\");\n}\n",
+            ),
+            (
+                "crates/ai-core/src/chain.rs",
+                "//! Each alias renames the one before.\nuse std as a0;\nuse a0 as a1;\nuse a1 as a2;\nuse a2 as a3;\nuse a3 as a4;\nuse a4 as a5;\nuse a5 as a6;\nuse a6 as a7;\nuse a7 as a8;\nuse a8 as a9;\nuse a9 as a10;\nuse a10 as a11;\nuse a11 as a12;\nuse a12 as a13;\nuse a13 as a14;\nuse a14 as a15;\nuse a15 as a16;\nuse a16 as a17;\nuse a17 as a18;\nuse a18 as a19;\nuse a19 as a20;\nfn f() {\n    a20::fs::read(\"x\");\n}\n",
+            ),
+        ],
+        &[
+            "crates/ai-core/src/chain.rs:24: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`std::fs`); IO lives in adapters, time comes through `Clock`",
+            "crates/ai-core/src/modules.rs:66: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`std::fs`); IO lives in adapters, time comes through `Clock`",
+        ],
+    );
+}
