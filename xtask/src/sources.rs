@@ -28,7 +28,7 @@
 //! |---|---|---|
 //! | `ARCH_SINGLE_EXECUTION_PATH` | `ExecPermit::new`; a call `x.exec(…)` or `T::exec(…)`, or `T::exec` taken as a function value (a `fn exec(` definition is fine) | outside `crates/ai-core/src/runner/` |
 //! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is not a `.rs` file in the file's own `crates/<name>/src/`; `#[path]` inside an inline module; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`); any of them whose path is not a plain (or raw) string literal; a symlink at `crates/`, `crates/<name>` or in `crates/<name>/src/` (the scan does not follow it) | everywhere |
-//! | `NO_ENV` | `std::env…`, `env::var*`; `from_default_env`, `from_env` and their `try_` forms (`EnvFilter`, `envy`); the crates `dotenv`, `dotenvy`, `envy`; `env!`/`option_env!` of a variable that is not Cargo's | outside `crates/bootstrap/` (xtask is not scanned) |
+//! | `NO_ENV` | `std::env…`, `env::var*`; `from_default_env`, `from_env` and their `try_` forms (`EnvFilter`, `envy`); the crates `dotenv`, `dotenvy`, `envy`; `env!`/`option_env!` of a variable that is not one of the [`CARGO_VARIABLES`] Cargo sets for a crate | outside `crates/bootstrap/` (xtask is not scanned) |
 //! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`println!`), calls of [`FS_METHODS`] (`path.exists()`; not a method of that name the file defines) | in all of `crates/ai-tools/src/` |
 //! | `IO_FREE` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`], calls of [`FS_METHODS`] (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/graph/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
 //! | `NO_SCHEMA_LIB` | [`SCHEMA_LIBS`] | in `crates/ai-core/src/`, `crates/graph/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
@@ -36,8 +36,9 @@
 //! | `FILE_DOCS` | a file that does not start with a `//!` doc comment, or whose leading `//!` lines hold no text | every `.rs` file |
 //!
 //! The compile-time macros `env!` and `option_env!` read the build's environment, not the
-//! running process's. Cargo's own variables (`CARGO_*`, `OUT_DIR`) describe the package and are
-//! allowed everywhere (`env!("CARGO_PKG_VERSION")`); any other name, or a computed one, is
+//! running process's. The variables Cargo sets for a crate ([`CARGO_VARIABLES`]: `OUT_DIR`,
+//! `CARGO_PKG_VERSION`, …) describe the package and are allowed everywhere; any other name (a
+//! `CARGO_…` one too: `CARGO_REGISTRY_TOKEN` is a secret of the caller's), or a computed one, is
 //! configuration (or a secret: `option_env!("OPENAI_API_KEY")`) baked in from the environment,
 //! which NO_ENV keeps to bootstrap like `std::env`. `include_str!` and `include_bytes!` are not
 //! IO either: they embed a file of the source tree when the crate is built, and nothing is read
@@ -734,20 +735,56 @@ fn unescape(body: &[char]) -> String {
     out
 }
 
-/// NO_ENV for `env!` and `option_env!`: only Cargo's own variables (`CARGO_*`, `OUT_DIR`),
-/// named by a string literal.
+/// The variables Cargo sets when it compiles a crate (and `CARGO_BIN_EXE_<name>` for tests):
+/// what `env!` may read outside bootstrap. Not every `CARGO_…`: the prefix is also that of
+/// Cargo's own settings in the caller's environment (`CARGO_REGISTRY_TOKEN`, `CARGO_HOME`), and
+/// a build script's `cargo:rustc-env` or a `[env]` table may set any other name.
+const CARGO_VARIABLES: &[&str] = &[
+    "CARGO",
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_MANIFEST_LINKS",
+    "CARGO_PKG_VERSION",
+    "CARGO_PKG_VERSION_MAJOR",
+    "CARGO_PKG_VERSION_MINOR",
+    "CARGO_PKG_VERSION_PATCH",
+    "CARGO_PKG_VERSION_PRE",
+    "CARGO_PKG_AUTHORS",
+    "CARGO_PKG_NAME",
+    "CARGO_PKG_DESCRIPTION",
+    "CARGO_PKG_HOMEPAGE",
+    "CARGO_PKG_REPOSITORY",
+    "CARGO_PKG_LICENSE",
+    "CARGO_PKG_LICENSE_FILE",
+    "CARGO_PKG_RUST_VERSION",
+    "CARGO_PKG_README",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+    "CARGO_TARGET_TMPDIR",
+    "CARGO_RUSTC_CURRENT_DIR",
+    "OUT_DIR",
+];
+
+/// NO_ENV for `env!` and `option_env!`: only the [`CARGO_VARIABLES`], named by a string
+/// literal.
 fn build_env(text: &[char], tokens: &[Token], push: &mut impl FnMut(usize, &'static str, String)) {
     let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
     for (i, token) in tokens.iter().enumerate() {
         let is_macro = matches!(token.text.as_str(), "env" | "option_env")
             && at(i + 1) == "!"
             && opens(at(i + 2));
-        let cargos = |name: String| name.starts_with("CARGO_") || name == "OUT_DIR";
+        let cargos = |name: String| {
+            CARGO_VARIABLES.contains(&name.as_str())
+                || name
+                    .strip_prefix("CARGO_BIN_EXE_")
+                    .is_some_and(|bin| !bin.is_empty())
+        };
         if is_macro && !string_literal(text, tokens, i + 3).is_some_and(cargos) {
             push(
                 token.line,
                 "NO_ENV",
-                "the build's environment is read only in cogni-bootstrap (and xtask); outside it, `env!` and `option_env!` name only Cargo's own variables (`CARGO_*`, `OUT_DIR`); take configuration as a parameter".into(),
+                "the build's environment is read only in cogni-bootstrap (and xtask); outside it, `env!` and `option_env!` name only the variables Cargo sets for the crate (`CARGO_PKG_VERSION`, `CARGO_MANIFEST_DIR`, `OUT_DIR`, …); take configuration as a parameter".into(),
             );
         }
     }

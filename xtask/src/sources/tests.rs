@@ -668,7 +668,7 @@ fn foreign_source_reads_raw_strings_and_refuses_computed_reads() {
 
 #[test]
 fn build_environment_reads_other_than_cargos_are_env_reads() {
-    const MESSAGE: &str = "the build's environment is read only in cogni-bootstrap (and xtask); outside it, `env!` and `option_env!` name only Cargo's own variables (`CARGO_*`, `OUT_DIR`); take configuration as a parameter";
+    const MESSAGE: &str = "the build's environment is read only in cogni-bootstrap (and xtask); outside it, `env!` and `option_env!` name only the variables Cargo sets for the crate (`CARGO_PKG_VERSION`, `CARGO_MANIFEST_DIR`, `OUT_DIR`, …); take configuration as a parameter";
     check(
         &[
             (
@@ -873,7 +873,7 @@ fn renamed_macros_are_still_watched() {
         )],
         &[
             "crates/wire-ui/src/m.rs:5: ARCH_FOREIGN_SOURCE: `include_str!` reads `../../adapters/migrations/0001_init.sql`, which belongs to another package or lies outside the repository; keep the file in crates/wire-ui/ or at the repository root",
-            "crates/wire-ui/src/m.rs:6: NO_ENV: the build's environment is read only in cogni-bootstrap (and xtask); outside it, `env!` and `option_env!` name only Cargo's own variables (`CARGO_*`, `OUT_DIR`); take configuration as a parameter",
+            "crates/wire-ui/src/m.rs:6: NO_ENV: the build's environment is read only in cogni-bootstrap (and xtask); outside it, `env!` and `option_env!` name only the variables Cargo sets for the crate (`CARGO_PKG_VERSION`, `CARGO_MANIFEST_DIR`, `OUT_DIR`, …); take configuration as a parameter",
             "crates/wire-ui/src/m.rs:7: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`println!`); IO lives in adapters, time comes through `Clock`",
         ],
     );
@@ -1095,7 +1095,7 @@ fn every_pattern_of_every_list_fires() {
 
 #[test]
 fn macros_invoked_with_brackets_or_braces_are_still_read() {
-    const ENV: &str = "the build's environment is read only in cogni-bootstrap (and xtask); outside it, `env!` and `option_env!` name only Cargo's own variables (`CARGO_*`, `OUT_DIR`); take configuration as a parameter";
+    const ENV: &str = "the build's environment is read only in cogni-bootstrap (and xtask); outside it, `env!` and `option_env!` name only the variables Cargo sets for the crate (`CARGO_PKG_VERSION`, `CARGO_MANIFEST_DIR`, `OUT_DIR`, …); take configuration as a parameter";
     check(
         &[(
             "crates/ai-core/src/brackets.rs",
@@ -1193,6 +1193,22 @@ fn a_long_chain_of_aliases_is_followed_to_its_end() {
         &[
             "crates/ai-core/src/chain.rs:24: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`std::fs`); IO lives in adapters, time comes through `Clock`",
             "crates/ai-core/src/modules.rs:66: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`std::fs`); IO lives in adapters, time comes through `Clock`",
+        ],
+    );
+}
+
+#[test]
+fn only_the_variables_cargo_sets_for_a_crate_are_cargos() {
+    const MESSAGE: &str = "the build's environment is read only in cogni-bootstrap (and xtask); outside it, `env!` and `option_env!` name only the variables Cargo sets for the crate (`CARGO_PKG_VERSION`, `CARGO_MANIFEST_DIR`, `OUT_DIR`, …); take configuration as a parameter";
+    check(
+        &[(
+            "crates/wire-ui/src/build_info.rs",
+            "//! `CARGO_` is also the prefix of Cargo's own settings, and of whatever a build script or the caller sets.\nconst T: Option<&str> = option_env!(\"CARGO_REGISTRY_TOKEN\");\nconst S: &str = env!(\"CARGO_SECRET\");\nconst H: &str = env!(\"CARGO_HOME\");\nconst V: &str = env!(\"CARGO_PKG_VERSION_MAJOR\");\nconst M: &str = env!(\"CARGO_MANIFEST_DIR\");\nconst B: &str = env!(\"CARGO_BIN_EXE_cogni\");\nconst C: &str = env!(\"CARGO_CRATE_NAME\");\nconst O: &str = env!(\"OUT_DIR\");\n",
+        )],
+        &[
+            &format!("crates/wire-ui/src/build_info.rs:2: NO_ENV: {MESSAGE}"),
+            &format!("crates/wire-ui/src/build_info.rs:3: NO_ENV: {MESSAGE}"),
+            &format!("crates/wire-ui/src/build_info.rs:4: NO_ENV: {MESSAGE}"),
         ],
     );
 }
