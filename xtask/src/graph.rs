@@ -15,6 +15,9 @@
 //!   (a JSON Schema library in ai-core and the wire codecs, an HTTP stack in the sans-IO
 //!   codecs), and the crates that read the environment (`dotenv`, `dotenvy`, `envy`) in every
 //!   package but bootstrap and xtask.
+//! - `NO_ENV`: no package under `crates/` but bootstrap has a build script, which reads the
+//!   build's environment and can hand it to the crate as a variable `env!` may read
+//!   (`cargo:rustc-env=CARGO_PKG_DESCRIPTION=…` overrides Cargo's).
 
 use std::path::Path;
 use std::process::Command;
@@ -136,6 +139,7 @@ pub(crate) fn check(metadata: &Value) -> anyhow::Result<Vec<String>> {
             continue;
         };
         source_place(metadata, package, folder, &mut violations);
+        build_script(metadata, package, folder, &mut violations);
         let banned = BANNED.iter().find(|(n, _, _)| *n == name);
         for dep in package["dependencies"].as_array().into_iter().flatten() {
             let dep_name = dep["name"].as_str().unwrap_or_default();
@@ -199,6 +203,35 @@ fn source_place(metadata: &Value, package: &Value, folder: &str, violations: &mu
             violations.push(format!(
                 "{name}: ARCH_SOURCE_PLACE: its {} target compiles {src}, outside {folder}/src/, where the source rules look",
                 kinds.join("/")
+            ));
+        }
+    }
+}
+
+/// NO_ENV for build scripts: a package under `crates/` other than bootstrap has none. A build
+/// script runs with the build's environment and hands what it reads to the crate as variables
+/// that `env!` reads (`cargo:rustc-env` may set any name, and overrides Cargo's own
+/// `CARGO_PKG_*`), so the source rule on `env!` would pass a secret baked in that way.
+fn build_script(metadata: &Value, package: &Value, folder: &str, violations: &mut Vec<String>) {
+    let name = package["name"].as_str().unwrap_or_default();
+    if !folder.starts_with("crates/") || ENV_READERS.contains(&name) {
+        return;
+    }
+    let root = metadata["workspace_root"].as_str().unwrap_or_default();
+    for target in package["targets"].as_array().into_iter().flatten() {
+        let is_build_script = target["kind"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|kind| kind == "custom-build");
+        if is_build_script {
+            let src = target["src_path"].as_str().unwrap_or_default();
+            let src = src
+                .strip_prefix(root)
+                .unwrap_or(src)
+                .trim_start_matches('/');
+            violations.push(format!(
+                "{name}: NO_ENV: its build script ({src}) reads the build's environment and can hand it to the crate (`cargo:rustc-env` sets even `CARGO_PKG_*`); no package under crates/ but cogni-bootstrap has one"
             ));
         }
     }

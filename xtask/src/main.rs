@@ -6,7 +6,8 @@
 //! `from -> to: RULE_ID: message`), and a `#[test]` that runs them on this repository, so
 //! `cargo test` enforces the architecture too. The rules:
 //!
-//! - graph ([`graph`]): `ARCH_LAYERING`, `ARCH_SOURCE_PLACE`, `ARCH_LINTS`, `ARCH_BANNED_DEP`;
+//! - graph ([`graph`]): `ARCH_LAYERING`, `ARCH_SOURCE_PLACE`, `ARCH_LINTS`, `ARCH_BANNED_DEP`,
+//!   `NO_ENV` (a build script outside bootstrap);
 //! - sources ([`sources`]): `ARCH_SINGLE_EXECUTION_PATH`, `ARCH_FOREIGN_SOURCE`, `NO_ENV`,
 //!   `TOOL_FILE_PURITY`, `IO_FREE`, `NO_SCHEMA_LIB`, `NO_SECRET_IN_CONTEXT`, `FILE_DOCS`;
 //! - the checker's own health: `SCANNER_SAW_NOTHING` (a pattern or allow-list matched nothing),

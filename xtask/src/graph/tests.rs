@@ -336,6 +336,7 @@ fn packages_and_their_targets_stay_where_the_source_rules_look() {
         [
             "cogni-wire-ui: ARCH_SOURCE_PLACE: its manifest is crates/ui/Cargo.toml, not crates/wire-ui/Cargo.toml, where the source rules look; move it back or move the rules (the ALLOWED table, the places in xtask/src/sources.rs)",
             "cogni-ai-tools: ARCH_SOURCE_PLACE: its lib target compiles crates/ai-tools/code/lib.rs, outside crates/ai-tools/src/, where the source rules look",
+            "cogni-ai-tools: NO_ENV: its build script (crates/ai-tools/build.rs) reads the build's environment and can hand it to the crate (`cargo:rustc-env` sets even `CARGO_PKG_*`); no package under crates/ but cogni-bootstrap has one",
             "cogni-adapters: ARCH_SOURCE_PLACE: its bin target compiles crates/adapters/probe.rs, outside crates/adapters/src/, where the source rules look",
         ]
     );
@@ -392,4 +393,40 @@ fn every_manifest_inherits_the_workspace_lints() {
         .collect();
     assert_eq!(named, ["no-table", "other-table"], "{violations:?}");
     assert!(violations[0].contains("ARCH_LINTS"));
+}
+
+/// A build script reads the build's environment and hands any of it to the crate as a
+/// variable `env!` may read (`cargo:rustc-env=CARGO_PKG_DESCRIPTION=…` overrides Cargo's).
+#[test]
+fn a_build_script_is_an_env_reader() {
+    let mut scripted = metadata(&[
+        ("cogni-ai-core", &[]),
+        ("cogni-wire-ui", &[]),
+        ("cogni-bootstrap", &[]),
+        ("cogni-tests", &[]),
+        ("xtask", &[]),
+    ]);
+    for (k, folder) in [
+        "crates/ai-core",
+        "crates/wire-ui",
+        "crates/bootstrap",
+        "tests",
+        "xtask",
+    ]
+    .iter()
+    .enumerate()
+    {
+        scripted["packages"][k]["targets"] = json!([
+            {"kind": ["lib"], "src_path": format!("/repo/{folder}/src/lib.rs")},
+            {"kind": ["custom-build"], "src_path": format!("/repo/{folder}/build.rs")},
+        ]);
+    }
+    scripted["packages"][1]["targets"][1]["src_path"] = json!("/repo/crates/wire-ui/gen/main.rs");
+    assert_eq!(
+        super::check(&scripted).unwrap(),
+        [
+            "cogni-ai-core: NO_ENV: its build script (crates/ai-core/build.rs) reads the build's environment and can hand it to the crate (`cargo:rustc-env` sets even `CARGO_PKG_*`); no package under crates/ but cogni-bootstrap has one",
+            "cogni-wire-ui: NO_ENV: its build script (crates/wire-ui/gen/main.rs) reads the build's environment and can hand it to the crate (`cargo:rustc-env` sets even `CARGO_PKG_*`); no package under crates/ but cogni-bootstrap has one",
+        ]
+    );
 }
