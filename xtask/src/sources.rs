@@ -17,7 +17,8 @@
 //!   `src/a.rs`, `crate::a::s::fs` (or `a::s::fs`, `super::s::fs`) names `std::fs`;
 //! - a dependency that the crate's manifest renames (`rt = { package = "tokio" }`, read from
 //!   cargo metadata) is its crate: `rt::fs` names `tokio::fs`;
-//! - a path that a macro variable completes (`std::$m::read`) counts as every path it could be;
+//! - a path that a macro variable completes (`std::$m::read`) or starts (`$k::fs::read`)
+//!   counts as every path it could be (see [`contains_path`]);
 //! - a raw identifier is the name it spells (`r#exec` is `exec`; `r#use` is a name, not the
 //!   keyword);
 //! - a string literal that names a file or a variable (`#[path]`, `include!`, `env!`) is read
@@ -958,22 +959,38 @@ fn io_calls(
 /// A path segment that a macro variable fills in (`std::$m`).
 const MACRO_SEGMENT: &str = "$";
 
+/// The path segment that the identifier `tokens[i]` is: a macro variable (`$k`, not `$crate`)
+/// is [`MACRO_SEGMENT`].
+fn segment_at(tokens: &[Token], i: usize) -> &str {
+    let variable = i > 0 && tokens[i - 1].text == "$" && !is_keyword(&tokens[i], "crate");
+    if variable {
+        MACRO_SEGMENT
+    } else {
+        tokens[i].text.as_str()
+    }
+}
+
 /// Whether `pattern` (`std::env`, `env::var*`) occurs as consecutive segments of `segments`;
 /// a segment ending in `*` matches every segment it starts. A [`MACRO_SEGMENT`] matches any
-/// segment but a pattern's first, so `std::$m` counts as every `std::…` it could name while
-/// `$t::new()` is not taken for `ExecPermit::new`.
+/// segment but a pattern's first, and a pattern's first when that names a crate or a module
+/// (lower case: `std`, `tokio`, `io`), as long as a segment of the path is written out: so
+/// `std::$m` counts as every `std::…` it could name and `$k::fs` as `std::fs` and `tokio::fs`,
+/// while `$t::new()` is not taken for `ExecPermit::new` (a type a macro is handed is named,
+/// and checked, where it is invoked) and a lone `$x` for `reqwest`.
 fn contains_path(segments: &[&str], pattern: &str) -> bool {
     let pattern: Vec<&str> = pattern.split("::").collect();
     segments.windows(pattern.len()).any(|window| {
-        window
-            .iter()
-            .zip(&pattern)
-            .enumerate()
-            .all(|(k, (segment, wanted))| match wanted.strip_suffix('*') {
-                _ if k > 0 && *segment == MACRO_SEGMENT => true,
-                Some(start) => segment.starts_with(start),
-                None => segment == wanted,
-            })
+        let module = |wanted: &str| wanted.starts_with(|c: char| c.is_ascii_lowercase());
+        window.iter().any(|segment| *segment != MACRO_SEGMENT)
+            && window
+                .iter()
+                .zip(&pattern)
+                .enumerate()
+                .all(|(k, (segment, wanted))| match wanted.strip_suffix('*') {
+                    _ if *segment == MACRO_SEGMENT && (k > 0 || module(wanted)) => true,
+                    Some(start) => segment.starts_with(start),
+                    None => segment == wanted,
+                })
     })
 }
 
@@ -1091,7 +1108,7 @@ fn paths_as_written(tokens: &[Token]) -> (Vec<(Vec<&str>, usize)>, Vec<Import<'_
             });
             i += 3;
         } else if is_ident(&tokens[i].text) {
-            let mut segments = vec![tokens[i].text.as_str()];
+            let mut segments = vec![segment_at(tokens, i)];
             let mut j = i + 1;
             while tokens.get(j).is_some_and(|t| t.text == "::") {
                 // A macro variable (`std::$m`) is a segment the scan cannot know: [`MACRO_SEGMENT`].
@@ -1173,7 +1190,7 @@ fn use_tree<'t>(
         }
         glob |= text == "*";
         if is_ident(text) && !is_keyword(&tokens[i], "self") {
-            segments.push(text);
+            segments.push(segment_at(tokens, i));
             line = tokens[i].line;
             name = Some(text);
         }

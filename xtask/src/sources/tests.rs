@@ -1212,3 +1212,19 @@ fn only_the_variables_cargo_sets_for_a_crate_are_cargos() {
         ],
     );
 }
+
+#[test]
+fn a_crate_a_macro_variable_starts_a_path_with_counts_for_every_crate() {
+    let io_free = |pattern: &str| {
+        format!(
+            "crates/wire-openai/src/m.rs:3: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`{pattern}`); IO lives in adapters, time comes through `Clock`"
+        )
+    };
+    check(
+        &[(
+            "crates/wire-openai/src/m.rs",
+            "//! `read!(std)` reads a file without naming `std::fs`.\nmacro_rules! read {\n    ($k:ident) => { $k::fs::read(\"p\") };\n}\nfn f() {\n    read!(std);\n}\nmacro_rules! make { ($t:ident) => { $t::new() } }\nmacro_rules! at { ($x:expr) => { $x } }\nmacro_rules! inner { () => { $crate::fs::Plan::new() } }\n",
+        )],
+        &[&io_free("std::fs"), &io_free("tokio::fs")],
+    );
+}
