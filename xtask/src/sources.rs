@@ -449,7 +449,8 @@ struct Names<'n> {
 /// (`pub use std as s;` in `src/s.rs`, or a parent's `use std as s3;` that a child reaches as
 /// `super::s3`) and every module the crate declares (`mod s;`, `mod a { … }`). A path through
 /// the crate's modules (`crate::s::s4::fs`, `a::s2::fs`, `super::s3::fs`) is read through those
-/// imports (`std::fs`). Like a file's imports, they are taken crate-wide, whatever their
+/// imports (`std::fs`), and a macro they rename is that macro wherever it is invoked
+/// ([`unalias_macros`]). Like a file's imports, they are taken crate-wide, whatever their
 /// visibility: that can only add findings.
 #[derive(Debug, Default)]
 struct CrateScope {
@@ -509,7 +510,7 @@ fn check_source(
         }
     };
     let mut tokens = lex::tokens(&code);
-    unalias_macros(&mut tokens);
+    unalias_macros(&mut tokens, names.scope);
     let place = Place {
         in_runner: path.starts_with(RUNNER),
         in_ai_tools: path.starts_with(AI_TOOLS),
@@ -1060,13 +1061,20 @@ fn through_modules<'t>(
 }
 
 /// Renames each macro invoked under an imported name (`use std::include_str as text;` then
-/// `text!(…)`) to the macro it stands for, so the rules that look for `include_str!`, `env!` or
-/// `println!` see it.
-fn unalias_macros(tokens: &mut [Token]) {
+/// `text!(…)`, or `crate::m::text!(…)` with that import in `src/m.rs`: the crate's imports in
+/// `scope` count too) to the macro it stands for, so the rules that look for `include_str!`,
+/// `env!` or `println!` see it.
+fn unalias_macros(tokens: &mut [Token], scope: &CrateScope) {
     let (_, imports) = paths_as_written(tokens);
-    let renames: Vec<(String, String)> = imports
+    let file = imports
         .iter()
-        .filter_map(|i| Some((i.name?.to_owned(), (*i.path.last()?).to_owned())))
+        .filter_map(|i| Some((i.name?.to_owned(), (*i.path.last()?).to_owned())));
+    let crate_wide = scope
+        .imports
+        .iter()
+        .filter_map(|(name, path)| Some((name.clone(), path.last()?.clone())));
+    let renames: Vec<(String, String)> = file
+        .chain(crate_wide)
         .filter(|(name, real)| name != real)
         .collect();
     for k in 0..tokens.len() {

@@ -1228,3 +1228,24 @@ fn a_crate_a_macro_variable_starts_a_path_with_counts_for_every_crate() {
         &[&io_free("std::fs"), &io_free("tokio::fs")],
     );
 }
+
+#[test]
+fn a_macro_another_file_renames_is_still_watched() {
+    check(
+        &[
+            (
+                "crates/graph/src/m.rs",
+                "//! Renames macros for the crate.\npub use core::env as build_var;\npub use core::include as compile;\npub use std::println as say;\n",
+            ),
+            (
+                "crates/graph/src/u.rs",
+                "//! Invokes them by their new names.\nconst K: &str = crate::m::build_var!(\"OPENAI_API_KEY\");\ncrate::m::compile!(\"../../adapters/src/lib.rs\");\nfn f() {\n    super::m::say!(\"hi\");\n}\n",
+            ),
+        ],
+        &[
+            "crates/graph/src/u.rs:2: NO_ENV: the build's environment is read only in cogni-bootstrap (and xtask); outside it, `env!` and `option_env!` name only the variables Cargo sets for the crate (`CARGO_PKG_VERSION`, `CARGO_MANIFEST_DIR`, `OUT_DIR`, …); take configuration as a parameter",
+            "crates/graph/src/u.rs:3: ARCH_FOREIGN_SOURCE: `include!` compiles `../../adapters/src/lib.rs`, which is outside crates/graph/src/; a crate compiles only its own sources, where the rules look (depend on the other crate, where the layering allows it)",
+            "crates/graph/src/u.rs:5: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`println!`); IO lives in adapters, time comes through `Clock`",
+        ],
+    );
+}
