@@ -51,16 +51,14 @@ pub fn shown_url(url: &str) -> String {
     };
     // Credentials come before the last `@` of the authority. A password holding a `/`, `\`,
     // `?` or `#` unencoded ends the authority early, before its `@`: then the authority reads
-    // `user:start-of-password`. So one with a `:` (past an IPv6 address's brackets) and no `@`,
+    // `user:start-of-password`. So one with a `:` (past an opening IPv6 address) and no `@`,
     // followed by an `@` somewhere, is not shown, whether it is that or a host and port.
     // `url` begins `whole`, and `rest` ends `url`, so this is `rest` with what was cut.
     let past_authority = &whole[url.len() - rest.len() + authority.len()..];
-    // Digits after the `:` do not settle it: a password may begin with them.
-    let password_start = authority
-        .rsplit(']')
-        .next()
-        .unwrap_or_default()
-        .contains(':');
+    // Digits after the `:` do not settle it: a password may begin with them. Only an authority
+    // that opens with `[` holds an IPv6 address, whose `:`s are none: a `]` elsewhere (in a
+    // password) ends nothing.
+    let password_start = past_ipv6_address(authority).contains(':');
     let maybe_password =
         authority.rsplit_once('@').is_none() && password_start && past_authority.contains('@');
     let host = match authority.rsplit_once('@') {
@@ -90,6 +88,15 @@ pub fn shown_url(url: &str) -> String {
         }
     }
     shown
+}
+
+/// What follows the IPv6 address that opens `authority` (`[::1]:8443` gives `:8443`), or all of
+/// it when it opens with none: a `]` that no opening `[` goes with is text like any other.
+fn past_ipv6_address(authority: &str) -> &str {
+    authority
+        .strip_prefix('[')
+        .and_then(|address| address.split_once(']'))
+        .map_or(authority, |(_, after)| after)
 }
 
 /// Whether a path segment may be shown: short, plain, and with few digits.
@@ -172,6 +179,10 @@ mod tests {
                 "https://***/***/***/v1",
             ),
             ("https://user:pa/ss?x@gw.example/v1", "https://***/***"),
+            // A `]` is an IPv6 address's end only after a `[` that opens the authority: in a
+            // password it hides nothing of what comes before it.
+            ("https://user:pa]ss/x@gw.example/v1", "https://***/***/v1"),
+            ("https://user:a]b:c/x@gw.example/v1", "https://***/***/v1"),
             // An `@` past a plain host, or an IPv6 address, is no credentials' end; past a host
             // and port it may be, so the host is not shown.
             ("https://[::1]/v1?to=a@b", "https://[::1]/v1"),

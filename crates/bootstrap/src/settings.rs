@@ -807,21 +807,23 @@ fn authority(rest: &str) -> &str {
 /// `@` in its authority, where a URL parser reads credentials, not one in the path or query
 /// (`https://gw.example/v1/@org`). A password holding an unencoded `/`, `\`, `?` or `#`
 /// (`https://user:pa/ss@host`) ends the authority before its `@`, leaving `user:pa`: an
-/// authority with a `:` (past an IPv6 address's brackets), followed by an `@` anywhere, counts
-/// as credentials too, even when what follows the `:` could be a port (`user:123/ss@host` is a
-/// password `123/ss` to the one who wrote it), as `adapters::shown_url` hides it. A host and
-/// port with an `@` later (`http://host:8000/v1?x=a@b`) is refused with them: an `@` there is
-/// written `%40`.
+/// authority with a `:` (past the IPv6 address it opens with, if any; a `]` elsewhere ends
+/// nothing), followed by an `@` anywhere, counts as credentials too, even when what follows the
+/// `:` could be a port (`user:123/ss@host` is a password `123/ss` to the one who wrote it), as
+/// `adapters::shown_url` hides it. A host and port with an `@` later
+/// (`http://host:8000/v1?x=a@b`) is refused with them: an `@` there is written `%40`.
 fn carries_credentials(rest: &str) -> bool {
     let authority = authority(rest);
     if authority.contains('@') {
         return true;
     }
-    let has_colon = authority
-        .rsplit(']')
-        .next()
-        .unwrap_or_default()
-        .contains(':');
+    // Only an authority that opens with `[` holds an IPv6 address, whose `:`s are no port's: a
+    // `]` elsewhere (in a password, `user:pa]ss/x@host`) ends nothing.
+    let past_address = authority
+        .strip_prefix('[')
+        .and_then(|address| address.split_once(']'))
+        .map_or(authority, |(_, after)| after);
+    let has_colon = past_address.contains(':');
     has_colon && rest[authority.len()..].contains('@')
 }
 
@@ -1084,6 +1086,7 @@ mod tests {
             ("https://user:65536/ss@gw.example/v1", true),
             ("https://user:pa?ss@gw.example/v1", true),
             ("https://user:pw@gw.example/v1", true),
+            ("https://user:pa]ss/x@gw.example/v1", true),
         ] {
             let mut settings = Settings::default();
             settings.llm.base_url = url.into();
