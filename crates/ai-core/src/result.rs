@@ -24,7 +24,8 @@ pub enum ToolErrorCode {
     Validation,
     /// The arguments are not valid JSON.
     InvalidJson,
-    /// The tool ran and failed.
+    /// The tool ran and failed. A tool that is not read-only and panicked may have made its
+    /// change all the same, and its message says so.
     Execution,
     /// The tool ran past its runtime budget. A tool that is not read-only may have made its
     /// change all the same, and its message says so.

@@ -18,8 +18,8 @@ use crate::{ToolError, ToolErrorCategory, ToolErrorCode, ToolFailure};
 /// (`deadline()` gives it and the budget it stands for, fixed before the first poll), and as
 /// `execution` when it fails or panics (`validation` when the tool refuses its arguments with
 /// [`crate::ToolError::invalid_input`]). `deadline` is only called for a tool that does not
-/// finish on its first poll. `stopping` says what a `timeout` or `cancelled` tells of the change
-/// the tool may have made.
+/// finish on its first poll. `stopping` says what a `timeout`, a `cancelled` or a panic tells of
+/// the change the tool may have made.
 pub(super) async fn run<F, D>(
     exec: F,
     deadline: D,
@@ -48,10 +48,7 @@ where
         }
     };
     match finished {
-        Err(_panic) => Err(ToolFailure::new(
-            ToolErrorCode::Execution,
-            "the tool failed unexpectedly",
-        )),
+        Err(_panic) => Err(stopping.panicked()),
         Ok(Err(error)) => {
             let failure = match error.category() {
                 ToolErrorCategory::Validation => ToolFailure::new(
@@ -118,10 +115,11 @@ pub(super) async fn guard<T>(
     }
 }
 
-/// What a `timeout` or `cancelled` that stops an attempt says of the change its tool may have
-/// made: a tool that is not read-only and had started (this attempt's future was polled, or an
-/// earlier attempt's) may have made it, since dropping its future does not undo what it did or
-/// stop work it handed to another thread (a workspace write commits on a blocking thread). The
+/// What a `timeout` or `cancelled` that stops an attempt, or a panic that ends it, says of the
+/// change its tool may have made: a tool that is not read-only and had started (this attempt's
+/// future was polled, or an earlier attempt's) may have made it, since dropping its future (or
+/// unwinding it) does not undo what it did or stop work it handed to another thread (a
+/// workspace write commits on a blocking thread). The
 /// model is told to check before calling it again, rather than believe nothing happened. Built
 /// only when a call fails: the message costs nothing on the path of a call that succeeds.
 #[derive(Clone, Copy, Debug)]
@@ -153,6 +151,20 @@ impl Stopping {
                 format!("the tool did not finish within {ms} ms; {MAY_HAVE_CHANGED}")
             } else {
                 format!("the tool did not finish within {ms} ms")
+            },
+        )
+    }
+
+    /// The failure of a tool that panicked: `execution`. Its future was polled, and it stopped
+    /// midway with no word of what it had done, as a tool stopped at its deadline does.
+    pub(super) fn panicked(self) -> ToolFailure {
+        const FAILED: &str = "the tool failed unexpectedly";
+        ToolFailure::new(
+            ToolErrorCode::Execution,
+            if self.may_have_changed(true) {
+                format!("{FAILED}; {MAY_HAVE_CHANGED}")
+            } else {
+                FAILED.to_owned()
             },
         )
     }

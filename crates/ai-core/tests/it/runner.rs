@@ -556,6 +556,29 @@ async fn step8_tool_panic_is_execution() {
     check_failure(&h, &run, ToolErrorCode::Execution, "failed unexpectedly");
 }
 
+/// A tool that is not read-only and panics stopped midway, with no word of what it had done:
+/// like one stopped at its deadline, it may have made its change, and the model is told to
+/// check before calling it again. A read-only tool's panic says only that it failed.
+#[tokio::test]
+async fn step8_a_tool_that_is_not_read_only_and_panics_may_have_made_its_change() {
+    for effect in [
+        ToolEffect::StateChange,
+        ToolEffect::ExternalSideEffect,
+        ToolEffect::ReadOnly,
+    ] {
+        let t = Arc::new(FakeTool::new(ECHO, effect, Behaviour::Panic));
+        let h = harness(t, allow(&[ECHO]));
+        let run = h.call(ECHO, "{}").await;
+        check_failure(&h, &run, ToolErrorCode::Execution, "failed unexpectedly");
+        let said = &run.result.failure().unwrap().safe_message;
+        assert_eq!(
+            said.contains(MAY_HAVE_CHANGED),
+            effect != ToolEffect::ReadOnly,
+            "{effect:?}: {said}"
+        );
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn step8_runtime_budget_is_timeout() {
     let mut policy = allow(&[ECHO]);
