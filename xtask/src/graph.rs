@@ -15,6 +15,10 @@
 //!   (a JSON Schema library in ai-core and the wire codecs, an HTTP stack in the sans-IO
 //!   codecs), and the crates that read the environment (`dotenv`, `dotenvy`, `envy`) in every
 //!   package but bootstrap and xtask.
+//! - `ARCH_EXTERNAL_DEP`: the IO-free packages (ai-core, wire-openai, wire-ui, graph) use as
+//!   normal dependencies only the external crates of their `EXTERNAL` allowlist, and of tokio
+//!   (and tokio-util, whose features turn on tokio's) only the features listed there; a new
+//!   crate or feature is a design decision recorded in that table with its reason.
 //! - `NO_ENV`: no package under `crates/` but bootstrap has a build script, which reads the
 //!   build's environment and can hand it to the crate as a variable `env!` may read
 //!   (`cargo:rustc-env=CARGO_PKG_DESCRIPTION=…` overrides Cargo's).
@@ -95,6 +99,103 @@ const BANNED: &[(&str, &[&[&str]], &str)] = &[
     ),
 ];
 
+/// One external crate an IO-free package may use as a normal dependency.
+struct External {
+    /// The crate's package name (`tokio`, not a `rename`).
+    krate: &'static str,
+    /// The features the package may turn on (`None`: any, for a crate whose features do no
+    /// IO); a crate whose features reach the OS (tokio's `fs`, `net`, `process`, …) lists them.
+    features: Option<&'static [&'static str]>,
+    /// Why the package needs it: adding a row is a design decision, recorded here.
+    why: &'static str,
+}
+
+/// Shorthand for an [`External`] row.
+const fn ext(
+    krate: &'static str,
+    features: Option<&'static [&'static str]>,
+    why: &'static str,
+) -> External {
+    External {
+        krate,
+        features,
+        why,
+    }
+}
+
+/// The packages that do no IO, each with the only external crates it may use as normal
+/// dependencies (dev and build dependencies are not checked here), and the rule they keep.
+/// Anything else is `ARCH_EXTERNAL_DEP`, so an IO crate no list bans (`ureq`, `tempfile`,
+/// `rusqlite`, tokio's `fs`) cannot slip in: adding one is a decision recorded in this table.
+const EXTERNAL: &[(&str, &[External], &str)] = &[
+    (
+        "cogni-ai-core",
+        &[
+            ext("async-trait", None, "the async port traits"),
+            ext("foldhash", None, "the runner's per-tool statistics map"),
+            ext("serde", None, "(de)serializes its types"),
+            ext("serde_json", None, "JSON arguments, results and events"),
+            ext("sha2", None, "content digests"),
+            ext("thiserror", None, "its error types"),
+            ext(
+                "tokio",
+                Some(&["time", "macros"]),
+                "timeouts and `select!`; no fs, net, process, io or signal",
+            ),
+            ext(
+                "tokio-util",
+                Some(&[]),
+                "`CancellationToken`; its features turn on tokio's (`net`, `io-util`, `rt`)",
+            ),
+            ext("toml", None, "reads its settings from text it is given"),
+            ext(
+                "tracing",
+                None,
+                "spans and events; the subscriber is bootstrap's",
+            ),
+        ],
+        "ai-core does no IO",
+    ),
+    (
+        "cogni-wire-openai",
+        &[
+            ext("memchr", None, "line splitting in the SSE parser"),
+            ext("serde", None, "(de)serializes the wire types"),
+            ext("serde_json", None, "the wire format"),
+            ext("thiserror", None, "its error types"),
+        ],
+        "wire codecs are sans-IO",
+    ),
+    (
+        "cogni-wire-ui",
+        &[
+            ext("serde", None, "serializes the UI events"),
+            ext("serde_json", None, "the stream format"),
+        ],
+        "UI stream encoders are sans-IO",
+    ),
+    (
+        "cogni-graph",
+        &[
+            ext("async-trait", None, "the async port traits"),
+            ext("serde", None, "(de)serializes the loop's state"),
+            ext("serde_json", None, "JSON arguments and results"),
+            ext("thiserror", None, "its error types"),
+            ext(
+                "tokio",
+                Some(&["sync", "time", "macros", "rt"]),
+                "the driver's tasks, channels, timeouts and `select!`; no fs, net, process, io or signal",
+            ),
+            ext(
+                "tracing",
+                None,
+                "spans and events; the subscriber is bootstrap's",
+            ),
+        ],
+        "the loop does IO only through ports",
+    ),
+];
+
 /// Crates that read the environment (`.env` files, variables into structs): normal
 /// dependencies of [`ENV_READERS`] only.
 const ENV_CRATES: &[&str] = &["dotenv", "dotenvy", "envy"];
@@ -141,6 +242,7 @@ pub(crate) fn check(metadata: &Value) -> anyhow::Result<Vec<String>> {
         source_place(metadata, package, folder, &mut violations);
         build_script(metadata, package, folder, &mut violations);
         let banned = BANNED.iter().find(|(n, _, _)| *n == name);
+        let external = EXTERNAL.iter().find(|(n, _, _)| *n == name);
         for dep in package["dependencies"].as_array().into_iter().flatten() {
             let dep_name = dep["name"].as_str().unwrap_or_default();
             let kind = dep["kind"].as_str().unwrap_or("normal");
@@ -163,10 +265,46 @@ pub(crate) fn check(metadata: &Value) -> anyhow::Result<Vec<String>> {
                 violations.push(format!(
                     "{name} -> {dep_name}: ARCH_BANNED_DEP: the environment is read only in cogni-bootstrap (and xtask)"
                 ));
+            } else if kind == "normal"
+                && let Some((_, allowed, rule)) = external
+            {
+                external_dep(name, dep, allowed, rule, &mut violations);
             }
         }
     }
     Ok(violations)
+}
+
+/// ARCH_EXTERNAL_DEP: the normal dependency `dep` of the IO-free package `name` is on its
+/// `allowed` list, and turns on only the features listed there.
+fn external_dep(
+    name: &str,
+    dep: &Value,
+    allowed: &[External],
+    rule: &str,
+    violations: &mut Vec<String>,
+) {
+    let dep_name = dep["name"].as_str().unwrap_or_default();
+    let record = "adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs";
+    let Some(entry) = allowed.iter().find(|e| e.krate == dep_name) else {
+        violations.push(format!(
+            "{name} -> {dep_name}: ARCH_EXTERNAL_DEP: not on {name}'s allowlist of external crates ({rule}); {record}"
+        ));
+        return;
+    };
+    let Some(features) = entry.features else {
+        return;
+    };
+    for feature in dep["features"].as_array().into_iter().flatten() {
+        let feature = feature.as_str().unwrap_or_default();
+        if !features.contains(&feature) {
+            violations.push(format!(
+                "{name} -> {dep_name}: ARCH_EXTERNAL_DEP: feature `{feature}` is not on {name}'s allowlist for {dep_name} (allowed: {}; {}); {record}",
+                if features.is_empty() { "none".to_owned() } else { features.join(", ") },
+                entry.why
+            ));
+        }
+    }
 }
 
 /// ARCH_SOURCE_PLACE: `package` has its manifest in `folder`, and, under `crates/`, compiles

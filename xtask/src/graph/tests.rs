@@ -430,3 +430,114 @@ fn a_build_script_is_an_env_reader() {
         ]
     );
 }
+
+/// An IO crate no deny-list names (`ureq`, `tempfile`, `rusqlite`) is refused in an IO-free
+/// package because it is not on that package's allowlist; the other packages keep their
+/// deny-lists only.
+#[test]
+fn an_io_free_package_uses_only_its_allowlisted_crates() {
+    check(
+        &[
+            (
+                "cogni-ai-core",
+                &[
+                    ("serde", false, None),
+                    ("ureq", false, None),
+                    ("tempfile", false, None),
+                ],
+            ),
+            ("cogni-wire-ui", &[("rusqlite", false, None)]),
+            ("cogni-wire-openai", &[("memchr", false, None)]),
+            ("cogni-graph", &[("tokio-util", false, None)]),
+            ("cogni-ai-tools", &[("ureq", false, None)]),
+            ("cogni-adapters", &[("rusqlite", false, None)]),
+        ],
+        &[
+            "cogni-ai-core -> ureq: ARCH_EXTERNAL_DEP: not on cogni-ai-core's allowlist of external crates (ai-core does no IO); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
+            "cogni-ai-core -> tempfile: ARCH_EXTERNAL_DEP: not on cogni-ai-core's allowlist of external crates (ai-core does no IO); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
+            "cogni-wire-ui -> rusqlite: ARCH_EXTERNAL_DEP: not on cogni-wire-ui's allowlist of external crates (UI stream encoders are sans-IO); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
+            "cogni-graph -> tokio-util: ARCH_EXTERNAL_DEP: not on cogni-graph's allowlist of external crates (the loop does IO only through ports); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
+        ],
+    );
+}
+
+/// tokio is allowed in ai-core and graph with the features they use today: `fs` (or `full`,
+/// which has it) is refused by name, renamed or not; tokio-util's `net` turns on tokio's.
+#[test]
+fn tokio_features_outside_the_allowlist_are_named() {
+    let mut tree = metadata(&[
+        (
+            "cogni-graph",
+            &[("tokio", false, None), ("tokio", false, None)],
+        ),
+        (
+            "cogni-ai-core",
+            &[("tokio", false, None), ("tokio-util", false, None)],
+        ),
+    ]);
+    tree["packages"][0]["dependencies"][0]["features"] = json!(["sync", "fs", "rt"]);
+    tree["packages"][0]["dependencies"][1]["features"] = json!(["full"]);
+    tree["packages"][0]["dependencies"][1]["rename"] = json!("rt");
+    tree["packages"][1]["dependencies"][0]["features"] = json!(["time", "macros", "net"]);
+    tree["packages"][1]["dependencies"][1]["features"] = json!(["net"]);
+    assert_eq!(
+        super::check(&tree).unwrap(),
+        [
+            "cogni-graph -> tokio: ARCH_EXTERNAL_DEP: feature `fs` is not on cogni-graph's allowlist for tokio (allowed: sync, time, macros, rt; the driver's tasks, channels, timeouts and `select!`; no fs, net, process, io or signal); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
+            "cogni-graph -> tokio: ARCH_EXTERNAL_DEP: feature `full` is not on cogni-graph's allowlist for tokio (allowed: sync, time, macros, rt; the driver's tasks, channels, timeouts and `select!`; no fs, net, process, io or signal); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
+            "cogni-ai-core -> tokio: ARCH_EXTERNAL_DEP: feature `net` is not on cogni-ai-core's allowlist for tokio (allowed: time, macros; timeouts and `select!`; no fs, net, process, io or signal); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
+            "cogni-ai-core -> tokio-util: ARCH_EXTERNAL_DEP: feature `net` is not on cogni-ai-core's allowlist for tokio-util (allowed: none; `CancellationToken`; its features turn on tokio's (`net`, `io-util`, `rt`)); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
+        ]
+    );
+}
+
+/// The allowlists bind normal dependencies only: dev and build dependencies (tokio with `fs`
+/// for a test, `tempfile`) are fine, the same crate as a normal one is not.
+#[test]
+fn the_allowlists_skip_dev_and_build_dependencies() {
+    let mut tree = metadata(&[
+        (
+            "cogni-graph",
+            &[
+                ("tokio", false, Some("dev")),
+                ("tempfile", false, Some("dev")),
+                ("tokio", false, None),
+            ],
+        ),
+        (
+            "cogni-wire-openai",
+            &[
+                ("insta", false, Some("dev")),
+                ("cc", false, Some("build")),
+                ("tempfile", false, None),
+            ],
+        ),
+    ]);
+    tree["packages"][0]["dependencies"][0]["features"] = json!(["fs", "test-util"]);
+    tree["packages"][0]["dependencies"][2]["features"] = json!(["process"]);
+    assert_eq!(
+        super::check(&tree).unwrap(),
+        [
+            "cogni-graph -> tokio: ARCH_EXTERNAL_DEP: feature `process` is not on cogni-graph's allowlist for tokio (allowed: sync, time, macros, rt; the driver's tasks, channels, timeouts and `select!`; no fs, net, process, io or signal); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
+            "cogni-wire-openai -> tempfile: ARCH_EXTERNAL_DEP: not on cogni-wire-openai's allowlist of external crates (wire codecs are sans-IO); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
+        ]
+    );
+}
+
+/// A crate both allowed and banned for one package would make the tables say two things.
+#[test]
+fn no_allowlisted_crate_is_banned() {
+    for (package, allowed, _) in super::EXTERNAL {
+        assert!(
+            super::ALLOWED.iter().any(|(name, _, _)| name == package),
+            "{package}"
+        );
+        let banned = super::BANNED.iter().find(|(name, _, _)| name == package);
+        for entry in *allowed {
+            let listed = banned.is_some_and(|(_, lists, _)| {
+                lists.iter().any(|crates| crates.contains(&entry.krate))
+            }) || super::ENV_CRATES.contains(&entry.krate);
+            assert!(!listed, "{package} -> {}", entry.krate);
+        }
+    }
+}
