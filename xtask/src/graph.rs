@@ -17,8 +17,10 @@
 //!   package but bootstrap and xtask.
 //! - `ARCH_EXTERNAL_DEP`: the IO-free packages (ai-core, wire-openai, wire-ui, graph) use as
 //!   normal dependencies only the external crates of their `EXTERNAL` allowlist, and of tokio
-//!   (and tokio-util, whose features turn on tokio's) only the features listed there; a new
-//!   crate or feature is a design decision recorded in that table with its reason.
+//!   (and tokio-util, whose features turn on tokio's) only the features listed there, whether
+//!   a dependency entry or the package's own `[features]` table (`io = ["tokio/fs"]`) turns
+//!   them on; a new crate or feature is a design decision recorded in that table with its
+//!   reason.
 //! - `NO_ENV`: no package under `crates/` but bootstrap has a build script, which reads the
 //!   build's environment and can hand it to the crate as a variable `env!` may read
 //!   (`cargo:rustc-env=CARGO_PKG_DESCRIPTION=…` overrides Cargo's).
@@ -271,9 +273,15 @@ pub(crate) fn check(metadata: &Value) -> anyhow::Result<Vec<String>> {
                 external_dep(name, dep, allowed, rule, &mut violations);
             }
         }
+        if let Some((_, allowed, _)) = external {
+            forwarded_features(package, allowed, &mut violations);
+        }
     }
     Ok(violations)
 }
+
+/// What an `ARCH_EXTERNAL_DEP` finding asks of whoever adds a crate or a feature.
+const RECORD: &str = "adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs";
 
 /// ARCH_EXTERNAL_DEP: the normal dependency `dep` of the IO-free package `name` is on its
 /// `allowed` list, and turns on only the features listed there.
@@ -285,26 +293,78 @@ fn external_dep(
     violations: &mut Vec<String>,
 ) {
     let dep_name = dep["name"].as_str().unwrap_or_default();
-    let record = "adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs";
     let Some(entry) = allowed.iter().find(|e| e.krate == dep_name) else {
         violations.push(format!(
-            "{name} -> {dep_name}: ARCH_EXTERNAL_DEP: not on {name}'s allowlist of external crates ({rule}); {record}"
+            "{name} -> {dep_name}: ARCH_EXTERNAL_DEP: not on {name}'s allowlist of external crates ({rule}); {RECORD}"
         ));
-        return;
-    };
-    let Some(features) = entry.features else {
         return;
     };
     for feature in dep["features"].as_array().into_iter().flatten() {
         let feature = feature.as_str().unwrap_or_default();
-        if !features.contains(&feature) {
-            violations.push(format!(
-                "{name} -> {dep_name}: ARCH_EXTERNAL_DEP: feature `{feature}` is not on {name}'s allowlist for {dep_name} (allowed: {}; {}); {record}",
-                if features.is_empty() { "none".to_owned() } else { features.join(", ") },
-                entry.why
-            ));
+        if let Some(finding) =
+            feature_finding(name, entry, feature, &format!("feature `{feature}` is"))
+        {
+            violations.push(finding);
         }
     }
+}
+
+/// ARCH_EXTERNAL_DEP through the package's own `[features]` table: `io = ["tokio/fs"]` (or
+/// `"rt?/fs"` for a renamed, optional tokio) turns on a feature no dependency entry lists.
+fn forwarded_features(package: &Value, allowed: &[External], violations: &mut Vec<String>) {
+    let name = package["name"].as_str().unwrap_or_default();
+    let normal: Vec<&Value> = package["dependencies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|dep| dep["kind"].as_str().unwrap_or("normal") == "normal")
+        .collect();
+    let Some(table) = package["features"].as_object() else {
+        return;
+    };
+    for (own, enables) in table {
+        for enabled in enables.as_array().into_iter().flatten() {
+            let Some((key, feature)) = enabled.as_str().and_then(|e| e.split_once('/')) else {
+                continue;
+            };
+            let key = key.trim_end_matches('?');
+            // The key is the dependency's name in the manifest: its `rename`, else its name.
+            let krate = normal
+                .iter()
+                .find(|dep| dep["rename"].as_str().or(dep["name"].as_str()) == Some(key))
+                .and_then(|dep| dep["name"].as_str());
+            let entry = krate.and_then(|krate| allowed.iter().find(|e| e.krate == krate));
+            if let Some(entry) = entry
+                && let Some(finding) = feature_finding(
+                    name,
+                    entry,
+                    feature,
+                    &format!("its feature `{own}` turns on `{feature}`, which is"),
+                )
+            {
+                violations.push(finding);
+            }
+        }
+    }
+}
+
+/// The finding for `feature` of `entry`'s crate, turned on by `name` (`what`: "feature `fs`
+/// is", or how a feature of `name`'s own reaches it), if `entry` does not allow it.
+fn feature_finding(name: &str, entry: &External, feature: &str, what: &str) -> Option<String> {
+    let features = entry.features?;
+    if features.contains(&feature) {
+        return None;
+    }
+    let krate = entry.krate;
+    let allowed = if features.is_empty() {
+        "none".to_owned()
+    } else {
+        features.join(", ")
+    };
+    Some(format!(
+        "{name} -> {krate}: ARCH_EXTERNAL_DEP: {what} not on {name}'s allowlist for {krate} (allowed: {allowed}; {}); {RECORD}",
+        entry.why
+    ))
 }
 
 /// ARCH_SOURCE_PLACE: `package` has its manifest in `folder`, and, under `crates/`, compiles

@@ -541,3 +541,35 @@ fn no_allowlisted_crate_is_banned() {
         }
     }
 }
+
+/// A feature of the package's own `[features]` table can turn on a dependency's feature that
+/// no dependency entry lists (`io = ["tokio/fs"]`, `"rt?/net"` for a renamed tokio): it is
+/// checked against the same allowlist; a dev dependency's key or an allowed feature is fine.
+#[test]
+fn a_feature_of_the_package_turning_on_a_tokio_feature_is_named() {
+    let mut tree = metadata(&[
+        (
+            "cogni-graph",
+            &[("tokio", false, None), ("tempfile", false, Some("dev"))],
+        ),
+        (
+            "cogni-ai-core",
+            &[("tokio", false, None), ("serde", false, None)],
+        ),
+        ("cogni-adapters", &[("tokio", false, None)]),
+    ]);
+    tree["packages"][0]["features"] = json!({
+        "io": ["tokio/fs", "tokio/sync", "tempfile/x"],
+        "plain": ["dep:tokio"],
+    });
+    tree["packages"][1]["dependencies"][0]["rename"] = json!("rt");
+    tree["packages"][1]["features"] = json!({"net": ["rt?/net", "serde/std"], "time": ["rt/time"]});
+    tree["packages"][2]["features"] = json!({"fs": ["tokio/fs"]});
+    assert_eq!(
+        super::check(&tree).unwrap(),
+        [
+            "cogni-graph -> tokio: ARCH_EXTERNAL_DEP: its feature `io` turns on `fs`, which is not on cogni-graph's allowlist for tokio (allowed: sync, time, macros, rt; the driver's tasks, channels, timeouts and `select!`; no fs, net, process, io or signal); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
+            "cogni-ai-core -> tokio: ARCH_EXTERNAL_DEP: its feature `net` turns on `net`, which is not on cogni-ai-core's allowlist for tokio (allowed: time, macros; timeouts and `select!`; no fs, net, process, io or signal); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
+        ]
+    );
+}
