@@ -20,7 +20,8 @@
 //!   (and tokio-util, whose features turn on tokio's) only the features listed there, whether
 //!   a dependency entry or the package's own `[features]` table (`io = ["tokio/fs"]`) turns
 //!   them on; a new crate or feature is a design decision recorded in that table with its
-//!   reason.
+//!   reason. On the real tree an entry no longer used is a finding too, so the lists stay
+//!   exactly what the packages use.
 //! - `NO_ENV`: no package under `crates/` but bootstrap has a build script, which reads the
 //!   build's environment and can hand it to the crate as a variable `env!` may read
 //!   (`cargo:rustc-env=CARGO_PKG_DESCRIPTION=…` overrides Cargo's).
@@ -313,16 +314,32 @@ fn external_dep(
 /// `"rt?/fs"` for a renamed, optional tokio) turns on a feature no dependency entry lists.
 fn forwarded_features(package: &Value, allowed: &[External], violations: &mut Vec<String>) {
     let name = package["name"].as_str().unwrap_or_default();
+    for (own, krate, feature) in forwarded(package) {
+        let entry = allowed.iter().find(|e| e.krate == krate);
+        if let Some(entry) = entry
+            && let Some(finding) = feature_finding(
+                name,
+                entry,
+                feature,
+                &format!("its feature `{own}` turns on `{feature}`, which is"),
+            )
+        {
+            violations.push(finding);
+        }
+    }
+}
+
+/// The features of normal dependencies that `package`'s own `[features]` table turns on:
+/// `(its feature, the dependency's package name, the dependency's feature)`.
+fn forwarded(package: &Value) -> Vec<(&str, &str, &str)> {
     let normal: Vec<&Value> = package["dependencies"]
         .as_array()
         .into_iter()
         .flatten()
         .filter(|dep| dep["kind"].as_str().unwrap_or("normal") == "normal")
         .collect();
-    let Some(table) = package["features"].as_object() else {
-        return;
-    };
-    for (own, enables) in table {
+    let mut found = Vec::new();
+    for (own, enables) in package["features"].as_object().into_iter().flatten() {
         for enabled in enables.as_array().into_iter().flatten() {
             let Some((key, feature)) = enabled.as_str().and_then(|e| e.split_once('/')) else {
                 continue;
@@ -333,16 +350,53 @@ fn forwarded_features(package: &Value, allowed: &[External], violations: &mut Ve
                 .iter()
                 .find(|dep| dep["rename"].as_str().or(dep["name"].as_str()) == Some(key))
                 .and_then(|dep| dep["name"].as_str());
-            let entry = krate.and_then(|krate| allowed.iter().find(|e| e.krate == krate));
-            if let Some(entry) = entry
-                && let Some(finding) = feature_finding(
-                    name,
-                    entry,
-                    feature,
-                    &format!("its feature `{own}` turns on `{feature}`, which is"),
-                )
-            {
-                violations.push(finding);
+            if let Some(krate) = krate {
+                found.push((own.as_str(), krate, feature));
+            }
+        }
+    }
+    found
+}
+
+/// ARCH_EXTERNAL_DEP in reverse, on the real workspace: each crate and feature of an
+/// `EXTERNAL` allowlist is still in use (a normal dependency of the package; a feature a
+/// dependency entry or the package's `[features]` turns on), so the lists stay exactly what
+/// the packages use and a dropped crate cannot come back unrecorded.
+fn stale_allowlist(packages: &[Value], violations: &mut Vec<String>) {
+    for (name, allowed, _) in EXTERNAL {
+        let Some(package) = packages.iter().find(|p| p["name"] == *name) else {
+            continue;
+        };
+        let normal: Vec<&Value> = package["dependencies"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|dep| dep["kind"].as_str().unwrap_or("normal") == "normal")
+            .collect();
+        let forwarded = forwarded(package);
+        for entry in *allowed {
+            let krate = entry.krate;
+            let entries: Vec<&&Value> = normal.iter().filter(|dep| dep["name"] == krate).collect();
+            if entries.is_empty() {
+                violations.push(format!(
+                    "{name} -> {krate}: ARCH_EXTERNAL_DEP: on {name}'s allowlist of external crates but no longer a normal dependency; delete it from the EXTERNAL table of xtask/src/graph.rs"
+                ));
+                continue;
+            }
+            for feature in entry.features.into_iter().flatten() {
+                let in_entry = entries.iter().any(|dep| {
+                    dep["features"]
+                        .as_array()
+                        .is_some_and(|list| list.iter().any(|f| f == feature))
+                });
+                let in_table = forwarded
+                    .iter()
+                    .any(|(_, k, f)| *k == krate && f == feature);
+                if !in_entry && !in_table {
+                    violations.push(format!(
+                        "{name} -> {krate}: ARCH_EXTERNAL_DEP: feature `{feature}` is on {name}'s allowlist for {krate} but no longer turned on; delete it from the EXTERNAL table of xtask/src/graph.rs"
+                    ));
+                }
             }
         }
     }
@@ -499,6 +553,8 @@ pub(crate) fn check_repo(metadata: &Value) -> anyhow::Result<Vec<String>> {
             ));
         }
     }
+    let all = metadata["packages"].as_array().map(Vec::as_slice);
+    stale_allowlist(all.unwrap_or_default(), &mut violations);
     let internal_edges = packages
         .flat_map(|p| p["dependencies"].as_array().into_iter().flatten())
         .filter(|d| d.get("path").is_some_and(|p| !p.is_null()))

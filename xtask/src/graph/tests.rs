@@ -28,6 +28,24 @@ fn metadata(packages: &[Package<'_>]) -> Value {
     }).collect::<Vec<_>>()})
 }
 
+/// `tree` with each package of an `EXTERNAL` row given every crate of its allowlist as a normal
+/// dependency, with every feature it allows: what the real tree holds.
+fn with_allowlisted_crates(mut tree: Value) -> Value {
+    for package in tree["packages"].as_array_mut().unwrap() {
+        let row = super::EXTERNAL
+            .iter()
+            .find(|(n, _, _)| package["name"] == *n);
+        for entry in row.into_iter().flat_map(|(_, allowed, _)| *allowed) {
+            let features = entry.features.unwrap_or_default();
+            package["dependencies"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"name": entry.krate, "kind": null, "features": features}));
+        }
+    }
+    tree
+}
+
 fn check(packages: &[Package<'_>], expected: &[&str]) {
     assert_eq!(super::check(&metadata(packages)).unwrap(), expected);
 }
@@ -244,7 +262,7 @@ fn the_repository_check_wants_every_row_and_some_edge() {
         .iter()
         .map(|(name, _, _)| (*name, &[][..]))
         .collect();
-    let violations = super::check_repo(&metadata(&all)).unwrap();
+    let violations = super::check_repo(&with_allowlisted_crates(metadata(&all))).unwrap();
     assert_eq!(
         violations,
         [
@@ -570,6 +588,56 @@ fn a_feature_of_the_package_turning_on_a_tokio_feature_is_named() {
         [
             "cogni-graph -> tokio: ARCH_EXTERNAL_DEP: its feature `io` turns on `fs`, which is not on cogni-graph's allowlist for tokio (allowed: sync, time, macros, rt; the driver's tasks, channels, timeouts and `select!`; no fs, net, process, io or signal); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
             "cogni-ai-core -> tokio: ARCH_EXTERNAL_DEP: its feature `net` turns on `net`, which is not on cogni-ai-core's allowlist for tokio (allowed: time, macros; timeouts and `select!`; no fs, net, process, io or signal); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
+        ]
+    );
+}
+
+/// On the real tree, an allowlisted crate no longer used (or a feature no longer turned on)
+/// is named, so the lists stay what the packages use and a dropped crate cannot come back
+/// unrecorded; a dev dependency does not keep a crate in use, a `[features]` entry keeps a
+/// feature in use.
+#[test]
+fn an_allowlist_entry_no_longer_used_is_named() {
+    let all: Vec<Package<'_>> = super::ALLOWED
+        .iter()
+        .map(|(name, _, _)| match *name {
+            "cogni-ai-tools" => (*name, &[("cogni-ai-core", true, None)][..]),
+            _ => (*name, &[][..]),
+        })
+        .collect();
+    let mut tree = with_allowlisted_crates(metadata(&all));
+    let core = tree["packages"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|p| p["name"] == "cogni-ai-core")
+        .unwrap();
+    for dep in core["dependencies"].as_array_mut().unwrap() {
+        if dep["name"] == "sha2" {
+            dep["kind"] = json!("dev");
+        }
+        if dep["name"] == "tokio" {
+            dep["features"] = json!(["time"]);
+        }
+    }
+    let graph = tree["packages"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|p| p["name"] == "cogni-graph")
+        .unwrap();
+    for dep in graph["dependencies"].as_array_mut().unwrap() {
+        if dep["name"] == "tokio" {
+            dep["features"] = json!(["sync", "time", "macros"]);
+        }
+    }
+    graph["features"] = json!({"spawn": ["tokio/rt"]});
+    let violations = super::check_repo(&tree).unwrap();
+    assert_eq!(
+        violations,
+        [
+            "cogni-ai-core -> sha2: ARCH_EXTERNAL_DEP: on cogni-ai-core's allowlist of external crates but no longer a normal dependency; delete it from the EXTERNAL table of xtask/src/graph.rs",
+            "cogni-ai-core -> tokio: ARCH_EXTERNAL_DEP: feature `macros` is on cogni-ai-core's allowlist for tokio but no longer turned on; delete it from the EXTERNAL table of xtask/src/graph.rs",
         ]
     );
 }
