@@ -56,8 +56,8 @@ pub fn shown_url(url: &str) -> String {
     // `url` begins `whole`, and `rest` ends `url`, so this is `rest` with what was cut.
     let past_authority = &whole[url.len() - rest.len() + authority.len()..];
     // Digits after the `:` do not settle it: a password may begin with them. Only an authority
-    // that opens with `[` holds an IPv6 address, whose `:`s are none: a `]` elsewhere (in a
-    // password) ends nothing.
+    // that opens with `[` and an IPv6 address holds one, whose `:`s are none: a `]` elsewhere
+    // (in a password) ends nothing.
     let password_start = past_ipv6_address(authority).contains(':');
     let maybe_password =
         authority.rsplit_once('@').is_none() && password_start && past_authority.contains('@');
@@ -91,11 +91,13 @@ pub fn shown_url(url: &str) -> String {
 }
 
 /// What follows the IPv6 address that opens `authority` (`[::1]:8443` gives `:8443`), or all of
-/// it when it opens with none: a `]` that no opening `[` goes with is text like any other.
+/// it when it opens with none: a `]` that no opening `[` goes with is text like any other, and
+/// so are brackets that hold no IPv6 address (`[user:pa]ss`, a user name and a password).
 fn past_ipv6_address(authority: &str) -> &str {
     authority
         .strip_prefix('[')
         .and_then(|address| address.split_once(']'))
+        .filter(|(address, _)| address.parse::<std::net::Ipv6Addr>().is_ok())
         .map_or(authority, |(_, after)| after)
 }
 
@@ -183,6 +185,15 @@ mod tests {
             // password it hides nothing of what comes before it.
             ("https://user:pa]ss/x@gw.example/v1", "https://***/***/v1"),
             ("https://user:a]b:c/x@gw.example/v1", "https://***/***/v1"),
+            // A `[` that opens a user name opens no address: what the brackets hold is one only
+            // when it reads as an IPv6 address.
+            ("https://[user:pa]ss/x@gw.example/v1", "https://***/***/v1"),
+            ("https://[user:pa]/x@gw.example/v1", "https://***/***/v1"),
+            ("https://[::1]:8443/v1", "https://[::1]:8443/v1"),
+            (
+                "https://[::ffff:10.0.0.1]/v1",
+                "https://[::ffff:10.0.0.1]/v1",
+            ),
             // An `@` past a plain host, or an IPv6 address, is no credentials' end; past a host
             // and port it may be, so the host is not shown.
             ("https://[::1]/v1?to=a@b", "https://[::1]/v1"),

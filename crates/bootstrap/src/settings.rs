@@ -807,21 +807,23 @@ fn authority(rest: &str) -> &str {
 /// `@` in its authority, where a URL parser reads credentials, not one in the path or query
 /// (`https://gw.example/v1/@org`). A password holding an unencoded `/`, `\`, `?` or `#`
 /// (`https://user:pa/ss@host`) ends the authority before its `@`, leaving `user:pa`: an
-/// authority with a `:` (past the IPv6 address it opens with, if any; a `]` elsewhere ends
-/// nothing), followed by an `@` anywhere, counts as credentials too, even when what follows the
-/// `:` could be a port (`user:123/ss@host` is a password `123/ss` to the one who wrote it), as
-/// `adapters::shown_url` hides it. A host and port with an `@` later
+/// authority with a `:` (past the IPv6 address it opens with, if any; a `]` elsewhere, or
+/// after a `[` that holds no IPv6 address, ends nothing), followed by an `@` anywhere, counts
+/// as credentials too, even when what follows the `:` could be a port (`user:123/ss@host` is a
+/// password `123/ss` to the one who wrote it), as `adapters::shown_url` hides it. A host and port with an `@` later
 /// (`http://host:8000/v1?x=a@b`) is refused with them: an `@` there is written `%40`.
 fn carries_credentials(rest: &str) -> bool {
     let authority = authority(rest);
     if authority.contains('@') {
         return true;
     }
-    // Only an authority that opens with `[` holds an IPv6 address, whose `:`s are no port's: a
-    // `]` elsewhere (in a password, `user:pa]ss/x@host`) ends nothing.
+    // Only an authority that opens with `[` and an IPv6 address holds one, whose `:`s are no
+    // port's: a `]` elsewhere (in a password, `user:pa]ss/x@host`) ends nothing, nor does one
+    // after a `[` that opens a user name (`[user:pa]ss/x@host`).
     let past_address = authority
         .strip_prefix('[')
         .and_then(|address| address.split_once(']'))
+        .filter(|(address, _)| address.parse::<std::net::Ipv6Addr>().is_ok())
         .map_or(authority, |(_, after)| after);
     let has_colon = past_address.contains(':');
     has_colon && rest[authority.len()..].contains('@')
@@ -1087,6 +1089,8 @@ mod tests {
             ("https://user:pa?ss@gw.example/v1", true),
             ("https://user:pw@gw.example/v1", true),
             ("https://user:pa]ss/x@gw.example/v1", true),
+            ("https://[user:pa]ss/x@gw.example/v1", true),
+            ("https://[user:pa]/x@gw.example/v1", true),
         ] {
             let mut settings = Settings::default();
             settings.llm.base_url = url.into();
