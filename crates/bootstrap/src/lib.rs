@@ -18,6 +18,7 @@
 pub mod cli;
 mod compose;
 mod config;
+mod lru;
 mod record;
 pub mod replay;
 pub mod server;

@@ -1,11 +1,13 @@
 //! [`MemoryThreads`]: where a server without a data folder keeps its threads, in bounded memory.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use ai_core::{ThreadId, ThreadStore, ThreadStoreError};
 use async_trait::async_trait;
 use serde_json::Value;
+
+use crate::lru::Lru;
 
 /// Threads in memory, lost when the process ends, and bounded while it runs: at most
 /// `max_threads` threads and `max_bytes` bytes (each thread's id and its state as JSON). Past
@@ -43,50 +45,18 @@ pub struct MemoryThreads {
 
 #[derive(Debug)]
 struct Kept {
-    /// Each thread's state as JSON, and when it was last used (a key of `by_use`).
-    threads: HashMap<ThreadId, (Box<str>, u64)>,
-    /// The threads by when they were last used, least recently first.
-    by_use: BTreeMap<u64, ThreadId>,
-    /// The next use's number.
-    next_use: u64,
-    /// The bytes of `threads`: each id's and state's.
-    bytes: usize,
+    /// Each thread's state as JSON, sized by its id and its text.
+    threads: Lru<Box<str>>,
     /// The threads held, with how many holds each.
     held: HashMap<ThreadId, usize>,
-    max_threads: usize,
-    max_bytes: usize,
 }
 
 impl Kept {
-    /// Marks `id` used now.
-    fn touch(&mut self, id: &ThreadId) {
-        let use_now = self.next_use;
-        if let Some((_, used)) = self.threads.get_mut(id) {
-            self.by_use.remove(used);
-            *used = use_now;
-            self.by_use.insert(use_now, id.clone());
-            self.next_use += 1;
-        }
-    }
-
     /// Forgets the threads used least recently that no hold keeps, until the bounds hold or
     /// only held threads are past them.
     fn evict(&mut self) {
-        while self.threads.len() > self.max_threads || self.bytes > self.max_bytes {
-            let Some(oldest) = self
-                .by_use
-                .iter()
-                .find(|(_, id)| !self.held.contains_key(*id))
-                .map(|(&used, _)| used)
-            else {
-                return;
-            };
-            if let Some(id) = self.by_use.remove(&oldest)
-                && let Some((state, _)) = self.threads.remove(&id)
-            {
-                self.bytes -= id.as_str().len() + state.len();
-            }
-        }
+        let held = &self.held;
+        self.threads.evict(|id| held.contains_key(id));
     }
 }
 
@@ -102,13 +72,8 @@ impl MemoryThreads {
     pub fn new(max_threads: usize, max_bytes: usize) -> Self {
         Self {
             inner: Mutex::new(Kept {
-                threads: HashMap::new(),
-                by_use: BTreeMap::new(),
-                next_use: 0,
-                bytes: 0,
+                threads: Lru::new(max_threads, max_bytes),
                 held: HashMap::new(),
-                max_threads,
-                max_bytes,
             }),
         }
     }
@@ -125,8 +90,7 @@ impl MemoryThreads {
 
     /// How many threads are kept, and their bytes.
     pub fn size(&self) -> (usize, usize) {
-        let kept = self.lock();
-        (kept.threads.len(), kept.bytes)
+        self.lock().threads.size()
     }
 
     /// The map, even after a panic elsewhere: every change to it is whole before it can panic.
@@ -146,8 +110,7 @@ impl Default for MemoryThreads {
 impl ThreadStore for MemoryThreads {
     async fn load(&self, id: &ThreadId) -> Result<Option<Value>, ThreadStoreError> {
         let mut kept = self.lock();
-        kept.touch(id);
-        let Some((state, _)) = kept.threads.get(id) else {
+        let Some(state) = kept.threads.get(id) else {
             return Ok(None);
         };
         // Never fails: the text was encoded from a `Value`.
@@ -158,16 +121,9 @@ impl ThreadStore for MemoryThreads {
 
     async fn save(&self, id: &ThreadId, state: &Value) -> Result<(), ThreadStoreError> {
         let state: Box<str> = state.to_string().into();
+        let size = id.as_str().len() + state.len();
         let mut kept = self.lock();
-        let added = id.as_str().len() + state.len();
-        let use_now = kept.next_use;
-        kept.next_use += 1;
-        if let Some((old, used)) = kept.threads.insert(id.clone(), (state, use_now)) {
-            kept.by_use.remove(&used);
-            kept.bytes -= id.as_str().len() + old.len();
-        }
-        kept.by_use.insert(use_now, id.clone());
-        kept.bytes += added;
+        kept.threads.insert(id, state, size);
         kept.evict();
         Ok(())
     }

@@ -19,7 +19,6 @@
 //! input recorded before form 2 does: it is still read ([`RunInput::load`]), to the same
 //! [`RunInput`].
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
 use ai_core::{
@@ -30,6 +29,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::RunInput;
+use crate::lru::Lru;
 
 /// The stored form [`RunInput::store`] writes, under the key `stored_form`; an input without
 /// that key is in form 1 (its thread's whole state inline).
@@ -406,21 +406,7 @@ fn is_address(text: &str) -> bool {
 /// damaged copy, and a run stored whole by the next process puts every message again).
 #[derive(Debug)]
 pub struct StoredHistories {
-    inner: Mutex<Histories>,
-}
-
-#[derive(Debug)]
-struct Histories {
-    /// Each thread's last stored history, and when it was last used (a key of `by_use`).
-    threads: HashMap<ThreadId, (Chain, u64)>,
-    /// The threads by when they were last used, least recently first.
-    by_use: BTreeMap<u64, ThreadId>,
-    /// The next use's number.
-    next_use: u64,
-    /// The bytes of the message blobs of `threads`.
-    bytes: usize,
-    max_threads: usize,
-    max_bytes: usize,
+    inner: Mutex<Lru<Chain>>,
 }
 
 /// A history as stored: its messages, and for each its blob's address and size.
@@ -454,57 +440,31 @@ impl StoredHistories {
     /// blobs.
     pub fn new(max_threads: usize, max_bytes: usize) -> Self {
         Self {
-            inner: Mutex::new(Histories {
-                threads: HashMap::new(),
-                by_use: BTreeMap::new(),
-                next_use: 0,
-                bytes: 0,
-                max_threads,
-                max_bytes,
-            }),
+            inner: Mutex::new(Lru::new(max_threads, max_bytes)),
         }
     }
 
     /// How many threads' histories are remembered, and the bytes of their message blobs.
     pub fn size(&self) -> (usize, usize) {
-        let kept = self.lock();
-        (kept.threads.len(), kept.bytes)
+        self.lock().size()
     }
 
     /// Takes `thread`'s history out, if remembered.
     fn take(&self, thread: &ThreadId) -> Option<Chain> {
-        let mut kept = self.lock();
-        let (chain, used) = kept.threads.remove(thread)?;
-        kept.by_use.remove(&used);
-        kept.bytes -= chain.bytes();
-        Some(chain)
+        self.lock().take(thread)
     }
 
     /// Remembers `chain` as `thread`'s history, used now, then forgets the threads used least
     /// recently until the bounds hold (this one too, when it alone passes them).
     fn keep(&self, thread: &ThreadId, chain: Chain) {
         let mut kept = self.lock();
-        if let Some((old, used)) = kept.threads.remove(thread) {
-            kept.by_use.remove(&used);
-            kept.bytes -= old.bytes();
-        }
-        let used = kept.next_use;
-        kept.next_use += 1;
-        kept.bytes += chain.bytes();
-        kept.threads.insert(thread.clone(), (chain, used));
-        kept.by_use.insert(used, thread.clone());
-        while kept.threads.len() > kept.max_threads || kept.bytes > kept.max_bytes {
-            let Some((_, oldest)) = kept.by_use.pop_first() else {
-                break;
-            };
-            if let Some((chain, _)) = kept.threads.remove(&oldest) {
-                kept.bytes -= chain.bytes();
-            }
-        }
+        let size = chain.bytes();
+        kept.insert(thread, chain, size);
+        kept.evict(|_| false);
     }
 
     /// The map, even after a panic elsewhere: every change to it is whole before it can panic.
-    fn lock(&self) -> MutexGuard<'_, Histories> {
+    fn lock(&self) -> MutexGuard<'_, Lru<Chain>> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
