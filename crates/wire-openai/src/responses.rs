@@ -41,7 +41,8 @@
 //!   answer is made of, given twice is an error naming the key, as on chat.
 //! - A reasoning item finished with its `encrypted_content` is kept whole, as sent, on the call
 //!   that follows it (under [`REASONING_ITEMS_KEY`] in the call's `provider_fields`), so that
-//!   the next request can send it back just before that call. Reasoning followed by a message
+//!   the next request can send it back just before that call; one finished after the items
+//!   that follow it goes by output index. Reasoning followed by a message
 //!   or another kind of item (a text-only answer, a hosted tool's call) is not kept: it leads to
 //!   no call of the turn. It is never text, never a delta.
 //! - An event nested deeper than serde_json reads (128 levels), which fails to parse though it
@@ -55,7 +56,8 @@
 //! reading of items and event fields is in `item`, the replay rule in `replay`.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::ops::Bound;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -80,7 +82,8 @@ use replay::{DeltaLog, MessageParts};
 
 /// The key, in a call's `provider_fields`, of the reasoning items that led to it: a JSON array
 /// of the `reasoning` output items that came, in order, after the turn's previous call or other
-/// item and before this call, each whole and as sent (`id`, `summary`, `encrypted_content`, and
+/// item and before this call (by output index, when the server finishes a reasoning item after
+/// the items that follow it), each whole and as sent (`id`, `summary`, `encrypted_content`, and
 /// any other field). Only items with a non-empty `encrypted_content` string are kept (they come
 /// only when the request asked for them with `include: ["reasoning.encrypted_content"]`); the
 /// others cannot be sent back without the provider's stored copy.
@@ -497,6 +500,10 @@ pub struct StreamDecoder {
     /// The reasoning items kept, once the stream has one (boxed: most streams have none, and
     /// the decoder is moved whole).
     reasoning: Option<Box<KeptReasoning>>,
+    /// The output indexes of the items that are neither reasoning nor a call (a message, a
+    /// hosted tool's call): a reasoning item finished after the items that follow it leads to
+    /// the first of them by output index, and is kept only when that is a call.
+    other_outputs: BTreeSet<usize>,
     /// The completion of a whole `response` sent in place of the stream, once decoded (boxed:
     /// rare).
     whole: Option<Box<LlmCompletion>>,
@@ -506,8 +513,11 @@ pub struct StreamDecoder {
 #[derive(Debug, Default)]
 struct KeptReasoning {
     /// The items kept since the turn's last call or other item, waiting for the call they lead
-    /// to.
-    pending: Vec<Value>,
+    /// to, each with its output index.
+    pending: Vec<(Option<usize>, Value)>,
+    /// By call position, the output index of each reasoning item the call keeps, in the order
+    /// of its [`REASONING_ITEMS_KEY`] array: one finished after its call goes in by it.
+    placed: HashMap<usize, Vec<Option<usize>>>,
     /// The items kept so far, by item id, or by output index for one without: a finished item a
     /// gateway sends again is kept once.
     ids: HashSet<String>,
@@ -539,6 +549,7 @@ impl StreamDecoder {
             last_sequence: None,
             numbered: true,
             reasoning: None,
+            other_outputs: BTreeSet::new(),
             whole: None,
         }
     }
@@ -730,7 +741,7 @@ impl StreamDecoder {
                     self.announce_message(item, event.output_index, in_order);
                 }
                 if let Some(item) = &event.item {
-                    self.other_item(item);
+                    self.other_item(item, event.output_index);
                 }
             }
             "response.content_part.added" => self.announce_part(&event),
@@ -771,7 +782,7 @@ impl StreamDecoder {
                     self.finished_message(item, event.output_index, deltas);
                 }
                 if let Some(item) = &event.item {
-                    self.other_item(item);
+                    self.other_item(item, event.output_index);
                 }
                 if let Some(item) = event.item.as_ref().filter(|i| i.kind == "function_call") {
                     // The final item is authoritative; a call first seen here (a gateway that
@@ -885,16 +896,26 @@ impl StreamDecoder {
             return Ok(position);
         }
         let position = self.session.calls.open()?;
-        let reasoning = self
-            .reasoning
-            .as_mut()
-            .map(|kept| std::mem::take(&mut kept.pending))
-            .unwrap_or_default();
-        if let Some(call) = self.session.calls.calls.get_mut(position)
-            && !reasoning.is_empty()
-        {
-            call.provider_fields
-                .insert(REASONING_ITEMS_KEY.into(), Value::Array(reasoning));
+        if let Some(kept) = self.reasoning.as_mut() {
+            // The reasoning waiting for a call, but any that comes after this one by output
+            // index (finished before it was announced), which leads to a later item. One at
+            // the same index (a server that numbers every item alike) is taken in arrival
+            // order, as before.
+            let (reasoning, later): (Vec<_>, Vec<_>) = std::mem::take(&mut kept.pending)
+                .into_iter()
+                .partition(|(at, _)| match (at, output_index) {
+                    (Some(at), Some(index)) => *at <= index,
+                    _ => true,
+                });
+            kept.pending = later;
+            if !reasoning.is_empty()
+                && let Some(call) = self.session.calls.calls.get_mut(position)
+            {
+                let (indexes, items): (Vec<_>, Vec<_>) = reasoning.into_iter().unzip();
+                kept.placed.insert(position, indexes);
+                call.provider_fields
+                    .insert(REASONING_ITEMS_KEY.into(), Value::Array(items));
+            }
         }
         self.numbered &= in_order;
         self.call_items.push(CallItem {
@@ -985,29 +1006,81 @@ impl StreamDecoder {
     /// has no `encrypted_content` ([`keeps_reasoning`]) or was kept already (the same item id,
     /// or for an item without one the same output index, as a gateway that replays events sends
     /// it again).
+    ///
+    /// The call that follows it is the next call to be announced, unless an item already
+    /// announced comes after it by output index (a server that finishes the reasoning after the
+    /// items it leads to, as OpenRouter does: earendil-works/pi#4170): then the first of those
+    /// is the item it leads to, and it goes on that call, in output order among the reasoning
+    /// the call keeps, or on none when that item is not a call.
     fn finished_reasoning(&mut self, item: &Item, output_index: Option<usize>, raw: Option<Value>) {
         let Some(raw) = raw.filter(keeps_reasoning) else {
             return;
         };
+        let following = output_index.map(|index| (index, self.item_after(index)));
         let kept = self.reasoning.get_or_insert_default();
         let fresh = match (&item.id, output_index) {
             (Some(id), _) => kept.ids.insert(id.clone()),
             (None, Some(index)) => kept.indexes.insert(index),
             (None, None) => true,
         };
-        if fresh {
-            kept.pending.push(raw);
+        if !fresh {
+            return;
+        }
+        match following {
+            Some((index, Some(Following::Call(position)))) => {
+                let placed = kept.placed.entry(position).or_default();
+                let at = placed
+                    .iter()
+                    .position(|other| other.is_some_and(|other| other > index))
+                    .unwrap_or(placed.len());
+                if let Some(call) = self.session.calls.calls.get_mut(position)
+                    && let Value::Array(items) = call
+                        .provider_fields
+                        .entry(REASONING_ITEMS_KEY)
+                        .or_insert_with(|| Value::Array(Vec::new()))
+                    && at <= items.len()
+                {
+                    placed.insert(at, Some(index));
+                    items.insert(at, raw);
+                }
+            }
+            Some((_, Some(Following::Other))) => {}
+            _ => kept.pending.push((output_index, raw)),
+        }
+    }
+
+    /// The first item announced so far whose output index is above `index`: a call (its
+    /// position) or another item. A reasoning item at `index` leads to it.
+    fn item_after(&self, index: usize) -> Option<Following> {
+        let call = self
+            .by_output
+            .iter()
+            .filter(|&(&at, _)| at > index)
+            .min_by_key(|&(&at, _)| at);
+        let other = self
+            .other_outputs
+            .range((Bound::Excluded(index), Bound::Unbounded))
+            .next();
+        match (call, other) {
+            (Some((at, _)), Some(other)) if at > other => Some(Following::Other),
+            (Some((_, &position)), _) => Some(Following::Call(position)),
+            (None, Some(_)) => Some(Following::Other),
+            (None, None) => None,
         }
     }
 
     /// An item that is neither reasoning nor a call (a message, a hosted tool's call) ends the
     /// reasoning before it: that reasoning led to this item, not to a later call, and is not
-    /// kept.
-    fn other_item(&mut self, item: &Item) {
-        if item.kind != "reasoning"
-            && item.kind != "function_call"
-            && let Some(kept) = &mut self.reasoning
-        {
+    /// kept. Its output index is recorded, for reasoning finished after it
+    /// ([`StreamDecoder::finished_reasoning`]).
+    fn other_item(&mut self, item: &Item, output_index: Option<usize>) {
+        if item.kind == "reasoning" || item.kind == "function_call" {
+            return;
+        }
+        if let Some(index) = output_index {
+            self.other_outputs.insert(index);
+        }
+        if let Some(kept) = &mut self.reasoning {
             kept.pending.clear();
         }
     }
@@ -1045,6 +1118,14 @@ impl StreamDecoder {
         }
         self.session.finish(self.ended)
     }
+}
+
+/// The item a reasoning item leads to, by output index ([`StreamDecoder::item_after`]).
+enum Following {
+    /// The call at this position.
+    Call(usize),
+    /// An item that is not a call.
+    Other,
 }
 
 /// What the decoder knows of one call's item.

@@ -156,6 +156,70 @@ fn a_replayed_reasoning_item_is_kept_once() {
     );
 }
 
+/// A stream whose items finish in another order than their output indexes (OpenRouter finishes
+/// a reasoning item, with its `encrypted_content`, after the call that follows it:
+/// earendil-works/pi#4170): each reasoning item is kept on the call after it by output index,
+/// in output order, and one followed by a message is kept by no call.
+#[test]
+fn reasoning_finished_after_its_call_is_kept_on_that_call() {
+    let event = |kind: &str, index: usize, item: Value| json!({"type": kind, "output_index": index, "item": item});
+    let added = |index: usize, item: Value| event("response.output_item.added", index, item);
+    let done = |index: usize, item: Value| event("response.output_item.done", index, item);
+    let announced = |item: Value| {
+        let mut item = item;
+        item.as_object_mut().unwrap().remove("encrypted_content");
+        item
+    };
+    let message = json!({"type": "message", "id": "msg_1", "role": "assistant",
+        "content": [{"type": "output_text", "text": "Checking."}]});
+    let events = [
+        json!({"type": "response.created", "response": {"id": "resp_1"}}),
+        added(0, announced(reasoning("rs_1", Some("e1")))),
+        added(1, announced(reasoning("rs_2", Some("e2")))),
+        added(2, call("call_1")),
+        done(2, call("call_1")),
+        added(3, announced(reasoning("rs_3", Some("e3")))),
+        added(4, message.clone()),
+        done(4, message),
+        added(5, call("call_2")),
+        done(5, call("call_2")),
+        done(1, reasoning("rs_2", Some("e2"))),
+        done(3, reasoning("rs_3", Some("e3"))),
+        done(0, reasoning("rs_1", Some("e1"))),
+        json!({"type": "response.completed", "response": {"id": "resp_1"}}),
+    ];
+    let stream: String = events
+        .iter()
+        .map(|event| format!("data: {event}\n\n"))
+        .collect();
+    let completion = responses::decode_all(stream.as_bytes()).unwrap();
+    assert_eq!(
+        kept(&completion),
+        vec![
+            json!([reasoning("rs_1", Some("e1")), reasoning("rs_2", Some("e2"))]),
+            Value::Null,
+        ]
+    );
+
+    // A server that numbers every item 0 still has its reasoning go, in arrival order, on the
+    // call after it.
+    let events = [
+        done(0, reasoning("rs_1", Some("e1"))),
+        added(0, call("call_1")),
+        done(0, call("call_1")),
+        json!({"type": "response.completed", "response": {"id": "resp_1"}}),
+    ];
+    let stream: String = events
+        .iter()
+        .map(|event| format!("data: {event}\n\n"))
+        .collect();
+    let completion = responses::decode_all(stream.as_bytes()).unwrap();
+    assert_eq!(
+        kept(&completion),
+        vec![json!([reasoning("rs_1", Some("e1"))])]
+    );
+}
+
 /// The chat wire has no reasoning items: a call decoded from a Responses stream sends its
 /// other provider fields on chat, never the reasoning.
 #[test]
