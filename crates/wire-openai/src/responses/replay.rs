@@ -3,6 +3,7 @@
 //! completing a message's parts with the final text the server closes them with.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use serde_json::Value;
 
@@ -63,6 +64,28 @@ impl MessageParts {
             overlap = true;
         }
         overlap
+    }
+
+    /// How many bytes at the start of `rest` the parts after part `index` spell, one after
+    /// another in `content_index` order, with the text of `kind` they streamed: `rest` is a
+    /// final text for part `index` past that part's own text. Servers that give every delta a
+    /// part of its own (vLLM's Responses streaming counted one per delta,
+    /// vllm-project/vllm#29947; tiles' MLX backend) close the message with its whole text in
+    /// one part, so that text repeats the later parts before anything new. The count stops at
+    /// the first part whose text `rest` does not go on with, or that holds text of another kind.
+    fn streamed_after(&self, index: u64, kind: PartKind, rest: &str) -> usize {
+        let mut at = 0;
+        let later = self.parts.range((Bound::Excluded(index), Bound::Unbounded));
+        for (_, part) in later {
+            if part.text.is_empty() {
+                continue;
+            }
+            if !part.holds(kind) || !rest[at..].starts_with(part.text.as_str()) {
+                break;
+            }
+            at += part.text.len();
+        }
+        at
     }
 
     /// Whether some part of this message has text of `kind`.
@@ -333,18 +356,27 @@ impl StreamDecoder {
                 .parts
                 .get(&index)
                 .map_or("", |part| part.text.as_str());
-            let rest = if !recorded.is_empty() {
-                text.strip_prefix(recorded)
+            // What the final text brings past the part's own text: the text of the parts
+            // after it that it repeats (parts numbered per delta) is not new.
+            let (repeated, rest) = if !recorded.is_empty() {
+                match text.strip_prefix(recorded) {
+                    Some(rest) => {
+                        let repeated = message.streamed_after(index, kind, rest);
+                        (&rest[..repeated], Some(&rest[repeated..]))
+                    }
+                    None => ("", None),
+                }
             } else if had_text || streamed_elsewhere {
-                None
+                ("", None)
             } else {
-                Some(text)
+                ("", Some(text))
             };
             if let Some(rest) = rest.filter(|rest| !rest.is_empty()) {
                 let part = message.part(index);
                 part.reached_by(kind);
                 // Deltas the server sent before its final text may still arrive after it.
                 part.deltas.ran_ahead(part.text.len());
+                part.text.push_str(repeated);
                 part.text.push_str(rest);
                 added.push(rest);
             }

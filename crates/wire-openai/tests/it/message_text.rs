@@ -192,3 +192,68 @@ fn a_finished_message_under_another_item_id_is_the_one_that_streamed() {
         assert_eq!(shown, expected, "{case}");
     }
 }
+
+/// Servers that give every text delta a `content_index` of its own (vLLM's Responses
+/// streaming counted one per delta, vllm-project/vllm#29947, #23382; tiles' MLX backend,
+/// tilesprivacy/tiles `server/backend/mlx.py`, from 0) then close the message with its whole
+/// text in part 0: that text is what the parts streamed, one after another, so it adds only what
+/// comes after them, never the text of parts 1 and on again.
+#[test]
+fn a_final_text_over_parts_numbered_per_delta_is_not_added_again() {
+    for (case, events, expected) in [
+        (
+            "finished item whole in part 0 (tiles)",
+            vec![
+                added("msg_1", 0),
+                delta("msg_1", 0, 0, "Sun"),
+                delta("msg_1", 0, 1, "ny"),
+                delta("msg_1", 0, 2, " and warm."),
+                item_done("msg_1", 0, &[output_text("Sunny and warm.")]),
+                completed(),
+            ],
+            "Sunny and warm.",
+        ),
+        (
+            "output_text.done whole in part 0, with text the deltas lacked",
+            vec![
+                added("msg_1", 0),
+                delta("msg_1", 0, 0, "Sun"),
+                delta("msg_1", 0, 1, "ny"),
+                text_done("msg_1", 0, 0, "Sunny!"),
+                item_done("msg_1", 0, &[output_text("Sunny!")]),
+                completed(),
+            ],
+            "Sunny!",
+        ),
+        (
+            "vLLM: parts from 1, final texts past them",
+            vec![
+                added("msg_1", 0),
+                delta("msg_1", 0, 1, "Sun"),
+                delta("msg_1", 0, 2, "ny."),
+                text_done("msg_1", 0, 3, "Sunny."),
+                part_done("msg_1", 0, 4, output_text("Sunny.")),
+                item_done("msg_1", 0, &[output_text("Sunny.")]),
+                completed(),
+            ],
+            "Sunny.",
+        ),
+        (
+            "two parts of their own, each closed",
+            vec![
+                added("msg_1", 0),
+                delta("msg_1", 0, 0, "Sunny. "),
+                delta("msg_1", 0, 1, "Warm."),
+                text_done("msg_1", 0, 0, "Sunny. "),
+                text_done("msg_1", 0, 1, "Warm."),
+                item_done("msg_1", 0, &[output_text("Sunny. "), output_text("Warm.")]),
+                completed(),
+            ],
+            "Sunny. Warm.",
+        ),
+    ] {
+        let (text, shown) = text_of(&events);
+        assert_eq!(text, expected, "{case}");
+        assert_eq!(shown, expected, "{case}");
+    }
+}
