@@ -9,7 +9,10 @@
 //!   a second call with the same id. Another function under a `call_id` already taken is an
 //!   error. An item under an open call's item id (or, finished, at its output index) whose
 //!   `call_id` or function is another is a call of its own, as servers that reuse item ids or
-//!   output indexes send them; the item id and index then name the new call.
+//!   output indexes send them; the item id and index then name the new call. But a finished
+//!   item without an item id, at the index of a call not yet finished by its item, with that
+//!   call's function and arguments, is that call finishing under a call id minted anew (vLLM's
+//!   gpt-oss streams), never a second call.
 //! - The argument deltas such a gateway re-sends are recognized and neither appended nor shown
 //!   again, so a call's display deltas spell its arguments. They are told by their
 //!   `sequence_number` while the stream numbers its events in order, else by their text once the
@@ -792,6 +795,9 @@ impl StreamDecoder {
                         None => self.open(item, event.output_index, in_order, deltas)?,
                     };
                     self.finished_call(position);
+                    if let Some(call) = self.call_items.get_mut(position) {
+                        call.item_done = true;
+                    }
                     if let Some(arguments) = &item.arguments {
                         self.replace_arguments(position, arguments)?;
                     }
@@ -921,6 +927,7 @@ impl StreamDecoder {
         self.call_items.push(CallItem {
             keyed: item.id.is_some(),
             finished: false,
+            item_done: false,
         });
         // An item id or output index another call had now names this one: the events after
         // an announcement are about the item it announced.
@@ -974,8 +981,32 @@ impl StreamDecoder {
             // An item with an id of its own is not a call announced under another id.
             let keyed = self.call_items.get(position).is_some_and(|call| call.keyed);
             let other_item = item.id.is_some() && keyed;
-            !other_item && !another_call(position)
+            !other_item && (!another_call(position) || self.finishes_renamed(item, position))
         }))
+    }
+
+    /// Whether a finished item at the output index of the call at `position` is that call
+    /// finishing under a call id minted anew, though its call id is another: vLLM finishes a
+    /// gpt-oss call with an item that has no item id and a fresh `call_id`
+    /// (`emit_function_call_done_events` in vllm `entrypoints/openai/responses/
+    /// streaming_events.py`). So it is when the item has no item id, the call has not had its
+    /// finished item yet, and the item names the call's function with the call's arguments, as
+    /// they stand: anything else is a call of its own.
+    fn finishes_renamed(&self, item: &Item, position: usize) -> bool {
+        let Some(call) = self.session.calls.calls.get(position) else {
+            return false;
+        };
+        let unfinished = self
+            .call_items
+            .get(position)
+            .is_some_and(|call| !call.item_done);
+        unfinished
+            && item.id.is_none()
+            && item
+                .name
+                .as_deref()
+                .is_some_and(|name| !name.is_empty() && name == call.name)
+            && item.arguments.as_deref() == Some(call.arguments.as_str())
     }
 
     /// The open call whose id is this item's `call_id`, if there is one; an error if the item
@@ -1136,6 +1167,8 @@ struct CallItem {
     keyed: bool,
     /// A `response.function_call_arguments.done` event or the finished item arrived.
     finished: bool,
+    /// Its finished item (`response.output_item.done`) arrived.
+    item_done: bool,
 }
 
 fn unknown_item(offset: usize) -> DecodeError {

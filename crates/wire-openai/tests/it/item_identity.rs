@@ -229,3 +229,46 @@ fn a_call_announced_and_never_given_arguments_is_incomplete() {
     let finished = json!({"type":"response.output_item.done","output_index":0,"item":item});
     assert_eq!(complete(&[added, finished, completed]), ("{}".into(), true));
 }
+
+/// vLLM's Responses streaming for gpt-oss announces a call (`fc_…` item id, `call_…` call id),
+/// streams and closes its arguments, then finishes it with an item that has no item id and a
+/// call id minted anew (`call_id=f"fc_{random_uuid()}"` in vllm
+/// `entrypoints/openai/responses/streaming_events.py`, `emit_function_call_done_events`), at the
+/// call's output index. That item is the call finishing, not a second call: one call, under the
+/// call id its deltas were shown with. Before, the turn had two calls and the tool ran twice.
+#[test]
+fn a_finished_item_that_renames_the_open_call_at_its_index_is_that_call() {
+    let arguments = "{\"city\":\"Paris\"}";
+    let added = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+        "name": "get_weather", "arguments": "", "status": "in_progress"});
+    let finished = |arguments: &str| {
+        json!({"type": "function_call", "call_id": "fc_minted", "name": "get_weather",
+            "arguments": arguments, "status": "completed", "item_id": "fc_1",
+            "output_index": 1, "sequence_number": -1})
+    };
+    let events = |finished: Value| {
+        sse(&[
+            json!({"type":"response.output_item.added","output_index":1,"item":added}),
+            json!({"type":"response.function_call_arguments.delta","item_id":"fc_1",
+                   "output_index":1,"delta":"{\"city\":"}),
+            json!({"type":"response.function_call_arguments.delta","item_id":"fc_1",
+                   "output_index":1,"delta":"\"Paris\"}"}),
+            json!({"type":"response.function_call_arguments.done","item_id":"fc_1",
+                   "output_index":1,"arguments":arguments,"name":"get_weather"}),
+            json!({"type":"response.output_item.done","output_index":1,"item":finished}),
+            json!({"type":"response.completed","response":{"id":"r"}}),
+        ])
+    };
+    assert_eq!(
+        calls(&events(finished(arguments))),
+        owned(&[("call_1", "get_weather", arguments)])
+    );
+    // Other arguments under another call id are another call, as before.
+    assert_eq!(
+        calls(&events(finished("{\"city\":\"Rome\"}"))),
+        owned(&[
+            ("call_1", "get_weather", arguments),
+            ("fc_minted", "get_weather", "{\"city\":\"Rome\"}")
+        ])
+    );
+}
