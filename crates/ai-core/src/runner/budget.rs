@@ -169,6 +169,22 @@ impl Stopping {
         )
     }
 
+    /// The failure of a call whose circuit breaker refused its next attempt (`refusal`, a
+    /// `circuit_open`) after an earlier one ran: a tool that is not read-only may have made its
+    /// change then, as when the call is cancelled while it waits to run again.
+    pub(super) fn refused(self, refusal: ToolFailure) -> ToolFailure {
+        if self.may_have_changed(false) {
+            let said = format!("{}; {MAY_HAVE_CHANGED}", refusal.safe_message);
+            let failure = ToolFailure::categorized(refusal.code, refusal.category, said);
+            match refusal.retry_after_ms {
+                Some(wait) => failure.with_retry_after_ms(wait),
+                None => failure,
+            }
+        } else {
+            refusal
+        }
+    }
+
     /// The failure of a call cancelled while its tool ran or waited to run again (`started`:
     /// this attempt's future was polled).
     pub(super) fn cancelled(self, started: bool) -> ToolFailure {

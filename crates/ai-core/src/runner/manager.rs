@@ -592,22 +592,30 @@ impl Attempting<'_> {
                 retry_in_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
                 category: failure.category,
             });
+            // Attempts ran: a tool that is not read-only may have made its change.
+            let stopping = budget::Stopping {
+                changes_state: self.tool.spec().effect != ToolEffect::ReadOnly,
+                ran_before: true,
+            };
             if !sleep_unless_cancelled(wait, step.cancel).await {
-                // Attempts ran: a tool that is not read-only may have made its change.
-                let cancelled = budget::Stopping {
-                    changes_state: self.tool.spec().effect != ToolEffect::ReadOnly,
-                    ran_before: true,
-                }
-                .cancelled(false);
+                let cancelled = stopping.cancelled(false);
                 let call = Some((Instant::now() - started, number - 2));
                 step.registry
                     .record_call_only(id, Some(ToolErrorCategory::Cancelled), call);
                 return Err(cancelled);
             }
             now = Instant::now();
+            // A refusal the tool gives (a replay's recorded one) is passed on as it is: it
+            // already says what the recorded run said. The breaker's own says what ran.
             let refused = (self.tool)
                 .refused_before_attempt(self.invocation, self.args, number)
-                .map_or_else(|| step.registry.admit(id, breaker, now), Err);
+                .map_or_else(
+                    || {
+                        (step.registry.admit(id, breaker, now))
+                            .map_err(|open| stopping.refused(open))
+                    },
+                    Err,
+                );
             trial = match refused {
                 Ok(trial) => trial,
                 // The circuit opened meanwhile: the call, which ran, ends here and is counted.

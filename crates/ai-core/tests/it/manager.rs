@@ -504,3 +504,42 @@ async fn a_retry_that_meets_a_circuit_opened_meanwhile_is_counted() {
     assert_eq!((stats.calls, stats.successes), (2, 0));
     assert_eq!(stats.failures[&ToolErrorCategory::Transient], 2);
 }
+
+/// A retry of a tool that is not read-only (it is idempotent) that meets a circuit opened
+/// meanwhile ends `circuit_open`, but its first attempt ran: what that attempt did may stand,
+/// so the model is told to check before calling it again, as when the call is cancelled while
+/// it waits. A read-only one is told only that the tool is paused.
+#[tokio::test(start_paused = true)]
+async fn a_retry_of_a_tool_that_is_not_read_only_meeting_an_open_circuit_says_it_may_have_made_its_change()
+ {
+    for effect in [ToolEffect::StateChange, ToolEffect::ReadOnly] {
+        let mut p = one_strike();
+        p.retry = no_jitter(3);
+        p.breaker.failure_threshold = 2;
+        let tool = Arc::new(FakeTool::new(T, effect, Behaviour::Flaky(2)).idempotent());
+        let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], p);
+        let second = async {
+            // The first call failed at t=0 and waits 100 ms; this one fails at t=50 and opens
+            // the circuit.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            h.call(T, "{}").await
+        };
+        let (first, _second) = tokio::join!(h.call(T, "{}"), second);
+        let failure = first.result.failure().unwrap();
+        assert_eq!(failure.code, ToolErrorCode::CircuitOpen);
+        assert_eq!(failure.retry_after_ms, Some(950));
+        let paused = "tool core__flaky failed repeatedly and is paused; try again in 950 ms or use \
+                      another tool";
+        if effect == ToolEffect::ReadOnly {
+            assert_eq!(failure.safe_message, paused);
+        } else {
+            assert_eq!(
+                failure.safe_message,
+                format!(
+                    "{paused}; the tool is not read-only and had started, so it may have made \
+                     its change: check before calling it again"
+                )
+            );
+        }
+    }
+}
