@@ -183,15 +183,20 @@ fn bad_tool_id(what: std::fmt::Arguments<'_>, error: &Error) -> String {
 
 /// The first malformed `retry_per_tool` key of a TOML policy in document order, named by its
 /// line and its position among the table's keys, never by its text; `None` when there is none.
-fn bad_retry_key_in_toml(text: &str) -> Option<String> {
+/// The policy is the table at `at` in `text` (its keys from the root; none: the whole document).
+fn bad_retry_key_in_toml(text: &str, at: &[&str]) -> Option<String> {
     let document = toml::de::DeTable::parse(text).ok()?;
-    let rules = document
-        .get_ref()
-        .iter()
-        .find_map(|(key, value)| (key.get_ref() == "retry_per_tool").then_some(value))?;
-    let toml::de::DeValue::Table(rules) = rules.get_ref() else {
-        return None;
-    };
+    let mut table = document.get_ref();
+    for name in at.iter().copied().chain(["retry_per_tool"]) {
+        let value = table
+            .iter()
+            .find_map(|(key, value)| (key.get_ref() == name).then_some(value))?;
+        let toml::de::DeValue::Table(inner) = value.get_ref() else {
+            return None;
+        };
+        table = inner;
+    }
+    let rules = table;
     let mut keys: Vec<_> = rules.keys().collect();
     keys.sort_by_key(|key| key.span().start);
     keys.into_iter().enumerate().find_map(|(at, key)| {
@@ -296,17 +301,47 @@ impl ToolPolicy {
     /// ```
     pub fn from_toml_str(text: &str) -> Result<Self, Error> {
         let policy: Self = toml::from_str(text).map_err(|e| {
-            // A `retry_per_tool` key is refused with the span of the whole table, which starts
-            // at its first header (`[retry_per_tool.<id>]`, the id and all): the key is found
-            // again to name its own line, without the header's text.
-            Error::Policy(if e.message().starts_with(RETRY_KEY_ERROR) {
-                bad_retry_key_in_toml(text)
-                    .unwrap_or_else(|| crate::describe_toml_error(text, e.message(), None))
-            } else {
-                crate::describe_toml_error(text, e.message(), e.span())
-            })
+            Error::Policy(Self::describe_toml_error(text, &[], e.message(), e.span()))
         })?;
         policy.check().map(|()| policy)
+    }
+
+    /// Describes why a TOML document (`text`) holding a policy as its table at `at` (its keys
+    /// from the root, as `["tools", "policy"]` for `[tools.policy]`; none: the document is the
+    /// policy) did not load, as [`crate::describe_toml_error`] does, and names a malformed tool
+    /// id as [`Self::from_toml_str`] does: by its line and its position, never by its text,
+    /// also when it opens a table (`[tools.policy.retry_per_tool."<id>"]`), whose header the
+    /// TOML error points at. For an application that reads a policy inside its own TOML file;
+    /// `message` and `span` are the TOML error's, as [`crate::describe_toml_error`] takes them.
+    ///
+    /// ```
+    /// #[derive(Debug, serde::Deserialize)]
+    /// struct Config { #[allow(dead_code)] policy: ai_core::ToolPolicy }
+    /// let text = "[policy.retry_per_tool.\"sk-pasted\"]\nmax_attempts = 2\n";
+    /// let e = toml::from_str::<Config>(text).unwrap_err();
+    /// let described =
+    ///     ai_core::ToolPolicy::describe_toml_error(text, &["policy"], e.message(), e.span());
+    /// assert_eq!(
+    ///     described,
+    ///     "line 1: `retry_per_tool` key 1 is not a valid tool id: the namespace must be \
+    ///      core__ or mcp__<server>__",
+    /// );
+    /// ```
+    pub fn describe_toml_error(
+        text: &str,
+        at: &[&str],
+        message: &str,
+        span: Option<std::ops::Range<usize>>,
+    ) -> String {
+        // A `retry_per_tool` key is refused with the span of the whole table, which starts at
+        // its first header (`[retry_per_tool.<id>]`, the id and all): the key is found again to
+        // name its own line, without the header's text.
+        if message.starts_with(RETRY_KEY_ERROR) {
+            bad_retry_key_in_toml(text, at)
+                .unwrap_or_else(|| crate::describe_toml_error(text, message, None))
+        } else {
+            crate::describe_toml_error(text, message, span)
+        }
     }
 
     /// Parses a policy from JSON; unknown keys, malformed tool ids and values no policy can mean

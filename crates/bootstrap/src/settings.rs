@@ -438,7 +438,10 @@ fn parse_server_token(raw: &str) -> Result<ServerToken, std::convert::Infallible
 /// unknown key, a value of the wrong type, …), as [`Settings::from_toml_str`] refuses: the line's
 /// value is never echoed (it may be a secret written where it does not belong), nor is a line
 /// that does not parse ([`ai_core::describe_toml_error`], which policies are read with too). A
-/// key that is never read from a config file (`api_key`, `token`) is told where it belongs.
+/// malformed tool id in the inline `[tools.policy]` is named by its place, as the policy loaders
+/// name it, never quoted, also where it opens a table (`[tools.policy.retry_per_tool."<id>"]`,
+/// the header the TOML error points at: [`ToolPolicy::describe_toml_error`]). A key that is
+/// never read from a config file (`api_key`, `token`) is told where it belongs.
 pub(crate) fn toml_error(text: &str, e: &toml::de::Error) -> anyhow::Error {
     if let Some(span) = e.span() {
         let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
@@ -458,7 +461,12 @@ pub(crate) fn toml_error(text: &str, e: &toml::de::Error) -> anyhow::Error {
             );
         }
     }
-    anyhow::anyhow!(ai_core::describe_toml_error(text, e.message(), e.span()))
+    anyhow::anyhow!(ToolPolicy::describe_toml_error(
+        text,
+        &["tools", "policy"],
+        e.message(),
+        e.span()
+    ))
 }
 
 impl Settings {
@@ -969,6 +977,50 @@ mod tests {
         let settings = Settings::from_toml_str("[server]\nallow_unauthenticated = true\n").unwrap();
         assert!(settings.server.allow_unauthenticated);
         assert!(settings.server.token.is_none());
+    }
+
+    /// A malformed tool id in an inline `[tools.policy]`, written as a table header, a key of
+    /// `retry_per_tool`'s table or a dotted key, is named by its place (its line, and its
+    /// position among `retry_per_tool`'s keys), as the policy loaders name it, never quoted.
+    #[test]
+    fn a_bad_tool_id_in_the_inline_policy_is_named_by_its_place() {
+        for (text, line) in [
+            (
+                "[tools.policy.retry_per_tool.\"sk-SECRET id\"]\nmax_attempts = 2\n",
+                1,
+            ),
+            (
+                "[tools]\nenabled = []\n\n[tools.policy.retry_per_tool.core__ok]\n\
+                 max_attempts = 2\n[tools.policy.retry_per_tool.\"sk-SECRET\"]\nmax_attempts = 2\n",
+                6,
+            ),
+            (
+                "[tools.policy.retry_per_tool]\n\"sk-SECRET\" = { max_attempts = 2 }\n",
+                2,
+            ),
+            (
+                "[tools.policy]\nretry_per_tool.\"sk-SECRET\".max_attempts = 2\n",
+                2,
+            ),
+            (
+                "[tools]\npolicy.retry_per_tool.\"sk-SECRET\" = { max_attempts = 2 }\n",
+                2,
+            ),
+            (
+                "tools.policy.retry_per_tool = { \"sk-SECRET\" = { max_attempts = 2 } }\n",
+                1,
+            ),
+        ] {
+            let error = Settings::from_toml_str(text).unwrap_err().to_string();
+            assert!(!error.contains("SECRET"), "{text:?}: {error}");
+            let key = if line == 6 { 2 } else { 1 };
+            assert!(
+                error.starts_with(&format!(
+                    "line {line}: `retry_per_tool` key {key} is not a valid tool id: "
+                )),
+                "{text:?}: {error}"
+            );
+        }
     }
 
     /// A number too large for its key's type is refused naming the line and the key, never the
