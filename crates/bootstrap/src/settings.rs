@@ -164,6 +164,21 @@ pub struct ServerSettings {
     /// beyond it is refused with 503 `too_many_runs` before it starts (at least one; 0 does
     /// not parse).
     pub max_concurrent_runs: std::num::NonZeroUsize,
+    /// How many of a run's events may wait for its client before a client that takes none of
+    /// them for `slow_client_grace_ms` has its stream cut (the run goes on and saves its
+    /// thread; [`crate::server::AppState::with_max_unsent_events`], 4,096 by default; at least
+    /// one; 0 does not parse).
+    pub max_unsent_events: std::num::NonZeroUsize,
+    /// How long, in ms, a client may take none of its run's events while more than
+    /// `max_unsent_events` wait, before its stream is cut
+    /// ([`crate::server::AppState::with_slow_client_grace`], 10 000 by default; 0 cuts it as
+    /// soon as more wait).
+    pub slow_client_grace_ms: u64,
+    /// The most bytes of a run's events (as JSON) that may wait for its client, reading or not,
+    /// before its stream is cut at once: the hard bound of the memory a client holds in the
+    /// server ([`crate::server::AppState::with_max_unsent_bytes`], 16 MiB by default; at least
+    /// one; 0 does not parse).
+    pub max_unsent_bytes: std::num::NonZeroUsize,
     /// The bearer token every request but `GET /healthz` must send (only from
     /// `COGNI_SERVER_TOKEN`; none: no authentication).
     #[serde(skip)]
@@ -173,6 +188,17 @@ pub struct ServerSettings {
 /// The default of `server.max_concurrent_runs`.
 pub(crate) const DEFAULT_MAX_CONCURRENT_RUNS: std::num::NonZeroUsize =
     std::num::NonZeroUsize::new(32).expect("32 is not zero");
+
+/// The default of `server.max_unsent_events`: the server's own.
+const DEFAULT_MAX_UNSENT_EVENTS: std::num::NonZeroUsize =
+    std::num::NonZeroUsize::new(crate::server::DEFAULT_MAX_UNSENT_EVENTS).expect("not zero");
+
+/// The default of `server.slow_client_grace_ms`: the server's own (10 s, which fits in a u64).
+const DEFAULT_SLOW_CLIENT_GRACE_MS: u64 = crate::server::DEFAULT_SLOW_CLIENT_GRACE.as_secs() * 1000;
+
+/// The default of `server.max_unsent_bytes`: the server's own.
+const DEFAULT_MAX_UNSENT_BYTES: std::num::NonZeroUsize =
+    std::num::NonZeroUsize::new(crate::server::DEFAULT_MAX_UNSENT_BYTES).expect("not zero");
 
 /// The oldest `ai` major version whose UI message stream the server speaks.
 pub(crate) const OLDEST_AI_SDK: u8 = 5;
@@ -202,6 +228,9 @@ impl Default for ServerSettings {
             ai_sdk_version: OLDEST_AI_SDK,
             allow_unauthenticated: false,
             max_concurrent_runs: DEFAULT_MAX_CONCURRENT_RUNS,
+            max_unsent_events: DEFAULT_MAX_UNSENT_EVENTS,
+            slow_client_grace_ms: DEFAULT_SLOW_CLIENT_GRACE_MS,
+            max_unsent_bytes: DEFAULT_MAX_UNSENT_BYTES,
             token: None,
         }
     }
@@ -1019,6 +1048,59 @@ mod tests {
                     "line {line}: `retry_per_tool` key {key} is not a valid tool id: "
                 )),
                 "{text:?}: {error}"
+            );
+        }
+    }
+
+    /// The slow-client limits are `[server]` settings whose defaults are the server's and the
+    /// example's; a count or size of 0, or a value of the wrong type, is refused in one line
+    /// naming its key; a grace of 0 (cut at once) is taken.
+    #[test]
+    fn the_slow_client_limits_are_server_settings() {
+        use crate::server::{
+            DEFAULT_MAX_UNSENT_BYTES, DEFAULT_MAX_UNSENT_EVENTS, DEFAULT_SLOW_CLIENT_GRACE,
+        };
+        let defaults = |server: &super::ServerSettings| {
+            assert_eq!(server.max_unsent_events.get(), DEFAULT_MAX_UNSENT_EVENTS);
+            assert_eq!(
+                u128::from(server.slow_client_grace_ms),
+                DEFAULT_SLOW_CLIENT_GRACE.as_millis()
+            );
+            assert_eq!(server.max_unsent_bytes.get(), DEFAULT_MAX_UNSENT_BYTES);
+        };
+        defaults(&Settings::default().server);
+        defaults(
+            &Settings::from_toml_str(super::EXAMPLE_CONFIG)
+                .unwrap()
+                .server,
+        );
+        let set = Settings::from_toml_str(
+            "[server]\nmax_unsent_events = 1\nslow_client_grace_ms = 0\nmax_unsent_bytes = 1\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                set.server.max_unsent_events.get(),
+                set.server.slow_client_grace_ms,
+                set.server.max_unsent_bytes.get()
+            ),
+            (1, 0, 1)
+        );
+        for (key, value) in [
+            ("max_unsent_events", "0"),
+            ("max_unsent_bytes", "0"),
+            ("max_unsent_events", "-1"),
+            ("slow_client_grace_ms", "-1"),
+            ("slow_client_grace_ms", "\"10s\""),
+            ("max_unsent_bytes", "99999999999999999999"),
+        ] {
+            let error = Settings::from_toml_str(&format!("[server]\n{key} = {value}\n"))
+                .unwrap_err()
+                .to_string();
+            assert_eq!(error.lines().count(), 1, "{error}");
+            assert!(
+                error.starts_with(&format!("line 2 (`{key} = …`): ")),
+                "{key} = {value}: {error}"
             );
         }
     }

@@ -280,6 +280,11 @@ pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>
         AppState::new(runtime, stores)
             .with_ai_sdk_version(settings.server.ai_sdk_version)
             .with_max_concurrent_runs(settings.server.max_concurrent_runs)
+            .with_max_unsent_events(settings.server.max_unsent_events)
+            .with_slow_client_grace(std::time::Duration::from_millis(
+                settings.server.slow_client_grace_ms,
+            ))
+            .with_max_unsent_bytes(settings.server.max_unsent_bytes)
             .with_allow_unauthenticated(settings.server.allow_unauthenticated)
             .with_token(settings.server.token.clone()),
     ))
@@ -2321,6 +2326,34 @@ mod tests {
                 .await
                 .unwrap()
                 .is_some()
+        );
+    }
+
+    /// The slow-client limits of `[server]` reach the state `cogni serve` serves; unset, they are
+    /// the state's defaults.
+    #[tokio::test]
+    async fn the_slow_client_limits_come_from_the_settings() {
+        let state = prepare(&settings()).await.unwrap();
+        let bounds = state.unsent_bounds;
+        assert_eq!(
+            (bounds.max_events, bounds.grace, bounds.max_bytes),
+            (
+                super::DEFAULT_MAX_UNSENT_EVENTS,
+                super::DEFAULT_SLOW_CLIENT_GRACE,
+                super::DEFAULT_MAX_UNSENT_BYTES
+            )
+        );
+        let mut set = crate::Settings::from_toml_str(
+            "[server]\nmax_unsent_events = 8\nslow_client_grace_ms = 250\n\
+             max_unsent_bytes = 2048\n",
+        )
+        .unwrap();
+        set.llm.model = "test-model".into();
+        set.validate().unwrap();
+        let bounds = prepare(&set).await.unwrap().unsent_bounds;
+        assert_eq!(
+            (bounds.max_events, bounds.grace, bounds.max_bytes),
+            (8, std::time::Duration::from_millis(250), 2048)
         );
     }
 
