@@ -14,7 +14,12 @@
 //!   `use std::*;`, `fs::read` names `std::fs`; after `use std::include_str as text;`, `text!`
 //!   is `include_str!`;
 //! - so are other modules' imports, in any file of the crate: with `pub use std as s;` in
-//!   `src/a.rs`, `crate::a::s::fs` (or `a::s::fs`, `super::s::fs`) names `std::fs`;
+//!   `src/a.rs`, `crate::a::s::fs` (or `a::s::fs`, `super::s::fs`) names `std::fs`. Such a
+//!   path is read through the named module's own imports (and its glob imports': a test
+//!   module's `use super::*`), so `use std::time;` in one file leaves another's `super::time`
+//!   alone; where the module cannot be told (a `#[path]` or `include!` in the crate, a file of
+//!   `src/bin/`, a module name no file or `mod` gives), through every import of the name in the
+//!   crate, and an import in a `macro_rules!` body counts in every module ([`CrateScope`]);
 //! - a dependency that the crate's manifest renames (`rt = { package = "tokio" }`, read from
 //!   cargo metadata) is its crate: `rt::fs` names `tokio::fs`;
 //! - a path that a macro variable completes (`std::$m::read`) or starts (`$k::fs::read`)
@@ -262,7 +267,7 @@ pub(crate) fn check_tree(
             scopes.push((folder, CrateScope::default()));
         }
         if let Some((_, scope)) = scopes.iter_mut().find(|(f, _)| *f == folder) {
-            scope.add(text);
+            scope.add(relative, text);
         }
     }
     let no_scope = CrateScope::default();
@@ -450,36 +455,172 @@ struct Names<'n> {
 /// `super::s3`) and every module the crate declares (`mod s;`, `mod a { … }`). A path through
 /// the crate's modules (`crate::s::s4::fs`, `a::s2::fs`, `super::s3::fs`) is read through those
 /// imports (`std::fs`), and a macro they rename is that macro wherever it is invoked
-/// ([`unalias_macros`]). Like a file's imports, they are taken crate-wide, whatever their
-/// visibility: that can only add findings.
+/// ([`unalias_macros`]). Like a file's imports, they are taken whatever their visibility: that
+/// can only add findings.
+///
+/// A path whose module can be told (its file's path and the inline modules around it give
+/// where `self` and `super` are; `crate`, `super`, `self` and the names of known modules lead
+/// from there) is read through that module's own imports, and through its glob imports'
+/// (`use super::*`), so `use std::time;` in one module does not make `super::time` of another
+/// std's. Where the module cannot be told, the path is read through every import of the name
+/// in the crate: a module name that is no known module's, a `super` past the root, a file of
+/// `src/bin/`, and every path of a crate with a `#[path]` or `include!` (which put a file's
+/// items in a module its path does not tell). An import in a `macro_rules!` body, whose items
+/// land where the macro is invoked, counts in every module.
 #[derive(Debug, Default)]
 struct CrateScope {
     /// `(name, path)` of each import that binds a name.
     imports: Vec<(String, Vec<String>)>,
     /// The names of the crate's modules.
     modules: Vec<String>,
+    /// Whether a file's module cannot be told from its path (a `#[path]` or `include!`).
+    uncertain: bool,
+    /// Each known module (its path from the crate root) with its imports: `(name, path)`, the
+    /// name `None` for a glob (`use super::*`, its path the glob's parent).
+    tree: Vec<(Vec<String>, Vec<ModuleImport>)>,
+    /// `(name, path)` of each import whose module cannot be told: every module has it.
+    anywhere: Vec<(String, Vec<String>)>,
 }
 
+/// An import of a module: the name it binds (`None` for a glob) and the path it imports (the
+/// glob's parent).
+type ModuleImport = (Option<String>, Vec<String>);
+
+/// The module a path is read from (where its `self` and `super` are); `None` when it cannot be
+/// told.
+type ModuleOf = Option<Vec<String>>;
+
+/// How many glob imports a lookup follows, one within another ([`CrateScope::lookup`]).
+const MAX_GLOB_DEPTH: usize = 8;
+
 impl CrateScope {
-    /// Adds what the source `text` imports and declares (nothing if the lexer cannot follow
-    /// it: the file is reported as SCANNER_LOST).
-    fn add(&mut self, text: &str) {
+    /// Adds what the source `text` of the file at `path` imports and declares (nothing if the
+    /// lexer cannot follow it: the file is reported as SCANNER_LOST).
+    fn add(&mut self, path: &str, text: &str) {
         let Ok(code) = lex::blank(text) else {
             return;
         };
         let tokens = lex::tokens(&code);
-        let (_, imports) = paths_as_written(&tokens);
-        for import in imports {
-            if let Some(name) = import.name {
-                let path = import.path.iter().map(|s| (*s).to_owned()).collect();
-                self.imports.push((name.to_owned(), path));
+        let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
+        self.uncertain |= tokens.iter().enumerate().any(|(i, token)| {
+            (token.text == "include" && at(i + 1) == "!" && opens(at(i + 2)))
+                || (token.text == "path" && at(i + 1) == "=" && in_path_attribute(&tokens, i))
+        });
+        let file = file_module(path);
+        let inline = inline_modules(&tokens);
+        let module_at = |k: usize| -> ModuleOf {
+            let inline = inline.get(k)?.as_ref()?;
+            Some([file.as_ref()?.as_slice(), inline].concat())
+        };
+        if let Some(file) = &file {
+            self.known(file.clone());
+        }
+        let written = written(&tokens);
+        for (import, &start) in written.imports.iter().zip(&written.import_starts) {
+            let path: Vec<String> = import.path.iter().map(|s| (*s).to_owned()).collect();
+            let name = import.name.map(str::to_owned);
+            if let Some(name) = &name {
+                self.imports.push((name.clone(), path.clone()));
+            }
+            match (module_at(start), name) {
+                (Some(module), name) => self.known(module).push((name, path)),
+                (None, Some(name)) => self.anywhere.push((name, path)),
+                (None, None) => {}
             }
         }
-        for pair in tokens.windows(2) {
+        for (k, pair) in tokens.windows(2).enumerate() {
             if is_keyword(&pair[0], "mod") && is_ident(&pair[1].text) {
                 self.modules.push(pair[1].text.clone());
+                if let Some(mut module) = module_at(k) {
+                    module.push(pair[1].text.clone());
+                    self.known(module);
+                }
             }
         }
+    }
+
+    /// The imports of `module`, which is known from now on.
+    fn known(&mut self, module: Vec<String>) -> &mut Vec<ModuleImport> {
+        let at = match self.tree.iter().position(|(m, _)| *m == module) {
+            Some(at) => at,
+            None => {
+                self.tree.push((module, Vec::new()));
+                self.tree.len() - 1
+            }
+        };
+        &mut self.tree[at].1
+    }
+
+    /// The module that `prefix` (segments that are `crate`, `self`, `super` or module names)
+    /// names when read from `from`; `None` when it cannot be told.
+    fn target(&self, from: &ModuleOf, prefix: &[&str]) -> ModuleOf {
+        if self.uncertain {
+            return None;
+        }
+        let mut module = from.clone()?;
+        for (k, segment) in prefix.iter().enumerate() {
+            match *segment {
+                "crate" if k == 0 => module.clear(),
+                "self" if k == 0 => {}
+                "super" => {
+                    module.pop()?;
+                }
+                "crate" | "self" => return None,
+                name => module.push(name.to_owned()),
+            }
+        }
+        self.tree
+            .iter()
+            .any(|(m, _)| *m == module)
+            .then_some(module)
+    }
+
+    /// What `name` stands for in `module`: `(path, module the path is read from)` of each of
+    /// its imports of that name, each import of that name whose module cannot be told, and
+    /// what its glob imports' modules make of the name (every import of the name in the crate
+    /// when a glob's module cannot be told; the glob's parent and the name for a glob of
+    /// another crate: `use std::*` makes `fs` `std::fs`).
+    fn lookup(&self, module: &[String], name: &str, depth: usize) -> Vec<(Vec<String>, ModuleOf)> {
+        let mut out: Vec<(Vec<String>, ModuleOf)> = (self.anywhere.iter())
+            .filter(|(n, _)| n == name)
+            .map(|(_, path)| (path.clone(), None))
+            .collect();
+        let Some((_, imports)) = self.tree.iter().find(|(m, _)| m == module) else {
+            return self.everywhere(name);
+        };
+        let context: ModuleOf = Some(module.to_vec());
+        for (import, path) in imports {
+            match import {
+                Some(n) if n == name => out.push((path.clone(), context.clone())),
+                Some(_) => {}
+                None if depth >= MAX_GLOB_DEPTH => out.extend(self.everywhere(name)),
+                None => {
+                    let segments: Vec<&str> = path.iter().map(String::as_str).collect();
+                    let local = |s: &&str| {
+                        matches!(*s, "crate" | "self" | "super")
+                            || self.modules.iter().any(|m| m == s)
+                    };
+                    if !segments.iter().all(local) {
+                        let mut spelled = path.clone();
+                        spelled.push(name.to_owned());
+                        out.push((spelled, context.clone()));
+                    } else if let Some(glob) = self.target(&context, &segments) {
+                        out.extend(self.lookup(&glob, name, depth + 1));
+                    } else {
+                        out.extend(self.everywhere(name));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Every import of `name` in the crate, read from no known module.
+    fn everywhere(&self, name: &str) -> Vec<(Vec<String>, ModuleOf)> {
+        (self.imports.iter())
+            .filter(|(n, _)| n == name)
+            .map(|(_, path)| (path.clone(), None))
+            .collect()
     }
 }
 
@@ -528,7 +669,8 @@ fn check_source(
     if !place.env_allowed {
         build_env(&chars, &tokens, &mut push);
     }
-    for (segments, line) in named_paths(&tokens, names) {
+    for (segments, line) in named_paths(path, &tokens, names) {
+        let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
         paths_rules(&segments, line, &place, seen, &mut push);
     }
     types.extend(type_defs(path, &tokens));
@@ -1001,63 +1143,86 @@ fn contains_path(segments: &[&str], pattern: &str) -> bool {
 /// imports make of it ([`spellings`]), so `use std as s;` then `s::fs::read` names `std::fs`;
 /// the crate's renamed dependencies (`(rt, tokio)`) count as imports too, and a path through
 /// the crate's modules is read through what they import ([`CrateScope`]).
-fn named_paths<'t>(tokens: &'t [Token], names: &Names<'t>) -> Vec<(Vec<&'t str>, usize)> {
-    let (paths, mut imports) = paths_as_written(tokens);
+fn named_paths<'t>(
+    path: &str,
+    tokens: &'t [Token],
+    names: &Names<'t>,
+) -> Vec<(Vec<String>, usize)> {
+    let written = written(tokens);
+    let mut imports = written.imports;
     imports.extend(names.renamed.iter().map(|&(name, krate)| Import {
         name: Some(name),
         path: vec![krate],
     }));
-    let reexports: Vec<Import<'t>> = names
-        .scope
-        .imports
-        .iter()
-        .map(|(name, path)| Import {
-            name: Some(name.as_str()),
-            path: path.iter().map(String::as_str).collect(),
-        })
-        .collect();
-    let modules: Vec<&str> = names.scope.modules.iter().map(String::as_str).collect();
-    paths
-        .into_iter()
-        .flat_map(|(path, line)| {
-            let mut spelled = spellings(&path, &imports);
-            through_modules(&mut spelled, &reexports, &modules);
-            spelled.into_iter().map(move |spelled| (spelled, line))
+    let file = file_module(path);
+    let inline = inline_modules(tokens);
+    (written.paths.into_iter().zip(written.path_starts))
+        .flat_map(|((path, line), start)| {
+            let context: ModuleOf = inline
+                .get(start)
+                .cloned()
+                .flatten()
+                .and_then(|inline| Some([file.as_ref()?.as_slice(), &inline].concat()));
+            let spelled = spellings(&path, &imports)
+                .into_iter()
+                .map(|p| p.into_iter().map(str::to_owned).collect())
+                .collect();
+            through_modules(spelled, context, names.scope)
+                .into_iter()
+                .map(move |spelled| (spelled, line))
         })
         .collect()
 }
 
-/// Adds to `spellings` each path read through the crate's modules: a segment after a run of
-/// `crate`, `self`, `super` and the crate's `modules` that an import of the crate binds is the
-/// path it imports (`a::s2::fs` with `mod a { pub use std as s2; }` is `std::fs`), repeatedly.
-/// A path that starts elsewhere (`tokio::time`) is an external crate's, and left alone.
-fn through_modules<'t>(
-    spellings: &mut Vec<Vec<&'t str>>,
-    reexports: &[Import<'t>],
-    modules: &[&str],
-) {
+/// `spellings` (read from the module `context`) and each path read through the crate's
+/// modules: a segment after a run of `crate`, `self`, `super` and the crate's module names
+/// that an import binds is the path it imports (`a::s2::fs` with `mod a { pub use std as s2; }`
+/// is `std::fs`), repeatedly, read from the module the import is in ([`CrateScope`] says which
+/// imports count). A path that starts elsewhere (`tokio::time`) is an external crate's, and
+/// left alone.
+fn through_modules(
+    spellings: Vec<Vec<String>>,
+    context: ModuleOf,
+    scope: &CrateScope,
+) -> Vec<Vec<String>> {
     // Past the spellings the file's own imports made (glob imports multiply those), as many
     // as a chain through every import of the crate.
-    let most = spellings.len() + MAX_SPELLINGS + reexports.len();
+    let most = spellings.len() + MAX_SPELLINGS + scope.imports.len() + scope.anywhere.len();
+    let mut spelled: Vec<(Vec<String>, ModuleOf)> = spellings
+        .into_iter()
+        .map(|p| (p, context.clone()))
+        .collect();
+    let local = |segment: &str| {
+        matches!(segment, "crate" | "self" | "super") || scope.modules.iter().any(|m| m == segment)
+    };
     let mut k = 0;
-    while k < spellings.len() && spellings.len() < most {
-        let path = spellings[k].clone();
-        let local = |segment: &&str| {
-            matches!(*segment, "crate" | "self" | "super") || modules.contains(segment)
-        };
+    while k < spelled.len() && spelled.len() < most {
+        let (path, from) = spelled[k].clone();
         for j in 1..path.len() {
-            if !path[..j].iter().all(local) {
+            // `crate` and `self` past a path's start do not compile: such a path is only one
+            // of the spellings a glob import made (`super::*` before `self::super::time`).
+            if !path[..j].iter().all(|s| local(s))
+                || path[1..j]
+                    .iter()
+                    .any(|s| matches!(s.as_str(), "crate" | "self"))
+            {
                 break;
             }
-            for import in reexports.iter().filter(|i| i.name == Some(path[j])) {
-                let spelled = [&import.path[..], &path[j + 1..]].concat();
-                if !spellings.contains(&spelled) {
-                    spellings.push(spelled);
+            let prefix: Vec<&str> = path[..j].iter().map(String::as_str).collect();
+            let found = match scope.target(&from, &prefix) {
+                Some(module) => scope.lookup(&module, &path[j], 0),
+                None => scope.everywhere(&path[j]),
+            };
+            for (import, context) in found {
+                let next = [&import[..], &path[j + 1..]].concat();
+                if !spelled.iter().any(|(p, _)| *p == next) {
+                    spelled.push((next, context));
                 }
             }
         }
         k += 1;
     }
+    spelled.into_iter().map(|(path, _)| path).collect()
 }
 
 /// Renames each macro invoked under an imported name (`use std::include_str as text;` then
@@ -1088,10 +1253,32 @@ fn unalias_macros(tokens: &mut [Token], scope: &CrateScope) {
 
 /// The paths of [`named_paths`] as written, and what the file's imports bind.
 fn paths_as_written(tokens: &[Token]) -> (Vec<(Vec<&str>, usize)>, Vec<Import<'_>>) {
+    let written = written(tokens);
+    (written.paths, written.imports)
+}
+
+/// What [`paths_as_written`] finds, with where each path and import starts.
+struct Written<'t> {
+    /// Each path, with the line of its last segment.
+    paths: Vec<(Vec<&'t str>, usize)>,
+    /// The index of the token each path's item starts at (its `use`, for an import's path).
+    path_starts: Vec<usize>,
+    /// What the file's imports bind.
+    imports: Vec<Import<'t>>,
+    /// The index of the token each import's item starts at.
+    import_starts: Vec<usize>,
+}
+
+/// [`paths_as_written`], with where each path and import starts, for the module it is in.
+fn written(tokens: &[Token]) -> Written<'_> {
     let mut paths = Vec::new();
     let mut imports = Vec::new();
+    let (mut path_starts, mut import_starts) = (Vec::new(), Vec::new());
     let mut i = 0;
     while i < tokens.len() {
+        let item = i;
+        path_starts.resize(paths.len(), item);
+        import_starts.resize(imports.len(), item);
         let at = |k: usize| tokens.get(k);
         if is_keyword(&tokens[i], "use") {
             let end = tokens[i..]
@@ -1137,8 +1324,72 @@ fn paths_as_written(tokens: &[Token]) -> (Vec<(Vec<&str>, usize)>, Vec<Import<'_
         } else {
             i += 1;
         }
+        path_starts.resize(paths.len(), item);
+        import_starts.resize(imports.len(), item);
     }
-    (paths, imports)
+    Written {
+        paths,
+        path_starts,
+        imports,
+        import_starts,
+    }
+}
+
+/// The inline modules (`mod a { … }`) each token is in, outermost first; `None` for a token
+/// in a `macro_rules!` body, whose items land wherever the macro is invoked.
+fn inline_modules(tokens: &[Token]) -> Vec<Option<Vec<String>>> {
+    // What each open bracket opened: a module's body (its name), a macro's (`None`), or
+    // neither.
+    let mut open: Vec<Option<Option<&str>>> = Vec::new();
+    let mut out = Vec::with_capacity(tokens.len());
+    let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
+    for (k, token) in tokens.iter().enumerate() {
+        match token.text.as_str() {
+            "{" | "(" | "[" => {
+                let module = k >= 2
+                    && token.text == "{"
+                    && is_keyword(&tokens[k - 2], "mod")
+                    && is_ident(&tokens[k - 1].text);
+                let macro_body = k >= 3 && at(k - 2) == "!" && at(k - 3) == "macro_rules";
+                open.push(if module {
+                    Some(Some(tokens[k - 1].text.as_str()))
+                } else if macro_body {
+                    Some(None)
+                } else {
+                    None
+                });
+            }
+            "}" | ")" | "]" => {
+                open.pop();
+            }
+            _ => {}
+        }
+        let mut modules = Vec::new();
+        let mut in_macro = false;
+        for opened in open.iter().flatten() {
+            match opened {
+                Some(name) => modules.push((*name).to_owned()),
+                None => in_macro = true,
+            }
+        }
+        out.push((!in_macro).then_some(modules));
+    }
+    out
+}
+
+/// The module a file of a crate's `src/` is, as its path tells it (`src/a/b.rs` and
+/// `src/a/b/mod.rs` are `a::b`; `src/lib.rs` and `src/main.rs` the root); `None` for a file
+/// of `src/bin/`, the root of a crate of its own.
+fn file_module(path: &str) -> Option<Vec<String>> {
+    let within = path.split_once("/src/")?.1.strip_suffix(".rs")?;
+    if within.starts_with("bin/") {
+        return None;
+    }
+    let mut module: Vec<String> = within.split('/').map(str::to_owned).collect();
+    if module.last().is_some_and(|last| last == "mod") || matches!(within, "lib" | "main") {
+        module.pop();
+    }
+    Some(module)
 }
 
 /// What a `use` or `extern crate` item brings into scope, file-wide (a scan does not know

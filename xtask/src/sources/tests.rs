@@ -1249,3 +1249,126 @@ fn a_macro_another_file_renames_is_still_watched() {
         ],
     );
 }
+
+/// A path through a module (`super::time`, which a `use super::*` test module makes of
+/// `time::Instant`) is read through that module's own imports, not through every import of the
+/// name in the crate: `use std::time;` in one file does not make another file's `tokio::time`
+/// std's.
+#[test]
+fn a_module_path_is_read_through_the_named_modules_imports() {
+    check(
+        &[
+            (
+                "crates/ai-core/src/lib.rs",
+                "//! Root.\nmod a;\nmod b;\nmod c;\n",
+            ),
+            (
+                "crates/ai-core/src/a.rs",
+                "//! Std's time, for durations.\nuse std::time;\npub fn d() -> time::Duration {\n    time::Duration::ZERO\n}\n",
+            ),
+            (
+                "crates/ai-core/src/b.rs",
+                "//! Tokio's time, and a test module that takes it.\nuse tokio::time;\nfn f() {\n    let t = time::Instant::now();\n}\n#[cfg(test)]\nmod tests {\n    use super::*;\n    fn g() {\n        let t = time::Instant::now();\n        let u = self::super::time::Instant::now();\n    }\n}\n",
+            ),
+            (
+                "crates/ai-core/src/c.rs",
+                "//! Its own module's name for tokio's time, read from elsewhere.\npub use tokio::time;\nmod inner {\n    fn h() {\n        let t = crate::c::time::Instant::now();\n        let u = super::time::Instant::now();\n    }\n}\n",
+            ),
+        ],
+        &[],
+    );
+}
+
+/// A path through a module still finds what that module's imports name, also through its
+/// glob imports (`use super::*`) and in another file: `time::Instant` in a test module of a
+/// file whose parent imports std's `time` is std's `Instant`.
+#[test]
+fn a_module_path_through_a_glob_of_the_parent_still_fires() {
+    let io_free = |path: &str, line: usize| {
+        format!(
+            "crates/ai-core/src/{path}:{line}: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`std::time::Instant`); IO lives in adapters, time comes through `Clock`"
+        )
+    };
+    check(
+        &[
+            (
+                "crates/ai-core/src/lib.rs",
+                "//! Root.\nmod b;\nmod c;\nmod e;\nmod f;\n",
+            ),
+            (
+                "crates/ai-core/src/b.rs",
+                "//! Tokio's time here.\nuse tokio::time;\n",
+            ),
+            (
+                "crates/ai-core/src/c/mod.rs",
+                "//! Std's time, and a test file that takes it.\nuse std::time;\n#[cfg(test)]\nmod tests;\n",
+            ),
+            (
+                "crates/ai-core/src/c/tests.rs",
+                "//! Takes its parent's names.\nuse super::*;\nfn g() {\n    let t = time::Instant::now();\n}\n",
+            ),
+            (
+                "crates/ai-core/src/e/mod.rs",
+                "//! Std's time, re-exported by a child's glob.\npub use std::time;\npub mod x;\n",
+            ),
+            (
+                "crates/ai-core/src/e/x.rs",
+                "//! Its parent's names.\npub use super::*;\n",
+            ),
+            (
+                "crates/ai-core/src/f.rs",
+                "//! Names std's time through e::x.\nfn h() {\n    let t = crate::e::x::time::Instant::now();\n    let u = super::e::x::time::Instant::now();\n}\n",
+            ),
+        ],
+        &[
+            &io_free("c/tests.rs", 4),
+            &io_free("f.rs", 3),
+            &io_free("f.rs", 4),
+        ],
+    );
+}
+
+/// Where a path's module cannot be told from the files, a path through modules is still read
+/// through every import of its name: an import a `macro_rules!` body makes lands where the macro
+/// is invoked, and a `#[path]` puts a file's items in a module its path does not tell.
+#[test]
+fn a_module_path_whose_module_cannot_be_told_is_read_through_every_import() {
+    let io_free = |path: &str, line: usize| {
+        format!(
+            "crates/{path}:{line}: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`std::fs`); IO lives in adapters, time comes through `Clock`"
+        )
+    };
+    check(
+        &[
+            (
+                "crates/ai-core/src/lib.rs",
+                "//! Root.\nmod a;\nmod b;\nmod c;\n",
+            ),
+            (
+                "crates/ai-core/src/a.rs",
+                "//! A macro that imports std where it is invoked.\nmacro_rules! bring {\n    () => {\n        pub use std as s;\n    };\n}\n",
+            ),
+            ("crates/ai-core/src/b.rs", "//! Invokes it.\nbring!();\n"),
+            (
+                "crates/ai-core/src/c.rs",
+                "//! Names what it brought.\nfn f() {\n    crate::b::s::fs::read(\"x\");\n}\n",
+            ),
+            (
+                "crates/graph/src/lib.rs",
+                "//! Root.\n#[path = \"other.rs\"]\nmod x;\nmod y;\n",
+            ),
+            (
+                "crates/graph/src/other.rs",
+                "//! Module `x`, by its `#[path]`.\npub use std as s;\n",
+            ),
+            (
+                "crates/graph/src/y.rs",
+                "//! Names it.\nfn f() {\n    crate::x::s::fs::read(\"x\");\n}\n",
+            ),
+        ],
+        &[
+            &io_free("ai-core/src/c.rs", 3),
+            &io_free("graph/src/y.rs", 3),
+        ],
+    );
+}
