@@ -2,7 +2,9 @@
 //!
 //! Field names and event types follow `@ag-ui/core` 1.0 (`events.ts`, `types.ts`). Order follows
 //! its `verifyEvents`: `RUN_STARTED` first; a text message or tool call is started before its
-//! content and ended before `RUN_FINISHED`; nothing follows `RUN_ERROR`.
+//! content and ended before `RUN_FINISHED`; nothing follows `RUN_ERROR`. Only a failed run ends
+//! with `RUN_ERROR`: every other one, a cancelled run too (its `outcome` says so), with
+//! `RUN_FINISHED`.
 
 use ai_core::{AiEvent, DoneReason, ToolCallId};
 use serde::{Deserialize, Serialize};
@@ -276,7 +278,8 @@ pub struct Interrupt {
     pub response_schema: Value,
 }
 
-/// How a run ended, on `RUN_FINISHED`: only sent when it waits for answers.
+/// How a run ended, on `RUN_FINISHED`: sent when it waits for answers or was cancelled (left
+/// out, a run succeeded).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -286,6 +289,10 @@ pub enum RunOutcome {
         /// What the run waits for (at least one).
         interrupts: Vec<Interrupt>,
     },
+    /// The run was stopped before it completed (the server cancelled it) and did not fail:
+    /// nothing is waited for, and the next run is an ordinary new one (`@ag-ui/core` 1.0's
+    /// `RunFinishedCancelledOutcome`).
+    Cancelled,
 }
 
 /// The content of an [`InputMessage`] from a user or a tool: plain text or content parts.
@@ -350,19 +357,19 @@ pub enum AguiEvent {
         /// The run.
         run_id: String,
     },
-    /// The run ended normally.
+    /// The run ended without failing: it completed, paused, or was cancelled.
     RunFinished {
         /// The thread.
         thread_id: String,
         /// The run.
         run_id: String,
         /// Why it ended: `{"reason": …}` with the run's `DoneReason` (`stop`, `max_steps`,
-        /// `awaiting_approval`, `length` or `content_filter` for an answer the provider cut
-        /// off, and `other` for one it ended for a reason the loop does not know, which may be
-        /// incomplete).
+        /// `awaiting_approval`, `cancelled`, `length` or `content_filter` for an answer the
+        /// provider cut off, and `other` for one it ended for a reason the loop does not know,
+        /// which may be incomplete).
         #[serde(skip_serializing_if = "Option::is_none")]
         result: Option<Value>,
-        /// What the run waits for, when it is paused.
+        /// What the run waits for, when it is paused, or that it was cancelled.
         #[serde(skip_serializing_if = "Option::is_none")]
         outcome: Option<RunOutcome>,
     },
@@ -745,41 +752,40 @@ impl Translator {
         self.finished = true;
         // Nothing more comes for an open text message: it ends here, whatever the reason, so a
         // client does not keep showing it as streaming after `RUN_ERROR` (the step stays open
-        // then: RUN_ERROR ends the run and all in it).
+        // then: RUN_ERROR ends the run and all in it) and `RUN_FINISHED` may follow.
         self.close_text(out);
         // A call whose arguments still stream ends here, whatever the reason: `RUN_ERROR` may
         // leave it open by the protocol, but the client's history would keep it unanswered.
         self.end_unfinished_calls(reason, out);
-        let code = match reason {
-            DoneReason::Cancelled => "cancelled",
-            DoneReason::Error => "error",
-            // Every other end is a finished run, an answer the provider cut off too (its text is
-            // what the model wrote; it is no failure): AG-UI has no finish reason of its own, so
-            // `result` says why (`{"reason": "length"}`, `"content_filter"`, `"other"`); its `outcome`
-            // knows only success and interrupts, so it is left out (success) but for a pause.
-            _ => {
-                self.close_step(out);
-                // A run paused for approval says what it waits for; a new run whose `resume`
-                // answers every interrupt continues it.
-                let interrupts = std::mem::take(&mut self.interrupts);
-                let outcome = (reason == DoneReason::AwaitingApproval && !interrupts.is_empty())
-                    .then_some(RunOutcome::Interrupt { interrupts });
-                out.push(AguiEvent::RunFinished {
-                    thread_id: self.thread_id.clone(),
-                    run_id: self.run_id.clone(),
-                    result: Some(serde_json::json!({ "reason": reason })),
-                    outcome,
-                });
-                return;
+        if reason == DoneReason::Error {
+            let message = self.error.take().unwrap_or_else(|| "the run failed".into());
+            out.push(AguiEvent::RunError {
+                message,
+                code: Some("error".into()),
+            });
+            return;
+        }
+        // Every other end is a finished run, an answer the provider cut off too (its text is
+        // what the model wrote; it is no failure), and a cancelled one (stopped, not failed):
+        // AG-UI has no finish reason of its own, so `result` says why (`{"reason": "length"}`,
+        // `"content_filter"`, `"other"`, `"cancelled"`); `outcome` is left out (success) but for
+        // a pause or a cancel.
+        self.close_step(out);
+        // A run paused for approval says what it waits for; a new run whose `resume` answers
+        // every interrupt continues it.
+        let interrupts = std::mem::take(&mut self.interrupts);
+        let outcome = match reason {
+            DoneReason::AwaitingApproval if !interrupts.is_empty() => {
+                Some(RunOutcome::Interrupt { interrupts })
             }
+            DoneReason::Cancelled => Some(RunOutcome::Cancelled),
+            _ => None,
         };
-        let message = self.error.take().unwrap_or_else(|| match reason {
-            DoneReason::Cancelled => "the run was cancelled".into(),
-            _ => "the run failed".into(),
-        });
-        out.push(AguiEvent::RunError {
-            message,
-            code: Some(code.into()),
+        out.push(AguiEvent::RunFinished {
+            thread_id: self.thread_id.clone(),
+            run_id: self.run_id.clone(),
+            result: Some(serde_json::json!({ "reason": reason })),
+            outcome,
         });
     }
 }

@@ -306,7 +306,7 @@ fn a_call_still_streaming_at_the_end_is_ended_and_answered() {
     let id = |raw: &str| ToolCallId::new(raw).unwrap();
     for (reason, terminal) in [
         (DoneReason::Error, "RUN_ERROR"),
-        (DoneReason::Cancelled, "RUN_ERROR"),
+        (DoneReason::Cancelled, "RUN_FINISHED"),
         (DoneReason::Stop, "RUN_FINISHED"),
     ] {
         let out = translate(&[
@@ -354,12 +354,19 @@ fn a_call_still_streaming_at_the_end_is_ended_and_answered() {
 }
 
 /// A run that fails or is cancelled while its text streams ends that message
-/// (`TEXT_MESSAGE_END`) before `RUN_ERROR`: nothing more will come for it, and a client that
-/// shows a message as streaming until its end would do so for good.
+/// (`TEXT_MESSAGE_END`) before its terminal event: nothing more will come for it, and a client
+/// that shows a message as streaming until its end would do so for good. (A cancelled run
+/// finishes: it closes its step too.)
 #[test]
 fn a_failed_or_cancelled_run_ends_its_open_text_first() {
     use ai_core::{AiEvent, DoneReason};
-    for reason in [DoneReason::Error, DoneReason::Cancelled] {
+    for (reason, end) in [
+        (DoneReason::Error, &["RUN_ERROR"][..]),
+        (
+            DoneReason::Cancelled,
+            &["STEP_FINISHED", "RUN_FINISHED"][..],
+        ),
+    ] {
         let out = translate(&[
             AiEvent::StepStarted { step: 1 },
             AiEvent::TextDelta {
@@ -380,18 +387,15 @@ fn a_failed_or_cancelled_run_ends_its_open_text_first() {
                     .to_owned()
             })
             .collect();
-        assert_eq!(
-            types,
-            [
-                "RUN_STARTED",
-                "STEP_STARTED",
-                "TEXT_MESSAGE_START",
-                "TEXT_MESSAGE_CONTENT",
-                "TEXT_MESSAGE_END",
-                "RUN_ERROR"
-            ],
-            "{reason:?}"
-        );
+        let mut want = vec![
+            "RUN_STARTED",
+            "STEP_STARTED",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+        ];
+        want.extend(end);
+        assert_eq!(types, want, "{reason:?}");
     }
 }
 
@@ -515,4 +519,49 @@ fn a_resolved_entry_without_approved_is_refused() {
             .unwrap();
     assert_eq!(cancelled.check_approval_payload(), Ok(()));
     assert!(!cancelled.approves());
+}
+
+/// A cancelled run (the server stopped it: a shutdown) did not fail: it ends as `@ag-ui/core`
+/// 1.0 says such a run ends, `RUN_FINISHED` with the `cancelled` outcome, after its open text,
+/// calls and step are closed, never `RUN_ERROR` (which a client shows as a failure). Its
+/// `result` says why, as every `RUN_FINISHED` of this server does.
+#[test]
+fn a_cancelled_run_finishes_with_the_cancelled_outcome() {
+    use ai_core::{AiEvent, DoneReason};
+    for (name, events) in crate::scenarios::all()
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("cancelled"))
+        .chain([(
+            "text",
+            vec![
+                AiEvent::StepStarted { step: 1 },
+                AiEvent::TextDelta {
+                    delta: "partial".into(),
+                },
+                AiEvent::Done {
+                    reason: DoneReason::Cancelled,
+                },
+            ],
+        )])
+    {
+        let out = translate(&events);
+        verify(&out).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            !out.iter().any(|e| matches!(e, AguiEvent::RunError { .. })),
+            "{name}: {out:?}"
+        );
+        assert_eq!(
+            serde_json::to_value(out.last().unwrap()).unwrap(),
+            serde_json::json!({
+                "type": "RUN_FINISHED", "threadId": "thread-1", "runId": "run-1",
+                "result": {"reason": "cancelled"}, "outcome": {"type": "cancelled"}
+            }),
+            "{name}"
+        );
+        assert_eq!(
+            serde_json::to_value(&out[out.len() - 2]).unwrap(),
+            serde_json::json!({"type": "STEP_FINISHED", "stepName": "step 1"}),
+            "{name}"
+        );
+    }
 }
