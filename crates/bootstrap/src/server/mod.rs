@@ -1404,7 +1404,7 @@ mod tests {
     }
 
     /// Keeps a stream for the protocol validators (`tests/protocol/run.sh target/ui-streams`).
-    fn record(name: &str, body: &str) {
+    pub(super) fn record(name: &str, body: &str) {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/ui-streams");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(name), body).unwrap();

@@ -121,25 +121,13 @@ enum Endpoint {
     Chat,
 }
 
-/// [`a_cut_stream`] on `endpoint`.
-async fn a_cut_stream_on(endpoint: Endpoint, thread: &str) -> CutStream {
-    let (logs, _logging) = Logs::capture();
-    let gate = Arc::new(tokio::sync::Notify::new());
-    let model = Chatty {
-        deltas: 200,
-        size: 16,
-        gate: Some(gate.clone()),
-    };
-    let state = Arc::new(
-        state_over(model)
-            .with_max_unsent_events(bound(8))
-            .with_max_unsent_bytes(bound(1024)),
-    );
+/// The response to a first message, `talk`, on a new thread `thread` over `endpoint`.
+async fn post(state: &Arc<AppState>, endpoint: Endpoint, thread: &str) -> axum::response::Response {
     let mut headers = axum::http::HeaderMap::new();
     let json = axum::http::HeaderValue::from_static("application/json");
     headers.insert(axum::http::header::CONTENT_TYPE, json);
     let limit = axum::Extension(super::BodyLimit(usize::MAX));
-    let response = match endpoint {
+    match endpoint {
         Endpoint::Agui => {
             let body = axum::body::Bytes::from(agui_body(thread));
             super::agui::run(
@@ -163,7 +151,24 @@ async fn a_cut_stream_on(endpoint: Endpoint, thread: &str) -> CutStream {
             .await
         }
     }
-    .unwrap();
+    .unwrap()
+}
+
+/// [`a_cut_stream`] on `endpoint`.
+async fn a_cut_stream_on(endpoint: Endpoint, thread: &str) -> CutStream {
+    let (logs, _logging) = Logs::capture();
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let model = Chatty {
+        deltas: 200,
+        size: 16,
+        gate: Some(gate.clone()),
+    };
+    let state = Arc::new(
+        state_over(model)
+            .with_max_unsent_events(bound(8))
+            .with_max_unsent_bytes(bound(1024)),
+    );
+    let response = post(&state, endpoint, thread).await;
     // The client reads nothing while the run streams its 200 deltas.
     let cut = async {
         while !logs.text().contains("fell more than 1024 bytes behind") {
@@ -204,6 +209,7 @@ async fn a_stream_whose_client_falls_behind_is_cut_and_its_run_goes_on() {
 
     // The client now reads: the protocol's error, never the run's end.
     let shown = read_whole(response).await;
+    super::tests::record("cut.agui.sse", &shown);
     assert!(shown.contains("RUN_STARTED"), "{shown}");
     assert!(!shown.contains("RUN_FINISHED"), "{shown}");
     let last = shown.trim_end().rsplit("\n\n").next().unwrap();
@@ -236,6 +242,64 @@ async fn read_whole(response: axum::response::Response) -> String {
     shown
 }
 
+/// A run the server cancels (its shutdown, `AppState::cancel_runs`) while its client reads ends
+/// that client's stream as the protocol's cancelled end, never as a failure: over AG-UI its
+/// open text and step are closed, then `RUN_FINISHED` with the `cancelled` outcome; over the AI
+/// SDK its text is ended, then `abort` and `[DONE]`. Both streams are kept for the protocols'
+/// own validators.
+#[tokio::test]
+async fn a_run_the_server_cancels_ends_its_stream_as_cancelled() {
+    use futures_util::StreamExt;
+
+    for (endpoint, name, end) in [
+        (
+            Endpoint::Agui,
+            "cancelled-at-shutdown.agui.sse",
+            [
+                r#"data: {"type":"TEXT_MESSAGE_END","messageId":"r-t-cancelled-m1"}"#,
+                r#"data: {"type":"STEP_FINISHED","stepName":"step 1"}"#,
+                r#"data: {"type":"RUN_FINISHED","threadId":"t-cancelled","runId":"r-t-cancelled","result":{"reason":"cancelled"},"outcome":{"type":"cancelled"}}"#,
+            ],
+        ),
+        (
+            Endpoint::Chat,
+            "cancelled-at-shutdown.aisdk.sse",
+            [
+                r#"data: {"type":"text-end","id":"#,
+                r#"data: {"type":"abort"}"#,
+                "data: [DONE]",
+            ],
+        ),
+    ] {
+        // The model streams its text, then waits for a gate that never opens.
+        let model = Chatty {
+            deltas: 3,
+            size: 4,
+            gate: Some(Arc::new(tokio::sync::Notify::new())),
+        };
+        let state = Arc::new(state_over(model));
+        let mut body = post(&state, endpoint, "t-cancelled")
+            .await
+            .into_body()
+            .into_data_stream();
+        let mut shown = String::new();
+        // The client has read the model's text: the run is in flight.
+        while shown.matches("xxxx").count() < 3 {
+            let frame = body.next().await.expect("the stream ended").unwrap();
+            shown.push_str(&String::from_utf8_lossy(&frame));
+        }
+        state.cancel_runs();
+        while let Some(frame) = body.next().await {
+            shown.push_str(&String::from_utf8_lossy(&frame.unwrap()));
+        }
+        super::tests::record(name, &shown);
+        let frames: Vec<&str> = shown.trim_end().split("\n\n").collect();
+        let last = &frames[frames.len() - 3..];
+        assert!(last[0].starts_with(end[0]), "{shown}");
+        assert_eq!(last[1..], end[1..], "{shown}");
+    }
+}
+
 /// An AI SDK client whose stream was cut reads the protocol's end: an `error` chunk saying the
 /// stream was cut and the run goes on, then `[DONE]`, never `finish`; the run saves its thread.
 #[tokio::test]
@@ -248,6 +312,7 @@ async fn a_cut_ai_sdk_stream_ends_with_an_error_chunk_and_done() {
         ..
     } = a_cut_stream_on(Endpoint::Chat, "t-cut-chat").await;
     let shown = read_whole(response).await;
+    super::tests::record("cut.aisdk.sse", &shown);
     let frames: Vec<&str> = shown.trim_end().split("\n\n").collect();
     let [.., error, done] = frames[..] else {
         panic!("{shown}");
