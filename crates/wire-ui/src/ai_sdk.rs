@@ -316,6 +316,9 @@ enum CallState {
     /// `tool-input-available` (and, for ai 6, `tool-approval-request`) sent for a call that
     /// waits for approval: it keeps waiting if the run pauses, else its output is due.
     AwaitingApproval,
+    /// A call an earlier run showed waiting for approval, which the user answered: this run
+    /// continues from the answer, so its output is due.
+    Answered,
 }
 
 /// A tool call on the stream: its id, name, state and the input text streamed so far.
@@ -412,7 +415,7 @@ impl Translator {
             .extend(answers.into_iter().map(|(id, approved)| Call {
                 id,
                 name: String::new(),
-                state: CallState::Settled,
+                state: CallState::Answered,
                 input_text: String::new(),
                 denied: !approved,
             }));
@@ -640,7 +643,9 @@ impl Translator {
     /// have run, rather than staying `input-available`, which an ai 5 client would take for a
     /// call left for it to answer. A call waiting for approval in a run that ends without
     /// pausing (its log failed, or its task died) ends `output-error` too, saying it never ran:
-    /// no run will ask for that approval again.
+    /// no run will ask for that approval again. So does a call the user answered, in a run that
+    /// resumed from the answers and ended before the call's output (a denied call never ran; an
+    /// approved one may have): left `approval-responded`, the client would show it waiting.
     fn end_unfinished_calls(&mut self, reason: DoneReason, out: &mut Vec<UiChunk>) {
         for call in &mut self.calls {
             let error_text = match call.state {
@@ -658,6 +663,11 @@ impl Translator {
                 CallState::AwaitingApproval if reason != DoneReason::AwaitingApproval => {
                     crate::UNAPPROVED_CALL
                 }
+                // Answered by the user, with no output yet: the run ended before it got to the
+                // call (its log failed or its task died before, or the stream was cut). A
+                // denied call never runs; an approved one may have run.
+                CallState::Answered if call.denied => crate::UNRECORDED_DENIAL,
+                CallState::Answered => crate::UNANSWERED_CALL,
                 CallState::AwaitingApproval | CallState::Settled => continue,
             };
             call.state = CallState::Settled;

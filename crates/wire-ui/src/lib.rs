@@ -36,6 +36,12 @@ pub(crate) const UNANSWERED_CALL: &str =
 pub(crate) const UNAPPROVED_CALL: &str =
     "the run ended before this call was approved, so it never ran";
 
+/// What a client is told of a call the user denied, in a run that resumed from the user's
+/// answers and ended before it said so (its log could not be written, its task died, or its
+/// stream was cut): a denied call never runs.
+pub(crate) const UNRECORDED_DENIAL: &str =
+    "the run ended before this call's denial was recorded; the call never ran";
+
 /// A translator moves between tasks with the run whose events it renames.
 #[allow(dead_code)]
 fn _assert_send_and_sync() {

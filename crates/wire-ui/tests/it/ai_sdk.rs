@@ -588,3 +588,45 @@ fn call_ids_reach_the_client_byte_exact() {
     }
     assert!(with_calls > 3, "the scenarios show calls");
 }
+
+/// A run that resumes from the user's answers and ends before the answered calls' results
+/// came (its log could not be written, its task died, or its stream was cut) still settles
+/// each call's part before its `error`: left `approval-responded`, the client would show the
+/// call waiting for good. An approved call may have run; a denied one never ran.
+#[test]
+fn a_resumed_run_that_fails_before_its_results_settles_the_answered_calls() {
+    use ai_core::{AiEvent, DoneReason, ToolCallId};
+    let answers = [("call_w", true), ("call_x", false)]
+        .map(|(id, approved)| (ToolCallId::new(id).unwrap(), approved));
+    let mut t = Translator::new("run-2")
+        .with_approvals()
+        .continuing(answers);
+    let mut out = t.start();
+    out.extend(t.push(&AiEvent::Error {
+        message: "the run could not be recorded".into(),
+    }));
+    out.extend(t.push(&AiEvent::Done {
+        reason: DoneReason::Error,
+    }));
+    verify_continuing(&out, &["call_w", "call_x"]).unwrap();
+    assert_eq!(
+        out,
+        [
+            UiChunk::Start { message_id: None },
+            UiChunk::ToolOutputError {
+                tool_call_id: "call_w".into(),
+                error_text:
+                    "the run ended before this call's result arrived: the tool may have run".into(),
+            },
+            UiChunk::ToolOutputError {
+                tool_call_id: "call_x".into(),
+                error_text:
+                    "the run ended before this call's denial was recorded; the call never ran"
+                        .into(),
+            },
+            UiChunk::Error {
+                error_text: "the run could not be recorded".into(),
+            },
+        ]
+    );
+}
