@@ -910,6 +910,10 @@ pub(crate) struct Session {
     opening: Opening,
     /// The reads that brought some of a whole answer ([`Session::events`]).
     whole_reads: u64,
+    /// Bytes [`Session::sort`] looked at to tell the opening: the work a body of whitespace
+    /// costs, which the tests hold to the bytes read.
+    #[cfg(test)]
+    examined: usize,
 }
 
 impl Session {
@@ -926,6 +930,8 @@ impl Session {
             blank_events: 0,
             opening: Opening::Unknown(Vec::new()),
             whole_reads: 0,
+            #[cfg(test)]
+            examined: 0,
         }
     }
 
@@ -947,24 +953,38 @@ impl Session {
                         limit: max,
                     });
                 }
+                let held = head.len();
                 head.extend_from_slice(bytes);
                 if head.len() < UTF8_BOM.len() && UTF8_BOM.starts_with(head) {
                     return Ok(Sorted::Wait);
                 }
-                let past_bom = head.strip_prefix(UTF8_BOM).unwrap_or(head);
-                let Some(first) = past_bom.iter().position(|b| !b.is_ascii_whitespace()) else {
+                let lead = if head.starts_with(UTF8_BOM) {
+                    UTF8_BOM.len()
+                } else {
+                    0
+                };
+                // What was held past the BOM is whitespace, but for a BOM's start (under its
+                // length), so only the new bytes are looked at: whitespace that comes in many
+                // reads (keep-alive newlines) costs each byte once, not the held bytes again.
+                let from = if held < UTF8_BOM.len() { lead } else { held };
+                let first = head[from..].iter().position(|b| !b.is_ascii_whitespace());
+                #[cfg(test)]
+                {
+                    self.examined += first.map_or(head.len() - from, |at| at + 1);
+                }
+                let Some(first) = first.map(|at| from + at) else {
                     return Ok(Sorted::Wait);
                 };
-                if past_bom[first] != b'{' {
+                if head[first] != b'{' {
                     let held = std::mem::take(head);
                     self.opening = Opening::Stream;
                     return Ok(Sorted::Stream(Cow::Owned(held)));
                 }
-                let body = past_bom[first..].to_vec();
+                let body = head[first..].to_vec();
                 self.opening = Opening::Whole {
                     body: Vec::new(),
                     shape: JsonShape::default(),
-                    lead: head.len() - body.len(),
+                    lead: first,
                 };
                 return self.whole(&body);
             }
@@ -1156,4 +1176,33 @@ fn finish(ending: Ending) -> Result<LlmCompletion, DecodeError> {
         });
     }
     Ok(completion)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whitespace before the body opens (a server's keep-alive newlines before its first event)
+    /// is looked at once, however many reads bring it: the opening is not told again from the
+    /// start of what was held at every read.
+    #[test]
+    fn whitespace_before_the_opening_is_examined_once() {
+        for lead in [&b""[..], UTF8_BOM] {
+            let mut session = Session::new(Limits::default());
+            assert!(matches!(session.sort(lead), Ok(Sorted::Wait)));
+            let reads = 10_000;
+            for _ in 0..reads {
+                assert!(matches!(session.sort(b"\n"), Ok(Sorted::Wait)));
+            }
+            let Ok(Sorted::Stream(held)) = session.sort(b"data: {}\n\n") else {
+                panic!("an event stream");
+            };
+            assert_eq!(held.len(), lead.len() + reads + 10);
+            assert!(
+                session.examined <= 2 * reads + 16,
+                "examined {} bytes for {reads} reads",
+                session.examined
+            );
+        }
+    }
 }
