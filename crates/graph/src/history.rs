@@ -1,6 +1,6 @@
 //! Rebuilding a provider-valid history from UI events (when a caller has nothing else).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -103,12 +103,15 @@ impl From<HistoryError> for ReconstructError {
     }
 }
 
-/// An assistant turn being gathered: its text, its calls, their results.
+/// An assistant turn being gathered: its text, its calls, their results. The results are kept
+/// by call id, and the calls' ids in a set, so pairing a turn of many calls costs each item one
+/// lookup rather than a scan of the turn.
 #[derive(Default)]
 struct Turn {
     text: String,
     calls: Vec<AssistantToolCall>,
-    results: Vec<(ToolCallId, String)>,
+    call_ids: HashSet<ToolCallId>,
+    results: HashMap<ToolCallId, String>,
 }
 
 impl Turn {
@@ -133,13 +136,12 @@ impl Turn {
         let mut results = turn.results;
         let mut answers = Vec::with_capacity(turn.calls.len());
         for call in &turn.calls {
-            let at = results
-                .iter()
-                .position(|(id, _)| id == &call.id)
-                .ok_or_else(|| ReconstructError::Unanswered {
-                    tool_call_id: call.id.clone(),
-                })?;
-            let (tool_call_id, content) = results.swap_remove(at);
+            let (tool_call_id, content) =
+                results
+                    .remove_entry(&call.id)
+                    .ok_or_else(|| ReconstructError::Unanswered {
+                        tool_call_id: call.id.clone(),
+                    })?;
             answers.push(Message::Tool {
                 tool_call_id,
                 content,
@@ -206,6 +208,7 @@ pub fn reconstruct_history(items: &[HistoryItem]) -> Result<Vec<Message>, Recons
                 if turn.all_answered() {
                     turn.flush(&mut out)?;
                 }
+                turn.call_ids.insert(id.clone());
                 turn.calls.push(AssistantToolCall {
                     id: id.clone(),
                     name: recorded_name(name),
@@ -223,13 +226,13 @@ pub fn reconstruct_history(items: &[HistoryItem]) -> Result<Vec<Message>, Recons
                         tool_call_id: tool_call_id.clone(),
                     });
                 }
-                if !turn.calls.iter().any(|c| &c.id == tool_call_id) {
+                if !turn.call_ids.contains(tool_call_id) {
                     return Err(ReconstructError::Orphan {
                         index,
                         tool_call_id: tool_call_id.clone(),
                     });
                 }
-                turn.results.push((tool_call_id.clone(), content.clone()));
+                turn.results.insert(tool_call_id.clone(), content.clone());
             }
         }
     }
