@@ -1,5 +1,6 @@
 //! `POST /api/v1/agui`: an AG-UI `RunAgentInput` in, AG-UI events out over SSE.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use ai_core::{AiEvent, ToolCallId};
@@ -149,38 +150,70 @@ fn incoming(messages: &[InputMessage], waited: &[&str]) -> Result<Incoming, ApiE
 fn answer_unanswered(history: &mut Vec<HistoryItem>, history_at: &mut Vec<usize>, waited: &[&str]) {
     let items = std::mem::take(history);
     let at = std::mem::take(history_at);
-    let mut open: Vec<(ToolCallId, usize)> = Vec::new();
-    let answer = |open: &mut Vec<(ToolCallId, usize)>,
-                  history: &mut Vec<HistoryItem>,
-                  history_at: &mut Vec<usize>| {
-        for (id, from) in open.drain(..) {
-            let message = if waited.contains(&id.as_str()) {
-                super::NEVER_RAN_APPROVAL_UNSENT
-            } else {
-                super::NO_RESULT_REACHED
-            };
-            history.push(HistoryItem::ToolResult {
-                tool_call_id: id,
-                content: super::unanswered_result(message),
-            });
-            history_at.push(from);
-        }
-    };
+    // Sets, so a history of many calls and results (or many entries) costs one lookup each, not
+    // a scan of the calls still open for every result.
+    let waited: HashSet<&str> = waited.iter().copied().collect();
+    let mut open = OpenCalls::default();
+    let answer =
+        |open: &mut OpenCalls, history: &mut Vec<HistoryItem>, history_at: &mut Vec<usize>| {
+            for (id, from) in open.drain() {
+                let message = if waited.contains(id.as_str()) {
+                    super::NEVER_RAN_APPROVAL_UNSENT
+                } else {
+                    super::NO_RESULT_REACHED
+                };
+                history.push(HistoryItem::ToolResult {
+                    tool_call_id: id,
+                    content: super::unanswered_result(message),
+                });
+                history_at.push(from);
+            }
+        };
     for (item, from) in items.into_iter().zip(at) {
         match &item {
             HistoryItem::System { .. } | HistoryItem::User { .. } => {
                 answer(&mut open, history, history_at);
             }
-            HistoryItem::ToolCall { id, .. } => open.push((id.clone(), from)),
-            HistoryItem::ToolResult { tool_call_id, .. } => {
-                open.retain(|(id, _)| id != tool_call_id);
-            }
+            HistoryItem::ToolCall { id, .. } => open.push(id.clone(), from),
+            HistoryItem::ToolResult { tool_call_id, .. } => open.answered(tool_call_id),
             HistoryItem::AssistantText { .. } => {}
         }
         history.push(item);
         history_at.push(from);
     }
     answer(&mut open, history, history_at);
+}
+
+/// The calls of a history without a result yet, in their order, each with the position of the
+/// message it came from ([`answer_unanswered`]). A result closes every open call of its id.
+#[derive(Default)]
+struct OpenCalls {
+    /// In order; `None` once answered.
+    calls: Vec<Option<(ToolCallId, usize)>>,
+    /// Where in `calls` each id's open calls are.
+    by_id: HashMap<ToolCallId, Vec<usize>>,
+}
+
+impl OpenCalls {
+    fn push(&mut self, id: ToolCallId, from: usize) {
+        self.by_id
+            .entry(id.clone())
+            .or_default()
+            .push(self.calls.len());
+        self.calls.push(Some((id, from)));
+    }
+
+    fn answered(&mut self, id: &ToolCallId) {
+        for at in self.by_id.remove(id).unwrap_or_default() {
+            self.calls[at] = None;
+        }
+    }
+
+    /// The calls still open, in order; none is open after.
+    fn drain(&mut self) -> impl Iterator<Item = (ToolCallId, usize)> + '_ {
+        self.by_id.clear();
+        self.calls.drain(..).flatten()
+    }
 }
 
 /// The UI items of the history's message at `index`, added to `history`.
