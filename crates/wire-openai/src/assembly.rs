@@ -185,11 +185,27 @@ impl<'de> Visitor<'de> for TextOrKind {
 
 /// Reads a call's `arguments` ([`TextOrKind`] with objects as text): a string as sent, an
 /// object serialized, null as absent, and any other value as [`NotArguments`].
+///
+/// The value is first taken as raw JSON text, which serde_json scans without its recursion
+/// limit, then read on its own. So an object nested deeper than serde_json reads (128 levels,
+/// counted from the arguments, not from the event holding them) is the call's own fault, never
+/// the event's: it is kept as sent, as arguments sent as text that deep are, and fails only that
+/// call where it runs (refused as nested too deep), never the stream and what it already gave.
+/// Reads only through serde_json's own deserializer, as both wires read their JSON.
 fn read_arguments<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Result<Option<Cow<'de, str>>, NotArguments>, D::Error> {
-    let read = deserializer.deserialize_any(TextOrKind { objects: true })?;
-    Ok(read.map_err(NotArguments))
+    let raw = <&'de serde_json::value::RawValue>::deserialize(deserializer)?;
+    let text = raw.get();
+    let mut own = serde_json::Deserializer::from_str(text);
+    match de::Deserializer::deserialize_any(&mut own, TextOrKind { objects: true }) {
+        Ok(read) => Ok(read.map_err(NotArguments)),
+        // Only an object is read deeper than its first level (a list is skipped whole).
+        Err(e) if nested_too_deep(&e) && text.trim_start().starts_with('{') => {
+            Ok(Ok(Some(Cow::Borrowed(text))))
+        }
+        Err(e) => Err(de::Error::custom(e)),
+    }
 }
 
 /// The names a wire gives its token counts: chat's `prompt_tokens` and `completion_tokens`,

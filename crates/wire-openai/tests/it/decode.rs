@@ -2971,3 +2971,94 @@ fn each_decode_error_maps_to_the_completion_error_a_port_reports() {
         CompletionError::Provider("quota".into())
     );
 }
+
+/// A call's arguments sent as a JSON object nested deeper than serde_json reads (128 levels:
+/// llama.cpp, TGI and Ollama's native API send objects) are that call's own fault: they are kept
+/// as sent, as arguments sent as text that deep are, so only that call fails where it runs
+/// (refused as too deep), never the stream, the text or the other calls. Chat streams, whole
+/// chat answers, Responses events and items, and whole responses alike.
+#[test]
+fn arguments_sent_as_an_object_nested_too_deep_fail_only_their_call() {
+    let deep = format!("{{\"a\":{}}}", nested(200));
+    let stream = |events: &[String]| {
+        let mut stream = String::new();
+        for event in events {
+            stream += &format!("data: {event}\n\n");
+        }
+        stream
+    };
+    let check = |completion: &ai_core::LlmCompletion, what: &str| {
+        assert_eq!(completion.text, "Checking.", "{what}");
+        assert_eq!(completion.tool_calls.len(), 2, "{what}");
+        assert_eq!(completion.tool_calls[0].arguments, deep, "{what}");
+        assert_eq!(
+            completion.tool_calls[1].arguments, r#"{"city":"Paris"}"#,
+            "{what}"
+        );
+        assert!(
+            completion.tool_calls.iter().all(|call| call.complete),
+            "{what}"
+        );
+    };
+
+    // Chat, streamed.
+    let chunks = [
+        r#"{"choices":[{"index":0,"delta":{"content":"Checking."}}]}"#.to_owned(),
+        format!(
+            r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"id":"call_1","type":"function","function":{{"name":"f","arguments":{deep}}}}}]}}}}]}}"#
+        ),
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"g","arguments":{"city":"Paris"}}}]},"finish_reason":"tool_calls"}]}"#.to_owned(),
+        "[DONE]".to_owned(),
+    ];
+    check(
+        &chat::decode_all(stream(&chunks).as_bytes()).unwrap(),
+        "chat stream",
+    );
+
+    // Chat, whole.
+    let body = format!(
+        r#"{{"object":"chat.completion","choices":[{{"index":0,"finish_reason":"tool_calls","message":{{"role":"assistant","content":"Checking.","tool_calls":[{{"id":"call_1","type":"function","function":{{"name":"f","arguments":{deep}}}}},{{"id":"call_2","type":"function","function":{{"name":"g","arguments":"{{\"city\":\"Paris\"}}"}}}}]}}}}]}}"#
+    );
+    let answer = chat::decode_completion(body.as_bytes(), wire_openai::Limits::default()).unwrap();
+    check(&answer.completion, "chat whole");
+
+    // Responses: the arguments on `.done`, and on the finished item.
+    let text = [
+        r#"{"type":"response.output_item.added","output_index":0,"item":{"type":"message","id":"msg_1","role":"assistant","content":[]}}"#.to_owned(),
+        r#"{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"Checking."}"#.to_owned(),
+    ];
+    let added = |index: usize, id: &str, name: &str| {
+        format!(
+            r#"{{"type":"response.output_item.added","output_index":{index},"item":{{"type":"function_call","id":"fc_{id}","call_id":"call_{id}","name":"{name}","arguments":""}}}}"#
+        )
+    };
+    let second = [
+        added(2, "2", "g"),
+        r#"{"type":"response.output_item.done","output_index":2,"item":{"type":"function_call","id":"fc_2","call_id":"call_2","name":"g","arguments":{"city":"Paris"},"status":"completed"}}"#.to_owned(),
+        r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed"}}"#.to_owned(),
+    ];
+    let on_done = format!(
+        r#"{{"type":"response.function_call_arguments.done","item_id":"fc_1","output_index":1,"arguments":{deep}}}"#
+    );
+    let on_item = format!(
+        r#"{{"type":"response.output_item.done","output_index":1,"item":{{"type":"function_call","id":"fc_1","call_id":"call_1","name":"f","arguments":{deep},"status":"completed"}}}}"#
+    );
+    for (what, last) in [("responses .done", &on_done), ("responses item", &on_item)] {
+        let mut events = text.to_vec();
+        events.push(added(1, "1", "f"));
+        events.push(last.clone());
+        events.extend(second.iter().cloned());
+        check(
+            &responses::decode_all(stream(&events).as_bytes()).unwrap(),
+            what,
+        );
+    }
+
+    // Responses, whole.
+    let body = format!(
+        r#"{{"id":"resp_1","object":"response","status":"completed","output":[{{"type":"message","id":"msg_1","role":"assistant","content":[{{"type":"output_text","text":"Checking."}}]}},{{"type":"function_call","id":"fc_1","call_id":"call_1","name":"f","arguments":{deep},"status":"completed"}},{{"type":"function_call","id":"fc_2","call_id":"call_2","name":"g","arguments":"{{\"city\":\"Paris\"}}","status":"completed"}}]}}"#
+    );
+    let answer =
+        responses::decode_response(body.as_bytes(), wire_openai::Limits::default()).unwrap();
+    check(&answer.completion, "responses whole");
+}
