@@ -495,8 +495,19 @@ impl ToolRunner {
         {
             Value::Object(Default::default())
         } else {
-            serde_json::from_str(raw).map_err(|_| {
-                ToolFailure::new(ToolErrorCode::InvalidJson, "Invalid tool arguments JSON")
+            serde_json::from_str(raw).map_err(|e| {
+                // Valid JSON nested past what serde_json reads (128 levels) is too deep, not
+                // invalid: the model is told what to change.
+                if e.classify() == serde_json::error::Category::Syntax
+                    && e.to_string().starts_with("recursion limit exceeded")
+                {
+                    ToolFailure::new(
+                        ToolErrorCode::Validation,
+                        format!("tool arguments nest more than {MAX_JSON_DEPTH} levels deep"),
+                    )
+                } else {
+                    ToolFailure::new(ToolErrorCode::InvalidJson, "Invalid tool arguments JSON")
+                }
             })?
         };
         // Short arguments (most of them) cannot nest that deep: no walk.

@@ -973,6 +973,16 @@ async fn steps5_and_10_refuse_values_nested_past_the_depth_limit() {
         ToolErrorCode::Validation,
         "tool arguments nest more than 64 levels deep",
     );
+    // Past what serde_json reads (128 levels) the text is still valid JSON: refused as too
+    // deep, never as invalid JSON (a model is told what to change).
+    let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));
+    let run = h.call(ECHO, &nested(200)).await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::Validation,
+        "tool arguments nest more than 64 levels deep",
+    );
     // At the limit the depth passes, and the tool's own check has its say.
     let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));
     let run = h.call(ECHO, &nested(64)).await;
