@@ -1082,7 +1082,8 @@ impl Session {
     }
 
     /// Records the finish reason the stream gave. A cut ([`FinishReason::Length`],
-    /// [`FinishReason::ContentFilter`], vLLM's `abort`: see [`is_cut`]) stays once given: a later
+    /// [`FinishReason::ContentFilter`], a reason that says the turn ended in an error, as vLLM's
+    /// `abort`: see [`is_cut`]) stays once given: a later
     /// reason in the same stream (a gateway that re-sends the last chunk, or adds a `stop` of its
     /// own) cannot make a turn the provider cut short whole, so its calls are never read as
     /// complete. Any other reason is replaced by a later one.
@@ -1144,15 +1145,36 @@ impl Session {
 }
 
 /// Whether the provider cut the turn short: its output limit or its content filter stopped it,
-/// or the server aborted the request (vLLM's `abort`, its engine's `FinishReason.ABORT`, sent on
-/// shutdown or preemption: the answer ends where the server stopped).
+/// or the turn ended in an error ([`ENDED_IN_ERROR`]: the server aborted the request, or says
+/// the model's answer failed), so a call it holds is half-made and must never run.
 fn is_cut(reason: &FinishReason) -> bool {
     match reason {
         FinishReason::Length | FinishReason::ContentFilter => true,
-        FinishReason::Other(name) => name == "abort",
+        FinishReason::Other(name) => ENDED_IN_ERROR
+            .iter()
+            .any(|error| name.eq_ignore_ascii_case(error)),
         _ => false,
     }
 }
+
+/// The finish reasons, in any case, that say a turn ended in an error rather than on its own:
+/// - `abort`: vLLM's engine's `FinishReason.ABORT`, sent on shutdown or preemption (the answer
+///   ends where the server stopped);
+/// - `error`: OpenRouter's normalized reason for a generation that failed part-way, and
+///   Together's;
+/// - `malformed_function_call`: Gemini (its OpenAI-compatible endpoint passes its own reasons
+///   through) says the model's function call was not a valid one;
+/// - `unexpected_tool_call`: Gemini says the model called a tool it was not given.
+///
+/// Any other name the decoder does not know (TGI's `eos_token`, Anthropic's `tool_use` through
+/// a gateway) is read as an end, not an error: its calls run when they are whole, and the loop
+/// reads the name (`graph`'s `DoneReason`).
+const ENDED_IN_ERROR: [&str; 4] = [
+    "abort",
+    "error",
+    "malformed_function_call",
+    "unexpected_tool_call",
+];
 
 /// What a decoder has when the stream ends.
 struct Ending {
@@ -1168,7 +1190,7 @@ struct Ending {
 
 /// Resolves the completion: a stream with neither an end marker nor a finish reason is
 /// truncated; a truncated turn, or one the provider cut ([`is_cut`]: its output limit, its
-/// content filter, or the server's abort), marks every call incomplete; a turn that assembled
+/// content filter, or an error such as the server's abort), marks every call incomplete; a turn that assembled
 /// calls is a tool turn whatever the finish reason said.
 fn finish(ending: Ending) -> Result<LlmCompletion, DecodeError> {
     let truncated = !ending.ended && ending.finish_reason.is_none();

@@ -509,7 +509,8 @@ impl StreamDecoder {
                 self.tool_call(call, data, deltas)?;
             }
             // Some servers send `""` instead of `null` on every chunk before the last. A cut
-            // (`length`, `content_filter`, vLLM's `abort`) is never replaced by a later reason.
+            // (`length`, `content_filter`, an error such as vLLM's `abort`) is never replaced by a
+            // later reason.
             if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
                 self.session
                     .finished(FinishReason::from(reason.into_owned()));
@@ -664,8 +665,10 @@ impl StreamDecoder {
     ///
     /// A decoder that failed returns the error that stopped it (see [`StreamDecoder::feed`]).
     /// A stream that ended without `[DONE]` and without a finish reason is [`DecodeError::Truncated`].
-    /// A cut finish (`length`, `content_filter`, vLLM's `abort`) marks every call incomplete:
-    /// cut arguments must never run. A cut is kept once the stream gives it: a later finish
+    /// A cut finish (`length`, `content_filter`, or a reason that says the turn ended in an
+    /// error: vLLM's `abort`, OpenRouter's `error`, Gemini's `MALFORMED_FUNCTION_CALL` and
+    /// `UNEXPECTED_TOOL_CALL`, in any case) marks every call incomplete: cut or half-made
+    /// arguments must never run. A cut is kept once the stream gives it: a later finish
     /// reason (a `stop` a gateway re-sends or adds) does not replace it.
     ///
     /// A call the server sent without an id gets nine letters and digits, the form Mistral

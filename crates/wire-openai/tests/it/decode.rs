@@ -3062,3 +3062,53 @@ fn arguments_sent_as_an_object_nested_too_deep_fail_only_their_call() {
         responses::decode_response(body.as_bytes(), wire_openai::Limits::default()).unwrap();
     check(&answer.completion, "responses whole");
 }
+
+/// A finish reason that says the turn ended in an error is a cut, as vLLM's `abort` is: the
+/// calls of such a turn are half-made and never complete (OpenRouter's and Together's `error`;
+/// Gemini's `MALFORMED_FUNCTION_CALL` and `UNEXPECTED_TOOL_CALL`, which its OpenAI-compatible
+/// endpoint passes through, in any case), and a later `stop` does not replace it. A backend's
+/// own name for a natural end (TGI's `eos_token`/`eos`, Anthropic's `tool_use`/`end_turn`
+/// through a gateway) is no error: its calls are whole. The reason is kept as sent.
+#[test]
+fn a_finish_reason_that_is_an_error_leaves_the_calls_incomplete() {
+    let call = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0,
+        "id": "call_1", "type": "function",
+        "function": {"name": "write_file", "arguments": "{\"path\":\"a.txt\"}"}}]}}]});
+    let finish = |reason: &str| {
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}).to_string()
+    };
+    let decode = |reasons: &[&str]| {
+        let mut stream = format!("data: {call}\n\n");
+        for reason in reasons {
+            stream.push_str(&format!("data: {}\n\n", finish(reason)));
+        }
+        stream.push_str("data: [DONE]\n\n");
+        chat::decode_all(stream.as_bytes()).unwrap()
+    };
+    let whole = |reason: &str| {
+        let body = json!({"object": "chat.completion", "choices": [{"index": 0,
+            "finish_reason": reason, "message": call["choices"][0]["delta"]}]});
+        chat::decode_completion(body.to_string().as_bytes(), Default::default())
+            .unwrap()
+            .completion
+    };
+    for reason in [
+        "error",
+        "ERROR",
+        "malformed_function_call",
+        "MALFORMED_FUNCTION_CALL",
+        "unexpected_tool_call",
+        "UNEXPECTED_TOOL_CALL",
+    ] {
+        let sent = ai_core::FinishReason::Other(reason.into());
+        for completion in [decode(&[reason]), decode(&[reason, "stop"]), whole(reason)] {
+            assert_eq!(completion.finish_reason, sent, "{reason}");
+            assert!(!completion.tool_calls[0].complete, "{reason}");
+        }
+    }
+    for reason in ["eos_token", "eos", "tool_use", "end_turn"] {
+        for completion in [decode(&[reason]), whole(reason)] {
+            assert!(completion.tool_calls[0].complete, "{reason}");
+        }
+    }
+}
