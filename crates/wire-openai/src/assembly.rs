@@ -735,7 +735,7 @@ const TOOL_CALL_ID_MAX_CHARS: usize = 128;
 /// value makes it invalid. The caller checks the lengths first and the JSON checks run only on
 /// a textual match, so the per-fragment cost stays O(1) in practice.
 #[cold]
-fn repeats_whole_arguments(assembled: &str, fragment: &str) -> bool {
+pub(crate) fn repeats_whole_arguments(assembled: &str, fragment: &str) -> bool {
     let complete = || serde_json::from_str::<serde::de::IgnoredAny>(assembled).is_ok();
     if fragment == assembled {
         return complete();

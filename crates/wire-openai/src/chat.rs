@@ -7,7 +7,9 @@
 //! object not yet closed) and the entry names no function (Poolside changes a call's id after
 //! its first chunk, naming the function only on the first: the call keeps its first id); a
 //! known id continues its call; without an id the entry
-//! continues the call at its `index`, or the latest call when `index` is missing or null (unless
+//! continues the call at its `index` (unless that call is whole and the entry names a function
+//! and brings arguments, or named one alone just before: parallel calls at one index without
+//! ids, see `StreamDecoder::starts_another_call`), or the latest call when `index` is missing or null (unless
 //! it names a function while the latest call already has its name and arguments: Gemini sends
 //! parallel calls whole that way, without index or id); ids and names are never concatenated and
 //! never overwritten with empty values; argument objects are serialized (one nested deeper than
@@ -347,6 +349,10 @@ pub struct StreamDecoder {
     /// The call last registered at each `index`.
     by_index: IndexMap,
     latest: Option<usize>,
+    /// A function named alone, without an id, at an `index` whose call was already whole
+    /// (see [`StreamDecoder::starts_another_call`]): the name of the call the next arguments
+    /// there start. Boxed: rare.
+    named_alone: Option<Box<(usize, String)>>,
     /// The choice `index` the answer is read from: the first one the stream has (0 for a choice
     /// without one).
     choice: Option<u32>,
@@ -370,6 +376,7 @@ impl StreamDecoder {
             by_id: HashMap::new(),
             by_index: IndexMap::default(),
             latest: None,
+            named_alone: None,
             choice: None,
             done: false,
             whole: None,
@@ -550,7 +557,10 @@ impl StreamDecoder {
                 }
             },
             None => match entry.index {
-                Some(index) => self.by_index.get(index),
+                Some(index) => self
+                    .by_index
+                    .get(index)
+                    .filter(|&at| !self.starts_another_call(index, at, &entry)),
                 None => self
                     .latest
                     .filter(|&latest| !self.names_another_call(latest, &entry)),
@@ -588,11 +598,65 @@ impl StreamDecoder {
             call.provider_fields.insert("extra_content".into(), *extra);
         }
         let function = &entry.function;
-        let name = function.name.as_deref();
+        // A call opened for arguments that follow its function named alone takes that name.
+        let named_alone = match (&self.named_alone, entry.index, known) {
+            (Some(named), Some(index), None) if named.0 == index => {
+                self.named_alone.take().map(|named| named.1)
+            }
+            _ => None,
+        };
+        let name = function.name.as_deref().or(named_alone.as_deref());
         let fragment = function.arguments.0.as_deref().unwrap_or("");
         self.session
             .calls
             .apply(position, id, name, fragment, deltas)
+    }
+
+    /// Whether an entry without an id, at an `index` whose call is at `position`, starts
+    /// another call rather than continuing that one. Servers that send parallel calls at one
+    /// index without ids (LiteLLM's, Bifrost's and Portkey's Anthropic bridges, llama.cpp's
+    /// 2026 regression, where the ids are missing too) can be told only where the call there
+    /// is whole, its name known and its arguments closed JSON: then an entry that names a
+    /// function and brings arguments (not a repeat of the whole arguments, as LiteLLM's summary
+    /// chunk) starts a call; one that names a function alone is remembered (in `named_alone`),
+    /// and the next arguments at that index start a call under that name.
+    ///
+    /// What cannot be told stays one call: a name repeated on every fragment (llama.cpp) is
+    /// the same call's while its arguments are open; a name repeated alone after the call
+    /// closed starts nothing unless arguments follow, so a second call of a parameterless
+    /// function sent as its name alone (vLLM's hermes parser sends no arguments for one) is not
+    /// told from a repeated name and is lost; and a second call sent while the first one's
+    /// arguments are still open (interleaved) cannot be told from the first one's next
+    /// fragment.
+    fn starts_another_call(
+        &mut self,
+        index: usize,
+        position: usize,
+        entry: &ToolCallDelta<'_>,
+    ) -> bool {
+        let Some(call) = self.session.calls.calls.get(position) else {
+            return false;
+        };
+        let whole = !call.name.is_empty()
+            && !call.arguments.trim_ascii().is_empty()
+            && !call.shape.is_open();
+        if !whole {
+            return false;
+        }
+        let name = entry.function.name.as_deref().filter(|n| !n.is_empty());
+        let fragment = entry.function.arguments.0.as_deref().unwrap_or("");
+        if fragment.trim_ascii().is_empty() {
+            if let Some(name) = name {
+                self.named_alone = Some(Box::new((index, name.to_owned())));
+            }
+            return false;
+        }
+        let named = name.is_some()
+            || self
+                .named_alone
+                .as_ref()
+                .is_some_and(|named| named.0 == index);
+        named && !assembly::repeats_whole_arguments(&call.arguments, fragment)
     }
 
     /// The call an entry with an id not seen before continues, if it is not a call of its own:

@@ -3112,3 +3112,76 @@ fn a_finish_reason_that_is_an_error_leaves_the_calls_incomplete() {
         }
     }
 }
+
+/// Parallel calls sent at one `index` without ids (LiteLLM's, Bifrost's and Portkey's
+/// Anthropic bridges, llama.cpp's 2026 regression, where no id comes) are told apart where the
+/// decoder can tell: an entry that names a function once the call at its index has its name
+/// and whole JSON arguments starts another call, whether it brings its arguments or names the
+/// function alone and the arguments follow. What is no second call stays one: a name repeated
+/// on every fragment (llama.cpp), a name repeated alone after the call closed, and a summary
+/// that repeats the whole arguments (LiteLLM's proxy).
+#[test]
+fn parallel_calls_at_one_index_without_ids_are_split_where_the_decoder_can_tell() {
+    let entry = |name: Option<&str>, arguments: &str| {
+        let mut function = json!({"arguments": arguments});
+        if let Some(name) = name {
+            function["name"] = json!(name);
+        }
+        let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "type": "function", "function": function}]}}]});
+        format!("data: {chunk}\n\n")
+    };
+    let end = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+    let stream = [
+        entry(Some("get_weather"), ""),
+        entry(None, "{\"city\":"),
+        entry(None, "\"Paris\"}"),
+        // The next call's name alone, then its arguments.
+        entry(Some("get_time"), ""),
+        entry(None, "{\"tz\":"),
+        entry(None, "\"CET\"}"),
+        // The next call whole in one entry.
+        entry(Some("get_weather"), "{\"city\":\"London\"}"),
+        end.to_owned(),
+    ]
+    .concat();
+    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    let calls: Vec<_> = completion
+        .tool_calls
+        .iter()
+        .map(|call| (call.name.as_str(), call.arguments.as_str(), call.complete))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("get_weather", r#"{"city":"Paris"}"#, true),
+            ("get_time", r#"{"tz":"CET"}"#, true),
+            ("get_weather", r#"{"city":"London"}"#, true),
+        ]
+    );
+    let ids: std::collections::HashSet<_> =
+        completion.tool_calls.iter().map(|call| &call.id).collect();
+    assert_eq!(ids.len(), 3);
+
+    // One call, however its name is repeated, and a summary that repeats its arguments.
+    for stream in [
+        [
+            entry(Some("get_weather"), "{\"city\":"),
+            entry(Some("get_weather"), "\"Paris\"}"),
+            entry(Some("get_weather"), ""),
+            end.to_owned(),
+        ]
+        .concat(),
+        [
+            entry(Some("get_weather"), "{\"city\":\"Paris\"}"),
+            entry(Some("get_weather"), "{\"city\":\"Paris\"}"),
+            entry(Some("get_weather"), "\"{\\\"city\\\":\\\"Paris\\\"}\""),
+            end.to_owned(),
+        ]
+        .concat(),
+    ] {
+        let completion = chat::decode_all(stream.as_bytes()).unwrap();
+        assert_eq!(completion.tool_calls.len(), 1, "{stream}");
+        assert_eq!(completion.tool_calls[0].arguments, r#"{"city":"Paris"}"#);
+    }
+}
