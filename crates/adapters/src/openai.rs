@@ -142,6 +142,14 @@ pub struct OpenAiConfig {
     /// just before it ([`wire_openai::responses::RequestOptions::stateless_reasoning`]). Off by
     /// default: a model that does not reason refuses that request (400). Chat ignores it.
     pub stateless_reasoning: bool,
+    /// On the chat wire, send the history's call ids as nine letters and digits
+    /// ([`wire_openai::chat::RequestOptions::mistral_call_ids`]): Mistral's API refuses any
+    /// other, and so do its open models' chat templates whichever server runs them.
+    /// [`OpenAiConfig::new`] turns it on for a base URL on `mistral.ai` and for a model whose
+    /// name names a Mistral model family (`mistral`, `magistral`, `devstral`, `codestral`,
+    /// `ministral`, `pixtral`, in any case); set it to say otherwise. The Responses wire ignores
+    /// it.
+    pub mistral_call_ids: bool,
     /// The longest wait from sending a request to the first body byte (connecting, sending, the
     /// response head and the first chunk).
     pub request_timeout: Duration,
@@ -174,13 +182,16 @@ pub struct OpenAiConfig {
 }
 
 impl OpenAiConfig {
-    /// A config with the defaults: chat wire (no stateless reasoning), no key, 120 s request and idle timeouts, a call
+    /// A config with the defaults: chat wire (no stateless reasoning; Mistral's call ids when
+    /// the base URL or the model is Mistral's: [`OpenAiConfig::mistral_call_ids`]), no key, 120 s request and idle timeouts, a call
     /// limited to 10 minutes, 2 retries, 500 ms base backoff up to 8 s, `Retry-After` honoured up
     /// to 60 s, default decoder limits.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        let (base_url, model) = (base_url.into(), model.into());
         Self {
-            base_url: base_url.into(),
-            model: model.into(),
+            mistral_call_ids: takes_mistral_call_ids(&base_url, &model),
+            base_url,
+            model,
             api_key: None,
             allow_key_over_http: false,
             wire: OpenAiWire::Chat,
@@ -197,6 +208,28 @@ impl OpenAiConfig {
     }
 }
 
+/// Whether a server at `base_url` running `model` takes back only Mistral's call ids: its host
+/// is `mistral.ai` or under it, or the model's name names a Mistral model family.
+fn takes_mistral_call_ids(base_url: &str, model: &str) -> bool {
+    let host = Url::parse(base_url.trim())
+        .ok()
+        .and_then(|url| url.host_str().map(str::to_ascii_lowercase));
+    let model = model.to_ascii_lowercase();
+    host.is_some_and(|host| host == "mistral.ai" || host.ends_with(".mistral.ai"))
+        || MISTRAL_FAMILIES.iter().any(|family| model.contains(family))
+}
+
+/// The names of Mistral's model families, as model names (`mistral-large-latest`,
+/// `mistralai/Devstral-Small-2505`, `magistral:24b`) hold them.
+const MISTRAL_FAMILIES: [&str; 6] = [
+    "mistral",
+    "magistral",
+    "devstral",
+    "codestral",
+    "ministral",
+    "pixtral",
+];
+
 impl fmt::Debug for OpenAiConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiConfig")
@@ -206,6 +239,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("allow_key_over_http", &self.allow_key_over_http)
             .field("wire", &self.wire)
             .field("stateless_reasoning", &self.stateless_reasoning)
+            .field("mistral_call_ids", &self.mistral_call_ids)
             .field("request_timeout", &self.request_timeout)
             .field("idle_timeout", &self.idle_timeout)
             .field("max_call", &self.max_call)
@@ -274,6 +308,8 @@ pub struct OpenAiCompletion {
     wire: OpenAiWire,
     /// The Responses request's options ([`OpenAiConfig::stateless_reasoning`]).
     responses: wire_openai::responses::RequestOptions,
+    /// The chat request's options ([`OpenAiConfig::mistral_call_ids`]).
+    chat: wire_openai::chat::RequestOptions,
     request_timeout: Duration,
     idle_timeout: Duration,
     max_call: Duration,
@@ -292,6 +328,7 @@ impl fmt::Debug for OpenAiCompletion {
             .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
             .field("wire", &self.wire)
             .field("responses", &self.responses)
+            .field("chat", &self.chat)
             .field("request_timeout", &self.request_timeout)
             .field("idle_timeout", &self.idle_timeout)
             .field("max_call", &self.max_call)
@@ -360,6 +397,8 @@ impl OpenAiCompletion {
             wire: config.wire,
             responses: wire_openai::responses::RequestOptions::default()
                 .with_stateless_reasoning(config.stateless_reasoning),
+            chat: wire_openai::chat::RequestOptions::default()
+                .with_mistral_call_ids(config.mistral_call_ids),
             request_timeout: config.request_timeout,
             idle_timeout: config.idle_timeout,
             max_call: config.max_call,
@@ -379,7 +418,9 @@ impl OpenAiCompletion {
 
     fn encode(&self, request: &LlmRequest) -> Result<Vec<u8>, CompletionError> {
         let body = match self.wire {
-            OpenAiWire::Chat => wire_openai::chat::encode_request(request, &self.model, true),
+            OpenAiWire::Chat => {
+                wire_openai::chat::encode_request_with(request, &self.model, true, self.chat)
+            }
             OpenAiWire::Responses => wire_openai::responses::encode_request_with(
                 request,
                 &self.model,

@@ -989,9 +989,46 @@ const MAX_CALL_ID_BYTES: usize = 40;
 /// the Responses wire's reasoning items ([`crate::responses::REASONING_ITEMS_KEY`]), which chat
 /// has no place for.
 pub fn encode_messages(messages: &[Message]) -> Result<Value, EncodeError> {
+    encode_messages_with(messages, RequestOptions::default())
+}
+
+/// What a chat request says beyond the [`LlmRequest`]: the rules of the server it goes to, for
+/// [`encode_request_with`] and [`encode_messages_with`]. The default suits OpenAI and the
+/// servers that take what it takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RequestOptions {
+    /// The server takes back only call ids of nine letters and digits (`^[a-zA-Z0-9]{9}$`):
+    /// Mistral's API refuses any other ("Tool call id was … but must be a-z, A-Z, 0-9, with a
+    /// length of 9", langchain-ai/langchain#24668), and so do the chat templates of Mistral's
+    /// open models, whichever server runs them (ml-explore/mlx-lm#1399). Every id of the
+    /// history that is not one (a renamed `{id}_2`, an id over 40 bytes, another provider's
+    /// `call_…`) is then sent as nine letters and digits derived from it, the same on the call
+    /// and on its result and on every request of the thread, distinct from every other id sent.
+    /// Off by default: the ids go as they are, but for those over 40 bytes.
+    pub mistral_call_ids: bool,
+}
+
+impl RequestOptions {
+    /// These options with [`RequestOptions::mistral_call_ids`] set to `on`.
+    pub fn with_mistral_call_ids(mut self, on: bool) -> Self {
+        self.mistral_call_ids = on;
+        self
+    }
+}
+
+/// [`encode_messages`] for a server with the rules `options` names (its call ids:
+/// [`RequestOptions::mistral_call_ids`]).
+pub fn encode_messages_with(
+    messages: &[Message],
+    options: RequestOptions,
+) -> Result<Value, EncodeError> {
     validate_history(messages)?;
     check_names(messages)?;
-    let ids = WireCallIds::new(messages, MAX_CALL_ID_BYTES);
+    let ids = match options.mistral_call_ids {
+        true => WireCallIds::mistral(messages),
+        false => WireCallIds::new(messages, MAX_CALL_ID_BYTES),
+    };
     Ok(Value::Array(
         messages
             .iter()
@@ -1101,11 +1138,41 @@ pub fn encode_request(
     model: &str,
     stream: bool,
 ) -> Result<Value, EncodeError> {
+    encode_request_with(request, model, stream, RequestOptions::default())
+}
+
+/// [`encode_request`] for a server with the rules `options` names: its messages as
+/// [`encode_messages_with`] sends them.
+///
+/// ```
+/// # use wire_openai::ai_core::{LlmCaller, LlmRequest, Message, RunId, ToolChoice};
+/// # let request = LlmRequest {
+/// #     caller: LlmCaller { run_id: RunId::new("run-1")?, graph: None },
+/// #     messages: vec![Message::User { content: "Hi".into() }],
+/// #     tools: vec![],
+/// #     tool_choice: ToolChoice::Auto,
+/// #     parallel_tool_calls: None,
+/// # };
+/// use wire_openai::chat::{RequestOptions, encode_request_with};
+/// let options = RequestOptions::default().with_mistral_call_ids(true);
+/// let body = encode_request_with(&request, "mistral-large-latest", true, options)?;
+/// assert_eq!(body["messages"][0]["content"], "Hi");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn encode_request_with(
+    request: &LlmRequest,
+    model: &str,
+    stream: bool,
+    options: RequestOptions,
+) -> Result<Value, EncodeError> {
     check_request(model, &request.messages)?;
     check_tool_choice(&request.tool_choice, &request.tools)?;
     let mut body = Map::new();
     body.insert("model".into(), model.into());
-    body.insert("messages".into(), encode_messages(&request.messages)?);
+    body.insert(
+        "messages".into(),
+        encode_messages_with(&request.messages, options)?,
+    );
     body.insert("stream".into(), stream.into());
     if stream {
         body.insert("stream_options".into(), json!({"include_usage": true}));

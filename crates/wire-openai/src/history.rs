@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use ai_core::{Message, ToolCallId};
 
 use crate::EncodeError;
-use crate::assembly::Fnv1a;
+use crate::assembly::{Fnv1a, SYNTHESIZED_ID_CHARS, synthesized_id};
 
 /// Refuses a history with a past call that has no name ([`EncodeError::EmptyToolName`]) or a
 /// name providers refuse to read back ([`EncodeError::InvalidToolName`]: not 1 to 64 of
@@ -60,6 +60,20 @@ impl<'a> WireCallIds<'a> {
     /// The ids of `messages`' calls, shortened where they are over `max_bytes` (at least 21: the
     /// short form's length).
     pub(crate) fn new(messages: &'a [Message], max_bytes: usize) -> Self {
+        Self::with_rule(messages, max_bytes, false)
+    }
+
+    /// The ids of `messages`' calls for a server that takes only Mistral's ids
+    /// ([`crate::chat::RequestOptions::mistral_call_ids`]): an id of nine letters and digits is
+    /// sent as is, and any other as nine letters and digits drawn from FNV-1a over it
+    /// ([`crate::assembly::synthesized_id`]'s alphabet), drawn again with a counter until it
+    /// differs from every id the history uses and every other one made. The same history always
+    /// gets the same ids.
+    pub(crate) fn mistral(messages: &'a [Message]) -> Self {
+        Self::with_rule(messages, usize::MAX, true)
+    }
+
+    fn with_rule(messages: &'a [Message], max_bytes: usize, mistral: bool) -> Self {
         let ids: Vec<&'a str> = messages
             .iter()
             .flat_map(|message| match message {
@@ -69,17 +83,20 @@ impl<'a> WireCallIds<'a> {
             .map(|call| call.id.as_str())
             .collect();
         let mut short: HashMap<&'a str, String> = HashMap::new();
-        // Most histories have no long id: then nothing is collected or allocated per request.
-        if ids.iter().all(|id| id.len() <= max_bytes) {
+        let fits = |id: &str| match mistral {
+            true => {
+                id.len() == SYNTHESIZED_ID_CHARS && id.bytes().all(|b| b.is_ascii_alphanumeric())
+            }
+            false => id.len() <= max_bytes,
+        };
+        // Most histories have no id to change: then nothing is collected or allocated per
+        // request.
+        if ids.iter().all(|id| fits(id)) {
             return Self { short };
         }
-        let kept: HashSet<&str> = ids
-            .iter()
-            .copied()
-            .filter(|id| id.len() <= max_bytes)
-            .collect();
+        let kept: HashSet<&str> = ids.iter().copied().filter(|id| fits(id)).collect();
         let mut made: HashSet<String> = HashSet::new();
-        for id in ids.into_iter().filter(|id| id.len() > max_bytes) {
+        for id in ids.into_iter().filter(|id| !fits(id)) {
             if short.contains_key(id) {
                 continue;
             }
@@ -90,7 +107,10 @@ impl<'a> WireCallIds<'a> {
                 if attempt > 0 {
                     hash.write(&attempt.to_le_bytes());
                 }
-                let wire = format!("call_{:016x}", hash.0);
+                let wire = match mistral {
+                    true => synthesized_id(hash.0, 0, attempt),
+                    false => format!("call_{:016x}", hash.0),
+                };
                 if !kept.contains(wire.as_str()) && !made.contains(&wire) {
                     break wire;
                 }

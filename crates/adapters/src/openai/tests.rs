@@ -503,3 +503,43 @@ fn the_http_clients_error_text_is_one_safe_line() {
          forged\u{FFFD}2K"
     );
 }
+
+/// A chat request to Mistral's API, or for a Mistral model whatever server runs it (its chat
+/// template refuses other ids too), sends its call ids as nine letters and digits; any other
+/// server gets them as they are. The config says so from its base URL and model, and a
+/// composition root may set it either way.
+#[test]
+fn a_request_for_mistral_sends_call_ids_of_nine_letters_and_digits() {
+    let request = request_with_kept_reasoning();
+    let sent_id = |config: OpenAiConfig| -> String {
+        let model = OpenAiCompletion::new(config).unwrap();
+        let body: serde_json::Value =
+            serde_json::from_slice(&model.encode(&request).unwrap()).unwrap();
+        let call = body["messages"][1]["tool_calls"][0]["id"].as_str().unwrap();
+        assert_eq!(body["messages"][2]["tool_call_id"], call);
+        call.to_owned()
+    };
+    let mistral = |id: &str| id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric());
+    for (base, model) in [
+        ("https://api.mistral.ai/v1", "m"),
+        (
+            "http://localhost:8000/v1",
+            "mistralai/Mistral-Small-3.2-24B-Instruct-2506",
+        ),
+        ("http://localhost:11434/v1", "devstral:24b"),
+        ("http://localhost:11434/v1", "magistral"),
+    ] {
+        let config = OpenAiConfig::new(base, model);
+        assert!(config.mistral_call_ids, "{base} {model}");
+        let id = sent_id(config);
+        assert!(mistral(&id), "{base} {model}: {id}");
+    }
+    let config = OpenAiConfig::new("https://api.openai.com/v1", "gpt-4o");
+    assert!(!config.mistral_call_ids);
+    assert_eq!(sent_id(config.clone()), "call_1");
+    let id = sent_id(OpenAiConfig {
+        mistral_call_ids: true,
+        ..config
+    });
+    assert!(mistral(&id), "{id}");
+}

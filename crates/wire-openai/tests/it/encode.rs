@@ -840,3 +840,89 @@ fn past_arguments_that_are_no_json_object_are_sent_as_an_empty_object() {
         .collect();
     assert_eq!(responses_arguments, expected);
 }
+
+/// Mistral refuses a history whose call ids are not nine letters and digits
+/// (`^[a-zA-Z0-9]{9}$`), and so do its open models' chat templates. With
+/// `mistral_call_ids`, every other id (the graph's renamed `{id}_2`, an id over 40 bytes, any
+/// other provider's) is sent as nine letters and digits derived from it: the same on the call
+/// and its result, the same on every request, distinct from every other id sent. An id that
+/// already fits is sent as is; without the option every id is sent as before.
+#[test]
+fn mistral_call_ids_are_nine_letters_and_digits_on_call_and_result() {
+    let long = format!("call_{}", "x".repeat(60));
+    let ids = ["abcDEF123", "call_1", "call_1_2", long.as_str(), "0"];
+    let ids: Vec<ToolCallId> = ids.iter().map(|id| ToolCallId::new(*id).unwrap()).collect();
+    let mut messages = vec![Message::User {
+        content: "Tag them.".into(),
+    }];
+    messages.push(Message::Assistant {
+        content: String::new(),
+        tool_calls: ids
+            .iter()
+            .map(|id| AssistantToolCall {
+                id: id.clone(),
+                name: "core__tag".into(),
+                arguments: "{}".into(),
+                provider_fields: Map::new(),
+            })
+            .collect(),
+    });
+    for id in &ids {
+        messages.push(Message::Tool {
+            tool_call_id: id.clone(),
+            content: "ok".into(),
+        });
+    }
+    let request = LlmRequest {
+        caller: LlmCaller {
+            run_id: RunId::new("run-1").unwrap(),
+            graph: None,
+        },
+        messages,
+        tools: Vec::new(),
+        tool_choice: ToolChoice::Auto,
+        parallel_tool_calls: None,
+    };
+    let options = chat::RequestOptions::default().with_mistral_call_ids(true);
+    let body = chat::encode_request_with(&request, "mistral-large-latest", true, options).unwrap();
+    let sent = |body: &Value| -> (Vec<String>, Vec<String>) {
+        let messages = body["messages"].as_array().unwrap();
+        let calls = messages[1]["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|call| call["id"].as_str().unwrap().to_owned())
+            .collect();
+        let results = messages[2..]
+            .iter()
+            .map(|result| result["tool_call_id"].as_str().unwrap().to_owned())
+            .collect();
+        (calls, results)
+    };
+    let (calls, results) = sent(&body);
+    assert_eq!(calls, results);
+    assert_eq!(calls[0], "abcDEF123");
+    for id in &calls {
+        assert!(
+            id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric()),
+            "{id}"
+        );
+    }
+    assert_eq!(calls.iter().collect::<BTreeSet<_>>().len(), calls.len());
+    // The same on every request of the thread.
+    let again = chat::encode_request_with(&request, "mistral-large-latest", true, options).unwrap();
+    assert_eq!(sent(&again), (calls.clone(), results));
+    // Without the option, ids go as before: byte-exact, but for the one over 40 bytes.
+    let plain = chat::encode_request(&request, "gpt-4o", true).unwrap();
+    let (calls, _) = sent(&plain);
+    assert_eq!(&calls[..3], ["abcDEF123", "call_1", "call_1_2"]);
+    assert!(
+        calls[3].starts_with("call_") && calls[3].len() == 21,
+        "{}",
+        calls[3]
+    );
+    assert_eq!(
+        chat::encode_request_with(&request, "gpt-4o", true, Default::default()).unwrap(),
+        plain
+    );
+}
