@@ -17,9 +17,10 @@
 //!   `src/a.rs`, `crate::a::s::fs` (or `a::s::fs`, `super::s::fs`) names `std::fs`. Such a
 //!   path is read through the named module's own imports (and its glob imports': a test
 //!   module's `use super::*`), so `use std::time;` in one file leaves another's `super::time`
-//!   alone; where the module cannot be told (a `#[path]` or `include!` in the crate, a file of
-//!   `src/bin/`, a module name no file or `mod` gives), through every import of the name in the
-//!   crate, and an import in a `macro_rules!` body counts in every module ([`CrateScope`]);
+//!   alone; where the module cannot be told (a `#[path]` or `include!`, under any name, in the
+//!   crate, a file of `src/bin/`, a module name no file or `mod` gives), through every import
+//!   of the name in the crate, and an import in a `macro_rules!` body counts in every module
+//!   ([`CrateScope`]);
 //! - a dependency that the crate's manifest renames (`rt = { package = "tokio" }`, read from
 //!   cargo metadata) is its crate: `rt::fs` names `tokio::fs`;
 //! - a path that a macro variable completes (`std::$m::read`) or starts (`$k::fs::read`)
@@ -464,16 +465,17 @@ struct Names<'n> {
 /// (`use super::*`), so `use std::time;` in one module does not make `super::time` of another
 /// std's. Where the module cannot be told, the path is read through every import of the name
 /// in the crate: a module name that is no known module's, a `super` past the root, a file of
-/// `src/bin/`, and every path of a crate with a `#[path]` or `include!` (which put a file's
-/// items in a module its path does not tell). An import in a `macro_rules!` body, whose items
-/// land where the macro is invoked, counts in every module.
+/// `src/bin/`, and every path of a crate with a `#[path]` or an `include!`, under any name
+/// (which put a file's items in a module its path does not tell). An import in a
+/// `macro_rules!` body, whose items land where the macro is invoked, counts in every module.
 #[derive(Debug, Default)]
 struct CrateScope {
     /// `(name, path)` of each import that binds a name.
     imports: Vec<(String, Vec<String>)>,
     /// The names of the crate's modules.
     modules: Vec<String>,
-    /// Whether a file's module cannot be told from its path (a `#[path]` or `include!`).
+    /// Whether a file's module cannot be told from its path (a `#[path]`, or `include!` under
+    /// its name or imported under another).
     uncertain: bool,
     /// Each known module (its path from the crate root) with its imports: `(name, path)`, the
     /// name `None` for a glob (`use super::*`, its path the glob's parent).
@@ -516,6 +518,9 @@ impl CrateScope {
             self.known(file.clone());
         }
         let written = written(&tokens);
+        // `include!` invoked under another name (`use std::include as inc;`, or another
+        // module's such import) is still `include!`.
+        self.uncertain |= (written.imports.iter()).any(|i| i.path.last() == Some(&"include"));
         for (import, &start) in written.imports.iter().zip(&written.import_starts) {
             let path: Vec<String> = import.path.iter().map(|s| (*s).to_owned()).collect();
             let name = import.name.map(str::to_owned);

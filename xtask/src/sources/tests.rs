@@ -1372,3 +1372,30 @@ fn a_module_path_whose_module_cannot_be_told_is_read_through_every_import() {
         ],
     );
 }
+
+/// An `include!` invoked under another name (`use std::include as inc;`) puts a file's items
+/// in a module its path does not tell, like `include!` itself: a path through the modules of
+/// such a crate is read through every import of its name.
+#[test]
+fn a_renamed_include_makes_the_modules_unknown() {
+    check(
+        &[
+            ("crates/ai-core/src/lib.rs", "//! Root.\nmod b;\nmod c;\n"),
+            (
+                "crates/ai-core/src/b.rs",
+                "//! Takes another file's items.\nuse std::include as inc;\ninc!(\"b_items.rs\");\n",
+            ),
+            (
+                "crates/ai-core/src/b_items.rs",
+                "//! Module `b`, by its includer.\npub use std::time as t;\n",
+            ),
+            (
+                "crates/ai-core/src/c.rs",
+                "//! Names it.\nfn f() {\n    let n = crate::b::t::Instant::now();\n}\n",
+            ),
+        ],
+        &[
+            "crates/ai-core/src/c.rs:3: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`std::time::Instant`); IO lives in adapters, time comes through `Clock`",
+        ],
+    );
+}
