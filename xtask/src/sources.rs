@@ -1193,6 +1193,7 @@ fn through_modules(
     // Past the spellings the file's own imports made (glob imports multiply those), as many
     // as a chain through every import of the crate.
     let most = spellings.len() + MAX_SPELLINGS + scope.imports.len() + scope.anywhere.len();
+    let written = spellings.len();
     let mut spelled: Vec<(Vec<String>, ModuleOf)> = spellings
         .into_iter()
         .map(|p| (p, context.clone()))
@@ -1218,16 +1219,26 @@ fn through_modules(
                 Some(module) => scope.lookup(&module, &path[j], 0),
                 None => scope.everywhere(&path[j]),
             };
+            // A path is followed once from each module it is read from: the file's own
+            // imports spell it from the path's module, but its import may be another's
+            // (`use self::k::t as w;` in the parent is `k::t` there).
             for (import, context) in found {
                 let next = [&import[..], &path[j + 1..]].concat();
-                if !spelled.iter().any(|(p, _)| *p == next) {
+                if !spelled.iter().any(|(p, c)| *p == next && *c == context) {
                     spelled.push((next, context));
                 }
             }
         }
         k += 1;
     }
-    spelled.into_iter().map(|(path, _)| path).collect()
+    // Each path found once (a path read from two modules is one path).
+    let mut out: Vec<Vec<String>> = Vec::with_capacity(spelled.len());
+    for (k, (path, _)) in spelled.into_iter().enumerate() {
+        if k < written || !out.contains(&path) {
+            out.push(path);
+        }
+    }
+    out
 }
 
 /// Renames each macro invoked under an imported name (`use std::include_str as text;` then

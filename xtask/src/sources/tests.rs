@@ -1399,3 +1399,22 @@ fn a_renamed_include_makes_the_modules_unknown() {
         ],
     );
 }
+
+/// One spelling of a path, read from two modules, is read from both: `use self::k::t as w;`
+/// in `b` makes `w` of a child that takes it by `use super::w;` `b::k::t`, even where the
+/// child has a `k` of its own (which the file-wide spelling `k::t` is read through).
+#[test]
+fn a_spelling_reached_from_two_modules_is_read_from_each() {
+    check(
+        &[
+            ("crates/ai-core/src/lib.rs", "//! Root.\nmod b;\n"),
+            (
+                "crates/ai-core/src/b.rs",
+                "//! Std's time, under another name.\nmod k {\n    pub use std::time as t;\n}\nuse self::k::t as w;\nmod other {\n    use super::w;\n    mod k {}\n    fn f() {\n        let n = w::Instant::now();\n    }\n}\n",
+            ),
+        ],
+        &[
+            "crates/ai-core/src/b.rs:10: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`std::time::Instant`); IO lives in adapters, time comes through `Clock`",
+        ],
+    );
+}
