@@ -1183,8 +1183,9 @@ fn named_paths<'t>(
 /// modules: a segment after a run of `crate`, `self`, `super` and the crate's module names
 /// that an import binds is the path it imports (`a::s2::fs` with `mod a { pub use std as s2; }`
 /// is `std::fs`), repeatedly, read from the module the import is in ([`CrateScope`] says which
-/// imports count). A path that starts elsewhere (`tokio::time`) is an external crate's, and
-/// left alone.
+/// imports count). A path an import made is read from the import's module from its first
+/// segment on (`pub use aa::*;` after `use crate::a as aa;` makes `aa::t` `crate::a::t`).
+/// Another path that starts elsewhere (`tokio::time`) is an external crate's, and left alone.
 fn through_modules(
     spellings: Vec<Vec<String>>,
     context: ModuleOf,
@@ -1204,6 +1205,20 @@ fn through_modules(
     let mut k = 0;
     while k < spelled.len() && spelled.len() < most {
         let (path, from) = spelled[k].clone();
+        // A path an import made (`aa::t` of `pub use aa::*;`) starts with a name of the
+        // module the import is in, bound by that module's imports (`use crate::a as aa;`).
+        if k >= written && path.len() > 1 && !local(&path[0]) {
+            let found = match &from {
+                Some(module) => scope.lookup(module, &path[0], 0),
+                None => scope.everywhere(&path[0]),
+            };
+            for (import, context) in found {
+                let next = [&import[..], &path[1..]].concat();
+                if !spelled.iter().any(|(p, c)| *p == next && *c == context) {
+                    spelled.push((next, context));
+                }
+            }
+        }
         for j in 1..path.len() {
             // `crate` and `self` past a path's start do not compile: such a path is only one
             // of the spellings a glob import made (`super::*` before `self::super::time`).

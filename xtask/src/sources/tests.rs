@@ -1418,3 +1418,36 @@ fn a_spelling_reached_from_two_modules_is_read_from_each() {
         ],
     );
 }
+
+/// A path an import of another module makes is read through that module's imports from its
+/// first segment too: with `use crate::a as aa;` in `c`, its `pub use aa::*;` and
+/// `pub use aa::t as tt;` make `crate::c::t` and `crate::c::tt` what `a` imports as `t`.
+#[test]
+fn an_import_through_another_imports_name_is_read_in_its_module() {
+    let io_free = |line: usize| {
+        format!(
+            "crates/ai-core/src/d.rs:{line}: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`std::time::Instant`); IO lives in adapters, time comes through `Clock`"
+        )
+    };
+    check(
+        &[
+            (
+                "crates/ai-core/src/lib.rs",
+                "//! Root.\nmod a;\nmod c;\nmod d;\n",
+            ),
+            (
+                "crates/ai-core/src/a.rs",
+                "//! Std's time.\npub use std::time as t;\n",
+            ),
+            (
+                "crates/ai-core/src/c.rs",
+                "//! A's names, through a name of its own for `a`.\nuse crate::a as aa;\npub use aa::*;\npub use aa::t as tt;\n",
+            ),
+            (
+                "crates/ai-core/src/d.rs",
+                "//! Names them.\nfn f() {\n    let n = crate::c::t::Instant::now();\n    let m = crate::c::tt::Instant::now();\n}\n",
+            ),
+        ],
+        &[&io_free(3), &io_free(4)],
+    );
+}
