@@ -155,6 +155,13 @@ pub enum GraphError {
         /// The thread.
         thread: String,
     },
+    /// The run is polled outside a Tokio runtime with the time driver enabled, which the tool
+    /// runner needs: nothing was run, and the thread was neither loaded nor saved.
+    #[error("thread {thread}: {NO_TIMERS}")]
+    NoTimeDriver {
+        /// The thread.
+        thread: String,
+    },
     /// The state the run ended with could not be written as JSON, so it was not saved (the
     /// reason never quotes the state).
     #[error("the state of thread {thread} cannot be written as JSON: {reason}")]
@@ -171,9 +178,13 @@ pub enum GraphError {
 /// Its runs must be driven inside a Tokio runtime with the time driver enabled, as the
 /// [`ToolRunner`] it runs tools through needs (each attempt runs under `tokio::time`):
 /// `#[tokio::main]` and `#[tokio::test]` enable it, a runtime built by hand needs
-/// `enable_time()` (or `enable_all()`). Without it a run panics in the runner as soon as a
-/// tool's future waits, which a test whose tools answer at once never shows.
-/// [`Agent::spawn`] also needs to be called inside the runtime, to spawn its task.
+/// `enable_time()` (or `enable_all()`). A run polled without it (or outside Tokio) is refused
+/// before the model is called: it ends with an `Error` naming what is missing and
+/// `Done { reason: error }`, and returns the state it was given ([`Agent::run_thread`]:
+/// [`GraphError::NoTimeDriver`]). (The check makes Tokio panic once and catches it, so the
+/// process's panic hook reports Tokio's own message; a build with `panic = "abort"` skips it,
+/// as it could not catch it.) [`Agent::spawn`] also needs to be called inside the runtime, to
+/// spawn its task.
 #[derive(Clone)]
 pub struct Agent {
     completion: Arc<dyn CompletionPort>,
@@ -373,6 +384,17 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> AgentState {
         let events = &SinkPort(events);
+        if timers_missing() {
+            // Refused before anything runs: every tool call would fail in the runner, and the
+            // model would be told its tools failed.
+            events.emit(AiEvent::Error {
+                message: NO_TIMERS.into(),
+            });
+            events.emit(AiEvent::Done {
+                reason: DoneReason::Error,
+            });
+            return state;
+        }
         let mut queue = VecDeque::from([first]);
         let mut state = state;
         // The configured limit holds for every run, a thread saved under another one included.
@@ -665,7 +687,8 @@ impl Agent {
     /// stored; a thread that cannot be loaded or saved (the store failed, or panicked) ends the
     /// run with an `Error` and `Done { reason: error }`, and the error is returned. So does a
     /// user message without text (empty, or whitespace only), before the thread is loaded:
-    /// nothing is run or saved ([`GraphError::EmptyUserMessage`]).
+    /// nothing is run or saved ([`GraphError::EmptyUserMessage`]); and so does a run polled
+    /// without Tokio's time driver ([`GraphError::NoTimeDriver`], see [`Agent`]).
     ///
     /// One turn per thread at a time is the caller's to ensure: [`ThreadStore`] is load and save,
     /// so two turns run at once on one thread both finish and the later save wins (the other
@@ -685,6 +708,12 @@ impl Agent {
         let events = &SinkPort(events);
         if user_message.trim().is_empty() {
             let error = GraphError::EmptyUserMessage {
+                thread: thread.as_str().into(),
+            };
+            return Err(failed(events, error));
+        }
+        if timers_missing() {
+            let error = GraphError::NoTimeDriver {
                 thread: thread.as_str().into(),
             };
             return Err(failed(events, error));
@@ -735,6 +764,28 @@ impl Agent {
             events.emit(done);
         }
         Ok(state)
+    }
+}
+
+/// What a run polled without Tokio's time driver ends with.
+const NO_TIMERS: &str = "the run is not inside a Tokio runtime with the time driver enabled, \
+                         which the tool runner needs: build the runtime with `enable_time()` (or \
+                         `enable_all()`); nothing was run";
+
+/// Whether the task polling this lacks what the runner needs to run a tool: a Tokio runtime with
+/// its time driver. Tokio says so only by panicking where a timer is made, so one is made (it is
+/// never polled, so never registered) and the panic caught; the process's panic hook still
+/// reports Tokio's message, which names the fix. Under `panic = "abort"` nothing could catch it:
+/// no check is made, and a tool's call panics as it did.
+fn timers_missing() -> bool {
+    #[cfg(panic = "unwind")]
+    {
+        let timer = || drop(tokio::time::sleep(std::time::Duration::ZERO));
+        std::panic::catch_unwind(timer).is_err()
+    }
+    #[cfg(not(panic = "unwind"))]
+    {
+        false
     }
 }
 

@@ -1396,3 +1396,56 @@ async fn a_sink_that_panics_on_a_streamed_delta_is_not_taken_for_the_model_port(
     assert!(error.contains("the event sink panicked"), "{error}");
     assert!(!error.contains("port"), "{error}");
 }
+
+/// A runtime without Tokio's time driver (built by hand without `enable_time()`), in which the
+/// runner cannot run a tool: a run is refused before the model is called, with an error that
+/// says what is missing, and the state given is returned as it was; `run_thread` neither loads
+/// nor saves the thread and returns the error.
+#[test]
+fn a_runtime_without_timers_is_refused_up_front() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let f = Fixture::new(
+        vec![
+            calls(vec![call("c1", "core__wait", r#"{"ms":5}"#)]),
+            text("done"),
+        ],
+        AgentConfig::default(),
+    );
+    let before = f.agent.new_state();
+    let after = runtime.block_on(f.run(before.clone(), "go"));
+    assert_eq!(after, before);
+    let events = f.events();
+    assert_eq!(done_reason(&events), "error");
+    assert!(
+        matches!(&events[..], [AiEvent::Error { message }, AiEvent::Done { .. }]
+            if message.contains("enable_time")),
+        "{events:?}"
+    );
+    assert!(f.model.requests.lock().unwrap().is_empty());
+
+    let store = InMemoryThreadStore::default();
+    let thread = ThreadId::new("t").unwrap();
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    f.events.lock().unwrap().clear();
+    let refused = runtime.block_on(f.agent.run_thread(
+        &store,
+        &thread,
+        "go".into(),
+        &f.ctx,
+        &f.catalog,
+        &sink,
+        &f.cancel,
+    ));
+    assert!(
+        matches!(&refused, Err(graph::GraphError::NoTimeDriver { thread }) if thread == "t"),
+        "{refused:?}"
+    );
+    assert_eq!(done_reason(&f.events()), "error");
+    let saved = runtime
+        .block_on(ai_core::ThreadStore::load(&store, &thread))
+        .unwrap();
+    assert_eq!(saved, None);
+    assert!(f.model.requests.lock().unwrap().is_empty());
+}
