@@ -360,7 +360,9 @@ impl Agent {
     /// resume meant for an earlier pause, or a mistyped id; or two decide one call) decide
     /// nothing: the run ends with an
     /// `Error` and `Done { reason: error }`, and the state returned is the one given, its calls
-    /// still waiting for a resume with the right decisions.
+    /// still waiting for a resume with the right decisions. So do decisions for a state that
+    /// waits for no approval (a new thread, a finished run, a pause already settled by a resume
+    /// or the next user message): the state returned is the one given, phase and all.
     pub async fn resume(
         &self,
         state: AgentState,

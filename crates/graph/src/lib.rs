@@ -91,7 +91,11 @@ pub use store::InMemoryThreadStore;
 ///     user message without text (empty, or whitespace only) is refused: the run ends `error`
 ///     with the thread as it was, where the message was recorded and sent to the model; a saved
 ///     thread holding one leaves it out at its next model call.
-pub const LOOP_REVISION: u32 = 14;
+/// 15. Approval decisions for a thread that waits for none (a new thread, a finished run, a
+///     pause already settled, a run still out) end the run `error` saying the thread waits for no
+///     approval, and keep the state as it was, where its phase became `finished` (`error`) and
+///     the open calls of a run still out were answered cancelled.
+pub const LOOP_REVISION: u32 = 15;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

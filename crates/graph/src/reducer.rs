@@ -200,7 +200,9 @@ pub enum AgentEvent {
     /// Decisions on calls waiting for approval; resumes the thread. Decisions that do not fit
     /// the pause (one names a call the thread does not wait for: a stale resume, a mistyped
     /// id; or two decide one call) are refused whole: the run ends with an error and decides
-    /// nothing, and the state is kept as it was, its calls still waiting.
+    /// nothing, and the state is kept as it was, its calls still waiting. So are decisions for
+    /// a thread that waits for no approval (none of its runs paused, its pause was settled, or
+    /// a run of it is out): the state is kept as it was, its phase included.
     ApprovalDecisions {
         /// The decisions, at most one per waiting call (a call without one is denied, and so is
         /// one approved with another hash than its own).
@@ -253,8 +255,9 @@ pub enum Intent {
         pending: Vec<PendingApproval>,
     },
     /// End the run. The state's phase is then [`Phase::Finished`], but after approval
-    /// decisions refused for not fitting the pause (that thread still waits for them) and after
-    /// a user message without text (the thread is kept as it was).
+    /// decisions refused for not fitting the thread (for a pause, which still waits for them, or
+    /// for a thread that waits for none) and after a user message without text (the thread is
+    /// kept as it was in both).
     Finish {
         /// Why.
         reason: DoneReason,
@@ -382,15 +385,15 @@ fn out_of_phase(state: AgentState, what: &str) -> (AgentState, Vec<Intent>) {
     close_and_finish(state, DoneReason::Error, Some(what.into()))
 }
 
-/// What makes `decisions` fit no pause of a thread at `phase` that waits for approvals, if
-/// anything: a decision naming a call the thread does not wait for (a stale resume for an
-/// earlier pause, or a mistyped id), or a call decided more than once (ambiguous at best: an
-/// approval and a denial, or approvals of two argument hashes). Named by the decision's
-/// position, never its id (the caller's text).
-fn mismatched_decisions(phase: &Phase, decisions: &[ApprovalDecision]) -> Option<String> {
-    let Phase::AwaitingApproval { pending, .. } = phase else {
-        return None;
-    };
+/// What makes `decisions` not fit a pause that waits for `pending`, if anything: a decision
+/// naming a call the thread does not wait for (a stale resume for an earlier pause, or a
+/// mistyped id), or a call decided more than once (ambiguous at best: an approval and a denial,
+/// or approvals of two argument hashes). Named by the decision's position, never its id (the
+/// caller's text).
+fn mismatched_decisions(
+    pending: &[PendingApproval],
+    decisions: &[ApprovalDecision],
+) -> Option<String> {
     let mut decided: HashSet<&ToolCallId> = HashSet::new();
     decisions.iter().enumerate().find_map(|(at, d)| {
         if !pending.iter().any(|p| p.tool_call_id == d.tool_call_id) {
@@ -408,13 +411,15 @@ fn mismatched_decisions(phase: &Phase, decisions: &[ApprovalDecision]) -> Option
     })
 }
 
-/// Ends a run whose approval decisions do not fit the pause, deciding nothing: the state is
-/// kept as it was, its calls still waiting, so a resume with the right decisions can follow.
-fn refuse_decisions(state: AgentState, what: &str) -> (AgentState, Vec<Intent>) {
-    let error = format!(
-        "the approval decisions do not fit the calls waiting: {what}; nothing was decided, \
-         and the calls still wait"
-    );
+/// What a run whose approval decisions came for a thread that waits for none ends with.
+const NOT_PAUSED: &str = "approval decisions arrived, but this thread waits for no approval \
+                          (no run of it paused for one, or its pause was settled): nothing was \
+                          decided, and the thread is as it was";
+
+/// Ends a run whose approval decisions do not fit the thread, deciding nothing: the state is
+/// kept as it was (calls waiting for approval still wait, so a resume with the right decisions
+/// can follow).
+fn refuse(state: AgentState, error: String) -> (AgentState, Vec<Intent>) {
     let intent = Intent::Finish {
         reason: DoneReason::Error,
         error: Some(error),
@@ -850,9 +855,6 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
             (state, vec![Intent::AwaitApproval { pending }])
         }
         AgentEvent::ApprovalDecisions { decisions } => {
-            if let Some(what) = mismatched_decisions(&state.phase, &decisions) {
-                return refuse_decisions(state, &what);
-            }
             let (calls, mut answered, pending) =
                 match std::mem::replace(&mut state.phase, Phase::Idle) {
                     Phase::AwaitingApproval {
@@ -861,13 +863,28 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                         pending,
                     } => (calls, answered, pending),
                     other => {
+                        // A resume of a thread no run of which paused (or whose pause is
+                        // settled), or decisions while a run is out: nothing to decide, and
+                        // nothing of the thread (its last run's reason, a run's open calls) to
+                        // change.
                         state.phase = other;
-                        return out_of_phase(
-                            state,
-                            "approval decisions arrived that no call was waiting for",
-                        );
+                        return refuse(state, NOT_PAUSED.into());
                     }
                 };
+            if let Some(what) = mismatched_decisions(&pending, &decisions) {
+                state.phase = Phase::AwaitingApproval {
+                    calls,
+                    answered,
+                    pending,
+                };
+                return refuse(
+                    state,
+                    format!(
+                        "the approval decisions do not fit the calls waiting: {what}; nothing \
+                         was decided, and the calls still wait"
+                    ),
+                );
+            }
             let mut approved = Vec::new();
             let mut denials = Vec::new();
             for waiting in pending {

@@ -352,7 +352,6 @@ fn renaming_a_repeated_id_tries_each_candidate_once() {
 /// answer the open calls: a finished state's history always passes `validate_history`.
 #[test]
 fn an_out_of_phase_event_never_leaves_open_calls_unanswered() {
-    use super::ApprovalDecision;
     use ai_core::ToolOutcome;
     let approval_required = AgentEvent::ToolResults {
         results: vec![ToolExecResult {
@@ -379,20 +378,6 @@ fn an_out_of_phase_event_never_leaves_open_calls_unanswered() {
             ],
         ),
         (
-            "decisions while tools run",
-            vec![
-                completion("", &["c1"]),
-                AgentEvent::ApprovalDecisions {
-                    decisions: vec![ApprovalDecision {
-                        tool_call_id: ToolCallId::new("c1").unwrap(),
-                        approved: true,
-                        args_hash: "h".into(),
-                        reason: None,
-                    }],
-                },
-            ],
-        ),
-        (
             "results while paused",
             vec![completion("", &["c1"]), approval_required, results(&["c1"])],
         ),
@@ -411,6 +396,65 @@ fn an_out_of_phase_event_never_leaves_open_calls_unanswered() {
     assert!(
         broken.is_empty(),
         "finished with an invalid history: {broken:#?}"
+    );
+}
+
+/// Approval decisions for a thread that waits for none (while its model call is out, while its
+/// tools run, before its first run, after its run finished) decide nothing and change nothing:
+/// the run ends `error` saying so, and the state is kept as it was, phase and all, so a run that
+/// is out still settles its turn with its own results.
+#[test]
+fn decisions_for_a_thread_that_waits_for_none_change_nothing() {
+    use super::ApprovalDecision;
+    let decisions = || AgentEvent::ApprovalDecisions {
+        decisions: vec![ApprovalDecision {
+            tool_call_id: ToolCallId::new("c1").unwrap(),
+            approved: true,
+            args_hash: "h".into(),
+            reason: None,
+        }],
+    };
+    let cases: Vec<(&str, Vec<AgentEvent>)> = vec![
+        ("new", vec![]),
+        ("model call out", vec![user()]),
+        ("tools out", vec![user(), completion("", &["c1"])]),
+        (
+            "finished",
+            vec![
+                user(),
+                completion("", &["c1"]),
+                results(&["c1"]),
+                completion("ok", &[]),
+            ],
+        ),
+    ];
+    for (name, events) in cases {
+        let mut state = AgentState::new(None, steps(10));
+        for event in events {
+            (state, _) = reduce(state, event);
+        }
+        let (after, intents) = reduce(state.clone(), decisions());
+        assert_eq!(after, state, "{name}");
+        assert!(
+            matches!(&intents[..], [Intent::Finish { reason: DoneReason::Error, error: Some(e) }]
+                if e.contains("waits for no approval")),
+            "{name}: {intents:?}"
+        );
+    }
+    // The tools that were out when the decisions came still answer their calls.
+    let mut state = AgentState::new(None, steps(10));
+    for event in [
+        user(),
+        completion("", &["c1"]),
+        decisions(),
+        results(&["c1"]),
+    ] {
+        (state, _) = reduce(state, event);
+    }
+    assert_eq!(state.phase(), &Phase::AwaitingModel);
+    ai_core::validate_history(state.messages()).unwrap();
+    assert!(
+        matches!(&state.messages()[2], Message::Tool { content, .. } if content.contains("c1"))
     );
 }
 

@@ -268,6 +268,62 @@ async fn decisions_for_a_call_not_waiting_are_refused_and_lose_nothing() {
     );
 }
 
+/// A resume given a thread that waits for no approval (a new one, one whose last run finished,
+/// one whose pause the next user message or an earlier resume already settled) decides nothing:
+/// the run ends with an error saying the thread waits for none, nothing runs and no model is
+/// called, and the state is returned exactly as it was given, its last run's reason included.
+#[tokio::test(start_paused = true)]
+async fn a_resume_of_a_thread_that_waits_for_nothing_is_refused_and_changes_nothing() {
+    let f = fixture();
+    let (paused_state, hashes) = paused(&f).await;
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let approve_all = || -> Vec<ApprovalDecision> {
+        hashes
+            .iter()
+            .map(|(id, hash)| decision(id, true, hash))
+            .collect()
+    };
+    let settled = f
+        .agent
+        .resume(
+            paused_state,
+            approve_all(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    assert_eq!(done_reason(&f.events()), "stop");
+    assert!(matches!(settled.phase(), Phase::Finished { .. }));
+    let requests = f.model.requests.lock().unwrap().len();
+    for (case, state) in [settled, f.agent.new_state()].into_iter().enumerate() {
+        for decisions in [approve_all(), Vec::new()] {
+            f.events.lock().unwrap().clear();
+            let after = f
+                .agent
+                .resume(
+                    state.clone(),
+                    decisions,
+                    &f.ctx,
+                    &f.catalog,
+                    &sink,
+                    &f.cancel,
+                )
+                .await;
+            let events = f.events();
+            assert_eq!(after, state, "case {case}: the state is kept as it was");
+            assert!(
+                matches!(&events[..], [AiEvent::Error { message }, AiEvent::Done { .. }]
+                    if message.contains("waits for no approval")),
+                "case {case}: {events:?}"
+            );
+            assert_eq!(done_reason(&events), "error");
+        }
+    }
+    assert_eq!(f.model.requests.lock().unwrap().len(), requests);
+}
+
 /// Two decisions on one call (an approval and a denial, approvals for two argument hashes, or
 /// the same decision twice) are ambiguous at best, whichever comes first: they decide nothing,
 /// no call runs or is denied, and the thread still waits for a resume that decides each once.
