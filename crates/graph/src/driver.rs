@@ -690,7 +690,8 @@ impl Agent {
     /// run with an `Error` and `Done { reason: error }`, and the error is returned. So does a
     /// user message without text (empty, or whitespace only), before the thread is loaded:
     /// nothing is run or saved ([`GraphError::EmptyUserMessage`]); and so does a run polled
-    /// without Tokio's time driver ([`GraphError::NoTimeDriver`], see [`Agent`]).
+    /// without Tokio's time driver ([`GraphError::NoTimeDriver`], see [`Agent`]). A run that
+    /// pauses for approval is resumed from the store by [`Agent::resume_thread`].
     ///
     /// One turn per thread at a time is the caller's to ensure: [`ThreadStore`] is load and save,
     /// so two turns run at once on one thread both finish and the later save wins (the other
@@ -714,6 +715,79 @@ impl Agent {
             };
             return Err(failed(events, error));
         }
+        let event = AgentEvent::UserMessage {
+            content: user_message,
+        };
+        self.drive_thread(store, thread, event, ctx, catalog, events, cancel)
+            .await
+    }
+
+    /// [`Agent::resume`] over a [`ThreadStore`], as [`Agent::run_thread`] runs a turn: loads the
+    /// thread a run paused for approval, decides its calls and goes on, and saves the state; the
+    /// run's `Done` is emitted once the state is saved. A thread that cannot be loaded or saved,
+    /// or a run polled without Tokio's time driver, ends the run with an `Error` and
+    /// `Done { reason: error }`, and the error is returned.
+    ///
+    /// Decisions that decide nothing (they do not fit the pause, or the thread waits for no
+    /// approval: see [`Agent::resume`]) end the run with an `Error` and `Done { reason: error }`
+    /// and leave the thread as stored: it is not saved again, and a thread the store does not
+    /// hold is not created.
+    ///
+    /// ```no_run
+    /// # async fn resume(
+    /// #     agent: &graph::Agent,
+    /// #     store: &graph::InMemoryThreadStore,
+    /// #     ctx: &graph::ai_core::RunContext,
+    /// #     catalog: &graph::ai_core::ToolCatalog,
+    /// #     events: &dyn graph::ai_core::EventSink,
+    /// # ) -> Result<(), Box<dyn std::error::Error>> {
+    /// use graph::ai_core::{CancellationToken, ThreadId, ToolCallId};
+    /// use graph::ApprovalDecision;
+    /// // The hash is the one the run's `ApprovalRequired` event showed the user.
+    /// let decisions = vec![ApprovalDecision {
+    ///     tool_call_id: ToolCallId::new("call_1")?,
+    ///     approved: true,
+    ///     args_hash: "…".into(),
+    ///     reason: None,
+    /// }];
+    /// let thread = ThreadId::new("thread-1")?;
+    /// let cancel = CancellationToken::new();
+    /// agent
+    ///     .resume_thread(store, &thread, decisions, ctx, catalog, events, &cancel)
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[allow(clippy::too_many_arguments)] // The run's inputs, named.
+    pub async fn resume_thread(
+        &self,
+        store: &dyn ThreadStore,
+        thread: &ThreadId,
+        decisions: Vec<crate::ApprovalDecision>,
+        ctx: &RunContext,
+        catalog: &ToolCatalog,
+        events: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<AgentState, GraphError> {
+        let events = &SinkPort(events);
+        let event = AgentEvent::ApprovalDecisions { decisions };
+        self.drive_thread(store, thread, event, ctx, catalog, events, cancel)
+            .await
+    }
+
+    /// Loads the thread (or starts it), drives one run from `first`, and saves the state unless
+    /// the run left it exactly as loaded; the run's `Done` is emitted once that is done.
+    #[allow(clippy::too_many_arguments)] // The run's inputs, named.
+    async fn drive_thread(
+        &self,
+        store: &dyn ThreadStore,
+        thread: &ThreadId,
+        first: AgentEvent,
+        ctx: &RunContext,
+        catalog: &ToolCatalog,
+        events: &dyn EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<AgentState, GraphError> {
         if timers_missing() {
             let error = GraphError::NoTimeDriver {
                 thread: thread.as_str().into(),
@@ -738,7 +812,7 @@ impl Agent {
             Ok(None) => Ok(self.new_state()),
             Err(error) => Err(store_error("load", error)),
         };
-        let state = match loaded {
+        let loaded = match loaded {
             Ok(state) => state,
             Err(error) => return Err(failed(events, error)),
         };
@@ -747,20 +821,24 @@ impl Agent {
             done: std::sync::Mutex::new(None),
         };
         let state = self
-            .run(state, user_message, ctx, catalog, &held, cancel)
+            .drive(loaded.clone(), first, ctx, catalog, &held, cancel)
             .await;
-        let saved = match serde_json::to_value(&state) {
-            Ok(saved) => unless_panics(ai_core::port_future(THE_STORE, store.save(thread, &saved)))
-                .await
-                .unwrap_or_else(panicked)
-                .map_err(|e| store_error("save", e)),
-            Err(e) => Err(GraphError::Unsaved {
-                thread: thread.as_str().into(),
-                reason: ai_core::describe_json_error(&e),
-            }),
-        };
-        if let Err(error) = saved {
-            return Err(failed(events, error));
+        if state != loaded {
+            let saved = match serde_json::to_value(&state) {
+                Ok(saved) => {
+                    unless_panics(ai_core::port_future(THE_STORE, store.save(thread, &saved)))
+                        .await
+                        .unwrap_or_else(panicked)
+                        .map_err(|e| store_error("save", e))
+                }
+                Err(e) => Err(GraphError::Unsaved {
+                    thread: thread.as_str().into(),
+                    reason: ai_core::describe_json_error(&e),
+                }),
+            };
+            if let Err(error) = saved {
+                return Err(failed(events, error));
+            }
         }
         if let Some(done) = held.done.into_inner().unwrap_or_else(|e| e.into_inner()) {
             events.emit(done);

@@ -666,3 +666,102 @@ async fn a_sink_that_panics_on_an_approval_request_leaves_the_call_waiting() {
     };
     assert_eq!(pending.len(), 2);
 }
+
+/// A thread that `run_thread` paused for approval is resumed through the store by
+/// `resume_thread`: the approved calls run, the resumed state is saved before its `Done`, and a
+/// resume of a thread that waits for nothing (this one once settled, or one the store does not
+/// hold) decides nothing and leaves the store as it was.
+#[tokio::test(start_paused = true)]
+async fn resume_thread_resumes_a_stored_pause_and_saves_it() {
+    use ai_core::ThreadStore;
+    let f = fixture();
+    let store = graph::InMemoryThreadStore::default();
+    let thread = ai_core::ThreadId::new("t").unwrap();
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let paused = f
+        .agent
+        .run_thread(
+            &store,
+            &thread,
+            "go".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await
+        .unwrap();
+    assert_eq!(done_reason(&f.events()), "awaiting_approval");
+    let decisions: Vec<ApprovalDecision> = f
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::ApprovalRequired {
+                tool_call_id,
+                args_hash,
+                ..
+            } => Some(decision(tool_call_id.as_str(), true, args_hash)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(decisions.len(), 2);
+    assert_eq!(
+        store.load(&thread).await.unwrap(),
+        Some(serde_json::to_value(&paused).unwrap())
+    );
+
+    f.events.lock().unwrap().clear();
+    let resumed = f
+        .agent
+        .resume_thread(
+            &store,
+            &thread,
+            decisions.clone(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await
+        .unwrap();
+    check_invariants(&f.events(), &resumed).unwrap();
+    assert_eq!(done_reason(&f.events()), "stop");
+    assert_eq!(
+        answers(&resumed),
+        [r#"{"waited_ms":1}"#, r#"{"waited_ms":2}"#]
+    );
+    let stored = store.load(&thread).await.unwrap();
+    assert_eq!(stored, Some(serde_json::to_value(&resumed).unwrap()));
+
+    // The same decisions again: the thread waits for nothing now.
+    let requests = f.model.requests.lock().unwrap().len();
+    for id in ["t", "never-stored"] {
+        let thread = ai_core::ThreadId::new(id).unwrap();
+        let before = store.load(&thread).await.unwrap();
+        f.events.lock().unwrap().clear();
+        let after = f
+            .agent
+            .resume_thread(
+                &store,
+                &thread,
+                decisions.clone(),
+                &f.ctx,
+                &f.catalog,
+                &sink,
+                &f.cancel,
+            )
+            .await
+            .unwrap();
+        let events = f.events();
+        assert!(
+            matches!(&events[..], [AiEvent::Error { message }, AiEvent::Done { .. }]
+                if message.contains("waits for no approval")),
+            "{id}: {events:?}"
+        );
+        assert_eq!(store.load(&thread).await.unwrap(), before, "{id}");
+        if id == "t" {
+            assert_eq!(after, resumed);
+        }
+    }
+    assert_eq!(f.model.requests.lock().unwrap().len(), requests);
+}
