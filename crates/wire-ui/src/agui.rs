@@ -458,6 +458,12 @@ enum CallState {
     /// `TOOL_CALL_END` sent for a call that waits for approval: an interrupt if the run pauses,
     /// else its `TOOL_CALL_RESULT` is due.
     AwaitingApproval,
+    /// A call an earlier run showed, which this run continues from the user's answer (approved):
+    /// its `TOOL_CALL_RESULT` is due.
+    Approved,
+    /// A call an earlier run showed, which this run answers without running it (denied, or
+    /// cancelled by a new message): its `TOOL_CALL_RESULT` is due.
+    NotApproved,
 }
 
 /// Turns one run's [`AiEvent`]s into AG-UI events.
@@ -512,10 +518,21 @@ impl Translator {
 
     /// A translator for a run that continues from interrupts: `calls` were shown, whole, by an
     /// earlier run of the thread, so their results are sent without opening them again (a
-    /// second `TOOL_CALL_ARGS` would append to the arguments the client holds).
-    pub fn continuing(mut self, calls: impl IntoIterator<Item = ToolCallId>) -> Self {
-        self.calls
-            .extend(calls.into_iter().map(|id| (id, CallState::Ended)));
+    /// second `TOOL_CALL_ARGS` would append to the arguments the client holds). Each comes with
+    /// whether the user approved it (`false` for a denied call, or one a new message cancels).
+    ///
+    /// A run that ends before a call's result (its log could not be written, its task died, or
+    /// its stream was cut) still answers it before `RUN_ERROR`, as it answers its own calls: an
+    /// approved call may have run, any other never ran. Left without a `TOOL_CALL_RESULT`, the
+    /// client's history would hold a call without an answer.
+    pub fn continuing(mut self, calls: impl IntoIterator<Item = (ToolCallId, bool)>) -> Self {
+        self.calls.extend(calls.into_iter().map(|(id, approved)| {
+            let state = match approved {
+                true => CallState::Approved,
+                false => CallState::NotApproved,
+            };
+            (id, state)
+        }));
         self
     }
 
@@ -720,7 +737,8 @@ impl Translator {
     /// client does not take it for one left for it to run (`@ag-ui/client` counts a call
     /// without a result as pending when the run finishes). A call that started to run and got
     /// no result (the run's task died) is answered too, saying the tool may have run, and so is
-    /// one waiting for approval in a run that ends without pausing, saying it never ran.
+    /// one waiting for approval in a run that ends without pausing, saying it never ran, and one
+    /// an earlier run showed that this run continues (see [`Translator::continuing`]).
     fn end_unfinished_calls(&mut self, reason: DoneReason, out: &mut Vec<AguiEvent>) {
         for (id, state) in &mut self.calls {
             let message = match *state {
@@ -736,6 +754,11 @@ impl Translator {
                 CallState::AwaitingApproval if reason != DoneReason::AwaitingApproval => {
                     crate::UNAPPROVED_CALL
                 }
+                // Answered by the user in an earlier run's pause, with no result yet: the run
+                // ended before it got to the call. A call not approved never runs; an approved
+                // one may have run.
+                CallState::Approved => crate::UNANSWERED_CALL,
+                CallState::NotApproved => crate::UNRECORDED_DENIAL,
                 CallState::AwaitingApproval | CallState::Ended => continue,
             };
             *state = CallState::Ended;

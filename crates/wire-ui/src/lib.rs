@@ -38,7 +38,8 @@ pub(crate) const UNAPPROVED_CALL: &str =
 
 /// What a client is told of a call the user denied, in a run that resumed from the user's
 /// answers and ended before it said so (its log could not be written, its task died, or its
-/// stream was cut): a denied call never runs.
+/// stream was cut): a denied call never runs. Over AG-UI, also what a call a new message
+/// cancelled is told (the user did not approve it) when the run that cancels it ends so.
 pub(crate) const UNRECORDED_DENIAL: &str =
     "the run ended before this call's denial was recorded; the call never ran";
 

@@ -91,11 +91,12 @@ pub(super) async fn run(
     let started = start_run(&state, &input.thread_id, &input.run_id, incoming).await?;
     // The calls a resume decides (the answered ones and the unanswered, denied), or a new user
     // message cancels, were shown by the run that paused: only their results follow.
-    let shown: Vec<ToolCallId> = started
+    // (A cancelled call is as one not approved: it never runs.)
+    let shown: Vec<(ToolCallId, bool)> = started
         .resumed
         .iter()
-        .map(|(id, _)| id.clone())
-        .chain(started.superseded.iter().cloned())
+        .cloned()
+        .chain(started.superseded.iter().map(|id| (id.clone(), false)))
         .collect();
     let mut translator = Translator::new(input.thread_id, input.run_id).continuing(shown);
     let first = translator.start().iter().map(sse::frame).collect();

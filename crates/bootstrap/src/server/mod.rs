@@ -1459,6 +1459,9 @@ mod tests {
         inner: Arc<adapters::InMemoryRunStore>,
         approval_stored: Arc<tokio::sync::Notify>,
         only: Option<&'static str>,
+        /// With `only`: fail every batch of that run after its first (which begins it), not
+        /// only its last.
+        every_batch: bool,
         failed_once: std::sync::atomic::AtomicBool,
     }
 
@@ -1482,6 +1485,14 @@ mod tests {
             step: RunStep,
         ) -> Result<std::ops::Range<u64>, ai_core::RunStoreError> {
             let has = |f: fn(&AiEvent) -> bool| step.events.iter().any(f);
+            if self.every_batch
+                && self.only == Some(run_id.as_str())
+                && self
+                    .failed_once
+                    .swap(true, std::sync::atomic::Ordering::SeqCst)
+            {
+                return Err(ai_core::RunStoreError::Backend("disk I/O error".into()));
+            }
             let failing = match self.only {
                 None => true,
                 Some(only) => {
@@ -1662,10 +1673,23 @@ mod tests {
         locks: &tempfile::TempDir,
         only: Option<&'static str>,
     ) -> Arc<super::AppState> {
-        let runs = Arc::new(FailsAtDone {
-            only,
-            ..FailsAtDone::default()
-        });
+        failing_store(
+            ai_sdk_version,
+            locks,
+            FailsAtDone {
+                only,
+                ..FailsAtDone::default()
+            },
+        )
+    }
+
+    /// [`failing_at_done`] over the store `runs`.
+    fn failing_store(
+        ai_sdk_version: u8,
+        locks: &tempfile::TempDir,
+        runs: FailsAtDone,
+    ) -> Arc<super::AppState> {
+        let runs = Arc::new(runs);
         let open = runs.approval_stored.clone();
         let stores = crate::Stores {
             threads: runs.inner.clone(),
@@ -1807,6 +1831,50 @@ mod tests {
                 "ai {version}: {body}"
             );
             assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+        }
+    }
+
+    /// A run that resumes from the user's answers and fails before it shows a result (its log
+    /// cannot be written after the batch that begins it) still answers each call the earlier run
+    /// showed waiting, before `RUN_ERROR`: an approved call may have run, a denied one never
+    /// ran. Without it the client's history would hold the calls without an answer.
+    #[tokio::test]
+    async fn a_resumed_run_whose_log_fails_answers_the_calls_it_resumes() {
+        for (approved, status, said) in [
+            (true, "resolved", "the tool may have run"),
+            (false, "cancelled", "the call never ran"),
+        ] {
+            let locks = tempfile::tempdir().unwrap();
+            let runs = FailsAtDone {
+                only: Some("r-resume-fails"),
+                every_batch: true,
+                ..FailsAtDone::default()
+            };
+            let state = failing_store(5, &locks, runs);
+            let input = serde_json::json!({
+                "threadId": "t-resume-fails", "runId": "r-1",
+                "messages": [{"id": "m1", "role": "user", "content": "send it"}],
+            });
+            let paused = post(super::agui::run, state.clone(), input).await;
+            assert!(paused.contains("\"interrupts\""), "{paused}");
+            let resume = serde_json::json!({
+                "threadId": "t-resume-fails", "runId": "r-resume-fails", "messages": [],
+                "resume": [{"interruptId": "call_send", "status": status,
+                            "payload": {"approved": approved}}],
+            });
+            let body = post(super::agui::run, state, resume).await;
+            record(&format!("resumed-log-fails-{status}.agui.sse"), &body);
+            let frames: Vec<&str> = body.split("\n\n").collect();
+            let position = |wanted: &dyn Fn(&str) -> bool| frames.iter().position(|f| wanted(f));
+            let result = position(&|f| {
+                f.contains("TOOL_CALL_RESULT") && f.contains("\"call_send\"") && f.contains(said)
+            });
+            let error =
+                position(&|f| f.contains("RUN_ERROR") && f.contains("could not be recorded"));
+            assert!(
+                matches!((result, error), (Some(r), Some(e)) if r < e),
+                "{status}: {body}"
+            );
         }
     }
 

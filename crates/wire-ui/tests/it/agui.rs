@@ -565,3 +565,62 @@ fn a_cancelled_run_finishes_with_the_cancelled_outcome() {
         );
     }
 }
+
+/// A run that resumes from the user's answers and ends before the answered calls' results came
+/// (its log could not be written, its task died, or its stream was cut) still answers each call
+/// an earlier run showed before `RUN_ERROR`: without a `TOOL_CALL_RESULT`, the client's history
+/// would hold a call without an answer. An approved call may have run; one not approved (denied,
+/// or cancelled by a new message) never ran. A call whose result came is answered once.
+#[test]
+fn a_resumed_run_that_fails_before_its_results_answers_the_calls_it_continues() {
+    use ai_core::{AiEvent, DoneReason, ToolCallId, ToolOutcome};
+    let answers = [("call_w", true), ("call_x", false), ("call_y", true)]
+        .map(|(id, approved)| (ToolCallId::new(id).unwrap(), approved));
+    let mut t = Translator::new("thread-1", "run-2").continuing(answers);
+    let mut out = t.start();
+    for event in [
+        AiEvent::ToolCallStart {
+            tool_call_id: ToolCallId::new("call_y").unwrap(),
+            tool_name: "core__get_current_time".into(),
+            args: None,
+        },
+        AiEvent::ToolCallResult {
+            tool_call_id: ToolCallId::new("call_y").unwrap(),
+            tool_name: "core__get_current_time".into(),
+            outcome: ToolOutcome::Ok {
+                value: std::sync::Arc::new(serde_json::json!({"ok": true})),
+            },
+        },
+        AiEvent::Error {
+            message: "the run could not be recorded".into(),
+        },
+        AiEvent::Done {
+            reason: DoneReason::Error,
+        },
+    ] {
+        out.extend(t.push(&event));
+    }
+    verify(&out).unwrap();
+    let json: Vec<serde_json::Value> = out
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    let content = |message: &str| serde_json::json!({"error": {"message": message}}).to_string();
+    assert_eq!(
+        json,
+        [
+            serde_json::json!({"type": "RUN_STARTED", "threadId": "thread-1", "runId": "run-2"}),
+            serde_json::json!({"type": "TOOL_CALL_RESULT", "messageId": "run-2-result-call_y",
+            "toolCallId": "call_y", "role": "tool", "content": r#"{"ok":true}"#}),
+            serde_json::json!({"type": "TOOL_CALL_RESULT", "messageId": "run-2-result-call_w",
+            "toolCallId": "call_w", "role": "tool", "content":
+            content("the run ended before this call's result arrived: the tool may have run")}),
+            serde_json::json!({"type": "TOOL_CALL_RESULT", "messageId": "run-2-result-call_x",
+            "toolCallId": "call_x", "role": "tool", "content":
+            content("the run ended before this call's denial was recorded; the call never ran")}),
+            serde_json::json!({"type": "RUN_ERROR", "message": "the run could not be recorded",
+            "code": "error"}),
+        ],
+        "{json:?}"
+    );
+}

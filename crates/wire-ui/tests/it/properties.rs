@@ -258,7 +258,7 @@ fn translate<T: Translate>(t: &mut T, events: &[AiEvent]) -> Result<Vec<T::Frame
 }
 
 fn agui_translator(continuing: &[(ToolCallId, bool)]) -> agui::Translator {
-    agui::Translator::new("t", "r").continuing(continuing.iter().map(|(id, _)| id.clone()))
+    agui::Translator::new("t", "r").continuing(continuing.iter().cloned())
 }
 
 fn ai_sdk_translator(
@@ -295,6 +295,18 @@ proptest! {
         let out = translate(&mut t, &run(&events, &continuing, end))?;
         prop_assert!(t.is_finished());
         crate::agui::verify(&out).map_err(TestCaseError::fail)?;
+        // Every call an earlier run showed is answered, however the run ended (unless the
+        // random events have it wait for approval again).
+        for (id, _) in &continuing {
+            if events.iter().any(|e| matches!(e, AiEvent::ApprovalRequired { tool_call_id, .. } if tool_call_id == id)) {
+                continue;
+            }
+            let results = out
+                .iter()
+                .filter(|e| matches!(e, agui::AguiEvent::ToolCallResult { tool_call_id, .. } if tool_call_id == id.as_str()))
+                .count();
+            prop_assert!(results >= 1, "{} has no TOOL_CALL_RESULT: {:?}", id, out);
+        }
     }
 
     #[test]
