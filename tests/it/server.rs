@@ -2323,3 +2323,82 @@ async fn without_a_data_folder_a_run_id_is_used_once() {
         "a refused run called the model"
     );
 }
+
+/// The messages a model request sent, as `role: content` lines.
+fn sent_messages(server: &Server, request: usize) -> Vec<String> {
+    let body: Value = serde_json::from_slice(&server.fake.requests()[request].body).unwrap();
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| format!("{}: {}", m["role"].as_str().unwrap(), m["content"]))
+        .collect()
+}
+
+/// A JSON refusal's status and code.
+async fn refusal(response: reqwest::Response) -> (u16, String) {
+    let status = response.status().as_u16();
+    let error: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    (status, error["error"]["code"].as_str().unwrap().to_owned())
+}
+
+/// What ai 6's `regenerate()` sends to retry a message the server refused before it ran (a 503
+/// `too_many_runs`, which says to try again): the history ending with that message. The thread
+/// never held it, so it runs, after the turns the thread holds. Sent again once it is answered,
+/// it is refused: the thread keeps the answer it gave.
+#[tokio::test]
+async fn ai_sdk_a_retry_of_a_message_no_run_took_runs_it() {
+    let server = Server::start(|_| {}).await;
+    for _ in 0..2 {
+        server
+            .fake
+            .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    }
+    let retry = ai_sdk_client_request("regenerate-after-503.json");
+    assert_eq!(retry["trigger"], "regenerate-message");
+    let first = json!({
+        "id": retry["id"], "trigger": "submit-message",
+        "messages": [retry["messages"][0]],
+    });
+    let body = server.text("/api/v1/chat", &first).await;
+    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+
+    let body = server.text("/api/v1/chat", &retry).await;
+    record("regenerate-after-503.aisdk.sse", &body);
+    let chunks = frames(&body);
+    assert_eq!(types(&chunks)[types(&chunks).len() - 2], "finish", "{body}");
+    assert_eq!(
+        sent_messages(&server, 1),
+        [
+            r#"user: "first""#,
+            r#"assistant: "Your notes say hello.""#,
+            r#"user: "second""#
+        ]
+    );
+
+    let again = server.post("/api/v1/chat", &retry).await;
+    assert_eq!(refusal(again).await, (409, "already_answered".to_owned()));
+    assert_eq!(server.fake.requests().len(), 2, "a refused retry ran");
+}
+
+/// A retry of a message whose run took it and failed before the model answered anything (the
+/// endpoint answered 500) runs it again from the thread before it: the model is sent the
+/// message once, not twice.
+#[tokio::test]
+async fn ai_sdk_a_retry_of_a_message_whose_model_call_failed_runs_it_again() {
+    let server = Server::start(|s| s.llm.max_retries = 0).await;
+    server.fake.push(Reply::status(500));
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let failed = server
+        .text("/api/v1/chat", &chat_request("chat-failed", "first"))
+        .await;
+    assert!(failed.contains("\"type\":\"error\""), "{failed}");
+
+    let mut retry = chat_request("chat-failed", "first");
+    retry["trigger"] = json!("regenerate-message");
+    let body = server.text("/api/v1/chat", &retry).await;
+    assert!(body.contains("\"type\":\"finish\""), "{body}");
+    assert_eq!(sent_messages(&server, 1), [r#"user: "first""#]);
+}

@@ -2,7 +2,8 @@
 // server is tested against what the real clients post:
 //   fixtures/ui/agui-client/*.json    what `@ag-ui/client` sends
 //   fixtures/ui/ai-sdk-client/*.json  what ai 6's chat (`useChat`) sends, built by the real client
-//                                     from a stream the server's tests recorded
+//                                     from a stream the server's tests recorded (an approval), or
+//                                     from replies of the server's shape (an edit, a retry)
 //   node requests.mjs <fixtures/ui> <ui-streams>           check that the fixtures are current
 //   node requests.mjs <fixtures/ui> <ui-streams> --write   write them
 import { readFile, writeFile, mkdir } from "node:fs/promises";
@@ -112,13 +113,74 @@ async function aiSdkRequests(streams) {
   return { "ai-sdk-client/approval-response.json": bodies[1] };
 }
 
+// A reply of the server's shape: one text answer (the assistant message named `id`).
+function answer(id, text) {
+  const chunks = [
+    { type: "start", messageId: id },
+    { type: "start-step" },
+    { type: "text-start", id: "t" },
+    { type: "text-delta", id: "t", delta: text },
+    { type: "text-end", id: "t" },
+    { type: "finish-step" },
+    { type: "finish" },
+  ];
+  const body = `${chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`).join("")}data: [DONE]\n\n`;
+  return new Response(body, { headers: { "content-type": "text/event-stream", "x-vercel-ai-ui-message-stream": "v1" } });
+}
+
+// A chat whose requests are answered by `replies` in turn, and the bodies it sent.
+function recordingChat(id, replies) {
+  const bodies = [];
+  const fetch = async (_url, init) => {
+    bodies.push(JSON.parse(init.body));
+    const reply = replies.shift();
+    if (reply === undefined) throw new Error("the chat sent more requests than expected");
+    return reply;
+  };
+  let ids = 0;
+  const chat = new Chat({
+    id,
+    generateId: () => `u-${++ids}`,
+    transport: new DefaultChatTransport({ api: "http://127.0.0.1:1/api/v1/chat", fetch }),
+  });
+  return { chat, bodies };
+}
+
+// What ai 6 sends to edit a message (`sendMessage({text, messageId})`: the history cut at the
+// edited user message, which is last) and to retry one a 503 refused (`regenerate()`: the history
+// ending with the user's message, `trigger: "regenerate-message"`).
+async function aiSdkEditAndRetryRequests() {
+  const edit = recordingChat("chat-edit", [answer("a-1", "One."), answer("a-2", "Two."), answer("a-3", "Two, again.")]);
+  await edit.chat.sendMessage({ text: "first" });
+  await edit.chat.sendMessage({ text: "second" });
+  const second = edit.chat.messages.at(-2);
+  if (edit.chat.error || second.role !== "user") throw edit.chat.error ?? new Error("no second message");
+  await edit.chat.sendMessage({ text: "second, edited", messageId: second.id });
+  if (edit.chat.error) throw edit.chat.error;
+
+  const refused = new Response(
+    JSON.stringify({ error: { code: "too_many_runs", message: "nothing ran: try again" } }),
+    { status: 503, headers: { "content-type": "application/json" } },
+  );
+  const retry = recordingChat("chat-retry", [answer("a-1", "One."), refused, answer("a-2", "Two.")]);
+  await retry.chat.sendMessage({ text: "first" });
+  await retry.chat.sendMessage({ text: "second" });
+  if (!retry.chat.error) throw new Error("the 503 was not an error to the chat");
+  await retry.chat.regenerate();
+  if (retry.chat.error) throw retry.chat.error;
+  return {
+    "ai-sdk-client/edit.json": edit.bodies[2],
+    "ai-sdk-client/regenerate-after-503.json": retry.bodies[2],
+  };
+}
+
 const [dir, streams, mode] = process.argv.slice(2);
 if (!dir || !streams) {
   console.error("usage: node requests.mjs <fixtures/ui> <ui-streams> [--write]");
   process.exit(2);
 }
 let stale = 0;
-const all = { ...aguiRequests(), ...(await aiSdkRequests(streams)) };
+const all = { ...aguiRequests(), ...(await aiSdkRequests(streams)), ...(await aiSdkEditAndRetryRequests()) };
 for (const [name, body] of Object.entries(all)) {
   const file = path.join(dir, name);
   const text = `${JSON.stringify(body, null, 2)}\n`;

@@ -23,10 +23,12 @@ pub struct ChatRequest {
     pub id: String,
     /// The conversation as the client has it; the new user message is last.
     pub messages: Vec<UiMessage>,
-    /// `submit-message` or `regenerate-message`.
+    /// `submit-message` or `regenerate-message` (ai's `regenerate()`: the history cut after the
+    /// user message it asks again for, which is last).
     #[serde(default)]
     pub trigger: Option<String>,
-    /// The message to regenerate, for `regenerate-message`.
+    /// For `regenerate-message`, the message `regenerate` was given, if any (it may name the
+    /// assistant message the client cut off, absent from `messages`).
     #[serde(default)]
     pub message_id: Option<String>,
 }

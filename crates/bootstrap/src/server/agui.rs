@@ -137,6 +137,7 @@ fn incoming(messages: &[InputMessage], waited: &[&str]) -> Result<Incoming, ApiE
         history_at,
         unreadable_history,
         turn: IncomingTurn::Message(message),
+        resend: None,
     })
 }
 

@@ -13,7 +13,7 @@ use wire_ui::ai_sdk::{ChatRequest, STREAM_HEADER, Translator, UiMessage, UiRole}
 use wire_ui::sse;
 
 use super::{
-    Answer, ApiError, AppState, BodyLimit, Incoming, IncomingTurn, Translate, parse_body,
+    Answer, ApiError, AppState, BodyLimit, Incoming, IncomingTurn, Resend, Translate, parse_body,
     sse_response, start_run,
 };
 
@@ -50,13 +50,20 @@ pub(super) async fn run(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let request: ChatRequest = parse_body(&headers, body, limit)?;
+    let mut incoming = incoming(&request.messages)?;
     if request.trigger.as_deref() == Some("regenerate-message") {
-        return Err(ApiError::bad_request(
-            "unsupported_trigger",
-            "trigger: regenerate-message is not supported; the server's thread keeps the answer it gave",
-        ));
+        // `regenerate()` sends the history cut after the user's message it asks again for.
+        if !matches!(incoming.turn, IncomingTurn::Message(_)) {
+            return Err(ApiError::bad_request(
+                "invalid_history",
+                "trigger: regenerate-message: the last message must be the user's message to \
+                 run again",
+            ));
+        }
+        incoming.resend = Some(Resend {
+            before: user_messages_before(&request.messages),
+        });
     }
-    let incoming = incoming(&request.messages)?;
     let run_id = state.next_run_id();
     let started = start_run(&state, &request.id, &run_id, incoming).await?;
     let mut translator = Translator::new(run_id);
@@ -136,7 +143,26 @@ fn incoming(messages: &[UiMessage]) -> Result<Incoming, ApiError> {
         history_at,
         unreadable_history,
         turn: IncomingTurn::Message(message),
+        resend: None,
     })
+}
+
+/// The user messages before the last of `messages`, in order: each one's text, and whether an
+/// assistant message follows it before the next user message (the client holds an answer to it).
+fn user_messages_before(messages: &[UiMessage]) -> Vec<(String, bool)> {
+    let before = &messages[..messages.len().saturating_sub(1)];
+    before
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.role == UiRole::User)
+        .map(|(at, m)| {
+            let answered = before[at + 1..]
+                .iter()
+                .take_while(|next| next.role != UiRole::User)
+                .any(|next| next.role == UiRole::Assistant);
+            (m.text(), answered)
+        })
+        .collect()
 }
 
 /// The answers in an assistant message, one for each tool part that asked for approval

@@ -621,6 +621,9 @@ pub(crate) struct Incoming {
     pub(crate) unreadable_history: Option<ApiError>,
     /// What begins the run.
     pub(crate) turn: IncomingTurn,
+    /// For a user message the client sends again rather than for the first time (an AI SDK
+    /// retry): where it stands in the client's copy, to find it in the thread the server holds.
+    pub(crate) resend: Option<Resend>,
 }
 
 impl Incoming {
@@ -631,7 +634,85 @@ impl Incoming {
             history_at: Vec::new(),
             unreadable_history: None,
             turn,
+            resend: None,
         }
+    }
+}
+
+/// A user message the client sends again, last in its copy of the conversation: the AI SDK's
+/// `regenerate()` (`trigger: "regenerate-message"`), which a client calls to retry a message
+/// refused before it ran (a 503 `too_many_runs`, a 409).
+///
+/// On a thread the server holds, the message is found by its place among the user messages:
+/// those the client's copy holds before it must be the thread's, in order (one the client holds
+/// no answer to, a message refused before any run took it, may be missing from the thread).
+/// A message the thread does not hold yet is run as a new one. One it holds as its last user
+/// message, which no run answered (its model call failed before any text), is run again from
+/// the state before it. One the thread answered is refused: the thread keeps the answer it
+/// gave. Any other request is refused as not matching the thread.
+#[derive(Debug)]
+pub(crate) struct Resend {
+    /// The user messages the client's copy holds before this one, in order: each one's text,
+    /// and whether the client holds an answer to it (an assistant message after it, before the
+    /// next user message).
+    pub(crate) before: Vec<(String, bool)>,
+}
+
+impl Resend {
+    /// `state` ready for `message` sent again: as it is when it does not hold the message yet,
+    /// rewound to before it when it holds it unanswered; refused otherwise (409).
+    fn rewind(&self, state: AgentState, message: &str) -> Result<AgentState, ApiError> {
+        let conflict = |code, message: &str| ApiError::new(StatusCode::CONFLICT, code, message);
+        let mismatch = || {
+            conflict(
+                "history_mismatch",
+                "the conversation sent does not match the thread's: the user messages before the \
+                 last are not the ones the thread holds; nothing ran; read the thread again",
+            )
+        };
+        let users: Vec<(usize, &str)> = state
+            .messages()
+            .iter()
+            .enumerate()
+            .filter_map(|(at, m)| match m {
+                ai_core::Message::User { content } => Some((at, content.as_str())),
+                _ => None,
+            })
+            .collect();
+        let mut found = 0;
+        for (text, answered) in &self.before {
+            if users.get(found).is_some_and(|(_, held)| held == text) {
+                found += 1;
+            } else if *answered {
+                return Err(mismatch());
+            }
+            // Else a message no run took (refused before it ran): the thread never held it.
+        }
+        let Some(&(at, held)) = users.get(found) else {
+            // The thread holds every message before it, and not it: it runs as a new one.
+            return Ok(state);
+        };
+        if found + 1 < users.len() || held != message {
+            return Err(conflict(
+                "history_mismatch",
+                "the message sent again is not the thread's last user message: the thread went \
+                 on past it, or holds another message there; nothing ran; read the thread again",
+            ));
+        }
+        let answered = state.messages()[at + 1..]
+            .iter()
+            .any(|m| matches!(m, ai_core::Message::Assistant { .. }));
+        if answered {
+            return Err(conflict(
+                "already_answered",
+                "trigger: regenerate-message asks again for a message the thread answered; the \
+                 server's thread keeps the answer it gave: send a new message, or edit this one \
+                 (sendMessage with its messageId)",
+            ));
+        }
+        state
+            .with_history(state.messages()[..at].to_vec())
+            .map_err(|e| ApiError::internal_logged("the thread cannot be rewound", &e))
     }
 }
 
@@ -702,12 +783,18 @@ async fn start_run(
         .map_err(|e| ApiError::internal_logged("the thread cannot be read", &e))?;
     let agent_state = match saved.clone() {
         // The decoder's own message would quote the state (the conversation): never shown.
-        Some(saved) => serde_json::from_value(saved).map_err(|e| {
-            ApiError::internal(format!(
-                "the thread holds an unreadable state: {}",
-                ai_core::describe_json_error(&e)
-            ))
-        })?,
+        Some(saved) => {
+            let held: AgentState = serde_json::from_value(saved).map_err(|e| {
+                ApiError::internal(format!(
+                    "the thread holds an unreadable state: {}",
+                    ai_core::describe_json_error(&e)
+                ))
+            })?;
+            match (&incoming.resend, &incoming.turn) {
+                (Some(resend), IncomingTurn::Message(message)) => resend.rewind(held, message)?,
+                _ => held,
+            }
+        }
         None => {
             // Only a history that starts a thread is read: one the server holds goes on from
             // its own state whatever the client's copy holds.
