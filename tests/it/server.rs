@@ -2402,3 +2402,64 @@ async fn ai_sdk_a_retry_of_a_message_whose_model_call_failed_runs_it_again() {
     assert!(body.contains("\"type\":\"finish\""), "{body}");
     assert_eq!(sent_messages(&server, 1), [r#"user: "first""#]);
 }
+
+/// What ai 6's `sendMessage({text, messageId})` sends to edit a message (the history cut at the
+/// edited user message, which it names) rewinds the thread to before that message: the model
+/// is sent the edited text in its place, and nothing of what the user edited away. The runs that
+/// made it stay in the run log. An edit whose earlier messages are not the thread's is refused
+/// (409), and runs nothing.
+#[tokio::test]
+async fn ai_sdk_an_edit_rewinds_the_thread_to_before_the_edited_message() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().to_owned();
+    let server = Server::start(move |s| s.data_dir = Some(dir)).await;
+    for _ in 0..3 {
+        server
+            .fake
+            .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    }
+    let edit = ai_sdk_client_request("edit.json");
+    let edited = &edit["messages"][2];
+    assert_eq!(edit["messageId"], edited["id"]);
+    let mut second = edited.clone();
+    second["parts"][0]["text"] = json!("second");
+    let turns = [
+        json!({"id": edit["id"], "trigger": "submit-message", "messages": [edit["messages"][0]]}),
+        json!({"id": edit["id"], "trigger": "submit-message",
+               "messages": [edit["messages"][0], edit["messages"][1], second]}),
+    ];
+    for turn in &turns {
+        let body = server.text("/api/v1/chat", turn).await;
+        assert!(body.contains("\"type\":\"finish\""), "{body}");
+    }
+
+    let body = server.text("/api/v1/chat", &edit).await;
+    record("edit.aisdk.sse", &body);
+    assert!(body.contains("\"type\":\"finish\""), "{body}");
+    assert_eq!(
+        sent_messages(&server, 2),
+        [
+            r#"user: "first""#,
+            r#"assistant: "Your notes say hello.""#,
+            r#"user: "second, edited""#
+        ]
+    );
+    let store = adapters::SqliteStore::open(data.path()).unwrap();
+    let runs = ai_core::RunStore::list_runs(&store).await.unwrap();
+    assert_eq!(runs.len(), 3, "the runs edited away stay in the log");
+
+    // A thread whose first message is another: the edit does not fit it.
+    let mut other = turns[0].clone();
+    other["id"] = json!("chat-other");
+    other["messages"][0]["parts"][0]["text"] = json!("another");
+    server
+        .fake
+        .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    let body = server.text("/api/v1/chat", &other).await;
+    assert!(body.contains("\"type\":\"finish\""), "{body}");
+    let mut misplaced = edit.clone();
+    misplaced["id"] = json!("chat-other");
+    let refused = server.post("/api/v1/chat", &misplaced).await;
+    assert_eq!(refusal(refused).await, (409, "history_mismatch".to_owned()));
+    assert_eq!(server.fake.requests().len(), 4, "a refused edit ran");
+}

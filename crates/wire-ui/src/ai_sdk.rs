@@ -27,7 +27,10 @@ pub struct ChatRequest {
     /// user message it asks again for, which is last).
     #[serde(default)]
     pub trigger: Option<String>,
-    /// For `regenerate-message`, the message `regenerate` was given, if any (it may name the
+    /// With `submit-message`, the message sent: absent for a new one, the edited user message
+    /// for an edit (ai's `sendMessage({text, messageId})`, which cuts `messages` there, so it is
+    /// last), the last (assistant) message for a client's automatic send. With
+    /// `regenerate-message`, the message `regenerate` was given, if any (it may name the
     /// assistant message the client cut off, absent from `messages`).
     #[serde(default)]
     pub message_id: Option<String>,

@@ -13,8 +13,8 @@ use wire_ui::ai_sdk::{ChatRequest, STREAM_HEADER, Translator, UiMessage, UiRole}
 use wire_ui::sse;
 
 use super::{
-    Answer, ApiError, AppState, BodyLimit, Incoming, IncomingTurn, Resend, Translate, parse_body,
-    sse_response, start_run,
+    Answer, ApiError, AppState, BodyLimit, Incoming, IncomingTurn, Resend, ResendKind, Translate,
+    parse_body, sse_response, start_run,
 };
 
 /// The translator, and the calls of the client's last message that a new user message cancels:
@@ -51,16 +51,30 @@ pub(super) async fn run(
 ) -> Result<Response, ApiError> {
     let request: ChatRequest = parse_body(&headers, body, limit)?;
     let mut incoming = incoming(&request.messages)?;
-    if request.trigger.as_deref() == Some("regenerate-message") {
+    let retry = request.trigger.as_deref() == Some("regenerate-message");
+    let message = matches!(incoming.turn, IncomingTurn::Message(_));
+    if retry && !message {
         // `regenerate()` sends the history cut after the user's message it asks again for.
-        if !matches!(incoming.turn, IncomingTurn::Message(_)) {
-            return Err(ApiError::bad_request(
-                "invalid_history",
-                "trigger: regenerate-message: the last message must be the user's message to \
-                 run again",
-            ));
-        }
+        return Err(ApiError::bad_request(
+            "invalid_history",
+            "trigger: regenerate-message: the last message must be the user's message to run \
+             again",
+        ));
+    }
+    // ai's `sendMessage({text, messageId})` edits a user message: it cuts the history there and
+    // names it, last (its automatic sends name the last message too: an assistant one, answers).
+    let edit = !retry
+        && message
+        && request.message_id.is_some()
+        && request.message_id.as_deref() == request.messages.last().map(|m| m.id.as_str());
+    if retry || edit {
+        let kind = if edit {
+            ResendKind::Edit
+        } else {
+            ResendKind::Retry
+        };
         incoming.resend = Some(Resend {
+            kind,
             before: user_messages_before(&request.messages),
         });
     }

@@ -4,9 +4,10 @@
 //! (`GET /api/v1/tools/stats`) and `GET /healthz`.
 //!
 //! Threads are the server's: a request names its thread, and when the server holds that thread
-//! only the request's new user message is used; the client's replayed history (tool results
-//! included) is trusted only to start a thread the server has never seen, and then only after
-//! `reconstruct_history` accepts it. A client that disconnects cancels its run; the run still
+//! only the request's new user message is used (for an AI SDK edit or retry, also the texts of
+//! the user messages before it, to find its place in the thread: `Resend`); the client's
+//! replayed history (tool results included) is trusted only to start a thread the server has
+//! never seen, and then only after `reconstruct_history` accepts it. A client that disconnects cancels its run; the run still
 //! ends cleanly and saves a valid history. A client that stops reading its stream has the stream
 //! cut, and its run goes on (`relay`): once more than [`AppState::with_max_unsent_events`]
 //! events wait for it and it has taken none of them for [`AppState::with_slow_client_grace`], or
@@ -641,26 +642,42 @@ impl Incoming {
 
 /// A user message the client sends again, last in its copy of the conversation: the AI SDK's
 /// `regenerate()` (`trigger: "regenerate-message"`), which a client calls to retry a message
-/// refused before it ran (a 503 `too_many_runs`, a 409).
+/// refused before it ran (a 503 `too_many_runs`, a 409), or its edit of a message
+/// (`sendMessage({text, messageId})`: `submit-message` naming the last message, the edited one,
+/// where the client cut its history).
 ///
 /// On a thread the server holds, the message is found by its place among the user messages:
 /// those the client's copy holds before it must be the thread's, in order (one the client holds
 /// no answer to, a message refused before any run took it, may be missing from the thread).
-/// A message the thread does not hold yet is run as a new one. One it holds as its last user
-/// message, which no run answered (its model call failed before any text), is run again from
-/// the state before it. One the thread answered is refused: the thread keeps the answer it
-/// gave. Any other request is refused as not matching the thread.
+/// A message the thread does not hold yet is run as a new one. An edit rewinds the thread to
+/// before the message it replaces, whatever followed it (the run log keeps the runs that made
+/// what is rewound away). A retry of the thread's last user message, which no run answered (its
+/// model call failed before any text), runs it again from the state before it; one the thread
+/// answered is refused: the thread keeps the answer it gave. Any other request is refused as
+/// not matching the thread.
 #[derive(Debug)]
 pub(crate) struct Resend {
+    /// An edit or a retry.
+    pub(crate) kind: ResendKind,
     /// The user messages the client's copy holds before this one, in order: each one's text,
     /// and whether the client holds an answer to it (an assistant message after it, before the
     /// next user message).
     pub(crate) before: Vec<(String, bool)>,
 }
 
+/// Why a client sends a user message again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ResendKind {
+    /// An edit: the message replaces the one at its place, and what followed it.
+    Edit,
+    /// A retry: the message runs if no run answered it.
+    Retry,
+}
+
 impl Resend {
     /// `state` ready for `message` sent again: as it is when it does not hold the message yet,
-    /// rewound to before it when it holds it unanswered; refused otherwise (409).
+    /// rewound to before the one it replaces (an edit) or to before it when it holds it
+    /// unanswered (a retry); refused otherwise (409).
     fn rewind(&self, state: AgentState, message: &str) -> Result<AgentState, ApiError> {
         let conflict = |code, message: &str| ApiError::new(StatusCode::CONFLICT, code, message);
         let mismatch = || {
@@ -692,6 +709,11 @@ impl Resend {
             // The thread holds every message before it, and not it: it runs as a new one.
             return Ok(state);
         };
+        if self.kind == ResendKind::Edit {
+            return state
+                .with_history(state.messages()[..at].to_vec())
+                .map_err(|e| ApiError::internal_logged("the thread cannot be rewound", &e));
+        }
         if found + 1 < users.len() || held != message {
             return Err(conflict(
                 "history_mismatch",
