@@ -21,6 +21,9 @@
 //!   crate, a file of `src/bin/`, a module name no file or `mod` gives), through every import
 //!   of the name in the crate, and an import in a `macro_rules!` body counts in every module
 //!   ([`CrateScope`]);
+//! - an `extern crate std as s;` (in any file, `extern crate self as me;` too, which names the
+//!   crate's root) puts `s` in the crate's extern prelude, so a bare `s::fs::read` names
+//!   `std::fs` in every module of the crate, and `me::a::s::fs` is `crate::a::s::fs`;
 //! - a dependency that the crate's manifest renames (`rt = { package = "tokio" }`, read from
 //!   cargo metadata) is its crate: `rt::fs` names `tokio::fs`;
 //! - a path that a macro variable completes (`std::$m::read`) or starts (`$k::fs::read`)
@@ -482,6 +485,11 @@ struct CrateScope {
     tree: Vec<(Vec<String>, Vec<ModuleImport>)>,
     /// `(name, path)` of each import whose module cannot be told: every module has it.
     anywhere: Vec<(String, Vec<String>)>,
+    /// `(alias, crate)` of each `extern crate X as Y;` (the crate `["crate"]` for `self`):
+    /// the crate's extern prelude, which every module of the crate sees (an extern crate
+    /// outside the root only binds a name in its module, but counting it everywhere can only
+    /// add findings).
+    extern_prelude: Vec<(String, Vec<String>)>,
 }
 
 /// An import of a module: the name it binds (`None` for a glob) and the path it imports (the
@@ -521,6 +529,13 @@ impl CrateScope {
         // `include!` invoked under another name (`use std::include as inc;`, or another
         // module's such import) is still `include!`.
         self.uncertain |= (written.imports.iter()).any(|i| i.path.last() == Some(&"include"));
+        for &k in &written.extern_crates {
+            let import = &written.imports[k];
+            if let Some(name) = import.name {
+                let path = import.path.iter().map(|s| (*s).to_owned()).collect();
+                self.extern_prelude.push((name.to_owned(), path));
+            }
+        }
         for (import, &start) in written.imports.iter().zip(&written.import_starts) {
             let path: Vec<String> = import.path.iter().map(|s| (*s).to_owned()).collect();
             let name = import.name.map(str::to_owned);
@@ -1159,6 +1174,16 @@ fn named_paths<'t>(
         name: Some(name),
         path: vec![krate],
     }));
+    imports.extend(
+        names
+            .scope
+            .extern_prelude
+            .iter()
+            .map(|(name, krate)| Import {
+                name: Some(name.as_str()),
+                path: krate.iter().map(String::as_str).collect(),
+            }),
+    );
     let file = file_module(path);
     let inline = inline_modules(tokens);
     (written.paths.into_iter().zip(written.path_starts))
@@ -1184,8 +1209,10 @@ fn named_paths<'t>(
 /// that an import binds is the path it imports (`a::s2::fs` with `mod a { pub use std as s2; }`
 /// is `std::fs`), repeatedly, read from the module the import is in ([`CrateScope`] says which
 /// imports count). A path an import made is read from the import's module from its first
-/// segment on (`pub use aa::*;` after `use crate::a as aa;` makes `aa::t` `crate::a::t`).
-/// Another path that starts elsewhere (`tokio::time`) is an external crate's, and left alone.
+/// segment on (`pub use aa::*;` after `use crate::a as aa;` makes `aa::t` `crate::a::t`). A
+/// path that an import leaves starting with a name of the crate's extern prelude (`s::fs`
+/// after `pub use s::fs;` with `extern crate std as s;`) is read as that crate's too. Any
+/// other path that starts elsewhere (`tokio::time`) is an external crate's, and left alone.
 fn through_modules(
     spellings: Vec<Vec<String>>,
     context: ModuleOf,
@@ -1193,7 +1220,11 @@ fn through_modules(
 ) -> Vec<Vec<String>> {
     // Past the spellings the file's own imports made (glob imports multiply those), as many
     // as a chain through every import of the crate.
-    let most = spellings.len() + MAX_SPELLINGS + scope.imports.len() + scope.anywhere.len();
+    let most = spellings.len()
+        + MAX_SPELLINGS
+        + scope.imports.len()
+        + scope.anywhere.len()
+        + scope.extern_prelude.len();
     let written = spellings.len();
     let mut spelled: Vec<(Vec<String>, ModuleOf)> = spellings
         .into_iter()
@@ -1217,6 +1248,16 @@ fn through_modules(
                 if !spelled.iter().any(|(p, c)| *p == next && *c == context) {
                     spelled.push((next, context));
                 }
+            }
+        }
+        for (_, krate) in scope
+            .extern_prelude
+            .iter()
+            .filter(|(n, _)| path.first() == Some(n))
+        {
+            let next = [&krate[..], &path[1..]].concat();
+            if path.len() > 1 && !spelled.iter().any(|(p, c)| *p == next && *c == from) {
+                spelled.push((next, from.clone()));
             }
         }
         for j in 1..path.len() {
@@ -1298,6 +1339,8 @@ struct Written<'t> {
     imports: Vec<Import<'t>>,
     /// The index of the token each import's item starts at.
     import_starts: Vec<usize>,
+    /// Which of `imports` are `extern crate` items (indices into `imports`).
+    extern_crates: Vec<usize>,
 }
 
 /// [`paths_as_written`], with where each path and import starts, for the module it is in.
@@ -1305,6 +1348,7 @@ fn written(tokens: &[Token]) -> Written<'_> {
     let mut paths = Vec::new();
     let mut imports = Vec::new();
     let (mut path_starts, mut import_starts) = (Vec::new(), Vec::new());
+    let mut extern_crates = Vec::new();
     let mut i = 0;
     while i < tokens.len() {
         let item = i;
@@ -1322,15 +1366,22 @@ fn written(tokens: &[Token]) -> Written<'_> {
             && at(i + 1).is_some_and(|t| is_keyword(t, "crate"))
             && let Some(krate) = at(i + 2).filter(|t| is_ident(&t.text))
         {
-            // `extern crate std as s;` binds `s` to `std`.
+            // `extern crate std as s;` binds `s` to `std`; `extern crate self as me;` binds
+            // `me` to the crate's root, wherever it is read from.
             let alias = at(i + 3)
                 .filter(|t| is_keyword(t, "as"))
                 .and(at(i + 4))
                 .map_or(krate.text.as_str(), |t| t.text.as_str());
-            paths.push((vec![krate.text.as_str()], krate.line));
+            let named = if is_keyword(krate, "self") {
+                "crate"
+            } else {
+                krate.text.as_str()
+            };
+            paths.push((vec![named], krate.line));
+            extern_crates.push(imports.len());
             imports.push(Import {
                 name: Some(alias),
-                path: vec![krate.text.as_str()],
+                path: vec![named],
             });
             i += 3;
         } else if is_ident(&tokens[i].text) {
@@ -1363,6 +1414,7 @@ fn written(tokens: &[Token]) -> Written<'_> {
         path_starts,
         imports,
         import_starts,
+        extern_crates,
     }
 }
 

@@ -1451,3 +1451,55 @@ fn an_import_through_another_imports_name_is_read_in_its_module() {
         &[&io_free(3), &io_free(4)],
     );
 }
+
+/// `extern crate X as Y;` puts `Y` in the crate's extern prelude, which every module sees: a
+/// bare `Y::fs` names `X::fs` in any file of the crate, not only in the file that declares it,
+/// and `extern crate self as Y;` makes `Y::a::s` the crate's own `crate::a::s`.
+#[test]
+fn an_extern_crate_alias_is_seen_by_every_module() {
+    let io_free = |path: &str, line: usize, pattern: &str| {
+        format!(
+            "crates/{path}:{line}: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`{pattern}`); IO lives in adapters, time comes through `Clock`"
+        )
+    };
+    check(
+        &[
+            (
+                "crates/ai-core/src/lib.rs",
+                "//! Root.\nextern crate std as s;\nextern crate self as me;\nmod a;\nmod b;\n",
+            ),
+            (
+                "crates/ai-core/src/a.rs",
+                "//! Names the root's aliases without importing them.\npub use s::net as n;\npub use std as t;\nfn f() {\n    s::fs::read(\"x\");\n    me::a::t::process::Command::new(\"ls\");\n}\nmod inner {\n    fn g() {\n        s::time::Instant::now();\n    }\n}\n",
+            ),
+            (
+                "crates/ai-core/src/b.rs",
+                "//! Reaches another module's import of an alias.\nfn f() {\n    crate::a::n::TcpStream::connect(\"x\");\n}\n",
+            ),
+            (
+                "crates/graph/src/lib.rs",
+                "//! Another crate's extern prelude names nothing here.\nmod c;\n",
+            ),
+            (
+                "crates/graph/src/c.rs",
+                "//! `s` is no alias in this crate.\nfn f() {\n    s::fs::read(\"x\");\n}\n",
+            ),
+            (
+                "crates/wire-ui/src/m.rs",
+                "//! An extern crate outside the root counts in every module too.\nextern crate tokio as rt;\n",
+            ),
+            (
+                "crates/wire-ui/src/n.rs",
+                "//! Uses it.\nfn f() {\n    rt::fs::read(\"x\");\n}\n",
+            ),
+        ],
+        &[
+            &io_free("ai-core/src/a.rs", 2, "std::net"),
+            &io_free("ai-core/src/a.rs", 5, "std::fs"),
+            &io_free("ai-core/src/a.rs", 6, "std::process"),
+            &io_free("ai-core/src/a.rs", 10, "std::time::Instant"),
+            &io_free("ai-core/src/b.rs", 3, "std::net"),
+            &io_free("wire-ui/src/n.rs", 3, "tokio::fs"),
+        ],
+    );
+}
