@@ -472,8 +472,20 @@ fn parse_server_token(raw: &str) -> Result<ServerToken, std::convert::Infallible
 /// the header the TOML error points at: [`ToolPolicy::describe_toml_error`]). A key that is
 /// never read from a config file (`api_key`, `token`) is told where it belongs.
 pub(crate) fn toml_error(text: &str, e: &toml::de::Error) -> anyhow::Error {
-    if let Some(span) = e.span() {
-        let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+    describe_toml_error(text, e.message(), e.span())
+}
+
+/// [`toml_error`] from the error's message and span as plain values. The span is the parser's
+/// byte offset into `text`: one past the text, or inside a character, names the place it
+/// falls in (as [`ai_core::describe_toml_error`] does) rather than panicking.
+fn describe_toml_error(
+    text: &str,
+    message: &str,
+    span: Option<std::ops::Range<usize>>,
+) -> anyhow::Error {
+    if let Some(span) = &span {
+        let start = text.floor_char_boundary(span.start);
+        let line = text[..start].matches('\n').count() + 1;
         let key = text
             .lines()
             .nth(line - 1)
@@ -493,8 +505,8 @@ pub(crate) fn toml_error(text: &str, e: &toml::de::Error) -> anyhow::Error {
     anyhow::anyhow!(ToolPolicy::describe_toml_error(
         text,
         &["tools", "policy"],
-        e.message(),
-        e.span()
+        message,
+        span
     ))
 }
 
@@ -1107,6 +1119,27 @@ mod tests {
 
     /// A number too large for its key's type is refused naming the line and the key, never the
     /// number.
+    /// A span inside a multi-byte character (or past the text) names the line it falls in
+    /// instead of panicking. The TOML parser gives spans on character boundaries, so the test
+    /// hands the span in directly.
+    #[test]
+    fn an_error_span_inside_a_character_names_its_line() {
+        let text = "[llm]\napi_key = \"é\"\n";
+        let inside = text.find('é').unwrap() + 1;
+        assert!(!text.is_char_boundary(inside));
+        let error = super::describe_toml_error(text, "invalid", Some(inside..inside + 1));
+        assert_eq!(
+            error.to_string(),
+            "line 2: the API key is never read from a config file; set COGNI_LLM_API_KEY instead"
+        );
+        let text = "model = \"ü\"\n";
+        let inside = text.find('ü').unwrap() + 1;
+        let error = super::describe_toml_error(text, "bad model", Some(inside..inside));
+        assert_eq!(error.to_string(), "line 1 (`model = …`): bad model");
+        let past = super::describe_toml_error(text, "bad", Some(100..101));
+        assert!(past.to_string().starts_with("line 2"), "{past}");
+    }
+
     #[test]
     fn a_number_too_large_is_refused_naming_its_key() {
         let error = Settings::from_toml_str("[llm]\nidle_timeout_ms = 99999999999999999999\n")
