@@ -247,18 +247,50 @@ fn schema_walk<'a>(root: &'a Value, pointer: &str) -> (String, Option<&'a Value>
     (if shown.is_empty() { "/".into() } else { shown }, here)
 }
 
-/// The JSON pointer of the first object in `value` with a key spelled like a connection id.
-fn connection_id_in(value: &Value, pointer: String) -> Option<String> {
+/// One step from a value to a value inside it: an object's key or an array's index.
+#[derive(Clone, Copy)]
+enum Step<'v> {
+    Key(&'v str),
+    Index(usize),
+}
+
+/// The JSON pointer of the place `steps` lead to from the root (`""` for the root itself).
+///
+/// The checks walk the arguments with the steps on a stack and write a place out only when they
+/// report it: writing each child's place as they go would cost the depth at every value, which
+/// grows with the square of the arguments' size.
+fn pointer(steps: &[Step<'_>]) -> String {
+    #[cfg(test)]
+    tests::POINTERS_BUILT.with(|built| built.set(built.get() + 1));
+    let mut out = String::new();
+    for step in steps {
+        out.push('/');
+        match step {
+            Step::Key(key) => out.push_str(&key.replace('~', "~0").replace('/', "~1")),
+            Step::Index(i) => out.push_str(&i.to_string()),
+        }
+    }
+    out
+}
+
+/// The JSON pointer of the first object in `value` (reached by `steps`) with a key spelled
+/// like a connection id.
+fn connection_id_in<'v>(value: &'v Value, steps: &mut Vec<Step<'v>>) -> Option<String> {
+    let mut inside = |step: Step<'v>, child: &'v Value| {
+        steps.push(step);
+        let found = connection_id_in(child, steps);
+        steps.pop();
+        found
+    };
     match value {
-        Value::Object(map) if map.keys().any(|key| is_connection_id(key)) => Some(pointer),
-        Value::Object(map) => map.iter().find_map(|(key, child)| {
-            let key = key.replace('~', "~0").replace('/', "~1");
-            connection_id_in(child, format!("{pointer}/{key}"))
-        }),
+        Value::Object(map) if map.keys().any(|key| is_connection_id(key)) => Some(pointer(steps)),
+        Value::Object(map) => map
+            .iter()
+            .find_map(|(key, child)| inside(Step::Key(key), child)),
         Value::Array(items) => items
             .iter()
             .enumerate()
-            .find_map(|(i, child)| connection_id_in(child, format!("{pointer}/{i}"))),
+            .find_map(|(i, child)| inside(Step::Index(i), child)),
         _ => None,
     }
 }
@@ -534,16 +566,20 @@ impl std::fmt::Display for NumberRange {
     }
 }
 
-/// Pushes onto `out` the JSON pointer (below `pointer`) of every number in `value` that its
-/// schema (`schema`, in `root`) bounds by its type, and that lies outside that range, with the
-/// range: an integer (`type: integer`) outside [`integer_range`], and a number of an `f32`
-/// (`format: float`) that an `f32` cannot hold. A float past 64 bits with no fraction is such
-/// an integer, as the model wrote it; a value the schema says nothing about is not looked at.
-fn numbers_out_of_range(
+/// How many numbers out of range an error names ([`numbers_out_of_range`] stops there).
+const OUT_OF_RANGE_NAMED: usize = 5;
+
+/// Pushes onto `out` the JSON pointer (`steps` lead to `value`) of each number in `value` that
+/// its schema (`schema`, in `root`) bounds by its type, and that lies outside that range, with
+/// the range, until `out` holds [`OUT_OF_RANGE_NAMED`]: an integer (`type: integer`) outside
+/// [`integer_range`], and a number of an `f32` (`format: float`) that an `f32` cannot hold. A
+/// float past 64 bits with no fraction is such an integer, as the model wrote it; a value the
+/// schema says nothing about is not looked at.
+fn numbers_out_of_range<'v>(
     root: &Value,
     schema: &Value,
-    value: &Value,
-    pointer: String,
+    value: &'v Value,
+    steps: &mut Vec<Step<'v>>,
     out: &mut Vec<(String, NumberRange)>,
 ) {
     let schema = resolve_local_ref(root, schema);
@@ -551,17 +587,24 @@ fn numbers_out_of_range(
         Value::Object(map) => {
             for (key, child) in map {
                 let below = property_schema(schema, key);
-                if let Some(below) = below {
-                    let at = format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
-                    numbers_out_of_range(root, below, child, at, out);
+                if let Some(below) = below
+                    && out.len() < OUT_OF_RANGE_NAMED
+                {
+                    steps.push(Step::Key(key));
+                    numbers_out_of_range(root, below, child, steps, out);
+                    steps.pop();
                 }
             }
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
                 let below = item_schema(schema, i);
-                if let Some(below) = below {
-                    numbers_out_of_range(root, below, item, format!("{pointer}/{i}"), out);
+                if let Some(below) = below
+                    && out.len() < OUT_OF_RANGE_NAMED
+                {
+                    steps.push(Step::Index(i));
+                    numbers_out_of_range(root, below, item, steps, out);
+                    steps.pop();
                 }
             }
         }
@@ -589,14 +632,14 @@ fn numbers_out_of_range(
                 && let Some(exact) = exact
                 && !(min..=max).contains(&exact)
             {
-                out.push((pointer, NumberRange::Integer(min, max)));
+                out.push((pointer(steps), NumberRange::Integer(min, max)));
             } else if float32
                 && typed("number")
                 // As serde reads an `f32`: the nearest one, infinity past the largest.
                 && let Some(float) = number.as_f64()
                 && !(float as f32).is_finite()
             {
-                out.push((pointer, NumberRange::Float32));
+                out.push((pointer(steps), NumberRange::Float32));
             }
         }
         _ => {}
@@ -696,7 +739,7 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
         // Invariant CONNECTION_ID_VIA_CONTEXT: the schema declares none (see `tool_spec`), but
         // a type that ignores unknown fields would take one silently into the record, and a
         // serde `alias` the schema cannot show would take it into the tool.
-        if let Some(at) = connection_id_in(&args, String::new()) {
+        if let Some(at) = connection_id_in(&args, &mut Vec::new()) {
             return Err(ToolError::invalid_input(format!(
                 "{} holds a connection id; connections come from the invocation context, \
                  never from arguments",
@@ -716,11 +759,10 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
         // range, never the number.
         let root = &self.spec.input_schema;
         let mut out_of_range = Vec::new();
-        numbers_out_of_range(root, root, &args, String::new(), &mut out_of_range);
+        numbers_out_of_range(root, root, &args, &mut Vec::new(), &mut out_of_range);
         if !out_of_range.is_empty() {
             let parts: Vec<String> = out_of_range
                 .iter()
-                .take(5)
                 .map(|(at, range)| {
                     format!(
                         "{} is out of range: it must be {range}",
@@ -827,3 +869,6 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
