@@ -39,9 +39,14 @@
 //! - The `response` object an event carries is bookkeeping (the response id, usage, the reason
 //!   it is incomplete, its error): a value of another shape, or a field given twice, reads as
 //!   absent, never failing the stream or losing the text and calls already assembled. So is
-//!   the whole `response` of an event that gives it twice, and a `sequence_number` given twice
-//!   (which one counts cannot be told); any other key of an event the decoder reads, which the
+//!   the whole `response` of an event that gives it twice, and a `sequence_number` or an
+//!   `error` event's `code` given twice (which one counts cannot be told); any other key of an event the decoder reads, which the
 //!   answer is made of, given twice is an error naming the key, as on chat.
+//! - An `error` event is the provider's error with its `message`; with none (`null` or
+//!   empty) and no nested `error`, its `code` is kept: `unknown error (code: …)`.
+//! - Text from several message items is joined with no separator, as the official SDKs'
+//!   `output_text` joins it (openai-python and openai-node alike): a separator would be text
+//!   the model never sent.
 //! - A reasoning item finished with its `encrypted_content` is kept whole, as sent, on the call
 //!   that follows it (under [`REASONING_ITEMS_KEY`] in the call's `provider_fields`), so that
 //!   the next request can send it back just before that call; one finished after the items
@@ -162,6 +167,9 @@ struct Event<'a> {
     /// Read for its bookkeeping, leniently (see [`Response`]).
     response: Option<Response>,
     message: Option<String>,
+    /// The `error` event's `code`, any JSON; read as `response` is (given twice, absent), since
+    /// it only adds to the message.
+    code: Option<Value>,
     /// Some servers nest the `error` event's fields under `error`, or send it as a string.
     error: Option<Value>,
     /// A finished reasoning item as sent, whole (not read by the visitor: see [`raw_item`]).
@@ -185,6 +193,7 @@ impl<'a> Event<'a> {
             part: None,
             response: None,
             message: None,
+            code: None,
             error: None,
             reasoning: None,
         }
@@ -215,6 +224,7 @@ enum EventField {
     Part,
     Response,
     Message,
+    Code,
     Error,
     #[serde(other)]
     Other,
@@ -237,6 +247,7 @@ impl EventField {
             Self::Part => "part",
             Self::Response => "response",
             Self::Message => "message",
+            Self::Code => "code",
             Self::Error => "error",
             Self::Other => "",
         }
@@ -281,7 +292,7 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
         let mut event = Event::of(None);
         // Which keys were read (by `EventField` order), and which bookkeeping ones twice.
         let mut seen = 0u16;
-        let (mut responses, mut numbers) = (0u8, 0u8);
+        let (mut responses, mut numbers, mut codes) = (0u8, 0u8, 0u8);
         while let Some(field) = map.next_key::<EventField>()? {
             let bit = 1u16 << (field as u16);
             let again = seen & bit != 0;
@@ -295,6 +306,11 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
                 EventField::SequenceNumber => {
                     numbers = numbers.saturating_add(1);
                     event.sequence_number = map.next_value::<WholeNumber>()?.0;
+                    continue;
+                }
+                EventField::Code => {
+                    codes = codes.saturating_add(1);
+                    event.code = map.next_value()?;
                     continue;
                 }
                 EventField::Other => {
@@ -323,7 +339,10 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
                 EventField::Part => event.part = map.next_value()?,
                 EventField::Message => event.message = map.next_value()?,
                 EventField::Error => event.error = map.next_value()?,
-                EventField::Response | EventField::SequenceNumber | EventField::Other => {}
+                EventField::Response
+                | EventField::SequenceNumber
+                | EventField::Code
+                | EventField::Other => {}
             }
         }
         if responses > 1 {
@@ -331,6 +350,9 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
         }
         if numbers > 1 {
             event.sequence_number = None;
+        }
+        if codes > 1 {
+            event.code = None;
         }
         // An empty `item_id` names no item (as an empty item id does): the event goes by its
         // output index.
@@ -693,15 +715,24 @@ impl StreamDecoder {
             .saw_response_id(response_id.filter(|id| !id.is_empty()));
         // The `error` event, or any payload with a truthy `error` (as openai-python reads every
         // stream), including a gateway's bare `{"error": …}` with no `type`.
+        // An `error` event with no message (`null`, or empty) still says what went wrong by its
+        // `code`, which the error keeps.
         if event.kind.as_deref() == Some("error") {
-            return Err(match event.message {
+            return Err(match event.message.filter(|m| !m.is_empty()) {
                 Some(message) => DecodeError::ProviderError { message },
                 None => event
                     .error
                     .as_ref()
                     .and_then(DecodeError::from_wire)
-                    .unwrap_or_else(|| DecodeError::ProviderError {
-                        message: "unknown error".into(),
+                    .unwrap_or_else(|| {
+                        let message = match event.code {
+                            Some(Value::String(code)) if !code.is_empty() => {
+                                format!("unknown error (code: {code})")
+                            }
+                            None | Some(Value::Null | Value::String(_)) => "unknown error".into(),
+                            Some(code) => format!("unknown error (code: {code})"),
+                        };
+                        DecodeError::ProviderError { message }
                     }),
             });
         }

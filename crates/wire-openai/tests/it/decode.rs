@@ -1831,6 +1831,23 @@ fn responses_errors_in_every_form_are_provider_errors() {
         (json!({"type": "error", "error": "boom"}), "boom"),
         (json!({"type": "error"}), "unknown error"),
         (
+            json!({"type": "error", "code": "rate_limit_exceeded", "message": null, "param": null}),
+            "unknown error (code: rate_limit_exceeded)",
+        ),
+        (
+            json!({"type": "error", "code": "server_error", "message": ""}),
+            "unknown error (code: server_error)",
+        ),
+        (
+            json!({"type": "error", "code": 429, "message": null}),
+            "unknown error (code: 429)",
+        ),
+        (json!({"type": "error", "code": null}), "unknown error"),
+        (
+            json!({"type": "error", "code": "kept", "message": "boom"}),
+            "boom",
+        ),
+        (
             json!({"error": {"message": "boom", "type": "api_error"}}),
             "boom",
         ),
@@ -1855,6 +1872,15 @@ fn responses_errors_in_every_form_are_provider_errors() {
             "{event}: {error:?}"
         );
     }
+    // A `code` given twice reads as absent, as `sequence_number` does.
+    let stream = format!(
+        "{partial}data: {{\"type\":\"error\",\"code\":\"a\",\"code\":\"b\",\"message\":null}}\n\n"
+    );
+    let error = responses::decode_all(stream.as_bytes()).unwrap_err();
+    assert!(
+        matches!(&error, DecodeError::ProviderError { message } if message == "unknown error"),
+        "{error:?}"
+    );
     // With no `type` and no error, the payload is still a bad chunk, named as such.
     let error = responses::decode_all(b"data: {\"delta\":\"x\"}\n\n").unwrap_err();
     assert!(
