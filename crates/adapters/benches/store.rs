@@ -58,11 +58,7 @@ fn six_events(n: u64) -> Vec<AiEvent> {
         result("a"),
         result("b"),
         AiEvent::Usage {
-            usage: Usage {
-                input_tokens: 812,
-                output_tokens: 64,
-                total_tokens: 876,
-            },
+            usage: Usage::new(812, 64, 876),
         },
     ]
 }
@@ -77,11 +73,7 @@ fn receipt(n: u64) -> ModelReceipt {
         parallel_tool_calls: None,
         tools_ref: h("tools"),
         output_ref: h("output"),
-        usage: Some(Usage {
-            input_tokens: 812,
-            output_tokens: 64,
-            total_tokens: 876,
-        }),
+        usage: Some(Usage::new(812, 64, 876)),
         tool_call_refs: vec![h("call a"), h("call b")],
         output_items_ref: h("items"),
         finish_reason: FinishReason::ToolCalls,
@@ -126,11 +118,7 @@ impl CompletionPort for InstantModel {
                 provider_fields: Default::default(),
             }],
             finish_reason: FinishReason::ToolCalls,
-            usage: Some(Usage {
-                input_tokens: 812,
-                output_tokens: 64,
-                total_tokens: 876,
-            }),
+            usage: Some(Usage::new(812, 64, 876)),
         })
     }
 }

@@ -135,7 +135,30 @@ impl fmt::Display for FinishReason {
 }
 
 /// Token counts of one model call.
+///
+/// `#[non_exhaustive]`, so that a count added later breaks no caller: build one with
+/// [`Usage::new`] and the `with_…` methods. The counts a provider reports only sometimes
+/// ([`Usage::cached_input_tokens`], [`Usage::reasoning_tokens`]) are `None` when it did not
+/// report them, and are then left out of the JSON, so a usage recorded before they existed
+/// reads back, and writes again, byte for byte as it was.
+///
+/// ```
+/// use ai_core::Usage;
+///
+/// let usage = Usage::new(1200, 300, 1500)
+///     .with_cached_input_tokens(Some(1024))
+///     .with_reasoning_tokens(Some(256));
+/// assert_eq!(usage.cached_input_tokens, Some(1024));
+/// let old: Usage =
+///     serde_json::from_str(r#"{"input_tokens":1,"output_tokens":2,"total_tokens":3}"#).unwrap();
+/// assert_eq!(old, Usage::new(1, 2, 3));
+/// assert_eq!(
+///     serde_json::to_string(&old).unwrap(),
+///     r#"{"input_tokens":1,"output_tokens":2,"total_tokens":3}"#
+/// );
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Usage {
     /// Prompt tokens.
     pub input_tokens: u64,
@@ -143,6 +166,44 @@ pub struct Usage {
     pub output_tokens: u64,
     /// Their sum, as the provider reported it.
     pub total_tokens: u64,
+    /// Of the input tokens, those read from the provider's prompt cache (chat's
+    /// `prompt_tokens_details.cached_tokens`, Responses' `input_tokens_details.cached_tokens`);
+    /// `None` when the provider did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input_tokens: Option<u64>,
+    /// Of the output tokens, those a reasoning model spent reasoning (chat's
+    /// `completion_tokens_details.reasoning_tokens`, Responses'
+    /// `output_tokens_details.reasoning_tokens`); `None` when the provider did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// The three counts every report has; the others are `None`.
+    #[must_use]
+    pub fn new(input_tokens: u64, output_tokens: u64, total_tokens: u64) -> Self {
+        Self {
+            input_tokens,
+            output_tokens,
+            total_tokens,
+            cached_input_tokens: None,
+            reasoning_tokens: None,
+        }
+    }
+
+    /// This usage with [`Usage::cached_input_tokens`] set to `tokens`.
+    #[must_use]
+    pub fn with_cached_input_tokens(mut self, tokens: Option<u64>) -> Self {
+        self.cached_input_tokens = tokens;
+        self
+    }
+
+    /// This usage with [`Usage::reasoning_tokens`] set to `tokens`.
+    #[must_use]
+    pub fn with_reasoning_tokens(mut self, tokens: Option<u64>) -> Self {
+        self.reasoning_tokens = tokens;
+        self
+    }
 }
 
 /// One tool call as the decoder assembled it. The arguments are the raw string, never parsed or

@@ -209,10 +209,15 @@ fn read_arguments<'de, D: Deserializer<'de>>(
 }
 
 /// The names a wire gives its token counts: chat's `prompt_tokens` and `completion_tokens`,
-/// Responses' `input_tokens` and `output_tokens`; both say `total_tokens`.
+/// Responses' `input_tokens` and `output_tokens`; both say `total_tokens`. The details objects
+/// are chat's `prompt_tokens_details` and `completion_tokens_details`, Responses'
+/// `input_tokens_details` and `output_tokens_details`; both say `cached_tokens` in the first and
+/// `reasoning_tokens` in the second.
 pub(crate) struct UsageNames {
     pub(crate) input: &'static str,
     pub(crate) output: &'static str,
+    pub(crate) input_details: &'static str,
+    pub(crate) output_details: &'static str,
 }
 
 /// Reads a `usage` object leniently: usage is bookkeeping, so a report that is not token counts
@@ -221,8 +226,11 @@ pub(crate) struct UsageNames {
 /// as LiteLLM sends on every chunk) is absent, so it never erases one reported earlier. A count
 /// that is not a whole number from 0 to `u64::MAX` (a float, a negative number, a string,
 /// another shape) or that is given twice makes the whole report absent, since [`Usage`] cannot
-/// say that one count is unknown; so does a `usage` that is not an object. Other keys (the
-/// `*_details` objects, Groq's timings) are skipped.
+/// say that one count is unknown; so does a `usage` that is not an object. Of the details
+/// objects, the input's `cached_tokens` and the output's `reasoning_tokens` are read, each as
+/// leniently on its own: missing, `null`, not a whole number, given twice, or in a details
+/// object that is not an object or is given twice, it is absent (`None`), and the report keeps
+/// its other counts. Other keys (the details' other counts, Groq's timings) are skipped.
 pub(crate) fn read_usage<'de, D: Deserializer<'de>>(
     deserializer: D,
     names: &'static UsageNames,
@@ -369,17 +377,41 @@ struct UsageReader(&'static UsageNames);
 impl<'de> ReadObject<'de> for UsageReader {
     type Value = Option<Usage>;
     fn read<M: MapAccess<'de>>(self, mut map: M) -> Result<Option<Usage>, M::Error> {
-        let names = [self.0.input, self.0.output, "total_tokens"];
+        let names = [
+            self.0.input,
+            self.0.output,
+            "total_tokens",
+            self.0.input_details,
+            self.0.output_details,
+        ];
         let mut counts = [Count::Absent; 3];
-        let mut seen = [false; 3];
+        let mut seen = [false; 5];
+        // The detail counts, cached input and reasoning: a details object given twice makes its
+        // count absent.
+        let mut details = [Count::Absent; 2];
         let mut readable = true;
         while let Some(key) = map.next_key_seed(KeyOf(&names))? {
             let Some(at) = key else {
                 map.next_value::<de::IgnoredAny>()?;
                 continue;
             };
+            let again = std::mem::replace(&mut seen[at], true);
+            if at >= 3 {
+                let name = if at == 3 {
+                    "cached_tokens"
+                } else {
+                    "reasoning_tokens"
+                };
+                let count = map.next_value_seed(DetailSeed(name))?;
+                details[at - 3] = if again {
+                    Count::Unreadable
+                } else {
+                    count.unwrap_or(Count::Absent)
+                };
+                continue;
+            }
             let count = map.next_value::<Count>()?;
-            readable &= !std::mem::replace(&mut seen[at], true) && count != Count::Unreadable;
+            readable &= !again && count != Count::Unreadable;
             counts[at] = count;
         }
         let tokens = counts.map(|count| match count {
@@ -391,11 +423,52 @@ impl<'de> ReadObject<'de> for UsageReader {
         }
         let [input, output, total] = tokens;
         let (input, output) = (input.unwrap_or(0), output.unwrap_or(0));
-        Ok(Some(Usage {
-            input_tokens: input,
-            output_tokens: output,
-            total_tokens: total.unwrap_or(input.saturating_add(output)),
-        }))
+        let [cached, reasoning] = details.map(|count| match count {
+            Count::Tokens(tokens) => Some(tokens),
+            Count::Absent | Count::Unreadable => None,
+        });
+        let total = total.unwrap_or(input.saturating_add(output));
+        Ok(Some(
+            Usage::new(input, output, total)
+                .with_cached_input_tokens(cached)
+                .with_reasoning_tokens(reasoning),
+        ))
+    }
+}
+
+/// Reads one count of a usage details object (`cached_tokens` of `prompt_tokens_details`):
+/// `None` when the details are not an object; the count is absent when missing, `null`, not a
+/// whole number, or given twice.
+struct DetailSeed(&'static str);
+
+impl<'de> de::DeserializeSeed<'de> for DetailSeed {
+    type Value = Option<Count>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(ObjectOrAbsent(DetailReader(self.0)))
+    }
+}
+
+/// Reads a details object for its one count (see [`DetailSeed`]).
+struct DetailReader(&'static str);
+
+impl<'de> ReadObject<'de> for DetailReader {
+    type Value = Count;
+    fn read<M: MapAccess<'de>>(self, mut map: M) -> Result<Count, M::Error> {
+        let mut count = Count::Absent;
+        let mut seen = false;
+        while let Some(key) = map.next_key_seed(KeyOf(&[self.0]))? {
+            if key.is_none() {
+                map.next_value::<de::IgnoredAny>()?;
+                continue;
+            }
+            let read = map.next_value::<Count>()?;
+            count = if std::mem::replace(&mut seen, true) {
+                Count::Unreadable
+            } else {
+                read
+            };
+        }
+        Ok(count)
     }
 }
 

@@ -317,6 +317,8 @@ where
 const USAGE_NAMES: assembly::UsageNames = assembly::UsageNames {
     input: "prompt_tokens",
     output: "completion_tokens",
+    input_details: "prompt_tokens_details",
+    output_details: "completion_tokens_details",
 };
 
 /// `usage`, read by [`assembly::read_usage`]: each count may be missing or `null` (LiteLLM sends

@@ -465,6 +465,8 @@ impl<'de> Deserialize<'de> for ResponseUsage {
 const USAGE_NAMES: assembly::UsageNames = assembly::UsageNames {
     input: "input_tokens",
     output: "output_tokens",
+    input_details: "input_tokens_details",
+    output_details: "output_tokens_details",
 };
 
 /// `usage`, read by [`assembly::read_usage`]: each count may be missing or `null` on compatible

@@ -106,11 +106,7 @@ async fn run(data_dir: &str, run_id: &str, mode: &str) -> Result<(), String> {
                 },
             },
             AiEvent::Usage {
-                usage: Usage {
-                    input_tokens: step,
-                    output_tokens: 1,
-                    total_tokens: step + 1,
-                },
+                usage: Usage::new(step, 1, step + 1),
             },
         ];
         let seqs = store

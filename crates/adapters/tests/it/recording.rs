@@ -82,11 +82,7 @@ fn completion() -> LlmCompletion {
             },
         ],
         finish_reason: FinishReason::ToolCalls,
-        usage: Some(Usage {
-            input_tokens: 12,
-            output_tokens: 7,
-            total_tokens: 19,
-        }),
+        usage: Some(Usage::new(12, 7, 19)),
     }
 }
 

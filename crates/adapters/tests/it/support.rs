@@ -60,11 +60,7 @@ pub(crate) fn six_events(prefix: &str) -> Vec<AiEvent> {
         result(&format!("{prefix}-a")),
         result(&format!("{prefix}-b")),
         AiEvent::Usage {
-            usage: ai_core::Usage {
-                input_tokens: 10,
-                output_tokens: 5,
-                total_tokens: 15,
-            },
+            usage: ai_core::Usage::new(10, 5, 15),
         },
     ]
 }

@@ -203,10 +203,20 @@ fn render_human(out: &mut impl Write, run: &RunLog, receipts: &[Value]) -> anyho
         let usage = if usage.is_null() {
             "usage -".to_owned()
         } else {
-            format!(
+            // The counts a provider reports only sometimes are shown when it did.
+            let mut shown = format!(
                 "tokens in={} out={} total={}",
                 usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]
-            )
+            );
+            for (key, label) in [
+                ("cached_input_tokens", "cached"),
+                ("reasoning_tokens", "reasoning"),
+            ] {
+                if let Some(count) = usage[key].as_u64() {
+                    shown.push_str(&format!(" {label}={count}"));
+                }
+            }
+            shown
         };
         writeln!(
             out,
@@ -320,7 +330,7 @@ mod tests {
         AiEvent, RunHeader, RunId, RunLog, RunStatus, ThreadId, ToolCallId, ToolErrorCategory,
         ToolErrorCode, ToolFailure, ToolInvocationRecord,
     };
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
@@ -397,6 +407,35 @@ mod tests {
         };
         list_human(&mut out, &[summary]).unwrap();
         assert_terminal_safe(&out);
+    }
+
+    /// A receipt's usage shows the cached input and reasoning tokens when the provider reported
+    /// them, and only then.
+    #[test]
+    fn runs_show_shows_cached_and_reasoning_tokens_when_reported() {
+        let run = hostile_run();
+        let receipt = |usage: Value| {
+            json!({"call": 1, "provider": "openai", "model": "m", "finish_reason": "stop",
+                   "usage": usage, "tool_calls": 0})
+        };
+        let receipts = vec![
+            receipt(
+                json!({"input_tokens": 1200, "output_tokens": 300, "total_tokens": 1500,
+                           "cached_input_tokens": 1024, "reasoning_tokens": 256}),
+            ),
+            receipt(json!({"input_tokens": 12, "output_tokens": 7, "total_tokens": 19})),
+        ];
+        let mut out = Vec::new();
+        show_human(&mut out, &run, &receipts).unwrap();
+        let shown = String::from_utf8(out).unwrap();
+        assert!(
+            shown.contains("tokens in=1200 out=300 total=1500 cached=1024 reasoning=256 "),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("tokens in=12 out=7 total=19 tool_calls=0"),
+            "{shown}"
+        );
     }
 
     #[test]

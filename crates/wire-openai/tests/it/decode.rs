@@ -3211,3 +3211,122 @@ fn parallel_calls_at_one_index_without_ids_are_split_where_the_decoder_can_tell(
         assert_eq!(completion.tool_calls[0].arguments, r#"{"city":"Paris"}"#);
     }
 }
+
+/// The cached input tokens and the reasoning tokens are read from both wires' details objects,
+/// streamed and whole; each is its own bookkeeping: a detail that does not read (a float, a
+/// string, given twice, in details that are not an object or are given twice) is absent, and the
+/// report keeps its other counts.
+#[test]
+fn cached_and_reasoning_tokens_are_read_from_the_usage_details() {
+    let usage = |wire: &str, input_details: &str, output_details: &str| -> String {
+        let (input, output) = if wire == "chat" {
+            (
+                r#""prompt_tokens":1200,"completion_tokens":300"#,
+                ("prompt_tokens_details", "completion_tokens_details"),
+            )
+        } else {
+            (
+                r#""input_tokens":1200,"output_tokens":300"#,
+                ("input_tokens_details", "output_tokens_details"),
+            )
+        };
+        format!(
+            r#"{{{input},"total_tokens":1500,"{}":{input_details},"{}":{output_details}}}"#,
+            output.0, output.1
+        )
+    };
+    let chat_usage = |usage: &str| -> Option<ai_core::Usage> {
+        let stream = format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"Hi\"}},\"finish_reason\":\"stop\"}}]}}\n\n\
+             data: {{\"choices\":[],\"usage\":{usage}}}\n\ndata: [DONE]\n\n"
+        );
+        let streamed = chat::decode_all(stream.as_bytes()).unwrap().usage;
+        let body = format!(
+            r#"{{"object":"chat.completion","choices":[{{"index":0,"finish_reason":"stop","message":{{"role":"assistant","content":"Hi"}}}}],"usage":{usage}}}"#
+        );
+        let whole = chat::decode_completion(body.as_bytes(), Default::default())
+            .unwrap()
+            .completion
+            .usage;
+        assert_eq!(streamed, whole, "{usage}");
+        streamed
+    };
+    let responses_usage = |usage: &str| -> Option<ai_core::Usage> {
+        let response = format!(
+            r#"{{"id":"resp_1","status":"completed","output":[{{"type":"message","id":"msg_1","role":"assistant","content":[{{"type":"output_text","text":"Hi"}}]}}],"usage":{usage}}}"#
+        );
+        let stream = format!(
+            "data: {{\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"delta\":\"Hi\"}}\n\n\
+             data: {{\"type\":\"response.completed\",\"response\":{response}}}\n\n"
+        );
+        let streamed = responses::decode_all(stream.as_bytes()).unwrap().usage;
+        let whole = responses::decode_response(response.as_bytes(), Default::default())
+            .unwrap()
+            .completion
+            .usage;
+        assert_eq!(streamed, whole, "{usage}");
+        streamed
+    };
+    let full = ai_core::Usage::new(1200, 300, 1500)
+        .with_cached_input_tokens(Some(1024))
+        .with_reasoning_tokens(Some(256));
+    for wire in ["chat", "responses"] {
+        let decode = |usage: &str| {
+            if wire == "chat" {
+                chat_usage(usage)
+            } else {
+                responses_usage(usage)
+            }
+        };
+        let read = decode(&usage(
+            wire,
+            r#"{"cached_tokens":1024,"audio_tokens":0}"#,
+            r#"{"reasoning_tokens":256,"accepted_prediction_tokens":0}"#,
+        ));
+        assert_eq!(read, Some(full), "{wire}");
+        for (input_details, output_details, what) in [
+            ("null", "{}", "no details"),
+            (
+                r#"{"cached_tokens":1.5}"#,
+                r#"{"reasoning_tokens":"256"}"#,
+                "not whole numbers",
+            ),
+            (
+                r#"{"cached_tokens":1,"cached_tokens":2}"#,
+                r#"{"reasoning_tokens":-1}"#,
+                "given twice, negative",
+            ),
+            ("[1024]", "256", "details that are not objects"),
+        ] {
+            let read = decode(&usage(wire, input_details, output_details));
+            assert_eq!(
+                read,
+                Some(ai_core::Usage::new(1200, 300, 1500)),
+                "{wire}: {what}"
+            );
+        }
+        // Details given twice: which one counts cannot be told.
+        let twice = usage(
+            wire,
+            r#"{"cached_tokens":1024}"#,
+            r#"{"reasoning_tokens":256}"#,
+        );
+        let key = if wire == "chat" {
+            "prompt_tokens_details"
+        } else {
+            "input_tokens_details"
+        };
+        let twice = format!(
+            r#"{},"{key}":{{"cached_tokens":1}}}}"#,
+            &twice[..twice.len() - 1]
+        );
+        assert_eq!(
+            decode(&twice),
+            Some(full.with_cached_input_tokens(None)),
+            "{wire}: details given twice"
+        );
+        // Details alone are no report.
+        let alone = format!(r#"{{"{key}":{{"cached_tokens":1024}}}}"#);
+        assert_eq!(decode(&alone), None, "{wire}: details alone");
+    }
+}

@@ -113,11 +113,7 @@ fn event() -> impl Strategy<Value = AiEvent> {
             args_hash: "0".repeat(64),
         }),
         1 => Just(AiEvent::Usage {
-            usage: Usage {
-                input_tokens: 1,
-                output_tokens: 2,
-                total_tokens: 3,
-            }
+            usage: Usage::new(1, 2, 3)
         }),
         1 => text().prop_map(|message| AiEvent::Error { message }),
         1 => reason().prop_map(|reason| AiEvent::Done { reason }),

@@ -87,11 +87,7 @@ pub(crate) fn all() -> Vec<(&'static str, Vec<AiEvent>)> {
                 text(""),
                 text("lo"),
                 AiEvent::Usage {
-                    usage: Usage {
-                        input_tokens: 5,
-                        output_tokens: 2,
-                        total_tokens: 7,
-                    },
+                    usage: Usage::new(5, 2, 7),
                 },
                 done(DoneReason::Stop),
             ],
