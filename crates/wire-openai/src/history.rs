@@ -4,8 +4,10 @@
 //! whichever wire sends it.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt;
 
 use ai_core::{Message, ToolCallId};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::EncodeError;
 use crate::assembly::{Fnv1a, SYNTHESIZED_ID_CHARS, synthesized_id};
@@ -140,9 +142,60 @@ impl<'a> WireCallIds<'a> {
 /// 422 for a list ("arguments must be a JSON object"), so one bad call would block every later
 /// turn of the thread. `{}` is what other clients send in its place (vercel/ai#14280,
 /// MoonshotAI/kimi-cli#2196). JSON deeper than `serde_json` reads (128 levels) counts as no
-/// JSON; the runner refuses arguments that deep anyway.
+/// JSON; the runner refuses arguments that deep anyway (the decoders keep an arguments object
+/// that deep as sent, so a history can hold one).
 pub(crate) fn sent_arguments(arguments: &str) -> &str {
     let object = arguments.trim_ascii_start().starts_with('{')
-        && serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_ok();
+        && serde_json::from_str::<Nested>(arguments).is_ok();
     if object { arguments } else { "{}" }
+}
+
+/// Any JSON value, read through every level of its nesting and kept nowhere: a text reads as
+/// one only when serde_json reads it whole, its recursion limit (128 levels) included.
+/// [`serde::de::IgnoredAny`] does not do: serde_json skips what it ignores without that limit.
+struct Nested;
+
+impl<'de> Deserialize<'de> for Nested {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(NestedVisitor)
+    }
+}
+
+/// Reads [`Nested`]: scalars as they come, and each value of an object or list as [`Nested`]
+/// again, so every level counts against the deserializer's limit.
+struct NestedVisitor;
+
+impl<'de> Visitor<'de> for NestedVisitor {
+    type Value = Nested;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Nested, E> {
+        Ok(Nested)
+    }
+    fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Nested, S::Error> {
+        while seq.next_element::<Nested>()?.is_some() {}
+        Ok(Nested)
+    }
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Nested, M::Error> {
+        while map.next_key::<de::IgnoredAny>()?.is_some() {
+            map.next_value::<Nested>()?;
+        }
+        Ok(Nested)
+    }
 }

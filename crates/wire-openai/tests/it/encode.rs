@@ -841,6 +841,46 @@ fn past_arguments_that_are_no_json_object_are_sent_as_an_empty_object() {
     assert_eq!(responses_arguments, expected);
 }
 
+/// A past call's arguments nested deeper than serde_json reads (128 levels) count as no JSON
+/// and are sent back as `{}`, as `history::sent_arguments` says: the runner refused them (too
+/// deep), and a server that parses past calls' arguments with a depth limit of its own
+/// (serde_json's, in Rust servers) would refuse every later request of the thread. The decoders
+/// now hand over an arguments object that deep as sent, so the history can hold one. Arguments
+/// that serde_json reads whole still go byte-exact, however deep.
+#[test]
+fn past_arguments_nested_past_what_serde_json_reads_are_sent_as_an_empty_object() {
+    let nested = |depth: usize| format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
+    let (shallow, deep) = (nested(100), nested(200));
+    let cases = [(deep.as_str(), "{}"), (shallow.as_str(), shallow.as_str())];
+    let ids: Vec<ToolCallId> = (0..cases.len())
+        .map(|at| ToolCallId::new(format!("call_{at}")).unwrap())
+        .collect();
+    let mut messages = history_calling(&ids);
+    if let Message::Assistant { tool_calls, .. } = &mut messages[1] {
+        for (call, (sent, _)) in tool_calls.iter_mut().zip(cases) {
+            call.arguments = sent.into();
+        }
+    }
+    let expected: Vec<&str> = cases.iter().map(|(_, wire)| *wire).collect();
+    let chat = chat::encode_messages(&messages).unwrap();
+    let chat_arguments: Vec<&str> = chat[1]["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|call| call["function"]["arguments"].as_str().unwrap())
+        .collect();
+    assert_eq!(chat_arguments, expected);
+    let input = responses::encode_input(&messages).unwrap();
+    let responses_arguments: Vec<&str> = input
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["type"] == "function_call")
+        .map(|item| item["arguments"].as_str().unwrap())
+        .collect();
+    assert_eq!(responses_arguments, expected);
+}
+
 /// Mistral refuses a history whose call ids are not nine letters and digits
 /// (`^[a-zA-Z0-9]{9}$`), and so do its open models' chat templates. With
 /// `mistral_call_ids`, every other id (the graph's renamed `{id}_2`, an id over 40 bytes, any
