@@ -147,8 +147,8 @@ pub struct OpenAiConfig {
     /// other, and so do its open models' chat templates whichever server runs them.
     /// [`OpenAiConfig::new`] turns it on for a base URL on `mistral.ai` and for a model whose
     /// name names a Mistral model family (`mistral`, `magistral`, `devstral`, `codestral`,
-    /// `ministral`, `pixtral`, in any case); set it to say otherwise. The Responses wire ignores
-    /// it.
+    /// `ministral`, `mixtral`, `pixtral`, in any case); set it to say otherwise. The Responses
+    /// wire ignores it.
     pub mistral_call_ids: bool,
     /// The longest wait from sending a request to the first body byte (connecting, sending, the
     /// response head and the first chunk).
@@ -220,13 +220,14 @@ fn takes_mistral_call_ids(base_url: &str, model: &str) -> bool {
 }
 
 /// The names of Mistral's model families, as model names (`mistral-large-latest`,
-/// `mistralai/Devstral-Small-2505`, `magistral:24b`) hold them.
-const MISTRAL_FAMILIES: [&str; 6] = [
+/// `mistralai/Devstral-Small-2505`, `magistral:24b`, `Mixtral-8x22B-Instruct-v0.1`) hold them.
+const MISTRAL_FAMILIES: [&str; 7] = [
     "mistral",
     "magistral",
     "devstral",
     "codestral",
     "ministral",
+    "mixtral",
     "pixtral",
 ];
 

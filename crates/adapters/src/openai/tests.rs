@@ -528,6 +528,12 @@ fn a_request_for_mistral_sends_call_ids_of_nine_letters_and_digits() {
         ),
         ("http://localhost:11434/v1", "devstral:24b"),
         ("http://localhost:11434/v1", "magistral"),
+        // Mixtral 8x22B's template is the family's, and its name holds no "mistral"
+        // (ml-explore/mlx-lm#1375).
+        (
+            "http://localhost:8080/v1",
+            "mlx-community/Mixtral-8x22B-Instruct-v0.1-4bit",
+        ),
     ] {
         let config = OpenAiConfig::new(base, model);
         assert!(config.mistral_call_ids, "{base} {model}");
