@@ -696,15 +696,30 @@ impl Resend {
                 _ => None,
             })
             .collect();
-        let mut found = 0;
+        // Every count of the thread's user messages the client's copy can hold before this one,
+        // in order. An answered message is the thread's next; one without an answer may be, or
+        // may be a message no run took (refused before it ran), which the thread never held:
+        // both readings are followed, since taking the first that fits would misread a refused
+        // message the user then typed again (the same text twice, only the second the thread's).
+        let mut places = vec![0];
         for (text, answered) in &self.before {
-            if users.get(found).is_some_and(|(_, held)| held == text) {
-                found += 1;
-            } else if *answered {
-                return Err(mismatch());
+            let held_next = |&at: &usize| users.get(at).is_some_and(|(_, held)| held == text);
+            let mut next: Vec<usize> = places
+                .iter()
+                .filter(|at| held_next(at))
+                .map(|at| at + 1)
+                .collect();
+            if !answered {
+                next.extend_from_slice(&places);
+                next.sort_unstable();
+                next.dedup();
             }
-            // Else a message no run took (refused before it ran): the thread never held it.
+            places = next;
         }
+        // The furthest reading: a message the thread holds is not taken for one it never held.
+        let Some(&found) = places.last() else {
+            return Err(mismatch());
+        };
         let Some(&(at, held)) = users.get(found) else {
             // The thread holds every message before it, and not it: it runs as a new one.
             return Ok(state);
@@ -2655,6 +2670,54 @@ mod tests {
             "{}",
             error.message
         );
+    }
+
+    /// A message the server refused before it ran (503) that the user then typed again by hand
+    /// leaves the client's copy holding its text twice, first without an answer, and the thread
+    /// once. A later retry or edit in that chat is still placed in the thread: the copy fits it
+    /// when the unanswered one is the message no run took, whatever the other reading says.
+    #[test]
+    fn a_refused_message_typed_again_does_not_misplace_a_later_resend() {
+        use ai_core::Message;
+        let user = |text: &str| Message::User {
+            content: text.into(),
+        };
+        let answer = |text: &str| Message::Assistant {
+            content: text.into(),
+            tool_calls: Vec::new(),
+        };
+        let max_steps = std::num::NonZeroU32::new(8).unwrap();
+        let history = vec![user("A"), answer("a"), user("B"), answer("b")];
+        let thread = graph::AgentState::from_history(history.clone(), max_steps).unwrap();
+        // The client's copy: A, a, B (refused: 503), B (typed again), b, then the message resent.
+        let before = vec![
+            ("A".to_owned(), true),
+            ("B".to_owned(), false),
+            ("B".to_owned(), true),
+        ];
+        for kind in [super::ResendKind::Retry, super::ResendKind::Edit] {
+            let resend = super::Resend {
+                kind,
+                before: before.clone(),
+            };
+            // A message the thread does not hold yet: it runs after the turns the thread holds.
+            let state = resend
+                .rewind(thread.clone(), "C")
+                .unwrap_or_else(|e| panic!("{kind:?}: {} {}", e.code, e.message));
+            assert_eq!(state.messages(), &history[..], "{kind:?}");
+        }
+        // An edit of the message after them rewinds the thread to before it, not further.
+        let mut longer = history.clone();
+        longer.extend([user("C"), answer("c")]);
+        let thread = graph::AgentState::from_history(longer, max_steps).unwrap();
+        let edit = super::Resend {
+            kind: super::ResendKind::Edit,
+            before,
+        };
+        let state = edit
+            .rewind(thread, "C, edited")
+            .unwrap_or_else(|e| panic!("{} {}", e.code, e.message));
+        assert_eq!(state.messages(), &history[..]);
     }
 
     /// A store that cannot be opened is still fatal.
