@@ -252,7 +252,9 @@ pub struct RunRequest {
     /// a run log, the run's closing step saves the thread only while it still holds exactly this
     /// (checked in the closing transaction), so a turn another process stored on the thread
     /// meanwhile is never overwritten: the run then ends with an error saying the thread
-    /// changed since it began, and its record is kept.
+    /// changed since it began, and its record is kept. A `state` that is not what was saved (the
+    /// server rewound the thread for an AI SDK edit or retry) is saved over it, the same way,
+    /// before the run runs, so a run that then fails or crashes is closed over `state`.
     pub saved_state: Option<serde_json::Value>,
     /// What begins the run.
     pub turn: Turn,
@@ -338,7 +340,22 @@ pub async fn start_run(
             let consumed = consume_approvals(stores, run, &thread, &state, &turn, saved_state);
             Some(consumed.await?)
         }
-        Turn::UserMessage(_) => saved_state,
+        // A run from another state than the thread's (the server rewound the thread for an AI
+        // SDK edit or retry) saves that state first, the same way: a run that then fails or
+        // crashes is closed over it (`close` repairs only a thread that holds the state the run
+        // started from), so the thread never goes back to what the client rewound away.
+        Turn::UserMessage(_) => match saved_state {
+            Some(saved) => {
+                let start = serde_json::to_value(&state).context(UNENCODABLE)?;
+                if start == saved {
+                    Some(saved)
+                } else {
+                    let run = (&run_id, runtime.clock.as_ref());
+                    Some(save_before_run(stores, run, &thread, start, Some(saved)).await?)
+                }
+            }
+            None => None,
+        },
     };
     let (items, mut incoming) = unbounded_channel();
     let agent = runtime.agent.clone();
@@ -459,21 +476,38 @@ pub async fn start_run(
 /// since it was read: the run is closed at once with that error, and nothing runs.
 async fn consume_approvals(
     stores: &Stores,
-    (run_id, clock): (&RunId, &dyn Clock),
+    run: (&RunId, &dyn Clock),
     thread: &ThreadId,
     state: &AgentState,
     turn: &Turn,
     saved_state: Option<serde_json::Value>,
 ) -> anyhow::Result<serde_json::Value> {
     let (consumed, _) = graph::reduce(state.clone(), turn.event());
-    let consumed = serde_json::to_value(&consumed).context("the thread state cannot be encoded")?;
+    let consumed = serde_json::to_value(&consumed).context(UNENCODABLE)?;
+    save_before_run(stores, run, thread, consumed, saved_state).await
+}
+
+/// Why a run did not start whose thread state could not be written as JSON.
+const UNENCODABLE: &str = "the thread state cannot be encoded";
+
+/// Saves `thread` as `start` before anything of the run runs, over the state it was read in
+/// (`saved_state`; checked in the same transaction with a run log) and returns what was saved,
+/// which the run's closing write then expects. Refused when the thread changed since it was
+/// read: the run is closed at once with that error, and nothing runs.
+async fn save_before_run(
+    stores: &Stores,
+    (run_id, clock): (&RunId, &dyn Clock),
+    thread: &ThreadId,
+    start: serde_json::Value,
+    saved_state: Option<serde_json::Value>,
+) -> anyhow::Result<serde_json::Value> {
     let Some(log) = &stores.log else {
         // Threads in memory live in this process, where one run per thread holds the thread.
-        stores.threads.save(thread, &consumed).await?;
-        return Ok(consumed);
+        stores.threads.save(thread, &start).await?;
+        return Ok(start);
     };
     let step = RunStep {
-        thread_state: Some(consumed.clone()),
+        thread_state: Some(start.clone()),
         thread_state_if_saved: Some(saved_state.unwrap_or(serde_json::Value::Null)),
         refuse_if_thread_changed: true,
         ..RunStep::default()
@@ -499,7 +533,7 @@ async fn consume_approvals(
         }
         return Err(error.into());
     }
-    Ok(consumed)
+    Ok(start)
 }
 
 /// A batch's events and records as one step, and whether it ends the run.

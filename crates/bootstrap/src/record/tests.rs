@@ -18,7 +18,8 @@ use super::{RunLocks, RunLogStores, Stores, recover};
 /// whose `finish_run` fails for one run, while `failing_finish` names it.
 #[derive(Default)]
 struct FailingCommits {
-    inner: InMemoryRunStore,
+    /// The runs, and (for a test whose stores are built on it) the threads their steps save.
+    inner: Arc<InMemoryRunStore>,
     failing: Mutex<Option<RunId>>,
     failing_finish: Mutex<Option<RunId>>,
     /// When set, the first failing commit notifies the first and waits for the second.
@@ -1397,7 +1398,7 @@ async fn a_run_stored_to_its_end_whose_finish_mark_fails_is_shown_as_ended() {
     assert_eq!(log.events, shown);
     assert_eq!(log.header.status, ai_core::RunStatus::Running);
     // The run store saves the thread with the run's last step.
-    let saved = ai_core::ThreadStore::load(&runs.inner, &thread).await;
+    let saved = ai_core::ThreadStore::load(&*runs.inner, &thread).await;
     let saved = saved.unwrap().unwrap();
     assert!(saved.to_string().contains("hello"), "{saved}");
 
@@ -1857,4 +1858,70 @@ async fn stored_histories_stay_within_their_bounds() {
         (0, 0),
         "a history past the bytes alone is not kept"
     );
+}
+
+/// A run from a state the server rewound the thread to (an AI SDK edit: the history before the
+/// edited message) whose log fails, or which crashes, is closed over that state: the thread
+/// takes the edited message and the turn the client was shown, and never goes back to what the
+/// edit rewound away (the model would be sent it again at the next message).
+#[tokio::test]
+async fn a_rewound_run_whose_log_fails_is_closed_over_the_rewound_thread() {
+    let runs = Arc::new(FailingCommits::default());
+    let locks = tempfile::tempdir().unwrap();
+    let stores = Stores {
+        // The threads the run log's steps save.
+        threads: runs.inner.clone(),
+        ..stores(runs.clone(), &locks)
+    };
+    let thread = ThreadId::new("t-edit").unwrap();
+    let answers = runtime(&crate::Settings::default(), Arc::new(Answer));
+    for (run, message) in [("run-1", "first"), ("run-2", "second")] {
+        let saved = stores.threads.load(&thread).await.unwrap();
+        run_to_end(
+            &answers,
+            &stores,
+            request(&answers, run, &thread, saved, message),
+        )
+        .await;
+    }
+    let saved = stores.threads.load(&thread).await.unwrap().unwrap();
+    let held: graph::AgentState = serde_json::from_value(saved.clone()).unwrap();
+    let at = held
+        .messages()
+        .iter()
+        .position(|m| matches!(m, ai_core::Message::User { content } if content == "second"))
+        .unwrap();
+    let rewound = held.with_history(held.messages()[..at].to_vec()).unwrap();
+
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let gated = Arc::new(Gated {
+        entered: entered.clone(),
+        release: release.clone(),
+    });
+    let runtime = runtime(&crate::Settings::default(), gated);
+    let mut edit = request(&runtime, "run-3", &thread, Some(saved), "second, edited");
+    edit.state = rewound;
+    let mut events = super::start_run(&runtime, &stores, edit, || {})
+        .await
+        .unwrap();
+    entered.notified().await;
+    *runs.failing.lock().unwrap() = Some(RunId::new("run-3").unwrap());
+    release.notify_one();
+    while events.recv().await.is_some() {}
+    // Closed by the run's own process, or else by the next start.
+    *runs.failing.lock().unwrap() = None;
+    recover(&stores, &FixedClock).await.unwrap();
+
+    let after = stores.threads.load(&thread).await.unwrap().unwrap();
+    let after: graph::AgentState = serde_json::from_value(after).unwrap();
+    let users: Vec<&str> = after
+        .messages()
+        .iter()
+        .filter_map(|m| match m {
+            ai_core::Message::User { content } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(users, ["first", "second, edited"]);
 }
