@@ -457,9 +457,19 @@ fn open_or_create_folder(
 }
 
 /// Fsyncs the folder `folder` beneath `dir`. A folder handle may be an `O_PATH` one, which
-/// cannot be fsynced: it is opened for reading.
+/// cannot be fsynced: it is opened for reading, and only as a folder (`O_DIRECTORY`). The name
+/// is looked up again, and a process racing in the workspace may have put a pipe or a device
+/// there since the folder was made: the kernel refuses it (`ENOTDIR`) without opening it, where
+/// a plain open would block on a pipe with no writer, holding the write's thread forever, or
+/// act on a device.
 fn sync_folder(dir: &Dir, folder: &Path) -> io::Result<()> {
-    dir.open(folder).and_then(|handle| handle.sync_all())
+    use cap_std::fs::OpenOptionsExt;
+    use rustix::fs::OFlags;
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.read(true);
+    options.custom_flags((OFlags::DIRECTORY | OFlags::NONBLOCK | OFlags::NOCTTY).bits() as i32);
+    dir.open_with(folder, &options)
+        .and_then(|handle| handle.sync_all())
 }
 
 /// The `/`-separated workspace path of `name` in the folder `relative`.

@@ -1419,3 +1419,36 @@ fn an_eperm_from_the_access_check_is_told_by_an_open() {
     assert_eq!(super::access_answer(Err(Errno::NOENT)), Some(true));
     assert_eq!(super::access_answer(Ok(())), Some(true));
 }
+
+/// The sync of a folder a write created opens that folder by its name again, where a process
+/// racing in the workspace may have put a pipe or a device meanwhile: it is opened only as a
+/// folder, so a pipe is never opened (with no writer the open blocked the write's thread
+/// forever; a device's open can act). The kernel's inotify reports every open of the pipe; a
+/// writer is held on it so that an open, before the fix, returned rather than hung.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_folder_sync_never_opens_a_pipe_swapped_in() {
+    use rustix::fs::inotify;
+    let root = tempfile::tempdir().unwrap();
+    mkfifo(&root.path().join("pipe"));
+    let _writer = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(root.path().join("pipe"))
+        .unwrap();
+    let dir =
+        cap_std::fs::Dir::open_ambient_dir(root.path(), cap_std::ambient_authority()).unwrap();
+    let watcher =
+        inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC).unwrap();
+    inotify::add_watch(
+        &watcher,
+        root.path().join("pipe"),
+        inotify::WatchFlags::OPEN,
+    )
+    .unwrap();
+    assert!(super::sync_folder(&dir, std::path::Path::new("pipe")).is_err());
+    let mut buffer = [std::mem::MaybeUninit::uninit(); 1024];
+    let mut events = inotify::Reader::new(&watcher, &mut buffer);
+    let opened = events.next().map(|event| event.events());
+    assert_eq!(opened, Err(rustix::io::Errno::AGAIN), "the pipe was opened");
+}
