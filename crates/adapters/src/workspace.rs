@@ -412,17 +412,19 @@ fn split_file(relative: &Path, path: &str) -> Result<(PathBuf, PathBuf), Workspa
 }
 
 /// Opens the folder `parent` beneath `dir`, creating it and its missing ancestors (beneath
-/// `dir` too) first. Folders it creates are made durable before the write goes on: each
-/// ancestor of `parent` that gained one (the deepest that existed, and the new ones below it)
-/// is passed to `sync` (the write's own folder is synced after its rename).
+/// `dir` too) first, and returns it with the folders it made, the deepest first (none when it
+/// existed), for [`remove_made_folders`] to take away if the write fails. Folders it creates
+/// are made durable before the write goes on: each ancestor of `parent` that gained one (the
+/// deepest that existed, and the new ones below it) is passed to `sync` (the write's own folder
+/// is synced after its rename).
 fn open_or_create_folder(
     dir: &Dir,
     parent: &Path,
     path: &str,
     mut sync: impl FnMut(&Dir, &Path) -> io::Result<()>,
-) -> Result<Dir, WorkspaceError> {
+) -> Result<(Dir, Vec<PathBuf>), WorkspaceError> {
     match dir.open_dir(parent) {
-        Ok(folder) => Ok(folder),
+        Ok(folder) => Ok((folder, Vec::new())),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let ancestors = || {
                 parent
@@ -436,23 +438,56 @@ fn open_or_create_folder(
             // The deepest ancestor that exists: the creation adds entries to it and to the new
             // folders below it, nothing above.
             let existing = ancestors().find(|ancestor| dir.metadata(ancestor).is_ok());
-            dir.create_dir_all(parent).map_err(|e| match e.kind() {
+            // The folders the creation makes: `parent` and its ancestors below `existing`.
+            let made: Vec<PathBuf> = parent
+                .ancestors()
+                .take_while(|ancestor| {
+                    !ancestor.as_os_str().is_empty() && Some(*ancestor) != existing
+                })
+                .map(Path::to_path_buf)
+                .collect();
+            let created = dir.create_dir_all(parent).map_err(|e| match e.kind() {
                 // A name on the way exists but is no folder, nor leads to one: a symlink that
                 // leads nowhere (or a file put there meanwhile).
                 io::ErrorKind::AlreadyExists => WorkspaceError::NotAFolder { path: path.into() },
                 _ => io_error(path, &e),
-            })?;
-            // A new folder's name is in its parent's entries: without a sync of that parent a
-            // crash may lose the folder, and the file written in it, after the write returned.
-            for ancestor in ancestors() {
-                sync(dir, ancestor).map_err(|e| io_error(path, &e))?;
-                if Some(ancestor) == existing {
-                    break;
+            });
+            let opened = created.and_then(|()| {
+                // A new folder's name is in its parent's entries: without a sync of that
+                // parent a crash may lose the folder, and the file written in it, after the
+                // write returned.
+                for ancestor in ancestors() {
+                    sync(dir, ancestor).map_err(|e| io_error(path, &e))?;
+                    if Some(ancestor) == existing {
+                        break;
+                    }
+                }
+                dir.open_dir(parent).map_err(|e| io_error(path, &e))
+            });
+            match opened {
+                Ok(folder) => Ok((folder, made)),
+                Err(error) => {
+                    // Part of the path may have been made before the creation failed.
+                    remove_made_folders(dir, &made);
+                    Err(error)
                 }
             }
-            dir.open_dir(parent).map_err(|e| io_error(path, &e))
         }
         Err(e) => Err(io_error(path, &e)),
+    }
+}
+
+/// Removes, beneath `dir`, the folders a failed write made for its path (`made`, the deepest
+/// first), so that a refused or abandoned write leaves no empty folders behind (nor those a
+/// creation that failed on the way made). Only empty folders are removed (`rmdir`): one that
+/// holds something by then (another write's file) stays, and so do the folders above it, which
+/// then hold it. A folder another write is about to fill may be removed under it, which fails
+/// that write rather than losing anything.
+fn remove_made_folders(dir: &Dir, made: &[PathBuf]) {
+    for folder in made {
+        // One that fails (not empty; or never made, the creation having failed on the way)
+        // stays as it is; its ancestors are tried all the same, and only empty ones go.
+        let _ = dir.remove_dir(folder);
     }
 }
 
@@ -563,7 +598,7 @@ impl Workspace for FsWorkspace {
         let before_commit = self.before_commit.clone();
         self.run(path, move |root, relative, path, gate, _| {
             let (parent, name) = split_file(relative, path)?;
-            let folder = open_or_create_folder(root, &parent, path, sync_folder)?;
+            let (folder, made) = open_or_create_folder(root, &parent, path, sync_folder)?;
             let target = (root, relative);
             let commit = || {
                 #[cfg(test)]
@@ -572,7 +607,12 @@ impl Workspace for FsWorkspace {
                 }
                 gate.commit()
             };
-            write_atomically(&folder, &name, target, content.as_bytes(), path, commit)
+            let written =
+                write_atomically(&folder, &name, target, content.as_bytes(), path, commit);
+            if written.is_err() {
+                remove_made_folders(root, &made);
+            }
+            written
         })
         .await
     }

@@ -1452,3 +1452,47 @@ fn a_folder_sync_never_opens_a_pipe_swapped_in() {
     let opened = events.next().map(|event| event.events());
     assert_eq!(opened, Err(rustix::io::Errno::AGAIN), "the pipe was opened");
 }
+
+/// A write that fails after it made the folders its path needs leaves none of them behind:
+/// a name too long for the file system (found only once the folders exist, or by their
+/// creation on the way), and a write dropped at its commit. The folders that were there before stay, and so does a made one
+/// that holds something else by then.
+#[test]
+fn a_failed_write_removes_the_folders_it_made() {
+    use std::future::Future;
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("old")).unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let long = format!("old/new/deeper/{}", "a".repeat(300));
+    let result = runtime.block_on(ws.write(&long, "x"));
+    assert!(
+        matches!(result, Err(WorkspaceError::InvalidPath { .. })),
+        "{result:?}"
+    );
+    assert!(names_on_disk(&root.path().join("old")).is_empty());
+    // The creation of the folders fails on the way, at the long name.
+    let long = format!("old/new/{}/a.txt", "a".repeat(300));
+    let result = runtime.block_on(ws.write(&long, "x"));
+    assert!(
+        matches!(result, Err(WorkspaceError::InvalidPath { .. })),
+        "{result:?}"
+    );
+    assert!(names_on_disk(&root.path().join("old")).is_empty());
+    let (ws, reached, go) = held_before_commit(root.path());
+    runtime.block_on(async {
+        let mut write = Box::pin(ws.write("new/sub/a.txt", "new"));
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(write.as_mut().poll(cx)));
+        assert!(first.await.is_pending());
+        reached.recv().unwrap();
+        // Something else lands in `new` meanwhile: that folder stays.
+        std::fs::write(root.path().join("new/b.txt"), "b").unwrap();
+        drop(write);
+        go.send(()).unwrap();
+    });
+    drop(runtime);
+    assert_eq!(names_on_disk(root.path()), ["new", "old"]);
+    assert_eq!(names_on_disk(&root.path().join("new")), ["b.txt"]);
+}
