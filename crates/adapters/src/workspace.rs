@@ -944,10 +944,16 @@ impl Refused {
 }
 
 /// Whether the name `name` is refused: a temp file's always, a hidden one (starting with `.`)
-/// unless hidden entries are shown.
+/// unless hidden entries are shown. A temp file's name is known in any case (`.COGNI-WRITE-…`):
+/// on a file system that ignores case (macOS by default, an ext4 or tmpfs folder with
+/// casefolding on) that name opens the temp file all the same.
 fn refused_name(name: &std::ffi::OsStr, show_hidden: bool) -> Option<Refused> {
     let name = name.as_encoded_bytes();
-    if name.starts_with(TEMP_PREFIX.as_bytes()) {
+    let prefix = TEMP_PREFIX.as_bytes();
+    if name
+        .get(..prefix.len())
+        .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
+    {
         Some(Refused::TempName)
     } else if !show_hidden && name.starts_with(b".") {
         Some(Refused::Hidden)

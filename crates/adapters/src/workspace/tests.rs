@@ -1496,3 +1496,26 @@ fn a_failed_write_removes_the_folders_it_made() {
     assert_eq!(names_on_disk(root.path()), ["new", "old"]);
     assert_eq!(names_on_disk(&root.path().join("new")), ["b.txt"]);
 }
+
+/// The temp names are refused in any case (`.COGNI-WRITE-…`): on a file system that ignores
+/// case (macOS by default, an ext4 or tmpfs folder with casefolding on) that name opens a
+/// write's temp file, whose content is a write in flight. They were refused only as written.
+#[test]
+fn temp_names_are_refused_in_any_case() {
+    use super::{Refused, refused_name};
+    for name in [
+        ".cogni-write-1-0.tmp",
+        ".COGNI-WRITE-1-0.tmp",
+        ".Cogni-Write-1-0.tmp",
+    ] {
+        assert_eq!(
+            refused_name(std::ffi::OsStr::new(name), true),
+            Some(Refused::TempName),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        refused_name(std::ffi::OsStr::new(".cogni-writer"), true),
+        None
+    );
+}
