@@ -1117,8 +1117,6 @@ mod tests {
         }
     }
 
-    /// A number too large for its key's type is refused naming the line and the key, never the
-    /// number.
     /// A span inside a multi-byte character (or past the text) names the line it falls in
     /// instead of panicking. The TOML parser gives spans on character boundaries, so the test
     /// hands the span in directly.
@@ -1140,6 +1138,8 @@ mod tests {
         assert!(past.to_string().starts_with("line 2"), "{past}");
     }
 
+    /// A number too large for its key's type is refused naming the line and the key, never the
+    /// number.
     #[test]
     fn a_number_too_large_is_refused_naming_its_key() {
         let error = Settings::from_toml_str("[llm]\nidle_timeout_ms = 99999999999999999999\n")
