@@ -206,7 +206,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Event<'a> {
     }
 }
 
-/// The keys of an event the decoder reads.
+/// The keys of an event the decoder reads. [`EventVisitor`] keeps one bit per key in a `u32`:
+/// a key past the 32nd fails the build (the assertion below), never a shift at run time.
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
 #[serde(field_identifier, rename_all = "snake_case")]
 enum EventField {
@@ -229,6 +230,8 @@ enum EventField {
     #[serde(other)]
     Other,
 }
+
+const _: () = assert!((EventField::Other as u32) < u32::BITS);
 
 impl EventField {
     /// The key as sent, for the error that names it.
@@ -291,10 +294,10 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
     fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Event<'de>, M::Error> {
         let mut event = Event::of(None);
         // Which keys were read (by `EventField` order), and which bookkeeping ones twice.
-        let mut seen = 0u16;
+        let mut seen = 0u32;
         let (mut responses, mut numbers, mut codes) = (0u8, 0u8, 0u8);
         while let Some(field) = map.next_key::<EventField>()? {
-            let bit = 1u16 << (field as u16);
+            let bit = 1u32 << (field as u32);
             let again = seen & bit != 0;
             seen |= bit;
             match field {
