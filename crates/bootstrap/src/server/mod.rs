@@ -665,6 +665,14 @@ pub(crate) struct Resend {
     pub(crate) before: Vec<(String, bool)>,
 }
 
+/// The most readings of a client's copy `Resend::rewind` follows at once. Each user message of
+/// the copy without an answer that the thread may hold adds one (it is the thread's, or one no
+/// run took), and each reading is tried against every later message of the copy: bounded, the
+/// work is linear in the copy's length, where a copy of thousands of such messages on a thread
+/// of thousands (each within a request body) would cost their product. A chat holds that many
+/// only if that many of its messages were refused or failed; a copy with more is refused.
+const MAX_READINGS: usize = 256;
+
 /// Why a client sends a user message again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ResendKind {
@@ -713,6 +721,14 @@ impl Resend {
                 next.extend_from_slice(&places);
                 next.sort_unstable();
                 next.dedup();
+            }
+            if next.len() > MAX_READINGS {
+                return Err(conflict(
+                    "history_mismatch",
+                    "the conversation sent holds too many user messages without an answer that \
+                     the thread may hold before the last to tell which it holds; nothing ran; \
+                     send the message as a new one",
+                ));
             }
             places = next;
         }
@@ -2718,6 +2734,55 @@ mod tests {
             .rewind(thread, "C, edited")
             .unwrap_or_else(|e| panic!("{} {}", e.code, e.message));
         assert_eq!(state.messages(), &history[..]);
+    }
+
+    /// Each user message of the client's copy without an answer that the thread could hold
+    /// doubles as one more reading to follow (held, or refused before it ran), and every reading
+    /// is tried against every later message: a copy of thousands of such messages on a thread of
+    /// thousands (both within one request body) would cost their product. The readings are
+    /// bounded: a copy with more of them than `MAX_READINGS` is refused (409), and up to that
+    /// it is placed as before.
+    #[test]
+    fn a_resend_with_more_readings_than_the_bound_is_refused() {
+        use ai_core::Message;
+        let max_steps = std::num::NonZeroU32::new(8).unwrap();
+        let thread_of = |users: usize| {
+            let history: Vec<Message> = (0..users)
+                .flat_map(|_| {
+                    [
+                        Message::User {
+                            content: "x".into(),
+                        },
+                        Message::Assistant {
+                            content: "a".into(),
+                            tool_calls: Vec::new(),
+                        },
+                    ]
+                })
+                .collect();
+            graph::AgentState::from_history(history, max_steps).unwrap()
+        };
+        let unanswered = |count: usize| super::Resend {
+            kind: super::ResendKind::Edit,
+            before: vec![("x".to_owned(), false); count],
+        };
+        // Up to the bound: every reading is followed, and the furthest places the message.
+        let within = super::MAX_READINGS - 1;
+        let thread = thread_of(within);
+        let state = unanswered(within)
+            .rewind(thread.clone(), "y")
+            .unwrap_or_else(|e| panic!("{} {}", e.code, e.message));
+        assert_eq!(state.messages(), thread.messages());
+        // One more reading than the bound: refused, and said why, rather than followed.
+        let over = super::MAX_READINGS;
+        let error = unanswered(over).rewind(thread_of(over), "y").unwrap_err();
+        assert_eq!(error.status, axum::http::StatusCode::CONFLICT);
+        assert_eq!(error.code, "history_mismatch");
+        assert!(
+            error.message.contains("without an answer"),
+            "{}",
+            error.message
+        );
     }
 
     /// A store that cannot be opened is still fatal.
