@@ -148,3 +148,58 @@ max_runtime_ms = 1"#,
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A folder of more entries, with longer names, than fit the runner's default 32 KiB result
+/// budget is still listed: the first entries by name, as many as fit, with `truncated` set, so
+/// the model learns there is more instead of being told `result_too_large` and seeing nothing.
+#[tokio::test]
+async fn a_big_folder_with_long_names_is_listed_in_part_within_the_default_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    // 250-byte names (the file system's limit is 255): 600 of them are ~160 KB of listing.
+    let names: Vec<String> = (0..600)
+        .map(|i| format!("{i:04}-{}.txt", "n".repeat(241)))
+        .collect();
+    for name in &names {
+        std::fs::write(dir.path().join(name), "abc").unwrap();
+    }
+    let caps = create_capabilities(&Config {
+        workspace_root: dir.path().to_path_buf(),
+        workspace_hidden: false,
+    })
+    .unwrap();
+    let source = Arc::new(create_tool_source(CoreTool::ALL, &caps).unwrap());
+    // The default budgets: only the tool is allowed.
+    let policy = ToolPolicy::from_toml_str(r#"allowed_tools = ["core__workspace_list"]"#).unwrap();
+    assert_eq!(policy.budgets.max_result_bytes, 32 * 1024);
+    let ctx = RunContext::new("run-x", "user:test", "tenant").unwrap();
+    let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
+    let runner = ToolRunner::new(source, Arc::new(policy), caps.clock.clone());
+    let call = ToolCall {
+        id: ToolCallId::new("c1").unwrap(),
+        name: "core__workspace_list".into(),
+        arguments: "{}".into(),
+    };
+    let list = runner
+        .run_tool(&call, &ctx, &catalog, &|_| {}, &CancellationToken::new())
+        .await;
+
+    assert!(
+        list.result.failure().is_none(),
+        "{:?}",
+        list.result.failure()
+    );
+    let content = list.result.model_content();
+    assert!(content.len() < 32 * 1024, "{} bytes", content.len());
+    let value: serde_json::Value = serde_json::from_str(&content).unwrap();
+    assert_eq!(value["truncated"], true);
+    let listed: Vec<&str> = value["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["path"].as_str().unwrap())
+        .collect();
+    // The first ones by name, and a useful share of them (each entry is ~290 bytes of JSON).
+    assert!(listed.len() >= 50, "{} entries", listed.len());
+    assert!(listed.len() < names.len());
+    assert_eq!(listed, names[..listed.len()]);
+}

@@ -14,3 +14,60 @@ fn iso8601_formats_utc() {
         assert_eq!(iso8601(ms), expected, "{ms}");
     }
 }
+
+fn entries(names: impl IntoIterator<Item = String>) -> Vec<ai_core::WorkspaceEntry> {
+    names
+        .into_iter()
+        .map(|path| ai_core::WorkspaceEntry {
+            path,
+            is_dir: false,
+            size: 3,
+        })
+        .collect()
+}
+
+/// A listing keeps its first entries while its compact JSON (escapes counted) fits the cap: the
+/// next one would not have, and `truncated` says some were left out.
+#[test]
+fn a_listing_keeps_the_first_entries_that_fit_the_byte_cap() {
+    use super::workspace::{MAX_LIST_BYTES, fit_listing};
+    // Quotes and control characters take more bytes in JSON than in the name.
+    let names: Vec<String> = (0..400)
+        .map(|i| format!("{i:03}-\"\u{1}{}", "x".repeat(200)))
+        .collect();
+    let listing = ai_core::WorkspaceListing {
+        entries: entries(names.clone()),
+        truncated: false,
+    };
+    let output = fit_listing(listing);
+    assert!(output.truncated);
+    let kept = output.entries.len();
+    assert!(kept > 0 && kept < names.len(), "{kept}");
+    let kept_paths: Vec<&str> = output.entries.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(kept_paths, names[..kept]);
+    let len = |output: &super::ListOutput| serde_json::to_string(output).unwrap().len();
+    assert!(len(&output) <= MAX_LIST_BYTES, "{}", len(&output));
+    let mut with_next = output.clone();
+    with_next.entries.push(super::ListEntry {
+        path: names[kept].clone(),
+        is_dir: false,
+        size: 3,
+    });
+    with_next.truncated = false;
+    assert!(len(&with_next) > MAX_LIST_BYTES, "{}", len(&with_next));
+}
+
+/// A listing that fits is passed on whole, with the workspace's own `truncated`.
+#[test]
+fn a_listing_that_fits_is_kept_whole_with_the_workspaces_truncated() {
+    use super::workspace::fit_listing;
+    for truncated in [false, true] {
+        let names: Vec<String> = (0..10).map(|i| format!("{i}.txt")).collect();
+        let output = fit_listing(ai_core::WorkspaceListing {
+            entries: entries(names.clone()),
+            truncated,
+        });
+        assert_eq!(output.entries.len(), names.len());
+        assert_eq!(output.truncated, truncated);
+    }
+}

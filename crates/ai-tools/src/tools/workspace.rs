@@ -58,6 +58,14 @@ fn workspace_error(error: ai_core::WorkspaceError) -> ToolError {
     }
 }
 
+/// The most bytes of compact JSON a listing takes: well under the runner's default 32 KiB result
+/// budget (`budgets.max_result_bytes`), which the tool cannot see, so a big folder is listed in
+/// part, with `truncated` set, rather than refused as `result_too_large`.
+pub(super) const MAX_LIST_BYTES: usize = 24 * 1024;
+
+/// The compact JSON length of a listing with no entries, the larger `truncated` value counted.
+const EMPTY_LIST_BYTES: usize = r#"{"entries":[],"truncated":false}"#.len();
+
 /// Lists a folder of the workspace.
 pub struct WorkspaceList {
     workspace: Arc<dyn Workspace>,
@@ -101,7 +109,8 @@ pub struct ListEntry {
 pub struct ListOutput {
     /// The entries, sorted by path.
     pub entries: Vec<ListEntry>,
-    /// Whether the folder has more entries than listed (at most 1,000 are listed).
+    /// Whether the folder has more entries than listed: at most 1,000 are listed, and only as
+    /// many as fit in 24 KiB of JSON.
     pub truncated: bool,
 }
 
@@ -110,8 +119,11 @@ impl ToolContract for WorkspaceList {
     type Input = ListInput;
     type Output = ListOutput;
     const ID: &'static str = "core__workspace_list";
-    const DESCRIPTION: &'static str =
-        "List the files and folders of a workspace folder (the root when no path is given).";
+    const DESCRIPTION: &'static str = concat!(
+        "List the files and folders of a workspace folder (the root when no path is given), ",
+        "sorted by path. A big folder is listed only in part, its first entries, with ",
+        "`truncated: true`: list a subfolder, or read a file by its path, to go further."
+    );
     const EFFECT: ToolEffect = ToolEffect::ReadOnly;
     const REDACTION: &'static [&'static str] = &[
         "entries.path",
@@ -130,19 +142,34 @@ impl ToolContract for WorkspaceList {
         let path = input.path.unwrap_or_default();
         check_path(&path, true)?;
         let listing = self.workspace.list(&path).await.map_err(workspace_error)?;
-        Ok(ListOutput {
-            truncated: listing.truncated,
-            entries: listing
-                .entries
-                .into_iter()
-                .map(|e| ListEntry {
-                    path: e.path,
-                    is_dir: e.is_dir,
-                    size: e.size,
-                })
-                .collect(),
-        })
+        Ok(fit_listing(listing))
     }
+}
+
+/// The listing's first entries (in the workspace's order, sorted by path) whose JSON fits
+/// [`MAX_LIST_BYTES`], with `truncated` set when any were left out.
+pub(super) fn fit_listing(listing: ai_core::WorkspaceListing) -> ListOutput {
+    let mut truncated = listing.truncated;
+    let mut entries = Vec::new();
+    let mut used = EMPTY_LIST_BYTES;
+    for entry in listing.entries {
+        let entry = ListEntry {
+            path: entry.path,
+            is_dir: entry.is_dir,
+            size: entry.size,
+        };
+        // Serializing strings, a bool and a number cannot fail; were it to, the entry is left
+        // out as one too large.
+        let len = serde_json::to_vec(&entry).map_or(usize::MAX, |json| json.len());
+        let separator = usize::from(!entries.is_empty());
+        used = used.saturating_add(len).saturating_add(separator);
+        if used > MAX_LIST_BYTES {
+            truncated = true;
+            break;
+        }
+        entries.push(entry);
+    }
+    ListOutput { entries, truncated }
 }
 
 /// Reads a text file of the workspace.
