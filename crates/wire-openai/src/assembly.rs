@@ -187,11 +187,13 @@ impl<'de> Visitor<'de> for TextOrKind {
 /// object serialized, null as absent, and any other value as [`NotArguments`].
 ///
 /// The value is first taken as raw JSON text, which serde_json scans without its recursion
-/// limit, then read on its own. So an object nested deeper than serde_json reads (128 levels,
-/// counted from the arguments, not from the event holding them) is the call's own fault, never
-/// the event's: it is kept as sent, as arguments sent as text that deep are, and fails only that
-/// call where it runs (refused as nested too deep), never the stream and what it already gave.
-/// Reads only through serde_json's own deserializer, as both wires read their JSON.
+/// limit and without reading numbers or escapes, then read on its own. So an object that is
+/// valid JSON but holds what serde_json cannot read is the call's own fault, never the event's:
+/// nested deeper than serde_json reads (128 levels, counted from the arguments, not from the
+/// event holding them), a number out of f64's range (`1e400`), a lone surrogate escape in a
+/// string (`"\ud800"`). It is kept as sent, byte-exact, as arguments sent as text are, and fails
+/// only that call where it runs (the runner refuses it), never the stream and what it already
+/// gave. Reads only through serde_json's own deserializer, as both wires read their JSON.
 fn read_arguments<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Result<Option<Cow<'de, str>>, NotArguments>, D::Error> {
@@ -200,10 +202,10 @@ fn read_arguments<'de, D: Deserializer<'de>>(
     let mut own = serde_json::Deserializer::from_str(text);
     match de::Deserializer::deserialize_any(&mut own, TextOrKind { objects: true }) {
         Ok(read) => Ok(read.map_err(NotArguments)),
-        // Only an object is read deeper than its first level (a list is skipped whole).
-        Err(e) if nested_too_deep(&e) && text.trim_start().starts_with('{') => {
-            Ok(Ok(Some(Cow::Borrowed(text))))
-        }
+        // The raw text is valid JSON, so an object that fails to read holds what serde_json
+        // cannot read (too deep, a number out of range, a lone surrogate): the call's fault.
+        // Only an object is read past its first level (a list is skipped whole).
+        Err(_) if text.trim_start().starts_with('{') => Ok(Ok(Some(Cow::Borrowed(text)))),
         Err(e) => Err(de::Error::custom(e)),
     }
 }

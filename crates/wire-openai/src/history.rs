@@ -141,9 +141,10 @@ impl<'a> WireCallIds<'a> {
 /// it with a 400 on chat and Responses alike (vllm-project/vllm#43995, #48922), others with a
 /// 422 for a list ("arguments must be a JSON object"), so one bad call would block every later
 /// turn of the thread. `{}` is what other clients send in its place (vercel/ai#14280,
-/// MoonshotAI/kimi-cli#2196). JSON deeper than `serde_json` reads (128 levels) counts as no
-/// JSON; the runner refuses arguments that deep anyway (the decoders keep an arguments object
-/// that deep as sent, so a history can hold one).
+/// MoonshotAI/kimi-cli#2196). JSON `serde_json` cannot read counts as no JSON: deeper than 128
+/// levels, a number out of f64's range (`1e400`), a lone surrogate escape (`"\ud800"`). The
+/// runner refuses such arguments anyway (the decoders keep an arguments object holding them as
+/// sent, so a history can hold one).
 pub(crate) fn sent_arguments(arguments: &str) -> &str {
     let object = arguments.trim_ascii_start().starts_with('{')
         && serde_json::from_str::<Nested>(arguments).is_ok();

@@ -57,8 +57,9 @@
 //!   is valid JSON, is skipped when its type is not one the decoder reads and it has no
 //!   `error`, as it would be if it parsed; any other fails the stream, saying it is nested too
 //!   deep.
-//!   A call's `arguments` object nested that deep is not the event's fault: it is kept as sent
-//!   (as arguments sent as text are), and only that call fails where it runs.
+//!   A call's `arguments` object nested that deep is not the event's fault, nor one holding a
+//!   number out of f64's range or a lone surrogate escape: it is kept as sent (as arguments
+//!   sent as text are), and only that call fails where it runs.
 //! - Native streams end with a terminal event (`response.completed`, `response.incomplete`,
 //!   `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is tolerated.
 //!

@@ -3006,6 +3006,31 @@ fn each_decode_error_maps_to_the_completion_error_a_port_reports() {
 #[test]
 fn arguments_sent_as_an_object_nested_too_deep_fail_only_their_call() {
     let deep = format!("{{\"a\":{}}}", nested(200));
+    an_arguments_object_fails_only_its_call(&deep);
+}
+
+/// A call's arguments sent as a JSON object holding a value serde_json cannot read, though the
+/// JSON is valid (a number out of f64's range, a lone surrogate escape in a string), are that
+/// call's own fault too, as an object nested too deep is: kept as sent, byte-exact, so only that
+/// call fails where it runs, never the stream, the text or the other calls.
+#[test]
+fn arguments_sent_as_an_object_holding_what_serde_json_cannot_read_fail_only_their_call() {
+    for bad in [
+        r#"{"n":1e400}"#,
+        r#"{"n": -1.5E+999, "m": 1}"#,
+        r#"{"list":[1,{"n":1e400}]}"#,
+        r#"{"s":"\ud800"}"#,
+        r#"{"s":"a\udc00b"}"#,
+        r#"{"\ud800":1}"#,
+    ] {
+        an_arguments_object_fails_only_its_call(bad);
+    }
+}
+
+/// Decodes `bad` as the arguments object of a call, between text and a well-formed second
+/// call, on each wire (chat streamed and whole, Responses `.done`, item and whole response):
+/// the text and both calls come whole, the first call's arguments exactly as sent.
+fn an_arguments_object_fails_only_its_call(sent: &str) {
     let stream = |events: &[String]| {
         let mut stream = String::new();
         for event in events {
@@ -3016,7 +3041,7 @@ fn arguments_sent_as_an_object_nested_too_deep_fail_only_their_call() {
     let check = |completion: &ai_core::LlmCompletion, what: &str| {
         assert_eq!(completion.text, "Checking.", "{what}");
         assert_eq!(completion.tool_calls.len(), 2, "{what}");
-        assert_eq!(completion.tool_calls[0].arguments, deep, "{what}");
+        assert_eq!(completion.tool_calls[0].arguments, sent, "{what}: {sent}");
         assert_eq!(
             completion.tool_calls[1].arguments, r#"{"city":"Paris"}"#,
             "{what}"
@@ -3031,21 +3056,23 @@ fn arguments_sent_as_an_object_nested_too_deep_fail_only_their_call() {
     let chunks = [
         r#"{"choices":[{"index":0,"delta":{"content":"Checking."}}]}"#.to_owned(),
         format!(
-            r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"id":"call_1","type":"function","function":{{"name":"f","arguments":{deep}}}}}]}}}}]}}"#
+            r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"id":"call_1","type":"function","function":{{"name":"f","arguments":{sent}}}}}]}}}}]}}"#
         ),
         r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"g","arguments":{"city":"Paris"}}}]},"finish_reason":"tool_calls"}]}"#.to_owned(),
         "[DONE]".to_owned(),
     ];
     check(
-        &chat::decode_all(stream(&chunks).as_bytes()).unwrap(),
+        &chat::decode_all(stream(&chunks).as_bytes())
+            .unwrap_or_else(|e| panic!("chat stream: {sent}: {e}")),
         "chat stream",
     );
 
     // Chat, whole.
     let body = format!(
-        r#"{{"object":"chat.completion","choices":[{{"index":0,"finish_reason":"tool_calls","message":{{"role":"assistant","content":"Checking.","tool_calls":[{{"id":"call_1","type":"function","function":{{"name":"f","arguments":{deep}}}}},{{"id":"call_2","type":"function","function":{{"name":"g","arguments":"{{\"city\":\"Paris\"}}"}}}}]}}}}]}}"#
+        r#"{{"object":"chat.completion","choices":[{{"index":0,"finish_reason":"tool_calls","message":{{"role":"assistant","content":"Checking.","tool_calls":[{{"id":"call_1","type":"function","function":{{"name":"f","arguments":{sent}}}}},{{"id":"call_2","type":"function","function":{{"name":"g","arguments":"{{\"city\":\"Paris\"}}"}}}}]}}}}]}}"#
     );
-    let answer = chat::decode_completion(body.as_bytes(), wire_openai::Limits::default()).unwrap();
+    let answer = chat::decode_completion(body.as_bytes(), wire_openai::Limits::default())
+        .unwrap_or_else(|e| panic!("chat whole: {sent}: {e}"));
     check(&answer.completion, "chat whole");
 
     // Responses: the arguments on `.done`, and on the finished item.
@@ -3064,10 +3091,10 @@ fn arguments_sent_as_an_object_nested_too_deep_fail_only_their_call() {
         r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed"}}"#.to_owned(),
     ];
     let on_done = format!(
-        r#"{{"type":"response.function_call_arguments.done","item_id":"fc_1","output_index":1,"arguments":{deep}}}"#
+        r#"{{"type":"response.function_call_arguments.done","item_id":"fc_1","output_index":1,"arguments":{sent}}}"#
     );
     let on_item = format!(
-        r#"{{"type":"response.output_item.done","output_index":1,"item":{{"type":"function_call","id":"fc_1","call_id":"call_1","name":"f","arguments":{deep},"status":"completed"}}}}"#
+        r#"{{"type":"response.output_item.done","output_index":1,"item":{{"type":"function_call","id":"fc_1","call_id":"call_1","name":"f","arguments":{sent},"status":"completed"}}}}"#
     );
     for (what, last) in [("responses .done", &on_done), ("responses item", &on_item)] {
         let mut events = text.to_vec();
@@ -3075,17 +3102,18 @@ fn arguments_sent_as_an_object_nested_too_deep_fail_only_their_call() {
         events.push(last.clone());
         events.extend(second.iter().cloned());
         check(
-            &responses::decode_all(stream(&events).as_bytes()).unwrap(),
+            &responses::decode_all(stream(&events).as_bytes())
+                .unwrap_or_else(|e| panic!("{what}: {sent}: {e}")),
             what,
         );
     }
 
     // Responses, whole.
     let body = format!(
-        r#"{{"id":"resp_1","object":"response","status":"completed","output":[{{"type":"message","id":"msg_1","role":"assistant","content":[{{"type":"output_text","text":"Checking."}}]}},{{"type":"function_call","id":"fc_1","call_id":"call_1","name":"f","arguments":{deep},"status":"completed"}},{{"type":"function_call","id":"fc_2","call_id":"call_2","name":"g","arguments":"{{\"city\":\"Paris\"}}","status":"completed"}}]}}"#
+        r#"{{"id":"resp_1","object":"response","status":"completed","output":[{{"type":"message","id":"msg_1","role":"assistant","content":[{{"type":"output_text","text":"Checking."}}]}},{{"type":"function_call","id":"fc_1","call_id":"call_1","name":"f","arguments":{sent},"status":"completed"}},{{"type":"function_call","id":"fc_2","call_id":"call_2","name":"g","arguments":"{{\"city\":\"Paris\"}}","status":"completed"}}]}}"#
     );
-    let answer =
-        responses::decode_response(body.as_bytes(), wire_openai::Limits::default()).unwrap();
+    let answer = responses::decode_response(body.as_bytes(), wire_openai::Limits::default())
+        .unwrap_or_else(|e| panic!("responses whole: {sent}: {e}"));
     check(&answer.completion, "responses whole");
 }
 

@@ -845,13 +845,28 @@ fn past_arguments_that_are_no_json_object_are_sent_as_an_empty_object() {
 /// and are sent back as `{}`, as `history::sent_arguments` says: the runner refused them (too
 /// deep), and a server that parses past calls' arguments with a depth limit of its own
 /// (serde_json's, in Rust servers) would refuse every later request of the thread. The decoders
-/// now hand over an arguments object that deep as sent, so the history can hold one. Arguments
-/// that serde_json reads whole still go byte-exact, however deep.
+/// now hand over an arguments object that deep as sent, so the history can hold one. So do
+/// arguments holding a number out of f64's range or a lone surrogate escape, valid JSON that
+/// serde_json cannot read either. Arguments that serde_json reads whole still go byte-exact,
+/// however deep.
 #[test]
 fn past_arguments_nested_past_what_serde_json_reads_are_sent_as_an_empty_object() {
     let nested = |depth: usize| format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
     let (shallow, deep) = (nested(100), nested(200));
-    let cases = [(deep.as_str(), "{}"), (shallow.as_str(), shallow.as_str())];
+    let cases = [
+        (deep.as_str(), "{}"),
+        (shallow.as_str(), shallow.as_str()),
+        // Valid JSON serde_json cannot read, which the decoders also keep as sent.
+        (r#"{"n":1e400}"#, "{}"),
+        (r#"{"list":[1,{"n":-1.5E+999}]}"#, "{}"),
+        (r#"{"s":"\ud800"}"#, "{}"),
+        (r#"{"s":"a\udc00b"}"#, "{}"),
+        (r#"{"\ud800":1}"#, "{}"),
+        (
+            r#"{"ok":"\ud83d\ude00","n":1e308}"#,
+            r#"{"ok":"\ud83d\ude00","n":1e308}"#,
+        ),
+    ];
     let ids: Vec<ToolCallId> = (0..cases.len())
         .map(|at| ToolCallId::new(format!("call_{at}")).unwrap())
         .collect();
