@@ -187,13 +187,19 @@ impl<'de> Visitor<'de> for TextOrKind {
 /// object serialized, null as absent, and any other value as [`NotArguments`].
 ///
 /// The value is first taken as raw JSON text, which serde_json scans without its recursion
-/// limit and without reading numbers or escapes, then read on its own. So an object that is
-/// valid JSON but holds what serde_json cannot read is the call's own fault, never the event's:
-/// nested deeper than serde_json reads (128 levels, counted from the arguments, not from the
-/// event holding them), a number out of f64's range (`1e400`), a lone surrogate escape in a
-/// string (`"\ud800"`). It is kept as sent, byte-exact, as arguments sent as text are, and fails
-/// only that call where it runs (the runner refuses it), never the stream and what it already
-/// gave. Reads only through serde_json's own deserializer, as both wires read their JSON.
+/// limit and without reading numbers or escapes, then read on its own. So a value that is valid
+/// JSON but holds what serde_json cannot read is the call's own fault, never the event's:
+/// - an object nested deeper than serde_json reads (128 levels, counted from the arguments, not
+///   from the event holding them), or holding a number out of f64's range (`1e400`) or a lone
+///   surrogate escape in a string (`"\ud800"`), and a bare number out of range: kept as sent,
+///   byte-exact, as arguments sent as text are;
+/// - a string whose escapes hold a lone surrogate (`"{\"s\":\"\ud800\"}"`), which no Rust
+///   string can hold: read with each lone surrogate kept as its escape, `\uXXXX`, in the text
+///   (see [`text_keeping_surrogates`]).
+///
+/// Either fails only that call where it runs (the runner refuses it), never the stream and what
+/// it already gave. Reads only through serde_json's own deserializer, as both wires read their
+/// JSON.
 fn read_arguments<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Result<Option<Cow<'de, str>>, NotArguments>, D::Error> {
@@ -202,11 +208,78 @@ fn read_arguments<'de, D: Deserializer<'de>>(
     let mut own = serde_json::Deserializer::from_str(text);
     match de::Deserializer::deserialize_any(&mut own, TextOrKind { objects: true }) {
         Ok(read) => Ok(read.map_err(NotArguments)),
-        // The raw text is valid JSON, so an object that fails to read holds what serde_json
-        // cannot read (too deep, a number out of range, a lone surrogate): the call's fault.
-        // Only an object is read past its first level (a list is skipped whole).
-        Err(_) if text.trim_start().starts_with('{') => Ok(Ok(Some(Cow::Borrowed(text)))),
-        Err(e) => Err(de::Error::custom(e)),
+        // The raw text is valid JSON, so a string that fails to read holds a lone surrogate.
+        Err(_) if text.trim_start().starts_with('"') => text_keeping_surrogates(text)
+            .map(|read| Ok(Some(Cow::Owned(read))))
+            .map_err(de::Error::custom),
+        // Any other value that fails to read holds what serde_json cannot read (too deep, a
+        // number out of range, a lone surrogate): the call's fault. Only an object or a bare
+        // number can fail (a list is skipped whole, unread).
+        Err(_) => Ok(Ok(Some(Cow::Borrowed(text)))),
+    }
+}
+
+/// The text of `literal`, a JSON string literal whose escapes hold a lone surrogate, with each
+/// lone surrogate written as the escape `\uXXXX` (lowercase hex) and everything else as
+/// serde_json reads it (a surrogate pair is its character).
+///
+/// Inside a string of the arguments' own JSON, the escape means what was sent: a JSON string
+/// cannot tell a character from its escape. So the arguments hold a lone surrogate escape,
+/// which the runner refuses and the encoders send back as `{}`, as for an object holding one;
+/// and a pair that a gateway split between two fragments (slicing UTF-16 text) joins into its
+/// character again. Outside a string, the arguments were no JSON anyway, and still are not.
+fn text_keeping_surrogates(literal: &str) -> Result<String, serde_json::Error> {
+    // serde_json reads a string as bytes without checking its surrogates: WTF-8, where a
+    // surrogate is the three bytes `ED A0..=BF 80..=BF`.
+    let mut own = serde_json::Deserializer::from_str(literal);
+    let mut wtf8: &[u8] = &de::Deserializer::deserialize_bytes(&mut own, Wtf8)?;
+    let mut text = String::with_capacity(wtf8.len() + 8);
+    loop {
+        match std::str::from_utf8(wtf8) {
+            Ok(rest) => {
+                text.push_str(rest);
+                return Ok(text);
+            }
+            Err(e) => {
+                let (valid, rest) = wtf8.split_at(e.valid_up_to());
+                // Checked by `from_utf8` up to here.
+                text.push_str(std::str::from_utf8(valid).unwrap_or_default());
+                match rest {
+                    [0xED, high @ 0xA0..=0xBF, low @ 0x80..=0xBF, rest @ ..] => {
+                        let unit = 0xD000 | (u32::from(high & 0x3F) << 6) | u32::from(low & 0x3F);
+                        text.push_str(&format!("\\u{unit:04x}"));
+                        wtf8 = rest;
+                    }
+                    // Not WTF-8 serde_json writes: never met, and read as `from_utf8_lossy`.
+                    _ => {
+                        text.push_str(&String::from_utf8_lossy(rest));
+                        return Ok(text);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reads a JSON string as its bytes ([`text_keeping_surrogates`]).
+struct Wtf8;
+
+impl<'de> Visitor<'de> for Wtf8 {
+    type Value = Cow<'de, [u8]>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_borrowed_bytes<E: de::Error>(self, v: &'de [u8]) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v.as_bytes()))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.as_bytes().to_owned()))
     }
 }
 

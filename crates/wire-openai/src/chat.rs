@@ -14,7 +14,8 @@
 //! parallel calls whole that way, without index or id); ids and names are never concatenated and
 //! never overwritten with empty values; argument objects are serialized (one serde_json cannot read, though valid JSON: nested
 //! deeper than 128 levels, a number out of f64's range, a lone surrogate escape, is kept as
-//! sent: only its call fails, where it runs); a missing `arguments`
+//! sent: only its call fails, where it runs; so is a bare number out of range, and a lone
+//! surrogate escape in arguments text is kept as the escape `\uXXXX`); a missing `arguments`
 //! is `{}`; a call the server sent without any id gets a deterministic id (see
 //! [`StreamDecoder::finish`]); an id over 128 characters is an error; a final summary chunk that
 //! repeats a call's whole arguments (LiteLLM's proxy, also double-encoded) is not appended

@@ -59,7 +59,9 @@
 //!   deep.
 //!   A call's `arguments` object nested that deep is not the event's fault, nor one holding a
 //!   number out of f64's range or a lone surrogate escape: it is kept as sent (as arguments
-//!   sent as text are), and only that call fails where it runs.
+//!   sent as text are), and only that call fails where it runs. So is a bare number out of
+//!   range, and arguments text whose escapes hold a lone surrogate keeps it as the escape
+//!   `\uXXXX`.
 //! - Native streams end with a terminal event (`response.completed`, `response.incomplete`,
 //!   `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is tolerated.
 //!

@@ -3027,10 +3027,54 @@ fn arguments_sent_as_an_object_holding_what_serde_json_cannot_read_fail_only_the
     }
 }
 
+/// The same holds for arguments that are not an object: a bare number out of f64's range is
+/// kept as sent (the runner refuses it, the encoder sends `{}` back), and an arguments string
+/// whose own JSON escapes hold a lone surrogate (`"{\"s\":\"\ud800\"}"`, which no Rust string
+/// can hold) keeps each lone surrogate as the escape `\uXXXX` in the text: where it sat inside
+/// a string of the arguments, the arguments mean what was sent (a JSON string cannot tell a
+/// character from its escape), and serde_json cannot read them, so only that call fails where it
+/// runs. A pair whose halves come in two fragments joins into its character.
+#[test]
+fn bare_arguments_serde_json_cannot_read_fail_only_their_call() {
+    for (sent, kept) in [
+        ("1e400", "1e400"),
+        ("-1.5E+999", "-1.5E+999"),
+        (r#""{\"s\":\"\ud800\"}""#, r#"{"s":"\ud800"}"#),
+        (r#""{\"s\":\"a\uDC00b\"}""#, r#"{"s":"a\udc00b"}"#),
+        (
+            // A pair, a lone surrogate, and an escaped backslash before `ud800` (no escape).
+            r#""{\"s\":\"\ud83d\ude00\ud800\",\"t\":\"\\ud800\"}""#,
+            "{\"s\":\"\u{1F600}\\ud800\",\"t\":\"\\ud800\"}",
+        ),
+    ] {
+        a_call_fails_only_itself(sent, kept);
+    }
+    // Fragments of one call's arguments, on chat: a pair split between them joins.
+    let stream = [
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"s\":\"\ud83d"}}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\ude00\"}"}}]},"finish_reason":"tool_calls"}]}"#,
+        "[DONE]",
+    ]
+    .map(|chunk| format!("data: {chunk}\n\n"))
+    .concat();
+    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    let arguments = &completion.tool_calls[0].arguments;
+    assert_eq!(arguments, r#"{"s":"\ud83d\ude00"}"#);
+    let read: serde_json::Value = serde_json::from_str(arguments).unwrap();
+    assert_eq!(read["s"], "\u{1F600}");
+}
+
 /// Decodes `bad` as the arguments object of a call, between text and a well-formed second
 /// call, on each wire (chat streamed and whole, Responses `.done`, item and whole response):
 /// the text and both calls come whole, the first call's arguments exactly as sent.
 fn an_arguments_object_fails_only_its_call(sent: &str) {
+    a_call_fails_only_itself(sent, sent);
+}
+
+/// Decodes `sent` as the `arguments` of a call, between text and a well-formed second call, on
+/// each wire (chat streamed and whole, Responses `.done`, item and whole response): the text
+/// and both calls come whole, the first call's arguments `kept`.
+fn a_call_fails_only_itself(sent: &str, kept: &str) {
     let stream = |events: &[String]| {
         let mut stream = String::new();
         for event in events {
@@ -3041,7 +3085,7 @@ fn an_arguments_object_fails_only_its_call(sent: &str) {
     let check = |completion: &ai_core::LlmCompletion, what: &str| {
         assert_eq!(completion.text, "Checking.", "{what}");
         assert_eq!(completion.tool_calls.len(), 2, "{what}");
-        assert_eq!(completion.tool_calls[0].arguments, sent, "{what}: {sent}");
+        assert_eq!(completion.tool_calls[0].arguments, kept, "{what}: {sent}");
         assert_eq!(
             completion.tool_calls[1].arguments, r#"{"city":"Paris"}"#,
             "{what}"
