@@ -12,7 +12,8 @@
 //! 3. authorization hook (`authz_denied`)
 //! 4. connection grant ∩ request (`policy_denied`)
 //! 5. parse and validate the input (`invalid_json`, `validation`; at most [`MAX_JSON_DEPTH`]
-//!    levels deep)
+//!    levels deep; valid JSON serde_json cannot read, a number out of range or a lone
+//!    surrogate escape, is `validation` naming what it holds)
 //! 6. bind capabilities, credentials scoped to this invocation only (`unavailable`,
 //!    `authz_denied`)
 //! 7. emit [`AiEvent::ToolCallStart`]
@@ -495,20 +496,7 @@ impl ToolRunner {
         {
             Value::Object(Default::default())
         } else {
-            serde_json::from_str(raw).map_err(|e| {
-                // Valid JSON nested past what serde_json reads (128 levels) is too deep, not
-                // invalid: the model is told what to change.
-                if e.classify() == serde_json::error::Category::Syntax
-                    && e.to_string().starts_with("recursion limit exceeded")
-                {
-                    ToolFailure::new(
-                        ToolErrorCode::Validation,
-                        format!("tool arguments nest more than {MAX_JSON_DEPTH} levels deep"),
-                    )
-                } else {
-                    ToolFailure::new(ToolErrorCode::InvalidJson, "Invalid tool arguments JSON")
-                }
-            })?
+            serde_json::from_str(raw).map_err(|e| unreadable_arguments(raw, &e))?
         };
         // Short arguments (most of them) cannot nest that deep: no walk.
         if text_may_nest_deeper_than(raw.len(), MAX_JSON_DEPTH)
@@ -888,4 +876,36 @@ impl EventSink for SinkPort<'_> {
     fn record(&self, record: &ToolInvocationRecord) {
         port_call(THE_EVENT_SINK, || self.0.record(record));
     }
+}
+
+/// Why arguments that serde_json could not read into a value are refused, never quoting them.
+///
+/// Valid JSON that serde_json cannot read is not invalid, and the model is told what to change
+/// (`validation`): nested past what it reads (128 levels), too deep; a number out of f64's
+/// range (`1e400`); a lone surrogate escape in a string (`"\ud800"`). The decoders keep
+/// arguments holding these as the model sent them, so a call can bring them. Whether the text
+/// is valid JSON is asked of serde_json's skipping reader, which reads no number or escape and
+/// has no depth limit; anything else is `invalid_json`.
+fn unreadable_arguments(raw: &str, error: &serde_json::Error) -> ToolFailure {
+    let invalid = || ToolFailure::new(ToolErrorCode::InvalidJson, "Invalid tool arguments JSON");
+    if error.classify() != serde_json::error::Category::Syntax
+        || serde_json::from_str::<serde::de::IgnoredAny>(raw).is_err()
+    {
+        return invalid();
+    }
+    let error = error.to_string();
+    let message = if error.starts_with("recursion limit exceeded") {
+        format!("tool arguments nest more than {MAX_JSON_DEPTH} levels deep")
+    } else if error.starts_with("number out of range") {
+        "tool arguments hold a number out of range (beyond about ±1.8e308)".to_owned()
+    } else if error.starts_with("lone leading surrogate in hex escape")
+        || error.starts_with("unexpected end of hex escape")
+    {
+        "tool arguments hold a lone surrogate escape (\\ud800 to \\udfff without its pair) \
+         in a string"
+            .to_owned()
+    } else {
+        return invalid();
+    };
+    ToolFailure::new(ToolErrorCode::Validation, message)
 }

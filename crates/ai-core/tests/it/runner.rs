@@ -1010,6 +1010,61 @@ async fn steps5_and_10_refuse_values_nested_past_the_depth_limit() {
     check_ok(&h, &run, fits);
 }
 
+/// Arguments that are valid JSON serde_json cannot read (a number out of f64's range, a lone
+/// surrogate escape), which the decoders keep as the model sent them, are refused saying what
+/// they hold (`validation`: the model is told what to change), never as invalid JSON, and
+/// never quoting them. Invalid JSON that also holds one is still invalid JSON.
+#[tokio::test]
+async fn step5_names_what_valid_json_serde_json_cannot_read_holds() {
+    let number = "tool arguments hold a number out of range (beyond about ±1.8e308)";
+    let surrogate = r"tool arguments hold a lone surrogate escape (\ud800 to \udfff without its pair) in a string";
+    for (raw, code, message) in [
+        (
+            r#"{"text":1e400,"k":"sk-secret"}"#,
+            ToolErrorCode::Validation,
+            number,
+        ),
+        (
+            r#"{"text":[-2.5E+999],"k":"sk-secret"}"#,
+            ToolErrorCode::Validation,
+            number,
+        ),
+        ("1e400", ToolErrorCode::Validation, number),
+        (
+            r#"{"text":"sk-secret\ud800"}"#,
+            ToolErrorCode::Validation,
+            surrogate,
+        ),
+        (
+            r#"{"text":"sk-secret\udc00x"}"#,
+            ToolErrorCode::Validation,
+            surrogate,
+        ),
+        (
+            r#"{"sk-secret\ud800\u0041":1}"#,
+            ToolErrorCode::Validation,
+            surrogate,
+        ),
+        // Not JSON after what serde_json stopped at: invalid, as before.
+        (
+            r#"{"text":1e400,"k":"sk-secret""#,
+            ToolErrorCode::InvalidJson,
+            "Invalid tool arguments JSON",
+        ),
+        (
+            r#"{"text":"sk-secret\ud800" x}"#,
+            ToolErrorCode::InvalidJson,
+            "Invalid tool arguments JSON",
+        ),
+    ] {
+        let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));
+        let run = h.call(ECHO, raw).await;
+        check_failure(&h, &run, code, message);
+        assert!(!run.result.model_content().contains("sk-secret"), "{raw}");
+        assert_eq!(run.record.args, None, "{raw}");
+    }
+}
+
 #[tokio::test]
 async fn model_content_is_the_value_or_a_coded_error() {
     let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));
