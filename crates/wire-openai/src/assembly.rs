@@ -1081,6 +1081,19 @@ pub(crate) struct Session {
 }
 
 impl Session {
+    /// Takes a usage report that came after any earlier one: its counts replace theirs, and a
+    /// detail it does not give (cached input, reasoning tokens) stays as reported before. A
+    /// server that gives the details on one report only (vLLM's and NIM's usage on every chunk,
+    /// Groq's `x_groq` beside `usage`) never has them erased by a later report that leaves them
+    /// out; a later report that gives them wins, as its counts do.
+    pub(crate) fn report_usage(&mut self, mut usage: Usage) {
+        if let Some(earlier) = &self.usage {
+            usage.cached_input_tokens = usage.cached_input_tokens.or(earlier.cached_input_tokens);
+            usage.reasoning_tokens = usage.reasoning_tokens.or(earlier.reasoning_tokens);
+        }
+        self.usage = Some(usage);
+    }
+
     pub(crate) fn new(limits: Limits) -> Self {
         Self {
             sse: SseParser::new(),

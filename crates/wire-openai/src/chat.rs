@@ -24,7 +24,9 @@
 //! is index 0): choices of other indexes (a server that sends `n > 1` unasked) are ignored.
 //! Usage is bookkeeping: a `usage` (or Groq's `x_groq.usage`) that is not token counts is
 //! dropped, never the chunk, so the answer survives it; so is the usage of a chunk (or a whole
-//! answer) that gives `usage` or `x_groq` twice. Every other key read given twice (`choices`,
+//! answer) that gives `usage` or `x_groq` twice. A later report replaces the counts of an
+//! earlier one, but not a detail it leaves out (cached input, reasoning tokens: see
+//! `Session::report_usage`). Every other key read given twice (`choices`,
 //! `error`; in a choice `index`, `delta` or `message`, `finish_reason`) is what the answer is made
 //! of, and an error naming the key.
 //!
@@ -496,8 +498,10 @@ impl StreamDecoder {
         if let Some(error) = chunk.error.as_deref().and_then(DecodeError::from_wire) {
             return Err(error);
         }
-        if let Some(usage) = chunk.usage.or(chunk.x_groq) {
-            self.session.usage = Some(*usage);
+        // Groq's `x_groq.usage` is the same report as `usage`: `usage` counts, and either
+        // gives the details.
+        for usage in [chunk.x_groq, chunk.usage].into_iter().flatten() {
+            self.session.report_usage(*usage);
         }
         // One answer: requests never ask for `n > 1`. A server that sends more choices anyway
         // (a proxy fanning out) has them read from the first index the stream has (a choice

@@ -1159,7 +1159,7 @@ impl StreamDecoder {
 
     fn terminal(&mut self, response: Option<&Response>) {
         if let Some(usage) = response.and_then(|r| r.usage.as_deref()) {
-            self.session.usage = Some(*usage);
+            self.session.report_usage(*usage);
         }
     }
 

@@ -3402,3 +3402,42 @@ fn cached_and_reasoning_tokens_are_read_from_the_usage_details() {
         assert_eq!(decode(&alone), None, "{wire}: details alone");
     }
 }
+
+/// A later usage report that leaves the details out (cached input, reasoning tokens) does not
+/// erase those an earlier report gave: vLLM's continuous usage (and NIM's) reports on every
+/// chunk, and a gateway's final report may carry only the three counts. A later report's
+/// counts replace the earlier ones, and a detail it gives wins. Groq's `x_groq.usage` beside a
+/// `usage` without details in the same chunk gives its details too. (Responses reads usage
+/// from its one terminal event, so only chat has reports to merge.)
+#[test]
+fn a_later_usage_report_without_details_keeps_the_details_reported_before() {
+    let decode = |chunks: &[&str]| {
+        let stream: String = chunks
+            .iter()
+            .chain(&["[DONE]"])
+            .map(|chunk| format!("data: {chunk}\n\n"))
+            .collect();
+        chat::decode_all(stream.as_bytes()).unwrap().usage
+    };
+    let first = r#"{"choices":[{"index":0,"delta":{"content":"Hi"}}],"usage":{"prompt_tokens":1200,"completion_tokens":1,"total_tokens":1201,"prompt_tokens_details":{"cached_tokens":1024},"completion_tokens_details":{"reasoning_tokens":0}}}"#;
+    let last = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":1200,"completion_tokens":300,"total_tokens":1500,"prompt_tokens_details":null}}"#;
+    let kept = ai_core::Usage::new(1200, 300, 1500)
+        .with_cached_input_tokens(Some(1024))
+        .with_reasoning_tokens(Some(0));
+    assert_eq!(decode(&[first, last]), Some(kept));
+    // A later report that gives a detail wins for that detail.
+    let details = r#"{"choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":310,"total_tokens":1510,"completion_tokens_details":{"reasoning_tokens":64}}}"#;
+    assert_eq!(
+        decode(&[first, last, details]),
+        Some(
+            ai_core::Usage::new(1200, 310, 1510)
+                .with_cached_input_tokens(Some(1024))
+                .with_reasoning_tokens(Some(64))
+        )
+    );
+    // Without an earlier report, none is made up.
+    assert_eq!(decode(&[last]), Some(ai_core::Usage::new(1200, 300, 1500)));
+    // Groq: `usage` without details, `x_groq.usage` with them, in one chunk.
+    let groq = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":1200,"completion_tokens":300,"total_tokens":1500},"x_groq":{"usage":{"prompt_tokens":1200,"completion_tokens":300,"total_tokens":1500,"prompt_tokens_details":{"cached_tokens":1024},"completion_tokens_details":{"reasoning_tokens":0}}}}"#;
+    assert_eq!(decode(&[groq]), Some(kept));
+}
