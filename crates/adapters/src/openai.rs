@@ -142,13 +142,14 @@ pub struct OpenAiConfig {
     /// just before it ([`wire_openai::responses::RequestOptions::stateless_reasoning`]). Off by
     /// default: a model that does not reason refuses that request (400). Chat ignores it.
     pub stateless_reasoning: bool,
-    /// On the chat wire, send the history's call ids as nine letters and digits
-    /// ([`wire_openai::chat::RequestOptions::mistral_call_ids`]): Mistral's API refuses any
-    /// other, and so do its open models' chat templates whichever server runs them.
+    /// Send the history's call ids as nine letters and digits, on either wire
+    /// ([`wire_openai::chat::RequestOptions::mistral_call_ids`],
+    /// [`wire_openai::responses::RequestOptions::mistral_call_ids`]): Mistral's API refuses any
+    /// other, and so do its open models' chat templates whichever server runs them (mistral.rs
+    /// serves the Responses API too).
     /// [`OpenAiConfig::new`] turns it on for a base URL on `mistral.ai` and for a model whose
     /// name names a Mistral model family (`mistral`, `magistral`, `devstral`, `codestral`,
-    /// `ministral`, `mixtral`, `pixtral`, in any case); set it to say otherwise. The Responses
-    /// wire ignores it.
+    /// `ministral`, `mixtral`, `pixtral`, in any case); set it to say otherwise.
     pub mistral_call_ids: bool,
     /// The longest wait from sending a request to the first body byte (connecting, sending, the
     /// response head and the first chunk).
@@ -307,7 +308,8 @@ pub struct OpenAiCompletion {
     model: String,
     api_key: Option<Secret>,
     wire: OpenAiWire,
-    /// The Responses request's options ([`OpenAiConfig::stateless_reasoning`]).
+    /// The Responses request's options ([`OpenAiConfig::stateless_reasoning`],
+    /// [`OpenAiConfig::mistral_call_ids`]).
     responses: wire_openai::responses::RequestOptions,
     /// The chat request's options ([`OpenAiConfig::mistral_call_ids`]).
     chat: wire_openai::chat::RequestOptions,
@@ -397,7 +399,8 @@ impl OpenAiCompletion {
             api_key: config.api_key,
             wire: config.wire,
             responses: wire_openai::responses::RequestOptions::default()
-                .with_stateless_reasoning(config.stateless_reasoning),
+                .with_stateless_reasoning(config.stateless_reasoning)
+                .with_mistral_call_ids(config.mistral_call_ids),
             chat: wire_openai::chat::RequestOptions::default()
                 .with_mistral_call_ids(config.mistral_call_ids),
             request_timeout: config.request_timeout,

@@ -1033,10 +1033,7 @@ pub fn encode_messages_with(
 ) -> Result<Value, EncodeError> {
     validate_history(messages)?;
     check_names(messages)?;
-    let ids = match options.mistral_call_ids {
-        true => WireCallIds::mistral(messages),
-        false => WireCallIds::new(messages, MAX_CALL_ID_BYTES),
-    };
+    let ids = WireCallIds::for_server(messages, MAX_CALL_ID_BYTES, options.mistral_call_ids);
     Ok(Value::Array(
         messages
             .iter()

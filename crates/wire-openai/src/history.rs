@@ -65,8 +65,19 @@ impl<'a> WireCallIds<'a> {
         Self::with_rule(messages, max_bytes, false)
     }
 
+    /// The ids of `messages`' calls for a server that takes only Mistral's ids when `mistral`
+    /// ([`Self::mistral`]), else shortened where they are over `max_bytes` ([`Self::new`]): how
+    /// both encoders choose, from their `RequestOptions::mistral_call_ids`.
+    pub(crate) fn for_server(messages: &'a [Message], max_bytes: usize, mistral: bool) -> Self {
+        match mistral {
+            true => Self::mistral(messages),
+            false => Self::new(messages, max_bytes),
+        }
+    }
+
     /// The ids of `messages`' calls for a server that takes only Mistral's ids
-    /// ([`crate::chat::RequestOptions::mistral_call_ids`]): an id of nine letters and digits is
+    /// ([`crate::chat::RequestOptions::mistral_call_ids`],
+    /// [`crate::responses::RequestOptions::mistral_call_ids`]): an id of nine letters and digits is
     /// sent as is, and any other as nine letters and digits drawn from FNV-1a over it
     /// ([`crate::assembly::synthesized_id`]'s alphabet), drawn again with a counter until it
     /// differs from every id the history uses and every other one made. The same history always

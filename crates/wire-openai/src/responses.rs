@@ -1507,9 +1507,22 @@ pub struct RequestOptions {
     /// without their `fc_` item ids, as they always do, so a call is never sent "without its
     /// required reasoning item".
     pub stateless_reasoning: bool,
+    /// The server takes back only call ids of nine letters and digits (`^[a-zA-Z0-9]{9}$`), as
+    /// the chat templates of Mistral's open models demand whichever server runs them
+    /// (mistral.rs serves the Responses API too): every `call_id` of the history that is not one
+    /// is sent as nine letters and digits derived from it, on the call and on its result, as
+    /// [`crate::chat::RequestOptions::mistral_call_ids`] sends them on chat (one rule for both).
+    /// Off by default: the ids go as they are, but for those over 64 bytes.
+    pub mistral_call_ids: bool,
 }
 
 impl RequestOptions {
+    /// These options with [`RequestOptions::mistral_call_ids`] set to `on`.
+    pub fn with_mistral_call_ids(mut self, on: bool) -> Self {
+        self.mistral_call_ids = on;
+        self
+    }
+
     /// These options with [`RequestOptions::stateless_reasoning`] set to `on`.
     pub fn with_stateless_reasoning(mut self, on: bool) -> Self {
         self.stateless_reasoning = on;
@@ -1587,14 +1600,15 @@ fn reasoning_to_send(provider_fields: &Map<String, Value>) -> impl Iterator<Item
 
 /// The canonical messages as Responses input items, as [`encode_input`] sends them, under
 /// `options`: with [`RequestOptions::stateless_reasoning`], each call's reasoning items
-/// ([`REASONING_ITEMS_KEY`]) go, unchanged and in order, just before its `function_call` item.
+/// ([`REASONING_ITEMS_KEY`]) go, unchanged and in order, just before its `function_call` item;
+/// with [`RequestOptions::mistral_call_ids`], each `call_id` is nine letters and digits.
 pub fn encode_input_with(
     messages: &[Message],
     options: RequestOptions,
 ) -> Result<Value, EncodeError> {
     validate_history(messages)?;
     check_names(messages)?;
-    let ids = WireCallIds::new(messages, MAX_CALL_ID_BYTES);
+    let ids = WireCallIds::for_server(messages, MAX_CALL_ID_BYTES, options.mistral_call_ids);
     let mut items = Vec::new();
     for message in messages {
         match message {

@@ -504,20 +504,38 @@ fn the_http_clients_error_text_is_one_safe_line() {
     );
 }
 
-/// A chat request to Mistral's API, or for a Mistral model whatever server runs it (its chat
-/// template refuses other ids too), sends its call ids as nine letters and digits; any other
-/// server gets them as they are. The config says so from its base URL and model, and a
-/// composition root may set it either way.
+/// The id `config`'s request sends `request`'s one call under, the same on its result.
+fn one_sent_id(request: &LlmRequest, config: OpenAiConfig) -> String {
+    let wire = config.wire;
+    let model = OpenAiCompletion::new(config).unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&model.encode(request).unwrap()).unwrap();
+    let (call, result) = match wire {
+        OpenAiWire::Chat => (
+            &body["messages"][1]["tool_calls"][0]["id"],
+            &body["messages"][2]["tool_call_id"],
+        ),
+        OpenAiWire::Responses => (&body["input"][1]["call_id"], &body["input"][2]["call_id"]),
+    };
+    assert_eq!(call, result, "{wire:?}");
+    call.as_str().unwrap().to_owned()
+}
+
+/// A request to Mistral's API, or for a Mistral model whatever server runs it (its chat
+/// template refuses other ids too), sends its call ids as nine letters and digits, on the chat
+/// wire and on the Responses wire (mistral.rs serves both) alike; any other server gets them as
+/// they are. The config says so from its base URL and model, and a composition root may set it
+/// either way.
 #[test]
 fn a_request_for_mistral_sends_call_ids_of_nine_letters_and_digits() {
     let request = request_with_kept_reasoning();
     let sent_id = |config: OpenAiConfig| -> String {
-        let model = OpenAiCompletion::new(config).unwrap();
-        let body: serde_json::Value =
-            serde_json::from_slice(&model.encode(&request).unwrap()).unwrap();
-        let call = body["messages"][1]["tool_calls"][0]["id"].as_str().unwrap();
-        assert_eq!(body["messages"][2]["tool_call_id"], call);
-        call.to_owned()
+        let on_chat = one_sent_id(&request, config.clone());
+        let responses = OpenAiConfig {
+            wire: OpenAiWire::Responses,
+            ..config
+        };
+        assert_eq!(one_sent_id(&request, responses), on_chat);
+        on_chat
     };
     let mistral = |id: &str| id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric());
     for (base, model) in [

@@ -901,7 +901,8 @@ fn past_arguments_nested_past_what_serde_json_reads_are_sent_as_an_empty_object(
 /// `mistral_call_ids`, every other id (the graph's renamed `{id}_2`, an id over 40 bytes, any
 /// other provider's) is sent as nine letters and digits derived from it: the same on the call
 /// and its result, the same on every request, distinct from every other id sent. An id that
-/// already fits is sent as is; without the option every id is sent as before.
+/// already fits is sent as is; without the option every id is sent as before. The Responses
+/// encoder's option sends the same ids (mistral.rs serves that API too).
 #[test]
 fn mistral_call_ids_are_nine_letters_and_digits_on_call_and_result() {
     let long = format!("call_{}", "x".repeat(60));
@@ -979,5 +980,31 @@ fn mistral_call_ids_are_nine_letters_and_digits_on_call_and_result() {
     assert_eq!(
         chat::encode_request_with(&request, "gpt-4o", true, Default::default()).unwrap(),
         plain
+    );
+
+    // The Responses encoder takes the same option, with the same rule: the same ids.
+    let responses_sent = |body: &Value| -> (Vec<String>, Vec<String>) {
+        let of = |kind: &str| -> Vec<String> {
+            body["input"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|item| item["type"] == kind)
+                .map(|item| item["call_id"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        (of("function_call"), of("function_call_output"))
+    };
+    let options = responses::RequestOptions::default().with_mistral_call_ids(true);
+    let body = responses::encode_request_with(&request, "mistral-small", true, options).unwrap();
+    let (calls, results) = sent(&again);
+    assert_eq!(responses_sent(&body), (calls, results));
+    let plain = responses::encode_request(&request, "gpt-4o", true).unwrap();
+    let (calls, _) = responses_sent(&plain);
+    assert_eq!(&calls[..3], ["abcDEF123", "call_1", "call_1_2"]);
+    assert!(
+        calls[3].starts_with("call_") && calls[3].len() == 21,
+        "{}",
+        calls[3]
     );
 }
