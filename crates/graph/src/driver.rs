@@ -121,8 +121,9 @@ impl AgentConfig {
     }
 }
 
-/// Why a thread could not be run. Each message names the thread and what failed, and never
-/// quotes the thread's state (the conversation).
+/// Why a thread could not be run. Each message names the thread (but for
+/// [`GraphError::NoRuntime`], which concerns no thread) and what failed, and never quotes the
+/// thread's state (the conversation).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum GraphError {
@@ -162,6 +163,13 @@ pub enum GraphError {
         /// The thread.
         thread: String,
     },
+    /// [`Agent::spawn`] was called outside a Tokio runtime, so it had nowhere to spawn the run's
+    /// task: nothing was run. It names no thread, since a spawned run has none.
+    #[error(
+        "Agent::spawn was called outside a Tokio runtime, so the run was not started: call it \
+         from inside one (within `#[tokio::main]`, or `Runtime::enter`)"
+    )]
+    NoRuntime,
     /// The state the run ended with could not be written as JSON, so it was not saved (the
     /// reason never quotes the state).
     #[error("the state of thread {thread} cannot be written as JSON: {reason}")]
@@ -184,7 +192,7 @@ pub enum GraphError {
 /// [`GraphError::NoTimeDriver`]). (The check makes Tokio panic once and catches it, so the
 /// process's panic hook reports Tokio's own message; a build with `panic = "abort"` skips it,
 /// as it could not catch it.) [`Agent::spawn`] also needs to be called inside the runtime, to
-/// spawn its task.
+/// spawn its task: outside one it returns [`GraphError::NoRuntime`].
 #[derive(Clone)]
 pub struct Agent {
     completion: Arc<dyn CompletionPort>,
@@ -327,6 +335,10 @@ impl Agent {
     /// Runs one turn on a Tokio task and returns its events as a channel (the stream a server
     /// forwards to a client) and the task, which yields the state to save. The stream ends after
     /// the one `Done`. Dropping the receiver does not stop the run; cancel the token for that.
+    ///
+    /// The task is spawned on the Tokio runtime the caller is in. Called outside one, it spawns
+    /// nothing and returns [`GraphError::NoRuntime`] (where `tokio::spawn` would panic): no
+    /// event is sent, since there is no channel yet to send it on.
     pub fn spawn(
         &self,
         state: AgentState,
@@ -334,13 +346,17 @@ impl Agent {
         ctx: RunContext,
         catalog: ToolCatalog,
         cancel: CancellationToken,
-    ) -> (
-        tokio::task::JoinHandle<AgentState>,
-        tokio::sync::mpsc::UnboundedReceiver<AiEvent>,
-    ) {
+    ) -> Result<
+        (
+            tokio::task::JoinHandle<AgentState>,
+            tokio::sync::mpsc::UnboundedReceiver<AiEvent>,
+        ),
+        GraphError,
+    > {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| GraphError::NoRuntime)?;
         let (events, receiver) = tokio::sync::mpsc::unbounded_channel();
         let agent = self.clone();
-        let task = tokio::spawn(async move {
+        let task = runtime.spawn(async move {
             let sink = move |event: AiEvent| {
                 // A closed receiver means nobody listens any more; the run still completes.
                 let _ = events.send(event);
@@ -349,7 +365,7 @@ impl Agent {
                 .run(state, user_message, &ctx, &catalog, &sink, &cancel)
                 .await
         });
-        (task, receiver)
+        Ok((task, receiver))
     }
 
     /// Resumes a run that ended awaiting approval: approved calls (with the hash they were

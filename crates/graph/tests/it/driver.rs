@@ -596,13 +596,16 @@ async fn results_carry_redacted_values_only() {
 #[tokio::test]
 async fn spawn_streams_the_events_and_returns_the_state() {
     let f = Fixture::new(vec![text("streamed")], AgentConfig::default());
-    let (task, mut events) = f.agent.spawn(
-        f.agent.new_state(),
-        "hi".into(),
-        f.ctx.clone(),
-        f.catalog.clone(),
-        f.cancel.clone(),
-    );
+    let (task, mut events) = f
+        .agent
+        .spawn(
+            f.agent.new_state(),
+            "hi".into(),
+            f.ctx.clone(),
+            f.catalog.clone(),
+            f.cancel.clone(),
+        )
+        .unwrap();
     let mut seen = Vec::new();
     while let Some(event) = events.recv().await {
         seen.push(event);
@@ -610,6 +613,34 @@ async fn spawn_streams_the_events_and_returns_the_state() {
     let state = task.await.unwrap();
     check_invariants(&seen, &state).unwrap();
     assert_eq!(done_reason(&seen), "stop");
+}
+
+/// `spawn` called outside a Tokio runtime: nothing is spawned or run, and the error says what is
+/// missing, where `tokio::spawn` would panic.
+#[test]
+fn spawn_outside_a_runtime_is_an_error_not_a_panic() {
+    let f = Fixture::new(vec![text("never")], AgentConfig::default());
+    let spawned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        f.agent.spawn(
+            f.agent.new_state(),
+            "hi".into(),
+            f.ctx.clone(),
+            f.catalog.clone(),
+            f.cancel.clone(),
+        )
+    }));
+    let Ok(spawned) = spawned else {
+        panic!("spawn panicked outside a runtime");
+    };
+    let Err(error) = spawned else {
+        panic!("spawn started a run outside a runtime");
+    };
+    assert_eq!(error, graph::GraphError::NoRuntime);
+    assert!(
+        error.to_string().contains("outside a Tokio runtime"),
+        "{error}"
+    );
+    assert!(f.model.requests.lock().unwrap().is_empty());
 }
 
 /// Cancelled while the last allowed step's tools run: the run ends `cancelled`, not `max_steps`
