@@ -317,6 +317,13 @@ impl Agent {
     /// the run ends with an `Error` saying so and `Done { reason: error }`, no model is called,
     /// and the state returned is the one given (nothing recorded, calls waiting for approval
     /// still waiting).
+    ///
+    /// A panic of `events` does not unwind out of the run. On an event the driver emits itself
+    /// (a step's start, a completion's usage or added text, an answer it shows) it stops the run
+    /// at its next step, as a failed model call does: an `Error` saying the sink panicked, then
+    /// `Done { reason: error }`. On a delta the model port streams, the model call fails. On
+    /// an event the runner emits for a call, the answer the runner gave stands (else the call
+    /// fails `execution`), and the loop goes on.
     pub async fn run(
         &self,
         state: AgentState,
@@ -401,14 +408,14 @@ impl Agent {
         events: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> AgentState {
-        let events = &SinkPort(events);
+        let events = &SinkPort::new(events);
         if timers_missing() {
             // Refused before anything runs: every tool call would fail in the runner, and the
             // model would be told its tools failed.
-            events.emit(AiEvent::Error {
+            events.show(AiEvent::Error {
                 message: NO_TIMERS.into(),
             });
-            events.emit(AiEvent::Done {
+            events.show(AiEvent::Done {
                 reason: DoneReason::Error,
             });
             return state;
@@ -426,6 +433,17 @@ impl Agent {
             let (next, intents) = reduce(state, event);
             state = next;
             for intent in intents {
+                if !done && events.stop_run() {
+                    // The app's sink panicked on an event the driver showed: nothing more runs.
+                    // The reducer ends the run as for a failed model call, answering the calls
+                    // still open, so the state stays consistent (and is saved by
+                    // `drive_thread`); what the intents left still meant to show is dropped.
+                    queue.push_back(AgentEvent::ModelFailed {
+                        message: SINK_BROKE.into(),
+                        partial_text: String::new(),
+                    });
+                    break;
+                }
                 match intent {
                     Intent::CallModel { messages } => {
                         let event = if cancel.is_cancelled() {
@@ -469,12 +487,12 @@ impl Agent {
                         // without arguments, then the result.
                         for (tool_name, result) in answers {
                             let tool_name: std::sync::Arc<str> = tool_name.into();
-                            events.emit(AiEvent::ToolCallStart {
+                            events.show(AiEvent::ToolCallStart {
                                 tool_call_id: result.tool_call_id.clone(),
                                 tool_name: tool_name.clone(),
                                 args: None,
                             });
-                            events.emit(AiEvent::ToolCallResult {
+                            events.show(AiEvent::ToolCallResult {
                                 tool_call_id: result.tool_call_id,
                                 tool_name,
                                 outcome: result.outcome,
@@ -490,16 +508,16 @@ impl Agent {
                     }
                     Intent::AwaitApproval { .. } => {
                         // The runner already emitted one `ApprovalRequired` per waiting call.
-                        events.emit(AiEvent::Done {
+                        events.show(AiEvent::Done {
                             reason: DoneReason::AwaitingApproval,
                         });
                         done = true;
                     }
                     Intent::Finish { reason, error } => {
                         if let Some(message) = error {
-                            events.emit(AiEvent::Error { message });
+                            events.show(AiEvent::Error { message });
                         }
-                        events.emit(AiEvent::Done { reason });
+                        events.show(AiEvent::Done { reason });
                         done = true;
                     }
                 }
@@ -508,7 +526,7 @@ impl Agent {
         if !done {
             // Unreachable by construction (every path of the reducer ends in Finish), kept so
             // that the one-Done promise holds even if that changes.
-            events.emit(AiEvent::Done {
+            events.show(AiEvent::Done {
                 reason: DoneReason::Error,
             });
         }
@@ -534,7 +552,7 @@ impl Agent {
         call: ToolCall,
         ctx: &RunContext,
         catalog: &ToolCatalog,
-        events: &dyn EventSink,
+        events: &SinkPort<'_>,
         cancel: &CancellationToken,
         last_time: &AtomicU64,
     ) -> ToolExecResult {
@@ -567,7 +585,7 @@ impl Agent {
             "the tool call failed unexpectedly (something it needed panicked)",
         );
         if !watched.started.load(Ordering::Relaxed) {
-            events.emit(AiEvent::ToolCallStart {
+            events.show(AiEvent::ToolCallStart {
                 tool_call_id: call.id.clone(),
                 tool_name: call.name.clone(),
                 args: None,
@@ -579,10 +597,10 @@ impl Agent {
             let now = std::panic::catch_unwind(AssertUnwindSafe(read))
                 .unwrap_or_else(|_payload| last_time.load(Ordering::Relaxed));
             let record = ai_core::ToolInvocationRecord::failed(&call, failure.clone(), now, now);
-            watched.record(&record);
+            events.contain(|| watched.record(&record));
         }
         let result = ToolExecResult::error(call.id, failure);
-        events.emit(AiEvent::ToolCallResult {
+        events.show(AiEvent::ToolCallResult {
             tool_call_id: result.tool_call_id.clone(),
             tool_name: call.name,
             outcome: result.outcome.clone(),
@@ -596,7 +614,7 @@ impl Agent {
         messages: Vec<ai_core::Message>,
         ctx: &RunContext,
         catalog: &ToolCatalog,
-        events: &dyn EventSink,
+        events: &SinkPort<'_>,
         cancel: &CancellationToken,
     ) -> AgentEvent {
         // The ids the history holds: a streamed call is announced under the id it will run by.
@@ -612,7 +630,14 @@ impl Agent {
             parallel_tool_calls: self.config.parallel_tool_calls,
         };
         // Deltas are for display only; tool calls are taken from the completion.
-        events.emit(AiEvent::StepStarted { step });
+        events.show(AiEvent::StepStarted { step });
+        if events.stop_run() {
+            // The app's sink panicked on the step's start: the model is not called.
+            return AgentEvent::ModelFailed {
+                message: SINK_BROKE.into(),
+                partial_text: String::new(),
+            };
+        }
         let mut streamed: Vec<StreamedCall> = Vec::new();
         // The text shown so far: a call that fails or is cancelled keeps it in the history.
         let mut partial_text = String::new();
@@ -685,11 +710,13 @@ impl Agent {
                 if let Some(rest) = completion.text.strip_prefix(partial_text.as_str())
                     && !rest.is_empty()
                 {
-                    events.emit(AiEvent::TextDelta { delta: rest.into() });
+                    events.show(AiEvent::TextDelta { delta: rest.into() });
                 }
                 if let Some(usage) = completion.usage {
-                    events.emit(AiEvent::Usage { usage });
+                    events.show(AiEvent::Usage { usage });
                 }
+                // A sink that panicked on either: the completion is recorded, and the run stops
+                // at its next step.
                 AgentEvent::ModelCompleted { completion }
             }
             Err(CompletionError::Cancelled) => AgentEvent::Cancel { partial_text },
@@ -724,7 +751,7 @@ impl Agent {
         events: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> Result<AgentState, GraphError> {
-        let events = &SinkPort(events);
+        let events = &SinkPort::new(events);
         if user_message.trim().is_empty() {
             let error = GraphError::EmptyUserMessage {
                 thread: thread.as_str().into(),
@@ -785,7 +812,7 @@ impl Agent {
         events: &dyn EventSink,
         cancel: &CancellationToken,
     ) -> Result<AgentState, GraphError> {
-        let events = &SinkPort(events);
+        let events = &SinkPort::new(events);
         let event = AgentEvent::ApprovalDecisions { decisions };
         self.drive_thread(store, thread, event, ctx, catalog, events, cancel)
             .await
@@ -801,7 +828,7 @@ impl Agent {
         first: AgentEvent,
         ctx: &RunContext,
         catalog: &ToolCatalog,
-        events: &dyn EventSink,
+        events: &SinkPort<'_>,
         cancel: &CancellationToken,
     ) -> Result<AgentState, GraphError> {
         if timers_missing() {
@@ -857,7 +884,8 @@ impl Agent {
             }
         }
         if let Some(done) = held.done.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            events.emit(done);
+            // The thread is saved: a sink that panics on this last event changes nothing.
+            events.show(done);
         }
         Ok(state)
     }
@@ -906,18 +934,64 @@ const THE_EVENT_SINK: &str = "the event sink";
 
 /// The app's event sink, called as the port it is ([`ai_core::port_call`]): a panic in it (an
 /// event holds the conversation, a call's arguments and result) is reported by the panic hook
-/// as the event sink's, without its message. The panic still unwinds, to the app.
-struct SinkPort<'a>(&'a dyn EventSink);
+/// as the event sink's, without its message.
+///
+/// As an [`EventSink`] (the runner's events, and the deltas the model port streams through it)
+/// a panic still unwinds, to the code that called it: the runner's caller answers the call, the
+/// model call fails. The events the driver emits itself go through [`SinkPort::show`], which
+/// catches the panic and notes it, so that the run ends at its next step ([`SinkPort::stop_run`])
+/// with an `Error` saying so, its state consistent and saved, and its one `Done`.
+struct SinkPort<'a> {
+    inner: &'a dyn EventSink,
+    /// The sink panicked on an event the driver showed itself.
+    broke: AtomicBool,
+    /// The run was told to stop for it (once).
+    stopped: AtomicBool,
+}
+
+impl<'a> SinkPort<'a> {
+    fn new(inner: &'a dyn EventSink) -> Self {
+        Self {
+            inner,
+            broke: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+        }
+    }
+
+    /// Runs `show`, which passes something the driver produced itself to the sink, catching a
+    /// panic of the sink's (the payload is dropped unread: it may hold anything) and noting it.
+    fn contain(&self, show: impl FnOnce()) {
+        if std::panic::catch_unwind(AssertUnwindSafe(show)).is_err() {
+            self.broke.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Shows an event the driver emits itself (not the runner, nor the model port's stream).
+    fn show(&self, event: AiEvent) {
+        self.contain(|| self.emit(event));
+    }
+
+    /// Whether the run must stop now because the sink panicked on an event the driver showed:
+    /// `true` once, the first time it is asked after such a panic.
+    fn stop_run(&self) -> bool {
+        self.broke.load(Ordering::Relaxed) && !self.stopped.swap(true, Ordering::Relaxed)
+    }
+}
 
 impl EventSink for SinkPort<'_> {
     fn emit(&self, event: AiEvent) {
-        ai_core::port_call(THE_EVENT_SINK, || self.0.emit(event));
+        ai_core::port_call(THE_EVENT_SINK, || self.inner.emit(event));
     }
 
     fn record(&self, record: &ai_core::ToolInvocationRecord) {
-        ai_core::port_call(THE_EVENT_SINK, || self.0.record(record));
+        ai_core::port_call(THE_EVENT_SINK, || self.inner.record(record));
     }
 }
+
+/// What a run stopped because the app's event sink panicked on an event the driver showed
+/// ends with.
+const SINK_BROKE: &str = "the run was stopped: the event sink panicked while showing one of the \
+                          run's events";
 
 /// What a thread store that panicked is taken to have answered: a failure, whose message does
 /// not repeat the payload (it may hold anything), so the run still ends with its one `Done`.
@@ -926,12 +1000,13 @@ fn panicked<T>() -> Result<T, ThreadStoreError> {
 }
 
 /// Ends a run that failed around the loop (its thread not loaded or not saved) with an `Error`
-/// that names the thread and what failed, and `Done`, and hands the error back.
-fn failed(events: &dyn EventSink, error: GraphError) -> GraphError {
-    events.emit(AiEvent::Error {
+/// that names the thread and what failed, and `Done`, and hands the error back. A sink that
+/// panics on either is still given the other.
+fn failed(events: &SinkPort<'_>, error: GraphError) -> GraphError {
+    events.show(AiEvent::Error {
         message: error.to_string(),
     });
-    events.emit(AiEvent::Done {
+    events.show(AiEvent::Done {
         reason: DoneReason::Error,
     });
     error

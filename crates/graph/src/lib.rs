@@ -95,7 +95,11 @@ pub use store::InMemoryThreadStore;
 ///     pause already settled, a run still out) end the run `error` saying the thread waits for no
 ///     approval, and keep the state as it was, where its phase became `finished` (`error`) and
 ///     the open calls of a run still out were answered cancelled.
-pub const LOOP_REVISION: u32 = 15;
+/// 16. An app's event sink that panics on an event the driver emits itself (a step's start, a
+///     completion's usage or added text, the answer of a call that never ran) ends the run
+///     `error` at its next step, saying the sink panicked, the calls still open answered
+///     cancelled, where the panic took the run (and its one `Done`) down.
+pub const LOOP_REVISION: u32 = 16;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

@@ -1480,3 +1480,171 @@ fn a_runtime_without_timers_is_refused_up_front() {
     assert_eq!(saved, None);
     assert!(f.model.requests.lock().unwrap().is_empty());
 }
+
+/// One scenario of an app's event sink that panics on an event the loop emits itself (not
+/// while the model port streams, nor inside a tool call).
+struct SinkBreaks {
+    name: &'static str,
+    replies: Vec<Reply>,
+    /// The event the sink panics on (the first one that matches).
+    on: fn(&AiEvent) -> bool,
+    /// How the run ends.
+    done: &'static str,
+    /// Whether the run was stopped for the sink's panic (its `Error` says so).
+    stopped: bool,
+    /// Model calls made.
+    model_calls: usize,
+}
+
+/// An app's event sink that panics on an event the loop emits itself (a step's start, a
+/// completion's usage, the answer it shows for a call that never ran, its `Error`, its `Done`)
+/// does not take the run down: it ends with one `Done` (an `Error` saying the sink panicked
+/// first, unless the panic came on the run's own last events), nothing more runs, and the thread
+/// is saved as the run left it, with a valid history.
+#[tokio::test(start_paused = true)]
+async fn a_sink_that_panics_on_an_event_of_the_loops_own_ends_the_run_cleanly() {
+    let mut cut = call("c1", "core__wait", r#"{"ms":10"#);
+    cut.complete = false;
+    let with_usage = Reply::Complete(LlmCompletion {
+        text: "Let me wait.".into(),
+        tool_calls: vec![call("c1", "core__wait", r#"{"ms":1}"#)],
+        finish_reason: FinishReason::ToolCalls,
+        usage: Some(
+            serde_json::from_value(
+                serde_json::json!({"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}),
+            )
+            .unwrap(),
+        ),
+    });
+    let cases = [
+        SinkBreaks {
+            name: "a step's start",
+            replies: vec![text("never shown")],
+            on: |e| matches!(e, AiEvent::StepStarted { .. }),
+            done: "error",
+            stopped: true,
+            model_calls: 0,
+        },
+        SinkBreaks {
+            name: "usage",
+            replies: vec![with_usage, text("never asked")],
+            on: |e| matches!(e, AiEvent::Usage { .. }),
+            done: "error",
+            stopped: true,
+            model_calls: 1,
+        },
+        SinkBreaks {
+            name: "the answer of a call that never ran",
+            replies: vec![calls(vec![cut]), text("never asked")],
+            on: |e| matches!(e, AiEvent::ToolCallStart { .. }),
+            done: "error",
+            stopped: true,
+            model_calls: 1,
+        },
+        SinkBreaks {
+            name: "the run's error",
+            replies: vec![Reply::Fail],
+            on: |e| matches!(e, AiEvent::Error { .. }),
+            done: "error",
+            stopped: false,
+            model_calls: 1,
+        },
+        SinkBreaks {
+            name: "the run's done",
+            replies: vec![text("Hello")],
+            on: |e| matches!(e, AiEvent::Done { .. }),
+            done: "stop",
+            stopped: false,
+            model_calls: 1,
+        },
+    ];
+    for case in cases {
+        let name = case.name;
+        let f = Fixture::new(case.replies, AgentConfig::default());
+        let store = InMemoryThreadStore::default();
+        let thread = ThreadId::new("t").unwrap();
+        let panicked = std::sync::atomic::AtomicBool::new(false);
+        let sink = |e: AiEvent| {
+            let hit = (case.on)(&e);
+            f.events.lock().unwrap().push(e);
+            if hit && !panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                panic!("the app's sink broke");
+            }
+        };
+        let ran = f
+            .agent
+            .run_thread(
+                &store,
+                &thread,
+                "go".into(),
+                &f.ctx,
+                &f.catalog,
+                &sink,
+                &f.cancel,
+            )
+            .await;
+        assert!(panicked.load(std::sync::atomic::Ordering::SeqCst), "{name}");
+        let state = ran.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let events = f.events();
+        check_invariants(&events, &state).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(done_reason(&events), case.done, "{name}: {events:?}");
+        let errors: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                AiEvent::Error { message } => Some(message.as_str()),
+                _ => None,
+            })
+            .collect();
+        let said = errors.iter().any(|m| m.contains("the event sink panicked"));
+        assert_eq!(said, case.stopped, "{name}: {errors:?}");
+        assert!(errors.len() <= 1, "{name}: {errors:?}");
+        assert_eq!(
+            f.model.requests.lock().unwrap().len(),
+            case.model_calls,
+            "{name}"
+        );
+        // No tool ran once the sink broke.
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, AiEvent::ToolCallStart { args: Some(_), .. })),
+            "{name}: {events:?}"
+        );
+        let saved = ai_core::ThreadStore::load(&store, &thread).await.unwrap();
+        assert_eq!(saved, Some(serde_json::to_value(&state).unwrap()), "{name}");
+    }
+}
+
+/// An app's event sink that panics on the `Error` of a run refused around the loop (here a
+/// user message without text) does not unwind out of `run_thread`: the error is returned and
+/// the run's `Done` still comes.
+#[tokio::test]
+async fn a_sink_that_panics_on_a_refusal_still_gets_its_done() {
+    let f = Fixture::new(vec![text("never")], AgentConfig::default());
+    let store = InMemoryThreadStore::default();
+    let thread = ThreadId::new("t").unwrap();
+    let sink = |e: AiEvent| {
+        let error = matches!(e, AiEvent::Error { .. });
+        f.events.lock().unwrap().push(e);
+        if error {
+            panic!("the app's sink broke");
+        }
+    };
+    let refused = f
+        .agent
+        .run_thread(
+            &store,
+            &thread,
+            "  ".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    assert!(
+        matches!(&refused, Err(graph::GraphError::EmptyUserMessage { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(done_reason(&f.events()), "error");
+}
