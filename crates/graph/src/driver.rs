@@ -420,10 +420,14 @@ impl Agent {
             });
             return state;
         }
-        let mut queue = VecDeque::from([first]);
         let mut state = state;
-        // The configured limit holds for every run, a thread saved under another one included.
-        state.set_max_steps(self.config.max_steps);
+        // The configured limit holds for every run, a thread saved under another one included;
+        // a run the reducer refuses (nothing decided, nothing recorded) leaves the state exactly
+        // as given, so that `drive_thread` does not save it again.
+        if crate::reducer::refusal(&state, &first).is_none() {
+            state.set_max_steps(self.config.max_steps);
+        }
+        let mut queue = VecDeque::from([first]);
         let mut done = false;
         let mut step = 0;
         // The latest time the run's invocation records hold, to date a call's record when the

@@ -416,7 +416,29 @@ const NOT_PAUSED: &str = "approval decisions arrived, but this thread waits for 
                           (no run of it paused for one, or its pause was settled): nothing was \
                           decided, and the thread is as it was";
 
-/// Ends a run whose approval decisions do not fit the thread, deciding nothing: the state is
+/// Why [`reduce`] refuses `event` for `state` without changing anything, if it does: a user
+/// message without text (nothing for a model to answer, and a message providers refuse), or
+/// approval decisions for a thread that waits for none (no run of it paused, its pause is
+/// settled, or a run of it is out) or that do not fit its pause. The driver asks first, so that
+/// a refused run leaves the state exactly as given, its step limit included.
+pub(crate) fn refusal(state: &AgentState, event: &AgentEvent) -> Option<String> {
+    match event {
+        AgentEvent::UserMessage { content } if content.trim().is_empty() => Some(NO_TEXT.into()),
+        AgentEvent::ApprovalDecisions { decisions } => match &state.phase {
+            Phase::AwaitingApproval { pending, .. } => mismatched_decisions(pending, decisions)
+                .map(|what| {
+                    format!(
+                        "the approval decisions do not fit the calls waiting: {what}; nothing \
+                         was decided, and the calls still wait"
+                    )
+                }),
+            _ => Some(NOT_PAUSED.into()),
+        },
+        _ => None,
+    }
+}
+
+/// Ends a run whose first event is refused (see [`refusal`]), deciding nothing: the state is
 /// kept as it was (calls waiting for approval still wait, so a resume with the right decisions
 /// can follow).
 fn refuse(state: AgentState, error: String) -> (AgentState, Vec<Intent>) {
@@ -710,16 +732,10 @@ fn accepted_char(c: char) -> bool {
 /// assert_eq!(state.messages().len(), 1);
 /// ```
 pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Intent>) {
+    if let Some(error) = refusal(&state, &event) {
+        return refuse(state, error);
+    }
     match event {
-        AgentEvent::UserMessage { content } if content.trim().is_empty() => {
-            // Nothing for a model to answer, and a message providers refuse: the run ends with
-            // an error and the thread is kept as it was (calls waiting for approval still wait).
-            let intent = Intent::Finish {
-                reason: DoneReason::Error,
-                error: Some(NO_TEXT.into()),
-            };
-            (state, vec![intent])
-        }
         AgentEvent::UserMessage { content } => {
             // Calls still waiting for approval are cancelled by the new message; this run shows
             // their answers, as the run that decides them would.
@@ -863,28 +879,11 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                         pending,
                     } => (calls, answered, pending),
                     other => {
-                        // A resume of a thread no run of which paused (or whose pause is
-                        // settled), or decisions while a run is out: nothing to decide, and
-                        // nothing of the thread (its last run's reason, a run's open calls) to
-                        // change.
+                        // Refused above (`refusal`); kept so that no phase can slip through.
                         state.phase = other;
                         return refuse(state, NOT_PAUSED.into());
                     }
                 };
-            if let Some(what) = mismatched_decisions(&pending, &decisions) {
-                state.phase = Phase::AwaitingApproval {
-                    calls,
-                    answered,
-                    pending,
-                };
-                return refuse(
-                    state,
-                    format!(
-                        "the approval decisions do not fit the calls waiting: {what}; nothing \
-                         was decided, and the calls still wait"
-                    ),
-                );
-            }
             let mut approved = Vec::new();
             let mut denials = Vec::new();
             for waiting in pending {

@@ -765,3 +765,58 @@ async fn resume_thread_resumes_a_stored_pause_and_saves_it() {
     }
     assert_eq!(f.model.requests.lock().unwrap().len(), requests);
 }
+
+/// Refused decisions keep the thread exactly as it was also when the agent's step limit is not
+/// the one the thread was saved under (the operator changed it since the pause): `resume`
+/// returns the state given, and `resume_thread` does not save the thread again. So does a user
+/// message without text.
+#[tokio::test(start_paused = true)]
+async fn a_refused_run_keeps_a_thread_saved_under_another_step_limit_as_it_was() {
+    use ai_core::ThreadStore;
+    let f = fixture();
+    let (state, _) = paused(&f).await;
+    let stricter = Agent::new(
+        f.model.clone(),
+        f.runner.clone(),
+        AgentConfig::default().with_max_steps(std::num::NonZeroU32::new(3).unwrap()),
+    );
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let stale = vec![decision("c9-stale", true, "whatever")];
+    let kept = stricter
+        .resume(
+            state.clone(),
+            stale.clone(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    assert_eq!(done_reason(&f.events()), "error");
+    assert_eq!(kept, state, "resume");
+
+    let kept = stricter
+        .run(
+            state.clone(),
+            " ".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    assert_eq!(kept, state, "an empty message");
+
+    let store = graph::InMemoryThreadStore::default();
+    let thread = ai_core::ThreadId::new("t").unwrap();
+    let saved = serde_json::to_value(&state).unwrap();
+    store.save(&thread, &saved).await.unwrap();
+    f.events.lock().unwrap().clear();
+    let kept = stricter
+        .resume_thread(&store, &thread, stale, &f.ctx, &f.catalog, &sink, &f.cancel)
+        .await
+        .unwrap();
+    assert_eq!(done_reason(&f.events()), "error");
+    assert_eq!(kept, state, "resume_thread");
+    assert_eq!(store.load(&thread).await.unwrap(), Some(saved));
+}
