@@ -681,10 +681,13 @@ impl Agent {
         // output; the callback it makes is the driver's own again (but for the event sink it
         // shows the deltas through, a port of its own).
         let mut own_deltas = |delta: CompletionDelta| ai_core::own_code(|| deltas(delta));
-        let call = ai_core::port_future(
-            "the model port",
-            self.completion.complete(&request, &mut own_deltas, cancel),
-        );
+        // Called inside the future the guard polls, so that a port that panics before it hands
+        // back its future is caught too.
+        let call = ai_core::port_future("the model port", async {
+            self.completion
+                .complete(&request, &mut own_deltas, cancel)
+                .await
+        });
         let result = tokio::select! {
             biased;
             () = cancel.cancelled() => Some(Err(CompletionError::Cancelled)),
@@ -848,7 +851,11 @@ impl Agent {
             action,
             error,
         };
-        let loaded = match unless_panics(ai_core::port_future(THE_STORE, store.load(thread)))
+        // Each port method is called inside the future the guard polls (`async { … }`), so a
+        // port that panics before it hands back its future (a hand-written impl doing its work up
+        // front) is caught and marked as the port's as well.
+        let load = async { store.load(thread).await };
+        let loaded = match unless_panics(ai_core::port_future(THE_STORE, load))
             .await
             .unwrap_or_else(panicked)
         {
@@ -873,7 +880,8 @@ impl Agent {
         if state != loaded {
             let saved = match serde_json::to_value(&state) {
                 Ok(saved) => {
-                    unless_panics(ai_core::port_future(THE_STORE, store.save(thread, &saved)))
+                    let save = async { store.save(thread, &saved).await };
+                    unless_panics(ai_core::port_future(THE_STORE, save))
                         .await
                         .unwrap_or_else(panicked)
                         .map_err(|e| store_error("save", e))

@@ -1648,3 +1648,105 @@ async fn a_sink_that_panics_on_a_refusal_still_gets_its_done() {
     );
     assert_eq!(done_reason(&f.events()), "error");
 }
+
+/// What a port method of an `#[async_trait]` trait returns.
+type Boxed<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A thread store and a model port written without `#[async_trait]`, that do their work (and
+/// panic) before they hand back their future, as a hand-written impl may.
+struct PanicsBeforeItsFuture;
+
+impl ai_core::ThreadStore for PanicsBeforeItsFuture {
+    fn load<'a, 'b, 'c>(
+        &'a self,
+        _: &'b ThreadId,
+    ) -> Boxed<'c, Result<Option<serde_json::Value>, ai_core::ThreadStoreError>>
+    where
+        'a: 'c,
+        'b: 'c,
+        Self: 'c,
+    {
+        panic!("sk-secret in the store");
+    }
+
+    fn save<'a, 'b, 'd, 'c>(
+        &'a self,
+        _: &'b ThreadId,
+        _: &'d serde_json::Value,
+    ) -> Boxed<'c, Result<(), ai_core::ThreadStoreError>>
+    where
+        'a: 'c,
+        'b: 'c,
+        'd: 'c,
+        Self: 'c,
+    {
+        panic!("sk-secret in the store");
+    }
+}
+
+impl CompletionPort for PanicsBeforeItsFuture {
+    fn complete<'a, 'b, 'd, 'e, 'c>(
+        &'a self,
+        _: &'b LlmRequest,
+        _: &'d mut dyn DeltaSink,
+        _: &'e CancellationToken,
+    ) -> Boxed<'c, Result<LlmCompletion, CompletionError>>
+    where
+        'a: 'c,
+        'b: 'c,
+        'd: 'c,
+        'e: 'c,
+        Self: 'c,
+    {
+        panic!("a bug in the port, holding sk-secret");
+    }
+}
+
+/// A port that panics as it is called, before it hands back its future, is contained as one
+/// that panics while its future is polled: a thread store's load fails as a store error, a
+/// model port's call fails the run, each with one `Done`.
+#[tokio::test(start_paused = true)]
+async fn a_port_that_panics_before_its_future_is_contained_too() {
+    let f = Fixture::new(vec![text("hello")], AgentConfig::default());
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let thread = ThreadId::new("t").unwrap();
+    let error = f
+        .agent
+        .run_thread(
+            &PanicsBeforeItsFuture,
+            &thread,
+            "hi".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "cannot load thread t: thread store failed: the thread store panicked"
+    );
+    assert_eq!(done_reason(&f.events()), "error");
+
+    f.events.lock().unwrap().clear();
+    let agent = Agent::new(
+        Arc::new(PanicsBeforeItsFuture),
+        f.runner.clone(),
+        AgentConfig::default(),
+    );
+    let state = agent
+        .run(
+            agent.new_state(),
+            "go".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "error");
+    assert!(!format!("{events:?}").contains("sk-secret"), "{events:?}");
+}
