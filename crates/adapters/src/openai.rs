@@ -39,7 +39,10 @@
 //!
 //! **The key.** The API key stays inside the adapter: it is sent only as the `Authorization`
 //! header (marked sensitive), every error message is scrubbed of it (a provider's message before
-//! it is shortened, so a cut never leaves part of the key), and neither the adapter's nor the
+//! it is shortened, so a cut never leaves part of the key), and of the base URL's secrets too
+//! (its password, or a user name without one, and the values of its query parameters named like
+//! a key, as written and percent-decoded, when at least 4 characters long), which a server may
+//! echo in its error, and neither the adapter's nor the
 //! config's `Debug` prints it (nor the base URL's credentials or query). It is never sent in
 //! clear to another machine: a key (or a base URL's `user:password@`, or a query parameter of
 //! it named like a key, `?api-key=…`) with an `http://` base URL whose host is not loopback
@@ -307,6 +310,9 @@ pub struct OpenAiCompletion {
     endpoint: String,
     model: String,
     api_key: Option<Secret>,
+    /// What messages never show besides the key: the base URL's credentials and key-named query
+    /// values ([`url_secrets`]), longest first.
+    url_secrets: Vec<String>,
     wire: OpenAiWire,
     /// The Responses request's options ([`OpenAiConfig::stateless_reasoning`],
     /// [`OpenAiConfig::mistral_call_ids`]).
@@ -394,6 +400,7 @@ impl OpenAiCompletion {
         Ok(Self {
             client: http_client()?,
             endpoint: redacted_url(&url),
+            url_secrets: url_secrets(&url),
             url,
             model: config.model,
             api_key: config.api_key,
@@ -459,14 +466,21 @@ impl OpenAiCompletion {
         headers
     }
 
-    /// Removes every occurrence of the key from a message (a server may echo it).
+    /// Removes every occurrence of the key, and of the base URL's secrets ([`url_secrets`]),
+    /// from a message (a server may echo the request's header or URL).
     fn scrub(&self, message: String) -> String {
-        match &self.api_key {
+        let mut message = match &self.api_key {
             Some(key) if !key.expose().is_empty() && message.contains(key.expose()) => {
                 message.replace(key.expose(), "[redacted]")
             }
             _ => message,
+        };
+        for secret in &self.url_secrets {
+            if message.contains(secret.as_str()) {
+                message = message.replace(secret.as_str(), "[redacted]");
+            }
         }
+        message
     }
 
     /// A provider's or decoder's text as an error shows it (and the retry log logs it): the key
@@ -1335,6 +1349,67 @@ fn names_a_key(name: &str) -> bool {
         || ["-key", "_key", "-token", "_token"]
             .iter()
             .any(|suffix| name.ends_with(suffix))
+}
+
+/// The shortest base-URL secret [`url_secrets`] keeps: a shorter value is no real secret, and
+/// replacing it everywhere would mangle messages (a `?code=40` would hide `HTTP 401`'s digits).
+const MIN_URL_SECRET_CHARS: usize = 4;
+
+/// The texts of a base URL that carry a key, which no message may show, as they are written in
+/// the URL and percent-decoded: its password, or its user name when it has no password (a token
+/// alone, `https://<token>@host`), and the values of its query parameters named like a key
+/// ([`names_a_key`]). Those shorter than [`MIN_URL_SECRET_CHARS`] are left out. Longest first,
+/// so a secret that holds another is replaced whole.
+fn url_secrets(url: &Url) -> Vec<String> {
+    let mut secrets = Vec::new();
+    let mut keep = |raw: &str| {
+        for text in [raw.to_owned(), percent_decoded(raw)] {
+            if text.chars().count() >= MIN_URL_SECRET_CHARS && !secrets.contains(&text) {
+                secrets.push(text);
+            }
+        }
+    };
+    match url.password() {
+        Some(password) => keep(password),
+        None => keep(url.username()),
+    }
+    for pair in url.query().unwrap_or_default().split('&') {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if names_a_key(&percent_decoded(name)) {
+            keep(value);
+            // A form-encoded value writes a space as `+`.
+            keep(&value.replace('+', " "));
+        }
+    }
+    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+    secrets
+}
+
+/// `text` with its `%XX` escapes decoded (an invalid escape left as it is, bytes that do not
+/// make UTF-8 replaced).
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let escape = (bytes[at] == b'%')
+            .then(|| bytes.get(at + 1..at + 3))
+            .flatten()
+            .filter(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escape {
+            Some(byte) => {
+                decoded.push(byte);
+                at += 3;
+            }
+            None => {
+                decoded.push(bytes[at]);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&decoded).into_owned()
 }
 
 /// A URL without credentials, query or fragment, and without the path segments that may be a

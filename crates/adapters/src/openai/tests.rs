@@ -567,3 +567,37 @@ fn a_request_for_mistral_sends_call_ids_of_nine_letters_and_digits() {
     });
     assert!(mistral(&id), "{id}");
 }
+
+/// A server may echo the request's URL in its error (`invalid URL /v1/…?api-key=…`): the base
+/// URL's password (or a lone user name, a token) and its key-named query values are scrubbed from
+/// every message, as written and percent-decoded, as the key is; its other parameters are not,
+/// nor are values too short to be secrets.
+#[test]
+fn the_base_urls_secrets_are_scrubbed_from_messages() {
+    let adapter = OpenAiCompletion::new(config(
+        "https://user:pa%2Fss-9x8y7z@h/v1?api-key=qk%2B7f3a9c1e&api-version=2024-10-01&code=ab",
+    ))
+    .unwrap();
+    let echoed = "no route for https://user:pa%2Fss-9x8y7z@h/v1/chat/completions?\
+                  api-key=qk%2B7f3a9c1e&api-version=2024-10-01&code=ab (pass pa/ss-9x8y7z, key qk+7f3a9c1e)";
+    for error in [
+        adapter.scrubbed(CompletionError::Transport(echoed.into())),
+        CompletionError::Provider(adapter.shown(echoed)),
+    ] {
+        let text = error.to_string();
+        for secret in [
+            "pa%2Fss-9x8y7z",
+            "pa/ss-9x8y7z",
+            "qk%2B7f3a9c1e",
+            "qk+7f3a9c1e",
+        ] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        assert!(text.contains("api-version=2024-10-01&code=ab"), "{text}");
+    }
+    let token_only = OpenAiCompletion::new(config("https://tok-5e6f7a8b@h/v1")).unwrap();
+    assert_eq!(
+        token_only.shown("unknown user tok-5e6f7a8b"),
+        "unknown user [redacted]"
+    );
+}
