@@ -1481,3 +1481,44 @@ async fn timeouts_as_long_as_a_duration_holds_do_not_panic() {
     let error = call_once(&model).await.unwrap_err();
     assert!(message(&error).contains("HTTP 401"), "{error}");
 }
+
+/// A server that answers with a whole JSON body (a completion to a stream request, or an error)
+/// and then keeps the connection open: the read ends where the JSON closes, so neither the idle
+/// timeout nor the request timeout, both far beyond the guard, is waited for.
+#[tokio::test]
+async fn a_json_body_held_open_is_answered_when_its_json_closes() {
+    let (body, stream) = whole_fixture("openai-chat-whole/openai-single-call.json");
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(
+        Reply::json(200, body)
+            .split(7)
+            .then(Duration::from_secs(30), b"\n".to_vec()),
+    );
+    fake.push(
+        Reply::json(
+            401,
+            serde_json::json!({"error": {"message": "bad key", "code": "invalid_api_key"}}),
+        )
+        .then(Duration::from_secs(30), b"\n".to_vec()),
+    );
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        request_timeout: Duration::from_secs(600),
+        idle_timeout: Duration::from_secs(600),
+        ..config(&fake)
+    })
+    .unwrap();
+    let (expected, _) = decoded(OpenAiWire::Chat, &stream.unwrap());
+    let answer = tokio::time::timeout(Duration::from_secs(20), call_once(&model))
+        .await
+        .expect("answered when the JSON closed, without waiting for the body to end");
+    assert_eq!(answer.unwrap(), expected);
+    let error = tokio::time::timeout(Duration::from_secs(20), call_once(&model))
+        .await
+        .expect("failed when the error's JSON closed, without waiting for the body to end")
+        .unwrap_err();
+    assert!(
+        message(&error).contains("HTTP 401 Unauthorized: bad key (invalid_api_key)"),
+        "{error:?}"
+    );
+    assert_eq!(fake.requests().len(), 2);
+}

@@ -161,8 +161,8 @@ pub struct OpenAiConfig {
     /// each complete SSE event (whatever the decoder makes of it, an event type it ignores
     /// included). Comments (`: keep-alive`), blank lines and the bytes of an event not yet ended
     /// are not progress, so they do not hold a stalled stream open. A whole JSON answer (a server
-    /// that ignores `stream: true`) has no events: any chunk of it is progress. Nothing is waited
-    /// for after the stream's end marker (`[DONE]`, or a Responses terminal event): the answer is
+    /// that ignores `stream: true`) has no events: any chunk of it is progress, and nothing is
+    /// waited for once its JSON closes. Nothing is waited for after the stream's end marker (`[DONE]`, or a Responses terminal event): the answer is
     /// whole there, whether or not the body then ends.
     pub idle_timeout: Duration,
     /// The longest a whole call may take, from its start to its answer: every attempt, every
@@ -931,6 +931,9 @@ impl OpenAiCompletion {
 
     /// Reads a whole 2xx body under the decoder's stream limit: at most one byte over it is
     /// read, so the decoder refuses the body by that limit without its rest being waited for.
+    /// The read ends where the body's JSON object (or array) closes
+    /// ([`wire_openai::JsonShape`]): a server that holds the connection open after it is not
+    /// waited on until the idle timeout, and what it sends after the value is not read.
     /// Timeouts, breaks and cancellation are those of a stream: before the first byte a timeout
     /// or a broken connection may be retried, after it nothing is. A whole answer has no events:
     /// each chunk is progress, so the idle timeout runs from the last one.
@@ -943,6 +946,7 @@ impl OpenAiCompletion {
     ) -> Result<Vec<u8>, Failure> {
         let cap = self.limits.max_total_bytes.saturating_add(1);
         let mut body = Vec::new();
+        let mut shape = wire_openai::JsonShape::default();
         while body.len() < cap {
             let wait = if body.is_empty() {
                 deadline
@@ -955,7 +959,12 @@ impl OpenAiCompletion {
             {
                 Next::Chunk(chunk) => {
                     let room = cap - body.len();
-                    body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                    let chunk = &chunk[..chunk.len().min(room)];
+                    if let Some(at) = shape.push(chunk) {
+                        body.extend_from_slice(&chunk[..=at]);
+                        break;
+                    }
+                    body.extend_from_slice(chunk);
                 }
                 Next::End => break,
                 Next::Failed(failure) => return Err(failure),
@@ -1004,11 +1013,12 @@ impl OpenAiCompletion {
         })
     }
 
-    /// Reads at most [`MAX_ERROR_BODY_BYTES`] of a body; read failures and timeouts end the
-    /// read quietly (the status is the error), cancellation does not.
+    /// Reads at most [`MAX_ERROR_BODY_BYTES`] of a body, up to where its JSON object (or array)
+    /// closes when it is JSON, so an error body held open is not waited on; read failures and
+    /// timeouts end the read quietly (the status is the error), cancellation does not.
     async fn read_bounded(
         &self,
-        mut response: reqwest::Response,
+        mut response: impl ChunkSource,
         deadline: Instant,
         limit: Instant,
         cancel: &CancellationToken,
@@ -1017,6 +1027,7 @@ impl OpenAiCompletion {
             .max(after(self.idle_timeout.min(Duration::from_secs(5))))
             .min(limit);
         let mut body = Vec::new();
+        let mut shape = wire_openai::JsonShape::default();
         while body.len() < MAX_ERROR_BODY_BYTES {
             let chunk = tokio::select! {
                 biased;
@@ -1024,7 +1035,13 @@ impl OpenAiCompletion {
                 chunk = tokio::time::timeout_at(deadline, response.chunk()) => chunk,
             };
             match chunk {
-                Ok(Ok(Some(chunk))) => body.extend_from_slice(&chunk),
+                Ok(Ok(Some(chunk))) => {
+                    if let Some(at) = shape.push(&chunk) {
+                        body.extend_from_slice(&chunk[..=at]);
+                        break;
+                    }
+                    body.extend_from_slice(&chunk);
+                }
                 _ => break,
             }
         }

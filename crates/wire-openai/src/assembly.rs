@@ -595,9 +595,18 @@ pub(crate) struct PartialCall {
 /// and none once the value closed): nothing yet, an object or array still open, or something
 /// that takes no more (the value closed, or text that does not open one). Only the JSON's
 /// nesting is followed (brackets outside strings); the text is never parsed. It follows a
-/// call's arguments, and a whole answer's body sent where a stream was asked for ([`Opening`]).
+/// call's arguments, and a whole answer's body sent where a stream was asked for; the HTTP
+/// adapter follows a whole JSON body with it, to stop reading once the body's value closed.
+///
+/// ```
+/// let mut shape = wire_openai::JsonShape::default();
+/// assert_eq!(shape.push(br#"{"a":"}"#), None);
+/// assert!(shape.is_open());
+/// assert_eq!(shape.push(br#""}  "#), Some(1));
+/// assert!(!shape.is_open());
+/// ```
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct JsonShape {
+pub struct JsonShape {
     depth: u32,
     in_string: bool,
     escaped: bool,
@@ -610,7 +619,7 @@ pub(crate) struct JsonShape {
 impl JsonShape {
     /// Follows `bytes` appended to the text; returns the position in `bytes` of the byte that
     /// closed the value, when they closed it.
-    pub(crate) fn push(&mut self, bytes: &[u8]) -> Option<usize> {
+    pub fn push(&mut self, bytes: &[u8]) -> Option<usize> {
         for (at, &byte) in bytes.iter().enumerate() {
             if self.ended {
                 return None;
@@ -647,7 +656,7 @@ impl JsonShape {
     }
 
     /// Whether the text may still go on: nothing yet, or an object or array not yet closed.
-    pub(crate) fn is_open(&self) -> bool {
+    pub fn is_open(&self) -> bool {
         !self.ended
     }
 }

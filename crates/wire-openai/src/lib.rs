@@ -71,7 +71,7 @@ mod strict;
 /// [`ai_core::CompletionDelta`], …), re-exported so that an app depending only on this crate
 /// names them, at the very version these codecs take, as `wire_openai::ai_core::…`.
 pub use ai_core;
-pub use assembly::WholeAnswer;
+pub use assembly::{JsonShape, WholeAnswer};
 pub use error::{DecodeError, EncodeError, Limits};
 
 /// Decoders move between tasks and threads with the stream they decode.

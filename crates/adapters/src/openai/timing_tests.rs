@@ -491,3 +491,54 @@ async fn a_whole_answer_in_place_of_a_stream_is_read_at_once() {
         }
     }
 }
+
+/// A whole JSON answer (`application/json`) or a JSON error body whose connection the server
+/// holds open after the value closes is read at once, up to where its JSON closes: not waited
+/// on until the idle timeout (then failed as a stall) or the request deadline.
+#[tokio::test(start_paused = true)]
+async fn a_json_body_held_open_is_read_as_soon_as_it_closes() {
+    let model = model(OpenAiWire::Chat, Duration::from_secs(3600));
+    let limit = after(Duration::from_secs(3600));
+    let deadline = after(REQUEST);
+    let answer = br#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m",
+        "choices":[{"index":0,"message":{"role":"assistant","content":"x}"},"finish_reason":"stop"}]}"#;
+    let script = Script::new()
+        .then(Duration::ZERO, answer[..50].to_vec())
+        .then(
+            Duration::from_secs(1),
+            [&answer[50..], b"\n".as_slice()].concat(),
+        )
+        .held_open();
+    let started = Instant::now();
+    let body = model
+        .read_whole(script, deadline, limit, &CancellationToken::new())
+        .await
+        .map_err(|_| ())
+        .expect("the answer");
+    assert_eq!(body, answer.to_vec());
+    assert_eq!(started.elapsed(), Duration::from_secs(1), "not waited for");
+
+    let error = br#"{"error":{"message":"slow down","type":"rate_limit"}}"#;
+    let script = Script::new()
+        .then(Duration::ZERO, error[..10].to_vec())
+        .then(Duration::ZERO, error[10..].to_vec())
+        .held_open();
+    let started = Instant::now();
+    let body = model
+        .read_bounded(script, deadline, limit, &CancellationToken::new())
+        .await
+        .expect("the error body");
+    assert_eq!(body, error.to_vec());
+    assert_eq!(started.elapsed(), Duration::ZERO, "not waited for");
+
+    // A text body held open is still read until its deadline, as before.
+    let script = Script::new()
+        .then(Duration::ZERO, b"slow down".to_vec())
+        .held_open();
+    let body = model
+        .read_bounded(script, deadline, limit, &CancellationToken::new())
+        .await
+        .expect("the error body");
+    assert_eq!(body, b"slow down".to_vec());
+    assert_eq!(Instant::now(), deadline, "read until the request deadline");
+}
