@@ -724,11 +724,12 @@ impl OpenAiCompletion {
                 }
             }
         };
-        // A body is told by its first bytes: one that does not open as SSE (a proxy's page or
-        // JSON) is refused at once, not waited on until it stalls, since the SSE rules would
-        // ignore every line of it as an unknown field. A body labelled an event stream is
-        // refused only when it opens as no stream can (`<`, `{`, `[`): SSE lets a stream open
-        // with any field, even one no decoder reads.
+        // A body is told by its first bytes: one that opens neither as SSE nor as a whole
+        // answer (`{`: a proxy's page, a JSON array) is refused at once, not waited on until it
+        // stalls, since the SSE rules would ignore every line of it as an unknown field. A body
+        // labelled an event stream is refused only when it opens as neither a stream nor a whole
+        // answer can (`<`, `[`): SSE lets a stream open with any field, even one no decoder
+        // reads.
         let mut opening = Some(StreamOpening::new(shown_type.is_none()));
         let opening_what = shown_type
             .clone()
