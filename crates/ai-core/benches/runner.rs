@@ -51,6 +51,19 @@ fn output_schema() -> Value {
     })
 }
 
+/// The runner's depth check on a result (step 10), which is not public: the reference lines do
+/// the same walk before they count the result's bytes.
+fn nests_deeper_than(value: &Value, limit: usize) -> bool {
+    let deeper = |child: &Value| {
+        matches!(child, Value::Array(_) | Value::Object(_)) && nests_deeper_than(child, limit - 1)
+    };
+    match value {
+        Value::Array(items) => limit == 0 || items.iter().any(deeper),
+        Value::Object(map) => limit == 0 || map.values().any(deeper),
+        _ => false,
+    }
+}
+
 /// The tool's logic, shared by the baseline and the bound tool.
 fn handler(args: &Value) -> Value {
     json!({"city": args["city"], "days": args["days"]})
@@ -151,7 +164,8 @@ fn bench_runner(c: &mut Criterion) {
         })
     });
     // The same work the pipeline's steps 9 and 10 add (output validation, redaction, the
-    // result-size check), done inline: the difference to the pipeline is pure orchestration.
+    // result's depth and size checks, the size counted as the runner counts it, without writing
+    // the JSON out), done inline: the difference to the pipeline is pure orchestration.
     let output_validator = jsonschema::draft7::new(&output_schema()).unwrap();
     let allow = ["city", "days"];
     group.bench_function("baseline_plus_output_steps", |b| {
@@ -163,7 +177,8 @@ fn bench_runner(c: &mut Criterion) {
             if let Value::Object(map) = &mut out {
                 map.retain(|k, _| allow.contains(&k.as_str()));
             }
-            assert!(serde_json::to_vec(&out).unwrap().len() < 32 * 1024);
+            assert!(!nests_deeper_than(&out, ai_core::MAX_JSON_DEPTH));
+            assert!(ai_core::compact_json_len(&out) < 32 * 1024);
             std::hint::black_box(out)
         })
     });
@@ -195,7 +210,8 @@ fn bench_runner(c: &mut Criterion) {
                     if let Value::Object(map) = &mut out {
                         map.retain(|k, _| allow.contains(&k.as_str()));
                     }
-                    assert!(serde_json::to_vec(&out).unwrap().len() < 32 * 1024);
+                    assert!(!nests_deeper_than(&out, ai_core::MAX_JSON_DEPTH));
+                    assert!(ai_core::compact_json_len(&out) < 32 * 1024);
                     let out = Arc::new(out);
                     sink.emit(AiEvent::ToolCallResult {
                         tool_call_id: call.id.clone(),
@@ -258,6 +274,7 @@ fn bench_runner(c: &mut Criterion) {
                     }
                     tool.validate_output(&out).unwrap();
                     let out = tool.redact(out).unwrap();
+                    assert!(!nests_deeper_than(&out, ai_core::MAX_JSON_DEPTH));
                     assert!(ai_core::compact_json_len(&out) < 32 * 1024);
                     let out = Arc::new(out);
                     span.record("outcome", "ok");
