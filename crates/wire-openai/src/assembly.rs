@@ -228,6 +228,10 @@ fn read_arguments<'de, D: Deserializer<'de>>(
 /// which the runner refuses and the encoders send back as `{}`, as for an object holding one;
 /// and a pair that a gateway split between two fragments (slicing UTF-16 text) joins into its
 /// character again. Outside a string, the arguments were no JSON anyway, and still are not.
+/// Just after a backslash that escapes it (an odd run of them), a lone surrogate is no escape
+/// JSON knows, so the arguments were no JSON either: it is written as U+FFFD there, which keeps
+/// them so, where its escape would read as an escaped backslash and text the call could run
+/// with. (A backslash that ends the fragment before is not seen from here.)
 fn text_keeping_surrogates(literal: &str) -> Result<String, serde_json::Error> {
     // serde_json reads a string as bytes without checking its surrogates: WTF-8, where a
     // surrogate is the three bytes `ED A0..=BF 80..=BF`.
@@ -247,7 +251,13 @@ fn text_keeping_surrogates(literal: &str) -> Result<String, serde_json::Error> {
                 match rest {
                     [0xED, high @ 0xA0..=0xBF, low @ 0x80..=0xBF, rest @ ..] => {
                         let unit = 0xD000 | (u32::from(high & 0x3F) << 6) | u32::from(low & 0x3F);
-                        text.push_str(&format!("\\u{unit:04x}"));
+                        // Only the backslashes since the last surrogate are counted: linear.
+                        let backslashes = text.bytes().rev().take_while(|&b| b == b'\\').count();
+                        if backslashes % 2 == 1 {
+                            text.push(char::REPLACEMENT_CHARACTER);
+                        } else {
+                            text.push_str(&format!("\\u{unit:04x}"));
+                        }
                         wtf8 = rest;
                     }
                     // Not WTF-8 serde_json writes: never met, and read as `from_utf8_lossy`.

@@ -3064,6 +3064,28 @@ fn bare_arguments_serde_json_cannot_read_fail_only_their_call() {
     assert_eq!(read["s"], "\u{1F600}");
 }
 
+/// A lone surrogate just after a backslash in arguments text (`{"s":"\` then U+D800) is no
+/// escape JSON knows, so the arguments are no JSON: they must stay so, and never read as an
+/// escaped backslash and the text `ud800`, which the call would run with. The surrogate is
+/// written as U+FFFD there (still no escape); after an escaped backslash (an even run of them)
+/// it sits in the string, and is kept as its escape as anywhere else.
+#[test]
+fn a_lone_surrogate_after_a_backslash_in_arguments_text_keeps_them_invalid() {
+    for (sent, kept, json) in [
+        (r#""{\"s\":\"\\\ud800\"}""#, "{\"s\":\"\\\u{FFFD}\"}", false),
+        (
+            r#""{\"s\":\"a\\\\\\\uDC00\"}""#,
+            "{\"s\":\"a\\\\\\\u{FFFD}\"}",
+            false,
+        ),
+        (r#""{\"s\":\"\\\\\ud800\"}""#, r#"{"s":"\\\ud800"}"#, true),
+    ] {
+        a_call_fails_only_itself(sent, kept);
+        let valid = serde_json::from_str::<serde::de::IgnoredAny>(kept).is_ok();
+        assert_eq!(valid, json, "{kept}");
+    }
+}
+
 /// Decodes `bad` as the arguments object of a call, between text and a well-formed second
 /// call, on each wire (chat streamed and whole, Responses `.done`, item and whole response):
 /// the text and both calls come whole, the first call's arguments exactly as sent.
