@@ -233,16 +233,35 @@ fn read_arguments<'de, D: Deserializer<'de>>(
 /// them so, where its escape would read as an escaped backslash and text the call could run
 /// with. (A backslash that ends the fragment before is not seen from here.)
 fn text_keeping_surrogates(literal: &str) -> Result<String, serde_json::Error> {
-    // serde_json reads a string as bytes without checking its surrogates: WTF-8, where a
-    // surrogate is the three bytes `ED A0..=BF 80..=BF`.
     let mut own = serde_json::Deserializer::from_str(literal);
-    let mut wtf8: &[u8] = &de::Deserializer::deserialize_bytes(&mut own, Wtf8)?;
+    let wtf8 = de::Deserializer::deserialize_bytes(&mut own, Wtf8)?;
+    Ok(wtf8_text(&wtf8, LoneSurrogate::Escape))
+}
+
+/// What a lone surrogate escape in a JSON string (`"\ud800"`, `"\uDC00"` without its pair:
+/// valid JSON that no Rust string can hold, so serde_json refuses it) is read as where the
+/// decoders read it rather than fail the event or chunk holding it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LoneSurrogate {
+    /// Its escape `\uXXXX` (lowercase hex), in a call's arguments text: see
+    /// [`text_keeping_surrogates`].
+    Escape,
+    /// U+FFFD, the replacement character, in text that is shown and kept (a Responses text
+    /// delta, `.done` text), where a lone surrogate stands for no character.
+    Replace,
+}
+
+/// `wtf8`, a JSON string's bytes as serde_json reads them without checking its surrogates
+/// (WTF-8, where a surrogate is the three bytes `ED A0..=BF 80..=BF`), as text: each lone
+/// surrogate as `lone` says, everything else as serde_json reads it (a pair is its character).
+/// Linear in the length.
+pub(crate) fn wtf8_text(mut wtf8: &[u8], lone: LoneSurrogate) -> String {
     let mut text = String::with_capacity(wtf8.len() + 8);
     loop {
         match std::str::from_utf8(wtf8) {
             Ok(rest) => {
                 text.push_str(rest);
-                return Ok(text);
+                return text;
             }
             Err(e) => {
                 let (valid, rest) = wtf8.split_at(e.valid_up_to());
@@ -253,7 +272,7 @@ fn text_keeping_surrogates(literal: &str) -> Result<String, serde_json::Error> {
                         let unit = 0xD000 | (u32::from(high & 0x3F) << 6) | u32::from(low & 0x3F);
                         // Only the backslashes since the last surrogate are counted: linear.
                         let backslashes = text.bytes().rev().take_while(|&b| b == b'\\').count();
-                        if backslashes % 2 == 1 {
+                        if lone == LoneSurrogate::Replace || backslashes % 2 == 1 {
                             text.push(char::REPLACEMENT_CHARACTER);
                         } else {
                             text.push_str(&format!("\\u{unit:04x}"));
@@ -263,12 +282,65 @@ fn text_keeping_surrogates(literal: &str) -> Result<String, serde_json::Error> {
                     // Not WTF-8 serde_json writes: never met, and read as `from_utf8_lossy`.
                     _ => {
                         text.push_str(&String::from_utf8_lossy(rest));
-                        return Ok(text);
+                        return text;
                     }
                 }
             }
         }
     }
+}
+
+/// A JSON string as read by [`lenient_text`]: text, or, when its escapes hold a lone
+/// surrogate, its WTF-8 bytes, for the reader to write each lone surrogate as it needs
+/// ([`JsonText::text`]): a Responses event's `delta` is the answer's text or a call's
+/// arguments, which only its type (perhaps read after it) tells.
+pub(crate) enum JsonText<'a> {
+    /// A string without a lone surrogate: its text.
+    Text(Cow<'a, str>),
+    /// A string holding a lone surrogate: its WTF-8 bytes.
+    LoneSurrogates(Box<[u8]>),
+}
+
+impl JsonText<'_> {
+    /// The text, each lone surrogate as `lone` says ([`wtf8_text`]).
+    pub(crate) fn text(&self, lone: LoneSurrogate) -> Cow<'_, str> {
+        match self {
+            JsonText::Text(text) => Cow::Borrowed(text),
+            JsonText::LoneSurrogates(wtf8) => Cow::Owned(wtf8_text(wtf8, lone)),
+        }
+    }
+}
+
+/// Reads any JSON value as [`TextOrKind`] reads it without objects (a string as text, `null` as
+/// absent, any other value as its kind), but a string holding a lone surrogate escape, which
+/// serde_json refuses, as [`JsonText::LoneSurrogates`] rather than an error: the lenient fields
+/// of Responses events and items, which must never fail the event. The value is first taken as
+/// raw JSON text, then read on its own (a second scan of a short value).
+pub(crate) fn lenient_text<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Result<Option<JsonText<'de>>, &'static str>, D::Error> {
+    let raw = <&'de serde_json::value::RawValue>::deserialize(deserializer)?;
+    let text = raw.get();
+    let mut own = serde_json::Deserializer::from_str(text);
+    let read = if text.starts_with('"') {
+        de::Deserializer::deserialize_bytes(&mut own, Wtf8).map(|wtf8| {
+            Ok(Some(match wtf8 {
+                Cow::Borrowed(bytes) => match std::str::from_utf8(bytes) {
+                    Ok(text) => JsonText::Text(Cow::Borrowed(text)),
+                    Err(_) => JsonText::LoneSurrogates(bytes.into()),
+                },
+                Cow::Owned(bytes) => match String::from_utf8(bytes) {
+                    Ok(text) => JsonText::Text(Cow::Owned(text)),
+                    Err(e) => JsonText::LoneSurrogates(e.into_bytes().into()),
+                },
+            }))
+        })
+    } else {
+        // Any other value reads whole, as a kind, `null` as absent: no error is left to meet.
+        de::Deserializer::deserialize_any(&mut own, TextOrKind { objects: false })
+            .map(|read| read.map(|text| text.map(JsonText::Text)))
+    };
+    read.map_err(de::Error::custom)
 }
 
 /// Reads a JSON string as its bytes ([`text_keeping_surrogates`]).

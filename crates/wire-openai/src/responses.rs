@@ -61,7 +61,8 @@
 //!   number out of f64's range or a lone surrogate escape: it is kept as sent (as arguments
 //!   sent as text are), and only that call fails where it runs. So is a bare number out of
 //!   range, and arguments text whose escapes hold a lone surrogate keeps it as the escape
-//!   `\uXXXX`.
+//!   `\uXXXX`, in `response.function_call_arguments.delta` events too (a pair split between two
+//!   deltas joins).
 //! - Native streams end with a terminal event (`response.completed`, `response.incomplete`,
 //!   `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is tolerated.
 //!
@@ -188,9 +189,9 @@ impl<'a> Event<'a> {
             item_id: None,
             sequence_number: None,
             content_index: None,
-            delta: Text(None),
-            text: Text(None),
-            refusal: Text(None),
+            delta: Text::default(),
+            text: Text::default(),
+            refusal: Text::default(),
             arguments: LenientArguments(None),
             item: None,
             part: None,
@@ -431,7 +432,7 @@ impl ResponseFields {
         self.twice[at] |= std::mem::replace(&mut self.seen[at], true);
         let response = &mut self.response;
         match at {
-            0 => response.id = map.next_value::<Text<'de>>()?.0.map(Cow::into_owned),
+            0 => response.id = map.next_value::<Text<'de>>()?.shown().map(Cow::into_owned),
             1 => response.usage = map.next_value::<ResponseUsage>()?.0,
             2 => response.incomplete_details = map.next_value()?,
             _ => response.error = map.next_value()?,
@@ -765,7 +766,7 @@ impl StreamDecoder {
         match kind {
             // A refusal streams in place of text: shown and kept as the answer's text.
             "response.output_text.delta" | "response.refusal.delta" => {
-                if let Some(delta) = event.delta.0.as_deref().filter(|d| !d.is_empty()) {
+                if let Some(delta) = event.delta.shown().filter(|d| !d.is_empty()) {
                     match event.item_id {
                         Some(_) => self.streamed_keyed = true,
                         None => self.streamed_unkeyed = true,
@@ -774,7 +775,7 @@ impl StreamDecoder {
                         "response.refusal.delta" => PartKind::Refusal,
                         _ => PartKind::Text,
                     };
-                    self.text_delta(&event, part, delta, deltas);
+                    self.text_delta(&event, part, &delta, deltas);
                 }
             }
             "response.output_item.added" => {
@@ -792,13 +793,13 @@ impl StreamDecoder {
             // A part's final text: what the deltas did not bring (or all of it, when none came)
             // is kept.
             "response.output_text.done" => {
-                if let Some(text) = event.text.0.as_deref() {
-                    self.closed_part(&event, PartKind::Text, text, deltas);
+                if let Some(text) = event.text.shown() {
+                    self.closed_part(&event, PartKind::Text, &text, deltas);
                 }
             }
             "response.refusal.done" => {
-                if let Some(refusal) = event.refusal.0.as_deref() {
-                    self.closed_part(&event, PartKind::Refusal, refusal, deltas);
+                if let Some(refusal) = event.refusal.shown() {
+                    self.closed_part(&event, PartKind::Refusal, &refusal, deltas);
                 }
             }
             "response.content_part.done" => {
@@ -808,8 +809,8 @@ impl StreamDecoder {
             }
             "response.function_call_arguments.delta" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(offset))?;
-                let fragment = event.delta.0.as_deref().unwrap_or("");
-                self.argument_delta(position, fragment, event.sequence_number, deltas)?;
+                let fragment = event.delta.arguments().unwrap_or_default();
+                self.argument_delta(position, &fragment, event.sequence_number, deltas)?;
             }
             "response.function_call_arguments.done" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(offset))?;

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, Unexpected, Visitor};
 use serde_json::Value;
 
-use crate::assembly::{self, NotArguments, TextOrKind};
+use crate::assembly::{self, JsonText, LoneSurrogate, NotArguments, TextOrKind};
 
 /// `sequence_number` (or `content_index`) as a whole number, or absent whatever else it is: it
 /// only helps tell a replayed delta from a new one (see
@@ -24,12 +24,31 @@ pub(super) fn whole_number<'de, D: Deserializer<'de>>(
 /// skips: versions of the spec typed the `delta` of the reasoning summary and MCP call events as
 /// objects. Anything but a string reads as absent, so an event the decoder does not read can never
 /// fail the stream.
+///
+/// A string holding a lone surrogate escape is read too, never failing the event: as the
+/// answer's text each lone surrogate is U+FFFD ([`Text::shown`]), and as a call's arguments
+/// (`response.function_call_arguments.delta`) it is kept as its escape ([`Text::arguments`]), as
+/// chat keeps it, so a pair split between two deltas joins into its character again.
 #[derive(Default)]
-pub(super) struct Text<'a>(pub(super) Option<Cow<'a, str>>);
+pub(super) struct Text<'a>(Option<JsonText<'a>>);
+
+impl Text<'_> {
+    /// The text shown and kept as the answer's: each lone surrogate as U+FFFD.
+    pub(super) fn shown(&self) -> Option<Cow<'_, str>> {
+        self.0
+            .as_ref()
+            .map(|text| text.text(LoneSurrogate::Replace))
+    }
+
+    /// The text as a fragment of a call's arguments: each lone surrogate as its escape.
+    pub(super) fn arguments(&self) -> Option<Cow<'_, str>> {
+        self.0.as_ref().map(|text| text.text(LoneSurrogate::Escape))
+    }
+}
 
 impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let read = deserializer.deserialize_any(TextOrKind { objects: false })?;
+        let read = assembly::lenient_text(deserializer)?;
         Ok(Text(read.ok().flatten()))
     }
 }

@@ -3463,3 +3463,41 @@ fn a_later_usage_report_without_details_keeps_the_details_reported_before() {
     let groq = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":1200,"completion_tokens":300,"total_tokens":1500},"x_groq":{"usage":{"prompt_tokens":1200,"completion_tokens":300,"total_tokens":1500,"prompt_tokens_details":{"cached_tokens":1024},"completion_tokens_details":{"reasoning_tokens":0}}}}"#;
     assert_eq!(decode(&[groq]), Some(kept));
 }
+
+/// A Responses call's arguments streamed in `response.function_call_arguments.delta` events
+/// whose text holds a lone surrogate escape read as chat's fragments do: each lone surrogate is
+/// kept as its escape, so only that call fails where it runs, and a pair split between two
+/// deltas joins into its character; the event never fails, nor the text and calls beside it.
+#[test]
+fn a_lone_surrogate_in_a_responses_arguments_delta_fails_only_its_call() {
+    let events = [
+        r#"{"type":"response.output_item.added","output_index":0,"item":{"type":"message","id":"msg_1","role":"assistant","content":[]}}"#,
+        r#"{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"Checking."}"#,
+        r#"{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"f","arguments":""}}"#,
+        r#"{"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":1,"delta":"{\"s\":\"\ud83d"}"#,
+        r#"{"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":1,"delta":"\uDE00\",\"t\":\"\udc00\"}"}"#,
+        r#"{"type":"response.output_item.added","output_index":2,"item":{"type":"function_call","id":"fc_2","call_id":"call_2","name":"g","arguments":""}}"#,
+        r#"{"type":"response.function_call_arguments.delta","item_id":"fc_2","output_index":2,"delta":"{\"city\":\"Paris\"}"}"#,
+        r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed"}}"#,
+    ];
+    let stream: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+    let completion = responses::decode_all(stream.as_bytes()).unwrap();
+    assert_eq!(completion.text, "Checking.");
+    let arguments: Vec<&str> = completion
+        .tool_calls
+        .iter()
+        .map(|call| call.arguments.as_str())
+        .collect();
+    assert_eq!(
+        arguments,
+        [
+            r#"{"s":"\ud83d\ude00","t":"\udc00"}"#,
+            r#"{"city":"Paris"}"#
+        ]
+    );
+    // The pair is its character; the lone surrogate is what serde_json (and the runner) refuse.
+    assert!(serde_json::from_str::<Value>(arguments[0]).is_err());
+    assert!(serde_json::from_str::<serde::de::IgnoredAny>(arguments[0]).is_ok());
+    let pair: Value = serde_json::from_str(r#"{"s":"\ud83d\ude00"}"#).unwrap();
+    assert_eq!(pair["s"], "\u{1F600}");
+}
