@@ -246,8 +246,8 @@ pub(crate) enum LoneSurrogate {
     /// Its escape `\uXXXX` (lowercase hex), in a call's arguments text: see
     /// [`text_keeping_surrogates`].
     Escape,
-    /// U+FFFD, the replacement character, in text that is shown and kept (a Responses text
-    /// delta, `.done` text), where a lone surrogate stands for no character.
+    /// U+FFFD, the replacement character, in text that is shown and kept (the answer's text, a
+    /// refusal, a name, an id), where a lone surrogate stands for no character.
     Replace,
 }
 
@@ -290,6 +290,77 @@ pub(crate) fn wtf8_text(mut wtf8: &[u8], lone: LoneSurrogate) -> String {
     }
 }
 
+/// `wtf8` ([`wtf8_text`]) borrowed as text when it holds no lone surrogate, which is nearly
+/// always.
+pub(crate) fn wtf8_cow(wtf8: Cow<'_, [u8]>, lone: LoneSurrogate) -> Cow<'_, str> {
+    match wtf8 {
+        Cow::Borrowed(bytes) => match std::str::from_utf8(bytes) {
+            Ok(text) => Cow::Borrowed(text),
+            Err(_) => Cow::Owned(wtf8_text(bytes, lone)),
+        },
+        Cow::Owned(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => Cow::Owned(text),
+            Err(e) => Cow::Owned(wtf8_text(e.as_bytes(), lone)),
+        },
+    }
+}
+
+/// A string field of text that is shown or kept (a chat delta's `content` parts' `text`, a
+/// call's `name` and `id`), or `null` as absent, with each lone surrogate escape in it read as
+/// U+FFFD ([`LoneSurrogate::Replace`]), so that one never fails the chunk or event and with it
+/// the calls and text that came with it. Any other value is refused as a string field's is.
+/// One pass: serde_json reads the string as its bytes, borrowed when it has no escapes.
+pub(crate) fn display_string<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Cow<'de, str>>, D::Error> {
+    deserializer.deserialize_option(OptionOf(DisplayString))
+}
+
+/// `null` as `None`, and any other value as `Some` of what the string-reading visitor `V`
+/// makes of it ([`display_string`]): it is given the string as bytes (see [`Wtf8`]).
+pub(crate) struct OptionOf<V>(pub(crate) V);
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for OptionOf<V> {
+    type Value = Option<V::Value>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.expecting(f)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_bytes(self.0).map(Some)
+    }
+}
+
+/// Reads a string given as bytes ([`Wtf8`]) as text, each lone surrogate as U+FFFD.
+struct DisplayString;
+
+impl<'de> Visitor<'de> for DisplayString {
+    type Value = Cow<'de, str>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_borrowed_bytes<E: de::Error>(self, v: &'de [u8]) -> Result<Self::Value, E> {
+        Ok(wtf8_cow(Cow::Borrowed(v), LoneSurrogate::Replace))
+    }
+    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(wtf8_text(v, LoneSurrogate::Replace)))
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v))
+    }
+}
+
 /// A JSON string as read by [`lenient_text`]: text, or, when its escapes hold a lone
 /// surrogate, its WTF-8 bytes, for the reader to write each lone surrogate as it needs
 /// ([`JsonText::text`]): a Responses event's `delta` is the answer's text or a call's
@@ -301,12 +372,20 @@ pub(crate) enum JsonText<'a> {
     LoneSurrogates(Box<[u8]>),
 }
 
-impl JsonText<'_> {
+impl<'a> JsonText<'a> {
     /// The text, each lone surrogate as `lone` says ([`wtf8_text`]).
     pub(crate) fn text(&self, lone: LoneSurrogate) -> Cow<'_, str> {
         match self {
             JsonText::Text(text) => Cow::Borrowed(text),
             JsonText::LoneSurrogates(wtf8) => Cow::Owned(wtf8_text(wtf8, lone)),
+        }
+    }
+
+    /// [`JsonText::text`], owned.
+    pub(crate) fn into_text(self, lone: LoneSurrogate) -> Cow<'a, str> {
+        match self {
+            JsonText::Text(text) => text,
+            JsonText::LoneSurrogates(wtf8) => Cow::Owned(wtf8_text(&wtf8, lone)),
         }
     }
 }
@@ -341,6 +420,81 @@ pub(crate) fn lenient_text<'de, D: Deserializer<'de>>(
             .map(|read| read.map(|text| text.map(JsonText::Text)))
     };
     read.map_err(de::Error::custom)
+}
+
+/// A JSON value whose text is shown and kept (a Responses message item's `content`, an event's
+/// `part`), read as `Value` reads it, but with each lone surrogate escape in its strings read as
+/// U+FFFD, which a `Value` cannot otherwise hold, so that one never fails the event. `null` is
+/// absent. Taken first as raw JSON text, then read on its own, and, only when it holds a lone
+/// surrogate, read again with those written as `\ufffd` ([`replacing_lone_surrogates`]). A
+/// value serde_json cannot read for another reason (nested deeper than it reads, a number out of
+/// f64's range) fails the event as it did, saying so.
+pub(crate) fn lenient_value<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Value>, D::Error> {
+    let raw = <&'de serde_json::value::RawValue>::deserialize(deserializer)?;
+    let text = raw.get();
+    let read = serde_json::from_str::<Value>(text).or_else(|e| match lone_surrogate(&e) {
+        true => serde_json::from_str(&replacing_lone_surrogates(text)),
+        false => Err(e),
+    });
+    match read {
+        Ok(Value::Null) => Ok(None),
+        Ok(value) => Ok(Some(value)),
+        // Where it failed inside the value is no place in the payload: the payload's reader
+        // says where the value ends.
+        Err(e) => {
+            let message = e.to_string();
+            let at = format!(" at line {} column {}", e.line(), e.column());
+            Err(de::Error::custom(
+                message.strip_suffix(&at).unwrap_or(&message),
+            ))
+        }
+    }
+}
+
+/// Whether serde_json refused a string for a lone surrogate escape in it (its words for a lone
+/// trailing surrogate, or a leading one followed by no escape or by another than a trailing
+/// one).
+fn lone_surrogate(error: &serde_json::Error) -> bool {
+    let error = error.to_string();
+    error.starts_with("lone leading surrogate in hex escape")
+        || error.starts_with("unexpected end of hex escape")
+}
+
+/// `json`, valid JSON text, with each lone surrogate escape in its strings (`\ud800`, `\uDC00`
+/// without its pair) written as `\ufffd`, the replacement character. Escapes sit only in
+/// strings, so no string is tracked: each backslash starts an escape, of two bytes or of six
+/// (`\u` and four hex digits). Linear in the length.
+fn replacing_lone_surrogates(json: &str) -> String {
+    let unit = |at: usize| {
+        json.get(at..at + 6)
+            .and_then(|escape| escape.strip_prefix("\\u"))
+            .and_then(|hex| u16::from_str_radix(hex, 16).ok())
+    };
+    let mut text = String::with_capacity(json.len());
+    let (mut copied, mut at) = (0, 0);
+    while let Some(found) = json
+        .get(at..)
+        .and_then(|rest| memchr::memchr(b'\\', rest.as_bytes()))
+    {
+        let escape = at + found;
+        at = match unit(escape) {
+            Some(0xD800..=0xDBFF) if matches!(unit(escape + 6), Some(0xDC00..=0xDFFF)) => {
+                escape + 12
+            }
+            Some(0xD800..=0xDFFF) => {
+                text.push_str(json.get(copied..escape).unwrap_or_default());
+                text.push_str("\\ufffd");
+                copied = escape + 6;
+                copied
+            }
+            Some(_) => escape + 6,
+            None => escape + 2,
+        };
+    }
+    text.push_str(json.get(copied..).unwrap_or_default());
+    text
 }
 
 /// Reads a JSON string as its bytes ([`text_keeping_surrogates`]).
@@ -1047,9 +1201,11 @@ pub(crate) fn invalid_body(error: &serde_json::Error) -> DecodeError {
 const MAX_JSON_DEPTH: usize = 128;
 
 /// Whether a payload failed to parse only because it nests deeper than serde_json reads
-/// ([`MAX_JSON_DEPTH`]). serde_json names no error kind for it but in its message.
+/// ([`MAX_JSON_DEPTH`]). serde_json names no error kind for it but in its message; a value read
+/// on its own ([`lenient_value`]) passes that message on as a data error.
 pub(crate) fn nested_too_deep(error: &serde_json::Error) -> bool {
-    error.classify() == serde_json::error::Category::Syntax
+    use serde_json::error::Category;
+    matches!(error.classify(), Category::Syntax | Category::Data)
         && error.to_string().starts_with("recursion limit exceeded")
 }
 

@@ -15,7 +15,8 @@
 //! never overwritten with empty values; argument objects are serialized (one serde_json cannot read, though valid JSON: nested
 //! deeper than 128 levels, a number out of f64's range, a lone surrogate escape, is kept as
 //! sent: only its call fails, where it runs; so is a bare number out of range, and a lone
-//! surrogate escape in arguments text is kept as the escape `\uXXXX`); a missing `arguments`
+//! surrogate escape in arguments text is kept as the escape `\uXXXX`, while one in `content`,
+//! `refusal`, a call's `name` or `id` reads as U+FFFD, never failing the chunk); a missing `arguments`
 //! is `{}`; a call the server sent without any id gets a deterministic id (see
 //! [`StreamDecoder::finish`]); an id over 128 characters is an error; a final summary chunk that
 //! repeats a call's whole arguments (LiteLLM's proxy, also double-encoded) is not appended
@@ -50,7 +51,7 @@ use ai_core::{
     validate_history,
 };
 
-use crate::assembly::{self, Arguments, Deltas, Session, Sorted};
+use crate::assembly::{self, Arguments, Deltas, LoneSurrogate, Session, Sorted};
 use crate::error::{check_request, check_tool_choice};
 use crate::history::{WireCallIds, check_names, sent_arguments};
 use crate::sse::SseEvent;
@@ -236,7 +237,8 @@ struct Delta<'a> {
 struct ToolCallDelta<'a> {
     #[serde(default)]
     index: Option<usize>,
-    #[serde(default, borrow)]
+    /// A lone surrogate escape in it reads as U+FFFD ([`assembly::display_string`]).
+    #[serde(default, borrow, deserialize_with = "assembly::display_string")]
     id: Option<Cow<'a, str>>,
     #[serde(default, borrow, deserialize_with = "null_as_default")]
     function: FunctionDelta<'a>,
@@ -247,7 +249,8 @@ struct ToolCallDelta<'a> {
 
 #[derive(Default, Deserialize)]
 struct FunctionDelta<'a> {
-    #[serde(default, borrow)]
+    /// A lone surrogate escape in it reads as U+FFFD ([`assembly::display_string`]).
+    #[serde(default, borrow, deserialize_with = "assembly::display_string")]
     name: Option<Cow<'a, str>>,
     #[serde(default)]
     arguments: Arguments<'a>,
@@ -255,7 +258,9 @@ struct FunctionDelta<'a> {
 
 /// `content` as a string, or as a list of parts (Mistral's reasoning models send
 /// `[{"type":"thinking",…},{"type":"text","text":"…"}]`): the `text` parts' text, joined.
-/// Other parts (thinking, images) are not text of the answer and are skipped.
+/// Other parts (thinking, images) are not text of the answer and are skipped. A lone surrogate
+/// escape in the text reads as U+FFFD ([`assembly::LoneSurrogate::Replace`]), never failing the
+/// chunk: the string is read as its bytes, in one pass.
 #[derive(Default)]
 struct Content<'a>(Option<Cow<'a, str>>);
 
@@ -266,6 +271,14 @@ impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
             type Value = Content<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a string, a list of content parts or null")
+            }
+            fn visit_borrowed_bytes<E: de::Error>(self, v: &'de [u8]) -> Result<Self::Value, E> {
+                let text = assembly::wtf8_cow(Cow::Borrowed(v), LoneSurrogate::Replace);
+                Ok(Content(Some(text)))
+            }
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
+                let text = assembly::wtf8_text(v, LoneSurrogate::Replace);
+                Ok(Content(Some(Cow::Owned(text))))
             }
             fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
                 Ok(Content(Some(Cow::Borrowed(v))))
@@ -294,7 +307,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
                 Ok(Content(Some(Cow::Owned(text))))
             }
         }
-        deserializer.deserialize_any(ContentVisitor)
+        let read = deserializer.deserialize_option(assembly::OptionOf(ContentVisitor))?;
+        Ok(read.unwrap_or_default())
     }
 }
 
@@ -303,7 +317,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
 struct ContentPart<'a> {
     #[serde(default, rename = "type", borrow)]
     kind: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
+    /// A lone surrogate escape in it reads as U+FFFD ([`assembly::display_string`]).
+    #[serde(default, borrow, deserialize_with = "assembly::display_string")]
     text: Option<Cow<'a, str>>,
 }
 

@@ -63,6 +63,9 @@
 //!   range, and arguments text whose escapes hold a lone surrogate keeps it as the escape
 //!   `\uXXXX`, in `response.function_call_arguments.delta` events too (a pair split between two
 //!   deltas joins).
+//! - A lone surrogate escape in text that is shown or kept (a text or refusal delta, `.done`
+//!   text, a message item's content or a part, an item's `id`, `call_id`, `name` or `status`)
+//!   reads as U+FFFD, never failing the event or the response, as on chat.
 //! - Native streams end with a terminal event (`response.completed`, `response.incomplete`,
 //!   `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is tolerated.
 //!
@@ -343,7 +346,7 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
                 EventField::Refusal => event.refusal = map.next_value()?,
                 EventField::Arguments => event.arguments = map.next_value()?,
                 EventField::Item => event.item = map.next_value()?,
-                EventField::Part => event.part = map.next_value()?,
+                EventField::Part => event.part = map.next_value::<item::ShownValue>()?.0,
                 EventField::Message => event.message = map.next_value()?,
                 EventField::Error => event.error = map.next_value()?,
                 EventField::Response

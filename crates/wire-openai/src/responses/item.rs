@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, Unexpected, Visitor};
 use serde_json::Value;
 
-use crate::assembly::{self, JsonText, LoneSurrogate, NotArguments, TextOrKind};
+use crate::assembly::{self, JsonText, LoneSurrogate, NotArguments};
 
 /// `sequence_number` (or `content_index`) as a whole number, or absent whatever else it is: it
 /// only helps tell a replayed delta from a new one (see
@@ -59,11 +59,32 @@ struct ItemString(Result<Option<String>, NotAString>);
 
 impl<'de> Deserialize<'de> for ItemString {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let read = deserializer.deserialize_any(TextOrKind { objects: false })?;
+        let read = assembly::lenient_text(deserializer)?;
         Ok(ItemString(
-            read.map(|text| text.map(Cow::into_owned))
+            read.map(|text| text.map(|text| text.into_text(LoneSurrogate::Replace).into_owned()))
                 .map_err(NotAString),
         ))
+    }
+}
+
+/// A string field of a `function_call` item, read strictly (any other value but `null` is
+/// refused), with each lone surrogate escape as U+FFFD ([`assembly::display_string`]).
+struct CallString(Option<String>);
+
+impl<'de> Deserialize<'de> for CallString {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let read = assembly::display_string(deserializer)?;
+        Ok(CallString(read.map(Cow::into_owned)))
+    }
+}
+
+/// A message item's `content`, or an event's `part`: any JSON, with each lone surrogate escape
+/// read as U+FFFD ([`assembly::lenient_value`]).
+pub(super) struct ShownValue(pub(super) Option<Value>);
+
+impl<'de> Deserialize<'de> for ShownValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        assembly::lenient_value(deserializer).map(ShownValue)
     }
 }
 
@@ -196,7 +217,7 @@ impl<'de> Visitor<'de> for ItemVisitor {
                     continue;
                 }
                 ItemField::Content => {
-                    item.content = map.next_value()?;
+                    item.content = map.next_value::<ShownValue>()?.0;
                     continue;
                 }
                 ItemField::Other => {
@@ -209,7 +230,7 @@ impl<'de> Visitor<'de> for ItemVisitor {
                 ItemField::Status => &mut item.status,
             };
             if call {
-                *slot = map.next_value()?;
+                *slot = map.next_value::<CallString>()?.0;
                 continue;
             }
             match map.next_value::<ItemString>()?.0 {

@@ -1703,12 +1703,14 @@ fn responses_items_it_does_not_run_never_fail_on_any_field() {
             }
         }
     }
-    // A function_call item, `type` first as servers send it: the messages as before this rule.
+    // A function_call item, `type` first as servers send it: the messages as before this rule
+    // (the column is just past the list's `[`: its strings are read as bytes, see
+    // `lone_surrogates_in_display_text_read_as_replacement_characters`).
     for (field, stream_column, whole_column) in [
-        ("id", 89, 81),
-        ("call_id", 106, 98),
-        ("name", 122, 114),
-        ("status", 162, 154),
+        ("id", 90, 82),
+        ("call_id", 107, 99),
+        ("name", 123, 115),
+        ("status", 163, 155),
     ] {
         let mut fields = vec![
             ("type", json!("function_call")),
@@ -3500,4 +3502,73 @@ fn a_lone_surrogate_in_a_responses_arguments_delta_fails_only_its_call() {
     assert!(serde_json::from_str::<serde::de::IgnoredAny>(arguments[0]).is_ok());
     let pair: Value = serde_json::from_str(r#"{"s":"\ud83d\ude00"}"#).unwrap();
     assert_eq!(pair["s"], "\u{1F600}");
+}
+
+/// A lone surrogate escape (`"\ud800"`, `"\uDC00"`: valid JSON that no Rust string can hold) in
+/// text that is shown and kept, a chat `content` (a string or its parts' `text`), a call's
+/// `name` or `id`, a Responses text delta, `.done` text, message item, or a call item's `name`,
+/// reads as U+FFFD, the replacement character: the chunk or event holding it is not lost, nor
+/// the calls and text that came with it. Each lone surrogate is one U+FFFD, a pair in one
+/// string is its character, and the same text in a finished item is not added again.
+#[test]
+fn lone_surrogates_in_display_text_read_as_replacement_characters() {
+    let sse =
+        |events: &[&str]| -> String { events.iter().map(|e| format!("data: {e}\n\n")).collect() };
+    let names = |completion: &ai_core::LlmCompletion| -> Vec<(String, String)> {
+        completion
+            .tool_calls
+            .iter()
+            .map(|call| (call.id.to_string(), call.name.clone()))
+            .collect()
+    };
+
+    // Chat, streamed.
+    let chunks = [
+        r#"{"choices":[{"index":0,"delta":{"content":"a\ud800b"}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":[{"type":"text","text":"\uDC00c\ud83d\ude00"}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_\ud800","type":"function","function":{"name":"f\udfff","arguments":"{}"}}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"g","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#,
+        "[DONE]",
+    ];
+    let completion = chat::decode_all(sse(&chunks).as_bytes()).unwrap();
+    assert_eq!(completion.text, "a\u{FFFD}b\u{FFFD}c\u{1F600}");
+    let expected = [
+        ("call_\u{FFFD}".to_owned(), "f\u{FFFD}".to_owned()),
+        ("call_2".to_owned(), "g".to_owned()),
+    ];
+    assert_eq!(names(&completion), expected);
+
+    // Chat, whole.
+    let body = r#"{"object":"chat.completion","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"a\ud800b"}}]}"#;
+    let answer = chat::decode_completion(body.as_bytes(), Default::default()).unwrap();
+    assert_eq!(answer.completion.text, "a\u{FFFD}b");
+
+    // Responses, streamed: a delta, its `.done` text, the finished message item (and part),
+    // and a call item named with a lone surrogate.
+    let events = [
+        r#"{"type":"response.output_item.added","output_index":0,"item":{"type":"message","id":"msg_1","role":"assistant","content":[]}}"#,
+        r#"{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hi \ud800"}"#,
+        r#"{"type":"response.output_text.done","item_id":"msg_1","output_index":0,"content_index":0,"text":"Hi \ud800"}"#,
+        r#"{"type":"response.content_part.done","item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","text":"Hi \ud800"}}"#,
+        r#"{"type":"response.output_item.done","output_index":0,"item":{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Hi \ud800"}]}}"#,
+        r#"{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"call_\ud800","name":"f\udfff","arguments":""}}"#,
+        r#"{"type":"response.output_item.done","output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"call_\ud800","name":"f\udfff","arguments":"{}","status":"completed"}}"#,
+        r#"{"type":"response.output_item.done","output_index":2,"item":{"type":"function_call","id":"fc_2","call_id":"call_2","name":"g","arguments":"{}","status":"completed"}}"#,
+        r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed"}}"#,
+    ];
+    let completion = responses::decode_all(sse(&events).as_bytes()).unwrap();
+    assert_eq!(completion.text, "Hi \u{FFFD}");
+    assert_eq!(names(&completion), expected);
+
+    // Responses, whole.
+    let body = r#"{"id":"resp_1","object":"response","status":"completed","output":[{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Hi \ud800"}]},{"type":"function_call","id":"fc_1","call_id":"call_\ud800","name":"f\udfff","arguments":"{}","status":"completed"},{"type":"function_call","id":"fc_2","call_id":"call_2","name":"g","arguments":"{}","status":"completed"}]}"#;
+    let answer = responses::decode_response(body.as_bytes(), Default::default()).unwrap();
+    assert_eq!(answer.completion.text, "Hi \u{FFFD}");
+    assert_eq!(names(&answer.completion), expected);
+    // An escaped backslash before `ud800` is no escape; pairs, in either case, are characters.
+    let text = r#"Hi \ud800 \\ud800 \uD83D\uDE00 \udbff\ud83d\ude00\udc00"#;
+    let body = body.replacen(r#""Hi \ud800""#, &format!("\"{text}\""), 1);
+    let answer = responses::decode_response(body.as_bytes(), Default::default()).unwrap();
+    let shown = "Hi \u{FFFD} \\ud800 \u{1F600} \u{FFFD}\u{1F600}\u{FFFD}";
+    assert_eq!(answer.completion.text, shown);
 }
