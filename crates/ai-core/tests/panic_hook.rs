@@ -7,8 +7,12 @@
 
 use std::sync::{Arc, Mutex};
 
+use std::future::Future;
+use std::pin::Pin;
+
 use ai_core::{
-    AiEvent, BoundTool, CancellationToken, Capabilities, ExecPermit, Redaction, RunContext,
+    AiEvent, AuthCapability, AuthError, Authorizer, AuthzDecision, BoundTool, CancellationToken,
+    Capabilities, ConnectionBroker, ConnectionId, ExecPermit, Redaction, RunContext,
     StaticToolSource, ToolCall, ToolCallId, ToolCatalog, ToolEffect, ToolError, ToolId,
     ToolInvocationContext, ToolOutcome, ToolPolicy, ToolRunner, ToolSpec,
 };
@@ -21,6 +25,7 @@ const SECRET: &str = "sk-canary-in-a-panic-4f1d";
 struct Leaky {
     spec: ToolSpec,
     in_redact: bool,
+    needs_connection: bool,
 }
 
 #[ai_core::async_trait]
@@ -47,9 +52,49 @@ impl BoundTool for Leaky {
     fn redact(&self, _: Value) -> Result<Value, ToolError> {
         panic!("cannot redact the reply to {SECRET}");
     }
+    fn requires_connection(&self) -> bool {
+        self.needs_connection
+    }
 }
 
-fn leaky(id: &str, in_redact: bool) -> Arc<dyn BoundTool> {
+/// An authorization hook and a connection broker that panic, with the secret in the message,
+/// before they hand back their future (a hand-written impl doing its work up front).
+struct Eager;
+
+impl Authorizer for Eager {
+    fn check<'a, 'b, 'c, 'd>(
+        &'a self,
+        _: &'b RunContext,
+        _: &'c ToolId,
+    ) -> Pin<Box<dyn Future<Output = AuthzDecision> + Send + 'd>>
+    where
+        'a: 'd,
+        'b: 'd,
+        'c: 'd,
+        Self: 'd,
+    {
+        panic!("the hook cannot check {SECRET}");
+    }
+}
+
+impl ConnectionBroker for Eager {
+    #[allow(clippy::type_complexity)] // The trait's signature, desugared.
+    fn resolve<'a, 'b, 'c, 'd>(
+        &'a self,
+        _: &'b ConnectionId,
+        _: &'c ToolInvocationContext,
+    ) -> Pin<Box<dyn Future<Output = Result<Box<dyn AuthCapability>, AuthError>> + Send + 'd>>
+    where
+        'a: 'd,
+        'b: 'd,
+        'c: 'd,
+        Self: 'd,
+    {
+        panic!("the broker cannot resolve {SECRET}");
+    }
+}
+
+fn leaky(id: &str, in_redact: bool, needs_connection: bool) -> Arc<dyn BoundTool> {
     Arc::new(Leaky {
         spec: ToolSpec {
             id: ToolId::parse(id).unwrap(),
@@ -59,6 +104,7 @@ fn leaky(id: &str, in_redact: bool) -> Arc<dyn BoundTool> {
             redaction: Redaction { allow: Vec::new() },
         },
         in_redact,
+        needs_connection,
     })
 }
 
@@ -114,13 +160,14 @@ async fn a_tools_panic_message_is_kept_out_and_other_panics_pass_through() {
 
     let source = Arc::new(
         StaticToolSource::new(vec![
-            leaky("core__panic_in_exec", false),
-            leaky("core__panic_in_redact", true),
+            leaky("core__panic_in_exec", false, false),
+            leaky("core__panic_in_redact", true, false),
+            leaky("core__needs_connection", true, true),
         ])
         .unwrap(),
     );
     let policy = ToolPolicy::from_toml_str(
-        r#"allowed_tools = ["core__panic_in_exec", "core__panic_in_redact"]"#,
+        r#"allowed_tools = ["core__panic_in_exec", "core__panic_in_redact", "core__needs_connection"]"#,
     )
     .unwrap();
     let ctx = RunContext::new("run-1", "user:alice", "tenant-1").unwrap();
@@ -142,6 +189,39 @@ async fn a_tools_panic_message_is_kept_out_and_other_panics_pass_through() {
         assert!(
             matches!(run.result.outcome, ToolOutcome::Error(_)),
             "{name}: the panic ends the call"
+        );
+    }
+
+    // The authorization hook and the connection broker are ports too, also when they panic
+    // before they hand back their future: the panic unwinds out of `run_tool` (the `graph`
+    // driver catches it), and its message is kept out.
+    let with_hook = runner.clone().with_authorizer(Arc::new(Eager));
+    let mut connected = ctx.clone();
+    let c1 = ConnectionId::new("c1").unwrap();
+    connected.grant.allowed_connection_ids = vec![c1.clone()].into_iter().collect();
+    connected.requested_connection_ids = vec![c1.clone()].into_iter().collect();
+    connected.connection_id = Some(c1);
+    let with_broker = runner.clone().with_broker(Arc::new(Eager));
+    for (runner, ctx, name) in [
+        (with_hook, ctx.clone(), "core__panic_in_redact"),
+        (with_broker, connected, "core__needs_connection"),
+    ] {
+        let call = ToolCall {
+            id: ToolCallId::new("call_port").unwrap(),
+            name: name.into(),
+            arguments: "{}".into(),
+        };
+        let catalog = catalog.clone();
+        let panicked = tokio::spawn(async move {
+            let sink = |_: AiEvent| {};
+            runner
+                .run_tool(&call, &ctx, &catalog, &sink, &CancellationToken::new())
+                .await;
+        })
+        .await;
+        assert!(
+            panicked.is_err_and(|e| e.is_panic()),
+            "{name}: the panic unwinds"
         );
     }
 
@@ -182,6 +262,16 @@ async fn a_tools_panic_message_is_kept_out_and_other_panics_pass_through() {
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     assert_eq!(logs.matches("a tool panicked").count(), 2, "{logs}");
     assert_eq!(logs.matches("the event sink panicked").count(), 1, "{logs}");
+    assert_eq!(
+        logs.matches("the authorization hook panicked").count(),
+        1,
+        "{logs}"
+    );
+    assert_eq!(
+        logs.matches("the connection broker panicked").count(),
+        1,
+        "{logs}"
+    );
     assert!(logs.contains("panic_hook.rs"), "the place is told: {logs}");
     assert!(!logs.contains(SECRET), "{logs}");
 }

@@ -459,7 +459,11 @@ impl ToolRunner {
         // Boxed: the guard's timer is only part of the calls that have a hook to wait for.
         let check = budget::guard(
             "the authorization hook",
-            port_future("the authorization hook", authorizer.check(ctx, id)),
+            // Called inside the future the port's mark covers, so that a hook that panics
+            // before it hands back its future is reported as the hook's too.
+            port_future("the authorization hook", async {
+                authorizer.check(ctx, id).await
+            }),
             (started, self.runtime_budget()),
             cancel,
         );
@@ -544,10 +548,10 @@ impl ToolRunner {
         };
         let resolve = budget::guard(
             "the connection broker",
-            port_future(
-                "the connection broker",
-                broker.resolve(connection_id, invocation),
-            ),
+            // Called inside the marked future, as the authorization hook is.
+            port_future("the connection broker", async {
+                broker.resolve(connection_id, invocation).await
+            }),
             (started, self.runtime_budget()),
             cancel,
         );
