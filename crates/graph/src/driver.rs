@@ -170,6 +170,17 @@ pub enum GraphError {
          from inside one (within `#[tokio::main]`, or `Runtime::enter`)"
     )]
     NoRuntime,
+    /// The run was cancelled while the thread store was loading the thread, before the store
+    /// answered: the load was abandoned (a load only reads), nothing was run, and the thread
+    /// was not saved.
+    #[error(
+        "thread {thread}: the run was cancelled while the thread store was loading the thread, \
+         so nothing was run and the thread is as it was"
+    )]
+    CancelledWhileLoading {
+        /// The thread.
+        thread: String,
+    },
     /// The state the run ended with could not be written as JSON, so it was not saved (the
     /// reason never quotes the state).
     #[error("the state of thread {thread} cannot be written as JSON: {reason}")]
@@ -743,6 +754,14 @@ impl Agent {
     /// without Tokio's time driver ([`GraphError::NoTimeDriver`], see [`Agent`]). A run that
     /// pauses for approval is resumed from the store by [`Agent::resume_thread`].
     ///
+    /// `cancel` also ends a load the store has not answered yet (a load only reads): the run
+    /// ends with an `Error` saying so and `Done { reason: cancelled }`, nothing is run or
+    /// saved, and [`GraphError::CancelledWhileLoading`] is returned. A save is never abandoned:
+    /// a cancelled run is saved too (the cancel is part of the turn it records), and a save
+    /// dropped halfway could leave the thread neither as it was nor as saved, while the run
+    /// reported one or the other. So a store that never answers a save holds the run until it
+    /// does: bounding its writes (a timeout that fails the save) is the store's to do.
+    ///
     /// One turn per thread at a time is the caller's to ensure: [`ThreadStore`] is load and save,
     /// so two turns run at once on one thread both finish and the later save wins (the other
     /// turn is lost). `cogni serve` refuses a second run on a busy thread, and its run log saves
@@ -776,7 +795,8 @@ impl Agent {
     /// thread a run paused for approval, decides its calls and goes on, and saves the state; the
     /// run's `Done` is emitted once the state is saved. A thread that cannot be loaded or saved,
     /// or a run polled without Tokio's time driver, ends the run with an `Error` and
-    /// `Done { reason: error }`, and the error is returned.
+    /// `Done { reason: error }`, and the error is returned; a cancel ends a load the store has not
+    /// answered, and never abandons a save, as for [`Agent::run_thread`].
     ///
     /// Decisions that decide nothing (they do not fit the pause, or the thread waits for no
     /// approval: see [`Agent::resume`]) end the run with an `Error` and `Done { reason: error }`
@@ -855,10 +875,22 @@ impl Agent {
         // port that panics before it hands back its future (a hand-written impl doing its work up
         // front) is caught and marked as the port's as well.
         let load = async { store.load(thread).await };
-        let loaded = match unless_panics(ai_core::port_future(THE_STORE, load))
-            .await
-            .unwrap_or_else(panicked)
-        {
+        let load = unless_panics(ai_core::port_future(THE_STORE, load));
+        // A load is only read: a cancel abandons one that has not answered yet (a store that
+        // never answers would hold the run for ever), and nothing changed. A load that answers at
+        // once is taken, even under a token that fired already: that run records its message
+        // and ends cancelled, as `run` does.
+        let loaded = tokio::select! {
+            biased;
+            loaded = load => loaded.unwrap_or_else(panicked),
+            () = cancel.cancelled() => {
+                let error = GraphError::CancelledWhileLoading {
+                    thread: thread.as_str().into(),
+                };
+                return Err(cancelled_around(events, error));
+            }
+        };
+        let loaded = match loaded {
             Ok(Some(saved)) => serde_json::from_value(saved).map_err(|e| GraphError::State {
                 thread: thread.as_str().into(),
                 reason: ai_core::describe_json_error(&e),
@@ -878,6 +910,8 @@ impl Agent {
             .drive(loaded.clone(), first, ctx, catalog, &held, cancel)
             .await;
         if state != loaded {
+            // Not raced against `cancel` (see `run_thread`): a cancelled run is saved too, and a
+            // save abandoned halfway would leave the thread in a state nobody reported.
             let saved = match serde_json::to_value(&state) {
                 Ok(saved) => {
                     let save = async { store.save(thread, &saved).await };
@@ -1020,6 +1054,18 @@ fn failed(events: &SinkPort<'_>, error: GraphError) -> GraphError {
     });
     events.show(AiEvent::Done {
         reason: DoneReason::Error,
+    });
+    error
+}
+
+/// Ends a run cancelled before it began (its thread not loaded yet) with an `Error` saying so
+/// and `Done { reason: cancelled }`, and hands the error back.
+fn cancelled_around(events: &SinkPort<'_>, error: GraphError) -> GraphError {
+    events.show(AiEvent::Error {
+        message: error.to_string(),
+    });
+    events.show(AiEvent::Done {
+        reason: DoneReason::Cancelled,
     });
     error
 }

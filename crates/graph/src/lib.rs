@@ -99,7 +99,10 @@ pub use store::InMemoryThreadStore;
 ///     completion's usage or added text, the answer of a call that never ran) ends the run
 ///     `error` at its next step, saying the sink panicked, the calls still open answered
 ///     cancelled, where the panic took the run (and its one `Done`) down.
-pub const LOOP_REVISION: u32 = 16;
+/// 17. A cancel while `run_thread` or `resume_thread` waits for the store to load the thread
+///     ends the run `cancelled`, with an `Error` saying so, where it waited for the store for
+///     ever; a save is still never abandoned.
+pub const LOOP_REVISION: u32 = 17;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

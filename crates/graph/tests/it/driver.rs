@@ -1750,3 +1750,158 @@ async fn a_port_that_panics_before_its_future_is_contained_too() {
     assert_eq!(done_reason(&events), "error");
     assert!(!format!("{events:?}").contains("sk-secret"), "{events:?}");
 }
+
+/// A thread store whose loads never answer, and whose saves wait for `release` (after telling
+/// `saving`), then save into `saved`.
+#[derive(Default)]
+struct Stalls {
+    saving: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+    saved: std::sync::Mutex<Option<serde_json::Value>>,
+}
+
+#[async_trait::async_trait]
+impl ai_core::ThreadStore for Stalls {
+    async fn load(
+        &self,
+        _: &ThreadId,
+    ) -> Result<Option<serde_json::Value>, ai_core::ThreadStoreError> {
+        std::future::pending().await
+    }
+    async fn save(
+        &self,
+        _: &ThreadId,
+        state: &serde_json::Value,
+    ) -> Result<(), ai_core::ThreadStoreError> {
+        self.saving.notify_one();
+        self.release.notified().await;
+        *self.saved.lock().unwrap() = Some(state.clone());
+        Ok(())
+    }
+}
+
+/// A cancel ends a load the store never answers: the run ends `cancelled` with an `Error`
+/// saying so, nothing is run or saved, and the error names the thread.
+#[tokio::test(start_paused = true)]
+async fn a_cancel_ends_a_load_the_store_never_answers() {
+    for resume in [false, true] {
+        let f = Fixture::new(vec![text("never")], AgentConfig::default());
+        let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+        let thread = ThreadId::new("t").unwrap();
+        let store = Stalls::default();
+        let stop = f.cancel.clone();
+        let run = async {
+            if resume {
+                f.agent
+                    .resume_thread(
+                        &store,
+                        &thread,
+                        Vec::new(),
+                        &f.ctx,
+                        &f.catalog,
+                        &sink,
+                        &f.cancel,
+                    )
+                    .await
+            } else {
+                f.agent
+                    .run_thread(
+                        &store,
+                        &thread,
+                        "hi".into(),
+                        &f.ctx,
+                        &f.catalog,
+                        &sink,
+                        &f.cancel,
+                    )
+                    .await
+            }
+        };
+        let cancel = async {
+            tokio::task::yield_now().await;
+            stop.cancel();
+        };
+        // The clock is paused: the hour passes at once, and only if the run hangs, which is
+        // the bug this guards against (without the bound the test would hang instead of fail).
+        let bounded = tokio::time::timeout(Duration::from_secs(3600), run);
+        let (result, ()) = tokio::join!(bounded, cancel);
+        let error = result.expect("the cancel ended the run").unwrap_err();
+        assert_eq!(
+            error,
+            graph::GraphError::CancelledWhileLoading { thread: "t".into() }
+        );
+        let events = f.events();
+        assert_eq!(
+            events,
+            vec![
+                AiEvent::Error {
+                    message: error.to_string()
+                },
+                AiEvent::Done {
+                    reason: ai_core::DoneReason::Cancelled
+                },
+            ]
+        );
+        assert!(error.to_string().contains("thread t"), "{error}");
+        assert!(f.model.requests.lock().unwrap().is_empty());
+        assert!(store.saved.lock().unwrap().is_none());
+    }
+}
+
+/// A cancel never abandons a save: the run cancelled while its state is being saved waits for
+/// the save, is reported done once it is made, and the store holds what the run returned.
+#[tokio::test(start_paused = true)]
+async fn a_cancel_does_not_abandon_a_save_under_way() {
+    let f = Fixture::new(vec![text("hello")], AgentConfig::default());
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let thread = ThreadId::new("t").unwrap();
+    let store = StallsOnSave(Stalls::default());
+    let stop = f.cancel.clone();
+    let run = f.agent.run_thread(
+        &store,
+        &thread,
+        "hi".into(),
+        &f.ctx,
+        &f.catalog,
+        &sink,
+        &f.cancel,
+    );
+    let cancel_then_release = async {
+        store.0.saving.notified().await;
+        stop.cancel();
+        // The run sees the cancel before the save can answer.
+        tokio::task::yield_now().await;
+        tokio::task::yield_now().await;
+        store.0.release.notify_one();
+    };
+    let (result, ()) = tokio::join!(run, cancel_then_release);
+    let state = result.unwrap();
+    let saved = store.0.saved.lock().unwrap().clone().expect("saved");
+    assert_eq!(saved, serde_json::to_value(&state).unwrap());
+    let events = f.events();
+    assert_eq!(done_reason(&events), "stop", "{events:?}");
+    assert!(
+        !events.iter().any(|e| matches!(e, AiEvent::Error { .. })),
+        "{events:?}"
+    );
+}
+
+/// [`Stalls`], but a new thread loads at once.
+struct StallsOnSave(Stalls);
+
+#[async_trait::async_trait]
+impl ai_core::ThreadStore for StallsOnSave {
+    async fn load(
+        &self,
+        _: &ThreadId,
+    ) -> Result<Option<serde_json::Value>, ai_core::ThreadStoreError> {
+        Ok(None)
+    }
+    async fn save(
+        &self,
+        thread: &ThreadId,
+        state: &serde_json::Value,
+    ) -> Result<(), ai_core::ThreadStoreError> {
+        self.0.save(thread, state).await
+    }
+}
