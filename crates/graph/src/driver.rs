@@ -754,6 +754,11 @@ impl Agent {
     /// without Tokio's time driver ([`GraphError::NoTimeDriver`], see [`Agent`]). A run that
     /// pauses for approval is resumed from the store by [`Agent::resume_thread`].
     ///
+    /// A run that already failed (its `Error` shown) and whose state then cannot be saved shows
+    /// both failures, two `Error`s, the run's then the save's, and one `Done { reason: error }`:
+    /// they are two failures, and both are true. (A UI translator that keeps one message per
+    /// run, as cogni-wire-ui's do, keeps the last, the save's: the turn is not stored.)
+    ///
     /// `cancel` also ends a load the store has not answered yet (a load only reads): the run
     /// ends with an `Error` saying so and `Done { reason: cancelled }`, nothing is run or
     /// saved, and [`GraphError::CancelledWhileLoading`] is returned. A save is never abandoned:

@@ -1905,3 +1905,46 @@ impl ai_core::ThreadStore for StallsOnSave {
         self.0.save(thread, state).await
     }
 }
+
+/// A run that failed and whose state then could not be saved shows both failures, the run's
+/// then the save's, as two `Error`s (a translator that keeps one keeps the last, the save's),
+/// and still one `Done`, last.
+#[tokio::test(start_paused = true)]
+async fn a_failed_run_whose_save_fails_shows_both_errors_and_one_done() {
+    let f = Fixture::new(vec![Reply::Fail], AgentConfig::default());
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let thread = ThreadId::new("t").unwrap();
+    let error = f
+        .agent
+        .run_thread(
+            &SaveFails,
+            &thread,
+            "hi".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await
+        .unwrap_err();
+    let events = f.events();
+    let errors: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::Error { message } => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errors.len(), 2, "{events:?}");
+    assert!(
+        errors[0].contains("503"),
+        "the run's failure first: {errors:?}"
+    );
+    assert_eq!(errors[1], error.to_string(), "then the save's");
+    let dones = events
+        .iter()
+        .filter(|e| matches!(e, AiEvent::Done { .. }))
+        .count();
+    assert_eq!(dones, 1, "{events:?}");
+    assert_eq!(done_reason(&events), "error", "{events:?}");
+}
