@@ -332,7 +332,8 @@ impl Agent {
     /// A panic of `events` does not unwind out of the run. On an event the driver emits itself
     /// (a step's start, a completion's usage or added text, an answer it shows) it stops the run
     /// at its next step, as a failed model call does: an `Error` saying the sink panicked, then
-    /// `Done { reason: error }`. On a delta the model port streams, the model call fails. On
+    /// `Done { reason: error }` (calls it was about to run are answered cancelled, and shown
+    /// ended so). On a delta the model port streams, the model call fails. On
     /// an event the runner emits for a call, the answer the runner gave stands (else the call
     /// fails `execution`), and the loop goes on.
     pub async fn run(
@@ -453,6 +454,15 @@ impl Agent {
                     // The reducer ends the run as for a failed model call, answering the calls
                     // still open, so the state stays consistent (and is saved by
                     // `drive_thread`); what the intents left still meant to show is dropped.
+                    // Calls it was about to run are answered cancelled without running: they
+                    // are shown ended so, as any call answered without running is (a client
+                    // showed them streamed, or asked for their approval).
+                    if let Intent::RunTools { calls, .. } = &intent {
+                        for call in calls {
+                            let result = crate::reducer::cancelled_result(&call.id);
+                            events.show_answered(result, call.name.as_str().into());
+                        }
+                    }
                     queue.push_back(AgentEvent::ModelFailed {
                         message: SINK_BROKE.into(),
                         partial_text: String::new(),
@@ -501,17 +511,7 @@ impl Agent {
                         // As the runner answers a call it refuses before running it: a start
                         // without arguments, then the result.
                         for (tool_name, result) in answers {
-                            let tool_name: std::sync::Arc<str> = tool_name.into();
-                            events.show(AiEvent::ToolCallStart {
-                                tool_call_id: result.tool_call_id.clone(),
-                                tool_name: tool_name.clone(),
-                                args: None,
-                            });
-                            events.show(AiEvent::ToolCallResult {
-                                tool_call_id: result.tool_call_id,
-                                tool_name,
-                                outcome: result.outcome,
-                            });
+                            events.show_answered(result, tool_name.into());
                         }
                     }
                     Intent::AwaitApproval { .. } if cancel.is_cancelled() => {
@@ -1022,6 +1022,21 @@ impl<'a> SinkPort<'a> {
         self.contain(|| self.emit(event));
     }
 
+    /// Shows a call answered without running as the runner shows one it refuses before it
+    /// runs: a start without arguments, then the result.
+    fn show_answered(&self, result: ToolExecResult, tool_name: Arc<str>) {
+        self.show(AiEvent::ToolCallStart {
+            tool_call_id: result.tool_call_id.clone(),
+            tool_name: tool_name.clone(),
+            args: None,
+        });
+        self.show(AiEvent::ToolCallResult {
+            tool_call_id: result.tool_call_id,
+            tool_name,
+            outcome: result.outcome,
+        });
+    }
+
     /// Whether the run must stop now because the sink panicked on an event the driver showed:
     /// `true` once, the first time it is asked after such a panic.
     fn stop_run(&self) -> bool {
@@ -1054,24 +1069,21 @@ fn panicked<T>() -> Result<T, ThreadStoreError> {
 /// that names the thread and what failed, and `Done`, and hands the error back. A sink that
 /// panics on either is still given the other.
 fn failed(events: &SinkPort<'_>, error: GraphError) -> GraphError {
-    events.show(AiEvent::Error {
-        message: error.to_string(),
-    });
-    events.show(AiEvent::Done {
-        reason: DoneReason::Error,
-    });
-    error
+    ended_around(events, error, DoneReason::Error)
 }
 
-/// Ends a run cancelled before it began (its thread not loaded yet) with an `Error` saying so
-/// and `Done { reason: cancelled }`, and hands the error back.
+/// Ends a run cancelled before it began (its thread not loaded yet) as [`failed`] does, but
+/// with `Done { reason: cancelled }`.
 fn cancelled_around(events: &SinkPort<'_>, error: GraphError) -> GraphError {
+    ended_around(events, error, DoneReason::Cancelled)
+}
+
+/// Ends a run around the loop: an `Error` saying why, then `Done { reason }`.
+fn ended_around(events: &SinkPort<'_>, error: GraphError, reason: DoneReason) -> GraphError {
     events.show(AiEvent::Error {
         message: error.to_string(),
     });
-    events.show(AiEvent::Done {
-        reason: DoneReason::Cancelled,
-    });
+    events.show(AiEvent::Done { reason });
     error
 }
 

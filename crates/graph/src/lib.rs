@@ -102,7 +102,11 @@ pub use store::InMemoryThreadStore;
 /// 17. A cancel while `run_thread` or `resume_thread` waits for the store to load the thread
 ///     ends the run `cancelled`, with an `Error` saying so, where it waited for the store for
 ///     ever; a save is still never abandoned.
-pub const LOOP_REVISION: u32 = 17;
+/// 18. The calls a run stopped for its event sink's panic was about to run (answered cancelled
+///     without running) are shown ended: a `ToolCallStart` without arguments and a `cancelled`
+///     `ToolCallResult` each, where a client that had shown them (streamed, or asking for
+///     approval) never saw them end.
+pub const LOOP_REVISION: u32 = 18;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

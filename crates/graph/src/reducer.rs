@@ -267,7 +267,7 @@ pub enum Intent {
 }
 
 /// The cancelled result of a call that never got one.
-fn cancelled_result(id: &ToolCallId) -> ToolExecResult {
+pub(crate) fn cancelled_result(id: &ToolCallId) -> ToolExecResult {
     ToolExecResult::error(
         id.clone(),
         ToolFailure::new(

@@ -1612,6 +1612,18 @@ async fn a_sink_that_panics_on_an_event_of_the_loops_own_ends_the_run_cleanly() 
         );
         let saved = ai_core::ThreadStore::load(&store, &thread).await.unwrap();
         assert_eq!(saved, Some(serde_json::to_value(&state).unwrap()), "{name}");
+        // A call the history holds answered is shown ended, also one the stop kept from running
+        // (its answer is the history's: cancelled).
+        for message in state.messages() {
+            let ai_core::Message::Tool { tool_call_id, .. } = message else {
+                continue;
+            };
+            assert!(
+                events.iter().any(|e| matches!(e,
+                    AiEvent::ToolCallResult { tool_call_id: shown, .. } if shown == tool_call_id)),
+                "{name}: {tool_call_id} is answered but never shown ended: {events:?}"
+            );
+        }
     }
 }
 
