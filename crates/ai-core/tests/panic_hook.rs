@@ -57,6 +57,40 @@ impl BoundTool for Leaky {
     }
 }
 
+/// A tool that panics, with the secret in the message, before it hands back its future.
+struct EagerTool(ToolSpec);
+
+impl BoundTool for EagerTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
+        Ok(args)
+    }
+    #[allow(clippy::type_complexity)] // The trait's signature, desugared.
+    fn exec<'a, 'b, 'c, 'd>(
+        &'a self,
+        _: ExecPermit,
+        _: Arc<Value>,
+        _: &'b ToolInvocationContext,
+        _: &'c Capabilities,
+    ) -> Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'd>>
+    where
+        'a: 'd,
+        'b: 'd,
+        'c: 'd,
+        Self: 'd,
+    {
+        panic!("the tool cannot start with {SECRET}");
+    }
+    fn validate_output(&self, _: &Value) -> Result<(), ToolError> {
+        Ok(())
+    }
+    fn redact(&self, value: Value) -> Result<Value, ToolError> {
+        Ok(value)
+    }
+}
+
 /// An authorization hook and a connection broker that panic, with the secret in the message,
 /// before they hand back their future (a hand-written impl doing its work up front).
 struct Eager;
@@ -163,19 +197,30 @@ async fn a_tools_panic_message_is_kept_out_and_other_panics_pass_through() {
             leaky("core__panic_in_exec", false, false),
             leaky("core__panic_in_redact", true, false),
             leaky("core__needs_connection", true, true),
+            Arc::new(EagerTool(ToolSpec {
+                id: ToolId::parse("core__panic_eagerly").unwrap(),
+                description: "Panics before its future.".into(),
+                input_schema: json!({"type": "object"}),
+                effect: ToolEffect::ReadOnly,
+                redaction: Redaction { allow: Vec::new() },
+            })),
         ])
         .unwrap(),
     );
     let policy = ToolPolicy::from_toml_str(
-        r#"allowed_tools = ["core__panic_in_exec", "core__panic_in_redact", "core__needs_connection"]"#,
+        r#"allowed_tools = ["core__panic_in_exec", "core__panic_in_redact", "core__needs_connection", "core__panic_eagerly"]"#,
     )
     .unwrap();
     let ctx = RunContext::new("run-1", "user:alice", "tenant-1").unwrap();
     let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
     let runner = ToolRunner::new(source.clone(), Arc::new(policy), Arc::new(FixedClock));
-    for (i, name) in ["core__panic_in_exec", "core__panic_in_redact"]
-        .into_iter()
-        .enumerate()
+    for (i, name) in [
+        "core__panic_in_exec",
+        "core__panic_in_redact",
+        "core__panic_eagerly",
+    ]
+    .into_iter()
+    .enumerate()
     {
         let call = ToolCall {
             id: ToolCallId::new(format!("call_{i}")).unwrap(),
@@ -260,7 +305,7 @@ async fn a_tools_panic_message_is_kept_out_and_other_panics_pass_through() {
     );
     assert!(seen.iter().any(|m| m == "outside any tool"), "{seen:?}");
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-    assert_eq!(logs.matches("a tool panicked").count(), 2, "{logs}");
+    assert_eq!(logs.matches("a tool panicked").count(), 3, "{logs}");
     assert_eq!(logs.matches("the event sink panicked").count(), 1, "{logs}");
     assert_eq!(
         logs.matches("the authorization hook panicked").count(),

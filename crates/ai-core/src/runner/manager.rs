@@ -506,18 +506,26 @@ impl Attempting<'_> {
             step, tool, args, ..
         } = self;
         let started_at_ms = super::port_call(super::THE_CLOCK, || step.clock.now_ms());
-        let exec = tool.exec(
-            ExecPermit::new(),
-            Arc::clone(args),
-            self.invocation,
-            self.caps,
-        );
+        // Called as the tool's code too: a tool that panics before it hands back its future (a
+        // hand-written impl doing its work up front) fails its attempt as one that panics while
+        // polled does, and its message is kept out of the output.
+        let exec = budget::unless_panics(|| {
+            tool.exec(
+                ExecPermit::new(),
+                Arc::clone(args),
+                self.invocation,
+                self.caps,
+            )
+        });
         let deadline = || step.attempt_deadline(&tool.spec().id, now);
         let stopping = budget::Stopping {
             changes_state: tool.spec().effect != ToolEffect::ReadOnly,
             ran_before: number > 1,
         };
-        let result = budget::run(exec, deadline, step.cancel, stopping).await;
+        let result = match exec {
+            Some(exec) => budget::run(exec, deadline, step.cancel, stopping).await,
+            None => Err(stopping.panicked()),
+        };
         let ended = Instant::now();
         // A tool that blocks instead of awaiting cannot be stopped at its deadline; finished
         // past it, it still ends `timeout`, as the budget says (its change, if it makes one,
