@@ -92,15 +92,19 @@ fn a_cancelled_or_timed_out_write_never_lands() {
     })
     .unwrap();
     let source = Arc::new(create_tool_source(CoreTool::ALL, &caps).unwrap());
-    let policy = ToolPolicy::from_toml_str(
-        r#"allowed_tools = ["core__workspace_write"]
-[budgets]
-max_runtime_ms = 1"#,
-    )
-    .unwrap();
+    // One runner whose time is up at once, and one whose time cannot run out within the test
+    // however loaded the machine is, so the cancelled call can only end `cancelled`.
+    let runner_with_budget = |max_runtime_ms: u64| {
+        let policy = ToolPolicy::from_toml_str(&format!(
+            "allowed_tools = [\"core__workspace_write\"]\n[budgets]\nmax_runtime_ms = {max_runtime_ms}"
+        ))
+        .unwrap();
+        ToolRunner::new(source.clone(), Arc::new(policy), caps.clock.clone())
+    };
+    let runner = runner_with_budget(1);
+    let patient = runner_with_budget(3_600_000);
     let ctx = RunContext::new("run-x", "user:test", "tenant").unwrap();
-    let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
-    let runner = ToolRunner::new(source, Arc::new(policy), caps.clock.clone());
+    let catalog = ToolCatalog::build(source.as_ref(), runner.policy(), &ctx).unwrap();
     let sink = |_: AiEvent| {};
     let call = |id: &str, path: &str| ToolCall {
         id: ToolCallId::new(id).unwrap(),
@@ -133,7 +137,7 @@ max_runtime_ms = 1"#,
         let cancel = CancellationToken::new();
         let second = call("c2", "cancelled.txt");
         let (cancelled, ()) = tokio::join!(
-            runner.run_tool(&second, &ctx, &catalog, &sink, &cancel),
+            patient.run_tool(&second, &ctx, &catalog, &sink, &cancel),
             async { cancel.cancel() },
         );
         assert_eq!(
