@@ -41,8 +41,8 @@
 //! header (marked sensitive), every error message is scrubbed of it (a provider's message before
 //! it is shortened, so a cut never leaves part of the key), and of the base URL's secrets too
 //! (its password, or a user name without one, and the values of its query parameters named like
-//! a key, as written and percent-decoded, when at least 4 characters long), which a server may
-//! echo in its error, and neither the adapter's nor the
+//! a key, as written, percent-decoded, escaped otherwise or quoted as JSON, when at least 4
+//! characters long), which a server may echo in its error, and neither the adapter's nor the
 //! config's `Debug` prints it (nor the base URL's credentials or query). It is never sent in
 //! clear to another machine: a key (or a base URL's `user:password@`, or a query parameter of
 //! it named like a key, `?api-key=…`) with an `http://` base URL whose host is not loopback
@@ -311,8 +311,8 @@ pub struct OpenAiCompletion {
     model: String,
     api_key: Option<Secret>,
     /// What messages never show besides the key: the base URL's credentials and key-named query
-    /// values ([`url_secrets`]), longest first.
-    url_secrets: Vec<String>,
+    /// values ([`url_secrets`]).
+    url_secrets: UrlSecrets,
     wire: OpenAiWire,
     /// The Responses request's options ([`OpenAiConfig::stateless_reasoning`],
     /// [`OpenAiConfig::mistral_call_ids`]).
@@ -475,10 +475,14 @@ impl OpenAiCompletion {
             }
             _ => message,
         };
-        for secret in &self.url_secrets {
+        for secret in &self.url_secrets.literal {
             if message.contains(secret.as_str()) {
                 message = message.replace(secret.as_str(), "[redacted]");
             }
+        }
+        // Escapes the URL does not write (`%2f` for its `%2F`, `%21` for its `!`).
+        if message.contains('%') {
+            message = redact_escaped(&message, &self.url_secrets.decoded);
         }
         message
     }
@@ -1373,50 +1377,98 @@ fn names_a_key(name: &str) -> bool {
 /// replacing it everywhere would mangle messages (a `?code=40` would hide `HTTP 401`'s digits).
 const MIN_URL_SECRET_CHARS: usize = 4;
 
-/// The texts of a base URL that carry a key, which no message may show, as they are written in
-/// the URL and percent-decoded: its password, or its user name when it has no password (a token
-/// alone, `https://<token>@host`), and the values of its query parameters named like a key
-/// ([`names_a_key`]). Those shorter than [`MIN_URL_SECRET_CHARS`] are left out. Longest first,
-/// so a secret that holds another is replaced whole.
-fn url_secrets(url: &Url) -> Vec<String> {
-    let mut secrets = Vec::new();
-    let mut keep = |raw: &str| {
-        for text in [raw.to_owned(), percent_decoded(raw)] {
-            if text.chars().count() >= MIN_URL_SECRET_CHARS && !secrets.contains(&text) {
-                secrets.push(text);
+/// A base URL's secrets as [`OpenAiCompletion::scrub`] looks for them ([`url_secrets`]).
+#[derive(Debug, Default)]
+struct UrlSecrets {
+    /// Texts replaced where a message shows them as they are: each secret as written in the URL,
+    /// percent-decoded, and as JSON quotes it (a server may show a JSON value it was sent).
+    /// Longest first, so a secret that holds another is replaced whole.
+    literal: Vec<String>,
+    /// Each secret's bytes once percent-decoded (and with a space written `+`), replaced also
+    /// where a message writes them with escapes of its own ([`redact_escaped`]).
+    decoded: Vec<Vec<u8>>,
+}
+
+/// The texts of a base URL that carry a key, which no message may show: its password, or its
+/// user name when it has no password (a token alone, `https://<token>@host`), and the values of
+/// its query parameters named like a key ([`names_a_key`]), each as [`UrlSecrets`] keeps it.
+/// Forms shorter than [`MIN_URL_SECRET_CHARS`] are left out.
+fn url_secrets(url: &Url) -> UrlSecrets {
+    let mut secrets = UrlSecrets::default();
+    let mut keep = |raw: &str, form_encoded: bool| {
+        let mut decoded = vec![percent_decoded_bytes(raw)];
+        if form_encoded {
+            // A form-encoded value writes a space as `+`.
+            decoded.push(percent_decoded_bytes(&raw.replace('+', " ")));
+        }
+        for bytes in decoded.clone() {
+            if bytes.contains(&b' ') {
+                decoded.push(
+                    bytes
+                        .iter()
+                        .map(|&b| if b == b' ' { b'+' } else { b })
+                        .collect(),
+                );
+            }
+        }
+        let mut literal = vec![raw.to_owned()];
+        for bytes in &decoded {
+            let text = String::from_utf8_lossy(bytes).into_owned();
+            if let Ok(quoted) = serde_json::to_string(&text) {
+                literal.push(quoted[1..quoted.len() - 1].to_owned());
+            }
+            literal.push(text);
+        }
+        for text in literal {
+            if text.chars().count() >= MIN_URL_SECRET_CHARS && !secrets.literal.contains(&text) {
+                secrets.literal.push(text);
+            }
+        }
+        for bytes in decoded {
+            let long = String::from_utf8_lossy(&bytes).chars().count() >= MIN_URL_SECRET_CHARS;
+            if long && !secrets.decoded.contains(&bytes) {
+                secrets.decoded.push(bytes);
             }
         }
     };
     match url.password() {
-        Some(password) => keep(password),
-        None => keep(url.username()),
+        Some(password) => keep(password, false),
+        None => keep(url.username(), false),
     }
     for pair in url.query().unwrap_or_default().split('&') {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         if names_a_key(&percent_decoded(name)) {
-            keep(value);
-            // A form-encoded value writes a space as `+`.
-            keep(&value.replace('+', " "));
+            keep(value, true);
         }
     }
-    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+    secrets
+        .literal
+        .sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+    secrets
+        .decoded
+        .sort_by_key(|secret| std::cmp::Reverse(secret.len()));
     secrets
 }
 
-/// `text` with its `%XX` escapes decoded (an invalid escape left as it is, bytes that do not
-/// make UTF-8 replaced).
-fn percent_decoded(text: &str) -> String {
+/// The byte a valid `%XX` escape at `at` in `bytes` stands for (hex digits in either case).
+fn escaped_byte(bytes: &[u8], at: usize) -> Option<u8> {
+    if bytes.get(at) != Some(&b'%') {
+        return None;
+    }
+    let hex = std::str::from_utf8(bytes.get(at + 1..at + 3)?).ok()?;
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u8::from_str_radix(hex, 16).ok()
+}
+
+/// `text` with its `%XX` escapes decoded (an invalid escape left as it is), as bytes.
+fn percent_decoded_bytes(text: &str) -> Vec<u8> {
     let bytes = text.as_bytes();
     let mut decoded = Vec::with_capacity(bytes.len());
     let mut at = 0;
     while at < bytes.len() {
-        let escape = (bytes[at] == b'%')
-            .then(|| bytes.get(at + 1..at + 3))
-            .flatten()
-            .filter(|hex| hex.iter().all(u8::is_ascii_hexdigit))
-            .and_then(|hex| std::str::from_utf8(hex).ok())
-            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
-        match escape {
+        match escaped_byte(bytes, at) {
             Some(byte) => {
                 decoded.push(byte);
                 at += 3;
@@ -1427,7 +1479,79 @@ fn percent_decoded(text: &str) -> String {
             }
         }
     }
-    String::from_utf8_lossy(&decoded).into_owned()
+    decoded
+}
+
+/// `text` with its `%XX` escapes decoded (an invalid escape left as it is, bytes that do not
+/// make UTF-8 replaced).
+fn percent_decoded(text: &str) -> String {
+    String::from_utf8_lossy(&percent_decoded_bytes(text)).into_owned()
+}
+
+/// `message` with every stretch that reads as one of `secrets` once its `%XX` escapes are
+/// decoded (in either case) replaced by `[redacted]`: a server may echo a URL's secret escaped
+/// otherwise than the URL writes it (`%2f` for `%2F`, `%21` for `!`). The message is decoded
+/// once and each secret looked for from each position, so the work is bounded by the message's
+/// length times the secrets' (a few hundred bytes), never by the message's square.
+fn redact_escaped(message: &str, secrets: &[Vec<u8>]) -> String {
+    let bytes = message.as_bytes();
+    // The decoded text, and for each of its bytes where it stands in `message`.
+    let mut plain = Vec::with_capacity(bytes.len());
+    let mut spans = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let width = match escaped_byte(bytes, at) {
+            Some(byte) => {
+                plain.push(byte);
+                3
+            }
+            None => {
+                plain.push(bytes[at]);
+                1
+            }
+        };
+        spans.push(at..at + width);
+        at += width;
+    }
+    let mut cuts = Vec::new();
+    for secret in secrets.iter().filter(|secret| !secret.is_empty()) {
+        let mut at = 0;
+        while at + secret.len() <= plain.len() {
+            if plain[at..].starts_with(secret) {
+                cuts.push(spans[at].start..spans[at + secret.len() - 1].end);
+                at += secret.len();
+            } else {
+                at += 1;
+            }
+        }
+    }
+    if cuts.is_empty() {
+        return message.to_owned();
+    }
+    cuts.sort_by_key(|cut| cut.start);
+    let mut shown = String::with_capacity(message.len());
+    let mut from = 0;
+    for cut in cuts {
+        // A secret's bytes that do not make UTF-8 may match within a character: cut it whole.
+        let mut start = cut.start;
+        while !message.is_char_boundary(start) {
+            start -= 1;
+        }
+        let mut end = cut.end;
+        while !message.is_char_boundary(end) {
+            end += 1;
+        }
+        if start < from {
+            // Overlaps the cut before it, which grows.
+            from = from.max(end);
+            continue;
+        }
+        shown.push_str(&message[from..start]);
+        shown.push_str("[redacted]");
+        from = end;
+    }
+    shown.push_str(&message[from..]);
+    shown
 }
 
 /// A URL without credentials, query or fragment, and without the path segments that may be a

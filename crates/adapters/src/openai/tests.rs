@@ -601,3 +601,33 @@ fn the_base_urls_secrets_are_scrubbed_from_messages() {
         "unknown user [redacted]"
     );
 }
+
+/// A server may echo a base URL's secret escaped otherwise than the URL writes it: its escapes
+/// in the other case, a character the URL writes plainly escaped, a space as `+`, or quoted
+/// inside JSON (`\"`, as a FastAPI `detail` list is shown). Each is scrubbed; ordinary text with
+/// escapes of its own is kept as it is.
+#[test]
+fn a_base_url_secret_echoed_in_another_encoding_is_scrubbed() {
+    let adapter = OpenAiCompletion::new(config(
+        "https://user:pa%2fss%22-9x8y7z@h/v1?api-key=qk+7f!4b8d2f&sig=s%20ig-5e6f",
+    ))
+    .unwrap();
+    let detail = provider_message(br#"{"detail":[{"msg":"bad","input":"pa/ss\"-9x8y7z"}]}"#)
+        .expect("a message");
+    for echoed in [
+        "no route for https://user:pa%2Fss%22-9x8y7z@h (100%25 sure, %41)",
+        "no route for /v1?api-key=qk%2B7f%214b8d2f (100%25 sure, %41)",
+        "no route for /v1?api-key=qk%2b7f!4b8d2f&sig=s+ig-5e6f (100%25 sure, %41)",
+        "no route for /v1?sig=s%20ig-5e6f (100%25 sure, %41)",
+        &detail,
+    ] {
+        let text = adapter.shown(echoed);
+        for tail in ["9x8y7z", "4b8d2f", "ig-5e6f"] {
+            assert!(!text.contains(tail), "{tail} in {text}");
+        }
+        assert!(text.contains("[redacted]"), "{text}");
+        if echoed != detail {
+            assert!(text.ends_with("(100%25 sure, %41)"), "{text}");
+        }
+    }
+}
