@@ -260,19 +260,66 @@ pub struct ReceiptCollector {
 impl ReceiptCollector {
     /// Takes (removes and returns) the receipt addresses reported for `run_id`, in call order.
     pub fn take(&self, run_id: &ai_core::RunId) -> Vec<String> {
-        let Ok(mut pending) = self.pending.lock() else {
-            return Vec::new();
-        };
+        let mut pending = self.pending();
         let (mine, rest): (Vec<_>, Vec<_>) = pending.drain(..).partition(|(r, _)| r == run_id);
         *pending = rest;
         mine.into_iter().map(|(_, hash)| hash).collect()
+    }
+
+    /// The pending receipts, also after a thread panicked holding them: the list is whole
+    /// between any two of its operations (a push, a partition), so a panic elsewhere leaves it
+    /// sound, and dropping a receipt would silently leave a run without its record.
+    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<(ai_core::RunId, String)>> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
 impl ReceiptSink for ReceiptCollector {
     fn receipt(&self, run_id: &ai_core::RunId, receipt_ref: &str, _: &ModelReceipt) {
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.push((run_id.clone(), receipt_ref.to_owned()));
-        }
+        self.pending()
+            .push((run_id.clone(), receipt_ref.to_owned()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread that panicked while holding the collector's lock does not make it drop the
+    /// receipts reported afterwards, nor those it held.
+    #[test]
+    fn a_poisoned_collector_keeps_its_receipts() {
+        let collector = std::sync::Arc::new(ReceiptCollector::default());
+        let run = ai_core::RunId::new("run-1").unwrap();
+        let receipt = ModelReceipt {
+            provider: "p".into(),
+            model: "m".into(),
+            request_hash: "r".into(),
+            tool_choice: ai_core::ToolChoice::Auto,
+            parallel_tool_calls: None,
+            tools_ref: "t".into(),
+            output_ref: "o".into(),
+            usage: None,
+            tool_call_refs: vec![],
+            output_items_ref: "i".into(),
+            finish_reason: ai_core::FinishReason::Stop,
+            deltas_ref: None,
+        };
+        collector.receipt(&run, "first", &receipt);
+        let held = collector.clone();
+        let panicked = std::thread::spawn(move || {
+            let _guard = held.pending.lock();
+            panic!("a panic while the lock is held");
+        })
+        .join();
+        assert!(panicked.is_err());
+        assert!(collector.pending.is_poisoned());
+        collector.receipt(&run, "second", &receipt);
+        assert_eq!(
+            collector.take(&run),
+            vec!["first".to_owned(), "second".to_owned()]
+        );
     }
 }
