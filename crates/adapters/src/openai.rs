@@ -42,7 +42,8 @@
 //! it is shortened, so a cut never leaves part of the key), and of the base URL's secrets too
 //! (its password, or a user name without one, and the values of its query parameters named like
 //! a key, as written, percent-decoded, escaped otherwise or quoted as JSON, when at least 4
-//! characters long), which a server may echo in its error, and neither the adapter's nor the
+//! characters long, and the `Basic` credentials sent for the user and password), which a server
+//! may echo in its error, and neither the adapter's nor the
 //! config's `Debug` prints it (nor the base URL's credentials or query). It is never sent in
 //! clear to another machine: a key (or a base URL's `user:password@`, or a query parameter of
 //! it named like a key, `?api-key=…`) with an `http://` base URL whose host is not loopback
@@ -1381,7 +1382,8 @@ const MIN_URL_SECRET_CHARS: usize = 4;
 #[derive(Debug, Default)]
 struct UrlSecrets {
     /// Texts replaced where a message shows them as they are: each secret as written in the URL,
-    /// percent-decoded, and as JSON quotes it (a server may show a JSON value it was sent).
+    /// percent-decoded, and as JSON quotes it (a server may show a JSON value it was sent), and
+    /// the `Basic` credentials sent for the URL's user and password ([`basic_credentials`]).
     /// Longest first, so a secret that holds another is replaced whole.
     literal: Vec<String>,
     /// Each secret's bytes once percent-decoded (and with a space written `+`), replaced also
@@ -1441,6 +1443,9 @@ fn url_secrets(url: &Url) -> UrlSecrets {
             keep(value, true);
         }
     }
+    if let Some(basic) = basic_credentials(url) {
+        secrets.literal.push(basic);
+    }
     secrets
         .literal
         .sort_by_key(|secret| std::cmp::Reverse(secret.len()));
@@ -1448,6 +1453,23 @@ fn url_secrets(url: &Url) -> UrlSecrets {
         .decoded
         .sort_by_key(|secret| std::cmp::Reverse(secret.len()));
     secrets
+}
+
+/// The base64 text of the `Basic` header reqwest sends for a base URL's user name and password
+/// (`user:password`, each percent-decoded, as reqwest's `extract_authority` and `basic_auth`
+/// build it; `None` when the URL has neither, or reqwest would send none): a server that echoes
+/// its request's headers shows it, and it decodes to the password.
+fn basic_credentials(url: &Url) -> Option<String> {
+    use base64::Engine as _;
+    if url.username().is_empty() && url.password().is_none() {
+        return None;
+    }
+    let user = String::from_utf8(percent_decoded_bytes(url.username())).ok()?;
+    let password = url
+        .password()
+        .and_then(|password| String::from_utf8(percent_decoded_bytes(password)).ok())
+        .unwrap_or_default();
+    Some(base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}")))
 }
 
 /// The byte a valid `%XX` escape at `at` in `bytes` stands for (hex digits in either case).

@@ -631,3 +631,20 @@ fn a_base_url_secret_echoed_in_another_encoding_is_scrubbed() {
         }
     }
 }
+
+/// reqwest sends a base URL's `user:password@` as a `Basic` header: a server that echoes its
+/// request's headers shows them base64-encoded, which is scrubbed as the password is (and, for
+/// a lone user name, as that token is).
+#[test]
+fn the_basic_credentials_of_the_base_url_are_scrubbed() {
+    let adapter = OpenAiCompletion::new(config("https://user:pa%2Fss-9x8y7z@h/v1")).unwrap();
+    assert_eq!(
+        adapter.shown("bad header Authorization: Basic dXNlcjpwYS9zcy05eDh5N3o="),
+        "bad header Authorization: Basic [redacted]"
+    );
+    let token_only = OpenAiCompletion::new(config("https://tok-5e6f7a8b@h/v1")).unwrap();
+    assert_eq!(
+        token_only.shown("unknown Basic dG9rLTVlNmY3YThiOg=="),
+        "unknown Basic [redacted]"
+    );
+}
