@@ -440,6 +440,10 @@ pub struct ReplayOutcome {
     /// policy (it ran under it all the same), or that the run recorded none (so today's were
     /// used). `None` when today's are the recorded ones.
     pub settings_note: Option<String>,
+    /// How many of the run's recorded model calls the replay never asked for (`0` when it asked
+    /// for every one): a replay that makes fewer calls than the run is no faithful replay, even
+    /// when its events come out the same.
+    pub unasked_calls: usize,
 }
 
 /// Where a replay first differs from its record.
@@ -785,7 +789,7 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
     ));
     let runtime = Runtime::with_source(
         &settings,
-        completion,
+        completion.clone(),
         source.clone(),
         Arc::new(policy),
         configured.clock.clone(),
@@ -810,6 +814,7 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
         replayed,
         recorded_revision: input.loop_revision,
         settings_note,
+        unasked_calls: completion.remaining(),
     })
 }
 
@@ -1417,6 +1422,7 @@ mod tests {
             replayed: vec![text("a"), done.clone()],
             recorded_revision: Some(graph::LOOP_REVISION),
             settings_note: None,
+            unasked_calls: 0,
         };
         assert_eq!(same.first_difference(), None);
 
@@ -1425,6 +1431,7 @@ mod tests {
             replayed: vec![text("a"), text("c"), done.clone()],
             recorded_revision: Some(graph::LOOP_REVISION),
             settings_note: None,
+            unasked_calls: 0,
         };
         let difference = changed.first_difference().unwrap();
         assert_eq!(difference.index, 1);
@@ -1442,6 +1449,7 @@ mod tests {
             replayed: vec![text("a")],
             recorded_revision: Some(graph::LOOP_REVISION),
             settings_note: None,
+            unasked_calls: 0,
         };
         let difference = short.first_difference().unwrap();
         assert_eq!(difference.index, 1);
@@ -1474,6 +1482,7 @@ mod tests {
             replayed,
             recorded_revision: Some(graph::LOOP_REVISION),
             settings_note: None,
+            unasked_calls: 0,
         };
         let recorded = vec![
             text("a"),
@@ -1578,6 +1587,7 @@ mod tests {
             replayed: Vec::new(),
             recorded_revision,
             settings_note: None,
+            unasked_calls: 0,
         };
         assert_eq!(outcome(Some(graph::LOOP_REVISION)).revision_note(), None);
         let now = graph::LOOP_REVISION;

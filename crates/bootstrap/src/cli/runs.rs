@@ -251,10 +251,23 @@ fn replay_report(out: &mut impl Write, outcome: &ReplayOutcome) -> std::io::Resu
     if let Some(note) = &outcome.settings_note {
         writeln!(out, "replay: note: {note}")?;
     }
+    // Recorded model calls the replay never asked for: it stopped short of the run.
+    let unasked = match outcome.unasked_calls {
+        0 => None,
+        1 => Some("1 recorded model call was never asked for".to_owned()),
+        n => Some(format!("{n} recorded model calls were never asked for")),
+    };
     match outcome.first_difference() {
         None => {
-            writeln!(out, "replay: {} events identical", outcome.recorded.len())?;
-            Ok(true)
+            let identical = format!("replay: {} events identical", outcome.recorded.len());
+            match &unasked {
+                None => writeln!(out, "{identical}")?,
+                Some(unasked) => writeln!(
+                    out,
+                    "{identical}, but {unasked}: the replay made fewer model calls than the run"
+                )?,
+            }
+            Ok(unasked.is_none())
         }
         Some(difference) => {
             let line = format!(
@@ -263,6 +276,12 @@ fn replay_report(out: &mut impl Write, outcome: &ReplayOutcome) -> std::io::Resu
             );
             // JSON escapes C0 control characters, not C1 ones (a one-character `CSI`).
             writeln!(out, "{}", terminal_safe(&line))?;
+            if let Some(unasked) = unasked {
+                writeln!(
+                    out,
+                    "replay: note: {unasked}: the replay made fewer model calls than the run"
+                )?;
+            }
             if let Some(note) = outcome.revision_note() {
                 writeln!(out, "replay: note: {note}")?;
             }
@@ -495,6 +514,7 @@ mod tests {
             }],
             recorded_revision: Some(graph::LOOP_REVISION),
             settings_note: None,
+            unasked_calls: 0,
         };
         let mut out = Vec::new();
         assert!(!replay_report(&mut out, &outcome).unwrap());

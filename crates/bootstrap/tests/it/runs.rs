@@ -1271,3 +1271,27 @@ fn a_replay_binds_the_recorded_tool_set_and_says_when_todays_differs() {
         text(&old_run.stdout)
     );
 }
+
+/// A run log recording more model calls than the replay asks for (a receipt row added by hand
+/// here; a loop that stops sooner than it did) fails the replay, saying so, though every event
+/// comes out the same.
+#[test]
+fn a_replay_that_leaves_recorded_model_calls_unasked_fails_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    let run_id = record_one(dir.path(), &url);
+    damage(
+        dir.path(),
+        "INSERT INTO model_receipts (run_id, idx, receipt_ref) \
+         SELECT run_id, idx + 1, receipt_ref FROM model_receipts \
+         WHERE run_id = ?1 ORDER BY idx DESC LIMIT 1",
+        &run_id,
+    );
+    let replay = cogni_in(dir.path(), &url, &["replay", &run_id]);
+    let out = text(&replay.stdout);
+    assert!(!replay.status.success(), "{out}{}", text(&replay.stderr));
+    assert!(
+        out.contains("events identical, but 1 recorded model call was never asked for"),
+        "{out}"
+    );
+}
