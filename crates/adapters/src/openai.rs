@@ -841,7 +841,10 @@ impl OpenAiCompletion {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim().to_ascii_lowercase().starts_with("text/plain"));
-        let body = match self.read_bounded(response, deadline, limit, cancel).await {
+        let body = match self
+            .read_bounded(response, plain_text, deadline, limit, cancel)
+            .await
+        {
             Ok(body) => body,
             Err(cancelled) => return Failure::Final(cancelled),
         };
@@ -937,9 +940,10 @@ impl OpenAiCompletion {
 
     /// Reads a whole 2xx body under the decoder's stream limit: at most one byte over it is
     /// read, so the decoder refuses the body by that limit without its rest being waited for.
-    /// The read ends where the body's JSON object (or array) closes
-    /// ([`wire_openai::JsonShape`]): a server that holds the connection open after it is not
-    /// waited on until the idle timeout, and what it sends after the value is not read.
+    /// The read ends where the body's JSON object (or array) closes ([`JsonBody`]): a server
+    /// that holds the connection open after it is not waited on until the idle timeout, and
+    /// what it sends after the value is not read. A UTF-8 BOM opening the body is dropped, as a
+    /// stream's is.
     /// Timeouts, breaks and cancellation are those of a stream: before the first byte a timeout
     /// or a broken connection may be retried, after it nothing is. A whole answer has no events:
     /// each chunk is progress, so the idle timeout runs from the last one.
@@ -952,7 +956,7 @@ impl OpenAiCompletion {
     ) -> Result<Vec<u8>, Failure> {
         let cap = self.limits.max_total_bytes.saturating_add(1);
         let mut body = Vec::new();
-        let mut shape = wire_openai::JsonShape::default();
+        let mut json = JsonBody::default();
         while body.len() < cap {
             let wait = if body.is_empty() {
                 deadline
@@ -965,17 +969,15 @@ impl OpenAiCompletion {
             {
                 Next::Chunk(chunk) => {
                     let room = cap - body.len();
-                    let chunk = &chunk[..chunk.len().min(room)];
-                    if let Some(at) = shape.push(chunk) {
-                        body.extend_from_slice(&chunk[..=at]);
+                    if json.append(&mut body, &chunk[..chunk.len().min(room)]) {
                         break;
                     }
-                    body.extend_from_slice(chunk);
                 }
                 Next::End => break,
                 Next::Failed(failure) => return Err(failure),
             }
         }
+        json.finish(&mut body);
         Ok(body)
     }
 
@@ -1019,12 +1021,16 @@ impl OpenAiCompletion {
         })
     }
 
-    /// Reads at most [`MAX_ERROR_BODY_BYTES`] of a body, up to where its JSON object (or array)
-    /// closes when it is JSON, so an error body held open is not waited on; read failures and
-    /// timeouts end the read quietly (the status is the error), cancellation does not.
+    /// Reads at most [`MAX_ERROR_BODY_BYTES`] of an error body, and only what an error may
+    /// show of it, so a body held open is not waited on: up to where its JSON object (or array)
+    /// closes ([`JsonBody`], past a BOM, which is dropped); of a `text/plain` one (`plain_text`)
+    /// up to its first line holding text; of any other, its first bytes only (they tell it is no
+    /// JSON, and a web page is not quoted). Read failures and timeouts end the read quietly (the
+    /// status is the error), cancellation does not.
     async fn read_bounded(
         &self,
         mut response: impl ChunkSource,
+        plain_text: bool,
         deadline: Instant,
         limit: Instant,
         cancel: &CancellationToken,
@@ -1033,7 +1039,10 @@ impl OpenAiCompletion {
             .max(after(self.idle_timeout.min(Duration::from_secs(5))))
             .min(limit);
         let mut body = Vec::new();
-        let mut shape = wire_openai::JsonShape::default();
+        let mut json = JsonBody::default();
+        // How far a text body was looked at for a line end, and whether its line so far holds
+        // text.
+        let (mut scanned, mut line_has_text) = (0, false);
         while body.len() < MAX_ERROR_BODY_BYTES {
             let chunk = tokio::select! {
                 biased;
@@ -1042,15 +1051,31 @@ impl OpenAiCompletion {
             };
             match chunk {
                 Ok(Ok(Some(chunk))) => {
-                    if let Some(at) = shape.push(&chunk) {
-                        body.extend_from_slice(&chunk[..=at]);
+                    if json.append(&mut body, &chunk) {
                         break;
                     }
-                    body.extend_from_slice(&chunk);
+                    if json.may_be_json() {
+                        continue;
+                    }
+                    if !plain_text {
+                        break;
+                    }
+                    let line_ended = body[scanned..].iter().any(|&byte| {
+                        if byte == b'\n' {
+                            return line_has_text;
+                        }
+                        line_has_text |= !byte.is_ascii_whitespace();
+                        false
+                    });
+                    if line_ended {
+                        break;
+                    }
+                    scanned = body.len();
                 }
                 _ => break,
             }
         }
+        json.finish(&mut body);
         body.truncate(MAX_ERROR_BODY_BYTES);
         Ok(body)
     }
@@ -1348,6 +1373,63 @@ fn is_loopback(url: &Url) -> bool {
     }
     let name = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
     name == "localhost" || name.ends_with(".localhost")
+}
+
+/// A whole body read as JSON: a UTF-8 BOM opening it is dropped (serde_json reads none, and
+/// the decoders drop a stream's), and its value followed with [`wire_openai::JsonShape`], so the
+/// read can end where the value closes.
+#[derive(Debug, Default)]
+struct JsonBody {
+    shape: wire_openai::JsonShape,
+    /// How many bytes of a BOM opened the body so far.
+    bom: usize,
+    /// Whether the body's first bytes told whether a BOM opens it.
+    told: bool,
+}
+
+impl JsonBody {
+    /// Appends `chunk`, the body's next bytes, to `body`, less a BOM opening the body. `true`
+    /// when the JSON value closed in it: the bytes after it are left out.
+    fn append(&mut self, body: &mut Vec<u8>, mut chunk: &[u8]) -> bool {
+        while !self.told
+            && let Some((&byte, rest)) = chunk.split_first()
+        {
+            if byte == UTF8_BOM[self.bom] {
+                self.bom += 1;
+                chunk = rest;
+                self.told = self.bom == UTF8_BOM.len();
+            } else {
+                self.finish(body);
+            }
+        }
+        match self.shape.push(chunk) {
+            Some(at) => {
+                body.extend_from_slice(&chunk[..=at]);
+                true
+            }
+            None => {
+                body.extend_from_slice(chunk);
+                false
+            }
+        }
+    }
+
+    /// Whether the body may still be a JSON object or array: nothing but a BOM and whitespace
+    /// yet, or one not yet closed.
+    fn may_be_json(&self) -> bool {
+        self.shape.is_open()
+    }
+
+    /// Ends the BOM's check: the start of one that did not go on (then the body's own bytes) is
+    /// given back to `body`. For the end of the body, and for a byte that is not the BOM's.
+    fn finish(&mut self, body: &mut Vec<u8>) {
+        if !self.told {
+            self.told = true;
+            let held = &UTF8_BOM[..self.bom];
+            body.extend_from_slice(held);
+            self.shape.push(held);
+        }
+    }
 }
 
 /// The query parameters taken for a key (compared in any case, once percent-decoded): `key`,

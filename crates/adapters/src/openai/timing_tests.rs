@@ -8,7 +8,10 @@ use ai_core::{CancellationToken, CompletionDelta, CompletionError, LlmCompletion
 use reqwest::StatusCode;
 use tokio::time::Instant;
 
-use super::{ChunkSource, Failure, OpenAiCompletion, OpenAiConfig, OpenAiWire, after};
+use super::{
+    ChunkSource, Failure, OpenAiCompletion, OpenAiConfig, OpenAiWire, UTF8_BOM, after, error_body,
+};
+use wire_openai::Limits;
 
 /// A body: each chunk after its delay, then its end, or a connection held open forever.
 struct Script {
@@ -525,20 +528,93 @@ async fn a_json_body_held_open_is_read_as_soon_as_it_closes() {
         .held_open();
     let started = Instant::now();
     let body = model
-        .read_bounded(script, deadline, limit, &CancellationToken::new())
+        .read_bounded(script, false, deadline, limit, &CancellationToken::new())
         .await
         .expect("the error body");
     assert_eq!(body, error.to_vec());
     assert_eq!(started.elapsed(), Duration::ZERO, "not waited for");
 
-    // A text body held open is still read until its deadline, as before.
+    // A text body held open before its first line ends is still read until its deadline.
     let script = Script::new()
         .then(Duration::ZERO, b"slow down".to_vec())
         .held_open();
     let body = model
-        .read_bounded(script, deadline, limit, &CancellationToken::new())
+        .read_bounded(script, true, deadline, limit, &CancellationToken::new())
         .await
         .expect("the error body");
     assert_eq!(body, b"slow down".to_vec());
     assert_eq!(Instant::now(), deadline, "read until the request deadline");
+}
+
+/// An error or answer body held open is read only as far as what is shown of it: a JSON one
+/// opening with a UTF-8 BOM to where its value closes (the BOM dropped, so it parses), a
+/// `text/plain` one to its first line holding text, any other (a proxy's page) not past its
+/// first bytes. None is waited on until the request deadline or the idle timeout.
+#[tokio::test(start_paused = true)]
+async fn a_body_held_open_is_read_only_as_far_as_it_is_shown() {
+    let model = model(OpenAiWire::Chat, Duration::from_secs(3600));
+    let limit = after(Duration::from_secs(3600));
+    let deadline = after(REQUEST);
+    let cancel = CancellationToken::new();
+    let read = |script: Script, plain_text: bool| {
+        model.read_bounded(script, plain_text, deadline, limit, &cancel)
+    };
+    let error = br#"{"error":{"message":"slow down","type":"rate_limit"}}"#;
+    for split in [1, 2, 3, 4] {
+        let bom_first = [UTF8_BOM, error.as_slice()].concat();
+        let script = Script::new()
+            .then(Duration::ZERO, bom_first[..split].to_vec())
+            .then(Duration::ZERO, bom_first[split..].to_vec())
+            .held_open();
+        let started = Instant::now();
+        let body = read(script, false).await.expect("the error body");
+        assert_eq!(body, error.to_vec(), "split at {split}");
+        assert_eq!(started.elapsed(), Duration::ZERO, "split at {split}");
+        assert_eq!(
+            error_body::provider_message(&body).as_deref(),
+            Some("slow down (rate_limit)")
+        );
+    }
+    for (text, plain_text, expected) in [
+        (
+            &b"\n  \nslow down\nand more"[..],
+            true,
+            &b"\n  \nslow down\n"[..],
+        ),
+        (b"<html><body>busy", false, b"<html>"),
+        (b"\xEF\xBBx not a BOM\n", true, b"\xEF\xBBx not a BOM\n"),
+    ] {
+        let script = Script::new()
+            .then(Duration::ZERO, text[..6].to_vec())
+            .then(Duration::ZERO, text[6..].to_vec())
+            .held_open();
+        let started = Instant::now();
+        let body = read(script, plain_text).await.expect("the error body");
+        assert!(
+            body.starts_with(expected),
+            "{:?}",
+            String::from_utf8_lossy(&body)
+        );
+        assert_eq!(
+            started.elapsed(),
+            Duration::ZERO,
+            "{:?}",
+            String::from_utf8_lossy(text)
+        );
+    }
+
+    // A whole answer opening with a BOM is read to where it closes, without its BOM.
+    let answer = br#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m",
+        "choices":[{"index":0,"message":{"role":"assistant","content":"x}"},"finish_reason":"stop"}]}"#;
+    let script = Script::new()
+        .then(Duration::ZERO, UTF8_BOM[..2].to_vec())
+        .then(Duration::ZERO, [&UTF8_BOM[2..], answer.as_slice()].concat())
+        .held_open();
+    let body = model
+        .read_whole(script, deadline, limit, &CancellationToken::new())
+        .await
+        .map_err(|_| ())
+        .expect("the answer");
+    assert_eq!(body, answer.to_vec());
+    assert!(wire_openai::chat::decode_completion(&body, Limits::default()).is_ok());
 }
