@@ -17,14 +17,16 @@
 //!   same bytes (see [`ToolContract::Input`]).
 //! - An argument integer its field's type cannot hold is refused at validation, naming its
 //!   place and the range, never the number: past 64 bits (which the arguments' JSON numbers
-//!   cannot carry exactly), or past a `u32`'s range for a `u32`. So is a number past an
-//!   `f32`'s range for an `f32` (serde would read it as infinity).
+//!   cannot carry exactly), or past its type's range (a `u32`'s for a `u32`, an `i8`'s for an
+//!   `i8`). So is a number past an `f32`'s range for an `f32` (serde would read it as
+//!   infinity).
 //! - The core tools live in [`tools`].
 //!
 //! This crate never does IO of its own (tools reach the world only through capability ports
 //! such as [`ai_core::Clock`] and [`ai_core::Workspace`]), never reads the environment, and
 //! exports no default executable catalog: every runtime binds its own tools in its composition
-//! root.//!
+//! root.
+//!
 //! The ai-core types a contract names are re-exported as [`ai_core`] (`ai_tools::ai_core::…`),
 //! so an app needs no version of `cogni-ai-core` of its own; it does need `schemars` 1.x and
 //! `serde` (with `derive`) for its input and output types, and the port attribute is
