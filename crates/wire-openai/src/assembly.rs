@@ -394,12 +394,22 @@ impl<'a> JsonText<'a> {
 /// absent, any other value as its kind), but a string holding a lone surrogate escape, which
 /// serde_json refuses, as [`JsonText::LoneSurrogates`] rather than an error: the lenient fields
 /// of Responses events and items, which must never fail the event. The value is first taken as
-/// raw JSON text, then read on its own (a second scan of a short value).
+/// raw JSON text; a string without a backslash (nearly every one: no escape, so no lone
+/// surrogate) is then the text between its quotes, and any other value is read on its own (a
+/// second scan of a short value).
 pub(crate) fn lenient_text<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Result<Option<JsonText<'de>>, &'static str>, D::Error> {
     let raw = <&'de serde_json::value::RawValue>::deserialize(deserializer)?;
     let text = raw.get();
+    // Valid JSON, so a string without an escape holds exactly the text between its quotes.
+    if let Some(inner) = text
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+        .filter(|inner| !inner.as_bytes().contains(&b'\\'))
+    {
+        return Ok(Ok(Some(JsonText::Text(Cow::Borrowed(inner)))));
+    }
     let mut own = serde_json::Deserializer::from_str(text);
     let read = if text.starts_with('"') {
         de::Deserializer::deserialize_bytes(&mut own, Wtf8).map(|wtf8| {
