@@ -3572,3 +3572,35 @@ fn lone_surrogates_in_display_text_read_as_replacement_characters() {
     let shown = "Hi \u{FFFD} \\ud800 \u{1F600} \u{FFFD}\u{1F600}\u{FFFD}";
     assert_eq!(answer.completion.text, shown);
 }
+
+/// The gap the reads of lone surrogates in arguments text leave, pinned so that the docs saying
+/// so stay true (README, `assembly::text_keeping_surrogates`): each fragment is read alone, so
+/// a run of backslashes that ends the fragment before a lone surrogate is not counted. After
+/// `{"s":"\` (an odd run), a fragment starting with a lone surrogate keeps it as its escape,
+/// and the joined text reads as an escaped backslash and the text `ud800`; one starting with a
+/// backslash and a lone surrogate writes U+FFFD (the fragment's own run is odd), though the
+/// joined run is even and the surrogate sat in the string. Either way the call runs with valid
+/// JSON where it should fail.
+#[test]
+fn a_backslash_ending_the_fragment_before_a_lone_surrogate_is_not_counted() {
+    let first = r#""{\"s\":\"\\""#;
+    for (second, kept) in [
+        (r#""\ud800\"}""#, r#"{"s":"\\ud800"}"#),
+        (r#""\\\ud800\"}""#, "{\"s\":\"\\\\\u{FFFD}\"}"),
+    ] {
+        let chunk = |arguments: &str| {
+            format!(
+                r#"data: {{"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"id":"call_1","type":"function","function":{{"name":"f","arguments":{arguments}}}}}]}}}}]}}"#
+            )
+        };
+        let stream = format!(
+            "{}\n\n{}\n\ndata: {}\n\ndata: [DONE]\n\n",
+            chunk(first),
+            chunk(second),
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#
+        );
+        let completion = chat::decode_all(stream.as_bytes()).unwrap();
+        assert_eq!(completion.tool_calls[0].arguments, kept);
+        assert!(serde_json::from_str::<Value>(kept).is_ok(), "{kept}");
+    }
+}
