@@ -333,7 +333,7 @@ impl Agent {
     /// (a step's start, a completion's usage or added text, an answer it shows) it stops the run
     /// at its next step, as a failed model call does: an `Error` saying the sink panicked, then
     /// `Done { reason: error }` (calls it was about to run are answered cancelled, and shown
-    /// ended so). On a delta the model port streams, the model call fails. On
+    /// ended so; answers it was about to show, of calls that never ran, are shown). On a delta the model port streams, the model call fails. On
     /// an event the runner emits for a call, the answer the runner gave stands (else the call
     /// fails `execution`), and the loop goes on.
     pub async fn run(
@@ -448,19 +448,33 @@ impl Agent {
         while let Some(event) = queue.pop_front() {
             let (next, intents) = reduce(state, event);
             state = next;
-            for intent in intents {
+            let mut intents = intents.into_iter();
+            while let Some(intent) = intents.next() {
                 if !done && events.stop_run() {
                     // The app's sink panicked on an event the driver showed: nothing more runs.
                     // The reducer ends the run as for a failed model call, answering the calls
                     // still open, so the state stays consistent (and is saved by
-                    // `drive_thread`); what the intents left still meant to show is dropped.
-                    // Calls it was about to run are answered cancelled without running: they
-                    // are shown ended so, as any call answered without running is (a client
-                    // showed them streamed, or asked for their approval).
-                    if let Intent::RunTools { calls, .. } = &intent {
-                        for call in calls {
-                            let result = crate::reducer::cancelled_result(&call.id);
-                            events.show_answered(result, call.name.as_str().into());
+                    // `drive_thread`). Every call the intents left hold is shown ended, as any
+                    // call answered without running is (a client showed it streamed, or asked
+                    // for its approval): the answers they were to show, as the history holds
+                    // them, and the calls they were to run, answered cancelled without running.
+                    // Nothing else they meant to do is done.
+                    for left in std::iter::once(intent).chain(intents.by_ref()) {
+                        match left {
+                            Intent::ShowAnswers { answers } => {
+                                for (tool_name, result) in answers {
+                                    events.show_answered(result, tool_name.into());
+                                }
+                            }
+                            Intent::RunTools { calls, .. } => {
+                                for call in calls {
+                                    let result = crate::reducer::cancelled_result(&call.id);
+                                    events.show_answered(result, call.name.as_str().into());
+                                }
+                            }
+                            Intent::CallModel { .. }
+                            | Intent::AwaitApproval { .. }
+                            | Intent::Finish { .. } => {}
                         }
                     }
                     queue.push_back(AgentEvent::ModelFailed {

@@ -106,7 +106,11 @@ pub use store::InMemoryThreadStore;
 ///     without running) are shown ended: a `ToolCallStart` without arguments and a `cancelled`
 ///     `ToolCallResult` each, where a client that had shown them (streamed, or asking for
 ///     approval) never saw them end.
-pub const LOOP_REVISION: u32 = 18;
+/// 19. So are the calls whose answers such a run was about to show (answered without running,
+///     as a call cut short is), and the calls behind them it was about to run, where a stop
+///     that came before those answers were shown (the sink panicked on a completion's usage,
+///     say) left both unshown.
+pub const LOOP_REVISION: u32 = 19;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

@@ -1516,7 +1516,30 @@ async fn a_sink_that_panics_on_an_event_of_the_loops_own_ends_the_run_cleanly() 
             .unwrap(),
         ),
     });
+    // A turn that holds a call cut short (answered without running) before one to run: the
+    // stop comes at the first of the turn's intents, which only shows answers.
+    let mut cut_second = call("c2", "core__wait", r#"{"ms":10"#);
+    cut_second.complete = false;
+    let mixed_with_usage = Reply::Complete(LlmCompletion {
+        text: "Let me wait.".into(),
+        tool_calls: vec![call("c1", "core__wait", r#"{"ms":1}"#), cut_second],
+        finish_reason: FinishReason::ToolCalls,
+        usage: Some(
+            serde_json::from_value(
+                serde_json::json!({"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}),
+            )
+            .unwrap(),
+        ),
+    });
     let cases = [
+        SinkBreaks {
+            name: "usage, before a turn with a call cut short",
+            replies: vec![mixed_with_usage, text("never asked")],
+            on: |e| matches!(e, AiEvent::Usage { .. }),
+            done: "error",
+            stopped: true,
+            model_calls: 1,
+        },
         SinkBreaks {
             name: "a step's start",
             replies: vec![text("never shown")],
