@@ -19,7 +19,8 @@ use crate::{ToolError, ToolErrorCategory, ToolErrorCode, ToolFailure};
 /// `execution` when it fails or panics (`validation` when the tool refuses its arguments with
 /// [`crate::ToolError::invalid_input`]). `deadline` is only called for a tool that does not
 /// finish on its first poll. `stopping` says what a `timeout`, a `cancelled` or a panic tells of
-/// the change the tool may have made.
+/// the change the tool may have made. A token that fired before the attempt is the caller's to
+/// check, before it calls the tool's `exec` (which may do its work as it is called).
 pub(super) async fn run<F, D>(
     exec: F,
     deadline: D,
@@ -30,9 +31,6 @@ where
     F: Future<Output = Result<Value, ToolError>> + Unpin,
     D: FnOnce() -> (Instant, Duration),
 {
-    if cancel.is_cancelled() {
-        return Err(stopping.cancelled(false));
-    }
     let mut exec = CatchUnwind(exec);
     // Most tools finish on their first poll: poll once before arming the timer and the
     // cancellation waiter, which a finished tool would only register and drop again. The

@@ -506,25 +506,31 @@ impl Attempting<'_> {
             step, tool, args, ..
         } = self;
         let started_at_ms = super::port_call(super::THE_CLOCK, || step.clock.now_ms());
-        // Called as the tool's code too: a tool that panics before it hands back its future (a
-        // hand-written impl doing its work up front) fails its attempt as one that panics while
-        // polled does, and its message is kept out of the output.
-        let exec = budget::unless_panics(|| {
-            tool.exec(
-                ExecPermit::new(),
-                Arc::clone(args),
-                self.invocation,
-                self.caps,
-            )
-        });
         let deadline = || step.attempt_deadline(&tool.spec().id, now);
         let stopping = budget::Stopping {
             changes_state: tool.spec().effect != ToolEffect::ReadOnly,
             ran_before: number > 1,
         };
-        let result = match exec {
-            Some(exec) => budget::run(exec, deadline, step.cancel, stopping).await,
-            None => Err(stopping.panicked()),
+        let result = if step.cancel.is_cancelled() {
+            // Checked before `exec` is called, not only before its future is polled: a
+            // hand-written impl may do its work as it is called.
+            Err(stopping.cancelled(false))
+        } else {
+            // Called as the tool's code too: a tool that panics before it hands back its future
+            // (a hand-written impl doing its work up front) fails its attempt as one that
+            // panics while polled does, and its message is kept out of the output.
+            let exec = budget::unless_panics(|| {
+                tool.exec(
+                    ExecPermit::new(),
+                    Arc::clone(args),
+                    self.invocation,
+                    self.caps,
+                )
+            });
+            match exec {
+                Some(exec) => budget::run(exec, deadline, step.cancel, stopping).await,
+                None => Err(stopping.panicked()),
+            }
         };
         let ended = Instant::now();
         // A tool that blocks instead of awaiting cannot be stopped at its deadline; finished

@@ -701,6 +701,73 @@ async fn step8_cancellation() {
     check_failure(&h, &run, ToolErrorCode::Cancelled, "cancelled");
 }
 
+/// A tool written by hand that does its work as `exec` is called, before it hands back its
+/// future (the kind the runner calls as the tool's code, so that its panic there is caught).
+struct WorksUpFront {
+    spec: ai_core::ToolSpec,
+    runs: std::sync::atomic::AtomicUsize,
+}
+
+impl BoundTool for WorksUpFront {
+    fn spec(&self) -> &ai_core::ToolSpec {
+        &self.spec
+    }
+    fn validate_input(&self, args: Value) -> Result<Value, ai_core::ToolError> {
+        Ok(args)
+    }
+    #[allow(clippy::type_complexity)] // The trait's signature, desugared.
+    fn exec<'a, 'b, 'c, 'd>(
+        &'a self,
+        _: ai_core::ExecPermit,
+        _: Arc<Value>,
+        _: &'b ToolInvocationContext,
+        _: &'c ai_core::Capabilities,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Value, ai_core::ToolError>> + Send + 'd>,
+    >
+    where
+        'a: 'd,
+        'b: 'd,
+        'c: 'd,
+        Self: 'd,
+    {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async { Ok(json!({})) })
+    }
+    fn validate_output(&self, _: &Value) -> Result<(), ai_core::ToolError> {
+        Ok(())
+    }
+    fn redact(&self, value: Value) -> Result<Value, ai_core::ToolError> {
+        Ok(value)
+    }
+}
+
+/// A call cancelled before its tool starts does not call the tool's `exec` at all: a tool that
+/// does its work as it is called, before it hands back its future, does none of it, and the
+/// model is told only that the call was cancelled.
+#[tokio::test]
+async fn step8_a_cancelled_call_does_not_call_exec() {
+    let t = Arc::new(WorksUpFront {
+        spec: ai_core::ToolSpec {
+            id: ToolId::parse(ECHO).unwrap(),
+            description: "works as it is called".into(),
+            input_schema: json!({"type": "object"}),
+            effect: ToolEffect::StateChange,
+            redaction: ai_core::Redaction { allow: Vec::new() },
+        },
+        runs: Default::default(),
+    });
+    let h = Harness::new(vec![t.clone() as Arc<dyn BoundTool>], allow(&[ECHO]));
+    h.cancel.cancel();
+    let run = h.call(ECHO, "{}").await;
+    check_failure(&h, &run, ToolErrorCode::Cancelled, "cancelled");
+    assert_eq!(
+        run.result.failure().unwrap().safe_message,
+        "the tool call was cancelled"
+    );
+    assert_eq!(t.runs.load(Ordering::SeqCst), 0, "exec was called");
+}
+
 /// What the model is told of a tool that is not read-only and was stopped once it had started.
 const MAY_HAVE_CHANGED: &str = "the tool is not read-only and had started, so it may have made its change: check before \
      calling it again";
