@@ -969,7 +969,10 @@ impl OpenAiCompletion {
             {
                 Next::Chunk(chunk) => {
                     let room = cap - body.len();
-                    if json.append(&mut body, &chunk[..chunk.len().min(room)]) {
+                    if json
+                        .append(&mut body, &chunk[..chunk.len().min(room)])
+                        .is_some()
+                    {
                         break;
                     }
                 }
@@ -1023,8 +1026,9 @@ impl OpenAiCompletion {
 
     /// Reads at most [`MAX_ERROR_BODY_BYTES`] of an error body, and only what an error may
     /// show of it, so a body held open is not waited on: up to where its JSON object (or array)
-    /// closes ([`JsonBody`], past a BOM, which is dropped); of a `text/plain` one (`plain_text`)
-    /// up to its first line holding text; of any other, its first bytes only (they tell it is no
+    /// closes ([`JsonBody`], past a BOM, which is dropped) when that value names the provider's
+    /// message; of a `text/plain` one (`plain_text`) otherwise, up to its first line holding
+    /// text (a line `[error] upstream timed out` is not cut where its bracket closes); of any other, its first bytes only (they tell it is no
     /// JSON, and a web page is not quoted). Read failures and timeouts end the read quietly (the
     /// status is the error), cancellation does not.
     async fn read_bounded(
@@ -1051,14 +1055,19 @@ impl OpenAiCompletion {
             };
             match chunk {
                 Ok(Ok(Some(chunk))) => {
-                    if json.append(&mut body, &chunk) {
-                        break;
-                    }
-                    if json.may_be_json() {
-                        continue;
-                    }
-                    if !plain_text {
-                        break;
+                    match json.append(&mut body, &chunk) {
+                        // A closed JSON value is all that is shown of the body when it names the
+                        // provider's message. A text body's that does not (a log line's
+                        // `[error] upstream timed out`) is shown by its first line: read on.
+                        Some(rest) => {
+                            if !plain_text || error_body::provider_message(&body).is_some() {
+                                break;
+                            }
+                            body.extend_from_slice(&chunk[rest..]);
+                        }
+                        None if json.may_be_json() => continue,
+                        None if !plain_text => break,
+                        None => {}
                     }
                     let line_ended = body[scanned..].iter().any(|&byte| {
                         if byte == b'\n' {
@@ -1388,9 +1397,10 @@ struct JsonBody {
 }
 
 impl JsonBody {
-    /// Appends `chunk`, the body's next bytes, to `body`, less a BOM opening the body. `true`
-    /// when the JSON value closed in it: the bytes after it are left out.
-    fn append(&mut self, body: &mut Vec<u8>, mut chunk: &[u8]) -> bool {
+    /// Appends `chunk`, the body's next bytes, to `body`, less a BOM opening the body. When the
+    /// JSON value closed in it, where in `chunk` the bytes after it start: those are left out.
+    fn append(&mut self, body: &mut Vec<u8>, mut chunk: &[u8]) -> Option<usize> {
+        let whole = chunk.len();
         while !self.told
             && let Some((&byte, rest)) = chunk.split_first()
         {
@@ -1405,11 +1415,11 @@ impl JsonBody {
         match self.shape.push(chunk) {
             Some(at) => {
                 body.extend_from_slice(&chunk[..=at]);
-                true
+                Some(whole - chunk.len() + at + 1)
             }
             None => {
                 body.extend_from_slice(chunk);
-                false
+                None
             }
         }
     }

@@ -618,3 +618,46 @@ async fn a_body_held_open_is_read_only_as_far_as_it_is_shown() {
     assert_eq!(body, answer.to_vec());
     assert!(wire_openai::chat::decode_completion(&body, Limits::default()).is_ok());
 }
+
+/// A `text/plain` error body that opens with a bracket but is no JSON error (a log line's
+/// `[error] upstream timed out`) is read to the end of its first line, which is shown whole, not
+/// cut where its bracket closes; one that is a JSON error is still read only to where its value
+/// closes. Neither is waited on when held open.
+#[tokio::test(start_paused = true)]
+async fn a_text_body_opening_with_a_bracket_is_read_to_its_line_end() {
+    let model = model(OpenAiWire::Chat, Duration::from_secs(3600));
+    let limit = after(Duration::from_secs(3600));
+    let deadline = after(REQUEST);
+    for (text, shown) in [
+        (
+            &b"[error] upstream timed out\nnext line"[..],
+            "[error] upstream timed out",
+        ),
+        (b"{upstream} busy, retry\n", "{upstream} busy, retry"),
+        (b"[1] no healthy upstream\n", "[1] no healthy upstream"),
+    ] {
+        let script = Script::new()
+            .then(Duration::ZERO, text[..3].to_vec())
+            .then(Duration::ZERO, text[3..].to_vec())
+            .held_open();
+        let started = Instant::now();
+        let body = model
+            .read_bounded(script, true, deadline, limit, &CancellationToken::new())
+            .await
+            .expect("the error body");
+        assert_eq!(error_body::provider_message(&body), None);
+        assert_eq!(error_body::first_line(&body).as_deref(), Some(shown));
+        assert_eq!(started.elapsed(), Duration::ZERO, "{shown}");
+    }
+    let error = br#"{"error":{"message":"slow down"}}"#;
+    let script = Script::new()
+        .then(Duration::ZERO, [error.as_slice(), b" trailing"].concat())
+        .held_open();
+    let started = Instant::now();
+    let body = model
+        .read_bounded(script, true, deadline, limit, &CancellationToken::new())
+        .await
+        .expect("the error body");
+    assert_eq!(body, error.to_vec());
+    assert_eq!(started.elapsed(), Duration::ZERO, "not waited for");
+}
