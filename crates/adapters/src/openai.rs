@@ -41,8 +41,8 @@
 //! header (marked sensitive), every error message is scrubbed of it (a provider's message before
 //! it is shortened, so a cut never leaves part of the key), and of the base URL's secrets too
 //! (its password, or a user name without one, and the values of its query parameters named like
-//! a key, as written, percent-decoded, escaped otherwise or quoted as JSON, when at least 4
-//! characters long, and the `Basic` credentials sent for the user and password), which a server
+//! a key, as written, percent-decoded, escaped otherwise or quoted as JSON, and each line of
+//! one holding a line break, when at least 4 characters long, and the `Basic` credentials sent for the user and password), which a server
 //! may echo in its error, and neither the adapter's nor the
 //! config's `Debug` prints it (nor the base URL's credentials or query). It is never sent in
 //! clear to another machine: a key (or a base URL's `user:password@`, or a query parameter of
@@ -1474,7 +1474,8 @@ const MIN_URL_SECRET_CHARS: usize = 4;
 #[derive(Debug, Default)]
 struct UrlSecrets {
     /// Texts replaced where a message shows them as they are: each secret as written in the URL,
-    /// percent-decoded, and as JSON quotes it (a server may show a JSON value it was sent), and
+    /// percent-decoded, and as JSON quotes it (a server may show a JSON value it was sent), each
+    /// line of one that holds a line break (trimmed; a message may show only the first), and
     /// the `Basic` credentials sent for the URL's user and password ([`basic_credentials`]).
     /// Longest first, so a secret that holds another is replaced whole.
     literal: Vec<String>,
@@ -1510,6 +1511,11 @@ fn url_secrets(url: &Url) -> UrlSecrets {
             let text = String::from_utf8_lossy(bytes).into_owned();
             if let Ok(quoted) = serde_json::to_string(&text) {
                 literal.push(quoted[1..quoted.len() - 1].to_owned());
+            }
+            // A `text/plain` error shows only its first line holding text, which may cut a
+            // secret holding a line break: each of its lines is a secret too.
+            if text.contains('\n') {
+                literal.extend(text.split('\n').map(|line| line.trim().to_owned()));
             }
             literal.push(text);
         }

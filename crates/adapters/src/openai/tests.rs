@@ -648,3 +648,25 @@ fn the_basic_credentials_of_the_base_url_are_scrubbed() {
         "unknown Basic [redacted]"
     );
 }
+
+/// A base URL's secret that holds a line break (`%0A`), echoed as it decodes by a `text/plain`
+/// error whose first line alone is shown, is cut at that break: the part of it on the shown
+/// line is scrubbed too, not left showing half the secret.
+#[test]
+fn a_base_url_secret_cut_at_the_shown_line_is_scrubbed() {
+    let adapter = OpenAiCompletion::new(config(
+        "https://user:pw-4d5e6f7a%0D%0A%20ok@h/v1?api-key=line-1a2b3c%0Aline-4d5e6f",
+    ))
+    .unwrap();
+    for body in [
+        &b"bad password pw-4d5e6f7a\r\n ok\n"[..],
+        b"bad key line-1a2b3c\nline-4d5e6f\n",
+    ] {
+        let line = error_body::first_line(body).expect("a line");
+        let text = adapter.shown(&line);
+        for part in ["4d5e6f7a", "1a2b3c"] {
+            assert!(!text.contains(part), "{part} in {text}");
+        }
+        assert!(text.ends_with(" [redacted]"), "{text}");
+    }
+}
