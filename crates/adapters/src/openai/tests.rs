@@ -670,3 +670,40 @@ fn a_base_url_secret_cut_at_the_shown_line_is_scrubbed() {
         assert!(text.ends_with(" [redacted]"), "{text}");
     }
 }
+
+/// Scrubbing a 1 MiB message of escapes for several long secrets costs work in proportion to
+/// the message and the secrets' lengths added, not multiplied: a server that repeats most of a
+/// secret over and over (each near match as long as the secret) does not make it read each
+/// position once per secret byte.
+#[test]
+fn scrubbing_escapes_is_linear_in_the_message() {
+    let secrets: Vec<Vec<u8>> = [200, 500, 1000]
+        .into_iter()
+        .map(|len| {
+            let mut secret = vec![b'a'; len - 1];
+            secret.push(b'!');
+            secret
+        })
+        .collect();
+    let mut message = "%61".repeat(1000);
+    message.push_str(&"a".repeat((1 << 20) - message.len()));
+    message.push('!');
+    super::SCRUB_STEPS.with(|steps| steps.set(0));
+    let shown = redact_escaped(&message, &secrets);
+    let steps = super::SCRUB_STEPS.with(std::cell::Cell::get);
+    assert!(shown.ends_with("[redacted]"), "the secret is still found");
+    assert!(!shown.ends_with("a!"));
+    let bound = 4 * secrets.len() as u64 * message.len() as u64;
+    assert!(steps <= bound, "{steps} steps for {} bytes", message.len());
+
+    // The search finds what a naive one does: leftmost matches, none overlapping.
+    let matches = |text: &[u8], pattern: &[u8]| {
+        let mut found = Vec::new();
+        super::each_match(text, pattern, |at| found.push(at));
+        found
+    };
+    assert_eq!(matches(b"aaab", b"aab"), [1]);
+    assert_eq!(matches(b"abababab", b"abab"), [0, 4]);
+    assert_eq!(matches(b"aabaabaaab", b"aabaaab"), [3]);
+    assert_eq!(matches(b"xyz", b"xyzw"), Vec::<usize>::new());
+}
