@@ -1608,59 +1608,12 @@ fn percent_decoded(text: &str) -> String {
     String::from_utf8_lossy(&percent_decoded_bytes(text)).into_owned()
 }
 
-/// Calls `found` with where each match of `pattern` (not empty) starts in `text`, leftmost
-/// first and not overlapping: a Knuth–Morris–Pratt search, so each byte of `text` is compared
-/// at most twice on average, however much of `pattern` repeats near matches of it.
-fn each_match(text: &[u8], pattern: &[u8], mut found: impl FnMut(usize)) {
-    // For each prefix of `pattern`, the length of its longest proper prefix that is also its
-    // suffix: where a search goes on from after a mismatch.
-    let mut fallback = vec![0; pattern.len()];
-    let mut matched = 0;
-    for at in 1..pattern.len() {
-        while matched > 0 && pattern[at] != pattern[matched] {
-            scrub_step();
-            matched = fallback[matched - 1];
-        }
-        scrub_step();
-        if pattern[at] == pattern[matched] {
-            matched += 1;
-        }
-        fallback[at] = matched;
-    }
-    let mut matched = 0;
-    for (at, &byte) in text.iter().enumerate() {
-        while matched > 0 && byte != pattern[matched] {
-            scrub_step();
-            matched = fallback[matched - 1];
-        }
-        scrub_step();
-        if byte == pattern[matched] {
-            matched += 1;
-        }
-        if matched == pattern.len() {
-            found(at + 1 - matched);
-            matched = 0;
-        }
-    }
-}
-
-#[cfg(test)]
-thread_local! {
-    /// The bytes [`each_match`] compared on this thread, for tests to bound its work.
-    static SCRUB_STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// Counts one byte [`each_match`] compared (only in tests).
-fn scrub_step() {
-    #[cfg(test)]
-    SCRUB_STEPS.with(|steps| steps.set(steps.get() + 1));
-}
-
 /// `message` with every stretch that reads as one of `secrets` once its `%XX` escapes are
 /// decoded (in either case) replaced by `[redacted]`: a server may echo a URL's secret escaped
 /// otherwise than the URL writes it (`%2f` for `%2F`, `%21` for `!`). The message is decoded
-/// once and each secret searched for in it in linear time ([`each_match`]), so the work is
-/// bounded by the message's length times the number of secrets, plus their lengths.
+/// once and each secret searched for in it with `memchr::memmem`, whose worst case is linear in
+/// the text and the secret, so the work is bounded by the message's length times the number of
+/// secrets, plus their lengths.
 fn redact_escaped(message: &str, secrets: &[Vec<u8>]) -> String {
     let bytes = message.as_bytes();
     // The decoded text, and for each of its bytes where it stands in `message`.
@@ -1683,9 +1636,10 @@ fn redact_escaped(message: &str, secrets: &[Vec<u8>]) -> String {
     }
     let mut cuts = Vec::new();
     for secret in secrets.iter().filter(|secret| !secret.is_empty()) {
-        each_match(&plain, secret, |at| {
+        // Leftmost matches, none overlapping.
+        for at in memchr::memmem::find_iter(&plain, secret) {
             cuts.push(spans[at].start..spans[at + secret.len() - 1].end);
-        });
+        }
     }
     if cuts.is_empty() {
         return message.to_owned();

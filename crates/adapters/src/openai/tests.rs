@@ -671,12 +671,13 @@ fn a_base_url_secret_cut_at_the_shown_line_is_scrubbed() {
     }
 }
 
-/// Scrubbing a 1 MiB message of escapes for several long secrets costs work in proportion to
-/// the message and the secrets' lengths added, not multiplied: a server that repeats most of a
-/// secret over and over (each near match as long as the secret) does not make it read each
-/// position once per secret byte.
+/// A 1 MiB message of escapes that repeats most of several long secrets (each near match as
+/// long as the secret) is scrubbed, and the search finds leftmost matches, none overlapping,
+/// where a secret repeats itself. The search is `memchr::memmem`, linear in the worst case; the
+/// search it replaced compared each position against each secret (about 1.8e9 byte
+/// comparisons for this message, some 97 s in a debug build).
 #[test]
-fn scrubbing_escapes_is_linear_in_the_message() {
+fn scrubbing_escapes_finds_secrets_in_a_big_message_of_near_matches() {
     let secrets: Vec<Vec<u8>> = [200, 500, 1000]
         .into_iter()
         .map(|len| {
@@ -688,22 +689,13 @@ fn scrubbing_escapes_is_linear_in_the_message() {
     let mut message = "%61".repeat(1000);
     message.push_str(&"a".repeat((1 << 20) - message.len()));
     message.push('!');
-    super::SCRUB_STEPS.with(|steps| steps.set(0));
     let shown = redact_escaped(&message, &secrets);
-    let steps = super::SCRUB_STEPS.with(std::cell::Cell::get);
     assert!(shown.ends_with("[redacted]"), "the secret is still found");
     assert!(!shown.ends_with("a!"));
-    let bound = 4 * secrets.len() as u64 * message.len() as u64;
-    assert!(steps <= bound, "{steps} steps for {} bytes", message.len());
 
-    // The search finds what a naive one does: leftmost matches, none overlapping.
-    let matches = |text: &[u8], pattern: &[u8]| {
-        let mut found = Vec::new();
-        super::each_match(text, pattern, |at| found.push(at));
-        found
-    };
-    assert_eq!(matches(b"aaab", b"aab"), [1]);
-    assert_eq!(matches(b"abababab", b"abab"), [0, 4]);
-    assert_eq!(matches(b"aabaabaaab", b"aabaaab"), [3]);
-    assert_eq!(matches(b"xyz", b"xyzw"), Vec::<usize>::new());
+    let scrubbed = |text: &str, secret: &str| redact_escaped(text, &[secret.as_bytes().to_vec()]);
+    assert_eq!(scrubbed("aaab", "aab"), "a[redacted]");
+    assert_eq!(scrubbed("abababab", "abab"), "[redacted][redacted]");
+    assert_eq!(scrubbed("aabaabaaab", "aabaaab"), "aab[redacted]");
+    assert_eq!(scrubbed("xyz", "xyzw"), "xyz");
 }
