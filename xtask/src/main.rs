@@ -10,7 +10,8 @@
 //!   `ARCH_EXTERNAL_DEP` (the IO-free crates' allowlists of external crates and tokio features),
 //!   `NO_ENV` (a build script outside bootstrap);
 //! - sources ([`sources`]): `ARCH_SINGLE_EXECUTION_PATH`, `ARCH_FOREIGN_SOURCE`, `NO_ENV`,
-//!   `TOOL_FILE_PURITY`, `IO_FREE`, `NO_SCHEMA_LIB`, `NO_SECRET_IN_CONTEXT`, `FILE_DOCS`;
+//!   `TOOL_FILE_PURITY`, `IO_FREE`, `NO_SCHEMA_LIB`, `NO_SECRET_IN_CONTEXT`,
+//!   `NO_DEFAULT_EXECUTABLE_CATALOG`, `FILE_DOCS`;
 //! - the checker's own health: `SCANNER_SAW_NOTHING` (a pattern or allow-list matched nothing),
 //!   `SCANNER_LOST` (a file the lexer could not follow), `STALE_EXCEPTION` ([`exceptions`]).
 
@@ -72,14 +73,15 @@ pub(crate) fn check_architecture(root: &Path) -> anyhow::Result<()> {
     let (violations, seen) = violations(root)?;
     if violations.is_empty() {
         println!(
-            "check-architecture: ok ({} files, {} of them sources; {} ai-tools files; {} sans-IO files; {} `…Context` types with {} fields; {} exec calls in the runner)",
+            "check-architecture: ok ({} files, {} of them sources; {} ai-tools files; {} sans-IO files; {} `…Context` types with {} fields; {} exec calls in the runner; {} public functions bind tools they are handed)",
             seen.files,
             seen.source_files,
             seen.tool_files,
             seen.sans_io_files,
             seen.context_structs,
             seen.context_fields,
-            seen.exec_calls_in_runner
+            seen.exec_calls_in_runner,
+            seen.tool_builders
         );
         Ok(())
     } else {

@@ -43,6 +43,7 @@
 //! | `IO_FREE` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`], calls of [`FS_METHODS`] (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/graph/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
 //! | `NO_SCHEMA_LIB` | [`SCHEMA_LIBS`] | in `crates/ai-core/src/`, `crates/graph/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
 //! | `NO_SECRET_IN_CONTEXT` | a field or variant of a `struct`/`enum`/`union` named `…Context` or `…Ctx` (or of the crate's type that an alias `type …Context = …;` names) named like a secret ([`secret_word`]: token, api key, secret, password, authorization, credential, creds, bearer, cookie, header, private key, passphrase, jwt, or a last word `key` in any case other than [`NOT_SECRET_KEYS`] such as `idempotency_key`; [`TOKEN_COUNTS`] such as `max_tokens` are not secrets), a tuple field or tuple variant whose type is so named (`AuthContext(SecretString)`), and a member so named of a type of the same crate that such a member holds, at any depth (`connection: ConnectionAuth`) | everywhere |
+//! | `NO_DEFAULT_EXECUTABLE_CATALOG` | a `pub fn` that takes no parameter and returns bound tools (its return type names `BoundTool`, `ToolSource`, `StaticToolSource`, or the crate's alias, import or implementor of one), a `pub static`/`pub const` of such a type, `Default` for such a type, an `impl Default` whose body names one (see [`catalog`]) | in every `crates/*/src/` but `crates/bootstrap/`, the composition root |
 //! | `FILE_DOCS` | a file that does not start with a `//!` doc comment, or whose leading `//!` lines hold no text | every `.rs` file |
 //!
 //! The compile-time macros `env!` and `option_env!` read the build's environment, not the
@@ -64,6 +65,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use crate::lex::{self, Token};
+
+mod catalog;
 
 /// Where `ExecPermit::new` and `exec` calls may appear: the runner only.
 const RUNNER: &str = "crates/ai-core/src/runner/";
@@ -219,6 +222,9 @@ pub(crate) struct Seen {
     pub(crate) context_structs: usize,
     /// Named fields and variants of those.
     pub(crate) context_fields: usize,
+    /// Public functions outside bootstrap that are handed what they bind and return bound
+    /// tools (`ai_tools::bind`, `StaticToolSource::new`), for NO_DEFAULT_EXECUTABLE_CATALOG.
+    pub(crate) tool_builders: usize,
 }
 
 /// A dependency that a crate's manifest renames (`rt = { package = "tokio" }`): in that
@@ -276,6 +282,7 @@ pub(crate) fn check_tree(
     }
     let no_scope = CrateScope::default();
     let mut types = Vec::new();
+    let mut catalogs = Vec::new();
     let mut seen = Seen::default();
     for (relative, text) in &texts {
         let (relative, text) = (relative.as_str(), text.as_str());
@@ -295,10 +302,15 @@ pub(crate) fn check_tree(
                 renamed: &renamed,
                 scope,
             };
-            check_source(relative, text, &names, &mut seen, &mut found, &mut types);
+            let collected = Collected {
+                types: &mut types,
+                catalogs: &mut catalogs,
+            };
+            check_source(relative, text, &names, &mut seen, &mut found, collected);
         }
     }
     no_secret_in_context(&types, &mut seen, &mut found);
+    catalog::no_default_executable_catalog(&catalogs, &mut seen, &mut found);
     found.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
     let mut violations = Vec::new();
     for (path, line, rule, message) in found {
@@ -361,6 +373,10 @@ fn sanity(seen: &Seen) -> Vec<String> {
         (
             seen.context_fields,
             "NO_SECRET_IN_CONTEXT: no field of a `…Context` struct found; the field pattern is broken",
+        ),
+        (
+            seen.tool_builders,
+            "NO_DEFAULT_EXECUTABLE_CATALOG: no public function handed what it binds returns bound tools (not even `ai_tools::bind`); the pattern is broken",
         ),
     ];
     checks
@@ -644,16 +660,24 @@ impl CrateScope {
     }
 }
 
+/// What [`check_source`] collects for the rules that look at a whole crate.
+struct Collected<'c> {
+    /// The types, for NO_SECRET_IN_CONTEXT.
+    types: &'c mut Vec<TypeDef>,
+    /// What each file outside the composition root says, for NO_DEFAULT_EXECUTABLE_CATALOG.
+    catalogs: &'c mut Vec<catalog::FileFacts>,
+}
+
 /// Runs every rule but FILE_DOCS on one `crates/*/src` file (`path` is relative to the
 /// repository, with `/`; `names` holds the crate's renamed dependencies and what its other
-/// modules import), and collects its types for NO_SECRET_IN_CONTEXT.
+/// modules import), and collects what the crate-wide rules need.
 fn check_source(
     path: &str,
     text: &str,
     names: &Names<'_>,
     seen: &mut Seen,
     found: &mut Vec<Finding>,
-    types: &mut Vec<TypeDef>,
+    collected: Collected<'_>,
 ) {
     let mut push = |line: usize, rule: &'static str, message: String| {
         found.push((path.to_owned(), line, rule, message));
@@ -693,7 +717,10 @@ fn check_source(
         let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
         paths_rules(&segments, line, &place, seen, &mut push);
     }
-    types.extend(type_defs(path, &tokens));
+    collected.types.extend(type_defs(path, &tokens));
+    if catalog::applies(path) {
+        collected.catalogs.push(catalog::facts(path, &tokens));
+    }
 }
 
 /// Which allow-lists a file is on.

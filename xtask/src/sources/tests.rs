@@ -38,6 +38,10 @@ const CLEAN: &[(&str, &str)] = &[
         "//! Contracts.\nuse schemars::JsonSchema;\nlet v = jsonschema::validator_for(&schema);\n",
     ),
     (
+        "crates/ai-tools/src/bind.rs",
+        "//! Binds a contract it is handed.\npub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {\n    todo()\n}\n",
+    ),
+    (
         "crates/bootstrap/src/config.rs",
         "//! Config.\nuse std::env;\nlet v = std::env::var(\"COGNI_HOME\");\n",
     ),
@@ -499,6 +503,7 @@ fn the_repository_scan_fails_when_it_sees_nothing() {
             "NO_SCHEMA_LIB",
             "NO_SECRET_IN_CONTEXT",
             "NO_SECRET_IN_CONTEXT",
+            "NO_DEFAULT_EXECUTABLE_CATALOG",
         ],
         "{violations:#?}"
     );
@@ -1501,5 +1506,63 @@ fn an_extern_crate_alias_is_seen_by_every_module() {
             &io_free("ai-core/src/b.rs", 3, "std::net"),
             &io_free("wire-ui/src/n.rs", 3, "tokio::fs"),
         ],
+    );
+}
+
+/// NO_DEFAULT_EXECUTABLE_CATALOG: what hands out bound tools from nothing fires outside the
+/// composition root; what is handed what it binds, what is not exported, contracts and the
+/// composition root pass.
+#[test]
+fn no_default_executable_catalog() {
+    let fires = |path: &str, line: usize, what: &str, name: &str| {
+        format!(
+            "{path}:{line}: NO_DEFAULT_EXECUTABLE_CATALOG: {what} gives bound tools (`{name}`) without being handed capabilities: a default executable catalog; export contracts and bind them to capabilities in the composition root (cogni-bootstrap)"
+        )
+    };
+    let catalog = "crates/ai-tools/src/tools/catalog.rs";
+    let source = "crates/ai-tools/src/source.rs";
+    let alias = "crates/adapters/src/alias.rs";
+    let expected = [
+        fires(alias, 4, "`pub fn tools`", "Tools"),
+        fires(alias, 5, "`pub static ONE`", "Tool"),
+        fires(source, 7, "`pub fn standard`", "Builtins"),
+        fires(source, 10, "`impl Default for Builtins`", "Builtins"),
+        fires(source, 13, "`#[derive(Default)]` of `Stub`", "Stub"),
+        fires(catalog, 3, "`pub fn default_tools`", "BoundTool"),
+        fires(catalog, 6, "`pub static TOOL_CATALOG`", "StaticToolSource"),
+        fires(catalog, 7, "`pub fn catalog`", "StaticToolSource"),
+        fires(catalog, 10, "`pub const EMPTY`", "BoundTool"),
+        fires(
+            catalog,
+            11,
+            "`impl Default for Registry`",
+            "StaticToolSource",
+        ),
+        fires(catalog, 16, "`pub fn tool`", "BoundTool"),
+    ];
+    check(
+        &[
+            (
+                catalog,
+                "//! A default catalog, every way.\nuse ai_core::{BoundTool, StaticToolSource};\npub fn default_tools() -> Vec<Arc<dyn BoundTool>> {\n    vec![bind(GetCurrentTime::new(Arc::new(Fixed))).unwrap()]\n}\npub static TOOL_CATALOG: LazyLock<StaticToolSource> = LazyLock::new(catalog);\npub const async fn catalog() -> ai_core::StaticToolSource {\n    todo()\n}\npub const EMPTY: &[&dyn BoundTool] = &[];\nimpl Default for Registry {\n    fn default() -> Self {\n        Self { source: StaticToolSource::new(default_tools()).unwrap() }\n    }\n}\npub fn tool() -> impl ai_core::BoundTool {\n    Echo\n}\n",
+            ),
+            (
+                source,
+                "//! A source of the crate's own, its constructor and `Default`.\npub struct Builtins;\nimpl ToolSource for Builtins {\n    fn tool_specs(&self) -> Vec<ToolSpec> { Vec::new() }\n}\nimpl Builtins {\n    pub fn standard() -> Self { Builtins }\n    pub fn with(clock: Arc<dyn Clock>) -> Self { Builtins }\n}\nimpl Default for Builtins {\n    fn default() -> Self { Builtins }\n}\n#[derive(Clone, Default)]\npub struct Stub;\nimpl<T: Send> ai_core::BoundTool for Arc<Stub> {}\n",
+            ),
+            (
+                alias,
+                "//! Renamed, aliased, and behind a wrapper.\nuse ai_core::BoundTool as Tool;\ntype Tools = Vec<Arc<dyn Tool>>;\npub fn tools() -> Tools { Vec::new() }\npub static mut ONE: Option<Box<dyn Tool>> = None;\n",
+            ),
+            (
+                "crates/ai-core/src/source.rs",
+                "//! The port: constructors handed what they hold, and unexported helpers.\npub trait ToolSource { fn bound_tool(&self) -> Option<Arc<dyn BoundTool>>; }\npub struct StaticToolSource { tools: Vec<Arc<dyn BoundTool>> }\nimpl StaticToolSource {\n    pub fn new(tools: Vec<Arc<dyn BoundTool>>) -> Result<Self, Error> { todo() }\n    pub(crate) fn empty() -> Self { todo() }\n    pub fn tools(&self) -> Vec<Arc<dyn BoundTool>> { todo() }\n}\nfn private() -> StaticToolSource { todo() }\npub(crate) static EMPTY: Vec<Arc<dyn BoundTool>> = Vec::new();\n#[derive(Default)]\npub struct Capabilities { auth: Option<Box<dyn AuthCapability>> }\nimpl Default for Budgets { fn default() -> Self { Budgets } }\npub fn time() -> GetCurrentTime { todo() }\n",
+            ),
+            (
+                "crates/bootstrap/src/compose.rs",
+                "//! The composition root binds.\npub fn default_tools() -> StaticToolSource {\n    StaticToolSource::new(vec![bind(GetCurrentTime::new(Arc::new(SystemClock))).unwrap()]).unwrap()\n}\n",
+            ),
+        ],
+        &expected.iter().map(String::as_str).collect::<Vec<_>>(),
     );
 }

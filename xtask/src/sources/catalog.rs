@@ -1,0 +1,433 @@
+//! NO_DEFAULT_EXECUTABLE_CATALOG (DESIGN.md invariant 33): no crate but the composition root
+//! exports tools that run without being handed their capabilities.
+//!
+//! ai-tools exports contracts (each built with the capability ports it reaches the world
+//! through) and `bind`, which turns a contract into a `BoundTool`; only a composition root
+//! (`crates/bootstrap/`) builds the capabilities and binds. A *default executable catalog* is
+//! a public item that hands out bound tools, or a source of them, from nothing. Precisely, in
+//! `crates/*/src/` outside `crates/bootstrap/`, the rule fires on:
+//!
+//! - a `pub fn` (also `const`, `async`, `unsafe`, `extern`) that takes no parameter at all and
+//!   whose return type names an *executable* type (`pub fn default_tools() -> Vec<Arc<dyn
+//!   BoundTool>>`, `pub fn catalog() -> StaticToolSource`, or `-> Self` in the `impl` of one);
+//! - a `pub static` or `pub const` whose type names one (`pub static TOOL_CATALOG:
+//!   LazyLock<StaticToolSource>`);
+//! - `Default` for an executable type, by `impl Default for X` or `#[derive(Default)]`, and any
+//!   `impl Default` whose body names an executable type (it builds bound tools from nothing).
+//!
+//! The *executable* types of a crate are `BoundTool`, `ToolSource` and `StaticToolSource`
+//! ([`EXECUTABLE`]), every name an import of the crate binds to one (`use ai_core::BoundTool as
+//! Tool;`), every type alias of the crate whose right side names one (`type Tools =
+//! Vec<Arc<dyn BoundTool>>;`), and every type of the crate that implements one (`impl
+//! ToolSource for MySource`), to a fixed point. Identifiers are compared, not paths, so
+//! `ai_core::StaticToolSource` and a glob import's `StaticToolSource` are the same.
+//!
+//! Why this shape: what makes a catalog *default* is that nobody hands it capabilities, and
+//! the one thing the tokens tell for sure is whether a function takes any parameter. A
+//! parameter is taken for capabilities whatever its type (`StaticToolSource::new(tools)` and
+//! `ai_tools::bind(contract)` are handed what they bind, and pass); a no-argument function, a
+//! static, a constant and `Default` cannot have been. Visibility is read as written: a bare
+//! `pub` counts wherever it is (a `pub` item of a private module may be re-exported), while
+//! `pub(crate)`, `pub(super)` and private items are not exported. Contracts (`GetCurrentTime`)
+//! are not executable: they run only once bound. Not looked at: a trait's provided method, and
+//! a macro that expands to one of the items above where it is invoked.
+//!
+//! On the real repository the scan must also see the public functions that *are* handed what
+//! they bind ([`Seen::tool_builders`]: `ai_tools::bind`, `StaticToolSource::new`), so a broken
+//! return-type or `Self` reading cannot pass silently.
+
+use super::{Finding, Seen, closing, closing_angle, is_ident, is_keyword, written};
+use crate::lex::Token;
+
+/// The types that run tools: a bound tool, a source of bound tools, and ai-core's fixed one.
+pub(super) const EXECUTABLE: &[&str] = &["BoundTool", "ToolSource", "StaticToolSource"];
+
+/// The composition root, where capabilities are built and tools are bound.
+const COMPOSITION_ROOT: &str = "crates/bootstrap/";
+
+/// Types that wrap another: `impl BoundTool for Arc<T>` makes `T` a tool, not `Arc`.
+const WRAPPERS: &[&str] = &["Arc", "Box", "Rc", "Cow"];
+
+/// What one source file of a crate tells the rule.
+#[derive(Debug, Default)]
+pub(super) struct FileFacts {
+    /// The file, relative to the repository.
+    path: String,
+    /// `(name, last segment of the path)` of each import that binds a name.
+    imports: Vec<(String, String)>,
+    /// `(name, identifiers on the right)` of each type alias.
+    aliases: Vec<(String, Vec<String>)>,
+    /// `(trait, type)` of each `impl Trait for Type`.
+    impls: Vec<(String, String)>,
+    /// The public items that could be a default catalog.
+    items: Vec<Item>,
+}
+
+/// A public item whose types decide whether it is a default executable catalog.
+#[derive(Debug)]
+struct Item {
+    /// Its line.
+    line: usize,
+    /// How it reads in a message (`pub fn default_tools`).
+    what: String,
+    /// Whether it is handed something: a function with a parameter.
+    handed: bool,
+    /// The identifiers of its type (a function's return type, with `Self` read as the type of
+    /// its `impl`; the type and body of `impl Default`).
+    names: Vec<String>,
+}
+
+/// Whether the file at `path` (under `crates/*/src/`) is checked by the rule.
+pub(super) fn applies(path: &str) -> bool {
+    !path.starts_with(COMPOSITION_ROOT)
+}
+
+/// The facts of one file, from its code tokens.
+pub(super) fn facts(path: &str, tokens: &[Token]) -> FileFacts {
+    let text = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
+    let imports = written(tokens)
+        .imports
+        .iter()
+        .filter_map(|import| {
+            Some((
+                (*import.name?).to_owned(),
+                (*import.path.last()?).to_owned(),
+            ))
+        })
+        .collect();
+    let impls = impl_blocks(tokens);
+    let mut facts = FileFacts {
+        path: path.to_owned(),
+        imports,
+        impls: impls
+            .iter()
+            .filter_map(|block| Some((block.trait_name.clone()?, block.target.clone())))
+            .collect(),
+        ..FileFacts::default()
+    };
+    for block in impls
+        .iter()
+        .filter(|b| b.trait_name.as_deref() == Some("Default"))
+    {
+        let mut names = vec![block.target.clone()];
+        names.extend(idents(&tokens[block.open..block.close]));
+        facts.items.push(Item {
+            line: block.line,
+            what: format!("`impl Default for {}`", block.target),
+            handed: false,
+            names,
+        });
+    }
+    for (i, token) in tokens.iter().enumerate() {
+        if is_keyword(token, "type")
+            && is_ident(text(i + 1))
+            && let Some(end) = find(tokens, i, ";")
+            && let Some(eq) = find(&tokens[..end], i, "=")
+        {
+            facts
+                .aliases
+                .push((text(i + 1).to_owned(), idents(&tokens[eq + 1..end])));
+        } else if is_keyword(token, "fn") && is_ident(text(i + 1)) && exported_fn(tokens, i) {
+            facts.items.push(function(tokens, i, &impls));
+        } else if is_keyword(token, "pub")
+            && (is_keyword_at(tokens, i + 1, "static") || is_keyword_at(tokens, i + 1, "const"))
+            && let Some(item) = static_item(tokens, i)
+        {
+            facts.items.push(item);
+        } else if token.text == "derive"
+            && i >= 2
+            && text(i - 1) == "["
+            && text(i - 2) == "#"
+            && text(i + 1) == "("
+            && idents(&tokens[i + 1..closing(tokens, i + 1)])
+                .iter()
+                .any(|n| n == "Default")
+            && let Some(name) = derived_type(tokens, closing(tokens, i + 1))
+        {
+            facts.items.push(Item {
+                line: token.line,
+                what: format!("`#[derive(Default)]` of `{name}`"),
+                handed: false,
+                names: vec![name],
+            });
+        }
+    }
+    facts
+}
+
+/// NO_DEFAULT_EXECUTABLE_CATALOG over every crate's `files` (see the module's docs).
+pub(super) fn no_default_executable_catalog(
+    files: &[FileFacts],
+    seen: &mut Seen,
+    found: &mut Vec<Finding>,
+) {
+    let mut crates: Vec<&str> = files.iter().map(|f| super::crate_dir(&f.path)).collect();
+    crates.sort_unstable();
+    crates.dedup();
+    for krate in crates {
+        let files: Vec<&FileFacts> = (files.iter())
+            .filter(|f| super::crate_dir(&f.path) == krate)
+            .collect();
+        let executable = executable_names(&files);
+        for file in files {
+            for item in &file.items {
+                let Some(name) = item.names.iter().find(|n| executable.contains(n)) else {
+                    continue;
+                };
+                if item.handed {
+                    seen.tool_builders += 1;
+                    continue;
+                }
+                found.push((
+                    file.path.clone(),
+                    item.line,
+                    "NO_DEFAULT_EXECUTABLE_CATALOG",
+                    format!(
+                        "{} gives bound tools (`{name}`) without being handed capabilities: a default executable catalog; export contracts and bind them to capabilities in the composition root (cogni-bootstrap)",
+                        item.what
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// The executable types of one crate: [`EXECUTABLE`], and the crate's imports, type aliases
+/// and implementors of them, to a fixed point.
+fn executable_names(files: &[&FileFacts]) -> Vec<String> {
+    let mut names: Vec<String> = EXECUTABLE.iter().map(|&n| n.to_owned()).collect();
+    loop {
+        let before = names.len();
+        for file in files {
+            let imports = (file.imports.iter()).filter(|(_, last)| names.contains(last));
+            let aliases =
+                (file.aliases.iter()).filter(|(_, rhs)| rhs.iter().any(|n| names.contains(n)));
+            let impls = (file.impls.iter()).filter(|(t, _)| names.contains(t));
+            let new: Vec<String> = imports
+                .map(|(name, _)| name)
+                .chain(aliases.map(|(name, _)| name))
+                .chain(impls.map(|(_, target)| target))
+                .filter(|n| !names.contains(n))
+                .cloned()
+                .collect();
+            for name in new {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+        if names.len() == before {
+            return names;
+        }
+    }
+}
+
+/// An `impl` block: its trait (last segment) if any, its type, and its body.
+#[derive(Debug)]
+struct ImplBlock {
+    trait_name: Option<String>,
+    target: String,
+    line: usize,
+    open: usize,
+    close: usize,
+}
+
+/// Every `impl … {…}` of the file with a named type (`impl<T> Trait for Type<T>`; the type
+/// inside a wrapper of [`WRAPPERS`] or a reference; none for a generic parameter).
+fn impl_blocks(tokens: &[Token]) -> Vec<ImplBlock> {
+    let mut blocks = Vec::new();
+    for (i, token) in tokens.iter().enumerate() {
+        if !is_keyword(token, "impl") {
+            continue;
+        }
+        let (start, generics) = match tokens.get(i + 1) {
+            Some(t) if t.text == "<" => {
+                let close = closing_angle(tokens, i + 1);
+                (close + 1, idents(&tokens[i + 2..close.min(tokens.len())]))
+            }
+            _ => (i + 1, Vec::new()),
+        };
+        // The header ends at the body's `{` or a `where`, outside `<…>`.
+        let (mut k, mut depth, mut split) = (start, 0_usize, None);
+        while let Some(t) = tokens.get(k) {
+            match t.text.as_str() {
+                "<" => depth += 1,
+                ">" if k > 0 && tokens[k - 1].text != "-" => depth = depth.saturating_sub(1),
+                "{" | ";" if depth == 0 => break,
+                _ if depth == 0 && is_keyword(t, "where") => break,
+                _ if depth == 0 && is_keyword(t, "for") => split = Some(k),
+                _ => {}
+            }
+            k += 1;
+        }
+        let Some(open) = tokens[k..]
+            .iter()
+            .position(|t| t.text == "{" || t.text == ";")
+            .map(|p| k + p)
+        else {
+            continue;
+        };
+        if tokens[open].text != "{" {
+            continue;
+        }
+        let (trait_part, type_part) = match split {
+            Some(f) => (Some(&tokens[start..f]), &tokens[f + 1..k]),
+            None => (None, &tokens[start..k]),
+        };
+        let Some(target) = type_name(type_part).filter(|n| !generics.contains(n)) else {
+            continue;
+        };
+        blocks.push(ImplBlock {
+            trait_name: trait_part.and_then(head_name),
+            target,
+            line: token.line,
+            open,
+            close: closing(tokens, open),
+        });
+    }
+    blocks
+}
+
+/// The name a type is known by: the last segment before its first `<` (`a::B<C>` is `B`), or
+/// for a wrapper of [`WRAPPERS`], what it wraps (`Arc<T>` is `T`); `&` and `dyn` are skipped.
+fn type_name(tokens: &[Token]) -> Option<String> {
+    let name = head_name(tokens)?;
+    if WRAPPERS.contains(&name.as_str()) {
+        let open = tokens.iter().position(|t| t.text == "<")?;
+        return type_name(&tokens[open + 1..closing_angle(tokens, open).min(tokens.len())]);
+    }
+    Some(name)
+}
+
+/// The last identifier before the first `<` (`fmt::Debug` is `Debug`), skipping keywords.
+fn head_name(tokens: &[Token]) -> Option<String> {
+    tokens
+        .iter()
+        .take_while(|t| t.text != "<")
+        .filter(|t| is_ident(&t.text) && !["dyn", "mut", "const"].iter().any(|k| is_keyword(t, k)))
+        .last()
+        .map(|t| t.text.clone())
+}
+
+/// Whether the `fn` at `i` is a bare `pub` one (`pub const unsafe extern "C" fn`), not
+/// `pub(crate)` or private.
+fn exported_fn(tokens: &[Token], i: usize) -> bool {
+    let mut k = i;
+    while k > 0 {
+        k -= 1;
+        let token = &tokens[k];
+        if ["const", "async", "unsafe", "extern"]
+            .iter()
+            .any(|q| is_keyword(token, q))
+            || token.text == "\""
+        {
+            continue;
+        }
+        return is_keyword(token, "pub");
+    }
+    false
+}
+
+/// The item of the exported `fn` at `i`, whose `Self` is the type of the innermost `impl`
+/// around it.
+fn function(tokens: &[Token], i: usize, impls: &[ImplBlock]) -> Item {
+    let name = &tokens[i + 1];
+    let mut open = i + 2;
+    if tokens.get(open).is_some_and(|t| t.text == "<") {
+        open = closing_angle(tokens, open) + 1;
+    }
+    let close = closing(tokens, open).min(tokens.len());
+    let handed = tokens
+        .get(open + 1)
+        .is_some_and(|t| tokens[open].text == "(" && t.text != ")");
+    let arrow = tokens.get(close + 1).is_some_and(|t| t.text == "-")
+        && tokens.get(close + 2).is_some_and(|t| t.text == ">");
+    let mut names = Vec::new();
+    if arrow {
+        let end = tokens[close + 3..]
+            .iter()
+            .position(|t| matches!(t.text.as_str(), "{" | ";") || is_keyword(t, "where"))
+            .map_or(tokens.len(), |p| close + 3 + p);
+        let itself = impls
+            .iter()
+            .filter(|b| b.open < i && i < b.close)
+            .max_by_key(|b| b.open);
+        for ident in idents(&tokens[close + 3..end]) {
+            match itself {
+                Some(block) if ident == "Self" => names.push(block.target.clone()),
+                _ => names.push(ident),
+            }
+        }
+    }
+    Item {
+        line: name.line,
+        what: format!("`pub fn {}`", name.text),
+        handed,
+        names,
+    }
+}
+
+/// The item of `pub static NAME: T = …;` or `pub const NAME: T = …;` at `i` (not a
+/// `pub const fn`).
+fn static_item(tokens: &[Token], i: usize) -> Option<Item> {
+    let kind = &tokens[i + 1].text;
+    let mut k = i + 2;
+    if is_keyword_at(tokens, k, "mut") {
+        k += 1;
+    }
+    let name = tokens
+        .get(k)
+        .filter(|t| is_ident(&t.text) && !is_keyword(t, "fn"))?;
+    let colon = k + 1;
+    if tokens.get(colon)?.text != ":" {
+        return None;
+    }
+    let end = tokens[colon..]
+        .iter()
+        .position(|t| matches!(t.text.as_str(), "=" | ";"))
+        .map_or(tokens.len(), |p| colon + p);
+    Some(Item {
+        line: name.line,
+        what: format!("`pub {kind} {}`", name.text),
+        handed: false,
+        names: idents(&tokens[colon + 1..end]),
+    })
+}
+
+/// The name of the `struct`, `enum` or `union` that the attribute closing at `close` is on.
+fn derived_type(tokens: &[Token], close: usize) -> Option<String> {
+    let keyword = tokens[close..]
+        .iter()
+        .position(|t| {
+            ["struct", "enum", "union", "fn", "impl"]
+                .iter()
+                .any(|k| is_keyword(t, k))
+        })
+        .map(|p| close + p)?;
+    let item = &tokens[keyword];
+    (!is_keyword(item, "fn") && !is_keyword(item, "impl"))
+        .then(|| tokens.get(keyword + 1))
+        .flatten()
+        .filter(|t| is_ident(&t.text))
+        .map(|t| t.text.clone())
+}
+
+/// The identifiers among `tokens`.
+fn idents(tokens: &[Token]) -> Vec<String> {
+    (tokens.iter())
+        .filter(|t| is_ident(&t.text))
+        .map(|t| t.text.clone())
+        .collect()
+}
+
+/// Whether `tokens[k]` is the keyword `word`.
+fn is_keyword_at(tokens: &[Token], k: usize, word: &str) -> bool {
+    tokens.get(k).is_some_and(|t| is_keyword(t, word))
+}
+
+/// The index of the first `text` token at or after `from`.
+fn find(tokens: &[Token], from: usize, text: &str) -> Option<usize> {
+    (tokens.get(from..)?.iter())
+        .position(|t| t.text == text)
+        .map(|p| from + p)
+}
