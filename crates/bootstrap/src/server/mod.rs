@@ -804,7 +804,8 @@ pub(crate) struct StartedRun {
 /// Starts a run on a thread: loads the server's state (or rebuilds the client's history when
 /// there is none), spawns the loop, and saves the thread when the run ends. One run per thread
 /// at a time: a second one is refused with 409; and at most `max_concurrent_runs` in all: one
-/// more is refused with 503 before its thread is read.
+/// more is refused with 503 before its thread is read. A cancel of the server's runs while the
+/// thread store has not answered the load abandons it: 503 `cancelled`, nothing ran.
 async fn start_run(
     state: &Arc<AppState>,
     thread: &str,
@@ -828,12 +829,16 @@ async fn start_run(
         )
     })?;
     let busy = BusyGuard::acquire(state.clone(), thread.clone())?;
-    let saved = state
-        .stores
-        .threads
-        .load(&thread)
-        .await
-        .map_err(|e| ApiError::internal_logged("the thread cannot be read", &e))?;
+    // Raced against the server's cancel (its shutdown), as the loop races its own loads: a load
+    // only reads, so abandoning it is safe, and a store that never answers must not hold the
+    // request, and the graceful shutdown that waits for it, for ever. The load goes first, so a
+    // store that answers at once is still taken once the cancel has come, as before.
+    let loaded = tokio::select! {
+        biased;
+        loaded = state.stores.threads.load(&thread) => loaded,
+        () = state.runs_cancel.cancelled() => return Err(cancelled_while_loading()),
+    };
+    let saved = loaded.map_err(|e| ApiError::internal_logged("the thread cannot be read", &e))?;
     let agent_state = match saved.clone() {
         // The decoder's own message would quote the state (the conversation): never shown.
         Some(saved) => {
@@ -931,6 +936,17 @@ async fn start_run(
         resumed,
         superseded,
     })
+}
+
+/// A run cancelled (the server's shutdown, [`AppState::cancel_runs`]) while its thread store had
+/// not answered its load: 503 `cancelled`, a cancel rather than a failure; nothing ran.
+fn cancelled_while_loading() -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "cancelled",
+        "the run was cancelled before it started: the server is stopping its runs and its \
+         thread was still being read; nothing ran",
+    )
 }
 
 /// Why a client's history cannot start a thread, named by the position of the client's message
@@ -2797,5 +2813,99 @@ mod tests {
         };
         let error = prepare(&settings).await.unwrap_err();
         assert!(format!("{error:#}").contains("data_dir"), "{error:#}");
+    }
+
+    /// A thread store whose loads never answer; each load it starts is reported on `started`.
+    struct NeverLoads {
+        started: tokio::sync::mpsc::UnboundedSender<()>,
+    }
+
+    #[async_trait::async_trait]
+    impl ai_core::ThreadStore for NeverLoads {
+        async fn load(
+            &self,
+            _: &ThreadId,
+        ) -> Result<Option<serde_json::Value>, ai_core::ThreadStoreError> {
+            let _ = self.started.send(());
+            std::future::pending().await
+        }
+
+        async fn save(
+            &self,
+            _: &ThreadId,
+            _: &serde_json::Value,
+        ) -> Result<(), ai_core::ThreadStoreError> {
+            Ok(())
+        }
+    }
+
+    /// The whole answer of `addr` to a POST of `body` to `path`, over HTTP/1.1.
+    async fn post_over_loopback(addr: std::net::SocketAddr, path: &str, body: String) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nhost: localhost:{}\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n{body}",
+            addr.port(),
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        answer
+    }
+
+    /// At its shutdown signal, `serve` cancels the runs in flight, a run whose thread store has
+    /// not answered its load included: the load is abandoned (it only reads), the request is
+    /// answered 503 `cancelled` on either route (nothing ran, nothing was saved: a cancel, not a
+    /// failure of the server), and `serve` returns. Before, such a request waited for its load
+    /// for ever, and the graceful shutdown with it.
+    #[tokio::test]
+    async fn at_shutdown_a_run_whose_thread_load_never_answers_is_cancelled() {
+        let (started, mut loads) = tokio::sync::mpsc::unbounded_channel();
+        let stores = crate::Stores {
+            threads: Arc::new(NeverLoads { started }),
+            log: None,
+            memory_threads: None,
+        };
+        let state = Arc::new(super::AppState::new(send_and_gate(None), stores));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(super::serve_until(listener, state, 1 << 20, async {
+            let _ = stopped.await;
+        }));
+        let agui = json!({"threadId": "t-agui", "runId": "r-agui",
+            "messages": [{"id": "m1", "role": "user", "content": "hi"}]});
+        let chat = json!({"id": "t-chat", "messages": [
+            {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]});
+        let answers = [
+            tokio::spawn(post_over_loopback(addr, "/api/v1/agui", agui.to_string())),
+            tokio::spawn(post_over_loopback(addr, "/api/v1/chat", chat.to_string())),
+        ];
+        for _ in 0..answers.len() {
+            loads.recv().await.expect("a load started");
+        }
+        stop.send(()).unwrap();
+        // Bounds a failure (it hung for ever), not the time the server takes.
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            let mut shown = Vec::new();
+            for answer in answers {
+                shown.push(answer.await.unwrap());
+            }
+            serving.await.unwrap().unwrap();
+            shown
+        })
+        .await
+        .expect("the shutdown waited for a thread load that never answers");
+        for answer in ended {
+            assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+            assert!(answer.contains(r#""code":"cancelled""#), "{answer}");
+            assert!(answer.contains("nothing ran"), "{answer}");
+            assert!(
+                !answer.contains("t-agui") && !answer.contains("t-chat"),
+                "{answer}"
+            );
+        }
     }
 }
