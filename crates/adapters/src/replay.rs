@@ -2,7 +2,7 @@
 //! model, for replaying a run deterministically.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use ai_core::{
     BlobStore, CancellationToken, CompletionDelta, CompletionError, CompletionPort, DeltaSink,
@@ -81,7 +81,12 @@ impl ReplayCompletion {
 
     /// How many recorded calls have not been asked for yet (a faithful replay ends at 0).
     pub fn remaining(&self) -> usize {
-        self.pending.lock().map(|p| p.len()).unwrap_or(0)
+        // The queue is never left half-changed (only `pop_front` and `len` run under the lock),
+        // so a lock poisoned by a panicking holder still tells the truth.
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 }
 
@@ -150,7 +155,7 @@ impl CompletionPort for ReplayCompletion {
         let next = self
             .pending
             .lock()
-            .map_err(|_| CompletionError::Provider("replay: the receipt queue is poisoned".into()))?
+            .unwrap_or_else(PoisonError::into_inner)
             .pop_front();
         let Some((call, receipt_ref)) = next else {
             return Err(CompletionError::Provider(format!(
@@ -200,5 +205,45 @@ impl CompletionPort for ReplayCompletion {
             }
         }
         Ok(completion)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::InMemoryBlobStore;
+
+    /// A thread that panicked holding the receipt queue's lock does not make the replay lose
+    /// count of the calls left: `remaining` (which `cogni replay` checks to fail a replay that
+    /// leaves recorded calls unasked) still counts them, and a call still takes the next one.
+    #[tokio::test]
+    async fn a_poisoned_queue_still_counts_and_hands_out_its_receipts() {
+        let replay = ReplayCompletion::new(
+            Arc::new(InMemoryBlobStore::default()),
+            vec!["r1".into(), "r2".into()],
+        );
+        let poisoned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _held = replay.pending.lock().unwrap();
+            panic!("a holder panics");
+        }));
+        assert!(poisoned.is_err() && replay.pending.is_poisoned());
+        assert_eq!(replay.remaining(), 2);
+        let request = LlmRequest {
+            caller: ai_core::LlmCaller {
+                run_id: ai_core::RunId::new("run-1").unwrap(),
+                graph: None,
+            },
+            messages: vec![],
+            tools: vec![],
+            tool_choice: ai_core::ToolChoice::Auto,
+            parallel_tool_calls: None,
+        };
+        // The receipt is not in the store: the call fails naming it, having taken it.
+        let failed = replay
+            .complete(&request, &mut |_| {}, &CancellationToken::new())
+            .await
+            .unwrap_err();
+        assert!(!failed.to_string().contains("poisoned"), "{failed}");
+        assert_eq!(replay.remaining(), 1);
     }
 }

@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use adapters::{ReplayCompletion, SqliteStore, SystemClock, TieredBlobStore};
 use ai_core::{
@@ -188,10 +188,14 @@ impl RecordedToolSource {
 
     /// How many recorded answers were not asked for (a faithful replay ends at 0).
     pub fn remaining(&self) -> usize {
+        // The answers are never left half-changed (only `pop_front` and `len` run under the
+        // lock), so a lock poisoned by a panicking holder still tells the truth.
         self.answers
             .lock()
-            .map(|a| a.values().map(VecDeque::len).sum())
-            .unwrap_or(0)
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .map(VecDeque::len)
+            .sum()
     }
 }
 
@@ -306,8 +310,9 @@ impl BoundTool for RecordedTool {
         let answer = key(ctx.tool_call_id.as_str(), id, &args).and_then(|k| {
             self.answers
                 .lock()
-                .ok()
-                .and_then(|mut answers| answers.get_mut(&k).and_then(VecDeque::pop_front))
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_mut(&k)
+                .and_then(VecDeque::pop_front)
         });
         match answer {
             Some(Answer::Output(value)) => Ok(value),
@@ -359,7 +364,7 @@ impl BoundTool for RecordedTool {
             self.inner.spec().id.as_str(),
             args,
         )?;
-        let mut answers = self.answers.lock().ok()?;
+        let mut answers = self.answers.lock().unwrap_or_else(PoisonError::into_inner);
         let queue = answers.get_mut(&key)?;
         match queue.front() {
             Some(Answer::Refused(_)) => match queue.pop_front() {
@@ -419,9 +424,10 @@ struct Collect(Mutex<Vec<AiEvent>>);
 
 impl EventSink for Collect {
     fn emit(&self, event: AiEvent) {
-        if let Ok(mut events) = self.0.lock() {
-            events.push(event);
-        }
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(event);
     }
 }
 
@@ -1019,6 +1025,14 @@ mod tests {
         // The second call ended first.
         let records = [record("c2", json!({"n": 2})), record("c1", json!({"n": 1}))];
         let source = Arc::new(RecordedToolSource::new(runtime.source.clone(), &records));
+        // A thread that panicked holding the answers' lock loses none of them: they are still
+        // counted (`cogni replay` fails a replay that leaves some unasked) and handed out.
+        let poisoned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _held = source.answers.lock().unwrap();
+            panic!("a holder panics");
+        }));
+        assert!(poisoned.is_err() && source.answers.is_poisoned());
+        assert_eq!(source.remaining(), 2);
         let runner = ai_core::ToolRunner::new(
             source.clone(),
             runtime.policy.clone(),
