@@ -73,7 +73,7 @@ pub(crate) fn check_architecture(root: &Path) -> anyhow::Result<()> {
     let (violations, seen) = violations(root)?;
     if violations.is_empty() {
         println!(
-            "check-architecture: ok ({} files, {} of them sources; {} ai-tools files; {} sans-IO files; {} `…Context` types with {} fields; {} exec calls in the runner; {} public functions bind tools they are handed)",
+            "check-architecture: ok ({} files, {} of them sources; {} ai-tools files; {} sans-IO files; {} `…Context` types with {} fields; {} exec calls in the runner; {} public functions bind tools they are handed, {} of them returning `Self`)",
             seen.files,
             seen.source_files,
             seen.tool_files,
@@ -81,7 +81,8 @@ pub(crate) fn check_architecture(root: &Path) -> anyhow::Result<()> {
             seen.context_structs,
             seen.context_fields,
             seen.exec_calls_in_runner,
-            seen.tool_builders
+            seen.tool_builders,
+            seen.self_tool_builders
         );
         Ok(())
     } else {

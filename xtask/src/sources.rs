@@ -222,9 +222,13 @@ pub(crate) struct Seen {
     pub(crate) context_structs: usize,
     /// Named fields and variants of those.
     pub(crate) context_fields: usize,
-    /// Public functions outside bootstrap that are handed what they bind and return bound
-    /// tools (`ai_tools::bind`, `StaticToolSource::new`), for NO_DEFAULT_EXECUTABLE_CATALOG.
+    /// Public functions outside bootstrap that are handed what they bind (a parameter but
+    /// their receiver) and return bound tools (`ai_tools::bind`, `StaticToolSource::new`), for
+    /// NO_DEFAULT_EXECUTABLE_CATALOG.
     pub(crate) tool_builders: usize,
+    /// Those of them whose return type names their tool source as `Self`
+    /// (`StaticToolSource::new`).
+    pub(crate) self_tool_builders: usize,
 }
 
 /// A dependency that a crate's manifest renames (`rt = { package = "tokio" }`): in that
@@ -377,6 +381,10 @@ fn sanity(seen: &Seen) -> Vec<String> {
         (
             seen.tool_builders,
             "NO_DEFAULT_EXECUTABLE_CATALOG: no public function handed what it binds returns bound tools (not even `ai_tools::bind`); the pattern is broken",
+        ),
+        (
+            seen.self_tool_builders,
+            "NO_DEFAULT_EXECUTABLE_CATALOG: no public function handed what it binds returns a tool source as `Self` (not even `StaticToolSource::new`); the `Self` reading is broken",
         ),
     ];
     checks

@@ -33,8 +33,11 @@
 //! a macro that expands to one of the items above where it is invoked.
 //!
 //! On the real repository the scan must also see the public functions that *are* handed what
-//! they bind ([`Seen::tool_builders`]: `ai_tools::bind`, `StaticToolSource::new`), so a broken
-//! return-type or `Self` reading cannot pass silently.
+//! they bind ([`Seen::tool_builders`]: `ai_tools::bind`, `StaticToolSource::new`; an accessor
+//! handed only its receiver, `Runner::source(&self)`, binds nothing and is not counted), and
+//! among them one whose return type names a tool source as `Self`
+//! ([`Seen::self_tool_builders`]: `StaticToolSource::new`), so a broken return-type or `Self`
+//! reading cannot pass silently.
 
 use super::{Finding, Seen, closing, closing_angle, is_ident, is_keyword, written};
 use crate::lex::Token;
@@ -72,6 +75,10 @@ struct Item {
     what: String,
     /// Whether it is handed something: a function with a parameter.
     handed: bool,
+    /// Whether all it is handed is its receiver (`&self`): an accessor, which binds nothing.
+    receiver_only: bool,
+    /// The type its return type's `Self` was read as (in the `impl` of that type).
+    returns_self: Option<String>,
     /// The identifiers of its type (a function's return type, with `Self` read as the type of
     /// its `impl`; the type and body of `impl Default`).
     names: Vec<String>,
@@ -115,6 +122,8 @@ pub(super) fn facts(path: &str, tokens: &[Token]) -> FileFacts {
             line: block.line,
             what: format!("`impl Default for {}`", block.target),
             handed: false,
+            receiver_only: false,
+            returns_self: None,
             names,
         });
     }
@@ -148,6 +157,8 @@ pub(super) fn facts(path: &str, tokens: &[Token]) -> FileFacts {
                 line: token.line,
                 what: format!("`#[derive(Default)]` of `{name}`"),
                 handed: false,
+                receiver_only: false,
+                returns_self: None,
                 names: vec![name],
             });
         }
@@ -175,7 +186,12 @@ pub(super) fn no_default_executable_catalog(
                     continue;
                 };
                 if item.handed {
-                    seen.tool_builders += 1;
+                    if !item.receiver_only {
+                        seen.tool_builders += 1;
+                        if item.returns_self.as_ref() == Some(name) {
+                            seen.self_tool_builders += 1;
+                        }
+                    }
                     continue;
                 }
                 found.push((
@@ -342,7 +358,28 @@ fn function(tokens: &[Token], i: usize, impls: &[ImplBlock]) -> Item {
         .is_some_and(|t| tokens[open].text == "(" && t.text != ")");
     let arrow = tokens.get(close + 1).is_some_and(|t| t.text == "-")
         && tokens.get(close + 2).is_some_and(|t| t.text == ">");
+    // The parameters, up to the first `,` outside `<…>` and brackets: `self`, `&self`,
+    // `&'a mut self`, `self: Arc<Self>` and nothing else is a receiver only.
+    let params = &tokens[(open + 1).min(close)..close];
+    let receiver_only = handed && {
+        let (mut depth, mut first) = (0_usize, params.len());
+        for (k, t) in params.iter().enumerate() {
+            match t.text.as_str() {
+                "<" | "(" | "[" => depth += 1,
+                ">" if k == 0 || params[k - 1].text != "-" => depth = depth.saturating_sub(1),
+                ")" | "]" => depth = depth.saturating_sub(1),
+                "," if depth == 0 => {
+                    first = k;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let rest_empty = params.get(first + 1..).is_none_or(<[Token]>::is_empty);
+        (params[..first].iter()).any(|t| is_keyword(t, "self")) && rest_empty
+    };
     let mut names = Vec::new();
+    let mut returns_self = None;
     if arrow {
         let end = tokens[close + 3..]
             .iter()
@@ -354,7 +391,10 @@ fn function(tokens: &[Token], i: usize, impls: &[ImplBlock]) -> Item {
             .max_by_key(|b| b.open);
         for ident in idents(&tokens[close + 3..end]) {
             match itself {
-                Some(block) if ident == "Self" => names.push(block.target.clone()),
+                Some(block) if ident == "Self" => {
+                    names.push(block.target.clone());
+                    returns_self = Some(block.target.clone());
+                }
                 _ => names.push(ident),
             }
         }
@@ -363,6 +403,8 @@ fn function(tokens: &[Token], i: usize, impls: &[ImplBlock]) -> Item {
         line: name.line,
         what: format!("`pub fn {}`", name.text),
         handed,
+        receiver_only,
+        returns_self,
         names,
     }
 }
@@ -390,6 +432,8 @@ fn static_item(tokens: &[Token], i: usize) -> Option<Item> {
         line: name.line,
         what: format!("`pub {kind} {}`", name.text),
         handed: false,
+        receiver_only: false,
+        returns_self: None,
         names: idents(&tokens[colon + 1..end]),
     })
 }

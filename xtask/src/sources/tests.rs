@@ -42,6 +42,10 @@ const CLEAN: &[(&str, &str)] = &[
         "//! Binds a contract it is handed.\npub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {\n    todo()\n}\n",
     ),
     (
+        "crates/ai-core/src/source.rs",
+        "//! Handed the tools it holds.\nimpl StaticToolSource {\n    pub fn new(tools: Vec<Arc<dyn BoundTool>>) -> Result<Self, Error> {\n        todo()\n    }\n}\n",
+    ),
+    (
         "crates/bootstrap/src/config.rs",
         "//! Config.\nuse std::env;\nlet v = std::env::var(\"COGNI_HOME\");\n",
     ),
@@ -503,6 +507,7 @@ fn the_repository_scan_fails_when_it_sees_nothing() {
             "NO_SCHEMA_LIB",
             "NO_SECRET_IN_CONTEXT",
             "NO_SECRET_IN_CONTEXT",
+            "NO_DEFAULT_EXECUTABLE_CATALOG",
             "NO_DEFAULT_EXECUTABLE_CATALOG",
         ],
         "{violations:#?}"
@@ -1565,4 +1570,38 @@ fn no_default_executable_catalog() {
         ],
         &expected.iter().map(String::as_str).collect::<Vec<_>>(),
     );
+}
+
+/// NO_DEFAULT_EXECUTABLE_CATALOG's sanity check counts only functions handed what they bind:
+/// an accessor handed nothing but its receiver (`Runner::source(&self) -> &dyn ToolSource`)
+/// binds nothing, and a tree whose only builder returns `Self` of a tool source is not taken
+/// for one that reads `-> Result<Arc<dyn BoundTool>, _>`, nor the other way round: a broken
+/// return-type or `Self` reading fails the scan rather than passing on what is left.
+#[test]
+fn the_catalog_scan_needs_a_builder_of_each_kind() {
+    let saw_nothing = |files: &[(&str, &str)]| {
+        let root = tempfile::tempdir().unwrap();
+        for (path, text) in CLEAN.iter().chain(files) {
+            let full = root.path().join(path);
+            fs::create_dir_all(full.parent().unwrap()).unwrap();
+            fs::write(full, text).unwrap();
+        }
+        let (violations, _) = super::check_repo(root.path(), &[]).unwrap();
+        (violations.iter())
+            .filter(|v| v.contains("SCANNER_SAW_NOTHING: NO_DEFAULT_EXECUTABLE_CATALOG"))
+            .count()
+    };
+    let bind = "//! Binds a contract it is handed.\npub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {\n    todo()\n}\n";
+    let accessor = "//! Only an accessor.\nimpl Runner {\n    pub fn source(&self) -> &dyn ToolSource {\n        todo()\n    }\n}\n";
+    let accessor_only = [
+        ("crates/ai-tools/src/bind.rs", accessor),
+        ("crates/ai-core/src/source.rs", accessor),
+    ];
+    assert_eq!(saw_nothing(&accessor_only), 2, "an accessor is no builder");
+    let no_self = [
+        ("crates/ai-tools/src/bind.rs", bind),
+        ("crates/ai-core/src/source.rs", accessor),
+    ];
+    assert_eq!(saw_nothing(&no_self), 1, "no `-> Self` builder was seen");
+    assert_eq!(saw_nothing(&[]), 0, "CLEAN has both");
 }
