@@ -167,9 +167,11 @@ impl AppState {
     }
 
     /// Cancels every run in flight and every run started from now on: each ends `cancelled`
-    /// on its stream and saves its thread, as when its client goes away. [`serve`] calls it at
-    /// a shutdown signal, so that the graceful shutdown, which waits for open responses, does
-    /// not wait for runs to end on their own.
+    /// on its stream and saves its thread, as when its client goes away; a run whose thread
+    /// store has not yet answered its load has no stream yet and is answered 503 `cancelled`
+    /// instead, nothing ran and nothing saved. [`serve`] calls it at a shutdown signal, so that
+    /// the graceful shutdown, which waits for open responses, does not wait for runs to end on
+    /// their own.
     pub fn cancel_runs(&self) {
         self.runs_cancel.cancel();
     }
@@ -293,8 +295,9 @@ pub async fn prepare(settings: &crate::Settings) -> anyhow::Result<Arc<AppState>
 
 /// Serves `router(state)` on `listener` until Ctrl-C (SIGINT) or SIGTERM. At the signal it stops
 /// accepting, cancels the runs in flight ([`AppState::cancel_runs`]), which end their streams
-/// and save their threads, and returns once every response is done and every run has saved its
-/// thread (a run whose stream was cut included: it has no response to wait for).
+/// and save their threads (one still loading its thread is answered 503 `cancelled`), and
+/// returns once every response is done and every run has saved its thread (a run whose stream
+/// was cut included: it has no response to wait for).
 ///
 /// Connections are served within the state's [`ConnectionLimits`]: a client that has not sent a
 /// request's headers within 30 s (from the connection's start, or the end of the previous
