@@ -41,10 +41,12 @@
 //! header (marked sensitive), every error message is scrubbed of it (a provider's message before
 //! it is shortened, so a cut never leaves part of the key), and of the base URL's secrets too
 //! (its password, or a user name without one, and the values of its query parameters named like
-//! a key, as written, percent-decoded, escaped otherwise or quoted as JSON, and each line of
-//! one holding a line break, when at least 4 characters long, and the `Basic` credentials sent for the user and password), which a server
-//! may echo in its error, and neither the adapter's nor the
-//! config's `Debug` prints it (nor the base URL's credentials or query). It is never sent in
+//! a key, as written, percent-decoded, escaped otherwise, or quoted as serde_json writes a JSON
+//! string (a server escaping `/` as `\/` or other characters as `\u` escapes is not caught),
+//! and each line of one holding a line break, when at least 4 characters long, and the `Basic`
+//! credentials sent for the user and password), which a server may echo in its error, and
+//! neither the adapter's nor the config's `Debug` prints it (nor the base URL's credentials or
+//! query). It is never sent in
 //! clear to another machine: a key (or a base URL's `user:password@`, or a query parameter of
 //! it named like a key, `?api-key=…`) with an `http://` base URL whose host is not loopback
 //! (`localhost`, `127.0.0.1`, `::1`) is refused
@@ -1474,7 +1476,8 @@ const MIN_URL_SECRET_CHARS: usize = 4;
 #[derive(Debug, Default)]
 struct UrlSecrets {
     /// Texts replaced where a message shows them as they are: each secret as written in the URL,
-    /// percent-decoded, and as JSON quotes it (a server may show a JSON value it was sent), each
+    /// percent-decoded, and as serde_json quotes it (a server may show a JSON value it was sent;
+    /// another JSON writer's `\/` or `\u` escapes are not looked for), each
     /// line of one that holds a line break (trimmed; a message may show only the first), and
     /// the `Basic` credentials sent for the URL's user and password ([`basic_credentials`]).
     /// Longest first, so a secret that holds another is replaced whole.
