@@ -812,33 +812,7 @@ fn past_arguments_that_are_no_json_object_are_sent_as_an_empty_object() {
         ),
         (r#"{"city":"Paris"}"#, r#"{"city":"Paris"}"#),
     ];
-    let ids: Vec<ToolCallId> = (0..cases.len())
-        .map(|at| ToolCallId::new(format!("call_{at}")).unwrap())
-        .collect();
-    let mut messages = history_calling(&ids);
-    if let Message::Assistant { tool_calls, .. } = &mut messages[1] {
-        for (call, (sent, _)) in tool_calls.iter_mut().zip(cases) {
-            call.arguments = sent.into();
-        }
-    }
-    let expected: Vec<&str> = cases.iter().map(|(_, wire)| *wire).collect();
-    let chat = chat::encode_messages(&messages).unwrap();
-    let chat_arguments: Vec<&str> = chat[1]["tool_calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|call| call["function"]["arguments"].as_str().unwrap())
-        .collect();
-    assert_eq!(chat_arguments, expected);
-    let input = responses::encode_input(&messages).unwrap();
-    let responses_arguments: Vec<&str> = input
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|item| item["type"] == "function_call")
-        .map(|item| item["arguments"].as_str().unwrap())
-        .collect();
-    assert_eq!(responses_arguments, expected);
+    assert_past_arguments_sent_as(&cases);
 }
 
 /// A past call's arguments nested deeper than serde_json reads (128 levels) count as no JSON
@@ -867,33 +841,7 @@ fn past_arguments_nested_past_what_serde_json_reads_are_sent_as_an_empty_object(
             r#"{"ok":"\ud83d\ude00","n":1e308}"#,
         ),
     ];
-    let ids: Vec<ToolCallId> = (0..cases.len())
-        .map(|at| ToolCallId::new(format!("call_{at}")).unwrap())
-        .collect();
-    let mut messages = history_calling(&ids);
-    if let Message::Assistant { tool_calls, .. } = &mut messages[1] {
-        for (call, (sent, _)) in tool_calls.iter_mut().zip(cases) {
-            call.arguments = sent.into();
-        }
-    }
-    let expected: Vec<&str> = cases.iter().map(|(_, wire)| *wire).collect();
-    let chat = chat::encode_messages(&messages).unwrap();
-    let chat_arguments: Vec<&str> = chat[1]["tool_calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|call| call["function"]["arguments"].as_str().unwrap())
-        .collect();
-    assert_eq!(chat_arguments, expected);
-    let input = responses::encode_input(&messages).unwrap();
-    let responses_arguments: Vec<&str> = input
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|item| item["type"] == "function_call")
-        .map(|item| item["arguments"].as_str().unwrap())
-        .collect();
-    assert_eq!(responses_arguments, expected);
+    assert_past_arguments_sent_as(&cases);
 }
 
 /// Mistral refuses a history whose call ids are not nine letters and digits
@@ -1007,4 +955,36 @@ fn mistral_call_ids_are_nine_letters_and_digits_on_call_and_result() {
         "{}",
         calls[3]
     );
+}
+
+/// Encodes a history whose past calls carry each case's arguments as sent (the first of each
+/// pair), and checks both encoders send each back as the second of the pair.
+fn assert_past_arguments_sent_as(cases: &[(&str, &str)]) {
+    let ids: Vec<ToolCallId> = (0..cases.len())
+        .map(|at| ToolCallId::new(format!("call_{at}")).unwrap())
+        .collect();
+    let mut messages = history_calling(&ids);
+    if let Message::Assistant { tool_calls, .. } = &mut messages[1] {
+        for (call, (sent, _)) in tool_calls.iter_mut().zip(cases) {
+            call.arguments = (*sent).into();
+        }
+    }
+    let expected: Vec<&str> = cases.iter().map(|(_, wire)| *wire).collect();
+    let chat = chat::encode_messages(&messages).unwrap();
+    let chat_arguments: Vec<&str> = chat[1]["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|call| call["function"]["arguments"].as_str().unwrap())
+        .collect();
+    assert_eq!(chat_arguments, expected);
+    let input = responses::encode_input(&messages).unwrap();
+    let responses_arguments: Vec<&str> = input
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["type"] == "function_call")
+        .map(|item| item["arguments"].as_str().unwrap())
+        .collect();
+    assert_eq!(responses_arguments, expected);
 }
