@@ -452,8 +452,8 @@ enum CallState {
     Open,
     /// `TOOL_CALL_END` sent.
     Ended,
-    /// `TOOL_CALL_END` sent for a call that started to run (its `ToolCallStart` came); its
-    /// `TOOL_CALL_RESULT` is due.
+    /// `TOOL_CALL_END` sent for a call that started to run (its `ToolCallStart` came, with
+    /// arguments); its `TOOL_CALL_RESULT` is due.
     Running,
     /// `TOOL_CALL_END` sent for a call that waits for approval: an interrupt if the run pauses,
     /// else its `TOOL_CALL_RESULT` is due.
@@ -608,8 +608,14 @@ impl Translator {
                         });
                     }
                 }
-                self.end_call(tool_call_id, &mut out);
-                self.set_state(tool_call_id, CallState::Running);
+                // Without arguments the runner refused the call before running it (or it is a
+                // call an earlier run showed, answered without running): its result follows at
+                // once, and until then it stays as it was, so a run that ends first answers it
+                // as a call that never ran, not as one that may have.
+                if args.is_some() {
+                    self.end_call(tool_call_id, &mut out);
+                    self.set_state(tool_call_id, CallState::Running);
+                }
             }
             AiEvent::ApprovalRequired {
                 tool_call_id,

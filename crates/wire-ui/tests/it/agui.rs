@@ -624,3 +624,81 @@ fn a_resumed_run_that_fails_before_its_results_answers_the_calls_it_continues() 
         "{json:?}"
     );
 }
+
+/// A start without arguments is a call the runner refused before running it, or a denied call
+/// an earlier run showed, answered without running (its result follows at once). A run that
+/// ends between the two (its stream cut, its task dead) answers it as a call that never ran,
+/// as the AI SDK stream does, never as one that "may have run".
+#[test]
+fn a_call_started_without_arguments_that_loses_its_result_never_ran() {
+    use ai_core::{AiEvent, DoneReason, ToolCallId};
+    let start = |id: &str| AiEvent::ToolCallStart {
+        tool_call_id: ToolCallId::new(id).unwrap(),
+        tool_name: "core__workspace_write".into(),
+        args: None,
+    };
+    let end = [
+        AiEvent::Error {
+            message: "this stream was cut".into(),
+        },
+        AiEvent::Done {
+            reason: DoneReason::Error,
+        },
+    ];
+    let content = |message: &str| serde_json::json!({"error": {"message": message}}).to_string();
+    let denied = (ToolCallId::new("call_x").unwrap(), false);
+    for (continuing, events, call, want) in [
+        (
+            vec![denied],
+            vec![start("call_x")],
+            "call_x",
+            "the run ended before this call's denial was recorded; the call never ran",
+        ),
+        (
+            vec![],
+            vec![AiEvent::StepStarted { step: 1 }, start("call_z")],
+            "call_z",
+            "the run ended before this call's arguments were complete, so it never ran",
+        ),
+    ] {
+        let mut t = Translator::new("thread-1", "run-2").continuing(continuing);
+        let mut out = t.start();
+        for event in events.iter().chain(&end) {
+            out.extend(t.push(event));
+        }
+        verify(&out).unwrap();
+        let results: Vec<serde_json::Value> = out
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .filter(|e| e["type"] == "TOOL_CALL_RESULT")
+            .collect();
+        assert_eq!(
+            results,
+            [serde_json::json!({"type": "TOOL_CALL_RESULT",
+                "messageId": format!("run-2-result-{call}"), "toolCallId": call, "role": "tool",
+                "content": content(want)})],
+            "{call}"
+        );
+        // The AI SDK stream says the same of the same call.
+        let mut t = wire_ui::ai_sdk::Translator::new("run-2");
+        if call == "call_x" {
+            t = t.continuing([(ToolCallId::new(call).unwrap(), false)]);
+        }
+        let mut chunks = t.start();
+        for event in events.iter().chain(&end) {
+            chunks.extend(t.push(event));
+        }
+        let errors: Vec<serde_json::Value> = chunks
+            .iter()
+            .map(|c| serde_json::to_value(c).unwrap())
+            .filter(|c| c["type"] == "tool-output-error")
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                serde_json::json!({"type": "tool-output-error", "toolCallId": call, "errorText": want})
+            ],
+            "{call}"
+        );
+    }
+}
