@@ -101,7 +101,8 @@ pub enum InputMessage {
         /// The call it answers.
         #[serde(rename = "toolCallId")]
         tool_call_id: String,
-        /// The error, when the call failed.
+        /// The error, when the call failed. It comes beside `content`, which may still hold
+        /// a partial result.
         #[serde(default)]
         error: Option<String>,
     },

@@ -258,9 +258,14 @@ fn history_items(
             ..
         } => history.push(HistoryItem::ToolResult {
             tool_call_id: call_id(index, tool_call_id)?,
-            content: match error {
-                Some(error) => serde_json::json!({"error": {"message": error}}).to_string(),
-                None => content.text(),
+            content: match (error, content.text()) {
+                // The content is kept beside the error, as the protocol does: a partial result
+                // survives a failure.
+                (Some(error), text) if !text.is_empty() => {
+                    serde_json::json!({"error": {"message": error}, "content": text}).to_string()
+                }
+                (Some(error), _) => serde_json::json!({"error": {"message": error}}).to_string(),
+                (None, text) => text,
             },
         }),
         // The frontend's own messages: nothing in them is for the model.
@@ -338,6 +343,43 @@ mod tests {
             history_fault(&request, &error),
             "the message history is invalid: messages[2]: a user message holds no text (only its \
              text parts are read)"
+        );
+    }
+
+    /// A tool message's `error` comes alongside its content, which `@ag-ui/core` keeps so that a
+    /// partial result survives a failure: the model is told both, not the error alone.
+    #[test]
+    fn a_failed_tool_message_keeps_its_partial_result() {
+        let history = json!([
+            user(json!("hi")),
+            {"id": "a", "role": "assistant", "toolCalls": [
+                {"id": "c1", "type": "function",
+                    "function": {"name": "core__workspace_list", "arguments": "{}"}},
+                {"id": "c2", "type": "function",
+                    "function": {"name": "core__workspace_list", "arguments": "{}"}}]},
+            {"id": "t", "role": "tool", "toolCallId": "c1", "content": "a.txt, b.txt",
+                "error": "timed out after 2 entries"},
+            {"id": "t2", "role": "tool", "toolCallId": "c2", "content": "", "error": "failed"},
+            user(json!("again"))
+        ]);
+        let request = incoming(&messages(history), &[]).ok().unwrap();
+        let results: Vec<Value> = request
+            .history
+            .iter()
+            .filter_map(|item| match item {
+                graph::HistoryItem::ToolResult { content, .. } => {
+                    Some(serde_json::from_str(content).unwrap())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            results,
+            [
+                json!({"error": {"message": "timed out after 2 entries"},
+                    "content": "a.txt, b.txt"}),
+                json!({"error": {"message": "failed"}}),
+            ]
         );
     }
 
