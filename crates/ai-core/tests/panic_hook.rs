@@ -13,8 +13,8 @@ use std::pin::Pin;
 use ai_core::{
     AiEvent, AuthCapability, AuthError, Authorizer, AuthzDecision, BoundTool, CancellationToken,
     Capabilities, ConnectionBroker, ConnectionId, ExecPermit, Redaction, RunContext,
-    StaticToolSource, ToolCall, ToolCallId, ToolCatalog, ToolEffect, ToolError, ToolId,
-    ToolInvocationContext, ToolOutcome, ToolPolicy, ToolRunner, ToolSpec,
+    StaticToolSource, ToolCall, ToolCallId, ToolCatalog, ToolEffect, ToolError, ToolFailure,
+    ToolId, ToolInvocationContext, ToolOutcome, ToolPolicy, ToolRunner, ToolSource, ToolSpec,
 };
 use serde_json::{Value, json};
 use tracing_subscriber::fmt::MakeWriter;
@@ -125,6 +125,87 @@ impl ConnectionBroker for Eager {
         Self: 'd,
     {
         panic!("the broker cannot resolve {SECRET}");
+    }
+}
+
+/// Which of its plain methods a [`Fragile`] tool panics in, with the secret in the message.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Breaks {
+    Spec,
+    RequiresConnection,
+    Idempotent,
+    RefusedBeforeAttempt,
+}
+
+/// A tool that panics in one of the plain methods the runner asks it (not `exec` or its
+/// checks). Its `exec` fails, as a transient failure, so that the runner asks whether it may
+/// run it again.
+struct Fragile {
+    spec: ToolSpec,
+    breaks: Breaks,
+}
+
+impl Fragile {
+    fn breaks_in(&self, method: Breaks) {
+        if self.breaks == method {
+            panic!("{method:?} cannot tell with {SECRET}");
+        }
+    }
+}
+
+#[ai_core::async_trait]
+impl BoundTool for Fragile {
+    fn spec(&self) -> &ToolSpec {
+        self.breaks_in(Breaks::Spec);
+        &self.spec
+    }
+    fn requires_connection(&self) -> bool {
+        self.breaks_in(Breaks::RequiresConnection);
+        false
+    }
+    fn idempotent(&self) -> bool {
+        self.breaks_in(Breaks::Idempotent);
+        false
+    }
+    fn refused_before_attempt(
+        &self,
+        _: &ToolInvocationContext,
+        _: &Value,
+        _: u32,
+    ) -> Option<ToolFailure> {
+        self.breaks_in(Breaks::RefusedBeforeAttempt);
+        None
+    }
+    fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
+        Ok(args)
+    }
+    async fn exec(
+        &self,
+        _: ExecPermit,
+        _: Arc<Value>,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<Value, ToolError> {
+        Err(ToolError::transient("the tool failed"))
+    }
+    fn validate_output(&self, _: &Value) -> Result<(), ToolError> {
+        Ok(())
+    }
+    fn redact(&self, value: Value) -> Result<Value, ToolError> {
+        Ok(value)
+    }
+}
+
+/// A source over [`Fragile`] tools that lists their specs without asking the tools.
+struct FragileSource(Vec<Arc<Fragile>>);
+
+impl ToolSource for FragileSource {
+    fn bound_tool(&self, id: &ToolId) -> Option<Arc<dyn BoundTool>> {
+        let tool = self.0.iter().find(|tool| &tool.spec.id == id)?;
+        Some(Arc::clone(tool) as Arc<dyn BoundTool>)
+    }
+    fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.0.iter().map(|tool| tool.spec.clone()).collect()
     }
 }
 
@@ -294,6 +375,58 @@ async fn a_tools_panic_message_is_kept_out_and_other_panics_pass_through() {
         "the sink's panic unwinds"
     );
 
+    // The plain methods the runner asks a tool (its spec, whether it needs a connection, may be
+    // run again, or is already refused) are the tool's code too: their panic unwinds out of
+    // `run_tool` (the `graph` driver catches it), and its message is kept out.
+    let fragile: Vec<Arc<Fragile>> = [
+        Breaks::Spec,
+        Breaks::RequiresConnection,
+        Breaks::Idempotent,
+        Breaks::RefusedBeforeAttempt,
+    ]
+    .into_iter()
+    .map(|breaks| {
+        Arc::new(Fragile {
+            spec: ToolSpec {
+                id: ToolId::parse(&format!("core__breaks_{breaks:?}")).unwrap(),
+                description: "Panics with a secret.".into(),
+                input_schema: json!({"type": "object"}),
+                effect: ToolEffect::StateChange,
+                redaction: Redaction { allow: Vec::new() },
+            },
+            breaks,
+        })
+    })
+    .collect();
+    let ids: Vec<ToolId> = fragile.iter().map(|tool| tool.spec.id.clone()).collect();
+    let source = FragileSource(fragile);
+    let ctx = RunContext::new("run-1", "user:alice", "tenant-1").unwrap();
+    let policy = ToolPolicy {
+        allowed_tools: ids.iter().cloned().collect(),
+        ..ToolPolicy::default()
+    };
+    let fragile_catalog = ToolCatalog::build(&source, &policy, &ctx).unwrap();
+    let fragile_runner = ToolRunner::new(Arc::new(source), Arc::new(policy), Arc::new(FixedClock));
+    for id in ids {
+        let call = ToolCall {
+            id: ToolCallId::new("call_fragile").unwrap(),
+            name: id.as_str().into(),
+            arguments: "{}".into(),
+        };
+        let (runner, ctx, catalog) = (fragile_runner.clone(), ctx.clone(), fragile_catalog.clone());
+        let panicked = tokio::spawn(async move {
+            let sink = |_: AiEvent| {};
+            runner
+                .run_tool(&call, &ctx, &catalog, &sink, &CancellationToken::new())
+                .await;
+        })
+        .await;
+        assert!(
+            panicked.is_err_and(|e| e.is_panic()),
+            "{id}: the panic unwinds"
+        );
+    }
+
     // A panic outside any tool still reaches the hook before.
     let outside = std::panic::catch_unwind(|| panic!("outside any tool"));
     assert!(outside.is_err());
@@ -305,7 +438,7 @@ async fn a_tools_panic_message_is_kept_out_and_other_panics_pass_through() {
     );
     assert!(seen.iter().any(|m| m == "outside any tool"), "{seen:?}");
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-    assert_eq!(logs.matches("a tool panicked").count(), 3, "{logs}");
+    assert_eq!(logs.matches("a tool panicked").count(), 7, "{logs}");
     assert_eq!(logs.matches("the event sink panicked").count(), 1, "{logs}");
     assert_eq!(
         logs.matches("the authorization hook panicked").count(),

@@ -204,6 +204,15 @@ pub(super) fn unless_panics<T>(check: impl FnOnce() -> T) -> Option<T> {
     catch_unwind(AssertUnwindSafe(|| port_call(A_TOOL, check))).ok()
 }
 
+/// Runs `code`, a call of one of the tool's plain methods (`spec`, `requires_connection`,
+/// `idempotent`, `refused_before_attempt`), as the tool's code: a panic in it is reported by
+/// [`install_tool_panic_hook`] without its message, as one in `exec` is. It is not caught: such
+/// a method answers no step's question with a failure, so its panic unwinds out of
+/// [`crate::ToolRunner::run_tool`], as a port's does.
+pub(super) fn tool_code<T>(code: impl FnOnce() -> T) -> T {
+    port_call(A_TOOL, code)
+}
+
 /// What [`install_tool_panic_hook`] calls a tool's code.
 const A_TOOL: &str = "a tool";
 
@@ -273,8 +282,10 @@ pub fn own_code<T>(code: impl FnOnce() -> T) -> T {
 }
 
 /// Installs a panic hook that keeps a tool's or a port's panic message out of the process's
-/// output: a panic in a tool's own code (its `exec` as the runner polls it, and its
-/// `validate_input`, `validate_output` and `redact`), or in a port's (the ones the runner
+/// output: a panic in a tool's own code (its `exec` as the runner polls it, its
+/// `validate_input`, `validate_output` and `redact`, and the plain methods the runner asks it:
+/// `spec`, `requires_connection`, `idempotent`, `counted_result_bytes`,
+/// `refused_before_attempt`), or in a port's (the ones the runner
 /// calls for a call: the tool source, the authorization hook, the connection broker, the clock,
 /// the event sink it is given; and what a caller marks with [`port_future`] or [`port_call`], as
 /// the `graph` driver does for the model port, the thread store and the app's event sink) is

@@ -455,8 +455,8 @@ pub(super) async fn execute(
     caps: &Capabilities,
     attempts: &mut Vec<Attempt>,
 ) -> Result<Value, ToolFailure> {
-    let id = &tool.spec().id;
-    if let Some(refused) = tool.refused_before_attempt(invocation, args, 1) {
+    let id = &budget::tool_code(|| tool.spec()).id;
+    if let Some(refused) = budget::tool_code(|| tool.refused_before_attempt(invocation, args, 1)) {
         return Err(refused);
     }
     let trial = step
@@ -506,9 +506,10 @@ impl Attempting<'_> {
             step, tool, args, ..
         } = self;
         let started_at_ms = super::port_call(super::THE_CLOCK, || step.clock.now_ms());
-        let deadline = || step.attempt_deadline(&tool.spec().id, now);
+        let spec = budget::tool_code(|| tool.spec());
+        let deadline = || step.attempt_deadline(&spec.id, now);
         let stopping = budget::Stopping {
-            changes_state: tool.spec().effect != ToolEffect::ReadOnly,
+            changes_state: spec.effect != ToolEffect::ReadOnly,
             ran_before: number > 1,
         };
         let result = if step.cancel.is_cancelled() {
@@ -570,11 +571,12 @@ impl Attempting<'_> {
         mut trial: Trial,
     ) -> Result<Value, ToolFailure> {
         let step = self.step;
-        let id = &self.tool.spec().id;
+        let spec = budget::tool_code(|| self.tool.spec());
+        let id = &spec.id;
         let breaker = &step.policy.breaker;
         let retry = step.policy.retry_for(id);
         let safe_to_repeat =
-            self.tool.spec().effect == ToolEffect::ReadOnly || self.tool.idempotent();
+            spec.effect == ToolEffect::ReadOnly || budget::tool_code(|| self.tool.idempotent());
         let max_attempts = if safe_to_repeat {
             retry.max_attempts.max(1)
         } else {
@@ -613,7 +615,7 @@ impl Attempting<'_> {
             });
             // Attempts ran: a tool that is not read-only may have made its change.
             let stopping = budget::Stopping {
-                changes_state: self.tool.spec().effect != ToolEffect::ReadOnly,
+                changes_state: spec.effect != ToolEffect::ReadOnly,
                 ran_before: true,
             };
             if !sleep_unless_cancelled(wait, step.cancel).await {
@@ -626,15 +628,13 @@ impl Attempting<'_> {
             now = Instant::now();
             // A refusal the tool gives (a replay's recorded one) is passed on as it is: it
             // already says what the recorded run said. The breaker's own says what ran.
-            let refused = (self.tool)
-                .refused_before_attempt(self.invocation, self.args, number)
-                .map_or_else(
-                    || {
-                        (step.registry.admit(id, breaker, now))
-                            .map_err(|open| stopping.refused(open))
-                    },
-                    Err,
-                );
+            let refused = budget::tool_code(|| {
+                (self.tool).refused_before_attempt(self.invocation, self.args, number)
+            })
+            .map_or_else(
+                || (step.registry.admit(id, breaker, now)).map_err(|open| stopping.refused(open)),
+                Err,
+            );
             trial = match refused {
                 Ok(trial) => trial,
                 // The circuit opened meanwhile: the call, which ran, ends here and is counted.

@@ -30,7 +30,10 @@
 //! within the runtime budget (`timeout`), like the tool itself: no port can hold a call open. A
 //! tool that blocks its thread past the budget instead of awaiting cannot be stopped, but its
 //! value is not used: it ends `timeout`. A panic in the tool's own checks (steps 5, 9 and 10) is
-//! caught like one in `exec` and ends the call with that step's code.
+//! caught like one in `exec` and ends the call with that step's code. The plain methods the runner
+//! asks the tool (`spec`, `requires_connection`, `idempotent`, `refused_before_attempt`) answer no
+//! step with a failure: a panic in one is marked as the tool's for [`install_tool_panic_hook`],
+//! and unwinds like a port's.
 //!
 //! A failure at any step jumps (with `?`) to the single place that emits the start event if it
 //! was not emitted yet and then the result event, so every call gets exactly one of each, with the
@@ -234,11 +237,13 @@ impl ToolRunner {
     /// clock, the authorization hook, the connection broker) or in `events` is not the tool's:
     /// it unwinds out of this function, with no result event, and a caller that must answer
     /// every call catches it and answers the call itself, as `graph`'s driver does (see
-    /// [`ToolInvocationRecord::failed`]). `events` is the caller's port like the others: under
-    /// [`install_tool_panic_hook`] its panic is reported without its message. A call whose tool
-    /// needs an approval the run does not hold yet emits only [`AiEvent::ApprovalRequired`] and
-    /// returns [`ToolOutcome::ApprovalRequired`], naming the hash a matching approval in
-    /// [`RunContext::approvals`] must carry.
+    /// [`ToolInvocationRecord::failed`]). So does a panic in one of the tool's plain methods
+    /// (`spec`, `requires_connection`, `idempotent`, `refused_before_attempt`), which answer
+    /// no step with a failure. `events` is the caller's port like the others: under
+    /// [`install_tool_panic_hook`] its panic, and the tool's, is reported without its message. A
+    /// call whose tool needs an approval the run does not hold yet emits only
+    /// [`AiEvent::ApprovalRequired`] and returns [`ToolOutcome::ApprovalRequired`], naming the
+    /// hash a matching approval in [`RunContext::approvals`] must carry.
     ///
     /// Must be awaited inside a Tokio runtime with the time driver enabled.
     pub async fn run_tool(
@@ -360,13 +365,14 @@ impl ToolRunner {
         progress: &mut Progress,
     ) -> Result<Value, Stop> {
         let tool = self.find_bound_tool(&call.name, tool_id)?; // 1
-        let id = &tool.spec().id;
-        let needs_approval = self.check_policy(ctx, listed, tool.as_ref())?; // 2
+        let spec = budget::tool_code(|| tool.spec());
+        let id = &spec.id;
+        let needs_approval = self.check_policy(ctx, listed, spec)?; // 2
         // The runtime budget counts from here: the ports awaited in steps 3 and 6 and every
         // attempt of step 8 spend the same one.
         let started = tokio::time::Instant::now();
         self.check_authz(ctx, id, cancel, started).await?; // 3
-        let connection_id = check_connection_grant(ctx, tool.as_ref())?; // 4
+        let connection_id = check_connection_grant(ctx, tool.as_ref(), id)?; // 4
         let args = self.parse_and_validate(tool.as_ref(), &call.arguments)?; // 5
         if needs_approval {
             // A cancelled run asks nobody for anything: the call ends `cancelled`.
@@ -421,14 +427,13 @@ impl ToolRunner {
     }
 
     /// Step 2. `listed`: the run's catalog entry for the called name, looked up once by
-    /// [`Self::run_tool`].
+    /// [`Self::run_tool`]; `spec`: the bound tool's.
     fn check_policy(
         &self,
         ctx: &RunContext,
         listed: Option<&ToolSpec>,
-        tool: &dyn BoundTool,
+        spec: &ToolSpec,
     ) -> Result<bool, ToolFailure> {
-        let spec = tool.spec();
         let denied = |why: &str| {
             ToolFailure::new(
                 ToolErrorCode::PolicyDenied,
@@ -640,21 +645,19 @@ impl ToolRunner {
     }
 }
 
-/// Step 4: a tool that needs a connection gets one only from `grant ∩ requested`.
+/// Step 4: a tool (`id`) that needs a connection gets one only from `grant ∩ requested`.
 fn check_connection_grant(
     ctx: &RunContext,
     tool: &dyn BoundTool,
+    id: &ToolId,
 ) -> Result<Option<ConnectionId>, ToolFailure> {
-    if !tool.requires_connection() {
+    if !budget::tool_code(|| tool.requires_connection()) {
         return Ok(None);
     }
     let Some(connection_id) = &ctx.connection_id else {
         return Err(ToolFailure::new(
             ToolErrorCode::Validation,
-            format!(
-                "tool {} needs a connection and none was selected",
-                tool.spec().id
-            ),
+            format!("tool {id} needs a connection and none was selected"),
         ));
     };
     if !ctx.may_use_connection(connection_id) {
