@@ -235,7 +235,8 @@ pub trait BoundTool: Send + Sync {
     /// breaker. Tools leave the default, `None`. A replay of a recorded run uses it to answer a
     /// call the record says the breaker refused (`circuit_open`) with the recorded failure: the
     /// breaker's state is not in the record (it carries over between runs, and its wait is real
-    /// time), so a replay's own breaker would decide, and word, otherwise.
+    /// time), so a replay's own breaker would decide, and word, otherwise. It is not asked for
+    /// an attempt whose run was cancelled before it: that attempt ends `cancelled`.
     fn refused_before_attempt(
         &self,
         _ctx: &ToolInvocationContext,

@@ -442,7 +442,9 @@ impl Step8<'_> {
 
 /// Runs the tool's attempts: each under the per-attempt timeout and what is left of the total
 /// budget; retried only when the tool is read-only or idempotent, the failure's category is
-/// retryable and the wait fits in the budget; cancellation stops an attempt or a wait at once.
+/// retryable and the wait fits in the budget; cancellation stops an attempt or a wait at once,
+/// and a token that fired before an attempt ends it `cancelled` before the tool's
+/// [`BoundTool::refused_before_attempt`] or the breaker is asked.
 ///
 /// The first attempt is the whole of most calls, so it is all this future holds; the retries
 /// live in their own boxed future, made only when the first attempt fails.
@@ -456,12 +458,21 @@ pub(super) async fn execute(
     attempts: &mut Vec<Attempt>,
 ) -> Result<Value, ToolFailure> {
     let id = &budget::tool_code(|| tool.spec()).id;
-    if let Some(refused) = budget::tool_code(|| tool.refused_before_attempt(invocation, args, 1)) {
-        return Err(refused);
-    }
-    let trial = step
-        .registry
-        .admit(id, &step.policy.breaker, first_attempt_at)?;
+    // A token that fired already is answered first: the attempt ends `cancelled` without calling
+    // the tool, and neither the tool's own refusal (a replay's recorded one) nor the breaker,
+    // whose half-open slot it would take, is asked why else it would not run.
+    let cancelled = step.cancel.is_cancelled();
+    let trial = if cancelled {
+        None
+    } else {
+        if let Some(refused) =
+            budget::tool_code(|| tool.refused_before_attempt(invocation, args, 1))
+        {
+            return Err(refused);
+        }
+        step.registry
+            .admit(id, &step.policy.breaker, first_attempt_at)?
+    };
     let attempting = Attempting {
         step: &step,
         tool,
@@ -470,7 +481,9 @@ pub(super) async fn execute(
         caps,
         first_attempt_at,
     };
-    let (result, now) = attempting.attempt(attempts, first_attempt_at, 1).await;
+    let (result, now) = (attempting)
+        .attempt(attempts, first_attempt_at, 1, cancelled)
+        .await;
     match result {
         Ok(value) => {
             let call = Some((now - first_attempt_at, 0));
@@ -495,12 +508,15 @@ struct Attempting<'a> {
 
 impl Attempting<'_> {
     /// One attempt, starting at `now`: run under its budget and the cancellation token, and
-    /// added to `attempts`. Returns how it ended and when.
+    /// added to `attempts`; `cancelled`: the token had fired when the caller checked it, just
+    /// before (the attempt then ends `cancelled` without calling the tool). Returns how it ended
+    /// and when.
     async fn attempt(
         &self,
         attempts: &mut Vec<Attempt>,
         now: Instant,
         number: u32,
+        cancelled: bool,
     ) -> (Result<Value, ToolFailure>, Instant) {
         let Self {
             step, tool, args, ..
@@ -512,7 +528,7 @@ impl Attempting<'_> {
             changes_state: spec.effect != ToolEffect::ReadOnly,
             ran_before: number > 1,
         };
-        let result = if step.cancel.is_cancelled() {
+        let result = if cancelled {
             // Checked before `exec` is called, not only before its future is polled: a
             // hand-written impl may do its work as it is called.
             Err(stopping.cancelled(false))
@@ -626,15 +642,24 @@ impl Attempting<'_> {
                 return Err(cancelled);
             }
             now = Instant::now();
+            // As for the first attempt, a fired token comes before any refusal.
+            let cancelled = step.cancel.is_cancelled();
             // A refusal the tool gives (a replay's recorded one) is passed on as it is: it
             // already says what the recorded run said. The breaker's own says what ran.
-            let refused = budget::tool_code(|| {
-                (self.tool).refused_before_attempt(self.invocation, self.args, number)
-            })
-            .map_or_else(
-                || (step.registry.admit(id, breaker, now)).map_err(|open| stopping.refused(open)),
-                Err,
-            );
+            let refused = if cancelled {
+                Ok(None)
+            } else {
+                budget::tool_code(|| {
+                    (self.tool).refused_before_attempt(self.invocation, self.args, number)
+                })
+                .map_or_else(
+                    || {
+                        (step.registry.admit(id, breaker, now))
+                            .map_err(|open| stopping.refused(open))
+                    },
+                    Err,
+                )
+            };
             trial = match refused {
                 Ok(trial) => trial,
                 // The circuit opened meanwhile: the call, which ran, ends here and is counted.
@@ -645,7 +670,7 @@ impl Attempting<'_> {
                     return Err(open);
                 }
             };
-            let (result, ended) = self.attempt(attempts, now, number).await;
+            let (result, ended) = self.attempt(attempts, now, number, cancelled).await;
             now = ended;
             match result {
                 Ok(value) => {

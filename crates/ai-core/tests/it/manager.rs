@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ai_core::{
     AiEvent, BoundTool, BreakerStatus, RetryPolicy, ToolCallStatus, ToolEffect, ToolErrorCategory,
-    ToolErrorCode, ToolPolicy,
+    ToolErrorCode, ToolFailure, ToolPolicy,
 };
 
 use crate::support::{Behaviour, FakeTool, Harness, allow};
@@ -326,21 +326,56 @@ fn one_strike() -> ToolPolicy {
     p
 }
 
+/// A token that fired before the call is answered `cancelled` before the tool's own refusal (a
+/// replay's recorded `circuit_open`) or the breaker is asked: the call never reaches the tool,
+/// and a refusal would say it did not run for another reason than the one that holds.
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_call_is_answered_cancelled_before_a_refusal_or_the_breaker() {
+    let recorded = ToolFailure::new(ToolErrorCode::CircuitOpen, "the recorded refusal");
+    let refusing = FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Echo).refusing(recorded);
+    let h = Harness::new(vec![Arc::new(refusing) as Arc<dyn BoundTool>], one_strike());
+    h.cancel.cancel();
+    let run = h.call(T, "{}").await;
+    assert_eq!(
+        run.result.failure().map(|f| f.code),
+        Some(ToolErrorCode::Cancelled),
+        "{run:?}"
+    );
+
+    // So is a call whose tool's circuit is open.
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Fail));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], one_strike());
+    let code = |run: ai_core::ToolRun| run.result.failure().map(|f| f.code);
+    assert_eq!(code(h.call(T, "{}").await), Some(ToolErrorCode::Execution));
+    assert_eq!(
+        code(h.call(T, "{}").await),
+        Some(ToolErrorCode::CircuitOpen)
+    );
+    h.cancel.cancel();
+    assert_eq!(code(h.call(T, "{}").await), Some(ToolErrorCode::Cancelled));
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_half_open_trial_gives_its_slot_back() {
     let tool = Arc::new(FakeTool::new(
         T,
         ToolEffect::ReadOnly,
-        Behaviour::FailOnceThenSleep(Duration::ZERO),
+        Behaviour::FailOnceThenSleep(Duration::from_millis(500)),
     ));
     let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], one_strike());
     let code = |run: ai_core::ToolRun| run.result.failure().map(|f| f.code);
     assert_eq!(code(h.call(T, "{}").await), Some(ToolErrorCode::Execution));
     tokio::time::advance(Duration::from_millis(1_000)).await;
 
-    // The run that gets the half-open trial is cancelled: that says nothing about the tool.
-    h.cancel.cancel();
-    assert_eq!(code(h.call(T, "{}").await), Some(ToolErrorCode::Cancelled));
+    // The run that gets the half-open trial is cancelled while its tool runs: that says nothing
+    // about the tool. (A token that fired before the call never takes the trial.)
+    let cancel = h.cancel.clone();
+    let (trial, ()) = tokio::join!(h.call(T, "{}"), async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        cancel.cancel();
+    });
+    assert_eq!(code(trial), Some(ToolErrorCode::Cancelled));
     assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::HalfOpen);
 
     // The next run's call is the trial; the tool is healthy, so the circuit closes.
@@ -350,7 +385,7 @@ async fn a_cancelled_half_open_trial_gives_its_slot_back() {
     };
     assert_eq!(code(h2.call(T, "{}").await), None);
     assert_eq!(h2.runner.stats()[0].breaker, BreakerStatus::Closed);
-    assert_eq!(tool.runs.load(Ordering::SeqCst), 2);
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 3);
 }
 
 #[tokio::test(start_paused = true)]

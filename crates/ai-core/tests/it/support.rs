@@ -7,8 +7,8 @@ use std::time::Duration;
 use ai_core::{
     AiEvent, AuthCapability, AuthError, BoundTool, CancellationToken, Capabilities, Clock,
     ConnectionBroker, ConnectionId, EventSink, ExecPermit, Redaction, RunContext, Secret,
-    StaticToolSource, ToolCall, ToolCallId, ToolCatalog, ToolEffect, ToolError, ToolId,
-    ToolInvocationContext, ToolPolicy, ToolRun, ToolRunner, ToolSpec,
+    StaticToolSource, ToolCall, ToolCallId, ToolCatalog, ToolEffect, ToolError, ToolFailure,
+    ToolId, ToolInvocationContext, ToolPolicy, ToolRun, ToolRunner, ToolSpec,
 };
 use serde_json::{Value, json};
 
@@ -54,6 +54,8 @@ pub(crate) struct FakeTool {
     requires_connection: bool,
     idempotent: bool,
     reads_token: bool,
+    /// What [`BoundTool::refused_before_attempt`] answers (a replay's recorded refusal).
+    refusal: Option<ToolFailure>,
     pub(crate) runs: AtomicUsize,
 }
 
@@ -77,6 +79,7 @@ impl FakeTool {
             requires_connection: false,
             idempotent: false,
             reads_token: false,
+            refusal: None,
             runs: AtomicUsize::new(0),
         }
     }
@@ -88,6 +91,13 @@ impl FakeTool {
 
     pub(crate) fn idempotent(mut self) -> Self {
         self.idempotent = true;
+        self
+    }
+
+    /// Refuses every attempt before it starts with `refusal`, as a replay answers a call the
+    /// record says its breaker refused.
+    pub(crate) fn refusing(mut self, refusal: ToolFailure) -> Self {
+        self.refusal = Some(refusal);
         self
     }
 
@@ -112,6 +122,15 @@ impl BoundTool for FakeTool {
 
     fn idempotent(&self) -> bool {
         self.idempotent
+    }
+
+    fn refused_before_attempt(
+        &self,
+        _ctx: &ToolInvocationContext,
+        _args: &Value,
+        _attempt: u32,
+    ) -> Option<ToolFailure> {
+        self.refusal.clone()
     }
 
     fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
