@@ -1494,13 +1494,16 @@ struct SinkBreaks {
     stopped: bool,
     /// Model calls made.
     model_calls: usize,
+    /// The run's step limit (the default's 10 unless set).
+    max_steps: Option<u32>,
 }
 
 /// An app's event sink that panics on an event the loop emits itself (a step's start, a
 /// completion's usage, the answer it shows for a call that never ran, its `Error`, its `Done`)
 /// does not take the run down: it ends with one `Done` (an `Error` saying the sink panicked
-/// first, unless the panic came on the run's own last events), nothing more runs, and the thread
-/// is saved as the run left it, with a valid history.
+/// first, unless the panic came on the run's own last events: those of the completion that ends
+/// it, its `Error`, its `Done`), nothing more runs, and the thread is saved as the run left it,
+/// with a valid history.
 #[tokio::test(start_paused = true)]
 async fn a_sink_that_panics_on_an_event_of_the_loops_own_ends_the_run_cleanly() {
     let mut cut = call("c1", "core__wait", r#"{"ms":10"#);
@@ -1531,7 +1534,63 @@ async fn a_sink_that_panics_on_an_event_of_the_loops_own_ends_the_run_cleanly() 
             .unwrap(),
         ),
     });
+    // The completion that ends the run: nothing is left to stop when the sink breaks on it.
+    let last_with_usage = |streamed: bool| {
+        let completion = LlmCompletion {
+            text: "Done waiting.".into(),
+            tool_calls: vec![],
+            finish_reason: FinishReason::Stop,
+            usage: Some(
+                serde_json::from_value(
+                    serde_json::json!({"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}),
+                )
+                .unwrap(),
+            ),
+        };
+        if streamed {
+            Reply::Complete(completion)
+        } else {
+            Reply::Unstreamed(completion)
+        }
+    };
     let cases = [
+        SinkBreaks {
+            name: "the usage of the completion that ends the run",
+            replies: vec![last_with_usage(true)],
+            on: |e| matches!(e, AiEvent::Usage { .. }),
+            done: "stop",
+            stopped: false,
+            model_calls: 1,
+            max_steps: None,
+        },
+        SinkBreaks {
+            name: "the text of the completion that ends the run, shown once it answered",
+            replies: vec![last_with_usage(false)],
+            on: |e| matches!(e, AiEvent::TextDelta { .. }),
+            done: "stop",
+            stopped: false,
+            model_calls: 1,
+            max_steps: None,
+        },
+        SinkBreaks {
+            name: "the usage of a turn cut with its only call, at the step limit: the run's end",
+            replies: vec![Reply::Complete(LlmCompletion {
+                text: "Let me wait.".into(),
+                tool_calls: vec![cut.clone()],
+                finish_reason: FinishReason::Length,
+                usage: Some(
+                    serde_json::from_value(
+                        serde_json::json!({"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}),
+                    )
+                    .unwrap(),
+                ),
+            })],
+            on: |e| matches!(e, AiEvent::Usage { .. }),
+            done: "length",
+            stopped: false,
+            model_calls: 1,
+            max_steps: Some(1),
+        },
         SinkBreaks {
             name: "usage, before a turn with a call cut short",
             replies: vec![mixed_with_usage, text("never asked")],
@@ -1539,6 +1598,7 @@ async fn a_sink_that_panics_on_an_event_of_the_loops_own_ends_the_run_cleanly() 
             done: "error",
             stopped: true,
             model_calls: 1,
+            max_steps: None,
         },
         SinkBreaks {
             name: "a step's start",
@@ -1547,6 +1607,7 @@ async fn a_sink_that_panics_on_an_event_of_the_loops_own_ends_the_run_cleanly() 
             done: "error",
             stopped: true,
             model_calls: 0,
+            max_steps: None,
         },
         SinkBreaks {
             name: "usage",
@@ -1555,6 +1616,7 @@ async fn a_sink_that_panics_on_an_event_of_the_loops_own_ends_the_run_cleanly() 
             done: "error",
             stopped: true,
             model_calls: 1,
+            max_steps: None,
         },
         SinkBreaks {
             name: "the answer of a call that never ran",
@@ -1563,6 +1625,7 @@ async fn a_sink_that_panics_on_an_event_of_the_loops_own_ends_the_run_cleanly() 
             done: "error",
             stopped: true,
             model_calls: 1,
+            max_steps: None,
         },
         SinkBreaks {
             name: "the run's error",
@@ -1571,6 +1634,7 @@ async fn a_sink_that_panics_on_an_event_of_the_loops_own_ends_the_run_cleanly() 
             done: "error",
             stopped: false,
             model_calls: 1,
+            max_steps: None,
         },
         SinkBreaks {
             name: "the run's done",
@@ -1579,11 +1643,16 @@ async fn a_sink_that_panics_on_an_event_of_the_loops_own_ends_the_run_cleanly() 
             done: "stop",
             stopped: false,
             model_calls: 1,
+            max_steps: None,
         },
     ];
     for case in cases {
         let name = case.name;
-        let f = Fixture::new(case.replies, AgentConfig::default());
+        let config = match case.max_steps.and_then(NonZeroU32::new) {
+            Some(limit) => AgentConfig::default().with_max_steps(limit),
+            None => AgentConfig::default(),
+        };
+        let f = Fixture::new(case.replies, config);
         let store = InMemoryThreadStore::default();
         let thread = ThreadId::new("t").unwrap();
         let panicked = std::sync::atomic::AtomicBool::new(false);
