@@ -202,12 +202,12 @@ pub(crate) fn is_connection_id(name: &str) -> bool {
 fn find_connection_id(node: &Value, pointer: String) -> Option<String> {
     match node {
         Value::Object(map) => map.iter().find_map(|(key, child)| {
-            let at = format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
+            let at = format!("{pointer}/{}", pointer_segment(key));
             if key == "properties"
                 && let Value::Object(properties) = child
                 && let Some(name) = properties.keys().find(|k| is_connection_id(k))
             {
-                return Some(format!("{at}/{name}"));
+                return Some(format!("{at}/{}", pointer_segment(name)));
             }
             find_connection_id(child, at)
         }),
@@ -217,6 +217,11 @@ fn find_connection_id(node: &Value, pointer: String) -> Option<String> {
             .find_map(|(i, child)| find_connection_id(child, format!("{pointer}/{i}"))),
         _ => None,
     }
+}
+
+/// `name` as one segment of a JSON pointer: `~` written `~0` and `/` written `~1`.
+fn pointer_segment(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
 }
 
 pub(crate) mod clash;

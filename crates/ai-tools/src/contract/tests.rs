@@ -113,6 +113,20 @@ struct Spaced {
 
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
+struct Slashed {
+    #[serde(rename = "connection/id")]
+    connection: String,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Tilde {
+    #[serde(rename = "connection~id")]
+    connection: String,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
 struct NotAConnection {
     connection: String,
     connection_ids_seen: u32,
@@ -150,6 +164,15 @@ fn connection_ids_are_refused_at_derivation() {
         (
             tool_spec::<Probe<Spaced>>().unwrap_err(),
             "/properties/connection id",
+        ),
+        // The name is escaped as a JSON pointer segment, as the keywords before it are.
+        (
+            tool_spec::<Probe<Slashed>>().unwrap_err(),
+            "/properties/connection~1id",
+        ),
+        (
+            tool_spec::<Probe<Tilde>>().unwrap_err(),
+            "/properties/connection~0id",
         ),
     ] {
         match err {
