@@ -71,3 +71,29 @@ fn a_listing_that_fits_is_kept_whole_with_the_workspaces_truncated() {
         assert_eq!(output.truncated, truncated);
     }
 }
+
+/// The JSON length counted for each character is what serde_json writes for it in a string.
+#[test]
+fn a_characters_json_length_is_what_serde_json_writes() {
+    use super::workspace::json_len;
+    let chars = (0..0x800)
+        .chain([0xFFFD, 0xFEFF, 0x1F426, 0x10FFFF])
+        .filter_map(char::from_u32);
+    for c in chars {
+        let written = serde_json::to_string(&c.to_string()).unwrap().len() - 2;
+        assert_eq!(json_len(c), written, "{:?}", c);
+    }
+}
+
+/// A read whose path alone fills the answer still gets one character further each time.
+#[test]
+fn a_read_always_gets_further() {
+    use super::workspace::{MAX_READ_BYTES, fit_text};
+    let path = "p".repeat(MAX_READ_BYTES);
+    let answer = fit_text(path, "ab", 0);
+    assert_eq!(answer.content, "a");
+    assert_eq!(answer.next_offset, Some(1));
+    let answer = fit_text("p".into(), "ab", 1);
+    assert_eq!(answer.content, "b");
+    assert_eq!(answer.next_offset, None);
+}

@@ -63,6 +63,11 @@ fn workspace_error(error: ai_core::WorkspaceError) -> ToolError {
 /// part, with `truncated` set, rather than refused as `result_too_large`.
 pub(super) const MAX_LIST_BYTES: usize = 24 * 1024;
 
+/// The most bytes of compact JSON a read answers with, for the same reason as
+/// [`MAX_LIST_BYTES`]: a longer file is answered in parts, each with the `next_offset` to read on
+/// from, rather than refused as `result_too_large` (which no call could get past).
+pub(super) const MAX_READ_BYTES: usize = 24 * 1024;
+
 /// The compact JSON length of a listing with no entries, the larger `truncated` value counted.
 const EMPTY_LIST_BYTES: usize = r#"{"entries":[],"truncated":false}"#.len();
 
@@ -196,6 +201,9 @@ impl std::fmt::Debug for WorkspaceRead {
 pub struct ReadInput {
     /// The file, relative to the workspace root.
     pub path: String,
+    /// Where to read from, in bytes: a previous answer's `next_offset`; the start when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
 }
 
 /// A file's text.
@@ -203,8 +211,13 @@ pub struct ReadInput {
 pub struct ReadOutput {
     /// The file, relative to the workspace root.
     pub path: String,
-    /// Its text.
+    /// Its text from `offset` on: all of it, or as much as fits in one answer (24 KiB of
+    /// JSON).
     pub content: String,
+    /// Where the text `content` leaves out begins, when it leaves some out: pass it as `offset`
+    /// to read on. Absent when `content` reaches the end of the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<u64>,
 }
 
 #[async_trait::async_trait]
@@ -212,9 +225,12 @@ impl ToolContract for WorkspaceRead {
     type Input = ReadInput;
     type Output = ReadOutput;
     const ID: &'static str = "core__workspace_read";
-    const DESCRIPTION: &'static str = "Read a UTF-8 text file from the workspace.";
+    const DESCRIPTION: &'static str = concat!(
+        "Read a UTF-8 text file from the workspace. A long file is answered in parts: when the ",
+        "answer has a `next_offset`, read again with it as `offset` for the rest."
+    );
     const EFFECT: ToolEffect = ToolEffect::ReadOnly;
-    const REDACTION: &'static [&'static str] = &["path", "content"];
+    const REDACTION: &'static [&'static str] = &["path", "content", "next_offset"];
 
     async fn execute(
         &self,
@@ -224,15 +240,69 @@ impl ToolContract for WorkspaceRead {
         _: &Capabilities,
     ) -> Result<ReadOutput, ToolError> {
         check_path(&input.path, false)?;
-        let content = self
+        let text = self
             .workspace
             .read(&input.path)
             .await
             .map_err(workspace_error)?;
-        Ok(ReadOutput {
-            path: input.path,
-            content,
-        })
+        let start = match input.offset {
+            Some(offset) => start_at(&text, offset)?,
+            None => 0,
+        };
+        Ok(fit_text(input.path, &text, start))
+    }
+}
+
+/// The byte index in `text` that `offset` names, or why it names none: it is past the end, or
+/// inside a character. The message never quotes the offset, the model's argument.
+fn start_at(text: &str, offset: u64) -> Result<usize, ToolError> {
+    match usize::try_from(offset) {
+        Ok(at) if text.is_char_boundary(at) => Ok(at),
+        Ok(at) if at < text.len() => Err(ToolError::invalid_input(
+            "the offset is inside a character: read on from a `next_offset`",
+        )),
+        _ => Err(ToolError::invalid_input(format!(
+            "the offset is past the end of the file, which is {} bytes long",
+            text.len()
+        ))),
+    }
+}
+
+/// The answer to a read of `text` from byte `start` (a character's start): as much of the text
+/// as keeps the answer's compact JSON within [`MAX_READ_BYTES`] (at least one character, so that
+/// reading on always gets further), and where the rest begins when some is left.
+pub(super) fn fit_text(path: String, text: &str, start: usize) -> ReadOutput {
+    let rest = &text[start..];
+    // The answer without its text, `next_offset` at its longest.
+    let mut answer = ReadOutput {
+        path,
+        content: String::new(),
+        next_offset: Some(u64::MAX),
+    };
+    let overhead = serde_json::to_vec(&answer).map_or(usize::MAX, |json| json.len());
+    let room = MAX_READ_BYTES.saturating_sub(overhead);
+    let mut used = 0;
+    let mut end = rest.len();
+    for (at, c) in rest.char_indices() {
+        used += json_len(c);
+        if used > room && at > 0 {
+            end = at;
+            break;
+        }
+    }
+    answer.content = rest[..end].to_owned();
+    answer.next_offset = (end < rest.len()).then(|| (start + end) as u64);
+    answer
+}
+
+/// The bytes `c` takes inside a JSON string as serde_json writes it: `"` and `\` and the
+/// control characters with a short escape take 2, the other control characters 6 (`\u00XX`),
+/// any other character its UTF-8 length.
+pub(super) fn json_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\u{8}' | '\u{c}' | '\n' | '\r' | '\t' => 2,
+        c if u32::from(c) < 0x20 => 6,
+        c => c.len_utf8(),
     }
 }
 

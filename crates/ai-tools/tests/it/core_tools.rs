@@ -48,12 +48,12 @@ async fn an_argument_the_tool_does_not_take_is_refused_saying_what_it_takes() {
         (
             read.clone(),
             format!(r#"{{"path":"a","{canary}":1}}"#),
-            "/ holds a property the tool does not take; the tool takes `path`",
+            "/ holds a property the tool does not take; the tool takes `offset`, `path`",
         ),
         (
             read,
             format!(r#"{{"path":"a","{canary}":1,"x{canary}":2}}"#),
-            "/ holds 2 properties the tool does not take; the tool takes `path`",
+            "/ holds 2 properties the tool does not take; the tool takes `offset`, `path`",
         ),
     ];
     for (tool, args, expected) in cases {
@@ -226,4 +226,99 @@ async fn wrong_kinds_of_path_are_the_models_mistake_not_the_tools() {
     }
     let (run, _) = runner.call(r#"{"path":"notes.txt"}"#).await;
     assert!(run.result.failure().is_none(), "{:?}", run.result);
+}
+
+/// A file too long for one answer within the runner's default 32 KiB result budget is read in
+/// parts: each answer holds as much text as fits in 24 KiB of JSON (escapes counted), cut
+/// between characters, and a `next_offset` to read on from; the parts put together are the file.
+#[tokio::test]
+async fn a_long_file_is_read_in_parts_each_within_the_default_result_budget() {
+    // Multi-byte characters, and characters JSON escapes, so no cut falls inside one.
+    let text: String = (0..40_000)
+        .map(|i| match i % 7 {
+            0 => 'é',
+            1 => '"',
+            2 => '\u{1}',
+            3 => '\u{1F426}',
+            _ => 'x',
+        })
+        .collect();
+    let workspace = Arc::new(MemoryWorkspace::default());
+    workspace
+        .0
+        .lock()
+        .unwrap()
+        .insert("big.txt".into(), text.clone());
+    let runner = crate::support::runner(bind(WorkspaceRead::new(workspace)).unwrap());
+    let mut read = String::new();
+    let mut args = json!({"path": "big.txt"});
+    let mut parts = 0;
+    loop {
+        let (run, _) = runner.call(&args.to_string()).await;
+        let answer = value(&run.result.outcome).clone();
+        assert!(
+            answer.to_string().len() <= 24 * 1024,
+            "{}",
+            answer.to_string().len()
+        );
+        assert_eq!(answer["path"], "big.txt");
+        read.push_str(answer["content"].as_str().unwrap());
+        parts += 1;
+        match answer.get("next_offset") {
+            Some(next) => {
+                assert_eq!(next.as_u64().unwrap(), read.len() as u64);
+                args = json!({"path": "big.txt", "offset": next});
+            }
+            None => break,
+        }
+    }
+    assert!(parts > 1, "{parts}");
+    assert_eq!(read, text);
+}
+
+/// An offset the text has no character at is the model's mistake, told without the number.
+#[tokio::test]
+async fn an_offset_inside_a_character_or_past_the_end_is_refused() {
+    let workspace = Arc::new(MemoryWorkspace::default());
+    workspace
+        .0
+        .lock()
+        .unwrap()
+        .insert("a.txt".into(), "héllo".into());
+    let runner = crate::support::runner(bind(WorkspaceRead::new(workspace)).unwrap());
+    for (offset, message) in [
+        (
+            "2",
+            "the offset is inside a character: read on from a `next_offset`",
+        ),
+        (
+            "7",
+            "the offset is past the end of the file, which is 6 bytes long",
+        ),
+        (
+            "18446744073709551615",
+            "the offset is past the end of the file, which is 6 bytes long",
+        ),
+    ] {
+        let (run, _) = runner
+            .call(&format!(r#"{{"path":"a.txt","offset":{offset}}}"#))
+            .await;
+        let failure = run.result.failure().unwrap();
+        assert_eq!(failure.code, ToolErrorCode::Validation, "{offset}");
+        assert_eq!(
+            failure.safe_message,
+            format!("invalid tool arguments: {message}")
+        );
+    }
+    // The end itself is a place to read from: nothing is left.
+    let (run, _) = runner.call(r#"{"path":"a.txt","offset":6}"#).await;
+    assert_eq!(
+        value(&run.result.outcome),
+        &json!({"path": "a.txt", "content": ""})
+    );
+    let (run, _) = runner.call(r#"{"path":"a.txt","offset":3}"#).await;
+    assert_eq!(
+        value(&run.result.outcome),
+        &json!({"path": "a.txt", "content": "llo"})
+    );
 }
