@@ -17,7 +17,9 @@ use ai_core::{
 
 use crate::contract::clash::clashing_name;
 use crate::contract::{derive_schema, is_connection_id};
-use crate::redact::{Allowlist, Unrepresentable, exact_value, schema_has_path};
+use crate::redact::{
+    Allowlist, Unrepresentable, exact_value, field_a_map_may_stand_in_for, schema_has_path,
+};
 use crate::{Error, ToolContract, tool_spec};
 
 /// A contract with its spec, its compiled validators and its allowlist.
@@ -34,8 +36,10 @@ struct BoundContract<C> {
 /// Binds `contract` into a [`BoundTool`] for a tool source.
 ///
 /// The spec is derived (see [`tool_spec`]), both validators are compiled here, once, and the
-/// redaction allowlist is checked: an empty allowlist, or one naming a path the output schema
-/// does not have, cannot be bound (invariant REDACTION_REQUIRED).
+/// redaction allowlist is checked: an empty allowlist, one naming a path the output schema
+/// does not have, or one naming a field the output may leave out (`skip_serializing_if`) beside
+/// a flattened map, whose key of that name would be shown in its place, cannot be bound
+/// (invariant REDACTION_REQUIRED).
 pub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {
     let spec = tool_spec::<C>()?;
     if let Some(name) = clashing_name::<C::Output>(Contract::Serialize) {
@@ -75,6 +79,16 @@ pub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {
         };
         return Err(redaction_error(format!(
             "{path:?} is not a field of the output{repeated}"
+        )));
+    }
+    if let Some((path, field)) = C::REDACTION.iter().find_map(|path| {
+        field_a_map_may_stand_in_for(&output_schema, path).map(|field| (path, field))
+    }) {
+        return Err(redaction_error(format!(
+            "{path:?} names `{field}`, which the output may leave out while a map flattened \
+             beside it takes any key: the map's key `{field}` would then be shown in its place; \
+             write the field always (no `skip_serializing_if`), or keep the map in a field of \
+             its own"
         )));
     }
     let compile = |schema: &Value, which| {

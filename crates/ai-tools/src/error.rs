@@ -39,7 +39,9 @@ pub enum Error {
         /// The name both types take.
         name: String,
     },
-    /// The redaction allowlist is empty or names a path the output does not have.
+    /// The redaction allowlist is empty, names a path the output does not have, or names a field
+    /// the output may leave out beside a flattened map (whose key of that name would be shown
+    /// in its place).
     #[error("tool {tool}: invalid redaction allowlist: {reason}")]
     Redaction {
         /// The tool.

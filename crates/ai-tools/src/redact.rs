@@ -353,6 +353,53 @@ pub(crate) fn schema_has_path(schema: &Value, path: &str) -> bool {
     has_path(schema, schema, &segments)
 }
 
+/// The field on the dotted `path` (a path [`schema_has_path`] accepts, in the output `schema`)
+/// that the output may leave out (a `skip_serializing_if` field: not `required`) of an object
+/// that takes any other key too (a map flattened into it: `additionalProperties`, or
+/// `patternProperties`).
+///
+/// When the field is there, a key of the map spelled like it repeats it, and the output is
+/// refused (see [`exact_value`]); when it is left out, the map's key repeats nothing and would be
+/// shown under the allowlisted name.
+pub(crate) fn field_a_map_may_stand_in_for(schema: &Value, path: &str) -> Option<String> {
+    let segments: Vec<Segment> = path.split('.').map(Segment::parse).collect();
+    stand_in(schema, schema, &segments)
+}
+
+/// [`field_a_map_may_stand_in_for`] of `segments` from `node` (in `root`).
+fn stand_in(root: &Value, node: &Value, segments: &[Segment]) -> Option<String> {
+    let (segment, rest) = segments.split_first()?;
+    let object = resolve(root, node)?;
+    let (Segment::Field(name) | Segment::Repeat(name)) = segment;
+    let exposed = |object: &Value| {
+        let required = object
+            .get("required")
+            .and_then(Value::as_array)
+            .is_some_and(|required| required.iter().any(|r| r == name.as_str()));
+        let other_keys = object
+            .get("additionalProperties")
+            .is_some_and(|other| *other != Value::Bool(false))
+            || object.get("patternProperties").is_some();
+        !required && other_keys
+    };
+    if exposed(object) {
+        return Some(name.clone());
+    }
+    let child = property(object, name)?;
+    match segment {
+        Segment::Field(_) => stand_in(root, child, rest),
+        // The field followed no times (`rest` from here), or any number of times (`rest` from
+        // the type it holds, whose own field of that name leads back to it).
+        Segment::Repeat(_) => {
+            let inner = resolve(root, child)?;
+            if exposed(inner) {
+                return Some(name.clone());
+            }
+            stand_in(root, object, rest).or_else(|| stand_in(root, inner, rest))
+        }
+    }
+}
+
 /// Whether `segments` lead from `node` (in `root`) to a property.
 fn has_path(root: &Value, node: &Value, segments: &[Segment]) -> bool {
     let Some((segment, rest)) = segments.split_first() else {

@@ -2,7 +2,9 @@
 
 use serde_json::{Value, json};
 
-use super::{Allowlist, Unrepresentable, exact_value, schema_has_path};
+use super::{
+    Allowlist, Unrepresentable, exact_value, field_a_map_may_stand_in_for, schema_has_path,
+};
 
 fn check(allow: &[&str], input: Value, expected: Value) {
     let mut value = input;
@@ -282,4 +284,48 @@ fn a_repeated_field_must_hold_its_own_type() {
     assert!(!schema_has_path(&schema, "next*.missing"));
     assert!(!schema_has_path(&schema, "entries*"));
     assert!(!schema_has_path(&schema, "missing*"));
+}
+
+/// A field a flattened map could stand in for: one the output may leave out, of an object that
+/// takes any other key, wherever the path reaches it (through `$ref`s, array items, a repeated
+/// field at every depth). A field always written, or an object that takes no other key, is safe.
+#[test]
+fn a_field_a_flattened_map_could_stand_in_for_is_found_on_the_path() {
+    let schema = json!({
+        "type": "object",
+        "required": ["kept", "rows", "plain"],
+        "additionalProperties": true,
+        "properties": {
+            "kept": {"type": "string"},
+            "maybe": {"type": "string"},
+            "rows": {"type": "array", "items": {"$ref": "#/definitions/Row"}},
+            "plain": {"$ref": "#/definitions/Plain"},
+            "next": {"$ref": "#/definitions/Node"}
+        },
+        "definitions": {
+            "Row": {"type": "object", "required": ["a"], "properties": {
+                "a": {"type": "string"}, "b": {"type": "string"}
+            }, "additionalProperties": {"type": "string"}},
+            "Plain": {"type": "object", "properties": {"c": {"type": "string"}},
+                "additionalProperties": false},
+            "Node": {"type": ["object", "null"], "required": ["next"],
+                "properties": {"name": {"type": "string"}, "next": {"$ref": "#/definitions/Node"}},
+                "patternProperties": {"^x": {"type": "string"}}}
+        }
+    });
+    let found = |path: &str| field_a_map_may_stand_in_for(&schema, path);
+    assert_eq!(found("kept"), None);
+    assert_eq!(found("maybe").as_deref(), Some("maybe"));
+    assert_eq!(found("rows.a"), None);
+    assert_eq!(found("rows.b").as_deref(), Some("b"));
+    assert_eq!(found("plain.c"), None);
+    // The root's `next` may be left out; the nodes' own `name` may too.
+    assert_eq!(found("next*.name").as_deref(), Some("next"));
+    let nodes = json!({"type": "object", "required": ["next"], "properties": {
+        "next": {"$ref": "#/definitions/Node"}
+    }, "definitions": schema["definitions"]});
+    assert_eq!(
+        field_a_map_may_stand_in_for(&nodes, "next*.name").as_deref(),
+        Some("name")
+    );
 }

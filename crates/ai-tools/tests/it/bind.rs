@@ -461,6 +461,88 @@ async fn a_flattened_key_cannot_stand_in_for_an_allowlisted_field() {
     );
 }
 
+#[derive(Serialize, JsonSchema)]
+struct SkippedStatusOutput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<String>,
+    #[serde(flatten)]
+    headers: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct NestedSkippedStatusOutput {
+    inner: SkippedStatusOutput,
+}
+
+/// A contract of `Input` whose output and allowlist are given, answering with `$value`.
+macro_rules! output_contract {
+    ($name:ident, $output:ty, $allow:expr, $value:expr) => {
+        struct $name;
+        #[async_trait::async_trait]
+        impl ToolContract for $name {
+            type Input = Input;
+            type Output = $output;
+            const ID: &'static str = "core__fetch";
+            const DESCRIPTION: &'static str = "Fetches.";
+            const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+            const REDACTION: &'static [&'static str] = $allow;
+            async fn execute(
+                &self,
+                _: &ExecPermit,
+                _: Input,
+                _: &ToolInvocationContext,
+                _: &Capabilities,
+            ) -> Result<$output, ToolError> {
+                Ok($value)
+            }
+        }
+    };
+}
+
+fn skipped_status() -> SkippedStatusOutput {
+    // No status: the map's `status` key is the only one, so nothing repeats.
+    SkippedStatusOutput {
+        status: None,
+        headers: [("status".to_owned(), "sk-live-CANARY-77aa".to_owned())].into(),
+    }
+}
+
+output_contract!(
+    SkippedStatus,
+    SkippedStatusOutput,
+    &["status"],
+    skipped_status()
+);
+output_contract!(
+    NestedSkippedStatus,
+    NestedSkippedStatusOutput,
+    &["inner.status"],
+    NestedSkippedStatusOutput {
+        inner: skipped_status()
+    }
+);
+
+/// A field the output may leave out (`skip_serializing_if`) beside a flattened map: with the
+/// field left out, a key of the map spelled like it repeats nothing, and would be shown under
+/// the allowlisted name. Such an allowlist is refused at binding, at any depth.
+#[test]
+fn a_field_a_flattened_map_could_stand_in_for_cannot_be_allowlisted() {
+    for (err, path) in [
+        (bind(SkippedStatus).err().unwrap(), "\"status\""),
+        (bind(NestedSkippedStatus).err().unwrap(), "\"inner.status\""),
+    ] {
+        assert!(matches!(err, Error::Redaction { .. }), "{err}");
+        let message = err.to_string();
+        assert!(
+            message.contains(&format!(
+                "{path} names `status`, which the output may leave out while a map flattened \
+                 beside it takes any key"
+            )),
+            "{message}"
+        );
+    }
+}
+
 #[derive(Deserialize, Serialize, JsonSchema)]
 struct AliasInput {
     /// A connection under another name: the schema shows `conn` only.
