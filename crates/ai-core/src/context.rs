@@ -38,23 +38,21 @@ pub(crate) fn check_ref(field: &'static str, raw: &str) -> Result<(), Error> {
 /// Deserializers that put each reference field through the constructors' check, so a context
 /// cannot be deserialized around it.
 mod checked {
-    use std::sync::Arc;
-
     use serde::{Deserialize, Deserializer};
 
-    fn check<E: serde::de::Error>(field: &'static str, raw: String) -> Result<Arc<str>, E> {
+    fn check<E: serde::de::Error>(field: &'static str, raw: String) -> Result<String, E> {
         super::check_ref(field, &raw).map_err(E::custom)?;
-        Ok(raw.into())
+        Ok(raw)
     }
 
     macro_rules! fields {
         ($($required:ident)*; $($optional:ident)*) => {
-            $(pub(super) fn $required<'de, D: Deserializer<'de>>(de: D) -> Result<Arc<str>, D::Error> {
+            $(pub(super) fn $required<'de, D: Deserializer<'de>>(de: D) -> Result<String, D::Error> {
                 check(stringify!($required), String::deserialize(de)?)
             })*
             $(pub(super) fn $optional<'de, D: Deserializer<'de>>(
                 de: D,
-            ) -> Result<Option<Arc<str>>, D::Error> {
+            ) -> Result<Option<String>, D::Error> {
                 Option::<String>::deserialize(de)?
                     .map(|raw| check(stringify!($optional), raw))
                     .transpose()
@@ -104,30 +102,33 @@ pub struct ConnectionGrant {
     pub allowed_connection_ids: BTreeSet<ConnectionId>,
 }
 
+/// The run's checked references (1..=128 characters, no control character): built once per
+/// run and shared, behind one `Arc`, by the run's context and every invocation's, so that an
+/// invocation's context costs one reference count, not one per reference.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct RunRefs {
+    run_id: RunId,
+    actor_id: String,
+    tenant_id: String,
+    subject_id: Option<String>,
+    graph_id: Option<String>,
+}
+
 /// The run-wide context that policy, catalog and runner decide on.
 ///
-/// The actor, tenant, subject and graph are checked references (1..=128 characters, no control
-/// character) whether the context is built or deserialized, so they are read through methods; they
-/// are `Arc<str>` inside, so each invocation's context shares them instead of copying.
+/// The run, actor, tenant, subject and graph are checked references (1..=128 characters, no
+/// control character) whether the context is built or deserialized, so they are read through
+/// methods; they live behind one shared `Arc`, which each invocation's context shares instead of
+/// copying them. Its JSON form is one flat object: `run_id`, `actor_id`, `tenant_id`,
+/// `subject_id`, `graph_id`, then the public fields.
 ///
 /// Every field is a reference. A secret never lives here (invariant NO_SECRETS_IN_CONTEXT):
 /// credentials reach a tool only through a per-invocation [`crate::AuthCapability`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "wire::RunContextIn")]
 pub struct RunContext {
-    /// The run.
-    pub run_id: RunId,
-    /// Who acts: `user:<id>`, `agent:<id>` or `service:<name>`.
-    #[serde(deserialize_with = "checked::actor_id")]
-    actor_id: Arc<str>,
-    /// The tenant or billing scope.
-    #[serde(deserialize_with = "checked::tenant_id")]
-    tenant_id: Arc<str>,
-    /// On whose behalf the actor acts; set by the server only.
-    #[serde(default, deserialize_with = "checked::subject_id")]
-    subject_id: Option<Arc<str>>,
-    /// The graph that runs, for authorization.
-    #[serde(default, deserialize_with = "checked::graph_id")]
-    graph_id: Option<Arc<str>>,
+    /// The run, the actor, the tenant, the subject and the graph.
+    refs: Arc<RunRefs>,
     /// The connection the request selected for tools that need one.
     pub connection_id: Option<ConnectionId>,
     /// The connections the request asked to use.
@@ -136,7 +137,6 @@ pub struct RunContext {
     pub grant: ConnectionGrant,
     /// Human approvals for this run: tool call id → the approved hash of its canonical
     /// arguments. A call whose tool needs approval runs only with a matching entry.
-    #[serde(default)]
     pub approvals: BTreeMap<ToolCallId, String>,
 }
 
@@ -152,11 +152,13 @@ impl RunContext {
         check_ref("actor_id", &actor_id)?;
         check_ref("tenant_id", &tenant_id)?;
         Ok(Self {
-            run_id: RunId::new(run_id)?,
-            actor_id: actor_id.into(),
-            tenant_id: tenant_id.into(),
-            subject_id: None,
-            graph_id: None,
+            refs: Arc::new(RunRefs {
+                run_id: RunId::new(run_id)?,
+                actor_id,
+                tenant_id,
+                subject_id: None,
+                graph_id: None,
+            }),
             connection_id: None,
             requested_connection_ids: BTreeSet::new(),
             grant: ConnectionGrant::default(),
@@ -169,7 +171,7 @@ impl RunContext {
     pub fn with_subject(mut self, subject_id: impl Into<String>) -> Result<Self, Error> {
         let subject_id = subject_id.into();
         check_ref("subject_id", &subject_id)?;
-        self.subject_id = Some(subject_id.into());
+        Arc::make_mut(&mut self.refs).subject_id = Some(subject_id);
         Ok(self)
     }
 
@@ -177,7 +179,7 @@ impl RunContext {
     pub fn with_graph(mut self, graph_id: impl Into<String>) -> Result<Self, Error> {
         let graph_id = graph_id.into();
         check_ref("graph_id", &graph_id)?;
-        self.graph_id = Some(graph_id.into());
+        Arc::make_mut(&mut self.refs).graph_id = Some(graph_id);
         Ok(self)
     }
 
@@ -195,24 +197,16 @@ impl RunContext {
 }
 
 /// The context one tool invocation sees: the run's references plus its own call id.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Its JSON form is one flat object: `run_id`, `tool_call_id`, `actor_id`, `tenant_id`,
+/// `subject_id`, `graph_id`, `connection_id`.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "wire::InvocationIn")]
 pub struct ToolInvocationContext {
-    /// The run.
-    pub run_id: RunId,
+    /// The run's references, shared with its [`RunContext`].
+    refs: Arc<RunRefs>,
     /// The call being run.
     pub tool_call_id: ToolCallId,
-    /// Who acts.
-    #[serde(deserialize_with = "checked::actor_id")]
-    actor_id: Arc<str>,
-    /// The tenant or billing scope.
-    #[serde(deserialize_with = "checked::tenant_id")]
-    tenant_id: Arc<str>,
-    /// On whose behalf.
-    #[serde(default, deserialize_with = "checked::subject_id")]
-    subject_id: Option<Arc<str>>,
-    /// The graph that runs.
-    #[serde(default, deserialize_with = "checked::graph_id")]
-    graph_id: Option<Arc<str>>,
     /// The connection this invocation may use, already checked against `grant ∩ requested`.
     pub connection_id: Option<ConnectionId>,
 }
@@ -224,12 +218,8 @@ impl ToolInvocationContext {
         connection_id: Option<ConnectionId>,
     ) -> Self {
         Self {
-            run_id: run.run_id.clone(),
+            refs: Arc::clone(&run.refs),
             tool_call_id,
-            actor_id: run.actor_id.clone(),
-            tenant_id: run.tenant_id.clone(),
-            subject_id: run.subject_id.clone(),
-            graph_id: run.graph_id.clone(),
             connection_id,
         }
     }
@@ -239,29 +229,218 @@ impl ToolInvocationContext {
 macro_rules! reference_getters {
     ($($context:ty),*) => {$(
         impl $context {
+            /// The run.
+            pub fn run_id(&self) -> &RunId {
+                &self.refs.run_id
+            }
+
             /// Who acts: `user:<id>`, `agent:<id>` or `service:<name>`.
             pub fn actor_id(&self) -> &str {
-                &self.actor_id
+                &self.refs.actor_id
             }
 
             /// The tenant or billing scope.
             pub fn tenant_id(&self) -> &str {
-                &self.tenant_id
+                &self.refs.tenant_id
             }
 
             /// On whose behalf the actor acts, when the server said so.
             pub fn subject_id(&self) -> Option<&str> {
-                self.subject_id.as_deref()
+                self.refs.subject_id.as_deref()
             }
 
             /// The graph that runs, when known.
             pub fn graph_id(&self) -> Option<&str> {
-                self.graph_id.as_deref()
+                self.refs.graph_id.as_deref()
             }
         }
     )*};
 }
 reference_getters!(RunContext, ToolInvocationContext);
+
+// Debug shows the flat field list the contexts had when each held its references itself.
+impl std::fmt::Debug for RunContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let RunRefs {
+            run_id,
+            actor_id,
+            tenant_id,
+            subject_id,
+            graph_id,
+        } = &*self.refs;
+        f.debug_struct("RunContext")
+            .field("run_id", run_id)
+            .field("actor_id", actor_id)
+            .field("tenant_id", tenant_id)
+            .field("subject_id", subject_id)
+            .field("graph_id", graph_id)
+            .field("connection_id", &self.connection_id)
+            .field("requested_connection_ids", &self.requested_connection_ids)
+            .field("grant", &self.grant)
+            .field("approvals", &self.approvals)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for ToolInvocationContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let RunRefs {
+            run_id,
+            actor_id,
+            tenant_id,
+            subject_id,
+            graph_id,
+        } = &*self.refs;
+        f.debug_struct("ToolInvocationContext")
+            .field("run_id", run_id)
+            .field("tool_call_id", &self.tool_call_id)
+            .field("actor_id", actor_id)
+            .field("tenant_id", tenant_id)
+            .field("subject_id", subject_id)
+            .field("graph_id", graph_id)
+            .field("connection_id", &self.connection_id)
+            .finish()
+    }
+}
+
+impl Serialize for RunContext {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let refs = &*self.refs;
+        wire::RunContextOut {
+            run_id: &refs.run_id,
+            actor_id: &refs.actor_id,
+            tenant_id: &refs.tenant_id,
+            subject_id: refs.subject_id.as_deref(),
+            graph_id: refs.graph_id.as_deref(),
+            connection_id: &self.connection_id,
+            requested_connection_ids: &self.requested_connection_ids,
+            grant: &self.grant,
+            approvals: &self.approvals,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl Serialize for ToolInvocationContext {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let refs = &*self.refs;
+        wire::InvocationOut {
+            run_id: &refs.run_id,
+            tool_call_id: &self.tool_call_id,
+            actor_id: &refs.actor_id,
+            tenant_id: &refs.tenant_id,
+            subject_id: refs.subject_id.as_deref(),
+            graph_id: refs.graph_id.as_deref(),
+            connection_id: &self.connection_id,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// The contexts' JSON forms: flat objects, the references first, as when each context held its
+/// references as fields of its own. Deserializing puts every reference through its check.
+mod wire {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Serialize};
+
+    use super::{
+        ConnectionGrant, ConnectionId, RunContext, RunRefs, ToolInvocationContext, checked,
+    };
+    use crate::{RunId, ToolCallId};
+
+    #[derive(Serialize)]
+    pub(super) struct RunContextOut<'a> {
+        pub(super) run_id: &'a RunId,
+        pub(super) actor_id: &'a str,
+        pub(super) tenant_id: &'a str,
+        pub(super) subject_id: Option<&'a str>,
+        pub(super) graph_id: Option<&'a str>,
+        pub(super) connection_id: &'a Option<ConnectionId>,
+        pub(super) requested_connection_ids: &'a BTreeSet<ConnectionId>,
+        pub(super) grant: &'a ConnectionGrant,
+        pub(super) approvals: &'a BTreeMap<ToolCallId, String>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct RunContextIn {
+        run_id: RunId,
+        #[serde(deserialize_with = "checked::actor_id")]
+        actor_id: String,
+        #[serde(deserialize_with = "checked::tenant_id")]
+        tenant_id: String,
+        #[serde(default, deserialize_with = "checked::subject_id")]
+        subject_id: Option<String>,
+        #[serde(default, deserialize_with = "checked::graph_id")]
+        graph_id: Option<String>,
+        connection_id: Option<ConnectionId>,
+        requested_connection_ids: BTreeSet<ConnectionId>,
+        grant: ConnectionGrant,
+        #[serde(default)]
+        approvals: BTreeMap<ToolCallId, String>,
+    }
+
+    impl From<RunContextIn> for RunContext {
+        fn from(read: RunContextIn) -> Self {
+            Self {
+                refs: Arc::new(RunRefs {
+                    run_id: read.run_id,
+                    actor_id: read.actor_id,
+                    tenant_id: read.tenant_id,
+                    subject_id: read.subject_id,
+                    graph_id: read.graph_id,
+                }),
+                connection_id: read.connection_id,
+                requested_connection_ids: read.requested_connection_ids,
+                grant: read.grant,
+                approvals: read.approvals,
+            }
+        }
+    }
+
+    #[derive(Serialize)]
+    pub(super) struct InvocationOut<'a> {
+        pub(super) run_id: &'a RunId,
+        pub(super) tool_call_id: &'a ToolCallId,
+        pub(super) actor_id: &'a str,
+        pub(super) tenant_id: &'a str,
+        pub(super) subject_id: Option<&'a str>,
+        pub(super) graph_id: Option<&'a str>,
+        pub(super) connection_id: &'a Option<ConnectionId>,
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct InvocationIn {
+        run_id: RunId,
+        tool_call_id: ToolCallId,
+        #[serde(deserialize_with = "checked::actor_id")]
+        actor_id: String,
+        #[serde(deserialize_with = "checked::tenant_id")]
+        tenant_id: String,
+        #[serde(default, deserialize_with = "checked::subject_id")]
+        subject_id: Option<String>,
+        #[serde(default, deserialize_with = "checked::graph_id")]
+        graph_id: Option<String>,
+        connection_id: Option<ConnectionId>,
+    }
+
+    impl From<InvocationIn> for ToolInvocationContext {
+        fn from(read: InvocationIn) -> Self {
+            Self {
+                refs: Arc::new(RunRefs {
+                    run_id: read.run_id,
+                    actor_id: read.actor_id,
+                    tenant_id: read.tenant_id,
+                    subject_id: read.subject_id,
+                    graph_id: read.graph_id,
+                }),
+                tool_call_id: read.tool_call_id,
+                connection_id: read.connection_id,
+            }
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests;

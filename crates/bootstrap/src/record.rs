@@ -301,7 +301,7 @@ pub async fn start_run(
         catalog,
         cancel,
     } = request;
-    let run_id = ctx.run_id.clone();
+    let run_id = ctx.run_id().clone();
     let mut owner = None;
     if let Some(log) = &stores.log {
         // Held until the recorder stops writing, so no recovery closes the run while it is live.

@@ -661,7 +661,7 @@ impl Agent {
         let mut ids = CallIds::of(&messages);
         let request = LlmRequest {
             caller: LlmCaller {
-                run_id: ctx.run_id.clone(),
+                run_id: ctx.run_id().clone(),
                 graph: Some(self.config.graph.clone()),
             },
             messages,

@@ -28,7 +28,7 @@ fn optional_references_may_be_absent_or_null() {
     value["subject_id"] = Value::Null;
     value.as_object_mut().unwrap().remove("graph_id");
     let ctx: RunContext = serde_json::from_value(value).unwrap();
-    assert_eq!((ctx.subject_id, ctx.graph_id), (None, None));
+    assert_eq!((ctx.subject_id(), ctx.graph_id()), (None, None));
 }
 
 #[test]
@@ -79,4 +79,55 @@ fn references_refuse_control_characters() {
         RunId::new(good).unwrap();
         ThreadId::new(good).unwrap();
     }
+}
+
+/// Both contexts' JSON and Debug forms are flat, in this order: runs and records store them.
+#[test]
+fn the_contexts_json_and_debug_forms_are_flat() {
+    use crate::{ConnectionId, RunId};
+    let conn = ConnectionId::new("conn-1").unwrap();
+    let mut run = RunContext::new("run-1", "user:a", "t")
+        .unwrap()
+        .with_subject("user:b")
+        .unwrap()
+        .with_graph("g")
+        .unwrap();
+    run.connection_id = Some(conn.clone());
+    run.requested_connection_ids.insert(conn.clone());
+    run.grant.allowed_connection_ids.insert(conn.clone());
+    run.approvals
+        .insert(ToolCallId::new("call_1").unwrap(), "ab".into());
+    let json = serde_json::to_string(&run).unwrap();
+    assert_eq!(
+        json,
+        r#"{"run_id":"run-1","actor_id":"user:a","tenant_id":"t","subject_id":"user:b","graph_id":"g","connection_id":"conn-1","requested_connection_ids":["conn-1"],"grant":{"allowed_connection_ids":["conn-1"]},"approvals":{"call_1":"ab"}}"#
+    );
+    assert_eq!(serde_json::from_str::<RunContext>(&json).unwrap(), run);
+    assert_eq!(
+        format!("{run:?}"),
+        r#"RunContext { run_id: "run-1", actor_id: "user:a", tenant_id: "t", subject_id: Some("user:b"), graph_id: Some("g"), connection_id: Some(ConnectionId("conn-1")), requested_connection_ids: {ConnectionId("conn-1")}, grant: ConnectionGrant { allowed_connection_ids: {ConnectionId("conn-1")} }, approvals: {"call_1": "ab"} }"#
+    );
+
+    let invocation =
+        ToolInvocationContext::new(&run, ToolCallId::new("call_1").unwrap(), Some(conn));
+    let json = serde_json::to_string(&invocation).unwrap();
+    assert_eq!(
+        json,
+        r#"{"run_id":"run-1","tool_call_id":"call_1","actor_id":"user:a","tenant_id":"t","subject_id":"user:b","graph_id":"g","connection_id":"conn-1"}"#
+    );
+    assert_eq!(
+        serde_json::from_str::<ToolInvocationContext>(&json).unwrap(),
+        invocation
+    );
+    assert_eq!(
+        format!("{invocation:?}"),
+        r#"ToolInvocationContext { run_id: "run-1", tool_call_id: "call_1", actor_id: "user:a", tenant_id: "t", subject_id: Some("user:b"), graph_id: Some("g"), connection_id: Some(ConnectionId("conn-1")) }"#
+    );
+
+    let bare = RunContext::new("run-1", "user:a", "t").unwrap();
+    assert_eq!(
+        serde_json::to_string(&bare).unwrap(),
+        r#"{"run_id":"run-1","actor_id":"user:a","tenant_id":"t","subject_id":null,"graph_id":null,"connection_id":null,"requested_connection_ids":[],"grant":{"allowed_connection_ids":[]},"approvals":{}}"#
+    );
+    assert_eq!(bare.run_id(), &RunId::new("run-1").unwrap());
 }

@@ -894,7 +894,7 @@ async fn start_run(
     // server keeps the ids itself, so a runId means one run with a data folder or without (but
     // for an id older than the last `KEPT_ENDED_RUN_IDS` ended runs).
     let run_id = match state.stores.log {
-        None => Some(RunIdGuard::claim(state.clone(), ctx.run_id.clone())?),
+        None => Some(RunIdGuard::claim(state.clone(), ctx.run_id().clone())?),
         Some(_) => None,
     };
     let cancel = state.runs_cancel.child_token();
