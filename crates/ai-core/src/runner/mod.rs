@@ -371,7 +371,11 @@ impl ToolRunner {
         // The runtime budget counts from here: the ports awaited in steps 3 and 6 and every
         // attempt of step 8 spend the same one.
         let started = tokio::time::Instant::now();
-        self.check_authz(ctx, id, cancel, started).await?; // 3
+        // The ports' futures are built only for a runner that has the port: without one, a
+        // future that only answers `Ok` would still take in, and move, all its inputs.
+        if self.authorizer.is_some() {
+            self.check_authz(ctx, id, cancel, started).await?; // 3
+        }
         let connection_id = check_connection_grant(ctx, tool.as_ref(), id)?; // 4
         let args = self.parse_and_validate(tool.as_ref(), &call.arguments)?; // 5
         if needs_approval {
@@ -384,7 +388,11 @@ impl ToolRunner {
             check_approval(ctx, &call.id, id, &args)?;
         }
         let invocation = ToolInvocationContext::new(ctx, call.id.clone(), connection_id);
-        let caps = self.bind_capabilities(&invocation, cancel, started).await?; // 6
+        let caps = if invocation.connection_id.is_some() {
+            self.bind_capabilities(&invocation, cancel, started).await? // 6
+        } else {
+            Capabilities::default()
+        };
         let args = Arc::new(args);
         emit_start(events, call, Some(Arc::clone(&args))); // 7
         progress.started = true;
