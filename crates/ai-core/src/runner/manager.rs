@@ -110,7 +110,8 @@ struct Health {
     failures: BTreeMap<ToolErrorCategory, u64>,
     retries: u64,
     latencies_us: VecDeque<u64>,
-    /// Outcomes of the last attempts that count for the breaker (true: failed).
+    /// Outcomes of the last attempts that count for the breaker (true: failed); kept only under
+    /// a policy with a failure rate.
     recent: VecDeque<bool>,
 }
 
@@ -201,7 +202,8 @@ impl Registry {
         self.with(id, |health| {
             if policy.failure_threshold > 0 {
                 let counted = failure.is_none_or(counts_against_tool);
-                if counted {
+                // The window only feeds the failure-rate rule: a policy without one keeps none.
+                if counted && policy.failure_rate.is_some() {
                     if health.recent.len() >= policy.window.max(1) as usize {
                         health.recent.pop_front();
                     }
