@@ -2342,14 +2342,41 @@ async fn refusal(response: reqwest::Response) -> (u16, String) {
     (status, error["error"]["code"].as_str().unwrap().to_owned())
 }
 
+/// The thread's messages as `role: content` lines (its system prompt left out), as saved in the
+/// data folder `data`.
+async fn saved_thread(data: &std::path::Path, thread: &str) -> Vec<String> {
+    let store = adapters::SqliteStore::open(data).unwrap();
+    let thread = ai_core::ThreadId::new(thread).unwrap();
+    let saved = ai_core::ThreadStore::load(&store, &thread)
+        .await
+        .unwrap()
+        .expect("the thread is saved");
+    saved["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| format!("{}: {}", m["role"].as_str().unwrap(), m["content"]))
+        .collect()
+}
+
+/// The number of runs the run log in the data folder `data` holds.
+async fn logged_runs(data: &std::path::Path) -> usize {
+    let store = adapters::SqliteStore::open(data).unwrap();
+    ai_core::RunStore::list_runs(&store).await.unwrap().len()
+}
+
 /// What ai 6's `regenerate()` sends to retry a message the server refused before it ran (a 503
 /// `too_many_runs`, which says to try again): the history ending with that message. The thread
-/// never held it, so it runs, after the turns the thread holds. Sent again once it is answered,
-/// it is refused: the thread keeps the answer it gave.
+/// never held it, so it runs, after the turns the thread holds. Sent again once it is answered
+/// (the Regenerate button), it runs again in its place: the thread is rewound to before it, and
+/// the run that answered it first stays in the run log.
 #[tokio::test]
 async fn ai_sdk_a_retry_of_a_message_no_run_took_runs_it() {
-    let server = Server::start(|_| {}).await;
-    for _ in 0..2 {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().to_owned();
+    let server = Server::start(move |s| s.data_dir = Some(dir)).await;
+    for _ in 0..3 {
         server
             .fake
             .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
@@ -2367,18 +2394,123 @@ async fn ai_sdk_a_retry_of_a_message_no_run_took_runs_it() {
     record("regenerate-after-503.aisdk.sse", &body);
     let chunks = frames(&body);
     assert_eq!(types(&chunks)[types(&chunks).len() - 2], "finish", "{body}");
+    let asked = [
+        r#"user: "first""#,
+        r#"assistant: "Your notes say hello.""#,
+        r#"user: "second""#,
+    ];
+    assert_eq!(sent_messages(&server, 1), asked);
+
+    let again = server.text("/api/v1/chat", &retry).await;
+    assert!(again.contains("\"type\":\"finish\""), "{again}");
     assert_eq!(
-        sent_messages(&server, 1),
+        sent_messages(&server, 2),
+        asked,
+        "the answer it replaces was sent"
+    );
+    let thread = retry["id"].as_str().unwrap();
+    assert_eq!(
+        saved_thread(data.path(), thread).await,
         [
             r#"user: "first""#,
             r#"assistant: "Your notes say hello.""#,
-            r#"user: "second""#
-        ]
+            r#"user: "second""#,
+            r#"assistant: "Your notes say hello.""#,
+        ],
+        "the thread holds the message and its answer once"
+    );
+    assert_eq!(
+        logged_runs(data.path()).await,
+        3,
+        "the run it replaced left the log"
+    );
+}
+
+/// The stock Regenerate button on answered messages, as ai 6 sends it (ai 5 sends the same, as
+/// `tests/protocol/requests.mjs` checks): `regenerate()` of the last answer (the history cut
+/// before it), then `regenerate({messageId})` of an earlier one (cut before it, naming the
+/// assistant message). Each rewinds the thread to before the answer it replaces, whatever
+/// followed it, and runs the user's message again: the model is sent it once, without what was
+/// rewound away, which stays in the run log. A regenerate whose conversation is not the
+/// thread's is refused (409 `history_mismatch`), and so is one while a run of the thread is in
+/// flight (409 `thread_busy`); neither runs anything.
+#[tokio::test]
+async fn ai_sdk_a_regenerate_of_an_answered_message_runs_it_again_in_its_place() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().to_owned();
+    let server = Server::start(move |s| s.data_dir = Some(dir)).await;
+    for _ in 0..5 {
+        server
+            .fake
+            .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    }
+    let last = ai_sdk_client_request("regenerate-answered.json");
+    let earlier = ai_sdk_client_request("regenerate-earlier-answer.json");
+    assert_eq!(last["trigger"], "regenerate-message");
+    assert_eq!(last.get("messageId"), None);
+    assert_eq!(earlier["messageId"], last["messages"][1]["id"]);
+    assert_eq!(earlier["messages"].as_array().unwrap().len(), 1);
+    let thread = last["id"].as_str().unwrap();
+    // The chat as the client built it: two messages, each answered.
+    let turns = [
+        json!({"id": thread, "trigger": "submit-message", "messages": [last["messages"][0]]}),
+        json!({"id": thread, "trigger": "submit-message", "messages": last["messages"]}),
+    ];
+    for turn in &turns {
+        let body = server.text("/api/v1/chat", turn).await;
+        assert!(body.contains("\"type\":\"finish\""), "{body}");
+    }
+    let answer = r#"assistant: "Your notes say hello.""#;
+
+    let body = server.text("/api/v1/chat", &last).await;
+    record("regenerate-answered.aisdk.sse", &body);
+    assert!(body.contains("\"type\":\"finish\""), "{body}");
+    assert_eq!(
+        sent_messages(&server, 2),
+        [r#"user: "first""#, answer, r#"user: "second""#]
+    );
+    assert_eq!(
+        saved_thread(data.path(), thread).await,
+        [r#"user: "first""#, answer, r#"user: "second""#, answer]
     );
 
-    let again = server.post("/api/v1/chat", &retry).await;
-    assert_eq!(refusal(again).await, (409, "already_answered".to_owned()));
-    assert_eq!(server.fake.requests().len(), 2, "a refused retry ran");
+    let body = server.text("/api/v1/chat", &earlier).await;
+    assert!(body.contains("\"type\":\"finish\""), "{body}");
+    assert_eq!(sent_messages(&server, 3), [r#"user: "first""#]);
+    assert_eq!(
+        saved_thread(data.path(), thread).await,
+        [r#"user: "first""#, answer]
+    );
+    assert_eq!(
+        logged_runs(data.path()).await,
+        4,
+        "a rewound run left the log"
+    );
+
+    // A thread whose first message is another: the regenerate does not fit it.
+    let mut other = turns[1].clone();
+    other["id"] = json!("chat-other");
+    other["messages"][0]["parts"][0]["text"] = json!("another");
+    let body = server.text("/api/v1/chat", &other).await;
+    assert!(body.contains("\"type\":\"finish\""), "{body}");
+    let mut misplaced = last.clone();
+    misplaced["id"] = json!("chat-other");
+    let refused = server.post("/api/v1/chat", &misplaced).await;
+    assert_eq!(refusal(refused).await, (409, "history_mismatch".to_owned()));
+
+    // While a run of the thread is in flight, a regenerate waits its turn like any message.
+    let turn = fixture_bytes("loop/turn-2-answer.sse").unwrap();
+    let (head, tail) = turn.split_at(turn.len() / 2);
+    server
+        .fake
+        .push(Reply::sse(head.to_vec()).then(Duration::from_secs(30), tail.to_vec()));
+    let mut running = server.post("/api/v1/chat", &turns[1]).await;
+    let started = running.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&started).contains("start"));
+    let refused = server.post("/api/v1/chat", &last).await;
+    assert_eq!(refusal(refused).await, (409, "thread_busy".to_owned()));
+    drop(running);
+    assert_eq!(server.fake.requests().len(), 6, "a refused regenerate ran");
 }
 
 /// A retry of a message whose run took it and failed before the model answered anything (the

@@ -3,13 +3,15 @@
 //   fixtures/ui/agui-client/*.json    what `@ag-ui/client` sends
 //   fixtures/ui/ai-sdk-client/*.json  what ai 6's chat (`useChat`) sends, built by the real client
 //                                     from a stream the server's tests recorded (an approval), or
-//                                     from replies of the server's shape (an edit, a retry)
+//                                     from replies of the server's shape (an edit, a retry, a
+//                                     regenerate of an answered message)
 //   node requests.mjs <fixtures/ui> <ui-streams>           check that the fixtures are current
 //   node requests.mjs <fixtures/ui> <ui-streams> --write   write them
 import { readFile, writeFile, mkdir } from "node:fs/promises";
 import path from "node:path";
 import { HttpAgent } from "@ag-ui/client";
 import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
+import { AbstractChat as AbstractChatV5, DefaultChatTransport as DefaultChatTransportV5 } from "ai-v5.0.0";
 
 function aguiRequests() {
   const agent = new HttpAgent({ url: "http://127.0.0.1:1/api/v1/agui", threadId: "t-client" });
@@ -65,6 +67,12 @@ class State {
 }
 
 class Chat extends AbstractChat {
+  constructor(init) {
+    super({ ...init, state: new State() });
+  }
+}
+
+class ChatV5 extends AbstractChatV5 {
   constructor(init) {
     super({ ...init, state: new State() });
   }
@@ -128,8 +136,9 @@ function answer(id, text) {
   return new Response(body, { headers: { "content-type": "text/event-stream", "x-vercel-ai-ui-message-stream": "v1" } });
 }
 
-// A chat whose requests are answered by `replies` in turn, and the bodies it sent.
-function recordingChat(id, replies) {
+// A chat whose requests are answered by `replies` in turn, and the bodies it sent (ai 6's, or
+// with `v5` ai 5.0.0's).
+function recordingChat(id, replies, v5 = false) {
   const bodies = [];
   const fetch = async (_url, init) => {
     bodies.push(JSON.parse(init.body));
@@ -138,12 +147,39 @@ function recordingChat(id, replies) {
     return reply;
   };
   let ids = 0;
-  const chat = new Chat({
+  const [ChatClass, Transport] = v5 ? [ChatV5, DefaultChatTransportV5] : [Chat, DefaultChatTransport];
+  const chat = new ChatClass({
     id,
     generateId: () => `u-${++ids}`,
-    transport: new DefaultChatTransport({ api: "http://127.0.0.1:1/api/v1/chat", fetch }),
+    transport: new Transport({ api: "http://127.0.0.1:1/api/v1/chat", fetch }),
   });
   return { chat, bodies };
+}
+
+// What the stock Regenerate button sends for a message the server answered: `regenerate()` of
+// the last answer (the history cut before it, no `messageId`), then `regenerate({ messageId })`
+// of an earlier answer (the history cut before it, naming the assistant message it dropped).
+// ai 5.0.0 must send the same bodies as ai 6: the server's tests post ai 6's.
+async function aiSdkRegenerateRequests() {
+  const sent = [];
+  for (const v5 of [false, true]) {
+    const replies = [answer("a-1", "One."), answer("a-2", "Two."), answer("a-3", "Two, again."), answer("a-4", "One, again.")];
+    const regenerate = recordingChat("chat-regenerate", replies, v5);
+    await regenerate.chat.sendMessage({ text: "first" });
+    await regenerate.chat.sendMessage({ text: "second" });
+    await regenerate.chat.regenerate();
+    if (regenerate.chat.error) throw regenerate.chat.error;
+    await regenerate.chat.regenerate({ messageId: "a-1" });
+    if (regenerate.chat.error) throw regenerate.chat.error;
+    sent.push(regenerate.bodies.slice(2));
+  }
+  if (JSON.stringify(sent[0]) !== JSON.stringify(sent[1])) {
+    throw new Error("ai 5.0.0 and ai 6 send different regenerate requests; the fixtures hold ai 6's only");
+  }
+  return {
+    "ai-sdk-client/regenerate-answered.json": sent[0][0],
+    "ai-sdk-client/regenerate-earlier-answer.json": sent[0][1],
+  };
 }
 
 // What ai 6 sends to edit a message (`sendMessage({text, messageId})`: the history cut at the
@@ -180,7 +216,12 @@ if (!dir || !streams) {
   process.exit(2);
 }
 let stale = 0;
-const all = { ...aguiRequests(), ...(await aiSdkRequests(streams)), ...(await aiSdkEditAndRetryRequests()) };
+const all = {
+  ...aguiRequests(),
+  ...(await aiSdkRequests(streams)),
+  ...(await aiSdkEditAndRetryRequests()),
+  ...(await aiSdkRegenerateRequests()),
+};
 for (const [name, body] of Object.entries(all)) {
   const file = path.join(dir, name);
   const text = `${JSON.stringify(body, null, 2)}\n`;

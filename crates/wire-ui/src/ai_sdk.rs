@@ -23,15 +23,16 @@ pub struct ChatRequest {
     pub id: String,
     /// The conversation as the client has it; the new user message is last.
     pub messages: Vec<UiMessage>,
-    /// `submit-message` or `regenerate-message` (ai's `regenerate()`: the history cut after the
-    /// user message it asks again for, which is last).
+    /// `submit-message` or `regenerate-message` (ai's `regenerate()`: the history cut before the
+    /// answer it asks again for, so the user message it answered is last).
     #[serde(default)]
     pub trigger: Option<String>,
     /// With `submit-message`, the message sent: absent for a new one, the edited user message
     /// for an edit (ai's `sendMessage({text, messageId})`, which cuts `messages` there, so it is
     /// last), the last (assistant) message for a client's automatic send. With
-    /// `regenerate-message`, the message `regenerate` was given, if any (it may name the
-    /// assistant message the client cut off, absent from `messages`).
+    /// `regenerate-message`, the message `regenerate` was given, if any: the assistant message
+    /// whose answer is asked for again (cut off, so absent from `messages`), or the user message
+    /// it answered (last).
     #[serde(default)]
     pub message_id: Option<String>,
 }

@@ -54,7 +54,8 @@ pub(super) async fn run(
     let retry = request.trigger.as_deref() == Some("regenerate-message");
     let message = matches!(incoming.turn, IncomingTurn::Message(_));
     if retry && !message {
-        // `regenerate()` sends the history cut after the user's message it asks again for.
+        // `regenerate()` sends the history cut before the answer it asks again for (whichever
+        // message `messageId` names): the user's message it answered is last.
         return Err(ApiError::bad_request(
             "invalid_history",
             "trigger: regenerate-message: the last message must be the user's message to run \

@@ -645,19 +645,19 @@ impl Incoming {
 
 /// A user message the client sends again, last in its copy of the conversation: the AI SDK's
 /// `regenerate()` (`trigger: "regenerate-message"`), which a client calls to retry a message
-/// refused before it ran (a 503 `too_many_runs`, a 409), or its edit of a message
-/// (`sendMessage({text, messageId})`: `submit-message` naming the last message, the edited one,
-/// where the client cut its history).
+/// refused before it ran (a 503 `too_many_runs`, a 409), and its stock Regenerate button calls to
+/// have a message it answered answered again (the history cut before that answer, whatever
+/// `messageId` names), or its edit of a message (`sendMessage({text, messageId})`:
+/// `submit-message` naming the last message, the edited one, where the client cut its history).
 ///
 /// On a thread the server holds, the message is found by its place among the user messages:
 /// those the client's copy holds before it must be the thread's, in order (one the client holds
 /// no answer to, a message refused before any run took it, may be missing from the thread).
-/// A message the thread does not hold yet is run as a new one. An edit rewinds the thread to
-/// before the message it replaces, whatever followed it (the run log keeps the runs that made
-/// what is rewound away). A retry of the thread's last user message, which no run answered (its
-/// model call failed before any text), runs it again from the state before it; one the thread
-/// answered is refused: the thread keeps the answer it gave. Any other request is refused as
-/// not matching the thread.
+/// A message the thread does not hold yet is run as a new one. Otherwise the thread is rewound
+/// to before the message at its place, whatever followed it (the run log keeps the runs that
+/// made what is rewound away), and the message runs there: an edit's text in place of the one it
+/// replaces, a retry's own, which must be the text the thread holds there. Any other request is
+/// refused as not matching the thread.
 #[derive(Debug)]
 pub(crate) struct Resend {
     /// An edit or a retry.
@@ -681,14 +681,15 @@ const MAX_READINGS: usize = 256;
 pub(crate) enum ResendKind {
     /// An edit: the message replaces the one at its place, and what followed it.
     Edit,
-    /// A retry: the message runs if no run answered it.
+    /// A retry (ai's `regenerate()`): the message runs again in its place, the answer it had
+    /// (if any) and what followed it rewound away.
     Retry,
 }
 
 impl Resend {
     /// `state` ready for `message` sent again: as it is when it does not hold the message yet,
-    /// rewound to before the one it replaces (an edit) or to before it when it holds it
-    /// unanswered (a retry); refused otherwise (409).
+    /// rewound to before the one it replaces (an edit) or to before it (a retry, of the message
+    /// the thread holds at its place); refused otherwise (409 `history_mismatch`).
     fn rewind(&self, state: AgentState, message: &str) -> Result<AgentState, ApiError> {
         let conflict = |code, message: &str| ApiError::new(StatusCode::CONFLICT, code, message);
         let mismatch = || {
@@ -743,29 +744,17 @@ impl Resend {
             // The thread holds every message before it, and not it: it runs as a new one.
             return Ok(state);
         };
-        if self.kind == ResendKind::Edit {
-            return state
-                .with_history(state.messages()[..at].to_vec())
-                .map_err(|e| ApiError::internal_logged("the thread cannot be rewound", &e));
-        }
-        if found + 1 < users.len() || held != message {
+        // A retry names the message by its text too: another message at its place is another
+        // conversation. An edit replaces whatever the thread holds there.
+        if self.kind == ResendKind::Retry && held != message {
             return Err(conflict(
                 "history_mismatch",
-                "the message sent again is not the thread's last user message: the thread went \
-                 on past it, or holds another message there; nothing ran; read the thread again",
+                "the message sent again is not the one the thread holds at its place; nothing \
+                 ran; read the thread again",
             ));
         }
-        let answered = state.messages()[at + 1..]
-            .iter()
-            .any(|m| matches!(m, ai_core::Message::Assistant { .. }));
-        if answered {
-            return Err(conflict(
-                "already_answered",
-                "trigger: regenerate-message asks again for a message the thread answered; the \
-                 server's thread keeps the answer it gave: send a new message, or edit this one \
-                 (sendMessage with its messageId)",
-            ));
-        }
+        // Rewound to before the message, whatever followed it (its answer, later turns): the
+        // message runs in its place. The run log keeps the runs that made what is rewound away.
         state
             .with_history(state.messages()[..at].to_vec())
             .map_err(|e| ApiError::internal_logged("the thread cannot be rewound", &e))
@@ -2753,6 +2742,37 @@ mod tests {
             .rewind(thread, "C, edited")
             .unwrap_or_else(|e| panic!("{} {}", e.code, e.message));
         assert_eq!(state.messages(), &history[..]);
+    }
+
+    /// A retry of a message the thread answered, last or earlier, rewinds the thread to before
+    /// it, whatever followed it, so it runs again in its place; one whose text is not the
+    /// thread's at its place is another conversation: refused (409 `history_mismatch`).
+    #[test]
+    fn a_retry_of_an_answered_message_rewinds_to_before_it() {
+        use ai_core::Message;
+        let user = |text: &str| Message::User {
+            content: text.into(),
+        };
+        let answer = |text: &str| Message::Assistant {
+            content: text.into(),
+            tool_calls: Vec::new(),
+        };
+        let max_steps = std::num::NonZeroU32::new(8).unwrap();
+        let history = vec![user("A"), answer("a"), user("B"), answer("b")];
+        let thread = graph::AgentState::from_history(history.clone(), max_steps).unwrap();
+        let retry = |before: &[&str]| super::Resend {
+            kind: super::ResendKind::Retry,
+            before: before.iter().map(|t| ((*t).to_owned(), true)).collect(),
+        };
+        for (before, message, kept) in [(&["A"][..], "B", 2), (&[][..], "A", 0)] {
+            let state = retry(before)
+                .rewind(thread.clone(), message)
+                .unwrap_or_else(|e| panic!("{message}: {} {}", e.code, e.message));
+            assert_eq!(state.messages(), &history[..kept], "{message}");
+        }
+        let error = retry(&["A"]).rewind(thread, "not B").unwrap_err();
+        assert_eq!(error.status, axum::http::StatusCode::CONFLICT);
+        assert_eq!(error.code, "history_mismatch");
     }
 
     /// Each user message of the client's copy without an answer that the thread could hold
