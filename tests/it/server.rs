@@ -2595,3 +2595,73 @@ async fn ai_sdk_an_edit_rewinds_the_thread_to_before_the_edited_message() {
     assert_eq!(refusal(refused).await, (409, "history_mismatch".to_owned()));
     assert_eq!(server.fake.requests().len(), 4, "a refused edit ran");
 }
+
+/// What ai 6 sends with the transport the AI SDK's docs suggest for a server that keeps its
+/// threads: `{id, message}`, the last message alone. The first starts the thread as a
+/// one-message history; the next goes on from the thread the server holds. A body with both
+/// `messages` and `message`, or neither, is refused naming the fields, and so is a lone message
+/// sent again or edited (the server finds those by the messages before them); none runs.
+#[tokio::test]
+async fn ai_sdk_the_last_message_alone_starts_and_continues_a_thread() {
+    let server = Server::start(|_| {}).await;
+    for _ in 0..2 {
+        server
+            .fake
+            .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
+    }
+    let first = ai_sdk_client_request("last-message-only-first.json");
+    let next = ai_sdk_client_request("last-message-only.json");
+    assert_eq!(first.get("messages"), None);
+    assert_eq!(next["id"], first["id"]);
+    let body = server.text("/api/v1/chat", &first).await;
+    record("last-message-only.aisdk.sse", &body);
+    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+    assert!(body.contains("\"type\":\"finish\""), "{body}");
+    assert_eq!(sent_messages(&server, 0), [r#"user: "first""#]);
+    let body = server.text("/api/v1/chat", &next).await;
+    assert!(body.contains("\"type\":\"finish\""), "{body}");
+    assert_eq!(
+        sent_messages(&server, 1),
+        [
+            r#"user: "first""#,
+            r#"assistant: "Your notes say hello.""#,
+            r#"user: "second""#
+        ]
+    );
+
+    let mut both = next.clone();
+    both["messages"] = json!([next["message"]]);
+    let mut neither = next.clone();
+    neither.as_object_mut().unwrap().remove("message");
+    let mut regenerate = next.clone();
+    regenerate["trigger"] = json!("regenerate-message");
+    let mut edit = next.clone();
+    edit["trigger"] = json!("submit-message");
+    edit["messageId"] = next["message"]["id"].clone();
+    for (body, says) in [
+        (both, "both `messages` and `message`"),
+        (neither, "missing field `messages` (or `message`"),
+        (regenerate, "`message` alone"),
+        (edit, "`message` alone"),
+    ] {
+        let response = server.post("/api/v1/chat", &body).await;
+        assert_eq!(response.status(), 400, "{body}");
+        let error: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert_eq!(error["error"]["code"], "invalid_body", "{error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{message}");
+        assert!(!message.contains("u-3"), "{message}");
+    }
+    // A lone message's fault names it as sent, not as a place in `messages`.
+    let mut blank = next.clone();
+    blank["message"]["parts"] = json!([]);
+    let response = server.post("/api/v1/chat", &blank).await;
+    assert_eq!(response.status(), 400);
+    let error: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(error["error"]["code"], "invalid_history", "{error}");
+    assert_eq!(
+        error["error"]["message"],
+        "message: a user message holds no text (only its text parts are read)"
+    );
+    assert_eq!(server.fake.requests().len(), 2, "a refused body ran");
+}

@@ -636,12 +636,23 @@ fn chat_body() -> impl Strategy<Value = Value> {
             role(&["submit-message", "submit-message", "regenerate-message"]),
         ),
         extra(),
+        // The conversation in `messages` (0), its last message alone in `message` (1), or both
+        // (2, refused).
+        proptest::sample::select(&[0u8, 0, 0, 0, 0, 0, 1, 1, 2][..]),
     )
-        .prop_map(|(id, messages, trigger, extra)| {
-            object(
+        .prop_map(|(id, messages, trigger, extra, shape)| {
+            let mut body = object(
                 vec![("id", id), ("messages", messages), ("trigger", trigger)],
                 extra,
-            )
+            );
+            let last = body["messages"].as_array().and_then(|m| m.last()).cloned();
+            if let (1 | 2, Some(last)) = (shape, last) {
+                body["message"] = last;
+                if shape == 1 {
+                    body.as_object_mut().unwrap().remove("messages");
+                }
+            }
+            body
         })
 }
 

@@ -4,7 +4,7 @@
 //   fixtures/ui/ai-sdk-client/*.json  what ai 6's chat (`useChat`) sends, built by the real client
 //                                     from a stream the server's tests recorded (an approval), or
 //                                     from replies of the server's shape (an edit, a retry, a
-//                                     regenerate of an answered message)
+//                                     regenerate of an answered message, the last message alone)
 //   node requests.mjs <fixtures/ui> <ui-streams>           check that the fixtures are current
 //   node requests.mjs <fixtures/ui> <ui-streams> --write   write them
 import { readFile, writeFile, mkdir } from "node:fs/promises";
@@ -210,6 +210,37 @@ async function aiSdkEditAndRetryRequests() {
   };
 }
 
+// What ai 6 sends with the transport the AI SDK's docs suggest for a server that keeps its
+// threads ("Sending only the last message"): `{ message, id }`, the last message alone, for a
+// new chat's first message and for the next one.
+async function aiSdkLastMessageOnlyRequests() {
+  const bodies = [];
+  const replies = [answer("a-1", "One."), answer("a-2", "Two.")];
+  const fetch = async (_url, init) => {
+    bodies.push(JSON.parse(init.body));
+    return replies.shift();
+  };
+  let ids = 0;
+  const chat = new Chat({
+    id: "chat-last-only",
+    generateId: () => `u-${++ids}`,
+    transport: new DefaultChatTransport({
+      api: "http://127.0.0.1:1/api/v1/chat",
+      fetch,
+      prepareSendMessagesRequest({ messages, id }) {
+        return { body: { message: messages[messages.length - 1], id } };
+      },
+    }),
+  });
+  await chat.sendMessage({ text: "first" });
+  await chat.sendMessage({ text: "second" });
+  if (chat.error) throw chat.error;
+  return {
+    "ai-sdk-client/last-message-only-first.json": bodies[0],
+    "ai-sdk-client/last-message-only.json": bodies[1],
+  };
+}
+
 const [dir, streams, mode] = process.argv.slice(2);
 if (!dir || !streams) {
   console.error("usage: node requests.mjs <fixtures/ui> <ui-streams> [--write]");
@@ -221,6 +252,7 @@ const all = {
   ...(await aiSdkRequests(streams)),
   ...(await aiSdkEditAndRetryRequests()),
   ...(await aiSdkRegenerateRequests()),
+  ...(await aiSdkLastMessageOnlyRequests()),
 };
 for (const [name, body] of Object.entries(all)) {
   const file = path.join(dir, name);

@@ -16,13 +16,23 @@ pub const STREAM_HEADER: (&str, &str) = ("x-vercel-ai-ui-message-stream", "v1");
 
 /// The body `useChat` posts (`DefaultChatTransport`): the chat id, its UI messages and why it
 /// asks. Extra fields a client adds through its `body` option are accepted and ignored.
+///
+/// The messages come as `messages` (the whole conversation, the default) or as `message` alone
+/// (the last one, which the AI SDK's docs suggest sending to a server that keeps its threads:
+/// `prepareSendMessagesRequest` returning `{ body: { message, id } }`);
+/// [`ChatRequest::conversation`] reads either, and refuses a body with both or neither.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChatRequest {
     /// The chat's id; the server keeps the thread under it.
     pub id: String,
-    /// The conversation as the client has it; the new user message is last.
-    pub messages: Vec<UiMessage>,
+    /// The conversation as the client has it; the new user message is last. Absent when the
+    /// client sends [`ChatRequest::message`] instead.
+    #[serde(default)]
+    pub messages: Option<Vec<UiMessage>>,
+    /// The last message alone, in place of `messages`.
+    #[serde(default)]
+    pub message: Option<UiMessage>,
     /// `submit-message` or `regenerate-message` (ai's `regenerate()`: the history cut before the
     /// answer it asks again for, so the user message it answered is last).
     #[serde(default)]
@@ -35,6 +45,25 @@ pub struct ChatRequest {
     /// it answered (last).
     #[serde(default)]
     pub message_id: Option<String>,
+}
+
+impl ChatRequest {
+    /// The messages the request brings, the new one last: `messages`, or `message` alone (a
+    /// conversation of one). An error names the fields when the body holds both or neither; it
+    /// quotes nothing of the body.
+    pub fn conversation(&self) -> Result<&[UiMessage], String> {
+        match (&self.messages, &self.message) {
+            (Some(messages), None) => Ok(messages),
+            (None, Some(message)) => Ok(std::slice::from_ref(message)),
+            (Some(_), Some(_)) => Err("the body holds both `messages` and `message`: send the \
+                                       conversation in `messages`, or its last message alone in \
+                                       `message`"
+                .to_owned()),
+            (None, None) => {
+                Err("missing field `messages` (or `message`, the last message alone)".to_owned())
+            }
+        }
+    }
 }
 
 /// One UI message.

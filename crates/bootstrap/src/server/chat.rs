@@ -50,7 +50,17 @@ pub(super) async fn run(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let request: ChatRequest = parse_body(&headers, body, limit)?;
-    let mut incoming = incoming(&request.messages)?;
+    let messages = request.conversation().map_err(|fault| {
+        ApiError::bad_request(
+            "invalid_body",
+            format!("the request body is invalid: {fault}"),
+        )
+    })?;
+    // The last message alone (`message`), as the AI SDK's docs suggest for a server that keeps
+    // its threads: all a thread the server holds reads anyway; a new thread starts from it as
+    // from a one-message history. Its faults name it as the client sent it.
+    let lone = request.message.is_some();
+    let mut incoming = incoming(messages).map_err(|e| if lone { as_lone(e) } else { e })?;
     let retry = request.trigger.as_deref() == Some("regenerate-message");
     let message = matches!(incoming.turn, IncomingTurn::Message(_));
     if retry && !message {
@@ -67,7 +77,18 @@ pub(super) async fn run(
     let edit = !retry
         && message
         && request.message_id.is_some()
-        && request.message_id.as_deref() == request.messages.last().map(|m| m.id.as_str());
+        && request.message_id.as_deref() == messages.last().map(|m| m.id.as_str());
+    if lone && (retry || edit) {
+        // A message sent again is found in the thread by the user messages before it, which a
+        // lone message does not bring: run as a new one, it would not do what was asked.
+        return Err(ApiError::bad_request(
+            "invalid_body",
+            "the request body is invalid: `message` alone cannot be sent again (trigger: \
+             regenerate-message) or edited (messageId naming it): the server finds such a \
+             message in the thread by the messages before it; send the conversation in \
+             `messages`",
+        ));
+    }
     if retry || edit {
         let kind = if edit {
             ResendKind::Edit
@@ -76,7 +97,7 @@ pub(super) async fn run(
         };
         incoming.resend = Some(Resend {
             kind,
-            before: user_messages_before(&request.messages),
+            before: user_messages_before(messages),
         });
     }
     let run_id = state.next_run_id();
@@ -99,6 +120,18 @@ pub(super) async fn run(
         Stream(translator, superseded),
         &[STREAM_HEADER],
     ))
+}
+
+/// A refusal of a lone `message` naming it as sent: `incoming` names the messages of a
+/// conversation (`messages[0]`, `messages:`), which the client did not send.
+fn as_lone(mut error: ApiError) -> ApiError {
+    for prefix in ["messages[0]", "messages"] {
+        if let Some(rest) = error.message.strip_prefix(prefix) {
+            error.message = format!("message{rest}");
+            break;
+        }
+    }
+    error
 }
 
 /// The client's history as UI items, and what its last message asks: the user's new message,

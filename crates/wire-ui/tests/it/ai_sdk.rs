@@ -271,6 +271,35 @@ fn the_verifier_catches_what_it_should() {
     assert!(verify(&bad).is_err());
 }
 
+/// A request may bring its last message alone (`message`, as the AI SDK's docs suggest for a
+/// server that keeps its threads) in place of `messages`: a conversation of one. Both, or
+/// neither, is refused naming the fields, quoting nothing of the body.
+#[test]
+fn a_chat_request_brings_messages_or_its_last_message_alone() {
+    let user = serde_json::json!({"id": "u-SECRET", "role": "user",
+                                  "parts": [{"type": "text", "text": "hi"}]});
+    let parse = |body: serde_json::Value| {
+        serde_json::from_value::<wire_ui::ai_sdk::ChatRequest>(body).unwrap()
+    };
+    let lone = parse(serde_json::json!({"id": "chat-1", "message": user}));
+    let conversation = lone.conversation().unwrap();
+    assert_eq!(conversation.len(), 1);
+    assert_eq!(conversation[0].text(), "hi");
+    let whole = parse(serde_json::json!({"id": "chat-1", "messages": [user, user]}));
+    assert_eq!(whole.conversation().unwrap().len(), 2);
+
+    let both = parse(serde_json::json!({"id": "chat-1", "messages": [user], "message": user}));
+    let neither = parse(serde_json::json!({"id": "chat-1"}));
+    for (request, says) in [
+        (both, "both `messages` and `message`"),
+        (neither, "missing field `messages` (or `message`"),
+    ] {
+        let error = request.conversation().unwrap_err();
+        assert!(error.contains(says), "{error}");
+        assert!(!error.contains("SECRET"), "{error}");
+    }
+}
+
 #[test]
 fn chat_requests_parse_with_tool_parts() {
     let request: wire_ui::ai_sdk::ChatRequest = serde_json::from_value(serde_json::json!({
@@ -287,10 +316,11 @@ fn chat_requests_parse_with_tool_parts() {
         ]
     }))
     .unwrap();
-    let parts = request.messages[1].tool_parts().unwrap();
+    let messages = request.conversation().unwrap();
+    let parts = messages[1].tool_parts().unwrap();
     assert_eq!(parts[0].tool_name, "core__get_current_time");
     assert_eq!(parts[0].state, "output-available");
-    assert_eq!(request.messages[2].text(), "thanks");
+    assert_eq!(messages[2].text(), "thanks");
     let broken = wire_ui::ai_sdk::UiMessage {
         id: "a2".into(),
         role: wire_ui::ai_sdk::UiRole::Assistant,
