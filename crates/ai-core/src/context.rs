@@ -338,7 +338,10 @@ impl Serialize for ToolInvocationContext {
 }
 
 /// The contexts' JSON forms: flat objects, the references first, as when each context held its
-/// references as fields of its own. Deserializing puts every reference through its check.
+/// references as fields of its own. Deserializing puts every reference through its check. Each
+/// form bears its context's name (`rename`, `expecting`), as the derived one did: a serializer
+/// that writes the name writes the context's, and input of the wrong shape is refused naming the
+/// context, not these types.
 mod wire {
     use std::collections::{BTreeMap, BTreeSet};
     use std::sync::Arc;
@@ -351,6 +354,7 @@ mod wire {
     use crate::{RunId, ToolCallId};
 
     #[derive(Serialize)]
+    #[serde(rename = "RunContext")]
     pub(super) struct RunContextOut<'a> {
         pub(super) run_id: &'a RunId,
         pub(super) actor_id: &'a str,
@@ -364,6 +368,7 @@ mod wire {
     }
 
     #[derive(Deserialize)]
+    #[serde(rename = "RunContext", expecting = "struct RunContext")]
     pub(super) struct RunContextIn {
         run_id: RunId,
         #[serde(deserialize_with = "checked::actor_id")]
@@ -400,6 +405,7 @@ mod wire {
     }
 
     #[derive(Serialize)]
+    #[serde(rename = "ToolInvocationContext")]
     pub(super) struct InvocationOut<'a> {
         pub(super) run_id: &'a RunId,
         pub(super) tool_call_id: &'a ToolCallId,
@@ -411,6 +417,10 @@ mod wire {
     }
 
     #[derive(Deserialize)]
+    #[serde(
+        rename = "ToolInvocationContext",
+        expecting = "struct ToolInvocationContext"
+    )]
     pub(super) struct InvocationIn {
         run_id: RunId,
         tool_call_id: ToolCallId,

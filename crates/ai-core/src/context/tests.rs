@@ -131,3 +131,22 @@ fn the_contexts_json_and_debug_forms_are_flat() {
     );
     assert_eq!(bare.run_id(), &RunId::new("run-1").unwrap());
 }
+
+/// A context read from something that is no object is refused naming the context, not a type
+/// of the crate's own that only reads it.
+#[test]
+fn a_context_that_is_no_object_is_refused_naming_the_context() {
+    for bad in [json!("run-1"), json!(7)] {
+        let error = serde_json::from_value::<RunContext>(bad.clone())
+            .unwrap_err()
+            .to_string();
+        assert!(error.ends_with("expected struct RunContext"), "{error}");
+        let error = serde_json::from_value::<ToolInvocationContext>(bad)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.ends_with("expected struct ToolInvocationContext"),
+            "{error}"
+        );
+    }
+}
