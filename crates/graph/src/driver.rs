@@ -335,12 +335,13 @@ impl Agent {
     /// `Done { reason: error }` (calls it was about to run are answered cancelled, and shown
     /// ended so; answers it was about to show, of calls that never ran, are shown). A run whose
     /// next step is its end is not stopped, since nothing is left to stop: a sink that panics
-    /// on the usage or text of the completion that ends the run leaves it ending as it would
-    /// have (`stop` for an answer, with no `Error`), as one that panics on the run's `Error` or
-    /// `Done` does; the run did finish, the history holds the whole answer, and the sink is the
-    /// app's. On a delta the model port streams, the model call fails. On an event the runner
-    /// emits for a call, the answer the runner gave stands (else the call fails `execution`),
-    /// and the loop goes on.
+    /// on the usage or text of the completion that ends the run, or on the answers shown just
+    /// before its end for calls that never ran (a turn cut at the step limit, calls a cancel
+    /// answered), leaves it ending as it would have (`stop` for an answer, with no `Error`), as
+    /// one that panics on the run's `Error` or `Done` does; the run did finish, the history
+    /// holds the whole answer, and the sink is the app's. On a delta the model port streams,
+    /// the model call fails. On an event the runner emits for a call, the answer the runner gave
+    /// stands (else the call fails `execution`), and the loop goes on.
     pub async fn run(
         &self,
         state: AgentState,
@@ -458,8 +459,9 @@ impl Agent {
                 // Only work left to do is stopped (a model call, tool calls, a pause): answers
                 // to show and the run's end are shown as they would have been. So a run whose
                 // next step is its end ends as it would have, `stop` for an answer, also when
-                // the sink panicked on the usage or text of the completion that ends it: the
-                // model answered, the history holds it all, and nothing was left to stop.
+                // the sink panicked on the usage or text of the completion that ends it, or on
+                // the answers shown just before that end: the model answered, the history holds
+                // it all, and nothing was left to stop.
                 let works = !matches!(intent, Intent::ShowAnswers { .. } | Intent::Finish { .. });
                 if !done && works && events.stop_run() {
                     // The app's sink panicked on an event the driver showed: nothing more runs.

@@ -110,10 +110,10 @@ pub use store::InMemoryThreadStore;
 ///     as a call cut short is), and the calls behind them it was about to run, where a stop
 ///     that came before those answers were shown (the sink panicked on a completion's usage,
 ///     say) left both unshown.
-/// 20. A run whose event sink panics on the usage or text of the completion that ends it ends as
-///     it would have (`stop` for an answer, `length` for a turn cut with its calls, …, with no
-///     `Error`), where it ended `error` saying the sink's panic stopped it, though nothing was
-///     left to stop.
+/// 20. A run whose event sink panics on the usage or text of the completion that ends it, or on
+///     the answers shown just before its end for calls that never ran, ends as it would have
+///     (`stop` for an answer, `length` for a turn cut with its calls, …, with no `Error`), where
+///     it ended `error` saying the sink's panic stopped it, though nothing was left to stop.
 pub const LOOP_REVISION: u32 = 20;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks

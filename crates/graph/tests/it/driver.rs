@@ -1502,7 +1502,7 @@ struct SinkBreaks {
 /// completion's usage, the answer it shows for a call that never ran, its `Error`, its `Done`)
 /// does not take the run down: it ends with one `Done` (an `Error` saying the sink panicked
 /// first, unless the panic came on the run's own last events: those of the completion that ends
-/// it, its `Error`, its `Done`), nothing more runs, and the thread is saved as the run left it,
+/// it, the answers shown just before its end, its `Error`, its `Done`), nothing more runs, and the thread is saved as the run left it,
 /// with a valid history.
 #[tokio::test(start_paused = true)]
 async fn a_sink_that_panics_on_an_event_of_the_loops_own_ends_the_run_cleanly() {
@@ -1617,6 +1617,15 @@ async fn a_sink_that_panics_on_an_event_of_the_loops_own_ends_the_run_cleanly() 
             stopped: true,
             model_calls: 1,
             max_steps: None,
+        },
+        SinkBreaks {
+            name: "the answer of a call that never ran, shown as the run ends at its step limit",
+            replies: vec![calls(vec![cut.clone()])],
+            on: |e| matches!(e, AiEvent::ToolCallStart { .. }),
+            done: "other",
+            stopped: false,
+            model_calls: 1,
+            max_steps: Some(1),
         },
         SinkBreaks {
             name: "the answer of a call that never ran",
