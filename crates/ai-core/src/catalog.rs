@@ -25,6 +25,11 @@ impl ToolCatalog {
     /// schema leaves the subset [`validate_tool_schema_p0`] accepts: ai-tools derives only
     /// schemas within it, but a hand-built spec (a tool from another runtime, say) is checked
     /// here, before any model sees it.
+    ///
+    /// The source's specs are listed as the tool source's code ([`crate::port_call`]): a panic
+    /// there (in the source, or in a tool's `spec` it asks) still unwinds, and
+    /// [`crate::install_tool_panic_hook`] reports it without its message, as it does when the
+    /// runner asks the source for a call's tool.
     pub fn build(
         source: &dyn ToolSource,
         policy: &ToolPolicy,
@@ -32,7 +37,7 @@ impl ToolCatalog {
     ) -> Result<Self, Error> {
         let mut seen = BTreeSet::new();
         let mut specs = BTreeMap::new();
-        for spec in source.tool_specs() {
+        for spec in crate::port_call("the tool source", || source.tool_specs()) {
             if !seen.insert(spec.id.clone()) {
                 return Err(Error::ToolIdCollision(spec.id));
             }

@@ -5,6 +5,7 @@
 
 #![allow(missing_docs)]
 
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
 use std::future::Future;
@@ -206,6 +207,41 @@ impl ToolSource for FragileSource {
     }
     fn tool_specs(&self) -> Vec<ToolSpec> {
         self.0.iter().map(|tool| tool.spec.clone()).collect()
+    }
+}
+
+/// A tool whose spec panics, with the secret in the message, once `armed` (after a source took
+/// it in): for the catalog, which lists a source's specs.
+struct ArmedSpec {
+    spec: ToolSpec,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+#[ai_core::async_trait]
+impl BoundTool for ArmedSpec {
+    fn spec(&self) -> &ToolSpec {
+        if self.armed.load(std::sync::atomic::Ordering::SeqCst) {
+            panic!("the spec cannot tell with {SECRET}");
+        }
+        &self.spec
+    }
+    fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
+        Ok(args)
+    }
+    async fn exec(
+        &self,
+        _: ExecPermit,
+        _: Arc<Value>,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<Value, ToolError> {
+        Ok(Value::Null)
+    }
+    fn validate_output(&self, _: &Value) -> Result<(), ToolError> {
+        Ok(())
+    }
+    fn redact(&self, value: Value) -> Result<Value, ToolError> {
+        Ok(value)
     }
 }
 
@@ -427,6 +463,25 @@ async fn a_tools_panic_message_is_kept_out_and_other_panics_pass_through() {
         );
     }
 
+    // The catalog lists the source's specs (a static source asks each tool): a panic there is
+    // the tool source's, its message kept out; it unwinds out of `ToolCatalog::build`.
+    let armed = Arc::new(ArmedSpec {
+        spec: ToolSpec {
+            id: ToolId::parse("core__armed").unwrap(),
+            description: "Its spec panics with a secret once armed.".into(),
+            input_schema: json!({"type": "object"}),
+            effect: ToolEffect::ReadOnly,
+            redaction: Redaction { allow: Vec::new() },
+        },
+        armed: std::sync::atomic::AtomicBool::new(false),
+    });
+    let source = StaticToolSource::new(vec![Arc::clone(&armed) as Arc<dyn BoundTool>]).unwrap();
+    armed.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let listed = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        ToolCatalog::build(&source, &ToolPolicy::default(), &ctx)
+    }));
+    assert!(listed.is_err(), "the spec's panic unwinds");
+
     // A panic outside any tool still reaches the hook before.
     let outside = std::panic::catch_unwind(|| panic!("outside any tool"));
     assert!(outside.is_err());
@@ -440,6 +495,11 @@ async fn a_tools_panic_message_is_kept_out_and_other_panics_pass_through() {
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     assert_eq!(logs.matches("a tool panicked").count(), 7, "{logs}");
     assert_eq!(logs.matches("the event sink panicked").count(), 1, "{logs}");
+    assert_eq!(
+        logs.matches("the tool source panicked").count(),
+        1,
+        "{logs}"
+    );
     assert_eq!(
         logs.matches("the authorization hook panicked").count(),
         1,

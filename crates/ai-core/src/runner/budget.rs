@@ -287,7 +287,8 @@ pub fn own_code<T>(code: impl FnOnce() -> T) -> T {
 /// `spec`, `requires_connection`, `idempotent`, `counted_result_bytes`,
 /// `refused_before_attempt`), or in a port's (the ones the runner
 /// calls for a call: the tool source, the authorization hook, the connection broker, the clock,
-/// the event sink it is given; and what a caller marks with [`port_future`] or [`port_call`], as
+/// the event sink it is given; the tool source as [`crate::ToolCatalog::build`] lists its tools'
+/// specs; and what a caller marks with [`port_future`] or [`port_call`], as
 /// the `graph` driver does for the model port, the thread store and the app's event sink) is
 /// reported as an `ERROR` tracing event saying whose
 /// code it was and where it happened (`panic.location`), never its message, which may hold
