@@ -576,9 +576,10 @@ impl Agent {
     }
 
     /// Runs one call through the runner. A panic on the way (in a port the runner awaits for
-    /// the call, such as an authorization hook, a connection broker, a tool source or a clock:
-    /// the runner itself turns a tool's panic into a failure) fails that call as a tool's panic
-    /// does, `execution` without the payload, so one bad port cannot take the run, and its one
+    /// the call, such as an authorization hook, a connection broker, a tool source or a clock,
+    /// or in one of the tool's plain methods the runner asks, such as `spec` or
+    /// `requires_connection`: the runner itself turns a panic in the tool's `exec` or its checks
+    /// into a failure) fails that call as a tool's panic does, `execution` without the payload, so one bad port cannot take the run, and its one
     /// `Done`, down. The call is shown ended: a start without arguments unless the runner showed
     /// one, then the result. A panic that came once the runner had passed the call's answer on
     /// (its result or its approval request: the app's sink panicked on it) leaves that answer

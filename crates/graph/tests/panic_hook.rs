@@ -1,5 +1,6 @@
 //! `ai_core::install_tool_panic_hook` and the ports the driver calls: a panic in the model port,
-//! an authorization hook, a connection broker, the tool source, the clock or a thread store never
+//! an authorization hook, a connection broker, the tool source, the clock, a tool's plain method
+//! (`requires_connection`, which the runner does not catch) or a thread store never
 //! shows its message, neither to the hook nor in the run's events (the driver turns it into a
 //! failure without it); nor does one in the app's event sink, wherever the driver or the runner
 //! calls it (inside the model port's delta callback too), while any other panic still reaches
@@ -36,6 +37,38 @@ impl BoundTool for Plain {
     }
     fn requires_connection(&self) -> bool {
         self.1
+    }
+    fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
+        Ok(args)
+    }
+    async fn exec(
+        &self,
+        _: ExecPermit,
+        _: Arc<Value>,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<Value, ToolError> {
+        Ok(json!({}))
+    }
+    fn validate_output(&self, _: &Value) -> Result<(), ToolError> {
+        Ok(())
+    }
+    fn redact(&self, output: Value) -> Result<Value, ToolError> {
+        Ok(output)
+    }
+}
+
+/// A tool that panics, with the secret, when the runner asks whether it needs a connection: one
+/// of the plain methods the runner asks, whose panic unwinds to the driver as a port's does.
+struct Fragile(ToolSpec);
+
+#[ai_core::async_trait]
+impl BoundTool for Fragile {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    fn requires_connection(&self) -> bool {
+        panic!("the tool held {SECRET}");
     }
     fn validate_input(&self, args: Value) -> Result<Value, ToolError> {
         Ok(args)
@@ -214,11 +247,17 @@ async fn a_ports_panic_message_is_kept_out_and_other_panics_pass_through() {
                 },
                 true,
             )),
+            Arc::new(Fragile(ToolSpec {
+                id: ToolId::parse("core__fragile").unwrap(),
+                ..spec.clone()
+            })),
         ]
     };
     let source = Arc::new(StaticToolSource::new(tools()).unwrap());
-    let policy =
-        ToolPolicy::from_toml_str(r#"allowed_tools = ["core__plain", "core__connected"]"#).unwrap();
+    let policy = ToolPolicy::from_toml_str(
+        r#"allowed_tools = ["core__plain", "core__connected", "core__fragile"]"#,
+    )
+    .unwrap();
     let mut ctx = RunContext::new("run-1", "user:alice", "tenant-1").unwrap();
     let connection = ConnectionId::new("c1").unwrap();
     ctx.grant.allowed_connection_ids.insert(connection.clone());
@@ -244,9 +283,9 @@ async fn a_ports_panic_message_is_kept_out_and_other_panics_pass_through() {
             .count()
     };
 
-    // The model port, an authorization hook, a connection broker, the tool source and the clock
-    // the runner reads, each panicking: every run still ends once, and its events never hold
-    // the panic's message.
+    // The model port, an authorization hook, a connection broker, the tool source, the clock
+    // the runner reads and a tool's plain method, each panicking: every run still ends once, and
+    // its events never hold the panic's message.
     let connected = Agent::new(
         Arc::new(Port {
             does: Model::CallsATool,
@@ -258,9 +297,19 @@ async fn a_ports_panic_message_is_kept_out_and_other_panics_pass_through() {
     );
     let broken_source: Arc<dyn ToolSource> =
         Arc::new(BrokenSource(StaticToolSource::new(tools()).unwrap()));
+    let fragile = Agent::new(
+        Arc::new(Port {
+            does: Model::CallsATool,
+            tool: "core__fragile",
+            calls: Mutex::new(0),
+        }),
+        runner.clone(),
+        AgentConfig::default(),
+    );
     let mut shown = String::new();
     let runs = [
         connected,
+        fragile,
         agent(
             Model::CallsATool,
             ToolRunner::new(broken_source, policy.clone(), Arc::new(FixedClock)),
@@ -294,7 +343,7 @@ async fn a_ports_panic_message_is_kept_out_and_other_panics_pass_through() {
         shown += &format!("{events:?}");
     }
     // The check can fail: the tool calls were answered, as failures.
-    assert_eq!(shown.matches("\"tool_call_result\"").count(), 4, "{shown}");
+    assert_eq!(shown.matches("\"tool_call_result\"").count(), 5, "{shown}");
     // A thread store that panics.
     let plain = agent(Model::CallsATool, runner.clone());
     let thread = ThreadId::new("t").unwrap();
