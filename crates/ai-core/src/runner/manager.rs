@@ -459,7 +459,10 @@ pub(super) async fn execute(
     caps: &Capabilities,
     attempts: &mut Vec<Attempt>,
 ) -> Result<Value, ToolFailure> {
-    let id = &budget::tool_code(|| tool.spec()).id;
+    // Read once, before any slot of the breaker is taken: a panic in it (unwinding out of the
+    // call) cannot leave a half-open trial's slot held.
+    let spec = budget::tool_code(|| tool.spec());
+    let id = &spec.id;
     // A token that fired already is answered first: the attempt ends `cancelled` without calling
     // the tool, and neither the tool's own refusal (a replay's recorded one) nor the breaker,
     // whose half-open slot it would take, is asked why else it would not run.
@@ -478,6 +481,7 @@ pub(super) async fn execute(
     let attempting = Attempting {
         step: &step,
         tool,
+        spec,
         args,
         invocation,
         caps,
@@ -501,6 +505,8 @@ pub(super) async fn execute(
 struct Attempting<'a> {
     step: &'a Step8<'a>,
     tool: &'a dyn BoundTool,
+    /// The tool's spec, read once for the call.
+    spec: &'a crate::ToolSpec,
     args: &'a Arc<Value>,
     invocation: &'a ToolInvocationContext,
     caps: &'a Capabilities,
@@ -521,10 +527,13 @@ impl Attempting<'_> {
         cancelled: bool,
     ) -> (Result<Value, ToolFailure>, Instant) {
         let Self {
-            step, tool, args, ..
+            step,
+            tool,
+            spec,
+            args,
+            ..
         } = self;
         let started_at_ms = super::port_call(super::THE_CLOCK, || step.clock.now_ms());
-        let spec = budget::tool_code(|| tool.spec());
         let deadline = || step.attempt_deadline(&spec.id, now);
         let stopping = budget::Stopping {
             changes_state: spec.effect != ToolEffect::ReadOnly,
@@ -589,17 +598,14 @@ impl Attempting<'_> {
         mut trial: Trial,
     ) -> Result<Value, ToolFailure> {
         let step = self.step;
-        let spec = budget::tool_code(|| self.tool.spec());
+        let spec = self.spec;
         let id = &spec.id;
         let breaker = &step.policy.breaker;
         let retry = step.policy.retry_for(id);
-        let safe_to_repeat =
-            spec.effect == ToolEffect::ReadOnly || budget::tool_code(|| self.tool.idempotent());
-        let max_attempts = if safe_to_repeat {
-            retry.max_attempts.max(1)
-        } else {
-            1
-        };
+        // Asked once the failed attempt is fed to the breaker (below): a tool whose `idempotent`
+        // panics unwinds out of the call with its attempt counted and its half-open trial's
+        // slot, if it had one, settled.
+        let mut max_attempts = None;
         let started = self.first_attempt_at;
         let deadline = step.call_deadline();
         let mut number = 1;
@@ -610,11 +616,20 @@ impl Attempting<'_> {
                 number,
                 failure.retry_after_ms,
             );
+            step.registry
+                .record(id, breaker, now, Some(failure.category), None, trial);
+            let max_attempts = *max_attempts.get_or_insert_with(|| {
+                let safe_to_repeat = spec.effect == ToolEffect::ReadOnly
+                    || budget::tool_code(|| self.tool.idempotent());
+                if safe_to_repeat {
+                    retry.max_attempts.max(1)
+                } else {
+                    1
+                }
+            });
             let allowed = number < max_attempts
                 && retry.retryable.contains(&failure.category)
                 && now + wait < deadline;
-            step.registry
-                .record(id, breaker, now, Some(failure.category), None, trial);
             // A retry the circuit (opened by this failure, say) would refuse when its wait ends
             // is not announced or waited for: the call ends now, with the failure it had.
             if !(allowed && step.registry.would_admit(id, breaker, now + wait)) {

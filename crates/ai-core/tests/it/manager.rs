@@ -578,3 +578,68 @@ async fn a_retry_of_a_tool_that_is_not_read_only_meeting_an_open_circuit_says_it
         }
     }
 }
+
+/// A [`FakeTool`] whose `idempotent` panics: the runner asks it only once an attempt failed.
+struct PanicsWhenAskedToRepeat(FakeTool);
+
+#[async_trait::async_trait]
+impl BoundTool for PanicsWhenAskedToRepeat {
+    fn spec(&self) -> &ai_core::ToolSpec {
+        self.0.spec()
+    }
+    fn idempotent(&self) -> bool {
+        panic!("cannot tell");
+    }
+    fn validate_input(
+        &self,
+        args: serde_json::Value,
+    ) -> Result<serde_json::Value, ai_core::ToolError> {
+        self.0.validate_input(args)
+    }
+    async fn exec(
+        &self,
+        permit: ai_core::ExecPermit,
+        args: Arc<serde_json::Value>,
+        ctx: &ai_core::ToolInvocationContext,
+        caps: &ai_core::Capabilities,
+    ) -> Result<serde_json::Value, ai_core::ToolError> {
+        self.0.exec(permit, args, ctx, caps).await
+    }
+    fn validate_output(&self, output: &serde_json::Value) -> Result<(), ai_core::ToolError> {
+        self.0.validate_output(output)
+    }
+    fn redact(&self, output: serde_json::Value) -> Result<serde_json::Value, ai_core::ToolError> {
+        self.0.redact(output)
+    }
+}
+
+/// Awaits `future`, turning a panic while it is polled into `None`.
+async fn unless_panics<F: std::future::Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+            Ok(poll) => poll.map(Some),
+            Err(_) => std::task::Poll::Ready(None),
+        }
+    })
+    .await
+}
+
+/// An attempt that failed is fed to the breaker before the tool is asked whether it may run
+/// again: a tool whose `idempotent` panics (the panic unwinds out of `run_tool`, as for every
+/// plain method of a tool's) does not leave its circuit as if the attempt never ran, nor keep
+/// a half-open trial's slot until the cool-down passes.
+#[tokio::test(start_paused = true)]
+async fn a_failed_attempt_reaches_the_breaker_before_the_tool_is_asked_to_repeat() {
+    let fails = FakeTool::new(T, ToolEffect::StateChange, Behaviour::Fail);
+    let tool = Arc::new(PanicsWhenAskedToRepeat(fails));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], one_strike());
+    assert!(unless_panics(h.call(T, "{}")).await.is_none());
+    assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::Open);
+
+    // The half-open trial's failure opens the circuit again, rather than holding the slot.
+    tokio::time::advance(Duration::from_millis(1_000)).await;
+    assert!(unless_panics(h.call(T, "{}")).await.is_none());
+    assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::Open);
+    assert_eq!(tool.0.runs.load(Ordering::SeqCst), 2);
+}
