@@ -41,15 +41,20 @@
 //! header (marked sensitive), every error message is scrubbed of it (a provider's message before
 //! it is shortened, so a cut never leaves part of the key), and of the base URL's secrets too
 //! (its password, or a user name without one, and the values of its query parameters named like
-//! a key, as written, percent-decoded, escaped otherwise, or quoted as serde_json writes a JSON
-//! string (a server escaping `/` as `\/` or other characters as `\u` escapes is not caught),
-//! and each line of one holding a line break, when at least 4 characters long, and the `Basic`
-//! credentials sent for the user and password), which a server may echo in its error, and
-//! neither the adapter's nor the config's `Debug` prints it (nor the base URL's credentials or
-//! query). It is never sent in
-//! clear to another machine: a key (or a base URL's `user:password@`, or a query parameter of
-//! it named like a key, `?api-key=…`) with an `http://` base URL whose host is not loopback
-//! (`localhost`, `127.0.0.1`, `::1`) is refused
+//! a key), which a server may echo in its error, and of the `Basic` credentials sent for the
+//! user and password. Each is found as written, and a URL's secret percent-decoded too;
+//! escaped otherwise (`%2f` for `%2F`, `%21` for `!`, `+` for a space); quoted by any JSON
+//! writer (`\"`, `\/`, `\u002b` or any other character as a `\u` escape, in either case); and,
+//! for a URL's secret holding a line break, line by line. A URL's secret is looked for only in
+//! forms at least 4 characters long (a shorter one is no real secret, and replacing it would
+//! mangle messages), and the key in escaped forms only when that long. Not caught: a secret
+//! escaped twice over (JSON inside JSON, or percent-escaped and then JSON-quoted, as in
+//! `ab\/cd%2Bef`), in HTML entities, cut short, in another case, or encoded otherwise (the key
+//! or a query value in base64, the `Basic` value without its padding or in base64url). Neither
+//! the adapter's nor the config's `Debug` prints the key (nor the base URL's credentials or
+//! query). It is never sent in clear to another machine: a key (or a base URL's
+//! `user:password@`, or a query parameter of it named like a key, `?api-key=…`) with an
+//! `http://` base URL whose host is not loopback (`localhost`, `127.0.0.1`, `::1`) is refused
 //! ([`OpenAiConfigError::KeyOverHttp`]) unless [`OpenAiConfig::allow_key_over_http`] says so.
 //! Redirects are not followed, so the key goes only to the configured host.
 
@@ -403,7 +408,7 @@ impl OpenAiCompletion {
         Ok(Self {
             client: http_client()?,
             endpoint: redacted_url(&url),
-            url_secrets: url_secrets(&url),
+            url_secrets: url_secrets(&url, config.api_key.as_ref()),
             url,
             model: config.model,
             api_key: config.api_key,
@@ -483,8 +488,9 @@ impl OpenAiCompletion {
                 message = message.replace(secret.as_str(), "[redacted]");
             }
         }
-        // Escapes the URL does not write (`%2f` for its `%2F`, `%21` for its `!`).
-        if message.contains('%') {
+        // Escapes the URL does not write (`%2f` for its `%2F`, `%21` for its `!`), or a JSON
+        // writer's (`\/`, `\u002b`).
+        if message.contains('%') || message.contains('\\') {
             message = redact_escaped(&message, &self.url_secrets.decoded);
         }
         message
@@ -1475,23 +1481,25 @@ const MIN_URL_SECRET_CHARS: usize = 4;
 /// A base URL's secrets as [`OpenAiCompletion::scrub`] looks for them ([`url_secrets`]).
 #[derive(Debug, Default)]
 struct UrlSecrets {
-    /// Texts replaced where a message shows them as they are: each secret as written in the URL,
-    /// percent-decoded, and as serde_json quotes it (a server may show a JSON value it was sent;
-    /// another JSON writer's `\/` or `\u` escapes are not looked for), each
-    /// line of one that holds a line break (trimmed; a message may show only the first), and
-    /// the `Basic` credentials sent for the URL's user and password ([`basic_credentials`]).
-    /// Longest first, so a secret that holds another is replaced whole.
+    /// Texts replaced where a message shows them as they are: each secret as written in the URL
+    /// and percent-decoded, each line of one that holds a line break (trimmed; a message may
+    /// show only the first), and the `Basic` credentials sent for the URL's user and password
+    /// ([`basic_credentials`]). Longest first, so a secret that holds another is replaced whole.
     literal: Vec<String>,
-    /// Each secret's bytes once percent-decoded (and with a space written `+`), replaced also
-    /// where a message writes them with escapes of its own ([`redact_escaped`]).
+    /// Each secret's bytes once percent-decoded (and with a space written `+`), the `Basic`
+    /// credentials, and the API key, replaced also where a message writes them with escapes of
+    /// its own, percent or JSON ([`redact_escaped`]: a server may show a JSON value it was sent,
+    /// quoted by any JSON writer). Longest first.
     decoded: Vec<Vec<u8>>,
 }
 
 /// The texts of a base URL that carry a key, which no message may show: its password, or its
 /// user name when it has no password (a token alone, `https://<token>@host`), and the values of
 /// its query parameters named like a key ([`names_a_key`]), each as [`UrlSecrets`] keeps it.
-/// Forms shorter than [`MIN_URL_SECRET_CHARS`] are left out.
-fn url_secrets(url: &Url) -> UrlSecrets {
+/// Forms shorter than [`MIN_URL_SECRET_CHARS`] are left out. The API key, which
+/// [`OpenAiCompletion::scrub`] replaces as it is whatever its length, is kept to be found
+/// escaped too, when that long.
+fn url_secrets(url: &Url, key: Option<&Secret>) -> UrlSecrets {
     let mut secrets = UrlSecrets::default();
     let mut keep = |raw: &str, form_encoded: bool| {
         let mut decoded = vec![percent_decoded_bytes(raw)];
@@ -1512,9 +1520,6 @@ fn url_secrets(url: &Url) -> UrlSecrets {
         let mut literal = vec![raw.to_owned()];
         for bytes in &decoded {
             let text = String::from_utf8_lossy(bytes).into_owned();
-            if let Ok(quoted) = serde_json::to_string(&text) {
-                literal.push(quoted[1..quoted.len() - 1].to_owned());
-            }
             // A `text/plain` error shows only its first line holding text, which may cut a
             // secret holding a line break: each of its lines is a secret too.
             if text.contains('\n') {
@@ -1545,7 +1550,14 @@ fn url_secrets(url: &Url) -> UrlSecrets {
         }
     }
     if let Some(basic) = basic_credentials(url) {
+        secrets.decoded.push(basic.clone().into_bytes());
         secrets.literal.push(basic);
+    }
+    if let Some(key) = key.map(Secret::expose)
+        && key.chars().count() >= MIN_URL_SECRET_CHARS
+        && !secrets.decoded.iter().any(|known| known == key.as_bytes())
+    {
+        secrets.decoded.push(key.as_bytes().to_vec());
     }
     secrets
         .literal
@@ -1611,37 +1623,130 @@ fn percent_decoded(text: &str) -> String {
     String::from_utf8_lossy(&percent_decoded_bytes(text)).into_owned()
 }
 
-/// `message` with every stretch that reads as one of `secrets` once its `%XX` escapes are
-/// decoded (in either case) replaced by `[redacted]`: a server may echo a URL's secret escaped
-/// otherwise than the URL writes it (`%2f` for `%2F`, `%21` for `!`). The message is decoded
-/// once and each secret searched for in it with `memchr::memmem`, whose worst case is linear in
-/// the text and the secret, so the work is bounded by the message's length times the number of
-/// secrets, plus their lengths.
-fn redact_escaped(message: &str, secrets: &[Vec<u8>]) -> String {
-    let bytes = message.as_bytes();
-    // The decoded text, and for each of its bytes where it stands in `message`.
-    let mut plain = Vec::with_capacity(bytes.len());
-    let mut spans = Vec::with_capacity(bytes.len());
+/// A text with one layer of escapes decoded, and for each of its bytes the stretch of the
+/// text it was decoded from that it stands for (a `%XX` or `\uXXXX` escape, or the byte
+/// itself), so that a match in it can be cut out of that text.
+#[derive(Clone)]
+struct Unescaped {
+    bytes: Vec<u8>,
+    spans: Vec<std::ops::Range<usize>>,
+}
+
+/// `text` with its `%XX` escapes decoded (in either case; an invalid escape left as it is).
+fn percent_unescaped(text: &[u8]) -> Unescaped {
+    let mut plain = Unescaped {
+        bytes: Vec::with_capacity(text.len()),
+        spans: Vec::with_capacity(text.len()),
+    };
     let mut at = 0;
-    while at < bytes.len() {
-        let width = match escaped_byte(bytes, at) {
+    while at < text.len() {
+        let width = match escaped_byte(text, at) {
             Some(byte) => {
-                plain.push(byte);
+                plain.bytes.push(byte);
                 3
             }
             None => {
-                plain.push(bytes[at]);
+                plain.bytes.push(text[at]);
                 1
             }
         };
-        spans.push(at..at + width);
+        plain.spans.push(at..at + width);
         at += width;
     }
+    plain
+}
+
+/// The four hex digits at `at` in `text` (in either case), as a number.
+fn hex4(text: &[u8], at: usize) -> Option<u32> {
+    let hex = std::str::from_utf8(text.get(at..at + 4)?).ok()?;
+    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(hex, 16).ok()
+}
+
+/// The character a JSON string escape at `at` in `text` stands for, and the escape's length:
+/// `\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`, or `\uXXXX` (hex digits in either case;
+/// a surrogate pair's two escapes are one character, a lone surrogate none).
+fn json_escape(text: &[u8], at: usize) -> Option<(char, usize)> {
+    if text.get(at) != Some(&b'\\') {
+        return None;
+    }
+    let plain = match text.get(at + 1)? {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        b'u' => {
+            let high = hex4(text, at + 2)?;
+            if let Some(plain) = char::from_u32(high) {
+                return Some((plain, 6));
+            }
+            if !(0xD800..0xDC00).contains(&high) || text.get(at + 6..at + 8) != Some(&b"\\u"[..]) {
+                return None;
+            }
+            let low = hex4(text, at + 8).filter(|low| (0xDC00..0xE000).contains(low))?;
+            let plain = char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))?;
+            return Some((plain, 12));
+        }
+        _ => return None,
+    };
+    Some((plain, 2))
+}
+
+/// `text` with its JSON string escapes decoded ([`json_escape`]; anything else left as it is),
+/// as any JSON writer may have escaped a secret it quotes: serde_json's `\"`, PHP's `\/`, Go's
+/// `\u003c`, or any character as a `\u` escape.
+fn json_unescaped(text: &[u8]) -> Unescaped {
+    let mut plain = Unescaped {
+        bytes: Vec::with_capacity(text.len()),
+        spans: Vec::with_capacity(text.len()),
+    };
+    let mut at = 0;
+    while at < text.len() {
+        let width = match json_escape(text, at) {
+            Some((escaped, width)) => {
+                let mut utf8 = [0; 4];
+                let bytes = escaped.encode_utf8(&mut utf8).as_bytes();
+                plain.bytes.extend_from_slice(bytes);
+                plain.spans.extend(bytes.iter().map(|_| at..at + width));
+                width
+            }
+            None => {
+                plain.bytes.push(text[at]);
+                plain.spans.push(at..at + 1);
+                1
+            }
+        };
+        at += width;
+    }
+    plain
+}
+
+/// `message` with every stretch that reads as one of `secrets` once its `%XX` escapes, or its
+/// JSON string escapes ([`json_unescaped`]), are decoded replaced by `[redacted]`: a server may
+/// echo a URL's secret escaped otherwise than the URL writes it (`%2f` for `%2F`, `%21` for
+/// `!`), or a secret quoted by a JSON writer (`\/` for `/`, `\u002b` for `+`). The message is
+/// decoded once per kind of escape it holds and each secret searched for in each decoding with
+/// `memchr::memmem`, whose worst case is linear in the text and the secret, so the work is
+/// bounded by the message's length times the number of secrets, plus their lengths.
+fn redact_escaped(message: &str, secrets: &[Vec<u8>]) -> String {
+    let bytes = message.as_bytes();
+    let mut views = vec![percent_unescaped(bytes)];
+    if message.contains('\\') {
+        views.push(json_unescaped(bytes));
+    }
     let mut cuts = Vec::new();
-    for secret in secrets.iter().filter(|secret| !secret.is_empty()) {
-        // Leftmost matches, none overlapping.
-        for at in memchr::memmem::find_iter(&plain, secret) {
-            cuts.push(spans[at].start..spans[at + secret.len() - 1].end);
+    for view in &views {
+        for secret in secrets.iter().filter(|secret| !secret.is_empty()) {
+            // Leftmost matches, none overlapping.
+            for at in memchr::memmem::find_iter(&view.bytes, secret) {
+                cuts.push(view.spans[at].start..view.spans[at + secret.len() - 1].end);
+            }
         }
     }
     if cuts.is_empty() {

@@ -699,3 +699,41 @@ fn scrubbing_escapes_finds_secrets_in_a_big_message_of_near_matches() {
     assert_eq!(scrubbed("aabaabaaab", "aabaaab"), "aab[redacted]");
     assert_eq!(scrubbed("xyz", "xyzw"), "xyz");
 }
+
+/// Another JSON writer than serde_json may escape more of a secret it quotes: `/` as `\/` (PHP,
+/// some Java and Go writers), or any character as a `\u` escape in either case (`\u002b` for
+/// `+`, Go's `\u0026` and `\u003c` for `&` and `<`, `\u00e9` for a non-ASCII character, a
+/// surrogate pair past U+FFFF). Such an echo of a base URL's secret, of the key or of the
+/// `Basic` credentials is scrubbed; ordinary text with escapes of its own is kept as it is.
+#[test]
+fn a_secret_quoted_by_another_json_writer_is_scrubbed() {
+    let adapter = OpenAiCompletion::new(OpenAiConfig {
+        api_key: Some(Secret::new("sk-ab/cd+ef-7f3a9c1e")),
+        ..OpenAiConfig::new(
+            "https://user:pa%2Fss%26%3C-9x8y7z@h/v1?api-key=qk%2B7f%C3%A9%F0%9F%94%914b8d2f",
+            "m",
+        )
+    })
+    .unwrap();
+    let kept = r"(100%25 sure, \u0041, C:\new)";
+    for echoed in [
+        r#"{"pass":"pa\/ss\u0026\u003c-9x8y7z"}"#,
+        r#"{"pass":"pa\/ss&\u003C-9x8y7z"}"#,
+        r#"{"key":"qk\u002b7f\u00e9\ud83d\udd114b8d2f"}"#,
+        r#"{"key":"qk+7f\u00E9\uD83D\uDD114b8d2f"}"#,
+        r#"{"auth":"Bearer sk-ab\/cd\u002Bef-7f3a9c1e"}"#,
+    ] {
+        let text = adapter.shown(&format!("{echoed} {kept}"));
+        for tail in ["9x8y7z", "4b8d2f", "7f3a9c1e"] {
+            assert!(!text.contains(tail), "{tail} in {text}");
+        }
+        assert!(text.contains("[redacted]"), "{text}");
+        assert!(text.ends_with(kept), "{text}");
+    }
+    // `user:pw??-9x8y7z` is `dXNlcjpwdz8/LTl4OHk3eg==`, which holds a `/`.
+    let basic = OpenAiCompletion::new(config("https://user:pw%3F%3F-9x8y7z@h/v1")).unwrap();
+    assert_eq!(
+        basic.shown(r#"{"authorization":"Basic dXNlcjpwdz8\/LTl4OHk3eg=="}"#),
+        r#"{"authorization":"Basic [redacted]"}"#
+    );
+}
