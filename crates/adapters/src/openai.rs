@@ -44,12 +44,13 @@
 //! a key), which a server may echo in its error, and of the `Basic` credentials sent for the
 //! user and password. Each is found as written, and a URL's secret percent-decoded too;
 //! escaped otherwise (`%2f` for `%2F`, `%21` for `!`, `+` for a space); quoted by any JSON
-//! writer (`\"`, `\/`, `\u002b` or any other character as a `\u` escape, in either case); and,
-//! for a URL's secret holding a line break, line by line. A URL's secret is looked for only in
-//! forms at least 4 characters long (a shorter one is no real secret, and replacing it would
-//! mangle messages), and the key in escaped forms only when that long. Not caught: a secret
-//! escaped twice over (JSON inside JSON, or percent-escaped and then JSON-quoted, as in
-//! `ab\/cd%2Bef`), in HTML entities, cut short, in another case, or encoded otherwise (the key
+//! writer (`\"`, `\/`, `\u002b` or any other character as a `\u` escape, in either case);
+//! percent-escaped and then JSON-quoted (a URL echoed inside a JSON error: `ab\/cd%2Bef`,
+//! `\u00252B`); and, for a URL's secret holding a line break, line by line. A URL's secret is
+//! looked for only in forms at least 4 characters long (a shorter one is no real secret, and
+//! replacing it would mangle messages), and the key in escaped forms only when that long. Not
+//! caught: a secret escaped twice over otherwise (JSON inside JSON, JSON escapes inside percent
+//! escapes), in HTML entities, cut short, in another case, or encoded otherwise (the key
 //! or a query value in base64, the `Basic` value without its padding or in base64url). Neither
 //! the adapter's nor the config's `Debug` prints the key (nor the base URL's credentials or
 //! query). It is never sent in clear to another machine: a key (or a base URL's
@@ -1626,10 +1627,26 @@ fn percent_decoded(text: &str) -> String {
 /// A text with one layer of escapes decoded, and for each of its bytes the stretch of the
 /// text it was decoded from that it stands for (a `%XX` or `\uXXXX` escape, or the byte
 /// itself), so that a match in it can be cut out of that text.
-#[derive(Clone)]
 struct Unescaped {
     bytes: Vec<u8>,
     spans: Vec<std::ops::Range<usize>>,
+}
+
+impl Unescaped {
+    /// This text with a further layer of escapes decoded by `layer`, each byte's span still
+    /// in the text this one was decoded from.
+    fn then(&self, layer: fn(&[u8]) -> Unescaped) -> Unescaped {
+        let inner = layer(&self.bytes);
+        let spans = inner
+            .spans
+            .into_iter()
+            .map(|span| self.spans[span.start].start..self.spans[span.end - 1].end)
+            .collect();
+        Unescaped {
+            bytes: inner.bytes,
+            spans,
+        }
+    }
 }
 
 /// `text` with its `%XX` escapes decoded (in either case; an invalid escape left as it is).
@@ -1728,17 +1745,23 @@ fn json_unescaped(text: &[u8]) -> Unescaped {
 }
 
 /// `message` with every stretch that reads as one of `secrets` once its `%XX` escapes, or its
-/// JSON string escapes ([`json_unescaped`]), are decoded replaced by `[redacted]`: a server may
-/// echo a URL's secret escaped otherwise than the URL writes it (`%2f` for `%2F`, `%21` for
-/// `!`), or a secret quoted by a JSON writer (`\/` for `/`, `\u002b` for `+`). The message is
-/// decoded once per kind of escape it holds and each secret searched for in each decoding with
+/// JSON string escapes ([`json_unescaped`]), or the JSON escapes and then the percent escapes
+/// they leave, are decoded replaced by `[redacted]`: a server may echo a URL's secret escaped
+/// otherwise than the URL writes it (`%2f` for `%2F`, `%21` for `!`), a secret quoted by a JSON
+/// writer (`\/` for `/`, `\u002b` for `+`), or a URL inside a JSON string (`ab\/cd%2Bef`). The
+/// message is decoded at most three ways and each secret searched for in each decoding with
 /// `memchr::memmem`, whose worst case is linear in the text and the secret, so the work is
 /// bounded by the message's length times the number of secrets, plus their lengths.
 fn redact_escaped(message: &str, secrets: &[Vec<u8>]) -> String {
     let bytes = message.as_bytes();
     let mut views = vec![percent_unescaped(bytes)];
     if message.contains('\\') {
-        views.push(json_unescaped(bytes));
+        let json = json_unescaped(bytes);
+        if json.bytes.contains(&b'%') {
+            // A URL echoed inside a JSON string: its percent escapes, quoted.
+            views.push(json.then(percent_unescaped));
+        }
+        views.push(json);
     }
     let mut cuts = Vec::new();
     for view in &views {

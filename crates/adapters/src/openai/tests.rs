@@ -737,3 +737,30 @@ fn a_secret_quoted_by_another_json_writer_is_scrubbed() {
         r#"{"authorization":"Basic [redacted]"}"#
     );
 }
+
+/// A server that echoes the request's URL inside a JSON error quotes the percent-escaped
+/// secret: a JSON writer's escapes (`\/`, even `\u0025` for `%`) mix with the URL's. The
+/// secret is scrubbed however the two are mixed, and only the stretch it spans.
+#[test]
+fn a_percent_escaped_secret_quoted_in_json_is_scrubbed() {
+    let adapter = OpenAiCompletion::new(config(
+        "https://user:pa%2Fss%20-9x8y7z@h/v1?sig=ab/cd%2Bef-5e6f",
+    ))
+    .unwrap();
+    for (echoed, shown) in [
+        (
+            r#"{"url":"https:\/\/h\/v1\/chat\/completions?sig=ab\/cd%2Bef-5e6f","x":"%41"}"#,
+            r#"{"url":"https:\/\/h\/v1\/chat\/completions?sig=[redacted]","x":"%41"}"#,
+        ),
+        (
+            r#"{"url":"\/v1?sig=ab\/cd\u00252bef-5e6f"}"#,
+            r#"{"url":"\/v1?sig=[redacted]"}"#,
+        ),
+        (
+            r#"{"url":"https:\/\/user:pa%2Fss\u002520-9x8y7z@h"}"#,
+            r#"{"url":"https:\/\/user:[redacted]@h"}"#,
+        ),
+    ] {
+        assert_eq!(adapter.shown(echoed), shown);
+    }
+}
