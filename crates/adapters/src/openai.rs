@@ -38,20 +38,20 @@
 //! SDKs, a server's `x-should-retry: true` or `false` overrides the status either way.
 //!
 //! **The key.** The API key stays inside the adapter: it is sent only as the `Authorization`
-//! header (marked sensitive), every error message is scrubbed of it (a provider's message before
-//! it is shortened, so a cut never leaves part of the key), and of the base URL's secrets too
+//! header (marked sensitive), and every error message is scrubbed of it (a provider's message
+//! before it is shortened, so a cut never leaves part of the key), of the base URL's secrets
 //! (its password, or a user name without one, and the values of its query parameters named like
 //! a key), which a server may echo in its error, and of the `Basic` credentials sent for the
-//! user and password. Each is found as written, and a URL's secret percent-decoded too;
-//! escaped otherwise (`%2f` for `%2F`, `%21` for `!`, `+` for a space); quoted by any JSON
-//! writer (`\"`, `\/`, `\u002b` or any other character as a `\u` escape, in either case);
-//! percent-escaped and then JSON-quoted (a URL echoed inside a JSON error: `ab\/cd%2Bef`,
-//! `\u00252B`); and, for a URL's secret holding a line break, line by line. A URL's secret is
-//! looked for only in forms at least 4 characters long (a shorter one is no real secret, and
-//! replacing it would mangle messages), and the key in escaped forms only when that long. Not
-//! caught: a secret escaped twice over otherwise (JSON inside JSON, JSON escapes inside percent
-//! escapes), in HTML entities, cut short, in another case, or encoded otherwise (the key
-//! or a query value in base64, the `Basic` value without its padding or in base64url). Neither
+//! user and password (also without their `=` padding, and in base64url, padded or not). Each
+//! is found as written, and a URL's secret percent-decoded too; escaped otherwise (`%2f` for
+//! `%2F`, `%21` for `!`, `+` for a space); quoted by any JSON writer (`\"`, `\/`, `\u002b` or
+//! any other character as a `\u` escape, in either case); percent-escaped and then JSON-quoted
+//! (a URL echoed inside a JSON error: `ab\/cd%2Bef`, `\u00252B`); and, for a URL's secret
+//! holding a line break, line by line. A URL's secret is looked for only in forms at least 4
+//! characters long (a shorter one is no real secret, and replacing it would mangle messages),
+//! and the key in escaped forms only when that long. Not caught: a secret escaped twice over
+//! otherwise (JSON inside JSON, JSON escapes inside percent escapes), in HTML entities, cut
+//! short, in another case, or encoded otherwise (the key or a query value in base64). Neither
 //! the adapter's nor the config's `Debug` prints the key (nor the base URL's credentials or
 //! query). It is never sent in clear to another machine: a key (or a base URL's
 //! `user:password@`, or a query parameter of it named like a key, `?api-key=…`) with an
@@ -1550,9 +1550,11 @@ fn url_secrets(url: &Url, key: Option<&Secret>) -> UrlSecrets {
             keep(value, true);
         }
     }
-    if let Some(basic) = basic_credentials(url) {
-        secrets.decoded.push(basic.clone().into_bytes());
-        secrets.literal.push(basic);
+    for basic in basic_credentials(url) {
+        if basic.len() >= MIN_URL_SECRET_CHARS {
+            secrets.decoded.push(basic.clone().into_bytes());
+            secrets.literal.push(basic);
+        }
     }
     if let Some(key) = key.map(Secret::expose)
         && key.chars().count() >= MIN_URL_SECRET_CHARS
@@ -1571,19 +1573,32 @@ fn url_secrets(url: &Url, key: Option<&Secret>) -> UrlSecrets {
 
 /// The base64 text of the `Basic` header reqwest sends for a base URL's user name and password
 /// (`user:password`, each percent-decoded, as reqwest's `extract_authority` and `basic_auth`
-/// build it; `None` when the URL has neither, or reqwest would send none): a server that echoes
-/// its request's headers shows it, and it decodes to the password.
-fn basic_credentials(url: &Url) -> Option<String> {
+/// build it), and the other forms a server may echo it in: without its `=` padding, and in
+/// base64url (`-` and `_` for `+` and `/`), padded or not. None when the URL has neither a user
+/// nor a password, or reqwest would send no header. A server that echoes its request's headers
+/// shows it, and it decodes to the password.
+fn basic_credentials(url: &Url) -> Vec<String> {
     use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
     if url.username().is_empty() && url.password().is_none() {
-        return None;
+        return Vec::new();
     }
-    let user = String::from_utf8(percent_decoded_bytes(url.username())).ok()?;
+    let Ok(user) = String::from_utf8(percent_decoded_bytes(url.username())) else {
+        return Vec::new();
+    };
     let password = url
         .password()
         .and_then(|password| String::from_utf8(percent_decoded_bytes(password)).ok())
         .unwrap_or_default();
-    Some(base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}")))
+    let credentials = format!("{user}:{password}");
+    let mut forms = Vec::new();
+    for engine in [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD] {
+        let form = engine.encode(&credentials);
+        if !forms.contains(&form) {
+            forms.push(form);
+        }
+    }
+    forms
 }
 
 /// The byte a valid `%XX` escape at `at` in `bytes` stands for (hex digits in either case).

@@ -764,3 +764,22 @@ fn a_percent_escaped_secret_quoted_in_json_is_scrubbed() {
         assert_eq!(adapter.shown(echoed), shown);
     }
 }
+
+/// A server may echo the `Basic` credentials without their `=` padding, or in base64url (`-` and
+/// `_` for `+` and `/`), padded or not: each form is scrubbed, quoted in JSON too.
+#[test]
+fn the_basic_credentials_in_another_base64_form_are_scrubbed() {
+    // `user:pw??-9x8y7z` is `dXNlcjpwdz8/LTl4OHk3eg==`.
+    let adapter = OpenAiCompletion::new(config("https://user:pw%3F%3F-9x8y7z@h/v1")).unwrap();
+    for echoed in [
+        "dXNlcjpwdz8/LTl4OHk3eg",
+        "dXNlcjpwdz8_LTl4OHk3eg==",
+        "dXNlcjpwdz8_LTl4OHk3eg",
+        r"dXNlcjpwdz8\/LTl4OHk3eg",
+    ] {
+        assert_eq!(
+            adapter.shown(&format!("bad header Authorization: Basic {echoed} (x)")),
+            "bad header Authorization: Basic [redacted] (x)"
+        );
+    }
+}
