@@ -48,8 +48,10 @@
 //! any other character as a `\u` escape, in either case); percent-escaped and then JSON-quoted
 //! (a URL echoed inside a JSON error: `ab\/cd%2Bef`, `\u00252B`); and, for a URL's secret
 //! holding a line break, line by line. A URL's secret is looked for only in forms at least 4
-//! characters long (a shorter one is no real secret, and replacing it would mangle messages),
-//! and the key in escaped forms only when that long. Not caught: a secret escaped twice over
+//! characters long (a shorter one is no real secret, and replacing it would mangle messages:
+//! `?code=1` would turn `HTTP 401` into `HTTP 40[redacted]`), and the key in escaped forms only
+//! when that long; a shorter key is replaced only where it stands alone, not next to a letter,
+//! digit or `_` (`bad key x1`, not `max_x1`). Not caught: a secret escaped twice over
 //! otherwise (JSON inside JSON, JSON escapes inside percent escapes), in HTML entities, cut
 //! short, in another case, or encoded otherwise (the key or a query value in base64). Neither
 //! the adapter's nor the config's `Debug` prints the key (nor the base URL's credentials or
@@ -476,11 +478,16 @@ impl OpenAiCompletion {
     }
 
     /// Removes every occurrence of the key, and of the base URL's secrets ([`url_secrets`]),
-    /// from a message (a server may echo the request's header or URL).
+    /// from a message (a server may echo the request's header or URL). A key shorter than
+    /// [`MIN_SECRET_CHARS`] is removed only where it stands alone ([`redact_standalone`]).
     fn scrub(&self, message: String) -> String {
         let mut message = match &self.api_key {
             Some(key) if !key.expose().is_empty() && message.contains(key.expose()) => {
-                message.replace(key.expose(), "[redacted]")
+                if key.expose().chars().count() < MIN_SECRET_CHARS {
+                    redact_standalone(&message, key.expose())
+                } else {
+                    message.replace(key.expose(), "[redacted]")
+                }
             }
             _ => message,
         };
@@ -1475,9 +1482,37 @@ fn names_a_key(name: &str) -> bool {
             .any(|suffix| name.ends_with(suffix))
 }
 
-/// The shortest base-URL secret [`url_secrets`] keeps: a shorter value is no real secret, and
-/// replacing it everywhere would mangle messages (a `?code=40` would hide `HTTP 401`'s digits).
-const MIN_URL_SECRET_CHARS: usize = 4;
+/// The shortest base-URL secret [`url_secrets`] keeps, and the shortest key
+/// [`OpenAiCompletion::scrub`] replaces wherever it stands: a shorter value is no real secret,
+/// and replacing it everywhere would mangle messages (a `?code=40` would hide `HTTP 401`'s
+/// digits).
+const MIN_SECRET_CHARS: usize = 4;
+
+/// `message` with every occurrence of `secret` that stands alone replaced by `[redacted]`: one
+/// neither preceded nor followed by a letter, a digit or `_` (`x1` in `bad key x1.`, not in
+/// `max_x1` or `x1y`). An occurrence that does not stand alone is passed by one character, so one
+/// that overlaps it and does is still found; with a secret of a few characters, as this is used
+/// for, the search stays linear in the message.
+fn redact_standalone(message: &str, secret: &str) -> String {
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    let mut shown = String::with_capacity(message.len());
+    let mut from = 0;
+    let mut search = 0;
+    while let Some(found) = message[search..].find(secret) {
+        let at = search + found;
+        let end = at + secret.len();
+        if word(message[..at].chars().next_back()) || word(message[end..].chars().next()) {
+            search = at + message[at..].chars().next().map_or(1, char::len_utf8);
+            continue;
+        }
+        shown.push_str(&message[from..at]);
+        shown.push_str("[redacted]");
+        from = end;
+        search = end;
+    }
+    shown.push_str(&message[from..]);
+    shown
+}
 
 /// A base URL's secrets as [`OpenAiCompletion::scrub`] looks for them ([`url_secrets`]).
 #[derive(Debug, Default)]
@@ -1497,7 +1532,7 @@ struct UrlSecrets {
 /// The texts of a base URL that carry a key, which no message may show: its password, or its
 /// user name when it has no password (a token alone, `https://<token>@host`), and the values of
 /// its query parameters named like a key ([`names_a_key`]), each as [`UrlSecrets`] keeps it.
-/// Forms shorter than [`MIN_URL_SECRET_CHARS`] are left out. The API key, which
+/// Forms shorter than [`MIN_SECRET_CHARS`] are left out. The API key, which
 /// [`OpenAiCompletion::scrub`] replaces as it is whatever its length, is kept to be found
 /// escaped too, when that long.
 fn url_secrets(url: &Url, key: Option<&Secret>) -> UrlSecrets {
@@ -1529,12 +1564,12 @@ fn url_secrets(url: &Url, key: Option<&Secret>) -> UrlSecrets {
             literal.push(text);
         }
         for text in literal {
-            if text.chars().count() >= MIN_URL_SECRET_CHARS && !secrets.literal.contains(&text) {
+            if text.chars().count() >= MIN_SECRET_CHARS && !secrets.literal.contains(&text) {
                 secrets.literal.push(text);
             }
         }
         for bytes in decoded {
-            let long = String::from_utf8_lossy(&bytes).chars().count() >= MIN_URL_SECRET_CHARS;
+            let long = String::from_utf8_lossy(&bytes).chars().count() >= MIN_SECRET_CHARS;
             if long && !secrets.decoded.contains(&bytes) {
                 secrets.decoded.push(bytes);
             }
@@ -1551,13 +1586,13 @@ fn url_secrets(url: &Url, key: Option<&Secret>) -> UrlSecrets {
         }
     }
     for basic in basic_credentials(url) {
-        if basic.len() >= MIN_URL_SECRET_CHARS {
+        if basic.len() >= MIN_SECRET_CHARS {
             secrets.decoded.push(basic.clone().into_bytes());
             secrets.literal.push(basic);
         }
     }
     if let Some(key) = key.map(Secret::expose)
-        && key.chars().count() >= MIN_URL_SECRET_CHARS
+        && key.chars().count() >= MIN_SECRET_CHARS
         && !secrets.decoded.iter().any(|known| known == key.as_bytes())
     {
         secrets.decoded.push(key.as_bytes().to_vec());

@@ -783,3 +783,42 @@ fn the_basic_credentials_in_another_base64_form_are_scrubbed() {
         );
     }
 }
+
+/// A key shorter than a real secret (a local server's placeholder, `x1`) is scrubbed only where
+/// it stands alone, not bounded by a letter, digit or `_`: replaced everywhere it would garble
+/// the error (`HTTP 401` read `HTTP 40[redacted]` for a key `1`). A base URL's value that
+/// short (`?code=1`) is not a secret the scrub looks for at all.
+#[test]
+fn a_short_key_is_scrubbed_only_where_it_stands_alone() {
+    let short = |key: &str| {
+        OpenAiCompletion::new(OpenAiConfig {
+            api_key: Some(Secret::new(key)),
+            ..OpenAiConfig::new("http://localhost:8080/v1?code=1", "m")
+        })
+        .unwrap()
+    };
+    let scrubbed = |adapter: &OpenAiCompletion, message: &str| {
+        adapter
+            .scrubbed(CompletionError::Provider(message.into()))
+            .to_string()
+    };
+    let message = "POST http://localhost:8080/v1/chat/completions: HTTP 401 Unauthorized: \
+                   bad key x1 (max_x1 is not x1y, x1)";
+    let shown = scrubbed(&short("x1"), message);
+    assert!(
+        shown
+            .ends_with("HTTP 401 Unauthorized: bad key [redacted] (max_x1 is not x1y, [redacted])"),
+        "{shown}"
+    );
+    let shown = scrubbed(&short("1"), message);
+    assert!(
+        shown.contains("localhost:8080/v1/chat/completions: HTTP 401 Unauthorized"),
+        "{shown}"
+    );
+    // A short key repeating itself is found where it stands alone after a part that does not.
+    assert!(
+        scrubbed(&short("a-a"), "xa-a-a").ends_with("xa-[redacted]"),
+        "{}",
+        scrubbed(&short("a-a"), "xa-a-a")
+    );
+}
