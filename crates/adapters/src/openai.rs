@@ -1514,8 +1514,9 @@ fn redact_standalone(message: &str, secret: &str) -> String {
     shown
 }
 
-/// A base URL's secrets as [`OpenAiCompletion::scrub`] looks for them ([`url_secrets`]).
-#[derive(Debug, Default)]
+/// A base URL's secrets as [`OpenAiCompletion::scrub`] looks for them ([`url_secrets`]). Its
+/// `Debug` shows only how many it holds, never them.
+#[derive(Default)]
 struct UrlSecrets {
     /// Texts replaced where a message shows them as they are: each secret as written in the URL
     /// and percent-decoded, each line of one that holds a line break (trimmed; a message may
@@ -1527,6 +1528,15 @@ struct UrlSecrets {
     /// its own, percent or JSON ([`redact_escaped`]: a server may show a JSON value it was sent,
     /// quoted by any JSON writer). Longest first.
     decoded: Vec<Vec<u8>>,
+}
+
+impl fmt::Debug for UrlSecrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UrlSecrets")
+            .field("literal", &self.literal.len())
+            .field("decoded", &self.decoded.len())
+            .finish()
+    }
 }
 
 /// The texts of a base URL that carry a key, which no message may show: its password, or its

@@ -822,3 +822,14 @@ fn a_short_key_is_scrubbed_only_where_it_stands_alone() {
         scrubbed(&short("a-a"), "xa-a-a")
     );
 }
+
+#[test]
+fn the_url_secrets_debug_form_shows_none_of_them() {
+    let url = Url::parse("https://user:pa55word-canary@example.com/v1?api-key=key-canary").unwrap();
+    let secrets = url_secrets(&url, Some(&Secret::new("sk-canary-key")));
+    assert!(!secrets.literal.is_empty() && !secrets.decoded.is_empty());
+    let shown = format!("{secrets:?}");
+    for canary in ["pa55word", "key-canary", "sk-canary", "dXNlcjpwYTU1"] {
+        assert!(!shown.contains(canary), "{shown}");
+    }
+}
