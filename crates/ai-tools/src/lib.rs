@@ -59,7 +59,8 @@
 //!   `examples/own_agent.rs` in cogni-graph for a whole contract in use.
 //! - A `#[serde(flatten)]`ed map's key spelled like a field would be shown under that field's
 //!   allowlisted name: an output that repeats a key fails the call, and a field the output may
-//!   leave out (`skip_serializing_if`) beside such a map cannot be allowlisted.
+//!   leave out (`skip_serializing_if`) beside such a map (flattened directly, or through an
+//!   enum) cannot be allowlisted.
 //! - Output integers must fit 64 bits (an `i64` or a `u64`): the workspace's serde_json holds
 //!   no wider number exactly, so an `i128` or `u128` past that range fails the call, naming the
 //!   field's place, rather than reaching the model as a rounded float. So does an output

@@ -329,3 +329,44 @@ fn a_field_a_flattened_map_could_stand_in_for_is_found_on_the_path() {
         Some("name")
     );
 }
+
+/// A map flattened through an enum says it takes other keys in one of the enum's shapes
+/// (`anyOf`, `oneOf`, `allOf`, directly or through a `$ref`), not beside the field: a field the
+/// output may leave out there is found as well. Shapes that take no other key (a tag and plain
+/// fields, `additionalProperties: false`) leave it safe.
+#[test]
+fn a_map_flattened_through_an_enum_is_found_in_its_shapes() {
+    let with = |keyword: &str, shape: Value| {
+        json!({
+            "type": "object",
+            "properties": {"status": {"type": ["string", "null"]}},
+            keyword: [{"type": "object", "properties": {"t": {"const": "Y"}}}, shape],
+            "definitions": {
+                "Headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                "Plain": {"type": "object", "properties": {"code": {"type": "integer"}}},
+                "Closed": {"type": "object", "additionalProperties": false}
+            }
+        })
+    };
+    for keyword in ["anyOf", "oneOf", "allOf"] {
+        for (shape, found) in [
+            (json!({"additionalProperties": {"type": "string"}}), true),
+            (
+                json!({"patternProperties": {"^x": {"type": "string"}}}),
+                true,
+            ),
+            (json!({"$ref": "#/definitions/Headers"}), true),
+            (json!({"anyOf": [{"$ref": "#/definitions/Headers"}]}), true),
+            (json!({"$ref": "#/definitions/Plain"}), false),
+            (json!({"$ref": "#/definitions/Closed"}), false),
+            (json!({"type": "null"}), false),
+        ] {
+            let schema = with(keyword, shape.clone());
+            assert_eq!(
+                field_a_map_may_stand_in_for(&schema, "status").is_some(),
+                found,
+                "{keyword}: {shape}"
+            );
+        }
+    }
+}

@@ -1442,3 +1442,138 @@ async fn an_output_number_that_is_not_finite_is_refused_never_shown_as_null() {
         }
     );
 }
+
+/// Headers as one of a flattened enum's shapes: a map of any keys.
+#[derive(Serialize, JsonSchema)]
+#[serde(untagged)]
+enum AnyHeaders {
+    Map(std::collections::BTreeMap<String, String>),
+}
+
+/// Headers as an internally tagged enum whose variant flattens a map.
+#[derive(Serialize, JsonSchema)]
+#[serde(tag = "kind")]
+enum TaggedHeaders {
+    Map {
+        #[serde(flatten)]
+        map: std::collections::BTreeMap<String, String>,
+    },
+}
+
+/// A flattened enum whose variants are plain: it writes only the keys its variants name.
+#[derive(Serialize, JsonSchema)]
+#[serde(tag = "kind")]
+enum PlainKind {
+    Ok { code: u16 },
+}
+
+#[derive(Serialize, JsonSchema)]
+struct UntaggedHeadersOutput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<String>,
+    #[serde(flatten)]
+    headers: AnyHeaders,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct TaggedHeadersOutput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<String>,
+    #[serde(flatten)]
+    headers: TaggedHeaders,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct PlainKindOutput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<String>,
+    #[serde(flatten)]
+    kind: PlainKind,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct WrittenStatusOutput {
+    status: Option<String>,
+    #[serde(flatten)]
+    headers: AnyHeaders,
+}
+
+fn canary_headers() -> std::collections::BTreeMap<String, String> {
+    [("status".to_owned(), "sk-live-CANARY-77aa".to_owned())].into()
+}
+
+output_contract!(
+    UntaggedHeaders,
+    UntaggedHeadersOutput,
+    &["status"],
+    UntaggedHeadersOutput {
+        status: None,
+        headers: AnyHeaders::Map(canary_headers())
+    }
+);
+output_contract!(
+    TaggedHeadersTool,
+    TaggedHeadersOutput,
+    &["status"],
+    TaggedHeadersOutput {
+        status: None,
+        headers: TaggedHeaders::Map {
+            map: canary_headers()
+        }
+    }
+);
+output_contract!(
+    PlainKindTool,
+    PlainKindOutput,
+    &["status"],
+    PlainKindOutput {
+        status: Some("ok".into()),
+        kind: PlainKind::Ok { code: 200 }
+    }
+);
+output_contract!(
+    WrittenStatus,
+    WrittenStatusOutput,
+    &["status"],
+    WrittenStatusOutput {
+        status: None,
+        headers: AnyHeaders::Map(canary_headers())
+    }
+);
+
+/// A map flattened through an enum (untagged, or a variant of a tagged one) takes any key as a
+/// plain flattened map does, though its schema says so in one of the enum's shapes (`anyOf`,
+/// `oneOf`) rather than beside the field: the field the output may leave out cannot be
+/// allowlisted either. A flattened enum that takes no other key, or a field always written,
+/// binds.
+#[tokio::test]
+async fn a_map_flattened_through_an_enum_cannot_stand_in_for_an_allowlisted_field() {
+    for err in [
+        bind(UntaggedHeaders).err().unwrap(),
+        bind(TaggedHeadersTool).err().unwrap(),
+    ] {
+        assert!(matches!(err, Error::Redaction { .. }), "{err}");
+        let message = err.to_string();
+        assert!(
+            message.contains(
+                "\"status\" names `status`, which the output may leave out while a map \
+                 flattened beside it takes any key"
+            ),
+            "{message}"
+        );
+    }
+    let (run, _) =
+        crate::support::run(bind(PlainKindTool).unwrap(), r#"{"name":"a","count":1}"#).await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"status": "ok"}).into()
+        }
+    );
+    // Written (as `null`), the field is repeated by the map's key, and the output refused.
+    let (run, events) =
+        crate::support::run(bind(WrittenStatus).unwrap(), r#"{"name":"a","count":1}"#).await;
+    let everything = format!("{run:?}{events:?}");
+    assert!(!everything.contains("CANARY"), "{everything}");
+    assert_eq!(run.result.failure().unwrap().code, ToolErrorCode::Execution);
+}
