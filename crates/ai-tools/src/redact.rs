@@ -356,7 +356,7 @@ pub(crate) fn schema_has_path(schema: &Value, path: &str) -> bool {
 /// The field on the dotted `path` (a path [`schema_has_path`] accepts, in the output `schema`)
 /// that the output may leave out (a `skip_serializing_if` field: not `required`) of an object
 /// that takes any other key too (a map flattened into it, directly or through an enum: see
-/// [`takes_other_keys`]).
+/// [`takes_key`]).
 ///
 /// When the field is there, a key of the map spelled like it repeats it, and the output is
 /// refused (see [`exact_value`]); when it is left out, the map's key repeats nothing and would be
@@ -376,7 +376,7 @@ fn stand_in(root: &Value, node: &Value, segments: &[Segment]) -> Option<String> 
             .get("required")
             .and_then(Value::as_array)
             .is_some_and(|required| required.iter().any(|r| r == name.as_str()));
-        !required && takes_other_keys(root, object, 0)
+        !required && takes_key(root, object, name, 0)
     };
     if exposed(object) {
         return Some(name.clone());
@@ -396,38 +396,56 @@ fn stand_in(root: &Value, node: &Value, segments: &[Segment]) -> Option<String> 
     }
 }
 
-/// Whether the object schema `object` (in `root`) takes keys besides its `properties`: a map
-/// flattened into it says so with `additionalProperties` (anything but `false`) or
-/// `patternProperties`, beside the properties or, flattened through an enum (untagged, or a
+/// Whether the object schema `object` (in `root`) takes a key `name` besides its
+/// `properties`: a map flattened into it says so with `additionalProperties` (anything but
+/// `false`) or `patternProperties` (those of a pattern that matches `name`: an integer-keyed
+/// map's digits never do), beside the properties or, flattened through an enum (untagged, or a
 /// variant of a tagged one), in one of the enum's shapes (`anyOf`, `oneOf`, `allOf`, through
 /// `$ref`s). `depth` bounds a cyclic `$ref` chain.
-fn takes_other_keys(root: &Value, object: &Value, depth: usize) -> bool {
+fn takes_key(root: &Value, object: &Value, name: &str, depth: usize) -> bool {
     if depth > 32 {
         // A chain this long is not serde's: taken as able to hold anything.
         return true;
     }
-    let here = object
+    let additional = object
         .get("additionalProperties")
-        .is_some_and(|other| *other != Value::Bool(false))
-        || object.get("patternProperties").is_some();
-    here || ["anyOf", "oneOf", "allOf"]
-        .iter()
-        .filter_map(|keyword| object.get(*keyword).and_then(Value::as_array))
-        .flatten()
-        .any(|shape| {
-            let shape = match shape.get("$ref").and_then(Value::as_str) {
-                Some(reference) => match reference
-                    .strip_prefix('#')
-                    .and_then(|pointer| root.pointer(pointer))
-                {
-                    Some(target) => target,
-                    // A reference that leads nowhere: taken as able to hold anything.
-                    None => return true,
-                },
-                None => shape,
-            };
-            takes_other_keys(root, shape, depth + 1)
-        })
+        .is_some_and(|other| *other != Value::Bool(false));
+    let patterned =
+        object
+            .get("patternProperties")
+            .is_some_and(|patterns| match patterns.as_object() {
+                Some(patterns) => patterns
+                    .keys()
+                    .any(|pattern| matches_pattern(pattern, name)),
+                None => true,
+            });
+    additional
+        || patterned
+        || ["anyOf", "oneOf", "allOf"]
+            .iter()
+            .filter_map(|keyword| object.get(*keyword).and_then(Value::as_array))
+            .flatten()
+            .any(|shape| {
+                let shape = match shape.get("$ref").and_then(Value::as_str) {
+                    Some(reference) => match reference
+                        .strip_prefix('#')
+                        .and_then(|pointer| root.pointer(pointer))
+                    {
+                        Some(target) => target,
+                        // A reference that leads nowhere: taken as able to hold anything.
+                        None => return true,
+                    },
+                    None => shape,
+                };
+                takes_key(root, shape, name, depth + 1)
+            })
+}
+
+/// Whether the JSON Schema `pattern` (an ECMA 262 regular expression, as the validator reads
+/// it) matches `name`; one the validator cannot read is taken to match.
+fn matches_pattern(pattern: &str, name: &str) -> bool {
+    jsonschema::draft7::new(&serde_json::json!({ "pattern": pattern }))
+        .map_or(true, |validator| validator.is_valid(&Value::from(name)))
 }
 
 /// Whether `segments` lead from `node` (in `root`) to a property.

@@ -310,7 +310,7 @@ fn a_field_a_flattened_map_could_stand_in_for_is_found_on_the_path() {
                 "additionalProperties": false},
             "Node": {"type": ["object", "null"], "required": ["next"],
                 "properties": {"name": {"type": "string"}, "next": {"$ref": "#/definitions/Node"}},
-                "patternProperties": {"^x": {"type": "string"}}}
+                "patternProperties": {"^na": {"type": "string"}}}
         }
     });
     let found = |path: &str| field_a_map_may_stand_in_for(&schema, path);
@@ -352,7 +352,7 @@ fn a_map_flattened_through_an_enum_is_found_in_its_shapes() {
         for (shape, found) in [
             (json!({"additionalProperties": {"type": "string"}}), true),
             (
-                json!({"patternProperties": {"^x": {"type": "string"}}}),
+                json!({"patternProperties": {"^st": {"type": "string"}}}),
                 true,
             ),
             (json!({"$ref": "#/definitions/Headers"}), true),
@@ -368,5 +368,32 @@ fn a_map_flattened_through_an_enum_is_found_in_its_shapes() {
                 "{keyword}: {shape}"
             );
         }
+    }
+}
+
+/// Only a `patternProperties` pattern that matches the field's name could give a key spelled
+/// like it (an integer-keyed map's `^\\d+$` never does); a pattern that does not compile is
+/// taken to match.
+#[test]
+fn only_a_pattern_matching_the_name_could_stand_in_for_it() {
+    for (pattern, found) in [
+        (r"^\d+$", false),
+        (r"^-?\d+$", false),
+        ("^x", false),
+        ("^st", true),
+        ("tus$", true),
+        ("", true),
+        ("(", true),
+    ] {
+        let schema = json!({
+            "type": "object",
+            "properties": {"status": {"type": ["string", "null"]}},
+            "patternProperties": {pattern: {"type": "string"}}
+        });
+        assert_eq!(
+            field_a_map_may_stand_in_for(&schema, "status").is_some(),
+            found,
+            "{pattern}"
+        );
     }
 }

@@ -1577,3 +1577,36 @@ async fn a_map_flattened_through_an_enum_cannot_stand_in_for_an_allowlisted_fiel
     assert!(!everything.contains("CANARY"), "{everything}");
     assert_eq!(run.result.failure().unwrap().code, ToolErrorCode::Execution);
 }
+
+#[derive(Serialize, JsonSchema)]
+struct CountsByCodeOutput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<String>,
+    /// Keyed by integers: serde writes each key as digits, which no field name is.
+    #[serde(flatten)]
+    counts: std::collections::BTreeMap<u16, u32>,
+}
+
+output_contract!(
+    CountsByCode,
+    CountsByCodeOutput,
+    &["status"],
+    CountsByCodeOutput {
+        status: Some("ok".into()),
+        counts: [(200, 7), (404, 1)].into()
+    }
+);
+
+/// A flattened map whose keys cannot be spelled like the field (integer keys, which the schema
+/// says with `patternProperties` of digits) cannot stand in for it: the field binds.
+#[tokio::test]
+async fn a_map_whose_keys_cannot_spell_the_field_does_not_stop_its_allowlisting() {
+    let (run, _) =
+        crate::support::run(bind(CountsByCode).unwrap(), r#"{"name":"a","count":1}"#).await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"status": "ok"}).into()
+        }
+    );
+}
