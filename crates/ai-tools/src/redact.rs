@@ -401,10 +401,21 @@ fn stand_in(root: &Value, node: &Value, segments: &[Segment]) -> Option<String> 
 /// `false`) or `patternProperties` (those of a pattern that matches `name`: an integer-keyed
 /// map's digits never do), beside the properties or, flattened through an enum (untagged, or a
 /// variant of a tagged one), in one of the enum's shapes (`anyOf`, `oneOf`, `allOf`, through
-/// `$ref`s). `depth` bounds a cyclic `$ref` chain.
+/// `$ref`s), or with a shape that holds any value (`true`, or a schema of annotations only, as
+/// an untagged variant of a `serde_json::Value` is). `depth` bounds a cyclic `$ref` chain.
 fn takes_key(root: &Value, object: &Value, name: &str, depth: usize) -> bool {
     if depth > 32 {
         // A chain this long is not serde's: taken as able to hold anything.
+        return true;
+    }
+    let any_value = match object {
+        Value::Bool(any) => *any,
+        Value::Object(keywords) => keywords
+            .keys()
+            .all(|keyword| ANNOTATIONS.contains(&keyword.as_str())),
+        _ => false,
+    };
+    if any_value {
         return true;
     }
     let additional = object
@@ -440,6 +451,17 @@ fn takes_key(root: &Value, object: &Value, name: &str, depth: usize) -> bool {
                 takes_key(root, shape, name, depth + 1)
             })
 }
+
+/// Keywords that say something of a value without holding it to anything.
+const ANNOTATIONS: &[&str] = &[
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$comment",
+    "readOnly",
+    "writeOnly",
+];
 
 /// Whether the JSON Schema `pattern` (an ECMA 262 regular expression, as the validator reads
 /// it) matches `name`; one the validator cannot read is taken to match.

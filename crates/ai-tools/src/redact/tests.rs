@@ -357,6 +357,10 @@ fn a_map_flattened_through_an_enum_is_found_in_its_shapes() {
             ),
             (json!({"$ref": "#/definitions/Headers"}), true),
             (json!({"anyOf": [{"$ref": "#/definitions/Headers"}]}), true),
+            // Any value at all (an untagged variant of `serde_json::Value`), objects included.
+            (json!(true), true),
+            (json!({}), true),
+            (json!({"description": "Anything."}), true),
             (json!({"$ref": "#/definitions/Plain"}), false),
             (json!({"$ref": "#/definitions/Closed"}), false),
             (json!({"type": "null"}), false),

@@ -1450,6 +1450,14 @@ enum AnyHeaders {
     Map(std::collections::BTreeMap<String, String>),
 }
 
+/// Anything as one of a flattened enum's shapes: a JSON value, which may be an object of any
+/// keys (its schema is `true`).
+#[derive(Serialize, JsonSchema)]
+#[serde(untagged)]
+enum AnyValue {
+    Value(serde_json::Value),
+}
+
 /// Headers as an internally tagged enum whose variant flattens a map.
 #[derive(Serialize, JsonSchema)]
 #[serde(tag = "kind")]
@@ -1473,6 +1481,14 @@ struct UntaggedHeadersOutput {
     status: Option<String>,
     #[serde(flatten)]
     headers: AnyHeaders,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct AnyValueOutput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<String>,
+    #[serde(flatten)]
+    extra: AnyValue,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -1509,6 +1525,15 @@ output_contract!(
     UntaggedHeadersOutput {
         status: None,
         headers: AnyHeaders::Map(canary_headers())
+    }
+);
+output_contract!(
+    AnyValueTool,
+    AnyValueOutput,
+    &["status"],
+    AnyValueOutput {
+        status: None,
+        extra: AnyValue::Value(json!({"status": "sk-live-CANARY-77aa"}))
     }
 );
 output_contract!(
@@ -1551,6 +1576,7 @@ async fn a_map_flattened_through_an_enum_cannot_stand_in_for_an_allowlisted_fiel
     for err in [
         bind(UntaggedHeaders).err().unwrap(),
         bind(TaggedHeadersTool).err().unwrap(),
+        bind(AnyValueTool).err().unwrap(),
     ] {
         assert!(matches!(err, Error::Redaction { .. }), "{err}");
         let message = err.to_string();
