@@ -652,7 +652,8 @@ impl Incoming {
 ///
 /// On a thread the server holds, the message is found by its place among the user messages:
 /// those the client's copy holds before it must be the thread's, in order (one the client holds
-/// no answer to, a message refused before any run took it, may be missing from the thread).
+/// no answer to, a message refused before any run took it, may be missing from the thread; a
+/// retry read several ways so is placed where the thread holds its text, if any reading does).
 /// A message the thread does not hold yet is run as a new one. Otherwise the thread is rewound
 /// to before the message at its place, whatever followed it (the run log keeps the runs that
 /// made what is rewound away), and the message runs there: an edit's text in place of the one it
@@ -736,8 +737,16 @@ impl Resend {
             }
             places = next;
         }
-        // The furthest reading: a message the thread holds is not taken for one it never held.
-        let Some(&found) = places.last() else {
+        // A retry names its message by its text too: the furthest reading that finds that text
+        // in the thread at its place is the one meant (a copy holding a refused message typed
+        // again reads several ways, and only one puts the retried message where the thread holds
+        // it). Otherwise, and for an edit, the furthest reading: a message the thread holds is
+        // not taken for one it never held.
+        let matching = places.iter().rev().copied().find(|&at| {
+            self.kind == ResendKind::Retry
+                && users.get(at).is_some_and(|(_, held)| *held == message)
+        });
+        let Some(found) = matching.or_else(|| places.last().copied()) else {
             return Err(mismatch());
         };
         let Some(&(at, held)) = users.get(found) else {
@@ -2773,6 +2782,43 @@ mod tests {
         let error = retry(&["A"]).rewind(thread, "not B").unwrap_err();
         assert_eq!(error.status, axum::http::StatusCode::CONFLICT);
         assert_eq!(error.code, "history_mismatch");
+    }
+
+    /// A message the server refused before it ran (503) that the user then typed again by hand,
+    /// answered, and then regenerated: the client's copy holds its text twice, first without an
+    /// answer, then last (cut before the answer asked for again). It reads two ways: the
+    /// unanswered one is the thread's and the last is new, or the unanswered one is the refused
+    /// one and the last is the thread's. A retry names its message by its text, and the thread
+    /// holds that text at its place in the second reading only: it is rewound to before it and
+    /// runs again there, not appended after the answer the user asked to replace (which the
+    /// model would still see, beside the message twice).
+    #[test]
+    fn a_retry_read_several_ways_is_placed_where_the_thread_holds_its_text() {
+        use ai_core::Message;
+        let user = |text: &str| Message::User {
+            content: text.into(),
+        };
+        let answer = |text: &str| Message::Assistant {
+            content: text.into(),
+            tool_calls: Vec::new(),
+        };
+        let max_steps = std::num::NonZeroU32::new(8).unwrap();
+        let history = vec![user("A"), answer("a"), user("B"), answer("b")];
+        let thread = graph::AgentState::from_history(history.clone(), max_steps).unwrap();
+        // The client's copy: A, a, B (refused: 503), then B (typed again), its answer cut off.
+        let retry = super::Resend {
+            kind: super::ResendKind::Retry,
+            before: vec![("A".to_owned(), true), ("B".to_owned(), false)],
+        };
+        let state = retry
+            .rewind(thread.clone(), "B")
+            .unwrap_or_else(|e| panic!("{} {}", e.code, e.message));
+        assert_eq!(state.messages(), &history[..2]);
+        // A message the thread holds nowhere it could be still runs as a new one.
+        let state = retry
+            .rewind(thread, "C")
+            .unwrap_or_else(|e| panic!("{} {}", e.code, e.message));
+        assert_eq!(state.messages(), &history[..]);
     }
 
     /// Each user message of the client's copy without an answer that the thread could hold
