@@ -98,9 +98,37 @@ enum Circuit {
     },
 }
 
-/// When an attempt was let through a half-open circuit as a trial; `None` for an attempt under
-/// a closed circuit (or with no breaker).
-type Trial = Option<Instant>;
+/// The slot of an attempt let through a half-open circuit as a trial; `None` for an attempt
+/// under a closed circuit (or with no breaker), which has nothing to give back.
+type Trial<'a> = Option<TrialSlot<'a>>;
+
+/// A half-open trial's slot, held from its admission until its attempt is fed to the breaker
+/// ([`Registry::record`], which settles it). Dropped unsettled (a port panicked mid-attempt, the
+/// clock say, and the panic unwound out of the call; or the call's future was dropped), it gives
+/// the slot back, as a cancelled trial does: an attempt that never ended says nothing about the
+/// tool.
+struct TrialSlot<'a> {
+    registry: &'a Registry,
+    id: &'a ToolId,
+    /// When it was let through.
+    since: Instant,
+}
+
+impl TrialSlot<'_> {
+    /// Hands the trial over to the breaker's reckoning: when it was let through.
+    fn settle(self) -> Instant {
+        let since = self.since;
+        // Only references and a time: nothing is leaked.
+        std::mem::forget(self);
+        since
+    }
+}
+
+impl Drop for TrialSlot<'_> {
+    fn drop(&mut self) {
+        self.registry.give_back(self.id, self.since);
+    }
+}
 
 #[derive(Debug)]
 struct Health {
@@ -157,18 +185,18 @@ impl Registry {
         }
     }
 
-    /// Lets an attempt through, or fails fast while the circuit is open. A half-open trial is
-    /// told when it was let through, to hand back to [`Self::record`].
+    /// Lets an attempt through, or fails fast while the circuit is open. A half-open trial gets
+    /// its slot, to hand back to [`Self::record`]; dropped before that, the slot comes back.
     ///
-    /// A half-open trial whose call was dropped mid-attempt never reports; its slot is given to a
-    /// new trial once a cool-down has passed since the last one was let through, so a lost trial
-    /// cannot keep the circuit shut.
-    fn admit(
-        &self,
-        id: &ToolId,
+    /// A half-open trial that never ends (a future leaked mid-attempt, neither polled nor
+    /// dropped) never reports; its slot is given to a new trial once a cool-down has passed
+    /// since the last one was let through, so a lost trial cannot keep the circuit shut.
+    fn admit<'a>(
+        &'a self,
+        id: &'a ToolId,
         policy: &BreakerPolicy,
         now: Instant,
-    ) -> Result<Trial, ToolFailure> {
+    ) -> Result<Trial<'a>, ToolFailure> {
         if policy.failure_threshold == 0 {
             return Ok(None);
         }
@@ -176,10 +204,27 @@ impl Registry {
             Ok(None) => Ok(None),
             Ok(Some(trial)) => {
                 health.circuit = trial;
-                Ok(Some(now))
+                Ok(Some(TrialSlot {
+                    registry: self,
+                    id,
+                    since: now,
+                }))
             }
             Err(wait) => Err(circuit_open(id, wait)),
         })
+    }
+
+    /// Gives back the slot of a trial let through at `since` that never reported.
+    fn give_back(&self, id: &ToolId, since: Instant) {
+        let mut tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(health) = tools.get_mut(id)
+            && let Circuit::HalfOpen {
+                in_flight,
+                since: last,
+            } = health.circuit
+        {
+            health.circuit = without_trial(in_flight, last, Some(since));
+        }
     }
 
     /// Whether the circuit, as it is now, would let an attempt through at `at` (taking no slot).
@@ -197,8 +242,9 @@ impl Registry {
         now: Instant,
         failure: Option<ToolErrorCategory>,
         call: Option<(Duration, u32)>,
-        trial: Trial,
+        trial: Trial<'_>,
     ) {
+        let trial = trial.map(TrialSlot::settle);
         self.with(id, |health| {
             if policy.failure_threshold > 0 {
                 let counted = failure.is_none_or(counts_against_tool);
@@ -309,13 +355,27 @@ fn admission(
     }
 }
 
+/// A half-open circuit (`in_flight` trials, the last let through at `since`) once a trial let
+/// through at `trial` ended saying nothing about the tool: it gives its slot back, unless a
+/// newer trial has had it since.
+fn without_trial(in_flight: u32, since: Instant, trial: Option<Instant>) -> Circuit {
+    Circuit::HalfOpen {
+        in_flight: if trial == Some(since) {
+            in_flight.saturating_sub(1)
+        } else {
+            in_flight
+        },
+        since,
+    }
+}
+
 /// The breaker's next state after an attempt (`trial`: when it was let through half-open).
 fn next_circuit(
     circuit: &Circuit,
     policy: &BreakerPolicy,
     now: Instant,
     failure: Option<ToolErrorCategory>,
-    trial: Trial,
+    trial: Option<Instant>,
 ) -> Circuit {
     let open = Circuit::Open {
         until: now + Duration::from_millis(policy.cool_down_ms),
@@ -340,14 +400,7 @@ fn next_circuit(
         (Some(category), Circuit::HalfOpen { in_flight, since })
             if !counts_against_tool(category) =>
         {
-            Circuit::HalfOpen {
-                in_flight: if trial == Some(*since) {
-                    in_flight.saturating_sub(1)
-                } else {
-                    *in_flight
-                },
-                since: *since,
-            }
+            without_trial(*in_flight, *since, trial)
         }
         (Some(_), Circuit::HalfOpen { .. } | Circuit::Open { .. }) => open,
         (
@@ -595,7 +648,7 @@ impl Attempting<'_> {
         attempts: &mut Vec<Attempt>,
         mut now: Instant,
         mut failure: ToolFailure,
-        mut trial: Trial,
+        mut trial: Trial<'_>,
     ) -> Result<Value, ToolFailure> {
         let step = self.step;
         let spec = self.spec;

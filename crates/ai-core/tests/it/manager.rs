@@ -388,8 +388,10 @@ async fn a_cancelled_half_open_trial_gives_its_slot_back() {
     assert_eq!(tool.runs.load(Ordering::SeqCst), 3);
 }
 
+/// A half-open trial whose call is dropped mid-attempt (its run went away) never reports, but
+/// its slot comes back as it is dropped: that says nothing about the tool, as a cancel does not.
 #[tokio::test(start_paused = true)]
-async fn a_trial_whose_call_was_dropped_is_replaced_after_a_cool_down() {
+async fn a_trial_whose_call_was_dropped_gives_its_slot_back() {
     let tool = Arc::new(FakeTool::new(
         T,
         ToolEffect::ReadOnly,
@@ -400,9 +402,36 @@ async fn a_trial_whose_call_was_dropped_is_replaced_after_a_cool_down() {
     assert_eq!(code(h.call(T, "{}").await), Some(ToolErrorCode::Execution));
     tokio::time::advance(Duration::from_millis(1_000)).await;
 
-    // The trial's call is dropped mid-attempt (its run went away): it never reports.
     let dropped = tokio::time::timeout(Duration::from_millis(10), h.call(T, "{}")).await;
     assert!(dropped.is_err());
+    // The next call is the trial at once; the tool is healthy, so the circuit closes.
+    assert_eq!(code(h.call(T, "{}").await), None);
+    assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::Closed);
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 3);
+}
+
+/// A half-open trial that never ends (its call's future is leaked mid-attempt, neither polled
+/// nor dropped again) holds its slot; the slot goes to a new trial once a cool-down has passed
+/// since it was let through, so a lost trial cannot keep the circuit shut.
+#[tokio::test(start_paused = true)]
+async fn a_trial_that_never_ends_is_replaced_after_a_cool_down() {
+    let tool = Arc::new(FakeTool::new(
+        T,
+        ToolEffect::ReadOnly,
+        Behaviour::FailOnceThenSleep(Duration::from_millis(100)),
+    ));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], one_strike());
+    let code = |run: ai_core::ToolRun| run.result.failure().map(|f| f.code);
+    assert_eq!(code(h.call(T, "{}").await), Some(ToolErrorCode::Execution));
+    tokio::time::advance(Duration::from_millis(1_000)).await;
+
+    let mut lost = Box::pin(h.call(T, "{}"));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(10), &mut lost)
+            .await
+            .is_err()
+    );
+    std::mem::forget(lost);
     // Meanwhile the slot is taken: calls fail fast until a cool-down from the lost trial.
     let fast = h.call(T, "{}").await;
     let failure = fast.result.failure().unwrap();
@@ -412,6 +441,56 @@ async fn a_trial_whose_call_was_dropped_is_replaced_after_a_cool_down() {
     tokio::time::advance(Duration::from_millis(990)).await;
     assert_eq!(code(h.call(T, "{}").await), None);
     assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::Closed);
+}
+
+/// A clock that panics on one reading (counted from 0), and otherwise moves 5 ms a reading.
+#[derive(Default)]
+struct PanicsOnReading {
+    readings: std::sync::atomic::AtomicU64,
+    /// The reading that panics; none while 0.
+    panics_at: std::sync::atomic::AtomicU64,
+}
+
+impl ai_core::Clock for PanicsOnReading {
+    fn now_ms(&self) -> u64 {
+        let reading = self.readings.fetch_add(1, Ordering::SeqCst);
+        if reading > 0 && reading == self.panics_at.load(Ordering::SeqCst) {
+            panic!("the clock broke");
+        }
+        reading * 5
+    }
+}
+
+/// The clock, a port, panics inside a half-open trial's attempt (as it starts, or as it ends):
+/// the panic unwinds out of the call before the attempt reaches the breaker, and the trial's
+/// slot comes back with it rather than staying held until the cool-down passes.
+#[tokio::test(start_paused = true)]
+async fn a_trial_whose_clock_panics_mid_attempt_gives_its_slot_back() {
+    // The readings of a call: the call's start, then its attempt's start and end.
+    for reading_in_call in [1, 2] {
+        let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(1)));
+        let clock = Arc::new(PanicsOnReading::default());
+        let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], one_strike());
+        let source = ai_core::StaticToolSource::new(vec![tool.clone() as Arc<dyn BoundTool>]);
+        let runner = ai_core::ToolRunner::new(
+            Arc::new(source.unwrap()),
+            Arc::new(one_strike()),
+            clock.clone(),
+        );
+        let h = Harness { runner, ..h };
+        let code = |run: ai_core::ToolRun| run.result.failure().map(|f| f.code);
+        assert_eq!(code(h.call(T, "{}").await), Some(ToolErrorCode::Execution));
+        tokio::time::advance(Duration::from_millis(1_000)).await;
+
+        let at = clock.readings.load(Ordering::SeqCst) + reading_in_call;
+        clock.panics_at.store(at, Ordering::SeqCst);
+        assert!(unless_panics(h.call(T, "{}")).await.is_none());
+        assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::HalfOpen);
+
+        // The next call is the trial at once; the tool is healthy, so the circuit closes.
+        assert_eq!(code(h.call(T, "{}").await), None, "{reading_in_call}");
+        assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::Closed);
+    }
 }
 
 #[tokio::test(start_paused = true)]
