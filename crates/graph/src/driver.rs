@@ -334,12 +334,15 @@ impl Agent {
     /// at its next step, as a failed model call does: an `Error` saying the sink panicked, then
     /// `Done { reason: error }` (calls it was about to run are answered cancelled, and shown
     /// ended so; answers it was about to show, of calls that never ran, are shown). A run whose
-    /// next step is its end is not stopped, since nothing is left to stop: a sink that panics
-    /// on the usage or text of the completion that ends the run, or on the answers shown just
-    /// before its end for calls that never ran (a turn cut at the step limit, calls a cancel
-    /// answered), leaves it ending as it would have (`stop` for an answer, with no `Error`), as
-    /// one that panics on the run's `Error` or `Done` does; the run did finish, the history
-    /// holds the whole answer, and the sink is the app's. On a delta the model port streams,
+    /// `cancel` has fired by then ends as the cancel asked, `Done { reason: cancelled }` with no
+    /// `Error`: the cancel stops all the sink's panic would, and a cancel comes first, as it
+    /// does before a failed model call or a tool's refusal. A run whose next step is its end is
+    /// not stopped, since nothing is left to stop: a sink that panics on the usage or text of
+    /// the completion that ends the run, or on the answers shown just before its end for calls
+    /// that never ran (a turn cut at the step limit, calls a cancel answered), leaves it ending
+    /// as it would have (`stop` for an answer, with no `Error`), as one that panics on the run's
+    /// `Error` or `Done` does; the run did finish, the history holds the whole answer, and the
+    /// sink is the app's. On a delta the model port streams,
     /// the model call fails. On an event the runner emits for a call, the answer the runner gave
     /// stands (else the call fails `execution`), and the loop goes on.
     pub async fn run(
@@ -465,13 +468,14 @@ impl Agent {
                 let works = !matches!(intent, Intent::ShowAnswers { .. } | Intent::Finish { .. });
                 if !done && works && events.stop_run() {
                     // The app's sink panicked on an event the driver showed: nothing more runs.
-                    // The reducer ends the run as for a failed model call, answering the calls
-                    // still open, so the state stays consistent (and is saved by
-                    // `drive_thread`). Every call the intents left hold is shown ended, as any
-                    // call answered without running is (a client showed it streamed, or asked
-                    // for its approval): the answers they were to show, as the history holds
-                    // them, and the calls they were to run, answered cancelled without running.
-                    // Nothing else they meant to do is done.
+                    // The reducer ends the run as for a failed model call (or, the token fired,
+                    // as for a cancel: `sink_broke`), answering the calls still open, so the
+                    // state stays consistent (and is saved by `drive_thread`). Every call the
+                    // intents left hold is shown ended, as any call answered without running
+                    // is (a client showed it streamed, or asked for its approval): the answers
+                    // they were to show, as the history holds them, and the calls they were to
+                    // run, answered cancelled without running. Nothing else they meant to do is
+                    // done.
                     for left in std::iter::once(intent).chain(intents.by_ref()) {
                         match left {
                             Intent::ShowAnswers { answers } => {
@@ -490,10 +494,7 @@ impl Agent {
                             | Intent::Finish { .. } => {}
                         }
                     }
-                    queue.push_back(AgentEvent::ModelFailed {
-                        message: SINK_BROKE.into(),
-                        partial_text: String::new(),
-                    });
+                    queue.push_back(sink_broke(cancel));
                     break;
                 }
                 match intent {
@@ -676,10 +677,7 @@ impl Agent {
         events.show(AiEvent::StepStarted { step });
         if events.stop_run() {
             // The app's sink panicked on the step's start: the model is not called.
-            return AgentEvent::ModelFailed {
-                message: SINK_BROKE.into(),
-                partial_text: String::new(),
-            };
+            return sink_broke(cancel);
         }
         let mut streamed: Vec<StreamedCall> = Vec::new();
         // The text shown so far: a call that fails or is cancelled keeps it in the history.
@@ -1019,7 +1017,8 @@ const THE_EVENT_SINK: &str = "the event sink";
 /// a panic still unwinds, to the code that called it: the runner's caller answers the call, the
 /// model call fails. The events the driver emits itself go through [`SinkPort::show`], which
 /// catches the panic and notes it, so that the run ends at its next step ([`SinkPort::stop_run`])
-/// with an `Error` saying so, its state consistent and saved, and its one `Done`.
+/// with an `Error` saying so (or `cancelled`, when its token has fired: [`sink_broke`]), its
+/// state consistent and saved, and its one `Done`.
 struct SinkPort<'a> {
     inner: &'a dyn EventSink,
     /// The sink panicked on an event the driver showed itself.
@@ -1086,6 +1085,24 @@ impl EventSink for SinkPort<'_> {
 /// ends with.
 const SINK_BROKE: &str = "the run was stopped: the event sink panicked while showing one of the \
                           run's events";
+
+/// How a run its event sink's panic stops ends: `error`, saying the sink panicked; or, when the
+/// run's token has fired, `cancelled`, as the cancel asked. A cancel stops every step the
+/// sink's panic would, and answers the calls left alike (cancelled, without running them), so
+/// the run ends as the user asked, as a cancel also comes before a model call's failure and a
+/// tool's refusal; the sink's panic is the app's to see (the panic hook reports it).
+fn sink_broke(cancel: &CancellationToken) -> AgentEvent {
+    if cancel.is_cancelled() {
+        AgentEvent::Cancel {
+            partial_text: String::new(),
+        }
+    } else {
+        AgentEvent::ModelFailed {
+            message: SINK_BROKE.into(),
+            partial_text: String::new(),
+        }
+    }
+}
 
 /// What a thread store that panicked is taken to have answered: a failure, whose message does
 /// not repeat the payload (it may hold anything), so the run still ends with its one `Done`.

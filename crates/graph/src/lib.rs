@@ -114,7 +114,10 @@ pub use store::InMemoryThreadStore;
 ///     the answers shown just before its end for calls that never ran, ends as it would have
 ///     (`stop` for an answer, `length` for a turn cut with its calls, …, with no `Error`), where
 ///     it ended `error` saying the sink's panic stopped it, though nothing was left to stop.
-pub const LOOP_REVISION: u32 = 20;
+/// 21. A run whose event sink's panic stops it after its cancel fired (its token had fired when
+///     the stop came, with calls left to run or the model left to call) ends `cancelled`, with no
+///     `Error`, where it ended `error` saying the sink's panic stopped it.
+pub const LOOP_REVISION: u32 = 21;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

@@ -1728,6 +1728,125 @@ async fn a_sink_that_panics_on_an_event_of_the_loops_own_ends_the_run_cleanly() 
     }
 }
 
+/// A run whose token fired before its event sink's panic stops it ends `cancelled`, as the
+/// cancel asked, with no `Error` for the sink: the cancel stops every step the sink's panic
+/// would, and answers the calls it was about to run alike (cancelled, without running them).
+/// Here the app's sink cancels the run and then panics on the same event (the cancel came
+/// first), with a call left to run or the model left to call.
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_run_whose_sink_panics_ends_cancelled() {
+    let usage = || {
+        Some(
+            serde_json::from_value(
+                serde_json::json!({"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}),
+            )
+            .unwrap(),
+        )
+    };
+    let mut cut = call("c2", "core__wait", r#"{"ms":10"#);
+    cut.complete = false;
+    // The run ends as the cancel asked: `cancelled`, not stopped for the sink (no `Error`).
+    let cancelled = |name, replies, on, model_calls| SinkBreaks {
+        name,
+        replies,
+        on,
+        done: "cancelled",
+        stopped: false,
+        model_calls,
+        max_steps: None,
+    };
+    let cases = [
+        cancelled(
+            "the usage of a turn with a call to run",
+            vec![
+                Reply::Complete(LlmCompletion {
+                    text: "Let me wait.".into(),
+                    tool_calls: vec![call("c1", "core__wait", r#"{"ms":1}"#)],
+                    finish_reason: FinishReason::ToolCalls,
+                    usage: usage(),
+                }),
+                text("never asked"),
+            ],
+            |e| matches!(e, AiEvent::Usage { .. }),
+            1,
+        ),
+        cancelled(
+            "the answer of a call cut short, before one to run",
+            vec![
+                calls(vec![call("c1", "core__wait", r#"{"ms":1}"#), cut]),
+                text("never asked"),
+            ],
+            |e| matches!(e, AiEvent::ToolCallStart { .. }),
+            1,
+        ),
+        cancelled(
+            "a step's start",
+            vec![text("never asked")],
+            |e| matches!(e, AiEvent::StepStarted { .. }),
+            0,
+        ),
+    ];
+    for case in cases {
+        let (name, on) = (case.name, case.on);
+        let f = Fixture::new(case.replies, AgentConfig::default());
+        let store = InMemoryThreadStore::default();
+        let thread = ThreadId::new("t").unwrap();
+        let panicked = std::sync::atomic::AtomicBool::new(false);
+        let sink = |e: AiEvent| {
+            let hit = on(&e);
+            f.events.lock().unwrap().push(e);
+            if hit && !panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                f.cancel.cancel();
+                panic!("the app's sink broke");
+            }
+        };
+        let state = f
+            .agent
+            .run_thread(
+                &store,
+                &thread,
+                "go".into(),
+                &f.ctx,
+                &f.catalog,
+                &sink,
+                &f.cancel,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(panicked.load(std::sync::atomic::Ordering::SeqCst), "{name}");
+        let events = f.events();
+        check_invariants(&events, &state).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(done_reason(&events), case.done, "{name}: {events:?}");
+        let errors = events.iter().any(|e| matches!(e, AiEvent::Error { .. }));
+        assert_eq!(errors, case.stopped, "{name}: {events:?}");
+        assert_eq!(
+            f.model.requests.lock().unwrap().len(),
+            case.model_calls,
+            "{name}"
+        );
+        // No tool ran, and every call the history answers is shown ended, answered cancelled
+        // unless it was cut short.
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, AiEvent::ToolCallStart { args: Some(_), .. })),
+            "{name}: {events:?}"
+        );
+        for (id, content) in tool_messages(state.messages()) {
+            assert!(
+                events.iter().any(|e| matches!(e,
+                    AiEvent::ToolCallResult { tool_call_id, .. } if tool_call_id.as_str() == id)),
+                "{name}: {id} is answered but never shown ended: {events:?}"
+            );
+            if id == "c1" {
+                assert!(content.contains("cancelled"), "{name}: {content}");
+            }
+        }
+        let saved = ai_core::ThreadStore::load(&store, &thread).await.unwrap();
+        assert_eq!(saved, Some(serde_json::to_value(&state).unwrap()), "{name}");
+    }
+}
+
 /// An app's event sink that panics on the `Error` of a run refused around the loop (here a
 /// user message without text) does not unwind out of `run_thread`: the error is returned and
 /// the run's `Done` still comes.
