@@ -67,7 +67,8 @@ pub struct RetryPolicy {
     pub attempt_timeout_ms: Option<u64>,
     /// Failure categories worth retrying (default transient and timeout). Only `transient`,
     /// `timeout`, `execution` and `unknown` may be listed: [`ToolPolicy::check`] refuses the
-    /// others, which no retry can help.
+    /// others, which no retry can help. The runner never retries a `cancelled` failure, also
+    /// under a policy built in code that lists it without passing the check.
     pub retryable: BTreeSet<ToolErrorCategory>,
 }
 

@@ -681,7 +681,7 @@ impl Attempting<'_> {
                 }
             });
             let allowed = number < max_attempts
-                && retry.retryable.contains(&failure.category)
+                && may_retry(retry, failure.category)
                 && now + wait < deadline;
             // A retry the circuit (opened by this failure, say) would refuse when its wait ends
             // is not announced or waited for: the call ends now, with the failure it had.
@@ -752,6 +752,17 @@ impl Attempting<'_> {
             }
         }
     }
+}
+
+/// Whether `retry` lets a failure of `category` be tried again: never a cancelled one, whatever
+/// it lists. [`ToolPolicy::check`] refuses `cancelled` among the retryable categories, but a
+/// policy built in code need not pass it, and a cancel is the caller's word to stop: a retry
+/// would be announced for a call that will not run again, and the call's failure would say the
+/// tool may have made its change though it never started. The other categories `check`
+/// refuses only waste an attempt of a tool safe to repeat, and are retried as listed (a replay
+/// runs a recorded policy as it was).
+fn may_retry(retry: &RetryPolicy, category: ToolErrorCategory) -> bool {
+    category != ToolErrorCategory::Cancelled && retry.retryable.contains(&category)
 }
 
 /// Sleeps for `wait`; `false` when the token fired first.

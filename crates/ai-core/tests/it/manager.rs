@@ -658,6 +658,58 @@ async fn a_retry_of_a_tool_that_is_not_read_only_meeting_an_open_circuit_says_it
     }
 }
 
+/// A policy built in code skips [`ToolPolicy::check`], which refuses `cancelled` among the
+/// retryable categories; the runner never retries a cancelled call all the same. A call whose
+/// token fired before its first attempt is answered `cancelled` with the plain message (its
+/// tool never started), never announced as retrying; nor is one cancelled mid-attempt.
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_call_is_never_retried_whatever_the_policy_lists() {
+    let mut retry = no_jitter(3);
+    retry.retryable.insert(ToolErrorCategory::Cancelled);
+    assert!(policy(retry.clone()).check().is_err());
+
+    // Cancelled before its first attempt: the tool changes state, but never started.
+    let tool = FakeTool::new(T, ToolEffect::StateChange, Behaviour::Echo).idempotent();
+    let tool = Arc::new(tool);
+    let h = Harness::new(
+        vec![tool.clone() as Arc<dyn BoundTool>],
+        policy(retry.clone()),
+    );
+    h.cancel.cancel();
+    let run = h.call(T, "{}").await;
+    let failure = run.result.failure().unwrap();
+    assert_eq!(failure.code, ToolErrorCode::Cancelled);
+    assert_eq!(failure.safe_message, "the tool call was cancelled");
+    assert_eq!(run.record.attempts.len(), 1);
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 0);
+    let retrying = |h: &Harness| {
+        h.events
+            .events()
+            .iter()
+            .any(|e| matches!(e, AiEvent::ToolCallRetrying { .. }))
+    };
+    assert!(!retrying(&h), "{:?}", h.events.events());
+
+    // Cancelled while its tool ran.
+    let tool = FakeTool::new(
+        T,
+        ToolEffect::ReadOnly,
+        Behaviour::Sleep(Duration::from_millis(500)),
+    );
+    let h = Harness::new(vec![Arc::new(tool) as Arc<dyn BoundTool>], policy(retry));
+    let cancel = h.cancel.clone();
+    let (run, ()) = tokio::join!(h.call(T, "{}"), async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        cancel.cancel();
+    });
+    assert_eq!(
+        run.result.failure().map(|f| f.code),
+        Some(ToolErrorCode::Cancelled)
+    );
+    assert_eq!(run.record.attempts.len(), 1);
+    assert!(!retrying(&h), "{:?}", h.events.events());
+}
+
 /// A [`FakeTool`] whose `idempotent` panics: the runner asks it only once an attempt failed.
 struct PanicsWhenAskedToRepeat(FakeTool);
 
