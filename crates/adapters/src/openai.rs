@@ -479,29 +479,31 @@ impl OpenAiCompletion {
 
     /// Removes every occurrence of the key, and of the base URL's secrets ([`url_secrets`]),
     /// from a message (a server may echo the request's header or URL). A key shorter than
-    /// [`MIN_SECRET_CHARS`] is removed only where it stands alone ([`redact_standalone`]).
+    /// [`MIN_SECRET_CHARS`] is removed only where it stands alone ([`standalone_cuts`]). Every
+    /// form is looked for in the message as it came, and the stretches found are cut out
+    /// together ([`redacted`]): a secret replaced first cannot break another that holds it
+    /// (the key inside a longer query value), leaving the rest of that one to show.
     fn scrub(&self, message: String) -> String {
-        let mut message = match &self.api_key {
-            Some(key) if !key.expose().is_empty() && message.contains(key.expose()) => {
-                if key.expose().chars().count() < MIN_SECRET_CHARS {
-                    redact_standalone(&message, key.expose())
-                } else {
-                    message.replace(key.expose(), "[redacted]")
-                }
+        let mut cuts = Vec::new();
+        match self.api_key.as_ref().map(Secret::expose) {
+            Some(key) if key.chars().count() >= MIN_SECRET_CHARS => {
+                literal_cuts(&message, key, &mut cuts);
             }
-            _ => message,
-        };
+            Some(key) if !key.is_empty() => standalone_cuts(&message, key, &mut cuts),
+            _ => {}
+        }
         for secret in &self.url_secrets.literal {
-            if message.contains(secret.as_str()) {
-                message = message.replace(secret.as_str(), "[redacted]");
-            }
+            literal_cuts(&message, secret, &mut cuts);
         }
         // Escapes the URL does not write (`%2f` for its `%2F`, `%21` for its `!`), or a JSON
         // writer's (`\/`, `\u002b`).
         if message.contains('%') || message.contains('\\') {
-            message = redact_escaped(&message, &self.url_secrets.decoded);
+            escaped_cuts(&message, &self.url_secrets.decoded, &mut cuts);
         }
-        message
+        if cuts.is_empty() {
+            return message;
+        }
+        redacted(&message, cuts)
     }
 
     /// A provider's or decoder's text as an error shows it (and the retry log logs it): the key
@@ -1488,15 +1490,25 @@ fn names_a_key(name: &str) -> bool {
 /// digits).
 const MIN_SECRET_CHARS: usize = 4;
 
-/// `message` with every occurrence of `secret` that stands alone replaced by `[redacted]`: one
-/// neither preceded nor followed by a letter, a digit or `_` (`x1` in `bad key x1.`, not in
-/// `max_x1` or `x1y`). An occurrence that does not stand alone is passed by one character, so one
-/// that overlaps it and does is still found; with a secret of a few characters, as this is used
-/// for, the search stays linear in the message.
-fn redact_standalone(message: &str, secret: &str) -> String {
+/// Adds to `cuts` the stretch of each occurrence of `secret` in `message` (leftmost, none
+/// overlapping, as `str::replace` finds them), found with `memchr::memmem` in linear time.
+fn literal_cuts(message: &str, secret: &str, cuts: &mut Vec<std::ops::Range<usize>>) {
+    if secret.is_empty() {
+        return;
+    }
+    cuts.extend(
+        memchr::memmem::find_iter(message.as_bytes(), secret.as_bytes())
+            .map(|at| at..at + secret.len()),
+    );
+}
+
+/// Adds to `cuts` the stretch of each occurrence of `secret` in `message` that stands alone:
+/// one neither preceded nor followed by a letter, a digit or `_` (`x1` in `bad key x1.`, not in
+/// `max_x1` or `x1y`). An occurrence that does not stand alone is passed by one character, so
+/// one that overlaps it and does is still found; with a secret of a few characters, as this is
+/// used for, the search stays linear in the message.
+fn standalone_cuts(message: &str, secret: &str, cuts: &mut Vec<std::ops::Range<usize>>) {
     let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
-    let mut shown = String::with_capacity(message.len());
-    let mut from = 0;
     let mut search = 0;
     while let Some(found) = message[search..].find(secret) {
         let at = search + found;
@@ -1505,13 +1517,9 @@ fn redact_standalone(message: &str, secret: &str) -> String {
             search = at + message[at..].chars().next().map_or(1, char::len_utf8);
             continue;
         }
-        shown.push_str(&message[from..at]);
-        shown.push_str("[redacted]");
-        from = end;
+        cuts.push(at..end);
         search = end;
     }
-    shown.push_str(&message[from..]);
-    shown
 }
 
 /// A base URL's secrets as [`OpenAiCompletion::scrub`] looks for them ([`url_secrets`]). Its
@@ -1521,12 +1529,12 @@ struct UrlSecrets {
     /// Texts replaced where a message shows them as they are: each secret as written in the URL
     /// and percent-decoded, each line of one that holds a line break (trimmed; a message may
     /// show only the first), and the `Basic` credentials sent for the URL's user and password
-    /// ([`basic_credentials`]). Longest first, so a secret that holds another is replaced whole.
+    /// ([`basic_credentials`]).
     literal: Vec<String>,
     /// Each secret's bytes once percent-decoded (and with a space written `+`), the `Basic`
     /// credentials, and the API key, replaced also where a message writes them with escapes of
-    /// its own, percent or JSON ([`redact_escaped`]: a server may show a JSON value it was sent,
-    /// quoted by any JSON writer). Longest first.
+    /// its own, percent or JSON ([`escaped_cuts`]: a server may show a JSON value it was sent,
+    /// quoted by any JSON writer).
     decoded: Vec<Vec<u8>>,
 }
 
@@ -1543,8 +1551,8 @@ impl fmt::Debug for UrlSecrets {
 /// user name when it has no password (a token alone, `https://<token>@host`), and the values of
 /// its query parameters named like a key ([`names_a_key`]), each as [`UrlSecrets`] keeps it.
 /// Forms shorter than [`MIN_SECRET_CHARS`] are left out. The API key, which
-/// [`OpenAiCompletion::scrub`] replaces as it is whatever its length, is kept to be found
-/// escaped too, when that long.
+/// [`OpenAiCompletion::scrub`] looks for as it is itself (a shorter one only where it stands
+/// alone), is kept to be found escaped too, when that long.
 fn url_secrets(url: &Url, key: Option<&Secret>) -> UrlSecrets {
     let mut secrets = UrlSecrets::default();
     let mut keep = |raw: &str, form_encoded: bool| {
@@ -1607,12 +1615,6 @@ fn url_secrets(url: &Url, key: Option<&Secret>) -> UrlSecrets {
     {
         secrets.decoded.push(key.as_bytes().to_vec());
     }
-    secrets
-        .literal
-        .sort_by_key(|secret| std::cmp::Reverse(secret.len()));
-    secrets
-        .decoded
-        .sort_by_key(|secret| std::cmp::Reverse(secret.len()));
     secrets
 }
 
@@ -1804,15 +1806,18 @@ fn json_unescaped(text: &[u8]) -> Unescaped {
     plain
 }
 
-/// `message` with every stretch that reads as one of `secrets` once its `%XX` escapes, or its
-/// JSON string escapes ([`json_unescaped`]), or the JSON escapes and then the percent escapes
-/// they leave, are decoded replaced by `[redacted]`: a server may echo a URL's secret escaped
-/// otherwise than the URL writes it (`%2f` for `%2F`, `%21` for `!`), a secret quoted by a JSON
-/// writer (`\/` for `/`, `\u002b` for `+`), or a URL inside a JSON string (`ab\/cd%2Bef`). The
-/// message is decoded at most three ways and each secret searched for in each decoding with
+/// Adds to `cuts` every stretch of `message` that reads as one of `secrets` once its `%XX`
+/// escapes, or its JSON string escapes ([`json_unescaped`]), or the JSON escapes and then the
+/// percent escapes they leave, are decoded: a server may echo a URL's secret escaped otherwise
+/// than the URL writes it (`%2f` for `%2F`, `%21` for `!`), a secret quoted by a JSON writer
+/// (`\/` for `/`, `\u002b` for `+`), or a URL inside a JSON string (`ab\/cd%2Bef`). The message
+/// is decoded at most three ways and each secret searched for in each decoding with
 /// `memchr::memmem`, whose worst case is linear in the text and the secret, so the work is
 /// bounded by the message's length times the number of secrets, plus their lengths.
-fn redact_escaped(message: &str, secrets: &[Vec<u8>]) -> String {
+fn escaped_cuts(message: &str, secrets: &[Vec<u8>], cuts: &mut Vec<std::ops::Range<usize>>) {
+    if secrets.iter().all(Vec::is_empty) {
+        return;
+    }
     let bytes = message.as_bytes();
     let mut views = vec![percent_unescaped(bytes)];
     if message.contains('\\') {
@@ -1823,7 +1828,6 @@ fn redact_escaped(message: &str, secrets: &[Vec<u8>]) -> String {
         }
         views.push(json);
     }
-    let mut cuts = Vec::new();
     for view in &views {
         for secret in secrets.iter().filter(|secret| !secret.is_empty()) {
             // Leftmost matches, none overlapping.
@@ -1832,19 +1836,21 @@ fn redact_escaped(message: &str, secrets: &[Vec<u8>]) -> String {
             }
         }
     }
-    if cuts.is_empty() {
-        return message.to_owned();
-    }
+}
+
+/// `message` with each of `cuts` (stretches of it, in any order, overlapping or not) replaced
+/// by `[redacted]`, stretches that overlap cut as one. A stretch that starts or ends within a
+/// character (a secret's bytes that do not make UTF-8 may match part of one) cuts it whole.
+fn redacted(message: &str, mut cuts: Vec<std::ops::Range<usize>>) -> String {
     cuts.sort_by_key(|cut| cut.start);
     let mut shown = String::with_capacity(message.len());
     let mut from = 0;
     for cut in cuts {
-        // A secret's bytes that do not make UTF-8 may match within a character: cut it whole.
-        let mut start = cut.start;
+        let mut start = cut.start.min(message.len());
         while !message.is_char_boundary(start) {
             start -= 1;
         }
-        let mut end = cut.end;
+        let mut end = cut.end.min(message.len());
         while !message.is_char_boundary(end) {
             end += 1;
         }

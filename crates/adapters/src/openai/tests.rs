@@ -689,6 +689,11 @@ fn scrubbing_escapes_finds_secrets_in_a_big_message_of_near_matches() {
     let mut message = "%61".repeat(1000);
     message.push_str(&"a".repeat((1 << 20) - message.len()));
     message.push('!');
+    let redact_escaped = |message: &str, secrets: &[Vec<u8>]| {
+        let mut cuts = Vec::new();
+        escaped_cuts(message, secrets, &mut cuts);
+        redacted(message, cuts)
+    };
     let shown = redact_escaped(&message, &secrets);
     assert!(shown.ends_with("[redacted]"), "the secret is still found");
     assert!(!shown.ends_with("a!"));
@@ -832,4 +837,183 @@ fn the_url_secrets_debug_form_shows_none_of_them() {
     for canary in ["pa55word", "key-canary", "sk-canary", "dXNlcjpwYTU1"] {
         assert!(!shown.contains(canary), "{shown}");
     }
+}
+
+/// A small deterministic generator for the scrub's randomized tests (the crate has no proptest).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((self.0 >> 33) as usize) % n
+    }
+
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[self.below(from.len())]
+    }
+}
+
+/// `secret` as a message may show it: as it is, percent-escaped (each byte, either case, some
+/// bytes only), JSON-quoted by some writer (`\/`, `\"`, any character as a `\u` escape in either
+/// case, a surrogate pair past U+FFFF), or percent-escaped and then JSON-quoted.
+fn an_echo_of(secret: &str, random: &mut Lcg) -> String {
+    let percent = |random: &mut Lcg| {
+        let mut text = String::new();
+        for &byte in secret.as_bytes() {
+            if byte.is_ascii_alphanumeric() && random.below(3) > 0 {
+                text.push(byte as char);
+            } else if random.below(2) == 0 {
+                text.push_str(&format!("%{byte:02X}"));
+            } else {
+                text.push_str(&format!("%{byte:02x}"));
+            }
+        }
+        text
+    };
+    let json = |text: &str, random: &mut Lcg| {
+        let mut quoted = String::new();
+        for c in text.chars() {
+            match (c, random.below(4)) {
+                ('"', _) => quoted.push_str(r#"\""#),
+                ('\\', _) => quoted.push_str(r"\\"),
+                ('/', 0 | 1) => quoted.push_str(r"\/"),
+                (_, 0) => {
+                    let mut units = [0; 2];
+                    for unit in c.encode_utf16(&mut units) {
+                        if random.below(2) == 0 {
+                            quoted.push_str(&format!("\\u{unit:04x}"));
+                        } else {
+                            quoted.push_str(&format!("\\u{unit:04X}"));
+                        }
+                    }
+                }
+                _ => quoted.push(c),
+            }
+        }
+        quoted
+    };
+    match random.below(4) {
+        0 => secret.to_owned(),
+        1 => percent(random),
+        2 => json(secret, random),
+        _ => {
+            let escaped = percent(random);
+            json(&escaped, random)
+        }
+    }
+}
+
+/// Random secrets (the key, a base URL's password and a query value, some holding one another),
+/// put into a random message (one, or two side by side) in random escaped forms, never survive
+/// the scrub, and the message around them is kept as it is. The key was replaced first, so a
+/// query value or password holding it showed the rest of itself.
+#[test]
+fn a_random_secret_in_a_random_escaped_form_never_survives() {
+    let mut random = Lcg(0x5eed_cafe);
+    let mut adapter = OpenAiCompletion::new(config("https://h/v1")).unwrap();
+    let parts = [
+        "sk", "-", "_", "/", "+", "%", "&", "<", "\"", "é", "🔑", "a", "Z", "9", "=", " ", "\\",
+        "~", "x7", "q",
+    ];
+    let noise = [
+        "a", "b", " ", "%", "%4", "%zz", "\\", "\\u", "\\u00", "\\ud800", "\\u0000", "\\\\", "/",
+        "é", "🔑", "HTTP 401", "x", "0", "\"", ":", "{", "}",
+    ];
+    for _ in 0..5000 {
+        // A key is sent as a header: visible ASCII only.
+        let ascii: Vec<&str> = parts
+            .iter()
+            .copied()
+            .filter(|part| part.bytes().all(|b| b.is_ascii_graphic()))
+            .collect();
+        let secret = |random: &mut Lcg, min: usize, parts: &[&str]| {
+            let mut text = String::from("k");
+            while text.chars().count() < min || random.below(4) > 0 {
+                text.push_str(random.pick(parts));
+            }
+            text.push('z');
+            text
+        };
+        let key = secret(&mut random, 4, &ascii);
+        let password = match random.below(3) {
+            0 => format!("{key}{}", secret(&mut random, 1, &parts)),
+            _ => secret(&mut random, 4, &parts),
+        };
+        let token = match random.below(3) {
+            0 => format!("{}{key}", secret(&mut random, 1, &parts)),
+            1 => password[..password.len() - 1].to_owned() + "y",
+            _ => secret(&mut random, 4, &parts),
+        };
+        let url = Url::parse(&format!(
+            "https://user:{}@h/v1?api-key={}",
+            percent_escaped(&password),
+            percent_escaped(&token)
+        ))
+        .unwrap();
+        // As `OpenAiCompletion::new` would set them, without a new HTTP client each time.
+        adapter.api_key = Some(Secret::new(key.clone()));
+        adapter.url_secrets = url_secrets(&url, adapter.api_key.as_ref());
+        let secrets = [key.as_str(), &password, &token];
+        let shown = secrets[random.below(3)].to_owned();
+        let mut echo = an_echo_of(&shown, &mut random);
+        let mut expected = String::from("[redacted]");
+        if random.below(2) == 0 {
+            // Another secret, or the same one in another form, after it.
+            let other = secrets[random.below(3)];
+            echo = format!("{echo} {}", an_echo_of(other, &mut random));
+            expected.push_str(" [redacted]");
+        }
+        let around = |random: &mut Lcg| {
+            let mut text = String::new();
+            for _ in 0..random.below(6) {
+                text.push_str(random.pick(&noise));
+            }
+            text
+        };
+        let (before, after) = (around(&mut random), around(&mut random));
+        let message = format!("{before} {echo} {after}");
+        let scrubbed = adapter.scrub(message.clone());
+        assert_eq!(
+            scrubbed,
+            format!("{before} {expected} {after}"),
+            "{shown:?} as {echo:?} (key {key:?}, password {password:?}, token {token:?})"
+        );
+    }
+}
+
+/// Every byte of `text` but a letter or digit as a `%XX` escape.
+fn percent_escaped(text: &str) -> String {
+    text.bytes()
+        .map(|byte| match byte {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' => (byte as char).to_string(),
+            _ => format!("%{byte:02X}"),
+        })
+        .collect()
+}
+
+/// A secret that holds another (a query value made of the key and more) is cut whole, whichever
+/// is looked for first: the key was replaced before the base URL's secrets, which left the rest
+/// of the query value showing (`[redacted]5678`).
+#[test]
+fn a_secret_holding_another_is_scrubbed_whole() {
+    let adapter = OpenAiCompletion::new(OpenAiConfig {
+        api_key: Some(Secret::new("sk-live-1234")),
+        ..OpenAiConfig::new("https://h/v1?token=sk-live-1234%2F5678", "m")
+    })
+    .unwrap();
+    for echoed in [
+        "bad token sk-live-1234/5678 (x)",
+        "bad token sk-live-1234%2F5678 (x)",
+        r#"bad token sk-live-1234\/5678 (x)"#,
+    ] {
+        assert_eq!(adapter.shown(echoed), "bad token [redacted] (x)");
+    }
+    // Two secrets that overlap are cut as one stretch.
+    assert_eq!(
+        adapter.shown("sk-live-1234sk-live-1234/5678 sk-live-1234"),
+        "[redacted][redacted] [redacted]"
+    );
 }
