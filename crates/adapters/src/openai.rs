@@ -39,7 +39,9 @@
 //!
 //! **The key.** The API key stays inside the adapter: it is sent only as the `Authorization`
 //! header (marked sensitive), and every error message is scrubbed of it (a provider's message
-//! before it is shortened, so a cut never leaves part of the key), of the base URL's secrets
+//! before it is shortened, so a cut never leaves part of the key; a message past 64 KiB, a
+//! whole answer's or a stream's error, is cut there first, a secret that starts before that
+//! cut still cut whole, so the scrub's memory stays bounded), of the base URL's secrets
 //! (its password, or a user name without one, and the values of its query parameters named like
 //! a key), which a server may echo in its error, and of the `Basic` credentials sent for the
 //! user and password (also without their `=` padding, and in base64url, padded or not). Each
@@ -90,6 +92,10 @@ pub const MAX_PROVIDER_MESSAGE_CHARS: usize = 300;
 
 /// How many bytes of an error response body are read to find the provider's message.
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// How many bytes of a message [`OpenAiCompletion::scrub`] keeps (a provider's message in a
+/// whole answer or a stream may be as long as the answer, megabytes): a longer one is cut there.
+const MAX_SCRUBBED_BYTES: usize = 64 * 1024;
 
 /// Which OpenAI wire format the endpoint speaks. More may come, so a match needs a catch-all
 /// arm.
@@ -483,27 +489,61 @@ impl OpenAiCompletion {
     /// form is looked for in the message as it came, and the stretches found are cut out
     /// together ([`redacted`]): a secret replaced first cannot break another that holds it
     /// (the key inside a longer query value), leaving the rest of that one to show.
+    ///
+    /// A message longer than [`MAX_SCRUBBED_BYTES`] (a whole answer's or a stream's error,
+    /// which may be megabytes) is cut there, with `…`: the search keeps a record of 16 bytes
+    /// per byte for each of its views of the message. It looks past the cut by as far as one
+    /// echo of a secret may reach, so a secret that starts before the cut is still cut whole,
+    /// not left showing its first part.
     fn scrub(&self, message: String) -> String {
+        let shown_to = message.floor_char_boundary(MAX_SCRUBBED_BYTES);
+        if shown_to == message.len() {
+            let cuts = self.secret_cuts(&message);
+            if cuts.is_empty() {
+                return message;
+            }
+            return redacted(&message, cuts, message.len());
+        }
+        let text =
+            &message[..message.floor_char_boundary(shown_to.saturating_add(self.echo_reach()))];
+        let mut shown = redacted(text, self.secret_cuts(text), shown_to);
+        shown.push('…');
+        shown
+    }
+
+    /// The stretches of `message` that show the key or a base URL's secret, in any form
+    /// [`Self::scrub`] looks for, in no order and perhaps overlapping.
+    fn secret_cuts(&self, message: &str) -> Vec<std::ops::Range<usize>> {
         let mut cuts = Vec::new();
         match self.api_key.as_ref().map(Secret::expose) {
             Some(key) if key.chars().count() >= MIN_SECRET_CHARS => {
-                literal_cuts(&message, key, &mut cuts);
+                literal_cuts(message, key, &mut cuts);
             }
-            Some(key) if !key.is_empty() => standalone_cuts(&message, key, &mut cuts),
+            Some(key) if !key.is_empty() => standalone_cuts(message, key, &mut cuts),
             _ => {}
         }
         for secret in &self.url_secrets.literal {
-            literal_cuts(&message, secret, &mut cuts);
+            literal_cuts(message, secret, &mut cuts);
         }
         // Escapes the URL does not write (`%2f` for its `%2F`, `%21` for its `!`), or a JSON
         // writer's (`\/`, `\u002b`).
         if message.contains('%') || message.contains('\\') {
-            escaped_cuts(&message, &self.url_secrets.decoded, &mut cuts);
+            escaped_cuts(message, &self.url_secrets.decoded, &mut cuts);
         }
-        if cuts.is_empty() {
-            return message;
-        }
-        redacted(&message, cuts)
+        cuts
+    }
+
+    /// How many bytes of a message one echo of a secret may take, and the character after it
+    /// that tells whether a short key stands alone: the longest literal form, or 18 bytes for
+    /// each byte of a form found escaped (a byte percent-escaped, and each character of that
+    /// escape JSON-quoted as a `\u` escape: `\u0025\u0032\u0042`).
+    fn echo_reach(&self) -> usize {
+        let key = self.api_key.as_ref().map_or(0, |key| key.expose().len());
+        let literal = self.url_secrets.literal.iter().map(String::len).max();
+        let decoded = self.url_secrets.decoded.iter().map(Vec::len).max();
+        key.max(literal.unwrap_or(0))
+            .max(decoded.unwrap_or(0).saturating_mul(18))
+            .saturating_add(4)
     }
 
     /// A provider's or decoder's text as an error shows it (and the retry log logs it): the key
@@ -1838,12 +1878,13 @@ fn escaped_cuts(message: &str, secrets: &[Vec<u8>], cuts: &mut Vec<std::ops::Ran
     }
 }
 
-/// `message` with each of `cuts` (stretches of it, in any order, overlapping or not) replaced
-/// by `[redacted]`, stretches that overlap cut as one. A stretch that starts or ends within a
-/// character (a secret's bytes that do not make UTF-8 may match part of one) cuts it whole.
-fn redacted(message: &str, mut cuts: Vec<std::ops::Range<usize>>) -> String {
+/// `message` up to byte `to` (a character boundary) with each of `cuts` (stretches of it, in
+/// any order, overlapping or not) that starts before `to` replaced by `[redacted]`, stretches
+/// that overlap cut as one. A stretch that starts or ends within a character (a secret's bytes
+/// that do not make UTF-8 may match part of one) cuts it whole.
+fn redacted(message: &str, mut cuts: Vec<std::ops::Range<usize>>, to: usize) -> String {
     cuts.sort_by_key(|cut| cut.start);
-    let mut shown = String::with_capacity(message.len());
+    let mut shown = String::with_capacity(to);
     let mut from = 0;
     for cut in cuts {
         let mut start = cut.start.min(message.len());
@@ -1859,11 +1900,16 @@ fn redacted(message: &str, mut cuts: Vec<std::ops::Range<usize>>) -> String {
             from = from.max(end);
             continue;
         }
+        if start >= to {
+            break;
+        }
         shown.push_str(&message[from..start]);
         shown.push_str("[redacted]");
         from = end;
     }
-    shown.push_str(&message[from..]);
+    if from < to {
+        shown.push_str(&message[from..to]);
+    }
     shown
 }
 

@@ -692,7 +692,7 @@ fn scrubbing_escapes_finds_secrets_in_a_big_message_of_near_matches() {
     let redact_escaped = |message: &str, secrets: &[Vec<u8>]| {
         let mut cuts = Vec::new();
         escaped_cuts(message, secrets, &mut cuts);
-        redacted(message, cuts)
+        redacted(message, cuts, message.len())
     };
     let shown = redact_escaped(&message, &secrets);
     assert!(shown.ends_with("[redacted]"), "the secret is still found");
@@ -1016,4 +1016,32 @@ fn a_secret_holding_another_is_scrubbed_whole() {
         adapter.shown("sk-live-1234sk-live-1234/5678 sk-live-1234"),
         "[redacted][redacted] [redacted]"
     );
+}
+
+/// A provider's message may be as long as a whole answer (megabytes, in a 2xx JSON error or a
+/// stream's error event), and the scrub keeps a 16-byte record per byte for each view of it:
+/// only its first `MAX_SCRUBBED_BYTES` are kept, and a secret that starts before that cut is
+/// still cut whole, however it is escaped, not left showing its first part.
+#[test]
+fn a_long_message_is_scrubbed_only_up_to_a_bound() {
+    let adapter = OpenAiCompletion::new(config("https://h/v1?sig=ab%2Fcd-5e6f7a8b")).unwrap();
+    let long = format!("{} tail", r"\%".repeat(1 << 20));
+    let shown = adapter.scrub(long);
+    assert_eq!(shown.len(), MAX_SCRUBBED_BYTES + '…'.len_utf8());
+    assert!(shown.ends_with('…'), "{}", &shown[shown.len() - 20..]);
+    // Each secret byte percent-escaped, then each character of the escapes JSON-quoted.
+    let escaped: String = "ab/cd-5e6f7a8b"
+        .bytes()
+        .flat_map(|byte| format!("%{byte:02X}").into_bytes())
+        .map(|byte| format!("\\u{byte:04x}"))
+        .collect();
+    for before in [1, 7, 100, escaped.len() - 1] {
+        let message = format!(
+            "{}{escaped} tail",
+            "é".repeat((MAX_SCRUBBED_BYTES - before) / 2) + &"x".repeat(before % 2)
+        );
+        let shown = adapter.scrub(message);
+        assert!(shown.ends_with("[redacted]…"), "{before}: {shown:?}");
+        assert!(!shown.contains(r"\u00"), "{before}");
+    }
 }
