@@ -60,7 +60,9 @@
 //! - A `#[serde(flatten)]`ed map's key spelled like a field would be shown under that field's
 //!   allowlisted name: an output that repeats a key fails the call, and a field the output may
 //!   leave out (`skip_serializing_if`) beside such a map (flattened directly, or through an
-//!   enum) cannot be allowlisted.
+//!   enum, a variant holding any `serde_json::Value` included) cannot be allowlisted, nor can a
+//!   path through one. A map whose keys cannot be spelled like the field (integer keys) does not
+//!   count.
 //! - Output integers must fit 64 bits (an `i64` or a `u64`): the workspace's serde_json holds
 //!   no wider number exactly, so an `i128` or `u128` past that range fails the call, naming the
 //!   field's place, rather than reaching the model as a rounded float. So does an output
