@@ -742,8 +742,9 @@ impl Translator {
     /// `RUN_FINISHED` requires, and a `TOOL_CALL_RESULT` says it never ran, so the client's
     /// history holds no call without an answer (which a next run's model would refuse) and the
     /// client does not take it for one left for it to run (`@ag-ui/client` counts a call
-    /// without a result as pending when the run finishes). A call that started to run and got
-    /// no result (the run's task died) is answered too, saying the tool may have run, and so is
+    /// without a result as pending when the run finishes). A call that started to run (its start
+    /// came with arguments) and got no result (the run's task died) is answered too, saying the
+    /// tool may have run, and so is
     /// one waiting for approval in a run that ends without pausing, saying it never ran, and one
     /// an earlier run showed that this run continues (see [`Translator::continuing`]).
     fn end_unfinished_calls(&mut self, reason: DoneReason, out: &mut Vec<AguiEvent>) {

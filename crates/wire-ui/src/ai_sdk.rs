@@ -345,8 +345,8 @@ enum CallState {
     Streaming,
     /// `tool-input-available` sent.
     Settled,
-    /// `tool-input-available` sent for a call that started to run (its `ToolCallStart` came);
-    /// its output is due.
+    /// `tool-input-available` sent for a call that started to run (its `ToolCallStart` came,
+    /// with arguments); its output is due.
     Running,
     /// `tool-input-available` (and, for ai 6, `tool-approval-request`) sent for a call that
     /// waits for approval: it keeps waiting if the run pauses, else its output is due.

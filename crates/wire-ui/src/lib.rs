@@ -23,8 +23,8 @@ pub mod sse;
 pub(crate) const UNFINISHED_CALL: &str =
     "the run ended before this call's arguments were complete, so it never ran";
 
-/// What a client is told of a tool call whose arguments were complete (its start came) but
-/// which had no result when the run ended: the run's task died or its log could not be written,
+/// What a client is told of a tool call whose arguments were complete (its start came, with
+/// them) but which had no result when the run ended: the run's task died or its log could not be written,
 /// so whether the tool ran is unknown. The loop itself never ends a run with such a call.
 pub(crate) const UNANSWERED_CALL: &str =
     "the run ended before this call's result arrived: the tool may have run";
