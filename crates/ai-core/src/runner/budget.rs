@@ -283,8 +283,8 @@ pub fn own_code<T>(code: impl FnOnce() -> T) -> T {
 
 /// Installs a panic hook that keeps a tool's or a port's panic message out of the process's
 /// output: a panic in a tool's own code (its `exec` as the runner polls it, its
-/// `validate_input`, `validate_output` and `redact`, and the plain methods the runner asks it:
-/// `spec`, `requires_connection`, `idempotent`, `counted_result_bytes`,
+/// `validate_input`, `validate_output`, `redact` and `counted_result_bytes`, and the plain
+/// methods the runner asks it: `spec`, `requires_connection`, `idempotent`,
 /// `refused_before_attempt`), or in a port's (the ones the runner
 /// calls for a call: the tool source, the authorization hook, the connection broker, the clock,
 /// the event sink it is given; the tool source as [`crate::ToolCatalog::build`] lists its tools'
@@ -296,8 +296,9 @@ pub fn own_code<T>(code: impl FnOnce() -> T) -> T {
 /// goes to the hook installed before, unchanged: cogni's own code, and the caller's run through
 /// [`own_code`], stay as loud as without it.
 ///
-/// The runner catches a tool's panic either way (the call ends `execution` with a safe
-/// message), and the `graph` driver a port's; without this hook Rust's default one still prints
+/// The runner catches a panic in a tool's `exec` or its checks either way (the call ends
+/// `execution`, or the failed check's code, with a safe message); one in a plain method unwinds
+/// as a port's does, and the `graph` driver catches both; without this hook Rust's default one still prints
 /// the message to stderr. Call it once, at startup, from the composition root; calling it again
 /// wraps the hook again, to the same effect. A task or thread the tool or port spawns itself is
 /// not its code here: its panics reach the previous hook.

@@ -9,13 +9,13 @@
 //! 2. policy and this run's catalog (`policy_denied`); a tool whose effect needs approval pauses
 //!    once its arguments are validated (step 5) unless the run holds an approval for this call
 //!    id and the hash of those arguments
-//! 3. authorization hook (`authz_denied`)
+//! 3. authorization hook (`authz_denied`), when the runner has one
 //! 4. connection grant ∩ request (`policy_denied`)
 //! 5. parse and validate the input (`invalid_json`, `validation`; at most [`MAX_JSON_DEPTH`]
 //!    levels deep; valid JSON serde_json cannot read, a number out of range or a lone
 //!    surrogate escape, is `validation` naming what it holds)
 //! 6. bind capabilities, credentials scoped to this invocation only (`unavailable`,
-//!    `authz_denied`)
+//!    `authz_denied`), for a call with a connection (step 4); any other gets none
 //! 7. emit [`AiEvent::ToolCallStart`]
 //! 8. execute: attempts under the runtime budget and the cancellation token, retried with
 //!    backoff when the tool is safe to repeat, behind the tool's circuit breaker (`execution`,
