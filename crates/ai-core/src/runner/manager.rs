@@ -91,10 +91,12 @@ enum Circuit {
         until: Instant,
     },
     /// Trial attempts pass; `in_flight` of them have not reported yet, the last one let through
-    /// at `since`.
+    /// at `since`. `round` tells this half-open spell from the earlier ones (and from the one a
+    /// trial that never ended was replaced in): a trial of another round has no slot in it.
     HalfOpen {
         in_flight: u32,
         since: Instant,
+        round: u64,
     },
 }
 
@@ -110,23 +112,23 @@ type Trial<'a> = Option<TrialSlot<'a>>;
 struct TrialSlot<'a> {
     registry: &'a Registry,
     id: &'a ToolId,
-    /// When it was let through.
-    since: Instant,
+    /// The half-open round it was let through in.
+    round: u64,
 }
 
 impl TrialSlot<'_> {
-    /// Hands the trial over to the breaker's reckoning: when it was let through.
-    fn settle(self) -> Instant {
-        let since = self.since;
-        // Only references and a time: nothing is leaked.
+    /// Hands the trial over to the breaker's reckoning: the round it was let through in.
+    fn settle(self) -> u64 {
+        let round = self.round;
+        // Only references and a number: nothing is leaked.
         std::mem::forget(self);
-        since
+        round
     }
 }
 
 impl Drop for TrialSlot<'_> {
     fn drop(&mut self) {
-        self.registry.give_back(self.id, self.since);
+        self.registry.give_back(self.id, self.round);
     }
 }
 
@@ -141,6 +143,8 @@ struct Health {
     /// Outcomes of the last attempts that count for the breaker (true: failed); kept only under
     /// a policy with a failure rate.
     recent: VecDeque<bool>,
+    /// Half-open rounds begun so far: the last one's number.
+    rounds: u64,
 }
 
 impl Default for Health {
@@ -155,6 +159,7 @@ impl Default for Health {
             retries: 0,
             latencies_us: VecDeque::new(),
             recent: VecDeque::new(),
+            rounds: 0,
         }
     }
 }
@@ -200,37 +205,37 @@ impl Registry {
         if policy.failure_threshold == 0 {
             return Ok(None);
         }
-        self.with(id, |health| match admission(&health.circuit, policy, now) {
-            Ok(None) => Ok(None),
-            Ok(Some(trial)) => {
-                health.circuit = trial;
-                Ok(Some(TrialSlot {
-                    registry: self,
-                    id,
-                    since: now,
-                }))
+        self.with(id, |health| {
+            match admission(&health.circuit, policy, now, health.rounds.wrapping_add(1)) {
+                Ok(None) => Ok(None),
+                Ok(Some((trial, round))) => {
+                    health.circuit = trial;
+                    health.rounds = round;
+                    Ok(Some(TrialSlot {
+                        registry: self,
+                        id,
+                        round,
+                    }))
+                }
+                Err(wait) => Err(circuit_open(id, wait)),
             }
-            Err(wait) => Err(circuit_open(id, wait)),
         })
     }
 
-    /// Gives back the slot of a trial let through at `since` that never reported.
-    fn give_back(&self, id: &ToolId, since: Instant) {
+    /// Gives back the slot of a trial let through in `round` that never reported.
+    fn give_back(&self, id: &ToolId, round: u64) {
         let mut tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(health) = tools.get_mut(id)
-            && let Circuit::HalfOpen {
-                in_flight,
-                since: last,
-            } = health.circuit
-        {
-            health.circuit = without_trial(in_flight, last, Some(since));
+        if let Some(health) = tools.get_mut(id) {
+            health.circuit = without_trial(&health.circuit, Some(round));
         }
     }
 
     /// Whether the circuit, as it is now, would let an attempt through at `at` (taking no slot).
     fn would_admit(&self, id: &ToolId, policy: &BreakerPolicy, at: Instant) -> bool {
         policy.failure_threshold == 0
-            || self.with(id, |health| admission(&health.circuit, policy, at).is_ok())
+            || self.with(id, |health| {
+                admission(&health.circuit, policy, at, health.rounds.wrapping_add(1)).is_ok()
+            })
     }
 
     /// Feeds an attempt's outcome to the breaker and, for the call's last attempt, records the
@@ -329,53 +334,74 @@ impl Registry {
 }
 
 /// What a circuit does with an attempt at `now`: lets it through under a closed circuit
-/// (`Ok(None)`), lets it through as a half-open trial (`Ok(Some(state))`, the state the trial
-/// leaves), or refuses it for the wait given.
+/// (`Ok(None)`), lets it through as a half-open trial (`Ok(Some((state, round)))`: the state the
+/// trial leaves, and the round it is let through in, `new_round` when it begins one), or refuses
+/// it for the wait given.
 fn admission(
     circuit: &Circuit,
     policy: &BreakerPolicy,
     now: Instant,
-) -> Result<Option<Circuit>, Duration> {
+    new_round: u64,
+) -> Result<Option<(Circuit, u64)>, Duration> {
     let cool_down = Duration::from_millis(policy.cool_down_ms);
-    let trial = |in_flight| {
-        Ok(Some(Circuit::HalfOpen {
-            in_flight,
-            since: now,
-        }))
+    let trial = |in_flight, round| {
+        Ok(Some((
+            Circuit::HalfOpen {
+                in_flight,
+                since: now,
+                round,
+            },
+            round,
+        )))
     };
     match *circuit {
         Circuit::Closed { .. } => Ok(None),
-        Circuit::Open { until } if now >= until => trial(1),
-        Circuit::HalfOpen { in_flight, .. } if in_flight < policy.half_open_trials.max(1) => {
-            trial(in_flight + 1)
-        }
-        Circuit::HalfOpen { since, .. } if now >= since + cool_down => trial(1),
+        Circuit::Open { until } if now >= until => trial(1, new_round),
+        Circuit::HalfOpen {
+            in_flight, round, ..
+        } if in_flight < policy.half_open_trials.max(1) => trial(in_flight + 1, round),
+        // A trial that never ended is replaced: a new round, in which it has no slot.
+        Circuit::HalfOpen { since, .. } if now >= since + cool_down => trial(1, new_round),
         Circuit::Open { until } => Err(until.saturating_duration_since(now)),
         Circuit::HalfOpen { since, .. } => Err((since + cool_down).saturating_duration_since(now)),
     }
 }
 
-/// A half-open circuit (`in_flight` trials, the last let through at `since`) once a trial let
-/// through at `trial` ended saying nothing about the tool: it gives its slot back, unless a
-/// newer trial has had it since.
-fn without_trial(in_flight: u32, since: Instant, trial: Option<Instant>) -> Circuit {
-    Circuit::HalfOpen {
-        in_flight: if trial == Some(since) {
-            in_flight.saturating_sub(1)
-        } else {
-            in_flight
+/// A circuit once a trial let through in round `trial` ended saying nothing about the tool: a
+/// half-open circuit gets its slot back if the trial is of its round (whichever of the round's
+/// trials it is), not if it is of an earlier one (a trial that never ended was replaced since).
+fn without_trial(circuit: &Circuit, trial: Option<u64>) -> Circuit {
+    match *circuit {
+        Circuit::HalfOpen {
+            in_flight,
+            since,
+            round,
+        } => Circuit::HalfOpen {
+            in_flight: if trial == Some(round) {
+                in_flight.saturating_sub(1)
+            } else {
+                in_flight
+            },
+            since,
+            round,
         },
-        since,
+        Circuit::Closed {
+            consecutive_failures,
+        } => Circuit::Closed {
+            consecutive_failures,
+        },
+        Circuit::Open { until } => Circuit::Open { until },
     }
 }
 
-/// The breaker's next state after an attempt (`trial`: when it was let through half-open).
+/// The breaker's next state after an attempt (`trial`: the round it was let through in
+/// half-open).
 fn next_circuit(
     circuit: &Circuit,
     policy: &BreakerPolicy,
     now: Instant,
     failure: Option<ToolErrorCategory>,
-    trial: Option<Instant>,
+    trial: Option<u64>,
 ) -> Circuit {
     let open = Circuit::Open {
         until: now + Duration::from_millis(policy.cool_down_ms),
@@ -396,11 +422,9 @@ fn next_circuit(
             Circuit::Open { until: *until }
         }
         // A trial that ended for a reason that says nothing about the tool (cancelled, say)
-        // gives its slot back, unless a newer trial has had it since.
-        (Some(category), Circuit::HalfOpen { in_flight, since })
-            if !counts_against_tool(category) =>
-        {
-            without_trial(*in_flight, *since, trial)
+        // gives its slot back, unless a trial that replaced it has had it since.
+        (Some(category), Circuit::HalfOpen { .. }) if !counts_against_tool(category) => {
+            without_trial(circuit, trial)
         }
         (Some(_), Circuit::HalfOpen { .. } | Circuit::Open { .. }) => open,
         (

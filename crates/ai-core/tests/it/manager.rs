@@ -410,6 +410,56 @@ async fn a_trial_whose_call_was_dropped_gives_its_slot_back() {
     assert_eq!(tool.runs.load(Ordering::SeqCst), 3);
 }
 
+/// Under a policy that lets two trials through at once, the first trial's call is dropped
+/// mid-attempt while the second (let through later) runs: the first gives its slot back too,
+/// though it is not the last let through, so a third call is let through as the second trial
+/// rather than failing `circuit_open` with one trial in flight of the two allowed. So does a
+/// first trial that is cancelled.
+#[tokio::test(start_paused = true)]
+async fn an_earlier_of_two_trials_gives_its_slot_back_too() {
+    for cancelled in [false, true] {
+        let tool = Arc::new(FakeTool::new(
+            T,
+            ToolEffect::ReadOnly,
+            Behaviour::FailOnceThenSleep(Duration::from_millis(100)),
+        ));
+        let mut two_trials = one_strike();
+        two_trials.breaker.half_open_trials = 2;
+        let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], two_trials);
+        let code = |run: ai_core::ToolRun| run.result.failure().map(|f| f.code);
+        assert_eq!(code(h.call(T, "{}").await), Some(ToolErrorCode::Execution));
+        tokio::time::advance(Duration::from_millis(1_000)).await;
+
+        // The first trial, of a run of its own, is let through and left mid-attempt.
+        let first_cancel = ai_core::CancellationToken::new();
+        let call = ai_core::ToolCall {
+            id: ai_core::ToolCallId::new("call_1").unwrap(),
+            name: T.into(),
+            arguments: "{}".into(),
+        };
+        let mut first_call =
+            Box::pin((h.runner).run_tool(&call, &h.ctx, &h.catalog, &h.events, &first_cancel));
+        let pending = tokio::time::timeout(Duration::from_millis(10), &mut first_call).await;
+        assert!(pending.is_err());
+        // The second trial is let through later, and runs meanwhile.
+        let mut second = Box::pin(h.call(T, "{}"));
+        let pending = tokio::time::timeout(Duration::from_millis(10), &mut second).await;
+        assert!(pending.is_err());
+        if cancelled {
+            first_cancel.cancel();
+            assert_eq!(code(first_call.await), Some(ToolErrorCode::Cancelled));
+        } else {
+            drop(first_call);
+        }
+
+        // One trial is in flight of the two allowed: the next call is let through.
+        let (third, second) = tokio::join!(h.call(T, "{}"), second);
+        assert_eq!(code(third), None, "cancelled: {cancelled}");
+        assert_eq!(code(second), None);
+        assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::Closed);
+    }
+}
+
 /// A half-open trial that never ends (its call's future is leaked mid-attempt, neither polled
 /// nor dropped again) holds its slot; the slot goes to a new trial once a cool-down has passed
 /// since it was let through, so a lost trial cannot keep the circuit shut.
