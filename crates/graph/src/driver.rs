@@ -342,9 +342,10 @@ impl Agent {
     /// that never ran (a turn cut at the step limit, calls a cancel answered), leaves it ending
     /// as it would have (`stop` for an answer, with no `Error`), as one that panics on the run's
     /// `Error` or `Done` does; the run did finish, the history holds the whole answer, and the
-    /// sink is the app's. On a delta the model port streams,
-    /// the model call fails. On an event the runner emits for a call, the answer the runner gave
-    /// stands (else the call fails `execution`), and the loop goes on.
+    /// sink is the app's. On a delta the model port streams, the model call fails (or, the
+    /// `cancel` fired by then, is cancelled, keeping the text streamed). On an event the runner
+    /// emits for a call, the answer the runner gave stands (else the call fails `execution`),
+    /// and the loop goes on.
     pub async fn run(
         &self,
         state: AgentState,
@@ -732,8 +733,13 @@ impl Agent {
         };
         let Some(result) = result else {
             // The panic unwound out of the app's sink as it showed a delta (the port let it
-            // through), or out of the port's own code.
-            let message = if shown.panicked.load(Ordering::Relaxed) {
+            // through), or out of the port's own code. A sink's panic after the run's cancel
+            // fired ends it as the cancel asked, as on an event the driver shows (`sink_broke`).
+            let sink_panicked = shown.panicked.load(Ordering::Relaxed);
+            if sink_panicked && cancel.is_cancelled() {
+                return AgentEvent::Cancel { partial_text };
+            }
+            let message = if sink_panicked {
                 "the model call was stopped: the event sink panicked while showing what the \
                  model streamed"
             } else {

@@ -117,7 +117,10 @@ pub use store::InMemoryThreadStore;
 /// 21. A run whose event sink's panic stops it after its cancel fired (its token had fired when
 ///     the stop came, with calls left to run or the model left to call) ends `cancelled`, with no
 ///     `Error`, where it ended `error` saying the sink's panic stopped it.
-pub const LOOP_REVISION: u32 = 21;
+/// 22. So does a run whose event sink panics on a delta the model port streams after its cancel
+///     fired (the text streamed kept), where its model call failed and it ended `error` saying
+///     the sink's panic stopped the model call.
+pub const LOOP_REVISION: u32 = 22;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

@@ -1428,6 +1428,47 @@ async fn a_sink_that_panics_on_a_streamed_delta_is_not_taken_for_the_model_port(
     assert!(!error.contains("port"), "{error}");
 }
 
+/// As for an event the driver shows itself, a run whose token fired before its sink panicked on
+/// a delta the model port streams ends `cancelled`, as the cancel asked, with no `Error` for the
+/// sink: here the sink cancels the run and then panics on the same delta (the cancel came
+/// first). The text streamed before the stop is kept, as for any cancelled model call.
+#[tokio::test]
+async fn a_cancelled_run_whose_sink_panics_on_a_streamed_delta_ends_cancelled() {
+    let f = Fixture::new(
+        vec![text("Hello"), text("never asked")],
+        AgentConfig::default(),
+    );
+    let panicked = std::sync::atomic::AtomicBool::new(false);
+    let sink = |e: AiEvent| {
+        let delta = matches!(e, AiEvent::TextDelta { .. });
+        f.events.lock().unwrap().push(e);
+        if delta && !panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            f.cancel.cancel();
+            panic!("the app's sink broke");
+        }
+    };
+    let state = f
+        .agent
+        .run(
+            f.agent.new_state(),
+            "hi".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    assert!(panicked.load(std::sync::atomic::Ordering::SeqCst));
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "cancelled", "{events:?}");
+    assert!(
+        !events.iter().any(|e| matches!(e, AiEvent::Error { .. })),
+        "{events:?}"
+    );
+    assert_eq!(f.model.requests.lock().unwrap().len(), 1);
+}
+
 /// A runtime without Tokio's time driver (built by hand without `enable_time()`), in which the
 /// runner cannot run a tool: a run is refused before the model is called, with an error that
 /// says what is missing, and the state given is returned as it was; `run_thread` neither loads
