@@ -456,6 +456,9 @@ enum CallState {
     /// `TOOL_CALL_END` sent for a call that started to run (its `ToolCallStart` came, with
     /// arguments); its `TOOL_CALL_RESULT` is due.
     Running,
+    /// `TOOL_CALL_END` sent for a call the runner refused before running it (its `ToolCallStart`
+    /// came without arguments); its `TOOL_CALL_RESULT` is due.
+    Refused,
     /// `TOOL_CALL_END` sent for a call that waits for approval: an interrupt if the run pauses,
     /// else its `TOOL_CALL_RESULT` is due.
     AwaitingApproval,
@@ -610,12 +613,17 @@ impl Translator {
                     }
                 }
                 // Without arguments the runner refused the call before running it (or it is a
-                // call an earlier run showed, answered without running): its result follows at
-                // once, and until then it stays as it was, so a run that ends first answers it
-                // as a call that never ran, not as one that may have.
+                // call an earlier run showed, or one waiting for approval, answered without
+                // running): its result follows at once. Its arguments are complete all the same,
+                // so it ends here, and a run that ends first answers it as a call that was
+                // refused, not as one whose arguments were cut short nor as one that may have
+                // run. A call shown before keeps its state, which says why it never ran.
                 if args.is_some() {
                     self.end_call(tool_call_id, &mut out);
                     self.set_state(tool_call_id, CallState::Running);
+                } else if self.state(tool_call_id) == Some(CallState::Open) {
+                    self.end_call(tool_call_id, &mut out);
+                    self.set_state(tool_call_id, CallState::Refused);
                 }
             }
             AiEvent::ApprovalRequired {
@@ -742,9 +750,10 @@ impl Translator {
     /// `RUN_FINISHED` requires, and a `TOOL_CALL_RESULT` says it never ran, so the client's
     /// history holds no call without an answer (which a next run's model would refuse) and the
     /// client does not take it for one left for it to run (`@ag-ui/client` counts a call
-    /// without a result as pending when the run finishes). A call that started to run (its start
-    /// came with arguments) and got no result (the run's task died) is answered too, saying the
-    /// tool may have run, and so is
+    /// without a result as pending when the run finishes). A call that started to run (its
+    /// start came with arguments) and got no result (the run's task died) is answered too,
+    /// saying the tool may have run, one the runner refused whose result had not come, saying
+    /// it was refused and never ran, and so is
     /// one waiting for approval in a run that ends without pausing, saying it never ran, and one
     /// an earlier run showed that this run continues (see [`Translator::continuing`]).
     fn end_unfinished_calls(&mut self, reason: DoneReason, out: &mut Vec<AguiEvent>) {
@@ -759,6 +768,8 @@ impl Translator {
                 // Started, never answered: only a run that died (its task, or its log) leaves
                 // one; the loop answers every call it starts.
                 CallState::Running => crate::UNANSWERED_CALL,
+                // Refused, its result not yet sent: it never ran, its arguments were complete.
+                CallState::Refused => crate::REFUSED_CALL,
                 CallState::AwaitingApproval if reason != DoneReason::AwaitingApproval => {
                     crate::UNAPPROVED_CALL
                 }

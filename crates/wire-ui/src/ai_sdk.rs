@@ -345,6 +345,11 @@ enum CallState {
     Streaming,
     /// `tool-input-available` sent.
     Settled,
+    /// `tool-input-start` sent for a call the runner refused before running it (its
+    /// `ToolCallStart` came without arguments): its input is complete, and its
+    /// `tool-input-available` (with the input text as the model streamed it) and
+    /// `tool-output-error` are due.
+    Refused,
     /// `tool-input-available` sent for a call that started to run (its `ToolCallStart` came,
     /// with arguments); its output is due.
     Running,
@@ -516,12 +521,19 @@ impl Translator {
             } => {
                 self.close_text(&mut out);
                 self.ensure_call(tool_call_id, tool_name, &mut out);
-                // Without valid arguments the call's `tool-output-error` follows instead.
+                // Without valid arguments the call's `tool-output-error` follows instead. Its
+                // input is complete all the same: a run that ends before that says it was
+                // refused, not that its input was cut short. (A call shown before keeps its
+                // state, which says why it never ran.)
                 if let Some(args) = args {
                     self.settle(tool_call_id, tool_name, args.as_ref().clone(), &mut out);
                     if let Some(call) = self.call_mut(tool_call_id) {
                         call.state = CallState::Running;
                     }
+                } else if let Some(call) = self.call_mut(tool_call_id)
+                    && call.state == CallState::Streaming
+                {
+                    call.state = CallState::Refused;
                 }
             }
             AiEvent::ApprovalRequired {
@@ -555,7 +567,10 @@ impl Translator {
             } => {
                 self.close_text(&mut out);
                 self.ensure_call(tool_call_id, tool_name, &mut out);
-                let unsettled = self.state(tool_call_id) == Some(CallState::Streaming);
+                let unsettled = matches!(
+                    self.state(tool_call_id),
+                    Some(CallState::Streaming | CallState::Refused)
+                );
                 let denied = self.call_mut(tool_call_id).is_some_and(|c| c.denied);
                 match outcome {
                     ToolOutcome::Ok { value } => out.push(UiChunk::ToolOutputAvailable {
@@ -627,7 +642,10 @@ impl Translator {
     }
 
     fn settle(&mut self, id: &ToolCallId, name: &str, input: Value, out: &mut Vec<UiChunk>) {
-        if self.state(id) == Some(CallState::Streaming) {
+        if matches!(
+            self.state(id),
+            Some(CallState::Streaming | CallState::Refused)
+        ) {
             self.mark_settled(id);
             out.push(UiChunk::ToolInputAvailable {
                 tool_call_id: id.as_str().to_owned(),
@@ -673,7 +691,9 @@ impl Translator {
     /// `input-streaming` for good, a state ai 5's `convertToModelMessages` refuses. It ends as
     /// a refused input does, `tool-input-available` with the text streamed so far, then
     /// `tool-output-error`: the two chunks every client from ai 5.0.0 on accepts
-    /// (`tool-input-error` came later), leaving the part `output-error`. A call that started to
+    /// (`tool-input-error` came later), leaving the part `output-error`. A call the runner
+    /// refused whose result had not come ends so too, saying it was refused and never ran (its
+    /// input was complete). A call that started to
     /// run and got no output (the run's task died) ends `output-error` too, saying the tool may
     /// have run, rather than staying `input-available`, which an ai 5 client would take for a
     /// call left for it to answer. A call waiting for approval in a run that ends without
@@ -684,13 +704,16 @@ impl Translator {
     fn end_unfinished_calls(&mut self, reason: DoneReason, out: &mut Vec<UiChunk>) {
         for call in &mut self.calls {
             let error_text = match call.state {
-                CallState::Streaming => {
+                CallState::Streaming | CallState::Refused => {
                     out.push(UiChunk::ToolInputAvailable {
                         tool_call_id: call.id.as_str().to_owned(),
                         tool_name: call.name.clone(),
                         input: Value::String(std::mem::take(&mut call.input_text)),
                     });
-                    crate::UNFINISHED_CALL
+                    match call.state {
+                        CallState::Refused => crate::REFUSED_CALL,
+                        _ => crate::UNFINISHED_CALL,
+                    }
                 }
                 // Started, never answered: only a run that died (its task, or its log) leaves
                 // one; the loop answers every call it starts.

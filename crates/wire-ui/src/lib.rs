@@ -23,6 +23,13 @@ pub mod sse;
 pub(crate) const UNFINISHED_CALL: &str =
     "the run ended before this call's arguments were complete, so it never ran";
 
+/// What a client is told of a tool call the runner refused before running it (its start came
+/// without arguments: they were complete but invalid, the tool is unknown, or the call was
+/// denied) whose result, which follows at once, had not come when the run ended (its task died,
+/// or its log could not be written): it never ran, and its arguments were complete.
+pub(crate) const REFUSED_CALL: &str =
+    "the run ended before this call's result arrived; it was refused, so it never ran";
+
 /// What a client is told of a tool call whose arguments were complete (its start came, with
 /// them) but which had no result when the run ended: the run's task died or its log could not be written,
 /// so whether the tool ran is unknown. The loop itself never ends a run with such a call.

@@ -432,6 +432,37 @@ fn a_started_call_without_a_result_at_the_end_is_answered() {
     assert_eq!(json.last().unwrap()["type"], "RUN_ERROR");
 }
 
+/// A call the runner refused (its start came without arguments: they were complete but
+/// invalid, or the call was denied) and whose result had not come when the run ended never ran
+/// because it was refused: it is told so, never that its arguments were incomplete.
+#[test]
+fn a_refused_call_without_a_result_at_the_end_is_told_it_was_refused() {
+    let out = translate(&crate::scenarios::died_after_refusing_calls());
+    verify(&out).unwrap();
+    let json: Vec<serde_json::Value> = out
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    let results: Vec<&serde_json::Value> = json
+        .iter()
+        .filter(|e| e["type"] == "TOOL_CALL_RESULT")
+        .collect();
+    let content = |message: &str| serde_json::json!({"error": {"message": message}}).to_string();
+    let refused =
+        content("the run ended before this call's result arrived; it was refused, so it never ran");
+    assert_eq!(
+        results,
+        [
+            &serde_json::json!({"type": "TOOL_CALL_RESULT", "messageId": "run-1-result-call_1",
+            "toolCallId": "call_1", "role": "tool", "content": refused}),
+            &serde_json::json!({"type": "TOOL_CALL_RESULT", "messageId": "run-1-result-call_2",
+            "toolCallId": "call_2", "role": "tool", "content": refused}),
+        ],
+        "{json:?}"
+    );
+    assert_eq!(json.last().unwrap()["type"], "RUN_ERROR");
+}
+
 /// Call ids reach the client byte-exact, control characters and all: the translator writes
 /// them as they are, never through `ToolCallId`'s `Display`, which escapes them for messages.
 #[test]
@@ -627,8 +658,9 @@ fn a_resumed_run_that_fails_before_its_results_answers_the_calls_it_continues() 
 
 /// A start without arguments is a call the runner refused before running it, or a denied call
 /// an earlier run showed, answered without running (its result follows at once). A run that
-/// ends between the two (its stream cut, its task dead) answers it as a call that never ran,
-/// as the AI SDK stream does, never as one that "may have run".
+/// ends between the two (its task dead, its log failed) answers it as a call that never ran,
+/// as the AI SDK stream does, never as one that "may have run", nor (its arguments were
+/// complete) as one whose arguments were not.
 #[test]
 fn a_call_started_without_arguments_that_loses_its_result_never_ran() {
     use ai_core::{AiEvent, DoneReason, ToolCallId};
@@ -639,7 +671,7 @@ fn a_call_started_without_arguments_that_loses_its_result_never_ran() {
     };
     let end = [
         AiEvent::Error {
-            message: "this stream was cut".into(),
+            message: "the run ended unexpectedly".into(),
         },
         AiEvent::Done {
             reason: DoneReason::Error,
@@ -658,7 +690,7 @@ fn a_call_started_without_arguments_that_loses_its_result_never_ran() {
             vec![],
             vec![AiEvent::StepStarted { step: 1 }, start("call_z")],
             "call_z",
-            "the run ended before this call's arguments were complete, so it never ran",
+            "the run ended before this call's result arrived; it was refused, so it never ran",
         ),
     ] {
         let mut t = Translator::new("thread-1", "run-2").continuing(continuing);

@@ -603,6 +603,41 @@ fn a_started_call_without_a_result_at_the_end_ends_failed() {
     assert_eq!(json.last().unwrap()["type"], "error");
 }
 
+/// A call the runner refused (its start came without arguments: they were complete but
+/// invalid, or the call was denied) and whose output had not come when the run ended ends
+/// `output-error` with the input text the model streamed, saying it never ran because it was
+/// refused, never that its input was incomplete.
+#[test]
+fn a_refused_call_without_a_result_at_the_end_is_told_it_was_refused() {
+    let out = translate(&crate::scenarios::died_after_refusing_calls());
+    verify(&out).unwrap();
+    let json: Vec<serde_json::Value> = out
+        .iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect();
+    let ended: Vec<&serde_json::Value> = json
+        .iter()
+        .filter(|c| c["type"] == "tool-input-available" || c["type"] == "tool-output-error")
+        .collect();
+    let refused =
+        "the run ended before this call's result arrived; it was refused, so it never ran";
+    assert_eq!(
+        ended,
+        [
+            &serde_json::json!({"type": "tool-input-available", "toolCallId": "call_1",
+            "toolName": "core__get_current_time", "input": "{\"zone\":1}"}),
+            &serde_json::json!({"type": "tool-output-error", "toolCallId": "call_1",
+            "errorText": refused}),
+            &serde_json::json!({"type": "tool-input-available", "toolCallId": "call_2",
+            "toolName": "no_such_tool", "input": ""}),
+            &serde_json::json!({"type": "tool-output-error", "toolCallId": "call_2",
+            "errorText": refused}),
+        ],
+        "{json:?}"
+    );
+    assert_eq!(json.last().unwrap()["type"], "error");
+}
+
 /// Call ids reach the client byte-exact, control characters and all: the translator writes
 /// them as they are, never through `ToolCallId`'s `Display`, which escapes them for messages.
 #[test]

@@ -274,6 +274,24 @@ pub(crate) fn died_with_a_call_unanswered() -> Vec<AiEvent> {
     ]
 }
 
+/// A run whose task died (or whose log could not be written) after the runner refused two
+/// calls (their starts came without arguments, their results were still to follow): one whose
+/// arguments streamed, and one an endpoint sent whole.
+pub(crate) fn died_after_refusing_calls() -> Vec<AiEvent> {
+    vec![
+        step(1),
+        announce("call_1", TIME),
+        args("call_1", "{\"zone\":"),
+        args("call_1", "1}"),
+        start("call_1", TIME, None),
+        start("call_2", "no_such_tool", None),
+        AiEvent::Error {
+            message: "the run ended unexpectedly".into(),
+        },
+        done(DoneReason::Error),
+    ]
+}
+
 /// What [`with_odd_call_ids`] puts before each call id's `call_`, as JSON writes it.
 pub(crate) const ODD_CALL_ID_PREFIX_JSON: &str = r"\u001b[2J\n";
 
