@@ -498,6 +498,8 @@ pub struct Translator {
     /// The calls that wait for approval, as interrupts for `RUN_FINISHED`.
     interrupts: Vec<Interrupt>,
     error: Option<String>,
+    /// The server cut the stream while the run goes on ([`Translator::cut`]).
+    cut: bool,
     finished: bool,
 }
 
@@ -516,6 +518,7 @@ impl Translator {
             calls: Vec::new(),
             interrupts: Vec::new(),
             error: None,
+            cut: false,
             finished: false,
         }
     }
@@ -525,10 +528,11 @@ impl Translator {
     /// second `TOOL_CALL_ARGS` would append to the arguments the client holds). Each comes with
     /// whether the user approved it (`false` for a denied call, or one a new message cancels).
     ///
-    /// A run that ends before a call's result (its log could not be written, its task died, or
-    /// its stream was cut) still answers it before `RUN_ERROR`, as it answers its own calls: an
-    /// approved call may have run, any other never ran. Left without a `TOOL_CALL_RESULT`, the
-    /// client's history would hold a call without an answer.
+    /// A run that ends before a call's result (its log could not be written, its task died)
+    /// still answers it before `RUN_ERROR`, as it answers its own calls: an approved call may
+    /// have run, any other never ran. A stream the server cuts ([`Translator::cut`]) answers it
+    /// too, saying the run goes on (a call not approved, that it never runs). Left without a
+    /// `TOOL_CALL_RESULT`, the client's history would hold a call without an answer.
     pub fn continuing(mut self, calls: impl IntoIterator<Item = (ToolCallId, bool)>) -> Self {
         self.calls.extend(calls.into_iter().map(|(id, approved)| {
             let state = match approved {
@@ -546,6 +550,23 @@ impl Translator {
             thread_id: self.thread_id.clone(),
             run_id: self.run_id.clone(),
         }]
+    }
+
+    /// Ends the stream of a run that goes on without it: the server cut it for a client that
+    /// fell too far behind. The calls the stream leaves without a result are answered with what
+    /// is true of a cut stream, never that the run ended: their result was not sent and the run
+    /// goes on, its thread holding the result once it ends (a call the runner refused, or one
+    /// the user denied, is told it never runs). Then `RUN_ERROR` carries `message`, the
+    /// cut's reason. After the terminal event, nothing more is produced.
+    pub fn cut(&mut self, message: impl Into<String>) -> Vec<AguiEvent> {
+        let mut out = Vec::new();
+        if self.finished {
+            return out;
+        }
+        self.cut = true;
+        self.error = Some(message.into());
+        self.finish(DoneReason::Error, &mut out);
+        out
     }
 
     /// Whether the terminal event (`RUN_FINISHED` or `RUN_ERROR`) has been produced.
@@ -755,10 +776,12 @@ impl Translator {
     /// saying the tool may have run, one the runner refused whose result had not come, saying
     /// it was refused and never ran, and so is
     /// one waiting for approval in a run that ends without pausing, saying it never ran, and one
-    /// an earlier run showed that this run continues (see [`Translator::continuing`]).
+    /// an earlier run showed that this run continues (see [`Translator::continuing`]). A stream
+    /// the server cut ([`Translator::cut`]) says instead that the run goes on.
     fn end_unfinished_calls(&mut self, reason: DoneReason, out: &mut Vec<AguiEvent>) {
+        let cut = self.cut;
         for (id, state) in &mut self.calls {
-            let message = match *state {
+            let ended = match *state {
                 CallState::Open => {
                     out.push(AguiEvent::ToolCallEnd {
                         tool_call_id: id.as_str().to_owned(),
@@ -779,6 +802,14 @@ impl Translator {
                 CallState::Approved => crate::UNANSWERED_CALL,
                 CallState::NotApproved => crate::UNRECORDED_DENIAL,
                 CallState::AwaitingApproval | CallState::Ended => continue,
+            };
+            // A cut stream's run goes on: what it does with the call is not known here, unless
+            // the call never runs.
+            let message = match *state {
+                _ if !cut => ended,
+                CallState::Refused => crate::CUT_REFUSED_CALL,
+                CallState::NotApproved => crate::CUT_DENIAL,
+                _ => crate::CUT_CALL,
             };
             *state = CallState::Ended;
             out.push(AguiEvent::ToolCallResult {

@@ -408,6 +408,8 @@ pub struct Translator {
     open_text: Option<String>,
     calls: Vec<Call>,
     error: Option<String>,
+    /// The server cut the stream while the run goes on ([`Translator::cut`]).
+    cut: bool,
     finished: bool,
 }
 
@@ -424,6 +426,7 @@ impl Translator {
             open_text: None,
             calls: Vec::new(),
             error: None,
+            cut: false,
             finished: false,
         }
     }
@@ -468,6 +471,23 @@ impl Translator {
         vec![UiChunk::Start {
             message_id: (!self.resumes).then(|| format!("{}-msg", self.run_id)),
         }]
+    }
+
+    /// Ends the stream of a run that goes on without it: the server cut it for a client that
+    /// fell too far behind. The calls the stream leaves without a result are answered with what
+    /// is true of a cut stream, never that the run ended: their result was not sent and the run
+    /// goes on, its thread holding the result once it ends (a call the runner refused, or one
+    /// the user denied, is told it never runs). Then `error` chunk carries `message`, the
+    /// cut's reason. After the terminal event, nothing more is produced.
+    pub fn cut(&mut self, message: impl Into<String>) -> Vec<UiChunk> {
+        let mut out = Vec::new();
+        if self.finished {
+            return out;
+        }
+        self.cut = true;
+        self.error = Some(message.into());
+        self.finish(DoneReason::Error, &mut out);
+        out
     }
 
     /// Whether the terminal chunk (`finish`, `error` or `abort`) has been produced.
@@ -700,10 +720,12 @@ impl Translator {
     /// pausing (its log failed, or its task died) ends `output-error` too, saying it never ran:
     /// no run will ask for that approval again. So does a call the user answered, in a run that
     /// resumed from the answers and ended before the call's output (a denied call never ran; an
-    /// approved one may have): left `approval-responded`, the client would show it waiting.
+    /// approved one may have): left `approval-responded`, the client would show it waiting. A
+    /// stream the server cut ([`Translator::cut`]) says instead that the run goes on.
     fn end_unfinished_calls(&mut self, reason: DoneReason, out: &mut Vec<UiChunk>) {
+        let cut = self.cut;
         for call in &mut self.calls {
-            let error_text = match call.state {
+            let ended = match call.state {
                 CallState::Streaming | CallState::Refused => {
                     out.push(UiChunk::ToolInputAvailable {
                         tool_call_id: call.id.as_str().to_owned(),
@@ -722,11 +744,19 @@ impl Translator {
                     crate::UNAPPROVED_CALL
                 }
                 // Answered by the user, with no output yet: the run ended before it got to the
-                // call (its log failed or its task died before, or the stream was cut). A
-                // denied call never runs; an approved one may have run.
+                // call (its log failed or its task died before). A denied call never runs; an
+                // approved one may have run.
                 CallState::Answered if call.denied => crate::UNRECORDED_DENIAL,
                 CallState::Answered => crate::UNANSWERED_CALL,
                 CallState::AwaitingApproval | CallState::Settled => continue,
+            };
+            // A cut stream's run goes on: what it does with the call is not known here, unless
+            // the call never runs.
+            let error_text = match call.state {
+                _ if !cut => ended,
+                CallState::Refused => crate::CUT_REFUSED_CALL,
+                CallState::Answered if call.denied => crate::CUT_DENIAL,
+                _ => crate::CUT_CALL,
             };
             call.state = CallState::Settled;
             out.push(UiChunk::ToolOutputError {

@@ -44,11 +44,27 @@ pub(crate) const UNAPPROVED_CALL: &str =
     "the run ended before this call was approved, so it never ran";
 
 /// What a client is told of a call the user denied, in a run that resumed from the user's
-/// answers and ended before it said so (its log could not be written, its task died, or its
-/// stream was cut): a denied call never runs. Over AG-UI, also what a call a new message
+/// answers and ended before it said so (its log could not be written, or its task died): a
+/// denied call never runs. Over AG-UI, also what a call a new message
 /// cancelled is told (the user did not approve it) when the run that cancels it ends so.
 pub(crate) const UNRECORDED_DENIAL: &str =
     "the run ended before this call's denial was recorded; the call never ran";
+
+/// What a client is told of a tool call its stream left without a result when the server cut
+/// the stream (the client fell behind) while the run goes on: the call's arguments may still
+/// complete, it may run or wait for approval, and its result is in the thread once the run ends.
+pub(crate) const CUT_CALL: &str = "the stream was cut before this call's result arrived; the run \
+                                   goes on: read the thread again once it has ended";
+
+/// What a client is told of a call the runner refused (see [`REFUSED_CALL`]) whose result its
+/// stream did not carry because the server cut the stream: it never ran, whatever the run does.
+pub(crate) const CUT_REFUSED_CALL: &str =
+    "the stream was cut before this call's result arrived; it was refused, so it never ran";
+
+/// What a client is told of a call the user denied (see [`UNRECORDED_DENIAL`]) whose answer its
+/// stream did not carry because the server cut the stream: a denied call never runs.
+pub(crate) const CUT_DENIAL: &str =
+    "the stream was cut before this call's denial was recorded; the call never runs";
 
 /// A translator moves between tasks with the run whose events it renames.
 #[allow(dead_code)]

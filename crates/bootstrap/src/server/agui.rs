@@ -26,6 +26,10 @@ impl Translate for Stream {
         self.0.push(event).iter().map(sse::frame).collect()
     }
 
+    fn cut(&mut self, message: &str) -> String {
+        self.0.cut(message).iter().map(sse::frame).collect()
+    }
+
     fn finished(&self) -> bool {
         self.0.is_finished()
     }

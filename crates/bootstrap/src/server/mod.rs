@@ -13,7 +13,8 @@
 //! events wait for it and it has taken none of them for [`AppState::with_slow_client_grace`], or
 //! at once when what waits would pass [`AppState::with_max_unsent_bytes`] (the hard bound of the
 //! memory a client holds). A client that reads is not cut for a burst of events. A cut stream
-//! ends in its protocol's terminal error, saying the run goes on.
+//! ends in its protocol's terminal error, saying the run goes on, as do the answers it gives the
+//! tool calls it showed without a result.
 //!
 //! With a [`ServerToken`] (`COGNI_SERVER_TOKEN`), every path but `/healthz` asks for
 //! `Authorization: Bearer <token>` (the `auth` middleware, which runs before any route); without
@@ -136,7 +137,8 @@ impl AppState {
     ///
     /// A cut stream's waiting events are dropped, and its response ends in the protocol's
     /// terminal error (AG-UI `RUN_ERROR`, the AI SDK's `error` chunk then `[DONE]`) saying the
-    /// stream was cut and the run goes on: the run is recorded and saves its thread as if the
+    /// stream was cut and the run goes on (after answering each tool call it showed without a
+    /// result so, never as if the run had ended): the run is recorded and saves its thread as if the
     /// client were there. Without the bound, a client that never reads would leave every event
     /// of its run in the server's memory for as long as its connection stays open.
     pub fn with_max_unsent_events(mut self, max: std::num::NonZeroUsize) -> Self {
@@ -1232,6 +1234,9 @@ impl Drop for BusyGuard {
 pub(crate) trait Translate: Send + 'static {
     /// The frames for one event.
     fn frames(&mut self, event: &AiEvent) -> String;
+    /// The frames that end a stream the server cut while its run goes on: the protocol's
+    /// terminal error carrying `message`, after the calls the stream leaves open are told so.
+    fn cut(&mut self, message: &str) -> String;
     /// Whether the terminal frame has been produced.
     fn finished(&self) -> bool;
     /// Frames after the terminal one (the AI SDK's `[DONE]`).
@@ -1312,16 +1317,9 @@ fn sse_response<T: Translate>(
                 // Not the run's end, but the stream's: the protocol's terminal error, saying so
                 // and that the run goes on, rather than a body that breaks off (a client shows
                 // that as a broken response). Made only when the client reads this far: the cut
-                // holds no memory for it.
-                None if s.events.was_cut() => {
-                    let mut frames = s.translator.frames(&AiEvent::Error {
-                        message: CUT_MESSAGE.into(),
-                    });
-                    frames.push_str(&s.translator.frames(&AiEvent::Done {
-                        reason: DoneReason::Error,
-                    }));
-                    frames
-                }
+                // holds no memory for it. The calls it leaves open are told the run goes on,
+                // not that it ended.
+                None if s.events.was_cut() => s.translator.cut(CUT_MESSAGE),
                 // The run ended without its Done (its task failed): close the protocol anyway.
                 None => {
                     let mut frames = s.translator.frames(&AiEvent::Error {
@@ -1444,6 +1442,11 @@ mod tests {
             self.0 |= matches!(event, AiEvent::Done { .. });
             let name = serde_json::to_value(event).unwrap()["type"].clone();
             format!("data: {name}\n\n")
+        }
+
+        fn cut(&mut self, message: &str) -> String {
+            self.0 = true;
+            format!("data: {}\n\n", serde_json::json!({"cut": message}))
         }
 
         fn finished(&self) -> bool {
@@ -1604,6 +1607,111 @@ mod tests {
             "{body}"
         );
         assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+    }
+
+    /// The body a client reads of a run whose stream the server cuts (the client fell more than
+    /// 1 KiB behind) after the client took a call's start and before that call's result: the
+    /// run goes on.
+    async fn cut_after_a_call_started(translator: impl super::Translate, first: String) -> String {
+        use futures_util::StreamExt;
+        use std::sync::atomic::Ordering;
+
+        let (sender, events) = tokio::sync::mpsc::unbounded_channel();
+        let unsent = Arc::new(super::relay::Unsent::default());
+        let bounds = super::relay::Bounds {
+            max_events: usize::MAX,
+            grace: std::time::Duration::MAX,
+            max_bytes: 1024,
+        };
+        let run = super::StartedRun {
+            events: super::relay::relay(events, bounds, unsent.clone()),
+            cancel: ai_core::CancellationToken::new(),
+            resumed: Vec::new(),
+            superseded: Vec::new(),
+        };
+        let response = super::sse_response(first, run, translator, &[]);
+        let mut body = response.into_body().into_data_stream();
+        let mut shown = String::new();
+        let mut next = async |shown: &mut String| match body.next().await {
+            Some(frame) => shown.push_str(std::str::from_utf8(&frame.unwrap()).unwrap()),
+            None => panic!("the body ended early: {shown}"),
+        };
+        next(&mut shown).await;
+        for event in [
+            AiEvent::StepStarted { step: 1 },
+            AiEvent::ToolCallStart {
+                tool_call_id: ToolCallId::new("call_time").unwrap(),
+                tool_name: "core__get_current_time".into(),
+                args: Some(Arc::new(serde_json::json!({}))),
+            },
+        ] {
+            sender.send(event).unwrap();
+        }
+        // The client takes the call's start.
+        while !shown.contains("call_time") {
+            next(&mut shown).await;
+        }
+        // Then reads nothing while one event waits and one more would pass the bound.
+        let waits = |count: usize| {
+            let unsent = unsent.clone();
+            async move {
+                while unsent.events.load(Ordering::Relaxed) != count {
+                    tokio::task::yield_now().await;
+                }
+            }
+        };
+        let text = |size: usize| AiEvent::TextDelta {
+            delta: "x".repeat(size),
+        };
+        sender.send(text(8)).unwrap();
+        waits(1).await;
+        sender.send(text(2048)).unwrap();
+        waits(0).await;
+        while let Some(frame) = body.next().await {
+            shown.push_str(std::str::from_utf8(&frame.unwrap()).unwrap());
+        }
+        drop(sender);
+        shown
+    }
+
+    /// A stream cut for a client that fell behind, while its run goes on, tells the call it left
+    /// without a result that the stream was cut and the run goes on, before the protocol's error
+    /// (which says so too), never that the run ended before the call's result.
+    #[tokio::test]
+    async fn a_cut_stream_tells_a_call_in_flight_the_run_goes_on() {
+        let goes_on = "the stream was cut before this call's result arrived; the run goes on";
+        let mut translator = wire_ui::agui::Translator::new("t-cut", "r-cut");
+        let first = translator.start().iter().map(wire_ui::sse::frame).collect();
+        let body = cut_after_a_call_started(super::agui::Stream(translator), first).await;
+        record("cut-after-call-start.agui.sse", &body);
+        assert!(!body.contains("the run ended"), "{body}");
+        let frames: Vec<&str> = body.trim_end().split("\n\n").collect();
+        let result = frames
+            .iter()
+            .position(|frame| frame.contains("TOOL_CALL_RESULT") && frame.contains(goes_on));
+        assert!(result.is_some(), "{body}");
+        let last = frames.last().unwrap();
+        assert!(
+            last.contains("RUN_ERROR") && last.contains("the run goes on"),
+            "{body}"
+        );
+
+        let mut translator = wire_ui::ai_sdk::Translator::new("r-cut");
+        let first = translator.start().iter().map(wire_ui::sse::frame).collect();
+        let body =
+            cut_after_a_call_started(super::chat::Stream(translator, Vec::new()), first).await;
+        record("cut-after-call-start.aisdk.sse", &body);
+        assert!(!body.contains("the run ended"), "{body}");
+        let frames: Vec<&str> = body.trim_end().split("\n\n").collect();
+        let [.., output, error, done] = frames[..] else {
+            panic!("{body}");
+        };
+        assert!(
+            output.contains("\"tool-output-error\"") && output.contains(goes_on),
+            "{body}"
+        );
+        assert!(error.contains("\"type\":\"error\"") && error.contains("the run goes on"));
+        assert_eq!(done, "data: [DONE]", "{body}");
     }
 
     /// A run store whose commit of a run's last batch (the one with `Done`) fails, as a full

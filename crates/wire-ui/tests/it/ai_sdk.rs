@@ -638,6 +638,66 @@ fn a_refused_call_without_a_result_at_the_end_is_told_it_was_refused() {
     assert_eq!(json.last().unwrap()["type"], "error");
 }
 
+/// A stream the server cuts for a client that fell behind ends while its run goes on: the calls
+/// it leaves open end `output-error`, told their output was not sent and the run goes on (a
+/// refused one, or a denied one an earlier run showed, that it never runs), never that the run
+/// ended, and the cut's message is the `error` chunk's. Nothing follows.
+#[test]
+fn a_cut_stream_tells_its_open_calls_the_run_goes_on() {
+    use ai_core::ToolCallId;
+    let mut t = Translator::new("run-1").continuing([
+        (ToolCallId::new("call_5").unwrap(), true),
+        (ToolCallId::new("call_6").unwrap(), false),
+    ]);
+    let mut out = t.start();
+    for event in crate::scenarios::calls_in_flight_at_a_cut() {
+        out.extend(t.push(&event));
+    }
+    out.extend(t.cut("this stream was cut; the run goes on"));
+    assert!(t.is_finished());
+    assert!(
+        t.cut("again").is_empty(),
+        "nothing after the terminal chunk"
+    );
+    let continued = ["call_5", "call_6"];
+    verify_continuing(&out, &continued).unwrap();
+    let json: Vec<serde_json::Value> = out
+        .iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect();
+    let ended: Vec<(&str, &str)> = json
+        .iter()
+        .filter(|c| c["type"] == "tool-output-error")
+        .map(|c| {
+            (
+                c["toolCallId"].as_str().unwrap(),
+                c["errorText"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let goes_on = "the stream was cut before this call's result arrived; the run goes on: read \
+                   the thread again once it has ended";
+    let refused = "the stream was cut before this call's result arrived; it was refused, so it \
+                   never ran";
+    let denied = "the stream was cut before this call's denial was recorded; the call never runs";
+    assert_eq!(
+        ended,
+        [
+            ("call_5", goes_on),
+            ("call_6", denied),
+            ("call_1", goes_on),
+            ("call_2", goes_on),
+            ("call_3", refused),
+            ("call_4", goes_on),
+        ],
+        "{json:?}"
+    );
+    assert_eq!(
+        json.last().unwrap(),
+        &serde_json::json!({"type": "error", "errorText": "this stream was cut; the run goes on"})
+    );
+}
+
 /// Call ids reach the client byte-exact, control characters and all: the translator writes
 /// them as they are, never through `ToolCallId`'s `Display`, which escapes them for messages.
 #[test]

@@ -292,6 +292,21 @@ pub(crate) fn died_after_refusing_calls() -> Vec<AiEvent> {
     ]
 }
 
+/// A run whose stream is about to be cut (its client fell behind) while it goes on, with a call
+/// in each state a cut can find it in: one whose arguments still stream, one running, one the
+/// runner refused (its result still to come), and one waiting for approval. No `Done`: the run
+/// has not ended.
+pub(crate) fn calls_in_flight_at_a_cut() -> Vec<AiEvent> {
+    vec![
+        step(1),
+        announce("call_1", TIME),
+        args("call_1", "{"),
+        start("call_2", LIST, Some(json!({"path": "."}))),
+        start("call_3", "no_such_tool", None),
+        approval("call_4", WRITE, json!({"path": "a.txt", "content": "a"})),
+    ]
+}
+
 /// What [`with_odd_call_ids`] puts before each call id's `call_`, as JSON writes it.
 pub(crate) const ODD_CALL_ID_PREFIX_JSON: &str = r"\u001b[2J\n";
 
