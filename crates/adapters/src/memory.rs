@@ -258,7 +258,7 @@ fn dangling(events: &[AiEvent]) -> Vec<DanglingToolCall> {
         if let AiEvent::ToolCallStart {
             tool_call_id,
             tool_name,
-            ..
+            args,
         } = event
             && !answered.contains(&tool_call_id)
             && !out.iter().any(|d| &d.tool_call_id == tool_call_id)
@@ -266,6 +266,7 @@ fn dangling(events: &[AiEvent]) -> Vec<DanglingToolCall> {
             out.push(DanglingToolCall {
                 tool_call_id: tool_call_id.clone(),
                 tool_name: tool_name.to_string(),
+                never_ran: args.is_none(),
             });
         }
     }

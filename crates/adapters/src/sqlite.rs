@@ -873,7 +873,8 @@ fn interrupted_run(
         if dangling.iter().any(|d| d.tool_call_id == tool_call_id) {
             continue;
         }
-        let tool_name = serde_json::from_str::<Value>(&json).ok().and_then(|v| {
+        let start = serde_json::from_str::<Value>(&json).ok();
+        let tool_name = start.as_ref().and_then(|v| {
             v.get("tool_name")
                 .and_then(Value::as_str)
                 .map(str::to_owned)
@@ -881,9 +882,12 @@ fn interrupted_run(
         let Some(tool_name) = tool_name else {
             return Ok(Err("a tool call start event has no tool name"));
         };
+        // A start without arguments leaves `args` out; one with them, `null` included, has it.
+        let never_ran = start.as_ref().is_some_and(|v| v.get("args").is_none());
         dangling.push(DanglingToolCall {
             tool_call_id,
             tool_name,
+            never_ran,
         });
     }
     Ok(Ok(InterruptedRun {

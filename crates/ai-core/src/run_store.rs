@@ -140,6 +140,11 @@ pub struct DanglingToolCall {
     pub tool_call_id: ToolCallId,
     /// The tool name from its start event (needed for its result event).
     pub tool_name: String,
+    /// Its start event came without arguments: the runner refused the call before running it
+    /// (its arguments did not validate, its tool is unknown, it was denied), or the loop
+    /// answered it without running it, its result to follow at once. Such a call never ran, and
+    /// a client was told so. A start with arguments (`null` included) may have run.
+    pub never_ran: bool,
 }
 
 /// A run found `running` after a restart, now marked [`RunStatus::Interrupted`], and not closed

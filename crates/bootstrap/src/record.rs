@@ -768,7 +768,9 @@ async fn take_dead(
 /// What the closing of an interrupted run says: to each call that started without a result,
 /// and as the run's error.
 struct Closing {
-    /// The `interrupted` result's message for a call that started and has no result.
+    /// The `interrupted` result's message for a call that started with its arguments and has
+    /// no result: it may have run. (A call whose start came without them never ran:
+    /// [`NEVER_RAN_CALL`].)
     call: &'static str,
     /// The run's error.
     error: String,
@@ -783,6 +785,13 @@ impl Closing {
         }
     }
 }
+
+/// The `interrupted` result of a call whose start came without arguments (the runner refused it
+/// before running it, or the loop answered it without running it, its result to follow at once)
+/// in a run closed before that result was stored: it never ran, whatever closed the run, as the
+/// client's stream told it.
+const NEVER_RAN_CALL: &str =
+    "the run ended before this call's result was stored; it was refused, so it never ran";
 
 /// The `interrupted` result of a call that started in a run whose log could not be written
 /// before the call's result was stored.
@@ -813,7 +822,8 @@ async fn close_now(
     close(stores, log, run, why).await
 }
 
-/// Closes one interrupted run (its lock held): `interrupted` results for its dangling calls,
+/// Closes one interrupted run (its lock held): `interrupted` results for its dangling calls
+/// (saying a call whose start came without arguments never ran, any other that it may have),
 /// an error, `Done` (both as `why` says), and the repaired thread state when the thread has not
 /// moved on. Returns false when the run turns out to be closed already.
 async fn close(
@@ -830,14 +840,19 @@ async fn close(
     {
         return Ok(false);
     }
-    let failure = ToolFailure::new(ToolErrorCode::Interrupted, why.call);
     let mut events: Vec<AiEvent> = run
         .dangling
         .iter()
-        .map(|call| AiEvent::ToolCallResult {
-            tool_call_id: call.tool_call_id.clone(),
-            tool_name: call.tool_name.as_str().into(),
-            outcome: ToolOutcome::Error(failure.clone()),
+        .map(|call| {
+            let message = match call.never_ran {
+                true => NEVER_RAN_CALL,
+                false => why.call,
+            };
+            AiEvent::ToolCallResult {
+                tool_call_id: call.tool_call_id.clone(),
+                tool_name: call.tool_name.as_str().into(),
+                outcome: ToolOutcome::Error(ToolFailure::new(ToolErrorCode::Interrupted, message)),
+            }
         })
         .collect();
     events.push(AiEvent::Error { message: why.error });

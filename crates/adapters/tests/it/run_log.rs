@@ -10,7 +10,9 @@ use ai_core::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{call, done, record, result, run, running, six_events, start};
+use crate::support::{
+    call, done, null_args_start, record, refused_start, result, run, running, six_events, start,
+};
 
 /// Both ports, as one object.
 pub(crate) trait Stores: RunStore + ThreadStore {}
@@ -283,7 +285,14 @@ async fn recovery_names_dangling_calls_once(store: &dyn Stores) {
         .await
         .unwrap();
     let step = RunStep {
-        events: vec![start("c1"), start("c2"), result("c1"), start("c3")],
+        events: vec![
+            start("c1"),
+            start("c2"),
+            result("c1"),
+            start("c3"),
+            refused_start("c4"),
+            null_args_start("c5"),
+        ],
         ..RunStep::default()
     };
     store.commit_step(&cut, step).await.unwrap();
@@ -304,11 +313,20 @@ async fn recovery_names_dangling_calls_once(store: &dyn Stores) {
     let dangling = |id: &str| DanglingToolCall {
         tool_call_id: call(id),
         tool_name: "core__get_current_time".into(),
+        never_ran: id == "c4",
     };
     assert_eq!(recovered.len(), 2);
     assert_eq!(recovered[0].run_id, cut);
     assert_eq!(recovered[0].thread_id, Some(thread("t")));
-    assert_eq!(recovered[0].dangling, vec![dangling("c2"), dangling("c3")]);
+    assert_eq!(
+        recovered[0].dangling,
+        vec![
+            dangling("c2"),
+            dangling("c3"),
+            dangling("c4"),
+            dangling("c5")
+        ]
+    );
     assert_eq!(recovered[1].run_id, run("idle"));
     assert!(recovered[1].dangling.is_empty());
     let header = store.load_run(&cut).await.unwrap().header;
@@ -349,7 +367,7 @@ async fn recovery_names_dangling_calls_once(store: &dyn Stores) {
         thread_state: Some(json!({"repaired": true})),
         ..RunStep::default()
     };
-    assert_eq!(store.commit_step(&cut, recovery).await.unwrap(), 4..7);
+    assert_eq!(store.commit_step(&cut, recovery).await.unwrap(), 6..11);
     let closing = RunStep {
         events: vec![done()],
         ..RunStep::default()

@@ -9,7 +9,9 @@ use ai_core::{
 };
 use serde_json::json;
 
-use crate::support::{call, done, record, result, run, running, six_events, start};
+use crate::support::{
+    call, done, null_args_start, record, refused_start, result, run, running, six_events, start,
+};
 
 fn thread(id: &str) -> ThreadId {
     ThreadId::new(id).unwrap()
@@ -210,7 +212,14 @@ async fn recovery_marks_cut_runs_interrupted_and_names_their_dangling_calls() {
             .await
             .unwrap();
         let step = RunStep {
-            events: vec![start("c1"), start("c2"), result("c1"), start("c3")],
+            events: vec![
+                start("c1"),
+                start("c2"),
+                result("c1"),
+                start("c3"),
+                refused_start("c4"),
+                null_args_start("c5"),
+            ],
             ..RunStep::default()
         };
         store.commit_step(&cut, step).await.unwrap();
@@ -237,8 +246,17 @@ async fn recovery_marks_cut_runs_interrupted_and_names_their_dangling_calls() {
     let dangling = |id: &str| DanglingToolCall {
         tool_call_id: call(id),
         tool_name: "core__get_current_time".into(),
+        never_ran: id == "c4",
     };
-    assert_eq!(recovered[0].dangling, vec![dangling("c2"), dangling("c3")]);
+    assert_eq!(
+        recovered[0].dangling,
+        vec![
+            dangling("c2"),
+            dangling("c3"),
+            dangling("c4"),
+            dangling("c5")
+        ]
+    );
     assert_eq!(recovered[1].run_id, run("idle"));
     assert!(recovered[1].dangling.is_empty());
     let header = store.load_run(&run("cut")).await.unwrap().header;
@@ -285,7 +303,7 @@ async fn recovery_marks_cut_runs_interrupted_and_names_their_dangling_calls() {
         )
         .await
         .unwrap();
-    assert_eq!(seqs, 4..7);
+    assert_eq!(seqs, 6..11);
     assert!(matches!(
         store.finish_run(&run("cut"), 300).await,
         Err(RunStoreError::WrongStatus {
@@ -481,6 +499,7 @@ async fn one_corrupt_interrupted_run_does_not_stop_the_recovery_of_the_others() 
         dangling: vec![DanglingToolCall {
             tool_call_id: call("c1"),
             tool_name: "core__get_current_time".into(),
+            never_ran: false,
         }],
     }];
     let found = store
@@ -713,6 +732,7 @@ async fn a_value_of_another_type_in_one_interrupted_run_does_not_stop_the_recove
         dangling: vec![DanglingToolCall {
             tool_call_id: call("c1"),
             tool_name: "core__get_current_time".into(),
+            never_ran: false,
         }],
     }];
     let found = store

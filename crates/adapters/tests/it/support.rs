@@ -38,6 +38,24 @@ pub(crate) fn start(id: &str) -> AiEvent {
     }
 }
 
+/// A start event for `id` without arguments: a call the runner refused before running it.
+pub(crate) fn refused_start(id: &str) -> AiEvent {
+    AiEvent::ToolCallStart {
+        tool_call_id: call(id),
+        tool_name: "core__get_current_time".into(),
+        args: None,
+    }
+}
+
+/// A start event for `id` whose validated arguments are `null`: present, so it may have run.
+pub(crate) fn null_args_start(id: &str) -> AiEvent {
+    AiEvent::ToolCallStart {
+        tool_call_id: call(id),
+        tool_name: "core__get_current_time".into(),
+        args: Some(Arc::new(serde_json::Value::Null)),
+    }
+}
+
 /// An ok result event for `id`.
 pub(crate) fn result(id: &str) -> AiEvent {
     AiEvent::ToolCallResult {

@@ -462,6 +462,58 @@ async fn recovery_gives_an_unchanged_thread_the_interrupted_turn() {
     assert!(after.to_string().contains("first"), "{after}");
 }
 
+/// A crash's closing answers a call that started with arguments as one that may have taken
+/// effect, and one whose start came without them (the runner refused it: its result was to
+/// follow at once) as one that never ran, as the client's stream was told.
+#[tokio::test]
+async fn recovery_answers_a_refused_call_as_one_that_never_ran() {
+    use ai_core::{ToolCallId, ToolOutcome};
+    let OpenRun {
+        stores, log, open, ..
+    } = open_run().await;
+    let start = |id: &str, args: Option<serde_json::Value>| AiEvent::ToolCallStart {
+        tool_call_id: ToolCallId::new(id).unwrap(),
+        tool_name: "core__get_current_time".into(),
+        args: args.map(Arc::new),
+    };
+    let step = RunStep {
+        events: vec![
+            AiEvent::StepStarted { step: 1 },
+            start("call-ran", Some(serde_json::json!({}))),
+            start("call-refused", None),
+        ],
+        ..RunStep::default()
+    };
+    log.runs.commit_step(&open, step).await.unwrap();
+    recover(&stores, &FixedClock).await.unwrap();
+    let events = log.runs.load_run(&open).await.unwrap().events;
+    let answers: Vec<(&str, &str)> = events
+        .iter()
+        .filter_map(|event| match event {
+            AiEvent::ToolCallResult {
+                tool_call_id,
+                outcome: ToolOutcome::Error(failure),
+                ..
+            } => Some((tool_call_id.as_str(), failure.safe_message.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            (
+                "call-ran",
+                "the process running this call stopped; whether it took effect is unknown"
+            ),
+            (
+                "call-refused",
+                "the run ended before this call's result was stored; it was refused, so it \
+                 never ran"
+            ),
+        ]
+    );
+}
+
 /// A run that started from a thread paused for an approval (the server's only way on from a
 /// pause is the next user message) and crashed: recovery must still give the thread the
 /// interrupted turn, with the call that ran and its `interrupted` result.
