@@ -7,7 +7,9 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use ai_core::{MAX_LIST_ENTRIES, Workspace, WorkspaceEntry, WorkspaceError, WorkspaceListing};
+use ai_core::{
+    FilePart, MAX_LIST_ENTRIES, Workspace, WorkspaceEntry, WorkspaceError, WorkspaceListing,
+};
 use async_trait::async_trait;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
@@ -40,7 +42,9 @@ const MAX_LIST_SCAN: usize = 100_000;
 /// targets included) are refused as [`WorkspaceError::OutsideRoot`].
 ///
 /// A read takes only regular files: not a pipe, socket or device, nor a file of the kernel's
-/// pseudo file systems (procfs, sysfs, …), which a root of `/` would otherwise show.
+/// pseudo file systems (procfs, sysfs, …), which a root of `/` would otherwise show. A read of
+/// a part ([`Workspace::read_part`]) opens the file through the same code as a whole read, so
+/// it is refused wherever a whole read is, and reads only the part (and one byte more).
 ///
 /// A write replaces a file whole (a temp file renamed over it), but never a file that is
 /// read-only: one with no write permission bit at all (even when the process runs as root), or
@@ -95,7 +99,8 @@ impl FsWorkspace {
     }
 
     /// Changes the read cap (1 MiB by default): a larger file is refused as
-    /// [`WorkspaceError::TooLarge`]. A cap above [`MAX_READ_BYTES_CEILING`] (1 GiB) is taken as
+    /// [`WorkspaceError::TooLarge`] by [`Workspace::read`], and [`Workspace::read_part`] reads
+    /// at most this many bytes a part (of a file of any size). A cap above [`MAX_READ_BYTES_CEILING`] (1 GiB) is taken as
     /// that ceiling, so even `u64::MAX` never lets a read hold a huge or sparse file whole.
     pub fn with_max_read_bytes(mut self, max: u64) -> Self {
         self.max_read_bytes = max.min(MAX_READ_BYTES_CEILING);
@@ -158,6 +163,24 @@ impl FsWorkspace {
                 reason: "the file operation was interrupted".into(),
             })
         })
+    }
+}
+
+impl FsWorkspace {
+    /// Opens the file at `path` for reading ([`names_a_file`], then [`FsWorkspace::run`]'s
+    /// confinement and [`open_regular_file`]) and hands it and the size it states to `read`,
+    /// on the blocking thread: every read of a file, whole or in part, opens it here.
+    async fn open_and_read<T: Send + 'static>(
+        &self,
+        path: &str,
+        read: impl FnOnce(std::fs::File, u64, &str) -> Result<T, WorkspaceError> + Send + 'static,
+    ) -> Result<T, WorkspaceError> {
+        names_a_file(path)?;
+        self.run(path, move |root, relative, path, _, _| {
+            let (file, size) = open_regular_file(root, relative, path)?;
+            read(file, size, path)
+        })
+        .await
     }
 }
 
@@ -329,6 +352,34 @@ fn read_capped(
         return Err(too_large(read.max(stated)));
     }
     Ok(bytes)
+}
+
+/// Reads at most `max_bytes` bytes of `file` (which states `size` bytes) from byte `offset` on,
+/// and whether more follow: one byte more is read to tell, so a file that grew or shrank since
+/// it stated its size is answered as it is. An offset no file can reach (past `i64::MAX`, where
+/// a seek fails) gives nothing; the buffer reserved is bounded as in [`read_capped`].
+fn read_part(
+    mut file: impl io::Read + io::Seek,
+    size: u64,
+    offset: u64,
+    max_bytes: u64,
+    path: &str,
+) -> Result<(Vec<u8>, bool), WorkspaceError> {
+    if i64::try_from(offset).is_err() {
+        return Ok((Vec::new(), false));
+    }
+    io::Seek::seek(&mut file, io::SeekFrom::Start(offset)).map_err(|e| io_error(path, &e))?;
+    let reserve = usize::try_from(size.saturating_sub(offset).min(max_bytes))
+        .unwrap_or(MAX_READ_RESERVE)
+        .min(MAX_READ_RESERVE);
+    let mut bytes = Vec::with_capacity(reserve);
+    io::Read::read_to_end(&mut file.take(max_bytes.saturating_add(1)), &mut bytes)
+        .map_err(|e| io_error(path, &e))?;
+    let more = bytes.len() as u64 > max_bytes;
+    if more {
+        bytes.pop();
+    }
+    Ok((bytes, more))
 }
 
 /// Opens `relative` beneath `root` for reading, without blocking (a pipe with no writer would
@@ -581,12 +632,30 @@ impl Workspace for FsWorkspace {
     }
 
     async fn read(&self, path: &str) -> Result<String, WorkspaceError> {
-        names_a_file(path)?;
         let limit = self.max_read_bytes;
-        self.run(path, move |root, relative, path, _, _| {
-            let (file, size) = open_regular_file(root, relative, path)?;
+        self.open_and_read(path, move |file, size, path| {
             let bytes = read_capped(file, size, limit, path)?;
             String::from_utf8(bytes).map_err(|_| WorkspaceError::NotText { path: path.into() })
+        })
+        .await
+    }
+
+    /// Opened and refused exactly as [`Workspace::read`] opens and refuses a file (the same
+    /// code), then only the part is read: a part of a file of any size can be read, the read cap
+    /// bounding what one part holds (`max_bytes` above it reads as much as the cap). One byte
+    /// past the part is read to tell whether more follow.
+    async fn read_part(
+        &self,
+        path: &str,
+        offset: u64,
+        max_bytes: usize,
+    ) -> Result<FilePart, WorkspaceError> {
+        let max_bytes = u64::try_from(max_bytes)
+            .unwrap_or(u64::MAX)
+            .min(self.max_read_bytes);
+        self.open_and_read(path, move |file, size, path| {
+            let (bytes, more) = read_part(file, size, offset, max_bytes, path)?;
+            Ok(FilePart { bytes, more, size })
         })
         .await
     }

@@ -93,7 +93,7 @@ pub use spec::{Redaction, ToolEffect, ToolSpec};
 pub use thread::{ThreadId, ThreadStore, ThreadStoreError};
 pub use toml_error::describe_toml_error;
 pub use workspace::{
-    MAX_LIST_ENTRIES, Workspace, WorkspaceEntry, WorkspaceError, WorkspaceListing,
+    FilePart, MAX_LIST_ENTRIES, Workspace, WorkspaceEntry, WorkspaceError, WorkspaceListing,
 };
 
 /// Re-exported so that callers name the same cancellation token the runner listens to.

@@ -29,6 +29,21 @@ pub struct WorkspaceListing {
 /// [`WorkspaceListing::truncated`] set.
 pub const MAX_LIST_ENTRIES: usize = 1_000;
 
+/// A part of a file's bytes, as [`Workspace::read_part`] returns it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FilePart {
+    /// The file's bytes from the offset asked for: at most as many as asked for, fewer at the
+    /// end of the file, none when the offset is at or past its end. Bytes, not text: a part may
+    /// begin or end inside a character.
+    pub bytes: Vec<u8>,
+    /// Whether the file holds bytes after these, as found by reading on (not taken from
+    /// `size`, which a file that grows or shrinks while it is read no longer matches).
+    pub more: bool,
+    /// The file's size in bytes as it stated it when opened: an offset past it and no bytes
+    /// means the offset is past the end of the file.
+    pub size: u64,
+}
+
 /// Why a workspace operation failed.
 ///
 /// The message is safe to show the model: it says what is wrong with the path, never the path
@@ -183,6 +198,32 @@ pub trait Workspace: Send + Sync {
     async fn list(&self, dir: &str) -> Result<WorkspaceListing, WorkspaceError>;
     /// The text of a file.
     async fn read(&self, path: &str) -> Result<String, WorkspaceError>;
+    /// At most `max_bytes` bytes of a file from byte `offset` on, whether more follow, and the
+    /// file's size ([`FilePart`]): a long file is read in parts, each costing what it holds,
+    /// not the whole file. An offset at or past the end gives no bytes (not an error: the
+    /// caller tells the two apart with [`FilePart::size`]). A path is refused exactly as
+    /// [`Workspace::read`] refuses it, but a part is neither checked to be text nor held to a
+    /// cap meant for whole files.
+    ///
+    /// The default reads the whole file with [`Workspace::read`] and cuts the part out of it, so
+    /// it costs the whole file and is refused wherever a whole read is (a file over a read cap,
+    /// or not text). An implementation that can read a part alone should override it, as
+    /// `adapters::FsWorkspace` does.
+    async fn read_part(
+        &self,
+        path: &str,
+        offset: u64,
+        max_bytes: usize,
+    ) -> Result<FilePart, WorkspaceError> {
+        let whole = self.read(path).await?.into_bytes();
+        let start = usize::try_from(offset).map_or(whole.len(), |at| at.min(whole.len()));
+        let end = start.saturating_add(max_bytes).min(whole.len());
+        Ok(FilePart {
+            bytes: whole[start..end].to_vec(),
+            more: end < whole.len(),
+            size: whole.len() as u64,
+        })
+    }
     /// Creates or replaces a file (and its parent folders, inside the root). A file that is
     /// read-only should be refused as [`WorkspaceError::ReadOnly`], not replaced.
     async fn write(&self, path: &str, content: &str) -> Result<(), WorkspaceError>;
@@ -190,7 +231,59 @@ pub trait Workspace: Send + Sync {
 
 #[cfg(test)]
 mod tests {
-    use super::WorkspaceError;
+    use super::{FilePart, Workspace, WorkspaceError, WorkspaceListing};
+
+    /// One file, `f`, holding its text; nothing else.
+    struct OneFile(&'static str);
+
+    #[async_trait::async_trait]
+    impl Workspace for OneFile {
+        async fn list(&self, _: &str) -> Result<WorkspaceListing, WorkspaceError> {
+            Ok(WorkspaceListing::default())
+        }
+        async fn read(&self, path: &str) -> Result<String, WorkspaceError> {
+            match path {
+                "f" => Ok(self.0.into()),
+                _ => Err(WorkspaceError::NotFound { path: path.into() }),
+            }
+        }
+        async fn write(&self, path: &str, _: &str) -> Result<(), WorkspaceError> {
+            Err(WorkspaceError::ReadOnly { path: path.into() })
+        }
+    }
+
+    /// A workspace that only reads whole files still reads parts: the default cuts them out of
+    /// the whole, says whether more follow, and gives no bytes from an offset at or past the end
+    /// (however far), with the size to tell them apart; a whole read's refusal is the part's.
+    #[tokio::test]
+    async fn the_default_part_is_cut_out_of_the_whole_file() {
+        let ws = OneFile("héllo");
+        let part = |offset, max| ws.read_part("f", offset, max);
+        let expect = |bytes: &[u8], more| FilePart {
+            bytes: bytes.to_vec(),
+            more,
+            size: 6,
+        };
+        assert_eq!(part(0, 2).await.unwrap(), expect(b"h\xc3", true));
+        assert_eq!(part(2, 3).await.unwrap(), expect(b"\xa9ll", true));
+        assert_eq!(part(3, 100).await.unwrap(), expect(b"llo", false));
+        assert_eq!(
+            part(0, usize::MAX).await.unwrap(),
+            expect("héllo".as_bytes(), false)
+        );
+        for offset in [6, 7, u64::MAX] {
+            assert_eq!(
+                part(offset, 4).await.unwrap(),
+                expect(b"", false),
+                "{offset}"
+            );
+        }
+        assert_eq!(part(0, 0).await.unwrap(), expect(b"", true));
+        assert_eq!(
+            ws.read_part("g", 0, 4).await,
+            Err(WorkspaceError::NotFound { path: "g".into() })
+        );
+    }
 
     /// A path of the wrong kind is the caller's mistake, told without the path.
     #[test]

@@ -123,6 +123,26 @@ async fn a_held_write_that_is_awaited_lands() {
     assert_eq!(names_on_disk(&root.path().join("a")), ["b.txt"]);
 }
 
+/// Reads `path` whole and in a part from its start, and checks that the two agree: the part is
+/// refused exactly as the whole read is (the same error: they open the file through the same
+/// code), and otherwise holds the file's first bytes. Returns the whole read's result.
+async fn read_both(ws: &FsWorkspace, path: &str) -> Result<String, WorkspaceError> {
+    let whole = ws.read(path).await;
+    let part = ws.read_part(path, 0, 4).await;
+    match &whole {
+        Ok(text) => {
+            let part = part.unwrap();
+            assert_eq!(part.bytes, &text.as_bytes()[..text.len().min(4)], "{path}");
+            assert_eq!(part.more, text.len() > 4, "{path}");
+            assert_eq!(part.size, text.len() as u64, "{path}");
+        }
+        // A part is neither held to the cap of a whole read nor checked to be text.
+        Err(WorkspaceError::TooLarge { .. } | WorkspaceError::NotText { .. }) => {}
+        Err(error) => assert_eq!(part.as_ref().err(), Some(error), "{path}: {part:?}"),
+    }
+    whole
+}
+
 fn setup() -> (tempfile::TempDir, tempfile::TempDir, FsWorkspace) {
     let root = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
@@ -141,8 +161,8 @@ fn setup() -> (tempfile::TempDir, tempfile::TempDir, FsWorkspace) {
 async fn normal_use() {
     let (_root, _outside, ws) = setup();
     ws.write("a/b.txt", "hello").await.unwrap();
-    assert_eq!(ws.read("a/b.txt").await.unwrap(), "hello");
-    assert_eq!(ws.read("./a/b.txt").await.unwrap(), "hello");
+    assert_eq!(read_both(&ws, "a/b.txt").await.unwrap(), "hello");
+    assert_eq!(read_both(&ws, "./a/b.txt").await.unwrap(), "hello");
     let listing = ws.list("a").await.unwrap();
     assert!(!listing.truncated);
     let listing = listing.entries;
@@ -159,7 +179,7 @@ async fn normal_use() {
         .collect();
     assert_eq!(root_listing, ["a", "link.txt", "linkdir"]);
     assert!(matches!(
-        ws.read("missing.txt").await,
+        read_both(&ws, "missing.txt").await,
         Err(WorkspaceError::NotFound { .. })
     ));
 }
@@ -177,7 +197,10 @@ async fn escapes_are_refused() {
         "linkdir/secret.txt",
     ] {
         assert!(
-            matches!(ws.read(path).await, Err(WorkspaceError::OutsideRoot { .. })),
+            matches!(
+                read_both(&ws, path).await,
+                Err(WorkspaceError::OutsideRoot { .. })
+            ),
             "read {path}"
         );
     }
@@ -306,11 +329,11 @@ async fn folder_replaced_by_outside_symlink_between_calls_is_refused() {
     std::fs::write(outside.path().join("b.txt"), "TOP SECRET").unwrap();
     let ws = FsWorkspace::new(root.path()).unwrap();
     ws.write("a/b.txt", "inside").await.unwrap();
-    assert_eq!(ws.read("a/b.txt").await.unwrap(), "inside");
+    assert_eq!(read_both(&ws, "a/b.txt").await.unwrap(), "inside");
     std::fs::rename(root.path().join("a"), root.path().join("moved")).unwrap();
     symlink(outside.path(), root.path().join("a")).unwrap();
     assert!(matches!(
-        ws.read("a/b.txt").await,
+        read_both(&ws, "a/b.txt").await,
         Err(WorkspaceError::OutsideRoot { .. })
     ));
     assert!(matches!(
@@ -333,7 +356,7 @@ async fn folder_replaced_by_outside_symlink_between_calls_is_refused() {
     // A symlink that stays inside the root keeps working.
     std::fs::remove_file(root.path().join("a")).unwrap();
     symlink("moved", root.path().join("a")).unwrap();
-    assert_eq!(ws.read("a/b.txt").await.unwrap(), "inside");
+    assert_eq!(read_both(&ws, "a/b.txt").await.unwrap(), "inside");
 }
 
 /// Makes a named pipe at `path`.
@@ -357,7 +380,7 @@ async fn pipes_and_sockets_are_refused_without_hanging() {
     let _socket = std::os::unix::net::UnixListener::bind(root.path().join("sock")).unwrap();
     let ws = FsWorkspace::new(root.path()).unwrap();
     for path in ["pipe", "sock"] {
-        let result = tokio::time::timeout(std::time::Duration::from_secs(10), ws.read(path))
+        let result = tokio::time::timeout(std::time::Duration::from_secs(10), read_both(&ws, path))
             .await
             .unwrap_or_else(|_| panic!("reading {path} hung"));
         let error = result.unwrap_err();
@@ -390,7 +413,7 @@ async fn a_pipe_with_a_writer_is_not_read() {
     let ws = FsWorkspace::new(root.path())
         .unwrap()
         .with_max_read_bytes(1024);
-    let result = tokio::time::timeout(std::time::Duration::from_secs(10), ws.read("pipe"))
+    let result = tokio::time::timeout(std::time::Duration::from_secs(10), read_both(&ws, "pipe"))
         .await
         .expect("reading the pipe hung");
     assert!(
@@ -474,17 +497,17 @@ async fn wrong_kinds_of_path_are_caller_errors() {
     let ws = FsWorkspace::new(root.path()).unwrap();
     let long = "CANARY".repeat(50);
     let cases: Vec<(&str, Result<(), WorkspaceError>)> = vec![
-        ("read dir", ws.read("dir").await.map(drop)),
-        ("read .", ws.read(".").await.map(drop)),
+        ("read dir", read_both(&ws, "dir").await.map(drop)),
+        ("read .", read_both(&ws, ".").await.map(drop)),
         ("write dir", ws.write("dir", "x").await),
         ("list f.txt", ws.list("f.txt").await.map(drop)),
-        ("read f.txt/x", ws.read("f.txt/x").await.map(drop)),
+        ("read f.txt/x", read_both(&ws, "f.txt/x").await.map(drop)),
         ("write f.txt/x", ws.write("f.txt/x", "x").await),
         ("write f.txt/x/y", ws.write("f.txt/x/y", "x").await),
-        ("read long", ws.read(&long).await.map(drop)),
+        ("read long", read_both(&ws, &long).await.map(drop)),
         ("write long", ws.write(&long, "x").await),
         ("list long", ws.list(&long).await.map(drop)),
-        ("read loop", ws.read("loop1").await.map(drop)),
+        ("read loop", read_both(&ws, "loop1").await.map(drop)),
         ("write loop", ws.write("loop1/x", "x").await),
         ("list loop", ws.list("loop1").await.map(drop)),
     ];
@@ -805,7 +828,7 @@ async fn files_of_a_procfs_inside_the_root_are_not_read() {
     let pid = std::process::id();
     for path in [format!("proc/{pid}/environ"), format!("proc/{pid}/status")] {
         // What was read is not shown: it is the environment.
-        let result = ws.read(&path).await;
+        let result = read_both(&ws, &path).await;
         assert!(
             matches!(result, Err(WorkspaceError::NotAFile { .. })),
             "{path}: {:?}",
@@ -848,8 +871,8 @@ async fn a_file_path_ending_in_a_slash_is_refused() {
         ("write notes/.", ws.write("notes/.", "x").await),
         ("write sub/notes//", ws.write("sub/notes//", "x").await),
         ("write a.txt/", ws.write("a.txt/", "x").await),
-        ("read a.txt/", ws.read("a.txt/").await.map(drop)),
-        ("read a.txt/.", ws.read("a.txt/.").await.map(drop)),
+        ("read a.txt/", read_both(&ws, "a.txt/").await.map(drop)),
+        ("read a.txt/.", read_both(&ws, "a.txt/.").await.map(drop)),
     ];
     for (case, result) in cases {
         let error = result.unwrap_err();
@@ -896,7 +919,7 @@ async fn a_read_never_opens_a_pipe() {
     )
     .unwrap();
     for path in ["pipe", "link"] {
-        let result = ws.read(path).await;
+        let result = read_both(&ws, path).await;
         assert!(
             matches!(result, Err(WorkspaceError::NotAFile { .. })),
             "{path}: {result:?}"
@@ -1001,7 +1024,7 @@ async fn hidden_entries_are_not_there_by_default() {
         "twice/config",
         "sub/up",
     ] {
-        let error = ws.read(path).await.unwrap_err();
+        let error = read_both(&ws, path).await.unwrap_err();
         assert_eq!(
             error,
             WorkspaceError::Hidden { path: path.into() },
@@ -1047,7 +1070,7 @@ async fn hidden_entries_are_not_there_by_default() {
     assert!(!root.path().join("new").exists());
     assert!(root.path().join("env-link").is_symlink());
     // What is not hidden still works.
-    assert_eq!(ws.read("notes.txt").await.unwrap(), "notes");
+    assert_eq!(read_both(&ws, "notes.txt").await.unwrap(), "notes");
     ws.write("sub/new.txt", "new").await.unwrap();
 }
 
@@ -1078,17 +1101,22 @@ async fn hidden_entries_can_be_shown_but_temp_names_stay_refused() {
         "a link to a folder is shown as one"
     );
     assert_eq!(
-        ws.read("env-link").await.unwrap(),
+        read_both(&ws, "env-link").await.unwrap(),
         "OPENAI_API_KEY=sk-CANARY-env"
     );
-    assert!(ws.read("twice/config").await.unwrap().contains("CANARY"));
+    assert!(
+        read_both(&ws, "twice/config")
+            .await
+            .unwrap()
+            .contains("CANARY")
+    );
     ws.write(".config/app.toml", "x").await.unwrap();
-    assert_eq!(ws.read(".config/app.toml").await.unwrap(), "x");
+    assert_eq!(read_both(&ws, ".config/app.toml").await.unwrap(), "x");
     let hidden_off = FsWorkspace::new(root.path()).unwrap();
     for ws in [&ws, &hidden_off] {
         for path in [".cogni-write-1-0.tmp", "sub/.cogni-write-9-9.tmp"] {
             for error in [
-                ws.read(path).await.unwrap_err(),
+                read_both(ws, path).await.unwrap_err(),
                 ws.write(path, "x").await.unwrap_err(),
             ] {
                 assert!(
@@ -1517,5 +1545,80 @@ fn temp_names_are_refused_in_any_case() {
     assert_eq!(
         refused_name(std::ffi::OsStr::new(".cogni-writer"), true),
         None
+    );
+}
+
+/// A file over the read cap, which a whole read refuses, is read in parts: each part holds at
+/// most what was asked for and at most the cap, says whether more follow, and gives the file's
+/// size; from the end, or past it however far, a part is empty.
+#[tokio::test]
+async fn a_file_over_the_read_cap_is_read_in_parts() {
+    let root = tempfile::tempdir().unwrap();
+    let text = "0123456789".repeat(10);
+    std::fs::write(root.path().join("big.txt"), &text).unwrap();
+    let ws = FsWorkspace::new(root.path())
+        .unwrap()
+        .with_max_read_bytes(10);
+    assert!(matches!(
+        ws.read("big.txt").await,
+        Err(WorkspaceError::TooLarge { size: 100, .. })
+    ));
+    for (offset, max_bytes, bytes, more) in [
+        (0, 4, "0123", true),
+        (0, 100, "0123456789", true),
+        (95, 4, "5678", true),
+        (95, 10, "56789", false),
+        (90, usize::MAX, "0123456789", false),
+        (100, 4, "", false),
+        (101, 4, "", false),
+        (u64::MAX, 4, "", false),
+        (3, 0, "", true),
+    ] {
+        let part = ws.read_part("big.txt", offset, max_bytes).await.unwrap();
+        let case = format!("{offset} {max_bytes}");
+        assert_eq!(String::from_utf8(part.bytes).unwrap(), bytes, "{case}");
+        assert_eq!(part.more, more, "{case}");
+        assert_eq!(part.size, 100, "{case}");
+    }
+}
+
+/// A part costs what it holds, not the file: the last bytes of a sparse file of a terabyte,
+/// which no whole read may hold, are read at once.
+#[tokio::test]
+async fn a_part_of_a_huge_sparse_file_reads_only_the_part() {
+    let root = tempfile::tempdir().unwrap();
+    let file = std::fs::File::create(root.path().join("huge.txt")).unwrap();
+    file.set_len(1 << 40).unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    let part = ws.read_part("huge.txt", (1 << 40) - 3, 10).await.unwrap();
+    assert_eq!(
+        part,
+        ai_core::FilePart {
+            bytes: vec![0; 3],
+            more: false,
+            size: 1 << 40,
+        }
+    );
+    let part = ws.read_part("huge.txt", 0, 8).await.unwrap();
+    assert_eq!((part.bytes, part.more), (vec![0; 8], true));
+}
+
+/// Whether more follow is found by reading on, not from the size the file stated: a file that
+/// grew since says more, one that shrank says none; the stated size reserves a bounded buffer.
+#[test]
+fn whether_more_follow_is_read_not_stated() {
+    let grown = std::io::Cursor::new(b"hello world".to_vec());
+    assert_eq!(
+        super::read_part(grown, 5, 0, 5, "p").unwrap(),
+        (b"hello".to_vec(), true)
+    );
+    let shrunk = std::io::Cursor::new(b"hi".to_vec());
+    let (bytes, more) = super::read_part(shrunk, 1 << 40, 0, u64::MAX, "p").unwrap();
+    assert_eq!((&bytes[..], more), (&b"hi"[..], false));
+    assert!(bytes.capacity() <= super::MAX_READ_RESERVE);
+    let shrunk = std::io::Cursor::new(b"hi".to_vec());
+    assert_eq!(
+        super::read_part(shrunk, 100, 50, 5, "p").unwrap(),
+        (Vec::new(), false)
     );
 }
