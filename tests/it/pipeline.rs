@@ -207,3 +207,52 @@ async fn a_big_folder_with_long_names_is_listed_in_part_within_the_default_budge
     assert!(listed.len() < names.len());
     assert_eq!(listed, names[..listed.len()]);
 }
+
+/// A file over the workspace's 1 MiB read cap, which a whole read refuses, is read through the
+/// whole stack in parts, each within the default result budget, and the parts make up the file.
+#[tokio::test]
+async fn a_file_over_the_read_cap_is_read_in_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let text: String = (0..1_200_000)
+        .map(|i| if i % 3 == 0 { 'é' } else { 'x' })
+        .collect();
+    std::fs::write(dir.path().join("big.txt"), &text).unwrap();
+    let caps = create_capabilities(&Config {
+        workspace_root: dir.path().to_path_buf(),
+        workspace_hidden: false,
+    })
+    .unwrap();
+    assert!(matches!(
+        ai_core::Workspace::read(caps.workspace.as_ref(), "big.txt").await,
+        Err(ai_core::WorkspaceError::TooLarge { .. })
+    ));
+    let source = Arc::new(create_tool_source(CoreTool::ALL, &caps).unwrap());
+    let policy = ToolPolicy::from_toml_str(r#"allowed_tools = ["core__workspace_read"]"#).unwrap();
+    let ctx = RunContext::new("run-x", "user:test", "tenant").unwrap();
+    let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
+    let runner = ToolRunner::new(source, Arc::new(policy), caps.clock.clone());
+    let cancel = CancellationToken::new();
+    let mut read = String::new();
+    let mut args = serde_json::json!({"path": "big.txt"});
+    for n in 0.. {
+        let call = ToolCall {
+            id: ToolCallId::new(format!("c{n}")).unwrap(),
+            name: "core__workspace_read".into(),
+            arguments: args.to_string(),
+        };
+        let run = runner
+            .run_tool(&call, &ctx, &catalog, &|_: AiEvent| {}, &cancel)
+            .await;
+        let answer: serde_json::Value = serde_json::from_str(&run.result.model_content()).unwrap();
+        read.push_str(
+            answer["content"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{answer}")),
+        );
+        match answer.get("next_offset") {
+            Some(next) => args = serde_json::json!({"path": "big.txt", "offset": next}),
+            None => break,
+        }
+    }
+    assert!(read == text, "{} of {} bytes", read.len(), text.len());
+}

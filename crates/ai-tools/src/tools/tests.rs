@@ -90,10 +90,10 @@ fn a_characters_json_length_is_what_serde_json_writes() {
 fn a_read_always_gets_further() {
     use super::workspace::{MAX_READ_BYTES, fit_text};
     let path = "p".repeat(MAX_READ_BYTES);
-    let answer = fit_text(path, "ab", 0);
+    let answer = fit_text(path, "ab", 0, false);
     assert_eq!(answer.content, "a");
     assert_eq!(answer.next_offset, Some(1));
-    let answer = fit_text("p".into(), "ab", 1);
+    let answer = fit_text("p".into(), "b", 1, false);
     assert_eq!(answer.content, "b");
     assert_eq!(answer.next_offset, None);
 }

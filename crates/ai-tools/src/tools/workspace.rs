@@ -240,59 +240,95 @@ impl ToolContract for WorkspaceRead {
         _: &Capabilities,
     ) -> Result<ReadOutput, ToolError> {
         check_path(&input.path, false)?;
-        let text = self
+        let offset = input.offset.unwrap_or(0);
+        // What fits is at most `text_room` bytes of text (a character takes at least its UTF-8
+        // length in JSON), and at least one character, which takes at most 4.
+        let want = text_room(&input.path).max(4);
+        let part = self
             .workspace
-            .read(&input.path)
+            .read_part(&input.path, offset, want)
             .await
             .map_err(workspace_error)?;
-        let start = match input.offset {
-            Some(offset) => start_at(&text, offset)?,
-            None => 0,
-        };
-        Ok(fit_text(input.path, &text, start))
+        let (text, more) = part_text(&input.path, offset, &part)?;
+        Ok(fit_text(input.path, text, offset, more))
     }
 }
 
-/// The byte index in `text` that `offset` names, or why it names none: it is past the end, or
-/// inside a character. The message never quotes the offset, the model's argument.
-fn start_at(text: &str, offset: u64) -> Result<usize, ToolError> {
-    match usize::try_from(offset) {
-        Ok(at) if text.is_char_boundary(at) => Ok(at),
-        Ok(at) if at < text.len() => Err(ToolError::invalid_input(
-            "the offset is inside a character: read on from a `next_offset`",
-        )),
-        _ => Err(ToolError::invalid_input(format!(
-            "the offset is past the end of the file, which is {} bytes long",
-            text.len()
-        ))),
+/// The text of `part`, read from `offset`, and whether the file has more after it; or why it
+/// holds none: the offset is past the end or inside a character (said without quoting it, the
+/// model's argument; a file that changed since the answer that gave it is the likely cause),
+/// the part is not UTF-8 text, or the workspace gave too little to hold a character. A
+/// character cut at the part's end is left for the next part.
+fn part_text<'a>(
+    path: &str,
+    offset: u64,
+    part: &'a ai_core::FilePart,
+) -> Result<(&'a str, bool), ToolError> {
+    let bytes = &part.bytes[..];
+    if bytes.is_empty() && !part.more && offset > part.size {
+        return Err(ToolError::invalid_input(format!(
+            "the offset is past the end of the file, which is {} bytes long; if a `next_offset` \
+             gave it, the file has changed since: read it again from the start",
+            part.size
+        )));
     }
+    // A byte that continues a character: no character starts at the offset.
+    if offset > 0 && bytes.first().is_some_and(|b| b & 0xC0 == 0x80) {
+        return Err(ToolError::invalid_input(
+            "the offset is inside a character: read on from a `next_offset`; if one gave it, \
+             the file has changed since: read it again from the start",
+        ));
+    }
+    let not_text = || workspace_error(ai_core::WorkspaceError::NotText { path: path.into() });
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        // The part ends inside a character whose rest the file holds.
+        Err(error) if error.error_len().is_none() && part.more => {
+            std::str::from_utf8(&bytes[..error.valid_up_to()]).map_err(|_| not_text())?
+        }
+        Err(_) => return Err(not_text()),
+    };
+    if text.is_empty() && part.more {
+        return Err(ToolError::new(
+            "the workspace gave too little of the file to hold one character",
+        ));
+    }
+    Ok((text, part.more))
 }
 
-/// The answer to a read of `text` from byte `start` (a character's start): as much of the text
-/// as keeps the answer's compact JSON within [`MAX_READ_BYTES`] (at least one character, so that
-/// reading on always gets further), and where the rest begins when some is left.
-pub(super) fn fit_text(path: String, text: &str, start: usize) -> ReadOutput {
-    let rest = &text[start..];
-    // The answer without its text, `next_offset` at its longest.
-    let mut answer = ReadOutput {
-        path,
+/// The most bytes of JSON the text of an answer about `path` may take: [`MAX_READ_BYTES`] less
+/// the answer without its text, `next_offset` at its longest.
+fn text_room(path: &str) -> usize {
+    let answer = ReadOutput {
+        path: path.to_owned(),
         content: String::new(),
         next_offset: Some(u64::MAX),
     };
     let overhead = serde_json::to_vec(&answer).map_or(usize::MAX, |json| json.len());
-    let room = MAX_READ_BYTES.saturating_sub(overhead);
+    MAX_READ_BYTES.saturating_sub(overhead)
+}
+
+/// The answer to a read of `text`, the file's text from byte `offset` (a character's start),
+/// which `more` says the file goes on after: as much of the text as keeps the answer's compact
+/// JSON within [`MAX_READ_BYTES`] (at least one character, so that reading on always gets
+/// further), and where the rest begins when some is left.
+pub(super) fn fit_text(path: String, text: &str, offset: u64, more: bool) -> ReadOutput {
+    let room = text_room(&path);
     let mut used = 0;
-    let mut end = rest.len();
-    for (at, c) in rest.char_indices() {
+    let mut end = text.len();
+    for (at, c) in text.char_indices() {
         used += json_len(c);
         if used > room && at > 0 {
             end = at;
             break;
         }
     }
-    answer.content = rest[..end].to_owned();
-    answer.next_offset = (end < rest.len()).then(|| (start + end) as u64);
-    answer
+    let next_offset = (end < text.len() || more).then(|| offset.saturating_add(end as u64));
+    ReadOutput {
+        path,
+        content: text[..end].to_owned(),
+        next_offset,
+    }
 }
 
 /// The bytes `c` takes inside a JSON string as serde_json writes it: `"` and `\` and the

@@ -289,15 +289,18 @@ async fn an_offset_inside_a_character_or_past_the_end_is_refused() {
     for (offset, message) in [
         (
             "2",
-            "the offset is inside a character: read on from a `next_offset`",
+            "the offset is inside a character: read on from a `next_offset`; if one gave it, \
+             the file has changed since: read it again from the start",
         ),
         (
             "7",
-            "the offset is past the end of the file, which is 6 bytes long",
+            "the offset is past the end of the file, which is 6 bytes long; if a `next_offset` \
+             gave it, the file has changed since: read it again from the start",
         ),
         (
             "18446744073709551615",
-            "the offset is past the end of the file, which is 6 bytes long",
+            "the offset is past the end of the file, which is 6 bytes long; if a `next_offset` \
+             gave it, the file has changed since: read it again from the start",
         ),
     ] {
         let (run, _) = runner
@@ -320,5 +323,204 @@ async fn an_offset_inside_a_character_or_past_the_end_is_refused() {
     assert_eq!(
         value(&run.result.outcome),
         &json!({"path": "a.txt", "content": "llo"})
+    );
+}
+
+/// One file, `f.txt`, as bytes, read only in parts: a whole read is an error, so a tool that
+/// reads the whole file fails. Each part holds at most `cap` bytes, and its length is logged.
+struct PartsWorkspace {
+    file: std::sync::Mutex<Vec<u8>>,
+    cap: usize,
+    parts: std::sync::Mutex<Vec<usize>>,
+}
+
+impl PartsWorkspace {
+    fn new(file: impl Into<Vec<u8>>) -> Arc<Self> {
+        Arc::new(Self {
+            file: std::sync::Mutex::new(file.into()),
+            cap: usize::MAX,
+            parts: std::sync::Mutex::default(),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl ai_core::Workspace for PartsWorkspace {
+    async fn list(&self, _: &str) -> Result<ai_core::WorkspaceListing, ai_core::WorkspaceError> {
+        Ok(ai_core::WorkspaceListing::default())
+    }
+    async fn read(&self, path: &str) -> Result<String, ai_core::WorkspaceError> {
+        Err(ai_core::WorkspaceError::Io {
+            path: path.into(),
+            reason: "a whole read".into(),
+        })
+    }
+    async fn write(&self, path: &str, _: &str) -> Result<(), ai_core::WorkspaceError> {
+        Err(ai_core::WorkspaceError::ReadOnly { path: path.into() })
+    }
+    async fn read_part(
+        &self,
+        path: &str,
+        offset: u64,
+        max_bytes: usize,
+    ) -> Result<ai_core::FilePart, ai_core::WorkspaceError> {
+        if path != "f.txt" {
+            return Err(ai_core::WorkspaceError::NotFound { path: path.into() });
+        }
+        let file = self.file.lock().unwrap();
+        let start = usize::try_from(offset).map_or(file.len(), |at| at.min(file.len()));
+        let end = start
+            .saturating_add(max_bytes.min(self.cap))
+            .min(file.len());
+        self.parts.lock().unwrap().push(end - start);
+        Ok(ai_core::FilePart {
+            bytes: file[start..end].to_vec(),
+            more: end < file.len(),
+            size: file.len() as u64,
+        })
+    }
+}
+
+/// Reads `f.txt` through `runner` from `offset`: the answer, or the failure's code and message.
+async fn read_from(
+    runner: &crate::support::OneToolRunner,
+    offset: Option<u64>,
+) -> Result<Value, (ToolErrorCode, String)> {
+    let args = match offset {
+        Some(offset) => json!({"path": "f.txt", "offset": offset}),
+        None => json!({"path": "f.txt"}),
+    };
+    let (run, _) = runner.call(&args.to_string()).await;
+    match run.result.failure() {
+        Some(failure) => Err((failure.code, failure.safe_message.clone())),
+        None => Ok(value(&run.result.outcome).clone()),
+    }
+}
+
+/// Each part of a long file costs what it answers with, not the file: the workspace is asked
+/// for a part, never the whole, and each part it gives holds at most 3 bytes more than the
+/// answer's text (the rest of a character cut at the part's end). The parts make up the file.
+#[tokio::test]
+async fn each_part_reads_only_what_it_answers_with() {
+    let text: String = (0..300_000)
+        .map(|i| match i % 5 {
+            0 => 'é',
+            1 => '\u{1F426}',
+            2 => '€',
+            _ => 'x',
+        })
+        .collect();
+    let workspace = PartsWorkspace::new(text.clone());
+    let runner = crate::support::runner(bind(WorkspaceRead::new(workspace.clone())).unwrap());
+    let mut read = String::new();
+    let mut offset = None;
+    loop {
+        let answer = read_from(&runner, offset).await.unwrap();
+        let content = answer["content"].as_str().unwrap();
+        let part = *workspace.parts.lock().unwrap().last().unwrap();
+        assert!(part <= content.len() + 3, "{part} {}", content.len());
+        read.push_str(content);
+        match answer.get("next_offset") {
+            Some(next) => offset = next.as_u64(),
+            None => break,
+        }
+    }
+    assert_eq!(read, text);
+    let parts = workspace.parts.lock().unwrap();
+    assert!(parts.len() > 20, "{}", parts.len());
+    assert!(parts.iter().sum::<usize>() <= text.len() + 3 * parts.len());
+}
+
+/// A file that changed between two parts: the offset the first answer gave is now past the end
+/// (the file is shorter) or inside a character, and the answer says so, and to read the file
+/// again from the start, without quoting the offset.
+#[tokio::test]
+async fn a_file_that_changed_between_parts_is_told_so() {
+    let workspace = PartsWorkspace::new("x".repeat(30_000));
+    let runner = crate::support::runner(bind(WorkspaceRead::new(workspace.clone())).unwrap());
+    let first = read_from(&runner, None).await.unwrap();
+    let next = first["next_offset"].as_u64().unwrap();
+    *workspace.file.lock().unwrap() = b"short now".to_vec();
+    assert_eq!(
+        read_from(&runner, Some(next)).await.unwrap_err(),
+        (
+            ToolErrorCode::Validation,
+            "invalid tool arguments: the offset is past the end of the file, which is 9 bytes \
+             long; if a `next_offset` gave it, the file has changed since: read it again from \
+             the start"
+                .into()
+        )
+    );
+    let mut changed = "é".repeat(20_000).into_bytes();
+    if next % 2 == 0 {
+        changed.insert(0, b'x');
+    }
+    *workspace.file.lock().unwrap() = changed;
+    let (code, message) = read_from(&runner, Some(next)).await.unwrap_err();
+    assert_eq!(code, ToolErrorCode::Validation);
+    assert_eq!(
+        message,
+        "invalid tool arguments: the offset is inside a character: read on from a \
+         `next_offset`; if one gave it, the file has changed since: read it again from the start"
+    );
+    assert!(!message.contains(&next.to_string()), "{message}");
+}
+
+/// Text is checked part by part: a part that is not UTF-8 (a byte no character begins with, or a
+/// file that ends inside a character) is refused as not text, while the parts before it were
+/// answered; an offset at a byte inside a character is refused as such.
+#[tokio::test]
+async fn a_part_that_is_not_text_is_refused() {
+    let not_text = |runner_result: Result<Value, (ToolErrorCode, String)>| {
+        assert_eq!(
+            runner_result.unwrap_err(),
+            (
+                ToolErrorCode::Validation,
+                "invalid tool arguments: the file is not UTF-8 text".into()
+            )
+        );
+    };
+    for file in [&b"\xffabc"[..], b"abc\xc3", b"ab\xc3(c"] {
+        let runner = crate::support::runner(
+            bind(WorkspaceRead::new(PartsWorkspace::new(file.to_vec()))).unwrap(),
+        );
+        not_text(read_from(&runner, None).await);
+    }
+    let mut file = "x".repeat(30_000).into_bytes();
+    file.extend_from_slice(b"\xff");
+    let runner =
+        crate::support::runner(bind(WorkspaceRead::new(PartsWorkspace::new(file))).unwrap());
+    let first = read_from(&runner, None).await.unwrap();
+    let next = first["next_offset"].as_u64().unwrap();
+    not_text(read_from(&runner, Some(next)).await);
+    let runner =
+        crate::support::runner(bind(WorkspaceRead::new(PartsWorkspace::new("aé"))).unwrap());
+    assert_eq!(
+        read_from(&runner, Some(2)).await.unwrap_err().1,
+        "invalid tool arguments: the offset is inside a character: read on from a \
+         `next_offset`; if one gave it, the file has changed since: read it again from the start"
+    );
+    assert_eq!(
+        read_from(&runner, Some(1)).await.unwrap(),
+        json!({"path": "f.txt", "content": "é"})
+    );
+}
+
+/// A workspace that gives less than one whole character while more follows (its own cap on a
+/// part is under 4 bytes) is the tool failing, said so, not an answer whose `next_offset` goes
+/// nowhere.
+#[tokio::test]
+async fn a_part_too_small_for_a_character_is_the_workspaces_failure() {
+    let workspace = Arc::new(PartsWorkspace {
+        file: std::sync::Mutex::new("€uro".into()),
+        cap: 2,
+        parts: std::sync::Mutex::default(),
+    });
+    let runner = crate::support::runner(bind(WorkspaceRead::new(workspace)).unwrap());
+    let (code, message) = read_from(&runner, None).await.unwrap_err();
+    assert_eq!(code, ToolErrorCode::Execution);
+    assert_eq!(
+        message,
+        "the tool failed: the workspace gave too little of the file to hold one character"
     );
 }
