@@ -100,8 +100,9 @@ impl FsWorkspace {
 
     /// Changes the read cap (1 MiB by default): a larger file is refused as
     /// [`WorkspaceError::TooLarge`] by [`Workspace::read`], and [`Workspace::read_part`] reads
-    /// at most this many bytes a part (of a file of any size). A cap above [`MAX_READ_BYTES_CEILING`] (1 GiB) is taken as
-    /// that ceiling, so even `u64::MAX` never lets a read hold a huge or sparse file whole.
+    /// at most this many bytes a part (of a file of any size). A cap above
+    /// [`MAX_READ_BYTES_CEILING`] (1 GiB) is taken as that ceiling, so even `u64::MAX` never lets
+    /// a read hold a huge or sparse file whole.
     pub fn with_max_read_bytes(mut self, max: u64) -> Self {
         self.max_read_bytes = max.min(MAX_READ_BYTES_CEILING);
         self
