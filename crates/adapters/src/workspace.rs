@@ -357,8 +357,10 @@ fn read_capped(
 
 /// Reads at most `max_bytes` bytes of `file` (which states `size` bytes) from byte `offset` on,
 /// and whether more follow: one byte more is read to tell, so a file that grew or shrank since
-/// it stated its size is answered as it is. An offset no file can reach (past `i64::MAX`, where
-/// a seek fails) gives nothing; the buffer reserved is bounded as in [`read_capped`].
+/// it stated its size is answered as it is. An offset no file can reach gives nothing: one past
+/// `i64::MAX`, and one past the stated size that the file system refuses to seek to (ext4
+/// refuses an offset past the most a file there can hold, 16 TiB, with `EINVAL`), which is
+/// past the end, not the file failing. The buffer reserved is bounded as in [`read_capped`].
 fn read_part(
     mut file: impl io::Read + io::Seek,
     size: u64,
@@ -369,7 +371,13 @@ fn read_part(
     if i64::try_from(offset).is_err() {
         return Ok((Vec::new(), false));
     }
-    io::Seek::seek(&mut file, io::SeekFrom::Start(offset)).map_err(|e| io_error(path, &e))?;
+    match io::Seek::seek(&mut file, io::SeekFrom::Start(offset)) {
+        Ok(_) => {}
+        Err(e) if offset > size && e.kind() == io::ErrorKind::InvalidInput => {
+            return Ok((Vec::new(), false));
+        }
+        Err(e) => return Err(io_error(path, &e)),
+    }
     let reserve = usize::try_from(size.saturating_sub(offset).min(max_bytes))
         .unwrap_or(MAX_READ_RESERVE)
         .min(MAX_READ_RESERVE);

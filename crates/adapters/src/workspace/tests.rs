@@ -1571,6 +1571,8 @@ async fn a_file_over_the_read_cap_is_read_in_parts() {
         (90, usize::MAX, "0123456789", false),
         (100, 4, "", false),
         (101, 4, "", false),
+        (1 << 50, 4, "", false),
+        (i64::MAX as u64, 4, "", false),
         (u64::MAX, 4, "", false),
         (3, 0, "", true),
     ] {
@@ -1621,4 +1623,55 @@ fn whether_more_follow_is_read_not_stated() {
         super::read_part(shrunk, 100, 50, 5, "p").unwrap(),
         (Vec::new(), false)
     );
+}
+
+/// A file as a file system holds it: its bytes, and a seek past `max` (the most the file system
+/// lets a file hold, 16 TiB on ext4) refused with `EINVAL`, as `lseek` refuses it.
+struct LimitedSeek {
+    file: std::io::Cursor<Vec<u8>>,
+    max: u64,
+}
+
+impl std::io::Read for LimitedSeek {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.file.read(buf)
+    }
+}
+
+impl std::io::Seek for LimitedSeek {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        match to {
+            std::io::SeekFrom::Start(at) if at > self.max => Err(
+                std::io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error()),
+            ),
+            to => self.file.seek(to),
+        }
+    }
+}
+
+/// An offset past the end that the file system refuses to seek to (beyond the most a file
+/// there can hold) is past the end like any other: no bytes, none after, not an IO failure
+/// (which the tool would report as its own failure for the model's offset). A seek refused
+/// inside the file stays a failure.
+#[test]
+fn an_offset_past_what_the_file_system_can_hold_gives_nothing() {
+    let file = || LimitedSeek {
+        file: std::io::Cursor::new(b"hello".to_vec()),
+        max: 1 << 44,
+    };
+    for offset in [(1 << 44) + 1, 1 << 50, i64::MAX as u64] {
+        assert_eq!(
+            super::read_part(file(), 5, offset, 4, "p").unwrap(),
+            (Vec::new(), false),
+            "{offset}"
+        );
+    }
+    let tiny = LimitedSeek {
+        file: std::io::Cursor::new(b"hello".to_vec()),
+        max: 1,
+    };
+    assert!(matches!(
+        super::read_part(tiny, 5, 3, 4, "p"),
+        Err(WorkspaceError::Io { .. })
+    ));
 }
