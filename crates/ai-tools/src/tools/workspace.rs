@@ -249,6 +249,23 @@ impl ToolContract for WorkspaceRead {
             .read_part(&input.path, offset, want)
             .await
             .map_err(workspace_error)?;
+        // A part that begins with a byte that continues a character: the offset is inside one
+        // only if a character begins in the (at most 3) bytes before it and runs past it;
+        // otherwise the byte is a stray one, and the file is not text.
+        if offset > 0 && part.bytes.first().is_some_and(|&b| is_continuation(b)) {
+            let back = offset.min(3);
+            let around = self
+                .workspace
+                .read_part(&input.path, offset - back, 7)
+                .await
+                .map_err(workspace_error)?;
+            // `back` is at most 3.
+            if !a_character_spans(&around.bytes, back as usize) {
+                return Err(workspace_error(ai_core::WorkspaceError::NotText {
+                    path: input.path,
+                }));
+            }
+        }
         let (text, more) = part_text(&input.path, offset, &part)?;
         Ok(fit_text(input.path, text, offset, more))
     }
@@ -273,7 +290,7 @@ fn part_text<'a>(
         )));
     }
     // A byte that continues a character: no character starts at the offset.
-    if offset > 0 && bytes.first().is_some_and(|b| b & 0xC0 == 0x80) {
+    if offset > 0 && bytes.first().is_some_and(|&b| is_continuation(b)) {
         return Err(ToolError::invalid_input(
             "the offset is inside a character: read on from a `next_offset`; if one gave it, \
              the file has changed since: read it again from the start",
@@ -294,6 +311,28 @@ fn part_text<'a>(
         ));
     }
     Ok((text, part.more))
+}
+
+/// Whether `byte` continues a UTF-8 character (`10xxxxxx`): no character begins with it.
+fn is_continuation(byte: u8) -> bool {
+    byte & 0xC0 == 0x80
+}
+
+/// Whether a whole UTF-8 character of `bytes` begins before byte `at` and ends after it: the
+/// bytes from `at` on continue a character, rather than stand where no character is.
+fn a_character_spans(bytes: &[u8], at: usize) -> bool {
+    (0..at.min(bytes.len())).any(|start| {
+        let width = match bytes[start] {
+            0xC2..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF4 => 4,
+            _ => return false,
+        };
+        start + width > at
+            && bytes
+                .get(start..start + width)
+                .is_some_and(|c| std::str::from_utf8(c).is_ok())
+    })
 }
 
 /// The most bytes of JSON the text of an answer about `path` may take: [`MAX_READ_BYTES`] less

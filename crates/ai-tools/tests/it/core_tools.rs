@@ -524,3 +524,61 @@ async fn a_part_too_small_for_a_character_is_the_workspaces_failure() {
         "the tool failed: the workspace gave too little of the file to hold one character"
     );
 }
+
+/// A file that is not UTF-8 because a byte no character begins with stands exactly where a part
+/// ended is refused as not text, not as an offset inside a character: that answer tells the
+/// model to read the file again from the start, which would give it the same `next_offset` and
+/// the same answer for ever. An offset that is inside a character stays told so.
+#[tokio::test]
+async fn a_stray_byte_where_a_part_ends_is_not_text_not_an_offset_inside_a_character() {
+    let mut file = "x".repeat(30_000).into_bytes();
+    let runner = crate::support::runner(
+        bind(WorkspaceRead::new(PartsWorkspace::new(file.clone()))).unwrap(),
+    );
+    let next = read_from(&runner, None).await.unwrap()["next_offset"]
+        .as_u64()
+        .unwrap();
+    file.insert(usize::try_from(next).unwrap(), 0x80);
+    let runner =
+        crate::support::runner(bind(WorkspaceRead::new(PartsWorkspace::new(file))).unwrap());
+    assert_eq!(
+        read_from(&runner, None).await.unwrap()["next_offset"],
+        json!(next)
+    );
+    assert_eq!(
+        read_from(&runner, Some(next)).await.unwrap_err(),
+        (
+            ToolErrorCode::Validation,
+            "invalid tool arguments: the file is not UTF-8 text".into()
+        )
+    );
+    // A character's bytes before a stray one do not make it part of the character.
+    for (file, offset) in [(&b"a\xc3\xa9\x80"[..], 3), (b"\xe2\x82\x80\x80", 3)] {
+        let runner = crate::support::runner(
+            bind(WorkspaceRead::new(PartsWorkspace::new(file.to_vec()))).unwrap(),
+        );
+        assert_eq!(
+            read_from(&runner, Some(offset)).await.unwrap_err().1,
+            "invalid tool arguments: the file is not UTF-8 text",
+            "{file:?}"
+        );
+    }
+    // Inside a character of two, three and four bytes, at each byte after the first.
+    for (file, offsets) in [
+        ("aé", &[2][..]),
+        ("a€", &[2, 3]),
+        ("a\u{1F426}", &[2, 3, 4]),
+    ] {
+        let runner =
+            crate::support::runner(bind(WorkspaceRead::new(PartsWorkspace::new(file))).unwrap());
+        for &offset in offsets {
+            assert_eq!(
+                read_from(&runner, Some(offset)).await.unwrap_err().1,
+                "invalid tool arguments: the offset is inside a character: read on from a \
+                 `next_offset`; if one gave it, the file has changed since: read it again from \
+                 the start",
+                "{file} {offset}"
+            );
+        }
+    }
+}
