@@ -267,6 +267,14 @@ impl ToolContract for WorkspaceRead {
             }
         }
         let (text, more) = part_text(&input.path, offset, &part)?;
+        // Text that ends past the largest offset there is: no `next_offset` could count to it
+        // (one would stand still at that largest offset, and reading on from it would give the
+        // same answer for ever). No file is that long; a workspace that answers so is failing.
+        if offset.checked_add(text.len() as u64).is_none() {
+            return Err(ToolError::new(
+                "the workspace gave text past the largest offset a file can have",
+            ));
+        }
         Ok(fit_text(input.path, text, offset, more))
     }
 }
@@ -362,6 +370,7 @@ pub(super) fn fit_text(path: String, text: &str, offset: u64, more: bool) -> Rea
             break;
         }
     }
+    // The caller checked that `offset` plus the text's length does not overflow.
     let next_offset = (end < text.len() || more).then(|| offset.saturating_add(end as u64));
     ReadOutput {
         path,

@@ -582,3 +582,61 @@ async fn a_stray_byte_where_a_part_ends_is_not_text_not_an_offset_inside_a_chara
         }
     }
 }
+
+/// A file of `x` at every offset, however far, with more always after: a workspace that
+/// answers offsets no file reaches.
+struct EndlessWorkspace;
+
+#[async_trait::async_trait]
+impl ai_core::Workspace for EndlessWorkspace {
+    async fn list(&self, _: &str) -> Result<ai_core::WorkspaceListing, ai_core::WorkspaceError> {
+        Ok(ai_core::WorkspaceListing::default())
+    }
+    async fn read(&self, path: &str) -> Result<String, ai_core::WorkspaceError> {
+        Err(ai_core::WorkspaceError::TooLarge {
+            path: path.into(),
+            size: u64::MAX,
+            limit: 0,
+        })
+    }
+    async fn write(&self, path: &str, _: &str) -> Result<(), ai_core::WorkspaceError> {
+        Err(ai_core::WorkspaceError::ReadOnly { path: path.into() })
+    }
+    async fn read_part(
+        &self,
+        _: &str,
+        _: u64,
+        max_bytes: usize,
+    ) -> Result<ai_core::FilePart, ai_core::WorkspaceError> {
+        Ok(ai_core::FilePart {
+            bytes: vec![b'x'; max_bytes.min(64)],
+            more: true,
+            size: u64::MAX,
+        })
+    }
+}
+
+/// A `next_offset` always lies past the offset read from: text a workspace gives past the
+/// largest offset there is (which no `next_offset` could count to) is the tool failing, said
+/// so, not an answer whose `next_offset` stands still (reading on from it would give the same
+/// answer for ever).
+#[tokio::test]
+async fn a_next_offset_never_stands_still() {
+    let runner =
+        crate::support::runner(bind(WorkspaceRead::new(Arc::new(EndlessWorkspace))).unwrap());
+    assert_eq!(
+        read_from(&runner, Some(u64::MAX - 64)).await.unwrap()["next_offset"],
+        json!(u64::MAX)
+    );
+    for offset in [u64::MAX - 63, u64::MAX - 1, u64::MAX] {
+        assert_eq!(
+            read_from(&runner, Some(offset)).await.unwrap_err(),
+            (
+                ToolErrorCode::Execution,
+                "the tool failed: the workspace gave text past the largest offset a file can have"
+                    .into()
+            ),
+            "{offset}"
+        );
+    }
+}
