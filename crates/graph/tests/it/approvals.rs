@@ -630,13 +630,11 @@ async fn a_cancel_ends_the_calls_that_asked_for_approval() {
 async fn a_sink_that_panics_on_an_approval_request_leaves_the_call_waiting() {
     let f = fixture();
     let panicked = std::sync::atomic::AtomicBool::new(false);
-    let sink = |e: AiEvent| {
-        let request = matches!(e, AiEvent::ApprovalRequired { .. });
-        f.events.lock().unwrap().push(e);
-        if request && !panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            panic!("the app's sink broke");
-        }
-    };
+    let sink = f.sink_breaking_once(
+        |e| matches!(e, AiEvent::ApprovalRequired { .. }),
+        false,
+        &panicked,
+    );
     let state = f
         .agent
         .run(

@@ -1349,13 +1349,11 @@ async fn a_sink_that_panics_on_a_result_is_given_that_result_once() {
         AgentConfig::default(),
     );
     let panicked = std::sync::atomic::AtomicBool::new(false);
-    let sink = |e: AiEvent| {
-        let result = matches!(e, AiEvent::ToolCallResult { .. });
-        f.events.lock().unwrap().push(e);
-        if result && !panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            panic!("the app's sink broke");
-        }
-    };
+    let sink = f.sink_breaking_once(
+        |e| matches!(e, AiEvent::ToolCallResult { .. }),
+        false,
+        &panicked,
+    );
     let state = f
         .agent
         .run(
@@ -1397,13 +1395,7 @@ async fn a_sink_that_panics_on_a_result_is_given_that_result_once() {
 async fn a_sink_that_panics_on_a_streamed_delta_is_not_taken_for_the_model_port() {
     let f = Fixture::new(vec![text("Hello")], AgentConfig::default());
     let panicked = std::sync::atomic::AtomicBool::new(false);
-    let sink = |e: AiEvent| {
-        let delta = matches!(e, AiEvent::TextDelta { .. });
-        f.events.lock().unwrap().push(e);
-        if delta && !panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            panic!("the app's sink broke");
-        }
-    };
+    let sink = f.sink_breaking_once(|e| matches!(e, AiEvent::TextDelta { .. }), false, &panicked);
     let state = f
         .agent
         .run(
@@ -1439,14 +1431,7 @@ async fn a_cancelled_run_whose_sink_panics_on_a_streamed_delta_ends_cancelled() 
         AgentConfig::default(),
     );
     let panicked = std::sync::atomic::AtomicBool::new(false);
-    let sink = |e: AiEvent| {
-        let delta = matches!(e, AiEvent::TextDelta { .. });
-        f.events.lock().unwrap().push(e);
-        if delta && !panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            f.cancel.cancel();
-            panic!("the app's sink broke");
-        }
-    };
+    let sink = f.sink_breaking_once(|e| matches!(e, AiEvent::TextDelta { .. }), true, &panicked);
     let state = f
         .agent
         .run(
@@ -1706,13 +1691,7 @@ async fn a_sink_that_panics_on_an_event_of_the_loops_own_ends_the_run_cleanly() 
         let store = InMemoryThreadStore::default();
         let thread = ThreadId::new("t").unwrap();
         let panicked = std::sync::atomic::AtomicBool::new(false);
-        let sink = |e: AiEvent| {
-            let hit = (case.on)(&e);
-            f.events.lock().unwrap().push(e);
-            if hit && !panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                panic!("the app's sink broke");
-            }
-        };
+        let sink = f.sink_breaking_once(|e| (case.on)(e), false, &panicked);
         let ran = f
             .agent
             .run_thread(
@@ -1833,14 +1812,7 @@ async fn a_cancelled_run_whose_sink_panics_ends_cancelled() {
         let store = InMemoryThreadStore::default();
         let thread = ThreadId::new("t").unwrap();
         let panicked = std::sync::atomic::AtomicBool::new(false);
-        let sink = |e: AiEvent| {
-            let hit = on(&e);
-            f.events.lock().unwrap().push(e);
-            if hit && !panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                f.cancel.cancel();
-                panic!("the app's sink broke");
-            }
-        };
+        let sink = f.sink_breaking_once(on, true, &panicked);
         let state = f
             .agent
             .run_thread(

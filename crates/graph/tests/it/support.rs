@@ -178,6 +178,27 @@ pub(crate) struct Fixture {
 }
 
 impl Fixture {
+    /// A sink that keeps every event and panics ("the app's sink broke") once, on the first
+    /// event `hits` picks, after keeping it: an app's sink that breaks. With `cancel_first` it
+    /// cancels the run just before it panics. `panicked` says whether it did.
+    pub(crate) fn sink_breaking_once<'a>(
+        &'a self,
+        hits: impl Fn(&AiEvent) -> bool + Send + Sync + 'a,
+        cancel_first: bool,
+        panicked: &'a std::sync::atomic::AtomicBool,
+    ) -> impl Fn(AiEvent) + Send + Sync + 'a {
+        move |e: AiEvent| {
+            let hit = hits(&e);
+            self.events.lock().unwrap().push(e);
+            if hit && !panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                if cancel_first {
+                    self.cancel.cancel();
+                }
+                panic!("the app's sink broke");
+            }
+        }
+    }
+
     pub(crate) fn new(replies: Vec<Reply>, config: AgentConfig) -> Self {
         Self::with_policy(replies, config, r#"allowed_tools = ["core__wait"]"#)
     }
