@@ -2813,20 +2813,27 @@ mod tests {
         );
     }
 
+    /// A user message of `text`, for the resend tests.
+    fn user(text: &str) -> ai_core::Message {
+        ai_core::Message::User {
+            content: text.into(),
+        }
+    }
+
+    /// An answer of `text` without tool calls, for the resend tests.
+    fn answer(text: &str) -> ai_core::Message {
+        ai_core::Message::Assistant {
+            content: text.into(),
+            tool_calls: Vec::new(),
+        }
+    }
+
     /// A message the server refused before it ran (503) that the user then typed again by hand
     /// leaves the client's copy holding its text twice, first without an answer, and the thread
     /// once. A later retry or edit in that chat is still placed in the thread: the copy fits it
     /// when the unanswered one is the message no run took, whatever the other reading says.
     #[test]
     fn a_refused_message_typed_again_does_not_misplace_a_later_resend() {
-        use ai_core::Message;
-        let user = |text: &str| Message::User {
-            content: text.into(),
-        };
-        let answer = |text: &str| Message::Assistant {
-            content: text.into(),
-            tool_calls: Vec::new(),
-        };
         let max_steps = std::num::NonZeroU32::new(8).unwrap();
         let history = vec![user("A"), answer("a"), user("B"), answer("b")];
         let thread = graph::AgentState::from_history(history.clone(), max_steps).unwrap();
@@ -2866,14 +2873,6 @@ mod tests {
     /// thread's at its place is another conversation: refused (409 `history_mismatch`).
     #[test]
     fn a_retry_of_an_answered_message_rewinds_to_before_it() {
-        use ai_core::Message;
-        let user = |text: &str| Message::User {
-            content: text.into(),
-        };
-        let answer = |text: &str| Message::Assistant {
-            content: text.into(),
-            tool_calls: Vec::new(),
-        };
         let max_steps = std::num::NonZeroU32::new(8).unwrap();
         let history = vec![user("A"), answer("a"), user("B"), answer("b")];
         let thread = graph::AgentState::from_history(history.clone(), max_steps).unwrap();
@@ -2902,14 +2901,6 @@ mod tests {
     /// model would still see, beside the message twice).
     #[test]
     fn a_retry_read_several_ways_is_placed_where_the_thread_holds_its_text() {
-        use ai_core::Message;
-        let user = |text: &str| Message::User {
-            content: text.into(),
-        };
-        let answer = |text: &str| Message::Assistant {
-            content: text.into(),
-            tool_calls: Vec::new(),
-        };
         let max_steps = std::num::NonZeroU32::new(8).unwrap();
         let history = vec![user("A"), answer("a"), user("B"), answer("b")];
         let thread = graph::AgentState::from_history(history.clone(), max_steps).unwrap();
