@@ -329,6 +329,11 @@ impl Agent {
     /// and the state returned is the one given (nothing recorded, calls waiting for approval
     /// still waiting).
     ///
+    /// `cancel` ends the run `Done { reason: cancelled }`, with the calls left answered
+    /// cancelled. A model call that fails once it has fired (the port answers an error, or
+    /// panics, in the very poll in which the token fires: the cancel aborted its request) is
+    /// cancelled too, keeping the text streamed, with no `Error`.
+    ///
     /// A panic of `events` does not unwind out of the run. On an event the driver emits itself
     /// (a step's start, a completion's usage or added text, an answer it shows) it stops the run
     /// at its next step, as a failed model call does: an `Error` saying the sink panicked, then
@@ -731,15 +736,17 @@ impl Agent {
             () = cancel.cancelled() => Some(Err(CompletionError::Cancelled)),
             result = unless_panics(call) => result,
         };
+        // A call that failed (or panicked) once the run's token fired is the cancel, though the
+        // port answered in the very poll in which the token fired (the cancel aborted its request,
+        // and it said so as its transport's error): a fired token wins, as it does over a tool's
+        // failure and over the sink's panic on an event the driver shows (`sink_broke`).
+        if !matches!(result, Some(Ok(_))) && cancel.is_cancelled() {
+            return AgentEvent::Cancel { partial_text };
+        }
         let Some(result) = result else {
             // The panic unwound out of the app's sink as it showed a delta (the port let it
-            // through), or out of the port's own code. A sink's panic after the run's cancel
-            // fired ends it as the cancel asked, as on an event the driver shows (`sink_broke`).
-            let sink_panicked = shown.panicked.load(Ordering::Relaxed);
-            if sink_panicked && cancel.is_cancelled() {
-                return AgentEvent::Cancel { partial_text };
-            }
-            let message = if sink_panicked {
+            // through), or out of the port's own code.
+            let message = if shown.panicked.load(Ordering::Relaxed) {
                 "the model call was stopped: the event sink panicked while showing what the \
                  model streamed"
             } else {

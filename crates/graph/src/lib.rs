@@ -120,7 +120,10 @@ pub use store::InMemoryThreadStore;
 /// 22. So does a run whose event sink panics on a delta the model port streams after its cancel
 ///     fired (the text streamed kept), where its model call failed and it ended `error` saying
 ///     the sink's panic stopped the model call.
-pub const LOOP_REVISION: u32 = 22;
+/// 23. So does a run whose model call fails (the port answers an error, or panics) once its
+///     cancel fired, in the very poll in which the token fired (the cancel aborted the port's
+///     request), where it ended `error` with the port's error.
+pub const LOOP_REVISION: u32 = 23;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

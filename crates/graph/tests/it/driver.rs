@@ -1454,6 +1454,67 @@ async fn a_cancelled_run_whose_sink_panics_on_a_streamed_delta_ends_cancelled() 
     assert_eq!(f.model.requests.lock().unwrap().len(), 1);
 }
 
+/// A model port that streams a little, then fails in the poll in which the run's cancel fires
+/// (the cancel aborted its request, which it reports as the transport's error), or panics
+/// there.
+struct FailsAsTheCancelFires {
+    panics: bool,
+}
+
+#[async_trait::async_trait]
+impl CompletionPort for FailsAsTheCancelFires {
+    async fn complete(
+        &self,
+        _: &LlmRequest,
+        deltas: &mut dyn DeltaSink,
+        cancel: &CancellationToken,
+    ) -> Result<LlmCompletion, CompletionError> {
+        deltas.delta(streamed("Hel"));
+        cancel.cancel();
+        if self.panics {
+            panic!("a bug in the port as its request was aborted");
+        }
+        Err(CompletionError::Transport("the request was aborted".into()))
+    }
+}
+
+/// A model call that fails once the run's token fired ends the run `cancelled`, with no
+/// `Error`, as the cancel asked, whether its port answers an error or panics in the very poll
+/// in which the token fires (the cancel aborted what it was doing): a fired token wins, as it
+/// does over a tool's failure and the app's sink's panic. The text streamed is kept, as for
+/// any cancelled model call.
+#[tokio::test]
+async fn a_model_call_that_fails_as_the_cancel_fires_ends_cancelled() {
+    for panics in [false, true] {
+        let f = Fixture::new(vec![], AgentConfig::default());
+        let model = FailsAsTheCancelFires { panics };
+        let agent = Agent::new(Arc::new(model), f.runner.clone(), AgentConfig::default());
+        let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+        let state = agent
+            .run(
+                agent.new_state(),
+                "go".into(),
+                &f.ctx,
+                &f.catalog,
+                &sink,
+                &f.cancel,
+            )
+            .await;
+        let events = f.events();
+        check_invariants(&events, &state).unwrap();
+        assert_eq!(done_reason(&events), "cancelled", "{panics}: {events:?}");
+        assert!(
+            !events.iter().any(|e| matches!(e, AiEvent::Error { .. })),
+            "{panics}: {events:?}"
+        );
+        assert!(
+            matches!(state.messages().last(), Some(Message::Assistant { content, .. }) if content == "Hel"),
+            "{panics}: {:?}",
+            state.messages()
+        );
+    }
+}
+
 /// A runtime without Tokio's time driver (built by hand without `enable_time()`), in which the
 /// runner cannot run a tool: a run is refused before the model is called, with an error that
 /// says what is missing, and the state given is returned as it was; `run_thread` neither loads
