@@ -379,10 +379,19 @@ fn keep_partial_text(state: &mut AgentState, text: String) {
     }
 }
 
-/// An event the phase was not waiting for ends the run with an error; the calls still open are
-/// answered first (their known results, else cancelled), so the history stays valid.
+/// An event the phase was not waiting for (`what`) ends the run with an error naming both; the
+/// calls still open are answered first (their known results, else cancelled), so the
+/// history stays valid.
 fn out_of_phase(state: AgentState, what: &str) -> (AgentState, Vec<Intent>) {
-    close_and_finish(state, DoneReason::Error, Some(what.into()))
+    let phase = match state.phase {
+        Phase::Idle => "no run was in progress",
+        Phase::AwaitingModel => "a model call was out",
+        Phase::AwaitingTools { .. } => "the turn's tool calls were out",
+        Phase::AwaitingApproval { .. } => "the turn's calls were waiting for approval",
+        Phase::Finished { .. } => "the run had ended",
+    };
+    let error = format!("unexpected {what} while {phase}");
+    close_and_finish(state, DoneReason::Error, Some(error))
 }
 
 /// What makes `decisions` not fit a pause that waits for `pending`, if anything: a decision
@@ -747,7 +756,7 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
         }
         AgentEvent::ModelCompleted { completion } => {
             if state.phase != Phase::AwaitingModel {
-                return out_of_phase(state, "a model result arrived that no call was waiting for");
+                return out_of_phase(state, "model result");
             }
             let mut calls = completion.tool_calls;
             let mut ids = CallIds::of(&state.messages);
@@ -814,10 +823,7 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                 Phase::AwaitingTools { calls, answered } => (calls, answered),
                 other => {
                     state.phase = other;
-                    return out_of_phase(
-                        state,
-                        "tool results arrived that no call was waiting for",
-                    );
+                    return out_of_phase(state, "tool results");
                 }
             };
             let mut pending: Vec<PendingApproval> = Vec::new();
@@ -846,10 +852,11 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                     answered,
                     pending,
                 };
-                let what = format!(
-                    "a tool result for call {id} arrived, but that call was not waiting for one"
+                let error = format!(
+                    "unexpected tool result for call {id} while the turn's tool calls were out: \
+                     that call was not waiting for one"
                 );
-                return out_of_phase(state, &what);
+                return close_and_finish(state, DoneReason::Error, Some(error));
             }
             if cancelled {
                 // The calls that asked for approval are answered cancelled, and shown so.

@@ -348,6 +348,65 @@ fn renaming_a_repeated_id_tries_each_candidate_once() {
     );
 }
 
+/// An event the loop was not waiting for ends the run with an error that names both the event
+/// and where the loop stood, never a panic.
+#[test]
+fn an_out_of_phase_event_is_an_error_naming_the_event_and_the_phase() {
+    let paused = AgentEvent::ToolResults {
+        results: vec![ToolExecResult {
+            tool_call_id: ToolCallId::new("c1").unwrap(),
+            outcome: ai_core::ToolOutcome::ApprovalRequired {
+                args_hash: "h".into(),
+            },
+        }],
+        cancelled: false,
+    };
+    let cases: Vec<(Vec<AgentEvent>, &str)> = vec![
+        (
+            vec![completion("late", &[])],
+            "unexpected model result while no run was in progress",
+        ),
+        (
+            vec![user(), results(&["c1"])],
+            "unexpected tool results while a model call was out",
+        ),
+        (
+            vec![user(), completion("", &["c1"]), completion("late", &[])],
+            "unexpected model result while the turn's tool calls were out",
+        ),
+        (
+            vec![user(), completion("", &["c1"]), paused, results(&["c1"])],
+            "unexpected tool results while the turn's calls were waiting for approval",
+        ),
+        (
+            vec![user(), completion("done", &[]), results(&["c1"])],
+            "unexpected tool results while the run had ended",
+        ),
+        (
+            vec![user(), completion("", &["c1"]), results(&["c2"])],
+            "unexpected tool result for call c2 while the turn's tool calls were out",
+        ),
+    ];
+    for (events, expected) in cases {
+        let mut state = AgentState::new(None, steps(10));
+        let mut intents = Vec::new();
+        for event in events {
+            (state, intents) = reduce(state, event);
+        }
+        let error = intents.iter().find_map(|intent| match intent {
+            Intent::Finish {
+                reason: DoneReason::Error,
+                error: Some(error),
+            } => Some(error.as_str()),
+            _ => None,
+        });
+        assert!(
+            error.is_some_and(|error| error.starts_with(expected)),
+            "{expected}: {intents:?}"
+        );
+    }
+}
+
 /// An event that arrives while calls are open (out of phase) ends the run, but must still
 /// answer the open calls: a finished state's history always passes `validate_history`.
 #[test]
