@@ -847,6 +847,15 @@ pub(crate) struct PartialCall {
     pub(crate) shape: JsonShape,
 }
 
+impl PartialCall {
+    /// Whether the call is whole as far as its fragments show: it has its name, and arguments
+    /// that are closed JSON (or text that opens no JSON, which nothing appended can make so).
+    /// No fragment can continue it; an entry that names a function there is another call.
+    pub(crate) fn is_whole(&self) -> bool {
+        !self.name.is_empty() && !self.arguments.trim_ascii().is_empty() && !self.shape.is_open()
+    }
+}
+
 /// Where a JSON text stands, tracked as its bytes are appended (each byte is looked at once,
 /// and none once the value closed): nothing yet, an object or array still open, or something
 /// that takes no more (the value closed, or text that does not open one). Only the JSON's

@@ -6,7 +6,8 @@
 //! is that call's), or the call there has an id, its arguments are not yet whole (none, or an
 //! object not yet closed) and the entry names no function (Poolside changes a call's id after
 //! its first chunk, naming the function only on the first: the call keeps its first id); a
-//! known id continues its call; without an id the entry
+//! known id continues its call (but an entry naming another function under the id of a whole
+//! call is an error: two calls under one id); without an id the entry
 //! continues the call at its `index` (unless that call is whole and the entry names a function
 //! and brings arguments, or named one alone just before: parallel calls at one index without
 //! ids, see `StreamDecoder::starts_another_call`), or the latest call when `index` is missing or null (unless
@@ -569,7 +570,10 @@ impl StreamDecoder {
         let id = entry.id.as_deref().filter(|id| !id.is_empty());
         let known = match id {
             Some(id) => match self.by_id.get(id) {
-                Some(&position) => Some(position),
+                Some(&position) => {
+                    self.check_same_function(position, &entry)?;
+                    Some(position)
+                }
                 None => {
                     let continued = self.continues_under_a_new_id(&entry);
                     if let Some(position) = continued {
@@ -660,10 +664,7 @@ impl StreamDecoder {
         let Some(call) = self.session.calls.calls.get(position) else {
             return false;
         };
-        let whole = !call.name.is_empty()
-            && !call.arguments.trim_ascii().is_empty()
-            && !call.shape.is_open();
-        if !whole {
+        if !call.is_whole() {
             return false;
         }
         let name = entry.function.name.as_deref().filter(|n| !n.is_empty());
@@ -680,6 +681,33 @@ impl StreamDecoder {
                 .as_ref()
                 .is_some_and(|named| named.0 == index);
         named && !assembly::repeats_whole_arguments(&call.arguments, fragment)
+    }
+
+    /// Refuses an entry under the id of the call at `position` that names another function once
+    /// that call is whole ([`assembly::PartialCall::is_whole`]): another call under the same id
+    /// (an engine behind OpenRouter streams parallel calls under one id and one index, told
+    /// apart only by their names: skye-harris/hass_local_openai_llm#92). Joined to the first
+    /// call, its arguments would break that call's, or be dropped as a repeat of them; split
+    /// off, its later fragments and its result could not be told from the first call's. So it
+    /// is an error, as two calls under one id are in a whole message and a `call_id` taken for
+    /// another function is on the Responses stream. Before the call is whole, another name is
+    /// still the call's (its first name stays), as a repeated name is.
+    fn check_same_function(
+        &self,
+        position: usize,
+        entry: &ToolCallDelta<'_>,
+    ) -> Result<(), DecodeError> {
+        let name = entry.function.name.as_deref().filter(|n| !n.is_empty());
+        let call = self.session.calls.calls.get(position);
+        match (call, name) {
+            (Some(call), Some(name)) if call.is_whole() && name != call.name => {
+                Err(DecodeError::InvalidToolCall {
+                    index: position,
+                    reason: "another entry uses its id for another function".into(),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The call an entry with an id not seen before continues, if it is not a call of its own:

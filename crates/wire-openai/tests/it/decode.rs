@@ -3308,6 +3308,64 @@ fn parallel_calls_at_one_index_without_ids_are_split_where_the_decoder_can_tell(
     }
 }
 
+/// A server that streams parallel calls under one id (and one index), told apart only by their
+/// names (skye-harris/hass_local_openai_llm#92: an engine behind OpenRouter), sends a call whose
+/// function is another under an id whose call is whole: that is two calls no result could tell
+/// apart, as in a whole message, never the first call with the second's arguments joined to it
+/// or dropped as a repeat. The decode fails naming the call, not quoting the id. A repeated
+/// name, and another name before the call is whole, are still that call's.
+#[test]
+fn a_streamed_call_whose_id_names_another_function_once_whole_is_an_error() {
+    let entry = |name: Option<&str>, arguments: &str| {
+        let mut function = json!({"arguments": arguments});
+        if let Some(name) = name {
+            function["name"] = json!(name);
+        }
+        let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "call_CANARY", "type": "function", "function": function}]}}]});
+        format!("data: {chunk}\n\n")
+    };
+    let end = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+    for second in [
+        // The same arguments (which a summary chunk repeating them would be), or others.
+        entry(Some("get_time"), r#"{"city":"Paris"}"#),
+        [
+            entry(Some("get_time"), ""),
+            entry(None, r#"{"city":"Rome"}"#),
+        ]
+        .concat(),
+    ] {
+        let stream = [
+            entry(Some("get_weather"), r#"{"city":"#),
+            entry(None, r#""Paris"}"#),
+            second,
+            end.to_owned(),
+        ]
+        .concat();
+        let error = chat::decode_all(stream.as_bytes()).unwrap_err();
+        assert!(
+            matches!(error, DecodeError::InvalidToolCall { index: 0, .. }),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            "tool call 0: another entry uses its id for another function"
+        );
+    }
+    // One call: its name repeated once whole, and another name while its arguments are open.
+    let stream = [
+        entry(Some("get_weather"), r#"{"city":"#),
+        entry(Some("get_time"), r#""Paris"}"#),
+        entry(Some("get_weather"), ""),
+        end.to_owned(),
+    ]
+    .concat();
+    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    assert_eq!(completion.tool_calls.len(), 1);
+    assert_eq!(completion.tool_calls[0].name, "get_weather");
+    assert_eq!(completion.tool_calls[0].arguments, r#"{"city":"Paris"}"#);
+}
+
 /// The cached input tokens and the reasoning tokens are read from both wires' details objects,
 /// streamed and whole; each is its own bookkeeping: a detail that does not read (a float, a
 /// string, given twice, in details that are not an object or are given twice) is absent, and the
