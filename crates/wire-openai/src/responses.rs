@@ -15,8 +15,9 @@
 //!   gpt-oss streams), never a second call.
 //! - The argument deltas such a gateway re-sends are recognized and neither appended nor shown
 //!   again, so a call's display deltas spell its arguments. They are told by their
-//!   `sequence_number` while the stream numbers its events in order, else by their text once the
-//!   item, or a message's part, is announced again.
+//!   `sequence_number` once the stream's numbers rise and while they stay in order (numbers
+//!   that never rise, a gateway's default `0`, tell nothing), else by their text once the item,
+//!   or a message's part, is announced again.
 //! - A message's text and refusal deltas are told by the same rule, part by part, so the
 //!   answer's text is neither doubled nor shown twice.
 //! - A message part's final text (`response.output_text.done`, `response.refusal.done`,
@@ -95,7 +96,7 @@ mod item;
 mod replay;
 
 use item::{Item, PartKind, Text, whole_number};
-use replay::{DeltaLog, MessageParts};
+use replay::{DeltaLog, MessageParts, Numbering, Sequence};
 
 /// The key, in a call's `provider_fields`, of the reasoning items that led to it: a JSON array
 /// of the `reasoning` output items that came, in order, after the turn's previous call or other
@@ -533,9 +534,9 @@ pub struct StreamDecoder {
     nameless_message: Option<usize>,
     /// The highest `sequence_number` so far.
     last_sequence: Option<u64>,
-    /// Whether the stream numbers its events in increasing order, as native streams do: until
-    /// it shows it does not, a delta's number tells a replayed delta from a new one.
-    numbered: bool,
+    /// What the stream's numbers tell: once they rise, as native streams' do, and until they
+    /// show they are out of order, a delta's number tells a replayed delta from a new one.
+    numbering: Numbering,
     /// The reasoning items kept, once the stream has one (boxed: most streams have none, and
     /// the decoder is moved whole).
     reasoning: Option<Box<KeptReasoning>>,
@@ -586,7 +587,7 @@ impl StreamDecoder {
             message_by_output: HashMap::new(),
             nameless_message: None,
             last_sequence: None,
-            numbered: true,
+            numbering: Numbering::Unproven,
             reasoning: None,
             other_outputs: BTreeSet::new(),
             whole: None,
@@ -757,11 +758,14 @@ impl StreamDecoder {
                 reason: "missing field `type`".into(),
             });
         };
-        // Whether the event's number is above every earlier one (or either is unknown).
-        let in_order = match (event.sequence_number, self.last_sequence) {
-            (Some(number), Some(last)) => number > last,
-            _ => true,
-        };
+        // Whether the event's number is above every earlier one (or either is unknown); the
+        // first that is shows the numbers rise.
+        let in_order = self
+            .numbering
+            .follow(event.sequence_number, self.last_sequence);
+        let sequence = event
+            .sequence_number
+            .map(|number| Sequence { number, in_order });
         self.last_sequence = self.last_sequence.max(event.sequence_number);
         if !EVENTS_READ.contains(&kind) {
             return Ok(());
@@ -778,7 +782,7 @@ impl StreamDecoder {
                         "response.refusal.delta" => PartKind::Refusal,
                         _ => PartKind::Text,
                     };
-                    self.text_delta(&event, part, &delta, deltas);
+                    self.text_delta(&event, part, &delta, sequence, deltas);
                 }
             }
             "response.output_item.added" => {
@@ -813,7 +817,7 @@ impl StreamDecoder {
             "response.function_call_arguments.delta" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(offset))?;
                 let fragment = event.delta.arguments().unwrap_or_default();
-                self.argument_delta(position, &fragment, event.sequence_number, deltas)?;
+                self.argument_delta(position, &fragment, sequence, deltas)?;
             }
             "response.function_call_arguments.done" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(offset))?;
@@ -968,7 +972,7 @@ impl StreamDecoder {
                     .insert(REASONING_ITEMS_KEY.into(), Value::Array(items));
             }
         }
-        self.numbered &= in_order;
+        self.numbering.broken_unless(in_order);
         self.call_items.push(CallItem {
             keyed: item.id.is_some(),
             finished: false,

@@ -129,6 +129,52 @@ fn kind_bit(kind: PartKind) -> u8 {
     }
 }
 
+/// What a stream's `sequence_number`s can tell of its deltas so far (see [`DeltaLog::fresh`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum Numbering {
+    /// No event was numbered above an earlier one yet: numbers that never rise (a gateway whose
+    /// events default to `sequence_number: 0`, BerriAI/litellm PR #28899) cannot tell a
+    /// replayed delta from a new one with the same text.
+    #[default]
+    Unproven,
+    /// The numbers rose, and nothing showed them out of order: a delta's number tells a replay.
+    Rising,
+    /// They showed they are not in order: from now on only the text tells a replay.
+    Broken,
+}
+
+impl Numbering {
+    /// Follows an event numbered `number` (if at all) after the highest number so far, `last`;
+    /// returns whether it is in order: above `last`, or either is unknown. The first event
+    /// numbered above an earlier one shows the numbers rise.
+    pub(super) fn follow(&mut self, number: Option<u64>, last: Option<u64>) -> bool {
+        let (Some(number), Some(last)) = (number, last) else {
+            return true;
+        };
+        let in_order = number > last;
+        if in_order && *self == Numbering::Unproven {
+            *self = Numbering::Rising;
+        }
+        in_order
+    }
+
+    /// Takes an event that shows the numbers out of order unless it is `in_order` (a new call
+    /// or message announced).
+    pub(super) fn broken_unless(&mut self, in_order: bool) {
+        if !in_order {
+            *self = Numbering::Broken;
+        }
+    }
+}
+
+/// A delta's `sequence_number`, and whether it is above every earlier event's
+/// ([`Numbering::follow`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Sequence {
+    pub(super) number: u64,
+    pub(super) in_order: bool,
+}
+
 /// What the decoder knows of the deltas that spell one text (a call's arguments, or one part of
 /// a message), to tell the deltas a gateway replays from new ones. Calls and message parts share
 /// this one rule; see [`DeltaLog::fresh`].
@@ -161,15 +207,19 @@ impl DeltaLog {
 
     /// The part of a delta for `text` that is new, or `None` when it repeats one the text has: a
     /// gateway that re-sends a stream's events (all of them again, or from some point on, as a
-    /// stream resumed after a number is) re-sends deltas. `numbered` is whether the stream's
-    /// numbers can still be trusted (see [`StreamDecoder`]); this clears it when they cannot.
+    /// stream resumed after a number is) re-sends deltas. `numbering` is what the stream's
+    /// numbers can tell so far; this marks them [`Numbering::Broken`] when a delta shows they
+    /// are out of order.
     ///
-    /// By number, while the stream numbers its events in increasing order: a delta under a
-    /// `sequence_number` one of the text's deltas already had, with the same text, is that delta
-    /// again. A delta above every number the text's deltas had is new. A delta under a number
-    /// the text's deltas had, or passed, with other text shows that the numbers cannot tell a
-    /// replay (so does a new call or message announced under a number not above every earlier
-    /// one), and from then on only the text does.
+    /// By number, once the stream's numbers have risen and while nothing showed them out of
+    /// order ([`Numbering::Rising`]): a delta under a number not above every earlier event's
+    /// that one of the text's deltas already had, with the same text, is that delta again. A
+    /// delta above every earlier number is new, once the text's deltas had numbers. A delta
+    /// under a number not above every earlier one that the text's deltas did not have with
+    /// that text (in a stream that only resends what it sent, every such delta is one) shows
+    /// that the numbers cannot tell a replay (so does a new call or message announced under
+    /// such a number), and from then on only the text does. Numbers that never rose tell
+    /// nothing: under them a delta repeating the one before it, number and text, is new.
     ///
     /// By text, while the text is replayed (its item announced again after some of it arrived)
     /// and its deltas cannot be told by number: a delta that repeats the text where the replay
@@ -190,8 +240,8 @@ impl DeltaLog {
         &mut self,
         text: &str,
         fragment: &'f str,
-        sequence: Option<u64>,
-        numbered: &mut bool,
+        sequence: Option<Sequence>,
+        numbering: &mut Numbering,
     ) -> Option<&'f str> {
         if let Some(at) = self.ahead
             && let Some(rest) = text.get(at..).filter(|rest| !rest.is_empty())
@@ -199,7 +249,7 @@ impl DeltaLog {
             if rest.starts_with(fragment) {
                 let to = at + fragment.len();
                 self.ahead = (to < text.len()).then_some(to);
-                if let Some(number) = sequence
+                if let Some(Sequence { number, .. }) = sequence
                     && self.numbered.last().is_none_or(|(last, _)| number > *last)
                 {
                     self.numbered.push((number, at..to));
@@ -211,22 +261,27 @@ impl DeltaLog {
                 return Some(past);
             }
         }
-        let last = self.numbered.last().map(|(number, _)| *number);
-        if let (true, Some(number), Some(last)) = (*numbered, sequence, last) {
-            if number > last {
-                self.replayed = None;
-                return Some(fragment);
+        if let Some(Sequence { number, in_order }) = sequence
+            && *numbering != Numbering::Broken
+        {
+            let rising = *numbering == Numbering::Rising;
+            if in_order {
+                if rising && !self.numbered.is_empty() {
+                    self.replayed = None;
+                    return Some(fragment);
+                }
+            } else {
+                let again = self
+                    .numbered
+                    .binary_search_by_key(&number, |(number, _)| *number)
+                    .ok()
+                    .and_then(|at| text.get(self.numbered[at].1.clone()))
+                    .is_some_and(|text| text == fragment);
+                if rising && again {
+                    return None;
+                }
+                *numbering = Numbering::Broken;
             }
-            let again = self
-                .numbered
-                .binary_search_by_key(&number, |(number, _)| *number)
-                .ok()
-                .and_then(|at| text.get(self.numbered[at].1.clone()))
-                .is_some_and(|text| text == fragment);
-            if again {
-                return None;
-            }
-            *numbered = false;
         }
         let Some(replayed) = self.replayed.take() else {
             return Some(fragment);
@@ -444,19 +499,19 @@ impl StreamDecoder {
         &mut self,
         position: usize,
         fragment: &str,
-        sequence: Option<u64>,
+        sequence: Option<Sequence>,
         deltas: &mut Deltas,
     ) -> Result<(), DecodeError> {
-        let mut numbered = self.numbered;
+        let mut numbering = self.numbering;
         let (log, arguments) = self.argument_deltas(position);
-        let fresh = log.fresh(arguments, fragment, sequence, &mut numbered);
-        self.numbered = numbered;
+        let fresh = log.fresh(arguments, fragment, sequence, &mut numbering);
+        self.numbering = numbering;
         if let Some(fresh) = fresh {
             self.session
                 .calls
                 .apply(position, None, None, fresh, deltas)?;
             let (log, arguments) = self.argument_deltas(position);
-            log.appended(arguments, fragment, sequence);
+            log.appended(arguments, fragment, sequence.map(|s| s.number));
         }
         Ok(())
     }
@@ -506,27 +561,28 @@ impl StreamDecoder {
         event: &Event<'_>,
         kind: PartKind,
         fragment: &str,
+        sequence: Option<Sequence>,
         deltas: &mut Deltas,
     ) {
         let index = event.content_index.unwrap_or(0);
-        let sequence = event.sequence_number;
-        let mut numbered = self.numbered;
+        let mut numbering = self.numbering;
         let fresh = match self.message(event.item_id.as_deref(), event.output_index) {
             Some(message) => {
                 let part = message.part(index);
                 part.reached_by(kind);
                 let fresh = part
                     .deltas
-                    .fresh(&part.text, fragment, sequence, &mut numbered);
+                    .fresh(&part.text, fragment, sequence, &mut numbering);
                 if let Some(fresh) = fresh {
                     part.text.push_str(fresh);
-                    part.deltas.appended(&part.text, fragment, sequence);
+                    let number = sequence.map(|s| s.number);
+                    part.deltas.appended(&part.text, fragment, number);
                 }
                 fresh
             }
             None => Some(fragment),
         };
-        self.numbered = numbered;
+        self.numbering = numbering;
         if let Some(fresh) = fresh.filter(|fresh| !fresh.is_empty()) {
             self.session.text.push_str(fresh);
             deltas.text(fresh);
@@ -552,7 +608,7 @@ impl StreamDecoder {
         let known = message.announced || !message.parts.is_empty();
         message.announced = true;
         if !known {
-            self.numbered &= in_order;
+            self.numbering.broken_unless(in_order);
             return;
         }
         message.replays += 1;

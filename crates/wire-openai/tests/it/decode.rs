@@ -879,6 +879,64 @@ fn final_arguments_ahead_of_their_deltas_are_kept_once() {
     }
 }
 
+/// Numbers tell a replayed delta only in a stream whose numbers rise: a delta under the number
+/// of the delta before it, with the same text, is new when the stream never numbered an event
+/// above an earlier one (a gateway whose events default to `sequence_number: 0`: BerriAI/litellm
+/// PR #28899), or when its number is below an earlier event's though its call or part never had
+/// it (numbered events, then deltas at 0). Each delta is kept and shown once: none is lost.
+#[test]
+fn deltas_under_numbers_that_do_not_rise_are_each_kept() {
+    let numbered = |mut event: Value, sequence: Option<u64>| {
+        if let Some(sequence) = sequence {
+            event["sequence_number"] = json!(sequence);
+        }
+        event
+    };
+    let created = json!({"type": "response.created", "response": {"id": "resp_1"}});
+    let in_progress = json!({"type": "response.in_progress", "response": {"id": "resp_1"}});
+    let call = json!({"type": "response.output_item.added", "output_index": 0,
+        "item": {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f",
+            "arguments": ""}});
+    let arguments = |fragment: &str| {
+        json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+            "output_index": 0, "delta": fragment, "sequence_number": 0})
+    };
+    let text = |fragment: &str| {
+        json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 1,
+            "content_index": 0, "delta": fragment, "sequence_number": 0})
+    };
+    let completed = json!({"type": "response.completed", "response": {"id": "resp_1"}});
+    // The events before the deltas unnumbered, then numbered from 1.
+    for lead in [[None, None, None], [Some(1), Some(2), Some(3)]] {
+        let events = [
+            numbered(created.clone(), lead[0]),
+            numbered(in_progress.clone(), lead[1]),
+            numbered(call.clone(), lead[2]),
+            arguments("[["),
+            arguments("[["),
+            arguments("]]]]"),
+            text("ha"),
+            text("ha"),
+            completed.clone(),
+        ];
+        let stream: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+        let mut decoder = responses::StreamDecoder::default();
+        let deltas = decoder.feed(stream.as_bytes()).unwrap();
+        let completion = decoder.finish().unwrap();
+        assert_eq!(completion.tool_calls[0].arguments, "[[[[]]]]", "{lead:?}");
+        assert_eq!(completion.text, "haha", "{lead:?}");
+        let shown: String = deltas
+            .iter()
+            .map(|delta| match delta {
+                ai_core::CompletionDelta::Text { delta } => delta.as_str(),
+                ai_core::CompletionDelta::ToolCall { arguments, .. } => arguments.as_str(),
+                _ => "",
+            })
+            .collect();
+        assert_eq!(shown, "[[[[]]]]haha", "{lead:?}");
+    }
+}
+
 /// A gateway that re-sends a message's text (or refusal) deltas, after announcing the item
 /// again or resuming from an earlier `sequence_number`: each delta is kept and shown once, with
 /// or without numbers, however the gateway re-chunked them; a delta the replay never sent is new
