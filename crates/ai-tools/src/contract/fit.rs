@@ -29,9 +29,10 @@ const DEFINITIONS: &str = "#/definitions/";
 /// - a `$ref` that schemars put in an `allOf` of one so that annotations (a field's doc
 ///   comment, its `default`) can sit beside it becomes a plain `$ref` beside them (see
 ///   [`unwrap_annotated_reference`]);
-/// - a unit-only enum whose variants have doc comments, all or some (a `oneOf` of `const`s,
-///   and one `enum` of the undocumented variants), becomes one `enum`, the variants'
-///   descriptions added to the enum's own;
+/// - a unit-only enum whose variants have doc comments, headings or `#[deprecated]`, all or
+///   some (a `oneOf` of `const`s, and one `enum` of the others), becomes one `enum`, what the
+///   variants' annotations say added to the enum's description (see
+///   [`collapse_documented_enum`]);
 /// - `Option<T>` of a `T` kept in the definitions (a struct, an enum:
 ///   `anyOf: [{"$ref": …}, {"type": "null"}]`) becomes a `$ref` to a copy of `T`'s definition,
 ///   `<T>OrNull` (a number added if the input has a type of that name), with `null` added to its `type` (and `enum`).
@@ -275,57 +276,15 @@ fn unwrap_annotated_reference(node: &mut Map<String, Value>) {
 }
 
 /// `oneOf: [{"const": "a", "type": "string", "description": "…"}, …]` (what schemars derives
-/// for a unit-only enum with documented variants) as `{"type": "string", "enum": ["a", …]}`.
-/// When only some variants are documented, schemars puts the others together in one branch,
-/// `{"type": "string", "enum": ["b", …]}`, whose values join the enum's too.
+/// for a unit-only enum with documented variants, or variants with a heading, `title`, or
+/// `#[deprecated]`) as `{"type": "string", "enum": ["a", …]}`, each variant's annotations noted
+/// in the enum's description (see [`variant_note`]). When only some variants are annotated,
+/// schemars puts the others together in one branch, `{"type": "string", "enum": ["b", …]}`
+/// (first, so they come first in the `enum`), whose values join the enum's too.
 fn collapse_documented_enum(node: &mut Map<String, Value>) {
-    let Some(Value::Array(branches)) = node.get("oneOf") else {
+    let Some((kind, values, notes)) = documented_enum(node) else {
         return;
     };
-    let mut kind = None;
-    let mut values = Vec::new();
-    let mut notes = Vec::new();
-    for branch in branches {
-        let Some(branch) = branch.as_object() else {
-            return;
-        };
-        let Some(branch_kind) = branch.get("type") else {
-            return;
-        };
-        if kind.is_some_and(|kind| kind != branch_kind) {
-            return;
-        }
-        kind = Some(branch_kind);
-        match (branch.get("const"), branch.get("enum")) {
-            (Some(value), None)
-                if branch
-                    .keys()
-                    .all(|k| matches!(k.as_str(), "const" | "type" | "description")) =>
-            {
-                if let Some(Value::String(note)) = branch.get("description") {
-                    let shown = value
-                        .as_str()
-                        .map_or_else(|| value.to_string(), str::to_owned);
-                    notes.push(format!("- `{shown}`: {note}"));
-                }
-                values.push(value.clone());
-            }
-            // The undocumented variants: no description, which could not be told apart by value.
-            (None, Some(Value::Array(undocumented)))
-                if branch.keys().all(|k| matches!(k.as_str(), "enum" | "type")) =>
-            {
-                values.extend(undocumented.iter().cloned());
-            }
-            _ => return,
-        }
-    }
-    let Some(kind) = kind.cloned() else {
-        return;
-    };
-    // Without a documented variant it is no enum schemars spells this way: left as it is.
-    if !branches.iter().any(|b| b.get("const").is_some()) {
-        return;
-    }
     node.remove("oneOf");
     node.insert("type".into(), kind);
     node.insert("enum".into(), values.into());
@@ -336,6 +295,90 @@ fn collapse_documented_enum(node: &mut Map<String, Value>) {
             None => notes,
         };
         node.insert("description".into(), description.into());
+    }
+}
+
+/// The `type`, the values and the notes on the documented variants (see [`variant_note`]) of
+/// `node` when it is a `oneOf` that [`collapse_documented_enum`] rewrites.
+fn documented_enum(node: &Map<String, Value>) -> Option<(Value, Vec<Value>, Vec<String>)> {
+    let Some(Value::Array(branches)) = node.get("oneOf") else {
+        return None;
+    };
+    // Without a documented variant it is no enum schemars spells this way: left as it is.
+    if !branches.iter().any(|b| b.get("const").is_some()) {
+        return None;
+    }
+    let kind = branches.first()?.get("type")?;
+    let mut values = Vec::new();
+    let mut notes = Vec::new();
+    for branch in branches {
+        let branch = branch.as_object()?;
+        if branch.get("type") != Some(kind) {
+            return None;
+        }
+        match (branch.get("const"), branch.get("enum")) {
+            (Some(value), None) => {
+                notes.extend(variant_note(value, branch)?);
+                values.push(value.clone());
+            }
+            // The undocumented variants: no description, which could not be told apart by value.
+            (None, Some(Value::Array(undocumented)))
+                if branch.keys().all(|k| matches!(k.as_str(), "enum" | "type")) =>
+            {
+                values.extend(undocumented.iter().cloned());
+            }
+            _ => return None,
+        }
+    }
+    Some((kind.clone(), values, notes))
+}
+
+/// What the enum's description says of the variant whose branch is `branch`, a `const` (its
+/// `value`) with annotations a variant's attributes give it: its doc comment (`description`,
+/// and `title` for a heading), `#[deprecated]` (`deprecated: true`): `` - `value`: Title.
+/// Description.``, with `(deprecated)` after the value; `Some(None)` for a variant without any.
+/// `None` when the branch holds any other keyword, which the rewrite would lose.
+fn variant_note(value: &Value, branch: &Map<String, Value>) -> Option<Option<String>> {
+    let mut deprecated = false;
+    let mut title = None;
+    let mut description = None;
+    for (keyword, annotation) in branch {
+        match (keyword.as_str(), annotation) {
+            ("const" | "type", _) => {}
+            ("deprecated", Value::Bool(flag)) => deprecated = *flag,
+            ("title", Value::String(text)) => title = Some(text.as_str()),
+            ("description", Value::String(text)) => description = Some(text.as_str()),
+            _ => return None,
+        }
+    }
+    if !deprecated && title.is_none() && description.is_none() {
+        return Some(None);
+    }
+    let shown = value
+        .as_str()
+        .map_or_else(|| value.to_string(), str::to_owned);
+    let mut note = format!("- `{shown}`");
+    if deprecated {
+        note.push_str(" (deprecated)");
+    }
+    let text = match (title, description) {
+        (Some(title), Some(description)) => Some(format!("{} {description}", sentence(title))),
+        (Some(title), None) => Some(sentence(title)),
+        (None, description) => description.map(str::to_owned),
+    };
+    if let Some(text) = text {
+        note.push_str(": ");
+        note.push_str(&text);
+    }
+    Some(Some(note))
+}
+
+/// `text` ending as a sentence does: a full stop added unless it ends in one, `!`, `?` or `:`.
+fn sentence(text: &str) -> String {
+    if text.ends_with(['.', '!', '?', ':']) {
+        text.to_owned()
+    } else {
+        format!("{text}.")
     }
 }
 

@@ -345,6 +345,69 @@ fn a_unit_enum_with_some_variants_documented_fits_the_subset() {
     }
 }
 
+/// A unit enum whose variants carry what else a variant's attributes give its schema: a
+/// heading in its doc comment (schemars' `title`), `#[deprecated]`, `#[schemars(title)]`.
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code, deprecated)]
+enum Mode {
+    /// # Quick
+    ///
+    /// Skips the checks.
+    Quick,
+    /// Checks everything.
+    #[deprecated = "use `quick`"]
+    Thorough,
+    #[deprecated]
+    Legacy,
+    #[schemars(title = "Dry run")]
+    DryRun,
+    Normal,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct WithMode {
+    mode: Mode,
+}
+
+/// A variant's heading and `#[deprecated]` are annotations too: schemars writes them beside the
+/// variant's `const` (`title`, `deprecated: true`), and the enum is still one `enum` the subset
+/// takes, the model told of each in the enum's description.
+#[test]
+fn a_unit_enum_with_titled_or_deprecated_variants_fits_the_subset() {
+    let spec = tool_spec::<Probe<WithMode>>().unwrap();
+    let schema = &spec.input_schema;
+    assert_eq!(
+        schema["definitions"]["Mode"],
+        serde_json::json!({
+            "description": "A unit enum whose variants carry what else a variant's attributes \
+                give its schema: a\nheading in its doc comment (schemars' `title`), \
+                `#[deprecated]`, `#[schemars(title)]`.\n\
+                - `quick`: Quick. Skips the checks.\n\
+                - `thorough` (deprecated): Checks everything.\n\
+                - `legacy` (deprecated)\n\
+                - `dry_run`: Dry run.",
+            "enum": ["normal", "quick", "thorough", "legacy", "dry_run"],
+            "type": "string",
+        })
+    );
+    let validator = jsonschema::draft7::new(schema).unwrap();
+    for args in [
+        serde_json::json!({"mode": "quick"}),
+        serde_json::json!({"mode": "legacy"}),
+        serde_json::json!({"mode": "dry_run"}),
+        serde_json::json!({"mode": "normal"}),
+        serde_json::json!({"mode": "Quick"}),
+    ] {
+        assert_eq!(
+            validator.is_valid(&args),
+            serde_json::from_value::<WithMode>(args.clone()).is_ok(),
+            "{args}"
+        );
+    }
+}
+
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct Documented {
