@@ -60,6 +60,16 @@ pub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {
             "it is empty; list the output fields that may be shown".into(),
         ));
     }
+    if let Some(path) = C::REDACTION
+        .iter()
+        .find(|path| path.split('.').any(|segment| segment == "*"))
+    {
+        return Err(redaction_error(format!(
+            "{path:?} holds a lone `*`, but an allowlist has no wildcard: name each field that \
+             may be shown (a `*` right after a field's name, as in \"next*.name\", follows a \
+             field that holds its own type)"
+        )));
+    }
     // `field*` last reaches the value before it (the field followed no times), kept whole: at
     // the root, the whole output. It names nothing more than the path without it.
     if let Some(path) = C::REDACTION.iter().find(|path| path.ends_with('*')) {

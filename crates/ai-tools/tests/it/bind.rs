@@ -724,6 +724,8 @@ relink!(RelinkAll, &["next*.name"]);
 relink!(RelinkName, &["name*.name"]);
 relink!(RelinkChain, &["next*"]);
 relink!(RelinkInner, &["next.next*"]);
+relink!(RelinkWildcard, &["*"]);
+relink!(RelinkInnerWildcard, &["next.*.name"]);
 
 /// A recursive field was allowlisted once per depth shown (`next.name`, `next.next.name`, …),
 /// so a deeper value lost its names. `next*.name` names them at every depth, and nothing else:
@@ -774,6 +776,31 @@ fn an_allowlist_path_ending_in_a_repeated_field_is_refused() {
                 "tool core__relink: invalid redaction allowlist: \"{path}\" ends in a \
                  `field*`, which keeps whole what the path before it reaches (the whole output \
                  at the root): name what to keep after it, as in \"next*.name\""
+            )
+        );
+    }
+}
+
+/// A lone `*` reads as a wildcard ("everything", "any field"), which the allowlist does not
+/// have: it was refused as a `field*` ending the path, or as a field the output does not have
+/// "that holds the type it is in", neither of which the path says. It is refused saying that
+/// an allowlist has no wildcard.
+#[test]
+fn an_allowlist_path_with_a_lone_star_is_refused_as_no_wildcard() {
+    for (refused, path) in [
+        (bind(RelinkWildcard), "*"),
+        (bind(RelinkInnerWildcard), "next.*.name"),
+    ] {
+        let Err(refused) = refused else {
+            panic!("`{path}` was bound");
+        };
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "tool core__relink: invalid redaction allowlist: \"{path}\" holds a lone `*`, \
+                 but an allowlist has no wildcard: name each field that may be shown (a `*` \
+                 right after a field's name, as in \"next*.name\", follows a field that holds \
+                 its own type)"
             )
         );
     }
