@@ -52,7 +52,9 @@
 //!   `Serialize` writes them: its schema, which checks it, describes serde's serialize side (a
 //!   field `skip_serializing_if` leaves out need not be there; a `rename(serialize = "…")` is
 //!   the name to allowlist). `"days.summary"`
-//!   reaches into arrays and optional structs. A `field*` segment follows a field that holds
+//!   reaches into arrays and optional structs, and a field of an enum's variant (the enum
+//!   flattened into the output or in a field of its own) is named as any field: `"size"`,
+//!   `"entry.size"`. A `field*` segment follows a field that holds
 //!   its own type any number of times, none included: `"next*.name"` is `name`, `next.name`,
 //!   `next.next.name`, … of a linked list, and `"children*.name"` every name of a tree,
 //!   whatever else they hold hidden at every depth. A path cannot end in one. See

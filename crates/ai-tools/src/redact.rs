@@ -344,8 +344,8 @@ impl<'de> Visitor<'de> for UniqueKeysVisitor {
     }
 }
 
-/// Whether the dotted `path` names a property of the output `schema` (following local `$ref`s
-/// and array `items`); a `field*` segment must name a field that holds its own type (`next` of
+/// Whether the dotted `path` names a property of the output `schema` (following local `$ref`s,
+/// array `items` and the variants of enums, flattened or not: see [`properties`]); a `field*` segment must name a field that holds its own type (`next` of
 /// a linked list, `children` of a tree), and what follows it (something must) must be there at
 /// every depth.
 pub(crate) fn schema_has_path(schema: &Value, path: &str) -> bool {
@@ -381,19 +381,21 @@ fn stand_in(root: &Value, node: &Value, segments: &[Segment]) -> Option<String> 
     if exposed(object) {
         return Some(name.clone());
     }
-    let child = property(object, name)?;
-    match segment {
-        Segment::Field(_) => stand_in(root, child, rest),
-        // The field followed no times (`rest` from here), or any number of times (`rest` from
-        // the type it holds, whose own field of that name leads back to it).
-        Segment::Repeat(_) => {
-            let inner = resolve(root, child)?;
-            if exposed(inner) {
-                return Some(name.clone());
+    // Each variant that has the field may lead on to its own stand-in.
+    properties(root, object, name)
+        .into_iter()
+        .find_map(|child| match segment {
+            Segment::Field(_) => stand_in(root, child, rest),
+            // The field followed no times (`rest` from here), or any number of times (`rest`
+            // from the type it holds, whose own field of that name leads back to it).
+            Segment::Repeat(_) => {
+                let inner = resolve(root, child)?;
+                if exposed(inner) {
+                    return Some(name.clone());
+                }
+                stand_in(root, object, rest).or_else(|| stand_in(root, inner, rest))
             }
-            stand_in(root, object, rest).or_else(|| stand_in(root, inner, rest))
-        }
-    }
+        })
 }
 
 /// Whether the object schema `object` (in `root`) takes a key `name` besides its
@@ -479,27 +481,51 @@ fn has_path(root: &Value, node: &Value, segments: &[Segment]) -> bool {
         return false;
     };
     match segment {
-        Segment::Field(name) => {
-            property(object, name).is_some_and(|child| has_path(root, child, rest))
-        }
+        Segment::Field(name) => properties(root, object, name)
+            .into_iter()
+            .any(|child| has_path(root, child, rest)),
         // A path never ends in one: it would keep whole the value it is in.
         Segment::Repeat(_) if rest.is_empty() => false,
         Segment::Repeat(name) => {
             // Below the field is a type whose same field leads back to it (the root's own
             // recursion leads first to its copy in the definitions, then round that).
-            let inner = property(object, name)
-                .and_then(|child| resolve(root, child))
-                .filter(|&inner| {
-                    property(inner, name).and_then(|again| resolve(root, again)) == Some(inner)
-                });
-            inner.is_some_and(|inner| has_path(root, object, rest) && has_path(root, inner, rest))
+            let holds_itself = |inner: &Value| {
+                properties(root, inner, name)
+                    .into_iter()
+                    .any(|again| resolve(root, again) == Some(inner))
+            };
+            properties(root, object, name)
+                .into_iter()
+                .filter_map(|child| resolve(root, child))
+                .filter(|inner| holds_itself(inner))
+                .any(|inner| has_path(root, object, rest) && has_path(root, inner, rest))
         }
     }
 }
 
-/// The schema of the property `name` of an object schema.
-fn property<'a>(object: &'a Value, name: &str) -> Option<&'a Value> {
-    object.get("properties")?.get(name)
+/// The schemas of the property `name` of an object schema (in `root`): the one in its
+/// `properties`, and those in the shapes an enum gives it (`anyOf`, `oneOf`, `allOf`, through
+/// `$ref`s): an enum's variants, whose fields serde writes in the object the enum is, or
+/// beside the object's own fields when it is flattened into it. Redaction keeps a field by its
+/// name whichever variant wrote it.
+fn properties<'a>(root: &'a Value, object: &'a Value, name: &str) -> Vec<&'a Value> {
+    let mut found = Vec::new();
+    // Each schema once (by address, in `root`): shapes that lead back round (an enum inside
+    // itself) end.
+    let mut seen = std::collections::BTreeSet::new();
+    let mut pending = vec![object];
+    while let Some(object) = pending.pop() {
+        if !seen.insert(std::ptr::from_ref(object) as usize) {
+            continue;
+        }
+        found.extend(object.get("properties").and_then(|p| p.get(name)));
+        let shapes = ["anyOf", "oneOf", "allOf"]
+            .iter()
+            .filter_map(|keyword| object.get(*keyword).and_then(Value::as_array))
+            .flatten();
+        pending.extend(shapes.filter_map(|shape| resolve(root, shape)));
+    }
+    found
 }
 
 /// Follows `$ref`s and array `items` down to the schema that has the properties.

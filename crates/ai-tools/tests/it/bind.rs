@@ -1663,3 +1663,107 @@ async fn a_map_whose_keys_cannot_spell_the_field_does_not_stop_its_allowlisting(
         }
     );
 }
+
+/// What an entry is: an internally tagged enum, its fields written beside its tag.
+#[derive(Serialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum EntryKind {
+    File { size: u64, owner_token: String },
+    Dir { children: u32 },
+}
+
+#[derive(Serialize, JsonSchema)]
+struct EntryOutput {
+    name: String,
+    /// Flattened: its tag and fields are the entry's own.
+    #[serde(flatten)]
+    kind: EntryKind,
+    /// The same enum in a field of its own.
+    detail: EntryKind,
+    secret: String,
+}
+
+fn entry() -> EntryOutput {
+    EntryOutput {
+        name: "a.txt".into(),
+        kind: EntryKind::File {
+            size: 7,
+            owner_token: "sk-live-CANARY-1".into(),
+        },
+        detail: EntryKind::Dir { children: 2 },
+        secret: "sk-live-CANARY-2".into(),
+    }
+}
+
+output_contract!(
+    Entry,
+    EntryOutput,
+    &[
+        "name",
+        "kind",
+        "size",
+        "children",
+        "detail.kind",
+        "detail.children"
+    ],
+    entry()
+);
+
+/// The fields of an enum's variants (flattened into the output, or in a field of their own)
+/// are fields of the output: schemars puts them in the enum's `oneOf` shapes, where the
+/// allowlist check did not look, so no such field could be allowlisted. Redaction keeps them by
+/// name, as any field, and nothing else.
+#[tokio::test]
+async fn fields_of_an_enums_variants_can_be_allowlisted() {
+    let (run, events) =
+        crate::support::run(bind(Entry).unwrap(), r#"{"name":"a","count":1}"#).await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"name": "a.txt", "kind": "file", "size": 7,
+                "detail": {"kind": "dir", "children": 2}})
+            .into()
+        }
+    );
+    let everything = format!("{run:?}{events:?}");
+    assert!(!everything.contains("CANARY"), "{everything}");
+}
+
+/// A variant holding a map beside one whose field is allowlisted: the map's key of that name
+/// would be shown under it when the other variant is written.
+#[derive(Serialize, JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum SizedOrLoose {
+    Sized { size: u64 },
+    Loose(std::collections::BTreeMap<String, String>),
+}
+
+#[derive(Serialize, JsonSchema)]
+struct SizedOrLooseOutput {
+    name: String,
+    #[serde(flatten)]
+    shape: SizedOrLoose,
+}
+
+output_contract!(
+    SizedOrLooseTool,
+    SizedOrLooseOutput,
+    &["name", "size"],
+    SizedOrLooseOutput {
+        name: "a".into(),
+        shape: SizedOrLoose::Loose([("size".to_owned(), "sk-live-CANARY".to_owned())].into()),
+    }
+);
+
+#[test]
+fn a_variants_field_a_sibling_variants_map_could_stand_in_for_cannot_be_allowlisted() {
+    let err = bind(SizedOrLooseTool).err().unwrap();
+    assert!(
+        err.to_string().contains(
+            "\"size\" names `size`, which the output may leave out while a map flattened \
+             beside it takes any key"
+        ),
+        "{err}"
+    );
+}
