@@ -6,6 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use jsonschema::Validator;
 use jsonschema::error::ValidationErrorKind;
+use schemars::JsonSchema;
 use schemars::generate::Contract;
 use serde::Deserialize;
 use serde_json::Value;
@@ -15,7 +16,7 @@ use ai_core::{
     canonical_json, describe_json_error,
 };
 
-use crate::contract::clash::clashing_name;
+use crate::contract::clash::{clashing_name, repeated_field};
 use crate::contract::{derive_schema, is_connection_id};
 use crate::redact::{
     Allowlist, Unrepresentable, exact_value, field_a_map_may_stand_in_for, schema_has_path,
@@ -35,7 +36,9 @@ struct BoundContract<C> {
 
 /// Binds `contract` into a [`BoundTool`] for a tool source.
 ///
-/// The spec is derived (see [`tool_spec`]), both validators are compiled here, once, and the
+/// The spec is derived (see [`tool_spec`]; the output is refused for what the input is, two of
+/// its types schemars names alike or two fields serde names alike), both validators are
+/// compiled here, once, and the
 /// redaction allowlist is checked: an empty allowlist, one naming a path the output schema
 /// does not have, or one naming a field the output may leave out (`skip_serializing_if`) beside
 /// a flattened map, whose key of that name would be shown in its place, cannot be bound
@@ -51,6 +54,14 @@ pub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {
     }
     // What the output's `Serialize` writes, which is what is checked and redacted.
     let output_schema = derive_schema::<C::Output>(Contract::Serialize);
+    if let Some((ty, name)) = repeated_field(&output_schema) {
+        return Err(Error::FieldNameClash {
+            tool: C::ID.into(),
+            which: "output",
+            ty: ty.unwrap_or_else(|| C::Output::schema_name().into_owned()),
+            name,
+        });
+    }
     let redaction_error = |reason: String| Error::Redaction {
         tool: C::ID.into(),
         reason,

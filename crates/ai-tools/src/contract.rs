@@ -140,7 +140,8 @@ pub(crate) fn derive_schema<T: JsonSchema>(contract: Contract) -> Value {
 ///
 /// The input schema is draft-07, derived deterministically from `C::Input` (same bytes every
 /// run), and refused when two different types in it take one schemars name (see
-/// [`Error::NameClash`]), when it leaves the subset of [`ai_core::validate_tool_schema_p0`] or declares
+/// [`Error::NameClash`]), when two fields of one type take one serde name (see
+/// [`Error::FieldNameClash`]), when it leaves the subset of [`ai_core::validate_tool_schema_p0`] or declares
 /// a property named like a connection id (`connectionId`, `connection_id`, or any other case
 /// convention of it) anywhere.
 pub fn tool_spec<C: ToolContract>() -> Result<ToolSpec, Error> {
@@ -153,6 +154,14 @@ pub fn tool_spec<C: ToolContract>() -> Result<ToolSpec, Error> {
         });
     }
     let input_schema = derive_schema::<C::Input>(Contract::Deserialize);
+    if let Some((ty, name)) = clash::repeated_field(&input_schema) {
+        return Err(Error::FieldNameClash {
+            tool: C::ID.into(),
+            which: "input",
+            ty: ty.unwrap_or_else(|| C::Input::schema_name().into_owned()),
+            name,
+        });
+    }
     if let Err(violations) = validate_tool_schema_p0(&input_schema) {
         return Err(Error::UnsupportedSchema {
             tool: C::ID.into(),

@@ -39,6 +39,23 @@ pub enum Error {
         /// The name both types take.
         name: String,
     },
+    /// Two fields of one type of the input or the output take one name for serde (a `rename`
+    /// or `rename_all` gives one the other's name): serde reads only one of them, and writes
+    /// both, a key repeated. Found where schemars requires the name twice, that is when neither
+    /// field may be left out.
+    #[error(
+        "tool {tool}: two fields of the {which} type `{ty}` are both named `{name}` for serde (a `rename` or `rename_all` gives one the other's name), so serde reads or writes them as one; give each a name of its own"
+    )]
+    FieldNameClash {
+        /// The tool.
+        tool: String,
+        /// `input` or `output`.
+        which: &'static str,
+        /// The type's schemars name.
+        ty: String,
+        /// The name both fields take.
+        name: String,
+    },
     /// The redaction allowlist is empty, names a path the output does not have, or names a field
     /// the output may leave out beside a flattened map (whose key of that name would be shown
     /// in its place).

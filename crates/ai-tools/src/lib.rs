@@ -47,7 +47,9 @@
 //!   schemars takes for one (types of one module that serde names alike, hand-written impls
 //!   with one `schema_id`) are refused, naming the name and the fix,
 //!   `#[schemars(rename = "…")]`. The exception is when one contains the other, which schemars
-//!   cannot tell from a type containing itself: name such types apart.
+//!   cannot tell from a type containing itself: name such types apart. So are two fields of
+//!   one type that serde names alike (a `rename` giving one the other's name), when neither
+//!   may be left out: serde would read only one of them and write both.
 //! - The output is an object whose fields the allowlist names by dotted path, as its
 //!   `Serialize` writes them: its schema, which checks it, describes serde's serialize side (a
 //!   field `skip_serializing_if` leaves out need not be there; a `rename(serialize = "…")` is

@@ -170,3 +170,47 @@ fn without_null(value: &Value) -> BTreeSet<String> {
         other => BTreeSet::from([other.to_string()]),
     }
 }
+
+/// Keywords whose value is a subschema or an array of them, where an object schema may sit.
+const SUBSCHEMAS: &[&str] = &["items", "additionalProperties", "anyOf", "oneOf", "allOf"];
+
+/// The type (its definition's name, `None` for the root) and the name of two of its fields
+/// that serde names alike, when a derived `schema` has such a type.
+///
+/// schemars writes one property for both (the second's schema) and requires its name once per
+/// field that cannot be left out: a name required twice is the only trace the schema keeps.
+/// Two such fields of which one may be left out are not seen.
+pub(crate) fn repeated_field(schema: &Value) -> Option<(Option<String>, String)> {
+    repeated_required(schema, None)
+}
+
+/// [`repeated_field`] of `node`, which lies in the definition `ty` (`None`: the root).
+fn repeated_required(node: &Value, ty: Option<&str>) -> Option<(Option<String>, String)> {
+    let Value::Object(map) = node else {
+        return None;
+    };
+    if let Some(Value::Array(required)) = map.get("required") {
+        let mut seen = BTreeSet::new();
+        if let Some(name) = required
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|name| !seen.insert(*name))
+        {
+            return Some((ty.map(str::to_owned), name.to_owned()));
+        }
+    }
+    map.iter()
+        .find_map(|(keyword, child)| match (keyword.as_str(), child) {
+            ("definitions", Value::Object(definitions)) => definitions
+                .iter()
+                .find_map(|(name, definition)| repeated_required(definition, Some(name))),
+            ("properties", Value::Object(properties)) => properties
+                .values()
+                .find_map(|property| repeated_required(property, ty)),
+            (keyword, Value::Array(items)) if SUBSCHEMAS.contains(&keyword) => {
+                items.iter().find_map(|item| repeated_required(item, ty))
+            }
+            (keyword, child) if SUBSCHEMAS.contains(&keyword) => repeated_required(child, ty),
+            _ => None,
+        })
+}

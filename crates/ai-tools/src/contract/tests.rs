@@ -760,3 +760,64 @@ fn two_types_schemars_names_alike_are_refused_with_the_fix() {
     );
     assert!(crate::bind(OutputProbe::<TwoModules>(std::marker::PhantomData)).is_ok());
 }
+
+/// Types with two fields that serde names alike, in a module of their own: rustc warns of the
+/// pattern the `Deserialize` impl can never reach (not of the key the `Serialize` one repeats).
+#[allow(unreachable_patterns)]
+mod renamed_onto {
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+
+    /// `#[serde(rename = "path")]` gives `file` the name of the other field.
+    #[derive(Deserialize, Serialize, JsonSchema)]
+    #[allow(dead_code)]
+    pub(super) struct RenamedOnto {
+        #[serde(rename = "path")]
+        file: String,
+        path: u32,
+    }
+
+    #[derive(Serialize, JsonSchema)]
+    #[allow(dead_code)]
+    pub(super) struct HoldsRenamedOnto {
+        a: u32,
+        entries: Vec<RenamedOnto>,
+    }
+}
+
+/// serde reads only one of two fields of one name (the other is never filled: every call
+/// fails) and writes both (every output repeats a key and fails); schemars keeps one property of
+/// that name and requires it twice. The spec came out with a `required` draft-07 does not
+/// allow, and binding said only that jsonschema could not compile `["path","path"]`. Both now
+/// refuse the type, naming it, the field and the fix.
+#[test]
+fn two_fields_serde_names_alike_are_refused_naming_the_type_and_the_field() {
+    assert_eq!(
+        tool_spec::<Probe<renamed_onto::RenamedOnto>>().map(|_| ()),
+        Err(Error::FieldNameClash {
+            tool: "core__probe".into(),
+            which: "input",
+            ty: "RenamedOnto".into(),
+            name: "path".into(),
+        })
+    );
+    let nested = Error::FieldNameClash {
+        tool: "core__probe".into(),
+        which: "output",
+        ty: "RenamedOnto".into(),
+        name: "path".into(),
+    };
+    assert_eq!(
+        crate::bind(OutputProbe::<renamed_onto::HoldsRenamedOnto>(
+            std::marker::PhantomData
+        ))
+        .map(|_| ()),
+        Err(nested.clone())
+    );
+    assert_eq!(
+        nested.to_string(),
+        "tool core__probe: two fields of the output type `RenamedOnto` are both named `path` \
+         for serde (a `rename` or `rename_all` gives one the other's name), so serde reads or \
+         writes them as one; give each a name of its own"
+    );
+}
