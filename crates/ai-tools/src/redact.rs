@@ -403,8 +403,9 @@ fn stand_in(root: &Value, node: &Value, segments: &[Segment]) -> Option<String> 
 /// `false`) or `patternProperties` (those of a pattern that matches `name`: an integer-keyed
 /// map's digits never do), beside the properties or, flattened through an enum (untagged, or a
 /// variant of a tagged one), in one of the enum's shapes (`anyOf`, `oneOf`, `allOf`, through
-/// `$ref`s), or with a shape that holds any value (`true`, or a schema of annotations only, as
-/// an untagged variant of a `serde_json::Value` is). `depth` bounds a cyclic `$ref` chain.
+/// `$ref`s), or with a shape that holds any value (`true`, or a schema without any of the
+/// [`SHAPE_KEYWORDS`], as an untagged variant of a `serde_json::Value` is, whatever its
+/// attributes add). `depth` bounds a cyclic `$ref` chain.
 fn takes_key(root: &Value, object: &Value, name: &str, depth: usize) -> bool {
     if depth > 32 {
         // A chain this long is not serde's: taken as able to hold anything.
@@ -412,9 +413,9 @@ fn takes_key(root: &Value, object: &Value, name: &str, depth: usize) -> bool {
     }
     let any_value = match object {
         Value::Bool(any) => *any,
-        Value::Object(keywords) => keywords
+        Value::Object(keywords) => !keywords
             .keys()
-            .all(|keyword| ANNOTATIONS.contains(&keyword.as_str())),
+            .any(|keyword| SHAPE_KEYWORDS.contains(&keyword.as_str())),
         _ => false,
     };
     if any_value {
@@ -454,16 +455,11 @@ fn takes_key(root: &Value, object: &Value, name: &str, depth: usize) -> bool {
             })
 }
 
-/// Keywords that say something of a value without holding it to anything.
-const ANNOTATIONS: &[&str] = &[
-    "title",
-    "description",
-    "default",
-    "examples",
-    "$comment",
-    "readOnly",
-    "writeOnly",
-];
+/// Keywords that say what a value is. A schema with none of them holds any value, whatever else
+/// it carries: annotations (`description`, `deprecated`, …) or extension keywords (`x-…`),
+/// which schemars writes beside a variant's `true` for its attributes (`#[deprecated]`,
+/// `#[schemars(extend(…))]`), or a keyword that bounds some other kind of value.
+const SHAPE_KEYWORDS: &[&str] = &["type", "enum", "const", "$ref", "anyOf", "oneOf", "allOf"];
 
 /// Whether the JSON Schema `pattern` (an ECMA 262 regular expression, as the validator reads
 /// it) matches `name`; one the validator cannot read is taken to match.

@@ -1767,3 +1767,92 @@ fn a_variants_field_a_sibling_variants_map_could_stand_in_for_cannot_be_allowlis
         "{err}"
     );
 }
+
+/// A variant holding any JSON value, marked `#[deprecated]`: schemars writes `deprecated:
+/// true` beside it, which does not limit what it holds.
+#[derive(Serialize, JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum DeprecatedAnyValue {
+    Known {
+        code: u16,
+    },
+    #[deprecated = "send `Known`"]
+    Legacy(serde_json::Value),
+}
+
+/// A variant holding any JSON value with an extension keyword beside it (`x-note`), which does
+/// not limit what it holds either.
+#[derive(Serialize, JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum ExtendedAnyValue {
+    Known {
+        code: u16,
+    },
+    #[schemars(extend("x-note" = "free-form"))]
+    Free(serde_json::Value),
+}
+
+#[derive(Serialize, JsonSchema)]
+struct DeprecatedAnyValueOutput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<String>,
+    #[serde(flatten)]
+    extra: DeprecatedAnyValue,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct ExtendedAnyValueOutput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<String>,
+    #[serde(flatten)]
+    extra: ExtendedAnyValue,
+}
+
+#[allow(deprecated)]
+fn deprecated_any_value() -> DeprecatedAnyValueOutput {
+    DeprecatedAnyValueOutput {
+        status: None,
+        extra: DeprecatedAnyValue::Legacy(json!({"status": "sk-live-CANARY-77aa"})),
+    }
+}
+
+output_contract!(
+    DeprecatedAnyValueTool,
+    DeprecatedAnyValueOutput,
+    &["status"],
+    deprecated_any_value()
+);
+output_contract!(
+    ExtendedAnyValueTool,
+    ExtendedAnyValueOutput,
+    &["status"],
+    ExtendedAnyValueOutput {
+        status: None,
+        extra: ExtendedAnyValue::Free(json!({"status": "sk-live-CANARY-77aa"}))
+    }
+);
+
+/// A variant holding any value was known by a schema of annotations only, and `deprecated` and
+/// extension keywords were not among them: such a variant's key was shown under the allowlisted
+/// `status`, a secret under its name. A schema that says nothing of what the value is now holds
+/// any value, whatever it carries beside.
+#[tokio::test]
+async fn a_marked_any_value_variant_cannot_stand_in_for_an_allowlisted_field() {
+    for (tool, refused) in [
+        ("deprecated", bind(DeprecatedAnyValueTool).err()),
+        ("extended", bind(ExtendedAnyValueTool).err()),
+    ] {
+        let Some(err) = refused else {
+            panic!("the {tool} variant's output was bound");
+        };
+        assert!(
+            err.to_string().contains(
+                "\"status\" names `status`, which the output may leave out while a map \
+                 flattened beside it takes any key"
+            ),
+            "{err}"
+        );
+    }
+}
