@@ -1,5 +1,7 @@
 //! Allowlist redaction: only named output paths survive.
 
+use std::collections::BTreeSet;
+
 use serde::Serialize;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
@@ -376,7 +378,7 @@ fn stand_in(root: &Value, node: &Value, segments: &[Segment]) -> Option<String> 
             .get("required")
             .and_then(Value::as_array)
             .is_some_and(|required| required.iter().any(|r| r == name.as_str()));
-        !required && takes_key(root, object, name, 0)
+        !required && takes_key(root, object, name, &mut BTreeSet::new())
     };
     if exposed(object) {
         return Some(name.clone());
@@ -405,11 +407,12 @@ fn stand_in(root: &Value, node: &Value, segments: &[Segment]) -> Option<String> 
 /// variant of a tagged one), in one of the enum's shapes (`anyOf`, `oneOf`, `allOf`, through
 /// `$ref`s), or with a shape that holds any value (`true`, or a schema without any of the
 /// [`SHAPE_KEYWORDS`], as an untagged variant of a `serde_json::Value` is, whatever its
-/// attributes add). `depth` bounds a cyclic `$ref` chain.
-fn takes_key(root: &Value, object: &Value, name: &str, depth: usize) -> bool {
-    if depth > 32 {
-        // A chain this long is not serde's: taken as able to hold anything.
-        return true;
+/// attributes add). `seen` holds the shapes already looked at (by address, in `root`): each is
+/// looked at once, so shapes that lead back round (an enum holding itself) end.
+fn takes_key(root: &Value, object: &Value, name: &str, seen: &mut BTreeSet<usize>) -> bool {
+    if !seen.insert(std::ptr::from_ref(object) as usize) {
+        // Looked at already, or being looked at: its answer comes from there.
+        return false;
     }
     let any_value = match object {
         Value::Bool(any) => *any,
@@ -451,7 +454,7 @@ fn takes_key(root: &Value, object: &Value, name: &str, depth: usize) -> bool {
                     },
                     None => shape,
                 };
-                takes_key(root, shape, name, depth + 1)
+                takes_key(root, shape, name, seen)
             })
 }
 
@@ -508,7 +511,7 @@ fn properties<'a>(root: &'a Value, object: &'a Value, name: &str) -> Vec<&'a Val
     let mut found = Vec::new();
     // Each schema once (by address, in `root`): shapes that lead back round (an enum inside
     // itself) end.
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = BTreeSet::new();
     let mut pending = vec![object];
     while let Some(object) = pending.pop() {
         if !seen.insert(std::ptr::from_ref(object) as usize) {

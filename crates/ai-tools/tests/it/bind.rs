@@ -1856,3 +1856,46 @@ async fn a_marked_any_value_variant_cannot_stand_in_for_an_allowlisted_field() {
         );
     }
 }
+
+/// An enum whose variants hold it again, twice: its schema is an `anyOf` leading back to itself
+/// through two `$ref`s.
+#[derive(Serialize, JsonSchema)]
+#[serde(untagged)]
+enum Nest {
+    Leaf { code: u16 },
+    Left(Box<Nest>),
+    Right(Box<Nest>),
+}
+
+#[derive(Serialize, JsonSchema)]
+struct NestOutput {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<String>,
+    #[serde(flatten)]
+    nest: Nest,
+}
+
+output_contract!(
+    NestTool,
+    NestOutput,
+    &["status", "code"],
+    NestOutput {
+        status: Some("ok".into()),
+        nest: Nest::Left(Box::new(Nest::Right(Box::new(Nest::Leaf { code: 7 })))),
+    }
+);
+
+/// The check for a map that could stand in for `status` followed an enum's shapes to a depth of
+/// 32, and took a chain that long to hold anything: an enum holding itself refused the
+/// allowlist, saying a map was flattened beside `status` where none is. Each shape is now
+/// looked at once.
+#[tokio::test]
+async fn an_enum_holding_itself_does_not_stop_an_allowlist_when_no_map_is_flattened() {
+    let (run, _) = crate::support::run(bind(NestTool).unwrap(), r#"{"name":"a","count":1}"#).await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"status": "ok", "code": 7}).into()
+        }
+    );
+}
