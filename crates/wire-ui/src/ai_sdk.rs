@@ -30,8 +30,10 @@ pub struct ChatRequest {
     /// client sends [`ChatRequest::message`] instead.
     #[serde(default)]
     pub messages: Option<Vec<UiMessage>>,
-    /// The last message alone, in place of `messages`.
-    #[serde(default)]
+    /// The last message alone, in place of `messages`. Only an object is read as one (or `null`
+    /// as none): a list, which serde would read as a message's fields in order, is refused
+    /// saying where a conversation goes.
+    #[serde(default, deserialize_with = "lone_message")]
     pub message: Option<UiMessage>,
     /// `submit-message` or `regenerate-message` (ai's `regenerate()`: the history cut before the
     /// answer it asks again for, so the user message it answered is last).
@@ -64,6 +66,36 @@ impl ChatRequest {
             }
         }
     }
+}
+
+/// [`ChatRequest::message`]: one message, an object, or `null` for none. Anything else is refused
+/// as the wrong type, saying what `message` must be: a list of messages (the conversation sent
+/// under the wrong name) would otherwise be read as a message's fields in order, and refused
+/// speaking of its first element as the message's id, or a list of those fields taken for a
+/// message. The error names kinds only (`describe_json_error` keeps serde's "expected" text and
+/// drops any value).
+fn lone_message<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<UiMessage>, D::Error> {
+    struct LoneMessage;
+    impl<'de> serde::de::Visitor<'de> for LoneMessage {
+        type Value = Option<UiMessage>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(
+                "`message` to be one UI message, an object: a conversation goes in `messages`",
+            )
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            UiMessage::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Some)
+        }
+    }
+    deserializer.deserialize_any(LoneMessage)
 }
 
 /// One UI message.

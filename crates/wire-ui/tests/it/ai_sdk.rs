@@ -300,6 +300,50 @@ fn a_chat_request_brings_messages_or_its_last_message_alone() {
     }
 }
 
+/// A lone `message` that is not one message object is refused saying what `message` holds and
+/// where a conversation goes: a list of messages (the conversation sent under the wrong name), a
+/// list of a message's fields in order (which serde would read as one), a string. The error
+/// quotes nothing of the body. `null` is a message left out.
+#[test]
+fn a_lone_message_that_is_not_an_object_is_refused_naming_what_it_must_be() {
+    let user = serde_json::json!({"id": "u-SECRET", "role": "user",
+                                  "parts": [{"type": "text", "text": "SECRET"}]});
+    for (message, kind) in [
+        (serde_json::json!([user, user]), "a sequence"),
+        (serde_json::json!([]), "a sequence"),
+        (
+            serde_json::json!(["u-SECRET", "user", [{"type": "text", "text": "SECRET"}]]),
+            "a sequence",
+        ),
+        (serde_json::json!("SECRET"), "a string"),
+    ] {
+        let body = serde_json::json!({"id": "chat-1", "message": message}).to_string();
+        let error = serde_json::from_str::<wire_ui::ai_sdk::ChatRequest>(&body).unwrap_err();
+        let described = ai_core::describe_json_error(&error);
+        assert_eq!(
+            described,
+            format!(
+                "a value of the wrong type ({kind}; expected `message` to be one UI message, an \
+                 object: a conversation goes in `messages`) at line 1 column {}",
+                error.column()
+            ),
+            "{body}"
+        );
+    }
+    // A fault inside the object is the message's own, as in `messages`.
+    let body = r#"{"id": "chat-1", "message": {"id": "u", "role": "SECRET", "parts": []}}"#;
+    let error = serde_json::from_str::<wire_ui::ai_sdk::ChatRequest>(body).unwrap_err();
+    assert_eq!(
+        ai_core::describe_json_error(&error),
+        "an unknown variant (name not shown; expected one of `system`, `user`, `assistant`) at \
+         line 1 column 56"
+    );
+    let left_out: wire_ui::ai_sdk::ChatRequest =
+        serde_json::from_str(r#"{"id": "chat-1", "message": null, "messages": []}"#).unwrap();
+    assert_eq!(left_out.message, None);
+    assert_eq!(left_out.conversation().unwrap().len(), 0);
+}
+
 #[test]
 fn chat_requests_parse_with_tool_parts() {
     let request: wire_ui::ai_sdk::ChatRequest = serde_json::from_value(serde_json::json!({
