@@ -35,10 +35,12 @@ pub struct ChatRequest {
     /// saying where a conversation goes.
     #[serde(default, deserialize_with = "lone_message")]
     pub message: Option<UiMessage>,
-    /// `submit-message` or `regenerate-message` (ai's `regenerate()`: the history cut before the
-    /// answer it asks again for, so the user message it answered is last).
+    /// Why the client sends the request; absent, a message sent for the first time, as with
+    /// [`Trigger::SubmitMessage`]. Any other value is refused: read as a new message, a retry
+    /// under another name (an ai 5 beta's `regenerate-assistant-message`) would run again after
+    /// the answer it replaces.
     #[serde(default)]
-    pub trigger: Option<String>,
+    pub trigger: Option<Trigger>,
     /// With `submit-message`, the message sent: absent for a new one, the edited user message
     /// for an edit (ai's `sendMessage({text, messageId})`, which cuts `messages` there, so it is
     /// last), the last (assistant) message for a client's automatic send. With
@@ -47,6 +49,21 @@ pub struct ChatRequest {
     /// it answered (last).
     #[serde(default)]
     pub message_id: Option<String>,
+}
+
+/// [`ChatRequest::trigger`]: why a `useChat` client sends a request.
+///
+/// Exhaustive on purpose: the server decides from it whether a message is new or sent again, and
+/// a catch-all arm would read a trigger it does not know as one or the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Trigger {
+    /// `submit-message`: a new message (or an edit, or an automatic send; see
+    /// [`ChatRequest::message_id`]).
+    SubmitMessage,
+    /// `regenerate-message`: ai's `regenerate()`, the history cut before the answer it asks
+    /// again for, so the user message it answered is last.
+    RegenerateMessage,
 }
 
 impl ChatRequest {

@@ -9,7 +9,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use graph::HistoryItem;
-use wire_ui::ai_sdk::{ChatRequest, STREAM_HEADER, Translator, UiMessage, UiRole};
+use wire_ui::ai_sdk::{ChatRequest, STREAM_HEADER, Translator, Trigger, UiMessage, UiRole};
 use wire_ui::sse;
 
 use super::{
@@ -65,7 +65,7 @@ pub(super) async fn run(
     // from a one-message history. Its faults name it as the client sent it.
     let lone = request.message.is_some();
     let mut incoming = incoming(messages).map_err(|e| if lone { as_lone(e) } else { e })?;
-    let retry = request.trigger.as_deref() == Some("regenerate-message");
+    let retry = request.trigger == Some(Trigger::RegenerateMessage);
     let message = matches!(incoming.turn, IncomingTurn::Message(_));
     if retry && !message {
         // `regenerate()` sends the history cut before the answer it asks again for (whichever

@@ -344,6 +344,37 @@ fn a_lone_message_that_is_not_an_object_is_refused_naming_what_it_must_be() {
     assert_eq!(left_out.conversation().unwrap().len(), 0);
 }
 
+/// A trigger the server does not know is refused, naming the ones it knows, never the value: a
+/// retry under another name (an ai 5 beta's) would otherwise run as a new message, after the
+/// answer it replaces. Absent, it is a message sent for the first time.
+#[test]
+fn a_chat_request_s_trigger_is_one_the_server_knows() {
+    use wire_ui::ai_sdk::{ChatRequest, Trigger};
+    let body = |trigger: &str| format!(r#"{{"id": "c", "messages": [], "trigger": {trigger}}}"#);
+    for (trigger, read) in [
+        (r#""submit-message""#, Some(Trigger::SubmitMessage)),
+        (r#""regenerate-message""#, Some(Trigger::RegenerateMessage)),
+        ("null", None),
+    ] {
+        let request: ChatRequest = serde_json::from_str(&body(trigger)).unwrap();
+        assert_eq!(request.trigger, read, "{trigger}");
+    }
+    let request: ChatRequest = serde_json::from_str(r#"{"id": "c", "messages": []}"#).unwrap();
+    assert_eq!(request.trigger, None);
+    for trigger in [r#""regenerate-assistant-message-SECRET""#, r#""""#] {
+        let error = serde_json::from_str::<ChatRequest>(&body(trigger)).unwrap_err();
+        let described = ai_core::describe_json_error(&error);
+        assert!(
+            described.starts_with(
+                "an unknown variant (name not shown; expected `submit-message` or \
+                 `regenerate-message`)"
+            ),
+            "{trigger}: {described}"
+        );
+        assert!(!described.contains("SECRET"), "{described}");
+    }
+}
+
 #[test]
 fn chat_requests_parse_with_tool_parts() {
     let request: wire_ui::ai_sdk::ChatRequest = serde_json::from_value(serde_json::json!({
