@@ -14,7 +14,7 @@ use wire_ui::agui::{InputMessage, RunAgentInput, Translator};
 use wire_ui::sse;
 
 use super::{
-    Answer, ApiError, AppState, BodyLimit, Incoming, IncomingTurn, Translate, parse_body,
+    Answer, ApiError, AppState, BodyLimit, Incoming, IncomingTurn, Said, Translate, parse_body,
     sse_response, start_run,
 };
 
@@ -136,12 +136,20 @@ fn incoming(messages: &[InputMessage], waited: &[&str]) -> Result<Incoming, ApiE
     if message.trim().is_empty() {
         return Err(super::no_text(messages.len() - 1));
     }
+    // On a thread the server holds, these must be its latest (`check_latest`): AG-UI has no
+    // edit or retry, so a copy that differs would have its change silently lost.
+    let follows = super::users_before(before.iter().map(|m| match m {
+        InputMessage::User { content, .. } => Said::User(content.text()),
+        InputMessage::Assistant { .. } => Said::Assistant,
+        _ => Said::Other,
+    }));
     Ok(Incoming {
         history,
         history_at,
         unreadable_history,
         turn: IncomingTurn::Message(message),
         resend: None,
+        follows: Some(follows),
     })
 }
 

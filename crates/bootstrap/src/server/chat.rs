@@ -13,8 +13,8 @@ use wire_ui::ai_sdk::{ChatRequest, STREAM_HEADER, Translator, Trigger, UiMessage
 use wire_ui::sse;
 
 use super::{
-    Answer, ApiError, AppState, BodyLimit, Incoming, IncomingTurn, Resend, ResendKind, Translate,
-    parse_body, sse_response, start_run,
+    Answer, ApiError, AppState, BodyLimit, Incoming, IncomingTurn, Resend, ResendKind, Said,
+    Translate, parse_body, sse_response, start_run,
 };
 
 /// The translator, and the calls of the client's last message that a new user message cancels:
@@ -196,25 +196,18 @@ fn incoming(messages: &[UiMessage]) -> Result<Incoming, ApiError> {
         unreadable_history,
         turn: IncomingTurn::Message(message),
         resend: None,
+        follows: None,
     })
 }
 
-/// The user messages before the last of `messages`, in order: each one's text, and whether an
-/// assistant message follows it before the next user message (the client holds an answer to it).
+/// The user messages before the last of `messages`, as [`super::users_before`] reads them.
 fn user_messages_before(messages: &[UiMessage]) -> Vec<(String, bool)> {
     let before = &messages[..messages.len().saturating_sub(1)];
-    before
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| m.role == UiRole::User)
-        .map(|(at, m)| {
-            let answered = before[at + 1..]
-                .iter()
-                .take_while(|next| next.role != UiRole::User)
-                .any(|next| next.role == UiRole::Assistant);
-            (m.text(), answered)
-        })
-        .collect()
+    super::users_before(before.iter().map(|m| match m.role {
+        UiRole::User => Said::User(m.text()),
+        UiRole::Assistant => Said::Assistant,
+        UiRole::System => Said::Other,
+    }))
 }
 
 /// The answers in an assistant message, one for each tool part that asked for approval

@@ -630,6 +630,9 @@ pub(crate) struct Incoming {
     /// For a user message the client sends again rather than for the first time (an AI SDK
     /// retry): where it stands in the client's copy, to find it in the thread the server holds.
     pub(crate) resend: Option<Resend>,
+    /// For a new user message over AG-UI: the user messages the client's copy holds before it,
+    /// as [`Resend::before`], which must be the thread's latest ([`check_latest`]).
+    pub(crate) follows: Option<Vec<(String, bool)>>,
 }
 
 impl Incoming {
@@ -641,6 +644,7 @@ impl Incoming {
             unreadable_history: None,
             turn,
             resend: None,
+            follows: None,
         }
     }
 }
@@ -702,43 +706,11 @@ impl Resend {
                  last are not the ones the thread holds; nothing ran; read the thread again",
             )
         };
-        let users: Vec<(usize, &str)> = state
-            .messages()
-            .iter()
-            .enumerate()
-            .filter_map(|(at, m)| match m {
-                ai_core::Message::User { content } => Some((at, content.as_str())),
-                _ => None,
-            })
-            .collect();
-        // Every count of the thread's user messages the client's copy can hold before this one,
-        // in order. An answered message is the thread's next; one without an answer may be, or
-        // may be a message no run took (refused before it ran), which the thread never held:
-        // both readings are followed, since taking the first that fits would misread a refused
-        // message the user then typed again (the same text twice, only the second the thread's).
-        let mut places = vec![0];
-        for (text, answered) in &self.before {
-            let held_next = |&at: &usize| users.get(at).is_some_and(|(_, held)| held == text);
-            let mut next: Vec<usize> = places
-                .iter()
-                .filter(|at| held_next(at))
-                .map(|at| at + 1)
-                .collect();
-            if !answered {
-                next.extend_from_slice(&places);
-                next.sort_unstable();
-                next.dedup();
-            }
-            if next.len() > MAX_READINGS {
-                return Err(conflict(
-                    "history_mismatch",
-                    "the conversation sent holds too many user messages without an answer that \
-                     the thread may hold before the last to tell which it holds; nothing ran; \
-                     send the message as a new one",
-                ));
-            }
-            places = next;
-        }
+        let users = user_messages(&state);
+        // Every count of the thread's user messages the client's copy can hold before this one.
+        let places = readings(&self.before, |at, text| {
+            users.get(at).is_some_and(|(_, held)| *held == text)
+        })?;
         // A retry names its message by its text too: the furthest reading that finds that text
         // in the thread at its place is the one meant (a copy holding a refused message typed
         // again reads several ways, and only one puts the retried message where the thread holds
@@ -770,6 +742,114 @@ impl Resend {
             .with_history(state.messages()[..at].to_vec())
             .map_err(|e| ApiError::internal_logged("the thread cannot be rewound", &e))
     }
+}
+
+/// A message of a client's copy of a conversation, as [`users_before`] reads it.
+enum Said {
+    /// The user's, with its text.
+    User(String),
+    /// An assistant's: an answer to the user message before it.
+    Assistant,
+    /// Any other (instructions, a tool's result, the frontend's own).
+    Other,
+}
+
+/// The user messages of a client's copy (its messages before the new one, in order): each one's
+/// text, and whether the client holds an answer to it (an assistant message after it, before
+/// the next user message).
+fn users_before(copy: impl IntoIterator<Item = Said>) -> Vec<(String, bool)> {
+    let mut users: Vec<(String, bool)> = Vec::new();
+    for said in copy {
+        match said {
+            Said::User(text) => users.push((text, false)),
+            Said::Assistant => {
+                if let Some((_, answered)) = users.last_mut() {
+                    *answered = true;
+                }
+            }
+            Said::Other => {}
+        }
+    }
+    users
+}
+
+/// The thread's user messages, in order: each one's place in its messages, and its text.
+fn user_messages(state: &AgentState) -> Vec<(usize, &str)> {
+    state
+        .messages()
+        .iter()
+        .enumerate()
+        .filter_map(|(at, m)| match m {
+            ai_core::Message::User { content } => Some((at, content.as_str())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every count of a thread's user messages that a client's copy of them can stand for, read in
+/// the order `copy` gives (each message's text, and whether the client holds an answer to it),
+/// where `held(n, text)` says whether the thread's `n`th user message in that order is `text`.
+/// An answered message is the thread's next; one without an answer may be, or may be a message
+/// no run took (refused before it ran), which the thread never held: both readings are followed,
+/// since taking the first that fits would misread a refused message the user then typed again
+/// (the same text twice, only the second the thread's). No reading: the copy is not the
+/// thread's. More than `MAX_READINGS`: refused (409 `history_mismatch`).
+fn readings<'a>(
+    copy: impl IntoIterator<Item = &'a (String, bool)>,
+    held: impl Fn(usize, &str) -> bool,
+) -> Result<Vec<usize>, ApiError> {
+    let mut places = vec![0];
+    for (text, answered) in copy {
+        let mut next: Vec<usize> = places
+            .iter()
+            .filter(|&&at| held(at, text))
+            .map(|at| at + 1)
+            .collect();
+        if !answered {
+            next.extend_from_slice(&places);
+            next.sort_unstable();
+            next.dedup();
+        }
+        if next.len() > MAX_READINGS {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "history_mismatch",
+                "the conversation sent holds too many user messages without an answer that the \
+                 thread may hold before the last to tell which it holds; nothing ran; send the \
+                 message as a new one",
+            ));
+        }
+        places = next;
+    }
+    Ok(places)
+}
+
+/// Whether an AG-UI client's copy fits the thread it continues: the user messages it holds
+/// before its new one (`before`, as [`Resend::before`]) must be the thread's latest, in order
+/// (one without an answer may be missing from the thread: a message no run took). A client
+/// may send fewer than the thread holds, down to the new message alone. AG-UI has no edit or
+/// retry, so a copy whose earlier messages differ from the thread's (one edited, or the history
+/// cut before an answer to have it again) would otherwise run its last message after turns
+/// the client no longer shows, its change silently lost: refused (409 `history_mismatch`).
+fn check_latest(state: &AgentState, before: &[(String, bool)]) -> Result<(), ApiError> {
+    let users = user_messages(state);
+    let latest = |n: usize, text: &str| {
+        users
+            .len()
+            .checked_sub(n + 1)
+            .is_some_and(|at| users[at].1 == text)
+    };
+    if readings(before.iter().rev(), latest)?.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "history_mismatch",
+            "the conversation sent does not match the thread's: the user messages before the \
+             last are not the latest the thread holds (a message edited or sent again is not \
+             run over AG-UI, which has no edit or retry); nothing ran; start a new thread to \
+             go on from another history",
+        ));
+    }
+    Ok(())
 }
 
 /// What a request asks the run to begin with.
@@ -851,6 +931,9 @@ async fn start_run(
                     ai_core::describe_json_error(&e)
                 ))
             })?;
+            if let (Some(before), IncomingTurn::Message(_)) = (&incoming.follows, &incoming.turn) {
+                check_latest(&held, before)?;
+            }
             match (&incoming.resend, &incoming.turn) {
                 (Some(resend), IncomingTurn::Message(message)) => resend.rewind(held, message)?,
                 _ => held,
@@ -2552,6 +2635,57 @@ mod tests {
                 (409, "nothing_to_resume")
             );
         }
+    }
+
+    /// AG-UI has no edit or retry. On a thread the server holds, a client's copy whose user
+    /// messages before the new one are not the thread's latest (its history cut before an answer
+    /// to have it again, an earlier message edited) is refused (409 `history_mismatch`) and runs
+    /// nothing, rather than running its last message after turns the client no longer shows. A
+    /// copy holding fewer of them (the new message alone, the latest few) goes on, and so does one
+    /// holding a message no run took (no answer follows it).
+    #[tokio::test]
+    async fn agui_a_copy_that_is_not_the_thread_s_latest_is_refused() {
+        let model = SaysOk::default();
+        let state = in_memory(8, model.clone());
+        let user = |text: &str| json!({"id": text, "role": "user", "content": text});
+        let answer = json!({"id": "a", "role": "assistant", "content": "ok"});
+        let runs = std::sync::atomic::AtomicUsize::new(0);
+        let send = async |messages: serde_json::Value| {
+            let run = runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let body = json!({"threadId": "t", "runId": format!("r-{run}"), "messages": messages});
+            try_post(super::agui::run, state.clone(), body).await
+        };
+        let asked = || model.0.lock().unwrap().len();
+        for copy in [json!([user("A")]), json!([user("A"), answer, user("B")])] {
+            assert!(send(copy).await.unwrap().contains("RUN_FINISHED"));
+        }
+        for copy in [
+            // The history cut before B's answer, B sent again.
+            json!([user("A"), answer, user("B")]),
+            // A edited.
+            json!([user("A, edited"), answer, user("B"), answer, user("C")]),
+            // A copy missing B.
+            json!([user("A"), answer, user("C")]),
+        ] {
+            let refused = send(copy.clone()).await.expect_err("ran");
+            assert_eq!(
+                (refused.status.as_u16(), refused.code),
+                (409, "history_mismatch"),
+                "{copy}"
+            );
+        }
+        assert_eq!(asked(), 2, "a refused copy ran");
+        for copy in [
+            json!([user("C")]),
+            json!([user("B"), answer, user("C"), answer, user("D")]),
+            json!([user("D"), answer, user("refused"), user("E")]),
+        ] {
+            let body = send(copy.clone())
+                .await
+                .unwrap_or_else(|e| panic!("{copy}: {e:?}"));
+            assert!(body.contains("RUN_FINISHED"), "{body}");
+        }
+        assert_eq!(asked(), 5);
     }
 
     /// Without a run log, a run's id is refused while its run is in flight, however many runs
