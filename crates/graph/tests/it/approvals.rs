@@ -635,17 +635,7 @@ async fn a_sink_that_panics_on_an_approval_request_leaves_the_call_waiting() {
         false,
         &panicked,
     );
-    let state = f
-        .agent
-        .run(
-            f.agent.new_state(),
-            "go".into(),
-            &f.ctx,
-            &f.catalog,
-            &sink,
-            &f.cancel,
-        )
-        .await;
+    let state = f.run_agent(&f.agent, &sink).await;
     assert!(panicked.load(std::sync::atomic::Ordering::SeqCst));
     let events = f.events();
     assert_eq!(done_reason(&events), "awaiting_approval");

@@ -876,17 +876,7 @@ async fn a_model_port_that_panics_ends_the_run_with_an_error() {
         r#"{"ms":1}"#,
     )])]));
     let agent = Agent::new(Arc::new(model), f.runner.clone(), AgentConfig::default());
-    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
-    let state = agent
-        .run(
-            agent.new_state(),
-            "go".into(),
-            &f.ctx,
-            &f.catalog,
-            &sink,
-            &f.cancel,
-        )
-        .await;
+    let state = f.run_kept(&agent).await;
     let events = f.events();
     check_invariants(&events, &state).unwrap();
     assert_eq!(done_reason(&events), "error");
@@ -928,17 +918,7 @@ async fn a_runner_port_that_panics_fails_its_call_and_the_loop_goes_on() {
         .clone()
         .with_authorizer(Arc::new(PanickingAuthorizer));
     let agent = Agent::new(Arc::new(model), runner, AgentConfig::default());
-    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
-    let state = agent
-        .run(
-            agent.new_state(),
-            "go".into(),
-            &f.ctx,
-            &f.catalog,
-            &sink,
-            &f.cancel,
-        )
-        .await;
+    let state = f.run_kept(&agent).await;
     let events = f.events();
     check_invariants(&events, &state).unwrap();
     assert_eq!(done_reason(&events), "stop");
@@ -990,17 +970,7 @@ async fn a_port_that_panics_after_the_start_ends_the_call_once() {
         text("done"),
     ]);
     let agent = Agent::new(Arc::new(model), runner, AgentConfig::default());
-    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
-    let state = agent
-        .run(
-            agent.new_state(),
-            "go".into(),
-            &f.ctx,
-            &f.catalog,
-            &sink,
-            &f.cancel,
-        )
-        .await;
+    let state = f.run_kept(&agent).await;
     let events = f.events();
     check_invariants(&events, &state).unwrap();
     assert_eq!(done_reason(&events), "stop");
@@ -1048,17 +1018,7 @@ async fn a_streamed_fragment_at_an_absurd_position_is_ignored() {
     let f = Fixture::new(vec![], AgentConfig::default());
     let model = StrayDeltaIndex(ScriptedModel::new(vec![text("hello")]));
     let agent = Agent::new(Arc::new(model), f.runner.clone(), AgentConfig::default());
-    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
-    let state = agent
-        .run(
-            agent.new_state(),
-            "go".into(),
-            &f.ctx,
-            &f.catalog,
-            &sink,
-            &f.cancel,
-        )
-        .await;
+    let state = f.run_kept(&agent).await;
     let events = f.events();
     check_invariants(&events, &state).unwrap();
     assert_eq!(done_reason(&events), "stop", "{events:?}");
@@ -1159,16 +1119,7 @@ async fn a_call_failed_by_a_panicking_port_is_recorded() {
     ]);
     let agent = Agent::new(Arc::new(model), runner, AgentConfig::default());
     let sink = RecordingSink::default();
-    let state = agent
-        .run(
-            agent.new_state(),
-            "go".into(),
-            &f.ctx,
-            &f.catalog,
-            &sink,
-            &f.cancel,
-        )
-        .await;
+    let state = f.run_agent(&agent, &sink).await;
     let events = sink.events.lock().unwrap().clone();
     check_invariants(&events, &state).unwrap();
     let records = sink.records.lock().unwrap().clone();
@@ -1261,16 +1212,7 @@ async fn a_call_failed_by_a_panicking_clock_is_recorded() {
     };
     let agent = Agent::new(Arc::new(model), runner, AgentConfig::default());
     let sink = RecordingSink::default();
-    let state = agent
-        .run(
-            agent.new_state(),
-            "go".into(),
-            &f.ctx,
-            &f.catalog,
-            &sink,
-            &f.cancel,
-        )
-        .await;
+    let state = f.run_agent(&agent, &sink).await;
     let events = sink.events.lock().unwrap().clone();
     check_invariants(&events, &state).unwrap();
     let records = sink.records.lock().unwrap().clone();
@@ -1354,17 +1296,7 @@ async fn a_sink_that_panics_on_a_result_is_given_that_result_once() {
         false,
         &panicked,
     );
-    let state = f
-        .agent
-        .run(
-            f.agent.new_state(),
-            "go".into(),
-            &f.ctx,
-            &f.catalog,
-            &sink,
-            &f.cancel,
-        )
-        .await;
+    let state = f.run_agent(&f.agent, &sink).await;
     assert!(panicked.load(std::sync::atomic::Ordering::SeqCst));
     let events = f.events();
     check_invariants(&events, &state).unwrap();
@@ -1489,17 +1421,7 @@ async fn a_model_call_that_fails_as_the_cancel_fires_ends_cancelled() {
         let f = Fixture::new(vec![], AgentConfig::default());
         let model = FailsAsTheCancelFires { panics };
         let agent = Agent::new(Arc::new(model), f.runner.clone(), AgentConfig::default());
-        let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
-        let state = agent
-            .run(
-                agent.new_state(),
-                "go".into(),
-                &f.ctx,
-                &f.catalog,
-                &sink,
-                &f.cancel,
-            )
-            .await;
+        let state = f.run_kept(&agent).await;
         let events = f.events();
         check_invariants(&events, &state).unwrap();
         assert_eq!(done_reason(&events), "cancelled", "{panics}: {events:?}");
@@ -2041,16 +1963,7 @@ async fn a_port_that_panics_before_its_future_is_contained_too() {
         f.runner.clone(),
         AgentConfig::default(),
     );
-    let state = agent
-        .run(
-            agent.new_state(),
-            "go".into(),
-            &f.ctx,
-            &f.catalog,
-            &sink,
-            &f.cancel,
-        )
-        .await;
+    let state = f.run_agent(&agent, &sink).await;
     let events = f.events();
     check_invariants(&events, &state).unwrap();
     assert_eq!(done_reason(&events), "error");

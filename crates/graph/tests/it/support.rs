@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use ai_core::{
     AiEvent, CancellationToken, Capabilities, Clock, CompletionDelta, CompletionError,
-    CompletionPort, DeltaSink, ExecPermit, FinishReason, LlmCompletion, LlmRequest, LlmToolCall,
-    Message, RunContext, StaticToolSource, ToolCallId, ToolCatalog, ToolEffect, ToolError,
-    ToolInvocationContext, ToolPolicy, ToolRunner, validate_history,
+    CompletionPort, DeltaSink, EventSink, ExecPermit, FinishReason, LlmCompletion, LlmRequest,
+    LlmToolCall, Message, RunContext, StaticToolSource, ToolCallId, ToolCatalog, ToolEffect,
+    ToolError, ToolInvocationContext, ToolPolicy, ToolRunner, validate_history,
 };
 use ai_tools::{ToolContract, bind};
 use graph::{Agent, AgentConfig, AgentState};
@@ -234,6 +234,27 @@ impl Fixture {
                 &self.cancel,
             )
             .await
+    }
+
+    /// Runs `agent`, one a test built over a model or runner of its own, from a new state on
+    /// "go", under the fixture's context, catalog and token, into `sink`.
+    pub(crate) async fn run_agent(&self, agent: &Agent, sink: &dyn EventSink) -> AgentState {
+        let (ctx, catalog) = (&self.ctx, &self.catalog);
+        (agent.run(
+            agent.new_state(),
+            "go".into(),
+            ctx,
+            catalog,
+            sink,
+            &self.cancel,
+        ))
+        .await
+    }
+
+    /// [`Self::run_agent`] into the fixture's own sink, which keeps every event.
+    pub(crate) async fn run_kept(&self, agent: &Agent) -> AgentState {
+        let sink = |e: AiEvent| self.events.lock().unwrap().push(e);
+        self.run_agent(agent, &sink).await
     }
 
     pub(crate) fn events(&self) -> Vec<AiEvent> {
