@@ -405,10 +405,11 @@ fn stand_in(root: &Value, node: &Value, segments: &[Segment]) -> Option<String> 
 /// `false`) or `patternProperties` (those of a pattern that matches `name`: an integer-keyed
 /// map's digits never do), beside the properties or, flattened through an enum (untagged, or a
 /// variant of a tagged one), in one of the enum's shapes (`anyOf`, `oneOf`, `allOf`, through
-/// `$ref`s), or with a shape that holds any value (`true`, or a schema without any of the
-/// [`SHAPE_KEYWORDS`], as an untagged variant of a `serde_json::Value` is, whatever its
-/// attributes add). `seen` holds the shapes already looked at (by address, in `root`): each is
-/// looked at once, so shapes that lead back round (an enum holding itself) end.
+/// `$ref`s, and the `items` of a list, whose elements redaction walks as the value they are in:
+/// an untagged `Many(Vec<Map>)`), or with a shape that holds any value (`true`, or a schema
+/// without any of the [`SHAPE_KEYWORDS`], as an untagged variant of a `serde_json::Value` is,
+/// whatever its attributes add). `seen` holds the shapes already looked at (by address, in
+/// `root`): each is looked at once, so shapes that lead back round (an enum holding itself) end.
 fn takes_key(root: &Value, object: &Value, name: &str, seen: &mut BTreeSet<usize>) -> bool {
     if !seen.insert(std::ptr::from_ref(object) as usize) {
         // Looked at already, or being looked at: its answer comes from there.
@@ -438,10 +439,15 @@ fn takes_key(root: &Value, object: &Value, name: &str, seen: &mut BTreeSet<usize
             });
     additional
         || patterned
-        || ["anyOf", "oneOf", "allOf"]
+        || ["anyOf", "oneOf", "allOf", "items"]
             .iter()
-            .filter_map(|keyword| object.get(*keyword).and_then(Value::as_array))
-            .flatten()
+            .filter_map(|keyword| object.get(*keyword))
+            // `items` is one schema, or one for each place of a tuple.
+            .flat_map(|shapes| {
+                shapes
+                    .as_array()
+                    .map_or(std::slice::from_ref(shapes), Vec::as_slice)
+            })
             .any(|shape| {
                 let shape = match shape.get("$ref").and_then(Value::as_str) {
                     Some(reference) => match reference

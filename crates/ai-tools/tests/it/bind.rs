@@ -1899,3 +1899,51 @@ async fn an_enum_holding_itself_does_not_stop_an_allowlist_when_no_map_is_flatte
         }
     );
 }
+
+/// An entry that is one named item or a list of loose maps: serde writes the list as an array,
+/// and redaction keeps each element's keys as the entry's own.
+#[derive(Serialize, JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum OneOrLooseList {
+    One { name: String },
+    Many(Vec<std::collections::BTreeMap<String, String>>),
+}
+
+#[derive(Serialize, JsonSchema)]
+struct OneOrLooseListOutput {
+    entry: OneOrLooseList,
+}
+
+output_contract!(
+    OneOrLooseListTool,
+    OneOrLooseListOutput,
+    &["entry.name"],
+    OneOrLooseListOutput {
+        entry: OneOrLooseList::Many(vec![
+            [("name".to_owned(), "sk-live-CANARY-list".to_owned())].into(),
+        ]),
+    }
+);
+
+/// A variant holding a list of maps beside one whose field is allowlisted: redaction walks the
+/// list element by element, so each map's key of that name would be shown under it. The
+/// stand-in check followed a variant's `$ref` but not its array's `items`, where the path check
+/// follows both: the allowlist bound, and the map's value was shown as `entry.name`.
+#[tokio::test]
+async fn a_variants_list_of_maps_cannot_stand_in_for_an_allowlisted_field() {
+    let err = match bind(OneOrLooseListTool) {
+        Ok(tool) => {
+            let (run, _) = crate::support::run(tool, r#"{"name":"a","count":1}"#).await;
+            panic!("bound, and the run gave {:?}", run.result.outcome);
+        }
+        Err(err) => err,
+    };
+    assert!(
+        err.to_string().contains(
+            "\"entry.name\" names `name`, which the output may leave out while a map \
+             flattened beside it takes any key"
+        ),
+        "{err}"
+    );
+}
