@@ -383,21 +383,34 @@ fn stand_in(root: &Value, node: &Value, segments: &[Segment]) -> Option<String> 
     if exposed(object) {
         return Some(name.clone());
     }
-    // Each variant that has the field may lead on to its own stand-in.
-    properties(root, object, name)
-        .into_iter()
-        .find_map(|child| match segment {
-            Segment::Field(_) => stand_in(root, child, rest),
-            // The field followed no times (`rest` from here), or any number of times (`rest`
-            // from the type it holds, whose own field of that name leads back to it).
-            Segment::Repeat(_) => {
-                let inner = resolve(root, child)?;
-                if exposed(inner) {
+    match segment {
+        // Each variant that has the field may lead on to its own stand-in.
+        Segment::Field(_) => properties(root, object, name)
+            .into_iter()
+            .find_map(|child| stand_in(root, child, rest)),
+        // The field followed any number of times, none included: redaction follows it by name
+        // into whatever each variant's field of that name holds, to every depth, and `rest` from
+        // each type it reaches. Each type once (by address, in `root`), so a type holding itself
+        // ends.
+        Segment::Repeat(_) => {
+            let mut seen = BTreeSet::new();
+            let mut pending = vec![object];
+            while let Some(at) = pending.pop() {
+                if !seen.insert(std::ptr::from_ref(at) as usize) {
+                    continue;
+                }
+                if exposed(at) {
                     return Some(name.clone());
                 }
-                stand_in(root, object, rest).or_else(|| stand_in(root, inner, rest))
+                if let Some(found) = stand_in(root, at, rest) {
+                    return Some(found);
+                }
+                let inner = properties(root, at, name).into_iter();
+                pending.extend(inner.filter_map(|child| resolve(root, child)));
             }
-        })
+            None
+        }
+    }
 }
 
 /// Whether the object schema `object` (in `root`) takes a key `name` besides its

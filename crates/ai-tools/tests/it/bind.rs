@@ -1947,3 +1947,59 @@ async fn a_variants_list_of_maps_cannot_stand_in_for_an_allowlisted_field() {
         "{err}"
     );
 }
+
+/// A tree whose variants' `children` lead to different types: nodes, or bundles whose own
+/// `children` are loose maps.
+#[derive(Serialize, JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum Tree {
+    Node { name: String, children: Vec<Tree> },
+    Bundle { children: Vec<Bundled> },
+}
+
+#[derive(Serialize, JsonSchema)]
+struct Bundled {
+    name: String,
+    children: Vec<std::collections::BTreeMap<String, String>>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct TreeOutput {
+    tree: Tree,
+}
+
+output_contract!(
+    TreeTool,
+    TreeOutput,
+    &["tree.children*.name"],
+    TreeOutput {
+        tree: Tree::Bundle {
+            children: vec![Bundled {
+                name: "b".into(),
+                children: vec![[("name".to_owned(), "sk-live-CANARY-tree".to_owned())].into()],
+            }],
+        },
+    }
+);
+
+/// Redaction follows a `field*` by name to every depth, into whatever each variant's field of
+/// that name holds. The stand-in check looked one step below the field: a map two steps down
+/// (a bundle's `children`) was not seen, the allowlist bound, and the map's `name` was shown.
+#[tokio::test]
+async fn a_map_a_repeated_field_reaches_through_a_variant_cannot_stand_in() {
+    let err = match bind(TreeTool) {
+        Ok(tool) => {
+            let (run, _) = crate::support::run(tool, r#"{"name":"a","count":1}"#).await;
+            panic!("bound, and the run gave {:?}", run.result.outcome);
+        }
+        Err(err) => err,
+    };
+    assert!(
+        err.to_string().contains(
+            "\"tree.children*.name\" names `children`, which the output may leave out while \
+             a map"
+        ),
+        "{err}"
+    );
+}
