@@ -525,8 +525,10 @@ fn prepare_step(run_id: &RunId, step: RunStep) -> Result<PreparedStep, RunStoreE
 }
 
 /// The number the first of `count` new rows takes (after the run's last one, `sql` reading its
-/// `MAX`), refused as [`RunStoreError::Corrupt`] when the last of them would pass `i64::MAX`
-/// (only a hand-edited number comes near it): `what` names the numbers.
+/// `MAX`), refused as [`RunStoreError::Corrupt`] when the last of them would pass `i64::MAX`, or
+/// when the run's last number is below -1, so the first would be negative (only a hand-edited
+/// number does either): `what` names the numbers. So the first is never negative, and the
+/// numbers a step returns are the ones it stored.
 fn next_index(
     tx: &Transaction<'_>,
     sql: &str,
@@ -538,19 +540,26 @@ fn next_index(
         .prepare_cached(sql)
         .and_then(|mut stmt| stmt.query_row([run_id.as_str()], |r| r.get(0)))
         .map_err(|e| backend("cannot read the run's last index", e))?;
-    let first = match last {
-        None => Some(0),
-        Some(last) => last.checked_add(1),
+    let corrupt = |why: &str| {
+        RunStoreError::Corrupt(format!("run {run_id}: its stored {what} numbers {why}"))
     };
-    first
-        .filter(|first| i64::try_from(count).is_ok_and(|count| first.checked_add(count).is_some()))
-        .ok_or_else(|| {
-            RunStoreError::Corrupt(format!(
-                "run {run_id}: its stored {what} numbers reach the largest a store keeps, so no \
-                 more can follow"
-            ))
-        })
+    let first = match last {
+        None => 0,
+        Some(last) => last
+            .checked_add(1)
+            .ok_or_else(|| corrupt(REACH_THE_LARGEST))?,
+    };
+    if first < 0 {
+        return Err(corrupt("are negative, which no store writes"));
+    }
+    if !i64::try_from(count).is_ok_and(|count| first.checked_add(count).is_some()) {
+        return Err(corrupt(REACH_THE_LARGEST));
+    }
+    Ok(first)
 }
+
+/// Why no more numbers can follow the last of a run's stored ones.
+const REACH_THE_LARGEST: &str = "reach the largest a store keeps, so no more can follow";
 
 fn save_thread(conn: &Connection, thread_id: &str, state: &str) -> rusqlite::Result<usize> {
     conn.prepare_cached(

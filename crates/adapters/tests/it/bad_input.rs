@@ -293,3 +293,63 @@ async fn numbers_at_their_largest_refuse_the_next_step_naming_the_run() {
         0..1
     );
 }
+
+/// Event numbers hand-edited below zero make the next step a clear error naming the run, not a
+/// wrapped or overflowing number range (a panic on the store's connection, in a debug build),
+/// and the store goes on working for other runs.
+#[tokio::test]
+async fn negative_event_numbers_refuse_the_next_step_naming_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    for (n, seq) in [i64::MIN, -2].into_iter().enumerate() {
+        let r = run(&format!("run-{n}"));
+        store.begin_run(&r, None, 1, None).await.unwrap();
+        store
+            .commit_step(
+                &r,
+                RunStep {
+                    events: vec![done()],
+                    ..RunStep::default()
+                },
+            )
+            .await
+            .unwrap();
+        let conn = rusqlite::Connection::open(store.path()).unwrap();
+        conn.execute(
+            "UPDATE run_events SET seq = ?1 WHERE run_id = ?2",
+            rusqlite::params![seq, r.as_str()],
+        )
+        .unwrap();
+        drop(conn);
+        let err = store
+            .commit_step(
+                &r,
+                RunStep {
+                    events: vec![done()],
+                    ..RunStep::default()
+                },
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RunStoreError::Corrupt(_)), "{err:?}");
+        let message = err.to_string();
+        assert!(message.contains(r.as_str()), "{message}");
+        assert!(message.contains("event numbers"), "{message}");
+        assert_eq!(store.load_run(&r).await.unwrap().events.len(), 1);
+    }
+    let fine = run("fine");
+    store.begin_run(&fine, None, 1, None).await.unwrap();
+    assert_eq!(
+        store
+            .commit_step(
+                &fine,
+                RunStep {
+                    events: vec![done()],
+                    ..RunStep::default()
+                }
+            )
+            .await
+            .unwrap(),
+        0..1
+    );
+}
