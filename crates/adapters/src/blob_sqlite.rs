@@ -112,14 +112,9 @@ impl SqliteBlobStore {
         F: FnOnce(&mut Connection) -> Result<T, BlobStoreError> + Send + 'static,
     {
         let conn = Arc::clone(&self.conn);
-        tokio::task::spawn_blocking(move || {
-            let mut conn = conn.lock().map_err(|_| {
-                BlobStoreError::Backend("the blob connection lock is poisoned".into())
-            })?;
-            f(&mut conn)
-        })
-        .await
-        .map_err(|e| backend("the blob store task failed", e))?
+        tokio::task::spawn_blocking(move || f(&mut crate::sqlite::lock_connection(&conn)))
+            .await
+            .map_err(|e| backend("the blob store task failed", e))?
     }
 }
 
@@ -330,5 +325,32 @@ impl BlobStore for TieredBlobStore {
             },
             found => found,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call that panics while it holds the blob connection, inside a transaction it began,
+    /// leaves the store working: the next put rolls that transaction back and goes on, rather
+    /// than every later call failing on a poisoned lock.
+    #[tokio::test]
+    async fn a_call_that_panicked_holding_the_connection_leaves_the_store_working() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = crate::SqliteStore::open(dir.path())
+            .unwrap()
+            .blob_store()
+            .unwrap();
+        let panicked = blobs
+            .with_conn(|conn| -> Result<(), BlobStoreError> {
+                conn.execute_batch("BEGIN IMMEDIATE")
+                    .map_err(|e| backend("begin", e))?;
+                panic!("a call panics mid-transaction");
+            })
+            .await;
+        assert!(panicked.is_err());
+        let hash = blobs.put(b"x").await.unwrap();
+        assert_eq!(blobs.get(&hash).await.unwrap(), b"x");
     }
 }

@@ -8,7 +8,7 @@
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use ai_core::{
@@ -247,15 +247,28 @@ impl SqliteStore {
         F: FnOnce(&mut Connection) -> Result<T, RunStoreError> + Send + 'static,
     {
         let conn = Arc::clone(&self.conn);
-        tokio::task::spawn_blocking(move || {
-            let mut conn = conn
-                .lock()
-                .map_err(|_| RunStoreError::Backend("the connection lock is poisoned".into()))?;
-            f(&mut conn)
-        })
-        .await
-        .map_err(|e| backend("the store task failed", e))?
+        tokio::task::spawn_blocking(move || f(&mut lock_connection(&conn)))
+            .await
+            .map_err(|e| backend("the store task failed", e))?
     }
+}
+
+/// Locks a store's connection, also after a call panicked holding it: the panic ended that
+/// call only, and every later one would otherwise fail on the poisoned lock until the process
+/// restarts. What the panicking call left unfinished is undone first: a transaction it left open
+/// is rolled back (a [`Transaction`] dropped while unwinding already rolled its own back), so
+/// nothing it wrote half-way is committed by the next call.
+pub(crate) fn lock_connection(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    conn.lock().unwrap_or_else(|poisoned| {
+        let conn = poisoned.into_inner();
+        if !conn.is_autocommit()
+            && let Err(error) = conn.execute_batch("ROLLBACK")
+        {
+            // The next call's `BEGIN` then fails, saying a transaction is open.
+            tracing::error!(%error, "a transaction a panicking call left open cannot be rolled back");
+        }
+        conn
+    })
 }
 
 /// An error from opening the database, with what to check.
@@ -1180,6 +1193,30 @@ mod tests {
     #[test]
     fn recovery_does_not_read_the_runs_it_closed_before() {
         assert_eq!(recovery_steps(2), recovery_steps(40));
+    }
+
+    /// A call that panics while it holds the connection, inside a transaction it began, leaves
+    /// the store working: the next call rolls the transaction back and goes on, rather than
+    /// every later call failing on a poisoned lock until the process restarts.
+    #[tokio::test]
+    async fn a_call_that_panicked_holding_the_connection_leaves_the_store_working() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let panicked = store
+            .with_conn(|conn| -> Result<(), RunStoreError> {
+                conn.execute_batch(
+                    "BEGIN IMMEDIATE; \
+                     INSERT INTO threads (thread_id, state_json) VALUES ('t-1', '1');",
+                )
+                .unwrap();
+                panic!("a call panics mid-transaction");
+            })
+            .await;
+        assert!(panicked.is_err());
+        let thread = ThreadId::new("t-1").unwrap();
+        assert_eq!(store.load(&thread).await.unwrap(), None, "the write stayed");
+        store.save(&thread, &Value::from(2)).await.unwrap();
+        assert_eq!(store.load(&thread).await.unwrap(), Some(Value::from(2)));
     }
 
     /// A `cogni.db` that SQLite can open only for reading (as it does a write-protected file in
