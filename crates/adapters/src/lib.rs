@@ -46,6 +46,7 @@ mod replay;
 mod shown_url;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod stored;
 mod temp;
 mod workspace;
 

@@ -100,6 +100,9 @@ impl RunStore for InMemoryRunStore {
         for (i, receipt) in step.receipt_refs.iter().enumerate() {
             crate::blob::check_run_ref(run_id, &format!("receipt ref {i} of the step"), receipt)?;
         }
+        if let Some(state) = &step.thread_state {
+            crate::stored::check_step_state(run_id, state)?;
+        }
         let mut state = self.lock()?;
         let state = &mut *state;
         let run = state
@@ -281,6 +284,7 @@ impl ThreadStore for InMemoryRunStore {
     }
 
     async fn save(&self, id: &ThreadId, state: &Value) -> Result<(), ThreadStoreError> {
+        crate::stored::check_thread_state(id, state)?;
         let mut guard = self.lock().map_err(|e| ThreadStoreError(e.to_string()))?;
         guard.threads.insert(id.clone(), state.clone());
         Ok(())

@@ -527,6 +527,9 @@ fn prepare_step(run_id: &RunId, step: RunStep) -> Result<PreparedStep, RunStoreE
     for (i, receipt) in step.receipt_refs.iter().enumerate() {
         crate::blob::check_run_ref(run_id, &format!("receipt ref {i} of the step"), receipt)?;
     }
+    if let Some(state) = &step.thread_state {
+        crate::stored::check_step_state(run_id, state)?;
+    }
     Ok(PreparedStep {
         events,
         records,
@@ -1111,6 +1114,7 @@ impl ThreadStore for SqliteStore {
     }
 
     async fn save(&self, id: &ThreadId, state: &Value) -> Result<(), ThreadStoreError> {
+        crate::stored::check_thread_state(id, state)?;
         let (id, state) = (id.clone(), state.to_string());
         self.with_conn(move |conn| {
             save_thread(conn, id.as_str(), &state)

@@ -698,6 +698,44 @@ async fn values_at_the_runners_depth_limit_are_read_back(store: &dyn Stores) {
     assert_eq!(log.records, vec![deep_record]);
 }
 
+/// `levels` arrays, each inside the next: `[[…]]`.
+fn nested(levels: usize) -> Value {
+    (1..levels).fold(json!([]), |inner, _| Value::Array(vec![inner]))
+}
+
+/// A thread state nested deeper than a store reads back (serde_json's reader stops at 128
+/// levels) is refused as it is saved, alone or with a step, rather than stored and then failing
+/// every load of its thread: the thread keeps the state it had. One as deep as a store reads is
+/// saved and read back.
+async fn a_thread_state_too_deep_to_read_back_is_refused_as_it_is_saved(store: &dyn Stores) {
+    let t = thread("thread-deep");
+    let readable = nested(127);
+    store.save(&t, &readable).await.unwrap();
+    assert_eq!(store.load(&t).await.unwrap(), Some(readable.clone()));
+    let too_deep = nested(128);
+    let message = store.save(&t, &too_deep).await.unwrap_err().to_string();
+    assert!(
+        message.contains("thread thread-deep") && message.contains("deeper than 127 levels"),
+        "{message}"
+    );
+    assert_eq!(store.load(&t).await.unwrap(), Some(readable.clone()));
+
+    let r = run("run-deep-state");
+    store.begin_run(&r, Some(&t), 1, None).await.unwrap();
+    let step = RunStep {
+        events: vec![done()],
+        thread_state: Some(too_deep),
+        ..RunStep::default()
+    };
+    let error = store.commit_step(&r, step).await.unwrap_err();
+    assert!(
+        matches!(&error, RunStoreError::Invalid { reason, .. } if reason.contains("deeper than 127 levels")),
+        "{error:?}"
+    );
+    assert!(store.load_run(&r).await.unwrap().events.is_empty());
+    assert_eq!(store.load(&t).await.unwrap(), Some(readable));
+}
+
 macro_rules! contract {
     ($($test:ident),* $(,)?) => {
         mod sqlite_store {
@@ -737,4 +775,5 @@ contract!(
     a_null_result_and_null_args_are_kept,
     an_input_ref_that_is_not_a_blob_address_is_refused,
     values_at_the_runners_depth_limit_are_read_back,
+    a_thread_state_too_deep_to_read_back_is_refused_as_it_is_saved,
 );

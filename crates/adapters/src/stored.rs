@@ -1,0 +1,53 @@
+//! What every store here refuses alike before it writes: a thread state it could not read back.
+
+use ai_core::{RunId, RunStoreError, ThreadId, ThreadStoreError};
+use serde_json::Value;
+
+/// The deepest a stored thread state may nest arrays and objects: serde_json's reader, which
+/// loads it, refuses a 128th level. The runner keeps tool arguments and results far from it
+/// (`ai_core::MAX_JSON_DEPTH`), but a thread state also holds what a provider sent as it was
+/// sent (a call's `provider_fields`, such as the Responses API's reasoning items), some levels
+/// further in than in the provider's answer.
+const READABLE_DEPTH: usize = 127;
+
+/// Refuses, for [`ai_core::ThreadStore::save`], a state of thread `id` nested deeper than a store
+/// reads back: saved, it would fail every later load of its thread, which keeps the state it
+/// had instead. The error names the thread and the limit, never the state.
+pub(crate) fn check_thread_state(id: &ThreadId, state: &Value) -> Result<(), ThreadStoreError> {
+    if nests_deeper_than(state, READABLE_DEPTH) {
+        return Err(ThreadStoreError(format!(
+            "thread {}: its state was not saved: it {}",
+            id.as_str(),
+            too_deep()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses, for [`ai_core::RunStore::commit_step`], a step of run `run_id` whose thread state is
+/// nested deeper than a store reads back, as [`check_thread_state`] does a save: the whole step
+/// is refused, as for any other inconsistent step.
+pub(crate) fn check_step_state(run_id: &RunId, state: &Value) -> Result<(), RunStoreError> {
+    if nests_deeper_than(state, READABLE_DEPTH) {
+        return Err(RunStoreError::Invalid {
+            run_id: run_id.clone(),
+            reason: format!("the step's thread state {}", too_deep()),
+        });
+    }
+    Ok(())
+}
+
+fn too_deep() -> String {
+    format!("nests deeper than {READABLE_DEPTH} levels, which a store cannot read back")
+}
+
+/// Whether `value` nests arrays and objects more than `levels` deep (a scalar is level 0, `[]`
+/// level 1). The walk goes no deeper than `levels + 1`, so a value of any depth is checked.
+fn nests_deeper_than(value: &Value, levels: usize) -> bool {
+    let deeper = |child: &Value| nests_deeper_than(child, levels - 1);
+    match value {
+        Value::Array(items) => levels == 0 || items.iter().any(deeper),
+        Value::Object(map) => levels == 0 || map.values().any(deeper),
+        _ => false,
+    }
+}
