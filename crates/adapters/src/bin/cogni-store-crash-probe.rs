@@ -29,7 +29,8 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let parts: Vec<&str> = line.trim_end_matches(['\r', '\n']).split('\t').collect();
-    let [data_dir, run_id, mode] = parts.as_slice() else {
+    // A mode it does not know is refused too, not taken for `inflight`.
+    let [data_dir, run_id, mode @ ("inflight" | "flood")] = parts.as_slice() else {
         eprintln!("expected one line on standard input: <DATA_DIR>\\t<RUN_ID>\\t<inflight|flood>");
         return ExitCode::from(2);
     };

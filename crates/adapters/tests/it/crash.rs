@@ -222,3 +222,32 @@ fn a_data_dir_named_like_an_sqlite_uri_is_a_folder() {
     assert!(cwd.path().join("file:elsewhere").join("cogni.db").is_file());
     assert!(!cwd.path().join("elsewhere").join("cogni.db").exists());
 }
+
+/// A mode the probe does not know is refused at once, naming the modes, before anything is
+/// written: it is not taken for `inflight` (a typo would otherwise run 20 steps and then sleep).
+#[test]
+fn the_probe_refuses_a_mode_it_does_not_know() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut child = Command::new(PROBE)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{}\trun-1\tinflihgt", data.display()).unwrap();
+    drop(stdin);
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // Killed in case it went on (it then sleeps): the assertions below say what it did.
+    let _ = child.kill();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(first, "", "the probe ran the unknown mode");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("inflight|flood"), "{stderr}");
+    assert!(!data.exists(), "the probe wrote a data folder");
+}
