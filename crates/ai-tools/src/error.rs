@@ -7,8 +7,13 @@ pub enum Error {
     /// The tool id breaks the id rules.
     #[error(transparent)]
     Id(#[from] ai_core::Error),
-    /// The derived input schema leaves the supported subset.
-    #[error("tool {tool}: input schema is outside the supported subset: {violations}")]
+    /// The derived input schema leaves the supported subset. The message says what an input
+    /// may be built of, and how to write an enum with data, the usual cause.
+    #[error(
+        "tool {tool}: input schema is outside the supported subset: {violations}; an input is \
+         built of structs, `Option`s, `Vec`s, maps with string keys and unit enums (an enum with \
+         data derives `oneOf` or `anyOf`: write it as a unit enum beside optional fields)"
+    )]
     UnsupportedSchema {
         /// The tool.
         tool: String,

@@ -204,6 +204,20 @@ fn schemas_outside_the_subset_are_refused() {
     assert!(err.contains("/definitions/Shape"), "{err}");
 }
 
+/// A newcomer's enum with data is refused with what to write instead, not only where.
+#[test]
+fn a_refused_input_schema_says_what_an_input_may_be_built_of() {
+    let err = tool_spec::<Probe<WithEnum>>().unwrap_err().to_string();
+    assert!(
+        err.ends_with(
+            "/definitions/Shape: `oneOf` is not supported; an input is built of structs, \
+             `Option`s, `Vec`s, maps with string keys and unit enums (an enum with data derives \
+             `oneOf` or `anyOf`: write it as a unit enum beside optional fields)"
+        ),
+        "{err}"
+    );
+}
+
 /// A struct field of an input type.
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
@@ -487,7 +501,7 @@ struct WithEither {
 fn an_untagged_enum_of_two_structs_is_refused_not_rewritten() {
     let err = tool_spec::<Probe<WithEither>>().unwrap_err().to_string();
     assert!(
-        err.ends_with("/definitions/Either: `anyOf` is not supported"),
+        err.contains("/definitions/Either: `anyOf` is not supported;"),
         "{err}"
     );
 }
