@@ -4,17 +4,21 @@
 //!
 //! Run with `cargo run -p cogni-graph --example own_agent`. The model here is scripted; an app
 //! plugs in `adapters::OpenAiCompletion` (or its own client) behind the same [`CompletionPort`].
+//!
+//! It names the core types as `graph::ai_core::…`, so it builds as it is in an app that depends
+//! on `cogni-graph` and `cogni-ai-tools` (with `schemars`, `serde`, `serde_json` and `tokio`),
+//! without a `cogni-ai-core` of its own.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use ai_core::{
-    AiEvent, CancellationToken, Capabilities, Clock, CompletionDelta, CompletionError,
+use ai_tools::ToolContract;
+use graph::ai_core::{
+    self, AiEvent, CancellationToken, Capabilities, Clock, CompletionDelta, CompletionError,
     CompletionPort, DeltaSink, ExecPermit, FinishReason, LlmCompletion, LlmRequest, LlmToolCall,
     RunContext, StaticToolSource, ThreadId, ToolCallId, ToolCatalog, ToolEffect, ToolError,
     ToolInvocationContext, ToolPolicy, ToolRunner,
 };
-use ai_tools::ToolContract;
 use graph::{Agent, AgentConfig, InMemoryThreadStore};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
