@@ -22,8 +22,8 @@ use crate::Error;
 /// come from [`Capabilities::auth`].
 ///
 /// ```
-/// use ai_core::{Capabilities, ExecPermit, ToolEffect, ToolError, ToolInvocationContext};
 /// use ai_tools::ToolContract;
+/// use ai_tools::ai_core::{Capabilities, ExecPermit, ToolEffect, ToolError, ToolInvocationContext};
 /// use schemars::JsonSchema;
 /// use serde::{Deserialize, Serialize};
 ///
@@ -33,7 +33,7 @@ use crate::Error;
 /// struct AddOutput { sum: i64 }
 ///
 /// struct Add;
-/// #[ai_core::async_trait]
+/// #[ai_tools::ai_core::async_trait]
 /// impl ToolContract for Add {
 ///     type Input = AddInput;
 ///     type Output = AddOutput;
