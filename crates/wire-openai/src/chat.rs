@@ -889,7 +889,7 @@ struct WholeChoice<'a> {
 /// which names what is wrong and never quotes the body.
 ///
 /// ```
-/// use ai_core::FinishReason;
+/// use wire_openai::ai_core::FinishReason;
 /// let body = br#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m",
 ///   "choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant",
 ///   "content":null,"tool_calls":[{"id":"call_1","type":"function",
