@@ -8,11 +8,13 @@ pub enum Error {
     #[error(transparent)]
     Id(#[from] ai_core::Error),
     /// The derived input schema leaves the supported subset. The message says what an input
-    /// may be built of, and how to write an enum with data, the usual cause.
+    /// may be, and how to write the usual causes: a tool without parameters (`()` or a unit
+    /// struct, whose schema is `null`) and an enum with data.
     #[error(
-        "tool {tool}: input schema is outside the supported subset: {violations}; an input is \
-         built of structs, `Option`s, `Vec`s, maps with string keys and unit enums (an enum with \
-         data derives `oneOf` or `anyOf`: write it as a unit enum beside optional fields)"
+        "tool {tool}: input schema is outside the supported subset: {violations}; an input is a \
+         struct with named fields (`struct NoArgs {{}}` for a tool without any), built of \
+         structs, `Option`s, `Vec`s, maps with string keys and unit enums (an enum with data \
+         derives `oneOf` or `anyOf`: write it as a unit enum beside optional fields)"
     )]
     UnsupportedSchema {
         /// The tool.

@@ -210,12 +210,42 @@ fn a_refused_input_schema_says_what_an_input_may_be_built_of() {
     let err = tool_spec::<Probe<WithEnum>>().unwrap_err().to_string();
     assert!(
         err.ends_with(
-            "/definitions/Shape: `oneOf` is not supported; an input is built of structs, \
-             `Option`s, `Vec`s, maps with string keys and unit enums (an enum with data derives \
-             `oneOf` or `anyOf`: write it as a unit enum beside optional fields)"
+            "/definitions/Shape: `oneOf` is not supported; an input is a struct with named \
+             fields (`struct NoArgs {}` for a tool without any), built of structs, `Option`s, \
+             `Vec`s, maps with string keys and unit enums (an enum with data derives `oneOf` or \
+             `anyOf`: write it as a unit enum beside optional fields)"
         ),
         "{err}"
     );
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct UnitStruct;
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct NoArgs {}
+
+/// A tool without parameters written with `()` or a unit struct, whose schema is `null`, is
+/// told to take a struct with no fields, which binds.
+#[test]
+fn a_parameterless_input_written_as_unit_is_told_to_be_a_struct_without_fields() {
+    for err in [
+        tool_spec::<Probe<()>>().unwrap_err().to_string(),
+        tool_spec::<Probe<UnitStruct>>().unwrap_err().to_string(),
+    ] {
+        assert!(
+            err.contains("(root): the root must be a schema with \"type\": \"object\"; "),
+            "{err}"
+        );
+        assert!(
+            err.contains("(`struct NoArgs {}` for a tool without any)"),
+            "{err}"
+        );
+    }
+    let spec = tool_spec::<Probe<NoArgs>>().unwrap();
+    assert_eq!(spec.input_schema["type"], "object");
 }
 
 /// A struct field of an input type.
