@@ -245,7 +245,9 @@ impl ToolRunner {
     /// [`AiEvent::ApprovalRequired`] and returns [`ToolOutcome::ApprovalRequired`], naming the
     /// hash a matching approval in [`RunContext::approvals`] must carry.
     ///
-    /// Must be awaited inside a Tokio runtime with the time driver enabled.
+    /// Must be awaited inside a Tokio runtime with the time driver enabled: without it, a call
+    /// that has to wait (a tool that does not finish on its first poll, a port of steps 3 and 6,
+    /// a retry) panics with Tokio's message, which names the fix (`enable_time()`).
     pub async fn run_tool(
         &self,
         call: &ToolCall,

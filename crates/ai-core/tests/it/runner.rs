@@ -76,6 +76,29 @@ fn check_ok(h: &Harness, run: &ToolRun, expected: Value) {
     assert_eq!(run.record.error, None);
 }
 
+/// Without Tokio's time driver (a runtime built without `enable_time()`), the runner runs a call
+/// that never has to wait, and panics with Tokio's message, which names the fix, once one does
+/// (its tool does not finish on its first poll), as the README says.
+#[test]
+fn without_the_time_driver_a_call_that_waits_panics_with_tokios_message() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let h = harness(tool(Behaviour::Echo), allow(&[ECHO]));
+    let run = runtime.block_on(h.call(ECHO, r#"{"text":"hi"}"#));
+    check_ok(&h, &run, json!({"echo": "hi"}));
+
+    let h = harness(tool(Behaviour::YieldOnce), allow(&[ECHO]));
+    let waits = std::panic::AssertUnwindSafe(|| runtime.block_on(h.call(ECHO, r#"{"text":"hi"}"#)));
+    let panic = std::panic::catch_unwind(waits).unwrap_err();
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|m| m.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    assert!(message.contains("enable_time"), "{message}");
+}
+
 #[tokio::test]
 async fn success_runs_every_step_and_redacts() {
     let t = tool(Behaviour::Echo);

@@ -29,6 +29,8 @@ pub(crate) enum Behaviour {
     Sleep(Duration),
     /// Blocks its thread this long (a tool that should have awaited), then echoes.
     Block(Duration),
+    /// Yields once (its first poll is pending, with no timer of its own), then echoes.
+    YieldOnce,
     /// Panics.
     Panic,
     /// Returns this value as is.
@@ -184,6 +186,10 @@ impl BoundTool for FakeTool {
             }
             Behaviour::Block(duration) => {
                 std::thread::sleep(*duration);
+                Ok(echo)
+            }
+            Behaviour::YieldOnce => {
+                tokio::task::yield_now().await;
                 Ok(echo)
             }
             Behaviour::Panic => panic!("fake tool panicked"),
