@@ -54,9 +54,9 @@
 //!   `Serialize` writes them: its schema, which checks it, describes serde's serialize side (a
 //!   field `skip_serializing_if` leaves out need not be there; a `rename(serialize = "…")` is
 //!   the name to allowlist). `"days.summary"`
-//!   reaches into arrays and optional structs, and a field of an enum's variant (the enum
-//!   flattened into the output or in a field of its own) is named as any field: `"size"`,
-//!   `"entry.size"`. A `field*` segment follows a field that holds
+//!   reaches into arrays (a tuple's places too) and optional structs, and a field of an
+//!   enum's variant (the enum flattened into the output or in a field of its own) is named as
+//!   any field: `"size"`, `"entry.size"`. A `field*` segment follows a field that holds
 //!   its own type any number of times, none included: `"next*.name"` is `name`, `next.name`,
 //!   `next.next.name`, … of a linked list, and `"children*.name"` every name of a tree,
 //!   whatever else they hold hidden at every depth. A path cannot end in one. See
@@ -64,9 +64,9 @@
 //! - A `#[serde(flatten)]`ed map's key spelled like a field would be shown under that field's
 //!   allowlisted name: an output that repeats a key fails the call, and a field the output may
 //!   leave out (`skip_serializing_if`) beside such a map (flattened directly, or through an
-//!   enum, a variant holding any `serde_json::Value` included) cannot be allowlisted, nor can a
-//!   path through one. A map whose keys cannot be spelled like the field (integer keys) does not
-//!   count.
+//!   enum, a variant holding any `serde_json::Value`, or a list or tuple of maps, included)
+//!   cannot be allowlisted, nor can a path through one. A map whose keys cannot be spelled like
+//!   the field (integer keys) does not count.
 //! - Output integers must fit 64 bits (an `i64` or a `u64`): the workspace's serde_json holds
 //!   no wider number exactly, so an `i128` or `u128` past that range fails the call, naming the
 //!   field's place, rather than reaching the model as a rounded float. So does an output

@@ -347,8 +347,9 @@ impl<'de> Visitor<'de> for UniqueKeysVisitor {
 }
 
 /// Whether the dotted `path` names a property of the output `schema` (following local `$ref`s,
-/// array `items` and the variants of enums, flattened or not: see [`properties`]); a `field*` segment must name a field that holds its own type (`next` of
-/// a linked list, `children` of a tree), and what follows it (something must) must be there at
+/// a list's `items`, a tuple's places and the variants of enums, flattened or not: see
+/// [`properties`]); a `field*` segment must name a field that holds its own type (`next` of a
+/// linked list, `children` of a tree), and what follows it (something must) must be there at
 /// every depth.
 pub(crate) fn schema_has_path(schema: &Value, path: &str) -> bool {
     let segments: Vec<Segment> = path.split('.').map(Segment::parse).collect();
@@ -525,7 +526,8 @@ fn has_path(root: &Value, node: &Value, segments: &[Segment]) -> bool {
 /// `properties`, and those in the shapes an enum gives it (`anyOf`, `oneOf`, `allOf`, through
 /// `$ref`s): an enum's variants, whose fields serde writes in the object the enum is, or
 /// beside the object's own fields when it is flattened into it. Redaction keeps a field by its
-/// name whichever variant wrote it.
+/// name whichever variant wrote it. A tuple's places (`items` of one schema each) are shapes
+/// too: redaction walks each element as the value it is in.
 fn properties<'a>(root: &'a Value, object: &'a Value, name: &str) -> Vec<&'a Value> {
     let mut found = Vec::new();
     // Each schema once (by address, in `root`): shapes that lead back round (an enum inside
@@ -537,7 +539,7 @@ fn properties<'a>(root: &'a Value, object: &'a Value, name: &str) -> Vec<&'a Val
             continue;
         }
         found.extend(object.get("properties").and_then(|p| p.get(name)));
-        let shapes = ["anyOf", "oneOf", "allOf"]
+        let shapes = ["anyOf", "oneOf", "allOf", "items"]
             .iter()
             .filter_map(|keyword| object.get(*keyword).and_then(Value::as_array))
             .flatten();
@@ -546,13 +548,14 @@ fn properties<'a>(root: &'a Value, object: &'a Value, name: &str) -> Vec<&'a Val
     found
 }
 
-/// Follows `$ref`s and array `items` down to the schema that has the properties.
+/// Follows `$ref`s and a list's `items` down to the schema that has the properties: the
+/// list's element, or a tuple (whose `items` are a schema for each place: see [`properties`]).
 fn resolve<'a>(root: &'a Value, mut node: &'a Value) -> Option<&'a Value> {
     // Bounded: a cyclic `$ref` chain cannot loop forever.
     for _ in 0..32 {
         if let Some(reference) = node.get("$ref").and_then(Value::as_str) {
             node = root.pointer(reference.strip_prefix('#')?)?;
-        } else if let Some(items) = node.get("items") {
+        } else if let Some(items) = node.get("items").filter(|items| !items.is_array()) {
             node = items;
         } else {
             return Some(node);

@@ -2003,3 +2003,117 @@ async fn a_map_a_repeated_field_reaches_through_a_variant_cannot_stand_in() {
         "{err}"
     );
 }
+
+/// A named item, held in a tuple's place or on its own.
+#[derive(Serialize, JsonSchema)]
+struct NamedItem {
+    name: String,
+}
+
+/// An entry whose variants' `item` is a tuple holding a map, one that may be `null`, or a named
+/// item: serde writes a tuple as an array, and redaction walks each of its elements as the
+/// value it is in.
+#[derive(Serialize, JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum TupleOrNamed {
+    Pair {
+        item: (std::collections::BTreeMap<String, String>, u8),
+    },
+    MaybeLoose {
+        item: Option<(std::collections::BTreeMap<String, String>,)>,
+    },
+    One {
+        item: NamedItem,
+    },
+}
+
+#[derive(Serialize, JsonSchema)]
+struct TupleOrNamedOutput {
+    entry: TupleOrNamed,
+}
+
+fn loose_name() -> std::collections::BTreeMap<String, String> {
+    [("name".to_owned(), "sk-live-CANARY-tuple".to_owned())].into()
+}
+
+output_contract!(
+    TupleOrNamedTool,
+    TupleOrNamedOutput,
+    &["entry.item.name"],
+    TupleOrNamedOutput {
+        entry: TupleOrNamed::Pair {
+            item: (loose_name(), 1),
+        },
+    }
+);
+output_contract!(
+    MaybeLooseTool,
+    TupleOrNamedOutput,
+    &["entry.item.name"],
+    TupleOrNamedOutput {
+        entry: TupleOrNamed::MaybeLoose {
+            item: Some((loose_name(),)),
+        },
+    }
+);
+
+/// A tuple's schema is an array with one schema for each place (`items: [..]`), which the
+/// stand-in check took for the object a path goes through, one with no map in it: a variant's
+/// tuple holding a map bound `"entry.item.name"`, and the map's `name` was shown under it.
+#[tokio::test]
+async fn a_map_in_a_variants_tuple_cannot_stand_in_for_an_allowlisted_field() {
+    for (tool, bound) in [
+        ("pair", bind(TupleOrNamedTool)),
+        ("optional pair", bind(MaybeLooseTool)),
+    ] {
+        let err = match bound {
+            Ok(tool) => {
+                let (run, _) = crate::support::run(tool, r#"{"name":"a","count":1}"#).await;
+                panic!("bound, and the run gave {:?}", run.result.outcome);
+            }
+            Err(err) => err,
+        };
+        assert!(
+            err.to_string()
+                .contains("\"entry.item.name\" names `name`, which the output may leave out"),
+            "{tool}: {err}"
+        );
+    }
+}
+
+#[derive(Serialize, JsonSchema)]
+struct NamedPairOutput {
+    pair: (NamedItem, Inner),
+}
+
+output_contract!(
+    NamedPair,
+    NamedPairOutput,
+    &["pair.name", "pair.shown"],
+    NamedPairOutput {
+        pair: (
+            NamedItem { name: "a".into() },
+            Inner {
+                shown: "s".into(),
+                hidden: "h-CANARY".into(),
+            },
+        ),
+    }
+);
+
+/// A field in a tuple's place is named as a list element's is (`"pair.name"`): redaction walks
+/// each element of the array serde writes with the same paths.
+#[tokio::test]
+async fn fields_in_a_tuples_places_can_be_allowlisted() {
+    let (run, events) =
+        crate::support::run(bind(NamedPair).unwrap(), r#"{"name":"a","count":1}"#).await;
+    assert_eq!(
+        run.result.outcome,
+        ToolOutcome::Ok {
+            value: json!({"pair": [{"name": "a"}, {"shown": "s"}]}).into()
+        }
+    );
+    let everything = format!("{run:?}{events:?}");
+    assert!(!everything.contains("CANARY"), "{everything}");
+}
