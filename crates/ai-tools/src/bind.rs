@@ -19,7 +19,7 @@ use ai_core::{
 use crate::contract::clash::{clashing_name, repeated_field};
 use crate::contract::{derive_schema, is_connection_id};
 use crate::redact::{
-    Allowlist, Unrepresentable, exact_value, field_a_map_may_stand_in_for, schema_has_path,
+    Allowlist, StandIn, Unrepresentable, exact_value, field_a_map_may_stand_in_for, schema_has_path,
 };
 use crate::{Error, ToolContract, tool_spec};
 
@@ -40,9 +40,10 @@ struct BoundContract<C> {
 /// its types schemars names alike or two fields serde names alike), both validators are
 /// compiled here, once, and the
 /// redaction allowlist is checked: an empty allowlist, one naming a path the output schema
-/// does not have, or one naming a field the output may leave out (`skip_serializing_if`) beside
-/// a flattened map, whose key of that name would be shown in its place, cannot be bound
-/// (invariant REDACTION_REQUIRED).
+/// does not have, or one naming a field whose place a map's key could take (a field the output
+/// may leave out, `skip_serializing_if`, beside a flattened map; a variant's field where
+/// another variant holds a map), whose key of that name would be shown in its place, cannot be
+/// bound (invariant REDACTION_REQUIRED).
 pub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {
     let spec = tool_spec::<C>()?;
     if let Some(name) = clashing_name::<C::Output>(Contract::Serialize) {
@@ -102,15 +103,25 @@ pub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {
             "{path:?} is not a field of the output{repeated}"
         )));
     }
-    if let Some((path, field)) = C::REDACTION.iter().find_map(|path| {
-        field_a_map_may_stand_in_for(&output_schema, path).map(|field| (path, field))
+    if let Some((path, StandIn { field, declared })) = C::REDACTION.iter().find_map(|path| {
+        field_a_map_may_stand_in_for(&output_schema, path).map(|found| (path, found))
     }) {
-        return Err(redaction_error(format!(
-            "{path:?} names `{field}`, which the output may leave out while a map flattened \
-             beside it takes any key: the map's key `{field}` would then be shown in its place; \
-             write the field always (no `skip_serializing_if`), or keep the map in a field of \
-             its own"
-        )));
+        return Err(redaction_error(if declared {
+            format!(
+                "{path:?} names `{field}`, which the output may leave out while a map flattened \
+                 beside it takes any key: the map's key `{field}` would then be shown in its \
+                 place; write the field always (no `skip_serializing_if`), or keep the map in a \
+                 field of its own"
+            )
+        } else {
+            format!(
+                "{path:?} names `{field}`, but where the path reaches it the output may write, \
+                 instead of an object with that field, one that takes any key (a map, a list or \
+                 tuple holding one, or any JSON value, as an enum's other variant or as what a \
+                 field on the path holds): the map's key `{field}` would then be shown in its \
+                 place; keep the map in a field of its own that the path does not go through"
+            )
+        }));
     }
     let compile = |schema: &Value, which| {
         jsonschema::draft7::new(schema).map_err(|e| Error::SchemaCompile {

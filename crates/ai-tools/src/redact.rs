@@ -356,21 +356,35 @@ pub(crate) fn schema_has_path(schema: &Value, path: &str) -> bool {
     has_path(schema, schema, &segments)
 }
 
+/// A field on an allowlist path whose place a map's key could take.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct StandIn {
+    /// The field's name.
+    pub(crate) field: String,
+    /// Whether the object declares the field beside the map (one the output may leave out), so
+    /// writing it always would have the map's key repeat it (an output refused, see
+    /// [`exact_value`]). Otherwise the value the path reaches may be, instead of an object
+    /// with the field, one that takes any key (an enum's other variant, or what a field on the
+    /// path holds, being a map, a list or tuple holding one, or any JSON value): only moving
+    /// the map off the path helps.
+    pub(crate) declared: bool,
+}
+
 /// The field on the dotted `path` (a path [`schema_has_path`] accepts, in the output `schema`)
-/// that the output may leave out (a `skip_serializing_if` field: not `required`) of an object
-/// that takes any other key too (a map flattened into it, directly or through an enum: see
-/// [`takes_key`]).
+/// that the output may leave out (a `skip_serializing_if` field, or a variant's field: not
+/// `required`) of an object that takes any other key too (a map flattened into it, directly or
+/// through an enum: see [`takes_key`]).
 ///
 /// When the field is there, a key of the map spelled like it repeats it, and the output is
 /// refused (see [`exact_value`]); when it is left out, the map's key repeats nothing and would be
 /// shown under the allowlisted name.
-pub(crate) fn field_a_map_may_stand_in_for(schema: &Value, path: &str) -> Option<String> {
+pub(crate) fn field_a_map_may_stand_in_for(schema: &Value, path: &str) -> Option<StandIn> {
     let segments: Vec<Segment> = path.split('.').map(Segment::parse).collect();
     stand_in(schema, schema, &segments)
 }
 
 /// [`field_a_map_may_stand_in_for`] of `segments` from `node` (in `root`).
-fn stand_in(root: &Value, node: &Value, segments: &[Segment]) -> Option<String> {
+fn stand_in(root: &Value, node: &Value, segments: &[Segment]) -> Option<StandIn> {
     let (segment, rest) = segments.split_first()?;
     let object = resolve(root, node)?;
     let (Segment::Field(name) | Segment::Repeat(name)) = segment;
@@ -379,10 +393,13 @@ fn stand_in(root: &Value, node: &Value, segments: &[Segment]) -> Option<String> 
             .get("required")
             .and_then(Value::as_array)
             .is_some_and(|required| required.iter().any(|r| r == name.as_str()));
-        !required && takes_key(root, object, name, &mut BTreeSet::new())
+        (!required && takes_key(root, object, name, &mut BTreeSet::new())).then(|| StandIn {
+            field: name.clone(),
+            declared: object.get("properties").and_then(|p| p.get(name)).is_some(),
+        })
     };
-    if exposed(object) {
-        return Some(name.clone());
+    if let Some(found) = exposed(object) {
+        return Some(found);
     }
     match segment {
         // Each variant that has the field may lead on to its own stand-in.
@@ -400,8 +417,8 @@ fn stand_in(root: &Value, node: &Value, segments: &[Segment]) -> Option<String> 
                 if !seen.insert(std::ptr::from_ref(at) as usize) {
                     continue;
                 }
-                if exposed(at) {
-                    return Some(name.clone());
+                if let Some(found) = exposed(at) {
+                    return Some(found);
                 }
                 if let Some(found) = stand_in(root, at, rest) {
                     return Some(found);
