@@ -2688,6 +2688,64 @@ mod tests {
         assert_eq!(asked(), 5);
     }
 
+    /// The copies real AG-UI clients send go on, on a thread the server holds: `@ag-ui/client`
+    /// sends its whole history every run (the server's answers, reasoning, developer
+    /// instructions), the user's text as a string or in parts beside an attachment (a message
+    /// sent one way and later the other reads the same), a message the frontend added itself
+    /// that no run took (no answer follows it), or the new message alone.
+    #[tokio::test]
+    async fn agui_real_clients_copies_of_a_held_thread_go_on() {
+        let model = SaysOk::default();
+        let state = in_memory(8, model.clone());
+        let user = |id: &str, content: serde_json::Value| json!({"id": id, "role": "user", "content": content});
+        let answer = |id: &str| json!({"id": id, "role": "assistant", "content": "ok"});
+        let copies = [
+            json!([user("u1", json!([{"type": "text", "text": "Hi"}]))]),
+            json!([
+                user("u1", json!("Hi")),
+                answer("a1"),
+                {"id": "r1", "role": "reasoning", "content": "the user greets"},
+                {"id": "d1", "role": "developer", "content": "be brief"},
+                user("u2", json!([
+                    {"type": "image", "source": {"type": "data", "value": "AA==",
+                                                 "mimeType": "image/png"}},
+                    {"type": "text", "text": "Two"}
+                ]))
+            ]),
+            json!([
+                user("u1", json!("Hi")),
+                answer("a1"),
+                user("u2", json!("Two")),
+                answer("a2"),
+                user("f1", json!("a note the frontend added")),
+                user("u3", json!("Three"))
+            ]),
+            json!([user("u4", json!("Four"))]),
+            json!([
+                user("u1", json!([{"type": "text", "text": "Hi"}])),
+                answer("a1"),
+                user("u2", json!("Two")),
+                answer("a2"),
+                user("f1", json!("a note the frontend added")),
+                user("u3", json!("Three")),
+                answer("a3"),
+                user("u4", json!("Four")),
+                answer("a4"),
+                user("u5", json!("Five"))
+            ]),
+        ];
+        for (run, copy) in copies.into_iter().enumerate() {
+            let body = json!({"threadId": "t", "runId": format!("r-{run}"), "messages": copy});
+            let streamed = try_post(super::agui::run, state.clone(), body)
+                .await
+                .unwrap_or_else(|e| panic!("copy {run}: {e:?}"));
+            assert!(streamed.contains("RUN_FINISHED"), "copy {run}: {streamed}");
+        }
+        assert_eq!(model.0.lock().unwrap().len(), 5);
+        let sent = model.last();
+        assert!(!sent.contains("a note the frontend added"), "{sent}");
+    }
+
     /// Without a run log, a run's id is refused while its run is in flight, however many runs
     /// end meanwhile, and once it ended, until `KEPT_ENDED_RUN_IDS` more runs have ended: then
     /// the oldest ended id is forgotten, so the ids kept stay bounded.
