@@ -736,6 +736,61 @@ async fn a_thread_state_too_deep_to_read_back_is_refused_as_it_is_saved(store: &
     assert_eq!(store.load(&t).await.unwrap(), Some(readable));
 }
 
+/// A number is read back as the very float that was stored (serde_json's default reader gets
+/// about one float in ten a tool computes, such as ln 5 = 1.6094379124341003, wrong in its last
+/// digit): so a thread loads as it was saved, a run's events and records are the ones committed,
+/// and a step saved only over a state the caller holds (as a run saves the state it starts from,
+/// then closes over it) finds that state unchanged.
+async fn a_float_is_read_back_as_it_was_stored(store: &dyn Stores) {
+    let float = json!({"ln_5": 1.6094379124341003, "third": 1.0 / 3.0});
+    let t = thread("thread-float");
+    store.save(&t, &float).await.unwrap();
+    assert_eq!(store.load(&t).await.unwrap(), Some(float.clone()));
+
+    let r = run("run-float");
+    store.begin_run(&r, Some(&t), 1, None).await.unwrap();
+    let AiEvent::ToolCallStart {
+        tool_call_id,
+        tool_name,
+        ..
+    } = start("float")
+    else {
+        unreachable!()
+    };
+    let events = vec![
+        AiEvent::ToolCallStart {
+            tool_call_id: tool_call_id.clone(),
+            tool_name: tool_name.clone(),
+            args: Some(Arc::new(float.clone())),
+        },
+        AiEvent::ToolCallResult {
+            tool_call_id,
+            tool_name,
+            outcome: ToolOutcome::Ok {
+                value: Arc::new(float.clone()),
+            },
+        },
+        done(),
+    ];
+    let mut float_record = record("float", "RAW");
+    float_record.args = Some(Arc::new(float.clone()));
+    float_record.result = Some(Arc::new(float.clone()));
+    float_record.raw = None;
+    let step = RunStep {
+        events: events.clone(),
+        records: vec![float_record.clone()],
+        thread_state: Some(json!({"turn": 2})),
+        thread_state_if_saved: Some(float),
+        refuse_if_thread_changed: true,
+        ..RunStep::default()
+    };
+    store.commit_step(&r, step).await.unwrap();
+    let log = store.load_run(&r).await.unwrap();
+    assert_eq!(log.events, events);
+    assert_eq!(log.records, vec![float_record]);
+    assert_eq!(store.load(&t).await.unwrap(), Some(json!({"turn": 2})));
+}
+
 macro_rules! contract {
     ($($test:ident),* $(,)?) => {
         mod sqlite_store {
@@ -776,4 +831,5 @@ contract!(
     an_input_ref_that_is_not_a_blob_address_is_refused,
     values_at_the_runners_depth_limit_are_read_back,
     a_thread_state_too_deep_to_read_back_is_refused_as_it_is_saved,
+    a_float_is_read_back_as_it_was_stored,
 );
