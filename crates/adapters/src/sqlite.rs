@@ -255,19 +255,26 @@ impl SqliteStore {
 
 /// Locks a store's connection, also after a call panicked holding it: the panic ended that
 /// call only, and every later one would otherwise fail on the poisoned lock until the process
-/// restarts. What the panicking call left unfinished is undone first: a transaction it left open
-/// is rolled back (a [`Transaction`] dropped while unwinding already rolled its own back), so
-/// nothing it wrote half-way is committed by the next call.
+/// restarts. What the panicking call left unfinished is undone first, once: the cached
+/// statements are ended (one a leak left mid-step would keep reading a snapshot that no longer
+/// is, and block every write), a transaction it left open is rolled back (a [`Transaction`]
+/// dropped while unwinding already rolled its own back), so nothing it wrote half-way is
+/// committed by the next call; then the lock is no longer poisoned.
 pub(crate) fn lock_connection(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
     conn.lock().unwrap_or_else(|poisoned| {
-        let conn = poisoned.into_inner();
-        if !conn.is_autocommit()
-            && let Err(error) = conn.execute_batch("ROLLBACK")
+        let guard = poisoned.into_inner();
+        guard.flush_prepared_statement_cache();
+        if !guard.is_autocommit()
+            && let Err(error) = guard.execute_batch("ROLLBACK")
         {
-            // The next call's `BEGIN` then fails, saying a transaction is open.
+            // SQLite ends the transaction whenever `ROLLBACK` runs, so only a failure to run it
+            // at all gets here: the lock stays poisoned, and the next call tries again.
             tracing::error!(%error, "a transaction a panicking call left open cannot be rolled back");
         }
-        conn
+        if guard.is_autocommit() {
+            conn.clear_poison();
+        }
+        guard
     })
 }
 
@@ -1221,6 +1228,43 @@ mod tests {
         assert_eq!(store.load(&thread).await.unwrap(), None, "the write stayed");
         store.save(&thread, &Value::from(2)).await.unwrap();
         assert_eq!(store.load(&thread).await.unwrap(), Some(Value::from(2)));
+    }
+
+    /// A call that panics while it holds a statement mid-step leaves no stale snapshot behind:
+    /// the connection is taken back once, its statements ended with its transaction, so the
+    /// next call reads what another connection committed since and can write. (A statement is
+    /// reset as its rows are dropped while unwinding; one that leaked, as here, was kept in the
+    /// statement cache mid-step, holding the read it began: every later write on the connection
+    /// failed as "database is locked", while the lock, still poisoned, took the connection back
+    /// again at every call.)
+    #[tokio::test]
+    async fn a_call_that_panicked_mid_step_leaves_no_stale_read_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let thread = ThreadId::new("t-1").unwrap();
+        store.save(&thread, &Value::from(1)).await.unwrap();
+        let panicked = store
+            .with_conn(|conn| -> Result<(), RunStoreError> {
+                let mut stmt = conn
+                    .prepare_cached("SELECT thread_id FROM threads")
+                    .unwrap();
+                let mut rows = stmt.query([]).unwrap();
+                rows.next().unwrap();
+                std::mem::forget(rows);
+                panic!("a call panics mid-step");
+            })
+            .await;
+        assert!(panicked.is_err());
+        // Another connection to the same database commits meanwhile.
+        let other = SqliteStore::open(dir.path()).unwrap();
+        other.save(&thread, &Value::from(2)).await.unwrap();
+        assert_eq!(store.load(&thread).await.unwrap(), Some(Value::from(2)));
+        store.save(&thread, &Value::from(3)).await.unwrap();
+        assert_eq!(other.load(&thread).await.unwrap(), Some(Value::from(3)));
+        assert!(
+            !store.conn.is_poisoned(),
+            "the connection is taken back at every call"
+        );
     }
 
     /// A `cogni.db` that SQLite can open only for reading (as it does a write-protected file in
