@@ -353,3 +353,39 @@ async fn negative_event_numbers_refuse_the_next_step_naming_the_run() {
         0..1
     );
 }
+
+/// Event numbers hand-edited to something other than a whole number (the table is not STRICT:
+/// text or a fraction stays as it was written) make the next step a clear error naming the run,
+/// as numbers out of range do, not a backend error about a column type that names no run.
+#[tokio::test]
+async fn event_numbers_that_are_not_whole_refuse_the_next_step_naming_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let step = || RunStep {
+        events: vec![done()],
+        ..RunStep::default()
+    };
+    for (n, seq) in [
+        rusqlite::types::Value::Text("three".into()),
+        rusqlite::types::Value::Real(1.5),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = run(&format!("run-{n}"));
+        store.begin_run(&r, None, 1, None).await.unwrap();
+        store.commit_step(&r, step()).await.unwrap();
+        let conn = rusqlite::Connection::open(store.path()).unwrap();
+        conn.execute(
+            "UPDATE run_events SET seq = ?1 WHERE run_id = ?2",
+            rusqlite::params![seq, r.as_str()],
+        )
+        .unwrap();
+        drop(conn);
+        let err = store.commit_step(&r, step()).await.unwrap_err();
+        assert!(matches!(err, RunStoreError::Corrupt(_)), "{err:?}");
+        let message = err.to_string();
+        assert!(message.contains(r.as_str()), "{message}");
+        assert!(message.contains("event numbers"), "{message}");
+    }
+}
