@@ -1227,10 +1227,36 @@ pub(crate) fn invalid_body(error: &serde_json::Error) -> DecodeError {
 
 /// How deep serde_json reads JSON into typed values (its recursion limit): a value nested
 /// deeper fails the parse, though it is valid JSON.
-const MAX_JSON_DEPTH: usize = 128;
+const SERDE_JSON_DEPTH: usize = 128;
+
+/// Why a value a decoder would keep as sent beside a call (`what`: a call's `extra_content`, a
+/// Responses reasoning item) is refused, if it is: it nests arrays and objects more than
+/// [`ai_core::MAX_JSON_DEPTH`] levels deep. Kept, it would sit in the thread's state some levels
+/// further in than in the answer, past what a store reads back, and every later save of the
+/// thread would fail; refused, the model call fails and the thread stays as it was. The reason
+/// names `what` and the limit, never the value. Only values that are kept pay for the walk, which
+/// goes at most one level past the limit.
+pub(crate) fn refuse_too_deep_to_keep(value: &Value, what: &str) -> Result<(), String> {
+    /// Whether `value` nests deeper than `limit` (a scalar is level 0, `[]` level 1).
+    fn deeper(value: &Value, limit: usize) -> bool {
+        let child = |child: &Value| deeper(child, limit - 1);
+        match value {
+            Value::Array(items) => limit == 0 || items.iter().any(child),
+            Value::Object(map) => limit == 0 || map.values().any(child),
+            _ => false,
+        }
+    }
+    if deeper(value, ai_core::MAX_JSON_DEPTH) {
+        return Err(format!(
+            "{what} nests more than {} levels deep, too deep to keep",
+            ai_core::MAX_JSON_DEPTH
+        ));
+    }
+    Ok(())
+}
 
 /// Whether a payload failed to parse only because it nests deeper than serde_json reads
-/// ([`MAX_JSON_DEPTH`]). serde_json names no error kind for it but in its message; a value read
+/// ([`SERDE_JSON_DEPTH`]). serde_json names no error kind for it but in its message; a value read
 /// on its own ([`lenient_value`]) passes that message on as a data error.
 pub(crate) fn nested_too_deep(error: &serde_json::Error) -> bool {
     use serde_json::error::Category;
@@ -1244,7 +1270,7 @@ pub(crate) fn nested_too_deep(error: &serde_json::Error) -> bool {
 pub(crate) fn describe_payload_error(error: &serde_json::Error) -> String {
     if nested_too_deep(error) {
         format!(
-            "JSON nested deeper than {MAX_JSON_DEPTH} levels at line {} column {}",
+            "JSON nested deeper than {SERDE_JSON_DEPTH} levels at line {} column {}",
             error.line(),
             error.column()
         )

@@ -243,7 +243,8 @@ struct ToolCallDelta<'a> {
     id: Option<Cow<'a, str>>,
     #[serde(default, borrow, deserialize_with = "null_as_default")]
     function: FunctionDelta<'a>,
-    /// Gemini's `extra_content.google.thought_signature` and similar, sent back next turn.
+    /// Gemini's `extra_content.google.thought_signature` and similar, sent back next turn; one
+    /// nested more than [`ai_core::MAX_JSON_DEPTH`] levels fails its call's decode.
     #[serde(default)]
     extra_content: Option<Box<Value>>,
 }
@@ -619,10 +620,16 @@ impl StreamDecoder {
             self.by_index.set(index, position);
         }
         self.latest = Some(position);
-        if let Some(extra) = entry.extra_content
-            && let Some(call) = self.session.calls.calls.get_mut(position)
-        {
-            call.provider_fields.insert("extra_content".into(), *extra);
+        if let Some(extra) = entry.extra_content {
+            assembly::refuse_too_deep_to_keep(&extra, "its `extra_content`").map_err(|reason| {
+                DecodeError::InvalidToolCall {
+                    index: position,
+                    reason,
+                }
+            })?;
+            if let Some(call) = self.session.calls.calls.get_mut(position) {
+                call.provider_fields.insert("extra_content".into(), *extra);
+            }
         }
         let function = &entry.function;
         // A call opened for arguments that follow its function named alone takes that name.

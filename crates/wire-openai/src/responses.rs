@@ -53,7 +53,9 @@
 //!   the next request can send it back just before that call; one finished after the items
 //!   that follow it goes by output index. Reasoning followed by a message
 //!   or another kind of item (a text-only answer, a hosted tool's call) is not kept: it leads to
-//!   no call of the turn. It is never text, never a delta.
+//!   no call of the turn. It is never text, never a delta. One to keep that nests more than
+//!   [`ai_core::MAX_JSON_DEPTH`] levels fails the stream (or the response), naming it and the
+//!   limit: kept, it would make the thread's state too deep to store.
 //! - An event nested deeper than serde_json reads (128 levels), which fails to parse though it
 //!   is valid JSON, is skipped when its type is not one the decoder reads and it has no
 //!   `error`, as it would be if it parsed; any other fails the stream, saying it is nested too
@@ -104,7 +106,9 @@ use replay::{DeltaLog, MessageParts, Numbering, Sequence};
 /// the items that follow it), each whole and as sent (`id`, `summary`, `encrypted_content`, and
 /// any other field). Only items with a non-empty `encrypted_content` string are kept (they come
 /// only when the request asked for them with `include: ["reasoning.encrypted_content"]`); the
-/// others cannot be sent back without the provider's stored copy.
+/// others cannot be sent back without the provider's stored copy. One to keep that nests more
+/// than [`ai_core::MAX_JSON_DEPTH`] levels fails the decode instead, since the thread's state
+/// would hold it too deep for a store to read back.
 ///
 /// The Responses encoder sends them back, unchanged and in order, just before the call's
 /// `function_call` item when [`RequestOptions::stateless_reasoning`] is on, and never otherwise.
@@ -140,6 +144,15 @@ fn keeps_reasoning(item: &Value) -> bool {
     item.get("encrypted_content")
         .and_then(Value::as_str)
         .is_some_and(|content| !content.is_empty())
+}
+
+/// Refuses a finished reasoning item read whole (`raw`) that is one to keep
+/// ([`keeps_reasoning`]) and nests too deep to keep ([`assembly::refuse_too_deep_to_keep`]).
+fn refuse_deep_reasoning(raw: Option<&Value>) -> Result<(), String> {
+    match raw.filter(|item| keeps_reasoning(item)) {
+        Some(item) => assembly::refuse_too_deep_to_keep(item, "a reasoning item"),
+        None => Ok(()),
+    }
 }
 
 /// One stream event. Read by hand rather than derived (see [`EventVisitor`]), so that a
@@ -711,6 +724,12 @@ impl StreamDecoder {
                 .is_some_and(|item| item.kind == "reasoning")
         {
             event.reasoning = raw_item(sse.data);
+            refuse_deep_reasoning(event.reasoning.as_ref()).map_err(|reason| {
+                DecodeError::InvalidChunk {
+                    offset: sse.offset,
+                    reason,
+                }
+            })?;
         }
         self.apply(event, sse.offset, deltas)
     }
@@ -1445,10 +1464,13 @@ pub fn decode_response(body: &[u8], limits: Limits) -> Result<WholeAnswer, Decod
     }
     let mut raw_output = raw_output.into_iter();
     for (output_index, item) in output.into_iter().enumerate() {
-        let raw = raw_output.next();
+        let raw = raw_output.next().filter(|_| item.kind == "reasoning");
+        refuse_deep_reasoning(raw.as_ref()).map_err(|reason| DecodeError::InvalidBody {
+            reason: format!("output item {output_index}: {reason}"),
+        })?;
         let done = Event {
             output_index: Some(output_index),
-            reasoning: raw.filter(|_| item.kind == "reasoning"),
+            reasoning: raw,
             item: Some(item),
             ..event("response.output_item.done")
         };

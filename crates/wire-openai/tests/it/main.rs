@@ -4,6 +4,7 @@ mod chunking;
 mod decode;
 mod encode;
 mod item_identity;
+mod kept_depth;
 mod message_text;
 mod mutations;
 mod reasoning;
