@@ -1,6 +1,6 @@
 //! What every store here refuses alike before it writes: a thread state it could not read back.
 
-use ai_core::{RunId, RunStoreError, ThreadId, ThreadStoreError};
+use ai_core::{RunId, RunStoreError, ThreadId, ThreadStoreError, nests_deeper_than};
 use serde_json::Value;
 
 /// The deepest a stored thread state may nest arrays and objects: serde_json's reader, which
@@ -39,15 +39,4 @@ pub(crate) fn check_step_state(run_id: &RunId, state: &Value) -> Result<(), RunS
 
 fn too_deep() -> String {
     format!("nests deeper than {READABLE_DEPTH} levels, which a store cannot read back")
-}
-
-/// Whether `value` nests arrays and objects more than `levels` deep (a scalar is level 0, `[]`
-/// level 1). The walk goes no deeper than `levels + 1`, so a value of any depth is checked.
-fn nests_deeper_than(value: &Value, levels: usize) -> bool {
-    let deeper = |child: &Value| nests_deeper_than(child, levels - 1);
-    match value {
-        Value::Array(items) => levels == 0 || items.iter().any(deeper),
-        Value::Object(map) => levels == 0 || map.values().any(deeper),
-        _ => false,
-    }
 }

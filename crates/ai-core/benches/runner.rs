@@ -51,19 +51,6 @@ fn output_schema() -> Value {
     })
 }
 
-/// The runner's depth check on a result (step 10), which is not public: the reference lines do
-/// the same walk before they count the result's bytes.
-fn nests_deeper_than(value: &Value, limit: usize) -> bool {
-    let deeper = |child: &Value| {
-        matches!(child, Value::Array(_) | Value::Object(_)) && nests_deeper_than(child, limit - 1)
-    };
-    match value {
-        Value::Array(items) => limit == 0 || items.iter().any(deeper),
-        Value::Object(map) => limit == 0 || map.values().any(deeper),
-        _ => false,
-    }
-}
-
 /// The tool's logic, shared by the baseline and the bound tool.
 fn handler(args: &Value) -> Value {
     json!({"city": args["city"], "days": args["days"]})
@@ -177,7 +164,7 @@ fn bench_runner(c: &mut Criterion) {
             if let Value::Object(map) = &mut out {
                 map.retain(|k, _| allow.contains(&k.as_str()));
             }
-            assert!(!nests_deeper_than(&out, ai_core::MAX_JSON_DEPTH));
+            assert!(!ai_core::nests_deeper_than(&out, ai_core::MAX_JSON_DEPTH));
             assert!(ai_core::compact_json_len(&out) < 32 * 1024);
             std::hint::black_box(out)
         })
@@ -210,7 +197,7 @@ fn bench_runner(c: &mut Criterion) {
                     if let Value::Object(map) = &mut out {
                         map.retain(|k, _| allow.contains(&k.as_str()));
                     }
-                    assert!(!nests_deeper_than(&out, ai_core::MAX_JSON_DEPTH));
+                    assert!(!ai_core::nests_deeper_than(&out, ai_core::MAX_JSON_DEPTH));
                     assert!(ai_core::compact_json_len(&out) < 32 * 1024);
                     let out = Arc::new(out);
                     sink.emit(AiEvent::ToolCallResult {
@@ -274,7 +261,7 @@ fn bench_runner(c: &mut Criterion) {
                     }
                     tool.validate_output(&out).unwrap();
                     let out = tool.redact(out).unwrap();
-                    assert!(!nests_deeper_than(&out, ai_core::MAX_JSON_DEPTH));
+                    assert!(!ai_core::nests_deeper_than(&out, ai_core::MAX_JSON_DEPTH));
                     assert!(ai_core::compact_json_len(&out) < 32 * 1024);
                     let out = Arc::new(out);
                     span.record("outcome", "ok");

@@ -40,7 +40,14 @@ pub const MAX_JSON_DEPTH: usize = 64;
 
 /// Whether `value` nests arrays and objects more than `limit` levels deep (a scalar is level 0,
 /// `[]` level 1). The walk goes no deeper than `limit + 1` levels, so any value can be checked.
-pub(crate) fn nests_deeper_than(value: &Value, limit: usize) -> bool {
+///
+/// ```
+/// use serde_json::json;
+/// assert!(!ai_core::nests_deeper_than(&json!({"a": [1]}), 2));
+/// assert!(ai_core::nests_deeper_than(&json!({"a": [[]]}), 2));
+/// assert!(!ai_core::nests_deeper_than(&json!("a scalar"), 0));
+/// ```
+pub fn nests_deeper_than(value: &Value, limit: usize) -> bool {
     // A scalar child (most of them) ends its branch here, without a call.
     let deeper = |child: &Value| {
         matches!(child, Value::Array(_) | Value::Object(_)) && nests_deeper_than(child, limit - 1)

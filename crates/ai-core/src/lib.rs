@@ -54,7 +54,9 @@ mod workspace;
 /// [`ThreadStore`], …); an implementation needs it too (`#[ai_core::async_trait]`): a native
 /// `async fn` does not match these traits.
 pub use async_trait::async_trait;
-pub use canonical::{MAX_JSON_DEPTH, canonical_json, compact_json_len, sha256_hex};
+pub use canonical::{
+    MAX_JSON_DEPTH, canonical_json, compact_json_len, nests_deeper_than, sha256_hex,
+};
 pub use catalog::ToolCatalog;
 pub use completion::{
     CompletionDelta, CompletionError, FinishReason, GraphRef, LlmCaller, LlmCompletion, LlmRequest,

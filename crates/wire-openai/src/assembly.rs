@@ -1237,16 +1237,7 @@ const SERDE_JSON_DEPTH: usize = 128;
 /// names `what` and the limit, never the value. Only values that are kept pay for the walk, which
 /// goes at most one level past the limit.
 pub(crate) fn refuse_too_deep_to_keep(value: &Value, what: &str) -> Result<(), String> {
-    /// Whether `value` nests deeper than `limit` (a scalar is level 0, `[]` level 1).
-    fn deeper(value: &Value, limit: usize) -> bool {
-        let child = |child: &Value| deeper(child, limit - 1);
-        match value {
-            Value::Array(items) => limit == 0 || items.iter().any(child),
-            Value::Object(map) => limit == 0 || map.values().any(child),
-            _ => false,
-        }
-    }
-    if deeper(value, ai_core::MAX_JSON_DEPTH) {
+    if ai_core::nests_deeper_than(value, ai_core::MAX_JSON_DEPTH) {
         return Err(format!(
             "{what} nests more than {} levels deep, too deep to keep",
             ai_core::MAX_JSON_DEPTH

@@ -51,12 +51,13 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::canonical::{nests_deeper_than, text_may_nest_deeper_than};
+use crate::canonical::text_may_nest_deeper_than;
 use crate::{
     AiEvent, Authorizer, AuthzDecision, BoundTool, Capabilities, Clock, ConnectionBroker,
     ConnectionId, EventSink, LlmToolCall, MAX_JSON_DEPTH, PolicyDecision, RunContext, ToolCallId,
     ToolCatalog, ToolErrorCategory, ToolErrorCode, ToolExecResult, ToolFailure, ToolId,
     ToolInvocationContext, ToolInvocationRecord, ToolOutcome, ToolPolicy, ToolSource, ToolSpec,
+    nests_deeper_than,
 };
 
 pub use budget::{install_tool_panic_hook, own_code, port_call, port_future};
