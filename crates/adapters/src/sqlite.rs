@@ -549,9 +549,9 @@ fn prepare_step(run_id: &RunId, step: RunStep) -> Result<PreparedStep, RunStoreE
 
 /// The number the first of `count` new rows takes (after the run's last one, `sql` reading its
 /// `MAX`), refused as [`RunStoreError::Corrupt`] when the last of them would pass `i64::MAX`, or
-/// when the run's last number is below -1, so the first would be negative, or is not a whole
-/// number (only a hand-edited number does any of these): `what` names the numbers. So the first is never negative, and the
-/// numbers a step returns are the ones it stored.
+/// when the run's last number is below -1, so the first would be negative, or is not a 64-bit
+/// integer (only a hand-edited number does any of these): `what` names the numbers. So the
+/// first is never negative, and the numbers a step returns are the ones it stored.
 fn next_index(
     tx: &Transaction<'_>,
     sql: &str,
@@ -559,7 +559,9 @@ fn next_index(
     what: &str,
     count: usize,
 ) -> Result<i64, RunStoreError> {
-    // Read as any type: the table is not STRICT, so a hand edit can leave text or a fraction.
+    // Read as any type: the table is not STRICT, so a hand edit can leave text, or a float (a
+    // fraction, or a whole number past `i64`'s range: an INTEGER column keeps any other as an
+    // integer).
     let last: SqlValue = tx
         .prepare_cached(sql)
         .and_then(|mut stmt| stmt.query_row([run_id.as_str()], |r| r.get(0)))
@@ -572,7 +574,11 @@ fn next_index(
         SqlValue::Integer(last) => last
             .checked_add(1)
             .ok_or_else(|| corrupt(REACH_THE_LARGEST))?,
-        _ => return Err(corrupt("are not all whole numbers, which no store writes")),
+        _ => {
+            return Err(corrupt(
+                "are not all 64-bit integers, which no store writes",
+            ));
+        }
     };
     if first < 0 {
         return Err(corrupt("are negative, which no store writes"));

@@ -354,11 +354,13 @@ async fn negative_event_numbers_refuse_the_next_step_naming_the_run() {
     );
 }
 
-/// Event numbers hand-edited to something other than a whole number (the table is not STRICT:
-/// text or a fraction stays as it was written) make the next step a clear error naming the run,
-/// as numbers out of range do, not a backend error about a column type that names no run.
+/// Event numbers hand-edited to something other than a 64-bit integer (the table is not STRICT:
+/// text, a fraction or a whole number past `i64`'s range stays as it was written, the last as a
+/// float) make the next step a clear error naming the run, as numbers out of range do, not a
+/// backend error about a column type that names no run; and what it says is so of each (1e19
+/// is a whole number).
 #[tokio::test]
-async fn event_numbers_that_are_not_whole_refuse_the_next_step_naming_the_run() {
+async fn event_numbers_that_are_not_integers_refuse_the_next_step_naming_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path()).unwrap();
     let step = || RunStep {
@@ -368,6 +370,8 @@ async fn event_numbers_that_are_not_whole_refuse_the_next_step_naming_the_run() 
     for (n, seq) in [
         rusqlite::types::Value::Text("three".into()),
         rusqlite::types::Value::Real(1.5),
+        rusqlite::types::Value::Real(1e19),
+        rusqlite::types::Value::Real(-1e19),
     ]
     .into_iter()
     .enumerate()
@@ -386,6 +390,9 @@ async fn event_numbers_that_are_not_whole_refuse_the_next_step_naming_the_run() 
         assert!(matches!(err, RunStoreError::Corrupt(_)), "{err:?}");
         let message = err.to_string();
         assert!(message.contains(r.as_str()), "{message}");
-        assert!(message.contains("event numbers"), "{message}");
+        assert!(
+            message.contains("event numbers are not all 64-bit integers"),
+            "{message}"
+        );
     }
 }
