@@ -22,6 +22,40 @@ fn thread(id: &str) -> ThreadId {
     ThreadId::new(id).unwrap()
 }
 
+/// The events of a finished run with one call, `id`, whose arguments and result are both
+/// `value`, and the call's record holding it likewise (no raw receipt).
+fn call_carrying(id: &str, value: &Value) -> (Vec<AiEvent>, ToolInvocationRecord) {
+    let AiEvent::ToolCallStart {
+        tool_call_id,
+        tool_name,
+        ..
+    } = start(id)
+    else {
+        unreachable!()
+    };
+    let value = Arc::new(value.clone());
+    let events = vec![
+        AiEvent::ToolCallStart {
+            tool_call_id: tool_call_id.clone(),
+            tool_name: tool_name.clone(),
+            args: Some(Arc::clone(&value)),
+        },
+        AiEvent::ToolCallResult {
+            tool_call_id,
+            tool_name,
+            outcome: ToolOutcome::Ok {
+                value: Arc::clone(&value),
+            },
+        },
+        done(),
+    ];
+    let mut record = record(id, "RAW");
+    record.args = Some(Arc::clone(&value));
+    record.result = Some(value);
+    record.raw = None;
+    (events, record)
+}
+
 fn receipt_ref(n: u32) -> String {
     sha256_hex(format!("receipt {n}").as_bytes())
 }
@@ -659,33 +693,7 @@ async fn values_at_the_runners_depth_limit_are_read_back(store: &dyn Stores) {
     .unwrap();
     let r = run("run-deep");
     store.begin_run(&r, None, 1, None).await.unwrap();
-    let AiEvent::ToolCallStart {
-        tool_call_id,
-        tool_name,
-        ..
-    } = start("deep")
-    else {
-        unreachable!()
-    };
-    let events = vec![
-        AiEvent::ToolCallStart {
-            tool_call_id: tool_call_id.clone(),
-            tool_name: tool_name.clone(),
-            args: Some(Arc::new(deep.clone())),
-        },
-        AiEvent::ToolCallResult {
-            tool_call_id,
-            tool_name,
-            outcome: ToolOutcome::Ok {
-                value: Arc::new(deep.clone()),
-            },
-        },
-        done(),
-    ];
-    let mut deep_record = record("deep", "RAW");
-    deep_record.args = Some(Arc::new(deep.clone()));
-    deep_record.result = Some(Arc::new(deep.clone()));
-    deep_record.raw = None;
+    let (events, deep_record) = call_carrying("deep", &deep);
     let step = RunStep {
         events: events.clone(),
         records: vec![deep_record.clone()],
@@ -749,33 +757,7 @@ async fn a_float_is_read_back_as_it_was_stored(store: &dyn Stores) {
 
     let r = run("run-float");
     store.begin_run(&r, Some(&t), 1, None).await.unwrap();
-    let AiEvent::ToolCallStart {
-        tool_call_id,
-        tool_name,
-        ..
-    } = start("float")
-    else {
-        unreachable!()
-    };
-    let events = vec![
-        AiEvent::ToolCallStart {
-            tool_call_id: tool_call_id.clone(),
-            tool_name: tool_name.clone(),
-            args: Some(Arc::new(float.clone())),
-        },
-        AiEvent::ToolCallResult {
-            tool_call_id,
-            tool_name,
-            outcome: ToolOutcome::Ok {
-                value: Arc::new(float.clone()),
-            },
-        },
-        done(),
-    ];
-    let mut float_record = record("float", "RAW");
-    float_record.args = Some(Arc::new(float.clone()));
-    float_record.result = Some(Arc::new(float.clone()));
-    float_record.raw = None;
+    let (events, float_record) = call_carrying("float", &float);
     let step = RunStep {
         events: events.clone(),
         records: vec![float_record.clone()],
