@@ -6,7 +6,9 @@
 //! `{base_url}/chat/completions` or `{base_url}/responses`. Every decoded fragment goes to the
 //! [`DeltaSink`] as soon as its bytes arrive; the decoder's assembled result is the completion.
 //! A 200 in JSON (`application/json`) is a server that ignores `stream: true` (some proxies and
-//! local servers): its whole chat completion or Responses `response` is decoded by
+//! local servers), unless its first bytes (past a BOM and whitespace) are an SSE field or
+//! comment: then it is the stream asked for, mislabelled (Foundry Local labels its streams so),
+//! and read as one. A JSON answer's whole chat completion or Responses `response` is decoded by
 //! `wire_openai::chat::decode_completion` or `wire_openai::responses::decode_response` into the
 //! same completion a stream of it would give (its deltas go to the sink at once), under the same
 //! limits; a JSON error body is the provider's error, and any other JSON is reported as neither
@@ -705,27 +707,27 @@ impl OpenAiCompletion {
         let json_answer = content_type
             .as_deref()
             .is_some_and(|v| v.starts_with("application/json"));
-        if json_answer {
+        let mut body = Peeked::new(response);
+        // A body labelled JSON may still be the stream asked for (Foundry Local labels its
+        // streams so): its first bytes tell.
+        if json_answer
+            && !self
+                .opens_as_sse(&mut body, deadline, limit, cancel)
+                .await?
+        {
             return self
-                .json_answer(response, status, deltas, deadline, limit, cancel)
+                .json_answer(body, status, deltas, deadline, limit, cancel)
                 .await;
         }
         // Another type than an event stream, or none, is read as one all the same (a server
-        // may label its stream `text/plain`, or not at all); it is named when decoding fails.
+        // may label its stream `text/plain` or `application/json`, or not at all); it is named
+        // when decoding fails.
         let not_a_stream = match content_type {
             Some(v) if v.starts_with("text/event-stream") => None,
             other => Some(other),
         };
-        self.stream(
-            status,
-            response,
-            deltas,
-            deadline,
-            limit,
-            cancel,
-            not_a_stream,
-        )
-        .await
+        self.stream(status, body, deltas, deadline, limit, cancel, not_a_stream)
+            .await
     }
 
     /// Reads the body (of a `status` answer) as the wire's event stream, each fragment to
@@ -938,7 +940,7 @@ impl OpenAiCompletion {
     /// [`Limits::max_total_bytes`], as a stream is.
     async fn json_answer(
         &self,
-        response: reqwest::Response,
+        response: impl ChunkSource,
         status: StatusCode,
         deltas: &mut dyn DeltaSink,
         deadline: Instant,
@@ -994,6 +996,48 @@ impl OpenAiCompletion {
             body.len(),
             self.decode_detail(error)
         ))))
+    }
+
+    /// Whether a 2xx body labelled JSON opens as an event stream all the same (past a BOM and
+    /// whitespace, an SSE field or comment: [`StreamOpening`]), as a server that streams as
+    /// asked but labels its stream `application/json` sends it (Foundry Local:
+    /// microsoft/foundry-dev-tools#195). Its first chunks are read into `body`, which gives them
+    /// back, until they tell: under the first byte's `deadline`, then the idle timeout, as a
+    /// whole answer's are. A body that opens with `{` (a whole answer) or otherwise, or ends
+    /// first, is not a stream.
+    async fn opens_as_sse<B: ChunkSource>(
+        &self,
+        body: &mut Peeked<B>,
+        deadline: Instant,
+        limit: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<bool, Failure> {
+        let mut opening = StreamOpening::new(false);
+        loop {
+            let received = body.head.len();
+            let wait = if received == 0 {
+                deadline
+            } else {
+                after(self.idle_timeout)
+            };
+            match self
+                .next_chunk(&mut body.rest, received, wait, limit, cancel, "answer")
+                .await?
+            {
+                Next::Chunk(chunk) => {
+                    body.head.extend_from_slice(&chunk);
+                    if let Some(sse) = opening.read(&chunk) {
+                        let head = body.head.strip_prefix(UTF8_BOM).unwrap_or(&body.head);
+                        return Ok(sse && !head.trim_ascii_start().starts_with(b"{"));
+                    }
+                }
+                Next::End => {
+                    body.ended = true;
+                    return Ok(false);
+                }
+                Next::Failed(failure) => return Err(failure),
+            }
+        }
     }
 
     /// Reads a whole 2xx body under the decoder's stream limit: at most one byte over it is
@@ -1251,6 +1295,41 @@ impl ChunkSource for reqwest::Response {
             Ok(chunk) => Ok(chunk.map(Vec::from)),
             Err(error) => Err(describe(error)),
         }
+    }
+}
+
+/// A body whose first chunks were read ahead to tell what it holds
+/// ([`OpenAiCompletion::opens_as_sse`]): they come first, as one chunk, then the rest.
+struct Peeked<B> {
+    /// The bytes read ahead and not yet given back.
+    head: Vec<u8>,
+    /// Whether the read ahead reached the body's end.
+    ended: bool,
+    rest: B,
+}
+
+impl<B> Peeked<B> {
+    /// `body`, nothing read ahead yet.
+    fn new(body: B) -> Self {
+        Self {
+            head: Vec::new(),
+            ended: false,
+            rest: body,
+        }
+    }
+}
+
+impl<B: ChunkSource<Chunk = Vec<u8>>> ChunkSource for Peeked<B> {
+    type Chunk = Vec<u8>;
+
+    async fn chunk(&mut self) -> Result<Option<Vec<u8>>, String> {
+        if !self.head.is_empty() {
+            return Ok(Some(std::mem::take(&mut self.head)));
+        }
+        if self.ended {
+            return Ok(None);
+        }
+        self.rest.chunk().await
     }
 }
 

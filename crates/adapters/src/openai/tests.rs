@@ -1045,3 +1045,98 @@ fn a_long_message_is_scrubbed_only_up_to_a_bound() {
         assert!(!shown.contains(r"\u00"), "{before}");
     }
 }
+
+/// Serves one connection on a loopback port: reads the request's head and body (by its
+/// `content-length`), then writes `answer` and holds the connection open. Returns the base URL.
+async fn serve_once(answer: Vec<u8>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = Vec::new();
+        let mut buffer = [0u8; 4096];
+        loop {
+            let read = socket.read(&mut buffer).await.unwrap();
+            request.extend_from_slice(&buffer[..read]);
+            let text = String::from_utf8_lossy(&request).to_ascii_lowercase();
+            if let Some(head_end) = text.find("\r\n\r\n") {
+                let length = text
+                    .lines()
+                    .find_map(|line| line.strip_prefix("content-length:"))
+                    .and_then(|n| n.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                if request.len() >= head_end + 4 + length {
+                    break;
+                }
+            }
+            assert!(read > 0, "the request ended early");
+        }
+        socket.write_all(&answer).await.unwrap();
+        std::future::pending::<()>().await;
+    });
+    base
+}
+
+/// A server that streams as asked but labels its event stream `application/json` (Microsoft's
+/// Foundry Local does: microsoft/foundry-dev-tools#195) is read as the stream it is, its text
+/// shown as it arrives, and answered at its end marker: not buffered whole and then refused as
+/// JSON that is no completion. A JSON body under that label is still a whole answer.
+#[tokio::test]
+async fn an_event_stream_labelled_json_is_read_as_a_stream() {
+    let events = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"},\"finish_reason\":null}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let whole = r#"{"id":"c","object":"chat.completion","created":1,"model":"m",
+        "choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#;
+    for (body, content_type) in [
+        (format!("\u{FEFF}\n{events}"), "application/json"),
+        (events.to_owned(), "application/json; charset=utf-8"),
+        (whole.to_owned(), "application/json"),
+    ] {
+        // Chunked, and held open after the body: only the end marker (or the JSON's close)
+        // ends the read.
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ntransfer-encoding: chunked\r\n\r\n\
+             {:x}\r\n{body}\r\n",
+            body.len()
+        );
+        let base = serve_once(answer.into_bytes()).await;
+        let model = OpenAiCompletion::new(OpenAiConfig {
+            max_retries: 0,
+            idle_timeout: Duration::from_secs(5),
+            ..OpenAiConfig::new(base, "m")
+        })
+        .unwrap();
+        let mut text = String::new();
+        let mut sink = |delta: CompletionDelta| {
+            if let CompletionDelta::Text { delta } = delta {
+                text.push_str(&delta);
+            }
+        };
+        let request = LlmRequest {
+            caller: ai_core::LlmCaller {
+                run_id: ai_core::RunId::new("run_1").unwrap(),
+                graph: None,
+            },
+            messages: vec![ai_core::Message::User {
+                content: "Hello".into(),
+            }],
+            tools: Vec::new(),
+            tool_choice: ai_core::ToolChoice::Auto,
+            parallel_tool_calls: None,
+        };
+        let completion = tokio::time::timeout(
+            Duration::from_secs(3),
+            model.complete(&request, &mut sink, &CancellationToken::new()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{content_type} {body:?}: answered at once"))
+        .unwrap_or_else(|e| panic!("{content_type} {body:?}: {e}"));
+        assert_eq!(completion.text, "hi", "{content_type} {body:?}");
+        assert_eq!(text, "hi", "{content_type} {body:?}");
+    }
+}

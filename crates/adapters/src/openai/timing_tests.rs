@@ -9,7 +9,8 @@ use reqwest::StatusCode;
 use tokio::time::Instant;
 
 use super::{
-    ChunkSource, Failure, OpenAiCompletion, OpenAiConfig, OpenAiWire, UTF8_BOM, after, error_body,
+    ChunkSource, Failure, OpenAiCompletion, OpenAiConfig, OpenAiWire, Peeked, UTF8_BOM, after,
+    error_body,
 };
 use wire_openai::Limits;
 
@@ -660,4 +661,36 @@ async fn a_text_body_opening_with_a_bracket_is_read_to_its_line_end() {
         .expect("the error body");
     assert_eq!(body, error.to_vec());
     assert_eq!(started.elapsed(), Duration::ZERO, "not waited for");
+}
+
+/// A body labelled JSON is told an event stream by its first bytes past a BOM and whitespace,
+/// however the reads split them, and none other is (a whole answer, an array, a body that ends
+/// first); every byte read ahead is given back, in order, to the reader that follows.
+#[tokio::test(start_paused = true)]
+async fn a_json_labelled_body_is_told_a_stream_by_its_first_bytes_across_reads() {
+    let model = model(OpenAiWire::Chat, Duration::from_secs(3600));
+    let (deadline, limit) = (after(REQUEST), after(Duration::from_secs(3600)));
+    let cases: [(&[&[u8]], bool); 5] = [
+        (&[&UTF8_BOM[..2], b"\xBF\n d", b"ata: {}\n\n"], true),
+        (&[b": keep-alive\n\n", ROLE], true),
+        (&[b" \n", b"{\"id\":1}"], false),
+        (&[b"[{\"error\":\"x\"}]"], false),
+        (&[b"\n"], false),
+    ];
+    for (chunks, sse) in cases {
+        let script = chunks.iter().fold(Script::new(), |script, chunk| {
+            script.then(Duration::ZERO, *chunk)
+        });
+        let mut body = Peeked::new(script);
+        let told = model
+            .opens_as_sse(&mut body, deadline, limit, &CancellationToken::new())
+            .await
+            .map_err(|_| ());
+        assert_eq!(told, Ok(sse), "{chunks:?}");
+        let mut read = Vec::new();
+        while let Ok(Some(chunk)) = body.chunk().await {
+            read.extend_from_slice(&chunk);
+        }
+        assert_eq!(read, chunks.concat(), "{chunks:?}");
+    }
 }
