@@ -241,8 +241,15 @@ pub enum ToolsCommand {
 
 /// The `COGNI_*` variables clap may refuse (empty, or a value its parser does not read): the
 /// flag each one stands for, and what it should hold instead.
-const CHECKED_VARIABLES: [(&str, &str, &str); 11] = [
+const CHECKED_VARIABLES: [(&str, &str, &str); 14] = [
     ("--config", "COGNI_CONFIG", "a path"),
+    (
+        "--llm-base-url",
+        "COGNI_LLM_BASE_URL",
+        "an http:// or https:// URL",
+    ),
+    ("--llm-model", "COGNI_LLM_MODEL", "a model name"),
+    ("--listen", "COGNI_LISTEN", "an address like 127.0.0.1:8787"),
     ("--policy", "COGNI_POLICY", "a path"),
     ("--workspace", "COGNI_WORKSPACE", "a path"),
     ("--data-dir", "COGNI_DATA_DIR", "a path"),

@@ -477,6 +477,43 @@ fn an_empty_variable_is_named_in_one_line() {
     }
 }
 
+/// An empty `COGNI_LLM_BASE_URL`, `COGNI_LLM_MODEL` or `COGNI_LISTEN` is refused naming the
+/// variable, as the other empty variables are: read as a value, it would replace what the config
+/// file sets and be refused as the file's key (`llm.model: no model is configured (set it in
+/// cogni.toml …)` under a file that sets one).
+#[test]
+fn an_empty_text_variable_is_named_rather_than_replacing_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("cogni.toml"),
+        "[llm]\nmodel = \"m\"\nbase_url = \"http://localhost:4000/v1\"\n\
+         [server]\nlisten = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    for (args, variable) in [
+        (&["serve"][..], "COGNI_LLM_MODEL"),
+        (&["chat", "hi"], "COGNI_LLM_MODEL"),
+        (&["serve"], "COGNI_LLM_BASE_URL"),
+        (&["serve"], "COGNI_LISTEN"),
+    ] {
+        let output = cogni_in(dir.path(), args, &[(variable, "")]);
+        let stderr = refused(&output);
+        assert!(
+            stderr.starts_with(&format!(
+                "error: {variable} is set but empty: unset it or give it "
+            )),
+            "{variable}: {stderr}"
+        );
+    }
+    // On the command line, clap names the flag.
+    let output = cogni_in(dir.path(), &["serve", "--llm-model", ""], &[]);
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("--llm-model"),
+        "{output:?}"
+    );
+}
+
 /// A base URL whose host is empty is refused at start, naming the key; a tool enabled twice
 /// is refused naming the key.
 #[test]
