@@ -470,7 +470,8 @@ fn parse_server_token(raw: &str) -> Result<ServerToken, std::convert::Infallible
 /// malformed tool id in the inline `[tools.policy]` is named by its place, as the policy loaders
 /// name it, never quoted, also where it opens a table (`[tools.policy.retry_per_tool."<id>"]`,
 /// the header the TOML error points at: [`ToolPolicy::describe_toml_error`]). A key that is
-/// never read from a config file (`api_key`, `token`) is told where it belongs.
+/// never read from a config file (`api_key`, `token`; quoted, dotted or in an inline table) is
+/// told where it belongs.
 pub(crate) fn toml_error(text: &str, e: &toml::de::Error) -> anyhow::Error {
     describe_toml_error(text, e.message(), e.span())
 }
@@ -486,15 +487,25 @@ fn describe_toml_error(
     if let Some(span) = &span {
         let start = text.floor_char_boundary(span.start);
         let line = text[..start].matches('\n').count() + 1;
+        // The line's key, its last part if dotted (`llm.api_key`), unquoted: what a value that
+        // does not parse (`api_key = sk-…`) is known by.
         let key = text
             .lines()
             .nth(line - 1)
             .and_then(|source| source.split_once('='))
-            .map(|(key, _)| key.trim());
-        let belongs = match key {
-            Some("api_key") => Some(("the API key", "COGNI_LLM_API_KEY")),
-            Some("token") => Some(("the server token", "COGNI_SERVER_TOKEN")),
-            _ => None,
+            .and_then(|(key, _)| key.rsplit('.').next())
+            .map(|key| key.trim().trim_matches(['"', '\'']));
+        // A value that parses is refused as an unknown field, whatever form the key has (an
+        // inline table's, on a line the key does not open).
+        let is = |field: &str| {
+            key == Some(field) || message.starts_with(&format!("unknown field `{field}`"))
+        };
+        let belongs = if is("api_key") {
+            Some(("the API key", "COGNI_LLM_API_KEY"))
+        } else if is("token") {
+            Some(("the server token", "COGNI_SERVER_TOKEN"))
+        } else {
+            None
         };
         if let Some((what, variable)) = belongs {
             return anyhow::anyhow!(

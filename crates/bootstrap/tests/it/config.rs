@@ -89,6 +89,41 @@ fn a_config_line_is_named_by_its_key_never_its_value() {
     );
 }
 
+/// However the key or the token is spelled into the file (a quoted or dotted key, an inline
+/// table), the error says where it belongs, as for a plain `api_key = …` line.
+#[test]
+fn a_secret_written_in_any_toml_form_is_told_where_it_belongs() {
+    let secret = "sk-live-SECRET123";
+    for (text, variable) in [
+        (
+            format!("[llm]\n\"api_key\" = \"{secret}\"\n"),
+            "COGNI_LLM_API_KEY",
+        ),
+        (format!("llm.api_key = \"{secret}\"\n"), "COGNI_LLM_API_KEY"),
+        (
+            format!("llm = {{ api_key = \"{secret}\" }}\n"),
+            "COGNI_LLM_API_KEY",
+        ),
+        (
+            format!("[server]\n'token' = \"{secret}\"\n"),
+            "COGNI_SERVER_TOKEN",
+        ),
+        (
+            format!("server = {{ token = \"{secret}\" }}\n"),
+            "COGNI_SERVER_TOKEN",
+        ),
+    ] {
+        let error = bootstrap::Settings::from_toml_str(&text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            !error.contains(secret)
+                && error.contains(&format!("is never read from a config file; set {variable}")),
+            "{text}: {error}"
+        );
+    }
+}
+
 #[test]
 fn bad_values_name_their_key() {
     let dir = tempfile::tempdir().unwrap();
