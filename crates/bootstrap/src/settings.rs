@@ -320,11 +320,21 @@ pub struct Overrides {
     /// The config file [default: ./cogni.toml when it exists].
     #[arg(long, env = "COGNI_CONFIG")]
     pub config: Option<PathBuf>,
-    /// The LLM endpoint's base URL, e.g. http://localhost:11434/v1.
-    #[arg(long, env = "COGNI_LLM_BASE_URL", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    /// The LLM endpoint's base URL, e.g. http://localhost:11434/v1. Its variable's value is not
+    /// shown in `--help`: some gateways take a key in the URL.
+    #[arg(
+        long,
+        env = "COGNI_LLM_BASE_URL",
+        hide_env_values = true,
+        value_parser = clap::builder::NonEmptyStringValueParser::new()
+    )]
     pub llm_base_url: Option<String>,
     /// The model name.
-    #[arg(long, env = "COGNI_LLM_MODEL", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    #[arg(
+        long,
+        env = "COGNI_LLM_MODEL",
+        value_parser = clap::builder::NonEmptyStringValueParser::new()
+    )]
     pub llm_model: Option<String>,
     /// The endpoint's wire format.
     #[arg(long, env = "COGNI_LLM_WIRE")]
@@ -362,7 +372,11 @@ pub struct Overrides {
     )]
     pub llm_api_key: Option<Secret>,
     /// The address `cogni serve` listens on: an IP address and port, or `localhost:PORT`.
-    #[arg(long, env = "COGNI_LISTEN", value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    #[arg(
+        long,
+        env = "COGNI_LISTEN",
+        value_parser = clap::builder::NonEmptyStringValueParser::new()
+    )]
     pub listen: Option<String>,
     /// The bearer token `cogni serve` requires (`Authorization: Bearer <token>`). Set it in the
     /// environment; a flag would show in the process list. A `ServerToken` from the start, so no

@@ -394,6 +394,34 @@ fn the_api_key_is_not_in_the_debug_of_the_command_line() {
     assert!(!shown.contains("sk-very-secret-123"), "{shown}");
 }
 
+/// `--help` shows which variables are set, never what a secret one holds: not the API key, the
+/// token, nor the base URL (some gateways take a key in its path, query or userinfo).
+#[test]
+fn help_shows_no_secret_a_variable_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        (
+            "COGNI_LLM_BASE_URL",
+            "https://user:pw-SECRET@gw.example/key-SECRET/v1",
+        ),
+        ("COGNI_LLM_API_KEY", "sk-SECRET"),
+        ("COGNI_SERVER_TOKEN", "tok-SECRET"),
+    ];
+    for args in [
+        &["serve", "--help"][..],
+        &["chat", "--help"],
+        &["runs", "list", "--help"],
+        &["runs", "show", "--help"],
+        &["replay", "--help"],
+    ] {
+        let output = cogni_in(dir.path(), args, &env);
+        assert!(output.status.success(), "{args:?}");
+        let help = String::from_utf8_lossy(&output.stdout);
+        assert!(help.contains("COGNI_LLM_BASE_URL"), "{args:?}: {help}");
+        assert!(!help.contains("SECRET"), "{args:?}: {help}");
+    }
+}
+
 /// A key some gateways take in the base URL (its path, its query or its userinfo), given as
 /// `--llm-base-url` or `COGNI_LLM_BASE_URL`, never shows in the `Debug` of the parsed command
 /// line, as it does not in that of the settings.
