@@ -1004,7 +1004,9 @@ impl OpenAiCompletion {
     /// microsoft/foundry-dev-tools#195). Its first chunks are read into `body`, which gives them
     /// back, until they tell: under the first byte's `deadline`, then the idle timeout, as a
     /// whole answer's are. A body that opens with `{` (a whole answer) or otherwise, or ends
-    /// first, is not a stream.
+    /// first, is not a stream; nor is one still only whitespace past the decoder's byte limit:
+    /// it is read ahead no further than the read that passes that limit, and then refused by it
+    /// as a whole answer ([`Self::read_whole`]).
     async fn opens_as_sse<B: ChunkSource>(
         &self,
         body: &mut Peeked<B>,
@@ -1029,6 +1031,9 @@ impl OpenAiCompletion {
                     if let Some(sse) = opening.read(&chunk) {
                         let head = body.head.strip_prefix(UTF8_BOM).unwrap_or(&body.head);
                         return Ok(sse && !head.trim_ascii_start().starts_with(b"{"));
+                    }
+                    if body.head.len() > self.limits.max_total_bytes {
+                        return Ok(false);
                     }
                 }
                 Next::End => {

@@ -694,3 +694,42 @@ async fn a_json_labelled_body_is_told_a_stream_by_its_first_bytes_across_reads()
         assert_eq!(read, chunks.concat(), "{chunks:?}");
     }
 }
+
+/// A body labelled JSON that opens with only whitespace, past the decoder's byte limit, is
+/// read ahead no further than the read that passes the limit, then refused by that limit as a
+/// whole answer: the read ahead neither holds every byte the server sends until the call's
+/// limit nor waits on a connection held open.
+#[tokio::test(start_paused = true)]
+async fn a_json_labelled_body_of_only_whitespace_is_read_ahead_no_further_than_the_limit() {
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        limits: Limits::default().with_max_total_bytes(64),
+        ..OpenAiConfig::new("http://model.test/v1", "m")
+    })
+    .unwrap();
+    let (deadline, limit) = (after(REQUEST), after(Duration::from_secs(3600)));
+    let cancel = CancellationToken::new();
+    let script = Script::new()
+        .repeat(100, Duration::ZERO, b"\n ")
+        .held_open();
+    let mut body = Peeked::new(script);
+    let started = Instant::now();
+    let told = model
+        .opens_as_sse(&mut body, deadline, limit, &cancel)
+        .await
+        .map_err(|_| "failed");
+    assert_eq!(told, Ok(false), "a whole answer, too large");
+    assert_eq!(started.elapsed(), Duration::ZERO, "not waited for");
+    assert_eq!(body.head.len(), 66, "read ahead to the read past the limit");
+    assert!(!body.rest.chunks.is_empty(), "the rest is left unread");
+
+    let mut sink = |_: CompletionDelta| {};
+    let error = model
+        .json_answer(body, StatusCode::OK, &mut sink, deadline, limit, &cancel)
+        .await
+        .map_err(|failure| match failure {
+            Failure::Final(error) | Failure::Retryable { error, .. } => error.to_string(),
+        })
+        .expect_err("too large");
+    assert!(error.contains("65 bytes"), "{error}");
+    assert!(error.contains("64"), "{error}");
+}
