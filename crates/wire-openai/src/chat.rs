@@ -496,6 +496,17 @@ impl StreamDecoder {
             self.done = true;
             return Ok(());
         }
+        // A Responses API stream names its events `response.…`; read as chat chunks, none of
+        // them holds a choice, and the stream would only end "truncated". The caller chose the
+        // wrong wire for this server, and is told so at its first event.
+        if event.event.starts_with("response.") {
+            return Err(DecodeError::InvalidChunk {
+                offset: event.offset,
+                reason: "a Responses API event in a chat completions stream: this server \
+                         answers with the Responses API (decode it with `responses`)"
+                    .into(),
+            });
+        }
         let chunk: Chunk<'_> =
             serde_json::from_str(event.data).map_err(|e| DecodeError::InvalidChunk {
                 offset: event.offset,

@@ -16,6 +16,33 @@ pub(crate) fn outcome(result: Result<ai_core::LlmCompletion, DecodeError>) -> Va
     }
 }
 
+/// A Responses API stream fed to the chat decoder is refused at its first event as the other
+/// wire, rather than ending "truncated" with nothing read: every recorded Responses stream that
+/// names its events.
+#[test]
+fn a_responses_stream_fed_to_the_chat_decoder_is_told_it_is_the_other_wire() {
+    let root = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/wire/openai-responses/"
+    );
+    let mut checked = 0;
+    for entry in std::fs::read_dir(root).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        if !bytes.windows(16).any(|w| w == b"event: response.") {
+            continue;
+        }
+        let mut decoder = chat::StreamDecoder::new(Default::default());
+        let fed = decoder.feed(&bytes);
+        let error = fed.err().or_else(|| decoder.finish().err()).unwrap();
+        assert!(
+            matches!(&error, DecodeError::InvalidChunk { reason, .. } if reason.contains("Responses API")),
+            "{error}"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 5, "{checked}");
+}
+
 #[test]
 fn chat_fixtures() {
     insta::glob!("../../../../fixtures", "wire/openai-chat/*.sse", |path| {
