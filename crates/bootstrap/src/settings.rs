@@ -484,8 +484,8 @@ fn parse_server_token(raw: &str) -> Result<ServerToken, std::convert::Infallible
 /// malformed tool id in the inline `[tools.policy]` is named by its place, as the policy loaders
 /// name it, never quoted, also where it opens a table (`[tools.policy.retry_per_tool."<id>"]`,
 /// the header the TOML error points at: [`ToolPolicy::describe_toml_error`]). A key that is
-/// never read from a config file (`api_key`, `token`; quoted, dotted or in an inline table) is
-/// told where it belongs.
+/// never read from a config file (`llm.api_key`, `server.token`; quoted, dotted or in an inline
+/// table) is told where it belongs; a key of that name in another table is not.
 pub(crate) fn toml_error(text: &str, e: &toml::de::Error) -> anyhow::Error {
     describe_toml_error(text, e.message(), e.span())
 }
@@ -501,26 +501,22 @@ fn describe_toml_error(
     if let Some(span) = &span {
         let start = text.floor_char_boundary(span.start);
         let line = text[..start].matches('\n').count() + 1;
-        // The line's key, its last part if dotted (`llm.api_key`), unquoted: what a value that
-        // does not parse (`api_key = sk-…`) is known by.
-        let key = text
-            .lines()
-            .nth(line - 1)
-            .and_then(|source| source.split_once('='))
-            .and_then(|(key, _)| key.rsplit('.').next())
-            .map(|key| key.trim().trim_matches(['"', '\'']));
-        // A value that parses is refused as an unknown field, whatever form the key has (an
-        // inline table's, on a line the key does not open).
-        let is = |field: &str| {
-            key == Some(field) || message.starts_with(&format!("unknown field `{field}`"))
-        };
-        let belongs = if is("api_key") {
-            Some(("the API key", "COGNI_LLM_API_KEY"))
-        } else if is("token") {
-            Some(("the server token", "COGNI_SERVER_TOKEN"))
-        } else {
-            None
-        };
+        // The line's key by its whole path (`[llm]` then `api_key`, or `llm.api_key`): what a
+        // value that does not parse (`api_key = sk-…`) is known by. A value that parses is
+        // refused as an unknown field of the table the line sets, whatever form the key has
+        // (an inline table's, on a line the key does not open).
+        let path = key_path(text, line);
+        let belongs = [
+            ("llm", "api_key", "the API key", "COGNI_LLM_API_KEY"),
+            ("server", "token", "the server token", "COGNI_SERVER_TOKEN"),
+        ]
+        .into_iter()
+        .find(|(table, field, _, _)| {
+            path == [*table, *field]
+                || (path.first() == Some(table)
+                    && message.starts_with(&format!("unknown field `{field}`")))
+        })
+        .map(|(_, _, what, variable)| (what, variable));
         if let Some((what, variable)) = belongs {
             return anyhow::anyhow!(
                 "line {line}: {what} is never read from a config file; set {variable} instead"
@@ -533,6 +529,30 @@ fn describe_toml_error(
         message,
         span
     ))
+}
+
+/// The whole path of the key line `line` (from 1) of `text` sets: its table's header (the last
+/// `[…]` line above it), then the key's own dotted parts, each unquoted. Empty for a line that
+/// sets no key.
+fn key_path(text: &str, line: usize) -> Vec<&str> {
+    fn parts(key: &str) -> impl Iterator<Item = &str> {
+        key.split('.')
+            .map(|part| part.trim().trim_matches(['"', '\'']))
+    }
+    let mut lines = text.lines().take(line).collect::<Vec<_>>();
+    let Some((key, _)) = lines.pop().and_then(|source| source.split_once('=')) else {
+        return Vec::new();
+    };
+    let header = lines
+        .iter()
+        .rev()
+        .find_map(|source| source.trim().strip_prefix('['))
+        .and_then(|header| header.trim_start_matches('[').split(']').next());
+    header
+        .into_iter()
+        .flat_map(parts)
+        .chain(parts(key))
+        .collect()
 }
 
 impl Settings {

@@ -124,6 +124,39 @@ fn a_secret_written_in_any_toml_form_is_told_where_it_belongs() {
     }
 }
 
+/// Only `llm.api_key` and `server.token` are told to move to a variable: a key of that name in
+/// another table is a mistake of its own, not the secret misplaced. An LLM key written as
+/// `[llm] token` is not sent to `COGNI_SERVER_TOKEN`, nor a tool id `api_key` in the policy (its
+/// value parsing or not) reported as the API key, hiding what is wrong with it.
+#[test]
+fn a_key_named_like_a_secret_elsewhere_is_not_told_to_move() {
+    let secret = "sk-live-SECRET123";
+    for (text, wanted) in [
+        (
+            format!("[llm]\nmodel = \"m\"\ntoken = \"{secret}\"\n"),
+            "line 3 (`token = …`): unknown field `token`",
+        ),
+        (
+            "[tools.policy]\nretry_per_tool.api_key = 3\n".to_owned(),
+            "not a valid tool id",
+        ),
+        (
+            "[tools.policy]\nretry_per_tool.api_key = three\n".to_owned(),
+            "line 2",
+        ),
+    ] {
+        let error = bootstrap::Settings::from_toml_str(&text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            !error.contains(secret)
+                && !error.contains("never read from a config file")
+                && error.contains(wanted),
+            "{text}: {error}"
+        );
+    }
+}
+
 #[test]
 fn bad_values_name_their_key() {
     let dir = tempfile::tempdir().unwrap();
