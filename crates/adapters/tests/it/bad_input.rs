@@ -294,6 +294,33 @@ async fn numbers_at_their_largest_refuse_the_next_step_naming_the_run() {
     );
 }
 
+/// One step of a new run `name` committed, its event numbers hand-edited to `seq`, then the next
+/// step tried: the run and that step's error.
+async fn next_step_after_editing_seq(
+    store: &SqliteStore,
+    name: &str,
+    seq: rusqlite::types::Value,
+) -> (ai_core::RunId, RunStoreError) {
+    let step = || RunStep {
+        events: vec![done()],
+        ..RunStep::default()
+    };
+    let r = run(name);
+    store.begin_run(&r, None, 1, None).await.unwrap();
+    store.commit_step(&r, step()).await.unwrap();
+    let conn = rusqlite::Connection::open(store.path()).unwrap();
+    conn.execute(
+        "UPDATE run_events SET seq = ?1 WHERE run_id = ?2",
+        rusqlite::params![seq, r.as_str()],
+    )
+    .unwrap();
+    drop(conn);
+    let err = store.commit_step(&r, step()).await.unwrap_err();
+    assert!(matches!(err, RunStoreError::Corrupt(_)), "{err:?}");
+    assert!(err.to_string().contains(r.as_str()), "{err}");
+    (r, err)
+}
+
 /// Event numbers hand-edited below zero make the next step a clear error naming the run, not a
 /// wrapped or overflowing number range (a panic on the store's connection, in a debug build),
 /// and the store goes on working for other runs.
@@ -302,56 +329,18 @@ async fn negative_event_numbers_refuse_the_next_step_naming_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path()).unwrap();
     for (n, seq) in [i64::MIN, -2].into_iter().enumerate() {
-        let r = run(&format!("run-{n}"));
-        store.begin_run(&r, None, 1, None).await.unwrap();
-        store
-            .commit_step(
-                &r,
-                RunStep {
-                    events: vec![done()],
-                    ..RunStep::default()
-                },
-            )
-            .await
-            .unwrap();
-        let conn = rusqlite::Connection::open(store.path()).unwrap();
-        conn.execute(
-            "UPDATE run_events SET seq = ?1 WHERE run_id = ?2",
-            rusqlite::params![seq, r.as_str()],
-        )
-        .unwrap();
-        drop(conn);
-        let err = store
-            .commit_step(
-                &r,
-                RunStep {
-                    events: vec![done()],
-                    ..RunStep::default()
-                },
-            )
-            .await
-            .unwrap_err();
-        assert!(matches!(err, RunStoreError::Corrupt(_)), "{err:?}");
-        let message = err.to_string();
-        assert!(message.contains(r.as_str()), "{message}");
-        assert!(message.contains("event numbers"), "{message}");
+        let seq = rusqlite::types::Value::Integer(seq);
+        let (r, err) = next_step_after_editing_seq(&store, &format!("run-{n}"), seq).await;
+        assert!(err.to_string().contains("event numbers"), "{err}");
         assert_eq!(store.load_run(&r).await.unwrap().events.len(), 1);
     }
     let fine = run("fine");
     store.begin_run(&fine, None, 1, None).await.unwrap();
-    assert_eq!(
-        store
-            .commit_step(
-                &fine,
-                RunStep {
-                    events: vec![done()],
-                    ..RunStep::default()
-                }
-            )
-            .await
-            .unwrap(),
-        0..1
-    );
+    let step = RunStep {
+        events: vec![done()],
+        ..RunStep::default()
+    };
+    assert_eq!(store.commit_step(&fine, step).await.unwrap(), 0..1);
 }
 
 /// Event numbers hand-edited to something other than a 64-bit integer (the table is not STRICT:
@@ -363,10 +352,6 @@ async fn negative_event_numbers_refuse_the_next_step_naming_the_run() {
 async fn event_numbers_that_are_not_integers_refuse_the_next_step_naming_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path()).unwrap();
-    let step = || RunStep {
-        events: vec![done()],
-        ..RunStep::default()
-    };
     for (n, seq) in [
         rusqlite::types::Value::Text("three".into()),
         rusqlite::types::Value::Real(1.5),
@@ -376,20 +361,8 @@ async fn event_numbers_that_are_not_integers_refuse_the_next_step_naming_the_run
     .into_iter()
     .enumerate()
     {
-        let r = run(&format!("run-{n}"));
-        store.begin_run(&r, None, 1, None).await.unwrap();
-        store.commit_step(&r, step()).await.unwrap();
-        let conn = rusqlite::Connection::open(store.path()).unwrap();
-        conn.execute(
-            "UPDATE run_events SET seq = ?1 WHERE run_id = ?2",
-            rusqlite::params![seq, r.as_str()],
-        )
-        .unwrap();
-        drop(conn);
-        let err = store.commit_step(&r, step()).await.unwrap_err();
-        assert!(matches!(err, RunStoreError::Corrupt(_)), "{err:?}");
+        let (_, err) = next_step_after_editing_seq(&store, &format!("run-{n}"), seq).await;
         let message = err.to_string();
-        assert!(message.contains(r.as_str()), "{message}");
         assert!(
             message.contains("event numbers are not all 64-bit integers"),
             "{message}"
