@@ -288,11 +288,19 @@ fn is_object_schema(map: &Map<String, Value>) -> bool {
     }
 }
 
-/// Closes an object and makes its optional properties nullable; `depth` counts this object.
+/// Closes an object and makes its optional properties nullable; `depth` counts this object (1
+/// is the root).
+///
+/// Closing keeps what the object declares: an object below the root that declares no
+/// `properties` and is not closed takes any object (a free-form map; the root is the tool's
+/// argument list, which then takes none), and one that requires a property it does not declare
+/// takes that key with any value. Closed, the first would take only `{}` and the second never
+/// the key it requires, so neither can be strict.
 fn strict_object(map: &mut Map<String, Value>, depth: usize, budget: &mut Budget<'_>) -> bool {
     match map.get("additionalProperties") {
-        None | Some(Value::Bool(false)) => {}
-        Some(_) => return false, // An open map cannot be strict.
+        Some(Value::Bool(false)) => {}
+        None if depth == 1 || map.contains_key("properties") => {}
+        _ => return false, // An open map cannot be strict.
     }
     map.insert("additionalProperties".into(), Value::Bool(false));
     let required: Vec<String> = map
@@ -310,6 +318,9 @@ fn strict_object(map: &mut Map<String, Value>, depth: usize, budget: &mut Budget
         None => Map::new(),
         Some(_) => return false,
     };
+    if required.iter().any(|name| !properties.contains_key(name)) {
+        return false;
+    }
     budget.properties += properties.len();
     for (name, property) in properties.iter_mut() {
         budget.name_chars += name.chars().count();

@@ -289,3 +289,53 @@ fn a_schema_nested_past_its_depth_cap_is_not_strict() {
     );
     check(schema, None);
 }
+
+#[test]
+fn a_nested_object_that_declares_no_properties_is_an_open_map_and_not_strict() {
+    // `{"type": "object"}` takes any object (JSON Schema's `additionalProperties` defaults to
+    // `true`). Closed with no properties, strict mode would let the model send only `{}` there:
+    // the tool could never receive what the field is for.
+    for free_form in [
+        json!({"type": "object", "description": "any options"}),
+        json!({"type": ["object", "null"]}),
+    ] {
+        check(
+            json!({"type": "object", "properties": {"options": free_form}, "required": ["options"]}),
+            None,
+        );
+        check(
+            json!({"type": "object", "properties": {"rows": {"type": "array", "items": free_form}},
+                "required": ["rows"]}),
+            None,
+        );
+        check(
+            json!({"type": "object", "properties": {"m": {"$ref": "#/$defs/M"}}, "required": ["m"],
+                "$defs": {"M": free_form}}),
+            None,
+        );
+    }
+    // An object that says it has no properties, or is closed, takes only `{}` anyway.
+    for empty in [
+        json!({"type": "object", "properties": {}}),
+        json!({"type": "object", "additionalProperties": false}),
+    ] {
+        check(
+            json!({"type": "object", "properties": {"e": empty}, "required": ["e"]}),
+            Some(json!({"type": "object", "additionalProperties": false,
+                "properties": {"e": {"type": "object", "additionalProperties": false,
+                    "properties": {}, "required": []}},
+                "required": ["e"]})),
+        );
+    }
+}
+
+#[test]
+fn a_required_property_the_schema_does_not_describe_is_not_strict() {
+    // The schema requires `token` and lets it be anything (the object is open). Closed and with
+    // `required` rebuilt from `properties`, the strict form would forbid the one key every call
+    // needs, and each call would fail the tool's own check.
+    check(
+        json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q", "token"]}),
+        None,
+    );
+}
