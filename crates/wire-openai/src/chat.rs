@@ -53,7 +53,7 @@ use ai_core::{
 };
 
 use crate::assembly::{self, Arguments, Deltas, LoneSurrogate, Session, Sorted};
-use crate::error::{check_request, check_tool_choice};
+use crate::error::{check_request, check_tools};
 use crate::history::{WireCallIds, check_names, sent_arguments};
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
@@ -1154,7 +1154,8 @@ pub fn encode_messages_with(
 /// only whitespace) or without messages ([`EncodeError::NoMessages`]), a history
 /// [`validate_history`] refuses ([`EncodeError::History`]) or with a past call that has no name
 /// ([`EncodeError::EmptyToolName`]) or a name providers refuse ([`EncodeError::InvalidToolName`]),
-/// and a `tool_choice` the tools cannot satisfy, `required` without
+/// tools offered twice under one id ([`EncodeError::DuplicateTool`]), and a `tool_choice` the
+/// tools cannot satisfy, `required` without
 /// tools ([`EncodeError::ToolChoiceWithoutTools`]) or a tool that is not among them
 /// ([`EncodeError::ToolChoiceUnknownTool`]). Without tools, `tools`, `tool_choice` and
 /// `parallel_tool_calls` are left out (the provider's default choice is then `none`).
@@ -1232,7 +1233,7 @@ pub fn encode_request_with(
     options: RequestOptions,
 ) -> Result<Value, EncodeError> {
     check_request(model, &request.messages)?;
-    check_tool_choice(&request.tool_choice, &request.tools)?;
+    check_tools(&request.tool_choice, &request.tools)?;
     let mut body = Map::new();
     body.insert("model".into(), model.into());
     body.insert(

@@ -1,5 +1,7 @@
 //! What can go wrong decoding or encoding.
 
+use std::collections::HashSet;
+
 use ai_core::{CompletionError, LlmCompletion, ToolChoice, ToolId, ToolSpec};
 use serde_json::Value;
 
@@ -152,6 +154,14 @@ pub enum EncodeError {
         /// The tool the choice names (the caller's own id, never model text).
         tool: ToolId,
     },
+    /// The request offers two tools under one id: a call naming it could not say which tool it
+    /// means, and servers behind OpenAI-compatible gateways refuse such a request ("tools: Tool
+    /// names must be unique") only after a round trip.
+    #[error("the request offers the tool `{tool}` more than once")]
+    DuplicateTool {
+        /// The id offered twice (the caller's own, never model text).
+        tool: ToolId,
+    },
     /// A past call of the history has no name (a server that never sent `function.name`):
     /// providers refuse a request that sends one back as `"name": ""`, so it is refused here,
     /// never patched. The loop never records such a call so (graph records it under `_`).
@@ -201,13 +211,17 @@ pub(crate) fn check_request(model: &str, messages: &[ai_core::Message]) -> Resul
     Ok(())
 }
 
-/// Refuses a `tool_choice` that `tools` cannot satisfy (see [`EncodeError`]): `required` with no
-/// tools, or a named tool that is not among them. `auto` and `none` always encode; without tools
-/// they are left out of the request, as the provider's default is then `none`.
-pub(crate) fn check_tool_choice(
-    choice: &ToolChoice,
-    tools: &[ToolSpec],
-) -> Result<(), EncodeError> {
+/// Refuses tools offered twice under one id ([`EncodeError::DuplicateTool`]), and a
+/// `tool_choice` that `tools` cannot satisfy (see [`EncodeError`]): `required` with no tools, or
+/// a named tool that is not among them. `auto` and `none` always encode; without tools they are
+/// left out of the request, as the provider's default is then `none`.
+pub(crate) fn check_tools(choice: &ToolChoice, tools: &[ToolSpec]) -> Result<(), EncodeError> {
+    let mut ids = HashSet::new();
+    if let Some(spec) = tools.iter().find(|spec| !ids.insert(&spec.id)) {
+        return Err(EncodeError::DuplicateTool {
+            tool: spec.id.clone(),
+        });
+    }
     match choice {
         ToolChoice::Auto | ToolChoice::None => Ok(()),
         ToolChoice::Required if tools.is_empty() => Err(EncodeError::ToolChoiceWithoutTools),

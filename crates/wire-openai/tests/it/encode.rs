@@ -225,6 +225,37 @@ fn a_tool_choice_the_tools_cannot_satisfy_is_refused() {
     }
 }
 
+/// Two tools under one id are refused on both wires, naming the id (the caller's own), never
+/// sent: a call naming it could not say which tool it means, and servers behind
+/// OpenAI-compatible gateways refuse the request ("tools: Tool names must be unique",
+/// tailcallhq/forgecode#892, odysseus-dev/odysseus#6010) only after a round trip.
+#[test]
+fn a_request_with_two_tools_under_one_id_is_refused() {
+    let mut request = request(ToolChoice::Auto);
+    let again = spec(
+        "core__get_weather",
+        json!({"type": "object", "properties": {}}),
+    );
+    request.tools.push(again);
+    let error = wire_openai::EncodeError::DuplicateTool {
+        tool: ToolId::parse("core__get_weather").unwrap(),
+    };
+    for stream in [true, false] {
+        assert_eq!(
+            chat::encode_request(&request, "m", stream).unwrap_err(),
+            error
+        );
+        assert_eq!(
+            responses::encode_request(&request, "m", stream).unwrap_err(),
+            error
+        );
+    }
+    assert_eq!(
+        error.to_string(),
+        "the request offers the tool `core__get_weather` more than once"
+    );
+}
+
 /// A request without messages, or naming no model, is refused on both wires with an error naming
 /// what is missing, never sent for OpenAI to refuse with a 400 after a round trip.
 #[test]
