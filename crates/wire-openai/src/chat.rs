@@ -54,7 +54,7 @@ use ai_core::{
 
 use crate::assembly::{self, Arguments, Deltas, LoneSurrogate, Session, Sorted};
 use crate::error::{check_request, check_tools};
-use crate::history::{WireCallIds, check_names, sent_arguments};
+use crate::history::{WireCallIds, check_names, sent_arguments, sent_text};
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
 use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
@@ -1054,6 +1054,9 @@ const MAX_CALL_ID_BYTES: usize = 40;
 /// call's result already told the model they were invalid. Arguments that are an object are
 /// sent byte-exact.
 ///
+/// A turn of calls whose text is only whitespace is sent with `content: null`, as a turn
+/// without text: providers behind OpenAI-compatible APIs refuse whitespace-only text.
+///
 /// A call's `provider_fields` go on its wire object (as Gemini's `extra_content` must), but for
 /// the Responses wire's reasoning items ([`crate::responses::REASONING_ITEMS_KEY`]), which chat
 /// has no place for.
@@ -1132,11 +1135,7 @@ pub fn encode_messages_with(
                             wire
                         })
                         .collect();
-                    let content = if content.is_empty() {
-                        Value::Null
-                    } else {
-                        Value::from(content.as_str())
-                    };
+                    let content = sent_text(content).map_or(Value::Null, Value::from);
                     json!({"role": "assistant", "content": content, "tool_calls": calls})
                 }
                 Message::Tool {

@@ -1,5 +1,6 @@
 //! What the encoders send of a history that a provider would refuse as stored: call ids over the
-//! length its wire accepts, and a past call's arguments that are no JSON object; and what they
+//! length its wire accepts, a past call's arguments that are no JSON object, and the text of a
+//! turn of calls that is only whitespace; and what they
 //! refuse, a past call without a name or with one providers refuse. One rule for both wires, so a thread is sent the same way
 //! whichever wire sends it.
 
@@ -141,6 +142,17 @@ impl<'a> WireCallIds<'a> {
             .get(id.as_str())
             .map_or(id.as_str(), String::as_str)
     }
+}
+
+/// The text an assistant turn is sent with: none when it is only whitespace (which
+/// [`ai_core::validate_history`] counts as no text, and refuses on a turn without calls).
+///
+/// Models often write a line break or two before their calls. Sent as text, it is refused by
+/// providers behind OpenAI-compatible APIs ("text content blocks must contain non-whitespace
+/// text": Claude behind GitHub Copilot's API, anomalyco/opencode#31259), and the thread could not
+/// go on; it says nothing to the model, so the turn is sent as calls alone.
+pub(crate) fn sent_text(content: &str) -> Option<&str> {
+    (!content.trim().is_empty()).then_some(content)
 }
 
 /// The `arguments` a past call is sent back with: its own, byte-exact, when they are a JSON

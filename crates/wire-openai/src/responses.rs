@@ -89,7 +89,7 @@ use ai_core::{
 
 use crate::assembly::{self, Deltas, LenientArguments, Session, Sorted};
 use crate::error::{check_request, check_tools};
-use crate::history::{WireCallIds, check_names, sent_arguments};
+use crate::history::{WireCallIds, check_names, sent_arguments, sent_text};
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
 use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
@@ -1609,7 +1609,8 @@ const MAX_CALL_ID_BYTES: usize = 64;
 /// on every request of the thread. Every other id is sent as is.
 ///
 /// A past call's `arguments` that are no JSON object are sent as `{}`, as on chat
-/// ([`crate::chat::encode_messages`]); arguments that are an object are sent byte-exact.
+/// ([`crate::chat::encode_messages`]); arguments that are an object are sent byte-exact. A turn
+/// of calls whose text is only whitespace is sent as its calls alone, with no message item.
 pub fn encode_input(messages: &[Message]) -> Result<Value, EncodeError> {
     encode_input_with(messages, RequestOptions::default())
 }
@@ -1652,7 +1653,7 @@ pub fn encode_input_with(
                 content,
                 tool_calls,
             } => {
-                if !content.is_empty() {
+                if let Some(content) = sent_text(content) {
                     items.push(json!({"type": "message", "role": "assistant", "content": content}));
                 }
                 for call in tool_calls {

@@ -1019,3 +1019,37 @@ fn assert_past_arguments_sent_as(cases: &[(&str, &str)]) {
         .collect();
     assert_eq!(responses_arguments, expected);
 }
+
+/// A turn of calls whose text is only whitespace (models often write `"\n\n"` before their
+/// calls) is sent as a turn without text: `content: null` on chat, no message item on Responses.
+/// `validate_history` counts whitespace as no text, and providers behind OpenAI-compatible APIs
+/// refuse it as text ("text content blocks must contain non-whitespace text", Claude behind
+/// GitHub Copilot's API: anomalyco/opencode#31259), which would block every later turn of the
+/// thread. Text around other characters is sent as it is.
+#[test]
+fn a_turn_of_calls_with_only_whitespace_text_is_sent_without_text() {
+    let id = ToolCallId::new("call_1").unwrap();
+    for (text, sent) in [
+        ("\n\n", None),
+        (" \t\u{3000}", None),
+        ("\n\nOn it.\n", Some("\n\nOn it.\n")),
+    ] {
+        let mut messages = history_calling(std::slice::from_ref(&id));
+        let Message::Assistant { content, .. } = &mut messages[1] else {
+            unreachable!("history_calling's second message is the turn of calls");
+        };
+        *content = text.into();
+        let chat = chat::encode_messages(&messages).unwrap();
+        assert_eq!(chat[1]["content"], sent.map_or(Value::Null, Value::from));
+        let input = responses::encode_input(&messages).unwrap();
+        let texts: Vec<&Value> = input
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|item| item["role"] == "assistant")
+            .map(|item| &item["content"])
+            .collect();
+        let expected: Vec<Value> = sent.into_iter().map(Value::from).collect();
+        assert_eq!(texts, expected.iter().collect::<Vec<_>>(), "{text:?}");
+    }
+}
