@@ -113,7 +113,7 @@ pub struct BreakerPolicy {
     /// (default: off).
     pub failure_rate: Option<f64>,
     /// The attempts the failure rate is taken over, at least 1; it applies once the window is
-    /// full (default 20).
+    /// full, and starts empty again each time the circuit opens (default 20).
     pub window: u32,
 }
 

@@ -140,8 +140,8 @@ struct Health {
     failures: BTreeMap<ToolErrorCategory, u64>,
     retries: u64,
     latencies_us: VecDeque<u64>,
-    /// Outcomes of the last attempts that count for the breaker (true: failed); kept only under
-    /// a policy with a failure rate.
+    /// Outcomes of the last attempts that count for the breaker (true: failed), since the circuit
+    /// last closed; kept only under a policy with a failure rate.
     recent: VecDeque<bool>,
     /// Half-open rounds begun so far: the last one's number.
     rounds: u64,
@@ -252,26 +252,10 @@ impl Registry {
         let trial = trial.map(TrialSlot::settle);
         self.with(id, |health| {
             if policy.failure_threshold > 0 {
-                let counted = failure.is_none_or(counts_against_tool);
-                // The window only feeds the failure-rate rule: a policy without one keeps none.
-                if counted && policy.failure_rate.is_some() {
-                    if health.recent.len() >= policy.window.max(1) as usize {
-                        health.recent.pop_front();
-                    }
-                    health.recent.push_back(failure.is_some());
-                }
                 health.circuit = next_circuit(&health.circuit, policy, now, failure, trial);
-                if let (Some(rate), true, Circuit::Closed { .. }) =
-                    (policy.failure_rate, counted, &health.circuit)
-                {
-                    let full = health.recent.len() >= policy.window.max(1) as usize;
-                    let failed = health.recent.iter().filter(|f| **f).count();
-                    if full && failed as f64 >= rate * health.recent.len() as f64 && failed > 0 {
-                        health.circuit = Circuit::Open {
-                            until: now + Duration::from_millis(policy.cool_down_ms),
-                        };
-                        health.recent.clear();
-                    }
+                // The window only feeds the failure-rate rule: a policy without one keeps none.
+                if let Some(rate) = policy.failure_rate {
+                    failure_rate_rule(health, policy, rate, now, failure);
                 }
             }
             if let Some((latency, retries)) = call {
@@ -330,6 +314,40 @@ impl Registry {
             .collect();
         out.sort_by(|a, b| a.tool_id.cmp(&b.tool_id));
         out
+    }
+}
+
+/// The failure-rate rule, once an attempt that ended at `now` with `failure` moved the circuit
+/// to its next state: opens a closed circuit when at least `rate` of the last `policy.window`
+/// counted attempts failed. The window holds only attempts that ended with the circuit closed,
+/// since it last closed: it is emptied whenever an attempt leaves the circuit open or half-open
+/// (the failures that opened it were reckoned then), so the trial that closes it again starts a
+/// new window rather than join them.
+fn failure_rate_rule(
+    health: &mut Health,
+    policy: &BreakerPolicy,
+    rate: f64,
+    now: Instant,
+    failure: Option<ToolErrorCategory>,
+) {
+    if !matches!(health.circuit, Circuit::Closed { .. }) {
+        health.recent.clear();
+        return;
+    }
+    if !failure.is_none_or(counts_against_tool) {
+        return;
+    }
+    let window = policy.window.max(1) as usize;
+    if health.recent.len() >= window {
+        health.recent.pop_front();
+    }
+    health.recent.push_back(failure.is_some());
+    let failed = health.recent.iter().filter(|f| **f).count();
+    if health.recent.len() >= window && failed > 0 && failed as f64 >= rate * window as f64 {
+        health.circuit = Circuit::Open {
+            until: now + Duration::from_millis(policy.cool_down_ms),
+        };
+        health.recent.clear();
     }
 }
 

@@ -315,6 +315,33 @@ async fn the_breaker_also_opens_on_a_failure_rate_in_a_window() {
     );
 }
 
+/// The failure-rate window starts afresh each time the circuit opens: the failures that opened
+/// it were reckoned then, so the successful trial that closes it cannot open it again at once.
+#[tokio::test(start_paused = true)]
+async fn a_successful_trial_closes_the_circuit_whatever_the_window_held_before_it_opened() {
+    let mut p = policy(RetryPolicy {
+        max_attempts: 1,
+        ..RetryPolicy::default()
+    });
+    p.breaker.failure_threshold = 3;
+    p.breaker.cool_down_ms = 1_000;
+    p.breaker.failure_rate = Some(0.75);
+    p.breaker.window = 4;
+    // Three failures open the circuit (by the threshold: the window is not full yet).
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(3)));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], p);
+    for _ in 0..3 {
+        h.call(T, "{}").await;
+    }
+    assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::Open);
+    tokio::time::advance(Duration::from_millis(1_000)).await;
+    // The trial succeeds: the tool recovered, and the circuit closes.
+    assert!(h.call(T, "{}").await.result.failure().is_none());
+    assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::Closed);
+    assert!(h.call(T, "{}").await.result.failure().is_none());
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 5);
+}
+
 /// A policy whose breaker opens on the first counted failure and cools down for a second.
 fn one_strike() -> ToolPolicy {
     let mut p = policy(RetryPolicy {
