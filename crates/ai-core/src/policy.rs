@@ -103,7 +103,8 @@ impl RetryPolicy {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BreakerPolicy {
-    /// Consecutive failed attempts that open the circuit (0 = never; default 5).
+    /// Consecutive failed attempts that open the circuit (0 = never: only a `failure_rate`, if
+    /// set, opens it, and with neither the breaker is off; default 5).
     pub failure_threshold: u32,
     /// How long an open circuit fails fast before letting trial calls through (default 30 000).
     pub cool_down_ms: u64,

@@ -173,6 +173,12 @@ pub(super) struct Registry {
     tools: Mutex<HashMap<ToolId, Health, foldhash::fast::RandomState>>,
 }
 
+/// Whether `policy` turns the breaker off: neither consecutive failures nor a failure rate open
+/// it.
+fn breaker_off(policy: &BreakerPolicy) -> bool {
+    policy.failure_threshold == 0 && policy.failure_rate.is_none()
+}
+
 /// Whether a failure says something about the tool's health (and so counts for its breaker).
 fn counts_against_tool(category: ToolErrorCategory) -> bool {
     !matches!(
@@ -202,7 +208,7 @@ impl Registry {
         policy: &BreakerPolicy,
         now: Instant,
     ) -> Result<Trial<'a>, ToolFailure> {
-        if policy.failure_threshold == 0 {
+        if breaker_off(policy) {
             return Ok(None);
         }
         self.with(id, |health| {
@@ -232,7 +238,7 @@ impl Registry {
 
     /// Whether the circuit, as it is now, would let an attempt through at `at` (taking no slot).
     fn would_admit(&self, id: &ToolId, policy: &BreakerPolicy, at: Instant) -> bool {
-        policy.failure_threshold == 0
+        breaker_off(policy)
             || self.with(id, |health| {
                 admission(&health.circuit, policy, at, health.rounds.wrapping_add(1)).is_ok()
             })
@@ -251,7 +257,7 @@ impl Registry {
     ) {
         let trial = trial.map(TrialSlot::settle);
         self.with(id, |health| {
-            if policy.failure_threshold > 0 {
+            if !breaker_off(policy) {
                 health.circuit = next_circuit(&health.circuit, policy, now, failure, trial);
                 // The window only feeds the failure-rate rule: a policy without one keeps none.
                 if let Some(rate) = policy.failure_rate {
@@ -285,6 +291,7 @@ impl Registry {
     ) {
         let no_breaker = BreakerPolicy {
             failure_threshold: 0,
+            failure_rate: None,
             ..BreakerPolicy::default()
         };
         self.record(id, &no_breaker, Instant::now(), failure, call, None);
@@ -451,8 +458,9 @@ fn next_circuit(
                 consecutive_failures,
             },
         ) => {
-            let failures = consecutive_failures + 1;
-            if failures >= policy.failure_threshold {
+            // A threshold of 0 leaves opening to the failure-rate rule alone.
+            let failures = consecutive_failures.saturating_add(1);
+            if policy.failure_threshold > 0 && failures >= policy.failure_threshold {
                 open
             } else {
                 Circuit::Closed {

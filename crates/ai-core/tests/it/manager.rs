@@ -342,6 +342,33 @@ async fn a_successful_trial_closes_the_circuit_whatever_the_window_held_before_i
     assert_eq!(tool.runs.load(Ordering::SeqCst), 5);
 }
 
+/// A `failure_threshold` of 0 turns off the consecutive-failure rule only: a failure rate the
+/// policy sets still opens the circuit (it "also" opens it, beside the threshold).
+#[tokio::test(start_paused = true)]
+async fn a_failure_rate_opens_the_circuit_without_a_failure_threshold() {
+    let mut p = policy(RetryPolicy {
+        max_attempts: 1,
+        ..RetryPolicy::default()
+    });
+    p.breaker.failure_threshold = 0;
+    p.breaker.failure_rate = Some(0.5);
+    p.breaker.window = 4;
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(10)));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], p);
+    for _ in 0..3 {
+        h.call(T, "{}").await;
+    }
+    // Three consecutive failures open nothing: the window is not full yet.
+    assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::Closed);
+    h.call(T, "{}").await;
+    assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::Open);
+    assert_eq!(
+        h.call(T, "{}").await.result.failure().unwrap().code,
+        ToolErrorCode::CircuitOpen
+    );
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 4);
+}
+
 /// A policy whose breaker opens on the first counted failure and cools down for a second.
 fn one_strike() -> ToolPolicy {
     let mut p = policy(RetryPolicy {
