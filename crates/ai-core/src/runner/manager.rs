@@ -70,9 +70,11 @@ pub struct ToolStats {
     pub tool_id: ToolId,
     /// Calls that reached execution.
     pub calls: u64,
-    /// Calls that ended with a value.
+    /// Calls that ended with a value (that passed the tool's output check and the result
+    /// budget too).
     pub successes: u64,
-    /// Calls that failed, by the category of their last failure.
+    /// Calls that failed, by the category of their failure: their last attempt's, or the output
+    /// check's or the result budget's that refused the tool's answer.
     pub failures: BTreeMap<ToolErrorCategory, u64>,
     /// Retries made.
     pub retries: u64,
@@ -173,6 +175,16 @@ pub(super) struct Registry {
     tools: Mutex<HashMap<ToolId, Health, foldhash::fast::RandomState>>,
 }
 
+/// How a call ended, for its statistics.
+struct CallEnd {
+    /// From the start of its first attempt to its end.
+    latency: Duration,
+    /// Retries made.
+    retries: u32,
+    /// The category of its failure; `None`: it ended with a value.
+    failure: Option<ToolErrorCategory>,
+}
+
 /// Whether `policy` turns the breaker off: neither consecutive failures nor a failure rate open
 /// it.
 fn breaker_off(policy: &BreakerPolicy) -> bool {
@@ -244,15 +256,15 @@ impl Registry {
             })
     }
 
-    /// Feeds an attempt's outcome to the breaker and, for the call's last attempt, records the
-    /// call (`latency` and `retries`): one lock per attempt.
+    /// Feeds an attempt's outcome (`failure`) to the breaker and, for the call's last attempt,
+    /// records how the call ended: one lock per attempt.
     fn record(
         &self,
         id: &ToolId,
         policy: &BreakerPolicy,
         now: Instant,
         failure: Option<ToolErrorCategory>,
-        call: Option<(Duration, u32)>,
+        call: Option<CallEnd>,
         trial: Trial<'_>,
     ) {
         let trial = trial.map(TrialSlot::settle);
@@ -264,7 +276,12 @@ impl Registry {
                     failure_rate_rule(health, policy, rate, now, failure);
                 }
             }
-            if let Some((latency, retries)) = call {
+            if let Some(CallEnd {
+                latency,
+                retries,
+                failure,
+            }) = call
+            {
                 health.calls += 1;
                 health.retries += u64::from(retries);
                 match failure {
@@ -283,18 +300,14 @@ impl Registry {
 
     /// Records a call that ended outside an attempt (cancelled while waiting to retry, or
     /// refused by a circuit that opened meanwhile).
-    fn record_call_only(
-        &self,
-        id: &ToolId,
-        failure: Option<ToolErrorCategory>,
-        call: Option<(Duration, u32)>,
-    ) {
+    fn record_call_only(&self, id: &ToolId, call: CallEnd) {
         let no_breaker = BreakerPolicy {
             failure_threshold: 0,
             failure_rate: None,
             ..BreakerPolicy::default()
         };
-        self.record(id, &no_breaker, Instant::now(), failure, call, None);
+        let failure = call.failure;
+        self.record(id, &no_breaker, Instant::now(), failure, Some(call), None);
     }
 
     /// A snapshot of every tool's statistics, ordered by id.
@@ -551,8 +564,13 @@ impl Step8<'_> {
 /// and a token that fired before an attempt ends it `cancelled` before the tool's
 /// [`BoundTool::refused_before_attempt`] or the breaker is asked.
 ///
+/// The value of the attempt that succeeds is handed to `answer` (steps 9 and 10), whose result is
+/// the call's: a value refused there ends the call failed in the statistics too, while the
+/// breaker, which weighs the tool's attempts, saw the attempt succeed.
+///
 /// The first attempt is the whole of most calls, so it is all this future holds; the retries
 /// live in their own boxed future, made only when the first attempt fails.
+#[allow(clippy::too_many_arguments)] // The step's inputs, named.
 pub(super) async fn execute(
     step: Step8<'_>,
     first_attempt_at: Instant,
@@ -561,6 +579,7 @@ pub(super) async fn execute(
     invocation: &ToolInvocationContext,
     caps: &Capabilities,
     attempts: &mut Vec<Attempt>,
+    answer: impl FnOnce(Value) -> Result<Value, ToolFailure>,
 ) -> Result<Value, ToolFailure> {
     // Read once, before any slot of the breaker is taken: a panic in it (unwinding out of the
     // call) cannot leave a half-open trial's slot held.
@@ -594,13 +613,8 @@ pub(super) async fn execute(
         .attempt(attempts, first_attempt_at, 1, cancelled)
         .await;
     match result {
-        Ok(value) => {
-            let call = Some((now - first_attempt_at, 0));
-            step.registry
-                .record(id, &step.policy.breaker, now, None, call, trial);
-            Ok(value)
-        }
-        Err(failure) => Box::pin(attempting.retry(attempts, now, failure, trial)).await,
+        Ok(value) => attempting.answered(value, answer, now, 0, trial),
+        Err(failure) => Box::pin(attempting.retry(attempts, now, failure, trial, answer)).await,
     }
 }
 
@@ -690,15 +704,45 @@ impl Attempting<'_> {
         (result, ended)
     }
 
+    /// The call's successful attempt, ended at `now` after `retries` retries (let through as
+    /// `trial`), gave `value`: the call's answer is what `answer` makes of it, and the call is
+    /// recorded as that answer ends it.
+    fn answered(
+        &self,
+        value: Value,
+        answer: impl FnOnce(Value) -> Result<Value, ToolFailure>,
+        now: Instant,
+        retries: u32,
+        trial: Trial<'_>,
+    ) -> Result<Value, ToolFailure> {
+        let answered = answer(value);
+        let call = CallEnd {
+            latency: now - self.first_attempt_at,
+            retries,
+            failure: answered.as_ref().err().map(|failure| failure.category),
+        };
+        let step = self.step;
+        (step.registry).record(
+            &self.spec.id,
+            &step.policy.breaker,
+            now,
+            None,
+            Some(call),
+            trial,
+        );
+        answered
+    }
+
     /// After attempt 1 (let through as `trial`) failed with `failure` at `now`: waits and tries
     /// again while the tool is safe to repeat, the failure's category is retryable and the wait
-    /// fits in the budget.
+    /// fits in the budget; the value of an attempt that succeeds goes to `answer`.
     async fn retry(
         &self,
         attempts: &mut Vec<Attempt>,
         mut now: Instant,
         mut failure: ToolFailure,
         mut trial: Trial<'_>,
+        answer: impl FnOnce(Value) -> Result<Value, ToolFailure>,
     ) -> Result<Value, ToolFailure> {
         let step = self.step;
         let spec = self.spec;
@@ -736,9 +780,12 @@ impl Attempting<'_> {
             // A retry the circuit (opened by this failure, say) would refuse when its wait ends
             // is not announced or waited for: the call ends now, with the failure it had.
             if !(allowed && step.registry.would_admit(id, breaker, now + wait)) {
-                let call = Some((now - started, number - 1));
-                step.registry
-                    .record_call_only(id, Some(failure.category), call);
+                let call = CallEnd {
+                    latency: now - started,
+                    retries: number - 1,
+                    failure: Some(failure.category),
+                };
+                step.registry.record_call_only(id, call);
                 return Err(failure);
             }
             number += 1;
@@ -756,9 +803,12 @@ impl Attempting<'_> {
             };
             if !sleep_unless_cancelled(wait, step.cancel).await {
                 let cancelled = stopping.cancelled(false);
-                let call = Some((Instant::now() - started, number - 2));
-                step.registry
-                    .record_call_only(id, Some(ToolErrorCategory::Cancelled), call);
+                let call = CallEnd {
+                    latency: Instant::now() - started,
+                    retries: number - 2,
+                    failure: Some(ToolErrorCategory::Cancelled),
+                };
+                step.registry.record_call_only(id, call);
                 return Err(cancelled);
             }
             now = Instant::now();
@@ -784,20 +834,19 @@ impl Attempting<'_> {
                 Ok(trial) => trial,
                 // The circuit opened meanwhile: the call, which ran, ends here and is counted.
                 Err(open) => {
-                    let call = Some((now - started, number - 2));
-                    step.registry
-                        .record_call_only(id, Some(open.category), call);
+                    let call = CallEnd {
+                        latency: now - started,
+                        retries: number - 2,
+                        failure: Some(open.category),
+                    };
+                    step.registry.record_call_only(id, call);
                     return Err(open);
                 }
             };
             let (result, ended) = self.attempt(attempts, now, number, cancelled).await;
             now = ended;
             match result {
-                Ok(value) => {
-                    let call = Some((now - started, number - 1));
-                    step.registry.record(id, breaker, now, None, call, trial);
-                    return Ok(value);
-                }
+                Ok(value) => return self.answered(value, answer, now, number - 1, trial),
                 Err(next) => failure = next,
             }
         }

@@ -401,20 +401,24 @@ impl ToolRunner {
         progress.started = true;
         // The record's share of the arguments is the one every attempt clones its own from.
         let args = &*progress.args.insert(args);
-        let output = self
-            .exec_under_budget(
-                tool.as_ref(),
-                args,
-                &invocation,
-                &caps,
-                events,
-                cancel,
-                started,
-                &mut progress.attempts,
-            )
-            .await?; // 8
-        validate_output(tool.as_ref(), &output)?; // 9
-        Ok(self.redact(tool.as_ref(), output)?) // 10
+        // Steps 9 and 10 run on the value of step 8's successful attempt, before the call is
+        // counted in the statistics: a value they refuse ends the call failed there too.
+        let answer = |output| {
+            validate_output(tool.as_ref(), &output)?; // 9
+            self.redact(tool.as_ref(), output) // 10
+        };
+        let answered = self.exec_under_budget(
+            tool.as_ref(),
+            args,
+            &invocation,
+            &caps,
+            events,
+            cancel,
+            started,
+            &mut progress.attempts,
+            answer,
+        );
+        Ok(answered.await?) // 8
     }
 
     /// Step 1. `name`: the name the model sent, which `id` is parsed from when it is a valid
@@ -582,7 +586,7 @@ impl ToolRunner {
             })
     }
 
-    /// Step 8.
+    /// Step 8, handing the value of its successful attempt to `answer` (steps 9 and 10).
     #[allow(clippy::too_many_arguments)] // The step's inputs, named.
     async fn exec_under_budget(
         &self,
@@ -594,6 +598,7 @@ impl ToolRunner {
         cancel: &CancellationToken,
         call_started: tokio::time::Instant,
         attempts: &mut Vec<crate::Attempt>,
+        answer: impl FnOnce(Value) -> Result<Value, ToolFailure>,
     ) -> Result<Value, ToolFailure> {
         // The first attempt starts now; the clock is read again only when a port was awaited
         // since the call started (without one, the few steps between take microseconds).
@@ -619,6 +624,7 @@ impl ToolRunner {
             invocation,
             caps,
             attempts,
+            answer,
         )
         .await
     }

@@ -291,6 +291,30 @@ async fn statistics_count_calls_failures_retries_and_latency() {
     assert!(s.latency.p99_us >= 100_000, "{:?}", s.latency);
 }
 
+/// A call whose tool answered but whose answer was refused after (its output breaks the tool's
+/// own check, or is over the result budget) ended with no value: the statistics count it as
+/// failed, by its category, never as a success. A tool that never succeeds shows none.
+#[tokio::test(start_paused = true)]
+async fn statistics_count_a_call_whose_answer_is_refused_as_failed() {
+    let refused = |behaviour: Behaviour, max_result_bytes: usize| async move {
+        let tool = FakeTool::new(T, ToolEffect::ReadOnly, behaviour);
+        let mut p = policy(no_jitter(1));
+        p.budgets.max_result_bytes = max_result_bytes;
+        let h = Harness::new(vec![Arc::new(tool) as Arc<dyn BoundTool>], p);
+        let code = h.call(T, "{}").await.result.failure().map(|f| f.code);
+        (code, h.runner.stats().remove(0))
+    };
+    let (code, stats) = refused(Behaviour::Output(serde_json::json!("no object")), 1024).await;
+    assert_eq!(code, Some(ToolErrorCode::OutputValidation));
+    assert_eq!((stats.calls, stats.successes), (1, 0), "{stats:?}");
+    assert_eq!(stats.failures.get(&ToolErrorCategory::Validation), Some(&1));
+
+    let (code, stats) = refused(Behaviour::Echo, 4).await;
+    assert_eq!(code, Some(ToolErrorCode::ResultTooLarge));
+    assert_eq!((stats.calls, stats.successes), (1, 0), "{stats:?}");
+    assert_eq!(stats.failures.get(&ToolErrorCategory::Permanent), Some(&1));
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_breaker_also_opens_on_a_failure_rate_in_a_window() {
     let mut p = policy(RetryPolicy {
