@@ -560,7 +560,8 @@ impl Step8<'_> {
 
 /// Runs the tool's attempts: each under the per-attempt timeout and what is left of the total
 /// budget; retried only when the tool is read-only or idempotent, the failure's category is
-/// retryable and the wait fits in the budget; cancellation stops an attempt or a wait at once,
+/// retryable and the wait fits in the budget (a wait whose timer fires past the deadline starts
+/// no retry); cancellation stops an attempt or a wait at once,
 /// and a token that fired before an attempt ends it `cancelled` before the tool's
 /// [`BoundTool::refused_before_attempt`] or the breaker is asked.
 ///
@@ -812,6 +813,17 @@ impl Attempting<'_> {
                 return Err(cancelled);
             }
             now = Instant::now();
+            // The wait fitted in the budget, but its timer may fire late (a busy runtime): a
+            // retry with no budget left is not started, and the call ends with the failure it had.
+            if now >= deadline {
+                let call = CallEnd {
+                    latency: now - started,
+                    retries: number - 2,
+                    failure: Some(failure.category),
+                };
+                step.registry.record_call_only(id, call);
+                return Err(failure);
+            }
             // As for the first attempt, a fired token comes before any refusal.
             let cancelled = step.cancel.is_cancelled();
             // A refusal the tool gives (a replay's recorded one) is passed on as it is: it

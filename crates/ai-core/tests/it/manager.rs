@@ -227,6 +227,35 @@ async fn the_total_deadline_bounds_all_attempts() {
     );
 }
 
+/// A wait for a retry that fits in the budget can still end past it (a timer fires late on a busy
+/// runtime): the retry is not started then, with no budget left to run in. The call ends with the
+/// failure it had, and the tool is not called again.
+#[tokio::test(start_paused = true)]
+async fn a_retry_whose_wait_ends_past_the_deadline_is_not_started() {
+    let mut p = policy(no_jitter(3));
+    p.budgets.max_runtime_ms = 500;
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(1)));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], p);
+    // The call fails at once and waits 100 ms to retry; meanwhile time jumps past the deadline,
+    // so its timer fires 500 ms late.
+    let late = async {
+        tokio::task::yield_now().await;
+        tokio::time::advance(Duration::from_millis(600)).await;
+    };
+    let (run, ()) = tokio::join!(h.call(T, "{}"), late);
+    assert_eq!(retry_waits(&h), [(2, 100)]);
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 1);
+    let failure = run.result.failure().unwrap();
+    assert_eq!(
+        failure.category,
+        ToolErrorCategory::Transient,
+        "{failure:?}"
+    );
+    assert_eq!(run.record.attempts.len(), 1);
+    let stats = h.runner.stats().remove(0);
+    assert_eq!((stats.calls, stats.successes, stats.retries), (1, 0, 0));
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_breaker_opens_half_opens_and_closes() {
     let mut p = policy(RetryPolicy {
