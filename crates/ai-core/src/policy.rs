@@ -239,8 +239,8 @@ fn tool_id_list<'de, D: serde::Deserializer<'de>>(
     deserializer.deserialize_seq(Ids)
 }
 
-/// Reads `retry_per_tool`, naming a malformed id by its key's position in the table
-/// ([`policy_tool_id`]).
+/// Reads `retry_per_tool`, naming a malformed id, or one an earlier key names, by its key's
+/// position in the table ([`policy_tool_id`]).
 fn tool_id_keys<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<BTreeMap<ToolId, RetryPolicy>, D::Error> {
@@ -259,6 +259,12 @@ fn tool_id_keys<'de, D: serde::Deserializer<'de>>(
             while let Some(raw) = map.next_key::<String>()? {
                 key += 1;
                 let id = policy_tool_id(&raw, format_args!("{RETRY_KEY_ERROR}{key}"))?;
+                // JSON lets an object repeat a key: one rule would silently replace the other.
+                if rules.contains_key(&id) {
+                    return Err(serde::de::Error::custom(format_args!(
+                        "{RETRY_KEY_ERROR}{key} names the tool an earlier key names"
+                    )));
+                }
                 rules.insert(id, map.next_value()?);
             }
             Ok(rules)
@@ -349,8 +355,9 @@ impl ToolPolicy {
     /// Parses a policy from JSON; unknown keys, malformed tool ids and values no policy can mean
     /// (see [`Self::check`]) are refused. A document that does not parse is refused naming the
     /// line and column, never the value; a malformed tool id is named by its key and position
-    /// as [`Self::from_toml_str`] names it, never by its text. A leading byte order mark (which
-    /// editors write) is read past.
+    /// as [`Self::from_toml_str`] names it, never by its text, and so is a `retry_per_tool` key
+    /// that repeats an earlier one (TOML refuses a repeated key as it parses). A leading byte
+    /// order mark (which editors write) is read past.
     pub fn from_json_str(text: &str) -> Result<Self, Error> {
         let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
         let policy: Self = serde_json::from_str(text)

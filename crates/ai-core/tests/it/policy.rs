@@ -254,6 +254,22 @@ fn unknown_tools_are_the_named_ids_no_source_has() {
     assert!(ToolPolicy::default().unknown_tools(|_| false).is_empty());
 }
 
+/// A tool given two `retry_per_tool` rules (JSON lets an object repeat a key; TOML refuses it as
+/// it parses) is refused naming the second key by its position, never by its text, rather than
+/// one rule silently winning.
+#[test]
+fn a_tool_with_two_retry_rules_is_refused() {
+    let text = "{\"retry_per_tool\": {\"core__a\": {\"max_attempts\": 2},\n \"core__a\": {}}}";
+    let error = ToolPolicy::from_json_str(text).unwrap_err().to_string();
+    assert!(
+        error.contains("`retry_per_tool` key 2 names the tool an earlier key names"),
+        "{error}"
+    );
+    assert!(!error.contains("core__a"), "{error}");
+    let toml = "[retry_per_tool.core__a]\nmax_attempts = 2\n[retry_per_tool.core__a]\n";
+    assert!(ToolPolicy::from_toml_str(toml).is_err());
+}
+
 /// A malformed tool id (in `allowed_tools`, or a `retry_per_tool` key) is named by its place
 /// (the line, the key and the entry's position in its list or table), never by its text: what
 /// stands where an id should may be anything pasted there. The rule it breaks is given.
