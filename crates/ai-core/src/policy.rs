@@ -368,7 +368,8 @@ impl ToolPolicy {
     /// Refuses, naming the key, the values no policy can mean: a zero budget, total or per
     /// attempt (every call would fail), zero attempts, a retry `multiplier` below 1 or not a
     /// finite number, a breaker `half_open_trials` or `window` of 0 (the breaker would read it
-    /// as 1), a breaker `failure_rate` outside `0.0..=1.0`, and a `retryable` category no retry
+    /// as 1), a `cool_down_ms` of 0 for a breaker that is on (an open circuit would refuse
+    /// nothing), a breaker `failure_rate` outside `0.0..=1.0`, and a `retryable` category no retry
     /// can help (`validation`, `permanent`, `cancelled`, `policy`), named as written. The
     /// loaders call it; a policy built in code may too.
     pub fn check(&self) -> Result<(), Error> {
@@ -439,6 +440,14 @@ impl ToolPolicy {
             if count == 0 {
                 return refuse(key, "0 would be read as 1; give at least 1");
             }
+        }
+        let breaker_on = self.breaker.failure_threshold > 0 || self.breaker.failure_rate.is_some();
+        if breaker_on && self.breaker.cool_down_ms == 0 {
+            return refuse(
+                "breaker.cool_down_ms",
+                "0 would let every call through an open circuit at once, as if there were no \
+                 breaker; give at least 1, or turn the breaker off with failure_threshold = 0",
+            );
         }
         if let Some(rate) = self.breaker.failure_rate
             && !(0.0..=1.0).contains(&rate)

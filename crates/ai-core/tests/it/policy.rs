@@ -167,6 +167,7 @@ fn nonsense_values_are_refused_naming_the_key() {
             "breaker.half_open_trials",
         ),
         ("[breaker]\nwindow = 0", "breaker.window"),
+        ("[breaker]\ncool_down_ms = 0", "breaker.cool_down_ms"),
     ] {
         let error = ToolPolicy::from_toml_str(toml).unwrap_err().to_string();
         assert!(error.contains(key), "{toml}: {error}");
@@ -179,6 +180,8 @@ fn nonsense_values_are_refused_naming_the_key() {
     let edges = "[retry]\nmax_attempts = 1\nmultiplier = 1.0\nattempt_timeout_ms = 1\n\
                  [breaker]\nfailure_rate = 1.0\nhalf_open_trials = 1\nwindow = 1";
     ToolPolicy::from_toml_str(edges).unwrap();
+    // A breaker that is off has no cool-down to speak of.
+    ToolPolicy::from_toml_str("[breaker]\nfailure_threshold = 0\ncool_down_ms = 0").unwrap();
 }
 
 /// A retryable category no retry can help is refused at load, naming the key and the category as
