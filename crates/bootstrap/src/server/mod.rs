@@ -995,7 +995,41 @@ async fn start_run(
     let claimed = run_id.as_ref().map(|guard| guard.id.clone());
     let in_flight = state.runs_in_flight.subscribe();
     let on_saved = move || drop((busy, slot, run_id, in_flight));
-    let events = crate::start_run(&state.runtime, &state.stores, request, on_saved)
+    // Begun in a task of its own: beginning a run writes to the log (its row, then for a resume
+    // or a rewind the thread), and a client that leaves meanwhile drops this future at any of
+    // those writes, which would leave the run half begun: its row `running` with no task to
+    // close it, or a thread saved past its pause with nothing to run its approved calls. The
+    // task begins it whole; the guard, left armed by a client that left, cancels it, and it
+    // ends and saves its thread as a run whose client leaves does.
+    let left = cancel.clone().drop_guard();
+    let begin = {
+        let state = state.clone();
+        tokio::spawn(async move { begin_run(&state, request, on_saved, claimed).await })
+    };
+    let events = begin.await.map_err(|e| {
+        ApiError::internal_logged(
+            "the run cannot start",
+            &format_args!("its task failed: {e}"),
+        )
+    })??;
+    left.disarm();
+    Ok(StartedRun {
+        events: relay::relay(events, state.unsent_bounds, state.unsent.clone()),
+        cancel,
+        resumed,
+        superseded,
+    })
+}
+
+/// [`crate::start_run`] for the server: a run store's refusal as the client's error, and, without
+/// a run log, a run that never began gives its `claimed` id back.
+async fn begin_run(
+    state: &AppState,
+    request: crate::RunRequest,
+    on_saved: impl FnOnce() + Send + 'static,
+    claimed: Option<ai_core::RunId>,
+) -> Result<tokio::sync::mpsc::UnboundedReceiver<AiEvent>, ApiError> {
+    crate::start_run(&state.runtime, &state.stores, request, on_saved)
         .await
         .inspect_err(|_| {
             // Nothing of the run ran: its id is free again, as with a run log that never
@@ -1015,13 +1049,7 @@ async fn start_run(
                  it meanwhile; nothing ran; read the thread again",
             ),
             _ => ApiError::internal_logged("the run cannot start", &format_args!("{e:#}")),
-        })?;
-    Ok(StartedRun {
-        events: relay::relay(events, state.unsent_bounds, state.unsent.clone()),
-        cancel,
-        resumed,
-        superseded,
-    })
+        })
 }
 
 /// A run cancelled (the server's shutdown, [`AppState::cancel_runs`]) while its thread store had
@@ -1811,7 +1839,17 @@ mod tests {
         /// only its last.
         every_batch: bool,
         failed_once: std::sync::atomic::AtomicBool,
+        /// The first commit of run `.0` (a resume's, saving the thread past its pause) is
+        /// announced on `.1`, then waits for `.2` before it is made.
+        held: Mutex<Option<Held>>,
     }
+
+    /// A run whose first commit [`FailsAtDone`] holds, and the notices that hold it.
+    type Held = (
+        &'static str,
+        Arc<tokio::sync::Notify>,
+        Arc<tokio::sync::Notify>,
+    );
 
     #[async_trait::async_trait]
     impl ai_core::RunStore for FailsAtDone {
@@ -1832,6 +1870,11 @@ mod tests {
             run_id: &RunId,
             step: RunStep,
         ) -> Result<std::ops::Range<u64>, ai_core::RunStoreError> {
+            let held = (self.held.lock().unwrap()).take_if(|(held, ..)| run_id.as_str() == *held);
+            if let Some((_, committing, go)) = held {
+                committing.notify_one();
+                go.notified().await;
+            }
             let has = |f: fn(&AiEvent) -> bool| step.events.iter().any(f);
             if self.every_batch
                 && self.only == Some(run_id.as_str())
@@ -2316,6 +2359,73 @@ mod tests {
         let closed = closed.unwrap();
         assert_ne!(closed.header.status, RunStatus::Running);
         assert!(matches!(closed.events.last(), Some(AiEvent::Done { .. })));
+    }
+
+    /// A client that leaves while its run is being begun (here, a resume whose first write,
+    /// saving the thread past its pause, is slow) does not leave the run half begun: the
+    /// handler's future is dropped there, as hyper drops it when the connection closes, yet the
+    /// run is begun whole, cancelled, ended and closed, and the thread saved finished with the
+    /// approved call answered, rather than a run left `running` and a thread past its pause
+    /// with nothing to run its call.
+    #[tokio::test]
+    async fn a_client_that_leaves_while_its_run_is_begun_leaves_it_closed_and_its_thread_whole() {
+        let locks = tempfile::tempdir().unwrap();
+        let committing = Arc::new(tokio::sync::Notify::new());
+        let go = Arc::new(tokio::sync::Notify::new());
+        let state = failing_store(
+            5,
+            &locks,
+            FailsAtDone {
+                // No run of this test fails.
+                only: Some("r-none"),
+                held: Mutex::new(Some(("r-resume", committing.clone(), go.clone()))),
+                ..FailsAtDone::default()
+            },
+        );
+        let paused = serde_json::json!({
+            "threadId": "t-left", "runId": "r-paused",
+            "messages": [{"id": "m1", "role": "user", "content": "send it"}],
+        });
+        let paused = post(super::agui::run, state.clone(), paused).await;
+        assert!(paused.contains("\"interrupts\""), "{paused}");
+
+        let resume = serde_json::json!({
+            "threadId": "t-left", "runId": "r-resume", "messages": [],
+            "resume": [{"interruptId": "call_send", "status": "resolved",
+                        "payload": {"approved": true}}],
+        });
+        tokio::select! {
+            _ = post(super::agui::run, state.clone(), resume) => {
+                panic!("the resume did not wait for its first write")
+            }
+            () = committing.notified() => {}
+        }
+        // The client left: its handler's future is gone; the write then goes through.
+        go.notify_one();
+
+        let log = state.stores.log.as_ref().unwrap();
+        let run = RunId::new("r-resume").unwrap();
+        let closed = async {
+            loop {
+                let log = log.runs.load_run(&run).await.unwrap();
+                if log.header.status != RunStatus::Running {
+                    return log;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        };
+        let closed = tokio::time::timeout(std::time::Duration::from_secs(10), closed)
+            .await
+            .expect("the run the client left while it was begun is still running");
+        assert!(
+            matches!(closed.events.last(), Some(AiEvent::Done { .. })),
+            "{:?}",
+            closed.events
+        );
+        let (messages, phase) = saved_thread(&state, "t-left").await;
+        assert!(matches!(phase, graph::Phase::Finished { .. }), "{phase:?}");
+        ai_core::validate_history(&messages).unwrap();
+        assert!(answer_to(&messages, "call_send").is_some(), "{messages:?}");
     }
 
     /// Settings `prepare` accepts (a model is named; it is never called).
