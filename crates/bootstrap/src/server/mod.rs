@@ -439,7 +439,7 @@ pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
             ApiError::new(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
-                format!("this endpoint does not answer {method}"),
+                format!("this endpoint does not answer {}", shown_method(&method)),
             )
             .into_response()
         })
@@ -459,6 +459,16 @@ pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         None => router,
     };
     router.with_state(state)
+}
+
+/// A request's method as a refusal names it: a standard method (RFC 9110, and `PATCH`) by its
+/// name; any other is the client's own text, as long as a request line may be, and is not quoted.
+fn shown_method(method: &Method) -> &str {
+    match method.as_str() {
+        standard @ ("GET" | "HEAD" | "POST" | "PUT" | "DELETE" | "CONNECT" | "OPTIONS"
+        | "TRACE" | "PATCH") => standard,
+        _ => "this method",
+    }
 }
 
 async fn list_tools(State(state): State<Arc<AppState>>) -> Response {
@@ -3013,6 +3023,34 @@ mod tests {
         let mut answer = String::new();
         stream.read_to_string(&mut answer).await.unwrap();
         answer
+    }
+
+    /// A 405 names a standard method, but never quotes an extension method: that is the
+    /// client's text, as long as a request line may be.
+    #[tokio::test]
+    async fn a_405_does_not_quote_an_extension_method() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let app = super::router(prepare(&settings()).await.unwrap(), 4096);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let with_peer = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
+        tokio::spawn(async move { axum::serve(listener, with_peer).await });
+        let method = format!("X-{}", "FORGED".repeat(1000));
+        for (sent, shown) in [("DELETE", Some("DELETE")), (method.as_str(), None)] {
+            let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let request = format!(
+                "{sent} /api/v1/tools HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n"
+            );
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).await.unwrap();
+            assert!(answer.starts_with("HTTP/1.1 405"), "{answer}");
+            assert!(answer.contains("\"method_not_allowed\""), "{answer}");
+            match shown {
+                Some(shown) => assert!(answer.contains(shown), "{answer}"),
+                None => assert!(!answer.contains("FORGED"), "{answer}"),
+            }
+        }
     }
 
     /// `router` used as the library entry, without a token, keeps the rules `cogni serve` keeps:
