@@ -58,7 +58,9 @@ const MAX_LIST_SCAN: usize = 100_000;
 /// one whose path leads to one through symlinks inside the root (a symlink to a hidden entry is
 /// listed as itself). That check follows the symlinks beneath the root just before the call's
 /// own resolution; it guards against what the caller asks for, not against links swapped in
-/// meanwhile. [`FsWorkspace::with_hidden`] shows them. Either way the names of the workspace's
+/// meanwhile, and a path whose check would look up too many names (links planted to make it
+/// long) is refused as leading through too many symlinks ([`WorkspaceError::InvalidPath`]).
+/// [`FsWorkspace::with_hidden`] shows hidden entries. Either way the names of the workspace's
 /// own temp files (`.cogni-write-…`) are refused to reads and writes
 /// ([`WorkspaceError::InvalidPath`]) and left out of listings.
 ///
@@ -999,24 +1001,40 @@ fn may_open_for_writing(folder: &Dir, name: &Path, path: &str) -> Result<bool, W
 /// refuse them).
 const TEMP_PREFIX: &str = ".cogni-write-";
 
-/// Why a name in a path is refused before the path is used.
+/// Why a path is refused before it is used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Refused {
     /// A hidden name, while hidden entries are not shown.
     Hidden,
     /// The name of one of the workspace's own temp files.
     TempName,
+    /// Its walk ([`resolve_refused`]) would look up more than [`MAX_WALK_LOOKUPS`] names: the
+    /// path is too long, or leads through too many symlinks.
+    TooLong {
+        /// Whether the walk met a symlink (else the path alone is that long).
+        through_links: bool,
+    },
 }
 
 impl Refused {
     /// The error for `path`, which leads to the refused name.
     fn error(self, path: &str) -> WorkspaceError {
+        let invalid = |reason| WorkspaceError::InvalidPath {
+            path: path.into(),
+            reason,
+        };
         match self {
             Self::Hidden => WorkspaceError::Hidden { path: path.into() },
-            Self::TempName => WorkspaceError::InvalidPath {
-                path: path.into(),
-                reason: "names starting with `.cogni-write-` are the workspace's own temp files",
-            },
+            Self::TempName => {
+                invalid("names starting with `.cogni-write-` are the workspace's own temp files")
+            }
+            // The words of the kernel's own refusals ([`io_error`]).
+            Self::TooLong {
+                through_links: true,
+            } => invalid("it leads through too many symlinks"),
+            Self::TooLong {
+                through_links: false,
+            } => invalid("it or a name in it is too long"),
         }
     }
 }
@@ -1043,12 +1061,25 @@ fn refused_name(name: &std::ffi::OsStr, show_hidden: bool) -> Option<Refused> {
 /// The most symlinks [`resolve_refused`] follows in one path, as Linux's own limit.
 const MAX_SYMLINKS: usize = 40;
 
+/// The most names [`resolve_refused`] looks up for one path, a folder opened again from the
+/// root counting one for each of its names. The longest path the kernel takes (4,095 bytes:
+/// at most 2,048 names) costs at most twice its names with no symlink, so this leaves as much
+/// again for links. Linux follows 40 links of up to 4,095 bytes each, and links planted in the
+/// workspace (a cloned repository's) could make a walk look up over 80,000 names; past this
+/// cap the path is refused instead ([`Refused::TooLong`]), so no path holds a call for long.
+const MAX_WALK_LOOKUPS: usize = 8 * 1024;
+
 /// Whether `relative` (lexically checked) leads to a refused name ([`refused_name`]): one of its
 /// own names, or one of those the symlinks it meets inside the root lead through. The path is
 /// walked beneath `root` name by name, each symlink replaced by its target (a relative one:
 /// an absolute target, or one that climbs out of the root, is left to the operation, which
 /// refuses it as outside the root). Where the walk cannot go on (a name missing, a file where a
 /// folder should be, too many links), the names left are judged as written.
+///
+/// Each name is looked up in its folder, held open while the walk goes down, so a walk costs
+/// each name once, not the whole path to it again; a folder is opened again from the root only
+/// after a link's `..` climbed out of the one held. A walk that would look up more than
+/// [`MAX_WALK_LOOKUPS`] names is refused ([`Refused::TooLong`]).
 fn resolve_refused(root: &Dir, relative: &Path, show_hidden: bool) -> Option<Refused> {
     /// A step of the walk: into a name, or up (`..` in a symlink's target).
     enum Step {
@@ -1071,12 +1102,23 @@ fn resolve_refused(root: &Dir, relative: &Path, show_hidden: bool) -> Option<Ref
     // The steps still to take, the next one last.
     let mut pending = steps(relative)?;
     pending.reverse();
+    // Where the walk stands, `depth` names beneath the root (no symlink among them), and the
+    // folder it last opened on the way.
     let mut resolved = PathBuf::new();
+    let mut depth = 0;
+    let mut held: Option<(usize, Dir)> = None;
     let mut links = 0;
+    let mut looked_up = 0;
     let mut walking = true;
     while let Some(step) = pending.pop() {
         let name = match step {
-            Step::Up if resolved.pop() => continue,
+            Step::Up if resolved.pop() => {
+                depth -= 1;
+                if held.as_ref().is_some_and(|(at, _)| *at > depth) {
+                    held = None;
+                }
+                continue;
+            }
             // Out of the root: the operation refuses it as such.
             Step::Up => return None,
             Step::Name(name) => name,
@@ -1084,29 +1126,71 @@ fn resolve_refused(root: &Dir, relative: &Path, show_hidden: bool) -> Option<Ref
         if let Some(refused) = refused_name(&name, show_hidden) {
             return Some(refused);
         }
-        resolved.push(&name);
         if !walking {
+            resolved.push(&name);
+            depth += 1;
             continue;
         }
-        match root.symlink_metadata(&resolved) {
-            Ok(entry) if entry.is_symlink() && links < MAX_SYMLINKS => {
+        // The name's symlink target, if it is one.
+        let target = open_walked(root, &resolved, depth, &mut held).and_then(|(folder, cost)| {
+            looked_up += cost + 1;
+            match folder.symlink_metadata(&name)?.is_symlink() {
+                true => folder.read_link_contents(&name).map(Some),
+                false => Ok(None),
+            }
+        });
+        if looked_up > MAX_WALK_LOOKUPS {
+            return Some(Refused::TooLong {
+                through_links: links > 0,
+            });
+        }
+        resolved.push(&name);
+        depth += 1;
+        match target {
+            Ok(Some(target)) if links < MAX_SYMLINKS => {
                 links += 1;
-                let target = root.read_link_contents(&resolved).ok();
-                match target.as_deref().and_then(steps) {
+                match steps(&target) {
                     Some(target) => {
                         resolved.pop();
+                        depth -= 1;
                         pending.extend(target.into_iter().rev());
                     }
                     // Absolute: the operation refuses it as leading out.
                     None => return None,
                 }
             }
-            Ok(entry) if entry.is_symlink() => walking = false,
-            Ok(_) => {}
+            Ok(Some(_)) => walking = false,
+            Ok(None) => {}
             Err(_) => walking = false,
         }
     }
     None
+}
+
+/// The folder a walk stands in ([`resolve_refused`]): `resolved`, `depth` names beneath `root`,
+/// none of them a symlink. It is `root` itself, the folder `held` when that is the one, or one
+/// opened from `held` when that is its parent (one name looked up), or else from the root (one
+/// for each of its names); `held` then holds it. Returns it and how many names opening it
+/// looked up.
+fn open_walked<'a>(
+    root: &'a Dir,
+    resolved: &Path,
+    depth: usize,
+    held: &'a mut Option<(usize, Dir)>,
+) -> io::Result<(&'a Dir, usize)> {
+    if depth == 0 {
+        return Ok((root, 0));
+    }
+    let (folder, cost) = match held.take() {
+        Some((at, folder)) if at == depth => (folder, 0),
+        Some((at, parent)) if at + 1 == depth => match resolved.file_name() {
+            Some(name) => (parent.open_dir(name)?, 1),
+            None => (root.open_dir(resolved)?, depth),
+        },
+        _ => (root.open_dir(resolved)?, depth),
+    };
+    let (_, folder) = held.insert((depth, folder));
+    Ok((folder, cost))
 }
 
 /// Creates a new temp file in `folder` (`create_new`: never one that exists), skipping names

@@ -1675,3 +1675,66 @@ fn an_offset_past_what_the_file_system_can_hold_gives_nothing() {
         Err(WorkspaceError::Io { .. })
     ));
 }
+
+/// Links planted in the workspace (a cloned repository's) cannot make a call walk for long. A
+/// path through 40 links, each climbing out of a tree 600 folders deep and down it again, is
+/// one the kernel follows in a few milliseconds; the walk that looks for hidden names walked
+/// the path to each name again from the root, millions of names for this one path (a second
+/// or so), and a listing of 20 such links took 20 seconds, holding its blocking thread all the
+/// while. It now looks each name up in its folder, and refuses a path whose walk would
+/// look up more than `MAX_WALK_LOOKUPS` names as leading through too many symlinks; a listing
+/// shows such a link as itself. A path 2,000 folders deep, without links, still works.
+#[tokio::test]
+async fn planted_links_cannot_make_a_walk_long() {
+    const DEPTH: usize = 600;
+    // `entry` and 39 more: as many as the kernel follows.
+    const HOPS: usize = 40;
+    let root = tempfile::tempdir().unwrap();
+    let down = vec!["d"; DEPTH].join("/");
+    let up = vec![".."; DEPTH].join("/");
+    let deepest = root.path().join(&down);
+    std::fs::create_dir_all(&deepest).unwrap();
+    std::fs::write(deepest.join("f.txt"), "reached").unwrap();
+    for hop in 1..HOPS {
+        let next = match hop + 1 {
+            HOPS => "f.txt".to_string(),
+            next => format!("l{next}"),
+        };
+        symlink(
+            format!("{up}/{down}/{next}"),
+            deepest.join(format!("l{hop}")),
+        )
+        .unwrap();
+    }
+    symlink(format!("{down}/l1"), root.path().join("entry")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("entry")).unwrap(),
+        "reached",
+        "the kernel follows the links"
+    );
+    std::fs::create_dir(root.path().join("many")).unwrap();
+    for i in 0..20 {
+        symlink("../entry", root.path().join(format!("many/{i:02}"))).unwrap();
+    }
+    let ws = FsWorkspace::new(root.path()).unwrap();
+
+    let started = std::time::Instant::now();
+    let refused = WorkspaceError::InvalidPath {
+        path: "entry".into(),
+        reason: "it leads through too many symlinks",
+    };
+    assert_eq!(read_both(&ws, "entry").await, Err(refused));
+    let listing = ws.list("many").await.unwrap();
+    assert_eq!(listing.entries.len(), 20);
+    for entry in &listing.entries {
+        // As itself: `../entry` is 8 bytes.
+        assert_eq!((entry.is_dir, entry.size), (false, 8), "{entry:?}");
+    }
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
+
+    let deep = format!("{}/x.txt", vec!["b"; 2000].join("/"));
+    std::fs::create_dir_all(root.path().join(&deep).parent().unwrap()).unwrap();
+    std::fs::write(root.path().join(&deep), "deep").unwrap();
+    assert_eq!(read_both(&ws, &deep).await.unwrap(), "deep");
+}
