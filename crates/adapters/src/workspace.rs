@@ -570,10 +570,9 @@ fn sync_folder(dir: &Dir, folder: &Path) -> io::Result<()> {
 }
 
 /// The `/`-separated workspace path of `name` in the folder `relative`.
-fn entry_path(relative: &Path, name: &std::ffi::OsStr) -> String {
-    let name = name.to_string_lossy();
+fn entry_path(relative: &Path, name: &str) -> String {
     if relative == Path::new(".") {
-        name.into_owned()
+        name.to_owned()
     } else {
         format!("{}/{name}", relative.to_string_lossy())
     }
@@ -585,12 +584,14 @@ impl Workspace for FsWorkspace {
     /// name, so the same folder always shows the same part. Only their names are kept while the
     /// folder is read (at most [`MAX_LIST_ENTRIES`] + 1 at a time) and only those returned are
     /// stat'ed; past 100,000 names the read stops, and the part is the first ones of those
-    /// read.
+    /// read. A name no workspace path can give is left out, as the temp files are: one that is
+    /// not UTF-8 (shown with `\u{FFFD}` in place of its bytes it would be another entry's
+    /// path, or none) and one holding a backslash, which paths refuse.
     async fn list(&self, dir: &str) -> Result<WorkspaceListing, WorkspaceError> {
         self.run(dir, |root, relative, path, _, show_hidden| {
             let folder = root.open_dir(relative).map_err(|e| io_error(path, &e))?;
             // The first names so far, the greatest on top, to drop when a smaller one comes.
-            let mut first: BinaryHeap<(String, OsString)> = BinaryHeap::new();
+            let mut first: BinaryHeap<String> = BinaryHeap::new();
             let mut truncated = false;
             for (read, entry) in folder
                 .entries()
@@ -602,20 +603,22 @@ impl Workspace for FsWorkspace {
                     break;
                 }
                 let name = entry.map_err(|e| io_error(path, &e))?.file_name();
-                let key = name.to_string_lossy().into_owned();
                 // A write in flight in this folder: not an entry of the workspace; nor is a
-                // hidden one unless they are shown.
-                if refused_name(&name, show_hidden).is_some() {
+                // hidden one unless they are shown, nor one no path can name.
+                let Some(name) = name.to_str().filter(|name| !name.contains('\\')) else {
+                    continue;
+                };
+                if refused_name(name.as_ref(), show_hidden).is_some() {
                     continue;
                 }
-                first.push((key, name));
+                first.push(name.to_owned());
                 if first.len() > MAX_LIST_ENTRIES {
                     first.pop();
                     truncated = true;
                 }
             }
             let mut entries = Vec::with_capacity(first.len());
-            for (_, name) in first.into_sorted_vec() {
+            for name in first.into_sorted_vec() {
                 // The entry itself; one removed since the folder was read is left out.
                 let mut metadata = match folder.symlink_metadata(&name) {
                     Ok(metadata) => metadata,

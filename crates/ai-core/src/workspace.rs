@@ -195,6 +195,8 @@ impl WorkspaceError {
 pub trait Workspace: Send + Sync {
     /// The entries of a folder (`""` or `"."` is the root), sorted by path: at most
     /// [`MAX_LIST_ENTRIES`], with [`WorkspaceListing::truncated`] telling whether there were more.
+    /// Each entry's path names that entry to the other calls: one no path can name (a file
+    /// name that is not UTF-8) is left out, never shown by a path that names another.
     async fn list(&self, dir: &str) -> Result<WorkspaceListing, WorkspaceError>;
     /// The text of a file.
     async fn read(&self, path: &str) -> Result<String, WorkspaceError>;

@@ -1738,3 +1738,31 @@ async fn planted_links_cannot_make_a_walk_long() {
     std::fs::write(root.path().join(&deep), "deep").unwrap();
     assert_eq!(read_both(&ws, &deep).await.unwrap(), "deep");
 }
+
+/// A listing shows only entries a workspace path names. A name that is not UTF-8 was shown with
+/// `\u{FFFD}` in place of its bytes: the same path as a file really named so (listed twice,
+/// both reading as that one), or a path naming nothing. A name holding a backslash, which paths
+/// refuse, was listed too. Both are left out now, and every path listed reads as its entry.
+#[tokio::test]
+async fn a_listing_shows_only_names_a_path_can_give() {
+    use std::os::unix::ffi::OsStrExt;
+    let root = tempfile::tempdir().unwrap();
+    let latin1 = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    std::fs::write(root.path().join(latin1), "latin-1 name").unwrap();
+    std::fs::write(root.path().join("caf\u{FFFD}.txt"), "replacement").unwrap();
+    std::fs::write(root.path().join("back\\slash.txt"), "backslash").unwrap();
+    std::fs::write(root.path().join("plain.txt"), "plain").unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    let listing = ws.list("").await.unwrap();
+    let shown: Vec<(&str, u64)> = listing
+        .entries
+        .iter()
+        .map(|e| (e.path.as_str(), e.size))
+        .collect();
+    assert_eq!(shown, [("caf\u{FFFD}.txt", 11), ("plain.txt", 5)]);
+    assert!(!listing.truncated);
+    for entry in &listing.entries {
+        let text = read_both(&ws, &entry.path).await.unwrap();
+        assert_eq!(text.len() as u64, entry.size, "{}", entry.path);
+    }
+}
