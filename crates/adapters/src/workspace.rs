@@ -952,8 +952,8 @@ fn keep_attributes(
 /// of permission (or a read-only file system) says no; another failure (an entry removed
 /// meanwhile) is left to the write itself, which replaces the entry rather than writing through
 /// it. On a kernel without `faccessat2` (Linux before 5.8), or off Linux, the old way is used:
-/// the file is opened for writing, which writes nothing and does not block or truncate. So is
-/// it when the check says `EPERM` ([`access_answer`]).
+/// the file is opened for writing, which writes nothing, does not block or truncate, and does
+/// not follow a symlink. So is it when the check says `EPERM` ([`access_answer`]).
 fn may_write(folder: &Dir, name: &Path, path: &str) -> Result<bool, WorkspaceError> {
     use rustix::fs::{Access, AtFlags};
     let flags = AtFlags::EACCESS | AtFlags::SYMLINK_NOFOLLOW;
@@ -983,13 +983,16 @@ fn access_answer(answer: Result<(), rustix::io::Errno>) -> Option<bool> {
 }
 
 /// [`may_write`] where the kernel cannot answer without an open: whether the file opens for
-/// writing (which writes nothing, and does not block or truncate).
+/// writing (which writes nothing, and does not block or truncate). An entry swapped for a
+/// symlink since it was looked at is judged as itself, as the access check judges it: the open
+/// does not follow it (`ELOOP`, which says yes: the rename replaces the link).
 fn may_open_for_writing(folder: &Dir, name: &Path, path: &str) -> Result<bool, WorkspaceError> {
     use cap_std::fs::OpenOptionsExt;
+    use rustix::fs::OFlags;
     use rustix::io::Errno;
     let mut options = cap_std::fs::OpenOptions::new();
     options.write(true);
-    options.custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32);
+    options.custom_flags((OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::NOFOLLOW).bits() as i32);
     match folder.open_with(name, &options) {
         Ok(_) => Ok(true),
         Err(e) if is_escape(&e) => Err(WorkspaceError::OutsideRoot { path: path.into() }),

@@ -1766,3 +1766,36 @@ async fn a_listing_shows_only_names_a_path_can_give() {
         assert_eq!(text.len() as u64, entry.size, "{}", entry.path);
     }
 }
+
+/// Where the kernel's access check cannot answer (no `faccessat2`, or a seccomp profile's
+/// `EPERM`), a write asks by opening the old file for writing. An entry swapped for a symlink
+/// since it was looked at is judged as itself there, as the access check judges it (and the
+/// rename replaces it): the open followed it, opening what it led to for writing (a pipe's
+/// waiting reader went on; a device's open can act). The kernel's inotify reports every open.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_open_asking_whether_a_file_may_be_written_never_follows_a_link() {
+    use rustix::fs::inotify;
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("target.txt"), "old").unwrap();
+    symlink("target.txt", root.path().join("link")).unwrap();
+    let watcher = inotify::init(inotify::CreateFlags::NONBLOCK).unwrap();
+    inotify::add_watch(
+        &watcher,
+        root.path().join("target.txt"),
+        inotify::WatchFlags::OPEN,
+    )
+    .unwrap();
+    let dir =
+        cap_std::fs::Dir::open_ambient_dir(root.path(), cap_std::ambient_authority()).unwrap();
+    let may = super::may_open_for_writing(&dir, std::path::Path::new("link"), "link");
+    assert_eq!(may, Ok(true));
+    let mut buffer = [std::mem::MaybeUninit::uninit(); 1024];
+    let mut events = inotify::Reader::new(&watcher, &mut buffer);
+    let opened = events.next().map(|event| event.events());
+    assert_eq!(
+        opened,
+        Err(rustix::io::Errno::AGAIN),
+        "the link was followed"
+    );
+}
