@@ -314,7 +314,8 @@ fn a_nested_object_that_declares_no_properties_is_an_open_map_and_not_strict() {
             None,
         );
     }
-    // An object that says it has no properties, or is closed, takes only `{}` anyway.
+    // One that is closed takes only `{}` already; one that declares `properties`, even none, is
+    // closed to the keys it names, as every object that declares its properties is.
     for empty in [
         json!({"type": "object", "properties": {}}),
         json!({"type": "object", "additionalProperties": false}),
