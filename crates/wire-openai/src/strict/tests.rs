@@ -24,12 +24,20 @@ fn closes_objects_and_requires_everything() {
             },
             "required": ["city", "days", "units"]})),
     );
-    check(
+    // A tool without arguments (`struct NoArgs {}`, with or without `deny_unknown_fields`, or
+    // written by hand) stays strict: at the root, declaring no properties means taking none.
+    for no_arguments in [
         json!({"type": "object"}),
-        Some(
-            json!({"type": "object", "additionalProperties": false, "properties": {}, "required": []}),
-        ),
-    );
+        json!({"type": "object", "additionalProperties": false}),
+        json!({"type": "object", "properties": {}}),
+    ] {
+        check(
+            no_arguments,
+            Some(
+                json!({"type": "object", "additionalProperties": false, "properties": {}, "required": []}),
+            ),
+        );
+    }
 }
 
 #[test]
