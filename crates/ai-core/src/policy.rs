@@ -118,6 +118,14 @@ pub struct BreakerPolicy {
     pub window: u32,
 }
 
+impl BreakerPolicy {
+    /// Whether the breaker is off: neither consecutive failures (`failure_threshold = 0`) nor a
+    /// `failure_rate` open the circuit, so no attempt is ever refused.
+    pub(crate) fn is_off(&self) -> bool {
+        self.failure_threshold == 0 && self.failure_rate.is_none()
+    }
+}
+
 impl Default for BreakerPolicy {
     fn default() -> Self {
         Self {
@@ -441,12 +449,12 @@ impl ToolPolicy {
                 return refuse(key, "0 would be read as 1; give at least 1");
             }
         }
-        let breaker_on = self.breaker.failure_threshold > 0 || self.breaker.failure_rate.is_some();
-        if breaker_on && self.breaker.cool_down_ms == 0 {
+        if !self.breaker.is_off() && self.breaker.cool_down_ms == 0 {
             return refuse(
                 "breaker.cool_down_ms",
                 "0 would let every call through an open circuit at once, as if there were no \
-                 breaker; give at least 1, or turn the breaker off with failure_threshold = 0",
+                 breaker; give at least 1, or turn the breaker off with failure_threshold = 0 \
+                 and no failure_rate",
             );
         }
         if let Some(rate) = self.breaker.failure_rate

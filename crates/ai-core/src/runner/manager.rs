@@ -185,12 +185,6 @@ struct CallEnd {
     failure: Option<ToolErrorCategory>,
 }
 
-/// Whether `policy` turns the breaker off: neither consecutive failures nor a failure rate open
-/// it.
-fn breaker_off(policy: &BreakerPolicy) -> bool {
-    policy.failure_threshold == 0 && policy.failure_rate.is_none()
-}
-
 /// Whether a failure says something about the tool's health (and so counts for its breaker).
 fn counts_against_tool(category: ToolErrorCategory) -> bool {
     !matches!(
@@ -220,7 +214,7 @@ impl Registry {
         policy: &BreakerPolicy,
         now: Instant,
     ) -> Result<Trial<'a>, ToolFailure> {
-        if breaker_off(policy) {
+        if policy.is_off() {
             return Ok(None);
         }
         self.with(id, |health| {
@@ -250,7 +244,7 @@ impl Registry {
 
     /// Whether the circuit, as it is now, would let an attempt through at `at` (taking no slot).
     fn would_admit(&self, id: &ToolId, policy: &BreakerPolicy, at: Instant) -> bool {
-        breaker_off(policy)
+        policy.is_off()
             || self.with(id, |health| {
                 admission(&health.circuit, policy, at, health.rounds.wrapping_add(1)).is_ok()
             })
@@ -269,7 +263,7 @@ impl Registry {
     ) {
         let trial = trial.map(TrialSlot::settle);
         self.with(id, |health| {
-            if !breaker_off(policy) {
+            if !policy.is_off() {
                 health.circuit = next_circuit(&health.circuit, policy, now, failure, trial);
                 // The window only feeds the failure-rate rule: a policy without one keeps none.
                 if let Some(rate) = policy.failure_rate {

@@ -184,6 +184,19 @@ fn nonsense_values_are_refused_naming_the_key() {
     ToolPolicy::from_toml_str("[breaker]\nfailure_threshold = 0\ncool_down_ms = 0").unwrap();
 }
 
+/// A breaker that only a failure rate turns on (`failure_threshold = 0`) is on: a 0 cool-down is
+/// refused, and the advice names everything that turns it off, not the threshold it already has.
+#[test]
+fn a_zero_cool_down_under_a_failure_rate_alone_is_refused_with_advice_that_works() {
+    let toml = "[breaker]\nfailure_threshold = 0\nfailure_rate = 0.5\ncool_down_ms = 0";
+    let error = ToolPolicy::from_toml_str(toml).unwrap_err().to_string();
+    assert!(error.contains("breaker.cool_down_ms"), "{error}");
+    assert!(
+        error.contains("failure_threshold = 0 and no failure_rate"),
+        "{error}"
+    );
+}
+
 /// A retryable category no retry can help is refused at load, naming the key and the category as
 /// the operator wrote it: the same bad arguments or a permanent failure fail again, and a
 /// cancelled or refused call is never tried again, so listing them means nothing (or, for
