@@ -70,11 +70,11 @@ pub struct ToolStats {
     pub tool_id: ToolId,
     /// Calls that reached execution.
     pub calls: u64,
-    /// Calls that ended with a value (that passed the tool's output check and the result
-    /// budget too).
+    /// Calls that ended with a value (that passed the tool's output check, its redaction and the
+    /// result budget too).
     pub successes: u64,
-    /// Calls that failed, by the category of their failure: their last attempt's, or the output
-    /// check's or the result budget's that refused the tool's answer.
+    /// Calls that failed, by the category of their failure: their last attempt's, or that of
+    /// the output check, the redaction or the result budget that refused the tool's answer.
     pub failures: BTreeMap<ToolErrorCategory, u64>,
     /// Retries made.
     pub retries: u64,

@@ -344,6 +344,30 @@ async fn statistics_count_a_call_whose_answer_is_refused_as_failed() {
     assert_eq!(stats.failures.get(&ToolErrorCategory::Permanent), Some(&1));
 }
 
+/// A half-open trial whose attempt succeeds holds its slot while steps 9 and 10 run on its
+/// answer: a redaction that panics there is caught, the circuit closes (the tool answered), the
+/// call is counted once, as failed, and the next call is let through.
+#[tokio::test(start_paused = true)]
+async fn a_trial_whose_redaction_panics_closes_the_circuit_and_counts_as_failed_once() {
+    let mut p = policy(no_jitter(1));
+    p.breaker.failure_threshold = 1;
+    p.breaker.cool_down_ms = 1_000;
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(1)));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], p);
+    h.call(T, "{}").await;
+    assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::Open);
+    tokio::time::advance(Duration::from_millis(1_000)).await;
+    let run = h.call(T, r#"{"text": "panic in redact"}"#).await;
+    let code = run.result.failure().map(|f| f.code);
+    assert_eq!(code, Some(ToolErrorCode::RedactionFailed));
+    let stats = h.runner.stats().remove(0);
+    assert_eq!(stats.breaker, BreakerStatus::Closed);
+    assert_eq!((stats.calls, stats.successes), (2, 0), "{stats:?}");
+    assert_eq!(stats.failures.get(&ToolErrorCategory::Permanent), Some(&1));
+    assert!(h.call(T, "{}").await.result.failure().is_none());
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 3);
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_breaker_also_opens_on_a_failure_rate_in_a_window() {
     let mut p = policy(RetryPolicy {
