@@ -123,7 +123,13 @@ pub use store::InMemoryThreadStore;
 /// 23. So does a run whose model call fails (the port answers an error, or panics) once its
 ///     cancel fired, in the very poll in which the token fired (the cancel aborted the port's
 ///     request), where it ended `error` with the port's error.
-pub const LOOP_REVISION: u32 = 23;
+/// 24. The runner's breaker and retries (one input, the same tool results, other calls run or
+///     refused): a failure rate opens a circuit under a `failure_threshold` of 0, where the
+///     breaker was off; a successful half-open trial closes the circuit, where the failures
+///     that opened it could reopen it at once; a retry whose wait's timer fires at or past the
+///     call's deadline (a late timer) is not started, and the call ends with the failure it had,
+///     where the tool ran again and the call ended `timeout`.
+pub const LOOP_REVISION: u32 = 24;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.
