@@ -130,8 +130,10 @@ type Answers = HashMap<AnswerKey, VecDeque<Answer>>;
 /// id and canonical validated arguments, and takes its recorded answers in order (one per
 /// recorded attempt, so retries replay too). The call id keeps apart equal calls of one turn,
 /// whose records are kept in the order the calls ended, not the order they started (the reducer
-/// makes call ids unique in a thread, renaming a repeated one the same way in a replay). Its outputs are the recorded redacted results,
-/// so output validation and redaction pass them through unchanged; a call that failed after
+/// makes call ids unique in a thread, renaming a repeated one the same way in a replay). Its
+/// outputs are the recorded redacted results: output validation passes them through, and
+/// redaction applies the tool's allowlist of today again (unchanged, it changes nothing; a
+/// narrowed one shows no more than it lets through); a call that failed after
 /// its tool ran (invalid output, redaction, the result budget) fails again in the runner's same
 /// step, so its code, category and message come out as recorded.
 #[derive(Clone)]
@@ -345,11 +347,15 @@ impl BoundTool for RecordedTool {
     }
 
     fn redact(&self, output: Value) -> Result<Value, ToolError> {
-        // The recorded output is the redacted one; a recorded redaction failure is made again.
         match failed_after(&output).as_ref().and_then(failed_after_output) {
+            // A recorded redaction failure is made again.
             Some(Redo::Unredactable) => Err(ToolError::new("the recorded redaction failed")),
             // The stand-in is counted at the recorded size (`counted_result_bytes`).
-            _ => Ok(output),
+            Some(_) => Ok(output),
+            // The recorded output was redacted under the allowlist of its day: today's is
+            // applied again (a no-op when it is unchanged), so a replay never shows more than
+            // today's lets through, and a narrowed allowlist shows as a difference in the result.
+            None => self.inner.redact(output),
         }
     }
 
@@ -1000,6 +1006,59 @@ mod tests {
         }
     }
 
+    /// A recorded result passes through today's redaction of its tool: a field the tool's
+    /// allowlist lets through no more (or one a damaged or hand-edited data folder put in the
+    /// record) is never shown by the replay, which then differs from the recorded result there.
+    #[tokio::test]
+    async fn a_recorded_result_is_shown_no_more_than_todays_allowlist_lets_through() {
+        let runtime = Runtime::build(&Settings::default(), Arc::new(Failing)).unwrap();
+        let record = ai_core::ToolInvocationRecord {
+            tool_call_id: ai_core::ToolCallId::new("c1").unwrap(),
+            tool_id: "core__get_current_time".into(),
+            args: Some(Arc::new(json!({}))),
+            result: Some(Arc::new(
+                json!({"unix_ms": 1, "iso8601": "1970-01-01T00:00:00.001Z", "token": "s3cret"}),
+            )),
+            error: None,
+            started_at_ms: 0,
+            ended_at_ms: 0,
+            attempts: vec![ai_core::Attempt {
+                number: 1,
+                started_at_ms: 0,
+                ended_at_ms: 0,
+                error: None,
+            }],
+            raw: None,
+        };
+        let source = Arc::new(RecordedToolSource::new(runtime.source.clone(), &[record]));
+        let runner = ai_core::ToolRunner::new(
+            source.clone(),
+            runtime.policy.clone(),
+            runtime.clock.clone(),
+        );
+        let ctx = RunContext::new("run-redact", "user:cli", "local").unwrap();
+        let catalog = ToolCatalog::build(source.as_ref(), &runtime.policy, &ctx).unwrap();
+        let call = ai_core::ToolCall {
+            id: ai_core::ToolCallId::new("c1").unwrap(),
+            name: "core__get_current_time".into(),
+            arguments: "{}".into(),
+        };
+        let sink = super::Collect::default();
+        let run = runner
+            .run_tool(&call, &ctx, &catalog, &sink, &CancellationToken::new())
+            .await;
+        let expected = json!({"unix_ms": 1, "iso8601": "1970-01-01T00:00:00.001Z"});
+        assert_eq!(
+            run.result.outcome,
+            ai_core::ToolOutcome::Ok {
+                value: Arc::new(expected)
+            }
+        );
+        let shown = serde_json::to_string(&sink.0.into_inner().unwrap()).unwrap();
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert_eq!(source.remaining(), 0);
+    }
+
     /// Two calls of one tool with the same arguments in one turn each get their own recorded
     /// answer, whichever ended first when the run was recorded (records are kept in the order
     /// the calls ended).
@@ -1023,7 +1082,10 @@ mod tests {
             raw: None,
         };
         // The second call ended first.
-        let records = [record("c2", json!({"n": 2})), record("c1", json!({"n": 1}))];
+        let records = [
+            record("c2", json!({"unix_ms": 2})),
+            record("c1", json!({"unix_ms": 1})),
+        ];
         let source = Arc::new(RecordedToolSource::new(runtime.source.clone(), &records));
         // A thread that panicked holding the answers' lock loses none of them: they are still
         // counted (`cogni replay` fails a replay that leaves some unasked) and handed out.
@@ -1040,7 +1102,7 @@ mod tests {
         );
         let ctx = RunContext::new("run-equal", "user:cli", "local").unwrap();
         let catalog = ToolCatalog::build(source.as_ref(), &runtime.policy, &ctx).unwrap();
-        for (call, expected) in [("c1", json!({"n": 1})), ("c2", json!({"n": 2}))] {
+        for (call, expected) in [("c1", json!({"unix_ms": 1})), ("c2", json!({"unix_ms": 2}))] {
             let call = ai_core::ToolCall {
                 id: ai_core::ToolCallId::new(call).unwrap(),
                 name: "core__get_current_time".into(),
