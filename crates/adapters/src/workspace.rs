@@ -60,6 +60,8 @@ const MAX_LIST_SCAN: usize = 100_000;
 /// own resolution; it guards against what the caller asks for, not against links swapped in
 /// meanwhile, and a path whose check would look up too many names (links planted to make it
 /// long) is refused as leading through too many symlinks ([`WorkspaceError::InvalidPath`]).
+/// A listing's checks of the symlinks it shows share a bound of a few paths' checks; a link
+/// past it is listed as itself.
 /// [`FsWorkspace::with_hidden`] shows hidden entries. Either way the names of the workspace's
 /// own temp files (`.cogni-write-…`) are refused to reads and writes
 /// ([`WorkspaceError::InvalidPath`]) and left out of listings.
@@ -154,7 +156,8 @@ impl FsWorkspace {
             if gate.is_abandoned() {
                 return Err(abandoned(&path));
             }
-            if let Some(refused) = resolve_refused(&dir, &relative, show_hidden) {
+            let mut lookups = MAX_WALK_LOOKUPS;
+            if let Some(refused) = resolve_refused(&dir, &relative, show_hidden, &mut lookups) {
                 return Err(refused.error(&path));
             }
             operation(&dir, &relative, &path, &gate, show_hidden)
@@ -618,6 +621,8 @@ impl Workspace for FsWorkspace {
                 }
             }
             let mut entries = Vec::with_capacity(first.len());
+            // What the walks of the symlinks listed may still look up, together.
+            let mut lookups = MAX_LIST_WALK_LOOKUPS;
             for name in first.into_sorted_vec() {
                 // The entry itself; one removed since the folder was read is left out.
                 let mut metadata = match folder.symlink_metadata(&name) {
@@ -627,12 +632,19 @@ impl Workspace for FsWorkspace {
                 };
                 // A symlink is shown as what it leads to when that is inside the root, resolved
                 // from the root as a read or a listing of it would be (never looked at outside);
-                // one that leads out or nowhere, or to a hidden entry not shown, as itself.
-                if metadata.is_symlink()
-                    && resolve_refused(root, &relative.join(&name), show_hidden).is_none()
-                    && let Ok(target) = root.metadata(relative.join(&name))
-                {
-                    metadata = target;
+                // one that leads out or nowhere, or to a hidden entry not shown, or whose walk
+                // would look up more than the listing has left, as itself.
+                if metadata.is_symlink() {
+                    let mut walk = lookups.min(MAX_WALK_LOOKUPS);
+                    let allowed = walk;
+                    let refused =
+                        resolve_refused(root, &relative.join(&name), show_hidden, &mut walk);
+                    lookups -= allowed - walk;
+                    if refused.is_none()
+                        && let Ok(target) = root.metadata(relative.join(&name))
+                    {
+                        metadata = target;
+                    }
                 }
                 entries.push(WorkspaceEntry {
                     path: entry_path(relative, &name),
@@ -1014,8 +1026,8 @@ enum Refused {
     Hidden,
     /// The name of one of the workspace's own temp files.
     TempName,
-    /// Its walk ([`resolve_refused`]) would look up more than [`MAX_WALK_LOOKUPS`] names: the
-    /// path is too long, or leads through too many symlinks.
+    /// Its walk ([`resolve_refused`]) would look up more names than it may: the path is too
+    /// long, or leads through too many symlinks.
     TooLong {
         /// Whether the walk met a symlink (else the path alone is that long).
         through_links: bool,
@@ -1075,6 +1087,12 @@ const MAX_SYMLINKS: usize = 40;
 /// cap the path is refused instead ([`Refused::TooLong`]), so no path holds a call for long.
 const MAX_WALK_LOOKUPS: usize = 8 * 1024;
 
+/// The most names the walks of one listing's symlinks look up together, as many as 8 paths'
+/// walks at most: a listing walks each symlink it shows (up to [`MAX_LIST_ENTRIES`]), and planted
+/// links each costing a whole [`MAX_WALK_LOOKUPS`] would hold it a thousand times as long as a
+/// path. A link whose walk would go past what is left is shown as itself.
+const MAX_LIST_WALK_LOOKUPS: usize = 8 * MAX_WALK_LOOKUPS;
+
 /// Whether `relative` (lexically checked) leads to a refused name ([`refused_name`]): one of its
 /// own names, or one of those the symlinks it meets inside the root lead through. The path is
 /// walked beneath `root` name by name, each symlink replaced by its target (a relative one:
@@ -1084,9 +1102,15 @@ const MAX_WALK_LOOKUPS: usize = 8 * 1024;
 ///
 /// Each name is looked up in its folder, held open while the walk goes down, so a walk costs
 /// each name once, not the whole path to it again; a folder is opened again from the root only
-/// after a link's `..` climbed out of the one held. A walk that would look up more than
-/// [`MAX_WALK_LOOKUPS`] names is refused ([`Refused::TooLong`]).
-fn resolve_refused(root: &Dir, relative: &Path, show_hidden: bool) -> Option<Refused> {
+/// after a link's `..` climbed out of the one held. `lookups` is how many names the walk may
+/// look up (at most [`MAX_WALK_LOOKUPS`]), less those it looked up once it is done; a walk that
+/// would need more is refused ([`Refused::TooLong`]) and leaves none.
+fn resolve_refused(
+    root: &Dir,
+    relative: &Path,
+    show_hidden: bool,
+    lookups: &mut usize,
+) -> Option<Refused> {
     /// A step of the walk: into a name, or up (`..` in a symlink's target).
     enum Step {
         Name(OsString),
@@ -1114,7 +1138,6 @@ fn resolve_refused(root: &Dir, relative: &Path, show_hidden: bool) -> Option<Ref
     let mut depth = 0;
     let mut held: Option<(usize, Dir)> = None;
     let mut links = 0;
-    let mut looked_up = 0;
     let mut walking = true;
     while let Some(step) = pending.pop() {
         let name = match step {
@@ -1137,18 +1160,23 @@ fn resolve_refused(root: &Dir, relative: &Path, show_hidden: bool) -> Option<Ref
             depth += 1;
             continue;
         }
-        // The name's symlink target, if it is one.
+        // The name's symlink target, if it is one, and the names looked up to tell.
+        let mut looked_up = 0;
         let target = open_walked(root, &resolved, depth, &mut held).and_then(|(folder, cost)| {
-            looked_up += cost + 1;
+            looked_up = cost + 1;
             match folder.symlink_metadata(&name)?.is_symlink() {
                 true => folder.read_link_contents(&name).map(Some),
                 false => Ok(None),
             }
         });
-        if looked_up > MAX_WALK_LOOKUPS {
-            return Some(Refused::TooLong {
-                through_links: links > 0,
-            });
+        match lookups.checked_sub(looked_up) {
+            Some(left) => *lookups = left,
+            None => {
+                *lookups = 0;
+                return Some(Refused::TooLong {
+                    through_links: links > 0,
+                });
+            }
         }
         resolved.push(&name);
         depth += 1;

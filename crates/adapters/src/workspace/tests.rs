@@ -1799,3 +1799,37 @@ fn the_open_asking_whether_a_file_may_be_written_never_follows_a_link() {
         "the link was followed"
     );
 }
+
+/// A listing of many planted links cannot walk for long either: each link's walk stopped at the
+/// cap of one path, but a listing walks each of its up to 1,000 symlinks, 1,000 times the cap
+/// (a minute here for these). The walks of one listing now share a budget of a few paths'
+/// walks, past which a link is shown as itself.
+#[tokio::test]
+async fn a_listing_of_many_planted_links_cannot_walk_long() {
+    const DEPTH: usize = 600;
+    let root = tempfile::tempdir().unwrap();
+    let down = vec!["d"; DEPTH].join("/");
+    let up = vec![".."; DEPTH].join("/");
+    let deepest = root.path().join(&down);
+    std::fs::create_dir_all(&deepest).unwrap();
+    std::fs::write(deepest.join("f.txt"), "reached").unwrap();
+    for hop in 1..40 {
+        let next = format!("{up}/{down}/l{}", hop + 1);
+        symlink(next, deepest.join(format!("l{hop}"))).unwrap();
+    }
+    std::fs::create_dir(root.path().join("many")).unwrap();
+    for i in 0..ai_core::MAX_LIST_ENTRIES {
+        symlink(
+            format!("../{down}/l1"),
+            root.path().join(format!("many/{i:04}")),
+        )
+        .unwrap();
+    }
+    let ws = FsWorkspace::new(root.path()).unwrap();
+
+    let started = std::time::Instant::now();
+    let listing = ws.list("many").await.unwrap();
+    let took = started.elapsed();
+    assert_eq!(listing.entries.len(), ai_core::MAX_LIST_ENTRIES);
+    assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
+}
