@@ -61,7 +61,9 @@ const MAX_LIST_SCAN: usize = 100_000;
 /// meanwhile, and a path whose check would look up too many names (links planted to make it
 /// long) is refused as leading through too many symlinks ([`WorkspaceError::InvalidPath`]).
 /// A listing's checks of the symlinks it shows share a bound of a few paths' checks; a link
-/// past it is listed as itself.
+/// past it is listed as itself. A check that fails for another reason than the path not
+/// reaching that far (out of descriptors or memory, say) refuses the call with an IO error, and
+/// a listing shows the link as itself.
 /// [`FsWorkspace::with_hidden`] shows hidden entries. Either way the names of the workspace's
 /// own temp files (`.cogni-write-…`) are refused to reads and writes
 /// ([`WorkspaceError::InvalidPath`]) and left out of listings.
@@ -633,7 +635,7 @@ impl Workspace for FsWorkspace {
                 // A symlink is shown as what it leads to when that is inside the root, resolved
                 // from the root as a read or a listing of it would be (never looked at outside);
                 // one that leads out or nowhere, or to a hidden entry not shown, or whose walk
-                // would look up more than the listing has left, as itself.
+                // would look up more than the listing has left or failed, as itself.
                 if metadata.is_symlink() {
                     let mut walk = lookups.min(MAX_WALK_LOOKUPS);
                     let allowed = walk;
@@ -1020,7 +1022,7 @@ fn may_open_for_writing(folder: &Dir, name: &Path, path: &str) -> Result<bool, W
 const TEMP_PREFIX: &str = ".cogni-write-";
 
 /// Why a path is refused before it is used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 enum Refused {
     /// A hidden name, while hidden entries are not shown.
     Hidden,
@@ -1032,6 +1034,9 @@ enum Refused {
         /// Whether the walk met a symlink (else the path alone is that long).
         through_links: bool,
     },
+    /// A lookup of its walk failed for another reason than the path not reaching that far
+    /// ([`ends_the_walk`]): where it leads is not known, so it is not let through.
+    Unwalked(io::Error),
 }
 
 impl Refused {
@@ -1053,6 +1058,7 @@ impl Refused {
             Self::TooLong {
                 through_links: false,
             } => invalid("it or a name in it is too long"),
+            Self::Unwalked(error) => io_error(path, &error),
         }
     }
 }
@@ -1097,8 +1103,11 @@ const MAX_LIST_WALK_LOOKUPS: usize = 8 * MAX_WALK_LOOKUPS;
 /// own names, or one of those the symlinks it meets inside the root lead through. The path is
 /// walked beneath `root` name by name, each symlink replaced by its target (a relative one:
 /// an absolute target, or one that climbs out of the root, is left to the operation, which
-/// refuses it as outside the root). Where the walk cannot go on (a name missing, a file where a
-/// folder should be, too many links), the names left are judged as written.
+/// refuses it as outside the root). Where the path cannot be reached (a name missing or a file
+/// where a folder should be, [`ends_the_walk`]; more links than the kernel follows), the names
+/// left are judged as written. A lookup that fails otherwise (out of descriptors or memory,
+/// say) refuses the path ([`Refused::Unwalked`]): the call, which runs once the walk's folders
+/// are closed, might get past it.
 ///
 /// Each name is looked up in its folder, held open while the walk goes down, so a walk costs
 /// each name once, not the whole path to it again; a folder is opened again from the root only
@@ -1193,12 +1202,37 @@ fn resolve_refused(
                     None => return None,
                 }
             }
+            // Past the kernel's own count: the call is refused as leading through too many.
             Ok(Some(_)) => walking = false,
             Ok(None) => {}
-            Err(_) => walking = false,
+            Err(error) if ends_the_walk(&error) => walking = false,
+            Err(error) => return Some(Refused::Unwalked(error)),
         }
     }
     None
+}
+
+/// Whether a lookup of [`resolve_refused`]'s walk that failed with `error` says only that the
+/// path cannot be reached that way, so the names left may be judged as written: a name missing
+/// (`ENOENT`: the call fails the same way, or a write makes the missing folders as written) or
+/// a file where a folder should be (`ENOTDIR`: the call fails the same way).
+///
+/// Any other failure refuses the path, in the words [`io_error`] gives the call's own:
+/// - the state of the process or the system (`EMFILE`, `ENFILE`, `ENOMEM`, `EINTR`, `EIO`, …)
+///   may be gone by the time the call runs, once the walk's folders are closed;
+/// - `EACCES` the call mostly meets too (a folder it must search), and then gets the same
+///   answer; but where cap-std opens a folder without `O_PATH` (off Linux) the walk needs to
+///   read a folder the call only searches;
+/// - `ENAMETOOLONG`: the walk opens a folder again from the root by its path with the links
+///   replaced, which links can make longer than any path the call resolves (a name too long
+///   gets the same answer as the call's);
+/// - `ELOOP`, or cap-std's refusal of a path leading out: the walk follows the links itself and
+///   opens only folders it found not to be links, so these say a name was swapped meanwhile.
+fn ends_the_walk(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
 }
 
 /// The folder a walk stands in ([`resolve_refused`]): `resolved`, `depth` names beneath `root`,

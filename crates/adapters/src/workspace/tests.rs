@@ -1536,15 +1536,54 @@ fn temp_names_are_refused_in_any_case() {
         ".COGNI-WRITE-1-0.tmp",
         ".Cogni-Write-1-0.tmp",
     ] {
-        assert_eq!(
-            refused_name(std::ffi::OsStr::new(name), true),
-            Some(Refused::TempName),
+        assert!(
+            matches!(
+                refused_name(std::ffi::OsStr::new(name), true),
+                Some(Refused::TempName)
+            ),
             "{name}"
         );
     }
+    assert!(refused_name(std::ffi::OsStr::new(".cogni-writer"), true).is_none());
+}
+
+/// Only a walk's lookup that says the path cannot be reached (a name missing, a file where a
+/// folder should be) leaves the names left to be judged as written; any other refuses the path,
+/// in the words the call's own failure would have, never quoting it.
+#[test]
+fn only_a_path_that_cannot_be_reached_ends_a_walk() {
+    use rustix::io::Errno;
+    use std::io::{Error, ErrorKind};
+    for errno in [Errno::NOENT, Errno::NOTDIR] {
+        assert!(super::ends_the_walk(&errno.into()), "{errno:?}");
+    }
+    let escape = Error::new(ErrorKind::PermissionDenied, "a path led outside");
+    assert!(!super::ends_the_walk(&escape));
+    for errno in [
+        Errno::MFILE,
+        Errno::NFILE,
+        Errno::NOMEM,
+        Errno::INTR,
+        Errno::IO,
+        Errno::AGAIN,
+        Errno::ACCESS,
+        Errno::LOOP,
+        Errno::NAMETOOLONG,
+    ] {
+        assert!(!super::ends_the_walk(&errno.into()), "{errno:?}");
+    }
+    let error = super::Refused::Unwalked(Errno::MFILE.into()).error("sub/link");
+    assert!(
+        matches!(&error, WorkspaceError::Io { path, .. } if path == "sub/link"),
+        "{error:?}"
+    );
+    assert!(!error.to_string().contains("sub/link"), "{error}");
     assert_eq!(
-        refused_name(std::ffi::OsStr::new(".cogni-writer"), true),
-        None
+        super::Refused::Unwalked(Errno::LOOP.into()).error("l"),
+        WorkspaceError::InvalidPath {
+            path: "l".into(),
+            reason: "it leads through too many symlinks",
+        }
     );
 }
 
