@@ -23,8 +23,9 @@
 //!   valid form unless they moved on. A run whose closing did not commit is closed at the next
 //!   start.
 //! - A run whose log write fails is cancelled and, once its task has ended, closed the same way
-//!   by the process that runs it. So its thread holds the turn its client was shown (the stored
-//!   events) before the next request reads it.
+//!   by the process that runs it, and so is a run whose task dies before its `Done`. So its
+//!   thread holds the turn its client was shown (the stored events) before the next request
+//!   reads it.
 
 mod input;
 mod lock;
@@ -279,7 +280,8 @@ impl std::fmt::Debug for RunRequest {
 /// run) is called then. Fails only if the run cannot be logged at all. A batch that cannot be
 /// stored ends the run with an error: once the run's task has ended, the run is closed as
 /// [`recover`] closes a crashed one (its thread takes the turn its stored events hold), then
-/// `on_saved` is called.
+/// `on_saved` is called. So is a run whose task dies before its `Done` (its events stop): it is
+/// never left `running` for the next start, nor shown without a `Done`.
 ///
 /// With a run log, the new state is saved only over the state the run started from
 /// ([`RunRequest::saved_state`]): when another process stored a turn on the thread meanwhile
@@ -372,6 +374,8 @@ pub async fn start_run(
         let _owner: Option<RunLock> = owner;
         let mut run = Some(run);
         let mut on_saved = Some(on_saved);
+        // How the run is closed if its events stop before a stored `Done`.
+        let mut unfinished = Closing::task_died();
         while let Some(first) = incoming.recv().await {
             let mut batch = vec![first];
             loop {
@@ -413,49 +417,8 @@ pub async fn start_run(
                 Err(error) => {
                     // Nothing unstored is shown: the run stops and the client sees why.
                     tracing::error!(run = run_id.as_str(), %error, "run log write failed");
-                    cancel.cancel();
-                    // Its task ends first (a cancelled run ends at once; what it sends now is
-                    // not stored), so nothing of the run is still running once its thread is
-                    // closed and freed for the next run, as on every other way a run ends.
-                    if let Some(task) = run.take()
-                        && let Err(error) = task.await
-                    {
-                        tracing::error!(%error, "run task failed");
-                    }
-                    // The store's error (logged above) may name the run, a path or a database
-                    // detail: the client and the run's record get the fault, not the cause.
-                    let message =
-                        "the run could not be recorded (the server's log says why)".to_owned();
-                    // Closed now as recovery would close it (the lock is still ours), so the
-                    // thread holds the turn the client was shown before its next request.
-                    if let Some(log) = &stores.log {
-                        // The receipts of model calls that answered after the last batch taken
-                        // go with events that are not stored: dropped, not left in the
-                        // collector (which outlives the run) for a take that never comes.
-                        drop(log.receipts.take(&run_id));
-                        let why = Closing {
-                            call: LOG_FAILED_CALL,
-                            error: message.clone(),
-                        };
-                        let closed = close_now(&stores, log, &run_id, &*clock, why).await;
-                        if let Err(error) = closed {
-                            let reason = safe_reason(&error);
-                            tracing::warn!(
-                                run = run_id.as_str(),
-                                %reason,
-                                "the run could not be closed either: its thread keeps its \
-                                 state from before the run until the next start closes it"
-                            );
-                        }
-                    }
-                    if let Some(saved) = on_saved.take() {
-                        saved();
-                    }
-                    let _ = out.send(AiEvent::Error { message });
-                    let _ = out.send(AiEvent::Done {
-                        reason: DoneReason::Error,
-                    });
-                    return;
+                    unfinished = Closing::log_failed();
+                    break;
                 }
             };
             if done && let Some(saved) = on_saved.take() {
@@ -466,6 +429,47 @@ pub async fn start_run(
                 let _ = out.send(event);
             }
         }
+        // The thread is freed once `Done` is stored: the run ended as it should.
+        let Some(on_saved) = on_saved else {
+            return;
+        };
+        // Its log failed, or its task died (its events stopped before `Done`). Its task ends
+        // first (a cancelled run ends at once; what it sends now is not stored), so nothing of
+        // the run is still running once its thread is closed and freed for the next run, as on
+        // every other way a run ends.
+        cancel.cancel();
+        // Its panic's message is not repeated: it may hold what the run held (the panic hook
+        // reported whose code panicked and where).
+        if let Some(task) = run.take()
+            && let Err(error) = task.await
+        {
+            let panicked = error.is_panic();
+            tracing::error!(run = run_id.as_str(), panicked, "the run's task failed");
+        }
+        let message = unfinished.error.clone();
+        // Closed now as recovery would close it (the lock is still ours), so the thread holds
+        // the turn the client was shown before its next request.
+        if let Some(log) = &stores.log {
+            // The receipts of model calls that answered after the last batch taken go with
+            // events that are not stored: dropped, not left in the collector (which outlives
+            // the run) for a take that never comes.
+            drop(log.receipts.take(&run_id));
+            let closed = close_now(&stores, log, &run_id, &*clock, unfinished).await;
+            if let Err(error) = closed {
+                let reason = safe_reason(&error);
+                tracing::warn!(
+                    run = run_id.as_str(),
+                    %reason,
+                    "the run could not be closed either: its thread keeps its state from \
+                     before the run until the next start closes it"
+                );
+            }
+        }
+        on_saved();
+        let _ = out.send(AiEvent::Error { message });
+        let _ = out.send(AiEvent::Done {
+            reason: DoneReason::Error,
+        });
     });
     Ok(events)
 }
@@ -784,6 +788,27 @@ impl Closing {
             error: "the run was interrupted: the process recording it stopped".into(),
         }
     }
+
+    /// A run whose log could not be written, closed by the process that runs it. The store's
+    /// error may name the run, a path or a database detail: the client and the run's record
+    /// get the fault, not the cause (the server's log has it).
+    fn log_failed() -> Self {
+        Self {
+            call: "the run's log failed before this call's result was stored: whether it took \
+                   effect is unknown",
+            error: "the run could not be recorded (the server's log says why)".into(),
+        }
+    }
+
+    /// A run whose task died before its end (its events stopped before `Done`), closed by the
+    /// process that runs it.
+    fn task_died() -> Self {
+        Self {
+            call: "the run stopped unexpectedly before this call's result was stored: whether \
+                   it took effect is unknown",
+            error: "the run stopped unexpectedly (the server's log says why)".into(),
+        }
+    }
 }
 
 /// The `interrupted` result of a call whose start came without arguments (the runner refused it
@@ -793,17 +818,12 @@ impl Closing {
 const NEVER_RAN_CALL: &str =
     "the run ended before this call's result was stored; it was refused, so it never ran";
 
-/// The `interrupted` result of a call that started in a run whose log could not be written
-/// before the call's result was stored.
-const LOG_FAILED_CALL: &str =
-    "the run's log failed before this call's result was stored: whether it took effect is unknown";
-
-/// Closes `run_id`, whose log write just failed, from the process that runs it (its lock held),
-/// as [`recover`] closes a run a crash left open: marked interrupted, its started calls without
-/// a result answered `interrupted`, ended with `why`'s error, and its thread given the turn its
-/// stored events hold (those the client was shown) unless the thread moved on. Returns false
-/// when there was nothing to close. Fails as any write may: the run then stays for the next
-/// start's recovery.
+/// Closes `run_id`, whose log write just failed or whose task died before its `Done`, from the
+/// process that runs it (its lock held), as [`recover`] closes a run a crash left open: marked
+/// interrupted, its started calls without a result answered `interrupted`, ended with `why`'s
+/// error, and its thread given the turn its stored events hold (those the client was shown)
+/// unless the thread moved on. Returns false when there was nothing to close. Fails as any
+/// write may: the run then stays for the next start's recovery.
 async fn close_now(
     stores: &Stores,
     log: &RunLogStores,

@@ -1977,3 +1977,85 @@ async fn a_rewound_run_whose_log_fails_is_closed_over_the_rewound_thread() {
         .collect();
     assert_eq!(users, ["first", "second, edited"]);
 }
+
+/// A panic payload whose drop panics: a port that panics with it gets past the driver's guard,
+/// which catches the first panic and then drops the payload, so the run's task dies.
+struct DropBomb;
+
+impl Drop for DropBomb {
+    fn drop(&mut self) {
+        panic!("the payload's drop panicked");
+    }
+}
+
+/// A model call that streams "hi", then panics with a [`DropBomb`].
+struct Dies;
+
+#[async_trait]
+impl ai_core::CompletionPort for Dies {
+    async fn complete(
+        &self,
+        _: &ai_core::LlmRequest,
+        deltas: &mut dyn ai_core::DeltaSink,
+        _: &ai_core::CancellationToken,
+    ) -> Result<ai_core::LlmCompletion, ai_core::CompletionError> {
+        deltas.delta(ai_core::CompletionDelta::Text { delta: "hi".into() });
+        tokio::task::yield_now().await;
+        std::panic::panic_any(DropBomb)
+    }
+}
+
+/// A run whose task dies before its `Done` (its events stop coming) is closed at once by the
+/// process that runs it, as a run whose log failed is: its client is shown one `Done`, the log
+/// holds one, the run is not left `running` until the next start, and the thread takes the turn
+/// its stored events hold (what the client was shown), so the next turn does not lose it.
+#[tokio::test]
+async fn a_run_whose_task_dies_is_closed_at_once_with_the_turn_it_showed() {
+    let (_dir, settings) = with_data_dir();
+    let stores = crate::create_stores(&settings).unwrap();
+    let log = stores.log.clone().unwrap();
+    let runtime = runtime(&settings, Arc::new(Dies));
+    let thread = ThreadId::new("t").unwrap();
+    let shown = run_to_end(
+        &runtime,
+        &stores,
+        request(&runtime, "dies", &thread, None, "hello"),
+    )
+    .await;
+
+    let dones = |events: &[AiEvent]| {
+        events
+            .iter()
+            .filter(|e| matches!(e, AiEvent::Done { .. }))
+            .count()
+    };
+    assert_eq!(dones(&shown), 1, "{shown:?}");
+    assert!(
+        matches!(shown.last(), Some(AiEvent::Done { .. })),
+        "{shown:?}"
+    );
+    let run = log
+        .runs
+        .load_run(&RunId::new("dies").unwrap())
+        .await
+        .unwrap();
+    assert_ne!(run.header.status, ai_core::RunStatus::Running);
+    assert_eq!(dones(&run.events), 1, "{:?}", run.events);
+    let saved = stores
+        .threads
+        .load(&thread)
+        .await
+        .unwrap()
+        .expect("the thread was saved");
+    let state: graph::AgentState = serde_json::from_value(saved).unwrap();
+    assert!(
+        matches!(
+            state.messages(),
+            [ai_core::Message::User { content }, ai_core::Message::Assistant { content: text, .. }]
+                if content == "hello" && text == "hi"
+        ),
+        "{:?}",
+        state.messages()
+    );
+    assert!(recover(&stores, &FixedClock).await.unwrap().is_empty());
+}
