@@ -634,7 +634,10 @@ async fn store_step(
 /// `cogni serve`, a `cogni chat`), whenever recovery runs. A run whose log already ends with
 /// `Done` (the process died before marking it finished) is only marked finished. The thread
 /// takes the repaired turn only while its saved state is still the one the run started from: a
-/// thread that took (and stored) turns since keeps them, and the run is closed without it.
+/// thread that took (and stored) turns since keeps them, and the run is closed without it. For
+/// a run that resumed from approvals, that is the state it saved past the pause as it began: a
+/// thread still at the pause (the run stopped before that save, so nothing of it ran) keeps
+/// waiting for the same answers.
 ///
 /// Each run is closed in its own transaction, and the store names a run again at every start
 /// until that transaction commits, so a crash in the middle loses nothing. A run that cannot be
@@ -894,16 +897,23 @@ async fn close(
                 .with_context(|| format!("reading thread {}", thread.as_str()))?
                 .unwrap_or(serde_json::Value::Null);
             let started_from = serde_json::to_value(&input.thread_state).ok();
-            // A run that resumed from approvals saved its thread past the pause as it began.
-            let consumed = matches!(input.turn, Turn::ApprovalDecisions(_))
-                .then(|| graph::reduce(input.thread_state.clone(), input.turn.event()).0)
-                .and_then(|state| serde_json::to_value(state).ok());
-            // The consumed state counts only for a run that went on to record something: a
-            // resume refused as it began (another resume had consumed the same pause and may
-            // still be running) never wrote it, and must not write over that run's thread.
-            let consumed_by_this_run =
-                Some(&saved) == consumed.as_ref() && !recorded.events.is_empty();
-            if saved.is_null() || Some(&saved) == started_from.as_ref() || consumed_by_this_run {
+            let holds_its_start = match &input.turn {
+                // A run that resumed from approvals saved its thread past the pause as it
+                // began, before anything of it ran, and its turn goes only over that. A thread
+                // still at the pause never took the decisions (the run stopped first, nothing of
+                // it ran): it keeps waiting for them, so the same answers can be sent again.
+                // And the consumed state counts only for a run that went on to record
+                // something: a resume refused as it began (another resume had consumed the same
+                // pause and may still be running) never wrote it, and must not write over that
+                // run's thread.
+                Turn::ApprovalDecisions(_) => {
+                    let consumed = graph::reduce(input.thread_state.clone(), input.turn.event()).0;
+                    let consumed = serde_json::to_value(consumed).ok();
+                    Some(&saved) == consumed.as_ref() && !recorded.events.is_empty()
+                }
+                Turn::UserMessage(_) => saved.is_null() || Some(&saved) == started_from.as_ref(),
+            };
+            if holds_its_start {
                 let repaired = repaired_state(input, &recorded.events, &events);
                 if repaired.is_none() {
                     tracing::warn!(
@@ -915,12 +925,14 @@ async fn close(
                 }
                 (repaired, Some(saved))
             } else {
-                tracing::warn!(
-                    run = run.run_id.as_str(),
-                    thread = thread.as_str(),
+                let why = if Some(&saved) == started_from.as_ref() {
+                    "the run stopped before it took its approval decisions: the thread still \
+                     waits for them"
+                } else {
                     "the thread took turns after this run began: it keeps them, and the \
                      interrupted turn is not added"
-                );
+                };
+                tracing::warn!(run = run.run_id.as_str(), thread = thread.as_str(), "{why}");
                 (None, None)
             }
         }

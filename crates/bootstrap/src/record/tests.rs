@@ -2059,3 +2059,38 @@ async fn a_run_whose_task_dies_is_closed_at_once_with_the_turn_it_showed() {
     );
     assert!(recover(&stores, &FixedClock).await.unwrap().is_empty());
 }
+
+/// A resume whose process died after its run was begun and before it saved its thread past the
+/// pause: nothing of it ran and nothing was shown, its decisions were never taken. Recovery
+/// closes it and leaves the thread waiting, so the same answers can be sent again, rather than
+/// applying them with the approved calls answered as cancelled (a pause the client still shows
+/// open, its answers then refused as naming calls the thread no longer waits for).
+#[tokio::test]
+async fn recovery_leaves_the_pause_of_a_resume_that_died_before_taking_its_decisions() {
+    let (_dir, settings) = with_data_dir();
+    let stores = crate::create_stores(&settings).unwrap();
+    let log = stores.log.clone().unwrap();
+    let thread = ThreadId::new("t-paused").unwrap();
+    let paused = serde_json::to_value(paused_thread()).unwrap();
+    stores.threads.save(&thread, &paused).await.unwrap();
+    let input = super::RunInput {
+        thread_state: paused_thread(),
+        turn: crate::Turn::ApprovalDecisions(vec![graph::ApprovalDecision {
+            tool_call_id: ToolCallId::new("gated").unwrap(),
+            approved: true,
+            args_hash: "hash-gated".into(),
+            reason: None,
+        }]),
+        loop_revision: Some(graph::LOOP_REVISION),
+        settings: None,
+    };
+    let run = begin_with_input(&log, "died", &thread, &input).await;
+
+    let closed = recover(&stores, &FixedClock).await.unwrap();
+    assert_eq!(closed, [run]);
+    assert_eq!(
+        stores.threads.load(&thread).await.unwrap(),
+        Some(paused),
+        "the thread no longer waits for the answers its client may send again"
+    );
+}
