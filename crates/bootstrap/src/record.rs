@@ -878,6 +878,24 @@ async fn close(
             }
         })
         .collect();
+    // A call whose approval request was shown, in a run that stopped before it paused (its
+    // `Done` not stored), will never be decided: it never ran, as its client's stream says
+    // when such a run ends. Its start (without arguments) and result say so in the log too.
+    for (tool_call_id, tool_id) in waiting_for_approval(&recorded.events) {
+        events.push(AiEvent::ToolCallStart {
+            tool_call_id: tool_call_id.clone(),
+            tool_name: tool_id.as_str().into(),
+            args: None,
+        });
+        events.push(AiEvent::ToolCallResult {
+            tool_call_id: tool_call_id.clone(),
+            tool_name: tool_id.as_str().into(),
+            outcome: ToolOutcome::Error(ToolFailure::new(
+                ToolErrorCode::Interrupted,
+                NEVER_DECIDED_CALL,
+            )),
+        });
+    }
     events.push(AiEvent::Error { message: why.error });
     events.push(AiEvent::Done {
         reason: DoneReason::Error,
@@ -958,6 +976,33 @@ async fn close(
     };
     log.runs.commit_step(&run.run_id, step).await?;
     Ok(true)
+}
+
+/// The `interrupted` result of a call whose approval was requested in a run closed before it
+/// paused: it was never approved or denied, so it never ran.
+const NEVER_DECIDED_CALL: &str =
+    "the run ended while this call waited for approval, before it paused: it never ran";
+
+/// The calls of `events` whose approval was requested and that have no result: in a run that
+/// stopped before it paused, calls no one will decide. Each with its tool's id, which is the
+/// name the model called it by (`ToolCatalog::get_by_name`).
+fn waiting_for_approval(events: &[AiEvent]) -> Vec<(&ToolCallId, &ai_core::ToolId)> {
+    let answered = |id: &ToolCallId| {
+        events.iter().any(|event| {
+            matches!(event, AiEvent::ToolCallResult { tool_call_id, .. } if tool_call_id == id)
+        })
+    };
+    events
+        .iter()
+        .filter_map(|event| match event {
+            AiEvent::ApprovalRequired {
+                tool_call_id,
+                tool_id,
+                ..
+            } if !answered(tool_call_id) => Some((tool_call_id, tool_id)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The run's input, or what keeps it from being read (never the blob's content).
@@ -1041,11 +1086,26 @@ fn repaired_state(
     for event in later {
         match event {
             AiEvent::TextDelta { delta } => text.push_str(delta),
+            // A call that waited for approval is the model's call as its request showed it;
+            // the start its closing adds for it (without arguments) is not a second one.
+            AiEvent::ApprovalRequired {
+                tool_call_id,
+                tool_id,
+                args,
+                ..
+            } => {
+                flush(&mut text, &mut items);
+                items.push(HistoryItem::ToolCall {
+                    id: tool_call_id.clone(),
+                    name: tool_id.as_str().into(),
+                    arguments: args.to_string(),
+                });
+            }
             AiEvent::ToolCallStart {
                 tool_call_id,
                 tool_name,
                 args,
-            } => {
+            } if !started(&items, tool_call_id) => {
                 flush(&mut text, &mut items);
                 items.push(HistoryItem::ToolCall {
                     id: tool_call_id.clone(),

@@ -2094,3 +2094,74 @@ async fn recovery_leaves_the_pause_of_a_resume_that_died_before_taking_its_decis
         "the thread no longer waits for the answers its client may send again"
     );
 }
+
+/// A run that crashed as it paused for an approval (the call's request stored and shown, the
+/// run's `Done` and its paused state not): the call never ran and will never be decided. The
+/// closing answers it so in the log, as the client's stream answers it when such a run ends,
+/// and the thread's turn holds the call the model asked for, with that answer, as the client
+/// was shown it, rather than leaving it out.
+#[tokio::test]
+async fn recovery_keeps_a_call_that_waited_for_approval_as_one_that_never_ran() {
+    use ai_core::{Message, ToolErrorCode, ToolOutcome};
+    let OpenRun {
+        stores,
+        log,
+        thread,
+        open,
+        ..
+    } = open_run().await;
+    let gated = ToolCallId::new("gated").unwrap();
+    let step = RunStep {
+        events: vec![
+            AiEvent::StepStarted { step: 1 },
+            AiEvent::ApprovalRequired {
+                tool_call_id: gated.clone(),
+                tool_id: ai_core::ToolId::parse("core__write").unwrap(),
+                args: Arc::new(serde_json::json!({"path": "a"})),
+                args_hash: "hash".into(),
+            },
+        ],
+        ..RunStep::default()
+    };
+    log.runs.commit_step(&open, step).await.unwrap();
+
+    let closed = recover(&stores, &FixedClock).await.unwrap();
+    assert_eq!(closed, std::slice::from_ref(&open));
+    let events = log.runs.load_run(&open).await.unwrap().events;
+    let answered = events.iter().find_map(|event| match event {
+        AiEvent::ToolCallResult {
+            tool_call_id,
+            outcome: ToolOutcome::Error(failure),
+            ..
+        } if *tool_call_id == gated => Some(failure.clone()),
+        _ => None,
+    });
+    let answered = answered.expect("the closing answers the call that waited");
+    assert_eq!(answered.code, ToolErrorCode::Interrupted);
+    assert!(
+        answered.safe_message.contains("never ran"),
+        "{}",
+        answered.safe_message
+    );
+
+    let saved = stores.threads.load(&thread).await.unwrap().unwrap();
+    let state: graph::AgentState = serde_json::from_value(saved).unwrap();
+    ai_core::validate_history(state.messages()).unwrap();
+    assert!(
+        matches!(
+            state.messages(),
+            [
+                Message::User { .. },
+                Message::Assistant { tool_calls, .. },
+                Message::Tool { tool_call_id, content },
+            ] if tool_calls.len() == 1
+                && tool_calls[0].id == gated
+                && tool_calls[0].name == "core__write"
+                && tool_calls[0].arguments == r#"{"path":"a"}"#
+                && *tool_call_id == gated
+                && content.contains("never ran")
+        ),
+        "{:?}",
+        state.messages()
+    );
+}
