@@ -115,9 +115,19 @@ enum Answer {
     Refused(ToolFailure),
 }
 
-/// The key of the stand-in output that carries a [`Answer::FailedAfter`] failure from `exec`
-/// to the runner's output validation and redaction, which reproduce it.
+/// How the key of the stand-in output that carries an [`Answer::FailedAfter`] failure from
+/// `exec` to the runner's output validation and redaction (which reproduce it) begins. Each
+/// [`RecordedToolSource`] ends it with a random part of its own ([`stand_in_key`]), so a recorded
+/// result, which a data folder may make hold any key, is never taken for a stand-in.
 const FAILED_AFTER: &str = "$cogni_replay_failed_after";
+
+/// A stand-in key ([`FAILED_AFTER`]) no record can hold: its end is random, made when the
+/// replay starts.
+fn stand_in_key() -> Arc<str> {
+    use std::hash::BuildHasher;
+    let random = std::collections::hash_map::RandomState::new().hash_one(FAILED_AFTER);
+    format!("{FAILED_AFTER}_{random:016x}").into()
+}
 
 /// A recorded answer's call: its call id, tool id and canonical validated arguments.
 type AnswerKey = (String, String, Vec<u8>);
@@ -140,6 +150,8 @@ type Answers = HashMap<AnswerKey, VecDeque<Answer>>;
 pub struct RecordedToolSource {
     inner: Arc<dyn ToolSource>,
     answers: Arc<Mutex<Answers>>,
+    /// The key of this replay's stand-in outputs ([`stand_in_key`]).
+    stand_in: Arc<str>,
 }
 
 impl std::fmt::Debug for RecordedToolSource {
@@ -185,6 +197,7 @@ impl RecordedToolSource {
         Self {
             inner,
             answers: Arc::new(Mutex::new(answers)),
+            stand_in: stand_in_key(),
         }
     }
 
@@ -212,6 +225,7 @@ impl ToolSource for RecordedToolSource {
         Some(Arc::new(RecordedTool {
             inner,
             answers: self.answers.clone(),
+            stand_in: self.stand_in.clone(),
         }))
     }
 
@@ -224,6 +238,8 @@ impl ToolSource for RecordedToolSource {
 struct RecordedTool {
     inner: Arc<dyn BoundTool>,
     answers: Arc<Mutex<Answers>>,
+    /// The key of the replay's stand-in outputs ([`stand_in_key`]).
+    stand_in: Arc<str>,
 }
 
 /// The tool error that makes the runner report `failure` again.
@@ -247,11 +263,6 @@ fn tool_error(failure: &ToolFailure) -> ToolError {
         Some(ms) => error.with_retry_after(std::time::Duration::from_millis(ms)),
         None => error,
     }
-}
-
-/// The failure a stand-in output carries, if it is one.
-fn failed_after(output: &Value) -> Option<ToolFailure> {
-    serde_json::from_value(output.get(FAILED_AFTER)?.clone()).ok()
 }
 
 /// What the runner's step after `exec` needs to fail as recorded.
@@ -280,6 +291,15 @@ fn failed_after_output(failure: &ToolFailure) -> Option<Redo> {
             .and_then(|size| size.parse().ok())
             .map(Redo::Size),
         _ => None,
+    }
+}
+
+impl RecordedTool {
+    /// How the runner's step after `exec` is to fail, when `output` is this replay's stand-in
+    /// for a recorded failure; `None` for a recorded result.
+    fn redo(&self, output: &Value) -> Option<Redo> {
+        let failure = serde_json::from_value(output.get(&*self.stand_in)?.clone()).ok()?;
+        failed_after_output(&failure)
     }
 }
 
@@ -326,7 +346,7 @@ impl BoundTool for RecordedTool {
             }
             // The runner's own later step makes the same failure from this stand-in output.
             Some(Answer::FailedAfter(failure)) if failed_after_output(&failure).is_some() => {
-                Ok(serde_json::json!({ FAILED_AFTER: failure }))
+                Ok(serde_json::json!({ &*self.stand_in: failure }))
             }
             Some(
                 Answer::Failed(failure) | Answer::FailedAfter(failure) | Answer::Refused(failure),
@@ -340,14 +360,14 @@ impl BoundTool for RecordedTool {
     fn validate_output(&self, output: &Value) -> Result<(), ToolError> {
         // The recorded output was validated when it was recorded; a recorded validation
         // failure is made again.
-        match failed_after(output).as_ref().and_then(failed_after_output) {
+        match self.redo(output) {
             Some(Redo::Invalid(message)) => Err(ToolError::new(message)),
             _ => Ok(()),
         }
     }
 
     fn redact(&self, output: Value) -> Result<Value, ToolError> {
-        match failed_after(&output).as_ref().and_then(failed_after_output) {
+        match self.redo(&output) {
             // A recorded redaction failure is made again.
             Some(Redo::Unredactable) => Err(ToolError::new("the recorded redaction failed")),
             // The stand-in is counted at the recorded size (`counted_result_bytes`).
@@ -385,10 +405,7 @@ impl BoundTool for RecordedTool {
         // A recorded oversized result counts at its recorded size, so it meets the same budget
         // with the same message, and is never built: the size comes from the data folder,
         // which may name any number.
-        match failed_after(redacted)
-            .as_ref()
-            .and_then(failed_after_output)
-        {
+        match self.redo(redacted) {
             Some(Redo::Size(size)) => size,
             _ => 0,
         }
@@ -1011,15 +1028,69 @@ mod tests {
     /// record) is never shown by the replay, which then differs from the recorded result there.
     #[tokio::test]
     async fn a_recorded_result_is_shown_no_more_than_todays_allowlist_lets_through() {
+        let recorded =
+            json!({"unix_ms": 1, "iso8601": "1970-01-01T00:00:00.001Z", "token": "s3cret"});
+        let (run, shown, remaining) = replay_time_call(Some(recorded), None).await;
+        let expected = json!({"unix_ms": 1, "iso8601": "1970-01-01T00:00:00.001Z"});
+        assert_eq!(
+            run.result.outcome,
+            ai_core::ToolOutcome::Ok {
+                value: Arc::new(expected)
+            }
+        );
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert_eq!(remaining, 0);
+    }
+
+    /// A recorded result that carries the stand-in's key at its top level (a hand-edited or
+    /// damaged data folder, or a tool with a field of that name) is a result like any other: it
+    /// passes today's redaction, and is never taken for a recorded failure's stand-in, neither
+    /// failing again nor skipping the redaction.
+    #[tokio::test]
+    async fn a_recorded_result_carrying_the_stand_ins_key_is_redacted_as_a_result() {
+        for failure in [
+            ai_core::ToolFailure::new(
+                ai_core::ToolErrorCode::ResultTooLarge,
+                "the tool result is 1 bytes, over the 32768-byte limit",
+            ),
+            ai_core::ToolFailure::new(
+                ai_core::ToolErrorCode::OutputValidation,
+                "the tool returned invalid output: unix_ms: not an integer",
+            ),
+            ai_core::ToolFailure::new(
+                ai_core::ToolErrorCode::RedactionFailed,
+                "the tool output could not be redacted, so none of it is shown",
+            ),
+        ] {
+            let recorded =
+                json!({"$cogni_replay_failed_after": failure, "unix_ms": 1, "token": "s3cret"});
+            let (run, shown, remaining) = replay_time_call(Some(recorded), None).await;
+            assert_eq!(
+                run.result.outcome,
+                ai_core::ToolOutcome::Ok {
+                    value: Arc::new(json!({"unix_ms": 1}))
+                },
+                "{failure:?}"
+            );
+            assert!(!shown.contains("s3cret"), "{shown}");
+            assert_eq!(remaining, 0);
+        }
+    }
+
+    /// Replays one call of `core__get_current_time` (call id `c1`, no arguments) from a record
+    /// of one attempt holding `result` and `error`, under the default settings: the run, the
+    /// events it emitted as JSON, and how many recorded answers were left.
+    async fn replay_time_call(
+        result: Option<Value>,
+        error: Option<ai_core::ToolFailure>,
+    ) -> (ai_core::ToolRun, String, usize) {
         let runtime = Runtime::build(&Settings::default(), Arc::new(Failing)).unwrap();
         let record = ai_core::ToolInvocationRecord {
             tool_call_id: ai_core::ToolCallId::new("c1").unwrap(),
             tool_id: "core__get_current_time".into(),
             args: Some(Arc::new(json!({}))),
-            result: Some(Arc::new(
-                json!({"unix_ms": 1, "iso8601": "1970-01-01T00:00:00.001Z", "token": "s3cret"}),
-            )),
-            error: None,
+            result: result.map(Arc::new),
+            error,
             started_at_ms: 0,
             ended_at_ms: 0,
             attempts: vec![ai_core::Attempt {
@@ -1036,7 +1107,7 @@ mod tests {
             runtime.policy.clone(),
             runtime.clock.clone(),
         );
-        let ctx = RunContext::new("run-redact", "user:cli", "local").unwrap();
+        let ctx = RunContext::new("run-one", "user:cli", "local").unwrap();
         let catalog = ToolCatalog::build(source.as_ref(), &runtime.policy, &ctx).unwrap();
         let call = ai_core::ToolCall {
             id: ai_core::ToolCallId::new("c1").unwrap(),
@@ -1047,16 +1118,8 @@ mod tests {
         let run = runner
             .run_tool(&call, &ctx, &catalog, &sink, &CancellationToken::new())
             .await;
-        let expected = json!({"unix_ms": 1, "iso8601": "1970-01-01T00:00:00.001Z"});
-        assert_eq!(
-            run.result.outcome,
-            ai_core::ToolOutcome::Ok {
-                value: Arc::new(expected)
-            }
-        );
         let shown = serde_json::to_string(&sink.0.into_inner().unwrap()).unwrap();
-        assert!(!shown.contains("s3cret"), "{shown}");
-        assert_eq!(source.remaining(), 0);
+        (run, shown, source.remaining())
     }
 
     /// Two calls of one tool with the same arguments in one turn each get their own recorded
