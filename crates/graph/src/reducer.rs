@@ -313,12 +313,22 @@ fn call_model(mut state: AgentState) -> (AgentState, Vec<Intent>) {
     (state, vec![Intent::CallModel { messages }])
 }
 
+/// A turn's known answers by call id (the first, should a saved state hold two for one call), so
+/// that recording a turn of many calls costs each call one lookup, not a scan of the answers.
+fn by_call(answered: Vec<ToolExecResult>) -> HashMap<ToolCallId, ToolExecResult> {
+    let mut by_call = HashMap::with_capacity(answered.len());
+    for result in answered {
+        by_call.entry(result.tool_call_id.clone()).or_insert(result);
+    }
+    by_call
+}
+
 /// The answer message for `id`: its known result, else a cancellation.
-fn answer(id: &ToolCallId, answered: &mut Vec<ToolExecResult>) -> Message {
-    match answered.iter().position(|r| &r.tool_call_id == id) {
-        Some(at) => Message::Tool {
+fn answer(id: &ToolCallId, answered: &mut HashMap<ToolCallId, ToolExecResult>) -> Message {
+    match answered.remove(id) {
+        Some(result) => Message::Tool {
             tool_call_id: id.clone(),
-            content: answered.swap_remove(at).model_content(),
+            content: result.model_content(),
         },
         None => cancelled(id),
     }
@@ -329,7 +339,7 @@ fn answer(id: &ToolCallId, answered: &mut Vec<ToolExecResult>) -> Message {
 /// approval, if any: such a call was shown only by its approval request, and nothing else will
 /// ever end it for an event consumer. (A call out with the runner is ended by the runner.)
 fn close_pending(state: &mut AgentState) -> Option<Intent> {
-    let (calls, mut answered, pending) = match std::mem::replace(&mut state.phase, Phase::Idle) {
+    let (calls, answered, pending) = match std::mem::replace(&mut state.phase, Phase::Idle) {
         Phase::AwaitingTools { calls, answered } => (calls, answered, Vec::new()),
         Phase::AwaitingApproval {
             calls,
@@ -341,11 +351,11 @@ fn close_pending(state: &mut AgentState) -> Option<Intent> {
             return None;
         }
     };
+    let waiting: HashSet<&ToolCallId> = pending.iter().map(|p| &p.tool_call_id).collect();
+    let mut answered = by_call(answered);
     let mut shown = Vec::new();
     for call in &calls {
-        if pending.iter().any(|p| p.tool_call_id == call.id)
-            && !answered.iter().any(|r| r.tool_call_id == call.id)
-        {
+        if waiting.contains(&call.id) && !answered.contains_key(&call.id) {
             shown.push((call.name.clone(), cancelled_result(&call.id)));
         }
         let message = answer(&call.id, &mut answered);
@@ -575,9 +585,10 @@ fn run_or_settle(
 fn settle(
     mut state: AgentState,
     calls: Vec<LlmToolCall>,
-    mut answered: Vec<ToolExecResult>,
+    answered: Vec<ToolExecResult>,
     at_limit: DoneReason,
 ) -> (AgentState, Vec<Intent>) {
+    let mut answered = by_call(answered);
     for call in &calls {
         let message = answer(&call.id, &mut answered);
         state.messages.push(message);

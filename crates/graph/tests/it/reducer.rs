@@ -529,3 +529,53 @@ proptest! {
         }
     }
 }
+
+/// Recording a turn costs each call one lookup of its answer, not a scan of the turn's answers:
+/// a port that does not cap a turn's calls (the decoders stop at 128 by default, other ports
+/// may not) cannot make one turn quadratic. 60,000 calls took about 30 s in a debug build when
+/// each call scanned the answers; a lookup each takes about 2 s.
+#[test]
+fn a_turn_of_many_calls_is_recorded_in_linear_time() {
+    let ids: Vec<ToolCallId> = (0..60_000)
+        .map(|i| ToolCallId::new(format!("c{i}")).unwrap())
+        .collect();
+    let completion = LlmCompletion {
+        text: String::new(),
+        tool_calls: ids
+            .iter()
+            .map(|id| LlmToolCall {
+                id: id.clone(),
+                name: "core__x".into(),
+                arguments: "{}".into(),
+                complete: true,
+                provider_fields: Default::default(),
+            })
+            .collect(),
+        finish_reason: FinishReason::ToolCalls,
+        usage: None,
+    };
+    let user = AgentEvent::UserMessage {
+        content: "go".into(),
+    };
+    let (state, _) = reduce(AgentState::new(None, NonZeroU32::new(10).unwrap()), user);
+    let started = std::time::Instant::now();
+    let (state, intents) = reduce(state, AgentEvent::ModelCompleted { completion });
+    let Some(Intent::RunTools { calls, .. }) = intents.last() else {
+        panic!("the turn's first calls run");
+    };
+    let results = calls
+        .iter()
+        .map(|call| ToolExecResult::ok(call.id.clone(), json!({})))
+        .collect();
+    let (state, intents) = reduce(
+        state,
+        AgentEvent::ToolResults {
+            results,
+            cancelled: false,
+        },
+    );
+    let took = started.elapsed();
+    assert!(matches!(intents.as_slice(), [Intent::CallModel { .. }]));
+    assert_eq!(state.messages().len(), 2 + ids.len());
+    assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
+}
