@@ -1316,3 +1316,5 @@ fn a_history_with_messages_without_content_is_taken_and_heals_at_the_next_model_
         Err(ai_core::HistoryError::Unanswered { .. })
     ));
 }
+
+mod properties;
