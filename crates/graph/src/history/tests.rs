@@ -259,3 +259,70 @@ fn whitespace_only_assistant_text_is_no_text() {
     let messages = reconstruct_history(&items).unwrap();
     assert_eq!(content(&messages[1]), " done ");
 }
+
+/// A UI item of a random history: texts blank by `trim` or not, ids repeated, differing only in
+/// case, or as long as an id may be, names providers refuse.
+fn item() -> impl proptest::strategy::Strategy<Value = HistoryItem> {
+    use proptest::prelude::*;
+    let long = "x".repeat(128);
+    let ids = prop_oneof![
+        Just("1".to_owned()),
+        Just("2".to_owned()),
+        Just("call_A".to_owned()),
+        Just("call_a".to_owned()),
+        Just(long),
+        Just("\0".to_owned()),
+    ]
+    .prop_map(|raw| id(&raw));
+    let texts = prop_oneof![
+        Just(String::new()),
+        Just(" \u{3000}\u{85}".to_owned()),
+        Just("\0".to_owned()),
+        Just("\u{200B}".to_owned()),
+        Just("hi".to_owned()),
+    ];
+    let names = prop_oneof![Just("core__x"), Just("multi_tool_use.parallel"), Just("")];
+    prop_oneof![
+        1 => texts.clone().prop_map(|content| HistoryItem::System { content }),
+        2 => texts.clone().prop_map(|content| HistoryItem::User { content }),
+        3 => texts.clone().prop_map(|content| HistoryItem::AssistantText { content }),
+        3 => (ids.clone(), names).prop_map(|(id, name)| HistoryItem::ToolCall {
+            id,
+            name: name.into(),
+            arguments: "{}".into(),
+        }),
+        3 => (ids, texts).prop_map(|(tool_call_id, content)| HistoryItem::ToolResult {
+            tool_call_id,
+            content,
+        }),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1024))]
+
+    /// Whatever a UI sends, a rebuilt history passes `validate_history`, starts a thread, and
+    /// reads back from serde as it was; a refusal names the item at fault, never a rebuilt
+    /// history the rules refuse.
+    #[test]
+    fn any_ui_history_is_rebuilt_valid_or_refused_by_its_item(
+        items in proptest::collection::vec(item(), 0..12),
+    ) {
+        match reconstruct_history(&items) {
+            Ok(messages) => {
+                proptest::prop_assert_eq!(ai_core::validate_history(&messages), Ok(()));
+                let limit = std::num::NonZeroU32::new(1).unwrap();
+                proptest::prop_assert!(
+                    crate::AgentState::from_history(messages.clone(), limit).is_ok()
+                );
+                let saved = serde_json::to_string(&messages).unwrap();
+                let read: Vec<Message> = serde_json::from_str(&saved).unwrap();
+                proptest::prop_assert_eq!(read, messages);
+            }
+            Err(error) => proptest::prop_assert!(
+                !matches!(error, ReconstructError::Invalid(_)),
+                "{error}"
+            ),
+        }
+    }
+}
