@@ -6,13 +6,31 @@ use std::collections::HashSet;
 use ai_core::{AssistantToolCall, Message, ToolCallId, validate_history};
 use proptest::prelude::*;
 
-/// A few ids, so that histories repeat them.
+/// A few ids, so that histories repeat them: some differ only in case, one is as long as an id
+/// may be (and one differs from it only in its last character), one is a NUL.
 fn id() -> impl Strategy<Value = ToolCallId> {
-    prop_oneof![Just("a"), Just("b"), Just("c")].prop_map(|id| ToolCallId::new(id).unwrap())
+    let long = "ツ".repeat(128);
+    let near = format!("{}x", "ツ".repeat(127));
+    prop_oneof![
+        Just("a".to_owned()),
+        Just("b".to_owned()),
+        Just("A".to_owned()),
+        Just("\0".to_owned()),
+        Just(long),
+        Just(near),
+    ]
+    .prop_map(|id| ToolCallId::new(id).unwrap())
 }
 
 fn message() -> impl Strategy<Value = Message> {
-    let content = prop_oneof![Just(String::new()), Just(" ".to_owned()), ".{1,4}"];
+    let content = prop_oneof![
+        Just(String::new()),
+        Just(" ".to_owned()),
+        Just("\u{3000}\u{85}\u{2028}".to_owned()),
+        Just("\0".to_owned()),
+        Just("\u{200B}".to_owned()),
+        ".{1,4}",
+    ];
     let call = (id(), ".{0,4}", ".{0,4}").prop_map(|(id, name, arguments)| AssistantToolCall {
         id,
         name,
@@ -101,5 +119,14 @@ proptest! {
     #[test]
     fn validate_history_reads_its_rules(messages in history()) {
         prop_assert_eq!(validate_history(&messages).is_ok(), valid(&messages), "{:?}", messages);
+    }
+
+    /// A history saved and read back is the same history, and the rules read it alike.
+    #[test]
+    fn a_history_reads_back_from_serde_as_it_was(messages in history()) {
+        let saved = serde_json::to_string(&messages).unwrap();
+        let read: Vec<Message> = serde_json::from_str(&saved).unwrap();
+        prop_assert_eq!(validate_history(&read), validate_history(&messages));
+        prop_assert_eq!(read, messages);
     }
 }
