@@ -2,6 +2,11 @@
 //! a model that answers at once. Model and tool time are (nearly) zero, so what is measured is
 //! the reducer, the driver, the runner and the history bookkeeping.
 //!
+//! And the reducer alone recording one turn of many calls (`turn_of_many_calls/N`: the model's
+//! turn, then the answers to the 128 calls that run, the rest answered as never run), at two
+//! sizes: each call's answer is looked up, not scanned for, so eight times the calls cost about
+//! eight times as much, never sixty-four.
+//!
 //! Run with `cargo bench -p cogni-graph`.
 
 #![allow(missing_docs)]
@@ -12,11 +17,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use ai_core::{
     AiEvent, CancellationToken, Capabilities, Clock, CompletionError, CompletionPort, DeltaSink,
     ExecPermit, FinishReason, LlmCompletion, LlmRequest, LlmToolCall, RunContext, StaticToolSource,
-    ToolCallId, ToolCatalog, ToolEffect, ToolError, ToolInvocationContext, ToolPolicy, ToolRunner,
+    ToolCallId, ToolCatalog, ToolEffect, ToolError, ToolExecResult, ToolInvocationContext,
+    ToolPolicy, ToolRunner,
 };
 use ai_tools::{ToolContract, bind};
 use criterion::{Criterion, criterion_group, criterion_main};
-use graph::{Agent, AgentConfig};
+use graph::{Agent, AgentConfig, AgentEvent, AgentState, reduce};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -120,5 +126,58 @@ fn bench_loop(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench_loop);
+/// One turn of `n` calls recorded by the reducer: the completion that asks for them, then their
+/// answers, from a state that has the user's message.
+fn bench_turn_of_many_calls(c: &mut Criterion) {
+    let mut group = c.benchmark_group("turn_of_many_calls");
+    for n in [1_000, 8_000] {
+        let ids: Vec<ToolCallId> = (0..n)
+            .map(|i| ToolCallId::new(format!("call_{i}")).unwrap())
+            .collect();
+        let completion = LlmCompletion {
+            text: String::new(),
+            tool_calls: ids
+                .iter()
+                .map(|id| LlmToolCall {
+                    id: id.clone(),
+                    name: "core__echo".into(),
+                    arguments: "{}".into(),
+                    complete: true,
+                    provider_fields: Default::default(),
+                })
+                .collect(),
+            finish_reason: FinishReason::ToolCalls,
+            usage: None,
+        };
+        // The calls that run (the first 128; the rest are answered at once as never run) get
+        // their answers.
+        let results: Vec<ToolExecResult> = ids
+            .iter()
+            .take(128)
+            .map(|id| ToolExecResult::ok(id.clone(), serde_json::json!({})))
+            .collect();
+        let max_steps = std::num::NonZeroU32::new(STEPS as u32).unwrap();
+        let user = AgentEvent::UserMessage {
+            content: "go".into(),
+        };
+        let (asked, _) = reduce(AgentState::new(None, max_steps), user);
+        group.bench_function(n.to_string(), |b| {
+            b.iter_batched(
+                || (asked.clone(), completion.clone(), results.clone()),
+                |(state, completion, results)| {
+                    let (state, _) = reduce(state, AgentEvent::ModelCompleted { completion });
+                    let done = AgentEvent::ToolResults {
+                        results,
+                        cancelled: false,
+                    };
+                    reduce(state, done)
+                },
+                criterion::BatchSize::LargeInput,
+            )
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_loop, bench_turn_of_many_calls);
 criterion_main!(benches);
