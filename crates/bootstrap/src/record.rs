@@ -983,13 +983,17 @@ async fn close(
 const NEVER_DECIDED_CALL: &str =
     "the run ended while this call waited for approval, before it paused: it never ran";
 
-/// The calls of `events` whose approval was requested and that have no result: in a run that
-/// stopped before it paused, calls no one will decide. Each with its tool's id, which is the
-/// name the model called it by (`ToolCatalog::get_by_name`).
+/// The calls of `events` whose approval was requested and that were neither started nor
+/// answered: in a run that stopped before it paused, calls no one will decide. Each with its
+/// tool's id, which is the name the model called it by (`ToolCatalog::get_by_name`). A call
+/// the run had started (a cancel answers a waiting call with a start without arguments, then
+/// its result) is not one: it has its result, or is answered as a dangling call.
 fn waiting_for_approval(events: &[AiEvent]) -> Vec<(&ToolCallId, &ai_core::ToolId)> {
-    let answered = |id: &ToolCallId| {
-        events.iter().any(|event| {
-            matches!(event, AiEvent::ToolCallResult { tool_call_id, .. } if tool_call_id == id)
+    let started_or_answered = |id: &ToolCallId| {
+        events.iter().any(|event| match event {
+            AiEvent::ToolCallStart { tool_call_id, .. }
+            | AiEvent::ToolCallResult { tool_call_id, .. } => tool_call_id == id,
+            _ => false,
         })
     };
     events
@@ -999,7 +1003,7 @@ fn waiting_for_approval(events: &[AiEvent]) -> Vec<(&ToolCallId, &ai_core::ToolI
                 tool_call_id,
                 tool_id,
                 ..
-            } if !answered(tool_call_id) => Some((tool_call_id, tool_id)),
+            } if !started_or_answered(tool_call_id) => Some((tool_call_id, tool_id)),
             _ => None,
         })
         .collect()

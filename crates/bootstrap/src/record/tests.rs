@@ -2165,3 +2165,73 @@ async fn recovery_keeps_a_call_that_waited_for_approval_as_one_that_never_ran() 
         state.messages()
     );
 }
+
+/// A run cancelled as it paused answers the call that waited for approval itself: a start
+/// without arguments, then its `cancelled` result. When it stopped between the two, the call
+/// is answered once: as a call that started without its result (it never ran), not a second
+/// time as one that still waited, which would give the log two starts and two results and the
+/// thread no valid turn.
+#[tokio::test]
+async fn recovery_answers_once_a_waiting_call_whose_cancel_had_started_it() {
+    use ai_core::ToolOutcome;
+    let OpenRun {
+        stores,
+        log,
+        thread,
+        open,
+        ..
+    } = open_run().await;
+    let gated = ToolCallId::new("gated").unwrap();
+    let step = RunStep {
+        events: vec![
+            AiEvent::StepStarted { step: 1 },
+            AiEvent::ApprovalRequired {
+                tool_call_id: gated.clone(),
+                tool_id: ai_core::ToolId::parse("core__write").unwrap(),
+                args: Arc::new(serde_json::json!({"path": "a"})),
+                args_hash: "hash".into(),
+            },
+            AiEvent::ToolCallStart {
+                tool_call_id: gated.clone(),
+                tool_name: "core__write".into(),
+                args: None,
+            },
+        ],
+        ..RunStep::default()
+    };
+    log.runs.commit_step(&open, step).await.unwrap();
+
+    recover(&stores, &FixedClock).await.unwrap();
+    let events = log.runs.load_run(&open).await.unwrap().events;
+    let starts = events
+        .iter()
+        .filter(
+            |e| matches!(e, AiEvent::ToolCallStart { tool_call_id, .. } if *tool_call_id == gated),
+        )
+        .count();
+    let results: Vec<&str> = events
+        .iter()
+        .filter_map(|event| match event {
+            AiEvent::ToolCallResult {
+                tool_call_id,
+                outcome: ToolOutcome::Error(failure),
+                ..
+            } if *tool_call_id == gated => Some(failure.safe_message.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts, 1, "{events:?}");
+    assert_eq!(results.len(), 1, "{events:?}");
+    assert!(results[0].contains("never ran"), "{}", results[0]);
+
+    let saved = stores.threads.load(&thread).await.unwrap().unwrap();
+    let state: graph::AgentState = serde_json::from_value(saved).unwrap();
+    ai_core::validate_history(state.messages()).unwrap();
+    assert!(
+        serde_json::to_string(state.messages())
+            .unwrap()
+            .contains("gated"),
+        "the turn holds the call: {:?}",
+        state.messages()
+    );
+}
