@@ -637,7 +637,8 @@ async fn store_step(
 /// thread that took (and stored) turns since keeps them, and the run is closed without it. For
 /// a run that resumed from approvals, that is the state it saved past the pause as it began: a
 /// thread still at the pause (the run stopped before that save, so nothing of it ran) keeps
-/// waiting for the same answers.
+/// waiting for the same answers. A crashed resume that recorded nothing is left as it is: it may
+/// be one refused as it began, whose thread another run consumed and may still be using.
 ///
 /// Each run is closed in its own transaction, and the store names a run again at every start
 /// until that transaction commits, so a crash in the middle loses nothing. A run that cannot be
@@ -781,6 +782,10 @@ struct Closing {
     call: &'static str,
     /// The run's error.
     error: String,
+    /// Whether the run is known to have saved the state it started from (a resume, its thread
+    /// past the pause): its own process closes it, and it got past that save. A crashed run that
+    /// recorded nothing is not known to have: it may be a resume refused as it began.
+    saved_its_start: bool,
 }
 
 impl Closing {
@@ -789,6 +794,7 @@ impl Closing {
         Self {
             call: "the process running this call stopped; whether it took effect is unknown",
             error: "the run was interrupted: the process recording it stopped".into(),
+            saved_its_start: false,
         }
     }
 
@@ -800,6 +806,7 @@ impl Closing {
             call: "the run's log failed before this call's result was stored: whether it took \
                    effect is unknown",
             error: "the run could not be recorded (the server's log says why)".into(),
+            saved_its_start: true,
         }
     }
 
@@ -810,6 +817,7 @@ impl Closing {
             call: "the run stopped unexpectedly before this call's result was stored: whether \
                    it took effect is unknown",
             error: "the run stopped unexpectedly (the server's log says why)".into(),
+            saved_its_start: true,
         }
     }
 }
@@ -920,14 +928,15 @@ async fn close(
                 // began, before anything of it ran, and its turn goes only over that. A thread
                 // still at the pause never took the decisions (the run stopped first, nothing of
                 // it ran): it keeps waiting for them, so the same answers can be sent again.
-                // And the consumed state counts only for a run that went on to record
-                // something: a resume refused as it began (another resume had consumed the same
-                // pause and may still be running) never wrote it, and must not write over that
-                // run's thread.
+                // And the consumed state counts only for a run known to have saved it: one its
+                // own process closes, or one that went on to record something. A resume refused
+                // as it began (another resume had consumed the same pause and may still be
+                // running) never wrote it, and must not write over that run's thread.
                 Turn::ApprovalDecisions(_) => {
                     let consumed = graph::reduce(input.thread_state.clone(), input.turn.event()).0;
                     let consumed = serde_json::to_value(consumed).ok();
-                    Some(&saved) == consumed.as_ref() && !recorded.events.is_empty()
+                    let saved_it = why.saved_its_start || !recorded.events.is_empty();
+                    Some(&saved) == consumed.as_ref() && saved_it
                 }
                 Turn::UserMessage(_) => saved.is_null() || Some(&saved) == started_from.as_ref(),
             };

@@ -2235,3 +2235,75 @@ async fn recovery_answers_once_a_waiting_call_whose_cancel_had_started_it() {
         state.messages()
     );
 }
+
+/// A resume that saved its thread past the pause, then failed to store its first batch, is
+/// closed by its own process, which knows it took its decisions: the thread takes the turn
+/// (the approved call answered, as it never ran), rather than staying past the pause with the
+/// approved call unanswered and nothing to run it, as a crashed resume that recorded nothing
+/// must stay (recovery cannot tell it from a resume refused as it began).
+#[tokio::test]
+async fn a_resume_whose_first_batch_fails_is_closed_over_the_decisions_it_took() {
+    let runs = Arc::new(FailingCommits::default());
+    let locks = tempfile::tempdir().unwrap();
+    let stores = Stores {
+        // The threads the run log's steps save.
+        threads: runs.inner.clone(),
+        ..stores(runs.clone(), &locks)
+    };
+    let thread = ThreadId::new("t-paused").unwrap();
+    let paused = serde_json::to_value(paused_thread()).unwrap();
+    stores.threads.save(&thread, &paused).await.unwrap();
+    let (entered, release) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    *runs.gate.lock().unwrap() = Some((entered.clone(), release.clone()));
+    let runtime = runtime(&crate::Settings::default(), Arc::new(Answer));
+    let resume = super::RunRequest {
+        turn: crate::Turn::ApprovalDecisions(vec![graph::ApprovalDecision {
+            tool_call_id: ToolCallId::new("gated").unwrap(),
+            approved: true,
+            args_hash: "hash-gated".into(),
+            reason: None,
+        }]),
+        ..request(&runtime, "resume", &thread, Some(paused.clone()), "")
+    };
+    let run = RunId::new("resume").unwrap();
+
+    let mut events = super::start_run(&runtime, &stores, resume, || {})
+        .await
+        .unwrap();
+    // Past its save: its first batch fails, and then the log works again for its closing.
+    *runs.failing.lock().unwrap() = Some(run.clone());
+    entered.notified().await;
+    *runs.failing.lock().unwrap() = None;
+    release.notify_one();
+    while events.recv().await.is_some() {}
+
+    let log = runs.load_run(&run).await.unwrap();
+    assert_ne!(log.header.status, ai_core::RunStatus::Running);
+    assert!(
+        matches!(
+            log.events.as_slice(),
+            [AiEvent::Error { .. }, AiEvent::Done { .. }]
+        ),
+        "its first batch was stored: {:?}",
+        log.events
+    );
+    let saved = stores.threads.load(&thread).await.unwrap().unwrap();
+    let state: graph::AgentState = serde_json::from_value(saved).unwrap();
+    assert!(
+        matches!(state.phase(), graph::Phase::Idle),
+        "the thread is left past its pause with the approved call unanswered: {:?}",
+        state.phase()
+    );
+    ai_core::validate_history(state.messages()).unwrap();
+    let messages = serde_json::to_string(state.messages()).unwrap();
+    for call in ["ran", "gated", "other"] {
+        assert_eq!(
+            messages.matches(&format!("\"{call}\"")).count(),
+            2,
+            "one call, one answer: {messages}"
+        );
+    }
+}
