@@ -2307,3 +2307,57 @@ async fn a_resume_whose_first_batch_fails_is_closed_over_the_decisions_it_took()
         );
     }
 }
+
+/// A run that crashed as it paused on a turn of several calls (one ran between two that waited
+/// for approval): the thread takes the whole turn, each call answered once, in a valid history.
+#[tokio::test]
+async fn recovery_keeps_a_turn_whose_calls_ran_and_waited_in_turn() {
+    let OpenRun {
+        stores,
+        log,
+        thread,
+        open,
+        ..
+    } = open_run().await;
+    let id = |s: &str| ToolCallId::new(s).unwrap();
+    let approval = |call: &str| AiEvent::ApprovalRequired {
+        tool_call_id: id(call),
+        tool_id: ai_core::ToolId::parse("core__write").unwrap(),
+        args: Arc::new(serde_json::json!({"path": call})),
+        args_hash: "hash".into(),
+    };
+    let step = RunStep {
+        events: vec![
+            AiEvent::StepStarted { step: 1 },
+            approval("gated"),
+            AiEvent::ToolCallStart {
+                tool_call_id: id("ran"),
+                tool_name: "core__get_current_time".into(),
+                args: Some(Arc::new(serde_json::json!({}))),
+            },
+            AiEvent::ToolCallResult {
+                tool_call_id: id("ran"),
+                tool_name: "core__get_current_time".into(),
+                outcome: ai_core::ToolOutcome::Ok {
+                    value: Arc::new(serde_json::json!(1)),
+                },
+            },
+            approval("other"),
+        ],
+        ..RunStep::default()
+    };
+    log.runs.commit_step(&open, step).await.unwrap();
+
+    recover(&stores, &FixedClock).await.unwrap();
+    let saved = stores.threads.load(&thread).await.unwrap().unwrap();
+    let state: graph::AgentState = serde_json::from_value(saved).unwrap();
+    ai_core::validate_history(state.messages()).unwrap();
+    let messages = serde_json::to_string(state.messages()).unwrap();
+    for call in ["ran", "gated", "other"] {
+        assert_eq!(
+            messages.matches(&format!("\"{call}\"")).count(),
+            2,
+            "one call, one answer: {messages}"
+        );
+    }
+}
