@@ -2361,3 +2361,52 @@ async fn recovery_keeps_a_turn_whose_calls_ran_and_waited_in_turn() {
         );
     }
 }
+
+/// A run whose task dies while its log fails (every write refused, its closing too) is shown
+/// one `Done`, frees its thread, and is closed by the next start, which gives the thread the
+/// turn its stored events hold (none: the thread keeps its state).
+#[tokio::test]
+async fn a_run_whose_task_dies_while_its_log_fails_is_shown_one_done() {
+    let runs = Arc::new(FailingCommits::default());
+    let locks = tempfile::tempdir().unwrap();
+    let stores = stores(runs.clone(), &locks);
+    let runtime = runtime(&crate::Settings::default(), Arc::new(Dies));
+    let thread = ThreadId::new("t").unwrap();
+    let run = RunId::new("dies").unwrap();
+    *runs.failing.lock().unwrap() = Some(run.clone());
+    let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let on_saved = {
+        let freed = freed.clone();
+        move || freed.store(true, std::sync::atomic::Ordering::SeqCst)
+    };
+    let request = request(&runtime, "dies", &thread, None, "hello");
+    let mut events = super::start_run(&runtime, &stores, request, on_saved)
+        .await
+        .unwrap();
+    let mut shown = Vec::new();
+    while let Some(event) = events.recv().await {
+        shown.push(event);
+    }
+    assert!(
+        matches!(
+            shown.as_slice(),
+            [AiEvent::Error { .. }, AiEvent::Done { .. }]
+        ),
+        "{shown:?}"
+    );
+    assert!(freed.load(std::sync::atomic::Ordering::SeqCst));
+
+    *runs.failing.lock().unwrap() = None;
+    assert_eq!(
+        recover(&stores, &FixedClock).await.unwrap(),
+        std::slice::from_ref(&run)
+    );
+    let closing = runs.load_run(&run).await.unwrap().events;
+    assert!(
+        matches!(
+            closing.as_slice(),
+            [AiEvent::Error { .. }, AiEvent::Done { .. }]
+        ),
+        "{closing:?}"
+    );
+}
