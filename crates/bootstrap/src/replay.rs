@@ -145,13 +145,17 @@ type Answers = HashMap<AnswerKey, VecDeque<Answer>>;
 /// redaction applies the tool's allowlist of today again (unchanged, it changes nothing; a
 /// narrowed one shows no more than it lets through); a call that failed after
 /// its tool ran (invalid output, redaction, the result budget) fails again in the runner's same
-/// step, so its code, category and message come out as recorded.
+/// step, so its code, category and message come out as recorded. A result over the budget
+/// when recorded was never stored: under a budget its recorded size fits, its call still fails
+/// `result_too_large`, saying so.
 #[derive(Clone)]
 pub struct RecordedToolSource {
     inner: Arc<dyn ToolSource>,
     answers: Arc<Mutex<Answers>>,
     /// The key of this replay's stand-in outputs ([`stand_in_key`]).
     stand_in: Arc<str>,
+    /// The result budget the replay's runner holds results to.
+    max_result_bytes: usize,
 }
 
 impl std::fmt::Debug for RecordedToolSource {
@@ -161,8 +165,15 @@ impl std::fmt::Debug for RecordedToolSource {
 }
 
 impl RecordedToolSource {
-    /// Answers the tools of `inner` from `records` (a run's invocation records, in order).
-    pub fn new(inner: Arc<dyn ToolSource>, records: &[ToolInvocationRecord]) -> Self {
+    /// Answers the tools of `inner` from `records` (a run's invocation records, in order), for
+    /// a runner whose result budget is `max_result_bytes` (the policy's
+    /// [`ai_core::Budgets::max_result_bytes`]): whether that budget refuses a recorded oversized
+    /// result again decides how its call is made to fail.
+    pub fn new(
+        inner: Arc<dyn ToolSource>,
+        records: &[ToolInvocationRecord],
+        max_result_bytes: usize,
+    ) -> Self {
         let mut answers: Answers = HashMap::new();
         for record in records {
             let call = record.tool_call_id.as_str();
@@ -198,6 +209,7 @@ impl RecordedToolSource {
             inner,
             answers: Arc::new(Mutex::new(answers)),
             stand_in: stand_in_key(),
+            max_result_bytes,
         }
     }
 
@@ -226,6 +238,7 @@ impl ToolSource for RecordedToolSource {
             inner,
             answers: self.answers.clone(),
             stand_in: self.stand_in.clone(),
+            max_result_bytes: self.max_result_bytes,
         }))
     }
 
@@ -240,6 +253,8 @@ struct RecordedTool {
     answers: Arc<Mutex<Answers>>,
     /// The key of the replay's stand-in outputs ([`stand_in_key`]).
     stand_in: Arc<str>,
+    /// The result budget the replay's runner holds results to.
+    max_result_bytes: usize,
 }
 
 /// The tool error that makes the runner report `failure` again.
@@ -392,13 +407,26 @@ impl BoundTool for RecordedTool {
         )?;
         let mut answers = self.answers.lock().unwrap_or_else(PoisonError::into_inner);
         let queue = answers.get_mut(&key)?;
-        match queue.front() {
-            Some(Answer::Refused(_)) => match queue.pop_front() {
-                Some(Answer::Refused(failure)) => Some(failure),
-                _ => None,
+        let refusal = match queue.front()? {
+            Answer::Refused(failure) => failure.clone(),
+            // The budget refuses no result of the recorded size, and the result itself was
+            // never stored: the call ends as over the budget, saying why (a stand-in would pass
+            // the budget and be shown as the result).
+            Answer::FailedAfter(failure) => match failed_after_output(failure) {
+                Some(Redo::Size(size)) if size <= self.max_result_bytes => ToolFailure::new(
+                    ToolErrorCode::ResultTooLarge,
+                    format!(
+                        "the tool result was {size} bytes when the run was recorded, over the \
+                         result budget it ran under, so it was never stored and a replay cannot \
+                         show it"
+                    ),
+                ),
+                _ => return None,
             },
-            _ => None,
-        }
+            _ => return None,
+        };
+        queue.pop_front();
+        Some(refusal)
     }
 
     fn counted_result_bytes(&self, redacted: &Value) -> usize {
@@ -815,6 +843,7 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
     let source = Arc::new(RecordedToolSource::new(
         Arc::new(create_tool_source(&tools, &caps)?),
         &run.records,
+        policy.budgets.max_result_bytes,
     ));
     let runtime = Runtime::with_source(
         &settings,
@@ -974,52 +1003,39 @@ mod tests {
     /// without building a result of that size (the size comes from the data folder).
     #[tokio::test]
     async fn a_recorded_oversized_result_is_refused_again_at_any_size() {
-        let runtime = Runtime::build(&Settings::default(), Arc::new(Failing)).unwrap();
         for size in ["40000", "67108865", "18446744073709551615"] {
             let failure = ai_core::ToolFailure::new(
                 ai_core::ToolErrorCode::ResultTooLarge,
                 format!("the tool result is {size} bytes, over the 32768-byte limit"),
             );
-            let record = ai_core::ToolInvocationRecord {
-                tool_call_id: ai_core::ToolCallId::new("c1").unwrap(),
-                tool_id: "core__get_current_time".into(),
-                args: Some(Arc::new(json!({}))),
-                result: None,
-                error: Some(failure.clone()),
-                started_at_ms: 0,
-                ended_at_ms: 0,
-                attempts: vec![ai_core::Attempt {
-                    number: 1,
-                    started_at_ms: 0,
-                    ended_at_ms: 0,
-                    error: None,
-                }],
-                raw: None,
-            };
-            let source = Arc::new(RecordedToolSource::new(runtime.source.clone(), &[record]));
-            let runner = ai_core::ToolRunner::new(
-                source.clone(),
-                runtime.policy.clone(),
-                runtime.clock.clone(),
-            );
-            let ctx = RunContext::new("run-big", "user:cli", "local").unwrap();
-            let catalog = ToolCatalog::build(source.as_ref(), &runtime.policy, &ctx).unwrap();
-            let call = ai_core::ToolCall {
-                id: ai_core::ToolCallId::new("c1").unwrap(),
-                name: "core__get_current_time".into(),
-                arguments: "{}".into(),
-            };
-            let run = runner
-                .run_tool(
-                    &call,
-                    &ctx,
-                    &catalog,
-                    &super::Collect::default(),
-                    &CancellationToken::new(),
-                )
-                .await;
+            let (run, _, remaining) =
+                replay_time_call(None, Some(failure.clone()), 32 * 1024).await;
             assert_eq!(run.result.failure(), Some(&failure), "{size}");
-            assert_eq!(source.remaining(), 0, "{size}");
+            assert_eq!(remaining, 0, "{size}");
+        }
+    }
+
+    /// A recorded `result_too_large` fails again under a result budget its recorded size fits
+    /// (a run recorded without its policy is replayed under today's): the call fails saying
+    /// its result was over the budget when the run was recorded and was never stored, and the
+    /// stand-in for the recorded failure is shown neither as a result nor in an event.
+    #[tokio::test]
+    async fn a_recorded_oversized_result_fails_again_under_a_budget_it_fits() {
+        let recorded = ai_core::ToolFailure::new(
+            ai_core::ToolErrorCode::ResultTooLarge,
+            "the tool result is 40000 bytes, over the 32768-byte limit",
+        );
+        for budget in [40_000, 1 << 20, usize::MAX] {
+            let (run, shown, remaining) =
+                replay_time_call(None, Some(recorded.clone()), budget).await;
+            let expected = ai_core::ToolFailure::new(
+                ai_core::ToolErrorCode::ResultTooLarge,
+                "the tool result was 40000 bytes when the run was recorded, over the result \
+                 budget it ran under, so it was never stored and a replay cannot show it",
+            );
+            assert_eq!(run.result.failure(), Some(&expected), "{budget}: {shown}");
+            assert!(!shown.contains("cogni_replay_failed_after"), "{shown}");
+            assert_eq!(remaining, 0, "{budget}");
         }
     }
 
@@ -1030,7 +1046,7 @@ mod tests {
     async fn a_recorded_result_is_shown_no_more_than_todays_allowlist_lets_through() {
         let recorded =
             json!({"unix_ms": 1, "iso8601": "1970-01-01T00:00:00.001Z", "token": "s3cret"});
-        let (run, shown, remaining) = replay_time_call(Some(recorded), None).await;
+        let (run, shown, remaining) = replay_time_call(Some(recorded), None, 32 * 1024).await;
         let expected = json!({"unix_ms": 1, "iso8601": "1970-01-01T00:00:00.001Z"});
         assert_eq!(
             run.result.outcome,
@@ -1064,7 +1080,7 @@ mod tests {
         ] {
             let recorded =
                 json!({"$cogni_replay_failed_after": failure, "unix_ms": 1, "token": "s3cret"});
-            let (run, shown, remaining) = replay_time_call(Some(recorded), None).await;
+            let (run, shown, remaining) = replay_time_call(Some(recorded), None, 32 * 1024).await;
             assert_eq!(
                 run.result.outcome,
                 ai_core::ToolOutcome::Ok {
@@ -1078,13 +1094,18 @@ mod tests {
     }
 
     /// Replays one call of `core__get_current_time` (call id `c1`, no arguments) from a record
-    /// of one attempt holding `result` and `error`, under the default settings: the run, the
-    /// events it emitted as JSON, and how many recorded answers were left.
+    /// of one attempt holding `result` and `error`, under the default settings with a result
+    /// budget of `max_result_bytes`: the run, the events it emitted as JSON, and how many
+    /// recorded answers were left.
     async fn replay_time_call(
         result: Option<Value>,
         error: Option<ai_core::ToolFailure>,
+        max_result_bytes: usize,
     ) -> (ai_core::ToolRun, String, usize) {
         let runtime = Runtime::build(&Settings::default(), Arc::new(Failing)).unwrap();
+        let mut policy = ai_core::ToolPolicy::clone(&runtime.policy);
+        policy.budgets.max_result_bytes = max_result_bytes;
+        let policy = Arc::new(policy);
         let record = ai_core::ToolInvocationRecord {
             tool_call_id: ai_core::ToolCallId::new("c1").unwrap(),
             tool_id: "core__get_current_time".into(),
@@ -1101,14 +1122,15 @@ mod tests {
             }],
             raw: None,
         };
-        let source = Arc::new(RecordedToolSource::new(runtime.source.clone(), &[record]));
-        let runner = ai_core::ToolRunner::new(
-            source.clone(),
-            runtime.policy.clone(),
-            runtime.clock.clone(),
-        );
+        let source = Arc::new(RecordedToolSource::new(
+            runtime.source.clone(),
+            &[record],
+            max_result_bytes,
+        ));
+        let runner =
+            ai_core::ToolRunner::new(source.clone(), policy.clone(), runtime.clock.clone());
         let ctx = RunContext::new("run-one", "user:cli", "local").unwrap();
-        let catalog = ToolCatalog::build(source.as_ref(), &runtime.policy, &ctx).unwrap();
+        let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
         let call = ai_core::ToolCall {
             id: ai_core::ToolCallId::new("c1").unwrap(),
             name: "core__get_current_time".into(),
@@ -1149,7 +1171,12 @@ mod tests {
             record("c2", json!({"unix_ms": 2})),
             record("c1", json!({"unix_ms": 1})),
         ];
-        let source = Arc::new(RecordedToolSource::new(runtime.source.clone(), &records));
+        let budget = runtime.policy.budgets.max_result_bytes;
+        let source = Arc::new(RecordedToolSource::new(
+            runtime.source.clone(),
+            &records,
+            budget,
+        ));
         // A thread that panicked holding the answers' lock loses none of them: they are still
         // counted (`cogni replay` fails a replay that leaves some unasked) and handed out.
         let poisoned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -1233,7 +1260,8 @@ mod tests {
         tokio::time::pause();
         tokio::time::advance(std::time::Duration::from_millis(1_234)).await;
         let records: Vec<_> = recorded.iter().map(|(run, _)| run.record.clone()).collect();
-        let source = Arc::new(RecordedToolSource::new(source, &records));
+        let budget = policy.budgets.max_result_bytes;
+        let source = Arc::new(RecordedToolSource::new(source, &records, budget));
         let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
         let replayer = ai_core::ToolRunner::new(source.clone(), policy, clock);
         for (call, (run, events)) in calls.iter().zip(&recorded) {
