@@ -624,11 +624,13 @@ async fn store_step(
 }
 
 /// Closes the runs a crash left `running`: each started call without a result gets an
-/// `interrupted` result, the run ends with an error, and its thread takes the interrupted turn
-/// (the user's message, the text and the calls that started, their results) when that history
-/// is valid, or keeps its state from before the run otherwise (and a warning names the run and
-/// why, as it does when the run's input blob is missing or damaged: the turn cannot be rebuilt
-/// without it). Returns the runs closed.
+/// `interrupted` result, and so does each call still waiting for approval in a run that stopped
+/// before it paused (with its start without arguments: it never ran), the run ends with an
+/// error, and its thread takes the interrupted turn (the user's message, the text, the calls
+/// that started or waited, their results) when that history is valid, or keeps its state from
+/// before the run otherwise (and a warning names the run and why, as it does when the run's
+/// input blob is missing or damaged: the turn cannot be rebuilt without it). Returns the runs
+/// closed.
 ///
 /// A run is left alone while its lock is held: it is live in some process (this one, another
 /// `cogni serve`, a `cogni chat`), whenever recovery runs. A run whose log already ends with
