@@ -48,8 +48,9 @@ const MAX_LIST_SCAN: usize = 100_000;
 ///
 /// A write replaces a file whole (a temp file renamed over it), but never a file that is
 /// read-only: one with no write permission bit at all (even when the process runs as root), or
-/// one the kernel's access check says this process may not write (asked without opening it), is
-/// refused as [`WorkspaceError::ReadOnly`]; so is one the kernel then refuses to replace at the
+/// one the kernel's access check says this process may not write (asked without opening it
+/// where the kernel can answer so, and never through a symlink), is refused as
+/// [`WorkspaceError::ReadOnly`]; so is one the kernel then refuses to replace at the
 /// rename (`EPERM`: an append-only or immutable file, another user's file in a sticky folder).
 ///
 /// Hidden entries (any name in the path starting with `.`: `.env`, `.git/config`, `.npmrc`,
