@@ -2095,6 +2095,16 @@ async fn recovery_leaves_the_pause_of_a_resume_that_died_before_taking_its_decis
     );
 }
 
+/// The event of a call `call` of `core__write` (writing `path`) that waits for approval.
+fn waited_for_approval(call: &str, path: &str) -> AiEvent {
+    AiEvent::ApprovalRequired {
+        tool_call_id: ToolCallId::new(call).unwrap(),
+        tool_id: ai_core::ToolId::parse("core__write").unwrap(),
+        args: Arc::new(serde_json::json!({ "path": path })),
+        args_hash: "hash".into(),
+    }
+}
+
 /// A run that crashed as it paused for an approval (the call's request stored and shown, the
 /// run's `Done` and its paused state not): the call never ran and will never be decided. The
 /// closing answers it so in the log, as the client's stream answers it when such a run ends,
@@ -2114,12 +2124,7 @@ async fn recovery_keeps_a_call_that_waited_for_approval_as_one_that_never_ran() 
     let step = RunStep {
         events: vec![
             AiEvent::StepStarted { step: 1 },
-            AiEvent::ApprovalRequired {
-                tool_call_id: gated.clone(),
-                tool_id: ai_core::ToolId::parse("core__write").unwrap(),
-                args: Arc::new(serde_json::json!({"path": "a"})),
-                args_hash: "hash".into(),
-            },
+            waited_for_approval("gated", "a"),
         ],
         ..RunStep::default()
     };
@@ -2185,12 +2190,7 @@ async fn recovery_answers_once_a_waiting_call_whose_cancel_had_started_it() {
     let step = RunStep {
         events: vec![
             AiEvent::StepStarted { step: 1 },
-            AiEvent::ApprovalRequired {
-                tool_call_id: gated.clone(),
-                tool_id: ai_core::ToolId::parse("core__write").unwrap(),
-                args: Arc::new(serde_json::json!({"path": "a"})),
-                args_hash: "hash".into(),
-            },
+            waited_for_approval("gated", "a"),
             AiEvent::ToolCallStart {
                 tool_call_id: gated.clone(),
                 tool_name: "core__write".into(),
@@ -2320,12 +2320,7 @@ async fn recovery_keeps_a_turn_whose_calls_ran_and_waited_in_turn() {
         ..
     } = open_run().await;
     let id = |s: &str| ToolCallId::new(s).unwrap();
-    let approval = |call: &str| AiEvent::ApprovalRequired {
-        tool_call_id: id(call),
-        tool_id: ai_core::ToolId::parse("core__write").unwrap(),
-        args: Arc::new(serde_json::json!({"path": call})),
-        args_hash: "hash".into(),
-    };
+    let approval = |call: &str| waited_for_approval(call, call);
     let step = RunStep {
         events: vec![
             AiEvent::StepStarted { step: 1 },
