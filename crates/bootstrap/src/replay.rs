@@ -1093,21 +1093,15 @@ mod tests {
         }
     }
 
-    /// Replays one call of `core__get_current_time` (call id `c1`, no arguments) from a record
-    /// of one attempt holding `result` and `error`, under the default settings with a result
-    /// budget of `max_result_bytes`: the run, the events it emitted as JSON, and how many
-    /// recorded answers were left.
-    async fn replay_time_call(
+    /// The record of a call `call` of `core__get_current_time` without arguments, one attempt
+    /// that ended with `result` and `error`.
+    fn time_record(
+        call: &str,
         result: Option<Value>,
         error: Option<ai_core::ToolFailure>,
-        max_result_bytes: usize,
-    ) -> (ai_core::ToolRun, String, usize) {
-        let runtime = Runtime::build(&Settings::default(), Arc::new(Failing)).unwrap();
-        let mut policy = ai_core::ToolPolicy::clone(&runtime.policy);
-        policy.budgets.max_result_bytes = max_result_bytes;
-        let policy = Arc::new(policy);
-        let record = ai_core::ToolInvocationRecord {
-            tool_call_id: ai_core::ToolCallId::new("c1").unwrap(),
+    ) -> ai_core::ToolInvocationRecord {
+        ai_core::ToolInvocationRecord {
+            tool_call_id: ai_core::ToolCallId::new(call).unwrap(),
             tool_id: "core__get_current_time".into(),
             args: Some(Arc::new(json!({}))),
             result: result.map(Arc::new),
@@ -1121,7 +1115,23 @@ mod tests {
                 error: None,
             }],
             raw: None,
-        };
+        }
+    }
+
+    /// Replays one call of `core__get_current_time` (call id `c1`, no arguments) from a record
+    /// of one attempt holding `result` and `error`, under the default settings with a result
+    /// budget of `max_result_bytes`: the run, the events it emitted as JSON, and how many
+    /// recorded answers were left.
+    async fn replay_time_call(
+        result: Option<Value>,
+        error: Option<ai_core::ToolFailure>,
+        max_result_bytes: usize,
+    ) -> (ai_core::ToolRun, String, usize) {
+        let runtime = Runtime::build(&Settings::default(), Arc::new(Failing)).unwrap();
+        let mut policy = ai_core::ToolPolicy::clone(&runtime.policy);
+        policy.budgets.max_result_bytes = max_result_bytes;
+        let policy = Arc::new(policy);
+        let record = time_record("c1", result, error);
         let source = Arc::new(RecordedToolSource::new(
             runtime.source.clone(),
             &[record],
@@ -1150,22 +1160,7 @@ mod tests {
     #[tokio::test]
     async fn equal_calls_of_one_turn_each_get_their_own_recorded_answer() {
         let runtime = Runtime::build(&Settings::default(), Arc::new(Failing)).unwrap();
-        let record = |call: &str, value: Value| ai_core::ToolInvocationRecord {
-            tool_call_id: ai_core::ToolCallId::new(call).unwrap(),
-            tool_id: "core__get_current_time".into(),
-            args: Some(Arc::new(json!({}))),
-            result: Some(Arc::new(value)),
-            error: None,
-            started_at_ms: 0,
-            ended_at_ms: 0,
-            attempts: vec![ai_core::Attempt {
-                number: 1,
-                started_at_ms: 0,
-                ended_at_ms: 0,
-                error: None,
-            }],
-            raw: None,
-        };
+        let record = |call: &str, value: Value| time_record(call, Some(value), None);
         // The second call ended first.
         let records = [
             record("c2", json!({"unix_ms": 2})),

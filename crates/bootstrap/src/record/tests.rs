@@ -670,14 +670,7 @@ fn recovery_answers_the_paused_calls_of_a_run_that_resumed_from_approvals() {
     let repaired = super::repaired_state(input, &recorded, &closing)
         .expect("a valid thread with the paused turn answered");
     let state: graph::AgentState = serde_json::from_value(repaired).unwrap();
-    let messages = serde_json::to_string(state.messages()).unwrap();
-    for call in ["ran", "gated", "other"] {
-        assert_eq!(
-            messages.matches(&format!("\"{call}\"")).count(),
-            2,
-            "one call, one answer: {messages}"
-        );
-    }
+    let messages = each_answered_once(&state, &["ran", "gated", "other"]);
     assert!(messages.contains("interrupted"), "{messages}");
     assert!(
         messages.contains("the user denied this call") || messages.contains("not run"),
@@ -792,14 +785,7 @@ fn recovery_of_a_user_message_after_a_pause_answers_the_paused_calls_once() {
     let repaired = super::repaired_state(input, &recorded, &[])
         .expect("a valid thread with the interrupted turn");
     let state: graph::AgentState = serde_json::from_value(repaired).unwrap();
-    let messages = serde_json::to_string(state.messages()).unwrap();
-    for call in ["ran", "gated", "other"] {
-        assert_eq!(
-            messages.matches(&format!("\"{call}\"")).count(),
-            2,
-            "one call, one answer: {messages}"
-        );
-    }
+    let messages = each_answered_once(&state, &["ran", "gated", "other"]);
     assert!(messages.contains("Fine, I"), "{messages}");
 }
 
@@ -2095,6 +2081,20 @@ async fn recovery_leaves_the_pause_of_a_resume_that_died_before_taking_its_decis
     );
 }
 
+/// The history of `state` as JSON, once each of `calls` is seen there exactly twice: the call
+/// and its one answer.
+fn each_answered_once(state: &graph::AgentState, calls: &[&str]) -> String {
+    let messages = serde_json::to_string(state.messages()).unwrap();
+    for call in calls {
+        assert_eq!(
+            messages.matches(&format!("\"{call}\"")).count(),
+            2,
+            "one call, one answer: {messages}"
+        );
+    }
+    messages
+}
+
 /// The event of a call `call` of `core__write` (writing `path`) that waits for approval.
 fn waited_for_approval(call: &str, path: &str) -> AiEvent {
     AiEvent::ApprovalRequired {
@@ -2298,14 +2298,7 @@ async fn a_resume_whose_first_batch_fails_is_closed_over_the_decisions_it_took()
         state.phase()
     );
     ai_core::validate_history(state.messages()).unwrap();
-    let messages = serde_json::to_string(state.messages()).unwrap();
-    for call in ["ran", "gated", "other"] {
-        assert_eq!(
-            messages.matches(&format!("\"{call}\"")).count(),
-            2,
-            "one call, one answer: {messages}"
-        );
-    }
+    each_answered_once(&state, &["ran", "gated", "other"]);
 }
 
 /// A run that crashed as it paused on a turn of several calls (one ran between two that waited
@@ -2347,14 +2340,7 @@ async fn recovery_keeps_a_turn_whose_calls_ran_and_waited_in_turn() {
     let saved = stores.threads.load(&thread).await.unwrap().unwrap();
     let state: graph::AgentState = serde_json::from_value(saved).unwrap();
     ai_core::validate_history(state.messages()).unwrap();
-    let messages = serde_json::to_string(state.messages()).unwrap();
-    for call in ["ran", "gated", "other"] {
-        assert_eq!(
-            messages.matches(&format!("\"{call}\"")).count(),
-            2,
-            "one call, one answer: {messages}"
-        );
-    }
+    each_answered_once(&state, &["ran", "gated", "other"]);
 }
 
 /// A run whose task dies while its log fails (every write refused, its closing too) is shown
