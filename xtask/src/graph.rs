@@ -15,13 +15,14 @@
 //!   (a JSON Schema library in ai-core and the wire codecs, an HTTP stack in the sans-IO
 //!   codecs), and the crates that read the environment (`dotenv`, `dotenvy`, `envy`) in every
 //!   package but bootstrap and xtask.
-//! - `ARCH_EXTERNAL_DEP`: the IO-free packages (ai-core, wire-openai, wire-ui, graph) use as
-//!   normal dependencies only the external crates of their `EXTERNAL` allowlist, and of tokio
-//!   (and tokio-util, whose features turn on tokio's) only the features listed there, whether
-//!   a dependency entry or the package's own `[features]` table (`io = ["tokio/fs"]`) turns
-//!   them on; a new crate or feature is a design decision recorded in that table with its
-//!   reason. On the real tree an entry no longer used is a finding too, so the lists stay
-//!   exactly what the packages use.
+//! - `ARCH_EXTERNAL_DEP`: the packages that do no IO of their own (ai-core, ai-tools,
+//!   wire-openai, wire-ui, graph) use as normal dependencies only the external crates of their
+//!   `EXTERNAL` allowlist, and of tokio (and tokio-util, whose features turn on tokio's) and
+//!   jsonschema only the features listed there, whether a dependency entry (its default
+//!   features too, unless it sets `default-features = false`) or the package's own
+//!   `[features]` table (`io = ["tokio/fs"]`) turns them on; a new crate or feature is a
+//!   design decision recorded in that table with its reason. On the real tree an entry no
+//!   longer used is a finding too, so the lists stay exactly what the packages use.
 //! - `NO_ENV`: no package under `crates/` but bootstrap has a build script, which reads the
 //!   build's environment and can hand it to the crate as a variable `env!` may read
 //!   (`cargo:rustc-env=CARGO_PKG_DESCRIPTION=…` overrides Cargo's).
@@ -102,7 +103,7 @@ const BANNED: &[(&str, &[&[&str]], &str)] = &[
     ),
 ];
 
-/// One external crate an IO-free package may use as a normal dependency.
+/// One external crate a package that does no IO of its own may use as a normal dependency.
 struct External {
     /// The crate's package name (`tokio`, not a `rename`).
     krate: &'static str,
@@ -126,8 +127,9 @@ const fn ext(
     }
 }
 
-/// The packages that do no IO, each with the only external crates it may use as normal
-/// dependencies (dev and build dependencies are not checked here), and the rule they keep.
+/// The packages that do no IO of their own, each with the only external crates it may use as
+/// normal dependencies (dev and build dependencies are not checked here), and the rule they
+/// keep.
 /// Anything else is `ARCH_EXTERNAL_DEP`, so an IO crate no list bans (`ureq`, `tempfile`,
 /// `rusqlite`, tokio's `fs`) cannot slip in: adding one is a decision recorded in this table.
 const EXTERNAL: &[(&str, &[External], &str)] = &[
@@ -158,6 +160,26 @@ const EXTERNAL: &[(&str, &[External], &str)] = &[
             ),
         ],
         "ai-core does no IO",
+    ),
+    (
+        "cogni-ai-tools",
+        &[
+            ext("async-trait", None, "the async tool traits"),
+            ext(
+                "jsonschema",
+                Some(&[]),
+                "validates arguments and results; its features `resolve-http` and `resolve-file`, on by default, fetch a schema's `$ref`s",
+            ),
+            ext("schemars", None, "derives a contract's JSON Schema"),
+            ext(
+                "serde",
+                None,
+                "(de)serializes a contract's input and output",
+            ),
+            ext("serde_json", None, "JSON arguments and results"),
+            ext("thiserror", None, "its error types"),
+        ],
+        "tools do IO only through capabilities",
     ),
     (
         "cogni-wire-openai",
@@ -284,8 +306,8 @@ pub(crate) fn check(metadata: &Value) -> anyhow::Result<Vec<String>> {
 /// What an `ARCH_EXTERNAL_DEP` finding asks of whoever adds a crate or a feature.
 const RECORD: &str = "adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs";
 
-/// ARCH_EXTERNAL_DEP: the normal dependency `dep` of the IO-free package `name` is on its
-/// `allowed` list, and turns on only the features listed there.
+/// ARCH_EXTERNAL_DEP: the normal dependency `dep` of the package `name` is on its `allowed`
+/// list, and turns on only the features listed there, its default ones included (`default`).
 fn external_dep(
     name: &str,
     dep: &Value,
@@ -307,6 +329,14 @@ fn external_dep(
         {
             violations.push(finding);
         }
+    }
+    // Default features are turned on unless the entry says otherwise, and the check cannot
+    // see what they are (jsonschema's fetch a schema's `$ref`s).
+    let what = "its default features (no `default-features = false`) are";
+    if dep["uses_default_features"].as_bool() != Some(false)
+        && let Some(finding) = feature_finding(name, entry, "default", what)
+    {
+        violations.push(finding);
     }
 }
 

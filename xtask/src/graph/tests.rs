@@ -20,7 +20,7 @@ fn metadata(packages: &[Package<'_>]) -> Value {
             "manifest_path": format!("/repo/{folder}/Cargo.toml"),
             "targets": [{"kind": ["lib"], "src_path": format!("/repo/{folder}/src/lib.rs")}],
             "dependencies": deps.iter().map(|(dep, path, kind)| {
-                let mut d = json!({"name": dep, "kind": kind});
+                let mut d = json!({"name": dep, "kind": kind, "uses_default_features": false});
                 if *path { d["path"] = json!(format!("/repo/crates/{dep}")); }
                 d
             }).collect::<Vec<_>>(),
@@ -40,7 +40,7 @@ fn with_allowlisted_crates(mut tree: Value) -> Value {
             package["dependencies"]
                 .as_array_mut()
                 .unwrap()
-                .push(json!({"name": entry.krate, "kind": null, "features": features}));
+                .push(json!({"name": entry.krate, "kind": null, "features": features, "uses_default_features": false}));
         }
     }
     tree
@@ -269,10 +269,10 @@ fn the_repository_check_wants_every_row_and_some_edge() {
             "xtask/src/graph.rs: SCANNER_SAW_NOTHING: ARCH_LAYERING: no dependency with a `path` in cargo metadata; the edge pattern is broken"
         ]
     );
-    let violations = super::check_repo(&metadata(&[(
+    let violations = super::check_repo(&with_allowlisted_crates(metadata(&[(
         "cogni-ai-tools",
         &[("cogni-ai-core", true, None)],
-    )]))
+    )])))
     .unwrap();
     assert_eq!(
         violations.len(),
@@ -449,9 +449,9 @@ fn a_build_script_is_an_env_reader() {
     );
 }
 
-/// An IO crate no deny-list names (`ureq`, `tempfile`, `rusqlite`) is refused in an IO-free
-/// package because it is not on that package's allowlist; the other packages keep their
-/// deny-lists only.
+/// An IO crate no deny-list names (`ureq`, `tempfile`, `rusqlite`) is refused in a package
+/// that does no IO of its own (ai-tools too) because it is not on that package's allowlist;
+/// adapters, the IO crate, keeps its deny-list only.
 #[test]
 fn an_io_free_package_uses_only_its_allowlisted_crates() {
     check(
@@ -475,6 +475,7 @@ fn an_io_free_package_uses_only_its_allowlisted_crates() {
             "cogni-ai-core -> tempfile: ARCH_EXTERNAL_DEP: not on cogni-ai-core's allowlist of external crates (ai-core does no IO); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
             "cogni-wire-ui -> rusqlite: ARCH_EXTERNAL_DEP: not on cogni-wire-ui's allowlist of external crates (UI stream encoders are sans-IO); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
             "cogni-graph -> tokio-util: ARCH_EXTERNAL_DEP: not on cogni-graph's allowlist of external crates (the loop does IO only through ports); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
+            "cogni-ai-tools -> ureq: ARCH_EXTERNAL_DEP: not on cogni-ai-tools's allowlist of external crates (tools do IO only through capabilities); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
         ],
     );
 }
@@ -638,6 +639,37 @@ fn an_allowlist_entry_no_longer_used_is_named() {
         [
             "cogni-ai-core -> sha2: ARCH_EXTERNAL_DEP: on cogni-ai-core's allowlist of external crates but no longer a normal dependency; delete it from the EXTERNAL table of xtask/src/graph.rs",
             "cogni-ai-core -> tokio: ARCH_EXTERNAL_DEP: feature `macros` is on cogni-ai-core's allowlist for tokio but no longer turned on; delete it from the EXTERNAL table of xtask/src/graph.rs",
+        ]
+    );
+}
+
+/// jsonschema's default features fetch a schema's `$ref`s over HTTP and from files: ai-tools
+/// takes none of its features, whether named (`resolve-http`) or left on by default (no
+/// `default-features = false`), which counts for every crate whose features are listed.
+#[test]
+fn default_features_count_as_features_turned_on() {
+    let mut tree = metadata(&[
+        (
+            "cogni-ai-tools",
+            &[
+                ("jsonschema", false, None),
+                ("jsonschema", false, None),
+                ("schemars", false, None),
+            ],
+        ),
+        ("cogni-graph", &[("tokio", false, None)]),
+    ]);
+    tree["packages"][0]["dependencies"][0]["features"] = json!(["resolve-http"]);
+    tree["packages"][0]["dependencies"][1]["uses_default_features"] = json!(true);
+    tree["packages"][0]["dependencies"][2]["uses_default_features"] = json!(true);
+    tree["packages"][1]["dependencies"][0]["uses_default_features"] = json!(true);
+    tree["packages"][1]["dependencies"][0]["features"] = json!(["sync"]);
+    assert_eq!(
+        super::check(&tree).unwrap(),
+        [
+            "cogni-ai-tools -> jsonschema: ARCH_EXTERNAL_DEP: feature `resolve-http` is not on cogni-ai-tools's allowlist for jsonschema (allowed: none; validates arguments and results; its features `resolve-http` and `resolve-file`, on by default, fetch a schema's `$ref`s); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
+            "cogni-ai-tools -> jsonschema: ARCH_EXTERNAL_DEP: its default features (no `default-features = false`) are not on cogni-ai-tools's allowlist for jsonschema (allowed: none; validates arguments and results; its features `resolve-http` and `resolve-file`, on by default, fetch a schema's `$ref`s); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
+            "cogni-graph -> tokio: ARCH_EXTERNAL_DEP: its default features (no `default-features = false`) are not on cogni-graph's allowlist for tokio (allowed: sync, time, macros, rt; the driver's tasks, channels, timeouts and `select!`; no fs, net, process, io or signal); adding one is a design decision: record it with its reason in the EXTERNAL table of xtask/src/graph.rs",
         ]
     );
 }
