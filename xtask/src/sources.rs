@@ -103,8 +103,8 @@ const ENV_PATHS: &[&str] = &[
     "dotenvy",
     "envy",
 ];
-/// IO that ai-tools and the sans-IO crates never do: files, sockets, processes, stdio, the
-/// environment, HTTP.
+/// IO that ai-tools and the sans-IO crates never do: files, sockets, processes, signals,
+/// stdio, the environment, HTTP.
 const IO: &[&str] = &[
     "std::fs",
     "std::net",
@@ -119,6 +119,7 @@ const IO: &[&str] = &[
     "tokio::fs",
     "tokio::net",
     "tokio::process",
+    "tokio::signal",
     "reqwest",
     "hyper",
 ];

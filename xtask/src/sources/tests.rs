@@ -310,7 +310,7 @@ fn io_free_in_core_and_wire() {
             ),
             (
                 "crates/graph/src/driver.rs",
-                "//! Loop.\nlet saved = std::fs::write(p, state);\n",
+                "//! Loop.\nlet saved = std::fs::write(p, state);\nlet stop = tokio::signal::ctrl_c().await;\n",
             ),
         ],
         &[
@@ -320,6 +320,7 @@ fn io_free_in_core_and_wire() {
             &violation("ai-core/src/probe.rs", 4, "std::net"),
             &violation("ai-core/src/probe.rs", 6, "std::time::Instant"),
             &violation("graph/src/driver.rs", 2, "std::fs"),
+            &violation("graph/src/driver.rs", 3, "tokio::signal"),
             &violation("wire-openai/src/sse.rs", 2, "io::stdout"),
             &violation("wire-openai/src/sse.rs", 3, "reqwest"),
             &violation("wire-ui/src/agui.rs", 2, "tokio::fs"),
