@@ -26,8 +26,9 @@
 //!   `std::fs` in every module of the crate, and `me::a::s::fs` is `crate::a::s::fs`;
 //! - a dependency that the crate's manifest renames (`rt = { package = "tokio" }`, read from
 //!   cargo metadata) is its crate: `rt::fs` names `tokio::fs`;
-//! - a path that a macro variable completes (`std::$m::read`) or starts (`$k::fs::read`)
-//!   counts as every path it could be (see [`contains_path`]);
+//! - a path that a macro variable completes (`std::$m::read`) or starts (`$k::fs::read`), or
+//!   that macro variables make up (`$k::$m::read`), counts as every path it could be (see
+//!   [`contains_path`]);
 //! - a raw identifier is the name it spells (`r#exec` is `exec`; `r#use` is a name, not the
 //!   keyword);
 //! - a string literal that names a file or a variable (`#[path]`, `include!`, `env!`) is read
@@ -1172,15 +1173,16 @@ fn segment_at(tokens: &[Token], i: usize) -> &str {
 /// Whether `pattern` (`std::env`, `env::var*`) occurs as consecutive segments of `segments`;
 /// a segment ending in `*` matches every segment it starts. A [`MACRO_SEGMENT`] matches any
 /// segment but a pattern's first, and a pattern's first when that names a crate or a module
-/// (lower case: `std`, `tokio`, `io`), as long as a segment of the path is written out: so
-/// `std::$m` counts as every `std::…` it could name and `$k::fs` as `std::fs` and `tokio::fs`,
+/// (lower case: `std`, `tokio`, `io`), as long as a segment of the match is written out or the
+/// pattern has more than one: so `std::$m` counts as every `std::…` it could name, `$k::fs` as
+/// `std::fs` and `tokio::fs`, and `$k::$m::read` (`read!(std, fs)`) as every module path,
 /// while `$t::new()` is not taken for `ExecPermit::new` (a type a macro is handed is named,
-/// and checked, where it is invoked) and a lone `$x` for `reqwest`.
+/// and checked, where it is invoked) nor its `$t` for `reqwest`.
 fn contains_path(segments: &[&str], pattern: &str) -> bool {
     let pattern: Vec<&str> = pattern.split("::").collect();
     segments.windows(pattern.len()).any(|window| {
         let module = |wanted: &str| wanted.starts_with(|c: char| c.is_ascii_lowercase());
-        window.iter().any(|segment| *segment != MACRO_SEGMENT)
+        (pattern.len() > 1 || window.iter().any(|segment| *segment != MACRO_SEGMENT))
             && window
                 .iter()
                 .zip(&pattern)

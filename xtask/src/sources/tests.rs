@@ -1240,6 +1240,38 @@ fn a_crate_a_macro_variable_starts_a_path_with_counts_for_every_crate() {
     );
 }
 
+/// A path made of macro variables only (`$k::$m::read`, `m!(std, fs)`) is no safer than one a
+/// variable starts: it counts as every module path it could be; a lone `$x` names nothing.
+#[test]
+fn a_path_of_macro_variables_only_counts_for_everything_it_could_name() {
+    let (violations, _) = {
+        let root = tempfile::tempdir().unwrap();
+        let full = root.path().join("crates/graph/src/m.rs");
+        fs::create_dir_all(full.parent().unwrap()).unwrap();
+        fs::write(
+            full,
+            "//! `read!(std, fs)` reads a file without naming `std::fs`.\nmacro_rules! read {\n    ($k:ident, $m:ident) => { $k::$m::read(\"p\") };\n}\nmacro_rules! call {\n    ($k:ident, $m:ident, $f:ident) => { $k::$m::$f(\"p\") };\n}\nmacro_rules! at { ($x:expr) => { $x } }\nfn f() {\n    read!(std, fs);\n    call!(std, env, var);\n}\n",
+        )
+        .unwrap();
+        super::check_tree(root.path(), &[]).unwrap()
+    };
+    for line in [3, 6] {
+        for pattern in ["std::fs", "std::env", "tokio::net", "env::var*"] {
+            let io_free = format!(
+                "crates/graph/src/m.rs:{line}: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`{pattern}`); IO lives in adapters, time comes through `Clock`"
+            );
+            assert!(violations.contains(&io_free), "{io_free}: {violations:#?}");
+        }
+    }
+    assert!(
+        violations
+            .iter()
+            .all(|v| v.starts_with("crates/graph/src/m.rs:3:")
+                || v.starts_with("crates/graph/src/m.rs:6:")),
+        "{violations:#?}"
+    );
+}
+
 #[test]
 fn a_macro_another_file_renames_is_still_watched() {
     check(
