@@ -9,8 +9,9 @@
 //!   a package under `crates/` compiles its lib and bins from its `src/`, where the source
 //!   rules look (tests, benches, examples and build scripts may live elsewhere).
 //! - `ARCH_LINTS`: every package's manifest inherits the workspace lints (`[lints]` with
-//!   `workspace = true`), where `unsafe_code = "forbid"` comes from: a crate that dropped them
-//!   could reach the OS through `unsafe` calls no source rule reads.
+//!   `workspace = true`), and the root manifest's forbid unsafe code (`unsafe_code =
+//!   "forbid"`): a crate that dropped them could reach the OS through `unsafe` calls no source
+//!   rule reads.
 //! - `ARCH_BANNED_DEP`: some external crates are banned per package as normal dependencies
 //!   (a JSON Schema library in ai-core and the wire codecs, an HTTP stack in the sans-IO
 //!   codecs), and the crates that read the environment (`dotenv`, `dotenvy`, `envy`) in every
@@ -545,10 +546,24 @@ pub(crate) fn renamed_deps(metadata: &Value) -> Vec<RenamedDep> {
     renamed
 }
 
-/// ARCH_LINTS: each package's manifest (read from disk) has a `[lints]` table with
-/// `workspace = true`.
+/// ARCH_LINTS: the workspace's root manifest (read from disk) forbids unsafe code, and each
+/// package's manifest has a `[lints]` table with `workspace = true`.
 pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
     let mut violations = Vec::new();
+    let root = metadata["workspace_root"].as_str().unwrap_or_default();
+    let text = std::fs::read_to_string(Path::new(root).join("Cargo.toml")).unwrap_or_default();
+    let mut lines = text.lines().map(str::trim);
+    // `unsafe_code = "forbid"`, or `unsafe_code = { level = "forbid", … }`.
+    let forbids = lines.any(|line| line == "[workspace.lints.rust]")
+        && lines.take_while(|line| !line.starts_with('[')).any(|line| {
+            let line = line.replace(' ', "");
+            line.starts_with("unsafe_code=") && line.contains("\"forbid\"")
+        });
+    if !forbids {
+        violations.push(
+            "Cargo.toml: ARCH_LINTS: the workspace lints do not forbid unsafe code (`unsafe_code = \"forbid\"` under `[workspace.lints.rust]`); `unsafe` reaches the OS through no name a source rule reads".into(),
+        );
+    }
     for package in metadata["packages"].as_array().into_iter().flatten() {
         let name = package["name"].as_str().unwrap_or_default();
         let manifest = package["manifest_path"].as_str().unwrap_or_default();

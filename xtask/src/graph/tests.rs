@@ -404,13 +404,48 @@ fn every_manifest_inherits_the_workspace_lints() {
             json!({"name": name, "manifest_path": path})
         })
         .collect();
-    let violations = super::lints_inherited(&json!({ "packages": packages }));
+    let root_manifest = "[workspace]\n\n[workspace.lints.rust]\nmissing_docs = \"warn\"\nunsafe_code = \"forbid\"\n";
+    std::fs::write(root.path().join("Cargo.toml"), root_manifest).unwrap();
+    let metadata = json!({ "workspace_root": root.path(), "packages": packages });
+    let violations = super::lints_inherited(&metadata);
     let named: Vec<&str> = violations
         .iter()
         .map(|v| v.split(':').next().unwrap())
         .collect();
     assert_eq!(named, ["no-table", "other-table"], "{violations:?}");
     assert!(violations[0].contains("ARCH_LINTS"));
+}
+
+/// The lints every manifest inherits forbid unsafe code, in either spelling; a root manifest
+/// that lets it in (or drops the table) is named, since `unsafe` reaches the OS (`asm!`, a raw
+/// file descriptor) through no name a source rule reads.
+#[test]
+fn the_workspace_lints_forbid_unsafe_code() {
+    let root = tempfile::tempdir().unwrap();
+    let metadata = json!({ "workspace_root": root.path(), "packages": [] });
+    let lints = |text: &str| {
+        std::fs::write(root.path().join("Cargo.toml"), text).unwrap();
+        super::lints_inherited(&metadata)
+    };
+    for forbids in [
+        "[workspace]\n[workspace.lints.rust]\nunsafe_code = \"forbid\"\n",
+        "[workspace.lints.rust]\nunsafe_code = { level = \"forbid\", priority = -1 }\n[x]\n",
+    ] {
+        assert_eq!(lints(forbids), Vec::<String>::new(), "{forbids}");
+    }
+    for lets_in in [
+        "[workspace]\n[workspace.lints.rust]\nunsafe_code = \"allow\"\n",
+        "[workspace]\n[workspace.lints.rust]\nmissing_docs = \"warn\"\n[workspace.lints.clippy]\nunsafe_code = \"forbid\"\n",
+        "[workspace]\n",
+    ] {
+        assert_eq!(
+            lints(lets_in),
+            [
+                "Cargo.toml: ARCH_LINTS: the workspace lints do not forbid unsafe code (`unsafe_code = \"forbid\"` under `[workspace.lints.rust]`); `unsafe` reaches the OS through no name a source rule reads"
+            ],
+            "{lets_in}"
+        );
+    }
 }
 
 /// A build script reads the build's environment and hands any of it to the crate as a
