@@ -38,7 +38,7 @@
 //! | rule | fires on | where |
 //! |---|---|---|
 //! | `ARCH_SINGLE_EXECUTION_PATH` | `ExecPermit::new`; a call `x.exec(…)` or `T::exec(…)`, or `T::exec` taken as a function value (a `fn exec(` definition is fine) | outside `crates/ai-core/src/runner/` |
-//! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is not a `.rs` file in the file's own `crates/<name>/src/`; `#[path]` inside an inline module; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`); any of them whose path is not a plain (or raw) string literal; a symlink at `crates/`, `crates/<name>` or in `crates/<name>/src/` (the scan does not follow it) | everywhere |
+//! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is not a `.rs` file in the file's own `crates/<name>/src/`; `#[path]` inside an inline module; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`) or of a hidden file (`.env`); any of them whose path is not a plain (or raw) string literal; a symlink at `crates/`, `crates/<name>` or in `crates/<name>/src/` (the scan does not follow it) | everywhere |
 //! | `NO_ENV` | `std::env…`, `env::var*`; `from_default_env`, `from_env` and their `try_` forms (`EnvFilter`, `envy`); the crates `dotenv`, `dotenvy`, `envy`; `env!`/`option_env!` of a variable that is not one of the [`CARGO_VARIABLES`] Cargo sets for a crate | outside `crates/bootstrap/` (xtask is not scanned) |
 //! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`println!`), calls of [`FS_METHODS`] (`path.exists()`; not a method of that name the file defines) | in all of `crates/ai-tools/src/` |
 //! | `IO_FREE` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`], calls of [`FS_METHODS`] (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/graph/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
@@ -54,7 +54,8 @@
 //! configuration (or a secret: `option_env!("OPENAI_API_KEY")`) baked in from the environment,
 //! which NO_ENV keeps to bootstrap like `std::env`. `include_str!` and `include_bytes!` are not
 //! IO either: they embed a file of the source tree when the crate is built, and nothing is read
-//! when it runs; ARCH_FOREIGN_SOURCE keeps them to the package's own files.
+//! when it runs; ARCH_FOREIGN_SOURCE keeps them to the package's own files and the
+//! repository root's, never a hidden file (`.env`).
 //!
 //! A scan also reports what it saw ([`Seen`]); on the real repository, [`check_repo`] fails
 //! when a rule's allow-listed place is empty or a pattern the rule depends on never matched
@@ -790,10 +791,11 @@ fn in_use_tree(tokens: &[Token], i: usize) -> bool {
 
 /// ARCH_FOREIGN_SOURCE: `#[path]` and `include!` compile only `.rs` files of the file's own
 /// crate's `src/` (else a module of another crate gets in without a dependency edge, or code
-/// that no rule reads); `include_str!` and
-/// `include_bytes!` never read another package's files (data at the repository root, like
-/// `cogni.example.toml`, belongs to no package and may be embedded). A path that is not a
-/// string literal (`concat!(env!("CARGO_MANIFEST_DIR"), …)`) cannot be checked and is refused.
+/// that no rule reads); `include_str!` and `include_bytes!` never read another package's files
+/// (data at the repository root, like `cogni.example.toml`, belongs to no package and may be
+/// embedded) nor a hidden file (`.env`, `.git/config`: local configuration or a secret, baked
+/// in like `env!`'s). A path that is not a string literal (`concat!(env!("CARGO_MANIFEST_DIR"),
+/// …)`) cannot be checked and is refused.
 fn foreign_source(
     path: &str,
     text: &[char],
@@ -841,6 +843,10 @@ fn foreign_source(
         } else if compiles && !target.ends_with(".rs") {
             format!(
                 "`{what}` compiles `{target}`, which is not a `.rs` file, so no rule reads it; give it the `.rs` extension"
+            )
+        } else if !compiles && resolved.split('/').any(|part| part.starts_with('.')) {
+            format!(
+                "`{what}` reads `{target}`, a hidden file: local configuration or a secret, which no build embeds"
             )
         } else if compiles || resolved.starts_with(own) {
             continue;

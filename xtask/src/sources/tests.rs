@@ -152,6 +152,28 @@ fn file_docs() {
     );
 }
 
+/// A hidden file (`.env`, `.git/…`), at the repository root or in the crate's own folder, is
+/// local configuration or a secret: embedding it bakes it into the build, as `env!` would.
+#[test]
+fn embedding_a_hidden_file_is_refused() {
+    let hidden = |line: usize, what: &str, target: &str| {
+        format!(
+            "crates/adapters/src/keys.rs:{line}: ARCH_FOREIGN_SOURCE: `{what}` reads `{target}`, a hidden file: local configuration or a secret, which no build embeds"
+        )
+    };
+    check(
+        &[(
+            "crates/adapters/src/keys.rs",
+            "//! Keys.\nconst A: &str = include_str!(\"../../../.env\");\nconst B: &[u8] = include_bytes!(\"../.secrets/key.pem\");\nconst C: &str = include_str!(\"../../../.git/config\");\nconst D: &str = include_str!(\"../migrations/0001_init.sql\");\nconst E: &str = include_str!(\"../../../cogni.example.toml\");\n",
+        )],
+        &[
+            &hidden(2, "include_str!", "../../../.env"),
+            &hidden(3, "include_bytes!", "../.secrets/key.pem"),
+            &hidden(4, "include_str!", "../../../.git/config"),
+        ],
+    );
+}
+
 #[test]
 fn foreign_source() {
     const RULE: &str = "ARCH_FOREIGN_SOURCE";
