@@ -10,8 +10,8 @@
 //!   rules look (tests, benches, examples and build scripts may live elsewhere).
 //! - `ARCH_LINTS`: every package's manifest inherits the workspace lints (`[lints]` with
 //!   `workspace = true`), and the root manifest's forbid unsafe code (`unsafe_code =
-//!   "forbid"`): a crate that dropped them could reach the OS through `unsafe` calls no source
-//!   rule reads.
+//!   "forbid"`), which no `--cap-lints` in `.cargo/config.toml` lowers: a crate that dropped
+//!   them could reach the OS through `unsafe` calls no source rule reads.
 //! - `ARCH_BANNED_DEP`: some external crates are banned per package as normal dependencies
 //!   (a JSON Schema library in ai-core and the wire codecs, an HTTP stack in the sans-IO
 //!   codecs), and the crates that read the environment (`dotenv`, `dotenvy`, `envy`) in every
@@ -546,8 +546,9 @@ pub(crate) fn renamed_deps(metadata: &Value) -> Vec<RenamedDep> {
     renamed
 }
 
-/// ARCH_LINTS: the workspace's root manifest (read from disk) forbids unsafe code, and each
-/// package's manifest has a `[lints]` table with `workspace = true`.
+/// ARCH_LINTS: the workspace's root manifest (read from disk) forbids unsafe code, the
+/// repository's Cargo configuration caps no lint, and each package's manifest has a `[lints]`
+/// table with `workspace = true`.
 pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
     let mut violations = Vec::new();
     let root = metadata["workspace_root"].as_str().unwrap_or_default();
@@ -563,6 +564,15 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
         violations.push(
             "Cargo.toml: ARCH_LINTS: the workspace lints do not forbid unsafe code (`unsafe_code = \"forbid\"` under `[workspace.lints.rust]`); `unsafe` reaches the OS through no name a source rule reads".into(),
         );
+    }
+    // `--cap-lints` (in `rustflags`) caps `forbid` too, so unsafe code would build.
+    for config in [".cargo/config.toml", ".cargo/config"] {
+        let text = std::fs::read_to_string(Path::new(root).join(config)).unwrap_or_default();
+        if text.contains("cap-lints") {
+            violations.push(format!(
+                "{config}: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
+            ));
+        }
     }
     for package in metadata["packages"].as_array().into_iter().flatten() {
         let name = package["name"].as_str().unwrap_or_default();

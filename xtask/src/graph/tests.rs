@@ -708,3 +708,44 @@ fn default_features_count_as_features_turned_on() {
         ]
     );
 }
+
+/// `--cap-lints` in the repository's Cargo configuration caps `forbid` too, so unsafe code
+/// builds though the lints forbid it: it is named, in either file Cargo reads.
+#[test]
+fn the_build_flags_do_not_cap_the_lints() {
+    let root = tempfile::tempdir().unwrap();
+    let forbids = "[workspace.lints.rust]\nunsafe_code = \"forbid\"\n";
+    std::fs::write(root.path().join("Cargo.toml"), forbids).unwrap();
+    std::fs::create_dir(root.path().join(".cargo")).unwrap();
+    let metadata = json!({ "workspace_root": root.path(), "packages": [] });
+    let config = |file: &str, text: &str| {
+        std::fs::write(root.path().join(".cargo").join(file), text).unwrap();
+        super::lints_inherited(&metadata)
+    };
+    assert_eq!(
+        config(
+            "config.toml",
+            "[alias]\nxtask = \"run --package xtask --\"\n"
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        config(
+            "config.toml",
+            "[build]\nrustflags = [\"--cap-lints\", \"allow\"]\n"
+        ),
+        [
+            ".cargo/config.toml: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
+        ]
+    );
+    std::fs::remove_file(root.path().join(".cargo/config.toml")).unwrap();
+    assert_eq!(
+        config(
+            "config",
+            "[target.x86_64-unknown-linux-gnu]\nrustflags = [\"--cap-lints=warn\"]\n"
+        ),
+        [
+            ".cargo/config: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
+        ]
+    );
+}
