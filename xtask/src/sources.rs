@@ -1607,11 +1607,9 @@ const MAX_SPELLINGS: usize = 16;
 /// `path` as written and as the file's imports spell it: its first segment replaced by the
 /// path an import of that name stands for, repeatedly (`use std as s; use s::os as o;` then
 /// `o::unix::fs`), and each of those under each glob import's parent (`use std::*;` then
-/// `fs::read`). A lone name is left as written: what it can stand for, its import named in full.
+/// `fs::read`). A lone name is read under the glob imports' parents only (`use std::io::*;`
+/// then `stdin()`): an import of that name already names its path in full.
 fn spellings<'t>(path: &[&'t str], imports: &[Import<'t>]) -> Vec<Vec<&'t str>> {
-    if path.len() < 2 {
-        return vec![path.to_vec()];
-    }
     let by_name = |path: &[&'t str]| {
         let mut out = vec![path.to_vec()];
         let mut k = 0;
@@ -1627,7 +1625,11 @@ fn spellings<'t>(path: &[&'t str], imports: &[Import<'t>]) -> Vec<Vec<&'t str>> 
         }
         out
     };
-    let own = by_name(path);
+    let own = if path.len() < 2 {
+        vec![path.to_vec()]
+    } else {
+        by_name(path)
+    };
     let mut out = own.clone();
     for glob in imports.iter().filter(|i| i.name.is_none()) {
         for parent in by_name(&glob.path) {

@@ -1210,6 +1210,38 @@ fn a_name_another_module_imports_is_read_as_its_import() {
     );
 }
 
+/// A glob import brings lone names too: after `use std::io::*;`, `stdin()` is std's; after
+/// `use tokio::io::*;`, `stdout()` is tokio's.
+#[test]
+fn a_lone_name_a_glob_import_brings_is_read_as_its_path() {
+    let io_free = |path: &str, pattern: &str| {
+        format!(
+            "crates/graph/src/{path}:3: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`{pattern}`); IO lives in adapters, time comes through `Clock`"
+        )
+    };
+    check(
+        &[
+            (
+                "crates/graph/src/a.rs",
+                "//! Reads stdin.\nuse std::io::*;\nfn f() { let _ = stdin().read_line(&mut line); }\n",
+            ),
+            (
+                "crates/graph/src/b.rs",
+                "//! Writes to stdout.\nuse tokio::io::*;\nfn f() { let _ = stdout(); }\n",
+            ),
+            (
+                "crates/graph/src/c.rs",
+                "//! Names its own module's items.\nuse crate::m::*;\nfn f() { let _ = stdin(); }\n",
+            ),
+            ("crates/graph/src/m.rs", "//! No IO.\npub fn stdin() {}\n"),
+        ],
+        &[
+            &io_free("a.rs", "io::stdin"),
+            &io_free("b.rs", "io::stdout"),
+        ],
+    );
+}
+
 #[test]
 fn a_long_chain_of_aliases_is_followed_to_its_end() {
     check(
