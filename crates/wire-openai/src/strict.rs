@@ -295,10 +295,9 @@ fn is_object_schema(map: &Map<String, Value>) -> bool {
 /// `properties` and is not closed takes any object (a free-form map; the root is the tool's
 /// argument list, which then takes none), and one that requires a property it does not declare
 /// takes that key with any value. Closed, the first would take only `{}` and the second never
-/// the key it requires, so neither can be strict. (schemars derives a struct without fields as
-/// `{"type": "object"}` too: nested, it cannot be told from a free-form map here, so its tool is
-/// sent non-strict.) An object that declares `properties`, even none, is closed: its keys are
-/// those it names, the strict form's usual trade.
+/// the key it requires, so neither can be strict. An object that declares `properties`, even
+/// none, is closed: its keys are those it names, the strict form's usual trade. (ai-tools
+/// derives a struct without fields so, `"properties": {}`, and its tool stays strict.)
 fn strict_object(map: &mut Map<String, Value>, depth: usize, budget: &mut Budget<'_>) -> bool {
     match map.get("additionalProperties") {
         Some(Value::Bool(false)) => {}

@@ -37,6 +37,10 @@ const DEFINITIONS: &str = "#/definitions/";
 ///   `anyOf: [{"$ref": …}, {"type": "null"}]`) becomes a `$ref` to a copy of `T`'s definition,
 ///   `<T>OrNull` (a number added if the input has a type of that name), with `null` added to its `type` (and `enum`).
 ///
+/// - an object schema that names no property in any way (no `properties`,
+///   `additionalProperties` or `patternProperties`: what schemars derives for a struct without
+///   fields) declares `"properties": {}` (see [`declare_no_properties`]).
+///
 /// Definitions no longer referenced are removed, and those whose names a `$ref` must escape are
 /// renamed (see [`plain_definition_names`]). Anything else outside the subset is left as is, for
 /// the subset check to refuse with its place.
@@ -45,6 +49,7 @@ pub(super) fn fit_subset(schema: &mut Value, title: Option<&str>) {
     define_recursive_root(schema, title);
     each_schema(schema, &mut unwrap_annotated_reference);
     each_schema(schema, &mut collapse_documented_enum);
+    each_schema(schema, &mut declare_no_properties);
     let Some(Value::Object(definitions)) = schema.get("definitions") else {
         return;
     };
@@ -273,6 +278,30 @@ fn unwrap_annotated_reference(node: &mut Map<String, Value>) {
     }
     node.remove("allOf");
     node.insert("$ref".into(), reference);
+}
+
+/// `{"type": "object"}` as `{"type": "object", "properties": {}}`, when the object names no
+/// property in any way: no `properties`, `additionalProperties` or `patternProperties`.
+///
+/// schemars derives a struct without fields so (`struct Empty {}`, or one whose every field
+/// serde skips), while every map it derives says what its keys hold. Both spellings accept any
+/// object, but a schema that declares no properties reads as a free-form map to a provider's
+/// strict form (wire-openai's), which sends the whole tool non-strict rather than take only
+/// `{}` there; one that declares them, even none, is closed to the keys it names, which is all
+/// serde reads of such a struct. A hand-written `JsonSchema` meaning any object says
+/// `additionalProperties: true`, as schemars' own `serde_json::Map` does.
+fn declare_no_properties(node: &mut Map<String, Value>) {
+    let object = match node.get("type") {
+        Some(Value::String(kind)) => kind == "object",
+        Some(Value::Array(kinds)) => kinds.iter().any(|kind| kind == "object"),
+        _ => false,
+    };
+    let names_properties = ["properties", "additionalProperties", "patternProperties"]
+        .iter()
+        .any(|keyword| node.contains_key(*keyword));
+    if object && !names_properties {
+        node.insert("properties".into(), Value::Object(Map::new()));
+    }
 }
 
 /// `oneOf: [{"const": "a", "type": "string", "description": "…"}, …]` (what schemars derives

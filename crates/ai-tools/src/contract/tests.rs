@@ -248,6 +248,48 @@ fn a_parameterless_input_written_as_unit_is_told_to_be_a_struct_without_fields()
     assert_eq!(spec.input_schema["type"], "object");
 }
 
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct HoldsEmpty {
+    empty: NoArgs,
+    maybe: Option<NoArgs>,
+    many: Vec<NoArgs>,
+}
+
+/// A struct without fields declares that it has none, wherever it is: schemars derives it as
+/// `{"type": "object"}`, which a provider's strict form reads as a free-form map, sending the
+/// whole tool non-strict. The schema accepts what it accepted before, and what serde accepts.
+#[test]
+fn a_struct_without_fields_declares_no_properties() {
+    let root = tool_spec::<Probe<NoArgs>>().unwrap().input_schema;
+    assert_eq!(
+        root,
+        serde_json::json!({"type": "object", "properties": {}})
+    );
+    let schema = tool_spec::<Probe<HoldsEmpty>>().unwrap().input_schema;
+    assert_eq!(
+        schema["definitions"],
+        serde_json::json!({
+            "NoArgs": {"type": "object", "properties": {}},
+            "NoArgsOrNull": {"type": ["object", "null"], "properties": {}},
+        })
+    );
+    let validator = jsonschema::draft7::new(&schema).unwrap();
+    for args in [
+        serde_json::json!({"empty": {}, "many": [{}]}),
+        serde_json::json!({"empty": {"extra": 1}, "maybe": {"extra": 2}, "many": []}),
+        serde_json::json!({"empty": {}, "maybe": null, "many": [{}, {"x": 1}]}),
+        serde_json::json!({"empty": "", "many": []}),
+        serde_json::json!({"empty": {}, "maybe": 1, "many": []}),
+    ] {
+        assert_eq!(
+            validator.is_valid(&args),
+            serde_json::from_value::<HoldsEmpty>(args.clone()).is_ok(),
+            "{args}"
+        );
+    }
+}
+
 /// A struct field of an input type.
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]

@@ -339,6 +339,43 @@ fn a_nested_object_that_declares_no_properties_is_an_open_map_and_not_strict() {
 }
 
 #[test]
+fn a_struct_without_fields_as_ai_tools_derives_it_is_strict() {
+    // ai-tools' schema of `struct Holds { empty: Empty, maybe: Option<Empty>, many: Vec<Empty> }`
+    // for `struct Empty {}`: each declares `"properties": {}`, so none reads as a free-form map.
+    let derived = json!({
+        "type": "object",
+        "properties": {
+            "empty": {"$ref": "#/definitions/Empty"},
+            "maybe": {"$ref": "#/definitions/EmptyOrNull"},
+            "many": {"type": "array", "items": {"$ref": "#/definitions/Empty"}}
+        },
+        "required": ["empty", "many"],
+        "definitions": {
+            "Empty": {"type": "object", "properties": {}},
+            "EmptyOrNull": {"type": ["object", "null"], "properties": {}}
+        }
+    });
+    let closed = json!({"type": "object", "additionalProperties": false, "properties": {},
+        "required": []});
+    let closed_or_null = json!({"type": ["object", "null"], "additionalProperties": false,
+        "properties": {}, "required": []});
+    check(
+        derived,
+        Some(json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "empty": {"$ref": "#/definitions/Empty"},
+                "maybe": {"anyOf": [{"$ref": "#/definitions/EmptyOrNull"}, {"type": "null"}]},
+                "many": {"type": "array", "items": {"$ref": "#/definitions/Empty"}}
+            },
+            "required": ["empty", "many", "maybe"],
+            "definitions": {"Empty": closed, "EmptyOrNull": closed_or_null}
+        })),
+    );
+}
+
+#[test]
 fn a_required_property_the_schema_does_not_describe_is_not_strict() {
     // The schema requires `token` and lets it be anything (the object is open). Closed and with
     // `required` rebuilt from `properties`, the strict form would forbid the one key every call
