@@ -66,7 +66,12 @@
 //!   leave out (`skip_serializing_if`) beside such a map (flattened directly, or through an
 //!   enum, a variant holding any `serde_json::Value`, or a list or tuple of maps, included)
 //!   cannot be allowlisted, nor can a path through one. A map whose keys cannot be spelled like
-//!   the field (integer keys) does not count.
+//!   the field (integer keys) does not count. Not caught: a map keyed by a unit enum, which
+//!   schemars writes as one property per variant (with no `additionalProperties` once
+//!   flattened), as it writes a struct of optional fields. Its entry whose key is spelled like
+//!   the field (flattened beside a field the output may leave out, or in an enum's other
+//!   variant) is shown under the allowlisted name: keep such a map in a field of its own that
+//!   no path goes through.
 //! - Output integers must fit 64 bits (an `i64` or a `u64`): the workspace's serde_json holds
 //!   no wider number exactly, so an `i128` or `u128` past that range fails the call, naming the
 //!   field's place, rather than reaching the model as a rounded float. So does an output
