@@ -27,8 +27,9 @@
 //! - a dependency that the crate's manifest renames (`rt = { package = "tokio" }`, read from
 //!   cargo metadata) is its crate: `rt::fs` names `tokio::fs`;
 //! - a path that a macro variable completes (`std::$m::read`) or starts (`$k::fs::read`), or
-//!   that macro variables make up (`$k::$m::read`), counts as every path it could be (see
-//!   [`contains_path`]);
+//!   whose modules macro variables alone make up (`$k::$m::read`), counts as every path it
+//!   could be; one that ends in variables alone (`$e::$v`, an enum's variant) names an item of
+//!   what the macro is handed (see [`contains_path`]);
 //! - a raw identifier is the name it spells (`r#exec` is `exec`; `r#use` is a name, not the
 //!   keyword);
 //! - a string literal that names a file or a variable (`#[path]`, `include!`, `env!`) is read
@@ -1179,26 +1180,32 @@ fn segment_at(tokens: &[Token], i: usize) -> &str {
 /// Whether `pattern` (`std::env`, `env::var*`) occurs as consecutive segments of `segments`;
 /// a segment ending in `*` matches every segment it starts. A [`MACRO_SEGMENT`] matches any
 /// segment but a pattern's first, and a pattern's first when that names a crate or a module
-/// (lower case: `std`, `tokio`, `io`), as long as a segment of the match is written out or the
-/// pattern has more than one: so `std::$m` counts as every `std::…` it could name, `$k::fs` as
-/// `std::fs` and `tokio::fs`, and `$k::$m::read` (`read!(std, fs)`) as every module path,
-/// while `$t::new()` is not taken for `ExecPermit::new` (a type a macro is handed is named,
-/// and checked, where it is invoked) nor its `$t` for `reqwest`.
+/// (lower case: `std`, `tokio`, `io`), as long as a segment of the match is written out, or
+/// the pattern has more than one and the path goes on past the match: so `std::$m` counts as
+/// every `std::…` it could name, `$k::fs` as `std::fs` and `tokio::fs`, and `$k::$m::read`
+/// (`read!(std, fs)`) as every module path it goes through, while `$t::new()` is not taken for
+/// `ExecPermit::new`, `$e::$v` (an enum's variant) for `env::var` nor `$t` for `reqwest`: the
+/// item that ends a path is one of what the macro is handed, named and checked where it is
+/// invoked.
 fn contains_path(segments: &[&str], pattern: &str) -> bool {
     let pattern: Vec<&str> = pattern.split("::").collect();
-    segments.windows(pattern.len()).any(|window| {
-        let module = |wanted: &str| wanted.starts_with(|c: char| c.is_ascii_lowercase());
-        (pattern.len() > 1 || window.iter().any(|segment| *segment != MACRO_SEGMENT))
-            && window
-                .iter()
-                .zip(&pattern)
-                .enumerate()
-                .all(|(k, (segment, wanted))| match wanted.strip_suffix('*') {
-                    _ if *segment == MACRO_SEGMENT && (k > 0 || module(wanted)) => true,
-                    Some(start) => segment.starts_with(start),
-                    None => segment == wanted,
-                })
-    })
+    // Where the match that ends the path starts.
+    let last = segments.len().saturating_sub(pattern.len());
+    segments
+        .windows(pattern.len())
+        .enumerate()
+        .any(|(at, window)| {
+            let module = |wanted: &str| wanted.starts_with(|c: char| c.is_ascii_lowercase());
+            let goes_on = pattern.len() > 1 && at < last;
+            (goes_on || window.iter().any(|segment| *segment != MACRO_SEGMENT))
+                && window.iter().zip(&pattern).enumerate().all(
+                    |(k, (segment, wanted))| match wanted.strip_suffix('*') {
+                        _ if *segment == MACRO_SEGMENT && (k > 0 || module(wanted)) => true,
+                        Some(start) => segment.starts_with(start),
+                        None => segment == wanted,
+                    },
+                )
+        })
 }
 
 /// Every path the code names, as segments with the line of its last segment: each maximal run
@@ -1595,6 +1602,11 @@ fn use_tree<'t>(
             name,
             path: segments.clone(),
         });
+    }
+    // The name a `use` brings is used past it, so a path ending in a macro variable goes on
+    // (`use $k::$m;`, then `fs::read` where `imp!(std, fs)` is invoked): see [`contains_path`].
+    if segments.last() == Some(&MACRO_SEGMENT) {
+        segments.push(MACRO_SEGMENT);
     }
     out.push((segments, line));
 }

@@ -1326,6 +1326,33 @@ fn a_path_of_macro_variables_only_counts_for_everything_it_could_name() {
     );
 }
 
+/// A path that ends in macro variables alone names an item of what the macro is handed (an
+/// enum's variant, `$e::$v`; an associated function, `$t::$f(x)`), not a module of std: it is
+/// checked where the macro is invoked, so it is no finding. A `use` of one is, since the name
+/// it brings is used past it (`imp!(std, fs);` then `fs::read`).
+#[test]
+fn a_path_ending_in_macro_variables_alone_is_not_a_module_path() {
+    let (violations, _) = {
+        let root = tempfile::tempdir().unwrap();
+        let full = root.path().join("crates/graph/src/m.rs");
+        fs::create_dir_all(full.parent().unwrap()).unwrap();
+        fs::write(
+            full,
+            "//! Names each variant.\nmacro_rules! names {\n    ($e:ident { $($v:ident),* }) => {\n        fn name(x: $e) -> &'static str { match x { $($e::$v => stringify!($v)),* } }\n    };\n}\nmacro_rules! from {\n    ($t:ty, $f:ident) => { $t::$f(1) };\n}\nmacro_rules! imp {\n    ($k:ident, $m:ident) => { use $k::$m; };\n}\n",
+        )
+        .unwrap();
+        super::check_tree(root.path(), &[]).unwrap()
+    };
+    let io_free = "crates/graph/src/m.rs:11: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`std::fs`); IO lives in adapters, time comes through `Clock`";
+    assert!(violations.contains(&io_free.to_owned()), "{violations:#?}");
+    assert!(
+        violations
+            .iter()
+            .all(|v| v.starts_with("crates/graph/src/m.rs:11:")),
+        "{violations:#?}"
+    );
+}
+
 #[test]
 fn a_macro_another_file_renames_is_still_watched() {
     check(
