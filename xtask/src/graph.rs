@@ -553,13 +553,11 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
     let mut violations = Vec::new();
     let root = metadata["workspace_root"].as_str().unwrap_or_default();
     let text = std::fs::read_to_string(Path::new(root).join("Cargo.toml")).unwrap_or_default();
-    let mut lines = text.lines().map(str::trim);
     // `unsafe_code = "forbid"`, or `unsafe_code = { level = "forbid", … }`.
-    let forbids = lines.any(|line| line == "[workspace.lints.rust]")
-        && lines.take_while(|line| !line.starts_with('[')).any(|line| {
-            let line = line.replace(' ', "");
-            line.starts_with("unsafe_code=") && line.contains("\"forbid\"")
-        });
+    let forbids = toml_entries(&text).iter().any(|(key, value)| {
+        let key = key.strip_prefix("workspace.lints.rust.unsafe_code");
+        matches!(key, Some("" | ".level")) && unquoted(value) == "forbid"
+    });
     if !forbids {
         violations.push(
             "Cargo.toml: ARCH_LINTS: the workspace lints do not forbid unsafe code (`unsafe_code = \"forbid\"` under `[workspace.lints.rust]`); `unsafe` reaches the OS through no name a source rule reads".into(),
@@ -568,7 +566,10 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
     // `--cap-lints` (in `rustflags`) caps `forbid` too, so unsafe code would build.
     for config in [".cargo/config.toml", ".cargo/config"] {
         let text = std::fs::read_to_string(Path::new(root).join(config)).unwrap_or_default();
-        if text.contains("cap-lints") {
+        if text
+            .lines()
+            .any(|line| uncommented(line).contains("cap-lints"))
+        {
             violations.push(format!(
                 "{config}: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
             ));
@@ -578,11 +579,9 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
         let name = package["name"].as_str().unwrap_or_default();
         let manifest = package["manifest_path"].as_str().unwrap_or_default();
         let text = std::fs::read_to_string(manifest).unwrap_or_default();
-        let mut lines = text.lines().map(str::trim);
-        let inherits = lines.any(|line| line == "[lints]")
-            && lines
-                .take_while(|line| !line.starts_with('['))
-                .any(|line| line.replace(' ', "") == "workspace=true");
+        let inherits = toml_entries(&text)
+            .iter()
+            .any(|(key, value)| key == "lints.workspace" && value == "true");
         if !inherits {
             violations.push(format!(
                 "{name}: ARCH_LINTS: its manifest does not inherit the workspace lints (`[lints]` with `workspace = true`), where `unsafe_code = \"forbid\"` comes from"
@@ -590,6 +589,66 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
         }
     }
     violations
+}
+
+/// The `key = value` lines of a TOML document, each as its full dotted key (under its table
+/// header: `[workspace.lints]` then `rust.unsafe_code = …` is `workspace.lints.rust.unsafe_code`,
+/// quotes dropped) and its value's text without a comment; an inline table's entries are also
+/// given one level down (`unsafe_code = { level = "forbid" }` gives `….unsafe_code.level`). A
+/// value spanning lines is not read: this is enough for the few one-line keys ARCH_LINTS reads,
+/// however a manifest spells them (a table, dotted or quoted keys, an inline table, comments),
+/// without a TOML parser in xtask.
+fn toml_entries(text: &str) -> Vec<(String, String)> {
+    let key = |raw: &str| {
+        let segments = raw.split('.').map(|s| s.trim().trim_matches(['"', '\'']));
+        segments.collect::<Vec<_>>().join(".")
+    };
+    let mut table = String::new();
+    let mut entries = Vec::new();
+    for line in text.lines().map(|line| uncommented(line).trim()) {
+        if line.starts_with('[') {
+            table = key(line.trim_matches(['[', ']']));
+            continue;
+        }
+        let Some((name, value)) = line.split_once('=') else {
+            continue;
+        };
+        let name = match key(name) {
+            name if table.is_empty() => name,
+            name => format!("{table}.{name}"),
+        };
+        let value = value.trim();
+        if let Some(inline) = value.strip_prefix('{').and_then(|v| v.strip_suffix('}')) {
+            for (sub, sub_value) in inline.split(',').filter_map(|e| e.split_once('=')) {
+                entries.push((format!("{name}.{}", key(sub)), sub_value.trim().to_owned()));
+            }
+        }
+        entries.push((name, value.to_owned()));
+    }
+    entries
+}
+
+/// A TOML line without its comment: what comes before a `#` outside a string.
+fn uncommented(line: &str) -> &str {
+    let mut quote = None;
+    let mut escaped = false;
+    for (i, c) in line.char_indices() {
+        match quote {
+            Some('"') if escaped => escaped = false,
+            Some('"') if c == '\\' => escaped = true,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '"' || c == '\'' => quote = Some(c),
+            None if c == '#' => return &line[..i],
+            None => {}
+        }
+    }
+    line
+}
+
+/// A TOML string value's text (`"forbid"` or `'forbid'` is `forbid`).
+fn unquoted(value: &str) -> &str {
+    value.trim_matches(['"', '\''])
 }
 
 /// [`check`] on the real workspace, which must also match the table: every `ALLOWED` row names

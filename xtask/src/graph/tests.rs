@@ -395,6 +395,14 @@ fn every_manifest_inherits_the_workspace_lints() {
             "other-table",
             "[package]\nname = \"c\"\n[lints]\n[lints.rust]\nunsafe_code = \"allow\"\n[x]\nworkspace = true\n",
         ),
+        (
+            "dotted",
+            "lints.workspace = true\n[package]\nname = \"d\"\n",
+        ),
+        (
+            "commented",
+            "[package]\nname = \"e\"\n[lints] # the workspace's\nworkspace = true # all of them\n",
+        ),
     ];
     let packages: Vec<Value> = manifests
         .iter()
@@ -430,11 +438,17 @@ fn the_workspace_lints_forbid_unsafe_code() {
     for forbids in [
         "[workspace]\n[workspace.lints.rust]\nunsafe_code = \"forbid\"\n",
         "[workspace.lints.rust]\nunsafe_code = { level = \"forbid\", priority = -1 }\n[x]\n",
+        "[workspace.lints.rust] # every crate inherits these\nunsafe_code = 'forbid' # no unsafe\n",
+        "[workspace.lints]\nrust.unsafe_code = \"forbid\"\n",
+        "[workspace]\nlints.rust.\"unsafe_code\" = \"forbid\"\n",
+        "[workspace.lints.rust.unsafe_code]\nlevel = \"forbid\"\npriority = -1\n",
     ] {
         assert_eq!(lints(forbids), Vec::<String>::new(), "{forbids}");
     }
     for lets_in in [
         "[workspace]\n[workspace.lints.rust]\nunsafe_code = \"allow\"\n",
+        "[workspace.lints.rust]\nunsafe_code = { level = \"allow\" } # until \"forbid\" builds\n",
+        "[workspace.lints.rust]\nunsafe_code_x = \"forbid\"\n",
         "[workspace]\n[workspace.lints.rust]\nmissing_docs = \"warn\"\n[workspace.lints.clippy]\nunsafe_code = \"forbid\"\n",
         "[workspace]\n",
     ] {
@@ -722,12 +736,20 @@ fn the_build_flags_do_not_cap_the_lints() {
         std::fs::write(root.path().join(".cargo").join(file), text).unwrap();
         super::lints_inherited(&metadata)
     };
+    for unrelated in [
+        "[alias]\nxtask = \"run --package xtask --\"\n",
+        "[build]\n# no --cap-lints here: it would lower `forbid`\nrustflags = [\"-C\", \"target-cpu=native\"]\n",
+    ] {
+        assert_eq!(config("config.toml", unrelated), Vec::<String>::new());
+    }
     assert_eq!(
         config(
             "config.toml",
-            "[alias]\nxtask = \"run --package xtask --\"\n"
+            "[build]\nrustflags = [\n  \"-C\", \"debuginfo=1\", # smaller\n  \"--cap-lints\", \"warn\",\n]\n"
         ),
-        Vec::<String>::new()
+        [
+            ".cargo/config.toml: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
+        ]
     );
     assert_eq!(
         config(
