@@ -897,8 +897,9 @@ pub(crate) struct StartedRun {
 /// Starts a run on a thread: loads the server's state (or rebuilds the client's history when
 /// there is none), spawns the loop, and saves the thread when the run ends. One run per thread
 /// at a time: a second one is refused with 409; and at most `max_concurrent_runs` in all: one
-/// more is refused with 503 before its thread is read. A cancel of the server's runs while the
-/// thread store has not answered the load abandons it: 503 `cancelled`, nothing ran.
+/// more on a thread that is not busy is refused with 503 before its thread is read. A cancel of
+/// the server's runs while the thread store has not answered the load abandons it: 503
+/// `cancelled`, nothing ran.
 async fn start_run(
     state: &Arc<AppState>,
     thread: &str,
@@ -909,18 +910,6 @@ async fn start_run(
         .map_err(|e| ApiError::bad_request("invalid_thread_id", format!("thread id: {e}")))?;
     let ctx = state.context(run_id)?;
     let catalog = state.catalog(&ctx)?;
-    // Held until the run's thread is saved (or the run fails), as the thread's busy mark is.
-    let slot = state.run_slots.clone().try_acquire_owned().map_err(|_| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too_many_runs",
-            format!(
-                "the server already runs its most runs at once ({}); nothing ran: try again \
-                 when one has ended",
-                state.max_runs
-            ),
-        )
-    })?;
     let busy = BusyGuard::acquire(state.clone(), thread.clone())?;
     // Raced against the server's cancel (its shutdown), as the loop races its own loads: a load
     // only reads, so abandoning it is safe, and a store that never answers must not hold the
@@ -1004,7 +993,7 @@ async fn start_run(
     // reaches the client.
     let claimed = run_id.as_ref().map(|guard| guard.id.clone());
     let in_flight = state.runs_in_flight.subscribe();
-    let on_saved = move || drop((busy, slot, run_id, in_flight));
+    let on_saved = move || drop((busy, run_id, in_flight));
     // Begun in a task of its own: beginning a run writes to the log (its row, then for a resume
     // or a rewind the thread), and a client that leaves meanwhile drops this future at any of
     // those writes, which would leave the run half begun: its row `running` with no task to
@@ -1312,24 +1301,42 @@ impl Drop for RunIdGuard {
     }
 }
 
-/// Marks a thread busy while a run holds it, and, in threads kept in memory, keeps it from
-/// being forgotten meanwhile.
+/// Marks a thread busy while a run holds it, holds the run's slot (one of
+/// `max_concurrent_runs`), and, in threads kept in memory, keeps the thread from being
+/// forgotten meanwhile.
 struct BusyGuard {
     state: Arc<AppState>,
     thread: ThreadId,
+    _slot: tokio::sync::OwnedSemaphorePermit,
     _kept: Option<crate::ThreadHold>,
 }
 
 impl BusyGuard {
+    /// Claims `thread` and a run slot: a busy thread is refused (409 `thread_busy`) before the
+    /// slots are counted (503 `too_many_runs`), since its conflict does not depend on the
+    /// load. Both are decided under the busy lock, so a thread refused for want of a slot was
+    /// never marked busy, and another request on it is answered by whether a run holds it.
     fn acquire(state: Arc<AppState>, thread: ThreadId) -> Result<Self, ApiError> {
         let mut busy = state.busy.lock().unwrap_or_else(|p| p.into_inner());
-        if !busy.insert(thread.clone()) {
+        if busy.contains(&thread) {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
                 "thread_busy",
                 "this thread already has a run in progress: send again once it has ended",
             ));
         }
+        let slot = state.run_slots.clone().try_acquire_owned().map_err(|_| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_runs",
+                format!(
+                    "the server already runs its most runs at once ({}); nothing ran: try \
+                     again when one has ended",
+                    state.max_runs
+                ),
+            )
+        })?;
+        busy.insert(thread.clone());
         drop(busy);
         let kept = state
             .stores
@@ -1339,6 +1346,7 @@ impl BusyGuard {
         Ok(Self {
             state,
             thread,
+            _slot: slot,
             _kept: kept,
         })
     }
@@ -2599,6 +2607,39 @@ mod tests {
         };
         assert_eq!(refused.code, "thread_busy");
         assert!(!refused.message.contains("ZQX"), "{}", refused.message);
+    }
+
+    /// A run on a busy thread is refused 409 `thread_busy` while the server is at its most runs
+    /// too, as it is otherwise: the thread's own conflict is the precise answer, whatever the
+    /// load (before, 503 `too_many_runs` came first). A run on a thread that is not busy gets
+    /// the 503, and its thread is left free.
+    #[tokio::test]
+    async fn a_busy_thread_is_refused_409_before_the_run_limit_503() {
+        let state = in_memory(8, SaysOk::default());
+        let thread = ai_core::ThreadId::new("t-busy").unwrap();
+        let _running = super::BusyGuard::acquire(state.clone(), thread.clone()).unwrap();
+        let left = u32::try_from(state.run_slots.available_permits()).unwrap();
+        let _full = state
+            .run_slots
+            .clone()
+            .try_acquire_many_owned(left)
+            .unwrap();
+        let refusal = |thread: &'static str| {
+            let state = state.clone();
+            async move {
+                let turn = super::IncomingTurn::Message("hi".into());
+                let incoming = super::Incoming::without_history(turn);
+                match super::start_run(&state, thread, "r-2", incoming).await {
+                    Ok(_) => panic!("a run started on {thread} past the limit"),
+                    Err(refused) => (refused.status.as_u16(), refused.code),
+                }
+            }
+        };
+        assert_eq!(refusal("t-busy").await, (409, "thread_busy"));
+        assert_eq!(refusal("t-free").await, (503, "too_many_runs"));
+        let free = ai_core::ThreadId::new("t-free").unwrap();
+        let busy = state.busy.lock().unwrap();
+        assert!(!busy.contains(&free), "a refused run left its thread busy");
     }
 
     /// A model that answers every turn `ok`, keeping the messages of each request as JSON.
