@@ -444,6 +444,10 @@ pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
             .into_response()
         })
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            BodyLimit(max_body_bytes),
+            refuse_declared_oversize,
+        ))
         // The handlers name the limit in a 413.
         .layer(axum::Extension(BodyLimit(max_body_bytes)));
     // Last, so it wraps every route and both fallbacks: no handler runs without the token.
@@ -546,6 +550,42 @@ impl IntoResponse for ApiError {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BodyLimit(pub(crate) usize);
 
+impl BodyLimit {
+    /// The 413 for a body over the limit, naming it and its setting.
+    fn refusal(self) -> ApiError {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!(
+                "the request body is larger than the {} bytes this server takes \
+                 (server.max_body_bytes)",
+                self.0
+            ),
+        )
+    }
+}
+
+/// Refuses a request whose `Content-Length` is over the limit before a byte of its body is read
+/// (413, as [`parse_body`] refuses one found larger as it is read, which would first take the
+/// limit's worth of it). A body of no stated length (chunked) is left to that limit. A
+/// `Content-Length` that is not a number never gets here: hyper refuses the request.
+async fn refuse_declared_oversize(
+    State(limit): State<BodyLimit>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|length| length.to_str().ok()?.parse::<u64>().ok());
+    match declared {
+        Some(length) if length > u64::try_from(limit.0).unwrap_or(u64::MAX) => {
+            limit.refusal().into_response()
+        }
+        _ => next.run(request).await,
+    }
+}
+
 /// The body as JSON of type `T`: larger than `limit` → 413 naming the limit, not JSON → 415,
 /// malformed or not matching the protocol's shape → 400, each naming the fault (and where it is)
 /// without quoting the body or the `Content-Type` it came with.
@@ -559,15 +599,7 @@ fn parse_body<T: serde::de::DeserializeOwned>(
         if status == StatusCode::PAYLOAD_TOO_LARGE {
             // axum's own text ("Failed to buffer the request body: length limit exceeded")
             // names neither the limit nor the setting.
-            return ApiError::new(
-                status,
-                "body_too_large",
-                format!(
-                    "the request body is larger than the {} bytes this server takes \
-                     (server.max_body_bytes)",
-                    limit.0
-                ),
-            );
+            return limit.refusal();
         }
         // A body that did not arrive in time (`conn`): its own status and code.
         let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&rejection);
@@ -3402,6 +3434,46 @@ mod tests {
         let mut answer = String::new();
         stream.read_to_string(&mut answer).await.unwrap();
         answer
+    }
+
+    /// A body whose `Content-Length` is over the limit is refused with the usual 413 at once,
+    /// from its header, before a byte of it arrives; before, the server waited for the limit's
+    /// worth of it (here none ever comes: the request waited for the body timeout).
+    #[tokio::test]
+    async fn a_body_declared_too_large_is_refused_before_it_arrives() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = in_memory(8, SaysOk::default());
+        let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(super::serve_until(listener, state, 1024, async {
+            let _ = stopped.await;
+        }));
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let head = format!(
+            "POST /api/v1/chat HTTP/1.1\r\nhost: localhost:{}\r\ncontent-type: \
+             application/json\r\ncontent-length: 1025\r\nconnection: close\r\n\r\n",
+            addr.port()
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        let read = stream.read_to_string(&mut answer);
+        // Bounds a failure (the server waits for the body), not the time the server takes.
+        tokio::time::timeout(std::time::Duration::from_secs(5), read)
+            .await
+            .expect("the server waited for the body")
+            .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+        assert!(
+            answer.contains("content-type: application/json"),
+            "{answer}"
+        );
+        assert!(
+            answer.ends_with(
+                r#"{"error":{"code":"body_too_large","message":"the request body is larger than the 1024 bytes this server takes (server.max_body_bytes)"}}"#
+            ),
+            "{answer}"
+        );
     }
 
     /// At its shutdown signal, `serve` cancels the runs in flight, a run whose thread store has
