@@ -328,6 +328,90 @@ pub fn variable_error(error: &clap::Error) -> Option<String> {
     })
 }
 
+/// A one-line error naming each `COGNI_*` variable of the environment that no command reads, as
+/// [`Settings::from_toml_str`](crate::Settings::from_toml_str) refuses an unknown key: a
+/// misspelled variable (`COGNI_LLM_MODLE`) would otherwise leave its setting at the default with
+/// no word. Each is named with the closest variable cogni reads, never with its value (which may
+/// be a key). `None` when cogni reads every one.
+pub fn unknown_variable_error() -> Option<String> {
+    // The composition root is where the environment is read; only the names are.
+    #[allow(clippy::disallowed_methods)]
+    let names = std::env::vars_os().map(|(name, _)| name);
+    unknown_variables(names, &read_variables())
+}
+
+/// The variables some command of [`Cli`] reads (its arguments' `env`).
+fn read_variables() -> Vec<String> {
+    use clap::CommandFactory;
+    let mut read = Vec::new();
+    let mut commands = vec![Cli::command()];
+    while let Some(command) = commands.pop() {
+        let variables = command.get_arguments().filter_map(|arg| arg.get_env());
+        read.extend(variables.filter_map(|v| v.to_str()).map(str::to_owned));
+        commands.extend(command.get_subcommands().cloned());
+    }
+    read.sort();
+    read.dedup();
+    read
+}
+
+/// [`unknown_variable_error`] over the variable `names`, `read` being those cogni reads.
+fn unknown_variables(
+    names: impl IntoIterator<Item = std::ffi::OsString>,
+    read: &[String],
+) -> Option<String> {
+    // Windows reads a variable's name in any case, as clap's lookup of it does.
+    let same = |a: &str, b: &str| {
+        if cfg!(windows) {
+            a.eq_ignore_ascii_case(b)
+        } else {
+            a == b
+        }
+    };
+    let mut unknown: Vec<String> = names
+        .into_iter()
+        .map(|name| name.to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("COGNI_") && !read.iter().any(|r| same(r, name)))
+        .collect();
+    unknown.sort();
+    let named: Vec<String> = unknown
+        .iter()
+        .map(
+            |name| match read.iter().min_by_key(|r| edit_distance(name, r)) {
+                Some(closest) => format!("{name} (did you mean {closest}?)"),
+                None => name.clone(),
+            },
+        )
+        .collect();
+    match named.as_slice() {
+        [] => None,
+        [one] => Some(format!(
+            "unknown variable {one}: cogni reads no such variable; unset it or correct its name"
+        )),
+        many => Some(format!(
+            "unknown variables {}: cogni reads no such variables; unset them or correct their \
+             names",
+            many.join(", ")
+        )),
+    }
+}
+
+/// The Levenshtein distance between `a` and `b`, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, a) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, b) in b.iter().enumerate() {
+            let substituted = diagonal + usize::from(a != *b);
+            diagonal = row[j + 1];
+            row[j + 1] = substituted.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
 /// Whether `flag` (`--llm-wire`) is given on the command line, as `--flag value` or
 /// `--flag=value`. Past `--` every argument is a value (`cogni chat -- --llm-wire`): the flag is
 /// not there.
@@ -799,6 +883,26 @@ mod tests {
             }
             assert!(!offers_listen(command), "{path:?}");
         }
+    }
+
+    /// Every unknown `COGNI_*` variable is named, in order, each with the closest one read;
+    /// other variables, and those read, are not.
+    #[test]
+    fn unknown_variables_are_named_each_with_the_closest_one_read() {
+        let read = super::read_variables();
+        assert!(read.iter().any(|v| v == "COGNI_SERVER_TOKEN"), "{read:?}");
+        let names = |names: &[&str]| names.iter().map(Into::into).collect::<Vec<_>>();
+        let known = names(&["PATH", "COGNI_LLM_MODEL", "COGNI_DATA_DIR", "cogni_x"]);
+        assert_eq!(super::unknown_variables(known, &read), None);
+        let unknown = names(&["COGNI_WORKSPACE_HIDEN", "PATH", "COGNI_DATADIR"]);
+        assert_eq!(
+            super::unknown_variables(unknown, &read).unwrap(),
+            "unknown variables COGNI_DATADIR (did you mean COGNI_DATA_DIR?), \
+             COGNI_WORKSPACE_HIDEN (did you mean COGNI_WORKSPACE_HIDDEN?): cogni reads no such \
+             variables; unset them or correct their names"
+        );
+        assert_eq!(super::edit_distance("kitten", "sitting"), 3);
+        assert_eq!(super::edit_distance("", "abc"), 3);
     }
 
     /// A tool's own failure message reaches the terminal without its control characters (but

@@ -20,6 +20,10 @@ fn main() -> ExitCode {
             None => error.exit(),
         },
     };
+    if let Some(message) = bootstrap::cli::unknown_variable_error() {
+        say_on_stderr(&terminal_safe(&format!("error: {message}")));
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

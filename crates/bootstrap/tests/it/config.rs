@@ -54,6 +54,45 @@ fn the_example_config_is_valid_and_documents_every_variable() {
     }
 }
 
+/// A misspelled `COGNI_*` variable is refused, as an unknown key of `cogni.toml` is, naming it
+/// and the closest variable cogni reads, never its value; before, it was ignored and its setting
+/// left at the default. Every variable cogni reads is taken (`VARS`, set to values that parse).
+#[test]
+fn an_unknown_variable_is_named_with_the_closest_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = cogni_in(
+        dir.path(),
+        &["tools", "list"],
+        &[("COGNI_LLM_MODLE", "secret-ZQX")],
+    );
+    let stderr = refused(&output);
+    assert_eq!(
+        stderr.trim_end(),
+        "error: unknown variable COGNI_LLM_MODLE (did you mean COGNI_LLM_MODEL?): cogni reads \
+         no such variable; unset it or correct its name"
+    );
+
+    let known: Vec<(&str, &str)> = VARS
+        .iter()
+        .map(|var| match *var {
+            "COGNI_CONFIG" | "COGNI_POLICY" => (*var, ""),
+            "COGNI_LLM_BASE_URL" => (*var, "http://127.0.0.1:9/v1"),
+            "COGNI_LLM_WIRE" => (*var, "chat"),
+            "COGNI_LISTEN" => (*var, "127.0.0.1:0"),
+            "COGNI_WORKSPACE" | "COGNI_DATA_DIR" => (*var, "."),
+            v if v.ends_with("_MS") => (*var, "1000"),
+            v if v.ends_with("_HIDDEN") || v.ends_with("_RESULTS") || v.ends_with("_REASONING") => {
+                (*var, "false")
+            }
+            _ => (*var, "x"),
+        })
+        .filter(|(_, value)| !value.is_empty())
+        .collect();
+    let output = cogni_in(dir.path(), &["tools", "list"], &known);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+}
+
 #[test]
 fn an_unknown_key_is_named() {
     let dir = tempfile::tempdir().unwrap();
