@@ -36,7 +36,10 @@
 //! after exponential backoff with full jitter, or after the server's `retry-after-ms` /
 //! `Retry-After` (seconds) when it sends one. Nothing is retried once a body byte has arrived:
 //! the caller may already have shown the deltas. Nor is a call that reached its time limit, and
-//! a retry whose wait would end past it is not made. Other 4xx are not retried. As in OpenAI's own
+//! a retry whose wait would end past it is not made. Nor is a connection TLS refused for what
+//! another attempt would meet again: the server's certificate (untrusted, expired, for another
+//! name, none), or no TLS version or cipher suite in common ([`fails_again`]). Other 4xx are not
+//! retried. As in OpenAI's own
 //! SDKs, a server's `x-should-retry: true` or `false` overrides the status either way.
 //!
 //! **The key.** The API key stays inside the adapter: it is sent only as the `Authorization`
@@ -671,6 +674,10 @@ impl OpenAiCompletion {
                         "the request could not be built: {}",
                         describe(error)
                     ))));
+                }
+                Ok(Err(error)) if fails_again(&error) => {
+                    let error = format!("{} (not retried)", describe(error));
+                    return Err(Failure::Final(self.transport(&error)));
                 }
                 Ok(Err(error)) => {
                     return Err(self.retryable(self.transport(&describe(error))));
@@ -2020,6 +2027,35 @@ fn redacted_url_text(text: &str) -> String {
 /// [`describe_chain`] shows them.
 fn describe(error: reqwest::Error) -> String {
     describe_chain(&error.without_url())
+}
+
+/// Whether a request that failed with `error` fails again however often it is sent: TLS refused
+/// the server's certificate (untrusted, expired, for another name, revoked, or none sent), or
+/// the two sides share no TLS version or cipher suite. rustls reports these as a
+/// [`rustls::Error`] inside the connector's [`std::io::Error`]s, whose `source` skips the error
+/// they wrap (it gives that error's own source), so each one's inner error is looked into.
+fn fails_again(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if let Some(tls) = error.downcast_ref::<rustls::Error>() {
+            return matches!(
+                tls,
+                rustls::Error::InvalidCertificate(_)
+                    | rustls::Error::InvalidCertRevocationList(_)
+                    | rustls::Error::NoCertificatesPresented
+                    | rustls::Error::UnsupportedNameType
+                    | rustls::Error::PeerIncompatible(_)
+            );
+        }
+        cause = match error
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(wrapped) => Some(wrapped),
+            None => error.source(),
+        };
+    }
+    false
 }
 
 /// An error and its causes in one line (`error: cause: cause`, a cause whose text is already

@@ -473,6 +473,53 @@ fn a_key_in_the_base_urls_query_is_held_to_the_http_rule() {
     }
 }
 
+/// A TLS refusal that another attempt would meet again (the server's certificate, no version
+/// or cipher suite in common) is not retried; any other connection failure (refused, reset, a
+/// TLS alert the server sent, a record that did not decrypt) still is. The chain is the one
+/// reqwest gives over rustls: its error, hyper's `Connect`, then an `io::Error` of kind `Other`
+/// around tokio-rustls' `InvalidData` one around the `rustls::Error`, which `io::Error::source`
+/// skips. Before, every such failure was retried.
+#[test]
+fn a_tls_refusal_of_the_server_is_not_retried() {
+    #[derive(Debug)]
+    struct Connect(std::io::Error);
+    impl std::fmt::Display for Connect {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("client error (Connect)")
+        }
+    }
+    impl std::error::Error for Connect {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+    let over_rustls = |tls: rustls::Error| {
+        let tls = std::io::Error::new(std::io::ErrorKind::InvalidData, tls);
+        Connect(std::io::Error::other(tls))
+    };
+    use rustls::{CertificateError, PeerIncompatible};
+    for refusal in [
+        rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer),
+        rustls::Error::InvalidCertificate(CertificateError::Expired),
+        rustls::Error::InvalidCertificate(CertificateError::NotValidForName),
+        rustls::Error::NoCertificatesPresented,
+        rustls::Error::PeerIncompatible(PeerIncompatible::NoCipherSuitesInCommon),
+    ] {
+        let shown = refusal.to_string();
+        assert!(fails_again(&over_rustls(refusal)), "{shown}");
+    }
+    let alert = rustls::AlertDescription::InternalError;
+    for passing in [
+        rustls::Error::AlertReceived(alert),
+        rustls::Error::DecryptError,
+    ] {
+        let shown = passing.to_string();
+        assert!(!fails_again(&over_rustls(passing)), "{shown}");
+    }
+    let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+    assert!(!fails_again(&Connect(refused)));
+}
+
 /// The HTTP client's own error text (and its causes', which may hold what a server or a
 /// certificate said) is one line without control characters, as a provider's text is: a line
 /// break becomes a space, an escape sequence's ESC and a C1 `CSI` become U+FFFD.
