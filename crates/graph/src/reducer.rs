@@ -158,6 +158,10 @@ pub const MAX_DENIAL_REASON_CHARS: usize = 500;
 
 /// What happened, fed to the reducer. Non-exhaustive: a later revision of the loop may learn
 /// of more happenings; callers build events, and only this crate's reducer must read them all.
+///
+/// A user message and approval decisions start a run; the other events belong to the run that
+/// is out. One that arrives when no run is in progress (none began, or the last one ended)
+/// changes nothing and asks for nothing: it came too late, and a run finishes once.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -209,7 +213,8 @@ pub enum AgentEvent {
         decisions: Vec<ApprovalDecision>,
     },
     /// The run was cancelled. When no run is in progress (none began, or the last one finished)
-    /// it changes nothing and asks for nothing: it came too late to stop anything.
+    /// it changes nothing and asks for nothing, as any event of a run: it came too late to stop
+    /// anything.
     Cancel {
         /// The text the model had streamed when a model call was cancelled (shown to the user
         /// already): kept in the history as its answer unless blank, as for
@@ -389,16 +394,16 @@ fn keep_partial_text(state: &mut AgentState, text: String) {
     }
 }
 
-/// An event the phase was not waiting for (`what`) ends the run with an error naming both; the
-/// calls still open are answered first (their known results, else cancelled), so the
-/// history stays valid.
+/// An event of the run in progress that its phase was not waiting for (`what`) ends the run
+/// with an error naming both; the calls still open are answered first (their known results,
+/// else cancelled), so the history stays valid.
 fn out_of_phase(state: AgentState, what: &str) -> (AgentState, Vec<Intent>) {
     let phase = match state.phase {
-        Phase::Idle => "no run was in progress",
         Phase::AwaitingModel => "a model call was out",
         Phase::AwaitingTools { .. } => "the turn's tool calls were out",
         Phase::AwaitingApproval { .. } => "the turn's calls were waiting for approval",
-        Phase::Finished { .. } => "the run had ended",
+        // Not reached: `reduce` takes no event of a run while none is in progress.
+        Phase::Idle | Phase::Finished { .. } => "no run was in progress",
     };
     let error = format!("unexpected {what} while {phase}");
     close_and_finish(state, DoneReason::Error, Some(error))
@@ -428,6 +433,18 @@ fn mismatched_decisions(
             None
         }
     })
+}
+
+/// Whether `event` starts a run (a user message, approval decisions) rather than belonging to
+/// one that is out: the reducer takes an event of a run only while a run is in progress.
+fn starts_run(event: &AgentEvent) -> bool {
+    match event {
+        AgentEvent::UserMessage { .. } | AgentEvent::ApprovalDecisions { .. } => true,
+        AgentEvent::ModelCompleted { .. }
+        | AgentEvent::ModelFailed { .. }
+        | AgentEvent::ToolResults { .. }
+        | AgentEvent::Cancel { .. } => false,
+    }
 }
 
 /// What a run whose approval decisions came for a thread that waits for none ends with.
@@ -755,6 +772,11 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
     if let Some(error) = refusal(&state, &event) {
         return refuse(state, error);
     }
+    // No run is in progress (none began, or the last one ended): an event of a run comes too
+    // late to change anything, and must not finish a run twice.
+    if !starts_run(&event) && matches!(state.phase, Phase::Idle | Phase::Finished { .. }) {
+        return (state, Vec::new());
+    }
     match event {
         AgentEvent::UserMessage { content } => {
             // Calls still waiting for approval are cancelled by the new message; this run shows
@@ -948,12 +970,6 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
         } => {
             keep_partial_text(&mut state, partial_text);
             close_and_finish(state, DoneReason::Error, Some(message))
-        }
-        // No run is in progress: a cancel this late stops nothing and must not finish twice.
-        AgentEvent::Cancel { .. }
-            if matches!(state.phase, Phase::Idle | Phase::Finished { .. }) =>
-        {
-            (state, Vec::new())
         }
         AgentEvent::Cancel { partial_text } => {
             keep_partial_text(&mut state, partial_text);

@@ -183,14 +183,16 @@ fn cancel_answers_pending_calls() {
     );
 }
 
+/// An event the run in progress was not waiting for ends it with an error (one that comes when
+/// no run is in progress changes nothing: see below).
 #[test]
 fn out_of_order_events_end_the_run_with_an_error() {
-    check(10, vec![results(&["x"])], "finish:error", "");
+    check(10, vec![user(), results(&["x"])], "finish:error", "u");
     check(
         10,
-        vec![user(), completion("a", &[]), completion("b", &[])],
+        vec![user(), completion("", &["c1"]), completion("b", &[])],
         "finish:error",
-        "u a",
+        "u A t",
     );
 }
 
@@ -348,8 +350,8 @@ fn renaming_a_repeated_id_tries_each_candidate_once() {
     );
 }
 
-/// An event the loop was not waiting for ends the run with an error that names both the event
-/// and where the loop stood, never a panic.
+/// An event the run in progress was not waiting for ends it with an error that names both the
+/// event and where the loop stood, never a panic.
 #[test]
 fn an_out_of_phase_event_is_an_error_naming_the_event_and_the_phase() {
     let paused = AgentEvent::ToolResults {
@@ -363,10 +365,6 @@ fn an_out_of_phase_event_is_an_error_naming_the_event_and_the_phase() {
     };
     let cases: Vec<(Vec<AgentEvent>, &str)> = vec![
         (
-            vec![completion("late", &[])],
-            "unexpected model result while no run was in progress",
-        ),
-        (
             vec![user(), results(&["c1"])],
             "unexpected tool results while a model call was out",
         ),
@@ -377,10 +375,6 @@ fn an_out_of_phase_event_is_an_error_naming_the_event_and_the_phase() {
         (
             vec![user(), completion("", &["c1"]), paused, results(&["c1"])],
             "unexpected tool results while the turn's calls were waiting for approval",
-        ),
-        (
-            vec![user(), completion("done", &[]), results(&["c1"])],
-            "unexpected tool results while the run had ended",
         ),
         (
             vec![user(), completion("", &["c1"]), results(&["c2"])],
@@ -405,6 +399,71 @@ fn an_out_of_phase_event_is_an_error_naming_the_event_and_the_phase() {
             "{expected}: {intents:?}"
         );
     }
+}
+
+/// Once a run has ended (or before any began), an event of a run (a model's answer or failure,
+/// tools' results, a cancel) comes too late to change anything: it asks for nothing, so no run
+/// finishes twice, and the state stays as it was, its finish reason and history included.
+#[test]
+fn an_event_of_a_run_after_it_ended_neither_finishes_it_again_nor_changes_it() {
+    let late = || {
+        vec![
+            completion("late", &[]),
+            completion("", &["c9"]),
+            AgentEvent::ModelFailed {
+                message: "late".into(),
+                partial_text: "late text".into(),
+            },
+            results(&["c1"]),
+            AgentEvent::ToolResults {
+                results: vec![],
+                cancelled: true,
+            },
+            AgentEvent::Cancel {
+                partial_text: "late text".into(),
+            },
+        ]
+    };
+    let runs: Vec<(&str, Vec<AgentEvent>)> = vec![
+        ("no run began", vec![]),
+        ("answered", vec![user(), completion("done", &[])]),
+        (
+            "calls ran",
+            vec![user(), completion("", &["c1"]), results(&["c1"])],
+        ),
+        (
+            "failed",
+            vec![
+                user(),
+                AgentEvent::ModelFailed {
+                    message: "boom".into(),
+                    partial_text: String::new(),
+                },
+            ],
+        ),
+        (
+            "ended out of phase",
+            vec![user(), completion("", &["c1"]), completion("again", &[])],
+        ),
+    ];
+    let mut finished_again = Vec::new();
+    for (name, events) in runs {
+        let mut ended = AgentState::new(None, steps(1));
+        for event in events {
+            (ended, _) = reduce(ended, event);
+        }
+        for event in late() {
+            let what = format!("{name}, then {event:?}");
+            let (after, intents) = reduce(ended.clone(), event);
+            if !intents.is_empty() || after != ended {
+                finished_again.push(format!("{what}: {intents:?}"));
+            }
+        }
+    }
+    assert!(
+        finished_again.is_empty(),
+        "a late event acted: {finished_again:#?}"
+    );
 }
 
 /// An event that arrives while calls are open (out of phase) ends the run, but must still

@@ -157,6 +157,7 @@ enum LateMove {
     Cancel,
     Results,
     Completion,
+    Failed,
     Decisions,
 }
 
@@ -166,6 +167,7 @@ fn late_move() -> impl Strategy<Value = LateMove> {
         1 => Just(LateMove::Cancel),
         1 => Just(LateMove::Results),
         1 => Just(LateMove::Completion),
+        1 => Just(LateMove::Failed),
         1 => Just(LateMove::Decisions),
     ]
 }
@@ -511,19 +513,22 @@ proptest! {
                 LateMove::Cancel => AgentEvent::Cancel { partial_text: "late".into() },
                 LateMove::Results => AgentEvent::ToolResults { results: vec![], cancelled: false },
                 LateMove::Completion => model_event(&ModelMove::Complete { text: "late", calls: vec![], finish: FinishReason::Stop }),
+                LateMove::Failed => AgentEvent::ModelFailed { message: "late".into(), partial_text: "late".into() },
                 LateMove::Decisions => AgentEvent::ApprovalDecisions { decisions: vec![] },
             };
             let before = state.clone();
             let (after, intents) = reduce(state, late_event.clone());
             validate_history(after.messages()).map_err(|e| TestCaseError::fail(e.to_string()))?;
-            if matches!(late, LateMove::Cancel) {
-                // Too late to stop anything: nothing changes, nothing is asked.
-                prop_assert_eq!(&after, &before);
-                prop_assert!(intents.is_empty());
-            } else {
+            if matches!(late, LateMove::Decisions) {
+                // A resume of a thread that waits for no approval: a run of its own, refused.
                 let errs = matches!(intents.last(), Some(Intent::Finish { reason: DoneReason::Error, .. }));
                 prop_assert!(errs, "{:?}", intents);
-                prop_assert_eq!(after.messages(), before.messages());
+                prop_assert_eq!(&after, &before);
+            } else {
+                // An event of the run that ended: too late to change anything, and the run
+                // does not finish again.
+                prop_assert_eq!(&after, &before);
+                prop_assert!(intents.is_empty(), "{:?}", intents);
             }
             state = after;
         }

@@ -331,8 +331,9 @@ proptest! {
 
     /// Whatever events arrive, in whatever order, on whatever valid history: every history sent
     /// to the model passes `validate_history`, every history at rest does too (after a cancel
-    /// when calls are out), no message without content is recorded, and the state reads back
-    /// from serde as it was.
+    /// when calls are out), no message without content is recorded, the state reads back
+    /// from serde as it was, and an event of a run that comes when none is in progress changes
+    /// nothing and asks for nothing.
     #[test]
     fn random_events_on_random_histories_keep_the_history_valid(
         seeds in proptest::collection::vec(seed(), 0..8),
@@ -361,7 +362,16 @@ proptest! {
                 intents = Vec::new();
             } else {
                 let event = event(step, &state);
+                let before = state.clone();
+                let late = !matches!(step, Step::User(_) | Step::Decisions(_))
+                    && matches!(before.phase(), Phase::Idle | Phase::Finished { .. });
                 (state, intents) = reduce(state, event);
+                if late {
+                    // No run is in progress: an event of a run changes nothing and finishes
+                    // nothing a second time.
+                    prop_assert!(intents.is_empty(), "{:?} after the run: {:?}", step, intents);
+                    prop_assert_eq!(&state, &before);
+                }
             }
             check(&state, &intents, empty_at_start)?;
         }
