@@ -219,9 +219,24 @@ impl std::fmt::Debug for Agent {
     }
 }
 
-/// A tool call as its fragments stream in: announced once its id and name are known, with the
-/// argument text that came before that sent right after the announcement. The id announced is
-/// the one the reducer will give the call (a repeated id is renamed the same way).
+/// The tool calls a model call streams, each announced once its id and name are known, with the
+/// argument text that came before sent right after the announcement.
+///
+/// The id announced is the one the reducer will give the call: ids are claimed in the
+/// completion's order against those the history holds, as the reducer claims them (a repeated
+/// id renamed the same way), so a call's id is claimed only once every call before it has its. A call whose
+/// id comes before an earlier call's waits for it; if that never comes (a server that sent no
+/// id, which the decoder synthesizes only at the end), the calls after it are not streamed, and
+/// are shown when they run.
+struct StreamedCalls {
+    calls: Vec<StreamedCall>,
+    ids: CallIds,
+    /// How many calls, from the first, hold the id they run under.
+    claimed: usize,
+}
+
+/// One streamed call: its id (as sent, until [`StreamedCalls`] claims the one it runs under),
+/// its name, and the argument text kept until it is announced.
 #[derive(Default)]
 struct StreamedCall {
     id: Option<ToolCallId>,
@@ -230,47 +245,84 @@ struct StreamedCall {
     pending: String,
 }
 
-impl StreamedCall {
+impl StreamedCalls {
+    /// No call yet, the ids of the history sent (`ids`) taken.
+    fn new(ids: CallIds) -> Self {
+        Self {
+            calls: Vec::new(),
+            ids,
+            claimed: 0,
+        }
+    }
+
+    /// Takes the fragment of the call at `index` (its position in the completion), and
+    /// announces what it lets be announced.
     fn push(
         &mut self,
+        index: usize,
         id: Option<String>,
         name: Option<String>,
         arguments: String,
-        ids: &mut CallIds,
         events: &dyn EventSink,
     ) {
-        if self.id.is_none() {
-            // An id the decoder could not accept is left unannounced: the call still runs (or
-            // is refused) from the assembled completion, which the runner reports.
-            self.id = id
-                .and_then(|id| ToolCallId::new(id).ok())
-                .map(|id| ids.claim(&id));
+        if self.calls.len() <= index {
+            self.calls.resize_with(index + 1, StreamedCall::default);
         }
-        if self.name.is_none() {
-            self.name = name.filter(|n| !n.is_empty()).map(Arc::from);
-        }
-        let (Some(id), Some(name)) = (&self.id, &self.name) else {
-            self.pending.push_str(&arguments);
-            return;
-        };
-        if !self.announced {
-            self.announced = true;
-            events.emit(AiEvent::ToolCallStreamStart {
-                tool_call_id: id.clone(),
-                tool_name: name.clone(),
-            });
-            let mut before = std::mem::take(&mut self.pending);
-            before.push_str(&arguments);
-            if !before.is_empty() {
+        let call = &mut self.calls[index];
+        if call.announced {
+            if let Some(id) = &call.id
+                && !arguments.is_empty()
+            {
                 events.emit(AiEvent::ToolCallArgsDelta {
                     tool_call_id: id.clone(),
-                    delta: before,
+                    delta: arguments,
                 });
             }
-        } else if !arguments.is_empty() {
+            return;
+        }
+        // An id the decoder could not accept is left unknown: the call still runs (or is
+        // refused) from the assembled completion, which the runner reports.
+        if call.id.is_none() {
+            call.id = id.and_then(|id| ToolCallId::new(id).ok());
+        }
+        if call.name.is_none() {
+            call.name = name.filter(|n| !n.is_empty()).map(Arc::from);
+        }
+        call.pending.push_str(&arguments);
+        let before = self.claimed;
+        while let Some(next) = self.calls.get_mut(self.claimed)
+            && let Some(sent) = &next.id
+        {
+            next.id = Some(self.ids.claim(sent));
+            self.claimed += 1;
+        }
+        let newly = before..self.claimed;
+        let this = (index < before).then_some(index);
+        for at in newly.chain(this) {
+            self.calls[at].announce(events);
+        }
+    }
+}
+
+impl StreamedCall {
+    /// Announces the call, with the argument text that came before, once its name is known
+    /// (its id is claimed).
+    fn announce(&mut self, events: &dyn EventSink) {
+        let (Some(id), Some(name)) = (&self.id, &self.name) else {
+            return;
+        };
+        if self.announced {
+            return;
+        }
+        self.announced = true;
+        events.emit(AiEvent::ToolCallStreamStart {
+            tool_call_id: id.clone(),
+            tool_name: name.clone(),
+        });
+        if !self.pending.is_empty() {
             events.emit(AiEvent::ToolCallArgsDelta {
                 tool_call_id: id.clone(),
-                delta: arguments,
+                delta: std::mem::take(&mut self.pending),
             });
         }
     }
@@ -668,7 +720,7 @@ impl Agent {
         cancel: &CancellationToken,
     ) -> AgentEvent {
         // The ids the history holds: a streamed call is announced under the id it will run by.
-        let mut ids = CallIds::of(&messages);
+        let mut streamed = StreamedCalls::new(CallIds::of(&messages));
         let request = LlmRequest {
             caller: LlmCaller {
                 run_id: ctx.run_id().clone(),
@@ -685,7 +737,6 @@ impl Agent {
             // The app's sink panicked on the step's start: the model is not called.
             return sink_broke(cancel);
         }
-        let mut streamed: Vec<StreamedCall> = Vec::new();
         // The text shown so far: a call that fails or is cancelled keeps it in the history.
         let mut partial_text = String::new();
         // The app's sink as the deltas are shown through it, so that a panic of its own is not
@@ -711,10 +762,7 @@ impl Agent {
                     name,
                     arguments,
                 } if index < MAX_CALLS_PER_TURN => {
-                    if streamed.len() <= index {
-                        streamed.resize_with(index + 1, StreamedCall::default);
-                    }
-                    streamed[index].push(id, name, arguments, &mut ids, &shown);
+                    streamed.push(index, id, name, arguments, &shown);
                 }
                 _ => {}
             }

@@ -129,7 +129,12 @@ pub use store::InMemoryThreadStore;
 ///     that opened it could reopen it at once; a retry whose wait's timer fires at or past the
 ///     call's deadline (a late timer) is not started, and the call ends with the failure it had,
 ///     where the tool ran again and the call ended `timeout`.
-pub const LOOP_REVISION: u32 = 24;
+/// 25. A streamed call is announced under the id it runs under whatever order the turn's ids
+///     arrive in (they are claimed in the completion's order, as the reducer claims them), where
+///     a repeated id that arrived before an earlier call's was announced under the id another
+///     call then ran under; a call after one whose id has not streamed yet is announced once it
+///     has (never, when the decoder synthesizes that id at the end).
+pub const LOOP_REVISION: u32 = 25;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

@@ -574,6 +574,82 @@ async fn a_call_id_repeated_in_a_later_turn_runs_under_a_fresh_id() {
     assert_eq!(answered, ["0", "0_2", "0_3"]);
 }
 
+/// A streamed call is announced under the id it runs under, also when a later call's id comes
+/// first: ids are claimed in the completion's order, as the reducer claims them. The deltas are
+/// those the chat decoder gives for `fixtures/wire/openai-chat/parallel-id-arrives-late.sse`:
+/// the first call opens without its id (use-agent-os/agent-os#3171), the second comes whole
+/// under an id the thread already holds, then the first call's id arrives, which is the fresh
+/// id the second would have been renamed to had it come first.
+#[tokio::test(start_paused = true)]
+async fn a_streamed_call_is_announced_under_the_id_it_runs_under_whatever_order_ids_arrive() {
+    let fragment = |index: usize, id: Option<&str>, name: Option<&str>, arguments: &str| {
+        CompletionDelta::ToolCall {
+            index,
+            id: id.map(Into::into),
+            name: name.map(Into::into),
+            arguments: arguments.into(),
+        }
+    };
+    let streamed = vec![
+        fragment(0, None, Some("core__wait"), ""),
+        fragment(1, Some("0"), Some("core__wait"), r#"{"ms":2}"#),
+        fragment(0, Some("0_2"), None, r#"{"ms":1}"#),
+    ];
+    let completion = LlmCompletion {
+        text: String::new(),
+        tool_calls: vec![
+            call("0_2", "core__wait", r#"{"ms":1}"#),
+            call("0", "core__wait", r#"{"ms":2}"#),
+        ],
+        finish_reason: FinishReason::ToolCalls,
+        usage: None,
+    };
+    let f = Fixture::new(
+        vec![
+            calls(vec![call("0", "core__wait", r#"{"ms":1}"#)]),
+            text("first"),
+            Reply::Raw(streamed, Some(completion)),
+            text("second"),
+        ],
+        AgentConfig::default(),
+    );
+    let state = f.run(f.agent.new_state(), "one").await;
+    f.events.lock().unwrap().clear();
+    let state = f.run(state, "two").await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    // Each call's arguments as streamed under its announced id, and as it ran under its id.
+    let mut streamed: Vec<(String, String)> = Vec::new();
+    let mut ran: Vec<(String, serde_json::Value)> = Vec::new();
+    for event in &events {
+        match event {
+            AiEvent::ToolCallStreamStart { tool_call_id, .. } => {
+                streamed.push((tool_call_id.as_str().into(), String::new()));
+            }
+            AiEvent::ToolCallArgsDelta {
+                tool_call_id,
+                delta,
+            } => {
+                let at = streamed
+                    .iter()
+                    .position(|(id, _)| id == tool_call_id.as_str());
+                streamed[at.unwrap()].1.push_str(delta);
+            }
+            AiEvent::ToolCallStart {
+                tool_call_id,
+                args: Some(args),
+                ..
+            } => ran.push((tool_call_id.as_str().into(), args["ms"].clone())),
+            _ => {}
+        }
+    }
+    let streamed_as = [("0_2", r#"{"ms":1}"#), ("0_3", r#"{"ms":2}"#)];
+    let streamed: Vec<(&str, &str)> = streamed.iter().map(|(id, a)| (&id[..], &a[..])).collect();
+    assert_eq!(streamed, streamed_as, "{events:?}");
+    let ran_as = [("0_2".to_owned(), 1.into()), ("0_3".to_owned(), 2.into())];
+    assert_eq!(ran, ran_as, "{events:?}");
+}
+
 #[tokio::test]
 async fn results_carry_redacted_values_only() {
     let f = Fixture::new(

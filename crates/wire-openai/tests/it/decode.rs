@@ -1403,6 +1403,46 @@ fn a_call_whose_id_arrives_late_is_one_call() {
     assert_eq!(two.len(), 2, "{two:?}");
 }
 
+/// Parallel calls whose first call's id comes after the second call's whole entry
+/// (`parallel-id-arrives-late.sse`) are streamed so: each fragment under its call's position,
+/// an id on the fragment that first brings it, the second call's before the first's. A loop
+/// that announces streamed calls must claim their ids by position, not as they arrive (graph's
+/// driver test replays these deltas).
+#[test]
+fn a_late_id_is_streamed_at_its_calls_position() {
+    let bytes =
+        String::from_utf8(stream_fixture("openai-chat/parallel-id-arrives-late.sse")).unwrap();
+    let mut decoder = chat::StreamDecoder::default();
+    let mut deltas = Vec::new();
+    for event in bytes.split_inclusive("\n\n") {
+        deltas.extend(decoder.feed(event.as_bytes()).unwrap());
+    }
+    let fragment = |index: usize, id: Option<&str>, name: Option<&str>, arguments: &str| {
+        ai_core::CompletionDelta::ToolCall {
+            index,
+            id: id.map(Into::into),
+            name: name.map(Into::into),
+            arguments: arguments.into(),
+        }
+    };
+    assert_eq!(
+        deltas,
+        [
+            fragment(0, None, Some("core__wait"), ""),
+            fragment(1, Some("0"), Some("core__wait"), r#"{"ms":2}"#),
+            fragment(0, Some("0_2"), None, r#"{"ms":1}"#),
+        ]
+    );
+    let ids: Vec<String> = decoder
+        .finish()
+        .unwrap()
+        .tool_calls
+        .iter()
+        .map(|call| call.id.as_str().to_owned())
+        .collect();
+    assert_eq!(ids, ["0_2", "0"]);
+}
+
 /// A server that changes a call's id after its first chunk (Poolside: poolsideai/pool#9, one id
 /// with the name, another on every later fragment at the same index) makes one call, under the
 /// first id: a fragment with an id not seen before continues the call at its index (or the
