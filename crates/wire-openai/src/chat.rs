@@ -6,8 +6,9 @@
 //! is that call's), or the call there has an id, its arguments are not yet whole (none, or an
 //! object not yet closed) and the entry names no function (Poolside changes a call's id after
 //! its first chunk, naming the function only on the first: the call keeps its first id); a
-//! known id continues its call (but an entry naming another function under the id of a whole
-//! call is an error: two calls under one id); without an id the entry
+//! known id continues its call (but an entry under the id of a whole call that names another
+//! function, or brings arguments that do not repeat the call's and names its function, on that
+//! entry or alone on the one before, is an error: two calls under one id); without an id the entry
 //! continues the call at its `index` (unless that call is whole and the entry names a function
 //! and brings arguments, or named one alone just before: parallel calls at one index without
 //! ids, see `StreamDecoder::starts_another_call`), or the latest call when `index` is missing or null (unless
@@ -376,6 +377,10 @@ pub struct StreamDecoder {
     /// (see [`StreamDecoder::starts_another_call`]): the name of the call the next arguments
     /// there start. Boxed: rare.
     named_alone: Option<Box<(usize, String)>>,
+    /// The call, whole already, whose function an entry under its id named again alone (see
+    /// [`StreamDecoder::check_same_function`]): arguments under that id that follow start a
+    /// second call.
+    named_again: Option<usize>,
     /// The choice `index` the answer is read from: the first one the stream has (0 for a choice
     /// without one).
     choice: Option<u32>,
@@ -400,6 +405,7 @@ impl StreamDecoder {
             by_index: IndexMap::default(),
             latest: None,
             named_alone: None,
+            named_again: None,
             choice: None,
             done: false,
             whole: None,
@@ -701,31 +707,51 @@ impl StreamDecoder {
         named && !assembly::repeats_whole_arguments(&call.arguments, fragment)
     }
 
-    /// Refuses an entry under the id of the call at `position` that names another function once
-    /// that call is whole ([`assembly::PartialCall::is_whole`]): another call under the same id
-    /// (an engine behind OpenRouter streams parallel calls under one id and one index, told
-    /// apart only by their names: skye-harris/hass_local_openai_llm#92). Joined to the first
-    /// call, its arguments would break that call's, or be dropped as a repeat of them; split
-    /// off, its later fragments and its result could not be told from the first call's. So it
-    /// is an error, as two calls under one id are in a whole message and a `call_id` taken for
-    /// another function is on the Responses stream. Before the call is whole, another name is
-    /// still the call's (its first name stays), as a repeated name is.
+    /// Refuses an entry under the id of the call at `position` that starts another call once
+    /// that call is whole ([`assembly::PartialCall::is_whole`]): one that names another function,
+    /// or brings arguments that do not repeat the call's (not whitespace, nor a summary chunk
+    /// repeating them) and names the call's own function, or follows an entry that named it
+    /// alone. An engine behind OpenRouter streams parallel calls under one id and one index,
+    /// told apart only by their names (skye-harris/hass_local_openai_llm#92); calls of one
+    /// function it cannot tell apart at all. Joined to the first call, the second's arguments
+    /// would break that call's, or be dropped as a repeat of them; split off, its later
+    /// fragments and its result could not be told from the first call's. So it is an error, as
+    /// two calls under one id are in a whole message and a `call_id` taken for another function
+    /// is on the Responses stream.
+    ///
+    /// What is still the call's: another name before the call is whole (its first name stays),
+    /// its name repeated (with no arguments, as LiteLLM's last chunk, or with a repeat of them),
+    /// and arguments without a name that no entry naming the function alone came before, which
+    /// are appended as the assembly rule says (WIRE-FORMATS 2.1 rule 2: a seen id continues its
+    /// call), to fail where the call runs if they break its JSON.
     fn check_same_function(
-        &self,
+        &mut self,
         position: usize,
         entry: &ToolCallDelta<'_>,
     ) -> Result<(), DecodeError> {
-        let name = entry.function.name.as_deref().filter(|n| !n.is_empty());
-        let call = self.session.calls.calls.get(position);
-        match (call, name) {
-            (Some(call), Some(name)) if call.is_whole() && name != call.name => {
-                Err(DecodeError::InvalidToolCall {
-                    index: position,
-                    reason: "another entry uses its id for another function".into(),
-                })
-            }
-            _ => Ok(()),
+        let Some(call) = self.session.calls.calls.get(position) else {
+            return Ok(());
+        };
+        if !call.is_whole() {
+            return Ok(());
         }
+        let name = entry.function.name.as_deref().filter(|n| !n.is_empty());
+        let fragment = entry.function.arguments.0.as_deref().unwrap_or("");
+        let brings_arguments = !fragment.trim_ascii().is_empty()
+            && !assembly::repeats_whole_arguments(&call.arguments, fragment);
+        let reason = match name {
+            Some(name) if name != call.name => "another entry uses its id for another function",
+            Some(_) if !brings_arguments => {
+                self.named_again = Some(position);
+                return Ok(());
+            }
+            None if !brings_arguments || self.named_again != Some(position) => return Ok(()),
+            _ => "another entry uses its id for a second call of its function",
+        };
+        Err(DecodeError::InvalidToolCall {
+            index: position,
+            reason: reason.into(),
+        })
     }
 
     /// The call an entry with an id not seen before continues, if it is not a call of its own:

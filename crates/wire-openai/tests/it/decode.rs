@@ -3491,6 +3491,70 @@ fn a_streamed_call_whose_id_names_another_function_once_whole_is_an_error() {
     assert_eq!(completion.tool_calls[0].arguments, r#"{"city":"Paris"}"#);
 }
 
+/// A second call of the same function under an id whose call is whole (the engine behind
+/// OpenRouter that streams parallel calls under one id and one index: its calls of one function
+/// cannot be told apart by name) is an error, as one of another function is: never its
+/// arguments appended to the first call's (`{"city":"Paris"}{"city":"Rome"}`, a first call
+/// broken and a second lost). It brings arguments that are not a repeat of the call's, naming
+/// the function on that entry or on the entry before, alone. What is still the call's: its name
+/// repeated alone (LiteLLM's last chunk) or with a repeat of its arguments (a summary chunk).
+#[test]
+fn a_streamed_call_whose_id_starts_a_second_call_of_its_function_once_whole_is_an_error() {
+    let entry = |name: Option<&str>, arguments: &str| {
+        let mut function = json!({"arguments": arguments});
+        if let Some(name) = name {
+            function["name"] = json!(name);
+        }
+        let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "call_CANARY", "type": "function", "function": function}]}}]});
+        format!("data: {chunk}\n\n")
+    };
+    let end = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+    let first = [
+        entry(Some("get_weather"), r#"{"city":"#),
+        entry(None, r#""Paris"}"#),
+    ]
+    .concat();
+    for second in [
+        entry(Some("get_weather"), r#"{"city":"Rome"}"#),
+        entry(Some("get_weather"), r#"{"city":"#),
+        [
+            entry(Some("get_weather"), ""),
+            entry(None, r#"{"city":"#),
+            entry(None, r#""Rome"}"#),
+        ]
+        .concat(),
+    ] {
+        let stream = [first.clone(), second, end.to_owned()].concat();
+        let error = chat::decode_all(stream.as_bytes()).unwrap_err();
+        assert!(
+            matches!(error, DecodeError::InvalidToolCall { index: 0, .. }),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            "tool call 0: another entry uses its id for a second call of its function"
+        );
+    }
+    // One call: its name repeated alone, with a repeat of its arguments, or with whitespace.
+    for again in [
+        entry(Some("get_weather"), ""),
+        entry(Some("get_weather"), r#"{"city":"Paris"}"#),
+        [
+            entry(Some("get_weather"), ""),
+            entry(None, r#"{"city":"Paris"}"#),
+        ]
+        .concat(),
+        entry(Some("get_weather"), " \n"),
+    ] {
+        let stream = [first.clone(), again, end.to_owned()].concat();
+        let completion = chat::decode_all(stream.as_bytes()).unwrap();
+        assert_eq!(completion.tool_calls.len(), 1, "{stream}");
+        let arguments = completion.tool_calls[0].arguments.trim_end();
+        assert_eq!(arguments, r#"{"city":"Paris"}"#, "{stream}");
+    }
+}
+
 /// The cached input tokens and the reasoning tokens are read from both wires' details objects,
 /// streamed and whole; each is its own bookkeeping: a detail that does not read (a float, a
 /// string, given twice, in details that are not an object or are given twice) is absent, and the
