@@ -636,46 +636,39 @@ impl Translator {
             } => {
                 self.close_text(&mut out);
                 self.ensure_call(tool_call_id, tool_name, &mut out);
-                let unsettled = matches!(
-                    self.state(tool_call_id),
-                    Some(CallState::Streaming | CallState::Refused)
-                );
+                // Every output follows its call's input. A call refused before its input was
+                // accepted (invalid JSON, unknown tool, …) shows the input as the model
+                // streamed it, as text: every client of the v5 line knows these chunks
+                // (`tool-input-error` came later).
+                let streamed = self
+                    .call_mut(tool_call_id)
+                    .map(|c| std::mem::take(&mut c.input_text))
+                    .unwrap_or_default();
+                self.settle(tool_call_id, tool_name, Value::String(streamed), &mut out);
                 let denied = self.call_mut(tool_call_id).is_some_and(|c| c.denied);
-                match outcome {
-                    ToolOutcome::Ok { value } => out.push(UiChunk::ToolOutputAvailable {
-                        tool_call_id: tool_call_id.as_str().to_owned(),
+                let id = tool_call_id.as_str().to_owned();
+                out.push(match outcome {
+                    ToolOutcome::Ok { value } => UiChunk::ToolOutputAvailable {
+                        tool_call_id: id,
                         output: value.as_ref().clone(),
-                    }),
+                    },
                     ToolOutcome::Error(failure)
                         if denied && failure.code == ToolErrorCode::PolicyDenied =>
                     {
-                        out.push(UiChunk::ToolOutputDenied {
-                            tool_call_id: tool_call_id.as_str().to_owned(),
-                        });
+                        UiChunk::ToolOutputDenied { tool_call_id: id }
                     }
-                    ToolOutcome::Error(failure) => {
-                        // Refused before its input was accepted (invalid JSON, unknown tool, …):
-                        // the input as the model streamed it, as text, then the error. Every
-                        // client of the v5 line knows these two chunks (`tool-input-error`
-                        // came later).
-                        if unsettled {
-                            let input = self
-                                .call_mut(tool_call_id)
-                                .map(|c| std::mem::take(&mut c.input_text))
-                                .unwrap_or_default();
-                            out.push(UiChunk::ToolInputAvailable {
-                                tool_call_id: tool_call_id.as_str().to_owned(),
-                                tool_name: tool_name.to_string(),
-                                input: Value::String(input),
-                            });
-                        }
-                        out.push(UiChunk::ToolOutputError {
-                            tool_call_id: tool_call_id.as_str().to_owned(),
-                            error_text: format!("{}: {}", failure.code, failure.safe_message),
-                        });
-                    }
-                    _ => {}
-                }
+                    ToolOutcome::Error(failure) => UiChunk::ToolOutputError {
+                        tool_call_id: id,
+                        error_text: format!("{}: {}", failure.code, failure.safe_message),
+                    },
+                    // An outcome without a chunk of its own (the runner reports a paused call
+                    // by `ApprovalRequired`, never by a result) still answers the call, as the
+                    // model sees it, as AG-UI's `TOOL_CALL_RESULT` does: no part stays open.
+                    other => UiChunk::ToolOutputError {
+                        tool_call_id: id,
+                        error_text: other.model_content(),
+                    },
+                });
                 self.mark_settled(tool_call_id);
             }
             AiEvent::Error { message } => self.error = Some(message.clone()),

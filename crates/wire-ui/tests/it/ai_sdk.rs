@@ -830,3 +830,75 @@ fn a_resumed_run_that_fails_before_its_results_settles_the_answered_calls() {
         ]
     );
 }
+
+/// Every result answers its call, whatever it holds: its output follows the call's
+/// `tool-input-available` (with the input text as the model streamed it, when no start with
+/// validated arguments came), and an outcome without a chunk of its own (`ApprovalRequired`,
+/// which the runner never reports as a result) is shown as the model sees it, as AG-UI's
+/// `TOOL_CALL_RESULT` shows it. Otherwise the part would stay `input-streaming`, or
+/// `input-available`, a call an ai 5 client takes for its own to answer.
+#[test]
+fn every_result_answers_its_call_after_its_input() {
+    use std::sync::Arc;
+
+    use ai_core::{AiEvent, DoneReason, ToolCallId, ToolOutcome};
+    let id = |raw: &str| ToolCallId::new(raw).unwrap();
+    let out = translate(&[
+        AiEvent::StepStarted { step: 1 },
+        AiEvent::ToolCallStreamStart {
+            tool_call_id: id("call_1"),
+            tool_name: "t".into(),
+        },
+        AiEvent::ToolCallArgsDelta {
+            tool_call_id: id("call_1"),
+            delta: "{}".into(),
+        },
+        AiEvent::ToolCallResult {
+            tool_call_id: id("call_1"),
+            tool_name: "t".into(),
+            outcome: ToolOutcome::Ok {
+                value: Arc::new(serde_json::json!(1)),
+            },
+        },
+        AiEvent::ToolCallStart {
+            tool_call_id: id("call_2"),
+            tool_name: "t".into(),
+            args: Some(Arc::new(serde_json::json!({}))),
+        },
+        AiEvent::ToolCallResult {
+            tool_call_id: id("call_2"),
+            tool_name: "t".into(),
+            outcome: ToolOutcome::ApprovalRequired {
+                args_hash: "0".repeat(64),
+            },
+        },
+        AiEvent::Done {
+            reason: DoneReason::Cancelled,
+        },
+    ]);
+    verify(&out).unwrap();
+    let json: Vec<serde_json::Value> = out
+        .iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect();
+    let calls: Vec<&serde_json::Value> = json
+        .iter()
+        .filter(|c| c["toolCallId"].is_string() && c["type"] != "tool-input-delta")
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            &serde_json::json!({"type": "tool-input-start", "toolCallId": "call_1", "toolName": "t"}),
+            &serde_json::json!({"type": "tool-input-available", "toolCallId": "call_1",
+            "toolName": "t", "input": "{}"}),
+            &serde_json::json!({"type": "tool-output-available", "toolCallId": "call_1", "output": 1}),
+            &serde_json::json!({"type": "tool-input-start", "toolCallId": "call_2", "toolName": "t"}),
+            &serde_json::json!({"type": "tool-input-available", "toolCallId": "call_2",
+            "toolName": "t", "input": {}}),
+            &serde_json::json!({"type": "tool-output-error", "toolCallId": "call_2",
+            "errorText": ToolOutcome::ApprovalRequired { args_hash: "0".repeat(64) }.model_content()}),
+        ],
+        "{json:?}"
+    );
+    assert_eq!(json.last().unwrap()["type"], "abort");
+}

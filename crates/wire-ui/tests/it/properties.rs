@@ -48,15 +48,19 @@ fn code() -> impl Strategy<Value = ToolErrorCode> {
     ]
 }
 
-/// The outcomes a `ToolCallResult` carries. Not `ApprovalRequired`: the runner returns it to the
-/// loop but never emits it, a paused call emits only `AiEvent::ApprovalRequired`.
+/// The outcomes a `ToolCallResult` carries, `ApprovalRequired` too: the runner never emits it
+/// (a paused call emits only `AiEvent::ApprovalRequired`), but a result answers its call
+/// whatever it holds.
 fn outcome() -> impl Strategy<Value = ToolOutcome> {
     prop_oneof![
-        value().prop_map(|value| ToolOutcome::Ok {
+        4 => value().prop_map(|value| ToolOutcome::Ok {
             value: Arc::new(value)
         }),
-        (code(), text())
+        4 => (code(), text())
             .prop_map(|(code, message)| ToolOutcome::Error(ToolFailure::new(code, message))),
+        1 => Just(ToolOutcome::ApprovalRequired {
+            args_hash: "0".repeat(64)
+        }),
     ]
 }
 
