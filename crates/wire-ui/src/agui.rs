@@ -663,6 +663,9 @@ impl Translator {
                 }
                 self.end_call(tool_call_id, &mut out);
                 self.set_state(tool_call_id, CallState::AwaitingApproval);
+                // A call asked about again is one interrupt, the latest.
+                self.interrupts
+                    .retain(|i| i.tool_call_id != tool_call_id.as_str());
                 self.interrupts.push(Interrupt {
                     id: tool_call_id.as_str().to_owned(),
                     reason: "tool_approval".into(),
@@ -845,8 +848,14 @@ impl Translator {
         // a pause or a cancel.
         self.close_step(out);
         // A run paused for approval says what it waits for; a new run whose `resume` answers
-        // every interrupt continues it.
-        let interrupts = std::mem::take(&mut self.interrupts);
+        // every interrupt continues it. A call answered since it was asked about waits for
+        // nothing: the client would hold an interrupt no answer can resolve.
+        let mut interrupts = std::mem::take(&mut self.interrupts);
+        interrupts.retain(|i| {
+            self.calls.iter().any(|(id, state)| {
+                id.as_str() == i.tool_call_id && *state == CallState::AwaitingApproval
+            })
+        });
         let outcome = match reason {
             DoneReason::AwaitingApproval if !interrupts.is_empty() => {
                 Some(RunOutcome::Interrupt { interrupts })

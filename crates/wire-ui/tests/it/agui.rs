@@ -796,3 +796,45 @@ fn a_call_started_without_arguments_that_loses_its_result_never_ran() {
         );
     }
 }
+
+/// A paused run's interrupts are the calls still waiting for approval when it ends, each once:
+/// a call answered in the run (its `TOOL_CALL_RESULT` sent) is not asked about, and a call asked
+/// about twice is one interrupt. `@ag-ui/client` starts no next run until its `resume` answers
+/// every interrupt, and an answer for a call that no longer waits is not one the server takes.
+#[test]
+fn a_paused_run_s_interrupts_are_the_calls_still_waiting() {
+    use std::sync::Arc;
+
+    use ai_core::{AiEvent, DoneReason, ToolCallId, ToolErrorCode, ToolFailure, ToolOutcome};
+    let id = |raw: &str| ToolCallId::new(raw).unwrap();
+    let approval = |call: &str| AiEvent::ApprovalRequired {
+        tool_call_id: id(call),
+        tool_id: ai_core::ToolId::parse("core__workspace_write").unwrap(),
+        args: Arc::new(serde_json::json!({})),
+        args_hash: "0".repeat(64),
+    };
+    let out = translate(&[
+        AiEvent::StepStarted { step: 1 },
+        approval("call_1"),
+        approval("call_2"),
+        approval("call_2"),
+        AiEvent::ToolCallResult {
+            tool_call_id: id("call_1"),
+            tool_name: "core__workspace_write".into(),
+            outcome: ToolOutcome::Error(ToolFailure::new(ToolErrorCode::PolicyDenied, "denied")),
+        },
+        AiEvent::Done {
+            reason: DoneReason::AwaitingApproval,
+        },
+    ]);
+    verify(&out).unwrap();
+    let Some(AguiEvent::RunFinished {
+        outcome: Some(wire_ui::agui::RunOutcome::Interrupt { interrupts }),
+        ..
+    }) = out.last()
+    else {
+        panic!("no interrupt outcome: {out:?}");
+    };
+    let waiting: Vec<&str> = interrupts.iter().map(|i| i.tool_call_id.as_str()).collect();
+    assert_eq!(waiting, ["call_2"], "{out:?}");
+}

@@ -295,6 +295,34 @@ proptest! {
         let out = translate(&mut t, &run(&events, &continuing, end))?;
         prop_assert!(t.is_finished());
         crate::agui::verify(&out).map_err(TestCaseError::fail)?;
+        // A paused run asks only about calls still waiting (asked about after their last
+        // result), each once.
+        if let Some(agui::AguiEvent::RunFinished {
+            outcome: Some(agui::RunOutcome::Interrupt { interrupts }),
+            ..
+        }) = out.last()
+        {
+            let ran = run(&events, &continuing, end);
+            let done = ran
+                .iter()
+                .position(|e| matches!(e, AiEvent::Done { .. }))
+                .unwrap_or(ran.len());
+            let last_word = |call: &str| {
+                ran[..done].iter().rev().find_map(|e| match e {
+                    AiEvent::ApprovalRequired { tool_call_id, .. } if tool_call_id.as_str() == call => Some(true),
+                    AiEvent::ToolCallResult { tool_call_id, .. } if tool_call_id.as_str() == call => Some(false),
+                    _ => None,
+                })
+            };
+            for (k, interrupt) in interrupts.iter().enumerate() {
+                let call = interrupt.tool_call_id.as_str();
+                prop_assert_eq!(last_word(call), Some(true), "{} does not wait: {:?}", call, out);
+                prop_assert!(
+                    interrupts[..k].iter().all(|i| i.tool_call_id != call),
+                    "{} is asked about twice: {:?}", call, out
+                );
+            }
+        }
         // Every call an earlier run showed is answered, however the run ended (unless the
         // random events have it wait for approval again).
         for (id, _) in &continuing {
