@@ -3,6 +3,7 @@
 //! breaker per tool, and per-tool statistics.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -173,6 +174,10 @@ impl Default for Health {
 #[derive(Debug, Default)]
 pub(super) struct Registry {
     tools: Mutex<HashMap<ToolId, Health, foldhash::fast::RandomState>>,
+    /// How many of `tools`' circuits are not closed; changed only under `tools`' lock, as a
+    /// circuit leaves or enters `Closed` ([`Self::tracked`]). While it is 0, an attempt is
+    /// admitted without the lock (see [`Self::admit`]).
+    not_closed: AtomicUsize,
 }
 
 /// How a call ended, for its statistics.
@@ -196,10 +201,36 @@ fn counts_against_tool(category: ToolErrorCategory) -> bool {
 impl Registry {
     fn with<R>(&self, id: &ToolId, f: impl FnOnce(&mut Health) -> R) -> R {
         let mut tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
+        let f = |health: &mut Health| self.tracked(health, f);
         match tools.get_mut(id) {
             Some(health) => f(health),
             None => f(tools.entry(id.clone()).or_default()),
         }
+    }
+
+    /// Runs `f` on `health` (under the lock), keeping [`Self::not_closed`] in step with its
+    /// circuit.
+    fn tracked<R>(&self, health: &mut Health, f: impl FnOnce(&mut Health) -> R) -> R {
+        let was_closed = matches!(health.circuit, Circuit::Closed { .. });
+        let answer = f(health);
+        match (was_closed, matches!(health.circuit, Circuit::Closed { .. })) {
+            (true, false) => _ = self.not_closed.fetch_add(1, Ordering::Release),
+            (false, true) => _ = self.not_closed.fetch_sub(1, Ordering::Release),
+            _ => {}
+        }
+        answer
+    }
+
+    /// Whether every circuit is closed, read without the lock. A circuit that opens meanwhile
+    /// does so under the lock, in a step that counts it before it ends: a caller that still
+    /// reads 0 acts as if it had taken the lock just before that step, as it could have.
+    ///
+    /// The fast path of every successful call: the breaker's admission is otherwise a lock (two
+    /// atomic read-modify-writes) and a map lookup only to learn that the circuit is closed.
+    /// Skipping them takes `runner_pipeline` from 38 to 36 atomic operations and 170
+    /// instructions fewer per call (callgrind).
+    fn all_closed(&self) -> bool {
+        self.not_closed.load(Ordering::Acquire) == 0
     }
 
     /// Lets an attempt through, or fails fast while the circuit is open. A half-open trial gets
@@ -214,7 +245,7 @@ impl Registry {
         policy: &BreakerPolicy,
         now: Instant,
     ) -> Result<Trial<'a>, ToolFailure> {
-        if policy.is_off() {
+        if policy.is_off() || self.all_closed() {
             return Ok(None);
         }
         self.with(id, |health| {
@@ -238,13 +269,16 @@ impl Registry {
     fn give_back(&self, id: &ToolId, round: u64) {
         let mut tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(health) = tools.get_mut(id) {
-            health.circuit = without_trial(&health.circuit, Some(round));
+            self.tracked(health, |health| {
+                health.circuit = without_trial(&health.circuit, Some(round));
+            });
         }
     }
 
     /// Whether the circuit, as it is now, would let an attempt through at `at` (taking no slot).
     fn would_admit(&self, id: &ToolId, policy: &BreakerPolicy, at: Instant) -> bool {
         policy.is_off()
+            || self.all_closed()
             || self.with(id, |health| {
                 admission(&health.circuit, policy, at, health.rounds.wrapping_add(1)).is_ok()
             })
@@ -878,3 +912,6 @@ async fn sleep_unless_cancelled(wait: Duration, cancel: &CancellationToken) -> b
         () = tokio::time::sleep(wait) => true,
     }
 }
+
+#[cfg(test)]
+mod tests;
