@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Ordering, Registry};
+use super::{BreakerStatus, CallEnd, Ordering, Registry};
 use crate::{BreakerPolicy, ToolErrorCategory, ToolErrorCode, ToolId};
 
 fn id(name: &str) -> ToolId {
@@ -78,4 +78,90 @@ fn a_trial_given_back_leaves_its_circuit_counted() {
     drop(registry.admit(&tool, &policy, later).unwrap());
     assert_eq!(registry.not_closed.load(Ordering::Relaxed), 1);
     assert!(matches!(registry.admit(&tool, &policy, later), Ok(Some(_))));
+}
+
+/// The count equals the circuits that are not closed, as the statistics show them.
+fn assert_counted(registry: &Registry, now: Instant) {
+    let stats = registry.stats(now);
+    let not_closed = stats.iter().filter(|s| s.breaker != BreakerStatus::Closed);
+    let counted = registry.not_closed.load(Ordering::Relaxed);
+    assert_eq!(counted, not_closed.count(), "{stats:?}");
+}
+
+#[test]
+fn every_circuit_transition_keeps_the_count() {
+    let registry = Registry::default();
+    let (tool, other) = (id("core__forecast"), id("core__other"));
+    let policy = BreakerPolicy {
+        failure_threshold: 2,
+        half_open_trials: 2,
+        failure_rate: Some(0.5),
+        window: 2,
+        ..opens_at_first_failure()
+    };
+    let cool_down = Duration::from_millis(policy.cool_down_ms);
+    let mut now = Instant::now();
+    let (failed, cancelled) = (
+        Some(ToolErrorCategory::Transient),
+        Some(ToolErrorCategory::Cancelled),
+    );
+    let ended = |failure| CallEnd {
+        latency: Duration::ZERO,
+        retries: 0,
+        failure,
+    };
+
+    // Closed to open: by the failure rate (one failure in a full window of two), and by
+    // consecutive failures under a threshold alone.
+    registry.record(&tool, &policy, now, None, None, None);
+    assert_counted(&registry, now);
+    registry.record(&tool, &policy, now, failed, None, None);
+    assert_counted(&registry, now);
+    let threshold_only = BreakerPolicy {
+        failure_rate: None,
+        ..policy.clone()
+    };
+    for _ in 0..2 {
+        registry.record(&other, &threshold_only, now, failed, None, None);
+        assert_counted(&registry, now);
+    }
+    assert_eq!(registry.not_closed.load(Ordering::Relaxed), 2);
+
+    // Open, and staying so: a failure that says nothing about the tool, a call recorded alone.
+    registry.record(&tool, &policy, now, cancelled, None, None);
+    registry.record_call_only(&tool, ended(failed));
+    assert_counted(&registry, now);
+
+    // Past its cool-down, still counted; half-open with two trials, one given back, one
+    // failing: open again.
+    now += cool_down;
+    assert_counted(&registry, now);
+    let first = registry.admit(&tool, &policy, now).unwrap();
+    let second = registry.admit(&tool, &policy, now).unwrap();
+    assert_counted(&registry, now);
+    drop(first);
+    assert_counted(&registry, now);
+    registry.record(&tool, &policy, now, failed, None, second);
+    assert_counted(&registry, now);
+
+    // Trials that never report are replaced after a cool-down; the new round's trial closes
+    // the circuit, and the lost ones end late under the closed circuit: one cancelled, one
+    // dropped.
+    now += cool_down;
+    let lost = [(); 2].map(|()| registry.admit(&tool, &policy, now).unwrap());
+    now += cool_down;
+    let replacing = registry.admit(&tool, &policy, now).unwrap();
+    assert_counted(&registry, now);
+    registry.record(&tool, &policy, now, None, None, replacing);
+    assert_counted(&registry, now);
+    let [cancelled_trial, dropped_trial] = lost;
+    registry.record(&tool, &policy, now, cancelled, None, cancelled_trial);
+    drop(dropped_trial);
+    assert_counted(&registry, now);
+
+    // The other circuit closes through a trial too: every circuit is closed, and counted so.
+    let trial = registry.admit(&other, &threshold_only, now).unwrap();
+    registry.record(&other, &threshold_only, now, None, Some(ended(None)), trial);
+    assert_counted(&registry, now);
+    assert_eq!(registry.not_closed.load(Ordering::Relaxed), 0);
 }
