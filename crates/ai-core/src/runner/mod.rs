@@ -161,9 +161,9 @@ struct Progress {
     started: bool,
     args: Option<Arc<Value>>,
     attempts: Vec<crate::Attempt>,
-    /// The invocation context's copy of the call id, once the tool ran: the record takes it
-    /// over rather than clone another (one atomic increment and one decrement fewer per call,
-    /// callgrind).
+    /// The invocation context's copy of the call id, once step 8 ended (whether or not the
+    /// tool ran: a cancel or an open circuit stops it before): the record takes it over rather
+    /// than clone another (one atomic increment and one decrement fewer per call, callgrind).
     call_id: Option<ToolCallId>,
 }
 
