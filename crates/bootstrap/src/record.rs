@@ -23,9 +23,9 @@
 //!   valid form unless they moved on. A run whose closing did not commit is closed at the next
 //!   start.
 //! - A run whose log write fails is cancelled and, once its task has ended, closed the same way
-//!   by the process that runs it, and so is a run whose task dies before its `Done`. So its
-//!   thread holds the turn its client was shown (the stored events) before the next request
-//!   reads it.
+//!   by the process that runs it, and so is a run whose task dies before its `Done` or whose
+//!   beginning panics. So its thread holds the turn its client was shown (the stored events)
+//!   before the next request reads it.
 
 mod input;
 mod lock;
@@ -33,6 +33,7 @@ mod lock;
 mod tests;
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use adapters::{ReceiptCollector, SqliteStore, TieredBlobStore};
@@ -42,6 +43,7 @@ use ai_core::{
     ToolCallId, ToolCatalog, ToolErrorCode, ToolFailure, ToolInvocationRecord, ToolOutcome,
 };
 use anyhow::Context;
+use futures_util::FutureExt;
 use graph::{AgentState, ApprovalDecision, HistoryItem, reconstruct_history};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
@@ -280,8 +282,9 @@ impl std::fmt::Debug for RunRequest {
 /// run) is called then. Fails only if the run cannot be logged at all. A batch that cannot be
 /// stored ends the run with an error: once the run's task has ended, the run is closed as
 /// [`recover`] closes a crashed one (its thread takes the turn its stored events hold), then
-/// `on_saved` is called. So is a run whose task dies before its `Done` (its events stop): it is
-/// never left `running` for the next start, nor shown without a `Done`.
+/// `on_saved` is called. So is a run whose task dies before its `Done` (its events stop), or
+/// whose beginning (its row, a resume's save past its pause) panics: it is never left `running`
+/// for the next start, nor shown without a `Done`.
 ///
 /// With a run log, the new state is saved only over the state the run started from
 /// ([`RunRequest::saved_state`]): when another process stored a turn on the thread meanwhile
@@ -312,70 +315,46 @@ pub async fn start_run(
             return Err(ai_core::RunStoreError::AlreadyExists(run_id).into());
         };
         owner = Some(lock);
-        let input = RunInput {
-            thread_state: state.clone(),
-            turn: turn.clone(),
-            loop_revision: Some(graph::LOOP_REVISION),
-            settings: Some(runtime.run_settings.clone()),
-        };
-        // Its history's new message blobs first, then the input that names them, then the row.
-        let histories = log.histories.as_ref();
-        let input_ref = input
-            .store_on_thread(log.blobs.as_ref(), histories, &thread)
-            .await?;
-        log.runs
-            .begin_run(
-                &run_id,
-                Some(&thread),
-                runtime.clock.now_ms(),
-                Some(&input_ref),
-            )
-            .await
-            .context("the run log")?;
     }
-    // A run that resumes from approvals consumes them first, durably: the thread is saved past
-    // its pause before any approved call runs, so no later request (a retry after a failure, or
-    // another process) can approve the same calls again, whatever becomes of this run.
-    let saved_state = match &turn {
-        Turn::ApprovalDecisions(_) => {
-            let run = (&run_id, runtime.clock.as_ref());
-            let consumed = consume_approvals(stores, run, &thread, &state, &turn, saved_state);
-            Some(consumed.await?)
-        }
-        // A run from another state than the thread's (the server rewound the thread for an AI
-        // SDK edit or retry) saves that state first, the same way: a run that then fails or
-        // crashes is closed over it (`close` repairs only a thread that holds the state the run
-        // started from), so the thread never goes back to what the client rewound away.
-        Turn::UserMessage(_) => match saved_state {
-            Some(saved) => {
-                let start = serde_json::to_value(&state).context(UNENCODABLE)?;
-                if start == saved {
-                    Some(saved)
-                } else {
-                    let run = (&run_id, runtime.clock.as_ref());
-                    Some(save_before_run(stores, run, &thread, start, Some(saved)).await?)
-                }
-            }
-            None => None,
-        },
-    };
     let (items, mut incoming) = unbounded_channel();
-    let agent = runtime.agent.clone();
-    let run_cancel = cancel.clone();
-    let run = tokio::spawn(async move {
-        let sink = ItemSink(items);
-        turn.drive(&agent, state, (&ctx, &catalog), &sink, &run_cancel)
-            .await
-    });
+    // A begin that panics may have written the run's row, or its thread past a pause: the run is
+    // then ended as one whose task dies is (below), never left `running` with no task. Its
+    // panic's message is not repeated (the panic hook reported whose code panicked and where).
+    let begin = begin(
+        runtime,
+        stores,
+        (&run_id, &thread),
+        &state,
+        &turn,
+        saved_state,
+    );
+    // `unfinished`: how the run is closed if its events stop before a stored `Done`.
+    let (mut run, saved_state, mut unfinished) = match AssertUnwindSafe(begin).catch_unwind().await
+    {
+        Ok(begun) => {
+            let saved_state = begun?;
+            let agent = runtime.agent.clone();
+            let run_cancel = cancel.clone();
+            let run = tokio::spawn(async move {
+                let sink = ItemSink(items);
+                turn.drive(&agent, state, (&ctx, &catalog), &sink, &run_cancel)
+                    .await
+            });
+            (Some(run), saved_state, Closing::task_died())
+        }
+        Err(_panic) => {
+            tracing::error!(run = run_id.as_str(), "beginning the run panicked");
+            // No task: its events stop at once.
+            drop(items);
+            (None, None, Closing::begin_died())
+        }
+    };
     let (out, events) = unbounded_channel();
     let stores = stores.clone();
     let clock = runtime.clock.clone();
     tokio::spawn(async move {
         let _owner: Option<RunLock> = owner;
-        let mut run = Some(run);
         let mut on_saved = Some(on_saved);
-        // How the run is closed if its events stop before a stored `Done`.
-        let mut unfinished = Closing::task_died();
         while let Some(first) = incoming.recv().await {
             let mut batch = vec![first];
             loop {
@@ -433,7 +412,8 @@ pub async fn start_run(
         let Some(on_saved) = on_saved else {
             return;
         };
-        // Its log failed, or its task died (its events stopped before `Done`). Its task ends
+        // Its log failed, or its task died (its events stopped before `Done`), or its begin
+        // panicked (it has no task). Its task ends
         // first (a cancelled run ends at once; what it sends now is not stored), so nothing of
         // the run is still running once its thread is closed and freed for the next run, as on
         // every other way a run ends.
@@ -472,6 +452,70 @@ pub async fn start_run(
         });
     });
     Ok(events)
+}
+
+/// Begins `run_id` on `thread` before anything of it runs: with a run log, stores its input
+/// and writes its row; then a resume saves its thread past the pause, and a run from another
+/// state than the thread's saved one saves that state. Returns the state the run's closing write
+/// then expects the thread to hold.
+async fn begin(
+    runtime: &Runtime,
+    stores: &Stores,
+    (run_id, thread): (&RunId, &ThreadId),
+    state: &AgentState,
+    turn: &Turn,
+    saved_state: Option<serde_json::Value>,
+) -> anyhow::Result<Option<serde_json::Value>> {
+    if let Some(log) = &stores.log {
+        let input = RunInput {
+            thread_state: state.clone(),
+            turn: turn.clone(),
+            loop_revision: Some(graph::LOOP_REVISION),
+            settings: Some(runtime.run_settings.clone()),
+        };
+        // Its history's new message blobs first, then the input that names them, then the row.
+        let histories = log.histories.as_ref();
+        let input_ref = input
+            .store_on_thread(log.blobs.as_ref(), histories, thread)
+            .await?;
+        log.runs
+            .begin_run(
+                run_id,
+                Some(thread),
+                runtime.clock.now_ms(),
+                Some(&input_ref),
+            )
+            .await
+            .context("the run log")?;
+    }
+    let run = (run_id, runtime.clock.as_ref());
+    match turn {
+        // A run that resumes from approvals consumes them first, durably: the thread is saved
+        // past its pause before any approved call runs, so no later request (a retry after a
+        // failure, or another process) can approve the same calls again, whatever becomes of
+        // this run.
+        Turn::ApprovalDecisions(_) => {
+            let consumed = consume_approvals(stores, run, thread, state, turn, saved_state);
+            Ok(Some(consumed.await?))
+        }
+        // A run from another state than the thread's (the server rewound the thread for an AI
+        // SDK edit or retry) saves that state first, the same way: a run that then fails or
+        // crashes is closed over it (`close` repairs only a thread that holds the state the run
+        // started from), so the thread never goes back to what the client rewound away.
+        Turn::UserMessage(_) => match saved_state {
+            Some(saved) => {
+                let start = serde_json::to_value(state).context(UNENCODABLE)?;
+                if start == saved {
+                    Ok(Some(saved))
+                } else {
+                    Ok(Some(
+                        save_before_run(stores, run, thread, start, Some(saved)).await?,
+                    ))
+                }
+            }
+            None => Ok(None),
+        },
+    }
 }
 
 /// Saves `thread` as `state` will be once `turn` (approval decisions) is applied, over the state
@@ -809,6 +853,17 @@ impl Closing {
                    effect is unknown",
             error: "the run could not be recorded (the server's log says why)".into(),
             saved_its_start: true,
+        }
+    }
+
+    /// A run whose beginning panicked, closed by the process that runs it. Whether a resume's
+    /// begin got past saving its thread beyond the pause is not known: as for a crashed run that
+    /// recorded nothing, its thread takes the turn only if it is still the state the run began
+    /// from.
+    fn begin_died() -> Self {
+        Self {
+            saved_its_start: false,
+            ..Self::task_died()
         }
     }
 

@@ -22,6 +22,8 @@ struct FailingCommits {
     inner: Arc<InMemoryRunStore>,
     failing: Mutex<Option<RunId>>,
     failing_finish: Mutex<Option<RunId>>,
+    /// A run whose `begin_run` panics once its row is written, while it names it.
+    panicking_begin: Mutex<Option<RunId>>,
     /// When set, the first failing commit notifies the first and waits for the second.
     gate: Mutex<Option<(Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>)>>,
     /// How many times every run's header was listed.
@@ -39,7 +41,11 @@ impl RunStore for FailingCommits {
     ) -> Result<(), RunStoreError> {
         self.inner
             .begin_run(run_id, thread_id, at_ms, input_ref)
-            .await
+            .await?;
+        if self.panicking_begin.lock().unwrap().as_ref() == Some(run_id) {
+            panic!("the run store panicked after writing the run's row");
+        }
+        Ok(())
     }
 
     async fn commit_step(
@@ -2039,6 +2045,67 @@ async fn a_run_whose_task_dies_is_closed_at_once_with_the_turn_it_showed() {
             state.messages(),
             [ai_core::Message::User { content }, ai_core::Message::Assistant { content: text, .. }]
                 if content == "hello" && text == "hi"
+        ),
+        "{:?}",
+        state.messages()
+    );
+    assert!(recover(&stores, &FixedClock).await.unwrap().is_empty());
+}
+
+/// A run whose beginning panics once its row is written (the run store's code, here) is ended as
+/// a run whose task dies is: closed at once, its thread saved with the turn it began, its client
+/// shown one error and one `Done`, its thread freed; never left `running` for the next start.
+#[tokio::test]
+async fn a_run_whose_begin_panics_is_closed_at_once() {
+    let runs = Arc::new(FailingCommits::default());
+    let locks = tempfile::tempdir().unwrap();
+    let stores = Stores {
+        // The threads the run log's steps save.
+        threads: runs.inner.clone(),
+        ..stores(runs.clone(), &locks)
+    };
+    let runtime = runtime(&crate::Settings::default(), Arc::new(Answer));
+    let thread = ThreadId::new("t").unwrap();
+    let run = RunId::new("begin-panics").unwrap();
+    *runs.panicking_begin.lock().unwrap() = Some(run.clone());
+    let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let on_saved = {
+        let freed = freed.clone();
+        move || freed.store(true, std::sync::atomic::Ordering::SeqCst)
+    };
+    let request = request(&runtime, run.as_str(), &thread, None, "hello");
+
+    let mut events = super::start_run(&runtime, &stores, request, on_saved)
+        .await
+        .unwrap();
+    let mut shown = Vec::new();
+    while let Some(event) = events.recv().await {
+        shown.push(event);
+    }
+    assert!(
+        matches!(
+            shown.as_slice(),
+            [AiEvent::Error { .. }, AiEvent::Done { .. }]
+        ),
+        "{shown:?}"
+    );
+    assert!(freed.load(std::sync::atomic::Ordering::SeqCst));
+    let log = runs.load_run(&run).await.unwrap();
+    assert_ne!(log.header.status, ai_core::RunStatus::Running);
+    assert!(
+        matches!(
+            log.events.as_slice(),
+            [AiEvent::Error { .. }, AiEvent::Done { .. }]
+        ),
+        "{:?}",
+        log.events
+    );
+    let saved = stores.threads.load(&thread).await.unwrap();
+    let state: graph::AgentState = serde_json::from_value(saved.unwrap()).unwrap();
+    assert!(
+        matches!(
+            state.messages(),
+            [ai_core::Message::User { content }] if content == "hello"
         ),
         "{:?}",
         state.messages()
