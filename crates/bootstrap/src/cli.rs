@@ -331,8 +331,9 @@ pub fn variable_error(error: &clap::Error) -> Option<String> {
 /// A one-line error naming each `COGNI_*` variable of the environment that no command reads, as
 /// [`Settings::from_toml_str`](crate::Settings::from_toml_str) refuses an unknown key: a
 /// misspelled variable (`COGNI_LLM_MODLE`) would otherwise leave its setting at the default with
-/// no word. Each is named with the closest variable cogni reads, never with its value (which may
-/// be a key). `None` when cogni reads every one.
+/// no word. Each is named with the closest variable cogni reads when it is near enough to be a
+/// misspelling of it, never with its value (which may be a key). `None` when cogni reads every
+/// one.
 pub fn unknown_variable_error() -> Option<String> {
     // The composition root is where the environment is read; only the names are.
     #[allow(clippy::disallowed_methods)]
@@ -376,12 +377,10 @@ fn unknown_variables(
     unknown.sort();
     let named: Vec<String> = unknown
         .iter()
-        .map(
-            |name| match read.iter().min_by_key(|r| edit_distance(name, r)) {
-                Some(closest) => format!("{name} (did you mean {closest}?)"),
-                None => name.clone(),
-            },
-        )
+        .map(|name| match closest(name, read) {
+            Some(closest) => format!("{name} (did you mean {closest}?)"),
+            None => name.clone(),
+        })
         .collect();
     match named.as_slice() {
         [] => None,
@@ -394,6 +393,20 @@ fn unknown_variables(
             many.join(", ")
         )),
     }
+}
+
+/// The variable of `read` closest to the unknown `name`, when `name` reads as a misspelling of
+/// it: as cargo suggests a subcommand, at most a third of the name's length apart (and at least
+/// one edit), the length counted past the `COGNI_` every one shares (`COGNI_X` is not taken for
+/// `COGNI_CONFIG`).
+fn closest<'a>(name: &str, read: &'a [String]) -> Option<&'a String> {
+    let own = name.strip_prefix("COGNI_").unwrap_or(name).chars().count();
+    let most = (own / 3).max(1);
+    read.iter()
+        .map(|r| (edit_distance(name, r), r))
+        .filter(|(distance, _)| *distance <= most)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, r)| r)
 }
 
 /// The Levenshtein distance between `a` and `b`, in characters.
@@ -885,8 +898,8 @@ mod tests {
         }
     }
 
-    /// Every unknown `COGNI_*` variable is named, in order, each with the closest one read;
-    /// other variables, and those read, are not.
+    /// Every unknown `COGNI_*` variable is named, in order, each with the closest one read when
+    /// it reads as a misspelling of it; other variables, and those read, are not.
     #[test]
     fn unknown_variables_are_named_each_with_the_closest_one_read() {
         let read = super::read_variables();
@@ -900,6 +913,23 @@ mod tests {
             "unknown variables COGNI_DATADIR (did you mean COGNI_DATA_DIR?), \
              COGNI_WORKSPACE_HIDEN (did you mean COGNI_WORKSPACE_HIDDEN?): cogni reads no such \
              variables; unset them or correct their names"
+        );
+        // Nothing read is near: no variable is suggested, the unknown one is only named.
+        for distant in ["COGNI_X", "COGNI_TOKEN", "COGNI_MODEL_NAME"] {
+            assert_eq!(
+                super::unknown_variables(names(&[distant]), &read).unwrap(),
+                format!(
+                    "unknown variable {distant}: cogni reads no such variable; unset it or \
+                     correct its name"
+                )
+            );
+        }
+        let near = names(&["COGNI_LLM_MODLE", "COGNI_POLCY"]);
+        assert_eq!(
+            super::unknown_variables(near, &read).unwrap(),
+            "unknown variables COGNI_LLM_MODLE (did you mean COGNI_LLM_MODEL?), COGNI_POLCY \
+             (did you mean COGNI_POLICY?): cogni reads no such variables; unset them or correct \
+             their names"
         );
         assert_eq!(super::edit_distance("kitten", "sitting"), 3);
         assert_eq!(super::edit_distance("", "abc"), 3);
