@@ -1,7 +1,7 @@
 //! Settings: a bad config is refused at start, naming the key and the reason.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 const VARS: &[&str] = &[
     "COGNI_CONFIG",
@@ -24,11 +24,8 @@ const VARS: &[&str] = &[
 
 /// Runs `cogni` in `dir` with no COGNI_* variables but `env`.
 fn cogni_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_cogni"));
+    let mut command = crate::cogni_command();
     command.current_dir(dir).args(args);
-    for var in VARS {
-        command.env_remove(var);
-    }
     command.envs(env.iter().copied());
     command.output().expect("the cogni binary runs")
 }
@@ -328,11 +325,8 @@ fn a_variable_that_is_not_utf8_is_named_in_one_line() {
         (&["tools", "call", "x"], "COGNI_WORKSPACE_HIDDEN", b"\xff"),
     ];
     for (args, variable, value) in cases {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_cogni"));
+        let mut command = crate::cogni_command();
         command.current_dir(dir.path()).args(*args);
-        for var in VARS {
-            command.env_remove(var);
-        }
         let output = command
             .env("COGNI_LLM_MODEL", "m")
             .env(variable, OsStr::from_bytes(value))

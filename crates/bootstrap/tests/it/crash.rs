@@ -9,7 +9,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
 use ai_core::{AiEvent, RunId, RunStatus, RunStore, ToolOutcome};
 use serde_json::Value;
@@ -26,7 +26,7 @@ impl Drop for Server {
 
 /// Starts `cogni serve` on a free port and returns it with its address.
 fn serve(dir: &Path, endpoint: &str) -> (Server, String) {
-    let mut server = Command::new(env!("CARGO_BIN_EXE_cogni"))
+    let mut server = crate::cogni_command()
         .arg("serve")
         .current_dir(dir)
         .env("COGNI_LLM_BASE_URL", endpoint)
@@ -34,7 +34,6 @@ fn serve(dir: &Path, endpoint: &str) -> (Server, String) {
         .env("COGNI_LISTEN", "127.0.0.1:0")
         .env("COGNI_DATA_DIR", dir.join("data"))
         .env("COGNI_WORKSPACE", dir.join("workspace"))
-        .env_remove("COGNI_CONFIG")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -11,8 +11,25 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+/// The `cogni` binary as a test starts it: without the `COGNI_*` variables the test process
+/// inherited, so a developer's shell that holds one (which cogni refuses when it reads no such
+/// variable, or takes as a setting) changes no test. A test sets those it means.
+fn cogni_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cogni"));
+    // Only the names are read, to take them out of the child's environment.
+    #[allow(clippy::disallowed_methods)]
+    let inherited = std::env::vars_os().map(|(name, _)| name);
+    for name in inherited {
+        // As cogni tells its own: by the name's bytes, UTF-8 or not.
+        if name.as_encoded_bytes().starts_with(b"COGNI_") {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
 fn cogni(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cogni"))
+    cogni_command()
         .args(args)
         .output()
         .expect("the cogni binary runs")
@@ -27,6 +44,29 @@ fn stdout_lines(output: &Output) -> Vec<Value> {
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A `COGNI_*` variable a developer's shell holds (which the binary refuses when it reads no such
+/// variable, or takes as a setting) changes no test: these tests, run again with one set, pass.
+/// One test of each file that starts the binary its own way is run.
+#[test]
+fn a_cogni_variable_of_the_developers_shell_changes_no_test() {
+    let tests = [
+        "get_current_time_prints_events_then_the_result",
+        "config::an_unknown_tool_lists_the_known_ones",
+        "pipe::a_failed_call_is_still_reported_when_stdout_is_closed",
+        "runs::a_failed_tool_call_replays_as_it_failed",
+    ];
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "--test-threads=1"])
+        .args(tests)
+        .env("COGNI_FROM_THE_SHELL", "1")
+        .env("COGNI_LLM_MODEL", "a-model-of-the-shell")
+        .output()
+        .expect("the tests run");
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{out}{}", stderr(&output));
+    assert!(out.contains(&format!("{} passed", tests.len())), "{out}");
 }
 
 #[test]
@@ -347,7 +387,7 @@ fn wire_decode_errors_show_no_control_character_of_the_stream() {
 fn wire_encode_tools_reads_specs_on_stdin() {
     use std::io::Write;
     let specs = cogni(&["tools", "list", "--json"]).stdout;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cogni"))
+    let mut child = cogni_command()
         .args(["wire", "encode-tools", "--format", "openai-chat"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -480,7 +520,7 @@ fn concurrent_tool_calls_all_succeed_and_are_all_counted() {
     let data = dir.path().to_str().unwrap().to_owned();
     let children: Vec<_> = (0..16)
         .map(|_| {
-            Command::new(env!("CARGO_BIN_EXE_cogni"))
+            cogni_command()
                 .args([
                     "tools",
                     "call",

@@ -1,7 +1,7 @@
 //! `cogni … | head`: a command whose stdout's reader went away ends quietly, while any other
 //! error writing its output is still said.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 /// Runs `cogni args` with `stdin` (a file, or nothing) and its stdout a pipe whose reading end
 /// is closed before the process starts, so its first write to stdout fails with `EPIPE`.
@@ -12,12 +12,11 @@ fn cogni_into_closed_pipe(args: &[&str], stdin: Option<&std::path::Path>) -> Out
         Some(path) => Stdio::from(std::fs::File::open(path).expect("the input file")),
         None => Stdio::null(),
     };
-    Command::new(env!("CARGO_BIN_EXE_cogni"))
+    crate::cogni_command()
         .args(args)
         .stdin(stdin)
         .stdout(writer)
         .stderr(Stdio::piped())
-        .env_remove("COGNI_DATA_DIR")
         .output()
         .expect("the cogni binary runs")
 }
@@ -82,7 +81,7 @@ fn a_stdout_that_cannot_be_written_is_still_an_error() {
         &["tools", "call", "core__get_current_time"],
         &["config-example"],
     ] {
-        let output = Command::new(env!("CARGO_BIN_EXE_cogni"))
+        let output = crate::cogni_command()
             .args(args)
             .stdout(std::fs::File::create("/dev/full").expect("/dev/full"))
             .stderr(Stdio::piped())
@@ -101,15 +100,12 @@ fn a_stdout_that_cannot_be_written_is_still_an_error() {
 /// Runs `cogni args` in `dir` against the fake endpoint `url`, with the data folder `data`
 /// and `stdout` as its stdout.
 fn cogni_chatting(dir: &std::path::Path, url: &str, args: &[&str], stdout: Stdio) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cogni"))
+    crate::cogni_command()
         .args(args)
         .current_dir(dir)
         .env("COGNI_DATA_DIR", "data")
         .env("COGNI_LLM_BASE_URL", url)
         .env("COGNI_LLM_MODEL", "test-model")
-        .env_remove("COGNI_CONFIG")
-        .env_remove("COGNI_POLICY")
-        .env_remove("COGNI_WORKSPACE")
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(Stdio::piped())
@@ -222,12 +218,10 @@ fn a_closed_stderr_keeps_every_exit_status() {
     for (args, env, status) in cases {
         let (reader, writer) = std::io::pipe().expect("a pipe");
         drop(reader);
-        let mut command = Command::new(env!("CARGO_BIN_EXE_cogni"));
+        let mut command = crate::cogni_command();
         command
             .args(*args)
             .current_dir(dir.path())
-            .env_remove("COGNI_DATA_DIR")
-            .env_remove("COGNI_CONFIG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(writer);

@@ -2,21 +2,18 @@
 //! `cogni chat` from a loopback fake endpoint, then against a tampered run log.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
 /// Runs `cogni` in `dir` with the data folder `data` and the fake endpoint `base_url`.
 fn cogni_in(dir: &Path, base_url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cogni"))
+    crate::cogni_command()
         .args(args)
         .current_dir(dir)
         .env("COGNI_DATA_DIR", "data")
         .env("COGNI_LLM_BASE_URL", base_url)
         .env("COGNI_LLM_MODEL", "test-model")
-        .env_remove("COGNI_CONFIG")
-        .env_remove("COGNI_POLICY")
-        .env_remove("COGNI_WORKSPACE")
         .output()
         .expect("the cogni binary runs")
 }
@@ -243,11 +240,9 @@ fn a_recorded_chat_is_listed_shown_and_replayed_identically_and_tampering_is_nam
 #[test]
 fn runs_need_a_data_folder_with_a_run_log() {
     let dir = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_cogni"))
+    let output = crate::cogni_command()
         .args(["runs", "list"])
         .current_dir(dir.path())
-        .env_remove("COGNI_DATA_DIR")
-        .env_remove("COGNI_CONFIG")
         .output()
         .unwrap();
     assert!(!output.status.success());
@@ -399,15 +394,13 @@ fn an_oversized_result_replays_identically() {
     )
     .unwrap();
     let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_cogni"))
+        crate::cogni_command()
             .args(args)
             .current_dir(dir.path())
             .env("COGNI_DATA_DIR", "data")
             .env("COGNI_LLM_BASE_URL", &url)
             .env("COGNI_LLM_MODEL", "test-model")
             .env("COGNI_POLICY", "policy.toml")
-            .env_remove("COGNI_CONFIG")
-            .env_remove("COGNI_WORKSPACE")
             .output()
             .unwrap()
     };
@@ -886,16 +879,13 @@ fn replay_runs_under_the_recorded_settings_and_says_when_todays_differ() {
     )
     .unwrap();
     let run = |policy: Option<&str>, args: &[&str]| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_cogni"));
+        let mut command = crate::cogni_command();
         command
             .args(args)
             .current_dir(dir.path())
             .env("COGNI_DATA_DIR", "data")
             .env("COGNI_LLM_BASE_URL", &url)
-            .env("COGNI_LLM_MODEL", "test-model")
-            .env_remove("COGNI_CONFIG")
-            .env_remove("COGNI_POLICY")
-            .env_remove("COGNI_WORKSPACE");
+            .env("COGNI_LLM_MODEL", "test-model");
         if let Some(policy) = policy {
             command.env("COGNI_POLICY", policy);
         }
@@ -1066,15 +1056,12 @@ fn chat_warns_of_policy_tools_no_source_has() {
     )
     .unwrap();
     let url = crate::fake::endpoint(&["turn-2-answer.sse"]);
-    let chat = Command::new(env!("CARGO_BIN_EXE_cogni"))
+    let chat = crate::cogni_command()
         .args(["chat", "Hi"])
         .current_dir(dir.path())
         .env("COGNI_LLM_BASE_URL", &url)
         .env("COGNI_LLM_MODEL", "test-model")
         .env("COGNI_POLICY", "policy.toml")
-        .env_remove("COGNI_CONFIG")
-        .env_remove("COGNI_DATA_DIR")
-        .env_remove("COGNI_WORKSPACE")
         .output()
         .unwrap();
     assert!(chat.status.success(), "{}", text(&chat.stderr));
@@ -1143,17 +1130,14 @@ fn the_reading_commands_need_neither_the_model_config_nor_the_workspace() {
     let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
     let run_id = record_one(dir.path(), &url);
     let cogni = |env: &[(&str, &str)], args: &[&str]| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_cogni"));
+        let mut command = crate::cogni_command();
         command
             .args(args)
             .current_dir(dir.path())
             .env("COGNI_DATA_DIR", "data")
             .env("COGNI_LLM_BASE_URL", "nope")
             .env("COGNI_LISTEN", "nowhere")
-            .env("COGNI_WORKSPACE", "no-such-folder")
-            .env_remove("COGNI_CONFIG")
-            .env_remove("COGNI_POLICY")
-            .env_remove("COGNI_LLM_MODEL");
+            .env("COGNI_WORKSPACE", "no-such-folder");
         for (key, value) in env {
             command.env(key, value);
         }

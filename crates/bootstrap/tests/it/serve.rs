@@ -8,7 +8,7 @@ use std::process::{Child, ChildStderr, Command, Stdio};
 #[test]
 fn cogni_serve_streams_a_chat_turn_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_cogni"))
+    let mut server = crate::cogni_command()
         .arg("serve")
         .current_dir(dir.path())
         .env(
@@ -17,7 +17,6 @@ fn cogni_serve_streams_a_chat_turn_and_stops_on_sigterm() {
         )
         .env("COGNI_LLM_MODEL", "test-model")
         .env("COGNI_LISTEN", "127.0.0.1:0")
-        .env_remove("COGNI_CONFIG")
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -63,20 +62,8 @@ fn serve(
     dir: &std::path::Path,
     env: &[(&str, &str)],
 ) -> (Child, String, String, BufReader<ChildStderr>) {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_cogni"));
+    let mut command = crate::cogni_command();
     command.arg("serve").current_dir(dir);
-    for var in [
-        "COGNI_CONFIG",
-        "COGNI_LLM_WIRE",
-        "COGNI_LLM_API_KEY",
-        "COGNI_LISTEN",
-        "COGNI_POLICY",
-        "COGNI_WORKSPACE",
-        "COGNI_DATA_DIR",
-        "COGNI_SERVER_TOKEN",
-    ] {
-        command.env_remove(var);
-    }
     let mut server = command
         .env(
             "COGNI_LLM_BASE_URL",
@@ -383,13 +370,12 @@ fn cogni_serve_refuses_a_data_folder_it_cannot_write() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("data")).unwrap();
     std::fs::write(dir.path().join("data/locks"), "").unwrap();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_cogni"))
+    let mut server = crate::cogni_command()
         .arg("serve")
         .current_dir(dir.path())
         .env("COGNI_LLM_MODEL", "test-model")
         .env("COGNI_LISTEN", "127.0.0.1:0")
         .env("COGNI_DATA_DIR", "data")
-        .env_remove("COGNI_CONFIG")
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
