@@ -7,8 +7,9 @@
 //! object not yet closed) and the entry names no function (Poolside changes a call's id after
 //! its first chunk, naming the function only on the first: the call keeps its first id); a
 //! known id continues its call (but an entry under the id of a whole call that names another
-//! function, or brings arguments that do not repeat the call's and names its function, on that
-//! entry or alone on the one before, is an error: two calls under one id); without an id the entry
+//! function, or brings arguments that open another object, not a repeat of the call's, and
+//! names its function, on that entry or alone on the one before, is an error: two calls under
+//! one id); without an id the entry
 //! continues the call at its `index` (unless that call is whole and the entry names a function
 //! and brings arguments, or named one alone just before: parallel calls at one index without
 //! ids, see `StreamDecoder::starts_another_call`), or the latest call when `index` is missing or null (unless
@@ -378,8 +379,8 @@ pub struct StreamDecoder {
     /// there start. Boxed: rare.
     named_alone: Option<Box<(usize, String)>>,
     /// The call, whole already, whose function an entry under its id named again alone (see
-    /// [`StreamDecoder::check_same_function`]): arguments under that id that follow start a
-    /// second call.
+    /// [`StreamDecoder::check_same_function`]): arguments under that id that follow and open
+    /// another object start a second call.
     named_again: Option<usize>,
     /// The choice `index` the answer is read from: the first one the stream has (0 for a choice
     /// without one).
@@ -709,9 +710,8 @@ impl StreamDecoder {
 
     /// Refuses an entry under the id of the call at `position` that starts another call once
     /// that call is whole ([`assembly::PartialCall::is_whole`]): one that names another function,
-    /// or brings arguments that do not repeat the call's (not whitespace, nor a summary chunk
-    /// repeating them) and names the call's own function, or follows an entry that named it
-    /// alone. An engine behind OpenRouter streams parallel calls under one id and one index,
+    /// or brings arguments that open another object or array (not a summary chunk repeating
+    /// the call's) and names the call's own function, or follows an entry that named it alone. An engine behind OpenRouter streams parallel calls under one id and one index,
     /// told apart only by their names (skye-harris/hass_local_openai_llm#92); calls of one
     /// function it cannot tell apart at all. Joined to the first call, the second's arguments
     /// would break that call's, or be dropped as a repeat of them; split off, its later
@@ -721,9 +721,12 @@ impl StreamDecoder {
     ///
     /// What is still the call's: another name before the call is whole (its first name stays),
     /// its name repeated (with no arguments, as LiteLLM's last chunk, or with a repeat of them),
-    /// and arguments without a name that no entry naming the function alone came before, which
-    /// are appended as the assembly rule says (WIRE-FORMATS 2.1 rule 2: a seen id continues its
-    /// call), to fail where the call runs if they break its JSON.
+    /// arguments that open no object or array (whitespace, or a stray `}`: Qwen may close a
+    /// call's arguments twice, langchain-qwq#30, under a server that repeats the id and the name
+    /// on every chunk), and arguments without a name that no entry naming the function alone
+    /// came before. These are appended as the assembly rule says (WIRE-FORMATS 2.1 rule 2: a
+    /// seen id continues its call), to fail where the call runs if they break its JSON (rule 5:
+    /// a per-call error, never the whole turn's).
     fn check_same_function(
         &mut self,
         position: usize,
@@ -737,15 +740,18 @@ impl StreamDecoder {
         }
         let name = entry.function.name.as_deref().filter(|n| !n.is_empty());
         let fragment = entry.function.arguments.0.as_deref().unwrap_or("");
-        let brings_arguments = !fragment.trim_ascii().is_empty()
+        // Only arguments that open another object or array can be a second call's: whitespace,
+        // a stray `}` or other text is the call's (appended, it fails where the call runs), and
+        // a summary chunk repeats the call's arguments.
+        let opens_another = fragment.trim_ascii_start().starts_with(['{', '['])
             && !assembly::repeats_whole_arguments(&call.arguments, fragment);
         let reason = match name {
             Some(name) if name != call.name => "another entry uses its id for another function",
-            Some(_) if !brings_arguments => {
+            Some(_) if !opens_another => {
                 self.named_again = Some(position);
                 return Ok(());
             }
-            None if !brings_arguments || self.named_again != Some(position) => return Ok(()),
+            None if !opens_another || self.named_again != Some(position) => return Ok(()),
             _ => "another entry uses its id for a second call of its function",
         };
         Err(DecodeError::InvalidToolCall {

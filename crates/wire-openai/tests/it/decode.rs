@@ -3555,6 +3555,40 @@ fn a_streamed_call_whose_id_starts_a_second_call_of_its_function_once_whole_is_a
     }
 }
 
+/// Text after a whole call under its id that opens no JSON value (a stray `}`: Qwen may close a
+/// call's arguments twice, langchain-qwq#30) starts no second call, also where the server
+/// repeats the id and the name on every chunk (LiteLLM, DeepSeek/Qwen, llama.cpp): it is the
+/// call's, appended as WIRE-FORMATS 2.1 rules 2 and 5 say, so only that call fails where it
+/// runs, never the whole turn as a decode error.
+#[test]
+fn text_opening_no_value_after_a_whole_call_under_its_id_is_the_calls() {
+    let entry = |name: Option<&str>, arguments: &str| {
+        let mut function = json!({"arguments": arguments});
+        if let Some(name) = name {
+            function["name"] = json!(name);
+        }
+        let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "call_q", "type": "function", "function": function}]}}]});
+        format!("data: {chunk}\n\n")
+    };
+    let end = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+    let first = [
+        entry(Some("get_weather"), r#"{"city":"#),
+        entry(Some("get_weather"), r#""Paris"}"#),
+    ]
+    .concat();
+    for stray in [
+        entry(Some("get_weather"), "}"),
+        [entry(Some("get_weather"), ""), entry(None, " }")].concat(),
+    ] {
+        let stream = [first.clone(), stray, end.to_owned()].concat();
+        let completion = chat::decode_all(stream.as_bytes()).unwrap();
+        assert_eq!(completion.tool_calls.len(), 1, "{stream}");
+        let arguments = completion.tool_calls[0].arguments.replace(' ', "");
+        assert_eq!(arguments, r#"{"city":"Paris"}}"#, "{stream}");
+    }
+}
+
 /// The cached input tokens and the reasoning tokens are read from both wires' details objects,
 /// streamed and whole; each is its own bookkeeping: a detail that does not read (a float, a
 /// string, given twice, in details that are not an object or are given twice) is absent, and the
