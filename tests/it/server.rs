@@ -53,7 +53,14 @@ impl Server {
     /// A server whose policy asks for approval of the two tools the tool loop fixtures call,
     /// with those fixtures queued on its fake model; `ai_sdk_version` when given.
     async fn approving(ai_sdk_version: Option<u8>) -> Self {
-        let server = Self::start(|s| {
+        let server = Self::asking_approval(ai_sdk_version).await;
+        tool_loop_fixtures(&server.fake).await;
+        server
+    }
+
+    /// [`Self::approving`] with nothing queued on its fake model.
+    async fn asking_approval(ai_sdk_version: Option<u8>) -> Self {
+        Self::start(|s| {
             let policy = r#"
                 allowed_tools = ["core__get_current_time", "core__workspace_read"]
                 require_approval_for_effects = ["read_only"]
@@ -63,9 +70,7 @@ impl Server {
                 s.server.ai_sdk_version = version;
             }
         })
-        .await;
-        tool_loop_fixtures(&server.fake).await;
-        server
+        .await
     }
 
     /// The whole response body to a [`Self::post`] (a run's stream, once it ended).
@@ -971,6 +976,64 @@ async fn ai_sdk_asks_ai_6_clients_for_approval_and_resumes_from_the_answers() {
 
     // Nothing waits any more: the same answers again are refused.
     assert_eq!(server.post("/api/v1/chat", &answer).await.status(), 409);
+}
+
+/// A run resumed from ai 6's answers may pause again: the model, given the results, calls a tool
+/// that waits for approval too. The stream answers the calls the user decided, asks about the
+/// new one and ends with `finish`, leaving that call `approval-requested` for the next answer.
+#[tokio::test]
+async fn ai_sdk_resumed_run_that_pauses_again_asks_about_the_new_call() {
+    let server = Server::asking_approval(Some(6)).await;
+    let asks_again = concat!(
+        "data: {\"id\":\"y\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",",
+        "\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_again\",",
+        "\"type\":\"function\",\"function\":{\"name\":\"core__get_current_time\",",
+        "\"arguments\":\"{}\"}}]},\"finish_reason\":null}]}\n\n",
+        "data: {\"id\":\"y\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",",
+        "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+        "data: [DONE]\n\n"
+    );
+    server.fake.push(
+        Reply::fixture("loop/turn-1-tool-calls.sse")
+            .unwrap()
+            .split(64),
+    );
+    server.fake.push(Reply::sse(asks_again));
+    let paused = server
+        .text(
+            "/api/v1/chat",
+            &chat_request("chat-approve", "What do my notes say?"),
+        )
+        .await;
+    record("approval-again.v6.aisdk.sse", &paused);
+
+    // read approved, time denied
+    let answer = ai_sdk_client_request("approval-response.json");
+    let resumed = server.text("/api/v1/chat", &answer).await;
+    record("approval-again-resumed.v6.aisdk.sse", &resumed);
+    let chunks = frames(&resumed);
+    let answered: Vec<(&Value, &Value)> = chunks
+        .iter()
+        .filter(|c| c["type"].as_str().unwrap_or("").starts_with("tool-output"))
+        .map(|c| (&c["type"], &c["toolCallId"]))
+        .collect();
+    assert_eq!(
+        answered,
+        [
+            (&json!("tool-output-denied"), &json!("call_time")),
+            (&json!("tool-output-available"), &json!("call_read"))
+        ],
+        "{resumed}"
+    );
+    let asked: Vec<&Value> = chunks
+        .iter()
+        .filter(|c| c["type"] == "tool-approval-request")
+        .map(|c| &c["toolCallId"])
+        .collect();
+    assert_eq!(asked, [&json!("call_again")], "{resumed}");
+    let types = types(&chunks);
+    assert_eq!(types[types.len() - 2..], ["finish", "[DONE]"], "{resumed}");
+    assert_eq!(server.fake.requests().len(), 2, "call_again did not run");
 }
 
 /// Answers that leave out a call the thread waits for deny it, and the stream that continues the

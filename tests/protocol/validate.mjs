@@ -11,6 +11,7 @@
 //   <base>-resumed[-<what>].<ext>  -> a stream that continues <base>.<ext>'s assistant message
 //                                     after the user answered its approval requests: checked
 //                                     from that message, whose calls must all end settled
+//                                     (but for a call it asks about itself, when it pauses again)
 // plus a few cogni contract rules, tagged [cogni] in the output (see README.md).
 //
 // Usage: node validate.mjs <dir>
@@ -350,15 +351,24 @@ async function validateAisdk(bytes, { continues, v5 = true } = {}) {
   // (and ai 5's convertToModelMessages refuses the message).
   const streaming = (full.lastMessage?.parts ?? []).filter((p) => p.toolCallId && p.state === "input-streaming");
   if (streaming.length) fail(`[cogni] call(s) ${streaming.map((p) => p.toolCallId).join(", ")} left input-streaming at the end of the stream`);
-  // A call left `input-available` is one an ai 5 client takes for its own to answer: only a
-  // paused run (which ends with `finish`) leaves one so; after `error` or `abort` it is answered.
+  // A call left waiting for the user, `input-available` (one an ai 5 client takes for its own to
+  // answer) or `approval-requested`, is one only a paused run (which ends with `finish`) leaves
+  // so; after `error` or `abort` it is answered.
   if (last.type !== "finish") {
-    const waiting = (full.lastMessage?.parts ?? []).filter((p) => p.toolCallId && p.state === "input-available");
-    if (waiting.length) fail(`[cogni] call(s) ${waiting.map((p) => p.toolCallId).join(", ")} left input-available at the end of a failed or cancelled stream`);
+    for (const state of ["input-available", "approval-requested"]) {
+      const waiting = (full.lastMessage?.parts ?? []).filter((p) => p.toolCallId && p.state === state);
+      if (waiting.length) fail(`[cogni] call(s) ${waiting.map((p) => p.toolCallId).join(", ")} left ${state} at the end of a failed or cancelled stream`);
+    }
   }
   if (continues) {
     if (full.lastMessage?.id !== continues.id) fail(`[cogni] the resumed stream left message ${continues.id} for ${full.lastMessage?.id}`);
-    const open = full.lastMessage.parts.filter((p) => p.toolCallId && !["output-available", "output-error", "output-denied"].includes(p.state));
+    // Every call the user answered ends settled. A resumed run may pause again, for a call it
+    // asked about itself (`approval-requested`: `answered` turned every earlier request into
+    // `approval-responded`), which waits for the user's next answer.
+    const settled = ["output-available", "output-error", "output-denied"];
+    const open = full.lastMessage.parts.filter(
+      (p) => p.toolCallId && !settled.includes(p.state) && !(p.state === "approval-requested" && last.type === "finish"),
+    );
     if (open.length) fail(`[cogni] call(s) ${open.map((p) => `${p.toolCallId} (${p.state})`).join(", ")} not settled by the resumed stream`);
   }
   return full.lastMessage;
