@@ -978,13 +978,16 @@ async fn ai_sdk_asks_ai_6_clients_for_approval_and_resumes_from_the_answers() {
     assert_eq!(server.post("/api/v1/chat", &answer).await.status(), 409);
 }
 
-/// A run resumed from ai 6's answers may pause again: the model, given the results, calls a tool
-/// that waits for approval too. The stream answers the calls the user decided, asks about the
-/// new one and ends with `finish`, leaving that call `approval-requested` for the next answer.
-#[tokio::test]
-async fn ai_sdk_resumed_run_that_pauses_again_asks_about_the_new_call() {
-    let server = Server::asking_approval(Some(6)).await;
-    let asks_again = concat!(
+/// The tool loop's first turn (two calls), then a turn that calls `core__get_current_time`
+/// again as `call_again`: under [`Server::asking_approval`] the run resumed from the first
+/// pause's answers pauses again.
+fn pause_twice_fixtures(fake: &FakeLlm) {
+    fake.push(
+        Reply::fixture("loop/turn-1-tool-calls.sse")
+            .unwrap()
+            .split(64),
+    );
+    fake.push(Reply::sse(concat!(
         "data: {\"id\":\"y\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",",
         "\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_again\",",
         "\"type\":\"function\",\"function\":{\"name\":\"core__get_current_time\",",
@@ -992,13 +995,16 @@ async fn ai_sdk_resumed_run_that_pauses_again_asks_about_the_new_call() {
         "data: {\"id\":\"y\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",",
         "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
         "data: [DONE]\n\n"
-    );
-    server.fake.push(
-        Reply::fixture("loop/turn-1-tool-calls.sse")
-            .unwrap()
-            .split(64),
-    );
-    server.fake.push(Reply::sse(asks_again));
+    )));
+}
+
+/// A run resumed from ai 6's answers may pause again: the model, given the results, calls a tool
+/// that waits for approval too. The stream answers the calls the user decided, asks about the
+/// new one and ends with `finish`, leaving that call `approval-requested` for the next answer.
+#[tokio::test]
+async fn ai_sdk_resumed_run_that_pauses_again_asks_about_the_new_call() {
+    let server = Server::asking_approval(Some(6)).await;
+    pause_twice_fixtures(&server.fake);
     let paused = server
         .text(
             "/api/v1/chat",
@@ -1033,6 +1039,52 @@ async fn ai_sdk_resumed_run_that_pauses_again_asks_about_the_new_call() {
     assert_eq!(asked, [&json!("call_again")], "{resumed}");
     let types = types(&chunks);
     assert_eq!(types[types.len() - 2..], ["finish", "[DONE]"], "{resumed}");
+    assert_eq!(server.fake.requests().len(), 2, "call_again did not run");
+}
+
+/// An AG-UI run resumed from the interrupts' answers may pause again: it answers the calls the
+/// user decided, and its interrupts are the new call only, since the answered ones wait for
+/// nothing.
+#[tokio::test]
+async fn agui_resumed_run_that_pauses_again_interrupts_for_the_new_call_only() {
+    let server = Server::asking_approval(None).await;
+    pause_twice_fixtures(&server.fake);
+    let paused = server
+        .text(
+            "/api/v1/agui",
+            &agui_input(
+                "t-approve",
+                "r-1",
+                json!([user("m1", "What do my notes say?")]),
+            ),
+        )
+        .await;
+    assert_eq!(frames(&paused).pop().unwrap()["type"], "RUN_FINISHED");
+    // read approved, time refused
+    let mut resume = client_request("resume.json");
+    resume["threadId"] = json!("t-approve");
+    let resumed = server.text("/api/v1/agui", &resume).await;
+    record("approval-again-resumed.agui.sse", &resumed);
+    let events = frames(&resumed);
+    let answered: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "TOOL_CALL_RESULT")
+        .map(|e| &e["toolCallId"])
+        .collect();
+    assert_eq!(
+        answered,
+        [&json!("call_time"), &json!("call_read")],
+        "{resumed}"
+    );
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_FINISHED", "{resumed}");
+    let waiting: Vec<&Value> = last["outcome"]["interrupts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{resumed}"))
+        .iter()
+        .map(|i| &i["id"])
+        .collect();
+    assert_eq!(waiting, [&json!("call_again")], "{resumed}");
     assert_eq!(server.fake.requests().len(), 2, "call_again did not run");
 }
 
