@@ -69,7 +69,8 @@ impl LatencyPercentiles {
 pub struct ToolStats {
     /// The tool.
     pub tool_id: ToolId,
-    /// Calls that reached execution.
+    /// Calls that reached execution, as they ended: refused before any attempt (an open
+    /// circuit, or the tool's own refusal) too.
     pub calls: u64,
     /// Calls that ended with a value (that passed the tool's output check, its redaction and the
     /// result budget too).
@@ -81,7 +82,8 @@ pub struct ToolStats {
     pub retries: u64,
     /// The circuit's state.
     pub breaker: BreakerStatus,
-    /// Latency of recent calls, all attempts included.
+    /// Latency of recent calls, all attempts included; a call refused before any attempt has
+    /// none.
     pub latency: LatencyPercentiles,
 }
 
@@ -182,8 +184,8 @@ pub(super) struct Registry {
 
 /// How a call ended, for its statistics.
 struct CallEnd {
-    /// From the start of its first attempt to its end.
-    latency: Duration,
+    /// From the start of its first attempt to its end; `None` for a call refused before any.
+    latency: Option<Duration>,
     /// Retries made.
     retries: u32,
     /// The category of its failure; `None`: it ended with a value.
@@ -316,18 +318,19 @@ impl Registry {
                     None => health.successes += 1,
                     Some(category) => *health.failures.entry(category).or_default() += 1,
                 }
-                if health.latencies_us.len() == LATENCY_SAMPLES {
-                    health.latencies_us.pop_front();
+                if let Some(latency) = latency {
+                    if health.latencies_us.len() == LATENCY_SAMPLES {
+                        health.latencies_us.pop_front();
+                    }
+                    let latency_us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+                    health.latencies_us.push_back(latency_us);
                 }
-                health
-                    .latencies_us
-                    .push_back(u64::try_from(latency.as_micros()).unwrap_or(u64::MAX));
             }
         });
     }
 
-    /// Records a call that ended outside an attempt (cancelled while waiting to retry, or
-    /// refused by a circuit that opened meanwhile).
+    /// Records a call that ended outside an attempt (refused before its first, cancelled while
+    /// waiting to retry, or refused by a circuit that opened meanwhile).
     fn record_call_only(&self, id: &ToolId, call: CallEnd) {
         let no_breaker = BreakerPolicy {
             failure_threshold: 0,
@@ -621,13 +624,12 @@ pub(super) async fn execute(
     let trial = if cancelled {
         None
     } else {
-        if let Some(refused) =
-            budget::tool_code(|| tool.refused_before_attempt(invocation, args, 1))
+        let admitted = match budget::tool_code(|| tool.refused_before_attempt(invocation, args, 1))
         {
-            return Err(refused);
-        }
-        step.registry
-            .admit(id, &step.policy.breaker, first_attempt_at)?
+            Some(refused) => Err(refused),
+            None => (step.registry).admit(id, &step.policy.breaker, first_attempt_at),
+        };
+        admitted.map_err(|refused| refused_before_any_attempt(step.registry, id, refused))?
     };
     let attempting = Attempting {
         step: &step,
@@ -645,6 +647,24 @@ pub(super) async fn execute(
         Ok(value) => attempting.answered(value, answer, now, 0, trial),
         Err(failure) => Box::pin(attempting.retry(attempts, now, failure, trial, answer)).await,
     }
+}
+
+/// A call refused (`refusal`) before its first attempt, by the tool or by its open circuit:
+/// it ended, failed, and is counted so, as one whose answer steps 9 and 10 refuse is, though
+/// nothing ran (no latency, and nothing for the breaker).
+#[cold]
+fn refused_before_any_attempt(
+    registry: &Registry,
+    id: &ToolId,
+    refusal: ToolFailure,
+) -> ToolFailure {
+    let call = CallEnd {
+        latency: None,
+        retries: 0,
+        failure: Some(refusal.category),
+    };
+    registry.record_call_only(id, call);
+    refusal
 }
 
 /// What every attempt of one call shares.
@@ -746,7 +766,7 @@ impl Attempting<'_> {
     ) -> Result<Value, ToolFailure> {
         let answered = answer(value);
         let call = CallEnd {
-            latency: now - self.first_attempt_at,
+            latency: Some(now - self.first_attempt_at),
             retries,
             failure: answered.as_ref().err().map(|failure| failure.category),
         };
@@ -810,7 +830,7 @@ impl Attempting<'_> {
             // is not announced or waited for: the call ends now, with the failure it had.
             if !(allowed && step.registry.would_admit(id, breaker, now + wait)) {
                 let call = CallEnd {
-                    latency: now - started,
+                    latency: Some(now - started),
                     retries: number - 1,
                     failure: Some(failure.category),
                 };
@@ -833,7 +853,7 @@ impl Attempting<'_> {
             if !sleep_unless_cancelled(wait, step.cancel).await {
                 let cancelled = stopping.cancelled(false);
                 let call = CallEnd {
-                    latency: Instant::now() - started,
+                    latency: Some(Instant::now() - started),
                     retries: number - 2,
                     failure: Some(ToolErrorCategory::Cancelled),
                 };
@@ -845,7 +865,7 @@ impl Attempting<'_> {
             // retry with no budget left is not started, and the call ends with the failure it had.
             if now >= deadline {
                 let call = CallEnd {
-                    latency: now - started,
+                    latency: Some(now - started),
                     retries: number - 2,
                     failure: Some(failure.category),
                 };
@@ -875,7 +895,7 @@ impl Attempting<'_> {
                 // The circuit opened meanwhile: the call, which ran, ends here and is counted.
                 Err(open) => {
                     let call = CallEnd {
-                        latency: now - started,
+                        latency: Some(now - started),
                         retries: number - 2,
                         failure: Some(open.category),
                     };

@@ -344,6 +344,47 @@ async fn statistics_count_a_call_whose_answer_is_refused_as_failed() {
     assert_eq!(stats.failures.get(&ToolErrorCategory::Permanent), Some(&1));
 }
 
+/// A call refused before its first attempt (its circuit is open, or the tool refuses it, as a
+/// replay gives a recorded `circuit_open`) ended, failed: the statistics count it as they count
+/// one whose answer steps 9 and 10 refuse, by its failure's category, but take no latency from
+/// it, since nothing ran.
+#[tokio::test(start_paused = true)]
+async fn statistics_count_a_call_refused_before_its_first_attempt() {
+    let mut p = one_strike();
+    p.budgets.max_runtime_ms = 100;
+    let sleeping = Behaviour::Sleep(Duration::from_secs(1));
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, sleeping));
+    let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], p);
+    let code = |run: ai_core::ToolRun| run.result.failure().map(|f| f.code);
+    assert_eq!(code(h.call(T, "{}").await), Some(ToolErrorCode::Timeout));
+    assert_eq!(
+        code(h.call(T, "{}").await),
+        Some(ToolErrorCode::CircuitOpen)
+    );
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 1);
+    let stats = h.runner.stats().remove(0);
+    assert_eq!((stats.calls, stats.successes), (2, 0), "{stats:?}");
+    assert_eq!(stats.failures.get(&ToolErrorCategory::Timeout), Some(&1));
+    assert_eq!(stats.failures.get(&ToolErrorCategory::Transient), Some(&1));
+    assert_eq!(stats.latency.p50_us, 100_000, "{stats:?}");
+
+    let recorded = ToolFailure::new(ToolErrorCode::CircuitOpen, "the recorded refusal");
+    let refusing = FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Echo).refusing(recorded);
+    let h = Harness::new(vec![Arc::new(refusing) as Arc<dyn BoundTool>], one_strike());
+    assert_eq!(
+        code(h.call(T, "{}").await),
+        Some(ToolErrorCode::CircuitOpen)
+    );
+    let stats = h.runner.stats();
+    assert_eq!(stats.len(), 1, "{stats:?}");
+    assert_eq!((stats[0].calls, stats[0].successes), (1, 0), "{stats:?}");
+    assert_eq!(
+        stats[0].failures.get(&ToolErrorCategory::Transient),
+        Some(&1)
+    );
+    assert_eq!(stats[0].breaker, BreakerStatus::Closed);
+}
+
 /// A half-open trial whose attempt succeeds holds its slot while steps 9 and 10 run on its
 /// answer: a redaction that panics there is caught, the circuit closes (the tool answered), the
 /// call is counted once, as failed, and the next call is let through.

@@ -106,7 +106,7 @@ fn every_circuit_transition_keeps_the_count() {
         Some(ToolErrorCategory::Cancelled),
     );
     let ended = |failure| CallEnd {
-        latency: Duration::ZERO,
+        latency: Some(Duration::ZERO),
         retries: 0,
         failure,
     };
