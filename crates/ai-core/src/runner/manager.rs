@@ -570,7 +570,29 @@ pub(super) struct Step8<'a> {
     pub(super) call_started: Instant,
 }
 
+/// What an attempt reads as it starts, in this order: the clock (its start in the record) and
+/// then the token. The clock is a port, and whatever fires the token in it (or in any port
+/// before) is seen before the tool is asked or called: only the tool's own code
+/// (`refused_before_attempt`, `exec`) and the breaker's admission run between this check and
+/// the tool's first poll. The token is read once per attempt: its check takes a lock.
+#[derive(Clone, Copy)]
+struct AttemptStart {
+    /// The clock's time (ms) as the attempt started.
+    at_ms: u64,
+    /// The token had fired.
+    cancelled: bool,
+}
+
 impl Step8<'_> {
+    /// Starts an attempt: see [`AttemptStart`].
+    fn start_attempt(&self) -> AttemptStart {
+        let at_ms = super::port_call(super::THE_CLOCK, || self.clock.now_ms());
+        AttemptStart {
+            at_ms,
+            cancelled: self.cancel.is_cancelled(),
+        }
+    }
+
     /// When the call runs out of its total runtime budget.
     fn call_deadline(&self) -> Instant {
         self.call_started + Duration::from_millis(self.policy.budgets.max_runtime_ms)
@@ -620,8 +642,8 @@ pub(super) async fn execute(
     // A token that fired already is answered first: the attempt ends `cancelled` without calling
     // the tool, and neither the tool's own refusal (a replay's recorded one) nor the breaker,
     // whose half-open slot it would take, is asked why else it would not run.
-    let cancelled = step.cancel.is_cancelled();
-    let trial = if cancelled {
+    let start = step.start_attempt();
+    let trial = if start.cancelled {
         None
     } else {
         let admitted = match budget::tool_code(|| tool.refused_before_attempt(invocation, args, 1))
@@ -641,7 +663,7 @@ pub(super) async fn execute(
         first_attempt_at,
     };
     let (result, now) = (attempting)
-        .attempt(attempts, first_attempt_at, 1, cancelled)
+        .attempt(attempts, first_attempt_at, 1, start)
         .await;
     match result {
         Ok(value) => attempting.answered(value, answer, now, 0, trial),
@@ -682,15 +704,15 @@ struct Attempting<'a> {
 
 impl Attempting<'_> {
     /// One attempt, starting at `now`: run under its budget and the cancellation token, and
-    /// added to `attempts`; `cancelled`: the token had fired when the caller checked it, just
-    /// before (the attempt then ends `cancelled` without calling the tool). Returns how it ended
-    /// and when.
+    /// added to `attempts`; `start`: what [`Step8::start_attempt`] read just before (a fired
+    /// token ends the attempt `cancelled` without calling the tool). Returns how it ended and
+    /// when.
     async fn attempt(
         &self,
         attempts: &mut Vec<Attempt>,
         now: Instant,
         number: u32,
-        cancelled: bool,
+        start: AttemptStart,
     ) -> (Result<Value, ToolFailure>, Instant) {
         let Self {
             step,
@@ -699,13 +721,12 @@ impl Attempting<'_> {
             args,
             ..
         } = self;
-        let started_at_ms = super::port_call(super::THE_CLOCK, || step.clock.now_ms());
         let deadline = || step.attempt_deadline(&spec.id, now);
         let stopping = budget::Stopping {
             changes_state: spec.effect != ToolEffect::ReadOnly,
             ran_before: number > 1,
         };
-        let result = if cancelled {
+        let result = if start.cancelled {
             // Checked before `exec` is called, not only before its future is polled: a
             // hand-written impl may do its work as it is called.
             Err(stopping.cancelled(false))
@@ -746,7 +767,7 @@ impl Attempting<'_> {
         }
         attempts.push(Attempt {
             number,
-            started_at_ms,
+            started_at_ms: start.at_ms,
             ended_at_ms: super::port_call(super::THE_CLOCK, || step.clock.now_ms()),
             error: result.as_ref().err().cloned(),
         });
@@ -873,10 +894,10 @@ impl Attempting<'_> {
                 return Err(failure);
             }
             // As for the first attempt, a fired token comes before any refusal.
-            let cancelled = step.cancel.is_cancelled();
+            let start = step.start_attempt();
             // A refusal the tool gives (a replay's recorded one) is passed on as it is: it
             // already says what the recorded run said. The breaker's own says what ran.
-            let refused = if cancelled {
+            let refused = if start.cancelled {
                 Ok(None)
             } else {
                 budget::tool_code(|| {
@@ -903,7 +924,7 @@ impl Attempting<'_> {
                     return Err(open);
                 }
             };
-            let (result, ended) = self.attempt(attempts, now, number, cancelled).await;
+            let (result, ended) = self.attempt(attempts, now, number, start).await;
             now = ended;
             match result {
                 Ok(value) => return self.answered(value, answer, now, number - 1, trial),

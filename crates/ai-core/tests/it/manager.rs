@@ -996,3 +996,88 @@ async fn a_failed_attempt_reaches_the_breaker_before_the_tool_is_asked_to_repeat
     assert_eq!(h.runner.stats()[0].breaker, BreakerStatus::Open);
     assert_eq!(tool.0.runs.load(Ordering::SeqCst), 2);
 }
+
+/// A clock that, once armed, fires the run's token as it is read: a port the runner calls
+/// between the start of a call and its attempt.
+struct CancellingClock {
+    cancel: ai_core::CancellationToken,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+impl ai_core::Clock for CancellingClock {
+    fn now_ms(&self) -> u64 {
+        if self.armed.load(Ordering::SeqCst) {
+            self.cancel.cancel();
+        }
+        0
+    }
+}
+
+/// Arms the clock at the event `arms` picks: the first clock read after it is the next
+/// attempt's start.
+struct ArmingSink<'a> {
+    clock: &'a CancellingClock,
+    arms: fn(&AiEvent) -> bool,
+}
+
+impl ai_core::EventSink for ArmingSink<'_> {
+    fn emit(&self, event: AiEvent) {
+        if (self.arms)(&event) {
+            self.clock.armed.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A token that fires as the runner reads the clock for an attempt's start (after the call
+/// started, before the tool is called) ends the call `cancelled` without running the tool, as
+/// one that fired before the runner's check does: the tool finishing on its first poll does
+/// not answer instead, nor does one that is pending then say it may have made its change. So
+/// for a retry's attempt.
+#[tokio::test(start_paused = true)]
+async fn a_token_fired_as_an_attempt_starts_is_answered_before_the_tool_runs() {
+    let starting: fn(&AiEvent) -> bool = |e| matches!(e, AiEvent::ToolCallStart { .. });
+    let retrying: fn(&AiEvent) -> bool = |e| matches!(e, AiEvent::ToolCallRetrying { .. });
+    for (tool, arms, runs) in [
+        (
+            FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Echo),
+            starting,
+            0,
+        ),
+        (
+            FakeTool::new(T, ToolEffect::StateChange, Behaviour::YieldOnce),
+            starting,
+            0,
+        ),
+        (
+            FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(1)),
+            retrying,
+            1,
+        ),
+    ] {
+        let tool = Arc::new(tool);
+        let p = policy(no_jitter(3));
+        let mut h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], p.clone());
+        let clock = Arc::new(CancellingClock {
+            cancel: h.cancel.clone(),
+            armed: false.into(),
+        });
+        let source = ai_core::StaticToolSource::new(vec![tool.clone() as Arc<dyn BoundTool>]);
+        h.runner = ai_core::ToolRunner::new(Arc::new(source.unwrap()), Arc::new(p), clock.clone());
+        let call = ai_core::ToolCall {
+            id: ai_core::ToolCallId::new("call_1").unwrap(),
+            name: T.into(),
+            arguments: "{}".into(),
+        };
+        let sink = ArmingSink {
+            clock: &clock,
+            arms,
+        };
+        let run = (h.runner)
+            .run_tool(&call, &h.ctx, &h.catalog, &sink, &h.cancel)
+            .await;
+        let failure = run.result.failure().expect("cancelled");
+        assert_eq!(failure.code, ToolErrorCode::Cancelled, "{run:?}");
+        assert_eq!(failure.safe_message, "the tool call was cancelled");
+        assert_eq!(tool.runs.load(Ordering::SeqCst), runs);
+    }
+}
