@@ -67,8 +67,8 @@ pub struct RetryPolicy {
     pub attempt_timeout_ms: Option<u64>,
     /// Failure categories worth retrying (default transient and timeout). Only `transient`,
     /// `timeout`, `execution` and `unknown` may be listed: [`ToolPolicy::check`] refuses the
-    /// others, which no retry can help. The runner never retries a `cancelled` failure, also
-    /// under a policy built in code that lists it without passing the check.
+    /// others, which no retry can help. The runner never retries those, also under a policy
+    /// built in code that lists them without passing the check.
     pub retryable: BTreeSet<ToolErrorCategory>,
 }
 
@@ -283,7 +283,7 @@ fn tool_id_keys<'de, D: serde::Deserializer<'de>>(
 
 /// Why retrying a failure of `category` cannot help, for the categories a policy may not list
 /// as retryable; `None` for the ones it may. No catch-all arm: a new category must be placed.
-fn no_retry_helps(category: ToolErrorCategory) -> Option<&'static str> {
+pub(crate) fn no_retry_helps(category: ToolErrorCategory) -> Option<&'static str> {
     match category {
         ToolErrorCategory::Validation => Some("the same arguments fail the same way"),
         ToolErrorCategory::Permanent => Some("a permanent failure happens again"),

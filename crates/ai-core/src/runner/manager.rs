@@ -934,15 +934,17 @@ impl Attempting<'_> {
     }
 }
 
-/// Whether `retry` lets a failure of `category` be tried again: never a cancelled one, whatever
-/// it lists. [`ToolPolicy::check`] refuses `cancelled` among the retryable categories, but a
-/// policy built in code need not pass it, and a cancel is the caller's word to stop: a retry
-/// would be announced for a call that will not run again, and the call's failure would say the
-/// tool may have made its change though it never started. The other categories `check`
-/// refuses only waste an attempt of a tool safe to repeat, and are retried as listed (a replay
-/// runs a recorded policy as it was).
+/// Whether `retry` lets a failure of `category` be tried again: never one of the categories
+/// [`ToolPolicy::check`] refuses among the retryable ones (`validation`, `permanent`,
+/// `cancelled`, `policy`), whatever it lists. A policy built in code need not pass the check,
+/// but what no retry can help is the same whoever built the policy: the same arguments fail
+/// the same way, a permanent failure happens again, and a cancel is the caller's word to stop
+/// (a retry would be announced for a call that will not run again, its failure saying the
+/// tool may have made its change though it never started). Refusing such a policy when the
+/// runner is built instead would make [`crate::ToolRunner::new`] fallible, and would refuse the
+/// recorded policies a replay runs as they were.
 fn may_retry(retry: &RetryPolicy, category: ToolErrorCategory) -> bool {
-    category != ToolErrorCategory::Cancelled && retry.retryable.contains(&category)
+    crate::policy::no_retry_helps(category).is_none() && retry.retryable.contains(&category)
 }
 
 /// Sleeps for `wait`; `false` when the token fired first.

@@ -932,6 +932,36 @@ async fn a_cancelled_call_is_never_retried_whatever_the_policy_lists() {
     assert!(!retrying(&h), "{:?}", h.events.events());
 }
 
+/// A policy built in code may list as retryable the categories [`ToolPolicy::check`] refuses,
+/// which no retry can help; the runner never retries them all the same, as loading a policy
+/// never lets it: a tool's refusal of its arguments (`validation`) or a permanent failure runs
+/// once, and no retry is announced.
+#[tokio::test(start_paused = true)]
+async fn a_failure_no_retry_helps_is_never_retried_whatever_the_policy_lists() {
+    for (behaviour, category) in [
+        (Behaviour::RefuseInput, ToolErrorCategory::Validation),
+        (Behaviour::FailPermanently, ToolErrorCategory::Permanent),
+    ] {
+        let mut retry = no_jitter(3);
+        retry.retryable.insert(category);
+        let p = policy(retry);
+        assert!(p.check().is_err());
+        let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, behaviour));
+        let h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], p);
+        let run = h.call(T, "{}").await;
+        let failure = run.result.failure().unwrap();
+        assert_eq!(failure.category, category, "{run:?}");
+        assert_eq!(tool.runs.load(Ordering::SeqCst), 1, "{category:?}");
+        assert_eq!(run.record.attempts.len(), 1);
+        let retrying = h
+            .events
+            .events()
+            .into_iter()
+            .filter(|e| matches!(e, AiEvent::ToolCallRetrying { .. }));
+        assert_eq!(retrying.count(), 0, "{category:?}");
+    }
+}
+
 /// A [`FakeTool`] whose `idempotent` panics: the runner asks it only once an attempt failed.
 struct PanicsWhenAskedToRepeat(FakeTool);
 

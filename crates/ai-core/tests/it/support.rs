@@ -41,6 +41,8 @@ pub(crate) enum Behaviour {
     FailOnceThenSleep(Duration),
     /// Refuses its arguments as the caller's mistake ([`ToolError::invalid_input`]).
     RefuseInput,
+    /// Fails with a failure that will happen again ([`ToolError::permanent`]).
+    FailPermanently,
     /// Its input check fails as its own fault ([`ToolError::permanent`]), whatever the arguments.
     BrokenInputCheck,
     /// Reads the access token from the auth capability and returns it in a field that is not
@@ -206,6 +208,7 @@ impl BoundTool for FakeTool {
                 Ok(echo)
             }
             Behaviour::RefuseInput => Err(ToolError::invalid_input("no such file")),
+            Behaviour::FailPermanently => Err(ToolError::permanent("no such record")),
             Behaviour::BrokenInputCheck => unreachable!("its input check never lets a call run"),
             Behaviour::UseToken => {
                 let auth = caps
