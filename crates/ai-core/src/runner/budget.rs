@@ -101,7 +101,7 @@ pub(super) async fn guard<T>(
     tokio::select! {
         biased;
         () = cancel.cancelled() => Err(cancelled()),
-        answer = tokio::time::timeout_at(started + budget, port) => answer.map_err(|_elapsed| {
+        answer = tokio::time::timeout_at(later(started, budget), port) => answer.map_err(|_elapsed| {
             ToolFailure::new(
                 ToolErrorCode::Timeout,
                 format!(
@@ -127,6 +127,22 @@ pub(super) struct Stopping {
     /// An earlier attempt of the call ran.
     pub(super) ran_before: bool,
 }
+
+/// `at + by`, or [`FAR`] after `at` when that is past the latest instant an [`Instant`] holds
+/// (`+` would panic: on some platforms an `Instant` holds less than on Linux, whose range no
+/// budget reaches): a deadline no run reaches is no deadline, and a circuit cooling down past
+/// the end of time stays open for good. `at` itself only for an instant within [`FAR`] of the
+/// end of time, which no clock reads.
+pub(super) fn later(at: Instant, by: Duration) -> Instant {
+    at.checked_add(by)
+        .or_else(|| at.checked_add(FAR))
+        .unwrap_or(at)
+}
+
+/// How far off [`later`] puts a time past the end of time: 30 years, far past any run, as
+/// Tokio puts a timeout too long for its clock (and a timer can still be set for it, where one
+/// at the very end of time would overflow as Tokio rounds it up to its millisecond).
+const FAR: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
 
 /// What [`Stopping`] adds to the message of a tool that may have made its change.
 const MAY_HAVE_CHANGED: &str = "the tool is not read-only and had started, so it may have made \
@@ -341,5 +357,21 @@ impl<F: Future + Unpin> Future for CatchUnwind<F> {
             Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
             Err(panic) => Poll::Ready(Err(panic)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn later_adds_and_never_overflows() {
+        let now = Instant::now();
+        let second = Duration::from_secs(1);
+        assert_eq!(later(now, second), now + second);
+        assert_eq!(later(now, Duration::ZERO), now);
+        // Past the end of time: far off, and no panic.
+        assert!(now.checked_add(Duration::MAX).is_none());
+        assert_eq!(later(now, Duration::MAX), now + FAR);
     }
 }

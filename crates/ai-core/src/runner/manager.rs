@@ -396,7 +396,7 @@ fn failure_rate_rule(
     let failed = health.recent.iter().filter(|f| **f).count();
     if health.recent.len() >= window && failed > 0 && failed as f64 >= rate * window as f64 {
         health.circuit = Circuit::Open {
-            until: now + Duration::from_millis(policy.cool_down_ms),
+            until: budget::later(now, Duration::from_millis(policy.cool_down_ms)),
         };
         health.recent.clear();
     }
@@ -430,9 +430,13 @@ fn admission(
             in_flight, round, ..
         } if in_flight < policy.half_open_trials.max(1) => trial(in_flight + 1, round),
         // A trial that never ended is replaced: a new round, in which it has no slot.
-        Circuit::HalfOpen { since, .. } if now >= since + cool_down => trial(1, new_round),
+        Circuit::HalfOpen { since, .. } if now >= budget::later(since, cool_down) => {
+            trial(1, new_round)
+        }
         Circuit::Open { until } => Err(until.saturating_duration_since(now)),
-        Circuit::HalfOpen { since, .. } => Err((since + cool_down).saturating_duration_since(now)),
+        Circuit::HalfOpen { since, .. } => {
+            Err(budget::later(since, cool_down).saturating_duration_since(now))
+        }
     }
 }
 
@@ -473,7 +477,7 @@ fn next_circuit(
     trial: Option<u64>,
 ) -> Circuit {
     let open = Circuit::Open {
-        until: now + Duration::from_millis(policy.cool_down_ms),
+        until: budget::later(now, Duration::from_millis(policy.cool_down_ms)),
     };
     match (failure, circuit) {
         (None, _) => Circuit::Closed {
@@ -595,7 +599,8 @@ impl Step8<'_> {
 
     /// When the call runs out of its total runtime budget.
     fn call_deadline(&self) -> Instant {
-        self.call_started + Duration::from_millis(self.policy.budgets.max_runtime_ms)
+        let budget = Duration::from_millis(self.policy.budgets.max_runtime_ms);
+        budget::later(self.call_started, budget)
     }
 
     /// The deadline and the budget of an attempt that starts at `now`: the per-attempt timeout,
@@ -607,7 +612,7 @@ impl Step8<'_> {
             .retry_for(id)
             .attempt_timeout_ms
             .map_or(remaining, |ms| Duration::from_millis(ms).min(remaining));
-        (now + budget, budget)
+        (budget::later(now, budget), budget)
     }
 }
 
@@ -846,10 +851,10 @@ impl Attempting<'_> {
             });
             let allowed = number < max_attempts
                 && may_retry(retry, failure.category)
-                && now + wait < deadline;
+                && budget::later(now, wait) < deadline;
             // A retry the circuit (opened by this failure, say) would refuse when its wait ends
             // is not announced or waited for: the call ends now, with the failure it had.
-            if !(allowed && step.registry.would_admit(id, breaker, now + wait)) {
+            if !(allowed && (step.registry).would_admit(id, breaker, budget::later(now, wait))) {
                 let call = CallEnd {
                     latency: Some(now - started),
                     retries: number - 1,

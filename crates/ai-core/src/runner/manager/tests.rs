@@ -165,3 +165,38 @@ fn every_circuit_transition_keeps_the_count() {
     assert_counted(&registry, now);
     assert_eq!(registry.not_closed.load(Ordering::Relaxed), 0);
 }
+
+/// The latest instant this platform's `Instant` holds, to the nanosecond.
+fn end_of_time() -> Instant {
+    let (mut at, mut step) = (Instant::now(), Duration::MAX);
+    while !step.is_zero() {
+        match at.checked_add(step) {
+            Some(later) => at = later,
+            None => step /= 2,
+        }
+    }
+    at
+}
+
+/// A cool-down past the end of time (a platform whose `Instant` holds less than Linux's does
+/// not need as long) keeps the circuit open for good, rather than panic as the failure that
+/// opens it is recorded.
+#[test]
+fn a_circuit_cooling_down_past_the_end_of_time_stays_open_for_good() {
+    let registry = Registry::default();
+    let tool = id("core__forecast");
+    let policy = BreakerPolicy {
+        cool_down_ms: u64::MAX,
+        ..opens_at_first_failure()
+    };
+    let decades = Duration::from_secs(30 * 365 * 24 * 3600);
+    // Late enough that the cool-down does not fit, early enough for decades more.
+    let now = end_of_time() - decades - Duration::from_secs(1);
+    assert!(now.checked_add(Duration::from_millis(u64::MAX)).is_none());
+    let failed = Some(ToolErrorCategory::Transient);
+    registry.record(&tool, &policy, now, failed, None, None);
+    let last = now + decades - Duration::from_nanos(1);
+    assert_eq!(registry.stats(last)[0].breaker, BreakerStatus::Open);
+    let refused = registry.admit(&tool, &policy, last).err().unwrap();
+    assert_eq!(refused.code, ToolErrorCode::CircuitOpen);
+}
