@@ -134,7 +134,13 @@ pub use store::InMemoryThreadStore;
 ///     a repeated id that arrived before an earlier call's was announced under the id another
 ///     call then ran under; a call after one whose id has not streamed yet is announced once it
 ///     has (never, when the decoder synthesizes that id at the end).
-pub const LOOP_REVISION: u32 = 25;
+/// 26. The runner (one input, the same tool results, other calls run or refused): a failure no
+///     retry can help (`validation`, `permanent`, `cancelled`, `policy`) is never retried, even
+///     under a policy built in code or recorded before loading refused such a list, where the
+///     tool ran up to `max_attempts` times; a cancel that fires as an attempt starts ends the
+///     call `cancelled` before the tool runs, where a tool that finished on its first poll
+///     answered.
+pub const LOOP_REVISION: u32 = 26;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.
