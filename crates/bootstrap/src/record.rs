@@ -434,9 +434,16 @@ pub async fn start_run(
             // events that are not stored: dropped, not left in the collector (which outlives
             // the run) for a take that never comes.
             drop(log.receipts.take(&run_id));
-            let closed = close_now(&stores, log, &run_id, &*clock, unfinished).await;
-            if let Err(error) = closed {
-                let reason = safe_reason(&error);
+            // A port that panicked as the run began (or as its log was written) may panic again
+            // here: the run is then left as a closing that fails leaves it, and its client is
+            // still shown its end.
+            let closing = close_now(&stores, log, &run_id, &*clock, unfinished);
+            let reason = match AssertUnwindSafe(closing).catch_unwind().await {
+                Ok(Ok(_)) => None,
+                Ok(Err(error)) => Some(safe_reason(&error)),
+                Err(_panic) => Some("closing it panicked".to_owned()),
+            };
+            if let Some(reason) = reason {
                 tracing::warn!(
                     run = run_id.as_str(),
                     %reason,

@@ -24,6 +24,8 @@ struct FailingCommits {
     failing_finish: Mutex<Option<RunId>>,
     /// A run whose `begin_run` panics once its row is written, while it names it.
     panicking_begin: Mutex<Option<RunId>>,
+    /// A run whose `recover_interrupted` panics before marking anything, while it names it.
+    panicking_recovery: Mutex<Option<RunId>>,
     /// When set, the first failing commit notifies the first and waits for the second.
     gate: Mutex<Option<(Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>)>>,
     /// How many times every run's header was listed.
@@ -93,6 +95,10 @@ impl RunStore for FailingCommits {
         at_ms: u64,
         runs: &[RunId],
     ) -> Result<Vec<InterruptedRun>, RunStoreError> {
+        let panicking = self.panicking_recovery.lock().unwrap().clone();
+        if panicking.is_some_and(|run| runs.contains(&run)) {
+            panic!("the run store panicked closing the run");
+        }
         self.inner.recover_interrupted(at_ms, runs).await
     }
 }
@@ -2111,6 +2117,64 @@ async fn a_run_whose_begin_panics_is_closed_at_once() {
         state.messages()
     );
     assert!(recover(&stores, &FixedClock).await.unwrap().is_empty());
+}
+
+/// A run whose beginning panics in a port that panics again as the run is closed (a store whose
+/// lock stays poisoned, say) is still shown its end: one error and one `Done`, its thread freed;
+/// the run is left `running`, as for a closing that fails, and the next start's recovery closes
+/// it.
+#[tokio::test]
+async fn a_run_whose_begin_and_closing_panic_is_still_shown_its_end() {
+    let runs = Arc::new(FailingCommits::default());
+    let locks = tempfile::tempdir().unwrap();
+    let stores = Stores {
+        threads: runs.inner.clone(),
+        ..stores(runs.clone(), &locks)
+    };
+    let runtime = runtime(&crate::Settings::default(), Arc::new(Answer));
+    let thread = ThreadId::new("t").unwrap();
+    let run = RunId::new("begin-and-closing-panic").unwrap();
+    *runs.panicking_begin.lock().unwrap() = Some(run.clone());
+    *runs.panicking_recovery.lock().unwrap() = Some(run.clone());
+    let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let on_saved = {
+        let freed = freed.clone();
+        move || freed.store(true, std::sync::atomic::Ordering::SeqCst)
+    };
+    let request = request(&runtime, run.as_str(), &thread, None, "hello");
+
+    let mut events = super::start_run(&runtime, &stores, request, on_saved)
+        .await
+        .unwrap();
+    let mut shown = Vec::new();
+    while let Some(event) = events.recv().await {
+        shown.push(event);
+    }
+    assert!(
+        matches!(
+            shown.as_slice(),
+            [AiEvent::Error { .. }, AiEvent::Done { .. }]
+        ),
+        "{shown:?}"
+    );
+    assert!(freed.load(std::sync::atomic::Ordering::SeqCst));
+    let log = runs.load_run(&run).await.unwrap();
+    assert_eq!(log.header.status, ai_core::RunStatus::Running);
+
+    *runs.panicking_recovery.lock().unwrap() = None;
+    assert_eq!(
+        recover(&stores, &FixedClock).await.unwrap(),
+        vec![run.clone()]
+    );
+    let log = runs.load_run(&run).await.unwrap();
+    assert!(
+        matches!(
+            log.events.as_slice(),
+            [AiEvent::Error { .. }, AiEvent::Done { .. }]
+        ),
+        "{:?}",
+        log.events
+    );
 }
 
 /// A resume whose process died after its run was begun and before it saved its thread past the
