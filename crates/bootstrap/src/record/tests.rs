@@ -2119,6 +2119,60 @@ async fn a_run_whose_begin_panics_is_closed_at_once() {
     assert!(recover(&stores, &FixedClock).await.unwrap().is_empty());
 }
 
+/// A resume whose beginning panics (here once its row is written), on a thread another resume of
+/// the same pause consumed meanwhile (it read the pause before that run saved its thread): its
+/// closing leaves the thread as recovery does, not knowing whether its own begin got past that
+/// save, so the other run's thread, equal to what this one would have saved, is not written
+/// over.
+#[tokio::test]
+async fn a_resume_whose_begin_panics_leaves_a_thread_another_resume_consumed() {
+    let runs = Arc::new(FailingCommits::default());
+    let locks = tempfile::tempdir().unwrap();
+    let stores = Stores {
+        threads: runs.inner.clone(),
+        ..stores(runs.clone(), &locks)
+    };
+    let runtime = runtime(&crate::Settings::default(), Arc::new(Answer));
+    let thread = ThreadId::new("t-paused").unwrap();
+    let run = RunId::new("resume-begin-panics").unwrap();
+    let paused = serde_json::to_value(paused_thread()).unwrap();
+    let mut request = request(&runtime, run.as_str(), &thread, Some(paused), "unused");
+    request.turn = crate::Turn::ApprovalDecisions(vec![graph::ApprovalDecision {
+        tool_call_id: ToolCallId::new("gated").unwrap(),
+        approved: true,
+        args_hash: "hash-gated".into(),
+        reason: None,
+    }]);
+    let consumed = graph::reduce(request.state.clone(), request.turn.event()).0;
+    let consumed = serde_json::to_value(consumed).unwrap();
+    stores.threads.save(&thread, &consumed).await.unwrap();
+    *runs.panicking_begin.lock().unwrap() = Some(run.clone());
+
+    let mut events = super::start_run(&runtime, &stores, request, || {})
+        .await
+        .unwrap();
+    let mut shown = Vec::new();
+    while let Some(event) = events.recv().await {
+        shown.push(event);
+    }
+    assert!(
+        matches!(
+            shown.as_slice(),
+            [AiEvent::Error { .. }, AiEvent::Done { .. }]
+        ),
+        "{shown:?}"
+    );
+    assert_ne!(
+        runs.load_run(&run).await.unwrap().header.status,
+        ai_core::RunStatus::Running
+    );
+    assert_eq!(
+        stores.threads.load(&thread).await.unwrap(),
+        Some(consumed),
+        "the thread another run is using was written over"
+    );
+}
+
 /// A run whose beginning panics in a port that panics again as the run is closed (a store whose
 /// lock stays poisoned, say) is still shown its end: one error and one `Done`, its thread freed;
 /// the run is left `running`, as for a closing that fails, and the next start's recovery closes
