@@ -10,9 +10,9 @@
 //! function, or brings arguments that open another object, not a repeat of the call's, and
 //! names its function, on that entry or alone on the one before, is an error: two calls under
 //! one id); without an id the entry
-//! continues the call at its `index` (unless that call is whole and the entry names a function
-//! and brings arguments, or named one alone just before: parallel calls at one index without
-//! ids, see `StreamDecoder::starts_another_call`), or the latest call when `index` is missing or null (unless
+//! continues the call at its `index` (unless that call is whole and the entry brings arguments
+//! that open another object and names a function, or named one alone just before: parallel
+//! calls at one index without ids, see `StreamDecoder::starts_another_call`), or the latest call when `index` is missing or null (unless
 //! it names a function while the latest call already has its name and arguments: Gemini sends
 //! parallel calls whole that way, without index or id); ids and names are never concatenated and
 //! never overwritten with empty values; argument objects are serialized (one serde_json cannot read, though valid JSON: nested
@@ -376,7 +376,7 @@ pub struct StreamDecoder {
     latest: Option<usize>,
     /// A function named alone, without an id, at an `index` whose call was already whole
     /// (see [`StreamDecoder::starts_another_call`]): the name of the call the next arguments
-    /// there start. Boxed: rare.
+    /// there that open another object start. Boxed: rare.
     named_alone: Option<Box<(usize, String)>>,
     /// The call, whole already, whose function an entry under its id named again alone (see
     /// [`StreamDecoder::check_same_function`]): arguments under that id that follow and open
@@ -669,9 +669,11 @@ impl StreamDecoder {
     /// index without ids (LiteLLM's, Bifrost's and Portkey's Anthropic bridges, llama.cpp's
     /// 2026 regression, where the ids are missing too) can be told only where the call there
     /// is whole, its name known and its arguments closed JSON: then an entry that names a
-    /// function and brings arguments (not a repeat of the whole arguments, as LiteLLM's summary
-    /// chunk) starts a call; one that names a function alone is remembered (in `named_alone`),
-    /// and the next arguments at that index start a call under that name.
+    /// function and brings arguments that open another object or array (not a repeat of the
+    /// whole arguments, as LiteLLM's summary chunk) starts a call; one that names a function
+    /// alone is remembered (in `named_alone`), and the next such arguments at that index start
+    /// a call under that name ([`opens_another_call`]). Other text (a stray `}`, under the name
+    /// repeated or after it alone) is the call's, appended to fail where it runs.
     ///
     /// What cannot be told stays one call: a name repeated on every fragment (llama.cpp) is
     /// the same call's while its arguments are open; a name repeated alone after the call
@@ -705,7 +707,7 @@ impl StreamDecoder {
                 .named_alone
                 .as_ref()
                 .is_some_and(|named| named.0 == index);
-        named && !assembly::repeats_whole_arguments(&call.arguments, fragment)
+        named && opens_another_call(&call.arguments, fragment)
     }
 
     /// Refuses an entry under the id of the call at `position` that starts another call once
@@ -740,11 +742,7 @@ impl StreamDecoder {
         }
         let name = entry.function.name.as_deref().filter(|n| !n.is_empty());
         let fragment = entry.function.arguments.0.as_deref().unwrap_or("");
-        // Only arguments that open another object or array can be a second call's: whitespace,
-        // a stray `}` or other text is the call's (appended, it fails where the call runs), and
-        // a summary chunk repeats the call's arguments.
-        let opens_another = fragment.trim_ascii_start().starts_with(['{', '['])
-            && !assembly::repeats_whole_arguments(&call.arguments, fragment);
+        let opens_another = opens_another_call(&call.arguments, fragment);
         let reason = match name {
             Some(name) if name != call.name => "another entry uses its id for another function",
             Some(_) if !opens_another => {
@@ -848,6 +846,18 @@ impl StreamDecoder {
         }
         self.session.finish(self.done)
     }
+}
+
+/// Whether `fragment`, arguments an entry brings once a call's arguments (`assembled`) are
+/// whole, can be another call's: it opens another object or array (past whitespace) and is not
+/// a summary chunk repeating the call's arguments. Anything else (whitespace, or a stray `}`:
+/// Qwen may close a call's arguments twice, langchain-qwq#30) is the call's, appended to fail
+/// where it runs (WIRE-FORMATS 2.1 rule 5: a per-call error, never another call nor the whole
+/// turn's). The one rule for entries under the call's id ([`StreamDecoder::check_same_function`])
+/// and without one ([`StreamDecoder::starts_another_call`]).
+fn opens_another_call(assembled: &str, fragment: &str) -> bool {
+    fragment.trim_ascii_start().starts_with(['{', '['])
+        && !assembly::repeats_whole_arguments(assembled, fragment)
 }
 
 /// Which call each tool-call `index` last named. Servers send small dense indexes (0, 1, …),

@@ -3433,6 +3433,49 @@ fn parallel_calls_at_one_index_without_ids_are_split_where_the_decoder_can_tell(
     }
 }
 
+/// Text after a whole call at its index that opens no JSON value (a stray `}`: Qwen may close a
+/// call's arguments twice, langchain-qwq#30) starts no call of its own where the server sends
+/// no id after the first chunk, or none at all, and repeats the name on every chunk (or names
+/// the function alone just before): it is the call's, appended as WIRE-FORMATS 2.1 rules 2 and
+/// 5 say, so only that call fails where it runs, never a call the model did not make.
+#[test]
+fn text_opening_no_value_after_a_whole_call_at_its_index_is_the_calls() {
+    let entry = |id: Option<&str>, name: Option<&str>, arguments: &str| {
+        let mut function = json!({"arguments": arguments});
+        if let Some(name) = name {
+            function["name"] = json!(name);
+        }
+        let mut call = json!({"index": 0, "type": "function", "function": function});
+        if let Some(id) = id {
+            call["id"] = json!(id);
+        }
+        let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]});
+        format!("data: {chunk}\n\n")
+    };
+    let end = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+    for first_id in [Some("call_q"), None] {
+        let first = [
+            entry(first_id, Some("get_weather"), r#"{"city":"#),
+            entry(None, Some("get_weather"), r#""Paris"}"#),
+        ]
+        .concat();
+        for stray in [
+            entry(None, Some("get_weather"), "}"),
+            [
+                entry(None, Some("get_weather"), ""),
+                entry(None, None, " }"),
+            ]
+            .concat(),
+        ] {
+            let stream = [first.clone(), stray, end.to_owned()].concat();
+            let completion = chat::decode_all(stream.as_bytes()).unwrap();
+            assert_eq!(completion.tool_calls.len(), 1, "{stream}");
+            let arguments = completion.tool_calls[0].arguments.replace(' ', "");
+            assert_eq!(arguments, r#"{"city":"Paris"}}"#, "{stream}");
+        }
+    }
+}
+
 /// A server that streams parallel calls under one id (and one index), told apart only by their
 /// names (skye-harris/hass_local_openai_llm#92: an engine behind OpenRouter), sends a call whose
 /// function is another under an id whose call is whole: that is two calls no result could tell
