@@ -8,7 +8,7 @@
 //! its first chunk, naming the function only on the first: the call keeps its first id); a
 //! known id continues its call (but an entry under the id of a whole call that names another
 //! function, or brings arguments that open another object, not a repeat of the call's, and
-//! names its function, on that entry or alone on the one before, is an error: two calls under
+//! names its function, on that entry or on an earlier one once the call was whole, is an error: two calls under
 //! one id); without an id the entry
 //! continues the call at its `index` (unless that call is whole and the entry brings arguments
 //! that open another object and names a function, or named one alone just before: parallel
@@ -378,7 +378,8 @@ pub struct StreamDecoder {
     /// (see [`StreamDecoder::starts_another_call`]): the name of the call the next arguments
     /// there that open another object start. Boxed: rare.
     named_alone: Option<Box<(usize, String)>>,
-    /// The call, whole already, whose function an entry under its id named again alone (see
+    /// The call, whole already, whose function an entry under its id named again (alone, with a
+    /// summary of its arguments or with text opening nothing; never cleared: see
     /// [`StreamDecoder::check_same_function`]): arguments under that id that follow and open
     /// another object start a second call.
     named_again: Option<usize>,
@@ -713,7 +714,8 @@ impl StreamDecoder {
     /// Refuses an entry under the id of the call at `position` that starts another call once
     /// that call is whole ([`assembly::PartialCall::is_whole`]): one that names another function,
     /// or brings arguments that open another object or array (not a summary chunk repeating
-    /// the call's) and names the call's own function, or follows an entry that named it alone. An engine behind OpenRouter streams parallel calls under one id and one index,
+    /// the call's) and names the call's own function, or follows any entry that named it once the call was whole. An engine behind OpenRouter
+    /// streams parallel calls under one id and one index,
     /// told apart only by their names (skye-harris/hass_local_openai_llm#92); calls of one
     /// function it cannot tell apart at all. Joined to the first call, the second's arguments
     /// would break that call's, or be dropped as a repeat of them; split off, its later
@@ -725,8 +727,8 @@ impl StreamDecoder {
     /// its name repeated (with no arguments, as LiteLLM's last chunk, or with a repeat of them),
     /// arguments that open no object or array (whitespace, or a stray `}`: Qwen may close a
     /// call's arguments twice, langchain-qwq#30, under a server that repeats the id and the name
-    /// on every chunk), and arguments without a name that no entry naming the function alone
-    /// came before. These are appended as the assembly rule says (WIRE-FORMATS 2.1 rule 2: a
+    /// on every chunk), and arguments without a name that no entry naming the function came
+    /// before once the call was whole. These are appended as the assembly rule says (WIRE-FORMATS 2.1 rule 2: a
     /// seen id continues its call), to fail where the call runs if they break its JSON (rule 5:
     /// a per-call error, never the whole turn's).
     fn check_same_function(
