@@ -22,10 +22,10 @@
 //!   started call gets an `interrupted` result, and their threads take the interrupted turn in a
 //!   valid form unless they moved on. A run whose closing did not commit is closed at the next
 //!   start.
-//! - A run whose log write fails is cancelled and, once its task has ended, closed the same way
-//!   by the process that runs it, and so is a run whose task dies before its `Done` or whose
-//!   beginning panics. So its thread holds the turn its client was shown (the stored events)
-//!   before the next request reads it.
+//! - A run whose log write fails (or panics) is cancelled and, once its task has ended, closed
+//!   the same way by the process that runs it, and so is a run whose task dies before its `Done`
+//!   or whose beginning panics. So its thread holds the turn its client was shown (the stored
+//!   events) before the next request reads it.
 
 mod input;
 mod lock;
@@ -280,9 +280,9 @@ impl std::fmt::Debug for RunRequest {
 /// Starts a run and returns its events, each stored before it arrives here. The thread's state
 /// is saved before `Done` is handed on, and `on_saved` (e.g. freeing the thread for its next
 /// run) is called then. Fails only if the run cannot be logged at all. A batch that cannot be
-/// stored ends the run with an error: once the run's task has ended, the run is closed as
-/// [`recover`] closes a crashed one (its thread takes the turn its stored events hold), then
-/// `on_saved` is called. So is a run whose task dies before its `Done` (its events stop), or
+/// stored (its write fails or panics) ends the run with an error: once the run's task has
+/// ended, the run is closed as [`recover`] closes a crashed one (its thread takes the turn its
+/// stored events hold), then `on_saved` is called. So is a run whose task dies before its `Done` (its events stop), or
 /// whose beginning (its row, a resume's save past its pause) panics: it is never left `running`
 /// for the next start, nor shown without a `Done`.
 ///
@@ -390,7 +390,14 @@ pub async fn start_run(
                     }
                 }
             }
-            let stored = store_step(&stores, &thread, &run_id, step, done, &*clock).await;
+            // A write whose port (the run store, the clock) panics has failed as one that
+            // returns an error: its panic's message is not repeated (the panic hook reported
+            // whose code panicked and where).
+            let stored = store_step(&stores, &thread, &run_id, step, done, &*clock);
+            let stored = AssertUnwindSafe(stored)
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_panic| Err(anyhow::anyhow!("writing it panicked")));
             let events = match stored {
                 Ok(events) => events,
                 Err(error) => {

@@ -14,14 +14,17 @@ use async_trait::async_trait;
 
 use super::{RunLocks, RunLogStores, Stores, recover};
 
-/// An in-memory run store whose `commit_step` fails for one run, while `failing` names it, and
-/// whose `finish_run` fails for one run, while `failing_finish` names it.
+/// An in-memory run store whose `commit_step` fails for one run, while `failing` names it (or
+/// panics once, while `panicking_commit` does), and whose `finish_run` fails for one run, while
+/// `failing_finish` names it.
 #[derive(Default)]
 struct FailingCommits {
     /// The runs, and (for a test whose stores are built on it) the threads their steps save.
     inner: Arc<InMemoryRunStore>,
     failing: Mutex<Option<RunId>>,
     failing_finish: Mutex<Option<RunId>>,
+    /// A run whose next `commit_step` panics before writing anything (then it names none).
+    panicking_commit: Mutex<Option<RunId>>,
     /// A run whose `begin_run` panics once its row is written, while it names it.
     panicking_begin: Mutex<Option<RunId>>,
     /// A run whose `recover_interrupted` panics before marking anything, while it names it.
@@ -55,6 +58,14 @@ impl RunStore for FailingCommits {
         run_id: &RunId,
         step: RunStep,
     ) -> Result<Range<u64>, RunStoreError> {
+        let panicking = self
+            .panicking_commit
+            .lock()
+            .unwrap()
+            .take_if(|run| *run == *run_id);
+        if panicking.is_some() {
+            panic!("the run store panicked writing the run's step");
+        }
         if self.failing.lock().unwrap().as_ref() == Some(run_id) {
             let gate = self.gate.lock().unwrap().take();
             if let Some((entered, release)) = gate {
@@ -1419,6 +1430,57 @@ async fn a_run_whose_log_fails_frees_its_thread_only_once_its_task_has_ended() {
         ["model call ended", "thread freed"],
         "the thread was freed while its run was still running"
     );
+}
+
+/// A run whose log write panics (the run store's code, or the clock it reads) is ended as one
+/// whose log write fails: its client is shown one error and one `Done`, its thread is freed, and
+/// the run is closed at once rather than left `running` for the next start.
+#[tokio::test]
+async fn a_run_whose_log_write_panics_is_ended_as_one_whose_write_fails() {
+    let runs = Arc::new(FailingCommits::default());
+    let locks = tempfile::tempdir().unwrap();
+    let stores = Stores {
+        threads: runs.inner.clone(),
+        ..stores(runs.clone(), &locks)
+    };
+    let runtime = runtime(&crate::Settings::default(), Arc::new(Answer));
+    let thread = ThreadId::new("t").unwrap();
+    let run = RunId::new("write-panics").unwrap();
+    *runs.panicking_commit.lock().unwrap() = Some(run.clone());
+    let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let on_saved = {
+        let freed = freed.clone();
+        move || freed.store(true, std::sync::atomic::Ordering::SeqCst)
+    };
+    let request = request(&runtime, run.as_str(), &thread, None, "hello");
+
+    let mut events = super::start_run(&runtime, &stores, request, on_saved)
+        .await
+        .unwrap();
+    let mut shown = Vec::new();
+    while let Some(event) = events.recv().await {
+        shown.push(event);
+    }
+    assert!(
+        matches!(
+            shown.as_slice(),
+            [AiEvent::Error { message }, AiEvent::Done { .. }]
+                if message.contains("could not be recorded")
+        ),
+        "{shown:?}"
+    );
+    assert!(freed.load(std::sync::atomic::Ordering::SeqCst));
+    let log = runs.load_run(&run).await.unwrap();
+    assert_ne!(log.header.status, ai_core::RunStatus::Running);
+    assert!(
+        matches!(
+            log.events.as_slice(),
+            [AiEvent::Error { .. }, AiEvent::Done { .. }]
+        ),
+        "{:?}",
+        log.events
+    );
+    assert!(recover(&stores, &FixedClock).await.unwrap().is_empty());
 }
 
 /// A run whose last batch (with `Done` and the thread's state) is stored but whose header cannot
