@@ -137,6 +137,17 @@ fn stores(runs: Arc<FailingCommits>, locks: &tempfile::TempDir) -> Stores {
     }
 }
 
+/// A [`FailingCommits`] run store, and stores over it whose threads are the ones its steps save
+/// (so a run's closing saves its thread there), with the run locks in `locks`.
+fn logged_stores(locks: &tempfile::TempDir) -> (Arc<FailingCommits>, Stores) {
+    let runs = Arc::new(FailingCommits::default());
+    let stores = Stores {
+        threads: runs.inner.clone(),
+        ..stores(runs.clone(), locks)
+    };
+    (runs, stores)
+}
+
 /// Whether the run's log ends with `Done` after an `interrupted` result for its call.
 async fn closed(runs: &FailingCommits, run_id: &RunId) -> bool {
     let events = runs.load_run(run_id).await.unwrap().events;
@@ -350,17 +361,14 @@ async fn recovery_does_not_close_a_run_that_is_still_running() {
     let runtime = runtime(&crate::Settings::default(), completion);
     let thread = ThreadId::new("t").unwrap();
     let request = request(&runtime, "live-run", &thread, None, "hello");
-    let mut events = super::start_run(&runtime, &stores, request, || {})
+    let events = super::start_run(&runtime, &stores, request, || {})
         .await
         .unwrap();
     entered.notified().await;
     // Another process (e.g. `cogni serve` starting on the same data folder) runs recovery now.
     let closed = recover(&stores, &FixedClock).await.unwrap();
     release.notify_one();
-    let mut shown = Vec::new();
-    while let Some(event) = events.recv().await {
-        shown.push(event);
-    }
+    let shown = drain(events).await;
     let run_id = RunId::new("live-run").unwrap();
     let log = runs.load_run(&run_id).await.unwrap();
     let dones = log
@@ -1041,20 +1049,42 @@ async fn a_threads_run_inputs_grow_linearly_with_its_turns() {
     );
 }
 
+/// Every event a run shows through `events`, up to its end.
+async fn drain(mut events: tokio::sync::mpsc::UnboundedReceiver<AiEvent>) -> Vec<AiEvent> {
+    let mut shown = Vec::new();
+    while let Some(event) = events.recv().await {
+        shown.push(event);
+    }
+    shown
+}
+
 /// Starts `request` and collects every event it shows, up to its end.
 async fn run_to_end(
     runtime: &crate::Runtime,
     stores: &Stores,
     request: super::RunRequest,
 ) -> Vec<AiEvent> {
-    let mut events = super::start_run(runtime, stores, request, || {})
+    run_to_end_freeing(runtime, stores, request).await.0
+}
+
+/// Starts `request` and collects every event it shows, up to its end, with whether the run had
+/// freed its thread (called `on_saved`) by then.
+async fn run_to_end_freeing(
+    runtime: &crate::Runtime,
+    stores: &Stores,
+    request: super::RunRequest,
+) -> (Vec<AiEvent>, bool) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let freed = Arc::new(AtomicBool::new(false));
+    let on_saved = {
+        let freed = freed.clone();
+        move || freed.store(true, Ordering::SeqCst)
+    };
+    let events = super::start_run(runtime, stores, request, on_saved)
         .await
         .unwrap();
-    let mut shown = Vec::new();
-    while let Some(event) = events.recv().await {
-        shown.push(event);
-    }
-    shown
+    let shown = drain(events).await;
+    (shown, freed.load(Ordering::SeqCst))
 }
 
 /// Two processes on one data folder (`cogni serve` and `cogni chat`), each with its own stores,
@@ -1410,13 +1440,10 @@ async fn a_run_whose_log_fails_frees_its_thread_only_once_its_task_has_ended() {
     let request = request(&runtime, "fails", &thread, None, "hello");
     let freed = order.clone();
     let on_saved = move || freed.lock().unwrap().push("thread freed");
-    let mut events = super::start_run(&runtime, &stores, request, on_saved)
+    let events = super::start_run(&runtime, &stores, request, on_saved)
         .await
         .unwrap();
-    let mut shown = Vec::new();
-    while let Some(event) = events.recv().await {
-        shown.push(event);
-    }
+    let shown = drain(events).await;
     assert!(
         matches!(
             shown.as_slice(),
@@ -1437,50 +1464,72 @@ async fn a_run_whose_log_fails_frees_its_thread_only_once_its_task_has_ended() {
 /// the run is closed at once rather than left `running` for the next start.
 #[tokio::test]
 async fn a_run_whose_log_write_panics_is_ended_as_one_whose_write_fails() {
-    let runs = Arc::new(FailingCommits::default());
     let locks = tempfile::tempdir().unwrap();
-    let stores = Stores {
-        threads: runs.inner.clone(),
-        ..stores(runs.clone(), &locks)
-    };
-    let runtime = runtime(&crate::Settings::default(), Arc::new(Answer));
-    let thread = ThreadId::new("t").unwrap();
-    let run = RunId::new("write-panics").unwrap();
-    *runs.panicking_commit.lock().unwrap() = Some(run.clone());
-    let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let on_saved = {
-        let freed = freed.clone();
-        move || freed.store(true, std::sync::atomic::Ordering::SeqCst)
-    };
-    let request = request(&runtime, run.as_str(), &thread, None, "hello");
-
-    let mut events = super::start_run(&runtime, &stores, request, on_saved)
-        .await
-        .unwrap();
-    let mut shown = Vec::new();
-    while let Some(event) = events.recv().await {
-        shown.push(event);
-    }
+    let (shown, _) = closed_at_once(&locks, "write-panics", |runs| &runs.panicking_commit).await;
     assert!(
         matches!(
             shown.as_slice(),
-            [AiEvent::Error { message }, AiEvent::Done { .. }]
-                if message.contains("could not be recorded")
+            [AiEvent::Error { message }, _] if message.contains("could not be recorded")
         ),
         "{shown:?}"
     );
-    assert!(freed.load(std::sync::atomic::Ordering::SeqCst));
-    let log = runs.load_run(&run).await.unwrap();
-    assert_ne!(log.header.status, ai_core::RunStatus::Running);
-    assert!(
-        matches!(
-            log.events.as_slice(),
-            [AiEvent::Error { .. }, AiEvent::Done { .. }]
-        ),
-        "{:?}",
-        log.events
-    );
+}
+
+/// One of [`FailingCommits`]'s switches: a call of it fails or panics for the run it names.
+type Switch = fn(&FailingCommits) -> &Mutex<Option<RunId>>;
+
+/// Runs "hello" on a new thread `t` as `run_id`, the model answering through `completion`,
+/// over [`logged_stores`] in `locks` with each of `failing` naming the run, and checks that its
+/// client is shown one error and one `Done` and its thread is freed. Returns what the client
+/// was shown, the run store and the stores.
+async fn shown_its_end(
+    locks: &tempfile::TempDir,
+    run_id: &RunId,
+    completion: Arc<dyn ai_core::CompletionPort>,
+    failing: &[Switch],
+) -> (Vec<AiEvent>, Arc<FailingCommits>, Stores) {
+    let (runs, stores) = logged_stores(locks);
+    let runtime = runtime(&crate::Settings::default(), completion);
+    let thread = ThreadId::new("t").unwrap();
+    for switch in failing {
+        *switch(&runs).lock().unwrap() = Some(run_id.clone());
+    }
+    let request = request(&runtime, run_id.as_str(), &thread, None, "hello");
+    let (shown, freed) = run_to_end_freeing(&runtime, &stores, request).await;
+    assert_error_then_done(&shown);
+    assert!(freed);
+    (shown, runs, stores)
+}
+
+/// As [`shown_its_end`] with the one panic `panicking`, and checks that the run is closed at
+/// once: its log ends with an error and `Done` and is not left `running`, and nothing is left
+/// for the next start's recovery. Returns what the client was shown, and the stores.
+async fn closed_at_once(
+    locks: &tempfile::TempDir,
+    run_id: &str,
+    panicking: Switch,
+) -> (Vec<AiEvent>, Stores) {
+    let run = RunId::new(run_id).unwrap();
+    let (shown, runs, stores) = shown_its_end(locks, &run, Arc::new(Answer), &[panicking]).await;
+    assert_closed_with_only_its_end(&runs, &run).await;
     assert!(recover(&stores, &FixedClock).await.unwrap().is_empty());
+    (shown, stores)
+}
+
+/// Checks that `events` are one error, then `Done`.
+fn assert_error_then_done(events: &[AiEvent]) {
+    assert!(
+        matches!(events, [AiEvent::Error { .. }, AiEvent::Done { .. }]),
+        "{events:?}"
+    );
+}
+
+/// Checks that `run` is closed (not left `running`) and that its log holds only the error and
+/// `Done` it was closed with: none of its batches was stored.
+async fn assert_closed_with_only_its_end(runs: &FailingCommits, run: &RunId) {
+    let log = runs.load_run(run).await.unwrap();
+    assert_ne!(log.header.status, ai_core::RunStatus::Running);
+    assert_error_then_done(&log.events);
 }
 
 /// A run whose last batch (with `Done` and the thread's state) is stored but whose header cannot
@@ -1978,13 +2027,8 @@ async fn stored_histories_stay_within_their_bounds() {
 /// edit rewound away (the model would be sent it again at the next message).
 #[tokio::test]
 async fn a_rewound_run_whose_log_fails_is_closed_over_the_rewound_thread() {
-    let runs = Arc::new(FailingCommits::default());
     let locks = tempfile::tempdir().unwrap();
-    let stores = Stores {
-        // The threads the run log's steps save.
-        threads: runs.inner.clone(),
-        ..stores(runs.clone(), &locks)
-    };
+    let (runs, stores) = logged_stores(&locks);
     let thread = ThreadId::new("t-edit").unwrap();
     let answers = runtime(&crate::Settings::default(), Arc::new(Answer));
     for (run, message) in [("run-1", "first"), ("run-2", "second")] {
@@ -2125,49 +2169,9 @@ async fn a_run_whose_task_dies_is_closed_at_once_with_the_turn_it_showed() {
 /// shown one error and one `Done`, its thread freed; never left `running` for the next start.
 #[tokio::test]
 async fn a_run_whose_begin_panics_is_closed_at_once() {
-    let runs = Arc::new(FailingCommits::default());
     let locks = tempfile::tempdir().unwrap();
-    let stores = Stores {
-        // The threads the run log's steps save.
-        threads: runs.inner.clone(),
-        ..stores(runs.clone(), &locks)
-    };
-    let runtime = runtime(&crate::Settings::default(), Arc::new(Answer));
+    let (_, stores) = closed_at_once(&locks, "begin-panics", |runs| &runs.panicking_begin).await;
     let thread = ThreadId::new("t").unwrap();
-    let run = RunId::new("begin-panics").unwrap();
-    *runs.panicking_begin.lock().unwrap() = Some(run.clone());
-    let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let on_saved = {
-        let freed = freed.clone();
-        move || freed.store(true, std::sync::atomic::Ordering::SeqCst)
-    };
-    let request = request(&runtime, run.as_str(), &thread, None, "hello");
-
-    let mut events = super::start_run(&runtime, &stores, request, on_saved)
-        .await
-        .unwrap();
-    let mut shown = Vec::new();
-    while let Some(event) = events.recv().await {
-        shown.push(event);
-    }
-    assert!(
-        matches!(
-            shown.as_slice(),
-            [AiEvent::Error { .. }, AiEvent::Done { .. }]
-        ),
-        "{shown:?}"
-    );
-    assert!(freed.load(std::sync::atomic::Ordering::SeqCst));
-    let log = runs.load_run(&run).await.unwrap();
-    assert_ne!(log.header.status, ai_core::RunStatus::Running);
-    assert!(
-        matches!(
-            log.events.as_slice(),
-            [AiEvent::Error { .. }, AiEvent::Done { .. }]
-        ),
-        "{:?}",
-        log.events
-    );
     let saved = stores.threads.load(&thread).await.unwrap();
     let state: graph::AgentState = serde_json::from_value(saved.unwrap()).unwrap();
     assert!(
@@ -2178,7 +2182,6 @@ async fn a_run_whose_begin_panics_is_closed_at_once() {
         "{:?}",
         state.messages()
     );
-    assert!(recover(&stores, &FixedClock).await.unwrap().is_empty());
 }
 
 /// A resume whose beginning panics (here once its row is written), on a thread another resume of
@@ -2188,12 +2191,8 @@ async fn a_run_whose_begin_panics_is_closed_at_once() {
 /// over.
 #[tokio::test]
 async fn a_resume_whose_begin_panics_leaves_a_thread_another_resume_consumed() {
-    let runs = Arc::new(FailingCommits::default());
     let locks = tempfile::tempdir().unwrap();
-    let stores = Stores {
-        threads: runs.inner.clone(),
-        ..stores(runs.clone(), &locks)
-    };
+    let (runs, stores) = logged_stores(&locks);
     let runtime = runtime(&crate::Settings::default(), Arc::new(Answer));
     let thread = ThreadId::new("t-paused").unwrap();
     let run = RunId::new("resume-begin-panics").unwrap();
@@ -2210,20 +2209,8 @@ async fn a_resume_whose_begin_panics_leaves_a_thread_another_resume_consumed() {
     stores.threads.save(&thread, &consumed).await.unwrap();
     *runs.panicking_begin.lock().unwrap() = Some(run.clone());
 
-    let mut events = super::start_run(&runtime, &stores, request, || {})
-        .await
-        .unwrap();
-    let mut shown = Vec::new();
-    while let Some(event) = events.recv().await {
-        shown.push(event);
-    }
-    assert!(
-        matches!(
-            shown.as_slice(),
-            [AiEvent::Error { .. }, AiEvent::Done { .. }]
-        ),
-        "{shown:?}"
-    );
+    let shown = run_to_end(&runtime, &stores, request).await;
+    assert_error_then_done(&shown);
     assert_ne!(
         runs.load_run(&run).await.unwrap().header.status,
         ai_core::RunStatus::Running
@@ -2241,39 +2228,13 @@ async fn a_resume_whose_begin_panics_leaves_a_thread_another_resume_consumed() {
 /// it.
 #[tokio::test]
 async fn a_run_whose_begin_and_closing_panic_is_still_shown_its_end() {
-    let runs = Arc::new(FailingCommits::default());
     let locks = tempfile::tempdir().unwrap();
-    let stores = Stores {
-        threads: runs.inner.clone(),
-        ..stores(runs.clone(), &locks)
-    };
-    let runtime = runtime(&crate::Settings::default(), Arc::new(Answer));
-    let thread = ThreadId::new("t").unwrap();
     let run = RunId::new("begin-and-closing-panic").unwrap();
-    *runs.panicking_begin.lock().unwrap() = Some(run.clone());
-    *runs.panicking_recovery.lock().unwrap() = Some(run.clone());
-    let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let on_saved = {
-        let freed = freed.clone();
-        move || freed.store(true, std::sync::atomic::Ordering::SeqCst)
-    };
-    let request = request(&runtime, run.as_str(), &thread, None, "hello");
-
-    let mut events = super::start_run(&runtime, &stores, request, on_saved)
-        .await
-        .unwrap();
-    let mut shown = Vec::new();
-    while let Some(event) = events.recv().await {
-        shown.push(event);
-    }
-    assert!(
-        matches!(
-            shown.as_slice(),
-            [AiEvent::Error { .. }, AiEvent::Done { .. }]
-        ),
-        "{shown:?}"
-    );
-    assert!(freed.load(std::sync::atomic::Ordering::SeqCst));
+    let panicking: [Switch; 2] = [
+        |runs| &runs.panicking_begin,
+        |runs| &runs.panicking_recovery,
+    ];
+    let (_, runs, stores) = shown_its_end(&locks, &run, Arc::new(Answer), &panicking).await;
     let log = runs.load_run(&run).await.unwrap();
     assert_eq!(log.header.status, ai_core::RunStatus::Running);
 
@@ -2283,14 +2244,7 @@ async fn a_run_whose_begin_and_closing_panic_is_still_shown_its_end() {
         vec![run.clone()]
     );
     let log = runs.load_run(&run).await.unwrap();
-    assert!(
-        matches!(
-            log.events.as_slice(),
-            [AiEvent::Error { .. }, AiEvent::Done { .. }]
-        ),
-        "{:?}",
-        log.events
-    );
+    assert_error_then_done(&log.events);
 }
 
 /// A resume whose process died after its run was begun and before it saved its thread past the
@@ -2490,13 +2444,8 @@ async fn recovery_answers_once_a_waiting_call_whose_cancel_had_started_it() {
 /// must stay (recovery cannot tell it from a resume refused as it began).
 #[tokio::test]
 async fn a_resume_whose_first_batch_fails_is_closed_over_the_decisions_it_took() {
-    let runs = Arc::new(FailingCommits::default());
     let locks = tempfile::tempdir().unwrap();
-    let stores = Stores {
-        // The threads the run log's steps save.
-        threads: runs.inner.clone(),
-        ..stores(runs.clone(), &locks)
-    };
+    let (runs, stores) = logged_stores(&locks);
     let thread = ThreadId::new("t-paused").unwrap();
     let paused = serde_json::to_value(paused_thread()).unwrap();
     stores.threads.save(&thread, &paused).await.unwrap();
@@ -2527,16 +2476,8 @@ async fn a_resume_whose_first_batch_fails_is_closed_over_the_decisions_it_took()
     release.notify_one();
     while events.recv().await.is_some() {}
 
-    let log = runs.load_run(&run).await.unwrap();
-    assert_ne!(log.header.status, ai_core::RunStatus::Running);
-    assert!(
-        matches!(
-            log.events.as_slice(),
-            [AiEvent::Error { .. }, AiEvent::Done { .. }]
-        ),
-        "its first batch was stored: {:?}",
-        log.events
-    );
+    // Its first batch is not stored.
+    assert_closed_with_only_its_end(&runs, &run).await;
     let saved = stores.threads.load(&thread).await.unwrap().unwrap();
     let state: graph::AgentState = serde_json::from_value(saved).unwrap();
     assert!(
@@ -2595,34 +2536,10 @@ async fn recovery_keeps_a_turn_whose_calls_ran_and_waited_in_turn() {
 /// turn its stored events hold (none: the thread keeps its state).
 #[tokio::test]
 async fn a_run_whose_task_dies_while_its_log_fails_is_shown_one_done() {
-    let runs = Arc::new(FailingCommits::default());
     let locks = tempfile::tempdir().unwrap();
-    let stores = stores(runs.clone(), &locks);
-    let runtime = runtime(&crate::Settings::default(), Arc::new(Dies));
-    let thread = ThreadId::new("t").unwrap();
     let run = RunId::new("dies").unwrap();
-    *runs.failing.lock().unwrap() = Some(run.clone());
-    let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let on_saved = {
-        let freed = freed.clone();
-        move || freed.store(true, std::sync::atomic::Ordering::SeqCst)
-    };
-    let request = request(&runtime, "dies", &thread, None, "hello");
-    let mut events = super::start_run(&runtime, &stores, request, on_saved)
-        .await
-        .unwrap();
-    let mut shown = Vec::new();
-    while let Some(event) = events.recv().await {
-        shown.push(event);
-    }
-    assert!(
-        matches!(
-            shown.as_slice(),
-            [AiEvent::Error { .. }, AiEvent::Done { .. }]
-        ),
-        "{shown:?}"
-    );
-    assert!(freed.load(std::sync::atomic::Ordering::SeqCst));
+    let failing: Switch = |runs| &runs.failing;
+    let (_, runs, stores) = shown_its_end(&locks, &run, Arc::new(Dies), &[failing]).await;
 
     *runs.failing.lock().unwrap() = None;
     assert_eq!(
@@ -2630,11 +2547,5 @@ async fn a_run_whose_task_dies_while_its_log_fails_is_shown_one_done() {
         std::slice::from_ref(&run)
     );
     let closing = runs.load_run(&run).await.unwrap().events;
-    assert!(
-        matches!(
-            closing.as_slice(),
-            [AiEvent::Error { .. }, AiEvent::Done { .. }]
-        ),
-        "{closing:?}"
-    );
+    assert_error_then_done(&closing);
 }
