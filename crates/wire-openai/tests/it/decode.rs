@@ -1311,7 +1311,7 @@ fn a_synthesized_id_is_drawn_again_when_the_server_sent_it() {
             "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":{index},\"function\":{{\"name\":\"f\",\"arguments\":\"{{}}\"}}}}]}}}}]}}\n\n"
         );
     }
-    stream += "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+    stream += TOOL_CALLS_END;
     let many = ids(&stream);
     assert_eq!(many.len(), 50);
     assert!(many.iter().all(|id| mistral_id(id)), "{many:?}");
@@ -1332,7 +1332,7 @@ fn a_call_whose_id_arrives_late_is_one_call() {
             let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [entry]}}]});
             stream += &format!("data: {chunk}\n\n");
         }
-        stream += "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+        stream += TOOL_CALLS_END;
         chat::decode_all(stream.as_bytes())
             .unwrap()
             .tool_calls
@@ -1459,7 +1459,7 @@ fn a_call_whose_id_changes_after_its_first_chunk_is_one_call() {
             let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [entry]}}]});
             stream += &format!("data: {chunk}\n\n");
         }
-        stream += "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+        stream += TOOL_CALLS_END;
         chat::decode_all(stream.as_bytes())
             .unwrap()
             .tool_calls
@@ -1571,7 +1571,7 @@ fn only_a_repeat_of_complete_arguments_is_dropped() {
             ]}}]});
             out += &format!("data: {chunk}\n\n");
         }
-        out + "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"
+        out + TOOL_CALLS_END
     };
     let arguments = |fragments: &[&str]| {
         chat::decode_all(stream(fragments).as_bytes())
@@ -3360,6 +3360,24 @@ fn a_finish_reason_that_is_an_error_leaves_the_calls_incomplete() {
     }
 }
 
+/// One event of a streamed chat answer holding one `tool_calls` entry, at index 0: under `id` and
+/// naming the function `name` where given, with the `arguments` text.
+fn tool_call_chunk(id: Option<&str>, name: Option<&str>, arguments: &str) -> String {
+    let mut function = json!({"arguments": arguments});
+    if let Some(name) = name {
+        function["name"] = json!(name);
+    }
+    let mut call = json!({"index": 0, "type": "function", "function": function});
+    if let Some(id) = id {
+        call["id"] = json!(id);
+    }
+    let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]});
+    format!("data: {chunk}\n\n")
+}
+
+/// The end of a streamed chat answer that finished with tool calls.
+const TOOL_CALLS_END: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+
 /// Parallel calls sent at one `index` without ids (LiteLLM's, Bifrost's and Portkey's
 /// Anthropic bridges, llama.cpp's 2026 regression, where no id comes) are told apart where the
 /// decoder can tell: an entry that names a function once the call at its index has its name
@@ -3369,16 +3387,7 @@ fn a_finish_reason_that_is_an_error_leaves_the_calls_incomplete() {
 /// that repeats the whole arguments (LiteLLM's proxy).
 #[test]
 fn parallel_calls_at_one_index_without_ids_are_split_where_the_decoder_can_tell() {
-    let entry = |name: Option<&str>, arguments: &str| {
-        let mut function = json!({"arguments": arguments});
-        if let Some(name) = name {
-            function["name"] = json!(name);
-        }
-        let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [
-            {"index": 0, "type": "function", "function": function}]}}]});
-        format!("data: {chunk}\n\n")
-    };
-    let end = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+    let entry = |name: Option<&str>, arguments: &str| tool_call_chunk(None, name, arguments);
     let stream = [
         entry(Some("get_weather"), ""),
         entry(None, "{\"city\":"),
@@ -3389,7 +3398,7 @@ fn parallel_calls_at_one_index_without_ids_are_split_where_the_decoder_can_tell(
         entry(None, "\"CET\"}"),
         // The next call whole in one entry.
         entry(Some("get_weather"), "{\"city\":\"London\"}"),
-        end.to_owned(),
+        TOOL_CALLS_END.to_owned(),
     ]
     .concat();
     let completion = chat::decode_all(stream.as_bytes()).unwrap();
@@ -3416,14 +3425,14 @@ fn parallel_calls_at_one_index_without_ids_are_split_where_the_decoder_can_tell(
             entry(Some("get_weather"), "{\"city\":"),
             entry(Some("get_weather"), "\"Paris\"}"),
             entry(Some("get_weather"), ""),
-            end.to_owned(),
+            TOOL_CALLS_END.to_owned(),
         ]
         .concat(),
         [
             entry(Some("get_weather"), "{\"city\":\"Paris\"}"),
             entry(Some("get_weather"), "{\"city\":\"Paris\"}"),
             entry(Some("get_weather"), "\"{\\\"city\\\":\\\"Paris\\\"}\""),
-            end.to_owned(),
+            TOOL_CALLS_END.to_owned(),
         ]
         .concat(),
     ] {
@@ -3440,34 +3449,21 @@ fn parallel_calls_at_one_index_without_ids_are_split_where_the_decoder_can_tell(
 /// 5 say, so only that call fails where it runs, never a call the model did not make.
 #[test]
 fn text_opening_no_value_after_a_whole_call_at_its_index_is_the_calls() {
-    let entry = |id: Option<&str>, name: Option<&str>, arguments: &str| {
-        let mut function = json!({"arguments": arguments});
-        if let Some(name) = name {
-            function["name"] = json!(name);
-        }
-        let mut call = json!({"index": 0, "type": "function", "function": function});
-        if let Some(id) = id {
-            call["id"] = json!(id);
-        }
-        let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]});
-        format!("data: {chunk}\n\n")
-    };
-    let end = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
     for first_id in [Some("call_q"), None] {
         let first = [
-            entry(first_id, Some("get_weather"), r#"{"city":"#),
-            entry(None, Some("get_weather"), r#""Paris"}"#),
+            tool_call_chunk(first_id, Some("get_weather"), r#"{"city":"#),
+            tool_call_chunk(None, Some("get_weather"), r#""Paris"}"#),
         ]
         .concat();
         for stray in [
-            entry(None, Some("get_weather"), "}"),
+            tool_call_chunk(None, Some("get_weather"), "}"),
             [
-                entry(None, Some("get_weather"), ""),
-                entry(None, None, " }"),
+                tool_call_chunk(None, Some("get_weather"), ""),
+                tool_call_chunk(None, None, " }"),
             ]
             .concat(),
         ] {
-            let stream = [first.clone(), stray, end.to_owned()].concat();
+            let stream = [first.clone(), stray, TOOL_CALLS_END.to_owned()].concat();
             let completion = chat::decode_all(stream.as_bytes()).unwrap();
             assert_eq!(completion.tool_calls.len(), 1, "{stream}");
             let arguments = completion.tool_calls[0].arguments.replace(' ', "");
@@ -3484,16 +3480,8 @@ fn text_opening_no_value_after_a_whole_call_at_its_index_is_the_calls() {
 /// name, and another name before the call is whole, are still that call's.
 #[test]
 fn a_streamed_call_whose_id_names_another_function_once_whole_is_an_error() {
-    let entry = |name: Option<&str>, arguments: &str| {
-        let mut function = json!({"arguments": arguments});
-        if let Some(name) = name {
-            function["name"] = json!(name);
-        }
-        let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [
-            {"index": 0, "id": "call_CANARY", "type": "function", "function": function}]}}]});
-        format!("data: {chunk}\n\n")
-    };
-    let end = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+    let entry =
+        |name: Option<&str>, arguments: &str| tool_call_chunk(Some("call_CANARY"), name, arguments);
     for second in [
         // The same arguments (which a summary chunk repeating them would be), or others.
         entry(Some("get_time"), r#"{"city":"Paris"}"#),
@@ -3507,7 +3495,7 @@ fn a_streamed_call_whose_id_names_another_function_once_whole_is_an_error() {
             entry(Some("get_weather"), r#"{"city":"#),
             entry(None, r#""Paris"}"#),
             second,
-            end.to_owned(),
+            TOOL_CALLS_END.to_owned(),
         ]
         .concat();
         let error = chat::decode_all(stream.as_bytes()).unwrap_err();
@@ -3525,7 +3513,7 @@ fn a_streamed_call_whose_id_names_another_function_once_whole_is_an_error() {
         entry(Some("get_weather"), r#"{"city":"#),
         entry(Some("get_time"), r#""Paris"}"#),
         entry(Some("get_weather"), ""),
-        end.to_owned(),
+        TOOL_CALLS_END.to_owned(),
     ]
     .concat();
     let completion = chat::decode_all(stream.as_bytes()).unwrap();
@@ -3543,16 +3531,8 @@ fn a_streamed_call_whose_id_names_another_function_once_whole_is_an_error() {
 /// repeated alone (LiteLLM's last chunk) or with a repeat of its arguments (a summary chunk).
 #[test]
 fn a_streamed_call_whose_id_starts_a_second_call_of_its_function_once_whole_is_an_error() {
-    let entry = |name: Option<&str>, arguments: &str| {
-        let mut function = json!({"arguments": arguments});
-        if let Some(name) = name {
-            function["name"] = json!(name);
-        }
-        let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [
-            {"index": 0, "id": "call_CANARY", "type": "function", "function": function}]}}]});
-        format!("data: {chunk}\n\n")
-    };
-    let end = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+    let entry =
+        |name: Option<&str>, arguments: &str| tool_call_chunk(Some("call_CANARY"), name, arguments);
     let first = [
         entry(Some("get_weather"), r#"{"city":"#),
         entry(None, r#""Paris"}"#),
@@ -3568,7 +3548,7 @@ fn a_streamed_call_whose_id_starts_a_second_call_of_its_function_once_whole_is_a
         ]
         .concat(),
     ] {
-        let stream = [first.clone(), second, end.to_owned()].concat();
+        let stream = [first.clone(), second, TOOL_CALLS_END.to_owned()].concat();
         let error = chat::decode_all(stream.as_bytes()).unwrap_err();
         assert!(
             matches!(error, DecodeError::InvalidToolCall { index: 0, .. }),
@@ -3590,7 +3570,7 @@ fn a_streamed_call_whose_id_starts_a_second_call_of_its_function_once_whole_is_a
         .concat(),
         entry(Some("get_weather"), " \n"),
     ] {
-        let stream = [first.clone(), again, end.to_owned()].concat();
+        let stream = [first.clone(), again, TOOL_CALLS_END.to_owned()].concat();
         let completion = chat::decode_all(stream.as_bytes()).unwrap();
         assert_eq!(completion.tool_calls.len(), 1, "{stream}");
         let arguments = completion.tool_calls[0].arguments.trim_end();
@@ -3605,16 +3585,8 @@ fn a_streamed_call_whose_id_starts_a_second_call_of_its_function_once_whole_is_a
 /// runs, never the whole turn as a decode error.
 #[test]
 fn text_opening_no_value_after_a_whole_call_under_its_id_is_the_calls() {
-    let entry = |name: Option<&str>, arguments: &str| {
-        let mut function = json!({"arguments": arguments});
-        if let Some(name) = name {
-            function["name"] = json!(name);
-        }
-        let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [
-            {"index": 0, "id": "call_q", "type": "function", "function": function}]}}]});
-        format!("data: {chunk}\n\n")
-    };
-    let end = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n";
+    let entry =
+        |name: Option<&str>, arguments: &str| tool_call_chunk(Some("call_q"), name, arguments);
     let first = [
         entry(Some("get_weather"), r#"{"city":"#),
         entry(Some("get_weather"), r#""Paris"}"#),
@@ -3624,7 +3596,7 @@ fn text_opening_no_value_after_a_whole_call_under_its_id_is_the_calls() {
         entry(Some("get_weather"), "}"),
         [entry(Some("get_weather"), ""), entry(None, " }")].concat(),
     ] {
-        let stream = [first.clone(), stray, end.to_owned()].concat();
+        let stream = [first.clone(), stray, TOOL_CALLS_END.to_owned()].concat();
         let completion = chat::decode_all(stream.as_bytes()).unwrap();
         assert_eq!(completion.tool_calls.len(), 1, "{stream}");
         let arguments = completion.tool_calls[0].arguments.replace(' ', "");
