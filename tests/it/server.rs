@@ -73,7 +73,6 @@ impl Server {
         .await
     }
 
-    /// The whole response body to a [`Self::post`] (a run's stream, once it ended).
     /// The `finish` chunk of an AI SDK chat turn (checked to be followed by `[DONE]` only),
     /// after recording the stream as `record_as`.
     async fn finish(&self, chat_id: &str, message: &str, record_as: &str) -> Value {
@@ -86,6 +85,21 @@ impl Server {
         chat[chat.len() - 2].clone()
     }
 
+    /// An AG-UI thread's first run (`r-1`) asking what the user's notes say, its whole stream
+    /// (under [`Self::approving`], a run that pauses for both calls).
+    async fn agui_ask_notes(&self, thread: &str) -> String {
+        let input = agui_input(thread, "r-1", json!([user("m1", "What do my notes say?")]));
+        self.text("/api/v1/agui", &input).await
+    }
+
+    /// An AI SDK chat's first message asking what the user's notes say, its whole stream (under
+    /// [`Self::approving`], a turn that asks about both calls).
+    async fn chat_ask_notes(&self, chat_id: &str) -> String {
+        let request = chat_request(chat_id, "What do my notes say?");
+        self.text("/api/v1/chat", &request).await
+    }
+
+    /// The whole response body to a [`Self::post`] (a run's stream, once it ended).
     async fn text(&self, path: &str, body: &Value) -> String {
         self.post(path, body).await.text().await.unwrap()
     }
@@ -670,16 +684,7 @@ async fn the_server_thread_wins_over_a_replayed_client_history() {
 #[tokio::test]
 async fn agui_interrupts_for_approval_and_resumes_from_the_answers() {
     let server = Server::approving(None).await;
-    let paused = server
-        .text(
-            "/api/v1/agui",
-            &agui_input(
-                "t-approve",
-                "r-1",
-                json!([user("m1", "What do my notes say?")]),
-            ),
-        )
-        .await;
+    let paused = server.agui_ask_notes("t-approve").await;
     record("approval.agui.sse", &paused);
     let last = frames(&paused).pop().unwrap();
     assert_eq!(last["type"], "RUN_FINISHED", "{paused}");
@@ -795,12 +800,7 @@ async fn agui_interrupts_for_approval_and_resumes_from_the_answers() {
 #[tokio::test]
 async fn agui_denial_reason_reaches_the_model() {
     let server = Server::approving(None).await;
-    let input = agui_input(
-        "t-reason",
-        "r-1",
-        json!([user("m1", "What do my notes say?")]),
-    );
-    let paused = server.text("/api/v1/agui", &input).await;
+    let paused = server.agui_ask_notes("t-reason").await;
     let last = frames(&paused).pop().unwrap();
     let schema = &last["outcome"]["interrupts"][0]["responseSchema"];
     assert_eq!(schema["properties"]["reason"]["type"], "string", "{paused}");
@@ -829,12 +829,7 @@ async fn agui_denial_reason_reaches_the_model() {
 #[tokio::test]
 async fn agui_resume_answering_some_interrupts_starts_no_call_again() {
     let server = Server::approving(None).await;
-    let input = agui_input(
-        "t-partial",
-        "r-1",
-        json!([user("m1", "What do my notes say?")]),
-    );
-    let paused = server.text("/api/v1/agui", &input).await;
+    let paused = server.agui_ask_notes("t-partial").await;
     let last = frames(&paused).pop().unwrap();
     assert_eq!(
         last["outcome"]["interrupts"].as_array().unwrap().len(),
@@ -876,12 +871,7 @@ async fn ai_sdk_an_approval_not_sent_before_a_new_message_runs_nothing() {
     server
         .fake
         .push(Reply::fixture("loop/turn-2-answer.sse").unwrap());
-    let paused = server
-        .text(
-            "/api/v1/chat",
-            &chat_request("chat-half", "What do my notes say?"),
-        )
-        .await;
+    let paused = server.chat_ask_notes("chat-half").await;
     assert!(paused.contains("tool-approval-request"), "{paused}");
     // What the client holds once the user approved the read, left the time unanswered, and
     // typed a new message.
@@ -925,12 +915,7 @@ fn ai_sdk_client_request(name: &str) -> Value {
 #[tokio::test]
 async fn ai_sdk_asks_ai_6_clients_for_approval_and_resumes_from_the_answers() {
     let server = Server::approving(Some(6)).await;
-    let paused = server
-        .text(
-            "/api/v1/chat",
-            &chat_request("chat-approve", "What do my notes say?"),
-        )
-        .await;
+    let paused = server.chat_ask_notes("chat-approve").await;
     record("approval.v6.aisdk.sse", &paused);
     let chunks = frames(&paused);
     let asked: Vec<&str> = chunks
@@ -1005,12 +990,7 @@ fn pause_twice_fixtures(fake: &FakeLlm) {
 async fn ai_sdk_resumed_run_that_pauses_again_asks_about_the_new_call() {
     let server = Server::asking_approval(Some(6)).await;
     pause_twice_fixtures(&server.fake);
-    let paused = server
-        .text(
-            "/api/v1/chat",
-            &chat_request("chat-approve", "What do my notes say?"),
-        )
-        .await;
+    let paused = server.chat_ask_notes("chat-approve").await;
     record("approval-again.v6.aisdk.sse", &paused);
 
     // read approved, time denied
@@ -1049,16 +1029,7 @@ async fn ai_sdk_resumed_run_that_pauses_again_asks_about_the_new_call() {
 async fn agui_resumed_run_that_pauses_again_interrupts_for_the_new_call_only() {
     let server = Server::asking_approval(None).await;
     pause_twice_fixtures(&server.fake);
-    let paused = server
-        .text(
-            "/api/v1/agui",
-            &agui_input(
-                "t-approve",
-                "r-1",
-                json!([user("m1", "What do my notes say?")]),
-            ),
-        )
-        .await;
+    let paused = server.agui_ask_notes("t-approve").await;
     assert_eq!(frames(&paused).pop().unwrap()["type"], "RUN_FINISHED");
     // read approved, time refused
     let mut resume = client_request("resume.json");
@@ -1094,12 +1065,7 @@ async fn agui_resumed_run_that_pauses_again_interrupts_for_the_new_call_only() {
 #[tokio::test]
 async fn ai_sdk_resume_leaving_a_call_out_starts_no_call_again() {
     let server = Server::approving(Some(6)).await;
-    let paused = server
-        .text(
-            "/api/v1/chat",
-            &chat_request("chat-approve", "What do my notes say?"),
-        )
-        .await;
+    let paused = server.chat_ask_notes("chat-approve").await;
     assert_eq!(
         frames(&paused)
             .iter()
@@ -1382,12 +1348,7 @@ async fn ai_sdk_history_with_a_nameless_call_starts_a_thread() {
 #[tokio::test]
 async fn ai_5_clients_are_the_default() {
     let server = Server::approving(None).await;
-    let paused = server
-        .text(
-            "/api/v1/chat",
-            &chat_request("chat-v5", "What do my notes say?"),
-        )
-        .await;
+    let paused = server.chat_ask_notes("chat-v5").await;
     let types = types(&frames(&paused));
     assert!(
         !types.iter().any(|t| t == "tool-approval-request"),
@@ -2046,16 +2007,7 @@ async fn a_listener_that_is_not_loopback_needs_a_token_or_the_override() {
 #[tokio::test]
 async fn a_user_message_instead_of_the_answers_ends_the_waiting_calls() {
     let server = Server::approving(None).await;
-    let paused = server
-        .text(
-            "/api/v1/agui",
-            &agui_input(
-                "t-moved-on",
-                "r-1",
-                json!([user("m1", "What do my notes say?")]),
-            ),
-        )
-        .await;
+    let paused = server.agui_ask_notes("t-moved-on").await;
     assert_eq!(frames(&paused).pop().unwrap()["type"], "RUN_FINISHED");
     let next = server
         .text(
@@ -2085,12 +2037,7 @@ async fn a_user_message_instead_of_the_answers_ends_the_waiting_calls() {
     );
 
     let server = Server::approving(None).await;
-    let paused = server
-        .text(
-            "/api/v1/chat",
-            &chat_request("chat-moved-on", "What do my notes say?"),
-        )
-        .await;
+    let paused = server.chat_ask_notes("chat-moved-on").await;
     assert_eq!(types(&frames(&paused)).last().unwrap(), "[DONE]");
     let next = server
         .text(
@@ -2118,16 +2065,7 @@ async fn a_user_message_instead_of_the_answers_ends_the_waiting_calls() {
 #[tokio::test]
 async fn agui_a_new_message_sent_with_resume_entries_is_not_dropped() {
     let server = Server::approving(None).await;
-    let paused = server
-        .text(
-            "/api/v1/agui",
-            &agui_input(
-                "t-typed",
-                "r-1",
-                json!([user("m1", "What do my notes say?")]),
-            ),
-        )
-        .await;
+    let paused = server.agui_ask_notes("t-typed").await;
     assert!(paused.contains("\"interrupts\""), "{paused}");
     let shown = json!({"id": "r-1-m1", "role": "assistant", "content": "Let me look.",
     "toolCalls": [
@@ -2178,16 +2116,7 @@ async fn agui_a_new_message_sent_with_resume_entries_is_not_dropped() {
 #[tokio::test]
 async fn agui_a_lost_thread_with_open_interrupts_goes_on_with_the_next_message() {
     let server = Server::approving(None).await;
-    let paused = server
-        .text(
-            "/api/v1/agui",
-            &agui_input(
-                "t-lost",
-                "r-1",
-                json!([user("m1", "What do my notes say?")]),
-            ),
-        )
-        .await;
+    let paused = server.agui_ask_notes("t-lost").await;
     assert!(paused.contains("\"interrupts\""), "{paused}");
 
     // Restarted, without a data folder: the thread is gone.
