@@ -5,3 +5,4 @@ mod pipeline;
 mod recorded_loop;
 mod server;
 mod server_props;
+mod support;

@@ -7,17 +7,13 @@ use ai_core::{
     AiEvent, CancellationToken, RunContext, ToolCall, ToolCallId, ToolCatalog, ToolErrorCode,
     ToolPolicy, ToolRunner,
 };
-use bootstrap::{Config, CoreTool, create_capabilities, create_tool_source};
+
+use crate::support::core_tools;
 
 #[tokio::test]
 async fn write_then_read_through_the_whole_stack() {
     let dir = tempfile::tempdir().unwrap();
-    let caps = create_capabilities(&Config {
-        workspace_root: dir.path().to_path_buf(),
-        workspace_hidden: false,
-    })
-    .unwrap();
-    let source = Arc::new(create_tool_source(CoreTool::ALL, &caps).unwrap());
+    let (caps, source) = core_tools(dir.path());
     let policy = ToolPolicy::from_toml_str(
         r#"allowed_tools = ["core__workspace_write", "core__workspace_read"]"#,
     )
@@ -86,12 +82,7 @@ async fn write_then_read_through_the_whole_stack() {
 #[test]
 fn a_cancelled_or_timed_out_write_never_lands() {
     let dir = tempfile::tempdir().unwrap();
-    let caps = create_capabilities(&Config {
-        workspace_root: dir.path().to_path_buf(),
-        workspace_hidden: false,
-    })
-    .unwrap();
-    let source = Arc::new(create_tool_source(CoreTool::ALL, &caps).unwrap());
+    let (caps, source) = core_tools(dir.path());
     // One runner whose time is up at once, and one whose time cannot run out within the test
     // however loaded the machine is, so the cancelled call can only end `cancelled`.
     let runner_with_budget = |max_runtime_ms: u64| {
@@ -166,12 +157,7 @@ async fn a_big_folder_with_long_names_is_listed_in_part_within_the_default_budge
     for name in &names {
         std::fs::write(dir.path().join(name), "abc").unwrap();
     }
-    let caps = create_capabilities(&Config {
-        workspace_root: dir.path().to_path_buf(),
-        workspace_hidden: false,
-    })
-    .unwrap();
-    let source = Arc::new(create_tool_source(CoreTool::ALL, &caps).unwrap());
+    let (caps, source) = core_tools(dir.path());
     // The default budgets: only the tool is allowed.
     let policy = ToolPolicy::from_toml_str(r#"allowed_tools = ["core__workspace_list"]"#).unwrap();
     assert_eq!(policy.budgets.max_result_bytes, 32 * 1024);
@@ -217,16 +203,11 @@ async fn a_file_over_the_read_cap_is_read_in_parts() {
         .map(|i| if i % 3 == 0 { 'é' } else { 'x' })
         .collect();
     std::fs::write(dir.path().join("big.txt"), &text).unwrap();
-    let caps = create_capabilities(&Config {
-        workspace_root: dir.path().to_path_buf(),
-        workspace_hidden: false,
-    })
-    .unwrap();
+    let (caps, source) = core_tools(dir.path());
     assert!(matches!(
         ai_core::Workspace::read(caps.workspace.as_ref(), "big.txt").await,
         Err(ai_core::WorkspaceError::TooLarge { .. })
     ));
-    let source = Arc::new(create_tool_source(CoreTool::ALL, &caps).unwrap());
     let policy = ToolPolicy::from_toml_str(r#"allowed_tools = ["core__workspace_read"]"#).unwrap();
     let ctx = RunContext::new("run-x", "user:test", "tenant").unwrap();
     let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();

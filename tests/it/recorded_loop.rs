@@ -7,8 +7,9 @@ use ai_core::{
     AiEvent, CancellationToken, CompletionError, CompletionPort, DeltaSink, LlmCompletion,
     LlmRequest, Message, RunContext, ToolCatalog, ToolPolicy, ToolRunner, validate_history,
 };
-use bootstrap::{Config, CoreTool, create_capabilities, create_tool_source};
 use graph::{Agent, AgentConfig};
+
+use crate::support::core_tools;
 
 /// Plays one recorded `.sse` file per model call (named under `fixtures/wire/`), fed to the chat
 /// decoder in 7-byte reads.
@@ -51,12 +52,7 @@ impl CompletionPort for RecordedModel {
 async fn two_recorded_turns_with_two_parallel_tool_calls() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.txt"), "hello").unwrap();
-    let caps = create_capabilities(&Config {
-        workspace_root: dir.path().to_path_buf(),
-        workspace_hidden: false,
-    })
-    .unwrap();
-    let source = Arc::new(create_tool_source(CoreTool::ALL, &caps).unwrap());
+    let (caps, source) = core_tools(dir.path());
     let policy = ToolPolicy::from_toml_str(
         r#"allowed_tools = ["core__get_current_time", "core__workspace_read"]"#,
     )
@@ -127,12 +123,7 @@ async fn two_recorded_turns_with_two_parallel_tool_calls() {
 #[tokio::test]
 async fn a_late_id_streams_under_the_id_its_call_runs_under() {
     let dir = tempfile::tempdir().unwrap();
-    let caps = create_capabilities(&Config {
-        workspace_root: dir.path().to_path_buf(),
-        workspace_hidden: false,
-    })
-    .unwrap();
-    let source = Arc::new(create_tool_source(CoreTool::ALL, &caps).unwrap());
+    let (caps, source) = core_tools(dir.path());
     let policy =
         ToolPolicy::from_toml_str(r#"allowed_tools = ["core__get_current_time"]"#).unwrap();
     let ctx = RunContext::new("run-late-id", "user:test", "tenant").unwrap();
