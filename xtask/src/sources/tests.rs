@@ -5,14 +5,18 @@ use std::fs;
 
 /// Writes `files` (path, text) under a fresh root, scans it, and compares the violations.
 fn check(files: &[(&str, &str)], expected: &[&str]) {
+    assert_eq!(violations(files), expected);
+}
+
+/// What the scan reports of a tree holding only `files` (each a path and its text).
+fn violations(files: &[(&str, &str)]) -> Vec<String> {
     let root = tempfile::tempdir().unwrap();
     for (path, text) in files {
         let full = root.path().join(path);
         fs::create_dir_all(full.parent().unwrap()).unwrap();
         fs::write(full, text).unwrap();
     }
-    let (violations, _) = super::check_tree(root.path(), &[]).unwrap();
-    assert_eq!(violations, expected);
+    super::check_tree(root.path(), &[]).unwrap().0
 }
 
 /// A tree where every rule has something to look at and nothing to report.
@@ -1051,11 +1055,7 @@ fn path_matching(pattern: &str) -> String {
 /// Scans one file at `path` holding `lines` (after a doc line) and asserts that each line `k`
 /// fires `rule` with `names[k]` in its message.
 fn each_line_fires(path: &str, lines: &[String], rule: &str, names: &[String]) {
-    let root = tempfile::tempdir().unwrap();
-    let full = root.path().join(path);
-    fs::create_dir_all(full.parent().unwrap()).unwrap();
-    fs::write(&full, format!("//! Probe.\n{}\n", lines.join("\n"))).unwrap();
-    let (violations, _) = super::check_tree(root.path(), &[]).unwrap();
+    let violations = violations(&[(path, &format!("//! Probe.\n{}\n", lines.join("\n")))]);
     for (k, name) in names.iter().enumerate() {
         let at = format!("{path}:{}: {rule}: ", k + 2);
         assert!(
@@ -1298,17 +1298,10 @@ fn a_crate_a_macro_variable_starts_a_path_with_counts_for_every_crate() {
 /// variable starts: it counts as every module path it could be; a lone `$x` names nothing.
 #[test]
 fn a_path_of_macro_variables_only_counts_for_everything_it_could_name() {
-    let (violations, _) = {
-        let root = tempfile::tempdir().unwrap();
-        let full = root.path().join("crates/graph/src/m.rs");
-        fs::create_dir_all(full.parent().unwrap()).unwrap();
-        fs::write(
-            full,
-            "//! `read!(std, fs)` reads a file without naming `std::fs`.\nmacro_rules! read {\n    ($k:ident, $m:ident) => { $k::$m::read(\"p\") };\n}\nmacro_rules! call {\n    ($k:ident, $m:ident, $f:ident) => { $k::$m::$f(\"p\") };\n}\nmacro_rules! at { ($x:expr) => { $x } }\nfn f() {\n    read!(std, fs);\n    call!(std, env, var);\n}\n",
-        )
-        .unwrap();
-        super::check_tree(root.path(), &[]).unwrap()
-    };
+    let violations = violations(&[(
+        "crates/graph/src/m.rs",
+        "//! `read!(std, fs)` reads a file without naming `std::fs`.\nmacro_rules! read {\n    ($k:ident, $m:ident) => { $k::$m::read(\"p\") };\n}\nmacro_rules! call {\n    ($k:ident, $m:ident, $f:ident) => { $k::$m::$f(\"p\") };\n}\nmacro_rules! at { ($x:expr) => { $x } }\nfn f() {\n    read!(std, fs);\n    call!(std, env, var);\n}\n",
+    )]);
     for line in [3, 6] {
         for pattern in ["std::fs", "std::env", "tokio::net", "env::var*"] {
             let io_free = format!(
@@ -1332,17 +1325,10 @@ fn a_path_of_macro_variables_only_counts_for_everything_it_could_name() {
 /// it brings is used past it (`imp!(std, fs);` then `fs::read`).
 #[test]
 fn a_path_ending_in_macro_variables_alone_is_not_a_module_path() {
-    let (violations, _) = {
-        let root = tempfile::tempdir().unwrap();
-        let full = root.path().join("crates/graph/src/m.rs");
-        fs::create_dir_all(full.parent().unwrap()).unwrap();
-        fs::write(
-            full,
-            "//! Names each variant.\nmacro_rules! names {\n    ($e:ident { $($v:ident),* }) => {\n        fn name(x: $e) -> &'static str { match x { $($e::$v => stringify!($v)),* } }\n    };\n}\nmacro_rules! from {\n    ($t:ty, $f:ident) => { $t::$f(1) };\n}\nmacro_rules! imp {\n    ($k:ident, $m:ident) => { use $k::$m; };\n}\n",
-        )
-        .unwrap();
-        super::check_tree(root.path(), &[]).unwrap()
-    };
+    let violations = violations(&[(
+        "crates/graph/src/m.rs",
+        "//! Names each variant.\nmacro_rules! names {\n    ($e:ident { $($v:ident),* }) => {\n        fn name(x: $e) -> &'static str { match x { $($e::$v => stringify!($v)),* } }\n    };\n}\nmacro_rules! from {\n    ($t:ty, $f:ident) => { $t::$f(1) };\n}\nmacro_rules! imp {\n    ($k:ident, $m:ident) => { use $k::$m; };\n}\n",
+    )]);
     let io_free = "crates/graph/src/m.rs:11: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`std::fs`); IO lives in adapters, time comes through `Clock`";
     assert!(violations.contains(&io_free.to_owned()), "{violations:#?}");
     assert!(
