@@ -610,6 +610,22 @@ fn recovery_keeps_the_interrupted_turn_of_a_run_that_started_from_an_approval_pa
     assert!(repaired.to_string().contains("call-2"), "{repaired}");
 }
 
+/// The thread's saved state, which must be there.
+async fn saved_state(stores: &Stores, thread: &ThreadId) -> graph::AgentState {
+    let saved = stores.threads.load(thread).await.unwrap();
+    serde_json::from_value(saved.expect("the thread was saved")).unwrap()
+}
+
+/// The decision approving `gated` alone, of the thread [`paused_thread`] gives.
+fn approve_gated() -> crate::Turn {
+    crate::Turn::ApprovalDecisions(vec![graph::ApprovalDecision {
+        tool_call_id: ToolCallId::new("gated").unwrap(),
+        approved: true,
+        args_hash: "hash-gated".into(),
+        reason: None,
+    }])
+}
+
 /// A thread paused for approval of `gated` and `other` (and with `ran` answered already).
 fn paused_thread() -> graph::AgentState {
     use ai_core::{FinishReason, LlmCompletion, LlmToolCall, ToolExecResult, ToolOutcome};
@@ -664,12 +680,7 @@ fn recovery_answers_the_paused_calls_of_a_run_that_resumed_from_approvals() {
     let id = |s: &str| ToolCallId::new(s).unwrap();
     let input = super::RunInput {
         thread_state: paused_thread(),
-        turn: crate::Turn::ApprovalDecisions(vec![graph::ApprovalDecision {
-            tool_call_id: id("gated"),
-            approved: true,
-            args_hash: "hash-gated".into(),
-            reason: None,
-        }]),
+        turn: approve_gated(),
         loop_revision: Some(graph::LOOP_REVISION),
         settings: None,
     };
@@ -1191,12 +1202,7 @@ async fn a_resume_consumes_its_approvals_before_anything_runs() {
     let paused = serde_json::to_value(paused_thread()).unwrap();
     stores.threads.save(&thread, &paused).await.unwrap();
     let resume = |run_id: &str| super::RunRequest {
-        turn: crate::Turn::ApprovalDecisions(vec![graph::ApprovalDecision {
-            tool_call_id: ToolCallId::new("gated").unwrap(),
-            approved: true,
-            args_hash: "hash-gated".into(),
-            reason: None,
-        }]),
+        turn: approve_gated(),
         ..request(&runtime, run_id, &thread, Some(paused.clone()), "")
     };
 
@@ -1204,8 +1210,7 @@ async fn a_resume_consumes_its_approvals_before_anything_runs() {
         .await
         .unwrap();
     entered.notified().await; // The first run is past its tools, waiting for the model.
-    let saved = stores.threads.load(&thread).await.unwrap().unwrap();
-    let saved: graph::AgentState = serde_json::from_value(saved).unwrap();
+    let saved = saved_state(&stores, &thread).await;
     assert!(
         !matches!(saved.phase(), graph::Phase::AwaitingApproval { .. }),
         "the thread still waits for the approvals the first run used: {:?}",
@@ -1253,12 +1258,7 @@ async fn recovery_leaves_the_thread_of_a_resume_that_never_began() {
     let thread = ThreadId::new("t-paused").unwrap();
     let input = super::RunInput {
         thread_state: paused_thread(),
-        turn: crate::Turn::ApprovalDecisions(vec![graph::ApprovalDecision {
-            tool_call_id: ToolCallId::new("gated").unwrap(),
-            approved: true,
-            args_hash: "hash-gated".into(),
-            reason: None,
-        }]),
+        turn: approve_gated(),
         loop_revision: Some(graph::LOOP_REVISION),
         settings: None,
     };
@@ -2172,8 +2172,7 @@ async fn a_run_whose_begin_panics_is_closed_at_once() {
     let locks = tempfile::tempdir().unwrap();
     let (_, stores) = closed_at_once(&locks, "begin-panics", |runs| &runs.panicking_begin).await;
     let thread = ThreadId::new("t").unwrap();
-    let saved = stores.threads.load(&thread).await.unwrap();
-    let state: graph::AgentState = serde_json::from_value(saved.unwrap()).unwrap();
+    let state = saved_state(&stores, &thread).await;
     assert!(
         matches!(
             state.messages(),
@@ -2198,12 +2197,7 @@ async fn a_resume_whose_begin_panics_leaves_a_thread_another_resume_consumed() {
     let run = RunId::new("resume-begin-panics").unwrap();
     let paused = serde_json::to_value(paused_thread()).unwrap();
     let mut request = request(&runtime, run.as_str(), &thread, Some(paused), "unused");
-    request.turn = crate::Turn::ApprovalDecisions(vec![graph::ApprovalDecision {
-        tool_call_id: ToolCallId::new("gated").unwrap(),
-        approved: true,
-        args_hash: "hash-gated".into(),
-        reason: None,
-    }]);
+    request.turn = approve_gated();
     let consumed = graph::reduce(request.state.clone(), request.turn.event()).0;
     let consumed = serde_json::to_value(consumed).unwrap();
     stores.threads.save(&thread, &consumed).await.unwrap();
@@ -2262,12 +2256,7 @@ async fn recovery_leaves_the_pause_of_a_resume_that_died_before_taking_its_decis
     stores.threads.save(&thread, &paused).await.unwrap();
     let input = super::RunInput {
         thread_state: paused_thread(),
-        turn: crate::Turn::ApprovalDecisions(vec![graph::ApprovalDecision {
-            tool_call_id: ToolCallId::new("gated").unwrap(),
-            approved: true,
-            args_hash: "hash-gated".into(),
-            reason: None,
-        }]),
+        turn: approve_gated(),
         loop_revision: Some(graph::LOOP_REVISION),
         settings: None,
     };
@@ -2350,8 +2339,7 @@ async fn recovery_keeps_a_call_that_waited_for_approval_as_one_that_never_ran() 
         answered.safe_message
     );
 
-    let saved = stores.threads.load(&thread).await.unwrap().unwrap();
-    let state: graph::AgentState = serde_json::from_value(saved).unwrap();
+    let state = saved_state(&stores, &thread).await;
     ai_core::validate_history(state.messages()).unwrap();
     assert!(
         matches!(
@@ -2425,8 +2413,7 @@ async fn recovery_answers_once_a_waiting_call_whose_cancel_had_started_it() {
     assert_eq!(results.len(), 1, "{events:?}");
     assert!(results[0].contains("never ran"), "{}", results[0]);
 
-    let saved = stores.threads.load(&thread).await.unwrap().unwrap();
-    let state: graph::AgentState = serde_json::from_value(saved).unwrap();
+    let state = saved_state(&stores, &thread).await;
     ai_core::validate_history(state.messages()).unwrap();
     assert!(
         serde_json::to_string(state.messages())
@@ -2456,12 +2443,7 @@ async fn a_resume_whose_first_batch_fails_is_closed_over_the_decisions_it_took()
     *runs.gate.lock().unwrap() = Some((entered.clone(), release.clone()));
     let runtime = runtime(&crate::Settings::default(), Arc::new(Answer));
     let resume = super::RunRequest {
-        turn: crate::Turn::ApprovalDecisions(vec![graph::ApprovalDecision {
-            tool_call_id: ToolCallId::new("gated").unwrap(),
-            approved: true,
-            args_hash: "hash-gated".into(),
-            reason: None,
-        }]),
+        turn: approve_gated(),
         ..request(&runtime, "resume", &thread, Some(paused.clone()), "")
     };
     let run = RunId::new("resume").unwrap();
@@ -2478,8 +2460,7 @@ async fn a_resume_whose_first_batch_fails_is_closed_over_the_decisions_it_took()
 
     // Its first batch is not stored.
     assert_closed_with_only_its_end(&runs, &run).await;
-    let saved = stores.threads.load(&thread).await.unwrap().unwrap();
-    let state: graph::AgentState = serde_json::from_value(saved).unwrap();
+    let state = saved_state(&stores, &thread).await;
     assert!(
         matches!(state.phase(), graph::Phase::Idle),
         "the thread is left past its pause with the approved call unanswered: {:?}",
@@ -2525,8 +2506,7 @@ async fn recovery_keeps_a_turn_whose_calls_ran_and_waited_in_turn() {
     log.runs.commit_step(&open, step).await.unwrap();
 
     recover(&stores, &FixedClock).await.unwrap();
-    let saved = stores.threads.load(&thread).await.unwrap().unwrap();
-    let state: graph::AgentState = serde_json::from_value(saved).unwrap();
+    let state = saved_state(&stores, &thread).await;
     ai_core::validate_history(state.messages()).unwrap();
     each_answered_once(&state, &["ran", "gated", "other"]);
 }
