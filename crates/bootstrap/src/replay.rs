@@ -144,7 +144,7 @@ type Answers = HashMap<AnswerKey, VecDeque<Answer>>;
 /// outputs are the recorded redacted results: output validation passes them through, and
 /// redaction applies the tool's allowlist of today again (unchanged, it changes nothing; a
 /// narrowed one shows no more than it lets through); a call that failed after
-/// its tool ran (invalid output, redaction, the result budget) fails again in the runner's same
+/// its tool ran (invalid output, redaction, the result budget or depth) fails again in the runner's same
 /// step, so its code, category and message come out as recorded. A result over the budget
 /// when recorded was never stored: under a budget its recorded size fits, its call still fails
 /// `result_too_large`, saying so.
@@ -288,6 +288,8 @@ enum Redo {
     Unredactable,
     /// The redacted result has this many bytes.
     Size(usize),
+    /// The redacted result nests deeper than [`ai_core::MAX_JSON_DEPTH`].
+    TooDeep,
 }
 
 /// How to make `failure` again in the runner's step after `exec`; `None` for a failure no such
@@ -299,6 +301,13 @@ fn failed_after_output(failure: &ToolFailure) -> Option<Redo> {
             .strip_prefix("the tool returned invalid output: ")
             .map(|message| Redo::Invalid(message.to_owned())),
         ToolErrorCode::RedactionFailed => Some(Redo::Unredactable),
+        ToolErrorCode::ResultTooLarge
+            if failure
+                .safe_message
+                .starts_with("the tool result nests more than ") =>
+        {
+            Some(Redo::TooDeep)
+        }
         ToolErrorCode::ResultTooLarge => failure
             .safe_message
             .strip_prefix("the tool result is ")
@@ -385,6 +394,10 @@ impl BoundTool for RecordedTool {
         match self.redo(&output) {
             // A recorded redaction failure is made again.
             Some(Redo::Unredactable) => Err(ToolError::new("the recorded redaction failed")),
+            // A result that nested too deep was never stored: one level deeper than the runner
+            // lets through stands in for it, and the runner refuses it with its own message.
+            Some(Redo::TooDeep) => Ok((0..=ai_core::MAX_JSON_DEPTH)
+                .fold(Value::Null, |inner, _| Value::Array(vec![inner]))),
             // The stand-in is counted at the recorded size (`counted_result_bytes`).
             Some(_) => Ok(output),
             // The recorded output was redacted under the allowlist of its day: today's is
@@ -1037,6 +1050,25 @@ mod tests {
             assert!(!shown.contains("cogni_replay_failed_after"), "{shown}");
             assert_eq!(remaining, 0, "{budget}");
         }
+    }
+
+    /// A recorded `result_too_large` for a result that nested too deep fails again the same
+    /// way, in the runner's same step: same code, same message (not an `execution` failure of
+    /// the tool's).
+    #[tokio::test]
+    async fn a_recorded_too_deep_result_is_refused_again_as_too_deep() {
+        let recorded = ai_core::ToolFailure::new(
+            ai_core::ToolErrorCode::ResultTooLarge,
+            format!(
+                "the tool result nests more than {} levels deep",
+                ai_core::MAX_JSON_DEPTH
+            ),
+        );
+        let (run, shown, remaining) =
+            replay_time_call(None, Some(recorded.clone()), 32 * 1024).await;
+        assert_eq!(run.result.failure(), Some(&recorded), "{shown}");
+        assert!(!shown.contains("cogni_replay_failed_after"), "{shown}");
+        assert_eq!(remaining, 0);
     }
 
     /// A recorded result passes through today's redaction of its tool: a field the tool's
