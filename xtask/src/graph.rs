@@ -12,6 +12,9 @@
 //!   `workspace = true`), and the root manifest's forbid unsafe code (`unsafe_code =
 //!   "forbid"`), which no `--cap-lints` in `.cargo/config.toml` lowers: a crate that dropped
 //!   them could reach the OS through `unsafe` calls no source rule reads.
+//! - `ARCH_PATCHED_DEP`: the root manifest has no `[patch]` or `[replace]`, and the
+//!   repository's Cargo configuration no `[patch]` or `paths`: each compiles other code under a
+//!   dependency's name, which the allowlists vet by name only and no source rule reads.
 //! - `ARCH_BANNED_DEP`: some external crates are banned per package as normal dependencies
 //!   (a JSON Schema library in ai-core and the wire codecs, an HTTP stack in the sans-IO
 //!   codecs), and the crates that read the environment (`dotenv`, `dotenvy`, `envy`) in every
@@ -564,7 +567,7 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
         );
     }
     // `--cap-lints` (in `rustflags`) caps `forbid` too, so unsafe code would build.
-    for config in [".cargo/config.toml", ".cargo/config"] {
+    for config in CARGO_CONFIGS {
         let text = std::fs::read_to_string(Path::new(root).join(config)).unwrap_or_default();
         if text
             .lines()
@@ -591,12 +594,48 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
     violations
 }
 
+/// The Cargo configuration files of the repository itself (`.cargo/`), either spelling.
+const CARGO_CONFIGS: &[&str] = &[".cargo/config.toml", ".cargo/config"];
+
+/// ARCH_PATCHED_DEP: the root manifest has no `[patch]` or `[replace]`, and the repository's
+/// Cargo configuration no `[patch]` or `paths`. Each compiles other code under a dependency's
+/// name (a `serde` or `tokio` of anyone's), which the allowlists vet by name only and no source
+/// rule reads. One finding per file and table, naming its first entry.
+pub(crate) fn swapped_dependencies(metadata: &Value) -> Vec<String> {
+    let root = Path::new(metadata["workspace_root"].as_str().unwrap_or_default());
+    let files = [("Cargo.toml", &["patch", "replace"][..])]
+        .into_iter()
+        .chain(CARGO_CONFIGS.iter().map(|c| (*c, &["paths", "patch"][..])));
+    let mut violations = Vec::new();
+    for (file, tables) in files {
+        let text = std::fs::read_to_string(root.join(file)).unwrap_or_default();
+        let entries = toml_entries(&text);
+        for table in tables {
+            let first = entries.iter().map(|(key, _)| key).find(|key| {
+                key.strip_prefix(table)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+            });
+            if let Some(key) = first {
+                let shown = if *table == "paths" {
+                    (*table).to_owned()
+                } else {
+                    format!("[{table}]")
+                };
+                violations.push(format!(
+                    "{file}: ARCH_PATCHED_DEP: `{shown}` (`{key}`) compiles other code under a dependency's name, which no allowlist vets and no source rule reads; take it out"
+                ));
+            }
+        }
+    }
+    violations
+}
+
 /// The `key = value` lines of a TOML document, each as its full dotted key (under its table
 /// header: `[workspace.lints]` then `rust.unsafe_code = …` is `workspace.lints.rust.unsafe_code`,
-/// quotes dropped) and its value's text without a comment; an inline table's entries are also
-/// given one level down (`unsafe_code = { level = "forbid" }` gives `….unsafe_code.level`). A
-/// value spanning lines is not read: this is enough for the few one-line keys ARCH_LINTS reads,
-/// however a manifest spells them (a table, dotted or quoted keys, an inline table, comments),
+/// quotes dropped) and its value's text without a comment, in the document's order; an inline
+/// table's entries are also given one level down, after it (`unsafe_code = { level = "forbid" }`
+/// gives `….unsafe_code.level`). A value spanning lines is not read: this is enough for the few
+/// keys ARCH_LINTS and ARCH_PATCHED_DEP read, however a manifest spells them (a table, dotted or quoted keys, an inline table, comments),
 /// without a TOML parser in xtask.
 fn toml_entries(text: &str) -> Vec<(String, String)> {
     let key = |raw: &str| {
@@ -618,12 +657,12 @@ fn toml_entries(text: &str) -> Vec<(String, String)> {
             name => format!("{table}.{name}"),
         };
         let value = value.trim();
+        entries.push((name.clone(), value.to_owned()));
         if let Some(inline) = value.strip_prefix('{').and_then(|v| v.strip_suffix('}')) {
             for (sub, sub_value) in inline.split(',').filter_map(|e| e.split_once('=')) {
                 entries.push((format!("{name}.{}", key(sub)), sub_value.trim().to_owned()));
             }
         }
-        entries.push((name, value.to_owned()));
     }
     entries
 }

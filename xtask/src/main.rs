@@ -6,7 +6,8 @@
 //! `from -> to: RULE_ID: message`), and a `#[test]` that runs them on this repository, so
 //! `cargo test` enforces the architecture too. The rules:
 //!
-//! - graph ([`graph`]): `ARCH_LAYERING`, `ARCH_SOURCE_PLACE`, `ARCH_LINTS`, `ARCH_BANNED_DEP`,
+//! - graph ([`graph`]): `ARCH_LAYERING`, `ARCH_SOURCE_PLACE`, `ARCH_LINTS`, `ARCH_PATCHED_DEP`,
+//!   `ARCH_BANNED_DEP`,
 //!   `ARCH_EXTERNAL_DEP` (the allowlists of external crates and features of the crates that do no
 //!   IO of their own),
 //!   `NO_ENV` (a build script outside bootstrap);
@@ -63,6 +64,7 @@ pub(crate) fn violations(root: &Path) -> anyhow::Result<(Vec<String>, sources::S
     let metadata = graph::cargo_metadata(root)?;
     let mut violations = graph::check_repo(&metadata)?;
     violations.extend(graph::lints_inherited(&metadata));
+    violations.extend(graph::swapped_dependencies(&metadata));
     let renamed = graph::renamed_deps(&metadata);
     let (source_violations, seen) = sources::check_repo(root, &renamed)?;
     violations.extend(source_violations);

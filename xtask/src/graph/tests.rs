@@ -771,3 +771,70 @@ fn the_build_flags_do_not_cap_the_lints() {
         ]
     );
 }
+
+/// `[patch]` and `[replace]` in the root manifest, and `[patch]` or `paths` in the repository's
+/// Cargo configuration, compile other code under a dependency's name (any crate of any
+/// allowlist, tokio or serde), which no allowlist vets and no source rule reads: each is named,
+/// in whatever TOML form it is written.
+#[test]
+fn a_dependency_swapped_for_other_code_is_named() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join(".cargo")).unwrap();
+    let metadata = json!({ "workspace_root": root.path(), "packages": [] });
+    let swapped = |manifest: &str, config: &str| {
+        std::fs::write(root.path().join("Cargo.toml"), manifest).unwrap();
+        std::fs::write(root.path().join(".cargo/config.toml"), config).unwrap();
+        super::swapped_dependencies(&metadata)
+    };
+    let clean = "[workspace]\nmembers = [\"crates/*\"]\n# no [patch] here\n[workspace.dependencies]\npatch = \"1\"\nreplace = { version = \"1\" }\n";
+    let config = "[alias]\nxtask = \"run --package xtask --\"\n[build]\nrustflags = [\"-C\", \"target-cpu=native\"]\n";
+    assert_eq!(swapped(clean, config), Vec::<String>::new());
+    let named = |file: &str, table: &str, key: &str| {
+        format!(
+            "{file}: ARCH_PATCHED_DEP: `{table}` (`{key}`) compiles other code under a dependency's name, which no allowlist vets and no source rule reads; take it out"
+        )
+    };
+    for (manifest, table, key) in [
+        (
+            "[workspace]\n[patch.crates-io]\nserde = { path = \"../serde\" }\n",
+            "[patch]",
+            "patch.crates-io.serde",
+        ),
+        (
+            "[patch.\"https://github.com/tokio-rs/tokio\"]\ntokio = { git = \"https://example.com/tokio\" }\n",
+            "[patch]",
+            "patch.https://github.com/tokio-rs/tokio.tokio",
+        ),
+        (
+            "[patch.crates-io.tokio]\npath = \"vendor/tokio\"\n",
+            "[patch]",
+            "patch.crates-io.tokio.path",
+        ),
+        (
+            "patch.crates-io.serde.path = \"../serde\"\n[workspace]\n",
+            "[patch]",
+            "patch.crates-io.serde.path",
+        ),
+        (
+            "[replace]\n\"serde:1.0.0\" = { path = \"../serde\" }\n",
+            "[replace]",
+            "replace.serde:1.0.0",
+        ),
+    ] {
+        assert_eq!(
+            swapped(manifest, config),
+            [named("Cargo.toml", table, key)],
+            "{manifest}"
+        );
+    }
+    assert_eq!(
+        swapped(
+            clean,
+            "paths = [\"../tokio\"]\n[patch.crates-io]\nserde = { path = \"../serde\" }\n"
+        ),
+        [
+            named(".cargo/config.toml", "paths", "paths"),
+            named(".cargo/config.toml", "[patch]", "patch.crates-io.serde"),
+        ]
+    );
+}
