@@ -41,7 +41,7 @@
 //! | `ARCH_SINGLE_EXECUTION_PATH` | `ExecPermit::new`; a call `x.exec(…)` or `T::exec(…)`, or `T::exec` taken as a function value (a `fn exec(` definition is fine) | outside `crates/ai-core/src/runner/` |
 //! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is not a `.rs` file in the file's own `crates/<name>/src/`; `#[path]` inside an inline module; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`) or of a hidden file (`.env`); any of them whose path is not a plain (or raw) string literal; a symlink at `crates/`, `crates/<name>` or in `crates/<name>/src/` (the scan does not follow it) | everywhere |
 //! | `NO_ENV` | `std::env…`, `env::var*`; `from_default_env`, `from_env` and their `try_` forms (`EnvFilter`, `envy`); the crates `dotenv`, `dotenvy`, `envy`; `env!`/`option_env!` of a variable that is not one of the [`CARGO_VARIABLES`] Cargo sets for a crate | outside `crates/bootstrap/` (xtask is not scanned) |
-//! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`println!`), calls of [`FS_METHODS`] (`path.exists()`; not a method of that name the file defines) | in all of `crates/ai-tools/src/` |
+//! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`println!`), calls of [`FS_METHODS`] (`path.exists()`; not `self.exists()` where the file defines `fn exists`) | in all of `crates/ai-tools/src/` |
 //! | `IO_FREE` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`], calls of [`FS_METHODS`] (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/graph/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
 //! | `NO_SCHEMA_LIB` | [`SCHEMA_LIBS`] | in `crates/ai-core/src/`, `crates/graph/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
 //! | `NO_SECRET_IN_CONTEXT` | a field or variant of a `struct`/`enum`/`union` named `…Context` or `…Ctx` (or of the crate's type that an alias `type …Context = …;` names) named like a secret ([`secret_word`]: token, api key, secret, password, authorization, credential, creds, bearer, cookie, header, private key, passphrase, jwt, or a last word `key` in any case other than [`NOT_SECRET_KEYS`] such as `idempotency_key`; [`TOKEN_COUNTS`] such as `max_tokens` are not secrets), a tuple field or tuple variant whose type is so named (`AuthContext(SecretString)`), and a member so named of a type of the same crate that such a member holds, at any depth (`connection: ConnectionAuth`) | everywhere |
@@ -1132,9 +1132,10 @@ fn io_rules(
 
 /// TOOL_FILE_PURITY and IO_FREE for IO that names no IO path: the macros that write to stdout
 /// or stderr (`println!`), and the [`FS_METHODS`] a `Path` reaches the filesystem with, called
-/// as methods (`p.exists()`) or through their type (`Path::canonicalize(&p)`). A method call of
-/// a name the file defines itself (`fn is_dir(&self)` of a workspace entry) is taken for that
-/// method, not `Path`'s.
+/// as methods (`p.exists()`) or through their type (`Path::canonicalize(&p)`). A call on `self`
+/// of a name the file defines itself (`fn is_dir(&self)` of a workspace entry) is taken for
+/// that method, not `Path`'s; on any other receiver it may be `Path`'s, which the scan cannot
+/// tell, so it counts.
 fn io_calls(
     tokens: &[Token],
     place: &Place,
@@ -1152,8 +1153,12 @@ fn io_calls(
         if text_at(i + 1) == "!" && STDIO_MACROS.contains(&name) {
             io_rules(&format!("{name}!"), token.line, place, seen, push);
         }
+        // Only on `self` can a call be told to be of the method the file defines.
+        let own = defined.contains(&name)
+            && i.checked_sub(2).map_or("", text_at) == "self"
+            && !matches!(i.checked_sub(3).map_or("", text_at), "." | "::");
         let method = match i.checked_sub(1).map_or("", text_at) {
-            "." => text_at(i + 1) == "(" && !defined.contains(&name),
+            "." => text_at(i + 1) == "(" && !own,
             "::" => text_at(i + 1) != "::",
             _ => false,
         };

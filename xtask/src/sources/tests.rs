@@ -936,8 +936,10 @@ fn every_system_time_can_read_the_wall_clock() {
     );
 }
 
-/// A method the file defines itself (`fn is_dir` of a workspace entry) is that type's, not
-/// `Path`'s: calling it is not IO. `Path::is_dir(&p)` and other files' `.is_dir()` still are.
+/// A method the file defines itself (`fn is_dir` of a workspace entry), called on `self`, is
+/// that type's, not `Path`'s: calling it is not IO. Called on anything else it may be `Path`'s
+/// (the scan cannot tell a receiver's type), so a method of that name defined anywhere in the
+/// file does not hide `Path::new(p).is_dir()`; `Path::is_dir(&p)` is IO too.
 #[test]
 fn path_methods_that_touch_the_filesystem_are_io() {
     let violation = |line: usize, what: &str| {
@@ -948,12 +950,15 @@ fn path_methods_that_touch_the_filesystem_are_io() {
     check(
         &[(
             "crates/ai-tools/src/tools/probe.rs",
-            "//! Probe.\nlet a = std::path::Path::new(p).exists();\nlet b = PathBuf::from(p).read_dir()?;\nlet c = Path::canonicalize(&p);\nlet d = spec.metadata;\nuse crate::metadata::Meta;\nfn is_dir(&self) -> bool { self.kind == Kind::Dir }\nlet dirs = entries.iter().filter(|e| e.is_dir());\n",
+            "//! Probe.\nlet a = std::path::Path::new(p).exists();\nlet b = PathBuf::from(p).read_dir()?;\nlet c = Path::canonicalize(&p);\nlet d = spec.metadata;\nuse crate::metadata::Meta;\nfn is_dir(&self) -> bool { self.kind == Kind::Dir }\nfn is_folder(&self) -> bool { self.is_dir() }\nlet real = Path::new(p).is_dir();\nfn metadata(&self) -> Meta { todo() }\nlet m = std::path::PathBuf::from(p).metadata()?;\nlet dirs = entries.iter().filter(|e| e.is_dir());\n",
         )],
         &[
             &violation(2, "exists()"),
             &violation(3, "read_dir()"),
             &violation(4, "canonicalize()"),
+            &violation(9, "is_dir()"),
+            &violation(11, "metadata()"),
+            &violation(12, "is_dir()"),
         ],
     );
 }
