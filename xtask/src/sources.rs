@@ -29,7 +29,9 @@
 //! - a path that a macro variable completes (`std::$m::read`) or starts (`$k::fs::read`), or
 //!   whose modules macro variables alone make up (`$k::$m::read`), counts as every path it
 //!   could be; one that ends in variables alone (`$e::$v`, an enum's variant) names an item of
-//!   what the macro is handed (see [`contains_path`]);
+//!   what the macro is handed (see [`contains_path`]), so the names an invocation hands a macro
+//!   that joins them into a path (`$k::$m`, `$($p)::*`) count as every path they could make
+//!   (`call!(io, stdout)` is `io::stdout`; see [`joined_paths`]), whichever crate defines it;
 //! - a raw identifier is the name it spells (`r#exec` is `exec`; `r#use` is a name, not the
 //!   keyword);
 //! - a string literal that names a file or a variable (`#[path]`, `include!`, `env!`) is read
@@ -289,6 +291,9 @@ pub(crate) fn check_tree(
         }
     }
     let no_scope = CrateScope::default();
+    let joiners: Vec<String> = (scopes.iter())
+        .flat_map(|(_, scope)| scope.joiners.iter().cloned())
+        .collect();
     let mut types = Vec::new();
     let mut catalogs = Vec::new();
     let mut seen = Seen::default();
@@ -309,6 +314,7 @@ pub(crate) fn check_tree(
             let names = Names {
                 renamed: &renamed,
                 scope,
+                joiners: &joiners,
             };
             let collected = Collected {
                 types: &mut types,
@@ -480,6 +486,9 @@ struct Names<'n> {
     renamed: &'n [(&'n str, &'n str)],
     /// What the crate's modules import and declare.
     scope: &'n CrateScope,
+    /// The macros of every crate that join what they are handed into a path ([`path_joiners`]),
+    /// which a crate may invoke from another (`#[macro_export]`).
+    joiners: &'n [String],
 }
 
 /// What the files of one crate bind where another module can name it: every import
@@ -513,6 +522,9 @@ struct CrateScope {
     tree: Vec<(Vec<String>, Vec<ModuleImport>)>,
     /// `(name, path)` of each import whose module cannot be told: every module has it.
     anywhere: Vec<(String, Vec<String>)>,
+    /// The macros the crate defines that join what they are handed into a path
+    /// ([`path_joiners`]).
+    joiners: Vec<String>,
     /// `(alias, crate)` of each `extern crate X as Y;` (the crate `["crate"]` for `self`):
     /// the crate's extern prelude, which every module of the crate sees (an extern crate
     /// outside the root only binds a name in its module, but counting it everywhere can only
@@ -553,6 +565,8 @@ impl CrateScope {
         if let Some(file) = &file {
             self.known(file.clone());
         }
+        self.joiners
+            .extend(path_joiners(&tokens).into_iter().map(str::to_owned));
         let written = written(&tokens);
         // `include!` invoked under another name (`use std::include as inc;`, or another
         // module's such import) is still `include!`.
@@ -1243,6 +1257,7 @@ fn named_paths<'t>(
     let file = file_module(path);
     let inline = inline_modules(tokens);
     (written.paths.into_iter().zip(written.path_starts))
+        .chain(joined_paths(tokens, names.joiners))
         .flat_map(|((path, line), start)| {
             let context: ModuleOf = inline
                 .get(start)
@@ -1351,6 +1366,67 @@ fn through_modules(
         }
     }
     out
+}
+
+/// The macros `tokens` define that join what they are handed into a path: a `macro_rules!`
+/// whose rules put `::` between two things an invocation hands in (`$k::$m`, a repetition
+/// `$($p)::*`), so that it builds a path of names no path spells where it is invoked
+/// (`call!(io, stdout)` is `io::stdout()`).
+fn path_joiners(tokens: &[Token]) -> Vec<&str> {
+    let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
+    let mut joiners = Vec::new();
+    for (k, token) in tokens.iter().enumerate() {
+        if !(is_keyword(token, "macro_rules") && at(k + 1) == "!" && is_ident(at(k + 2))) {
+            continue;
+        }
+        let joins = (k + 4..closing(tokens, k + 3)).any(|j| {
+            let handed_before = at(j - 1) == ")" || (at(j - 2) == "$" && at(j - 1) != "crate");
+            let handed_after = matches!(at(j + 1), "$" | "*" | "+");
+            at(j) == "::" && handed_before && handed_after
+        });
+        if joins {
+            joiners.push(at(k + 2));
+        }
+    }
+    joiners
+}
+
+/// The paths each invocation of one of the `joiners` macros could build of the names it is
+/// handed (`call!(io, stdout)`): each two of them, either way round, and all of them in order;
+/// each with its line and the index of the token its invocation starts at (the scan does not
+/// expand the macro, so it takes every path it could make).
+fn joined_paths<'t>(
+    tokens: &'t [Token],
+    joiners: &[String],
+) -> Vec<((Vec<&'t str>, usize), usize)> {
+    let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
+    let mut paths = Vec::new();
+    for (k, token) in tokens.iter().enumerate() {
+        let invoked = at(k + 1) == "!" && opens(at(k + 2));
+        if !invoked || !joiners.contains(&token.text) {
+            continue;
+        }
+        let mut names: Vec<&str> = Vec::new();
+        let arguments = tokens
+            .get(k + 3..closing(tokens, k + 2))
+            .unwrap_or_default();
+        for (previous, argument) in tokens[k + 2..].iter().zip(arguments) {
+            let name = argument.text.as_str();
+            if is_ident(name) && previous.text != "$" && !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        let line = token.line;
+        paths.push(((names.clone(), line), k));
+        for (a, first) in names.iter().enumerate() {
+            for (b, second) in names.iter().enumerate() {
+                if a != b {
+                    paths.push(((vec![*first, *second], line), k));
+                }
+            }
+        }
+    }
+    paths
 }
 
 /// Renames each macro invoked under an imported name (`use std::include_str as text;` then
