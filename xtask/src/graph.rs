@@ -20,8 +20,8 @@
 //!   codecs), and the crates that read the environment (`dotenv`, `dotenvy`, `envy`) in every
 //!   package but bootstrap and xtask.
 //! - `ARCH_EXTERNAL_DEP`: the packages that do no IO of their own (ai-core, ai-tools,
-//!   wire-openai, wire-ui, graph) use as normal dependencies only the external crates of their
-//!   `EXTERNAL` allowlist, and of tokio (and tokio-util, whose features turn on tokio's) and
+//!   wire-openai, wire-ui, graph), and adapters, use as normal dependencies only the external
+//!   crates of their `EXTERNAL` allowlist, and of tokio (and tokio-util, whose features turn on tokio's) and
 //!   jsonschema only the features listed there, whether a dependency entry (its default
 //!   features too, unless it sets `default-features = false`) or the package's own
 //!   `[features]` table (`io = ["tokio/fs"]`) turns them on; a new crate or feature is a
@@ -131,11 +131,12 @@ const fn ext(
     }
 }
 
-/// The packages that do no IO of their own, each with the only external crates it may use as
-/// normal dependencies (dev and build dependencies are not checked here), and the rule they
-/// keep.
+/// The packages that do no IO of their own, and adapters, which does the ports' IO, each with
+/// the only external crates it may use as normal dependencies (dev and build dependencies are
+/// not checked here), and the rule they keep.
 /// Anything else is `ARCH_EXTERNAL_DEP`, so an IO crate no list bans (`ureq`, `tempfile`,
-/// `rusqlite`, tokio's `fs`) cannot slip in: adding one is a decision recorded in this table.
+/// `rusqlite`, tokio's `fs`) cannot slip into the first, nor a crate that reads the
+/// environment (`config`) into adapters: adding one is a decision recorded in this table.
 const EXTERNAL: &[(&str, &[External], &str)] = &[
     (
         "cogni-ai-core",
@@ -222,6 +223,55 @@ const EXTERNAL: &[(&str, &[External], &str)] = &[
             ),
         ],
         "the loop does IO only through ports",
+    ),
+    (
+        "cogni-adapters",
+        &[
+            ext("async-trait", None, "the async port traits it implements"),
+            ext(
+                "base64",
+                None,
+                "scrubs a base URL's `Basic` credentials from errors",
+            ),
+            ext(
+                "cap-std",
+                None,
+                "the workspace's sandbox: every file operation beneath one directory handle",
+            ),
+            ext("httpdate", None, "`Retry-After` as an HTTP-date"),
+            ext(
+                "memchr",
+                None,
+                "finds secrets in an error message in linear time",
+            ),
+            ext("reqwest", None, "the OpenAI-compatible HTTP client"),
+            ext("rusqlite", None, "the SQLite thread, run and blob stores"),
+            ext(
+                "rustix",
+                None,
+                "the workspace's open flags, folder fsync and error numbers",
+            ),
+            ext("rustls", None, "TLS over ring, which reqwest is handed"),
+            ext(
+                "rustls-platform-verifier",
+                None,
+                "the platform's certificate roots",
+            ),
+            ext("serde", None, "(de)serializes what the stores keep"),
+            ext("serde_json", None, "the stored JSON and the HTTP bodies"),
+            ext("thiserror", None, "its error types"),
+            ext(
+                "tokio",
+                None,
+                "files, blocking tasks, timeouts and `select!`",
+            ),
+            ext(
+                "tracing",
+                None,
+                "spans and events; the subscriber is bootstrap's",
+            ),
+        ],
+        "adapters does the ports' IO with the crates recorded here and reads no environment",
     ),
 ];
 

@@ -7,10 +7,9 @@
 //! `cargo test` enforces the architecture too. The rules:
 //!
 //! - graph ([`graph`]): `ARCH_LAYERING`, `ARCH_SOURCE_PLACE`, `ARCH_LINTS`, `ARCH_PATCHED_DEP`,
-//!   `ARCH_BANNED_DEP`,
-//!   `ARCH_EXTERNAL_DEP` (the allowlists of external crates and features of the crates that do no
-//!   IO of their own),
-//!   `NO_ENV` (a build script outside bootstrap);
+//!   `ARCH_BANNED_DEP`, `ARCH_EXTERNAL_DEP` (the allowlists of external crates and features of
+//!   the crates that do no IO of their own, and of adapters), `NO_ENV` (a build script outside
+//!   bootstrap);
 //! - sources ([`sources`]): `ARCH_SINGLE_EXECUTION_PATH`, `ARCH_FOREIGN_SOURCE`, `NO_ENV`,
 //!   `TOOL_FILE_PURITY`, `IO_FREE`, `NO_SCHEMA_LIB`, `NO_SECRET_IN_CONTEXT`,
 //!   `NO_DEFAULT_EXECUTABLE_CATALOG`, `FILE_DOCS`;
