@@ -6,7 +6,7 @@
 //! Node.js and npm.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
@@ -49,9 +49,18 @@ const STEPS: &[(&str, Option<&[&str]>)] = &[
 ];
 
 /// Runs fmt, clippy (also of cogni-adapters without its default features),
-/// check-architecture, the docs and the tests, stopping at the first failure.
+/// check-architecture, the docs and the tests, stopping at the first failure; refuses first to
+/// run where the build's environment caps the lints ([`capped_lints`]).
 pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     let cargo = crate::cargo();
+    let (variables, cargo_home) = environment();
+    let capped = capped_lints(root, &variables, cargo_home.as_deref());
+    if !capped.is_empty() {
+        for finding in &capped {
+            eprintln!("{finding}");
+        }
+        bail!("ci refused: the build's environment caps the lints, so its checks would not hold");
+    }
     for (name, args) in STEPS {
         match args {
             None => {
@@ -82,6 +91,64 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
         STEPS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
     );
     Ok(())
+}
+
+/// The process's environment variables (as lossy text), and the `$CARGO_HOME` Cargo reads
+/// (`$HOME/.cargo` when it is unset).
+#[allow(clippy::disallowed_methods)] // xtask, like bootstrap, may read the environment.
+fn environment() -> (Vec<(String, String)>, Option<PathBuf>) {
+    let text = |s: std::ffi::OsString| s.to_string_lossy().into_owned();
+    let variables: Vec<(String, String)> = std::env::vars_os()
+        .map(|(name, value)| (text(name), text(value)))
+        .collect();
+    let value = |wanted: &str| {
+        let mut found = variables.iter().filter(|(name, _)| name == wanted);
+        found.next().map(|(_, value)| PathBuf::from(value))
+    };
+    let cargo_home = value("CARGO_HOME").or_else(|| value("HOME").map(|home| home.join(".cargo")));
+    (variables, cargo_home)
+}
+
+/// Where the environment `cargo xtask ci` runs in hands rustc or rustdoc `--cap-lints`, which
+/// lowers `unsafe_code = "forbid"`, `-D warnings` and the doc lints with every lint, so the run
+/// would pass code its checks refuse: a flags variable (`RUSTFLAGS`, `CARGO_ENCODED_RUSTFLAGS`,
+/// `CARGO_BUILD_RUSTFLAGS`, `CARGO_TARGET_<triple>_RUSTFLAGS`, their `RUSTDOCFLAGS` forms;
+/// named, never quoted), or a Cargo configuration Cargo reads besides the repository's own
+/// (ARCH_LINTS reads that one): in a folder above `root`, or in `cargo_home`.
+fn capped_lints(
+    root: &Path,
+    variables: &[(String, String)],
+    cargo_home: Option<&Path>,
+) -> Vec<String> {
+    let mut found = Vec::new();
+    for (name, value) in variables {
+        let flags = name.ends_with("RUSTFLAGS") || name.ends_with("RUSTDOCFLAGS");
+        if flags && value.contains("cap-lints") {
+            found.push(format!(
+                "${name}: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; unset it"
+            ));
+        }
+    }
+    let mut folders: Vec<PathBuf> = root.ancestors().skip(1).map(|d| d.join(".cargo")).collect();
+    // Cargo reads `$CARGO_HOME` once, also when it is a folder above the repository's.
+    folders.extend(
+        cargo_home
+            .filter(|home| !folders.iter().any(|f| f == home))
+            .map(Path::to_path_buf),
+    );
+    for folder in folders {
+        for file in ["config.toml", "config"] {
+            let path = folder.join(file);
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if crate::graph::caps_lints(&text) {
+                found.push(format!(
+                    "{}: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out",
+                    path.display()
+                ));
+            }
+        }
+    }
+    found
 }
 
 /// Where the server's end-to-end tests leave the streams they received.
@@ -235,6 +302,89 @@ mod tests {
             .map(str::trim)
             .rfind(|line| !line.is_empty() && !line.starts_with('#'));
         assert_eq!(last, Some("cargo xtask ci"));
+    }
+
+    /// `--cap-lints` where Cargo reads it besides the repository's configuration (a flags
+    /// variable, a configuration above the repository or in `$CARGO_HOME`) lowers `forbid` and
+    /// `-D warnings` for the whole run: ci names each place, never a variable's value.
+    #[test]
+    fn an_environment_that_caps_the_lints_is_named() {
+        let outer = tempfile::tempdir().unwrap();
+        let root = outer.path().join("work").join("repo");
+        let home = outer.path().join("home");
+        for folder in [
+            root.join(".cargo"),
+            outer.path().join(".cargo"),
+            home.clone(),
+        ] {
+            std::fs::create_dir_all(folder).unwrap();
+        }
+        let variables = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            let pairs = pairs.iter();
+            pairs
+                .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let clean = variables(&[
+            ("RUSTFLAGS", "-C target-cpu=native"),
+            ("PATH", "/bin --cap-lints"),
+            ("CARGO_TARGET_DIR", "/tmp/cap-lints"),
+        ]);
+        let flags = "[build]\nrustflags = [\"-C\", \"debuginfo=1\"]\n";
+        std::fs::write(outer.path().join(".cargo/config.toml"), flags).unwrap();
+        std::fs::write(home.join("config.toml"), flags).unwrap();
+        // The repository's own is ARCH_LINTS's, not named twice.
+        let capped = "[build]\nrustflags = [\"--cap-lints\", \"warn\"]\n";
+        std::fs::write(root.join(".cargo/config.toml"), capped).unwrap();
+        assert_eq!(
+            super::capped_lints(&root, &clean, Some(&home)),
+            Vec::<String>::new()
+        );
+        std::fs::write(outer.path().join(".cargo/config"), capped).unwrap();
+        std::fs::write(home.join("config.toml"), capped).unwrap();
+        let dirty = variables(&[
+            ("RUSTFLAGS", "-C debuginfo=1 --cap-lints=warn"),
+            ("CARGO_ENCODED_RUSTFLAGS", "--cap-lints\u{1f}allow"),
+            (
+                "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
+                "--cap-lints warn",
+            ),
+            ("RUSTDOCFLAGS", "--cap-lints=allow"),
+        ]);
+        let named = |place: String, fix: &str| {
+            format!(
+                "{place}: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; {fix}"
+            )
+        };
+        assert_eq!(
+            super::capped_lints(&root, &dirty, Some(&home)),
+            [
+                named("$RUSTFLAGS".into(), "unset it"),
+                named("$CARGO_ENCODED_RUSTFLAGS".into(), "unset it"),
+                named(
+                    "$CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS".into(),
+                    "unset it"
+                ),
+                named("$RUSTDOCFLAGS".into(), "unset it"),
+                named(
+                    outer.path().join(".cargo/config").display().to_string(),
+                    "take it out"
+                ),
+                named(
+                    home.join("config.toml").display().to_string(),
+                    "take it out"
+                ),
+            ]
+        );
+        // A `$CARGO_HOME` above the repository is read once.
+        let home_above = outer.path().join(".cargo");
+        assert_eq!(
+            super::capped_lints(&root, &[], Some(&home_above)),
+            [named(
+                home_above.join("config").display().to_string(),
+                "take it out"
+            )]
+        );
     }
 
     #[test]

@@ -619,10 +619,7 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
     // `--cap-lints` (in `rustflags`) caps `forbid` too, so unsafe code would build.
     for config in CARGO_CONFIGS {
         let text = std::fs::read_to_string(Path::new(root).join(config)).unwrap_or_default();
-        if text
-            .lines()
-            .any(|line| uncommented(line).contains("cap-lints"))
-        {
+        if caps_lints(&text) {
             violations.push(format!(
                 "{config}: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
             ));
@@ -678,6 +675,13 @@ pub(crate) fn swapped_dependencies(metadata: &Value) -> Vec<String> {
         }
     }
     violations
+}
+
+/// Whether the Cargo configuration `text` passes `--cap-lints` (in any `rustflags` or
+/// `rustdocflags`), which lowers every lint, `forbid` ones too.
+pub(crate) fn caps_lints(text: &str) -> bool {
+    text.lines()
+        .any(|line| uncommented(line).contains("cap-lints"))
 }
 
 /// The `key = value` lines of a TOML document, each as its full dotted key (under its table
