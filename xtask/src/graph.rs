@@ -21,9 +21,9 @@
 //!   package but bootstrap and xtask.
 //! - `ARCH_EXTERNAL_DEP`: the packages that do no IO of their own (ai-core, ai-tools,
 //!   wire-openai, wire-ui, graph), and adapters, use as normal dependencies only the external
-//!   crates of their `EXTERNAL` allowlist, and of tokio (and tokio-util, whose features turn on tokio's) and
-//!   jsonschema only the features listed there, whether a dependency entry (its default
-//!   features too, unless it sets `default-features = false`) or the package's own
+//!   crates of their `EXTERNAL` allowlist, and of tokio (and tokio-util, whose features turn on
+//!   tokio's) and jsonschema only the features listed there, whether a dependency entry (its
+//!   default features too, unless it sets `default-features = false`) or the package's own
 //!   `[features]` table (`io = ["tokio/fs"]`) turns them on; a new crate or feature is a
 //!   design decision recorded in that table with its reason. On the real tree an entry no
 //!   longer used is a finding too, so the lists stay exactly what the packages use.
@@ -689,8 +689,8 @@ pub(crate) fn caps_lints(text: &str) -> bool {
 /// quotes dropped) and its value's text without a comment, in the document's order; an inline
 /// table's entries are also given one level down, after it (`unsafe_code = { level = "forbid" }`
 /// gives `….unsafe_code.level`). A value spanning lines is not read: this is enough for the few
-/// keys ARCH_LINTS and ARCH_PATCHED_DEP read, however a manifest spells them (a table, dotted or quoted keys, an inline table, comments),
-/// without a TOML parser in xtask.
+/// keys ARCH_LINTS and ARCH_PATCHED_DEP read, however a manifest spells them (a table, dotted
+/// or quoted keys, an inline table, comments), without a TOML parser in xtask.
 fn toml_entries(text: &str) -> Vec<(String, String)> {
     let key = |raw: &str| {
         let segments = raw.split('.').map(|s| s.trim().trim_matches(['"', '\'']));

@@ -1416,6 +1416,9 @@ fn joined_paths<'t>(
                 names.push(name);
             }
         }
+        if names.len() < 2 {
+            continue;
+        }
         let line = token.line;
         paths.push(((names.clone(), line), k));
         for (a, first) in names.iter().enumerate() {
