@@ -56,10 +56,12 @@
 //!   no call of the turn. It is never text, never a delta. One to keep that nests more than
 //!   [`ai_core::MAX_JSON_DEPTH`] levels fails the stream (or the response), naming it and the
 //!   limit: kept, it would make the thread's state too deep to store.
-//! - An event nested deeper than serde_json reads (128 levels), which fails to parse though it
-//!   is valid JSON, is skipped when its type is not one the decoder reads and it has no
-//!   `error`, as it would be if it parsed; any other fails the stream, saying it is nested too
-//!   deep.
+//! - An event of a type the decoder does not read, without an `error`, never fails the stream,
+//!   whatever its other fields hold: one that fails to parse (nested deeper than serde_json
+//!   reads, 128 levels, though it is valid JSON; a key the read events share, such as `item`,
+//!   `item_id` or `output_index`, holding another type or given twice) is skipped, as it would
+//!   be if it parsed. Any other event that fails to parse fails the stream, saying why (nested
+//!   too deep, a value of the wrong type, a key given twice).
 //!   A call's `arguments` object nested that deep is not the event's fault, nor one holding a
 //!   number out of f64's range or a lone surrogate escape: it is kept as sent (as arguments
 //!   sent as text are), and only that call fails where it runs. So is a bare number out of
@@ -709,7 +711,7 @@ impl StreamDecoder {
         }
         let mut event: Event<'_> = match serde_json::from_str(sse.data) {
             Ok(event) => event,
-            Err(e) if assembly::nested_too_deep(&e) && skipped_whole(sse.data) => return Ok(()),
+            Err(_) if skipped_whole(sse.data) => return Ok(()),
             Err(e) => {
                 return Err(DecodeError::InvalidChunk {
                     offset: sse.offset,
@@ -1278,12 +1280,14 @@ struct Shallow<'a> {
     error: Option<serde::de::IgnoredAny>,
 }
 
-/// Whether an event that nests deeper than serde_json reads can be skipped whole: it is valid
-/// JSON, of a type the decoder does not read (not in [`EVENTS_READ`]), without
-/// an `error` (openai-python raises on any payload with one). Such an event holds nothing the
-/// answer is made of, so it is skipped as an event of its type is when it parses; one the
-/// decoder reads still fails the stream. Only read when the parse failed, so it costs nothing
-/// on the way of every event.
+/// Whether an event that failed to parse as an [`Event`] can be skipped whole: it is JSON, of a
+/// type the decoder does not read (not in [`EVENTS_READ`]), without an `error` (openai-python
+/// raises on any payload with one). Such an event holds nothing the answer is made of, so it is
+/// skipped as an event of its type is when it parses, whatever failed: it nests deeper than
+/// serde_json reads, or a key the read events share (`item`, `item_id`, `output_index`,
+/// `message`, `delta`) holds another type on it or is given twice. One the decoder reads still
+/// fails the stream. Only read when the parse failed, so it costs nothing on the way of every
+/// event.
 fn skipped_whole(data: &str) -> bool {
     let Ok(shallow) = serde_json::from_str::<Shallow<'_>>(data) else {
         return false;

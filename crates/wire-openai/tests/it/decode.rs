@@ -2269,6 +2269,58 @@ fn responses_events_it_does_not_read_never_fail_the_stream() {
     assert_eq!(completion.text, "");
 }
 
+/// An event of a type the decoder does not read never fails the stream, whatever its other
+/// fields hold: one that shares a key with the events the decoder reads (`item`, `item_id`,
+/// `output_index`, `message`, `delta`) but holds another type there, or gives it twice, is
+/// skipped as it would be if that key held what the read events hold. The same flaw on an event
+/// the decoder reads still fails it.
+#[test]
+fn an_event_it_does_not_read_never_fails_the_stream_whatever_its_fields_hold() {
+    let call = json!({"type": "response.output_item.added", "output_index": 0, "item": {
+        "type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": ""}});
+    let arguments = json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+        "output_index": 0, "delta": "{}"});
+    let completed = json!({"type": "response.completed", "response": {"id": "resp_1"}});
+    let stream = |middle: &str| {
+        format!(
+            "data: {call}
+
+data: {middle}
+
+data: {arguments}
+
+data: {completed}
+
+"
+        )
+    };
+    for skipped in [
+        r#"{"type":"response.vendor.progress","item":"fc_1"}"#,
+        r#"{"type":"response.vendor.progress","output_index":"0"}"#,
+        r#"{"type":"response.vendor.progress","output_index":-1}"#,
+        r#"{"type":"response.vendor.progress","item_id":7}"#,
+        r#"{"type":"response.vendor.progress","message":{"text":"working"}}"#,
+        r#"{"type":"response.vendor.progress","item":{"type":"function_call","name":5}}"#,
+        r#"{"type":"response.vendor.progress","delta":"a","delta":"b"}"#,
+    ] {
+        let completion = responses::decode_all(stream(skipped).as_bytes())
+            .unwrap_or_else(|error| panic!("{skipped}: {error}"));
+        assert_eq!(completion.tool_calls.len(), 1, "{skipped}");
+        assert_eq!(completion.tool_calls[0].arguments, "{}", "{skipped}");
+    }
+    for read in [
+        r#"{"type":"response.output_item.added","output_index":"1","item":{"type":"message"}}"#,
+        r#"{"type":"response.output_text.delta","item_id":7,"delta":"Hi"}"#,
+        r#"{"type":"response.output_text.delta","delta":"a","delta":"b"}"#,
+    ] {
+        let error = responses::decode_all(stream(read).as_bytes()).unwrap_err();
+        assert!(
+            matches!(error, DecodeError::InvalidChunk { .. }),
+            "{read}: {error:?}"
+        );
+    }
+}
+
 /// JSON nested `levels` deep: `[[…[1]…]]`.
 fn nested(levels: usize) -> String {
     format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
