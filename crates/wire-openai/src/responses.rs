@@ -71,6 +71,10 @@
 //! - A lone surrogate escape in text that is shown or kept (a text or refusal delta, `.done`
 //!   text, a message item's content or a part, an item's `id`, `call_id`, `name` or `status`)
 //!   reads as U+FFFD, never failing the event or the response, as on chat.
+//! - A stream that assembled no text and no call before its terminal event (`response.completed`
+//!   or `response.incomplete`) takes its answer from that event's `response` snapshot, read as
+//!   [`decode_response`] reads a whole response: a server that skips the item and delta events
+//!   sends it there alone. After streamed text or calls the snapshot adds nothing.
 //! - Native streams end with a terminal event (`response.completed`, `response.incomplete`,
 //!   `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is tolerated.
 //!
@@ -139,6 +143,36 @@ fn raw_item(data: &str) -> Option<Value> {
 struct RawOutput {
     output: Vec<Value>,
 }
+
+/// Each item of a response's `output` whole and as sent, read again from the response's JSON
+/// text (`response`) only when one of `items` is a reasoning item, the one kind kept as sent;
+/// else empty.
+fn raw_output(items: &[Item], response: &str) -> Vec<Value> {
+    if !items.iter().any(|item| item.kind == "reasoning") {
+        return Vec::new();
+    }
+    serde_json::from_str::<RawOutput>(response)
+        .map(|raw| raw.output)
+        .unwrap_or_default()
+}
+
+/// A terminal event's `response`, as its JSON text ([`StreamDecoder::snapshot`]).
+#[derive(Deserialize)]
+struct Terminal<'a> {
+    #[serde(default, borrow)]
+    response: Option<&'a serde_json::value::RawValue>,
+}
+
+/// The `output` of a terminal event's `response` snapshot, read as a whole response's is.
+#[derive(Deserialize)]
+struct SnapshotOutput {
+    #[serde(default)]
+    output: Option<Vec<Item>>,
+}
+
+/// A snapshot's items and, for its reasoning, each item as sent ([`raw_output`]); or why its
+/// `output` cannot be read.
+type SnapshotRead = Result<(Vec<Item>, Vec<Value>), serde_json::Error>;
 
 /// Whether a finished reasoning item is one to keep on the call it leads to: an object with a
 /// non-empty `encrypted_content` string.
@@ -391,7 +425,9 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
 /// calls come from the other events, so nothing here may fail the stream or lose what they
 /// assembled. A `response` that is not an object reads as absent; in one, a field of another
 /// type than it should have, or given twice (which one counts cannot be told), reads as absent,
-/// and fields not read here (`output`, `status`, …) may be anything.
+/// and fields not read here (`output`, `status`, …) may be anything. (A terminal event's
+/// `output` is read apart, and only when the stream assembled nothing: see
+/// [`StreamDecoder::snapshot`].)
 #[derive(Default)]
 struct Response {
     /// `resp_…`, the seed of synthesized call ids.
@@ -733,7 +769,85 @@ impl StreamDecoder {
                 }
             })?;
         }
+        if let Some(output) = self.snapshot(&event, sse.data) {
+            let offset = sse.offset;
+            let (items, raw) = output.map_err(|e| DecodeError::InvalidChunk {
+                offset,
+                reason: format!(
+                    "the `output` of its `response`: {}",
+                    assembly::describe_payload_error(&e)
+                ),
+            })?;
+            self.finished_output(items, raw, offset, deltas, |reason| {
+                DecodeError::InvalidChunk { offset, reason }
+            })?;
+        }
         self.apply(event, sse.offset, deltas)
+    }
+
+    /// The items of a terminal event's `response` snapshot (`data` is the event's text), read
+    /// only when the stream assembled no text and no call before it and the event is no error:
+    /// a server that skips the item and delta events sends its answer there alone
+    /// (NVIDIA-NeMo/Switchyard#777, #796). After streamed text or calls the snapshot adds
+    /// nothing (OpenAI's repeats what streamed; a gateway's may list only some of it, or items
+    /// under other ids, Wei-Shaw/sub2api#6118), so it is not read. `None` when there is nothing
+    /// to read: no snapshot, one that is not an object, or a `response` given twice (which one
+    /// counts cannot be told, as for its bookkeeping); an error when its `output` cannot be
+    /// read as a whole response's is.
+    fn snapshot(&self, event: &Event<'_>, data: &str) -> Option<SnapshotRead> {
+        let terminal = matches!(
+            event.kind.as_deref(),
+            Some("response.completed" | "response.incomplete")
+        );
+        let assembled = !self.session.calls.calls.is_empty() || !self.session.text.is_empty();
+        let error = event.error.as_ref().and_then(DecodeError::from_wire);
+        if !terminal || assembled || error.is_some() {
+            return None;
+        }
+        let response = serde_json::from_str::<Terminal<'_>>(data)
+            .ok()?
+            .response?
+            .get();
+        if !response.starts_with('{') {
+            return None;
+        }
+        Some(
+            serde_json::from_str::<SnapshotOutput>(response).map(|snapshot| {
+                let items = snapshot.output.unwrap_or_default();
+                let raw = raw_output(&items, response);
+                (items, raw)
+            }),
+        )
+    }
+
+    /// Applies a finished response's `output` (`raw`: see [`raw_output`]), each item as the
+    /// `response.output_item.done` a stream carries at its output index, so a whole response
+    /// and a terminal snapshot are read as the events of a stream are. Two calls under one
+    /// `call_id` or item id are an error ([`distinct_calls`]); a reasoning item to keep that
+    /// nests too deep is refused by `too_deep`, given what is wrong.
+    fn finished_output(
+        &mut self,
+        items: Vec<Item>,
+        raw: Vec<Value>,
+        offset: usize,
+        deltas: &mut Deltas,
+        too_deep: impl Fn(String) -> DecodeError,
+    ) -> Result<(), DecodeError> {
+        distinct_calls(&items)?;
+        let mut raw = raw.into_iter();
+        for (output_index, item) in items.into_iter().enumerate() {
+            let raw = raw.next().filter(|_| item.kind == "reasoning");
+            refuse_deep_reasoning(raw.as_ref())
+                .map_err(|reason| too_deep(format!("output item {output_index}: {reason}")))?;
+            let done = Event {
+                output_index: Some(output_index),
+                reasoning: raw,
+                item: Some(item),
+                ..Event::of(Some(Cow::Borrowed("response.output_item.done")))
+            };
+            self.apply(done, offset, deltas)?;
+        }
+        Ok(())
     }
 
     /// Applies one decoded event; `offset` is where it began in the stream (0 for the events a
@@ -1452,37 +1566,18 @@ pub fn decode_response(body: &[u8], limits: Limits) -> Result<WholeAnswer, Decod
             });
         }
     };
-    let event = |kind: &'static str| Event::of(Some(Cow::Borrowed(kind)));
-    distinct_calls(&output)?;
     let mut decoder = StreamDecoder::new(limits);
     let mut deltas = Deltas::default();
     decoder
         .session
         .saw_response_id(whole.response.id.as_deref().filter(|id| !id.is_empty()));
-    // Each reasoning item whole and as sent, read again only when there is one.
-    let mut raw_output = Vec::new();
-    if output.iter().any(|item| item.kind == "reasoning") {
-        raw_output = serde_json::from_str::<RawOutput>(text)
-            .map(|raw| raw.output)
-            .unwrap_or_default();
-    }
-    let mut raw_output = raw_output.into_iter();
-    for (output_index, item) in output.into_iter().enumerate() {
-        let raw = raw_output.next().filter(|_| item.kind == "reasoning");
-        refuse_deep_reasoning(raw.as_ref()).map_err(|reason| DecodeError::InvalidBody {
-            reason: format!("output item {output_index}: {reason}"),
-        })?;
-        let done = Event {
-            output_index: Some(output_index),
-            reasoning: raw,
-            item: Some(item),
-            ..event("response.output_item.done")
-        };
-        decoder.apply(done, 0, &mut deltas)?;
-    }
+    let raw = raw_output(&output, text);
+    decoder.finished_output(output, raw, 0, &mut deltas, |reason| {
+        DecodeError::InvalidBody { reason }
+    })?;
     let end = Event {
         response: Some(whole.response),
-        ..event(terminal)
+        ..Event::of(Some(Cow::Borrowed(terminal)))
     };
     decoder.apply(end, 0, &mut deltas)?;
     let completion = decoder.session.finish(true)?;

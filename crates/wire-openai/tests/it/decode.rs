@@ -139,6 +139,95 @@ fn whole_like_its_stream(
     decoded.map(|answer| answer.completion)
 }
 
+/// A stream that carries its items only in the terminal event's `response` snapshot (a
+/// compatible server or translating gateway that sends `response.created` and then
+/// `response.completed` or `response.incomplete` with the whole `output`, skipping the item and
+/// delta events: NVIDIA-NeMo/Switchyard#777 and #796) decodes as that response does, text,
+/// calls, reasoning and deltas: every finished whole-response fixture, streamed so.
+#[test]
+fn a_stream_whose_items_come_only_in_the_terminal_snapshot_decodes_as_the_response() {
+    let dir = format!(
+        "{}/../../fixtures/wire/openai-responses-whole",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut streamed = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let (body, _) = whole_fixture(&path);
+        let response: Value = serde_json::from_slice(&body).unwrap();
+        let terminal = match response["status"].as_str() {
+            Some("completed") => "response.completed",
+            Some("incomplete") => "response.incomplete",
+            _ => continue,
+        };
+        let created = json!({"type": "response.created", "sequence_number": 0, "response": {
+            "id": response["id"], "object": "response", "status": "in_progress", "output": []}});
+        let ended = json!({"type": terminal, "sequence_number": 1, "response": response});
+        let stream = format!(
+            "event: response.created\ndata: {created}\n\nevent: {terminal}\ndata: {ended}\n\n"
+        );
+        let whole = responses::decode_response(&body, wire_openai::Limits::default()).unwrap();
+        let mut decoder = responses::StreamDecoder::default();
+        let deltas = decoder.feed(stream.as_bytes()).unwrap();
+        let completion = decoder.finish().unwrap();
+        assert_eq!(completion, whole.completion, "{path:?}");
+        assert_eq!(deltas, whole.deltas, "{path:?}");
+        streamed += 1;
+    }
+    assert!(streamed >= 8, "{streamed}");
+}
+
+/// OpenAI's own streams end with the whole `output` in the terminal event's snapshot, after
+/// streaming every item: the snapshot then adds nothing, so no call or text is taken twice. Nor
+/// does a snapshot that disagrees with what streamed, or that lists only some of it (gateways
+/// rebuild it, Wei-Shaw/sub2api#6118): what streamed is the answer.
+#[test]
+fn a_terminal_snapshot_after_streamed_items_adds_nothing() {
+    let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+        "name": "get_weather", "arguments": "{\"city\":\"Paris\"}", "status": "completed"});
+    let other_call = json!({"type": "function_call", "id": "fc_9", "call_id": "call_9",
+        "name": "get_time", "arguments": "{}", "status": "completed"});
+    let message = json!({"type": "message", "id": "msg_1", "role": "assistant",
+        "content": [{"type": "output_text", "text": "Hi there"}]});
+    let other_message = json!({"type": "message", "id": "msg_9", "role": "assistant",
+        "content": [{"type": "output_text", "text": "Something else"}]});
+    let streamed_call = [
+        json!({"type": "response.output_item.added", "output_index": 0, "item": {
+            "type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather",
+            "arguments": ""}}),
+        json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+            "output_index": 0, "delta": "{\"city\":\"Paris\"}"}),
+    ];
+    let streamed_text = [
+        json!({"type": "response.output_text.delta", "item_id": "msg_1",
+        "output_index": 0, "content_index": 0, "delta": "Hi there"}),
+    ];
+    let cases = [
+        (&streamed_call[..], vec![call.clone()]),
+        (&streamed_call[..], vec![call.clone(), other_call]),
+        (&streamed_text[..], vec![message.clone()]),
+        (&streamed_text[..], vec![other_message, call]),
+    ];
+    for (events, output) in cases {
+        let completed = json!({"type": "response.completed", "response": {
+            "id": "resp_1", "status": "completed", "output": output}});
+        let stream: String = events
+            .iter()
+            .chain([&completed])
+            .map(|event| format!("data: {event}\n\n"))
+            .collect();
+        let completion = responses::decode_all(stream.as_bytes()).unwrap();
+        if events.len() == 2 {
+            assert_eq!(completion.tool_calls.len(), 1, "{output:?}");
+            assert_eq!(completion.tool_calls[0].id.as_str(), "call_1");
+            assert_eq!(completion.text, "");
+        } else {
+            assert!(completion.tool_calls.is_empty(), "{output:?}");
+            assert_eq!(completion.text, "Hi there", "{output:?}");
+        }
+    }
+}
+
 /// A whole answer sent where a stream was asked for (a server or gateway that ignores
 /// `stream: true`, labelling the body `text/event-stream` or nothing: decolua/9router#3492)
 /// is told by its first byte past a BOM and whitespace, `{`, and read by the stream decoders as

@@ -832,7 +832,9 @@ fn variants_under(object: &Value, keys: &[&str]) -> Vec<Value> {
 /// usage, incomplete details, output, status, the whole object) replaced by a value of any type,
 /// at any depth; and every whole response with its `id`, `usage` or `incomplete_details` so
 /// replaced: that object is bookkeeping, so what decoded still does, with the same text and
-/// calls, and what failed still fails the same way. Exhaustive over the fixtures.
+/// calls, and what failed still fails the same way. The exception is a terminal event's snapshot
+/// that carries the answer (nothing streamed before it): it is read as a whole response, so only
+/// its `id`, `usage` and `incomplete_details` are replaced. Exhaustive over the fixtures.
 #[test]
 fn no_value_in_a_response_s_bookkeeping_fails_the_decode() {
     let same = |original: &Result<LlmCompletion, DecodeError>,
@@ -860,7 +862,37 @@ fn no_value_in_a_response_s_bookkeeping_fails_the_decode() {
             else {
                 continue;
             };
-            for variant in variants_under(&event, &["response"]) {
+            // A terminal event whose snapshot carries the answer (nothing streamed before it)
+            // is read for its `output` as a whole response is: only its bookkeeping is mutated,
+            // as a whole response's is below.
+            let decode_with = |event: &Value| {
+                let mut mutated = lines.clone();
+                mutated[at] = format!("data: {event}\n").into_bytes();
+                responses::decode_all(&mutated.concat())
+            };
+            let carries_answer = event["response"].is_object() && {
+                let mut emptied = event.clone();
+                emptied["response"]["output"] = json!([]);
+                let emptied = decode_with(&emptied);
+                match (&original, &emptied) {
+                    (Ok(original), Ok(emptied)) => assembled(original) != assembled(emptied),
+                    _ => false,
+                }
+            };
+            let variants = if carries_answer {
+                let bookkeeping = ["id", "usage", "incomplete_details"];
+                variants_under(&event["response"], &bookkeeping)
+                    .into_iter()
+                    .map(|response| {
+                        let mut variant = event.clone();
+                        variant["response"] = response;
+                        variant
+                    })
+                    .collect()
+            } else {
+                variants_under(&event, &["response"])
+            };
+            for variant in variants {
                 let mut mutated = lines.clone();
                 mutated[at] = format!("data: {variant}\n").into_bytes();
                 same(
