@@ -29,6 +29,8 @@
 //!   item) replace its deltas, unless they are empty: `""` is no JSON, so it never erases the
 //!   arguments a call streamed. Deltas arriving after final arguments that continue the
 //!   streamed ones, and repeat what they added, are not appended again.
+//! - A call announced without a name takes the one its `.done` event or finished item carries;
+//!   a name the call has is never replaced.
 //! - A call announced that then got no arguments, no `.done` event and no finished item before
 //!   the response ended was never finished: it is incomplete, never run with `{}`.
 //! - A call's `arguments` sent as a JSON object (on an item or on
@@ -217,6 +219,8 @@ struct Event<'a> {
     refusal: Text<'a>,
     /// A string, or an object (serialized); anything else reads as absent.
     arguments: LenientArguments<'a>,
+    /// The call's name on `response.function_call_arguments.done`, read as `delta` is.
+    name: Text<'a>,
     item: Option<Item>,
     /// A message part (`response.content_part.added`); any JSON, read as [`item::part_text`]
     /// reads it.
@@ -246,6 +250,7 @@ impl<'a> Event<'a> {
             text: Text::default(),
             refusal: Text::default(),
             arguments: LenientArguments(None),
+            name: Text::default(),
             item: None,
             part: None,
             response: None,
@@ -278,6 +283,7 @@ enum EventField {
     Text,
     Refusal,
     Arguments,
+    Name,
     Item,
     Part,
     Response,
@@ -303,6 +309,7 @@ impl EventField {
             Self::Text => "text",
             Self::Refusal => "refusal",
             Self::Arguments => "arguments",
+            Self::Name => "name",
             Self::Item => "item",
             Self::Part => "part",
             Self::Response => "response",
@@ -395,6 +402,7 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
                 EventField::Text => event.text = map.next_value()?,
                 EventField::Refusal => event.refusal = map.next_value()?,
                 EventField::Arguments => event.arguments = map.next_value()?,
+                EventField::Name => event.name = map.next_value()?,
                 EventField::Item => event.item = map.next_value()?,
                 EventField::Part => event.part = map.next_value::<item::ShownValue>()?.0,
                 EventField::Message => event.message = map.next_value()?,
@@ -957,6 +965,15 @@ impl StreamDecoder {
             "response.function_call_arguments.done" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(offset))?;
                 self.finished_call(position);
+                // The name only fills one still unknown, as the finished item's does.
+                let name = event.name.shown();
+                self.session.calls.apply(
+                    position,
+                    None,
+                    name.as_deref(),
+                    "",
+                    &mut Deltas::default(),
+                )?;
                 if let Some(arguments) = event.arguments.0 {
                     self.replace_arguments(position, &arguments)?;
                 }

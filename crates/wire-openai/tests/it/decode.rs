@@ -1712,6 +1712,39 @@ fn a_finished_message_item_without_an_id_keeps_its_text_when_none_streamed() {
     assert_eq!(completion.text, "Sunny.");
 }
 
+/// `response.function_call_arguments.done` carries the call's `name` (openai-python since
+/// 8b333e66, WIRE-FORMATS 3.3): a call announced without one takes it there, as from its
+/// finished item; a call that has a name keeps it, and a `name` of another type on the event
+/// reads as absent.
+#[test]
+fn a_call_announced_without_a_name_takes_the_name_its_done_event_carries() {
+    let added = json!({"type": "response.output_item.added", "output_index": 0, "item": {
+        "type": "function_call", "id": "fc_1", "call_id": "call_1", "arguments": ""}});
+    let named = json!({"type": "response.output_item.added", "output_index": 0, "item": {
+        "type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather",
+        "arguments": ""}});
+    let delta = json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+        "output_index": 0, "delta": "{}"});
+    let done = |name: Value| {
+        json!({"type": "response.function_call_arguments.done",
+        "item_id": "fc_1", "output_index": 0, "arguments": "{}", "name": name})
+    };
+    let completed = json!({"type": "response.completed", "response": {"id": "resp_1"}});
+    for (announced, name, expected) in [
+        (&added, json!("get_weather"), "get_weather"),
+        (&named, json!("get_time"), "get_weather"),
+        (&named, json!(7), "get_weather"),
+        (&added, json!({"n": 1}), ""),
+    ] {
+        let stream: String = [announced, &delta, &done(name.clone()), &completed]
+            .iter()
+            .map(|event| format!("data: {event}\n\n"))
+            .collect();
+        let completion = responses::decode_all(stream.as_bytes()).unwrap();
+        assert_eq!(completion.tool_calls[0].name, expected, "{name}");
+    }
+}
+
 #[test]
 fn responses_output_item_done_is_keyed_by_its_item_id() {
     // `response.output_item.done` names its call by `item.id`; a gateway that leaves out (or
