@@ -12,9 +12,10 @@
 //! one id); without an id the entry
 //! continues the call at its `index` (unless that call is whole and the entry brings arguments
 //! that open another object and names a function, or named one alone just before: parallel
-//! calls at one index without ids, see `StreamDecoder::starts_another_call`), or the latest call when `index` is missing or null (unless
-//! it names a function while the latest call already has its name and arguments: Gemini sends
-//! parallel calls whole that way, without index or id); ids and names are never concatenated and
+//! calls at one index without ids, see `StreamDecoder::starts_another_call`), or the latest call
+//! when `index` is missing or null (by the same rule, but a repeat of the call's arguments
+//! is a call of its own too: Gemini sends parallel calls whole that way, without index or id,
+//! and no summary); ids and names are never concatenated and
 //! never overwritten with empty values; argument objects are serialized (one serde_json cannot read, though valid JSON: nested
 //! deeper than 128 levels, a number out of f64's range, a lone surrogate escape, is kept as
 //! sent: only its call fails, where it runs; so is a bare number out of range, and a lone
@@ -374,10 +375,10 @@ pub struct StreamDecoder {
     /// The call last registered at each `index`.
     by_index: IndexMap,
     latest: Option<usize>,
-    /// A function named alone, without an id, at an `index` whose call was already whole
-    /// (see [`StreamDecoder::starts_another_call`]): the name of the call the next arguments
-    /// there that open another object start. Boxed: rare.
-    named_alone: Option<Box<(usize, String)>>,
+    /// A function named alone, without an id, at an `index` (or without one: `None`) whose call
+    /// was already whole (see [`StreamDecoder::starts_another_call`]): the name of the call the
+    /// next arguments there that open another object start. Boxed: rare.
+    named_alone: Option<Box<(Option<usize>, String)>>,
     /// The call, whole already, whose function an entry under its id named again (alone, with a
     /// summary of its arguments or with text opening nothing; never cleared: see
     /// [`StreamDecoder::check_same_function`]): arguments under that id that follow and open
@@ -604,14 +605,10 @@ impl StreamDecoder {
                 }
             },
             None => match entry.index {
-                Some(index) => self
-                    .by_index
-                    .get(index)
-                    .filter(|&at| !self.starts_another_call(index, at, &entry)),
-                None => self
-                    .latest
-                    .filter(|&latest| !self.names_another_call(latest, &entry)),
-            },
+                Some(index) => self.by_index.get(index),
+                None => self.latest,
+            }
+            .filter(|&at| !self.starts_another_call(entry.index, at, &entry)),
         };
         let position = match known {
             Some(position) => position,
@@ -652,8 +649,8 @@ impl StreamDecoder {
         }
         let function = &entry.function;
         // A call opened for arguments that follow its function named alone takes that name.
-        let named_alone = match (&self.named_alone, entry.index, known) {
-            (Some(named), Some(index), None) if named.0 == index => {
+        let named_alone = match (&self.named_alone, known) {
+            (Some(named), None) if named.0 == entry.index => {
                 self.named_alone.take().map(|named| named.1)
             }
             _ => None,
@@ -665,27 +662,30 @@ impl StreamDecoder {
             .apply(position, id, name, fragment, deltas)
     }
 
-    /// Whether an entry without an id, at an `index` whose call is at `position`, starts
-    /// another call rather than continuing that one. Servers that send parallel calls at one
-    /// index without ids (LiteLLM's, Bifrost's and Portkey's Anthropic bridges, llama.cpp's
-    /// 2026 regression, where the ids are missing too) can be told only where the call there
-    /// is whole, its name known and its arguments closed JSON: then an entry that names a
-    /// function and brings arguments that open another object or array (not a repeat of the
-    /// whole arguments, as LiteLLM's summary chunk) starts a call; one that names a function
-    /// alone is remembered (in `named_alone`), and the next such arguments at that index start
-    /// a call under that name ([`opens_another_call`]). Other text (a stray `}`, under the name
+    /// Whether an entry without an id starts another call rather than continuing the one at
+    /// `position`: the call at its `index`, or the latest call when it has none. Servers that
+    /// send parallel calls without ids at one index (LiteLLM's, Bifrost's and Portkey's
+    /// Anthropic bridges, llama.cpp's 2026 regression, where the ids are missing too) or at no
+    /// index (Gemini's compatible endpoint, each call whole in one entry, `index` null or
+    /// missing) can be told only where that call is whole, its name known and its arguments
+    /// closed JSON: then an entry that names a function and brings arguments that open another
+    /// object or array (at an index, not a repeat of the whole arguments, as LiteLLM's summary
+    /// chunk; without one, Gemini sends no summary) starts a call; one that names a function
+    /// alone is remembered (in `named_alone`), and the next such arguments there start a call
+    /// under that name ([`opens_another_call`]). Other text (a stray `}`, under the name
     /// repeated or after it alone) is the call's, appended to fail where it runs.
     ///
     /// What cannot be told stays one call: a name repeated on every fragment (llama.cpp) is
     /// the same call's while its arguments are open; a name repeated alone after the call
     /// closed starts nothing unless arguments follow, so a second call of a parameterless
     /// function sent as its name alone (vLLM's hermes parser sends no arguments for one) is not
-    /// told from a repeated name and is lost; and a second call sent while the first one's
-    /// arguments are still open (interleaved) cannot be told from the first one's next
+    /// told from a repeated name and is lost; at an index, a second call repeating the first
+    /// one's arguments is not told from a summary chunk; and a second call sent while the first
+    /// one's arguments are still open (interleaved) cannot be told from the first one's next
     /// fragment.
     fn starts_another_call(
         &mut self,
-        index: usize,
+        index: Option<usize>,
         position: usize,
         entry: &ToolCallDelta<'_>,
     ) -> bool {
@@ -708,7 +708,14 @@ impl StreamDecoder {
                 .named_alone
                 .as_ref()
                 .is_some_and(|named| named.0 == index);
-        named && opens_another_call(&call.arguments, fragment)
+        named
+            && match index {
+                Some(_) => opens_another_call(&call.arguments, fragment),
+                // Gemini sends each call whole in an entry of its own, and no summary chunk:
+                // arguments repeating the call's are another call's (of another function, or of
+                // the same one again).
+                None => opens_a_value(fragment),
+            }
     }
 
     /// Refuses an entry under the id of the call at `position` that starts another call once
@@ -806,26 +813,6 @@ impl StreamDecoder {
         continues.then_some(position)
     }
 
-    /// Whether an entry with neither an id nor an index starts a new call rather than
-    /// continuing the latest one: it names a function while the latest call already has a name
-    /// and arguments. Gemini's compatible endpoint sends parallel calls that way, each whole in
-    /// one entry, with `index` null and `id` empty; servers that only omit `index` name a call
-    /// once, on its first fragment, so they are not affected.
-    fn names_another_call(&self, latest: usize, entry: &ToolCallDelta<'_>) -> bool {
-        let names = entry
-            .function
-            .name
-            .as_deref()
-            .is_some_and(|n| !n.is_empty());
-        names
-            && self
-                .session
-                .calls
-                .calls
-                .get(latest)
-                .is_some_and(|call| !call.name.is_empty() && !call.arguments.is_empty())
-    }
-
     /// Resolves the completion, once.
     ///
     /// A decoder that failed returns the error that stopped it (see [`StreamDecoder::feed`]).
@@ -856,10 +843,16 @@ impl StreamDecoder {
 /// Qwen may close a call's arguments twice, langchain-qwq#30) is the call's, appended to fail
 /// where it runs (WIRE-FORMATS 2.1 rule 5: a per-call error, never another call nor the whole
 /// turn's). The one rule for entries under the call's id ([`StreamDecoder::check_same_function`])
-/// and without one ([`StreamDecoder::starts_another_call`]).
+/// and without one at an index ([`StreamDecoder::starts_another_call`]); without an index, where
+/// no summary chunk comes, [`opens_a_value`] alone.
 fn opens_another_call(assembled: &str, fragment: &str) -> bool {
+    opens_a_value(fragment) && !assembly::repeats_whole_arguments(assembled, fragment)
+}
+
+/// Whether `fragment` opens an object or array (past whitespace), as another call's arguments
+/// do; a stray `}` does not.
+fn opens_a_value(fragment: &str) -> bool {
     fragment.trim_ascii_start().starts_with(['{', '['])
-        && !assembly::repeats_whole_arguments(assembled, fragment)
 }
 
 /// Which call each tool-call `index` last named. Servers send small dense indexes (0, 1, …),

@@ -3646,6 +3646,58 @@ fn text_opening_no_value_after_a_whole_call_at_its_index_is_the_calls() {
     }
 }
 
+/// The same holds without an index: where the server sends neither an id nor an `index`
+/// (Gemini's compatible endpoint, each call whole in one entry, its name on every entry), a
+/// stray `}` after a whole call, under the name repeated or after it alone, is the call's, never
+/// a call of its own. Gemini's next calls, each named and whole, are still calls of their own,
+/// another function's with the same arguments and the same call again included: Gemini sends
+/// no summary chunk for them to be taken for.
+#[test]
+fn text_opening_no_value_after_a_whole_call_without_an_index_is_the_calls() {
+    let entry = |name: Option<&str>, arguments: &str| {
+        let mut call = json!({"id": "", "type": "function", "function": {"arguments": arguments}});
+        if let Some(name) = name {
+            call["function"]["name"] = json!(name);
+        }
+        let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]});
+        format!("data: {chunk}\n\n")
+    };
+    let first = entry(Some("get_weather"), r#"{"city":"Paris"}"#);
+    for stray in [
+        entry(Some("get_weather"), "}"),
+        [entry(Some("get_weather"), ""), entry(None, " }")].concat(),
+    ] {
+        let stream = [first.clone(), stray, TOOL_CALLS_END.to_owned()].concat();
+        let completion = chat::decode_all(stream.as_bytes()).unwrap();
+        assert_eq!(completion.tool_calls.len(), 1, "{stream}");
+        let arguments = completion.tool_calls[0].arguments.replace(' ', "");
+        assert_eq!(arguments, r#"{"city":"Paris"}}"#, "{stream}");
+    }
+    let stream = [
+        first.clone(),
+        entry(Some("get_weather"), r#"{"city":"London"}"#),
+        entry(Some("get_time"), r#"{"city":"London"}"#),
+        first,
+        TOOL_CALLS_END.to_owned(),
+    ]
+    .concat();
+    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    let calls: Vec<_> = completion
+        .tool_calls
+        .iter()
+        .map(|call| (call.name.as_str(), call.arguments.as_str()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("get_weather", r#"{"city":"Paris"}"#),
+            ("get_weather", r#"{"city":"London"}"#),
+            ("get_time", r#"{"city":"London"}"#),
+            ("get_weather", r#"{"city":"Paris"}"#),
+        ]
+    );
+}
+
 /// A server that streams parallel calls under one id (and one index), told apart only by their
 /// names (skye-harris/hass_local_openai_llm#92: an engine behind OpenRouter), sends a call whose
 /// function is another under an id whose call is whole: that is two calls no result could tell
