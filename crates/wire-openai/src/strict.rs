@@ -340,15 +340,20 @@ fn strict_object(map: &mut Map<String, Value>, depth: usize, budget: &mut Budget
 }
 
 /// Lets an optional property be `null`: `null` joins its `type` (and its `enum`, which would
-/// otherwise still refuse it); a `$ref` or `anyOf` gains a `{"type": "null"}` branch. False when
-/// there is nothing to extend (no type, or a `const`), or when the added `null` takes the enum
-/// past its limits (the provider checks the enum as sent).
+/// otherwise still refuse it); a `$ref` or `anyOf` gains a `{"type": "null"}` branch. A `const`,
+/// which cannot take `null`, becomes an `enum` of its value, which accepts the same values, and
+/// `null` joins that. False when there is nothing to extend (no type), when a `const` narrows an
+/// `enum` beside it, or when the added `null` takes the enum past its limits (the provider
+/// checks the enum as sent).
 fn make_nullable(property: &mut Value) -> bool {
     let Some(map) = property.as_object_mut() else {
         return false;
     };
-    if map.contains_key("const") {
-        return false;
+    if let Some(value) = map.remove("const") {
+        if map.contains_key("enum") {
+            return false;
+        }
+        map.insert("enum".into(), Value::Array(vec![value]));
     }
     let null_branch = || serde_json::json!({"type": "null"});
     if let Some(Value::Array(values)) = map.get_mut("enum")

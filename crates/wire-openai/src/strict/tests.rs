@@ -52,7 +52,7 @@ fn falls_back_to_non_strict() {
         json!({"type": "object", "properties": {"s": {"type": "string", "maxLength": 3}}, "required": ["s"]}),
         None,
     );
-    // An optional property that nothing can make nullable: a const, or no type at all.
+    // An optional property that nothing can make nullable: no type at all (a const's too).
     check(
         json!({"type": "object", "properties": {"k": {"const": "fixed"}}}),
         None,
@@ -120,6 +120,36 @@ fn optional_refs_enums_and_unions_become_nullable() {
             "required": ["e", "n", "r", "u"],
             "definitions": {"X": {"type": "object", "additionalProperties": false,
                 "properties": {"v": {"type": "number"}}, "required": ["v"]}}})),
+    );
+}
+
+/// An optional `const` cannot take `null`: it becomes an `enum` of its value and `null`, which
+/// accepts what the const did and the `null` a strict model sends for it left out, so the tool
+/// stays strict. A `const` beside an `enum` (which it narrows) is left non-strict.
+#[test]
+fn optional_consts_become_an_enum_with_null() {
+    check(
+        json!({"type": "object",
+            "properties": {
+                "s": {"type": "string", "const": "fixed", "description": "always fixed"},
+                "i": {"type": "integer", "const": 3},
+                "n": {"type": "null", "const": null},
+                "r": {"type": "string", "const": "kept"}
+            },
+            "required": ["r"]}),
+        Some(json!({"type": "object", "additionalProperties": false,
+            "properties": {
+                "s": {"type": ["string", "null"], "enum": ["fixed", null], "description": "always fixed"},
+                "i": {"type": ["integer", "null"], "enum": [3, null]},
+                "n": {"type": "null", "enum": [null]},
+                "r": {"type": "string", "const": "kept"}
+            },
+            "required": ["i", "n", "r", "s"]})),
+    );
+    check(
+        json!({"type": "object", "properties": {
+            "k": {"type": "string", "const": "a", "enum": ["a", "b"]}}}),
+        None,
     );
 }
 
