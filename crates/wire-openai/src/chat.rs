@@ -669,20 +669,21 @@ impl StreamDecoder {
     /// index (Gemini's compatible endpoint, each call whole in one entry, `index` null or
     /// missing) can be told only where that call is whole, its name known and its arguments
     /// closed JSON: then an entry that names a function and brings arguments that open another
-    /// object or array (at an index, not a repeat of the whole arguments, as LiteLLM's summary
-    /// chunk; without one, Gemini sends no summary) starts a call; one that names a function
-    /// alone is remembered (in `named_alone`), and the next such arguments there start a call
-    /// under that name ([`opens_another_call`]). Other text (a stray `}`, under the name
-    /// repeated or after it alone) is the call's, appended to fail where it runs.
+    /// object or array (at an index, not a repeat of the whole arguments under the call's own
+    /// function, as LiteLLM's summary chunk; without one, Gemini sends no summary) starts a
+    /// call; one that names a function alone is remembered (in `named_alone`), and the next
+    /// such arguments there start a call under that name ([`opens_another_call`]). Other text
+    /// (a stray `}`, under the name repeated or after it alone) is the call's, appended to fail
+    /// where it runs.
     ///
     /// What cannot be told stays one call: a name repeated on every fragment (llama.cpp) is
     /// the same call's while its arguments are open; a name repeated alone after the call
     /// closed starts nothing unless arguments follow, so a second call of a parameterless
     /// function sent as its name alone (vLLM's hermes parser sends no arguments for one) is not
-    /// told from a repeated name and is lost; at an index, a second call repeating the first
-    /// one's arguments is not told from a summary chunk; and a second call sent while the first
-    /// one's arguments are still open (interleaved) cannot be told from the first one's next
-    /// fragment.
+    /// told from a repeated name and is lost; at an index, a second call of the same function
+    /// repeating the first one's arguments is not told from a summary chunk; and a second call
+    /// sent while the first one's arguments are still open (interleaved) cannot be told from
+    /// the first one's next fragment.
     fn starts_another_call(
         &mut self,
         index: Option<usize>,
@@ -703,19 +704,22 @@ impl StreamDecoder {
             }
             return false;
         }
-        let named = name.is_some()
-            || self
-                .named_alone
-                .as_ref()
-                .is_some_and(|named| named.0 == index);
-        named
-            && match index {
-                Some(_) => opens_another_call(&call.arguments, fragment),
-                // Gemini sends each call whole in an entry of its own, and no summary chunk:
-                // arguments repeating the call's are another call's (of another function, or of
-                // the same one again).
-                None => opens_a_value(fragment),
-            }
+        let named_alone = self
+            .named_alone
+            .as_ref()
+            .filter(|named| named.0 == index)
+            .map(|named| named.1.as_str());
+        let Some(naming) = name.or(named_alone) else {
+            return false;
+        };
+        match index {
+            // A summary chunk repeats the call under its own function.
+            Some(_) if naming == call.name => opens_another_call(&call.arguments, fragment),
+            // Another function's call may bring the same arguments; and Gemini, which sends no
+            // index, sends each call whole in an entry of its own and no summary chunk, so there
+            // a repeat of the call is the same function called again.
+            _ => opens_a_value(fragment),
+        }
     }
 
     /// Refuses an entry under the id of the call at `position` that starts another call once
@@ -843,8 +847,9 @@ impl StreamDecoder {
 /// Qwen may close a call's arguments twice, langchain-qwq#30) is the call's, appended to fail
 /// where it runs (WIRE-FORMATS 2.1 rule 5: a per-call error, never another call nor the whole
 /// turn's). The one rule for entries under the call's id ([`StreamDecoder::check_same_function`])
-/// and without one at an index ([`StreamDecoder::starts_another_call`]); without an index, where
-/// no summary chunk comes, [`opens_a_value`] alone.
+/// and without one at an index naming the call's function ([`StreamDecoder::starts_another_call`]);
+/// for another function's, or without an index, where no summary chunk comes, [`opens_a_value`]
+/// alone.
 fn opens_another_call(assembled: &str, fragment: &str) -> bool {
     opens_a_value(fragment) && !assembly::repeats_whole_arguments(assembled, fragment)
 }

@@ -3616,6 +3616,33 @@ fn parallel_calls_at_one_index_without_ids_are_split_where_the_decoder_can_tell(
     }
 }
 
+/// A call of another function that brings the same arguments as the whole call at its index
+/// (parallel calls without ids at one index: `get_time({})`, then `get_date({})`) is a call of
+/// its own, named on its entry or alone just before: a summary chunk repeats the call's own
+/// function, so only a repeat under that name is taken for one.
+#[test]
+fn another_functions_call_with_the_same_arguments_at_one_index_is_a_call_of_its_own() {
+    let entry = |name: Option<&str>, arguments: &str| tool_call_chunk(None, name, arguments);
+    for second in [
+        entry(Some("get_date"), "{}"),
+        [entry(Some("get_date"), ""), entry(None, "{}")].concat(),
+    ] {
+        let stream = [
+            entry(Some("get_time"), "{}"),
+            second,
+            TOOL_CALLS_END.to_owned(),
+        ]
+        .concat();
+        let completion = chat::decode_all(stream.as_bytes()).unwrap();
+        let calls: Vec<_> = completion
+            .tool_calls
+            .iter()
+            .map(|call| (call.name.as_str(), call.arguments.as_str()))
+            .collect();
+        assert_eq!(calls, [("get_time", "{}"), ("get_date", "{}")], "{stream}");
+    }
+}
+
 /// Text after a whole call at its index that opens no JSON value (a stray `}`: Qwen may close a
 /// call's arguments twice, langchain-qwq#30) starts no call of its own where the server sends
 /// no id after the first chunk, or none at all, and repeats the name on every chunk (or names
