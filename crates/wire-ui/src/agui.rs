@@ -500,6 +500,8 @@ pub struct Translator {
     error: Option<String>,
     /// The server cut the stream while the run goes on ([`Translator::cut`]).
     cut: bool,
+    /// `RUN_STARTED` was sent.
+    started: bool,
     finished: bool,
 }
 
@@ -519,6 +521,7 @@ impl Translator {
             interrupts: Vec::new(),
             error: None,
             cut: false,
+            started: false,
             finished: false,
         }
     }
@@ -544,12 +547,24 @@ impl Translator {
         self
     }
 
-    /// The first event: `RUN_STARTED`.
+    /// The first event: `RUN_STARTED`. It is sent once: a later call returns nothing, and a
+    /// [`Translator::push`] or [`Translator::cut`] made before any `start` sends it first, so the
+    /// stream opens with it, once, however the translator is driven (a second one, while the
+    /// run is active, is refused by `@ag-ui/client`).
     pub fn start(&mut self) -> Vec<AguiEvent> {
-        vec![AguiEvent::RunStarted {
-            thread_id: self.thread_id.clone(),
-            run_id: self.run_id.clone(),
-        }]
+        let mut out = Vec::new();
+        self.begin(&mut out);
+        out
+    }
+
+    /// Sends `RUN_STARTED` unless it was sent.
+    fn begin(&mut self, out: &mut Vec<AguiEvent>) {
+        if !std::mem::replace(&mut self.started, true) {
+            out.push(AguiEvent::RunStarted {
+                thread_id: self.thread_id.clone(),
+                run_id: self.run_id.clone(),
+            });
+        }
     }
 
     /// Ends the stream of a run that goes on without it: the server cut it for a client that
@@ -563,6 +578,7 @@ impl Translator {
         if self.finished {
             return out;
         }
+        self.begin(&mut out);
         self.cut = true;
         self.error = Some(message.into());
         self.finish(DoneReason::Error, &mut out);
@@ -574,13 +590,14 @@ impl Translator {
         self.finished
     }
 
-    /// The AG-UI events for one runtime event (often none or one). After the terminal event,
-    /// nothing more is produced.
+    /// The AG-UI events for one runtime event (often none or one), after `RUN_STARTED` if it
+    /// was not sent. After the terminal event, nothing more is produced.
     pub fn push(&mut self, event: &AiEvent) -> Vec<AguiEvent> {
         let mut out = Vec::new();
         if self.finished {
             return out;
         }
+        self.begin(&mut out);
         match event {
             AiEvent::StepStarted { step } => {
                 self.close_text(&mut out);

@@ -459,6 +459,8 @@ pub struct Translator {
     error: Option<String>,
     /// The server cut the stream while the run goes on ([`Translator::cut`]).
     cut: bool,
+    /// `start` was sent.
+    started: bool,
     finished: bool,
 }
 
@@ -476,6 +478,7 @@ impl Translator {
             calls: Vec::new(),
             error: None,
             cut: false,
+            started: false,
             finished: false,
         }
     }
@@ -515,11 +518,22 @@ impl Translator {
     }
 
     /// The first chunk: `start`, naming the assistant message (none when the run continues the
-    /// client's last one).
+    /// client's last one). It is sent once: a later call returns nothing, and a [`Translator::push`]
+    /// or [`Translator::cut`] made before any `start` sends it first, so the stream opens with
+    /// it, once, however the translator is driven (the protocol allows one).
     pub fn start(&mut self) -> Vec<UiChunk> {
-        vec![UiChunk::Start {
-            message_id: (!self.resumes).then(|| format!("{}-msg", self.run_id)),
-        }]
+        let mut out = Vec::new();
+        self.begin(&mut out);
+        out
+    }
+
+    /// Sends `start` unless it was sent.
+    fn begin(&mut self, out: &mut Vec<UiChunk>) {
+        if !std::mem::replace(&mut self.started, true) {
+            out.push(UiChunk::Start {
+                message_id: (!self.resumes).then(|| format!("{}-msg", self.run_id)),
+            });
+        }
     }
 
     /// Ends the stream of a run that goes on without it: the server cut it for a client that
@@ -533,6 +547,7 @@ impl Translator {
         if self.finished {
             return out;
         }
+        self.begin(&mut out);
         self.cut = true;
         self.error = Some(message.into());
         self.finish(DoneReason::Error, &mut out);
@@ -544,13 +559,14 @@ impl Translator {
         self.finished
     }
 
-    /// The chunks for one runtime event (often none or one). After the terminal chunk, nothing
-    /// more is produced.
+    /// The chunks for one runtime event (often none or one), after `start` if it was not sent.
+    /// After the terminal chunk, nothing more is produced.
     pub fn push(&mut self, event: &AiEvent) -> Vec<UiChunk> {
         let mut out = Vec::new();
         if self.finished {
             return out;
         }
+        self.begin(&mut out);
         match event {
             AiEvent::StepStarted { .. } => {
                 self.close_step(&mut out);

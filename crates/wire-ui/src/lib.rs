@@ -7,8 +7,9 @@
 //!   `[DONE]`), with the `useChat` request and its UI messages.
 //!
 //! Each protocol has one translator: a small state machine fed one event at a time that returns
-//! the protocol's events in an order the protocol's own client accepts (every message and tool
-//! call opened before it is used and closed before the run ends, exactly one terminal event).
+//! the protocol's events in an order the protocol's own client accepts (exactly one start event,
+//! first; every message and tool call opened before it is used and closed before the run ends;
+//! exactly one terminal event).
 //! [`sse`] frames them.
 //!
 //! This crate owns only these shapes. It never does IO, never runs anything, and never decides

@@ -21,8 +21,8 @@ pub(crate) fn verify(events: &[AguiEvent]) -> Result<(), String> {
     let mut open_steps: Vec<&str> = Vec::new();
     for (i, event) in events.iter().enumerate() {
         let fail = |why: &str| Err(format!("event {i} ({event:?}): {why}"));
-        if i == 0 && !matches!(event, AguiEvent::RunStarted { .. }) {
-            return fail("the first event must be RUN_STARTED");
+        if (i == 0) != matches!(event, AguiEvent::RunStarted { .. }) {
+            return fail("RUN_STARTED must come first, once");
         }
         if i > 0 && i == events.len() - 1 {
             if !matches!(
@@ -160,6 +160,45 @@ fn the_verifier_catches_what_it_should() {
         },
     ];
     assert!(verify(&bad).is_err());
+}
+
+/// `RUN_STARTED` comes once, first, however the translator is driven: a second `start` sends
+/// nothing, a `push` before any `start` sends it first, and nothing follows the terminal event.
+#[test]
+fn run_started_is_sent_once_and_first() {
+    use ai_core::{AiEvent, DoneReason};
+    let started = |events: &[AguiEvent]| {
+        events
+            .iter()
+            .filter(|e| matches!(e, AguiEvent::RunStarted { .. }))
+            .count()
+    };
+    let mut t = Translator::new("thread-1", "run-1");
+    let mut out = t.start();
+    out.extend(t.start());
+    out.extend(t.push(&AiEvent::Done {
+        reason: DoneReason::Stop,
+    }));
+    assert!(t.start().is_empty());
+    verify(&out).unwrap();
+    assert_eq!(started(&out), 1, "{out:?}");
+
+    let mut t = Translator::new("thread-1", "run-1");
+    let mut out = t.push(&AiEvent::TextDelta { delta: "Hi".into() });
+    out.extend(t.start());
+    out.extend(t.push(&AiEvent::Done {
+        reason: DoneReason::Stop,
+    }));
+    verify(&out).unwrap();
+    assert_eq!(started(&out), 1, "{out:?}");
+
+    let mut t = Translator::new("thread-1", "run-1");
+    let out = t.cut("the client fell behind");
+    verify(&out).unwrap();
+    assert!(
+        matches!(out.first(), Some(AguiEvent::RunStarted { .. })),
+        "{out:?}"
+    );
 }
 
 /// Unknown top-level fields are ignored, as `@ag-ui/core`'s own schema accepts them (clients of

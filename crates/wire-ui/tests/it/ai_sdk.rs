@@ -271,6 +271,45 @@ fn the_verifier_catches_what_it_should() {
     assert!(verify(&bad).is_err());
 }
 
+/// `start` comes once, first, however the translator is driven: a second `start` sends
+/// nothing, a `push` before any `start` sends it first, and nothing follows the terminal chunk.
+#[test]
+fn start_is_sent_once_and_first() {
+    use ai_core::{AiEvent, DoneReason};
+    let started = |chunks: &[UiChunk]| {
+        chunks
+            .iter()
+            .filter(|c| matches!(c, UiChunk::Start { .. }))
+            .count()
+    };
+    let mut t = Translator::new("run-1");
+    let mut out = t.start();
+    out.extend(t.start());
+    out.extend(t.push(&AiEvent::Done {
+        reason: DoneReason::Stop,
+    }));
+    assert!(t.start().is_empty());
+    verify(&out).unwrap();
+    assert_eq!(started(&out), 1, "{out:?}");
+
+    let mut t = Translator::new("run-1");
+    let mut out = t.push(&AiEvent::StepStarted { step: 1 });
+    out.extend(t.start());
+    out.extend(t.push(&AiEvent::Done {
+        reason: DoneReason::Stop,
+    }));
+    verify(&out).unwrap();
+    assert_eq!(started(&out), 1, "{out:?}");
+
+    let mut t = Translator::new("run-1");
+    let out = t.cut("the client fell behind");
+    verify(&out).unwrap();
+    assert!(
+        matches!(out.first(), Some(UiChunk::Start { .. })),
+        "{out:?}"
+    );
+}
+
 /// A request may bring its last message alone (`message`, as the AI SDK's docs suggest for a
 /// server that keeps its threads) in place of `messages`: a conversation of one. Both, or
 /// neither, is refused naming the fields, quoting nothing of the body.

@@ -129,6 +129,15 @@ fn continuing() -> impl Strategy<Value = Vec<(ToolCallId, bool)>> {
     proptest::collection::vec((call_id(), any::<bool>()), 0..3)
 }
 
+/// Where `start` is called (see [`translate`]): mostly once, first, as a server does; else
+/// never, twice, late, or past the terminal frame (an index past the events calls nothing).
+fn starts() -> impl Strategy<Value = Vec<usize>> {
+    prop_oneof![
+        2 => Just(vec![0]),
+        1 => proptest::collection::vec(0usize..27, 0..3),
+    ]
+}
+
 /// The run's events: a first step (every model call opens with one, and the ordering rules
 /// want text inside a step), the random ones, and a last `Done`. Out of order and repeated as
 /// they may be, they keep the runner's one promise the translators rely on: a call's result
@@ -236,13 +245,25 @@ impl Translate for ai_sdk::Translator {
 
 /// Feeds `events` and returns every frame, checking that each is a JSON object with a string
 /// `type`, that the terminal frame comes last in the push that makes it and with
-/// `is_finished`, and that nothing follows it.
-fn translate<T: Translate>(t: &mut T, events: &[AiEvent]) -> Result<Vec<T::Frame>, TestCaseError> {
-    let mut out = t.begin();
-    check_frames(&out)?;
-    for event in events {
+/// `is_finished`, and that nothing follows it. `start` is called before the event at each
+/// index `starts` holds (`events.len()`: after the last), as often as it holds it: once before
+/// the first is the rule, and the translator must make any other use of it harmless.
+fn translate<T: Translate>(
+    t: &mut T,
+    events: &[AiEvent],
+    starts: &[usize],
+) -> Result<Vec<T::Frame>, TestCaseError> {
+    let mut out = Vec::new();
+    let calls = (0..=events.len()).flat_map(|at| {
+        let begins = starts.iter().filter(move |&&s| s == at).map(|_| None);
+        begins.chain(events.get(at).map(Some))
+    });
+    for call in calls {
         let was_finished = t.finished();
-        let frames = t.next(event);
+        let frames = match call {
+            Some(event) => t.next(event),
+            None => t.begin(),
+        };
         check_frames(&frames)?;
         if was_finished {
             prop_assert!(frames.is_empty(), "{:?} after the terminal frame", frames);
@@ -287,12 +308,13 @@ proptest! {
         events in proptest::collection::vec(event(), 0..24),
         continuing in continuing(),
         end in reason(),
+        starts in starts(),
     ) {
         // The events as generated: no panic, well-formed frames, nothing after the end.
-        translate(&mut agui_translator(&continuing), &events)?;
+        translate(&mut agui_translator(&continuing), &events, &starts)?;
         // As a run: ended, and in the order the client accepts.
         let mut t = agui_translator(&continuing);
-        let out = translate(&mut t, &run(&events, &continuing, end))?;
+        let out = translate(&mut t, &run(&events, &continuing, end), &starts)?;
         prop_assert!(t.is_finished());
         crate::agui::verify(&out).map_err(TestCaseError::fail)?;
         // A paused run asks only about calls still waiting (asked about after their last
@@ -344,10 +366,11 @@ proptest! {
         approvals in any::<bool>(),
         finish_reason in any::<bool>(),
         end in reason(),
+        starts in starts(),
     ) {
-        translate(&mut ai_sdk_translator(&continuing, approvals, finish_reason), &events)?;
+        translate(&mut ai_sdk_translator(&continuing, approvals, finish_reason), &events, &starts)?;
         let mut t = ai_sdk_translator(&continuing, approvals, finish_reason);
-        let out = translate(&mut t, &run(&events, &continuing, end))?;
+        let out = translate(&mut t, &run(&events, &continuing, end), &starts)?;
         prop_assert!(t.is_finished());
         let shown: Vec<String> = continuing.iter().map(|(id, _)| id.as_str().to_owned()).collect();
         let shown: Vec<&str> = shown.iter().map(String::as_str).collect();
