@@ -451,8 +451,10 @@ pub enum AguiEvent {
 enum CallState {
     /// `TOOL_CALL_START` sent, arguments may follow.
     Open,
-    /// `TOOL_CALL_END` sent.
-    Ended,
+    /// `TOOL_CALL_RESULT` sent: the call is over. Nothing more is sent for it (an event that
+    /// names it again, its id reused, is dropped): a second result would give the client two
+    /// tool messages answering one call.
+    Answered,
     /// `TOOL_CALL_END` sent for a call that started to run (its `ToolCallStart` came, with
     /// arguments); its `TOOL_CALL_RESULT` is due.
     Running,
@@ -536,14 +538,21 @@ impl Translator {
     /// have run, any other never ran. A stream the server cuts ([`Translator::cut`]) answers it
     /// too, saying the run goes on (a call not approved, that it never runs). Left without a
     /// `TOOL_CALL_RESULT`, the client's history would hold a call without an answer.
+    ///
+    /// A call named twice is one call, answered once: approved if either answer approves it,
+    /// so it is never said to have never run when it may have.
     pub fn continuing(mut self, calls: impl IntoIterator<Item = (ToolCallId, bool)>) -> Self {
-        self.calls.extend(calls.into_iter().map(|(id, approved)| {
+        for (id, approved) in calls {
             let state = match approved {
                 true => CallState::Approved,
                 false => CallState::NotApproved,
             };
-            (id, state)
-        }));
+            match self.calls.iter_mut().find(|(known, _)| *known == id) {
+                Some((_, known)) if *known == CallState::NotApproved => *known = state,
+                Some(_) => {}
+                None => self.calls.push((id, state)),
+            }
+        }
         self
     }
 
@@ -598,6 +607,11 @@ impl Translator {
             return out;
         }
         self.begin(&mut out);
+        // A call's result is its last word: an event naming it again (its id reused) is dropped.
+        if crate::tool_call_id(event).is_some_and(|id| self.state(id) == Some(CallState::Answered))
+        {
+            return out;
+        }
         match event {
             AiEvent::StepStarted { step } => {
                 self.close_text(&mut out);
@@ -657,11 +671,9 @@ impl Translator {
                 // refused, not as one whose arguments were cut short nor as one that may have
                 // run. A call shown before keeps its state, which says why it never ran.
                 if args.is_some() {
-                    self.end_call(tool_call_id, &mut out);
-                    self.set_state(tool_call_id, CallState::Running);
+                    self.end_call(tool_call_id, CallState::Running, &mut out);
                 } else if self.state(tool_call_id) == Some(CallState::Open) {
-                    self.end_call(tool_call_id, &mut out);
-                    self.set_state(tool_call_id, CallState::Refused);
+                    self.end_call(tool_call_id, CallState::Refused, &mut out);
                 }
             }
             AiEvent::ApprovalRequired {
@@ -678,8 +690,7 @@ impl Translator {
                         delta: args.to_string(),
                     });
                 }
-                self.end_call(tool_call_id, &mut out);
-                self.set_state(tool_call_id, CallState::AwaitingApproval);
+                self.end_call(tool_call_id, CallState::AwaitingApproval, &mut out);
                 // A call asked about again is one interrupt, the latest.
                 self.interrupts
                     .retain(|i| i.tool_call_id != tool_call_id.as_str());
@@ -708,8 +719,7 @@ impl Translator {
                 if self.state(tool_call_id).is_none() {
                     self.open_call(tool_call_id, tool_name, &mut out);
                 }
-                self.end_call(tool_call_id, &mut out);
-                self.set_state(tool_call_id, CallState::Ended);
+                self.end_call(tool_call_id, CallState::Answered, &mut out);
                 out.push(AguiEvent::ToolCallResult {
                     message_id: format!("{}-result-{}", self.run_id, tool_call_id.as_str()),
                     tool_call_id: tool_call_id.as_str().to_owned(),
@@ -769,19 +779,14 @@ impl Translator {
         });
     }
 
-    fn end_call(&mut self, id: &ToolCallId, out: &mut Vec<AguiEvent>) {
-        if let Some((_, state)) = self.calls.iter_mut().find(|(c, _)| c == id)
-            && *state == CallState::Open
-        {
-            *state = CallState::Ended;
-            out.push(AguiEvent::ToolCallEnd {
-                tool_call_id: id.as_str().to_owned(),
-            });
-        }
-    }
-
-    fn set_state(&mut self, id: &ToolCallId, to: CallState) {
+    /// Ends the call's arguments (`TOOL_CALL_END`, if they are still open) and moves it to `to`.
+    fn end_call(&mut self, id: &ToolCallId, to: CallState, out: &mut Vec<AguiEvent>) {
         if let Some((_, state)) = self.calls.iter_mut().find(|(c, _)| c == id) {
+            if *state == CallState::Open {
+                out.push(AguiEvent::ToolCallEnd {
+                    tool_call_id: id.as_str().to_owned(),
+                });
+            }
             *state = to;
         }
     }
@@ -821,7 +826,7 @@ impl Translator {
                 // one may have run.
                 CallState::Approved => crate::UNANSWERED_CALL,
                 CallState::NotApproved => crate::UNRECORDED_DENIAL,
-                CallState::AwaitingApproval | CallState::Ended => continue,
+                CallState::AwaitingApproval | CallState::Answered => continue,
             };
             // A cut stream's run goes on: what it does with the call is not known here, unless
             // the call never runs.
@@ -831,7 +836,7 @@ impl Translator {
                 CallState::NotApproved => crate::CUT_DENIAL,
                 _ => crate::CUT_CALL,
             };
-            *state = CallState::Ended;
+            *state = CallState::Answered;
             out.push(AguiEvent::ToolCallResult {
                 message_id: format!("{}-result-{}", self.run_id, id.as_str()),
                 tool_call_id: id.as_str().to_owned(),

@@ -392,8 +392,10 @@ pub enum UiChunk {
 enum CallState {
     /// `tool-input-start` sent.
     Streaming,
-    /// `tool-input-available` sent.
-    Settled,
+    /// Its output sent (`tool-output-available`, `-error` or `-denied`): the call is over.
+    /// Nothing more is sent for it (an event that names it again, its id reused, is dropped):
+    /// a second output would replace the first in the client's part.
+    Answered,
     /// `tool-input-start` sent for a call the runner refused before running it (its
     /// `ToolCallStart` came without arguments): its input is complete, and its
     /// `tool-input-available` (with the input text as the model streamed it) and
@@ -406,8 +408,8 @@ enum CallState {
     /// waits for approval: it keeps waiting if the run pauses, else its output is due.
     AwaitingApproval,
     /// A call an earlier run showed waiting for approval, which the user answered: this run
-    /// continues from the answer, so its output is due.
-    Answered,
+    /// resumes from the answer, so its output is due.
+    Resumed,
 }
 
 /// A tool call on the stream: its id, name, state and the input text streamed so far.
@@ -504,16 +506,23 @@ impl Translator {
     /// the stream continues the client's last assistant message, where those calls are shown
     /// already, so `start` names no new message, only the calls' results follow, and a denied
     /// call's is `tool-output-denied`.
+    ///
+    /// A call named twice is one call, answered once: approved if either answer approves it,
+    /// so it is never said to have never run when it may have.
     pub fn continuing(mut self, answers: impl IntoIterator<Item = (ToolCallId, bool)>) -> Self {
         self.resumes = true;
-        self.calls
-            .extend(answers.into_iter().map(|(id, approved)| Call {
-                id,
-                name: String::new(),
-                state: CallState::Answered,
-                input_text: String::new(),
-                denied: !approved,
-            }));
+        for (id, approved) in answers {
+            match self.call_mut(&id) {
+                Some(call) => call.denied &= !approved,
+                None => self.calls.push(Call {
+                    id,
+                    name: String::new(),
+                    state: CallState::Resumed,
+                    input_text: String::new(),
+                    denied: !approved,
+                }),
+            }
+        }
         self
     }
 
@@ -567,6 +576,11 @@ impl Translator {
             return out;
         }
         self.begin(&mut out);
+        // A call's output is its last word: an event naming it again (its id reused) is dropped.
+        if crate::tool_call_id(event).is_some_and(|id| self.state(id) == Some(CallState::Answered))
+        {
+            return out;
+        }
         match event {
             AiEvent::StepStarted { .. } => {
                 self.close_step(&mut out);
@@ -611,10 +625,8 @@ impl Translator {
                 // refused, not that its input was cut short. (A call shown before keeps its
                 // state, which says why it never ran.)
                 if let Some(args) = args {
-                    self.settle(tool_call_id, tool_name, args.as_ref().clone(), &mut out);
-                    if let Some(call) = self.call_mut(tool_call_id) {
-                        call.state = CallState::Running;
-                    }
+                    let args = args.as_ref().clone();
+                    self.settle(tool_call_id, tool_name, args, CallState::Running, &mut out);
                 } else if let Some(call) = self.call_mut(tool_call_id)
                     && call.state == CallState::Streaming
                 {
@@ -633,6 +645,7 @@ impl Translator {
                     tool_call_id,
                     tool_id.as_str(),
                     args.as_ref().clone(),
+                    CallState::AwaitingApproval,
                     &mut out,
                 );
                 if self.approvals {
@@ -640,9 +653,6 @@ impl Translator {
                         approval_id: tool_call_id.as_str().to_owned(),
                         tool_call_id: tool_call_id.as_str().to_owned(),
                     });
-                }
-                if let Some(call) = self.call_mut(tool_call_id) {
-                    call.state = CallState::AwaitingApproval;
                 }
             }
             AiEvent::ToolCallResult {
@@ -660,7 +670,14 @@ impl Translator {
                     .call_mut(tool_call_id)
                     .map(|c| std::mem::take(&mut c.input_text))
                     .unwrap_or_default();
-                self.settle(tool_call_id, tool_name, Value::String(streamed), &mut out);
+                let streamed = Value::String(streamed);
+                self.settle(
+                    tool_call_id,
+                    tool_name,
+                    streamed,
+                    CallState::Answered,
+                    &mut out,
+                );
                 let denied = self.call_mut(tool_call_id).is_some_and(|c| c.denied);
                 let id = tool_call_id.as_str().to_owned();
                 out.push(match outcome {
@@ -685,7 +702,6 @@ impl Translator {
                         error_text: other.model_content(),
                     },
                 });
-                self.mark_settled(tool_call_id);
             }
             AiEvent::Error { message } => self.error = Some(message.clone()),
             AiEvent::Done { reason } => self.finish(*reason, &mut out),
@@ -719,25 +735,28 @@ impl Translator {
         }
     }
 
-    fn settle(&mut self, id: &ToolCallId, name: &str, input: Value, out: &mut Vec<UiChunk>) {
-        if matches!(
-            self.state(id),
-            Some(CallState::Streaming | CallState::Refused)
-        ) {
-            self.mark_settled(id);
+    /// Sends the call's `tool-input-available` with `input`, unless it was sent, and moves the
+    /// call to `to`.
+    fn settle(
+        &mut self,
+        id: &ToolCallId,
+        name: &str,
+        input: Value,
+        to: CallState,
+        out: &mut Vec<UiChunk>,
+    ) {
+        let Some(call) = self.call_mut(id) else {
+            return;
+        };
+        if matches!(call.state, CallState::Streaming | CallState::Refused) {
             out.push(UiChunk::ToolInputAvailable {
                 tool_call_id: id.as_str().to_owned(),
                 tool_name: name.to_owned(),
                 input,
             });
         }
-    }
-
-    fn mark_settled(&mut self, id: &ToolCallId) {
-        if let Some(call) = self.call_mut(id) {
-            call.state = CallState::Settled;
-            call.input_text = String::new();
-        }
+        call.state = to;
+        call.input_text = String::new();
     }
 
     fn open_text(&mut self, out: &mut Vec<UiChunk>) -> String {
@@ -804,19 +823,19 @@ impl Translator {
                 // Answered by the user, with no output yet: the run ended before it got to the
                 // call (its log failed or its task died before). A denied call never runs; an
                 // approved one may have run.
-                CallState::Answered if call.denied => crate::UNRECORDED_DENIAL,
-                CallState::Answered => crate::UNANSWERED_CALL,
-                CallState::AwaitingApproval | CallState::Settled => continue,
+                CallState::Resumed if call.denied => crate::UNRECORDED_DENIAL,
+                CallState::Resumed => crate::UNANSWERED_CALL,
+                CallState::AwaitingApproval | CallState::Answered => continue,
             };
             // A cut stream's run goes on: what it does with the call is not known here, unless
             // the call never runs.
             let error_text = match call.state {
                 _ if !cut => ended,
                 CallState::Refused => crate::CUT_REFUSED_CALL,
-                CallState::Answered if call.denied => crate::CUT_DENIAL,
+                CallState::Resumed if call.denied => crate::CUT_DENIAL,
                 _ => crate::CUT_CALL,
             };
-            call.state = CallState::Settled;
+            call.state = CallState::Answered;
             out.push(UiChunk::ToolOutputError {
                 tool_call_id: call.id.as_str().to_owned(),
                 error_text: error_text.to_owned(),

@@ -15,6 +15,8 @@
 //! This crate owns only these shapes. It never does IO, never runs anything, and never decides
 //! what a client may see: events arrive already redacted, and a translator only renames them.
 
+use ai_core::{AiEvent, ToolCallId};
+
 pub mod agui;
 pub mod ai_sdk;
 pub mod sse;
@@ -66,6 +68,20 @@ pub(crate) const CUT_REFUSED_CALL: &str =
 /// stream did not carry because the server cut the stream: a denied call never runs.
 pub(crate) const CUT_DENIAL: &str =
     "the stream was cut before this call's denial was recorded; the call never runs";
+
+/// The tool call `event` is about, if any: a translator sends nothing more for a call it has
+/// answered, whatever names it again.
+pub(crate) fn tool_call_id(event: &AiEvent) -> Option<&ToolCallId> {
+    match event {
+        AiEvent::ToolCallStreamStart { tool_call_id, .. }
+        | AiEvent::ToolCallArgsDelta { tool_call_id, .. }
+        | AiEvent::ToolCallStart { tool_call_id, .. }
+        | AiEvent::ApprovalRequired { tool_call_id, .. }
+        | AiEvent::ToolCallRetrying { tool_call_id, .. }
+        | AiEvent::ToolCallResult { tool_call_id, .. } => Some(tool_call_id),
+        _ => None,
+    }
+}
 
 /// A translator moves between tasks with the run whose events it renames.
 #[allow(dead_code)]

@@ -19,6 +19,7 @@ pub(crate) fn verify(events: &[AguiEvent]) -> Result<(), String> {
     let mut open_text: Vec<&str> = Vec::new();
     let mut open_calls: Vec<&str> = Vec::new();
     let mut open_steps: Vec<&str> = Vec::new();
+    let mut answered: Vec<&str> = Vec::new();
     for (i, event) in events.iter().enumerate() {
         let fail = |why: &str| Err(format!("event {i} ({event:?}): {why}"));
         if (i == 0) != matches!(event, AguiEvent::RunStarted { .. }) {
@@ -82,6 +83,14 @@ pub(crate) fn verify(events: &[AguiEvent]) -> Result<(), String> {
                     return fail("end of a call that is not open");
                 }
                 open_calls.retain(|c| *c != tool_call_id);
+            }
+            // `@ag-ui/client` takes each result for a tool message of its own: a second one for a
+            // call gives the next run's model two answers to it.
+            AguiEvent::ToolCallResult { tool_call_id, .. } => {
+                if answered.contains(&tool_call_id.as_str()) {
+                    return fail("a second TOOL_CALL_RESULT for one call");
+                }
+                answered.push(tool_call_id);
             }
             AguiEvent::StepStarted { step_name } => open_steps.push(step_name),
             AguiEvent::StepFinished { step_name } => {
@@ -876,4 +885,153 @@ fn a_paused_run_s_interrupts_are_the_calls_still_waiting() {
     };
     let waiting: Vec<&str> = interrupts.iter().map(|i| i.tool_call_id.as_str()).collect();
     assert_eq!(waiting, ["call_2"], "{out:?}");
+}
+
+/// A call's result is its last word. Events that name it again once it is answered (its id
+/// reused: a second start, arguments, a result, an approval request) send nothing, so no stream
+/// answers one call twice, nor asks to approve a call it answered: the client would keep two
+/// answers to one call (AG-UI: two tool messages; AI SDK: the part's output replaced).
+#[test]
+fn a_call_answered_is_never_answered_again() {
+    use std::sync::Arc;
+
+    use ai_core::{AiEvent, DoneReason, ToolCallId, ToolOutcome};
+    let call = || ToolCallId::new("call_1").unwrap();
+    let start = || AiEvent::ToolCallStart {
+        tool_call_id: call(),
+        tool_name: "t".into(),
+        args: Some(Arc::new(serde_json::json!({}))),
+    };
+    let result = |value: u32| AiEvent::ToolCallResult {
+        tool_call_id: call(),
+        tool_name: "t".into(),
+        outcome: ToolOutcome::Ok {
+            value: Arc::new(serde_json::json!(value)),
+        },
+    };
+    let answered = [
+        AiEvent::StepStarted { step: 1 },
+        start(),
+        result(1),
+        AiEvent::StepStarted { step: 2 },
+    ];
+    let again = [
+        // Started again, then the run dies: nothing is due for it.
+        (
+            vec![
+                AiEvent::ToolCallStreamStart {
+                    tool_call_id: call(),
+                    tool_name: "t".into(),
+                },
+                AiEvent::ToolCallArgsDelta {
+                    tool_call_id: call(),
+                    delta: "{}".into(),
+                },
+                start(),
+            ],
+            DoneReason::Error,
+        ),
+        // Answered again.
+        (vec![start(), result(2)], DoneReason::Stop),
+        // Asked about: no interrupt, no approval request.
+        (
+            vec![AiEvent::ApprovalRequired {
+                tool_call_id: call(),
+                tool_id: ai_core::ToolId::parse("core__workspace_write").unwrap(),
+                args: Arc::new(serde_json::json!({})),
+                args_hash: "0".repeat(64),
+            }],
+            DoneReason::AwaitingApproval,
+        ),
+    ];
+    for (events, reason) in again {
+        let end = AiEvent::Done { reason };
+        let all: Vec<&AiEvent> = answered.iter().chain(&events).chain([&end]).collect();
+        let mut t = Translator::new("thread-1", "run-1");
+        let mut out = t.start();
+        for event in &all {
+            out.extend(t.push(event));
+        }
+        verify(&out).unwrap();
+        let results: Vec<&str> = out
+            .iter()
+            .filter_map(|e| match e {
+                AguiEvent::ToolCallResult { content, .. } => Some(content.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(results, ["1"], "{out:?}");
+        assert!(
+            matches!(
+                out.last(),
+                Some(AguiEvent::RunFinished { outcome: None, .. })
+                    | Some(AguiEvent::RunError { .. })
+            ),
+            "{out:?}"
+        );
+
+        let mut t = wire_ui::ai_sdk::Translator::new("run-1").with_approvals();
+        let mut chunks = t.start();
+        for event in &all {
+            chunks.extend(t.push(event));
+        }
+        crate::ai_sdk::verify(&chunks).unwrap();
+        let chunks: Vec<serde_json::Value> = chunks
+            .iter()
+            .map(|c| serde_json::to_value(c).unwrap())
+            .filter(|c| c["toolCallId"] == "call_1")
+            .collect();
+        assert_eq!(
+            chunks,
+            [
+                serde_json::json!({"type": "tool-input-start", "toolCallId": "call_1", "toolName": "t"}),
+                serde_json::json!({"type": "tool-input-available", "toolCallId": "call_1",
+                    "toolName": "t", "input": {}}),
+                serde_json::json!({"type": "tool-output-available", "toolCallId": "call_1", "output": 1}),
+            ],
+        );
+    }
+}
+
+/// A resumed run given one call twice answers it once, as approved when either answer approves
+/// it: the tool may have run.
+#[test]
+fn a_call_continued_twice_is_answered_once() {
+    use ai_core::{AiEvent, DoneReason, ToolCallId};
+    let call = ToolCallId::new("call_1").unwrap();
+    let answers = [(call.clone(), false), (call, true)];
+    let end = AiEvent::Done {
+        reason: DoneReason::Error,
+    };
+    let mut t = Translator::new("thread-1", "run-2").continuing(answers.clone());
+    let mut out = t.start();
+    out.extend(t.push(&end));
+    verify(&out).unwrap();
+    let results: Vec<&str> = out
+        .iter()
+        .filter_map(|e| match e {
+            AguiEvent::ToolCallResult { content, .. } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    let may_have_run = "the run ended before this call's result arrived: the tool may have run";
+    assert_eq!(
+        results,
+        [serde_json::json!({"error": {"message": may_have_run}}).to_string()],
+    );
+
+    let mut t = wire_ui::ai_sdk::Translator::new("run-2").continuing(answers);
+    let mut chunks = t.start();
+    chunks.extend(t.push(&end));
+    crate::ai_sdk::verify_continuing(&chunks, &["call_1"]).unwrap();
+    let errors: Vec<&str> = chunks
+        .iter()
+        .filter_map(|c| match c {
+            wire_ui::ai_sdk::UiChunk::ToolOutputError { error_text, .. } => {
+                Some(error_text.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errors, [may_have_run]);
 }

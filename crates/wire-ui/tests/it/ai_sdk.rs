@@ -27,6 +27,8 @@ pub(crate) fn verify_continuing(chunks: &[UiChunk], shown: &[&str]) -> Result<()
     // Calls whose input was started and is neither available nor refused yet.
     let mut streaming: Vec<&str> = Vec::new();
     let mut in_step = false;
+    // Calls whose output came: a second one would replace the first in the client's part.
+    let mut answered: Vec<&str> = Vec::new();
     for (i, chunk) in chunks.iter().enumerate() {
         let fail = |why: &str| Err(format!("chunk {i} ({chunk:?}): {why}"));
         let terminal = matches!(
@@ -87,11 +89,26 @@ pub(crate) fn verify_continuing(chunks: &[UiChunk], shown: &[&str]) -> Result<()
             {
                 streaming.retain(|c| *c != tool_call_id);
             }
+            UiChunk::ToolOutputAvailable { tool_call_id, .. }
+            | UiChunk::ToolOutputError { tool_call_id, .. }
+            | UiChunk::ToolOutputDenied { tool_call_id }
+                if answered.contains(&tool_call_id.as_str()) =>
+            {
+                return fail("a second output for one call");
+            }
+            UiChunk::ToolOutputAvailable { tool_call_id, .. }
+            | UiChunk::ToolOutputError { tool_call_id, .. }
+            | UiChunk::ToolOutputDenied { tool_call_id }
+                if seen_calls.contains(&tool_call_id.as_str()) =>
+            {
+                answered.push(tool_call_id);
+            }
             UiChunk::ToolInputDelta { tool_call_id, .. }
             | UiChunk::ToolInputError { tool_call_id, .. }
             | UiChunk::ToolInputAvailable { tool_call_id, .. }
             | UiChunk::ToolOutputAvailable { tool_call_id, .. }
-            | UiChunk::ToolOutputError { tool_call_id, .. } => {
+            | UiChunk::ToolOutputError { tool_call_id, .. }
+            | UiChunk::ToolOutputDenied { tool_call_id } => {
                 if !seen_calls.contains(&tool_call_id.as_str()) {
                     return fail("a tool chunk for a call never started");
                 }
