@@ -695,11 +695,19 @@ impl Translator {
                         error_text: format!("{}: {}", failure.code, failure.safe_message),
                     },
                     // An outcome without a chunk of its own (the runner reports a paused call
-                    // by `ApprovalRequired`, never by a result) still answers the call, as the
-                    // model sees it, as AG-UI's `TOOL_CALL_RESULT` does: no part stays open.
-                    other => UiChunk::ToolOutputError {
+                    // by `ApprovalRequired`, never by a result) still answers the call, as
+                    // AG-UI's `TOOL_CALL_RESULT` does, so no part stays open: with a safe
+                    // message saying what it is, never its JSON as the model sees it.
+                    ToolOutcome::ApprovalRequired { .. } => UiChunk::ToolOutputError {
                         tool_call_id: id,
-                        error_text: other.model_content(),
+                        error_text: "approval_required: the call needed a human's approval and \
+                                     did not run"
+                            .to_owned(),
+                    },
+                    _ => UiChunk::ToolOutputError {
+                        tool_call_id: id,
+                        error_text: "the call ended without a result this stream can show"
+                            .to_owned(),
                     },
                 });
             }

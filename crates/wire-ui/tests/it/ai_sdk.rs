@@ -951,8 +951,9 @@ fn every_result_answers_its_call_after_its_input() {
             &serde_json::json!({"type": "tool-input-start", "toolCallId": "call_2", "toolName": "t"}),
             &serde_json::json!({"type": "tool-input-available", "toolCallId": "call_2",
             "toolName": "t", "input": {}}),
+            // A safe message, as for a failure, never the outcome's JSON.
             &serde_json::json!({"type": "tool-output-error", "toolCallId": "call_2",
-            "errorText": ToolOutcome::ApprovalRequired { args_hash: "0".repeat(64) }.model_content()}),
+            "errorText": "approval_required: the call needed a human's approval and did not run"}),
         ],
         "{json:?}"
     );

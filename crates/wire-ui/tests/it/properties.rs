@@ -375,5 +375,15 @@ proptest! {
         let shown: Vec<String> = continuing.iter().map(|(id, _)| id.as_str().to_owned()).collect();
         let shown: Vec<&str> = shown.iter().map(String::as_str).collect();
         crate::ai_sdk::verify_continuing(&out, &shown).map_err(TestCaseError::fail)?;
+        // An output error is a message to show, never JSON (a result's, as the model sees it).
+        for chunk in &out {
+            if let ai_sdk::UiChunk::ToolOutputError { error_text, .. } = chunk {
+                let json = serde_json::from_str::<Value>(error_text);
+                prop_assert!(
+                    !json.is_ok_and(|v| v.is_object() || v.is_array()),
+                    "JSON as an error text: {:?}", error_text
+                );
+            }
+        }
     }
 }
