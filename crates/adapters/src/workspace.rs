@@ -42,9 +42,10 @@ const MAX_LIST_SCAN: usize = 100_000;
 /// targets included) are refused as [`WorkspaceError::OutsideRoot`].
 ///
 /// A read takes only regular files: not a pipe, socket or device, nor a file of the kernel's
-/// pseudo file systems (procfs, sysfs, …), which a root of `/` would otherwise show. A read of
-/// a part ([`Workspace::read_part`]) opens the file through the same code as a whole read, so
-/// it is refused wherever a whole read is, and reads only the part (and one byte more).
+/// pseudo file systems (procfs, sysfs, …), which a root holding their mounts would otherwise
+/// show (a root of `/` is refused outright, [`FsWorkspace::new`]). A read of a part
+/// ([`Workspace::read_part`]) opens the file through the same code as a whole read, so it is
+/// refused wherever a whole read is, and reads only the part (and one byte more).
 ///
 /// A write replaces a file whole (a temp file renamed over it), but never a file that is
 /// read-only: one with no write permission bit at all (even when the process runs as root), or
@@ -85,9 +86,19 @@ pub struct FsWorkspace {
 }
 
 impl FsWorkspace {
-    /// A workspace rooted at `root`, which must be an existing folder.
+    /// A workspace rooted at `root`, which must be an existing folder, and not the root of the
+    /// file system (`/`, or a symlink to it), which would confine nothing: it is the working
+    /// folder of a container that never set one, and holds every user's files, `run/secrets/`,
+    /// and `etc/shadow` for a server run as root. That root is refused as
+    /// [`io::ErrorKind::InvalidInput`].
     pub fn new(root: impl AsRef<Path>) -> io::Result<Self> {
         let root = std::fs::canonicalize(root.as_ref())?;
+        if root.parent().is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "it is the whole file system: give the workspace a folder of its own",
+            ));
+        }
         if !root.is_dir() {
             return Err(io::Error::new(
                 io::ErrorKind::NotADirectory,
@@ -444,8 +455,8 @@ fn open_regular_file(
 
 /// Whether `file` lies on one of the kernel's pseudo file systems (procfs, sysfs, debugfs,
 /// tracefs, securityfs). Their "regular files" are views of the running system, not files a
-/// workspace holds: a root that contains one (`/`, as in a container whose working folder was
-/// never set) would otherwise let a read show `proc/<pid>/environ`, this process's environment
+/// workspace holds: a root that contains one (a folder a procfs is mounted in, or `/proc`
+/// itself) would otherwise let a read show `proc/<pid>/environ`, this process's environment
 /// and so its API keys.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn on_kernel_pseudo_fs(file: &cap_std::fs::File) -> io::Result<bool> {

@@ -817,16 +817,16 @@ async fn a_read_only_file_is_not_replaced() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "changed");
 }
 
-/// A workspace whose root holds a procfs (the root `/`, as in a container whose working folder
-/// was never set) does not read its files: `proc/<pid>/environ` holds this process's
-/// environment, API keys included. They are refused as not regular files, though the kernel
-/// calls them regular, and nothing of them is read.
+/// A workspace whose root is or holds a procfs (`/proc`, or a folder a procfs is mounted in)
+/// does not read its files: `<pid>/environ` holds this process's environment, API keys
+/// included. They are refused as not regular files, though the kernel calls them regular, and
+/// nothing of them is read.
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn files_of_a_procfs_inside_the_root_are_not_read() {
-    let ws = FsWorkspace::new("/").unwrap();
+    let ws = FsWorkspace::new("/proc").unwrap();
     let pid = std::process::id();
-    for path in [format!("proc/{pid}/environ"), format!("proc/{pid}/status")] {
+    for path in [format!("{pid}/environ"), format!("{pid}/status")] {
         // What was read is not shown: it is the environment.
         let result = read_both(&ws, &path).await;
         assert!(
@@ -1869,4 +1869,23 @@ async fn a_listing_of_many_planted_links_cannot_walk_long() {
             .all(|&size| size == target.len() as u64),
         "{sizes:?}"
     );
+}
+
+/// The root of the file system is refused as a workspace root, named so, also through a symlink
+/// to it: it confines nothing. It is what the default workspace, the working folder, is in a
+/// container whose working folder was never set, and it holds `etc/shadow` for a server run as
+/// root, `run/secrets/`, every user's home. It was taken, and `etc/passwd` read.
+#[tokio::test]
+async fn the_root_of_the_file_system_is_no_workspace() {
+    let links = tempfile::tempdir().unwrap();
+    symlink("/", links.path().join("slash")).unwrap();
+    for root in [std::path::PathBuf::from("/"), links.path().join("slash")] {
+        let error = FsWorkspace::new(&root).unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput, "{root:?}");
+        assert_eq!(
+            error.to_string(),
+            "it is the whole file system: give the workspace a folder of its own",
+            "{root:?}"
+        );
+    }
 }

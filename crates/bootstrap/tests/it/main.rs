@@ -661,15 +661,22 @@ fn full_counts_in_the_stats_file_do_not_fail_a_call() {
     );
 }
 
-/// A workspace that is a file, or that does not exist, is one line saying so, naming the path
-/// once.
+/// A workspace that is a file, that does not exist, or that is the whole file system, is one
+/// line saying so, naming the path once.
 #[test]
 fn a_workspace_that_is_not_a_folder_is_named_once() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("notes.txt");
     std::fs::write(&file, "hi").unwrap();
     let missing = dir.path().join("missing");
+    let slash = std::path::PathBuf::from("/");
     for (workspace, expected) in [
+        (
+            &slash,
+            "error: tools.workspace: workspace root / cannot be used: it is the whole file \
+             system: give the workspace a folder of its own"
+                .to_owned(),
+        ),
         (
             &file,
             format!(
