@@ -47,6 +47,13 @@ const MAX_LIST_SCAN: usize = 100_000;
 /// ([`Workspace::read_part`]) opens the file through the same code as a whole read, so it is
 /// refused wherever a whole read is, and reads only the part (and one byte more).
 ///
+/// A hard link is read as any file, wherever its other names are. Refusing a file with more
+/// than one link would refuse much a workspace holds (the packages of a conda or uv
+/// environment, linked from their cache; a copy made with `cp -al` or `rsync --link-dest`),
+/// and would guard only where the kernel does not: with `fs.protected_hardlinks` on (systemd's
+/// default) only someone who owns a file, or may read and write it, can link it, and so could
+/// read it anyway. A write never goes through a link.
+///
 /// A write replaces a file whole (a temp file renamed over it), but never a file that is
 /// read-only: one with no write permission bit at all (even when the process runs as root), or
 /// one the kernel's access check says this process may not write (asked without opening it
