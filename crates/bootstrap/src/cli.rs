@@ -692,6 +692,12 @@ fn wire_encode_tools(format: WireFormat) -> anyhow::Result<()> {
     let bytes = read_input(None)?;
     let specs: Vec<ToolSpec> =
         serde_json::from_slice(&bytes).context("stdin is not a JSON array of tool specs")?;
+    // As a request offering them is refused: a model shown two tools of one name cannot say
+    // which it calls.
+    let mut ids = std::collections::HashSet::new();
+    if let Some(spec) = specs.iter().find(|spec| !ids.insert(&spec.id)) {
+        anyhow::bail!("tool {} is offered more than once", spec.id);
+    }
     let tools = match format {
         WireFormat::OpenaiChat => wire_openai::chat::encode_tools(&specs),
         WireFormat::OpenaiResponses => wire_openai::responses::encode_tools(&specs),

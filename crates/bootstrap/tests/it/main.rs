@@ -402,6 +402,35 @@ fn wire_encode_tools_reads_specs_on_stdin() {
     assert_eq!(tools[0]["function"]["strict"], true);
 }
 
+/// Specs on stdin that offer one tool twice are refused, naming the tool, as a request offering
+/// them is: a model shown two tools of one name cannot say which it calls.
+#[test]
+fn wire_encode_tools_refuses_a_tool_offered_twice() {
+    use std::io::Write;
+    let listed: Vec<Value> =
+        serde_json::from_slice(&cogni(&["tools", "list", "--json"]).stdout).unwrap();
+    let twice = serde_json::to_vec(&[&listed[0], &listed[0]]).unwrap();
+    for format in ["openai-chat", "openai-responses"] {
+        let mut child = cogni_command()
+            .args(["wire", "encode-tools", "--format", format])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(&twice).unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(1), "{format}");
+        assert!(output.stdout.is_empty(), "{format}");
+        let id = listed[0]["id"].as_str().unwrap();
+        assert_eq!(
+            stderr(&output).trim_end(),
+            format!("error: tool {id} is offered more than once"),
+            "{format}"
+        );
+    }
+}
+
 #[test]
 fn a_call_that_needs_approval_is_not_run_by_the_cli() {
     let dir = tempfile::tempdir().unwrap();
