@@ -11,6 +11,8 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 
+use crate::graph::{config_lowers_lints, lowered_lints};
+
 /// The steps, in order: a name and cargo's arguments (`None`: check-architecture, run in this
 /// process). The first failure stops the run and is named.
 const STEPS: &[(&str, Option<&[&str]>)] = &[
@@ -110,8 +112,9 @@ fn environment() -> (Vec<(String, String)>, Option<PathBuf>) {
 }
 
 /// Where the environment `cargo xtask ci` runs in hands rustc or rustdoc `--cap-lints`, which
-/// lowers `unsafe_code = "forbid"`, `-D warnings` and the doc lints with every lint, so the run
-/// would pass code its checks refuse: a flags variable (`RUSTFLAGS`, `CARGO_ENCODED_RUSTFLAGS`,
+/// lowers `unsafe_code = "forbid"`, `-D warnings` and the doc lints with every lint, or
+/// `--force-warn`, which makes the lints it names warnings whatever forbids or denies them
+/// ([`lowered_lints`]), so the run would pass code its checks refuse: a flags variable (`RUSTFLAGS`, `CARGO_ENCODED_RUSTFLAGS`,
 /// `CARGO_BUILD_RUSTFLAGS`, `CARGO_TARGET_<triple>_RUSTFLAGS`, their `RUSTDOCFLAGS` forms;
 /// named, never quoted), or a Cargo configuration Cargo reads besides the repository's own
 /// (ARCH_LINTS reads that one): in a folder above `root`, or in `cargo_home`.
@@ -123,10 +126,8 @@ fn capped_lints(
     let mut found = Vec::new();
     for (name, value) in variables {
         let flags = name.ends_with("RUSTFLAGS") || name.ends_with("RUSTDOCFLAGS");
-        if flags && value.contains("cap-lints") {
-            found.push(format!(
-                "${name}: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; unset it"
-            ));
+        if let Some(lowered) = lowered_lints(value).filter(|_| flags) {
+            found.push(format!("${name}: ARCH_LINTS: {lowered}; unset it"));
         }
     }
     let mut folders: Vec<PathBuf> = root.ancestors().skip(1).map(|d| d.join(".cargo")).collect();
@@ -140,9 +141,9 @@ fn capped_lints(
         for file in ["config.toml", "config"] {
             let path = folder.join(file);
             let text = std::fs::read_to_string(&path).unwrap_or_default();
-            if crate::graph::caps_lints(&text) {
+            if let Some(lowered) = config_lowers_lints(&text) {
                 found.push(format!(
-                    "{}: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out",
+                    "{}: ARCH_LINTS: {lowered}; take it out",
                     path.display()
                 ));
             }
@@ -304,9 +305,10 @@ mod tests {
         assert_eq!(last, Some("cargo xtask ci"));
     }
 
-    /// `--cap-lints` where Cargo reads it besides the repository's configuration (a flags
-    /// variable, a configuration above the repository or in `$CARGO_HOME`) lowers `forbid` and
-    /// `-D warnings` for the whole run: ci names each place, never a variable's value.
+    /// `--cap-lints` (or `--force-warn`) where Cargo reads it besides the repository's
+    /// configuration (a flags variable, a configuration above the repository or in
+    /// `$CARGO_HOME`) lowers `forbid` and `-D warnings` for the whole run: ci names each place,
+    /// never a variable's value.
     #[test]
     fn an_environment_that_caps_the_lints_is_named() {
         let outer = tempfile::tempdir().unwrap();
@@ -350,6 +352,7 @@ mod tests {
                 "--cap-lints warn",
             ),
             ("RUSTDOCFLAGS", "--cap-lints=allow"),
+            ("CARGO_BUILD_RUSTFLAGS", "--force-warn=unsafe_code"),
         ]);
         let named = |place: String, fix: &str| {
             format!(
@@ -366,6 +369,7 @@ mod tests {
                     "unset it"
                 ),
                 named("$RUSTDOCFLAGS".into(), "unset it"),
+                "$CARGO_BUILD_RUSTFLAGS: ARCH_LINTS: `--force-warn` in the build's flags makes the lints it names (`unsafe_code`, `warnings`) warnings whatever forbids or denies them; unset it".into(),
                 named(
                     outer.path().join(".cargo/config").display().to_string(),
                     "take it out"

@@ -10,7 +10,7 @@
 //!   rules look (tests, benches, examples and build scripts may live elsewhere).
 //! - `ARCH_LINTS`: every package's manifest inherits the workspace lints (`[lints]` with
 //!   `workspace = true`), and the root manifest's forbid unsafe code (`unsafe_code =
-//!   "forbid"`), which no `--cap-lints` in `.cargo/config.toml` lowers: a crate that dropped
+//!   "forbid"`), which no `--cap-lints` or `--force-warn` in `.cargo/config.toml` lowers: a crate that dropped
 //!   them could reach the OS through `unsafe` calls no source rule reads.
 //! - `ARCH_PATCHED_DEP`: the root manifest has no `[patch]` or `[replace]`, and the
 //!   repository's Cargo configuration no `[patch]` or `paths`: each compiles other code under a
@@ -600,7 +600,7 @@ pub(crate) fn renamed_deps(metadata: &Value) -> Vec<RenamedDep> {
 }
 
 /// ARCH_LINTS: the workspace's root manifest (read from disk) forbids unsafe code, the
-/// repository's Cargo configuration caps no lint, and each package's manifest has a `[lints]`
+/// repository's Cargo configuration lowers no lint ([`config_lowers_lints`]), and each package's manifest has a `[lints]`
 /// table with `workspace = true`.
 pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
     let mut violations = Vec::new();
@@ -616,13 +616,12 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
             "Cargo.toml: ARCH_LINTS: the workspace lints do not forbid unsafe code (`unsafe_code = \"forbid\"` under `[workspace.lints.rust]`); `unsafe` reaches the OS through no name a source rule reads".into(),
         );
     }
-    // `--cap-lints` (in `rustflags`) caps `forbid` too, so unsafe code would build.
+    // `--cap-lints` or `--force-warn` (in `rustflags`) weakens `forbid`, so unsafe code would
+    // build.
     for config in CARGO_CONFIGS {
         let text = std::fs::read_to_string(Path::new(root).join(config)).unwrap_or_default();
-        if caps_lints(&text) {
-            violations.push(format!(
-                "{config}: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
-            ));
+        if let Some(lowered) = config_lowers_lints(&text) {
+            violations.push(format!("{config}: ARCH_LINTS: {lowered}; take it out"));
         }
     }
     for package in metadata["packages"].as_array().into_iter().flatten() {
@@ -677,11 +676,34 @@ pub(crate) fn swapped_dependencies(metadata: &Value) -> Vec<String> {
     violations
 }
 
-/// Whether the Cargo configuration `text` passes `--cap-lints` (in any `rustflags` or
-/// `rustdocflags`), which lowers every lint, `forbid` ones too.
-pub(crate) fn caps_lints(text: &str) -> bool {
+/// The rustc flags that weaken `forbid`, each with what it does: `--cap-lints` lowers every
+/// lint, and `--force-warn` makes the lints it names warnings, which neither `forbid` nor
+/// `-D warnings` turns back into errors.
+const LINT_LOWERING: &[(&str, &str)] = &[
+    (
+        "cap-lints",
+        "lowers `unsafe_code = \"forbid\"` with every lint",
+    ),
+    (
+        "force-warn",
+        "makes the lints it names (`unsafe_code`, `warnings`) warnings whatever forbids or denies them",
+    ),
+];
+
+/// What the first flag of `flags` (a flags variable's value) that weakens `forbid` does, as a
+/// finding says it (`` `--cap-lints` in the build's flags lowers … ``), if one is there.
+pub(crate) fn lowered_lints(flags: &str) -> Option<String> {
+    let (flag, effect) = LINT_LOWERING
+        .iter()
+        .find(|(flag, _)| flags.contains(flag))?;
+    Some(format!("`--{flag}` in the build's flags {effect}"))
+}
+
+/// [`lowered_lints`] of a Cargo configuration `text` (in any `rustflags` or `rustdocflags`),
+/// outside its comments.
+pub(crate) fn config_lowers_lints(text: &str) -> Option<String> {
     text.lines()
-        .any(|line| uncommented(line).contains("cap-lints"))
+        .find_map(|line| lowered_lints(uncommented(line)))
 }
 
 /// The `key = value` lines of a TOML document, each as its full dotted key (under its table

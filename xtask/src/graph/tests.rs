@@ -775,6 +775,16 @@ fn the_build_flags_do_not_cap_the_lints() {
             ".cargo/config: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
         ]
     );
+    // `--force-warn` beats `forbid` and `-D warnings` for the lints it names.
+    assert_eq!(
+        config(
+            "config",
+            "[build]\nrustflags = [\"--force-warn\", \"unsafe_code\"]\n"
+        ),
+        [
+            ".cargo/config: ARCH_LINTS: `--force-warn` in the build's flags makes the lints it names (`unsafe_code`, `warnings`) warnings whatever forbids or denies them; take it out"
+        ]
+    );
 }
 
 /// `[patch]` and `[replace]` in the root manifest, and `[patch]` or `paths` in the repository's
