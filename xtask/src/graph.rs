@@ -708,27 +708,26 @@ pub(crate) fn config_lowers_lints(text: &str) -> Option<String> {
 
 /// The `key = value` lines of a TOML document, each as its full dotted key (under its table
 /// header: `[workspace.lints]` then `rust.unsafe_code = …` is `workspace.lints.rust.unsafe_code`,
-/// quotes dropped) and its value's text without a comment, in the document's order; an inline
-/// table's entries are also given one level down, after it (`unsafe_code = { level = "forbid" }`
-/// gives `….unsafe_code.level`). A value spanning lines is not read: this is enough for the few
-/// keys ARCH_LINTS and ARCH_PATCHED_DEP read, however a manifest spells them (a table, dotted
-/// or quoted keys, an inline table, comments), without a TOML parser in xtask.
+/// read by [`toml_key`]) and its value's text without a comment, in the document's order; an
+/// inline table's entries are also given one level down, after it (`unsafe_code = { level =
+/// "forbid" }` gives `….unsafe_code.level`). A byte order mark opening the document is skipped,
+/// as Cargo skips it. A value spanning lines is not read: this is enough for the few keys
+/// ARCH_LINTS and ARCH_PATCHED_DEP read, however a manifest spells them (a table, dotted or
+/// quoted keys, escapes, an inline table, comments), without a TOML parser in xtask.
 fn toml_entries(text: &str) -> Vec<(String, String)> {
-    let key = |raw: &str| {
-        let segments = raw.split('.').map(|s| s.trim().trim_matches(['"', '\'']));
-        segments.collect::<Vec<_>>().join(".")
-    };
     let mut table = String::new();
     let mut entries = Vec::new();
+    // Cargo reads a document that opens with a byte order mark.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for line in text.lines().map(|line| uncommented(line).trim()) {
         if line.starts_with('[') {
-            table = key(line.trim_matches(['[', ']']));
+            table = toml_key(line.trim_matches(['[', ']']));
             continue;
         }
         let Some((name, value)) = line.split_once('=') else {
             continue;
         };
-        let name = match key(name) {
+        let name = match toml_key(name) {
             name if table.is_empty() => name,
             name => format!("{table}.{name}"),
         };
@@ -736,11 +735,59 @@ fn toml_entries(text: &str) -> Vec<(String, String)> {
         entries.push((name.clone(), value.to_owned()));
         if let Some(inline) = value.strip_prefix('{').and_then(|v| v.strip_suffix('}')) {
             for (sub, sub_value) in inline.split(',').filter_map(|e| e.split_once('=')) {
-                entries.push((format!("{name}.{}", key(sub)), sub_value.trim().to_owned()));
+                entries.push((
+                    format!("{name}.{}", toml_key(sub)),
+                    sub_value.trim().to_owned(),
+                ));
             }
         }
     }
     entries
+}
+
+/// A TOML key (`a . "b" . 'c'`, a table header's too) as Cargo reads it, its segments joined
+/// by `.`: a bare segment without the whitespace around it, a quoted one its text, a basic
+/// string's escapes read (`"p\u0061tch"` is `patch`). An escape TOML does not allow is not
+/// decoded (Cargo refuses such a document anyway).
+fn toml_key(raw: &str) -> String {
+    let mut key = String::new();
+    let mut quote = None;
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (None, '"' | '\'') => quote = Some(c),
+            (None, c) if c.is_whitespace() => {}
+            (Some(q), c) if c == q => quote = None,
+            (Some('"'), '\\') => {
+                let escape = chars.next();
+                let hex = |len: usize, chars: &mut std::str::Chars<'_>| {
+                    let digits: String = chars.by_ref().take(len).collect();
+                    u32::from_str_radix(&digits, 16)
+                        .ok()
+                        .and_then(char::from_u32)
+                };
+                let value = match escape {
+                    Some('u') => hex(4, &mut chars),
+                    Some('U') => hex(8, &mut chars),
+                    Some('x') => hex(2, &mut chars),
+                    Some('b') => Some('\u{8}'),
+                    Some('t') => Some('\t'),
+                    Some('n') => Some('\n'),
+                    Some('f') => Some('\u{c}'),
+                    Some('r') => Some('\r'),
+                    Some('e') => Some('\u{1b}'),
+                    Some(c @ ('"' | '\\')) => Some(c),
+                    _ => None,
+                };
+                match value {
+                    Some(c) => key.push(c),
+                    None => key.extend(['\\'].into_iter().chain(escape)),
+                }
+            }
+            (_, c) => key.push(c),
+        }
+    }
+    key
 }
 
 /// A TOML line without its comment: what comes before a `#` outside a string.

@@ -835,6 +835,23 @@ fn a_dependency_swapped_for_other_code_is_named() {
             "[replace]",
             "replace.serde:1.0.0",
         ),
+        // A byte order mark before the first header, and escapes in a quoted key, are read
+        // as Cargo reads them.
+        (
+            "\u{feff}[patch.crates-io]\nserde = { path = \"../serde\" }\n",
+            "[patch]",
+            "patch.crates-io.serde",
+        ),
+        (
+            "[\"p\\u0061tch\".crates-io]\nserde = { path = \"../serde\" }\n",
+            "[patch]",
+            "patch.crates-io.serde",
+        ),
+        (
+            "[ 'patch' . \"crates-io\" ]\n\"\\U00000073erde\".path = \"../serde\"\n",
+            "[patch]",
+            "patch.crates-io.serde.path",
+        ),
     ] {
         assert_eq!(
             swapped(manifest, config),
