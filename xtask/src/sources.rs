@@ -31,7 +31,8 @@
 //!   could be; one that ends in variables alone (`$e::$v`, an enum's variant) names an item of
 //!   what the macro is handed (see [`contains_path`]), so the names an invocation hands a macro
 //!   that joins them into a path (`$k::$m`, `$($p)::*`) count as every path they could make
-//!   (`call!(io, stdout)` is `io::stdout`; see [`joined_paths`]), whichever crate defines it;
+//!   (`call!(io, stdout)` is `io::stdout`; see [`joined_paths`]), whichever crate defines it,
+//!   and so do those handed to a macro that hands them on to such a macro;
 //! - a raw identifier is the name it spells (`r#exec` is `exec`; `r#use` is a name, not the
 //!   keyword);
 //! - a string literal that names a file or a variable (`#[path]`, `include!`, `env!`) is read
@@ -291,9 +292,10 @@ pub(crate) fn check_tree(
         }
     }
     let no_scope = CrateScope::default();
-    let joiners: Vec<String> = (scopes.iter())
-        .flat_map(|(_, scope)| scope.joiners.iter().cloned())
+    let macros: Vec<&MacroJoins> = (scopes.iter())
+        .flat_map(|(_, scope)| &scope.macros)
         .collect();
+    let joiners = path_joiners(&macros);
     let mut types = Vec::new();
     let mut catalogs = Vec::new();
     let mut seen = Seen::default();
@@ -522,9 +524,8 @@ struct CrateScope {
     tree: Vec<(Vec<String>, Vec<ModuleImport>)>,
     /// `(name, path)` of each import whose module cannot be told: every module has it.
     anywhere: Vec<(String, Vec<String>)>,
-    /// The macros the crate defines that join what they are handed into a path
-    /// ([`path_joiners`]).
-    joiners: Vec<String>,
+    /// The `macro_rules!` the crate defines, as far as joining paths goes ([`path_joiners`]).
+    macros: Vec<MacroJoins>,
     /// `(alias, crate)` of each `extern crate X as Y;` (the crate `["crate"]` for `self`):
     /// the crate's extern prelude, which every module of the crate sees (an extern crate
     /// outside the root only binds a name in its module, but counting it everywhere can only
@@ -565,8 +566,7 @@ impl CrateScope {
         if let Some(file) = &file {
             self.known(file.clone());
         }
-        self.joiners
-            .extend(path_joiners(&tokens).into_iter().map(str::to_owned));
+        self.macros.extend(macro_joins(&tokens));
         let written = written(&tokens);
         // `include!` invoked under another name (`use std::include as inc;`, or another
         // module's such import) is still `include!`.
@@ -1368,27 +1368,64 @@ fn through_modules(
     out
 }
 
-/// The macros `tokens` define that join what they are handed into a path: a `macro_rules!`
-/// whose rules put `::` between two things an invocation hands in (`$k::$m`, a repetition
-/// `$($p)::*`), so that it builds a path of names no path spells where it is invoked
-/// (`call!(io, stdout)` is `io::stdout()`).
-fn path_joiners(tokens: &[Token]) -> Vec<&str> {
+/// A `macro_rules!` as [`path_joiners`] reads it.
+#[derive(Debug, Default)]
+struct MacroJoins {
+    /// Its name.
+    name: String,
+    /// Whether its rules put `::` between two things an invocation hands in (`$k::$m`, a
+    /// repetition `$($p)::*`).
+    joins: bool,
+    /// The macros its rules invoke with something an invocation hands in (`call!($a, $b)`).
+    hands_on: Vec<String>,
+}
+
+/// The `macro_rules!` that `tokens` define, each with whether it joins what it is handed into
+/// a path and the macros it hands that on to.
+fn macro_joins(tokens: &[Token]) -> Vec<MacroJoins> {
     let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
-    let mut joiners = Vec::new();
+    let mut macros = Vec::new();
     for (k, token) in tokens.iter().enumerate() {
         if !(is_keyword(token, "macro_rules") && at(k + 1) == "!" && is_ident(at(k + 2))) {
             continue;
         }
-        let joins = (k + 4..closing(tokens, k + 3)).any(|j| {
+        let body = k + 4..closing(tokens, k + 3);
+        let joins = body.clone().any(|j| {
             let handed_before = at(j - 1) == ")" || (at(j - 2) == "$" && at(j - 1) != "crate");
             let handed_after = matches!(at(j + 1), "$" | "*" | "+");
             at(j) == "::" && handed_before && handed_after
         });
-        if joins {
-            joiners.push(at(k + 2));
-        }
+        let hands_on = body
+            .filter(|&j| is_ident(at(j)) && at(j + 1) == "!" && opens(at(j + 2)))
+            .filter(|&j| (j + 3..closing(tokens, j + 2)).any(|a| at(a) == "$"))
+            .map(|j| at(j).to_owned())
+            .collect();
+        macros.push(MacroJoins {
+            name: at(k + 2).to_owned(),
+            joins,
+            hands_on,
+        });
     }
-    joiners
+    macros
+}
+
+/// The macros that join what they are handed into a path, so that it builds a path of names no
+/// path spells where it is invoked (`call!(io, stdout)` is `io::stdout()`): one whose rules
+/// join ([`MacroJoins::joins`]), and one that hands what it is handed on to a joining macro
+/// (`relay!(io, stdout)` is `call!(io, stdout)`), through any number of them.
+fn path_joiners(macros: &[&MacroJoins]) -> Vec<String> {
+    let mut joiners: Vec<String> = Vec::new();
+    loop {
+        let more: Vec<String> = (macros.iter())
+            .filter(|m| !joiners.contains(&m.name))
+            .filter(|m| m.joins || m.hands_on.iter().any(|h| joiners.contains(h)))
+            .map(|m| m.name.clone())
+            .collect();
+        if more.is_empty() {
+            return joiners;
+        }
+        joiners.extend(more);
+    }
 }
 
 /// The paths each invocation of one of the `joiners` macros could build of the names it is

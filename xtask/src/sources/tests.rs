@@ -1390,6 +1390,26 @@ fn names_handed_to_a_macro_that_joins_them_into_a_path_count_as_that_path() {
     );
 }
 
+/// A macro that hands what it is handed on to a joining macro (`relay!(io, stdout)` is
+/// `call!(io, stdout)`) joins it too, and a joining macro invoked under another name
+/// (`pub(crate) use call as run;`) is still one.
+#[test]
+fn names_handed_on_to_a_joining_macro_count_as_that_path() {
+    let m = "crates/graph/src/m.rs";
+    let io_free = |line: usize| {
+        format!(
+            "{m}:{line}: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`io::stdout`); IO lives in adapters, time comes through `Clock`"
+        )
+    };
+    check(
+        &[(
+            m,
+            "//! Writes to stdout through another macro.\nuse std::io;\nmacro_rules! call {\n    ($k:ident, $m:ident) => { $k::$m() };\n}\nmacro_rules! relay {\n    ($a:ident, $b:ident) => { call!($a, $b) };\n}\nmacro_rules! again {\n    ($($t:tt)*) => { relay!($($t)*) };\n}\npub(crate) use call as run;\nfn f() {\n    let _ = relay!(io, stdout);\n    let _ = again!(io, stdout);\n    let _ = run!(io, stdout);\n}\n",
+        )],
+        &[&io_free(14), &io_free(15), &io_free(16)],
+    );
+}
+
 #[test]
 fn a_macro_another_file_renames_is_still_watched() {
     check(
