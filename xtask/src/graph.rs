@@ -13,8 +13,9 @@
 //!   "forbid"`), which no `--cap-lints` or `--force-warn` in `.cargo/config.toml` lowers: a crate that dropped
 //!   them could reach the OS through `unsafe` calls no source rule reads.
 //! - `ARCH_PATCHED_DEP`: the root manifest has no `[patch]` or `[replace]`, and the
-//!   repository's Cargo configuration no `[patch]` or `paths`: each compiles other code under a
-//!   dependency's name, which the allowlists vet by name only and no source rule reads.
+//!   repository's Cargo configuration no `[patch]`, `paths` or `directory` source: each compiles
+//!   other code under a dependency's name, which the allowlists vet by name only and no source
+//!   rule reads.
 //! - `ARCH_BANNED_DEP`: some external crates are banned per package as normal dependencies
 //!   (a JSON Schema library in ai-core and the wire codecs, an HTTP stack in the sans-IO
 //!   codecs), and the crates that read the environment (`dotenv`, `dotenvy`, `envy`) in every
@@ -644,29 +645,30 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
 const CARGO_CONFIGS: &[&str] = &[".cargo/config.toml", ".cargo/config"];
 
 /// ARCH_PATCHED_DEP: the root manifest has no `[patch]` or `[replace]`, and the repository's
-/// Cargo configuration no `[patch]` or `paths`. Each compiles other code under a dependency's
-/// name (a `serde` or `tokio` of anyone's), which the allowlists vet by name only and no source
-/// rule reads. One finding per file and table, naming its first entry.
+/// Cargo configuration no `[patch]`, `paths` or `directory` source (`[source.<name>]` with
+/// `directory`, which compiles the files in it, checked only against the checksums its own
+/// `.cargo-checksum.json` lists; a registry mirror serves what Cargo.lock's checksums name).
+/// Each compiles other code under a dependency's name (a `serde` or `tokio` of anyone's), which
+/// the allowlists vet by name only and no source rule reads. One finding per file and table,
+/// naming its first entry.
 pub(crate) fn swapped_dependencies(metadata: &Value) -> Vec<String> {
     let root = Path::new(metadata["workspace_root"].as_str().unwrap_or_default());
-    let files = [("Cargo.toml", &["patch", "replace"][..])]
+    // Each table as a finding shows it, and its keys' pattern ([`in_table`]).
+    let manifest = &[("[patch]", "patch"), ("[replace]", "replace")][..];
+    let config = &[
+        ("paths", "paths"),
+        ("[patch]", "patch"),
+        ("[source]", "source.*.directory"),
+    ][..];
+    let files = [("Cargo.toml", manifest)]
         .into_iter()
-        .chain(CARGO_CONFIGS.iter().map(|c| (*c, &["paths", "patch"][..])));
+        .chain(CARGO_CONFIGS.iter().map(|file| (*file, config)));
     let mut violations = Vec::new();
     for (file, tables) in files {
         let text = std::fs::read_to_string(root.join(file)).unwrap_or_default();
         let entries = toml_entries(&text);
-        for table in tables {
-            let first = entries.iter().map(|(key, _)| key).find(|key| {
-                key.strip_prefix(table)
-                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
-            });
-            if let Some(key) = first {
-                let shown = if *table == "paths" {
-                    (*table).to_owned()
-                } else {
-                    format!("[{table}]")
-                };
+        for (shown, pattern) in tables {
+            if let Some((key, _)) = entries.iter().find(|(key, _)| in_table(pattern, key)) {
                 violations.push(format!(
                     "{file}: ARCH_PATCHED_DEP: `{shown}` (`{key}`) compiles other code under a dependency's name, which no allowlist vets and no source rule reads; take it out"
                 ));
@@ -674,6 +676,20 @@ pub(crate) fn swapped_dependencies(metadata: &Value) -> Vec<String> {
         }
     }
     violations
+}
+
+/// Whether the dotted `key` is in what `pattern` names: a table and what it holds (`patch`:
+/// `patch` or `patch.…`), or a field of any of a table's tables (`source.*.directory`).
+fn in_table(pattern: &str, key: &str) -> bool {
+    match pattern.split_once(".*") {
+        Some((table, field)) => {
+            (key.strip_prefix(table)).is_some_and(|rest| rest.starts_with('.'))
+                && key.ends_with(field)
+        }
+        None => {
+            (key.strip_prefix(pattern)).is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        }
+    }
 }
 
 /// The rustc flags that weaken `forbid`, each with what it does: `--cap-lints` lowers every

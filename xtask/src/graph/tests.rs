@@ -802,7 +802,8 @@ fn a_dependency_swapped_for_other_code_is_named() {
         super::swapped_dependencies(&metadata)
     };
     let clean = "[workspace]\nmembers = [\"crates/*\"]\n# no [patch] here\n[workspace.dependencies]\npatch = \"1\"\nreplace = { version = \"1\" }\n";
-    let config = "[alias]\nxtask = \"run --package xtask --\"\n[build]\nrustflags = [\"-C\", \"target-cpu=native\"]\n";
+    // A registry mirror serves the crates Cargo.lock's checksums name: no other code.
+    let config = "[alias]\nxtask = \"run --package xtask --\"\n[build]\nrustflags = [\"-C\", \"target-cpu=native\"]\n[source.crates-io]\nreplace-with = \"mirror\"\n[source.mirror]\nregistry = \"sparse+https://mirror.example/index/\"\n";
     assert_eq!(swapped(clean, config), Vec::<String>::new());
     let named = |file: &str, table: &str, key: &str| {
         format!(
@@ -869,4 +870,20 @@ fn a_dependency_swapped_for_other_code_is_named() {
             named(".cargo/config.toml", "[patch]", "patch.crates-io.serde"),
         ]
     );
+    // A directory source compiles the files in it, checked only against the checksums its own
+    // `.cargo-checksum.json` lists.
+    for vendored in [
+        "[source.crates-io]\nreplace-with = \"vendored\"\n[source.vendored]\ndirectory = \"vendor\"\n",
+        "source.crates-io.replace-with = \"vendored\"\nsource.vendored = { directory = \"vendor\" }\n",
+    ] {
+        assert_eq!(
+            swapped(clean, vendored),
+            [named(
+                ".cargo/config.toml",
+                "[source]",
+                "source.vendored.directory"
+            )],
+            "{vendored}"
+        );
+    }
 }
