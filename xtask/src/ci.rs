@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 
-use crate::graph::{config_lowers_lints, lowered_lints};
+use crate::graph::{alias_stands_in, config_lowers_lints, lowered_lints, shadowed_step};
 
 /// The steps, in order: a name and cargo's arguments (`None`: check-architecture, run in this
 /// process). The first failure stops the run and is named.
@@ -50,18 +50,28 @@ const STEPS: &[(&str, Option<&[&str]>)] = &[
     ("test", Some(&["test", "--workspace"])),
 ];
 
+/// The cargo subcommands ci's steps run (`fmt`, `clippy`, `doc`, `test`), which no alias may
+/// stand in for ([`crate::graph::shadowed_step`]).
+pub(crate) fn commands() -> impl Iterator<Item = &'static str> {
+    STEPS
+        .iter()
+        .filter_map(|(_, args)| args.and_then(|a| a.first()).copied())
+}
+
 /// Runs fmt, clippy (also of cogni-adapters without its default features),
 /// check-architecture, the docs and the tests, stopping at the first failure; refuses first to
-/// run where the build's environment caps the lints ([`capped_lints`]).
+/// run where the build's environment weakens them ([`weakened_checks`]).
 pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     let cargo = crate::cargo();
     let (variables, cargo_home) = environment();
-    let capped = capped_lints(root, &variables, cargo_home.as_deref());
-    if !capped.is_empty() {
-        for finding in &capped {
+    let weakened = weakened_checks(root, &variables, cargo_home.as_deref());
+    if !weakened.is_empty() {
+        for finding in &weakened {
             eprintln!("{finding}");
         }
-        bail!("ci refused: the build's environment caps the lints, so its checks would not hold");
+        bail!(
+            "ci refused: the build's environment caps the lints or stands in for a step, so its checks would not hold"
+        );
     }
     for (name, args) in STEPS {
         match args {
@@ -111,14 +121,16 @@ fn environment() -> (Vec<(String, String)>, Option<PathBuf>) {
     (variables, cargo_home)
 }
 
-/// Where the environment `cargo xtask ci` runs in hands rustc or rustdoc `--cap-lints`, which
-/// lowers `unsafe_code = "forbid"`, `-D warnings` and the doc lints with every lint, or
-/// `--force-warn`, which makes the lints it names warnings whatever forbids or denies them
-/// ([`lowered_lints`]), so the run would pass code its checks refuse: a flags variable (`RUSTFLAGS`, `CARGO_ENCODED_RUSTFLAGS`,
-/// `CARGO_BUILD_RUSTFLAGS`, `CARGO_TARGET_<triple>_RUSTFLAGS`, their `RUSTDOCFLAGS` forms;
-/// named, never quoted), or a Cargo configuration Cargo reads besides the repository's own
+/// Where the environment `cargo xtask ci` runs in would have the run pass code its checks
+/// refuse: it hands rustc or rustdoc `--cap-lints`, which lowers `unsafe_code = "forbid"`,
+/// `-D warnings` and the doc lints with every lint, or `--force-warn`, which makes the lints it
+/// names warnings whatever forbids or denies them ([`lowered_lints`]), or it has an alias stand
+/// in for a step's subcommand (`cargo clippy`; [`shadowed_step`]). Each place is named: a
+/// variable (`RUSTFLAGS`, `CARGO_ENCODED_RUSTFLAGS`, `CARGO_BUILD_RUSTFLAGS`,
+/// `CARGO_TARGET_<triple>_RUSTFLAGS`, their `RUSTDOCFLAGS` forms, `CARGO_ALIAS_<COMMAND>`;
+/// never quoted), or a Cargo configuration Cargo reads besides the repository's own
 /// (ARCH_LINTS reads that one): in a folder above `root`, or in `cargo_home`.
-fn capped_lints(
+fn weakened_checks(
     root: &Path,
     variables: &[(String, String)],
     cargo_home: Option<&Path>,
@@ -128,6 +140,11 @@ fn capped_lints(
         let flags = name.ends_with("RUSTFLAGS") || name.ends_with("RUSTDOCFLAGS");
         if let Some(lowered) = lowered_lints(value).filter(|_| flags) {
             found.push(format!("${name}: ARCH_LINTS: {lowered}; unset it"));
+        }
+        let alias = name.strip_prefix("CARGO_ALIAS_");
+        if let Some(command) = commands().find(|c| alias == Some(&c.to_uppercase())) {
+            let stands_in = alias_stands_in(command);
+            found.push(format!("${name}: ARCH_LINTS: {stands_in}; unset it"));
         }
     }
     let mut folders: Vec<PathBuf> = root.ancestors().skip(1).map(|d| d.join(".cargo")).collect();
@@ -141,11 +158,12 @@ fn capped_lints(
         for file in ["config.toml", "config"] {
             let path = folder.join(file);
             let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let place = path.display();
             if let Some(lowered) = config_lowers_lints(&text) {
-                found.push(format!(
-                    "{}: ARCH_LINTS: {lowered}; take it out",
-                    path.display()
-                ));
+                found.push(format!("{place}: ARCH_LINTS: {lowered}; take it out"));
+            }
+            if let Some(shadowed) = shadowed_step(&text) {
+                found.push(format!("{place}: ARCH_LINTS: {shadowed}; take it out"));
             }
         }
     }
@@ -339,7 +357,7 @@ mod tests {
         let capped = "[build]\nrustflags = [\"--cap-lints\", \"warn\"]\n";
         std::fs::write(root.join(".cargo/config.toml"), capped).unwrap();
         assert_eq!(
-            super::capped_lints(&root, &clean, Some(&home)),
+            super::weakened_checks(&root, &clean, Some(&home)),
             Vec::<String>::new()
         );
         std::fs::write(outer.path().join(".cargo/config"), capped).unwrap();
@@ -360,7 +378,7 @@ mod tests {
             )
         };
         assert_eq!(
-            super::capped_lints(&root, &dirty, Some(&home)),
+            super::weakened_checks(&root, &dirty, Some(&home)),
             [
                 named("$RUSTFLAGS".into(), "unset it"),
                 named("$CARGO_ENCODED_RUSTFLAGS".into(), "unset it"),
@@ -383,11 +401,50 @@ mod tests {
         // A `$CARGO_HOME` above the repository is read once.
         let home_above = outer.path().join(".cargo");
         assert_eq!(
-            super::capped_lints(&root, &[], Some(&home_above)),
+            super::weakened_checks(&root, &[], Some(&home_above)),
             [named(
                 home_above.join("config").display().to_string(),
                 "take it out"
             )]
+        );
+    }
+
+    /// Cargo runs an alias in place of an external subcommand (`clippy`, `fmt`), so an alias
+    /// of a step's subcommand, in a variable or a configuration above the repository or in
+    /// `$CARGO_HOME`, would pass the step unchecked: ci names each place.
+    #[test]
+    fn an_alias_standing_in_for_a_step_is_named() {
+        let outer = tempfile::tempdir().unwrap();
+        let root = outer.path().join("repo");
+        let home = outer.path().join("home");
+        for folder in [root.join(".cargo"), home.clone()] {
+            std::fs::create_dir_all(folder).unwrap();
+        }
+        let aliases = "[alias]\nxtask = \"run --package xtask --\"\nc = \"check\"\n";
+        std::fs::write(home.join("config.toml"), aliases).unwrap();
+        let variables = [("CARGO_ALIAS_B".to_owned(), "build".to_owned())];
+        assert_eq!(
+            super::weakened_checks(&root, &variables, Some(&home)),
+            Vec::<String>::new()
+        );
+        let shadows = "[alias]\nclippy = [\"run\", \"--quiet\", \"--\"]\n";
+        std::fs::write(home.join("config"), shadows).unwrap();
+        let variables = [("CARGO_ALIAS_FMT".to_owned(), "version".to_owned())];
+        let named = |place: String, command: &str, fix: &str| {
+            format!(
+                "{place}: ARCH_LINTS: the alias `{command}` stands in for `cargo {command}`, a step of `cargo xtask ci`, which would check nothing; {fix}"
+            )
+        };
+        assert_eq!(
+            super::weakened_checks(&root, &variables, Some(&home)),
+            [
+                named("$CARGO_ALIAS_FMT".into(), "fmt", "unset it"),
+                named(
+                    home.join("config").display().to_string(),
+                    "clippy",
+                    "take it out"
+                ),
+            ]
         );
     }
 

@@ -10,8 +10,9 @@
 //!   rules look (tests, benches, examples and build scripts may live elsewhere).
 //! - `ARCH_LINTS`: every package's manifest inherits the workspace lints (`[lints]` with
 //!   `workspace = true`), and the root manifest's forbid unsafe code (`unsafe_code =
-//!   "forbid"`), which no `--cap-lints` or `--force-warn` in `.cargo/config.toml` lowers: a crate that dropped
-//!   them could reach the OS through `unsafe` calls no source rule reads.
+//!   "forbid"`), which no `--cap-lints` or `--force-warn` in `.cargo/config.toml` lowers: a
+//!   crate that dropped them could reach the OS through `unsafe` calls no source rule reads.
+//!   Nor does an alias there stand in for a subcommand `cargo xtask ci` runs (`clippy`).
 //! - `ARCH_PATCHED_DEP`: the root manifest has no `[patch]` or `[replace]`, and the
 //!   repository's Cargo configuration no `[patch]`, `paths` or `directory` source: each compiles
 //!   other code under a dependency's name, which the allowlists vet by name only and no source
@@ -601,7 +602,8 @@ pub(crate) fn renamed_deps(metadata: &Value) -> Vec<RenamedDep> {
 }
 
 /// ARCH_LINTS: the workspace's root manifest (read from disk) forbids unsafe code, the
-/// repository's Cargo configuration lowers no lint ([`config_lowers_lints`]), and each package's manifest has a `[lints]`
+/// repository's Cargo configuration lowers no lint ([`config_lowers_lints`]) nor has an alias
+/// stand in for a step of `cargo xtask ci` ([`shadowed_step`]), and each package's manifest has a `[lints]`
 /// table with `workspace = true`.
 pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
     let mut violations = Vec::new();
@@ -623,6 +625,9 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
         let text = std::fs::read_to_string(Path::new(root).join(config)).unwrap_or_default();
         if let Some(lowered) = config_lowers_lints(&text) {
             violations.push(format!("{config}: ARCH_LINTS: {lowered}; take it out"));
+        }
+        if let Some(shadowed) = shadowed_step(&text) {
+            violations.push(format!("{config}: ARCH_LINTS: {shadowed}; take it out"));
         }
     }
     for package in metadata["packages"].as_array().into_iter().flatten() {
@@ -676,6 +681,27 @@ pub(crate) fn swapped_dependencies(metadata: &Value) -> Vec<String> {
         }
     }
     violations
+}
+
+/// What an `[alias]` of the Cargo configuration `text` does to `cargo xtask ci`, as a finding
+/// says it, if one is named as a subcommand one of its steps runs: Cargo runs an alias in place
+/// of an external subcommand (`cargo clippy`, `cargo fmt`, with a warning only), so `clippy =
+/// ["run", "--"]` would pass the step having checked nothing.
+pub(crate) fn shadowed_step(text: &str) -> Option<String> {
+    let entries = toml_entries(text);
+    let command = crate::ci::commands().find(|command| {
+        let alias = format!("alias.{command}");
+        entries.iter().any(|(key, _)| in_table(&alias, key))
+    })?;
+    Some(alias_stands_in(command))
+}
+
+/// What an alias named `command` does when `command` is the subcommand of a step of `cargo
+/// xtask ci`, as a finding says it.
+pub(crate) fn alias_stands_in(command: &str) -> String {
+    format!(
+        "the alias `{command}` stands in for `cargo {command}`, a step of `cargo xtask ci`, which would check nothing"
+    )
 }
 
 /// Whether the dotted `key` is in what `pattern` names: a table and what it holds (`patch`:

@@ -787,6 +787,38 @@ fn the_build_flags_do_not_cap_the_lints() {
     );
 }
 
+/// Cargo runs an alias of the repository's configuration in place of an external subcommand
+/// (`cargo clippy`, `cargo fmt`), so `clippy = ["run", "--"]` would pass ci's clippy step
+/// unchecked: an alias of a step's subcommand is named.
+#[test]
+fn an_alias_standing_in_for_a_ci_step_is_named() {
+    let root = tempfile::tempdir().unwrap();
+    let forbids = "[workspace.lints.rust]\nunsafe_code = \"forbid\"\n";
+    std::fs::write(root.path().join("Cargo.toml"), forbids).unwrap();
+    std::fs::create_dir(root.path().join(".cargo")).unwrap();
+    let metadata = json!({ "workspace_root": root.path(), "packages": [] });
+    let config = |text: &str| {
+        std::fs::write(root.path().join(".cargo/config.toml"), text).unwrap();
+        super::lints_inherited(&metadata)
+    };
+    assert_eq!(
+        config("[alias]\nxtask = \"run --package xtask --\"\nlint = \"clippy --all-targets\"\n"),
+        Vec::<String>::new()
+    );
+    for shadows in [
+        "[alias]\nclippy = [\"run\", \"--quiet\", \"--\"]\n",
+        "alias.clippy = \"run --quiet --\"\n",
+    ] {
+        assert_eq!(
+            config(shadows),
+            [
+                ".cargo/config.toml: ARCH_LINTS: the alias `clippy` stands in for `cargo clippy`, a step of `cargo xtask ci`, which would check nothing; take it out"
+            ],
+            "{shadows}"
+        );
+    }
+}
+
 /// `[patch]` and `[replace]` in the root manifest, and `[patch]` or `paths` in the repository's
 /// Cargo configuration, compile other code under a dependency's name (any crate of any
 /// allowlist, tokio or serde), which no allowlist vets and no source rule reads: each is named,
