@@ -12,7 +12,8 @@
 //!   `workspace = true`), and the root manifest's forbid unsafe code (`unsafe_code =
 //!   "forbid"`), which no `--cap-lints` or `--force-warn` in `.cargo/config.toml` lowers: a
 //!   crate that dropped them could reach the OS through `unsafe` calls no source rule reads.
-//!   Nor does an alias there stand in for a subcommand `cargo xtask ci` runs (`clippy`).
+//!   Nor does an alias there stand in for a subcommand `cargo xtask ci` runs (`clippy`), nor
+//!   a setting run a program in the compiler's place (`build.rustc-wrapper`).
 //! - `ARCH_PATCHED_DEP`: the root manifest has no `[patch]` or `[replace]`, and the
 //!   repository's Cargo configuration no `[patch]`, `paths` or `directory` source: each compiles
 //!   other code under a dependency's name, which the allowlists vet by name only and no source
@@ -603,7 +604,8 @@ pub(crate) fn renamed_deps(metadata: &Value) -> Vec<RenamedDep> {
 
 /// ARCH_LINTS: the workspace's root manifest (read from disk) forbids unsafe code, the
 /// repository's Cargo configuration lowers no lint ([`config_lowers_lints`]) nor has an alias
-/// stand in for a step of `cargo xtask ci` ([`shadowed_step`]), and each package's manifest has a `[lints]`
+/// stand in for a step of `cargo xtask ci` ([`shadowed_step`]) nor names a compiler
+/// ([`COMPILERS`]), and each package's manifest has a `[lints]`
 /// table with `workspace = true`.
 pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
     let mut violations = Vec::new();
@@ -629,6 +631,13 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
         if let Some(shadowed) = shadowed_step(&text) {
             violations.push(format!("{config}: ARCH_LINTS: {shadowed}; take it out"));
         }
+        let entries = toml_entries(&text);
+        let set = |setting: &&&str| entries.iter().any(|(key, _)| in_table(setting, key));
+        for setting in COMPILERS.iter().filter(set) {
+            violations.push(format!(
+                "{config}: ARCH_LINTS: `{setting}` runs a program of the configuration's choosing in the compiler's place, which can lower every lint (`--cap-lints`) unseen; take it out"
+            ));
+        }
     }
     for package in metadata["packages"].as_array().into_iter().flatten() {
         let name = package["name"].as_str().unwrap_or_default();
@@ -645,6 +654,16 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
     }
     violations
 }
+
+/// The settings of a Cargo configuration that run a program in rustc's or rustdoc's place (or
+/// around it), which sees every flag and can add `--cap-lints`: the repository's own names
+/// none (a machine's `RUSTC_WRAPPER`, sccache say, is the machine's).
+const COMPILERS: &[&str] = &[
+    "build.rustc",
+    "build.rustc-wrapper",
+    "build.rustc-workspace-wrapper",
+    "build.rustdoc",
+];
 
 /// The Cargo configuration files of the repository itself (`.cargo/`), either spelling.
 const CARGO_CONFIGS: &[&str] = &[".cargo/config.toml", ".cargo/config"];

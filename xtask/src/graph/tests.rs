@@ -787,6 +787,47 @@ fn the_build_flags_do_not_cap_the_lints() {
     );
 }
 
+/// A compiler or wrapper the repository's configuration names runs in rustc's (or rustdoc's)
+/// place and can hand it `--cap-lints` no flag shows: each is named.
+#[test]
+fn a_compiler_the_configuration_chooses_is_named() {
+    let root = tempfile::tempdir().unwrap();
+    let forbids = "[workspace.lints.rust]\nunsafe_code = \"forbid\"\n";
+    std::fs::write(root.path().join("Cargo.toml"), forbids).unwrap();
+    std::fs::create_dir(root.path().join(".cargo")).unwrap();
+    let metadata = json!({ "workspace_root": root.path(), "packages": [] });
+    let config = |text: &str| {
+        std::fs::write(root.path().join(".cargo/config.toml"), text).unwrap();
+        super::lints_inherited(&metadata)
+    };
+    assert_eq!(
+        config(
+            "[build]\njobs = 2\nrustflags = [\"-C\", \"target-cpu=native\"]\n[target.x86_64-unknown-linux-gnu]\nlinker = \"clang\"\n"
+        ),
+        Vec::<String>::new()
+    );
+    for (text, key) in [
+        (
+            "[build]\nrustc-wrapper = \"tools/wrap.sh\"\n",
+            "build.rustc-wrapper",
+        ),
+        ("build.rustc = \"tools/rustc\"\n", "build.rustc"),
+        (
+            "build = { rustc-workspace-wrapper = \"w\" }\n",
+            "build.rustc-workspace-wrapper",
+        ),
+        ("[build]\nrustdoc = \"tools/rustdoc\"\n", "build.rustdoc"),
+    ] {
+        assert_eq!(
+            config(text),
+            [format!(
+                ".cargo/config.toml: ARCH_LINTS: `{key}` runs a program of the configuration's choosing in the compiler's place, which can lower every lint (`--cap-lints`) unseen; take it out"
+            )],
+            "{text}"
+        );
+    }
+}
+
 /// Cargo runs an alias of the repository's configuration in place of an external subcommand
 /// (`cargo clippy`, `cargo fmt`), so `clippy = ["run", "--"]` would pass ci's clippy step
 /// unchecked: an alias of a step's subcommand is named.
