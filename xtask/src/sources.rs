@@ -44,7 +44,7 @@
 //! | `ARCH_SINGLE_EXECUTION_PATH` | `ExecPermit::new`; a call `x.exec(…)` or `T::exec(…)`, or `T::exec` taken as a function value (a `fn exec(` definition is fine) | outside `crates/ai-core/src/runner/` |
 //! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is not a `.rs` file in the file's own `crates/<name>/src/`; `#[path]` inside an inline module; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`) or of a hidden file (`.env`); any of them whose path is not a plain (or raw) string literal; a symlink at `crates/`, `crates/<name>` or in `crates/<name>/src/` (the scan does not follow it) | everywhere |
 //! | `NO_ENV` | `std::env…`, `env::var*`; `from_default_env`, `from_env` and their `try_` forms (`EnvFilter`, `envy`); the crates `dotenv`, `dotenvy`, `envy`; `env!`/`option_env!` of a variable that is not one of the [`CARGO_VARIABLES`] Cargo sets for a crate | outside `crates/bootstrap/` (xtask is not scanned) |
-//! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`println!`), calls of [`FS_METHODS`] (`path.exists()`; not `self.exists()` where the file defines `fn exists`) | in all of `crates/ai-tools/src/` |
+//! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`println!`), calls of [`FS_METHODS`] (`path.exists()`; not `self.exists()` in an inherent `impl` that defines `fn exists`) | in all of `crates/ai-tools/src/` |
 //! | `IO_FREE` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`], calls of [`FS_METHODS`] (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/graph/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
 //! | `NO_SCHEMA_LIB` | [`SCHEMA_LIBS`] | in `crates/ai-core/src/`, `crates/graph/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
 //! | `NO_SECRET_IN_CONTEXT` | a field or variant of a `struct`/`enum`/`union` named `…Context` or `…Ctx` (or of the crate's type that an alias `type …Context = …;` names) named like a secret ([`secret_word`]: token, api key, secret, password, authorization, credential, creds, bearer, cookie, header, private key, passphrase, jwt, or a last word `key` in any case other than [`NOT_SECRET_KEYS`] such as `idempotency_key`; [`TOKEN_COUNTS`] such as `max_tokens` are not secrets), a tuple field or tuple variant whose type is so named (`AuthContext(SecretString)`), and a member so named of a type of the same crate that such a member holds, at any depth (`connection: ConnectionAuth`) | everywhere |
@@ -1147,19 +1147,31 @@ fn io_rules(
 /// TOOL_FILE_PURITY and IO_FREE for IO that names no IO path: the macros that write to stdout
 /// or stderr (`println!`), and the [`FS_METHODS`] a `Path` reaches the filesystem with, called
 /// as methods (`p.exists()`) or through their type (`Path::canonicalize(&p)`). A call on `self`
-/// of a name the file defines itself (`fn is_dir(&self)` of a workspace entry) is taken for
-/// that method, not `Path`'s; on any other receiver it may be `Path`'s, which the scan cannot
-/// tell, so it counts.
+/// inside an inherent `impl` that defines a method of its name (`fn is_dir(&self)` of a
+/// workspace entry) is taken for that method, not `Path`'s: the type's own method comes before
+/// any it reaches through `Deref`, and an inherent `impl` is never `Path`'s. On any other
+/// receiver, or in a trait's `impl` (`impl Size for Path`, where `Path`'s own `self.metadata()`
+/// comes first), it may be `Path`'s, which the scan cannot tell, so it counts.
 fn io_calls(
     tokens: &[Token],
     place: &Place,
     seen: &mut Seen,
     push: &mut impl FnMut(usize, &'static str, String),
 ) {
-    let defined: Vec<&str> = tokens
-        .windows(2)
-        .filter(|pair| is_keyword(&pair[0], "fn"))
-        .map(|pair| pair[1].text.as_str())
+    // Each inherent `impl`'s body, with the methods it defines.
+    let inherent: Vec<(std::ops::Range<usize>, Vec<&str>)> = catalog::impl_blocks(tokens)
+        .into_iter()
+        .filter(|block| block.trait_name.is_none())
+        .map(|block| {
+            let body = block.open..block.close;
+            let body_tokens = tokens.get(body.clone()).unwrap_or_default();
+            let methods = body_tokens
+                .windows(2)
+                .filter(|pair| is_keyword(&pair[0], "fn"))
+                .map(|pair| pair[1].text.as_str())
+                .collect();
+            (body, methods)
+        })
         .collect();
     for (i, token) in tokens.iter().enumerate() {
         let text_at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
@@ -1167,10 +1179,12 @@ fn io_calls(
         if text_at(i + 1) == "!" && STDIO_MACROS.contains(&name) {
             io_rules(&format!("{name}!"), token.line, place, seen, push);
         }
-        // Only on `self` can a call be told to be of the method the file defines.
-        let own = defined.contains(&name)
-            && i.checked_sub(2).map_or("", text_at) == "self"
-            && !matches!(i.checked_sub(3).map_or("", text_at), "." | "::");
+        // Only on `self`, in an inherent `impl` that defines it, can a call be told to be of
+        // the type's own method.
+        let own = i.checked_sub(2).map_or("", text_at) == "self"
+            && !matches!(i.checked_sub(3).map_or("", text_at), "." | "::")
+            && (inherent.iter())
+                .any(|(body, methods)| body.contains(&i) && methods.contains(&name));
         let method = match i.checked_sub(1).map_or("", text_at) {
             "." => text_at(i + 1) == "(" && !own,
             "::" => text_at(i + 1) != "::",

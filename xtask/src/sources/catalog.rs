@@ -240,17 +240,22 @@ fn executable_names(files: &[&FileFacts]) -> Vec<String> {
 
 /// An `impl` block: its trait (last segment) if any, its type, and its body.
 #[derive(Debug)]
-struct ImplBlock {
-    trait_name: Option<String>,
+pub(super) struct ImplBlock {
+    /// The trait it implements (its last segment); `None` for an inherent `impl`.
+    pub(super) trait_name: Option<String>,
+    /// The type it is for.
     target: String,
+    /// The line of its `impl`.
     line: usize,
-    open: usize,
-    close: usize,
+    /// The index of the token that opens its body.
+    pub(super) open: usize,
+    /// The index of the token that closes its body.
+    pub(super) close: usize,
 }
 
 /// Every `impl … {…}` of the file with a named type (`impl<T> Trait for Type<T>`; the type
 /// inside a wrapper of [`WRAPPERS`] or a reference; none for a generic parameter).
-fn impl_blocks(tokens: &[Token]) -> Vec<ImplBlock> {
+pub(super) fn impl_blocks(tokens: &[Token]) -> Vec<ImplBlock> {
     let mut blocks = Vec::new();
     for (i, token) in tokens.iter().enumerate() {
         if !is_keyword(token, "impl") {
