@@ -15,7 +15,8 @@
 //!   Nor does an alias there stand in for a subcommand `cargo xtask ci` runs (`clippy`), nor
 //!   a setting run a program in the compiler's place (`build.rustc-wrapper`).
 //! - `ARCH_PATCHED_DEP`: the root manifest has no `[patch]` or `[replace]`, and the
-//!   repository's Cargo configuration no `[patch]`, `paths` or `directory` source: each compiles
+//!   repository's Cargo configuration no `[patch]`, `paths` or `directory` source, and no
+//!   dependency comes from a git repository or another registry than crates.io: each compiles
 //!   other code under a dependency's name, which the allowlists vet by name only and no source
 //!   rule reads.
 //! - `ARCH_BANNED_DEP`: some external crates are banned per package as normal dependencies
@@ -672,9 +673,11 @@ const CARGO_CONFIGS: &[&str] = &[".cargo/config.toml", ".cargo/config"];
 /// Cargo configuration no `[patch]`, `paths` or `directory` source (`[source.<name>]` with
 /// `directory`, which compiles the files in it, checked only against the checksums its own
 /// `.cargo-checksum.json` lists; a registry mirror serves what Cargo.lock's checksums name).
-/// Each compiles other code under a dependency's name (a `serde` or `tokio` of anyone's), which
-/// the allowlists vet by name only and no source rule reads. One finding per file and table,
-/// naming its first entry.
+/// Nor does any package depend on a crate from a git repository or another registry than
+/// crates.io (named, never by its address, which may hold a credential). Each compiles other
+/// code under a dependency's name (a `serde` or `tokio` of anyone's), which the allowlists vet
+/// by name only and no source rule reads. One finding per file and table, naming its first
+/// entry, and per dependency.
 pub(crate) fn swapped_dependencies(metadata: &Value) -> Vec<String> {
     let root = Path::new(metadata["workspace_root"].as_str().unwrap_or_default());
     // Each table as a finding shows it, and its keys' pattern ([`in_table`]).
@@ -699,8 +702,31 @@ pub(crate) fn swapped_dependencies(metadata: &Value) -> Vec<String> {
             }
         }
     }
+    for package in metadata["packages"].as_array().into_iter().flatten() {
+        let name = package["name"].as_str().unwrap_or_default();
+        for dep in package["dependencies"].as_array().into_iter().flatten() {
+            // A path dependency (no source) is ARCH_LAYERING's.
+            let source = dep["source"].as_str().unwrap_or(CRATES_IO);
+            if source == CRATES_IO {
+                continue;
+            }
+            let from = if source.starts_with("git+") {
+                "a git repository"
+            } else {
+                "another registry"
+            };
+            let dep_name = dep["name"].as_str().unwrap_or_default();
+            violations.push(format!(
+                "{name} -> {dep_name}: ARCH_PATCHED_DEP: comes from {from}, not crates.io: other code under the crate's name, which no allowlist vets and no source rule reads; depend on crates.io's"
+            ));
+        }
+    }
     violations
 }
+
+/// The source cargo metadata gives a crates.io dependency (through a mirror or the sparse
+/// index too).
+const CRATES_IO: &str = "registry+https://github.com/rust-lang/crates.io-index";
 
 /// What an `[alias]` of the Cargo configuration `text` does to `cargo xtask ci`, as a finding
 /// says it, if one is named as a subcommand one of its steps runs: Cargo runs an alias in place

@@ -860,6 +860,34 @@ fn an_alias_standing_in_for_a_ci_step_is_named() {
     }
 }
 
+/// A dependency from a git repository or another registry is other code under a crate's name
+/// (`tokio = { git = "…" }` passes every allowlist that names tokio): each is named, never its
+/// address, which may hold a credential.
+#[test]
+fn a_dependency_from_elsewhere_than_crates_io_is_named() {
+    let root = tempfile::tempdir().unwrap();
+    let crates_io = "registry+https://github.com/rust-lang/crates.io-index";
+    let metadata = json!({
+        "workspace_root": root.path(),
+        "packages": [{
+            "name": "cogni-ai-core",
+            "dependencies": [
+                { "name": "serde", "source": crates_io, "kind": null },
+                { "name": "cogni-wire-ui", "source": null, "path": "/w/crates/wire-ui", "kind": null },
+                { "name": "tokio", "source": "git+https://user:secret@example.com/tokio?branch=x", "kind": null },
+                { "name": "thiserror", "source": "sparse+https://registry.example/index/", "kind": "dev" },
+            ],
+        }],
+    });
+    assert_eq!(
+        super::swapped_dependencies(&metadata),
+        [
+            "cogni-ai-core -> tokio: ARCH_PATCHED_DEP: comes from a git repository, not crates.io: other code under the crate's name, which no allowlist vets and no source rule reads; depend on crates.io's",
+            "cogni-ai-core -> thiserror: ARCH_PATCHED_DEP: comes from another registry, not crates.io: other code under the crate's name, which no allowlist vets and no source rule reads; depend on crates.io's",
+        ]
+    );
+}
+
 /// `[patch]` and `[replace]` in the root manifest, and `[patch]` or `paths` in the repository's
 /// Cargo configuration, compile other code under a dependency's name (any crate of any
 /// allowlist, tokio or serde), which no allowlist vets and no source rule reads: each is named,
