@@ -658,12 +658,22 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
 
 /// The settings of a Cargo configuration that run a program in rustc's or rustdoc's place (or
 /// around it), which sees every flag and can add `--cap-lints`: the repository's own names
-/// none (a machine's `RUSTC_WRAPPER`, sccache say, is the machine's).
+/// none (a machine's `RUSTC_WRAPPER`, sccache say, is the machine's). Its `[env]` counts too:
+/// Cargo hands it to what `cargo run` runs, `cargo xtask ci` and so the cargo that runs its
+/// steps.
 const COMPILERS: &[&str] = &[
     "build.rustc",
     "build.rustc-wrapper",
     "build.rustc-workspace-wrapper",
     "build.rustdoc",
+    "env.RUSTC",
+    "env.RUSTC_WRAPPER",
+    "env.RUSTC_WORKSPACE_WRAPPER",
+    "env.RUSTDOC",
+    "env.CARGO_BUILD_RUSTC",
+    "env.CARGO_BUILD_RUSTC_WRAPPER",
+    "env.CARGO_BUILD_RUSTC_WORKSPACE_WRAPPER",
+    "env.CARGO_BUILD_RUSTDOC",
 ];
 
 /// The Cargo configuration files of the repository itself (`.cargo/`), either spelling.

@@ -787,8 +787,9 @@ fn the_build_flags_do_not_cap_the_lints() {
     );
 }
 
-/// A compiler or wrapper the repository's configuration names runs in rustc's (or rustdoc's)
-/// place and can hand it `--cap-lints` no flag shows: each is named.
+/// A compiler or wrapper the repository's configuration names (also through `[env]`, which
+/// `cargo xtask ci` and so its cargo inherit) runs in rustc's (or rustdoc's) place and can hand
+/// it `--cap-lints` no flag shows: each is named.
 #[test]
 fn a_compiler_the_configuration_chooses_is_named() {
     let root = tempfile::tempdir().unwrap();
@@ -802,7 +803,7 @@ fn a_compiler_the_configuration_chooses_is_named() {
     };
     assert_eq!(
         config(
-            "[build]\njobs = 2\nrustflags = [\"-C\", \"target-cpu=native\"]\n[target.x86_64-unknown-linux-gnu]\nlinker = \"clang\"\n"
+            "[build]\njobs = 2\nrustflags = [\"-C\", \"target-cpu=native\"]\n[target.x86_64-unknown-linux-gnu]\nlinker = \"clang\"\n[env]\nRUST_LOG = \"debug\"\nCARGO_WORKSPACE_DIR = { value = \"\", relative = true }\n"
         ),
         Vec::<String>::new()
     );
@@ -817,6 +818,15 @@ fn a_compiler_the_configuration_chooses_is_named() {
             "build.rustc-workspace-wrapper",
         ),
         ("[build]\nrustdoc = \"tools/rustdoc\"\n", "build.rustdoc"),
+        // `[env]` reaches `cargo xtask ci` (a `cargo run`), and so the cargo it runs.
+        (
+            "[env]\nRUSTC_WRAPPER = { value = \"w.sh\", relative = true }\n",
+            "env.RUSTC_WRAPPER",
+        ),
+        (
+            "env.CARGO_BUILD_RUSTC = \"tools/rustc\"\n",
+            "env.CARGO_BUILD_RUSTC",
+        ),
     ] {
         assert_eq!(
             config(text),
