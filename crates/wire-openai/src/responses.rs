@@ -76,7 +76,8 @@
 //! - A stream that assembled no text and no call before its terminal event (`response.completed`
 //!   or `response.incomplete`) takes its answer from that event's `response` snapshot, read as
 //!   [`decode_response`] reads a whole response: a server that skips the item and delta events
-//!   sends it there alone. After streamed text or calls the snapshot adds nothing.
+//!   sends it there alone. A snapshot so read whose `response` holds an `error` is that error,
+//!   as for a whole response. After streamed text or calls the snapshot adds nothing.
 //! - Native streams end with a terminal event (`response.completed`, `response.incomplete`,
 //!   `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is tolerated.
 //!
@@ -172,9 +173,8 @@ struct SnapshotOutput {
     output: Option<Vec<Item>>,
 }
 
-/// A snapshot's items and, for its reasoning, each item as sent ([`raw_output`]); or why its
-/// `output` cannot be read.
-type SnapshotRead = Result<(Vec<Item>, Vec<Value>), serde_json::Error>;
+/// A terminal snapshot's items and, for its reasoning, each item as sent ([`raw_output`]).
+type Snapshot = (Vec<Item>, Vec<Value>);
 
 /// Whether a finished reasoning item is one to keep on the call it leads to: an object with a
 /// non-empty `encrypted_content` string.
@@ -777,15 +777,8 @@ impl StreamDecoder {
                 }
             })?;
         }
-        if let Some(output) = self.snapshot(&event, sse.data) {
+        if let Some((items, raw)) = self.snapshot(&event, sse.data, sse.offset)? {
             let offset = sse.offset;
-            let (items, raw) = output.map_err(|e| DecodeError::InvalidChunk {
-                offset,
-                reason: format!(
-                    "the `output` of its `response`: {}",
-                    assembly::describe_payload_error(&e)
-                ),
-            })?;
             self.finished_output(items, raw, offset, deltas, |reason| {
                 DecodeError::InvalidChunk { offset, reason }
             })?;
@@ -800,9 +793,15 @@ impl StreamDecoder {
     /// nothing (OpenAI's repeats what streamed; a gateway's may list only some of it, or items
     /// under other ids, Wei-Shaw/sub2api#6118), so it is not read. `None` when there is nothing
     /// to read: no snapshot, one that is not an object, or a `response` given twice (which one
-    /// counts cannot be told, as for its bookkeeping); an error when its `output` cannot be
-    /// read as a whole response's is.
-    fn snapshot(&self, event: &Event<'_>, data: &str) -> Option<SnapshotRead> {
+    /// counts cannot be told, as for its bookkeeping). A snapshot read is the whole response it
+    /// is: one whose `response` holds an `error` is that error, as [`decode_response`] gives
+    /// it, and one whose `output` cannot be read as a whole response's is an error at `offset`.
+    fn snapshot(
+        &self,
+        event: &Event<'_>,
+        data: &str,
+        offset: usize,
+    ) -> Result<Option<Snapshot>, DecodeError> {
         let terminal = matches!(
             event.kind.as_deref(),
             Some("response.completed" | "response.incomplete")
@@ -810,22 +809,32 @@ impl StreamDecoder {
         let assembled = !self.session.calls.calls.is_empty() || !self.session.text.is_empty();
         let error = event.error.as_ref().and_then(DecodeError::from_wire);
         if !terminal || assembled || error.is_some() {
-            return None;
+            return Ok(None);
         }
-        let response = serde_json::from_str::<Terminal<'_>>(data)
-            .ok()?
-            .response?
-            .get();
-        if !response.starts_with('{') {
-            return None;
+        let Some(response) = serde_json::from_str::<Terminal<'_>>(data)
+            .ok()
+            .and_then(|terminal| terminal.response)
+            .map(|response| response.get())
+            .filter(|response| response.starts_with('{'))
+        else {
+            return Ok(None);
+        };
+        let failed = event.response.as_ref().and_then(|r| r.error.as_ref());
+        if let Some(error) = failed.and_then(DecodeError::from_wire) {
+            return Err(error);
         }
-        Some(
-            serde_json::from_str::<SnapshotOutput>(response).map(|snapshot| {
-                let items = snapshot.output.unwrap_or_default();
-                let raw = raw_output(&items, response);
-                (items, raw)
-            }),
-        )
+        let snapshot = serde_json::from_str::<SnapshotOutput>(response).map_err(|e| {
+            DecodeError::InvalidChunk {
+                offset,
+                reason: format!(
+                    "the `output` of its `response`: {}",
+                    assembly::describe_payload_error(&e)
+                ),
+            }
+        })?;
+        let items = snapshot.output.unwrap_or_default();
+        let raw = raw_output(&items, response);
+        Ok(Some((items, raw)))
     }
 
     /// Applies a finished response's `output` (`raw`: see [`raw_output`]), each item as the

@@ -177,6 +177,33 @@ fn a_stream_whose_items_come_only_in_the_terminal_snapshot_decodes_as_the_respon
     assert!(streamed >= 8, "{streamed}");
 }
 
+/// A terminal snapshot read for the answer is read as the whole response it is: one whose
+/// `response` holds an `error` (a truthy one, as openai-python reads it) is that error, as
+/// `decode_response` gives it for the same response, never its `output` taken for the answer.
+#[test]
+fn a_terminal_snapshot_whose_response_holds_an_error_is_that_error() {
+    let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+        "name": "delete_file", "arguments": "{}", "status": "completed"});
+    for (terminal, status) in [
+        ("response.completed", "completed"),
+        ("response.incomplete", "incomplete"),
+    ] {
+        let response = json!({"id": "resp_1", "object": "response", "status": status,
+            "error": {"code": "server_error", "message": "The model failed."},
+            "output": [call]});
+        let whole = serde_json::to_vec(&response).unwrap();
+        let expected =
+            responses::decode_response(&whole, wire_openai::Limits::default()).unwrap_err();
+        let ended = json!({"type": terminal, "response": response});
+        let error = responses::decode_all(format!("data: {ended}\n\n").as_bytes()).unwrap_err();
+        assert_eq!(error.to_string(), expected.to_string(), "{terminal}");
+        assert!(
+            matches!(&error, DecodeError::ProviderError { message } if message == "The model failed."),
+            "{terminal}: {error:?}"
+        );
+    }
+}
+
 /// OpenAI's own streams end with the whole `output` in the terminal event's snapshot, after
 /// streaming every item: the snapshot then adds nothing, so no call or text is taken twice. Nor
 /// does a snapshot that disagrees with what streamed, or that lists only some of it (gateways
