@@ -29,8 +29,9 @@
 //!   item) replace its deltas, unless they are empty: `""` is no JSON, so it never erases the
 //!   arguments a call streamed. Deltas arriving after final arguments that continue the
 //!   streamed ones, and repeat what they added, are not appended again.
-//! - A call announced without a name takes the one its `.done` event or finished item carries;
-//!   a name the call has is never replaced.
+//! - A call announced without a name takes the one its finished item carries, or else the one
+//!   its `.done` event carried; a name the call has is never replaced, and a `.done` event's
+//!   name never tells calls apart (the finished item is authoritative).
 //! - A call announced that then got no arguments, no `.done` event and no finished item before
 //!   the response ended was never finished: it is incomplete, never run with `{}`.
 //! - A call's `arguments` sent as a JSON object (on an item or on
@@ -974,15 +975,16 @@ impl StreamDecoder {
             "response.function_call_arguments.done" => {
                 let position = self.position(&event).ok_or_else(|| unknown_item(offset))?;
                 self.finished_call(position);
-                // The name only fills one still unknown, as the finished item's does.
-                let name = event.name.shown();
-                self.session.calls.apply(
-                    position,
-                    None,
-                    name.as_deref(),
-                    "",
-                    &mut Deltas::default(),
-                )?;
+                // Kept for a call nothing else names by the end (see `CallItem::done_name`).
+                if let Some(call) = self.call_items.get_mut(position)
+                    && call.done_name.is_none()
+                {
+                    call.done_name = event
+                        .name
+                        .shown()
+                        .filter(|n| !n.is_empty())
+                        .map(Cow::into_owned);
+                }
                 if let Some(arguments) = event.arguments.0 {
                     self.replace_arguments(position, &arguments)?;
                 }
@@ -1138,6 +1140,7 @@ impl StreamDecoder {
             keyed: item.id.is_some(),
             finished: false,
             item_done: false,
+            done_name: None,
         });
         // An item id or output index another call had now names this one: the events after
         // an announcement are about the item it announced.
@@ -1352,9 +1355,14 @@ impl StreamDecoder {
             return Ok(*completion);
         }
         let calls = self.session.calls.calls.iter_mut();
-        for (call, item) in calls.zip(&self.call_items) {
+        for (call, item) in calls.zip(&mut self.call_items) {
             if !item.finished && call.arguments.trim().is_empty() {
                 call.incomplete = true;
+            }
+            if call.name.is_empty()
+                && let Some(name) = item.done_name.take()
+            {
+                call.name = name;
             }
         }
         self.session.finish(self.ended)
@@ -1379,6 +1387,11 @@ struct CallItem {
     finished: bool,
     /// Its finished item (`response.output_item.done`) arrived.
     item_done: bool,
+    /// The first non-empty `name` a `response.function_call_arguments.done` event carried: the
+    /// call's name only when nothing else (its announcement, its finished item) named it by the
+    /// end ([`StreamDecoder::finish`]). It never tells calls apart, so a `.done` event naming
+    /// another function than the finished item never splits one call into two.
+    done_name: Option<String>,
 }
 
 fn unknown_item(offset: usize) -> DecodeError {

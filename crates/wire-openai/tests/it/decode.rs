@@ -1772,6 +1772,41 @@ fn a_call_announced_without_a_name_takes_the_name_its_done_event_carries() {
     }
 }
 
+/// The name a `.done` event carries only names a call nothing else named: the finished item,
+/// which is authoritative, names the call even when it follows a `.done` event naming another
+/// function, so the two never split into two calls (or fail the stream as two functions under
+/// one call id).
+#[test]
+fn a_done_event_s_name_never_splits_a_call_from_its_finished_item() {
+    for call_id in [None, Some("call_1")] {
+        let mut item = json!({"type": "function_call", "id": "fc_1", "arguments": ""});
+        if let Some(call_id) = call_id {
+            item["call_id"] = json!(call_id);
+        }
+        let mut finished = item.clone();
+        finished["name"] = json!("get_weather");
+        finished["arguments"] = json!("{}");
+        finished["status"] = json!("completed");
+        let events = [
+            json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
+            json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+                "output_index": 0, "delta": "{}"}),
+            json!({"type": "response.function_call_arguments.done", "item_id": "fc_1",
+                "output_index": 0, "arguments": "{}", "name": "get_time"}),
+            json!({"type": "response.output_item.done", "output_index": 0, "item": finished}),
+            json!({"type": "response.completed", "response": {"id": "resp_1"}}),
+        ];
+        let stream: String = events
+            .iter()
+            .map(|event| format!("data: {event}\n\n"))
+            .collect();
+        let completion = responses::decode_all(stream.as_bytes())
+            .unwrap_or_else(|error| panic!("{call_id:?}: {error}"));
+        let names: Vec<_> = completion.tool_calls.iter().map(|c| &c.name).collect();
+        assert_eq!(names, ["get_weather"], "{call_id:?}");
+    }
+}
+
 #[test]
 fn responses_output_item_done_is_keyed_by_its_item_id() {
     // `response.output_item.done` names its call by `item.id`; a gateway that leaves out (or
