@@ -59,11 +59,11 @@
 //!   no call of the turn. It is never text, never a delta. One to keep that nests more than
 //!   [`ai_core::MAX_JSON_DEPTH`] levels fails the stream (or the response), naming it and the
 //!   limit: kept, it would make the thread's state too deep to store.
-//! - An event of a type the decoder does not read, without an `error`, never fails the stream,
-//!   whatever its other fields hold: one that fails to parse (nested deeper than serde_json
-//!   reads, 128 levels, though it is valid JSON; a key the read events share, such as `item`,
-//!   `item_id` or `output_index`, holding another type or given twice) is skipped, as it would
-//!   be if it parsed. Any other event that fails to parse fails the stream, saying why (nested
+//! - An event of a type the decoder does not read, without an `error` (a truthy one), never
+//!   fails the stream, whatever its other fields hold: one that fails to parse (nested deeper
+//!   than serde_json reads, 128 levels, though it is valid JSON; a key the read events share,
+//!   such as `item`, `item_id` or `output_index`, holding another type or given twice) is
+//!   skipped, as it would be if it parsed. Any other event that fails to parse fails the stream, saying why (nested
 //!   too deep, a value of the wrong type, a key given twice).
 //!   A call's `arguments` object nested that deep is not the event's fault, nor one holding a
 //!   number out of f64's range or a lone surrogate escape: it is kept as sent (as arguments
@@ -1423,19 +1423,19 @@ const EVENTS_READ: [&str; 14] = [
     "response.failed",
 ];
 
-/// An event read for its `type` and whether it has an `error` only: every other value is
-/// skipped without descending into it, which serde_json does at any depth.
+/// An event read for its `type` and its `error` only: every other value is skipped without
+/// descending into it, which serde_json does at any depth.
 #[derive(Deserialize)]
 struct Shallow<'a> {
     #[serde(default, rename = "type", borrow)]
     kind: Option<Cow<'a, str>>,
     #[serde(default)]
-    error: Option<serde::de::IgnoredAny>,
+    error: Option<Value>,
 }
 
 /// Whether an event that failed to parse as an [`Event`] can be skipped whole: it is JSON, of a
-/// type the decoder does not read (not in [`EVENTS_READ`]), without an `error` (openai-python
-/// raises on any payload with one). Such an event holds nothing the answer is made of, so it is
+/// type the decoder does not read (not in [`EVENTS_READ`]), without an `error` (a truthy one,
+/// [`DecodeError::from_wire`], as on any event: openai-python raises on any payload with one). Such an event holds nothing the answer is made of, so it is
 /// skipped as an event of its type is when it parses, whatever failed: it nests deeper than
 /// serde_json reads, or a key the read events share (`item`, `item_id`, `output_index`,
 /// `message`, `delta`) holds another type on it or is given twice. One the decoder reads still
@@ -1445,7 +1445,11 @@ fn skipped_whole(data: &str) -> bool {
     let Ok(shallow) = serde_json::from_str::<Shallow<'_>>(data) else {
         return false;
     };
-    shallow.error.is_none()
+    shallow
+        .error
+        .as_ref()
+        .and_then(DecodeError::from_wire)
+        .is_none()
         && shallow
             .kind
             .as_deref()

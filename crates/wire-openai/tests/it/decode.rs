@@ -2505,6 +2505,28 @@ data: {completed}
     }
 }
 
+/// Whether an event the decoder does not read "has an error" is read as on every event (a
+/// truthy `error`, as openai-python reads it), also when its other fields fail to parse: one
+/// whose `error` is `null`, `false`, `0`, `""`, `[]` or `{}` is skipped, as it is when it
+/// parses; one with a truthy `error` still fails the stream.
+#[test]
+fn an_event_it_does_not_read_with_a_falsy_error_is_skipped_whatever_its_fields_hold() {
+    let call = json!({"type": "response.output_item.added", "output_index": 0, "item": {
+        "type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": ""}});
+    let completed = json!({"type": "response.completed", "response": {"id": "resp_1"}});
+    let stream = |middle: &str| format!("data: {call}\n\ndata: {middle}\n\ndata: {completed}\n\n");
+    for falsy in ["null", "false", "0", "\"\"", "[]", "{}"] {
+        for fields in ["", r#","item":"fc_1""#] {
+            let event = format!(r#"{{"type":"response.vendor.progress","error":{falsy}{fields}}}"#);
+            let completion = responses::decode_all(stream(&event).as_bytes())
+                .unwrap_or_else(|error| panic!("{event}: {error}"));
+            assert_eq!(completion.tool_calls.len(), 1, "{event}");
+        }
+    }
+    let event = r#"{"type":"response.vendor.progress","error":{"message":"boom"},"item":"fc_1"}"#;
+    assert!(responses::decode_all(stream(event).as_bytes()).is_err());
+}
+
 /// JSON nested `levels` deep: `[[…[1]…]]`.
 fn nested(levels: usize) -> String {
     format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
