@@ -717,17 +717,22 @@ fn drop_nulls_left_out(root: &Value, value: &mut Value) {
     });
 }
 
-/// Whether a schema of the supported subset may let `null` through: by its `type`, or, with
-/// none, by its `enum` or `const` (a schema with none of the three says nothing against it).
+/// Whether a schema of the supported subset may let `null` through: each of its `type`, `enum`
+/// and `const` that it has must take it (one it lacks says nothing against it). An `Option`
+/// given a `const` or an `enum` (by `extend`) takes `null` by its type only: the strict form
+/// adds `null` to those too, and a strict model sends it for the property left out.
 fn accepts_null(schema: &Value) -> bool {
-    match (schema.get("type"), schema.get("enum"), schema.get("const")) {
-        (Some(Value::String(t)), ..) => t == "null",
-        (Some(Value::Array(types)), ..) => types.iter().any(|t| t == "null"),
-        (Some(_), ..) => false,
-        (None, Some(Value::Array(values)), _) => values.contains(&Value::Null),
-        (None, _, Some(value)) => value.is_null(),
-        (None, ..) => true,
-    }
+    let by_type = match schema.get("type") {
+        None => true,
+        Some(Value::String(t)) => t == "null",
+        Some(Value::Array(types)) => types.iter().any(|t| t == "null"),
+        Some(_) => false,
+    };
+    let by_enum = match schema.get("enum") {
+        Some(Value::Array(values)) => values.contains(&Value::Null),
+        _ => true,
+    };
+    by_type && by_enum && schema.get("const").is_none_or(Value::is_null)
 }
 
 /// The schema of the value under `key` in an object `schema` (its own `$ref` resolved already)

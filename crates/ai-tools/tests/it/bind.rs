@@ -1189,6 +1189,71 @@ async fn a_null_for_an_optional_property_reads_as_left_out() {
     );
 }
 
+/// Optional fields whose schema takes `null` by its type but refuses it by a `const` or an
+/// `enum` (an `Option` given one by `extend`): the strict form adds `null` to both, so a strict
+/// model sends it for a field it leaves out.
+#[derive(Deserialize, Serialize, JsonSchema)]
+struct PinnedInput {
+    #[schemars(extend("const" = "fast"))]
+    mode: Option<String>,
+    #[schemars(extend("enum" = ["a", "b"]))]
+    level: Option<String>,
+}
+
+struct Pinned;
+
+#[async_trait::async_trait]
+impl ToolContract for Pinned {
+    type Input = PinnedInput;
+    type Output = LooseOutput;
+    const ID: &'static str = "core__pinned";
+    const DESCRIPTION: &'static str = "Runs in its one mode.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["seen"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        input: PinnedInput,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<LooseOutput, ToolError> {
+        Ok(LooseOutput {
+            seen: format!("{:?} {:?}", input.mode, input.level),
+        })
+    }
+}
+
+/// A `null` for an optional property whose type takes `null` but whose `const` or `enum` does
+/// not reads as left out, as for one whose type refuses it: the strict form (wire-openai) adds
+/// `null` to the `const`'s enum and to the `enum`, and a strict model sends it for the property
+/// left out. The schema's own values are still held to it.
+#[test]
+fn a_null_refused_by_a_const_or_enum_reads_as_left_out() {
+    let tool = bind(Pinned).unwrap();
+    let spec = &tool.spec().input_schema;
+    assert_eq!(
+        spec["properties"]["mode"],
+        json!({"type": ["string", "null"], "const": "fast"})
+    );
+    assert_eq!(
+        tool.validate_input(json!({"mode": null, "level": null}))
+            .unwrap(),
+        json!({"mode": null, "level": null})
+    );
+    assert_eq!(
+        tool.validate_input(json!({"mode": "fast", "level": "b"}))
+            .unwrap(),
+        json!({"mode": "fast", "level": "b"})
+    );
+    for (refused, field) in [
+        (json!({"mode": "slow"}), "/mode"),
+        (json!({"level": "c"}), "/level"),
+    ] {
+        let error = tool.validate_input(refused).unwrap_err();
+        assert!(error.safe_message().starts_with(field), "{error:?}");
+    }
+}
+
 /// An approval is asked for, and later checked, over the validated arguments: the hash the
 /// user approved is the one the resumed call computes from the same raw arguments.
 #[tokio::test]
