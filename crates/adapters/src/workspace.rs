@@ -321,7 +321,9 @@ fn is_escape(error: &io::Error) -> bool {
 /// The workspace error for an IO failure on `path`; the message never names the path.
 ///
 /// A path of the wrong kind (a folder where a file is needed, a file where a folder is, a name
-/// too long, a loop of symlinks) is the caller's mistake, not the workspace failing.
+/// too long, a loop of symlinks) is the caller's mistake, not the workspace failing; so is one
+/// the process may not use (`EACCES`, `EPERM`): a refusal on that path, not the workspace's
+/// health.
 fn io_error(path: &str, error: &io::Error) -> WorkspaceError {
     use rustix::io::Errno;
     if is_escape(error) {
@@ -342,6 +344,7 @@ fn io_error(path: &str, error: &io::Error) -> WorkspaceError {
             path,
             reason: "it leads through too many symlinks",
         },
+        Some(Errno::ACCESS | Errno::PERM) => WorkspaceError::PermissionDenied { path },
         _ if error.kind() == io::ErrorKind::NotFound => WorkspaceError::NotFound { path },
         _ => WorkspaceError::Io {
             path,

@@ -126,7 +126,15 @@ pub enum WorkspaceError {
         /// The path as given.
         path: String,
     },
-    /// The operation failed for another reason (permissions, disk).
+    /// The file system does not let this process use the path (`EACCES`, `EPERM`: a file or
+    /// folder it may not read, search or write). A property of that path, like
+    /// [`WorkspaceError::ReadOnly`], not of the workspace's health: other paths still work.
+    #[error("permission denied: this process may not use the path")]
+    PermissionDenied {
+        /// The path as given.
+        path: String,
+    },
+    /// The operation failed for another reason (the disk, the system).
     #[error("the workspace operation failed: {reason}")]
     Io {
         /// The path as given.
@@ -138,7 +146,8 @@ pub enum WorkspaceError {
 
 impl WorkspaceError {
     /// Whether the path the caller gave is at fault (refused, missing, the wrong kind of entry,
-    /// too large, not text, read-only, hidden), as opposed to the workspace failing (permissions, disk).
+    /// too large, not text, read-only, hidden, not permitted to this process), as opposed to the
+    /// workspace failing (the disk, the system).
     pub fn is_caller_error(&self) -> bool {
         // Listed, not `!Io`: a variant added later is the workspace's failure until it is
         // placed here on purpose.
@@ -154,6 +163,7 @@ impl WorkspaceError {
                 | Self::NotText { .. }
                 | Self::ReadOnly { .. }
                 | Self::Hidden { .. }
+                | Self::PermissionDenied { .. }
         )
     }
 }
@@ -287,7 +297,10 @@ mod tests {
         );
     }
 
-    /// A path of the wrong kind is the caller's mistake, told without the path.
+    /// A path of the wrong kind is the caller's mistake, told without the path. So is one the
+    /// process may not use: a refusal on one path says nothing of the workspace's health, and
+    /// counted against it, a model reading such a file a few times would switch the tool off
+    /// for every conversation. The disk or the system failing (`Io`) stays the workspace's.
     #[test]
     fn wrong_kinds_of_entry_are_caller_errors_and_never_name_the_path() {
         let path = || "secret-CANARY/x".to_string();
@@ -297,13 +310,14 @@ mod tests {
             WorkspaceError::NotAFile { path: path() },
             WorkspaceError::ReadOnly { path: path() },
             WorkspaceError::Hidden { path: path() },
+            WorkspaceError::PermissionDenied { path: path() },
         ] {
             assert!(error.is_caller_error(), "{error:?}");
             assert!(!error.to_string().contains("CANARY"), "{error}");
         }
         let io = WorkspaceError::Io {
             path: path(),
-            reason: "permission denied".into(),
+            reason: "input/output error".into(),
         };
         assert!(!io.is_caller_error());
     }

@@ -1587,6 +1587,33 @@ fn only_a_path_that_cannot_be_reached_ends_a_walk() {
     );
 }
 
+/// A path the process may not use (`EACCES`, `EPERM`: root cannot meet them by `chmod`, so the
+/// kernel's answers are given directly) is the caller's `PermissionDenied`, not the workspace
+/// failing, whether the call or the walk before it meets the refusal; never naming the path.
+#[test]
+fn a_path_the_process_may_not_use_is_the_callers_error() {
+    use rustix::io::Errno;
+    for errno in [Errno::ACCESS, Errno::PERM] {
+        for error in [
+            super::io_error("secret-CANARY", &errno.into()),
+            super::Refused::Unwalked(errno.into()).error("secret-CANARY"),
+        ] {
+            assert_eq!(
+                error,
+                WorkspaceError::PermissionDenied {
+                    path: "secret-CANARY".into()
+                },
+                "{errno:?}"
+            );
+            assert!(error.is_caller_error(), "{errno:?}");
+            assert_eq!(
+                error.to_string(),
+                "permission denied: this process may not use the path"
+            );
+        }
+    }
+}
+
 /// A file over the read cap, which a whole read refuses, is read in parts: each part holds at
 /// most what was asked for and at most the cap, says whether more follow, and gives the file's
 /// size; from the end, or past it however far, a part is empty.

@@ -228,6 +228,49 @@ async fn wrong_kinds_of_path_are_the_models_mistake_not_the_tools() {
     assert!(run.result.failure().is_none(), "{:?}", run.result);
 }
 
+/// Answers `read` as a file system answers a file this process may not read (`EACCES`), and a
+/// text for `notes.txt`: the double stands in for a refusal root cannot meet by `chmod`.
+struct DeniedWorkspace;
+
+#[async_trait::async_trait]
+impl ai_core::Workspace for DeniedWorkspace {
+    async fn list(&self, dir: &str) -> Result<ai_core::WorkspaceListing, ai_core::WorkspaceError> {
+        Err(ai_core::WorkspaceError::PermissionDenied { path: dir.into() })
+    }
+    async fn read(&self, path: &str) -> Result<String, ai_core::WorkspaceError> {
+        match path {
+            "notes.txt" => Ok("hello".into()),
+            _ => Err(ai_core::WorkspaceError::PermissionDenied { path: path.into() }),
+        }
+    }
+    async fn write(&self, path: &str, _: &str) -> Result<(), ai_core::WorkspaceError> {
+        Err(ai_core::WorkspaceError::PermissionDenied { path: path.into() })
+    }
+}
+
+/// A file the process may not read says nothing of the tool's health: reads of one, past the
+/// breaker's window, are the model's `validation` failures (told "permission denied", without
+/// the path), the circuit of `core__workspace_read` (shared by every run) stays closed, and a
+/// readable file is read next.
+#[tokio::test]
+async fn a_file_the_process_may_not_read_does_not_open_the_circuit() {
+    let read = bind(WorkspaceRead::new(Arc::new(DeniedWorkspace))).unwrap();
+    let runner = crate::support::runner(read);
+    for _ in 0..6 {
+        let (run, events) = runner.call(r#"{"path":"secret-CANARY.txt"}"#).await;
+        let failure = run.result.failure().unwrap();
+        assert_eq!(failure.code, ToolErrorCode::Validation);
+        assert_eq!(
+            failure.safe_message,
+            "invalid tool arguments: permission denied: this process may not use the path"
+        );
+        assert!(!format!("{:?}", events[1]).contains("CANARY"));
+    }
+    assert_eq!(runner.breaker(), ai_core::BreakerStatus::Closed);
+    let (run, _) = runner.call(r#"{"path":"notes.txt"}"#).await;
+    assert!(run.result.failure().is_none(), "{:?}", run.result);
+}
+
 /// A file too long for one answer within the runner's default 32 KiB result budget is read in
 /// parts: each answer holds as much text as fits in 24 KiB of JSON (escapes counted), cut
 /// between characters, and a `next_offset` to read on from; the parts put together are the file.

@@ -85,6 +85,11 @@ pub(crate) fn runner(tool: Arc<dyn BoundTool>) -> OneToolRunner {
 }
 
 impl OneToolRunner {
+    /// The state of the tool's circuit.
+    pub(crate) fn breaker(&self) -> ai_core::BreakerStatus {
+        self.runner.stats()[0].breaker
+    }
+
     /// Calls the tool with `args`; returns the run and the events it emitted.
     pub(crate) async fn call(&self, args: &str) -> (ToolRun, Vec<AiEvent>) {
         let events = Mutex::new(Vec::new());
