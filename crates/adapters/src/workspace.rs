@@ -77,6 +77,10 @@ const MAX_LIST_SCAN: usize = 100_000;
 /// own temp files (`.cogni-write-…`) are refused to reads and writes
 /// ([`WorkspaceError::InvalidPath`]) and left out of listings.
 ///
+/// The paths given to [`FsWorkspace::with_reserved`] (the app's own files) are out of reach the
+/// same way, found by the same walk: refused as [`WorkspaceError::Reserved`] and left out of
+/// listings.
+///
 /// The handle pins the folder, not its name: renaming the root folder away after `new` leaves the
 /// workspace on the folder it opened.
 #[derive(Clone, Debug)]
@@ -84,8 +88,8 @@ pub struct FsWorkspace {
     root: PathBuf,
     dir: Arc<Dir>,
     max_read_bytes: u64,
-    /// Whether hidden entries are shown ([`FsWorkspace::with_hidden`]).
-    show_hidden: bool,
+    /// What is kept out of reach besides what leads out of the root.
+    guard: Guard,
     /// Called by a write's blocking job once its temp file is written, just before the write
     /// decides to commit: the tests hold a write there.
     #[cfg(test)]
@@ -117,7 +121,7 @@ impl FsWorkspace {
             root,
             dir: Arc::new(dir),
             max_read_bytes: DEFAULT_MAX_READ_BYTES,
-            show_hidden: false,
+            guard: Guard::default(),
             #[cfg(test)]
             before_commit: None,
         })
@@ -138,7 +142,23 @@ impl FsWorkspace {
     /// `.git/config`) that a model could otherwise read and send on. The workspace's own temp
     /// names (`.cogni-write-…`) stay refused either way.
     pub fn with_hidden(mut self, show: bool) -> Self {
-        self.show_hidden = show;
+        self.guard.show_hidden = show;
+        self
+    }
+
+    /// Keeps `paths` out of reach (bootstrap passes cogni's own config file, policy file and
+    /// data folder): a read, write or listing of a path that resolves to one, or into one,
+    /// through symlinks inside the root too, is refused as [`WorkspaceError::Reserved`], and
+    /// listings leave them out. Each is resolved as the root is (its symlinks followed, a
+    /// missing tail, such as a config file not written yet, taken as written), and only those
+    /// inside the root are kept; names are compared ignoring ASCII case, since a file system
+    /// that ignores case opens `COGNI.TOML` as `cogni.toml`.
+    pub fn with_reserved<P: AsRef<Path>>(mut self, paths: impl IntoIterator<Item = P>) -> Self {
+        let inside = paths
+            .into_iter()
+            .filter_map(|path| resolve_like_root(path.as_ref()))
+            .filter_map(|path| path.strip_prefix(&self.root).ok().map(Path::to_path_buf));
+        self.guard.reserved = self.guard.reserved.iter().cloned().chain(inside).collect();
         self
     }
 
@@ -149,8 +169,9 @@ impl FsWorkspace {
 
     /// Runs a blocking file operation on the root handle off the async runtime, with the path
     /// checked lexically and made relative (`.` for the root), and refused when it leads to a
-    /// hidden entry or a temp file's name ([`resolve_refused`]). The operation is told whether
-    /// hidden entries are shown.
+    /// hidden entry, a temp file's name or a reserved path ([`resolve_refused`]). The operation
+    /// is given the guard and where the path leads beneath the root, its symlinks replaced
+    /// (`None` when it leads out, which the operation refuses).
     ///
     /// The job is given the call's [`Gate`]: dropping the call (as the runner drops a tool's
     /// future when its run is cancelled or its time is up) abandons the gate, and a job that
@@ -161,12 +182,19 @@ impl FsWorkspace {
     async fn run<T: Send + 'static>(
         &self,
         path: &str,
-        operation: impl FnOnce(&Dir, &Path, &str, &Gate, bool) -> Result<T, WorkspaceError>
+        operation: impl FnOnce(
+            &Dir,
+            &Path,
+            &str,
+            &Gate,
+            &Guard,
+            Option<PathBuf>,
+        ) -> Result<T, WorkspaceError>
         + Send
         + 'static,
     ) -> Result<T, WorkspaceError> {
         let relative = relative(path)?;
-        let show_hidden = self.show_hidden;
+        let guard = self.guard.clone();
         let dir = Arc::clone(&self.dir);
         let path = path.to_owned();
         let failed = path.clone();
@@ -178,10 +206,9 @@ impl FsWorkspace {
                 return Err(abandoned(&path));
             }
             let mut lookups = MAX_WALK_LOOKUPS;
-            if let Some(refused) = resolve_refused(&dir, &relative, show_hidden, &mut lookups) {
-                return Err(refused.error(&path));
-            }
-            operation(&dir, &relative, &path, &gate, show_hidden)
+            let resolved = resolve_refused(&dir, &relative, &guard, &mut lookups)
+                .map_err(|refused| refused.error(&path))?;
+            operation(&dir, &relative, &path, &gate, &guard, resolved)
         })
         .await
         .unwrap_or_else(|_| {
@@ -203,7 +230,7 @@ impl FsWorkspace {
         read: impl FnOnce(std::fs::File, u64, &str) -> Result<T, WorkspaceError> + Send + 'static,
     ) -> Result<T, WorkspaceError> {
         names_a_file(path)?;
-        self.run(path, move |root, relative, path, _, _| {
+        self.run(path, move |root, relative, path, _, _, _| {
             let (file, size) = open_regular_file(root, relative, path)?;
             read(file, size, path)
         })
@@ -615,7 +642,7 @@ impl Workspace for FsWorkspace {
     /// not UTF-8 (shown with `\u{FFFD}` in place of its bytes it would be another entry's
     /// path, or none) and one holding a backslash, which paths refuse.
     async fn list(&self, dir: &str) -> Result<WorkspaceListing, WorkspaceError> {
-        self.run(dir, |root, relative, path, _, show_hidden| {
+        self.run(dir, |root, relative, path, _, guard, resolved| {
             let folder = root.open_dir(relative).map_err(|e| io_error(path, &e))?;
             // The first names so far, the greatest on top, to drop when a smaller one comes.
             let mut first: BinaryHeap<String> = BinaryHeap::new();
@@ -635,7 +662,11 @@ impl Workspace for FsWorkspace {
                 let Some(name) = name.to_str().filter(|name| !name.contains('\\')) else {
                     continue;
                 };
-                if refused_name(name.as_ref(), show_hidden).is_some() {
+                if refused_name(name.as_ref(), guard.show_hidden).is_some()
+                    || resolved
+                        .as_ref()
+                        .is_some_and(|folder| guard.is_reserved(&folder.join(name)))
+                {
                     continue;
                 }
                 first.push(name.to_owned());
@@ -661,10 +692,9 @@ impl Workspace for FsWorkspace {
                 if metadata.is_symlink() {
                     let mut walk = lookups.min(MAX_WALK_LOOKUPS);
                     let allowed = walk;
-                    let refused =
-                        resolve_refused(root, &relative.join(&name), show_hidden, &mut walk);
+                    let refused = resolve_refused(root, &relative.join(&name), guard, &mut walk);
                     lookups -= allowed - walk;
-                    if refused.is_none()
+                    if refused.is_ok()
                         && let Ok(target) = root.metadata(relative.join(&name))
                     {
                         metadata = target;
@@ -715,7 +745,7 @@ impl Workspace for FsWorkspace {
         let content = content.to_owned();
         #[cfg(test)]
         let before_commit = self.before_commit.clone();
-        self.run(path, move |root, relative, path, gate, _| {
+        self.run(path, move |root, relative, path, gate, _, _| {
             let (parent, name) = split_file(relative, path)?;
             let (folder, made) = open_or_create_folder(root, &parent, path, sync_folder)?;
             let target = (root, relative);
@@ -1048,6 +1078,8 @@ const TEMP_PREFIX: &str = ".cogni-write-";
 enum Refused {
     /// A hidden name, while hidden entries are not shown.
     Hidden,
+    /// A reserved path, or one inside it ([`FsWorkspace::with_reserved`]).
+    Reserved,
     /// The name of one of the workspace's own temp files.
     TempName,
     /// Its walk ([`resolve_refused`]) would look up more names than it may: the path is too
@@ -1070,6 +1102,7 @@ impl Refused {
         };
         match self {
             Self::Hidden => WorkspaceError::Hidden { path: path.into() },
+            Self::Reserved => WorkspaceError::Reserved { path: path.into() },
             Self::TempName => {
                 invalid("names starting with `.cogni-write-` are the workspace's own temp files")
             }
@@ -1083,6 +1116,58 @@ impl Refused {
             Self::Unwalked(error) => io_error(path, &error),
         }
     }
+}
+
+/// What a workspace keeps out of reach besides what leads out of its root: hidden entries,
+/// unless they are shown, and the reserved paths ([`FsWorkspace::with_reserved`]).
+#[derive(Clone, Debug, Default)]
+struct Guard {
+    /// Whether hidden entries are shown ([`FsWorkspace::with_hidden`]).
+    show_hidden: bool,
+    /// The reserved paths, relative to the root, resolved as it is.
+    reserved: Arc<[PathBuf]>,
+}
+
+impl Guard {
+    /// Whether `resolved` (a path beneath the root, its symlinks replaced) is a reserved path
+    /// or inside one, its names compared ignoring ASCII case.
+    fn is_reserved(&self, resolved: &Path) -> bool {
+        let same = |a: Component<'_>, b: Component<'_>| {
+            a.as_os_str()
+                .as_encoded_bytes()
+                .eq_ignore_ascii_case(b.as_os_str().as_encoded_bytes())
+        };
+        self.reserved.iter().any(|reserved| {
+            let mut names = resolved.components();
+            reserved
+                .components()
+                .all(|name| names.next().is_some_and(|at| same(at, name)))
+        })
+    }
+}
+
+/// `path` resolved as [`FsWorkspace::new`] resolves the root (made absolute, its symlinks
+/// followed), but for a missing tail, taken as written: a config file not written yet is still
+/// the one the next start reads. `None` when no part of it exists or its missing tail climbs
+/// (`..`), which cannot be placed.
+fn resolve_like_root(path: &Path) -> Option<PathBuf> {
+    let path = std::path::absolute(path).ok()?;
+    let mut missing = Vec::new();
+    for at in path.ancestors() {
+        if let Ok(real) = std::fs::canonicalize(at) {
+            return Some(
+                missing
+                    .iter()
+                    .rev()
+                    .fold(real, |real, name| real.join(name)),
+            );
+        }
+        missing.push(match at.components().next_back()? {
+            Component::Normal(name) => name,
+            _ => return None,
+        });
+    }
+    None
 }
 
 /// Whether the name `name` is refused: a temp file's always, a hidden one (starting with `.`)
@@ -1121,8 +1206,10 @@ const MAX_WALK_LOOKUPS: usize = 8 * 1024;
 /// path. A link whose walk would go past what is left is shown as itself.
 const MAX_LIST_WALK_LOOKUPS: usize = 8 * MAX_WALK_LOOKUPS;
 
-/// Whether `relative` (lexically checked) leads to a refused name ([`refused_name`]): one of its
-/// own names, or one of those the symlinks it meets inside the root lead through. The path is
+/// Whether `relative` (lexically checked) leads to a refused name ([`refused_name`]) or into a
+/// reserved path ([`Guard::is_reserved`]): one of its own names, or one of those the symlinks it
+/// meets inside the root lead through. If not, where it leads beneath the root, its symlinks
+/// replaced (`None` for a path that leads out, which the operation refuses). The path is
 /// walked beneath `root` name by name, each symlink replaced by its target (a relative one:
 /// an absolute target, or one that climbs out of the root, is left to the operation, which
 /// refuses it as outside the root). Where the path cannot be reached (a name missing or a file
@@ -1139,9 +1226,9 @@ const MAX_LIST_WALK_LOOKUPS: usize = 8 * MAX_WALK_LOOKUPS;
 fn resolve_refused(
     root: &Dir,
     relative: &Path,
-    show_hidden: bool,
+    guard: &Guard,
     lookups: &mut usize,
-) -> Option<Refused> {
+) -> Result<Option<PathBuf>, Refused> {
     /// A step of the walk: into a name, or up (`..` in a symlink's target).
     enum Step {
         Name(OsString),
@@ -1161,7 +1248,9 @@ fn resolve_refused(
         Some(steps)
     };
     // The steps still to take, the next one last.
-    let mut pending = steps(relative)?;
+    let Some(mut pending) = steps(relative) else {
+        return Ok(None);
+    };
     pending.reverse();
     // Where the walk stands, `depth` names beneath the root (no symlink among them), and the
     // folder it last opened on the way.
@@ -1170,6 +1259,9 @@ fn resolve_refused(
     let mut held: Option<(usize, Dir)> = None;
     let mut links = 0;
     let mut walking = true;
+    if guard.is_reserved(&resolved) {
+        return Err(Refused::Reserved);
+    }
     while let Some(step) = pending.pop() {
         let name = match step {
             Step::Up if resolved.pop() => {
@@ -1180,15 +1272,18 @@ fn resolve_refused(
                 continue;
             }
             // Out of the root: the operation refuses it as such.
-            Step::Up => return None,
+            Step::Up => return Ok(None),
             Step::Name(name) => name,
         };
-        if let Some(refused) = refused_name(&name, show_hidden) {
-            return Some(refused);
+        if let Some(refused) = refused_name(&name, guard.show_hidden) {
+            return Err(refused);
         }
         if !walking {
             resolved.push(&name);
             depth += 1;
+            if guard.is_reserved(&resolved) {
+                return Err(Refused::Reserved);
+            }
             continue;
         }
         // The name's symlink target, if it is one, and the names looked up to tell.
@@ -1204,13 +1299,16 @@ fn resolve_refused(
             Some(left) => *lookups = left,
             None => {
                 *lookups = 0;
-                return Some(Refused::TooLong {
+                return Err(Refused::TooLong {
                     through_links: links > 0,
                 });
             }
         }
         resolved.push(&name);
         depth += 1;
+        if guard.is_reserved(&resolved) {
+            return Err(Refused::Reserved);
+        }
         match target {
             Ok(Some(target)) if links < MAX_SYMLINKS => {
                 links += 1;
@@ -1221,17 +1319,17 @@ fn resolve_refused(
                         pending.extend(target.into_iter().rev());
                     }
                     // Absolute: the operation refuses it as leading out.
-                    None => return None,
+                    None => return Ok(None),
                 }
             }
             // Past the kernel's own count: the call is refused as leading through too many.
             Ok(Some(_)) => walking = false,
             Ok(None) => {}
             Err(error) if ends_the_walk(&error) => walking = false,
-            Err(error) => return Some(Refused::Unwalked(error)),
+            Err(error) => return Err(Refused::Unwalked(error)),
         }
     }
-    None
+    Ok(Some(resolved))
 }
 
 /// Whether a lookup of [`resolve_refused`]'s walk that failed with `error` says only that the

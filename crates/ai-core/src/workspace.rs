@@ -126,6 +126,18 @@ pub enum WorkspaceError {
         /// The path as given.
         path: String,
     },
+    /// The path leads to one of the app's own files (its configuration, its policy, its data
+    /// folder), or through a symlink to one, which the workspace keeps out of reach: a tool that
+    /// could write them could change what the app trusts, and reading them would show other
+    /// conversations' data.
+    #[error(
+        "the path leads to the app's own configuration or data, which this workspace does not \
+         show"
+    )]
+    Reserved {
+        /// The path as given.
+        path: String,
+    },
     /// The file system does not let this process use the path (`EACCES`, `EPERM`: a file or
     /// folder it may not read, search or write). A property of that path, like
     /// [`WorkspaceError::ReadOnly`], not of the workspace's health: other paths still work.
@@ -146,7 +158,7 @@ pub enum WorkspaceError {
 
 impl WorkspaceError {
     /// Whether the path the caller gave is at fault (refused, missing, the wrong kind of entry,
-    /// too large, not text, read-only, hidden, not permitted to this process), as opposed to the
+    /// too large, not text, read-only, hidden, reserved, not permitted to this process), as opposed to the
     /// workspace failing (the disk, the system).
     pub fn is_caller_error(&self) -> bool {
         // Listed, not `!Io`: a variant added later is the workspace's failure until it is
@@ -164,6 +176,7 @@ impl WorkspaceError {
                 | Self::ReadOnly { .. }
                 | Self::Hidden { .. }
                 | Self::PermissionDenied { .. }
+                | Self::Reserved { .. }
         )
     }
 }
@@ -311,6 +324,7 @@ mod tests {
             WorkspaceError::ReadOnly { path: path() },
             WorkspaceError::Hidden { path: path() },
             WorkspaceError::PermissionDenied { path: path() },
+            WorkspaceError::Reserved { path: path() },
         ] {
             assert!(error.is_caller_error(), "{error:?}");
             assert!(!error.to_string().contains("CANARY"), "{error}");

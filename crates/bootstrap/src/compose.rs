@@ -1,6 +1,7 @@
 //! Binding capabilities to adapters and contracts to capabilities (`createCapabilities(env)` and
 //! `createToolSource(contracts, caps)` of the seeds).
 
+use std::path::Path;
 use std::sync::Arc;
 
 use adapters::{FsWorkspace, SystemClock};
@@ -61,7 +62,17 @@ impl CoreTool {
 
 /// Builds the capabilities from configuration: the system clock and a workspace confined to
 /// `config.workspace_root`, showing hidden entries only when `config.workspace_hidden` says so.
+/// [`crate::Settings::capabilities`] also keeps the app's own files out of its reach.
 pub fn create_capabilities(config: &Config) -> anyhow::Result<ToolCapabilities> {
+    capabilities_reserving(config, &[])
+}
+
+/// [`create_capabilities`], with the workspace keeping `reserved` out of reach
+/// ([`FsWorkspace::with_reserved`]).
+pub(crate) fn capabilities_reserving(
+    config: &Config,
+    reserved: &[&Path],
+) -> anyhow::Result<ToolCapabilities> {
     let root = config.workspace_root.display();
     let workspace = FsWorkspace::new(&config.workspace_root).map_err(|error| {
         // The adapter's own message names the root again: said once.
@@ -71,7 +82,9 @@ pub fn create_capabilities(config: &Config) -> anyhow::Result<ToolCapabilities> 
             anyhow::Error::new(error).context(format!("workspace root {root} cannot be used"))
         }
     })?;
-    let workspace = workspace.with_hidden(config.workspace_hidden);
+    let workspace = workspace
+        .with_hidden(config.workspace_hidden)
+        .with_reserved(reserved);
     Ok(ToolCapabilities {
         clock: Arc::new(SystemClock),
         workspace: Arc::new(workspace),

@@ -310,6 +310,10 @@ pub struct Settings {
     /// live in bounded memory ([`crate::MemoryThreads`]) and nothing is logged. Tool
     /// statistics (`cogni tools call`, `cogni tools stats`) are kept there too.
     pub data_dir: Option<PathBuf>,
+    /// The config file these settings were read from ([`Settings::read`]), if any: not a key of
+    /// the file.
+    #[serde(skip)]
+    pub config_file: Option<PathBuf>,
 }
 
 /// The overrides from flags and `COGNI_*` variables: all of them flattened into `serve`, `chat`,
@@ -627,6 +631,7 @@ impl Settings {
                 let mut settings = Self::from_toml_str(&text)
                     .with_context(|| format!("config file {}", path.display()))?;
                 settings.anchor_paths(&text, path);
+                settings.config_file = Some(path.to_path_buf());
                 settings
             }
             None => Self::default(),
@@ -865,12 +870,30 @@ impl Settings {
         }
     }
 
+    /// The app's own files, which the workspace keeps out of reach when they lie inside it: the
+    /// config file read, `cogni.toml` of the working folder (the one the next start reads,
+    /// written or not), `tools.policy_file` and `data_dir`. A tool that could write them could
+    /// change what the app trusts at its next start (`llm.base_url`, which the key is sent to;
+    /// the policy), and the data folder holds other conversations' threads and runs.
+    fn reserved_paths(&self) -> Vec<&Path> {
+        [
+            Some(Path::new("cogni.toml")),
+            self.config_file.as_deref(),
+            self.tools.policy_file.as_deref(),
+            self.data_dir.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
     /// The capabilities core tools are bound to: the system clock and the workspace of
     /// [`Settings::workspace_config`]. A workspace that cannot be used is an error naming
     /// `tools.workspace`. What `cogni serve`, `cogni chat` and `cogni tools call` bind their
     /// tools to.
     pub fn capabilities(&self) -> anyhow::Result<crate::ToolCapabilities> {
-        crate::create_capabilities(&self.workspace_config()).context("tools.workspace")
+        crate::compose::capabilities_reserving(&self.workspace_config(), &self.reserved_paths())
+            .context("tools.workspace")
     }
 
     /// The policy: inline, from its file, or the built-in default. Both an inline policy and a
@@ -1499,6 +1522,46 @@ mod tests {
                 ),
             }
         }
+    }
+
+    /// With the workspace the config file's folder, the tools cannot reach the app's own files:
+    /// the config file, the policy file and the data folder are refused as `Reserved` and left
+    /// out of listings; the rest of the folder is there.
+    #[tokio::test]
+    async fn the_apps_own_files_are_out_of_the_workspaces_reach() {
+        let root = tempfile::tempdir().unwrap();
+        let config = root.path().join("app.toml");
+        std::fs::write(
+            &config,
+            "data_dir = \"data\"\n[tools]\nworkspace = \".\"\npolicy_file = \"policy.toml\"\n",
+        )
+        .unwrap();
+        std::fs::write(root.path().join("policy.toml"), "").unwrap();
+        std::fs::create_dir(root.path().join("data")).unwrap();
+        std::fs::write(root.path().join("data/cogni.db"), "runs").unwrap();
+        std::fs::write(root.path().join("notes.txt"), "hi").unwrap();
+        let settings = Settings::read(&Overrides {
+            config: Some(config),
+            ..Overrides::default()
+        })
+        .unwrap();
+        let caps = settings.capabilities().unwrap();
+        for path in ["app.toml", "policy.toml", "data/cogni.db"] {
+            let read = caps.workspace.read(path).await;
+            assert!(
+                matches!(read, Err(ai_core::WorkspaceError::Reserved { .. })),
+                "{path}: {read:?}"
+            );
+            let write = caps.workspace.write(path, "x").await;
+            assert!(
+                matches!(write, Err(ai_core::WorkspaceError::Reserved { .. })),
+                "{path}: {write:?}"
+            );
+        }
+        let listed = caps.workspace.list(".").await.unwrap().entries;
+        let names: Vec<_> = listed.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(names, ["notes.txt"]);
+        assert_eq!(caps.workspace.read("notes.txt").await.unwrap(), "hi");
     }
 
     /// `tools.trace_redacted_results` is off unless the config file, `COGNI_TRACE_REDACTED_RESULTS`

@@ -1587,6 +1587,65 @@ fn only_a_path_that_cannot_be_reached_ends_a_walk() {
     );
 }
 
+/// The app's own files inside the root (its config file, written or not yet, its policy file,
+/// its data folder) are out of reach: reads, writes and listings of them, through symlinks
+/// inside the root, or by a name in another case, are refused as `Reserved` without naming the
+/// path, listings leave them out, and nothing is written; the rest of the root works as before.
+#[tokio::test]
+async fn the_apps_own_files_are_out_of_reach() {
+    let root = tempfile::tempdir().unwrap();
+    let at = |name: &str| root.path().join(name);
+    std::fs::write(at("cogni.toml"), "[llm]").unwrap();
+    std::fs::create_dir_all(at("conf")).unwrap();
+    std::fs::write(at("conf/policy.toml"), "allowed_tools = []").unwrap();
+    std::fs::create_dir_all(at("data/blobs")).unwrap();
+    std::fs::write(at("data/cogni.db"), "runs").unwrap();
+    std::fs::write(at("notes.txt"), "hi").unwrap();
+    symlink("cogni.toml", at("link.toml")).unwrap();
+    symlink("data", at("store")).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap().with_reserved([
+        at("cogni.toml"),
+        at("conf/../conf/policy.toml"),
+        at("data"),
+        at("next/cogni.toml"),
+        outside.path().join("cogni.toml"),
+    ]);
+    let reserved = |path: &str| WorkspaceError::Reserved { path: path.into() };
+    for path in [
+        "cogni.toml",
+        "COGNI.TOML",
+        "./cogni.toml",
+        "link.toml",
+        "conf/policy.toml",
+        "data/cogni.db",
+        "store/cogni.db",
+        "next/cogni.toml",
+    ] {
+        assert_eq!(ws.read(path).await, Err(reserved(path)), "{path}");
+        assert_eq!(
+            ws.read_part(path, 0, 4).await,
+            Err(reserved(path)),
+            "{path}"
+        );
+        assert_eq!(ws.write(path, "x").await, Err(reserved(path)), "{path}");
+    }
+    for path in ["data", "store", "data/blobs", "DATA"] {
+        assert_eq!(ws.list(path).await, Err(reserved(path)), "{path}");
+    }
+    let error = ws.read("cogni.toml").await.unwrap_err();
+    assert!(error.is_caller_error());
+    assert!(!error.to_string().contains("cogni.toml"), "{error}");
+    assert_eq!(std::fs::read_to_string(at("cogni.toml")).unwrap(), "[llm]");
+    assert!(!at("next").exists());
+    let listed: Vec<_> = ws.list(".").await.unwrap().entries;
+    let names: Vec<_> = listed.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(names, ["conf", "link.toml", "notes.txt", "store"]);
+    assert!(ws.list("conf").await.unwrap().entries.is_empty());
+    assert_eq!(ws.read("notes.txt").await.unwrap(), "hi");
+    ws.write("conf/other.toml", "x").await.unwrap();
+}
+
 /// A path the process may not use (`EACCES`, `EPERM`: root cannot meet them by `chmod`, so the
 /// kernel's answers are given directly) is the caller's `PermissionDenied`, not the workspace
 /// failing, whether the call or the walk before it meets the refusal; never naming the path.
