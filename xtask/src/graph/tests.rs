@@ -728,19 +728,36 @@ fn default_features_count_as_features_turned_on() {
     );
 }
 
+/// A repository in a temporary folder whose root manifest forbids unsafe code, with a
+/// `.cargo` folder for its configuration, and its metadata (no packages).
+struct ForbiddingRepo {
+    root: tempfile::TempDir,
+    metadata: Value,
+}
+
+impl ForbiddingRepo {
+    fn new() -> Self {
+        let root = tempfile::tempdir().unwrap();
+        let forbids = "[workspace.lints.rust]\nunsafe_code = \"forbid\"\n";
+        std::fs::write(root.path().join("Cargo.toml"), forbids).unwrap();
+        std::fs::create_dir(root.path().join(".cargo")).unwrap();
+        let metadata = json!({ "workspace_root": root.path(), "packages": [] });
+        Self { root, metadata }
+    }
+
+    /// What `lints_inherited` names once `.cargo/<file>` holds `text`.
+    fn lints_with(&self, file: &str, text: &str) -> Vec<String> {
+        std::fs::write(self.root.path().join(".cargo").join(file), text).unwrap();
+        super::lints_inherited(&self.metadata)
+    }
+}
+
 /// `--cap-lints` in the repository's Cargo configuration caps `forbid` too, so unsafe code
 /// builds though the lints forbid it: it is named, in either file Cargo reads.
 #[test]
 fn the_build_flags_do_not_cap_the_lints() {
-    let root = tempfile::tempdir().unwrap();
-    let forbids = "[workspace.lints.rust]\nunsafe_code = \"forbid\"\n";
-    std::fs::write(root.path().join("Cargo.toml"), forbids).unwrap();
-    std::fs::create_dir(root.path().join(".cargo")).unwrap();
-    let metadata = json!({ "workspace_root": root.path(), "packages": [] });
-    let config = |file: &str, text: &str| {
-        std::fs::write(root.path().join(".cargo").join(file), text).unwrap();
-        super::lints_inherited(&metadata)
-    };
+    let repo = ForbiddingRepo::new();
+    let config = |file: &str, text: &str| repo.lints_with(file, text);
     for unrelated in [
         "[alias]\nxtask = \"run --package xtask --\"\n",
         "[build]\n# no --cap-lints here: it would lower `forbid`\nrustflags = [\"-C\", \"target-cpu=native\"]\n",
@@ -765,7 +782,7 @@ fn the_build_flags_do_not_cap_the_lints() {
             ".cargo/config.toml: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
         ]
     );
-    std::fs::remove_file(root.path().join(".cargo/config.toml")).unwrap();
+    std::fs::remove_file(repo.root.path().join(".cargo/config.toml")).unwrap();
     assert_eq!(
         config(
             "config",
@@ -792,15 +809,8 @@ fn the_build_flags_do_not_cap_the_lints() {
 /// it `--cap-lints` no flag shows: each is named.
 #[test]
 fn a_compiler_the_configuration_chooses_is_named() {
-    let root = tempfile::tempdir().unwrap();
-    let forbids = "[workspace.lints.rust]\nunsafe_code = \"forbid\"\n";
-    std::fs::write(root.path().join("Cargo.toml"), forbids).unwrap();
-    std::fs::create_dir(root.path().join(".cargo")).unwrap();
-    let metadata = json!({ "workspace_root": root.path(), "packages": [] });
-    let config = |text: &str| {
-        std::fs::write(root.path().join(".cargo/config.toml"), text).unwrap();
-        super::lints_inherited(&metadata)
-    };
+    let repo = ForbiddingRepo::new();
+    let config = |text: &str| repo.lints_with("config.toml", text);
     assert_eq!(
         config(
             "[build]\njobs = 2\nrustflags = [\"-C\", \"target-cpu=native\"]\n[target.x86_64-unknown-linux-gnu]\nlinker = \"clang\"\n[env]\nRUST_LOG = \"debug\"\nCARGO_WORKSPACE_DIR = { value = \"\", relative = true }\n"
@@ -843,15 +853,8 @@ fn a_compiler_the_configuration_chooses_is_named() {
 /// unchecked: an alias of a step's subcommand is named.
 #[test]
 fn an_alias_standing_in_for_a_ci_step_is_named() {
-    let root = tempfile::tempdir().unwrap();
-    let forbids = "[workspace.lints.rust]\nunsafe_code = \"forbid\"\n";
-    std::fs::write(root.path().join("Cargo.toml"), forbids).unwrap();
-    std::fs::create_dir(root.path().join(".cargo")).unwrap();
-    let metadata = json!({ "workspace_root": root.path(), "packages": [] });
-    let config = |text: &str| {
-        std::fs::write(root.path().join(".cargo/config.toml"), text).unwrap();
-        super::lints_inherited(&metadata)
-    };
+    let repo = ForbiddingRepo::new();
+    let config = |text: &str| repo.lints_with("config.toml", text);
     assert_eq!(
         config("[alias]\nxtask = \"run --package xtask --\"\nlint = \"clippy --all-targets\"\n"),
         Vec::<String>::new()

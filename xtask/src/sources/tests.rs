@@ -936,29 +936,31 @@ fn every_system_time_can_read_the_wall_clock() {
     );
 }
 
+/// The finding for IO (`what`) at `line` of `crates/ai-tools/src/tools/probe.rs`.
+fn probe_violation(line: usize, what: &str) -> String {
+    format!(
+        "crates/ai-tools/src/tools/probe.rs:{line}: TOOL_FILE_PURITY: ai-tools does no IO of its own (`{what}`); use a capability, or `Clock` for time"
+    )
+}
+
 /// A method a type of the file defines itself (`fn is_dir` of a workspace entry), called on
 /// `self` in that `impl`, is that type's, not `Path`'s: calling it is not IO. Called on anything else it may be `Path`'s
 /// (the scan cannot tell a receiver's type), so a method of that name defined anywhere in the
 /// file does not hide `Path::new(p).is_dir()`; `Path::is_dir(&p)` is IO too.
 #[test]
 fn path_methods_that_touch_the_filesystem_are_io() {
-    let violation = |line: usize, what: &str| {
-        format!(
-            "crates/ai-tools/src/tools/probe.rs:{line}: TOOL_FILE_PURITY: ai-tools does no IO of its own (`{what}`); use a capability, or `Clock` for time"
-        )
-    };
     check(
         &[(
             "crates/ai-tools/src/tools/probe.rs",
             "//! Probe.\nlet a = std::path::Path::new(p).exists();\nlet b = PathBuf::from(p).read_dir()?;\nlet c = Path::canonicalize(&p);\nlet d = spec.metadata;\nuse crate::metadata::Meta;\nimpl Entry { fn is_dir(&self) -> bool { self.kind == Kind::Dir }\nfn is_folder(&self) -> bool { self.is_dir() } }\nlet real = Path::new(p).is_dir();\nfn metadata(&self) -> Meta { todo() }\nlet m = std::path::PathBuf::from(p).metadata()?;\nlet dirs = entries.iter().filter(|e| e.is_dir());\n",
         )],
         &[
-            &violation(2, "exists()"),
-            &violation(3, "read_dir()"),
-            &violation(4, "canonicalize()"),
-            &violation(9, "is_dir()"),
-            &violation(11, "metadata()"),
-            &violation(12, "is_dir()"),
+            &probe_violation(2, "exists()"),
+            &probe_violation(3, "read_dir()"),
+            &probe_violation(4, "canonicalize()"),
+            &probe_violation(9, "is_dir()"),
+            &probe_violation(11, "metadata()"),
+            &probe_violation(12, "is_dir()"),
         ],
     );
 }
@@ -968,17 +970,15 @@ fn path_methods_that_touch_the_filesystem_are_io() {
 /// `Path`), `self.metadata()` is `Path`'s, whatever the file defines.
 #[test]
 fn a_method_on_self_is_the_files_own_only_in_the_impl_that_defines_it() {
-    let violation = |line: usize, what: &str| {
-        format!(
-            "crates/ai-tools/src/tools/probe.rs:{line}: TOOL_FILE_PURITY: ai-tools does no IO of its own (`{what}`); use a capability, or `Clock` for time"
-        )
-    };
     check(
         &[(
             "crates/ai-tools/src/tools/probe.rs",
             "//! Probe.\nstruct Entry { kind: Kind }\nimpl Entry {\n    fn is_dir(&self) -> bool { self.kind == Kind::Dir }\n    fn is_folder(&self) -> bool { self.is_dir() }\n}\ntrait Size { fn size(&self) -> u64; fn metadata(&self) -> u64; }\nimpl Size for std::path::Path {\n    fn size(&self) -> u64 { self.metadata().map_or(0, |m| m.len()) }\n    fn metadata(&self) -> u64 { 0 }\n}\nstruct Under(PathBuf);\nimpl Under {\n    fn here(&self) -> bool { self.is_dir() }\n}\n",
         )],
-        &[&violation(9, "metadata()"), &violation(14, "is_dir()")],
+        &[
+            &probe_violation(9, "metadata()"),
+            &probe_violation(14, "is_dir()"),
+        ],
     );
 }
 
