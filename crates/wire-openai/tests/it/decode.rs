@@ -3700,6 +3700,27 @@ fn parallel_calls_at_one_index_without_ids_are_split_where_the_decoder_can_tell(
     }
 }
 
+/// Asserts that `chat::decode_all` reads `stream` as the calls `expected` lists, by name and
+/// arguments, in order.
+fn assert_chat_calls(stream: &str, expected: &[(&str, &str)]) {
+    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    let calls: Vec<_> = completion
+        .tool_calls
+        .iter()
+        .map(|call| (call.name.as_str(), call.arguments.as_str()))
+        .collect();
+    assert_eq!(calls, expected, "{stream}");
+}
+
+/// Asserts that `chat::decode_all` reads `stream` as one call whose arguments, spaces aside,
+/// are `{"city":"Paris"}` with a stray `}` appended.
+fn assert_the_stray_brace_is_the_calls(stream: &str) {
+    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    assert_eq!(completion.tool_calls.len(), 1, "{stream}");
+    let arguments = completion.tool_calls[0].arguments.replace(' ', "");
+    assert_eq!(arguments, r#"{"city":"Paris"}}"#, "{stream}");
+}
+
 /// A call of another function that brings the same arguments as the whole call at its index
 /// (parallel calls without ids at one index: `get_time({})`, then `get_date({})`) is a call of
 /// its own, named on its entry or alone just before: a summary chunk repeats the call's own
@@ -3717,13 +3738,7 @@ fn another_functions_call_with_the_same_arguments_at_one_index_is_a_call_of_its_
             TOOL_CALLS_END.to_owned(),
         ]
         .concat();
-        let completion = chat::decode_all(stream.as_bytes()).unwrap();
-        let calls: Vec<_> = completion
-            .tool_calls
-            .iter()
-            .map(|call| (call.name.as_str(), call.arguments.as_str()))
-            .collect();
-        assert_eq!(calls, [("get_time", "{}"), ("get_date", "{}")], "{stream}");
+        assert_chat_calls(&stream, &[("get_time", "{}"), ("get_date", "{}")]);
     }
 }
 
@@ -3749,10 +3764,7 @@ fn text_opening_no_value_after_a_whole_call_at_its_index_is_the_calls() {
             .concat(),
         ] {
             let stream = [first.clone(), stray, TOOL_CALLS_END.to_owned()].concat();
-            let completion = chat::decode_all(stream.as_bytes()).unwrap();
-            assert_eq!(completion.tool_calls.len(), 1, "{stream}");
-            let arguments = completion.tool_calls[0].arguments.replace(' ', "");
-            assert_eq!(arguments, r#"{"city":"Paris"}}"#, "{stream}");
+            assert_the_stray_brace_is_the_calls(&stream);
         }
     }
 }
@@ -3779,10 +3791,7 @@ fn text_opening_no_value_after_a_whole_call_without_an_index_is_the_calls() {
         [entry(Some("get_weather"), ""), entry(None, " }")].concat(),
     ] {
         let stream = [first.clone(), stray, TOOL_CALLS_END.to_owned()].concat();
-        let completion = chat::decode_all(stream.as_bytes()).unwrap();
-        assert_eq!(completion.tool_calls.len(), 1, "{stream}");
-        let arguments = completion.tool_calls[0].arguments.replace(' ', "");
-        assert_eq!(arguments, r#"{"city":"Paris"}}"#, "{stream}");
+        assert_the_stray_brace_is_the_calls(&stream);
     }
     let stream = [
         first.clone(),
@@ -3792,20 +3801,14 @@ fn text_opening_no_value_after_a_whole_call_without_an_index_is_the_calls() {
         TOOL_CALLS_END.to_owned(),
     ]
     .concat();
-    let completion = chat::decode_all(stream.as_bytes()).unwrap();
-    let calls: Vec<_> = completion
-        .tool_calls
-        .iter()
-        .map(|call| (call.name.as_str(), call.arguments.as_str()))
-        .collect();
-    assert_eq!(
-        calls,
-        [
+    assert_chat_calls(
+        &stream,
+        &[
             ("get_weather", r#"{"city":"Paris"}"#),
             ("get_weather", r#"{"city":"London"}"#),
             ("get_time", r#"{"city":"London"}"#),
             ("get_weather", r#"{"city":"Paris"}"#),
-        ]
+        ],
     );
 }
 
@@ -3934,10 +3937,7 @@ fn text_opening_no_value_after_a_whole_call_under_its_id_is_the_calls() {
         [entry(Some("get_weather"), ""), entry(None, " }")].concat(),
     ] {
         let stream = [first.clone(), stray, TOOL_CALLS_END.to_owned()].concat();
-        let completion = chat::decode_all(stream.as_bytes()).unwrap();
-        assert_eq!(completion.tool_calls.len(), 1, "{stream}");
-        let arguments = completion.tool_calls[0].arguments.replace(' ', "");
-        assert_eq!(arguments, r#"{"city":"Paris"}}"#, "{stream}");
+        assert_the_stray_brace_is_the_calls(&stream);
     }
 }
 
