@@ -13,6 +13,17 @@ fn translate(events: &[ai_core::AiEvent]) -> Vec<AguiEvent> {
     out
 }
 
+/// The content of each `TOOL_CALL_RESULT` in `events`, in order.
+fn tool_results(events: &[AguiEvent]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AguiEvent::ToolCallResult { content, .. } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The ordering rules of `@ag-ui/client`'s `verifyEvents`, as far as this server uses them.
 #[allow(clippy::collapsible_match)] // One arm per rule reads better than guards.
 pub(crate) fn verify(events: &[AguiEvent]) -> Result<(), String> {
@@ -182,24 +193,20 @@ fn run_started_is_sent_once_and_first() {
             .filter(|e| matches!(e, AguiEvent::RunStarted { .. }))
             .count()
     };
-    let mut t = Translator::new("thread-1", "run-1");
-    let mut out = t.start();
-    out.extend(t.start());
-    out.extend(t.push(&AiEvent::Done {
+    let stop = AiEvent::Done {
         reason: DoneReason::Stop,
-    }));
-    assert!(t.start().is_empty());
-    verify(&out).unwrap();
-    assert_eq!(started(&out), 1, "{out:?}");
-
-    let mut t = Translator::new("thread-1", "run-1");
-    let mut out = t.push(&AiEvent::TextDelta { delta: "Hi".into() });
-    out.extend(t.start());
-    out.extend(t.push(&AiEvent::Done {
-        reason: DoneReason::Stop,
-    }));
-    verify(&out).unwrap();
-    assert_eq!(started(&out), 1, "{out:?}");
+    };
+    // `start` twice, then once more after the end, where `translate` checks it sends nothing;
+    // then a `push` before any `start`.
+    for (events, starts) in [
+        (vec![stop.clone()], &[0, 0, 1][..]),
+        (vec![AiEvent::TextDelta { delta: "Hi".into() }, stop], &[1]),
+    ] {
+        let mut t = Translator::new("thread-1", "run-1");
+        let out = crate::properties::translate(&mut t, &events, starts).unwrap();
+        verify(&out).unwrap();
+        assert_eq!(started(&out), 1, "{out:?}");
+    }
 
     let mut t = Translator::new("thread-1", "run-1");
     let out = t.cut("the client fell behind");
@@ -953,13 +960,7 @@ fn a_call_answered_is_never_answered_again() {
             out.extend(t.push(event));
         }
         verify(&out).unwrap();
-        let results: Vec<&str> = out
-            .iter()
-            .filter_map(|e| match e {
-                AguiEvent::ToolCallResult { content, .. } => Some(content.as_str()),
-                _ => None,
-            })
-            .collect();
+        let results = tool_results(&out);
         assert_eq!(results, ["1"], "{out:?}");
         assert!(
             matches!(
@@ -1007,13 +1008,7 @@ fn a_call_continued_twice_is_answered_once() {
     let mut out = t.start();
     out.extend(t.push(&end));
     verify(&out).unwrap();
-    let results: Vec<&str> = out
-        .iter()
-        .filter_map(|e| match e {
-            AguiEvent::ToolCallResult { content, .. } => Some(content.as_str()),
-            _ => None,
-        })
-        .collect();
+    let results = tool_results(&out);
     let may_have_run = "the run ended before this call's result arrived: the tool may have run";
     assert_eq!(
         results,

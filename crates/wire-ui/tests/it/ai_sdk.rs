@@ -299,24 +299,20 @@ fn start_is_sent_once_and_first() {
             .filter(|c| matches!(c, UiChunk::Start { .. }))
             .count()
     };
-    let mut t = Translator::new("run-1");
-    let mut out = t.start();
-    out.extend(t.start());
-    out.extend(t.push(&AiEvent::Done {
+    let stop = AiEvent::Done {
         reason: DoneReason::Stop,
-    }));
-    assert!(t.start().is_empty());
-    verify(&out).unwrap();
-    assert_eq!(started(&out), 1, "{out:?}");
-
-    let mut t = Translator::new("run-1");
-    let mut out = t.push(&AiEvent::StepStarted { step: 1 });
-    out.extend(t.start());
-    out.extend(t.push(&AiEvent::Done {
-        reason: DoneReason::Stop,
-    }));
-    verify(&out).unwrap();
-    assert_eq!(started(&out), 1, "{out:?}");
+    };
+    // `start` twice, then once more after the end, where `translate` checks it sends nothing;
+    // then a `push` before any `start`.
+    for (events, starts) in [
+        (vec![stop.clone()], &[0, 0, 1][..]),
+        (vec![AiEvent::StepStarted { step: 1 }, stop], &[1]),
+    ] {
+        let mut t = Translator::new("run-1");
+        let out = crate::properties::translate(&mut t, &events, starts).unwrap();
+        verify(&out).unwrap();
+        assert_eq!(started(&out), 1, "{out:?}");
+    }
 
     let mut t = Translator::new("run-1");
     let out = t.cut("the client fell behind");

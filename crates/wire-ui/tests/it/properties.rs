@@ -197,7 +197,7 @@ fn check_frames<T: Serialize>(frames: &[T]) -> Result<(), TestCaseError> {
 }
 
 /// What both translators share.
-trait Translate {
+pub(crate) trait Translate {
     type Frame: Serialize + std::fmt::Debug;
     fn begin(&mut self) -> Vec<Self::Frame>;
     fn next(&mut self, event: &AiEvent) -> Vec<Self::Frame>;
@@ -248,7 +248,7 @@ impl Translate for ai_sdk::Translator {
 /// `is_finished`, and that nothing follows it. `start` is called before the event at each
 /// index `starts` holds (`events.len()`: after the last), as often as it holds it: once before
 /// the first is the rule, and the translator must make any other use of it harmless.
-fn translate<T: Translate>(
+pub(crate) fn translate<T: Translate>(
     t: &mut T,
     events: &[AiEvent],
     starts: &[usize],
