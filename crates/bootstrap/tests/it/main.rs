@@ -35,6 +35,21 @@ fn cogni(args: &[&str]) -> Output {
         .expect("the cogni binary runs")
 }
 
+/// `cogni` with `args`, `stdin` written to its standard input, its output captured.
+fn cogni_with_stdin(args: &[&str], stdin: &[u8]) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cogni_command()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the cogni binary runs");
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 fn stdout_lines(output: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&output.stdout)
         .lines()
@@ -385,16 +400,8 @@ fn wire_decode_errors_show_no_control_character_of_the_stream() {
 
 #[test]
 fn wire_encode_tools_reads_specs_on_stdin() {
-    use std::io::Write;
     let specs = cogni(&["tools", "list", "--json"]).stdout;
-    let mut child = cogni_command()
-        .args(["wire", "encode-tools", "--format", "openai-chat"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(&specs).unwrap();
-    let output = child.wait_with_output().unwrap();
+    let output = cogni_with_stdin(&["wire", "encode-tools", "--format", "openai-chat"], &specs);
     assert!(output.status.success());
     let tools: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(tools[0]["type"], "function");
@@ -406,20 +413,11 @@ fn wire_encode_tools_reads_specs_on_stdin() {
 /// them is: a model shown two tools of one name cannot say which it calls.
 #[test]
 fn wire_encode_tools_refuses_a_tool_offered_twice() {
-    use std::io::Write;
     let listed: Vec<Value> =
         serde_json::from_slice(&cogni(&["tools", "list", "--json"]).stdout).unwrap();
     let twice = serde_json::to_vec(&[&listed[0], &listed[0]]).unwrap();
     for format in ["openai-chat", "openai-responses"] {
-        let mut child = cogni_command()
-            .args(["wire", "encode-tools", "--format", format])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(&twice).unwrap();
-        let output = child.wait_with_output().unwrap();
+        let output = cogni_with_stdin(&["wire", "encode-tools", "--format", format], &twice);
         assert_eq!(output.status.code(), Some(1), "{format}");
         assert!(output.stdout.is_empty(), "{format}");
         let id = listed[0]["id"].as_str().unwrap();
