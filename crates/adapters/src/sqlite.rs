@@ -4,7 +4,8 @@
 //! The database runs in WAL mode with `synchronous = FULL` (every commit is fsynced). Its schema
 //! is the numbered `.sql` files in `crates/adapters/migrations/`, compiled in and applied in
 //! order, each in its own transaction that also sets `PRAGMA user_version`. A database whose
-//! version is newer than this build's is refused before anything is written to it.
+//! version is newer than this build's, or at version 0 but not empty (some other program's), is
+//! refused before anything is written to it.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -100,7 +101,9 @@ impl SqliteStore {
     /// permissions it has.
     ///
     /// A database from a newer version is refused as [`RunStoreError::NewerSchema`] and left
-    /// untouched; a folder that cannot be written is a [`RunStoreError::Backend`] naming it, and
+    /// untouched, and so is one that is not a cogni store (schema version 0, holding tables or
+    /// anything else), as [`RunStoreError::Corrupt`]: cogni's tables are never added to another
+    /// program's database, nor is it switched to WAL. A folder that cannot be written is a [`RunStoreError::Backend`] naming it, and
     /// so is a database SQLite can only open for reading (a write-protected `cogni.db` in a
     /// writable folder): every write would fail, so it is refused at open, not at every run.
     pub fn open(data_dir: impl AsRef<Path>) -> Result<Self, RunStoreError> {
@@ -135,9 +138,16 @@ impl SqliteStore {
         conn.busy_timeout(Duration::from_secs(5))
             .map_err(|e| backend("cannot set the busy timeout", e))?;
 
-        // Read the version before anything writes: a newer database is left exactly as it is.
-        let found: i64 = conn
-            .pragma_query_value(None, "user_version", |row| row.get(0))
+        // Read the version before anything writes: a newer database, or one that is not a cogni
+        // store, is left exactly as it is. One statement, so one snapshot: a cogni store's first
+        // migration sets its version in the transaction that creates its tables.
+        let (found, holds_schema): (i64, bool) = conn
+            .query_row(
+                "SELECT (SELECT user_version FROM pragma_user_version), \
+                 EXISTS (SELECT 1 FROM sqlite_schema)",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
             .map_err(|e| open_failed(&path, data_dir, &e))?;
         let found = u32::try_from(found).map_err(|_| bad_version(&path, found))?;
         if found > SCHEMA_VERSION {
@@ -145,6 +155,13 @@ impl SqliteStore {
                 found,
                 supported: SCHEMA_VERSION,
             });
+        }
+        if found == 0 && holds_schema {
+            return Err(RunStoreError::Corrupt(format!(
+                "{} has schema version 0 but is not empty: it is not a cogni store (it was left \
+                 as it is)",
+                path.display()
+            )));
         }
 
         let mode: String = conn

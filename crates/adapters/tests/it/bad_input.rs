@@ -120,6 +120,30 @@ async fn a_file_that_is_not_a_database_is_refused_and_not_modified() {
     assert_eq!(std::fs::read(&db).unwrap(), garbage);
 }
 
+/// A SQLite database that is not a cogni store (schema version 0, holding tables of its own) is
+/// refused, naming it, and left byte for byte as it was: neither switched to WAL nor given
+/// cogni's tables beside its own.
+#[tokio::test]
+async fn a_database_that_is_not_a_cogni_store_is_refused_and_not_modified() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join(adapters::DB_FILE);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("CREATE TABLE notes (text TEXT); INSERT INTO notes VALUES ('mine');")
+        .unwrap();
+    let before = std::fs::read(&db).unwrap();
+    let err = SqliteStore::open(dir.path()).unwrap_err();
+    assert_eq!(
+        err,
+        RunStoreError::Corrupt(format!(
+            "{} has schema version 0 but is not empty: it is not a cogni store (it was left as \
+             it is)",
+            db.display()
+        ))
+    );
+    assert_eq!(std::fs::read(&db).unwrap(), before, "the database changed");
+}
+
 #[tokio::test]
 async fn a_data_dir_that_is_a_file_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
