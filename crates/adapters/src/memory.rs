@@ -109,14 +109,8 @@ impl RunStore for InMemoryRunStore {
             .runs
             .get_mut(run_id)
             .ok_or_else(|| RunStoreError::NotFound(run_id.clone()))?;
-        if run.header.status == RunStatus::Finished {
-            return Err(RunStoreError::WrongStatus {
-                run_id: run_id.clone(),
-                status: run.header.status,
-                action: "commit_step",
-                expected: "running or interrupted",
-            });
-        }
+        let has_done = run.events.iter().any(|e| matches!(e, AiEvent::Done { .. }));
+        crate::stored::check_open(run_id, run.header.status, has_done)?;
         if step.thread_state.is_some() && run.header.thread_id.is_none() {
             return Err(RunStoreError::Invalid {
                 run_id: run_id.clone(),

@@ -355,23 +355,23 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), RunStoreError> {
     Ok(())
 }
 
-/// A run's status and thread, or `NotFound`.
+/// A run's status, thread and whether its log holds its `done` event, or `NotFound`.
 fn run_row(
     tx: &Transaction<'_>,
     run_id: &RunId,
-) -> Result<(RunStatus, Option<String>), RunStoreError> {
-    let row: Option<(String, Option<String>)> = tx
-        .prepare_cached("SELECT status, thread_id FROM runs WHERE run_id = ?1")
+) -> Result<(RunStatus, Option<String>, bool), RunStoreError> {
+    let row: Option<(String, Option<String>, bool)> = tx
+        .prepare_cached("SELECT status, thread_id, has_done FROM runs WHERE run_id = ?1")
         .and_then(|mut stmt| {
-            stmt.query_row([run_id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+            stmt.query_row([run_id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                 .optional()
         })
         .map_err(|e| backend("cannot read the run", e))?;
-    let (status, thread) = row.ok_or_else(|| RunStoreError::NotFound(run_id.clone()))?;
+    let (status, thread, has_done) = row.ok_or_else(|| RunStoreError::NotFound(run_id.clone()))?;
     let status = RunStatus::parse(&status).ok_or_else(|| {
         RunStoreError::Corrupt(format!("run {run_id}: its status is not a run status"))
     })?;
-    Ok((status, thread))
+    Ok((status, thread, has_done))
 }
 
 /// The columns `header_from_row` reads, in its order, from a `runs` row.
@@ -637,15 +637,8 @@ fn commit_step_tx(
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| backend("cannot begin the step's transaction", e))?;
-    let (status, thread) = run_row(&tx, run_id)?;
-    if status == RunStatus::Finished {
-        return Err(RunStoreError::WrongStatus {
-            run_id: run_id.clone(),
-            status,
-            action: "commit_step",
-            expected: "running or interrupted",
-        });
-    }
+    let (status, thread, has_done) = run_row(&tx, run_id)?;
+    crate::stored::check_open(run_id, status, has_done)?;
     let thread_write = match (&step.thread_state, &thread) {
         (Some(state), Some(thread)) => Some((thread.as_str(), state.as_str())),
         (Some(_), None) => {
@@ -1060,7 +1053,7 @@ impl RunStore for SqliteStore {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(fail)?;
-            let (status, _) = run_row(&tx, &run_id)?;
+            let (status, ..) = run_row(&tx, &run_id)?;
             if status != RunStatus::Running {
                 return Err(RunStoreError::WrongStatus {
                     run_id: run_id.clone(),

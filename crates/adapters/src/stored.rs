@@ -1,6 +1,7 @@
-//! What every store here refuses alike before it writes: a thread state it could not read back.
+//! What every store here refuses alike before it writes: a thread state it could not read back,
+//! a step to a run that has ended.
 
-use ai_core::{RunId, RunStoreError, ThreadId, ThreadStoreError, nests_deeper_than};
+use ai_core::{RunId, RunStatus, RunStoreError, ThreadId, ThreadStoreError, nests_deeper_than};
 use serde_json::Value;
 
 /// The deepest a stored thread state may nest arrays and objects: serde_json's reader, which
@@ -39,4 +40,24 @@ pub(crate) fn check_step_state(run_id: &RunId, state: &Value) -> Result<(), RunS
 
 fn too_deep() -> String {
     format!("nests deeper than {READABLE_DEPTH} levels, which a store cannot read back")
+}
+
+/// Refuses, for [`ai_core::RunStore::commit_step`], a step to run `run_id` unless it is open:
+/// `running` or `interrupted` (its recovery step), with no `Done` in its log (`has_done`).
+/// Nothing follows a run's `Done`, so a run recovery closed, or one whose process died before
+/// `finish_run`, never gets a second ending.
+pub(crate) fn check_open(
+    run_id: &RunId,
+    status: RunStatus,
+    has_done: bool,
+) -> Result<(), RunStoreError> {
+    if status == RunStatus::Finished || has_done {
+        return Err(RunStoreError::WrongStatus {
+            run_id: run_id.clone(),
+            status,
+            action: "commit_step",
+            expected: "running or interrupted, with no done event in its log",
+        });
+    }
+    Ok(())
 }

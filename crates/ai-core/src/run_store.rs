@@ -332,7 +332,9 @@ pub trait RunStore: Send + Sync {
     ///
     /// A `running` run takes steps; so does an `interrupted` one (its recovery step: the
     /// `interrupted` results of its dangling calls and its repaired thread state). A finished run
-    /// is refused.
+    /// is refused, and so is one whose log holds its `Done`, as
+    /// [`RunStoreError::WrongStatus`]: nothing follows a run's `Done`, so a run recovery closed
+    /// never gets a second ending.
     async fn commit_step(&self, run_id: &RunId, step: RunStep)
     -> Result<Range<u64>, RunStoreError>;
 

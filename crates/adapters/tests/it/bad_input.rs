@@ -7,7 +7,7 @@ use ai_core::{
     sha256_hex,
 };
 
-use crate::support::{done, run, snapshot};
+use crate::support::{done, run, snapshot, start};
 
 #[tokio::test]
 async fn a_missing_blob_is_not_found_by_its_address() {
@@ -290,7 +290,10 @@ async fn numbers_at_their_largest_refuse_the_next_step_naming_the_run() {
         for (largest, events) in [(i64::MAX, 1), (i64::MAX - 1, 2)] {
             let r = run(&format!("run-{n}-{events}"));
             store.begin_run(&r, None, 1, None).await.unwrap();
-            store.commit_step(&r, step(vec![done()])).await.unwrap();
+            store
+                .commit_step(&r, step(vec![start("c1")]))
+                .await
+                .unwrap();
             let conn = rusqlite::Connection::open(store.path()).unwrap();
             let edited = conn
                 .execute(
@@ -301,7 +304,7 @@ async fn numbers_at_their_largest_refuse_the_next_step_naming_the_run() {
             assert_eq!(edited, 1);
             drop(conn);
             let err = store
-                .commit_step(&r, step(vec![done(); events]))
+                .commit_step(&r, step(vec![start("c2"); events]))
                 .await
                 .unwrap_err();
             assert!(matches!(err, RunStoreError::Corrupt(_)), "{err:?}");
@@ -326,7 +329,7 @@ async fn next_step_after_editing_seq(
     seq: rusqlite::types::Value,
 ) -> (ai_core::RunId, RunStoreError) {
     let step = || RunStep {
-        events: vec![done()],
+        events: vec![start("c1")],
         ..RunStep::default()
     };
     let r = run(name);

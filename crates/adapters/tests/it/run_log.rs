@@ -278,11 +278,56 @@ async fn status_rules_refuse_and_write_nothing(store: &dyn Stores) {
     let refused = store.commit_step(&r, one()).await.unwrap_err();
     assert_eq!(
         refused.to_string(),
-        "run run-1 is finished; commit_step needs a run that is running or interrupted"
+        "run run-1 is finished; commit_step needs a run that is running or interrupted, with \
+         no done event in its log"
     );
     let log = store.load_run(&r).await.unwrap();
     assert_eq!(log.events.len(), 1);
     assert_eq!(log.header.finished_at_ms, Some(3));
+}
+
+/// Nothing follows a run's `Done`: a step to a run whose log holds it is refused and writes
+/// nothing, whatever the run's status. So a run closed by recovery (`interrupted`, its `Done`
+/// stored), or one whose process died before `finish_run`, never gets a second ending.
+async fn no_step_follows_a_runs_done(store: &dyn Stores) {
+    let t = thread("thread-d");
+    let (closed, ended) = (run("closed"), run("ended"));
+    for r in [&closed, &ended] {
+        store.begin_run(r, Some(&t), 1, None).await.unwrap();
+        let step = RunStep {
+            events: vec![start("c1")],
+            ..RunStep::default()
+        };
+        store.commit_step(r, step).await.unwrap();
+    }
+    store
+        .recover_interrupted(2, std::slice::from_ref(&closed))
+        .await
+        .unwrap();
+    let ending = |state: i64| RunStep {
+        events: vec![result("c1"), done()],
+        thread_state: Some(json!(state)),
+        ..RunStep::default()
+    };
+    store.commit_step(&closed, ending(1)).await.unwrap();
+    store.commit_step(&ended, ending(1)).await.unwrap();
+    for (r, status) in [
+        (&closed, RunStatus::Interrupted),
+        (&ended, RunStatus::Running),
+    ] {
+        let refused = store.commit_step(r, ending(2)).await.unwrap_err();
+        assert_eq!(
+            refused,
+            RunStoreError::WrongStatus {
+                run_id: r.clone(),
+                status,
+                action: "commit_step",
+                expected: "running or interrupted, with no done event in its log",
+            }
+        );
+        assert_eq!(store.load_run(r).await.unwrap().events.len(), 3);
+    }
+    assert_eq!(store.load(&t).await.unwrap(), Some(json!(1)));
 }
 
 async fn an_inconsistent_step_is_refused_whole(store: &dyn Stores) {
@@ -803,6 +848,7 @@ contract!(
     runs_are_summarized_with_their_event_counts,
     a_time_past_the_stores_range_is_refused_and_writes_nothing,
     status_rules_refuse_and_write_nothing,
+    no_step_follows_a_runs_done,
     an_inconsistent_step_is_refused_whole,
     recovery_names_dangling_calls_once,
     recovery_survives_a_crash_before_the_closing_step,
