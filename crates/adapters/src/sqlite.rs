@@ -774,9 +774,18 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
             ai_core::describe_json_error(&e)
         ))
     };
+    // The event at index `i` is numbered `i` ([`RunLog::events`]): a log with a number missing
+    // (a row deleted by hand) is refused rather than loaded as if whole.
     let events = strings("SELECT seq, event_json FROM run_events WHERE run_id = ?1 ORDER BY seq")?
         .into_iter()
-        .map(|(seq, json)| {
+        .zip(0_i64..)
+        .map(|((seq, json), expected)| {
+            if seq != expected {
+                return Err(RunStoreError::Corrupt(format!(
+                    "run {run_id}: its event {expected} is stored as number {seq}: its events \
+                     are not numbered from 0 without a gap, as every store numbers them"
+                )));
+            }
             serde_json::from_str::<AiEvent>(&json)
                 .map_err(|e| corrupt("event", seq, "run_events.event_json", e))
         })
