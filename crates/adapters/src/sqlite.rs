@@ -350,7 +350,17 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), RunStoreError> {
         tx.execute_batch(sql)
             .and_then(|()| tx.pragma_update(None, "user_version", version))
             .and_then(|()| tx.commit())
-            .map_err(|e| backend(format_args!("migration {version} failed"), e))?;
+            .map_err(|e| {
+                // SQLite's reason only: an error in a statement quotes the whole migration.
+                let reason = match e {
+                    rusqlite::Error::SqlInputError { msg, .. } => msg,
+                    other => other.to_string(),
+                };
+                RunStoreError::Backend(format!(
+                    "migration {version} of {} failed (it stays at version {current}): {reason}",
+                    path.display()
+                ))
+            })?;
     }
     Ok(())
 }

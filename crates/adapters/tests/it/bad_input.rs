@@ -144,6 +144,24 @@ async fn a_database_that_is_not_a_cogni_store_is_refused_and_not_modified() {
     assert_eq!(std::fs::read(&db).unwrap(), before, "the database changed");
 }
 
+/// A migration that fails (here: a store at version 1 already holding version 2's table, as a
+/// hand-lowered version leaves it) is an error naming the migration, the file, the version it
+/// stays at and SQLite's reason, not one quoting the whole migration's SQL.
+#[tokio::test]
+async fn a_failed_migration_names_itself_without_quoting_its_sql() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = SqliteStore::open(dir.path()).unwrap().path().to_path_buf();
+    set_user_version(&db, 1);
+    let err = SqliteStore::open(dir.path()).unwrap_err();
+    assert_eq!(
+        err,
+        RunStoreError::Backend(format!(
+            "migration 2 of {} failed (it stays at version 1): table blobs already exists",
+            db.display()
+        ))
+    );
+}
+
 #[tokio::test]
 async fn a_data_dir_that_is_a_file_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
