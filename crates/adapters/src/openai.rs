@@ -22,7 +22,8 @@
 //! to decode. A body labelled `text/event-stream` is refused the same way only when it opens as a
 //! web page or a JSON array (`<` or `[`), since the SSE rules let a stream open with any field.
 //! No compression is asked for or decoded: a 2xx body with a `Content-Encoding` (but
-//! `identity`) is refused by it at once.
+//! `identity`) is refused by it at once, and an error answer's so encoded is not read, only its
+//! encoding named.
 //!
 //! **Timeouts.** [`OpenAiConfig::request_timeout`] bounds the wait for the first body byte;
 //! from it on, [`OpenAiConfig::idle_timeout`] bounds the wait for progress: a complete SSE event,
@@ -692,18 +693,12 @@ impl OpenAiCompletion {
         }
         // No `Accept-Encoding` is sent and none is decoded: a compressed body would reach the
         // decoder as bytes that never make an event, and stall.
-        if let Some(encoding) = response
-            .headers()
-            .get(CONTENT_ENCODING)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_owned())
-            .filter(|v| !v.is_empty() && !v.eq_ignore_ascii_case("identity"))
-        {
+        if let Some(encoding) = self.compression(response.headers()) {
             return Err(Failure::Final(CompletionError::Decode(format!(
-                "POST {}: HTTP {}: the server compressed its answer (content-encoding: {}), \
+                "POST {}: HTTP {}: the server compressed its answer (content-encoding: {encoding}), \
                  though the request asked for none",
                 self.endpoint,
                 status_text(status),
-                self.shown(&encoding)
             ))));
         }
         let content_type = response
@@ -886,8 +881,8 @@ impl OpenAiCompletion {
     }
 
     /// A non-2xx answer: the status and the provider's message (from a JSON body, or the first
-    /// line of a `text/plain` one; a web page is not quoted), retryable as [`should_retry`]
-    /// says.
+    /// line of a `text/plain` one; a web page is not quoted, nor a compressed body, which is not
+    /// read: its encoding is named), retryable as [`should_retry`] says.
     async fn http_error(
         &self,
         response: reqwest::Response,
@@ -908,12 +903,17 @@ impl OpenAiCompletion {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim().to_ascii_lowercase().starts_with("text/plain"));
-        let body = match self
-            .read_bounded(response, plain_text, deadline, limit, cancel)
-            .await
-        {
-            Ok(body) => body,
-            Err(cancelled) => return Failure::Final(cancelled),
+        // A compressed body is no text to quote (none is asked for, and none decoded).
+        let compression = self.compression(response.headers());
+        let body = match compression {
+            Some(_) => Vec::new(),
+            None => match self
+                .read_bounded(response, plain_text, deadline, limit, cancel)
+                .await
+            {
+                Ok(body) => body,
+                Err(cancelled) => return Failure::Final(cancelled),
+            },
         };
         let mut message = format!("POST {}: HTTP {}", self.endpoint, status_text(status));
         if status.is_redirection() {
@@ -922,6 +922,9 @@ impl OpenAiCompletion {
                 .and_then(|l| self.url.join(&l).ok())
                 .map_or_else(|| "an unnamed location".into(), |u| redacted_url(&u));
             message.push_str(&format!(" (redirect to {target}, not followed)"));
+        }
+        if let Some(encoding) = compression {
+            message.push_str(&format!(" (its body compressed: {encoding}, not read)"));
         }
         let provider = error_body::provider_message(&body)
             .or_else(|| plain_text.then(|| error_body::first_line(&body)).flatten());
@@ -1201,6 +1204,16 @@ impl OpenAiCompletion {
         json.finish(&mut body);
         body.truncate(MAX_ERROR_BODY_BYTES);
         Ok(body)
+    }
+
+    /// The answer's `Content-Encoding`, shown safely, when it names a compression (not
+    /// `identity`): the request asks for none and the client decodes none, so such a body's
+    /// bytes are no text an event stream, a JSON answer or an error message can be read from.
+    fn compression(&self, headers: &HeaderMap) -> Option<String> {
+        let encoding = String::from_utf8_lossy(headers.get(CONTENT_ENCODING)?.as_bytes());
+        let encoding = encoding.trim();
+        (!encoding.is_empty() && !encoding.eq_ignore_ascii_case("identity"))
+            .then(|| self.shown(encoding))
     }
 
     fn transport(&self, what: &str) -> CompletionError {

@@ -1093,6 +1093,22 @@ fn a_long_message_is_scrubbed_only_up_to_a_bound() {
     }
 }
 
+/// A request of one user message.
+fn hello() -> LlmRequest {
+    LlmRequest {
+        caller: ai_core::LlmCaller {
+            run_id: ai_core::RunId::new("run_1").unwrap(),
+            graph: None,
+        },
+        messages: vec![ai_core::Message::User {
+            content: "Hello".into(),
+        }],
+        tools: Vec::new(),
+        tool_choice: ai_core::ToolChoice::Auto,
+        parallel_tool_calls: None,
+    }
+}
+
 /// Serves one connection on a loopback port: reads the request's head and body (by its
 /// `content-length`), then writes `answer` and holds the connection open. Returns the base URL.
 async fn serve_once(answer: Vec<u8>) -> String {
@@ -1164,26 +1180,53 @@ async fn an_event_stream_labelled_json_is_read_as_a_stream() {
                 text.push_str(&delta);
             }
         };
-        let request = LlmRequest {
-            caller: ai_core::LlmCaller {
-                run_id: ai_core::RunId::new("run_1").unwrap(),
-                graph: None,
-            },
-            messages: vec![ai_core::Message::User {
-                content: "Hello".into(),
-            }],
-            tools: Vec::new(),
-            tool_choice: ai_core::ToolChoice::Auto,
-            parallel_tool_calls: None,
-        };
         let completion = tokio::time::timeout(
             Duration::from_secs(3),
-            model.complete(&request, &mut sink, &CancellationToken::new()),
+            model.complete(&hello(), &mut sink, &CancellationToken::new()),
         )
         .await
         .unwrap_or_else(|_| panic!("{content_type} {body:?}: answered at once"))
         .unwrap_or_else(|e| panic!("{content_type} {body:?}: {e}"));
         assert_eq!(completion.text, "hi", "{content_type} {body:?}");
         assert_eq!(text, "hi", "{content_type} {body:?}");
+    }
+}
+
+/// An error answer compressed though the request asked for none (a proxy set to compress
+/// everything) is named by its status and its encoding: its bytes, which are no text, are not
+/// shown as the provider's message, as a `text/plain` body's first line otherwise is.
+#[tokio::test]
+async fn a_compressed_error_body_is_not_quoted() {
+    let gzip: &[u8] = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\xcbH\xcd\xc9\xc9\x07\x00\n";
+    for content_type in ["text/plain", "application/json"] {
+        let mut answer = format!(
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: {content_type}\r\n\
+             content-encoding: gzip\r\ncontent-length: {}\r\n\r\n",
+            gzip.len()
+        )
+        .into_bytes();
+        answer.extend_from_slice(gzip);
+        let base = serve_once(answer).await;
+        let model = OpenAiCompletion::new(OpenAiConfig {
+            max_retries: 0,
+            ..OpenAiConfig::new(&base, "m")
+        })
+        .unwrap();
+        let error = model
+            .complete(
+                &hello(),
+                &mut |_: CompletionDelta| {},
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "transport error: POST {base}/chat/completions: HTTP 503 Service Unavailable \
+                 (its body compressed: gzip, not read)"
+            ),
+            "{content_type}"
+        );
     }
 }
