@@ -12,7 +12,8 @@
 //! `wire_openai::chat::decode_completion` or `wire_openai::responses::decode_response` into the
 //! same completion a stream of it would give (its deltas go to the sink at once), under the same
 //! limits; a JSON error body is the provider's error, and any other JSON is reported as neither
-//! an event stream nor a whole answer. A body of another type, or of none, is read as a stream
+//! an event stream nor a whole answer (a body that opens as no JSON object or array, a page
+//! labelled JSON, as soon as its first bytes show it). A body of another type, or of none, is read as a stream
 //! all the same when its first bytes are an SSE field or comment (some servers label their
 //! streams `text/plain`, or not at all), or `{`: the decoders read a body that opens with `{`,
 //! whatever its label, as a whole answer (decolua/9router#3492: a whole `chat.completion`
@@ -999,11 +1000,15 @@ impl OpenAiCompletion {
         } else {
             format!("in place of an event stream, read as {what}")
         };
+        // A body that opens as no JSON object or array was read only as far as its first bytes.
+        let size = match body.trim_ascii_start().first() {
+            Some(b'{' | b'[') | None => format!("{} bytes", body.len()),
+            Some(_) => format!("at least {} bytes", body.len()),
+        };
         Err(Failure::Final(CompletionError::Decode(format!(
-            "POST {}: HTTP {}: the server answered with JSON ({} bytes), {read_as}: {}",
+            "POST {}: HTTP {}: the server answered with JSON ({size}), {read_as}: {}",
             self.endpoint,
             status_text(status),
-            body.len(),
             self.decode_detail(error)
         ))))
     }
@@ -1059,8 +1064,9 @@ impl OpenAiCompletion {
     /// read, so the decoder refuses the body by that limit without its rest being waited for.
     /// The read ends where the body's JSON object (or array) closes ([`JsonBody`]): a server
     /// that holds the connection open after it is not waited on until the idle timeout, and
-    /// what it sends after the value is not read. A UTF-8 BOM opening the body is dropped, as a
-    /// stream's is.
+    /// what it sends after the value is not read; nor is anything after the first bytes of a body
+    /// that opens as no JSON object or array (past a BOM and whitespace: a web page), which is no
+    /// answer. A UTF-8 BOM opening the body is dropped, as a stream's is.
     /// Timeouts, breaks and cancellation are those of a stream: before the first byte a timeout
     /// or a broken connection may be retried, after it nothing is. A whole answer has no events:
     /// each chunk is progress, so the idle timeout runs from the last one.
@@ -1086,10 +1092,12 @@ impl OpenAiCompletion {
             {
                 Next::Chunk(chunk) => {
                     let room = cap - body.len();
-                    if json
+                    let closed = json
                         .append(&mut body, &chunk[..chunk.len().min(room)])
-                        .is_some()
-                    {
+                        .is_some();
+                    // Closed, or opened as no object or array (a web page): no answer either
+                    // way, so nothing more is waited for.
+                    if closed || !json.may_be_json() {
                         break;
                     }
                 }

@@ -1230,3 +1230,46 @@ async fn a_compressed_error_body_is_not_quoted() {
         );
     }
 }
+
+/// A 200 labelled JSON whose body opens as no JSON value (a gateway's sign-in page, its
+/// connection held open) is refused as soon as its first bytes show it, as a body of another
+/// type that opens as no stream is: not read on until the idle timeout, then reported as a
+/// stall.
+#[tokio::test]
+async fn a_json_labelled_page_held_open_is_refused_at_once() {
+    let page = "<!doctype html><html><body>Sign in</body></html>\n";
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n\
+         {:x}\r\n{page}\r\n",
+        page.len()
+    );
+    let base = serve_once(answer.into_bytes()).await;
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        max_retries: 0,
+        idle_timeout: Duration::from_secs(10),
+        ..OpenAiConfig::new(&base, "m")
+    })
+    .unwrap();
+    let error = tokio::time::timeout(
+        Duration::from_secs(3),
+        model.complete(
+            &hello(),
+            &mut |_: CompletionDelta| {},
+            &CancellationToken::new(),
+        ),
+    )
+    .await
+    .expect("refused at once")
+    .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(error, CompletionError::Decode(_))
+            && message.contains(&format!(
+                "HTTP 200 OK: the server answered with JSON (at least {} bytes), not an event \
+                 stream nor a chat completion",
+                page.len()
+            ))
+            && !message.contains("Sign in"),
+        "{message}"
+    );
+}
