@@ -67,7 +67,9 @@
 //! query). It is never sent in clear to another machine: a key (or a base URL's
 //! `user:password@`, or a query parameter of it named like a key, `?api-key=…`) with an
 //! `http://` base URL whose host is not loopback (`localhost`, `127.0.0.1`, `::1`) is refused
-//! ([`OpenAiConfigError::KeyOverHttp`]) unless [`OpenAiConfig::allow_key_over_http`] says so.
+//! ([`OpenAiConfigError::KeyOverHttp`]) unless [`OpenAiConfig::allow_key_over_http`] says so;
+//! a `localhost` name (or one under it) is connected to on the loopback addresses, never looked
+//! up, since a resolver may ask DNS for it.
 //! Redirects are not followed, so the key goes only to the configured host.
 
 mod error_body;
@@ -422,7 +424,7 @@ impl OpenAiCompletion {
             );
         }
         Ok(Self {
-            client: http_client()?,
+            client: http_client(&url)?,
             endpoint: redacted_url(&url),
             url_secrets: url_secrets(&url, config.api_key.as_ref()),
             url,
@@ -1520,8 +1522,11 @@ impl Decoder {
 
 /// reqwest over rustls with ring and the platform's certificate roots; HTTP/1.1 only; no proxy
 /// from the environment; redirects are not followed (a moved endpoint is a configuration error,
-/// reported with its status and target, and the key never follows a redirect).
-fn http_client() -> Result<reqwest::Client, OpenAiConfigError> {
+/// reported with its status and target, and the key never follows a redirect). A `url` whose
+/// host is a `localhost` name ([`localhost_name`]), which [`is_loopback`] takes for this
+/// machine, is reached on the loopback addresses without asking a resolver, which may ask DNS
+/// for the name (glibc does, without `nss-myhostname`) and so send the key elsewhere.
+fn http_client(url: &Url) -> Result<reqwest::Client, OpenAiConfigError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut tls = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -1530,11 +1535,21 @@ fn http_client() -> Result<reqwest::Client, OpenAiConfigError> {
         .map_err(|e| OpenAiConfigError::Client(e.to_string()))?
         .with_no_client_auth();
     tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    reqwest::Client::builder()
+    let mut client = reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
-        .user_agent(concat!("cogni-tools/", env!("CARGO_PKG_VERSION")))
+        .user_agent(concat!("cogni-tools/", env!("CARGO_PKG_VERSION")));
+    if let Some(host) = localhost_name(url) {
+        use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+        // Port 0: the URL's own port is used.
+        let loopback = [
+            SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            SocketAddr::from((Ipv6Addr::LOCALHOST, 0)),
+        ];
+        client = client.resolve_to_addrs(host, &loopback);
+    }
+    client
         .build()
         .map_err(|e| OpenAiConfigError::Client(describe(e)))
 }
@@ -1550,8 +1565,15 @@ fn is_loopback(url: &Url) -> bool {
     if let Ok(ip) = bare.parse::<std::net::IpAddr>() {
         return ip.to_canonical().is_loopback();
     }
+    localhost_name(url).is_some()
+}
+
+/// The URL's host when it is a `localhost` name: `localhost` or a name under it (RFC 6761), in
+/// any case, with or without a final dot.
+fn localhost_name(url: &Url) -> Option<&str> {
+    let host = url.host_str()?;
     let name = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
-    name == "localhost" || name.ends_with(".localhost")
+    (name == "localhost" || name.ends_with(".localhost")).then_some(host)
 }
 
 /// A whole body read as JSON: a UTF-8 BOM opening it is dropped (serde_json reads none, and

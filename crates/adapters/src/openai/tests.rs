@@ -1273,3 +1273,34 @@ async fn a_json_labelled_page_held_open_is_refused_at_once() {
         "{message}"
     );
 }
+
+/// A host under `localhost` (RFC 6761) is this machine to the key's rule, so a key may go to
+/// it over plain HTTP; the connection goes there too, to a loopback address, never to where a
+/// resolver that asks DNS for the name (glibc without `nss-myhostname`) would send it.
+#[tokio::test]
+async fn a_localhost_name_is_reached_on_loopback_without_a_resolver() {
+    let stream = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{stream}",
+        stream.len()
+    );
+    let base = serve_once(answer.into_bytes()).await;
+    let base = base.replace("127.0.0.1", "model.localhost");
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        max_retries: 0,
+        ..config(&base)
+    })
+    .unwrap();
+    let completion = model
+        .complete(
+            &hello(),
+            &mut |_: CompletionDelta| {},
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(completion.text, "hi");
+}
