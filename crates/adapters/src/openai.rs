@@ -13,16 +13,16 @@
 //! same completion a stream of it would give (its deltas go to the sink at once), under the same
 //! limits; a JSON error body is the provider's error, and any other JSON is reported as neither
 //! an event stream nor a whole answer (a body that opens as no JSON object or array, a page
-//! labelled JSON, as soon as its first bytes show it). A body of another type, or of none, is read as a stream
-//! all the same when its first bytes are an SSE field or comment (some servers label their
-//! streams `text/plain`, or not at all), or `{`: the decoders read a body that opens with `{`,
-//! whatever its label, as a whole answer (decolua/9router#3492: a whole `chat.completion`
-//! labelled `text/event-stream`). One that opens otherwise (a web page where the API was
-//! expected, a JSON array) is refused by its content type as soon as those bytes arrive,
-//! rather than waited on until it stalls. Either is reported by its content type when it fails
-//! to decode. A body labelled `text/event-stream` is refused the same way only when it opens as a
-//! web page or a JSON array (`<` or `[`), since the SSE rules let a stream open with any field.
-//! No compression is asked for or decoded: a 2xx body with a `Content-Encoding` (but
+//! labelled JSON, as soon as its first bytes show it). A body of another type, or of none, is
+//! read as a stream all the same when its first bytes are an SSE field or comment (some servers
+//! label their streams `text/plain`, or not at all), or `{`: the decoders read a body that opens
+//! with `{`, whatever its label, as a whole answer (decolua/9router#3492: a whole
+//! `chat.completion` labelled `text/event-stream`). One that opens otherwise (a web page where
+//! the API was expected, a JSON array) is refused by its content type as soon as those bytes
+//! arrive, rather than waited on until it stalls. Either is reported by its content type when
+//! it fails to decode. A body labelled `text/event-stream` is refused the same way only when it
+//! opens as a web page or a JSON array (`<` or `[`), since the SSE rules let a stream open with
+//! any field. No compression is asked for or decoded: a 2xx body with a `Content-Encoding` (but
 //! `identity`) is refused by it at once, and an error answer's so encoded is not read, only its
 //! encoding named.
 //!
@@ -698,8 +698,8 @@ impl OpenAiCompletion {
         // decoder as bytes that never make an event, and stall.
         if let Some(encoding) = self.compression(response.headers()) {
             return Err(Failure::Final(CompletionError::Decode(format!(
-                "POST {}: HTTP {}: the server compressed its answer (content-encoding: {encoding}), \
-                 though the request asked for none",
+                "POST {}: HTTP {}: the server compressed its answer (content-encoding: \
+                 {encoding}), though the request asked for none",
                 self.endpoint,
                 status_text(status),
             ))));
