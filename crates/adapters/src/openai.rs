@@ -22,9 +22,9 @@
 //! arrive, rather than waited on until it stalls. Either is reported by its content type when
 //! it fails to decode. A body labelled `text/event-stream` is refused the same way only when it
 //! opens as a web page or a JSON array (`<` or `[`), since the SSE rules let a stream open with
-//! any field. No compression is asked for or decoded: a 2xx body with a `Content-Encoding` (but
-//! `identity`) is refused by it at once, and an error answer's so encoded is not read, only its
-//! encoding named.
+//! any field. No compression is asked for or decoded: a 2xx body whose `Content-Encoding`, on
+//! any of its lines, lists a coding but `identity` is refused by it at once, and an error
+//! answer's so encoded is not read, only its codings named.
 //!
 //! **Timeouts.** [`OpenAiConfig::request_timeout`] bounds the wait for the first body byte;
 //! from it on, [`OpenAiConfig::idle_timeout`] bounds the wait for progress: a complete SSE event,
@@ -1216,14 +1216,23 @@ impl OpenAiCompletion {
         Ok(body)
     }
 
-    /// The answer's `Content-Encoding`, shown safely, when it names a compression (not
-    /// `identity`): the request asks for none and the client decodes none, so such a body's
-    /// bytes are no text an event stream, a JSON answer or an error message can be read from.
+    /// The codings of the answer's `Content-Encoding` but `identity`, shown safely, when there
+    /// are any: the request asks for none and the client decodes none, so such a body's bytes
+    /// are no text an event stream, a JSON answer or an error message can be read from. The
+    /// header is a list, and may be sent on several lines (a proxy adds its own): all are read.
     fn compression(&self, headers: &HeaderMap) -> Option<String> {
-        let encoding = String::from_utf8_lossy(headers.get(CONTENT_ENCODING)?.as_bytes());
-        let encoding = encoding.trim();
-        (!encoding.is_empty() && !encoding.eq_ignore_ascii_case("identity"))
-            .then(|| self.shown(encoding))
+        let lines = headers.get_all(CONTENT_ENCODING).iter();
+        let codings: Vec<String> = lines
+            .flat_map(|line| {
+                String::from_utf8_lossy(line.as_bytes())
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("identity"))
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        (!codings.is_empty()).then(|| self.shown(&codings.join(", ")))
     }
 
     fn transport(&self, what: &str) -> CompletionError {

@@ -1304,3 +1304,73 @@ async fn a_localhost_name_is_reached_on_loopback_without_a_resolver() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(completion.text, "hi");
 }
+
+/// A `Content-Encoding` is read as the list it is, over every field line it is sent on (a
+/// proxy adds its own line after the server's): a body compressed on any of them is refused
+/// (a 2xx) or not quoted (an error) and named by its codings, `identity` left out; one whose
+/// codings are all `identity` (or empty) is read as sent.
+#[tokio::test]
+async fn every_content_encoding_line_is_read() {
+    let error = r#"{"error":{"message":"slow down"}}"#;
+    let stream = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    for (lines, shown) in [
+        (
+            "content-encoding: identity\r\ncontent-encoding: gzip\r\n",
+            Some("gzip"),
+        ),
+        ("content-encoding: Identity, br\r\n", Some("br")),
+        ("content-encoding: identity, identity\r\n", None),
+        (
+            "content-encoding: IDENTITY\r\ncontent-encoding: ,\r\n",
+            None,
+        ),
+    ] {
+        for (status, content_type, body) in [
+            ("503 Service Unavailable", "application/json", error),
+            ("200 OK", "text/event-stream", stream),
+        ] {
+            let answer = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\n{lines}content-length: {}\
+                 \r\n\r\n{body}",
+                body.len()
+            );
+            let base = serve_once(answer.into_bytes()).await;
+            let model = OpenAiCompletion::new(OpenAiConfig {
+                max_retries: 0,
+                ..OpenAiConfig::new(&base, "m")
+            })
+            .unwrap();
+            let result = model
+                .complete(
+                    &hello(),
+                    &mut |_: CompletionDelta| {},
+                    &CancellationToken::new(),
+                )
+                .await
+                .map(|completion| completion.text);
+            let endpoint = format!("POST {base}/chat/completions");
+            let expected = match (shown, status) {
+                (Some(coding), "200 OK") => Err(format!(
+                    "decode error: {endpoint}: HTTP 200 OK: the server compressed its answer \
+                     (content-encoding: {coding}), though the request asked for none"
+                )),
+                (Some(coding), _) => Err(format!(
+                    "transport error: {endpoint}: HTTP 503 Service Unavailable (its body \
+                     compressed: {coding}, not read)"
+                )),
+                (None, "200 OK") => Ok("hi".to_owned()),
+                (None, _) => Err(format!(
+                    "transport error: {endpoint}: HTTP 503 Service Unavailable: slow down"
+                )),
+            };
+            assert_eq!(
+                result.map_err(|e| e.to_string()),
+                expected,
+                "{lines:?} {status}"
+            );
+        }
+    }
+}
