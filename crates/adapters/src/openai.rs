@@ -1002,8 +1002,12 @@ impl OpenAiCompletion {
         } else {
             format!("in place of an event stream, read as {what}")
         };
-        // A body that opens as no JSON object or array was read only as far as its first bytes.
-        let size = match body.trim_ascii_start().first() {
+        // A body that opens as no JSON object or array, past JSON's whitespace (ASCII's also
+        // holds the form feed), was read only as far as its first bytes ([`JsonBody`]).
+        let opening = body
+            .iter()
+            .find(|byte| !matches!(byte, b' ' | b'\t' | b'\n' | b'\r'));
+        let size = match opening {
             Some(b'{' | b'[') | None => format!("{} bytes", body.len()),
             Some(_) => format!("at least {} bytes", body.len()),
         };

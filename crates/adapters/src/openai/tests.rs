@@ -1374,3 +1374,42 @@ async fn every_content_encoding_line_is_read() {
         }
     }
 }
+
+/// A JSON-labelled body that opens with a byte JSON does not take as whitespace (a form feed,
+/// which ASCII does) is read only as far as its first bytes, and its size is given as such:
+/// not as the size of a body read whole.
+#[tokio::test]
+async fn a_json_labelled_body_cut_at_its_first_bytes_is_sized_so() {
+    let opening = "\x0c{\"id\":";
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n\
+         {:x}\r\n{opening}\r\n",
+        opening.len()
+    );
+    let base = serve_once(answer.into_bytes()).await;
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        max_retries: 0,
+        idle_timeout: Duration::from_secs(10),
+        ..OpenAiConfig::new(&base, "m")
+    })
+    .unwrap();
+    let error = tokio::time::timeout(
+        Duration::from_secs(3),
+        model.complete(
+            &hello(),
+            &mut |_: CompletionDelta| {},
+            &CancellationToken::new(),
+        ),
+    )
+    .await
+    .expect("refused at once")
+    .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains(&format!(
+            "the server answered with JSON (at least {} bytes)",
+            opening.len()
+        )),
+        "{message}"
+    );
+}
