@@ -13,7 +13,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use serde_json::json;
 
-use crate::{Config, create_capabilities, create_tool_source};
+use crate::create_tool_source;
 
 mod chat;
 mod runs;
@@ -727,14 +727,13 @@ fn cli_context(clock: &dyn Clock) -> anyhow::Result<RunContext> {
 
 /// `cogni tools list`: the catalog of the enabled core tools (`tools.enabled`) under the policy
 /// of `settings` (read, unvalidated, as `serve` reads them: [`crate::Settings::read`]). Of the
-/// settings only those two are checked: the tools are bound to the working directory, as a catalog does not
-/// depend on the workspace, so a `tools.workspace` of another machine does not stop it.
+/// settings only those two are checked: the tools are bound to no workspace
+/// ([`crate::ToolCapabilities::without_workspace`]), as a catalog does not depend on one, so
+/// neither a `tools.workspace` of another machine nor a working folder no workspace may be
+/// rooted at (`/`) stops it.
 fn tools_list(settings: &crate::Settings, json: bool) -> anyhow::Result<()> {
     let policy = settings.policy()?;
-    let caps = create_capabilities(&Config {
-        workspace_root: PathBuf::from("."),
-        workspace_hidden: false,
-    })?;
+    let caps = crate::ToolCapabilities::without_workspace();
     let source = create_tool_source(&settings.core_tools()?, &caps)?;
     warn_unknown_tools(&policy, &source);
     let catalog = ToolCatalog::build(&source, &policy, &cli_context(caps.clock.as_ref())?)?;

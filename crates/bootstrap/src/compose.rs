@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use adapters::{FsWorkspace, SystemClock};
-use ai_core::{BoundTool, Clock, StaticToolSource, Workspace};
+use ai_core::{BoundTool, Clock, StaticToolSource, Workspace, WorkspaceError, WorkspaceListing};
 use ai_tools::bind;
 use ai_tools::tools::{GetCurrentTime, WorkspaceList, WorkspaceRead, WorkspaceWrite};
 
@@ -18,6 +18,47 @@ pub struct ToolCapabilities {
     pub clock: Arc<dyn Clock>,
     /// The workspace folder, confined to its root.
     pub workspace: Arc<dyn Workspace>,
+}
+
+impl ToolCapabilities {
+    /// The system clock and no workspace folder at all ([`NoWorkspace`]): for tools bound only
+    /// for their specs and checks (`cogni tools list`, a replay, whose tools answer from their
+    /// record), so no folder is opened (the working folder may be `/`, which a workspace
+    /// refuses, or today's workspace missing) and none is touched.
+    pub(crate) fn without_workspace() -> Self {
+        Self {
+            clock: Arc::new(SystemClock),
+            workspace: Arc::new(NoWorkspace),
+        }
+    }
+}
+
+/// A workspace with no folder: every call is refused as a workspace failure, never as the
+/// caller's mistake, rather than touch a folder ([`ToolCapabilities::without_workspace`]).
+struct NoWorkspace;
+
+impl NoWorkspace {
+    fn refuse(path: &str) -> WorkspaceError {
+        WorkspaceError::Io {
+            path: path.to_owned(),
+            reason: "no workspace is bound: these tools are only listed or replayed".to_owned(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Workspace for NoWorkspace {
+    async fn list(&self, dir: &str) -> Result<WorkspaceListing, WorkspaceError> {
+        Err(Self::refuse(dir))
+    }
+
+    async fn read(&self, path: &str) -> Result<String, WorkspaceError> {
+        Err(Self::refuse(path))
+    }
+
+    async fn write(&self, path: &str, _content: &str) -> Result<(), WorkspaceError> {
+        Err(Self::refuse(path))
+    }
 }
 
 impl std::fmt::Debug for ToolCapabilities {

@@ -10,13 +10,12 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use adapters::{ReplayCompletion, SqliteStore, SystemClock, TieredBlobStore};
+use adapters::{ReplayCompletion, SqliteStore, TieredBlobStore};
 use ai_core::{
     AiEvent, BlobStore, BoundTool, CancellationToken, Capabilities, CompletionDelta, DoneReason,
     EventSink, ExecPermit, LlmCompletion, ModelReceipt, RunContext, RunId, RunLog, RunStatus,
     RunStore, RunStoreError, ToolCatalog, ToolError, ToolErrorCategory, ToolErrorCode, ToolFailure,
-    ToolId, ToolInvocationContext, ToolInvocationRecord, ToolSource, ToolSpec, Workspace,
-    WorkspaceError, WorkspaceListing, canonical_bytes,
+    ToolId, ToolInvocationContext, ToolInvocationRecord, ToolSource, ToolSpec, canonical_bytes,
 };
 use anyhow::{Context, anyhow, bail};
 use async_trait::async_trait;
@@ -453,35 +452,6 @@ impl BoundTool for RecordedTool {
     }
 }
 
-/// The workspace a replay binds its tools to: no folder at all. A replayed tool answers from
-/// its record ([`RecordedTool`]) and never reaches its workspace; were one to, every call would
-/// be refused as a workspace failure rather than touch today's folder.
-struct NoWorkspace;
-
-impl NoWorkspace {
-    fn refuse(path: &str) -> WorkspaceError {
-        WorkspaceError::Io {
-            path: path.to_owned(),
-            reason: "a replay has no workspace: its tools answer from the record".to_owned(),
-        }
-    }
-}
-
-#[async_trait]
-impl Workspace for NoWorkspace {
-    async fn list(&self, dir: &str) -> Result<WorkspaceListing, WorkspaceError> {
-        Err(Self::refuse(dir))
-    }
-
-    async fn read(&self, path: &str) -> Result<String, WorkspaceError> {
-        Err(Self::refuse(path))
-    }
-
-    async fn write(&self, path: &str, _content: &str) -> Result<(), WorkspaceError> {
-        Err(Self::refuse(path))
-    }
-}
-
 /// A sink that keeps the events.
 #[derive(Default)]
 struct Collect(Mutex<Vec<AiEvent>>);
@@ -838,10 +808,7 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
     // The tools are bound for their specs and checks only: a replayed tool answers from its
     // record, so no workspace folder is opened (today's may be missing) and none is touched.
     let policy = Arc::new(settings.policy()?);
-    let caps = ToolCapabilities {
-        clock: Arc::new(SystemClock),
-        workspace: Arc::new(NoWorkspace),
-    };
+    let caps = ToolCapabilities::without_workspace();
     let tools = Arc::new(create_tool_source(&settings.core_tools()?, &caps)?);
     let configured = Runtime::with_source(
         settings,
@@ -996,8 +963,7 @@ mod tests {
     /// (never as the caller's mistake), touching no folder.
     #[tokio::test]
     async fn a_replays_workspace_refuses_every_call() {
-        use ai_core::Workspace;
-        let workspace = super::NoWorkspace;
+        let workspace = crate::ToolCapabilities::without_workspace().workspace;
         let errors = [
             workspace.list(".").await.err().unwrap(),
             workspace.read("notes.txt").await.err().unwrap(),
@@ -1006,7 +972,7 @@ mod tests {
         for error in errors {
             assert!(!error.is_caller_error(), "{error:?}");
             assert!(
-                error.to_string().contains("a replay has no workspace"),
+                error.to_string().contains("no workspace is bound"),
                 "{error}"
             );
         }

@@ -220,6 +220,24 @@ fn a_policy_file_enables_writes_inside_the_workspace_only() {
     assert!(!dir.path().join("escaped.txt").exists());
 }
 
+/// `cogni tools list` opens no workspace, so it works from any folder: from `/` too (a
+/// container's working folder never set), which a workspace refuses as its root. It failed
+/// there, saying the whole file system cannot be a workspace.
+#[test]
+fn tools_list_works_from_the_root_of_the_file_system() {
+    let output = cogni_command()
+        .args(["tools", "list"])
+        .current_dir("/")
+        .output()
+        .expect("the cogni binary runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("core__workspace_read"),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
+
 #[test]
 fn tools_list_shows_only_the_policys_catalog() {
     let output = cogni(&["tools", "list", "--json"]);
