@@ -151,13 +151,13 @@ impl FsWorkspace {
     /// through symlinks inside the root too, is refused as [`WorkspaceError::Reserved`], and
     /// listings leave them out. Each is resolved as the root is (its symlinks followed, a
     /// missing tail, such as a config file not written yet, taken as written), and only those
-    /// inside the root are kept; names are compared ignoring ASCII case, since a file system
-    /// that ignores case opens `COGNI.TOML` as `cogni.toml`.
+    /// inside the root are kept; names are compared ignoring ASCII case, there and in every
+    /// check, since a file system that ignores case opens `COGNI.TOML` as `cogni.toml`.
     pub fn with_reserved<P: AsRef<Path>>(mut self, paths: impl IntoIterator<Item = P>) -> Self {
         let inside = paths
             .into_iter()
             .filter_map(|path| resolve_like_root(path.as_ref()))
-            .filter_map(|path| path.strip_prefix(&self.root).ok().map(Path::to_path_buf));
+            .filter_map(|path| beneath(&path, &self.root).map(Path::to_path_buf));
         self.guard.reserved = self.guard.reserved.iter().cloned().chain(inside).collect();
         self
     }
@@ -1132,18 +1132,27 @@ impl Guard {
     /// Whether `resolved` (a path beneath the root, its symlinks replaced) is a reserved path
     /// or inside one, its names compared ignoring ASCII case.
     fn is_reserved(&self, resolved: &Path) -> bool {
-        let same = |a: Component<'_>, b: Component<'_>| {
-            a.as_os_str()
-                .as_encoded_bytes()
-                .eq_ignore_ascii_case(b.as_os_str().as_encoded_bytes())
-        };
-        self.reserved.iter().any(|reserved| {
-            let mut names = resolved.components();
-            reserved
-                .components()
-                .all(|name| names.next().is_some_and(|at| same(at, name)))
-        })
+        self.reserved
+            .iter()
+            .any(|reserved| beneath(resolved, reserved).is_some())
     }
+}
+
+/// What is left of `path` past `folder` when `path` is `folder` or inside it, their names
+/// compared ignoring ASCII case, as a file system that ignores case opens them.
+fn beneath<'a>(path: &'a Path, folder: &Path) -> Option<&'a Path> {
+    let mut names = path.components();
+    for name in folder.components() {
+        let at = names.next()?;
+        let same = at
+            .as_os_str()
+            .as_encoded_bytes()
+            .eq_ignore_ascii_case(name.as_os_str().as_encoded_bytes());
+        if !same {
+            return None;
+        }
+    }
+    Some(names.as_path())
 }
 
 /// `path` resolved as [`FsWorkspace::new`] resolves the root (made absolute, its symlinks

@@ -1646,6 +1646,27 @@ async fn the_apps_own_files_are_out_of_reach() {
     ws.write("conf/other.toml", "x").await.unwrap();
 }
 
+/// A reserved path is placed in the root with its names compared ignoring ASCII case, as it is
+/// then matched: on a file system that ignores case, `/srv/APP/cogni.toml` is the root
+/// `/srv/app`'s `cogni.toml`, though resolving it keeps the case it was given. It was dropped as
+/// outside the root, and the file read.
+#[tokio::test]
+async fn a_reserved_path_given_in_another_case_is_inside_the_root() {
+    let parent = tempfile::tempdir().unwrap();
+    let root = parent.path().join("app");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("cogni.toml"), "[llm]").unwrap();
+    let ws = FsWorkspace::new(&root)
+        .unwrap()
+        .with_reserved([parent.path().join("APP/cogni.toml")]);
+    assert_eq!(
+        ws.read("cogni.toml").await,
+        Err(WorkspaceError::Reserved {
+            path: "cogni.toml".into()
+        })
+    );
+}
+
 /// A path the process may not use (`EACCES`, `EPERM`: root cannot meet them by `chmod`, so the
 /// kernel's answers are given directly) is the caller's `PermissionDenied`, not the workspace
 /// failing, whether the call or the walk before it meets the refusal; never naming the path.
