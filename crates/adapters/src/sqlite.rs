@@ -4,8 +4,8 @@
 //! The database runs in WAL mode with `synchronous = FULL` (every commit is fsynced). Its schema
 //! is the numbered `.sql` files in `crates/adapters/migrations/`, compiled in and applied in
 //! order, each in its own transaction that also sets `PRAGMA user_version`. A database whose
-//! version is newer than this build's, or at version 0 but not empty (some other program's), is
-//! refused before anything is written to it.
+//! version is newer than this build's, or at version 0 but holding more than SQLite's own tables
+//! (some other program's), is refused before anything is written to it.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -102,10 +102,11 @@ impl SqliteStore {
     ///
     /// A database from a newer version is refused as [`RunStoreError::NewerSchema`] and left
     /// untouched, and so is one that is not a cogni store (schema version 0, holding tables or
-    /// anything else), as [`RunStoreError::Corrupt`]: cogni's tables are never added to another
-    /// program's database, nor is it switched to WAL. A folder that cannot be written is a [`RunStoreError::Backend`] naming it, and
-    /// so is a database SQLite can only open for reading (a write-protected `cogni.db` in a
-    /// writable folder): every write would fail, so it is refused at open, not at every run.
+    /// anything else but SQLite's own tables), as [`RunStoreError::Corrupt`]: cogni's tables are
+    /// never added to another program's database, nor is it switched to WAL. A folder that
+    /// cannot be written is a [`RunStoreError::Backend`] naming it, and so is a database SQLite
+    /// can only open for reading (a write-protected `cogni.db` in a writable folder): every write
+    /// would fail, so it is refused at open, not at every run.
     pub fn open(data_dir: impl AsRef<Path>) -> Result<Self, RunStoreError> {
         Self::open_with(data_dir.as_ref(), rusqlite::OpenFlags::default())
     }
@@ -140,11 +141,14 @@ impl SqliteStore {
 
         // Read the version before anything writes: a newer database, or one that is not a cogni
         // store, is left exactly as it is. One statement, so one snapshot: a cogni store's first
-        // migration sets its version in the transaction that creates its tables.
+        // migration sets its version in the transaction that creates its tables. SQLite's own
+        // tables (`sqlite_stat1`, which `ANALYZE` creates in an empty database) are no program's
+        // data: no other name may begin with `sqlite_`, in any case.
         let (found, holds_schema): (i64, bool) = conn
             .query_row(
                 "SELECT (SELECT user_version FROM pragma_user_version), \
-                 EXISTS (SELECT 1 FROM sqlite_schema)",
+                 EXISTS (SELECT 1 FROM sqlite_schema \
+                         WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\')",
                 [],
                 |row| Ok((row.get(0)?, row.get(1)?)),
             )

@@ -144,6 +144,23 @@ async fn a_database_that_is_not_a_cogni_store_is_refused_and_not_modified() {
     assert_eq!(std::fs::read(&db).unwrap(), before, "the database changed");
 }
 
+/// An empty database that holds only SQLite's own tables (another tool switched it to WAL and
+/// ran `ANALYZE`, which creates `sqlite_stat1`) holds nothing of another program's: it opens as
+/// a new store and takes a run.
+#[tokio::test]
+async fn an_empty_database_holding_only_sqlites_own_tables_opens_as_a_new_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join(adapters::DB_FILE);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("PRAGMA journal_mode = WAL; ANALYZE;")
+        .unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let r = run("first");
+    store.begin_run(&r, None, 1, None).await.unwrap();
+    assert!(store.load_run(&r).await.unwrap().events.is_empty());
+}
+
 /// A migration that fails (here: a store at version 1 already holding version 2's table, as a
 /// hand-lowered version leaves it) is an error naming the migration, the file, the version it
 /// stays at and SQLite's reason, not one quoting the whole migration's SQL.
