@@ -103,6 +103,7 @@ impl RunStore for InMemoryRunStore {
         if let Some(state) = &step.thread_state {
             crate::stored::check_step_state(run_id, state)?;
         }
+        crate::stored::check_step_events(run_id, &step.events)?;
         let mut state = self.lock()?;
         let state = &mut *state;
         let run = state

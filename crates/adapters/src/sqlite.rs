@@ -536,6 +536,7 @@ fn prepare_step(run_id: &RunId, step: RunStep) -> Result<PreparedStep, RunStoreE
         run_id: run_id.clone(),
         reason,
     };
+    crate::stored::check_step_events(run_id, &step.events)?;
     let mut events = Vec::with_capacity(step.events.len());
     for event in &step.events {
         let value = serde_json::to_value(event)

@@ -1,7 +1,9 @@
 //! What every store here refuses alike before it writes: a thread state it could not read back,
-//! a step to a run that has ended.
+//! a step to a run that has ended, an event after a step's `Done`.
 
-use ai_core::{RunId, RunStatus, RunStoreError, ThreadId, ThreadStoreError, nests_deeper_than};
+use ai_core::{
+    AiEvent, RunId, RunStatus, RunStoreError, ThreadId, ThreadStoreError, nests_deeper_than,
+};
 use serde_json::Value;
 
 /// The deepest a stored thread state may nest arrays and objects: serde_json's reader, which
@@ -60,4 +62,20 @@ pub(crate) fn check_open(
         });
     }
     Ok(())
+}
+
+/// Refuses, for [`ai_core::RunStore::commit_step`], a step of run `run_id` with an event after
+/// its `Done` (a second `Done` included), naming the event's place in the step: nothing follows
+/// a run's `Done`, within its last step as after it ([`check_open`]).
+pub(crate) fn check_step_events(run_id: &RunId, events: &[AiEvent]) -> Result<(), RunStoreError> {
+    match events
+        .iter()
+        .position(|e| matches!(e, AiEvent::Done { .. }))
+    {
+        Some(done) if done + 1 < events.len() => Err(RunStoreError::Invalid {
+            run_id: run_id.clone(),
+            reason: format!("the step's event {} follows its done event", done + 1),
+        }),
+        _ => Ok(()),
+    }
 }

@@ -334,7 +334,8 @@ pub trait RunStore: Send + Sync {
     /// `interrupted` results of its dangling calls and its repaired thread state). A finished run
     /// is refused, and so is one whose log holds its `Done`, as
     /// [`RunStoreError::WrongStatus`]: nothing follows a run's `Done`, so a run recovery closed
-    /// never gets a second ending.
+    /// never gets a second ending. Nor within a step: one with an event after its `Done` is
+    /// refused whole as [`RunStoreError::Invalid`].
     async fn commit_step(&self, run_id: &RunId, step: RunStep)
     -> Result<Range<u64>, RunStoreError>;
 

@@ -330,6 +330,37 @@ async fn no_step_follows_a_runs_done(store: &dyn Stores) {
     assert_eq!(store.load(&t).await.unwrap(), Some(json!(1)));
 }
 
+/// Nothing follows a run's `Done` within a step either: a step with an event after its `Done`
+/// (a second `Done` too) is refused whole, naming the event's place, and writes nothing, so the
+/// run is still open for its real ending.
+async fn no_event_follows_done_in_a_step(store: &dyn Stores) {
+    let r = run("after-done");
+    store.begin_run(&r, None, 1, None).await.unwrap();
+    for (events, place) in [
+        (vec![start("c1"), done(), result("c1")], 2),
+        (vec![done(), done()], 1),
+    ] {
+        let step = RunStep {
+            events,
+            ..RunStep::default()
+        };
+        let refused = store.commit_step(&r, step).await.unwrap_err();
+        assert_eq!(
+            refused,
+            RunStoreError::Invalid {
+                run_id: r.clone(),
+                reason: format!("the step's event {place} follows its done event"),
+            }
+        );
+        assert!(store.load_run(&r).await.unwrap().events.is_empty());
+    }
+    let ending = RunStep {
+        events: vec![done()],
+        ..RunStep::default()
+    };
+    assert_eq!(store.commit_step(&r, ending).await.unwrap(), 0..1);
+}
+
 async fn an_inconsistent_step_is_refused_whole(store: &dyn Stores) {
     let r = run("no-thread");
     store.begin_run(&r, None, 1, None).await.unwrap();
@@ -849,6 +880,7 @@ contract!(
     a_time_past_the_stores_range_is_refused_and_writes_nothing,
     status_rules_refuse_and_write_nothing,
     no_step_follows_a_runs_done,
+    no_event_follows_done_in_a_step,
     an_inconsistent_step_is_refused_whole,
     recovery_names_dangling_calls_once,
     recovery_survives_a_crash_before_the_closing_step,
