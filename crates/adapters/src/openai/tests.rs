@@ -1231,17 +1231,14 @@ async fn a_compressed_error_body_is_not_quoted() {
     }
 }
 
-/// A 200 labelled JSON whose body opens as no JSON value (a gateway's sign-in page, its
-/// connection held open) is refused as soon as its first bytes show it, as a body of another
-/// type that opens as no stream is: not read on until the idle timeout, then reported as a
-/// stall.
-#[tokio::test]
-async fn a_json_labelled_page_held_open_is_refused_at_once() {
-    let page = "<!doctype html><html><body>Sign in</body></html>\n";
+/// The error of a call answered 200, labelled JSON, with `opening` as its first chunk and the
+/// connection then held open: it must come before the idle timeout (10 s), so the wait for it is
+/// bounded at 3 s, a hang guard only.
+async fn json_labelled_and_held_open(opening: &str) -> CompletionError {
     let answer = format!(
         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n\
-         {:x}\r\n{page}\r\n",
-        page.len()
+         {:x}\r\n{opening}\r\n",
+        opening.len()
     );
     let base = serve_once(answer.into_bytes()).await;
     let model = OpenAiCompletion::new(OpenAiConfig {
@@ -1250,7 +1247,7 @@ async fn a_json_labelled_page_held_open_is_refused_at_once() {
         ..OpenAiConfig::new(&base, "m")
     })
     .unwrap();
-    let error = tokio::time::timeout(
+    tokio::time::timeout(
         Duration::from_secs(3),
         model.complete(
             &hello(),
@@ -1260,7 +1257,17 @@ async fn a_json_labelled_page_held_open_is_refused_at_once() {
     )
     .await
     .expect("refused at once")
-    .unwrap_err();
+    .unwrap_err()
+}
+
+/// A 200 labelled JSON whose body opens as no JSON value (a gateway's sign-in page, its
+/// connection held open) is refused as soon as its first bytes show it, as a body of another
+/// type that opens as no stream is: not read on until the idle timeout, then reported as a
+/// stall.
+#[tokio::test]
+async fn a_json_labelled_page_held_open_is_refused_at_once() {
+    let page = "<!doctype html><html><body>Sign in</body></html>\n";
+    let error = json_labelled_and_held_open(page).await;
     let message = error.to_string();
     assert!(
         matches!(error, CompletionError::Decode(_))
@@ -1381,29 +1388,7 @@ async fn every_content_encoding_line_is_read() {
 #[tokio::test]
 async fn a_json_labelled_body_cut_at_its_first_bytes_is_sized_so() {
     let opening = "\x0c{\"id\":";
-    let answer = format!(
-        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n\
-         {:x}\r\n{opening}\r\n",
-        opening.len()
-    );
-    let base = serve_once(answer.into_bytes()).await;
-    let model = OpenAiCompletion::new(OpenAiConfig {
-        max_retries: 0,
-        idle_timeout: Duration::from_secs(10),
-        ..OpenAiConfig::new(&base, "m")
-    })
-    .unwrap();
-    let error = tokio::time::timeout(
-        Duration::from_secs(3),
-        model.complete(
-            &hello(),
-            &mut |_: CompletionDelta| {},
-            &CancellationToken::new(),
-        ),
-    )
-    .await
-    .expect("refused at once")
-    .unwrap_err();
+    let error = json_labelled_and_held_open(opening).await;
     let message = error.to_string();
     assert!(
         message.contains(&format!(
