@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 
-use crate::graph::{alias_stands_in, config_lowers_lints, lowered_lints, shadowed_step};
+use crate::graph::{alias_stands_in, config_lowers_lints, lowered_lints, read_toml, shadowed_step};
 
 /// The steps, in order: a name and cargo's arguments (`None`: check-architecture, run in this
 /// process). The first failure stops the run and is named.
@@ -157,13 +157,23 @@ fn weakened_checks(
     for folder in folders {
         for file in ["config.toml", "config"] {
             let path = folder.join(file);
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            let place = path.display();
-            if let Some(lowered) = config_lowers_lints(&text) {
-                found.push(format!("{place}: ARCH_LINTS: {lowered}; take it out"));
+            let place = path.display().to_string();
+            let entries = match read_toml(&path) {
+                Ok(entries) => entries,
+                Err(unreadable) => {
+                    found.push(unreadable.finding(&place, "ARCH_LINTS"));
+                    continue;
+                }
+            };
+            if let Some((line, lowered)) = config_lowers_lints(&entries) {
+                found.push(format!(
+                    "{place}:{line}: ARCH_LINTS: {lowered}; take it out"
+                ));
             }
-            if let Some(shadowed) = shadowed_step(&text) {
-                found.push(format!("{place}: ARCH_LINTS: {shadowed}; take it out"));
+            if let Some((line, shadowed)) = shadowed_step(&entries) {
+                found.push(format!(
+                    "{place}:{line}: ARCH_LINTS: {shadowed}; take it out"
+                ));
             }
         }
     }
@@ -389,11 +399,11 @@ mod tests {
                 named("$RUSTDOCFLAGS".into(), "unset it"),
                 "$CARGO_BUILD_RUSTFLAGS: ARCH_LINTS: `--force-warn` in the build's flags makes the lints it names (`unsafe_code`, `warnings`) warnings whatever forbids or denies them; unset it".into(),
                 named(
-                    outer.path().join(".cargo/config").display().to_string(),
+                    format!("{}:2", outer.path().join(".cargo/config").display()),
                     "take it out"
                 ),
                 named(
-                    home.join("config.toml").display().to_string(),
+                    format!("{}:2", home.join("config.toml").display()),
                     "take it out"
                 ),
             ]
@@ -403,7 +413,7 @@ mod tests {
         assert_eq!(
             super::weakened_checks(&root, &[], Some(&home_above)),
             [named(
-                home_above.join("config").display().to_string(),
+                format!("{}:2", home_above.join("config").display()),
                 "take it out"
             )]
         );
@@ -440,7 +450,7 @@ mod tests {
             [
                 named("$CARGO_ALIAS_FMT".into(), "fmt", "unset it"),
                 named(
-                    home.join("config").display().to_string(),
+                    format!("{}:2", home.join("config").display()),
                     "clippy",
                     "take it out"
                 ),

@@ -19,6 +19,10 @@
 //!   dependency comes from a git repository or another registry than crates.io: each compiles
 //!   other code under a dependency's name, which the allowlists vet by name only and no source
 //!   rule reads.
+//!
+//!   `ARCH_LINTS` and `ARCH_PATCHED_DEP` read Cargo's files as TOML (the `toml` crate), so a
+//!   value over several lines, an inline table in another or text in a string neither hides
+//!   nor fakes a setting, and a file that is not TOML is a finding of its own, naming its line.
 //! - `ARCH_BANNED_DEP`: some external crates are banned per package as normal dependencies
 //!   (a JSON Schema library in ai-core and the wire codecs, an HTTP stack in the sans-IO
 //!   codecs), and the crates that read the environment (`dotenv`, `dotenvy`, `envy`) in every
@@ -611,42 +615,64 @@ pub(crate) fn renamed_deps(metadata: &Value) -> Vec<RenamedDep> {
 pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
     let mut violations = Vec::new();
     let root = metadata["workspace_root"].as_str().unwrap_or_default();
-    let text = std::fs::read_to_string(Path::new(root).join("Cargo.toml")).unwrap_or_default();
-    // `unsafe_code = "forbid"`, or `unsafe_code = { level = "forbid", … }`.
-    let forbids = toml_entries(&text).iter().any(|(key, value)| {
-        let key = key.strip_prefix("workspace.lints.rust.unsafe_code");
-        matches!(key, Some("" | ".level")) && unquoted(value) == "forbid"
-    });
-    if !forbids {
-        violations.push(
-            "Cargo.toml: ARCH_LINTS: the workspace lints do not forbid unsafe code (`unsafe_code = \"forbid\"` under `[workspace.lints.rust]`); `unsafe` reaches the OS through no name a source rule reads".into(),
-        );
+    match read_toml(&Path::new(root).join("Cargo.toml")) {
+        // `unsafe_code = "forbid"`, or `unsafe_code = { level = "forbid", … }`.
+        Ok(entries) => {
+            let forbids = entries.iter().any(|entry| {
+                let key = entry.key.strip_prefix("workspace.lints.rust.unsafe_code");
+                matches!(key, Some("" | ".level"))
+                    && matches!(&entry.value, Leaf::Text(level) if level == "forbid")
+            });
+            if !forbids {
+                violations.push(
+                    "Cargo.toml: ARCH_LINTS: the workspace lints do not forbid unsafe code (`unsafe_code = \"forbid\"` under `[workspace.lints.rust]`); `unsafe` reaches the OS through no name a source rule reads".into(),
+                );
+            }
+        }
+        Err(unreadable) => violations.push(unreadable.finding("Cargo.toml", "ARCH_LINTS")),
     }
-    // `--cap-lints` or `--force-warn` (in `rustflags`) weakens `forbid`, so unsafe code would
-    // build.
     for config in CARGO_CONFIGS {
-        let text = std::fs::read_to_string(Path::new(root).join(config)).unwrap_or_default();
-        if let Some(lowered) = config_lowers_lints(&text) {
-            violations.push(format!("{config}: ARCH_LINTS: {lowered}; take it out"));
-        }
-        if let Some(shadowed) = shadowed_step(&text) {
-            violations.push(format!("{config}: ARCH_LINTS: {shadowed}; take it out"));
-        }
-        let entries = toml_entries(&text);
-        let set = |setting: &&&str| entries.iter().any(|(key, _)| in_table(setting, key));
-        for setting in COMPILERS.iter().filter(set) {
+        let entries = match read_toml(&Path::new(root).join(config)) {
+            Ok(entries) => entries,
+            Err(unreadable) => {
+                violations.push(unreadable.finding(config, "ARCH_LINTS"));
+                continue;
+            }
+        };
+        // `--cap-lints` or `--force-warn` (in `rustflags`) weakens `forbid`, so unsafe code
+        // would build.
+        if let Some((line, lowered)) = config_lowers_lints(&entries) {
             violations.push(format!(
-                "{config}: ARCH_LINTS: `{setting}` runs a program of the configuration's choosing in the compiler's place, which can lower every lint (`--cap-lints`) unseen; take it out"
+                "{config}:{line}: ARCH_LINTS: {lowered}; take it out"
             ));
+        }
+        if let Some((line, shadowed)) = shadowed_step(&entries) {
+            violations.push(format!(
+                "{config}:{line}: ARCH_LINTS: {shadowed}; take it out"
+            ));
+        }
+        for setting in COMPILERS {
+            if let Some(entry) = entries.iter().find(|entry| in_table(setting, &entry.key)) {
+                violations.push(format!(
+                    "{config}:{}: ARCH_LINTS: `{setting}` runs a program of the configuration's choosing in the compiler's place, which can lower every lint (`--cap-lints`) unseen; take it out",
+                    entry.line
+                ));
+            }
         }
     }
     for package in metadata["packages"].as_array().into_iter().flatten() {
         let name = package["name"].as_str().unwrap_or_default();
         let manifest = package["manifest_path"].as_str().unwrap_or_default();
-        let text = std::fs::read_to_string(manifest).unwrap_or_default();
-        let inherits = toml_entries(&text)
-            .iter()
-            .any(|(key, value)| key == "lints.workspace" && value == "true");
+        let inherits = match read_toml(Path::new(manifest)) {
+            Ok(entries) => entries.iter().any(|entry| {
+                entry.key == "lints.workspace" && matches!(entry.value, Leaf::Bool(true))
+            }),
+            Err(unreadable) => {
+                let shown = manifest.strip_prefix(root).unwrap_or(manifest);
+                violations.push(unreadable.finding(shown.trim_start_matches('/'), "ARCH_LINTS"));
+                continue;
+            }
+        };
         if !inherits {
             violations.push(format!(
                 "{name}: ARCH_LINTS: its manifest does not inherit the workspace lints (`[lints]` with `workspace = true`), where `unsafe_code = \"forbid\"` comes from"
@@ -702,12 +728,19 @@ pub(crate) fn swapped_dependencies(metadata: &Value) -> Vec<String> {
         .chain(CARGO_CONFIGS.iter().map(|file| (*file, config)));
     let mut violations = Vec::new();
     for (file, tables) in files {
-        let text = std::fs::read_to_string(root.join(file)).unwrap_or_default();
-        let entries = toml_entries(&text);
+        let entries = match read_toml(&root.join(file)) {
+            Ok(entries) => entries,
+            Err(unreadable) => {
+                violations.push(unreadable.finding(file, "ARCH_PATCHED_DEP"));
+                continue;
+            }
+        };
         for (shown, pattern) in tables {
-            if let Some((key, _)) = entries.iter().find(|(key, _)| in_table(pattern, key)) {
+            if let Some(Entry { key, line, .. }) =
+                entries.iter().find(|entry| in_table(pattern, &entry.key))
+            {
                 violations.push(format!(
-                    "{file}: ARCH_PATCHED_DEP: `{shown}` (`{key}`) compiles other code under a dependency's name, which no allowlist vets and no source rule reads; take it out"
+                    "{file}:{line}: ARCH_PATCHED_DEP: `{shown}` (`{key}`) compiles other code under a dependency's name, which no allowlist vets and no source rule reads; take it out"
                 ));
             }
         }
@@ -738,17 +771,16 @@ pub(crate) fn swapped_dependencies(metadata: &Value) -> Vec<String> {
 /// index too).
 const CRATES_IO: &str = "registry+https://github.com/rust-lang/crates.io-index";
 
-/// What an `[alias]` of the Cargo configuration `text` does to `cargo xtask ci`, as a finding
-/// says it, if one is named as a subcommand one of its steps runs: Cargo runs an alias in place
-/// of an external subcommand (`cargo clippy`, `cargo fmt`, with a warning only), so `clippy =
-/// ["run", "--"]` would pass the step having checked nothing.
-pub(crate) fn shadowed_step(text: &str) -> Option<String> {
-    let entries = toml_entries(text);
-    let command = crate::ci::commands().find(|command| {
+/// What an `[alias]` of a Cargo configuration (its [`Entry`]s) does to `cargo xtask ci`, as a
+/// finding says it, with the line, if one is named as a subcommand one of its steps runs: Cargo
+/// runs an alias in place of an external subcommand (`cargo clippy`, `cargo fmt`, with a warning
+/// only), so `clippy = ["run", "--"]` would pass the step having checked nothing.
+pub(crate) fn shadowed_step(entries: &[Entry]) -> Option<(usize, String)> {
+    crate::ci::commands().find_map(|command| {
         let alias = format!("alias.{command}");
-        entries.iter().any(|(key, _)| in_table(&alias, key))
-    })?;
-    Some(alias_stands_in(command))
+        let entry = entries.iter().find(|entry| in_table(&alias, &entry.key))?;
+        Some((entry.line, alias_stands_in(command)))
+    })
 }
 
 /// What an alias named `command` does when `command` is the subcommand of a step of `cargo
@@ -796,118 +828,143 @@ pub(crate) fn lowered_lints(flags: &str) -> Option<String> {
     Some(format!("`--{flag}` in the build's flags {effect}"))
 }
 
-/// [`lowered_lints`] of a Cargo configuration `text` (in any `rustflags` or `rustdocflags`),
-/// outside its comments.
-pub(crate) fn config_lowers_lints(text: &str) -> Option<String> {
-    text.lines()
-        .find_map(|line| lowered_lints(uncommented(line)))
+/// [`lowered_lints`] of a Cargo configuration (its [`Entry`]s), in any text it holds (a
+/// `rustflags` or `rustdocflags`, an `[env]` variable), with the line.
+pub(crate) fn config_lowers_lints(entries: &[Entry]) -> Option<(usize, String)> {
+    entries.iter().find_map(|entry| match &entry.value {
+        Leaf::Text(text) => Some((entry.line, lowered_lints(text)?)),
+        _ => None,
+    })
 }
 
-/// The `key = value` lines of a TOML document, each as its full dotted key (under its table
-/// header: `[workspace.lints]` then `rust.unsafe_code = …` is `workspace.lints.rust.unsafe_code`,
-/// read by [`toml_key`]) and its value's text without a comment, in the document's order; an
-/// inline table's entries are also given one level down, after it (`unsafe_code = { level =
-/// "forbid" }` gives `….unsafe_code.level`). A byte order mark opening the document is skipped,
-/// as Cargo skips it. A value spanning lines is not read: this is enough for the few keys
-/// ARCH_LINTS and ARCH_PATCHED_DEP read, however a manifest spells them (a table, dotted or
-/// quoted keys, escapes, an inline table, comments), without a TOML parser in xtask.
-fn toml_entries(text: &str) -> Vec<(String, String)> {
-    let mut table = String::new();
+/// One value of a Cargo file, as the checks read it: its full dotted key (`[workspace.lints]`
+/// then `rust.unsafe_code = …` is `workspace.lints.rust.unsafe_code`), the line it starts on,
+/// and what it holds. Each value of a table, inline or not and however deep, is an entry under
+/// the table's key (`unsafe_code = { level = "forbid" }` gives `….unsafe_code.level`), and
+/// each element of an array one under the array's.
+pub(crate) struct Entry {
+    /// The full dotted key, each segment as Cargo reads it (quotes and escapes read).
+    key: String,
+    /// The line (from 1) the value starts on.
+    line: usize,
+    /// What the value holds, where a check reads it.
+    value: Leaf,
+}
+
+/// What an [`Entry`] holds: text (a string's, escapes read), a boolean, or anything else.
+enum Leaf {
+    /// A string's text.
+    Text(String),
+    /// A boolean.
+    Bool(bool),
+    /// A number or a date, which no check reads.
+    Other,
+}
+
+/// Why a Cargo file could not be read as TOML: the line where toml gives one, and what.
+pub(crate) struct Unreadable {
+    line: Option<usize>,
+    why: String,
+}
+
+impl Unreadable {
+    /// The finding for the file shown as `place`, under `rule`: the checks could not read it,
+    /// so it could hide what they refuse. Its text is never quoted (a value may be a secret).
+    pub(crate) fn finding(&self, place: &str, rule: &str) -> String {
+        let line = self.line.map(|line| format!(":{line}")).unwrap_or_default();
+        format!(
+            "{place}{line}: {rule}: {}, so its settings went unchecked; make it TOML Cargo reads",
+            self.why
+        )
+    }
+}
+
+/// The values of the Cargo file at `path` ([`Entry`]), in the document's order; none if there
+/// is no such file (or none Cargo can find: it skips a file behind a folder it may not search,
+/// and fails on one it finds but cannot read).
+pub(crate) fn read_toml(path: &Path) -> Result<Vec<Entry>, Unreadable> {
+    if std::fs::metadata(path).is_err() {
+        return Ok(Vec::new());
+    }
+    match std::fs::read_to_string(path) {
+        Ok(text) => toml_entries(&text),
+        Err(error) => Err(Unreadable {
+            line: None,
+            why: format!("cannot be read ({error})"),
+        }),
+    }
+}
+
+/// The values of the TOML document `text` ([`Entry`]), in the document's order, read by the
+/// `toml` crate as Cargo reads them (a byte order mark opening it skipped).
+fn toml_entries(text: &str) -> Result<Vec<Entry>, Unreadable> {
+    let document = toml::de::DeTable::parse(text).map_err(|error| Unreadable {
+        line: error.span().map(|span| line_of(text, span.start)),
+        why: format!(
+            "is not TOML ({})",
+            error.message().trim().replace('\n', "; ")
+        ),
+    })?;
     let mut entries = Vec::new();
-    // Cargo reads a document that opens with a byte order mark.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    for line in text.lines().map(|line| uncommented(line).trim()) {
-        if line.starts_with('[') {
-            table = toml_key(line.trim_matches(['[', ']']));
-            continue;
-        }
-        let Some((name, value)) = line.split_once('=') else {
-            continue;
+    table_entries(text, "", document.get_ref(), &mut entries);
+    entries.sort_by_key(|(offset, _)| *offset);
+    Ok(entries.into_iter().map(|(_, entry)| entry).collect())
+}
+
+/// The entries of `table`, whose key is `prefix` (empty at the root), each with its offset.
+fn table_entries(
+    text: &str,
+    prefix: &str,
+    table: &toml::de::DeTable<'_>,
+    entries: &mut Vec<(usize, Entry)>,
+) {
+    for (name, value) in table {
+        let name = name.get_ref();
+        let key = if prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{prefix}.{name}")
         };
-        let name = match toml_key(name) {
-            name if table.is_empty() => name,
-            name => format!("{table}.{name}"),
-        };
-        let value = value.trim();
-        entries.push((name.clone(), value.to_owned()));
-        if let Some(inline) = value.strip_prefix('{').and_then(|v| v.strip_suffix('}')) {
-            for (sub, sub_value) in inline.split(',').filter_map(|e| e.split_once('=')) {
-                entries.push((
-                    format!("{name}.{}", toml_key(sub)),
-                    sub_value.trim().to_owned(),
-                ));
+        value_entries(text, key, value, entries);
+    }
+}
+
+/// The entries of `value`, whose key is `key`, each with its offset.
+fn value_entries(
+    text: &str,
+    key: String,
+    value: &toml::Spanned<toml::de::DeValue<'_>>,
+    entries: &mut Vec<(usize, Entry)>,
+) {
+    use toml::de::DeValue;
+    let leaf = match value.get_ref() {
+        DeValue::Table(table) => return table_entries(text, &key, table, entries),
+        DeValue::Array(array) => {
+            for element in array {
+                value_entries(text, key.clone(), element, entries);
             }
+            return;
         }
-    }
-    entries
+        DeValue::String(text) => Leaf::Text(text.to_string()),
+        DeValue::Boolean(value) => Leaf::Bool(*value),
+        _ => Leaf::Other,
+    };
+    let offset = value.span().start;
+    let line = line_of(text, offset);
+    entries.push((
+        offset,
+        Entry {
+            key,
+            line,
+            value: leaf,
+        },
+    ));
 }
 
-/// A TOML key (`a . "b" . 'c'`, a table header's too) as Cargo reads it, its segments joined
-/// by `.`: a bare segment without the whitespace around it, a quoted one its text, a basic
-/// string's escapes read (`"p\u0061tch"` is `patch`). An escape TOML does not allow is not
-/// decoded (Cargo refuses such a document anyway).
-fn toml_key(raw: &str) -> String {
-    let mut key = String::new();
-    let mut quote = None;
-    let mut chars = raw.chars();
-    while let Some(c) = chars.next() {
-        match (quote, c) {
-            (None, '"' | '\'') => quote = Some(c),
-            (None, c) if c.is_whitespace() => {}
-            (Some(q), c) if c == q => quote = None,
-            (Some('"'), '\\') => {
-                let escape = chars.next();
-                let hex = |len: usize, chars: &mut std::str::Chars<'_>| {
-                    let digits: String = chars.by_ref().take(len).collect();
-                    u32::from_str_radix(&digits, 16)
-                        .ok()
-                        .and_then(char::from_u32)
-                };
-                let value = match escape {
-                    Some('u') => hex(4, &mut chars),
-                    Some('U') => hex(8, &mut chars),
-                    Some('x') => hex(2, &mut chars),
-                    Some('b') => Some('\u{8}'),
-                    Some('t') => Some('\t'),
-                    Some('n') => Some('\n'),
-                    Some('f') => Some('\u{c}'),
-                    Some('r') => Some('\r'),
-                    Some('e') => Some('\u{1b}'),
-                    Some(c @ ('"' | '\\')) => Some(c),
-                    _ => None,
-                };
-                match value {
-                    Some(c) => key.push(c),
-                    None => key.extend(['\\'].into_iter().chain(escape)),
-                }
-            }
-            (_, c) => key.push(c),
-        }
-    }
-    key
-}
-
-/// A TOML line without its comment: what comes before a `#` outside a string.
-fn uncommented(line: &str) -> &str {
-    let mut quote = None;
-    let mut escaped = false;
-    for (i, c) in line.char_indices() {
-        match quote {
-            Some('"') if escaped => escaped = false,
-            Some('"') if c == '\\' => escaped = true,
-            Some(q) if c == q => quote = None,
-            Some(_) => {}
-            None if c == '"' || c == '\'' => quote = Some(c),
-            None if c == '#' => return &line[..i],
-            None => {}
-        }
-    }
-    line
-}
-
-/// A TOML string value's text (`"forbid"` or `'forbid'` is `forbid`).
-fn unquoted(value: &str) -> &str {
-    value.trim_matches(['"', '\''])
+/// The line (from 1) of the byte `offset` of `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    let before = text.get(..offset).unwrap_or(text);
+    before.matches('\n').count() + 1
 }
 
 /// [`check`] on the real workspace, which must also match the table: every `ALLOWED` row names

@@ -770,7 +770,7 @@ fn the_build_flags_do_not_cap_the_lints() {
             "[build]\nrustflags = [\n  \"-C\", \"debuginfo=1\", # smaller\n  \"--cap-lints\", \"warn\",\n]\n"
         ),
         [
-            ".cargo/config.toml: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
+            ".cargo/config.toml:4: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
         ]
     );
     assert_eq!(
@@ -779,7 +779,7 @@ fn the_build_flags_do_not_cap_the_lints() {
             "[build]\nrustflags = [\"--cap-lints\", \"allow\"]\n"
         ),
         [
-            ".cargo/config.toml: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
+            ".cargo/config.toml:2: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
         ]
     );
     std::fs::remove_file(repo.root.path().join(".cargo/config.toml")).unwrap();
@@ -789,7 +789,7 @@ fn the_build_flags_do_not_cap_the_lints() {
             "[target.x86_64-unknown-linux-gnu]\nrustflags = [\"--cap-lints=warn\"]\n"
         ),
         [
-            ".cargo/config: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
+            ".cargo/config:2: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
         ]
     );
     // `--force-warn` beats `forbid` and `-D warnings` for the lints it names.
@@ -799,7 +799,7 @@ fn the_build_flags_do_not_cap_the_lints() {
             "[build]\nrustflags = [\"--force-warn\", \"unsafe_code\"]\n"
         ),
         [
-            ".cargo/config: ARCH_LINTS: `--force-warn` in the build's flags makes the lints it names (`unsafe_code`, `warnings`) warnings whatever forbids or denies them; take it out"
+            ".cargo/config:2: ARCH_LINTS: `--force-warn` in the build's flags makes the lints it names (`unsafe_code`, `warnings`) warnings whatever forbids or denies them; take it out"
         ]
     );
 }
@@ -817,31 +817,35 @@ fn a_compiler_the_configuration_chooses_is_named() {
         ),
         Vec::<String>::new()
     );
-    for (text, key) in [
+    for (text, line, key) in [
         (
             "[build]\nrustc-wrapper = \"tools/wrap.sh\"\n",
+            2,
             "build.rustc-wrapper",
         ),
-        ("build.rustc = \"tools/rustc\"\n", "build.rustc"),
+        ("build.rustc = \"tools/rustc\"\n", 1, "build.rustc"),
         (
             "build = { rustc-workspace-wrapper = \"w\" }\n",
+            1,
             "build.rustc-workspace-wrapper",
         ),
-        ("[build]\nrustdoc = \"tools/rustdoc\"\n", "build.rustdoc"),
+        ("[build]\nrustdoc = \"tools/rustdoc\"\n", 2, "build.rustdoc"),
         // `[env]` reaches `cargo xtask ci` (a `cargo run`), and so the cargo it runs.
         (
             "[env]\nRUSTC_WRAPPER = { value = \"w.sh\", relative = true }\n",
+            2,
             "env.RUSTC_WRAPPER",
         ),
         (
             "env.CARGO_BUILD_RUSTC = \"tools/rustc\"\n",
+            1,
             "env.CARGO_BUILD_RUSTC",
         ),
     ] {
         assert_eq!(
             config(text),
             [format!(
-                ".cargo/config.toml: ARCH_LINTS: `{key}` runs a program of the configuration's choosing in the compiler's place, which can lower every lint (`--cap-lints`) unseen; take it out"
+                ".cargo/config.toml:{line}: ARCH_LINTS: `{key}` runs a program of the configuration's choosing in the compiler's place, which can lower every lint (`--cap-lints`) unseen; take it out"
             )],
             "{text}"
         );
@@ -859,15 +863,15 @@ fn an_alias_standing_in_for_a_ci_step_is_named() {
         config("[alias]\nxtask = \"run --package xtask --\"\nlint = \"clippy --all-targets\"\n"),
         Vec::<String>::new()
     );
-    for shadows in [
-        "[alias]\nclippy = [\"run\", \"--quiet\", \"--\"]\n",
-        "alias.clippy = \"run --quiet --\"\n",
+    for (shadows, line) in [
+        ("[alias]\nclippy = [\"run\", \"--quiet\", \"--\"]\n", 2),
+        ("alias.clippy = \"run --quiet --\"\n", 1),
     ] {
         assert_eq!(
             config(shadows),
-            [
-                ".cargo/config.toml: ARCH_LINTS: the alias `clippy` stands in for `cargo clippy`, a step of `cargo xtask ci`, which would check nothing; take it out"
-            ],
+            [format!(
+                ".cargo/config.toml:{line}: ARCH_LINTS: the alias `clippy` stands in for `cargo clippy`, a step of `cargo xtask ci`, which would check nothing; take it out"
+            )],
             "{shadows}"
         );
     }
@@ -919,58 +923,66 @@ fn a_dependency_swapped_for_other_code_is_named() {
     // A registry mirror serves the crates Cargo.lock's checksums name: no other code.
     let config = "[alias]\nxtask = \"run --package xtask --\"\n[build]\nrustflags = [\"-C\", \"target-cpu=native\"]\n[source.crates-io]\nreplace-with = \"mirror\"\n[source.mirror]\nregistry = \"sparse+https://mirror.example/index/\"\n";
     assert_eq!(swapped(clean, config), Vec::<String>::new());
-    let named = |file: &str, table: &str, key: &str| {
+    let named = |file: &str, line: usize, table: &str, key: &str| {
         format!(
-            "{file}: ARCH_PATCHED_DEP: `{table}` (`{key}`) compiles other code under a dependency's name, which no allowlist vets and no source rule reads; take it out"
+            "{file}:{line}: ARCH_PATCHED_DEP: `{table}` (`{key}`) compiles other code under a dependency's name, which no allowlist vets and no source rule reads; take it out"
         )
     };
-    for (manifest, table, key) in [
+    for (manifest, line, table, key) in [
         (
             "[workspace]\n[patch.crates-io]\nserde = { path = \"../serde\" }\n",
+            3,
             "[patch]",
-            "patch.crates-io.serde",
+            "patch.crates-io.serde.path",
         ),
         (
             "[patch.\"https://github.com/tokio-rs/tokio\"]\ntokio = { git = \"https://example.com/tokio\" }\n",
+            2,
             "[patch]",
-            "patch.https://github.com/tokio-rs/tokio.tokio",
+            "patch.https://github.com/tokio-rs/tokio.tokio.git",
         ),
         (
             "[patch.crates-io.tokio]\npath = \"vendor/tokio\"\n",
+            2,
             "[patch]",
             "patch.crates-io.tokio.path",
         ),
         (
             "patch.crates-io.serde.path = \"../serde\"\n[workspace]\n",
+            1,
             "[patch]",
             "patch.crates-io.serde.path",
         ),
         (
             "[replace]\n\"serde:1.0.0\" = { path = \"../serde\" }\n",
+            2,
             "[replace]",
-            "replace.serde:1.0.0",
+            "replace.serde:1.0.0.path",
         ),
         // A byte order mark before the first header, and escapes in a quoted key, are read
         // as Cargo reads them.
         (
             "\u{feff}[patch.crates-io]\nserde = { path = \"../serde\" }\n",
+            2,
             "[patch]",
-            "patch.crates-io.serde",
+            "patch.crates-io.serde.path",
         ),
         (
             "[\"p\\u0061tch\".crates-io]\nserde = { path = \"../serde\" }\n",
+            2,
             "[patch]",
-            "patch.crates-io.serde",
+            "patch.crates-io.serde.path",
         ),
         (
             "[ 'patch' . \"crates-io\" ]\n\"\\U00000073erde\".path = \"../serde\"\n",
+            2,
             "[patch]",
             "patch.crates-io.serde.path",
         ),
     ] {
         assert_eq!(
             swapped(manifest, config),
-            [named("Cargo.toml", table, key)],
+            [named("Cargo.toml", line, table, key)],
             "{manifest}"
         );
     }
@@ -980,24 +992,153 @@ fn a_dependency_swapped_for_other_code_is_named() {
             "paths = [\"../tokio\"]\n[patch.crates-io]\nserde = { path = \"../serde\" }\n"
         ),
         [
-            named(".cargo/config.toml", "paths", "paths"),
-            named(".cargo/config.toml", "[patch]", "patch.crates-io.serde"),
+            named(".cargo/config.toml", 1, "paths", "paths"),
+            named(
+                ".cargo/config.toml",
+                3,
+                "[patch]",
+                "patch.crates-io.serde.path"
+            ),
         ]
     );
     // A directory source compiles the files in it, checked only against the checksums its own
     // `.cargo-checksum.json` lists.
-    for vendored in [
-        "[source.crates-io]\nreplace-with = \"vendored\"\n[source.vendored]\ndirectory = \"vendor\"\n",
-        "source.crates-io.replace-with = \"vendored\"\nsource.vendored = { directory = \"vendor\" }\n",
+    for (vendored, line) in [
+        (
+            "[source.crates-io]\nreplace-with = \"vendored\"\n[source.vendored]\ndirectory = \"vendor\"\n",
+            4,
+        ),
+        (
+            "source.crates-io.replace-with = \"vendored\"\nsource.vendored = { directory = \"vendor\" }\n",
+            2,
+        ),
     ] {
         assert_eq!(
             swapped(clean, vendored),
             [named(
                 ".cargo/config.toml",
+                line,
                 "[source]",
                 "source.vendored.directory"
             )],
             "{vendored}"
         );
     }
+}
+
+/// Cargo reads its files as TOML, and so do the checks: a value spanning lines (an array, a
+/// `"""` string, an inline table), or an inline table in another, hides no setting, and text
+/// in a string (a `[header]`, a `key = value`) is no setting. Each finding names its line.
+#[test]
+fn the_cargo_files_are_read_as_toml() {
+    let repo = ForbiddingRepo::new();
+    let config = |text: &str| repo.lints_with("config.toml", text);
+    let note = "[alias]\nnote = \"\"\"\n[build]\nrustc-wrapper = 'w'\n\"\"\"\n";
+    assert_eq!(config(note), Vec::<String>::new());
+    let compiler = |line: usize, key: &str| {
+        format!(
+            ".cargo/config.toml:{line}: ARCH_LINTS: `{key}` runs a program of the configuration's choosing in the compiler's place, which can lower every lint (`--cap-lints`) unseen; take it out"
+        )
+    };
+    for (text, line, key) in [
+        (
+            "[build]\njobs = 2\nnote = \"\"\"\n[x]\n\"\"\"\nrustc-wrapper = \"w\"\n",
+            6,
+            "build.rustc-wrapper",
+        ),
+        (
+            "build = {\n  jobs = 2,\n  rustc-wrapper = \"w\",\n}\n",
+            3,
+            "build.rustc-wrapper",
+        ),
+        (
+            "env = { RUSTC_WRAPPER = { value = \"w\", force = true } }\n",
+            1,
+            "env.RUSTC_WRAPPER",
+        ),
+    ] {
+        assert_eq!(config(text), [compiler(line, key)], "{text}");
+    }
+    let capped = |line: usize| {
+        format!(
+            ".cargo/config.toml:{line}: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
+        )
+    };
+    for text in [
+        "[build]\nrustflags = [\"\"\"--cap-\\\n    lints\"\"\", \"warn\"]\n",
+        "[build]\nrustflags = [\"--cap\\u002dlints=warn\"]\n",
+    ] {
+        assert_eq!(config(text), [capped(2)], "{text}");
+    }
+    assert_eq!(
+        config("[alias]\nlint = \"\"\"\n[x]\n\"\"\"\nclippy = \"run --\"\n"),
+        [
+            ".cargo/config.toml:5: ARCH_LINTS: the alias `clippy` stands in for `cargo clippy`, a step of `cargo xtask ci`, which would check nothing; take it out"
+        ]
+    );
+    // What Cargo would refuse is named, not passed unread.
+    assert_eq!(
+        config("[build]\nrustflags = [\n"),
+        [
+            ".cargo/config.toml:2: ARCH_LINTS: is not TOML (unclosed array, expected `]`), so its settings went unchecked; make it TOML Cargo reads"
+        ]
+    );
+}
+
+/// The root manifest's lints, each manifest's `[lints]` and the tables that swap a dependency
+/// are read as TOML too: a `"""` string holding them is text, and an inline table in another
+/// is read however deep.
+#[test]
+fn the_manifests_are_read_as_toml() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join(".cargo")).unwrap();
+    let manifest = root.path().join("a.toml");
+    let metadata = json!({
+        "workspace_root": root.path(),
+        "packages": [{"name": "a", "manifest_path": manifest}],
+    });
+    let lints = |workspace: &str, package: &str| {
+        std::fs::write(root.path().join("Cargo.toml"), workspace).unwrap();
+        std::fs::write(&manifest, package).unwrap();
+        super::lints_inherited(&metadata)
+    };
+    let inherits = "lints = { workspace = true }\n";
+    let nested = "workspace = { lints = { rust = { unsafe_code = { level = \"forbid\" } } } }\n";
+    assert_eq!(lints(nested, inherits), Vec::<String>::new());
+    let in_text = "[workspace.metadata]\nx = \"\"\"\n[workspace.lints.rust]\nunsafe_code = \"forbid\"\n\"\"\"\n[workspace.lints.rust]\nunsafe_code = \"allow\"\n";
+    let package_in_text =
+        "[package]\nname = \"a\"\ndescription = \"\"\"\n[lints]\nworkspace = true\n\"\"\"\n";
+    assert_eq!(
+        lints(in_text, package_in_text),
+        [
+            "Cargo.toml: ARCH_LINTS: the workspace lints do not forbid unsafe code (`unsafe_code = \"forbid\"` under `[workspace.lints.rust]`); `unsafe` reaches the OS through no name a source rule reads",
+            "a: ARCH_LINTS: its manifest does not inherit the workspace lints (`[lints]` with `workspace = true`), where `unsafe_code = \"forbid\"` comes from",
+        ]
+    );
+    let swapped = |manifest: &str, config: &str| {
+        std::fs::write(root.path().join("Cargo.toml"), manifest).unwrap();
+        std::fs::write(root.path().join(".cargo/config.toml"), config).unwrap();
+        super::swapped_dependencies(&json!({ "workspace_root": root.path(), "packages": [] }))
+    };
+    let named = |file: &str, line: usize, table: &str, key: &str| {
+        format!(
+            "{file}:{line}: ARCH_PATCHED_DEP: `{table}` (`{key}`) compiles other code under a dependency's name, which no allowlist vets and no source rule reads; take it out"
+        )
+    };
+    assert_eq!(
+        swapped(
+            "x = \"\"\"\n[workspace]\n\"\"\"\npatch.crates-io.serde.path = \"../serde\"\n",
+            "source = { vendored = { directory = \"vendor\" } }\npaths = [\n  \"../tokio\",\n]\n"
+        ),
+        [
+            named("Cargo.toml", 4, "[patch]", "patch.crates-io.serde.path"),
+            named(".cargo/config.toml", 3, "paths", "paths"),
+            named(
+                ".cargo/config.toml",
+                1,
+                "[source]",
+                "source.vendored.directory"
+            ),
+        ]
+    );
 }
