@@ -63,7 +63,8 @@ pub(crate) fn commands() -> impl Iterator<Item = &'static str> {
 /// run where the build's environment weakens them ([`weakened_checks`]).
 pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     let cargo = crate::cargo();
-    let (variables, cargo_home) = environment();
+    let variables = environment();
+    let cargo_home = cargo_home(&variables, root);
     let weakened = weakened_checks(root, &variables, cargo_home.as_deref());
     if !weakened.is_empty() {
         for finding in &weakened {
@@ -105,20 +106,29 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The process's environment variables (as lossy text), and the `$CARGO_HOME` Cargo reads
-/// (`$HOME/.cargo` when it is unset).
+/// The process's environment variables (as lossy text).
 #[allow(clippy::disallowed_methods)] // xtask, like bootstrap, may read the environment.
-fn environment() -> (Vec<(String, String)>, Option<PathBuf>) {
+fn environment() -> Vec<(String, String)> {
     let text = |s: std::ffi::OsString| s.to_string_lossy().into_owned();
-    let variables: Vec<(String, String)> = std::env::vars_os()
+    std::env::vars_os()
         .map(|(name, value)| (text(name), text(value)))
-        .collect();
+        .collect()
+}
+
+/// The Cargo home whose configuration the cargo running ci's steps (in `root`) reads, found as
+/// Cargo finds it in `variables`: a non-empty `CARGO_HOME`, else `$HOME/.cargo`, either under
+/// `root` when relative. `None` where neither is set (or `HOME` is empty): Cargo then takes the
+/// home the password database gives the user, which ci cannot read.
+fn cargo_home(variables: &[(String, String)], root: &Path) -> Option<PathBuf> {
     let value = |wanted: &str| {
         let mut found = variables.iter().filter(|(name, _)| name == wanted);
-        found.next().map(|(_, value)| PathBuf::from(value))
+        found
+            .next()
+            .filter(|(_, value)| !value.is_empty())
+            .map(|(_, value)| PathBuf::from(value))
     };
-    let cargo_home = value("CARGO_HOME").or_else(|| value("HOME").map(|home| home.join(".cargo")));
-    (variables, cargo_home)
+    let home = value("CARGO_HOME").or_else(|| value("HOME").map(|home| home.join(".cargo")))?;
+    Some(root.join(home))
 }
 
 /// Where the environment `cargo xtask ci` runs in would have the run pass code its checks
@@ -129,7 +139,8 @@ fn environment() -> (Vec<(String, String)>, Option<PathBuf>) {
 /// variable (`RUSTFLAGS`, `CARGO_ENCODED_RUSTFLAGS`, `CARGO_BUILD_RUSTFLAGS`,
 /// `CARGO_TARGET_<triple>_RUSTFLAGS`, their `RUSTDOCFLAGS` forms, `CARGO_ALIAS_<COMMAND>`;
 /// never quoted), or a Cargo configuration Cargo reads besides the repository's own
-/// (ARCH_LINTS reads that one): in a folder above `root`, or in `cargo_home`.
+/// (ARCH_LINTS reads that one): in a folder above `root`, or in `cargo_home` ([`cargo_home`];
+/// `None`, a Cargo home ci cannot find, is refused too, as its configuration goes unread).
 fn weakened_checks(
     root: &Path,
     variables: &[(String, String)],
@@ -146,6 +157,11 @@ fn weakened_checks(
             let stands_in = alias_stands_in(command);
             found.push(format!("${name}: ARCH_LINTS: {stands_in}; unset it"));
         }
+    }
+    if cargo_home.is_none() {
+        found.push(
+            "$CARGO_HOME: ARCH_LINTS: neither `CARGO_HOME` nor `HOME` is set, so Cargo reads the configuration of a Cargo home ci cannot find (the user's in the password database), which could cap the lints or stand in for a step unseen; set `CARGO_HOME`".into(),
+        );
     }
     let mut folders: Vec<PathBuf> = root.ancestors().skip(1).map(|d| d.join(".cargo")).collect();
     // Cargo reads `$CARGO_HOME` once, also when it is a folder above the repository's.
@@ -454,6 +470,52 @@ mod tests {
                     "clippy",
                     "take it out"
                 ),
+            ]
+        );
+    }
+
+    /// Cargo finds its home as `$CARGO_HOME` (not empty), else `$HOME/.cargo`, a relative one
+    /// under the folder it runs in; with neither it asks the password database, which ci cannot
+    /// read, so a configuration there would go unchecked: ci refuses to run.
+    #[test]
+    fn a_cargo_home_ci_cannot_find_is_refused() {
+        let root = std::path::Path::new("/work/repo");
+        let home = |pairs: &[(&str, &str)]| {
+            let variables: Vec<(String, String)> = pairs
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+                .collect();
+            super::cargo_home(&variables, root)
+        };
+        let cases = [
+            (
+                &[("CARGO_HOME", "/opt/cargo"), ("HOME", "/home/u")][..],
+                Some("/opt/cargo"),
+            ),
+            (
+                &[("CARGO_HOME", ""), ("HOME", "/home/u")],
+                Some("/home/u/.cargo"),
+            ),
+            (
+                &[("CARGO_HOME", "tools/cargo")],
+                Some("/work/repo/tools/cargo"),
+            ),
+            (&[("HOME", "/home/u")], Some("/home/u/.cargo")),
+            (&[], None),
+            (&[("CARGO_HOME", ""), ("HOME", "")], None),
+        ];
+        for (variables, expected) in cases {
+            assert_eq!(
+                home(variables),
+                expected.map(std::path::PathBuf::from),
+                "{variables:?}"
+            );
+        }
+        let outer = tempfile::tempdir().unwrap();
+        assert_eq!(
+            super::weakened_checks(&outer.path().join("repo"), &[], None),
+            [
+                "$CARGO_HOME: ARCH_LINTS: neither `CARGO_HOME` nor `HOME` is set, so Cargo reads the configuration of a Cargo home ci cannot find (the user's in the password database), which could cap the lints or stand in for a step unseen; set `CARGO_HOME`"
             ]
         );
     }

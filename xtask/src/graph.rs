@@ -12,8 +12,9 @@
 //!   `workspace = true`), and the root manifest's forbid unsafe code (`unsafe_code =
 //!   "forbid"`), which no `--cap-lints` or `--force-warn` in `.cargo/config.toml` lowers: a
 //!   crate that dropped them could reach the OS through `unsafe` calls no source rule reads.
-//!   Nor does an alias there stand in for a subcommand `cargo xtask ci` runs (`clippy`), nor
-//!   a setting run a program in the compiler's place (`build.rustc-wrapper`).
+//!   Nor does an alias there stand in for a subcommand `cargo xtask ci` runs (`clippy`, also
+//!   through `[env]`'s `CARGO_ALIAS_CLIPPY`), nor a setting run a program in the compiler's
+//!   place (`build.rustc-wrapper`, or an `[env]` `PATH` finding `rustc` where it chose).
 //! - `ARCH_PATCHED_DEP`: the root manifest has no `[patch]` or `[replace]`, and the
 //!   repository's Cargo configuration no `[patch]`, `paths` or `directory` source, and no
 //!   dependency comes from a git repository or another registry than crates.io: each compiles
@@ -686,8 +687,11 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
 /// around it), which sees every flag and can add `--cap-lints`: the repository's own names
 /// none (a machine's `RUSTC_WRAPPER`, sccache say, is the machine's). Its `[env]` counts too:
 /// Cargo hands it to what `cargo run` runs, `cargo xtask ci` and so the cargo that runs its
-/// steps.
+/// steps, and to rustc: a `PATH` there (with `force = true`) finds `rustc`, `cargo-clippy` and
+/// `rustfmt` where the repository chose. (`[env]` cannot set `CARGO_HOME`, `RUSTUP_HOME` or
+/// `RUSTUP_TOOLCHAIN`, which would choose a Cargo home or a toolchain: Cargo refuses each.)
 const COMPILERS: &[&str] = &[
+    "env.PATH",
     "build.rustc",
     "build.rustc-wrapper",
     "build.rustc-workspace-wrapper",
@@ -771,14 +775,22 @@ pub(crate) fn swapped_dependencies(metadata: &Value) -> Vec<String> {
 /// index too).
 const CRATES_IO: &str = "registry+https://github.com/rust-lang/crates.io-index";
 
-/// What an `[alias]` of a Cargo configuration (its [`Entry`]s) does to `cargo xtask ci`, as a
-/// finding says it, with the line, if one is named as a subcommand one of its steps runs: Cargo
-/// runs an alias in place of an external subcommand (`cargo clippy`, `cargo fmt`, with a warning
-/// only), so `clippy = ["run", "--"]` would pass the step having checked nothing.
+/// What an `[alias]` of a Cargo configuration (its [`Entry`]s; `[env]`'s
+/// `CARGO_ALIAS_<COMMAND>` too) does to `cargo xtask ci`, as a finding says it, with the line,
+/// if one is named as a subcommand one of its steps runs: Cargo runs an alias in place of an
+/// external subcommand (`cargo clippy`, `cargo fmt`, with a warning only), so `clippy =
+/// ["run", "--"]` would pass the step having checked nothing.
 pub(crate) fn shadowed_step(entries: &[Entry]) -> Option<(usize, String)> {
     crate::ci::commands().find_map(|command| {
-        let alias = format!("alias.{command}");
-        let entry = entries.iter().find(|entry| in_table(&alias, &entry.key))?;
+        // The alias, or the variable setting it in `[env]`, which `cargo xtask ci` (a `cargo
+        // run`) hands to the cargo running its steps.
+        let aliases = [
+            format!("alias.{command}"),
+            format!("env.CARGO_ALIAS_{}", command.to_uppercase()),
+        ];
+        let entry = entries
+            .iter()
+            .find(|entry| aliases.iter().any(|alias| in_table(alias, &entry.key)))?;
         Some((entry.line, alias_stands_in(command)))
     })
 }

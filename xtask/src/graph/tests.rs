@@ -877,6 +877,31 @@ fn an_alias_standing_in_for_a_ci_step_is_named() {
     }
 }
 
+/// The repository's `[env]` reaches `cargo xtask ci` (a `cargo run`) and every cargo and rustc
+/// it runs: a forced `PATH` finds `rustc`, `cargo-clippy` or `rustfmt` where the repository
+/// chose, and `CARGO_ALIAS_<COMMAND>` sets an alias as `[alias]` does. Each is named.
+#[test]
+fn the_environment_the_configuration_hands_on_is_checked() {
+    let repo = ForbiddingRepo::new();
+    let config = |text: &str| repo.lints_with("config.toml", text);
+    assert_eq!(
+        config("[env]\nCARGO_ALIAS_B = \"build\"\nRUST_BACKTRACE = \"1\"\n"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        config("[env]\nPATH = { value = \"tools/bin\", force = true, relative = true }\n"),
+        [
+            ".cargo/config.toml:2: ARCH_LINTS: `env.PATH` runs a program of the configuration's choosing in the compiler's place, which can lower every lint (`--cap-lints`) unseen; take it out"
+        ]
+    );
+    assert_eq!(
+        config("[env]\nCARGO_ALIAS_CLIPPY = \"run --quiet --\"\n"),
+        [
+            ".cargo/config.toml:2: ARCH_LINTS: the alias `clippy` stands in for `cargo clippy`, a step of `cargo xtask ci`, which would check nothing; take it out"
+        ]
+    );
+}
+
 /// A dependency from a git repository or another registry is other code under a crate's name
 /// (`tokio = { git = "…" }` passes every allowlist that names tokio): each is named, never its
 /// address, which may hold a credential.
