@@ -117,6 +117,55 @@ pub enum HistoryError {
     },
 }
 
+impl HistoryError {
+    /// This error naming its message by `place(index)` instead of `index`: for a caller that
+    /// checked another list than its own (its history with messages left out, or added), so
+    /// that the error names the message by its place in the history the caller was given.
+    pub fn renumbered(self, place: impl FnOnce(usize) -> usize) -> Self {
+        match self {
+            Self::OrphanToolMessage {
+                index,
+                tool_call_id,
+            } => Self::OrphanToolMessage {
+                index: place(index),
+                tool_call_id,
+            },
+            Self::OutOfOrder {
+                index,
+                expected,
+                found,
+            } => Self::OutOfOrder {
+                index: place(index),
+                expected,
+                found,
+            },
+            Self::Unanswered {
+                index,
+                tool_call_id,
+            } => Self::Unanswered {
+                index: place(index),
+                tool_call_id,
+            },
+            Self::EmptyAssistantMessage { index } => Self::EmptyAssistantMessage {
+                index: place(index),
+            },
+            Self::EmptyUserMessage { index } => Self::EmptyUserMessage {
+                index: place(index),
+            },
+            Self::EmptySystemMessage { index } => Self::EmptySystemMessage {
+                index: place(index),
+            },
+            Self::DuplicateToolCallId {
+                index,
+                tool_call_id,
+            } => Self::DuplicateToolCallId {
+                index: place(index),
+                tool_call_id,
+            },
+        }
+    }
+}
+
 /// Checks that every tool message answers a call of the assistant message just before its run of
 /// tool messages, in call order, that no call is left unanswered before the next message of
 /// another role or the end, that call ids are unique, that every user and system message holds

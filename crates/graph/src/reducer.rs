@@ -89,18 +89,13 @@ impl AgentState {
     /// as its next model call reads it. That call leaves out the messages without content (a
     /// user message without text, an assistant message with neither text nor calls, which an
     /// older build's thread may hold), as it does for a saved thread: such a history is taken
-    /// as a saved thread is loaded, and heals at its next model call.
+    /// as a saved thread is loaded, and heals at its next model call. The error names the
+    /// message at fault by its place in `messages`.
     pub fn from_history(
         messages: Vec<Message>,
         max_steps: NonZeroU32,
     ) -> Result<Self, HistoryError> {
-        if messages.iter().any(is_empty_message) {
-            let mut healed = messages.clone();
-            drop_empty_messages(&mut healed);
-            validate_history(&healed)?;
-        } else {
-            validate_history(&messages)?;
-        }
+        check_as_read(&messages)?;
         Ok(Self {
             messages,
             phase: Phase::Idle,
@@ -691,6 +686,20 @@ impl CallIds {
 /// nothing and is answered by nothing, so leaving it out breaks no pairing.
 fn drop_empty_messages(messages: &mut Vec<Message>) {
     messages.retain(|message| !is_empty_message(message));
+}
+
+/// Checks `messages` as the next model call reads them (see [`drop_empty_messages`]), naming a
+/// fault by its message's place in `messages`, not in the list left once those are left out.
+fn check_as_read(messages: &[Message]) -> Result<(), HistoryError> {
+    if !messages.iter().any(is_empty_message) {
+        return validate_history(messages);
+    }
+    // Where each message the model call reads stands in `messages`.
+    let read: Vec<usize> = (0..messages.len())
+        .filter(|&at| !is_empty_message(&messages[at]))
+        .collect();
+    let healed: Vec<Message> = read.iter().map(|&at| messages[at].clone()).collect();
+    validate_history(&healed).map_err(|error| error.renumbered(|at| read[at]))
 }
 
 /// Whether [`drop_empty_messages`] leaves `message` out: an assistant message with neither text

@@ -1377,3 +1377,29 @@ fn a_history_with_messages_without_content_is_taken_and_heals_at_the_next_model_
 }
 
 mod properties;
+
+/// A history `from_history` refuses names the message at fault by its place in the history it
+/// was given, even when messages without content before it (which heal away) stand between.
+#[test]
+fn a_refused_history_names_its_message_by_its_place_in_the_history_given() {
+    let orphan = ToolCallId::new("c9").unwrap();
+    let history = vec![
+        Message::User {
+            content: " ".into(),
+        },
+        Message::User {
+            content: "go".into(),
+        },
+        Message::Tool {
+            tool_call_id: orphan.clone(),
+            content: "{}".into(),
+        },
+    ];
+    assert_eq!(
+        AgentState::from_history(history, steps(10)),
+        Err(ai_core::HistoryError::OrphanToolMessage {
+            index: 2,
+            tool_call_id: orphan,
+        })
+    );
+}
