@@ -352,22 +352,31 @@ impl Agent {
     ///
     /// This agent's system prompt goes first, and the history's own system messages (a client's
     /// instructions) follow it: a client can add to the operator's prompt, never replace it. A
-    /// history that already starts with exactly this prompt does not get it twice.
+    /// history that already starts with exactly this prompt does not get it twice. An error
+    /// names the message at fault by its place in `history`.
     pub fn state_from_history(
         &self,
         mut history: Vec<ai_core::Message>,
     ) -> Result<AgentState, ai_core::HistoryError> {
-        if let Some(content) = &self.config.system_prompt
-            && !matches!(history.first(), Some(ai_core::Message::System { content: first }) if first == content)
-        {
-            history.insert(
-                0,
-                ai_core::Message::System {
-                    content: content.clone(),
-                },
-            );
-        }
-        AgentState::from_history(history, self.config.max_steps)
+        let prompted = match &self.config.system_prompt {
+            Some(content) if !matches!(history.first(), Some(ai_core::Message::System { content: first }) if first == content) =>
+            {
+                history.insert(
+                    0,
+                    ai_core::Message::System {
+                        content: content.clone(),
+                    },
+                );
+                true
+            }
+            _ => false,
+        };
+        AgentState::from_history(history, self.config.max_steps).map_err(|error| match prompted {
+            // Never the prompt put first (one with text breaks no rule, one without is left
+            // out): a message of `history`, named by its place there.
+            true => error.renumbered(|at| at.saturating_sub(1)),
+            false => error,
+        })
     }
 
     /// Runs one turn: the user's message, then model and tools until the model stops, the step

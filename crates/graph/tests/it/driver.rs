@@ -1140,6 +1140,33 @@ fn a_history_adds_to_the_system_prompt_and_never_replaces_it() {
     assert_eq!(state.messages(), [system("never delete files"), user]);
 }
 
+/// A history refused under the operator's system prompt names the message at fault by its
+/// place in the history given, not in the history with the prompt put first.
+#[test]
+fn a_refused_history_names_its_message_by_its_place_without_the_system_prompt() {
+    let f = Fixture::new(
+        vec![],
+        AgentConfig::default().with_system_prompt("never delete files"),
+    );
+    let orphan = ai_core::ToolCallId::new("c9").unwrap();
+    let history = vec![
+        Message::User {
+            content: "hi".into(),
+        },
+        Message::Tool {
+            tool_call_id: orphan.clone(),
+            content: "{}".into(),
+        },
+    ];
+    assert_eq!(
+        f.agent.state_from_history(history).unwrap_err(),
+        ai_core::HistoryError::OrphanToolMessage {
+            index: 1,
+            tool_call_id: orphan,
+        }
+    );
+}
+
 /// A sink that keeps the events and, in the order they came, which call each record was for.
 #[derive(Default)]
 struct RecordingSink {
