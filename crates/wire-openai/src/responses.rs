@@ -81,6 +81,12 @@
 //!   as for a whole response. After streamed text or calls the snapshot adds nothing.
 //! - Native streams end with a terminal event (`response.completed`, `response.incomplete`,
 //!   `response.failed`) and no `[DONE]`; a `[DONE]` that a gateway adds is tolerated.
+//! - A terminal event ends the turn as its type says, or worse when its `response` snapshot's
+//!   `status` says so, as [`decode_response`] reads a whole response's: a `response.completed`
+//!   whose snapshot says `incomplete` cuts the turn (`incomplete_details.reason`: the output
+//!   limit, the content filter), every call incomplete; one that says `failed` is the error
+//!   `the response failed`. A terminal event whose `response` holds an `error` (a truthy one) is
+//!   that error, the provider's message, after streamed text and calls too.
 //!
 //! This file holds the decoder, the whole-response decoder and the encoders; the lenient
 //! reading of items and event fields is in `item`, the replay rule in `replay`.
@@ -444,8 +450,11 @@ struct Response {
     /// Read as [`usage`] reads one.
     usage: Option<Box<Usage>>,
     incomplete_details: Option<IncompleteDetails>,
-    /// Any JSON: [`DecodeError::from_wire`] reads it on `response.failed`.
+    /// Any JSON: [`DecodeError::from_wire`] reads it on every terminal event.
     error: Option<Value>,
+    /// How the response ended, when the snapshot says so: a terminal event ends the turn as
+    /// the worse of its own type and this says ([`Ending::of`]).
+    status: Option<String>,
 }
 
 /// `response` on an event, read leniently (see [`Response`]).
@@ -479,13 +488,13 @@ impl<'de> assembly::ReadObject<'de> for ResponseReader {
 #[derive(Default)]
 struct ResponseFields {
     response: Response,
-    seen: [bool; 4],
-    twice: [bool; 4],
+    seen: [bool; 5],
+    twice: [bool; 5],
 }
 
 impl ResponseFields {
     /// The fields, in the order `read` numbers them.
-    const NAMES: [&str; 4] = ["id", "usage", "incomplete_details", "error"];
+    const NAMES: [&str; 5] = ["id", "usage", "incomplete_details", "error", "status"];
 
     /// Reads the value of the field `NAMES[at]`.
     fn read<'de, M: serde::de::MapAccess<'de>>(
@@ -499,7 +508,8 @@ impl ResponseFields {
             0 => response.id = map.next_value::<Text<'de>>()?.shown().map(Cow::into_owned),
             1 => response.usage = map.next_value::<ResponseUsage>()?.0,
             2 => response.incomplete_details = map.next_value()?,
-            _ => response.error = map.next_value()?,
+            3 => response.error = map.next_value()?,
+            _ => response.status = map.next_value::<Text<'de>>()?.shown().map(Cow::into_owned),
         }
         Ok(())
     }
@@ -518,6 +528,9 @@ impl ResponseFields {
         }
         if twice[3] {
             response.error = None;
+        }
+        if twice[4] {
+            response.status = None;
         }
         response
     }
@@ -706,8 +719,9 @@ impl StreamDecoder {
 
     /// Whether the stream's terminal event, `response.completed` or `response.incomplete`, has
     /// arrived: from then on the stream is complete as far as the wire goes, and
-    /// [`StreamDecoder::finish`] will not call it truncated. (`response.failed` is an error
-    /// instead, see [`StreamDecoder::is_failed`]; a gateway's `[DONE]` alone does not end a
+    /// [`StreamDecoder::finish`] will not call it truncated. (`response.failed`, and a terminal
+    /// event whose `response` holds an `error` or says `status: "failed"`, is an error instead,
+    /// see [`StreamDecoder::is_failed`]; a gateway's `[DONE]` alone does not end a
     /// Responses stream.) Later bytes are ignored, so a caller may stop reading here: a
     /// connection that stays open or breaks after it has lost nothing.
     pub fn is_ended(&self) -> bool {
@@ -803,10 +817,11 @@ impl StreamDecoder {
         data: &str,
         offset: usize,
     ) -> Result<Option<Snapshot>, DecodeError> {
-        let terminal = matches!(
-            event.kind.as_deref(),
-            Some("response.completed" | "response.incomplete")
-        );
+        let ending = event
+            .kind
+            .as_deref()
+            .and_then(|kind| Ending::of(kind, event.response.as_ref()));
+        let terminal = matches!(ending, Some(Ending::Completed | Ending::Incomplete));
         let assembled = !self.session.calls.calls.is_empty() || !self.session.text.is_empty();
         let error = event.error.as_ref().and_then(DecodeError::from_wire);
         if !terminal || assembled || error.is_some() {
@@ -1026,39 +1041,8 @@ impl StreamDecoder {
                     }
                 }
             }
-            "response.completed" => {
-                self.ended = true;
-                self.terminal(event.response.as_ref());
-                self.session.finish_reason = Some(FinishReason::Stop);
-            }
-            "response.incomplete" => {
-                self.ended = true;
-                self.terminal(event.response.as_ref());
-                let reason = event
-                    .response
-                    .as_ref()
-                    .and_then(|r| r.incomplete_details.as_ref())
-                    .and_then(|d| d.reason.as_deref());
-                self.session.finish_reason = Some(match reason {
-                    Some("content_filter") => FinishReason::ContentFilter,
-                    Some("max_output_tokens") | None => FinishReason::Length,
-                    Some(other) => FinishReason::Other(other.to_owned()),
-                });
-                // Whatever the reason, the response stopped before it was done: no call of it
-                // is whole (a reason this crate does not know is not a cut `finish` sees).
-                for call in &mut self.session.calls.calls {
-                    call.incomplete = true;
-                }
-            }
-            "response.failed" => {
-                return Err(event
-                    .response
-                    .as_ref()
-                    .and_then(|r| r.error.as_ref())
-                    .and_then(DecodeError::from_wire)
-                    .unwrap_or_else(|| DecodeError::ProviderError {
-                        message: "the response failed".into(),
-                    }));
+            "response.completed" | "response.incomplete" | "response.failed" => {
+                self.terminal(kind, event.response.as_ref())?;
             }
             _ => {}
         }
@@ -1329,10 +1313,46 @@ impl StreamDecoder {
         }
     }
 
-    fn terminal(&mut self, response: Option<&Response>) {
+    /// Ends the turn at a terminal event of type `kind`, as [`Ending::of`] reads it with its
+    /// `response`. A response that holds an `error` (a truthy one) is that error, whatever the
+    /// event and whatever streamed before it: the provider said it failed. A failed one without
+    /// is the error `the response failed`. An incomplete one (for any reason) marks every call
+    /// incomplete: the response stopped before it was done, so no call of it is whole (a reason
+    /// this crate does not know is not a cut `finish` sees).
+    fn terminal(&mut self, kind: &str, response: Option<&Response>) -> Result<(), DecodeError> {
+        if let Some(error) = response
+            .and_then(|r| r.error.as_ref())
+            .and_then(DecodeError::from_wire)
+        {
+            return Err(error);
+        }
+        let finish_reason = match Ending::of(kind, response) {
+            Some(Ending::Failed) => {
+                return Err(DecodeError::ProviderError {
+                    message: "the response failed".into(),
+                });
+            }
+            Some(Ending::Incomplete) => {
+                for call in &mut self.session.calls.calls {
+                    call.incomplete = true;
+                }
+                let reason = response
+                    .and_then(|r| r.incomplete_details.as_ref())
+                    .and_then(|d| d.reason.as_deref());
+                match reason {
+                    Some("content_filter") => FinishReason::ContentFilter,
+                    Some("max_output_tokens") | None => FinishReason::Length,
+                    Some(other) => FinishReason::Other(other.to_owned()),
+                }
+            }
+            Some(Ending::Completed) | None => FinishReason::Stop,
+        };
+        self.ended = true;
+        self.session.finish_reason = Some(finish_reason);
         if let Some(usage) = response.and_then(|r| r.usage.as_deref()) {
             self.session.report_usage(*usage);
         }
+        Ok(())
     }
 
     /// Records that the call at `position` was finished: a `.done` event or its finished item
@@ -1366,6 +1386,36 @@ impl StreamDecoder {
             }
         }
         self.session.finish(self.ended)
+    }
+}
+
+/// How a response ended, from the best to the worst.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ending {
+    Completed,
+    Incomplete,
+    Failed,
+}
+
+impl Ending {
+    /// How the response of a terminal event of type `kind` ended: as the type names it, or
+    /// worse when its `response`'s `status` says so. A `response.completed` whose snapshot says
+    /// `incomplete` (or `failed`) is not read as a whole turn: the status is the response's own
+    /// account, as [`decode_response`] reads it, and taking the better of the two could run a
+    /// call cut short. `None` for any other event.
+    fn of(kind: &str, response: Option<&Response>) -> Option<Self> {
+        let named = match kind {
+            "response.completed" => Self::Completed,
+            "response.incomplete" => Self::Incomplete,
+            "response.failed" => Self::Failed,
+            _ => return None,
+        };
+        let status = match response.and_then(|r| r.status.as_deref()) {
+            Some("incomplete") => Self::Incomplete,
+            Some("failed") => Self::Failed,
+            _ => Self::Completed,
+        };
+        Some(named.max(status))
     }
 }
 

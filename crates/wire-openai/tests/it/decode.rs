@@ -255,6 +255,86 @@ fn a_terminal_snapshot_after_streamed_items_adds_nothing() {
     }
 }
 
+/// A terminal event's `response` says how the response ended: a `response.completed` whose
+/// snapshot says `status: "incomplete"` cut the turn as `response.incomplete` does (its
+/// `incomplete_details.reason` names the finish: the output limit, or the content filter), and
+/// one whose snapshot says `failed` is the provider's error, as `decode_response` reads the same
+/// response whole; so is `response.incomplete` whose snapshot says `failed`. After streamed
+/// items, and with nothing streamed (the answer in the snapshot alone).
+#[test]
+fn a_terminal_event_ends_the_turn_as_its_response_s_status_says() {
+    use ai_core::FinishReason::{ContentFilter, Length};
+    let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+        "name": "write_file", "arguments": "{\"path\":\"a\"}", "status": "completed"});
+    let streamed = format!(
+        "data: {}\n\ndata: {}\n\n",
+        json!({"type": "response.output_item.added", "output_index": 0, "item": call}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": call}),
+    );
+    for (reason, expected) in [
+        ("max_output_tokens", Length),
+        ("content_filter", ContentFilter),
+    ] {
+        let response = json!({"id": "resp_1", "object": "response", "status": "incomplete",
+            "incomplete_details": {"reason": reason}, "output": [call]});
+        let whole = responses::decode_response(response.to_string().as_bytes(), Default::default())
+            .unwrap()
+            .completion;
+        assert_eq!(whole.finish_reason, expected, "whole, {reason}");
+        assert!(!whole.tool_calls[0].complete, "whole, {reason}");
+        let end = json!({"type": "response.completed", "response": response});
+        for before in ["", streamed.as_str()] {
+            let stream = format!("{before}data: {end}\n\n");
+            let completion = responses::decode_all(stream.as_bytes()).unwrap();
+            assert_eq!(completion.finish_reason, expected, "{reason}, {before}");
+            assert_eq!(completion.tool_calls.len(), 1, "{reason}, {before}");
+            assert!(!completion.tool_calls[0].complete, "{reason}, {before}");
+        }
+    }
+    let failed = json!({"id": "resp_1", "object": "response", "status": "failed",
+        "output": [call]});
+    let whole =
+        responses::decode_response(failed.to_string().as_bytes(), Default::default()).unwrap_err();
+    for terminal in ["response.completed", "response.incomplete"] {
+        let end = json!({"type": terminal, "response": failed});
+        for before in ["", streamed.as_str()] {
+            let stream = format!("{before}data: {end}\n\n");
+            let error = responses::decode_all(stream.as_bytes()).unwrap_err();
+            assert_eq!(error.to_string(), whole.to_string(), "{terminal}, {before}");
+        }
+    }
+}
+
+/// A terminal event whose `response` holds an `error` (a truthy one) is that error, after
+/// streamed items too: the provider said the response failed, and the text and calls that
+/// streamed before it are not the answer. As for a whole response and a snapshot read alone.
+#[test]
+fn a_terminal_error_after_streamed_items_is_that_error() {
+    let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+        "name": "delete_file", "arguments": "{}", "status": "completed"});
+    let streamed = format!(
+        "data: {}\n\ndata: {}\n\n",
+        json!({"type": "response.output_item.added", "output_index": 0, "item": call}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": call}),
+    );
+    for (terminal, status) in [
+        ("response.completed", "completed"),
+        ("response.incomplete", "incomplete"),
+        ("response.failed", "failed"),
+    ] {
+        let response = json!({"id": "resp_1", "object": "response", "status": status,
+            "error": {"code": "server_error", "message": "The model failed."},
+            "output": [call]});
+        let end = json!({"type": terminal, "response": response});
+        let error =
+            responses::decode_all(format!("{streamed}data: {end}\n\n").as_bytes()).unwrap_err();
+        assert!(
+            matches!(&error, DecodeError::ProviderError { message } if message == "The model failed."),
+            "{terminal}: {error:?}"
+        );
+    }
+}
+
 /// A whole answer sent where a stream was asked for (a server or gateway that ignores
 /// `stream: true`, labelling the body `text/event-stream` or nothing: decolua/9router#3492)
 /// is told by its first byte past a BOM and whitespace, `{`, and read by the stream decoders as
