@@ -63,8 +63,10 @@
 //!   fails the stream, whatever its other fields hold: one that fails to parse (nested deeper
 //!   than serde_json reads, 128 levels, though it is valid JSON; a key the read events share,
 //!   such as `item`, `item_id` or `output_index`, holding another type or given twice) is
-//!   skipped, as it would be if it parsed. Any other event that fails to parse fails the stream, saying why (nested
-//!   too deep, a value of the wrong type, a key given twice).
+//!   skipped, as it would be if it parsed: its `sequence_number` still counts, read as on any
+//!   event. An event with a truthy `error`, of any type, is that error, the provider's message,
+//!   whatever its other fields hold. Any other event that fails to parse fails the stream,
+//!   saying why (nested too deep, a value of the wrong type, a key given twice).
 //!   A call's `arguments` object nested that deep is not the event's fault, nor one holding a
 //!   number out of f64's range or a lone surrogate escape: it is kept as sent (as arguments
 //!   sent as text are), and only that call fails where it runs. So is a bare number out of
@@ -770,13 +772,15 @@ impl StreamDecoder {
         }
         let mut event: Event<'_> = match serde_json::from_str(sse.data) {
             Ok(event) => event,
-            Err(_) if skipped_whole(sse.data) => return Ok(()),
-            Err(e) => {
-                return Err(DecodeError::InvalidChunk {
-                    offset: sse.offset,
-                    reason: assembly::describe_payload_error(&e),
-                });
-            }
+            Err(e) => match serde_json::from_str::<Shallow<'_>>(sse.data) {
+                Ok(shallow) if shallow.read_alone() => shallow.event(),
+                _ => {
+                    return Err(DecodeError::InvalidChunk {
+                        offset: sse.offset,
+                        reason: assembly::describe_payload_error(&e),
+                    });
+                }
+            },
         };
         if event.kind.as_deref() == Some("response.output_item.done")
             && event
@@ -1473,37 +1477,96 @@ const EVENTS_READ: [&str; 14] = [
     "response.failed",
 ];
 
-/// An event read for its `type` and its `error` only: every other value is skipped without
-/// descending into it, which serde_json does at any depth.
-#[derive(Deserialize)]
+/// An event that failed to parse as an [`Event`], read for what every event may carry: its
+/// `type`, its `error` and its `sequence_number`. Every other value is skipped without descending
+/// into it, which serde_json does at any depth. Only read when the event's own parse failed, so
+/// it costs nothing on the way of every event.
 struct Shallow<'a> {
-    #[serde(default, rename = "type", borrow)]
     kind: Option<Cow<'a, str>>,
-    #[serde(default)]
     error: Option<Value>,
+    /// Read as an [`Event`]'s is: anything but a whole number, or a number given twice, reads as
+    /// absent.
+    sequence_number: Option<u64>,
 }
 
-/// Whether an event that failed to parse as an [`Event`] can be skipped whole: it is JSON, of a
-/// type the decoder does not read (not in [`EVENTS_READ`]), without an `error` (a truthy one,
-/// [`DecodeError::from_wire`], as on any event: openai-python raises on any payload with one). Such an event holds nothing the answer is made of, so it is
-/// skipped as an event of its type is when it parses, whatever failed: it nests deeper than
-/// serde_json reads, or a key the read events share (`item`, `item_id`, `output_index`,
-/// `message`, `delta`) holds another type on it or is given twice. One the decoder reads still
-/// fails the stream. Only read when the parse failed, so it costs nothing on the way of every
-/// event.
-fn skipped_whole(data: &str) -> bool {
-    let Ok(shallow) = serde_json::from_str::<Shallow<'_>>(data) else {
-        return false;
-    };
-    shallow
-        .error
-        .as_ref()
-        .and_then(DecodeError::from_wire)
-        .is_none()
-        && shallow
-            .kind
-            .as_deref()
-            .is_some_and(|kind| !EVENTS_READ.contains(&kind))
+impl<'a> Shallow<'a> {
+    /// Whether the event is read for these fields alone, as the event it is: one with an `error`
+    /// (a truthy one, [`DecodeError::from_wire`], as on any event: openai-python raises on any
+    /// payload with one), which is that error whatever else failed; or one of a type the
+    /// decoder does not read (not in [`EVENTS_READ`]), which holds nothing the answer is made
+    /// of, so it is skipped as an event of its type is when it parses, its number counted,
+    /// whatever failed: it nests deeper than serde_json reads, or a key the read events share
+    /// (`item`, `item_id`, `output_index`, `message`, `delta`) holds another type on it or is
+    /// given twice. Any other event that failed to parse fails the stream, saying why.
+    fn read_alone(&self) -> bool {
+        self.error
+            .as_ref()
+            .and_then(DecodeError::from_wire)
+            .is_some()
+            || self
+                .kind
+                .as_deref()
+                .is_some_and(|kind| !EVENTS_READ.contains(&kind))
+    }
+
+    /// The event with these fields alone.
+    fn event(self) -> Event<'a> {
+        Event {
+            sequence_number: self.sequence_number,
+            error: self.error,
+            ..Event::of(self.kind)
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Shallow<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ShallowVisitor)
+    }
+}
+
+/// Reads a [`Shallow`] event: `type` and `error` given twice are an error, as on an [`Event`].
+struct ShallowVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ShallowVisitor {
+    type Value = Shallow<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a Responses stream event")
+    }
+
+    fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Shallow<'de>, M::Error> {
+        const NAMES: [&str; 3] = ["type", "error", "sequence_number"];
+        let mut shallow = Shallow {
+            kind: None,
+            error: None,
+            sequence_number: None,
+        };
+        let mut seen = [0u8; 3];
+        while let Some(key) = map.next_key_seed(assembly::KeyOf(&NAMES))? {
+            let Some(at) = key else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            };
+            seen[at] = seen[at].saturating_add(1);
+            if at < 2 && seen[at] > 1 {
+                return Err(serde::de::Error::duplicate_field(NAMES[at]));
+            }
+            match at {
+                0 => shallow.kind = map.next_value::<Option<Borrowed<'de>>>()?.map(|b| b.0),
+                1 => shallow.error = map.next_value()?,
+                // Its raw text, so that no value fails or descends (see `whole_number`).
+                _ => {
+                    let raw = map.next_value::<&'de serde_json::value::RawValue>()?;
+                    shallow.sequence_number = serde_json::from_str(raw.get()).ok();
+                }
+            }
+        }
+        if seen[2] > 1 {
+            shallow.sequence_number = None;
+        }
+        Ok(shallow)
+    }
 }
 
 /// Decodes a whole Responses stream.

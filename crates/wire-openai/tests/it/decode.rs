@@ -2607,6 +2607,80 @@ fn an_event_it_does_not_read_with_a_falsy_error_is_skipped_whatever_its_fields_h
     assert!(responses::decode_all(stream(event).as_bytes()).is_err());
 }
 
+/// An event with a truthy `error` is the provider's error with its message, as on every event,
+/// also when its other fields fail to parse: of a type the decoder does not read, of one it
+/// reads, and an `error` event whose `message` is not a string. openai-python raises on any
+/// payload with an `error` before reading anything else.
+#[test]
+fn an_event_with_an_error_is_that_error_whatever_its_other_fields_hold() {
+    let call = json!({"type": "response.output_item.added", "output_index": 0, "item": {
+        "type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": ""}});
+    let completed = json!({"type": "response.completed", "response": {"id": "resp_1"}});
+    let stream = |middle: &str| format!("data: {call}\n\ndata: {middle}\n\ndata: {completed}\n\n");
+    for event in [
+        r#"{"type":"response.vendor.progress","error":{"message":"boom"},"item":"fc_1"}"#,
+        r#"{"type":"response.vendor.progress","error":"boom","item_id":7,"item_id":8}"#,
+        r#"{"type":"response.output_text.delta","error":{"message":"boom"},"item_id":7}"#,
+        r#"{"type":"error","error":{"message":"boom"},"message":{"text":"boom"}}"#,
+    ] {
+        let error = responses::decode_all(stream(event).as_bytes()).unwrap_err();
+        assert!(
+            matches!(&error, DecodeError::ProviderError { message } if message == "boom"),
+            "{event}: {error:?}"
+        );
+    }
+}
+
+/// An event the decoder skips because its fields fail to parse still counts its
+/// `sequence_number`, read leniently, as it counts when the event parses: the stream decodes the
+/// same whichever it is. Here the skipped event's number is the first, so the delta after it
+/// shows the numbers rise, and the gateway's replay of that delta (its number and text again) is
+/// dropped rather than appended.
+#[test]
+fn a_skipped_event_s_number_counts_as_when_it_parses() {
+    let events = |skipped: &str| {
+        [
+            r#"{"type":"response.output_item.added","output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"f","arguments":""}}"#,
+            skipped,
+            r#"{"type":"response.function_call_arguments.delta","sequence_number":2,"item_id":"fc_1","output_index":0,"delta":"{\"a\":"}"#,
+            r#"{"type":"response.function_call_arguments.delta","sequence_number":2,"item_id":"fc_1","output_index":0,"delta":"{\"a\":"}"#,
+            r#"{"type":"response.function_call_arguments.delta","sequence_number":3,"item_id":"fc_1","output_index":0,"delta":"1}"}"#,
+            r#"{"type":"response.completed","sequence_number":4,"response":{"id":"resp_1"}}"#,
+        ]
+        .iter()
+        .map(|event| format!("data: {event}\n\n"))
+        .collect::<String>()
+    };
+    let parsed = r#"{"type":"response.vendor.progress","sequence_number":1,"item_id":"fc_1"}"#;
+    let expected = responses::decode_all(events(parsed).as_bytes()).unwrap();
+    assert_eq!(expected.tool_calls[0].arguments, r#"{"a":1}"#);
+    for skipped in [
+        r#"{"type":"response.vendor.progress","sequence_number":1,"item_id":7}"#,
+        r#"{"type":"response.vendor.progress","item":"fc_1","sequence_number":1}"#,
+        r#"{"type":"response.vendor.progress","delta":"a","delta":"b","sequence_number":1}"#,
+    ] {
+        let completion = responses::decode_all(events(skipped).as_bytes())
+            .unwrap_or_else(|error| panic!("{skipped}: {error}"));
+        assert_eq!(completion, expected, "{skipped}");
+    }
+    // A number that is not a whole number, or given twice, reads as absent, as when it parses.
+    for (parsed, skipped) in [
+        (
+            r#"{"type":"response.vendor.progress","sequence_number":"1"}"#,
+            r#"{"type":"response.vendor.progress","sequence_number":"1","item_id":7}"#,
+        ),
+        (
+            r#"{"type":"response.vendor.progress","sequence_number":1,"sequence_number":1}"#,
+            r#"{"type":"response.vendor.progress","sequence_number":1,"sequence_number":1,"item_id":7}"#,
+        ),
+    ] {
+        let expected = responses::decode_all(events(parsed).as_bytes()).unwrap();
+        let completion = responses::decode_all(events(skipped).as_bytes())
+            .unwrap_or_else(|error| panic!("{skipped}: {error}"));
+        assert_eq!(completion, expected, "{skipped}");
+    }
+}
+
 /// JSON nested `levels` deep: `[[…[1]…]]`.
 fn nested(levels: usize) -> String {
     format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
