@@ -54,7 +54,9 @@
 //! - A reasoning item finished with its `encrypted_content` is kept whole, as sent, on the call
 //!   that follows it (under [`REASONING_ITEMS_KEY`] in the call's `provider_fields`), so that
 //!   the next request can send it back just before that call; one finished after the items
-//!   that follow it goes by output index. Reasoning followed by a message
+//!   that follow it goes by output index; one still waiting for a call at the terminal event
+//!   (its output index disagrees with the response's), by where the event's `response` snapshot
+//!   lists it, found by item id. Reasoning followed by a message
 //!   or another kind of item (a text-only answer, a hosted tool's call) is not kept: it leads to
 //!   no call of the turn. It is never text, never a delta. One to keep that nests more than
 //!   [`ai_core::MAX_JSON_DEPTH`] levels fails the stream (or the response), naming it and the
@@ -121,7 +123,8 @@ use replay::{DeltaLog, MessageParts, Numbering, Sequence};
 /// The key, in a call's `provider_fields`, of the reasoning items that led to it: a JSON array
 /// of the `reasoning` output items that came, in order, after the turn's previous call or other
 /// item and before this call (by output index, when the server finishes a reasoning item after
-/// the items that follow it), each whole and as sent (`id`, `summary`, `encrypted_content`, and
+/// the items that follow it; by where the terminal event's snapshot lists it, by item id, when
+/// its output index leaves it before no call), each whole and as sent (`id`, `summary`, `encrypted_content`, and
 /// any other field). Only items with a non-empty `encrypted_content` string are kept (they come
 /// only when the request asked for them with `include: ["reasoning.encrypted_content"]`); the
 /// others cannot be sent back without the provider's stored copy. One to keep that nests more
@@ -802,6 +805,11 @@ impl StreamDecoder {
                 DecodeError::InvalidChunk { offset, reason }
             })?;
         }
+        if let Some(kind) = event.kind.as_deref()
+            && Ending::of(kind, event.response.as_ref()).is_some()
+        {
+            self.place_pending_reasoning(sse.data);
+        }
         self.apply(event, sse.offset, deltas)
     }
 
@@ -1278,6 +1286,73 @@ impl StreamDecoder {
             }
             Some((_, Some(Following::Other))) => {}
             _ => kept.pending.push((output_index, raw)),
+        }
+    }
+
+    /// Keeps the reasoning still waiting for a call at the terminal event (`data` is its text) on
+    /// the call the event's `response` snapshot puts after it: a reasoning item streamed at an
+    /// output index that disagrees with the snapshot (numbered or finished past the call it
+    /// leads to) would otherwise be kept by no call. The snapshot is the response's own order,
+    /// and each item is found in it by its item id: one the snapshot does not list, or follows
+    /// with anything but a call of the stream ([`StreamDecoder::known_call`]), stays unkept. It
+    /// goes among the reasoning the call keeps in the snapshot's order. The snapshot is
+    /// bookkeeping here: one that cannot be read places nothing and fails nothing.
+    fn place_pending_reasoning(&mut self, data: &str) {
+        if self
+            .reasoning
+            .as_ref()
+            .is_none_or(|kept| kept.pending.is_empty())
+        {
+            return;
+        }
+        let Some(output) = serde_json::from_str::<Terminal<'_>>(data)
+            .ok()
+            .and_then(|terminal| terminal.response)
+            .and_then(|response| serde_json::from_str::<SnapshotOutput>(response.get()).ok())
+            .and_then(|snapshot| snapshot.output)
+        else {
+            return;
+        };
+        // Where the snapshot lists a reasoning item, by its item id.
+        let listed = |item: &Value| {
+            let id = item.get("id").and_then(Value::as_str)?;
+            output
+                .iter()
+                .position(|listed| listed.kind == "reasoning" && listed.id.as_deref() == Some(id))
+        };
+        let pending = self
+            .reasoning
+            .as_mut()
+            .map(|kept| std::mem::take(&mut kept.pending))
+            .unwrap_or_default();
+        for (index, raw) in pending {
+            let call = listed(&raw).and_then(|at| {
+                let next = output[at + 1..]
+                    .iter()
+                    .find(|item| item.kind != "reasoning")?;
+                let call = (next.kind == "function_call").then_some(next)?;
+                self.known_call(call, None)
+                    .ok()
+                    .flatten()
+                    .map(|position| (at, position))
+            });
+            let (Some((at, position)), Some(kept)) = (call, self.reasoning.as_mut()) else {
+                continue;
+            };
+            if let Some(call) = self.session.calls.calls.get_mut(position)
+                && let Value::Array(items) = call
+                    .provider_fields
+                    .entry(REASONING_ITEMS_KEY)
+                    .or_insert_with(|| Value::Array(Vec::new()))
+            {
+                let before = items
+                    .iter()
+                    .position(|item| listed(item).is_some_and(|other| other > at))
+                    .unwrap_or(items.len());
+                items.insert(before, raw);
+                let placed = kept.placed.entry(position).or_default();
+                placed.insert(before.min(placed.len()), index);
+            }
         }
     }
 

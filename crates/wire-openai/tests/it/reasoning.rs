@@ -220,6 +220,70 @@ fn reasoning_finished_after_its_call_is_kept_on_that_call() {
     );
 }
 
+/// Reasoning streamed at an output index that disagrees with the terminal snapshot (a server
+/// that numbers its reasoning after the call it leads to, or finishes it there) is kept on the
+/// call the snapshot's `output` puts after it, found by item id: the snapshot is the response's
+/// own order. Without a snapshot that places it, or when the snapshot puts a message after it,
+/// it is kept by no call, as before.
+#[test]
+fn reasoning_at_an_output_index_the_snapshot_disagrees_with_is_kept_by_item_id() {
+    let event = |kind: &str, index: usize, item: Value| json!({"type": kind, "output_index": index, "item": item});
+    let message = json!({"type": "message", "id": "msg_1", "role": "assistant",
+        "content": [{"type": "output_text", "text": "Checking."}]});
+    let stream = |events: &[Value]| -> String {
+        events
+            .iter()
+            .map(|event| format!("data: {event}\n\n"))
+            .collect()
+    };
+    let completed = |output: Value| json!({"type": "response.completed", "response": {"id": "resp_1", "status": "completed", "output": output}});
+    let rs_1 = reasoning("rs_1", Some("e1"));
+    let rs_2 = reasoning("rs_2", Some("e2"));
+    let orders = [
+        // Finished first, at an index past the call's.
+        vec![
+            event("response.output_item.done", 1, rs_1.clone()),
+            event("response.output_item.added", 0, call("call_1")),
+            event("response.output_item.done", 0, call("call_1")),
+        ],
+        // Finished after the call, at an index past it.
+        vec![
+            event("response.output_item.added", 0, call("call_1")),
+            event("response.output_item.done", 0, call("call_1")),
+            event("response.output_item.done", 1, rs_1.clone()),
+        ],
+    ];
+    for events in &orders {
+        let placed = [
+            events.clone(),
+            vec![completed(json!([rs_1, call("call_1")]))],
+        ]
+        .concat();
+        let completion = responses::decode_all(stream(&placed).as_bytes()).unwrap();
+        assert_eq!(kept(&completion), vec![json!([rs_1])], "{placed:?}");
+
+        for output in [
+            json!([call("call_1"), rs_1]),
+            json!([rs_1, message, call("call_1")]),
+        ] {
+            let unplaced = [events.clone(), vec![completed(output)]].concat();
+            let completion = responses::decode_all(stream(&unplaced).as_bytes()).unwrap();
+            assert_eq!(kept(&completion), vec![Value::Null], "{unplaced:?}");
+        }
+    }
+
+    // Kept among the reasoning the call already keeps, in the snapshot's order.
+    let events = [
+        event("response.output_item.done", 0, rs_1.clone()),
+        event("response.output_item.done", 5, rs_2.clone()),
+        event("response.output_item.added", 1, call("call_1")),
+        event("response.output_item.done", 1, call("call_1")),
+        completed(json!([rs_1, rs_2, call("call_1")])),
+    ];
+    let completion = responses::decode_all(stream(&events).as_bytes()).unwrap();
+    assert_eq!(kept(&completion), vec![json!([rs_1, rs_2])]);
+}
+
 /// The chat wire has no reasoning items: a call decoded from a Responses stream sends its
 /// other provider fields on chat, never the reasoning.
 #[test]
