@@ -41,11 +41,12 @@
 //!   of another type in any field but `type` reads as absent rather than failing the stream or
 //!   the response.
 //! - The `response` object an event carries is bookkeeping (the response id, usage, the reason
-//!   it is incomplete, its error): a value of another shape, or a field given twice, reads as
-//!   absent, never failing the stream or losing the text and calls already assembled. So is
-//!   the whole `response` of an event that gives it twice, and a `sequence_number` or an
-//!   `error` event's `code` given twice (which one counts cannot be told); any other key of an event the decoder reads, which the
-//!   answer is made of, given twice is an error naming the key, as on chat.
+//!   it is incomplete, its status, its error): a value of another shape, or a field given
+//!   twice, reads as absent, never failing the stream or losing the text and calls already
+//!   assembled. So is the whole `response` of an event that gives it twice, and a
+//!   `sequence_number` or an `error` event's `code` given twice (which one counts cannot be
+//!   told); any other key of an event the decoder reads, which the answer is made of, given
+//!   twice is an error naming the key, as on chat.
 //! - An `error` event is the provider's error with its `message`; with none (`null` or
 //!   empty) and no nested `error`, its `code` is kept: `unknown error (code: …)`.
 //! - Text from several message items is joined with no separator, as the official SDKs'
@@ -124,8 +125,8 @@ use replay::{DeltaLog, MessageParts, Numbering, Sequence};
 /// of the `reasoning` output items that came, in order, after the turn's previous call or other
 /// item and before this call (by output index, when the server finishes a reasoning item after
 /// the items that follow it; by where the terminal event's snapshot lists it, by item id, when
-/// its output index leaves it before no call), each whole and as sent (`id`, `summary`, `encrypted_content`, and
-/// any other field). Only items with a non-empty `encrypted_content` string are kept (they come
+/// its output index leaves it before no call), each whole and as sent (`id`, `summary`,
+/// `encrypted_content`, and any other field). Only items with a non-empty `encrypted_content` string are kept (they come
 /// only when the request asked for them with `include: ["reasoning.encrypted_content"]`); the
 /// others cannot be sent back without the provider's stored copy. One to keep that nests more
 /// than [`ai_core::MAX_JSON_DEPTH`] levels fails the decode instead, since the thread's state
@@ -445,9 +446,10 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
 /// calls come from the other events, so nothing here may fail the stream or lose what they
 /// assembled. A `response` that is not an object reads as absent; in one, a field of another
 /// type than it should have, or given twice (which one counts cannot be told), reads as absent,
-/// and fields not read here (`output`, `status`, …) may be anything. (A terminal event's
-/// `output` is read apart, and only when the stream assembled nothing: see
-/// [`StreamDecoder::snapshot`].)
+/// and fields not read here (`output`, …) may be anything. (A terminal event's `output` is read
+/// apart: for the answer only when the stream assembled nothing, see
+/// [`StreamDecoder::snapshot`]; for the reasoning still waiting for a call, see
+/// [`StreamDecoder::place_pending_reasoning`].)
 #[derive(Default)]
 struct Response {
     /// `resp_…`, the seed of synthesized call ids.
