@@ -135,8 +135,10 @@ pub struct RunContext {
     pub requested_connection_ids: BTreeSet<ConnectionId>,
     /// The connections the server granted the actor.
     pub grant: ConnectionGrant,
-    /// Human approvals for this run: tool call id → the approved hash of its canonical
-    /// arguments. A call whose tool needs approval runs only with a matching entry.
+    /// Human approvals for this run: tool call id → the approved hash of its tool and canonical
+    /// arguments (the `args_hash` of [`crate::ToolOutcome::ApprovalRequired`]). A call whose
+    /// tool needs approval runs only with a matching entry: one for the same id but another
+    /// tool or other arguments refuses it.
     pub approvals: BTreeMap<ToolCallId, String>,
 }
 

@@ -199,9 +199,10 @@ pub enum ToolOutcome {
     /// A coded failure.
     Error(ToolFailure),
     /// The call needs a human's approval first; it did not run. An approval must name the
-    /// call's id and this hash of its canonical arguments.
+    /// call's id and this hash of its tool and canonical arguments.
     ApprovalRequired {
-        /// Lower-case hex SHA-256 of the canonical JSON of the validated arguments.
+        /// Lower-case hex SHA-256 of the tool's id, a line break and the canonical JSON of the
+        /// validated arguments.
         args_hash: String,
     },
 }

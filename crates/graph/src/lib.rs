@@ -140,7 +140,12 @@ pub use store::InMemoryThreadStore;
 ///     tool ran up to `max_attempts` times; a cancel that fires as an attempt starts ends the
 ///     call `cancelled` before the tool runs, where a tool that finished on its first poll
 ///     answered.
-pub const LOOP_REVISION: u32 = 26;
+/// 27. The runner's approval hash (`args_hash`, in `ApprovalRequired` and the paused state)
+///     covers the tool's id as well as the canonical arguments, where it covered the arguments
+///     alone and an approval of one tool's call let another tool's call under the same call id
+///     and arguments run; a thread paused under an earlier revision holds the older hash, and
+///     its approved calls are refused `policy_denied`.
+pub const LOOP_REVISION: u32 = 27;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

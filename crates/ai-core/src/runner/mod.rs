@@ -8,7 +8,7 @@
 //!    one no bound tool has)
 //! 2. policy and this run's catalog (`policy_denied`); a tool whose effect needs approval pauses
 //!    once its arguments are validated (step 5) unless the run holds an approval for this call
-//!    id and the hash of those arguments
+//!    id and the hash of this tool's id with those arguments
 //! 3. authorization hook (`authz_denied`), when the runner has one
 //! 4. connection grant ∩ request (`policy_denied`)
 //! 5. parse and validate the input (`invalid_json`, `validation`; at most [`MAX_JSON_DEPTH`]
@@ -392,7 +392,7 @@ impl ToolRunner {
                 return Err(budget::cancelled().into());
             }
             // Step 2's pause, decided once the arguments are known: an approval covers one
-            // call id and the exact arguments it was shown.
+            // call id, the tool and the exact arguments it was shown.
             check_approval(ctx, &call.id, id, &args)?;
         }
         let invocation = ToolInvocationContext::new(ctx, call.id.clone(), connection_id);
@@ -694,9 +694,18 @@ fn check_connection_grant(
     Ok(Some(connection_id.clone()))
 }
 
-/// The hash an approval names: SHA-256 of the canonical JSON of the validated arguments.
-pub(crate) fn args_hash(args: &Value) -> String {
-    crate::sha256_hex(crate::canonical_json(args).as_bytes())
+/// The hash an approval names: SHA-256 of the tool's id, a line break and the canonical JSON of
+/// the validated arguments. It covers the tool as well as the arguments: call ids are the
+/// provider's, and some repeat them (`call_0` on every turn), so an approval of one tool's call
+/// must not let another tool's call under the same id and arguments run. No tool id holds a line
+/// break, so no two pairs give the same text.
+fn approval_hash(tool_id: &ToolId, args: &Value) -> String {
+    let args = crate::canonical_json(args);
+    let mut text = String::with_capacity(tool_id.as_str().len() + 1 + args.len());
+    text.push_str(tool_id.as_str());
+    text.push('\n');
+    text.push_str(&args);
+    crate::sha256_hex(text.as_bytes())
 }
 
 /// Step 2's approval check: pass with a matching approval, pause without one, refuse a
@@ -707,12 +716,14 @@ fn check_approval(
     tool_id: &ToolId,
     args: &Value,
 ) -> Result<(), Stop> {
-    let hash = args_hash(args);
+    let hash = approval_hash(tool_id, args);
     match ctx.approvals.get(call_id) {
         Some(approved) if *approved == hash => Ok(()),
         Some(_) => Err(Stop::Failed(ToolFailure::new(
             ToolErrorCode::PolicyDenied,
-            format!("the approval for this call of {tool_id} does not match its arguments"),
+            format!(
+                "the approval for this call of {tool_id} does not match its tool and arguments"
+            ),
         ))),
         None => Err(Stop::NeedsApproval(Paused {
             tool_id: tool_id.clone(),

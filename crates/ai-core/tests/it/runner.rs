@@ -191,7 +191,10 @@ async fn step2_require_approval_pauses_until_an_exact_approval() {
     let ToolOutcome::ApprovalRequired { args_hash } = &run.result.outcome else {
         panic!("expected a pause, got {run:?}")
     };
-    assert_eq!(args_hash, &ai_core::sha256_hex(br#"{"text":"hi"}"#));
+    assert_eq!(
+        args_hash,
+        &ai_core::sha256_hex(b"core__echo\n{\"text\":\"hi\"}")
+    );
     let events = h.events.events();
     assert_eq!(events.len(), 1, "{events:?}");
     assert!(
@@ -210,7 +213,7 @@ async fn step2_require_approval_pauses_until_an_exact_approval() {
         &h,
         &run,
         ToolErrorCode::PolicyDenied,
-        "does not match its arguments",
+        "does not match its tool and arguments",
     );
     assert_eq!(t.runs.load(Ordering::SeqCst), 0);
 
@@ -223,6 +226,51 @@ async fn step2_require_approval_pauses_until_an_exact_approval() {
     let run = h.call(ECHO, r#"{"text":"hi"}"#).await;
     check_ok(&h, &run, json!({"echo": "hi"}));
     assert_eq!(t.runs.load(Ordering::SeqCst), 1);
+}
+
+/// An approval binds the tool as well as the call id and the arguments: call ids are the
+/// provider's and some repeat them (`call_0` on every turn), so an approval of one tool's call
+/// under an id never lets another tool's call under that id, with the same arguments, run.
+#[tokio::test]
+async fn step2_an_approval_of_one_tool_does_not_run_another_under_the_same_call_id() {
+    const OTHER: &str = "core__other";
+    let gated = |name| {
+        Arc::new(FakeTool::new(
+            name,
+            ToolEffect::StateChange,
+            Behaviour::Echo,
+        ))
+    };
+    let (echo, other) = (gated(ECHO), gated(OTHER));
+    let mut policy = allow(&[ECHO, OTHER]);
+    policy
+        .require_approval_for_effects
+        .insert(ToolEffect::StateChange);
+    let tools: Vec<Arc<dyn BoundTool>> = vec![echo.clone(), other.clone()];
+    let mut h = Harness::new(tools, policy);
+
+    let run = h.call(ECHO, r#"{"text":"hi"}"#).await;
+    let ToolOutcome::ApprovalRequired { args_hash } = run.result.outcome else {
+        panic!("expected a pause, got {run:?}")
+    };
+    h.ctx
+        .approvals
+        .insert(ai_core::ToolCallId::new("call_1").unwrap(), args_hash);
+    h.events = Default::default();
+    let run = h.call(OTHER, r#"{"text":"hi"}"#).await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::PolicyDenied,
+        "the approval for this call of core__other does not match its tool and arguments",
+    );
+    assert_eq!(other.runs.load(Ordering::SeqCst), 0);
+
+    // The approval still runs the call it was given for.
+    h.events = Default::default();
+    let run = h.call(ECHO, r#"{"text":"hi"}"#).await;
+    check_ok(&h, &run, json!({"echo": "hi"}));
+    assert_eq!(echo.runs.load(Ordering::SeqCst), 1);
 }
 
 /// A cancelled run asks for no approval: the call that would pause ends `cancelled`, answered
