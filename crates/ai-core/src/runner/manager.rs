@@ -933,6 +933,17 @@ impl Attempting<'_> {
             now = ended;
             match result {
                 Ok(value) => return self.answered(value, answer, now, number - 1, trial),
+                // Cancelled as it started, the retry never ran: the call ends as one cancelled
+                // while it waited, with no retry made (the breaker has nothing to weigh).
+                Err(cancelled) if start.cancelled => {
+                    let call = CallEnd {
+                        latency: Some(now - started),
+                        retries: number - 2,
+                        failure: Some(cancelled.category),
+                    };
+                    step.registry.record_call_only(id, call);
+                    return Err(cancelled);
+                }
                 Err(next) => failure = next,
             }
         }

@@ -1111,3 +1111,45 @@ async fn a_token_fired_as_an_attempt_starts_is_answered_before_the_tool_runs() {
         assert_eq!(tool.runs.load(Ordering::SeqCst), runs);
     }
 }
+
+/// A retry whose token fires as its attempt starts never ran: the statistics count the call
+/// `cancelled` with no retry made, as for a call cancelled while it waited to retry.
+#[tokio::test(start_paused = true)]
+async fn a_retry_cancelled_as_it_starts_is_not_counted_as_a_retry() {
+    let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(1)));
+    let p = policy(no_jitter(3));
+    let clock = Arc::new(CancellingClock {
+        cancel: ai_core::CancellationToken::new(),
+        armed: false.into(),
+    });
+    let source = ai_core::StaticToolSource::new(vec![tool.clone() as Arc<dyn BoundTool>]);
+    let runner = ai_core::ToolRunner::new(Arc::new(source.unwrap()), Arc::new(p), clock.clone());
+    let h = Harness::new(
+        vec![tool.clone() as Arc<dyn BoundTool>],
+        policy(no_jitter(3)),
+    );
+    let call = ai_core::ToolCall {
+        id: ai_core::ToolCallId::new("call_1").unwrap(),
+        name: T.into(),
+        arguments: "{}".into(),
+    };
+    let sink = ArmingSink {
+        clock: &clock,
+        arms: |e| matches!(e, AiEvent::ToolCallRetrying { .. }),
+    };
+    let run = runner
+        .run_tool(&call, &h.ctx, &h.catalog, &sink, &clock.cancel)
+        .await;
+    assert_eq!(
+        run.result.failure().map(|f| f.code),
+        Some(ToolErrorCode::Cancelled)
+    );
+    assert_eq!(tool.runs.load(Ordering::SeqCst), 1);
+    let stats = &runner.stats()[0];
+    assert_eq!((stats.calls, stats.successes, stats.retries), (1, 0, 0));
+    assert_eq!(
+        stats.failures.get(&ToolErrorCategory::Cancelled),
+        Some(&1),
+        "{stats:?}"
+    );
+}
