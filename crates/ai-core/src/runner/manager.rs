@@ -22,6 +22,18 @@ use crate::{
 /// Latency samples kept per tool for the percentiles.
 const LATENCY_SAMPLES: usize = 512;
 
+/// How many buckets tool ids are spread over for [`Registry::not_closed_in`].
+const BUCKETS: usize = 32;
+
+/// The bucket of [`Registry::not_closed_in`] a tool id falls in: a fixed hash, the same for every
+/// registry.
+fn bucket(id: &ToolId) -> usize {
+    use std::hash::BuildHasher;
+    let hash = foldhash::fast::FixedState::default().hash_one(id);
+    // Less than `BUCKETS`, so the cast keeps it whole.
+    (hash % BUCKETS as u64) as usize
+}
+
 /// A circuit's state, as reported in statistics. More states may come, so a match needs a
 /// catch-all arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -180,6 +192,11 @@ pub(super) struct Registry {
     /// circuit leaves or enters `Closed` ([`Self::tracked`]). While it is 0, an attempt is
     /// admitted without the lock (see [`Self::admit`]).
     not_closed: AtomicUsize,
+    /// The same count for the tools whose id falls in each [`bucket`], kept with it. While
+    /// some circuit is not closed, a tool whose bucket counts none is still admitted without
+    /// the lock: a circuit left open for good (its tool never called again, no trial closes
+    /// it) costs the lock only to the tools of its bucket, not to every tool for ever.
+    not_closed_in: [AtomicUsize; BUCKETS],
 }
 
 /// How a call ended, for its statistics.
@@ -203,21 +220,27 @@ fn counts_against_tool(category: ToolErrorCategory) -> bool {
 impl Registry {
     fn with<R>(&self, id: &ToolId, f: impl FnOnce(&mut Health) -> R) -> R {
         let mut tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
-        let f = |health: &mut Health| self.tracked(health, f);
+        let f = |health: &mut Health| self.tracked(id, health, f);
         match tools.get_mut(id) {
             Some(health) => f(health),
             None => f(tools.entry(id.clone()).or_default()),
         }
     }
 
-    /// Runs `f` on `health` (under the lock), keeping [`Self::not_closed`] in step with its
-    /// circuit.
-    fn tracked<R>(&self, health: &mut Health, f: impl FnOnce(&mut Health) -> R) -> R {
+    /// Runs `f` on `id`'s `health` (under the lock), keeping [`Self::not_closed`] and
+    /// [`Self::not_closed_in`] in step with its circuit.
+    fn tracked<R>(&self, id: &ToolId, health: &mut Health, f: impl FnOnce(&mut Health) -> R) -> R {
         let was_closed = matches!(health.circuit, Circuit::Closed { .. });
         let answer = f(health);
         match (was_closed, matches!(health.circuit, Circuit::Closed { .. })) {
-            (true, false) => _ = self.not_closed.fetch_add(1, Ordering::Release),
-            (false, true) => _ = self.not_closed.fetch_sub(1, Ordering::Release),
+            (true, false) => {
+                self.not_closed_in[bucket(id)].fetch_add(1, Ordering::Release);
+                self.not_closed.fetch_add(1, Ordering::Release);
+            }
+            (false, true) => {
+                self.not_closed_in[bucket(id)].fetch_sub(1, Ordering::Release);
+                self.not_closed.fetch_sub(1, Ordering::Release);
+            }
             _ => {}
         }
         answer
@@ -235,6 +258,21 @@ impl Registry {
         self.not_closed.load(Ordering::Acquire) == 0
     }
 
+    /// Whether `id`'s circuit is closed as far as can be told without the lock: every circuit
+    /// is ([`Self::all_closed`], read first: the fast path hashes nothing), or none of its
+    /// bucket's is ([`Self::not_closed_in`]; read alike, by the same reasoning). `false` says
+    /// only that the lock must tell.
+    fn closed_without_lock(&self, id: &ToolId) -> bool {
+        self.all_closed() || self.closed_in_bucket(id)
+    }
+
+    /// Whether no circuit of `id`'s bucket is counted as not closed. Out of line, so that the
+    /// fast path, into which [`Self::closed_without_lock`] is inlined, holds no hashing.
+    #[inline(never)]
+    fn closed_in_bucket(&self, id: &ToolId) -> bool {
+        self.not_closed_in[bucket(id)].load(Ordering::Acquire) == 0
+    }
+
     /// Lets an attempt through, or fails fast while the circuit is open. A half-open trial gets
     /// its slot, to hand back to [`Self::record`]; dropped before that, the slot comes back.
     ///
@@ -247,7 +285,7 @@ impl Registry {
         policy: &BreakerPolicy,
         now: Instant,
     ) -> Result<Trial<'a>, ToolFailure> {
-        if policy.is_off() || self.all_closed() {
+        if policy.is_off() || self.closed_without_lock(id) {
             return Ok(None);
         }
         self.with(id, |health| {
@@ -271,7 +309,7 @@ impl Registry {
     fn give_back(&self, id: &ToolId, round: u64) {
         let mut tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(health) = tools.get_mut(id) {
-            self.tracked(health, |health| {
+            self.tracked(id, health, |health| {
                 health.circuit = without_trial(&health.circuit, Some(round));
             });
         }
@@ -280,7 +318,7 @@ impl Registry {
     /// Whether the circuit, as it is now, would let an attempt through at `at` (taking no slot).
     fn would_admit(&self, id: &ToolId, policy: &BreakerPolicy, at: Instant) -> bool {
         policy.is_off()
-            || self.all_closed()
+            || self.closed_without_lock(id)
             || self.with(id, |health| {
                 admission(&health.circuit, policy, at, health.rounds.wrapping_add(1)).is_ok()
             })

@@ -1,4 +1,5 @@
-//! The breaker registry's lock-free admission: taken while every circuit is closed, and only then.
+//! The breaker registry's lock-free admission: taken while every circuit is closed, or every
+//! circuit of the tool's bucket, and only then.
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -66,6 +67,44 @@ fn the_lock_is_taken_again_while_any_circuit_is_not_closed() {
     assert_eq!(registry.not_closed.load(Ordering::Relaxed), 0);
 }
 
+/// A circuit left open whose tool is never called again (its cool-down long passed) keeps the
+/// lock only for the tools whose ids share its bucket: another tool is admitted without it.
+#[test]
+fn an_open_circuit_of_a_tool_never_called_again_keeps_the_lock_off_other_tools() {
+    let registry = Registry::default();
+    let (tool, other) = (id("core__forecast"), id("core__weather"));
+    assert_ne!(
+        super::bucket(&tool),
+        super::bucket(&other),
+        "pick ids of two buckets"
+    );
+    let policy = opens_at_first_failure();
+    let now = Instant::now();
+    let failed = Some(ToolErrorCategory::Transient);
+    registry.record(&tool, &policy, now, failed, None, None);
+    let long_after = now + Duration::from_secs(3_600);
+    assert_eq!(
+        registry.stats(long_after)[0].breaker,
+        BreakerStatus::HalfOpen
+    );
+    let (sent, admitted) = mpsc::channel();
+    let held = registry.tools.lock().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let trial = registry.admit(&other, &policy, long_after);
+            sent.send(matches!(trial, Ok(None))).unwrap();
+        });
+        let answer = admitted.recv_timeout(Duration::from_secs(10));
+        drop(held);
+        assert_eq!(answer, Ok(true), "admission waited for the lock");
+    });
+    // Its own tool still takes the lock, and is let through as a half-open trial.
+    assert!(matches!(
+        registry.admit(&tool, &policy, long_after),
+        Ok(Some(_))
+    ));
+}
+
 #[test]
 fn a_trial_given_back_leaves_its_circuit_counted() {
     let registry = Registry::default();
@@ -85,7 +124,15 @@ fn assert_counted(registry: &Registry, now: Instant) {
     let stats = registry.stats(now);
     let not_closed = stats.iter().filter(|s| s.breaker != BreakerStatus::Closed);
     let counted = registry.not_closed.load(Ordering::Relaxed);
-    assert_eq!(counted, not_closed.count(), "{stats:?}");
+    assert_eq!(counted, not_closed.clone().count(), "{stats:?}");
+    let mut in_bucket = [0; super::BUCKETS];
+    for tool in not_closed {
+        in_bucket[super::bucket(&tool.tool_id)] += 1;
+    }
+    let counted_in = (registry.not_closed_in)
+        .each_ref()
+        .map(|n| n.load(Ordering::Relaxed));
+    assert_eq!(counted_in, in_bucket, "{stats:?}");
 }
 
 #[test]
