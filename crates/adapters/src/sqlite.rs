@@ -633,15 +633,30 @@ fn save_thread(conn: &Connection, thread_id: &str, state: &str) -> rusqlite::Res
     .execute(params![thread_id, state])
 }
 
-/// The thread's saved state as JSON (`Value::Null` when none is saved, or it does not parse).
-fn saved_thread(conn: &Connection, thread_id: &str) -> rusqlite::Result<Value> {
-    let json: Option<String> = conn
-        .prepare_cached("SELECT state_json FROM threads WHERE thread_id = ?1")?
-        .query_row([thread_id], |r| r.get(0))
-        .optional()?;
-    Ok(json
-        .and_then(|json| serde_json::from_str(&json).ok())
-        .unwrap_or(Value::Null))
+/// The saved state of thread `thread_id`, `None` when none is saved. A row that does not hold
+/// JSON text is [`RunStoreError::Corrupt`], named by its thread and column, never by what it
+/// holds (a conversation).
+fn saved_thread(conn: &Connection, thread_id: &str) -> Result<Option<Value>, RunStoreError> {
+    // Read as any type: the table is not STRICT, so a damaged row can hold a blob.
+    let stored: Option<SqlValue> = conn
+        .prepare_cached("SELECT state_json FROM threads WHERE thread_id = ?1")
+        .and_then(|mut stmt| stmt.query_row([thread_id], |r| r.get(0)).optional())
+        .map_err(|e| backend(format_args!("cannot read thread {thread_id}"), e))?;
+    let corrupt = |why: String| {
+        RunStoreError::Corrupt(format!(
+            "the saved state of thread {thread_id} (threads.state_json) {why}"
+        ))
+    };
+    match stored {
+        None => Ok(None),
+        Some(SqlValue::Text(json)) => serde_json::from_str(&json).map(Some).map_err(|e| {
+            corrupt(format!(
+                "does not decode: {}",
+                ai_core::describe_json_error(&e)
+            ))
+        }),
+        Some(_) => Err(corrupt("is not text, which no store writes".to_owned())),
+    }
 }
 
 fn commit_step_tx(
@@ -724,9 +739,19 @@ fn commit_step_tx(
         }
     }
     if let Some((thread, state)) = thread_write {
+        // A saved state that cannot be read is neither the one named nor another: the step is
+        // refused rather than taking it for an empty thread (and writing over it) or a moved one.
         let unchanged = match &step.thread_state_if_saved {
             None => true,
-            Some(expected) => saved_thread(&tx, thread).map_err(write)? == *expected,
+            Some(expected) => {
+                let saved = saved_thread(&tx, thread).map_err(|e| match e {
+                    RunStoreError::Corrupt(why) => {
+                        RunStoreError::Corrupt(format!("run {run_id}: {why}"))
+                    }
+                    other => other,
+                })?;
+                saved.as_ref().unwrap_or(&Value::Null) == expected
+            }
         };
         if unchanged {
             save_thread(&tx, thread, state).map_err(write)?;
@@ -1140,24 +1165,7 @@ impl ThreadStore for SqliteStore {
     async fn load(&self, id: &ThreadId) -> Result<Option<Value>, ThreadStoreError> {
         let id = id.clone();
         let found = self
-            .with_conn(move |conn| {
-                conn.prepare_cached("SELECT state_json FROM threads WHERE thread_id = ?1")
-                    .and_then(|mut stmt| {
-                        stmt.query_row([id.as_str()], |r| r.get::<_, String>(0))
-                            .optional()
-                    })
-                    .map_err(|e| backend(format_args!("cannot read thread {}", id.as_str()), e))?
-                    .map(|json| {
-                        serde_json::from_str(&json).map_err(|e| {
-                            RunStoreError::Corrupt(format!(
-                                "the state of thread {} (threads.state_json) does not decode: {}",
-                                id.as_str(),
-                                ai_core::describe_json_error(&e)
-                            ))
-                        })
-                    })
-                    .transpose()
-            })
+            .with_conn(move |conn| saved_thread(conn, id.as_str()))
             .await;
         found.map_err(|e| ThreadStoreError(e.to_string()))
     }

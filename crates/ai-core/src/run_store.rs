@@ -110,7 +110,9 @@ pub struct RunStep {
     /// When set, `thread_state` is saved only while the thread's saved state is still this one
     /// (`Value::Null`: nothing saved yet), checked in the same transaction; otherwise the step is
     /// committed without it. Recovery uses it, so a thread that took turns since a run began
-    /// keeps them whatever another process stores meanwhile.
+    /// keeps them whatever another process stores meanwhile. A saved state the store cannot read
+    /// (a damaged row) is neither: the whole step is refused as [`RunStoreError::Corrupt`],
+    /// naming the thread, and the damaged state is kept, never taken for an empty thread.
     pub thread_state_if_saved: Option<Value>,
     /// With `thread_state_if_saved`: when the thread's saved state is not that one, the whole
     /// step is refused with [`RunStoreError::ThreadChanged`] and nothing of it is written,

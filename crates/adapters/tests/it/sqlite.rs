@@ -776,3 +776,61 @@ async fn a_version_2_database_upgrades_keeping_which_interrupted_runs_are_closed
     assert!(store.recover_interrupted(20, &[]).await.unwrap().is_empty());
     assert_eq!(store.list_runs().await.unwrap().len(), 2);
 }
+
+/// A step whose thread state is conditional on the thread's saved one is refused as corrupt,
+/// naming the thread and never what its row holds, when that saved state cannot be read (not
+/// JSON, or not text): the store cannot tell whether it is the state the step names. Nothing of
+/// the step is written, and the damaged row stays as it was for someone to look at, rather than
+/// being taken for an empty thread and overwritten.
+#[tokio::test]
+async fn a_conditional_step_over_a_damaged_thread_state_is_refused_and_keeps_it() {
+    const CANARY: &str = "CANARY-THREAD-TEXT";
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let t = thread("t-1");
+    let r = run("run-1");
+    store.begin_run(&r, Some(&t), 1, None).await.unwrap();
+    let conn = rusqlite::Connection::open(store.path()).unwrap();
+    let damaged = [
+        rusqlite::types::Value::Text(format!("{{\"a\": {CANARY}")),
+        rusqlite::types::Value::Blob(CANARY.as_bytes().to_vec()),
+    ];
+    for state in damaged {
+        conn.execute(
+            "INSERT INTO threads (thread_id, state_json) VALUES ('t-1', ?1) \
+             ON CONFLICT (thread_id) DO UPDATE SET state_json = excluded.state_json",
+            [&state],
+        )
+        .unwrap();
+        for refuse_if_thread_changed in [true, false] {
+            let step = RunStep {
+                events: vec![start("c1")],
+                thread_state: Some(json!({"turn": 1})),
+                thread_state_if_saved: Some(serde_json::Value::Null),
+                refuse_if_thread_changed,
+                ..RunStep::default()
+            };
+            let err = store.commit_step(&r, step).await.unwrap_err();
+            assert!(matches!(err, RunStoreError::Corrupt(_)), "{err:?}");
+            let message = err.to_string();
+            assert!(!message.contains(CANARY), "{message}");
+            assert!(
+                message.contains("run run-1: the saved state of thread t-1 (threads.state_json)"),
+                "{message}"
+            );
+            let kept: rusqlite::types::Value = conn
+                .query_row(
+                    "SELECT state_json FROM threads WHERE thread_id = 't-1'",
+                    [],
+                    |row| row.get(0),
+                )
+                .unwrap();
+            assert_eq!(kept, state, "the damaged state was overwritten");
+            assert!(store.load_run(&r).await.unwrap().events.is_empty());
+        }
+        // A load names it the same way, as corrupt, whatever the row holds.
+        let err = store.load(&t).await.unwrap_err().to_string();
+        assert!(!err.contains(CANARY), "{err}");
+        assert!(err.contains("thread t-1 (threads.state_json)"), "{err}");
+    }
+}
