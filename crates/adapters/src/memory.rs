@@ -7,10 +7,12 @@ use std::sync::{Mutex, MutexGuard};
 
 use ai_core::{
     AiEvent, DanglingToolCall, InterruptedRun, RunHeader, RunId, RunLog, RunStatus, RunStep,
-    RunStore, RunStoreError, RunSummary, ThreadId, ThreadStore, ThreadStoreError, ToolCallId,
+    RunStore, RunStoreError, RunSummary, ThreadId, ThreadStore, ThreadStoreError,
 };
 use async_trait::async_trait;
 use serde_json::Value;
+
+use crate::stored::CallEvent;
 
 /// Runs and threads in maps; lost when the process ends. It follows the same rules as
 /// [`crate::SqliteStore`] (numbering, status checks, whole steps or nothing), so tests written
@@ -242,33 +244,25 @@ impl RunStore for InMemoryRunStore {
     }
 }
 
-/// The calls with a start event and no result event, in start order.
+/// The calls with a start event and no result event, in start order, paired by order
+/// ([`crate::stored::unanswered_starts`]).
 fn dangling(events: &[AiEvent]) -> Vec<DanglingToolCall> {
-    let answered: Vec<&ToolCallId> = events
-        .iter()
-        .filter_map(|e| match e {
-            AiEvent::ToolCallResult { tool_call_id, .. } => Some(tool_call_id),
-            _ => None,
-        })
-        .collect();
-    let mut out: Vec<DanglingToolCall> = Vec::new();
-    for event in events {
-        if let AiEvent::ToolCallStart {
+    crate::stored::unanswered_starts(events.iter().filter_map(|event| match event {
+        AiEvent::ToolCallStart {
             tool_call_id,
             tool_name,
             args,
-        } = event
-            && !answered.contains(&tool_call_id)
-            && !out.iter().any(|d| &d.tool_call_id == tool_call_id)
-        {
-            out.push(DanglingToolCall {
+        } => Some(CallEvent::Start(
+            tool_call_id,
+            DanglingToolCall {
                 tool_call_id: tool_call_id.clone(),
                 tool_name: tool_name.to_string(),
                 never_ran: args.is_none(),
-            });
-        }
-    }
-    out
+            },
+        )),
+        AiEvent::ToolCallResult { tool_call_id, .. } => Some(CallEvent::Result(tool_call_id)),
+        _ => None,
+    }))
 }
 
 #[async_trait]

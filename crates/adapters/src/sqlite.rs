@@ -23,6 +23,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use serde_json::Value;
 
 use crate::SqliteBlobStore;
+use crate::stored::CallEvent;
 
 /// The database file's name inside the data directory.
 pub const DB_FILE: &str = "cogni.db";
@@ -950,28 +951,36 @@ fn interrupted_run(
     let Ok(thread_id) = thread.map(ThreadId::new).transpose() else {
         return Ok(Err("its thread id is not a valid thread id"));
     };
-    let starts: Vec<(SqlValue, SqlValue)> = {
+    // Every call event in log order, a start with its JSON (a result's is not read): starts
+    // and results are paired by order, not by id alone (`unanswered_starts`). An id that is not
+    // text (a damaged row) pairs with nothing, so such a start is named, and refused below.
+    let events: Vec<(bool, SqlValue, SqlValue)> = {
         let mut stmt = tx.prepare_cached(
-            "SELECT s.tool_call_id, s.event_json FROM run_events s \
-             WHERE s.run_id = ?1 AND s.kind = 'tool_call_start' AND NOT EXISTS ( \
-               SELECT 1 FROM run_events r WHERE r.run_id = s.run_id \
-               AND r.tool_call_id = s.tool_call_id AND r.kind = 'tool_call_result') \
-             ORDER BY s.seq",
+            "SELECT kind = 'tool_call_start', tool_call_id, \
+               CASE WHEN kind = 'tool_call_start' THEN event_json END \
+             FROM run_events WHERE run_id = ?1 \
+             AND kind IN ('tool_call_start', 'tool_call_result') ORDER BY seq",
         )?;
-        let rows = stmt.query_map([run], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let rows = stmt.query_map([run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         rows.collect::<Result<_, _>>()?
     };
+    let starts = crate::stored::unanswered_starts(events.into_iter().filter_map(
+        |(is_start, call, json)| {
+            let id = text(call).ok().flatten();
+            match is_start {
+                true => Some(CallEvent::Start(id.clone(), (id, json))),
+                false => id.map(|id| CallEvent::Result(Some(id))),
+            }
+        },
+    ));
     let mut dangling: Vec<DanglingToolCall> = Vec::with_capacity(starts.len());
     for (call, json) in starts {
-        let Ok(Some(Ok(tool_call_id))) = text(call).map(|call| call.map(ToolCallId::new)) else {
+        let Some(Ok(tool_call_id)) = call.map(ToolCallId::new) else {
             return Ok(Err("a tool call start event has no valid tool call id"));
         };
         let Ok(Some(json)) = text(json) else {
             return Ok(Err("a tool call start event is not of its column's type"));
         };
-        if dangling.iter().any(|d| d.tool_call_id == tool_call_id) {
-            continue;
-        }
         let start = serde_json::from_str::<Value>(&json).ok();
         let tool_name = start.as_ref().and_then(|v| {
             v.get("tool_name")

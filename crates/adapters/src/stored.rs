@@ -1,5 +1,9 @@
-//! What every store here refuses alike before it writes: a thread state it could not read back,
-//! a step to a run that has ended, an event after a step's `Done`.
+//! What every store here refuses alike before it writes (a thread state it could not read back,
+//! a step to a run that has ended, an event after a step's `Done`), and how each finds a run's
+//! dangling calls.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
 
 use ai_core::{
     AiEvent, RunId, RunStatus, RunStoreError, ThreadId, ThreadStoreError, nests_deeper_than,
@@ -78,4 +82,38 @@ pub(crate) fn check_step_events(run_id: &RunId, events: &[AiEvent]) -> Result<()
         }),
         _ => Ok(()),
     }
+}
+
+/// A tool call's event in a run's log, for [`unanswered_starts`]: its call id (`K`) and, for a
+/// start, what the caller keeps of it (`S`).
+pub(crate) enum CallEvent<K, S> {
+    /// A `tool_call_start`.
+    Start(K, S),
+    /// A `tool_call_result`.
+    Result(K),
+}
+
+/// The starts of `events` (a run's call events, in log order) that no result answers, in start
+/// order. A result answers the earliest start of its call id still unanswered before it, so a
+/// provider that reuses a call id within a run (in a later step, or twice in one) never hides a
+/// later start behind an earlier one's result: every start gets its own answer.
+pub(crate) fn unanswered_starts<K: Eq + Hash, S>(
+    events: impl IntoIterator<Item = CallEvent<K, S>>,
+) -> Vec<S> {
+    let mut starts: Vec<Option<S>> = Vec::new();
+    let mut open: HashMap<K, VecDeque<usize>> = HashMap::new();
+    for event in events {
+        match event {
+            CallEvent::Start(id, start) => {
+                open.entry(id).or_default().push_back(starts.len());
+                starts.push(Some(start));
+            }
+            CallEvent::Result(id) => {
+                if let Some(answered) = open.get_mut(&id).and_then(VecDeque::pop_front) {
+                    starts[answered] = None;
+                }
+            }
+        }
+    }
+    starts.into_iter().flatten().collect()
 }

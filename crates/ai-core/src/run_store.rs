@@ -157,7 +157,11 @@ pub struct InterruptedRun {
     pub run_id: RunId,
     /// Its thread, when it has one.
     pub thread_id: Option<ThreadId>,
-    /// Calls with a start event and no result event, in start order.
+    /// Calls with a start event and no result event, in start order. Starts and results are
+    /// paired by order: a result answers the earliest start of its call id still unanswered
+    /// before it, so a call id a provider reuses within the run never hides a later start
+    /// behind an earlier one's result, and each unanswered start is named, an id's twice if
+    /// two of its starts are.
     pub dangling: Vec<DanglingToolCall>,
 }
 
@@ -374,9 +378,10 @@ pub trait RunStore: Send + Sync {
 
     /// After a crash: marks the runs of `runs` that are still `running` as `interrupted`
     /// (finished at `at_ms`) and returns every `interrupted` run whose log has no `Done` event,
-    /// each with the tool calls that have a start event and no result event. Other `running`
-    /// runs are left alone: the caller names only runs no live process is writing (e.g. those
-    /// whose owner's lock it could take), since the store cannot tell a live run from a dead one.
+    /// each with the tool calls that have a start event and no result event (paired by order:
+    /// [`InterruptedRun::dangling`]). Other `running` runs are left alone: the caller names only
+    /// runs no live process is writing (e.g. those whose owner's lock it could take), since the
+    /// store cannot tell a live run from a dead one.
     ///
     /// The caller closes a run with a [`RunStore::commit_step`] that ends with `Done`; until that
     /// commits, every recovery returns the run again (as it was, keeping its first finish time),

@@ -503,6 +503,47 @@ async fn recovery_names_dangling_calls_once(store: &dyn Stores) {
     );
 }
 
+/// A provider that reuses a call id within a run: each result answers the earliest start of
+/// its id still unanswered before it, so a later start of an id answered earlier is named as
+/// dangling (recovery answers it), and each of two unanswered starts of one id is named.
+async fn recovery_pairs_a_reused_call_id_by_order(store: &dyn Stores) {
+    let cut = run("cut");
+    store.begin_run(&cut, None, 1, None).await.unwrap();
+    let steps = [
+        vec![start("c1"), result("c1")],
+        vec![start("c1"), start("c2"), start("c2"), result("c2")],
+        vec![start("c3"), result("c3"), refused_start("c3")],
+        vec![start("c4"), start("c4")],
+    ];
+    for events in steps {
+        let step = RunStep {
+            events,
+            ..RunStep::default()
+        };
+        store.commit_step(&cut, step).await.unwrap();
+    }
+    let recovered = store
+        .recover_interrupted(100, &running(store).await)
+        .await
+        .unwrap();
+    let dangling = |id: &str, never_ran| DanglingToolCall {
+        tool_call_id: call(id),
+        tool_name: "core__get_current_time".into(),
+        never_ran,
+    };
+    assert_eq!(recovered.len(), 1);
+    assert_eq!(
+        recovered[0].dangling,
+        vec![
+            dangling("c1", false),
+            dangling("c2", false),
+            dangling("c3", true),
+            dangling("c4", false),
+            dangling("c4", false)
+        ]
+    );
+}
+
 /// The server dies (again) after `recover_interrupted` marked a run interrupted and before the
 /// step that answers its dangling calls was committed (or that commit failed). At the next
 /// start, recovery must still find the run and its unanswered call; otherwise the call stays
@@ -883,6 +924,7 @@ contract!(
     no_event_follows_done_in_a_step,
     an_inconsistent_step_is_refused_whole,
     recovery_names_dangling_calls_once,
+    recovery_pairs_a_reused_call_id_by_order,
     recovery_survives_a_crash_before_the_closing_step,
     recovery_leaves_a_run_it_is_not_given_running,
     a_conditional_thread_state_is_saved_only_over_the_state_it_names,
