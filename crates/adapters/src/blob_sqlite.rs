@@ -20,7 +20,10 @@ use crate::blob::{addressed, check_hash, only_address};
 /// a damaged file, and a healthy one is left unwritten (SQLite compares the bytes in place; a put
 /// of bytes already stored writes nothing). A batch is one transaction, so a crash leaves all of
 /// it or none of it, and never a blob at its address with other bytes; a get checks the bytes
-/// against the address. Calls run on tokio's blocking pool, one at a time per store.
+/// against the address. A blob longer than a row holds (SQLite's length limit, 1,000,000,000
+/// bytes, less 128 for the rest of the row) is refused as [`BlobStoreError::TooLarge`], naming
+/// it, and nothing of its batch is written. Calls run on tokio's blocking pool, one at a time
+/// per store.
 ///
 /// **Durability.** A batch is appended to the database's write-ahead log with
 /// `synchronous = NORMAL`: it survives the process being killed at once, and survives a power
@@ -49,6 +52,13 @@ pub struct SqliteBlobStore {
     /// version 2 has none, so it holds no blob).
     has_table: bool,
 }
+
+/// The most a `blobs` row holds besides the blob's bytes: its record's header (under 16 bytes),
+/// its 64-byte address, and room to spare. SQLite refuses a row, and a value, longer than its
+/// length limit (`SQLITE_LIMIT_LENGTH`: 1,000,000,000 bytes in the bundled build), so a blob
+/// longer than that limit less this is refused as [`BlobStoreError::TooLarge`] before it is
+/// written, rather than as SQLite's error.
+const ROW_OVERHEAD: usize = 128;
 
 fn backend(what: impl std::fmt::Display, e: impl std::fmt::Display) -> BlobStoreError {
     BlobStoreError::Backend(format!("{what}: {e}"))
@@ -118,6 +128,17 @@ impl SqliteBlobStore {
     }
 }
 
+/// The largest blob a row of `conn`'s database holds: its length limit less [`ROW_OVERHEAD`].
+fn max_blob_bytes(conn: &Connection) -> Result<usize, BlobStoreError> {
+    let limit = conn
+        .limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH)
+        .map_err(|e| backend("cannot read the database's length limit", e))?;
+    // A limit is never negative.
+    Ok(usize::try_from(limit)
+        .unwrap_or(0)
+        .saturating_sub(ROW_OVERHEAD))
+}
+
 #[async_trait]
 impl BlobStore for SqliteBlobStore {
     async fn put(&self, bytes: &[u8]) -> Result<String, BlobStoreError> {
@@ -130,6 +151,16 @@ impl BlobStore for SqliteBlobStore {
             return Ok(hashes);
         }
         self.with_conn(move |conn| {
+            // Checked whole before the transaction: a batch with a blob no row holds writes
+            // nothing, and says which blob and why.
+            let max = max_blob_bytes(conn)?;
+            if let Some((hash, bytes)) = batch.iter().find(|(_, bytes)| bytes.len() > max) {
+                return Err(BlobStoreError::TooLarge {
+                    hash: hash.clone(),
+                    size: bytes.len() as u64,
+                    max: max as u64,
+                });
+            }
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(|e| backend("cannot begin a blob batch", e))?;
@@ -352,5 +383,42 @@ mod tests {
         assert!(panicked.is_err());
         let hash = blobs.put(b"x").await.unwrap();
         assert_eq!(blobs.get(&hash).await.unwrap(), b"x");
+    }
+
+    /// A blob too large for a row of the database (SQLite's length limit, lowered here so the
+    /// test needs no gigabyte) is refused as `TooLarge`, naming its address, its size and the
+    /// most a row holds, and the batch writes nothing; a blob of that most is stored.
+    #[tokio::test]
+    async fn a_blob_past_the_row_limit_is_too_large_and_its_batch_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = crate::SqliteStore::open(dir.path())
+            .unwrap()
+            .blob_store()
+            .unwrap();
+        const LIMIT: i32 = 10_000;
+        crate::sqlite::lock_connection(&blobs.conn)
+            .set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, LIMIT)
+            .unwrap();
+        let max = LIMIT as usize - ROW_OVERHEAD;
+        for size in [LIMIT as usize + 1, max + 1] {
+            let large = vec![7u8; size];
+            let err = blobs.put_many(&[b"small", &large]).await.unwrap_err();
+            assert_eq!(
+                err,
+                BlobStoreError::TooLarge {
+                    hash: sha256_hex(&large),
+                    size: size as u64,
+                    max: max as u64,
+                }
+            );
+            assert_eq!(
+                blobs.get(&sha256_hex(b"small")).await,
+                Err(BlobStoreError::NotFound(sha256_hex(b"small"))),
+                "the batch was written in part"
+            );
+        }
+        let most = vec![7u8; max];
+        let hash = blobs.put(&most).await.unwrap();
+        assert_eq!(blobs.get(&hash).await.unwrap(), most);
     }
 }
