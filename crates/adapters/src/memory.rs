@@ -37,8 +37,16 @@ pub struct InMemoryRunStore {
 #[derive(Debug, Default)]
 struct State {
     /// Runs with the order they were begun in (ties on `started_at_ms` break by id, as stored).
-    runs: BTreeMap<RunId, RunLog>,
+    runs: BTreeMap<RunId, StoredRun>,
     threads: HashMap<ThreadId, Value>,
+}
+
+/// A run's log, and whether it holds its `Done`: kept as each step commits, as the durable store
+/// keeps its `has_done` column, so a step's check and a recovery read no event.
+#[derive(Debug)]
+struct StoredRun {
+    log: RunLog,
+    has_done: bool,
 }
 
 /// Refuses a time past [`ai_core::MAX_RUN_TIME_MS`], as the durable store must.
@@ -84,11 +92,14 @@ impl RunStore for InMemoryRunStore {
         };
         state.runs.insert(
             run_id.clone(),
-            RunLog {
-                header,
-                events: Vec::new(),
-                records: Vec::new(),
-                receipt_refs: Vec::new(),
+            StoredRun {
+                log: RunLog {
+                    header,
+                    events: Vec::new(),
+                    records: Vec::new(),
+                    receipt_refs: Vec::new(),
+                },
+                has_done: false,
             },
         );
         Ok(())
@@ -108,12 +119,12 @@ impl RunStore for InMemoryRunStore {
         crate::stored::check_step_events(run_id, &step.events)?;
         let mut state = self.lock()?;
         let state = &mut *state;
-        let run = state
+        let stored = state
             .runs
             .get_mut(run_id)
             .ok_or_else(|| RunStoreError::NotFound(run_id.clone()))?;
-        let has_done = run.events.iter().any(|e| matches!(e, AiEvent::Done { .. }));
-        crate::stored::check_open(run_id, run.header.status, has_done)?;
+        crate::stored::check_open(run_id, stored.log.header.status, stored.has_done)?;
+        let run = &mut stored.log;
         if step.thread_state.is_some() && run.header.thread_id.is_none() {
             return Err(RunStoreError::Invalid {
                 run_id: run_id.clone(),
@@ -132,7 +143,12 @@ impl RunStore for InMemoryRunStore {
                 thread_id: thread.clone(),
             });
         }
-        // Checked above: nothing below fails, so the step is applied whole.
+        // Checked above: nothing below fails, so the step is applied whole. The run held no
+        // `Done` (`check_open`): it holds one now if the step does.
+        stored.has_done = step
+            .events
+            .iter()
+            .any(|e| matches!(e, AiEvent::Done { .. }));
         let first = run.events.len() as u64;
         run.events.extend(step.events);
         run.records
@@ -157,10 +173,11 @@ impl RunStore for InMemoryRunStore {
     async fn finish_run(&self, run_id: &RunId, at_ms: u64) -> Result<(), RunStoreError> {
         check_time("finish time", at_ms)?;
         let mut state = self.lock()?;
-        let run = state
+        let run = &mut state
             .runs
             .get_mut(run_id)
-            .ok_or_else(|| RunStoreError::NotFound(run_id.clone()))?;
+            .ok_or_else(|| RunStoreError::NotFound(run_id.clone()))?
+            .log;
         if run.header.status != RunStatus::Running {
             return Err(RunStoreError::WrongStatus {
                 run_id: run_id.clone(),
@@ -188,8 +205,8 @@ impl RunStore for InMemoryRunStore {
             .runs
             .values()
             .map(|run| RunSummary {
-                header: run.header.clone(),
-                event_count: run.events.len() as u64,
+                header: run.log.header.clone(),
+                event_count: run.log.events.len() as u64,
             })
             .collect();
         summaries.sort_by(|a, b| {
@@ -203,7 +220,7 @@ impl RunStore for InMemoryRunStore {
         self.lock()?
             .runs
             .get(run_id)
-            .cloned()
+            .map(|run| run.log.clone())
             .ok_or_else(|| RunStoreError::NotFound(run_id.clone()))
     }
 
@@ -214,20 +231,20 @@ impl RunStore for InMemoryRunStore {
     ) -> Result<Vec<InterruptedRun>, RunStoreError> {
         check_time("recovery time", at_ms)?;
         let mut state = self.lock()?;
-        for run in state.runs.values_mut() {
-            if run.header.status == RunStatus::Running && runs.contains(&run.header.run_id) {
-                run.header.status = RunStatus::Interrupted;
-                run.header.finished_at_ms = Some(at_ms);
+        for run_id in runs {
+            if let Some(run) = state.runs.get_mut(run_id)
+                && run.log.header.status == RunStatus::Running
+            {
+                run.log.header.status = RunStatus::Interrupted;
+                run.log.header.finished_at_ms = Some(at_ms);
             }
         }
         // Named until its closing step (ending with `Done`) is committed, as in the durable store.
         let mut open: Vec<&RunLog> = state
             .runs
             .values()
-            .filter(|run| {
-                run.header.status == RunStatus::Interrupted
-                    && !run.events.iter().any(|e| matches!(e, AiEvent::Done { .. }))
-            })
+            .filter(|run| run.log.header.status == RunStatus::Interrupted && !run.has_done)
+            .map(|run| &run.log)
             .collect();
         open.sort_by(|a, b| {
             (a.header.started_at_ms, a.header.run_id.as_str())
