@@ -1293,7 +1293,9 @@ async fn an_approval_names_the_validated_arguments_and_matches_on_resume() {
     let ToolOutcome::ApprovalRequired { args_hash } = paused.result.outcome else {
         panic!("{:?}", paused.result);
     };
-    assert_eq!(args_hash, sha256_hex(canonical_json(&validated).as_bytes()));
+    // The documented hash: the tool's id, a line break, the canonical validated arguments.
+    let named = format!("core__loose\n{}", canonical_json(&validated));
+    assert_eq!(args_hash, sha256_hex(named.as_bytes()));
     assert!(
         matches!(&events.lock().unwrap()[0],
             AiEvent::ApprovalRequired { args, .. } if **args == validated),
