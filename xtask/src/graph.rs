@@ -620,8 +620,12 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
         // `unsafe_code = "forbid"`, or `unsafe_code = { level = "forbid", … }`.
         Ok(entries) => {
             let forbids = entries.iter().any(|entry| {
-                let key = entry.key.strip_prefix("workspace.lints.rust.unsafe_code");
-                matches!(key, Some("" | ".level"))
+                [
+                    "workspace.lints.rust.unsafe_code",
+                    "workspace.lints.rust.unsafe_code.level",
+                ]
+                .iter()
+                .any(|key| entry.is(key))
                     && matches!(&entry.value, Leaf::Text(level) if level == "forbid")
             });
             if !forbids {
@@ -666,7 +670,7 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
         let manifest = package["manifest_path"].as_str().unwrap_or_default();
         let inherits = match read_toml(Path::new(manifest)) {
             Ok(entries) => entries.iter().any(|entry| {
-                entry.key == "lints.workspace" && matches!(entry.value, Leaf::Bool(true))
+                entry.is("lints.workspace") && matches!(entry.value, Leaf::Bool(true))
             }),
             Err(unreadable) => {
                 let shown = manifest.strip_prefix(root).unwrap_or(manifest);
@@ -740,9 +744,8 @@ pub(crate) fn swapped_dependencies(metadata: &Value) -> Vec<String> {
             }
         };
         for (shown, pattern) in tables {
-            if let Some(Entry { key, line, .. }) =
-                entries.iter().find(|entry| in_table(pattern, &entry.key))
-            {
+            if let Some(entry) = entries.iter().find(|entry| in_table(pattern, &entry.key)) {
+                let (line, key) = (entry.line, entry.shown_key());
                 violations.push(format!(
                     "{file}:{line}: ARCH_PATCHED_DEP: `{shown}` (`{key}`) compiles other code under a dependency's name, which no allowlist vets and no source rule reads; take it out"
                 ));
@@ -803,18 +806,22 @@ pub(crate) fn alias_stands_in(command: &str) -> String {
     )
 }
 
-/// Whether the dotted `key` is in what `pattern` names: a table and what it holds (`patch`:
-/// `patch` or `patch.…`), or a field of any of a table's tables (`source.*.directory`).
-fn in_table(pattern: &str, key: &str) -> bool {
-    match pattern.split_once(".*") {
-        Some((table, field)) => {
-            (key.strip_prefix(table)).is_some_and(|rest| rest.starts_with('.'))
-                && key.ends_with(field)
-        }
-        None => {
-            (key.strip_prefix(pattern)).is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
-        }
-    }
+/// Whether `key` (an [`Entry`]'s segments) is in what the dotted `pattern` names: that table
+/// or value and what it holds (`patch`: `patch` or `patch.…`). A `*` in a segment of the
+/// pattern stands for any text (`source.*.directory`: a field of any of a table's tables).
+fn in_table(pattern: &str, key: &[String]) -> bool {
+    let segments = pattern.split('.');
+    segments.clone().count() <= key.len()
+        && segments
+            .zip(key)
+            .all(|(wanted, segment)| match wanted.split_once('*') {
+                Some((start, end)) => {
+                    segment.len() >= start.len() + end.len()
+                        && segment.starts_with(start)
+                        && segment.ends_with(end)
+                }
+                None => segment == wanted,
+            })
 }
 
 /// The rustc flags that weaken `forbid`, each with what it does: `--cap-lints` lowers every
@@ -849,18 +856,40 @@ pub(crate) fn config_lowers_lints(entries: &[Entry]) -> Option<(usize, String)> 
     })
 }
 
-/// One value of a Cargo file, as the checks read it: its full dotted key (`[workspace.lints]`
-/// then `rust.unsafe_code = …` is `workspace.lints.rust.unsafe_code`), the line it starts on,
-/// and what it holds. Each value of a table, inline or not and however deep, is an entry under
+/// One value of a Cargo file, as the checks read it: its full key (`[workspace.lints]` then
+/// `rust.unsafe_code = …` is `workspace.lints.rust.unsafe_code`), the line it starts on, and
+/// what it holds. Each value of a table, inline or not and however deep, is an entry under
 /// the table's key (`unsafe_code = { level = "forbid" }` gives `….unsafe_code.level`), and
 /// each element of an array one under the array's.
 pub(crate) struct Entry {
-    /// The full dotted key, each segment as Cargo reads it (quotes and escapes read).
-    key: String,
+    /// The full key's segments, each as Cargo reads it (quotes and escapes read): a quoted
+    /// key holding a dot (`"build.rustc"`) is one segment, as it is one key to Cargo.
+    key: Vec<String>,
     /// The line (from 1) the value starts on.
     line: usize,
     /// What the value holds, where a check reads it.
     value: Leaf,
+}
+
+impl Entry {
+    /// Whether the key is exactly the dotted `key` (of plain segments).
+    fn is(&self, key: &str) -> bool {
+        key.split('.').eq(self.key.iter().map(String::as_str))
+    }
+
+    /// The key as a finding shows it: its plain segments (letters, digits, `-`, `_`) as they
+    /// are, any other as `"…"`, since a quoted one may be an address holding a credential
+    /// (`[patch."https://user:token@host/repo"]`) or text that garbles a terminal.
+    fn shown_key(&self) -> String {
+        let plain = |segment: &str| {
+            !segment.is_empty()
+                && (segment.bytes()).all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        };
+        let shown: Vec<&str> = (self.key.iter())
+            .map(|segment| if plain(segment) { segment } else { "\"…\"" })
+            .collect();
+        shown.join(".")
+    }
 }
 
 /// What an [`Entry`] holds: text (a string's, escapes read), a boolean, or anything else.
@@ -918,7 +947,7 @@ fn toml_entries(text: &str) -> Result<Vec<Entry>, Unreadable> {
         ),
     })?;
     let mut entries = Vec::new();
-    table_entries(text, "", document.get_ref(), &mut entries);
+    table_entries(text, &[], document.get_ref(), &mut entries);
     entries.sort_by_key(|(offset, _)| *offset);
     Ok(entries.into_iter().map(|(_, entry)| entry).collect())
 }
@@ -926,17 +955,12 @@ fn toml_entries(text: &str) -> Result<Vec<Entry>, Unreadable> {
 /// The entries of `table`, whose key is `prefix` (empty at the root), each with its offset.
 fn table_entries(
     text: &str,
-    prefix: &str,
+    prefix: &[String],
     table: &toml::de::DeTable<'_>,
     entries: &mut Vec<(usize, Entry)>,
 ) {
     for (name, value) in table {
-        let name = name.get_ref();
-        let key = if prefix.is_empty() {
-            name.to_string()
-        } else {
-            format!("{prefix}.{name}")
-        };
+        let key = [prefix, &[name.get_ref().to_string()]].concat();
         value_entries(text, key, value, entries);
     }
 }
@@ -944,7 +968,7 @@ fn table_entries(
 /// The entries of `value`, whose key is `key`, each with its offset.
 fn value_entries(
     text: &str,
-    key: String,
+    key: Vec<String>,
     value: &toml::Spanned<toml::de::DeValue<'_>>,
     entries: &mut Vec<(usize, Entry)>,
 ) {

@@ -964,7 +964,7 @@ fn a_dependency_swapped_for_other_code_is_named() {
             "[patch.\"https://github.com/tokio-rs/tokio\"]\ntokio = { git = \"https://example.com/tokio\" }\n",
             2,
             "[patch]",
-            "patch.https://github.com/tokio-rs/tokio.tokio.git",
+            "patch.\"…\".tokio.git",
         ),
         (
             "[patch.crates-io.tokio]\npath = \"vendor/tokio\"\n",
@@ -982,7 +982,7 @@ fn a_dependency_swapped_for_other_code_is_named() {
             "[replace]\n\"serde:1.0.0\" = { path = \"../serde\" }\n",
             2,
             "[replace]",
-            "replace.serde:1.0.0.path",
+            "replace.\"…\".path",
         ),
         // A byte order mark before the first header, and escapes in a quoted key, are read
         // as Cargo reads them.
@@ -1165,5 +1165,31 @@ fn the_manifests_are_read_as_toml() {
                 "source.vendored.directory"
             ),
         ]
+    );
+}
+
+/// A finding names the key it found by its plain segments only: a quoted one (a `[patch]`
+/// source's address, which may hold a credential, or text with control characters) shows as
+/// `"…"`. A quoted key holding a dot is one key, as Cargo reads it, not a dotted path.
+#[test]
+fn a_finding_quotes_no_key_that_may_hold_a_secret() {
+    let root = tempfile::tempdir().unwrap();
+    let metadata = json!({ "workspace_root": root.path(), "packages": [] });
+    let manifest = "[patch.\"https://user:s3cret@example.com/tokio\"]\ntokio = { path = \"vendor/tokio\" }\n[replace]\n\"serde:1.0.0\".path = \"\\u001b[2J\"\n";
+    std::fs::write(root.path().join("Cargo.toml"), manifest).unwrap();
+    assert_eq!(
+        super::swapped_dependencies(&metadata),
+        [
+            "Cargo.toml:2: ARCH_PATCHED_DEP: `[patch]` (`patch.\"…\".tokio.path`) compiles other code under a dependency's name, which no allowlist vets and no source rule reads; take it out",
+            "Cargo.toml:4: ARCH_PATCHED_DEP: `[replace]` (`replace.\"…\".path`) compiles other code under a dependency's name, which no allowlist vets and no source rule reads; take it out",
+        ]
+    );
+    let repo = ForbiddingRepo::new();
+    assert_eq!(
+        repo.lints_with(
+            "config.toml",
+            "\"build.rustc-wrapper\" = \"w\"\n\"alias.clippy\" = \"run\"\n"
+        ),
+        Vec::<String>::new()
     );
 }
