@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
 
-use crate::graph::{alias_stands_in, config_lowers_lints, lowered_lints, read_toml, shadowed_step};
+use crate::graph::{alias_stands_in, config_weakens, lowered_lints, read_toml};
 
 /// The steps, in order: a name and cargo's arguments (`None`: check-architecture, run in this
 /// process). The first failure stops the run and is named.
@@ -135,11 +135,11 @@ fn cargo_home(variables: &[(String, String)], root: &Path) -> Option<PathBuf> {
 /// refuse: it hands rustc or rustdoc `--cap-lints`, which lowers `unsafe_code = "forbid"`,
 /// `-D warnings` and the doc lints with every lint, or `--force-warn`, which makes the lints it
 /// names warnings whatever forbids or denies them ([`lowered_lints`]), or it has an alias stand
-/// in for a step's subcommand (`cargo clippy`; [`shadowed_step`]). Each place is named: a
-/// variable (`RUSTFLAGS`, `CARGO_ENCODED_RUSTFLAGS`, `CARGO_BUILD_RUSTFLAGS`,
-/// `CARGO_TARGET_<triple>_RUSTFLAGS`, their `RUSTDOCFLAGS` forms, `CARGO_ALIAS_<COMMAND>`;
-/// never quoted), or a Cargo configuration Cargo reads besides the repository's own
-/// (ARCH_LINTS reads that one): in a folder above `root`, or in `cargo_home` ([`cargo_home`];
+/// in for a step's subcommand (`cargo clippy`). Each place is named: a variable (`RUSTFLAGS`,
+/// `CARGO_ENCODED_RUSTFLAGS`, `CARGO_BUILD_RUSTFLAGS`, `CARGO_TARGET_<triple>_RUSTFLAGS`, their
+/// `RUSTDOCFLAGS` forms, `CARGO_ALIAS_<COMMAND>`; never quoted), or a Cargo configuration
+/// Cargo reads besides the repository's own (ARCH_LINTS reads that one; an `include` there is
+/// named too, [`config_weakens`]): in a folder above `root`, or in `cargo_home` ([`cargo_home`];
 /// `None`, a Cargo home ci cannot find, is refused too, as its configuration goes unread).
 fn weakened_checks(
     root: &Path,
@@ -181,14 +181,9 @@ fn weakened_checks(
                     continue;
                 }
             };
-            if let Some((line, lowered)) = config_lowers_lints(&entries) {
+            for (line, weakens) in config_weakens(&entries) {
                 found.push(format!(
-                    "{place}:{line}: ARCH_LINTS: {lowered}; take it out"
-                ));
-            }
-            if let Some((line, shadowed)) = shadowed_step(&entries) {
-                found.push(format!(
-                    "{place}:{line}: ARCH_LINTS: {shadowed}; take it out"
+                    "{place}:{line}: ARCH_LINTS: {weakens}; take it out"
                 ));
             }
         }
@@ -471,6 +466,30 @@ mod tests {
                     "take it out"
                 ),
             ]
+        );
+    }
+
+    /// A configuration above the repository or in `$CARGO_HOME` that includes another file
+    /// (`include`, which Cargo 1.95 reads) could cap the lints there unseen: ci names it.
+    #[test]
+    fn a_configuration_including_another_file_is_named() {
+        let outer = tempfile::tempdir().unwrap();
+        let root = outer.path().join("repo");
+        let home = outer.path().join("home");
+        for folder in [root.join(".cargo"), home.clone()] {
+            std::fs::create_dir_all(folder).unwrap();
+        }
+        std::fs::write(
+            home.join("config.toml"),
+            "include = [\"more.toml\"]\n[alias]\nc = \"check\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            super::weakened_checks(&root, &[], Some(&home)),
+            [format!(
+                "{}:1: ARCH_LINTS: `include` loads settings from files these checks do not read, which could cap the lints, stand in for a step or run a program in the compiler's place; take it out",
+                home.join("config.toml").display()
+            )]
         );
     }
 

@@ -14,7 +14,8 @@
 //!   crate that dropped them could reach the OS through `unsafe` calls no source rule reads.
 //!   Nor does an alias there stand in for a subcommand `cargo xtask ci` runs (`clippy`, also
 //!   through `[env]`'s `CARGO_ALIAS_CLIPPY`), nor a setting run a program in the compiler's
-//!   place (`build.rustc-wrapper`, or an `[env]` `PATH` finding `rustc` where it chose).
+//!   place (`build.rustc-wrapper`, or an `[env]` `PATH` finding `rustc` where it chose), nor
+//!   an `include` load a file these checks do not read.
 //! - `ARCH_PATCHED_DEP`: the root manifest has no `[patch]` or `[replace]`, and the
 //!   repository's Cargo configuration no `[patch]`, `paths` or `directory` source, and no
 //!   dependency comes from a git repository or another registry than crates.io: each compiles
@@ -609,10 +610,9 @@ pub(crate) fn renamed_deps(metadata: &Value) -> Vec<RenamedDep> {
 }
 
 /// ARCH_LINTS: the workspace's root manifest (read from disk) forbids unsafe code, the
-/// repository's Cargo configuration lowers no lint ([`config_lowers_lints`]) nor has an alias
-/// stand in for a step of `cargo xtask ci` ([`shadowed_step`]) nor names a compiler
-/// ([`COMPILERS`]), and each package's manifest has a `[lints]`
-/// table with `workspace = true`.
+/// repository's Cargo configuration weakens no check of ci ([`config_weakens`]) nor names a
+/// compiler ([`COMPILERS`]), and each package's manifest has a `[lints]` table with
+/// `workspace = true`.
 pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
     let mut violations = Vec::new();
     let root = metadata["workspace_root"].as_str().unwrap_or_default();
@@ -644,16 +644,9 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
                 continue;
             }
         };
-        // `--cap-lints` or `--force-warn` (in `rustflags`) weakens `forbid`, so unsafe code
-        // would build.
-        if let Some((line, lowered)) = config_lowers_lints(&entries) {
+        for (line, weakens) in config_weakens(&entries) {
             violations.push(format!(
-                "{config}:{line}: ARCH_LINTS: {lowered}; take it out"
-            ));
-        }
-        if let Some((line, shadowed)) = shadowed_step(&entries) {
-            violations.push(format!(
-                "{config}:{line}: ARCH_LINTS: {shadowed}; take it out"
+                "{config}:{line}: ARCH_LINTS: {weakens}; take it out"
             ));
         }
         for setting in COMPILERS {
@@ -778,12 +771,31 @@ pub(crate) fn swapped_dependencies(metadata: &Value) -> Vec<String> {
 /// index too).
 const CRATES_IO: &str = "registry+https://github.com/rust-lang/crates.io-index";
 
+/// What a Cargo configuration (its [`Entry`]s) does to the checks of `cargo xtask ci`, wherever
+/// Cargo reads it from, each as a finding says it, with its line: a flag that lowers the
+/// lints ([`config_lowers_lints`]), an alias standing in for a step ([`shadowed_step`]), or an
+/// `include` (Cargo 1.95 loads the files it names, which these checks do not read).
+pub(crate) fn config_weakens(entries: &[Entry]) -> Vec<(usize, String)> {
+    let included = entries.iter().find(|entry| in_table("include", &entry.key));
+    let included = included.map(|entry| {
+        (entry.line, "`include` loads settings from files these checks do not read, which could cap the lints, stand in for a step or run a program in the compiler's place".to_owned())
+    });
+    [
+        config_lowers_lints(entries),
+        shadowed_step(entries),
+        included,
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
 /// What an `[alias]` of a Cargo configuration (its [`Entry`]s; `[env]`'s
 /// `CARGO_ALIAS_<COMMAND>` too) does to `cargo xtask ci`, as a finding says it, with the line,
 /// if one is named as a subcommand one of its steps runs: Cargo runs an alias in place of an
 /// external subcommand (`cargo clippy`, `cargo fmt`, with a warning only), so `clippy =
 /// ["run", "--"]` would pass the step having checked nothing.
-pub(crate) fn shadowed_step(entries: &[Entry]) -> Option<(usize, String)> {
+fn shadowed_step(entries: &[Entry]) -> Option<(usize, String)> {
     crate::ci::commands().find_map(|command| {
         // The alias, or the variable setting it in `[env]`, which `cargo xtask ci` (a `cargo
         // run`) hands to the cargo running its steps.
@@ -849,7 +861,7 @@ pub(crate) fn lowered_lints(flags: &str) -> Option<String> {
 
 /// [`lowered_lints`] of a Cargo configuration (its [`Entry`]s), in any text it holds (a
 /// `rustflags` or `rustdocflags`, an `[env]` variable), with the line.
-pub(crate) fn config_lowers_lints(entries: &[Entry]) -> Option<(usize, String)> {
+fn config_lowers_lints(entries: &[Entry]) -> Option<(usize, String)> {
     entries.iter().find_map(|entry| match &entry.value {
         Leaf::Text(text) => Some((entry.line, lowered_lints(text)?)),
         _ => None,

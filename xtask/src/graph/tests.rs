@@ -1193,3 +1193,28 @@ fn a_finding_quotes_no_key_that_may_hold_a_secret() {
         Vec::<String>::new()
     );
 }
+
+/// Cargo (1.95) loads the files a configuration's `include` names, which these checks do not
+/// read: an alias or a compiler there would go unseen. Each form of it is named.
+#[test]
+fn a_configuration_including_another_file_is_named() {
+    let repo = ForbiddingRepo::new();
+    std::fs::write(
+        repo.root.path().join(".cargo/more.toml"),
+        "[alias]\nclippy = \"run --quiet --\"\n",
+    )
+    .unwrap();
+    for (text, line) in [
+        ("include = \"more.toml\"\n", 1),
+        ("[build]\njobs = 2\n[[include]]\npath = \"more.toml\"\n", 4),
+        ("include = [{ path = \"more.toml\", optional = true }]\n", 1),
+    ] {
+        assert_eq!(
+            repo.lints_with("config.toml", text),
+            [format!(
+                ".cargo/config.toml:{line}: ARCH_LINTS: `include` loads settings from files these checks do not read, which could cap the lints, stand in for a step or run a program in the compiler's place; take it out"
+            )],
+            "{text}"
+        );
+    }
+}
