@@ -15,7 +15,8 @@
 //!   Nor does an alias there stand in for a subcommand `cargo xtask ci` runs (`clippy`, also
 //!   through `[env]`'s `CARGO_ALIAS_CLIPPY`), nor a setting run a program in the compiler's
 //!   place (`build.rustc-wrapper`, or an `[env]` `PATH` finding `rustc` where it chose), nor
-//!   an `include` load a file these checks do not read.
+//!   an `include` load a file these checks do not read, nor a runner run the test binaries
+//!   (`target.<triple>.runner`, or `CARGO_TARGET_<TRIPLE>_RUNNER` in `[env]`).
 //! - `ARCH_PATCHED_DEP`: the root manifest has no `[patch]` or `[replace]`, and the
 //!   repository's Cargo configuration no `[patch]`, `paths` or `directory` source, and no
 //!   dependency comes from a git repository or another registry than crates.io: each compiles
@@ -611,7 +612,7 @@ pub(crate) fn renamed_deps(metadata: &Value) -> Vec<RenamedDep> {
 
 /// ARCH_LINTS: the workspace's root manifest (read from disk) forbids unsafe code, the
 /// repository's Cargo configuration weakens no check of ci ([`config_weakens`]) nor names a
-/// compiler ([`COMPILERS`]), and each package's manifest has a `[lints]` table with
+/// compiler ([`COMPILERS`]) or a test runner ([`RUNNERS`]), and each package's manifest has a `[lints]` table with
 /// `workspace = true`.
 pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
     let mut violations = Vec::new();
@@ -654,6 +655,15 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
                 violations.push(format!(
                     "{config}:{}: ARCH_LINTS: `{setting}` runs a program of the configuration's choosing in the compiler's place, which can lower every lint (`--cap-lints`) unseen; take it out",
                     entry.line
+                ));
+            }
+        }
+        for runner in RUNNERS {
+            if let Some(entry) = entries.iter().find(|entry| in_table(runner, &entry.key)) {
+                violations.push(format!(
+                    "{config}:{}: ARCH_LINTS: `{}` runs the test binaries through a program of the configuration's choosing, which could report failed tests as passed; take it out",
+                    entry.line,
+                    entry.shown_key()
                 ));
             }
         }
@@ -702,6 +712,12 @@ const COMPILERS: &[&str] = &[
     "env.CARGO_BUILD_RUSTC_WORKSPACE_WRAPPER",
     "env.CARGO_BUILD_RUSTDOC",
 ];
+
+/// The settings of a Cargo configuration that run each test binary (and `cargo run`'s) through
+/// a program of its choosing (`target.<triple>.runner`, `target.'cfg(…)'.runner`), which sees
+/// its output and could print passing counts for failed tests; `[env]` counts too, as for
+/// [`COMPILERS`] (a machine's runner, an emulator say, is the machine's).
+const RUNNERS: &[&str] = &["target.*.runner", "env.CARGO_TARGET_*_RUNNER"];
 
 /// The Cargo configuration files of the repository itself (`.cargo/`), either spelling.
 const CARGO_CONFIGS: &[&str] = &[".cargo/config.toml", ".cargo/config"];

@@ -1218,3 +1218,46 @@ fn a_configuration_including_another_file_is_named() {
         );
     }
 }
+
+/// A runner of the repository's configuration (`target.<triple>.runner`, `target.'cfg(…)'
+/// .runner`, or `CARGO_TARGET_<TRIPLE>_RUNNER` in `[env]`, which the cargo of `cargo xtask
+/// ci` inherits) runs each test binary through a program of its choosing, which could report
+/// failed tests as passed: each is named, in its own words.
+#[test]
+fn a_test_runner_the_configuration_chooses_is_named() {
+    let repo = ForbiddingRepo::new();
+    let config = |text: &str| repo.lints_with("config.toml", text);
+    assert_eq!(
+        config("[target.x86_64-unknown-linux-gnu]\nlinker = \"clang\"\n[env]\nRUNNER = \"x\"\n"),
+        Vec::<String>::new()
+    );
+    let named = |line: usize, key: &str| {
+        format!(
+            ".cargo/config.toml:{line}: ARCH_LINTS: `{key}` runs the test binaries through a program of the configuration's choosing, which could report failed tests as passed; take it out"
+        )
+    };
+    for (text, line, key) in [
+        (
+            "[target.x86_64-unknown-linux-gnu]\nrunner = \"tools/run.sh\"\n",
+            2,
+            "target.x86_64-unknown-linux-gnu.runner",
+        ),
+        (
+            "[target.'cfg(target_os = \"linux\")']\nrunner = [\"tools/run.sh\", \"--quiet\"]\n",
+            2,
+            "target.\"…\".runner",
+        ),
+        (
+            "target.'cfg(unix)'.runner = \"run.sh\"\n",
+            1,
+            "target.\"…\".runner",
+        ),
+        (
+            "[env]\nCARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER = \"tools/run.sh\"\n",
+            2,
+            "env.CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER",
+        ),
+    ] {
+        assert_eq!(config(text), [named(line, key)], "{text}");
+    }
+}
