@@ -16,7 +16,9 @@
 //!   through `[env]`'s `CARGO_ALIAS_CLIPPY`), nor a setting run a program in the compiler's
 //!   place (`build.rustc-wrapper`, or an `[env]` `PATH` finding `rustc` where it chose), nor
 //!   an `include` load a file these checks do not read, nor a runner run the test binaries
-//!   (`target.<triple>.runner`, or `CARGO_TARGET_<TRIPLE>_RUNNER` in `[env]`).
+//!   (`target.<triple>.runner`, or `CARGO_TARGET_<TRIPLE>_RUNNER` in `[env]`). Nor does a
+//!   toolchain file (`rust-toolchain.toml`, `rust-toolchain`) point rustup at a toolchain
+//!   folder (`[toolchain] path = …`).
 //! - `ARCH_PATCHED_DEP`: the root manifest has no `[patch]` or `[replace]`, and the
 //!   repository's Cargo configuration no `[patch]`, `paths` or `directory` source, and no
 //!   dependency comes from a git repository or another registry than crates.io: each compiles
@@ -612,7 +614,8 @@ pub(crate) fn renamed_deps(metadata: &Value) -> Vec<RenamedDep> {
 
 /// ARCH_LINTS: the workspace's root manifest (read from disk) forbids unsafe code, the
 /// repository's Cargo configuration weakens no check of ci ([`config_weakens`]) nor names a
-/// compiler ([`COMPILERS`]) or a test runner ([`RUNNERS`]), and each package's manifest has a `[lints]` table with
+/// compiler ([`COMPILERS`]) or a test runner ([`RUNNERS`]), no toolchain file of its root names
+/// a toolchain folder ([`TOOLCHAIN_FILES`]), and each package's manifest has a `[lints]` table with
 /// `workspace = true`.
 pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
     let mut violations = Vec::new();
@@ -668,6 +671,24 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
             }
         }
     }
+    for file in TOOLCHAIN_FILES {
+        let path = Path::new(root).join(file);
+        let entries = match read_toml(&path) {
+            Ok(entries) => entries,
+            // rustup reads a `rust-toolchain` of one line as a channel's name (`1.95.0`).
+            Err(_) if *file == "rust-toolchain" && one_line(&path) => continue,
+            Err(unreadable) => {
+                violations.push(unreadable.finding(file, "ARCH_LINTS"));
+                continue;
+            }
+        };
+        if let Some(entry) = entries.iter().find(|e| in_table("toolchain.path", &e.key)) {
+            violations.push(format!(
+                "{file}:{}: ARCH_LINTS: `toolchain.path` points rustup at a toolchain folder of the repository's choosing, whose cargo, rustc and clippy could pass anything; name a channel instead",
+                entry.line
+            ));
+        }
+    }
     for package in metadata["packages"].as_array().into_iter().flatten() {
         let name = package["name"].as_str().unwrap_or_default();
         let manifest = package["manifest_path"].as_str().unwrap_or_default();
@@ -718,6 +739,16 @@ const COMPILERS: &[&str] = &[
 /// its output and could print passing counts for failed tests; `[env]` counts too, as for
 /// [`COMPILERS`] (a machine's runner, an emulator say, is the machine's).
 const RUNNERS: &[&str] = &["target.*.runner", "env.CARGO_TARGET_*_RUNNER"];
+
+/// The toolchain files rustup reads in the repository's root, where `cargo xtask ci` runs its
+/// steps: one whose `[toolchain]` has a `path` (in place of a `channel`, which names a release)
+/// runs the cargo, rustc and clippy of a folder of the repository's choosing.
+const TOOLCHAIN_FILES: &[&str] = &["rust-toolchain", "rust-toolchain.toml"];
+
+/// Whether the file at `path` holds one line, as rustup counts them.
+fn one_line(path: &Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|text| text.lines().count() == 1)
+}
 
 /// The Cargo configuration files of the repository itself (`.cargo/`), either spelling.
 const CARGO_CONFIGS: &[&str] = &[".cargo/config.toml", ".cargo/config"];
@@ -942,7 +973,7 @@ impl Unreadable {
     pub(crate) fn finding(&self, place: &str, rule: &str) -> String {
         let line = self.line.map(|line| format!(":{line}")).unwrap_or_default();
         format!(
-            "{place}{line}: {rule}: {}, so its settings went unchecked; make it TOML Cargo reads",
+            "{place}{line}: {rule}: {}, so its settings went unchecked; make it valid TOML",
             self.why
         )
     }

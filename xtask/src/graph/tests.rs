@@ -1105,7 +1105,7 @@ fn the_cargo_files_are_read_as_toml() {
     assert_eq!(
         config("[build]\nrustflags = [\n"),
         [
-            ".cargo/config.toml:2: ARCH_LINTS: is not TOML (unclosed array, expected `]`), so its settings went unchecked; make it TOML Cargo reads"
+            ".cargo/config.toml:2: ARCH_LINTS: is not TOML (unclosed array, expected `]`), so its settings went unchecked; make it valid TOML"
         ]
     );
 }
@@ -1260,4 +1260,59 @@ fn a_test_runner_the_configuration_chooses_is_named() {
     ] {
         assert_eq!(config(text), [named(line, key)], "{text}");
     }
+}
+
+/// A toolchain file's `path` (`[toolchain] path = …`, in `rust-toolchain.toml` or in the
+/// `rust-toolchain` rustup prefers) points rustup at a toolchain folder of the repository's
+/// choosing, whose cargo, rustc and clippy could pass anything: it is named. A channel, or a
+/// legacy `rust-toolchain` of one line (a channel's name), is not.
+#[test]
+fn a_toolchain_folder_the_repository_chooses_is_named() {
+    let repo = ForbiddingRepo::new();
+    let lints = |file: &str, text: &str| {
+        std::fs::write(repo.root.path().join(file), text).unwrap();
+        let found = super::lints_inherited(&repo.metadata);
+        std::fs::remove_file(repo.root.path().join(file)).unwrap();
+        found
+    };
+    for (file, text) in [
+        ("rust-toolchain", "1.95.0\n"),
+        (
+            "rust-toolchain.toml",
+            "[toolchain]\nchannel = \"1.95.0\"\ncomponents = [\"clippy\"]\n",
+        ),
+        ("rust-toolchain", "[toolchain]\nchannel = \"stable\"\n"),
+    ] {
+        assert_eq!(lints(file, text), Vec::<String>::new(), "{file}: {text}");
+    }
+    let named = |file: &str, line: usize| {
+        format!(
+            "{file}:{line}: ARCH_LINTS: `toolchain.path` points rustup at a toolchain folder of the repository's choosing, whose cargo, rustc and clippy could pass anything; name a channel instead"
+        )
+    };
+    for (file, text, line) in [
+        (
+            "rust-toolchain.toml",
+            "[toolchain]\npath = \"tools/toolchain\"\n",
+            2,
+        ),
+        (
+            "rust-toolchain",
+            "# pinned\ntoolchain = { path = \"/opt/t\" }\n",
+            2,
+        ),
+        (
+            "rust-toolchain.toml",
+            "toolchain.channel = \"1.95.0\"\ntoolchain.path = \"t\"\n",
+            2,
+        ),
+    ] {
+        assert_eq!(lints(file, text), [named(file, line)], "{file}: {text}");
+    }
+    assert_eq!(
+        lints("rust-toolchain.toml", "1.95.0\n"),
+        [
+            "rust-toolchain.toml:1: ARCH_LINTS: is not TOML (key with no value, expected `=`), so its settings went unchecked; make it valid TOML"
+        ]
+    );
 }
