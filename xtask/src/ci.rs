@@ -392,6 +392,10 @@ mod tests {
             ),
             ("RUSTDOCFLAGS", "--cap-lints=allow"),
             ("CARGO_BUILD_RUSTFLAGS", "--force-warn=unsafe_code"),
+            (
+                "CARGO_ENCODED_RUSTDOCFLAGS",
+                "-Cdebuginfo=1\u{1f}@/tmp/flags",
+            ),
         ]);
         let named = |place: String, fix: &str| {
             format!(
@@ -409,6 +413,7 @@ mod tests {
                 ),
                 named("$RUSTDOCFLAGS".into(), "unset it"),
                 "$CARGO_BUILD_RUSTFLAGS: ARCH_LINTS: `--force-warn` in the build's flags makes the lints it names (`unsafe_code`, `warnings`) warnings whatever forbids or denies them; unset it".into(),
+                "$CARGO_ENCODED_RUSTDOCFLAGS: ARCH_LINTS: `@file` in the build's flags reads more flags from that file, which could hold `--cap-lints`; unset it".into(),
                 named(
                     format!("{}:2", outer.path().join(".cargo/config").display()),
                     "take it out"

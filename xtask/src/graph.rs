@@ -898,12 +898,18 @@ const LINT_LOWERING: &[(&str, &str)] = &[
 ];
 
 /// What the first flag of `flags` (a flags variable's value) that weakens `forbid` does, as a
-/// finding says it (`` `--cap-lints` in the build's flags lowers … ``), if one is there.
+/// finding says it (`` `--cap-lints` in the build's flags lowers … ``), if one is there. An
+/// argument opening with `@` (`@flags.txt`) counts too: rustc and rustdoc read more flags from
+/// the file it names, which no check reads.
 pub(crate) fn lowered_lints(flags: &str) -> Option<String> {
-    let (flag, effect) = LINT_LOWERING
-        .iter()
-        .find(|(flag, _)| flags.contains(flag))?;
-    Some(format!("`--{flag}` in the build's flags {effect}"))
+    if let Some((flag, effect)) = LINT_LOWERING.iter().find(|(flag, _)| flags.contains(flag)) {
+        return Some(format!("`--{flag}` in the build's flags {effect}"));
+    }
+    // Whitespace separates `RUSTFLAGS`, the unit separator `CARGO_ENCODED_RUSTFLAGS`.
+    let mut arguments = flags.split(|c: char| c.is_whitespace() || c == '\u{1f}');
+    arguments.any(|argument| argument.starts_with('@')).then(|| {
+        "`@file` in the build's flags reads more flags from that file, which could hold `--cap-lints`".to_owned()
+    })
 }
 
 /// [`lowered_lints`] of a Cargo configuration (its [`Entry`]s), in any text it holds (a

@@ -792,6 +792,17 @@ fn the_build_flags_do_not_cap_the_lints() {
             ".cargo/config:2: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
         ]
     );
+    // rustc and rustdoc read the flags of an `@file` argument from that file, which could
+    // hold `--cap-lints`.
+    assert_eq!(
+        config(
+            "config",
+            "[build]\nrustflags = [\"-C\", \"debuginfo=1\", \"@.cargo/flags\"]\n"
+        ),
+        [
+            ".cargo/config:2: ARCH_LINTS: `@file` in the build's flags reads more flags from that file, which could hold `--cap-lints`; take it out"
+        ]
+    );
     // `--force-warn` beats `forbid` and `-D warnings` for the lints it names.
     assert_eq!(
         config(
