@@ -868,6 +868,9 @@ pub(crate) fn alias_stands_in(command: &str) -> String {
 /// Whether `key` (an [`Entry`]'s segments) is in what the dotted `pattern` names: that table
 /// or value and what it holds (`patch`: `patch` or `patch.…`). A `*` in a segment of the
 /// pattern stands for any text (`source.*.directory`: a field of any of a table's tables).
+/// Segments are compared ignoring ASCII case: `[env]`'s keys are variables' names, which
+/// Windows reads in any case (`Path` is `PATH`), and any other key Cargo reads in one case
+/// only, so another case costs no more than a finding.
 fn in_table(pattern: &str, key: &[String]) -> bool {
     let segments = pattern.split('.');
     segments.clone().count() <= key.len()
@@ -875,11 +878,12 @@ fn in_table(pattern: &str, key: &[String]) -> bool {
             .zip(key)
             .all(|(wanted, segment)| match wanted.split_once('*') {
                 Some((start, end)) => {
-                    segment.len() >= start.len() + end.len()
-                        && segment.starts_with(start)
-                        && segment.ends_with(end)
+                    let bytes = segment.as_bytes();
+                    bytes.len() >= start.len() + end.len()
+                        && bytes[..start.len()].eq_ignore_ascii_case(start.as_bytes())
+                        && bytes[bytes.len() - end.len()..].eq_ignore_ascii_case(end.as_bytes())
                 }
-                None => segment == wanted,
+                None => segment.eq_ignore_ascii_case(wanted),
             })
 }
 

@@ -905,6 +905,13 @@ fn the_environment_the_configuration_hands_on_is_checked() {
             ".cargo/config.toml:2: ARCH_LINTS: `env.PATH` runs a program of the configuration's choosing in the compiler's place, which can lower every lint (`--cap-lints`) unseen; take it out"
         ]
     );
+    // Windows reads a variable's name in any case: `Path` is `PATH` there.
+    assert_eq!(
+        config("[env]\nPath = { value = \"tools\", force = true, relative = true }\n"),
+        [
+            ".cargo/config.toml:2: ARCH_LINTS: `env.PATH` runs a program of the configuration's choosing in the compiler's place, which can lower every lint (`--cap-lints`) unseen; take it out"
+        ]
+    );
     assert_eq!(
         config("[env]\nCARGO_ALIAS_CLIPPY = \"run --quiet --\"\n"),
         [
