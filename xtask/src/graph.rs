@@ -612,7 +612,8 @@ pub(crate) fn renamed_deps(metadata: &Value) -> Vec<RenamedDep> {
     renamed
 }
 
-/// ARCH_LINTS: the workspace's root manifest (read from disk) forbids unsafe code, the
+/// ARCH_LINTS: the workspace's root manifest (read from disk) forbids unsafe code and lowers
+/// no lint in a profile's `rustflags` ([`config_lowers_lints`]), the
 /// repository's Cargo configuration weakens no check of ci ([`config_weakens`]) nor names a
 /// compiler ([`COMPILERS`]) or a test runner ([`RUNNERS`]), no toolchain file of its root names
 /// a toolchain folder ([`TOOLCHAIN_FILES`]), and each package's manifest has a `[lints]` table with
@@ -636,6 +637,15 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
                 violations.push(
                     "Cargo.toml: ARCH_LINTS: the workspace lints do not forbid unsafe code (`unsafe_code = \"forbid\"` under `[workspace.lints.rust]`); `unsafe` reaches the OS through no name a source rule reads".into(),
                 );
+            }
+            // A profile's `rustflags` (`cargo-features = ["profile-rustflags"]`, on nightly).
+            let profiles = entries
+                .iter()
+                .filter(|entry| in_table("profile", &entry.key));
+            if let Some((line, lowered)) = config_lowers_lints(profiles) {
+                violations.push(format!(
+                    "Cargo.toml:{line}: ARCH_LINTS: {lowered}; take it out"
+                ));
             }
         }
         Err(unreadable) => violations.push(unreadable.finding("Cargo.toml", "ARCH_LINTS")),
@@ -916,10 +926,12 @@ pub(crate) fn lowered_lints(flags: &str) -> Option<String> {
     })
 }
 
-/// [`lowered_lints`] of a Cargo configuration (its [`Entry`]s), in any text it holds (a
-/// `rustflags` or `rustdocflags`, an `[env]` variable), with the line.
-fn config_lowers_lints(entries: &[Entry]) -> Option<(usize, String)> {
-    entries.iter().find_map(|entry| match &entry.value {
+/// [`lowered_lints`] of a Cargo configuration's [`Entry`]s (or a manifest's profiles), in any
+/// text they hold (a `rustflags` or `rustdocflags`, an `[env]` variable), with the line.
+fn config_lowers_lints<'a>(
+    entries: impl IntoIterator<Item = &'a Entry>,
+) -> Option<(usize, String)> {
+    entries.into_iter().find_map(|entry| match &entry.value {
         Leaf::Text(text) => Some((entry.line, lowered_lints(text)?)),
         _ => None,
     })

@@ -1334,3 +1334,30 @@ fn a_toolchain_folder_the_repository_chooses_is_named() {
         ]
     );
 }
+
+/// A profile's `rustflags` in the root manifest (`cargo-features = ["profile-rustflags"]`,
+/// which a nightly toolchain, one a toolchain file's `channel` may choose, honours) reach rustc
+/// as the configuration's do: `--cap-lints` there is named.
+#[test]
+fn a_profile_of_the_root_manifest_does_not_cap_the_lints() {
+    let repo = ForbiddingRepo::new();
+    let lints = |manifest: &str| {
+        let forbids = "[workspace.lints.rust]\nunsafe_code = \"forbid\"\n";
+        std::fs::write(
+            repo.root.path().join("Cargo.toml"),
+            [manifest, forbids].concat(),
+        )
+        .unwrap();
+        super::lints_inherited(&repo.metadata)
+    };
+    let description = "[workspace.package]\ndescription = \"never @home, nor --cap-lints\"\n[profile.release]\nlto = \"thin\"\n";
+    assert_eq!(lints(description), Vec::<String>::new());
+    assert_eq!(
+        lints(
+            "cargo-features = [\"profile-rustflags\"]\n[profile.dev.package.\"*\"]\nrustflags = [\"--cap-lints\", \"allow\"]\n"
+        ),
+        [
+            "Cargo.toml:3: ARCH_LINTS: `--cap-lints` in the build's flags lowers `unsafe_code = \"forbid\"` with every lint; take it out"
+        ]
+    );
+}
