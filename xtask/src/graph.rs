@@ -612,77 +612,109 @@ pub(crate) fn renamed_deps(metadata: &Value) -> Vec<RenamedDep> {
     renamed
 }
 
-/// ARCH_LINTS: the workspace's root manifest (read from disk) forbids unsafe code and lowers
-/// no lint in a profile's `rustflags` ([`config_lowers_lints`]), the
-/// repository's Cargo configuration weakens no check of ci ([`config_weakens`]) nor names a
-/// compiler ([`COMPILERS`]) or a test runner ([`RUNNERS`]), no toolchain file of its root names
-/// a toolchain folder ([`TOOLCHAIN_FILES`]), and each package's manifest has a `[lints]` table with
+/// ARCH_LINTS: the workspace's root manifest (read from disk) forbids unsafe code and its
+/// profiles lower no lint ([`root_manifest_lints`]), the repository's Cargo configuration
+/// weakens no check ([`configuration_lints`]), no toolchain file of its root names a toolchain
+/// folder ([`toolchain_lints`]), and each package's manifest has a `[lints]` table with
 /// `workspace = true`.
 pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
-    let mut violations = Vec::new();
-    let root = metadata["workspace_root"].as_str().unwrap_or_default();
-    match read_toml(&Path::new(root).join("Cargo.toml")) {
-        // `unsafe_code = "forbid"`, or `unsafe_code = { level = "forbid", … }`.
-        Ok(entries) => {
-            let forbids = entries.iter().any(|entry| {
-                [
-                    "workspace.lints.rust.unsafe_code",
-                    "workspace.lints.rust.unsafe_code.level",
-                ]
-                .iter()
-                .any(|key| entry.is(key))
-                    && matches!(&entry.value, Leaf::Text(level) if level == "forbid")
-            });
-            if !forbids {
-                violations.push(
-                    "Cargo.toml: ARCH_LINTS: the workspace lints do not forbid unsafe code (`unsafe_code = \"forbid\"` under `[workspace.lints.rust]`); `unsafe` reaches the OS through no name a source rule reads".into(),
-                );
+    let root = Path::new(metadata["workspace_root"].as_str().unwrap_or_default());
+    let mut violations = root_manifest_lints(root);
+    violations.extend(configuration_lints(root));
+    violations.extend(toolchain_lints(root));
+    for package in metadata["packages"].as_array().into_iter().flatten() {
+        let name = package["name"].as_str().unwrap_or_default();
+        let manifest = Path::new(package["manifest_path"].as_str().unwrap_or_default());
+        let inherits = match read_toml(manifest) {
+            Ok(entries) => entries.iter().any(|entry| {
+                entry.is("lints.workspace") && matches!(entry.value, Leaf::Bool(true))
+            }),
+            Err(unreadable) => {
+                let shown = manifest.strip_prefix(root).unwrap_or(manifest);
+                violations.push(unreadable.finding(&shown.display().to_string(), "ARCH_LINTS"));
+                continue;
             }
-            // A profile's `rustflags` (`cargo-features = ["profile-rustflags"]`, on nightly).
-            let profiles = entries
-                .iter()
-                .filter(|entry| in_table("profile", &entry.key));
-            if let Some((line, lowered)) = config_lowers_lints(profiles) {
-                violations.push(format!(
-                    "Cargo.toml:{line}: ARCH_LINTS: {lowered}; take it out"
-                ));
-            }
+        };
+        if !inherits {
+            violations.push(format!(
+                "{name}: ARCH_LINTS: its manifest does not inherit the workspace lints (`[lints]` with `workspace = true`), where `unsafe_code = \"forbid\"` comes from"
+            ));
         }
-        Err(unreadable) => violations.push(unreadable.finding("Cargo.toml", "ARCH_LINTS")),
     }
+    violations
+}
+
+/// ARCH_LINTS of the root manifest: its workspace lints forbid unsafe code (`unsafe_code =
+/// "forbid"`, or `{ level = "forbid", … }`), and no profile's `rustflags` (`cargo-features =
+/// ["profile-rustflags"]`, on nightly) lowers the lints ([`config_lowers_lints`]).
+fn root_manifest_lints(root: &Path) -> Vec<String> {
+    let entries = match read_toml(&root.join("Cargo.toml")) {
+        Ok(entries) => entries,
+        Err(unreadable) => return vec![unreadable.finding("Cargo.toml", "ARCH_LINTS")],
+    };
+    let mut violations = Vec::new();
+    let forbids = entries.iter().any(|entry| {
+        (entry.is("workspace.lints.rust.unsafe_code")
+            || entry.is("workspace.lints.rust.unsafe_code.level"))
+            && matches!(&entry.value, Leaf::Text(level) if level == "forbid")
+    });
+    if !forbids {
+        violations.push(
+            "Cargo.toml: ARCH_LINTS: the workspace lints do not forbid unsafe code (`unsafe_code = \"forbid\"` under `[workspace.lints.rust]`); `unsafe` reaches the OS through no name a source rule reads".into(),
+        );
+    }
+    let profiles = entries
+        .iter()
+        .filter(|entry| in_table("profile", &entry.key));
+    if let Some((line, lowered)) = config_lowers_lints(profiles) {
+        violations.push(format!(
+            "Cargo.toml:{line}: ARCH_LINTS: {lowered}; take it out"
+        ));
+    }
+    violations
+}
+
+/// ARCH_LINTS of the repository's Cargo configuration: it weakens no check of ci
+/// ([`config_weakens`]), and names no compiler ([`COMPILERS`]) nor test runner ([`RUNNERS`]).
+fn configuration_lints(root: &Path) -> Vec<String> {
+    let mut violations = Vec::new();
     for config in CARGO_CONFIGS {
-        let entries = match read_toml(&Path::new(root).join(config)) {
+        let entries = match read_toml(&root.join(config)) {
             Ok(entries) => entries,
             Err(unreadable) => {
                 violations.push(unreadable.finding(config, "ARCH_LINTS"));
                 continue;
             }
         };
+        let first = |pattern: &str| entries.iter().find(|entry| in_table(pattern, &entry.key));
         for (line, weakens) in config_weakens(&entries) {
             violations.push(format!(
                 "{config}:{line}: ARCH_LINTS: {weakens}; take it out"
             ));
         }
-        for setting in COMPILERS {
-            if let Some(entry) = entries.iter().find(|entry| in_table(setting, &entry.key)) {
-                violations.push(format!(
-                    "{config}:{}: ARCH_LINTS: `{setting}` runs a program of the configuration's choosing in the compiler's place, which can lower every lint (`--cap-lints`) unseen; take it out",
-                    entry.line
-                ));
-            }
+        for (setting, entry) in COMPILERS.iter().filter_map(|s| Some((s, first(s)?))) {
+            violations.push(format!(
+                "{config}:{}: ARCH_LINTS: `{setting}` runs a program of the configuration's choosing in the compiler's place, which can lower every lint (`--cap-lints`) unseen; take it out",
+                entry.line
+            ));
         }
-        for runner in RUNNERS {
-            if let Some(entry) = entries.iter().find(|entry| in_table(runner, &entry.key)) {
-                violations.push(format!(
-                    "{config}:{}: ARCH_LINTS: `{}` runs the test binaries through a program of the configuration's choosing, which could report failed tests as passed; take it out",
-                    entry.line,
-                    entry.shown_key()
-                ));
-            }
+        for entry in RUNNERS.iter().filter_map(|runner| first(runner)) {
+            violations.push(format!(
+                "{config}:{}: ARCH_LINTS: `{}` runs the test binaries through a program of the configuration's choosing, which could report failed tests as passed; take it out",
+                entry.line,
+                entry.shown_key()
+            ));
         }
     }
+    violations
+}
+
+/// ARCH_LINTS of the toolchain files of the repository's root ([`TOOLCHAIN_FILES`]): none has a
+/// `toolchain.path`.
+fn toolchain_lints(root: &Path) -> Vec<String> {
+    let mut violations = Vec::new();
     for file in TOOLCHAIN_FILES {
-        let path = Path::new(root).join(file);
+        let path = root.join(file);
         let entries = match read_toml(&path) {
             Ok(entries) => entries,
             // rustup reads a `rust-toolchain` of one line as a channel's name (`1.95.0`).
@@ -692,29 +724,13 @@ pub(crate) fn lints_inherited(metadata: &Value) -> Vec<String> {
                 continue;
             }
         };
-        if let Some(entry) = entries.iter().find(|e| in_table("toolchain.path", &e.key)) {
+        let folder = entries
+            .iter()
+            .find(|entry| in_table("toolchain.path", &entry.key));
+        if let Some(entry) = folder {
             violations.push(format!(
                 "{file}:{}: ARCH_LINTS: `toolchain.path` points rustup at a toolchain folder of the repository's choosing, whose cargo, rustc and clippy could pass anything; name a channel instead",
                 entry.line
-            ));
-        }
-    }
-    for package in metadata["packages"].as_array().into_iter().flatten() {
-        let name = package["name"].as_str().unwrap_or_default();
-        let manifest = package["manifest_path"].as_str().unwrap_or_default();
-        let inherits = match read_toml(Path::new(manifest)) {
-            Ok(entries) => entries.iter().any(|entry| {
-                entry.is("lints.workspace") && matches!(entry.value, Leaf::Bool(true))
-            }),
-            Err(unreadable) => {
-                let shown = manifest.strip_prefix(root).unwrap_or(manifest);
-                violations.push(unreadable.finding(shown.trim_start_matches('/'), "ARCH_LINTS"));
-                continue;
-            }
-        };
-        if !inherits {
-            violations.push(format!(
-                "{name}: ARCH_LINTS: its manifest does not inherit the workspace lints (`[lints]` with `workspace = true`), where `unsafe_code = \"forbid\"` comes from"
             ));
         }
     }
