@@ -10,12 +10,14 @@
 //!   rules look (tests, benches, examples and build scripts may live elsewhere).
 //! - `ARCH_LINTS`: every package's manifest inherits the workspace lints (`[lints]` with
 //!   `workspace = true`), and the root manifest's forbid unsafe code (`unsafe_code =
-//!   "forbid"`), which no `--cap-lints` or `--force-warn` in `.cargo/config.toml` lowers: a
-//!   crate that dropped them could reach the OS through `unsafe` calls no source rule reads.
+//!   "forbid"`), which no `--cap-lints`, `--force-warn` or `@file` in `.cargo/config.toml` (or
+//!   a profile's `rustflags`) lowers: a crate that dropped them could reach the OS through
+//!   `unsafe` calls no source rule reads.
 //!   Nor does an alias there stand in for a subcommand `cargo xtask ci` runs (`clippy`, also
 //!   through `[env]`'s `CARGO_ALIAS_CLIPPY`), nor a setting run a program in the compiler's
 //!   place (`build.rustc-wrapper`, or an `[env]` `PATH` finding `rustc` where it chose), nor
-//!   an `include` load a file these checks do not read, nor a runner run the test binaries
+//!   `[env]` swap a step's tool (`RUSTFMT`, `CLIPPY_CONF_DIR`), nor an `include` load a file
+//!   these checks do not read, nor a runner run the test binaries
 //!   (`target.<triple>.runner`, or `CARGO_TARGET_<TRIPLE>_RUNNER` in `[env]`). Nor does a
 //!   toolchain file (`rust-toolchain.toml`, `rust-toolchain`) point rustup at a toolchain
 //!   folder (`[toolchain] path = …`).
@@ -675,7 +677,8 @@ fn root_manifest_lints(root: &Path) -> Vec<String> {
 }
 
 /// ARCH_LINTS of the repository's Cargo configuration: it weakens no check of ci
-/// ([`config_weakens`]), and names no compiler ([`COMPILERS`]) nor test runner ([`RUNNERS`]).
+/// ([`config_weakens`]), and names no compiler ([`COMPILERS`]), tool of a step
+/// ([`STEP_TOOLS`]) nor test runner ([`RUNNERS`]).
 fn configuration_lints(root: &Path) -> Vec<String> {
     let mut violations = Vec::new();
     for config in CARGO_CONFIGS {
@@ -697,6 +700,14 @@ fn configuration_lints(root: &Path) -> Vec<String> {
                 "{config}:{}: ARCH_LINTS: `{setting}` runs a program of the configuration's choosing in the compiler's place, which can lower every lint (`--cap-lints`) unseen; take it out",
                 entry.line
             ));
+        }
+        for (setting, effect) in STEP_TOOLS {
+            if let Some(entry) = first(setting) {
+                let line = entry.line;
+                violations.push(format!(
+                    "{config}:{line}: ARCH_LINTS: `{setting}` {effect}; take it out"
+                ));
+            }
         }
         for entry in RUNNERS.iter().filter_map(|runner| first(runner)) {
             violations.push(format!(
@@ -758,6 +769,21 @@ const COMPILERS: &[&str] = &[
     "env.CARGO_BUILD_RUSTC_WRAPPER",
     "env.CARGO_BUILD_RUSTC_WORKSPACE_WRAPPER",
     "env.CARGO_BUILD_RUSTDOC",
+];
+
+/// The `[env]` variables of a Cargo configuration that change what a step of `cargo xtask ci`
+/// checks with (`[env]` reaches its cargo and the tools its steps run), each with what it does
+/// as a finding says it: `cargo fmt` runs `$RUSTFMT` in rustfmt's place, and clippy reads its
+/// `clippy.toml` from `$CLIPPY_CONF_DIR`.
+const STEP_TOOLS: &[(&str, &str)] = &[
+    (
+        "env.RUSTFMT",
+        "runs a program of the configuration's choosing in rustfmt's place, which could pass the fmt step unchecked",
+    ),
+    (
+        "env.CLIPPY_CONF_DIR",
+        "makes clippy read a `clippy.toml` of the configuration's choosing in place of the repository's, whose `disallowed-methods` the clippy step enforces",
+    ),
 ];
 
 /// The settings of a Cargo configuration that run each test binary (and `cargo run`'s) through

@@ -1361,3 +1361,26 @@ fn a_profile_of_the_root_manifest_does_not_cap_the_lints() {
         ]
     );
 }
+
+/// `[env]` reaches the cargo of `cargo xtask ci` and the tools its steps run: `RUSTFMT` runs a
+/// program in rustfmt's place (`cargo fmt --check` then passes unformatted code), and
+/// `CLIPPY_CONF_DIR` has clippy read another `clippy.toml` (no `disallowed-methods`). Each is
+/// named, in its own words.
+#[test]
+fn a_tool_of_a_ci_step_the_configuration_swaps_is_named() {
+    let repo = ForbiddingRepo::new();
+    let config = |text: &str| repo.lints_with("config.toml", text);
+    assert_eq!(
+        config("[env]\nRUSTFMT_LOG = \"info\"\nCLIPPY_ARGS = \"\"\n"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        config(
+            "[env]\nRUSTFMT = { value = \"tools/true\", relative = true }\nCLIPPY_CONF_DIR = \"/tmp\"\n"
+        ),
+        [
+            ".cargo/config.toml:2: ARCH_LINTS: `env.RUSTFMT` runs a program of the configuration's choosing in rustfmt's place, which could pass the fmt step unchecked; take it out",
+            ".cargo/config.toml:3: ARCH_LINTS: `env.CLIPPY_CONF_DIR` makes clippy read a `clippy.toml` of the configuration's choosing in place of the repository's, whose `disallowed-methods` the clippy step enforces; take it out",
+        ]
+    );
+}
