@@ -1315,45 +1315,72 @@ impl StreamDecoder {
         else {
             return;
         };
-        // Where the snapshot lists a reasoning item, by its item id.
-        let listed = |item: &Value| {
+        // Each reasoning item the snapshot lists, by its item id (the first listing): where it
+        // is, and the item it leads to, the first after it that is not reasoning. One pass, so
+        // that placing costs the snapshot's length once, however many items wait.
+        let mut leads: HashMap<&str, (usize, Option<&Item>)> = HashMap::new();
+        let mut next = None;
+        for (at, item) in output.iter().enumerate().rev() {
+            if item.kind != "reasoning" {
+                next = Some(item);
+            } else if let Some(id) = item.id.as_deref() {
+                leads.insert(id, (at, next));
+            }
+        }
+        let lead = |item: &Value| {
             let id = item.get("id").and_then(Value::as_str)?;
-            output
-                .iter()
-                .position(|listed| listed.kind == "reasoning" && listed.id.as_deref() == Some(id))
+            leads.get(id).copied()
         };
+        // The waiting items each call takes, with where the snapshot lists each.
+        let mut taken: HashMap<usize, Vec<(usize, Option<usize>, Value)>> = HashMap::new();
         let pending = self
             .reasoning
             .as_mut()
             .map(|kept| std::mem::take(&mut kept.pending))
             .unwrap_or_default();
         for (index, raw) in pending {
-            let call = listed(&raw).and_then(|at| {
-                let next = output[at + 1..]
-                    .iter()
-                    .find(|item| item.kind != "reasoning")?;
-                let call = (next.kind == "function_call").then_some(next)?;
-                self.known_call(call, None)
-                    .ok()
-                    .flatten()
-                    .map(|position| (at, position))
+            let call = lead(&raw).and_then(|(at, next)| {
+                let call = next.filter(|item| item.kind == "function_call")?;
+                let position = self.known_call(call, None).ok().flatten()?;
+                Some((at, position))
             });
-            let (Some((at, position)), Some(kept)) = (call, self.reasoning.as_mut()) else {
+            if let Some((at, position)) = call {
+                taken.entry(position).or_default().push((at, index, raw));
+            }
+        }
+        let Some(kept) = self.reasoning.as_mut() else {
+            return;
+        };
+        for (position, mut taken) in taken {
+            let Some(call) = self.session.calls.calls.get_mut(position) else {
                 continue;
             };
-            if let Some(call) = self.session.calls.calls.get_mut(position)
-                && let Value::Array(items) = call
-                    .provider_fields
-                    .entry(REASONING_ITEMS_KEY)
-                    .or_insert_with(|| Value::Array(Vec::new()))
-            {
-                let before = items
-                    .iter()
-                    .position(|item| listed(item).is_some_and(|other| other > at))
-                    .unwrap_or(items.len());
-                items.insert(before, raw);
-                let placed = kept.placed.entry(position).or_default();
-                placed.insert(before.min(placed.len()), index);
+            let Value::Array(items) = call
+                .provider_fields
+                .entry(REASONING_ITEMS_KEY)
+                .or_insert_with(|| Value::Array(Vec::new()))
+            else {
+                continue;
+            };
+            // Merged in one pass: each taken item goes just before the first item the call
+            // keeps that the snapshot lists after it.
+            taken.sort_by_key(|&(at, ..)| at);
+            let mut taken = taken.into_iter().peekable();
+            let placed = kept.placed.entry(position).or_default();
+            let mut kept_indexes = std::mem::take(placed).into_iter();
+            for item in std::mem::take(items) {
+                if let Some((after, _)) = lead(&item) {
+                    while let Some((_, index, raw)) = taken.next_if(|&(at, ..)| at < after) {
+                        items.push(raw);
+                        placed.push(index);
+                    }
+                }
+                items.push(item);
+                placed.extend(kept_indexes.next());
+            }
+            for (_, index, raw) in taken {
+                items.push(raw);
+                placed.push(index);
             }
         }
     }

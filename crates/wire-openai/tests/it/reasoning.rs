@@ -284,6 +284,40 @@ fn reasoning_at_an_output_index_the_snapshot_disagrees_with_is_kept_by_item_id()
     assert_eq!(kept(&completion), vec![json!([rs_1, rs_2])]);
 }
 
+/// Placing reasoning by the terminal snapshot reads the snapshot once: each waiting item is
+/// found by its id, not by a search of the snapshot per item (and per item the call already
+/// keeps), so a stream of many waiting items and a snapshot listing them all decodes at the
+/// pace of its bytes. Here 4,000 items, 600 KB, are all kept on the one call, in order.
+#[test]
+fn placing_many_waiting_reasoning_items_reads_the_snapshot_once() {
+    const ITEMS: usize = 4_000;
+    let items: Vec<Value> = (0..ITEMS)
+        .map(|i| reasoning(&format!("rs_{i}"), Some("e")))
+        .collect();
+    let mut stream = String::new();
+    for kind in ["response.output_item.added", "response.output_item.done"] {
+        let event = json!({"type": kind, "output_index": 0, "item": call("call_1")});
+        stream.push_str(&format!("data: {event}\n\n"));
+    }
+    // Numbered past the call, so each waits for a call that never comes.
+    for (i, item) in items.iter().enumerate() {
+        let event =
+            json!({"type": "response.output_item.done", "output_index": i + 1, "item": item});
+        stream.push_str(&format!("data: {event}\n\n"));
+    }
+    let mut output = items.clone();
+    output.push(call("call_1"));
+    let end = json!({"type": "response.completed", "response": {"id": "resp_1", "output": output}});
+    stream.push_str(&format!("data: {end}\n\n"));
+
+    let started = std::time::Instant::now();
+    let completion = responses::decode_all(stream.as_bytes()).unwrap();
+    let took = started.elapsed();
+    assert_eq!(kept(&completion), vec![Value::Array(items)]);
+    // Reading it takes milliseconds; searching the snapshot per item took minutes.
+    assert!(took < std::time::Duration::from_secs(10), "took {took:?}");
+}
+
 /// The chat wire has no reasoning items: a call decoded from a Responses stream sends its
 /// other provider fields on chat, never the reasoning.
 #[test]
