@@ -51,7 +51,7 @@ const STEPS: &[(&str, Option<&[&str]>)] = &[
 ];
 
 /// The cargo subcommands ci's steps run (`fmt`, `clippy`, `doc`, `test`), which no alias may
-/// stand in for ([`crate::graph::shadowed_step`]).
+/// stand in for (`graph::shadowed_step`, run by [`crate::graph::config_weakens`]).
 pub(crate) fn commands() -> impl Iterator<Item = &'static str> {
     STEPS
         .iter()
