@@ -26,8 +26,10 @@
 //! any of its lines, lists a coding but `identity` is refused by it at once, and an error
 //! answer's so encoded is not read, only its codings named.
 //!
-//! **Timeouts.** [`OpenAiConfig::request_timeout`] bounds the wait for the first body byte;
-//! from it on, [`OpenAiConfig::idle_timeout`] bounds the wait for progress: a complete SSE event,
+//! **Timeouts.** [`OpenAiConfig::request_timeout`] bounds the wait for the first body byte,
+//! and within it [`OpenAiConfig::connect_timeout`] the connection's (shared among a host's
+//! addresses, so one that never answers gives way to the next); from the first byte on,
+//! [`OpenAiConfig::idle_timeout`] bounds the wait for progress: a complete SSE event,
 //! not any byte, so keep-alive comments or an event trickled byte by byte do not hold a stalled
 //! stream open. [`OpenAiConfig::max_call`] bounds the whole call, retries and their waits
 //! included, so a stream that keeps sending events but never ends cannot hold it forever
@@ -183,6 +185,13 @@ pub struct OpenAiConfig {
     /// The longest wait from sending a request to the first body byte (connecting, sending, the
     /// response head and the first chunk).
     pub request_timeout: Duration,
+    /// The longest wait to connect (TCP, then TLS), within the request timeout. A host with
+    /// several addresses of one family shares it among them, each tried in turn for its share,
+    /// so an address that never answers (a blackholed route) gives way to the next one instead
+    /// of holding the whole request timeout; the other family (IPv6 or IPv4) is tried beside
+    /// them after 300 ms (Happy Eyeballs). A connection that times out is retried as any
+    /// connection error.
+    pub connect_timeout: Duration,
     /// The longest wait for progress once the body has begun: from its first byte, then from
     /// each complete SSE event (whatever the decoder makes of it, an event type it ignores
     /// included). Comments (`: keep-alive`), blank lines and the bytes of an event not yet ended
@@ -213,9 +222,10 @@ pub struct OpenAiConfig {
 
 impl OpenAiConfig {
     /// A config with the defaults: chat wire (no stateless reasoning; Mistral's call ids when
-    /// the base URL or the model is Mistral's: [`OpenAiConfig::mistral_call_ids`]), no key, 120 s request and idle timeouts, a call
-    /// limited to 10 minutes, 2 retries, 500 ms base backoff up to 8 s, `Retry-After` honoured up
-    /// to 60 s, default decoder limits.
+    /// the base URL or the model is Mistral's: [`OpenAiConfig::mistral_call_ids`]), no key,
+    /// 120 s request and idle timeouts, 10 s to connect, a call limited to 10 minutes, 2
+    /// retries, 500 ms base backoff up to 8 s, `Retry-After` honoured up to 60 s, default decoder
+    /// limits.
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         let (base_url, model) = (base_url.into(), model.into());
         Self {
@@ -227,6 +237,7 @@ impl OpenAiConfig {
             wire: OpenAiWire::Chat,
             stateless_reasoning: false,
             request_timeout: Duration::from_secs(120),
+            connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
             max_call: Duration::from_secs(600),
             max_retries: 2,
@@ -272,6 +283,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("stateless_reasoning", &self.stateless_reasoning)
             .field("mistral_call_ids", &self.mistral_call_ids)
             .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
             .field("idle_timeout", &self.idle_timeout)
             .field("max_call", &self.max_call)
             .field("max_retries", &self.max_retries)
@@ -424,7 +436,7 @@ impl OpenAiCompletion {
             );
         }
         Ok(Self {
-            client: http_client(&url)?,
+            client: http_client(&url, config.connect_timeout)?,
             endpoint: redacted_url(&url),
             url_secrets: url_secrets(&url, config.api_key.as_ref()),
             url,
@@ -1539,20 +1551,8 @@ impl Decoder {
 /// host is a `localhost` name ([`localhost_name`]), which [`is_loopback`] takes for this
 /// machine, is reached on the loopback addresses without asking a resolver, which may ask DNS
 /// for the name (glibc does, without `nss-myhostname`) and so send the key elsewhere.
-fn http_client(url: &Url) -> Result<reqwest::Client, OpenAiConfigError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| OpenAiConfigError::Client(e.to_string()))?
-        .with_platform_verifier()
-        .map_err(|e| OpenAiConfigError::Client(e.to_string()))?
-        .with_no_client_auth();
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let mut client = reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .no_proxy()
-        .redirect(reqwest::redirect::Policy::none())
-        .user_agent(concat!("cogni-tools/", env!("CARGO_PKG_VERSION")));
+fn http_client(url: &Url, connect_timeout: Duration) -> Result<reqwest::Client, OpenAiConfigError> {
+    let mut client = client_builder(connect_timeout)?;
     if let Some(host) = localhost_name(url) {
         use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
         // Port 0: the URL's own port is used.
@@ -1565,6 +1565,26 @@ fn http_client(url: &Url) -> Result<reqwest::Client, OpenAiConfigError> {
     client
         .build()
         .map_err(|e| OpenAiConfigError::Client(describe(e)))
+}
+
+/// The builder of every client [`http_client`] makes: its TLS, no proxy, no redirects, and
+/// `connect_timeout` ([`OpenAiConfig::connect_timeout`]), which reqwest's connector shares among
+/// the addresses of one family and bounds TLS's handshake with.
+fn client_builder(connect_timeout: Duration) -> Result<reqwest::ClientBuilder, OpenAiConfigError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| OpenAiConfigError::Client(e.to_string()))?
+        .with_platform_verifier()
+        .map_err(|e| OpenAiConfigError::Client(e.to_string()))?
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(connect_timeout)
+        .user_agent(concat!("cogni-tools/", env!("CARGO_PKG_VERSION"))))
 }
 
 /// Whether the URL's host is this machine: `localhost` or a name under it (RFC 6761), or a

@@ -1312,6 +1312,62 @@ async fn a_localhost_name_is_reached_on_loopback_without_a_resolver() {
     assert_eq!(completion.text, "hi");
 }
 
+/// A host whose first address never answers (a blackholed route: here a listener whose accept
+/// queue is full, which drops every SYN) is connected to on its next one once the connect timeout
+/// is spent, not after the whole request timeout: the connect timeout is the client's own
+/// bound, shared among the addresses. The wait is bounded at 20 s, a hang guard only: the
+/// request timeout is two minutes.
+#[tokio::test]
+async fn a_blackholed_address_gives_way_to_the_next_within_the_connect_timeout() {
+    let stream = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{stream}",
+        stream.len()
+    );
+    let serving: std::net::SocketAddr = serve_once(answer.into_bytes())
+        .await
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .parse()
+        .unwrap();
+    // Another loopback address on the same port, which accepts nothing: its queue of one is
+    // full, so the kernel drops the SYNs that follow.
+    let blackhole = std::net::SocketAddr::from(([127, 0, 0, 2], serving.port()));
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(blackhole).unwrap();
+    let _listener = socket.listen(0).unwrap();
+    let _queued = tokio::net::TcpStream::connect(blackhole).await.unwrap();
+
+    let config = OpenAiConfig {
+        max_retries: 0,
+        request_timeout: Duration::from_secs(120),
+        connect_timeout: Duration::from_millis(400),
+        ..OpenAiConfig::new(format!("http://llm.test:{}/v1", serving.port()), "m")
+    };
+    let mut model = OpenAiCompletion::new(config.clone()).unwrap();
+    // Both addresses of one family, the blackholed one first, as a resolver may list them.
+    model.client = client_builder(config.connect_timeout)
+        .unwrap()
+        .resolve_to_addrs("llm.test", &[blackhole, serving])
+        .build()
+        .unwrap();
+    let completion = tokio::time::timeout(
+        Duration::from_secs(20),
+        model.complete(
+            &hello(),
+            &mut |_: CompletionDelta| {},
+            &CancellationToken::new(),
+        ),
+    )
+    .await
+    .expect("connected to the next address once the connect timeout was spent")
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(completion.text, "hi");
+}
+
 /// A `Content-Encoding` is read as the list it is, over every field line it is sent on (a
 /// proxy adds its own line after the server's): a body compressed on any of them is refused
 /// (a 2xx) or not quoted (an error) and named by its codings, `identity` left out; one whose
