@@ -24,7 +24,9 @@
 //! opens as a web page or a JSON array (`<` or `[`), since the SSE rules let a stream open with
 //! any field. No compression is asked for or decoded: a 2xx body whose `Content-Encoding`, on
 //! any of its lines, lists a coding but `identity` is refused by it at once, and an error
-//! answer's so encoded is not read, only its codings named.
+//! answer's so encoded is not read, only its codings named. An error answer is named by its
+//! status and the provider's message: from a JSON body, the JSON of the first event of a
+//! `text/event-stream` one, or the first line of a `text/plain` one.
 //!
 //! **Timeouts.** [`OpenAiConfig::request_timeout`] bounds the wait for the first body byte,
 //! and within it [`OpenAiConfig::connect_timeout`] the connection's (shared among a host's
@@ -895,8 +897,9 @@ impl OpenAiCompletion {
             .map_err(|e| Failure::Final(labelled(e, received, whole, decoded)))
     }
 
-    /// A non-2xx answer: the status and the provider's message (from a JSON body, or the first
-    /// line of a `text/plain` one; a web page is not quoted, nor a compressed body, which is not
+    /// A non-2xx answer: the status and the provider's message (from a JSON body, the JSON of
+    /// the first event of a `text/event-stream` one, read as a JSON body is, or the first line
+    /// of a `text/plain` one; a web page is not quoted, nor a compressed body, which is not
     /// read: its encoding is named), retryable as [`should_retry`] says.
     async fn http_error(
         &self,
@@ -913,22 +916,33 @@ impl OpenAiCompletion {
             .get(reqwest::header::LOCATION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let plain_text = response
+        let content_type = response
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.trim().to_ascii_lowercase().starts_with("text/plain"));
+            .map(|v| v.trim().to_ascii_lowercase());
+        let labelled = |label: &str| {
+            content_type
+                .as_deref()
+                .is_some_and(|v| v.starts_with(label))
+        };
+        let (plain_text, event_stream) = (labelled("text/plain"), labelled("text/event-stream"));
         // A compressed body is no text to quote (none is asked for, and none decoded).
         let compression = self.compression(response.headers());
-        let body = match compression {
-            Some(_) => Vec::new(),
-            None => match self
-                .read_bounded(response, plain_text, deadline, limit, cancel)
-                .await
-            {
-                Ok(body) => body,
-                Err(cancelled) => return Failure::Final(cancelled),
-            },
+        let read = match compression {
+            Some(_) => Ok(Vec::new()),
+            None if event_stream => {
+                self.first_event_data(response, deadline, limit, cancel)
+                    .await
+            }
+            None => {
+                self.read_bounded(response, plain_text, deadline, limit, cancel)
+                    .await
+            }
+        };
+        let body = match read {
+            Ok(body) => body,
+            Err(cancelled) => return Failure::Final(cancelled),
         };
         let mut message = format!("POST {}: HTTP {}", self.endpoint, status_text(status));
         if status.is_redirection() {
@@ -1182,22 +1196,15 @@ impl OpenAiCompletion {
         limit: Instant,
         cancel: &CancellationToken,
     ) -> Result<Vec<u8>, CompletionError> {
-        let deadline = deadline
-            .max(after(self.idle_timeout.min(Duration::from_secs(5))))
-            .min(limit);
+        let deadline = self.error_body_deadline(deadline, limit);
         let mut body = Vec::new();
         let mut json = JsonBody::default();
         // How far a text body was looked at for a line end, and whether its line so far holds
         // text.
         let (mut scanned, mut line_has_text) = (0, false);
         while body.len() < MAX_ERROR_BODY_BYTES {
-            let chunk = tokio::select! {
-                biased;
-                () = cancel.cancelled() => return Err(CompletionError::Cancelled),
-                chunk = tokio::time::timeout_at(deadline, response.chunk()) => chunk,
-            };
-            match chunk {
-                Ok(Ok(Some(chunk))) => {
+            match error_body_chunk(&mut response, deadline, cancel).await? {
+                Some(chunk) => {
                     match json.append(&mut body, &chunk) {
                         // A closed JSON value is all that is shown of the body when it names the
                         // provider's message. A text body's that does not (a log line's
@@ -1224,12 +1231,56 @@ impl OpenAiCompletion {
                     }
                     scanned = body.len();
                 }
-                _ => break,
+                None => break,
             }
         }
         json.finish(&mut body);
         body.truncate(MAX_ERROR_BODY_BYTES);
         Ok(body)
+    }
+
+    /// The data of the first event of an error body labelled `text/event-stream` (a server that
+    /// reports its refusal as a stream's error event, `data: {"error": {"message": …}}`), for
+    /// its JSON to be read as a JSON error body is. Read as [`Self::read_bounded`] reads a body:
+    /// at most [`MAX_ERROR_BODY_BYTES`], and only up to the end of that event (comments and
+    /// events without data before it passed over), so a body held open after it is not waited
+    /// on. Empty when no event with data ends within those bytes. Read failures and timeouts end
+    /// the read quietly (the status is the error), cancellation does not.
+    async fn first_event_data(
+        &self,
+        mut response: impl ChunkSource,
+        deadline: Instant,
+        limit: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<u8>, CompletionError> {
+        let deadline = self.error_body_deadline(deadline, limit);
+        let mut parser = wire_openai::sse::SseParser::new();
+        let mut data = None;
+        let mut read = 0;
+        while data.is_none() && read < MAX_ERROR_BODY_BYTES {
+            let Some(chunk) = error_body_chunk(&mut response, deadline, cancel).await? else {
+                break;
+            };
+            let chunk = &chunk[..chunk.len().min(MAX_ERROR_BODY_BYTES - read)];
+            read += chunk.len();
+            // The first event with data stops the parser: nothing after it is looked at.
+            let _ = parser.feed(chunk, &mut |event| {
+                if event.data.trim().is_empty() {
+                    return Ok(());
+                }
+                data = Some(event.data.as_bytes().to_vec());
+                Err(())
+            });
+        }
+        Ok(data.unwrap_or_default())
+    }
+
+    /// How long an error body is read for: until the first byte's `deadline`, or at least a
+    /// few seconds (the idle timeout, at most 5 s), never past `limit`, the call's.
+    fn error_body_deadline(&self, deadline: Instant, limit: Instant) -> Instant {
+        deadline
+            .max(after(self.idle_timeout.min(Duration::from_secs(5))))
+            .min(limit)
     }
 
     /// The codings of the answer's `Content-Encoding` but `identity`, shown safely, when there
@@ -1335,6 +1386,22 @@ impl CompletionPort for OpenAiCompletion {
         };
         result.map_err(|error| self.scrubbed(error))
     }
+}
+
+/// The next chunk of an error body, awaited until `deadline`: `None` at its end, and also when
+/// the connection broke or the wait ran out (an error body is read only for its message; the
+/// status is the error). Cancellation is the error.
+async fn error_body_chunk<B: ChunkSource>(
+    body: &mut B,
+    deadline: Instant,
+    cancel: &CancellationToken,
+) -> Result<Option<B::Chunk>, CompletionError> {
+    let chunk = tokio::select! {
+        biased;
+        () = cancel.cancelled() => return Err(CompletionError::Cancelled),
+        chunk = tokio::time::timeout_at(deadline, body.chunk()) => chunk,
+    };
+    Ok(chunk.ok().and_then(Result::ok).flatten())
 }
 
 /// A response body read chunk by chunk: reqwest's, or a test's script.

@@ -1368,6 +1368,58 @@ async fn a_blackholed_address_gives_way_to_the_next_within_the_connect_timeout()
     assert_eq!(completion.text, "hi");
 }
 
+/// An error answer labelled `text/event-stream` (a server that reports its refusal as a
+/// stream's error event) is named by the provider's message in its first event's JSON, read as
+/// a JSON error body's is, and only to that event's end: the connection held open after it is
+/// not waited on (the wait is bounded at 3 s, a hang guard only; the error body's read would
+/// take 5 s).
+#[tokio::test]
+async fn an_event_stream_error_body_is_named_by_its_first_events_message() {
+    for (body, shown) in [
+        (
+            ": ping\n\nevent: error\ndata: {\"error\":{\"message\":\"slow down\",\"type\":\"rate_limit\"}}\n\n",
+            ": slow down (rate_limit)",
+        ),
+        (
+            "data: {\"type\":\"error\",\"code\":\"busy\",\"message\":\"try later\"}\r\n\r\n",
+            ": try later",
+        ),
+        // No JSON error in it: only the status is named, and the data is not quoted.
+        ("data: upstream says no\n\n", ""),
+    ] {
+        let answer = format!(
+            "HTTP/1.1 429 Too Many Requests\r\ncontent-type: text/event-stream\r\n\
+             transfer-encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n",
+            body.len()
+        );
+        let base = serve_once(answer.into_bytes()).await;
+        let model = OpenAiCompletion::new(OpenAiConfig {
+            max_retries: 0,
+            idle_timeout: Duration::from_secs(10),
+            ..OpenAiConfig::new(&base, "m")
+        })
+        .unwrap();
+        let error = tokio::time::timeout(
+            Duration::from_secs(3),
+            model.complete(
+                &hello(),
+                &mut |_: CompletionDelta| {},
+                &CancellationToken::new(),
+            ),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{body:?}: answered at the event's end"))
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "transport error: POST {base}/chat/completions: HTTP 429 Too Many Requests{shown}"
+            ),
+            "{body:?}"
+        );
+    }
+}
+
 /// A `Content-Encoding` is read as the list it is, over every field line it is sent on (a
 /// proxy adds its own line after the server's): a body compressed on any of them is refused
 /// (a 2xx) or not quoted (an error) and named by its codings, `identity` left out; one whose
