@@ -1277,9 +1277,9 @@ pub(crate) struct Fed {
     pub(crate) error: Option<DecodeError>,
 }
 
-/// Feeds `bytes` through the parser under the stream limit, handing each event to `on_event`
-/// and collecting the display deltas of this read. Shared by both wires' decoders, which settle
-/// the result with [`Session::settle`].
+/// Feeds `bytes` through the parser under the stream limit and the event limit (which the
+/// parser keeps: [`SseParser::with_max_event_bytes`]), handing each event to `on_event` and
+/// collecting the display deltas of this read. Shared by both wires' decoders, which settle the result with [`Session::settle`].
 pub(crate) fn feed(
     sse: &mut SseParser,
     limits: &Limits,
@@ -1298,7 +1298,13 @@ pub(crate) fn feed(
     let mut deltas = Deltas::default();
     let error = sse
         .feed(bytes, &mut |event| on_event(&event, &mut deltas))
-        .err();
+        .err()
+        .or_else(|| {
+            sse.is_oversized().then_some(DecodeError::LimitExceeded {
+                what: "one event of the stream",
+                limit: limits.max_event_bytes,
+            })
+        });
     Fed {
         deltas: deltas.deltas,
         error,
@@ -1389,7 +1395,7 @@ impl Session {
 
     pub(crate) fn new(limits: Limits) -> Self {
         Self {
-            sse: SseParser::new(),
+            sse: SseParser::with_max_event_bytes(limits.max_event_bytes),
             limits,
             text: String::new(),
             calls: Calls::new(limits),

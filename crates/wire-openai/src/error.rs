@@ -252,6 +252,14 @@ pub struct Limits {
     pub max_tool_calls: usize,
     /// Bytes of the whole stream, or of a whole (non-streamed) answer's body (default 64 MiB).
     pub max_total_bytes: usize,
+    /// Bytes of one event of a stream, its lines as sent (default 8 MiB;
+    /// [`crate::sse::SseParser::with_max_event_bytes`] says what counts): a line or an event
+    /// that never ends is refused once it passes this, not buffered up to `max_total_bytes`.
+    /// 8 MiB holds several calls' arguments at their default limit (1 MiB each), as a Responses
+    /// terminal event's snapshot repeats a turn's whole output; raise it when raising
+    /// `max_argument_bytes`. A whole answer sent in place of a stream is held to
+    /// `max_total_bytes` only.
+    pub max_event_bytes: usize,
 }
 
 impl Default for Limits {
@@ -260,6 +268,7 @@ impl Default for Limits {
             max_argument_bytes: 1024 * 1024,
             max_tool_calls: 128,
             max_total_bytes: 64 * 1024 * 1024,
+            max_event_bytes: 8 * 1024 * 1024,
         }
     }
 }
@@ -280,6 +289,12 @@ impl Limits {
     /// Sets `max_total_bytes`: bytes of the whole stream, or of a whole answer's body.
     pub fn with_max_total_bytes(mut self, bytes: usize) -> Self {
         self.max_total_bytes = bytes;
+        self
+    }
+
+    /// Sets `max_event_bytes`: bytes of one event of a stream.
+    pub fn with_max_event_bytes(mut self, bytes: usize) -> Self {
+        self.max_event_bytes = bytes;
         self
     }
 }

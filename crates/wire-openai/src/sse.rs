@@ -22,7 +22,7 @@ pub struct SseEvent<'a> {
 }
 
 /// The parser state for one stream.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SseParser {
     /// The start of a line that has not ended yet.
     partial: Vec<u8>,
@@ -40,12 +40,63 @@ pub struct SseParser {
     event_offset: Option<usize>,
     /// Events dispatched so far.
     events: u64,
+    /// The most bytes one event may take ([`SseParser::with_max_event_bytes`]).
+    max_event_bytes: usize,
+    /// Bytes of the lines since the last blank line, line ends not counted.
+    event_bytes: usize,
+    /// Whether an event passed `max_event_bytes`: nothing more is parsed.
+    oversized: bool,
+}
+
+impl Default for SseParser {
+    fn default() -> Self {
+        Self {
+            partial: Vec::new(),
+            consumed: 0,
+            skip_lf: false,
+            started: false,
+            event: String::new(),
+            data: String::new(),
+            id: String::new(),
+            retry: None,
+            event_offset: None,
+            events: 0,
+            max_event_bytes: usize::MAX,
+            event_bytes: 0,
+            oversized: false,
+        }
+    }
 }
 
 impl SseParser {
     /// A parser at the start of a stream.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A parser at the start of a stream whose events may take at most `bytes` each: the lines
+    /// from the end of the event before (comments included) to the blank line that ends it,
+    /// line ends not counted. A line or event that passes it stops the parser before anything
+    /// of it is dispatched ([`SseParser::is_oversized`]), however the stream is cut into reads,
+    /// so one that never ends is not buffered without bound.
+    pub fn with_max_event_bytes(bytes: usize) -> Self {
+        Self {
+            max_event_bytes: bytes,
+            ..Self::default()
+        }
+    }
+
+    /// Whether an event passed the parser's limit ([`SseParser::with_max_event_bytes`]): then
+    /// it dispatched nothing of it, and every later [`SseParser::feed`] does nothing.
+    pub fn is_oversized(&self) -> bool {
+        self.oversized
+    }
+
+    /// Whether the event so far, with `more` bytes of a line, passes the limit; if so the parser
+    /// stops.
+    fn passes_limit(&mut self, more: usize) -> bool {
+        self.oversized = self.event_bytes.saturating_add(more) > self.max_event_bytes;
+        self.oversized
     }
 
     /// Bytes seen so far.
@@ -62,12 +113,16 @@ impl SseParser {
     }
 
     /// Feeds bytes, calling `on_event` for every event they complete. Stops early, returning
-    /// the callback's error, if it fails.
+    /// the callback's error, if it fails; and, returning `Ok`, at a line that passes the
+    /// parser's event limit ([`SseParser::is_oversized`]).
     pub fn feed<E>(
         &mut self,
         mut bytes: &[u8],
         on_event: &mut impl FnMut(SseEvent<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
+        if self.oversized {
+            return Ok(());
+        }
         if self.skip_lf && !bytes.is_empty() {
             self.skip_lf = false;
             if bytes[0] == b'\n' {
@@ -90,6 +145,9 @@ impl SseParser {
                 1
             };
             let line_start = self.consumed - self.partial.len();
+            if self.passes_limit(self.partial.len() + end) {
+                return Ok(());
+            }
             if self.partial.is_empty()
                 && let Some(skip) = self.single_data_event(bytes, end, terminator, on_event)?
             {
@@ -110,6 +168,9 @@ impl SseParser {
             }
             bytes = &bytes[end + terminator..];
             self.consumed += end + terminator;
+        }
+        if self.passes_limit(self.partial.len() + bytes.len()) {
+            return Ok(());
         }
         self.partial.extend_from_slice(bytes);
         self.consumed += bytes.len();
@@ -141,6 +202,7 @@ impl SseParser {
             return Ok(None);
         };
         let offset = self.consumed;
+        self.event_bytes = 0;
         self.events += 1;
         on_event(SseEvent {
             event: "",
@@ -163,8 +225,10 @@ impl SseParser {
             raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
         }
         if raw.is_empty() {
+            self.event_bytes = 0;
             return self.dispatch(on_event);
         }
+        self.event_bytes += raw.len();
         if raw[0] == b':' {
             return Ok(());
         }

@@ -178,3 +178,41 @@ fn events_counts_dispatched_events_only() {
     assert_eq!(feed(b"event: x\ndata: a\ndata: b\n\n: c\n\n"), 3);
     assert_eq!(feed(b"data\n\n"), 4);
 }
+
+/// An event is held to the parser's limit by its lines as sent, from the end of the event
+/// before (comments included) to its blank line, line ends not counted: one that passes it
+/// stops the parser before anything of it is dispatched, however the bytes are split (a line
+/// that never ends is not buffered past the limit), while the events before it are dispatched
+/// and a blank line starts the count again.
+#[test]
+fn an_event_past_the_limit_stops_the_parser_in_any_split() {
+    // Ten bytes a line: `data: 1234`, `: comment!`.
+    let fits = b": comment!\ndata: 1234\n\n: comment!\n\ndata: 1234\ndata: 1234\n\n";
+    let over = b"data: 1234\n\ndata: 1234\ndata: 1234\ndata: 12345\n\ndata: 5678\n\n";
+    let never_ends = [&b"data: 1234\n\n"[..], &[b'x'; 100]].concat();
+    for (input, dispatched, oversized) in [
+        (&fits[..], 2, false),
+        (&over[..], 1, true),
+        (&never_ends[..], 1, true),
+    ] {
+        for size in 1..=input.len() {
+            let mut parser = SseParser::with_max_event_bytes(30);
+            let mut data = Vec::new();
+            for read in input.chunks(size) {
+                parser
+                    .feed::<()>(read, &mut |e| {
+                        data.push(e.data.to_owned());
+                        Ok(())
+                    })
+                    .unwrap();
+                assert!(parser.partial.len() <= 30, "{input:?} in reads of {size}");
+            }
+            assert_eq!(data.len(), dispatched, "{input:?} in reads of {size}");
+            assert_eq!(
+                parser.is_oversized(),
+                oversized,
+                "{input:?} in reads of {size}"
+            );
+        }
+    }
+}

@@ -1406,6 +1406,10 @@ fn limits_bound_memory() {
             wire_openai::Limits::default().with_max_total_bytes(100),
             "the stream exceeds the limit of 100",
         ),
+        (
+            wire_openai::Limits::default().with_max_event_bytes(100),
+            "one event of the stream exceeds the limit of 100",
+        ),
     ];
     for (limits, expected) in cases {
         let mut decoder = chat::StreamDecoder::new(limits);
@@ -1419,6 +1423,52 @@ fn limits_bound_memory() {
         };
         assert_eq!(err.to_string(), expected);
     }
+}
+
+/// One event of a stream, or a line that never ends, is held to `max_event_bytes` on both
+/// wires, as it arrives: the error names the limit, never the event's content, and the events
+/// before it are decoded. A whole answer sent in place of the stream, which has no events, is
+/// held to `max_total_bytes` only.
+#[test]
+fn one_event_is_held_to_its_limit_on_both_wires() {
+    let limits = wire_openai::Limits::default().with_max_event_bytes(64);
+    let chat_text = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n";
+    let responses_text = "data: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}\n\n";
+    let canary = format!("data: {{\"CANARY\":\"{}\"}}", "x".repeat(100));
+    // Its line ended in the same read (dispatched whole), or never.
+    for ended in ["\n\n", ""] {
+        let event = format!("{canary}{ended}");
+        let mut chat = chat::StreamDecoder::new(limits);
+        let mut responses = responses::StreamDecoder::new(limits);
+        for (text, result) in [
+            (
+                chat_text,
+                [chat_text.as_bytes(), event.as_bytes()]
+                    .into_iter()
+                    .map(|read| chat.feed(read))
+                    .collect::<Vec<_>>(),
+            ),
+            (
+                responses_text,
+                [responses_text.as_bytes(), event.as_bytes()]
+                    .into_iter()
+                    .map(|read| responses.feed(read))
+                    .collect::<Vec<_>>(),
+            ),
+        ] {
+            let shown: Vec<_> = result[0].as_ref().unwrap().iter().collect();
+            assert_eq!(shown.len(), 1, "{text}");
+            let error = result[1].as_ref().unwrap_err().to_string();
+            assert_eq!(
+                error, "one event of the stream exceeds the limit of 64",
+                "{text}"
+            );
+        }
+    }
+    let whole = r#"{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"a text longer than the event limit, which a whole answer is not held to"},"finish_reason":"stop"}]}"#;
+    let mut decoder = chat::StreamDecoder::new(limits);
+    decoder.feed(whole.as_bytes()).unwrap();
+    assert!(decoder.finish().is_ok());
 }
 
 /// A tool-call `index` is a number the server chooses: under limits set as high as they go

@@ -70,7 +70,8 @@ impl<D: Decoder> Decoder for Unlimited<D> {
             Limits::default()
                 .with_max_argument_bytes(usize::MAX)
                 .with_max_tool_calls(usize::MAX)
-                .with_max_total_bytes(usize::MAX),
+                .with_max_total_bytes(usize::MAX)
+                .with_max_event_bytes(usize::MAX),
         ))
     }
     fn with_limits(limits: Limits) -> Self {
