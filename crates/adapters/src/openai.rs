@@ -40,8 +40,12 @@
 //! **Retries.** A connection error, a request timeout, or a 408, 409, 429 or 5xx answer that
 //! happens *before the first body byte* is retried, up to [`OpenAiConfig::max_retries`] times,
 //! after exponential backoff with full jitter, or after the server's `retry-after-ms` /
-//! `Retry-After` (seconds) when it sends one. Nothing is retried once a body byte has arrived:
-//! the caller may already have shown the deltas. Nor is a call that reached its time limit, and
+//! `Retry-After` (seconds) when it sends one. A server that asks for a longer wait than
+//! [`OpenAiConfig::max_retry_after`] gets no retry: the call fails at once, its error naming the
+//! wait asked for and the limit. Neither is the wait cut to the limit nor the header ignored for
+//! the backoff (as OpenAI's SDKs do past 60 s): a server that asks for an hour (a spent quota)
+//! would refuse an earlier retry again, and the caller, told how long, can decide. Nothing is
+//! retried once a body byte has arrived: the caller may already have shown the deltas. Nor is a call that reached its time limit, and
 //! a retry whose wait would end past it is not made. Nor is a connection TLS refused for what
 //! another attempt would meet again: the server's certificate (untrusted, expired, for another
 //! name, none), or no TLS version or cipher suite in common ([`fails_again`]). Other 4xx are not
@@ -216,7 +220,8 @@ pub struct OpenAiConfig {
     pub base_backoff: Duration,
     /// The largest backoff bound.
     pub max_backoff: Duration,
-    /// The longest `Retry-After` the client waits; a server that asks for longer gets no retry.
+    /// The longest `Retry-After` the client waits; a server that asks for longer gets no retry,
+    /// and the error names the wait it asked for and this limit.
     pub max_retry_after: Duration,
     /// The decoder's memory limits.
     pub limits: Limits,
@@ -1622,7 +1627,11 @@ fn http_client(url: &Url, connect_timeout: Duration) -> Result<reqwest::Client, 
     let mut client = client_builder(connect_timeout)?;
     if let Some(host) = localhost_name(url) {
         use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-        // Port 0: the URL's own port is used.
+        // Port 0: the URL's own port is used. IPv4 first, where curl and glibc list `::1` first
+        // when IPv6 works: the local servers this is for (Ollama, llama.cpp, LM Studio) listen
+        // on IPv4 by default, and either order reaches a server on one family only, since a
+        // refused address gives way to the other at once (and a silent one after 300 ms: Happy
+        // Eyeballs). Only two servers on one port, one per family, tell the orders apart.
         let loopback = [
             SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             SocketAddr::from((Ipv6Addr::LOCALHOST, 0)),
