@@ -246,14 +246,26 @@ impl TieredBlobStore {
     pub const DEFAULT_MAX_ROW_BYTES: usize = 64 * 1024;
 
     /// Blobs up to `max_row_bytes` in `runs`' database, larger ones under
-    /// `<data_dir>/blobs/`.
+    /// `<data_dir>/blobs/`. A `max_row_bytes` larger than a row of the database holds
+    /// (SQLite's length limit, 1,000,000,000 bytes, less 128 for the rest of the row) is refused
+    /// as [`BlobStoreError::Backend`], naming both, since every put of a blob between the two
+    /// would fail.
     pub fn open(
         runs: &crate::SqliteStore,
         data_dir: impl AsRef<Path>,
         max_row_bytes: usize,
     ) -> Result<Self, BlobStoreError> {
+        let rows = runs.blob_store()?;
+        let most = max_blob_bytes(&crate::sqlite::lock_connection(&rows.conn))?;
+        if max_row_bytes > most {
+            return Err(BlobStoreError::Backend(format!(
+                "max_row_bytes {max_row_bytes} is more than a row of {} holds: a blob row holds \
+                 at most {most} bytes",
+                rows.path().display()
+            )));
+        }
         Ok(Self {
-            rows: runs.blob_store()?,
+            rows,
             files: crate::FsBlobStore::open(data_dir)?,
             max_row_bytes,
             read_only: false,
@@ -420,5 +432,28 @@ mod tests {
         let most = vec![7u8; max];
         let hash = blobs.put(&most).await.unwrap();
         assert_eq!(blobs.get(&hash).await.unwrap(), most);
+    }
+
+    /// A tier of rows larger than a row of the database holds (SQLite's length limit less the
+    /// row's overhead) is refused as the store opens, naming the setting and the most a row
+    /// holds, rather than failing every put of a blob between the two; the most is accepted.
+    #[test]
+    fn a_row_tier_past_the_row_limit_is_refused_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let runs = crate::SqliteStore::open(dir.path()).unwrap();
+        let max = max_blob_bytes(&crate::sqlite::lock_connection(
+            &runs.blob_store().unwrap().conn,
+        ))
+        .unwrap();
+        for too_many in [max + 1, usize::MAX] {
+            let err = TieredBlobStore::open(&runs, dir.path(), too_many).unwrap_err();
+            let message = err.to_string();
+            assert!(
+                message.contains(&format!("max_row_bytes {too_many}"))
+                    && message.contains(&format!("at most {max} bytes")),
+                "{message}"
+            );
+        }
+        TieredBlobStore::open(&runs, dir.path(), max).unwrap();
     }
 }
