@@ -32,7 +32,7 @@ mod lock;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
@@ -1064,29 +1064,96 @@ const NEVER_DECIDED_CALL: &str =
     "the run ended while this call waited for approval, before it paused: it never ran";
 
 /// The calls of `events` whose approval was requested and that were neither started nor
-/// answered: in a run that stopped before it paused, calls no one will decide. Each with its
-/// tool's id, which is the name the model called it by (`ToolCatalog::get_by_name`). A call
-/// the run had started (a cancel answers a waiting call with a start without arguments, then
-/// its result) is not one: it has its result, or is answered as a dangling call.
+/// answered after it (paired by order: [`Calls`]): in a run that stopped before it paused, calls
+/// no one will decide. Each with its tool's id, which is the name the model called it by
+/// (`ToolCatalog::get_by_name`). A call the run had started (a cancel answers a waiting call
+/// with a start without arguments, then its result) is not one: it has its result, or is
+/// answered as a dangling call.
 fn waiting_for_approval(events: &[AiEvent]) -> Vec<(&ToolCallId, &ai_core::ToolId)> {
-    let started_or_answered = |id: &ToolCallId| {
-        events.iter().any(|event| match event {
-            AiEvent::ToolCallStart { tool_call_id, .. }
-            | AiEvent::ToolCallResult { tool_call_id, .. } => tool_call_id == id,
-            _ => false,
-        })
-    };
-    events
-        .iter()
-        .filter_map(|event| match event {
+    let mut calls = Calls::default();
+    let mut requested = Vec::new();
+    for event in events {
+        match event {
             AiEvent::ApprovalRequired {
                 tool_call_id,
                 tool_id,
                 ..
-            } if !started_or_answered(tool_call_id) => Some((tool_call_id, tool_id)),
-            _ => None,
-        })
+            } => requested.push((calls.requested(tool_call_id), tool_call_id, tool_id)),
+            AiEvent::ToolCallStart { tool_call_id, .. } => {
+                calls.started(tool_call_id);
+            }
+            AiEvent::ToolCallResult { tool_call_id, .. } => {
+                calls.answered(tool_call_id);
+            }
+            _ => {}
+        }
+    }
+    let waiting = calls.waiting();
+    requested
+        .into_iter()
+        .filter(|(call, ..)| waiting.contains(call))
+        .map(|(_, tool_call_id, tool_id)| (tool_call_id, tool_id))
         .collect()
+}
+
+/// A run's tool calls, paired with their events by order as the run store pairs them for
+/// recovery (`RunStore::recover_interrupted`), so that a call id used twice in a run is two
+/// calls, each with its own answer. A call begins with its start, or with its approval request;
+/// a start of an id whose request is still waiting for it is that call's (a cancel shows a
+/// waiting call ended with a start without arguments, then its result). A result answers the
+/// earliest unanswered call of its id; one that comes before any answers none.
+#[derive(Default)]
+struct Calls<'a> {
+    /// Each call id's unanswered calls, oldest first: the call's number, and whether it still
+    /// waits for its start (its approval requested, no start since).
+    open: HashMap<&'a ToolCallId, VecDeque<(usize, bool)>>,
+    /// How many calls began.
+    began: usize,
+}
+
+impl<'a> Calls<'a> {
+    /// A call whose approval is requested: its number.
+    fn requested(&mut self, id: &'a ToolCallId) -> usize {
+        self.begin(id, true)
+    }
+
+    /// A start: the number of the call it begins, or `None` when it is the start of a call
+    /// whose request waited for it.
+    fn started(&mut self, id: &'a ToolCallId) -> Option<usize> {
+        let waiting = self
+            .open
+            .get_mut(id)
+            .and_then(|calls| calls.iter_mut().find(|(_, waits)| *waits));
+        match waiting {
+            Some((_, waits)) => {
+                *waits = false;
+                None
+            }
+            None => Some(self.begin(id, false)),
+        }
+    }
+
+    /// A result: the number of the call it answers, if any.
+    fn answered(&mut self, id: &ToolCallId) -> Option<usize> {
+        self.open.get_mut(id)?.pop_front().map(|(call, _)| call)
+    }
+
+    /// The numbers of the calls whose approval was requested and that were neither started nor
+    /// answered since.
+    fn waiting(&self) -> HashSet<usize> {
+        self.open
+            .values()
+            .flatten()
+            .filter_map(|&(call, waits)| waits.then_some(call))
+            .collect()
+    }
+
+    fn begin(&mut self, id: &'a ToolCallId, waits: bool) -> usize {
+        let call = self.began;
+        self.began += 1;
+        self.open.entry(id).or_default().push_back((call, waits));
+        call
+    }
 }
 
 /// The run's input, or what keeps it from being read (never the blob's content).
@@ -1167,6 +1234,13 @@ fn repaired_state(
         | AiEvent::ToolCallResult { tool_call_id, .. } => !paused.contains(&tool_call_id),
         _ => true,
     });
+    // Paired by order, as recovery pairs them; a call whose id the thread holds already (a
+    // provider that reuses ids, recorded by a loop that did not rename them) is recorded under
+    // the id the reducer gives it, so each call keeps its own answer.
+    let mut ids = graph::CallIds::of(&messages);
+    let mut calls = Calls::default();
+    // Each call's id in the rebuilt history, by its number.
+    let mut recorded_ids: Vec<ToolCallId> = Vec::new();
     for event in later {
         match event {
             AiEvent::TextDelta { delta } => text.push_str(delta),
@@ -1178,34 +1252,44 @@ fn repaired_state(
                 args,
                 ..
             } => {
+                calls.requested(tool_call_id);
+                let id = ids.claim(tool_call_id);
                 flush(&mut text, &mut items);
                 items.push(HistoryItem::ToolCall {
-                    id: tool_call_id.clone(),
+                    id: id.clone(),
                     name: tool_id.as_str().into(),
                     arguments: args.to_string(),
                 });
+                recorded_ids.push(id);
             }
             AiEvent::ToolCallStart {
                 tool_call_id,
                 tool_name,
                 args,
-            } if !started(&items, tool_call_id) => {
+            } => {
+                if calls.started(tool_call_id).is_none() {
+                    continue;
+                }
+                let id = ids.claim(tool_call_id);
                 flush(&mut text, &mut items);
                 items.push(HistoryItem::ToolCall {
-                    id: tool_call_id.clone(),
+                    id: id.clone(),
                     name: tool_name.to_string(),
                     arguments: args.as_ref().map_or_else(|| "{}".into(), |a| a.to_string()),
                 });
+                recorded_ids.push(id);
             }
             AiEvent::ToolCallResult {
                 tool_call_id,
                 outcome,
                 ..
-            } if started(&items, tool_call_id) => {
-                items.push(HistoryItem::ToolResult {
-                    tool_call_id: tool_call_id.clone(),
-                    content: outcome.model_content(),
-                });
+            } => {
+                if let Some(call) = calls.answered(tool_call_id) {
+                    items.push(HistoryItem::ToolResult {
+                        tool_call_id: recorded_ids[call].clone(),
+                        content: outcome.model_content(),
+                    });
+                }
             }
             _ => {}
         }
@@ -1214,10 +1298,4 @@ fn repaired_state(
     messages.extend(reconstruct_history(&items).ok()?);
     let state = input.thread_state.with_history(messages).ok()?;
     serde_json::to_value(state).ok()
-}
-
-fn started(items: &[HistoryItem], id: &ToolCallId) -> bool {
-    items
-        .iter()
-        .any(|item| matches!(item, HistoryItem::ToolCall { id: call, .. } if call == id))
 }

@@ -44,8 +44,8 @@ pub use ai_core;
 pub use driver::{Agent, AgentConfig, GraphError};
 pub use history::{HistoryItem, ReconstructError, reconstruct_history};
 pub use reducer::{
-    AgentEvent, AgentState, ApprovalDecision, Intent, MAX_DENIAL_REASON_CHARS, PendingApproval,
-    Phase, denial_message, reduce,
+    AgentEvent, AgentState, ApprovalDecision, CallIds, Intent, MAX_DENIAL_REASON_CHARS,
+    PendingApproval, Phase, denial_message, reduce,
 };
 pub use store::InMemoryThreadStore;
 

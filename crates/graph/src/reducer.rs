@@ -617,8 +617,10 @@ fn settle(
 const TOOL_CALL_ID_MAX_CHARS: usize = 128;
 
 /// The ids a thread's calls hold, from which each new call claims a free one (see
-/// [`CallIds::claim`]).
-pub(crate) struct CallIds {
+/// [`CallIds::claim`]): the rule by which the reducer renames a call whose id is taken, for
+/// whoever rebuilds a turn from its events (crash recovery) to record its calls as the loop
+/// would.
+pub struct CallIds {
     taken: HashSet<ToolCallId>,
     /// For each id renamed so far, the suffix its next rename tries first: every lower one is
     /// held, and ids are only ever added, so the search never tries a candidate twice and a
@@ -631,7 +633,7 @@ pub(crate) struct CallIds {
 
 impl CallIds {
     /// The ids of every tool call the assistant messages of `messages` made.
-    pub(crate) fn of(messages: &[Message]) -> Self {
+    pub fn of(messages: &[Message]) -> Self {
         let taken = messages
             .iter()
             .filter_map(|message| match message {
@@ -653,7 +655,7 @@ impl CallIds {
     /// holds it, else the first of `{id}_2`, `{id}_3`, … that none holds (`id` cut short so
     /// that the result keeps within 128 characters). The same history and calls always get the
     /// same ids.
-    pub(crate) fn claim(&mut self, id: &ToolCallId) -> ToolCallId {
+    pub fn claim(&mut self, id: &ToolCallId) -> ToolCallId {
         if self.taken.insert(id.clone()) {
             return id.clone();
         }

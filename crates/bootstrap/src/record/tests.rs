@@ -2529,3 +2529,98 @@ async fn a_run_whose_task_dies_while_its_log_fails_is_shown_one_done() {
     let closing = runs.load_run(&run).await.unwrap().events;
     assert_error_then_done(&closing);
 }
+
+/// A run whose provider reused a call id (an earlier build's loop recorded it as sent): each
+/// start is a call of its own, answered by the first result of its id that follows it, as the
+/// run store pairs them for recovery. So the rebuilt turn holds both calls, the second under
+/// the id the loop gives a reused one today (`{id}_2`), each with its own answer, instead of
+/// failing on the second result and keeping the thread from before the run.
+#[test]
+fn recovery_rebuilds_a_reused_call_id_as_two_calls_paired_by_order() {
+    use ai_core::{Message, ToolErrorCode, ToolFailure, ToolOutcome};
+    let id = |s: &str| ToolCallId::new(s).unwrap();
+    let input = super::RunInput {
+        thread_state: graph::AgentState::new(None, std::num::NonZeroU32::new(10).unwrap()),
+        turn: crate::Turn::UserMessage("twice".into()),
+        loop_revision: Some(graph::LOOP_REVISION),
+        settings: None,
+    };
+    let start = AiEvent::ToolCallStart {
+        tool_call_id: id("c1"),
+        tool_name: "core__get_current_time".into(),
+        args: Some(Arc::new(serde_json::json!({}))),
+    };
+    let recorded = vec![
+        AiEvent::StepStarted { step: 1 },
+        start.clone(),
+        AiEvent::ToolCallResult {
+            tool_call_id: id("c1"),
+            tool_name: "core__get_current_time".into(),
+            outcome: ToolOutcome::Ok {
+                value: Arc::new(serde_json::json!("FIRST-ANSWER")),
+            },
+        },
+        AiEvent::StepStarted { step: 2 },
+        start,
+    ];
+    let closing = vec![AiEvent::ToolCallResult {
+        tool_call_id: id("c1"),
+        tool_name: "core__get_current_time".into(),
+        outcome: ToolOutcome::Error(ToolFailure::new(
+            ToolErrorCode::Interrupted,
+            "SECOND-STOPPED",
+        )),
+    }];
+    let repaired = super::repaired_state(input, &recorded, &closing)
+        .expect("a valid thread with both calls of the interrupted turn");
+    let state: graph::AgentState = serde_json::from_value(repaired).unwrap();
+    let answers: Vec<(String, String)> = state
+        .messages()
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool {
+                tool_call_id,
+                content,
+            } => Some((tool_call_id.as_str().to_owned(), content.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(answers[0].0, "c1");
+    assert!(answers[0].1.contains("FIRST-ANSWER"), "{answers:?}");
+    assert_eq!(answers[1].0, "c1_2");
+    assert!(answers[1].1.contains("SECOND-STOPPED"), "{answers:?}");
+}
+
+/// A call waiting for approval whose id an earlier, answered call of the run used: it is still
+/// waiting (the start and result before it were another call's), so the closing answers it.
+/// Only a start after its request is its own.
+#[test]
+fn a_waiting_call_is_paired_with_a_start_after_its_request_only() {
+    use ai_core::ToolOutcome;
+    let id = ToolCallId::new("c1").unwrap();
+    let start = AiEvent::ToolCallStart {
+        tool_call_id: id.clone(),
+        tool_name: "core__write".into(),
+        args: None,
+    };
+    let result = AiEvent::ToolCallResult {
+        tool_call_id: id.clone(),
+        tool_name: "core__write".into(),
+        outcome: ToolOutcome::Ok {
+            value: Arc::new(serde_json::json!(1)),
+        },
+    };
+    let waiting = waited_for_approval("c1", "a.txt");
+    let before = [start.clone(), result.clone(), waiting.clone()];
+    let names: Vec<&str> = super::waiting_for_approval(&before)
+        .iter()
+        .map(|(call, tool)| {
+            assert_eq!(tool.as_str(), "core__write");
+            call.as_str()
+        })
+        .collect();
+    assert_eq!(names, ["c1"]);
+    // Its own start (a cancel's, without arguments) takes it.
+    assert!(super::waiting_for_approval(&[waiting, start, result]).is_empty());
+}
