@@ -157,7 +157,7 @@ const EXTERNAL: &[(&str, &[External], &str)] = &[
         "cogni-ai-core",
         &[
             ext("async-trait", None, "the async port traits"),
-            ext("foldhash", None, "the runner's per-tool statistics map"),
+            ext("foldhash", None, "the runner's tool map, breaker buckets"),
             ext("serde", None, "(de)serializes its types"),
             ext("serde_json", None, "JSON arguments, results and events"),
             ext("sha2", None, "content digests"),

@@ -180,8 +180,8 @@ fn approval_harness() -> (Arc<FakeTool>, Harness) {
 }
 
 /// A tool whose effect needs approval is shown, and a call to it pauses (no start, no result,
-/// an `ApprovalRequired` with the hash of its canonical arguments) until an approval naming the
-/// call id and that hash is present; a mismatched approval fails closed.
+/// an `ApprovalRequired` with the hash of its tool's id and canonical arguments) until an
+/// approval naming the call id and that hash is present; a mismatched approval fails closed.
 #[tokio::test]
 async fn step2_require_approval_pauses_until_an_exact_approval() {
     let (t, mut h) = approval_harness();
