@@ -164,13 +164,19 @@ async function validateAgui(bytes) {
 
   // cogni contract: one run per response, ending in RUN_FINISHED or RUN_ERROR;
   // TOOL_CALL_RESULT for a tool call started in this run only after its TOOL_CALL_END (a run that
-  // resumes from interrupts answers calls an earlier run showed, without starting them again).
+  // resumes from interrupts answers calls an earlier run showed, without starting them again);
+  // one TOOL_CALL_RESULT per call id (verifyEvents lets an id be started again after its end).
   const started = new Set();
   const ended = new Set();
   const answered = new Set();
   const openText = new Set();
   parsed.forEach((ev, i) => {
-    if (ev.type === "TOOL_CALL_RESULT") answered.add(ev.toolCallId);
+    if (ev.type === "TOOL_CALL_RESULT") {
+      // @ag-ui/client keeps each result as a tool message of its own: the next run's model
+      // would get two answers to one call.
+      if (answered.has(ev.toolCallId)) fail(`event[${i}] (TOOL_CALL_RESULT): [cogni] a second TOOL_CALL_RESULT for toolCallId '${ev.toolCallId}'`);
+      answered.add(ev.toolCallId);
+    }
     if (ev.type === "TEXT_MESSAGE_START") openText.add(ev.messageId);
     if (ev.type === "TEXT_MESSAGE_END") openText.delete(ev.messageId);
     if (ev.type === "RUN_STARTED" && i !== 0) fail(`event[${i}] (RUN_STARTED): [cogni] a response carries exactly one run; RUN_STARTED only as event[0]`);
@@ -293,10 +299,13 @@ async function validateAisdk(bytes, { continues, v5 = true } = {}) {
 
   // cogni contract (see README): start first; steps bracketed and not nested; content only
   // inside a step; text/reasoning parts closed before finish-step; tool output only after
-  // tool-input-available; last chunk is finish, error or abort; nothing after finish.
-  // A resumed stream answers calls its message shows already, before its first step (as ai 6's
-  // own streamText does), and names no new message.
+  // tool-input-available; one output per call id; last chunk is finish, error or abort; nothing
+  // after finish. A resumed stream answers calls its message shows already, before its first
+  // step (as ai 6's own streamText does), and names no new message.
   const openText = new Set();
+  // Calls whose output (`tool-output-available`, `-error` or `-denied`) came: the client takes a
+  // second one without a word, replacing the first in the call's part.
+  const outputs = new Set();
   const inputAvailable = new Set((continues?.parts ?? []).filter((p) => p.toolCallId).map((p) => p.toolCallId));
   let inStep = false;
   let errorInStep = false;
@@ -337,6 +346,10 @@ async function validateAisdk(bytes, { continues, v5 = true } = {}) {
         if (c.type === "tool-input-available" && !("input" in raw[k])) fail(`${where} \`input\` missing (the schema lets it be undefined; always send it)`);
         if (c.type === "tool-output-available" && !("output" in raw[k])) fail(`${where} \`output\` missing (the schema lets it be undefined; always send it)`);
         if (c.type === "tool-input-available") inputAvailable.add(c.toolCallId);
+        if (c.type === "tool-output-available" || c.type === "tool-output-error" || c.type === "tool-output-denied") {
+          if (outputs.has(c.toolCallId)) fail(`${where} a second output for toolCallId '${c.toolCallId}'`);
+          outputs.add(c.toolCallId);
+        }
         if ((c.type === "tool-output-available" || c.type === "tool-output-error") && !inputAvailable.has(c.toolCallId)) {
           fail(`${where} toolCallId '${c.toolCallId}' has no earlier tool-input-available`);
         }
