@@ -528,10 +528,11 @@ impl Translator {
         }
     }
 
-    /// A translator for a run that continues from interrupts: `calls` were shown, whole, by an
-    /// earlier run of the thread, so their results are sent without opening them again (a
-    /// second `TOOL_CALL_ARGS` would append to the arguments the client holds). Each comes with
-    /// whether the user approved it (`false` for a denied call, or one a new message cancels).
+    /// A translator for a run of the thread that continues from interrupts: `calls` were shown,
+    /// whole, by an earlier run of the thread, so their results are sent without opening them
+    /// again (a second `TOOL_CALL_ARGS` would append to the arguments the client holds). Each
+    /// comes with whether the user approved it (`false` for a denied call, or one a new message
+    /// cancels). With no calls, it is [`Translator::new`].
     ///
     /// A run that ends before a call's result (its log could not be written, its task died)
     /// still answers it before `RUN_ERROR`, as it answers its own calls: an approved call may
@@ -541,19 +542,46 @@ impl Translator {
     ///
     /// A call named twice is one call, answered once: approved if either answer approves it,
     /// so it is never said to have never run when it may have.
-    pub fn continuing(mut self, calls: impl IntoIterator<Item = (ToolCallId, bool)>) -> Self {
+    ///
+    /// ```
+    /// use ai_core::{AiEvent, DoneReason, ToolCallId};
+    /// use wire_ui::agui::{AguiEvent, Translator};
+    /// let call = ToolCallId::new("call_1").unwrap();
+    /// let mut t = Translator::continuing("t1", "r2", [(call, true)]);
+    /// let mut out = t.start();
+    /// out.extend(t.push(&AiEvent::Done { reason: DoneReason::Error }));
+    /// // The run died before the call's result: it is answered all the same, never started.
+    /// assert!(matches!(out[1], AguiEvent::ToolCallResult { .. }));
+    /// ```
+    ///
+    /// A translator is made continuing, never turned into one once used: the calls of a stream
+    /// already under way would be answered as another run's.
+    ///
+    /// ```compile_fail,E0599
+    /// use ai_core::ToolCallId;
+    /// use wire_ui::agui::Translator;
+    /// let mut t = Translator::new("t1", "r2");
+    /// let _ = t.start();
+    /// let t = t.continuing(Vec::<(ToolCallId, bool)>::new());
+    /// ```
+    pub fn continuing(
+        thread_id: impl Into<String>,
+        run_id: impl Into<String>,
+        calls: impl IntoIterator<Item = (ToolCallId, bool)>,
+    ) -> Self {
+        let mut translator = Self::new(thread_id, run_id);
         for (id, approved) in calls {
             let state = match approved {
                 true => CallState::Approved,
                 false => CallState::NotApproved,
             };
-            match self.calls.iter_mut().find(|(known, _)| *known == id) {
+            match translator.calls.iter_mut().find(|(known, _)| *known == id) {
                 Some((_, known)) if *known == CallState::NotApproved => *known = state,
                 Some(_) => {}
-                None => self.calls.push((id, state)),
+                None => translator.calls.push((id, state)),
             }
         }
-        self
+        translator
     }
 
     /// The first event: `RUN_STARTED`. It is sent once: a later call returns nothing, and a

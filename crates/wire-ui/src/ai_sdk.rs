@@ -502,19 +502,47 @@ impl Translator {
         self
     }
 
-    /// For a run that resumes from the user's answers to approval requests (call id → approved):
-    /// the stream continues the client's last assistant message, where those calls are shown
-    /// already, so `start` names no new message, only the calls' results follow, and a denied
-    /// call's is `tool-output-denied`.
+    /// A translator for a run that resumes from the user's answers to approval requests (call id
+    /// → approved): the stream continues the client's last assistant message, where those calls
+    /// are shown already, so `start` names no new message, only the calls' results follow, and a
+    /// denied call's is `tool-output-denied`.
     ///
     /// A call named twice is one call, answered once: approved if either answer approves it,
     /// so it is never said to have never run when it may have.
-    pub fn continuing(mut self, answers: impl IntoIterator<Item = (ToolCallId, bool)>) -> Self {
-        self.resumes = true;
+    ///
+    /// ```
+    /// use ai_core::{AiEvent, DoneReason, ToolCallId};
+    /// use wire_ui::ai_sdk::{Translator, UiChunk};
+    /// let call = ToolCallId::new("call_1").unwrap();
+    /// let mut t = Translator::continuing("r2", [(call, false)]).with_approvals();
+    /// let mut out = t.start();
+    /// out.extend(t.push(&AiEvent::Done { reason: DoneReason::Error }));
+    /// // The same message goes on; the denied call is answered though the run died first.
+    /// assert_eq!(out[0], UiChunk::Start { message_id: None });
+    /// assert!(matches!(out[1], UiChunk::ToolOutputError { .. }));
+    /// ```
+    ///
+    /// A translator is made continuing, never turned into one once used: its `start` may have
+    /// named a new message already, and the calls of a stream under way would be answered as an
+    /// earlier run's.
+    ///
+    /// ```compile_fail,E0599
+    /// use ai_core::ToolCallId;
+    /// use wire_ui::ai_sdk::Translator;
+    /// let mut t = Translator::new("r2");
+    /// let _ = t.start();
+    /// let t = t.continuing(Vec::<(ToolCallId, bool)>::new());
+    /// ```
+    pub fn continuing(
+        run_id: impl Into<String>,
+        answers: impl IntoIterator<Item = (ToolCallId, bool)>,
+    ) -> Self {
+        let mut translator = Self::new(run_id);
+        translator.resumes = true;
         for (id, approved) in answers {
-            match self.call_mut(&id) {
+            match translator.call_mut(&id) {
                 Some(call) => call.denied &= !approved,
-                None => self.calls.push(Call {
+                None => translator.calls.push(Call {
                     id,
                     name: String::new(),
                     state: CallState::Resumed,
@@ -523,7 +551,7 @@ impl Translator {
                 }),
             }
         }
-        self
+        translator
     }
 
     /// The first chunk: `start`, naming the assistant message (none when the run continues the

@@ -102,7 +102,7 @@ pub(super) async fn run(
         .cloned()
         .chain(started.superseded.iter().map(|id| (id.clone(), false)))
         .collect();
-    let mut translator = Translator::new(input.thread_id, input.run_id).continuing(shown);
+    let mut translator = Translator::continuing(input.thread_id, input.run_id, shown);
     let first = translator.start().iter().map(sse::frame).collect();
     Ok(sse_response(first, started, Stream(translator), &[]))
 }

@@ -106,15 +106,15 @@ pub(super) async fn run(
     }
     let run_id = state.next_run_id();
     let started = start_run(&state, &request.id, &run_id, incoming).await?;
-    let mut translator = Translator::new(run_id);
+    // The calls a resume decides (the answered ones and the unanswered, denied) were shown in
+    // the client's last message: the stream continues it.
+    let mut translator = match started.resumed.is_empty() {
+        true => Translator::new(run_id),
+        false => Translator::continuing(run_id, started.resumed.clone()),
+    };
     if state.ai_sdk_version >= 6 {
         // Clients from ai 6 on: they also read a cut answer's reason in `finish.finishReason`.
         translator = translator.with_approvals().with_finish_reason();
-    }
-    // The calls a resume decides (the answered ones and the unanswered, denied) were shown in
-    // the client's last message: the stream continues it.
-    if !started.resumed.is_empty() {
-        translator = translator.continuing(started.resumed.clone());
     }
     let first = translator.start().iter().map(sse::frame).collect();
     let superseded = started.superseded.clone();

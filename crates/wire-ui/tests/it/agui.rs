@@ -525,10 +525,14 @@ fn a_refused_call_without_a_result_at_the_end_is_told_it_was_refused() {
 #[test]
 fn a_cut_stream_tells_its_open_calls_the_run_goes_on() {
     use ai_core::ToolCallId;
-    let mut t = Translator::new("thread-1", "run-1").continuing([
-        (ToolCallId::new("call_5").unwrap(), true),
-        (ToolCallId::new("call_6").unwrap(), false),
-    ]);
+    let mut t = Translator::continuing(
+        "thread-1",
+        "run-1",
+        [
+            (ToolCallId::new("call_5").unwrap(), true),
+            (ToolCallId::new("call_6").unwrap(), false),
+        ],
+    );
     let mut out = t.start();
     for event in crate::scenarios::calls_in_flight_at_a_cut() {
         out.extend(t.push(&event));
@@ -724,7 +728,7 @@ fn a_resumed_run_that_fails_before_its_results_answers_the_calls_it_continues() 
     use ai_core::{AiEvent, DoneReason, ToolCallId, ToolOutcome};
     let answers = [("call_w", true), ("call_x", false), ("call_y", true)]
         .map(|(id, approved)| (ToolCallId::new(id).unwrap(), approved));
-    let mut t = Translator::new("thread-1", "run-2").continuing(answers);
+    let mut t = Translator::continuing("thread-1", "run-2", answers);
     let mut out = t.start();
     for event in [
         AiEvent::ToolCallStart {
@@ -810,7 +814,7 @@ fn a_call_started_without_arguments_that_loses_its_result_never_ran() {
             "the run ended before this call's result arrived; it was refused, so it never ran",
         ),
     ] {
-        let mut t = Translator::new("thread-1", "run-2").continuing(continuing);
+        let mut t = Translator::continuing("thread-1", "run-2", continuing);
         let mut out = t.start();
         for event in events.iter().chain(&end) {
             out.extend(t.push(event));
@@ -829,10 +833,13 @@ fn a_call_started_without_arguments_that_loses_its_result_never_ran() {
             "{call}"
         );
         // The AI SDK stream says the same of the same call.
-        let mut t = wire_ui::ai_sdk::Translator::new("run-2");
-        if call == "call_x" {
-            t = t.continuing([(ToolCallId::new(call).unwrap(), false)]);
-        }
+        let mut t = match call {
+            "call_x" => wire_ui::ai_sdk::Translator::continuing(
+                "run-2",
+                [(ToolCallId::new(call).unwrap(), false)],
+            ),
+            _ => wire_ui::ai_sdk::Translator::new("run-2"),
+        };
         let mut chunks = t.start();
         for event in events.iter().chain(&end) {
             chunks.extend(t.push(event));
@@ -1004,7 +1011,7 @@ fn a_call_continued_twice_is_answered_once() {
     let end = AiEvent::Done {
         reason: DoneReason::Error,
     };
-    let mut t = Translator::new("thread-1", "run-2").continuing(answers.clone());
+    let mut t = Translator::continuing("thread-1", "run-2", answers.clone());
     let mut out = t.start();
     out.extend(t.push(&end));
     verify(&out).unwrap();
@@ -1015,7 +1022,7 @@ fn a_call_continued_twice_is_answered_once() {
         [serde_json::json!({"error": {"message": may_have_run}}).to_string()],
     );
 
-    let mut t = wire_ui::ai_sdk::Translator::new("run-2").continuing(answers);
+    let mut t = wire_ui::ai_sdk::Translator::continuing("run-2", answers);
     let mut chunks = t.start();
     chunks.extend(t.push(&end));
     crate::ai_sdk::verify_continuing(&chunks, &["call_1"]).unwrap();

@@ -180,7 +180,7 @@ fn approvals_for_ai_6_clients() {
 
     let answers = [("call_w", true), ("call_x", false)]
         .map(|(id, approved)| (ai_core::ToolCallId::new(id).unwrap(), approved));
-    let mut t = Translator::new("run-2").continuing(answers);
+    let mut t = Translator::continuing("run-2", answers);
     let mut out = t.start();
     for event in crate::scenarios::resumed_after_approval() {
         out.extend(t.push(&event));
@@ -772,10 +772,13 @@ fn a_refused_call_without_a_result_at_the_end_is_told_it_was_refused() {
 #[test]
 fn a_cut_stream_tells_its_open_calls_the_run_goes_on() {
     use ai_core::ToolCallId;
-    let mut t = Translator::new("run-1").continuing([
-        (ToolCallId::new("call_5").unwrap(), true),
-        (ToolCallId::new("call_6").unwrap(), false),
-    ]);
+    let mut t = Translator::continuing(
+        "run-1",
+        [
+            (ToolCallId::new("call_5").unwrap(), true),
+            (ToolCallId::new("call_6").unwrap(), false),
+        ],
+    );
     let mut out = t.start();
     for event in crate::scenarios::calls_in_flight_at_a_cut() {
         out.extend(t.push(&event));
@@ -850,9 +853,7 @@ fn a_resumed_run_that_fails_before_its_results_settles_the_answered_calls() {
     use ai_core::{AiEvent, DoneReason, ToolCallId};
     let answers = [("call_w", true), ("call_x", false)]
         .map(|(id, approved)| (ToolCallId::new(id).unwrap(), approved));
-    let mut t = Translator::new("run-2")
-        .with_approvals()
-        .continuing(answers);
+    let mut t = Translator::continuing("run-2", answers).with_approvals();
     let mut out = t.start();
     out.extend(t.push(&AiEvent::Error {
         message: "the run could not be recorded".into(),

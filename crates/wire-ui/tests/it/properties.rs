@@ -279,7 +279,7 @@ pub(crate) fn translate<T: Translate>(
 }
 
 fn agui_translator(continuing: &[(ToolCallId, bool)]) -> agui::Translator {
-    agui::Translator::new("t", "r").continuing(continuing.iter().cloned())
+    agui::Translator::continuing("t", "r", continuing.iter().cloned())
 }
 
 fn ai_sdk_translator(
@@ -287,15 +287,15 @@ fn ai_sdk_translator(
     approvals: bool,
     finish_reason: bool,
 ) -> ai_sdk::Translator {
-    let mut t = ai_sdk::Translator::new("r");
+    let mut t = match continuing {
+        [] => ai_sdk::Translator::new("r"),
+        _ => ai_sdk::Translator::continuing("r", continuing.iter().cloned()),
+    };
     if approvals {
         t = t.with_approvals();
     }
     if finish_reason {
         t = t.with_finish_reason();
-    }
-    if !continuing.is_empty() {
-        t = t.continuing(continuing.iter().cloned());
     }
     t
 }
