@@ -452,8 +452,8 @@ enum CallState {
     /// `TOOL_CALL_START` sent, arguments may follow.
     Open,
     /// `TOOL_CALL_RESULT` sent: the call is over. Nothing more is sent for it (an event that
-    /// names it again, its id reused, is dropped): a second result would give the client two
-    /// tool messages answering one call.
+    /// names it again, its id reused, is dropped, and `push` says so): a second result would
+    /// give the client two tool messages answering one call.
     Answered,
     /// `TOOL_CALL_END` sent for a call that started to run (its `ToolCallStart` came, with
     /// arguments); its `TOOL_CALL_RESULT` is due.
@@ -479,11 +479,12 @@ enum CallState {
 /// use wire_ui::agui::{AguiEvent, Translator};
 /// let mut t = Translator::new("t1", "r1");
 /// let mut out = t.start();
-/// out.extend(t.push(&AiEvent::TextDelta { delta: "Hi".into() }));
-/// out.extend(t.push(&AiEvent::Done { reason: DoneReason::Stop }));
+/// out.extend(t.push(&AiEvent::TextDelta { delta: "Hi".into() })?);
+/// out.extend(t.push(&AiEvent::Done { reason: DoneReason::Stop })?);
 /// assert!(matches!(out.first(), Some(AguiEvent::RunStarted { .. })));
 /// assert!(matches!(out.last(), Some(AguiEvent::RunFinished { .. })));
 /// assert!(t.is_finished());
+/// # Ok::<(), wire_ui::ReusedCallId>(())
 /// ```
 #[derive(Debug)]
 pub struct Translator {
@@ -549,9 +550,10 @@ impl Translator {
     /// let call = ToolCallId::new("call_1").unwrap();
     /// let mut t = Translator::continuing("t1", "r2", [(call, true)]);
     /// let mut out = t.start();
-    /// out.extend(t.push(&AiEvent::Done { reason: DoneReason::Error }));
+    /// out.extend(t.push(&AiEvent::Done { reason: DoneReason::Error })?);
     /// // The run died before the call's result: it is answered all the same, never started.
     /// assert!(matches!(out[1], AguiEvent::ToolCallResult { .. }));
+    /// # Ok::<(), wire_ui::ReusedCallId>(())
     /// ```
     ///
     /// A translator is made continuing, never turned into one once used: the calls of a stream
@@ -629,17 +631,20 @@ impl Translator {
 
     /// The AG-UI events for one runtime event (often none or one), after `RUN_STARTED` if it
     /// was not sent. After the terminal event, nothing more is produced.
-    pub fn push(&mut self, event: &AiEvent) -> Vec<AguiEvent> {
+    ///
+    /// # Errors
+    ///
+    /// [`ReusedCallId`](crate::ReusedCallId) for an event that names a tool call this stream
+    /// has answered (its `TOOL_CALL_RESULT` sent): a call's result is its last word, so the event
+    /// is dropped, nothing is produced, and the stream stays valid.
+    pub fn push(&mut self, event: &AiEvent) -> Result<Vec<AguiEvent>, crate::ReusedCallId> {
         let mut out = Vec::new();
         if self.finished {
-            return out;
+            return Ok(out);
         }
+        // No call is answered before `RUN_STARTED`: refusing here drops nothing it would send.
+        crate::reused_call_id(event, |id| self.state(id) == Some(CallState::Answered))?;
         self.begin(&mut out);
-        // A call's result is its last word: an event naming it again (its id reused) is dropped.
-        if crate::tool_call_id(event).is_some_and(|id| self.state(id) == Some(CallState::Answered))
-        {
-            return out;
-        }
         match event {
             AiEvent::StepStarted { step } => {
                 self.close_text(&mut out);
@@ -760,7 +765,7 @@ impl Translator {
             // Retries, usage and empty fragments have no AG-UI event of their own.
             _ => {}
         }
-        out
+        Ok(out)
     }
 
     fn open_text(&mut self, out: &mut Vec<AguiEvent>) -> String {

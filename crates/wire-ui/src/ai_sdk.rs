@@ -393,8 +393,8 @@ enum CallState {
     /// `tool-input-start` sent.
     Streaming,
     /// Its output sent (`tool-output-available`, `-error` or `-denied`): the call is over.
-    /// Nothing more is sent for it (an event that names it again, its id reused, is dropped):
-    /// a second output would replace the first in the client's part.
+    /// Nothing more is sent for it (an event that names it again, its id reused, is dropped, and
+    /// `push` says so): a second output would replace the first in the client's part.
     Answered,
     /// `tool-input-start` sent for a call the runner refused before running it (its
     /// `ToolCallStart` came without arguments): its input is complete, and its
@@ -431,10 +431,11 @@ struct Call {
 /// use wire_ui::ai_sdk::{Translator, UiChunk};
 /// let mut t = Translator::new("r1");
 /// let mut out = t.start();
-/// out.extend(t.push(&AiEvent::StepStarted { step: 1 }));
-/// out.extend(t.push(&AiEvent::TextDelta { delta: "Hi".into() }));
-/// out.extend(t.push(&AiEvent::Done { reason: DoneReason::Stop }));
+/// out.extend(t.push(&AiEvent::StepStarted { step: 1 })?);
+/// out.extend(t.push(&AiEvent::TextDelta { delta: "Hi".into() })?);
+/// out.extend(t.push(&AiEvent::Done { reason: DoneReason::Stop })?);
 /// assert!(matches!(out.last(), Some(UiChunk::Finish { .. })));
+/// # Ok::<(), wire_ui::ReusedCallId>(())
 /// ```
 ///
 /// Calls that wait for approval are shown with their input and, for clients from ai 6 on
@@ -516,10 +517,11 @@ impl Translator {
     /// let call = ToolCallId::new("call_1").unwrap();
     /// let mut t = Translator::continuing("r2", [(call, false)]).with_approvals();
     /// let mut out = t.start();
-    /// out.extend(t.push(&AiEvent::Done { reason: DoneReason::Error }));
+    /// out.extend(t.push(&AiEvent::Done { reason: DoneReason::Error })?);
     /// // The same message goes on; the denied call is answered though the run died first.
     /// assert_eq!(out[0], UiChunk::Start { message_id: None });
     /// assert!(matches!(out[1], UiChunk::ToolOutputError { .. }));
+    /// # Ok::<(), wire_ui::ReusedCallId>(())
     /// ```
     ///
     /// A translator is made continuing, never turned into one once used: its `start` may have
@@ -598,17 +600,20 @@ impl Translator {
 
     /// The chunks for one runtime event (often none or one), after `start` if it was not sent.
     /// After the terminal chunk, nothing more is produced.
-    pub fn push(&mut self, event: &AiEvent) -> Vec<UiChunk> {
+    ///
+    /// # Errors
+    ///
+    /// [`ReusedCallId`](crate::ReusedCallId) for an event that names a tool call this stream
+    /// has answered (its output sent): a call's output is its last word, so the event is
+    /// dropped, nothing is produced, and the stream stays valid.
+    pub fn push(&mut self, event: &AiEvent) -> Result<Vec<UiChunk>, crate::ReusedCallId> {
         let mut out = Vec::new();
         if self.finished {
-            return out;
+            return Ok(out);
         }
+        // No call is answered before `start`: refusing here drops nothing it would send.
+        crate::reused_call_id(event, |id| self.state(id) == Some(CallState::Answered))?;
         self.begin(&mut out);
-        // A call's output is its last word: an event naming it again (its id reused) is dropped.
-        if crate::tool_call_id(event).is_some_and(|id| self.state(id) == Some(CallState::Answered))
-        {
-            return out;
-        }
         match event {
             AiEvent::StepStarted { .. } => {
                 self.close_step(&mut out);
@@ -744,7 +749,7 @@ impl Translator {
             // Retries, usage and empty fragments have no chunk of their own.
             _ => {}
         }
-        out
+        Ok(out)
     }
 
     fn state(&self, id: &ToolCallId) -> Option<CallState> {

@@ -9,7 +9,8 @@
 //! Each protocol has one translator: a small state machine fed one event at a time that returns
 //! the protocol's events in an order the protocol's own client accepts (exactly one start event,
 //! first; every message and tool call opened before it is used and closed before the run ends;
-//! exactly one terminal event).
+//! exactly one terminal event). An event naming a call the stream has answered is dropped, and
+//! said to be ([`ReusedCallId`]).
 //! [`sse`] frames them.
 //!
 //! This crate owns only these shapes. It never does IO, never runs anything, and never decides
@@ -69,9 +70,52 @@ pub(crate) const CUT_REFUSED_CALL: &str =
 pub(crate) const CUT_DENIAL: &str =
     "the stream was cut before this call's denial was recorded; the call never runs";
 
-/// The tool call `event` is about, if any: a translator sends nothing more for a call it has
-/// answered, whatever names it again.
-pub(crate) fn tool_call_id(event: &AiEvent) -> Option<&ToolCallId> {
+/// What a translator's `push` returns for an event it dropped because it names a tool call the
+/// stream has answered already: its id was reused (a start, arguments, an approval request, a
+/// retry or a result of a call whose result was sent).
+///
+/// A stream answers each call once, so the event is dropped and the stream stays valid; the
+/// call it would have shown is not shown. `graph`'s loop renames a call id an endpoint reuses
+/// before any event names it, so its events never cause this; a caller driving a translator
+/// from another source, against an endpoint that reuses ids (SGLang sends `"0"` on every
+/// turn), must give each call an id of its own to have it shown.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReusedCallId(ToolCallId);
+
+impl ReusedCallId {
+    /// The id of the call the stream had answered.
+    pub fn tool_call_id(&self) -> &ToolCallId {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ReusedCallId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "an event names tool call {}, which this stream has answered: the event is dropped \
+             (a call id names one call in a run)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for ReusedCallId {}
+
+/// [`ReusedCallId`] when `event` names a tool call that `answered` says the stream answered: a
+/// translator sends nothing more for such a call, whatever names it again.
+pub(crate) fn reused_call_id(
+    event: &AiEvent,
+    answered: impl Fn(&ToolCallId) -> bool,
+) -> Result<(), ReusedCallId> {
+    match tool_call_id(event) {
+        Some(id) if answered(id) => Err(ReusedCallId(id.clone())),
+        _ => Ok(()),
+    }
+}
+
+/// The tool call `event` is about, if any.
+fn tool_call_id(event: &AiEvent) -> Option<&ToolCallId> {
     match event {
         AiEvent::ToolCallStreamStart { tool_call_id, .. }
         | AiEvent::ToolCallArgsDelta { tool_call_id, .. }

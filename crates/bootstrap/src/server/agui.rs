@@ -23,7 +23,7 @@ pub(super) struct Stream(pub(super) Translator);
 
 impl Translate for Stream {
     fn frames(&mut self, event: &AiEvent) -> String {
-        self.0.push(event).iter().map(sse::frame).collect()
+        super::frames_of(self.0.push(event))
     }
 
     fn cut(&mut self, message: &str) -> String {

@@ -30,7 +30,7 @@ impl Translate for Stream {
         {
             return String::new();
         }
-        self.0.push(event).iter().map(sse::frame).collect()
+        super::frames_of(self.0.push(event))
     }
 
     fn cut(&mut self, message: &str) -> String {

@@ -1391,6 +1391,19 @@ impl Drop for BusyGuard {
     }
 }
 
+/// The SSE frames of what a translator made of one event. An event it dropped because it names
+/// a call its stream has answered is logged and sends nothing (the stream stays valid): the loop
+/// renames a call id an endpoint reuses before any event names it, so this is a bug.
+fn frames_of<T: serde::Serialize>(pushed: Result<Vec<T>, wire_ui::ReusedCallId>) -> String {
+    match pushed {
+        Ok(frames) => frames.iter().map(wire_ui::sse::frame).collect(),
+        Err(dropped) => {
+            tracing::warn!(%dropped, "a UI stream dropped an event");
+            String::new()
+        }
+    }
+}
+
 /// A protocol's translator, as the stream needs it.
 pub(crate) trait Translate: Send + 'static {
     /// The frames for one event.

@@ -7,7 +7,7 @@ fn translate(events: &[ai_core::AiEvent]) -> Vec<AguiEvent> {
     let mut t = Translator::new("thread-1", "run-1");
     let mut out = t.start();
     for event in events {
-        out.extend(t.push(event));
+        out.extend(t.push(event).unwrap());
     }
     assert!(t.is_finished(), "no terminal event");
     out
@@ -535,7 +535,7 @@ fn a_cut_stream_tells_its_open_calls_the_run_goes_on() {
     );
     let mut out = t.start();
     for event in crate::scenarios::calls_in_flight_at_a_cut() {
-        out.extend(t.push(&event));
+        out.extend(t.push(&event).unwrap());
     }
     out.extend(t.cut("this stream was cut; the run goes on"));
     assert!(t.is_finished());
@@ -750,7 +750,7 @@ fn a_resumed_run_that_fails_before_its_results_answers_the_calls_it_continues() 
             reason: DoneReason::Error,
         },
     ] {
-        out.extend(t.push(&event));
+        out.extend(t.push(&event).unwrap());
     }
     verify(&out).unwrap();
     let json: Vec<serde_json::Value> = out
@@ -817,7 +817,7 @@ fn a_call_started_without_arguments_that_loses_its_result_never_ran() {
         let mut t = Translator::continuing("thread-1", "run-2", continuing);
         let mut out = t.start();
         for event in events.iter().chain(&end) {
-            out.extend(t.push(event));
+            out.extend(t.push(event).unwrap());
         }
         verify(&out).unwrap();
         let results: Vec<serde_json::Value> = out
@@ -842,7 +842,7 @@ fn a_call_started_without_arguments_that_loses_its_result_never_ran() {
         };
         let mut chunks = t.start();
         for event in events.iter().chain(&end) {
-            chunks.extend(t.push(event));
+            chunks.extend(t.push(event).unwrap());
         }
         let errors: Vec<serde_json::Value> = chunks
             .iter()
@@ -904,7 +904,8 @@ fn a_paused_run_s_interrupts_are_the_calls_still_waiting() {
 /// A call's result is its last word. Events that name it again once it is answered (its id
 /// reused: a second start, arguments, a result, an approval request) send nothing, so no stream
 /// answers one call twice, nor asks to approve a call it answered: the client would keep two
-/// answers to one call (AG-UI: two tool messages; AI SDK: the part's output replaced).
+/// answers to one call (AG-UI: two tool messages; AI SDK: the part's output replaced). Each is
+/// refused as a `ReusedCallId` naming the call, so the caller knows a call went unshown.
 #[test]
 fn a_call_answered_is_never_answered_again() {
     use std::sync::Arc;
@@ -958,13 +959,30 @@ fn a_call_answered_is_never_answered_again() {
             DoneReason::AwaitingApproval,
         ),
     ];
+    // Each event of `again` is refused, naming the call; every other event is taken.
+    fn dropped<T: std::fmt::Debug>(
+        pushed: Result<Vec<T>, wire_ui::ReusedCallId>,
+        reused: bool,
+    ) -> Vec<T> {
+        match pushed {
+            Ok(frames) if !reused => frames,
+            Err(e) if reused && e.tool_call_id().as_str() == "call_1" => {
+                assert!(e.to_string().contains("tool call call_1"), "{e}");
+                Vec::new()
+            }
+            other => panic!("reused: {reused}, pushed: {other:?}"),
+        }
+    }
     for (events, reason) in again {
         let end = AiEvent::Done { reason };
-        let all: Vec<&AiEvent> = answered.iter().chain(&events).chain([&end]).collect();
+        let all: Vec<(&AiEvent, bool)> = (answered.iter().map(|e| (e, false)))
+            .chain(events.iter().map(|e| (e, true)))
+            .chain([(&end, false)])
+            .collect();
         let mut t = Translator::new("thread-1", "run-1");
         let mut out = t.start();
-        for event in &all {
-            out.extend(t.push(event));
+        for (event, reused) in &all {
+            out.extend(dropped(t.push(event), *reused));
         }
         verify(&out).unwrap();
         let results = tool_results(&out);
@@ -980,8 +998,8 @@ fn a_call_answered_is_never_answered_again() {
 
         let mut t = wire_ui::ai_sdk::Translator::new("run-1").with_approvals();
         let mut chunks = t.start();
-        for event in &all {
-            chunks.extend(t.push(event));
+        for (event, reused) in &all {
+            chunks.extend(dropped(t.push(event), *reused));
         }
         crate::ai_sdk::verify(&chunks).unwrap();
         let chunks: Vec<serde_json::Value> = chunks
@@ -1013,7 +1031,7 @@ fn a_call_continued_twice_is_answered_once() {
     };
     let mut t = Translator::continuing("thread-1", "run-2", answers.clone());
     let mut out = t.start();
-    out.extend(t.push(&end));
+    out.extend(t.push(&end).unwrap());
     verify(&out).unwrap();
     let results = tool_results(&out);
     let may_have_run = "the run ended before this call's result arrived: the tool may have run";
@@ -1024,7 +1042,7 @@ fn a_call_continued_twice_is_answered_once() {
 
     let mut t = wire_ui::ai_sdk::Translator::continuing("run-2", answers);
     let mut chunks = t.start();
-    chunks.extend(t.push(&end));
+    chunks.extend(t.push(&end).unwrap());
     crate::ai_sdk::verify_continuing(&chunks, &["call_1"]).unwrap();
     let errors: Vec<&str> = chunks
         .iter()

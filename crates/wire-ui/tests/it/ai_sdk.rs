@@ -8,7 +8,7 @@ fn translate(events: &[ai_core::AiEvent]) -> Vec<UiChunk> {
     let mut t = Translator::new("run-1");
     let mut out = t.start();
     for event in events {
-        out.extend(t.push(event));
+        out.extend(t.push(event).unwrap());
     }
     assert!(t.is_finished(), "no terminal chunk");
     out
@@ -147,7 +147,7 @@ fn approvals_for_ai_6_clients() {
     let mut t = Translator::new("run-1").with_approvals();
     let mut out = t.start();
     for event in &paused {
-        out.extend(t.push(event));
+        out.extend(t.push(event).unwrap());
     }
     verify(&out).unwrap();
     let asked: Vec<(usize, &str)> = out
@@ -183,7 +183,7 @@ fn approvals_for_ai_6_clients() {
     let mut t = Translator::continuing("run-2", answers);
     let mut out = t.start();
     for event in crate::scenarios::resumed_after_approval() {
-        out.extend(t.push(&event));
+        out.extend(t.push(&event).unwrap());
     }
     assert!(t.is_finished());
     assert_eq!(out[0], UiChunk::Start { message_id: None });
@@ -231,7 +231,7 @@ fn a_cut_answer_says_why_in_finish() {
         }
         let mut out = t.start();
         for event in &events {
-            out.extend(t.push(event));
+            out.extend(t.push(event).unwrap());
         }
         verify(&out).unwrap_or_else(|e| panic!("{name}: {e}"));
         serde_json::to_value(out.last().unwrap()).unwrap()
@@ -781,7 +781,7 @@ fn a_cut_stream_tells_its_open_calls_the_run_goes_on() {
     );
     let mut out = t.start();
     for event in crate::scenarios::calls_in_flight_at_a_cut() {
-        out.extend(t.push(&event));
+        out.extend(t.push(&event).unwrap());
     }
     out.extend(t.cut("this stream was cut; the run goes on"));
     assert!(t.is_finished());
@@ -855,12 +855,18 @@ fn a_resumed_run_that_fails_before_its_results_settles_the_answered_calls() {
         .map(|(id, approved)| (ToolCallId::new(id).unwrap(), approved));
     let mut t = Translator::continuing("run-2", answers).with_approvals();
     let mut out = t.start();
-    out.extend(t.push(&AiEvent::Error {
-        message: "the run could not be recorded".into(),
-    }));
-    out.extend(t.push(&AiEvent::Done {
-        reason: DoneReason::Error,
-    }));
+    out.extend(
+        t.push(&AiEvent::Error {
+            message: "the run could not be recorded".into(),
+        })
+        .unwrap(),
+    );
+    out.extend(
+        t.push(&AiEvent::Done {
+            reason: DoneReason::Error,
+        })
+        .unwrap(),
+    );
     verify_continuing(&out, &["call_w", "call_x"]).unwrap();
     assert_eq!(
         out,

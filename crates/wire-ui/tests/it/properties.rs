@@ -200,9 +200,11 @@ fn check_frames<T: Serialize>(frames: &[T]) -> Result<(), TestCaseError> {
 pub(crate) trait Translate {
     type Frame: Serialize + std::fmt::Debug;
     fn begin(&mut self) -> Vec<Self::Frame>;
-    fn next(&mut self, event: &AiEvent) -> Vec<Self::Frame>;
+    fn next(&mut self, event: &AiEvent) -> Result<Vec<Self::Frame>, wire_ui::ReusedCallId>;
     fn finished(&self) -> bool;
     fn terminal(frame: &Self::Frame) -> bool;
+    /// Whether `frame` answers the call `id` (its result or output).
+    fn answers(frame: &Self::Frame, id: &str) -> bool;
 }
 
 impl Translate for agui::Translator {
@@ -210,7 +212,7 @@ impl Translate for agui::Translator {
     fn begin(&mut self) -> Vec<Self::Frame> {
         self.start()
     }
-    fn next(&mut self, event: &AiEvent) -> Vec<Self::Frame> {
+    fn next(&mut self, event: &AiEvent) -> Result<Vec<Self::Frame>, wire_ui::ReusedCallId> {
         self.push(event)
     }
     fn finished(&self) -> bool {
@@ -222,6 +224,9 @@ impl Translate for agui::Translator {
             agui::AguiEvent::RunFinished { .. } | agui::AguiEvent::RunError { .. }
         )
     }
+    fn answers(frame: &Self::Frame, id: &str) -> bool {
+        matches!(frame, agui::AguiEvent::ToolCallResult { tool_call_id, .. } if tool_call_id == id)
+    }
 }
 
 impl Translate for ai_sdk::Translator {
@@ -229,7 +234,7 @@ impl Translate for ai_sdk::Translator {
     fn begin(&mut self) -> Vec<Self::Frame> {
         self.start()
     }
-    fn next(&mut self, event: &AiEvent) -> Vec<Self::Frame> {
+    fn next(&mut self, event: &AiEvent) -> Result<Vec<Self::Frame>, wire_ui::ReusedCallId> {
         self.push(event)
     }
     fn finished(&self) -> bool {
@@ -239,6 +244,15 @@ impl Translate for ai_sdk::Translator {
         matches!(
             frame,
             ai_sdk::UiChunk::Finish { .. } | ai_sdk::UiChunk::Error { .. } | ai_sdk::UiChunk::Abort
+        )
+    }
+    fn answers(frame: &Self::Frame, id: &str) -> bool {
+        matches!(
+            frame,
+            ai_sdk::UiChunk::ToolOutputAvailable { tool_call_id, .. }
+                | ai_sdk::UiChunk::ToolOutputError { tool_call_id, .. }
+                | ai_sdk::UiChunk::ToolOutputDenied { tool_call_id }
+                if tool_call_id == id
         )
     }
 }
@@ -260,8 +274,18 @@ pub(crate) fn translate<T: Translate>(
     });
     for call in calls {
         let was_finished = t.finished();
-        let frames = match call {
-            Some(event) => t.next(event),
+        let frames = match call.map(|event| t.next(event)) {
+            Some(Ok(frames)) => frames,
+            // Dropped, saying so: only an event naming a call the stream has answered.
+            Some(Err(reused)) => {
+                let id = reused.tool_call_id().as_str();
+                prop_assert!(
+                    out.iter().any(|frame| T::answers(frame, id)),
+                    "an event naming {:?} dropped, but the call was never answered",
+                    id
+                );
+                Vec::new()
+            }
             None => t.begin(),
         };
         check_frames(&frames)?;
