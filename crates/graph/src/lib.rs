@@ -144,7 +144,9 @@ pub use store::InMemoryThreadStore;
 ///     covers the tool's id as well as the canonical arguments, where it covered the arguments
 ///     alone and an approval of one tool's call let another tool's call under the same call id
 ///     and arguments run; a thread paused under an earlier revision holds the older hash, and
-///     its approved calls are refused `policy_denied`.
+///     its approved calls are refused `policy_denied`. A decision whose hash is not the call's
+///     is refused saying the approval was for another tool or other arguments, where it said
+///     other arguments only.
 pub const LOOP_REVISION: u32 = 27;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks

@@ -947,7 +947,8 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
                     None => "no decision was made on this call, so it was not run".to_owned(),
                     Some(d) if !d.approved => denial_message(d.reason.as_deref()),
                     Some(d) if d.args_hash != waiting.args_hash => {
-                        "the approval was for other arguments, so the call was not run".to_owned()
+                        "the approval was for another tool or other arguments, so the call was not run"
+                            .to_owned()
                     }
                     Some(_) => {
                         approved.push(waiting);

@@ -171,12 +171,15 @@ async fn a_denial_passes_its_reason_to_the_model() {
 #[tokio::test(start_paused = true)]
 async fn anything_ambiguous_fails_closed() {
     let cases = [
-        // An approval for other arguments.
-        vec![decision("c1", true, &"0".repeat(64))],
+        // An approval whose hash is not the call's: another tool's, or other arguments'.
+        (
+            vec![decision("c1", true, &"0".repeat(64))],
+            "the approval was for another tool or other arguments",
+        ),
         // No decision at all.
-        vec![],
+        (vec![], "no decision was made on this call"),
     ];
-    for decisions in cases {
+    for (decisions, why) in cases {
         let f = fixture();
         let (state, _) = paused(&f).await;
         let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
@@ -202,6 +205,7 @@ async fn anything_ambiguous_fails_closed() {
             _ => true,
         }));
         assert!(answers(&state).iter().all(|a| a.contains("policy_denied")));
+        assert!(answers(&state)[0].contains(why), "{:?}", answers(&state));
     }
 }
 
