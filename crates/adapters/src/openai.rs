@@ -25,8 +25,9 @@
 //! any field. No compression is asked for or decoded: a 2xx body whose `Content-Encoding`, on
 //! any of its lines, lists a coding but `identity` is refused by it at once, and an error
 //! answer's so encoded is not read, only its codings named. An error answer is named by its
-//! status and the provider's message: from a JSON body, the JSON of the first event of a
-//! `text/event-stream` one, or the first line of a `text/plain` one.
+//! status and the provider's message: from a JSON body (also one labelled `text/event-stream`),
+//! the JSON of the first event of a `text/event-stream` one, or the first line of a
+//! `text/plain` one.
 //!
 //! **Timeouts.** [`OpenAiConfig::request_timeout`] bounds the wait for the first body byte,
 //! and within it [`OpenAiConfig::connect_timeout`] the connection's (shared among a host's
@@ -1249,8 +1250,11 @@ impl OpenAiCompletion {
     /// its JSON to be read as a JSON error body is. Read as [`Self::read_bounded`] reads a body:
     /// at most [`MAX_ERROR_BODY_BYTES`], and only up to the end of that event (comments and
     /// events without data before it passed over), so a body held open after it is not waited
-    /// on. Empty when no event with data ends within those bytes. Read failures and timeouts end
-    /// the read quietly (the status is the error), cancellation does not.
+    /// on. A body that opens (past a BOM and whitespace) with `{` or `[`, which no SSE field
+    /// does, is a JSON error under the stream's label: it is read as [`JsonBody`] reads one, to
+    /// where its value closes. Empty when no event with data ends within those bytes. Read
+    /// failures and timeouts end the read quietly (the status is the error), cancellation does
+    /// not.
     async fn first_event_data(
         &self,
         mut response: impl ChunkSource,
@@ -1260,6 +1264,7 @@ impl OpenAiCompletion {
     ) -> Result<Vec<u8>, CompletionError> {
         let deadline = self.error_body_deadline(deadline, limit);
         let mut parser = wire_openai::sse::SseParser::new();
+        let (mut json, mut body) = (JsonBody::default(), Vec::new());
         let mut data = None;
         let mut read = 0;
         while data.is_none() && read < MAX_ERROR_BODY_BYTES {
@@ -1268,6 +1273,9 @@ impl OpenAiCompletion {
             };
             let chunk = &chunk[..chunk.len().min(MAX_ERROR_BODY_BYTES - read)];
             read += chunk.len();
+            if json.may_be_json() && json.append(&mut body, chunk).is_some() {
+                return Ok(body);
+            }
             // The first event with data stops the parser: nothing after it is looked at.
             let _ = parser.feed(chunk, &mut |event| {
                 if event.data.trim().is_empty() {

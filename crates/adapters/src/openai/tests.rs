@@ -1370,7 +1370,8 @@ async fn a_blackholed_address_gives_way_to_the_next_within_the_connect_timeout()
 
 /// An error answer labelled `text/event-stream` (a server that reports its refusal as a
 /// stream's error event) is named by the provider's message in its first event's JSON, read as
-/// a JSON error body's is, and only to that event's end: the connection held open after it is
+/// a JSON error body's is, and only to that event's end (a JSON error body under that label, to
+/// where its value closes): the connection held open after it is
 /// not waited on (the wait is bounded at 3 s, a hang guard only; the error body's read would
 /// take 5 s).
 #[tokio::test]
@@ -1386,6 +1387,13 @@ async fn an_event_stream_error_body_is_named_by_its_first_events_message() {
         ),
         // No JSON error in it: only the status is named, and the data is not quoted.
         ("data: upstream says no\n\n", ""),
+        // A JSON error under the stream's label (a server that labels every answer to a
+        // streamed request so) is read as a JSON body is, to where its value closes: no SSE
+        // field opens with `{`.
+        (
+            "\u{feff} {\"error\":{\"message\":\"no such model\"}}\n",
+            ": no such model",
+        ),
     ] {
         let answer = format!(
             "HTTP/1.1 429 Too Many Requests\r\ncontent-type: text/event-stream\r\n\
