@@ -241,7 +241,7 @@ pub enum ToolsCommand {
 
 /// The `COGNI_*` variables clap may refuse (empty, or a value its parser does not read): the
 /// flag each one stands for, and what it should hold instead.
-const CHECKED_VARIABLES: [(&str, &str, &str); 14] = [
+const CHECKED_VARIABLES: [(&str, &str, &str); 15] = [
     ("--config", "COGNI_CONFIG", "a path"),
     (
         "--llm-base-url",
@@ -256,6 +256,11 @@ const CHECKED_VARIABLES: [(&str, &str, &str); 14] = [
     (
         "--llm-request-timeout-ms",
         "COGNI_LLM_REQUEST_TIMEOUT_MS",
+        "a number of milliseconds",
+    ),
+    (
+        "--llm-connect-timeout-ms",
+        "COGNI_LLM_CONNECT_TIMEOUT_MS",
         "a number of milliseconds",
     ),
     (

@@ -302,6 +302,7 @@ pub(crate) fn openai_config(llm: &crate::LlmSettings) -> adapters::OpenAiConfig 
         },
         stateless_reasoning: llm.stateless_reasoning,
         request_timeout: std::time::Duration::from_millis(llm.request_timeout_ms),
+        connect_timeout: std::time::Duration::from_millis(llm.connect_timeout_ms),
         idle_timeout: std::time::Duration::from_millis(llm.idle_timeout_ms),
         max_call: std::time::Duration::from_millis(llm.max_call_ms),
         max_retries: llm.max_retries,

@@ -60,6 +60,10 @@ pub struct LlmSettings {
     pub stateless_reasoning: bool,
     /// Time allowed until the response's first byte, in ms.
     pub request_timeout_ms: u64,
+    /// Time allowed to connect (TCP, then TLS), in ms, within `request_timeout_ms` (default
+    /// 10 000): a host's addresses of one family share it, so one that never answers gives way
+    /// to the next ([`adapters::OpenAiConfig::connect_timeout`]).
+    pub connect_timeout_ms: u64,
     /// Time allowed without progress once the response has begun, in ms: from its first byte,
     /// then from each complete SSE event (keep-alive comments and the bytes of an unfinished
     /// event do not count).
@@ -91,6 +95,7 @@ impl std::fmt::Debug for LlmSettings {
             wire,
             stateless_reasoning,
             request_timeout_ms,
+            connect_timeout_ms,
             idle_timeout_ms,
             max_call_ms,
             max_retries,
@@ -103,6 +108,7 @@ impl std::fmt::Debug for LlmSettings {
             .field("wire", wire)
             .field("stateless_reasoning", stateless_reasoning)
             .field("request_timeout_ms", request_timeout_ms)
+            .field("connect_timeout_ms", connect_timeout_ms)
             .field("idle_timeout_ms", idle_timeout_ms)
             .field("max_call_ms", max_call_ms)
             .field("max_retries", max_retries)
@@ -129,6 +135,7 @@ impl Default for LlmSettings {
             wire: LlmWire::Chat,
             stateless_reasoning: false,
             request_timeout_ms: 60_000,
+            connect_timeout_ms: 10_000,
             idle_timeout_ms: 60_000,
             max_call_ms: 600_000,
             max_retries: 2,
@@ -357,6 +364,10 @@ pub struct Overrides {
     /// Time allowed until the response's first byte, in ms (`llm.request_timeout_ms`).
     #[arg(long, env = "COGNI_LLM_REQUEST_TIMEOUT_MS")]
     pub llm_request_timeout_ms: Option<u64>,
+    /// Time allowed to connect, within the time to the first byte, in ms
+    /// (`llm.connect_timeout_ms`).
+    #[arg(long, env = "COGNI_LLM_CONNECT_TIMEOUT_MS")]
+    pub llm_connect_timeout_ms: Option<u64>,
     /// Time allowed without progress once the response has begun, in ms
     /// (`llm.idle_timeout_ms`).
     #[arg(long, env = "COGNI_LLM_IDLE_TIMEOUT_MS")]
@@ -436,6 +447,7 @@ impl std::fmt::Debug for Overrides {
             llm_wire,
             llm_stateless_reasoning,
             llm_request_timeout_ms,
+            llm_connect_timeout_ms,
             llm_idle_timeout_ms,
             llm_max_call_ms,
             llm_api_key,
@@ -456,6 +468,7 @@ impl std::fmt::Debug for Overrides {
             .field("llm_wire", llm_wire)
             .field("llm_stateless_reasoning", llm_stateless_reasoning)
             .field("llm_request_timeout_ms", llm_request_timeout_ms)
+            .field("llm_connect_timeout_ms", llm_connect_timeout_ms)
             .field("llm_idle_timeout_ms", llm_idle_timeout_ms)
             .field("llm_max_call_ms", llm_max_call_ms)
             .field("llm_api_key", llm_api_key)
@@ -682,6 +695,9 @@ impl Settings {
         if let Some(v) = o.llm_request_timeout_ms {
             self.llm.request_timeout_ms = v;
         }
+        if let Some(v) = o.llm_connect_timeout_ms {
+            self.llm.connect_timeout_ms = v;
+        }
         if let Some(v) = o.llm_idle_timeout_ms {
             self.llm.idle_timeout_ms = v;
         }
@@ -736,6 +752,9 @@ impl Settings {
         }
         if self.llm.request_timeout_ms == 0 || self.llm.idle_timeout_ms == 0 {
             bail!("llm.request_timeout_ms and llm.idle_timeout_ms must be above 0");
+        }
+        if self.llm.connect_timeout_ms == 0 {
+            bail!("llm.connect_timeout_ms: must be above 0 (the longest a connection may take)");
         }
         if self.llm.max_call_ms == 0 {
             bail!("llm.max_call_ms: must be above 0 (the longest a model call may take)");
@@ -1412,37 +1431,57 @@ mod tests {
         );
     }
 
-    /// The three model-call clocks have overrides (`--llm-*-ms`, `COGNI_LLM_*_MS`) that replace
-    /// the config file's values, and an unset one keeps them.
+    /// The four model-call clocks have overrides (`--llm-*-ms`, `COGNI_LLM_*_MS`) that replace
+    /// the config file's values, and an unset one keeps them; the adapter is given each.
     #[test]
     fn the_llm_timeouts_have_overrides() {
         use clap::Parser;
+        use std::time::Duration;
+        let clocks = |llm: &super::LlmSettings| {
+            (
+                llm.request_timeout_ms,
+                llm.connect_timeout_ms,
+                llm.idle_timeout_ms,
+                llm.max_call_ms,
+            )
+        };
         let mut settings = Settings::from_toml_str(
-            "[llm]\nrequest_timeout_ms = 1\nidle_timeout_ms = 2\nmax_call_ms = 3\n",
+            "[llm]\nrequest_timeout_ms = 1\nconnect_timeout_ms = 4\nidle_timeout_ms = 2\n\
+             max_call_ms = 3\n",
         )
         .unwrap();
         settings.apply(Overrides::default());
-        let llm = &settings.llm;
-        assert_eq!(
-            (llm.request_timeout_ms, llm.idle_timeout_ms, llm.max_call_ms),
-            (1, 2, 3)
-        );
+        assert_eq!(clocks(&settings.llm), (1, 4, 2, 3));
         settings.apply(Overrides {
             llm_request_timeout_ms: Some(10),
+            llm_connect_timeout_ms: Some(40),
             llm_idle_timeout_ms: Some(20),
             llm_max_call_ms: Some(30),
             ..Overrides::default()
         });
-        let llm = &settings.llm;
+        assert_eq!(clocks(&settings.llm), (10, 40, 20, 30));
+        let config = crate::compose::openai_config(&settings.llm);
         assert_eq!(
-            (llm.request_timeout_ms, llm.idle_timeout_ms, llm.max_call_ms),
-            (10, 20, 30)
+            (
+                config.request_timeout,
+                config.connect_timeout,
+                config.idle_timeout,
+                config.max_call
+            ),
+            (
+                Duration::from_millis(10),
+                Duration::from_millis(40),
+                Duration::from_millis(20),
+                Duration::from_millis(30)
+            )
         );
         let cli = crate::cli::Cli::try_parse_from([
             "cogni",
             "serve",
             "--llm-request-timeout-ms",
             "100",
+            "--llm-connect-timeout-ms",
+            "400",
             "--llm-idle-timeout-ms",
             "200",
             "--llm-max-call-ms",
@@ -1455,10 +1494,29 @@ mod tests {
         assert_eq!(
             (
                 overrides.llm_request_timeout_ms,
+                overrides.llm_connect_timeout_ms,
                 overrides.llm_idle_timeout_ms,
                 overrides.llm_max_call_ms
             ),
-            (Some(100), Some(200), Some(300))
+            (Some(100), Some(400), Some(200), Some(300))
+        );
+    }
+
+    /// `llm.connect_timeout_ms` defaults to the adapter's own bound, and zero is refused naming
+    /// the key.
+    #[test]
+    fn the_connect_timeout_defaults_to_the_adapters_and_is_above_zero() {
+        let settings = Settings::default();
+        assert_eq!(
+            crate::compose::openai_config(&settings.llm).connect_timeout,
+            adapters::OpenAiConfig::new("http://localhost", "m").connect_timeout
+        );
+        let zero =
+            Settings::from_toml_str("[llm]\nmodel = \"m\"\nconnect_timeout_ms = 0\n").unwrap();
+        let error = zero.validate().unwrap_err().to_string();
+        assert!(
+            error.starts_with("llm.connect_timeout_ms: must be above 0"),
+            "{error}"
         );
     }
 

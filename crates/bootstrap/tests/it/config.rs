@@ -10,6 +10,7 @@ const VARS: &[&str] = &[
     "COGNI_LLM_WIRE",
     "COGNI_LLM_STATELESS_REASONING",
     "COGNI_LLM_REQUEST_TIMEOUT_MS",
+    "COGNI_LLM_CONNECT_TIMEOUT_MS",
     "COGNI_LLM_IDLE_TIMEOUT_MS",
     "COGNI_LLM_MAX_CALL_MS",
     "COGNI_LLM_API_KEY",
@@ -245,6 +246,7 @@ fn a_bad_variable_is_named_in_one_line() {
         (&["serve"], "COGNI_LLM_STATELESS_REASONING", "perhaps"),
         (&["chat", "hi"], "COGNI_LLM_REQUEST_TIMEOUT_MS", "soon"),
         (&["serve"], "COGNI_LLM_IDLE_TIMEOUT_MS", "-1"),
+        (&["chat", "hi"], "COGNI_LLM_CONNECT_TIMEOUT_MS", "10s"),
         (
             &["serve"],
             "COGNI_LLM_MAX_CALL_MS",
@@ -342,7 +344,7 @@ fn a_variable_that_is_not_utf8_is_named_in_one_line() {
     }
 }
 
-/// The three model-call clocks can be set from the environment like the other `[llm]`
+/// The four model-call clocks can be set from the environment like the other `[llm]`
 /// settings: a zero in each variable reaches the settings and is refused naming its key (no
 /// model is set, so a variable that went unread would be refused for the model instead).
 #[test]
@@ -350,6 +352,7 @@ fn the_llm_timeouts_are_read_from_their_variables() {
     let dir = tempfile::tempdir().unwrap();
     for (var, key) in [
         ("COGNI_LLM_REQUEST_TIMEOUT_MS", "llm.request_timeout_ms"),
+        ("COGNI_LLM_CONNECT_TIMEOUT_MS", "llm.connect_timeout_ms"),
         ("COGNI_LLM_IDLE_TIMEOUT_MS", "llm.idle_timeout_ms"),
         ("COGNI_LLM_MAX_CALL_MS", "llm.max_call_ms"),
     ] {
@@ -587,6 +590,7 @@ fn an_empty_variable_is_named_in_one_line() {
         (&["serve"], "COGNI_CONFIG"),
         (&["chat", "hi"], "COGNI_LLM_REQUEST_TIMEOUT_MS"),
         (&["chat", "hi"], "COGNI_LLM_IDLE_TIMEOUT_MS"),
+        (&["serve"], "COGNI_LLM_CONNECT_TIMEOUT_MS"),
         (&["serve"], "COGNI_LLM_MAX_CALL_MS"),
         (&["serve"], "COGNI_LLM_WIRE"),
         (&["serve"], "COGNI_LLM_STATELESS_REASONING"),
