@@ -1,5 +1,6 @@
 //! What the composition root is configured with, and where the policy comes from.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use ai_core::ToolPolicy;
@@ -27,12 +28,37 @@ pub fn load_policy(path: Option<&Path>) -> anyhow::Result<ToolPolicy> {
     let Some(path) = path else {
         return Ok(ToolPolicy::from_toml_str(DEFAULT_POLICY_TOML)?);
     };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read policy file {}", path.display()))?;
+    let text = read_settings_file(path, "policy file")?;
     let policy = if path.extension().is_some_and(|e| e == "json") {
         ToolPolicy::from_json_str(&text)
     } else {
         ToolPolicy::from_toml_str(&text)
     };
     policy.with_context(|| format!("policy file {}", path.display()))
+}
+
+/// The most a config or policy file may hold: far more than any holds, and little enough to read
+/// whole.
+const MAX_SETTINGS_FILE_BYTES: u64 = 1 << 20;
+
+/// The text of a config or policy file (`what`: `"config file"`), read up to
+/// [`MAX_SETTINGS_FILE_BYTES`]: a path that names a device or a huge file by mistake
+/// (`--config /dev/zero`, a log) is refused, not read until memory runs out. The error names
+/// the file and what is wrong with it (too large, not UTF-8 text, the OS error), never its text.
+pub(crate) fn read_settings_file(path: &Path, what: &str) -> anyhow::Result<String> {
+    let cannot_read = || format!("cannot read {what} {}", path.display());
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| {
+            file.take(MAX_SETTINGS_FILE_BYTES + 1)
+                .read_to_end(&mut bytes)
+        })
+        .with_context(cannot_read)?;
+    if bytes.len() as u64 > MAX_SETTINGS_FILE_BYTES {
+        anyhow::bail!(
+            "{}: it is over 1 MiB, more than any {what} holds",
+            cannot_read()
+        );
+    }
+    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{}: it is not UTF-8 text", cannot_read()))
 }

@@ -639,8 +639,7 @@ impl Settings {
         };
         let mut settings = match file {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read config file {}", path.display()))?;
+                let text = crate::config::read_settings_file(path, "config file")?;
                 let mut settings = Self::from_toml_str(&text)
                     .with_context(|| format!("config file {}", path.display()))?;
                 settings.anchor_paths(&text, path);

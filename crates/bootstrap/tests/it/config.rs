@@ -1416,3 +1416,38 @@ fn tools_call_traces_redacted_results_as_serve_does() {
     assert!(!traced(&["--trace-redacted-results=false"], &[]));
     assert!(!traced(&[], &[("COGNI_TRACE_REDACTED_RESULTS", "false")]));
 }
+
+/// A config or policy file is read up to 1 MiB: a path naming a device or a huge file by mistake
+/// (`--config /dev/zero`, a log) is refused naming the file, where it was read until memory ran
+/// out; one that is not UTF-8 text is said to be so.
+#[test]
+fn a_config_or_policy_file_too_large_or_not_text_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // Valid TOML past the bound: only its size is wrong.
+    let large = format!("data_dir = \"data\"\n{}", "\n".repeat(1 << 20));
+    std::fs::write(dir.path().join("large.toml"), &large).unwrap();
+    std::fs::write(dir.path().join("binary.toml"), b"data_dir = \"\xff\"\n").unwrap();
+    for (args, expected) in [
+        (
+            &["tools", "list", "--config", "large.toml"][..],
+            "error: cannot read config file large.toml: it is over 1 MiB, more than any config \
+             file holds",
+        ),
+        (
+            &["tools", "list", "--policy", "large.toml"],
+            "error: tools.policy_file: cannot read policy file large.toml: it is over 1 MiB, \
+             more than any policy file holds",
+        ),
+        (
+            &["tools", "list", "--config", "binary.toml"],
+            "error: cannot read config file binary.toml: it is not UTF-8 text",
+        ),
+        (
+            &["tools", "list", "--policy", "binary.toml"],
+            "error: tools.policy_file: cannot read policy file binary.toml: it is not UTF-8 text",
+        ),
+    ] {
+        let stderr = refused(&cogni_in(dir.path(), args, &[]));
+        assert_eq!(stderr.trim_end(), expected, "{args:?}");
+    }
+}
