@@ -695,8 +695,13 @@ fn wire_decode(format: WireFormat, file: Option<PathBuf>) -> anyhow::Result<Exit
 
 fn wire_encode_tools(format: WireFormat) -> anyhow::Result<()> {
     let bytes = read_input(None)?;
-    let specs: Vec<ToolSpec> =
-        serde_json::from_slice(&bytes).context("stdin is not a JSON array of tool specs")?;
+    // Where and what is wrong, never a value of the input: a pasted spec may hold anything.
+    let specs: Vec<ToolSpec> = serde_json::from_slice(&bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "stdin is not a JSON array of tool specs: {}",
+            ai_core::describe_json_error(&e)
+        )
+    })?;
     // As a request offering them is refused: a model shown two tools of one name cannot say
     // which it calls.
     let mut ids = std::collections::HashSet::new();

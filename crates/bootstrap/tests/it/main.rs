@@ -427,6 +427,30 @@ fn wire_encode_tools_reads_specs_on_stdin() {
     assert_eq!(tools[0]["function"]["strict"], true);
 }
 
+/// Specs on stdin that do not decode are refused in one line naming where and what is wrong,
+/// never quoting a value of them (a tool id or a variant may be anything pasted, a key among
+/// them).
+#[test]
+fn wire_encode_tools_errors_quote_no_value_of_the_specs() {
+    for specs in [
+        &br#"[{"id":"sk-SECRET bad","description":"d"}]"#[..],
+        br#"[{"id":"core__x","description":"d","effect":"sk-SECRET"}]"#,
+        br#"[{"id":"core__x","sk-SECRET":1}]"#,
+        br#"["sk-SECRET"]"#,
+    ] {
+        let output = cogni_with_stdin(&["wire", "encode-tools", "--format", "openai-chat"], specs);
+        assert_eq!(output.status.code(), Some(1));
+        let err = stderr(&output);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("error: stdin is not a JSON array of tool specs: ")
+                && err.contains(" at line 1 column ")
+                && !err.contains("SECRET"),
+            "{err}"
+        );
+    }
+}
+
 /// Specs on stdin that offer one tool twice are refused, naming the tool, as a request offering
 /// them is: a model shown two tools of one name cannot say which it calls.
 #[test]
