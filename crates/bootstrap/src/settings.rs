@@ -635,7 +635,12 @@ impl Settings {
         let default_file = Path::new("cogni.toml");
         let file = match &overrides.config {
             Some(path) => Some(path.as_path()),
-            None => default_file.exists().then_some(default_file),
+            // There unless nothing is at the name: one that cannot be read (a link to a file
+            // that is gone, a folder) is refused naming it, not taken for no config file.
+            None => match default_file.symlink_metadata() {
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+                _ => Some(default_file),
+            },
         };
         let mut settings = match file {
             Some(path) => {

@@ -1451,3 +1451,19 @@ fn a_config_or_policy_file_too_large_or_not_text_is_refused_naming_it() {
         assert_eq!(stderr.trim_end(), expected, "{args:?}");
     }
 }
+
+/// A `cogni.toml` of the working folder that cannot be read (a symbolic link to a file that is
+/// gone, as a dotfile manager leaves one) is refused naming it, not taken for no config file,
+/// which ran every command on the defaults without a word.
+#[cfg(unix)]
+#[test]
+fn a_cogni_toml_that_is_a_dangling_link_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(dir.path().join("gone.toml"), dir.path().join("cogni.toml"))
+        .unwrap();
+    let stderr = refused(&cogni_in(dir.path(), &["tools", "list"], &[]));
+    assert!(
+        stderr.starts_with("error: cannot read config file cogni.toml: "),
+        "{stderr}"
+    );
+}
