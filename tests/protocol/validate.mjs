@@ -303,9 +303,12 @@ async function validateAisdk(bytes, { continues, v5 = true } = {}) {
   // after finish. A resumed stream answers calls its message shows already, before its first
   // step (as ai 6's own streamText does), and names no new message.
   const openText = new Set();
-  // Calls whose output (`tool-output-available`, `-error` or `-denied`) came: the client takes a
-  // second one without a word, replacing the first in the call's part.
-  const outputs = new Set();
+  // Calls whose output (`tool-output-available`, `-error` or `-denied`) came, in this stream or
+  // in the message it continues: the client takes a second one without a word, replacing the
+  // first in the call's part.
+  const settledStates = ["output-available", "output-error", "output-denied"];
+  const earlierOutputs = new Set((continues?.parts ?? []).filter((p) => p.toolCallId && settledStates.includes(p.state)).map((p) => p.toolCallId));
+  const outputs = new Set(earlierOutputs);
   const inputAvailable = new Set((continues?.parts ?? []).filter((p) => p.toolCallId).map((p) => p.toolCallId));
   let inStep = false;
   let errorInStep = false;
@@ -347,7 +350,8 @@ async function validateAisdk(bytes, { continues, v5 = true } = {}) {
         if (c.type === "tool-output-available" && !("output" in raw[k])) fail(`${where} \`output\` missing (the schema lets it be undefined; always send it)`);
         if (c.type === "tool-input-available") inputAvailable.add(c.toolCallId);
         if (c.type === "tool-output-available" || c.type === "tool-output-error" || c.type === "tool-output-denied") {
-          if (outputs.has(c.toolCallId)) fail(`${where} a second output for toolCallId '${c.toolCallId}'`);
+          const held = earlierOutputs.has(c.toolCallId) ? " (the message this stream continues holds its output)" : "";
+          if (outputs.has(c.toolCallId)) fail(`${where} a second output for toolCallId '${c.toolCallId}'${held}`);
           outputs.add(c.toolCallId);
         }
         if ((c.type === "tool-output-available" || c.type === "tool-output-error") && !inputAvailable.has(c.toolCallId)) {
@@ -378,9 +382,8 @@ async function validateAisdk(bytes, { continues, v5 = true } = {}) {
     // Every call the user answered ends settled. A resumed run may pause again, for a call it
     // asked about itself (`approval-requested`: `answered` turned every earlier request into
     // `approval-responded`), which waits for the user's next answer.
-    const settled = ["output-available", "output-error", "output-denied"];
     const open = full.lastMessage.parts.filter(
-      (p) => p.toolCallId && !settled.includes(p.state) && !(p.state === "approval-requested" && last.type === "finish"),
+      (p) => p.toolCallId && !settledStates.includes(p.state) && !(p.state === "approval-requested" && last.type === "finish"),
     );
     if (open.length) fail(`[cogni] call(s) ${open.map((p) => `${p.toolCallId} (${p.state})`).join(", ")} not settled by the resumed stream`);
   }
