@@ -368,7 +368,7 @@ pub enum UiChunk {
         /// Why the model stopped (`stop`, `length`, `content-filter`, `tool-calls`, `error`,
         /// `other`). Added after ai 5.0.0, whose strict chunk schema refuses it, so
         /// [`Translator`] sends it only for clients from ai 6 on
-        /// ([`Translator::with_finish_reason`]), and only for an answer that was, or may have
+        /// ([`Client::Ai6`]), and only for an answer that was, or may have
         /// been, cut (`length`, `content-filter`, `other`).
         #[serde(skip_serializing_if = "Option::is_none")]
         finish_reason: Option<String>,
@@ -424,12 +424,36 @@ struct Call {
     denied: bool,
 }
 
+/// The `ai` line of the client that reads a stream: what it accepts beyond the chunks every
+/// client from ai 5.0.0 on accepts. A translator is made for one ([`Translator::new`],
+/// [`Translator::continuing`]), never changed once used.
+///
+/// ```compile_fail,E0599
+/// use wire_ui::ai_sdk::{Client, Translator};
+/// let mut t = Translator::new("r1", Client::Ai5);
+/// let _ = t.start();
+/// // No turning a stream under way into one for ai 6: its client is fixed when it is made.
+/// let t = t.with_approvals();
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Client {
+    /// ai 5 (from 5.0.0): its strict schemas refuse `tool-approval-request` and
+    /// `finish.finishReason`, so a call that waits for approval is shown `input-available`, and a
+    /// cut answer's reason is only in the `finish` chunk's `messageMetadata`.
+    Ai5,
+    /// ai 6 on: a call that waits for approval is asked about with a `tool-approval-request` (its
+    /// `approvalId` is the call id), and a cut answer's reason is in the `finish` chunk's own
+    /// `finishReason` too (`length`, `content-filter`, or `other` for a reason the loop does not
+    /// know), which ai 6's `useChat` hands to its `onFinish`.
+    Ai6,
+}
+
 /// Turns one run's [`AiEvent`]s into UI message chunks.
 ///
 /// ```
 /// use ai_core::{AiEvent, DoneReason};
-/// use wire_ui::ai_sdk::{Translator, UiChunk};
-/// let mut t = Translator::new("r1");
+/// use wire_ui::ai_sdk::{Client, Translator, UiChunk};
+/// let mut t = Translator::new("r1", Client::Ai5);
 /// let mut out = t.start();
 /// out.extend(t.push(&AiEvent::StepStarted { step: 1 })?);
 /// out.extend(t.push(&AiEvent::TextDelta { delta: "Hi".into() })?);
@@ -439,21 +463,20 @@ struct Call {
 /// ```
 ///
 /// Calls that wait for approval are shown with their input and, for clients from ai 6 on
-/// ([`Translator::with_approvals`]), a `tool-approval-request`; the run that resumes from the
+/// ([`Client::Ai6`]), a `tool-approval-request`; the run that resumes from the
 /// user's answers continues the same assistant message ([`Translator::continuing`]).
 ///
 /// A run whose last answer the provider cut off (`DoneReason::Length`,
 /// `DoneReason::ContentFilter`) or ended for a reason the loop does not know (`DoneReason::Other`,
 /// an answer that may be incomplete) ends with `finish` carrying
 /// `messageMetadata: {"finishReason": "length" | "content-filter" | "other"}` (the protocol's
-/// `finishReason` values), and for clients from ai 6 on ([`Translator::with_finish_reason`])
+/// `finishReason` values), and for clients from ai 6 on ([`Client::Ai6`])
 /// `finishReason` too; every other `finish` is bare, as ai 5.0.0 needs. An app whose `useChat`
 /// checks metadata with a `messageMetadataSchema` must let it hold `finishReason`.
 #[derive(Debug)]
 pub struct Translator {
     run_id: String,
-    approvals: bool,
-    finish_reasons: bool,
+    client: Client,
     resumes: bool,
     in_step: bool,
     texts: u32,
@@ -468,12 +491,11 @@ pub struct Translator {
 }
 
 impl Translator {
-    /// A translator for one run (its id names the message and its parts).
-    pub fn new(run_id: impl Into<String>) -> Self {
+    /// A translator for one run (its id names the message and its parts), read by `client`.
+    pub fn new(run_id: impl Into<String>, client: Client) -> Self {
         Self {
             run_id: run_id.into(),
-            approvals: false,
-            finish_reasons: false,
+            client,
             resumes: false,
             in_step: false,
             texts: 0,
@@ -486,23 +508,6 @@ impl Translator {
         }
     }
 
-    /// Asks the user to approve each call that waits for approval with a
-    /// `tool-approval-request` (its `approvalId` is the call id). Only for clients from ai 6 on:
-    /// ai 5 refuses the chunk. Without it, such a call's part stays `input-available`.
-    pub fn with_approvals(mut self) -> Self {
-        self.approvals = true;
-        self
-    }
-
-    /// Also says why a cut answer stopped in the `finish` chunk's own `finishReason` (`length`,
-    /// `content-filter`, or `other` for a reason the loop does not know), which ai 6's `useChat` hands to its `onFinish`. Only for clients
-    /// from ai 6 on: ai 5.0.0's strict schema refuses the field. Without it, as with it, the
-    /// reason is in the chunk's `messageMetadata` (see [`Translator`]).
-    pub fn with_finish_reason(mut self) -> Self {
-        self.finish_reasons = true;
-        self
-    }
-
     /// A translator for a run that resumes from the user's answers to approval requests (call id
     /// → approved): the stream continues the client's last assistant message, where those calls
     /// are shown already, so `start` names no new message, only the calls' results follow, and a
@@ -513,9 +518,9 @@ impl Translator {
     ///
     /// ```
     /// use ai_core::{AiEvent, DoneReason, ToolCallId};
-    /// use wire_ui::ai_sdk::{Translator, UiChunk};
+    /// use wire_ui::ai_sdk::{Client, Translator, UiChunk};
     /// let call = ToolCallId::new("call_1").unwrap();
-    /// let mut t = Translator::continuing("r2", [(call, false)]).with_approvals();
+    /// let mut t = Translator::continuing("r2", Client::Ai6, [(call, false)]);
     /// let mut out = t.start();
     /// out.extend(t.push(&AiEvent::Done { reason: DoneReason::Error })?);
     /// // The same message goes on; the denied call is answered though the run died first.
@@ -530,16 +535,17 @@ impl Translator {
     ///
     /// ```compile_fail,E0599
     /// use ai_core::ToolCallId;
-    /// use wire_ui::ai_sdk::Translator;
-    /// let mut t = Translator::new("r2");
+    /// use wire_ui::ai_sdk::{Client, Translator};
+    /// let mut t = Translator::new("r2", Client::Ai6);
     /// let _ = t.start();
     /// let t = t.continuing(Vec::<(ToolCallId, bool)>::new());
     /// ```
     pub fn continuing(
         run_id: impl Into<String>,
+        client: Client,
         answers: impl IntoIterator<Item = (ToolCallId, bool)>,
     ) -> Self {
-        let mut translator = Self::new(run_id);
+        let mut translator = Self::new(run_id, client);
         translator.resumes = true;
         for (id, approved) in answers {
             match translator.call_mut(&id) {
@@ -681,7 +687,7 @@ impl Translator {
                     CallState::AwaitingApproval,
                     &mut out,
                 );
-                if self.approvals {
+                if self.client != Client::Ai5 {
                     out.push(UiChunk::ToolApprovalRequest {
                         approval_id: tool_call_id.as_str().to_owned(),
                         tool_call_id: tool_call_id.as_str().to_owned(),
@@ -913,7 +919,7 @@ impl Translator {
                 };
                 self.close_step(out);
                 out.push(UiChunk::Finish {
-                    finish_reason: self.finish_reasons.then(|| why.to_owned()),
+                    finish_reason: (self.client != Client::Ai5).then(|| why.to_owned()),
                     message_metadata: Some(serde_json::json!({ "finishReason": why })),
                 });
             }

@@ -9,7 +9,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use graph::HistoryItem;
-use wire_ui::ai_sdk::{ChatRequest, STREAM_HEADER, Translator, Trigger, UiMessage, UiRole};
+use wire_ui::ai_sdk::{ChatRequest, Client, STREAM_HEADER, Translator, Trigger, UiMessage, UiRole};
 use wire_ui::sse;
 
 use super::{
@@ -108,14 +108,14 @@ pub(super) async fn run(
     let started = start_run(&state, &request.id, &run_id, incoming).await?;
     // The calls a resume decides (the answered ones and the unanswered, denied) were shown in
     // the client's last message: the stream continues it.
-    let mut translator = match started.resumed.is_empty() {
-        true => Translator::new(run_id),
-        false => Translator::continuing(run_id, started.resumed.clone()),
+    let client = match state.ai_sdk_version {
+        ..=5 => Client::Ai5,
+        _ => Client::Ai6,
     };
-    if state.ai_sdk_version >= 6 {
-        // Clients from ai 6 on: they also read a cut answer's reason in `finish.finishReason`.
-        translator = translator.with_approvals().with_finish_reason();
-    }
+    let mut translator = match started.resumed.is_empty() {
+        true => Translator::new(run_id, client),
+        false => Translator::continuing(run_id, client, started.resumed.clone()),
+    };
     let first = translator.start().iter().map(sse::frame).collect();
     let superseded = started.superseded.clone();
     Ok(sse_response(

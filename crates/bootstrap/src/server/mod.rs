@@ -1765,7 +1765,8 @@ mod tests {
             "{body}"
         );
 
-        let mut translator = wire_ui::ai_sdk::Translator::new("r-died");
+        let mut translator =
+            wire_ui::ai_sdk::Translator::new("r-died", wire_ui::ai_sdk::Client::Ai5);
         let first = translator.start().iter().map(wire_ui::sse::frame).collect();
         let body =
             died_after_a_call_started(super::chat::Stream(translator, Vec::new()), first).await;
@@ -1870,7 +1871,8 @@ mod tests {
             "{body}"
         );
 
-        let mut translator = wire_ui::ai_sdk::Translator::new("r-cut");
+        let mut translator =
+            wire_ui::ai_sdk::Translator::new("r-cut", wire_ui::ai_sdk::Client::Ai5);
         let first = translator.start().iter().map(wire_ui::sse::frame).collect();
         let body =
             cut_after_a_call_started(super::chat::Stream(translator, Vec::new()), first).await;

@@ -836,9 +836,10 @@ fn a_call_started_without_arguments_that_loses_its_result_never_ran() {
         let mut t = match call {
             "call_x" => wire_ui::ai_sdk::Translator::continuing(
                 "run-2",
+                wire_ui::ai_sdk::Client::Ai5,
                 [(ToolCallId::new(call).unwrap(), false)],
             ),
-            _ => wire_ui::ai_sdk::Translator::new("run-2"),
+            _ => wire_ui::ai_sdk::Translator::new("run-2", wire_ui::ai_sdk::Client::Ai5),
         };
         let mut chunks = t.start();
         for event in events.iter().chain(&end) {
@@ -996,7 +997,7 @@ fn a_call_answered_is_never_answered_again() {
             "{out:?}"
         );
 
-        let mut t = wire_ui::ai_sdk::Translator::new("run-1").with_approvals();
+        let mut t = wire_ui::ai_sdk::Translator::new("run-1", wire_ui::ai_sdk::Client::Ai6);
         let mut chunks = t.start();
         for (event, reused) in &all {
             chunks.extend(dropped(t.push(event), *reused));
@@ -1040,7 +1041,8 @@ fn a_call_continued_twice_is_answered_once() {
         [serde_json::json!({"error": {"message": may_have_run}}).to_string()],
     );
 
-    let mut t = wire_ui::ai_sdk::Translator::continuing("run-2", answers);
+    let mut t =
+        wire_ui::ai_sdk::Translator::continuing("run-2", wire_ui::ai_sdk::Client::Ai5, answers);
     let mut chunks = t.start();
     chunks.extend(t.push(&end).unwrap());
     crate::ai_sdk::verify_continuing(&chunks, &["call_1"]).unwrap();

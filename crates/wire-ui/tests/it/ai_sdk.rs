@@ -1,11 +1,11 @@
 //! AI SDK UI message stream: each scenario's chunks, snapshotted and checked against
 //! `processUIMessageStream`'s ordering rules.
 
-use wire_ui::ai_sdk::{Translator, UiChunk};
+use wire_ui::ai_sdk::{Client, Translator, UiChunk};
 use wire_ui::sse;
 
 fn translate(events: &[ai_core::AiEvent]) -> Vec<UiChunk> {
-    let mut t = Translator::new("run-1");
+    let mut t = Translator::new("run-1", Client::Ai5);
     let mut out = t.start();
     for event in events {
         out.extend(t.push(event).unwrap());
@@ -144,7 +144,7 @@ fn approvals_for_ai_6_clients() {
         .into_iter()
         .find(|(name, _)| *name == "awaiting_approval")
         .unwrap();
-    let mut t = Translator::new("run-1").with_approvals();
+    let mut t = Translator::new("run-1", Client::Ai6);
     let mut out = t.start();
     for event in &paused {
         out.extend(t.push(event).unwrap());
@@ -180,7 +180,7 @@ fn approvals_for_ai_6_clients() {
 
     let answers = [("call_w", true), ("call_x", false)]
         .map(|(id, approved)| (ai_core::ToolCallId::new(id).unwrap(), approved));
-    let mut t = Translator::continuing("run-2", answers);
+    let mut t = Translator::continuing("run-2", Client::Ai6, answers);
     let mut out = t.start();
     for event in crate::scenarios::resumed_after_approval() {
         out.extend(t.push(&event).unwrap());
@@ -225,10 +225,8 @@ fn a_cut_answer_says_why_in_finish() {
             .into_iter()
             .find(|(scenario, _)| *scenario == name)
             .unwrap();
-        let mut t = Translator::new("run-1");
-        if ai_6 {
-            t = t.with_finish_reason();
-        }
+        let client = if ai_6 { Client::Ai6 } else { Client::Ai5 };
+        let mut t = Translator::new("run-1", client);
         let mut out = t.start();
         for event in &events {
             out.extend(t.push(event).unwrap());
@@ -308,13 +306,13 @@ fn start_is_sent_once_and_first() {
         (vec![stop.clone()], &[0, 0, 1][..]),
         (vec![AiEvent::StepStarted { step: 1 }, stop], &[1]),
     ] {
-        let mut t = Translator::new("run-1");
+        let mut t = Translator::new("run-1", Client::Ai5);
         let out = crate::properties::translate(&mut t, &events, starts).unwrap();
         verify(&out).unwrap();
         assert_eq!(started(&out), 1, "{out:?}");
     }
 
-    let mut t = Translator::new("run-1");
+    let mut t = Translator::new("run-1", Client::Ai5);
     let out = t.cut("the client fell behind");
     verify(&out).unwrap();
     assert!(
@@ -774,6 +772,7 @@ fn a_cut_stream_tells_its_open_calls_the_run_goes_on() {
     use ai_core::ToolCallId;
     let mut t = Translator::continuing(
         "run-1",
+        Client::Ai5,
         [
             (ToolCallId::new("call_5").unwrap(), true),
             (ToolCallId::new("call_6").unwrap(), false),
@@ -853,7 +852,7 @@ fn a_resumed_run_that_fails_before_its_results_settles_the_answered_calls() {
     use ai_core::{AiEvent, DoneReason, ToolCallId};
     let answers = [("call_w", true), ("call_x", false)]
         .map(|(id, approved)| (ToolCallId::new(id).unwrap(), approved));
-    let mut t = Translator::continuing("run-2", answers).with_approvals();
+    let mut t = Translator::continuing("run-2", Client::Ai6, answers);
     let mut out = t.start();
     out.extend(
         t.push(&AiEvent::Error {

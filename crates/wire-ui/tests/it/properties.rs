@@ -306,22 +306,15 @@ fn agui_translator(continuing: &[(ToolCallId, bool)]) -> agui::Translator {
     agui::Translator::continuing("t", "r", continuing.iter().cloned())
 }
 
-fn ai_sdk_translator(
-    continuing: &[(ToolCallId, bool)],
-    approvals: bool,
-    finish_reason: bool,
-) -> ai_sdk::Translator {
-    let mut t = match continuing {
-        [] => ai_sdk::Translator::new("r"),
-        _ => ai_sdk::Translator::continuing("r", continuing.iter().cloned()),
+fn ai_sdk_translator(continuing: &[(ToolCallId, bool)], ai_6: bool) -> ai_sdk::Translator {
+    let client = match ai_6 {
+        true => ai_sdk::Client::Ai6,
+        false => ai_sdk::Client::Ai5,
     };
-    if approvals {
-        t = t.with_approvals();
+    match continuing {
+        [] => ai_sdk::Translator::new("r", client),
+        _ => ai_sdk::Translator::continuing("r", client, continuing.iter().cloned()),
     }
-    if finish_reason {
-        t = t.with_finish_reason();
-    }
-    t
 }
 
 proptest! {
@@ -387,13 +380,12 @@ proptest! {
     fn ai_sdk_any_sequence(
         events in proptest::collection::vec(event(), 0..24),
         continuing in continuing(),
-        approvals in any::<bool>(),
-        finish_reason in any::<bool>(),
+        ai_6 in any::<bool>(),
         end in reason(),
         starts in starts(),
     ) {
-        translate(&mut ai_sdk_translator(&continuing, approvals, finish_reason), &events, &starts)?;
-        let mut t = ai_sdk_translator(&continuing, approvals, finish_reason);
+        translate(&mut ai_sdk_translator(&continuing, ai_6), &events, &starts)?;
+        let mut t = ai_sdk_translator(&continuing, ai_6);
         let out = translate(&mut t, &run(&events, &continuing, end), &starts)?;
         prop_assert!(t.is_finished());
         let shown: Vec<String> = continuing.iter().map(|(id, _)| id.as_str().to_owned()).collect();
