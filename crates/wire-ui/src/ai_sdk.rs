@@ -511,7 +511,8 @@ impl Translator {
     /// A translator for a run that resumes from the user's answers to approval requests (call id
     /// → approved): the stream continues the client's last assistant message, where those calls
     /// are shown already, so `start` names no new message, only the calls' results follow, and a
-    /// denied call's is `tool-output-denied`.
+    /// denied call's is `tool-output-denied`. With no answers, it is [`Translator::new`]: a
+    /// stream that answers none of the message's calls names a message of its own.
     ///
     /// A call named twice is one call, answered once: approved if either answer approves it,
     /// so it is never said to have never run when it may have.
@@ -546,7 +547,6 @@ impl Translator {
         answers: impl IntoIterator<Item = (ToolCallId, bool)>,
     ) -> Self {
         let mut translator = Self::new(run_id, client);
-        translator.resumes = true;
         for (id, approved) in answers {
             match translator.call_mut(&id) {
                 Some(call) => call.denied &= !approved,
@@ -559,6 +559,7 @@ impl Translator {
                 }),
             }
         }
+        translator.resumes = !translator.calls.is_empty();
         translator
     }
 

@@ -106,16 +106,13 @@ pub(super) async fn run(
     }
     let run_id = state.next_run_id();
     let started = start_run(&state, &request.id, &run_id, incoming).await?;
-    // The calls a resume decides (the answered ones and the unanswered, denied) were shown in
-    // the client's last message: the stream continues it.
     let client = match state.ai_sdk_version {
         ..=5 => Client::Ai5,
         _ => Client::Ai6,
     };
-    let mut translator = match started.resumed.is_empty() {
-        true => Translator::new(run_id, client),
-        false => Translator::continuing(run_id, client, started.resumed.clone()),
-    };
+    // The calls a resume decides (the answered ones and the unanswered, denied) were shown in
+    // the client's last message: the stream continues it (a run that resumes none is new).
+    let mut translator = Translator::continuing(run_id, client, started.resumed.clone());
     let first = translator.start().iter().map(sse::frame).collect();
     let superseded = started.superseded.clone();
     Ok(sse_response(

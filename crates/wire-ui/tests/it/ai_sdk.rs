@@ -135,6 +135,20 @@ fn every_scenario_follows_the_protocol() {
     }
 }
 
+/// A translator continuing no answers is a new one, as AG-UI's is: its stream names its own
+/// message rather than continuing the client's last one, which no call of its links it to.
+#[test]
+fn continuing_no_answers_is_a_new_message() {
+    let continuing = Translator::continuing("run-2", Client::Ai6, []).start();
+    assert_eq!(continuing, Translator::new("run-2", Client::Ai6).start());
+    assert_eq!(
+        continuing,
+        [UiChunk::Start {
+            message_id: Some("run-2-msg".into())
+        }]
+    );
+}
+
 /// For clients from ai 6 on, a paused call asks for approval after its input, and the run that
 /// resumes from the answers continues the same message: no new message id, no input again, the
 /// denied call `tool-output-denied` and the approved one its output, before the next step.

@@ -311,10 +311,7 @@ fn ai_sdk_translator(continuing: &[(ToolCallId, bool)], ai_6: bool) -> ai_sdk::T
         true => ai_sdk::Client::Ai6,
         false => ai_sdk::Client::Ai5,
     };
-    match continuing {
-        [] => ai_sdk::Translator::new("r", client),
-        _ => ai_sdk::Translator::continuing("r", client, continuing.iter().cloned()),
-    }
+    ai_sdk::Translator::continuing("r", client, continuing.iter().cloned())
 }
 
 proptest! {
