@@ -16,7 +16,10 @@
 //! # async fn demo() -> std::io::Result<()> {
 //! use cogni_tests::fake_llm::{FakeLlm, Reply};
 //! let fake = FakeLlm::start().await?;
-//! fake.push(Reply::json(429, serde_json::json!({"error": {"message": "slow down"}})).header("retry-after", "1"));
+//! fake.push(
+//!     Reply::json(429, serde_json::json!({"error": {"message": "slow down"}}))
+//!         .header("retry-after", "1"),
+//! );
 //! fake.push(Reply::fixture("openai-chat/openai-single-call.sse")?.split(7));
 //! // … point a client at fake.base_url() (`http://127.0.0.1:PORT/v1`) …
 //! assert_eq!(fake.requests().len(), 0);

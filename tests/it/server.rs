@@ -1343,8 +1343,8 @@ async fn ai_sdk_history_with_a_nameless_call_starts_a_thread() {
     );
 }
 
-/// With the default `ai_sdk_version` (ai 5 clients), a paused call's part stays `input-available`: no
-/// chunk ai 5 would refuse.
+/// With the default `ai_sdk_version` (ai 5 clients), a paused call's part stays `input-available`:
+/// no chunk ai 5 would refuse.
 #[tokio::test]
 async fn ai_5_clients_are_the_default() {
     let server = Server::approving(None).await;

@@ -1574,7 +1574,8 @@ fn written(tokens: &[Token]) -> Written<'_> {
             let mut segments = vec![segment_at(tokens, i)];
             let mut j = i + 1;
             while tokens.get(j).is_some_and(|t| t.text == "::") {
-                // A macro variable (`std::$m`) is a segment the scan cannot know: [`MACRO_SEGMENT`].
+                // A macro variable (`std::$m`) is a segment the scan cannot know:
+                // [`MACRO_SEGMENT`].
                 let variable = at(j + 1).is_some_and(|t| t.text == "$")
                     && at(j + 2).is_some_and(|t| is_ident(&t.text));
                 if variable {

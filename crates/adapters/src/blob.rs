@@ -65,9 +65,9 @@ pub(crate) fn check_run_ref(
 /// already at the address counts only if its bytes match the address: a damaged one is
 /// replaced. Either way the put fsyncs the file and its folders before it returns, since the
 /// put that renamed the file there may not have synced the folder yet. [`BlobStore::put_many`]
-/// does the same for a batch, [`FsBlobStore::PUT_CHUNK`] blobs at a time, sharing the syncs. A get reads the
-/// file and checks its hash; a blob past [`FsBlobStore::MAX_BLOB_BYTES`] is refused by a put,
-/// and a file past it by a get, before it is read.
+/// does the same for a batch, [`FsBlobStore::PUT_CHUNK`] blobs at a time, sharing the syncs. A get
+/// reads the file and checks its hash; a blob past [`FsBlobStore::MAX_BLOB_BYTES`] is refused by a
+/// put, and a file past it by a get, before it is read.
 ///
 /// ```
 /// use ai_core::BlobStore;
@@ -216,12 +216,12 @@ impl FsInner {
         Ok(self.root.join(&hash[..2]).join(&hash[2..]))
     }
 
-    /// Stores a batch durably, [`FsBlobStore::PUT_CHUNK`] blobs at a time: each blob not stored intact is
-    /// written to a temporary file, the chunk's files are fsynced together and renamed to their
-    /// addresses in the given order; then every folder the batch touched is fsynced. On a
-    /// journaling filesystem the syncs of one chunk share their journal commits, so a chunk
-    /// costs little more than one blob. On failure, no temporary file is left behind (blobs of
-    /// earlier chunks stay: they are whole and named by their hash).
+    /// Stores a batch durably, [`FsBlobStore::PUT_CHUNK`] blobs at a time: each blob not stored
+    /// intact is written to a temporary file, the chunk's files are fsynced together and renamed to
+    /// their addresses in the given order; then every folder the batch touched is fsynced. On a
+    /// journaling filesystem the syncs of one chunk share their journal commits, so a chunk costs
+    /// little more than one blob. On failure, no temporary file is left behind (blobs of earlier
+    /// chunks stay: they are whole and named by their hash).
     fn put_many_blocking(&self, blobs: &[(String, Vec<u8>)]) -> Result<(), BlobStoreError> {
         let mut seen: HashSet<&str> = HashSet::with_capacity(blobs.len());
         let mut batch: Vec<Pending<'_>> = Vec::with_capacity(blobs.len());
@@ -493,8 +493,8 @@ fn stored_intact(path: &Path, hash: &str, len: usize) -> bool {
     file.read_to_end(&mut bytes).is_ok() && sha256_hex(&bytes) == hash && file.sync_all().is_ok()
 }
 
-/// Runs `op` on every item, up to [`FsBlobStore::PUT_CHUNK`] at once, each on its own scoped thread (they
-/// block in the kernel, so they overlap), and returns the first error. An item whose thread
+/// Runs `op` on every item, up to [`FsBlobStore::PUT_CHUNK`] at once, each on its own scoped thread
+/// (they block in the kernel, so they overlap), and returns the first error. An item whose thread
 /// cannot be started runs on the calling thread instead.
 fn in_parallel<T: Sync>(
     items: &[T],

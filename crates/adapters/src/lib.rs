@@ -4,11 +4,11 @@
 //! disk behind [`ai_core::Workspace`], confined to its root: `..`, absolute paths and symlinks
 //! that lead out of the root are refused, hidden entries (names starting with `.`, such as
 //! `.env`) are not there unless [`FsWorkspace::with_hidden`] shows them, and a write whose call
-//! is dropped (its run cancelled or out of time) before its commit never lands; [`OpenAiCompletion`] is an OpenAI-compatible HTTP
-//! endpoint (chat completions or the Responses API) behind [`ai_core::CompletionPort`], built
-//! from an [`OpenAiConfig`]; [`shown_url`] is its base URL as it may be shown (no credentials
-//! or query, a path segment that may be a key as `***`). Adapters say their technology in their
-//! names.
+//! is dropped (its run cancelled or out of time) before its commit never lands;
+//! [`OpenAiCompletion`] is an OpenAI-compatible HTTP endpoint (chat completions or the Responses
+//! API) behind [`ai_core::CompletionPort`], built from an [`OpenAiConfig`]; [`shown_url`] is its
+//! base URL as it may be shown (no credentials or query, a path segment that may be a key as
+//! `***`). Adapters say their technology in their names.
 //!
 //! Storage: [`FsBlobStore`] (one file per blob, at most [`FsBlobStore::MAX_BLOB_BYTES`]),
 //! [`SqliteBlobStore`] (rows of `cogni.db`, made durable by the run store's next commit),

@@ -46,12 +46,12 @@
 //! wait asked for and the limit. Neither is the wait cut to the limit nor the header ignored for
 //! the backoff (as OpenAI's SDKs do past 60 s): a server that asks for an hour (a spent quota)
 //! would refuse an earlier retry again, and the caller, told how long, can decide. Nothing is
-//! retried once a body byte has arrived: the caller may already have shown the deltas. Nor is a call that reached its time limit, and
-//! a retry whose wait would end past it is not made. Nor is a connection TLS refused for what
-//! another attempt would meet again: the server's certificate (untrusted, expired, for another
-//! name, none), or no TLS version or cipher suite in common ([`fails_again`]). Other 4xx are not
-//! retried. As in OpenAI's own
-//! SDKs, a server's `x-should-retry: true` or `false` overrides the status either way.
+//! retried once a body byte has arrived: the caller may already have shown the deltas. Nor is a
+//! call that reached its time limit, and a retry whose wait would end past it is not made. Nor is a
+//! connection TLS refused for what another attempt would meet again: the server's certificate
+//! (untrusted, expired, for another name, none), or no TLS version or cipher suite in common
+//! ([`fails_again`]). Other 4xx are not retried. As in OpenAI's own SDKs, a server's
+//! `x-should-retry: true` or `false` overrides the status either way.
 //!
 //! **The key.** The API key stays inside the adapter: it is sent only as the `Authorization`
 //! header (marked sensitive), and every error message is scrubbed of it (a provider's message
@@ -204,8 +204,9 @@ pub struct OpenAiConfig {
     /// included). Comments (`: keep-alive`), blank lines and the bytes of an event not yet ended
     /// are not progress, so they do not hold a stalled stream open. A whole JSON answer (a server
     /// that ignores `stream: true`) has no events: any chunk of it is progress, and nothing is
-    /// waited for once its JSON closes. Nothing is waited for after the stream's end marker (`[DONE]`, or a Responses terminal event): the answer is
-    /// whole there, whether or not the body then ends.
+    /// waited for once its JSON closes. Nothing is waited for after the stream's end marker
+    /// (`[DONE]`, or a Responses terminal event): the answer is whole there, whether or not the
+    /// body then ends.
     pub idle_timeout: Duration,
     /// The longest a whole call may take, from its start to its answer: every attempt, every
     /// wait between them and the whole stream, however steadily the server sends events. Past
@@ -1191,9 +1192,9 @@ impl OpenAiCompletion {
     /// show of it, so a body held open is not waited on: up to where its JSON object (or array)
     /// closes ([`JsonBody`], past a BOM, which is dropped) when that value names the provider's
     /// message; of a `text/plain` one (`plain_text`) otherwise, up to its first line holding
-    /// text (a line `[error] upstream timed out` is not cut where its bracket closes); of any other, its first bytes only (they tell it is no
-    /// JSON, and a web page is not quoted). Read failures and timeouts end the read quietly (the
-    /// status is the error), cancellation does not.
+    /// text (a line `[error] upstream timed out` is not cut where its bracket closes); of any
+    /// other, its first bytes only (they tell it is no JSON, and a web page is not quoted). Read
+    /// failures and timeouts end the read quietly (the status is the error), cancellation does not.
     async fn read_bounded(
         &self,
         mut response: impl ChunkSource,

@@ -13,10 +13,10 @@ use async_trait::async_trait;
 /// Answers the n-th model call of a run with the n-th recorded receipt: it checks that the
 /// request hashes as the recorded one did (its messages and tools) and asks for the same
 /// `tool_choice` and `parallel_tool_calls` (a receipt written before these were recorded stands
-/// for the graph driver's defaults, `Auto` and `None`), streams the recorded fragments (or, for a receipt
-/// without them, the text and each tool call as one fragment), and returns the recorded
-/// completion. A request that differs, a call past the last receipt, or a missing or corrupt
-/// blob is an error naming the call.
+/// for the graph driver's defaults, `Auto` and `None`), streams the recorded fragments (or, for a
+/// receipt without them, the text and each tool call as one fragment), and returns the recorded
+/// completion. A request that differs, a call past the last receipt, or a missing or corrupt blob
+/// is an error naming the call.
 ///
 /// ```
 /// use std::sync::Arc;

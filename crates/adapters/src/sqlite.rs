@@ -50,7 +50,10 @@ pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 /// let store = adapters::SqliteStore::open(dir.path()).unwrap();
 /// let run = RunId::new("run-1").unwrap();
 /// store.begin_run(&run, None, 1_000, None).await.unwrap();
-/// let step = RunStep { events: vec![AiEvent::Done { reason: DoneReason::Stop }], ..Default::default() };
+/// let step = RunStep {
+///     events: vec![AiEvent::Done { reason: DoneReason::Stop }],
+///     ..Default::default()
+/// };
 /// assert_eq!(store.commit_step(&run, step).await.unwrap(), 0..1);
 /// store.finish_run(&run, 2_000).await.unwrap();
 /// assert_eq!(store.load_run(&run).await.unwrap().header.status, RunStatus::Finished);

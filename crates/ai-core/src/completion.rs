@@ -216,7 +216,8 @@ pub struct LlmToolCall {
     pub name: String,
     /// The assembled argument JSON, as sent.
     pub arguments: String,
-    /// False when the stream was cut (a length limit, a truncated stream): such a call must never run.
+    /// False when the stream was cut (a length limit, a truncated stream): such a call must never
+    /// run.
     pub complete: bool,
     /// Opaque provider fields on the call (e.g. a `thought_signature`), to send back next turn.
     #[serde(default, skip_serializing_if = "Map::is_empty")]

@@ -12,7 +12,8 @@ const TOOL_ID_MAX: usize = 64;
 /// Maximum length of a [`ToolCallId`].
 const TOOL_CALL_ID_MAX: usize = 128;
 
-/// A namespaced tool id: `core__<name>` or `mcp__<server>__<tool>`, matching `^[a-zA-Z0-9_-]{1,64}$`.
+/// A namespaced tool id: `core__<name>` or `mcp__<server>__<tool>`, matching
+/// `^[a-zA-Z0-9_-]{1,64}$`.
 ///
 /// The double underscore keeps ids valid as provider function names while letting tools from
 /// many sources live side by side without collisions.

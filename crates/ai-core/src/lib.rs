@@ -1,4 +1,5 @@
-//! The semantic core of cogni-tools: what a tool is, who may call it, and the one path that runs it.
+//! The semantic core of cogni-tools: what a tool is, who may call it, and the one path that runs
+//! it.
 //!
 //! This crate owns the canonical tool types ([`ToolId`], [`ToolSpec`], [`ToolExecResult`],
 //! [`ToolInvocationRecord`]), the events a run emits ([`AiEvent`]), the ports the rest of the

@@ -30,7 +30,8 @@ pub enum PolicyDecision {
 pub struct Budgets {
     /// Wall time a tool may run before it ends as `timeout` (default 30 000).
     pub max_runtime_ms: u64,
-    /// Size of the serialized, redacted result before it ends as `result_too_large` (default 32 KiB).
+    /// Size of the serialized, redacted result before it ends as `result_too_large` (default 32
+    /// KiB).
     pub max_result_bytes: usize,
     /// Size of the raw argument JSON before it is refused as `validation` (default 8 KiB).
     pub max_args_bytes: usize,

@@ -127,7 +127,11 @@ pub enum AuthzDecision {
 /// #[ai_core::async_trait]
 /// impl Authorizer for AdminsOnly {
 ///     async fn check(&self, ctx: &RunContext, _: &ToolId) -> AuthzDecision {
-///         if ctx.actor_id().starts_with("user:admin") { AuthzDecision::Allow } else { AuthzDecision::Deny }
+///         if ctx.actor_id().starts_with("user:admin") {
+///             AuthzDecision::Allow
+///         } else {
+///             AuthzDecision::Deny
+///         }
 ///     }
 /// }
 /// ```

@@ -200,7 +200,11 @@ impl ModelReceipt {
 /// it holds, so equal content always has the same address.
 ///
 /// ```
-/// let call = ai_core::ToolCallBlob { id: "c1".into(), name: "f".into(), arguments_json: "{ }".into() };
+/// let call = ai_core::ToolCallBlob {
+///     id: "c1".into(),
+///     name: "f".into(),
+///     arguments_json: "{ }".into(),
+/// };
 /// assert_eq!(
 ///     ai_core::canonical_bytes(&call).unwrap(),
 ///     br#"{"arguments_json":"{ }","id":"c1","name":"f"}"#
@@ -240,7 +244,8 @@ pub enum ReceiptError {
 ///     seen.lock().unwrap().push((run.to_string(), hash.to_owned()))
 /// };
 /// # let receipt = ModelReceipt { provider: "p".into(), model: "m".into(),
-/// #     request_hash: "r".into(), tool_choice: ai_core::ToolChoice::Auto, parallel_tool_calls: None,
+/// #     request_hash: "r".into(), tool_choice: ai_core::ToolChoice::Auto,
+/// #     parallel_tool_calls: None,
 /// #     tools_ref: "t".into(), output_ref: "o".into(), usage: None,
 /// #     tool_call_refs: vec![], output_items_ref: "i".into(),
 /// #     finish_reason: ai_core::FinishReason::Stop, deltas_ref: None };

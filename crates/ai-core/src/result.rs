@@ -15,7 +15,8 @@ use crate::ToolCallId;
 pub enum ToolErrorCode {
     /// No tool with that id exists in the source (a name that is no valid id is `Validation`).
     Unavailable,
-    /// The policy or this run's catalog does not allow the tool, or a connection is outside the grant.
+    /// The policy or this run's catalog does not allow the tool, or a connection is outside the
+    /// grant.
     PolicyDenied,
     /// The authorization hook refused the actor.
     AuthzDenied,
@@ -313,7 +314,8 @@ pub enum ToolCallStatus {
 /// use ai_core::{ToolCallId, ToolInvocationRecord};
 /// let record = ToolInvocationRecord {
 ///     tool_call_id: ToolCallId::new("c1").unwrap(), tool_id: "core__noop".into(),
-///     args: Some(Arc::new(serde_json::json!({}))), result: Some(Arc::new(serde_json::Value::Null)),
+///     args: Some(Arc::new(serde_json::json!({}))),
+///     result: Some(Arc::new(serde_json::Value::Null)),
 ///     error: None, started_at_ms: 1, ended_at_ms: 2, attempts: vec![], raw: None,
 /// };
 /// let json = serde_json::to_string(&record).unwrap();

@@ -266,7 +266,9 @@ pub enum RunStoreError {
 ///     async fn begin_run(&self, run_id: &RunId, thread_id: Option<&ThreadId>, at_ms: u64,
 ///         input_ref: Option<&str>) -> Result<(), RunStoreError> {
 ///         let mut runs = self.0.lock().unwrap();
-///         if runs.contains_key(run_id) { return Err(RunStoreError::AlreadyExists(run_id.clone())); }
+///         if runs.contains_key(run_id) {
+///             return Err(RunStoreError::AlreadyExists(run_id.clone()));
+///         }
 ///         let header = RunHeader { run_id: run_id.clone(), thread_id: thread_id.cloned(),
 ///             status: RunStatus::Running, started_at_ms: at_ms, finished_at_ms: None,
 ///             input_ref: input_ref.map(str::to_owned) };

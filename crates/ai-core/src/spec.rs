@@ -53,7 +53,8 @@ pub struct ToolSpec {
     pub id: ToolId,
     /// What the tool does, for the model.
     pub description: String,
-    /// Draft-07 JSON Schema of the input, within the subset [`crate::validate_tool_schema_p0`] accepts.
+    /// Draft-07 JSON Schema of the input, within the subset [`crate::validate_tool_schema_p0`]
+    /// accepts.
     pub input_schema: Value,
     /// Side-effect level.
     pub effect: ToolEffect,

@@ -11,11 +11,11 @@ use std::ops::Range;
 /// its key may be a pasted token), nor is one inside a value written over several lines (an
 /// array's element), so only its number is given; a table header is shown.
 ///
-/// The error is given as plain values, its `message` (without the place: `toml::de::Error::message`)
-/// and its byte `span` in `text` if it has one (`toml::de::Error::span`; a span that starts
-/// inside a character, or past the text, names the line that character, or the text's end, is
-/// on), so ai-core's API names
-/// no type of a TOML library and an application may read its TOML with any version of one.
+/// The error is given as plain values, its `message` (without the place:
+/// `toml::de::Error::message`) and its byte `span` in `text` if it has one
+/// (`toml::de::Error::span`; a span that starts inside a character, or past the text, names the
+/// line that character, or the text's end, is on), so ai-core's API names no type of a TOML library
+/// and an application may read its TOML with any version of one.
 ///
 /// [`crate::ToolPolicy::from_toml_str`] reports its errors so; an application that reads its own
 /// TOML may too.

@@ -51,7 +51,8 @@ pub struct FilePart {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum WorkspaceError {
-    /// The path is absolute, climbs out with `..`, or resolves (through a symlink) outside the root.
+    /// The path is absolute, climbs out with `..`, or resolves (through a symlink) outside the
+    /// root.
     #[error("the path is outside the workspace")]
     OutsideRoot {
         /// The path as given.
@@ -158,8 +159,8 @@ pub enum WorkspaceError {
 
 impl WorkspaceError {
     /// Whether the path the caller gave is at fault (refused, missing, the wrong kind of entry,
-    /// too large, not text, read-only, hidden, reserved, not permitted to this process), as opposed to the
-    /// workspace failing (the disk, the system).
+    /// too large, not text, read-only, hidden, reserved, not permitted to this process), as opposed
+    /// to the workspace failing (the disk, the system).
     pub fn is_caller_error(&self) -> bool {
         // Listed, not `!Io`: a variant added later is the workspace's failure until it is
         // placed here on purpose.
@@ -200,7 +201,11 @@ impl WorkspaceError {
 ///     async fn list(&self, dir: &str) -> Result<WorkspaceListing, WorkspaceError> {
 ///         let entries = self.0.lock().unwrap().iter()
 ///             .filter(|(p, _)| dir.is_empty() || dir == "." || p.starts_with(dir))
-///             .map(|(p, c)| WorkspaceEntry { path: p.clone(), is_dir: false, size: c.len() as u64 })
+///             .map(|(p, c)| WorkspaceEntry {
+///                 path: p.clone(),
+///                 is_dir: false,
+///                 size: c.len() as u64,
+///             })
 ///             .collect();
 ///         Ok(WorkspaceListing { entries, truncated: false })
 ///     }

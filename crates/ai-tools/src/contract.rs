@@ -100,8 +100,14 @@ pub trait ToolContract: Send + Sync + 'static {
     /// # use ai_core::{Capabilities, ToolInvocationContext};
     /// # use ai_tools::ToolContract;
     /// // Calling a contract directly needs a permit, and only the runner can make one.
-    /// async fn around_the_runner<C: ToolContract>(tool: &C, input: C::Input, ctx: &ToolInvocationContext) {
-    ///     let _ = tool.execute(&ai_core::ExecPermit::new(), input, ctx, &Capabilities::default()).await;
+    /// async fn around_the_runner<C: ToolContract>(
+    ///     tool: &C,
+    ///     input: C::Input,
+    ///     ctx: &ToolInvocationContext,
+    /// ) {
+    ///     let _ = tool
+    ///         .execute(&ai_core::ExecPermit::new(), input, ctx, &Capabilities::default())
+    ///         .await;
     /// }
     /// ```
     async fn execute(
@@ -141,9 +147,9 @@ pub(crate) fn derive_schema<T: JsonSchema>(contract: Contract) -> Value {
 /// The input schema is draft-07, derived deterministically from `C::Input` (same bytes every
 /// run), and refused when two different types in it take one schemars name (see
 /// [`Error::NameClash`]), when two fields of one type take one serde name (see
-/// [`Error::FieldNameClash`]), when it leaves the subset of [`ai_core::validate_tool_schema_p0`] or declares
-/// a property named like a connection id (`connectionId`, `connection_id`, or any other case
-/// convention of it) anywhere.
+/// [`Error::FieldNameClash`]), when it leaves the subset of [`ai_core::validate_tool_schema_p0`] or
+/// declares a property named like a connection id (`connectionId`, `connection_id`, or any other
+/// case convention of it) anywhere.
 pub fn tool_spec<C: ToolContract>() -> Result<ToolSpec, Error> {
     let id = ToolId::parse(C::ID)?;
     if let Some(name) = clash::clashing_name::<C::Input>(Contract::Deserialize) {

@@ -111,7 +111,8 @@
 //!     const REDACTION: &'static [&'static str] = &["sum"];
 //!     async fn execute(&self, _: &ExecPermit, input: AddInput, _: &ToolInvocationContext,
 //!         _: &Capabilities) -> Result<AddOutput, ToolError> {
-//!         let sum = input.a.checked_add(input.b).ok_or_else(|| ToolError::new("the sum overflows"))?;
+//!         let sum = input.a.checked_add(input.b)
+//!             .ok_or_else(|| ToolError::new("the sum overflows"))?;
 //!         Ok(AddOutput { sum, debug_note: "internal".into() })
 //!     }
 //! }

@@ -229,8 +229,9 @@ impl Runtime {
     }
 }
 
-/// The runner over `source` and `policy`, configured by `settings` (`tools.trace_redacted_results`):
-/// the one a [`Runtime`]'s agent runs tools with, and `cogni tools call` its call.
+/// The runner over `source` and `policy`, configured by `settings`
+/// (`tools.trace_redacted_results`): the one a [`Runtime`]'s agent runs tools with, and `cogni
+/// tools call` its call.
 pub(crate) fn tool_runner(
     settings: &crate::Settings,
     source: Arc<dyn ai_core::ToolSource>,

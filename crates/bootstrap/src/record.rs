@@ -6,8 +6,8 @@
 //! (`TieredBlobStore`: rows of `cogni.db` up to 64 KiB, files under `blobs/` beyond). A run
 //! input names its thread's history, stored as one blob per message that the thread's runs
 //! share ([`RunInput::store`]); each run puts only the messages new since its thread's last
-//! stored input ([`RunInput::store_on_thread`]). Without one, threads live in bounded memory ([`MemoryThreads`])
-//! and nothing is logged.
+//! stored input ([`RunInput::store_on_thread`]). Without one, threads live in bounded memory
+//! ([`MemoryThreads`]) and nothing is logged.
 //!
 //! - [`start_run`] stores each batch of a run's events (with the records and receipts that came
 //!   with them) in one transaction *before* handing it on, so an event a client has seen is
@@ -282,9 +282,9 @@ impl std::fmt::Debug for RunRequest {
 /// run) is called then. Fails only if the run cannot be logged at all. A batch that cannot be
 /// stored (its write fails or panics) ends the run with an error: once the run's task has
 /// ended, the run is closed as [`recover`] closes a crashed one (its thread takes the turn its
-/// stored events hold), then `on_saved` is called. So is a run whose task dies before its `Done` (its events stop), or
-/// whose beginning (its row, a resume's save past its pause) panics: it is never left `running`
-/// for the next start, nor shown without a `Done`.
+/// stored events hold), then `on_saved` is called. So is a run whose task dies before its `Done`
+/// (its events stop), or whose beginning (its row, a resume's save past its pause) panics: it is
+/// never left `running` for the next start, nor shown without a `Done`.
 ///
 /// With a run log, the new state is saved only over the state the run started from
 /// ([`RunRequest::saved_state`]): when another process stored a turn on the thread meanwhile

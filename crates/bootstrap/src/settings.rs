@@ -950,8 +950,9 @@ fn authority(rest: &str) -> &str {
 /// authority with a `:` (past the IPv6 address it opens with, if any; a `]` elsewhere, or
 /// after a `[` that holds no IPv6 address, ends nothing), followed by an `@` anywhere, counts
 /// as credentials too, even when what follows the `:` could be a port (`user:123/ss@host` is a
-/// password `123/ss` to the one who wrote it), as `adapters::shown_url` hides it. A host and port with an `@` later
-/// (`http://host:8000/v1?x=a@b`) is refused with them: an `@` there is written `%40`.
+/// password `123/ss` to the one who wrote it), as `adapters::shown_url` hides it. A host and port
+/// with an `@` later (`http://host:8000/v1?x=a@b`) is refused with them: an `@` there is written
+/// `%40`.
 fn carries_credentials(rest: &str) -> bool {
     let authority = authority(rest);
     if authority.contains('@') {

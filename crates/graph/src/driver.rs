@@ -224,10 +224,10 @@ impl std::fmt::Debug for Agent {
 ///
 /// The id announced is the one the reducer will give the call: ids are claimed in the
 /// completion's order against those the history holds, as the reducer claims them (a repeated
-/// id renamed the same way), so a call's id is claimed only once every call before it has its. A call whose
-/// id comes before an earlier call's waits for it; if that never comes (a server that sent no
-/// id, which the decoder synthesizes only at the end), the calls after it are not streamed, and
-/// are shown when they run.
+/// id renamed the same way), so a call's id is claimed only once every call before it has its. A
+/// call whose id comes before an earlier call's waits for it; if that never comes (a server that
+/// sent no id, which the decoder synthesizes only at the end), the calls after it are not streamed,
+/// and are shown when they run.
 struct StreamedCalls {
     calls: Vec<StreamedCall>,
     ids: CallIds,
@@ -647,11 +647,11 @@ impl Agent {
     /// the call, such as an authorization hook, a connection broker, a tool source or a clock,
     /// or in one of the tool's plain methods the runner asks, such as `spec` or
     /// `requires_connection`: the runner itself turns a panic in the tool's `exec` or its checks
-    /// into a failure) fails that call as a tool's panic does, `execution` without the payload, so one bad port cannot take the run, and its one
-    /// `Done`, down. The call is shown ended: a start without arguments unless the runner showed
-    /// one, then the result. A panic that came once the runner had passed the call's answer on
-    /// (its result or its approval request: the app's sink panicked on it) leaves that answer
-    /// standing, shown once.
+    /// into a failure) fails that call as a tool's panic does, `execution` without the payload, so
+    /// one bad port cannot take the run, and its one `Done`, down. The call is shown ended: a start
+    /// without arguments unless the runner showed one, then the result. A panic that came once the
+    /// runner had passed the call's answer on (its result or its approval request: the app's sink
+    /// panicked on it) leaves that answer standing, shown once.
     ///
     /// Such a call is recorded too (unless the runner recorded it before the panic), before its
     /// result is shown, with no arguments and no attempt. Both its times are the time the driver

@@ -685,8 +685,8 @@ impl CallIds {
 /// does). The loop records none, but a thread an older build saved may hold one (an assistant
 /// turn without content, a library caller's empty user message, an empty system prompt), and
 /// every later model call of it would be refused: it heals at its next model call, and is saved
-/// healed. An agent whose system prompt is empty gets it left out the same way. Such a message answers
-/// nothing and is answered by nothing, so leaving it out breaks no pairing.
+/// healed. An agent whose system prompt is empty gets it left out the same way. Such a message
+/// answers nothing and is answered by nothing, so leaving it out breaks no pairing.
 fn drop_empty_messages(messages: &mut Vec<Message>) {
     messages.retain(|message| !is_empty_message(message));
 }
@@ -776,7 +776,10 @@ fn accepted_char(c: char) -> bool {
 /// use std::num::NonZeroU32;
 /// use graph::{AgentEvent, AgentState, Intent, reduce};
 /// let limit = NonZeroU32::new(10).unwrap();
-/// let (state, intents) = reduce(AgentState::new(None, limit), AgentEvent::UserMessage { content: "hi".into() });
+/// let (state, intents) = reduce(
+///     AgentState::new(None, limit),
+///     AgentEvent::UserMessage { content: "hi".into() },
+/// );
 /// assert!(matches!(&intents[..], [Intent::CallModel { messages }] if messages.len() == 1));
 /// assert_eq!(state.messages().len(), 1);
 /// ```

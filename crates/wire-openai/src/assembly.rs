@@ -1279,7 +1279,8 @@ pub(crate) struct Fed {
 
 /// Feeds `bytes` through the parser under the stream limit and the event limit (which the
 /// parser keeps: [`SseParser::with_max_event_bytes`]), handing each event to `on_event` and
-/// collecting the display deltas of this read. Shared by both wires' decoders, which settle the result with [`Session::settle`].
+/// collecting the display deltas of this read. Shared by both wires' decoders, which settle the
+/// result with [`Session::settle`].
 pub(crate) fn feed(
     sse: &mut SseParser,
     limits: &Limits,
@@ -1650,8 +1651,8 @@ struct Ending {
 
 /// Resolves the completion: a stream with neither an end marker nor a finish reason is
 /// truncated; a truncated turn, or one the provider cut ([`is_cut`]: its output limit, its
-/// content filter, or an error such as the server's abort), marks every call incomplete; a turn that assembled
-/// calls is a tool turn whatever the finish reason said.
+/// content filter, or an error such as the server's abort), marks every call incomplete; a turn
+/// that assembled calls is a tool turn whatever the finish reason said.
 fn finish(ending: Ending) -> Result<LlmCompletion, DecodeError> {
     let truncated = !ending.ended && ending.finish_reason.is_none();
     let cut = truncated || ending.finish_reason.as_ref().is_some_and(is_cut);

@@ -8,32 +8,30 @@
 //! its first chunk, naming the function only on the first: the call keeps its first id); a
 //! known id continues its call (but an entry under the id of a whole call that names another
 //! function, or brings arguments that open another object, not a repeat of the call's, and
-//! names its function, on that entry or on an earlier one once the call was whole, is an error: two calls under
-//! one id); without an id the entry
-//! continues the call at its `index` (unless that call is whole and the entry brings arguments
-//! that open another object and names a function, or named one alone just before: parallel
-//! calls at one index without ids, see `StreamDecoder::starts_another_call`), or the latest call
-//! when `index` is missing or null (by the same rule, but a repeat of the call's arguments
-//! is a call of its own too: Gemini sends parallel calls whole that way, without index or id,
-//! and no summary); ids and names are never concatenated and
-//! never overwritten with empty values; argument objects are serialized (one serde_json cannot read, though valid JSON: nested
-//! deeper than 128 levels, a number out of f64's range, a lone surrogate escape, is kept as
-//! sent: only its call fails, where it runs; so is a bare number out of range, and a lone
-//! surrogate escape in arguments text is kept as the escape `\uXXXX`, while one in `content`,
-//! `refusal`, a call's `name` or `id` reads as U+FFFD, never failing the chunk); a missing `arguments`
-//! is `{}`; a call the server sent without any id gets a deterministic id (see
-//! [`StreamDecoder::finish`]); an id over 128 characters is an error; a final summary chunk that
-//! repeats a call's whole arguments (LiteLLM's proxy, also double-encoded) is not appended
-//! again; the completion is a tool turn whenever calls were assembled, whatever the finish
-//! reason says. Only one choice is read, the first `index` the stream has (a choice without one
-//! is index 0): choices of other indexes (a server that sends `n > 1` unasked) are ignored.
-//! Usage is bookkeeping: a `usage` (or Groq's `x_groq.usage`) that is not token counts is
-//! dropped, never the chunk, so the answer survives it; so is the usage of a chunk (or a whole
-//! answer) that gives `usage` or `x_groq` twice. A later report replaces the counts of an
-//! earlier one, but not a detail it leaves out (cached input, reasoning tokens: see
-//! `Session::report_usage`). Every other key read given twice (`choices`,
-//! `error`; in a choice `index`, `delta` or `message`, `finish_reason`) is what the answer is made
-//! of, and an error naming the key.
+//! names its function, on that entry or on an earlier one once the call was whole, is an error: two
+//! calls under one id); without an id the entry continues the call at its `index` (unless that call
+//! is whole and the entry brings arguments that open another object and names a function, or named
+//! one alone just before: parallel calls at one index without ids, see
+//! `StreamDecoder::starts_another_call`), or the latest call when `index` is missing or null (by
+//! the same rule, but a repeat of the call's arguments is a call of its own too: Gemini sends
+//! parallel calls whole that way, without index or id, and no summary); ids and names are never
+//! concatenated and never overwritten with empty values; argument objects are serialized (one
+//! serde_json cannot read, though valid JSON: nested deeper than 128 levels, a number out of f64's
+//! range, a lone surrogate escape, is kept as sent: only its call fails, where it runs; so is a
+//! bare number out of range, and a lone surrogate escape in arguments text is kept as the escape
+//! `\uXXXX`, while one in `content`, `refusal`, a call's `name` or `id` reads as U+FFFD, never
+//! failing the chunk); a missing `arguments` is `{}`; a call the server sent without any id gets a
+//! deterministic id (see [`StreamDecoder::finish`]); an id over 128 characters is an error; a final
+//! summary chunk that repeats a call's whole arguments (LiteLLM's proxy, also double-encoded) is
+//! not appended again; the completion is a tool turn whenever calls were assembled, whatever the
+//! finish reason says. Only one choice is read, the first `index` the stream has (a choice without
+//! one is index 0): choices of other indexes (a server that sends `n > 1` unasked) are ignored.
+//! Usage is bookkeeping: a `usage` (or Groq's `x_groq.usage`) that is not token counts is dropped,
+//! never the chunk, so the answer survives it; so is the usage of a chunk (or a whole answer) that
+//! gives `usage` or `x_groq` twice. A later report replaces the counts of an earlier one, but not a
+//! detail it leaves out (cached input, reasoning tokens: see `Session::report_usage`). Every other
+//! key read given twice (`choices`, `error`; in a choice `index`, `delta` or `message`,
+//! `finish_reason`) is what the answer is made of, and an error naming the key.
 //!
 //! A body that opens with `{` (past a BOM and whitespace) is no event stream but a whole
 //! answer sent in its place, by a server or gateway that ignores `stream: true` whatever it
@@ -363,7 +361,9 @@ fn x_groq_usage<'de, D: Deserializer<'de>>(
 ///
 /// ```
 /// let mut decoder = wire_openai::chat::StreamDecoder::default();
-/// decoder.feed(br#"data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}"#).unwrap();
+/// decoder
+///     .feed(br#"data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}"#)
+///     .unwrap();
 /// decoder.feed(b"\n\ndata: [DONE]\n\n").unwrap();
 /// let completion = decoder.finish().unwrap();
 /// assert_eq!(completion.text, "hi");
@@ -483,9 +483,10 @@ impl StreamDecoder {
     /// The SSE events read so far, each a complete event with data whether or not it gave a
     /// delta (a role-only or usage chunk, an event type the decoder ignores): the server
     /// answering. Comments (`: keep-alive`), events with a blank payload (`data:` alone, which
-    /// the decoder skips), blank lines and the bytes of an event not yet ended are not counted, so a caller's idle timeout can wait for this to grow rather than for any
-    /// byte ([`crate::sse::SseParser::events`]). A whole answer sent in place of the stream has
-    /// no events: each read that brings some of it counts as one.
+    /// the decoder skips), blank lines and the bytes of an event not yet ended are not counted, so
+    /// a caller's idle timeout can wait for this to grow rather than for any byte
+    /// ([`crate::sse::SseParser::events`]). A whole answer sent in place of the stream has no
+    /// events: each read that brings some of it counts as one.
     pub fn events(&self) -> u64 {
         self.session.events()
     }
@@ -725,23 +726,23 @@ impl StreamDecoder {
     /// Refuses an entry under the id of the call at `position` that starts another call once
     /// that call is whole ([`assembly::PartialCall::is_whole`]): one that names another function,
     /// or brings arguments that open another object or array (not a summary chunk repeating
-    /// the call's) and names the call's own function, or follows any entry that named it once the call was whole. An engine behind OpenRouter
-    /// streams parallel calls under one id and one index,
-    /// told apart only by their names (skye-harris/hass_local_openai_llm#92); calls of one
-    /// function it cannot tell apart at all. Joined to the first call, the second's arguments
-    /// would break that call's, or be dropped as a repeat of them; split off, its later
-    /// fragments and its result could not be told from the first call's. So it is an error, as
-    /// two calls under one id are in a whole message and a `call_id` taken for another function
-    /// is on the Responses stream.
+    /// the call's) and names the call's own function, or follows any entry that named it once the
+    /// call was whole. An engine behind OpenRouter streams parallel calls under one id and one
+    /// index, told apart only by their names (skye-harris/hass_local_openai_llm#92); calls of one
+    /// function it cannot tell apart at all. Joined to the first call, the second's arguments would
+    /// break that call's, or be dropped as a repeat of them; split off, its later fragments and its
+    /// result could not be told from the first call's. So it is an error, as two calls under one id
+    /// are in a whole message and a `call_id` taken for another function is on the Responses
+    /// stream.
     ///
     /// What is still the call's: another name before the call is whole (its first name stays),
     /// its name repeated (with no arguments, as LiteLLM's last chunk, or with a repeat of them),
     /// arguments that open no object or array (whitespace, or a stray `}`: Qwen may close a
     /// call's arguments twice, langchain-qwq#30, under a server that repeats the id and the name
     /// on every chunk), and arguments without a name that no entry naming the function came
-    /// before once the call was whole. These are appended as the assembly rule says (WIRE-FORMATS 2.1 rule 2: a
-    /// seen id continues its call), to fail where the call runs if they break its JSON (rule 5:
-    /// a per-call error, never the whole turn's).
+    /// before once the call was whole. These are appended as the assembly rule says (WIRE-FORMATS
+    /// 2.1 rule 2: a seen id continues its call), to fail where the call runs if they break its
+    /// JSON (rule 5: a per-call error, never the whole turn's).
     fn check_same_function(
         &mut self,
         position: usize,
@@ -820,12 +821,12 @@ impl StreamDecoder {
     /// Resolves the completion, once.
     ///
     /// A decoder that failed returns the error that stopped it (see [`StreamDecoder::feed`]).
-    /// A stream that ended without `[DONE]` and without a finish reason is [`DecodeError::Truncated`].
-    /// A cut finish (`length`, `content_filter`, or a reason that says the turn ended in an
-    /// error: vLLM's `abort`, OpenRouter's `error`, Gemini's `MALFORMED_FUNCTION_CALL` and
-    /// `UNEXPECTED_TOOL_CALL`, in any case) marks every call incomplete: cut or half-made
-    /// arguments must never run. A cut is kept once the stream gives it: a later finish
-    /// reason (a `stop` a gateway re-sends or adds) does not replace it.
+    /// A stream that ended without `[DONE]` and without a finish reason is
+    /// [`DecodeError::Truncated`]. A cut finish (`length`, `content_filter`, or a reason that says
+    /// the turn ended in an error: vLLM's `abort`, OpenRouter's `error`, Gemini's
+    /// `MALFORMED_FUNCTION_CALL` and `UNEXPECTED_TOOL_CALL`, in any case) marks every call
+    /// incomplete: cut or half-made arguments must never run. A cut is kept once the stream gives
+    /// it: a later finish reason (a `stop` a gateway re-sends or adds) does not replace it.
     ///
     /// A call the server sent without an id gets nine letters and digits, the form Mistral
     /// takes back in a history, drawn from FNV-1a over the chunk that opened the first call

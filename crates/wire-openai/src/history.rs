@@ -1,8 +1,8 @@
 //! What the encoders send of a history that a provider would refuse as stored: call ids over the
 //! length its wire accepts, a past call's arguments that are no JSON object, and the text of a
 //! turn of calls that is only whitespace; and what they
-//! refuse, a past call without a name or with one providers refuse. One rule for both wires, so a thread is sent the same way
-//! whichever wire sends it.
+//! refuse, a past call without a name or with one providers refuse. One rule for both wires, so a
+//! thread is sent the same way whichever wire sends it.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;

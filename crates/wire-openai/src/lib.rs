@@ -6,15 +6,14 @@
 //! a schema allows it. Decoders take stream bytes as they arrive and resolve one
 //! `LlmCompletion`, tolerating what real OpenAI-compatible servers do (missing indexes, repeated
 //! ids, whole arguments in one chunk, argument objects, `stop` with tool calls, Responses events
-//! a gateway replays, …) but never silently: a cut stream is [`DecodeError::Truncated`], a provider error is
-//! [`DecodeError::ProviderError`], a bad chunk names its byte offset, and limits bound memory.
-//! A model port over these decoders turns a [`DecodeError`] into the
+//! a gateway replays, …) but never silently: a cut stream is [`DecodeError::Truncated`], a provider
+//! error is [`DecodeError::ProviderError`], a bad chunk names its byte offset, and limits bound
+//! memory. A model port over these decoders turns a [`DecodeError`] into the
 //! [`ai_core::CompletionError`] it reports with `From` (the provider's error is `Provider`,
-//! anything else `Decode`), the one mapping cogni-adapters' port uses too.
-//! A whole (non-streamed) answer, which some servers send in place of a stream, decodes through
-//! the same assembly into the same completion ([`chat::decode_completion`],
-//! [`responses::decode_response`], [`WholeAnswer`]); the stream decoders read a body that opens
-//! with `{` so, whatever its label.
+//! anything else `Decode`), the one mapping cogni-adapters' port uses too. A whole (non-streamed)
+//! answer, which some servers send in place of a stream, decodes through the same assembly into the
+//! same completion ([`chat::decode_completion`], [`responses::decode_response`], [`WholeAnswer`]);
+//! the stream decoders read a body that opens with `{` so, whatever its label.
 //!
 //! This crate never does IO, never reads a clock, never runs an async runtime and never names a
 //! schema library: bytes in, values out.

@@ -23,8 +23,9 @@
 //! - A message part's final text (`response.output_text.done`, `response.refusal.done`,
 //!   `response.content_part.done`, the finished item) completes the part: text that arrived only
 //!   there is kept, once however many of them carry it (and however many deltas that arrive
-//!   after it repeat it); one that does not continue what streamed adds nothing. A finished item under an item id not seen before is the message at
-//!   its output index when its text continues that one's.
+//!   after it repeat it); one that does not continue what streamed adds nothing. A finished item
+//!   under an item id not seen before is the message at its output index when its text continues
+//!   that one's.
 //! - A call's final `arguments` (on `response.function_call_arguments.done` or the finished
 //!   item) replace its deltas, unless they are empty: `""` is no JSON, so it never erases the
 //!   arguments a call streamed. Deltas arriving after final arguments that continue the
@@ -126,11 +127,11 @@ use replay::{DeltaLog, MessageParts, Numbering, Sequence};
 /// item and before this call (by output index, when the server finishes a reasoning item after
 /// the items that follow it; by where the terminal event's snapshot lists it, by item id, when
 /// its output index leaves it before no call), each whole and as sent (`id`, `summary`,
-/// `encrypted_content`, and any other field). Only items with a non-empty `encrypted_content` string are kept (they come
-/// only when the request asked for them with `include: ["reasoning.encrypted_content"]`); the
-/// others cannot be sent back without the provider's stored copy. One to keep that nests more
-/// than [`ai_core::MAX_JSON_DEPTH`] levels fails the decode instead, since the thread's state
-/// would hold it too deep for a store to read back.
+/// `encrypted_content`, and any other field). Only items with a non-empty `encrypted_content`
+/// string are kept (they come only when the request asked for them with `include:
+/// ["reasoning.encrypted_content"]`); the others cannot be sent back without the provider's stored
+/// copy. One to keep that nests more than [`ai_core::MAX_JSON_DEPTH`] levels fails the decode
+/// instead, since the thread's state would hold it too deep for a store to read back.
 ///
 /// The Responses encoder sends them back, unchanged and in order, just before the call's
 /// `function_call` item when [`RequestOptions::stateless_reasoning`] is on, and never otherwise.
@@ -745,9 +746,10 @@ impl StreamDecoder {
     /// The SSE events read so far, each a complete event with data whether or not it gave a
     /// delta (a role-only or usage chunk, an event type the decoder ignores): the server
     /// answering. Comments (`: keep-alive`), events with a blank payload (`data:` alone, which
-    /// the decoder skips), blank lines and the bytes of an event not yet ended are not counted, so a caller's idle timeout can wait for this to grow rather than for any
-    /// byte ([`crate::sse::SseParser::events`]). A whole answer sent in place of the stream has
-    /// no events: each read that brings some of it counts as one.
+    /// the decoder skips), blank lines and the bytes of an event not yet ended are not counted, so
+    /// a caller's idle timeout can wait for this to grow rather than for any byte
+    /// ([`crate::sse::SseParser::events`]). A whole answer sent in place of the stream has no
+    /// events: each read that brings some of it counts as one.
     pub fn events(&self) -> u64 {
         self.session.events()
     }

@@ -482,7 +482,8 @@ fn no_secret_in_context_widened() {
             &held(3, "Scope.password", "password", "RequestContext.scope"),
             &held(4, "SigningKeys.secret", "secret", "CallContext.Signed"),
             &held(4, "SigningKeys.ApiKey", "apikey", "CallContext.Signed"),
-            // Two levels down: `tenant: Tenant { deeper: Nested }`, `TupleContext(Session(.., Nested))`.
+            // Two levels down: `tenant: Tenant { deeper: Nested }`, `TupleContext(Session(..,
+            // Nested))`.
             &held(7, "Nested.token", "token", "RequestContext.tenant"),
             &held(7, "Nested.token", "token", "TupleContext.0"),
             &violation(3, "RequestContext.credentials", "credential"),
@@ -944,9 +945,10 @@ fn probe_violation(line: usize, what: &str) -> String {
 }
 
 /// A method a type of the file defines itself (`fn is_dir` of a workspace entry), called on
-/// `self` in that `impl`, is that type's, not `Path`'s: calling it is not IO. Called on anything else it may be `Path`'s
-/// (the scan cannot tell a receiver's type), so a method of that name defined anywhere in the
-/// file does not hide `Path::new(p).is_dir()`; `Path::is_dir(&p)` is IO too.
+/// `self` in that `impl`, is that type's, not `Path`'s: calling it is not IO. Called on anything
+/// else it may be `Path`'s (the scan cannot tell a receiver's type), so a method of that name
+/// defined anywhere in the file does not hide `Path::new(p).is_dir()`; `Path::is_dir(&p)` is IO
+/// too.
 #[test]
 fn path_methods_that_touch_the_filesystem_are_io() {
     check(

@@ -296,10 +296,10 @@ async fn the_call_limit_before_the_first_byte_is_not_retried() {
 }
 
 /// A body not labelled an event stream whose first bytes are not an SSE field or comment, nor
-/// `{` (a proxy's HTML page or a JSON array, its connection held open) is refused as soon as those bytes
-/// arrive, by its content type, as final and without its contents: it never stalls into the
-/// idle timeout as "no event". A BOM, blank lines and whitespace before them are looked past,
-/// and a field name split over two reads is waited for.
+/// `{` (a proxy's HTML page or a JSON array, its connection held open) is refused as soon as those
+/// bytes arrive, by its content type, as final and without its contents: it never stalls into the
+/// idle timeout as "no event". A BOM, blank lines and whitespace before them are looked past, and a
+/// field name split over two reads is waited for.
 #[tokio::test(start_paused = true)]
 async fn a_body_that_opens_as_no_event_stream_is_refused_at_once() {
     let page = "<!doctype html><html><body>Sign in</body></html>\n";

@@ -1483,8 +1483,8 @@ fn a_folder_sync_never_opens_a_pipe_swapped_in() {
 
 /// A write that fails after it made the folders its path needs leaves none of them behind:
 /// a name too long for the file system (found only once the folders exist, or by their
-/// creation on the way), and a write dropped at its commit. The folders that were there before stay, and so does a made one
-/// that holds something else by then.
+/// creation on the way), and a write dropped at its commit. The folders that were there before
+/// stay, and so does a made one that holds something else by then.
 #[test]
 fn a_failed_write_removes_the_folders_it_made() {
     use std::future::Future;

@@ -1,5 +1,5 @@
-//! FsBlobStore, SqliteBlobStore and InMemoryBlobStore: addressing, idempotence, verification, refusal of
-//! anything that is not an address.
+//! FsBlobStore, SqliteBlobStore and InMemoryBlobStore: addressing, idempotence, verification,
+//! refusal of anything that is not an address.
 
 use std::sync::Arc;
 

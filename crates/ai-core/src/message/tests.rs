@@ -6,8 +6,9 @@ fn id(raw: &str) -> ToolCallId {
     ToolCallId::new(raw).unwrap()
 }
 
-/// `u` user, `b` user with blank text, `a:x,y` assistant calling x and y, `a` assistant text, `e` assistant with empty
-/// text and no calls, `w` the same with whitespace for text, `t:x` tool answer to x.
+/// `u` user, `b` user with blank text, `a:x,y` assistant calling x and y, `a` assistant text, `e`
+/// assistant with empty text and no calls, `w` the same with whitespace for text, `t:x` tool answer
+/// to x.
 fn history(script: &str) -> Vec<Message> {
     script
         .split_whitespace()

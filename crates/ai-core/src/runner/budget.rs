@@ -314,10 +314,10 @@ pub fn own_code<T>(code: impl FnOnce() -> T) -> T {
 ///
 /// The runner catches a panic in a tool's `exec` or its checks either way (the call ends
 /// `execution`, or the failed check's code, with a safe message); one in a plain method unwinds
-/// as a port's does, and the `graph` driver catches both; without this hook Rust's default one still prints
-/// the message to stderr. Call it once, at startup, from the composition root; calling it again
-/// wraps the hook again, to the same effect. A task or thread the tool or port spawns itself is
-/// not its code here: its panics reach the previous hook.
+/// as a port's does, and the `graph` driver catches both; without this hook Rust's default one
+/// still prints the message to stderr. Call it once, at startup, from the composition root; calling
+/// it again wraps the hook again, to the same effect. A task or thread the tool or port spawns
+/// itself is not its code here: its panics reach the previous hook.
 pub fn install_tool_panic_hook() {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {

@@ -846,7 +846,10 @@ impl ToolInvocationRecord {
     /// };
     /// let failure = ToolFailure::new(ToolErrorCode::Execution, "it failed");
     /// let record = ToolInvocationRecord::failed(&call, failure, 5, 7);
-    /// assert_eq!((&*record.tool_id, record.started_at_ms, record.ended_at_ms), ("core__wait", 5, 7));
+    /// assert_eq!(
+    ///     (&*record.tool_id, record.started_at_ms, record.ended_at_ms),
+    ///     ("core__wait", 5, 7)
+    /// );
     /// assert!(record.args.is_none() && record.attempts.is_empty());
     /// ```
     pub fn failed(

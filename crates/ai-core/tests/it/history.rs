@@ -53,9 +53,9 @@ fn message() -> impl Strategy<Value = Message> {
     ]
 }
 
-/// The rules read plainly: each user and system message holds text that is not blank; each assistant
-/// message holds text that is not blank or calls; its calls have ids no earlier call had, and
-/// are answered by the tool messages right after it, one each, in call order; no other tool
+/// The rules read plainly: each user and system message holds text that is not blank; each
+/// assistant message holds text that is not blank or calls; its calls have ids no earlier call had,
+/// and are answered by the tool messages right after it, one each, in call order; no other tool
 /// message.
 fn valid(messages: &[Message]) -> bool {
     let mut seen = HashSet::new();

@@ -35,7 +35,8 @@ const DEFINITIONS: &str = "#/definitions/";
 ///   [`collapse_documented_enum`]);
 /// - `Option<T>` of a `T` kept in the definitions (a struct, an enum:
 ///   `anyOf: [{"$ref": …}, {"type": "null"}]`) becomes a `$ref` to a copy of `T`'s definition,
-///   `<T>OrNull` (a number added if the input has a type of that name), with `null` added to its `type` (and `enum`).
+///   `<T>OrNull` (a number added if the input has a type of that name), with `null` added to its
+///   `type` (and `enum`).
 ///
 /// - an object schema that names no property in any way (no `properties`,
 ///   `additionalProperties` or `patternProperties`: what schemars derives for a struct without

@@ -396,9 +396,9 @@ fn is_address(text: &str) -> bool {
 /// It holds each thread's messages (to tell that a next run's history begins with exactly
 /// them) and their blobs' addresses, in bounded memory: at most `max_threads` threads and
 /// `max_bytes` bytes of message blobs, the measure of the messages it holds (as Rust values
-/// they take somewhat more memory, up to about twice as much). Past either, the thread used least recently is
-/// forgotten; a forgotten thread's next run stores its whole history, as a new process does,
-/// which costs time, never correctness.
+/// they take somewhat more memory, up to about twice as much). Past either, the thread used least
+/// recently is forgotten; a forgotten thread's next run stores its whole history, as a new process
+/// does, which costs time, never correctness.
 ///
 /// It remembers only what this process put in the blob store and saw stored. Blobs are never
 /// removed by cogni, so a message blob it names is still there; one removed or damaged by hand

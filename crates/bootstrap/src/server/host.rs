@@ -98,8 +98,9 @@ fn addressed_to_loopback(request: &Request) -> bool {
 }
 
 /// Whether `authority` (`host` or `host:port`, an IPv6 host in brackets) names a loopback host:
-/// `localhost` in any case (or `localhost.`, its fully qualified form), or an IP address that is loopback (`127.0.0.0/8`, `::1`, and
-/// `::ffff:127.0.0.1`). `0.0.0.0`, which some browsers send to the local machine, is not one.
+/// `localhost` in any case (or `localhost.`, its fully qualified form), or an IP address that is
+/// loopback (`127.0.0.0/8`, `::1`, and `::ffff:127.0.0.1`). `0.0.0.0`, which some browsers send to
+/// the local machine, is not one.
 fn is_loopback_authority(authority: &str) -> bool {
     let Ok(authority) = authority.parse::<axum::http::uri::Authority>() else {
         return false;

@@ -7,14 +7,14 @@
 //! only the request's new user message is used (for an AI SDK edit or retry, also the texts of
 //! the user messages before it, to find its place in the thread: `Resend`); the client's
 //! replayed history (tool results included) is trusted only to start a thread the server has
-//! never seen, and then only after `reconstruct_history` accepts it. A client that disconnects cancels its run; the run still
-//! ends cleanly and saves a valid history. A client that stops reading its stream has the stream
-//! cut, and its run goes on (`relay`): once more than [`AppState::with_max_unsent_events`]
-//! events wait for it and it has taken none of them for [`AppState::with_slow_client_grace`], or
-//! at once when what waits would pass [`AppState::with_max_unsent_bytes`] (the hard bound of the
-//! memory a client holds). A client that reads is not cut for a burst of events. A cut stream
-//! ends in its protocol's terminal error, saying the run goes on, as do the answers it gives the
-//! tool calls it showed without a result.
+//! never seen, and then only after `reconstruct_history` accepts it. A client that disconnects
+//! cancels its run; the run still ends cleanly and saves a valid history. A client that stops
+//! reading its stream has the stream cut, and its run goes on (`relay`): once more than
+//! [`AppState::with_max_unsent_events`] events wait for it and it has taken none of them for
+//! [`AppState::with_slow_client_grace`], or at once when what waits would pass
+//! [`AppState::with_max_unsent_bytes`] (the hard bound of the memory a client holds). A client that
+//! reads is not cut for a burst of events. A cut stream ends in its protocol's terminal error,
+//! saying the run goes on, as do the answers it gives the tool calls it showed without a result.
 //!
 //! With a [`ServerToken`] (`COGNI_SERVER_TOKEN`), every path but `/healthz` asks for
 //! `Authorization: Bearer <token>` (the `auth` middleware, which runs before any route); without
@@ -138,8 +138,8 @@ impl AppState {
     /// A cut stream's waiting events are dropped, and its response ends in the protocol's
     /// terminal error (AG-UI `RUN_ERROR`, the AI SDK's `error` chunk then `[DONE]`) saying the
     /// stream was cut and the run goes on (after answering each tool call it showed without a
-    /// result so, never as if the run had ended): the run is recorded and saves its thread as if the
-    /// client were there. Without the bound, a client that never reads would leave every event
+    /// result so, never as if the run had ended): the run is recorded and saves its thread as if
+    /// the client were there. Without the bound, a client that never reads would leave every event
     /// of its run in the server's memory for as long as its connection stays open.
     pub fn with_max_unsent_events(mut self, max: std::num::NonZeroUsize) -> Self {
         self.unsent_bounds.max_events = max.get();

@@ -1614,8 +1614,8 @@ struct SinkBreaks {
 /// completion's usage, the answer it shows for a call that never ran, its `Error`, its `Done`)
 /// does not take the run down: it ends with one `Done` (an `Error` saying the sink panicked
 /// first, unless the panic came on the run's own last events: those of the completion that ends
-/// it, the answers shown just before its end, its `Error`, its `Done`), nothing more runs, and the thread is saved as the run left it,
-/// with a valid history.
+/// it, the answers shown just before its end, its `Error`, its `Done`), nothing more runs, and the
+/// thread is saved as the run left it, with a valid history.
 #[tokio::test(start_paused = true)]
 async fn a_sink_that_panics_on_an_event_of_the_loops_own_ends_the_run_cleanly() {
     let mut cut = call("c1", "core__wait", r#"{"ms":10"#);

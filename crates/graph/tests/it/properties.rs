@@ -383,9 +383,10 @@ fn raw_reply() -> impl Strategy<Value = Reply> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
-    /// Whatever a model streams (ids repeated or late, names missing, positions absurd), a run ends once
-    /// with a valid history, no call is announced twice, no argument comes before its call, every
-    /// call started is answered, and a call announced is the call recorded and run under its id.
+    /// Whatever a model streams (ids repeated or late, names missing, positions absurd), a run ends
+    /// once with a valid history, no call is announced twice, no argument comes before its call,
+    /// every call started is answered, and a call announced is the call recorded and run under its
+    /// id.
     #[test]
     fn a_raw_stream_never_breaks_a_run(
         replies in proptest::collection::vec(raw_reply(), 1..6),

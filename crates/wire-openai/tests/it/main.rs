@@ -1,4 +1,5 @@
-//! wire-openai's integration tests: golden fixtures, encoder key sets, random chunkings, mangled streams.
+//! wire-openai's integration tests: golden fixtures, encoder key sets, random chunkings, mangled
+//! streams.
 
 mod chunking;
 mod decode;
