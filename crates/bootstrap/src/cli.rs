@@ -1,6 +1,6 @@
 //! The `cogni` command line: argument definitions and what each command does.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -599,19 +599,30 @@ fn tools_stats(data_dir: &Path, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn read_input(file: Option<&Path>) -> anyhow::Result<Vec<u8>> {
-    match file {
-        Some(path) if path != Path::new("-") => {
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
-        }
-        _ => {
-            let mut bytes = Vec::new();
-            std::io::stdin()
-                .read_to_end(&mut bytes)
-                .context("cannot read stdin")?;
-            Ok(bytes)
-        }
-    }
+/// The most `wire encode-tools` reads of stdin: far more than the specs of any catalog.
+const MAX_TOOL_SPECS_BYTES: u64 = 4 << 20;
+
+/// The file at `file` (stdin when it is `None` or `-`), read up to `limit` bytes: past it (a
+/// device, a log named by mistake, a pipe that never ends) is refused in one line naming the
+/// input, the bound and `why` it is the bound, never quoting the input.
+fn read_input(file: Option<&Path>, limit: u64, why: &str) -> anyhow::Result<Vec<u8>> {
+    let (read, name) = match file {
+        Some(path) if path != Path::new("-") => (
+            std::fs::File::open(path).and_then(|file| crate::bounded::read_at_most(file, limit)),
+            path.display().to_string(),
+        ),
+        _ => (
+            crate::bounded::read_at_most(std::io::stdin().lock(), limit),
+            "stdin".to_owned(),
+        ),
+    };
+    read.with_context(|| format!("cannot read {name}"))?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "cannot read {name}: it is over {}, {why}",
+                crate::bounded::size(limit)
+            )
+        })
 }
 
 /// The UTF-8 byte order mark a capture may open with.
@@ -649,8 +660,13 @@ fn sniff(bytes: &[u8]) -> anyhow::Result<Captured> {
 }
 
 fn wire_decode(format: WireFormat, file: Option<PathBuf>) -> anyhow::Result<ExitCode> {
-    let bytes = read_input(file.as_deref())?;
     let limits = wire_openai::Limits::default();
+    // The decoder refuses a longer stream or answer: reading one whole is of no use.
+    let bytes = read_input(
+        file.as_deref(),
+        u64::try_from(limits.max_total_bytes).unwrap_or(u64::MAX),
+        "more than the decoder takes of a stream or answer",
+    )?;
     let decoded = match (sniff(&bytes)?, format) {
         (Captured::Sse, WireFormat::OpenaiChat) => wire_openai::chat::decode_all(&bytes),
         (Captured::Sse, WireFormat::OpenaiResponses) => wire_openai::responses::decode_all(&bytes),
@@ -694,7 +710,11 @@ fn wire_decode(format: WireFormat, file: Option<PathBuf>) -> anyhow::Result<Exit
 }
 
 fn wire_encode_tools(format: WireFormat) -> anyhow::Result<()> {
-    let bytes = read_input(None)?;
+    let bytes = read_input(
+        None,
+        MAX_TOOL_SPECS_BYTES,
+        "more than any list of tool specs holds",
+    )?;
     // Where and what is wrong, never a value of the input: a pasted spec may hold anything.
     let specs: Vec<ToolSpec> = serde_json::from_slice(&bytes).map_err(|e| {
         anyhow::anyhow!(

@@ -1,6 +1,5 @@
 //! What the composition root is configured with, and where the policy comes from.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use ai_core::ToolPolicy;
@@ -47,18 +46,15 @@ const MAX_SETTINGS_FILE_BYTES: u64 = 1 << 20;
 /// the file and what is wrong with it (too large, not UTF-8 text, the OS error), never its text.
 pub(crate) fn read_settings_file(path: &Path, what: &str) -> anyhow::Result<String> {
     let cannot_read = || format!("cannot read {what} {}", path.display());
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|file| {
-            file.take(MAX_SETTINGS_FILE_BYTES + 1)
-                .read_to_end(&mut bytes)
-        })
-        .with_context(cannot_read)?;
-    if bytes.len() as u64 > MAX_SETTINGS_FILE_BYTES {
-        anyhow::bail!(
-            "{}: it is over 1 MiB, more than any {what} holds",
-            cannot_read()
-        );
-    }
+    let bytes = std::fs::File::open(path)
+        .and_then(|file| crate::bounded::read_at_most(file, MAX_SETTINGS_FILE_BYTES))
+        .with_context(cannot_read)?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{}: it is over {}, more than any {what} holds",
+                cannot_read(),
+                crate::bounded::size(MAX_SETTINGS_FILE_BYTES)
+            )
+        })?;
     String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{}: it is not UTF-8 text", cannot_read()))
 }

@@ -15,6 +15,7 @@
 //! ai-tools, ai-core, wire-openai, wire-ui and graph, which it only composes. Downstream apps do
 //! the same in their own composition roots with the same public API.
 
+mod bounded;
 pub mod cli;
 mod compose;
 mod config;

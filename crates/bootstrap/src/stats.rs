@@ -19,6 +19,10 @@ use serde::{Deserialize, Serialize};
 
 const FILE: &str = "tool-stats.json";
 const SAMPLES: usize = 512;
+/// The most the file is read of: a tool's entry at its largest (every count and sample at
+/// `u64::MAX`, pretty-printed) is about 16 KiB, so this holds some 250 tools, far more than any
+/// build has, and a file past it is not one this module wrote.
+const MAX_FILE_BYTES: u64 = 4 << 20;
 
 #[derive(Default, Serialize, Deserialize)]
 struct Stored {
@@ -35,14 +39,25 @@ struct StoredTool {
     latencies_us: VecDeque<u64>,
 }
 
-/// The stored statistics: `Ok(None)` when there is no file yet, `Err` when it cannot be read,
-/// and `Ok(Some(Err(_)))` when it is not a statistics file.
+/// The stored statistics: `Ok(None)` when there is no file yet, `Err` when it cannot be read
+/// (or is over [`MAX_FILE_BYTES`]), and `Ok(Some(Err(_)))` when it is not a statistics file.
 fn read_stored(path: &Path) -> anyhow::Result<Option<Result<Stored, serde_json::Error>>> {
-    match std::fs::read(path) {
-        Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
-    }
+    let cannot_read = || format!("cannot read {}", path.display());
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(cannot_read),
+    };
+    let bytes = crate::bounded::read_at_most(file, MAX_FILE_BYTES)
+        .with_context(cannot_read)?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{}: it is over {}, more than any statistics file holds",
+                cannot_read(),
+                crate::bounded::size(MAX_FILE_BYTES)
+            )
+        })?;
+    Ok(Some(serde_json::from_slice(&bytes)))
 }
 
 /// Merges one process's statistics into the data folder's file. Returns a warning to show when
@@ -192,6 +207,30 @@ fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bound holds 250 tools at their largest: the longest id, every count and sample at
+    /// `u64::MAX`, a failure count in every category.
+    #[test]
+    fn the_file_bound_holds_250_tools_at_their_largest() {
+        use ToolErrorCategory::*;
+        let categories = [
+            Validation, Execution, Timeout, Cancelled, Transient, Permanent, Policy, Unknown,
+        ];
+        let tool = StoredTool {
+            calls: u64::MAX,
+            successes: u64::MAX,
+            failures: categories.into_iter().map(|c| (c, u64::MAX)).collect(),
+            retries: u64::MAX,
+            breaker: BreakerStatus::HalfOpen,
+            latencies_us: VecDeque::from(vec![u64::MAX; SAMPLES]),
+        };
+        let id = ToolId::parse(&format!("core__{}", "x".repeat(58))).unwrap();
+        let one = Stored {
+            tools: BTreeMap::from([(id, tool)]),
+        };
+        let bytes = serde_json::to_vec_pretty(&one).unwrap().len() as u64;
+        assert!(250 * bytes <= MAX_FILE_BYTES, "{bytes} bytes a tool");
+    }
 
     /// A temp file a process left when it died before its rename is removed by the next record
     /// (which holds the lock, so no writer is running); other names are left as they are.

@@ -810,3 +810,98 @@ fn a_json_policy_with_a_byte_order_mark_is_read() {
         String::from_utf8_lossy(&output.stdout)
     );
 }
+
+/// A sparse file of `len` bytes that opens with `start` and holds zeros after it: an input past
+/// a bound, with no disk spent on it.
+fn sparse_file(path: &std::path::Path, start: &[u8], len: u64) {
+    std::fs::write(path, start).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
+/// `cogni` with `args`, its standard input read from the file at `stdin`.
+fn cogni_with_stdin_file(args: &[&str], stdin: &std::path::Path) -> Output {
+    cogni_command()
+        .args(args)
+        .stdin(std::fs::File::open(stdin).unwrap())
+        .output()
+        .expect("the cogni binary runs")
+}
+
+/// `wire decode` reads a file or stdin up to the decoder's bound on a stream or answer (64 MiB),
+/// and `wire encode-tools` stdin up to 4 MiB: an input past it (`/dev/zero`, a log named by
+/// mistake) is refused in one line naming the input and the bound, not read until memory runs
+/// out, and never quoted.
+#[test]
+fn wire_inputs_past_their_bound_are_refused_naming_the_input_and_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let stream = dir.path().join("huge.sse");
+    sparse_file(&stream, b"data: CANARY", (64 << 20) + 1);
+    let specs = dir.path().join("huge.json");
+    sparse_file(&specs, b"[\"CANARY\"", (4 << 20) + 1);
+    let too_large = "it is over 64 MiB, more than the decoder takes of a stream or answer";
+    let shown = stream.display();
+    for (output, expected) in [
+        (
+            cogni(&[
+                "wire",
+                "decode",
+                "--format",
+                "openai-chat",
+                stream.to_str().unwrap(),
+            ]),
+            format!("error: cannot read {shown}: {too_large}"),
+        ),
+        (
+            cogni_with_stdin_file(&["wire", "decode", "--format", "openai-responses"], &stream),
+            format!("error: cannot read stdin: {too_large}"),
+        ),
+        (
+            cogni_with_stdin_file(&["wire", "decode", "--format", "openai-chat", "-"], &stream),
+            format!("error: cannot read stdin: {too_large}"),
+        ),
+        (
+            cogni_with_stdin_file(&["wire", "encode-tools", "--format", "openai-chat"], &specs),
+            "error: cannot read stdin: it is over 4 MiB, more than any list of tool specs holds"
+                .to_owned(),
+        ),
+    ] {
+        assert_eq!(output.status.code(), Some(1), "{expected}");
+        assert_eq!(stderr(&output).trim_end(), expected);
+        assert!(output.stdout.is_empty(), "{expected}");
+    }
+}
+
+/// The statistics file is read up to 4 MiB, far more than it holds (about 16 KiB a tool at
+/// most): one past it is refused by `tools stats` naming the file and the bound, and a call
+/// still succeeds, warning that its statistics were not recorded.
+#[test]
+fn a_statistics_file_past_its_bound_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let file = dir.path().join("tool-stats.json");
+    sparse_file(&file, b"{\"CANARY\"", (4 << 20) + 1);
+    let too_large = format!(
+        "cannot read {}: it is over 4 MiB, more than any statistics file holds",
+        file.display()
+    );
+    let stats = cogni(&["tools", "stats", "--data-dir", data]);
+    assert_eq!(stats.status.code(), Some(1));
+    assert_eq!(stderr(&stats).trim_end(), format!("error: {too_large}"));
+    let call = cogni(&[
+        "tools",
+        "call",
+        "core__get_current_time",
+        "--data-dir",
+        data,
+    ]);
+    assert!(call.status.success(), "{}", stderr(&call));
+    assert_eq!(
+        stderr(&call).trim_end(),
+        format!("warning: tool statistics not recorded: {too_large}")
+    );
+}
