@@ -1141,6 +1141,46 @@ async fn serve_once(answer: Vec<u8>) -> String {
     base
 }
 
+/// An event stream whose one event says `hi` and stops, then its end marker.
+const HI_STREAM: &str = concat!(
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n",
+    "data: [DONE]\n\n",
+);
+
+/// An answer of `status` labelled `content_type`, with the field lines `extra` (each ending
+/// `\r\n`), whose `body` is sized by its `content-length`.
+fn sized_answer(status: &str, content_type: &str, extra: &str, body: &[u8]) -> Vec<u8> {
+    let mut answer = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\n{extra}content-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    answer.extend_from_slice(body);
+    answer
+}
+
+/// An answer of `status` labelled `content_type` whose `body` is sent as one chunk with no last
+/// chunk after it: only what the body says can end its read.
+fn one_chunk_answer(status: &str, content_type: &str, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ntransfer-encoding: chunked\r\n\r\n\
+         {:x}\r\n{body}\r\n",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// `model`'s answer to [`hello`], its deltas dropped, under a token that never fires.
+async fn complete_hello(model: &OpenAiCompletion) -> Result<LlmCompletion, CompletionError> {
+    model
+        .complete(
+            &hello(),
+            &mut |_: CompletionDelta| {},
+            &CancellationToken::new(),
+        )
+        .await
+}
+
 /// A server that streams as asked but labels its event stream `application/json` (Microsoft's
 /// Foundry Local does: microsoft/foundry-dev-tools#195) is read as the stream it is, its text
 /// shown as it arrives, and answered at its end marker: not buffered whole and then refused as
@@ -1162,12 +1202,7 @@ async fn an_event_stream_labelled_json_is_read_as_a_stream() {
     ] {
         // Chunked, and held open after the body: only the end marker (or the JSON's close)
         // ends the read.
-        let answer = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\ntransfer-encoding: chunked\r\n\r\n\
-             {:x}\r\n{body}\r\n",
-            body.len()
-        );
-        let base = serve_once(answer.into_bytes()).await;
+        let base = serve_once(one_chunk_answer("200 OK", content_type, &body)).await;
         let model = OpenAiCompletion::new(OpenAiConfig {
             max_retries: 0,
             idle_timeout: Duration::from_secs(5),
@@ -1199,27 +1234,19 @@ async fn an_event_stream_labelled_json_is_read_as_a_stream() {
 async fn a_compressed_error_body_is_not_quoted() {
     let gzip: &[u8] = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\xcbH\xcd\xc9\xc9\x07\x00\n";
     for content_type in ["text/plain", "application/json"] {
-        let mut answer = format!(
-            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: {content_type}\r\n\
-             content-encoding: gzip\r\ncontent-length: {}\r\n\r\n",
-            gzip.len()
-        )
-        .into_bytes();
-        answer.extend_from_slice(gzip);
+        let answer = sized_answer(
+            "503 Service Unavailable",
+            content_type,
+            "content-encoding: gzip\r\n",
+            gzip,
+        );
         let base = serve_once(answer).await;
         let model = OpenAiCompletion::new(OpenAiConfig {
             max_retries: 0,
             ..OpenAiConfig::new(&base, "m")
         })
         .unwrap();
-        let error = model
-            .complete(
-                &hello(),
-                &mut |_: CompletionDelta| {},
-                &CancellationToken::new(),
-            )
-            .await
-            .unwrap_err();
+        let error = complete_hello(&model).await.unwrap_err();
         assert_eq!(
             error.to_string(),
             format!(
@@ -1235,29 +1262,17 @@ async fn a_compressed_error_body_is_not_quoted() {
 /// connection then held open: it must come before the idle timeout (10 s), so the wait for it is
 /// bounded at 3 s, a hang guard only.
 async fn json_labelled_and_held_open(opening: &str) -> CompletionError {
-    let answer = format!(
-        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n\
-         {:x}\r\n{opening}\r\n",
-        opening.len()
-    );
-    let base = serve_once(answer.into_bytes()).await;
+    let base = serve_once(one_chunk_answer("200 OK", "application/json", opening)).await;
     let model = OpenAiCompletion::new(OpenAiConfig {
         max_retries: 0,
         idle_timeout: Duration::from_secs(10),
         ..OpenAiConfig::new(&base, "m")
     })
     .unwrap();
-    tokio::time::timeout(
-        Duration::from_secs(3),
-        model.complete(
-            &hello(),
-            &mut |_: CompletionDelta| {},
-            &CancellationToken::new(),
-        ),
-    )
-    .await
-    .expect("refused at once")
-    .unwrap_err()
+    tokio::time::timeout(Duration::from_secs(3), complete_hello(&model))
+        .await
+        .expect("refused at once")
+        .unwrap_err()
 }
 
 /// A 200 labelled JSON whose body opens as no JSON value (a gateway's sign-in page, its
@@ -1286,27 +1301,15 @@ async fn a_json_labelled_page_held_open_is_refused_at_once() {
 /// resolver that asks DNS for the name (glibc without `nss-myhostname`) would send it.
 #[tokio::test]
 async fn a_localhost_name_is_reached_on_loopback_without_a_resolver() {
-    let stream = concat!(
-        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n",
-        "data: [DONE]\n\n",
-    );
-    let answer = format!(
-        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{stream}",
-        stream.len()
-    );
-    let base = serve_once(answer.into_bytes()).await;
+    let answer = sized_answer("200 OK", "text/event-stream", "", HI_STREAM.as_bytes());
+    let base = serve_once(answer).await;
     let base = base.replace("127.0.0.1", "model.localhost");
     let model = OpenAiCompletion::new(OpenAiConfig {
         max_retries: 0,
         ..config(&base)
     })
     .unwrap();
-    let completion = model
-        .complete(
-            &hello(),
-            &mut |_: CompletionDelta| {},
-            &CancellationToken::new(),
-        )
+    let completion = complete_hello(&model)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(completion.text, "hi");
@@ -1319,15 +1322,8 @@ async fn a_localhost_name_is_reached_on_loopback_without_a_resolver() {
 /// request timeout is two minutes.
 #[tokio::test]
 async fn a_blackholed_address_gives_way_to_the_next_within_the_connect_timeout() {
-    let stream = concat!(
-        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n",
-        "data: [DONE]\n\n",
-    );
-    let answer = format!(
-        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{stream}",
-        stream.len()
-    );
-    let serving: std::net::SocketAddr = serve_once(answer.into_bytes())
+    let answer = sized_answer("200 OK", "text/event-stream", "", HI_STREAM.as_bytes());
+    let serving: std::net::SocketAddr = serve_once(answer)
         .await
         .trim_start_matches("http://")
         .trim_end_matches("/v1")
@@ -1354,17 +1350,10 @@ async fn a_blackholed_address_gives_way_to_the_next_within_the_connect_timeout()
         .resolve_to_addrs("llm.test", &[blackhole, serving])
         .build()
         .unwrap();
-    let completion = tokio::time::timeout(
-        Duration::from_secs(20),
-        model.complete(
-            &hello(),
-            &mut |_: CompletionDelta| {},
-            &CancellationToken::new(),
-        ),
-    )
-    .await
-    .expect("connected to the next address once the connect timeout was spent")
-    .unwrap_or_else(|e| panic!("{e}"));
+    let completion = tokio::time::timeout(Duration::from_secs(20), complete_hello(&model))
+        .await
+        .expect("connected to the next address once the connect timeout was spent")
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(completion.text, "hi");
 }
 
@@ -1395,29 +1384,18 @@ async fn an_event_stream_error_body_is_named_by_its_first_events_message() {
             ": no such model",
         ),
     ] {
-        let answer = format!(
-            "HTTP/1.1 429 Too Many Requests\r\ncontent-type: text/event-stream\r\n\
-             transfer-encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n",
-            body.len()
-        );
-        let base = serve_once(answer.into_bytes()).await;
+        let answer = one_chunk_answer("429 Too Many Requests", "text/event-stream", body);
+        let base = serve_once(answer).await;
         let model = OpenAiCompletion::new(OpenAiConfig {
             max_retries: 0,
             idle_timeout: Duration::from_secs(10),
             ..OpenAiConfig::new(&base, "m")
         })
         .unwrap();
-        let error = tokio::time::timeout(
-            Duration::from_secs(3),
-            model.complete(
-                &hello(),
-                &mut |_: CompletionDelta| {},
-                &CancellationToken::new(),
-            ),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("{body:?}: answered at the event's end"))
-        .unwrap_err();
+        let error = tokio::time::timeout(Duration::from_secs(3), complete_hello(&model))
+            .await
+            .unwrap_or_else(|_| panic!("{body:?}: answered at the event's end"))
+            .unwrap_err();
         assert_eq!(
             error.to_string(),
             format!(
@@ -1435,10 +1413,6 @@ async fn an_event_stream_error_body_is_named_by_its_first_events_message() {
 #[tokio::test]
 async fn every_content_encoding_line_is_read() {
     let error = r#"{"error":{"message":"slow down"}}"#;
-    let stream = concat!(
-        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n",
-        "data: [DONE]\n\n",
-    );
     for (lines, shown) in [
         (
             "content-encoding: identity\r\ncontent-encoding: gzip\r\n",
@@ -1453,25 +1427,15 @@ async fn every_content_encoding_line_is_read() {
     ] {
         for (status, content_type, body) in [
             ("503 Service Unavailable", "application/json", error),
-            ("200 OK", "text/event-stream", stream),
+            ("200 OK", "text/event-stream", HI_STREAM),
         ] {
-            let answer = format!(
-                "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\n{lines}content-length: {}\
-                 \r\n\r\n{body}",
-                body.len()
-            );
-            let base = serve_once(answer.into_bytes()).await;
+            let base = serve_once(sized_answer(status, content_type, lines, body.as_bytes())).await;
             let model = OpenAiCompletion::new(OpenAiConfig {
                 max_retries: 0,
                 ..OpenAiConfig::new(&base, "m")
             })
             .unwrap();
-            let result = model
-                .complete(
-                    &hello(),
-                    &mut |_: CompletionDelta| {},
-                    &CancellationToken::new(),
-                )
+            let result = complete_hello(&model)
                 .await
                 .map(|completion| completion.text);
             let endpoint = format!("POST {base}/chat/completions");
