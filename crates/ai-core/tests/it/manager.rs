@@ -1058,6 +1058,36 @@ impl ai_core::EventSink for ArmingSink<'_> {
     }
 }
 
+/// Runs a call of `tool` (up to three attempts, no jitter) by a runner whose clock fires the
+/// run's token at its first read after the event `arms` picks. Returns the run and the runner,
+/// whose statistics count it.
+async fn run_cancelled_after(
+    tool: Arc<FakeTool>,
+    arms: fn(&AiEvent) -> bool,
+) -> (ai_core::ToolRun, ai_core::ToolRunner) {
+    let p = policy(no_jitter(3));
+    let mut h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], p.clone());
+    let clock = Arc::new(CancellingClock {
+        cancel: h.cancel.clone(),
+        armed: false.into(),
+    });
+    let source = ai_core::StaticToolSource::new(vec![tool as Arc<dyn BoundTool>]);
+    h.runner = ai_core::ToolRunner::new(Arc::new(source.unwrap()), Arc::new(p), clock.clone());
+    let call = ai_core::ToolCall {
+        id: ai_core::ToolCallId::new("call_1").unwrap(),
+        name: T.into(),
+        arguments: "{}".into(),
+    };
+    let sink = ArmingSink {
+        clock: &clock,
+        arms,
+    };
+    let run = (h.runner)
+        .run_tool(&call, &h.ctx, &h.catalog, &sink, &h.cancel)
+        .await;
+    (run, h.runner)
+}
+
 /// A token that fires as the runner reads the clock for an attempt's start (after the call
 /// started, before the tool is called) ends the call `cancelled` without running the tool, as
 /// one that fired before the runner's check does: the tool finishing on its first poll does
@@ -1085,26 +1115,7 @@ async fn a_token_fired_as_an_attempt_starts_is_answered_before_the_tool_runs() {
         ),
     ] {
         let tool = Arc::new(tool);
-        let p = policy(no_jitter(3));
-        let mut h = Harness::new(vec![tool.clone() as Arc<dyn BoundTool>], p.clone());
-        let clock = Arc::new(CancellingClock {
-            cancel: h.cancel.clone(),
-            armed: false.into(),
-        });
-        let source = ai_core::StaticToolSource::new(vec![tool.clone() as Arc<dyn BoundTool>]);
-        h.runner = ai_core::ToolRunner::new(Arc::new(source.unwrap()), Arc::new(p), clock.clone());
-        let call = ai_core::ToolCall {
-            id: ai_core::ToolCallId::new("call_1").unwrap(),
-            name: T.into(),
-            arguments: "{}".into(),
-        };
-        let sink = ArmingSink {
-            clock: &clock,
-            arms,
-        };
-        let run = (h.runner)
-            .run_tool(&call, &h.ctx, &h.catalog, &sink, &h.cancel)
-            .await;
+        let (run, _) = run_cancelled_after(tool.clone(), arms).await;
         let failure = run.result.failure().expect("cancelled");
         assert_eq!(failure.code, ToolErrorCode::Cancelled, "{run:?}");
         assert_eq!(failure.safe_message, "the tool call was cancelled");
@@ -1117,29 +1128,10 @@ async fn a_token_fired_as_an_attempt_starts_is_answered_before_the_tool_runs() {
 #[tokio::test(start_paused = true)]
 async fn a_retry_cancelled_as_it_starts_is_not_counted_as_a_retry() {
     let tool = Arc::new(FakeTool::new(T, ToolEffect::ReadOnly, Behaviour::Flaky(1)));
-    let p = policy(no_jitter(3));
-    let clock = Arc::new(CancellingClock {
-        cancel: ai_core::CancellationToken::new(),
-        armed: false.into(),
-    });
-    let source = ai_core::StaticToolSource::new(vec![tool.clone() as Arc<dyn BoundTool>]);
-    let runner = ai_core::ToolRunner::new(Arc::new(source.unwrap()), Arc::new(p), clock.clone());
-    let h = Harness::new(
-        vec![tool.clone() as Arc<dyn BoundTool>],
-        policy(no_jitter(3)),
-    );
-    let call = ai_core::ToolCall {
-        id: ai_core::ToolCallId::new("call_1").unwrap(),
-        name: T.into(),
-        arguments: "{}".into(),
-    };
-    let sink = ArmingSink {
-        clock: &clock,
-        arms: |e| matches!(e, AiEvent::ToolCallRetrying { .. }),
-    };
-    let run = runner
-        .run_tool(&call, &h.ctx, &h.catalog, &sink, &clock.cancel)
-        .await;
+    let (run, runner) = run_cancelled_after(tool.clone(), |e| {
+        matches!(e, AiEvent::ToolCallRetrying { .. })
+    })
+    .await;
     assert_eq!(
         run.result.failure().map(|f| f.code),
         Some(ToolErrorCode::Cancelled)

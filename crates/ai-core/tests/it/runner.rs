@@ -204,10 +204,7 @@ async fn step2_require_approval_pauses_until_an_exact_approval() {
     assert_eq!(t.runs.load(Ordering::SeqCst), 0);
 
     // An approval for other arguments is a denial, never a run.
-    h.ctx
-        .approvals
-        .insert(ai_core::ToolCallId::new("call_1").unwrap(), "0".repeat(64));
-    h.events = Default::default();
+    h.resume_approving("0".repeat(64));
     let run = h.call(ECHO, r#"{"text":"hi"}"#).await;
     check_failure(
         &h,
@@ -218,11 +215,7 @@ async fn step2_require_approval_pauses_until_an_exact_approval() {
     assert_eq!(t.runs.load(Ordering::SeqCst), 0);
 
     // The exact approval runs it (whitespace and key order do not change the hash).
-    h.ctx.approvals.insert(
-        ai_core::ToolCallId::new("call_1").unwrap(),
-        args_hash.clone(),
-    );
-    h.events = Default::default();
+    h.resume_approving(args_hash.clone());
     let run = h.call(ECHO, r#"{"text":"hi"}"#).await;
     check_ok(&h, &run, json!({"echo": "hi"}));
     assert_eq!(t.runs.load(Ordering::SeqCst), 1);
@@ -253,10 +246,7 @@ async fn step2_an_approval_of_one_tool_does_not_run_another_under_the_same_call_
     let ToolOutcome::ApprovalRequired { args_hash } = run.result.outcome else {
         panic!("expected a pause, got {run:?}")
     };
-    h.ctx
-        .approvals
-        .insert(ai_core::ToolCallId::new("call_1").unwrap(), args_hash);
-    h.events = Default::default();
+    h.resume_approving(args_hash);
     let run = h.call(OTHER, r#"{"text":"hi"}"#).await;
     check_failure(
         &h,

@@ -344,6 +344,13 @@ impl Harness {
         }
     }
 
+    /// Resumes the run as after a pause: [`call`](Self::call)'s id, `call_1`, is approved for
+    /// `args_hash`, and the events recorded so far are forgotten.
+    pub(crate) fn resume_approving(&mut self, args_hash: String) {
+        (self.ctx.approvals).insert(ToolCallId::new("call_1").unwrap(), args_hash);
+        self.events = Recorder::default();
+    }
+
     pub(crate) async fn call(&self, name: &str, arguments: &str) -> ToolRun {
         let call = ToolCall {
             id: ToolCallId::new("call_1").unwrap(),
