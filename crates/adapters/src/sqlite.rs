@@ -954,33 +954,34 @@ fn interrupted_run(
     let Ok(thread_id) = thread.map(ThreadId::new).transpose() else {
         return Ok(Err("its thread id is not a valid thread id"));
     };
-    // Every call event in log order, a start with its JSON (a result's is not read): starts
-    // and results are paired by order, not by id alone (`unanswered_starts`). An id that is not
-    // text (a damaged row) pairs with nothing, so such a start is named, and refused below.
-    let events: Vec<(bool, SqlValue, SqlValue)> = {
+    // Every call event in log order, a start with its row: starts and results are paired by
+    // order, not by id alone (`unanswered_starts`), and only the unanswered starts' JSON is read
+    // then, so a long run's answered calls are never held in memory. An id that is not text (a
+    // damaged row) pairs with nothing, so such a start is named, and refused below.
+    let events: Vec<(bool, SqlValue, i64)> = {
         let mut stmt = tx.prepare_cached(
-            "SELECT kind = 'tool_call_start', tool_call_id, \
-               CASE WHEN kind = 'tool_call_start' THEN event_json END \
+            "SELECT kind = 'tool_call_start', tool_call_id, rowid \
              FROM run_events WHERE run_id = ?1 \
              AND kind IN ('tool_call_start', 'tool_call_result') ORDER BY seq",
         )?;
         let rows = stmt.query_map([run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         rows.collect::<Result<_, _>>()?
     };
-    let starts = crate::stored::unanswered_starts(events.into_iter().filter_map(
-        |(is_start, call, json)| {
+    let starts =
+        crate::stored::unanswered_starts(events.into_iter().filter_map(|(is_start, call, row)| {
             let id = text(call).ok().flatten();
             match is_start {
-                true => Some(CallEvent::Start(id.clone(), (id, json))),
+                true => Some(CallEvent::Start(id.clone(), (id, row))),
                 false => id.map(|id| CallEvent::Result(Some(id))),
             }
-        },
-    ));
+        }));
+    let mut read_start = tx.prepare_cached("SELECT event_json FROM run_events WHERE rowid = ?1")?;
     let mut dangling: Vec<DanglingToolCall> = Vec::with_capacity(starts.len());
-    for (call, json) in starts {
+    for (call, row) in starts {
         let Some(Ok(tool_call_id)) = call.map(ToolCallId::new) else {
             return Ok(Err("a tool call start event has no valid tool call id"));
         };
+        let json = read_start.query_row([row], |r| r.get::<_, SqlValue>(0))?;
         let Ok(Some(json)) = text(json) else {
             return Ok(Err("a tool call start event is not of its column's type"));
         };
@@ -1266,6 +1267,62 @@ mod tests {
     #[test]
     fn recovery_does_not_read_the_runs_it_closed_before() {
         assert_eq!(recovery_steps(2), recovery_steps(40));
+    }
+
+    /// Recovery reads the JSON of the unanswered starts only: an answered start's arguments,
+    /// longer here than the connection lets SQLite hand back, are never read (recovery once read
+    /// every start of the run to pair them, holding all their arguments at once).
+    #[tokio::test]
+    async fn recovery_reads_only_the_starts_no_result_answers() {
+        const LIMIT: i32 = 10_000;
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let run = RunId::new("r").unwrap();
+        let start = |id: &str, args: Value| AiEvent::ToolCallStart {
+            tool_call_id: ToolCallId::new(id).unwrap(),
+            tool_name: "core__write_file".into(),
+            args: Some(Arc::new(args)),
+        };
+        let answered = ToolCallId::new("big").unwrap();
+        let events = vec![
+            start(
+                "big",
+                serde_json::json!({ "text": "x".repeat(2 * LIMIT as usize) }),
+            ),
+            AiEvent::ToolCallResult {
+                tool_call_id: answered,
+                tool_name: "core__write_file".into(),
+                outcome: ai_core::ToolOutcome::Ok {
+                    value: Arc::new(Value::Null),
+                },
+            },
+            start("open", serde_json::json!({ "text": "small" })),
+        ];
+        store.begin_run(&run, None, 1, None).await.unwrap();
+        let step = RunStep {
+            events,
+            ..RunStep::default()
+        };
+        store.commit_step(&run, step).await.unwrap();
+        lock_connection(&store.conn)
+            .set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, LIMIT)
+            .unwrap();
+        let recovered = store
+            .recover_interrupted(2, std::slice::from_ref(&run))
+            .await
+            .unwrap();
+        assert_eq!(
+            recovered,
+            [InterruptedRun {
+                run_id: run,
+                thread_id: None,
+                dangling: vec![DanglingToolCall {
+                    tool_call_id: ToolCallId::new("open").unwrap(),
+                    tool_name: "core__write_file".into(),
+                    never_ran: false,
+                }],
+            }]
+        );
     }
 
     /// A call that panics while it holds the connection, inside a transaction it began, leaves
