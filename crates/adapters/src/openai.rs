@@ -197,7 +197,7 @@ pub struct OpenAiConfig {
     /// so an address that never answers (a blackholed route) gives way to the next one instead
     /// of holding the whole request timeout; the other family (IPv6 or IPv4) is tried beside
     /// them after 300 ms (Happy Eyeballs). A connection that times out is retried as any
-    /// connection error.
+    /// connection error; its error names this timeout and its length.
     pub connect_timeout: Duration,
     /// The longest wait for progress once the body has begun: from its first byte, then from
     /// each complete SSE event (whatever the decoder makes of it, an event type it ignores
@@ -367,6 +367,7 @@ pub struct OpenAiCompletion {
     /// The chat request's options ([`OpenAiConfig::mistral_call_ids`]).
     chat: wire_openai::chat::RequestOptions,
     request_timeout: Duration,
+    connect_timeout: Duration,
     idle_timeout: Duration,
     max_call: Duration,
     max_retries: u32,
@@ -386,6 +387,7 @@ impl fmt::Debug for OpenAiCompletion {
             .field("responses", &self.responses)
             .field("chat", &self.chat)
             .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
             .field("idle_timeout", &self.idle_timeout)
             .field("max_call", &self.max_call)
             .field("max_retries", &self.max_retries)
@@ -458,6 +460,7 @@ impl OpenAiCompletion {
             chat: wire_openai::chat::RequestOptions::default()
                 .with_mistral_call_ids(config.mistral_call_ids),
             request_timeout: config.request_timeout,
+            connect_timeout: config.connect_timeout,
             idle_timeout: config.idle_timeout,
             max_call: config.max_call,
             max_retries: config.max_retries,
@@ -699,6 +702,13 @@ impl OpenAiCompletion {
                         "the request could not be built: {}",
                         describe(error)
                     ))));
+                }
+                Ok(Err(error)) if error.is_connect() && error.is_timeout() => {
+                    return Err(self.retryable(self.timed_out(
+                        "connection",
+                        self.connect_timeout,
+                        "connect timeout",
+                    )));
                 }
                 Ok(Err(error)) if fails_again(&error) => {
                     let error = format!("{} (not retried)", describe(error));
@@ -1321,10 +1331,13 @@ impl OpenAiCompletion {
     }
 
     fn no_first_byte(&self) -> CompletionError {
-        self.transport(&format!(
-            "no response within {} (request timeout)",
-            seconds(self.request_timeout)
-        ))
+        self.timed_out("response", self.request_timeout, "request timeout")
+    }
+
+    /// No `what` came within `limit`, the timeout `name`d: the limit and the setting are named,
+    /// never the HTTP client's own wording.
+    fn timed_out(&self, what: &str, limit: Duration, name: &str) -> CompletionError {
+        self.transport(&format!("no {what} within {} ({name})", seconds(limit)))
     }
 
     /// The call's time limit, as errors name it: its length and the setting.

@@ -1357,6 +1357,44 @@ async fn a_blackholed_address_gives_way_to_the_next_within_the_connect_timeout()
     assert_eq!(completion.text, "hi");
 }
 
+/// A connection that times out names the connect timeout and its length, as a request
+/// timeout names its own, rather than passing on the HTTP client's wording. The address
+/// accepts nothing (a listener whose accept queue is full drops every SYN); the wait is bounded
+/// at 20 s, a hang guard only.
+#[tokio::test]
+async fn a_connect_timeout_names_its_limit() {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(([127, 0, 0, 1], 0).into()).unwrap();
+    let blackhole = socket.local_addr().unwrap();
+    let _listener = socket.listen(0).unwrap();
+    let _queued = tokio::net::TcpStream::connect(blackhole).await.unwrap();
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        max_retries: 0,
+        request_timeout: Duration::from_secs(120),
+        connect_timeout: Duration::from_millis(300),
+        ..config(&format!("http://{blackhole}/v1"))
+    })
+    .unwrap();
+    let error = tokio::time::timeout(
+        Duration::from_secs(20),
+        model.complete(
+            &hello(),
+            &mut |_: CompletionDelta| {},
+            &CancellationToken::new(),
+        ),
+    )
+    .await
+    .expect("the connect timeout ended the call")
+    .unwrap_err();
+    assert_eq!(
+        error,
+        CompletionError::Transport(format!(
+            "POST http://{blackhole}/v1/chat/completions: no connection within 0.3 s \
+             (connect timeout)"
+        ))
+    );
+}
+
 /// An error answer labelled `text/event-stream` (a server that reports its refusal as a
 /// stream's error event) is named by the provider's message in its first event's JSON, read as
 /// a JSON error body's is, and only to that event's end (a JSON error body under that label, to
