@@ -64,15 +64,7 @@ impl DecodeError {
     /// The error a payload's `error` value reports, as openai-python reads it: any truthy value
     /// (`{"message": …}` or a bare string, as some servers send) is the provider's error.
     pub(crate) fn from_wire(error: &Value) -> Option<Self> {
-        let truthy = match error {
-            Value::Null => false,
-            Value::Bool(b) => *b,
-            Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-            Value::String(s) => !s.is_empty(),
-            Value::Array(items) => !items.is_empty(),
-            Value::Object(map) => !map.is_empty(),
-        };
-        if !truthy {
+        if !truthy(error) {
             return None;
         }
         let message = match error {
@@ -84,6 +76,31 @@ impl DecodeError {
             other => other.to_string(),
         };
         Some(Self::ProviderError { message })
+    }
+
+    /// The error a Responses response object's own `error` reports (a whole response's, or a
+    /// terminal event's snapshot's): as [`Self::from_wire`] reads it, but an object whose every
+    /// field is falsy (`{"code": "", "message": ""}`, `{"code": null, "message": null}`) is no
+    /// error. openai-python raises nothing for the `error` of a finished response, and such an
+    /// object names no failure; a truthy `message` or `code` (or any other field) still does.
+    pub(crate) fn from_response(error: &Value) -> Option<Self> {
+        match error {
+            Value::Object(fields) if !fields.values().any(truthy) => None,
+            other => Self::from_wire(other),
+        }
+    }
+}
+
+/// Whether `value` is true as Python reads it (openai-python's `if data.get("error")`): not
+/// `null`, `false`, zero, or an empty string, array or object.
+fn truthy(value: &Value) -> bool {
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(items) => !items.is_empty(),
+        Value::Object(map) => !map.is_empty(),
     }
 }
 

@@ -92,7 +92,9 @@
 //!   whose snapshot says `incomplete` cuts the turn (`incomplete_details.reason`: the output
 //!   limit, the content filter), every call incomplete; one that says `failed` is the error
 //!   `the response failed`. A terminal event whose `response` holds an `error` (a truthy one) is
-//!   that error, the provider's message, after streamed text and calls too.
+//!   that error, the provider's message, after streamed text and calls too. A response's
+//!   `error` that is an object of falsy fields only (`{"code": "", "message": ""}`) is no
+//!   error, there and in a whole response: openai-python raises nothing for it.
 //!
 //! This file holds the decoder, the whole-response decoder and the encoders; the lenient
 //! reading of items and event fields is in `item`, the replay rule in `replay`.
@@ -458,7 +460,7 @@ struct Response {
     /// Read as [`usage`] reads one.
     usage: Option<Box<Usage>>,
     incomplete_details: Option<IncompleteDetails>,
-    /// Any JSON: [`DecodeError::from_wire`] reads it on every terminal event.
+    /// Any JSON: [`DecodeError::from_response`] reads it on every terminal event.
     error: Option<Value>,
     /// How the response ended, when the snapshot says so: a terminal event ends the turn as
     /// the worse of its own type and this says ([`Ending::of`]).
@@ -852,7 +854,7 @@ impl StreamDecoder {
             return Ok(None);
         };
         let failed = event.response.as_ref().and_then(|r| r.error.as_ref());
-        if let Some(error) = failed.and_then(DecodeError::from_wire) {
+        if let Some(error) = failed.and_then(DecodeError::from_response) {
             return Err(error);
         }
         let snapshot = serde_json::from_str::<SnapshotOutput>(response).map_err(|e| {
@@ -1424,15 +1426,15 @@ impl StreamDecoder {
     }
 
     /// Ends the turn at a terminal event of type `kind`, as [`Ending::of`] reads it with its
-    /// `response`. A response that holds an `error` (a truthy one) is that error, whatever the
-    /// event and whatever streamed before it: the provider said it failed. A failed one without
-    /// is the error `the response failed`. An incomplete one (for any reason) marks every call
-    /// incomplete: the response stopped before it was done, so no call of it is whole (a reason
-    /// this crate does not know is not a cut `finish` sees).
+    /// `response`. A response that holds an `error` ([`DecodeError::from_response`]) is that
+    /// error, whatever the event and whatever streamed before it: the provider said it failed. A
+    /// failed one without is the error `the response failed`. An incomplete one (for any
+    /// reason) marks every call incomplete: the response stopped before it was done, so no call
+    /// of it is whole (a reason this crate does not know is not a cut `finish` sees).
     fn terminal(&mut self, kind: &str, response: Option<&Response>) -> Result<(), DecodeError> {
         if let Some(error) = response
             .and_then(|r| r.error.as_ref())
-            .and_then(DecodeError::from_wire)
+            .and_then(DecodeError::from_response)
         {
             return Err(error);
         }
@@ -1779,7 +1781,8 @@ impl<'de> serde::de::Visitor<'de> for WholeResponseVisitor {
 /// `limits` apply as to a stream: `max_total_bytes` bounds the body (checked before it is
 /// parsed), and the argument and call limits hold.
 ///
-/// A body with a truthy `error` is [`DecodeError::ProviderError`]; anything else that is not a
+/// A body with a truthy `error` is [`DecodeError::ProviderError`] (but an object of falsy fields
+/// only, `{"code": "", "message": ""}`, which names no failure); anything else that is not a
 /// finished response (not JSON, another `object`, no `output`, a status such as `in_progress`
 /// or `cancelled`) is [`DecodeError::InvalidBody`], which names what is wrong and never quotes
 /// the body.
@@ -1799,7 +1802,7 @@ pub fn decode_response(body: &[u8], limits: Limits) -> Result<WholeAnswer, Decod
     let text = assembly::whole_body(body, &limits)?;
     let whole: WholeResponse =
         serde_json::from_str(text).map_err(|e| assembly::invalid_body(&e))?;
-    if let Some(error) = whole.error.as_ref().and_then(DecodeError::from_wire) {
+    if let Some(error) = whole.error.as_ref().and_then(DecodeError::from_response) {
         return Err(error);
     }
     if whole

@@ -335,6 +335,67 @@ fn a_terminal_error_after_streamed_items_is_that_error() {
     }
 }
 
+/// A response's `error` that is an object of empty or null fields only (`{"code": "",
+/// "message": ""}`, as some gateways fill it in on a finished response) says nothing went wrong:
+/// openai-python raises nothing for a completed response's `error`. A terminal event holding one
+/// ends the turn as its type says, after streamed items or from its snapshot alone, and a whole
+/// response holding one is read as its `output`. A truthy `message` or `code` is still an error.
+#[test]
+fn a_response_error_of_empty_fields_only_is_no_error() {
+    let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+        "name": "delete_file", "arguments": "{}", "status": "completed"});
+    let streamed = format!(
+        "data: {}\n\ndata: {}\n\n",
+        json!({"type": "response.output_item.added", "output_index": 0, "item": call}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": call}),
+    );
+    let response = |error: Value| {
+        json!({"id": "resp_1", "object": "response", "status": "completed",
+            "error": error, "output": [call]})
+    };
+    for error in [
+        json!({"code": "", "message": ""}),
+        json!({"code": null, "message": null}),
+        json!({"code": null, "message": "", "param": null, "type": ""}),
+    ] {
+        let end = json!({"type": "response.completed", "response": response(error.clone())});
+        for stream in [
+            format!("{streamed}data: {end}\n\n"),
+            format!("data: {end}\n\n"),
+        ] {
+            let completion = responses::decode_all(stream.as_bytes())
+                .unwrap_or_else(|e| panic!("{error} in {stream}: {e:?}"));
+            assert_eq!(completion.tool_calls.len(), 1, "{error} in {stream}");
+        }
+        let whole = serde_json::to_vec(&response(error.clone())).unwrap();
+        let answer = responses::decode_response(&whole, wire_openai::Limits::default())
+            .unwrap_or_else(|e| panic!("{error}: {e:?}"));
+        assert_eq!(answer.completion.tool_calls.len(), 1, "{error}");
+    }
+    for error in [
+        json!({"code": "", "message": "The model failed."}),
+        json!({"code": "server_error", "message": null}),
+    ] {
+        let end = json!({"type": "response.completed", "response": response(error.clone())});
+        for stream in [
+            format!("{streamed}data: {end}\n\n"),
+            format!("data: {end}\n\n"),
+        ] {
+            let outcome = responses::decode_all(stream.as_bytes());
+            assert!(
+                matches!(outcome, Err(DecodeError::ProviderError { .. })),
+                "{error} in {stream}: {outcome:?}"
+            );
+        }
+        let whole = serde_json::to_vec(&response(error.clone())).unwrap();
+        let outcome = responses::decode_response(&whole, wire_openai::Limits::default());
+        assert!(
+            matches!(outcome, Err(DecodeError::ProviderError { .. })),
+            "{error}: {outcome:?}"
+        );
+    }
+}
+
 /// A whole answer sent where a stream was asked for (a server or gateway that ignores
 /// `stream: true`, labelling the body `text/event-stream` or nothing: decolua/9router#3492)
 /// is told by its first byte past a BOM and whitespace, `{`, and read by the stream decoders as
