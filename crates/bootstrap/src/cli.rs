@@ -668,8 +668,12 @@ fn wire_decode(format: WireFormat, file: Option<PathBuf>) -> anyhow::Result<Exit
         "more than the decoder takes of a stream or answer",
     )?;
     let decoded = match (sniff(&bytes)?, format) {
-        (Captured::Sse, WireFormat::OpenaiChat) => wire_openai::chat::decode_all(&bytes),
-        (Captured::Sse, WireFormat::OpenaiResponses) => wire_openai::responses::decode_all(&bytes),
+        (Captured::Sse, WireFormat::OpenaiChat) => {
+            wire_openai::chat::decode_all_with(&bytes, limits)
+        }
+        (Captured::Sse, WireFormat::OpenaiResponses) => {
+            wire_openai::responses::decode_all_with(&bytes, limits)
+        }
         // JSON has no BOM; one a capture tool wrote is not part of the body.
         (Captured::Json, format) => {
             let body = bytes.strip_prefix(UTF8_BOM).unwrap_or(&bytes);

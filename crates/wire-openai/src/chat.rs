@@ -894,9 +894,14 @@ impl IndexMap {
     }
 }
 
-/// Decodes a whole chat-completions stream.
+/// Decodes a whole chat-completions stream, held to the default [`Limits`] ([`decode_all_with`]).
 pub fn decode_all(bytes: &[u8]) -> Result<LlmCompletion, DecodeError> {
-    let mut decoder = StreamDecoder::default();
+    decode_all_with(bytes, Limits::default())
+}
+
+/// Decodes a whole chat-completions stream, held to `limits`.
+pub fn decode_all_with(bytes: &[u8], limits: Limits) -> Result<LlmCompletion, DecodeError> {
+    let mut decoder = StreamDecoder::new(limits);
     decoder.feed(bytes)?;
     decoder.finish()
 }

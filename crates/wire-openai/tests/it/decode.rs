@@ -335,6 +335,40 @@ fn a_terminal_error_after_streamed_items_is_that_error() {
     }
 }
 
+/// `decode_all_with` holds a whole stream to the caller's limits, on either wire, where
+/// `decode_all` holds it to the defaults: a stream within the defaults but past the caller's
+/// `max_total_bytes` is refused, naming the limit.
+#[test]
+fn decode_all_with_holds_a_stream_to_the_callers_limits() {
+    let limits = wire_openai::Limits::default().with_max_total_bytes(16);
+    let chat_stream = format!(
+        "data: {}\n\ndata: [DONE]\n\n",
+        json!({"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]})
+    );
+    let responses_stream = format!(
+        "data: {}\n\ndata: {}\n\n",
+        json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0,
+            "delta": "hi"}),
+        json!({"type": "response.completed", "response": {"id": "resp_1"}}),
+    );
+    assert_eq!(chat::decode_all(chat_stream.as_bytes()).unwrap().text, "hi");
+    assert_eq!(
+        responses::decode_all(responses_stream.as_bytes())
+            .unwrap()
+            .text,
+        "hi"
+    );
+    for outcome in [
+        chat::decode_all_with(chat_stream.as_bytes(), limits),
+        responses::decode_all_with(responses_stream.as_bytes(), limits),
+    ] {
+        assert!(
+            matches!(outcome, Err(DecodeError::LimitExceeded { limit: 16, .. })),
+            "{outcome:?}"
+        );
+    }
+}
+
 /// A response's `error` that is an object of empty or null fields only (`{"code": "",
 /// "message": ""}`, as some gateways fill it in on a finished response) says nothing went wrong:
 /// openai-python raises nothing for a completed response's `error`. A terminal event holding one
