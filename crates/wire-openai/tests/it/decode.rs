@@ -255,6 +255,16 @@ fn a_terminal_snapshot_after_streamed_items_adds_nothing() {
     }
 }
 
+/// The events that stream `item` whole at output index 0, as a terminal event's snapshot would
+/// repeat it: its `output_item.added` and its `output_item.done`.
+fn streamed_item(item: &Value) -> String {
+    format!(
+        "data: {}\n\ndata: {}\n\n",
+        json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+    )
+}
+
 /// A terminal event's `response` says how the response ended: a `response.completed` whose
 /// snapshot says `status: "incomplete"` cut the turn as `response.incomplete` does (its
 /// `incomplete_details.reason` names the finish: the output limit, or the content filter), and
@@ -266,11 +276,7 @@ fn a_terminal_event_ends_the_turn_as_its_response_s_status_says() {
     use ai_core::FinishReason::{ContentFilter, Length};
     let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
         "name": "write_file", "arguments": "{\"path\":\"a\"}", "status": "completed"});
-    let streamed = format!(
-        "data: {}\n\ndata: {}\n\n",
-        json!({"type": "response.output_item.added", "output_index": 0, "item": call}),
-        json!({"type": "response.output_item.done", "output_index": 0, "item": call}),
-    );
+    let streamed = streamed_item(&call);
     for (reason, expected) in [
         ("max_output_tokens", Length),
         ("content_filter", ContentFilter),
@@ -312,11 +318,7 @@ fn a_terminal_event_ends_the_turn_as_its_response_s_status_says() {
 fn a_terminal_error_after_streamed_items_is_that_error() {
     let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
         "name": "delete_file", "arguments": "{}", "status": "completed"});
-    let streamed = format!(
-        "data: {}\n\ndata: {}\n\n",
-        json!({"type": "response.output_item.added", "output_index": 0, "item": call}),
-        json!({"type": "response.output_item.done", "output_index": 0, "item": call}),
-    );
+    let streamed = streamed_item(&call);
     for (terminal, status) in [
         ("response.completed", "completed"),
         ("response.incomplete", "incomplete"),
@@ -378,11 +380,7 @@ fn decode_all_with_holds_a_stream_to_the_callers_limits() {
 fn a_response_error_of_empty_fields_only_is_no_error() {
     let call = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
         "name": "delete_file", "arguments": "{}", "status": "completed"});
-    let streamed = format!(
-        "data: {}\n\ndata: {}\n\n",
-        json!({"type": "response.output_item.added", "output_index": 0, "item": call}),
-        json!({"type": "response.output_item.done", "output_index": 0, "item": call}),
-    );
+    let streamed = streamed_item(&call);
     let response = |error: Value| {
         json!({"id": "resp_1", "object": "response", "status": "completed",
             "error": error, "output": [call]})
