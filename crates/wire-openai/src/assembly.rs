@@ -985,14 +985,15 @@ impl Calls {
             }
             _ => None,
         };
-        // Cheap guard first: a repeat is at least as long as what was assembled.
+        // Cheap guard first: only arguments that are closed can be repeated whole.
         if !call.arguments.is_empty()
-            && fragment.len() >= call.arguments.len()
+            && !call.shape.is_open()
             && repeats_whole_arguments(&call.arguments, fragment)
         {
             // LiteLLM's proxy ends a streamed call with a summary chunk that repeats the whole
-            // arguments (or their JSON-encoded string). Appending it would corrupt arguments
-            // that are already complete; nothing new is displayed either.
+            // arguments (or their JSON-encoded string), and other proxies with the arguments
+            // re-serialized. Appending it would corrupt arguments that are already complete;
+            // nothing new is displayed either.
             if new_id.is_some() || new_name.is_some() {
                 out.tool_call(position, new_id, new_name, "");
             }
@@ -1151,23 +1152,33 @@ pub(crate) fn check_id(position: usize, id: &str) -> Result<(), DecodeError> {
 /// The longest id [`ToolCallId`] accepts.
 const TOOL_CALL_ID_MAX_CHARS: usize = 128;
 
-/// Whether `fragment` repeats arguments that are already whole: the same text again, or that
-/// text as a JSON string (double-encoded), and what was assembled is one complete JSON value.
-/// A legitimate fragment can never match: appending anything but whitespace to a complete JSON
-/// value makes it invalid. The caller checks the lengths first and the JSON checks run only on
-/// a textual match, so the per-fragment cost stays O(1) in practice.
+/// Whether `fragment` repeats arguments that are already whole: the same JSON value again, as
+/// sent or re-serialized (other spaces, its keys in another order: a proxy that re-emits the
+/// parsed input, elizaOS/eliza#16973), or that JSON as a JSON string (double-encoded: LiteLLM's
+/// proxy), and what was assembled is one complete JSON value. A legitimate fragment can never
+/// match: appending anything but whitespace to a complete JSON value makes it invalid. The
+/// caller checks that the arguments are closed first, and JSON is read only for a fragment that
+/// is the same text or opens a value, so the per-fragment cost stays O(1) in practice.
 #[cold]
 pub(crate) fn repeats_whole_arguments(assembled: &str, fragment: &str) -> bool {
-    let complete = || serde_json::from_str::<serde::de::IgnoredAny>(assembled).is_ok();
-    if fragment == assembled {
-        return complete();
+    let fragment = fragment.trim_ascii();
+    if fragment.is_empty() {
+        return false;
     }
-    fragment.len() > assembled.len() + 1
-        && fragment.starts_with('"')
-        && fragment.ends_with('"')
-        && serde_json::from_str::<std::borrow::Cow<'_, str>>(fragment)
-            .is_ok_and(|inner| inner == assembled)
-        && complete()
+    if fragment == assembled.trim_ascii() {
+        // Read to its end without a depth limit: arguments nested deeper than serde_json reads
+        // into a value are still repeated.
+        return serde_json::from_str::<serde::de::IgnoredAny>(assembled).is_ok();
+    }
+    if !fragment.starts_with(['{', '[', '"']) {
+        return false;
+    }
+    let read = |text: &str| serde_json::from_str::<Value>(text).ok();
+    let repeat = match read(fragment) {
+        Some(Value::String(inner)) => read(&inner),
+        other => other,
+    };
+    repeat.is_some_and(|repeat| read(assembled).is_some_and(|whole| whole == repeat))
 }
 
 /// 64-bit FNV-1a: a small, stable, dependency-free hash for synthesized call ids (not for

@@ -22,8 +22,9 @@
 //! `\uXXXX`, while one in `content`, `refusal`, a call's `name` or `id` reads as U+FFFD, never
 //! failing the chunk); a missing `arguments` is `{}`; a call the server sent without any id gets a
 //! deterministic id (see [`StreamDecoder::finish`]); an id over 128 characters is an error; a final
-//! summary chunk that repeats a call's whole arguments (LiteLLM's proxy, also double-encoded) is
-//! not appended again; the completion is a tool turn whenever calls were assembled, whatever the
+//! summary chunk that repeats a call's whole arguments (LiteLLM's proxy, also double-encoded; or
+//! re-serialized, the same JSON value in other spaces and key order) is not appended again, nor
+//! taken for another call; the completion is a tool turn whenever calls were assembled, whatever the
 //! finish reason says. Only one choice is read, the first `index` the stream has (a choice without
 //! one is index 0): choices of other indexes (a server that sends `n > 1` unasked) are ignored.
 //! Usage is bookkeeping: a `usage` (or Groq's `x_groq.usage`) that is not token counts is dropped,

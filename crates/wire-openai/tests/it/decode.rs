@@ -3997,6 +3997,63 @@ fn parallel_calls_at_one_index_without_ids_are_split_where_the_decoder_can_tell(
     }
 }
 
+/// A summary that repeats a call's whole arguments re-serialized (spaces and key order changed,
+/// as a proxy that re-emits the parsed input writes them: elizaOS/eliza#16973) is a repeat, as a
+/// byte-exact one is: under the call's id and name it is no second call of its function (no
+/// error), at the call's index under its name no second call (the tool would run twice), and
+/// without a name nothing appended (the arguments would no longer be JSON). The arguments stay
+/// as streamed.
+#[test]
+fn a_summary_repeating_the_arguments_re_serialized_is_a_repeat() {
+    let completion = chat::decode_all(&stream_fixture(
+        "openai-chat/reserialized-summary-repeat.sse",
+    ))
+    .unwrap();
+    let calls: Vec<_> = completion
+        .tool_calls
+        .iter()
+        .map(|call| {
+            (
+                call.id.as_str(),
+                call.name.as_str(),
+                call.arguments.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("call_a", "shell", r#"{"command": "ls", "cwd": "/home"}"#),
+            ("call_b", "read_file", r#"{"path": "README.md"}"#),
+        ]
+    );
+
+    let streamed = r#"{"city": "Paris", "days": [1, 2]}"#;
+    for (id, name, repeat) in [
+        (
+            None,
+            Some("get_weather"),
+            r#"{"days":[1,2],"city":"Paris"}"#,
+        ),
+        (None, None, r#"{"days":[1,2],"city":"Paris"}"#),
+        (Some("call_1"), None, r#"{"days":[1,2],"city":"Paris"}"#),
+        // Double-encoded, as LiteLLM's summary is.
+        (
+            None,
+            Some("get_weather"),
+            r#""{\"days\":[1,2],\"city\":\"Paris\"}""#,
+        ),
+    ] {
+        let stream = [
+            tool_call_chunk(Some("call_1"), Some("get_weather"), streamed),
+            tool_call_chunk(id, name, repeat),
+            TOOL_CALLS_END.to_owned(),
+        ]
+        .concat();
+        assert_chat_calls(&stream, &[("get_weather", streamed)]);
+    }
+}
+
 /// Asserts that `chat::decode_all` reads `stream` as the calls `expected` lists, by name and
 /// arguments, in order.
 fn assert_chat_calls(stream: &str, expected: &[(&str, &str)]) {
