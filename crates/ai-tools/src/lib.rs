@@ -39,10 +39,10 @@
 //! `Serialize`).
 //!
 //! - Inputs stay within the subset `ai_core::validate_tool_schema_p0` accepts: structs of plain
-//!   fields, `Option`s (of structs and enums too), `Vec`s, maps with string keys, unit enums,
-//!   and types that contain themselves (`Option<Box<Self>>`, `Vec<Self>`, the root type
-//!   included). Enums with data derive `oneOf` or `anyOf`, which the subset refuses, and
-//!   binding says where.
+//!   fields, `Option`s (of structs and enums too, and of newtypes of them), `Vec`s, maps with
+//!   string keys, unit enums, and types that contain themselves (`Option<Box<Self>>`,
+//!   `Vec<Self>`, the root type included). Enums with data derive `oneOf` or `anyOf`, which the
+//!   subset refuses, and binding says where.
 //! - Types of two modules may share a name (schemars defines `Filter` and `Filter2`). Two that
 //!   schemars takes for one (types of one module that serde names alike, hand-written impls
 //!   with one `schema_id`) are refused, naming the name and the fix,

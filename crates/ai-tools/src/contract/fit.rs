@@ -33,10 +33,10 @@ const DEFINITIONS: &str = "#/definitions/";
 ///   some (a `oneOf` of `const`s, and one `enum` of the others), becomes one `enum`, what the
 ///   variants' annotations say added to the enum's description (see
 ///   [`collapse_documented_enum`]);
-/// - `Option<T>` of a `T` kept in the definitions (a struct, an enum:
-///   `anyOf: [{"$ref": …}, {"type": "null"}]`) becomes a `$ref` to a copy of `T`'s definition,
-///   `<T>OrNull` (a number added if the input has a type of that name), with `null` added to its
-///   `type` (and `enum`).
+/// - `Option<T>` of a `T` kept in the definitions (a struct, an enum, a newtype of one:
+///   `anyOf: [{"$ref": …}, {"type": "null"}]`) becomes a `$ref` to a copy of `T`'s definition
+///   (a newtype's, the one it refers to: see [`typed_definition`]), `<T>OrNull` (a number added
+///   if the input has a type of that name), with `null` added to its `type` (and `enum`).
 ///
 /// - an object schema that names no property in any way (no `properties`,
 ///   `additionalProperties` or `patternProperties`: what schemars derives for a struct without
@@ -81,11 +81,14 @@ pub(super) fn fit_subset(schema: &mut Value, title: Option<&str>) {
         }
     });
     if let Some(Value::Object(definitions)) = schema.get_mut("definitions") {
-        for (name, or_null) in nullable {
-            if let Some(mut copy) = definitions.get(&name).cloned() {
-                add_null(&mut copy);
-                definitions.insert(or_null, copy);
-            }
+        // Copied as rewritten, so the copies hold no `anyOf` either.
+        let copies: Vec<(String, Value)> = nullable
+            .into_iter()
+            .filter_map(|(name, or_null)| Some((or_null, typed_definition(&name, definitions)?)))
+            .collect();
+        for (or_null, mut copy) in copies {
+            add_null(&mut copy);
+            definitions.insert(or_null, copy);
         }
     }
     drop_unreferenced_definitions(schema);
@@ -413,7 +416,8 @@ fn sentence(text: &str) -> String {
 }
 
 /// The definition's name when `node` is `anyOf: [{"$ref": "#/definitions/<name>"}, {"type":
-/// "null"}]` (in either order) and that definition has a `type` that `null` can be added to.
+/// "null"}]` (in either order) and that definition stands for one with a `type` that `null` can
+/// be added to ([`typed_definition`]).
 fn nullable_reference(
     node: &Map<String, Value>,
     definitions: &Map<String, Value>,
@@ -432,12 +436,48 @@ fn nullable_reference(
     };
     let reference = reference.as_object().filter(|r| r.len() == 1)?;
     let name = reference.get("$ref")?.as_str()?.strip_prefix(DEFINITIONS)?;
-    let definition = definitions.get(name)?;
-    let typed = matches!(
-        definition.get("type"),
-        Some(Value::String(_) | Value::Array(_))
-    );
-    typed.then(|| name.to_owned())
+    typed_definition(name, definitions).map(|_| name.to_owned())
+}
+
+/// The definition `name`, when it has a `type`; or, when it is a `$ref` to another definition
+/// beside annotations only (a newtype of a struct or enum, `struct Start(Point)`, which schemars
+/// defines so), the one that refers to, with the annotations of the `$ref`s on the way that it
+/// lacks (the nearest `$ref`'s first): its own stay, so an enum's notes on its variants are kept.
+/// A `$ref`'s other siblings, which draft-07 ignores, would become rules in the copy: such a
+/// definition is left as it is, as is a chain of `$ref`s that goes round.
+fn typed_definition(name: &str, definitions: &Map<String, Value>) -> Option<Value> {
+    let mut annotations = Map::new();
+    let mut name = name;
+    // Bounded: a chain of `$ref`s that goes round ends.
+    for _ in 0..definitions.len() {
+        let definition = definitions.get(name)?.as_object()?;
+        if matches!(
+            definition.get("type"),
+            Some(Value::String(_) | Value::Array(_))
+        ) {
+            let mut typed = definition.clone();
+            for (keyword, value) in annotations {
+                typed.entry(keyword).or_insert(value);
+            }
+            return Some(typed.into());
+        }
+        name = definition
+            .get("$ref")?
+            .as_str()?
+            .strip_prefix(DEFINITIONS)?;
+        for (keyword, value) in definition {
+            if keyword == "$ref" {
+                continue;
+            }
+            if !ANNOTATIONS.contains(&keyword.as_str()) {
+                return None;
+            }
+            annotations
+                .entry(keyword.clone())
+                .or_insert_with(|| value.clone());
+        }
+    }
+    None
 }
 
 /// Adds `null` to a definition's `type`, and to its `enum` or `const` when it has one.

@@ -538,6 +538,91 @@ fn a_documented_field_of_a_defined_type_fits_the_subset() {
     }
 }
 
+/// A newtype of a struct: schemars defines it as a `$ref` to the struct's definition.
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Start(Point);
+
+/// A newtype of a unit enum with a doc comment, which schemars writes beside its `$ref`.
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Measure(Unit);
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Bare {
+    z: u8,
+}
+
+/// A bare point, wrapped.
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Wrapped(Bare);
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct OptionalNewtypes {
+    start: Option<Start>,
+    wrapped: Option<Wrapped>,
+    /// How to measure, if not in metres.
+    measure: Option<Measure>,
+    points: Vec<Option<Start>>,
+}
+
+/// `Option` of a newtype of a struct or an enum (`struct Start(Point)`) is what an `Option` of
+/// the struct is: schemars defines the newtype as a `$ref` to the struct, which the `Option`
+/// rewrite did not follow, so the `anyOf` stayed and the subset refused the input.
+#[test]
+fn an_optional_newtype_of_a_struct_or_enum_fits_the_subset() {
+    let spec = tool_spec::<Probe<OptionalNewtypes>>().unwrap();
+    let schema = &spec.input_schema;
+    assert_eq!(
+        schema["properties"]["start"],
+        serde_json::json!({"$ref": "#/definitions/StartOrNull"})
+    );
+    assert_eq!(
+        schema["definitions"]["StartOrNull"]["type"],
+        serde_json::json!(["object", "null"])
+    );
+    assert_eq!(
+        schema["definitions"]["MeasureOrNull"]["enum"],
+        serde_json::json!(["metre", "foot", null])
+    );
+    // The enum's own description, with its notes on the variants, is kept; the newtype's doc
+    // comment fills in what a definition lacks.
+    assert_eq!(
+        schema["definitions"]["MeasureOrNull"]["description"],
+        "A unit enum with docs on its variants.\n- `metre`: Metres.\n- `foot`: Feet."
+    );
+    assert_eq!(
+        schema["definitions"]["StartOrNull"]["description"],
+        "A struct field of an input type."
+    );
+    assert_eq!(
+        schema["definitions"]["WrappedOrNull"]["description"],
+        "A bare point, wrapped."
+    );
+    let validator = jsonschema::draft7::new(schema).unwrap();
+    for args in [
+        serde_json::json!({"points": []}),
+        serde_json::json!({"start": null, "measure": null, "points": [null]}),
+        serde_json::json!({"start": {"x": 1}, "measure": "foot", "points": [{"x": 2}, null]}),
+        serde_json::json!({"start": {"x": 256}, "points": []}),
+        serde_json::json!({"start": {}, "points": []}),
+        serde_json::json!({"measure": "inch", "points": []}),
+        serde_json::json!({"points": [{"x": -1}]}),
+        serde_json::json!({"wrapped": {"z": 1}, "points": []}),
+        serde_json::json!({"wrapped": {"x": 1}, "points": []}),
+        serde_json::json!({"wrapped": null, "points": []}),
+    ] {
+        assert_eq!(
+            validator.is_valid(&args),
+            serde_json::from_value::<OptionalNewtypes>(args.clone()).is_ok(),
+            "{args}"
+        );
+    }
+}
+
 /// A field whose schemars attributes add a rule beside its `$ref` keeps the `allOf`: draft-07
 /// would ignore the rule beside a `$ref`, so the model would be told a rule nobody checks.
 #[test]
