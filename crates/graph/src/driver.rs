@@ -904,6 +904,13 @@ impl Agent {
     /// and leave the thread as stored: it is not saved again, and a thread the store does not
     /// hold is not created.
     ///
+    /// Decisions it takes are consumed before any approved call runs: the thread is saved past
+    /// its pause first (its calls out), as `cogni serve` does, so a run whose closing save fails,
+    /// or whose process dies, cannot be resumed again into running an approved call twice (the
+    /// retry finds no pause and decides nothing; the next user message answers the calls the
+    /// save left out, cancelled). A store that fails that first save fails the run before
+    /// anything runs: the thread still waits, and the same decisions can be sent again.
+    ///
     /// ```no_run
     /// # async fn resume(
     /// #     agent: &graph::Agent,
@@ -947,7 +954,9 @@ impl Agent {
     }
 
     /// Loads the thread (or starts it), drives one run from `first`, and saves the state unless
-    /// the run left it exactly as loaded; the run's `Done` is emitted once that is done.
+    /// the run left it exactly as stored; the run's `Done` is emitted once that is done. Approval
+    /// decisions the reducer takes are consumed (saved) before the run (see
+    /// [`Agent::resume_thread`]).
     #[allow(clippy::too_many_arguments)] // The run's inputs, named.
     async fn drive_thread(
         &self,
@@ -965,13 +974,6 @@ impl Agent {
             };
             return Err(failed(events, error));
         }
-        // serde's own message would quote the state (the conversation), which reaches the
-        // client and the logs: only what is wrong and where.
-        let store_error = |action, error| GraphError::Store {
-            thread: thread.as_str().into(),
-            action,
-            error,
-        };
         // Each port method is called inside the future the guard polls (`async { … }`), so a
         // port that panics before it hands back its future (a hand-written impl doing its work up
         // front) is caught and marked as the port's as well.
@@ -991,42 +993,49 @@ impl Agent {
                 return Err(cancelled_around(events, error));
             }
         };
+        // serde's own message would quote the state (the conversation), which reaches the
+        // client and the logs: only what is wrong and where.
         let loaded = match loaded {
             Ok(Some(saved)) => serde_json::from_value(saved).map_err(|e| GraphError::State {
                 thread: thread.as_str().into(),
                 reason: ai_core::describe_json_error(&e),
             }),
             Ok(None) => Ok(self.new_state()),
-            Err(error) => Err(store_error("load", error)),
+            Err(error) => Err(GraphError::Store {
+                thread: thread.as_str().into(),
+                action: "load",
+                error,
+            }),
         };
         let loaded = match loaded {
             Ok(state) => state,
             Err(error) => return Err(failed(events, error)),
         };
+        // A resume consumes its approvals durably before any approved call runs: the thread is
+        // saved past its pause first, so that a run whose closing save then fails (the calls ran)
+        // cannot be retried into running them again; the retry finds no pause. Decisions the
+        // reducer refuses decide nothing, and nothing is saved for them.
+        let mut stored = loaded.clone();
+        if matches!(first, AgentEvent::ApprovalDecisions { .. })
+            && crate::reducer::refusal(&loaded, &first).is_none()
+        {
+            let mut start = loaded.clone();
+            start.set_max_steps(self.config.max_steps);
+            let (consumed, _) = reduce(start, first.clone());
+            if let Err(error) = save_thread(store, thread, &consumed).await {
+                return Err(failed(events, error));
+            }
+            stored = consumed;
+        }
         let held = HoldDone {
             inner: events,
             done: std::sync::Mutex::new(None),
         };
-        let state = self
-            .drive(loaded.clone(), first, ctx, catalog, &held, cancel)
-            .await;
-        if state != loaded {
+        let state = self.drive(loaded, first, ctx, catalog, &held, cancel).await;
+        if state != stored {
             // Not raced against `cancel` (see `run_thread`): a cancelled run is saved too, and a
             // save abandoned halfway would leave the thread in a state nobody reported.
-            let saved = match serde_json::to_value(&state) {
-                Ok(saved) => {
-                    let save = async { store.save(thread, &saved).await };
-                    unless_panics(ai_core::port_future(THE_STORE, save))
-                        .await
-                        .unwrap_or_else(panicked)
-                        .map_err(|e| store_error("save", e))
-                }
-                Err(e) => Err(GraphError::Unsaved {
-                    thread: thread.as_str().into(),
-                    reason: ai_core::describe_json_error(&e),
-                }),
-            };
-            if let Err(error) = saved {
+            if let Err(error) = save_thread(store, thread, &state).await {
                 return Err(failed(events, error));
             }
         }
@@ -1036,6 +1045,30 @@ impl Agent {
         }
         Ok(state)
     }
+}
+
+/// Saves `state` as `thread`'s, never abandoned halfway (see [`Agent::run_thread`]): a store that
+/// fails or panics, or a state that cannot be written as JSON, is the error naming the thread,
+/// which never quotes the state.
+async fn save_thread(
+    store: &dyn ThreadStore,
+    thread: &ThreadId,
+    state: &AgentState,
+) -> Result<(), GraphError> {
+    let saved = serde_json::to_value(state).map_err(|e| GraphError::Unsaved {
+        thread: thread.as_str().into(),
+        reason: ai_core::describe_json_error(&e),
+    })?;
+    // Called inside the future the guard polls, as the load is (see `drive_thread`).
+    let save = async { store.save(thread, &saved).await };
+    unless_panics(ai_core::port_future(THE_STORE, save))
+        .await
+        .unwrap_or_else(panicked)
+        .map_err(|error| GraphError::Store {
+            thread: thread.as_str().into(),
+            action: "save",
+            error,
+        })
 }
 
 /// What a run polled without Tokio's time driver ends with.

@@ -812,3 +812,165 @@ async fn a_refused_run_keeps_a_thread_saved_under_another_step_limit_as_it_was()
     assert_eq!(kept, state, "resume_thread");
     assert_eq!(store.load(&thread).await.unwrap(), Some(saved));
 }
+
+/// A store that refuses every save while `failing` is set.
+#[derive(Default)]
+struct FlakyStore {
+    inner: graph::InMemoryThreadStore,
+    failing: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl ai_core::ThreadStore for FlakyStore {
+    async fn load(
+        &self,
+        id: &ai_core::ThreadId,
+    ) -> Result<Option<serde_json::Value>, ai_core::ThreadStoreError> {
+        self.inner.load(id).await
+    }
+
+    async fn save(
+        &self,
+        id: &ai_core::ThreadId,
+        state: &serde_json::Value,
+    ) -> Result<(), ai_core::ThreadStoreError> {
+        if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(ai_core::ThreadStoreError("the disk is full".into()));
+        }
+        self.inner.save(id, state).await
+    }
+}
+
+/// An approval is consumed once: `resume_thread` saves the thread past its pause before an
+/// approved call runs, so a resume whose closing save fails (the calls ran) cannot be retried
+/// into running them again. The retry is refused, the thread waiting for no approval.
+#[tokio::test(start_paused = true)]
+async fn an_approved_call_runs_once_though_the_save_after_it_fails() {
+    use std::sync::atomic::Ordering;
+    let f = Fixture::with_policy(
+        vec![
+            calls(vec![call("c1", "core__wait", r#"{"ms":1}"#)]),
+            text("done"),
+            text("done again"),
+        ],
+        AgentConfig::default(),
+        GATED,
+    );
+    let store = FlakyStore::default();
+    let thread = ai_core::ThreadId::new("t").unwrap();
+    // The store fails its saves from the moment the approved call has run.
+    let sink = |e: AiEvent| {
+        if matches!(e, AiEvent::ToolCallResult { .. }) {
+            store.failing.store(true, Ordering::SeqCst);
+        }
+        f.events.lock().unwrap().push(e);
+    };
+    let run = |decisions: Vec<ApprovalDecision>| {
+        f.agent.resume_thread(
+            &store, &thread, decisions, &f.ctx, &f.catalog, &sink, &f.cancel,
+        )
+    };
+    f.agent
+        .run_thread(
+            &store,
+            &thread,
+            "go".into(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await
+        .unwrap();
+    let decisions: Vec<ApprovalDecision> = f
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::ApprovalRequired {
+                tool_call_id,
+                args_hash,
+                ..
+            } => Some(decision(tool_call_id.as_str(), true, args_hash)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(decisions.len(), 1);
+
+    let failed = run(decisions.clone()).await;
+    assert!(
+        matches!(failed, Err(graph::GraphError::Store { action: "save", .. })),
+        "{failed:?}"
+    );
+    // The user retries, the store healthy again.
+    store.failing.store(false, Ordering::SeqCst);
+    f.events.lock().unwrap().clear();
+    let retried = run(decisions).await;
+    let events = f.events();
+    let starts = events
+        .iter()
+        .filter(|e| matches!(e, AiEvent::ToolCallStart { .. }))
+        .count();
+    assert_eq!(starts, 0, "the approved call ran again: {events:?}");
+    assert!(
+        matches!(&events[..], [AiEvent::Error { message }, AiEvent::Done { .. }]
+            if message.contains("waits for no approval")),
+        "{events:?}"
+    );
+    assert!(retried.is_ok(), "{retried:?}");
+}
+
+/// A resume whose store cannot consume its approvals (the save before the approved calls run
+/// fails) runs nothing: the thread still waits, and a retry runs the calls, once.
+#[tokio::test(start_paused = true)]
+async fn a_resume_that_cannot_consume_its_approvals_runs_nothing() {
+    use ai_core::ThreadStore;
+    use std::sync::atomic::Ordering;
+    let f = fixture();
+    let store = FlakyStore::default();
+    let thread = ai_core::ThreadId::new("t").unwrap();
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    let (paused, hashes) = paused(&f).await;
+    store
+        .save(&thread, &serde_json::to_value(&paused).unwrap())
+        .await
+        .unwrap();
+    let decisions: Vec<ApprovalDecision> = hashes
+        .iter()
+        .map(|(id, hash)| decision(id, true, hash))
+        .collect();
+    let run = || {
+        f.agent.resume_thread(
+            &store,
+            &thread,
+            decisions.clone(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+    };
+    store.failing.store(true, Ordering::SeqCst);
+    let failed = run().await;
+    assert!(
+        matches!(failed, Err(graph::GraphError::Store { action: "save", .. })),
+        "{failed:?}"
+    );
+    let events = f.events();
+    assert!(
+        matches!(&events[..], [AiEvent::Error { .. }, AiEvent::Done { .. }]),
+        "{events:?}"
+    );
+    assert_eq!(
+        store.load(&thread).await.unwrap(),
+        Some(serde_json::to_value(&paused).unwrap())
+    );
+
+    store.failing.store(false, Ordering::SeqCst);
+    f.events.lock().unwrap().clear();
+    let resumed = run().await.unwrap();
+    check_invariants(&f.events(), &resumed).unwrap();
+    assert_eq!(
+        answers(&resumed),
+        [r#"{"waited_ms":1}"#, r#"{"waited_ms":2}"#]
+    );
+}
