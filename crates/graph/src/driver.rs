@@ -393,7 +393,9 @@ impl Agent {
     /// `cancel` ends the run `Done { reason: cancelled }`, with the calls left answered
     /// cancelled. A model call that fails once it has fired (the port answers an error, or
     /// panics, in the very poll in which the token fires: the cancel aborted its request) is
-    /// cancelled too, keeping the text streamed, with no `Error`.
+    /// cancelled too, keeping the text streamed, with no `Error`. A port that answers
+    /// `Cancelled` though `cancel` has not fired fails its model call instead (an `Error` saying
+    /// so, `Done { reason: error }`): nobody asked for that cancel.
     ///
     /// A panic of `events` does not unwind out of the run. On an event the driver emits itself
     /// (a step's start, a completion's usage or added text, an answer it shows) it stops the run
@@ -833,7 +835,12 @@ impl Agent {
                 // at its next step.
                 AgentEvent::ModelCompleted { completion }
             }
-            Err(CompletionError::Cancelled) => AgentEvent::Cancel { partial_text },
+            // The run's token has not fired (a fired one is taken above): the port cancelled
+            // its call on its own, which is its failure, not a cancel the user asked for.
+            Err(CompletionError::Cancelled) => AgentEvent::ModelFailed {
+                message: CANCELLED_ON_ITS_OWN.into(),
+                partial_text,
+            },
             Err(error) => AgentEvent::ModelFailed {
                 message: error.to_string(),
                 partial_text,
@@ -1105,6 +1112,10 @@ async fn unless_panics<F: Future>(future: F) -> Option<F::Output> {
     })
     .await
 }
+
+/// What a model call fails with whose port answered `Cancelled` though the run was not cancelled.
+const CANCELLED_ON_ITS_OWN: &str = "the model call failed: its port said the call was cancelled, \
+                                    though the run was not cancelled";
 
 /// What `ai_core::install_tool_panic_hook` calls the thread store.
 const THE_STORE: &str = "the thread store";

@@ -147,7 +147,10 @@ pub use store::InMemoryThreadStore;
 ///     its approved calls are refused `policy_denied`. A decision whose hash is not the call's
 ///     is refused saying the approval was for another tool or other arguments, where it said
 ///     other arguments only.
-pub const LOOP_REVISION: u32 = 27;
+/// 28. A model port that answers `Cancelled` though the run's token has not fired fails its
+///     model call (the run ends `error`, saying the port cancelled the call on its own), where
+///     the run ended `cancelled`, as if the user had stopped it.
+pub const LOOP_REVISION: u32 = 28;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

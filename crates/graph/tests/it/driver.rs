@@ -1540,6 +1540,50 @@ async fn a_model_call_that_fails_as_the_cancel_fires_ends_cancelled() {
     }
 }
 
+/// A model port that streams a little, then says its call was cancelled, though nobody
+/// cancelled the run (a port's bug, or a cancel of its own).
+struct CancelledOnItsOwn;
+
+#[async_trait::async_trait]
+impl CompletionPort for CancelledOnItsOwn {
+    async fn complete(
+        &self,
+        _: &LlmRequest,
+        deltas: &mut dyn DeltaSink,
+        _: &CancellationToken,
+    ) -> Result<LlmCompletion, CompletionError> {
+        deltas.delta(streamed("Hel"));
+        Err(CompletionError::Cancelled)
+    }
+}
+
+/// A model port that answers `Cancelled` while the run's token has not fired fails its model
+/// call: the run ends `error` saying so, not `cancelled`, which would tell the user they
+/// stopped a run they never stopped. The text streamed is kept, as for any failed model call.
+#[tokio::test]
+async fn a_model_port_cancelled_on_its_own_fails_the_run() {
+    let f = Fixture::new(vec![], AgentConfig::default());
+    let agent = Agent::new(
+        Arc::new(CancelledOnItsOwn),
+        f.runner.clone(),
+        AgentConfig::default(),
+    );
+    let state = f.run_kept(&agent).await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "error", "{events:?}");
+    assert!(
+        events.iter().any(|e| matches!(e, AiEvent::Error { message }
+            if message.contains("cancelled") && message.contains("not cancelled"))),
+        "{events:?}"
+    );
+    assert!(
+        matches!(state.messages().last(), Some(Message::Assistant { content, .. }) if content == "Hel"),
+        "{:?}",
+        state.messages()
+    );
+}
+
 /// A runtime without Tokio's time driver (built by hand without `enable_time()`), in which the
 /// runner cannot run a tool: a run is refused before the model is called, with an error that
 /// says what is missing, and the state given is returned as it was; `run_thread` neither loads
