@@ -586,9 +586,9 @@ async fn refuse_declared_oversize(
     }
 }
 
-/// The body as JSON of type `T`: larger than `limit` → 413 naming the limit, not JSON → 415,
-/// malformed or not matching the protocol's shape → 400, each naming the fault (and where it is)
-/// without quoting the body or the `Content-Type` it came with.
+/// The body as JSON of type `T`: larger than `limit` → 413 naming the limit, not JSON or in a
+/// content coding (gzip, say) → 415, malformed or not matching the protocol's shape → 400, each
+/// naming the fault (and where it is) without quoting the body or the headers it came with.
 fn parse_body<T: serde::de::DeserializeOwned>(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -628,6 +628,15 @@ fn parse_body<T: serde::de::DeserializeOwned>(
              as `; charset=utf-8` allowed)",
         ));
     }
+    if !is_identity(headers) {
+        // The coding is the client's text: the refusal names what is accepted, not what came.
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_content_encoding",
+            "the request body must be sent without a content coding: this server decodes none \
+             (no content-encoding, or identity)",
+        ));
+    }
     serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request(
             "invalid_body",
@@ -652,6 +661,23 @@ fn describe_body_error(e: &serde_json::Error) -> String {
 fn is_json(content_type: &str) -> bool {
     let media_type = content_type.split(';').next().unwrap_or_default();
     media_type.trim().eq_ignore_ascii_case("application/json")
+}
+
+/// Whether a request's body is sent as it is: every coding its `Content-Encoding` lines list
+/// (RFC 9110 §8.4, in any case) is `identity`, or it has none. The server decodes no content
+/// coding, so a body in one (gzip, say) is not its JSON, whatever its bytes happen to be.
+fn is_identity(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .all(|line| {
+            line.to_str().is_ok_and(|codings| {
+                codings
+                    .split(',')
+                    .map(str::trim)
+                    .all(|coding| coding.is_empty() || coding.eq_ignore_ascii_case("identity"))
+            })
+        })
 }
 
 /// The conversation a request brings: its history, and what begins the run.
@@ -3437,18 +3463,80 @@ mod tests {
 
     /// The whole answer of `addr` to a POST of `body` to `path`, over HTTP/1.1.
     async fn post_over_loopback(addr: std::net::SocketAddr, path: &str, body: String) -> String {
+        post_with_headers(addr, path, "", body.as_bytes()).await
+    }
+
+    /// The whole answer of `addr` to a POST of `body` to `path` with `headers` (each line ending
+    /// in CRLF) besides the usual ones, over HTTP/1.1.
+    async fn post_with_headers(
+        addr: std::net::SocketAddr,
+        path: &str,
+        headers: &str,
+        body: &[u8],
+    ) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let request = format!(
+        let head = format!(
             "POST {path} HTTP/1.1\r\nhost: localhost:{}\r\ncontent-type: application/json\r\n\
-             content-length: {}\r\nconnection: close\r\n\r\n{body}",
+             content-length: {}\r\nconnection: close\r\n{headers}\r\n",
             addr.port(),
             body.len()
         );
-        stream.write_all(request.as_bytes()).await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream.write_all(body).await.unwrap();
         let mut answer = String::new();
         stream.read_to_string(&mut answer).await.unwrap();
         answer
+    }
+
+    /// A body sent in a content coding is refused with 415, naming the fault without quoting
+    /// the coding, and nothing runs; `identity` is the body as it is. Before, the coding was
+    /// ignored: gzip bytes were refused as malformed JSON (400, naming a syntax error), and JSON
+    /// labelled gzip ran as if it were not.
+    #[tokio::test]
+    async fn a_body_in_a_content_coding_is_refused_415() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let model = SaysOk::default();
+        let state = in_memory(8, model.clone());
+        let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(super::serve_until(listener, state, 1 << 20, async {
+            let _ = stopped.await;
+        }));
+        let chat = |thread: &str| {
+            json!({"id": thread, "messages": [
+                {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]})
+            .to_string()
+        };
+        // The start of a gzip stream: what a client that compresses its body sends.
+        let gzip = [0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03];
+        for (headers, body) in [
+            ("content-encoding: gzip\r\n", chat("t-gzip").into_bytes()),
+            ("content-encoding: GZIP\r\n", gzip.to_vec()),
+            (
+                "content-encoding: identity, ZQX-br\r\n",
+                chat("t-br").into_bytes(),
+            ),
+            (
+                "content-encoding: identity\r\ncontent-encoding: deflate\r\n",
+                chat("t-deflate").into_bytes(),
+            ),
+        ] {
+            let answer = post_with_headers(addr, "/api/v1/chat", headers, &body).await;
+            assert!(answer.starts_with("HTTP/1.1 415"), "{headers}: {answer}");
+            assert!(
+                answer.ends_with(
+                    r#"{"error":{"code":"unsupported_content_encoding","message":"the request body must be sent without a content coding: this server decodes none (no content-encoding, or identity)"}}"#
+                ),
+                "{headers}: {answer}"
+            );
+        }
+        assert_eq!(model.last(), "", "a coded body ran");
+        let headers = "content-encoding: Identity\r\n";
+        let answer =
+            post_with_headers(addr, "/api/v1/chat", headers, chat("t-id").as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(model.last().contains("hi"), "{}", model.last());
     }
 
     /// A body whose `Content-Length` is over the limit is refused with the usual 413 at once,
