@@ -42,11 +42,7 @@ pub(super) async fn run(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let accept = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("text/event-stream");
-    if !accept.contains("text/event-stream") && !accept.contains("*/*") {
+    if !accepts_event_stream(&headers) {
         // The header is the client's text: the refusal names what is offered, not what came.
         return Err(ApiError::new(
             StatusCode::NOT_ACCEPTABLE,
@@ -105,6 +101,48 @@ pub(super) async fn run(
     let mut translator = Translator::continuing(input.thread_id, input.run_id, shown);
     let first = translator.start().iter().map(sse::frame).collect();
     Ok(sse_response(first, started, Stream(translator), &[]))
+}
+
+/// Whether the request's `Accept` takes `text/event-stream` (RFC 9110 §12.5.1): the most
+/// specific media range that matches it (`text/event-stream`, then `text/*`, then `*/*`; names
+/// in any case) has a weight above 0. A request without an `Accept` it can read takes anything.
+fn accepts_event_stream(headers: &HeaderMap) -> bool {
+    let mut lines = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|line| line.to_str().ok())
+        .peekable();
+    if lines.peek().is_none() {
+        return true;
+    }
+    // The most specific match so far (2 the type itself, 1 `text/*`, 0 `*/*`), and whether a
+    // range of that specificity takes it.
+    let mut best: Option<(u8, bool)> = None;
+    for range in lines.flat_map(|line| line.split(',')) {
+        let (media, params) = range.split_once(';').unwrap_or((range, ""));
+        let media = media.trim();
+        let specificity = if media.eq_ignore_ascii_case("text/event-stream") {
+            2
+        } else if media.eq_ignore_ascii_case("text/*") {
+            1
+        } else if media == "*/*" {
+            0
+        } else {
+            continue;
+        };
+        let refused = params.split(';').any(|param| {
+            param.split_once('=').is_some_and(|(name, weight)| {
+                name.trim().eq_ignore_ascii_case("q")
+                    && weight.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
+            })
+        });
+        best = match best {
+            Some((at, taken)) if at == specificity => Some((at, taken || !refused)),
+            Some((at, _)) if at > specificity => best,
+            _ => Some((specificity, !refused)),
+        };
+    }
+    best.is_some_and(|(_, taken)| taken)
 }
 
 /// The client's history as UI items, and its last message, which must be the user's. A call

@@ -3539,6 +3539,52 @@ mod tests {
         assert!(model.last().contains("hi"), "{}", model.last());
     }
 
+    /// The AG-UI route reads `Accept` as RFC 9110 does: media types in any case, `text/*` takes
+    /// `text/event-stream`, and a range of weight 0 refuses it (the most specific one that
+    /// matches decides). Before, the header was searched for the text `text/event-stream` or
+    /// `*/*`: `Text/Event-Stream` and `text/*` were refused 406, and a range that refuses the
+    /// stream (`text/event-stream;q=0`) or only starts with its name was taken.
+    #[tokio::test]
+    async fn the_agui_route_reads_accept_as_media_ranges() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = in_memory(16, SaysOk::default());
+        let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(super::serve_until(listener, state, 1 << 20, async {
+            let _ = stopped.await;
+        }));
+        for (n, (accept, status)) in [
+            ("Text/Event-Stream", 200),
+            ("text/*", 200),
+            ("application/json, TEXT/*; q=0.5", 200),
+            ("text/event-stream;q=0, */*;q=1, text/event-stream", 200),
+            ("application/json", 406),
+            ("text/event-streams", 406),
+            ("text/event-stream;q=0, */*", 406),
+            ("text/event-stream; q=0.000", 406),
+            ("application/json, text/*;q=0", 406),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let input = json!({"threadId": format!("t-accept-{n}"), "runId": format!("r-{n}"),
+                "messages": [{"id": "m1", "role": "user", "content": "hi"}]});
+            let headers = format!("accept: {accept}\r\n");
+            let body = input.to_string();
+            let answer = post_with_headers(addr, "/api/v1/agui", &headers, body.as_bytes()).await;
+            assert!(
+                answer.starts_with(&format!("HTTP/1.1 {status}")),
+                "{accept}: {answer}"
+            );
+            if status == 406 {
+                assert!(
+                    answer.contains(r#""code":"unsupported_protocol""#),
+                    "{answer}"
+                );
+            }
+        }
+    }
+
     /// A body whose `Content-Length` is over the limit is refused with the usual 413 at once,
     /// from its header, before a byte of it arrives; before, the server waited for the limit's
     /// worth of it (here none ever comes: the request waited for the body timeout).
