@@ -587,8 +587,9 @@ async fn refuse_declared_oversize(
 }
 
 /// The body as JSON of type `T`: larger than `limit` → 413 naming the limit, not JSON or in a
-/// content coding (gzip, say) → 415, malformed or not matching the protocol's shape → 400, each
-/// naming the fault (and where it is) without quoting the body or the headers it came with.
+/// content coding (gzip, say) → 415, in a transfer coding but chunked → 501, malformed or not
+/// matching the protocol's shape → 400, each naming the fault (and where it is) without quoting
+/// the body or the headers it came with.
 fn parse_body<T: serde::de::DeserializeOwned>(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -628,13 +629,21 @@ fn parse_body<T: serde::de::DeserializeOwned>(
              as `; charset=utf-8` allowed)",
         ));
     }
-    if !is_identity(headers) {
-        // The coding is the client's text: the refusal names what is accepted, not what came.
+    // The codings are the client's text: the refusals name what is accepted, not what came.
+    if !lists_only(headers, header::CONTENT_ENCODING, "identity") {
         return Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_content_encoding",
             "the request body must be sent without a content coding: this server decodes none \
              (no content-encoding, or identity)",
+        ));
+    }
+    if !lists_only(headers, header::TRANSFER_ENCODING, "chunked") {
+        return Err(ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "unsupported_transfer_coding",
+            "the request body must be sent without a transfer coding but chunked: this server \
+             decodes no other",
         ));
     }
     serde_json::from_slice(&body).map_err(|e| {
@@ -663,21 +672,19 @@ fn is_json(content_type: &str) -> bool {
     media_type.trim().eq_ignore_ascii_case("application/json")
 }
 
-/// Whether a request's body is sent as it is: every coding its `Content-Encoding` lines list
-/// (RFC 9110 §8.4, in any case) is `identity`, or it has none. The server decodes no content
-/// coding, so a body in one (gzip, say) is not its JSON, whatever its bytes happen to be.
-fn is_identity(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::CONTENT_ENCODING)
-        .iter()
-        .all(|line| {
-            line.to_str().is_ok_and(|codings| {
-                codings
-                    .split(',')
-                    .map(str::trim)
-                    .all(|coding| coding.is_empty() || coding.eq_ignore_ascii_case("identity"))
-            })
+/// Whether every coding the `name` lines of `headers` list (comma-separated, in any case) is
+/// `only`, or they list none: the server decodes no content coding (`Content-Encoding`, RFC 9110
+/// §8.4) and no transfer coding but `chunked` (`Transfer-Encoding`, RFC 9112 §6.1), which hyper
+/// takes off; a body in another (gzip, say) is not its JSON, whatever its bytes happen to be.
+fn lists_only(headers: &HeaderMap, name: header::HeaderName, only: &str) -> bool {
+    headers.get_all(name).iter().all(|line| {
+        line.to_str().is_ok_and(|codings| {
+            codings
+                .split(',')
+                .map(str::trim)
+                .all(|coding| coding.is_empty() || coding.eq_ignore_ascii_case(only))
         })
+    })
 }
 
 /// The conversation a request brings: its history, and what begins the run.
@@ -3583,6 +3590,59 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A body in a transfer coding besides `chunked` (`gzip, chunked`, which hyper takes since
+    /// `chunked` is last, decoding only that) is refused with 501 (RFC 9112 §6.1), naming the
+    /// fault without quoting the coding, and nothing runs. Before, the coding was ignored: the
+    /// body ran as JSON though its label said it was gzip.
+    #[tokio::test]
+    async fn a_body_in_a_transfer_coding_but_chunked_is_refused_501() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let model = SaysOk::default();
+        let state = in_memory(8, model.clone());
+        let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(super::serve_until(listener, state, 1 << 20, async {
+            let _ = stopped.await;
+        }));
+        let post = async |codings: &str, thread: &str| {
+            let body = json!({"id": thread, "messages": [
+                {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]})
+            .to_string();
+            let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let request = format!(
+                "POST /api/v1/chat HTTP/1.1\r\nhost: localhost:{}\r\ncontent-type: \
+                 application/json\r\n{codings}connection: close\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+                addr.port(),
+                body.len()
+            );
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).await.unwrap();
+            answer
+        };
+        for (n, codings) in [
+            "transfer-encoding: GZIP, chunked\r\n",
+            "transfer-encoding: ZQX-br\r\ntransfer-encoding: chunked\r\n",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let answer = post(codings, &format!("t-coded-{n}")).await;
+            assert!(answer.starts_with("HTTP/1.1 501"), "{codings}: {answer}");
+            assert!(
+                answer.ends_with(
+                    r#"{"error":{"code":"unsupported_transfer_coding","message":"the request body must be sent without a transfer coding but chunked: this server decodes no other"}}"#
+                ),
+                "{codings}: {answer}"
+            );
+        }
+        assert_eq!(model.last(), "", "a coded body ran");
+        let answer = post("transfer-encoding: Chunked\r\n", "t-chunked").await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(model.last().contains("hi"), "{}", model.last());
     }
 
     /// A body whose `Content-Length` is over the limit is refused with the usual 413 at once,
