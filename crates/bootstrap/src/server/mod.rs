@@ -987,13 +987,13 @@ async fn start_run(
     };
     let saved = loaded.map_err(|e| ApiError::internal_logged("the thread cannot be read", &e))?;
     let agent_state = match saved.clone() {
-        // The decoder's own message would quote the state (the conversation): never shown.
+        // The decoder's own message would quote the state (the conversation): never shown, nor
+        // logged. The fault is the server's, so its log says so too, as for every other 500.
         Some(saved) => {
             let held: AgentState = serde_json::from_value(saved).map_err(|e| {
-                ApiError::internal(format!(
-                    "the thread holds an unreadable state: {}",
-                    ai_core::describe_json_error(&e)
-                ))
+                let fault = ai_core::describe_json_error(&e);
+                tracing::error!(%fault, "a thread holds a state this build cannot read");
+                ApiError::internal(format!("the thread holds an unreadable state: {fault}"))
             })?;
             if let (Some(before), IncomingTurn::Message(_)) = (&incoming.follows, &incoming.turn) {
                 check_latest(&held, before)?;
@@ -3643,6 +3643,52 @@ mod tests {
         let answer = post("transfer-encoding: Chunked\r\n", "t-chunked").await;
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         assert!(model.last().contains("hi"), "{}", model.last());
+    }
+
+    /// A thread whose saved state this build cannot read is answered 500 naming the fault, and
+    /// the server's log says so, naming neither the thread nor anything of the state. Before,
+    /// only the client was told: the server's log had nothing of it.
+    #[tokio::test]
+    async fn an_unreadable_thread_state_is_logged_without_quoting_it() {
+        let (logs, _logging) = Logs::capture();
+        let state = in_memory(8, SaysOk::default());
+        let unreadable = json!({"messages": "PRIVATE words", "phase": "idle", "steps": 0,
+            "max_steps": 10});
+        let thread = ThreadId::new("t-unreadable").unwrap();
+        state
+            .stores
+            .threads
+            .save(&thread, &unreadable)
+            .await
+            .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(super::serve_until(listener, state, 1 << 20, async {
+            let _ = stopped.await;
+        }));
+        let chat = json!({"id": "t-unreadable", "messages": [
+            {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]});
+        let answer = post_over_loopback(addr, "/api/v1/chat", chat.to_string()).await;
+        assert!(answer.starts_with("HTTP/1.1 500"), "{answer}");
+        assert!(
+            answer.contains("the thread holds an unreadable state"),
+            "{answer}"
+        );
+        let logged = logs.text();
+        let errors: Vec<&str> = logged
+            .lines()
+            .filter(|line| line.contains("ERROR"))
+            .collect();
+        assert!(
+            matches!(errors.as_slice(), [line]
+                if line.contains("a thread holds a state this build cannot read")),
+            "{logged}"
+        );
+        assert!(
+            !logged.contains("PRIVATE") && !logged.contains("t-unreadable"),
+            "{logged}"
+        );
     }
 
     /// A body whose `Content-Length` is over the limit is refused with the usual 413 at once,
