@@ -62,20 +62,40 @@ pub enum DecodeError {
 
 impl DecodeError {
     /// The error a payload's `error` value reports, as openai-python reads it: any truthy value
-    /// (`{"message": …}` or a bare string, as some servers send) is the provider's error.
+    /// (`{"message": …}` or a bare string, as some servers send) is the provider's error. An
+    /// object without a message (none, `null` or empty) but with a truthy `code` is named by its
+    /// code ([`Self::from_code`]); one with neither is shown as its JSON, never as an empty
+    /// message.
     pub(crate) fn from_wire(error: &Value) -> Option<Self> {
         if !truthy(error) {
             return None;
         }
         let message = match error {
             Value::String(message) => message.clone(),
-            Value::Object(map) => map
-                .get("message")
-                .and_then(Value::as_str)
-                .map_or_else(|| error.to_string(), str::to_owned),
+            Value::Object(map) => match map.get("message").and_then(Value::as_str) {
+                Some(message) if !message.is_empty() => message.to_owned(),
+                _ => match map.get("code").filter(|code| truthy(code)) {
+                    Some(code) => return Some(Self::from_code(Some(code))),
+                    None => error.to_string(),
+                },
+            },
             other => other.to_string(),
         };
         Some(Self::ProviderError { message })
+    }
+
+    /// The provider's error that says nothing but its `code` (any JSON, or none):
+    /// `unknown error (code: …)`, a string code as its text, any other as its JSON; `unknown
+    /// error` alone when there is none (absent, `null` or empty).
+    pub(crate) fn from_code(code: Option<&Value>) -> Self {
+        let message = match code {
+            Some(Value::String(code)) if !code.is_empty() => {
+                format!("unknown error (code: {code})")
+            }
+            None | Some(Value::Null | Value::String(_)) => "unknown error".into(),
+            Some(code) => format!("unknown error (code: {code})"),
+        };
+        Self::ProviderError { message }
     }
 
     /// The error a Responses response object's own `error` reports (a whole response's, or a

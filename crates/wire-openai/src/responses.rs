@@ -49,7 +49,8 @@
 //!   told); any other key of an event the decoder reads, which the answer is made of, given
 //!   twice is an error naming the key, as on chat.
 //! - An `error` event is the provider's error with its `message`; with none (`null` or
-//!   empty) and no nested `error`, its `code` is kept: `unknown error (code: …)`.
+//!   empty) and no nested `error`, its `code` is kept: `unknown error (code: …)`. So is the
+//!   `code` of an `error` object (nested in an event, or a response's) with no message.
 //! - Text from several message items is joined with no separator, as the official SDKs'
 //!   `output_text` joins it (openai-python and openai-node alike): a separator would be text
 //!   the model never sent.
@@ -923,16 +924,7 @@ impl StreamDecoder {
                     .error
                     .as_ref()
                     .and_then(DecodeError::from_wire)
-                    .unwrap_or_else(|| {
-                        let message = match event.code {
-                            Some(Value::String(code)) if !code.is_empty() => {
-                                format!("unknown error (code: {code})")
-                            }
-                            None | Some(Value::Null | Value::String(_)) => "unknown error".into(),
-                            Some(code) => format!("unknown error (code: {code})"),
-                        };
-                        DecodeError::ProviderError { message }
-                    }),
+                    .unwrap_or_else(|| DecodeError::from_code(event.code.as_ref())),
             });
         }
         if let Some(error) = event.error.as_ref().and_then(DecodeError::from_wire) {

@@ -404,27 +404,32 @@ fn a_response_error_of_empty_fields_only_is_no_error() {
             .unwrap_or_else(|e| panic!("{error}: {e:?}"));
         assert_eq!(answer.completion.tool_calls.len(), 1, "{error}");
     }
-    for error in [
-        json!({"code": "", "message": "The model failed."}),
-        json!({"code": "server_error", "message": null}),
+    for (error, expected) in [
+        (
+            json!({"code": "", "message": "The model failed."}),
+            "The model failed.",
+        ),
+        (
+            json!({"code": "server_error", "message": null}),
+            "unknown error (code: server_error)",
+        ),
+        (
+            json!({"code": "server_error", "message": ""}),
+            "unknown error (code: server_error)",
+        ),
     ] {
+        let failed = |outcome: &Result<_, _>| matches!(outcome, Err(DecodeError::ProviderError { message }) if message == expected);
         let end = json!({"type": "response.completed", "response": response(error.clone())});
         for stream in [
             format!("{streamed}data: {end}\n\n"),
             format!("data: {end}\n\n"),
         ] {
-            let outcome = responses::decode_all(stream.as_bytes());
-            assert!(
-                matches!(outcome, Err(DecodeError::ProviderError { .. })),
-                "{error} in {stream}: {outcome:?}"
-            );
+            let outcome = responses::decode_all(stream.as_bytes()).map(drop);
+            assert!(failed(&outcome), "{error} in {stream}: {outcome:?}");
         }
         let whole = serde_json::to_vec(&response(error.clone())).unwrap();
-        let outcome = responses::decode_response(&whole, wire_openai::Limits::default());
-        assert!(
-            matches!(outcome, Err(DecodeError::ProviderError { .. })),
-            "{error}: {outcome:?}"
-        );
+        let outcome = responses::decode_response(&whole, wire_openai::Limits::default()).map(drop);
+        assert!(failed(&outcome), "{error}: {outcome:?}");
     }
 }
 
@@ -2397,6 +2402,24 @@ fn responses_errors_in_every_form_are_provider_errors() {
         (
             json!({"type": "response.failed", "response": {"id": "resp_1", "error": null}}),
             "the response failed",
+        ),
+        // An `error` object with no message says what went wrong by its code, as the `error`
+        // event does, never with an empty message.
+        (
+            json!({"type": "response.failed", "response": {"id": "resp_1", "error": {"code": "server_error", "message": ""}}}),
+            "unknown error (code: server_error)",
+        ),
+        (
+            json!({"type": "response.completed", "response": {"id": "resp_1", "error": {"code": 500, "message": null}}}),
+            "unknown error (code: 500)",
+        ),
+        (
+            json!({"type": "error", "error": {"code": "server_error", "message": ""}}),
+            "unknown error (code: server_error)",
+        ),
+        (
+            json!({"error": {"code": "rate_limit_exceeded"}}),
+            "unknown error (code: rate_limit_exceeded)",
         ),
     ] {
         let stream = format!("{partial}data: {event}\n\n");
