@@ -46,8 +46,10 @@
 //!   twice, reads as absent, never failing the stream or losing the text and calls already
 //!   assembled. So is the whole `response` of an event that gives it twice, and a
 //!   `sequence_number` or an `error` event's `code` given twice (which one counts cannot be
-//!   told); any other key of an event the decoder reads, which the answer is made of, given
-//!   twice is an error naming the key, as on chat.
+//!   told); any other key the event's type reads, which the answer is made of, given twice is
+//!   an error naming the key, as on chat (`type` and `error`, which every event reads, on any
+//!   event). A key its type does not read (a `name` on a text delta) may be given any number
+//!   of times.
 //! - An `error` event is the provider's error with its `message`; with none (`null` or
 //!   empty) and no nested `error`, its `code` is kept: `unknown error (code: …)`. So is the
 //!   `code` of an `error` object (nested in an event, or a response's) with no message.
@@ -213,8 +215,8 @@ fn refuse_deep_reasoning(raw: Option<&Value>) -> Result<(), String> {
 /// One stream event. Read by hand rather than derived (see [`EventVisitor`]), so that a
 /// bookkeeping key given twice (`response`, `sequence_number`: which one counts cannot be told)
 /// reads as absent instead of failing the event and with it the answer, as a chat chunk's
-/// `usage` does; every other key read here, which the answer is made of, given twice is still an
-/// error naming the key.
+/// `usage` does; every other key its type reads ([`EventField::read_by`]), which the answer is
+/// made of, given twice is still an error naming the key.
 struct Event<'a> {
     /// Absent only on a gateway's bare `{"error": …}` payload.
     kind: Option<Cow<'a, str>>,
@@ -313,7 +315,74 @@ enum EventField {
 
 const _: () = assert!((EventField::Other as u32) < u32::BITS);
 
+// `EventField::ALL` holds every key once, each at its own bit.
+const _: () = {
+    let mut at = 0;
+    while at < EventField::ALL.len() {
+        assert!(EventField::ALL[at] as usize == at);
+        at += 1;
+    }
+    assert!(EventField::ALL.len() == EventField::Other as usize + 1);
+};
+
 impl EventField {
+    /// Every key, in declaration order.
+    const ALL: [Self; 17] = [
+        Self::Kind,
+        Self::OutputIndex,
+        Self::ItemId,
+        Self::SequenceNumber,
+        Self::ContentIndex,
+        Self::Delta,
+        Self::Text,
+        Self::Refusal,
+        Self::Arguments,
+        Self::Name,
+        Self::Item,
+        Self::Part,
+        Self::Response,
+        Self::Message,
+        Self::Code,
+        Self::Error,
+        Self::Other,
+    ];
+
+    /// The key's bit in [`EventVisitor`]'s sets of keys.
+    const fn bit(self) -> u32 {
+        1 << (self as u32)
+    }
+
+    /// The keys an event of type `kind` reads, one bit each: `type` and `error` on every event
+    /// (a truthy `error` is the stream's error whatever the type, as openai-python reads every
+    /// payload, so which of two counts matters on any event), and the keys
+    /// [`StreamDecoder::apply`] reads for the type. Only these given twice fail the event: a
+    /// key an event does not read may be anything, any number of times, as on a type the decoder
+    /// does not read. The bookkeeping keys (`response`, `sequence_number`, `code`) are not
+    /// listed: given twice, they read as absent. An arm of `apply` that reads another key lists
+    /// it here.
+    fn read_by(kind: Option<&str>) -> u32 {
+        let placed = Self::ItemId.bit() | Self::OutputIndex.bit() | Self::ContentIndex.bit();
+        let call = Self::Item.bit() | Self::ItemId.bit() | Self::OutputIndex.bit();
+        let own = match kind.unwrap_or_default() {
+            "error" => Self::Message.bit(),
+            "response.output_text.delta" | "response.refusal.delta" => Self::Delta.bit() | placed,
+            "response.output_item.added" | "response.output_item.done" => {
+                Self::Item.bit() | Self::OutputIndex.bit()
+            }
+            "response.content_part.added" | "response.content_part.done" => {
+                Self::Part.bit() | placed
+            }
+            "response.output_text.done" => Self::Text.bit() | placed,
+            "response.refusal.done" => Self::Refusal.bit() | placed,
+            "response.function_call_arguments.delta" => Self::Delta.bit() | call,
+            "response.function_call_arguments.done" => {
+                Self::Name.bit() | Self::Arguments.bit() | call
+            }
+            _ => 0,
+        };
+        Self::Kind.bit() | Self::Error.bit() | own
+    }
+
     /// The key as sent, for the error that names it.
     fn name(self) -> &'static str {
         match self {
@@ -360,9 +429,9 @@ impl<'de> Deserialize<'de> for LenientResponse {
     }
 }
 
-/// Reads an [`Event`]: `response` and `sequence_number` given twice read as absent; any other
-/// key read given twice is an error naming it. Keys not read may be anything, any number of
-/// times.
+/// Reads an [`Event`]: `response`, `sequence_number` and `code` given twice read as absent; any
+/// other key its type reads ([`EventField::read_by`]) given twice is an error naming it. Keys
+/// its type does not read are never looked at, however often they are given.
 struct EventVisitor;
 
 impl<'de> serde::de::Visitor<'de> for EventVisitor {
@@ -374,36 +443,11 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
 
     fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Event<'de>, M::Error> {
         let mut event = Event::of(None);
-        // Which keys were read (by `EventField` order), and which bookkeeping ones twice.
-        let mut seen = 0u32;
-        let (mut responses, mut numbers, mut codes) = (0u8, 0u8, 0u8);
+        // Which keys were read (one bit each, by `EventField` order), and which twice.
+        let (mut seen, mut twice) = (0u32, 0u32);
         while let Some(field) = map.next_key::<EventField>()? {
-            let bit = 1u32 << (field as u32);
-            let again = seen & bit != 0;
-            seen |= bit;
-            match field {
-                EventField::Response => {
-                    responses = responses.saturating_add(1);
-                    event.response = map.next_value::<LenientResponse>()?.0;
-                    continue;
-                }
-                EventField::SequenceNumber => {
-                    numbers = numbers.saturating_add(1);
-                    event.sequence_number = map.next_value::<WholeNumber>()?.0;
-                    continue;
-                }
-                EventField::Code => {
-                    codes = codes.saturating_add(1);
-                    event.code = map.next_value()?;
-                    continue;
-                }
-                EventField::Other => {
-                    map.next_value::<serde::de::IgnoredAny>()?;
-                    continue;
-                }
-                _ if again => return Err(serde::de::Error::duplicate_field(field.name())),
-                _ => {}
-            }
+            twice |= seen & field.bit();
+            seen |= field.bit();
             match field {
                 EventField::Kind => {
                     event.kind = map.next_value::<Option<Borrowed<'de>>>()?.map(|b| b.0);
@@ -411,6 +455,9 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
                 EventField::OutputIndex => event.output_index = map.next_value()?,
                 EventField::ItemId => {
                     event.item_id = map.next_value::<Option<Borrowed<'de>>>()?.map(|b| b.0);
+                }
+                EventField::SequenceNumber => {
+                    event.sequence_number = map.next_value::<WholeNumber>()?.0;
                 }
                 EventField::ContentIndex => {
                     event.content_index = map.next_value::<WholeNumber>()?.0;
@@ -422,21 +469,31 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
                 EventField::Name => event.name = map.next_value()?,
                 EventField::Item => event.item = map.next_value()?,
                 EventField::Part => event.part = map.next_value::<item::ShownValue>()?.0,
+                EventField::Response => event.response = map.next_value::<LenientResponse>()?.0,
                 EventField::Message => event.message = map.next_value()?,
+                EventField::Code => event.code = map.next_value()?,
                 EventField::Error => event.error = map.next_value()?,
-                EventField::Response
-                | EventField::SequenceNumber
-                | EventField::Code
-                | EventField::Other => {}
+                EventField::Other => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
             }
         }
-        if responses > 1 {
+        // A key the event's type reads given twice is an error naming it; a bookkeeping one
+        // reads as absent; one its type does not read is never looked at.
+        let read = EventField::read_by(event.kind.as_deref());
+        if let Some(field) = EventField::ALL
+            .into_iter()
+            .find(|field| twice & read & field.bit() != 0)
+        {
+            return Err(serde::de::Error::duplicate_field(field.name()));
+        }
+        if twice & EventField::Response.bit() != 0 {
             event.response = None;
         }
-        if numbers > 1 {
+        if twice & EventField::SequenceNumber.bit() != 0 {
             event.sequence_number = None;
         }
-        if codes > 1 {
+        if twice & EventField::Code.bit() != 0 {
             event.code = None;
         }
         // An empty `item_id` names no item (as an empty item id does): the event goes by its

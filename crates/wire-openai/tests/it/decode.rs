@@ -3456,9 +3456,10 @@ fn vllm_abort_is_a_cut() {
 /// fails the stream: which one counts cannot be told, so it reads as absent, and the text and
 /// calls survive. A key the answer is made of (`type`, `item_id`, `output_index`,
 /// `content_index`, `delta`, `arguments`, `item`, `part`, and the error event's `message` and
-/// `error`) given twice is an error naming it, as a chat chunk's `choices` or a chat choice's
-/// `index`, `delta` and `finish_reason` are: the whole chat wire has no bookkeeping key in a
-/// choice.
+/// `error`) given twice on an event whose type reads it is an error naming it, as a chat chunk's
+/// `choices` or a chat choice's `index`, `delta` and `finish_reason` are: the whole chat wire has
+/// no bookkeeping key in a choice. On an event whose type does not read it (a `name` on a text
+/// delta), it is never looked at.
 #[test]
 fn a_bookkeeping_key_given_twice_never_fails_a_responses_stream() {
     let item = json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
@@ -3561,6 +3562,47 @@ fn a_bookkeeping_key_given_twice_never_fails_a_responses_stream() {
             "{key}: {error:?}"
         );
     }
+
+    // A key is held to one copy only where the event's type reads it: given twice on an event
+    // that never reads it, it is never looked at, whatever it holds.
+    for (at, key, raw) in [
+        (1, "name", r#""x""#),
+        (1, "arguments", r#""{}""#),
+        (1, "message", r#""boom""#),
+        (1, "item", "null"),
+        (2, "name", r#""x""#),
+        (2, "delta", r#""x""#),
+        (2, "item_id", r#""fc_2""#),
+        (3, "name", r#""x""#),
+        (3, "text", r#""x""#),
+        (4, "content_index", "3"),
+        (5, "item", "null"),
+        (5, "output_index", "7"),
+    ] {
+        let mut event = events[at].clone();
+        event[key] = serde_json::from_str(raw).unwrap();
+        let mut twice = plain.clone();
+        twice[at] = with_raw(&event, key, raw);
+        let completion = responses::decode_all(stream(&twice).as_bytes())
+            .unwrap_or_else(|e| panic!("{key} twice on event {at}: {e}"));
+        assert_eq!(completion.text, "Checking.", "{key} on {at}");
+        assert_eq!(completion.tool_calls.len(), 1, "{key} on {at}");
+        assert_eq!(
+            completion.tool_calls[0].arguments, r#"{"city":"Paris"}"#,
+            "{key} on {at}"
+        );
+    }
+    // A `.done` event reads its `name`: given twice there, it is still an error naming it.
+    let done = json!({"type": "response.function_call_arguments.done", "item_id": "fc_1",
+        "output_index": 1, "arguments": "{\"city\":\"Paris\"}", "name": "get_weather"});
+    let mut events = plain.clone();
+    events.insert(4, with_raw(&done, "name", r#""other""#));
+    let error = responses::decode_all(stream(&events).as_bytes()).unwrap_err();
+    assert!(
+        matches!(&error, DecodeError::InvalidChunk { reason, .. }
+            if reason.contains("duplicate field `name`")),
+        "{error:?}"
+    );
 
     // A chat choice holds no bookkeeping: each key read there, given twice, is an error naming it.
     let choice = json!({"index": 0, "delta": {"content": "Checking."}, "finish_reason": "stop"});
