@@ -103,7 +103,7 @@
 //! reading of items and event fields is in `item`, the replay rule in `replay`.
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 
 use serde::Deserialize;
@@ -651,7 +651,9 @@ impl<'de> Deserialize<'de> for IncompleteDetails {
 pub struct StreamDecoder {
     session: Session,
     by_item: HashMap<String, usize>,
-    by_output: HashMap<usize, usize>,
+    /// Ordered, so that the call after an output index is found without a scan
+    /// ([`StreamDecoder::item_after`]).
+    by_output: BTreeMap<usize, usize>,
     /// What the decoder knows of each call's item, by call position.
     call_items: Vec<CallItem>,
     /// A terminal event (`response.completed` or `response.incomplete`) arrived.
@@ -698,11 +700,52 @@ struct KeptReasoning {
     pending: Vec<(Option<usize>, Value)>,
     /// By call position, the output index of each reasoning item the call keeps, in the order
     /// of its [`REASONING_ITEMS_KEY`] array: one finished after its call goes in by it.
-    placed: HashMap<usize, Vec<Option<usize>>>,
+    placed: HashMap<usize, Placed>,
     /// The items kept so far, by item id, or by output index for one without: a finished item a
     /// gateway sends again is kept once.
     ids: HashSet<String>,
     indexes: HashSet<usize>,
+}
+
+/// The output index of each reasoning item a call keeps, in the order of its
+/// [`REASONING_ITEMS_KEY`] array, and the highest of them: an item finished after its call, at
+/// or past every index the call keeps (as items finished in output order are), goes last
+/// without a scan, so keeping n such items costs time linear in n.
+#[derive(Debug, Default)]
+struct Placed {
+    indexes: Vec<Option<usize>>,
+    highest: Option<usize>,
+}
+
+impl Placed {
+    /// Where an item at output `index` goes: just before the first item kept whose index is
+    /// above it, or last.
+    fn at(&self, index: usize) -> usize {
+        if self.highest.is_none_or(|highest| highest <= index) {
+            return self.indexes.len();
+        }
+        self.indexes
+            .iter()
+            .position(|other| other.is_some_and(|other| other > index))
+            .unwrap_or(self.indexes.len())
+    }
+
+    /// Records an item at output `index` kept at `at` of the array.
+    fn insert(&mut self, at: usize, index: Option<usize>) {
+        self.indexes.insert(at, index);
+        self.highest = self.highest.max(index);
+    }
+
+    /// Records an item at output `index` kept last.
+    fn push(&mut self, index: Option<usize>) {
+        self.insert(self.indexes.len(), index);
+    }
+}
+
+impl Extend<Option<usize>> for Placed {
+    fn extend<I: IntoIterator<Item = Option<usize>>>(&mut self, indexes: I) {
+        indexes.into_iter().for_each(|index| self.push(index));
+    }
 }
 
 impl Default for StreamDecoder {
@@ -717,7 +760,7 @@ impl StreamDecoder {
         Self {
             session: Session::new(limits),
             by_item: HashMap::new(),
-            by_output: HashMap::new(),
+            by_output: BTreeMap::new(),
             call_items: Vec::new(),
             ended: false,
             streamed_keyed: false,
@@ -1180,7 +1223,7 @@ impl StreamDecoder {
             if !reasoning.is_empty()
                 && let Some(call) = self.session.calls.calls.get_mut(position)
             {
-                let (indexes, items): (Vec<_>, Vec<_>) = reasoning.into_iter().unzip();
+                let (indexes, items): (Placed, Vec<_>) = reasoning.into_iter().unzip();
                 kept.placed.insert(position, indexes);
                 call.provider_fields
                     .insert(REASONING_ITEMS_KEY.into(), Value::Array(items));
@@ -1324,10 +1367,7 @@ impl StreamDecoder {
         match following {
             Some((index, Some(Following::Call(position)))) => {
                 let placed = kept.placed.entry(position).or_default();
-                let at = placed
-                    .iter()
-                    .position(|other| other.is_some_and(|other| other > index))
-                    .unwrap_or(placed.len());
+                let at = placed.at(index);
                 if let Some(call) = self.session.calls.calls.get_mut(position)
                     && let Value::Array(items) = call
                         .provider_fields
@@ -1420,7 +1460,7 @@ impl StreamDecoder {
             taken.sort_by_key(|&(at, ..)| at);
             let mut taken = taken.into_iter().peekable();
             let placed = kept.placed.entry(position).or_default();
-            let mut kept_indexes = std::mem::take(placed).into_iter();
+            let mut kept_indexes = std::mem::take(placed).indexes.into_iter();
             for item in std::mem::take(items) {
                 if let Some((after, _)) = lead(&item) {
                     while let Some((_, index, raw)) = taken.next_if(|&(at, ..)| at < after) {
@@ -1429,7 +1469,9 @@ impl StreamDecoder {
                     }
                 }
                 items.push(item);
-                placed.extend(kept_indexes.next());
+                if let Some(index) = kept_indexes.next() {
+                    placed.push(index);
+                }
             }
             for (_, index, raw) in taken {
                 items.push(raw);
@@ -1443,9 +1485,8 @@ impl StreamDecoder {
     fn item_after(&self, index: usize) -> Option<Following> {
         let call = self
             .by_output
-            .iter()
-            .filter(|&(&at, _)| at > index)
-            .min_by_key(|&(&at, _)| at);
+            .range((Bound::Excluded(index), Bound::Unbounded))
+            .next();
         let other = self
             .other_outputs
             .range((Bound::Excluded(index), Bound::Unbounded))

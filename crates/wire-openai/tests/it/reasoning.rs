@@ -510,3 +510,42 @@ fn each_call_s_reasoning_goes_back_before_it_and_nothing_else_does() {
         ]
     );
 }
+
+/// Reasoning items finished after the call they lead to are kept in time linear in their
+/// number: each goes in after the ones before it by output index without a scan of the items
+/// its call already keeps. A hang guard, not a timing: 200,000 such items took minutes when
+/// each one scanned the others (over three in a debug build), and take seconds once none does.
+#[test]
+fn many_reasoning_items_finished_after_their_call_are_kept_in_linear_time() {
+    const ITEMS: usize = 200_000;
+    let event = |kind: &str, index: usize, item: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"type": kind, "output_index": index, "item": item})
+        )
+    };
+    let mut stream = event("response.output_item.added", ITEMS, call("call_1"));
+    for index in 0..ITEMS {
+        let item = reasoning(&format!("rs_{index}"), Some("e"));
+        stream.push_str(&event("response.output_item.done", index, item));
+    }
+    stream.push_str(&event("response.output_item.done", ITEMS, call("call_1")));
+    stream.push_str("data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\"}}\n\n");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // A receiver that gave up has failed the test already.
+        let _ = sender.send(responses::decode_all(stream.as_bytes()));
+    });
+    let completion = receiver
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("keeping the reasoning items took over 120 s")
+        .unwrap();
+    let kept = kept(&completion);
+    let [Value::Array(items)] = kept.as_slice() else {
+        panic!("one call keeping its reasoning, not {} calls", kept.len());
+    };
+    assert_eq!(items.len(), ITEMS);
+    for (index, item) in items.iter().enumerate() {
+        assert_eq!(item["id"], format!("rs_{index}"));
+    }
+}
