@@ -472,6 +472,19 @@ enum CallState {
     NotApproved,
 }
 
+impl CallState {
+    /// How far the call is shown, for an event that reuses its id.
+    fn shown(self) -> crate::Shown {
+        match self {
+            Self::Answered => crate::Shown::Answered,
+            Self::Running | Self::Refused => crate::Shown::Started,
+            Self::Open | Self::AwaitingApproval | Self::Approved | Self::NotApproved => {
+                crate::Shown::Open
+            }
+        }
+    }
+}
+
 /// Turns one run's [`AiEvent`]s into AG-UI events.
 ///
 /// ```
@@ -635,15 +648,16 @@ impl Translator {
     /// # Errors
     ///
     /// [`ReusedCallId`](crate::ReusedCallId) for an event that names a tool call this stream
-    /// has answered (its `TOOL_CALL_RESULT` sent): a call's result is its last word, so the event
-    /// is dropped, nothing is produced, and the stream stays valid.
+    /// has answered (its `TOOL_CALL_RESULT` sent), or that starts one it has started (see
+    /// [`ReusedCallId`](crate::ReusedCallId)): a call's result is its last word, and a call is
+    /// shown once, so the event is dropped, nothing is produced, and the stream stays valid.
     pub fn push(&mut self, event: &AiEvent) -> Result<Vec<AguiEvent>, crate::ReusedCallId> {
         let mut out = Vec::new();
         if self.finished {
             return Ok(out);
         }
         // No call is answered before `RUN_STARTED`: refusing here drops nothing it would send.
-        crate::reused_call_id(event, |id| self.state(id) == Some(CallState::Answered))?;
+        crate::reused_call_id(event, |id| self.state(id).map(CallState::shown))?;
         self.begin(&mut out);
         match event {
             AiEvent::StepStarted { step } => {

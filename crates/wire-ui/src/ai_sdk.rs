@@ -412,6 +412,17 @@ enum CallState {
     Resumed,
 }
 
+impl CallState {
+    /// How far the call is shown, for an event that reuses its id.
+    fn shown(self) -> crate::Shown {
+        match self {
+            Self::Answered => crate::Shown::Answered,
+            Self::Running | Self::Refused => crate::Shown::Started,
+            Self::Streaming | Self::AwaitingApproval | Self::Resumed => crate::Shown::Open,
+        }
+    }
+}
+
 /// A tool call on the stream: its id, name, state and the input text streamed so far.
 #[derive(Debug)]
 struct Call {
@@ -611,15 +622,16 @@ impl Translator {
     /// # Errors
     ///
     /// [`ReusedCallId`](crate::ReusedCallId) for an event that names a tool call this stream
-    /// has answered (its output sent): a call's output is its last word, so the event is
-    /// dropped, nothing is produced, and the stream stays valid.
+    /// has answered (its output sent), or that starts one it has started (see
+    /// [`ReusedCallId`](crate::ReusedCallId)): a call's output is its last word, and a call is
+    /// shown once, so the event is dropped, nothing is produced, and the stream stays valid.
     pub fn push(&mut self, event: &AiEvent) -> Result<Vec<UiChunk>, crate::ReusedCallId> {
         let mut out = Vec::new();
         if self.finished {
             return Ok(out);
         }
         // No call is answered before `start`: refusing here drops nothing it would send.
-        crate::reused_call_id(event, |id| self.state(id) == Some(CallState::Answered))?;
+        crate::reused_call_id(event, |id| self.state(id).map(CallState::shown))?;
         self.begin(&mut out);
         match event {
             AiEvent::StepStarted { .. } => {

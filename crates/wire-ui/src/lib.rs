@@ -9,8 +9,8 @@
 //! Each protocol has one translator: a small state machine fed one event at a time that returns
 //! the protocol's events in an order the protocol's own client accepts (exactly one start event,
 //! first; every message and tool call opened before it is used and closed before the run ends;
-//! exactly one terminal event). An event naming a call the stream has answered is dropped, and
-//! said to be ([`ReusedCallId`]).
+//! exactly one terminal event). An event naming a call the stream has answered, or starting a
+//! call it has started, is dropped, and said to be ([`ReusedCallId`]).
 //! [`sse`] frames them.
 //!
 //! This crate owns only these shapes. It never does IO, never runs anything, and never decides
@@ -70,12 +70,15 @@ pub(crate) const CUT_REFUSED_CALL: &str =
 pub(crate) const CUT_DENIAL: &str =
     "the stream was cut before this call's denial was recorded; the call never runs";
 
-/// What a translator's `push` returns for an event it dropped because it names a tool call the
-/// stream has answered already: its id was reused (a start, arguments, an approval request, a
-/// retry or a result of a call whose result was sent).
+/// What a translator's `push` returns for an event it dropped because its tool call id was
+/// reused: it names a call the stream has answered already (a start, arguments, an approval
+/// request, a retry or a result of a call whose result was sent), or it starts a call the stream
+/// has started and not answered (a second `ToolCallStreamStart` of a call it shows, or a second
+/// `ToolCallStart` of one that started to run or was refused).
 ///
-/// A stream answers each call once, so the event is dropped and the stream stays valid; the
-/// call it would have shown is not shown. `graph`'s loop renames a call id an endpoint reuses
+/// A stream shows each call once and answers it once, so the event is dropped and the stream
+/// stays valid (a call still open keeps waiting for its own result); the call it would have
+/// shown is not shown. `graph`'s loop renames a call id an endpoint reuses
 /// before any event names it, so its events never cause this; a caller driving a translator
 /// from another source, against an endpoint that reuses ids (SGLang sends `"0"` on every
 /// turn), must give each call an id of its own to have it shown.
@@ -93,8 +96,8 @@ impl std::fmt::Display for ReusedCallId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "an event names tool call {}, which this stream has answered: the event is dropped \
-             (a call id names one call in a run)",
+            "an event reuses the id of tool call {}, which this stream has started or \
+             answered: the event is dropped (a call id names one call in a run)",
             self.0
         )
     }
@@ -102,15 +105,38 @@ impl std::fmt::Display for ReusedCallId {
 
 impl std::error::Error for ReusedCallId {}
 
-/// [`ReusedCallId`] when `event` names a tool call that `answered` says the stream answered: a
-/// translator sends nothing more for such a call, whatever names it again.
+/// How far a translator has shown a call, as far as a reused id goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shown {
+    /// Its result was sent: nothing more is sent for it.
+    Answered,
+    /// Its start came (`ToolCallStart`, with or without arguments), and its result is due: no
+    /// start is sent for it again.
+    Started,
+    /// Shown, and its start may still come (its arguments stream, it waits for approval, or an
+    /// earlier run showed it): only its stream start is not sent again.
+    Open,
+}
+
+/// [`ReusedCallId`] when `event` names a tool call that `shown` says the stream answered, or
+/// starts one it has started: a `ToolCallStreamStart` of a call it shows, a `ToolCallStart` of
+/// one whose start came. A translator sends nothing for such an event.
 pub(crate) fn reused_call_id(
     event: &AiEvent,
-    answered: impl Fn(&ToolCallId) -> bool,
+    shown: impl Fn(&ToolCallId) -> Option<Shown>,
 ) -> Result<(), ReusedCallId> {
-    match tool_call_id(event) {
-        Some(id) if answered(id) => Err(ReusedCallId(id.clone())),
-        _ => Ok(()),
+    let Some(id) = tool_call_id(event) else {
+        return Ok(());
+    };
+    let reused = matches!(
+        (shown(id), event),
+        (Some(Shown::Answered), _)
+            | (Some(_), AiEvent::ToolCallStreamStart { .. })
+            | (Some(Shown::Started), AiEvent::ToolCallStart { .. })
+    );
+    match reused {
+        true => Err(ReusedCallId(id.clone())),
+        false => Ok(()),
     }
 }
 

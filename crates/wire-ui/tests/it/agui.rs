@@ -1020,6 +1020,131 @@ fn a_call_answered_is_never_answered_again() {
     }
 }
 
+/// A call is started once. A second start of a call the stream shows and has not answered (its
+/// id reused while it streams or runs: a second stream start, a second start with other
+/// arguments) sends nothing and is refused as a `ReusedCallId` naming the call, as an event
+/// naming an answered call is; the call stays as it was shown and takes its own result.
+#[test]
+fn a_call_started_again_while_open_is_refused() {
+    use std::sync::Arc;
+
+    use ai_core::{AiEvent, DoneReason, ToolCallId, ToolOutcome};
+    let call = || ToolCallId::new("call_1").unwrap();
+    let stream_start = |name: &str| AiEvent::ToolCallStreamStart {
+        tool_call_id: call(),
+        tool_name: name.into(),
+    };
+    let start = |args: serde_json::Value| AiEvent::ToolCallStart {
+        tool_call_id: call(),
+        tool_name: "t".into(),
+        args: Some(Arc::new(args)),
+    };
+    let args = || AiEvent::ToolCallArgsDelta {
+        tool_call_id: call(),
+        delta: "{}".into(),
+    };
+    let result = AiEvent::ToolCallResult {
+        tool_call_id: call(),
+        tool_name: "t".into(),
+        outcome: ToolOutcome::Ok {
+            value: Arc::new(serde_json::json!(1)),
+        },
+    };
+    let done = AiEvent::Done {
+        reason: DoneReason::Stop,
+    };
+    let step = AiEvent::StepStarted { step: 1 };
+    let other = serde_json::json!({"x": 2});
+    // Each run's events, with whether the translator refuses each as a reused id.
+    let runs = [
+        // Started again while its arguments stream.
+        vec![
+            (step.clone(), false),
+            (stream_start("t"), false),
+            (stream_start("u"), true),
+            (args(), false),
+            (start(serde_json::json!({})), false),
+            (result.clone(), false),
+            (done.clone(), false),
+        ],
+        // Started again once it runs.
+        vec![
+            (step.clone(), false),
+            (stream_start("t"), false),
+            (args(), false),
+            (start(serde_json::json!({})), false),
+            (stream_start("u"), true),
+            (start(other.clone()), true),
+            (result.clone(), false),
+            (done.clone(), false),
+        ],
+        // Not streamed, started twice.
+        vec![
+            (step, false),
+            (start(serde_json::json!({})), false),
+            (start(other), true),
+            (result, false),
+            (done, false),
+        ],
+    ];
+    fn taken<T: std::fmt::Debug>(
+        pushed: Result<Vec<T>, wire_ui::ReusedCallId>,
+        reused: bool,
+    ) -> Vec<T> {
+        match pushed {
+            Ok(frames) if !reused => frames,
+            Err(e) if reused && e.tool_call_id().as_str() == "call_1" => {
+                assert!(e.to_string().contains("tool call call_1"), "{e}");
+                Vec::new()
+            }
+            other => panic!("reused: {reused}, pushed: {other:?}"),
+        }
+    }
+    for run in runs {
+        let mut t = Translator::new("thread-1", "run-1");
+        let mut out = t.start();
+        for (event, reused) in &run {
+            out.extend(taken(t.push(event), *reused));
+        }
+        verify(&out).unwrap();
+        assert_eq!(tool_results(&out), ["1"], "{out:?}");
+        let starts = out
+            .iter()
+            .filter(|e| matches!(e, AguiEvent::ToolCallStart { .. }))
+            .count();
+        assert_eq!(starts, 1, "{out:?}");
+        let args: Vec<&str> = out
+            .iter()
+            .filter_map(|e| match e {
+                AguiEvent::ToolCallArgs { delta, .. } => Some(delta.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(args, ["{}"], "{out:?}");
+
+        let mut t = wire_ui::ai_sdk::Translator::new("run-1", wire_ui::ai_sdk::Client::Ai6);
+        let mut chunks = t.start();
+        for (event, reused) in &run {
+            chunks.extend(taken(t.push(event), *reused));
+        }
+        crate::ai_sdk::verify(&chunks).unwrap();
+        let chunks: Vec<serde_json::Value> = chunks
+            .iter()
+            .map(|c| serde_json::to_value(c).unwrap())
+            .filter(|c| c["toolCallId"] == "call_1" && c["type"] != "tool-input-delta")
+            .collect();
+        assert_eq!(
+            chunks,
+            [
+                serde_json::json!({"type": "tool-input-start", "toolCallId": "call_1", "toolName": "t"}),
+                serde_json::json!({"type": "tool-input-available", "toolCallId": "call_1",
+                    "toolName": "t", "input": {}}),
+                serde_json::json!({"type": "tool-output-available", "toolCallId": "call_1", "output": 1}),
+            ],
+        );
+    }
+}
+
 /// A resumed run given one call twice answers it once, as approved when either answer approves
 /// it: the tool may have run.
 #[test]

@@ -267,6 +267,18 @@ pub(crate) fn translate<T: Translate>(
     events: &[AiEvent],
     starts: &[usize],
 ) -> Result<Vec<T::Frame>, TestCaseError> {
+    translate_continuing(t, events, starts, &[])
+}
+
+/// [`translate`] for a translator made to continue the calls `continuing`.
+fn translate_continuing<T: Translate>(
+    t: &mut T,
+    events: &[AiEvent],
+    starts: &[usize],
+    continuing: &[(ToolCallId, bool)],
+) -> Result<Vec<T::Frame>, TestCaseError> {
+    // The calls the stream knows: those it continues, and those an event pushed named.
+    let mut known: Vec<&ToolCallId> = continuing.iter().map(|(id, _)| id).collect();
     let mut out = Vec::new();
     let calls = (0..=events.len()).flat_map(|at| {
         let begins = starts.iter().filter(move |&&s| s == at).map(|_| None);
@@ -274,14 +286,23 @@ pub(crate) fn translate<T: Translate>(
     });
     for call in calls {
         let was_finished = t.finished();
-        let frames = match call.map(|event| t.next(event)) {
-            Some(Ok(frames)) => frames,
-            // Dropped, saying so: only an event naming a call the stream has answered.
-            Some(Err(reused)) => {
-                let id = reused.tool_call_id().as_str();
+        let frames = match call.map(|event| (event, t.next(event))) {
+            Some((event, Ok(frames))) => {
+                known.extend(named_call(event));
+                frames
+            }
+            // Dropped, saying so: only an event naming a call the stream has answered, or a
+            // start of a call the stream knows.
+            Some((event, Err(reused))) => {
+                let id = reused.tool_call_id();
+                let start = matches!(
+                    event,
+                    AiEvent::ToolCallStreamStart { .. } | AiEvent::ToolCallStart { .. }
+                );
                 prop_assert!(
-                    out.iter().any(|frame| T::answers(frame, id)),
-                    "an event naming {:?} dropped, but the call was never answered",
+                    out.iter().any(|frame| T::answers(frame, id.as_str()))
+                        || (start && known.contains(&id)),
+                    "an event naming {:?} dropped, but the call was never answered nor started",
                     id
                 );
                 Vec::new()
@@ -300,6 +321,19 @@ pub(crate) fn translate<T: Translate>(
         out.extend(frames);
     }
     Ok(out)
+}
+
+/// The tool call `event` names, if any.
+fn named_call(event: &AiEvent) -> Option<&ToolCallId> {
+    match event {
+        AiEvent::ToolCallStreamStart { tool_call_id, .. }
+        | AiEvent::ToolCallArgsDelta { tool_call_id, .. }
+        | AiEvent::ToolCallStart { tool_call_id, .. }
+        | AiEvent::ApprovalRequired { tool_call_id, .. }
+        | AiEvent::ToolCallRetrying { tool_call_id, .. }
+        | AiEvent::ToolCallResult { tool_call_id, .. } => Some(tool_call_id),
+        _ => None,
+    }
 }
 
 fn agui_translator(continuing: &[(ToolCallId, bool)]) -> agui::Translator {
@@ -325,10 +359,10 @@ proptest! {
         starts in starts(),
     ) {
         // The events as generated: no panic, well-formed frames, nothing after the end.
-        translate(&mut agui_translator(&continuing), &events, &starts)?;
+        translate_continuing(&mut agui_translator(&continuing), &events, &starts, &continuing)?;
         // As a run: ended, and in the order the client accepts.
         let mut t = agui_translator(&continuing);
-        let out = translate(&mut t, &run(&events, &continuing, end), &starts)?;
+        let out = translate_continuing(&mut t, &run(&events, &continuing, end), &starts, &continuing)?;
         prop_assert!(t.is_finished());
         crate::agui::verify(&out).map_err(TestCaseError::fail)?;
         // A paused run asks only about calls still waiting (asked about after their last
@@ -381,9 +415,9 @@ proptest! {
         end in reason(),
         starts in starts(),
     ) {
-        translate(&mut ai_sdk_translator(&continuing, ai_6), &events, &starts)?;
+        translate_continuing(&mut ai_sdk_translator(&continuing, ai_6), &events, &starts, &continuing)?;
         let mut t = ai_sdk_translator(&continuing, ai_6);
-        let out = translate(&mut t, &run(&events, &continuing, end), &starts)?;
+        let out = translate_continuing(&mut t, &run(&events, &continuing, end), &starts, &continuing)?;
         prop_assert!(t.is_finished());
         let shown: Vec<String> = continuing.iter().map(|(id, _)| id.as_str().to_owned()).collect();
         let shown: Vec<&str> = shown.iter().map(String::as_str).collect();
