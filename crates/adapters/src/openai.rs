@@ -26,8 +26,8 @@
 //! any of its lines, lists a coding but `identity` is refused by it at once, and an error
 //! answer's so encoded is not read, only its codings named. An error answer is named by its
 //! status and the provider's message: from a JSON body (also one labelled `text/event-stream`),
-//! the JSON of the first event of a `text/event-stream` one, or the first line of a
-//! `text/plain` one.
+//! the JSON of the first event of a `text/event-stream` one (as it stands when the body ends
+//! before its blank line), or the first line of a `text/plain` one.
 //!
 //! **Timeouts.** [`OpenAiConfig::request_timeout`] bounds the wait for the first body byte,
 //! and within it [`OpenAiConfig::connect_timeout`] the connection's (shared among a host's
@@ -1261,7 +1261,8 @@ impl OpenAiCompletion {
     /// its JSON to be read as a JSON error body is. Read as [`Self::read_bounded`] reads a body:
     /// at most [`MAX_ERROR_BODY_BYTES`], and only up to the end of that event (comments and
     /// events without data before it passed over), so a body held open after it is not waited
-    /// on. A body that opens (past a BOM and whitespace) with `{` or `[`, which no SSE field
+    /// on; a body that ends (or whose bound ends it) before the blank line that would end that
+    /// event gives the event as it stands, cut short. A body that opens (past a BOM and whitespace) with `{` or `[`, which no SSE field
     /// does, is a JSON error under the stream's label: it is read as [`JsonBody`] reads one, to
     /// where its value closes. Empty when no event with data ends within those bytes. Read
     /// failures and timeouts end the read quietly (the status is the error), cancellation does
@@ -1288,13 +1289,13 @@ impl OpenAiCompletion {
                 return Ok(body);
             }
             // The first event with data stops the parser: nothing after it is looked at.
-            let _ = parser.feed(chunk, &mut |event| {
-                if event.data.trim().is_empty() {
-                    return Ok(());
-                }
-                data = Some(event.data.as_bytes().to_vec());
-                Err(())
-            });
+            let _ = parser.feed(chunk, &mut |event| first_data(&event, &mut data));
+        }
+        if data.is_none() {
+            // The body ended (or its bound did) inside its first event with data, before the
+            // blank line that would end it: a stream's reader drops such an event, but it is
+            // what the server said, so it names the error too.
+            let _ = parser.feed(b"\n\n", &mut |event| first_data(&event, &mut data));
         }
         Ok(data.unwrap_or_default())
     }
@@ -1413,6 +1414,20 @@ impl CompletionPort for OpenAiCompletion {
         };
         result.map_err(|error| self.scrubbed(error))
     }
+}
+
+/// Keeps the data of `event` in `data` when it holds any but whitespace, and then stops the
+/// parser (`Err`): the first event with data of an error body labelled `text/event-stream` is
+/// the one that names the error ([`OpenAiCompletion::first_event_data`]).
+fn first_data(
+    event: &wire_openai::sse::SseEvent<'_>,
+    data: &mut Option<Vec<u8>>,
+) -> Result<(), ()> {
+    if event.data.trim().is_empty() {
+        return Ok(());
+    }
+    *data = Some(event.data.as_bytes().to_vec());
+    Err(())
 }
 
 /// The next chunk of an error body, awaited until `deadline`: `None` at its end, and also when

@@ -1444,6 +1444,44 @@ async fn an_event_stream_error_body_is_named_by_its_first_events_message() {
     }
 }
 
+/// An error answer labelled `text/event-stream` whose body ends before the blank line that
+/// would end its first event with data (a server that closes the connection after its error
+/// event's last line, or mid-line) is named by that event's message all the same: a stream's
+/// reader drops such an event, but it is what the server said.
+#[tokio::test]
+async fn an_event_stream_error_body_cut_before_its_blank_line_is_named_by_its_message() {
+    for body in [
+        "data: {\"error\":{\"message\":\"slow down\"}}",
+        "data: {\"error\":{\"message\":\"slow down\"}}\n",
+        ": ping\n\nevent: error\ndata: {\"error\":\r\ndata: {\"message\":\"slow down\"}}\r",
+    ] {
+        let answer = sized_answer(
+            "429 Too Many Requests",
+            "text/event-stream",
+            "",
+            body.as_bytes(),
+        );
+        let base = serve_once(answer).await;
+        let model = OpenAiCompletion::new(OpenAiConfig {
+            max_retries: 0,
+            idle_timeout: Duration::from_secs(10),
+            ..OpenAiConfig::new(&base, "m")
+        })
+        .unwrap();
+        let error = tokio::time::timeout(Duration::from_secs(3), complete_hello(&model))
+            .await
+            .unwrap_or_else(|_| panic!("{body:?}: answered at the body's end"))
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "transport error: POST {base}/chat/completions: HTTP 429 Too Many Requests: slow down"
+            ),
+            "{body:?}"
+        );
+    }
+}
+
 /// A `Content-Encoding` is read as the list it is, over every field line it is sent on (a
 /// proxy adds its own line after the server's): a body compressed on any of them is refused
 /// (a 2xx) or not quoted (an error) and named by its codings, `identity` left out; one whose
