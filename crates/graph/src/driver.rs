@@ -181,8 +181,9 @@ pub enum GraphError {
         /// The thread.
         thread: String,
     },
-    /// The state the run ended with could not be written as JSON, so it was not saved (the
-    /// reason never quotes the state).
+    /// A state of the thread (the one the run ended with, or a resume's past its pause, before
+    /// anything ran) could not be written as JSON, so it was not saved (the reason never quotes
+    /// the state).
     #[error("the state of thread {thread} cannot be written as JSON: {reason}")]
     Unsaved {
         /// The thread.
