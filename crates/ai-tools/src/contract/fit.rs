@@ -441,21 +441,32 @@ fn nullable_reference(
 
 /// The definition `name`, when it has a `type`; or, when it is a `$ref` to another definition
 /// beside annotations only (a newtype of a struct or enum, `struct Start(Point)`, which schemars
-/// defines so), the one that refers to, with the annotations of the `$ref`s on the way that it
-/// lacks (the nearest `$ref`'s first): its own stay, so an enum's notes on its variants are kept.
-/// A `$ref`'s other siblings, which draft-07 ignores, would become rules in the copy: such a
-/// definition is left as it is, as is a chain of `$ref`s that goes round.
+/// defines so), the typed definition the chain of `$ref`s leads to, with their annotations:
+/// their descriptions (a newtype's doc comment) come before its own, the nearest first, each
+/// said once, so neither a newtype's words nor an enum's notes on its variants are lost; of any
+/// other annotation it keeps its own, else takes the nearest `$ref`'s. A `$ref`'s other
+/// siblings, which draft-07 ignores, would become rules in the copy: such a definition is left
+/// as it is, as is a chain of `$ref`s that goes round.
 fn typed_definition(name: &str, definitions: &Map<String, Value>) -> Option<Value> {
     let mut annotations = Map::new();
+    let mut descriptions: Vec<&str> = Vec::new();
     let mut name = name;
     // Bounded: a chain of `$ref`s that goes round ends.
     for _ in 0..definitions.len() {
         let definition = definitions.get(name)?.as_object()?;
+        if let Some(description) = definition.get("description").and_then(Value::as_str)
+            && !descriptions.contains(&description)
+        {
+            descriptions.push(description);
+        }
         if matches!(
             definition.get("type"),
             Some(Value::String(_) | Value::Array(_))
         ) {
             let mut typed = definition.clone();
+            if !descriptions.is_empty() {
+                typed.insert("description".into(), descriptions.join("\n").into());
+            }
             for (keyword, value) in annotations {
                 typed.entry(keyword).or_insert(value);
             }

@@ -588,15 +588,17 @@ fn an_optional_newtype_of_a_struct_or_enum_fits_the_subset() {
         schema["definitions"]["MeasureOrNull"]["enum"],
         serde_json::json!(["metre", "foot", null])
     );
-    // The enum's own description, with its notes on the variants, is kept; the newtype's doc
-    // comment fills in what a definition lacks.
+    // The newtype's doc comment comes first, then the enum's own description with its notes on
+    // the variants; the newtype's alone when the definition it refers to has none.
     assert_eq!(
         schema["definitions"]["MeasureOrNull"]["description"],
-        "A unit enum with docs on its variants.\n- `metre`: Metres.\n- `foot`: Feet."
+        "A newtype of a unit enum with a doc comment, which schemars writes beside its `$ref`.\n\
+         A unit enum with docs on its variants.\n- `metre`: Metres.\n- `foot`: Feet."
     );
     assert_eq!(
         schema["definitions"]["StartOrNull"]["description"],
-        "A struct field of an input type."
+        "A newtype of a struct: schemars defines it as a `$ref` to the struct's definition.\n\
+         A struct field of an input type."
     );
     assert_eq!(
         schema["definitions"]["WrappedOrNull"]["description"],
@@ -621,6 +623,49 @@ fn an_optional_newtype_of_a_struct_or_enum_fits_the_subset() {
             "{args}"
         );
     }
+}
+
+/// A newtype of a newtype, each with a doc comment.
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Begin(Start);
+
+/// A newtype whose doc comment is the one of the struct it wraps.
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Echo(Point);
+
+/// A struct field of an input type.
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Same(Echo);
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct DocumentedNewtypes {
+    begin: Option<Begin>,
+    same: Option<Same>,
+}
+
+/// What the model reads of an `Option` of a newtype is what it reads of the newtype: every doc
+/// comment on the way to the struct, the nearest first, each said once. The nullable copy of the
+/// struct's definition kept only the struct's own, and the newtypes' were lost with their
+/// definitions, which nothing referred to any more.
+#[test]
+fn an_optional_newtype_keeps_the_doc_comments_of_the_newtypes() {
+    let spec = tool_spec::<Probe<DocumentedNewtypes>>().unwrap();
+    let definitions = &spec.input_schema["definitions"];
+    assert_eq!(
+        definitions["BeginOrNull"]["description"],
+        "A newtype of a newtype, each with a doc comment.\n\
+         A newtype of a struct: schemars defines it as a `$ref` to the struct's definition.\n\
+         A struct field of an input type."
+    );
+    assert_eq!(
+        definitions["SameOrNull"]["description"],
+        "A struct field of an input type.\n\
+         A newtype whose doc comment is the one of the struct it wraps."
+    );
 }
 
 /// A field whose schemars attributes add a rule beside its `$ref` keeps the `allOf`: draft-07
