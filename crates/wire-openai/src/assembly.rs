@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 use ai_core::{CompletionDelta, FinishReason, LlmCompletion, LlmToolCall, ToolCallId, Usage};
 use serde::Deserialize;
@@ -845,6 +846,24 @@ pub(crate) struct PartialCall {
     pub(crate) incomplete: bool,
     /// Where `arguments` stand as JSON: whether more of them may still come.
     pub(crate) shape: JsonShape,
+    /// What a repeat of the closed arguments is told by ([`repeats_whole_arguments`]).
+    repeat_key: RepeatKey,
+}
+
+/// What a repeat of a call's closed arguments is told by, beside a byte-exact one: the
+/// [`fingerprint`] of the value they hold, read once, at the first fragment that could repeat
+/// them, so that every fragment after costs what it weighs, not what the arguments do.
+#[derive(Clone, Copy, Debug, Default)]
+enum RepeatKey {
+    /// Not one object or array closed (not yet, text that opens none, or text appended once
+    /// one closed, which no later text makes JSON again), or one serde_json cannot read into a
+    /// value (nested past its 128 levels): only a byte-exact repeat is told.
+    #[default]
+    None,
+    /// One object or array closed, not read yet.
+    Unread,
+    /// The fingerprint of the value read.
+    Read(u64),
 }
 
 impl PartialCall {
@@ -986,10 +1005,7 @@ impl Calls {
             _ => None,
         };
         // Cheap guard first: only arguments that are closed can be repeated whole.
-        if !call.arguments.is_empty()
-            && !call.shape.is_open()
-            && repeats_whole_arguments(&call.arguments, fragment)
-        {
+        if !call.shape.is_open() && repeats_whole_arguments(call, fragment) {
             // LiteLLM's proxy ends a streamed call with a summary chunk that repeats the whole
             // arguments (or their JSON-encoded string), and other proxies with the arguments
             // re-serialized. Appending it would corrupt arguments that are already complete;
@@ -1006,7 +1022,11 @@ impl Calls {
             });
         }
         call.arguments.push_str(fragment);
-        call.shape.push(fragment.as_bytes());
+        if call.shape.push(fragment.as_bytes()).is_some() {
+            call.repeat_key = RepeatKey::Unread;
+        } else if !fragment.trim_ascii().is_empty() {
+            call.repeat_key = RepeatKey::None;
+        }
         out.tool_call(position, new_id, new_name, fragment);
         Ok(())
     }
@@ -1029,7 +1049,10 @@ impl Calls {
             call.arguments.clear();
             call.arguments.push_str(arguments);
             call.shape = JsonShape::default();
-            call.shape.push(arguments.as_bytes());
+            call.repeat_key = match call.shape.push(arguments.as_bytes()) {
+                Some(_) => RepeatKey::Unread,
+                None => RepeatKey::None,
+            };
         }
         Ok(())
     }
@@ -1152,33 +1175,120 @@ pub(crate) fn check_id(position: usize, id: &str) -> Result<(), DecodeError> {
 /// The longest id [`ToolCallId`] accepts.
 const TOOL_CALL_ID_MAX_CHARS: usize = 128;
 
-/// Whether `fragment` repeats arguments that are already whole: the same JSON value again, as
-/// sent or re-serialized (other spaces, its keys in another order: a proxy that re-emits the
-/// parsed input, elizaOS/eliza#16973), or that JSON as a JSON string (double-encoded: LiteLLM's
-/// proxy), and what was assembled is one complete JSON value. A legitimate fragment can never
-/// match: appending anything but whitespace to a complete JSON value makes it invalid. The
-/// caller checks that the arguments are closed first, and JSON is read only for a fragment that
-/// is the same text or opens a value, so the per-fragment cost stays O(1) in practice.
+/// Whether `fragment` repeats the arguments of `call`, already whole: the same JSON value
+/// again, as sent or re-serialized (other spaces, its keys in another order, its numbers
+/// spelled otherwise, `1.0` as `1`: a proxy that re-emits the parsed input,
+/// elizaOS/eliza#16973), or that JSON as a JSON string (double-encoded: LiteLLM's proxy), and
+/// what was assembled is one complete JSON value. A legitimate fragment can never match:
+/// appending anything but whitespace to a complete JSON value makes it invalid.
+///
+/// Each call costs what `fragment` weighs: a byte-exact repeat is read once it matched (without
+/// a depth limit, so arguments nested deeper than serde_json reads into a value are still
+/// repeated), and a re-serialized one is compared by its [`fingerprint`] to the arguments',
+/// read once per call ([`RepeatKey`]).
 #[cold]
-pub(crate) fn repeats_whole_arguments(assembled: &str, fragment: &str) -> bool {
+pub(crate) fn repeats_whole_arguments(call: &mut PartialCall, fragment: &str) -> bool {
+    let assembled = call.arguments.trim_ascii();
     let fragment = fragment.trim_ascii();
-    if fragment.is_empty() {
+    if assembled.is_empty() || call.shape.is_open() || fragment.is_empty() {
         return false;
     }
-    if fragment == assembled.trim_ascii() {
-        // Read to its end without a depth limit: arguments nested deeper than serde_json reads
-        // into a value are still repeated.
+    let decoded;
+    let repeat = if fragment.starts_with('"') && fragment != assembled {
+        // Double-encoded: the JSON the string holds.
+        let Ok(text) = serde_json::from_str::<Cow<'_, str>>(fragment) else {
+            return false;
+        };
+        decoded = text;
+        decoded.trim_ascii()
+    } else {
+        fragment
+    };
+    if repeat == assembled {
         return serde_json::from_str::<serde::de::IgnoredAny>(assembled).is_ok();
     }
-    if !fragment.starts_with(['{', '[', '"']) {
+    if !repeat.starts_with(['{', '[']) {
         return false;
     }
-    let read = |text: &str| serde_json::from_str::<Value>(text).ok();
-    let repeat = match read(fragment) {
-        Some(Value::String(inner)) => read(&inner),
-        other => other,
+    let key = match call.repeat_key {
+        RepeatKey::None => return false,
+        RepeatKey::Read(key) => key,
+        RepeatKey::Unread => {
+            let read = fingerprint(assembled);
+            call.repeat_key = read.map_or(RepeatKey::None, RepeatKey::Read);
+            match read {
+                Some(key) => key,
+                None => return false,
+            }
+        }
     };
-    repeat.is_some_and(|repeat| read(assembled).is_some_and(|whole| whole == repeat))
+    fingerprint(repeat) == Some(key)
+}
+
+/// A fingerprint of the JSON value `text` holds (`None` when serde_json cannot read it), the
+/// same for any two texts that hold the same value: whatever their spaces, their keys' order,
+/// their strings' escapes, or how they spell a number (an integer, or a float with no fraction,
+/// is its integer: `1.0`, `1e0` and `1` are one number). Two different values share one by a
+/// chance of one in 2⁶⁴.
+fn fingerprint(text: &str) -> Option<u64> {
+    let value = serde_json::from_str::<Value>(text).ok()?;
+    let mut hasher = std::hash::DefaultHasher::new();
+    hash_value(&value, &mut hasher);
+    Some(hasher.finish())
+}
+
+/// Feeds `value` to `state` as [`fingerprint`] reads it. Recursive, but a [`Value`] serde_json
+/// read nests at most 128 levels.
+fn hash_value(value: &Value, state: &mut impl Hasher) {
+    match value {
+        Value::Null => state.write_u8(0),
+        Value::Bool(bool) => {
+            state.write_u8(1);
+            bool.hash(state);
+        }
+        Value::Number(number) => {
+            state.write_u8(2);
+            let integer = number
+                .as_i64()
+                .map(i128::from)
+                .or_else(|| number.as_u64().map(i128::from))
+                .or_else(|| {
+                    // Within i128's range, where the cast is exact for a float without fraction.
+                    number
+                        .as_f64()
+                        .filter(|float| float.fract() == 0.0 && float.abs() < 1e38)
+                        .map(|float| float as i128)
+                });
+            match integer {
+                Some(integer) => state.write_i128(integer),
+                None => {
+                    state.write_u8(0xff);
+                    state.write_u64(number.as_f64().map_or(0, f64::to_bits));
+                }
+            }
+        }
+        Value::String(text) => {
+            state.write_u8(3);
+            text.hash(state);
+        }
+        Value::Array(items) => {
+            state.write_u8(4);
+            state.write_usize(items.len());
+            for item in items {
+                hash_value(item, state);
+            }
+        }
+        Value::Object(map) => {
+            state.write_u8(5);
+            state.write_usize(map.len());
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            for (key, value) in entries {
+                key.hash(state);
+                hash_value(value, state);
+            }
+        }
+    }
 }
 
 /// 64-bit FNV-1a: a small, stable, dependency-free hash for synthesized call ids (not for

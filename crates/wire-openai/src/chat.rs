@@ -23,10 +23,11 @@
 //! failing the chunk); a missing `arguments` is `{}`; a call the server sent without any id gets a
 //! deterministic id (see [`StreamDecoder::finish`]); an id over 128 characters is an error; a final
 //! summary chunk that repeats a call's whole arguments (LiteLLM's proxy, also double-encoded; or
-//! re-serialized, the same JSON value in other spaces and key order) is not appended again, nor
-//! taken for another call; the completion is a tool turn whenever calls were assembled, whatever the
-//! finish reason says. Only one choice is read, the first `index` the stream has (a choice without
-//! one is index 0): choices of other indexes (a server that sends `n > 1` unasked) are ignored.
+//! re-serialized, the same JSON value in other spaces, key order or numbers, `1.0` for `1`) is not
+//! appended again, nor taken for another call; the completion is a tool turn whenever calls were
+//! assembled, whatever the finish reason says. Only one choice is read, the first `index` the
+//! stream has (a choice without one is index 0): choices of other indexes (a server that sends
+//! `n > 1` unasked) are ignored.
 //! Usage is bookkeeping: a `usage` (or Groq's `x_groq.usage`) that is not token counts is dropped,
 //! never the chunk, so the answer survives it; so is the usage of a chunk (or a whole answer) that
 //! gives `usage` or `x_groq` twice. A later report replaces the counts of an earlier one, but not a
@@ -692,7 +693,7 @@ impl StreamDecoder {
         position: usize,
         entry: &ToolCallDelta<'_>,
     ) -> bool {
-        let Some(call) = self.session.calls.calls.get(position) else {
+        let Some(call) = self.session.calls.calls.get_mut(position) else {
             return false;
         };
         if !call.is_whole() {
@@ -716,7 +717,7 @@ impl StreamDecoder {
         };
         match index {
             // A summary chunk repeats the call under its own function.
-            Some(_) if naming == call.name => opens_another_call(&call.arguments, fragment),
+            Some(_) if naming == call.name => opens_another_call(call, fragment),
             // Another function's call may bring the same arguments; and Gemini, which sends no
             // index, sends each call whole in an entry of its own and no summary chunk, so there
             // a repeat of the call is the same function called again.
@@ -749,7 +750,7 @@ impl StreamDecoder {
         position: usize,
         entry: &ToolCallDelta<'_>,
     ) -> Result<(), DecodeError> {
-        let Some(call) = self.session.calls.calls.get(position) else {
+        let Some(call) = self.session.calls.calls.get_mut(position) else {
             return Ok(());
         };
         if !call.is_whole() {
@@ -757,7 +758,7 @@ impl StreamDecoder {
         }
         let name = entry.function.name.as_deref().filter(|n| !n.is_empty());
         let fragment = entry.function.arguments.0.as_deref().unwrap_or("");
-        let opens_another = opens_another_call(&call.arguments, fragment);
+        let opens_another = opens_another_call(call, fragment);
         let reason = match name {
             Some(name) if name != call.name => "another entry uses its id for another function",
             Some(_) if !opens_another => {
@@ -843,7 +844,7 @@ impl StreamDecoder {
     }
 }
 
-/// Whether `fragment`, arguments an entry brings once a call's arguments (`assembled`) are
+/// Whether `fragment`, arguments an entry brings once the arguments of `call` are
 /// whole, can be another call's: it opens another object or array (past whitespace) and is not
 /// a summary chunk repeating the call's arguments. Anything else (whitespace, or a stray `}`:
 /// Qwen may close a call's arguments twice, langchain-qwq#30) is the call's, appended to fail
@@ -852,8 +853,8 @@ impl StreamDecoder {
 /// and without one at an index naming the call's function ([`StreamDecoder::starts_another_call`]);
 /// for another function's, or without an index, where no summary chunk comes, [`opens_a_value`]
 /// alone.
-fn opens_another_call(assembled: &str, fragment: &str) -> bool {
-    opens_a_value(fragment) && !assembly::repeats_whole_arguments(assembled, fragment)
+fn opens_another_call(call: &mut assembly::PartialCall, fragment: &str) -> bool {
+    opens_a_value(fragment) && !assembly::repeats_whole_arguments(call, fragment)
 }
 
 /// Whether `fragment` opens an object or array (past whitespace), as another call's arguments

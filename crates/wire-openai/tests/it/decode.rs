@@ -1931,6 +1931,11 @@ fn only_a_repeat_of_complete_arguments_is_dropped() {
         r#"{"s":"{"s":""}"#
     );
     assert_eq!(arguments(&["{}", "{}"]), "{}");
+    // Nested past the 128 levels serde_json reads into a value, as sent or double-encoded.
+    let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+    let encoded = serde_json::to_string(&deep).unwrap();
+    assert_eq!(arguments(&[&deep, &deep]), deep);
+    assert_eq!(arguments(&[&deep, &encoded]), deep);
 }
 
 /// A finished `message` item without an `id` (servers that leave item ids out) keeps its text
@@ -4117,6 +4122,53 @@ fn a_summary_repeating_the_arguments_re_serialized_is_a_repeat() {
         .concat();
         assert_chat_calls(&stream, &[("get_weather", streamed)]);
     }
+}
+
+/// A repeat's numbers are compared by value, as a re-serializing proxy writes them: the AI
+/// SDK's JavaScript writes `1.0` as `1` and `1e2` as `100`. Under the call's id and name such a
+/// summary is no second call of its function.
+#[test]
+fn a_summary_repeating_the_arguments_with_numbers_spelled_otherwise_is_a_repeat() {
+    let streamed = r#"{"scale": 1.0, "limit": 1e2, "offset": -0.0, "ratio": 0.50}"#;
+    let stream = [
+        tool_call_chunk(Some("call_1"), Some("get_weather"), streamed),
+        tool_call_chunk(
+            Some("call_1"),
+            Some("get_weather"),
+            r#"{"limit":100,"offset":0,"ratio":0.5,"scale":1}"#,
+        ),
+        TOOL_CALLS_END.to_owned(),
+    ]
+    .concat();
+    assert_chat_calls(&stream, &[("get_weather", streamed)]);
+}
+
+/// Telling a repeat reads a call's closed arguments once, not once per fragment: many small
+/// entries after large arguments (here 1 MB of spaces inside them, and then small JSON values
+/// under the call's id) cost what they weigh. A bound against a hang only, never a speed:
+/// reading each entry against the whole arguments again took minutes in a debug build.
+#[test]
+fn small_entries_after_large_closed_arguments_do_not_read_them_again() {
+    const ENTRIES: usize = 20_000;
+    let streamed = format!(r#"{{"a": 1{}}}"#, " ".repeat(1_000_000));
+    let mut stream = tool_call_chunk(Some("call_1"), Some("get_weather"), &streamed);
+    for at in 0..ENTRIES {
+        // Repeats first (never appended), then values that are not (appended, breaking the
+        // arguments).
+        let arguments = if at < ENTRIES / 2 { r#"{"a":1}"# } else { "[]" };
+        stream.push_str(&tool_call_chunk(Some("call_1"), None, arguments));
+    }
+    stream.push_str(TOOL_CALLS_END);
+
+    let started = std::time::Instant::now();
+    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    let took = started.elapsed();
+    assert_eq!(completion.tool_calls.len(), 1);
+    assert_eq!(
+        completion.tool_calls[0].arguments,
+        format!("{streamed}{}", "[]".repeat(ENTRIES / 2))
+    );
+    assert!(took < std::time::Duration::from_secs(60), "took {took:?}");
 }
 
 /// Asserts that `chat::decode_all` reads `stream` as the calls `expected` lists, by name and
