@@ -105,7 +105,8 @@ pub(super) async fn run(
 
 /// Whether the request's `Accept` takes `text/event-stream` (RFC 9110 §12.5.1): the most
 /// specific media range that matches it (`text/event-stream`, then `text/*`, then `*/*`; names
-/// in any case) has a weight above 0. A request without an `Accept` it can read takes anything.
+/// in any case) has a weight above 0. A parameter's quoted value is one value, whatever commas
+/// or semicolons it holds. A request without an `Accept` it can read takes anything.
 fn accepts_event_stream(headers: &HeaderMap) -> bool {
     let mut lines = headers
         .get_all(header::ACCEPT)
@@ -118,9 +119,9 @@ fn accepts_event_stream(headers: &HeaderMap) -> bool {
     // The most specific match so far (2 the type itself, 1 `text/*`, 0 `*/*`), and whether a
     // range of that specificity takes it.
     let mut best: Option<(u8, bool)> = None;
-    for range in lines.flat_map(|line| line.split(',')) {
-        let (media, params) = range.split_once(';').unwrap_or((range, ""));
-        let media = media.trim();
+    for range in lines.flat_map(|line| split_unquoted(line, b',')) {
+        let mut parts = split_unquoted(range, b';');
+        let media = parts.next().unwrap_or_default().trim();
         let specificity = if media.eq_ignore_ascii_case("text/event-stream") {
             2
         } else if media.eq_ignore_ascii_case("text/*") {
@@ -130,7 +131,7 @@ fn accepts_event_stream(headers: &HeaderMap) -> bool {
         } else {
             continue;
         };
-        let refused = params.split(';').any(|param| {
+        let refused = parts.any(|param| {
             param.split_once('=').is_some_and(|(name, weight)| {
                 name.trim().eq_ignore_ascii_case("q")
                     && weight.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
@@ -143,6 +144,30 @@ fn accepts_event_stream(headers: &HeaderMap) -> bool {
         };
     }
     best.is_some_and(|(_, taken)| taken)
+}
+
+/// `text` cut at each `separator` that is not inside a quoted string (RFC 9110 §5.6.4, where `\`
+/// escapes the character after it), so that `x="a,b"` stays one parameter.
+fn split_unquoted(text: &str, separator: u8) -> impl Iterator<Item = &str> {
+    let mut rest = Some(text);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        let (mut quoted, mut escaped) = (false, false);
+        for (at, byte) in text.bytes().enumerate() {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' if quoted => escaped = true,
+                b'"' => quoted = !quoted,
+                _ if byte == separator && !quoted => {
+                    rest = Some(&text[at + 1..]);
+                    return Some(&text[..at]);
+                }
+                _ => {}
+            }
+        }
+        rest = None;
+        Some(text)
+    })
 }
 
 /// The client's history as UI items, and its last message, which must be the user's. A call

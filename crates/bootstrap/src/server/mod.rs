@@ -3551,7 +3551,9 @@ mod tests {
     /// `text/event-stream`, and a range of weight 0 refuses it (the most specific one that
     /// matches decides). Before, the header was searched for the text `text/event-stream` or
     /// `*/*`: `Text/Event-Stream` and `text/*` were refused 406, and a range that refuses the
-    /// stream (`text/event-stream;q=0`) or only starts with its name was taken.
+    /// stream (`text/event-stream;q=0`) or only starts with its name was taken. And a quoted
+    /// parameter value is one value: it was cut at its commas and semicolons, so that a range
+    /// of weight 0 was taken, and a value naming the stream read as a range that takes it.
     #[tokio::test]
     async fn the_agui_route_reads_accept_as_media_ranges() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -3571,6 +3573,14 @@ mod tests {
             ("text/event-stream;q=0, */*", 406),
             ("text/event-stream; q=0.000", 406),
             ("application/json, text/*;q=0", 406),
+            // A quoted parameter value is one value, whatever commas, semicolons or escaped
+            // quotes it holds.
+            (r#"application/json; x="1, text/event-stream, 2""#, 406),
+            (r#"text/event-stream; x="a,b"; q=0"#, 406),
+            (
+                r#"text/event-stream; x="a\"; q=0; b", application/json"#,
+                200,
+            ),
         ]
         .into_iter()
         .enumerate()
