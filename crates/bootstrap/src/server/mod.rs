@@ -509,6 +509,8 @@ pub(crate) struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
+    /// A header the answer carries besides its body (a 415's `Accept-Encoding`), if any.
+    header: Option<(header::HeaderName, &'static str)>,
 }
 
 impl ApiError {
@@ -517,6 +519,15 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            header: None,
+        }
+    }
+
+    /// This refusal, answered with the header `name: value` as well.
+    fn with_header(self, name: header::HeaderName, value: &'static str) -> Self {
+        Self {
+            header: Some((name, value)),
+            ..self
         }
     }
 
@@ -538,10 +549,16 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        json_response(
+        let mut response = json_response(
             self.status,
             json!({"error": {"code": self.code, "message": self.message}}),
-        )
+        );
+        if let Some((name, value)) = self.header {
+            response
+                .headers_mut()
+                .insert(name, HeaderValue::from_static(value));
+        }
+        response
     }
 }
 
@@ -587,9 +604,9 @@ async fn refuse_declared_oversize(
 }
 
 /// The body as JSON of type `T`: larger than `limit` → 413 naming the limit, not JSON or in a
-/// content coding (gzip, say) → 415, in a transfer coding but chunked → 501, malformed or not
-/// matching the protocol's shape → 400, each naming the fault (and where it is) without quoting
-/// the body or the headers it came with.
+/// content coding (gzip, say) → 415 (the latter with `Accept-Encoding: identity`), in a transfer
+/// coding but chunked → 501, malformed or not matching the protocol's shape → 400, each naming
+/// the fault (and where it is) without quoting the body or the headers it came with.
 fn parse_body<T: serde::de::DeserializeOwned>(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -636,7 +653,10 @@ fn parse_body<T: serde::de::DeserializeOwned>(
             "unsupported_content_encoding",
             "the request body must be sent without a content coding: this server decodes none \
              (no content-encoding, or identity)",
-        ));
+        )
+        // RFC 9110 §12.5.3: what the request could have been sent in (RFC 7694: `identity`
+        // alone, no content coding), which tells this 415 from one for the media type.
+        .with_header(header::ACCEPT_ENCODING, "identity"));
     }
     if !lists_only(headers, header::TRANSFER_ENCODING, "chunked") {
         return Err(ApiError::new(
@@ -3498,9 +3518,10 @@ mod tests {
     }
 
     /// A body sent in a content coding is refused with 415, naming the fault without quoting
-    /// the coding, and nothing runs; `identity` is the body as it is. Before, the coding was
-    /// ignored: gzip bytes were refused as malformed JSON (400, naming a syntax error), and JSON
-    /// labelled gzip ran as if it were not.
+    /// the coding, and nothing runs; `identity` is the body as it is, and the refusal's
+    /// `Accept-Encoding` says it is all the server takes. Before, the coding was ignored: gzip
+    /// bytes were refused as malformed JSON (400, naming a syntax error), and JSON labelled gzip
+    /// ran as if it were not.
     #[tokio::test]
     async fn a_body_in_a_content_coding_is_refused_415() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -3532,6 +3553,12 @@ mod tests {
         ] {
             let answer = post_with_headers(addr, "/api/v1/chat", headers, &body).await;
             assert!(answer.starts_with("HTTP/1.1 415"), "{headers}: {answer}");
+            // RFC 9110 §12.5.3 (RFC 7694): what the request could have been sent in, which
+            // tells a content coding refused from a media type refused.
+            assert!(
+                answer.contains("\r\naccept-encoding: identity\r\n"),
+                "{headers}: {answer}"
+            );
             assert!(
                 answer.ends_with(
                     r#"{"error":{"code":"unsupported_content_encoding","message":"the request body must be sent without a content coding: this server decodes none (no content-encoding, or identity)"}}"#
