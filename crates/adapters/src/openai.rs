@@ -26,7 +26,7 @@
 //! any of its lines, lists a coding but `identity` is refused by it at once, and an error
 //! answer's so encoded is not read, only its codings named. An error answer is named by its
 //! status and the provider's message: from a JSON body (also one labelled `text/event-stream`),
-//! the JSON of the first event of a `text/event-stream` one (as it stands when the body ends
+//! the JSON of the first event of a `text/event-stream` one (as it stands when the read stops
 //! before its blank line), or the first line of a `text/plain` one.
 //!
 //! **Timeouts.** [`OpenAiConfig::request_timeout`] bounds the wait for the first body byte,
@@ -1261,12 +1261,12 @@ impl OpenAiCompletion {
     /// its JSON to be read as a JSON error body is. Read as [`Self::read_bounded`] reads a body:
     /// at most [`MAX_ERROR_BODY_BYTES`], and only up to the end of that event (comments and
     /// events without data before it passed over), so a body held open after it is not waited
-    /// on; a body that ends (or whose bound ends it) before the blank line that would end that
-    /// event gives the event as it stands, cut short. A body that opens (past a BOM and whitespace) with `{` or `[`, which no SSE field
-    /// does, is a JSON error under the stream's label: it is read as [`JsonBody`] reads one, to
-    /// where its value closes. Empty when no event with data ends within those bytes. Read
-    /// failures and timeouts end the read quietly (the status is the error), cancellation does
-    /// not.
+    /// on; a read that stops (the body's end, its bound, its time) before the blank line that
+    /// would end that event gives the event as it stands, cut short. A body that opens (past a
+    /// BOM and whitespace) with `{` or `[`, which no SSE field does, is a JSON error under the
+    /// stream's label: it is read as [`JsonBody`] reads one, to where its value closes. Empty
+    /// when those bytes hold no event with data. Read failures and timeouts end the read quietly
+    /// (the status is the error), cancellation does not.
     async fn first_event_data(
         &self,
         mut response: impl ChunkSource,
