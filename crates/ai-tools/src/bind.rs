@@ -23,6 +23,20 @@ use crate::redact::{
 };
 use crate::{Error, ToolContract, tool_spec};
 
+/// Whether `schema` declares a field anywhere (a `properties` that is not empty). An output
+/// that declares none (a plain value, a list of them, a map) has nothing an allowlist path can
+/// name.
+fn declares_a_field(schema: &Value) -> bool {
+    match schema {
+        Value::Object(object) => object.iter().any(|(key, value)| {
+            (key == "properties" && value.as_object().is_some_and(|fields| !fields.is_empty()))
+                || declares_a_field(value)
+        }),
+        Value::Array(items) => items.iter().any(declares_a_field),
+        _ => false,
+    }
+}
+
 /// A contract with its spec, its compiled validators and its allowlist.
 struct BoundContract<C> {
     contract: C,
@@ -94,7 +108,10 @@ pub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {
         .iter()
         .find(|path| !schema_has_path(&output_schema, path))
     {
-        let repeated = if path.contains('*') {
+        let repeated = if !declares_a_field(&output_schema) {
+            ", which declares none: an allowlist names fields of a struct, so make the output \
+             one, as `struct Answer { value: String }` with the allowlist [\"value\"]"
+        } else if path.contains('*') {
             " (a `field*` names a field that holds the type it is in)"
         } else {
             ""

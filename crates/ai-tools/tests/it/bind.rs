@@ -81,6 +81,40 @@ fn a_tool_without_a_usable_allowlist_cannot_be_bound() {
     );
 }
 
+/// A contract whose output is a plain value: no field for an allowlist to name.
+struct PlainOutput;
+#[async_trait::async_trait]
+impl ToolContract for PlainOutput {
+    type Input = Input;
+    type Output = Vec<String>;
+    const ID: &'static str = "core__names";
+    const DESCRIPTION: &'static str = "Names.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["name"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        input: Input,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<Vec<String>, ToolError> {
+        Ok(vec![input.name])
+    }
+}
+
+#[test]
+fn an_output_without_fields_is_refused_saying_it_must_be_a_struct() {
+    let err = bind(PlainOutput).err().unwrap().to_string();
+    assert!(
+        err.contains("\"name\" is not a field of the output, which declares none"),
+        "{err}"
+    );
+    assert!(err.contains("struct Answer { value: String }"), "{err}");
+    // An output with fields is told only that the path is not one of them.
+    let err = bind(WrongPath).err().unwrap().to_string();
+    assert!(!err.contains("declares none"), "{err}");
+}
+
 #[tokio::test]
 async fn redaction_strips_fields_not_allowlisted() {
     let (run, _) = crate::support::run(bind(Greet).unwrap(), r#"{"name":"ada","count":2}"#).await;
