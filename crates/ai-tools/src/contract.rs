@@ -96,7 +96,7 @@ pub trait ToolContract: Send + Sync + 'static {
     /// contract cannot be run around the runner's policy, validation, budgets and redaction
     /// (invariant ARCH_SINGLE_EXECUTION_PATH). Implementations ignore it.
     ///
-    /// ```compile_fail
+    /// ```compile_fail,E0624
     /// # use ai_core::{Capabilities, ToolInvocationContext};
     /// # use ai_tools::ToolContract;
     /// // Calling a contract directly needs a permit, and only the runner can make one.

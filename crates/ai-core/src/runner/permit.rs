@@ -6,7 +6,7 @@
 /// so cannot call `exec` (invariant ARCH_SINGLE_EXECUTION_PATH). It is neither `Clone` nor
 /// `Default`.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0624
 /// let permit = ai_core::ExecPermit::new();
 /// ```
 #[derive(Debug)]
