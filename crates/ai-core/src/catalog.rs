@@ -21,6 +21,9 @@ impl ToolCatalog {
     /// [`PolicyDecision::RequireApproval`] (the model may ask for those; the runner pauses each
     /// call for a human's approval).
     ///
+    /// A tool the policy allows that `source` does not have is simply not in the catalog, so a
+    /// misspelt id hides a tool without a word: [`ToolPolicy::unknown_tools`] lists such ids.
+    ///
     /// Two specs with one id are an error, never an overwrite. So is a visible tool whose input
     /// schema leaves the subset [`validate_tool_schema_p0`] accepts: ai-tools derives only
     /// schemas within it, but a hand-built spec (a tool from another runtime, say) is checked

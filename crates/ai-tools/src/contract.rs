@@ -69,7 +69,8 @@ pub trait ToolContract: Send + Sync + 'static {
     /// What the tool returns, before redaction.
     type Output: Serialize + JsonSchema + Send;
 
-    /// The namespaced id (`core__<name>`).
+    /// The namespaced id, a valid [`ai_core::ToolId`]: `core__<name>` or
+    /// `mcp__<server>__<tool>`; [`crate::bind`] refuses any other, naming the rule it breaks.
     const ID: &'static str;
     /// What the tool does, for the model.
     const DESCRIPTION: &'static str;
