@@ -89,7 +89,7 @@ pub use runner::{
     BreakerStatus, ExecPermit, LatencyPercentiles, RunnerConfig, ToolCall, ToolRun, ToolRunner,
     ToolStats, install_tool_panic_hook, own_code, port_call, port_future,
 };
-pub use schema::{SchemaViolation, validate_tool_schema_p0};
+pub use schema::{SchemaViolation, join_descriptions, validate_tool_schema_p0};
 pub use secret::Secret;
 pub use source::{BoundTool, Capabilities, StaticToolSource, ToolError, ToolSource};
 pub use spec::{Redaction, ToolEffect, ToolSpec};

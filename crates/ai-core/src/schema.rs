@@ -1,4 +1,5 @@
-//! The JSON Schema subset tool inputs may use, checked by walking the schema as plain JSON.
+//! The JSON Schema subset tool inputs may use, checked by walking the schema as plain JSON, and
+//! how descriptions join where a definition is copied in place of a `$ref`.
 
 use serde_json::{Map, Value};
 
@@ -97,6 +98,31 @@ pub fn validate_tool_schema_p0(schema: &Value) -> Result<(), Vec<SchemaViolation
     } else {
         Err(violations)
     }
+}
+
+/// The one description of a schema copied in place of a chain of `$ref`s (a field's doc comment
+/// beside its `$ref`, a newtype's beside the next, the definition's own), from the descriptions
+/// met along it, the nearest first: each said once, in that order, one per line; `None` when
+/// there is none. ai-tools joins a newtype's doc comments with its definition's so, and
+/// wire-openai's strict form a described `$ref`'s with the definition it inlines, so a model
+/// reads the same words wherever a definition is copied.
+///
+/// ```
+/// use ai_core::join_descriptions;
+///
+/// let chain = ["Where to stop.", "A point on the map.", "Where to stop."];
+/// let joined = join_descriptions(chain).unwrap();
+/// assert_eq!(joined, "Where to stop.\nA point on the map.");
+/// assert_eq!(join_descriptions([]), None);
+/// ```
+pub fn join_descriptions<'a>(descriptions: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let mut said: Vec<&str> = Vec::new();
+    for description in descriptions {
+        if !said.contains(&description) {
+            said.push(description);
+        }
+    }
+    (!said.is_empty()).then(|| said.join("\n"))
 }
 
 /// Checks `schema` (at `pointer` in `root`) and every subschema below it.

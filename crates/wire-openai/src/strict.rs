@@ -124,10 +124,15 @@ fn make_strict(node: &mut Value, depth: usize, budget: &mut Budget<'_>) -> bool 
     budget.nesting += 1;
     drop_annotations(map);
     // An inlined definition may itself be a `$ref` with siblings (a described alias): it is
-    // resolved in turn, so no `$ref` keeps a sibling.
+    // resolved in turn, so no `$ref` keeps a sibling. The descriptions met on the way are all
+    // kept, the field's first.
+    let mut descriptions: Vec<String> = Vec::new();
+    if map.contains_key("$ref") {
+        descriptions.extend(description_text(map));
+    }
     let mut inlined = 0;
     while map.contains_key("$ref") && map.len() > 1 {
-        match inline_ref(map, budget) {
+        match inline_ref(map, &mut descriptions, budget) {
             Some(true) => inlined += 1,
             Some(false) => break,
             None => return false,
@@ -145,8 +150,18 @@ fn make_strict(node: &mut Value, depth: usize, budget: &mut Budget<'_>) -> bool 
 /// reference already being inlined (recursion) keeps only its `$ref`. Constraining siblings
 /// would intersect with the definition, which inlining cannot express: `None`, non-strict. So is
 /// a copy past [`MAX_INLINED_BYTES`], refused before it is made.
+///
+/// The sibling `title` replaces the definition's. The definition's description joins
+/// `descriptions`, those met so far along the chain of references (the field's first), and the
+/// copy says them all (`ai_core::join_descriptions`, the rule by which ai-tools joins a newtype's
+/// doc comments with its definition's), so strict mode keeps what the model reads of a
+/// documented field whose type is documented too (an enum's notes on its variants).
 /// Returns whether a definition was inlined (and pushed on `budget.inlining`).
-fn inline_ref(map: &mut Map<String, Value>, budget: &mut Budget<'_>) -> Option<bool> {
+fn inline_ref(
+    map: &mut Map<String, Value>,
+    descriptions: &mut Vec<String>,
+    budget: &mut Budget<'_>,
+) -> Option<bool> {
     if map
         .keys()
         .any(|k| !matches!(k.as_str(), "$ref" | "description" | "title"))
@@ -173,10 +188,21 @@ fn inline_ref(map: &mut Map<String, Value>, budget: &mut Budget<'_>) -> Option<b
             inlined.insert(key.into(), value);
         }
     }
+    descriptions.extend(description_text(definition));
+    if let Some(joined) = ai_core::join_descriptions(descriptions.iter().map(String::as_str)) {
+        inlined.insert("description".into(), joined.into());
+    }
     drop_annotations(&mut inlined);
     *map = inlined;
     budget.inlining.push(reference);
     Some(true)
+}
+
+/// The schema's `description`, when it is text.
+fn description_text(map: &Map<String, Value>) -> Option<String> {
+    map.get("description")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 /// Removes annotations strict mode rejects or ignores: `$schema` and `$comment`, `default`

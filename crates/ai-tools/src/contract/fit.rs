@@ -443,7 +443,8 @@ fn nullable_reference(
 /// beside annotations only (a newtype of a struct or enum, `struct Start(Point)`, which schemars
 /// defines so), the typed definition the chain of `$ref`s leads to, with their annotations:
 /// their descriptions (a newtype's doc comment) come before its own, the nearest first, each
-/// said once, so neither a newtype's words nor an enum's notes on its variants are lost; of any
+/// said once (`ai_core::join_descriptions`, by which wire-openai's strict form also joins a
+/// described `$ref`'s with the definition it inlines), so neither a newtype's words nor an enum's notes on its variants are lost; of any
 /// other annotation it keeps its own, else takes the nearest `$ref`'s. A `$ref`'s other
 /// siblings, which draft-07 ignores, would become rules in the copy: such a definition is left
 /// as it is, as is a chain of `$ref`s that goes round.
@@ -454,18 +455,14 @@ fn typed_definition(name: &str, definitions: &Map<String, Value>) -> Option<Valu
     // Bounded: a chain of `$ref`s that goes round ends.
     for _ in 0..definitions.len() {
         let definition = definitions.get(name)?.as_object()?;
-        if let Some(description) = definition.get("description").and_then(Value::as_str)
-            && !descriptions.contains(&description)
-        {
-            descriptions.push(description);
-        }
+        descriptions.extend(definition.get("description").and_then(Value::as_str));
         if matches!(
             definition.get("type"),
             Some(Value::String(_) | Value::Array(_))
         ) {
             let mut typed = definition.clone();
-            if !descriptions.is_empty() {
-                typed.insert("description".into(), descriptions.join("\n").into());
+            if let Some(description) = ai_core::join_descriptions(descriptions) {
+                typed.insert("description".into(), description.into());
             }
             for (keyword, value) in annotations {
                 typed.entry(keyword).or_insert(value);

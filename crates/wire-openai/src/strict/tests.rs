@@ -272,22 +272,69 @@ fn a_large_enum_over_15000_characters_is_not_strict() {
 fn an_inlined_definition_that_is_itself_a_described_ref_is_resolved_too() {
     // `A` is an alias of `B` with its own description (a documented newtype). Inlining `A`
     // under the property's description must not leave `$ref` + `description` behind: OpenAI
-    // refuses that in strict mode ("$ref cannot have keywords {'description'}").
+    // refuses that in strict mode ("$ref cannot have keywords {'description'}"). Every
+    // description on the way is kept, the nearest first, each once (as ai-tools joins them).
     check(
         json!({"type": "object",
         "properties": {"p": {"$ref": "#/$defs/A", "description": "outer"}},
         "required": ["p"],
         "$defs": {
             "A": {"$ref": "#/$defs/B", "description": "inner"},
-            "B": {"type": "string"}
+            "B": {"type": "string", "description": "outer"}
         }}),
         Some(json!({"type": "object", "additionalProperties": false,
-        "properties": {"p": {"type": "string", "description": "outer"}},
+        "properties": {"p": {"type": "string", "description": "outer\ninner"}},
         "required": ["p"],
         "$defs": {
-            "A": {"type": "string", "description": "inner"},
-            "B": {"type": "string"}
+            "A": {"type": "string", "description": "inner\nouter"},
+            "B": {"type": "string", "description": "outer"}
         }})),
+    );
+}
+
+/// A documented field whose type is documented too, as ai-tools derives it: the field's doc
+/// comment beside the `$ref`, the type's in its definition (an enum's with its notes on the
+/// variants). Inlined, the field says both, the field's first, as ai-tools joins a newtype's doc
+/// comment with its definition's: strict mode shows the model what non-strict mode does.
+#[test]
+fn an_inlined_definition_keeps_its_description_after_the_fields() {
+    let mode = json!({"type": "string", "enum": ["fast", "slow"],
+        "description": "How to go.\n- `fast`: Quickly, skipping checks.\n- `slow`: Carefully."});
+    let spot = |description: &str| {
+        json!({"type": "object", "properties": {"x": {"type": "integer", "format": "int32"}},
+            "required": ["x"], "description": description})
+    };
+    let derived = json!({
+        "type": "object",
+        "properties": {
+            "mode": {"$ref": "#/definitions/Mode", "description": "The mode for this trip."},
+            "stop": {"$ref": "#/definitions/Spot", "description": "Where to stop."},
+            "again": {"$ref": "#/definitions/Spot", "description": "A point on the map."}
+        },
+        "required": ["again", "mode", "stop"],
+        "definitions": {"Mode": mode.clone(), "Spot": spot("A point on the map.")}
+    });
+    let strict_spot = |description: &str| {
+        json!({"type": "object", "additionalProperties": false,
+            "properties": {"x": {"type": "integer"}}, "required": ["x"],
+            "description": description})
+    };
+    check(
+        derived,
+        Some(json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "mode": {"type": "string", "enum": ["fast", "slow"],
+                    "description": "The mode for this trip.\nHow to go.\n\
+                        - `fast`: Quickly, skipping checks.\n- `slow`: Carefully."},
+                "stop": strict_spot("Where to stop.\nA point on the map."),
+                // Said once when the field's words are the type's.
+                "again": strict_spot("A point on the map.")
+            },
+            "required": ["again", "mode", "stop"],
+            "definitions": {"Mode": mode, "Spot": strict_spot("A point on the map.")}
+        })),
     );
 }
 
