@@ -698,54 +698,39 @@ struct KeptReasoning {
     /// The items kept since the turn's last call or other item, waiting for the call they lead
     /// to, each with its output index.
     pending: Vec<(Option<usize>, Value)>,
-    /// By call position, the output index of each reasoning item the call keeps, in the order
-    /// of its [`REASONING_ITEMS_KEY`] array: one finished after its call goes in by it.
-    placed: HashMap<usize, Placed>,
+    /// By call position, the reasoning items the call keeps, in the order they were kept, each
+    /// with its rank: put in order under [`REASONING_ITEMS_KEY`] once, at the terminal event or
+    /// at the end ([`StreamDecoder::keep_placed_reasoning`]).
+    placed: HashMap<usize, Vec<Placed>>,
     /// The items kept so far, by item id, or by output index for one without: a finished item a
     /// gateway sends again is kept once.
     ids: HashSet<String>,
     indexes: HashSet<usize>,
 }
 
-/// The output index of each reasoning item a call keeps, in the order of its
-/// [`REASONING_ITEMS_KEY`] array, and the highest of them: an item finished after its call, at
-/// or past every index the call keeps (as items finished in output order are), goes last
-/// without a scan, so keeping n such items costs time linear in n.
-#[derive(Debug, Default)]
+/// A reasoning item a call keeps and its rank: the call's [`REASONING_ITEMS_KEY`] array holds
+/// its items by rank, those of one rank in the order they were kept.
+///
+/// The rule is that an item finished after its call, at output index `i`, goes just before the
+/// first item the call keeps whose output index is above `i`, or last. An item's rank is the
+/// highest output index among the items before it in the array and itself (`None` while there
+/// is none): ranks never fall along the array, and the first item whose output index is above
+/// `i` is the first whose rank is above `i`. So the items the call keeps when it is announced
+/// (the reasoning that waited for it) are ranked in the order they waited, and an item finished
+/// after it is ranked by its own index, after every item of rank `i` or below: sorting the
+/// items by rank, stably, once, puts each where the rule put it when it came, in n log n time
+/// however the server ordered them (inserting each where it goes, in reverse output order,
+/// would move all the others each time).
+#[derive(Debug)]
 struct Placed {
-    indexes: Vec<Option<usize>>,
-    highest: Option<usize>,
+    rank: Option<usize>,
+    item: Value,
 }
 
-impl Placed {
-    /// Where an item at output `index` goes: just before the first item kept whose index is
-    /// above it, or last.
-    fn at(&self, index: usize) -> usize {
-        if self.highest.is_none_or(|highest| highest <= index) {
-            return self.indexes.len();
-        }
-        self.indexes
-            .iter()
-            .position(|other| other.is_some_and(|other| other > index))
-            .unwrap_or(self.indexes.len())
-    }
-
-    /// Records an item at output `index` kept at `at` of the array.
-    fn insert(&mut self, at: usize, index: Option<usize>) {
-        self.indexes.insert(at, index);
-        self.highest = self.highest.max(index);
-    }
-
-    /// Records an item at output `index` kept last.
-    fn push(&mut self, index: Option<usize>) {
-        self.insert(self.indexes.len(), index);
-    }
-}
-
-impl Extend<Option<usize>> for Placed {
-    fn extend<I: IntoIterator<Item = Option<usize>>>(&mut self, indexes: I) {
-        indexes.into_iter().for_each(|index| self.push(index));
-    }
+/// The items a call keeps ([`Placed`]), in the order of its [`REASONING_ITEMS_KEY`] array.
+fn in_order(mut placed: Vec<Placed>) -> Vec<Value> {
+    placed.sort_by_key(|placed| placed.rank);
+    placed.into_iter().map(|placed| placed.item).collect()
 }
 
 impl Default for StreamDecoder {
@@ -1220,13 +1205,16 @@ impl StreamDecoder {
                     _ => true,
                 });
             kept.pending = later;
-            if !reasoning.is_empty()
-                && let Some(call) = self.session.calls.calls.get_mut(position)
-            {
-                let (indexes, items): (Placed, Vec<_>) = reasoning.into_iter().unzip();
-                kept.placed.insert(position, indexes);
-                call.provider_fields
-                    .insert(REASONING_ITEMS_KEY.into(), Value::Array(items));
+            if !reasoning.is_empty() {
+                let mut highest = None;
+                let placed = reasoning.into_iter().map(|(index, item)| {
+                    highest = highest.max(index);
+                    Placed {
+                        rank: highest,
+                        item,
+                    }
+                });
+                kept.placed.insert(position, placed.collect());
             }
         }
         self.numbering.broken_unless(in_order);
@@ -1366,18 +1354,10 @@ impl StreamDecoder {
         }
         match following {
             Some((index, Some(Following::Call(position)))) => {
-                let placed = kept.placed.entry(position).or_default();
-                let at = placed.at(index);
-                if let Some(call) = self.session.calls.calls.get_mut(position)
-                    && let Value::Array(items) = call
-                        .provider_fields
-                        .entry(REASONING_ITEMS_KEY)
-                        .or_insert_with(|| Value::Array(Vec::new()))
-                    && at <= items.len()
-                {
-                    placed.insert(at, Some(index));
-                    items.insert(at, raw);
-                }
+                kept.placed.entry(position).or_default().push(Placed {
+                    rank: Some(index),
+                    item: raw,
+                });
             }
             Some((_, Some(Following::Other))) => {}
             _ => kept.pending.push((output_index, raw)),
@@ -1425,20 +1405,20 @@ impl StreamDecoder {
             leads.get(id).copied()
         };
         // The waiting items each call takes, with where the snapshot lists each.
-        let mut taken: HashMap<usize, Vec<(usize, Option<usize>, Value)>> = HashMap::new();
+        let mut taken: HashMap<usize, Vec<(usize, Value)>> = HashMap::new();
         let pending = self
             .reasoning
             .as_mut()
             .map(|kept| std::mem::take(&mut kept.pending))
             .unwrap_or_default();
-        for (index, raw) in pending {
+        for (_, raw) in pending {
             let call = lead(&raw).and_then(|(at, next)| {
                 let call = next.filter(|item| item.kind == "function_call")?;
                 let position = self.known_call(call, None).ok().flatten()?;
                 Some((at, position))
             });
             if let Some((at, position)) = call {
-                taken.entry(position).or_default().push((at, index, raw));
+                taken.entry(position).or_default().push((at, raw));
             }
         }
         let Some(kept) = self.reasoning.as_mut() else {
@@ -1448,34 +1428,36 @@ impl StreamDecoder {
             let Some(call) = self.session.calls.calls.get_mut(position) else {
                 continue;
             };
-            let Value::Array(items) = call
-                .provider_fields
-                .entry(REASONING_ITEMS_KEY)
-                .or_insert_with(|| Value::Array(Vec::new()))
-            else {
-                continue;
-            };
             // Merged in one pass: each taken item goes just before the first item the call
             // keeps that the snapshot lists after it.
-            taken.sort_by_key(|&(at, ..)| at);
+            taken.sort_by_key(|&(at, _)| at);
             let mut taken = taken.into_iter().peekable();
-            let placed = kept.placed.entry(position).or_default();
-            let mut kept_indexes = std::mem::take(placed).indexes.into_iter();
-            for item in std::mem::take(items) {
+            let placed = in_order(kept.placed.remove(&position).unwrap_or_default());
+            let mut items = Vec::with_capacity(placed.len() + taken.len());
+            for item in placed {
                 if let Some((after, _)) = lead(&item) {
-                    while let Some((_, index, raw)) = taken.next_if(|&(at, ..)| at < after) {
+                    while let Some((_, raw)) = taken.next_if(|&(at, _)| at < after) {
                         items.push(raw);
-                        placed.push(index);
                     }
                 }
                 items.push(item);
-                if let Some(index) = kept_indexes.next() {
-                    placed.push(index);
-                }
             }
-            for (_, index, raw) in taken {
-                items.push(raw);
-                placed.push(index);
+            items.extend(taken.map(|(_, raw)| raw));
+            call.provider_fields
+                .insert(REASONING_ITEMS_KEY.into(), Value::Array(items));
+        }
+    }
+
+    /// Puts the reasoning items each call keeps under [`REASONING_ITEMS_KEY`] in its
+    /// `provider_fields`, in order ([`Placed`]), once the stream is decoded.
+    fn keep_placed_reasoning(&mut self) {
+        let Some(kept) = self.reasoning.as_mut() else {
+            return;
+        };
+        for (position, placed) in kept.placed.drain() {
+            if let Some(call) = self.session.calls.calls.get_mut(position) {
+                call.provider_fields
+                    .insert(REASONING_ITEMS_KEY.into(), Value::Array(in_order(placed)));
             }
         }
     }
@@ -1587,6 +1569,7 @@ impl StreamDecoder {
                 call.name = name;
             }
         }
+        self.keep_placed_reasoning();
         self.session.finish(self.ended)
     }
 }
@@ -1940,6 +1923,7 @@ pub fn decode_response(body: &[u8], limits: Limits) -> Result<WholeAnswer, Decod
         ..Event::of(Some(Cow::Borrowed(terminal)))
     };
     decoder.apply(end, 0, &mut deltas)?;
+    decoder.keep_placed_reasoning();
     let completion = decoder.session.finish(true)?;
     Ok(WholeAnswer {
         completion,

@@ -511,25 +511,23 @@ fn each_call_s_reasoning_goes_back_before_it_and_nothing_else_does() {
     );
 }
 
-/// Reasoning items finished after the call they lead to are kept in time linear in their
-/// number: each goes in after the ones before it by output index without a scan of the items
-/// its call already keeps. A hang guard, not a timing: 200,000 such items took minutes when
-/// each one scanned the others (over three in a debug build), and take seconds once none does.
-#[test]
-fn many_reasoning_items_finished_after_their_call_are_kept_in_linear_time() {
-    const ITEMS: usize = 200_000;
+/// Decodes one call at output index `items` and before it, finished after it, `items` reasoning
+/// items finished in the order of their output indexes `order` gives, on a thread: the
+/// completion, or a panic once it takes over 120 s (a hang guard, not a timing). Each item is
+/// kept, and in output order.
+fn keep_reasoning_finished_after_its_call(items: usize, order: impl Iterator<Item = usize>) {
     let event = |kind: &str, index: usize, item: Value| {
         format!(
             "data: {}\n\n",
             json!({"type": kind, "output_index": index, "item": item})
         )
     };
-    let mut stream = event("response.output_item.added", ITEMS, call("call_1"));
-    for index in 0..ITEMS {
+    let mut stream = event("response.output_item.added", items, call("call_1"));
+    for index in order {
         let item = reasoning(&format!("rs_{index}"), Some("e"));
         stream.push_str(&event("response.output_item.done", index, item));
     }
-    stream.push_str(&event("response.output_item.done", ITEMS, call("call_1")));
+    stream.push_str(&event("response.output_item.done", items, call("call_1")));
     stream.push_str("data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\"}}\n\n");
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -541,11 +539,34 @@ fn many_reasoning_items_finished_after_their_call_are_kept_in_linear_time() {
         .expect("keeping the reasoning items took over 120 s")
         .unwrap();
     let kept = kept(&completion);
-    let [Value::Array(items)] = kept.as_slice() else {
+    let [Value::Array(kept)] = kept.as_slice() else {
         panic!("one call keeping its reasoning, not {} calls", kept.len());
     };
-    assert_eq!(items.len(), ITEMS);
-    for (index, item) in items.iter().enumerate() {
+    assert_eq!(kept.len(), items);
+    for (index, item) in kept.iter().enumerate() {
         assert_eq!(item["id"], format!("rs_{index}"));
     }
+}
+
+/// Reasoning items finished after the call they lead to, in output order, are kept in time
+/// linear in their number: each goes in after the ones before it without a scan of the items
+/// its call already keeps. 200,000 of them took minutes when each one scanned the others (over
+/// three in a debug build), and take seconds once none does.
+#[test]
+fn many_reasoning_items_finished_after_their_call_are_kept_in_linear_time() {
+    const ITEMS: usize = 200_000;
+    keep_reasoning_finished_after_its_call(ITEMS, 0..ITEMS);
+}
+
+/// So are items finished in reverse output order, or alternating between the lowest and the
+/// highest still to come (a server reordering its own output): none goes in at the front of
+/// what its call keeps, moving the others. 200,000 in reverse took over two minutes in a debug
+/// build when each one did (fewer alternating, which only check the order they are kept in).
+#[test]
+fn many_reasoning_items_finished_after_their_call_out_of_order_are_kept_in_n_log_n_time() {
+    const ITEMS: usize = 200_000;
+    keep_reasoning_finished_after_its_call(ITEMS, (0..ITEMS).rev());
+    const ALTERNATING: usize = 20_000;
+    let alternating = (0..ALTERNATING / 2).flat_map(|low| [low, ALTERNATING - 1 - low]);
+    keep_reasoning_finished_after_its_call(ALTERNATING, alternating);
 }
