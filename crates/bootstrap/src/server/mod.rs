@@ -449,20 +449,24 @@ pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
             refuse_declared_oversize,
         ))
         // The handlers name the limit in a 413.
-        .layer(axum::Extension(BodyLimit(max_body_bytes)));
-    // Last, so it wraps every route and both fallbacks: no handler runs without the token.
-    let router = match &state.token {
-        Some(token) => router.layer(axum::middleware::from_fn_with_state(
+        .layer(axum::Extension(BodyLimit(max_body_bytes)))
+        .with_state(state.clone());
+    // A guard wraps the whole router, not each route (`Router::layer`): axum adds a path's
+    // `Allow` to whatever its method fallback answers, a guard's 401 or 403 too, which would
+    // tell a client the guard refuses which paths exist.
+    let guarded = Router::new().fallback_service(router);
+    match &state.token {
+        // No route, fallback or body read without the token.
+        Some(token) => guarded.layer(axum::middleware::from_fn_with_state(
             token.clone(),
             auth::require_token,
         )),
-        // Outermost: no route, fallback or body read before the client and host are checked.
+        // No route, fallback or body read before the client and host are checked.
         None if !state.allow_unauthenticated => {
-            router.layer(axum::middleware::from_fn(host::require_loopback_client))
+            guarded.layer(axum::middleware::from_fn(host::require_loopback_client))
         }
-        None => router,
-    };
-    router.with_state(state)
+        None => guarded,
+    }
 }
 
 /// A request's method as a refusal names it: a standard method (RFC 9110, and `PATCH`) by its
@@ -3193,6 +3197,76 @@ mod tests {
                 None => assert!(!answer.contains("FORGED"), "{answer}"),
             }
         }
+    }
+
+    /// A 405 says in `Allow` which methods its path answers (RFC 9110 §15.5.6), exactly those,
+    /// with or without a token (the token's middleware wraps the routes on one, the host check on
+    /// the other). A 401 has no `Allow`, which would tell a client without the token the routes.
+    #[tokio::test]
+    async fn a_405_names_in_allow_the_methods_its_path_answers() {
+        let token = "tok-allow-3e2d1c";
+        let mut with_token = settings();
+        with_token.server.token = Some(crate::ServerToken::new(token));
+        let bearer = format!("authorization: Bearer {token}\r\n");
+        for (settings, authorization) in [(settings(), ""), (with_token, bearer.as_str())] {
+            let app = super::router(prepare(&settings).await.unwrap(), 4096);
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let with_peer = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
+            tokio::spawn(async move { axum::serve(listener, with_peer).await });
+            for (sent, path, allowed) in [
+                ("DELETE", "/healthz", "GET,HEAD"),
+                ("POST", "/api/v1/tools", "GET,HEAD"),
+                ("PUT", "/api/v1/tools/stats", "GET,HEAD"),
+                ("GET", "/api/v1/agui", "POST"),
+                ("GET", "/api/v1/chat", "POST"),
+            ] {
+                let (status, allow) = status_and_allow(addr, sent, path, authorization).await;
+                assert_eq!(
+                    (status.as_str(), allow.as_str()),
+                    ("405", allowed),
+                    "{sent} {path}"
+                );
+                if !authorization.is_empty() && path != "/healthz" {
+                    let (status, allow) = status_and_allow(addr, sent, path, "").await;
+                    assert_eq!(
+                        (status.as_str(), allow.as_str()),
+                        ("401", ""),
+                        "{sent} {path}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The status `addr` answers to `method path` (sent with the header line `authorization`,
+    /// if not empty), and the methods its `Allow` headers name, sorted and joined with commas.
+    async fn status_and_allow(
+        addr: std::net::SocketAddr,
+        method: &str,
+        path: &str,
+        authorization: &str,
+    ) -> (String, String) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nhost: localhost\r\n{authorization}\
+             content-length: 0\r\nconnection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        let head = answer.split("\r\n\r\n").next().unwrap();
+        let status = head.split(' ').nth(1).unwrap_or_default().to_owned();
+        let mut methods: Vec<_> = head
+            .lines()
+            .filter_map(|line| line.split_once(':'))
+            .filter(|(name, _)| name.eq_ignore_ascii_case("allow"))
+            .flat_map(|(_, value)| value.split(','))
+            .map(str::trim)
+            .collect();
+        methods.sort_unstable();
+        (status, methods.join(","))
     }
 
     /// `router` used as the library entry, without a token, keeps the rules `cogni serve` keeps:
