@@ -118,7 +118,8 @@ fn message(error: &CompletionError) -> String {
     match error {
         CompletionError::Transport(m)
         | CompletionError::Provider(m)
-        | CompletionError::Decode(m) => m.clone(),
+        | CompletionError::Decode(m)
+        | CompletionError::Request(m) => m.clone(),
         other => other.to_string(),
     }
 }
@@ -219,6 +220,52 @@ async fn the_responses_wire_posts_to_responses_and_decodes_its_events() {
         matches!(&error, CompletionError::Provider(m) if m.contains("Rate limit reached.") && m.contains("/v1/responses")),
         "{error:?}"
     );
+}
+
+/// A request the wire encoder refuses is a request error, naming the endpoint and why, and
+/// nothing is sent: not a decode error (no answer was read), and never retried (the same request
+/// would be refused again), though retries are allowed.
+#[tokio::test]
+async fn a_request_the_encoder_refuses_is_not_sent() {
+    let fake = FakeLlm::start().await.unwrap();
+    fake.push(Reply::fixture("openai-chat/openai-single-call.sse").unwrap());
+    let required = LlmRequest {
+        tool_choice: ToolChoice::Required,
+        ..request()
+    };
+    for (wire, path) in [
+        (OpenAiWire::Chat, "chat/completions"),
+        (OpenAiWire::Responses, "responses"),
+    ] {
+        let model = OpenAiCompletion::new(OpenAiConfig {
+            wire,
+            max_retries: 3,
+            ..config(&fake)
+        })
+        .unwrap();
+        let mut deltas = Vec::new();
+        let error = model
+            .complete(
+                &required,
+                &mut |delta: CompletionDelta| deltas.push(delta),
+                &CancellationToken::new(),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(error, CompletionError::Request(_)), "{error:?}");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "request not sent: POST {}/{path}: tool_choice `required` asks for a tool call, \
+                 but the request has no tools",
+                fake.base_url()
+            ),
+            "{wire:?}"
+        );
+        assert!(deltas.is_empty(), "{wire:?}: {deltas:?}");
+    }
+    assert_eq!(fake.requests().len(), 0, "nothing is sent, nor retried");
+    assert_eq!(fake.remaining(), 1);
 }
 
 #[tokio::test]

@@ -489,18 +489,23 @@ impl OpenAiCompletion {
                 self.responses,
             ),
         }
-        .map_err(|e| {
-            CompletionError::Decode(format!(
-                "POST {}: the request was not sent: {e}",
-                self.endpoint
-            ))
-        })?;
+        .map_err(|e| self.not_sent(e.into()))?;
         serde_json::to_vec(&body).map_err(|e| {
-            CompletionError::Decode(format!(
-                "POST {}: the request was not sent: {e}",
-                self.endpoint
-            ))
+            self.not_sent(CompletionError::Request(format!(
+                "the request does not serialize: {e}"
+            )))
         })
+    }
+
+    /// A request refused before it was sent ([`CompletionError::Request`], as wire-openai maps
+    /// an encode failure to it), the endpoint named first.
+    fn not_sent(&self, error: CompletionError) -> CompletionError {
+        match error {
+            CompletionError::Request(what) => {
+                CompletionError::Request(format!("POST {}: {what}", self.endpoint))
+            }
+            other => other,
+        }
     }
 
     fn headers(&self) -> HeaderMap {
@@ -601,6 +606,7 @@ impl OpenAiCompletion {
             CompletionError::Transport(m) => CompletionError::Transport(self.scrub(m)),
             CompletionError::Provider(m) => CompletionError::Provider(self.scrub(m)),
             CompletionError::Decode(m) => CompletionError::Decode(self.scrub(m)),
+            CompletionError::Request(m) => CompletionError::Request(self.scrub(m)),
             other => other,
         }
     }

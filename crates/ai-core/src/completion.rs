@@ -273,6 +273,11 @@ pub enum CompletionError {
     /// The response could not be decoded, or the stream ended early.
     #[error("decode error: {0}")]
     Decode(String),
+    /// The request could not be built in the provider's wire format (a history or a tool choice
+    /// it cannot carry), so nothing was sent. The same request would be refused again: it is
+    /// never retried.
+    #[error("request not sent: {0}")]
+    Request(String),
     /// The run was cancelled while the call ran.
     #[error("cancelled")]
     Cancelled,

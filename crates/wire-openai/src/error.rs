@@ -236,6 +236,36 @@ pub enum EncodeError {
     EmptyModel,
 }
 
+/// The one mapping from an encode failure to what a model port reports: every
+/// [`EncodeError`] is [`CompletionError::Request`], with the error's own text. The request was
+/// never sent, so no answer is blamed ([`CompletionError::Decode`]) and no retry can help. As
+/// for a [`DecodeError`], the text names no endpoint: cogni-adapters' `OpenAiCompletion` puts
+/// `POST <endpoint>:` before it.
+///
+/// ```
+/// use wire_openai::ai_core::{CompletionError, LlmCaller, LlmRequest, Message, RunId, ToolChoice};
+///
+/// let request = LlmRequest {
+///     caller: LlmCaller { run_id: RunId::new("run_1").unwrap(), graph: None },
+///     messages: vec![Message::User { content: "Hi".into() }],
+///     tools: vec![],
+///     tool_choice: ToolChoice::Required,
+///     parallel_tool_calls: None,
+/// };
+/// let refused = wire_openai::chat::encode_request(&request, "gpt-4o", true).unwrap_err();
+/// assert_eq!(
+///     CompletionError::from(refused),
+///     CompletionError::Request(
+///         "tool_choice `required` asks for a tool call, but the request has no tools".into()
+///     )
+/// );
+/// ```
+impl From<EncodeError> for CompletionError {
+    fn from(error: EncodeError) -> Self {
+        Self::Request(error.to_string())
+    }
+}
+
 /// Refuses a request that is missing what every request needs: a model name
 /// ([`EncodeError::EmptyModel`]) and at least one message ([`EncodeError::NoMessages`]).
 pub(crate) fn check_request(model: &str, messages: &[ai_core::Message]) -> Result<(), EncodeError> {

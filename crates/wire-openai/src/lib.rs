@@ -10,7 +10,8 @@
 //! error is [`DecodeError::ProviderError`], a bad chunk names its byte offset, and limits bound
 //! memory. A model port over these decoders turns a [`DecodeError`] into the
 //! [`ai_core::CompletionError`] it reports with `From` (the provider's error is `Provider`,
-//! anything else `Decode`), the one mapping cogni-adapters' port uses too. A whole (non-streamed)
+//! anything else `Decode`), the one mapping cogni-adapters' port uses too; an [`EncodeError`], a
+//! request refused before it was sent, becomes `Request` the same way. A whole (non-streamed)
 //! answer, which some servers send in place of a stream, decodes through the same assembly into the
 //! same completion ([`chat::decode_completion`], [`responses::decode_response`], [`WholeAnswer`]);
 //! the stream decoders read a body that opens with `{` so, whatever its label.
