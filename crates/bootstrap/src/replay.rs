@@ -13,9 +13,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use adapters::{ReplayCompletion, SqliteStore, TieredBlobStore};
 use ai_core::{
     AiEvent, BlobStore, BoundTool, CancellationToken, Capabilities, CompletionDelta, DoneReason,
-    EventSink, ExecPermit, LlmCompletion, ModelReceipt, RunContext, RunId, RunLog, RunStatus,
-    RunStore, RunStoreError, ToolCatalog, ToolError, ToolErrorCategory, ToolErrorCode, ToolFailure,
-    ToolId, ToolInvocationContext, ToolInvocationRecord, ToolSource, ToolSpec, canonical_bytes,
+    EventSink, ExecPermit, LlmCompletion, ModelReceipt, OutputItem, RunContext, RunId, RunLog,
+    RunStatus, RunStore, RunStoreError, ToolCallBlob, ToolCatalog, ToolError, ToolErrorCategory,
+    ToolErrorCode, ToolFailure, ToolId, ToolInvocationContext, ToolInvocationRecord, ToolSource,
+    ToolSpec, canonical_bytes,
 };
 use anyhow::{Context, anyhow, bail};
 use async_trait::async_trait;
@@ -799,6 +800,27 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
                 .await
                 .with_context(|| format!("run {run_id}: model call {call}'s fragments"))?;
         }
+        // The replay answers from the above alone, but a receipt whose other parts are gone or
+        // damaged is no whole record of its call. The tool set is the encoder's (the provider's
+        // wire form, say): its store checks it against its address, and nothing here reads it.
+        log.blobs
+            .get(&receipt.tools_ref)
+            .await
+            .with_context(|| format!("run {run_id}: model call {call}'s tool set"))?;
+        let calls = receipt.tool_call_refs.len();
+        for (i, tool_call_ref) in receipt.tool_call_refs.iter().enumerate() {
+            read_blob::<ToolCallBlob>(log.blobs.as_ref(), tool_call_ref)
+                .await
+                .with_context(|| {
+                    format!(
+                        "run {run_id}: model call {call}'s tool call {} of {calls}",
+                        i + 1
+                    )
+                })?;
+        }
+        read_blob::<Vec<OutputItem>>(log.blobs.as_ref(), &receipt.output_items_ref)
+            .await
+            .with_context(|| format!("run {run_id}: model call {call}'s output items"))?;
     }
 
     let completion = Arc::new(ReplayCompletion::new(
@@ -1520,6 +1542,54 @@ mod tests {
             replay_run(&settings, "run-cancel").await.unwrap_err()
         );
         assert!(error.contains("run run-cancel was cancelled"), "{error}");
+    }
+
+    /// Every blob a receipt names is checked before the replay runs, not only those it answers
+    /// from: a missing tool set, tool call or output items blob is an error naming the call,
+    /// what is missing and its address, rather than a replay found identical.
+    #[tokio::test]
+    async fn a_receipts_missing_blob_is_refused_naming_it_whichever_it_is() {
+        let model = Arc::new(TwoListings(Default::default()));
+        let (dir, settings, _) =
+            record(model, "run-blobs", CancellationToken::new(), async {}).await;
+        replay_run(&settings, "run-blobs").await.unwrap();
+        let log = super::open_run_log(dir.path()).unwrap();
+        let run = super::load_run(&log, "run-blobs").await.unwrap();
+        let receipt = ai_core::ModelReceipt::load(log.blobs.as_ref(), &run.receipt_refs[0])
+            .await
+            .unwrap();
+        assert_eq!(receipt.tool_call_refs.len(), 2);
+        let db = rusqlite::Connection::open(dir.path().join("cogni.db")).unwrap();
+        for (blob, what) in [
+            (&receipt.tools_ref, "model call 1's tool set"),
+            (
+                &receipt.tool_call_refs[1],
+                "model call 1's tool call 2 of 2",
+            ),
+            (&receipt.output_items_ref, "model call 1's output items"),
+        ] {
+            let bytes: Vec<u8> = db
+                .query_row("SELECT bytes FROM blobs WHERE hash = ?1", [blob], |r| {
+                    r.get(0)
+                })
+                .unwrap();
+            db.execute("DELETE FROM blobs WHERE hash = ?1", [blob])
+                .unwrap();
+            let error = format!(
+                "{:#}",
+                replay_run(&settings, "run-blobs").await.unwrap_err()
+            );
+            assert!(
+                error.contains(what) && error.contains(&format!("blob {blob} not found")),
+                "{what}: {error}"
+            );
+            db.execute(
+                "INSERT INTO blobs (hash, bytes) VALUES (?1, ?2)",
+                rusqlite::params![blob, bytes],
+            )
+            .unwrap();
+        }
+        replay_run(&settings, "run-blobs").await.unwrap();
     }
 
     #[test]
