@@ -12,7 +12,7 @@ use ai_core::{
 use graph::{Agent, AgentConfig, InMemoryThreadStore};
 
 use crate::support::{
-    Fixture, Reply, ScriptedModel, call, calls, check_invariants, done_reason, text,
+    Fixture, RecordingSink, Reply, ScriptedModel, call, calls, check_invariants, done_reason, text,
 };
 
 fn tool_messages(messages: &[Message]) -> Vec<(String, String)> {
@@ -1165,30 +1165,6 @@ fn a_refused_history_names_its_message_by_its_place_without_the_system_prompt() 
             tool_call_id: orphan,
         }
     );
-}
-
-/// A sink that keeps the events and, in the order they came, which call each record was for.
-#[derive(Default)]
-struct RecordingSink {
-    events: std::sync::Mutex<Vec<AiEvent>>,
-    records: std::sync::Mutex<Vec<ai_core::ToolInvocationRecord>>,
-    /// Each record's call id, noted when it came, with the events seen before it.
-    order: std::sync::Mutex<Vec<(String, usize)>>,
-}
-
-impl ai_core::EventSink for RecordingSink {
-    fn emit(&self, event: AiEvent) {
-        self.events.lock().unwrap().push(event);
-    }
-
-    fn record(&self, record: &ai_core::ToolInvocationRecord) {
-        let seen = self.events.lock().unwrap().len();
-        self.order
-            .lock()
-            .unwrap()
-            .push((record.tool_call_id.as_str().to_owned(), seen));
-        self.records.lock().unwrap().push(record.clone());
-    }
 }
 
 /// A clock stuck at a time other than zero, so a record's times show where they came from.

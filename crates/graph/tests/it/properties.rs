@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use ai_core::{AiEvent, CompletionDelta, DoneReason, FinishReason, Message, ToolCallId};
-use graph::{AgentConfig, ApprovalDecision};
+use ai_core::{AiEvent, CompletionDelta, FinishReason, Message, ToolCallId};
+use graph::{AgentConfig, ApprovalDecision, PendingApproval, Phase};
 use proptest::prelude::*;
 
-use crate::support::{Fixture, Reply, call, calls, check_invariants, text};
+use crate::support::{Fixture, RecordingSink, Reply, call, calls, check_invariants, text};
 
 /// One model turn of a random script.
 #[derive(Clone, Debug)]
@@ -157,16 +157,138 @@ fn with_finish(reply: Reply, finish: &FinishReason) -> Reply {
     Reply::Complete(completion)
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+/// A human's word on one waiting call.
+#[derive(Clone, Copy, Debug)]
+enum Decision {
+    Approve,
+    /// Approved, but for other arguments (a wrong hash): a denial.
+    ApproveOther,
+    Deny,
+    /// No decision: a denial.
+    Omit,
+}
 
+/// One resume of a paused run.
+#[derive(Clone, Debug)]
+enum Resume {
+    /// The waiting calls decided in turn by these (one for all, or mixed).
+    Decide(Vec<Decision>),
+    /// As `Decide`, with the first waiting call decided once more (approving or not): refused.
+    Twice(Vec<Decision>, bool),
+    /// As `Decide`, with a decision for a call that does not wait: refused.
+    Stranger(Vec<Decision>),
+    /// The last accepted resume's decisions sent again: refused unless they are none.
+    Again,
+}
+
+fn resume() -> impl Strategy<Value = Resume> {
+    let decision = prop_oneof![
+        3 => Just(Decision::Approve),
+        2 => Just(Decision::ApproveOther),
+        2 => Just(Decision::Deny),
+        1 => Just(Decision::Omit),
+    ];
+    let decisions = proptest::collection::vec(decision, 1..4);
+    prop_oneof![
+        4 => decisions.clone().prop_map(Resume::Decide),
+        1 => (decisions.clone(), any::<bool>()).prop_map(|(d, approve)| Resume::Twice(d, approve)),
+        1 => decisions.prop_map(Resume::Stranger),
+        1 => Just(Resume::Again),
+    ]
+}
+
+/// The decisions `resume` makes on `waiting`, and the calls they approve (none when the resume
+/// is one the loop must refuse, given as `None`).
+fn decide(
+    resume: &Resume,
+    waiting: &[PendingApproval],
+    last: &[ApprovalDecision],
+) -> (Vec<ApprovalDecision>, Option<Vec<ToolCallId>>) {
+    let one = |call: &PendingApproval, approved: bool, right_hash: bool| ApprovalDecision {
+        tool_call_id: call.tool_call_id.clone(),
+        approved,
+        args_hash: if right_hash {
+            call.args_hash.clone()
+        } else {
+            "0".repeat(64)
+        },
+        reason: None,
+    };
+    let each = |kinds: &[Decision]| -> Vec<ApprovalDecision> {
+        waiting
+            .iter()
+            .zip(kinds.iter().cycle())
+            .filter_map(|(call, kind)| match kind {
+                Decision::Approve => Some(one(call, true, true)),
+                Decision::ApproveOther => Some(one(call, true, false)),
+                Decision::Deny => Some(one(call, false, true)),
+                Decision::Omit => None,
+            })
+            .collect()
+    };
+    let (decisions, refused) = match resume {
+        Resume::Decide(kinds) => (each(kinds), false),
+        Resume::Twice(kinds, approve) => {
+            let mut decisions = each(kinds);
+            if let Some(first) = waiting.first() {
+                let decided = decisions
+                    .iter()
+                    .any(|d| d.tool_call_id == first.tool_call_id);
+                decisions.extend((usize::from(decided)..2).map(|_| one(first, *approve, true)));
+            }
+            (decisions, true)
+        }
+        Resume::Stranger(kinds) => {
+            let mut decisions = each(kinds);
+            let stranger = PendingApproval {
+                tool_call_id: ToolCallId::new("stranger").unwrap(),
+                args_hash: "0".repeat(64),
+            };
+            decisions.push(one(&stranger, true, true));
+            (decisions, true)
+        }
+        Resume::Again => (last.to_vec(), !last.is_empty()),
+    };
+    // A thread that waits for nothing refuses every resume.
+    let approved = (!refused && !waiting.is_empty()).then(|| {
+        waiting
+            .iter()
+            .filter(|call| {
+                decisions.iter().any(|d| {
+                    d.tool_call_id == call.tool_call_id
+                        && d.approved
+                        && d.args_hash == call.args_hash
+                })
+            })
+            .map(|call| call.tool_call_id.clone())
+            .collect()
+    });
+    (decisions, approved)
+}
+
+/// The calls `state` waits on.
+fn waiting(state: &graph::AgentState) -> &[PendingApproval] {
+    match state.phase() {
+        Phase::AwaitingApproval { pending, .. } => pending,
+        _ => &[],
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Across pauses and random resumes (approvals, denials, both, a call decided twice, a
+    /// stranger's decision, a resume sent again after it succeeded), every run ends once with a
+    /// valid history, a refused resume changes nothing and runs nothing, a call runs at most
+    /// once and only when approved (when the policy gates it), and every call the model asked
+    /// for is answered exactly once.
     #[test]
     fn every_run_ends_once_with_a_valid_history(
         script in proptest::collection::vec(step(), 0..8),
         cancel_after_ms in proptest::option::of(0u64..120),
         max_steps in 1u32..6,
         gated in any::<bool>(),
-        approvals in proptest::collection::vec((any::<bool>(), any::<bool>()), 0..6),
+        resumes in proptest::collection::vec(resume(), 0..6),
         ids in prop_oneof![Just(Ids::Unique), Just(Ids::PerTurn), Just(Ids::Same)],
     ) {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -181,7 +303,12 @@ proptest! {
             "allowed_tools = [\"core__wait\"]"
         };
         let f = Fixture::with_policy(replies, AgentConfig::default().with_max_steps(std::num::NonZeroU32::new(max_steps).unwrap()), policy);
+        let sink = RecordingSink::default();
+        let drain = || -> Vec<AiEvent> { sink.events.lock().unwrap().drain(..).collect() };
         let mut segments = Vec::new();
+        // Each resume's state before it, the calls it approved (`None`: the loop must refuse
+        // it) and its segment.
+        let mut resumed = Vec::new();
         runtime.block_on(async {
             if let Some(ms) = cancel_after_ms {
                 let cancel = f.cancel.clone();
@@ -190,31 +317,100 @@ proptest! {
                     cancel.cancel();
                 });
             }
-            let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
-            let mut state = f.run(f.agent.new_state(), "go").await;
-            segments.push((f.events.lock().unwrap().drain(..).collect::<Vec<_>>(), state.clone()));
-            // Answer approval pauses with random decisions (right or wrong hash, yes or no).
-            for (approve, right_hash) in &approvals {
-                let waiting: Vec<(ToolCallId, String)> = segments.last().unwrap().0.iter().filter_map(|e| match e {
-                    AiEvent::ApprovalRequired { tool_call_id, args_hash, .. } => Some((tool_call_id.clone(), args_hash.clone())),
-                    _ => None,
-                }).collect();
-                if waiting.is_empty() {
-                    break;
+            let mut state = f.agent.run(f.agent.new_state(), "go".into(), &f.ctx, &f.catalog, &sink, &f.cancel).await;
+            segments.push((drain(), state.clone()));
+            let mut last = Vec::new();
+            for resume in &resumes {
+                let (decisions, approved) = decide(resume, waiting(&state), &last);
+                let before = state.clone();
+                state = f.agent.resume(state, decisions.clone(), &f.ctx, &f.catalog, &sink, &f.cancel).await;
+                if approved.is_some() {
+                    last = decisions;
                 }
-                let decisions = waiting.into_iter().map(|(id, hash)| ApprovalDecision {
-                    tool_call_id: id,
-                    approved: *approve,
-                    args_hash: if *right_hash { hash } else { "0".repeat(64) },
-                    reason: None,
-                }).collect();
-                state = f.agent.resume(state, decisions, &f.ctx, &f.catalog, &sink, &f.cancel).await;
-                segments.push((f.events.lock().unwrap().drain(..).collect(), state.clone()));
+                resumed.push((before, approved, segments.len()));
+                segments.push((drain(), state.clone()));
             }
             // A next turn on the same state must work too.
-            let state = f.run(state, "again").await;
-            segments.push((f.events.lock().unwrap().drain(..).collect(), state));
+            let state = f.agent.run(state, "again".into(), &f.ctx, &f.catalog, &sink, &f.cancel).await;
+            segments.push((drain(), state));
         });
+        let records = sink.records.lock().unwrap().clone();
+        // A refused resume ends `error` and changes and runs nothing; an accepted one answers
+        // every call it was given, once.
+        let mut approved_calls: Vec<ToolCallId> = Vec::new();
+        for (before, approved, at) in &resumed {
+            let (events, after) = &segments[*at];
+            match approved {
+                None => {
+                    prop_assert_eq!(crate::support::done_reason(events), "error");
+                    prop_assert_eq!(after, before, "a refused resume changed the state");
+                    prop_assert!(
+                        events.iter().all(|e| matches!(e, AiEvent::Error { .. } | AiEvent::Done { .. })),
+                        "a refused resume showed {:?}", events
+                    );
+                }
+                Some(approved) => {
+                    for call in waiting(before) {
+                        let results = result_ids(events).iter().filter(|id| **id == &call.tool_call_id).count();
+                        prop_assert_eq!(results, 1, "{} answered {} times on resume", &call.tool_call_id, results);
+                    }
+                    approved_calls.extend(approved.iter().cloned());
+                }
+            }
+        }
+        // A call runs at most once, and, under a policy that gates it, only when approved.
+        let ran: Vec<&ToolCallId> = records
+            .iter()
+            .filter(|r| !r.attempts.is_empty())
+            .map(|r| &r.tool_call_id)
+            .collect();
+        for (k, id) in ran.iter().enumerate() {
+            prop_assert!(!ran[..k].contains(id), "{} ran twice", id);
+            prop_assert!(!gated || approved_calls.contains(id), "{} ran without an approval", id);
+        }
+        // Every call the model asked for (in the history, or in the turn a pause holds) is
+        // answered once, with one result shown, unless it still waits for approval.
+        let (_, last_state) = segments.last().unwrap();
+        let mut asked: Vec<&ToolCallId> = Vec::new();
+        let held = match last_state.phase() {
+            Phase::AwaitingApproval { calls, .. } => calls.as_slice(),
+            _ => &[],
+        };
+        let in_history = last_state.messages().iter().flat_map(|m| match m {
+            Message::Assistant { tool_calls, .. } => tool_calls.as_slice(),
+            _ => &[],
+        });
+        for id in in_history.map(|call| &call.id).chain(held.iter().map(|call| &call.id)) {
+            if !asked.contains(&id) {
+                asked.push(id);
+            }
+        }
+        let shown: Vec<&ToolCallId> = segments.iter().flat_map(|(events, _)| result_ids(events)).collect();
+        let answers = answer_ids(last_state.messages());
+        let still_waiting: Vec<&ToolCallId> = waiting(last_state).iter().map(|p| &p.tool_call_id).collect();
+        for id in &asked {
+            let once = usize::from(!still_waiting.contains(id));
+            let results = shown.iter().filter(|s| *s == id).count();
+            prop_assert_eq!(results, once, "{} shown answered {} times", id, results);
+            let answered = answers.iter().filter(|a| *a == id).count();
+            // A pause's answers so far are held in its turn, not yet in the history.
+            if held.is_empty() {
+                prop_assert_eq!(answered, once, "{} answered {} times", id, answered);
+            }
+        }
+        prop_assert_eq!(shown.len(), asked.len() - still_waiting.len(), "a result for a call never asked for");
+        // Every call the model sent is asked for (unless a cancel cut a model call short).
+        if cancel_after_ms.is_none() {
+            let sent: usize = script
+                .iter()
+                .take(f.model.requests.lock().unwrap().len())
+                .map(|s| match s {
+                    Step::Calls(kinds, _) => kinds.len(),
+                    _ => 0,
+                })
+                .sum();
+            prop_assert_eq!(asked.len(), sent, "calls the model sent are not in the history");
+        }
         // Every result shown to a client is in the history under the same id once the run (or
         // the runs it paused for) ended, and every call shown started is shown ended.
         let mut before = 0;
@@ -222,10 +418,7 @@ proptest! {
         for (events, state) in &segments {
             let shown = result_ids(events);
             carried.extend(shown.iter().map(|id| (*id).clone()));
-            let paused = matches!(
-                events.last(),
-                Some(AiEvent::Done { reason: DoneReason::AwaitingApproval })
-            );
+            let paused = !waiting(state).is_empty();
             if !paused {
                 let answered = answer_ids(&state.messages()[before..]);
                 for id in &carried {
@@ -241,12 +434,13 @@ proptest! {
                 });
                 prop_assert!(shown.contains(&id) || waiting, "{} never ended", id);
             }
-            let awaiting = matches!(events.last(), Some(AiEvent::Done { reason: DoneReason::AwaitingApproval }));
-            if awaiting {
+            if paused {
                 // Paused: the history is completed on resume; the other invariants hold now.
                 let saved = serde_json::to_string(state).unwrap();
                 prop_assert!(serde_json::from_str::<graph::AgentState>(&saved).is_ok());
                 prop_assert_eq!(events.iter().filter(|e| matches!(e, AiEvent::Done { .. })).count(), 1);
+                let last_is_done = matches!(events.last(), Some(AiEvent::Done { .. }));
+                prop_assert!(last_is_done, "events after the Done");
             } else {
                 check_invariants(events, state).map_err(TestCaseError::fail)?;
             }

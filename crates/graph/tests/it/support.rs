@@ -262,6 +262,30 @@ impl Fixture {
     }
 }
 
+/// A sink that keeps the events and, in the order they came, which call each record was for.
+#[derive(Default)]
+pub(crate) struct RecordingSink {
+    pub(crate) events: Mutex<Vec<AiEvent>>,
+    pub(crate) records: Mutex<Vec<ai_core::ToolInvocationRecord>>,
+    /// Each record's call id, noted when it came, with the events seen before it.
+    pub(crate) order: Mutex<Vec<(String, usize)>>,
+}
+
+impl EventSink for RecordingSink {
+    fn emit(&self, event: AiEvent) {
+        self.events.lock().unwrap().push(event);
+    }
+
+    fn record(&self, record: &ai_core::ToolInvocationRecord) {
+        let seen = self.events.lock().unwrap().len();
+        self.order
+            .lock()
+            .unwrap()
+            .push((record.tool_call_id.as_str().to_owned(), seen));
+        self.records.lock().unwrap().push(record.clone());
+    }
+}
+
 /// The run invariants: one Done, last; every start has exactly one result with its id; the
 /// saved history is valid.
 pub(crate) fn check_invariants(events: &[AiEvent], state: &AgentState) -> Result<(), String> {
