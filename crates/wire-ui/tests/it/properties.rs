@@ -277,9 +277,11 @@ fn translate_continuing<T: Translate>(
     starts: &[usize],
     continuing: &[(ToolCallId, bool)],
 ) -> Result<Vec<T::Frame>, TestCaseError> {
-    // The calls the stream knows: those it continues, and those an event pushed named.
-    let mut known: Vec<&ToolCallId> = continuing.iter().map(|(id, _)| id).collect();
-    let mut out = Vec::new();
+    // The calls whose `ToolCallStart` or result the stream took: only these may have a start
+    // refused (a start after a stream start, an approval wait or a continued call is the
+    // call's legitimate start).
+    let mut started_or_answered: Vec<&ToolCallId> = Vec::new();
+    let mut out: Vec<T::Frame> = Vec::new();
     let calls = (0..=events.len()).flat_map(|at| {
         let begins = starts.iter().filter(move |&&s| s == at).map(|_| None);
         begins.chain(events.get(at).map(Some))
@@ -288,21 +290,32 @@ fn translate_continuing<T: Translate>(
         let was_finished = t.finished();
         let frames = match call.map(|event| (event, t.next(event))) {
             Some((event, Ok(frames))) => {
-                known.extend(named_call(event));
+                if let AiEvent::ToolCallStart { tool_call_id, .. }
+                | AiEvent::ToolCallResult { tool_call_id, .. } = event
+                {
+                    started_or_answered.push(tool_call_id);
+                }
                 frames
             }
-            // Dropped, saying so: only an event naming a call the stream has answered, or a
-            // start of a call the stream knows.
+            // Dropped, saying so: an event naming a call the stream has answered; a start of a
+            // call whose start or result the stream took; a stream start of a call a frame or
+            // the continued calls show.
             Some((event, Err(reused))) => {
                 let id = reused.tool_call_id();
-                let start = matches!(
-                    event,
-                    AiEvent::ToolCallStreamStart { .. } | AiEvent::ToolCallStart { .. }
-                );
+                prop_assert_eq!(Some(id), named_call(event), "another call named");
+                let answered = out.iter().any(|frame| T::answers(frame, id.as_str()));
+                let allowed = match event {
+                    AiEvent::ToolCallStart { .. } => answered || started_or_answered.contains(&id),
+                    AiEvent::ToolCallStreamStart { .. } => {
+                        continuing.iter().any(|(call, _)| call == id)
+                            || out.iter().any(|frame| shows(frame, id.as_str()))
+                    }
+                    _ => answered,
+                };
                 prop_assert!(
-                    out.iter().any(|frame| T::answers(frame, id.as_str()))
-                        || (start && known.contains(&id)),
-                    "an event naming {:?} dropped, but the call was never answered nor started",
+                    allowed,
+                    "{:?} dropped as reusing {:?}, which it does not",
+                    event,
                     id
                 );
                 Vec::new()
@@ -321,6 +334,11 @@ fn translate_continuing<T: Translate>(
         out.extend(frames);
     }
     Ok(out)
+}
+
+/// Whether `frame` names the call `id` (both protocols name it `toolCallId`).
+fn shows(frame: &impl Serialize, id: &str) -> bool {
+    serde_json::to_value(frame).is_ok_and(|frame| frame["toolCallId"] == id)
 }
 
 /// The tool call `event` names, if any.
