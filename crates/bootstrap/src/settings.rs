@@ -855,33 +855,34 @@ impl Settings {
         })
     }
 
-    /// `tools.enabled` as core tools; an unknown name is an error listing the known ones, and a
-    /// name listed twice is an error naming it.
+    /// `tools.enabled` as core tools. An entry that is no core tool is an error listing the
+    /// known ones: a well-formed tool id is named (a typo to fix), anything else by its
+    /// position and the rule it breaks, never quoted, as a policy's `allowed_tools` entry is
+    /// (a list written by hand may hold anything pasted there). A tool listed twice is an error
+    /// naming it.
     pub fn core_tools(&self) -> anyhow::Result<Vec<CoreTool>> {
-        let enabled = &self.tools.enabled;
-        if let Some(name) = enabled
-            .iter()
-            .enumerate()
-            .find_map(|(i, name)| enabled[..i].contains(name).then_some(name))
-        {
-            bail!("tools.enabled: `{name}` is listed twice");
+        let mut tools = Vec::with_capacity(self.tools.enabled.len());
+        for (entry, name) in (1..).zip(&self.tools.enabled) {
+            let Some(tool) = CoreTool::ALL.iter().copied().find(|t| t.id() == name) else {
+                let known: Vec<_> = CoreTool::ALL.iter().map(|t| t.id()).collect();
+                let known = known.join(", ");
+                match ai_core::ToolId::parse(name) {
+                    Ok(_) => bail!("tools.enabled: unknown tool `{name}` (known: {known})"),
+                    Err(ai_core::Error::InvalidToolId { reason, .. }) => bail!(
+                        "tools.enabled: entry {entry} is not a valid tool id: {reason} (known: \
+                         {known})"
+                    ),
+                    Err(_) => bail!(
+                        "tools.enabled: entry {entry} is not a valid tool id (known: {known})"
+                    ),
+                }
+            };
+            if tools.contains(&tool) {
+                bail!("tools.enabled: `{name}` is listed twice");
+            }
+            tools.push(tool);
         }
-        enabled
-            .iter()
-            .map(|name| {
-                CoreTool::ALL
-                    .iter()
-                    .copied()
-                    .find(|t| t.id() == name)
-                    .ok_or_else(|| {
-                        let known: Vec<_> = CoreTool::ALL.iter().map(|t| t.id()).collect();
-                        anyhow::anyhow!(
-                            "tools.enabled: unknown tool `{name}` (known: {})",
-                            known.join(", ")
-                        )
-                    })
-            })
-            .collect()
+        Ok(tools)
     }
 
     /// What the workspace capability is built from: `tools.workspace` and
@@ -1685,6 +1686,49 @@ mod tests {
             };
             assert_eq!(overrides.trace_redacted_results, expected, "{args:?}");
         }
+    }
+
+    /// A `tools.enabled` entry that is no tool id (a secret pasted in the list, say) is named
+    /// by its position and the rule it breaks, never quoted, as a policy's `allowed_tools`
+    /// entry is; a well-formed id that is no core tool is named (the operator's own text, a
+    /// typo to fix), and so is a core tool listed twice.
+    #[test]
+    fn a_tools_enabled_entry_that_is_no_tool_id_is_named_by_its_place() {
+        let error = |text: &str| {
+            let settings = Settings::from_toml_str(text).unwrap();
+            settings.core_tools().unwrap_err().to_string()
+        };
+        for (text, expected) in [
+            (
+                "[tools]\nenabled = [\"core__get_current_time\", \"sk-live SECRET\"]\n",
+                "tools.enabled: entry 2 is not a valid tool id: only [a-zA-Z0-9_-] are allowed",
+            ),
+            (
+                "[tools]\nenabled = [\"sk-live SECRET\", \"sk-live SECRET\"]\n",
+                "tools.enabled: entry 1 is not a valid tool id: only [a-zA-Z0-9_-] are allowed",
+            ),
+            (
+                "[tools]\nenabled = [\"SECRETabc123\"]\n",
+                "tools.enabled: entry 1 is not a valid tool id: the namespace must be core__ or \
+                 mcp__<server>__",
+            ),
+        ] {
+            let error = error(text);
+            assert!(!error.contains("SECRET"), "{text:?}: {error}");
+            assert!(error.starts_with(expected), "{text:?}: {error}");
+            assert!(
+                error.contains("(known: core__get_current_time, "),
+                "{error}"
+            );
+        }
+        assert!(
+            error("[tools]\nenabled = [\"core__teleport\"]\n")
+                .starts_with("tools.enabled: unknown tool `core__teleport` (known: ")
+        );
+        assert_eq!(
+            error("[tools]\nenabled = [\"core__workspace_read\", \"core__workspace_read\"]\n"),
+            "tools.enabled: `core__workspace_read` is listed twice"
+        );
     }
 
     /// No `Debug` of the settings or the overrides shows the token.
