@@ -915,9 +915,31 @@ impl Settings {
     /// [`Settings::workspace_config`]. A workspace that cannot be used is an error naming
     /// `tools.workspace`. What `cogni serve`, `cogni chat` and `cogni tools call` bind their
     /// tools to.
+    ///
+    /// A workspace that is `data_dir` or lies inside it is refused naming both: the data folder
+    /// is kept out of the tools' reach only where it lies inside the workspace, so the tools
+    /// would see its blobs (other conversations' threads and runs), or, were it the workspace
+    /// itself, every call would be refused.
     pub fn capabilities(&self) -> anyhow::Result<crate::ToolCapabilities> {
-        crate::compose::capabilities_reserving(&self.workspace_config(), &self.reserved_paths())
-            .context("tools.workspace")
+        let caps = crate::compose::capabilities_reserving(
+            &self.workspace_config(),
+            &self.reserved_paths(),
+        )
+        .context("tools.workspace")?;
+        // A data folder not made yet holds no folder, the workspace's least of all.
+        if let Some(data_dir) = &self.data_dir
+            && let Ok(data) = std::fs::canonicalize(data_dir)
+            && let Ok(root) = std::fs::canonicalize(&self.tools.workspace)
+            && is_within(&root, &data)
+        {
+            bail!(
+                "tools.workspace: {} is the data folder (data_dir {}) or inside it, which holds \
+                 other conversations' threads and runs: give the tools a folder outside it",
+                self.tools.workspace.display(),
+                data_dir.display()
+            );
+        }
+        Ok(caps)
     }
 
     /// The policy: inline, from its file, or the built-in default. Both an inline policy and a
@@ -936,6 +958,18 @@ impl Settings {
         }
         Ok(ToolPolicy::from_toml_str(DEFAULT_POLICY_TOML)?)
     }
+}
+
+/// Whether `path` is `folder` or lies inside it (both resolved), their names compared ignoring
+/// ASCII case, as the workspace compares the paths it keeps out of reach, since a file system
+/// that ignores case opens `DATA` as `data`.
+fn is_within(path: &Path, folder: &Path) -> bool {
+    let mut names = path.components();
+    folder.components().all(|name| {
+        names
+            .next()
+            .is_some_and(|own| own.as_os_str().eq_ignore_ascii_case(name.as_os_str()))
+    })
 }
 
 /// The authority of an `http(s)` URL given without its `scheme://`: what comes before the path,
@@ -974,6 +1008,7 @@ fn carries_credentials(rest: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use std::net::SocketAddr;
+    use std::path::Path;
 
     use super::{Overrides, Settings};
     use crate::ServerToken;
@@ -1626,6 +1661,62 @@ mod tests {
         let names: Vec<_> = listed.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(names, ["notes.txt"]);
         assert_eq!(caps.workspace.read("notes.txt").await.unwrap(), "hi");
+    }
+
+    /// A workspace that is the data folder, or a folder inside it, is refused naming both keys:
+    /// the data folder is kept out of the tools' reach only where it lies inside the
+    /// workspace, so a workspace inside it would show the tools its blobs (other
+    /// conversations), and one that is it would refuse every call. A workspace beside it, or
+    /// holding it, is bound.
+    #[test]
+    fn a_workspace_in_the_data_folder_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("data");
+        std::fs::create_dir_all(data.join("blobs/ab")).unwrap();
+        std::fs::write(data.join("blobs/ab/cd"), "another conversation").unwrap();
+        std::fs::create_dir(root.path().join("notes")).unwrap();
+        let settings = |workspace: &Path, data_dir: &Path| {
+            let mut settings = Settings::default();
+            settings.tools.workspace = workspace.to_path_buf();
+            settings.data_dir = Some(data_dir.to_path_buf());
+            settings
+        };
+        for workspace in [
+            data.clone(),
+            data.join("blobs"),
+            data.join("blobs/../blobs/ab"),
+        ] {
+            let error = format!(
+                "{:#}",
+                settings(&workspace, &data).capabilities().unwrap_err()
+            );
+            assert!(
+                error.starts_with("tools.workspace: ")
+                    && error.contains("data_dir")
+                    && error.contains("outside it"),
+                "{}: {error}",
+                workspace.display()
+            );
+        }
+        // Named in another ASCII case, as a file system that ignores case would open it.
+        let upper = root.path().join("DATA");
+        if std::fs::metadata(&upper).is_ok() {
+            assert!(
+                settings(&data.join("blobs"), &upper)
+                    .capabilities()
+                    .is_err()
+            );
+        }
+        for workspace in [root.path().to_path_buf(), root.path().join("notes")] {
+            settings(&workspace, &data).capabilities().unwrap();
+        }
+        // A data folder not made yet holds no folder: nothing to refuse.
+        settings(
+            &root.path().join("notes"),
+            &root.path().join("notes/new-data"),
+        )
+        .capabilities()
+        .unwrap();
     }
 
     /// `tools.trace_redacted_results` is off unless the config file, `COGNI_TRACE_REDACTED_RESULTS`

@@ -534,6 +534,8 @@ fn tools_call_warnings_show_no_control_characters() {
 fn tools_stats_reports_what_earlier_calls_recorded() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().to_str().unwrap();
+    // A workspace of its own: one that is the data folder is refused.
+    let workspace = tempfile::tempdir().unwrap();
     for _ in 0..2 {
         let ok = cogni(&[
             "tools",
@@ -551,7 +553,7 @@ fn tools_stats_reports_what_earlier_calls_recorded() {
         "--args",
         r#"{"path":"missing.txt"}"#,
         "--workspace",
-        data,
+        workspace.path().to_str().unwrap(),
         "--data-dir",
         data,
     ]);
