@@ -72,6 +72,21 @@ fn decision(id: &str, approved: bool, hash: &str) -> ApprovalDecision {
     }
 }
 
+/// A decision approving each call `events` asked approval for, in the order asked.
+fn approve_all(events: &[AiEvent]) -> Vec<ApprovalDecision> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::ApprovalRequired {
+                tool_call_id,
+                args_hash,
+                ..
+            } => Some(decision(tool_call_id.as_str(), true, args_hash)),
+            _ => None,
+        })
+        .collect()
+}
+
 fn answers(state: &AgentState) -> Vec<String> {
     state
         .messages()
@@ -684,18 +699,7 @@ async fn resume_thread_resumes_a_stored_pause_and_saves_it() {
         .await
         .unwrap();
     assert_eq!(done_reason(&f.events()), "awaiting_approval");
-    let decisions: Vec<ApprovalDecision> = f
-        .events()
-        .iter()
-        .filter_map(|e| match e {
-            AiEvent::ApprovalRequired {
-                tool_call_id,
-                args_hash,
-                ..
-            } => Some(decision(tool_call_id.as_str(), true, args_hash)),
-            _ => None,
-        })
-        .collect();
+    let decisions = approve_all(&f.events());
     assert_eq!(decisions.len(), 2);
     assert_eq!(
         store.load(&thread).await.unwrap(),
@@ -882,18 +886,7 @@ async fn an_approved_call_runs_once_though_the_save_after_it_fails() {
         )
         .await
         .unwrap();
-    let decisions: Vec<ApprovalDecision> = f
-        .events()
-        .iter()
-        .filter_map(|e| match e {
-            AiEvent::ApprovalRequired {
-                tool_call_id,
-                args_hash,
-                ..
-            } => Some(decision(tool_call_id.as_str(), true, args_hash)),
-            _ => None,
-        })
-        .collect();
+    let decisions = approve_all(&f.events());
     assert_eq!(decisions.len(), 1);
 
     let failed = run(decisions.clone()).await;
