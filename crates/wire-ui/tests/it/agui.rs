@@ -902,6 +902,22 @@ fn a_paused_run_s_interrupts_are_the_calls_still_waiting() {
     assert_eq!(waiting, ["call_2"], "{out:?}");
 }
 
+/// The frames `pushed` holds when the event pushed reuses no call; when it does (`reused`), none,
+/// the push refused as a `ReusedCallId` naming `call_1`.
+fn taken_unless_reused<T: std::fmt::Debug>(
+    pushed: Result<Vec<T>, wire_ui::ReusedCallId>,
+    reused: bool,
+) -> Vec<T> {
+    match pushed {
+        Ok(frames) if !reused => frames,
+        Err(e) if reused && e.tool_call_id().as_str() == "call_1" => {
+            assert!(e.to_string().contains("tool call call_1"), "{e}");
+            Vec::new()
+        }
+        other => panic!("reused: {reused}, pushed: {other:?}"),
+    }
+}
+
 /// A call's result is its last word. Events that name it again once it is answered (its id
 /// reused: a second start, arguments, a result, an approval request) send nothing, so no stream
 /// answers one call twice, nor asks to approve a call it answered: the client would keep two
@@ -961,19 +977,6 @@ fn a_call_answered_is_never_answered_again() {
         ),
     ];
     // Each event of `again` is refused, naming the call; every other event is taken.
-    fn dropped<T: std::fmt::Debug>(
-        pushed: Result<Vec<T>, wire_ui::ReusedCallId>,
-        reused: bool,
-    ) -> Vec<T> {
-        match pushed {
-            Ok(frames) if !reused => frames,
-            Err(e) if reused && e.tool_call_id().as_str() == "call_1" => {
-                assert!(e.to_string().contains("tool call call_1"), "{e}");
-                Vec::new()
-            }
-            other => panic!("reused: {reused}, pushed: {other:?}"),
-        }
-    }
     for (events, reason) in again {
         let end = AiEvent::Done { reason };
         let all: Vec<(&AiEvent, bool)> = (answered.iter().map(|e| (e, false)))
@@ -983,7 +986,7 @@ fn a_call_answered_is_never_answered_again() {
         let mut t = Translator::new("thread-1", "run-1");
         let mut out = t.start();
         for (event, reused) in &all {
-            out.extend(dropped(t.push(event), *reused));
+            out.extend(taken_unless_reused(t.push(event), *reused));
         }
         verify(&out).unwrap();
         let results = tool_results(&out);
@@ -1000,7 +1003,7 @@ fn a_call_answered_is_never_answered_again() {
         let mut t = wire_ui::ai_sdk::Translator::new("run-1", wire_ui::ai_sdk::Client::Ai6);
         let mut chunks = t.start();
         for (event, reused) in &all {
-            chunks.extend(dropped(t.push(event), *reused));
+            chunks.extend(taken_unless_reused(t.push(event), *reused));
         }
         crate::ai_sdk::verify(&chunks).unwrap();
         let chunks: Vec<serde_json::Value> = chunks
@@ -1087,24 +1090,11 @@ fn a_call_started_again_while_open_is_refused() {
             (done, false),
         ],
     ];
-    fn taken<T: std::fmt::Debug>(
-        pushed: Result<Vec<T>, wire_ui::ReusedCallId>,
-        reused: bool,
-    ) -> Vec<T> {
-        match pushed {
-            Ok(frames) if !reused => frames,
-            Err(e) if reused && e.tool_call_id().as_str() == "call_1" => {
-                assert!(e.to_string().contains("tool call call_1"), "{e}");
-                Vec::new()
-            }
-            other => panic!("reused: {reused}, pushed: {other:?}"),
-        }
-    }
     for run in runs {
         let mut t = Translator::new("thread-1", "run-1");
         let mut out = t.start();
         for (event, reused) in &run {
-            out.extend(taken(t.push(event), *reused));
+            out.extend(taken_unless_reused(t.push(event), *reused));
         }
         verify(&out).unwrap();
         assert_eq!(tool_results(&out), ["1"], "{out:?}");
@@ -1125,7 +1115,7 @@ fn a_call_started_again_while_open_is_refused() {
         let mut t = wire_ui::ai_sdk::Translator::new("run-1", wire_ui::ai_sdk::Client::Ai6);
         let mut chunks = t.start();
         for (event, reused) in &run {
-            chunks.extend(taken(t.push(event), *reused));
+            chunks.extend(taken_unless_reused(t.push(event), *reused));
         }
         crate::ai_sdk::verify(&chunks).unwrap();
         let chunks: Vec<serde_json::Value> = chunks
