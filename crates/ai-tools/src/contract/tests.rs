@@ -37,6 +37,21 @@ impl<I: serde::de::DeserializeOwned + Serialize + JsonSchema + Send + Sync + 'st
     }
 }
 
+/// Asserts that `schema` accepts each of `cases` exactly when serde reads it as a `T`.
+fn assert_accepts_what_serde_accepts<T: serde::de::DeserializeOwned>(
+    schema: &serde_json::Value,
+    cases: impl IntoIterator<Item = serde_json::Value>,
+) {
+    let validator = jsonschema::draft7::new(schema).unwrap();
+    for args in cases {
+        assert_eq!(
+            validator.is_valid(&args),
+            serde_json::from_value::<T>(args.clone()).is_ok(),
+            "{args}"
+        );
+    }
+}
+
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct Plain {
@@ -274,20 +289,14 @@ fn a_struct_without_fields_declares_no_properties() {
             "NoArgsOrNull": {"type": ["object", "null"], "properties": {}},
         })
     );
-    let validator = jsonschema::draft7::new(&schema).unwrap();
-    for args in [
+    let cases = [
         serde_json::json!({"empty": {}, "many": [{}]}),
         serde_json::json!({"empty": {"extra": 1}, "maybe": {"extra": 2}, "many": []}),
         serde_json::json!({"empty": {}, "maybe": null, "many": [{}, {"x": 1}]}),
         serde_json::json!({"empty": "", "many": []}),
         serde_json::json!({"empty": {}, "maybe": 1, "many": []}),
-    ] {
-        assert_eq!(
-            validator.is_valid(&args),
-            serde_json::from_value::<HoldsEmpty>(args.clone()).is_ok(),
-            "{args}"
-        );
-    }
+    ];
+    assert_accepts_what_serde_accepts::<HoldsEmpty>(&schema, cases);
 }
 
 /// A struct field of an input type.
@@ -356,8 +365,7 @@ fn optional_structs_and_enums_and_documented_enums_fit_the_subset() {
         serde_json::json!({"$ref": "#/definitions/UnitOrNull",
             "description": "Length unit, if not metres."})
     );
-    let validator = jsonschema::draft7::new(schema).unwrap();
-    for args in [
+    let cases = [
         serde_json::json!({"unit": "metre", "points": []}),
         serde_json::json!({"unit": "foot", "points": [null, {"x": 1}], "at": null,
             "color": null, "other_unit": null}),
@@ -369,13 +377,8 @@ fn optional_structs_and_enums_and_documented_enums_fit_the_subset() {
         serde_json::json!({"unit": "metre", "points": [], "color": "green"}),
         serde_json::json!({"unit": "metre", "points": [], "other_unit": "inch"}),
         serde_json::json!({"unit": "metre", "points": [{"x": 256}]}),
-    ] {
-        assert_eq!(
-            validator.is_valid(&args),
-            serde_json::from_value::<Optionals>(args.clone()).is_ok(),
-            "{args}"
-        );
-    }
+    ];
+    assert_accepts_what_serde_accepts::<Optionals>(schema, cases);
 }
 
 /// A unit enum with docs on some of its variants.
@@ -414,21 +417,15 @@ fn a_unit_enum_with_some_variants_documented_fits_the_subset() {
                 "type": ["string", "null"]},
         })
     );
-    let validator = jsonschema::draft7::new(schema).unwrap();
-    for args in [
+    let cases = [
         serde_json::json!({"speed": "slow"}),
         serde_json::json!({"speed": "fast", "fallback": "normal"}),
         serde_json::json!({"speed": "normal", "fallback": null}),
         serde_json::json!({"speed": "faster"}),
         serde_json::json!({"speed": null}),
         serde_json::json!({"speed": "slow", "fallback": "Slow"}),
-    ] {
-        assert_eq!(
-            validator.is_valid(&args),
-            serde_json::from_value::<WithSpeed>(args.clone()).is_ok(),
-            "{args}"
-        );
-    }
+    ];
+    assert_accepts_what_serde_accepts::<WithSpeed>(schema, cases);
 }
 
 /// A unit enum whose variants carry what else a variant's attributes give its schema: a
@@ -478,20 +475,14 @@ fn a_unit_enum_with_titled_or_deprecated_variants_fits_the_subset() {
             "type": "string",
         })
     );
-    let validator = jsonschema::draft7::new(schema).unwrap();
-    for args in [
+    let cases = [
         serde_json::json!({"mode": "quick"}),
         serde_json::json!({"mode": "legacy"}),
         serde_json::json!({"mode": "dry_run"}),
         serde_json::json!({"mode": "normal"}),
         serde_json::json!({"mode": "Quick"}),
-    ] {
-        assert_eq!(
-            validator.is_valid(&args),
-            serde_json::from_value::<WithMode>(args.clone()).is_ok(),
-            "{args}"
-        );
-    }
+    ];
+    assert_accepts_what_serde_accepts::<WithMode>(schema, cases);
 }
 
 #[derive(Deserialize, Serialize, JsonSchema)]
@@ -521,21 +512,15 @@ fn a_documented_field_of_a_defined_type_fits_the_subset() {
         schema["properties"]["unit"],
         serde_json::json!({"$ref": "#/definitions/Unit", "description": "How to measure."})
     );
-    let validator = jsonschema::draft7::new(schema).unwrap();
-    for args in [
+    let cases = [
         serde_json::json!({"at": {"x": 1}, "unit": "metre"}),
         serde_json::json!({"at": {"x": 1}, "unit": "foot", "back": {"x": 2}}),
         serde_json::json!({"at": {"x": 256}, "unit": "metre"}),
         serde_json::json!({"at": {}, "unit": "metre"}),
         serde_json::json!({"at": null, "unit": "metre"}),
         serde_json::json!({"at": {"x": 1}, "unit": "inch"}),
-    ] {
-        assert_eq!(
-            validator.is_valid(&args),
-            serde_json::from_value::<Documented>(args.clone()).is_ok(),
-            "{args}"
-        );
-    }
+    ];
+    assert_accepts_what_serde_accepts::<Documented>(schema, cases);
 }
 
 /// A newtype of a struct: schemars defines it as a `$ref` to the struct's definition.
@@ -604,8 +589,7 @@ fn an_optional_newtype_of_a_struct_or_enum_fits_the_subset() {
         schema["definitions"]["WrappedOrNull"]["description"],
         "A bare point, wrapped."
     );
-    let validator = jsonschema::draft7::new(schema).unwrap();
-    for args in [
+    let cases = [
         serde_json::json!({"points": []}),
         serde_json::json!({"start": null, "measure": null, "points": [null]}),
         serde_json::json!({"start": {"x": 1}, "measure": "foot", "points": [{"x": 2}, null]}),
@@ -616,13 +600,8 @@ fn an_optional_newtype_of_a_struct_or_enum_fits_the_subset() {
         serde_json::json!({"wrapped": {"z": 1}, "points": []}),
         serde_json::json!({"wrapped": {"x": 1}, "points": []}),
         serde_json::json!({"wrapped": null, "points": []}),
-    ] {
-        assert_eq!(
-            validator.is_valid(&args),
-            serde_json::from_value::<OptionalNewtypes>(args.clone()).is_ok(),
-            "{args}"
-        );
-    }
+    ];
+    assert_accepts_what_serde_accepts::<OptionalNewtypes>(schema, cases);
 }
 
 /// A newtype of a newtype, each with a doc comment.
@@ -738,20 +717,14 @@ fn definitions_named_with_escaped_characters_are_renamed_and_kept() {
         schema["properties"]["optional"]["$ref"],
         "#/definitions/Boxed_Point_OrNull"
     );
-    let validator = jsonschema::draft7::new(schema).unwrap();
-    for args in [
+    let cases = [
         serde_json::json!({"required": {"value": {"x": 1}}}),
         serde_json::json!({"required": {"value": {"x": 1}}, "optional": null}),
         serde_json::json!({"required": {"value": {"x": 1}}, "optional": {"value": {"x": 2}}}),
         serde_json::json!({"required": {"value": {}}}),
         serde_json::json!({"required": {"value": {"x": 1}}, "optional": {"value": null}}),
-    ] {
-        assert_eq!(
-            validator.is_valid(&args),
-            serde_json::from_value::<WithBoxed>(args.clone()).is_ok(),
-            "{args}"
-        );
-    }
+    ];
+    assert_accepts_what_serde_accepts::<WithBoxed>(schema, cases);
 }
 
 /// A type of the input whose name is the one the `Option` rewrite would give `Point`'s copy.
@@ -778,20 +751,14 @@ fn an_option_is_rewritten_even_when_its_ornull_name_is_taken() {
         schema["properties"]["at"]["$ref"],
         "#/definitions/PointOrNull2"
     );
-    let validator = jsonschema::draft7::new(schema).unwrap();
-    for args in [
+    let cases = [
         serde_json::json!({"clash": {"y": 1}}),
         serde_json::json!({"clash": {"y": 1}, "at": null}),
         serde_json::json!({"clash": {"y": 1}, "at": {"x": 2}}),
         serde_json::json!({"clash": {"y": 1}, "at": {"y": 2}}),
         serde_json::json!({"clash": null, "at": {"x": 2}}),
-    ] {
-        assert_eq!(
-            validator.is_valid(&args),
-            serde_json::from_value::<NameClash>(args.clone()).is_ok(),
-            "{args}"
-        );
-    }
+    ];
+    assert_accepts_what_serde_accepts::<NameClash>(schema, cases);
 }
 
 /// A linked list: the root type refers to itself through an `Option`.
@@ -832,8 +799,7 @@ fn a_root_type_that_refers_to_itself_fits_the_subset() {
         schema["properties"]
     );
     assert!(!serde_json::to_string(schema).unwrap().contains(r##""#""##));
-    let validator = jsonschema::draft7::new(schema).unwrap();
-    for args in [
+    let cases = [
         serde_json::json!({"name": "a", "children": []}),
         serde_json::json!({"name": "a", "children": [], "next": null}),
         serde_json::json!({"name": "a", "children": [], "next": {"name": "b", "children": []}}),
@@ -847,13 +813,8 @@ fn a_root_type_that_refers_to_itself_fits_the_subset() {
             "at": {"x": 300}}}),
         serde_json::json!(null),
         serde_json::json!({"name": "a", "children": [], "next": "b"}),
-    ] {
-        assert_eq!(
-            validator.is_valid(&args),
-            serde_json::from_value::<Node>(args.clone()).is_ok(),
-            "{args}"
-        );
-    }
+    ];
+    assert_accepts_what_serde_accepts::<Node>(schema, cases);
 }
 
 /// Types named `Filter` in two modules, and in one of them a third that serde names `Filter`
