@@ -685,19 +685,7 @@ async fn resume_thread_resumes_a_stored_pause_and_saves_it() {
     let store = graph::InMemoryThreadStore::default();
     let thread = ai_core::ThreadId::new("t").unwrap();
     let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
-    let paused = f
-        .agent
-        .run_thread(
-            &store,
-            &thread,
-            "go".into(),
-            &f.ctx,
-            &f.catalog,
-            &sink,
-            &f.cancel,
-        )
-        .await
-        .unwrap();
+    let paused = f.run_thread(&store, &thread, "go", &sink).await.unwrap();
     assert_eq!(done_reason(&f.events()), "awaiting_approval");
     let decisions = approve_all(&f.events());
     assert_eq!(decisions.len(), 2);
@@ -874,18 +862,7 @@ async fn an_approved_call_runs_once_though_the_save_after_it_fails() {
             &store, &thread, decisions, &f.ctx, &f.catalog, &sink, &f.cancel,
         )
     };
-    f.agent
-        .run_thread(
-            &store,
-            &thread,
-            "go".into(),
-            &f.ctx,
-            &f.catalog,
-            &sink,
-            &f.cancel,
-        )
-        .await
-        .unwrap();
+    f.run_thread(&store, &thread, "go", &sink).await.unwrap();
     let decisions = approve_all(&f.events());
     assert_eq!(decisions.len(), 1);
 

@@ -475,18 +475,7 @@ async fn threads_keep_state_and_a_next_turn_sends_only_the_new_message() {
     let thread = ThreadId::new("thread-1").unwrap();
     let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
     for message in ["one", "two"] {
-        f.agent
-            .run_thread(
-                &store,
-                &thread,
-                message.into(),
-                &f.ctx,
-                &f.catalog,
-                &sink,
-                &f.cancel,
-            )
-            .await
-            .unwrap();
+        f.run_thread(&store, &thread, message, &sink).await.unwrap();
     }
     let requests = f.model.requests.lock().unwrap();
     let last = &requests[2].messages;
@@ -541,19 +530,7 @@ async fn a_call_id_repeated_in_a_later_turn_runs_under_a_fresh_id() {
     let mut ids = Vec::new();
     for message in ["one", "two", "three"] {
         f.events.lock().unwrap().clear();
-        let state = f
-            .agent
-            .run_thread(
-                &store,
-                &thread,
-                message.into(),
-                &f.ctx,
-                &f.catalog,
-                &sink,
-                &f.cancel,
-            )
-            .await
-            .unwrap();
+        let state = f.run_thread(&store, &thread, message, &sink).await.unwrap();
         let events = f.events();
         check_invariants(&events, &state).unwrap_or_else(|e| panic!("turn {message:?}: {e}"));
         assert_eq!(done_reason(&events), "stop", "turn {message:?}");
@@ -767,18 +744,7 @@ async fn run_thread_reports_a_turn_it_could_not_save_as_an_error() {
     let f = Fixture::new(vec![text("hello")], AgentConfig::default());
     let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
     let thread = ThreadId::new("t").unwrap();
-    let result = f
-        .agent
-        .run_thread(
-            &SaveFails,
-            &thread,
-            "hi".into(),
-            &f.ctx,
-            &f.catalog,
-            &sink,
-            &f.cancel,
-        )
-        .await;
+    let result = f.run_thread(&SaveFails, &thread, "hi", &sink).await;
     let error = result.unwrap_err();
     assert_eq!(
         error.to_string(),
@@ -835,16 +801,7 @@ async fn run_thread_reports_a_store_that_panics_as_a_store_error() {
         let thread = ThreadId::new("t").unwrap();
         let store = StorePanics { on_load };
         let error = f
-            .agent
-            .run_thread(
-                &store,
-                &thread,
-                "hi".into(),
-                &f.ctx,
-                &f.catalog,
-                &sink,
-                &f.cancel,
-            )
+            .run_thread(&store, &thread, "hi", &sink)
             .await
             .unwrap_err();
         let message =
@@ -879,16 +836,7 @@ async fn an_unreadable_saved_thread_is_named_without_quoting_it() {
     store.save(&thread, &saved).await.unwrap();
     let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
     let error = f
-        .agent
-        .run_thread(
-            &store,
-            &thread,
-            "hi".into(),
-            &f.ctx,
-            &f.catalog,
-            &sink,
-            &f.cancel,
-        )
+        .run_thread(&store, &thread, "hi", &sink)
         .await
         .unwrap_err();
     assert!(!error.to_string().contains("private"), "{error}");
@@ -1335,18 +1283,7 @@ async fn a_user_message_without_text_is_refused_and_records_nothing() {
     let thread = ThreadId::new("t").unwrap();
     let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
     f.events.lock().unwrap().clear();
-    let refused = f
-        .agent
-        .run_thread(
-            &store,
-            &thread,
-            " ".into(),
-            &f.ctx,
-            &f.catalog,
-            &sink,
-            &f.cancel,
-        )
-        .await;
+    let refused = f.run_thread(&store, &thread, " ", &sink).await;
     assert!(
         matches!(&refused, Err(graph::GraphError::EmptyUserMessage { thread }) if thread == "t"),
         "{refused:?}"
@@ -1592,15 +1529,7 @@ fn a_runtime_without_timers_is_refused_up_front() {
     let thread = ThreadId::new("t").unwrap();
     let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
     f.events.lock().unwrap().clear();
-    let refused = runtime.block_on(f.agent.run_thread(
-        &store,
-        &thread,
-        "go".into(),
-        &f.ctx,
-        &f.catalog,
-        &sink,
-        &f.cancel,
-    ));
+    let refused = runtime.block_on(f.run_thread(&store, &thread, "go", &sink));
     assert!(
         matches!(&refused, Err(graph::GraphError::NoTimeDriver { thread }) if thread == "t"),
         "{refused:?}"
@@ -1798,18 +1727,7 @@ async fn a_sink_that_panics_on_an_event_of_the_loops_own_ends_the_run_cleanly() 
         let thread = ThreadId::new("t").unwrap();
         let panicked = std::sync::atomic::AtomicBool::new(false);
         let sink = f.sink_breaking_once(|e| (case.on)(e), false, &panicked);
-        let ran = f
-            .agent
-            .run_thread(
-                &store,
-                &thread,
-                "go".into(),
-                &f.ctx,
-                &f.catalog,
-                &sink,
-                &f.cancel,
-            )
-            .await;
+        let ran = f.run_thread(&store, &thread, "go", &sink).await;
         assert!(panicked.load(std::sync::atomic::Ordering::SeqCst), "{name}");
         let state = ran.unwrap_or_else(|e| panic!("{name}: {e}"));
         let events = f.events();
@@ -1920,16 +1838,7 @@ async fn a_cancelled_run_whose_sink_panics_ends_cancelled() {
         let panicked = std::sync::atomic::AtomicBool::new(false);
         let sink = f.sink_breaking_once(on, true, &panicked);
         let state = f
-            .agent
-            .run_thread(
-                &store,
-                &thread,
-                "go".into(),
-                &f.ctx,
-                &f.catalog,
-                &sink,
-                &f.cancel,
-            )
+            .run_thread(&store, &thread, "go", &sink)
             .await
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(panicked.load(std::sync::atomic::Ordering::SeqCst), "{name}");
@@ -1981,18 +1890,7 @@ async fn a_sink_that_panics_on_a_refusal_still_gets_its_done() {
             panic!("the app's sink broke");
         }
     };
-    let refused = f
-        .agent
-        .run_thread(
-            &store,
-            &thread,
-            "  ".into(),
-            &f.ctx,
-            &f.catalog,
-            &sink,
-            &f.cancel,
-        )
-        .await;
+    let refused = f.run_thread(&store, &thread, "  ", &sink).await;
     assert!(
         matches!(&refused, Err(graph::GraphError::EmptyUserMessage { .. })),
         "{refused:?}"
@@ -2062,16 +1960,7 @@ async fn a_port_that_panics_before_its_future_is_contained_too() {
     let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
     let thread = ThreadId::new("t").unwrap();
     let error = f
-        .agent
-        .run_thread(
-            &PanicsBeforeItsFuture,
-            &thread,
-            "hi".into(),
-            &f.ctx,
-            &f.catalog,
-            &sink,
-            &f.cancel,
-        )
+        .run_thread(&PanicsBeforeItsFuture, &thread, "hi", &sink)
         .await
         .unwrap_err();
     assert_eq!(
@@ -2146,17 +2035,7 @@ async fn a_cancel_ends_a_load_the_store_never_answers() {
                     )
                     .await
             } else {
-                f.agent
-                    .run_thread(
-                        &store,
-                        &thread,
-                        "hi".into(),
-                        &f.ctx,
-                        &f.catalog,
-                        &sink,
-                        &f.cancel,
-                    )
-                    .await
+                f.run_thread(&store, &thread, "hi", &sink).await
             }
         };
         let cancel = async {
@@ -2199,15 +2078,7 @@ async fn a_cancel_does_not_abandon_a_save_under_way() {
     let thread = ThreadId::new("t").unwrap();
     let store = StallsOnSave(Stalls::default());
     let stop = f.cancel.clone();
-    let run = f.agent.run_thread(
-        &store,
-        &thread,
-        "hi".into(),
-        &f.ctx,
-        &f.catalog,
-        &sink,
-        &f.cancel,
-    );
+    let run = f.run_thread(&store, &thread, "hi", &sink);
     let cancel_then_release = async {
         store.0.saving.notified().await;
         stop.cancel();
@@ -2257,16 +2128,7 @@ async fn a_failed_run_whose_save_fails_shows_both_errors_and_one_done() {
     let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
     let thread = ThreadId::new("t").unwrap();
     let error = f
-        .agent
-        .run_thread(
-            &SaveFails,
-            &thread,
-            "hi".into(),
-            &f.ctx,
-            &f.catalog,
-            &sink,
-            &f.cancel,
-        )
+        .run_thread(&SaveFails, &thread, "hi", &sink)
         .await
         .unwrap_err();
     let events = f.events();

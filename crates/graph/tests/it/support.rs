@@ -8,11 +8,12 @@ use std::time::Duration;
 use ai_core::{
     AiEvent, CancellationToken, Capabilities, Clock, CompletionDelta, CompletionError,
     CompletionPort, DeltaSink, EventSink, ExecPermit, FinishReason, LlmCompletion, LlmRequest,
-    LlmToolCall, Message, RunContext, StaticToolSource, ToolCallId, ToolCatalog, ToolEffect,
-    ToolError, ToolInvocationContext, ToolPolicy, ToolRunner, validate_history,
+    LlmToolCall, Message, RunContext, StaticToolSource, ThreadId, ThreadStore, ToolCallId,
+    ToolCatalog, ToolEffect, ToolError, ToolInvocationContext, ToolPolicy, ToolRunner,
+    validate_history,
 };
 use ai_tools::{ToolContract, bind};
-use graph::{Agent, AgentConfig, AgentState};
+use graph::{Agent, AgentConfig, AgentState, GraphError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -234,6 +235,27 @@ impl Fixture {
                 &self.cancel,
             )
             .await
+    }
+
+    /// Runs the fixture's agent on thread `thread` of `store`, with `message`, under the
+    /// fixture's context, catalog and token, into `sink`.
+    pub(crate) async fn run_thread(
+        &self,
+        store: &dyn ThreadStore,
+        thread: &ThreadId,
+        message: &str,
+        sink: &dyn EventSink,
+    ) -> Result<AgentState, GraphError> {
+        (self.agent.run_thread(
+            store,
+            thread,
+            message.into(),
+            &self.ctx,
+            &self.catalog,
+            sink,
+            &self.cancel,
+        ))
+        .await
     }
 
     /// Runs `agent`, one a test built over a model or runner of its own, from a new state on
