@@ -241,7 +241,7 @@ pub enum ToolsCommand {
 
 /// The `COGNI_*` variables clap may refuse (empty, or a value its parser does not read): the
 /// flag each one stands for, and what it should hold instead.
-const CHECKED_VARIABLES: [(&str, &str, &str); 15] = [
+const CHECKED_VARIABLES: [(&str, &str, &str); 16] = [
     ("--config", "COGNI_CONFIG", "a path"),
     (
         "--llm-base-url",
@@ -250,6 +250,7 @@ const CHECKED_VARIABLES: [(&str, &str, &str); 15] = [
     ),
     ("--llm-model", "COGNI_LLM_MODEL", "a model name"),
     ("--listen", "COGNI_LISTEN", "an address like 127.0.0.1:8787"),
+    ("--server-token", "COGNI_SERVER_TOKEN", "a token"),
     ("--policy", "COGNI_POLICY", "a path"),
     ("--workspace", "COGNI_WORKSPACE", "a path"),
     ("--data-dir", "COGNI_DATA_DIR", "a path"),
@@ -296,7 +297,9 @@ const CHECKED_VARIABLES: [(&str, &str, &str); 15] = [
 /// in three lines. An empty variable (`export COGNI_DATA_DIR=`,
 /// `COGNI_LLM_REQUEST_TIMEOUT_MS=`) is refused rather than read as unset, since it is more likely
 /// a broken script than a wish for the default (an empty `COGNI_LLM_API_KEY` alone means "no
-/// key": local servers need none). A value clap does not read (`COGNI_WORKSPACE_HIDDEN=maybe`,
+/// key": local servers need none). So is a blank `COGNI_SERVER_TOKEN`, the error saying to unset
+/// it to serve without a token: a `"$(cat tokenfile)"` whose file is missing must not serve
+/// without one. A value clap does not read (`COGNI_WORKSPACE_HIDDEN=maybe`,
 /// `COGNI_LLM_WIRE=grpc`) is not quoted. `None` when the flag is on the command line before any
 /// `--` (clap's own error names it then) or the error is of another kind. A variable that is
 /// not UTF-8 text, which clap refuses naming nothing, is named when the command reads it and
@@ -326,6 +329,13 @@ pub fn variable_error(error: &clap::Error) -> Option<String> {
     // The composition root is where the environment is read.
     #[allow(clippy::disallowed_methods)]
     let value = std::env::var_os(variable)?;
+    if *variable == "COGNI_SERVER_TOKEN" {
+        // Its parser refuses only a blank token; unset is how to serve without one.
+        let blank = if value.is_empty() { "empty" } else { "blank" };
+        return Some(format!(
+            "{variable} is set but {blank}: unset it to serve without a token, or give it one"
+        ));
+    }
     Some(if value.is_empty() {
         format!("{variable} is set but empty: unset it or give it {wanted}")
     } else {

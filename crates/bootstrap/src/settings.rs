@@ -488,9 +488,14 @@ fn parse_secret(raw: &str) -> Result<Secret, std::convert::Infallible> {
     Ok(Secret::new(raw))
 }
 
-/// Reads the server's token straight into a [`ServerToken`]; it is checked by
-/// [`Settings::require_server_auth`], whose error never quotes it (clap's would).
-fn parse_server_token(raw: &str) -> Result<ServerToken, std::convert::Infallible> {
+/// Reads the server's token straight into a [`ServerToken`]. An empty or blank one is refused
+/// (a `"$(cat tokenfile)"` whose file is missing must not serve without a token), so clap's
+/// error quotes nothing but blanks; any other is checked by [`Settings::require_server_auth`],
+/// whose error never quotes it.
+fn parse_server_token(raw: &str) -> Result<ServerToken, &'static str> {
+    if raw.trim().is_empty() {
+        return Err("the token is empty or blank: leave it unset to serve without a token");
+    }
     Ok(ServerToken::new(raw))
 }
 
@@ -712,7 +717,7 @@ impl Settings {
         if let Some(v) = o.listen {
             self.server.listen = v;
         }
-        self.server.token = o.server_token.filter(|t| !t.is_empty());
+        self.server.token = o.server_token;
         if let Some(v) = o.policy {
             self.tools.policy_file = Some(v);
             self.tools.policy = None;
@@ -807,8 +812,8 @@ impl Settings {
     pub fn require_server_auth(&self, addr: SocketAddr) -> anyhow::Result<()> {
         match &self.server.token {
             Some(token) if !token.is_sendable() => bail!(
-                "COGNI_SERVER_TOKEN: the token must be visible ASCII characters without spaces \
-                 (a client sends it in `Authorization: Bearer <token>`)"
+                "COGNI_SERVER_TOKEN: the token must be one or more visible ASCII characters \
+                 without spaces (a client sends it in `Authorization: Bearer <token>`)"
             ),
             Some(_) => Ok(()),
             None if addr.ip().to_canonical().is_loopback() => Ok(()),
@@ -1113,20 +1118,17 @@ mod tests {
         assert!(!error.contains(token), "{error}");
     }
 
-    /// The token comes only from its override (clap's `COGNI_SERVER_TOKEN`); an empty one is no
-    /// token.
+    /// The token comes only from its override (clap's `COGNI_SERVER_TOKEN`, which refuses an
+    /// empty one: `config.rs`'s `an_empty_server_token_is_refused_rather_than_read_as_none`).
     #[test]
-    fn the_token_comes_from_the_override_and_empty_is_none() {
+    fn the_token_comes_from_the_override() {
         let mut settings = Settings::default();
         settings.apply(Overrides {
             server_token: Some(ServerToken::new(TOKEN)),
             ..Overrides::default()
         });
         assert!(settings.server.token.as_ref().unwrap().matches(TOKEN));
-        settings.apply(Overrides {
-            server_token: Some(ServerToken::new("")),
-            ..Overrides::default()
-        });
+        settings.apply(Overrides::default());
         assert!(settings.server.token.is_none());
     }
 

@@ -28,7 +28,6 @@ const OPEN_PATHS: &[&str] = &["/healthz"];
 #[derive(Clone)]
 pub struct ServerToken {
     digest: [u8; 32],
-    empty: bool,
     sendable: bool,
 }
 
@@ -38,19 +37,14 @@ impl ServerToken {
         let token = token.as_ref();
         Self {
             digest: Sha256::digest(token.as_bytes()).into(),
-            empty: token.is_empty(),
-            sendable: token.bytes().all(|b| b.is_ascii_graphic()),
+            sendable: !token.is_empty() && token.bytes().all(|b| b.is_ascii_graphic()),
         }
     }
 
-    /// Whether the token is empty (an empty `COGNI_SERVER_TOKEN` means no token).
-    pub(crate) fn is_empty(&self) -> bool {
-        self.empty
-    }
-
-    /// Whether a client can send the token as it is: visible ASCII only, no spaces (an HTTP
-    /// header value loses its surrounding spaces and cannot carry other characters reliably, so
-    /// a token with them could never match).
+    /// Whether a client can send the token as it is: one or more visible ASCII characters, no
+    /// spaces (an HTTP header value loses its surrounding spaces and cannot carry other
+    /// characters reliably, so a token with them could never match; nor could an empty one,
+    /// which no `Bearer` header carries).
     pub(crate) fn is_sendable(&self) -> bool {
         self.sendable
     }
@@ -255,7 +249,7 @@ mod tests {
     fn a_token_with_spaces_or_non_ascii_cannot_be_sent() {
         assert!(ServerToken::new(TOKEN).is_sendable());
         assert!(ServerToken::new("abc+/=~").is_sendable());
-        for unsendable in [" abc", "abc ", "a b", "a\tb", "tökén", "a\nb"] {
+        for unsendable in ["", " abc", "abc ", "a b", "a\tb", "tökén", "a\nb"] {
             assert!(
                 !ServerToken::new(unsendable).is_sendable(),
                 "{unsendable:?}"

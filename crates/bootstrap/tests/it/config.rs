@@ -576,6 +576,44 @@ fn serve_refuses_an_exposed_address_without_a_token() {
     );
 }
 
+/// An empty or blank `COGNI_SERVER_TOKEN` (a `"$(cat tokenfile)"` whose file is missing) is
+/// refused naming the variable, in one line saying to unset it to serve without a token; it was
+/// read as no token, and the server served without one.
+#[test]
+fn an_empty_server_token_is_refused_rather_than_read_as_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = ("COGNI_LLM_MODEL", "m");
+    // On an exposed address, so the server, were the variable read as no token, is refused
+    // for that rather than started.
+    let exposed = ("COGNI_LISTEN", "0.0.0.0:0");
+    for blank in ["", " ", "\t \n"] {
+        let output = cogni_in(
+            dir.path(),
+            &["serve"],
+            &[model, exposed, ("COGNI_SERVER_TOKEN", blank)],
+        );
+        let stderr = refused(&output);
+        assert_eq!(output.status.code(), Some(1), "{blank:?}: {stderr}");
+        assert!(
+            stderr.starts_with("error: COGNI_SERVER_TOKEN is set but ")
+                && stderr.contains("unset it to serve without a token"),
+            "{blank:?}: {stderr}"
+        );
+    }
+    // On the command line, clap names the flag.
+    let output = cogni_in(
+        dir.path(),
+        &["serve", "--server-token", ""],
+        &[model, exposed],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--server-token") && stderr.contains("unset to serve without a token"),
+        "{stderr}"
+    );
+}
+
 /// An empty variable clap refuses (`export COGNI_DATA_DIR=`, `COGNI_LLM_REQUEST_TIMEOUT_MS=`) is
 /// refused naming the variable, in one line.
 #[test]
