@@ -169,7 +169,9 @@ pub struct ServerSettings {
     pub allow_unauthenticated: bool,
     /// The most runs (AG-UI and AI SDK together) the server runs at once; a run asked for
     /// beyond it is refused with 503 `too_many_runs` before it starts (at least one; 0 does
-    /// not parse).
+    /// not parse). It bounds the requests for a run being read or started at once too: one more
+    /// gets the same 503 before a byte of its body is read, so the bodies the server holds at
+    /// once are at most this many, each within `max_body_bytes`.
     pub max_concurrent_runs: std::num::NonZeroUsize,
     /// How many of a run's events may wait for its client before a client that takes none of
     /// them for `slow_client_grace_ms` has its stream cut (the run goes on and saves its

@@ -66,6 +66,11 @@ pub struct AppState {
     run_ids: Mutex<UsedRunIds>,
     /// One permit per run in flight, up to `server.max_concurrent_runs`.
     run_slots: Arc<tokio::sync::Semaphore>,
+    /// One permit per request for a run whose body is being read or whose run is being started,
+    /// up to `server.max_concurrent_runs` too, taken before a byte of the body is read
+    /// ([`take_run_request`]): the bodies buffered at once are bounded by the run limit, not by
+    /// the connections served.
+    run_requests: Arc<tokio::sync::Semaphore>,
     /// `server.max_concurrent_runs`, for the refusal's message.
     max_runs: usize,
     runs: AtomicU64,
@@ -103,6 +108,9 @@ impl AppState {
             busy: Mutex::new(HashSet::new()),
             run_ids: Mutex::new(UsedRunIds::new(KEPT_ENDED_RUN_IDS)),
             run_slots: Arc::new(tokio::sync::Semaphore::new(
+                crate::settings::DEFAULT_MAX_CONCURRENT_RUNS.get(),
+            )),
+            run_requests: Arc::new(tokio::sync::Semaphore::new(
                 crate::settings::DEFAULT_MAX_CONCURRENT_RUNS.get(),
             )),
             max_runs: crate::settings::DEFAULT_MAX_CONCURRENT_RUNS.get(),
@@ -205,11 +213,15 @@ impl AppState {
 
     /// The most runs in flight at once (AG-UI and AI SDK together; 32 by default): a run asked
     /// for beyond it is refused with 503 `too_many_runs` before anything of it starts (see
-    /// `ServerSettings::max_concurrent_runs`). A number past what a semaphore holds (some 2^61)
-    /// is that many.
+    /// `ServerSettings::max_concurrent_runs`). It bounds the requests for a run whose body is
+    /// being read or whose run is being started too: one more is refused with the same 503
+    /// before a byte of its body is read, so the bodies held at once are at most that many (each
+    /// within the body limit), however many connections are served. A number past what a
+    /// semaphore holds (some 2^61) is that many.
     pub fn with_max_concurrent_runs(mut self, max: std::num::NonZeroUsize) -> Self {
         let max = max.get().min(tokio::sync::Semaphore::MAX_PERMITS);
         self.run_slots = Arc::new(tokio::sync::Semaphore::new(max));
+        self.run_requests = Arc::new(tokio::sync::Semaphore::new(max));
         self.max_runs = max;
         self
     }
@@ -422,6 +434,8 @@ fn shutdown_signal() -> impl Future<Output = ()> + Send {
 /// `into_make_service_with_connect_info::<SocketAddr>()` (as [`serve`] does): served without
 /// it, it cannot tell a peer on this machine from one elsewhere and refuses every request.
 pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
+    // On the runs' routes only, for their method only: a wrong method gets its 405.
+    let take_request = axum::middleware::from_fn_with_state(state.clone(), take_run_request);
     let router = Router::new()
         .route(
             "/healthz",
@@ -429,8 +443,11 @@ pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
         )
         .route("/api/v1/tools", get(list_tools))
         .route("/api/v1/tools/stats", get(tool_stats))
-        .route("/api/v1/agui", post(agui::run))
-        .route("/api/v1/chat", post(chat::run))
+        .route(
+            "/api/v1/agui",
+            post(agui::run).route_layer(take_request.clone()),
+        )
+        .route("/api/v1/chat", post(chat::run).route_layer(take_request))
         .fallback(|| async {
             ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint").into_response()
         })
@@ -605,6 +622,31 @@ async fn refuse_declared_oversize(
         }
         _ => next.run(request).await,
     }
+}
+
+/// Lets a request for a run read its body only while fewer than `max_concurrent_runs` others are
+/// being read or started ([`AppState::run_requests`]); one more is refused with the run limit's
+/// 503 `too_many_runs` before a byte of its body is read, so what the server buffers is bounded
+/// by the run limit, not by the connections it serves. The permit is held until the handler
+/// answers: its run has taken a run slot of its own by then, or was refused.
+async fn take_run_request(
+    State(state): State<Arc<AppState>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let Ok(_reading) = state.run_requests.clone().try_acquire_owned() else {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_runs",
+            format!(
+                "the server already reads or starts its most runs at once ({}); nothing ran and \
+                 the request body was not read: try again shortly",
+                state.max_runs
+            ),
+        )
+        .into_response();
+    };
+    next.run(request).await
 }
 
 /// The body as JSON of type `T`: larger than `limit` → 413 naming the limit, not JSON or in a
@@ -3841,6 +3883,57 @@ mod tests {
             ),
             "{answer}"
         );
+    }
+
+    /// Past the run limit's worth of requests for a run being read or started at once, one more
+    /// is refused with the run limit's JSON 503 on either route, before a byte of its body is
+    /// read (here none ever comes: read, the request would wait for its body); once a request
+    /// ends, the next is read and runs. Before, every connection could have its body (up to the
+    /// body limit) buffered before the run limit applied.
+    #[tokio::test]
+    async fn past_the_run_limit_a_request_s_body_is_not_read() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let state = in_memory(8, SaysOk::default());
+        let all = u32::try_from(state.run_requests.available_permits()).unwrap();
+        let reading = state
+            .run_requests
+            .clone()
+            .try_acquire_many_owned(all)
+            .unwrap();
+        let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(super::serve_until(listener, state, 1 << 20, async {
+            let _ = stopped.await;
+        }));
+        for path in ["/api/v1/agui", "/api/v1/chat"] {
+            let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let head = format!(
+                "POST {path} HTTP/1.1\r\nhost: localhost:{}\r\ncontent-type: \
+                 application/json\r\ncontent-length: 100\r\nconnection: close\r\n\r\n",
+                addr.port()
+            );
+            stream.write_all(head.as_bytes()).await.unwrap();
+            let mut answer = String::new();
+            let read = stream.read_to_string(&mut answer);
+            // Bounds a failure (the server waits for the body), not the time the server takes.
+            tokio::time::timeout(std::time::Duration::from_secs(5), read)
+                .await
+                .expect("the server waited for the body")
+                .unwrap();
+            assert!(answer.starts_with("HTTP/1.1 503"), "{path}: {answer}");
+            assert!(
+                answer.contains("content-type: application/json")
+                    && answer.contains(r#""code":"too_many_runs""#)
+                    && answer.contains("the request body was not read"),
+                "{path}: {answer}"
+            );
+        }
+        drop(reading);
+        let input = json!({"threadId": "t-read", "runId": "r-read",
+            "messages": [{"id": "m1", "role": "user", "content": "hi"}]});
+        let answer = post_over_loopback(addr, "/api/v1/agui", input.to_string()).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     }
 
     /// At its shutdown signal, `serve` cancels the runs in flight, a run whose thread store has
