@@ -844,7 +844,8 @@ impl Resend {
             conflict(
                 "history_mismatch",
                 "the conversation sent does not match the thread's: the user messages before the \
-                 last are not the ones the thread holds; nothing ran; read the thread again",
+                 last are not the ones the thread holds; nothing ran; send the message as a new \
+                 one, or start a new thread to go on from another history",
             )
         };
         let users = user_messages(&state);
@@ -874,7 +875,8 @@ impl Resend {
             return Err(conflict(
                 "history_mismatch",
                 "the message sent again is not the one the thread holds at its place; nothing \
-                 ran; read the thread again",
+                 ran; send it as a new message, or start a new thread to go on from another \
+                 history",
             ));
         }
         // Rewound to before the message, whatever followed it (its answer, later turns): the
@@ -1169,17 +1171,24 @@ async fn begin_run(
                 ids.forget(id);
             }
         })
-        .map_err(|e| match e.downcast_ref::<ai_core::RunStoreError>() {
-            Some(ai_core::RunStoreError::AlreadyExists(_)) => run_exists(),
-            // The store's message names the thread and the run, the client's ids: not repeated.
-            Some(ai_core::RunStoreError::ThreadChanged { .. }) => ApiError::new(
-                StatusCode::CONFLICT,
-                "thread_changed",
-                "the thread changed since this run was asked for: another run stored a turn on \
-                 it meanwhile; nothing ran; read the thread again",
-            ),
-            _ => ApiError::internal_logged("the run cannot start", &format_args!("{e:#}")),
-        })
+        .map_err(|e| refusal_to_begin(&e))
+}
+
+/// What a client is told of a run [`crate::start_run`] could not begin: a run store's refusal
+/// as the client's error (409), anything else as the server's (500, its cause logged).
+fn refusal_to_begin(e: &anyhow::Error) -> ApiError {
+    match e.downcast_ref::<ai_core::RunStoreError>() {
+        Some(ai_core::RunStoreError::AlreadyExists(_)) => run_exists(),
+        // The store's message names the thread and the run, the client's ids: not repeated.
+        Some(ai_core::RunStoreError::ThreadChanged { .. }) => ApiError::new(
+            StatusCode::CONFLICT,
+            "thread_changed",
+            "the thread changed since this run was asked for: another run stored a turn on it \
+             meanwhile; nothing ran; the next message goes on from the thread as that run left \
+             it",
+        ),
+        _ => ApiError::internal_logged("the run cannot start", &format_args!("{e:#}")),
+    }
 }
 
 /// A run cancelled (the server's shutdown, [`AppState::cancel_runs`]) while its thread store had
@@ -1528,8 +1537,8 @@ const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// What a stream cut for its client falling behind ends with, as the protocol's error.
 const CUT_MESSAGE: &str = "this stream was cut: the client fell too far behind it; the run goes \
-                           on in the server and saves its thread: read the thread again once \
-                           the run has ended";
+                           on in the server and saves its thread, which the next message goes \
+                           on from once the run has ended";
 
 /// The comment frame a silent stream carries every [`KEEP_ALIVE`].
 const KEEP_ALIVE_FRAME: &str = ": keep-alive\n\n";
@@ -3487,6 +3496,56 @@ mod tests {
         let error = retry(&["A"]).rewind(thread, "not B").unwrap_err();
         assert_eq!(error.status, axum::http::StatusCode::CONFLICT);
         assert_eq!(error.code, "history_mismatch");
+    }
+
+    /// Each refusal of a run its client's copy or the thread's moves keep from starting, and the
+    /// end of a stream cut for its client, tells the client what it can do: send a new message
+    /// or start a new thread (no endpoint reads a thread back). Before, each told it to "read
+    /// the thread again". None repeats the client's ids.
+    #[test]
+    fn refusals_point_the_client_at_what_it_can_do() {
+        let max_steps = std::num::NonZeroU32::new(8).unwrap();
+        let history = vec![user("A"), answer("a"), user("B"), answer("b")];
+        let thread = graph::AgentState::from_history(history, max_steps).unwrap();
+        let resend = |kind, before: &str| super::Resend {
+            kind,
+            before: vec![(before.to_owned(), true)],
+        };
+        let not_the_thread_s = resend(super::ResendKind::Edit, "not A")
+            .rewind(thread.clone(), "B")
+            .unwrap_err();
+        let not_its_text = resend(super::ResendKind::Retry, "A")
+            .rewind(thread, "not B")
+            .unwrap_err();
+        let changed =
+            super::refusal_to_begin(&anyhow::Error::new(ai_core::RunStoreError::ThreadChanged {
+                run_id: RunId::new("r-ZQX").unwrap(),
+                thread_id: ThreadId::new("t-ZQX").unwrap(),
+            }));
+        assert_eq!(
+            (changed.status.as_u16(), changed.code),
+            (409, "thread_changed")
+        );
+        for message in [
+            &not_the_thread_s.message,
+            &not_its_text.message,
+            &changed.message,
+            super::CUT_MESSAGE,
+        ] {
+            assert!(!message.contains("read the thread"), "{message}");
+            assert!(!message.contains("ZQX"), "{message}");
+        }
+        for refused in [&not_the_thread_s, &not_its_text] {
+            assert!(
+                refused.message.contains("as a new")
+                    && refused.message.contains("start a new thread"),
+                "{}",
+                refused.message
+            );
+        }
+        for message in [&changed.message[..], super::CUT_MESSAGE] {
+            assert!(message.contains("the next message goes on"), "{message}");
+        }
     }
 
     /// A message the server refused before it ran (503) that the user then typed again by hand,
