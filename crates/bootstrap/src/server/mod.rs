@@ -3272,14 +3272,15 @@ mod tests {
                 ("GET", "/api/v1/agui", "POST"),
                 ("GET", "/api/v1/chat", "POST"),
             ] {
-                let (status, allow) = status_and_allow(addr, sent, path, authorization).await;
+                let (status, allow) =
+                    status_and_allow(addr, sent, path, "localhost", authorization).await;
                 assert_eq!(
                     (status.as_str(), allow.as_str()),
                     ("405", allowed),
                     "{sent} {path}"
                 );
                 if !authorization.is_empty() && path != "/healthz" {
-                    let (status, allow) = status_and_allow(addr, sent, path, "").await;
+                    let (status, allow) = status_and_allow(addr, sent, path, "localhost", "").await;
                     assert_eq!(
                         (status.as_str(), allow.as_str()),
                         ("401", ""),
@@ -3290,18 +3291,62 @@ mod tests {
         }
     }
 
-    /// The status `addr` answers to `method path` (sent with the header line `authorization`,
-    /// if not empty), and the methods its `Allow` headers name, sorted and joined with commas.
+    /// A 403 of the loopback checks has no `Allow` either, as a 401 has none: it would tell a
+    /// client the server refuses which paths exist and what they answer. So for the router's
+    /// own guard (no token) and for `serve`'s host check on a loopback listener (serving
+    /// unauthenticated allowed), each wrapping the whole router.
+    #[tokio::test]
+    async fn a_403_does_not_name_the_methods_of_its_path() {
+        let guarded = {
+            let app = super::router(prepare(&settings()).await.unwrap(), 4096);
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let with_peer = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
+            tokio::spawn(async move { axum::serve(listener, with_peer).await });
+            addr
+        };
+        let served = {
+            let mut open = settings();
+            open.server.allow_unauthenticated = true;
+            let state = prepare(&open).await.unwrap();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let forever = std::future::pending::<()>();
+            tokio::spawn(super::serve_until(listener, state, 4096, forever));
+            addr
+        };
+        for addr in [guarded, served] {
+            for (sent, path) in [
+                ("DELETE", "/healthz"),
+                ("POST", "/api/v1/tools"),
+                ("GET", "/api/v1/agui"),
+                ("GET", "/api/v1/chat"),
+                ("GET", "/healthz"),
+            ] {
+                let answer = status_and_allow(addr, sent, path, "attacker.example", "").await;
+                assert_eq!(
+                    (answer.0.as_str(), answer.1.as_str()),
+                    ("403", ""),
+                    "{sent} {path}"
+                );
+            }
+        }
+    }
+
+    /// The status `addr` answers to `method path` addressed to `host` (sent with the header line
+    /// `authorization`, if not empty), and the methods its `Allow` headers name, sorted and
+    /// joined with commas.
     async fn status_and_allow(
         addr: std::net::SocketAddr,
         method: &str,
         path: &str,
+        host: &str,
         authorization: &str,
     ) -> (String, String) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
         let request = format!(
-            "{method} {path} HTTP/1.1\r\nhost: localhost\r\n{authorization}\
+            "{method} {path} HTTP/1.1\r\nhost: {host}\r\n{authorization}\
              content-length: 0\r\nconnection: close\r\n\r\n"
         );
         stream.write_all(request.as_bytes()).await.unwrap();
