@@ -830,7 +830,8 @@ fn any_chat_request_is_run_or_refused_cleanly() {
 }
 
 /// A `Content-Type` and an `Accept` header, each holding a marker: mostly ones the server
-/// refuses (415, 406), some it accepts (a marked parameter).
+/// refuses (415, 406; a marker as a weight is no weight, and takes nothing), some it accepts
+/// (a marked parameter).
 fn marked_headers() -> impl Strategy<Value = (String, String)> {
     let printable = || "[ -~]{0,16}";
     let content_type = prop_oneof![
@@ -840,6 +841,7 @@ fn marked_headers() -> impl Strategy<Value = (String, String)> {
         (printable(), marker(), printable()).prop_map(|(a, m, b)| format!("{a}{m}{b}")),
     ];
     let accept = prop_oneof![
+        marker().prop_map(|m| format!("text/event-stream; v={m}")),
         marker().prop_map(|m| format!("text/event-stream; q={m}")),
         marker().prop_map(|m| format!("application/vnd.ag-ui.event+proto; v={m}")),
         marker(),

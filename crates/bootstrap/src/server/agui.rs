@@ -105,8 +105,12 @@ pub(super) async fn run(
 
 /// Whether the request's `Accept` takes `text/event-stream` (RFC 9110 §12.5.1): the most
 /// specific media range that matches it (`text/event-stream`, then `text/*`, then `*/*`; names
-/// in any case) has a weight above 0. A parameter's quoted value is one value, whatever commas
-/// or semicolons it holds. A request without an `Accept` it can read takes anything.
+/// in any case) has a weight above 0. A weight that is not one (RFC 9110 §12.4.2: 0 to 1, at
+/// most three decimals; `q=abc`, `q=2`, `q=-1`, `q=.5`) takes nothing for its range, as 0
+/// would: what its client meant is unknown, and a range that does not take the stream is
+/// answered 406, which names what is offered. A parameter's quoted value is one value,
+/// whatever commas or semicolons it holds. A request without an `Accept` it can read takes
+/// anything.
 fn accepts_event_stream(headers: &HeaderMap) -> bool {
     let mut lines = headers
         .get_all(header::ACCEPT)
@@ -134,7 +138,7 @@ fn accepts_event_stream(headers: &HeaderMap) -> bool {
         let refused = parts.any(|param| {
             param.split_once('=').is_some_and(|(name, weight)| {
                 name.trim().eq_ignore_ascii_case("q")
-                    && weight.trim().parse::<f32>().is_ok_and(|q| q <= 0.0)
+                    && thousandths(weight.trim()).is_none_or(|q| q == 0)
             })
         });
         best = match best {
@@ -144,6 +148,25 @@ fn accepts_event_stream(headers: &HeaderMap) -> bool {
         };
     }
     best.is_some_and(|(_, taken)| taken)
+}
+
+/// A weight (RFC 9110 §12.4.2: `qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] )`)
+/// in thousandths, 0 to 1000; `None` for anything else.
+fn thousandths(qvalue: &str) -> Option<u16> {
+    let (whole, decimals) = qvalue.split_once('.').unwrap_or((qvalue, ""));
+    if decimals.len() > 3 || !decimals.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let fraction = decimals
+        .bytes()
+        .chain(std::iter::repeat(b'0'))
+        .take(3)
+        .fold(0, |n, digit| n * 10 + u16::from(digit - b'0'));
+    match whole {
+        "0" => Some(fraction),
+        "1" if fraction == 0 => Some(1000),
+        _ => None,
+    }
 }
 
 /// `text` cut at each `separator` that is not inside a quoted string (RFC 9110 §5.6.4, where `\`
@@ -374,6 +397,41 @@ mod tests {
 
     fn messages(value: Value) -> Vec<InputMessage> {
         serde_json::from_value(value).unwrap()
+    }
+
+    /// A weight RFC 9110 §12.4.2 does not allow (not 0 to 1, more than three decimals, not a
+    /// number) takes nothing for its range, as `q=0` does; a valid one of any spelling is read
+    /// as its value. Before, any number Rust parses was read as one (`q=2` took the stream as
+    /// `q=1` does) and anything else as no weight (`q=abc` took it); only one at most 0 did not.
+    #[test]
+    fn a_malformed_weight_takes_nothing_for_its_range() {
+        let takes = |accept: &str| {
+            let mut headers = axum::http::HeaderMap::new();
+            headers.insert(axum::http::header::ACCEPT, accept.parse().unwrap());
+            super::accepts_event_stream(&headers)
+        };
+        for weight in ["1", "1.", "1.0", "1.000", "0.001", "0.5", "0.25", "Q=0.9"] {
+            let accept = if weight.starts_with('Q') {
+                format!("text/event-stream;{weight}")
+            } else {
+                format!("text/event-stream;q={weight}")
+            };
+            assert!(takes(&accept), "{accept}");
+        }
+        for weight in [
+            "abc", "2", "-1", "1.001", "1.5", "0.0001", ".5", "", "NaN", "inf", "+0.5", "0,5",
+            "0.5e0", "0x1",
+        ] {
+            let accept = format!("text/event-stream;q={weight}");
+            assert!(!takes(&accept), "{accept}");
+            // The range at fault refuses for its own specificity: a wider one does not stand in.
+            assert!(!takes(&format!("{accept}, */*")), "{accept}, */*");
+            // A range it does not touch still takes the stream.
+            assert!(
+                takes(&format!("*/*;q={weight}, text/*")),
+                "*/*;q={weight}, text/*"
+            );
+        }
     }
 
     fn user(content: Value) -> Value {
