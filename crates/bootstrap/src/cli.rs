@@ -74,41 +74,72 @@ pub enum Command {
     Runs(RunsCommand),
     /// Re-run a recorded, finished run from its receipts and recorded tool results, and check
     /// that its events come out identical. Nothing is written.
-    #[command(mut_arg("listen", |a| a.hide(true)))]
+    ///
+    /// It calls no model and runs no tool: it reads only the data folder, `tools.enabled` and
+    /// the policy (`--policy`, else `COGNI_POLICY`, else the config file's, else the built-in
+    /// one), so no model, server or workspace setting can stop it.
     Replay {
         /// The run's id.
         run_id: String,
-        /// Settings overrides (also from COGNI_* variables).
+        /// Policy file (TOML, or JSON with a .json extension), compared with the run's recorded
+        /// one [default: the config file's policy, else the built-in one].
+        #[arg(long, env = "COGNI_POLICY")]
+        policy: Option<PathBuf>,
+        /// Where the run log is.
         #[command(flatten)]
-        overrides: crate::Overrides,
+        log: RunLogArgs,
     },
 }
 
-/// `cogni runs …`.
+/// `cogni runs …`: they read only the data folder, so no model, server or workspace setting
+/// can stop them.
 #[derive(Debug, Subcommand)]
 pub enum RunsCommand {
     /// List the recorded runs, oldest first.
-    #[command(mut_arg("listen", |a| a.hide(true)))]
     List {
         /// Print one JSON object per line.
         #[arg(long)]
         json: bool,
-        /// Settings overrides (also from COGNI_* variables).
+        /// Where the run log is.
         #[command(flatten)]
-        overrides: crate::Overrides,
+        log: RunLogArgs,
     },
     /// Show one run: header, events, tool invocation records (redacted) and model receipts.
-    #[command(mut_arg("listen", |a| a.hide(true)))]
     Show {
         /// The run's id.
         run_id: String,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
-        /// Settings overrides (also from COGNI_* variables).
+        /// Where the run log is.
         #[command(flatten)]
-        overrides: crate::Overrides,
+        log: RunLogArgs,
     },
+}
+
+/// Where `cogni runs` and `cogni replay` find the run log: the settings they read besides the
+/// policy, and no others.
+#[derive(Debug, clap::Args)]
+pub struct RunLogArgs {
+    /// The data folder holding the run log [default: `data_dir` of the config file].
+    #[arg(long, env = "COGNI_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The config file, read for its `data_dir` (and, for `replay`, its `[tools]` policy and
+    /// `tools.enabled`) [default: ./cogni.toml when it exists].
+    #[arg(long, env = "COGNI_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+impl RunLogArgs {
+    /// These as settings overrides, with `policy`.
+    fn overrides(self, policy: Option<PathBuf>) -> crate::Overrides {
+        crate::Overrides {
+            config: self.config,
+            data_dir: self.data_dir,
+            policy,
+            ..crate::Overrides::default()
+        }
+    }
 }
 
 /// A provider wire format.
@@ -557,13 +588,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             tools_stats(&crate::replay::data_dir(&settings)?, json)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Runs(RunsCommand::List { json, overrides }) => runs::list(overrides, json).await,
-        Command::Runs(RunsCommand::Show {
+        Command::Runs(RunsCommand::List { json, log }) => {
+            runs::list(log.overrides(None), json).await
+        }
+        Command::Runs(RunsCommand::Show { run_id, json, log }) => {
+            runs::show(log.overrides(None), run_id, json).await
+        }
+        Command::Replay {
             run_id,
-            json,
-            overrides,
-        }) => runs::show(overrides, run_id, json).await,
-        Command::Replay { run_id, overrides } => runs::replay(overrides, run_id).await,
+            policy,
+            log,
+        } => runs::replay(log.overrides(policy), run_id).await,
         Command::Wire(WireCommand::Decode { format, file }) => wire_decode(format, file),
         Command::Wire(WireCommand::EncodeTools { format }) => {
             wire_encode_tools(format)?;

@@ -325,8 +325,9 @@ pub struct Settings {
     pub config_file: Option<PathBuf>,
 }
 
-/// The overrides from flags and `COGNI_*` variables: all of them flattened into `serve`, `chat`,
-/// `runs` and `replay`; the `tools` commands fill in those they offer as flags. Its `Debug`
+/// The overrides from flags and `COGNI_*` variables: all of them flattened into `serve` and
+/// `chat`; the `tools`, `runs` and `replay` commands fill in only those they offer as flags, so
+/// a setting they do not use cannot stop them. Its `Debug`
 /// shows the base URL as [`LlmSettings::shown_base_url`] does, and never a key or token.
 #[derive(Clone, Default, clap::Args)]
 pub struct Overrides {

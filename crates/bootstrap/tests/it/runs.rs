@@ -259,6 +259,64 @@ fn runs_need_a_data_folder_with_a_run_log() {
     assert!(!dir.path().join("data").exists());
 }
 
+/// `runs list`, `runs show` and `replay` read only the settings they use: a model, server or
+/// workspace variable `serve` would refuse (an unknown wire, a time that is no number, an empty
+/// token) does not stop them, while a bad data folder or policy variable still does. Before,
+/// each took every setting `serve` takes, and clap refused such a variable before it began.
+#[test]
+fn the_run_log_commands_are_not_stopped_by_settings_they_do_not_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    let run_id = record_one(dir.path(), &url);
+    let with = |args: &[&str], variables: &[(&str, &str)]| {
+        let mut command = crate::cogni_command();
+        command
+            .args(args)
+            .current_dir(dir.path())
+            .env("COGNI_DATA_DIR", "data");
+        for (name, value) in variables {
+            command.env(name, value);
+        }
+        command.output().expect("the cogni binary runs")
+    };
+    let unused = [
+        ("COGNI_LLM_WIRE", "grpc"),
+        ("COGNI_LLM_BASE_URL", ""),
+        ("COGNI_LLM_REQUEST_TIMEOUT_MS", "soon"),
+        ("COGNI_LLM_STATELESS_REASONING", "maybe"),
+        ("COGNI_LISTEN", ""),
+        ("COGNI_SERVER_TOKEN", ""),
+        ("COGNI_WORKSPACE", "no-such-folder"),
+        ("COGNI_WORKSPACE_HIDDEN", "maybe"),
+        ("COGNI_TRACE_REDACTED_RESULTS", "maybe"),
+    ];
+    for args in [
+        &["runs", "list"][..],
+        &["runs", "show", &run_id],
+        &["replay", &run_id],
+    ] {
+        let output = with(args, &unused);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+        let output = with(args, &[("COGNI_DATA_DIR", "")]);
+        assert!(!output.status.success(), "{args:?}");
+        assert!(text(&output.stderr).contains("COGNI_DATA_DIR"), "{args:?}");
+    }
+    let output = with(
+        &["replay", &run_id],
+        &[("COGNI_POLICY", "no-such-policy.toml")],
+    );
+    assert!(!output.status.success());
+    assert!(
+        text(&output.stderr).contains("no-such-policy.toml"),
+        "{}",
+        text(&output.stderr)
+    );
+}
+
 /// Records one chat run in `dir` and returns its id.
 fn record_one(dir: &Path, url: &str) -> String {
     std::fs::write(dir.join("notes.txt"), "hello\n").unwrap();
