@@ -19,16 +19,19 @@ pub struct Config {
     pub workspace_hidden: bool,
 }
 
-/// Loads a policy file (`.json` as JSON, anything else as TOML), or the built-in default when
-/// `path` is `None`. Errors name the file and the reason, never a value of the wrong type or
-/// variant (as `cogni.toml`'s do): a TOML file's also name the line and its key, a JSON file's
-/// the line and column ([`ToolPolicy::from_toml_str`], [`ToolPolicy::from_json_str`]).
+/// Loads a policy file (one whose extension is `json`, in any ASCII case, as JSON; anything
+/// else as TOML), or the built-in default when `path` is `None`. Errors name the file and the
+/// reason, never a value of the wrong type or variant (as `cogni.toml`'s do): a TOML file's also
+/// name the line and its key, a JSON file's the line and column ([`ToolPolicy::from_toml_str`], [`ToolPolicy::from_json_str`]).
 pub fn load_policy(path: Option<&Path>) -> anyhow::Result<ToolPolicy> {
     let Some(path) = path else {
         return Ok(ToolPolicy::from_toml_str(DEFAULT_POLICY_TOML)?);
     };
     let text = read_settings_file(path, "policy file")?;
-    let policy = if path.extension().is_some_and(|e| e == "json") {
+    let policy = if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+    {
         ToolPolicy::from_json_str(&text)
     } else {
         ToolPolicy::from_toml_str(&text)
@@ -57,4 +60,27 @@ pub(crate) fn read_settings_file(path: &Path, what: &str) -> anyhow::Result<Stri
             )
         })?;
     String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("{}: it is not UTF-8 text", cannot_read()))
+}
+
+#[cfg(test)]
+mod tests {
+    /// A policy file is read as JSON by its extension in any ASCII case (`policy.JSON`, as a
+    /// Windows tool or a camera names files); before, only `.json` was, and `policy.JSON` was
+    /// refused as malformed TOML.
+    #[test]
+    fn a_json_extension_in_any_case_is_read_as_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = r#"{"allowed_tools": ["core__get_current_time"]}"#;
+        let expected = ai_core::ToolPolicy::from_json_str(text).unwrap();
+        for name in ["policy.json", "policy.JSON", "policy.Json"] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            let policy = super::load_policy(Some(&path)).unwrap_or_else(|e| panic!("{e:#}"));
+            assert_eq!(policy, expected, "{name}");
+        }
+        // Any other extension is TOML, which this text is not.
+        let path = dir.path().join("policy.jsonc");
+        std::fs::write(&path, text).unwrap();
+        assert!(super::load_policy(Some(&path)).is_err());
+    }
 }
