@@ -56,9 +56,11 @@ pub(crate) const UNRECORDED_DENIAL: &str =
 
 /// What a client is told of a tool call its stream left without a result when the server cut
 /// the stream (the client fell behind) while the run goes on: the call's arguments may still
-/// complete, it may run or wait for approval, and its result is in the thread once the run ends.
+/// complete, it may run or wait for approval, and its result is in the thread once the run ends,
+/// which the client's next message goes on from (no endpoint reads a thread back).
 pub(crate) const CUT_CALL: &str = "the stream was cut before this call's result arrived; the run \
-                                   goes on: read the thread again once it has ended";
+                                   goes on, and its thread, which the next message goes on from, \
+                                   holds the result once it has ended";
 
 /// What a client is told of a call the runner refused (see [`REFUSED_CALL`]) whose result its
 /// stream did not carry because the server cut the stream: it never ran, whatever the run does.

@@ -560,8 +560,10 @@ fn a_cut_stream_tells_its_open_calls_the_run_goes_on() {
             )
         })
         .collect();
-    let goes_on = "the stream was cut before this call's result arrived; the run goes on: read \
-                   the thread again once it has ended";
+    // No endpoint reads a thread back: the next message goes on from it.
+    let goes_on = "the stream was cut before this call's result arrived; the run goes on, and its \
+                   thread, which the next message goes on from, holds the result once it has \
+                   ended";
     let refused = "the stream was cut before this call's result arrived; it was refused, so it \
                    never ran";
     let denied = "the stream was cut before this call's denial was recorded; the call never runs";
