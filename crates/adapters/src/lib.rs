@@ -50,7 +50,7 @@ mod stored;
 mod temp;
 mod workspace;
 
-pub use blob::{FsBlobStore, InMemoryBlobStore};
+pub use blob::{FsBlobStore, InMemoryBlobStore, shown_hash};
 #[cfg(feature = "sqlite")]
 pub use blob_sqlite::{SqliteBlobStore, TieredBlobStore};
 pub use clock::SystemClock;

@@ -10,6 +10,8 @@ use ai_core::{
 };
 use async_trait::async_trait;
 
+use crate::shown_hash;
+
 /// Answers the n-th model call of a run with the n-th recorded receipt: it checks that the
 /// request hashes as the recorded one did (its messages and tools) and asks for the same
 /// `tool_choice` and `parallel_tool_calls` (a receipt written before these were recorded stands
@@ -98,7 +100,7 @@ fn differences(request: &LlmRequest, receipt: &ModelReceipt) -> Vec<String> {
     if hash != receipt.request_hash {
         differences.push(format!(
             "its messages or tools (prompt hash {hash}, recorded {})",
-            receipt.request_hash
+            shown_hash(&receipt.request_hash)
         ));
     }
     if request.tool_choice != receipt.tool_choice {
@@ -165,9 +167,10 @@ impl CompletionPort for ReplayCompletion {
             )));
         };
         let blobs = self.blobs.as_ref();
-        let receipt = ModelReceipt::load(blobs, &receipt_ref)
-            .await
-            .map_err(|e| replay_error(call, format_args!("receipt {receipt_ref}: {e}")))?;
+        let receipt = ModelReceipt::load(blobs, &receipt_ref).await.map_err(|e| {
+            let receipt_ref = shown_hash(&receipt_ref);
+            replay_error(call, format_args!("receipt {receipt_ref}: {e}"))
+        })?;
         let differences = differences(request, &receipt);
         if !differences.is_empty() {
             return Err(replay_error(
@@ -228,7 +231,17 @@ mod tests {
         }));
         assert!(poisoned.is_err() && replay.pending.is_poisoned());
         assert_eq!(replay.remaining(), 2);
-        let request = LlmRequest {
+        // The receipt is not in the store: the call fails naming it, having taken it.
+        let failed = replay
+            .complete(&request(), &mut |_| {}, &CancellationToken::new())
+            .await
+            .unwrap_err();
+        assert!(!failed.to_string().contains("poisoned"), "{failed}");
+        assert_eq!(replay.remaining(), 1);
+    }
+
+    fn request() -> LlmRequest {
+        LlmRequest {
             caller: ai_core::LlmCaller {
                 run_id: ai_core::RunId::new("run-1").unwrap(),
                 graph: None,
@@ -237,13 +250,41 @@ mod tests {
             tools: vec![],
             tool_choice: ai_core::ToolChoice::Auto,
             parallel_tool_calls: None,
+        }
+    }
+
+    /// A damaged or hand-edited run log may hold a megabyte where a receipt's address or its
+    /// recorded prompt hash should be: the replay's error names each shortened, never whole.
+    #[tokio::test]
+    async fn a_hostile_receipt_address_or_prompt_hash_is_named_shortened() {
+        let blobs = Arc::new(InMemoryBlobStore::default());
+        let huge = "f".repeat(1 << 20);
+        let receipt = ModelReceipt {
+            provider: "p".into(),
+            model: "m".into(),
+            request_hash: huge.clone(),
+            tool_choice: ai_core::ToolChoice::Auto,
+            parallel_tool_calls: None,
+            tools_ref: "t".into(),
+            output_ref: "o".into(),
+            usage: None,
+            tool_call_refs: vec![],
+            output_items_ref: "i".into(),
+            finish_reason: ai_core::FinishReason::Stop,
+            deltas_ref: None,
         };
-        // The receipt is not in the store: the call fails naming it, having taken it.
-        let failed = replay
-            .complete(&request, &mut |_| {}, &CancellationToken::new())
+        let receipt_ref = blobs
+            .put(&receipt.to_canonical_bytes().unwrap())
             .await
-            .unwrap_err();
-        assert!(!failed.to_string().contains("poisoned"), "{failed}");
-        assert_eq!(replay.remaining(), 1);
+            .unwrap();
+        let replay = ReplayCompletion::new(blobs, vec![huge.clone(), receipt_ref]);
+        for _ in 0..2 {
+            let failed = replay
+                .complete(&request(), &mut |_| {}, &CancellationToken::new())
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(failed.len() < 1000 && failed.contains('…'), "{failed:.300}");
+        }
     }
 }

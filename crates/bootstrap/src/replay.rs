@@ -10,7 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use adapters::{ReplayCompletion, SqliteStore, TieredBlobStore};
+use adapters::{ReplayCompletion, SqliteStore, TieredBlobStore, shown_hash};
 use ai_core::{
     AiEvent, BlobStore, BoundTool, CancellationToken, Capabilities, CompletionDelta, DoneReason,
     EventSink, ExecPermit, LlmCompletion, ModelReceipt, OutputItem, RunContext, RunId, RunLog,
@@ -786,12 +786,15 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
         .await
         .map_err(anyhow::Error::from)
         .and_then(|(input, stored)| refuse_unread_keys_of(&stored, &input).map(|()| input))
-        .with_context(|| format!("run {run_id}: its input {input_ref}"))?;
+        .with_context(|| format!("run {run_id}: its input {}", shown_hash(input_ref)))?;
     for (i, receipt_ref) in run.receipt_refs.iter().enumerate() {
         let call = i + 1;
         let receipt: ModelReceipt = read_blob(log.blobs.as_ref(), receipt_ref)
             .await
-            .with_context(|| format!("run {run_id}: model call {call}'s receipt {receipt_ref}"))?;
+            .with_context(|| {
+                let receipt_ref = shown_hash(receipt_ref);
+                format!("run {run_id}: model call {call}'s receipt {receipt_ref}")
+            })?;
         read_blob::<LlmCompletion>(log.blobs.as_ref(), &receipt.output_ref)
             .await
             .with_context(|| format!("run {run_id}: model call {call}'s output"))?;
@@ -1590,6 +1593,35 @@ mod tests {
             .unwrap();
         }
         replay_run(&settings, "run-blobs").await.unwrap();
+    }
+
+    /// A damaged or hand-edited run log may hold a megabyte where a receipt's or the run's
+    /// input's address should be (SQLite keeps it when its checks are off): the replay's error
+    /// names it shortened, never whole.
+    #[tokio::test]
+    async fn a_hostile_input_or_receipt_address_is_named_shortened() {
+        let model = Arc::new(TwoListings(Default::default()));
+        let (dir, settings, _) =
+            record(model, "run-huge", CancellationToken::new(), async {}).await;
+        let db = rusqlite::Connection::open(dir.path().join("cogni.db")).unwrap();
+        db.execute_batch("PRAGMA ignore_check_constraints = ON")
+            .unwrap();
+        let huge = "f".repeat(1 << 20);
+        // The input is read first: the receipt is edited first, then the input.
+        for (edit, what) in [
+            (
+                "UPDATE model_receipts SET receipt_ref = ?1 WHERE idx = 0",
+                "model call 1's receipt",
+            ),
+            ("UPDATE runs SET input_ref = ?1", "its input"),
+        ] {
+            db.execute(edit, [&huge]).unwrap();
+            let error = format!("{:#}", replay_run(&settings, "run-huge").await.unwrap_err());
+            assert!(
+                error.contains(what) && error.len() < 1000 && error.contains('…'),
+                "{error:.300}"
+            );
+        }
     }
 
     #[test]

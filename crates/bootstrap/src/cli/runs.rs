@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use adapters::shown_hash;
 use ai_core::{ModelReceipt, RunHeader, RunLog, RunSummary, ToolInvocationRecord};
 use serde_json::{Value, json};
 
@@ -161,10 +162,11 @@ fn render_human(out: &mut impl Write, run: &RunLog, receipts: &[Value]) -> anyho
         "finished  {}",
         header.finished_at_ms.map_or_else(|| "-".into(), iso8601)
     )?;
+    // A damaged log may hold anything in place of the address: it is shown shortened.
     writeln!(
         out,
         "input     {}",
-        header.input_ref.as_deref().unwrap_or("-")
+        header.input_ref.as_deref().map_or("-".into(), shown_hash)
     )?;
     writeln!(out, "\nevents ({})", run.events.len())?;
     for (i, event) in run.events.iter().enumerate() {
@@ -426,6 +428,19 @@ mod tests {
         };
         list_human(&mut out, &[summary]).unwrap();
         assert_terminal_safe(&out);
+    }
+
+    /// A damaged or hand-edited run log may hold a megabyte where the run's input address
+    /// should be: `runs show` names it shortened, never whole.
+    #[test]
+    fn runs_show_shortens_a_hostile_input_address() {
+        let mut run = hostile_run();
+        run.header.input_ref = Some("f".repeat(1 << 20));
+        let mut out = Vec::new();
+        show_human(&mut out, &run, &[]).unwrap();
+        let shown = String::from_utf8(out).unwrap();
+        let input = shown.lines().find(|l| l.starts_with("input")).unwrap();
+        assert!(input.len() < 200 && input.ends_with('…'), "{input:.300}");
     }
 
     /// A receipt's usage shows the cached input and reasoning tokens when the provider reported
