@@ -584,9 +584,11 @@ fn call_order(events: &[AiEvent]) -> Vec<usize> {
 
 /// Refuses, with an error naming why, a finished run that a replay cannot reproduce: one that
 /// ended before anything ran (refused as it began), one that was cancelled (when the cancel came
-/// is not recorded, and a replay is never cancelled) or one with a model call that wrote no
-/// receipt (a failed call records nothing, so the replay would ask for a model answer that does
-/// not exist).
+/// is not recorded, and a replay is never cancelled) or one with a model call that has no
+/// receipt (the replay would ask for a model answer that does not exist): said to have ended with
+/// a model failure when its last call can have failed (a failed call records nothing), else to be
+/// an incomplete recording (its receipts' rows lost, deleted by hand say), which no failure
+/// explains.
 pub fn check_replayable(run: &RunLog) -> anyhow::Result<()> {
     let run_id = run.header.run_id.as_str();
     let done = run.events.iter().rev().find_map(|event| match event {
@@ -608,7 +610,7 @@ pub fn check_replayable(run: &RunLog) -> anyhow::Result<()> {
         );
     }
     // Each model call opens with `StepStarted` and each successful one writes a receipt, in call
-    // order: the first step past the receipts is the call that failed.
+    // order.
     let calls = run
         .events
         .iter()
@@ -616,13 +618,35 @@ pub fn check_replayable(run: &RunLog) -> anyhow::Result<()> {
         .count();
     let recorded = run.receipt_refs.len();
     if calls > recorded {
+        // A failed call ends the run: only its last call can have failed, and only when the
+        // run ended in error with nothing after that call's step showing an answer.
+        if calls == recorded + 1 && done == Some(DoneReason::Error) && !answered_last(&run.events) {
+            bail!(
+                "run {run_id} ended with a model failure at step {calls}: a failed model call \
+                 writes no receipt, and replay needs every model call recorded ({recorded} of \
+                 {calls} are)"
+            );
+        }
         bail!(
-            "run {run_id} ended with a model failure at step {}: a failed model call writes no \
-             receipt, and replay needs every model call recorded ({recorded} of {calls} are)",
-            recorded + 1
+            "run {run_id}'s recording is incomplete: receipts are stored for {recorded} of its \
+             {calls} model calls, and no failed call explains the rest (the run log lost them); \
+             replay needs every model call recorded"
         );
     }
     Ok(())
+}
+
+/// Whether an event after the last `StepStarted` of `events` shows that its model call
+/// answered: its usage, or a tool call it asked for (started, retried, waiting for approval,
+/// answered). A failed call shows at most the text and calls it streamed before it failed.
+fn answered_last(events: &[AiEvent]) -> bool {
+    let step = events
+        .iter()
+        .rposition(|event| matches!(event, AiEvent::StepStarted { .. }))
+        .map_or(0, |at| at + 1);
+    events[step..]
+        .iter()
+        .any(|event| matches!(event, AiEvent::Usage { .. }) || concurrent_call(event).is_some())
 }
 
 /// Reads the blob `blob_ref` as `T`, refusing it as [`refuse_unread_keys`] does. The decoder's
@@ -1593,6 +1617,104 @@ mod tests {
             .unwrap();
         }
         replay_run(&settings, "run-blobs").await.unwrap();
+    }
+
+    /// A run whose receipt rows are gone (deleted by hand, or lost with a damaged log) is
+    /// refused as a recording that is incomplete, saying how many of its model calls have one:
+    /// it is not said to have ended with a model failure, which it did not.
+    #[tokio::test]
+    async fn a_run_whose_receipts_are_missing_is_refused_as_incomplete() {
+        let model = Arc::new(TwoListings(Default::default()));
+        let (dir, settings, _) =
+            record(model, "run-gone", CancellationToken::new(), async {}).await;
+        let db = rusqlite::Connection::open(dir.path().join("cogni.db")).unwrap();
+        let rows: Vec<(i64, String)> = db
+            .prepare("SELECT idx, receipt_ref FROM model_receipts WHERE run_id = 'run-gone'")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(rows.len(), 2);
+        for (gone, kept) in [("idx = 1", 1), ("idx = 0", 1), ("1 = 1", 0)] {
+            db.execute(&format!("DELETE FROM model_receipts WHERE {gone}"), [])
+                .unwrap();
+            let error = format!("{:#}", replay_run(&settings, "run-gone").await.unwrap_err());
+            assert!(
+                error.contains(&format!(
+                    "run run-gone's recording is incomplete: receipts are stored for {kept} of \
+                     its 2 model calls"
+                )) && !error.contains("model failure"),
+                "{gone}: {error}"
+            );
+            for (idx, receipt) in &rows {
+                db.execute(
+                    "INSERT OR IGNORE INTO model_receipts (run_id, idx, receipt_ref) \
+                     VALUES ('run-gone', ?1, ?2)",
+                    rusqlite::params![idx, receipt],
+                )
+                .unwrap();
+            }
+        }
+        replay_run(&settings, "run-gone").await.unwrap();
+    }
+
+    /// A run that ended in error (its log failed, its thread changed) after its last model call
+    /// answered, which that call's usage or a tool call it asked for shows, did not end with a
+    /// model failure: a receipt missing for that call is an incomplete recording. One whose last
+    /// call shows only what it streamed before the error may have failed.
+    #[test]
+    fn a_missing_receipt_of_a_call_that_answered_is_no_model_failure() {
+        let run = |answer: Option<AiEvent>| ai_core::RunLog {
+            header: ai_core::RunHeader {
+                run_id: ai_core::RunId::new("run-x").unwrap(),
+                thread_id: None,
+                status: ai_core::RunStatus::Finished,
+                started_at_ms: 0,
+                finished_at_ms: Some(1),
+                input_ref: None,
+            },
+            events: [AiEvent::StepStarted { step: 1 }, text("partial")]
+                .into_iter()
+                .chain(answer)
+                .chain([
+                    AiEvent::Error {
+                        message: "the run log failed".into(),
+                    },
+                    AiEvent::Done {
+                        reason: DoneReason::Error,
+                    },
+                ])
+                .collect(),
+            records: Vec::new(),
+            receipt_refs: Vec::new(),
+        };
+        let usage = serde_json::from_value(
+            json!({"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}),
+        )
+        .unwrap();
+        let start = AiEvent::ToolCallStart {
+            tool_call_id: ai_core::ToolCallId::new("c1").unwrap(),
+            tool_name: "t".into(),
+            args: Some(Arc::new(json!({}))),
+        };
+        for answer in [AiEvent::Usage { usage }, start] {
+            let error = super::check_replayable(&run(Some(answer.clone())))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains(
+                    "run run-x's recording is incomplete: receipts are stored for 0 of \
+                     its 1 model calls"
+                ),
+                "{answer:?}: {error}"
+            );
+        }
+        let error = super::check_replayable(&run(None)).unwrap_err().to_string();
+        assert!(
+            error.contains("run run-x ended with a model failure at step 1"),
+            "{error}"
+        );
     }
 
     /// A damaged or hand-edited run log may hold a megabyte where a receipt's or the run's
