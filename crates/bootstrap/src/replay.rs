@@ -906,7 +906,8 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
 }
 
 /// The core tools named `ids` (a run's recorded tool set): one this build does not have is
-/// refused naming it, as a recorded key this build does not read is.
+/// refused naming it, as a recorded key this build does not read is, when its id is a tool id;
+/// anything else in its place (a damaged or hand-edited input may hold any text) is not shown.
 fn recorded_tools(run_id: &str, ids: &[String]) -> anyhow::Result<Vec<CoreTool>> {
     ids.iter()
         .map(|id| {
@@ -915,9 +916,13 @@ fn recorded_tools(run_id: &str, ids: &[String]) -> anyhow::Result<Vec<CoreTool>>
                 .copied()
                 .find(|tool| tool.id() == id)
                 .ok_or_else(|| {
+                    let tool = match ai_core::ToolId::parse(id) {
+                        Ok(_) => format!("the tool {id}"),
+                        Err(_) => "a tool whose id is not a tool id (not shown)".to_owned(),
+                    };
                     anyhow!(
-                        "run {run_id} was recorded with the tool {id}, which this build of cogni \
-                         does not have; replay it with the version of cogni that recorded it"
+                        "run {run_id} was recorded with {tool}, which this build of cogni does \
+                         not have; replay it with the version of cogni that recorded it"
                     )
                 })
         })
@@ -1715,6 +1720,31 @@ mod tests {
             error.contains("run run-x ended with a model failure at step 1"),
             "{error}"
         );
+    }
+
+    /// A recorded tool this build does not have is named when its id is a tool id; anything
+    /// else in its place (a hand-edited input's megabyte, an escape sequence) is not shown.
+    #[test]
+    fn a_recorded_tool_is_named_only_when_its_id_is_a_tool_id() {
+        let refused = |id: &str| {
+            super::recorded_tools("run-x", &[id.to_owned()])
+                .unwrap_err()
+                .to_string()
+        };
+        let error = refused("core__gone");
+        assert!(
+            error.contains("run run-x was recorded with the tool core__gone, which"),
+            "{error}"
+        );
+        for hostile in ["x".repeat(1 << 20), "core__a\u{1b}[2J".to_owned()] {
+            let error = refused(&hostile);
+            assert!(
+                error.len() < 400
+                    && !error.contains('\u{1b}')
+                    && error.contains("run run-x was recorded with a tool whose id is not a tool"),
+                "{error:.300}"
+            );
+        }
     }
 
     /// A damaged or hand-edited run log may hold a megabyte where a receipt's or the run's
