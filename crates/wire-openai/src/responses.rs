@@ -48,8 +48,8 @@
 //!   `sequence_number` or an `error` event's `code` given twice (which one counts cannot be
 //!   told); any other key the event's type reads, which the answer is made of, given twice is
 //!   an error naming the key, as on chat (`type` and `error`, which every event reads, on any
-//!   event). A key its type does not read (a `name` on a text delta) may be given any number
-//!   of times.
+//!   event). A key its type does not read (a `name` on a text delta) is never looked at: it
+//!   may be given any number of times, and hold any JSON.
 //! - An `error` event is the provider's error with its `message`; with none (`null` or
 //!   empty) and no nested `error`, its `code` is kept: `unknown error (code: …)`. So is the
 //!   `code` of an `error` object (nested in an event, or a response's) with no message.
@@ -281,9 +281,15 @@ impl<'a> Event<'a> {
     }
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for Event<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(EventVisitor)
+impl<'a> Event<'a> {
+    /// Reads an event from its JSON text. With `read` given (the keys its type reads,
+    /// [`EventField::read_by`]), every other key but the bookkeeping ones is skipped unseen,
+    /// whatever it holds; without, every key is read (see [`EventVisitor`]).
+    fn parse(data: &'a str, read: Option<u32>) -> serde_json::Result<Self> {
+        let mut json = serde_json::Deserializer::from_str(data);
+        let event = serde::Deserializer::deserialize_map(&mut json, EventVisitor { read })?;
+        json.end()?;
+        Ok(event)
     }
 }
 
@@ -351,6 +357,10 @@ impl EventField {
     const fn bit(self) -> u32 {
         1 << (self as u32)
     }
+
+    /// The bookkeeping keys, read on every event, leniently: whatever they hold, they never
+    /// fail it (given twice, they read as absent).
+    const BOOKKEEPING: u32 = Self::Response.bit() | Self::SequenceNumber.bit() | Self::Code.bit();
 
     /// The keys an event of type `kind` reads, one bit each: `type` and `error` on every event
     /// (a truthy `error` is the stream's error whatever the type, as openai-python reads every
@@ -431,8 +441,13 @@ impl<'de> Deserialize<'de> for LenientResponse {
 
 /// Reads an [`Event`]: `response`, `sequence_number` and `code` given twice read as absent; any
 /// other key its type reads ([`EventField::read_by`]) given twice is an error naming it. Keys
-/// its type does not read are never looked at, however often they are given.
-struct EventVisitor;
+/// its type does not read are never looked at, however often they are given; once `read` says
+/// which keys those are, they are skipped unseen, so no value they hold fails the event.
+struct EventVisitor {
+    /// The keys the event's type reads ([`EventField::read_by`]), when known before the event
+    /// is read; `None` reads every key.
+    read: Option<u32>,
+}
 
 impl<'de> serde::de::Visitor<'de> for EventVisitor {
     type Value = Event<'de>;
@@ -445,9 +460,17 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
         let mut event = Event::of(None);
         // Which keys were read (one bit each, by `EventField` order), and which twice.
         let (mut seen, mut twice) = (0u32, 0u32);
+        let skipped = |field: EventField| {
+            self.read
+                .is_some_and(|read| (read | EventField::BOOKKEEPING) & field.bit() == 0)
+        };
         while let Some(field) = map.next_key::<EventField>()? {
             twice |= seen & field.bit();
             seen |= field.bit();
+            if skipped(field) {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            }
             match field {
                 EventField::Kind => {
                     event.kind = map.next_value::<Option<Borrowed<'de>>>()?.map(|b| b.0);
@@ -865,16 +888,21 @@ impl StreamDecoder {
         if self.session.skips(sse) || self.ended || sse.data.trim_ascii() == "[DONE]" {
             return Ok(());
         }
-        let mut event: Event<'_> = match serde_json::from_str(sse.data) {
+        let invalid = |e: serde_json::Error| DecodeError::InvalidChunk {
+            offset: sse.offset,
+            reason: assembly::describe_payload_error(&e),
+        };
+        // Every key is read first; an event that fails so is read again knowing its type, so a
+        // key its type does not read fails nothing, whatever it holds.
+        let mut event = match Event::parse(sse.data, None) {
             Ok(event) => event,
             Err(e) => match serde_json::from_str::<Shallow<'_>>(sse.data) {
                 Ok(shallow) if shallow.read_alone() => shallow.event(),
-                _ => {
-                    return Err(DecodeError::InvalidChunk {
-                        offset: sse.offset,
-                        reason: assembly::describe_payload_error(&e),
-                    });
+                Ok(shallow) => {
+                    let read = EventField::read_by(shallow.kind.as_deref());
+                    Event::parse(sse.data, Some(read)).map_err(invalid)?
                 }
+                Err(_) => return Err(invalid(e)),
             },
         };
         if event.kind.as_deref() == Some("response.output_item.done")
@@ -1678,7 +1706,9 @@ impl<'a> Shallow<'a> {
     /// of, so it is skipped as an event of its type is when it parses, its number counted,
     /// whatever failed: it nests deeper than serde_json reads, or a key the read events share
     /// (`item`, `item_id`, `output_index`, `message`, `delta`) holds another type on it or is
-    /// given twice. Any other event that failed to parse fails the stream, saying why.
+    /// given twice. Any other event that failed to parse is read again knowing its type
+    /// ([`Event::parse`]), skipping the keys its type does not read: it fails the stream, saying
+    /// why, only where a key its type reads fails.
     fn read_alone(&self) -> bool {
         self.error
             .as_ref()

@@ -2756,6 +2756,75 @@ data: {completed}
     }
 }
 
+/// A key an event's type does not read (`EventField::read_by`) is never looked at, whatever
+/// JSON it holds and wherever it stands, before the `type` or after it: a `message` of `5` on a
+/// text delta, an `item` that is no object on an argument delta, an `output_index` that is no
+/// number on the terminal event. The stream decodes as it does without the key. The same value
+/// under a key the type reads still fails it.
+#[test]
+fn a_key_an_event_does_not_read_never_fails_it_whatever_it_holds() {
+    let events = [
+        json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0,
+            "content_index": 0, "delta": "Hi"}),
+        json!({"type": "response.output_item.added", "output_index": 1, "item": {
+            "type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f",
+            "arguments": ""}}),
+        json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1",
+            "output_index": 1, "delta": "{}"}),
+        json!({"type": "response.completed", "response": {"id": "resp_1"}}),
+    ];
+    let stream = |at: usize, event: &str| {
+        events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| match i == at {
+                true => format!("data: {event}\n\n"),
+                false => format!("data: {e}\n\n"),
+            })
+            .collect::<String>()
+    };
+    let expected = responses::decode_all(stream(usize::MAX, "").as_bytes()).unwrap();
+    assert_eq!(expected.text, "Hi");
+    assert_eq!(expected.tool_calls.len(), 1);
+    for (at, key, raw) in [
+        (0, "message", "5"),
+        (0, "item", "\"fc_1\""),
+        (0, "name", "[1]"),
+        (0, "arguments", "true"),
+        (0, "text", "{}"),
+        (1, "delta", "5"),
+        (1, "item_id", "7"),
+        (2, "message", "{\"text\":\"x\"}"),
+        (2, "content_index", "\"x\""),
+        (2, "text", "5"),
+        (3, "output_index", "\"0\""),
+        (3, "item", "5"),
+        (3, "message", "5"),
+    ] {
+        let after = with_raw(&events[at], key, raw);
+        let before = format!("{{\"{key}\":{raw},{}", &events[at].to_string()[1..]);
+        for event in [after, before] {
+            let completion = responses::decode_all(stream(at, &event).as_bytes())
+                .unwrap_or_else(|error| panic!("{event}: {error}"));
+            assert_eq!(completion, expected, "{event}");
+        }
+    }
+    for (at, key, value) in [
+        (0, "item_id", json!(7)),
+        (1, "output_index", json!("1")),
+        (2, "item", json!(5)),
+    ] {
+        let mut event = events[at].clone();
+        event[key] = value;
+        let event = event.to_string();
+        let error = responses::decode_all(stream(at, &event).as_bytes()).unwrap_err();
+        assert!(
+            matches!(&error, DecodeError::InvalidChunk { .. }),
+            "{event}: {error:?}"
+        );
+    }
+}
+
 /// Whether an event the decoder does not read "has an error" is read as on every event (a
 /// truthy `error`, as openai-python reads it), also when its other fields fail to parse: one
 /// whose `error` is `null`, `false`, `0`, `""`, `[]` or `{}` is skipped, as it is when it
@@ -2858,8 +2927,10 @@ fn nested(levels: usize) -> String {
 }
 
 /// An event nested deeper than serde_json reads (128 levels) is skipped when the decoder does
-/// not read its type, as any other such event is; one it reads still fails the stream, saying
-/// the JSON is nested too deep (it is valid JSON), never quoting it. A call's arguments sent as
+/// not read its type, as any other such event is, and read as without the key when only a key
+/// its type does not read nests that deep; one nested that deep where the decoder reads still
+/// fails the stream, saying the JSON is nested too deep (it is valid JSON), never quoting it.
+/// A call's arguments sent as
 /// text that deep are kept as sent: only that call fails, where it runs.
 #[test]
 fn an_event_nested_too_deep_fails_only_when_the_decoder_reads_it() {
@@ -2894,14 +2965,21 @@ fn an_event_nested_too_deep_fails_only_when_the_decoder_reads_it() {
         let completion = responses::decode_all(stream(&events).as_bytes()).unwrap();
         assert_eq!(completion.text, "Hi", "{skipped}");
     }
-    // An event the decoder reads, and one with an `error`, still fail the stream.
+    // On an event the decoder reads, a key its type does not read is never looked at, however
+    // deep: a text delta with a `part` that deep is read as it is without one.
+    let delta = format!(
+        r#"{{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hi","part":{deep}}}"#
+    );
+    let events = [message.to_owned(), delta, completed.to_owned()];
+    let completion = responses::decode_all(stream(&events).as_bytes()).unwrap();
+    assert_eq!(completion.text, "Hi");
+    // An event the decoder reads, nested that deep in a key its type reads, and one with an
+    // `error`, still fail the stream.
     for read in [
         format!(
             r#"{{"type":"response.output_item.added","output_index":1,"item":{{"type":"message","id":"msg_2","content":{deep}}}}}"#
         ),
-        format!(
-            r#"{{"type":"response.output_text.delta","item_id":"msg_1","delta":"x","part":{deep}}}"#
-        ),
+        format!(r#"{{"type":"response.content_part.added","item_id":"msg_1","part":{deep}}}"#),
         format!(r#"{{"type":"response.some_new_event","error":{deep}}}"#),
     ] {
         let events = [message.to_owned(), read.clone(), completed.to_owned()];
