@@ -63,8 +63,9 @@ pub enum DecodeError {
 impl DecodeError {
     /// The error a payload's `error` value reports, as openai-python reads it: any truthy value
     /// (`{"message": …}` or a bare string, as some servers send) is the provider's error. An
-    /// object without a message (none, `null` or empty) but with a truthy `code` is named by its
-    /// code ([`Self::from_code`]); one with neither is shown as its JSON, never as an empty
+    /// object without a message (none, `null` or empty) is named by its `code`
+    /// ([`Self::from_code`]), as the `error` event with its fields at the top is: but one whose
+    /// code names nothing and that says something else is shown as its JSON, never as an empty
     /// message.
     pub(crate) fn from_wire(error: &Value) -> Option<Self> {
         if !truthy(error) {
@@ -72,28 +73,29 @@ impl DecodeError {
         }
         let message = match error {
             Value::String(message) => message.clone(),
-            Value::Object(map) => match map.get("message").and_then(Value::as_str) {
-                Some(message) if !message.is_empty() => message.to_owned(),
-                _ => match map.get("code").filter(|code| truthy(code)) {
-                    Some(code) => return Some(Self::from_code(Some(code))),
-                    None => error.to_string(),
-                },
-            },
+            Value::Object(map) => {
+                let code = map.get("code").filter(|code| truthy(code));
+                match map.get("message").and_then(Value::as_str) {
+                    Some(message) if !message.is_empty() => message.to_owned(),
+                    _ if code.is_none() && map.values().any(truthy) => error.to_string(),
+                    _ => return Some(Self::from_code(code)),
+                }
+            }
             other => other.to_string(),
         };
         Some(Self::ProviderError { message })
     }
 
-    /// The provider's error that says nothing but its `code` (any JSON, or none):
-    /// `unknown error (code: …)`, a string code as its text, any other as its JSON; `unknown
-    /// error` alone when there is none (absent, `null` or empty).
+    /// The provider's error that says nothing but its `code` (any JSON, or none), wherever the
+    /// code stands (at the top of an `error` event, or in an `error` object): `unknown error
+    /// (code: …)`, a string code as its text, any other as its JSON; `unknown error` alone when
+    /// the code is falsy as Python reads it (absent, `null`, `""`, `0`, `false`, `[]`, `{}`),
+    /// which names nothing.
     pub(crate) fn from_code(code: Option<&Value>) -> Self {
-        let message = match code {
-            Some(Value::String(code)) if !code.is_empty() => {
-                format!("unknown error (code: {code})")
-            }
-            None | Some(Value::Null | Value::String(_)) => "unknown error".into(),
+        let message = match code.filter(|code| truthy(code)) {
+            Some(Value::String(code)) => format!("unknown error (code: {code})"),
             Some(code) => format!("unknown error (code: {code})"),
+            None => "unknown error".into(),
         };
         Self::ProviderError { message }
     }

@@ -52,7 +52,9 @@
 //!   may be given any number of times, and hold any JSON.
 //! - An `error` event is the provider's error with its `message`; with none (`null` or
 //!   empty) and no nested `error`, its `code` is kept: `unknown error (code: …)`. So is the
-//!   `code` of an `error` object (nested in an event, or a response's) with no message.
+//!   `code` of an `error` object (nested in an event, or a response's) with no message. A
+//!   falsy code (`""`, `null`, `0`, as Python reads it) names nothing, in either place: an
+//!   error that says nothing else is `unknown error`.
 //! - Text from several message items is joined with no separator, as the official SDKs'
 //!   `output_text` joins it (openai-python and openai-node alike): a separator would be text
 //!   the model never sent.

@@ -2451,6 +2451,52 @@ fn responses_errors_in_every_form_are_provider_errors() {
     );
 }
 
+/// An error's `code` reads the same at the top of an `error` event as nested in an `error`
+/// object (on the event, or a gateway's bare payload): a truthy one names the error, a falsy one
+/// (`""`, `null`, `0`, `false`, `[]`, `{}`), as Python reads it, names nothing, so an error that
+/// says nothing else is `unknown error` in every form.
+#[test]
+fn an_error_code_reads_the_same_at_the_top_and_nested() {
+    let partial = "data: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"delta\":\"Partial\"}\n\n";
+    let message = |event: &Value| {
+        let stream = format!("{partial}data: {event}\n\n");
+        match responses::decode_all(stream.as_bytes()) {
+            Err(DecodeError::ProviderError { message }) => message,
+            other => panic!("{event}: {other:?}"),
+        }
+    };
+    for (code, expected) in [
+        (json!(""), "unknown error"),
+        (json!(null), "unknown error"),
+        (json!(0), "unknown error"),
+        (json!(false), "unknown error"),
+        (json!([]), "unknown error"),
+        (json!({}), "unknown error"),
+        (json!("server_error"), "unknown error (code: server_error)"),
+        (json!(429), "unknown error (code: 429)"),
+    ] {
+        for empty in [json!(null), json!("")] {
+            for event in [
+                json!({"type": "error", "code": code, "message": empty}),
+                json!({"type": "error", "error": {"code": code, "message": empty}}),
+                json!({"error": {"code": code, "message": empty}}),
+            ] {
+                assert_eq!(message(&event), expected, "{event}");
+            }
+        }
+        for event in [
+            json!({"type": "error", "code": code}),
+            json!({"type": "error", "error": {"code": code}}),
+            json!({"error": {"code": code}}),
+        ] {
+            assert_eq!(message(&event), expected, "{event}");
+        }
+    }
+    // An object that says something besides a falsy code is shown as its JSON, as before.
+    let event = json!({"error": {"code": 0, "type": "server_error"}});
+    assert_eq!(message(&event), r#"{"code":0,"type":"server_error"}"#);
+}
+
 /// A chunk that does not decode is named by its offset and what is wrong with it, never by what
 /// it holds: the message reaches the client as the run's error.
 #[test]
