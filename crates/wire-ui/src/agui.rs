@@ -478,9 +478,8 @@ impl CallState {
         match self {
             Self::Answered => crate::Shown::Answered,
             Self::Running | Self::Refused => crate::Shown::Started,
-            Self::Open | Self::AwaitingApproval | Self::Approved | Self::NotApproved => {
-                crate::Shown::Open
-            }
+            Self::Open => crate::Shown::Streaming,
+            Self::AwaitingApproval | Self::Approved | Self::NotApproved => crate::Shown::Open,
         }
     }
 }
@@ -648,7 +647,8 @@ impl Translator {
     /// # Errors
     ///
     /// [`ReusedCallId`](crate::ReusedCallId) for an event that names a tool call this stream
-    /// has answered (its `TOOL_CALL_RESULT` sent), or that starts one it has started (see
+    /// has answered (its `TOOL_CALL_RESULT` sent), that starts one it has started, or that brings
+    /// arguments to one whose arguments it has closed (see
     /// [`ReusedCallId`](crate::ReusedCallId)): a call's result is its last word, and a call is
     /// shown once, so the event is dropped, nothing is produced, and the stream stays valid.
     pub fn push(&mut self, event: &AiEvent) -> Result<Vec<AguiEvent>, crate::ReusedCallId> {

@@ -418,7 +418,8 @@ impl CallState {
         match self {
             Self::Answered => crate::Shown::Answered,
             Self::Running | Self::Refused => crate::Shown::Started,
-            Self::Streaming | Self::AwaitingApproval | Self::Resumed => crate::Shown::Open,
+            Self::Streaming => crate::Shown::Streaming,
+            Self::AwaitingApproval | Self::Resumed => crate::Shown::Open,
         }
     }
 }
@@ -622,7 +623,8 @@ impl Translator {
     /// # Errors
     ///
     /// [`ReusedCallId`](crate::ReusedCallId) for an event that names a tool call this stream
-    /// has answered (its output sent), or that starts one it has started (see
+    /// has answered (its output sent), that starts one it has started, or that brings
+    /// arguments to one whose arguments it has closed (see
     /// [`ReusedCallId`](crate::ReusedCallId)): a call's output is its last word, and a call is
     /// shown once, so the event is dropped, nothing is produced, and the stream stays valid.
     pub fn push(&mut self, event: &AiEvent) -> Result<Vec<UiChunk>, crate::ReusedCallId> {

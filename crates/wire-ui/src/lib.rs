@@ -9,8 +9,9 @@
 //! Each protocol has one translator: a small state machine fed one event at a time that returns
 //! the protocol's events in an order the protocol's own client accepts (exactly one start event,
 //! first; every message and tool call opened before it is used and closed before the run ends;
-//! exactly one terminal event). An event naming a call the stream has answered, or starting a
-//! call it has started, is dropped, and said to be ([`ReusedCallId`]).
+//! exactly one terminal event). An event naming a call the stream has answered, starting a
+//! call it has started, or bringing arguments to a call whose arguments it has closed, is
+//! dropped, and said to be ([`ReusedCallId`]).
 //! [`sse`] frames them.
 //!
 //! This crate owns only these shapes. It never does IO, never runs anything, and never decides
@@ -74,9 +75,11 @@ pub(crate) const CUT_DENIAL: &str =
 
 /// What a translator's `push` returns for an event it dropped because its tool call id was
 /// reused: it names a call the stream has answered already (a start, arguments, an approval
-/// request, a retry or a result of a call whose result was sent), or it starts a call the stream
+/// request, a retry or a result of a call whose result was sent), it starts a call the stream
 /// has started and not answered (a second `ToolCallStreamStart` of a call it shows, or a second
-/// `ToolCallStart` of one that started to run or was refused).
+/// `ToolCallStart` of one that started to run or was refused), or it brings arguments to a call
+/// whose arguments the stream has closed (a `ToolCallArgsDelta` of a call whose `ToolCallStart`
+/// came, streamed or not, of one waiting for approval, or of one an earlier run showed).
 ///
 /// A stream shows each call once and answers it once, so the event is dropped and the stream
 /// stays valid (a call still open keeps waiting for its own result); the call it would have
@@ -113,16 +116,20 @@ pub(crate) enum Shown {
     /// Its result was sent: nothing more is sent for it.
     Answered,
     /// Its start came (`ToolCallStart`, with or without arguments), and its result is due: no
-    /// start is sent for it again.
+    /// start and no arguments are sent for it again.
     Started,
-    /// Shown, and its start may still come (its arguments stream, it waits for approval, or an
-    /// earlier run showed it): only its stream start is not sent again.
+    /// Its arguments stream: its start may still come, and arguments may still come.
+    Streaming,
+    /// Shown with its arguments closed, and its start may still come (it waits for approval, or
+    /// an earlier run showed it): no stream start and no arguments are sent for it again.
     Open,
 }
 
-/// [`ReusedCallId`] when `event` names a tool call that `shown` says the stream answered, or
-/// starts one it has started: a `ToolCallStreamStart` of a call it shows, a `ToolCallStart` of
-/// one whose start came. A translator sends nothing for such an event.
+/// [`ReusedCallId`] when `event` names a tool call that `shown` says the stream answered,
+/// starts one it has started (a `ToolCallStreamStart` of a call it shows, a `ToolCallStart` of
+/// one whose start came), or brings arguments to one whose arguments no longer stream (a
+/// `ToolCallArgsDelta` of a call it shows but for one still [`Shown::Streaming`]). A translator
+/// sends nothing for such an event.
 pub(crate) fn reused_call_id(
     event: &AiEvent,
     shown: impl Fn(&ToolCallId) -> Option<Shown>,
@@ -135,6 +142,10 @@ pub(crate) fn reused_call_id(
         (Some(Shown::Answered), _)
             | (Some(_), AiEvent::ToolCallStreamStart { .. })
             | (Some(Shown::Started), AiEvent::ToolCallStart { .. })
+            | (
+                Some(Shown::Started | Shown::Open),
+                AiEvent::ToolCallArgsDelta { .. }
+            )
     );
     match reused {
         true => Err(ReusedCallId(id.clone())),

@@ -1137,6 +1137,146 @@ fn a_call_started_again_while_open_is_refused() {
     }
 }
 
+/// A call's arguments stream only until its start closes them. Arguments for a call whose
+/// arguments the stream has closed (its start came, with arguments or refused without; it was
+/// started whole, not streamed; it waits for approval; an earlier run showed it) send nothing
+/// and are refused as a `ReusedCallId` naming the call, as a second start is: the stream never
+/// shows arguments after their end, and the caller knows the fragment went unshown.
+#[test]
+fn arguments_for_a_call_no_longer_streaming_are_refused() {
+    use std::sync::Arc;
+
+    use ai_core::{AiEvent, DoneReason, ToolCallId, ToolErrorCode, ToolFailure, ToolOutcome};
+    let call = || ToolCallId::new("call_1").unwrap();
+    let stream_start = AiEvent::ToolCallStreamStart {
+        tool_call_id: call(),
+        tool_name: "t".into(),
+    };
+    let args = |delta: &str| AiEvent::ToolCallArgsDelta {
+        tool_call_id: call(),
+        delta: delta.into(),
+    };
+    let start = |args: Option<serde_json::Value>| AiEvent::ToolCallStart {
+        tool_call_id: call(),
+        tool_name: "t".into(),
+        args: args.map(Arc::new),
+    };
+    let result = |outcome: ToolOutcome| AiEvent::ToolCallResult {
+        tool_call_id: call(),
+        tool_name: "t".into(),
+        outcome,
+    };
+    let ok = || {
+        result(ToolOutcome::Ok {
+            value: Arc::new(serde_json::json!(1)),
+        })
+    };
+    let refused = result(ToolOutcome::Error(ToolFailure::new(
+        ToolErrorCode::Validation,
+        "bad",
+    )));
+    let approval = AiEvent::ApprovalRequired {
+        tool_call_id: call(),
+        tool_id: ai_core::ToolId::parse("core__workspace_write").unwrap(),
+        args: Arc::new(serde_json::json!({})),
+        args_hash: "0".repeat(64),
+    };
+    let done = |reason| AiEvent::Done { reason };
+    let step = AiEvent::StepStarted { step: 1 };
+    // Each run's events, with whether the translator refuses each, and whether the run
+    // continues `call_1` (approved) from an earlier run.
+    let runs = [
+        // Streamed, then started: its arguments are closed.
+        (
+            false,
+            vec![
+                (step.clone(), false),
+                (stream_start.clone(), false),
+                (args("{}"), false),
+                (start(Some(serde_json::json!({}))), false),
+                (args("LATE"), true),
+                (args(""), true),
+                (ok(), false),
+                (done(DoneReason::Stop), false),
+            ],
+        ),
+        // Started whole, never streamed.
+        (
+            false,
+            vec![
+                (step.clone(), false),
+                (start(Some(serde_json::json!({}))), false),
+                (args("LATE"), true),
+                (ok(), false),
+                (done(DoneReason::Stop), false),
+            ],
+        ),
+        // Refused by the runner before it ran, its result not yet come.
+        (
+            false,
+            vec![
+                (step.clone(), false),
+                (stream_start, false),
+                (args("{"), false),
+                (start(None), false),
+                (args("LATE"), true),
+                (refused, false),
+                (done(DoneReason::Stop), false),
+            ],
+        ),
+        // Waiting for approval.
+        (
+            false,
+            vec![
+                (step.clone(), false),
+                (approval, false),
+                (args("LATE"), true),
+                (done(DoneReason::AwaitingApproval), false),
+            ],
+        ),
+        // Shown by an earlier run, continued by this one.
+        (
+            true,
+            vec![
+                (step, false),
+                (args("LATE"), true),
+                (start(Some(serde_json::json!({}))), false),
+                (ok(), false),
+                (done(DoneReason::Stop), false),
+            ],
+        ),
+    ];
+    for (continued, run) in runs {
+        let answers = continued.then(|| (call(), true));
+        let mut t = Translator::continuing("thread-1", "run-1", answers.clone());
+        let mut out = t.start();
+        for (event, reused) in &run {
+            out.extend(taken_unless_reused(t.push(event), *reused));
+        }
+        verify(&out).unwrap();
+        assert!(
+            !out.iter()
+                .any(|e| matches!(e, AguiEvent::ToolCallArgs { delta, .. } if delta == "LATE")),
+            "{out:?}"
+        );
+
+        let client = wire_ui::ai_sdk::Client::Ai6;
+        let mut t = wire_ui::ai_sdk::Translator::continuing("run-1", client, answers);
+        let mut chunks = t.start();
+        for (event, reused) in &run {
+            chunks.extend(taken_unless_reused(t.push(event), *reused));
+        }
+        let shown: &[&str] = if continued { &["call_1"] } else { &[] };
+        crate::ai_sdk::verify_continuing(&chunks, shown).unwrap();
+        assert!(
+            !chunks.iter().any(|c| matches!(c,
+                wire_ui::ai_sdk::UiChunk::ToolInputDelta { input_text_delta, .. }
+                    if input_text_delta == "LATE")),
+            "{chunks:?}"
+        );
+    }
+}
+
 /// A resumed run given one call twice answers it once, as approved when either answer approves
 /// it: the tool may have run.
 #[test]

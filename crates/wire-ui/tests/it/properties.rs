@@ -281,6 +281,10 @@ fn translate_continuing<T: Translate>(
     // refused (a start after a stream start, an approval wait or a continued call is the
     // call's legitimate start).
     let mut started_or_answered: Vec<&ToolCallId> = Vec::new();
+    // The calls whose arguments the stream closed: started, answered, asked about, or continued
+    // from an earlier run. Arguments for one are refused (before the terminal frame, after
+    // which every event is taken and sends nothing), and only for one.
+    let mut closed: Vec<&ToolCallId> = continuing.iter().map(|(id, _)| id).collect();
     let mut out: Vec<T::Frame> = Vec::new();
     let calls = (0..=events.len()).flat_map(|at| {
         let begins = starts.iter().filter(move |&&s| s == at).map(|_| None);
@@ -290,22 +294,36 @@ fn translate_continuing<T: Translate>(
         let was_finished = t.finished();
         let frames = match call.map(|event| (event, t.next(event))) {
             Some((event, Ok(frames))) => {
+                if let AiEvent::ToolCallArgsDelta { tool_call_id, .. } = event {
+                    prop_assert!(
+                        was_finished || !closed.contains(&tool_call_id),
+                        "{:?} taken, though its call's arguments were closed",
+                        event
+                    );
+                }
                 if let AiEvent::ToolCallStart { tool_call_id, .. }
                 | AiEvent::ToolCallResult { tool_call_id, .. } = event
                 {
                     started_or_answered.push(tool_call_id);
                 }
+                if let AiEvent::ToolCallStart { tool_call_id, .. }
+                | AiEvent::ToolCallResult { tool_call_id, .. }
+                | AiEvent::ApprovalRequired { tool_call_id, .. } = event
+                {
+                    closed.push(tool_call_id);
+                }
                 frames
             }
             // Dropped, saying so: an event naming a call the stream has answered; a start of a
             // call whose start or result the stream took; a stream start of a call a frame or
-            // the continued calls show.
+            // the continued calls show; arguments for a call whose arguments are closed.
             Some((event, Err(reused))) => {
                 let id = reused.tool_call_id();
                 prop_assert_eq!(Some(id), named_call(event), "another call named");
                 let answered = out.iter().any(|frame| T::answers(frame, id.as_str()));
                 let allowed = match event {
                     AiEvent::ToolCallStart { .. } => answered || started_or_answered.contains(&id),
+                    AiEvent::ToolCallArgsDelta { .. } => answered || closed.contains(&id),
                     AiEvent::ToolCallStreamStart { .. } => {
                         continuing.iter().any(|(call, _)| call == id)
                             || out.iter().any(|frame| shows(frame, id.as_str()))
