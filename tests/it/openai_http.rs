@@ -951,7 +951,8 @@ async fn a_json_answer_that_is_not_a_completion_is_reported() {
     assert!(
         matches!(&error, CompletionError::Decode(m) if m.ends_with(
             "HTTP 200 OK: the server answered with JSON (101 bytes), in place of an event stream, \
-             read as a chat completion: the response body exceeds the limit of 100"
+             read as a chat completion: the response body exceeds the limit of 100 bytes \
+             (`Limits::max_total_bytes`)"
         )),
         "{error:?}"
     );
@@ -967,7 +968,7 @@ async fn a_json_answer_that_is_not_a_completion_is_reported() {
     assert!(
         matches!(&error, CompletionError::Decode(m) if m.contains(
             "), in place of an event stream, read as a chat completion: the number of tool calls \
-             exceeds the limit of 1"
+             exceeds the limit of 1 call (`Limits::max_tool_calls`)"
         ) && !m.contains("not an event stream")),
         "{error:?}"
     );
@@ -1059,7 +1060,7 @@ async fn a_body_not_labelled_an_event_stream_is_named_when_it_fails_to_decode() 
          or comment (`:`), nor as a whole answer (`{`)"
             .to_owned(),
         "HTTP 200 OK: the server answered with text/html (at least 140 bytes), not an event \
-         stream: the stream exceeds the limit of 100"
+         stream: the stream exceeds the limit of 100 bytes (`Limits::max_total_bytes`)"
             .to_owned(),
         format!(
             "HTTP 200 OK: the server answered with text/plain ({cut_len} bytes), not an event \

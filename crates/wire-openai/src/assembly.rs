@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::sse::{SseEvent, SseParser};
 
-use crate::{DecodeError, Limits};
+use crate::{DecodeError, Limit, Limits};
 
 /// The display deltas of one `feed`, coalesced: all fragments of one call in one read become
 /// one delta (the first, which names the call when it is new), and consecutive text joins.
@@ -966,6 +966,7 @@ impl Calls {
             return Err(DecodeError::LimitExceeded {
                 what: "the number of tool calls",
                 limit: self.limits.max_tool_calls,
+                setting: Limit::ToolCalls,
             });
         }
         self.calls.push(PartialCall::default());
@@ -1019,6 +1020,7 @@ impl Calls {
             return Err(DecodeError::LimitExceeded {
                 what: "a tool call's arguments",
                 limit: max,
+                setting: Limit::ArgumentBytes,
             });
         }
         call.arguments.push_str(fragment);
@@ -1043,6 +1045,7 @@ impl Calls {
             return Err(DecodeError::LimitExceeded {
                 what: "a tool call's arguments",
                 limit: max,
+                setting: Limit::ArgumentBytes,
             });
         }
         if let Some(call) = self.calls.get_mut(position) {
@@ -1331,6 +1334,7 @@ pub(crate) fn whole_body<'a>(body: &'a [u8], limits: &Limits) -> Result<&'a str,
         return Err(DecodeError::LimitExceeded {
             what: "the response body",
             limit: limits.max_total_bytes,
+            setting: Limit::TotalBytes,
         });
     }
     std::str::from_utf8(body).map_err(|e| DecodeError::InvalidBody {
@@ -1414,6 +1418,7 @@ pub(crate) fn feed(
             error: Some(DecodeError::LimitExceeded {
                 what: "the stream",
                 limit: limits.max_total_bytes,
+                setting: Limit::TotalBytes,
             }),
         };
     }
@@ -1425,6 +1430,7 @@ pub(crate) fn feed(
             sse.is_oversized().then_some(DecodeError::LimitExceeded {
                 what: "one event of the stream",
                 limit: limits.max_event_bytes,
+                setting: Limit::EventBytes,
             })
         });
     Fed {
@@ -1549,6 +1555,7 @@ impl Session {
                     return Err(DecodeError::LimitExceeded {
                         what: "the stream",
                         limit: max,
+                        setting: Limit::TotalBytes,
                     });
                 }
                 let held = head.len();
@@ -1604,6 +1611,7 @@ impl Session {
             return Err(DecodeError::LimitExceeded {
                 what: "the response body",
                 limit: max,
+                setting: Limit::TotalBytes,
             });
         }
         body.extend_from_slice(bytes);

@@ -60,7 +60,7 @@ use crate::error::{check_request, check_tools};
 use crate::history::{WireCallIds, check_names, sent_arguments, sent_text};
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
-use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
+use crate::{DecodeError, EncodeError, Limit, Limits, WholeAnswer};
 
 /// One chunk. Read by hand rather than derived (see [`Body`]), so that a bookkeeping key given
 /// twice (`usage`, `x_groq`: which report counts cannot be told) reads as absent instead of
@@ -634,6 +634,7 @@ impl StreamDecoder {
                 return Err(DecodeError::LimitExceeded {
                     what: "a tool call index",
                     limit: self.session.limits.max_tool_calls.saturating_mul(8),
+                    setting: Limit::ToolCallIndex,
                 });
             }
             self.by_index.set(index, position);

@@ -42,13 +42,20 @@ pub enum DecodeError {
         /// What is wrong with it.
         reason: String,
     },
-    /// A configured limit was exceeded.
-    #[error("{what} exceeds the limit of {limit}")]
+    /// A configured limit was exceeded. The message names the limit with its unit and the
+    /// [`Limits`] field that sets it, so the one to raise is plain.
+    #[error(
+        "{what} exceeds the limit of {limit}{} ({})",
+        .setting.unit(*.limit),
+        .setting.setting()
+    )]
     LimitExceeded {
-        /// Which limit.
+        /// What went past the limit (`a tool call's arguments`, `the stream`, …).
         what: &'static str,
-        /// Its value.
+        /// The limit's value.
         limit: usize,
+        /// The setting that sets it.
+        setting: Limit,
     },
     /// An assembled call cannot be represented (e.g. an id over 128 characters).
     #[error("tool call {index}: {reason}")]
@@ -297,6 +304,48 @@ pub(crate) fn check_tools(choice: &ToolChoice, tools: &[ToolSpec]) -> Result<(),
         ToolChoice::Required => Ok(()),
         ToolChoice::Tool(tool) if tools.iter().any(|spec| spec.id == *tool) => Ok(()),
         ToolChoice::Tool(tool) => Err(EncodeError::ToolChoiceUnknownTool { tool: tool.clone() }),
+    }
+}
+
+/// Which of the [`Limits`] a [`DecodeError::LimitExceeded`] broke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Limit {
+    /// [`Limits::max_argument_bytes`]: bytes of one call's arguments.
+    ArgumentBytes,
+    /// [`Limits::max_tool_calls`]: tool calls in one completion.
+    ToolCalls,
+    /// 8 times [`Limits::max_tool_calls`]: a chat call's `index` (no server numbers its calls
+    /// that far past the call limit).
+    ToolCallIndex,
+    /// [`Limits::max_total_bytes`]: bytes of the whole stream, or of a whole answer's body.
+    TotalBytes,
+    /// [`Limits::max_event_bytes`]: bytes of one event of a stream.
+    EventBytes,
+}
+
+impl Limit {
+    /// The unit of a limit of `limit`, as the error's message puts it after the number: none for
+    /// an index.
+    fn unit(self, limit: usize) -> &'static str {
+        match (self, limit) {
+            (Self::ArgumentBytes | Self::TotalBytes | Self::EventBytes, 1) => " byte",
+            (Self::ArgumentBytes | Self::TotalBytes | Self::EventBytes, _) => " bytes",
+            (Self::ToolCalls, 1) => " call",
+            (Self::ToolCalls, _) => " calls",
+            (Self::ToolCallIndex, _) => "",
+        }
+    }
+
+    /// The [`Limits`] field that sets it, as the error's message names it.
+    fn setting(self) -> &'static str {
+        match self {
+            Self::ArgumentBytes => "`Limits::max_argument_bytes`",
+            Self::ToolCalls => "`Limits::max_tool_calls`",
+            Self::ToolCallIndex => "8 times `Limits::max_tool_calls`",
+            Self::TotalBytes => "`Limits::max_total_bytes`",
+            Self::EventBytes => "`Limits::max_event_bytes`",
+        }
     }
 }
 

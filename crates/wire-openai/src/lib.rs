@@ -72,7 +72,7 @@ mod strict;
 /// names them, at the very version these codecs take, as `wire_openai::ai_core::…`.
 pub use ai_core;
 pub use assembly::{JsonShape, WholeAnswer};
-pub use error::{DecodeError, EncodeError, Limits};
+pub use error::{DecodeError, EncodeError, Limit, Limits};
 
 /// Decoders move between tasks and threads with the stream they decode.
 #[allow(dead_code)]

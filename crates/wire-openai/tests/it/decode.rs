@@ -553,7 +553,10 @@ fn a_whole_answer_in_place_of_a_stream_decodes_as_a_whole_answer() {
     let (_, got) = chat_stream(&body, 4, limits);
     assert_eq!(
         got.unwrap_err(),
-        format!("the response body exceeds the limit of {}", body.len() - 1)
+        format!(
+            "the response body exceeds the limit of {} bytes (`Limits::max_total_bytes`)",
+            body.len() - 1
+        )
     );
     // Each read of a whole answer is progress, as an event is.
     let mut decoder = chat::StreamDecoder::default();
@@ -581,15 +584,15 @@ fn whole_answers_keep_the_limits_and_name_what_is_wrong() {
     let cases = [
         (
             wire_openai::Limits::default().with_max_argument_bytes(10),
-            "a tool call's arguments exceeds the limit of 10",
+            "a tool call's arguments exceeds the limit of 10 bytes (`Limits::max_argument_bytes`)",
         ),
         (
             wire_openai::Limits::default().with_max_tool_calls(1),
-            "the number of tool calls exceeds the limit of 1",
+            "the number of tool calls exceeds the limit of 1 call (`Limits::max_tool_calls`)",
         ),
         (
             wire_openai::Limits::default().with_max_total_bytes(100),
-            "the response body exceeds the limit of 100",
+            "the response body exceeds the limit of 100 bytes (`Limits::max_total_bytes`)",
         ),
     ];
     for (limits, expected) in cases {
@@ -1494,19 +1497,19 @@ fn limits_bound_memory() {
     let cases = [
         (
             wire_openai::Limits::default().with_max_argument_bytes(10),
-            "a tool call's arguments exceeds the limit of 10",
+            "a tool call's arguments exceeds the limit of 10 bytes (`Limits::max_argument_bytes`)",
         ),
         (
             wire_openai::Limits::default().with_max_tool_calls(1),
-            "the number of tool calls exceeds the limit of 1",
+            "the number of tool calls exceeds the limit of 1 call (`Limits::max_tool_calls`)",
         ),
         (
             wire_openai::Limits::default().with_max_total_bytes(100),
-            "the stream exceeds the limit of 100",
+            "the stream exceeds the limit of 100 bytes (`Limits::max_total_bytes`)",
         ),
         (
             wire_openai::Limits::default().with_max_event_bytes(100),
-            "one event of the stream exceeds the limit of 100",
+            "one event of the stream exceeds the limit of 100 bytes (`Limits::max_event_bytes`)",
         ),
     ];
     for (limits, expected) in cases {
@@ -1521,6 +1524,14 @@ fn limits_bound_memory() {
         };
         assert_eq!(err.to_string(), expected);
     }
+    // A chat call's index is held to 8 times the call limit, and the error says so.
+    let far = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":9,\"id\":\"call_1\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\n";
+    let limits = wire_openai::Limits::default().with_max_tool_calls(1);
+    let err = chat::decode_all_with(far.as_bytes(), limits).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "a tool call index exceeds the limit of 8 (8 times `Limits::max_tool_calls`)"
+    );
 }
 
 /// One event of a stream, or a line that never ends, is held to `max_event_bytes` on both
@@ -1558,7 +1569,8 @@ fn one_event_is_held_to_its_limit_on_both_wires() {
             assert_eq!(shown.len(), 1, "{text}");
             let error = result[1].as_ref().unwrap_err().to_string();
             assert_eq!(
-                error, "one event of the stream exceeds the limit of 64",
+                error,
+                "one event of the stream exceeds the limit of 64 bytes (`Limits::max_event_bytes`)",
                 "{text}"
             );
         }
@@ -3851,8 +3863,11 @@ fn each_decode_error_maps_to_the_completion_error_a_port_reports() {
             DecodeError::LimitExceeded {
                 what: "tool calls",
                 limit: 128,
+                setting: wire_openai::Limit::ToolCalls,
             },
-            CompletionError::Decode("tool calls exceeds the limit of 128".into()),
+            CompletionError::Decode(
+                "tool calls exceeds the limit of 128 calls (`Limits::max_tool_calls`)".into(),
+            ),
         ),
         (
             DecodeError::InvalidToolCall {
