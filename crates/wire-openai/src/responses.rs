@@ -281,9 +281,7 @@ impl<'a> Event<'a> {
             reasoning: None,
         }
     }
-}
 
-impl<'a> Event<'a> {
     /// Reads an event from its JSON text. With `read` given (the keys its type reads,
     /// [`EventField::read_by`]), every other key but the bookkeeping ones is skipped unseen,
     /// whatever it holds; without, every key is read (see [`EventVisitor`]).
@@ -360,8 +358,8 @@ impl EventField {
         1 << (self as u32)
     }
 
-    /// The bookkeeping keys, read on every event, leniently: whatever they hold, they never
-    /// fail it (given twice, they read as absent).
+    /// The bookkeeping keys, read on every event whatever its type, leniently: no type of value
+    /// they hold fails it, and given twice they read as absent.
     const BOOKKEEPING: u32 = Self::Response.bit() | Self::SequenceNumber.bit() | Self::Code.bit();
 
     /// The keys an event of type `kind` reads, one bit each: `type` and `error` on every event
