@@ -28,7 +28,7 @@ impl CompletionPort for RecordedModel {
     ) -> Result<LlmCompletion, CompletionError> {
         self.requests.lock().unwrap().push(request.clone());
         // The request must encode: the history is valid and the tools are wire-ready.
-        wire_openai::chat::encode_request(request, "m", true)
+        wire_openai::chat::encode_request(request, "m", wire_openai::Delivery::Stream)
             .map_err(|e| CompletionError::Decode(e.to_string()))?;
         let name = self.turns.lock().unwrap().remove(0);
         let path = format!("{}/../fixtures/wire/{name}", env!("CARGO_MANIFEST_DIR"));

@@ -103,7 +103,7 @@ use reqwest::header::{
 use reqwest::{StatusCode, Url};
 use rustls_platform_verifier::BuilderVerifierExt;
 use tokio::time::Instant;
-use wire_openai::{DecodeError, Limits};
+use wire_openai::{DecodeError, Delivery, Limits};
 
 /// How many characters of a provider's error message an error keeps.
 pub const MAX_PROVIDER_MESSAGE_CHARS: usize = 300;
@@ -479,13 +479,16 @@ impl OpenAiCompletion {
 
     fn encode(&self, request: &LlmRequest) -> Result<Vec<u8>, CompletionError> {
         let body = match self.wire {
-            OpenAiWire::Chat => {
-                wire_openai::chat::encode_request_with(request, &self.model, true, self.chat)
-            }
+            OpenAiWire::Chat => wire_openai::chat::encode_request_with(
+                request,
+                &self.model,
+                Delivery::Stream,
+                self.chat,
+            ),
             OpenAiWire::Responses => wire_openai::responses::encode_request_with(
                 request,
                 &self.model,
-                true,
+                Delivery::Stream,
                 self.responses,
             ),
         }

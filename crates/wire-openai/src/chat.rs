@@ -60,7 +60,7 @@ use crate::error::{check_request, check_tools};
 use crate::history::{WireCallIds, check_names, sent_arguments, sent_text};
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
-use crate::{DecodeError, EncodeError, Limit, Limits, WholeAnswer};
+use crate::{DecodeError, Delivery, EncodeError, Limit, Limits, WholeAnswer};
 
 /// One chunk. Read by hand rather than derived (see [`Body`]), so that a bookkeeping key given
 /// twice (`usage`, `x_groq`: which report counts cannot be told) reads as absent instead of
@@ -1212,14 +1212,18 @@ pub fn encode_messages_with(
 ///
 /// With tools, `parallel_tool_calls` is the request's own when it sets one; when it leaves it
 /// `None`, the body says `false` if any tool is sent strict (OpenAI: "Structured Outputs is not
-/// compatible with parallel function calls"), and leaves the key out otherwise. A streamed
-/// request also asks for usage (`"stream_options": {"include_usage": true}`).
+/// compatible with parallel function calls"), and leaves the key out otherwise.
+///
+/// `delivery` says how the answer comes: [`Delivery::Stream`] asks for a stream (`"stream":
+/// true`, and the usage report at its end: `"stream_options": {"include_usage": true}`),
+/// [`Delivery::Whole`] for one JSON body (`"stream": false`).
 ///
 /// ```
 /// use wire_openai::ai_core::{
 ///     LlmCaller, LlmRequest, Message, Redaction, RunId, ToolChoice, ToolEffect, ToolId,
 ///     ToolSpec,
 /// };
+/// use wire_openai::Delivery;
 ///
 /// let weather = ToolSpec {
 ///     id: ToolId::parse("core__get_weather")?,
@@ -1240,22 +1244,22 @@ pub fn encode_messages_with(
 ///     tool_choice: ToolChoice::Auto,
 ///     parallel_tool_calls: None,
 /// };
-/// let body = wire_openai::chat::encode_request(&request, "gpt-4o-mini", true)?;
+/// let body = wire_openai::chat::encode_request(&request, "gpt-4o-mini", Delivery::Stream)?;
 /// assert_eq!(body["tools"][0]["function"]["strict"], true);
 /// assert_eq!(body["parallel_tool_calls"], false); // strict, and the request said nothing
 /// assert_eq!(body["stream_options"], serde_json::json!({"include_usage": true}));
 ///
 /// request.parallel_tool_calls = Some(true);
-/// let body = wire_openai::chat::encode_request(&request, "gpt-4o-mini", true)?;
+/// let body = wire_openai::chat::encode_request(&request, "gpt-4o-mini", Delivery::Stream)?;
 /// assert_eq!(body["parallel_tool_calls"], true);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn encode_request(
     request: &LlmRequest,
     model: &str,
-    stream: bool,
+    delivery: Delivery,
 ) -> Result<Value, EncodeError> {
-    encode_request_with(request, model, stream, RequestOptions::default())
+    encode_request_with(request, model, delivery, RequestOptions::default())
 }
 
 /// [`encode_request`] for a server with the rules `options` names: its messages as
@@ -1270,16 +1274,17 @@ pub fn encode_request(
 /// #     tool_choice: ToolChoice::Auto,
 /// #     parallel_tool_calls: None,
 /// # };
+/// use wire_openai::Delivery;
 /// use wire_openai::chat::{RequestOptions, encode_request_with};
 /// let options = RequestOptions::default().with_mistral_call_ids(true);
-/// let body = encode_request_with(&request, "mistral-large-latest", true, options)?;
+/// let body = encode_request_with(&request, "mistral-large-latest", Delivery::Stream, options)?;
 /// assert_eq!(body["messages"][0]["content"], "Hi");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn encode_request_with(
     request: &LlmRequest,
     model: &str,
-    stream: bool,
+    delivery: Delivery,
     options: RequestOptions,
 ) -> Result<Value, EncodeError> {
     check_request(model, &request.messages)?;
@@ -1290,6 +1295,7 @@ pub fn encode_request_with(
         "messages".into(),
         encode_messages_with(&request.messages, options)?,
     );
+    let stream = delivery == Delivery::Stream;
     body.insert("stream".into(), stream.into());
     if stream {
         body.insert("stream_options".into(), json!({"include_usage": true}));

@@ -252,6 +252,7 @@ pub enum EncodeError {
 /// `POST <endpoint>:` before it.
 ///
 /// ```
+/// use wire_openai::Delivery;
 /// use wire_openai::ai_core::{CompletionError, LlmCaller, LlmRequest, Message, RunId, ToolChoice};
 ///
 /// let request = LlmRequest {
@@ -261,7 +262,8 @@ pub enum EncodeError {
 ///     tool_choice: ToolChoice::Required,
 ///     parallel_tool_calls: None,
 /// };
-/// let refused = wire_openai::chat::encode_request(&request, "gpt-4o", true).unwrap_err();
+/// let refused =
+///     wire_openai::chat::encode_request(&request, "gpt-4o", Delivery::Stream).unwrap_err();
 /// assert_eq!(
 ///     CompletionError::from(refused),
 ///     CompletionError::Request(

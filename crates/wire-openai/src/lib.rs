@@ -74,6 +74,35 @@ pub use ai_core;
 pub use assembly::{JsonShape, WholeAnswer};
 pub use error::{DecodeError, EncodeError, Limit, Limits};
 
+/// How a request asks the server to deliver its answer: the `delivery` of
+/// [`chat::encode_request`] and [`responses::encode_request`] (and their `_with` forms), so that
+/// a call site says which it asks for.
+///
+/// ```
+/// # use wire_openai::ai_core::{LlmCaller, LlmRequest, Message, RunId, ToolChoice};
+/// # let request = LlmRequest {
+/// #     caller: LlmCaller { run_id: RunId::new("run-1")?, graph: None },
+/// #     messages: vec![Message::User { content: "Hi".into() }],
+/// #     tools: vec![],
+/// #     tool_choice: ToolChoice::Auto,
+/// #     parallel_tool_calls: None,
+/// # };
+/// use wire_openai::Delivery;
+/// let body = wire_openai::chat::encode_request(&request, "gpt-4o", Delivery::Whole)?;
+/// assert_eq!(body["stream"], false);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Delivery {
+    /// As a stream of Server-Sent Events (`"stream": true`), which a `StreamDecoder` reads
+    /// ([`chat::StreamDecoder`], [`responses::StreamDecoder`]). A chat request also asks for
+    /// the usage report at the stream's end (`"stream_options": {"include_usage": true}`).
+    Stream,
+    /// As one JSON body (`"stream": false`), which [`chat::decode_completion`] or
+    /// [`responses::decode_response`] reads.
+    Whole,
+}
+
 /// Decoders move between tasks and threads with the stream they decode.
 #[allow(dead_code)]
 fn _assert_send_and_sync() {

@@ -121,7 +121,7 @@ use crate::error::{check_request, check_tools};
 use crate::history::{WireCallIds, check_names, sent_arguments, sent_text};
 use crate::sse::SseEvent;
 use crate::strict::strict_parameters;
-use crate::{DecodeError, EncodeError, Limits, WholeAnswer};
+use crate::{DecodeError, Delivery, EncodeError, Limits, WholeAnswer};
 
 mod item;
 mod replay;
@@ -2169,12 +2169,15 @@ pub fn encode_input_with(
 /// With tools, `parallel_tool_calls` is the request's own when it sets one; when it leaves it
 /// `None`, the body says `false` if any tool is sent strict, and leaves the key out otherwise,
 /// as [`crate::chat::encode_request`] does.
+///
+/// `delivery` says how the answer comes: [`Delivery::Stream`] asks for a stream of events
+/// (`"stream": true`), [`Delivery::Whole`] for one JSON `response` (`"stream": false`).
 pub fn encode_request(
     request: &LlmRequest,
     model: &str,
-    stream: bool,
+    delivery: Delivery,
 ) -> Result<Value, EncodeError> {
-    encode_request_with(request, model, stream, RequestOptions::default())
+    encode_request_with(request, model, delivery, RequestOptions::default())
 }
 
 /// A whole Responses request body, as [`encode_request`] builds it, under `options`.
@@ -2184,16 +2187,18 @@ pub fn encode_request(
 /// before it ([`encode_input_with`]).
 ///
 /// ```
-/// use wire_openai::responses::{RequestOptions, encode_request_with};
-/// # let request = ai_core::LlmRequest {
-/// #     caller: ai_core::LlmCaller { run_id: ai_core::RunId::new("run_1").unwrap(), graph: None },
-/// #     messages: vec![ai_core::Message::User { content: "Hi".into() }],
+/// # use wire_openai::ai_core::{LlmCaller, LlmRequest, Message, RunId, ToolChoice};
+/// # let request = LlmRequest {
+/// #     caller: LlmCaller { run_id: RunId::new("run_1").unwrap(), graph: None },
+/// #     messages: vec![Message::User { content: "Hi".into() }],
 /// #     tools: vec![],
-/// #     tool_choice: ai_core::ToolChoice::Auto,
+/// #     tool_choice: ToolChoice::Auto,
 /// #     parallel_tool_calls: None,
 /// # };
+/// use wire_openai::Delivery;
+/// use wire_openai::responses::{RequestOptions, encode_request_with};
 /// let options = RequestOptions::default().with_stateless_reasoning(true);
-/// let body = encode_request_with(&request, "o4-mini", true, options)?;
+/// let body = encode_request_with(&request, "o4-mini", Delivery::Stream, options)?;
 /// assert_eq!(body["store"], false);
 /// assert_eq!(body["include"], serde_json::json!(["reasoning.encrypted_content"]));
 /// # Ok::<(), wire_openai::EncodeError>(())
@@ -2201,7 +2206,7 @@ pub fn encode_request(
 pub fn encode_request_with(
     request: &LlmRequest,
     model: &str,
-    stream: bool,
+    delivery: Delivery,
     options: RequestOptions,
 ) -> Result<Value, EncodeError> {
     check_request(model, &request.messages)?;
@@ -2212,6 +2217,7 @@ pub fn encode_request_with(
         "input".into(),
         encode_input_with(&request.messages, options)?,
     );
+    let stream = delivery == Delivery::Stream;
     body.insert("stream".into(), stream.into());
     if options.stateless_reasoning {
         body.insert("store".into(), false.into());

@@ -7,7 +7,7 @@ use ai_core::{
     ToolEffect, ToolId, ToolSpec,
 };
 use serde_json::{Map, Value, json};
-use wire_openai::{chat, responses};
+use wire_openai::{Delivery, chat, responses};
 
 fn keys(value: &Value) -> BTreeSet<&str> {
     value
@@ -117,7 +117,8 @@ fn chat_tools_have_exact_keys_and_strict_only_where_it_applies() {
 
 #[test]
 fn chat_request_and_messages() {
-    let body = chat::encode_request(&request(ToolChoice::Auto), "gpt-4.1", true).unwrap();
+    let body =
+        chat::encode_request(&request(ToolChoice::Auto), "gpt-4.1", Delivery::Stream).unwrap();
     check_keys(
         &body,
         &[
@@ -145,9 +146,36 @@ fn chat_request_and_messages() {
         ..request(ToolChoice::Auto)
     };
     check_keys(
-        &chat::encode_request(&no_tools, "m", false).unwrap(),
+        &chat::encode_request(&no_tools, "m", Delivery::Whole).unwrap(),
         &["model", "messages", "stream"],
     );
+}
+
+/// `Delivery` is the request's `stream`: `Stream` asks for events (and, on chat, the usage
+/// report at their end), `Whole` for one JSON body; nothing else in the body differs.
+#[test]
+fn delivery_says_how_the_answer_comes() {
+    let request = request(ToolChoice::Auto);
+    let chat_stream = chat::encode_request(&request, "m", Delivery::Stream).unwrap();
+    let chat_whole = chat::encode_request(&request, "m", Delivery::Whole).unwrap();
+    assert_eq!(chat_stream["stream"], true);
+    assert_eq!(
+        chat_stream["stream_options"],
+        json!({"include_usage": true})
+    );
+    assert_eq!(chat_whole["stream"], false);
+    let mut streamed = chat_stream.as_object().unwrap().clone();
+    streamed.remove("stream_options");
+    streamed.insert("stream".into(), false.into());
+    assert_eq!(Value::Object(streamed), chat_whole);
+
+    let responses_stream = responses::encode_request(&request, "m", Delivery::Stream).unwrap();
+    let responses_whole = responses::encode_request(&request, "m", Delivery::Whole).unwrap();
+    assert_eq!(responses_stream["stream"], true);
+    assert_eq!(responses_whole["stream"], false);
+    let mut streamed = responses_stream.as_object().unwrap().clone();
+    streamed.insert("stream".into(), false.into());
+    assert_eq!(Value::Object(streamed), responses_whole);
 }
 
 #[test]
@@ -202,9 +230,9 @@ fn a_tool_choice_the_tools_cannot_satisfy_is_refused() {
         ),
     ];
     for (request, error, message) in refused {
-        for stream in [true, false] {
-            let chat_error = chat::encode_request(&request, "m", stream).unwrap_err();
-            let responses_error = responses::encode_request(&request, "m", stream).unwrap_err();
+        for delivery in [Delivery::Stream, Delivery::Whole] {
+            let chat_error = chat::encode_request(&request, "m", delivery).unwrap_err();
+            let responses_error = responses::encode_request(&request, "m", delivery).unwrap_err();
             assert_eq!(chat_error, error);
             assert_eq!(responses_error, error);
             assert_eq!(chat_error.to_string(), message);
@@ -216,12 +244,12 @@ fn a_tool_choice_the_tools_cannot_satisfy_is_refused() {
         ToolChoice::Required,
         ToolChoice::Tool(named),
     ] {
-        assert!(chat::encode_request(&request(choice.clone()), "m", true).is_ok());
-        assert!(responses::encode_request(&request(choice), "m", true).is_ok());
+        assert!(chat::encode_request(&request(choice.clone()), "m", Delivery::Stream).is_ok());
+        assert!(responses::encode_request(&request(choice), "m", Delivery::Stream).is_ok());
     }
     for choice in [ToolChoice::Auto, ToolChoice::None] {
-        assert!(chat::encode_request(&no_tools(choice.clone()), "m", true).is_ok());
-        assert!(responses::encode_request(&no_tools(choice), "m", true).is_ok());
+        assert!(chat::encode_request(&no_tools(choice.clone()), "m", Delivery::Stream).is_ok());
+        assert!(responses::encode_request(&no_tools(choice), "m", Delivery::Stream).is_ok());
     }
 }
 
@@ -240,13 +268,13 @@ fn a_request_with_two_tools_under_one_id_is_refused() {
     let error = wire_openai::EncodeError::DuplicateTool {
         tool: ToolId::parse("core__get_weather").unwrap(),
     };
-    for stream in [true, false] {
+    for delivery in [Delivery::Stream, Delivery::Whole] {
         assert_eq!(
-            chat::encode_request(&request, "m", stream).unwrap_err(),
+            chat::encode_request(&request, "m", delivery).unwrap_err(),
             error
         );
         assert_eq!(
-            responses::encode_request(&request, "m", stream).unwrap_err(),
+            responses::encode_request(&request, "m", delivery).unwrap_err(),
             error
         );
     }
@@ -293,13 +321,13 @@ fn a_request_without_messages_or_a_model_is_refused() {
         ),
     ];
     for (request, model, error, message) in cases {
-        for stream in [true, false] {
-            let chat_error = chat::encode_request(request, model, stream).unwrap_err();
-            let responses_error = responses::encode_request(request, model, stream).unwrap_err();
+        for delivery in [Delivery::Stream, Delivery::Whole] {
+            let chat_error = chat::encode_request(request, model, delivery).unwrap_err();
+            let responses_error = responses::encode_request(request, model, delivery).unwrap_err();
             let with_options = responses::encode_request_with(
                 request,
                 model,
-                stream,
+                delivery,
                 responses::RequestOptions::default(),
             )
             .unwrap_err();
@@ -317,9 +345,10 @@ fn a_request_without_messages_or_a_model_is_refused() {
         tools: vec![],
         ..request(ToolChoice::Auto)
     };
-    let chat_body = chat::encode_request(&one_message, "gpt-4.1", true).unwrap();
+    let chat_body = chat::encode_request(&one_message, "gpt-4.1", Delivery::Stream).unwrap();
     assert_eq!(chat_body["model"], "gpt-4.1");
-    let responses_body = responses::encode_request(&one_message, "gpt-4.1", true).unwrap();
+    let responses_body =
+        responses::encode_request(&one_message, "gpt-4.1", Delivery::Stream).unwrap();
     assert_eq!(responses_body["model"], "gpt-4.1");
 }
 
@@ -334,7 +363,9 @@ fn responses_request() {
     }
     assert_eq!(tools[0]["strict"], true);
     assert_eq!(tools[1]["strict"], false);
-    let body = responses::encode_request(&request(ToolChoice::Required), "gpt-4.1", true).unwrap();
+    let body =
+        responses::encode_request(&request(ToolChoice::Required), "gpt-4.1", Delivery::Stream)
+            .unwrap();
     check_keys(
         &body,
         &[
@@ -395,8 +426,8 @@ fn a_past_call_without_a_name_is_refused_never_sent_empty() {
     }
     let mut request = request(ToolChoice::Auto);
     request.messages = messages;
-    assert!(chat::encode_request(&request, "m", true).is_err());
-    assert!(responses::encode_request(&request, "m", true).is_err());
+    assert!(chat::encode_request(&request, "m", Delivery::Stream).is_err());
+    assert!(responses::encode_request(&request, "m", Delivery::Stream).is_err());
 }
 
 /// A past call whose name providers refuse (outside `^[a-zA-Z0-9_-]{1,64}$`: whitespace only, a
@@ -440,8 +471,8 @@ fn a_past_call_with_a_name_providers_refuse_is_refused_never_sent() {
         }
         let mut request = request(ToolChoice::Auto);
         request.messages = messages;
-        assert!(chat::encode_request(&request, "m", true).is_err());
-        assert!(responses::encode_request(&request, "m", true).is_err());
+        assert!(chat::encode_request(&request, "m", Delivery::Stream).is_err());
+        assert!(responses::encode_request(&request, "m", Delivery::Stream).is_err());
     }
     for name in ["_", "a-Z_09", &"a".repeat(64)] {
         let mut messages = history();
@@ -622,8 +653,13 @@ fn check_strict_schema(schema: &Value) {
 fn encode_fixtures() {
     insta::glob!("../../../../fixtures", "wire/encode/*.json", |path| {
         let case: EncodeCase = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-        let chat_body = chat::encode_request(&case.request, &case.model, case.stream);
-        let responses_body = responses::encode_request(&case.request, &case.model, case.stream);
+        let delivery = if case.stream {
+            Delivery::Stream
+        } else {
+            Delivery::Whole
+        };
+        let chat_body = chat::encode_request(&case.request, &case.model, delivery);
+        let responses_body = responses::encode_request(&case.request, &case.model, delivery);
         let outcome = match (chat_body, responses_body) {
             (Ok(chat_body), Ok(responses_body)) => {
                 check_chat_keys(&case.request, case.stream, &chat_body);
@@ -919,7 +955,9 @@ fn mistral_call_ids_are_nine_letters_and_digits_on_call_and_result() {
         parallel_tool_calls: None,
     };
     let options = chat::RequestOptions::default().with_mistral_call_ids(true);
-    let body = chat::encode_request_with(&request, "mistral-large-latest", true, options).unwrap();
+    let body =
+        chat::encode_request_with(&request, "mistral-large-latest", Delivery::Stream, options)
+            .unwrap();
     let sent = |body: &Value| -> (Vec<String>, Vec<String>) {
         let messages = body["messages"].as_array().unwrap();
         let calls = messages[1]["tool_calls"]
@@ -945,10 +983,12 @@ fn mistral_call_ids_are_nine_letters_and_digits_on_call_and_result() {
     }
     assert_eq!(calls.iter().collect::<BTreeSet<_>>().len(), calls.len());
     // The same on every request of the thread.
-    let again = chat::encode_request_with(&request, "mistral-large-latest", true, options).unwrap();
+    let again =
+        chat::encode_request_with(&request, "mistral-large-latest", Delivery::Stream, options)
+            .unwrap();
     assert_eq!(sent(&again), (calls.clone(), results));
     // Without the option, ids go as before: byte-exact, but for the one over 40 bytes.
-    let plain = chat::encode_request(&request, "gpt-4o", true).unwrap();
+    let plain = chat::encode_request(&request, "gpt-4o", Delivery::Stream).unwrap();
     let (calls, _) = sent(&plain);
     assert_eq!(&calls[..3], ["abcDEF123", "call_1", "call_1_2"]);
     assert!(
@@ -957,7 +997,8 @@ fn mistral_call_ids_are_nine_letters_and_digits_on_call_and_result() {
         calls[3]
     );
     assert_eq!(
-        chat::encode_request_with(&request, "gpt-4o", true, Default::default()).unwrap(),
+        chat::encode_request_with(&request, "gpt-4o", Delivery::Stream, Default::default())
+            .unwrap(),
         plain
     );
 
@@ -975,10 +1016,11 @@ fn mistral_call_ids_are_nine_letters_and_digits_on_call_and_result() {
         (of("function_call"), of("function_call_output"))
     };
     let options = responses::RequestOptions::default().with_mistral_call_ids(true);
-    let body = responses::encode_request_with(&request, "mistral-small", true, options).unwrap();
+    let body = responses::encode_request_with(&request, "mistral-small", Delivery::Stream, options)
+        .unwrap();
     let (calls, results) = sent(&again);
     assert_eq!(responses_sent(&body), (calls, results));
-    let plain = responses::encode_request(&request, "gpt-4o", true).unwrap();
+    let plain = responses::encode_request(&request, "gpt-4o", Delivery::Stream).unwrap();
     let (calls, _) = responses_sent(&plain);
     assert_eq!(&calls[..3], ["abcDEF123", "call_1", "call_1_2"]);
     assert!(

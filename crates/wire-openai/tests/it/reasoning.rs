@@ -6,7 +6,7 @@ use ai_core::{
     ToolCallId, ToolChoice,
 };
 use serde_json::{Map, Value, json};
-use wire_openai::{Limits, chat, responses};
+use wire_openai::{Delivery, Limits, chat, responses};
 
 /// The fixture `fixtures/wire/<relative>`.
 fn fixture(relative: &str) -> Vec<u8> {
@@ -405,7 +405,8 @@ fn the_reasoning_goes_back_just_before_its_call() {
     let completion = responses::decode_all(&stream).unwrap();
     let request = next_request(&completion);
     let options = responses::RequestOptions::default().with_stateless_reasoning(true);
-    let body = responses::encode_request_with(&request, "o4-mini", true, options).unwrap();
+    let body =
+        responses::encode_request_with(&request, "o4-mini", Delivery::Stream, options).unwrap();
     let input = body["input"].as_array().unwrap();
     let types: Vec<&str> = input.iter().map(|i| i["type"].as_str().unwrap()).collect();
     assert_eq!(
@@ -438,7 +439,7 @@ fn by_default_no_reasoning_goes_back() {
     let stream = fixture("openai-responses/reasoning-then-call.sse");
     let completion = responses::decode_all(&stream).unwrap();
     let request = next_request(&completion);
-    let body = responses::encode_request(&request, "o4-mini", true).unwrap();
+    let body = responses::encode_request(&request, "o4-mini", Delivery::Stream).unwrap();
     let types: Vec<&str> = body["input"]
         .as_array()
         .unwrap()
@@ -455,7 +456,7 @@ fn by_default_no_reasoning_goes_back() {
         responses::encode_request_with(
             &request,
             "o4-mini",
-            true,
+            Delivery::Stream,
             responses::RequestOptions::default()
         )
         .unwrap()
@@ -480,9 +481,13 @@ fn each_call_s_reasoning_goes_back_before_it_and_nothing_else_does() {
         json!([{"type": "message", "encrypted_content": "x"}, reasoning("rs_9", None), "rs_9", 7]),
     );
     let options = responses::RequestOptions::default().with_stateless_reasoning(true);
-    let body =
-        responses::encode_request_with(&next_request(&completion), "o4-mini", false, options)
-            .unwrap();
+    let body = responses::encode_request_with(
+        &next_request(&completion),
+        "o4-mini",
+        Delivery::Whole,
+        options,
+    )
+    .unwrap();
     let order: Vec<String> = body["input"]
         .as_array()
         .unwrap()
