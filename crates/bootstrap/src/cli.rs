@@ -713,11 +713,9 @@ fn wire_decode(format: WireFormat, file: Option<PathBuf>) -> anyhow::Result<Exit
         "more than the decoder takes of a stream or answer",
     )?;
     let decoded = match (sniff(&bytes)?, format) {
-        (Captured::Sse, WireFormat::OpenaiChat) => {
-            wire_openai::chat::decode_all_with(&bytes, limits)
-        }
+        (Captured::Sse, WireFormat::OpenaiChat) => wire_openai::chat::decode_all(&bytes, limits),
         (Captured::Sse, WireFormat::OpenaiResponses) => {
-            wire_openai::responses::decode_all_with(&bytes, limits)
+            wire_openai::responses::decode_all(&bytes, limits)
         }
         // JSON has no BOM; one a capture tool wrote is not part of the body.
         (Captured::Json, format) => {

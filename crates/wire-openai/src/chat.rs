@@ -897,13 +897,9 @@ impl IndexMap {
     }
 }
 
-/// Decodes a whole chat-completions stream, held to the default [`Limits`] ([`decode_all_with`]).
-pub fn decode_all(bytes: &[u8]) -> Result<LlmCompletion, DecodeError> {
-    decode_all_with(bytes, Limits::default())
-}
-
-/// Decodes a whole chat-completions stream, held to `limits`.
-pub fn decode_all_with(bytes: &[u8], limits: Limits) -> Result<LlmCompletion, DecodeError> {
+/// Decodes a whole chat-completions stream held in memory, under `limits` ([`Limits::default`] suits
+/// most callers): what a [`StreamDecoder`] fed all of `bytes` in one read resolves.
+pub fn decode_all(bytes: &[u8], limits: Limits) -> Result<LlmCompletion, DecodeError> {
     let mut decoder = StreamDecoder::new(limits);
     decoder.feed(bytes)?;
     decoder.finish()

@@ -353,6 +353,12 @@ impl Limit {
 
 /// Limits on what one decode session accepts.
 ///
+/// Every decoder takes them: a stream decoder ([`crate::chat::StreamDecoder::new`],
+/// [`crate::responses::StreamDecoder::new`]; its `Default` takes the defaults), a whole stream
+/// held in memory ([`crate::chat::decode_all`], [`crate::responses::decode_all`]) and a whole
+/// answer ([`crate::chat::decode_completion`], [`crate::responses::decode_response`]).
+/// [`Limits::default`] suits most callers.
+///
 /// More limits may come, so outside this crate a value starts from [`Limits::default`] and
 /// changes what it needs with the `with_*` methods:
 ///

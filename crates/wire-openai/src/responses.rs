@@ -1780,13 +1780,9 @@ impl<'de> serde::de::Visitor<'de> for ShallowVisitor {
     }
 }
 
-/// Decodes a whole Responses stream, held to the default [`Limits`] ([`decode_all_with`]).
-pub fn decode_all(bytes: &[u8]) -> Result<LlmCompletion, DecodeError> {
-    decode_all_with(bytes, Limits::default())
-}
-
-/// Decodes a whole Responses stream, held to `limits`.
-pub fn decode_all_with(bytes: &[u8], limits: Limits) -> Result<LlmCompletion, DecodeError> {
+/// Decodes a whole Responses stream held in memory, under `limits` ([`Limits::default`] suits
+/// most callers): what a [`StreamDecoder`] fed all of `bytes` in one read resolves.
+pub fn decode_all(bytes: &[u8], limits: Limits) -> Result<LlmCompletion, DecodeError> {
     let mut decoder = StreamDecoder::new(limits);
     decoder.feed(bytes)?;
     decoder.finish()

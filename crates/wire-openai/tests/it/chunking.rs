@@ -3,7 +3,7 @@
 use ai_core::CompletionDelta;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use wire_openai::{chat, responses};
+use wire_openai::{Limits, chat, responses};
 
 use crate::decode::outcome;
 
@@ -58,11 +58,11 @@ proptest! {
     #[test]
     fn any_chunking_gives_the_same_completion(cuts in proptest::collection::vec(0usize..100_000, 0..40)) {
         for bytes in fixtures("openai-chat") {
-            let whole = outcome(chat::decode_all(&bytes));
+            let whole = outcome(chat::decode_all(&bytes, Limits::default()));
             prop_assert_eq!(chat_in_pieces(&split(&bytes, &cuts)), whole);
         }
         for bytes in fixtures("openai-responses") {
-            let whole = outcome(responses::decode_all(&bytes));
+            let whole = outcome(responses::decode_all(&bytes, Limits::default()));
             prop_assert_eq!(responses_in_pieces(&split(&bytes, &cuts)), whole);
         }
     }
@@ -82,8 +82,8 @@ proptest! {
             let at = at % bytes.len();
             bytes[at] = byte;
         }
-        let _ = chat::decode_all(&bytes);
-        let _ = responses::decode_all(&bytes);
+        let _ = chat::decode_all(&bytes, Limits::default());
+        let _ = responses::decode_all(&bytes, Limits::default());
     }
 }
 
@@ -92,7 +92,7 @@ proptest! {
 #[test]
 fn every_single_split_and_byte_by_byte() {
     for bytes in fixtures("openai-chat") {
-        let whole = outcome(chat::decode_all(&bytes));
+        let whole = outcome(chat::decode_all(&bytes, Limits::default()));
         let bytewise: Vec<Vec<u8>> = bytes.iter().map(|b| vec![*b]).collect();
         assert_eq!(chat_in_pieces(&bytewise), whole);
         for at in 0..=bytes.len() {
@@ -104,7 +104,7 @@ fn every_single_split_and_byte_by_byte() {
         }
     }
     for bytes in fixtures("openai-responses") {
-        let whole = outcome(responses::decode_all(&bytes));
+        let whole = outcome(responses::decode_all(&bytes, Limits::default()));
         let bytewise: Vec<Vec<u8>> = bytes.iter().map(|b| vec![*b]).collect();
         assert_eq!(responses_in_pieces(&bytewise), whole);
         for at in 0..=bytes.len() {
@@ -157,11 +157,11 @@ fn replay(deltas: &[CompletionDelta]) -> (String, Vec<(String, String, String)>)
 fn deltas_replay_to_the_completion<D>(
     bytes: &[u8],
     cuts: &[usize],
-    decode_all: fn(&[u8]) -> Result<ai_core::LlmCompletion, wire_openai::DecodeError>,
+    decode_all: fn(&[u8], Limits) -> Result<ai_core::LlmCompletion, wire_openai::DecodeError>,
     mut decoder: D,
     feed: fn(&mut D, &[u8]) -> Result<Vec<CompletionDelta>, wire_openai::DecodeError>,
 ) -> Result<(), TestCaseError> {
-    let Ok(completion) = decode_all(bytes) else {
+    let Ok(completion) = decode_all(bytes, Limits::default()) else {
         return Ok(());
     };
     let mut deltas = Vec::new();

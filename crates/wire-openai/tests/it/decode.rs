@@ -2,7 +2,7 @@
 //! error (with what was assembled, for a truncated stream).
 
 use serde_json::{Value, json};
-use wire_openai::{DecodeError, chat, responses};
+use wire_openai::{DecodeError, Limits, chat, responses};
 
 /// The decode result as JSON: `{"completion": …}` or `{"error": …, "partial"?: …}`.
 pub(crate) fn outcome(result: Result<ai_core::LlmCompletion, DecodeError>) -> Value {
@@ -47,7 +47,7 @@ fn a_responses_stream_fed_to_the_chat_decoder_is_told_it_is_the_other_wire() {
 fn chat_fixtures() {
     insta::glob!("../../../../fixtures", "wire/openai-chat/*.sse", |path| {
         let bytes = std::fs::read(path).unwrap();
-        insta::assert_json_snapshot!(outcome(chat::decode_all(&bytes)));
+        insta::assert_json_snapshot!(outcome(chat::decode_all(&bytes, Limits::default())));
     });
 }
 
@@ -58,7 +58,7 @@ fn responses_fixtures() {
         "wire/openai-responses/*.sse",
         |path| {
             let bytes = std::fs::read(path).unwrap();
-            insta::assert_json_snapshot!(outcome(responses::decode_all(&bytes)));
+            insta::assert_json_snapshot!(outcome(responses::decode_all(&bytes, Limits::default())));
         }
     );
 }
@@ -195,7 +195,9 @@ fn a_terminal_snapshot_whose_response_holds_an_error_is_that_error() {
         let expected =
             responses::decode_response(&whole, wire_openai::Limits::default()).unwrap_err();
         let ended = json!({"type": terminal, "response": response});
-        let error = responses::decode_all(format!("data: {ended}\n\n").as_bytes()).unwrap_err();
+        let error =
+            responses::decode_all(format!("data: {ended}\n\n").as_bytes(), Limits::default())
+                .unwrap_err();
         assert_eq!(error.to_string(), expected.to_string(), "{terminal}");
         assert!(
             matches!(&error, DecodeError::ProviderError { message } if message == "The model failed."),
@@ -243,7 +245,7 @@ fn a_terminal_snapshot_after_streamed_items_adds_nothing() {
             .chain([&completed])
             .map(|event| format!("data: {event}\n\n"))
             .collect();
-        let completion = responses::decode_all(stream.as_bytes()).unwrap();
+        let completion = responses::decode_all(stream.as_bytes(), Limits::default()).unwrap();
         if events.len() == 2 {
             assert_eq!(completion.tool_calls.len(), 1, "{output:?}");
             assert_eq!(completion.tool_calls[0].id.as_str(), "call_1");
@@ -291,7 +293,7 @@ fn a_terminal_event_ends_the_turn_as_its_response_s_status_says() {
         let end = json!({"type": "response.completed", "response": response});
         for before in ["", streamed.as_str()] {
             let stream = format!("{before}data: {end}\n\n");
-            let completion = responses::decode_all(stream.as_bytes()).unwrap();
+            let completion = responses::decode_all(stream.as_bytes(), Limits::default()).unwrap();
             assert_eq!(completion.finish_reason, expected, "{reason}, {before}");
             assert_eq!(completion.tool_calls.len(), 1, "{reason}, {before}");
             assert!(!completion.tool_calls[0].complete, "{reason}, {before}");
@@ -305,7 +307,7 @@ fn a_terminal_event_ends_the_turn_as_its_response_s_status_says() {
         let end = json!({"type": terminal, "response": failed});
         for before in ["", streamed.as_str()] {
             let stream = format!("{before}data: {end}\n\n");
-            let error = responses::decode_all(stream.as_bytes()).unwrap_err();
+            let error = responses::decode_all(stream.as_bytes(), Limits::default()).unwrap_err();
             assert_eq!(error.to_string(), whole.to_string(), "{terminal}, {before}");
         }
     }
@@ -328,8 +330,11 @@ fn a_terminal_error_after_streamed_items_is_that_error() {
             "error": {"code": "server_error", "message": "The model failed."},
             "output": [call]});
         let end = json!({"type": terminal, "response": response});
-        let error =
-            responses::decode_all(format!("{streamed}data: {end}\n\n").as_bytes()).unwrap_err();
+        let error = responses::decode_all(
+            format!("{streamed}data: {end}\n\n").as_bytes(),
+            Limits::default(),
+        )
+        .unwrap_err();
         assert!(
             matches!(&error, DecodeError::ProviderError { message } if message == "The model failed."),
             "{terminal}: {error:?}"
@@ -337,11 +342,10 @@ fn a_terminal_error_after_streamed_items_is_that_error() {
     }
 }
 
-/// `decode_all_with` holds a whole stream to the caller's limits, on either wire, where
-/// `decode_all` holds it to the defaults: a stream within the defaults but past the caller's
-/// `max_total_bytes` is refused, naming the limit.
+/// `decode_all` holds a whole stream to the limits it is given, on either wire: a stream within
+/// the defaults but past the caller's `max_total_bytes` is refused, naming the limit.
 #[test]
-fn decode_all_with_holds_a_stream_to_the_callers_limits() {
+fn decode_all_holds_a_stream_to_the_callers_limits() {
     let limits = wire_openai::Limits::default().with_max_total_bytes(16);
     let chat_stream = format!(
         "data: {}\n\ndata: [DONE]\n\n",
@@ -353,16 +357,21 @@ fn decode_all_with_holds_a_stream_to_the_callers_limits() {
             "delta": "hi"}),
         json!({"type": "response.completed", "response": {"id": "resp_1"}}),
     );
-    assert_eq!(chat::decode_all(chat_stream.as_bytes()).unwrap().text, "hi");
     assert_eq!(
-        responses::decode_all(responses_stream.as_bytes())
+        chat::decode_all(chat_stream.as_bytes(), Limits::default())
+            .unwrap()
+            .text,
+        "hi"
+    );
+    assert_eq!(
+        responses::decode_all(responses_stream.as_bytes(), Limits::default())
             .unwrap()
             .text,
         "hi"
     );
     for outcome in [
-        chat::decode_all_with(chat_stream.as_bytes(), limits),
-        responses::decode_all_with(responses_stream.as_bytes(), limits),
+        chat::decode_all(chat_stream.as_bytes(), limits),
+        responses::decode_all(responses_stream.as_bytes(), limits),
     ] {
         assert!(
             matches!(outcome, Err(DecodeError::LimitExceeded { limit: 16, .. })),
@@ -395,7 +404,7 @@ fn a_response_error_of_empty_fields_only_is_no_error() {
             format!("{streamed}data: {end}\n\n"),
             format!("data: {end}\n\n"),
         ] {
-            let completion = responses::decode_all(stream.as_bytes())
+            let completion = responses::decode_all(stream.as_bytes(), Limits::default())
                 .unwrap_or_else(|e| panic!("{error} in {stream}: {e:?}"));
             assert_eq!(completion.tool_calls.len(), 1, "{error} in {stream}");
         }
@@ -424,7 +433,7 @@ fn a_response_error_of_empty_fields_only_is_no_error() {
             format!("{streamed}data: {end}\n\n"),
             format!("data: {end}\n\n"),
         ] {
-            let outcome = responses::decode_all(stream.as_bytes()).map(drop);
+            let outcome = responses::decode_all(stream.as_bytes(), Limits::default()).map(drop);
             assert!(failed(&outcome), "{error} in {stream}: {outcome:?}");
         }
         let whole = serde_json::to_vec(&response(error.clone())).unwrap();
@@ -1194,7 +1203,7 @@ fn final_arguments_ahead_of_their_deltas_are_kept_once() {
             }
             stream +=
                 "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\"}}\n\n";
-            let completion = responses::decode_all(stream.as_bytes()).unwrap();
+            let completion = responses::decode_all(stream.as_bytes(), Limits::default()).unwrap();
             assert_eq!(
                 completion.tool_calls[0].arguments, r#"{"a":1}"#,
                 "{events:?}"
@@ -1619,7 +1628,7 @@ fn synthesized_ids_are_deterministic_and_differ_between_turns() {
         )
     };
     let id = |bytes: &str| {
-        let completion = chat::decode_all(bytes.as_bytes()).unwrap();
+        let completion = chat::decode_all(bytes.as_bytes(), Limits::default()).unwrap();
         assert_eq!(completion.tool_calls.len(), 1, "{bytes}");
         completion.tool_calls[0].id.as_str().to_owned()
     };
@@ -1646,7 +1655,7 @@ fn a_synthesized_id_is_drawn_again_when_the_server_sent_it() {
         )
     };
     let ids = |stream: &str| -> Vec<String> {
-        chat::decode_all(stream.as_bytes())
+        chat::decode_all(stream.as_bytes(), Limits::default())
             .unwrap()
             .tool_calls
             .iter()
@@ -1689,7 +1698,7 @@ fn a_call_whose_id_arrives_late_is_one_call() {
             stream += &format!("data: {chunk}\n\n");
         }
         stream += TOOL_CALLS_END;
-        chat::decode_all(stream.as_bytes())
+        chat::decode_all(stream.as_bytes(), Limits::default())
             .unwrap()
             .tool_calls
             .into_iter()
@@ -1816,7 +1825,7 @@ fn a_call_whose_id_changes_after_its_first_chunk_is_one_call() {
             stream += &format!("data: {chunk}\n\n");
         }
         stream += TOOL_CALLS_END;
-        chat::decode_all(stream.as_bytes())
+        chat::decode_all(stream.as_bytes(), Limits::default())
             .unwrap()
             .tool_calls
             .into_iter()
@@ -1930,7 +1939,7 @@ fn only_a_repeat_of_complete_arguments_is_dropped() {
         out + TOOL_CALLS_END
     };
     let arguments = |fragments: &[&str]| {
-        chat::decode_all(stream(fragments).as_bytes())
+        chat::decode_all(stream(fragments).as_bytes(), Limits::default())
             .unwrap()
             .tool_calls[0]
             .arguments
@@ -1974,13 +1983,13 @@ fn a_finished_message_item_without_an_id_keeps_its_text_when_none_streamed() {
     let stream =
         |events: &[&Value]| -> String { events.iter().map(|e| format!("data: {e}\n\n")).collect() };
     let only_finished = stream(&[&done, &completed]);
-    let completion = responses::decode_all(only_finished.as_bytes()).unwrap();
+    let completion = responses::decode_all(only_finished.as_bytes(), Limits::default()).unwrap();
     assert_eq!(completion.text, "Sunny.");
     // Streamed under its id, then finished without one: shown once.
     let delta = json!({"type": "response.output_text.delta", "item_id": "msg_1",
         "output_index": 0, "delta": "Sunny."});
     let streamed = stream(&[&delta, &done, &completed]);
-    let completion = responses::decode_all(streamed.as_bytes()).unwrap();
+    let completion = responses::decode_all(streamed.as_bytes(), Limits::default()).unwrap();
     assert_eq!(completion.text, "Sunny.");
 }
 
@@ -2012,7 +2021,7 @@ fn a_call_announced_without_a_name_takes_the_name_its_done_event_carries() {
             .iter()
             .map(|event| format!("data: {event}\n\n"))
             .collect();
-        let completion = responses::decode_all(stream.as_bytes()).unwrap();
+        let completion = responses::decode_all(stream.as_bytes(), Limits::default()).unwrap();
         assert_eq!(completion.tool_calls[0].name, expected, "{name}");
     }
 }
@@ -2045,7 +2054,7 @@ fn a_done_event_s_name_never_splits_a_call_from_its_finished_item() {
             .iter()
             .map(|event| format!("data: {event}\n\n"))
             .collect();
-        let completion = responses::decode_all(stream.as_bytes())
+        let completion = responses::decode_all(stream.as_bytes(), Limits::default())
             .unwrap_or_else(|error| panic!("{call_id:?}: {error}"));
         let names: Vec<_> = completion.tool_calls.iter().map(|c| &c.name).collect();
         assert_eq!(names, ["get_weather"], "{call_id:?}");
@@ -2068,7 +2077,7 @@ fn responses_output_item_done_is_keyed_by_its_item_id() {
         "event: response.completed\n",
         "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\"}}\n\n",
     );
-    let completion = responses::decode_all(stream.as_bytes()).unwrap();
+    let completion = responses::decode_all(stream.as_bytes(), Limits::default()).unwrap();
     let ids: Vec<&str> = completion
         .tool_calls
         .iter()
@@ -2096,7 +2105,7 @@ fn responses_object_arguments_are_serialized_wherever_they_arrive() {
     let completed = json!({"type": "response.completed", "response": {"id": "resp_1"}});
     let decode = |events: &[Value]| {
         let stream: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
-        responses::decode_all(stream.as_bytes())
+        responses::decode_all(stream.as_bytes(), Limits::default())
     };
     for (case, events) in [
         (
@@ -2167,7 +2176,7 @@ fn responses_items_it_does_not_run_never_fail_on_their_arguments() {
             ];
             let stream: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
             let case = format!("{kind} {arguments}");
-            let completion = responses::decode_all(stream.as_bytes())
+            let completion = responses::decode_all(stream.as_bytes(), Limits::default())
                 .unwrap_or_else(|e| panic!("stream, {case}: {e}"));
             let whole = responses::decode_response(&body(json!([item, call])), Default::default())
                 .unwrap_or_else(|e| panic!("whole, {case}: {e}"))
@@ -2237,7 +2246,7 @@ fn responses_items_it_does_not_run_never_fail_on_any_field() {
                 ];
                 let stream: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
                 let case = format!("{kind} {field} {value}");
-                let completion = responses::decode_all(stream.as_bytes())
+                let completion = responses::decode_all(stream.as_bytes(), Limits::default())
                     .unwrap_or_else(|e| panic!("stream, {case}: {e}"));
                 let whole =
                     responses::decode_response(&body(json!([item, call])), Default::default())
@@ -2288,7 +2297,7 @@ fn responses_items_it_does_not_run_never_fail_on_any_field() {
             format!("{{\"object\":\"response\",\"status\":\"completed\",\"output\":[{item}]}}");
         let wrong = "a value of the wrong type (a sequence; expected a string)";
         assert_eq!(
-            responses::decode_all(stream.as_bytes())
+            responses::decode_all(stream.as_bytes(), Limits::default())
                 .map(drop)
                 .unwrap_err()
                 .to_string(),
@@ -2330,7 +2339,7 @@ fn responses_items_it_does_not_run_never_fail_on_any_field() {
                 json!({"type": "response.output_item.done", "output_index": 0, "item": item})
             );
             let errors = [
-                responses::decode_all(stream.as_bytes())
+                responses::decode_all(stream.as_bytes(), Limits::default())
                     .map(drop)
                     .unwrap_err(),
                 responses::decode_response(&body(json!([item])), Default::default())
@@ -2367,7 +2376,7 @@ fn a_falsy_error_is_not_a_provider_error() {
         let hi = json!({"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": null}],
             "error": error});
         let stream = format!("data: {hi}\n\ndata: {stop}\n\ndata: [DONE]\n\n");
-        let text = chat::decode_all(stream.as_bytes()).map(|c| c.text);
+        let text = chat::decode_all(stream.as_bytes(), Limits::default()).map(|c| c.text);
         assert_eq!(text.ok().as_deref(), Some("hi"), "error: {error}");
     }
 }
@@ -2440,7 +2449,7 @@ fn responses_errors_in_every_form_are_provider_errors() {
         ),
     ] {
         let stream = format!("{partial}data: {event}\n\n");
-        let error = responses::decode_all(stream.as_bytes()).unwrap_err();
+        let error = responses::decode_all(stream.as_bytes(), Limits::default()).unwrap_err();
         assert!(
             matches!(&error, DecodeError::ProviderError { message } if message == expected),
             "{event}: {error:?}"
@@ -2450,13 +2459,14 @@ fn responses_errors_in_every_form_are_provider_errors() {
     let stream = format!(
         "{partial}data: {{\"type\":\"error\",\"code\":\"a\",\"code\":\"b\",\"message\":null}}\n\n"
     );
-    let error = responses::decode_all(stream.as_bytes()).unwrap_err();
+    let error = responses::decode_all(stream.as_bytes(), Limits::default()).unwrap_err();
     assert!(
         matches!(&error, DecodeError::ProviderError { message } if message == "unknown error"),
         "{error:?}"
     );
     // With no `type` and no error, the payload is still a bad chunk, named as such.
-    let error = responses::decode_all(b"data: {\"delta\":\"x\"}\n\n").unwrap_err();
+    let error =
+        responses::decode_all(b"data: {\"delta\":\"x\"}\n\n", Limits::default()).unwrap_err();
     assert!(
         matches!(&error, DecodeError::InvalidChunk { reason, .. } if reason.contains("type")),
         "{error:?}"
@@ -2517,8 +2527,8 @@ fn an_invalid_chunk_is_described_without_quoting_it() {
     let responses =
         "data: {\"type\":\"response.output_item.added\",\"output_index\":\"CANARY\"}\n\n";
     for error in [
-        chat::decode_all(chat.as_bytes()).unwrap_err(),
-        responses::decode_all(responses.as_bytes()).unwrap_err(),
+        chat::decode_all(chat.as_bytes(), Limits::default()).unwrap_err(),
+        responses::decode_all(responses.as_bytes(), Limits::default()).unwrap_err(),
     ] {
         assert!(
             matches!(&error, DecodeError::InvalidChunk { offset: 0, .. }),
@@ -2705,7 +2715,7 @@ fn only_the_first_choice_is_read() {
         "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
         "data: [DONE]\n\n",
     );
-    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    let completion = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap();
     assert_eq!(completion.text, "Paris it is.");
     assert!(completion.tool_calls.is_empty(), "{completion:?}");
     assert_eq!(completion.finish_reason, ai_core::FinishReason::Stop);
@@ -2723,7 +2733,7 @@ fn a_choice_without_an_index_is_choice_zero() {
         "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
         "data: [DONE]\n\n",
     );
-    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    let completion = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap();
     assert_eq!(completion.text, "Paris it is.");
     assert!(completion.tool_calls.is_empty(), "{completion:?}");
     assert_eq!(completion.finish_reason, ai_core::FinishReason::Stop);
@@ -2756,7 +2766,7 @@ fn responses_events_it_does_not_read_never_fail_the_stream() {
         "event: response.completed\n",
         "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\"}}\n\n",
     );
-    let completion = responses::decode_all(stream.as_bytes()).unwrap();
+    let completion = responses::decode_all(stream.as_bytes(), Limits::default()).unwrap();
     assert_eq!(completion.tool_calls.len(), 1, "{completion:?}");
     assert_eq!(completion.tool_calls[0].arguments, r#"{"city":"Paris"}"#);
     assert_eq!(completion.text, "");
@@ -2796,7 +2806,7 @@ data: {completed}
         r#"{"type":"response.vendor.progress","item":{"type":"function_call","name":5}}"#,
         r#"{"type":"response.vendor.progress","delta":"a","delta":"b"}"#,
     ] {
-        let completion = responses::decode_all(stream(skipped).as_bytes())
+        let completion = responses::decode_all(stream(skipped).as_bytes(), Limits::default())
             .unwrap_or_else(|error| panic!("{skipped}: {error}"));
         assert_eq!(completion.tool_calls.len(), 1, "{skipped}");
         assert_eq!(completion.tool_calls[0].arguments, "{}", "{skipped}");
@@ -2806,7 +2816,7 @@ data: {completed}
         r#"{"type":"response.output_text.delta","item_id":7,"delta":"Hi"}"#,
         r#"{"type":"response.output_text.delta","delta":"a","delta":"b"}"#,
     ] {
-        let error = responses::decode_all(stream(read).as_bytes()).unwrap_err();
+        let error = responses::decode_all(stream(read).as_bytes(), Limits::default()).unwrap_err();
         assert!(
             matches!(error, DecodeError::InvalidChunk { .. }),
             "{read}: {error:?}"
@@ -2896,13 +2906,13 @@ fn an_event_it_does_not_read_with_a_falsy_error_is_skipped_whatever_its_fields_h
     for falsy in ["null", "false", "0", "\"\"", "[]", "{}"] {
         for fields in ["", r#","item":"fc_1""#] {
             let event = format!(r#"{{"type":"response.vendor.progress","error":{falsy}{fields}}}"#);
-            let completion = responses::decode_all(stream(&event).as_bytes())
+            let completion = responses::decode_all(stream(&event).as_bytes(), Limits::default())
                 .unwrap_or_else(|error| panic!("{event}: {error}"));
             assert_eq!(completion.tool_calls.len(), 1, "{event}");
         }
     }
     let event = r#"{"type":"response.vendor.progress","error":{"message":"boom"},"item":"fc_1"}"#;
-    assert!(responses::decode_all(stream(event).as_bytes()).is_err());
+    assert!(responses::decode_all(stream(event).as_bytes(), Limits::default()).is_err());
 }
 
 /// An event with a truthy `error` is the provider's error with its message, as on every event,
@@ -2921,7 +2931,7 @@ fn an_event_with_an_error_is_that_error_whatever_its_other_fields_hold() {
         r#"{"type":"response.output_text.delta","error":{"message":"boom"},"item_id":7}"#,
         r#"{"type":"error","error":{"message":"boom"},"message":{"text":"boom"}}"#,
     ] {
-        let error = responses::decode_all(stream(event).as_bytes()).unwrap_err();
+        let error = responses::decode_all(stream(event).as_bytes(), Limits::default()).unwrap_err();
         assert!(
             matches!(&error, DecodeError::ProviderError { message } if message == "boom"),
             "{event}: {error:?}"
@@ -2950,14 +2960,14 @@ fn a_skipped_event_s_number_counts_as_when_it_parses() {
         .collect::<String>()
     };
     let parsed = r#"{"type":"response.vendor.progress","sequence_number":1,"item_id":"fc_1"}"#;
-    let expected = responses::decode_all(events(parsed).as_bytes()).unwrap();
+    let expected = responses::decode_all(events(parsed).as_bytes(), Limits::default()).unwrap();
     assert_eq!(expected.tool_calls[0].arguments, r#"{"a":1}"#);
     for skipped in [
         r#"{"type":"response.vendor.progress","sequence_number":1,"item_id":7}"#,
         r#"{"type":"response.vendor.progress","item":"fc_1","sequence_number":1}"#,
         r#"{"type":"response.vendor.progress","delta":"a","delta":"b","sequence_number":1}"#,
     ] {
-        let completion = responses::decode_all(events(skipped).as_bytes())
+        let completion = responses::decode_all(events(skipped).as_bytes(), Limits::default())
             .unwrap_or_else(|error| panic!("{skipped}: {error}"));
         assert_eq!(completion, expected, "{skipped}");
     }
@@ -2972,8 +2982,8 @@ fn a_skipped_event_s_number_counts_as_when_it_parses() {
             r#"{"type":"response.vendor.progress","sequence_number":1,"sequence_number":1,"item_id":7}"#,
         ),
     ] {
-        let expected = responses::decode_all(events(parsed).as_bytes()).unwrap();
-        let completion = responses::decode_all(events(skipped).as_bytes())
+        let expected = responses::decode_all(events(parsed).as_bytes(), Limits::default()).unwrap();
+        let completion = responses::decode_all(events(skipped).as_bytes(), Limits::default())
             .unwrap_or_else(|error| panic!("{skipped}: {error}"));
         assert_eq!(completion, expected, "{skipped}");
     }
@@ -3020,7 +3030,8 @@ fn an_event_nested_too_deep_fails_only_when_the_decoder_reads_it() {
             text.to_owned(),
             completed.to_owned(),
         ];
-        let completion = responses::decode_all(stream(&events).as_bytes()).unwrap();
+        let completion =
+            responses::decode_all(stream(&events).as_bytes(), Limits::default()).unwrap();
         assert_eq!(completion.text, "Hi", "{skipped}");
     }
     // On an event the decoder reads, a key its type does not read is never looked at, however
@@ -3041,7 +3052,8 @@ fn an_event_nested_too_deep_fails_only_when_the_decoder_reads_it() {
         format!(r#"{{"type":"response.some_new_event","error":{deep}}}"#),
     ] {
         let events = [message.to_owned(), read.clone(), completed.to_owned()];
-        let error = responses::decode_all(stream(&events).as_bytes()).unwrap_err();
+        let error =
+            responses::decode_all(stream(&events).as_bytes(), Limits::default()).unwrap_err();
         let DecodeError::InvalidChunk { reason, .. } = &error else {
             panic!("{error:?}");
         };
@@ -3052,7 +3064,11 @@ fn an_event_nested_too_deep_fails_only_when_the_decoder_reads_it() {
     let chunk = format!(
         r#"data: {{"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"id":"call_1","function":{{"name":"f","arguments":"{{}}"}},"extra_content":{deep}}}]}}}}]}}"#
     );
-    let error = chat::decode_all(format!("{chunk}\n\ndata: [DONE]\n\n").as_bytes()).unwrap_err();
+    let error = chat::decode_all(
+        format!("{chunk}\n\ndata: [DONE]\n\n").as_bytes(),
+        Limits::default(),
+    )
+    .unwrap_err();
     let DecodeError::InvalidChunk { reason, .. } = &error else {
         panic!("{error:?}");
     };
@@ -3062,8 +3078,11 @@ fn an_event_nested_too_deep_fails_only_when_the_decoder_reads_it() {
     let chunk = json!({"choices": [{"index": 0, "delta": {"tool_calls": [
         {"index": 0, "id": "call_1", "function": {"name": "f", "arguments": arguments}}
     ]}, "finish_reason": "tool_calls"}]});
-    let completion =
-        chat::decode_all(format!("data: {chunk}\n\ndata: [DONE]\n\n").as_bytes()).unwrap();
+    let completion = chat::decode_all(
+        format!("data: {chunk}\n\ndata: [DONE]\n\n").as_bytes(),
+        Limits::default(),
+    )
+    .unwrap();
     assert_eq!(completion.tool_calls[0].arguments, arguments);
 }
 
@@ -3129,22 +3148,22 @@ fn a_bad_usage_is_dropped_and_the_answer_survives() {
             format!("data: {call}\n\ndata: {finish}\n\ndata: {usage_chunk}\n\ndata: [DONE]\n\n"),
             format!("data: {on_call}\n\ndata: {finish}\n\ndata: [DONE]\n\n"),
         ] {
-            let completion =
-                chat::decode_all(stream.as_bytes()).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let completion = chat::decode_all(stream.as_bytes(), Limits::default())
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
             check(&completion, what);
             assert_eq!(completion.usage, None, "{what}");
         }
         let earlier = format!(
             "data: {good}\n\ndata: {call}\n\ndata: {finish}\n\ndata: {usage_chunk}\n\ndata: [DONE]\n\n"
         );
-        let completion = chat::decode_all(earlier.as_bytes()).unwrap();
+        let completion = chat::decode_all(earlier.as_bytes(), Limits::default()).unwrap();
         check(&completion, what);
         assert_eq!(completion.usage.map(|u| u.total_tokens), Some(6), "{what}");
         let groq = json!({"choices": [],
             "x_groq": {"id": "req_1", "usage": {"prompt_tokens": 2, "completion_tokens": 3}}});
         let groq = with_raw(&groq, "usage", &usage);
         let stream = format!("data: {call}\n\ndata: {finish}\n\ndata: {groq}\n\ndata: [DONE]\n\n");
-        let completion = chat::decode_all(stream.as_bytes()).unwrap();
+        let completion = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap();
         assert_eq!(completion.usage.map(|u| u.total_tokens), Some(5), "{what}");
         let groq_bad = with_raw(
             &no_choices,
@@ -3155,7 +3174,7 @@ fn a_bad_usage_is_dropped_and_the_answer_survives() {
         for chunk in [groq_bad, x_groq_bad] {
             let stream =
                 format!("data: {call}\n\ndata: {finish}\n\ndata: {chunk}\n\ndata: [DONE]\n\n");
-            let completion = chat::decode_all(stream.as_bytes())
+            let completion = chat::decode_all(stream.as_bytes(), Limits::default())
                 .unwrap_or_else(|e| panic!("x_groq, {what}: {e}"));
             check(&completion, what);
             assert_eq!(completion.usage, None, "x_groq, {what}");
@@ -3181,7 +3200,7 @@ fn a_bad_usage_is_dropped_and_the_answer_survives() {
             json!({"type": "response.output_item.done", "output_index": 0, "item": text}),
             json!({"type": "response.output_item.done", "output_index": 1, "item": item}),
         );
-        let completion = responses::decode_all(stream.as_bytes())
+        let completion = responses::decode_all(stream.as_bytes(), Limits::default())
             .unwrap_or_else(|e| panic!("responses, {what}: {e}"));
         check(&completion, what);
         assert_eq!(completion.usage, None, "responses, {what}");
@@ -3228,7 +3247,7 @@ fn a_cut_finish_reason_is_never_replaced_by_a_later_one() {
             stream.push_str(&format!("data: {}\n\n", finish(reason)));
         }
         stream.push_str("data: [DONE]\n\n");
-        let completion = chat::decode_all(stream.as_bytes()).unwrap();
+        let completion = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap();
         assert_eq!(completion.finish_reason, expected, "{reasons:?}");
         assert_eq!(completion.tool_calls.len(), 1, "{reasons:?}");
         assert_eq!(completion.tool_calls[0].complete, complete, "{reasons:?}");
@@ -3273,7 +3292,7 @@ fn every_call_of_a_cut_turn_is_incomplete() {
         let end = json!({"type": "response.incomplete", "response": {"id": "resp_1",
             "status": "incomplete", "incomplete_details": details}});
         let stream = format!("data: {added}\n\ndata: {done}\n\ndata: {end}\n\n");
-        let completion = responses::decode_all(stream.as_bytes()).unwrap();
+        let completion = responses::decode_all(stream.as_bytes(), Limits::default()).unwrap();
         assert_eq!(completion.finish_reason, expected, "{details}");
         assert!(!completion.tool_calls[0].complete, "responses, {details}");
 
@@ -3370,19 +3389,21 @@ fn a_wrongly_shaped_response_object_never_loses_the_answer() {
         let end = |kind: &str| {
             format!("{items}data: {{\"type\":\"{kind}\",\"response\":{response}}}\n\n")
         };
-        let completion = responses::decode_all(end("response.completed").as_bytes())
-            .unwrap_or_else(|e| panic!("completed, {response}: {e}"));
+        let completion =
+            responses::decode_all(end("response.completed").as_bytes(), Limits::default())
+                .unwrap_or_else(|e| panic!("completed, {response}: {e}"));
         check(&completion, response);
         assert_eq!(completion.finish_reason, ToolCalls, "{response}");
         assert!(completion.tool_calls[0].complete, "{response}");
 
-        let completion = responses::decode_all(end("response.incomplete").as_bytes())
-            .unwrap_or_else(|e| panic!("incomplete, {response}: {e}"));
+        let completion =
+            responses::decode_all(end("response.incomplete").as_bytes(), Limits::default())
+                .unwrap_or_else(|e| panic!("incomplete, {response}: {e}"));
         check(&completion, response);
         assert_eq!(completion.finish_reason, Length, "{response}");
         assert!(!completion.tool_calls[0].complete, "{response}");
 
-        let failed = responses::decode_all(end("response.failed").as_bytes());
+        let failed = responses::decode_all(end("response.failed").as_bytes(), Limits::default());
         assert!(
             matches!(&failed, Err(DecodeError::ProviderError { message }) if message == "the response failed"),
             "failed, {response}: {failed:?}"
@@ -3444,7 +3465,7 @@ fn a_bookkeeping_key_given_twice_never_fails_a_chat_stream() {
                 };
                 let stream =
                     format!("{earlier}data: {call}\n\ndata: {middle}\n\n{last}data: [DONE]\n\n");
-                let completion = chat::decode_all(stream.as_bytes())
+                let completion = chat::decode_all(stream.as_bytes(), Limits::default())
                     .unwrap_or_else(|e| panic!("{key} twice on {what}: {e}"));
                 assert_eq!(completion.text, "Checking.", "{key}, {what}");
                 assert_eq!(completion.tool_calls.len(), 1, "{key}, {what}");
@@ -3463,12 +3484,12 @@ fn a_bookkeeping_key_given_twice_never_fails_a_chat_stream() {
     let once = with_raw(&call, "object", object);
     let object = format!("{},\"object\":{object}}}", &once[..once.len() - 1]);
     let stream = format!("data: {object}\n\ndata: {finish}\n\ndata: [DONE]\n\n");
-    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    let completion = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap();
     assert_eq!(completion.text, "Checking.");
 
     let choices = with_raw(&call, "choices", "[]");
     let stream = format!("data: {choices}\n\ndata: [DONE]\n\n");
-    let error = chat::decode_all(stream.as_bytes()).unwrap_err();
+    let error = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap_err();
     assert!(
         matches!(&error, DecodeError::InvalidChunk { reason, .. }
             if reason.contains("duplicate field `choices`")),
@@ -3560,7 +3581,11 @@ fn a_bookkeeping_key_given_twice_never_fails_a_whole_response() {
 #[test]
 fn vllm_abort_is_a_cut() {
     let abort = || ai_core::FinishReason::Other("abort".into());
-    let completion = chat::decode_all(&stream_fixture("openai-chat/vllm-abort.sse")).unwrap();
+    let completion = chat::decode_all(
+        &stream_fixture("openai-chat/vllm-abort.sse"),
+        Limits::default(),
+    )
+    .unwrap();
     assert_eq!(completion.text, "Here is how to");
     assert_eq!(completion.finish_reason, abort());
 
@@ -3580,7 +3605,7 @@ fn vllm_abort_is_a_cut() {
             stream.push_str(&format!("data: {}\n\n", finish(reason)));
         }
         stream.push_str("data: [DONE]\n\n");
-        let completion = chat::decode_all(stream.as_bytes()).unwrap();
+        let completion = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap();
         assert_eq!(completion.finish_reason, abort(), "{reasons:?}");
         assert!(!completion.tool_calls[0].complete, "{reasons:?}");
     }
@@ -3629,7 +3654,7 @@ fn a_bookkeeping_key_given_twice_never_fails_a_responses_stream() {
             .collect::<String>()
     };
     let plain: Vec<String> = events.iter().map(Value::to_string).collect();
-    let completion = responses::decode_all(stream(&plain).as_bytes()).unwrap();
+    let completion = responses::decode_all(stream(&plain).as_bytes(), Limits::default()).unwrap();
     assert_eq!(completion.usage.map(|u| u.total_tokens), Some(5));
     // The key added again, to every event that has it.
     let twice = |key: &str, raw: &str| -> Vec<String> {
@@ -3647,8 +3672,9 @@ fn a_bookkeeping_key_given_twice_never_fails_a_responses_stream() {
         ("sequence_number", "0"),
         ("sequence_number", r#""x""#),
     ] {
-        let completion = responses::decode_all(stream(&twice(key, raw)).as_bytes())
-            .unwrap_or_else(|e| panic!("{key} twice: {e}"));
+        let completion =
+            responses::decode_all(stream(&twice(key, raw)).as_bytes(), Limits::default())
+                .unwrap_or_else(|e| panic!("{key} twice: {e}"));
         assert_eq!(completion.text, "Checking.", "{key}");
         assert_eq!(completion.tool_calls.len(), 1, "{key}");
         let call = &completion.tool_calls[0];
@@ -3669,7 +3695,8 @@ fn a_bookkeeping_key_given_twice_never_fails_a_responses_stream() {
         ("delta", r#""more""#),
         ("item", "null"),
     ] {
-        let error = responses::decode_all(stream(&twice(key, raw)).as_bytes()).unwrap_err();
+        let error = responses::decode_all(stream(&twice(key, raw)).as_bytes(), Limits::default())
+            .unwrap_err();
         assert!(
             matches!(&error, DecodeError::InvalidChunk { reason, .. }
                 if reason.contains(&format!("duplicate field `{key}`"))),
@@ -3696,7 +3723,8 @@ fn a_bookkeeping_key_given_twice_never_fails_a_responses_stream() {
         let raw = event[key].to_string();
         let mut events = plain.clone();
         events.insert(3, with_raw(&event, key, &raw));
-        let error = responses::decode_all(stream(&events).as_bytes()).unwrap_err();
+        let error =
+            responses::decode_all(stream(&events).as_bytes(), Limits::default()).unwrap_err();
         assert!(
             matches!(&error, DecodeError::InvalidChunk { reason, .. }
                 if reason.contains(&format!("duplicate field `{key}`"))),
@@ -3724,7 +3752,7 @@ fn a_bookkeeping_key_given_twice_never_fails_a_responses_stream() {
         event[key] = serde_json::from_str(raw).unwrap();
         let mut twice = plain.clone();
         twice[at] = with_raw(&event, key, raw);
-        let completion = responses::decode_all(stream(&twice).as_bytes())
+        let completion = responses::decode_all(stream(&twice).as_bytes(), Limits::default())
             .unwrap_or_else(|e| panic!("{key} twice on event {at}: {e}"));
         assert_eq!(completion.text, "Checking.", "{key} on {at}");
         assert_eq!(completion.tool_calls.len(), 1, "{key} on {at}");
@@ -3738,7 +3766,7 @@ fn a_bookkeeping_key_given_twice_never_fails_a_responses_stream() {
         "output_index": 1, "arguments": "{\"city\":\"Paris\"}", "name": "get_weather"});
     let mut events = plain.clone();
     events.insert(4, with_raw(&done, "name", r#""other""#));
-    let error = responses::decode_all(stream(&events).as_bytes()).unwrap_err();
+    let error = responses::decode_all(stream(&events).as_bytes(), Limits::default()).unwrap_err();
     assert!(
         matches!(&error, DecodeError::InvalidChunk { reason, .. }
             if reason.contains("duplicate field `name`")),
@@ -3754,7 +3782,7 @@ fn a_bookkeeping_key_given_twice_never_fails_a_responses_stream() {
     ] {
         let chunk = format!(r#"{{"choices":[{}]}}"#, with_raw(&choice, key, raw));
         let stream = format!("data: {chunk}\n\ndata: [DONE]\n\n");
-        let error = chat::decode_all(stream.as_bytes()).unwrap_err();
+        let error = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap_err();
         assert!(
             matches!(&error, DecodeError::InvalidChunk { reason, .. }
                 if reason.contains(&format!("duplicate field `{key}`"))),
@@ -3882,7 +3910,11 @@ fn each_decode_error_maps_to_the_completion_error_a_port_reports() {
         assert_eq!(CompletionError::from(error), expected, "{shown}");
     }
     // What a decoder returns maps the same way.
-    let error = chat::decode_all(b"data: {\"error\":{\"message\":\"quota\"}}\n\n").unwrap_err();
+    let error = chat::decode_all(
+        b"data: {\"error\":{\"message\":\"quota\"}}\n\n",
+        Limits::default(),
+    )
+    .unwrap_err();
     assert_eq!(
         CompletionError::from(error),
         CompletionError::Provider("quota".into())
@@ -3948,7 +3980,7 @@ fn bare_arguments_serde_json_cannot_read_fail_only_their_call() {
     ]
     .map(|chunk| format!("data: {chunk}\n\n"))
     .concat();
-    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    let completion = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap();
     let arguments = &completion.tool_calls[0].arguments;
     assert_eq!(arguments, r#"{"s":"\ud83d\ude00"}"#);
     let read: serde_json::Value = serde_json::from_str(arguments).unwrap();
@@ -4019,7 +4051,7 @@ fn a_call_fails_only_itself(sent: &str, kept: &str) {
         "[DONE]".to_owned(),
     ];
     check(
-        &chat::decode_all(stream(&chunks).as_bytes())
+        &chat::decode_all(stream(&chunks).as_bytes(), Limits::default())
             .unwrap_or_else(|e| panic!("chat stream: {sent}: {e}")),
         "chat stream",
     );
@@ -4059,7 +4091,7 @@ fn a_call_fails_only_itself(sent: &str, kept: &str) {
         events.push(last.clone());
         events.extend(second.iter().cloned());
         check(
-            &responses::decode_all(stream(&events).as_bytes())
+            &responses::decode_all(stream(&events).as_bytes(), Limits::default())
                 .unwrap_or_else(|e| panic!("{what}: {sent}: {e}")),
             what,
         );
@@ -4094,7 +4126,7 @@ fn a_finish_reason_that_is_an_error_leaves_the_calls_incomplete() {
             stream.push_str(&format!("data: {}\n\n", finish(reason)));
         }
         stream.push_str("data: [DONE]\n\n");
-        chat::decode_all(stream.as_bytes()).unwrap()
+        chat::decode_all(stream.as_bytes(), Limits::default()).unwrap()
     };
     let whole = |reason: &str| {
         let body = json!({"object": "chat.completion", "choices": [{"index": 0,
@@ -4165,7 +4197,7 @@ fn parallel_calls_at_one_index_without_ids_are_split_where_the_decoder_can_tell(
         TOOL_CALLS_END.to_owned(),
     ]
     .concat();
-    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    let completion = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap();
     let calls: Vec<_> = completion
         .tool_calls
         .iter()
@@ -4200,7 +4232,7 @@ fn parallel_calls_at_one_index_without_ids_are_split_where_the_decoder_can_tell(
         ]
         .concat(),
     ] {
-        let completion = chat::decode_all(stream.as_bytes()).unwrap();
+        let completion = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap();
         assert_eq!(completion.tool_calls.len(), 1, "{stream}");
         assert_eq!(completion.tool_calls[0].arguments, r#"{"city":"Paris"}"#);
     }
@@ -4214,9 +4246,10 @@ fn parallel_calls_at_one_index_without_ids_are_split_where_the_decoder_can_tell(
 /// as streamed.
 #[test]
 fn a_summary_repeating_the_arguments_re_serialized_is_a_repeat() {
-    let completion = chat::decode_all(&stream_fixture(
-        "openai-chat/reserialized-summary-repeat.sse",
-    ))
+    let completion = chat::decode_all(
+        &stream_fixture("openai-chat/reserialized-summary-repeat.sse"),
+        Limits::default(),
+    )
     .unwrap();
     let calls: Vec<_> = completion
         .tool_calls
@@ -4300,7 +4333,7 @@ fn small_entries_after_large_closed_arguments_do_not_read_them_again() {
     stream.push_str(TOOL_CALLS_END);
 
     let started = std::time::Instant::now();
-    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    let completion = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap();
     let took = started.elapsed();
     assert_eq!(completion.tool_calls.len(), 1);
     assert_eq!(
@@ -4313,7 +4346,7 @@ fn small_entries_after_large_closed_arguments_do_not_read_them_again() {
 /// Asserts that `chat::decode_all` reads `stream` as the calls `expected` lists, by name and
 /// arguments, in order.
 fn assert_chat_calls(stream: &str, expected: &[(&str, &str)]) {
-    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    let completion = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap();
     let calls: Vec<_> = completion
         .tool_calls
         .iter()
@@ -4325,7 +4358,7 @@ fn assert_chat_calls(stream: &str, expected: &[(&str, &str)]) {
 /// Asserts that `chat::decode_all` reads `stream` as one call whose arguments, spaces aside,
 /// are `{"city":"Paris"}` with a stray `}` appended.
 fn assert_the_stray_brace_is_the_calls(stream: &str) {
-    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    let completion = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap();
     assert_eq!(completion.tool_calls.len(), 1, "{stream}");
     let arguments = completion.tool_calls[0].arguments.replace(' ', "");
     assert_eq!(arguments, r#"{"city":"Paris"}}"#, "{stream}");
@@ -4448,7 +4481,7 @@ fn a_streamed_call_whose_id_names_another_function_once_whole_is_an_error() {
             TOOL_CALLS_END.to_owned(),
         ]
         .concat();
-        let error = chat::decode_all(stream.as_bytes()).unwrap_err();
+        let error = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap_err();
         assert!(
             matches!(error, DecodeError::InvalidToolCall { index: 0, .. }),
             "{error:?}"
@@ -4466,7 +4499,7 @@ fn a_streamed_call_whose_id_names_another_function_once_whole_is_an_error() {
         TOOL_CALLS_END.to_owned(),
     ]
     .concat();
-    let completion = chat::decode_all(stream.as_bytes()).unwrap();
+    let completion = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap();
     assert_eq!(completion.tool_calls.len(), 1);
     assert_eq!(completion.tool_calls[0].name, "get_weather");
     assert_eq!(completion.tool_calls[0].arguments, r#"{"city":"Paris"}"#);
@@ -4499,7 +4532,7 @@ fn a_streamed_call_whose_id_starts_a_second_call_of_its_function_once_whole_is_a
         .concat(),
     ] {
         let stream = [first.clone(), second, TOOL_CALLS_END.to_owned()].concat();
-        let error = chat::decode_all(stream.as_bytes()).unwrap_err();
+        let error = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap_err();
         assert!(
             matches!(error, DecodeError::InvalidToolCall { index: 0, .. }),
             "{error:?}"
@@ -4521,7 +4554,7 @@ fn a_streamed_call_whose_id_starts_a_second_call_of_its_function_once_whole_is_a
         entry(Some("get_weather"), " \n"),
     ] {
         let stream = [first.clone(), again, TOOL_CALLS_END.to_owned()].concat();
-        let completion = chat::decode_all(stream.as_bytes()).unwrap();
+        let completion = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap();
         assert_eq!(completion.tool_calls.len(), 1, "{stream}");
         let arguments = completion.tool_calls[0].arguments.trim_end();
         assert_eq!(arguments, r#"{"city":"Paris"}"#, "{stream}");
@@ -4579,7 +4612,9 @@ fn cached_and_reasoning_tokens_are_read_from_the_usage_details() {
             "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"Hi\"}},\"finish_reason\":\"stop\"}}]}}\n\n\
              data: {{\"choices\":[],\"usage\":{usage}}}\n\ndata: [DONE]\n\n"
         );
-        let streamed = chat::decode_all(stream.as_bytes()).unwrap().usage;
+        let streamed = chat::decode_all(stream.as_bytes(), Limits::default())
+            .unwrap()
+            .usage;
         let body = format!(
             r#"{{"object":"chat.completion","choices":[{{"index":0,"finish_reason":"stop","message":{{"role":"assistant","content":"Hi"}}}}],"usage":{usage}}}"#
         );
@@ -4598,7 +4633,9 @@ fn cached_and_reasoning_tokens_are_read_from_the_usage_details() {
             "data: {{\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"delta\":\"Hi\"}}\n\n\
              data: {{\"type\":\"response.completed\",\"response\":{response}}}\n\n"
         );
-        let streamed = responses::decode_all(stream.as_bytes()).unwrap().usage;
+        let streamed = responses::decode_all(stream.as_bytes(), Limits::default())
+            .unwrap()
+            .usage;
         let whole = responses::decode_response(response.as_bytes(), Default::default())
             .unwrap()
             .completion
@@ -4684,7 +4721,9 @@ fn a_later_usage_report_without_details_keeps_the_details_reported_before() {
             .chain(&["[DONE]"])
             .map(|chunk| format!("data: {chunk}\n\n"))
             .collect();
-        chat::decode_all(stream.as_bytes()).unwrap().usage
+        chat::decode_all(stream.as_bytes(), Limits::default())
+            .unwrap()
+            .usage
     };
     let first = r#"{"choices":[{"index":0,"delta":{"content":"Hi"}}],"usage":{"prompt_tokens":1200,"completion_tokens":1,"total_tokens":1201,"prompt_tokens_details":{"cached_tokens":1024},"completion_tokens_details":{"reasoning_tokens":0}}}"#;
     let last = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":1200,"completion_tokens":300,"total_tokens":1500,"prompt_tokens_details":null}}"#;
@@ -4726,7 +4765,7 @@ fn a_lone_surrogate_in_a_responses_arguments_delta_fails_only_its_call() {
         r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed"}}"#,
     ];
     let stream: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
-    let completion = responses::decode_all(stream.as_bytes()).unwrap();
+    let completion = responses::decode_all(stream.as_bytes(), Limits::default()).unwrap();
     assert_eq!(completion.text, "Checking.");
     let arguments: Vec<&str> = completion
         .tool_calls
@@ -4773,7 +4812,7 @@ fn lone_surrogates_in_display_text_read_as_replacement_characters() {
         r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"g","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#,
         "[DONE]",
     ];
-    let completion = chat::decode_all(sse(&chunks).as_bytes()).unwrap();
+    let completion = chat::decode_all(sse(&chunks).as_bytes(), Limits::default()).unwrap();
     assert_eq!(completion.text, "a\u{FFFD}b\u{FFFD}c\u{1F600}");
     let expected = [
         ("call_\u{FFFD}".to_owned(), "f\u{FFFD}".to_owned()),
@@ -4799,7 +4838,7 @@ fn lone_surrogates_in_display_text_read_as_replacement_characters() {
         r#"{"type":"response.output_item.done","output_index":2,"item":{"type":"function_call","id":"fc_2","call_id":"call_2","name":"g","arguments":"{}","status":"completed"}}"#,
         r#"{"type":"response.completed","response":{"id":"resp_1","status":"completed"}}"#,
     ];
-    let completion = responses::decode_all(sse(&events).as_bytes()).unwrap();
+    let completion = responses::decode_all(sse(&events).as_bytes(), Limits::default()).unwrap();
     assert_eq!(completion.text, "Hi \u{FFFD}");
     assert_eq!(names(&completion), expected);
 
@@ -4842,7 +4881,7 @@ fn a_backslash_ending_the_fragment_before_a_lone_surrogate_is_not_counted() {
             chunk(second),
             r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#
         );
-        let completion = chat::decode_all(stream.as_bytes()).unwrap();
+        let completion = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap();
         assert_eq!(completion.tool_calls[0].arguments, kept);
         assert!(serde_json::from_str::<Value>(kept).is_ok(), "{kept}");
     }

@@ -2,7 +2,7 @@
 //! or output indexes collide.
 
 use serde_json::{Value, json};
-use wire_openai::responses;
+use wire_openai::{Limits, responses};
 
 /// An SSE stream of these events, each as `event:` plus `data:`.
 fn sse(events: &[Value]) -> String {
@@ -18,7 +18,7 @@ fn call(id: &str, call_id: &str, name: &str, arguments: &str) -> Value {
 }
 
 fn calls(stream: &str) -> Vec<(String, String, String)> {
-    let completion = responses::decode_all(stream.as_bytes()).unwrap();
+    let completion = responses::decode_all(stream.as_bytes(), Limits::default()).unwrap();
     completion
         .tool_calls
         .iter()
@@ -206,7 +206,7 @@ fn a_call_announced_and_never_given_arguments_is_incomplete() {
     let added = json!({"type":"response.output_item.added","output_index":0,"item":added});
     let completed = json!({"type":"response.completed","response":{"id":"r"}});
     let complete = |events: &[Value]| -> (String, bool) {
-        let completion = responses::decode_all(sse(events).as_bytes()).unwrap();
+        let completion = responses::decode_all(sse(events).as_bytes(), Limits::default()).unwrap();
         let call = &completion.tool_calls[0];
         (call.arguments.clone(), call.complete)
     };

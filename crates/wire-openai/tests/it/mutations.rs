@@ -736,7 +736,7 @@ fn calls_and_ending(completion: &LlmCompletion) -> Value {
 fn no_value_in_an_item_it_does_not_run_fails_the_decode() {
     let mut checked = 0;
     for bytes in fixtures("openai-responses") {
-        let original = responses::decode_all(&bytes);
+        let original = responses::decode_all(&bytes, Limits::default());
         let lines = lines(&bytes);
         for (at, line) in lines.iter().enumerate() {
             let text = String::from_utf8_lossy(line);
@@ -749,7 +749,7 @@ fn no_value_in_an_item_it_does_not_run_fails_the_decode() {
             for variant in unrun_item_variants(&event) {
                 let mut mutated = lines.clone();
                 mutated[at] = format!("data: {variant}\n").into_bytes();
-                let decoded = responses::decode_all(&mutated.concat());
+                let decoded = responses::decode_all(&mutated.concat(), Limits::default());
                 match (&original, &decoded) {
                     (Ok(original), Ok(decoded)) => assert_eq!(
                         calls_and_ending(original),
@@ -853,7 +853,7 @@ fn no_value_in_a_response_s_bookkeeping_fails_the_decode() {
     };
     let mut checked = 0;
     for bytes in fixtures("openai-responses") {
-        let original = responses::decode_all(&bytes);
+        let original = responses::decode_all(&bytes, Limits::default());
         let lines = lines(&bytes);
         for (at, line) in lines.iter().enumerate() {
             let text = String::from_utf8_lossy(line);
@@ -869,7 +869,7 @@ fn no_value_in_a_response_s_bookkeeping_fails_the_decode() {
             let decode_with = |event: &Value| {
                 let mut mutated = lines.clone();
                 mutated[at] = format!("data: {event}\n").into_bytes();
-                responses::decode_all(&mutated.concat())
+                responses::decode_all(&mutated.concat(), Limits::default())
             };
             let carries_answer = event["response"].is_object() && {
                 let mut emptied = event.clone();
@@ -898,7 +898,7 @@ fn no_value_in_a_response_s_bookkeeping_fails_the_decode() {
                 mutated[at] = format!("data: {variant}\n").into_bytes();
                 same(
                     &original,
-                    &responses::decode_all(&mutated.concat()),
+                    &responses::decode_all(&mutated.concat(), Limits::default()),
                     &variant,
                 );
                 checked += 1;

@@ -149,7 +149,7 @@ fn a_replayed_reasoning_item_is_kept_once() {
         .find(|event| event.contains("response.output_item.done") && event.contains("rs_1"))
         .unwrap();
     let replayed = stream.replacen(done, &format!("{done}\n\n{done}"), 1);
-    let completion = responses::decode_all(replayed.as_bytes()).unwrap();
+    let completion = responses::decode_all(replayed.as_bytes(), Limits::default()).unwrap();
     assert_eq!(
         kept(&completion),
         vec![Value::Array(finished_items(stream.as_bytes(), "reasoning"))]
@@ -192,7 +192,7 @@ fn reasoning_finished_after_its_call_is_kept_on_that_call() {
         .iter()
         .map(|event| format!("data: {event}\n\n"))
         .collect();
-    let completion = responses::decode_all(stream.as_bytes()).unwrap();
+    let completion = responses::decode_all(stream.as_bytes(), Limits::default()).unwrap();
     assert_eq!(
         kept(&completion),
         vec![
@@ -213,7 +213,7 @@ fn reasoning_finished_after_its_call_is_kept_on_that_call() {
         .iter()
         .map(|event| format!("data: {event}\n\n"))
         .collect();
-    let completion = responses::decode_all(stream.as_bytes()).unwrap();
+    let completion = responses::decode_all(stream.as_bytes(), Limits::default()).unwrap();
     assert_eq!(
         kept(&completion),
         vec![json!([reasoning("rs_1", Some("e1"))])]
@@ -259,7 +259,8 @@ fn reasoning_at_an_output_index_the_snapshot_disagrees_with_is_kept_by_item_id()
             vec![completed(json!([rs_1, call("call_1")]))],
         ]
         .concat();
-        let completion = responses::decode_all(stream(&placed).as_bytes()).unwrap();
+        let completion =
+            responses::decode_all(stream(&placed).as_bytes(), Limits::default()).unwrap();
         assert_eq!(kept(&completion), vec![json!([rs_1])], "{placed:?}");
 
         for output in [
@@ -267,7 +268,8 @@ fn reasoning_at_an_output_index_the_snapshot_disagrees_with_is_kept_by_item_id()
             json!([rs_1, message, call("call_1")]),
         ] {
             let unplaced = [events.clone(), vec![completed(output)]].concat();
-            let completion = responses::decode_all(stream(&unplaced).as_bytes()).unwrap();
+            let completion =
+                responses::decode_all(stream(&unplaced).as_bytes(), Limits::default()).unwrap();
             assert_eq!(kept(&completion), vec![Value::Null], "{unplaced:?}");
         }
     }
@@ -280,7 +282,7 @@ fn reasoning_at_an_output_index_the_snapshot_disagrees_with_is_kept_by_item_id()
         event("response.output_item.done", 1, call("call_1")),
         completed(json!([rs_1, rs_2, call("call_1")])),
     ];
-    let completion = responses::decode_all(stream(&events).as_bytes()).unwrap();
+    let completion = responses::decode_all(stream(&events).as_bytes(), Limits::default()).unwrap();
     assert_eq!(kept(&completion), vec![json!([rs_1, rs_2])]);
 }
 
@@ -311,7 +313,7 @@ fn placing_many_waiting_reasoning_items_reads_the_snapshot_once() {
     stream.push_str(&format!("data: {end}\n\n"));
 
     let started = std::time::Instant::now();
-    let completion = responses::decode_all(stream.as_bytes()).unwrap();
+    let completion = responses::decode_all(stream.as_bytes(), Limits::default()).unwrap();
     let took = started.elapsed();
     assert_eq!(kept(&completion), vec![Value::Array(items)]);
     // A bound against a hang only, never a speed: reading it takes about a second in a debug
@@ -402,7 +404,7 @@ fn next_request(completion: &LlmCompletion) -> LlmRequest {
 fn the_reasoning_goes_back_just_before_its_call() {
     let stream = fixture("openai-responses/reasoning-then-call.sse");
     let item = finished_items(&stream, "reasoning").remove(0);
-    let completion = responses::decode_all(&stream).unwrap();
+    let completion = responses::decode_all(&stream, Limits::default()).unwrap();
     let request = next_request(&completion);
     let options = responses::RequestOptions::default().with_stateless_reasoning(true);
     let body =
@@ -437,7 +439,7 @@ fn the_reasoning_goes_back_just_before_its_call() {
 #[test]
 fn by_default_no_reasoning_goes_back() {
     let stream = fixture("openai-responses/reasoning-then-call.sse");
-    let completion = responses::decode_all(&stream).unwrap();
+    let completion = responses::decode_all(&stream, Limits::default()).unwrap();
     let request = next_request(&completion);
     let body = responses::encode_request(&request, "o4-mini", Delivery::Stream).unwrap();
     let types: Vec<&str> = body["input"]
@@ -537,7 +539,7 @@ fn keep_reasoning_finished_after_its_call(items: usize, order: impl Iterator<Ite
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         // A receiver that gave up has failed the test already.
-        let _ = sender.send(responses::decode_all(stream.as_bytes()));
+        let _ = sender.send(responses::decode_all(stream.as_bytes(), Limits::default()));
     });
     let completion = receiver
         .recv_timeout(std::time::Duration::from_secs(120))
