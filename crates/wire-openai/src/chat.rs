@@ -897,8 +897,9 @@ impl IndexMap {
     }
 }
 
-/// Decodes a whole chat-completions stream held in memory, under `limits` ([`Limits::default`] suits
-/// most callers): what a [`StreamDecoder`] fed all of `bytes` in one read resolves.
+/// Decodes a whole chat-completions stream held in memory, under `limits`
+/// ([`Limits::default`] suits most callers): what a [`StreamDecoder`] fed all of `bytes` in one
+/// read resolves.
 pub fn decode_all(bytes: &[u8], limits: Limits) -> Result<LlmCompletion, DecodeError> {
     let mut decoder = StreamDecoder::new(limits);
     decoder.feed(bytes)?;
@@ -1043,6 +1044,8 @@ fn distinct_call_ids(calls: &[ToolCallDelta<'_>]) -> Result<(), DecodeError> {
 
 /// `ToolSpec`s as chat `tools[]`: `function.strict` is present (and `true`) only when the schema
 /// could be put in OpenAI's strict form; otherwise the schema is sent as is, without `strict`.
+/// Two tools under one id are refused by [`encode_request`] ([`EncodeError::DuplicateTool`]),
+/// not here.
 pub fn encode_tools(specs: &[ToolSpec]) -> Value {
     Value::Array(
         specs
@@ -1067,7 +1070,9 @@ pub fn encode_tools(specs: &[ToolSpec]) -> Value {
     )
 }
 
-/// `tool_choice`.
+/// A `tool_choice` as chat takes it: `"auto"`, `"none"`, `"required"`, or
+/// `{"type": "function", "function": {"name": …}}` for one tool. Whether the request offers that
+/// tool is checked by [`encode_request`], not here.
 pub fn encode_tool_choice(choice: &ToolChoice) -> Value {
     match choice {
         ToolChoice::Auto => json!("auto"),

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use ai_core::{CompletionError, LlmCompletion, ToolChoice, ToolId, ToolSpec};
 use serde_json::Value;
 
-/// Everything that can go wrong while decoding a provider stream.
+/// Everything that can go wrong while decoding a provider's stream or whole answer.
 ///
 /// `Clone` because a decoder keeps the error that stopped it and returns it again from every
 /// later `feed` and from `finish`.
@@ -57,7 +57,8 @@ pub enum DecodeError {
         /// The setting that sets it.
         setting: Limit,
     },
-    /// An assembled call cannot be represented (e.g. an id over 128 characters).
+    /// An assembled call cannot be represented (an id over 128 characters, an `extra_content`
+    /// nested too deep to keep) or cannot be told from another (two calls under one id).
     #[error("tool call {index}: {reason}")]
     InvalidToolCall {
         /// The call's position.

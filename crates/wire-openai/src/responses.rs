@@ -670,6 +670,19 @@ impl<'de> Deserialize<'de> for IncompleteDetails {
 }
 
 /// Decodes one Responses stream. Assembly state belongs to this session only.
+///
+/// ```
+/// let mut decoder = wire_openai::responses::StreamDecoder::default();
+/// decoder.feed(concat!(
+///     r#"data: {"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"#,
+///     r#""delta":"hi"}"#,
+///     "\n\n",
+/// ).as_bytes())?;
+/// decoder.feed(b"data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\"}}\n\n")?;
+/// assert!(decoder.is_ended());
+/// assert_eq!(decoder.finish()?.text, "hi");
+/// # Ok::<(), wire_openai::DecodeError>(())
+/// ```
 #[derive(Debug)]
 pub struct StreamDecoder {
     session: Session,
@@ -2030,7 +2043,8 @@ impl RequestOptions {
 }
 
 /// `ToolSpec`s as flat Responses function tools. `strict` is always sent: `true` with the strict
-/// form of the schema when it has one, else `false` with the schema as is.
+/// form of the schema when it has one, else `false` with the schema as is. Two tools under one
+/// id are refused by [`encode_request`] ([`EncodeError::DuplicateTool`]), not here.
 pub fn encode_tools(specs: &[ToolSpec]) -> Value {
     Value::Array(
         specs
@@ -2052,7 +2066,9 @@ pub fn encode_tools(specs: &[ToolSpec]) -> Value {
     )
 }
 
-/// `tool_choice`.
+/// A `tool_choice` as the Responses API takes it: `"auto"`, `"none"`, `"required"`, or
+/// `{"type": "function", "name": …}` for one tool. Whether the request offers that tool is
+/// checked by [`encode_request`], not here.
 pub fn encode_tool_choice(choice: &ToolChoice) -> Value {
     match choice {
         ToolChoice::Auto => json!("auto"),

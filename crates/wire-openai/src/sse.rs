@@ -22,6 +22,21 @@ pub struct SseEvent<'a> {
 }
 
 /// The parser state for one stream.
+///
+/// ```
+/// use std::convert::Infallible;
+/// let mut parser = wire_openai::sse::SseParser::new();
+/// let mut data = Vec::new();
+/// for read in [&b"event: ping\r\nda"[..], b"ta: 1\r\n\r\n: keep-alive\n\ndata: 2\n\n"] {
+///     parser.feed(read, &mut |event| {
+///         data.push((event.event.to_owned(), event.data.to_owned()));
+///         Ok::<(), Infallible>(())
+///     })?;
+/// }
+/// assert_eq!(data, [("ping".to_owned(), "1".to_owned()), (String::new(), "2".to_owned())]);
+/// assert_eq!(parser.events(), 2);
+/// # Ok::<(), Infallible>(())
+/// ```
 #[derive(Debug)]
 pub struct SseParser {
     /// The start of a line that has not ended yet.
