@@ -1536,7 +1536,7 @@ fn limits_bound_memory() {
     // A chat call's index is held to 8 times the call limit, and the error says so.
     let far = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":9,\"id\":\"call_1\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\n";
     let limits = wire_openai::Limits::default().with_max_tool_calls(1);
-    let err = chat::decode_all_with(far.as_bytes(), limits).unwrap_err();
+    let err = chat::decode_all(far.as_bytes(), limits).unwrap_err();
     assert_eq!(
         err.to_string(),
         "a tool call index exceeds the limit of 8 (8 times `Limits::max_tool_calls`)"
@@ -2482,7 +2482,7 @@ fn an_error_code_reads_the_same_at_the_top_and_nested() {
     let partial = "data: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"delta\":\"Partial\"}\n\n";
     let message = |event: &Value| {
         let stream = format!("{partial}data: {event}\n\n");
-        match responses::decode_all(stream.as_bytes()) {
+        match responses::decode_all(stream.as_bytes(), Limits::default()) {
             Err(DecodeError::ProviderError { message }) => message,
             other => panic!("{event}: {other:?}"),
         }
@@ -2851,7 +2851,8 @@ fn a_key_an_event_does_not_read_never_fails_it_whatever_it_holds() {
             })
             .collect::<String>()
     };
-    let expected = responses::decode_all(stream(usize::MAX, "").as_bytes()).unwrap();
+    let expected =
+        responses::decode_all(stream(usize::MAX, "").as_bytes(), Limits::default()).unwrap();
     assert_eq!(expected.text, "Hi");
     assert_eq!(expected.tool_calls.len(), 1);
     for (at, key, raw) in [
@@ -2872,8 +2873,9 @@ fn a_key_an_event_does_not_read_never_fails_it_whatever_it_holds() {
         let after = with_raw(&events[at], key, raw);
         let before = format!("{{\"{key}\":{raw},{}", &events[at].to_string()[1..]);
         for event in [after, before] {
-            let completion = responses::decode_all(stream(at, &event).as_bytes())
-                .unwrap_or_else(|error| panic!("{event}: {error}"));
+            let completion =
+                responses::decode_all(stream(at, &event).as_bytes(), Limits::default())
+                    .unwrap_or_else(|error| panic!("{event}: {error}"));
             assert_eq!(completion, expected, "{event}");
         }
     }
@@ -2885,7 +2887,8 @@ fn a_key_an_event_does_not_read_never_fails_it_whatever_it_holds() {
         let mut event = events[at].clone();
         event[key] = value;
         let event = event.to_string();
-        let error = responses::decode_all(stream(at, &event).as_bytes()).unwrap_err();
+        let error =
+            responses::decode_all(stream(at, &event).as_bytes(), Limits::default()).unwrap_err();
         assert!(
             matches!(&error, DecodeError::InvalidChunk { .. }),
             "{event}: {error:?}"
@@ -3040,7 +3043,7 @@ fn an_event_nested_too_deep_fails_only_when_the_decoder_reads_it() {
         r#"{{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hi","part":{deep}}}"#
     );
     let events = [message.to_owned(), delta, completed.to_owned()];
-    let completion = responses::decode_all(stream(&events).as_bytes()).unwrap();
+    let completion = responses::decode_all(stream(&events).as_bytes(), Limits::default()).unwrap();
     assert_eq!(completion.text, "Hi");
     // An event the decoder reads, nested that deep in a key its type reads, and one with an
     // `error`, still fail the stream.
