@@ -6,3 +6,4 @@ mod recorded_loop;
 mod server;
 mod server_props;
 mod support;
+mod threads;

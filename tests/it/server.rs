@@ -1654,9 +1654,14 @@ async fn an_unreadable_thread_state_is_named_without_quoting_it() {
     let store = adapters::SqliteStore::open(data.path()).unwrap();
     let state = json!({"messages": [{"role": "assistant", "content": "", "tool_calls": "PRIVATE words"}],
                        "phase": "idle", "steps": 0, "max_steps": 10});
-    ai_core::ThreadStore::save(&store, &ai_core::ThreadId::new("t-bad").unwrap(), &state)
-        .await
-        .unwrap();
+    ai_core::ThreadStore::save(
+        &store,
+        &ai_core::ThreadId::new("t-bad").unwrap(),
+        None,
+        &state,
+    )
+    .await
+    .unwrap();
     drop(store);
     let dir = data.path().to_owned();
     let server = Server::start(move |s| s.data_dir = Some(dir)).await;

@@ -285,13 +285,25 @@ fn dangling(events: &[AiEvent]) -> Vec<DanglingToolCall> {
 #[async_trait]
 impl ThreadStore for InMemoryRunStore {
     async fn load(&self, id: &ThreadId) -> Result<Option<Value>, ThreadStoreError> {
-        let state = self.lock().map_err(|e| ThreadStoreError(e.to_string()))?;
+        let state = self
+            .lock()
+            .map_err(|e| ThreadStoreError::Failed(e.to_string()))?;
         Ok(state.threads.get(id).cloned())
     }
 
-    async fn save(&self, id: &ThreadId, state: &Value) -> Result<(), ThreadStoreError> {
+    async fn save(
+        &self,
+        id: &ThreadId,
+        previous: Option<&Value>,
+        state: &Value,
+    ) -> Result<(), ThreadStoreError> {
         crate::stored::check_thread_state(id, state)?;
-        let mut guard = self.lock().map_err(|e| ThreadStoreError(e.to_string()))?;
+        let mut guard = self
+            .lock()
+            .map_err(|e| ThreadStoreError::Failed(e.to_string()))?;
+        if guard.threads.get(id) != previous {
+            return Err(ThreadStoreError::Changed);
+        }
         guard.threads.insert(id.clone(), state.clone());
         Ok(())
     }

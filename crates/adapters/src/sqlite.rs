@@ -637,6 +637,28 @@ fn save_thread(conn: &Connection, thread_id: &str, state: &str) -> rusqlite::Res
     .execute(params![thread_id, state])
 }
 
+/// Saves thread `thread_id`'s state as `state` only while its saved state is still `previous`
+/// (`None`: none is saved), read and written in one immediate transaction, so no other
+/// connection writes between the two. Returns whether it saved. A saved state that cannot be
+/// read is neither `previous` nor another: [`RunStoreError::Corrupt`], and it is kept.
+fn save_thread_over(
+    conn: &mut Connection,
+    thread_id: &str,
+    previous: Option<&Value>,
+    state: &str,
+) -> Result<bool, RunStoreError> {
+    let failed = |e| backend(format_args!("cannot save thread {thread_id}"), e);
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(failed)?;
+    if saved_thread(&tx, thread_id)?.as_ref() != previous {
+        return Ok(false);
+    }
+    save_thread(&tx, thread_id, state).map_err(failed)?;
+    tx.commit().map_err(failed)?;
+    Ok(true)
+}
+
 /// The saved state of thread `thread_id`, `None` when none is saved. A row that does not hold
 /// JSON text is [`RunStoreError::Corrupt`], named by its thread and column, never by what it
 /// holds (a conversation).
@@ -1180,19 +1202,26 @@ impl ThreadStore for SqliteStore {
         let found = self
             .with_conn(move |conn| saved_thread(conn, id.as_str()))
             .await;
-        found.map_err(|e| ThreadStoreError(e.to_string()))
+        found.map_err(|e| ThreadStoreError::Failed(e.to_string()))
     }
 
-    async fn save(&self, id: &ThreadId, state: &Value) -> Result<(), ThreadStoreError> {
+    async fn save(
+        &self,
+        id: &ThreadId,
+        previous: Option<&Value>,
+        state: &Value,
+    ) -> Result<(), ThreadStoreError> {
         crate::stored::check_thread_state(id, state)?;
-        let (id, state) = (id.clone(), state.to_string());
-        self.with_conn(move |conn| {
-            save_thread(conn, id.as_str(), &state)
-                .map(|_| ())
-                .map_err(|e| backend(format_args!("cannot save thread {}", id.as_str()), e))
-        })
-        .await
-        .map_err(|e| ThreadStoreError(e.to_string()))
+        let (id, previous, state) = (id.clone(), previous.cloned(), state.to_string());
+        let saved = self
+            .with_conn(move |conn| save_thread_over(conn, id.as_str(), previous.as_ref(), &state))
+            .await
+            .map_err(|e| ThreadStoreError::Failed(e.to_string()))?;
+        if saved {
+            Ok(())
+        } else {
+            Err(ThreadStoreError::Changed)
+        }
     }
 }
 
@@ -1345,7 +1374,7 @@ mod tests {
         assert!(panicked.is_err());
         let thread = ThreadId::new("t-1").unwrap();
         assert_eq!(store.load(&thread).await.unwrap(), None, "the write stayed");
-        store.save(&thread, &Value::from(2)).await.unwrap();
+        store.save(&thread, None, &Value::from(2)).await.unwrap();
         assert_eq!(store.load(&thread).await.unwrap(), Some(Value::from(2)));
     }
 
@@ -1361,7 +1390,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path()).unwrap();
         let thread = ThreadId::new("t-1").unwrap();
-        store.save(&thread, &Value::from(1)).await.unwrap();
+        store.save(&thread, None, &Value::from(1)).await.unwrap();
         let panicked = store
             .with_conn(|conn| -> Result<(), RunStoreError> {
                 let mut stmt = conn
@@ -1376,9 +1405,15 @@ mod tests {
         assert!(panicked.is_err());
         // Another connection to the same database commits meanwhile.
         let other = SqliteStore::open(dir.path()).unwrap();
-        other.save(&thread, &Value::from(2)).await.unwrap();
+        other
+            .save(&thread, Some(&Value::from(1)), &Value::from(2))
+            .await
+            .unwrap();
         assert_eq!(store.load(&thread).await.unwrap(), Some(Value::from(2)));
-        store.save(&thread, &Value::from(3)).await.unwrap();
+        store
+            .save(&thread, Some(&Value::from(2)), &Value::from(3))
+            .await
+            .unwrap();
         assert_eq!(other.load(&thread).await.unwrap(), Some(Value::from(3)));
         assert!(
             !store.conn.is_poisoned(),

@@ -22,7 +22,7 @@ const READABLE_DEPTH: usize = 127;
 /// had instead. The error names the thread and the limit, never the state.
 pub(crate) fn check_thread_state(id: &ThreadId, state: &Value) -> Result<(), ThreadStoreError> {
     if nests_deeper_than(state, READABLE_DEPTH) {
-        return Err(ThreadStoreError(format!(
+        return Err(ThreadStoreError::Failed(format!(
             "thread {}: its state was not saved: it {}",
             id.as_str(),
             too_deep()

@@ -40,12 +40,24 @@ impl From<ThreadId> for String {
 
 /// Why a thread could not be loaded or saved.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("thread store failed: {0}")]
-pub struct ThreadStoreError(pub String);
+pub enum ThreadStoreError {
+    /// The store could not do it (its IO failed, a stored row is damaged, …). The text names
+    /// what failed, never the thread's state.
+    #[error("thread store failed: {0}")]
+    Failed(String),
+    /// A save found the thread no longer holding the state it was to replace: another turn saved
+    /// it since it was read. Nothing was written.
+    #[error("the thread changed since it was read: another turn saved it meanwhile")]
+    Changed,
+}
 
 /// Where threads live between turns. The state is the loop's serialized state, opaque here, so
-/// stores need not depend on the loop's crate. A save replaces what is there: two turns on one
-/// thread at once are for the caller to prevent (the loop's `run_thread` says how).
+/// stores need not depend on the loop's crate.
+///
+/// A save is a compare-and-swap: it replaces the state it was told it replaces, as `load` gave
+/// it, or nothing. So of two turns that read one thread at once, only the first to save goes on;
+/// the other is refused ([`ThreadStoreError::Changed`]) rather than overwriting it, and two
+/// resumes of one pause cannot both run its approved calls.
 ///
 /// ```
 /// use std::{collections::HashMap, sync::Mutex};
@@ -58,8 +70,17 @@ pub struct ThreadStoreError(pub String);
 ///     async fn load(&self, id: &ThreadId) -> Result<Option<Value>, ThreadStoreError> {
 ///         Ok(self.0.lock().unwrap().get(id).cloned())
 ///     }
-///     async fn save(&self, id: &ThreadId, state: &Value) -> Result<(), ThreadStoreError> {
-///         self.0.lock().unwrap().insert(id.clone(), state.clone());
+///     async fn save(
+///         &self,
+///         id: &ThreadId,
+///         previous: Option<&Value>,
+///         state: &Value,
+///     ) -> Result<(), ThreadStoreError> {
+///         let mut threads = self.0.lock().unwrap();
+///         if threads.get(id) != previous {
+///             return Err(ThreadStoreError::Changed);
+///         }
+///         threads.insert(id.clone(), state.clone());
 ///         Ok(())
 ///     }
 /// }
@@ -68,6 +89,14 @@ pub struct ThreadStoreError(pub String);
 pub trait ThreadStore: Send + Sync {
     /// The saved state of a thread, if it exists.
     async fn load(&self, id: &ThreadId) -> Result<Option<Value>, ThreadStoreError>;
-    /// Saves (replaces) a thread's state.
-    async fn save(&self, id: &ThreadId, state: &Value) -> Result<(), ThreadStoreError>;
+    /// Saves (replaces) a thread's state, only while its saved state is still `previous` (as
+    /// [`ThreadStore::load`] gave it; `None`: a thread the store does not hold), checked and
+    /// written as one step even across processes sharing the store. Otherwise nothing is written
+    /// and the save is refused with [`ThreadStoreError::Changed`].
+    async fn save(
+        &self,
+        id: &ThreadId,
+        previous: Option<&Value>,
+        state: &Value,
+    ) -> Result<(), ThreadStoreError>;
 }

@@ -251,9 +251,10 @@ pub struct RunRequest {
     /// Its state before the run.
     pub state: AgentState,
     /// The thread's saved state that `state` was read from, as the thread store returned it
-    /// (`None`: nothing was saved, e.g. `state` is new or rebuilt from a client's history). With
-    /// a run log, the run's closing step saves the thread only while it still holds exactly this
-    /// (checked in the closing transaction), so a turn another process stored on the thread
+    /// (`None`: nothing was saved, e.g. `state` is new or rebuilt from a client's history). The
+    /// run's closing step saves the thread only while it still holds exactly this (checked in
+    /// the closing transaction, or by the thread store's conditional save without a run log), so
+    /// a turn another process stored on the thread
     /// meanwhile is never overwritten: the run then ends with an error saying the thread
     /// changed since it began, and its record is kept. A `state` that is not what was saved (the
     /// server rewound the thread for an AI SDK edit or retry) is saved over it, the same way,
@@ -564,8 +565,12 @@ async fn save_before_run(
     saved_state: Option<serde_json::Value>,
 ) -> anyhow::Result<serde_json::Value> {
     let Some(log) = &stores.log else {
-        // Threads in memory live in this process, where one run per thread holds the thread.
-        stores.threads.save(thread, &start).await?;
+        // Over the state read, as the log's step is: a run whose thread changed meanwhile (its
+        // pause consumed by another run) is refused, nothing of it run.
+        stores
+            .threads
+            .save(thread, saved_state.as_ref(), &start)
+            .await?;
         return Ok(start);
     };
     let step = RunStep {
@@ -643,16 +648,7 @@ async fn store_step(
                         thread = thread.as_str(),
                         "the thread changed since this run began: its turn is not saved"
                     );
-                    step.events.retain(|e| !matches!(e, AiEvent::Done { .. }));
-                    step.events.push(AiEvent::Error {
-                        message: format!(
-                            "{THREAD_CHANGED}: another run stored a turn on this thread \
-                             meanwhile, so this turn was not saved (send the message again)"
-                        ),
-                    });
-                    step.events.push(AiEvent::Done {
-                        reason: DoneReason::Error,
-                    });
+                    ended_as_changed(&mut step.events);
                     step.thread_state = None;
                     step.thread_state_if_saved = None;
                     step.refuse_if_thread_changed = false;
@@ -674,11 +670,32 @@ async fn store_step(
         }
         None => {
             if let Some(state) = &step.thread_state {
-                stores.threads.save(thread, state).await?;
+                // Over the state the run began from (`Null`: none), as the log's step is.
+                let began = step.thread_state_if_saved.as_ref().filter(|s| !s.is_null());
+                match stores.threads.save(thread, began, state).await {
+                    Ok(()) => {}
+                    Err(ai_core::ThreadStoreError::Changed) => ended_as_changed(&mut events),
+                    Err(error) => return Err(error.into()),
+                }
             }
         }
     }
     Ok(events)
+}
+
+/// Ends a run's last batch, whose turn was not saved because its thread changed since the run
+/// began, with an error saying so in place of its `Done`.
+fn ended_as_changed(events: &mut Vec<AiEvent>) {
+    events.retain(|e| !matches!(e, AiEvent::Done { .. }));
+    events.push(AiEvent::Error {
+        message: format!(
+            "{THREAD_CHANGED}: another run stored a turn on this thread meanwhile, so this turn \
+             was not saved (send the message again)"
+        ),
+    });
+    events.push(AiEvent::Done {
+        reason: DoneReason::Error,
+    });
 }
 
 /// Closes the runs a crash left `running`: each started call without a result gets an

@@ -30,7 +30,7 @@ use crate::lru::Lru;
 /// let state = serde_json::json!({"messages": []});
 /// let held = store.hold(&a);
 /// for id in [&a, &b, &c] {
-///     store.save(id, &state).await.unwrap();
+///     store.save(id, None, &state).await.unwrap();
 /// }
 /// // Past two threads: `b`, used least recently but for the held `a`, is forgotten.
 /// assert!(store.load(&b).await.unwrap().is_none());
@@ -109,24 +109,41 @@ impl Default for MemoryThreads {
 #[async_trait]
 impl ThreadStore for MemoryThreads {
     async fn load(&self, id: &ThreadId) -> Result<Option<Value>, ThreadStoreError> {
-        let mut kept = self.lock();
-        let Some(state) = kept.threads.get(id) else {
-            return Ok(None);
-        };
-        // Never fails: the text was encoded from a `Value`.
-        serde_json::from_str(state)
-            .map(Some)
-            .map_err(|e| ThreadStoreError(format!("a kept thread does not decode: {e}")))
+        self.lock()
+            .threads
+            .get(id)
+            .map(|state| decode(state))
+            .transpose()
     }
 
-    async fn save(&self, id: &ThreadId, state: &Value) -> Result<(), ThreadStoreError> {
+    async fn save(
+        &self,
+        id: &ThreadId,
+        previous: Option<&Value>,
+        state: &Value,
+    ) -> Result<(), ThreadStoreError> {
         let state: Box<str> = state.to_string().into();
         let size = id.as_str().len() + state.len();
         let mut kept = self.lock();
+        // Compared as values, not as text: equal values may be written apart (`-0.0`, `0.0`).
+        let saved = kept
+            .threads
+            .get(id)
+            .map(|saved| decode(saved))
+            .transpose()?;
+        if saved.as_ref() != previous {
+            return Err(ThreadStoreError::Changed);
+        }
         kept.threads.insert(id, state, size);
         kept.evict();
         Ok(())
     }
+}
+
+/// A kept state as it was saved. Never fails: the text was encoded from a `Value`.
+fn decode(state: &str) -> Result<Value, ThreadStoreError> {
+    serde_json::from_str(state)
+        .map_err(|e| ThreadStoreError::Failed(format!("a kept thread does not decode: {e}")))
 }
 
 /// Keeps a thread of a [`MemoryThreads`] from being forgotten while it lives
@@ -175,13 +192,13 @@ mod tests {
         let state = json!({"messages": ["hi"]});
         let held = store.hold(&id(0));
         for n in 0..3 {
-            store.save(&id(n), &state).await.unwrap();
+            store.save(&id(n), None, &state).await.unwrap();
         }
         assert!(
             kept(&store, 1).await,
             "used now: t-2 is the least recent not held"
         );
-        store.save(&id(3), &state).await.unwrap();
+        store.save(&id(3), None, &state).await.unwrap();
         assert!(
             !kept(&store, 2).await,
             "the least recently used thread is kept"
@@ -190,13 +207,13 @@ mod tests {
             assert!(kept(&store, n).await, "t-{n} was forgotten");
         }
         for n in 4..10 {
-            store.save(&id(n), &state).await.unwrap();
+            store.save(&id(n), None, &state).await.unwrap();
         }
         assert!(kept(&store, 0).await, "a held thread was forgotten");
         assert_eq!(store.size().0, 3);
         drop(held);
         assert!(kept(&store, 0).await, "used last, so kept");
-        store.save(&id(10), &state).await.unwrap();
+        store.save(&id(10), None, &state).await.unwrap();
         assert!(!kept(&store, 8).await, "t-8 was used least recently");
         assert_eq!(store.size().0, 3);
     }
@@ -208,19 +225,19 @@ mod tests {
         let state = json!({"messages": ["hello"]});
         let one = "t-0".len() + state.to_string().len();
         let store = Arc::new(MemoryThreads::new(usize::MAX, 2 * one));
-        store.save(&id(0), &state).await.unwrap();
-        store.save(&id(1), &state).await.unwrap();
+        store.save(&id(0), None, &state).await.unwrap();
+        store.save(&id(1), None, &state).await.unwrap();
         assert_eq!(store.size(), (2, 2 * one));
         // Saved again, a thread replaces its bytes.
-        store.save(&id(0), &state).await.unwrap();
+        store.save(&id(0), Some(&state), &state).await.unwrap();
         assert_eq!(store.size(), (2, 2 * one));
-        store.save(&id(2), &state).await.unwrap();
+        store.save(&id(2), None, &state).await.unwrap();
         assert!(!kept(&store, 1).await);
         assert_eq!(store.size(), (2, 2 * one));
 
         let large = json!({"messages": ["x".repeat(3 * one)]});
         let held = store.hold(&id(9));
-        store.save(&id(9), &large).await.unwrap();
+        store.save(&id(9), None, &large).await.unwrap();
         assert_eq!(
             store.size().0,
             1,

@@ -13,6 +13,8 @@ use ai_core::{
     ThreadStoreError, ToolCall, ToolCallId, ToolCatalog, ToolChoice, ToolErrorCode, ToolExecResult,
     ToolFailure, ToolOutcome, ToolRunner,
 };
+use serde::Deserialize;
+use serde_json::Value;
 
 use crate::bounded::run_bounded;
 use crate::reducer::{CallIds, MAX_CALLS_PER_TURN};
@@ -871,10 +873,12 @@ impl Agent {
     /// reported one or the other. So a store that never answers a save holds the run until it
     /// does: bounding its writes (a timeout that fails the save) is the store's to do.
     ///
-    /// One turn per thread at a time is the caller's to ensure: [`ThreadStore`] is load and save,
-    /// so two turns run at once on one thread both finish and the later save wins (the other
-    /// turn is lost). `cogni serve` refuses a second run on a busy thread, and its run log saves
-    /// a thread only over the state its run began from (`RunStep::refuse_if_thread_changed`).
+    /// The state is saved only over the one loaded ([`ThreadStore::save`] is a compare-and-swap):
+    /// of two turns run at once on one thread, the one that saves second is refused, its run
+    /// ending with an `Error` and `Done { reason: error }` and [`GraphError::Store`] holding
+    /// [`ai_core::ThreadStoreError::Changed`]; the other's turn stays. Both still ran, so one
+    /// turn per thread at a time is the caller's to ensure: `cogni serve` refuses a second run on
+    /// a busy thread.
     #[allow(clippy::too_many_arguments)] // The run's inputs, named.
     pub async fn run_thread(
         &self,
@@ -917,7 +921,10 @@ impl Agent {
     /// or whose process dies, cannot be resumed again into running an approved call twice (the
     /// retry finds no pause and decides nothing; the next user message answers the calls the
     /// save left out, cancelled). A store that fails that first save fails the run before
-    /// anything runs: the thread still waits, and the same decisions can be sent again.
+    /// anything runs: the thread still waits, and the same decisions can be sent again. That save
+    /// replaces only the pause it loaded, so of two resumes of one pause at once exactly one
+    /// runs the approved calls: the other's save is refused ([`GraphError::Store`] holding
+    /// [`ai_core::ThreadStoreError::Changed`]) and it runs nothing.
     ///
     /// ```no_run
     /// # async fn resume(
@@ -1001,19 +1008,28 @@ impl Agent {
                 return Err(cancelled_around(events, error));
             }
         };
+        // What the store holds, as it gave it: a save replaces only that (a compare-and-swap), so
+        // a turn another caller saved meanwhile refuses this one's save rather than being
+        // overwritten.
+        let read = match loaded {
+            Ok(read) => read,
+            Err(error) => {
+                let error = GraphError::Store {
+                    thread: thread.as_str().into(),
+                    action: "load",
+                    error,
+                };
+                return Err(failed(events, error));
+            }
+        };
         // serde's own message would quote the state (the conversation), which reaches the
         // client and the logs: only what is wrong and where.
-        let loaded = match loaded {
-            Ok(Some(saved)) => serde_json::from_value(saved).map_err(|e| GraphError::State {
+        let loaded = match &read {
+            Some(saved) => AgentState::deserialize(saved).map_err(|e| GraphError::State {
                 thread: thread.as_str().into(),
                 reason: ai_core::describe_json_error(&e),
             }),
-            Ok(None) => Ok(self.new_state()),
-            Err(error) => Err(GraphError::Store {
-                thread: thread.as_str().into(),
-                action: "load",
-                error,
-            }),
+            None => Ok(self.new_state()),
         };
         let loaded = match loaded {
             Ok(state) => state,
@@ -1021,19 +1037,23 @@ impl Agent {
         };
         // A resume consumes its approvals durably before any approved call runs: the thread is
         // saved past its pause first, so that a run whose closing save then fails (the calls ran)
-        // cannot be retried into running them again; the retry finds no pause. Decisions the
+        // cannot be retried into running them again; the retry finds no pause. That save is
+        // conditional: of two resumes of one pause at once, only the first to save runs the
+        // calls; the other's save finds the thread changed, and it runs nothing. Decisions the
         // reducer refuses decide nothing, and nothing is saved for them.
-        let mut stored = loaded.clone();
+        // What the thread holds, as the loop's state and as saved: the closing save replaces it.
+        let (mut stored, mut previous) = (loaded.clone(), read);
         if matches!(first, AgentEvent::ApprovalDecisions { .. })
             && crate::reducer::refusal(&loaded, &first).is_none()
         {
             let mut start = loaded.clone();
             start.set_max_steps(self.config.max_steps);
             let (consumed, _) = reduce(start, first.clone());
-            if let Err(error) = save_thread(store, thread, &consumed).await {
-                return Err(failed(events, error));
-            }
-            stored = consumed;
+            let saved = match save_thread(store, thread, previous.as_ref(), &consumed).await {
+                Ok(saved) => saved,
+                Err(error) => return Err(failed(events, error)),
+            };
+            (stored, previous) = (consumed, Some(saved));
         }
         let held = HoldDone {
             inner: events,
@@ -1043,7 +1063,7 @@ impl Agent {
         if state != stored {
             // Not raced against `cancel` (see `run_thread`): a cancelled run is saved too, and a
             // save abandoned halfway would leave the thread in a state nobody reported.
-            if let Err(error) = save_thread(store, thread, &state).await {
+            if let Err(error) = save_thread(store, thread, previous.as_ref(), &state).await {
                 return Err(failed(events, error));
             }
         }
@@ -1055,20 +1075,22 @@ impl Agent {
     }
 }
 
-/// Saves `state` as `thread`'s, never abandoned halfway (see [`Agent::run_thread`]): a store that
-/// fails or panics, or a state that cannot be written as JSON, is the error naming the thread,
-/// which never quotes the state.
+/// Saves `state` as `thread`'s over `previous` (what the store held, as it gave it) and returns
+/// what was saved, never abandoned halfway (see [`Agent::run_thread`]): a store that fails,
+/// refuses (the thread changed) or panics, or a state that cannot be written as JSON, is the
+/// error naming the thread, which never quotes the state.
 async fn save_thread(
     store: &dyn ThreadStore,
     thread: &ThreadId,
+    previous: Option<&Value>,
     state: &AgentState,
-) -> Result<(), GraphError> {
+) -> Result<Value, GraphError> {
     let saved = serde_json::to_value(state).map_err(|e| GraphError::Unsaved {
         thread: thread.as_str().into(),
         reason: ai_core::describe_json_error(&e),
     })?;
     // Called inside the future the guard polls, as the load is (see `drive_thread`).
-    let save = async { store.save(thread, &saved).await };
+    let save = async { store.save(thread, previous, &saved).await };
     unless_panics(ai_core::port_future(THE_STORE, save))
         .await
         .unwrap_or_else(panicked)
@@ -1076,7 +1098,8 @@ async fn save_thread(
             thread: thread.as_str().into(),
             action: "save",
             error,
-        })
+        })?;
+    Ok(saved)
 }
 
 /// What a run polled without Tokio's time driver ends with.
@@ -1222,7 +1245,7 @@ fn sink_broke(cancel: &CancellationToken) -> AgentEvent {
 /// What a thread store that panicked is taken to have answered: a failure, whose message does
 /// not repeat the payload (it may hold anything), so the run still ends with its one `Done`.
 fn panicked<T>() -> Result<T, ThreadStoreError> {
-    Err(ThreadStoreError("the thread store panicked".into()))
+    Err(ThreadStoreError::Failed("the thread store panicked".into()))
 }
 
 /// Ends a run that failed around the loop (its thread not loaded or not saved) with an `Error`

@@ -16,19 +16,26 @@ pub struct InMemoryThreadStore {
 #[async_trait]
 impl ThreadStore for InMemoryThreadStore {
     async fn load(&self, id: &ThreadId) -> Result<Option<Value>, ThreadStoreError> {
-        let threads = self
-            .threads
-            .lock()
-            .map_err(|_| ThreadStoreError("the thread map is poisoned".into()))?;
+        let threads = self.threads.lock().map_err(|_| poisoned())?;
         Ok(threads.get(id).cloned())
     }
 
-    async fn save(&self, id: &ThreadId, state: &Value) -> Result<(), ThreadStoreError> {
-        let mut threads = self
-            .threads
-            .lock()
-            .map_err(|_| ThreadStoreError("the thread map is poisoned".into()))?;
+    async fn save(
+        &self,
+        id: &ThreadId,
+        previous: Option<&Value>,
+        state: &Value,
+    ) -> Result<(), ThreadStoreError> {
+        let mut threads = self.threads.lock().map_err(|_| poisoned())?;
+        if threads.get(id) != previous {
+            return Err(ThreadStoreError::Changed);
+        }
         threads.insert(id.clone(), state.clone());
         Ok(())
     }
+}
+
+/// What a load or save meets once a thread holding the lock panicked.
+fn poisoned() -> ThreadStoreError {
+    ThreadStoreError::Failed("the thread map is poisoned".into())
 }

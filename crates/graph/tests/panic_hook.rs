@@ -198,7 +198,12 @@ impl ThreadStore for Store {
     async fn load(&self, _: &ThreadId) -> Result<Option<Value>, ThreadStoreError> {
         panic!("the store held {SECRET}");
     }
-    async fn save(&self, _: &ThreadId, _: &Value) -> Result<(), ThreadStoreError> {
+    async fn save(
+        &self,
+        _: &ThreadId,
+        _: Option<&Value>,
+        _: &Value,
+    ) -> Result<(), ThreadStoreError> {
         Ok(())
     }
 }

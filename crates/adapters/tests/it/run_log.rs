@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use ai_core::{
     AiEvent, DanglingToolCall, RunStatus, RunStep, RunStore, RunStoreError, ThreadId, ThreadStore,
-    ToolCallStatus, ToolErrorCode, ToolFailure, ToolInvocationRecord, ToolOutcome, sha256_hex,
+    ThreadStoreError, ToolCallStatus, ToolErrorCode, ToolFailure, ToolInvocationRecord,
+    ToolOutcome, sha256_hex,
 };
 use serde_json::{Value, json};
 
@@ -118,10 +119,45 @@ async fn steps_are_numbered_in_order_and_loaded_whole(store: &dyn Stores) {
 async fn threads_are_saved_and_replaced(store: &dyn Stores) {
     let t = thread("thread-1");
     assert_eq!(store.load(&t).await.unwrap(), None);
-    store.save(&t, &json!({"turn": 1})).await.unwrap();
-    store.save(&t, &json!({"turn": 2})).await.unwrap();
+    store.save(&t, None, &json!({"turn": 1})).await.unwrap();
+    let first = store.load(&t).await.unwrap();
+    store
+        .save(&t, first.as_ref(), &json!({"turn": 2}))
+        .await
+        .unwrap();
     assert_eq!(store.load(&t).await.unwrap(), Some(json!({"turn": 2})));
     assert_eq!(store.load(&thread("other")).await.unwrap(), None);
+}
+
+/// A save is a compare-and-swap: one over a state the thread no longer holds (another save came
+/// between its load and it), or over none when the thread has one, or over one when it has
+/// none, is refused as `Changed` and writes nothing.
+async fn a_save_over_a_stale_state_is_refused_and_changes_nothing(store: &dyn Stores) {
+    let t = thread("thread-stale");
+    store.save(&t, None, &json!({"turn": 1})).await.unwrap();
+    let read = store.load(&t).await.unwrap();
+    store
+        .save(&t, read.as_ref(), &json!({"turn": "winner"}))
+        .await
+        .unwrap();
+    for stale in [read.as_ref(), None] {
+        assert_eq!(
+            store.save(&t, stale, &json!({"turn": "loser"})).await,
+            Err(ThreadStoreError::Changed)
+        );
+        assert_eq!(
+            store.load(&t).await.unwrap(),
+            Some(json!({"turn": "winner"}))
+        );
+    }
+    let absent = thread("thread-absent");
+    assert_eq!(
+        store
+            .save(&absent, read.as_ref(), &json!({"turn": 1}))
+            .await,
+        Err(ThreadStoreError::Changed)
+    );
+    assert_eq!(store.load(&absent).await.unwrap(), None);
 }
 
 async fn runs_are_listed_oldest_first(store: &dyn Stores) {
@@ -756,7 +792,10 @@ async fn a_step_that_refuses_a_changed_thread_writes_nothing(store: &dyn Stores)
     let t = thread("thread-r");
     let r = run("run-r");
     store.begin_run(&r, Some(&t), 1, None).await.unwrap();
-    store.save(&t, &json!({"turn": "other"})).await.unwrap();
+    store
+        .save(&t, None, &json!({"turn": "other"}))
+        .await
+        .unwrap();
     let closing = |if_saved| RunStep {
         events: vec![done()],
         receipt_refs: vec![receipt_ref(1)],
@@ -835,10 +874,14 @@ fn nested(levels: usize) -> Value {
 async fn a_thread_state_too_deep_to_read_back_is_refused_as_it_is_saved(store: &dyn Stores) {
     let t = thread("thread-deep");
     let readable = nested(127);
-    store.save(&t, &readable).await.unwrap();
+    store.save(&t, None, &readable).await.unwrap();
     assert_eq!(store.load(&t).await.unwrap(), Some(readable.clone()));
     let too_deep = nested(128);
-    let message = store.save(&t, &too_deep).await.unwrap_err().to_string();
+    let message = store
+        .save(&t, Some(&readable), &too_deep)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(
         message.contains("thread thread-deep") && message.contains("deeper than 127 levels"),
         "{message}"
@@ -869,7 +912,7 @@ async fn a_thread_state_too_deep_to_read_back_is_refused_as_it_is_saved(store: &
 async fn a_float_is_read_back_as_it_was_stored(store: &dyn Stores) {
     let float = json!({"ln_5": 1.6094379124341003, "third": 1.0 / 3.0});
     let t = thread("thread-float");
-    store.save(&t, &float).await.unwrap();
+    store.save(&t, None, &float).await.unwrap();
     assert_eq!(store.load(&t).await.unwrap(), Some(float.clone()));
 
     let r = run("run-float");
@@ -916,6 +959,7 @@ macro_rules! contract {
 contract!(
     steps_are_numbered_in_order_and_loaded_whole,
     threads_are_saved_and_replaced,
+    a_save_over_a_stale_state_is_refused_and_changes_nothing,
     runs_are_listed_oldest_first,
     runs_are_summarized_with_their_event_counts,
     a_time_past_the_stores_range_is_refused_and_writes_nothing,

@@ -70,9 +70,13 @@ async fn threads_are_saved_replaced_and_survive_a_reopen() {
     let store = SqliteStore::open(dir.path()).unwrap();
     let t = thread("thread-1");
     assert_eq!(store.load(&t).await.unwrap(), None);
-    store.save(&t, &json!({"turn": 1})).await.unwrap();
+    store.save(&t, None, &json!({"turn": 1})).await.unwrap();
     store
-        .save(&t, &json!({"turn": 2, "messages": ["hi"]}))
+        .save(
+            &t,
+            Some(&json!({"turn": 1})),
+            &json!({"turn": 2, "messages": ["hi"]}),
+        )
         .await
         .unwrap();
     drop(store);
@@ -168,7 +172,10 @@ async fn a_step_that_fails_half_way_leaves_nothing_behind() {
     let r = run("run-1");
     let t = thread("t-1");
     store.begin_run(&r, Some(&t), 1, None).await.unwrap();
-    store.save(&t, &json!({"before": true})).await.unwrap();
+    store
+        .save(&t, None, &json!({"before": true}))
+        .await
+        .unwrap();
     // Make the last insert of a step fail, after its events and records went in.
     let conn = rusqlite::Connection::open(store.path()).unwrap();
     conn.execute_batch(

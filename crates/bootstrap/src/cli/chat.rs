@@ -387,7 +387,10 @@ mod tests {
         let run = ai_core::RunId::new("chat-run").unwrap();
         runs.begin_run(&run, None, 1, None).await.unwrap();
         let thread = ThreadId::new("chat-thread").unwrap();
-        threads.save(&thread, &serde_json::json!({})).await.unwrap();
+        threads
+            .save(&thread, None, &serde_json::json!({}))
+            .await
+            .unwrap();
         crate::Stores {
             threads,
             log: Some(crate::RunLogStores {

@@ -1200,7 +1200,7 @@ async fn a_resume_consumes_its_approvals_before_anything_runs() {
     let runtime = runtime(&settings, completion);
     let thread = ThreadId::new("t-paused").unwrap();
     let paused = serde_json::to_value(paused_thread()).unwrap();
-    stores.threads.save(&thread, &paused).await.unwrap();
+    stores.threads.save(&thread, None, &paused).await.unwrap();
     let resume = |run_id: &str| super::RunRequest {
         turn: approve_gated(),
         ..request(&runtime, run_id, &thread, Some(paused.clone()), "")
@@ -1247,6 +1247,57 @@ async fn a_resume_consumes_its_approvals_before_anything_runs() {
     while events.recv().await.is_some() {}
 }
 
+/// Without a run log the same holds, through the thread store's conditional save: a second
+/// resume from the same pause (it read the pause before the first saved past it) is refused as
+/// it begins, the thread having changed, and nothing of it runs. Before, it saved the pause's
+/// decisions again over the first's and ran the approved calls a second time.
+#[tokio::test]
+async fn without_a_run_log_a_resume_consumes_its_approvals_before_anything_runs() {
+    let settings = crate::Settings::default();
+    let stores = crate::create_stores(&settings).unwrap();
+    assert!(stores.log.is_none());
+    let (entered, release) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let completion = Arc::new(Gated {
+        entered: entered.clone(),
+        release: release.clone(),
+    });
+    let runtime = runtime(&settings, completion);
+    let thread = ThreadId::new("t-paused").unwrap();
+    let paused = serde_json::to_value(paused_thread()).unwrap();
+    stores.threads.save(&thread, None, &paused).await.unwrap();
+    let resume = |run_id: &str| super::RunRequest {
+        turn: approve_gated(),
+        ..request(&runtime, run_id, &thread, Some(paused.clone()), "")
+    };
+
+    let mut events = super::start_run(&runtime, &stores, resume("first"), || {})
+        .await
+        .unwrap();
+    entered.notified().await; // The first run is past its tools, waiting for the model.
+    let error = super::start_run(&runtime, &stores, resume("second"), || {})
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error.downcast_ref::<ai_core::ThreadStoreError>(),
+            Some(ai_core::ThreadStoreError::Changed)
+        ),
+        "{error:#}"
+    );
+    let saved = saved_state(&stores, &thread).await;
+    assert!(
+        !matches!(saved.phase(), graph::Phase::AwaitingApproval { .. }),
+        "the refused run put the pause back: {:?}",
+        saved.phase()
+    );
+
+    release.notify_one();
+    while events.recv().await.is_some() {}
+}
+
 /// A resume refused as it began (another resume had consumed the same pause) and left open,
 /// its closing write failed: recovery closes it without touching the thread, which holds the
 /// other run's consumed state, equal to what this run would have written.
@@ -1264,7 +1315,7 @@ async fn recovery_leaves_the_thread_of_a_resume_that_never_began() {
     };
     let consumed = graph::reduce(input.thread_state.clone(), input.turn.event()).0;
     let consumed = serde_json::to_value(consumed).unwrap();
-    stores.threads.save(&thread, &consumed).await.unwrap();
+    stores.threads.save(&thread, None, &consumed).await.unwrap();
     let run = begin_with_input(&log, "refused", &thread, &input).await;
 
     let closed = recover(&stores, &FixedClock).await.unwrap();
@@ -2200,7 +2251,7 @@ async fn a_resume_whose_begin_panics_leaves_a_thread_another_resume_consumed() {
     request.turn = approve_gated();
     let consumed = graph::reduce(request.state.clone(), request.turn.event()).0;
     let consumed = serde_json::to_value(consumed).unwrap();
-    stores.threads.save(&thread, &consumed).await.unwrap();
+    stores.threads.save(&thread, None, &consumed).await.unwrap();
     *runs.panicking_begin.lock().unwrap() = Some(run.clone());
 
     let shown = run_to_end(&runtime, &stores, request).await;
@@ -2253,7 +2304,7 @@ async fn recovery_leaves_the_pause_of_a_resume_that_died_before_taking_its_decis
     let log = stores.log.clone().unwrap();
     let thread = ThreadId::new("t-paused").unwrap();
     let paused = serde_json::to_value(paused_thread()).unwrap();
-    stores.threads.save(&thread, &paused).await.unwrap();
+    stores.threads.save(&thread, None, &paused).await.unwrap();
     let input = super::RunInput {
         thread_state: paused_thread(),
         turn: approve_gated(),
@@ -2435,7 +2486,7 @@ async fn a_resume_whose_first_batch_fails_is_closed_over_the_decisions_it_took()
     let (runs, stores) = logged_stores(&locks);
     let thread = ThreadId::new("t-paused").unwrap();
     let paused = serde_json::to_value(paused_thread()).unwrap();
-    stores.threads.save(&thread, &paused).await.unwrap();
+    stores.threads.save(&thread, None, &paused).await.unwrap();
     let (entered, release) = (
         Arc::new(tokio::sync::Notify::new()),
         Arc::new(tokio::sync::Notify::new()),

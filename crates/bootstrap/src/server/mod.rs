@@ -1177,10 +1177,17 @@ async fn begin_run(
 /// What a client is told of a run [`crate::start_run`] could not begin: a run store's refusal
 /// as the client's error (409), anything else as the server's (500, its cause logged).
 fn refusal_to_begin(e: &anyhow::Error) -> ApiError {
+    let changed = matches!(
+        e.downcast_ref::<ai_core::RunStoreError>(),
+        Some(ai_core::RunStoreError::ThreadChanged { .. })
+    ) || matches!(
+        e.downcast_ref::<ai_core::ThreadStoreError>(),
+        Some(ai_core::ThreadStoreError::Changed)
+    );
     match e.downcast_ref::<ai_core::RunStoreError>() {
         Some(ai_core::RunStoreError::AlreadyExists(_)) => run_exists(),
         // The store's message names the thread and the run, the client's ids: not repeated.
-        Some(ai_core::RunStoreError::ThreadChanged { .. }) => ApiError::new(
+        _ if changed => ApiError::new(
             StatusCode::CONFLICT,
             "thread_changed",
             "the thread changed since this run was asked for: another run stored a turn on it \
@@ -3118,12 +3125,13 @@ mod tests {
         async fn save(
             &self,
             id: &ThreadId,
+            previous: Option<&serde_json::Value>,
             state: &serde_json::Value,
         ) -> Result<(), ai_core::ThreadStoreError> {
             if self.fail.swap(false, std::sync::atomic::Ordering::SeqCst) {
-                return Err(ai_core::ThreadStoreError("no space left".into()));
+                return Err(ai_core::ThreadStoreError::Failed("no space left".into()));
             }
-            self.inner.save(id, state).await
+            self.inner.save(id, previous, state).await
         }
     }
 
@@ -3168,6 +3176,73 @@ mod tests {
                 .await
                 .unwrap()
                 .is_some()
+        );
+    }
+
+    /// Threads in memory shared with another writer, which saves a turn of its own on a thread
+    /// just before this store's next save once `other_first` is set (as another process sharing
+    /// the store would, between this one's load and its save).
+    #[derive(Default)]
+    struct SavedMeanwhile {
+        inner: crate::MemoryThreads,
+        other_first: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl ai_core::ThreadStore for SavedMeanwhile {
+        async fn load(
+            &self,
+            id: &ThreadId,
+        ) -> Result<Option<serde_json::Value>, ai_core::ThreadStoreError> {
+            self.inner.load(id).await
+        }
+
+        async fn save(
+            &self,
+            id: &ThreadId,
+            previous: Option<&serde_json::Value>,
+            state: &serde_json::Value,
+        ) -> Result<(), ai_core::ThreadStoreError> {
+            if self
+                .other_first
+                .swap(false, std::sync::atomic::Ordering::SeqCst)
+            {
+                let other = json!({"another": "turn"});
+                self.inner.save(id, previous, &other).await?;
+            }
+            self.inner.save(id, previous, state).await
+        }
+    }
+
+    /// Without a run log, a resume whose thread another writer saved between its load and its
+    /// save past the pause (another process resumed the same pause) runs nothing and is refused
+    /// 409 `thread_changed`, as it is with a run log, rather than running the approved calls a
+    /// second time.
+    #[tokio::test]
+    async fn without_a_run_log_a_resume_whose_thread_changed_meanwhile_is_refused() {
+        let threads = Arc::new(SavedMeanwhile::default());
+        let stores = crate::Stores {
+            threads: threads.clone(),
+            log: None,
+            memory_threads: None,
+        };
+        let state = Arc::new(super::AppState::new(send_and_gate(None), stores));
+        let user = json!({"threadId": "t-twice", "runId": "r-1",
+            "messages": [{"id": "m1", "role": "user", "content": "send it"}]});
+        let paused = post(super::agui::run, state.clone(), user).await;
+        assert!(paused.contains("\"interrupts\""), "{paused}");
+
+        let resume = json!({"threadId": "t-twice", "runId": "r-2", "messages": [],
+            "resume": [{"interruptId": "call_send", "status": "resolved",
+                        "payload": {"approved": true}}]});
+        threads
+            .other_first
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let refused = try_post(super::agui::run, state.clone(), resume).await;
+        let refused = refused.expect_err("the resume ran");
+        assert_eq!(
+            (refused.status.as_u16(), refused.code),
+            (409, "thread_changed")
         );
     }
 
@@ -3703,6 +3778,7 @@ mod tests {
         async fn save(
             &self,
             _: &ThreadId,
+            _: Option<&serde_json::Value>,
             _: &serde_json::Value,
         ) -> Result<(), ai_core::ThreadStoreError> {
             Ok(())
@@ -3916,7 +3992,7 @@ mod tests {
         state
             .stores
             .threads
-            .save(&thread, &unreadable)
+            .save(&thread, None, &unreadable)
             .await
             .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -794,7 +794,7 @@ async fn a_refused_run_keeps_a_thread_saved_under_another_step_limit_as_it_was()
     let store = graph::InMemoryThreadStore::default();
     let thread = ai_core::ThreadId::new("t").unwrap();
     let saved = serde_json::to_value(&state).unwrap();
-    store.save(&thread, &saved).await.unwrap();
+    store.save(&thread, None, &saved).await.unwrap();
     f.events.lock().unwrap().clear();
     let kept = stricter
         .resume_thread(&store, &thread, stale, &f.ctx, &f.catalog, &sink, &f.cancel)
@@ -824,12 +824,13 @@ impl ai_core::ThreadStore for FlakyStore {
     async fn save(
         &self,
         id: &ai_core::ThreadId,
+        previous: Option<&serde_json::Value>,
         state: &serde_json::Value,
     ) -> Result<(), ai_core::ThreadStoreError> {
         if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(ai_core::ThreadStoreError("the disk is full".into()));
+            return Err(ai_core::ThreadStoreError::Failed("the disk is full".into()));
         }
-        self.inner.save(id, state).await
+        self.inner.save(id, previous, state).await
     }
 }
 
@@ -901,7 +902,7 @@ async fn a_resume_that_cannot_consume_its_approvals_runs_nothing() {
     let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
     let (paused, hashes) = paused(&f).await;
     store
-        .save(&thread, &serde_json::to_value(&paused).unwrap())
+        .save(&thread, None, &serde_json::to_value(&paused).unwrap())
         .await
         .unwrap();
     let decisions: Vec<ApprovalDecision> = hashes
@@ -942,5 +943,105 @@ async fn a_resume_that_cannot_consume_its_approvals_runs_nothing() {
     assert_eq!(
         answers(&resumed),
         [r#"{"waited_ms":1}"#, r#"{"waited_ms":2}"#]
+    );
+}
+
+/// A store whose loads each wait, once answered, until `barrier`'s count of them are: runs
+/// started at once all read the thread before any of them saves.
+struct LoadsTogether<'a> {
+    inner: &'a dyn ai_core::ThreadStore,
+    barrier: tokio::sync::Barrier,
+}
+
+#[async_trait::async_trait]
+impl ai_core::ThreadStore for LoadsTogether<'_> {
+    async fn load(
+        &self,
+        id: &ai_core::ThreadId,
+    ) -> Result<Option<serde_json::Value>, ai_core::ThreadStoreError> {
+        let loaded = self.inner.load(id).await;
+        self.barrier.wait().await;
+        loaded
+    }
+
+    async fn save(
+        &self,
+        id: &ai_core::ThreadId,
+        previous: Option<&serde_json::Value>,
+        state: &serde_json::Value,
+    ) -> Result<(), ai_core::ThreadStoreError> {
+        self.inner.save(id, previous, state).await
+    }
+}
+
+/// Two resumes of one pause at once, both with its approval (a client that sent its answer
+/// twice): both read the pause, but only the first to save past it runs the approved call. The
+/// other's save finds the thread changed: it runs nothing and says so.
+#[tokio::test(start_paused = true)]
+async fn two_resumes_of_one_pause_at_once_run_the_approved_call_once() {
+    use ai_core::ThreadStore;
+    let f = Fixture::with_policy(
+        vec![
+            calls(vec![call("c1", "core__wait", r#"{"ms":1}"#)]),
+            text("done"),
+            text("done again"),
+        ],
+        AgentConfig::default(),
+        GATED,
+    );
+    let store = graph::InMemoryThreadStore::default();
+    let thread = ai_core::ThreadId::new("t").unwrap();
+    let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
+    f.run_thread(&store, &thread, "go", &sink).await.unwrap();
+    let decisions = approve_all(&f.events());
+    assert_eq!(decisions.len(), 1);
+    f.events.lock().unwrap().clear();
+
+    let together = LoadsTogether {
+        inner: &store,
+        barrier: tokio::sync::Barrier::new(2),
+    };
+    let resume = || {
+        f.agent.resume_thread(
+            &together,
+            &thread,
+            decisions.clone(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+    };
+    let (first, second) = tokio::join!(resume(), resume());
+    let (won, lost) = match (first, second) {
+        (Ok(won), Err(lost)) | (Err(lost), Ok(won)) => (won, lost),
+        other => panic!("one resume runs, the other is refused: {other:?}"),
+    };
+    assert!(
+        matches!(
+            &lost,
+            graph::GraphError::Store {
+                action: "save",
+                error: ai_core::ThreadStoreError::Changed,
+                ..
+            }
+        ),
+        "{lost:?}"
+    );
+    assert_eq!(
+        lost.to_string(),
+        "cannot save thread t: the thread changed since it was read: another turn saved it \
+         meanwhile"
+    );
+    let events = f.events();
+    let ran = events
+        .iter()
+        .filter(|e| matches!(e, AiEvent::ToolCallStart { args: Some(_), .. }))
+        .count();
+    assert_eq!(ran, 1, "the approved call ran once: {events:?}");
+    assert_eq!(answers(&won), [r#"{"waited_ms":1}"#]);
+    assert_eq!(
+        store.load(&thread).await.unwrap(),
+        Some(serde_json::to_value(&won).unwrap())
     );
 }

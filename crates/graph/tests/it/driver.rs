@@ -732,9 +732,10 @@ impl ai_core::ThreadStore for SaveFails {
     async fn save(
         &self,
         _: &ThreadId,
+        _: Option<&serde_json::Value>,
         _: &serde_json::Value,
     ) -> Result<(), ai_core::ThreadStoreError> {
-        Err(ai_core::ThreadStoreError("disk full".into()))
+        Err(ai_core::ThreadStoreError::Failed("disk full".into()))
     }
 }
 
@@ -785,6 +786,7 @@ impl ai_core::ThreadStore for StorePanics {
     async fn save(
         &self,
         _: &ThreadId,
+        _: Option<&serde_json::Value>,
         _: &serde_json::Value,
     ) -> Result<(), ai_core::ThreadStoreError> {
         panic!("sk-secret in the store");
@@ -833,7 +835,7 @@ async fn an_unreadable_saved_thread_is_named_without_quoting_it() {
     let thread = ThreadId::new("t").unwrap();
     let mut saved = serde_json::to_value(f.agent.new_state()).unwrap();
     saved["steps"] = "the user's private words".into();
-    store.save(&thread, &saved).await.unwrap();
+    store.save(&thread, None, &saved).await.unwrap();
     let sink = |e: AiEvent| f.events.lock().unwrap().push(e);
     let error = f
         .run_thread(&store, &thread, "hi", &sink)
@@ -1918,15 +1920,17 @@ impl ai_core::ThreadStore for PanicsBeforeItsFuture {
         panic!("sk-secret in the store");
     }
 
-    fn save<'a, 'b, 'd, 'c>(
+    fn save<'a, 'b, 'd, 'e, 'c>(
         &'a self,
         _: &'b ThreadId,
-        _: &'d serde_json::Value,
+        _: Option<&'d serde_json::Value>,
+        _: &'e serde_json::Value,
     ) -> Boxed<'c, Result<(), ai_core::ThreadStoreError>>
     where
         'a: 'c,
         'b: 'c,
         'd: 'c,
+        'e: 'c,
         Self: 'c,
     {
         panic!("sk-secret in the store");
@@ -2002,6 +2006,7 @@ impl ai_core::ThreadStore for Stalls {
     async fn save(
         &self,
         _: &ThreadId,
+        _: Option<&serde_json::Value>,
         state: &serde_json::Value,
     ) -> Result<(), ai_core::ThreadStoreError> {
         self.saving.notify_one();
@@ -2113,9 +2118,10 @@ impl ai_core::ThreadStore for StallsOnSave {
     async fn save(
         &self,
         thread: &ThreadId,
+        previous: Option<&serde_json::Value>,
         state: &serde_json::Value,
     ) -> Result<(), ai_core::ThreadStoreError> {
-        self.0.save(thread, state).await
+        self.0.save(thread, previous, state).await
     }
 }
 
