@@ -75,9 +75,9 @@ pub enum Command {
     /// Re-run a recorded, finished run from its receipts and recorded tool results, and check
     /// that its events come out identical. Nothing is written.
     ///
-    /// It calls no model and runs no tool: it reads only the data folder, `tools.enabled` and
-    /// the policy (`--policy`, else `COGNI_POLICY`, else the config file's, else the built-in
-    /// one), so no model, server or workspace setting can stop it.
+    /// It calls no model and runs no tool: it reads only the data folder, `tools.enabled`, the
+    /// policy (`--policy`, else `COGNI_POLICY`, else the config file's, else the built-in one)
+    /// and `tools.trace_redacted_results`, so no model, server or workspace setting can stop it.
     Replay {
         /// The run's id.
         run_id: String,
@@ -85,6 +85,18 @@ pub enum Command {
         /// one [default: the config file's policy, else the built-in one].
         #[arg(long, env = "COGNI_POLICY")]
         policy: Option<PathBuf>,
+        /// Record each replayed call's redacted result on its tracing span (shown with
+        /// `RUST_LOG=ai_core=debug`), as `tools.trace_redacted_results` of the config file
+        /// does; `--trace-redacted-results=false` turns it off again.
+        #[arg(
+            long,
+            env = "COGNI_TRACE_REDACTED_RESULTS",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            value_parser = clap::builder::BoolishValueParser::new()
+        )]
+        trace_redacted_results: Option<bool>,
         /// Where the run log is.
         #[command(flatten)]
         log: RunLogArgs,
@@ -117,8 +129,8 @@ pub enum RunsCommand {
     },
 }
 
-/// Where `cogni runs` and `cogni replay` find the run log: the settings they read besides the
-/// policy, and no others.
+/// Where `cogni runs` and `cogni replay` find the run log: the settings they read besides
+/// `replay`'s policy and `tools.trace_redacted_results`, and no others.
 #[derive(Debug, clap::Args)]
 pub struct RunLogArgs {
     /// The data folder holding the run log [default: `data_dir` of the config file].
@@ -131,12 +143,11 @@ pub struct RunLogArgs {
 }
 
 impl RunLogArgs {
-    /// These as settings overrides, with `policy`.
-    fn overrides(self, policy: Option<PathBuf>) -> crate::Overrides {
+    /// These as settings overrides.
+    fn overrides(self) -> crate::Overrides {
         crate::Overrides {
             config: self.config,
             data_dir: self.data_dir,
-            policy,
             ..crate::Overrides::default()
         }
     }
@@ -588,17 +599,23 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             tools_stats(&crate::replay::data_dir(&settings)?, json)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Runs(RunsCommand::List { json, log }) => {
-            runs::list(log.overrides(None), json).await
-        }
+        Command::Runs(RunsCommand::List { json, log }) => runs::list(log.overrides(), json).await,
         Command::Runs(RunsCommand::Show { run_id, json, log }) => {
-            runs::show(log.overrides(None), run_id, json).await
+            runs::show(log.overrides(), run_id, json).await
         }
         Command::Replay {
             run_id,
             policy,
+            trace_redacted_results,
             log,
-        } => runs::replay(log.overrides(policy), run_id).await,
+        } => {
+            let overrides = crate::Overrides {
+                policy,
+                trace_redacted_results,
+                ..log.overrides()
+            };
+            runs::replay(overrides, run_id).await
+        }
         Command::Wire(WireCommand::Decode { format, file }) => wire_decode(format, file),
         Command::Wire(WireCommand::EncodeTools { format }) => {
             wire_encode_tools(format)?;

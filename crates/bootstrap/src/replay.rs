@@ -785,7 +785,7 @@ fn close_as_recorded(recorded: &[AiEvent], replayed: &mut Vec<AiEvent>) {
 ///
 /// Of `settings` it reads only the data folder, `tools.enabled` and the policy (bound only for
 /// a run recorded without them; otherwise to say whether today's differ from the recorded
-/// ones) and the agent's settings: no model is called, and no
+/// ones), the agent's settings and `tools.trace_redacted_results`: no model is called, and no
 /// workspace folder is opened, so `settings` need not pass [`Settings::validate`] (an `[llm]`
 /// or `tools.workspace` of another machine does not stop a replay).
 pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<ReplayOutcome> {

@@ -288,14 +288,15 @@ fn the_run_log_commands_are_not_stopped_by_settings_they_do_not_use() {
         ("COGNI_SERVER_TOKEN", ""),
         ("COGNI_WORKSPACE", "no-such-folder"),
         ("COGNI_WORKSPACE_HIDDEN", "maybe"),
-        ("COGNI_TRACE_REDACTED_RESULTS", "maybe"),
     ];
-    for args in [
-        &["runs", "list"][..],
-        &["runs", "show", &run_id],
-        &["replay", &run_id],
+    // Only `replay` runs the runner, which `tools.trace_redacted_results` tells what to trace.
+    let runs_unused = [&unused[..], &[("COGNI_TRACE_REDACTED_RESULTS", "maybe")]].concat();
+    for (args, unused) in [
+        (&["runs", "list"][..], &runs_unused[..]),
+        (&["runs", "show", &run_id], &runs_unused),
+        (&["replay", &run_id], &unused),
     ] {
-        let output = with(args, &unused);
+        let output = with(args, unused);
         assert!(
             output.status.success(),
             "{args:?}: {}",
@@ -315,6 +316,43 @@ fn the_run_log_commands_are_not_stopped_by_settings_they_do_not_use() {
         "{}",
         text(&output.stderr)
     );
+}
+
+/// `replay` records each replayed call's redacted result on its span when
+/// `tools.trace_redacted_results` asks for it, read as `tools call` reads it: the flag, else
+/// `COGNI_TRACE_REDACTED_RESULTS`, else `cogni.toml`; off unless one of them turns it on. Before,
+/// only the config file's setting reached it: its flag and variable were refused or ignored.
+#[test]
+fn replay_traces_redacted_results_as_tools_call_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::fake::endpoint(&["turn-1-tool-calls.sse", "turn-2-answer.sse"]);
+    let run_id = record_one(dir.path(), &url);
+    let traced = |extra: &[&str], variables: &[(&str, &str)]| {
+        let mut command = crate::cogni_command();
+        command
+            .args(["replay", &run_id])
+            .args(extra)
+            .current_dir(dir.path())
+            .env("COGNI_DATA_DIR", "data")
+            .env("RUST_LOG", "ai_core=debug")
+            .envs(variables.iter().copied());
+        let output = command.output().expect("the cogni binary runs");
+        assert_replayed_identically(&output);
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains("tool call finished"), "no span: {stderr}");
+        stderr.contains("gen_ai.tool.call.result")
+    };
+    assert!(!traced(&[], &[]), "off by default");
+    assert!(traced(&["--trace-redacted-results"], &[]));
+    assert!(traced(&[], &[("COGNI_TRACE_REDACTED_RESULTS", "true")]));
+    std::fs::write(
+        dir.path().join("cogni.toml"),
+        "[tools]\ntrace_redacted_results = true\n",
+    )
+    .unwrap();
+    assert!(traced(&[], &[]), "the file's value");
+    assert!(!traced(&["--trace-redacted-results=false"], &[]));
+    assert!(!traced(&[], &[("COGNI_TRACE_REDACTED_RESULTS", "false")]));
 }
 
 /// Records one chat run in `dir` and returns its id.
