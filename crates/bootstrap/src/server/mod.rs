@@ -216,8 +216,10 @@ impl AppState {
     /// `ServerSettings::max_concurrent_runs`). It bounds the requests for a run whose body is
     /// being read or whose run is being started too: one more is refused with the same 503
     /// before a byte of its body is read, so the bodies held at once are at most that many (each
-    /// within the body limit), however many connections are served. A number past what a
-    /// semaphore holds (some 2^61) is that many.
+    /// within the body limit), however many connections are served; a client slow to send its
+    /// body holds its place meanwhile, under [`serve`] for at most the body-read bound
+    /// ([`ConnectionLimits::body_read_timeout`]). A number past what a semaphore holds (some
+    /// 2^61) is that many.
     pub fn with_max_concurrent_runs(mut self, max: std::num::NonZeroUsize) -> Self {
         let max = max.get().min(tokio::sync::Semaphore::MAX_PERMITS);
         self.run_slots = Arc::new(tokio::sync::Semaphore::new(max));
@@ -628,7 +630,10 @@ async fn refuse_declared_oversize(
 /// being read or started ([`AppState::run_requests`]); one more is refused with the run limit's
 /// 503 `too_many_runs` before a byte of its body is read, so what the server buffers is bounded
 /// by the run limit, not by the connections it serves. The permit is held until the handler
-/// answers: its run has taken a run slot of its own by then, or was refused.
+/// answers: its run has taken a run slot of its own by then, or was refused. A client slow to
+/// send its body holds it meanwhile: under [`serve`], for at most the body-read bound
+/// ([`ConnectionLimits::body_read_timeout`]); served by other code, for as long as that code
+/// lets a body take.
 async fn take_run_request(
     State(state): State<Arc<AppState>>,
     request: axum::extract::Request,
