@@ -283,8 +283,8 @@ impl<'a> Event<'a> {
     }
 
     /// Reads an event from its JSON text. With `read` given (the keys its type reads,
-    /// [`EventField::read_by`]), every other key but the bookkeeping ones is skipped unseen,
-    /// whatever it holds; without, every key is read (see [`EventVisitor`]).
+    /// [`EventField::read_by`]), every other key is skipped unseen, whatever it holds; without,
+    /// every key is read (see [`EventVisitor`]).
     fn parse(data: &'a str, read: Option<u32>) -> serde_json::Result<Self> {
         let mut json = serde_json::Deserializer::from_str(data);
         let event = serde::Deserializer::deserialize_map(&mut json, EventVisitor { read })?;
@@ -358,23 +358,23 @@ impl EventField {
         1 << (self as u32)
     }
 
-    /// The bookkeeping keys, read on every event whatever its type, leniently: no type of value
-    /// they hold fails it, and given twice they read as absent.
+    /// The bookkeeping keys, read leniently: no type of value they hold fails the event, and
+    /// given twice they read as absent. `response` and `sequence_number` are read on every event,
+    /// `code` on the `error` event alone ([`EventField::read_by`]).
     const BOOKKEEPING: u32 = Self::Response.bit() | Self::SequenceNumber.bit() | Self::Code.bit();
 
     /// The keys an event of type `kind` reads, one bit each: `type` and `error` on every event
     /// (a truthy `error` is the stream's error whatever the type, as openai-python reads every
-    /// payload, so which of two counts matters on any event), and the keys
-    /// [`StreamDecoder::apply`] reads for the type. Only these given twice fail the event: a
-    /// key an event does not read may be anything, any number of times, as on a type the decoder
-    /// does not read. The bookkeeping keys (`response`, `sequence_number`, `code`) are not
-    /// listed: given twice, they read as absent. An arm of `apply` that reads another key lists
-    /// it here.
+    /// payload, so which of two counts matters on any event), `response` and `sequence_number`
+    /// on every event too, and the keys [`StreamDecoder::apply`] reads for the type. Only these
+    /// given twice fail the event, but for the bookkeeping ones ([`Self::BOOKKEEPING`]), which
+    /// read as absent: a key an event does not read may be anything, any number of times, as on
+    /// a type the decoder does not read. An arm of `apply` that reads another key lists it here.
     fn read_by(kind: Option<&str>) -> u32 {
         let placed = Self::ItemId.bit() | Self::OutputIndex.bit() | Self::ContentIndex.bit();
         let call = Self::Item.bit() | Self::ItemId.bit() | Self::OutputIndex.bit();
         let own = match kind.unwrap_or_default() {
-            "error" => Self::Message.bit(),
+            "error" => Self::Message.bit() | Self::Code.bit(),
             "response.output_text.delta" | "response.refusal.delta" => Self::Delta.bit() | placed,
             "response.output_item.added" | "response.output_item.done" => {
                 Self::Item.bit() | Self::OutputIndex.bit()
@@ -390,7 +390,11 @@ impl EventField {
             }
             _ => 0,
         };
-        Self::Kind.bit() | Self::Error.bit() | own
+        Self::Kind.bit()
+            | Self::Error.bit()
+            | Self::Response.bit()
+            | Self::SequenceNumber.bit()
+            | own
     }
 
     /// The key as sent, for the error that names it.
@@ -460,10 +464,7 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
         let mut event = Event::of(None);
         // Which keys were read (one bit each, by `EventField` order), and which twice.
         let (mut seen, mut twice) = (0u32, 0u32);
-        let skipped = |field: EventField| {
-            self.read
-                .is_some_and(|read| (read | EventField::BOOKKEEPING) & field.bit() == 0)
-        };
+        let skipped = |field: EventField| self.read.is_some_and(|read| read & field.bit() == 0);
         while let Some(field) = map.next_key::<EventField>()? {
             twice |= seen & field.bit();
             seen |= field.bit();
@@ -503,7 +504,7 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
         }
         // A key the event's type reads given twice is an error naming it; a bookkeeping one
         // reads as absent; one its type does not read is never looked at.
-        let read = EventField::read_by(event.kind.as_deref());
+        let read = EventField::read_by(event.kind.as_deref()) & !EventField::BOOKKEEPING;
         if let Some(field) = EventField::ALL
             .into_iter()
             .find(|field| twice & read & field.bit() != 0)

@@ -2855,7 +2855,14 @@ fn a_key_an_event_does_not_read_never_fails_it_whatever_it_holds() {
         responses::decode_all(stream(usize::MAX, "").as_bytes(), Limits::default()).unwrap();
     assert_eq!(expected.text, "Hi");
     assert_eq!(expected.tool_calls.len(), 1);
+    // `code` is read by the `error` event alone: on any other event a lone surrogate escape
+    // (which no string serde_json builds can hold) or a value nested past its 128 levels is
+    // never looked at either.
+    let deep = nested(200);
     for (at, key, raw) in [
+        (0, "code", r#""\ud800""#),
+        (1, "code", deep.as_str()),
+        (3, "code", r#"{"a":"\udfff"}"#),
         (0, "message", "5"),
         (0, "item", "\"fc_1\""),
         (0, "name", "[1]"),
