@@ -126,7 +126,7 @@ use crate::{DecodeError, Delivery, EncodeError, Limits, WholeAnswer};
 mod item;
 mod replay;
 
-use item::{Item, PartKind, Text, whole_number};
+use item::{FromRaw, Item, PartKind, Text};
 use replay::{DeltaLog, MessageParts, Numbering, Sequence};
 
 /// The key, in a call's `provider_fields`, of the reasoning items that led to it: a JSON array
@@ -249,8 +249,8 @@ struct Event<'a> {
     /// Read for its bookkeeping, leniently (see [`Response`]).
     response: Option<Response>,
     message: Option<String>,
-    /// The `error` event's `code`, any JSON; read as `response` is (given twice, absent), since
-    /// it only adds to the message.
+    /// The `error` event's `code`, any JSON; given twice, or holding what serde_json cannot
+    /// build, it reads as absent ([`FromRaw`]), since it only adds to the message.
     code: Option<Value>,
     /// Some servers nest the `error` event's fields under `error`, or send it as a string.
     error: Option<Value>,
@@ -360,7 +360,10 @@ impl EventField {
 
     /// The bookkeeping keys, read leniently: no type of value they hold fails the event, and
     /// given twice they read as absent. `response` and `sequence_number` are read on every event,
-    /// `code` on the `error` event alone ([`EventField::read_by`]).
+    /// `code` on the `error` event alone ([`EventField::read_by`]). `sequence_number` and `code`
+    /// are read from their raw text ([`FromRaw`]), so nothing they hold fails it; `response`
+    /// still does where serde_json cannot build what it reads (its `error` nested past 128
+    /// levels, a lone surrogate escape), since that may be the stream's error.
     const BOOKKEEPING: u32 = Self::Response.bit() | Self::SequenceNumber.bit() | Self::Code.bit();
 
     /// The keys an event of type `kind` reads, one bit each: `type` and `error` on every event
@@ -425,15 +428,6 @@ impl EventField {
 #[derive(Deserialize)]
 struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
 
-/// `sequence_number` or `content_index`, read by [`whole_number`].
-struct WholeNumber(Option<u64>);
-
-impl<'de> Deserialize<'de> for WholeNumber {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        whole_number(deserializer).map(WholeNumber)
-    }
-}
-
 /// `response`, read by [`lenient_response`].
 struct LenientResponse(Option<Response>);
 
@@ -481,10 +475,10 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
                     event.item_id = map.next_value::<Option<Borrowed<'de>>>()?.map(|b| b.0);
                 }
                 EventField::SequenceNumber => {
-                    event.sequence_number = map.next_value::<WholeNumber>()?.0;
+                    event.sequence_number = map.next_value::<FromRaw<u64>>()?.0;
                 }
                 EventField::ContentIndex => {
-                    event.content_index = map.next_value::<WholeNumber>()?.0;
+                    event.content_index = map.next_value::<FromRaw<u64>>()?.0;
                 }
                 EventField::Delta => event.delta = map.next_value()?,
                 EventField::Text => event.text = map.next_value()?,
@@ -495,7 +489,7 @@ impl<'de> serde::de::Visitor<'de> for EventVisitor {
                 EventField::Part => event.part = map.next_value::<item::ShownValue>()?.0,
                 EventField::Response => event.response = map.next_value::<LenientResponse>()?.0,
                 EventField::Message => event.message = map.next_value()?,
-                EventField::Code => event.code = map.next_value()?,
+                EventField::Code => event.code = map.next_value::<FromRaw<Value>>()?.0,
                 EventField::Error => event.error = map.next_value()?,
                 EventField::Other => {
                     map.next_value::<serde::de::IgnoredAny>()?;
@@ -1780,11 +1774,7 @@ impl<'de> serde::de::Visitor<'de> for ShallowVisitor {
             match at {
                 0 => shallow.kind = map.next_value::<Option<Borrowed<'de>>>()?.map(|b| b.0),
                 1 => shallow.error = map.next_value()?,
-                // Its raw text, so that no value fails or descends (see `whole_number`).
-                _ => {
-                    let raw = map.next_value::<&'de serde_json::value::RawValue>()?;
-                    shallow.sequence_number = serde_json::from_str(raw.get()).ok();
-                }
+                _ => shallow.sequence_number = map.next_value::<FromRaw<u64>>()?.0,
             }
         }
         if seen[2] > 1 {

@@ -6,18 +6,26 @@ use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, Unexpected, Visitor};
+use serde::de::{self, DeserializeOwned, Deserializer, Unexpected, Visitor};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::assembly::{self, JsonText, LoneSurrogate, NotArguments};
 
-/// `sequence_number` (or `content_index`) as a whole number, or absent whatever else it is: it
-/// only helps tell a replayed delta from a new one (see
-/// [`DeltaLog::fresh`](super::replay::DeltaLog::fresh)), so it never fails an event.
-pub(super) fn whole_number<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<u64>, D::Error> {
-    Ok(Value::deserialize(deserializer)?.as_u64())
+/// A field of an event read from its raw text as a `T`, or absent whatever else it holds: a
+/// value of another type, one nested past serde_json's 128 levels, a string with a lone
+/// surrogate escape. For the fields that only help, so they never fail an event:
+/// `sequence_number` and `content_index` as whole numbers (they only tell a replayed delta from
+/// a new one, see [`DeltaLog::fresh`](super::replay::DeltaLog::fresh)), and an `error` event's
+/// `code`, which only adds to its message. Read from JSON text only (the raw text is
+/// serde_json's), as the events are.
+pub(super) struct FromRaw<T>(pub(super) Option<T>);
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for FromRaw<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = <&'de RawValue>::deserialize(deserializer)?;
+        Ok(Self(serde_json::from_str(raw.get()).ok()))
+    }
 }
 
 /// A field that is a string on the events the decoder reads, and may be anything on events it

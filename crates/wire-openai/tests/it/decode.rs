@@ -2903,6 +2903,50 @@ fn a_key_an_event_does_not_read_never_fails_it_whatever_it_holds() {
     }
 }
 
+/// The bookkeeping keys an event reads (`sequence_number` and `content_index`, which only tell
+/// replayed deltas apart, and the `error` event's `code`, which only adds to its message) never
+/// fail it, whatever they hold: a lone surrogate escape (no string serde_json builds can hold
+/// one) or a value nested past serde_json's 128 levels reads as absent.
+#[test]
+fn a_bookkeeping_key_never_fails_its_event_whatever_it_holds() {
+    let deep = nested(200);
+    let message = json!({"type": "response.output_item.added", "output_index": 0, "item": {
+        "type": "message", "id": "msg_1", "role": "assistant", "content": []}});
+    let delta = json!({"type": "response.output_text.delta", "item_id": "msg_1",
+        "output_index": 0, "content_index": 0, "sequence_number": 2, "delta": "Hi"});
+    let completed = json!({"type": "response.completed", "response": {"id": "resp_1"}});
+    for (key, raw) in [
+        ("sequence_number", r#""\ud800""#),
+        ("sequence_number", deep.as_str()),
+        ("content_index", r#"{"a":"\udfff"}"#),
+        ("content_index", deep.as_str()),
+    ] {
+        let mut without = delta.clone();
+        without.as_object_mut().unwrap().remove(key);
+        let event = with_raw(&without, key, raw);
+        let stream = format!("data: {message}\n\ndata: {event}\n\ndata: {completed}\n\n");
+        let completion = responses::decode_all(stream.as_bytes())
+            .unwrap_or_else(|error| panic!("{event}: {error}"));
+        assert_eq!(completion.text, "Hi", "{event}");
+    }
+    for (event, expected) in [
+        (
+            r#"{"type":"error","code":"\ud800","message":"boom"}"#.to_owned(),
+            "boom",
+        ),
+        (
+            format!(r#"{{"type":"error","code":{deep},"message":null}}"#),
+            "unknown error",
+        ),
+    ] {
+        let error = responses::decode_all(format!("data: {event}\n\n").as_bytes()).unwrap_err();
+        assert!(
+            matches!(&error, DecodeError::ProviderError { message } if message == expected),
+            "{event}: {error:?}"
+        );
+    }
+}
+
 /// Whether an event the decoder does not read "has an error" is read as on every event (a
 /// truthy `error`, as openai-python reads it), also when its other fields fail to parse: one
 /// whose `error` is `null`, `false`, `0`, `""`, `[]` or `{}` is skipped, as it is when it
