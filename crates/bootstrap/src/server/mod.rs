@@ -1512,9 +1512,10 @@ impl Drop for BusyGuard {
 }
 
 /// The SSE frames of what a translator made of one event. An event it dropped because it reuses
-/// a call's id (it names a call its stream has answered, or starts one it has started) is logged
-/// and sends nothing (the stream stays valid): the loop renames a call id an endpoint reuses
-/// before any event names it, so this is a bug.
+/// a call's id (it names a call its stream has answered, starts one it has started, or brings
+/// arguments to one whose arguments it has closed) is logged and sends nothing (the stream stays
+/// valid): the loop renames a call id an endpoint reuses before any event names it, so this is a
+/// bug.
 fn frames_of<T: serde::Serialize>(pushed: Result<Vec<T>, wire_ui::ReusedCallId>) -> String {
     match pushed {
         Ok(frames) => frames.iter().map(wire_ui::sse::frame).collect(),
