@@ -27,7 +27,8 @@ pub struct SseEvent<'a> {
 /// use std::convert::Infallible;
 /// let mut parser = wire_openai::sse::SseParser::new();
 /// let mut data = Vec::new();
-/// for read in [&b"event: ping\r\nda"[..], b"ta: 1\r\n\r\n: keep-alive\n\ndata: 2\n\n"] {
+/// // A CRLF split across reads is one line end, and a field name may be split too.
+/// for read in [&b"event: ping\r"[..], b"\nda", b"ta: 1\r\n\r\n: keep-alive\n\ndata: 2\n\n"] {
 ///     parser.feed(read, &mut |event| {
 ///         data.push((event.event.to_owned(), event.data.to_owned()));
 ///         Ok::<(), Infallible>(())
