@@ -2925,7 +2925,7 @@ fn a_bookkeeping_key_never_fails_its_event_whatever_it_holds() {
         without.as_object_mut().unwrap().remove(key);
         let event = with_raw(&without, key, raw);
         let stream = format!("data: {message}\n\ndata: {event}\n\ndata: {completed}\n\n");
-        let completion = responses::decode_all(stream.as_bytes())
+        let completion = responses::decode_all(stream.as_bytes(), Limits::default())
             .unwrap_or_else(|error| panic!("{event}: {error}"));
         assert_eq!(completion.text, "Hi", "{event}");
     }
@@ -2939,7 +2939,9 @@ fn a_bookkeeping_key_never_fails_its_event_whatever_it_holds() {
             "unknown error",
         ),
     ] {
-        let error = responses::decode_all(format!("data: {event}\n\n").as_bytes()).unwrap_err();
+        let error =
+            responses::decode_all(format!("data: {event}\n\n").as_bytes(), Limits::default())
+                .unwrap_err();
         assert!(
             matches!(&error, DecodeError::ProviderError { message } if message == expected),
             "{event}: {error:?}"
