@@ -42,8 +42,9 @@ pub enum ToolErrorCode {
     ResultTooLarge,
     /// The tool failed repeatedly and its circuit is open: calls fail fast for a while.
     CircuitOpen,
-    /// The process stopped while the call ran (found after a restart); whether the tool's effect
-    /// happened is unknown.
+    /// The run ended while the call ran, before its result was stored (its process stopped,
+    /// found after a restart, or its closing save failed); whether the tool's effect happened
+    /// is unknown.
     Interrupted,
 }
 

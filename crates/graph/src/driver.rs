@@ -920,9 +920,10 @@ impl Agent {
     /// its pause first (its calls out), as `cogni serve` does, so a run whose closing save fails,
     /// or whose process dies, cannot be resumed again into running an approved call twice (the
     /// retry finds no pause and decides nothing; the next user message answers the calls the
-    /// save left out, cancelled). A store that fails that first save fails the run before
-    /// anything runs: the thread still waits, and the same decisions can be sent again. That save
-    /// replaces only the pause it loaded, so of two resumes of one pause at once exactly one
+    /// save left out as calls that may have run, their results lost: [`crate::lost_result`]).
+    /// A store that fails that first save fails the run before anything runs: the thread still
+    /// waits, and the same decisions can be sent again. That save replaces only the pause it
+    /// loaded, so of two resumes of one pause at once exactly one
     /// runs the approved calls: the other's save is refused ([`GraphError::Store`] holding
     /// [`ai_core::ThreadStoreError::Changed`]) and it runs nothing.
     ///

@@ -45,7 +45,7 @@ pub use driver::{Agent, AgentConfig, GraphError};
 pub use history::{HistoryItem, ReconstructError, reconstruct_history};
 pub use reducer::{
     AgentEvent, AgentState, ApprovalDecision, CallIds, Intent, MAX_DENIAL_REASON_CHARS,
-    PendingApproval, Phase, denial_message, reduce,
+    PendingApproval, Phase, denial_message, lost_result, reduce,
 };
 pub use store::InMemoryThreadStore;
 
@@ -150,7 +150,11 @@ pub use store::InMemoryThreadStore;
 /// 28. A model port that answers `Cancelled` though the run's token has not fired fails its
 ///     model call (the run ends `error`, saying the port cancelled the call on its own), where
 ///     the run ended `cancelled`, as if the user had stopped it.
-pub const LOOP_REVISION: u32 = 28;
+/// 29. A user message on a thread saved past its pause whose resume never saved its end (its
+///     closing save failed, its process died) answers the approved calls that were out
+///     `interrupted`, saying they may have run and their results are lost ([`lost_result`]),
+///     where it answered them `cancelled`, saying the run was cancelled before they finished.
+pub const LOOP_REVISION: u32 = 29;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

@@ -278,12 +278,20 @@ pub(crate) fn cancelled_result(id: &ToolCallId) -> ToolExecResult {
     )
 }
 
-/// The cancelled answer to a call that never got one.
-fn cancelled(id: &ToolCallId) -> Message {
-    Message::Tool {
-        tool_call_id: id.clone(),
-        content: cancelled_result(id).model_content(),
-    }
+/// The `interrupted` answer to a call that was out with the runner when its thread was last
+/// saved, and that no later save answered: the run running it ended before its result was saved
+/// (its closing save failed, or its process died), so it may have run, its result lost. The next
+/// user message answers such a call so; so may a caller that rebuilds a turn whose call's result
+/// it cannot find (crash recovery). The message names neither the call nor its arguments.
+pub fn lost_result(id: &ToolCallId) -> ToolExecResult {
+    ToolExecResult::error(
+        id.clone(),
+        ToolFailure::new(
+            ToolErrorCode::Interrupted,
+            "the run running this call ended before its result was saved: it may have run and \
+             its result is lost; check before calling it again",
+        ),
+    )
 }
 
 fn finish(
@@ -324,29 +332,34 @@ fn by_call(answered: Vec<ToolExecResult>) -> HashMap<ToolCallId, ToolExecResult>
     by_call
 }
 
-/// The answer message for `id`: its known result, else a cancellation.
-fn answer(id: &ToolCallId, answered: &mut HashMap<ToolCallId, ToolExecResult>) -> Message {
-    match answered.remove(id) {
-        Some(result) => Message::Tool {
-            tool_call_id: id.clone(),
-            content: result.model_content(),
-        },
-        None => cancelled(id),
+/// The answer message for `id`: its known result, else `unknown`'s answer.
+fn answer(
+    id: &ToolCallId,
+    answered: &mut HashMap<ToolCallId, ToolExecResult>,
+    unknown: fn(&ToolCallId) -> ToolExecResult,
+) -> Message {
+    let result = answered.remove(id).unwrap_or_else(|| unknown(id));
+    Message::Tool {
+        tool_call_id: id.clone(),
+        content: result.model_content(),
     }
 }
 
-/// Answers every call of an open turn (known results, else cancelled), so the history stays
-/// valid. Returns the intent that shows the cancelled answers of the calls that waited for
-/// approval, if any: such a call was shown only by its approval request, and nothing else will
-/// ever end it for an event consumer. (A call out with the runner is ended by the runner.)
-fn close_pending(state: &mut AgentState) -> Option<Intent> {
-    let (calls, answered, pending) = match std::mem::replace(&mut state.phase, Phase::Idle) {
-        Phase::AwaitingTools { calls, answered } => (calls, answered, Vec::new()),
+/// Answers every call of an open turn, so the history stays valid: its known result, else
+/// `out`'s answer for a call out with the runner (the turn's tools were out), else cancelled (it
+/// waited for approval). Returns the intent that shows the cancelled answers of the calls that
+/// waited for approval, if any: such a call was shown only by its approval request, and nothing
+/// else will ever end it for an event consumer. (A call out with the runner is ended by the
+/// runner.)
+fn close_pending(state: &mut AgentState, out: fn(&ToolCallId) -> ToolExecResult) -> Option<Intent> {
+    let (calls, answered, pending, unknown) = match std::mem::replace(&mut state.phase, Phase::Idle)
+    {
+        Phase::AwaitingTools { calls, answered } => (calls, answered, Vec::new(), out),
         Phase::AwaitingApproval {
             calls,
             answered,
             pending,
-        } => (calls, answered, pending),
+        } => (calls, answered, pending, cancelled_result as fn(&_) -> _),
         other => {
             state.phase = other;
             return None;
@@ -359,20 +372,21 @@ fn close_pending(state: &mut AgentState) -> Option<Intent> {
         if waiting.contains(&call.id) && !answered.contains_key(&call.id) {
             shown.push((call.name.clone(), cancelled_result(&call.id)));
         }
-        let message = answer(&call.id, &mut answered);
+        let message = answer(&call.id, &mut answered, unknown);
         state.messages.push(message);
     }
     (!shown.is_empty()).then_some(Intent::ShowAnswers { answers: shown })
 }
 
-/// Ends the run for `reason` after closing the open turn (see [`close_pending`]), showing the
-/// answers of the calls that waited for approval before the finish.
+/// Ends the run for `reason` after closing the open turn (see [`close_pending`]: the calls out
+/// with the runner that have no result are answered cancelled), showing the answers of the
+/// calls that waited for approval before the finish.
 fn close_and_finish(
     mut state: AgentState,
     reason: DoneReason,
     error: Option<String>,
 ) -> (AgentState, Vec<Intent>) {
-    let shown = close_pending(&mut state);
+    let shown = close_pending(&mut state, cancelled_result);
     let (state, intents) = finish(state, reason, error);
     (state, shown.into_iter().chain(intents).collect())
 }
@@ -603,7 +617,7 @@ fn settle(
 ) -> (AgentState, Vec<Intent>) {
     let mut answered = by_call(answered);
     for call in &calls {
-        let message = answer(&call.id, &mut answered);
+        let message = answer(&call.id, &mut answered, cancelled_result);
         state.messages.push(message);
     }
     if state.steps >= state.max_steps.get() {
@@ -795,8 +809,10 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
     match event {
         AgentEvent::UserMessage { content } => {
             // Calls still waiting for approval are cancelled by the new message; this run shows
-            // their answers, as the run that decides them would.
-            let shown = close_pending(&mut state);
+            // their answers, as the run that decides them would. Calls out with the runner are
+            // in a thread saved past its pause whose run never saved its end (its closing save
+            // failed, its process died): they may have run, their results lost.
+            let shown = close_pending(&mut state, lost_result);
             state.messages.push(Message::User { content });
             state.steps = 0;
             let (state, intents) = call_model(state);

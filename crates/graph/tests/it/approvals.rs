@@ -890,6 +890,66 @@ async fn an_approved_call_runs_once_though_the_save_after_it_fails() {
     assert!(retried.is_ok(), "{retried:?}");
 }
 
+/// A resume whose closing save fails leaves its thread past the pause, the approved call out:
+/// it ran, and its result is lost. The next user message answers it so, as a call that may have
+/// run (`interrupted`), never as one the run cancelled, so the model checks before calling it
+/// again; the answer names no id and no argument.
+#[tokio::test(start_paused = true)]
+async fn the_next_message_after_a_lost_closing_save_says_the_approved_call_may_have_run() {
+    use std::sync::atomic::Ordering;
+    let f = Fixture::with_policy(
+        vec![
+            calls(vec![call("c1", "core__wait", r#"{"ms":1}"#)]),
+            text("done"),
+            text("checked"),
+        ],
+        AgentConfig::default(),
+        GATED,
+    );
+    let store = FlakyStore::default();
+    let thread = ai_core::ThreadId::new("t").unwrap();
+    let sink = |e: AiEvent| {
+        if matches!(e, AiEvent::ToolCallResult { .. }) {
+            store.failing.store(true, Ordering::SeqCst);
+        }
+        f.events.lock().unwrap().push(e);
+    };
+    f.run_thread(&store, &thread, "go", &sink).await.unwrap();
+    let decisions = approve_all(&f.events());
+    let failed = f
+        .agent
+        .resume_thread(
+            &store, &thread, decisions, &f.ctx, &f.catalog, &sink, &f.cancel,
+        )
+        .await;
+    assert!(failed.is_err(), "{failed:?}");
+    store.failing.store(false, Ordering::SeqCst);
+    f.events.lock().unwrap().clear();
+
+    let state = f
+        .run_thread(&store, &thread, "what happened?", &|e| {
+            f.events.lock().unwrap().push(e)
+        })
+        .await
+        .unwrap();
+    let answers = answers(&state);
+    let [lost] = &answers[..] else {
+        panic!("one answer: {answers:?}")
+    };
+    let lost: serde_json::Value = serde_json::from_str(lost).unwrap();
+    assert_eq!(lost["error"]["code"], "interrupted", "{lost}");
+    let message = lost["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("may have run") && !message.contains("cancel"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("c1") && !message.contains("ms"),
+        "{message}"
+    );
+    assert_eq!(done_reason(&f.events()), "stop");
+}
+
 /// A resume whose store cannot consume its approvals (the save before the approved calls run
 /// fails) runs nothing: the thread still waits, and a retry runs the calls, once.
 #[tokio::test(start_paused = true)]
