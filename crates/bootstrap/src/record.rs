@@ -1196,7 +1196,10 @@ fn repaired_state(
     // The run began as the reducer begins one: a user's message answers the calls a paused turn
     // left open (cancelled) before it; approval decisions answer the denied ones, and the
     // approved ones take their recorded results (`interrupted` for those that started and did
-    // not finish, `cancelled` for the others).
+    // not finish). An approved call with no result recorded may have run all the same: its start
+    // goes to the log in a batch stored after the tool began, which a run closed by a failed
+    // write or a crash loses. It is answered as the next user message answers a call a lost save
+    // left out (`graph::lost_result`), never as cancelled.
     // Either way the run first shows the paused calls it answers (a start and a result each),
     // and those answers are in `begun` already: the events of the paused calls are not the run's.
     let (mut begun, _) = graph::reduce(input.thread_state.clone(), input.turn.event());
@@ -1214,7 +1217,7 @@ fn repaired_state(
         _ => Vec::new(),
     };
     if !approved.is_empty() {
-        let results = recorded
+        let mut results: Vec<ai_core::ToolExecResult> = recorded
             .iter()
             .chain(closing)
             .filter_map(|event| match event {
@@ -1229,6 +1232,11 @@ fn repaired_state(
                 _ => None,
             })
             .collect();
+        for id in &approved {
+            if !results.iter().any(|result| &result.tool_call_id == *id) {
+                results.push(graph::lost_result(id));
+            }
+        }
         let closed = graph::AgentEvent::ToolResults {
             results,
             cancelled: true,

@@ -2477,9 +2477,11 @@ async fn recovery_answers_once_a_waiting_call_whose_cancel_had_started_it() {
 
 /// A resume that saved its thread past the pause, then failed to store its first batch, is
 /// closed by its own process, which knows it took its decisions: the thread takes the turn
-/// (the approved call answered, as it never ran), rather than staying past the pause with the
-/// approved call unanswered and nothing to run it, as a crashed resume that recorded nothing
-/// must stay (recovery cannot tell it from a resume refused as it began).
+/// rather than staying past the pause with the approved call unanswered and nothing to run it,
+/// as a crashed resume that recorded nothing must stay (recovery cannot tell it from a resume
+/// refused as it began). The approved call is answered as one that may have run, its result
+/// lost (its start went with the batch that failed, and it may have run by then), never as
+/// cancelled: the next user message answers a call such a run left out the same way.
 #[tokio::test]
 async fn a_resume_whose_first_batch_fails_is_closed_over_the_decisions_it_took() {
     let locks = tempfile::tempdir().unwrap();
@@ -2519,6 +2521,15 @@ async fn a_resume_whose_first_batch_fails_is_closed_over_the_decisions_it_took()
     );
     ai_core::validate_history(state.messages()).unwrap();
     each_answered_once(&state, &["ran", "gated", "other"]);
+    let gated = state.messages().iter().find_map(|message| match message {
+        ai_core::Message::Tool {
+            tool_call_id,
+            content,
+        } if tool_call_id.as_str() == "gated" => Some(content.clone()),
+        _ => None,
+    });
+    let lost = graph::lost_result(&ToolCallId::new("gated").unwrap()).model_content();
+    assert_eq!(gated, Some(lost), "{:?}", state.messages());
 }
 
 /// A run that crashed as it paused on a turn of several calls (one ran between two that waited
