@@ -38,8 +38,19 @@ impl From<ThreadId> for String {
     }
 }
 
-/// Why a thread could not be loaded or saved.
+/// Why a thread could not be loaded or saved. More reasons may come, as for the other ports'
+/// errors: a match on one has a `_` arm.
+///
+/// ```compile_fail,E0004
+/// fn refused(error: &ai_core::ThreadStoreError) -> bool {
+///     match error {
+///         ai_core::ThreadStoreError::Failed(_) => false,
+///         ai_core::ThreadStoreError::Changed => true,
+///     }
+/// }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ThreadStoreError {
     /// The store could not do it (its IO failed, a stored row is damaged, …). The text names
     /// what failed, never the thread's state.
