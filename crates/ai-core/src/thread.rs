@@ -68,7 +68,11 @@ pub enum ThreadStoreError {
 /// A save is a compare-and-swap: it replaces the state it was told it replaces, as `load` gave
 /// it, or nothing. So of two turns that read one thread at once, only the first to save goes on;
 /// the other is refused ([`ThreadStoreError::Changed`]) rather than overwriting it, and two
-/// resumes of one pause cannot both run its approved calls.
+/// resumes of one pause cannot both run its approved calls. States are compared as [`Value`]s,
+/// and a save may name the state the caller saved last rather than one loaded since (a resume
+/// saves past its pause, then over that at its end): so `load` gives back a state equal to the
+/// one saved. A store that keeps text reads every number back as written (serde_json's
+/// `float_roundtrip`, as adapters' stores do), or such a save is refused.
 ///
 /// ```
 /// use std::{collections::HashMap, sync::Mutex};
@@ -98,12 +102,12 @@ pub enum ThreadStoreError {
 /// ```
 #[async_trait]
 pub trait ThreadStore: Send + Sync {
-    /// The saved state of a thread, if it exists.
+    /// The saved state of a thread, if it exists: equal to the state last saved.
     async fn load(&self, id: &ThreadId) -> Result<Option<Value>, ThreadStoreError>;
     /// Saves (replaces) a thread's state, only while its saved state is still `previous` (as
-    /// [`ThreadStore::load`] gave it; `None`: a thread the store does not hold), checked and
-    /// written as one step even across processes sharing the store. Otherwise nothing is written
-    /// and the save is refused with [`ThreadStoreError::Changed`].
+    /// [`ThreadStore::load`] gave it, or as it was saved; `None`: a thread the store does not
+    /// hold), checked and written as one step even across processes sharing the store.
+    /// Otherwise nothing is written and the save is refused with [`ThreadStoreError::Changed`].
     async fn save(
         &self,
         id: &ThreadId,
