@@ -25,9 +25,10 @@
 //! any field. No compression is asked for or decoded: a 2xx body whose `Content-Encoding`, on
 //! any of its lines, lists a coding but `identity` is refused by it at once, and an error
 //! answer's so encoded is not read, only its codings named. An error answer is named by its
-//! status and the provider's message: from a JSON body (also one labelled `text/event-stream`),
-//! the JSON of the first event of a `text/event-stream` one (as it stands when the read stops
-//! before its blank line), or the first line of a `text/plain` one.
+//! status and the provider's message: from a JSON body (also one labelled `text/event-stream`;
+//! one cut before its value closes is read to its last whole member, so a message that arrived
+//! whole is kept), the JSON of the first event of a `text/event-stream` one (as it stands when
+//! the read stops before its blank line), or the first line of a `text/plain` one.
 //!
 //! **Timeouts.** [`OpenAiConfig::request_timeout`] bounds the wait for the first body byte,
 //! and within it [`OpenAiConfig::connect_timeout`] the connection's (shared among a host's
@@ -1273,8 +1274,9 @@ impl OpenAiCompletion {
     /// on; a read that stops (the body's end, its bound, its time) before the blank line that
     /// would end that event gives the event as it stands, cut short. A body that opens (past a
     /// BOM and whitespace) with `{` or `[`, which no SSE field does, is a JSON error under the
-    /// stream's label: it is read as [`JsonBody`] reads one, to where its value closes. Empty
-    /// when those bytes hold no event with data. Read failures and timeouts end the read quietly
+    /// stream's label: it is read as [`JsonBody`] reads one, to where its value closes, and when
+    /// the read stops before it closes, it is what was read of it (a JSON error body cut short,
+    /// read as one). Empty when those bytes hold no event with data. Read failures and timeouts end the read quietly
     /// (the status is the error), cancellation does not.
     async fn first_event_data(
         &self,
@@ -1306,7 +1308,12 @@ impl OpenAiCompletion {
             // what the server said, so it names the error too.
             let _ = parser.feed(b"\n\n", &mut |event| first_data(&event, &mut data));
         }
-        Ok(data.unwrap_or_default())
+        // A JSON value still open holds no event: what was read of it is the error body.
+        Ok(match data {
+            Some(data) => data,
+            None if json.may_be_json() => body,
+            None => Vec::new(),
+        })
     }
 
     /// How long an error body is read for: until the first byte's `deadline`, or at least a

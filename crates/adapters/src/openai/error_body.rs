@@ -31,10 +31,22 @@ pub(super) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
 
 /// The provider's message in a JSON error body: `{"error": {"message": …}}` (OpenAI),
 /// `{"error": "…"}` (Ollama and others), `{"message": …}` or `{"detail": …}` (FastAPI servers
-/// such as vLLM), and the first element of an array of these (Google's front ends). `None` for a
-/// body that is not JSON or names no message.
+/// such as vLLM), and the first element of an array of these (Google's front ends). A body cut
+/// before its value closes (held open past the read's bound, its connection closed early) is
+/// read as far as its last whole member ([`cut_value`]): a message string that arrived whole
+/// is kept, one cut short is not, nor a message that is no string (it may be cut too). `None`
+/// for a body that is not JSON or names no message.
 pub(super) fn provider_message(body: &[u8]) -> Option<String> {
-    let value: Value = serde_json::from_slice(body).ok()?;
+    match serde_json::from_slice(body) {
+        Ok(value) => message_of(value, true),
+        Err(error) if error.is_eof() => message_of(cut_value(body)?, false),
+        Err(_) => None,
+    }
+}
+
+/// The message [`provider_message`] reads in `value`; one that is no string only when the body
+/// was `whole`.
+fn message_of(value: Value, whole: bool) -> Option<String> {
     // Google's front ends wrap the error in a one-element array.
     let value = match value {
         Value::Array(mut items) if !items.is_empty() => items.swap_remove(0),
@@ -44,6 +56,7 @@ pub(super) fn provider_message(body: &[u8]) -> Option<String> {
         match v {
             Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
             Value::Null | Value::String(_) => None,
+            _ if !whole => None,
             other => Some(other.to_string()),
         }
     };
@@ -67,6 +80,60 @@ pub(super) fn provider_message(body: &[u8]) -> Option<String> {
             .and_then(text)
             .or_else(|| value.get("detail").and_then(text)),
     }
+}
+
+/// A JSON object or array cut short, read without its cut end: as it stands when it ends after
+/// a whole member (`…"slow down"`), else up to its last whole member (before the last `,`
+/// outside a string, or after the last nested value that closed), with the brackets still open
+/// closed. No string is ever closed, so no text cut short is taken for whole. `None` when
+/// neither reads as JSON (a key cut from its value, brackets that do not match).
+fn cut_value(body: &[u8]) -> Option<Value> {
+    // The closers of the values open, innermost last.
+    let mut open = Vec::new();
+    let (mut in_string, mut escaped) = (false, false);
+    // The last cut: where the text is cut, and how many values are open there. No value open
+    // there closes after it, since each close is a cut of its own.
+    let mut cut = None;
+    for (at, &byte) in body.iter().enumerate() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'{' => open.push(b'}'),
+            b'[' => open.push(b']'),
+            b'}' | b']' => {
+                if open.pop() != Some(byte) {
+                    return None;
+                }
+                cut = Some((at + 1, open.len()));
+            }
+            b',' => cut = Some((at, open.len())),
+            _ => {}
+        }
+    }
+    let closed = |end: usize, depth: usize| -> Option<Value> {
+        let mut text = body[..end].to_vec();
+        text.extend(open[..depth].iter().rev());
+        serde_json::from_slice(&text).ok()
+    };
+    let as_it_stands = || {
+        if in_string {
+            None
+        } else {
+            closed(body.len(), open.len())
+        }
+    };
+    as_it_stands().or_else(|| {
+        let (end, depth) = cut?;
+        closed(end, depth)
+    })
 }
 
 /// The first line of a plain-text error body that holds any text (a proxy's `upstream connect

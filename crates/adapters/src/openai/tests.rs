@@ -212,6 +212,53 @@ fn provider_messages_are_found_in_the_usual_shapes() {
     }
 }
 
+/// A JSON error body cut before its value closes (a server that held it open, a connection
+/// that closed early, the read's bound) is read as far as its last whole member: a message that
+/// arrived whole is kept, with the code when that arrived whole too; a message cut short, or one
+/// that is no string (which may itself be cut), is not shown.
+#[test]
+fn a_cut_json_error_body_is_read_to_its_last_whole_member() {
+    let cases: [(&[u8], Option<&str>); 11] = [
+        (
+            br#"{"error":{"message":"slow down","type":"rate_li"#,
+            Some("slow down"),
+        ),
+        (
+            br#"{"error":{"message":"slow down","type":"rate_limit""#,
+            Some("slow down (rate_limit)"),
+        ),
+        (
+            br#"{"error":{"message":"slow down", "type":"#,
+            Some("slow down"),
+        ),
+        (br#"{"error":{"message":"slow down""#, Some("slow down")),
+        (
+            br#"{"error":{"message":"a \"}\", b","code":12"#,
+            Some(r#"a "}", b"#),
+        ),
+        (
+            br#"[{"error":{"code":400,"message":"bad argument","status":"INVALID"#,
+            Some("bad argument"),
+        ),
+        (
+            br#"{"error":"model 'x' not found","param":"#,
+            Some("model 'x' not found"),
+        ),
+        (br#"{"error":{"message":"slow do"#, None),
+        (br#"{"detail":[{"loc":["body"],"msg":"bad"#, None),
+        (br#"{"error":{"message":"slow down"}"#, Some("slow down")),
+        (br#"{"error":{"message":"x"}}]"#, None),
+    ];
+    for (body, expected) in cases {
+        assert_eq!(
+            provider_message(body).as_deref(),
+            expected,
+            "{}",
+            String::from_utf8_lossy(body)
+        );
+    }
+}
+
 #[test]
 fn truncation_counts_characters_and_marks_the_cut() {
     let adapter = OpenAiCompletion::new(config("https://h/v1")).unwrap();
@@ -1553,4 +1600,33 @@ async fn a_json_labelled_body_cut_at_its_first_bytes_is_sized_so() {
         )),
         "{message}"
     );
+}
+
+/// A JSON error body cut before its value closes (the connection closed early), sent under
+/// `text/event-stream`, holds no SSE event: it is read as a JSON error body is, so its message,
+/// which arrived whole, names the error, as it does under `application/json`.
+#[tokio::test]
+async fn a_cut_json_error_body_keeps_its_whole_message() {
+    for content_type in ["text/event-stream", "application/json"] {
+        let body = r#"{"error":{"message":"no such model","type":"invalid_request_err"#;
+        let answer = sized_answer("404 Not Found", content_type, "", body.as_bytes());
+        let base = serve_once(answer).await;
+        let model = OpenAiCompletion::new(OpenAiConfig {
+            max_retries: 0,
+            idle_timeout: Duration::from_secs(10),
+            ..OpenAiConfig::new(&base, "m")
+        })
+        .unwrap();
+        let error = tokio::time::timeout(Duration::from_secs(3), complete_hello(&model))
+            .await
+            .unwrap_or_else(|_| panic!("{content_type}: answered at the body's end"))
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "transport error: POST {base}/chat/completions: HTTP 404 Not Found: no such model"
+            ),
+            "{content_type}"
+        );
+    }
 }
