@@ -37,7 +37,9 @@
 //! not any byte, so keep-alive comments or an event trickled byte by byte do not hold a stalled
 //! stream open. [`OpenAiConfig::max_call`] bounds the whole call, retries and their waits
 //! included, so a stream that keeps sending events but never ends cannot hold it forever
-//! either.
+//! either. An error answer's body is read for at most the idle timeout, and no more than 5 s,
+//! from its status: one the server holds open past that is reported by what was read of it,
+//! said to be cut (`its body cut: not ended within 5 s`), not minutes later.
 //!
 //! **Retries.** A connection error, a request timeout, or a 408, 409, 429 or 5xx answer that
 //! happens *before the first body byte* is retried, up to [`OpenAiConfig::max_retries`] times,
@@ -111,6 +113,10 @@ pub const MAX_PROVIDER_MESSAGE_CHARS: usize = 300;
 
 /// How many bytes of an error response body are read to find the provider's message.
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// The longest an error response body is read for, from its status (less when the idle timeout
+/// is shorter): an error body is small, and a server that holds it open is not waited on.
+const ERROR_BODY_WAIT: Duration = Duration::from_secs(5);
 
 /// How many bytes of a message [`OpenAiCompletion::scrub`] keeps (a provider's message in a
 /// whole answer or a stream may be as long as the answer, megabytes): a longer one is cut there.
@@ -207,7 +213,8 @@ pub struct OpenAiConfig {
     /// that ignores `stream: true`) has no events: any chunk of it is progress, and nothing is
     /// waited for once its JSON closes. Nothing is waited for after the stream's end marker
     /// (`[DONE]`, or a Responses terminal event): the answer is whole there, whether or not the
-    /// body then ends.
+    /// body then ends. It also bounds, at most 5 s of it, the read of an error answer's body
+    /// from its status.
     pub idle_timeout: Duration,
     /// The longest a whole call may take, from its start to its answer: every attempt, every
     /// wait between them and the whole stream, however steadily the server sends events. Past
@@ -733,7 +740,7 @@ impl OpenAiCompletion {
 
         let status = response.status();
         if !status.is_success() {
-            return Err(self.http_error(response, deadline, limit, cancel).await);
+            return Err(self.http_error(response, limit, cancel).await);
         }
         // No `Accept-Encoding` is sent and none is decoded: a compressed body would reach the
         // decoder as bytes that never make an event, and stall.
@@ -927,11 +934,12 @@ impl OpenAiCompletion {
     /// A non-2xx answer: the status and the provider's message (from a JSON body, the JSON of
     /// the first event of a `text/event-stream` one, read as a JSON body is, or the first line
     /// of a `text/plain` one; a web page is not quoted, nor a compressed body, which is not
-    /// read: its encoding is named), retryable as [`should_retry`] says.
+    /// read: its encoding is named), retryable as [`should_retry`] says. The body is read for
+    /// [`Self::error_body_wait`] at most: one held open past it is said to be cut, and named
+    /// by what was read of it.
     async fn http_error(
         &self,
         response: reqwest::Response,
-        deadline: Instant,
         limit: Instant,
         cancel: &CancellationToken,
     ) -> Failure {
@@ -956,18 +964,16 @@ impl OpenAiCompletion {
         let (plain_text, event_stream) = (labelled("text/plain"), labelled("text/event-stream"));
         // A compressed body is no text to quote (none is asked for, and none decoded).
         let compression = self.compression(response.headers());
+        let deadline = after(self.error_body_wait()).min(limit);
         let read = match compression {
-            Some(_) => Ok(Vec::new()),
-            None if event_stream => {
-                self.first_event_data(response, deadline, limit, cancel)
-                    .await
-            }
+            Some(_) => Ok(ErrorBody::default()),
+            None if event_stream => self.first_event_data(response, deadline, cancel).await,
             None => {
-                self.read_bounded(response, plain_text, deadline, limit, cancel)
+                self.read_bounded(response, plain_text, deadline, cancel)
                     .await
             }
         };
-        let body = match read {
+        let ErrorBody { bytes: body, cut } = match read {
             Ok(body) => body,
             Err(cancelled) => return Failure::Final(cancelled),
         };
@@ -981,6 +987,12 @@ impl OpenAiCompletion {
         }
         if let Some(encoding) = compression {
             message.push_str(&format!(" (its body compressed: {encoding}, not read)"));
+        }
+        if cut {
+            message.push_str(&format!(
+                " (its body cut: not ended within {})",
+                seconds(self.error_body_wait())
+            ));
         }
         let provider = error_body::provider_message(&body)
             .or_else(|| plain_text.then(|| error_body::first_line(&body)).flatten());
@@ -1213,17 +1225,18 @@ impl OpenAiCompletion {
     /// closes ([`JsonBody`], past a BOM, which is dropped) when that value names the provider's
     /// message; of a `text/plain` one (`plain_text`) otherwise, up to its first line holding
     /// text (a line `[error] upstream timed out` is not cut where its bracket closes); of any
-    /// other, its first bytes only (they tell it is no JSON, and a web page is not quoted). Read
-    /// failures and timeouts end the read quietly (the status is the error), cancellation does not.
+    /// other, its first bytes only (they tell it is no JSON, and a web page is not quoted).
+    /// Nothing is awaited past `deadline`: a read that reaches it first is cut there (said so:
+    /// [`ErrorBody::cut`]). Read failures end the read quietly (the status is the error),
+    /// cancellation does not.
     async fn read_bounded(
         &self,
         mut response: impl ChunkSource,
         plain_text: bool,
         deadline: Instant,
-        limit: Instant,
         cancel: &CancellationToken,
-    ) -> Result<Vec<u8>, CompletionError> {
-        let deadline = self.error_body_deadline(deadline, limit);
+    ) -> Result<ErrorBody, CompletionError> {
+        let mut cut = false;
         let mut body = Vec::new();
         let mut json = JsonBody::default();
         // How far a text body was looked at for a line end, and whether its line so far holds
@@ -1231,7 +1244,7 @@ impl OpenAiCompletion {
         let (mut scanned, mut line_has_text) = (0, false);
         while body.len() < MAX_ERROR_BODY_BYTES {
             match error_body_chunk(&mut response, deadline, cancel).await? {
-                Some(chunk) => {
+                BodyRead::Chunk(chunk) => {
                     match json.append(&mut body, &chunk) {
                         // A closed JSON value is all that is shown of the body when it names the
                         // provider's message. A text body's that does not (a log line's
@@ -1258,12 +1271,16 @@ impl OpenAiCompletion {
                     }
                     scanned = body.len();
                 }
-                None => break,
+                BodyRead::End => break,
+                BodyRead::TimedOut => {
+                    cut = true;
+                    break;
+                }
             }
         }
         json.finish(&mut body);
         body.truncate(MAX_ERROR_BODY_BYTES);
-        Ok(body)
+        Ok(ErrorBody { bytes: body, cut })
     }
 
     /// The data of the first event of an error body labelled `text/event-stream` (a server that
@@ -1276,28 +1293,33 @@ impl OpenAiCompletion {
     /// BOM and whitespace) with `{` or `[`, which no SSE field does, is a JSON error under the
     /// stream's label: it is read as [`JsonBody`] reads one, to where its value closes, and when
     /// the read stops before it closes, it is what was read of it (a JSON error body cut short,
-    /// read as one). Empty when those bytes hold no event with data. Read failures and timeouts end the read quietly
-    /// (the status is the error), cancellation does not.
+    /// read as one). Empty when those bytes hold no event with data. Nothing is awaited past
+    /// `deadline`, as in [`Self::read_bounded`]. Read failures end the read quietly (the status
+    /// is the error), cancellation does not.
     async fn first_event_data(
         &self,
         mut response: impl ChunkSource,
         deadline: Instant,
-        limit: Instant,
         cancel: &CancellationToken,
-    ) -> Result<Vec<u8>, CompletionError> {
-        let deadline = self.error_body_deadline(deadline, limit);
+    ) -> Result<ErrorBody, CompletionError> {
+        let mut cut = false;
         let mut parser = wire_openai::sse::SseParser::new();
         let (mut json, mut body) = (JsonBody::default(), Vec::new());
         let mut data = None;
         let mut read = 0;
         while data.is_none() && read < MAX_ERROR_BODY_BYTES {
-            let Some(chunk) = error_body_chunk(&mut response, deadline, cancel).await? else {
-                break;
+            let chunk = match error_body_chunk(&mut response, deadline, cancel).await? {
+                BodyRead::Chunk(chunk) => chunk,
+                BodyRead::End => break,
+                BodyRead::TimedOut => {
+                    cut = true;
+                    break;
+                }
             };
             let chunk = &chunk[..chunk.len().min(MAX_ERROR_BODY_BYTES - read)];
             read += chunk.len();
             if json.may_be_json() && json.append(&mut body, chunk).is_some() {
-                return Ok(body);
+                return Ok(ErrorBody { bytes: body, cut });
             }
             // The first event with data stops the parser: nothing after it is looked at.
             let _ = parser.feed(chunk, &mut |event| first_data(&event, &mut data));
@@ -1309,19 +1331,18 @@ impl OpenAiCompletion {
             let _ = parser.feed(b"\n\n", &mut |event| first_data(&event, &mut data));
         }
         // A JSON value still open holds no event: what was read of it is the error body.
-        Ok(match data {
+        let bytes = match data {
             Some(data) => data,
             None if json.may_be_json() => body,
             None => Vec::new(),
-        })
+        };
+        Ok(ErrorBody { bytes, cut })
     }
 
-    /// How long an error body is read for: until the first byte's `deadline`, or at least a
-    /// few seconds (the idle timeout, at most 5 s), never past `limit`, the call's.
-    fn error_body_deadline(&self, deadline: Instant, limit: Instant) -> Instant {
-        deadline
-            .max(after(self.idle_timeout.min(Duration::from_secs(5))))
-            .min(limit)
+    /// How long an error body is read for, from its status: the idle timeout, at most
+    /// [`ERROR_BODY_WAIT`] (the call's limit may end it sooner).
+    fn error_body_wait(&self) -> Duration {
+        self.idle_timeout.min(ERROR_BODY_WAIT)
     }
 
     /// The codings of the answer's `Content-Encoding` but `identity`, shown safely, when there
@@ -1446,20 +1467,42 @@ fn first_data(
     Err(())
 }
 
-/// The next chunk of an error body, awaited until `deadline`: `None` at its end, and also when
-/// the connection broke or the wait ran out (an error body is read only for its message; the
-/// status is the error). Cancellation is the error.
+/// An error body as far as it was read for its message.
+#[derive(Debug, Default)]
+struct ErrorBody {
+    /// What of it is read for the message.
+    bytes: Vec<u8>,
+    /// Whether the read's time ran out before that ended (a server that held it open).
+    cut: bool,
+}
+
+/// What reading an error body's next chunk gave.
+enum BodyRead<C> {
+    /// Its next bytes.
+    Chunk(C),
+    /// Its end, or a broken connection: an error body is read only for its message, and the
+    /// status is the error.
+    End,
+    /// No chunk came before the read's deadline.
+    TimedOut,
+}
+
+/// The next chunk of an error body, awaited until `deadline`. Cancellation is the error.
 async fn error_body_chunk<B: ChunkSource>(
     body: &mut B,
     deadline: Instant,
     cancel: &CancellationToken,
-) -> Result<Option<B::Chunk>, CompletionError> {
+) -> Result<BodyRead<B::Chunk>, CompletionError> {
     let chunk = tokio::select! {
         biased;
         () = cancel.cancelled() => return Err(CompletionError::Cancelled),
         chunk = tokio::time::timeout_at(deadline, body.chunk()) => chunk,
     };
-    Ok(chunk.ok().and_then(Result::ok).flatten())
+    Ok(match chunk {
+        Err(_) => BodyRead::TimedOut,
+        Ok(Ok(Some(chunk))) => BodyRead::Chunk(chunk),
+        Ok(Ok(None) | Err(_)) => BodyRead::End,
+    })
 }
 
 /// A response body read chunk by chunk: reqwest's, or a test's script.

@@ -1602,6 +1602,46 @@ async fn a_json_labelled_body_cut_at_its_first_bytes_is_sized_so() {
     );
 }
 
+/// An error answer whose body the server holds open, cut short (a JSON error before its value
+/// closes, a text line before it ends; also under `text/event-stream`, as some gateways label
+/// their errors), is read only for the error body's own short bound (the idle timeout, here
+/// 0.3 s, at most 5 s) from its status, not until the request timeout (here 60 s): the status is
+/// reported with what was read, the provider's message when it arrived whole, and the body said
+/// to be cut. The wait is bounded at 20 s, a hang guard only.
+#[tokio::test]
+async fn an_error_body_held_open_is_read_only_briefly_and_said_cut() {
+    let cut_json = r#"{"error":{"message":"model overloaded","type":"server_er"#;
+    for (content_type, body, shown) in [
+        ("application/json", cut_json, ": model overloaded"),
+        ("text/event-stream", cut_json, ": model overloaded"),
+        ("text/plain", "upstream busy", ": upstream busy"),
+        // The message itself cut: not shown.
+        ("application/json", r#"{"error":{"message":"model over"#, ""),
+    ] {
+        let answer = one_chunk_answer("500 Internal Server Error", content_type, body);
+        let base = serve_once(answer).await;
+        let model = OpenAiCompletion::new(OpenAiConfig {
+            max_retries: 0,
+            request_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_millis(300),
+            ..OpenAiConfig::new(&base, "m")
+        })
+        .unwrap();
+        let error = tokio::time::timeout(Duration::from_secs(20), complete_hello(&model))
+            .await
+            .unwrap_or_else(|_| panic!("{content_type} {body:?}: read past the error body's bound"))
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "transport error: POST {base}/chat/completions: HTTP 500 Internal Server Error \
+                 (its body cut: not ended within 0.3 s){shown}"
+            ),
+            "{content_type} {body:?}"
+        );
+    }
+}
+
 /// A JSON error body cut before its value closes (the connection closed early), sent under
 /// `text/event-stream`, holds no SSE event: it is read as a JSON error body is, so its message,
 /// which arrived whole, names the error, as it does under `application/json`.

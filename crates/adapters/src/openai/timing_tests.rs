@@ -529,22 +529,24 @@ async fn a_json_body_held_open_is_read_as_soon_as_it_closes() {
         .held_open();
     let started = Instant::now();
     let body = model
-        .read_bounded(script, false, deadline, limit, &CancellationToken::new())
+        .read_bounded(script, false, deadline, &CancellationToken::new())
         .await
-        .expect("the error body");
+        .expect("the error body")
+        .bytes;
     assert_eq!(body, error.to_vec());
     assert_eq!(started.elapsed(), Duration::ZERO, "not waited for");
 
-    // A text body held open before its first line ends is still read until its deadline.
+    // A text body held open before its first line ends is read until its deadline, and cut.
     let script = Script::new()
         .then(Duration::ZERO, b"slow down".to_vec())
         .held_open();
     let body = model
-        .read_bounded(script, true, deadline, limit, &CancellationToken::new())
+        .read_bounded(script, true, deadline, &CancellationToken::new())
         .await
         .expect("the error body");
-    assert_eq!(body, b"slow down".to_vec());
-    assert_eq!(Instant::now(), deadline, "read until the request deadline");
+    assert_eq!(body.bytes, b"slow down".to_vec());
+    assert!(body.cut);
+    assert_eq!(Instant::now(), deadline, "read until its deadline");
 }
 
 /// An error or answer body held open is read only as far as what is shown of it: a JSON one
@@ -558,7 +560,7 @@ async fn a_body_held_open_is_read_only_as_far_as_it_is_shown() {
     let deadline = after(REQUEST);
     let cancel = CancellationToken::new();
     let read = |script: Script, plain_text: bool| {
-        model.read_bounded(script, plain_text, deadline, limit, &cancel)
+        model.read_bounded(script, plain_text, deadline, &cancel)
     };
     let error = br#"{"error":{"message":"slow down","type":"rate_limit"}}"#;
     for split in [1, 2, 3, 4] {
@@ -568,7 +570,7 @@ async fn a_body_held_open_is_read_only_as_far_as_it_is_shown() {
             .then(Duration::ZERO, bom_first[split..].to_vec())
             .held_open();
         let started = Instant::now();
-        let body = read(script, false).await.expect("the error body");
+        let body = read(script, false).await.expect("the error body").bytes;
         assert_eq!(body, error.to_vec(), "split at {split}");
         assert_eq!(started.elapsed(), Duration::ZERO, "split at {split}");
         assert_eq!(
@@ -590,7 +592,10 @@ async fn a_body_held_open_is_read_only_as_far_as_it_is_shown() {
             .then(Duration::ZERO, text[6..].to_vec())
             .held_open();
         let started = Instant::now();
-        let body = read(script, plain_text).await.expect("the error body");
+        let body = read(script, plain_text)
+            .await
+            .expect("the error body")
+            .bytes;
         assert!(
             body.starts_with(expected),
             "{:?}",
@@ -627,7 +632,6 @@ async fn a_body_held_open_is_read_only_as_far_as_it_is_shown() {
 #[tokio::test(start_paused = true)]
 async fn a_text_body_opening_with_a_bracket_is_read_to_its_line_end() {
     let model = model(OpenAiWire::Chat, Duration::from_secs(3600));
-    let limit = after(Duration::from_secs(3600));
     let deadline = after(REQUEST);
     for (text, shown) in [
         (
@@ -643,9 +647,10 @@ async fn a_text_body_opening_with_a_bracket_is_read_to_its_line_end() {
             .held_open();
         let started = Instant::now();
         let body = model
-            .read_bounded(script, true, deadline, limit, &CancellationToken::new())
+            .read_bounded(script, true, deadline, &CancellationToken::new())
             .await
-            .expect("the error body");
+            .expect("the error body")
+            .bytes;
         assert_eq!(error_body::provider_message(&body), None);
         assert_eq!(error_body::first_line(&body).as_deref(), Some(shown));
         assert_eq!(started.elapsed(), Duration::ZERO, "{shown}");
@@ -656,9 +661,10 @@ async fn a_text_body_opening_with_a_bracket_is_read_to_its_line_end() {
         .held_open();
     let started = Instant::now();
     let body = model
-        .read_bounded(script, true, deadline, limit, &CancellationToken::new())
+        .read_bounded(script, true, deadline, &CancellationToken::new())
         .await
-        .expect("the error body");
+        .expect("the error body")
+        .bytes;
     assert_eq!(body, error.to_vec());
     assert_eq!(started.elapsed(), Duration::ZERO, "not waited for");
 }
