@@ -38,8 +38,9 @@
 //! stream open. [`OpenAiConfig::max_call`] bounds the whole call, retries and their waits
 //! included, so a stream that keeps sending events but never ends cannot hold it forever
 //! either. An error answer's body is read for at most the idle timeout, and no more than 5 s,
-//! from its status: one the server holds open past that is reported by what was read of it,
-//! said to be cut (`its body cut: not ended within 5 s`), not minutes later.
+//! from its status, and never past the call's limit: one the server holds open past that is
+//! reported by what was read of it, said to be cut (`its body cut: not ended within 5 s`, or
+//! `its body cut at the call's time limit of …`), not minutes later.
 //!
 //! **Retries.** A connection error, a request timeout, or a 408, 409, 429 or 5xx answer that
 //! happens *before the first body byte* is retried, up to [`OpenAiConfig::max_retries`] times,
@@ -935,8 +936,8 @@ impl OpenAiCompletion {
     /// the first event of a `text/event-stream` one, read as a JSON body is, or the first line
     /// of a `text/plain` one; a web page is not quoted, nor a compressed body, which is not
     /// read: its encoding is named), retryable as [`should_retry`] says. The body is read for
-    /// [`Self::error_body_wait`] at most: one held open past it is said to be cut, and named
-    /// by what was read of it.
+    /// [`Self::error_body_wait`] at most, never past `limit`, the call's: one held open past
+    /// that is said to be cut, by which of the two, and named by what was read of it.
     async fn http_error(
         &self,
         response: reqwest::Response,
@@ -964,7 +965,8 @@ impl OpenAiCompletion {
         let (plain_text, event_stream) = (labelled("text/plain"), labelled("text/event-stream"));
         // A compressed body is no text to quote (none is asked for, and none decoded).
         let compression = self.compression(response.headers());
-        let deadline = after(self.error_body_wait()).min(limit);
+        let wait_ends = after(self.error_body_wait());
+        let deadline = wait_ends.min(limit);
         let read = match compression {
             Some(_) => Ok(ErrorBody::default()),
             None if event_stream => self.first_event_data(response, deadline, cancel).await,
@@ -989,10 +991,17 @@ impl OpenAiCompletion {
             message.push_str(&format!(" (its body compressed: {encoding}, not read)"));
         }
         if cut {
-            message.push_str(&format!(
-                " (its body cut: not ended within {})",
-                seconds(self.error_body_wait())
-            ));
+            message.push_str(&if wait_ends < limit {
+                format!(
+                    " (its body cut: not ended within {})",
+                    seconds(self.error_body_wait())
+                )
+            } else {
+                format!(
+                    " (its body cut at the call's time limit of {})",
+                    self.limit_name()
+                )
+            });
         }
         let provider = error_body::provider_message(&body)
             .or_else(|| plain_text.then(|| error_body::first_line(&body)).flatten());

@@ -1642,6 +1642,34 @@ async fn an_error_body_held_open_is_read_only_briefly_and_said_cut() {
     }
 }
 
+/// An error body held open past the call's time limit, nearer than the error body's own bound,
+/// is cut at that limit, and said so: not said to have had the error body's whole wait.
+#[tokio::test]
+async fn an_error_body_held_open_past_the_calls_limit_is_said_cut_there() {
+    let body = r#"{"error":{"message":"model overloaded","type":"server_er"#;
+    let answer = one_chunk_answer("500 Internal Server Error", "application/json", body);
+    let base = serve_once(answer).await;
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        max_retries: 0,
+        request_timeout: Duration::from_secs(60),
+        idle_timeout: Duration::from_secs(60),
+        max_call: Duration::from_millis(500),
+        ..OpenAiConfig::new(&base, "m")
+    })
+    .unwrap();
+    let error = tokio::time::timeout(Duration::from_secs(20), complete_hello(&model))
+        .await
+        .expect("read past the call's limit")
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "transport error: POST {base}/chat/completions: HTTP 500 Internal Server Error \
+             (its body cut at the call's time limit of 0.5 s (llm.max_call_ms)): model overloaded"
+        )
+    );
+}
+
 /// A JSON error body cut before its value closes (the connection closed early), sent under
 /// `text/event-stream`, holds no SSE event: it is read as a JSON error body is, so its message,
 /// which arrived whole, names the error, as it does under `application/json`.
