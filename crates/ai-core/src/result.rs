@@ -42,9 +42,10 @@ pub enum ToolErrorCode {
     ResultTooLarge,
     /// The tool failed repeatedly and its circuit is open: calls fail fast for a while.
     CircuitOpen,
-    /// The run ended while the call ran, before its result was stored (its process stopped,
-    /// found after a restart, or its closing save failed); whether the tool's effect happened
-    /// is unknown.
+    /// The run ended before the call's result was stored (its process stopped, found after a
+    /// restart; its log or its closing save failed; its task died). The message says whether
+    /// the call may have run (its effect unknown) or never ran (the runner refused it, or it
+    /// waited for an approval that will never come).
     Interrupted,
 }
 

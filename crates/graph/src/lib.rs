@@ -151,7 +151,7 @@ pub use store::InMemoryThreadStore;
 ///     model call (the run ends `error`, saying the port cancelled the call on its own), where
 ///     the run ended `cancelled`, as if the user had stopped it.
 /// 29. A user message on a thread saved past its pause whose resume never saved its end (its
-///     closing save failed, its process died) answers the approved calls that were out
+///     closing save failed, its task or process died) answers the approved calls that were out
 ///     `interrupted`, saying they may have run and their results are lost ([`lost_result`]),
 ///     where it answered them `cancelled`, saying the run was cancelled before they finished.
 pub const LOOP_REVISION: u32 = 29;

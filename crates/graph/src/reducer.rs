@@ -280,9 +280,10 @@ pub(crate) fn cancelled_result(id: &ToolCallId) -> ToolExecResult {
 
 /// The `interrupted` answer to a call that was out with the runner when its thread was last
 /// saved, and that no later save answered: the run running it ended before its result was saved
-/// (its closing save failed, or its process died), so it may have run, its result lost. The next
-/// user message answers such a call so; so may a caller that rebuilds a turn whose call's result
-/// it cannot find (crash recovery). The message names neither the call nor its arguments.
+/// (its closing save failed, or its task or process died), so it may have run, its result lost.
+/// The next user message answers such a call so; so may a caller that rebuilds a turn whose
+/// call's result it cannot find (crash recovery). The message names neither the call nor its
+/// arguments.
 pub fn lost_result(id: &ToolCallId) -> ToolExecResult {
     ToolExecResult::error(
         id.clone(),

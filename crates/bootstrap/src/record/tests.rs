@@ -2295,8 +2295,9 @@ async fn a_run_whose_begin_and_closing_panic_is_still_shown_its_end() {
 /// A resume whose process died after its run was begun and before it saved its thread past the
 /// pause: nothing of it ran and nothing was shown, its decisions were never taken. Recovery
 /// closes it and leaves the thread waiting, so the same answers can be sent again, rather than
-/// applying them with the approved calls answered as cancelled (a pause the client still shows
-/// open, its answers then refused as naming calls the thread no longer waits for).
+/// applying them with the approved calls answered as calls that may have run, though none did
+/// (`graph::lost_result`; a pause the client still shows open, its answers then refused as
+/// naming calls the thread no longer waits for).
 #[tokio::test]
 async fn recovery_leaves_the_pause_of_a_resume_that_died_before_taking_its_decisions() {
     let (_dir, settings) = with_data_dir();
