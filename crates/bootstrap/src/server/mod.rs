@@ -3111,16 +3111,31 @@ mod tests {
         drop(in_flight);
     }
 
-    /// Threads in memory whose next save fails once `fail` is set (as a store that cannot
-    /// take a write fails it).
+    /// What an [`ArmedThreads`] store does at its next save, once armed.
+    #[derive(Clone, Copy)]
+    enum NextSave {
+        /// Fails it, as a store that cannot take a write does.
+        Fails,
+        /// Lets another writer save a turn of its own on the thread first, as another process
+        /// sharing the store would between this one's load and its save.
+        AnotherWriterFirst,
+    }
+
+    /// Threads in memory whose next save, once armed, does what the [`NextSave`] says.
     #[derive(Default)]
-    struct FailsASave {
+    struct ArmedThreads {
         inner: crate::MemoryThreads,
-        fail: std::sync::atomic::AtomicBool,
+        armed: Mutex<Option<NextSave>>,
+    }
+
+    impl ArmedThreads {
+        fn arm(&self, next: NextSave) {
+            *self.armed.lock().unwrap() = Some(next);
+        }
     }
 
     #[async_trait::async_trait]
-    impl ai_core::ThreadStore for FailsASave {
+    impl ai_core::ThreadStore for ArmedThreads {
         async fn load(
             &self,
             id: &ThreadId,
@@ -3134,11 +3149,41 @@ mod tests {
             previous: Option<&serde_json::Value>,
             state: &serde_json::Value,
         ) -> Result<(), ai_core::ThreadStoreError> {
-            if self.fail.swap(false, std::sync::atomic::Ordering::SeqCst) {
-                return Err(ai_core::ThreadStoreError::Failed("no space left".into()));
+            let armed = self.armed.lock().unwrap().take();
+            match armed {
+                Some(NextSave::Fails) => {
+                    return Err(ai_core::ThreadStoreError::Failed("no space left".into()));
+                }
+                Some(NextSave::AnotherWriterFirst) => {
+                    let other = json!({"another": "turn"});
+                    self.inner.save(id, previous, &other).await?;
+                }
+                None => {}
             }
             self.inner.save(id, previous, state).await
         }
+    }
+
+    /// A server without a run log over `threads`, its `thread` paused for approval of
+    /// `core__send` (run `r-1`), and the request resuming it approved as run `r-2`.
+    async fn paused_without_a_run_log(
+        threads: Arc<ArmedThreads>,
+        thread: &str,
+    ) -> (Arc<super::AppState>, serde_json::Value) {
+        let stores = crate::Stores {
+            threads,
+            log: None,
+            memory_threads: None,
+        };
+        let state = Arc::new(super::AppState::new(send_and_gate(None), stores));
+        let user = json!({"threadId": thread, "runId": "r-1",
+            "messages": [{"id": "m1", "role": "user", "content": "send it"}]});
+        let paused = post(super::agui::run, state.clone(), user).await;
+        assert!(paused.contains("\"interrupts\""), "{paused}");
+        let resume = json!({"threadId": thread, "runId": "r-2", "messages": [],
+            "resume": [{"interruptId": "call_send", "status": "resolved",
+                        "payload": {"approved": true}}]});
+        (state, resume)
     }
 
     /// Without a run log, a run that fails to start (here: its approvals cannot be saved as
@@ -3147,24 +3192,9 @@ mod tests {
     #[tokio::test]
     async fn without_a_run_log_a_run_that_never_started_leaves_its_id_free() {
         use ai_core::ThreadStore as _;
-        let threads = Arc::new(FailsASave::default());
-        let stores = crate::Stores {
-            threads: threads.clone(),
-            log: None,
-            memory_threads: None,
-        };
-        let state = Arc::new(super::AppState::new(send_and_gate(None), stores));
-        let user = json!({"threadId": "t-retry", "runId": "r-1",
-            "messages": [{"id": "m1", "role": "user", "content": "send it"}]});
-        let paused = post(super::agui::run, state.clone(), user).await;
-        assert!(paused.contains("\"interrupts\""), "{paused}");
-
-        let resume = json!({"threadId": "t-retry", "runId": "r-2", "messages": [],
-            "resume": [{"interruptId": "call_send", "status": "resolved",
-                        "payload": {"approved": true}}]});
-        threads
-            .fail
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let threads = Arc::new(ArmedThreads::default());
+        let (state, resume) = paused_without_a_run_log(threads.clone(), "t-retry").await;
+        threads.arm(NextSave::Fails);
         let failed = try_post(super::agui::run, state.clone(), resume.clone()).await;
         let failed = failed.expect_err("the run started");
         assert_eq!((failed.status.as_u16(), failed.code), (500, "internal"));
@@ -3185,65 +3215,15 @@ mod tests {
         );
     }
 
-    /// Threads in memory shared with another writer, which saves a turn of its own on a thread
-    /// just before this store's next save once `other_first` is set (as another process sharing
-    /// the store would, between this one's load and its save).
-    #[derive(Default)]
-    struct SavedMeanwhile {
-        inner: crate::MemoryThreads,
-        other_first: std::sync::atomic::AtomicBool,
-    }
-
-    #[async_trait::async_trait]
-    impl ai_core::ThreadStore for SavedMeanwhile {
-        async fn load(
-            &self,
-            id: &ThreadId,
-        ) -> Result<Option<serde_json::Value>, ai_core::ThreadStoreError> {
-            self.inner.load(id).await
-        }
-
-        async fn save(
-            &self,
-            id: &ThreadId,
-            previous: Option<&serde_json::Value>,
-            state: &serde_json::Value,
-        ) -> Result<(), ai_core::ThreadStoreError> {
-            if self
-                .other_first
-                .swap(false, std::sync::atomic::Ordering::SeqCst)
-            {
-                let other = json!({"another": "turn"});
-                self.inner.save(id, previous, &other).await?;
-            }
-            self.inner.save(id, previous, state).await
-        }
-    }
-
     /// Without a run log, a resume whose thread another writer saved between its load and its
     /// save past the pause (another process resumed the same pause) runs nothing and is refused
     /// 409 `thread_changed`, as it is with a run log, rather than running the approved calls a
     /// second time.
     #[tokio::test]
     async fn without_a_run_log_a_resume_whose_thread_changed_meanwhile_is_refused() {
-        let threads = Arc::new(SavedMeanwhile::default());
-        let stores = crate::Stores {
-            threads: threads.clone(),
-            log: None,
-            memory_threads: None,
-        };
-        let state = Arc::new(super::AppState::new(send_and_gate(None), stores));
-        let user = json!({"threadId": "t-twice", "runId": "r-1",
-            "messages": [{"id": "m1", "role": "user", "content": "send it"}]});
-        let paused = post(super::agui::run, state.clone(), user).await;
-        assert!(paused.contains("\"interrupts\""), "{paused}");
-
-        let resume = json!({"threadId": "t-twice", "runId": "r-2", "messages": [],
-            "resume": [{"interruptId": "call_send", "status": "resolved",
-                        "payload": {"approved": true}}]});
-        threads
-            .other_first
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let threads = Arc::new(ArmedThreads::default());
+        let (state, resume) = paused_without_a_run_log(threads.clone(), "t-twice").await;
+        threads.arm(NextSave::AnotherWriterFirst);
         let refused = try_post(super::agui::run, state.clone(), resume).await;
         let refused = refused.expect_err("the resume ran");
         assert_eq!(
