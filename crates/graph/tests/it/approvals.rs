@@ -834,48 +834,81 @@ impl ai_core::ThreadStore for FlakyStore {
     }
 }
 
-/// An approval is consumed once: `resume_thread` saves the thread past its pause before an
-/// approved call runs, so a resume whose closing save fails (the calls ran) cannot be retried
-/// into running them again. The retry is refused, the thread waiting for no approval.
-#[tokio::test(start_paused = true)]
-async fn an_approved_call_runs_once_though_the_save_after_it_fails() {
-    use std::sync::atomic::Ordering;
-    let f = Fixture::with_policy(
+/// A fixture whose model asks for one gated `core__wait`, answers "done" to its result, then
+/// `next`.
+fn one_gated_wait(next: &str) -> Fixture {
+    Fixture::with_policy(
         vec![
             calls(vec![call("c1", "core__wait", r#"{"ms":1}"#)]),
             text("done"),
-            text("done again"),
+            text(next),
         ],
         AgentConfig::default(),
         GATED,
-    );
-    let store = FlakyStore::default();
-    let thread = ai_core::ThreadId::new("t").unwrap();
-    // The store fails its saves from the moment the approved call has run.
+    )
+}
+
+/// Runs `thread` to its pause, then resumes it with the call approved, `store` failing its
+/// saves from the moment the approved call has run: the approvals and what the resume returned,
+/// `store` healthy again and `f`'s events cleared.
+async fn resume_losing_its_closing_save(
+    f: &Fixture,
+    store: &FlakyStore,
+    thread: &ai_core::ThreadId,
+) -> (Vec<ApprovalDecision>, Result<AgentState, graph::GraphError>) {
+    use std::sync::atomic::Ordering;
     let sink = |e: AiEvent| {
         if matches!(e, AiEvent::ToolCallResult { .. }) {
             store.failing.store(true, Ordering::SeqCst);
         }
         f.events.lock().unwrap().push(e);
     };
-    let run = |decisions: Vec<ApprovalDecision>| {
-        f.agent.resume_thread(
-            &store, &thread, decisions, &f.ctx, &f.catalog, &sink, &f.cancel,
-        )
-    };
-    f.run_thread(&store, &thread, "go", &sink).await.unwrap();
+    f.run_thread(store, thread, "go", &sink).await.unwrap();
     let decisions = approve_all(&f.events());
-    assert_eq!(decisions.len(), 1);
+    let failed = f
+        .agent
+        .resume_thread(
+            store,
+            thread,
+            decisions.clone(),
+            &f.ctx,
+            &f.catalog,
+            &sink,
+            &f.cancel,
+        )
+        .await;
+    store.failing.store(false, Ordering::SeqCst);
+    f.events.lock().unwrap().clear();
+    (decisions, failed)
+}
 
-    let failed = run(decisions.clone()).await;
+/// An approval is consumed once: `resume_thread` saves the thread past its pause before an
+/// approved call runs, so a resume whose closing save fails (the calls ran) cannot be retried
+/// into running them again. The retry is refused, the thread waiting for no approval.
+#[tokio::test(start_paused = true)]
+async fn an_approved_call_runs_once_though_the_save_after_it_fails() {
+    let f = one_gated_wait("done again");
+    let store = FlakyStore::default();
+    let thread = ai_core::ThreadId::new("t").unwrap();
+    let (decisions, failed) = resume_losing_its_closing_save(&f, &store, &thread).await;
+    assert_eq!(decisions.len(), 1);
     assert!(
         matches!(failed, Err(graph::GraphError::Store { action: "save", .. })),
         "{failed:?}"
     );
     // The user retries, the store healthy again.
-    store.failing.store(false, Ordering::SeqCst);
-    f.events.lock().unwrap().clear();
-    let retried = run(decisions).await;
+    let retried = f
+        .agent
+        .resume_thread(
+            &store,
+            &thread,
+            decisions,
+            &f.ctx,
+            &f.catalog,
+            &|e| f.events.lock().unwrap().push(e),
+            &f.cancel,
+        )
+        .await;
     let events = f.events();
     let starts = events
         .iter()
@@ -896,35 +929,11 @@ async fn an_approved_call_runs_once_though_the_save_after_it_fails() {
 /// again; the answer names no id and no argument.
 #[tokio::test(start_paused = true)]
 async fn the_next_message_after_a_lost_closing_save_says_the_approved_call_may_have_run() {
-    use std::sync::atomic::Ordering;
-    let f = Fixture::with_policy(
-        vec![
-            calls(vec![call("c1", "core__wait", r#"{"ms":1}"#)]),
-            text("done"),
-            text("checked"),
-        ],
-        AgentConfig::default(),
-        GATED,
-    );
+    let f = one_gated_wait("checked");
     let store = FlakyStore::default();
     let thread = ai_core::ThreadId::new("t").unwrap();
-    let sink = |e: AiEvent| {
-        if matches!(e, AiEvent::ToolCallResult { .. }) {
-            store.failing.store(true, Ordering::SeqCst);
-        }
-        f.events.lock().unwrap().push(e);
-    };
-    f.run_thread(&store, &thread, "go", &sink).await.unwrap();
-    let decisions = approve_all(&f.events());
-    let failed = f
-        .agent
-        .resume_thread(
-            &store, &thread, decisions, &f.ctx, &f.catalog, &sink, &f.cancel,
-        )
-        .await;
+    let (_, failed) = resume_losing_its_closing_save(&f, &store, &thread).await;
     assert!(failed.is_err(), "{failed:?}");
-    store.failing.store(false, Ordering::SeqCst);
-    f.events.lock().unwrap().clear();
 
     let state = f
         .run_thread(&store, &thread, "what happened?", &|e| {
