@@ -1181,6 +1181,72 @@ async fn a_run_whose_thread_changed_since_it_began_keeps_the_other_turn_and_its_
     assert_eq!(b_log.receipt_refs.len(), 1);
 }
 
+/// A resume of `thread` from its saved pause `paused`, approving the paused calls, as run
+/// `run_id`.
+fn resume_request(
+    runtime: &crate::Runtime,
+    thread: &ThreadId,
+    paused: &serde_json::Value,
+    run_id: &str,
+) -> super::RunRequest {
+    super::RunRequest {
+        turn: approve_gated(),
+        ..request(runtime, run_id, thread, Some(paused.clone()), "")
+    }
+}
+
+/// Thread `t-paused` saved paused in a run's stores, and a first resume from the pause (run
+/// `first`, approving its calls) started and held in its model call, past its tools.
+struct HeldResume {
+    runtime: crate::Runtime,
+    thread: ThreadId,
+    paused: serde_json::Value,
+    first: tokio::sync::mpsc::UnboundedReceiver<AiEvent>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+impl HeldResume {
+    /// Saves the pause in `stores` and starts the first resume under `settings`, returning once
+    /// it waits for its model.
+    async fn start(settings: &crate::Settings, stores: &Stores) -> Self {
+        let (entered, release) = (
+            Arc::new(tokio::sync::Notify::new()),
+            Arc::new(tokio::sync::Notify::new()),
+        );
+        let completion = Arc::new(Gated {
+            entered: entered.clone(),
+            release: release.clone(),
+        });
+        let thread = ThreadId::new("t-paused").unwrap();
+        let paused = serde_json::to_value(paused_thread()).unwrap();
+        stores.threads.save(&thread, None, &paused).await.unwrap();
+        let runtime = runtime(settings, completion);
+        let request = resume_request(&runtime, &thread, &paused, "first");
+        let first = super::start_run(&runtime, stores, request, || {})
+            .await
+            .unwrap();
+        entered.notified().await;
+        Self {
+            runtime,
+            thread,
+            paused,
+            first,
+            release,
+        }
+    }
+
+    /// A resume from the same pause, approving its calls, as run `run_id`.
+    fn resume(&self, run_id: &str) -> super::RunRequest {
+        resume_request(&self.runtime, &self.thread, &self.paused, run_id)
+    }
+
+    /// Lets the first run's model answer, and waits for the run's end.
+    async fn finish(mut self) {
+        self.release.notify_one();
+        while self.first.recv().await.is_some() {}
+    }
+}
+
 /// A run that resumes from approvals saves its thread past the pause before anything runs:
 /// a second resume from the same pause (a retry, another process) is refused and closed at
 /// once, whatever becomes of the first run, so no approved call can run twice.
@@ -1189,35 +1255,15 @@ async fn a_resume_consumes_its_approvals_before_anything_runs() {
     let (_dir, settings) = with_data_dir();
     let stores = crate::create_stores(&settings).unwrap();
     let runs = stores.log.as_ref().unwrap().runs.clone();
-    let (entered, release) = (
-        Arc::new(tokio::sync::Notify::new()),
-        Arc::new(tokio::sync::Notify::new()),
-    );
-    let completion = Arc::new(Gated {
-        entered: entered.clone(),
-        release: release.clone(),
-    });
-    let runtime = runtime(&settings, completion);
-    let thread = ThreadId::new("t-paused").unwrap();
-    let paused = serde_json::to_value(paused_thread()).unwrap();
-    stores.threads.save(&thread, None, &paused).await.unwrap();
-    let resume = |run_id: &str| super::RunRequest {
-        turn: approve_gated(),
-        ..request(&runtime, run_id, &thread, Some(paused.clone()), "")
-    };
-
-    let mut events = super::start_run(&runtime, &stores, resume("first"), || {})
-        .await
-        .unwrap();
-    entered.notified().await; // The first run is past its tools, waiting for the model.
-    let saved = saved_state(&stores, &thread).await;
+    let held = HeldResume::start(&settings, &stores).await;
+    let saved = saved_state(&stores, &held.thread).await;
     assert!(
         !matches!(saved.phase(), graph::Phase::AwaitingApproval { .. }),
         "the thread still waits for the approvals the first run used: {:?}",
         saved.phase()
     );
 
-    let error = super::start_run(&runtime, &stores, resume("second"), || {})
+    let error = super::start_run(&held.runtime, &stores, held.resume("second"), || {})
         .await
         .unwrap_err();
     assert!(
@@ -1243,8 +1289,7 @@ async fn a_resume_consumes_its_approvals_before_anything_runs() {
         "{error}"
     );
 
-    release.notify_one();
-    while events.recv().await.is_some() {}
+    held.finish().await;
 }
 
 /// Without a run log the same holds, through the thread store's conditional save: a second
@@ -1256,28 +1301,8 @@ async fn without_a_run_log_a_resume_consumes_its_approvals_before_anything_runs(
     let settings = crate::Settings::default();
     let stores = crate::create_stores(&settings).unwrap();
     assert!(stores.log.is_none());
-    let (entered, release) = (
-        Arc::new(tokio::sync::Notify::new()),
-        Arc::new(tokio::sync::Notify::new()),
-    );
-    let completion = Arc::new(Gated {
-        entered: entered.clone(),
-        release: release.clone(),
-    });
-    let runtime = runtime(&settings, completion);
-    let thread = ThreadId::new("t-paused").unwrap();
-    let paused = serde_json::to_value(paused_thread()).unwrap();
-    stores.threads.save(&thread, None, &paused).await.unwrap();
-    let resume = |run_id: &str| super::RunRequest {
-        turn: approve_gated(),
-        ..request(&runtime, run_id, &thread, Some(paused.clone()), "")
-    };
-
-    let mut events = super::start_run(&runtime, &stores, resume("first"), || {})
-        .await
-        .unwrap();
-    entered.notified().await; // The first run is past its tools, waiting for the model.
-    let error = super::start_run(&runtime, &stores, resume("second"), || {})
+    let held = HeldResume::start(&settings, &stores).await;
+    let error = super::start_run(&held.runtime, &stores, held.resume("second"), || {})
         .await
         .unwrap_err();
     assert!(
@@ -1287,15 +1312,14 @@ async fn without_a_run_log_a_resume_consumes_its_approvals_before_anything_runs(
         ),
         "{error:#}"
     );
-    let saved = saved_state(&stores, &thread).await;
+    let saved = saved_state(&stores, &held.thread).await;
     assert!(
         !matches!(saved.phase(), graph::Phase::AwaitingApproval { .. }),
         "the refused run put the pause back: {:?}",
         saved.phase()
     );
 
-    release.notify_one();
-    while events.recv().await.is_some() {}
+    held.finish().await;
 }
 
 /// A resume refused as it began (another resume had consumed the same pause) and left open,
