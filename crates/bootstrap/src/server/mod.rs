@@ -3799,6 +3799,28 @@ mod tests {
         answer
     }
 
+    /// The whole answer of `addr` to a POST to `path` that declares a body of `declared` bytes
+    /// and never sends a byte of it, over HTTP/1.1; a test failure if the server waits for the
+    /// body.
+    async fn post_head_only(addr: std::net::SocketAddr, path: &str, declared: usize) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: localhost:{}\r\ncontent-type: application/json\r\n\
+             content-length: {declared}\r\nconnection: close\r\n\r\n",
+            addr.port()
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        let read = stream.read_to_string(&mut answer);
+        // Bounds a failure (the server waits for the body), not the time the server takes.
+        tokio::time::timeout(std::time::Duration::from_secs(5), read)
+            .await
+            .expect("the server waited for the body")
+            .unwrap();
+        answer
+    }
+
     /// A body sent in a content coding is refused with 415, naming the fault without quoting
     /// the coding, and nothing runs; `identity` is the body as it is, and the refusal's
     /// `Accept-Encoding` says it is all the server takes. Before, the coding was ignored: gzip
@@ -4016,7 +4038,6 @@ mod tests {
     /// worth of it (here none ever comes: the request waited for the body timeout).
     #[tokio::test]
     async fn a_body_declared_too_large_is_refused_before_it_arrives() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let state = in_memory(8, SaysOk::default());
@@ -4024,20 +4045,7 @@ mod tests {
         tokio::spawn(super::serve_until(listener, state, 1024, async {
             let _ = stopped.await;
         }));
-        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let head = format!(
-            "POST /api/v1/chat HTTP/1.1\r\nhost: localhost:{}\r\ncontent-type: \
-             application/json\r\ncontent-length: 1025\r\nconnection: close\r\n\r\n",
-            addr.port()
-        );
-        stream.write_all(head.as_bytes()).await.unwrap();
-        let mut answer = String::new();
-        let read = stream.read_to_string(&mut answer);
-        // Bounds a failure (the server waits for the body), not the time the server takes.
-        tokio::time::timeout(std::time::Duration::from_secs(5), read)
-            .await
-            .expect("the server waited for the body")
-            .unwrap();
+        let answer = post_head_only(addr, "/api/v1/chat", 1025).await;
         assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
         assert!(
             answer.contains("content-type: application/json"),
@@ -4058,7 +4066,6 @@ mod tests {
     /// body limit) buffered before the run limit applied.
     #[tokio::test]
     async fn past_the_run_limit_a_request_s_body_is_not_read() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let state = in_memory(8, SaysOk::default());
@@ -4073,20 +4080,7 @@ mod tests {
             let _ = stopped.await;
         }));
         for path in ["/api/v1/agui", "/api/v1/chat"] {
-            let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-            let head = format!(
-                "POST {path} HTTP/1.1\r\nhost: localhost:{}\r\ncontent-type: \
-                 application/json\r\ncontent-length: 100\r\nconnection: close\r\n\r\n",
-                addr.port()
-            );
-            stream.write_all(head.as_bytes()).await.unwrap();
-            let mut answer = String::new();
-            let read = stream.read_to_string(&mut answer);
-            // Bounds a failure (the server waits for the body), not the time the server takes.
-            tokio::time::timeout(std::time::Duration::from_secs(5), read)
-                .await
-                .expect("the server waited for the body")
-                .unwrap();
+            let answer = post_head_only(addr, path, 100).await;
             assert!(answer.starts_with("HTTP/1.1 503"), "{path}: {answer}");
             assert!(
                 answer.contains("content-type: application/json")
