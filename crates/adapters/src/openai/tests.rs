@@ -1305,21 +1305,29 @@ async fn a_compressed_error_body_is_not_quoted() {
     }
 }
 
-/// The error of a call answered 200, labelled JSON, with `opening` as its first chunk and the
-/// connection then held open: it must come before the idle timeout (10 s), so the wait for it is
-/// bounded at 3 s, a hang guard only.
-async fn json_labelled_and_held_open(opening: &str) -> CompletionError {
-    let base = serve_once(one_chunk_answer("200 OK", "application/json", opening)).await;
+/// The server's address and the error of a call it gives `answer` (one try): the error must
+/// come before the idle timeout (10 s), so the wait for it is bounded at 3 s, a hang guard only;
+/// `what` names the case in that guard's panic.
+async fn error_of(answer: Vec<u8>, what: &str) -> (String, CompletionError) {
+    let base = serve_once(answer).await;
     let model = OpenAiCompletion::new(OpenAiConfig {
         max_retries: 0,
         idle_timeout: Duration::from_secs(10),
         ..OpenAiConfig::new(&base, "m")
     })
     .unwrap();
-    tokio::time::timeout(Duration::from_secs(3), complete_hello(&model))
+    let error = tokio::time::timeout(Duration::from_secs(3), complete_hello(&model))
         .await
-        .expect("refused at once")
-        .unwrap_err()
+        .unwrap_or_else(|_| panic!("{what}: no answer before the idle timeout"))
+        .unwrap_err();
+    (base, error)
+}
+
+/// The error of a call answered 200, labelled JSON, with `opening` as its first chunk and the
+/// connection then held open: it must come at once, not at the idle timeout.
+async fn json_labelled_and_held_open(opening: &str) -> CompletionError {
+    let answer = one_chunk_answer("200 OK", "application/json", opening);
+    error_of(answer, opening).await.1
 }
 
 /// A 200 labelled JSON whose body opens as no JSON value (a gateway's sign-in page, its
@@ -1470,17 +1478,7 @@ async fn an_event_stream_error_body_is_named_by_its_first_events_message() {
         ),
     ] {
         let answer = one_chunk_answer("429 Too Many Requests", "text/event-stream", body);
-        let base = serve_once(answer).await;
-        let model = OpenAiCompletion::new(OpenAiConfig {
-            max_retries: 0,
-            idle_timeout: Duration::from_secs(10),
-            ..OpenAiConfig::new(&base, "m")
-        })
-        .unwrap();
-        let error = tokio::time::timeout(Duration::from_secs(3), complete_hello(&model))
-            .await
-            .unwrap_or_else(|_| panic!("{body:?}: answered at the event's end"))
-            .unwrap_err();
+        let (base, error) = error_of(answer, &format!("{body:?}")).await;
         assert_eq!(
             error.to_string(),
             format!(
@@ -1508,17 +1506,7 @@ async fn an_event_stream_error_body_cut_before_its_blank_line_is_named_by_its_me
             "",
             body.as_bytes(),
         );
-        let base = serve_once(answer).await;
-        let model = OpenAiCompletion::new(OpenAiConfig {
-            max_retries: 0,
-            idle_timeout: Duration::from_secs(10),
-            ..OpenAiConfig::new(&base, "m")
-        })
-        .unwrap();
-        let error = tokio::time::timeout(Duration::from_secs(3), complete_hello(&model))
-            .await
-            .unwrap_or_else(|_| panic!("{body:?}: answered at the body's end"))
-            .unwrap_err();
+        let (base, error) = error_of(answer, &format!("{body:?}")).await;
         assert_eq!(
             error.to_string(),
             format!(
@@ -1678,17 +1666,7 @@ async fn a_cut_json_error_body_keeps_its_whole_message() {
     for content_type in ["text/event-stream", "application/json"] {
         let body = r#"{"error":{"message":"no such model","type":"invalid_request_err"#;
         let answer = sized_answer("404 Not Found", content_type, "", body.as_bytes());
-        let base = serve_once(answer).await;
-        let model = OpenAiCompletion::new(OpenAiConfig {
-            max_retries: 0,
-            idle_timeout: Duration::from_secs(10),
-            ..OpenAiConfig::new(&base, "m")
-        })
-        .unwrap();
-        let error = tokio::time::timeout(Duration::from_secs(3), complete_hello(&model))
-            .await
-            .unwrap_or_else(|_| panic!("{content_type}: answered at the body's end"))
-            .unwrap_err();
+        let (base, error) = error_of(answer, content_type).await;
         assert_eq!(
             error.to_string(),
             format!(
