@@ -204,6 +204,26 @@ struct Gated {
     release: Arc<tokio::sync::Notify>,
 }
 
+impl Gated {
+    /// A gated model, with the notice it gives when a call enters it and the one that lets the
+    /// call go on.
+    fn new() -> (
+        Arc<Self>,
+        Arc<tokio::sync::Notify>,
+        Arc<tokio::sync::Notify>,
+    ) {
+        let (entered, release) = (
+            Arc::new(tokio::sync::Notify::new()),
+            Arc::new(tokio::sync::Notify::new()),
+        );
+        let gated = Arc::new(Self {
+            entered: entered.clone(),
+            release: release.clone(),
+        });
+        (gated, entered, release)
+    }
+}
+
 #[async_trait]
 impl ai_core::CompletionPort for Gated {
     async fn complete(
@@ -315,14 +335,7 @@ async fn a_run_id_that_is_live_is_refused_at_once_as_existing() {
     let runs = Arc::new(FailingCommits::default());
     let locks = tempfile::tempdir().unwrap();
     let stores = stores(runs, &locks);
-    let (entered, release) = (
-        Arc::new(tokio::sync::Notify::new()),
-        Arc::new(tokio::sync::Notify::new()),
-    );
-    let completion = Arc::new(Gated {
-        entered: entered.clone(),
-        release: release.clone(),
-    });
+    let (completion, entered, release) = Gated::new();
     let runtime = runtime(&crate::Settings::default(), completion);
     let (t1, t2) = (ThreadId::new("t1").unwrap(), ThreadId::new("t2").unwrap());
     let first = request(&runtime, "dup", &t1, None, "one");
@@ -350,14 +363,7 @@ async fn recovery_does_not_close_a_run_that_is_still_running() {
     let runs = Arc::new(FailingCommits::default());
     let locks = tempfile::tempdir().unwrap();
     let stores = stores(runs.clone(), &locks);
-    let (entered, release) = (
-        Arc::new(tokio::sync::Notify::new()),
-        Arc::new(tokio::sync::Notify::new()),
-    );
-    let completion = Arc::new(Gated {
-        entered: entered.clone(),
-        release: release.clone(),
-    });
+    let (completion, entered, release) = Gated::new();
     let runtime = runtime(&crate::Settings::default(), completion);
     let thread = ThreadId::new("t").unwrap();
     let request = request(&runtime, "live-run", &thread, None, "hello");
@@ -1114,14 +1120,7 @@ async fn a_run_whose_thread_changed_since_it_began_keeps_the_other_turn_and_its_
     assert!(s0.is_some());
 
     // B begins from S0 and is in its model call ...
-    let (entered, release) = (
-        Arc::new(tokio::sync::Notify::new()),
-        Arc::new(tokio::sync::Notify::new()),
-    );
-    let gated = Arc::new(Gated {
-        entered: entered.clone(),
-        release: release.clone(),
-    });
+    let (gated, entered, release) = Gated::new();
     let gated = crate::record_completion(gated, &process_b, &settings.llm);
     let slow = runtime(&settings, gated);
     let b = request(&slow, "run-b", &thread, s0.clone(), "from b");
@@ -1209,14 +1208,7 @@ impl HeldResume {
     /// Saves the pause in `stores` and starts the first resume under `settings`, returning once
     /// it waits for its model.
     async fn start(settings: &crate::Settings, stores: &Stores) -> Self {
-        let (entered, release) = (
-            Arc::new(tokio::sync::Notify::new()),
-            Arc::new(tokio::sync::Notify::new()),
-        );
-        let completion = Arc::new(Gated {
-            entered: entered.clone(),
-            release: release.clone(),
-        });
+        let (completion, entered, release) = Gated::new();
         let thread = ThreadId::new("t-paused").unwrap();
         let paused = serde_json::to_value(paused_thread()).unwrap();
         stores.threads.save(&thread, None, &paused).await.unwrap();
@@ -2124,12 +2116,7 @@ async fn a_rewound_run_whose_log_fails_is_closed_over_the_rewound_thread() {
         .unwrap();
     let rewound = held.with_history(held.messages()[..at].to_vec()).unwrap();
 
-    let entered = Arc::new(tokio::sync::Notify::new());
-    let release = Arc::new(tokio::sync::Notify::new());
-    let gated = Arc::new(Gated {
-        entered: entered.clone(),
-        release: release.clone(),
-    });
+    let (gated, entered, release) = Gated::new();
     let runtime = runtime(&crate::Settings::default(), gated);
     let mut edit = request(&runtime, "run-3", &thread, Some(saved), "second, edited");
     edit.state = rewound;
