@@ -1,5 +1,6 @@
 //! The `cogni` binary: parses the command line and hands off to `bootstrap::cli`.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use bootstrap::cli::{say_on_stderr, terminal_safe};
@@ -17,7 +18,7 @@ fn main() -> ExitCode {
                 say_on_stderr(&terminal_safe(&message));
                 return ExitCode::FAILURE;
             }
-            None => error.exit(),
+            None => return clap_answer(&error),
         },
     };
     if let Some(message) = bootstrap::cli::unknown_variable_error() {
@@ -47,5 +48,25 @@ fn main() -> ExitCode {
             say_on_stderr(&terminal_safe(&message));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Prints clap's own answer (help, version or a usage error) and ends with clap's status, as
+/// clap's `exit` does, except that a help or version text stdout could not take is an error, said
+/// on stderr, as any other output's is: `exit` ignores the failed write, so `cogni --help >
+/// /dev/full` ended 0 having written nothing. A reader that went away (`cogni --help | head -1`)
+/// still ends it quietly.
+fn clap_answer(error: &clap::Error) -> ExitCode {
+    let printed = error.print().and_then(|()| std::io::stdout().flush());
+    match printed {
+        Err(e) if !error.use_stderr() && e.kind() != std::io::ErrorKind::BrokenPipe => {
+            let what = match error.kind() {
+                clap::error::ErrorKind::DisplayVersion => "the version",
+                _ => "the help",
+            };
+            say_on_stderr(&format!("error: cannot print {what}: {e}"));
+            ExitCode::FAILURE
+        }
+        _ => ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(1)),
     }
 }

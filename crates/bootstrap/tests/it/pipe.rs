@@ -48,6 +48,9 @@ fn a_closed_stdout_ends_every_command_quietly() {
         (&["tools", "stats", "--data-dir", data], None),
         (&["tools", "stats", "--json", "--data-dir", data], None),
         (&["config-example"], None),
+        (&["--help"], None),
+        (&["tools", "call", "--help"], None),
+        (&["--version"], None),
         (&["wire", "decode", "--format", "openai-chat", &sse], None),
         (
             &["wire", "encode-tools", "--format", "openai-responses"],
@@ -80,6 +83,10 @@ fn a_stdout_that_cannot_be_written_is_still_an_error() {
         &["tools", "list", "--json"][..],
         &["tools", "call", "core__get_current_time"],
         &["config-example"],
+        // clap's own answers, which clap's `exit` printed ignoring the error, ending 0.
+        &["--help"],
+        &["tools", "call", "--help"],
+        &["--version"],
     ] {
         let output = crate::cogni_command()
             .args(args)
