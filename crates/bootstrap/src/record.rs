@@ -290,8 +290,8 @@ impl std::fmt::Debug for RunRequest {
 /// With a run log, the new state is saved only over the state the run started from
 /// ([`RunRequest::saved_state`]): when another process stored a turn on the thread meanwhile
 /// (`cogni serve` and `cogni chat` on one data folder), that turn is kept, and this run is
-/// closed and stored with an [`AiEvent::Error`] saying the thread changed since it began and
-/// `Done { reason: error }` in place of its own `Done`.
+/// closed and stored with an [`AiEvent::Error`] saying the thread changed since it began (and
+/// how the run itself ended) and `Done { reason: error }` in place of its own `Done`.
 pub async fn start_run(
     runtime: &Runtime,
     stores: &Stores,
@@ -683,19 +683,42 @@ async fn store_step(
     Ok(events)
 }
 
+/// What the error of a run closed by [`ended_as_changed`] says, before the name of the reason
+/// its own `Done` gave (as events name it: `"cancelled"`).
+const ITS_OWN_END: &str = "; the run itself ended ";
+
 /// Ends a run's last batch, whose turn was not saved because its thread changed since the run
-/// began, with an error saying so in place of its `Done`.
-fn ended_as_changed(events: &mut Vec<AiEvent>) {
-    events.retain(|e| !matches!(e, AiEvent::Done { .. }));
-    events.push(AiEvent::Error {
-        message: format!(
-            "{THREAD_CHANGED}: another run stored a turn on this thread meanwhile, so this turn \
-             was not saved (send the message again)"
-        ),
+/// began, with an error saying so in place of its `Done`, and `Done { reason: error }`: the turn
+/// is not stored, which a client must be told. The error names the reason of the `Done` it
+/// replaces, so the log keeps how the run really ended (a cancel, say), which `cogni runs show`
+/// shows and `cogni replay` compares ([`thread_changed_ending`]).
+pub(crate) fn ended_as_changed(events: &mut Vec<AiEvent>) {
+    let own = events.iter().rev().find_map(|event| match event {
+        AiEvent::Done { reason } => Some(*reason),
+        _ => None,
     });
+    events.retain(|e| !matches!(e, AiEvent::Done { .. }));
+    let mut message = format!(
+        "{THREAD_CHANGED}: another run stored a turn on this thread meanwhile, so this turn was \
+         not saved (send the message again)"
+    );
+    // A unit variant always writes as a JSON string.
+    if let Some(own) = own.and_then(|reason| serde_json::to_string(&reason).ok()) {
+        message.push_str(ITS_OWN_END);
+        message.push_str(&own);
+    }
+    events.push(AiEvent::Error { message });
     events.push(AiEvent::Done {
         reason: DoneReason::Error,
     });
+}
+
+/// How a run closed by [`ended_as_changed`] ended itself, read from its closing error's
+/// `message`: `None` for any other message, and for one recorded before the error named it.
+pub(crate) fn thread_changed_ending(message: &str) -> Option<DoneReason> {
+    let said = message.strip_prefix(THREAD_CHANGED)?;
+    let (_, own) = said.rsplit_once(ITS_OWN_END)?;
+    serde_json::from_str(own).ok()
 }
 
 /// Closes the runs a crash left `running`: each started call without a result gets an

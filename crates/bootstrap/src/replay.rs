@@ -591,10 +591,7 @@ fn call_order(events: &[AiEvent]) -> Vec<usize> {
 /// explains.
 pub fn check_replayable(run: &RunLog) -> anyhow::Result<()> {
     let run_id = run.header.run_id.as_str();
-    let done = run.events.iter().rev().find_map(|event| match event {
-        AiEvent::Done { reason } => Some(*reason),
-        _ => None,
-    });
+    let done = own_ending(&run.events);
     // A run refused as it began (a resume whose thread had changed) ran nothing to compare.
     if run
         .events
@@ -634,6 +631,21 @@ pub fn check_replayable(run: &RunLog) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// How a recorded run ended itself: its `Done`'s reason, or, for a run whose closing save found
+/// its thread changed, the reason its recorder's error names in place of the `Done` it replaced
+/// (that error's own `Done` says only that the turn was not saved).
+fn own_ending(events: &[AiEvent]) -> Option<DoneReason> {
+    let mut from_last = events.iter().rev();
+    let done = from_last.find_map(|event| match event {
+        AiEvent::Done { reason } => Some(*reason),
+        _ => None,
+    });
+    match from_last.next() {
+        Some(AiEvent::Error { message }) => crate::record::thread_changed_ending(message).or(done),
+        _ => done,
+    }
 }
 
 /// Whether an event after the last `StepStarted` of `events` shows that its model call
@@ -757,22 +769,32 @@ fn unread_key(stored: &Value, read: &Value) -> Option<Vec<String>> {
 }
 
 /// A run whose closing write was refused because its thread changed since it began ends, as
-/// recorded, with the recorder's `Error` and `Done` in place of the loop's own `Done`: the
-/// replay's `Done` is replaced by the same two events, so the rest is compared as it ran.
+/// recorded, with the recorder's `Error` and `Done` in place of the loop's own `Done`
+/// ([`crate::record`]'s `ended_as_changed`): the replay's `Done` is closed by the same rule, so
+/// its error names the replay's own ending, and how the run ended is compared with the rest. A
+/// recording whose error does not name the run's own ending (made before it did) gets the
+/// recorded two events in place of the replay's `Done`: the rest is compared as it ran.
 fn close_as_recorded(recorded: &[AiEvent], replayed: &mut Vec<AiEvent>) {
-    let closing = match recorded {
-        [
-            ..,
-            error @ AiEvent::Error { message },
-            done @ AiEvent::Done {
-                reason: DoneReason::Error,
-            },
-        ] if message.starts_with(crate::record::THREAD_CHANGED) => [error.clone(), done.clone()],
-        _ => return,
+    let [
+        ..,
+        error @ AiEvent::Error { message },
+        done @ AiEvent::Done {
+            reason: DoneReason::Error,
+        },
+    ] = recorded
+    else {
+        return;
     };
-    if matches!(replayed.last(), Some(AiEvent::Done { .. })) {
+    if !message.starts_with(crate::record::THREAD_CHANGED)
+        || !matches!(replayed.last(), Some(AiEvent::Done { .. }))
+    {
+        return;
+    }
+    if crate::record::thread_changed_ending(message).is_some() {
+        crate::record::ended_as_changed(replayed);
+    } else {
         replayed.pop();
-        replayed.extend(closing);
+        replayed.extend([error.clone(), done.clone()]);
     }
 }
 
@@ -1776,6 +1798,40 @@ mod tests {
         }
     }
 
+    /// A run closed because its thread changed is compared with the replay closed by the same
+    /// rule: over the replay's own ending, which its error names, so a replay that ends
+    /// otherwise differs there.
+    #[test]
+    fn a_run_closed_because_its_thread_changed_is_compared_with_its_own_ending() {
+        let ended = |reason| vec![text("a"), AiEvent::Done { reason }];
+        let mut recorded = ended(DoneReason::Stop);
+        crate::record::ended_as_changed(&mut recorded);
+        let mut replayed = ended(DoneReason::Stop);
+        close_as_recorded(&recorded, &mut replayed);
+        assert_eq!(replayed, recorded);
+
+        let mut replayed = ended(DoneReason::MaxSteps);
+        close_as_recorded(&recorded, &mut replayed);
+        let outcome = ReplayOutcome {
+            recorded,
+            replayed,
+            recorded_revision: Some(graph::LOOP_REVISION),
+            settings_note: None,
+            unasked_calls: 0,
+        };
+        let difference = outcome.first_difference().unwrap();
+        assert_eq!(difference.index, 1);
+        assert!(
+            difference.replayed["message"]
+                .as_str()
+                .unwrap()
+                .ends_with(r#"the run itself ended "max_steps""#),
+            "{difference:?}"
+        );
+    }
+
+    /// A run closed because its thread changed, recorded before its error named how the run
+    /// ended, is compared up to that closing, which the replay takes as recorded.
     #[test]
     fn a_run_closed_because_its_thread_changed_is_compared_with_the_same_closing() {
         let closing = [

@@ -1105,47 +1105,80 @@ async fn run_to_end_freeing(
 }
 
 /// Two processes on one data folder (`cogni serve` and `cogni chat`), each with its own stores,
-/// run a turn on one thread from the same saved state S0. A stores S1 first; B's closing write
-/// is refused, the thread keeps S1, and B's run is kept in the log, closed with the reason.
+/// run a turn on one thread from the same saved state S0: B begins and is held in its model
+/// call, then A runs to its end and stores S1.
+struct ChangedUnderB {
+    _dir: tempfile::TempDir,
+    settings: crate::Settings,
+    thread: ThreadId,
+    /// A's stores (which read the log B writes to, too).
+    process_a: Stores,
+    process_b: Stores,
+    /// The thread's state as A stored it.
+    s1: serde_json::Value,
+    /// B's events, as its client is shown them.
+    b_events: tokio::sync::mpsc::UnboundedReceiver<AiEvent>,
+    /// Lets B's model call answer.
+    release: Arc<tokio::sync::Notify>,
+    /// Cancels B.
+    cancel_b: ai_core::CancellationToken,
+}
+
+impl ChangedUnderB {
+    async fn new() -> Self {
+        let (dir, settings) = with_data_dir();
+        let process_a = crate::create_stores(&settings).unwrap();
+        let process_b = crate::create_stores(&settings).unwrap();
+        let thread = ThreadId::new("t").unwrap();
+        let answer = runtime(&settings, Arc::new(Answer));
+        let first = request(&answer, "run-0", &thread, None, "zero");
+        run_to_end(&answer, &process_a, first).await;
+        let s0 = process_a.threads.load(&thread).await.unwrap();
+        assert!(s0.is_some());
+
+        // B begins from S0 and is in its model call ...
+        let (gated, entered, release) = Gated::new();
+        let gated = crate::record_completion(gated, &process_b, &settings.llm);
+        let slow = runtime(&settings, gated);
+        let b = request(&slow, "run-b", &thread, s0.clone(), "from b");
+        let cancel_b = b.cancel.clone();
+        let b_events = super::start_run(&slow, &process_b, b, || {}).await.unwrap();
+        entered.notified().await;
+        // ... when A, begun from S0 too, ends and stores S1.
+        let a = request(&answer, "run-a", &thread, s0.clone(), "from a");
+        let a_shown = run_to_end(&answer, &process_a, a).await;
+        assert!(
+            matches!(
+                a_shown.last(),
+                Some(AiEvent::Done {
+                    reason: ai_core::DoneReason::Stop
+                })
+            ),
+            "{a_shown:?}"
+        );
+        let s1 = process_a.threads.load(&thread).await.unwrap().unwrap();
+        assert!(s1.to_string().contains("from a"), "{s1}");
+        Self {
+            _dir: dir,
+            settings,
+            thread,
+            process_a,
+            process_b,
+            s1,
+            b_events,
+            release,
+            cancel_b,
+        }
+    }
+}
+
+/// B's closing write is refused, the thread keeps A's turn S1, and B's run is kept in the log,
+/// closed with the reason.
 #[tokio::test]
 async fn a_run_whose_thread_changed_since_it_began_keeps_the_other_turn_and_its_own_record() {
-    let (_dir, settings) = with_data_dir();
-    let process_a = crate::create_stores(&settings).unwrap();
-    let process_b = crate::create_stores(&settings).unwrap();
-    let thread = ThreadId::new("t").unwrap();
-    let answer = runtime(&settings, Arc::new(Answer));
-    let first = request(&answer, "run-0", &thread, None, "zero");
-    run_to_end(&answer, &process_a, first).await;
-    let s0 = process_a.threads.load(&thread).await.unwrap();
-    assert!(s0.is_some());
-
-    // B begins from S0 and is in its model call ...
-    let (gated, entered, release) = Gated::new();
-    let gated = crate::record_completion(gated, &process_b, &settings.llm);
-    let slow = runtime(&settings, gated);
-    let b = request(&slow, "run-b", &thread, s0.clone(), "from b");
-    let mut b_events = super::start_run(&slow, &process_b, b, || {}).await.unwrap();
-    entered.notified().await;
-    // ... when A, begun from S0 too, ends and stores S1.
-    let a = request(&answer, "run-a", &thread, s0.clone(), "from a");
-    let a_shown = run_to_end(&answer, &process_a, a).await;
-    assert!(
-        matches!(
-            a_shown.last(),
-            Some(AiEvent::Done {
-                reason: ai_core::DoneReason::Stop
-            })
-        ),
-        "{a_shown:?}"
-    );
-    let s1 = process_a.threads.load(&thread).await.unwrap().unwrap();
-    assert!(s1.to_string().contains("from a"), "{s1}");
-
-    release.notify_one();
-    let mut b_shown = Vec::new();
-    while let Some(event) = b_events.recv().await {
-        b_shown.push(event);
-    }
+    let changed = ChangedUnderB::new().await;
+    changed.release.notify_one();
+    let b_shown = drain(changed.b_events).await;
     // B's client is told why its turn was not saved ...
     assert!(
         matches!(
@@ -1156,19 +1189,14 @@ async fn a_run_whose_thread_changed_since_it_began_keeps_the_other_turn_and_its_
         "{b_shown:?}"
     );
     // ... the thread keeps A's turn, whichever process reads it ...
-    for stores in [&process_a, &process_b] {
-        let now = stores.threads.load(&thread).await.unwrap();
-        assert_eq!(now.as_ref(), Some(&s1), "A's turn was overwritten");
+    for stores in [&changed.process_a, &changed.process_b] {
+        let now = stores.threads.load(&changed.thread).await.unwrap();
+        assert_eq!(now.as_ref(), Some(&changed.s1), "A's turn was overwritten");
     }
     // ... and B's run is in the log, finished, as its client saw it, with its model receipt.
-    let b_log = process_a
-        .log
-        .as_ref()
-        .unwrap()
-        .runs
-        .load_run(&RunId::new("run-b").unwrap())
-        .await
-        .unwrap();
+    let log = changed.process_a.log.as_ref().unwrap();
+    let b_log = log.runs.load_run(&RunId::new("run-b").unwrap()).await;
+    let b_log = b_log.unwrap();
     assert_eq!(b_log.header.status, ai_core::RunStatus::Finished);
     assert_eq!(b_log.events, b_shown);
     assert!(
@@ -1178,6 +1206,33 @@ async fn a_run_whose_thread_changed_since_it_began_keeps_the_other_turn_and_its_
             .any(|e| matches!(e, AiEvent::TextDelta { delta } if delta == "hi"))
     );
     assert_eq!(b_log.receipt_refs.len(), 1);
+    // Its replay ends as it did: the same closing, over the same own ending.
+    let replayed = crate::replay::replay_run(&changed.settings, "run-b").await;
+    assert_eq!(replayed.unwrap().first_difference(), None);
+}
+
+/// A run whose thread changed since it began keeps how it ended itself: its closing error says
+/// so. A cancelled one is refused by replay as cancelled (when the cancel came is not recorded),
+/// not taken for a run whose model call failed.
+#[tokio::test]
+async fn a_cancelled_run_whose_thread_changed_is_recorded_as_cancelled() {
+    let changed = ChangedUnderB::new().await;
+    changed.cancel_b.cancel();
+    let b_shown = drain(changed.b_events).await;
+    assert!(
+        matches!(
+            b_shown.as_slice(),
+            [.., AiEvent::Error { message }, AiEvent::Done { reason: ai_core::DoneReason::Error }]
+                if message.starts_with(super::THREAD_CHANGED)
+                    && message.ends_with(r#"the run itself ended "cancelled""#)
+        ),
+        "{b_shown:?}"
+    );
+    let error = crate::replay::replay_run(&changed.settings, "run-b")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("run run-b was cancelled"), "{error}");
 }
 
 /// A resume of `thread` from its saved pause `paused`, approving the paused calls, as run
