@@ -5,7 +5,6 @@
 //! refused as [`BlobStoreError::InvalidHash`] before it comes near a path, so an address can never
 //! name a file outside the store.
 
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -22,34 +21,14 @@ fn is_lower_hex(text: &str, len: usize) -> bool {
     text.len() == len && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-/// The most characters of a blob address or hash [`shown_hash`] shows: more than the 64 of
-/// every valid one, so one a character too long or short is shown whole too.
-const SHOWN_HASH_CHARS: usize = 80;
-
-/// A blob address or a hash (a receipt's prompt hash) as a message names it: whole when it is at
-/// most 80 characters long, as every valid one (64 hex digits) is, else its first 80 and `…`. A
-/// damaged or hand-edited run log may hold anything in its place, a megabyte say, which would
-/// flood the message that names it. Only the length is bounded: where a message is shown on a
-/// terminal, it is made safe for one there.
-///
-/// ```
-/// let address = "ab".repeat(32);
-/// assert_eq!(adapters::shown_hash(&address), address);
-/// assert_eq!(adapters::shown_hash(&"f".repeat(1 << 20)), format!("{}…", "f".repeat(80)));
-/// ```
-pub fn shown_hash(hash: &str) -> Cow<'_, str> {
-    match hash.char_indices().nth(SHOWN_HASH_CHARS) {
-        None => Cow::Borrowed(hash),
-        Some((cut, _)) => Cow::Owned(format!("{}…", &hash[..cut])),
-    }
-}
-
 /// Checks that `hash` is a blob address: exactly 64 lower-case hex digits.
 pub(crate) fn check_hash(hash: &str) -> Result<(), BlobStoreError> {
     if is_lower_hex(hash, 64) {
         Ok(())
     } else {
-        Err(BlobStoreError::InvalidHash(shown_hash(hash).into_owned()))
+        Err(BlobStoreError::InvalidHash(
+            crate::shown_cut(hash).into_owned(),
+        ))
     }
 }
 

@@ -8,7 +8,8 @@
 //! [`OpenAiCompletion`] is an OpenAI-compatible HTTP endpoint (chat completions or the Responses
 //! API) behind [`ai_core::CompletionPort`], built from an [`OpenAiConfig`]; [`shown_url`] is its
 //! base URL as it may be shown (no credentials or query, a path segment that may be a key as
-//! `***`). Adapters say their technology in their names.
+//! `***`), and [`shown_cut`] any other value a damaged store may hold at any length (a blob
+//! address, a model's name), cut short. Adapters say their technology in their names.
 //!
 //! Storage: [`FsBlobStore`] (one file per blob, at most [`FsBlobStore::MAX_BLOB_BYTES`]),
 //! [`SqliteBlobStore`] (rows of `cogni.db`, made durable by the run store's next commit),
@@ -43,14 +44,14 @@ mod memory;
 mod openai;
 mod recording;
 mod replay;
-mod shown_url;
+mod shown;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod stored;
 mod temp;
 mod workspace;
 
-pub use blob::{FsBlobStore, InMemoryBlobStore, shown_hash};
+pub use blob::{FsBlobStore, InMemoryBlobStore};
 #[cfg(feature = "sqlite")]
 pub use blob_sqlite::{SqliteBlobStore, TieredBlobStore};
 pub use clock::SystemClock;
@@ -62,7 +63,7 @@ pub use openai::{
 };
 pub use recording::{ReceiptCollector, RecordingCompletion, RecordingConfig, ToolsEncoder};
 pub use replay::ReplayCompletion;
-pub use shown_url::shown_url;
+pub use shown::{shown_cut, shown_url};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{DB_FILE, SCHEMA_VERSION, SqliteStore};
 pub use workspace::{FsWorkspace, MAX_READ_BYTES_CEILING};

@@ -10,7 +10,7 @@ use ai_core::{
 };
 use async_trait::async_trait;
 
-use crate::shown_hash;
+use crate::shown_cut;
 
 /// Answers the n-th model call of a run with the n-th recorded receipt: it checks that the
 /// request hashes as the recorded one did (its messages and tools) and asks for the same
@@ -100,7 +100,7 @@ fn differences(request: &LlmRequest, receipt: &ModelReceipt) -> Vec<String> {
     if hash != receipt.request_hash {
         differences.push(format!(
             "its messages or tools (prompt hash {hash}, recorded {})",
-            shown_hash(&receipt.request_hash)
+            shown_cut(&receipt.request_hash)
         ));
     }
     if request.tool_choice != receipt.tool_choice {
@@ -168,7 +168,7 @@ impl CompletionPort for ReplayCompletion {
         };
         let blobs = self.blobs.as_ref();
         let receipt = ModelReceipt::load(blobs, &receipt_ref).await.map_err(|e| {
-            let receipt_ref = shown_hash(&receipt_ref);
+            let receipt_ref = shown_cut(&receipt_ref);
             replay_error(call, format_args!("receipt {receipt_ref}: {e}"))
         })?;
         let differences = differences(request, &receipt);

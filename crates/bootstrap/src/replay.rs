@@ -10,7 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use adapters::{ReplayCompletion, SqliteStore, TieredBlobStore, shown_hash};
+use adapters::{ReplayCompletion, SqliteStore, TieredBlobStore, shown_cut};
 use ai_core::{
     AiEvent, BlobStore, BoundTool, CancellationToken, Capabilities, CompletionDelta, DoneReason,
     EventSink, ExecPermit, LlmCompletion, ModelReceipt, OutputItem, RunContext, RunId, RunLog,
@@ -832,13 +832,13 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
         .await
         .map_err(anyhow::Error::from)
         .and_then(|(input, stored)| refuse_unread_keys_of(&stored, &input).map(|()| input))
-        .with_context(|| format!("run {run_id}: its input {}", shown_hash(input_ref)))?;
+        .with_context(|| format!("run {run_id}: its input {}", shown_cut(input_ref)))?;
     for (i, receipt_ref) in run.receipt_refs.iter().enumerate() {
         let call = i + 1;
         let receipt: ModelReceipt = read_blob(log.blobs.as_ref(), receipt_ref)
             .await
             .with_context(|| {
-                let receipt_ref = shown_hash(receipt_ref);
+                let receipt_ref = shown_cut(receipt_ref);
                 format!("run {run_id}: model call {call}'s receipt {receipt_ref}")
             })?;
         read_blob::<LlmCompletion>(log.blobs.as_ref(), &receipt.output_ref)

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use adapters::shown_hash;
+use adapters::shown_cut;
 use ai_core::{ModelReceipt, RunHeader, RunLog, RunSummary, ToolInvocationRecord};
 use serde_json::{Value, json};
 
@@ -166,7 +166,7 @@ fn render_human(out: &mut impl Write, run: &RunLog, receipts: &[Value]) -> anyho
     writeln!(
         out,
         "input     {}",
-        header.input_ref.as_deref().map_or("-".into(), shown_hash)
+        header.input_ref.as_deref().map_or("-".into(), shown_cut)
     )?;
     writeln!(out, "\nevents ({})", run.events.len())?;
     for (i, event) in run.events.iter().enumerate() {
@@ -220,12 +220,14 @@ fn render_human(out: &mut impl Write, run: &RunLog, receipts: &[Value]) -> anyho
             }
             shown
         };
+        // A damaged log may hold anything in place of the names: they are shown shortened.
+        let name = |key: &str| receipt[key].as_str().map_or("?".into(), shown_cut);
         writeln!(
             out,
             "  #{} {} {} finish={} {usage} tool_calls={}",
             receipt["call"],
-            receipt["provider"].as_str().unwrap_or("?"),
-            receipt["model"].as_str().unwrap_or("?"),
+            name("provider"),
+            name("model"),
             receipt["finish_reason"].as_str().unwrap_or("?"),
             receipt["tool_calls"]
         )?;
@@ -441,6 +443,24 @@ mod tests {
         let shown = String::from_utf8(out).unwrap();
         let input = shown.lines().find(|l| l.starts_with("input")).unwrap();
         assert!(input.len() < 200 && input.ends_with('…'), "{input:.300}");
+    }
+
+    /// A damaged or hand-edited run log may hold a megabyte in a receipt's provider or model
+    /// name: `runs show` names them shortened, never whole.
+    #[test]
+    fn runs_show_shortens_a_hostile_provider_and_model_name() {
+        let run = hostile_run();
+        let huge = "p".repeat(1 << 20);
+        let receipts = vec![json!({"call": 1, "provider": huge, "model": huge,
+                                   "finish_reason": "stop", "usage": null, "tool_calls": 0})];
+        let mut out = Vec::new();
+        show_human(&mut out, &run, &receipts).unwrap();
+        let shown = String::from_utf8(out).unwrap();
+        let call = shown.lines().find(|l| l.starts_with("  #1 ")).unwrap();
+        assert!(
+            call.len() < 300 && call.matches('…').count() == 2,
+            "{call:.400}"
+        );
     }
 
     /// A receipt's usage shows the cached input and reasoning tokens when the provider reported

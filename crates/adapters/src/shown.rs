@@ -1,4 +1,11 @@
-//! [`shown_url`]: an endpoint's URL as errors, logs and banners may show it.
+//! Values as errors, logs and banners may show them: [`shown_url`], an endpoint's URL without
+//! what may be a secret, and [`shown_cut`], a value a damaged store may hold at any length.
+
+use std::borrow::Cow;
+
+/// The most characters of a value [`shown_cut`] shows: more than the 64 of every valid blob
+/// address or hash, so one a character too long or short is shown whole too.
+const SHOWN_CUT_CHARS: usize = 80;
 
 /// The longest path segment [`shown_url`] shows as it is.
 const MAX_SHOWN_SEGMENT: usize = 16;
@@ -108,6 +115,25 @@ fn looks_like_a_name(segment: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         && segment.chars().filter(char::is_ascii_digit).count() <= MAX_SHOWN_DIGITS
+}
+
+/// A value a run log names (a blob address, a hash, a provider's or a model's name), as a
+/// message or a view shows it: whole when it is at most 80 characters long, as every valid blob
+/// address or hash (64 hex digits) and most names are, else its first 80 and `…`. A damaged or
+/// hand-edited run log may hold anything in its place, a megabyte say, which would flood what
+/// names it. Only the length is bounded: where it is shown on a terminal, it is made safe for
+/// one there.
+///
+/// ```
+/// let address = "ab".repeat(32);
+/// assert_eq!(adapters::shown_cut(&address), address);
+/// assert_eq!(adapters::shown_cut(&"f".repeat(1 << 20)), format!("{}…", "f".repeat(80)));
+/// ```
+pub fn shown_cut(value: &str) -> Cow<'_, str> {
+    match value.char_indices().nth(SHOWN_CUT_CHARS) {
+        None => Cow::Borrowed(value),
+        Some((cut, _)) => Cow::Owned(format!("{}…", &value[..cut])),
+    }
 }
 
 #[cfg(test)]
