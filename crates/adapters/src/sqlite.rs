@@ -840,18 +840,26 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
             ai_core::describe_json_error(&e)
         ))
     };
-    // The event at index `i` is numbered `i` ([`RunLog::events`]): a log with a number missing
-    // (a row deleted by hand) is refused rather than loaded as if whole.
+    // The event, record or receipt at index `i` is numbered `i` ([`RunLog`]): a log with a
+    // number missing (a row deleted by hand) is refused rather than loaded as if whole.
+    let numbered = |what: &str, (number, index): (i64, i64)| {
+        if number == index {
+            return Ok(());
+        }
+        let why = if number > index {
+            format!("its {what} {index} is missing (the next one stored is number {number})")
+        } else {
+            format!("its {what} {index} is stored as number {number}, which no store writes")
+        };
+        Err(RunStoreError::Corrupt(format!(
+            "run {run_id}: the run log is damaged: {why}"
+        )))
+    };
     let events = strings("SELECT seq, event_json FROM run_events WHERE run_id = ?1 ORDER BY seq")?
         .into_iter()
         .zip(0_i64..)
-        .map(|((seq, json), expected)| {
-            if seq != expected {
-                return Err(RunStoreError::Corrupt(format!(
-                    "run {run_id}: its event {expected} is stored as number {seq}: its events \
-                     are not numbered from 0 without a gap, as every store numbers them"
-                )));
-            }
+        .map(|((seq, json), index)| {
+            numbered("event", (seq, index))?;
             serde_json::from_str::<AiEvent>(&json)
                 .map_err(|e| corrupt("event", seq, "run_events.event_json", e))
         })
@@ -859,7 +867,9 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
     let records =
         strings("SELECT idx, record_json FROM tool_records WHERE run_id = ?1 ORDER BY idx")?
             .into_iter()
-            .map(|(idx, json)| {
+            .zip(0_i64..)
+            .map(|((idx, json), index)| {
+                numbered("tool record", (idx, index))?;
                 serde_json::from_str::<ToolInvocationRecord>(&json)
                     .map_err(|e| corrupt("record", idx, "tool_records.record_json", e))
             })
@@ -867,8 +877,11 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
     let receipt_refs =
         strings("SELECT idx, receipt_ref FROM model_receipts WHERE run_id = ?1 ORDER BY idx")?
             .into_iter()
-            .map(|(_, receipt)| receipt)
-            .collect();
+            .zip(0_i64..)
+            .map(|((idx, receipt), index)| {
+                numbered("model receipt", (idx, index)).map(|()| receipt)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
     Ok(RunLog {
         header,
         events,

@@ -1646,9 +1646,10 @@ mod tests {
         replay_run(&settings, "run-blobs").await.unwrap();
     }
 
-    /// A run whose receipt rows are gone (deleted by hand, or lost with a damaged log) is
+    /// A run whose last receipt rows are gone (deleted by hand, or lost with a damaged log) is
     /// refused as a recording that is incomplete, saying how many of its model calls have one:
-    /// it is not said to have ended with a model failure, which it did not.
+    /// it is not said to have ended with a model failure, which it did not. One whose receipt
+    /// numbers skip one is refused as it is loaded, naming the missing receipt.
     #[tokio::test]
     async fn a_run_whose_receipts_are_missing_is_refused_as_incomplete() {
         let model = Arc::new(TwoListings(Default::default()));
@@ -1663,15 +1664,23 @@ mod tests {
             .collect::<Result<_, _>>()
             .unwrap();
         assert_eq!(rows.len(), 2);
-        for (gone, kept) in [("idx = 1", 1), ("idx = 0", 1), ("1 = 1", 0)] {
+        let incomplete = |kept| {
+            format!(
+                "run run-gone's recording is incomplete: receipts are stored for {kept} of its 2 \
+                 model calls"
+            )
+        };
+        let damaged = "run run-gone: the run log is damaged: its model receipt 0 is missing";
+        for (gone, said) in [
+            ("idx = 1", incomplete(1)),
+            ("idx = 0", damaged.to_owned()),
+            ("1 = 1", incomplete(0)),
+        ] {
             db.execute(&format!("DELETE FROM model_receipts WHERE {gone}"), [])
                 .unwrap();
             let error = format!("{:#}", replay_run(&settings, "run-gone").await.unwrap_err());
             assert!(
-                error.contains(&format!(
-                    "run run-gone's recording is incomplete: receipts are stored for {kept} of \
-                     its 2 model calls"
-                )) && !error.contains("model failure"),
+                error.contains(&said) && !error.contains("model failure"),
                 "{gone}: {error}"
             );
             for (idx, receipt) in &rows {

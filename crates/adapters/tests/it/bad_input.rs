@@ -7,7 +7,7 @@ use ai_core::{
     sha256_hex,
 };
 
-use crate::support::{done, run, snapshot, start};
+use crate::support::{done, record, run, snapshot, start};
 
 #[tokio::test]
 async fn a_missing_blob_is_not_found_by_its_address() {
@@ -405,11 +405,46 @@ async fn a_run_whose_event_numbers_skip_one_is_refused_naming_the_missing_number
     assert_eq!(
         store.load_run(&r).await.unwrap_err(),
         RunStoreError::Corrupt(
-            "run holed: its event 1 is stored as number 2: its events are not numbered from 0 \
-             without a gap, as every store numbers them"
+            "run holed: the run log is damaged: its event 1 is missing (the next one stored is \
+             number 2)"
                 .into()
         )
     );
+}
+
+/// So is a run whose tool record or model receipt numbers skip one: its records and receipts
+/// are every one it stored, in order, or a replay would answer a call from another's record, or
+/// check a model call against the next call's receipt, and report a difference the run never
+/// had.
+#[tokio::test]
+async fn a_run_whose_record_or_receipt_numbers_skip_one_is_refused_naming_the_missing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    for (table, what) in [
+        ("tool_records", "tool record"),
+        ("model_receipts", "model receipt"),
+    ] {
+        let r = run(table);
+        store.begin_run(&r, None, 1, None).await.unwrap();
+        let step = RunStep {
+            events: vec![start("a"), start("b"), start("c")],
+            records: ["a", "b", "c"].map(|id| record(id, "raw")).to_vec(),
+            receipt_refs: [b"a", b"b", b"c"].map(|bytes| sha256_hex(bytes)).to_vec(),
+            ..RunStep::default()
+        };
+        store.commit_step(&r, step).await.unwrap();
+        rusqlite::Connection::open(store.path())
+            .unwrap()
+            .execute(&format!("DELETE FROM {table} WHERE idx = 1"), [])
+            .unwrap();
+        assert_eq!(
+            store.load_run(&r).await.unwrap_err(),
+            RunStoreError::Corrupt(format!(
+                "run {table}: the run log is damaged: its {what} 1 is missing (the next one \
+                 stored is number 2)"
+            ))
+        );
+    }
 }
 
 /// Event numbers hand-edited below zero make the next step a clear error naming the run, not a
