@@ -56,12 +56,12 @@ pub struct SchemaViolation {
 
 /// Checks that `schema` stays within the P0 subset: an object schema at the root (itself, not a
 /// `$ref`, whose siblings draft-07 ignores), and nowhere `oneOf`, `anyOf`, `allOf`, `not`,
-/// `if`/`then`/`else`, `patternProperties`, `$recursiveRef` or `$dynamicRef`, an `$id` below the
-/// root (it would change what the `$ref`s inside it name), or a `$ref` that is not a local JSON
-/// pointer (`#` or `#/...`: a plain name such as `#foo` is refused) or points where this check
-/// does not look (a `$ref` may name the root, a definition, or any subschema reached through the
-/// subschema keywords of draft-07, 2019-09 and 2020-12, so everything it can lead to has been
-/// checked). Returns every violation, not only the first.
+/// `if`/`then`/`else`, `patternProperties`, `$recursiveRef` or `$dynamicRef`, an `$id` (or
+/// draft-04's `id`) below the root (it would change what the `$ref`s inside it name), or a
+/// `$ref` that is not a local JSON pointer (`#` or `#/...`: a plain name such as `#foo` is
+/// refused) or points where this check does not look (a `$ref` may name the root, a definition,
+/// or any subschema reached through the subschema keywords of draft-07, 2019-09 and 2020-12, so
+/// everything it can lead to has been checked). Returns every violation, not only the first.
 ///
 /// ```
 /// use serde_json::json;
@@ -140,13 +140,24 @@ fn walk(
             });
         }
     }
-    // Below the root an `$id` is a new base for the `$ref`s inside it, whose pointers would be
-    // read from there, not from the root [`walked`] reads them from.
-    if !pointer.is_empty() && schema.contains_key("$id") {
-        out.push(SchemaViolation {
-            pointer: pointer.clone(),
-            reason: "`$id` is supported only at the root".into(),
-        });
+    // Below the root an `$id` (draft-04's `id`, which a schema declaring that draft is read
+    // with) is a new base for the `$ref`s inside it, whose pointers would be read from there,
+    // not from the root [`walked`] reads them from.
+    if !pointer.is_empty() {
+        for (keyword, reason) in [
+            ("$id", "`$id` is supported only at the root"),
+            (
+                "id",
+                "`id` (draft-04's `$id`) is supported only at the root",
+            ),
+        ] {
+            if schema.contains_key(keyword) {
+                out.push(SchemaViolation {
+                    pointer: pointer.clone(),
+                    reason: reason.into(),
+                });
+            }
+        }
     }
     if let Some(reference) = schema.get("$ref") {
         let reason = match reference.as_str().and_then(|r| r.strip_prefix('#')) {

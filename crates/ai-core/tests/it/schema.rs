@@ -56,6 +56,38 @@ fn an_id_below_the_root_is_refused() {
     assert_eq!(pointers(&rooted), Vec::<String>::new());
 }
 
+/// Draft-04 spells `$id` as `id`: a schema that declares draft-04 is read by its validators with
+/// `id` as the base of the `$ref`s inside it, so the same hiding place opens there. An `id` below
+/// the root is refused like an `$id` (in a later draft it means nothing, and no derived schema
+/// writes one); a property named `id` is not a keyword and still loads.
+#[test]
+fn a_draft_04_id_below_the_root_is_refused() {
+    let schema = json!({"type": "object",
+    "$schema": "http://json-schema.org/draft-04/schema#",
+    "properties": {
+        "q": {"type": "array", "items": [{"type": "string"}]},
+        "s": {"id": "http://example.com/s.json",
+            "type": "object",
+            "properties": {
+                "q": {"type": "array", "items": {"0": {"anyOf": [{"type": "integer"}]}}},
+                "r": {"$ref": "#/properties/q/items/0"}
+            }}}});
+    // What a validator makes of it: `r` is held to the `anyOf` the walk never saw.
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    assert!(validator.is_valid(&json!({"s": {"r": 1}})));
+    assert!(!validator.is_valid(&json!({"s": {"r": "x"}})));
+    assert_eq!(pointers(&schema), ["/properties/s"]);
+    let errs = validate_tool_schema_p0(&schema).unwrap_err();
+    assert_eq!(
+        errs[0].to_string(),
+        "/properties/s: `id` (draft-04's `$id`) is supported only at the root"
+    );
+    let named_id = json!({"id": "http://example.com/root.json", "type": "object",
+        "properties": {"id": {"type": "string"}},
+        "required": ["id"]});
+    assert_eq!(pointers(&named_id), Vec::<String>::new());
+}
+
 /// The subschema keywords of draft 2019-09 and 2020-12 are walked like draft-07's (`$defs` and
 /// `dependentSchemas` already were): a schema that declares a newer draft is read with them by
 /// its validators and providers, so a forbidden keyword cannot hide inside one. Their dynamic
