@@ -1,6 +1,7 @@
 //! The deny-by-default tool policy: plain data loaded from TOML or JSON (POLICY_IS_DATA).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::marker::PhantomData;
 
 use serde::{Deserialize, Serialize};
 
@@ -161,13 +162,16 @@ pub struct ToolPolicy {
     /// Effects that need approval before a call runs.
     pub require_approval_for_effects: BTreeSet<ToolEffect>,
     /// Per-invocation limits.
+    #[serde(deserialize_with = "named")]
     pub budgets: Budgets,
     /// The default retry policy.
+    #[serde(deserialize_with = "named")]
     pub retry: RetryPolicy,
     /// Retry policies for single tools, replacing the default.
     #[serde(deserialize_with = "tool_id_keys")]
     pub retry_per_tool: BTreeMap<ToolId, RetryPolicy>,
     /// Circuit-breaker thresholds, per tool.
+    #[serde(deserialize_with = "named")]
     pub breaker: BreakerPolicy,
 }
 
@@ -216,6 +220,36 @@ fn bad_retry_key_in_toml(text: &str, at: &[&str]) -> Option<String> {
         let what = bad_tool_id(format_args!("{RETRY_KEY_ERROR}{}", at + 1), &error);
         Some(format!("line {line}: {what}"))
     })
+}
+
+/// Reads one of a policy's tables (`T`) from its named keys only. serde's derive also reads a
+/// struct from a list of its values, in the order its fields are declared: such a list names no
+/// key, so `budgets = [5]` would set a budget no line names, past `deny_unknown_fields`, and
+/// mean something else whenever a field is added or moved. A list is refused instead.
+fn named<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<T, D::Error> {
+    deserializer.deserialize_map(Named(PhantomData))
+}
+
+/// [`named`]'s reader, also a seed for the values of a map ([`tool_id_keys`]).
+struct Named<T>(PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> serde::de::DeserializeSeed<'de> for Named<T> {
+    type Value = T;
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<T, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Named<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a table of named keys")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+    }
 }
 
 /// Reads `allowed_tools`, naming a malformed id by its entry's position in the list
@@ -274,7 +308,7 @@ fn tool_id_keys<'de, D: serde::Deserializer<'de>>(
                         "{RETRY_KEY_ERROR}{key} names the tool an earlier key names"
                     )));
                 }
-                rules.insert(id, map.next_value()?);
+                rules.insert(id, map.next_value_seed(Named(PhantomData))?);
             }
             Ok(rules)
         }
@@ -298,12 +332,12 @@ pub(crate) fn no_retry_helps(category: ToolErrorCategory) -> Option<&'static str
 }
 
 impl ToolPolicy {
-    /// Parses a policy from TOML; unknown keys, malformed tool ids and values no policy can mean
-    /// (see [`Self::check`]) are refused. A document that does not parse is refused naming the
-    /// line and its key, never the value ([`crate::describe_toml_error`]). A malformed tool id
-    /// is named by its key and its position, 1-based, in its list or table (`` `allowed_tools`
-    /// entry 2``, `` `retry_per_tool` key 1``, on the key's own line), with the rule it breaks,
-    /// never by its text.
+    /// Parses a policy from TOML; unknown keys, malformed tool ids, a table written as a list of
+    /// its values, and values no policy can mean (see [`Self::check`]) are refused. A document
+    /// that does not parse is refused naming the line and its key, never the value
+    /// ([`crate::describe_toml_error`]). A malformed tool id is named by its key and its
+    /// position, 1-based, in its list or table (`` `allowed_tools` entry 2``, `` `retry_per_tool`
+    /// key 1``, on the key's own line), with the rule it breaks, never by its text.
     ///
     /// ```
     /// use ai_core::ToolPolicy;
@@ -361,15 +395,19 @@ impl ToolPolicy {
         }
     }
 
-    /// Parses a policy from JSON; unknown keys, malformed tool ids and values no policy can mean
-    /// (see [`Self::check`]) are refused. A document that does not parse is refused naming the
+    /// Parses a policy from JSON; unknown keys, malformed tool ids, a table (the policy itself
+    /// included) written as a list of its values, and values no policy can mean (see
+    /// [`Self::check`]) are refused. A document that does not parse is refused naming the
     /// line and column, never the value; a malformed tool id is named by its key and position
     /// as [`Self::from_toml_str`] names it, never by its text, and so is a `retry_per_tool` key
     /// that repeats an earlier one (TOML refuses a repeated key as it parses). A leading byte
     /// order mark (which editors write) is read past.
     pub fn from_json_str(text: &str) -> Result<Self, Error> {
         let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
-        let policy: Self = serde_json::from_str(text)
+        // Read from named keys at the root too ([`named`]); a TOML document is always a table.
+        let mut document = serde_json::Deserializer::from_str(text);
+        let policy: Self = named(&mut document)
+            .and_then(|policy| document.end().map(|()| policy))
             .map_err(|e| Error::Policy(crate::toml_error::json_place_error(&e)))?;
         policy.check().map(|()| policy)
     }

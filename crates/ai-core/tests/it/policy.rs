@@ -360,3 +360,46 @@ fn a_bad_tool_id_is_named_by_its_place_never_quoted() {
          valid tool id: only [a-zA-Z0-9_-] are allowed"
     );
 }
+
+/// A table written as a list of its values (which serde's derive would read in the order the
+/// fields are declared) is refused, in TOML and JSON alike, also at a JSON document's root: such
+/// a list names no key, so `budgets = [5]` would set a budget no line names, past the check for
+/// unknown keys, and mean something else whenever a field is added or moved.
+#[test]
+fn a_table_written_as_a_list_of_values_is_refused() {
+    for text in [
+        "budgets = [5]",
+        "retry = [2]",
+        "breaker = [3]",
+        "retry_per_tool = { core__a = [2] }",
+        "[retry_per_tool]\ncore__a = []",
+    ] {
+        let error = ToolPolicy::from_toml_str(text).unwrap_err().to_string();
+        assert!(
+            error.contains("invalid type: sequence, expected a table of named keys"),
+            "{text:?}: {error}"
+        );
+    }
+    for text in [
+        "[]",
+        r#"[["core__a"], ["state_change"]]"#,
+        r#"{"budgets": [5]}"#,
+        r#"{"retry": []}"#,
+        r#"{"breaker": [3]}"#,
+        r#"{"retry_per_tool": {"core__a": [2]}}"#,
+    ] {
+        let error = ToolPolicy::from_json_str(text).unwrap_err().to_string();
+        assert!(
+            error.contains("invalid type: sequence, expected a table of named keys"),
+            "{text:?}: {error}"
+        );
+    }
+    // The tables themselves still load, empty or not.
+    let policy = ToolPolicy::from_json_str(
+        r#"{"budgets": {"max_runtime_ms": 5}, "retry": {}, "retry_per_tool": {"core__a": {}}}"#,
+    )
+    .unwrap();
+    assert_eq!(policy.budgets.max_runtime_ms, 5);
+    ToolPolicy::from_toml_str("budgets = { max_runtime_ms = 5 }\n[retry_per_tool.core__a]")
+        .unwrap();
+}
