@@ -222,6 +222,16 @@ fn bad_retry_key_in_toml(text: &str, at: &[&str]) -> Option<String> {
     })
 }
 
+/// Whether a table header (its line's text) names a `retry_per_tool` key of the policy at `at`
+/// (as [`bad_retry_key_in_toml`] takes it) that is no valid tool id, or may: a header that does
+/// not parse alone (an unclosed one) and mentions `retry_per_tool` cannot be told apart.
+fn holds_bad_retry_key(header: &str, at: &[&str]) -> bool {
+    match toml::de::DeTable::parse(header) {
+        Ok(_) => bad_retry_key_in_toml(header, at).is_some(),
+        Err(_) => header.contains("retry_per_tool"),
+    }
+}
+
 /// Reads one of a policy's tables (`T`) from its named keys only. serde's derive also reads a
 /// struct from a list of its values, in the order its fields are declared: such a list names no
 /// key, so `budgets = [5]` would set a budget no line names, past `deny_unknown_fields`, and
@@ -362,8 +372,10 @@ impl ToolPolicy {
     /// policy) did not load, as [`crate::describe_toml_error`] does, and names a malformed tool
     /// id as [`Self::from_toml_str`] does: by its line and its position, never by its text,
     /// also when it opens a table (`[tools.policy.retry_per_tool."<id>"]`), whose header the
-    /// TOML error points at. For an application that reads a policy inside its own TOML file;
-    /// `message` and `span` are the TOML error's, as [`crate::describe_toml_error`] takes them.
+    /// TOML error points at; a header holding one that the parser refuses (given twice, left
+    /// unclosed) is named by its line alone. For an application that reads a policy inside its
+    /// own TOML file; `message` and `span` are the TOML error's, as
+    /// [`crate::describe_toml_error`] takes them.
     ///
     /// ```
     /// #[derive(Debug, serde::Deserialize)]
@@ -391,7 +403,11 @@ impl ToolPolicy {
             bad_retry_key_in_toml(text, at)
                 .unwrap_or_else(|| crate::describe_toml_error(text, message, None))
         } else {
-            crate::describe_toml_error(text, message, span)
+            // A header the parser refused before any id was read (given twice, left unclosed)
+            // would show a malformed id it holds: such a header is named by its line alone.
+            crate::toml_error::describe(text, message, span, |header| {
+                !holds_bad_retry_key(header, at)
+            })
         }
     }
 

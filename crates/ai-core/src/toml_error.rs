@@ -30,6 +30,18 @@ use std::ops::Range;
 /// assert_eq!(described, "line 2 (`count = …`): invalid type: string, expected u64");
 /// ```
 pub fn describe_toml_error(text: &str, message: &str, span: Option<Range<usize>>) -> String {
+    describe(text, message, span, |_| true)
+}
+
+/// [`describe_toml_error`], showing the table header the error points at only when
+/// `show_header` says so of its text (a policy's reader hides one that holds a malformed tool
+/// id); a header not shown is named by its line alone.
+pub(crate) fn describe(
+    text: &str,
+    message: &str,
+    span: Option<Range<usize>>,
+    show_header: impl Fn(&str) -> bool,
+) -> String {
     let message = without_value(message.trim());
     let Some(span) = span else {
         return message;
@@ -53,7 +65,7 @@ pub fn describe_toml_error(text: &str, message: &str, span: Option<Range<usize>>
     let parses = statement && is_toml(text);
     match source.split_once('=') {
         Some((key, _)) if parses => format!("line {line} (`{} = …`): {message}", key.trim()),
-        None if statement && source.starts_with('[') => {
+        None if statement && source.starts_with('[') && show_header(source) => {
             format!("line {line} (`{source}`): {message}")
         }
         _ => format!("line {line}: {message}"),

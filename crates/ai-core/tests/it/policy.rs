@@ -403,3 +403,53 @@ fn a_table_written_as_a_list_of_values_is_refused() {
     ToolPolicy::from_toml_str("budgets = { max_runtime_ms = 5 }\n[retry_per_tool.core__a]")
         .unwrap();
 }
+
+/// A table header the TOML parser refuses before any id is read (one given twice, one left
+/// unclosed) is not quoted when it holds a `retry_per_tool` key that is no valid tool id: its
+/// line is named, as for the key's other errors. A header whose ids are valid is shown, as any
+/// other header is.
+#[test]
+fn a_refused_header_never_quotes_a_bad_retry_key() {
+    let secret = "sk-live-SECRET123";
+    for (text, expected) in [
+        (
+            format!(
+                "[retry_per_tool.\"{secret}\"]\nmax_attempts = 2\n[retry_per_tool.\"{secret}\"]\n"
+            ),
+            "invalid tool policy: line 3: duplicate key",
+        ),
+        (
+            format!("[retry_per_tool.{secret}]\n[budgets]\n[retry_per_tool . {secret}]\n"),
+            "invalid tool policy: line 3: duplicate key",
+        ),
+        (
+            format!("[retry_per_tool.\"{secret}\"\nmax_attempts = 2\n"),
+            "invalid tool policy: line 1: unclosed table, expected `]`",
+        ),
+    ] {
+        let error = ToolPolicy::from_toml_str(&text).unwrap_err().to_string();
+        assert_eq!(error, expected, "{text:?}");
+    }
+    // A policy inside a larger document, read at its place.
+    let text = format!(
+        "[tools.policy.retry_per_tool.\"{secret}\"]\n[tools.policy.retry_per_tool.\"{secret}\"]\n"
+    );
+    let e = toml::from_str::<toml::Table>(&text).unwrap_err();
+    let described =
+        ToolPolicy::describe_toml_error(&text, &["tools", "policy"], e.message(), e.span());
+    assert_eq!(described, "line 2: duplicate key");
+    // Valid ids, and other headers, are still shown.
+    let text = "[retry_per_tool.core__a]\n[retry_per_tool.core__a]\n";
+    let error = ToolPolicy::from_toml_str(text).unwrap_err().to_string();
+    assert_eq!(
+        error,
+        "invalid tool policy: line 2 (`[retry_per_tool.core__a]`): duplicate key"
+    );
+    let error = ToolPolicy::from_toml_str("[budgets]\n[budgets]\n")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        error,
+        "invalid tool policy: line 2 (`[budgets]`): duplicate key"
+    );
+}
