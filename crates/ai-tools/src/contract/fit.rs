@@ -36,7 +36,9 @@ const DEFINITIONS: &str = "#/definitions/";
 /// - `Option<T>` of a `T` kept in the definitions (a struct, an enum, a newtype of one:
 ///   `anyOf: [{"$ref": …}, {"type": "null"}]`) becomes a `$ref` to a copy of `T`'s definition
 ///   (a newtype's, the one it refers to: see [`typed_definition`]), `<T>OrNull` (a number added
-///   if the input has a type of that name), with `null` added to its `type` (and `enum`).
+///   if the input has a type of that name), with `null` added to its `type` (and `enum`); a
+///   newtype of an `Option` (`struct Maybe(Option<Point>)`), once its own `anyOf` is rewritten
+///   so, is such a newtype too, its copy already taking `null`.
 ///
 /// - an object schema that names no property in any way (no `properties`,
 ///   `additionalProperties` or `patternProperties`: what schemars derives for a struct without
@@ -51,8 +53,18 @@ pub(super) fn fit_subset(schema: &mut Value, title: Option<&str>) {
     each_schema(schema, &mut unwrap_annotated_reference);
     each_schema(schema, &mut collapse_documented_enum);
     each_schema(schema, &mut declare_no_properties);
+    // A newtype of an `Option` (`struct Maybe(Option<Point>)`) is an `anyOf` that a round
+    // rewrites into a `$ref`; an `Option` of it can be rewritten only in the next round, once
+    // that `$ref` leads to a typed definition. Each round removes an `anyOf` or ends the loop.
+    while nullable_references(schema) {}
+    drop_unreferenced_definitions(schema);
+}
+
+/// Rewrites each `Option` of a definition that [`typed_definition`] can make nullable into a
+/// `$ref` to the nullable copy, and adds the copies; whether it rewrote any.
+fn nullable_references(schema: &mut Value) -> bool {
     let Some(Value::Object(definitions)) = schema.get("definitions") else {
-        return;
+        return false;
     };
     let definitions = definitions.clone();
     // Each nullable definition's name: `<T>OrNull`, or with a number added when the input
@@ -80,6 +92,7 @@ pub(super) fn fit_subset(schema: &mut Value, title: Option<&str>) {
             );
         }
     });
+    let rewrote = !nullable.is_empty();
     if let Some(Value::Object(definitions)) = schema.get_mut("definitions") {
         // Copied as rewritten, so the copies hold no `anyOf` either.
         let copies: Vec<(String, Value)> = nullable
@@ -91,7 +104,7 @@ pub(super) fn fit_subset(schema: &mut Value, title: Option<&str>) {
             definitions.insert(or_null, copy);
         }
     }
-    drop_unreferenced_definitions(schema);
+    rewrote
 }
 
 /// Renames every definition whose name has a character other than an ASCII letter, a digit,

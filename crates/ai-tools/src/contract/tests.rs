@@ -647,6 +647,79 @@ fn an_optional_newtype_keeps_the_doc_comments_of_the_newtypes() {
     );
 }
 
+/// A newtype of an `Option` of a struct: schemars defines it as the `Option`'s `anyOf`.
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct MaybeAt(Option<Point>);
+
+/// Perhaps a unit.
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct MaybeUnit(Option<Unit>);
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct MaybeCount(Option<u32>);
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct OptionalMaybes {
+    at: Option<MaybeAt>,
+    unit: Option<MaybeUnit>,
+    count: Option<MaybeCount>,
+    here: MaybeAt,
+}
+
+/// `Option` of a newtype of an `Option` (`struct MaybeAt(Option<Point>)`) takes what the
+/// newtype takes, `null` included. The newtype's own `anyOf` becomes a `$ref` to the nullable
+/// copy in the same pass that should follow it, so the field's `anyOf` was left and the subset
+/// refused the input; it is now rewritten once the newtype's is.
+#[test]
+fn an_optional_newtype_of_an_option_fits_the_subset() {
+    let spec = tool_spec::<Probe<OptionalMaybes>>().unwrap();
+    let schema = &spec.input_schema;
+    assert_eq!(
+        schema["properties"],
+        serde_json::json!({
+            "at": {"$ref": "#/definitions/MaybeAtOrNull"},
+            "unit": {"$ref": "#/definitions/MaybeUnitOrNull"},
+            "count": {"$ref": "#/definitions/MaybeCountOrNull"},
+            "here": {"$ref": "#/definitions/MaybeAt"},
+        })
+    );
+    let definitions = &schema["definitions"];
+    assert_eq!(
+        definitions["MaybeAtOrNull"]["type"],
+        serde_json::json!(["object", "null"])
+    );
+    assert_eq!(
+        definitions["MaybeAtOrNull"]["description"],
+        "A newtype of an `Option` of a struct: schemars defines it as the `Option`'s `anyOf`.\n\
+         A struct field of an input type."
+    );
+    assert_eq!(
+        definitions["MaybeUnitOrNull"]["description"],
+        "Perhaps a unit.\nA unit enum with docs on its variants.\n- `metre`: Metres.\n- `foot`: Feet."
+    );
+    assert_eq!(
+        definitions["MaybeUnitOrNull"]["enum"],
+        serde_json::json!(["metre", "foot", null])
+    );
+    let cases = [
+        serde_json::json!({"here": null}),
+        serde_json::json!({"here": {"x": 1}, "at": null, "unit": null, "count": null}),
+        serde_json::json!({"here": null, "at": {"x": 2}, "unit": "foot", "count": 3}),
+        serde_json::json!({"at": null}),
+        serde_json::json!({"here": null, "at": {}}),
+        serde_json::json!({"here": null, "at": {"x": 256}}),
+        serde_json::json!({"here": null, "unit": "inch"}),
+        serde_json::json!({"here": null, "count": -1}),
+        serde_json::json!({"here": null, "count": "3"}),
+    ];
+    assert_accepts_what_serde_accepts::<OptionalMaybes>(schema, cases);
+    assert!(crate::bind(Probe::<OptionalMaybes>(std::marker::PhantomData)).is_ok());
+}
+
 /// A field whose schemars attributes add a rule beside its `$ref` keeps the `allOf`: draft-07
 /// would ignore the rule beside a `$ref`, so the model would be told a rule nobody checks.
 #[test]
