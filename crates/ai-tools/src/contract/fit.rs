@@ -457,10 +457,13 @@ fn nullable_reference(
 /// defines so), the typed definition the chain of `$ref`s leads to, with their annotations:
 /// their descriptions (a newtype's doc comment) come before its own, the nearest first, each
 /// said once (`ai_core::join_descriptions`, by which wire-openai's strict form also joins a
-/// described `$ref`'s with the definition it inlines), so neither a newtype's words nor an enum's notes on its variants are lost; of any
-/// other annotation it keeps its own, else takes the nearest `$ref`'s. A `$ref`'s other
-/// siblings, which draft-07 ignores, would become rules in the copy: such a definition is left
-/// as it is, as is a chain of `$ref`s that goes round.
+/// described `$ref`'s with the definition it inlines), so neither a newtype's words nor an
+/// enum's notes on its variants are lost. Of any other annotation (a `title`, `deprecated`) the
+/// nearest wins: the copy stands for `name`, so its own heading is the copy's, as the strict form
+/// gives a `$ref`'s siblings precedence over the definition it inlines; the typed definition's
+/// own count only where no `$ref` on the way has one. A `$ref`'s other siblings, which draft-07
+/// ignores, would become rules in the copy: such a definition is left as it is, as is a chain of
+/// `$ref`s that goes round.
 fn typed_definition(name: &str, definitions: &Map<String, Value>) -> Option<Value> {
     let mut annotations = Map::new();
     let mut descriptions: Vec<&str> = Vec::new();
@@ -474,11 +477,9 @@ fn typed_definition(name: &str, definitions: &Map<String, Value>) -> Option<Valu
             Some(Value::String(_) | Value::Array(_))
         ) {
             let mut typed = definition.clone();
+            typed.extend(annotations);
             if let Some(description) = ai_core::join_descriptions(descriptions) {
                 typed.insert("description".into(), description.into());
-            }
-            for (keyword, value) in annotations {
-                typed.entry(keyword).or_insert(value);
             }
             return Some(typed.into());
         }

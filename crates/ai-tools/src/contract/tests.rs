@@ -720,6 +720,53 @@ fn an_optional_newtype_of_an_option_fits_the_subset() {
     assert!(crate::bind(Probe::<OptionalMaybes>(std::marker::PhantomData)).is_ok());
 }
 
+/// # A place
+///
+/// Somewhere on the map.
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Place {
+    x: u8,
+}
+
+/// # A stop
+///
+/// Where the trip pauses.
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Stop(Place);
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Titles {
+    stop: Option<Stop>,
+    /// # The last stop
+    last: Option<Stop>,
+    place: Place,
+}
+
+/// The nullable copy made for an `Option` of a newtype stands for the newtype: its own
+/// annotations win over those of the type it wraps (its heading is the copy's `title`), as the
+/// strict form (wire-openai) gives a definition's own over the one its `$ref` leads to. A field's
+/// heading stays beside its `$ref`, for that field alone; the wrapped type's definition keeps its
+/// own for its other users.
+#[test]
+fn an_optional_newtype_is_titled_by_the_newtype() {
+    let spec = tool_spec::<Probe<Titles>>().unwrap();
+    let schema = &spec.input_schema;
+    assert_eq!(
+        schema["properties"]["last"],
+        serde_json::json!({"$ref": "#/definitions/StopOrNull", "title": "The last stop"})
+    );
+    let definitions = &schema["definitions"];
+    assert_eq!(definitions["StopOrNull"]["title"], "A stop");
+    assert_eq!(
+        definitions["StopOrNull"]["description"],
+        "Where the trip pauses.\nSomewhere on the map."
+    );
+    assert_eq!(definitions["Place"]["title"], "A place");
+}
+
 /// A field whose schemars attributes add a rule beside its `$ref` keeps the `allOf`: draft-07
 /// would ignore the rule beside a `$ref`, so the model would be told a rule nobody checks.
 #[test]
