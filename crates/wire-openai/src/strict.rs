@@ -205,12 +205,28 @@ fn description_text(map: &Map<String, Value>) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The line a `deprecated: true` schema's description opens with in the strict form.
+const DEPRECATED: &str = "Deprecated.";
+
 /// Removes annotations strict mode rejects or ignores: `$schema` and `$comment`, `default`
-/// (nullability says "optional") and unsupported formats.
+/// (nullability says "optional") and unsupported formats. `deprecated` (what schemars writes for
+/// a `#[deprecated]` field or type) goes too; when it is `true` the description says so instead,
+/// in a first line of its own (once: an inlined definition that is deprecated itself, under a
+/// deprecated field, does not say it twice), so the model still reads it.
 fn drop_annotations(map: &mut Map<String, Value>) {
     map.remove("$schema");
     map.remove("$comment");
     map.remove("default");
+    if map.remove("deprecated") == Some(Value::Bool(true)) {
+        let own = description_text(map);
+        if !own
+            .as_deref()
+            .is_some_and(|text| text.lines().any(|line| line == DEPRECATED))
+        {
+            let said = ai_core::join_descriptions([DEPRECATED].into_iter().chain(own.as_deref()));
+            map.insert("description".into(), said.into());
+        }
+    }
     if map
         .get("format")
         .and_then(Value::as_str)

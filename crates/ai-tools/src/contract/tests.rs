@@ -523,6 +523,48 @@ fn a_documented_field_of_a_defined_type_fits_the_subset() {
     assert_accepts_what_serde_accepts::<Documented>(schema, cases);
 }
 
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code, deprecated)]
+struct Deprecated {
+    #[deprecated]
+    at: Point,
+    /// How to measure.
+    #[deprecated]
+    unit: Unit,
+    #[deprecated]
+    back: Option<Point>,
+    #[deprecated]
+    count: u8,
+}
+
+/// A `#[deprecated]` field is annotated `deprecated: true` (schemars puts a `$ref` in an
+/// `allOf` of one beside it), which the schema says beside the `$ref` as for a doc comment.
+/// wire-openai's strict form takes this very schema
+/// (`strict::tests::deprecated_fields_as_ai_tools_derives_them_are_strict`).
+#[test]
+fn a_deprecated_field_of_a_defined_type_fits_the_subset() {
+    let spec = tool_spec::<Probe<Deprecated>>().unwrap();
+    let schema = &spec.input_schema;
+    assert_eq!(
+        schema["properties"],
+        serde_json::json!({
+            "at": {"$ref": "#/definitions/Point", "deprecated": true},
+            "unit": {"$ref": "#/definitions/Unit", "deprecated": true,
+                "description": "How to measure."},
+            "back": {"$ref": "#/definitions/PointOrNull", "deprecated": true},
+            "count": {"type": "integer", "format": "uint8", "minimum": 0, "maximum": 255,
+                "deprecated": true},
+        })
+    );
+    let cases = [
+        serde_json::json!({"at": {"x": 1}, "unit": "metre", "count": 1}),
+        serde_json::json!({"at": {"x": 1}, "unit": "foot", "count": 1, "back": null}),
+        serde_json::json!({"at": {"x": 1}, "unit": "inch", "count": 1}),
+        serde_json::json!({"at": null, "unit": "metre", "count": 1}),
+    ];
+    assert_accepts_what_serde_accepts::<Deprecated>(schema, cases);
+}
+
 /// A newtype of a struct: schemars defines it as a `$ref` to the struct's definition.
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]

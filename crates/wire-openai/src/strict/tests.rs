@@ -452,6 +452,82 @@ fn a_struct_without_fields_as_ai_tools_derives_it_is_strict() {
     );
 }
 
+/// `#[deprecated]` fields as ai-tools derives them (`contract::tests::
+/// a_deprecated_field_of_a_defined_type_fits_the_subset`): `deprecated: true` beside a `$ref`
+/// (to a struct, a documented enum, an `Option`'s nullable copy) or a type. Strict mode takes no
+/// `deprecated` keyword, and no `$ref` beside any keyword: the whole tool was sent non-strict for
+/// one deprecated field. The flag is an annotation; the strict form says it in the description,
+/// first, and inlines the definition as for a described `$ref`.
+#[test]
+fn deprecated_fields_as_ai_tools_derives_them_are_strict() {
+    let point = |types: Value| {
+        json!({"description": "A struct field of an input type.",
+            "properties": {"x": {"format": "uint8", "maximum": 255, "minimum": 0,
+                "type": "integer"}},
+            "required": ["x"], "type": types})
+    };
+    let unit = "A unit enum with docs on its variants.\n- `metre`: Metres.\n- `foot`: Feet.";
+    let derived = json!({
+        "type": "object",
+        "properties": {
+            "at": {"$ref": "#/definitions/Point", "deprecated": true},
+            "unit": {"$ref": "#/definitions/Unit", "deprecated": true,
+                "description": "How to measure."},
+            "back": {"$ref": "#/definitions/PointOrNull", "deprecated": true},
+            "count": {"type": "integer", "format": "uint8", "minimum": 0, "maximum": 255,
+                "deprecated": true},
+        },
+        "required": ["at", "count", "unit"],
+        "definitions": {
+            "Point": point(json!("object")),
+            "PointOrNull": point(json!(["object", "null"])),
+            "Unit": {"description": unit, "enum": ["metre", "foot"], "type": "string"},
+        }
+    });
+    let strict_point = |types: Value, description: &str| {
+        json!({"description": description, "additionalProperties": false,
+            "properties": {"x": {"maximum": 255, "minimum": 0, "type": "integer"}},
+            "required": ["x"], "type": types})
+    };
+    let point_text = "A struct field of an input type.";
+    check(
+        derived,
+        Some(json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "at": strict_point(json!("object"), &format!("Deprecated.\n{point_text}")),
+                "unit": {"type": "string", "enum": ["metre", "foot"],
+                    "description": format!("Deprecated.\nHow to measure.\n{unit}")},
+                "back": strict_point(json!(["object", "null"]),
+                    &format!("Deprecated.\n{point_text}")),
+                "count": {"type": "integer", "minimum": 0, "maximum": 255,
+                    "description": "Deprecated."},
+            },
+            "required": ["at", "back", "count", "unit"],
+            "definitions": {
+                "Point": strict_point(json!("object"), point_text),
+                "PointOrNull": strict_point(json!(["object", "null"]), point_text),
+                "Unit": {"description": unit, "enum": ["metre", "foot"], "type": "string"},
+            }
+        })),
+    );
+    // A definition that is deprecated itself (a `#[deprecated]` type) says so once, however
+    // many deprecated references lead to it; `deprecated: false` says nothing.
+    check(
+        json!({"type": "object",
+            "properties": {"old": {"$ref": "#/definitions/Old", "deprecated": true},
+                "kept": {"type": "string", "deprecated": false}},
+            "required": ["old", "kept"],
+            "definitions": {"Old": {"type": "string", "deprecated": true}}}),
+        Some(json!({"type": "object", "additionalProperties": false,
+            "properties": {"old": {"type": "string", "description": "Deprecated."},
+                "kept": {"type": "string"}},
+            "required": ["kept", "old"],
+            "definitions": {"Old": {"type": "string", "description": "Deprecated."}}})),
+    );
+}
+
 #[test]
 fn a_required_property_the_schema_does_not_describe_is_not_strict() {
     // The schema requires `token` and lets it be anything (the object is open). Closed and with
