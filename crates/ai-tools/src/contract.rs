@@ -174,7 +174,13 @@ pub fn tool_spec<C: ToolContract>() -> Result<ToolSpec, Error> {
             tool: C::ID.into(),
             violations: violations
                 .iter()
-                .map(ToString::to_string)
+                .map(|violation| {
+                    let at = input_schema.pointer(&violation.pointer);
+                    match at.and_then(unsayable_type) {
+                        Some(what) => format!("{violation} ({what})"),
+                        None => violation.to_string(),
+                    }
+                })
                 .collect::<Vec<_>>()
                 .join("; "),
         });
@@ -193,6 +199,41 @@ pub fn tool_spec<C: ToolContract>() -> Result<ToolSpec, Error> {
         redaction: Redaction {
             allow: C::REDACTION.iter().map(|p| (*p).to_owned()).collect(),
         },
+    })
+}
+
+/// The Rust type schemars derives `schema` from and what to take instead, when it is one the
+/// subset cannot say by its nature: a signed `NonZero` integer (`not: {"const": 0}`, "any
+/// integer but 0", which no keyword of the subset says; an unsigned one is `minimum: 1`), or a
+/// map with integer keys beside named properties (`patternProperties` of digits beside
+/// `properties`: flattened into a struct, whose keys are the fields' or the map's, or keyed by
+/// an untagged enum of names and integers; alone, such a map is rewritten).
+fn unsayable_type(schema: &Value) -> Option<String> {
+    if schema.get("not") == Some(&serde_json::json!({"const": 0})) {
+        let (nonzero, plain) = match schema.get("format").and_then(Value::as_str)? {
+            "int8" => ("NonZeroI8", "i8"),
+            "int16" => ("NonZeroI16", "i16"),
+            "int32" => ("NonZeroI32", "i32"),
+            "int64" => ("NonZeroI64", "i64"),
+            "int128" => ("NonZeroI128", "i128"),
+            "int" => ("NonZeroIsize", "isize"),
+            _ => return None,
+        };
+        return Some(format!(
+            "a signed `NonZero` integer, `{nonzero}`, derives \"any integer but 0\", which the \
+             subset cannot say: take an `{plain}` and refuse 0 in the tool, or an unsigned \
+             `NonZero` integer"
+        ));
+    }
+    let integer_keys = schema
+        .get("patternProperties")?
+        .as_object()?
+        .keys()
+        .all(|pattern| matches!(pattern.as_str(), r"^\d+$" | r"^-?\d+$"));
+    (integer_keys && schema.get("properties").is_some()).then(|| {
+        "a map with integer keys beside named properties (flattened into a struct, or keyed by \
+         names and integers alike): keep it in a field of its own, keyed by integers alone"
+            .into()
     })
 }
 

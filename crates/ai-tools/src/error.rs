@@ -13,7 +13,7 @@ pub enum Error {
     #[error(
         "tool {tool}: input schema is outside the supported subset: {violations}; an input is a \
          struct with named fields (`struct NoArgs {{}}` for a tool without any), built of \
-         structs, `Option`s, `Vec`s, maps with string keys and unit enums (an enum with data \
+         structs, `Option`s, `Vec`s, maps with string or integer keys and unit enums (an enum with data \
          derives `oneOf` or `anyOf`: write it as a unit enum beside optional fields)"
     )]
     UnsupportedSchema {

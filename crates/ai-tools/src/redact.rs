@@ -433,13 +433,14 @@ fn stand_in(root: &Value, node: &Value, segments: &[Segment]) -> Option<StandIn>
 
 /// Whether the object schema `object` (in `root`) takes a key `name` besides its
 /// `properties`: a map flattened into it says so with `additionalProperties` (anything but
-/// `false`) or `patternProperties` (those of a pattern that matches `name`: an integer-keyed
-/// map's digits never do), beside the properties or, flattened through an enum (untagged, or a
-/// variant of a tagged one), in one of the enum's shapes (`anyOf`, `oneOf`, `allOf`, through
-/// `$ref`s, and the `items` of a list, whose elements redaction walks as the value they are in:
-/// an untagged `Many(Vec<Map>)`), or with a shape that holds any value (`true`, or a schema
-/// without any of the [`SHAPE_KEYWORDS`], as an untagged variant of a `serde_json::Value` is,
-/// whatever its attributes add). `seen` holds the shapes already looked at (by address, in
+/// `false`, unless a `propertyNames` pattern keeps `name` out: an integer-keyed map's digits,
+/// as the schema is fitted to the subset) or `patternProperties` (those of a pattern that
+/// matches `name`: an integer-keyed map's digits never do), beside the properties or,
+/// flattened through an enum (untagged, or a variant of a tagged one), in one of the enum's
+/// shapes (`anyOf`, `oneOf`, `allOf`, through `$ref`s, and the `items` of a list, whose
+/// elements redaction walks as the value they are in: an untagged `Many(Vec<Map>)`), or with a
+/// shape that holds any value (`true`, or a schema without any of the [`SHAPE_KEYWORDS`], as an
+/// untagged variant of a `serde_json::Value` is, whatever its attributes add). `seen` holds the shapes already looked at (by address, in
 /// `root`): each is looked at once, so shapes that lead back round (an enum holding itself) end.
 fn takes_key(root: &Value, object: &Value, name: &str, seen: &mut BTreeSet<usize>) -> bool {
     if !seen.insert(std::ptr::from_ref(object) as usize) {
@@ -456,9 +457,17 @@ fn takes_key(root: &Value, object: &Value, name: &str, seen: &mut BTreeSet<usize
     if any_value {
         return true;
     }
-    let additional = object
-        .get("additionalProperties")
-        .is_some_and(|other| *other != Value::Bool(false));
+    // A `propertyNames` pattern the name does not match (an integer-keyed map's, as fitted to
+    // the subset) keeps the key out whatever `additionalProperties` says.
+    let named = object
+        .get("propertyNames")
+        .and_then(|names| names.get("pattern"))
+        .and_then(Value::as_str)
+        .is_none_or(|pattern| matches_pattern(pattern, name));
+    let additional = named
+        && object
+            .get("additionalProperties")
+            .is_some_and(|other| *other != Value::Bool(false));
     let patterned =
         object
             .get("patternProperties")

@@ -40,6 +40,10 @@ const DEFINITIONS: &str = "#/definitions/";
 ///   newtype of an `Option` (`struct Maybe(Option<Point>)`), once its own `anyOf` is rewritten
 ///   so, is such a newtype too, its copy already taking `null`.
 ///
+/// - a map with integer keys (`HashMap<u32, V>`: `patternProperties` of one pattern beside
+///   `additionalProperties: false`) says the pattern with `propertyNames` (see
+///   [`integer_keyed_map`]);
+///
 /// - an object schema that names no property in any way (no `properties`,
 ///   `additionalProperties` or `patternProperties`: what schemars derives for a struct without
 ///   fields) declares `"properties": {}` (see [`declare_no_properties`]).
@@ -50,6 +54,8 @@ const DEFINITIONS: &str = "#/definitions/";
 pub(super) fn fit_subset(schema: &mut Value, title: Option<&str>) {
     plain_definition_names(schema);
     define_recursive_root(schema, title);
+    // First: the value schema of a map it rewrites is then where the other rewrites look.
+    each_schema(schema, &mut integer_keyed_map);
     each_schema(schema, &mut unwrap_annotated_reference);
     each_schema(schema, &mut collapse_documented_enum);
     each_schema(schema, &mut declare_no_properties);
@@ -295,6 +301,40 @@ fn unwrap_annotated_reference(node: &mut Map<String, Value>) {
     }
     node.remove("allOf");
     node.insert("$ref".into(), reference);
+}
+
+/// `{"patternProperties": {"^\\d+$": V}, "additionalProperties": false}` as
+/// `{"propertyNames": {"pattern": "^\\d+$"}, "additionalProperties": V}`, when the object
+/// declares no property (`properties` empty or absent, no `propertyNames`) and has that one
+/// pattern.
+///
+/// schemars derives a map with integer keys so (`HashMap<u32, V>`; `^-?\d+$` for signed keys);
+/// the subset refuses `patternProperties`. Both accept the same objects: every key matches the
+/// pattern, every value `V`. A key past the integer type's range matches the pattern; serde
+/// refuses it, as an integer value past its type's. Beside declared properties (a map flattened
+/// into a struct) the keys the properties take would have to join the pattern: left as it is,
+/// for the subset check to refuse.
+fn integer_keyed_map(node: &mut Map<String, Value>) {
+    let Some(Value::Object(patterns)) = node.get("patternProperties") else {
+        return;
+    };
+    let [(pattern, value)] = patterns.iter().collect::<Vec<_>>()[..] else {
+        return;
+    };
+    let no_properties = node
+        .get("properties")
+        .is_none_or(|properties| properties.as_object().is_some_and(Map::is_empty));
+    if !no_properties
+        || node.contains_key("propertyNames")
+        || node.get("additionalProperties") != Some(&Value::Bool(false))
+    {
+        return;
+    }
+    let names = serde_json::json!({ "pattern": pattern });
+    let value = value.clone();
+    node.remove("patternProperties");
+    node.insert("propertyNames".into(), names);
+    node.insert("additionalProperties".into(), value);
 }
 
 /// `{"type": "object"}` as `{"type": "object", "properties": {}}`, when the object names no

@@ -227,8 +227,104 @@ fn a_refused_input_schema_says_what_an_input_may_be_built_of() {
         err.ends_with(
             "/definitions/Shape: `oneOf` is not supported; an input is a struct with named \
              fields (`struct NoArgs {}` for a tool without any), built of structs, `Option`s, \
-             `Vec`s, maps with string keys and unit enums (an enum with data derives `oneOf` or \
+             `Vec`s, maps with string or integer keys and unit enums (an enum with data derives `oneOf` or \
              `anyOf`: write it as a unit enum beside optional fields)"
+        ),
+        "{err}"
+    );
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct IntegerKeys {
+    names: std::collections::HashMap<u32, String>,
+    offsets: BTreeMap<i64, u8>,
+    stops: Option<BTreeMap<u16, Option<Point>>>,
+}
+
+/// A map with integer keys (`HashMap<u32, _>`) is what schemars spells `patternProperties` of
+/// digits beside `additionalProperties: false`, which the subset refuses. It says the same with
+/// `propertyNames` and `additionalProperties`, which it takes: every key matches the pattern,
+/// every value the map's value schema. A key past the integer type's range is refused by serde,
+/// as the arguments are checked, without quoting it.
+#[test]
+fn a_map_with_integer_keys_fits_the_subset() {
+    let spec = tool_spec::<Probe<IntegerKeys>>().unwrap();
+    let schema = &spec.input_schema;
+    assert_eq!(
+        schema["properties"]["names"],
+        serde_json::json!({"type": "object", "propertyNames": {"pattern": "^\\d+$"},
+            "additionalProperties": {"type": "string"}})
+    );
+    assert_eq!(
+        schema["properties"]["stops"],
+        serde_json::json!({"type": ["object", "null"], "propertyNames": {"pattern": "^\\d+$"},
+            "additionalProperties": {"$ref": "#/definitions/PointOrNull"}})
+    );
+    let cases = [
+        serde_json::json!({"names": {}, "offsets": {}}),
+        serde_json::json!({"names": {"1": "a", "20": "b"}, "offsets": {"-3": 0, "4": 255},
+            "stops": {"7": {"x": 1}, "8": null}}),
+        serde_json::json!({"names": {"a": "x"}, "offsets": {}}),
+        serde_json::json!({"names": {"-1": "x"}, "offsets": {}}),
+        serde_json::json!({"names": {"1": 2}, "offsets": {}}),
+        serde_json::json!({"names": {}, "offsets": {"x": 1}}),
+        serde_json::json!({"names": {}, "offsets": {"1": 256}}),
+        serde_json::json!({"names": {}, "offsets": {}, "stops": {"1": {}}}),
+        serde_json::json!({"names": {}, "offsets": {}, "stops": {"a": null}}),
+    ];
+    assert_accepts_what_serde_accepts::<IntegerKeys>(schema, cases);
+    let tool = crate::bind(Probe::<IntegerKeys>(std::marker::PhantomData)).unwrap();
+    let err = tool
+        .validate_input(serde_json::json!({"names": {"4294967296": "x"}, "offsets": {}}))
+        .unwrap_err();
+    let message = err.safe_message();
+    assert!(
+        message.starts_with("the arguments do not fit the tool's input type"),
+        "{message}"
+    );
+    assert!(!message.contains("4294967296"), "{message}");
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct SignedNonZero {
+    count: std::num::NonZeroU32,
+    step: Option<std::num::NonZeroI64>,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct FlattenedIntegerKeys {
+    name: String,
+    #[serde(flatten)]
+    counts: BTreeMap<u16, u32>,
+}
+
+/// What the subset cannot say is refused, naming the field and the Rust type that derives it
+/// and what to take instead: a signed `NonZero` integer (schemars' `not: {"const": 0}`: the
+/// subset has no "any integer but 0"; an unsigned one is `minimum: 1`, which it takes) and a
+/// map with integer keys flattened beside fields (whose keys are the fields' names or digits).
+#[test]
+fn a_signed_nonzero_or_a_flattened_integer_keyed_map_is_refused_naming_the_type() {
+    let err = tool_spec::<Probe<SignedNonZero>>().unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "/properties/step: `not` is not supported (a signed `NonZero` integer, \
+             `NonZeroI64`, derives \"any integer but 0\", which the subset cannot say: take an \
+             `i64` and refuse 0 in the tool, or an unsigned `NonZero` integer);"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("/properties/count"), "{err}");
+    let err = tool_spec::<Probe<FlattenedIntegerKeys>>()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(
+            "(root): `patternProperties` is not supported (a map with integer keys beside \
+             named properties (flattened into a struct, or keyed by names and integers alike): \
+             keep it in a field of its own, keyed by integers alone);"
         ),
         "{err}"
     );

@@ -401,3 +401,24 @@ fn only_a_pattern_matching_the_name_could_stand_in_for_it() {
         );
     }
 }
+
+/// A map with integer keys as ai-tools derives it (`propertyNames` of digits, its values under
+/// `additionalProperties`), in an enum's shape beside a field the output may leave out, cannot
+/// give a key spelled like the field either: only a `propertyNames` pattern that matches the
+/// name lets `additionalProperties` take it.
+#[test]
+fn a_map_whose_property_names_cannot_spell_the_name_does_not_stand_in_for_it() {
+    for (pattern, found) in [(r"^\d+$", false), (r"^-?\d+$", false), ("^st", true)] {
+        let schema = json!({
+            "type": "object",
+            "properties": {"status": {"type": ["string", "null"]}},
+            "anyOf": [{"type": "object", "propertyNames": {"pattern": pattern},
+                "additionalProperties": {"type": "integer"}}]
+        });
+        assert_eq!(
+            field_a_map_may_stand_in_for(&schema, "status").is_some(),
+            found,
+            "{pattern}"
+        );
+    }
+}
