@@ -40,7 +40,9 @@
 //! either. An error answer's body is read for at most the idle timeout, and no more than 5 s,
 //! from its status, and never past the call's limit: one the server holds open past that is
 //! reported by what was read of it, said to be cut (`its body cut: not ended within 5 s`, or
-//! `its body cut at the call's time limit of …`), not minutes later.
+//! `its body cut at the call's time limit of …`), not minutes later. So is one whose read
+//! stops short of what it shows otherwise, saying why: `the connection broke`, `it ended before
+//! its JSON value closed`, or `not ended within 64 KiB` (the read's bound).
 //!
 //! **Retries.** A connection error, a request timeout, or a 408, 409, 429 or 5xx answer that
 //! happens *before the first body byte* is retried, up to [`OpenAiConfig::max_retries`] times,
@@ -937,7 +939,8 @@ impl OpenAiCompletion {
     /// of a `text/plain` one; a web page is not quoted, nor a compressed body, which is not
     /// read: its encoding is named), retryable as [`should_retry`] says. The body is read for
     /// [`Self::error_body_wait`] at most, never past `limit`, the call's: one held open past
-    /// that is said to be cut, by which of the two, and named by what was read of it.
+    /// that is said to be cut, by which of the two, and named by what was read of it; so is one
+    /// whose read stopped short otherwise ([`BodyCut`]), saying why.
     async fn http_error(
         &self,
         response: reqwest::Response,
@@ -979,6 +982,9 @@ impl OpenAiCompletion {
             Ok(body) => body,
             Err(cancelled) => return Failure::Final(cancelled),
         };
+        // A read that ran to the body's end still stopped short of what it shows when the body
+        // ended inside its JSON value.
+        let cut = cut.or_else(|| error_body::unclosed_json(&body).then_some(BodyCut::Ended));
         let mut message = format!("POST {}: HTTP {}", self.endpoint, status_text(status));
         if status.is_redirection() {
             // Resolved against the request URL, shown without credentials or query.
@@ -990,18 +996,24 @@ impl OpenAiCompletion {
         if let Some(encoding) = compression {
             message.push_str(&format!(" (its body compressed: {encoding}, not read)"));
         }
-        if cut {
-            message.push_str(&if wait_ends < limit {
-                format!(
-                    " (its body cut: not ended within {})",
-                    seconds(self.error_body_wait())
-                )
-            } else {
-                format!(
-                    " (its body cut at the call's time limit of {})",
-                    self.limit_name()
-                )
-            });
+        match cut {
+            None => {}
+            Some(BodyCut::TimedOut) if wait_ends < limit => message.push_str(&format!(
+                " (its body cut: not ended within {})",
+                seconds(self.error_body_wait())
+            )),
+            Some(BodyCut::TimedOut) => message.push_str(&format!(
+                " (its body cut at the call's time limit of {})",
+                self.limit_name()
+            )),
+            Some(BodyCut::Broke) => message.push_str(" (its body cut: the connection broke)"),
+            Some(BodyCut::Ended) => {
+                message.push_str(" (its body cut: it ended before its JSON value closed)");
+            }
+            Some(BodyCut::Bound) => message.push_str(&format!(
+                " (its body cut: not ended within {} KiB)",
+                MAX_ERROR_BODY_BYTES / 1024
+            )),
         }
         let provider = error_body::provider_message(&body)
             .or_else(|| plain_text.then(|| error_body::first_line(&body)).flatten());
@@ -1235,9 +1247,10 @@ impl OpenAiCompletion {
     /// message; of a `text/plain` one (`plain_text`) otherwise, up to its first line holding
     /// text (a line `[error] upstream timed out` is not cut where its bracket closes); of any
     /// other, its first bytes only (they tell it is no JSON, and a web page is not quoted).
-    /// Nothing is awaited past `deadline`: a read that reaches it first is cut there (said so:
-    /// [`ErrorBody::cut`]). Read failures end the read quietly (the status is the error),
-    /// cancellation does not.
+    /// Nothing is awaited past `deadline`: a read that reaches it first is cut there. A read
+    /// stopped by that, a broken connection or the bound before it had what it shows says so
+    /// ([`ErrorBody::cut`]); a read failure is no error of its own (the status is the error),
+    /// cancellation is.
     async fn read_bounded(
         &self,
         mut response: impl ChunkSource,
@@ -1245,13 +1258,17 @@ impl OpenAiCompletion {
         deadline: Instant,
         cancel: &CancellationToken,
     ) -> Result<ErrorBody, CompletionError> {
-        let mut cut = false;
+        let mut cut = None;
         let mut body = Vec::new();
         let mut json = JsonBody::default();
         // How far a text body was looked at for a line end, and whether its line so far holds
         // text.
         let (mut scanned, mut line_has_text) = (0, false);
-        while body.len() < MAX_ERROR_BODY_BYTES {
+        loop {
+            if body.len() >= MAX_ERROR_BODY_BYTES {
+                cut = Some(BodyCut::Bound);
+                break;
+            }
             match error_body_chunk(&mut response, deadline, cancel).await? {
                 BodyRead::Chunk(chunk) => {
                     match json.append(&mut body, &chunk) {
@@ -1281,14 +1298,18 @@ impl OpenAiCompletion {
                     scanned = body.len();
                 }
                 BodyRead::End => break,
-                BodyRead::TimedOut => {
-                    cut = true;
+                BodyRead::Cut(why) => {
+                    cut = Some(why);
                     break;
                 }
             }
         }
         json.finish(&mut body);
-        body.truncate(MAX_ERROR_BODY_BYTES);
+        if body.len() > MAX_ERROR_BODY_BYTES {
+            // What it shows ended in the chunk that crossed the bound, past it.
+            body.truncate(MAX_ERROR_BODY_BYTES);
+            cut.get_or_insert(BodyCut::Bound);
+        }
         Ok(ErrorBody { bytes: body, cut })
     }
 
@@ -1303,25 +1324,28 @@ impl OpenAiCompletion {
     /// stream's label: it is read as [`JsonBody`] reads one, to where its value closes, and when
     /// the read stops before it closes, it is what was read of it (a JSON error body cut short,
     /// read as one). Empty when those bytes hold no event with data. Nothing is awaited past
-    /// `deadline`, as in [`Self::read_bounded`]. Read failures end the read quietly (the status
-    /// is the error), cancellation does not.
+    /// `deadline`, and a read stopped short is said cut, as in [`Self::read_bounded`].
     async fn first_event_data(
         &self,
         mut response: impl ChunkSource,
         deadline: Instant,
         cancel: &CancellationToken,
     ) -> Result<ErrorBody, CompletionError> {
-        let mut cut = false;
+        let mut cut = None;
         let mut parser = wire_openai::sse::SseParser::new();
         let (mut json, mut body) = (JsonBody::default(), Vec::new());
         let mut data = None;
         let mut read = 0;
-        while data.is_none() && read < MAX_ERROR_BODY_BYTES {
+        while data.is_none() {
+            if read >= MAX_ERROR_BODY_BYTES {
+                cut = Some(BodyCut::Bound);
+                break;
+            }
             let chunk = match error_body_chunk(&mut response, deadline, cancel).await? {
                 BodyRead::Chunk(chunk) => chunk,
                 BodyRead::End => break,
-                BodyRead::TimedOut => {
-                    cut = true;
+                BodyRead::Cut(why) => {
+                    cut = Some(why);
                     break;
                 }
             };
@@ -1481,19 +1505,34 @@ fn first_data(
 struct ErrorBody {
     /// What of it is read for the message.
     bytes: Vec<u8>,
-    /// Whether the read's time ran out before that ended (a server that held it open).
-    cut: bool,
+    /// What stopped the read before what it shows of the body ended, if anything did (a body
+    /// that ended inside its JSON value is told by its bytes: [`error_body::unclosed_json`]).
+    cut: Option<BodyCut>,
+}
+
+/// What cut an error body's read short of what it shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BodyCut {
+    /// No chunk came before the read's deadline (a server that held the body open).
+    TimedOut,
+    /// The connection broke: an error body is read only for its message, and the status is
+    /// the error, so the read ends quietly, with what came.
+    Broke,
+    /// The body ended inside its JSON value.
+    Ended,
+    /// The read reached [`MAX_ERROR_BODY_BYTES`].
+    Bound,
 }
 
 /// What reading an error body's next chunk gave.
 enum BodyRead<C> {
     /// Its next bytes.
     Chunk(C),
-    /// Its end, or a broken connection: an error body is read only for its message, and the
-    /// status is the error.
+    /// Its end.
     End,
-    /// No chunk came before the read's deadline.
-    TimedOut,
+    /// No next chunk, for this reason: the read's deadline came first
+    /// ([`BodyCut::TimedOut`]) or the connection broke ([`BodyCut::Broke`]).
+    Cut(BodyCut),
 }
 
 /// The next chunk of an error body, awaited until `deadline`. Cancellation is the error.
@@ -1508,9 +1547,10 @@ async fn error_body_chunk<B: ChunkSource>(
         chunk = tokio::time::timeout_at(deadline, body.chunk()) => chunk,
     };
     Ok(match chunk {
-        Err(_) => BodyRead::TimedOut,
+        Err(_) => BodyRead::Cut(BodyCut::TimedOut),
         Ok(Ok(Some(chunk))) => BodyRead::Chunk(chunk),
-        Ok(Ok(None) | Err(_)) => BodyRead::End,
+        Ok(Ok(None)) => BodyRead::End,
+        Ok(Err(_)) => BodyRead::Cut(BodyCut::Broke),
     })
 }
 

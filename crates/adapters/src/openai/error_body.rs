@@ -136,6 +136,14 @@ fn cut_value(body: &[u8]) -> Option<Value> {
     })
 }
 
+/// Whether `body` opens a JSON object or array (past whitespace) that does not close: a body
+/// that ended inside its value, whatever a reader may still make of it ([`provider_message`]).
+pub(super) fn unclosed_json(body: &[u8]) -> bool {
+    let mut shape = wire_openai::JsonShape::default();
+    let closed = shape.push(body).is_some();
+    !closed && shape.is_open() && !body.trim_ascii().is_empty()
+}
+
 /// The first line of a plain-text error body that holds any text (a proxy's `upstream connect
 /// error …`, Go's `404 page not found`), trimmed; `None` for a body with none. Only the bytes
 /// read are looked at, and invalid UTF-8 is replaced, so a cut through a character is harmless.

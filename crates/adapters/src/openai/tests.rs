@@ -1159,6 +1159,16 @@ fn hello() -> LlmRequest {
 /// Serves one connection on a loopback port: reads the request's head and body (by its
 /// `content-length`), then writes `answer` and holds the connection open. Returns the base URL.
 async fn serve_once(answer: Vec<u8>) -> String {
+    serve(answer, true).await
+}
+
+/// [`serve_once`], but the connection is closed once `answer` is written.
+async fn serve_once_then_close(answer: Vec<u8>) -> String {
+    serve(answer, false).await
+}
+
+/// [`serve_once`], the connection held open after `answer` when `hold_open`, else closed.
+async fn serve(answer: Vec<u8>, hold_open: bool) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/v1", listener.local_addr().unwrap());
@@ -1183,7 +1193,9 @@ async fn serve_once(answer: Vec<u8>) -> String {
             assert!(read > 0, "the request ended early");
         }
         socket.write_all(&answer).await.unwrap();
-        std::future::pending::<()>().await;
+        if hold_open {
+            std::future::pending::<()>().await;
+        }
     });
     base
 }
@@ -1658,9 +1670,10 @@ async fn an_error_body_held_open_past_the_calls_limit_is_said_cut_there() {
     );
 }
 
-/// A JSON error body cut before its value closes (the connection closed early), sent under
+/// A JSON error body cut before its value closes (the body ended early), sent under
 /// `text/event-stream`, holds no SSE event: it is read as a JSON error body is, so its message,
-/// which arrived whole, names the error, as it does under `application/json`.
+/// which arrived whole, names the error, as it does under `application/json`; the body is said
+/// to be cut.
 #[tokio::test]
 async fn a_cut_json_error_body_keeps_its_whole_message() {
     for content_type in ["text/event-stream", "application/json"] {
@@ -1670,9 +1683,114 @@ async fn a_cut_json_error_body_keeps_its_whole_message() {
         assert_eq!(
             error.to_string(),
             format!(
-                "transport error: POST {base}/chat/completions: HTTP 404 Not Found: no such model"
+                "transport error: POST {base}/chat/completions: HTTP 404 Not Found \
+                 (its body cut: it ended before its JSON value closed): no such model"
             ),
             "{content_type}"
+        );
+    }
+}
+
+/// An error body whose read stops before what is shown of it ends, other than by a server
+/// holding it open, is said to be cut too, and why: its connection broke (a text line before it
+/// ended, a JSON value before it closed, an event before its blank line), the body ended inside
+/// its JSON value, or the read reached its bound. So a message cut away, leaving only the code,
+/// or a line that may go on, is never shown as if it were all the server said. A body that ends
+/// whole (a text line without a line break) is not cut.
+#[tokio::test]
+async fn an_error_body_cut_short_is_said_cut_and_why() {
+    const BROKE: &str = " (its body cut: the connection broke)";
+    const ENDED: &str = " (its body cut: it ended before its JSON value closed)";
+    let code_only = r#"{"error":{"code":"rate_limit_exceeded","message":"slow d"#;
+    let padded = format!(
+        r#"{{"error":{{"message":"slow down","param":"{}"#,
+        "x".repeat(MAX_ERROR_BODY_BYTES)
+    );
+    let cases: [(&str, &str, bool, &str); 10] = [
+        (
+            "text/plain",
+            "upstream busy",
+            true,
+            &format!("{BROKE}: upstream busy"),
+        ),
+        ("text/plain", "upstream busy", false, ": upstream busy"),
+        (
+            "application/json",
+            code_only,
+            true,
+            &format!("{BROKE}: rate_limit_exceeded"),
+        ),
+        (
+            "application/json",
+            code_only,
+            false,
+            &format!("{ENDED}: rate_limit_exceeded"),
+        ),
+        (
+            "text/event-stream",
+            code_only,
+            false,
+            &format!("{ENDED}: rate_limit_exceeded"),
+        ),
+        (
+            "text/event-stream",
+            "data: {\"error\":{\"message\":\"slow down\"}}",
+            true,
+            &format!("{BROKE}: slow down"),
+        ),
+        (
+            "text/event-stream",
+            &format!("data: {code_only}"),
+            false,
+            &format!("{ENDED}: rate_limit_exceeded"),
+        ),
+        ("application/json", "", true, BROKE),
+        (
+            "application/json",
+            &padded,
+            false,
+            " (its body cut: not ended within 64 KiB): slow down",
+        ),
+        (
+            "text/event-stream",
+            &format!("data: {padded}"),
+            false,
+            " (its body cut: not ended within 64 KiB): slow down",
+        ),
+    ];
+    for (content_type, body, broken, shown) in cases {
+        let what = format!(
+            "{content_type} {:?} broken: {broken}",
+            &body[..body.len().min(60)]
+        );
+        let mut answer = sized_answer("429 Too Many Requests", content_type, "", body.as_bytes());
+        if broken {
+            // Sized past what is sent, then closed: the connection breaks mid-body.
+            answer = sized_answer(
+                "429 Too Many Requests",
+                content_type,
+                "",
+                format!("{body}{}", " ".repeat(100)).as_bytes(),
+            );
+            answer.truncate(answer.len() - 100);
+        }
+        let base = serve_once_then_close(answer).await;
+        let model = OpenAiCompletion::new(OpenAiConfig {
+            max_retries: 0,
+            idle_timeout: Duration::from_secs(10),
+            ..OpenAiConfig::new(&base, "m")
+        })
+        .unwrap();
+        let error = tokio::time::timeout(Duration::from_secs(3), complete_hello(&model))
+            .await
+            .unwrap_or_else(|_| panic!("{what}: no answer before the idle timeout"))
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "transport error: POST {base}/chat/completions: HTTP 429 Too Many Requests{shown}"
+            ),
+            "{what}"
         );
     }
 }

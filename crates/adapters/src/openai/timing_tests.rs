@@ -545,7 +545,7 @@ async fn a_json_body_held_open_is_read_as_soon_as_it_closes() {
         .await
         .expect("the error body");
     assert_eq!(body.bytes, b"slow down".to_vec());
-    assert!(body.cut);
+    assert_eq!(body.cut, Some(super::BodyCut::TimedOut));
     assert_eq!(Instant::now(), deadline, "read until its deadline");
 }
 
