@@ -1180,7 +1180,11 @@ async fn begin_run(
 }
 
 /// What a client is told of a run [`crate::start_run`] could not begin: a run store's refusal
-/// as the client's error (409), anything else as the server's (500, its cause logged).
+/// as the client's error (409), anything else as the server's (500, its cause logged). A thread
+/// another run changed is said so in words true of both protocols: the AI SDK runs a new message
+/// from the thread whatever the client's copy holds, but AG-UI refuses a copy that lacks a user
+/// message the thread holds (409 `history_mismatch`, [`check_latest`]), as one that lacks the
+/// other run's does when that run began with one.
 fn refusal_to_begin(e: &anyhow::Error) -> ApiError {
     let changed = matches!(
         e.downcast_ref::<ai_core::RunStoreError>(),
@@ -1196,8 +1200,10 @@ fn refusal_to_begin(e: &anyhow::Error) -> ApiError {
             StatusCode::CONFLICT,
             "thread_changed",
             "the thread changed since this run was asked for: another run stored a turn on it \
-             meanwhile; nothing ran; the next message goes on from the thread as that run left \
-             it",
+             meanwhile, which this conversation may not show; nothing ran; a new message goes on \
+             from the thread as that run left it, but over AG-UI one whose conversation lacks a \
+             user message that turn began with is refused (409 `history_mismatch`): start a new \
+             thread then",
         ),
         _ => ApiError::internal_logged("the run cannot start", &format_args!("{e:#}")),
     }
@@ -3112,13 +3118,14 @@ mod tests {
     }
 
     /// What an [`ArmedThreads`] store does at its next save, once armed.
-    #[derive(Clone, Copy)]
     enum NextSave {
         /// Fails it, as a store that cannot take a write does.
         Fails,
         /// Lets another writer save a turn of its own on the thread first, as another process
         /// sharing the store would between this one's load and its save.
         AnotherWriterFirst,
+        /// As [`NextSave::AnotherWriterFirst`], the other writer saving this state.
+        AnotherWriterSaves(serde_json::Value),
     }
 
     /// Threads in memory whose next save, once armed, does what the [`NextSave`] says.
@@ -3156,6 +3163,9 @@ mod tests {
                 }
                 Some(NextSave::AnotherWriterFirst) => {
                     let other = json!({"another": "turn"});
+                    self.inner.save(id, previous, &other).await?;
+                }
+                Some(NextSave::AnotherWriterSaves(other)) => {
                     self.inner.save(id, previous, &other).await?;
                 }
                 None => {}
@@ -3229,6 +3239,45 @@ mod tests {
         assert_eq!(
             (refused.status.as_u16(), refused.code),
             (409, "thread_changed")
+        );
+    }
+
+    /// A resume refused `thread_changed` because another process ran a user message on the
+    /// thread meanwhile (one that ended the same pause) is not told that its next message goes on
+    /// from the thread: over AG-UI its client's copy lacks that message, so its next message is
+    /// refused `history_mismatch`, which the refusal says.
+    #[tokio::test]
+    async fn a_thread_changed_refusal_says_when_ag_ui_refuses_the_next_message() {
+        use ai_core::ThreadStore as _;
+        let thread = ThreadId::new("t-moved").unwrap();
+        // What the other process saved: the same pause, then a user message of its own.
+        let elsewhere = Arc::new(ArmedThreads::default());
+        let (other, _) = paused_without_a_run_log(elsewhere.clone(), "t-moved").await;
+        let never_mind = json!({"threadId": "t-moved", "runId": "r-9",
+            "messages": [{"id": "m9", "role": "user", "content": "never mind"}]});
+        post(super::agui::run, other, never_mind).await;
+        let moved = elsewhere.load(&thread).await.unwrap().unwrap();
+
+        let threads = Arc::new(ArmedThreads::default());
+        let (state, resume) = paused_without_a_run_log(threads.clone(), "t-moved").await;
+        threads.arm(NextSave::AnotherWriterSaves(moved));
+        let refused = try_post(super::agui::run, state.clone(), resume).await;
+        let refused = refused.expect_err("the resume ran");
+        assert_eq!(
+            (refused.status.as_u16(), refused.code),
+            (409, "thread_changed")
+        );
+        let next = json!({"threadId": "t-moved", "runId": "r-3", "messages": [
+            {"id": "m1", "role": "user", "content": "send it"},
+            {"id": "a1", "role": "assistant", "content": "sending"},
+            {"id": "m2", "role": "user", "content": "and now?"}]});
+        let next = try_post(super::agui::run, state, next).await;
+        assert_eq!(next.expect_err("ran").code, "history_mismatch");
+        assert!(
+            refused.message.contains("history_mismatch")
+                && refused.message.contains("start a new thread"),
+            "{}",
+            refused.message
         );
     }
 
@@ -3649,9 +3698,17 @@ mod tests {
                 refused.message
             );
         }
-        for message in [&changed.message[..], super::CUT_MESSAGE] {
-            assert!(message.contains("the next message goes on"), "{message}");
-        }
+        assert!(
+            super::CUT_MESSAGE.contains("the next message goes on"),
+            "{}",
+            super::CUT_MESSAGE
+        );
+        assert!(
+            changed.message.contains("a new message goes on")
+                && changed.message.contains("start a new thread"),
+            "{}",
+            changed.message
+        );
     }
 
     /// A message the server refused before it ran (503) that the user then typed again by hand,
