@@ -107,7 +107,10 @@ pub trait ThreadStore: Send + Sync {
     /// Saves (replaces) a thread's state, only while its saved state is still `previous` (as
     /// [`ThreadStore::load`] gave it, or as it was saved; `None`: a thread the store does not
     /// hold), checked and written as one step even across processes sharing the store.
-    /// Otherwise nothing is written and the save is refused with [`ThreadStoreError::Changed`].
+    /// Otherwise nothing is written and the save is refused with [`ThreadStoreError::Changed`];
+    /// a store that forgets threads to stay within bounds (bootstrap's `MemoryThreads`) refuses
+    /// a save over a thread it forgot as [`ThreadStoreError::Failed`] instead, saying so, since
+    /// no other turn saved it.
     async fn save(
         &self,
         id: &ThreadId,

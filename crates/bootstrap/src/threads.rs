@@ -15,7 +15,12 @@ use crate::lru::Lru;
 /// [`ThreadHold`] holds it (the server holds each thread a run is in flight on); held threads are
 /// never forgotten, and count towards the bounds, so the bounds may be passed by them until they
 /// are let go. A forgotten thread loads as `None`, as one the store never had: a server then
-/// goes on from the client's copy of the conversation, as after a restart.
+/// goes on from the client's copy of the conversation, as after a restart. A save over a state
+/// of a thread forgotten since it was read (a run on it that no hold kept: its save past a pause
+/// took it past `max_bytes` alone, or other threads' saves pushed it out) is refused as
+/// [`ThreadStoreError::Failed`] saying so, writing nothing: not as
+/// [`ThreadStoreError::Changed`], since no other turn saved it. A caller that runs a thread
+/// holds it for the run, as the server does.
 ///
 /// So any number of clients, threads and turns cannot grow it past its bounds and the threads
 /// held (a server holds at most `max_concurrent_runs`). States are kept as JSON text: what is
@@ -41,6 +46,8 @@ use crate::lru::Lru;
 #[derive(Debug)]
 pub struct MemoryThreads {
     inner: Mutex<Kept>,
+    /// The bounds it was made with, `max_threads` and `max_bytes`, for its errors to name.
+    bounds: (usize, usize),
 }
 
 #[derive(Debug)]
@@ -75,6 +82,7 @@ impl MemoryThreads {
                 threads: Lru::new(max_threads, max_bytes),
                 held: HashMap::new(),
             }),
+            bounds: (max_threads, max_bytes),
         }
     }
 
@@ -131,6 +139,17 @@ impl ThreadStore for MemoryThreads {
             .get(id)
             .map(|saved| decode(saved))
             .transpose()?;
+        if saved.is_none() && previous.is_some() {
+            // A save always leaves a state, and nothing else takes one out: the thread was
+            // forgotten, not saved by another turn.
+            let (max_threads, max_bytes) = self.bounds;
+            return Err(ThreadStoreError::Failed(format!(
+                "the thread was forgotten since it was read: this store keeps at most \
+                 {max_threads} threads and {max_bytes} bytes of them besides those held, \
+                 forgetting the least recently used (and at once one past the bytes alone), \
+                 and no hold kept it (MemoryThreads::hold); nothing was written"
+            )));
+        }
         if saved.as_ref() != previous {
             return Err(ThreadStoreError::Changed);
         }
@@ -246,5 +265,45 @@ mod tests {
         assert_eq!(store.load(&id(9)).await.unwrap(), Some(large));
         drop(held);
         assert_eq!(store.size(), (0, 0), "let go, it is past the bytes alone");
+    }
+
+    /// A save over the state of a thread the store forgot since (no hold kept it: here its save
+    /// past a pause took it past the bytes alone, as a library caller's `resume_thread` may
+    /// without [`MemoryThreads::hold`]) is refused saying the store forgot it, and why, not as
+    /// `Changed`: no other turn saved it. Nothing is written. One over the state of a thread
+    /// another turn saved since is still `Changed`.
+    #[tokio::test]
+    async fn a_save_over_a_thread_it_forgot_says_it_was_forgotten() {
+        let paused = json!({"messages": ["hello"]});
+        let store = MemoryThreads::new(usize::MAX, "t-0".len() + paused.to_string().len());
+        store.save(&id(0), None, &paused).await.unwrap();
+        let past_the_pause = json!({"messages": ["hello", "approved"]});
+        store
+            .save(&id(0), Some(&paused), &past_the_pause)
+            .await
+            .unwrap();
+        assert!(
+            !kept(&store, 0).await,
+            "past the bytes alone, it is forgotten"
+        );
+        let closing = store
+            .save(&id(0), Some(&past_the_pause), &json!({"messages": []}))
+            .await;
+        let Err(ai_core::ThreadStoreError::Failed(message)) = closing else {
+            panic!("{closing:?}");
+        };
+        assert!(
+            message.contains("forgot") && message.contains("MemoryThreads::hold"),
+            "{message}"
+        );
+        assert!(!message.contains("hello"), "{message}");
+        assert!(!kept(&store, 0).await, "written");
+
+        store.save(&id(1), None, &paused).await.unwrap();
+        store.save(&id(1), Some(&paused), &paused).await.unwrap();
+        assert_eq!(
+            store.save(&id(1), Some(&json!({"a": 1})), &paused).await,
+            Err(ai_core::ThreadStoreError::Changed)
+        );
     }
 }
