@@ -1230,9 +1230,11 @@ pub(crate) fn repeats_whole_arguments(call: &mut PartialCall, fragment: &str) ->
 
 /// A fingerprint of the JSON value `text` holds (`None` when serde_json cannot read it), the
 /// same for any two texts that hold the same value: whatever their spaces, their keys' order,
-/// their strings' escapes, or how they spell a number (an integer, or a float with no fraction,
-/// is its integer: `1.0`, `1e0` and `1` are one number). Two different values share one by a
-/// chance of one in 2⁶⁴.
+/// their strings' escapes, or how they spell a number. A number is its f64 value, as a
+/// re-serializer through f64 (JavaScript) holds it: `1.0`, `1e0` and `1` are one number, `-0`
+/// is `0`, and so are two integers past 2⁵³ that round to one f64 (`9007199254740993` is
+/// written back `9007199254740992`), which only a repeat could tell apart. Two different values
+/// share one by a chance of one in 2⁶⁴.
 fn fingerprint(text: &str) -> Option<u64> {
     let value = serde_json::from_str::<Value>(text).ok()?;
     let mut hasher = std::hash::DefaultHasher::new();
@@ -1251,24 +1253,10 @@ fn hash_value(value: &Value, state: &mut impl Hasher) {
         }
         Value::Number(number) => {
             state.write_u8(2);
-            let integer = number
-                .as_i64()
-                .map(i128::from)
-                .or_else(|| number.as_u64().map(i128::from))
-                .or_else(|| {
-                    // Within i128's range, where the cast is exact for a float without fraction.
-                    number
-                        .as_f64()
-                        .filter(|float| float.fract() == 0.0 && float.abs() < 1e38)
-                        .map(|float| float as i128)
-                });
-            match integer {
-                Some(integer) => state.write_i128(integer),
-                None => {
-                    state.write_u8(0xff);
-                    state.write_u64(number.as_f64().map_or(0, f64::to_bits));
-                }
-            }
+            // Every number serde_json reads has an f64 (finite: one out of range fails the
+            // read); adding `0.0` makes `-0.0` the `0.0` it equals.
+            let float = number.as_f64().unwrap_or_default() + 0.0;
+            state.write_u64(float.to_bits());
         }
         Value::String(text) => {
             state.write_u8(3);

@@ -24,7 +24,9 @@
 //! deterministic id (see [`StreamDecoder::finish`]); an id over 128 characters is an error; a final
 //! summary chunk that repeats a call's whole arguments (LiteLLM's proxy, also double-encoded; or
 //! re-serialized, the same JSON value in other spaces, key order or numbers, `1.0` for `1`) is not
-//! appended again, nor taken for another call; the completion is a tool turn whenever calls were
+//! appended again, nor taken for another call (but where neither the call nor the repeat has an
+//! id: a server that sends no ids sends no summary, so a repeat naming the call's function there
+//! is a second call of it, unless double-encoded, which no call's arguments are); the completion is a tool turn whenever calls were
 //! assembled, whatever the finish reason says. Only one choice is read, the first `index` the
 //! stream has (a choice without one is index 0): choices of other indexes (a server that sends
 //! `n > 1` unasked) are ignored.
@@ -674,7 +676,8 @@ impl StreamDecoder {
     /// missing) can be told only where that call is whole, its name known and its arguments
     /// closed JSON: then an entry that names a function and brings arguments that open another
     /// object or array (at an index, not a repeat of the whole arguments under the call's own
-    /// function, as LiteLLM's summary chunk; without one, Gemini sends no summary) starts a
+    /// function where the call has an id, as LiteLLM's summary chunk; where it has none, or
+    /// without an index, the server sends no summary: Gemini's, the bridges') starts a
     /// call; one that names a function alone is remembered (in `named_alone`), and the next
     /// such arguments there start a call under that name ([`opens_another_call`]). Other text
     /// (a stray `}`, under the name repeated or after it alone) is the call's, appended to fail
@@ -684,8 +687,10 @@ impl StreamDecoder {
     /// the same call's while its arguments are open; a name repeated alone after the call
     /// closed starts nothing unless arguments follow, so a second call of a parameterless
     /// function sent as its name alone (vLLM's hermes parser sends no arguments for one) is not
-    /// told from a repeated name and is lost; at an index, a second call of the same function
-    /// repeating the first one's arguments is not told from a summary chunk; and a second call
+    /// told from a repeated name and is lost; at an index whose call has an id, a second call of
+    /// the same function repeating the first one's arguments without an id is not told from a
+    /// summary chunk (no known server sends either: a summary comes under the call's id, and a
+    /// server that gives ids gives every call its own); and a second call
     /// sent while the first one's arguments are still open (interleaved) cannot be told from
     /// the first one's next fragment.
     fn starts_another_call(
@@ -717,8 +722,13 @@ impl StreamDecoder {
             return false;
         };
         match index {
-            // A summary chunk repeats the call under its own function.
-            Some(_) if naming == call.name => opens_another_call(call, fragment),
+            // A summary chunk repeats the call under its own function and its id: the proxies
+            // that send one (LiteLLM's, elizaOS/eliza#16973) give every call an id. Where the
+            // call has none, the server sends no ids, so no summary either: a repeat there is
+            // the function called again.
+            Some(_) if naming == call.name && !call.id.is_empty() => {
+                opens_another_call(call, fragment)
+            }
             // Another function's call may bring the same arguments; and Gemini, which sends no
             // index, sends each call whole in an entry of its own and no summary chunk, so there
             // a repeat of the call is the same function called again.

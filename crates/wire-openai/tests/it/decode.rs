@@ -4235,8 +4235,8 @@ const TOOL_CALLS_END: &str = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"fi
 /// decoder can tell: an entry that names a function once the call at its index has its name
 /// and whole JSON arguments starts another call, whether it brings its arguments or names the
 /// function alone and the arguments follow. What is no second call stays one: a name repeated
-/// on every fragment (llama.cpp), a name repeated alone after the call closed, and a summary
-/// that repeats the whole arguments (LiteLLM's proxy).
+/// on every fragment (llama.cpp), a name repeated alone after the call closed, and the whole
+/// arguments as a JSON string (double-encoded, as LiteLLM's summary), which no call's are.
 #[test]
 fn parallel_calls_at_one_index_without_ids_are_split_where_the_decoder_can_tell() {
     let entry = |name: Option<&str>, arguments: &str| tool_call_chunk(None, name, arguments);
@@ -4271,7 +4271,7 @@ fn parallel_calls_at_one_index_without_ids_are_split_where_the_decoder_can_tell(
         completion.tool_calls.iter().map(|call| &call.id).collect();
     assert_eq!(ids.len(), 3);
 
-    // One call, however its name is repeated, and a summary that repeats its arguments.
+    // One call, however its name is repeated, and its arguments double-encoded.
     for stream in [
         [
             entry(Some("get_weather"), "{\"city\":"),
@@ -4281,7 +4281,6 @@ fn parallel_calls_at_one_index_without_ids_are_split_where_the_decoder_can_tell(
         ]
         .concat(),
         [
-            entry(Some("get_weather"), "{\"city\":\"Paris\"}"),
             entry(Some("get_weather"), "{\"city\":\"Paris\"}"),
             entry(Some("get_weather"), "\"{\\\"city\\\":\\\"Paris\\\"}\""),
             TOOL_CALLS_END.to_owned(),
@@ -4369,6 +4368,70 @@ fn a_summary_repeating_the_arguments_with_numbers_spelled_otherwise_is_a_repeat(
     ]
     .concat();
     assert_chat_calls(&stream, &[("get_weather", streamed)]);
+}
+
+/// A repeat's integers past 2^53 are compared as a re-serializer through f64 writes them (the
+/// AI SDK's JavaScript, elizaOS/eliza#16973): spelled as a float, or rounded to the nearest f64,
+/// they are the same number, and such a summary under the call's id is no second call of its
+/// function.
+#[test]
+fn a_summary_repeating_integers_past_2_pow_53_otherwise_spelled_is_a_repeat() {
+    let streamed = r#"{"id": 9007199254740993, "big": 123456789012345678901}"#;
+    for repeat in [
+        r#"{"big":123456789012345678901,"id":9007199254740993.0}"#,
+        r#"{"big":123456789012345680000,"id":9007199254740992}"#,
+        r#"{"big":1.2345678901234568e20,"id":9.007199254740993e15}"#,
+    ] {
+        let stream = [
+            tool_call_chunk(Some("call_1"), Some("get_item"), streamed),
+            tool_call_chunk(Some("call_1"), Some("get_item"), repeat),
+            TOOL_CALLS_END.to_owned(),
+        ]
+        .concat();
+        assert_chat_calls(&stream, &[("get_item", streamed)]);
+    }
+}
+
+/// A server that sends no ids sends no summary chunk either: the proxies that repeat a call at
+/// its end (LiteLLM's, elizaOS/eliza#16973) give it its id, on every chunk or on the repeat. So
+/// at an index whose call has no id, an entry naming the call's function with the same
+/// arguments (as sent or re-serialized) is a second call of it (parallel calls without ids at
+/// one index, as LiteLLM's, Bifrost's and Portkey's Anthropic bridges send them), never dropped
+/// as a repeat. What no call's arguments can be, a JSON string of them (double-encoded), is
+/// still a repeat.
+#[test]
+fn a_second_call_with_the_same_arguments_at_one_index_without_ids_is_a_call_of_its_own() {
+    let entry = |name: Option<&str>, arguments: &str| tool_call_chunk(None, name, arguments);
+    let paris = r#"{"city":"Paris"}"#;
+    for second in [
+        entry(Some("get_weather"), paris),
+        entry(Some("get_weather"), r#"{ "city": "Paris" }"#),
+        [entry(Some("get_weather"), ""), entry(None, paris)].concat(),
+    ] {
+        let stream = [
+            entry(Some("get_weather"), r#"{"city":"#),
+            entry(None, r#""Paris"}"#),
+            second,
+            entry(Some("get_weather"), r#""{\"city\":\"Paris\"}""#),
+            TOOL_CALLS_END.to_owned(),
+        ]
+        .concat();
+        let completion = chat::decode_all(stream.as_bytes(), Limits::default()).unwrap();
+        let calls: Vec<_> = completion
+            .tool_calls
+            .iter()
+            .map(|call| (call.name.as_str(), call.arguments.replace(' ', "")))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                ("get_weather", paris.to_owned()),
+                ("get_weather", paris.to_owned())
+            ],
+            "{stream}"
+        );
+        assert_ne!(completion.tool_calls[0].id, completion.tool_calls[1].id);
+    }
 }
 
 /// Telling a repeat reads a call's closed arguments once, not once per fragment: many small
