@@ -27,7 +27,9 @@
 //! appended again, nor taken for another call (but where neither the call nor the repeat has an
 //! id: a server that sends no ids sends no summary, so a repeat naming the call's function there
 //! is a second call of it, unless double-encoded, which no call's arguments are); the completion is a tool turn whenever calls were
-//! assembled, whatever the finish reason says. Only one choice is read, the first `index` the
+//! assembled, whatever the finish reason says; a call sent as the legacy `function_call` (the
+//! answer to the deprecated `functions`, which cogni never sends) with no `tool_calls` beside it
+//! is an error naming it, never dropped. Only one choice is read, the first `index` the
 //! stream has (a choice without one is index 0): choices of other indexes (a server that sends
 //! `n > 1` unasked) are ignored.
 //! Usage is bookkeeping: a `usage` (or Groq's `x_groq.usage`) that is not token counts is dropped,
@@ -237,6 +239,11 @@ struct Delta<'a> {
     refusal: Option<Box<Content<'a>>>,
     #[serde(default, borrow, deserialize_with = "null_as_default")]
     tool_calls: Vec<ToolCallDelta<'a>>,
+    /// The legacy `function_call`, the answer to a request's deprecated `functions` (which
+    /// cogni never sends), read only to refuse a call sent that way
+    /// ([`FunctionDelta::names_a_call`]). Boxed: rare, and every delta is moved as it is built.
+    #[serde(default, borrow)]
+    function_call: Option<Box<FunctionDelta<'a>>>,
 }
 
 #[derive(Deserialize)]
@@ -261,6 +268,15 @@ struct FunctionDelta<'a> {
     name: Option<Cow<'a, str>>,
     #[serde(default)]
     arguments: Arguments<'a>,
+}
+
+impl FunctionDelta<'_> {
+    /// Whether it says anything of a call: a name, or arguments that are not empty. A server
+    /// that fills every field of its chunk type sends an empty `function_call` beside content.
+    fn names_a_call(&self) -> bool {
+        self.name.as_deref().is_some_and(|name| !name.is_empty())
+            || self.arguments.0.as_deref().is_some_and(|a| !a.is_empty())
+    }
 }
 
 /// `content` as a string, or as a list of parts (Mistral's reasoning models send
@@ -562,6 +578,14 @@ impl StreamDecoder {
             if let Some(refusal) = delta.refusal.and_then(|r| r.0) {
                 self.refusal(&refusal, deltas);
             }
+            if delta.tool_calls.is_empty()
+                && delta
+                    .function_call
+                    .as_deref()
+                    .is_some_and(FunctionDelta::names_a_call)
+            {
+                return Err(self.legacy_function_call());
+            }
             for call in delta.tool_calls {
                 self.tool_call(call, data, deltas)?;
             }
@@ -574,6 +598,22 @@ impl StreamDecoder {
             }
         }
         Ok(())
+    }
+
+    /// The error of a call sent as the legacy `function_call` with no `tool_calls` beside it:
+    /// dropped, the model's call would be lost and the turn read as its text alone; read, its
+    /// result could not be sent back as the server expects (a `function` message, which the
+    /// history encoder never writes). OpenAI sends it only to a request that lists `functions`,
+    /// which cogni never does, so a server that answers `tools` so is named for what it did.
+    #[cold]
+    #[inline(never)]
+    fn legacy_function_call(&self) -> DecodeError {
+        DecodeError::InvalidToolCall {
+            index: self.session.calls.calls.len(),
+            reason: "sent as the legacy `function_call`, which is not read: the server must \
+                     answer with `tool_calls`"
+                .into(),
+        }
     }
 
     /// A refusal streamed in place of content: the answer's text. Out of line: rare.

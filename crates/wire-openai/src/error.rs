@@ -58,7 +58,8 @@ pub enum DecodeError {
         setting: Limit,
     },
     /// An assembled call cannot be represented (an id over 128 characters, an `extra_content`
-    /// nested too deep to keep) or cannot be told from another (two calls under one id).
+    /// nested too deep to keep), cannot be told from another (two calls under one id), or came
+    /// in a form that is not read (chat's legacy `function_call`).
     #[error("tool call {index}: {reason}")]
     InvalidToolCall {
         /// The call's position.

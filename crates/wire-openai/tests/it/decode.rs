@@ -5005,3 +5005,46 @@ fn a_backslash_ending_the_fragment_before_a_lone_surrogate_is_not_counted() {
         assert!(serde_json::from_str::<Value>(kept).is_ok(), "{kept}");
     }
 }
+
+/// The legacy `function_call` (a chat answer to a request's deprecated `functions`, which cogni
+/// never sends) in place of `tool_calls` is refused, naming it, in a stream and in a whole
+/// answer: dropped, the model's call would be lost and the turn read as text. One sent beside
+/// `tool_calls` (a server that fills both), or empty (`null`, no name, no arguments), is not.
+#[test]
+fn a_legacy_function_call_without_tool_calls_is_refused_naming_it() {
+    let function_call = r#"{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}"#;
+    let stream = format!(
+        "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"function_call\":{function_call}}}}}]}}\n\n\
+         data: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"function_call\"}}]}}\n\n\
+         data: [DONE]\n\n"
+    );
+    let body = format!(
+        "{{\"object\":\"chat.completion\",\"choices\":[{{\"index\":0,\"finish_reason\":\"function_call\",\
+         \"message\":{{\"role\":\"assistant\",\"content\":null,\"function_call\":{function_call}}}}}]}}"
+    );
+    let expected = "tool call 0: sent as the legacy `function_call`, which is not read: the server \
+                    must answer with `tool_calls`";
+    for error in [
+        chat::decode_all(stream.as_bytes(), Limits::default()).unwrap_err(),
+        chat::decode_completion(body.as_bytes(), Limits::default()).unwrap_err(),
+    ] {
+        assert!(
+            matches!(error, DecodeError::InvalidToolCall { index: 0, .. }),
+            "{error:?}"
+        );
+        assert_eq!(error.to_string(), expected);
+    }
+
+    for delta in [
+        format!(
+            r#"{{"function_call":{function_call},"tool_calls":[{{"index":0,"id":"call_1","function":{function_call}}}]}}"#
+        ),
+        r#"{"content":"hi","function_call":null}"#.to_owned(),
+        r#"{"content":"hi","function_call":{"name":null,"arguments":""}}"#.to_owned(),
+    ] {
+        let stream = format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":\"stop\"}}]}}\n\ndata: [DONE]\n\n"
+        );
+        chat::decode_all(stream.as_bytes(), Limits::default()).expect(&stream);
+    }
+}
