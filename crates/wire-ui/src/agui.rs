@@ -479,7 +479,8 @@ impl CallState {
             Self::Answered => crate::Shown::Answered,
             Self::Running | Self::Refused => crate::Shown::Started,
             Self::Open => crate::Shown::Streaming,
-            Self::AwaitingApproval | Self::Approved | Self::NotApproved => crate::Shown::Open,
+            Self::AwaitingApproval => crate::Shown::AwaitingApproval,
+            Self::Approved | Self::NotApproved => crate::Shown::Earlier,
         }
     }
 }

@@ -419,7 +419,8 @@ impl CallState {
             Self::Answered => crate::Shown::Answered,
             Self::Running | Self::Refused => crate::Shown::Started,
             Self::Streaming => crate::Shown::Streaming,
-            Self::AwaitingApproval | Self::Resumed => crate::Shown::Open,
+            Self::AwaitingApproval => crate::Shown::AwaitingApproval,
+            Self::Resumed => crate::Shown::Earlier,
         }
     }
 }

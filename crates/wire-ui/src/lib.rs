@@ -87,23 +87,36 @@ pub(crate) const CUT_DENIAL: &str =
 /// before any event names it, so its events never cause this; a caller driving a translator
 /// from another source, against an endpoint that reuses ids (SGLang sends `"0"` on every
 /// turn), must give each call an id of its own to have it shown.
+///
+/// Its message says how the stream shows that call: answered, started, its arguments
+/// streaming, waiting for approval, or shown by an earlier run and answered by this one.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReusedCallId(ToolCallId);
+pub struct ReusedCallId {
+    id: ToolCallId,
+    shown: Shown,
+}
 
 impl ReusedCallId {
-    /// The id of the call the stream had answered.
+    /// The id of the call the stream shows already.
     pub fn tool_call_id(&self) -> &ToolCallId {
-        &self.0
+        &self.id
     }
 }
 
 impl std::fmt::Display for ReusedCallId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = match self.shown {
+            Shown::Answered => "which this stream has answered",
+            Shown::Started => "which this stream has started",
+            Shown::Streaming => "whose arguments this stream is showing",
+            Shown::AwaitingApproval => "which this stream shows waiting for approval",
+            Shown::Earlier => "which an earlier run showed and this run answers",
+        };
         write!(
             f,
-            "an event reuses the id of tool call {}, which this stream has started or \
-             answered: the event is dropped (a call id names one call in a run)",
-            self.0
+            "an event reuses the id of tool call {}, {shown}: the event is dropped (a call id \
+             names one call in a run)",
+            self.id
         )
     }
 }
@@ -111,7 +124,7 @@ impl std::fmt::Display for ReusedCallId {
 impl std::error::Error for ReusedCallId {}
 
 /// How far a translator has shown a call, as far as a reused id goes.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Shown {
     /// Its result was sent: nothing more is sent for it.
     Answered,
@@ -120,9 +133,12 @@ pub(crate) enum Shown {
     Started,
     /// Its arguments stream: its start may still come, and arguments may still come.
     Streaming,
-    /// Shown with its arguments closed, and its start may still come (it waits for approval, or
-    /// an earlier run showed it): no stream start and no arguments are sent for it again.
-    Open,
+    /// Shown waiting for approval, its arguments closed: its start may still come (if the run
+    /// does not pause), but no stream start and no arguments are sent for it again.
+    AwaitingApproval,
+    /// Shown by an earlier run, which this run answers (its start may still come): no stream
+    /// start and no arguments are sent for it.
+    Earlier,
 }
 
 /// [`ReusedCallId`] when `event` names a tool call that `shown` says the stream answered,
@@ -137,18 +153,24 @@ pub(crate) fn reused_call_id(
     let Some(id) = tool_call_id(event) else {
         return Ok(());
     };
+    let Some(how) = shown(id) else {
+        return Ok(());
+    };
     let reused = matches!(
-        (shown(id), event),
-        (Some(Shown::Answered), _)
-            | (Some(_), AiEvent::ToolCallStreamStart { .. })
-            | (Some(Shown::Started), AiEvent::ToolCallStart { .. })
+        (how, event),
+        (Shown::Answered, _)
+            | (_, AiEvent::ToolCallStreamStart { .. })
+            | (Shown::Started, AiEvent::ToolCallStart { .. })
             | (
-                Some(Shown::Started | Shown::Open),
+                Shown::Started | Shown::AwaitingApproval | Shown::Earlier,
                 AiEvent::ToolCallArgsDelta { .. }
             )
     );
     match reused {
-        true => Err(ReusedCallId(id.clone())),
+        true => Err(ReusedCallId {
+            id: id.clone(),
+            shown: how,
+        }),
         false => Ok(()),
     }
 }

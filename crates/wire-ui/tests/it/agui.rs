@@ -1314,3 +1314,82 @@ fn a_call_continued_twice_is_answered_once() {
         .collect();
     assert_eq!(errors, [may_have_run]);
 }
+
+/// A `ReusedCallId` says how the stream shows the call whose id an event reused: answered,
+/// started, its arguments streaming, waiting for approval in this run, or shown by an earlier
+/// run and answered by this one. Both translators say the same.
+#[test]
+fn a_reused_call_id_says_how_the_stream_shows_the_call() {
+    use std::sync::Arc;
+
+    use ai_core::{AiEvent, ToolCallId, ToolOutcome};
+    let call = || ToolCallId::new("call_1").unwrap();
+    let stream_start = || AiEvent::ToolCallStreamStart {
+        tool_call_id: call(),
+        tool_name: "t".into(),
+    };
+    let start = AiEvent::ToolCallStart {
+        tool_call_id: call(),
+        tool_name: "t".into(),
+        args: Some(Arc::new(serde_json::json!({}))),
+    };
+    let result = AiEvent::ToolCallResult {
+        tool_call_id: call(),
+        tool_name: "t".into(),
+        outcome: ToolOutcome::Ok {
+            value: Arc::new(serde_json::json!(1)),
+        },
+    };
+    let approval = AiEvent::ApprovalRequired {
+        tool_call_id: call(),
+        tool_id: ai_core::ToolId::parse("core__workspace_write").unwrap(),
+        args: Arc::new(serde_json::json!({})),
+        args_hash: "0".repeat(64),
+    };
+    let cases = [
+        (
+            false,
+            vec![start.clone(), result],
+            "which this stream has answered",
+        ),
+        (false, vec![start], "which this stream has started"),
+        (
+            false,
+            vec![stream_start()],
+            "whose arguments this stream is showing",
+        ),
+        (
+            false,
+            vec![approval],
+            "which this stream shows waiting for approval",
+        ),
+        (
+            true,
+            vec![],
+            "which an earlier run showed and this run answers",
+        ),
+    ];
+    for (continued, shown, what) in cases {
+        let expected = format!(
+            "an event reuses the id of tool call call_1, {what}: the event is dropped (a call id \
+             names one call in a run)"
+        );
+        let answers = continued.then(|| (call(), true));
+        let mut t = Translator::continuing("thread-1", "run-1", answers.clone());
+        let mut s =
+            wire_ui::ai_sdk::Translator::continuing("run-1", wire_ui::ai_sdk::Client::Ai6, answers);
+        t.start();
+        s.start();
+        for event in [AiEvent::StepStarted { step: 1 }].iter().chain(&shown) {
+            t.push(event).unwrap();
+            s.push(event).unwrap();
+        }
+        let errors = [
+            t.push(&stream_start()).unwrap_err(),
+            s.push(&stream_start()).unwrap_err(),
+        ];
+        for error in errors {
+            assert_eq!(error.to_string(), expected);
+        }
+    }
+}
