@@ -20,14 +20,41 @@ pub fn describe_json_error(e: &serde_json::Error) -> String {
     use serde_json::error::Category;
     let what = match e.classify() {
         Category::Io => "a read error".to_owned(),
-        Category::Syntax => "not valid JSON".to_owned(),
+        Category::Syntax => unreadable(&message_of(e))
+            .unwrap_or("not valid JSON")
+            .to_owned(),
         Category::Eof => "JSON that ends too early".to_owned(),
-        Category::Data => describe_data_error(&message_of(e)),
+        Category::Data => {
+            let message = message_of(e);
+            match unreadable(&message) {
+                Some(what) => what.to_owned(),
+                None => describe_data_error(&message),
+            }
+        }
     };
     if e.line() == 0 {
         what
     } else {
         format!("{what} at line {} column {}", e.line(), e.column())
+    }
+}
+
+/// What serde_json's `message` says when it refused valid JSON it cannot read, which it reports
+/// as a syntax error (or, passed on by a reader of a value on its own, a data error): a string
+/// holding a lone surrogate escape (`"\ud800"`, which no Rust string can hold), a number out of
+/// f64's range (`1e400`), nesting past its recursion limit of 128 levels. Named for what it is,
+/// never as "not valid JSON".
+fn unreadable(message: &str) -> Option<&'static str> {
+    if message.starts_with("lone leading surrogate in hex escape")
+        || message.starts_with("unexpected end of hex escape")
+    {
+        Some("a lone surrogate escape (\\ud800 to \\udfff without its pair) in a string")
+    } else if message.starts_with("number out of range") {
+        Some("a number out of range (beyond about ±1.8e308)")
+    } else if message.starts_with("recursion limit exceeded") {
+        Some("JSON nested deeper than 128 levels")
+    } else {
+        None
     }
 }
 
@@ -223,10 +250,25 @@ mod tests {
                 r#"{"count": 1"#.to_owned(),
                 "JSON that ends too early at line 1 column 11",
             ),
+            // Valid JSON serde_json cannot read, named for what it is.
+            (
+                r#"{"count": 1, "kind": "\ud800"}"#.to_owned(),
+                "a lone surrogate escape (\\ud800 to \\udfff without its pair) in a string at \
+                 line 1 column 29",
+            ),
+            (
+                r#"{"count": 1e400, "kind": "plain"}"#.to_owned(),
+                "a number out of range (beyond about ±1.8e308) at line 1 column 15",
+            ),
         ];
         for (json, expected) in cases {
             assert_eq!(described(&json), expected, "{json}");
         }
+        let deep = serde_json::from_str::<serde_json::Value>(&"[".repeat(200)).unwrap_err();
+        assert_eq!(
+            describe_json_error(&deep),
+            "JSON nested deeper than 128 levels at line 1 column 128"
+        );
     }
 
     /// What a derived type expects is said in words, never by the type's Rust name.

@@ -1331,16 +1331,12 @@ pub(crate) fn whole_body<'a>(body: &'a [u8], limits: &Limits) -> Result<&'a str,
 }
 
 /// The error of a whole answer's body that does not parse as the format's object: where and
-/// what, never the body's text.
+/// what ([`ai_core::describe_json_error`]), never the body's text.
 pub(crate) fn invalid_body(error: &serde_json::Error) -> DecodeError {
     DecodeError::InvalidBody {
-        reason: describe_payload_error(error),
+        reason: ai_core::describe_json_error(error),
     }
 }
-
-/// How deep serde_json reads JSON into typed values (its recursion limit): a value nested
-/// deeper fails the parse, though it is valid JSON.
-const SERDE_JSON_DEPTH: usize = 128;
 
 /// Why a value a decoder would keep as sent beside a call (`what`: a call's `extra_content`, a
 /// Responses reasoning item) is refused, if it is: it nests arrays and objects more than
@@ -1357,30 +1353,6 @@ pub(crate) fn refuse_too_deep_to_keep(value: &Value, what: &str) -> Result<(), S
         ));
     }
     Ok(())
-}
-
-/// Whether a payload failed to parse only because it nests deeper than serde_json reads
-/// ([`SERDE_JSON_DEPTH`]). serde_json names no error kind for it but in its message; a value read
-/// on its own ([`lenient_value`]) passes that message on as a data error.
-pub(crate) fn nested_too_deep(error: &serde_json::Error) -> bool {
-    use serde_json::error::Category;
-    matches!(error.classify(), Category::Syntax | Category::Data)
-        && error.to_string().starts_with("recursion limit exceeded")
-}
-
-/// Why an event's payload (or a whole answer's body) did not parse, where, never its text:
-/// [`ai_core::describe_json_error`]'s words, but for JSON nested too deep, which is valid JSON
-/// and is said to be nested too deep rather than "not valid JSON".
-pub(crate) fn describe_payload_error(error: &serde_json::Error) -> String {
-    if nested_too_deep(error) {
-        format!(
-            "JSON nested deeper than {SERDE_JSON_DEPTH} levels at line {} column {}",
-            error.line(),
-            error.column()
-        )
-    } else {
-        ai_core::describe_json_error(error)
-    }
 }
 
 /// What one read gave: the display deltas of the events decoded before anything failed, and

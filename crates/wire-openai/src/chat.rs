@@ -540,7 +540,7 @@ impl StreamDecoder {
         let chunk: Chunk<'_> =
             serde_json::from_str(event.data).map_err(|e| DecodeError::InvalidChunk {
                 offset: event.offset,
-                reason: assembly::describe_payload_error(&e),
+                reason: ai_core::describe_json_error(&e),
             })?;
         self.chunk(chunk, event.data, deltas)
     }

@@ -898,7 +898,7 @@ impl StreamDecoder {
         }
         let invalid = |e: serde_json::Error| DecodeError::InvalidChunk {
             offset: sse.offset,
-            reason: assembly::describe_payload_error(&e),
+            reason: ai_core::describe_json_error(&e),
         };
         // Every key is read first; an event that fails so is read again knowing its type, so a
         // key its type does not read fails nothing, whatever it holds.
@@ -984,7 +984,7 @@ impl StreamDecoder {
                 offset,
                 reason: format!(
                     "the `output` of its `response`: {}",
-                    assembly::describe_payload_error(&e)
+                    ai_core::describe_json_error(&e)
                 ),
             }
         })?;

@@ -5048,3 +5048,51 @@ fn a_legacy_function_call_without_tool_calls_is_refused_naming_it() {
         chat::decode_all(stream.as_bytes(), Limits::default()).expect(&stream);
     }
 }
+
+/// A field read as it is sent whose string holds a lone surrogate escape (`"\ud800"`: valid
+/// JSON no Rust string can hold), or a number out of f64's range, is named for what it is,
+/// never as "not valid JSON", as the runner names such arguments; on either wire, streamed or
+/// whole, never quoting the payload.
+#[test]
+fn a_lone_surrogate_or_a_number_out_of_range_in_a_field_is_named() {
+    let chat_chunk = |finish: &str| {
+        format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":{finish}}}]}}\n\ndata: [DONE]\n\n"
+        )
+    };
+    let chat_body = |finish: &str| {
+        format!(
+            "{{\"object\":\"chat.completion\",\"choices\":[{{\"index\":0,\"message\":{{}},\"finish_reason\":{finish}}}]}}"
+        )
+    };
+    let responses_event = |index: &str| {
+        format!(
+            "data: {{\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":{index},\"content_index\":0,\"delta\":\"Hi\"}}\n\n"
+        )
+    };
+    let surrogate = "a lone surrogate escape (\\ud800 to \\udfff without its pair) in a string at line 1 column";
+    let out_of_range = "a number out of range (beyond about ±1.8e308) at line 1 column";
+    for (error, expected) in [
+        (
+            chat::decode_all(chat_chunk(r#""stop\ud800""#).as_bytes(), Limits::default()),
+            surrogate,
+        ),
+        (
+            chat::decode_all(chat_chunk(r#""\udc00""#).as_bytes(), Limits::default()),
+            surrogate,
+        ),
+        (
+            chat::decode_completion(chat_body(r#""stop\ud800""#).as_bytes(), Limits::default())
+                .map(|answer| answer.completion),
+            surrogate,
+        ),
+        (
+            responses::decode_all(responses_event("1e400").as_bytes(), Limits::default()),
+            out_of_range,
+        ),
+    ] {
+        let error = error.unwrap_err().to_string();
+        assert!(error.contains(expected), "{error}");
+        assert!(!error.contains("not valid JSON"), "{error}");
+    }
+}
