@@ -1355,13 +1355,13 @@ impl OpenAiCompletion {
                 return Ok(ErrorBody { bytes: body, cut });
             }
             // The first event with data stops the parser: nothing after it is looked at.
-            let _ = parser.feed(chunk, &mut |event| first_data(&event, &mut data));
+            let _ = parser.feed(chunk, |event| first_data(&event, &mut data));
         }
         if data.is_none() {
             // The body ended (or its bound did) inside its first event with data, before the
             // blank line that would end it: a stream's reader drops such an event, but it is
             // what the server said, so it names the error too.
-            let _ = parser.feed(b"\n\n", &mut |event| first_data(&event, &mut data));
+            let _ = parser.feed(b"\n\n", |event| first_data(&event, &mut data));
         }
         // A JSON value still open holds no event: what was read of it is the error body.
         let bytes = match data {

@@ -1384,7 +1384,7 @@ pub(crate) fn feed(
     }
     let mut deltas = Deltas::default();
     let error = sse
-        .feed(bytes, &mut |event| on_event(&event, &mut deltas))
+        .feed(bytes, |event| on_event(&event, &mut deltas))
         .err()
         .or_else(|| {
             sse.is_oversized().then_some(DecodeError::LimitExceeded {
@@ -1666,7 +1666,7 @@ impl Session {
         match std::mem::replace(&mut self.opening, Opening::Stream) {
             // Only a BOM or whitespace came: the parser counts its bytes (it finds no event).
             Opening::Unknown(head) => {
-                self.sse.feed(&head, &mut |_| Ok::<(), DecodeError>(()))?;
+                self.sse.feed(&head, |_| Ok::<(), DecodeError>(()))?;
             }
             // A whole answer whose JSON never closed: the body was cut short.
             Opening::Whole { body, lead, .. } => {

@@ -29,7 +29,7 @@ pub struct SseEvent<'a> {
 /// let mut data = Vec::new();
 /// // A CRLF split across reads is one line end, and a field name may be split too.
 /// for read in [&b"event: ping\r"[..], b"\nda", b"ta: 1\r\n\r\n: keep-alive\n\ndata: 2\n\n"] {
-///     parser.feed(read, &mut |event| {
+///     parser.feed(read, |event| {
 ///         data.push((event.event.to_owned(), event.data.to_owned()));
 ///         Ok::<(), Infallible>(())
 ///     })?;
@@ -130,12 +130,14 @@ impl SseParser {
 
     /// Feeds bytes, calling `on_event` for every event they complete. Stops early, returning
     /// the callback's error, if it fails; and, returning `Ok`, at a line that passes the
-    /// parser's event limit ([`SseParser::is_oversized`]).
+    /// parser's event limit ([`SseParser::is_oversized`]). A callback kept across feeds is
+    /// passed as `&mut callback`, which is one too.
     pub fn feed<E>(
         &mut self,
         mut bytes: &[u8],
-        on_event: &mut impl FnMut(SseEvent<'_>) -> Result<(), E>,
+        mut on_event: impl FnMut(SseEvent<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
+        let on_event = &mut on_event;
         if self.oversized {
             return Ok(());
         }

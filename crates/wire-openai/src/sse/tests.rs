@@ -1,13 +1,13 @@
 //! The WHATWG framing rules, case by case.
 
-use super::SseParser;
+use super::{SseEvent, SseParser};
 
 /// Parses `input` fed in one piece and returns `(event, data)` pairs.
 fn events(input: &[u8]) -> Vec<(String, String)> {
     let mut parser = SseParser::new();
     let mut out = Vec::new();
     parser
-        .feed::<()>(input, &mut |e| {
+        .feed::<()>(input, |e| {
             out.push((e.event.to_owned(), e.data.to_owned()));
             Ok(())
         })
@@ -48,13 +48,10 @@ fn id_retry_and_offsets() {
     let mut parser = SseParser::new();
     let mut seen = Vec::new();
     parser
-        .feed::<()>(
-            b"id: 1\nretry: 250\ndata: a\n\n: c\ndata: b\n\n",
-            &mut |e| {
-                seen.push((e.id.to_owned(), e.retry, e.offset));
-                Ok(())
-            },
-        )
+        .feed::<()>(b"id: 1\nretry: 250\ndata: a\n\n: c\ndata: b\n\n", |e| {
+            seen.push((e.id.to_owned(), e.retry, e.offset));
+            Ok(())
+        })
         .unwrap();
     assert_eq!(
         seen,
@@ -71,7 +68,7 @@ fn crlf_split_across_reads_is_one_line_end() {
     let mut out = Vec::new();
     for piece in [&b"data: a\r"[..], b"\n\r", b"\ndata: b\r\n\r\n"] {
         parser
-            .feed::<()>(piece, &mut |e| {
+            .feed::<()>(piece, |e| {
                 out.push(e.data.to_owned());
                 Ok(())
             })
@@ -86,7 +83,7 @@ fn all_fields(pieces: &[&[u8]]) -> Vec<(String, String, String, Option<u64>, usi
     let mut out = Vec::new();
     for piece in pieces {
         parser
-            .feed::<()>(piece, &mut |e| {
+            .feed::<()>(piece, |e| {
                 out.push((
                     e.event.to_owned(),
                     e.data.to_owned(),
@@ -165,7 +162,7 @@ proptest::proptest! {
 fn events_counts_dispatched_events_only() {
     let mut parser = SseParser::new();
     let mut feed = |bytes: &[u8]| {
-        parser.feed::<()>(bytes, &mut |_| Ok(())).unwrap();
+        parser.feed::<()>(bytes, |_| Ok(())).unwrap();
         parser.events()
     };
     assert_eq!(feed(b": keep-alive\n\n"), 0);
@@ -200,7 +197,7 @@ fn an_event_past_the_limit_stops_the_parser_in_any_split() {
             let mut data = Vec::new();
             for read in input.chunks(size) {
                 parser
-                    .feed::<()>(read, &mut |e| {
+                    .feed::<()>(read, |e| {
                         data.push(e.data.to_owned());
                         Ok(())
                     })
@@ -215,4 +212,27 @@ fn an_event_past_the_limit_stops_the_parser_in_any_split() {
             );
         }
     }
+}
+
+/// `feed` takes its callback by value, as a Rust user expects of a closure argument; one kept
+/// across feeds (its state going on from read to read) is passed as `&mut`, which is a callback
+/// too.
+#[test]
+fn a_callback_is_taken_by_value_or_kept_across_feeds_by_mut_reference() {
+    let mut parser = SseParser::new();
+    let mut data = Vec::new();
+    let mut keep = |event: SseEvent<'_>| {
+        data.push(event.data.to_owned());
+        Ok::<(), ()>(())
+    };
+    parser.feed(b"data: 1\n\nda", &mut keep).unwrap();
+    parser.feed(b"ta: 2\n\n", &mut keep).unwrap();
+    let mut count = 0;
+    parser
+        .feed(b"data: 3\n\n", |_| {
+            count += 1;
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+    assert_eq!((data, count), (vec!["1".to_owned(), "2".to_owned()], 1));
 }
