@@ -57,6 +57,65 @@
 //! assert!(call.complete);
 //! # Ok::<(), wire_openai::DecodeError>(())
 //! ```
+//!
+//! Encoding a streamed chat request that offers the model one tool. The tool's schema allows
+//! OpenAI's strict form, so its function is sent `strict`, and a strict request that did not
+//! say otherwise asks for one call at a time; the body is the JSON to POST.
+//!
+//! ```
+//! use serde_json::json;
+//! use wire_openai::Delivery;
+//! use wire_openai::ai_core::{
+//!     LlmCaller, LlmRequest, Message, Redaction, RunId, ToolChoice, ToolEffect, ToolId, ToolSpec,
+//! };
+//!
+//! let weather = ToolSpec {
+//!     id: ToolId::parse("core__get_weather")?,
+//!     description: "Today's weather in a city.".into(),
+//!     input_schema: json!({
+//!         "type": "object",
+//!         "properties": {"city": {"type": "string"}},
+//!         "required": ["city"],
+//!         "additionalProperties": false,
+//!     }),
+//!     effect: ToolEffect::ReadOnly,
+//!     redaction: Redaction { allow: vec!["celsius".into()] },
+//! };
+//! let request = LlmRequest {
+//!     caller: LlmCaller { run_id: RunId::new("run-1")?, graph: None },
+//!     messages: vec![Message::User { content: "Weather in Oslo?".into() }],
+//!     tools: vec![weather],
+//!     tool_choice: ToolChoice::Auto,
+//!     parallel_tool_calls: None,
+//! };
+//! let body = wire_openai::chat::encode_request(&request, "gpt-4o-mini", Delivery::Stream)?;
+//! assert_eq!(
+//!     body,
+//!     json!({
+//!         "model": "gpt-4o-mini",
+//!         "messages": [{"role": "user", "content": "Weather in Oslo?"}],
+//!         "tools": [{
+//!             "type": "function",
+//!             "function": {
+//!                 "name": "core__get_weather",
+//!                 "description": "Today's weather in a city.",
+//!                 "parameters": {
+//!                     "type": "object",
+//!                     "properties": {"city": {"type": "string"}},
+//!                     "required": ["city"],
+//!                     "additionalProperties": false,
+//!                 },
+//!                 "strict": true,
+//!             },
+//!         }],
+//!         "tool_choice": "auto",
+//!         "parallel_tool_calls": false,
+//!         "stream": true,
+//!         "stream_options": {"include_usage": true},
+//!     })
+//! );
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod assembly;
 pub mod chat;
