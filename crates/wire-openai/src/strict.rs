@@ -122,21 +122,25 @@ fn make_strict(node: &mut Value, depth: usize, budget: &mut Budget<'_>) -> bool 
         return false;
     }
     budget.nesting += 1;
-    drop_annotations(map);
+    let mut deprecated = drop_annotations(map);
     // An inlined definition may itself be a `$ref` with siblings (a described alias): it is
     // resolved in turn, so no `$ref` keeps a sibling. The descriptions met on the way are all
-    // kept, the field's first.
+    // kept, the field's first, and a `deprecated: true` on any link is said once, above them.
     let mut descriptions: Vec<String> = Vec::new();
     if map.contains_key("$ref") {
         descriptions.extend(description_text(map));
     }
     let mut inlined = 0;
-    while map.contains_key("$ref") && map.len() > 1 {
-        match inline_ref(map, &mut descriptions, budget) {
+    while map.contains_key("$ref") && (map.len() > 1 || deprecated) {
+        match inline_ref(map, &mut descriptions, &mut deprecated, budget) {
             Some(true) => inlined += 1,
             Some(false) => break,
             None => return false,
         }
+    }
+    // A recursive `$ref` keeps no sibling: there the flag goes unsaid, as a description does.
+    if deprecated && !map.contains_key("$ref") {
+        say_deprecated(map);
     }
     let ok = make_strict_map(map, depth, budget);
     budget.inlining.truncate(budget.inlining.len() - inlined);
@@ -155,11 +159,13 @@ fn make_strict(node: &mut Value, depth: usize, budget: &mut Budget<'_>) -> bool 
 /// `descriptions`, those met so far along the chain of references (the field's first), and the
 /// copy says them all (`ai_core::join_descriptions`, the rule by which ai-tools joins a newtype's
 /// doc comments with its definition's), so strict mode keeps what the model reads of a
-/// documented field whose type is documented too (an enum's notes on its variants).
-/// Returns whether a definition was inlined (and pushed on `budget.inlining`).
+/// documented field whose type is documented too (an enum's notes on its variants). A
+/// definition's `deprecated: true` sets `deprecated`, for [`make_strict`] to say once the chain
+/// is resolved. Returns whether a definition was inlined (and pushed on `budget.inlining`).
 fn inline_ref(
     map: &mut Map<String, Value>,
     descriptions: &mut Vec<String>,
+    deprecated: &mut bool,
     budget: &mut Budget<'_>,
 ) -> Option<bool> {
     if map
@@ -192,7 +198,7 @@ fn inline_ref(
     if let Some(joined) = ai_core::join_descriptions(descriptions.iter().map(String::as_str)) {
         inlined.insert("description".into(), joined.into());
     }
-    drop_annotations(&mut inlined);
+    *deprecated |= drop_annotations(&mut inlined);
     *map = inlined;
     budget.inlining.push(reference);
     Some(true)
@@ -208,25 +214,29 @@ fn description_text(map: &Map<String, Value>) -> Option<String> {
 /// The line a `deprecated: true` schema's description opens with in the strict form.
 const DEPRECATED: &str = "Deprecated.";
 
+/// Opens the description with a line [`DEPRECATED`], unless a line of it says so already (an
+/// inlined definition that is deprecated itself, under a deprecated field, does not say it
+/// twice).
+fn say_deprecated(map: &mut Map<String, Value>) {
+    let own = description_text(map);
+    if !own
+        .as_deref()
+        .is_some_and(|text| text.lines().any(|line| line == DEPRECATED))
+    {
+        let said = ai_core::join_descriptions([DEPRECATED].into_iter().chain(own.as_deref()));
+        map.insert("description".into(), said.into());
+    }
+}
+
 /// Removes annotations strict mode rejects or ignores: `$schema` and `$comment`, `default`
 /// (nullability says "optional") and unsupported formats. `deprecated` (what schemars writes for
-/// a `#[deprecated]` field or type) goes too; when it is `true` the description says so instead,
-/// in a first line of its own (once: an inlined definition that is deprecated itself, under a
-/// deprecated field, does not say it twice), so the model still reads it.
-fn drop_annotations(map: &mut Map<String, Value>) {
+/// a `#[deprecated]` field or type) goes too; whether it was `true` is returned, for the
+/// description to say so instead ([`say_deprecated`]), so the model still reads it.
+fn drop_annotations(map: &mut Map<String, Value>) -> bool {
     map.remove("$schema");
     map.remove("$comment");
     map.remove("default");
-    if map.remove("deprecated") == Some(Value::Bool(true)) {
-        let own = description_text(map);
-        if !own
-            .as_deref()
-            .is_some_and(|text| text.lines().any(|line| line == DEPRECATED))
-        {
-            let said = ai_core::join_descriptions([DEPRECATED].into_iter().chain(own.as_deref()));
-            map.insert("description".into(), said.into());
-        }
-    }
+    let deprecated = map.remove("deprecated") == Some(Value::Bool(true));
     if map
         .get("format")
         .and_then(Value::as_str)
@@ -234,6 +244,7 @@ fn drop_annotations(map: &mut Map<String, Value>) {
     {
         map.remove("format");
     }
+    deprecated
 }
 
 /// The rest of [`make_strict`], once `$ref` siblings are resolved.

@@ -528,6 +528,47 @@ fn deprecated_fields_as_ai_tools_derives_them_are_strict() {
     );
 }
 
+/// A `#[deprecated]` newtype (`struct Old(Point)`) is defined as a `$ref` beside `deprecated:
+/// true`; a field of it with its own doc comment is inlined through it to `Point`. The copy
+/// says `Deprecated.` once, first, though the flag sits on a link of the chain and not on the
+/// field or the typed definition (ai-tools derives this very schema for such a field).
+#[test]
+fn a_deprecated_newtype_inlined_through_says_so_once() {
+    let point = "A struct field of an input type.";
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "a": {"$ref": "#/definitions/Old", "description": "Field words."},
+            "b": {"$ref": "#/definitions/Old", "deprecated": true},
+        },
+        "required": ["a", "b"],
+        "definitions": {
+            "Old": {"$ref": "#/definitions/Point", "deprecated": true,
+                "description": "Old words."},
+            "Point": {"description": point, "type": "object",
+                "properties": {"x": {"type": "integer"}}, "required": ["x"]},
+        }
+    });
+    let strict_point = |description: &str| {
+        json!({"description": description, "additionalProperties": false,
+            "properties": {"x": {"type": "integer"}}, "required": ["x"], "type": "object"})
+    };
+    let old = format!("Deprecated.\nOld words.\n{point}");
+    check(
+        schema,
+        Some(json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "a": strict_point(&format!("Deprecated.\nField words.\nOld words.\n{point}")),
+                "b": strict_point(&old),
+            },
+            "required": ["a", "b"],
+            "definitions": {"Old": strict_point(&old), "Point": strict_point(point)},
+        })),
+    );
+}
+
 #[test]
 fn a_required_property_the_schema_does_not_describe_is_not_strict() {
     // The schema requires `token` and lets it be anything (the object is open). Closed and with
