@@ -41,8 +41,8 @@ const DEFINITIONS: &str = "#/definitions/";
 ///   so, is such a newtype too, its copy already taking `null`.
 ///
 /// - a map with integer keys (`HashMap<u32, V>`: `patternProperties` of one pattern beside
-///   `additionalProperties: false`) says the pattern with `propertyNames` (see
-///   [`integer_keyed_map`]);
+///   `additionalProperties: false`) says the pattern with `propertyNames`, an integer one as the
+///   JSON integer serde_json reads a key as (see [`integer_keyed_map`]);
 ///
 /// - an object schema that names no property in any way (no `properties`,
 ///   `additionalProperties` or `patternProperties`: what schemars derives for a struct without
@@ -304,16 +304,18 @@ fn unwrap_annotated_reference(node: &mut Map<String, Value>) {
 }
 
 /// `{"patternProperties": {"^\\d+$": V}, "additionalProperties": false}` as
-/// `{"propertyNames": {"pattern": "^\\d+$"}, "additionalProperties": V}`, when the object
-/// declares no property (`properties` empty or absent, no `propertyNames`) and has that one
-/// pattern.
+/// `{"propertyNames": {"pattern": "^(0|[1-9][0-9]*)$"}, "additionalProperties": V}`, when the
+/// object declares no property (`properties` empty or absent, no `propertyNames`) and has that
+/// one pattern.
 ///
 /// schemars derives a map with integer keys so (`HashMap<u32, V>`; `^-?\d+$` for signed keys);
-/// the subset refuses `patternProperties`. Both accept the same objects: every key matches the
-/// pattern, every value `V`. A key past the integer type's range matches the pattern; serde
-/// refuses it, as an integer value past its type's. Beside declared properties (a map flattened
-/// into a struct) the keys the properties take would have to join the pattern: left as it is,
-/// for the subset check to refuse.
+/// the subset refuses `patternProperties`. Both accept the objects whose every key matches the
+/// pattern and every value is a `V`. schemars' two integer patterns also take keys serde_json
+/// reads as no integer (`01`, `-0`): each becomes the JSON integer its keys are read as (see
+/// [`INTEGER_KEYS`]); any other pattern is kept. A key past the integer type's range matches;
+/// serde refuses it, as an integer value past its type's. Beside declared properties (a map
+/// flattened into a struct) the keys the properties take would have to join the pattern: left as
+/// it is, for the subset check to refuse.
 fn integer_keyed_map(node: &mut Map<String, Value>) {
     let Some(Value::Object(patterns)) = node.get("patternProperties") else {
         return;
@@ -330,12 +332,24 @@ fn integer_keyed_map(node: &mut Map<String, Value>) {
     {
         return;
     }
+    let pattern = INTEGER_KEYS
+        .iter()
+        .find(|(derived, _)| derived == pattern)
+        .map_or(pattern.as_str(), |(_, read)| read);
     let names = serde_json::json!({ "pattern": pattern });
     let value = value.clone();
     node.remove("patternProperties");
     node.insert("propertyNames".into(), names);
     node.insert("additionalProperties".into(), value);
 }
+
+/// schemars' patterns for the keys of a map with unsigned and signed integer keys, each with the
+/// keys serde_json reads as such an integer: a JSON integer (no `+`, no leading zero, no `-0`,
+/// no space).
+const INTEGER_KEYS: &[(&str, &str)] = &[
+    (r"^\d+$", "^(0|[1-9][0-9]*)$"),
+    (r"^-?\d+$", "^(0|-?[1-9][0-9]*)$"),
+];
 
 /// `{"type": "object"}` as `{"type": "object", "properties": {}}`, when the object names no
 /// property in any way: no `properties`, `additionalProperties` or `patternProperties`.

@@ -253,12 +253,12 @@ fn a_map_with_integer_keys_fits_the_subset() {
     let schema = &spec.input_schema;
     assert_eq!(
         schema["properties"]["names"],
-        serde_json::json!({"type": "object", "propertyNames": {"pattern": "^\\d+$"},
+        serde_json::json!({"type": "object", "propertyNames": {"pattern": "^(0|[1-9][0-9]*)$"},
             "additionalProperties": {"type": "string"}})
     );
     assert_eq!(
         schema["properties"]["stops"],
-        serde_json::json!({"type": ["object", "null"], "propertyNames": {"pattern": "^\\d+$"},
+        serde_json::json!({"type": ["object", "null"], "propertyNames": {"pattern": "^(0|[1-9][0-9]*)$"},
             "additionalProperties": {"$ref": "#/definitions/PointOrNull"}})
     );
     let cases = [
@@ -284,6 +284,34 @@ fn a_map_with_integer_keys_fits_the_subset() {
         "{message}"
     );
     assert!(!message.contains("4294967296"), "{message}");
+}
+
+/// The keys of an integer-keyed map are read by serde_json as JSON integers: no sign but a
+/// `-`, no leading zero, no `-0`, no space. The fitted schema's `propertyNames` takes those
+/// alone, so a key serde cannot read is refused by the schema check, naming the map, rather than
+/// by serde with a place inside the key ("not valid JSON at line 1 column 2" for `01`). Only a
+/// key past the integer type's range is left to serde, as an integer value past its type's is
+/// to the range check.
+#[test]
+fn integer_keys_are_taken_as_serde_reads_them() {
+    let spec = tool_spec::<Probe<IntegerKeys>>().unwrap();
+    let schema = &spec.input_schema;
+    let mut cases = Vec::new();
+    for key in [
+        "0", "7", "10", "01", "00", "-0", "-1", "-10", "-01", "+1", " 1", "1 ", "1.0",
+    ] {
+        cases.push(serde_json::json!({"names": {key: "a"}, "offsets": {}}));
+        cases.push(serde_json::json!({"names": {}, "offsets": {key: 1}}));
+    }
+    assert_accepts_what_serde_accepts::<IntegerKeys>(schema, cases);
+    let tool = crate::bind(Probe::<IntegerKeys>(std::marker::PhantomData)).unwrap();
+    let err = tool
+        .validate_input(serde_json::json!({"names": {}, "offsets": {"007": 1}}))
+        .unwrap_err();
+    assert_eq!(
+        err.safe_message(),
+        "/offsets breaks the schema's `propertyNames` rule"
+    );
 }
 
 #[derive(Deserialize, Serialize, JsonSchema)]
