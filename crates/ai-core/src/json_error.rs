@@ -42,15 +42,16 @@ pub fn describe_json_error(e: &serde_json::Error) -> String {
 /// What serde_json's `message` says when it refused valid JSON it cannot read, which it reports
 /// as a syntax error (or, passed on by a reader of a value on its own, a data error): a string
 /// holding a lone surrogate escape (`"\ud800"`, which no Rust string can hold), a number out of
-/// f64's range (`1e400`), nesting past its recursion limit of 128 levels. Named for what it is,
-/// never as "not valid JSON".
+/// the range of the number type that reads it (`1e400` for an f64; serde_json says the same of
+/// `1e39` for an `f32` or `-1` for a `u128`), nesting past its recursion limit of 128 levels.
+/// Named for what it is, never as "not valid JSON".
 fn unreadable(message: &str) -> Option<&'static str> {
     if message.starts_with("lone leading surrogate in hex escape")
         || message.starts_with("unexpected end of hex escape")
     {
         Some("a lone surrogate escape (\\ud800 to \\udfff without its pair) in a string")
     } else if message.starts_with("number out of range") {
-        Some("a number out of range (beyond about ±1.8e308)")
+        Some("a number out of range (past what its number type holds: about ±1.8e308 for f64)")
     } else if message.starts_with("recursion limit exceeded") {
         Some("JSON nested deeper than 128 levels")
     } else {
@@ -258,7 +259,8 @@ mod tests {
             ),
             (
                 r#"{"count": 1e400, "kind": "plain"}"#.to_owned(),
-                "a number out of range (beyond about ±1.8e308) at line 1 column 15",
+                "a number out of range (past what its number type holds: about ±1.8e308 for \
+                 f64) at line 1 column 15",
             ),
         ];
         for (json, expected) in cases {
@@ -269,6 +271,31 @@ mod tests {
             describe_json_error(&deep),
             "JSON nested deeper than 128 levels at line 1 column 128"
         );
+    }
+
+    /// serde_json says "number out of range" of a number an `f32` or a 128-bit integer cannot
+    /// hold too (`1e39`, `-1` for a `u128`), both well within f64's range: what is said is true
+    /// of them as of a number past f64's.
+    #[test]
+    fn a_number_out_of_a_narrower_types_range_is_not_said_to_be_past_f64s() {
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct Narrow {
+            #[serde(default)]
+            ratio: f32,
+            #[serde(default)]
+            nanos: u128,
+        }
+        let out_of_range = "a number out of range (past what its number type holds: about \
+                            ±1.8e308 for f64)";
+        for (json, column) in [(r#"{"ratio": 1e39}"#, 14), (r#"{"nanos": -1}"#, 11)] {
+            let e = serde_json::from_str::<Narrow>(json).unwrap_err();
+            assert_eq!(
+                describe_json_error(&e),
+                format!("{out_of_range} at line 1 column {column}"),
+                "{json}"
+            );
+        }
     }
 
     /// What a derived type expects is said in words, never by the type's Rust name.

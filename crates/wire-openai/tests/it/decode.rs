@@ -5071,7 +5071,8 @@ fn a_lone_surrogate_or_a_number_out_of_range_in_a_field_is_named() {
         )
     };
     let surrogate = "a lone surrogate escape (\\ud800 to \\udfff without its pair) in a string at line 1 column";
-    let out_of_range = "a number out of range (beyond about ±1.8e308) at line 1 column";
+    let out_of_range = "a number out of range (past what its number type holds: about ±1.8e308 \
+                        for f64) at line 1 column";
     for (error, expected) in [
         (
             chat::decode_all(chat_chunk(r#""stop\ud800""#).as_bytes(), Limits::default()),
