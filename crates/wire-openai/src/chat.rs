@@ -240,10 +240,25 @@ struct Delta<'a> {
     #[serde(default, borrow, deserialize_with = "null_as_default")]
     tool_calls: Vec<ToolCallDelta<'a>>,
     /// The legacy `function_call`, the answer to a request's deprecated `functions` (which
-    /// cogni never sends), read only to refuse a call sent that way
-    /// ([`FunctionDelta::names_a_call`]). Boxed: rare, and every delta is moved as it is built.
-    #[serde(default, borrow)]
-    function_call: Option<Box<FunctionDelta<'a>>>,
+    /// cogni never sends), read only to refuse a call sent that way.
+    #[serde(default)]
+    function_call: LegacyCall,
+}
+
+/// Whether a legacy `function_call` names a call ([`FunctionDelta::names_a_call`]). It is read
+/// only for that, so any shape it cannot be read in (a string, a number, a name that is no
+/// string) says nothing and never fails the chunk, as an unused field should not.
+#[derive(Default)]
+struct LegacyCall(bool);
+
+impl<'de> Deserialize<'de> for LegacyCall {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = <&'de serde_json::value::RawValue>::deserialize(deserializer)?;
+        let read = serde_json::from_str::<Option<FunctionDelta<'_>>>(raw.get());
+        Ok(Self(
+            read.ok().flatten().is_some_and(|call| call.names_a_call()),
+        ))
+    }
 }
 
 #[derive(Deserialize)]
@@ -271,11 +286,12 @@ struct FunctionDelta<'a> {
 }
 
 impl FunctionDelta<'_> {
-    /// Whether it says anything of a call: a name, or arguments that are not empty. A server
-    /// that fills every field of its chunk type sends an empty `function_call` beside content.
+    /// Whether it says anything of a call: a name, or arguments that are not empty (`""` or
+    /// `{}`). A server that fills every field of its chunk type sends an empty `function_call`
+    /// beside content.
     fn names_a_call(&self) -> bool {
         self.name.as_deref().is_some_and(|name| !name.is_empty())
-            || self.arguments.0.as_deref().is_some_and(|a| !a.is_empty())
+            || (self.arguments.0.as_deref()).is_some_and(|a| !a.is_empty() && a != "{}")
     }
 }
 
@@ -578,12 +594,7 @@ impl StreamDecoder {
             if let Some(refusal) = delta.refusal.and_then(|r| r.0) {
                 self.refusal(&refusal, deltas);
             }
-            if delta.tool_calls.is_empty()
-                && delta
-                    .function_call
-                    .as_deref()
-                    .is_some_and(FunctionDelta::names_a_call)
-            {
+            if delta.tool_calls.is_empty() && delta.function_call.0 {
                 return Err(self.legacy_function_call());
             }
             for call in delta.tool_calls {

@@ -5009,7 +5009,8 @@ fn a_backslash_ending_the_fragment_before_a_lone_surrogate_is_not_counted() {
 /// The legacy `function_call` (a chat answer to a request's deprecated `functions`, which cogni
 /// never sends) in place of `tool_calls` is refused, naming it, in a stream and in a whole
 /// answer: dropped, the model's call would be lost and the turn read as text. One sent beside
-/// `tool_calls` (a server that fills both), or empty (`null`, no name, no arguments), is not.
+/// `tool_calls` (a server that fills both), empty (`null`, no name, no arguments), or in a
+/// shape it cannot be read in (a string), is not, in neither a stream nor a whole answer.
 #[test]
 fn a_legacy_function_call_without_tool_calls_is_refused_naming_it() {
     let function_call = r#"{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}"#;
@@ -5041,11 +5042,21 @@ fn a_legacy_function_call_without_tool_calls_is_refused_naming_it() {
         ),
         r#"{"content":"hi","function_call":null}"#.to_owned(),
         r#"{"content":"hi","function_call":{"name":null,"arguments":""}}"#.to_owned(),
+        // Shapes it cannot be read in say nothing of a call, and never fail the chunk.
+        r#"{"content":"hi","function_call":"auto"}"#.to_owned(),
+        r#"{"content":"hi","function_call":5}"#.to_owned(),
+        r#"{"content":"hi","function_call":{"name":7,"arguments":"{}"}}"#.to_owned(),
+        r#"{"content":"hi","function_call":{"name":null,"arguments":{}}}"#.to_owned(),
     ] {
         let stream = format!(
             "data: {{\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":\"stop\"}}]}}\n\ndata: [DONE]\n\n"
         );
         chat::decode_all(stream.as_bytes(), Limits::default()).expect(&stream);
+        let message = delta.replacen('{', r#"{"role":"assistant","#, 1);
+        let body = format!(
+            r#"{{"object":"chat.completion","choices":[{{"index":0,"finish_reason":"stop","message":{message}}}]}}"#
+        );
+        chat::decode_completion(body.as_bytes(), Limits::default()).expect(&body);
     }
 }
 
