@@ -825,7 +825,9 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
         .ok_or_else(|| RunStoreError::NotFound(run_id.clone()))?
         .decode()
         .map_err(BadHeader::into_error)?;
-    let strings = |sql: &str| -> Result<Vec<(i64, String)>, RunStoreError> {
+    // The number is read as any type: the table is not STRICT, so a hand edit can leave text or a
+    // float there, which `numbered` names as damage, not as a failed read.
+    let strings = |sql: &str| -> Result<Vec<(SqlValue, String)>, RunStoreError> {
         let mut stmt = tx.prepare_cached(sql).map_err(read)?;
         let rows = stmt
             .query_map([run_id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -842,14 +844,19 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
     };
     // The event, record or receipt at index `i` is numbered `i` ([`RunLog`]): a log with a
     // number missing (a row deleted by hand) is refused rather than loaded as if whole.
-    let numbered = |what: &str, (number, index): (i64, i64)| {
-        if number == index {
-            return Ok(());
-        }
-        let why = if number > index {
-            format!("its {what} {index} is missing (the next one stored is number {number})")
-        } else {
-            format!("its {what} {index} is stored as number {number}, which no store writes")
+    let numbered = |what: &str, (number, index): (SqlValue, i64)| {
+        let why = match number {
+            SqlValue::Integer(number) if number == index => return Ok(()),
+            SqlValue::Integer(number) if number > index => {
+                format!("its {what} {index} is missing (the next one stored is number {number})")
+            }
+            SqlValue::Integer(number) => {
+                format!("its {what} {index} is stored as number {number}, which no store writes")
+            }
+            _ => format!(
+                "its {what} {index} is stored under a number that is not a 64-bit integer, which \
+                 no store writes"
+            ),
         };
         Err(RunStoreError::Corrupt(format!(
             "run {run_id}: the run log is damaged: {why}"
@@ -861,7 +868,7 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
         .map(|((seq, json), index)| {
             numbered("event", (seq, index))?;
             serde_json::from_str::<AiEvent>(&json)
-                .map_err(|e| corrupt("event", seq, "run_events.event_json", e))
+                .map_err(|e| corrupt("event", index, "run_events.event_json", e))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let records =
@@ -871,7 +878,7 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
             .map(|((idx, json), index)| {
                 numbered("tool record", (idx, index))?;
                 serde_json::from_str::<ToolInvocationRecord>(&json)
-                    .map_err(|e| corrupt("record", idx, "tool_records.record_json", e))
+                    .map_err(|e| corrupt("record", index, "tool_records.record_json", e))
             })
             .collect::<Result<Vec<_>, _>>()?;
     let receipt_refs =

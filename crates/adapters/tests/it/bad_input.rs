@@ -447,6 +447,55 @@ async fn a_run_whose_record_or_receipt_numbers_skip_one_is_refused_naming_the_mi
     }
 }
 
+/// A run whose event, tool record or model receipt number was hand-edited to something other than
+/// a 64-bit integer (the table is not STRICT: text, a fraction, a whole number past `i64`'s
+/// range, kept as a float) is refused on load as damaged, naming the run and the row, as the
+/// next step refuses it: not as a backend failure, which it is not.
+#[tokio::test]
+async fn a_run_whose_numbers_are_not_integers_is_refused_on_load_as_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let tables = [
+        ("run_events", "seq", "event"),
+        ("tool_records", "idx", "tool record"),
+        ("model_receipts", "idx", "model receipt"),
+    ];
+    for (table, column, what) in tables {
+        for (n, number) in [
+            rusqlite::types::Value::Real(1.5),
+            rusqlite::types::Value::Real(1e19),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let r = run(&format!("{table}-{n}"));
+            store.begin_run(&r, None, 1, None).await.unwrap();
+            let step = RunStep {
+                events: vec![start("a"), start("b")],
+                records: ["a", "b"].map(|id| record(id, "raw")).to_vec(),
+                receipt_refs: [b"a", b"b"].map(|bytes| sha256_hex(bytes)).to_vec(),
+                ..RunStep::default()
+            };
+            store.commit_step(&r, step).await.unwrap();
+            rusqlite::Connection::open(store.path())
+                .unwrap()
+                .execute(
+                    &format!("UPDATE {table} SET {column} = ?1 WHERE run_id = ?2 AND {column} = 1"),
+                    rusqlite::params![number, r.as_str()],
+                )
+                .unwrap();
+            assert_eq!(
+                store.load_run(&r).await.unwrap_err(),
+                RunStoreError::Corrupt(format!(
+                    "run {r}: the run log is damaged: its {what} 1 is stored under a number that \
+                     is not a 64-bit integer, which no store writes"
+                )),
+                "{table} {number:?}"
+            );
+        }
+    }
+}
+
 /// Event numbers hand-edited below zero make the next step a clear error naming the run, not a
 /// wrapped or overflowing number range (a panic on the store's connection, in a debug build),
 /// and the store goes on working for other runs.
