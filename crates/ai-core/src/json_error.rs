@@ -39,24 +39,50 @@ pub fn describe_json_error(e: &serde_json::Error) -> String {
     }
 }
 
-/// What serde_json's `message` says when it refused valid JSON it cannot read, which it reports
-/// as a syntax error (or, passed on by a reader of a value on its own, a data error): a string
-/// holding a lone surrogate escape (`"\ud800"`, which no Rust string can hold), a number out of
-/// the range of the number type that reads it (`1e400` for an f64; serde_json says the same of
-/// `1e39` for an `f32` or `-1` for a `u128`), nesting past its recursion limit of 128 levels.
-/// Named for what it is, never as "not valid JSON".
-fn unreadable(message: &str) -> Option<&'static str> {
-    if message.starts_with("lone leading surrogate in hex escape")
-        || message.starts_with("unexpected end of hex escape")
-    {
-        Some("a lone surrogate escape (\\ud800 to \\udfff without its pair) in a string")
-    } else if message.starts_with("number out of range") {
-        Some("a number out of range (past what its number type holds: about ±1.8e308 for f64)")
-    } else if message.starts_with("recursion limit exceeded") {
-        Some("JSON nested deeper than 128 levels")
-    } else {
-        None
+/// What valid JSON held that serde_json could not read, which it reports as a syntax error (or,
+/// passed on by a reader of a value on its own, a data error) rather than as a value of the
+/// wrong type. The one reading of serde_json's messages for it: [`describe_json_error`] and the
+/// runner's refusal of such tool arguments both name it from here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unreadable {
+    /// A string holding a lone surrogate escape (`"\ud800"`), which no Rust string can hold.
+    LoneSurrogate,
+    /// A number out of the range of the number type that reads it (`1e400` for an f64;
+    /// serde_json says the same of `1e39` for an `f32` or `-1` for a `u128`).
+    OutOfRange,
+    /// Nesting past serde_json's recursion limit of 128 levels.
+    TooDeep,
+}
+
+impl Unreadable {
+    /// Which one serde_json's `message` (without its position) says, if any.
+    pub(crate) fn of(message: &str) -> Option<Self> {
+        if message.starts_with("lone leading surrogate in hex escape")
+            || message.starts_with("unexpected end of hex escape")
+        {
+            Some(Self::LoneSurrogate)
+        } else if message.starts_with("number out of range") {
+            Some(Self::OutOfRange)
+        } else if message.starts_with("recursion limit exceeded") {
+            Some(Self::TooDeep)
+        } else {
+            None
+        }
     }
+}
+
+/// What serde_json's `message` says when it refused valid JSON it cannot read ([`Unreadable`]),
+/// named for what it is, never as "not valid JSON".
+fn unreadable(message: &str) -> Option<&'static str> {
+    Unreadable::of(message).map(|what| match what {
+        Unreadable::LoneSurrogate => {
+            "a lone surrogate escape (\\ud800 to \\udfff without its pair) in a string"
+        }
+        Unreadable::OutOfRange => {
+            "a number out of range (past what its number type holds: about ±1.8e308 for f64)"
+        }
+        Unreadable::TooDeep => "JSON nested deeper than 128 levels",
+    })
 }
 
 /// The error's message without serde_json's ` at line … column …` suffix.

@@ -52,6 +52,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::canonical::text_may_nest_deeper_than;
+use crate::json_error::Unreadable;
 use crate::{
     AiEvent, Authorizer, AuthzDecision, BoundTool, Capabilities, Clock, ConnectionBroker,
     ConnectionId, EventSink, LlmToolCall, MAX_JSON_DEPTH, PolicyDecision, RunContext, ToolCallId,
@@ -939,19 +940,17 @@ fn unreadable_arguments(raw: &str, error: &serde_json::Error) -> ToolFailure {
     {
         return invalid();
     }
-    let error = error.to_string();
-    let message = if error.starts_with("recursion limit exceeded") {
-        format!("tool arguments nest more than {MAX_JSON_DEPTH} levels deep")
-    } else if error.starts_with("number out of range") {
-        "tool arguments hold a number out of range (beyond about ±1.8e308)".to_owned()
-    } else if error.starts_with("lone leading surrogate in hex escape")
-        || error.starts_with("unexpected end of hex escape")
-    {
-        "tool arguments hold a lone surrogate escape (\\ud800 to \\udfff without its pair) \
-         in a string"
-            .to_owned()
-    } else {
-        return invalid();
+    let message = match Unreadable::of(&error.to_string()) {
+        Some(Unreadable::TooDeep) => {
+            format!("tool arguments nest more than {MAX_JSON_DEPTH} levels deep")
+        }
+        Some(Unreadable::OutOfRange) => {
+            "tool arguments hold a number out of range (beyond about ±1.8e308)".to_owned()
+        }
+        Some(Unreadable::LoneSurrogate) => "tool arguments hold a lone surrogate escape \
+                                            (\\ud800 to \\udfff without its pair) in a string"
+            .to_owned(),
+        None => return invalid(),
     };
     ToolFailure::new(ToolErrorCode::Validation, message)
 }
