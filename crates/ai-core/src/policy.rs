@@ -224,11 +224,12 @@ fn bad_retry_key_in_toml(text: &str, at: &[&str]) -> Option<String> {
 
 /// Whether a table header (its line's text) names a `retry_per_tool` key of the policy at `at`
 /// (as [`bad_retry_key_in_toml`] takes it) that is no valid tool id, or may: a header that does
-/// not parse alone (an unclosed one) and mentions `retry_per_tool` cannot be told apart.
+/// not parse alone (an unclosed one) cannot be told apart when it may spell `retry_per_tool`,
+/// written out or through an escape in a quoted key (`"retry\u005Fper_tool"`).
 fn holds_bad_retry_key(header: &str, at: &[&str]) -> bool {
     match toml::de::DeTable::parse(header) {
         Ok(_) => bad_retry_key_in_toml(header, at).is_some(),
-        Err(_) => header.contains("retry_per_tool"),
+        Err(_) => header.contains("retry_per_tool") || header.contains('\\'),
     }
 }
 

@@ -405,9 +405,9 @@ fn a_table_written_as_a_list_of_values_is_refused() {
 }
 
 /// A table header the TOML parser refuses before any id is read (one given twice, one left
-/// unclosed) is not quoted when it holds a `retry_per_tool` key that is no valid tool id: its
-/// line is named, as for the key's other errors. A header whose ids are valid is shown, as any
-/// other header is.
+/// unclosed, one with more on its line) is not quoted when it holds a `retry_per_tool` key that
+/// is no valid tool id, however `retry_per_tool` is spelled: its line is named, as for the key's
+/// other errors. A header whose ids are valid is shown, as any other header is.
 #[test]
 fn a_refused_header_never_quotes_a_bad_retry_key() {
     let secret = "sk-live-SECRET123";
@@ -425,6 +425,15 @@ fn a_refused_header_never_quotes_a_bad_retry_key() {
         (
             format!("[retry_per_tool.\"{secret}\"\nmax_attempts = 2\n"),
             "invalid tool policy: line 1: unclosed table, expected `]`",
+        ),
+        // `retry_per_tool` spelled through an escape, in a header that does not parse alone.
+        (
+            format!("[\"retry\\u005Fper_tool\".\"{secret}\"\nmax_attempts = 2\n"),
+            "invalid tool policy: line 1: unclosed table, expected `]`",
+        ),
+        (
+            format!("[\"retry\\u005Fper_tool\".\"{secret}\"] x\n"),
+            "invalid tool policy: line 1: unexpected key or value, expected newline, `#`",
         ),
     ] {
         let error = ToolPolicy::from_toml_str(&text).unwrap_err().to_string();
