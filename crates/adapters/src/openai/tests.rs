@@ -1322,17 +1322,22 @@ async fn a_compressed_error_body_is_not_quoted() {
 /// `what` names the case in that guard's panic.
 async fn error_of(answer: Vec<u8>, what: &str) -> (String, CompletionError) {
     let base = serve_once(answer).await;
+    let error = error_from(&base, what).await;
+    (base, error)
+}
+
+/// The error of a call (one try) to the server at `base`, bounded as in [`error_of`].
+async fn error_from(base: &str, what: &str) -> CompletionError {
     let model = OpenAiCompletion::new(OpenAiConfig {
         max_retries: 0,
         idle_timeout: Duration::from_secs(10),
-        ..OpenAiConfig::new(&base, "m")
+        ..OpenAiConfig::new(base, "m")
     })
     .unwrap();
-    let error = tokio::time::timeout(Duration::from_secs(3), complete_hello(&model))
+    tokio::time::timeout(Duration::from_secs(3), complete_hello(&model))
         .await
         .unwrap_or_else(|_| panic!("{what}: no answer before the idle timeout"))
-        .unwrap_err();
-    (base, error)
+        .unwrap_err()
 }
 
 /// The error of a call answered 200, labelled JSON, with `opening` as its first chunk and the
@@ -1775,16 +1780,7 @@ async fn an_error_body_cut_short_is_said_cut_and_why() {
             answer.truncate(answer.len() - 100);
         }
         let base = serve_once_then_close(answer).await;
-        let model = OpenAiCompletion::new(OpenAiConfig {
-            max_retries: 0,
-            idle_timeout: Duration::from_secs(10),
-            ..OpenAiConfig::new(&base, "m")
-        })
-        .unwrap();
-        let error = tokio::time::timeout(Duration::from_secs(3), complete_hello(&model))
-            .await
-            .unwrap_or_else(|_| panic!("{what}: no answer before the idle timeout"))
-            .unwrap_err();
+        let error = error_from(&base, &what).await;
         assert_eq!(
             error.to_string(),
             format!(
