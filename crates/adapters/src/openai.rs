@@ -1264,14 +1264,19 @@ impl OpenAiCompletion {
         // How far a text body was looked at for a line end, and whether its line so far holds
         // text.
         let (mut scanned, mut line_has_text) = (0, false);
+        let mut read = 0;
         loop {
-            if body.len() >= MAX_ERROR_BODY_BYTES {
+            if read >= MAX_ERROR_BODY_BYTES {
                 cut = Some(BodyCut::Bound);
                 break;
             }
             match error_body_chunk(&mut response, deadline, cancel).await? {
                 BodyRead::Chunk(chunk) => {
-                    match json.append(&mut body, &chunk) {
+                    // Only the bytes within the bound are looked at, so what ends within it is
+                    // whole, however the chunks fall.
+                    let chunk = &chunk[..chunk.len().min(MAX_ERROR_BODY_BYTES - read)];
+                    read += chunk.len();
+                    match json.append(&mut body, chunk) {
                         // A closed JSON value is all that is shown of the body when it names the
                         // provider's message. A text body's that does not (a log line's
                         // `[error] upstream timed out`) is shown by its first line: read on.
@@ -1305,11 +1310,6 @@ impl OpenAiCompletion {
             }
         }
         json.finish(&mut body);
-        if body.len() > MAX_ERROR_BODY_BYTES {
-            // What it shows ended in the chunk that crossed the bound, past it.
-            body.truncate(MAX_ERROR_BODY_BYTES);
-            cut.get_or_insert(BodyCut::Bound);
-        }
         Ok(ErrorBody { bytes: body, cut })
     }
 

@@ -669,6 +669,56 @@ async fn a_text_body_opening_with_a_bracket_is_read_to_its_line_end() {
     assert_eq!(started.elapsed(), Duration::ZERO, "not waited for");
 }
 
+/// An error body is said cut at its read's bound only when what is shown of it does not end
+/// within it: a text line, or a JSON error under `text/plain` naming no message, that ends within
+/// 64 KiB is whole though the chunk it ends in goes past them; a line, or a JSON value, that does
+/// not end within them is cut, however the chunks fall.
+#[tokio::test(start_paused = true)]
+async fn an_error_body_is_said_cut_at_its_bound_only_when_what_it_shows_goes_past_it() {
+    let model = model(OpenAiWire::Chat, Duration::from_secs(3600));
+    let deadline = after(REQUEST);
+    let past = vec![b'x'; super::MAX_ERROR_BODY_BYTES];
+    let long_line = vec![b'y'; super::MAX_ERROR_BODY_BYTES - 10];
+    // Each body's parts, whether it is `text/plain`, and whether it is cut at the bound.
+    let cases: [(&[&[u8]], bool, bool); 6] = [
+        (&[b"upstream busy\n", &past], true, false),
+        (&[br#"{"status":"busy"} retry"#, b"\n", &past], true, false),
+        (&[&long_line, b"\n", &past], true, false),
+        (&[&long_line, &past], true, true),
+        (&[b"upstream ", &past, b"\n"], true, true),
+        (
+            &[
+                br#"{"error":{"message":"slow down","param":""#,
+                &past,
+                br#""}}"#,
+            ],
+            false,
+            true,
+        ),
+    ];
+    for (parts, plain_text, cut) in cases {
+        let body = parts.concat();
+        // Sent as one chunk, and as chunks of 48 KiB.
+        let at = 48 * 1024;
+        let scripts = [
+            Script::new().then(Duration::ZERO, body.clone()),
+            Script::new()
+                .then(Duration::ZERO, body[..at].to_vec())
+                .then(Duration::ZERO, body[at..].to_vec()),
+        ];
+        for script in scripts {
+            let read = model
+                .read_bounded(script, plain_text, deadline, &CancellationToken::new())
+                .await
+                .expect("the error body");
+            let what = String::from_utf8_lossy(&body[..40]);
+            assert_eq!(read.cut, cut.then_some(super::BodyCut::Bound), "{what}");
+            assert!(read.bytes.len() <= super::MAX_ERROR_BODY_BYTES, "{what}");
+            assert!(body.starts_with(&read.bytes), "{what}");
+        }
+    }
+}
+
 /// A body labelled JSON is told an event stream by its first bytes past a BOM and whitespace,
 /// however the reads split them, and none other is (a whole answer, an array, a body that ends
 /// first); every byte read ahead is given back, in order, to the reader that follows.
