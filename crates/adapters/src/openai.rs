@@ -982,9 +982,13 @@ impl OpenAiCompletion {
             Ok(body) => body,
             Err(cancelled) => return Failure::Final(cancelled),
         };
-        // A read that ran to the body's end still stopped short of what it shows when the body
-        // ended inside its JSON value.
-        let cut = cut.or_else(|| error_body::unclosed_json(&body).then_some(BodyCut::Ended));
+        let json_message = error_body::provider_message(&body);
+        // A body read to its end still stopped short of what it shows when it ended inside its
+        // JSON value, but for a text body shown by its first line: that line is whole, a bracket
+        // it opens and never closes (`[error upstream timed out`) included.
+        let by_line = plain_text && json_message.is_none();
+        let cut = cut
+            .or_else(|| (!by_line && error_body::unclosed_json(&body)).then_some(BodyCut::Ended));
         let mut message = format!("POST {}: HTTP {}", self.endpoint, status_text(status));
         if status.is_redirection() {
             // Resolved against the request URL, shown without credentials or query.
@@ -1015,8 +1019,8 @@ impl OpenAiCompletion {
                 MAX_ERROR_BODY_BYTES / 1024
             )),
         }
-        let provider = error_body::provider_message(&body)
-            .or_else(|| plain_text.then(|| error_body::first_line(&body)).flatten());
+        let provider =
+            json_message.or_else(|| by_line.then(|| error_body::first_line(&body)).flatten());
         if let Some(provider) = provider {
             message.push_str(": ");
             message.push_str(&self.shown(&provider));

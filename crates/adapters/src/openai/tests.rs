@@ -1790,3 +1790,46 @@ async fn an_error_body_cut_short_is_said_cut_and_why() {
         );
     }
 }
+
+/// A `text/plain` error body is shown by its first line unless it is a JSON error: one whose
+/// line opens a bracket it never closes (`[error upstream timed out`) and then ends is whole,
+/// all the server said, and not said to be cut, with or without a line break; one that is a JSON
+/// error cut before its value closed, its message cut away and only its code shown, is.
+#[tokio::test]
+async fn a_text_body_opening_a_bracket_it_never_closes_is_not_said_cut() {
+    let cases = [
+        (
+            "[error upstream timed out",
+            ": [error upstream timed out".to_owned(),
+        ),
+        (
+            "{upstream \"busy}\nretry later\n",
+            ": {upstream \"busy}".to_owned(),
+        ),
+        (
+            r#"{"error":{"code":"rate_limit_exceeded","message":"slow d"#,
+            " (its body cut: it ended before its JSON value closed): rate_limit_exceeded"
+                .to_owned(),
+        ),
+    ];
+    for (body, shown) in cases {
+        let answer = sized_answer("429 Too Many Requests", "text/plain", "", body.as_bytes());
+        let base = serve_once_then_close(answer).await;
+        let model = OpenAiCompletion::new(OpenAiConfig {
+            max_retries: 0,
+            ..OpenAiConfig::new(&base, "m")
+        })
+        .unwrap();
+        let error = tokio::time::timeout(Duration::from_secs(3), complete_hello(&model))
+            .await
+            .unwrap_or_else(|_| panic!("{body:?}: no answer"))
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "transport error: POST {base}/chat/completions: HTTP 429 Too Many Requests{shown}"
+            ),
+            "{body:?}"
+        );
+    }
+}
