@@ -982,13 +982,6 @@ impl OpenAiCompletion {
             Ok(body) => body,
             Err(cancelled) => return Failure::Final(cancelled),
         };
-        let json_message = error_body::provider_message(&body);
-        // A body read to its end still stopped short of what it shows when it ended inside its
-        // JSON value, but for a text body shown by its first line: that line is whole, a bracket
-        // it opens and never closes (`[error upstream timed out`) included.
-        let by_line = plain_text && json_message.is_none();
-        let cut = cut
-            .or_else(|| (!by_line && error_body::unclosed_json(&body)).then_some(BodyCut::Ended));
         let mut message = format!("POST {}: HTTP {}", self.endpoint, status_text(status));
         if status.is_redirection() {
             // Resolved against the request URL, shown without credentials or query.
@@ -1019,8 +1012,8 @@ impl OpenAiCompletion {
                 MAX_ERROR_BODY_BYTES / 1024
             )),
         }
-        let provider =
-            json_message.or_else(|| by_line.then(|| error_body::first_line(&body)).flatten());
+        let provider = error_body::provider_message(&body)
+            .or_else(|| plain_text.then(|| error_body::first_line(&body)).flatten());
         if let Some(provider) = provider {
             message.push_str(": ");
             message.push_str(&self.shown(&provider));
@@ -1253,8 +1246,8 @@ impl OpenAiCompletion {
     /// other, its first bytes only (they tell it is no JSON, and a web page is not quoted).
     /// Nothing is awaited past `deadline`: a read that reaches it first is cut there. A read
     /// stopped by that, a broken connection or the bound before it had what it shows says so
-    /// ([`ErrorBody::cut`]); a read failure is no error of its own (the status is the error),
-    /// cancellation is.
+    /// ([`ErrorBody::cut`]), as does a body that ended inside the JSON value it shows; a read
+    /// failure is no error of its own (the status is the error), cancellation is.
     async fn read_bounded(
         &self,
         mut response: impl ChunkSource,
@@ -1268,7 +1261,7 @@ impl OpenAiCompletion {
         // How far a text body was looked at for a line end, and whether its line so far holds
         // text.
         let (mut scanned, mut line_has_text) = (0, false);
-        let mut read = 0;
+        let (mut read, mut ended) = (0, false);
         loop {
             if read >= MAX_ERROR_BODY_BYTES {
                 cut = Some(BodyCut::Bound);
@@ -1306,7 +1299,10 @@ impl OpenAiCompletion {
                     }
                     scanned = body.len();
                 }
-                BodyRead::End => break,
+                BodyRead::End => {
+                    ended = true;
+                    break;
+                }
                 BodyRead::Cut(why) => {
                     cut = Some(why);
                     break;
@@ -1314,6 +1310,15 @@ impl OpenAiCompletion {
             }
         }
         json.finish(&mut body);
+        // A body that ended inside its JSON value stopped short of the message read from it, but
+        // for a text body shown by its first line: that line is whole, a bracket it opens and
+        // never closes (`[error upstream timed out`) included.
+        if ended
+            && error_body::unclosed_json(&body)
+            && (!plain_text || error_body::provider_message(&body).is_some())
+        {
+            cut = Some(BodyCut::Ended);
+        }
         Ok(ErrorBody { bytes: body, cut })
     }
 
@@ -1339,7 +1344,7 @@ impl OpenAiCompletion {
         let mut parser = wire_openai::sse::SseParser::new();
         let (mut json, mut body) = (JsonBody::default(), Vec::new());
         let mut data = None;
-        let mut read = 0;
+        let (mut read, mut ended) = (0, false);
         while data.is_none() {
             if read >= MAX_ERROR_BODY_BYTES {
                 cut = Some(BodyCut::Bound);
@@ -1347,7 +1352,10 @@ impl OpenAiCompletion {
             }
             let chunk = match error_body_chunk(&mut response, deadline, cancel).await? {
                 BodyRead::Chunk(chunk) => chunk,
-                BodyRead::End => break,
+                BodyRead::End => {
+                    ended = true;
+                    break;
+                }
                 BodyRead::Cut(why) => {
                     cut = Some(why);
                     break;
@@ -1373,6 +1381,12 @@ impl OpenAiCompletion {
             None if json.may_be_json() => body,
             None => Vec::new(),
         };
+        // The body ended inside that event, or inside a JSON value under the stream's label: cut
+        // short when what it holds is a JSON value that does not close. A whole event's data is
+        // as the server sent it.
+        if ended && error_body::unclosed_json(&bytes) {
+            cut = Some(BodyCut::Ended);
+        }
         Ok(ErrorBody { bytes, cut })
     }
 
@@ -1509,8 +1523,7 @@ fn first_data(
 struct ErrorBody {
     /// What of it is read for the message.
     bytes: Vec<u8>,
-    /// What stopped the read before what it shows of the body ended, if anything did (a body
-    /// that ended inside its JSON value is told by its bytes: [`error_body::unclosed_json`]).
+    /// What stopped the read before what it shows of the body ended, if anything did.
     cut: Option<BodyCut>,
 }
 
@@ -1522,7 +1535,7 @@ enum BodyCut {
     /// The connection broke: an error body is read only for its message, and the status is
     /// the error, so the read ends quietly, with what came.
     Broke,
-    /// The body ended inside its JSON value.
+    /// The body ended inside the JSON value it shows ([`error_body::unclosed_json`]).
     Ended,
     /// The read reached [`MAX_ERROR_BODY_BYTES`].
     Bound,

@@ -1833,3 +1833,34 @@ async fn a_text_body_opening_a_bracket_it_never_closes_is_not_said_cut() {
         );
     }
 }
+
+/// An error body labelled `text/event-stream` whose first event with data ends (its blank line
+/// came) is not said cut for what that data holds: a server's JSON that never closes in a whole
+/// event is its own, not a body that ended early, and the body may go on (here it is held open).
+/// Its message is still read as far as it is whole.
+#[tokio::test]
+async fn a_whole_event_holding_unclosed_json_is_not_said_cut() {
+    let body = "data: {\"error\":{\"message\":\"slow down\"}\n\n";
+    let answer = sized_answer(
+        "429 Too Many Requests",
+        "text/event-stream",
+        "",
+        format!("{body}: more to come").as_bytes(),
+    );
+    let base = serve_once(answer).await;
+    let model = OpenAiCompletion::new(OpenAiConfig {
+        max_retries: 0,
+        ..OpenAiConfig::new(&base, "m")
+    })
+    .unwrap();
+    let error = tokio::time::timeout(Duration::from_secs(3), complete_hello(&model))
+        .await
+        .expect("read to the event's end only")
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "transport error: POST {base}/chat/completions: HTTP 429 Too Many Requests: slow down"
+        )
+    );
+}
