@@ -109,8 +109,9 @@ pub trait ThreadStore: Send + Sync {
     /// hold), checked and written as one step even across processes sharing the store.
     /// Otherwise nothing is written and the save is refused with [`ThreadStoreError::Changed`];
     /// a store that forgets threads to stay within bounds (bootstrap's `MemoryThreads`) refuses
-    /// a save over a thread it forgot as [`ThreadStoreError::Failed`] instead, saying so, since
-    /// no other turn saved it.
+    /// a save over a thread it forgot as [`ThreadStoreError::Failed`] instead, saying so: the
+    /// thread holds no other turn (whether another was saved before it was forgotten, the store
+    /// cannot tell).
     async fn save(
         &self,
         id: &ThreadId,

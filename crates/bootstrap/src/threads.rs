@@ -19,8 +19,9 @@ use crate::lru::Lru;
 /// of a thread forgotten since it was read (a run on it that no hold kept: its save past a pause
 /// took it past `max_bytes` alone, or other threads' saves pushed it out) is refused as
 /// [`ThreadStoreError::Failed`] saying so, writing nothing: not as
-/// [`ThreadStoreError::Changed`], since no other turn saved it. A caller that runs a thread
-/// holds it for the run, as the server does.
+/// [`ThreadStoreError::Changed`], since it holds no other turn (whether another turn saved it
+/// before it was forgotten, the store cannot tell). A caller that runs a thread holds it for the
+/// run, as the server does.
 ///
 /// So any number of clients, threads and turns cannot grow it past its bounds and the threads
 /// held (a server holds at most `max_concurrent_runs`). States are kept as JSON text: what is
@@ -141,7 +142,7 @@ impl ThreadStore for MemoryThreads {
             .transpose()?;
         if saved.is_none() && previous.is_some() {
             // A save always leaves a state, and nothing else takes one out: the thread was
-            // forgotten, not saved by another turn.
+            // forgotten (whether another turn saved it first is forgotten with it).
             let (max_threads, max_bytes) = self.bounds;
             return Err(ThreadStoreError::Failed(format!(
                 "the thread was forgotten since it was read: this store keeps at most \
