@@ -689,6 +689,47 @@ fn a_deprecated_field_of_a_defined_type_fits_the_subset() {
     assert_accepts_what_serde_accepts::<Deprecated>(schema, cases);
 }
 
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Annotated {
+    /// Where to look.
+    #[schemars(example = &"src/lib.rs", example = &"README.md")]
+    path: String,
+    #[schemars(example = Point { x: 1 })]
+    at: Point,
+    #[schemars(example = Unit::Foot)]
+    unit: Option<Unit>,
+    #[serde(skip_serializing)]
+    token: String,
+}
+
+/// `#[schemars(example = …)]` annotates a field `examples` (beside the `$ref` of a defined type,
+/// schemars' `allOf` of one unwrapped), and `#[serde(skip_serializing)]` `writeOnly: true`.
+/// wire-openai's strict form takes this very schema
+/// (`strict::tests::annotated_fields_as_ai_tools_derives_them_are_strict`).
+#[test]
+fn an_annotated_field_fits_the_subset() {
+    let spec = tool_spec::<Probe<Annotated>>().unwrap();
+    let schema = &spec.input_schema;
+    assert_eq!(
+        schema["properties"],
+        serde_json::json!({
+            "path": {"type": "string", "description": "Where to look.",
+                "examples": ["src/lib.rs", "README.md"]},
+            "at": {"$ref": "#/definitions/Point", "examples": [{"x": 1}]},
+            "unit": {"$ref": "#/definitions/UnitOrNull", "examples": ["foot"]},
+            "token": {"type": "string", "writeOnly": true},
+        })
+    );
+    let cases = [
+        serde_json::json!({"path": "a", "at": {"x": 1}, "token": "t"}),
+        serde_json::json!({"path": "a", "at": {"x": 1}, "unit": "foot", "token": "t"}),
+        serde_json::json!({"path": "a", "at": {"x": 1}, "unit": "inch", "token": "t"}),
+        serde_json::json!({"path": "a", "at": {"x": 1}}),
+    ];
+    assert_accepts_what_serde_accepts::<Annotated>(schema, cases);
+}
+
 /// A newtype of a struct: schemars defines it as a `$ref` to the struct's definition.
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
