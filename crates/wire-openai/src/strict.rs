@@ -122,25 +122,25 @@ fn make_strict(node: &mut Value, depth: usize, budget: &mut Budget<'_>) -> bool 
         return false;
     }
     budget.nesting += 1;
-    let mut deprecated = drop_annotations(map);
+    let mut notes = drop_annotations(map);
     // An inlined definition may itself be a `$ref` with siblings (a described alias): it is
     // resolved in turn, so no `$ref` keeps a sibling. The descriptions met on the way are all
-    // kept, the field's first, and a `deprecated: true` on any link is said once, above them.
+    // kept, the field's first, and the notes of any link are said once, around them.
     let mut descriptions: Vec<String> = Vec::new();
     if map.contains_key("$ref") {
         descriptions.extend(description_text(map));
     }
     let mut inlined = 0;
-    while map.contains_key("$ref") && (map.len() > 1 || deprecated) {
-        match inline_ref(map, &mut descriptions, &mut deprecated, budget) {
+    while map.contains_key("$ref") && (map.len() > 1 || !notes.is_empty()) {
+        match inline_ref(map, &mut descriptions, &mut notes, budget) {
             Some(true) => inlined += 1,
             Some(false) => break,
             None => return false,
         }
     }
-    // A recursive `$ref` keeps no sibling: there the flag goes unsaid, as a description does.
-    if deprecated && !map.contains_key("$ref") {
-        say_deprecated(map);
+    // A recursive `$ref` keeps no sibling: there the notes go unsaid, as a description does.
+    if !notes.is_empty() && !map.contains_key("$ref") {
+        notes.say(map);
     }
     let ok = make_strict_map(map, depth, budget);
     budget.inlining.truncate(budget.inlining.len() - inlined);
@@ -159,13 +159,13 @@ fn make_strict(node: &mut Value, depth: usize, budget: &mut Budget<'_>) -> bool 
 /// `descriptions`, those met so far along the chain of references (the field's first), and the
 /// copy says them all (`ai_core::join_descriptions`, the rule by which ai-tools joins a newtype's
 /// doc comments with its definition's), so strict mode keeps what the model reads of a
-/// documented field whose type is documented too (an enum's notes on its variants). A
-/// definition's `deprecated: true` sets `deprecated`, for [`make_strict`] to say once the chain
-/// is resolved. Returns whether a definition was inlined (and pushed on `budget.inlining`).
+/// documented field whose type is documented too (an enum's notes on its variants). The
+/// definition's dropped annotations join `notes`, for [`make_strict`] to say once the chain is
+/// resolved. Returns whether a definition was inlined (and pushed on `budget.inlining`).
 fn inline_ref(
     map: &mut Map<String, Value>,
     descriptions: &mut Vec<String>,
-    deprecated: &mut bool,
+    notes: &mut Notes,
     budget: &mut Budget<'_>,
 ) -> Option<bool> {
     if map
@@ -198,7 +198,7 @@ fn inline_ref(
     if let Some(joined) = ai_core::join_descriptions(descriptions.iter().map(String::as_str)) {
         inlined.insert("description".into(), joined.into());
     }
-    *deprecated |= drop_annotations(&mut inlined);
+    notes.join(drop_annotations(&mut inlined));
     *map = inlined;
     budget.inlining.push(reference);
     Some(true)
@@ -214,29 +214,79 @@ fn description_text(map: &Map<String, Value>) -> Option<String> {
 /// The line a `deprecated: true` schema's description opens with in the strict form.
 const DEPRECATED: &str = "Deprecated.";
 
-/// Opens the description with a line [`DEPRECATED`], unless a line of it says so already (an
-/// inlined definition that is deprecated itself, under a deprecated field, does not say it
-/// twice).
-fn say_deprecated(map: &mut Map<String, Value>) {
-    let own = description_text(map);
-    if !own
-        .as_deref()
-        .is_some_and(|text| text.lines().any(|line| line == DEPRECATED))
-    {
-        let said = ai_core::join_descriptions([DEPRECATED].into_iter().chain(own.as_deref()));
-        map.insert("description".into(), said.into());
+/// Characters of the line that says a schema's `examples` (`Examples: ` and their JSON): past
+/// it, they are dropped unsaid. A few short values (a path, a date, a small object) show the
+/// model what to send; a longer line would cost every request's context more than it shows.
+const MAX_EXAMPLES_CHARS: usize = 200;
+
+/// What the description says in place of the annotations [`drop_annotations`] took, gathered
+/// along a chain of inlined references.
+struct Notes {
+    /// A `deprecated: true` was met: said by a first line [`DEPRECATED`].
+    deprecated: bool,
+    /// The nearest `examples`, as their line (see [`examples_line`]): said last.
+    examples: Option<String>,
+}
+
+impl Notes {
+    fn is_empty(&self) -> bool {
+        !self.deprecated && self.examples.is_none()
+    }
+
+    /// Adds the notes of a link further along the chain: the nearest examples are said.
+    fn join(&mut self, further: Notes) {
+        self.deprecated |= further.deprecated;
+        if self.examples.is_none() {
+            self.examples = further.examples;
+        }
+    }
+
+    /// Says the notes in the description: a first line [`DEPRECATED`] unless a line of it says
+    /// so already, the examples' line last.
+    fn say(self, map: &mut Map<String, Value>) {
+        let own = description_text(map);
+        let deprecated = self.deprecated
+            && !own
+                .as_deref()
+                .is_some_and(|text| text.lines().any(|line| line == DEPRECATED));
+        let lines = deprecated
+            .then_some(DEPRECATED)
+            .into_iter()
+            .chain(own.as_deref())
+            .chain(self.examples.as_deref());
+        if let Some(said) = ai_core::join_descriptions(lines) {
+            map.insert("description".into(), said.into());
+        }
     }
 }
 
+/// `Examples: ` and each example's compact JSON, `, ` between them (a string quoted, so one
+/// holding a comma or a line break still reads as one value on one line). `None` for no examples,
+/// or for a line past [`MAX_EXAMPLES_CHARS`].
+fn examples_line(examples: Option<Value>) -> Option<String> {
+    let Some(Value::Array(examples)) = examples else {
+        return None;
+    };
+    if examples.is_empty() {
+        return None;
+    }
+    let shown: Vec<String> = examples.iter().map(Value::to_string).collect();
+    let line = format!("Examples: {}", shown.join(", "));
+    (line.chars().count() <= MAX_EXAMPLES_CHARS).then_some(line)
+}
+
 /// Removes annotations strict mode rejects or ignores: `$schema` and `$comment`, `default`
-/// (nullability says "optional") and unsupported formats. `deprecated` (what schemars writes for
-/// a `#[deprecated]` field or type) goes too; whether it was `true` is returned, for the
-/// description to say so instead ([`say_deprecated`]), so the model still reads it.
-fn drop_annotations(map: &mut Map<String, Value>) -> bool {
-    map.remove("$schema");
-    map.remove("$comment");
-    map.remove("default");
-    let deprecated = map.remove("deprecated") == Some(Value::Bool(true));
+/// (nullability says "optional"), unsupported formats, and what schemars writes from Rust
+/// attributes. Those that tell the model something are returned, for the description to say
+/// them instead ([`Notes::say`]): `deprecated: true` (a `#[deprecated]` field or type) and
+/// `examples` (`#[schemars(example = …)]`). `readOnly` and `writeOnly` (a
+/// `#[serde(skip_deserializing)]` or `skip_serializing` field) go unsaid: they tell whether a
+/// stored value is sent back or may be changed, which says nothing to a model writing a call's
+/// arguments.
+fn drop_annotations(map: &mut Map<String, Value>) -> Notes {
+    for keyword in ["$schema", "$comment", "default", "readOnly", "writeOnly"] {
+        map.remove(keyword);
+    }
     if map
         .get("format")
         .and_then(Value::as_str)
@@ -244,7 +294,10 @@ fn drop_annotations(map: &mut Map<String, Value>) -> bool {
     {
         map.remove("format");
     }
-    deprecated
+    Notes {
+        deprecated: map.remove("deprecated") == Some(Value::Bool(true)),
+        examples: examples_line(map.remove("examples")),
+    }
 }
 
 /// The rest of [`make_strict`], once `$ref` siblings are resolved.

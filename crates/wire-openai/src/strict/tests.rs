@@ -569,6 +569,107 @@ fn a_deprecated_newtype_inlined_through_says_so_once() {
     );
 }
 
+/// Fields annotated as ai-tools derives them (`contract::tests::an_annotated_field_fits_the_subset`):
+/// `#[schemars(example = …)]` gives `examples` (beside a type, or a `$ref`), and
+/// `#[serde(skip_serializing)]` `writeOnly: true`. Strict mode takes neither keyword (OpenAI's
+/// supported subset lists no annotation but `description` and `title`), and no `$ref` beside
+/// any: the whole tool was sent non-strict for one example. Both only annotate: the examples are
+/// said in a last line of the description, `writeOnly` is dropped.
+#[test]
+fn annotated_fields_as_ai_tools_derives_them_are_strict() {
+    let point = "A struct field of an input type.";
+    let unit = "A unit enum with docs on its variants.\n- `metre`: Metres.\n- `foot`: Feet.";
+    let derived = json!({
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "Where to look.",
+                "examples": ["src/lib.rs", "README.md"]},
+            "at": {"$ref": "#/definitions/Point", "examples": [{"x": 1}]},
+            "unit": {"$ref": "#/definitions/UnitOrNull", "examples": ["foot"]},
+            "token": {"type": "string", "writeOnly": true},
+        },
+        "required": ["path", "at", "token"],
+        "definitions": {
+            "Point": {"description": point, "type": "object",
+                "properties": {"x": {"format": "uint8", "maximum": 255, "minimum": 0,
+                    "type": "integer"}},
+                "required": ["x"]},
+            "UnitOrNull": {"description": unit, "enum": ["metre", "foot", null],
+                "type": ["string", "null"]},
+        }
+    });
+    let strict_point = |description: &str| {
+        json!({"description": description, "additionalProperties": false,
+            "properties": {"x": {"maximum": 255, "minimum": 0, "type": "integer"}},
+            "required": ["x"], "type": "object"})
+    };
+    let unit_or_null = |description: &str| {
+        json!({"description": description, "enum": ["metre", "foot", null],
+            "type": ["string", "null"]})
+    };
+    check(
+        derived,
+        Some(json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "path": {"type": "string",
+                    "description": "Where to look.\nExamples: \"src/lib.rs\", \"README.md\""},
+                "at": strict_point(&format!("{point}\nExamples: {{\"x\":1}}")),
+                "unit": unit_or_null(&format!("{unit}\nExamples: \"foot\"")),
+                "token": {"type": "string"},
+            },
+            "required": ["at", "path", "token", "unit"],
+            "definitions": {"Point": strict_point(point), "UnitOrNull": unit_or_null(unit)},
+        })),
+    );
+}
+
+/// Along an inlined chain the nearest `examples` are said, after every description and below a
+/// `Deprecated.` line; examples too long to be worth a line, or none, are dropped unsaid, and so
+/// are `readOnly` and `$comment`.
+#[test]
+fn examples_are_said_once_and_short_other_annotations_dropped() {
+    let long = "x".repeat(200);
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "near": {"$ref": "#/$defs/D", "description": "Field.", "deprecated": true,
+                "examples": [{"n": "near"}]},
+            "far": {"$ref": "#/$defs/D", "description": "Field."},
+            "plain": {"$ref": "#/$defs/D"},
+            "long": {"type": "string", "examples": [long]},
+            "none": {"type": "integer", "examples": []},
+            "other": {"type": "string", "readOnly": true, "$comment": "internal"},
+        },
+        "required": ["near", "far", "plain", "long", "none", "other"],
+        "$defs": {"D": {"type": "object", "description": "A D.",
+            "properties": {"n": {"type": "string"}}, "required": ["n"],
+            "examples": [{"n": "far"}]}},
+    });
+    let d = |description: &str| {
+        json!({"type": "object", "additionalProperties": false, "description": description,
+            "properties": {"n": {"type": "string"}}, "required": ["n"]})
+    };
+    check(
+        schema,
+        Some(json!({
+            "type": "object",
+            "additionalProperties": false,
+            "properties": {
+                "near": d("Deprecated.\nField.\nA D.\nExamples: {\"n\":\"near\"}"),
+                "far": d("Field.\nA D.\nExamples: {\"n\":\"far\"}"),
+                "plain": {"$ref": "#/$defs/D"},
+                "long": {"type": "string"},
+                "none": {"type": "integer"},
+                "other": {"type": "string"},
+            },
+            "required": ["far", "long", "near", "none", "other", "plain"],
+            "$defs": {"D": d("A D.\nExamples: {\"n\":\"far\"}")},
+        })),
+    );
+}
+
 #[test]
 fn a_required_property_the_schema_does_not_describe_is_not_strict() {
     // The schema requires `token` and lets it be anything (the object is open). Closed and with
