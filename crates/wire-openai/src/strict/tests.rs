@@ -670,6 +670,30 @@ fn examples_are_said_once_and_short_other_annotations_dropped() {
     );
 }
 
+/// The examples' line is held to 200 characters, not bytes, and is said whole or not at all:
+/// `Examples: "` and `"` are 12 characters, so 188 two-byte `é` (376 bytes) make a line of 200,
+/// said, and 189 one past it, dropped rather than cut.
+#[test]
+fn the_examples_line_is_measured_in_characters() {
+    let field = |n: usize| json!({"type": "string", "examples": ["é".repeat(n)]});
+    let strict = |description: Option<String>| {
+        let mut at = json!({"type": "string"});
+        if let Some(description) = description {
+            at["description"] = description.into();
+        }
+        Some(json!({"type": "object", "additionalProperties": false,
+            "properties": {"at": at}, "required": ["at"]}))
+    };
+    let line = format!("Examples: \"{}\"", "é".repeat(188));
+    assert_eq!(line.chars().count(), 200);
+    for (n, said) in [(188, Some(line)), (189, None)] {
+        check(
+            json!({"type": "object", "properties": {"at": field(n)}, "required": ["at"]}),
+            strict(said),
+        );
+    }
+}
+
 #[test]
 fn a_required_property_the_schema_does_not_describe_is_not_strict() {
     // The schema requires `token` and lets it be anything (the object is open). Closed and with
