@@ -1815,15 +1815,7 @@ async fn a_text_body_opening_a_bracket_it_never_closes_is_not_said_cut() {
     for (body, shown) in cases {
         let answer = sized_answer("429 Too Many Requests", "text/plain", "", body.as_bytes());
         let base = serve_once_then_close(answer).await;
-        let model = OpenAiCompletion::new(OpenAiConfig {
-            max_retries: 0,
-            ..OpenAiConfig::new(&base, "m")
-        })
-        .unwrap();
-        let error = tokio::time::timeout(Duration::from_secs(3), complete_hello(&model))
-            .await
-            .unwrap_or_else(|_| panic!("{body:?}: no answer"))
-            .unwrap_err();
+        let error = error_from(&base, &format!("{body:?}")).await;
         assert_eq!(
             error.to_string(),
             format!(
