@@ -194,14 +194,25 @@ impl BlobStore for SqliteBlobStore {
         }
         let hash = hash.to_owned();
         self.with_conn(move |conn| {
-            let value: Option<rusqlite::types::Value> = conn
+            // Only a blob's bytes are taken (`None`: a value of another type), never converted
+            // (rusqlite's conversion of text that is not UTF-8 panics).
+            let value: Option<Option<Vec<u8>>> = conn
                 .prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")
-                .and_then(|mut select| select.query_row([&hash], |row| row.get(0)).optional())
+                .and_then(|mut select| {
+                    select
+                        .query_row([&hash], |row| {
+                            Ok(match row.get_ref(0)? {
+                                rusqlite::types::ValueRef::Blob(bytes) => Some(bytes.to_vec()),
+                                _ => None,
+                            })
+                        })
+                        .optional()
+                })
                 .map_err(|e| backend(format_args!("cannot read blob {hash}"), e))?;
             // A value that is not a blob (damaged by hand or by another writer) is as corrupt
             // as bytes that do not hash to the address.
             match value.ok_or_else(|| BlobStoreError::NotFound(hash.clone()))? {
-                rusqlite::types::Value::Blob(bytes) if sha256_hex(&bytes) == hash => Ok(bytes),
+                Some(bytes) if sha256_hex(&bytes) == hash => Ok(bytes),
                 _ => Err(BlobStoreError::Corrupt(hash)),
             }
         })

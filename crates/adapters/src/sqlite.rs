@@ -18,7 +18,7 @@ use ai_core::{
     ToolInvocationRecord,
 };
 use async_trait::async_trait;
-use rusqlite::types::Value as SqlValue;
+use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use serde_json::Value;
 
@@ -90,6 +90,20 @@ fn file_name(path: &Path) -> std::borrow::Cow<'_, Path> {
         Some(std::path::Component::Normal(_)) => Path::new(".").join(path).into(),
         _ => path.into(),
     }
+}
+
+/// The value of `row`'s `column` as stored, of whatever type it holds: the tables are not
+/// STRICT, so a damaged row can hold any. Text that is not UTF-8 (a hand edit, a damaged page),
+/// on which rusqlite's own conversion to [`SqlValue`] panics, is read as its bytes, a blob,
+/// which every reader refuses as a value of the wrong type.
+pub(crate) fn any_value(row: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<SqlValue> {
+    Ok(match row.get_ref(column)? {
+        ValueRef::Text(bytes) => match std::str::from_utf8(bytes) {
+            Ok(text) => SqlValue::Text(text.to_owned()),
+            Err(_) => SqlValue::Blob(bytes.to_vec()),
+        },
+        value => value.into(),
+    })
 }
 
 fn backend(what: impl std::fmt::Display, e: impl std::fmt::Display) -> RunStoreError {
@@ -600,7 +614,7 @@ fn next_index(
     // integer).
     let last: SqlValue = tx
         .prepare_cached(sql)
-        .and_then(|mut stmt| stmt.query_row([run_id.as_str()], |r| r.get(0)))
+        .and_then(|mut stmt| stmt.query_row([run_id.as_str()], |r| any_value(r, 0)))
         .map_err(|e| backend("cannot read the run's last index", e))?;
     let corrupt = |why: &str| {
         RunStoreError::Corrupt(format!("run {run_id}: its stored {what} numbers {why}"))
@@ -666,7 +680,7 @@ fn saved_thread(conn: &Connection, thread_id: &str) -> Result<Option<Value>, Run
     // Read as any type: the table is not STRICT, so a damaged row can hold a blob.
     let stored: Option<SqlValue> = conn
         .prepare_cached("SELECT state_json FROM threads WHERE thread_id = ?1")
-        .and_then(|mut stmt| stmt.query_row([thread_id], |r| r.get(0)).optional())
+        .and_then(|mut stmt| stmt.query_row([thread_id], |r| any_value(r, 0)).optional())
         .map_err(|e| backend(format_args!("cannot read thread {thread_id}"), e))?;
     let corrupt = |why: String| {
         RunStoreError::Corrupt(format!(
@@ -681,7 +695,9 @@ fn saved_thread(conn: &Connection, thread_id: &str) -> Result<Option<Value>, Run
                 ai_core::describe_json_error(&e)
             ))
         }),
-        Some(_) => Err(corrupt("is not text, which no store writes".to_owned())),
+        Some(_) => Err(corrupt(
+            "is not UTF-8 text, which no store writes".to_owned(),
+        )),
     }
 }
 
@@ -830,7 +846,7 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
     let strings = |sql: &str| -> Result<Vec<(SqlValue, String)>, RunStoreError> {
         let mut stmt = tx.prepare_cached(sql).map_err(read)?;
         let rows = stmt
-            .query_map([run_id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map([run_id.as_str()], |r| Ok((any_value(r, 0)?, r.get(1)?)))
             .map_err(read)?;
         rows.collect::<Result<_, _>>().map_err(read)
     };
@@ -942,7 +958,7 @@ fn recover_tx(
     let open: Vec<(i64, SqlValue, SqlValue)> = {
         let mut stmt = tx.prepare_cached(RUNS_TO_CLOSE).map_err(fail)?;
         let rows = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .query_map([], |r| Ok((r.get(0)?, any_value(r, 1)?, any_value(r, 2)?)))
             .map_err(fail)?;
         rows.collect::<Result<_, _>>().map_err(fail)?
     };
@@ -1006,7 +1022,7 @@ fn interrupted_run(
              FROM run_events WHERE run_id = ?1 \
              AND kind IN ('tool_call_start', 'tool_call_result') ORDER BY seq",
         )?;
-        let rows = stmt.query_map([run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        let rows = stmt.query_map([run], |r| Ok((r.get(0)?, any_value(r, 1)?, r.get(2)?)))?;
         rows.collect::<Result<_, _>>()?
     };
     let starts =
@@ -1023,7 +1039,7 @@ fn interrupted_run(
         let Some(Ok(tool_call_id)) = call.map(ToolCallId::new) else {
             return Ok(Err("a tool call start event has no valid tool call id"));
         };
-        let json = read_start.query_row([row], |r| r.get::<_, SqlValue>(0))?;
+        let json = read_start.query_row([row], |r| any_value(r, 0))?;
         let Ok(Some(json)) = text(json) else {
             return Ok(Err("a tool call start event is not of its column's type"));
         };

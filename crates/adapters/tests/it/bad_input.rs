@@ -546,3 +546,110 @@ async fn event_numbers_that_are_not_integers_refuse_the_next_step_naming_the_run
         );
     }
 }
+
+/// Text that is not UTF-8 (a hand edit such as `CAST(X'ff' AS TEXT)`, or a damaged page) in a
+/// column the store reads whatever type it holds is damage like a value of another type, named
+/// as such: never a panic on the store's connection (rusqlite's own `Value` panics on such
+/// text). A thread state, an event number, the ids and events of an interrupted run and a
+/// blob's bytes.
+#[tokio::test]
+async fn text_that_is_not_utf8_is_damage_never_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let not_utf8 = |sql: &str, params: &[&dyn rusqlite::ToSql]| {
+        rusqlite::Connection::open(store.path())
+            .unwrap()
+            .execute(sql, params)
+            .unwrap();
+    };
+    let bytes: &[u8] = b"{\xff}";
+
+    // A thread's saved state.
+    not_utf8(
+        "INSERT INTO threads (thread_id, state_json) VALUES ('t-1', CAST(?1 AS TEXT))",
+        &[&bytes],
+    );
+    let thread = ai_core::ThreadId::new("t-1").unwrap();
+    let err = ai_core::ThreadStore::load(&store, &thread)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("the saved state of thread t-1 (threads.state_json) is not UTF-8 text"),
+        "{err}"
+    );
+
+    // An event's number: refused on load and by the next step, as damage.
+    let r = run("numbered");
+    store.begin_run(&r, None, 1, None).await.unwrap();
+    let step = || RunStep {
+        events: vec![start("a")],
+        ..RunStep::default()
+    };
+    store.commit_step(&r, step()).await.unwrap();
+    not_utf8(
+        "UPDATE run_events SET seq = CAST(?1 AS TEXT) WHERE run_id = 'numbered'",
+        &[&bytes],
+    );
+    assert_eq!(
+        store.load_run(&r).await.unwrap_err(),
+        RunStoreError::Corrupt(
+            "run numbered: the run log is damaged: its event 0 is stored under a number that is \
+             not a 64-bit integer, which no store writes"
+                .into()
+        )
+    );
+    let err = store.commit_step(&r, step()).await.unwrap_err();
+    assert_eq!(
+        err,
+        RunStoreError::Corrupt(
+            "run numbered: its stored event numbers are not all 64-bit integers, which no store \
+             writes"
+                .into()
+        )
+    );
+
+    // Interrupted runs whose id, thread id, call id or start event is such text are left out of
+    // the recovery; the others are still recovered.
+    let (bad_event, bad_call, good) = (run("bad-event"), run("bad-call"), run("good"));
+    for r in [&bad_event, &bad_call, &good] {
+        store.begin_run(r, None, 10, None).await.unwrap();
+        store.commit_step(r, step()).await.unwrap();
+    }
+    not_utf8(
+        "UPDATE run_events SET event_json = CAST(?1 AS TEXT) WHERE run_id = 'bad-event'",
+        &[&bytes],
+    );
+    not_utf8(
+        "UPDATE run_events SET tool_call_id = CAST(?1 AS TEXT) WHERE run_id = 'bad-call'",
+        &[&bytes],
+    );
+    not_utf8(
+        "INSERT INTO runs (run_id, status, started_at_ms) \
+         VALUES (CAST(?1 AS TEXT), 'interrupted', 0)",
+        &[&bytes],
+    );
+    not_utf8(
+        "INSERT INTO runs (run_id, thread_id, status, started_at_ms) \
+         VALUES ('bad-thread', CAST(?1 AS TEXT), 'interrupted', 0)",
+        &[&bytes],
+    );
+    let recovered = store
+        .recover_interrupted(100, &[bad_event, bad_call, good.clone()])
+        .await
+        .unwrap();
+    let recovered: Vec<_> = recovered.into_iter().map(|run| run.run_id).collect();
+    assert_eq!(recovered, [good]);
+
+    // A blob's bytes.
+    let blobs = store.blob_store().unwrap();
+    let hash = blobs.put(b"{\xff}").await.unwrap();
+    not_utf8(
+        "UPDATE blobs SET bytes = CAST(bytes AS TEXT) WHERE hash = ?1",
+        &[&hash],
+    );
+    assert_eq!(
+        blobs.get(&hash).await,
+        Err(BlobStoreError::Corrupt(hash.clone()))
+    );
+}
