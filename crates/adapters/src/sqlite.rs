@@ -695,11 +695,12 @@ fn saved_thread(conn: &Connection, thread_id: &str) -> Result<Option<Value>, Run
                 ai_core::describe_json_error(&e)
             ))
         }),
-        Some(_) => Err(corrupt(
-            "is not UTF-8 text, which no store writes".to_owned(),
-        )),
+        Some(_) => Err(corrupt(NOT_UTF8_TEXT.to_owned())),
     }
 }
+
+/// What is wrong with a stored text that is not one: a blob, or bytes that are not UTF-8.
+const NOT_UTF8_TEXT: &str = "is not UTF-8 text, which no store writes";
 
 fn commit_step_tx(
     conn: &mut Connection,
@@ -841,22 +842,28 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
         .ok_or_else(|| RunStoreError::NotFound(run_id.clone()))?
         .decode()
         .map_err(BadHeader::into_error)?;
-    // The number is read as any type: the table is not STRICT, so a hand edit can leave text or a
-    // float there, which `numbered` names as damage, not as a failed read.
-    let strings = |sql: &str| -> Result<Vec<(SqlValue, String)>, RunStoreError> {
+    // The number and the text are read as any type: the table is not STRICT, so a hand edit can
+    // leave text or a float for a number, a blob or bytes that are not UTF-8 for the text, which
+    // `numbered` and `stored_text` name as damage, not as a failed read.
+    let rows = |sql: &str| -> Result<Vec<(SqlValue, SqlValue)>, RunStoreError> {
         let mut stmt = tx.prepare_cached(sql).map_err(read)?;
         let rows = stmt
-            .query_map([run_id.as_str()], |r| Ok((any_value(r, 0)?, r.get(1)?)))
+            .query_map([run_id.as_str()], |r| {
+                Ok((any_value(r, 0)?, any_value(r, 1)?))
+            })
             .map_err(read)?;
         rows.collect::<Result<_, _>>().map_err(read)
     };
     // The message names the row and the column, never what they hold (a run's text, a tool's
     // result): see `describe_json_error`.
-    let corrupt = |what: &str, n: i64, column: &str, e: serde_json::Error| {
-        RunStoreError::Corrupt(format!(
-            "{what} {n} of run {run_id} ({column}) does not decode: {}",
-            ai_core::describe_json_error(&e)
-        ))
+    let corrupt = |what: &str, n: i64, column: &str, why: &str| {
+        RunStoreError::Corrupt(format!("{what} {n} of run {run_id} ({column}) {why}"))
+    };
+    let undecoded =
+        |e: serde_json::Error| format!("does not decode: {}", ai_core::describe_json_error(&e));
+    let stored_text = |what: &str, n: i64, column: &str, value: SqlValue| match text(value) {
+        Ok(Some(text)) => Ok(text),
+        _ => Err(corrupt(what, n, column, NOT_UTF8_TEXT)),
     };
     // The event, record or receipt at index `i` is numbered `i` ([`RunLog`]): a log with a
     // number missing (a row deleted by hand) is refused rather than loaded as if whole.
@@ -878,31 +885,36 @@ fn load_run_tx(conn: &mut Connection, run_id: &RunId) -> Result<RunLog, RunStore
             "run {run_id}: the run log is damaged: {why}"
         )))
     };
-    let events = strings("SELECT seq, event_json FROM run_events WHERE run_id = ?1 ORDER BY seq")?
+    let events = rows("SELECT seq, event_json FROM run_events WHERE run_id = ?1 ORDER BY seq")?
         .into_iter()
         .zip(0_i64..)
         .map(|((seq, json), index)| {
             numbered("event", (seq, index))?;
+            let column = "run_events.event_json";
+            let json = stored_text("event", index, column, json)?;
             serde_json::from_str::<AiEvent>(&json)
-                .map_err(|e| corrupt("event", index, "run_events.event_json", e))
+                .map_err(|e| corrupt("event", index, column, &undecoded(e)))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let records =
-        strings("SELECT idx, record_json FROM tool_records WHERE run_id = ?1 ORDER BY idx")?
-            .into_iter()
-            .zip(0_i64..)
-            .map(|((idx, json), index)| {
-                numbered("tool record", (idx, index))?;
-                serde_json::from_str::<ToolInvocationRecord>(&json)
-                    .map_err(|e| corrupt("record", index, "tool_records.record_json", e))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+    let records = rows("SELECT idx, record_json FROM tool_records WHERE run_id = ?1 ORDER BY idx")?
+        .into_iter()
+        .zip(0_i64..)
+        .map(|((idx, json), index)| {
+            numbered("tool record", (idx, index))?;
+            let column = "tool_records.record_json";
+            let json = stored_text("record", index, column, json)?;
+            serde_json::from_str::<ToolInvocationRecord>(&json)
+                .map_err(|e| corrupt("record", index, column, &undecoded(e)))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let receipt_refs =
-        strings("SELECT idx, receipt_ref FROM model_receipts WHERE run_id = ?1 ORDER BY idx")?
+        rows("SELECT idx, receipt_ref FROM model_receipts WHERE run_id = ?1 ORDER BY idx")?
             .into_iter()
             .zip(0_i64..)
             .map(|((idx, receipt), index)| {
-                numbered("model receipt", (idx, index)).map(|()| receipt)
+                numbered("model receipt", (idx, index))?;
+                let column = "model_receipts.receipt_ref";
+                stored_text("model receipt", index, column, receipt)
             })
             .collect::<Result<Vec<_>, _>>()?;
     Ok(RunLog {

@@ -653,3 +653,52 @@ async fn text_that_is_not_utf8_is_damage_never_a_panic() {
         Err(BlobStoreError::Corrupt(hash.clone()))
     );
 }
+
+/// A run's event, tool record or model receipt stored as something other than UTF-8 text (a
+/// blob, or text that is not UTF-8: a hand edit, a damaged page; the tables are not STRICT) is
+/// refused on load as damaged, naming the run, the row and its column, never what it holds, as
+/// JSON that does not decode is: not as a backend failure, which it is not.
+#[tokio::test]
+async fn a_run_whose_event_record_or_receipt_is_not_text_is_refused_on_load_as_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let columns = [
+        ("run_events", "event_json", "seq", "event"),
+        ("tool_records", "record_json", "idx", "record"),
+        ("model_receipts", "receipt_ref", "idx", "model receipt"),
+    ];
+    for (table, column, number, what) in columns {
+        for damage in [
+            "CAST(?1 || 'x' AS BLOB)",
+            "CAST(CAST(?1 AS BLOB) || X'ff' AS TEXT)",
+        ] {
+            let r = run(&format!("{table}-{}", damage.len()));
+            store.begin_run(&r, None, 1, None).await.unwrap();
+            let step = RunStep {
+                events: vec![start("a"), start("b")],
+                records: ["a", "b"].map(|id| record(id, "raw")).to_vec(),
+                receipt_refs: [b"a", b"b"].map(|bytes| sha256_hex(bytes)).to_vec(),
+                ..RunStep::default()
+            };
+            store.commit_step(&r, step).await.unwrap();
+            let conn = rusqlite::Connection::open(store.path()).unwrap();
+            // Of the right length for a receipt's check: 63 bytes and the one each damage adds.
+            let bytes = "x".repeat(63);
+            conn.execute(
+                &format!(
+                    "UPDATE {table} SET {column} = {damage} WHERE run_id = ?2 AND {number} = 1"
+                ),
+                rusqlite::params![bytes, r.as_str()],
+            )
+            .unwrap();
+            assert_eq!(
+                store.load_run(&r).await.unwrap_err(),
+                RunStoreError::Corrupt(format!(
+                    "{what} 1 of run {r} ({table}.{column}) is not UTF-8 text, which no store \
+                     writes"
+                )),
+                "{table} {damage}"
+            );
+        }
+    }
+}
