@@ -138,7 +138,7 @@ fn make_strict(node: &mut Value, depth: usize, budget: &mut Budget<'_>) -> bool 
             None => return false,
         }
     }
-    // A recursive `$ref` keeps no sibling: there the notes go unsaid, as a description does.
+    // A `$ref` left so has no sibling (a recursive one is wrapped in an `anyOf` to keep them).
     if !notes.is_empty() && !map.contains_key("$ref") {
         notes.say(map);
     }
@@ -150,10 +150,9 @@ fn make_strict(node: &mut Value, depth: usize, budget: &mut Budget<'_>) -> bool 
 
 /// OpenAI's strict mode refuses a `$ref` with sibling keywords ("$ref cannot have keywords
 /// {'description'}"). Annotation siblings (`description`, `title`) are kept by inlining the
-/// local definition the `$ref` points to, as the official SDK does for Pydantic schemas; a
-/// reference already being inlined (recursion) keeps only its `$ref`. Constraining siblings
-/// would intersect with the definition, which inlining cannot express: `None`, non-strict. So is
-/// a copy past [`MAX_INLINED_BYTES`], refused before it is made.
+/// local definition the `$ref` points to, as the official SDK does for Pydantic schemas.
+/// Constraining siblings would intersect with the definition, which inlining cannot express:
+/// `None`, non-strict. So is a copy past [`MAX_INLINED_BYTES`], refused before it is made.
 ///
 /// The sibling `title` replaces the definition's. The definition's description joins
 /// `descriptions`, those met so far along the chain of references (the field's first), and the
@@ -162,6 +161,13 @@ fn make_strict(node: &mut Value, depth: usize, budget: &mut Budget<'_>) -> bool 
 /// documented field whose type is documented too (an enum's notes on its variants). The
 /// definition's dropped annotations join `notes`, for [`make_strict`] to say once the chain is
 /// resolved. Returns whether a definition was inlined (and pushed on `budget.inlining`).
+///
+/// A reference already being inlined (recursion) cannot be inlined again. It becomes an `anyOf`
+/// of the plain `$ref` alone, the same values, and its annotations sit beside the `anyOf`, which
+/// strict mode takes (an optional one then gains its `null` branch there: Pydantic's spelling of
+/// a described `Optional[Node]`). Its title and the descriptions met along the chain are said
+/// there, and [`make_strict`] adds the notes; the definition's own description is not, since
+/// the `$ref` still leads to it. One with nothing to say stays a plain `$ref`.
 fn inline_ref(
     map: &mut Map<String, Value>,
     descriptions: &mut Vec<String>,
@@ -176,7 +182,17 @@ fn inline_ref(
     }
     let reference = map.get("$ref")?.as_str()?.to_owned();
     if budget.inlining.contains(&reference) {
-        map.retain(|k, _| k == "$ref");
+        let title = map.remove("title");
+        map.clear();
+        let description = ai_core::join_descriptions(descriptions.iter().map(String::as_str));
+        if title.is_none() && description.is_none() && notes.is_empty() {
+            map.insert("$ref".into(), reference.into());
+            return Some(false);
+        }
+        let only = serde_json::json!({ "$ref": reference });
+        map.insert("anyOf".into(), Value::Array(vec![only]));
+        map.extend(title.map(|title| ("title".to_owned(), title)));
+        map.extend(description.map(|text| ("description".to_owned(), text.into())));
         return Some(false);
     }
     let pointer = reference.strip_prefix('#')?;

@@ -157,7 +157,8 @@ fn optional_consts_become_an_enum_with_null() {
 fn refs_with_annotations_are_inlined_and_plain_refs_kept() {
     // "$ref cannot have keywords {'description'}": the definition is inlined under the
     // description; a plain optional `$ref` becomes a null union; a described reference to a
-    // definition already being inlined (recursion) keeps only its `$ref`.
+    // definition already being inlined (recursion) keeps its `$ref` in an `anyOf` of one, its
+    // annotations beside it.
     check(
         json!({"type": "object",
         "properties": {
@@ -174,7 +175,8 @@ fn refs_with_annotations_are_inlined_and_plain_refs_kept() {
         Some(json!({"type": "object", "additionalProperties": false,
         "properties": {
             "a": {"type": "object", "additionalProperties": false, "description": "the tree",
-                "properties": {"child": {"$ref": "#/$defs/Node"}}, "required": ["child"]},
+                "properties": {"child": {"title": "child", "anyOf": [{"$ref": "#/$defs/Node"}]}},
+                "required": ["child"]},
             "b": {"anyOf": [{"$ref": "#/$defs/Leaf"}, {"type": "null"}]}
         },
         "required": ["a", "b"],
@@ -182,7 +184,8 @@ fn refs_with_annotations_are_inlined_and_plain_refs_kept() {
             // The definition itself unrolls its described self-reference once.
             "Node": {"type": "object", "additionalProperties": false, "properties": {
                 "child": {"type": "object", "additionalProperties": false, "title": "child",
-                    "properties": {"child": {"$ref": "#/$defs/Node"}}, "required": ["child"]}
+                    "properties": {"child": {"title": "child", "anyOf": [{"$ref": "#/$defs/Node"}]}},
+                    "required": ["child"]}
             }, "required": ["child"]},
             "Leaf": {"type": "string", "format": "email"}
         }})),
@@ -200,6 +203,61 @@ fn refs_with_annotations_are_inlined_and_plain_refs_kept() {
             "a": {"$ref": "https://example.invalid/x.json", "description": "remote"}
         }, "required": ["a"]}),
         None,
+    );
+}
+
+/// A described field whose type is recursive stays a `$ref` where the definition is already
+/// being inlined, and strict mode refuses a `$ref` with siblings: its description and title (and
+/// the notes of its dropped annotations) sit beside an `anyOf` holding the `$ref` instead, which
+/// the subset takes. An optional one gains its `null` branch there, as Pydantic's
+/// `Optional[Node]` with a description is spelled (what ai-tools derives for a documented
+/// `Option<Box<Node>>` field, a `$ref` to a nullable copy of `Node`).
+#[test]
+fn a_described_recursive_reference_keeps_its_description() {
+    check(
+        json!({"type": "object",
+        "properties": {"root": {"$ref": "#/definitions/Node", "description": "the tree"}},
+        "required": ["root"],
+        "definitions": {
+            "Node": {"type": ["object", "null"], "description": "A node.", "properties": {
+                "next": {"$ref": "#/definitions/Node", "description": "The node after this one.",
+                    "deprecated": true},
+                "first": {"$ref": "#/definitions/Node", "title": "First"}
+            }, "required": ["first"]}
+        }}),
+        Some(json!({"type": "object", "additionalProperties": false,
+        "properties": {
+            "root": {"type": ["object", "null"], "additionalProperties": false,
+                "description": "the tree\nA node.",
+                "properties": {
+                    "next": {"description": "Deprecated.\nThe node after this one.",
+                        "anyOf": [{"$ref": "#/definitions/Node"}, {"type": "null"}]},
+                    "first": {"title": "First", "anyOf": [{"$ref": "#/definitions/Node"}]}
+                },
+                "required": ["first", "next"]}
+        },
+        "required": ["root"],
+        "definitions": {
+            "Node": {"type": ["object", "null"], "additionalProperties": false,
+                "description": "A node.", "properties": {
+                "next": {"type": ["object", "null"], "additionalProperties": false,
+                    "description": "Deprecated.\nThe node after this one.\nA node.",
+                    "properties": {
+                        "next": {"description": "Deprecated.\nThe node after this one.",
+                            "anyOf": [{"$ref": "#/definitions/Node"}, {"type": "null"}]},
+                        "first": {"title": "First", "anyOf": [{"$ref": "#/definitions/Node"}]}
+                    },
+                    "required": ["first", "next"]},
+                "first": {"type": ["object", "null"], "additionalProperties": false,
+                    "title": "First", "description": "A node.",
+                    "properties": {
+                        "next": {"description": "Deprecated.\nThe node after this one.",
+                            "anyOf": [{"$ref": "#/definitions/Node"}, {"type": "null"}]},
+                        "first": {"title": "First", "anyOf": [{"$ref": "#/definitions/Node"}]}
+                    },
+                    "required": ["first", "next"]}
+            }, "required": ["first", "next"]}
+        }})),
     );
 }
 
