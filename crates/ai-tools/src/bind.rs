@@ -228,6 +228,11 @@ fn plain_error(kind: &ValidationErrorKind, here: Option<&Value>, root_arguments:
             None => "does not match the schema's pattern".into(),
         },
         K::Format { format } => format!("is not a valid `{format}`"),
+        // A map's key, which is the model's text, is not named: only what keys must be.
+        K::PropertyNames { error } => {
+            let keys = here.and_then(|s| s.get("propertyNames"));
+            format!("has a key that {}", plain_error(error.kind(), keys, false))
+        }
         kind => format!("breaks the schema's `{}` rule", kind.keyword()),
     }
 }

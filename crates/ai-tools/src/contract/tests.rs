@@ -310,7 +310,7 @@ fn integer_keys_are_taken_as_serde_reads_them() {
         .unwrap_err();
     assert_eq!(
         err.safe_message(),
-        "/offsets breaks the schema's `propertyNames` rule"
+        "/offsets has a key that does not match the pattern `^(0|-?[1-9][0-9]*)$`"
     );
 }
 
