@@ -33,6 +33,10 @@
 //!   that joins them into a path (`$k::$m`, `$($p)::*`) count as every path they could make
 //!   (`call!(io, stdout)` is `io::stdout`; see [`joined_paths`]), whichever crate defines it,
 //!   and so do those handed to a macro that hands them on to such a macro;
+//! - likewise, the names an invocation hands a macro that invokes a macro or calls a method by
+//!   a name it is handed (`$n!(…)`, `$t.$m(…)`) are each that macro invoked and that method
+//!   called, with arguments the scan cannot read (`call!(include)` is `include!` of a computed
+//!   path, `on!(tool, exec)` is `tool.exec(…)`; see [`spliced_calls`]);
 //! - a raw identifier is the name it spells (`r#exec` is `exec`; `r#use` is a name, not the
 //!   keyword);
 //! - a string literal that names a file or a variable (`#[path]`, `include!`, `env!`) is read
@@ -295,7 +299,8 @@ pub(crate) fn check_tree(
     let macros: Vec<&MacroJoins> = (scopes.iter())
         .flat_map(|(_, scope)| &scope.macros)
         .collect();
-    let joiners = path_joiners(&macros);
+    let joiners = relayed(&macros, |m| m.joins);
+    let splicers = relayed(&macros, |m| m.splices);
     let mut types = Vec::new();
     let mut catalogs = Vec::new();
     let mut seen = Seen::default();
@@ -317,6 +322,7 @@ pub(crate) fn check_tree(
                 renamed: &renamed,
                 scope,
                 joiners: &joiners,
+                splicers: &splicers,
             };
             let collected = Collected {
                 types: &mut types,
@@ -488,9 +494,12 @@ struct Names<'n> {
     renamed: &'n [(&'n str, &'n str)],
     /// What the crate's modules import and declare.
     scope: &'n CrateScope,
-    /// The macros of every crate that join what they are handed into a path ([`path_joiners`]),
+    /// The macros of every crate that join what they are handed into a path ([`relayed`]),
     /// which a crate may invoke from another (`#[macro_export]`).
     joiners: &'n [String],
+    /// The macros of every crate that invoke a macro or call a method by a name they are
+    /// handed ([`spliced_calls`]).
+    splicers: &'n [String],
 }
 
 /// What the files of one crate bind where another module can name it: every import
@@ -524,7 +533,8 @@ struct CrateScope {
     tree: Vec<(Vec<String>, Vec<ModuleImport>)>,
     /// `(name, path)` of each import whose module cannot be told: every module has it.
     anywhere: Vec<(String, Vec<String>)>,
-    /// The `macro_rules!` the crate defines, as far as joining paths goes ([`path_joiners`]).
+    /// The `macro_rules!` the crate defines, as far as what they make of the names they are
+    /// handed goes ([`MacroJoins`]).
     macros: Vec<MacroJoins>,
     /// `(alias, crate)` of each `extern crate X as Y;` (the crate `["crate"]` for `self`):
     /// the crate's extern prelude, which every module of the crate sees (an extern crate
@@ -722,6 +732,8 @@ fn check_source(
     };
     let mut tokens = lex::tokens(&code);
     unalias_macros(&mut tokens, names.scope);
+    let mut spliced = spliced_calls(&tokens, names.splicers);
+    unalias_macros(&mut spliced, names.scope);
     let place = Place {
         in_runner: path.starts_with(RUNNER),
         in_ai_tools: path.starts_with(AI_TOOLS),
@@ -732,12 +744,14 @@ fn check_source(
     seen.env_allowed_files += usize::from(place.env_allowed);
     seen.sans_io_files += usize::from(place.sans_io);
 
-    single_execution_path(&tokens, &place, seen, &mut push);
-    io_calls(&tokens, &place, seen, &mut push);
     let chars: Vec<char> = text.chars().collect();
-    foreign_source(path, &chars, &tokens, &mut push);
-    if !place.env_allowed {
-        build_env(&chars, &tokens, &mut push);
+    for tokens in [&tokens, &spliced] {
+        single_execution_path(tokens, &place, seen, &mut push);
+        io_calls(tokens, &place, seen, &mut push);
+        foreign_source(path, &chars, tokens, &mut push);
+        if !place.env_allowed {
+            build_env(&chars, tokens, &mut push);
+        }
     }
     for (segments, line) in named_paths(path, &tokens, names) {
         let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
@@ -1382,7 +1396,7 @@ fn through_modules(
     out
 }
 
-/// A `macro_rules!` as [`path_joiners`] reads it.
+/// A `macro_rules!`, as far as what it makes of the names it is handed goes ([`relayed`]).
 #[derive(Debug, Default)]
 struct MacroJoins {
     /// Its name.
@@ -1390,12 +1404,15 @@ struct MacroJoins {
     /// Whether its rules put `::` between two things an invocation hands in (`$k::$m`, a
     /// repetition `$($p)::*`).
     joins: bool,
+    /// Whether its rules invoke a macro or call a method by a name an invocation hands in
+    /// (`$n!(…)`, `$t.$m(…)`; not a range `$a..$b`).
+    splices: bool,
     /// The macros its rules invoke with something an invocation hands in (`call!($a, $b)`).
     hands_on: Vec<String>,
 }
 
 /// The `macro_rules!` that `tokens` define, each with whether it joins what it is handed into
-/// a path and the macros it hands that on to.
+/// a path or splices it in as a macro's or a method's name, and the macros it hands that on to.
 fn macro_joins(tokens: &[Token]) -> Vec<MacroJoins> {
     let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
     let mut macros = Vec::new();
@@ -1409,6 +1426,11 @@ fn macro_joins(tokens: &[Token]) -> Vec<MacroJoins> {
             let handed_after = matches!(at(j + 1), "$" | "*" | "+");
             at(j) == "::" && handed_before && handed_after
         });
+        let splices = body.clone().any(|j| {
+            let variable = at(j) == "$" && is_ident(at(j + 1)) && at(j + 1) != "crate";
+            let method = at(j - 1) == "." && at(j - 2) != ".";
+            variable && (at(j + 2) == "!" || method)
+        });
         let hands_on = body
             .filter(|&j| is_ident(at(j)) && at(j + 1) == "!" && opens(at(j + 2)))
             .filter(|&j| (j + 3..closing(tokens, j + 2)).any(|a| at(a) == "$"))
@@ -1417,28 +1439,31 @@ fn macro_joins(tokens: &[Token]) -> Vec<MacroJoins> {
         macros.push(MacroJoins {
             name: at(k + 2).to_owned(),
             joins,
+            splices,
             hands_on,
         });
     }
     macros
 }
 
-/// The macros that join what they are handed into a path, so that it builds a path of names no
-/// path spells where it is invoked (`call!(io, stdout)` is `io::stdout()`): one whose rules
-/// join ([`MacroJoins::joins`]), and one that hands what it is handed on to a joining macro
-/// (`relay!(io, stdout)` is `call!(io, stdout)`), through any number of them.
-fn path_joiners(macros: &[&MacroJoins]) -> Vec<String> {
-    let mut joiners: Vec<String> = Vec::new();
+/// The macros that do what `does` says with the names they are handed, so that an invocation
+/// makes of them what no code spells where it is invoked: one that does it itself (joins them
+/// into a path, [`MacroJoins::joins`]: `call!(io, stdout)` is `io::stdout()`; or splices them
+/// in as a macro's or a method's name, [`MacroJoins::splices`]), and one that hands what it is
+/// handed on to such a macro (`relay!(io, stdout)` is `call!(io, stdout)`), through any
+/// number of them.
+fn relayed(macros: &[&MacroJoins], does: impl Fn(&MacroJoins) -> bool) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
     loop {
         let more: Vec<String> = (macros.iter())
-            .filter(|m| !joiners.contains(&m.name))
-            .filter(|m| m.joins || m.hands_on.iter().any(|h| joiners.contains(h)))
+            .filter(|m| !found.contains(&m.name))
+            .filter(|m| does(m) || m.hands_on.iter().any(|h| found.contains(h)))
             .map(|m| m.name.clone())
             .collect();
         if more.is_empty() {
-            return joiners;
+            return found;
         }
-        joiners.extend(more);
+        found.extend(more);
     }
 }
 
@@ -1450,23 +1475,11 @@ fn joined_paths<'t>(
     tokens: &'t [Token],
     joiners: &[String],
 ) -> Vec<((Vec<&'t str>, usize), usize)> {
-    let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
     let mut paths = Vec::new();
     for (k, token) in tokens.iter().enumerate() {
-        let invoked = at(k + 1) == "!" && opens(at(k + 2));
-        if !invoked || !joiners.contains(&token.text) {
+        let Some(names) = handed_names(tokens, k, joiners) else {
             continue;
-        }
-        let mut names: Vec<&str> = Vec::new();
-        let arguments = tokens
-            .get(k + 3..closing(tokens, k + 2))
-            .unwrap_or_default();
-        for (previous, argument) in tokens[k + 2..].iter().zip(arguments) {
-            let name = argument.text.as_str();
-            if is_ident(name) && previous.text != "$" && !names.contains(&name) {
-                names.push(name);
-            }
-        }
+        };
         if names.len() < 2 {
             continue;
         }
@@ -1481,6 +1494,47 @@ fn joined_paths<'t>(
         }
     }
     paths
+}
+
+/// The tokens of what each invocation of one of the `splicers` macros could make of the names
+/// it is handed (`on!(tool, exec)`): each name invoked as a macro and called as a method, with
+/// no argument the scan can read (`exec ! ( ) . exec ( )`), at the invocation's line, for the
+/// rules that look for a macro or a method ([`check_source`]).
+fn spliced_calls(tokens: &[Token], splicers: &[String]) -> Vec<Token> {
+    let mut calls = Vec::new();
+    for (k, token) in tokens.iter().enumerate() {
+        for name in handed_names(tokens, k, splicers).into_iter().flatten() {
+            for text in [name, "!", "(", ")", ".", name, "(", ")"] {
+                calls.push(Token {
+                    text: text.to_owned(),
+                    raw: false,
+                    line: token.line,
+                    offset: token.offset,
+                });
+            }
+        }
+    }
+    calls
+}
+
+/// When `tokens[k]` invokes one of `macros`, the names its invocation hands in, each once (not
+/// the macro variables of a macro that hands its own on).
+fn handed_names<'t>(tokens: &'t [Token], k: usize, macros: &[String]) -> Option<Vec<&'t str>> {
+    let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
+    if !(at(k + 1) == "!" && opens(at(k + 2)) && macros.contains(&tokens[k].text)) {
+        return None;
+    }
+    let mut names: Vec<&str> = Vec::new();
+    let arguments = tokens
+        .get(k + 3..closing(tokens, k + 2))
+        .unwrap_or_default();
+    for (previous, argument) in tokens[k + 2..].iter().zip(arguments) {
+        let name = argument.text.as_str();
+        if is_ident(name) && previous.text != "$" && !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    Some(names)
 }
 
 /// Renames each macro invoked under an imported name (`use std::include_str as text;` then

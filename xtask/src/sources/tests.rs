@@ -1431,6 +1431,51 @@ fn names_handed_on_to_a_joining_macro_count_as_that_path() {
     );
 }
 
+/// A macro that invokes a macro or calls a method by a name it is handed (`$n!(…)`,
+/// `$t.$m(…)`) makes each name it is handed that macro invoked and that method called, its
+/// arguments unread (`call!(include)` is `include!` of a path the scan cannot read), whichever
+/// crate defines it, through any macro that hands the names on to it and under any name they
+/// are imported as (`say` for `println`); one that only uses them as values (`$a + $b`,
+/// `$a..$b`) does not.
+#[test]
+fn names_a_macro_invokes_or_calls_by_are_that_macro_or_method() {
+    let m = "crates/graph/src/m.rs";
+    let io_free = |line: usize, what: &str| {
+        format!(
+            "{m}:{line}: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`{what}`); IO lives in adapters, time comes through `Clock`"
+        )
+    };
+    check(
+        &[
+            (
+                m,
+                "//! Reaches what the rules watch by names it hands macros.\nmacro_rules! call {\n    ($n:ident) => { $n!(\"../../adapters/src/lib.rs\") };\n}\nmacro_rules! on {\n    ($t:expr, $m:ident) => { $t.$m(permit) };\n}\nmacro_rules! relay {\n    ($n:ident) => { call!($n) };\n}\nmacro_rules! sum {\n    ($a:expr, $b:expr) => { ($a + $b, $a..$b) };\n}\ncall!(include);\nconst K: &str = call!(env);\nfn f() {\n    relay!(println);\n    on!(tool, exec);\n    on!(path, exists);\n    crate::ai_core_each!(tool, exec);\n    sum!(exec, exists);\n    use std::println as say;\n    relay!(say);\n}\n",
+            ),
+            (
+                "crates/ai-core/src/lib.rs",
+                "//! Exports a macro that calls what it is handed.\n#[macro_export]\nmacro_rules! ai_core_each {\n    ($t:ident, $m:ident) => { $t.$m() };\n}\n",
+            ),
+        ],
+        &[
+            &format!(
+                "{m}:14: ARCH_FOREIGN_SOURCE: `include!` with a computed path cannot be checked; use a plain string literal"
+            ),
+            &format!(
+                "{m}:15: NO_ENV: the build's environment is read only in cogni-bootstrap (and xtask); outside it, `env!` and `option_env!` name only the variables Cargo sets for the crate (`CARGO_PKG_VERSION`, `CARGO_MANIFEST_DIR`, `OUT_DIR`, …); take configuration as a parameter"
+            ),
+            &io_free(17, "println!"),
+            &format!(
+                "{m}:18: ARCH_SINGLE_EXECUTION_PATH: a tool's `exec` is called outside the runner; go through the runner (`run_tool`)"
+            ),
+            &io_free(19, "exists()"),
+            &format!(
+                "{m}:20: ARCH_SINGLE_EXECUTION_PATH: a tool's `exec` is called outside the runner; go through the runner (`run_tool`)"
+            ),
+            &io_free(23, "println!"),
+        ],
+    );
+}
+
 #[test]
 fn a_macro_another_file_renames_is_still_watched() {
     check(
