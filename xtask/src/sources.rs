@@ -114,9 +114,10 @@ const ENV_PATHS: &[&str] = &[
     "envy",
 ];
 /// IO that ai-tools and the sans-IO crates never do: files, sockets, processes, signals,
-/// stdio, the environment, HTTP.
+/// stdio, the environment (the current folder too, which `std::path::absolute` reads), HTTP.
 const IO: &[&str] = &[
     "std::fs",
+    "std::path::absolute",
     "std::net",
     "std::process",
     "std::os::*::fs",

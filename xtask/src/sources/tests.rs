@@ -332,7 +332,7 @@ fn io_free_in_core_and_wire() {
             ),
             (
                 "crates/wire-ui/src/agui.rs",
-                "//! Ui.\nlet f = tokio::fs::read(p);\nlet t = time::OffsetDateTime::now_utc();\n",
+                "//! Ui.\nlet f = tokio::fs::read(p);\nlet t = time::OffsetDateTime::now_utc();\nlet here = std::path::absolute(p);\n",
             ),
             (
                 "crates/graph/src/driver.rs",
@@ -351,6 +351,7 @@ fn io_free_in_core_and_wire() {
             &violation("wire-openai/src/sse.rs", 3, "reqwest"),
             &violation("wire-ui/src/agui.rs", 2, "tokio::fs"),
             &violation("wire-ui/src/agui.rs", 3, "OffsetDateTime::now*"),
+            &violation("wire-ui/src/agui.rs", 4, "std::path::absolute"),
         ],
     );
 }
