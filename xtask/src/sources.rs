@@ -37,6 +37,9 @@
 //!   a name it is handed (`$n!(…)`, `$t.$m(…)`) are each that macro invoked and that method
 //!   called, with arguments the scan cannot read (`call!(include)` is `include!` of a computed
 //!   path, `on!(tool, exec)` is `tool.exec(…)`; see [`spliced_calls`]);
+//! - a type a macro makes of what it is handed (`struct $n { pub $f: String }`) is each type
+//!   the names an invocation hands it could make, at the invocation, for NO_SECRET_IN_CONTEXT
+//!   (`ctx!(RunContext, api_key)`; see [`made_types`]);
 //! - a raw identifier is the name it spells (`r#exec` is `exec`; `r#use` is a name, not the
 //!   keyword);
 //! - a string literal that names a file or a variable (`#[path]`, `include!`, `env!`) is read
@@ -303,6 +306,7 @@ pub(crate) fn check_tree(
     let joiners = relayed(&macros, |m| m.joins);
     let splicers = relayed(&macros, |m| m.splices);
     let mut types = Vec::new();
+    let mut invocations = Vec::new();
     let mut catalogs = Vec::new();
     let mut seen = Seen::default();
     for (relative, text) in &texts {
@@ -327,11 +331,15 @@ pub(crate) fn check_tree(
             };
             let collected = Collected {
                 types: &mut types,
+                invocations: &mut invocations,
                 catalogs: &mut catalogs,
             };
             check_source(relative, text, &names, &mut seen, &mut found, collected);
         }
     }
+    let made = made_types(&types, &invocations, &macros);
+    types.retain(|t| t.made_by.is_none());
+    types.extend(made);
     no_secret_in_context(&types, &mut seen, &mut found);
     catalog::no_default_executable_catalog(&catalogs, &mut seen, &mut found);
     found.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
@@ -701,6 +709,8 @@ impl CrateScope {
 struct Collected<'c> {
     /// The types, for NO_SECRET_IN_CONTEXT.
     types: &'c mut Vec<TypeDef>,
+    /// The macro invocations that hand names in, for the types a macro makes of them.
+    invocations: &'c mut Vec<Invocation>,
     /// What each file outside the composition root says, for NO_DEFAULT_EXECUTABLE_CATALOG.
     catalogs: &'c mut Vec<catalog::FileFacts>,
 }
@@ -759,6 +769,16 @@ fn check_source(
         paths_rules(&segments, line, &place, seen, &mut push);
     }
     collected.types.extend(type_defs(path, &tokens));
+    for (k, token) in tokens.iter().enumerate() {
+        if let Some(names) = handed_names(&tokens, k).filter(|names| !names.is_empty()) {
+            collected.invocations.push(Invocation {
+                path: path.to_owned(),
+                line: token.line,
+                macro_name: token.text.clone(),
+                names: names.into_iter().map(str::to_owned).collect(),
+            });
+        }
+    }
     if catalog::applies(path) {
         collected.catalogs.push(catalog::facts(path, &tokens));
     }
@@ -1478,7 +1498,7 @@ fn joined_paths<'t>(
 ) -> Vec<((Vec<&'t str>, usize), usize)> {
     let mut paths = Vec::new();
     for (k, token) in tokens.iter().enumerate() {
-        let Some(names) = handed_names(tokens, k, joiners) else {
+        let Some(names) = handed_names(tokens, k).filter(|_| joiners.contains(&token.text)) else {
             continue;
         };
         if names.len() < 2 {
@@ -1504,7 +1524,8 @@ fn joined_paths<'t>(
 fn spliced_calls(tokens: &[Token], splicers: &[String]) -> Vec<Token> {
     let mut calls = Vec::new();
     for (k, token) in tokens.iter().enumerate() {
-        for name in handed_names(tokens, k, splicers).into_iter().flatten() {
+        let names = handed_names(tokens, k).filter(|_| splicers.contains(&token.text));
+        for name in names.into_iter().flatten() {
             for text in [name, "!", "(", ")", ".", name, "(", ")"] {
                 calls.push(Token {
                     text: text.to_owned(),
@@ -1518,11 +1539,11 @@ fn spliced_calls(tokens: &[Token], splicers: &[String]) -> Vec<Token> {
     calls
 }
 
-/// When `tokens[k]` invokes one of `macros`, the names its invocation hands in, each once (not
-/// the macro variables of a macro that hands its own on).
-fn handed_names<'t>(tokens: &'t [Token], k: usize, macros: &[String]) -> Option<Vec<&'t str>> {
+/// When `tokens[k]` invokes a macro, the names its invocation hands in, each once (not the
+/// macro variables of a macro that hands its own on).
+fn handed_names(tokens: &[Token], k: usize) -> Option<Vec<&str>> {
     let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
-    if !(at(k + 1) == "!" && opens(at(k + 2)) && macros.contains(&tokens[k].text)) {
+    if !(at(k + 1) == "!" && opens(at(k + 2))) {
         return None;
     }
     let mut names: Vec<&str> = Vec::new();
@@ -1861,6 +1882,22 @@ struct TypeDef {
     members: Vec<Member>,
     /// For `type X = Arc<Y>;`, the identifiers on the right (`Arc`, `Y`); empty otherwise.
     alias_of: Vec<String>,
+    /// The `macro_rules!` whose rules make it of what an invocation hands in (a macro variable,
+    /// [`MACRO_SEGMENT`], in its name, a member's name or a type it names: `struct $n`), so
+    /// that it is a type only where the macro is invoked ([`made_types`]).
+    made_by: Option<String>,
+}
+
+/// An invocation of a macro, with the names it hands in.
+struct Invocation {
+    /// The file it is in.
+    path: String,
+    /// Its line.
+    line: usize,
+    /// The macro invoked.
+    macro_name: String,
+    /// The names it hands in, each once.
+    names: Vec<String>,
 }
 
 /// A named field, an enum variant, or a tuple struct's fields (named `0`).
@@ -1876,8 +1913,21 @@ struct Member {
 }
 
 /// Every `struct`, `enum` and `union` of a file that has a `{…}` or `(…)` body, with its
-/// members, and every type alias `type X = …;`.
+/// members, and every type alias `type X = …;`; a macro variable in one (`struct $n`) is
+/// [`MACRO_SEGMENT`], and the type is the macro's to make ([`TypeDef::made_by`]).
 fn type_defs(path: &str, tokens: &[Token]) -> Vec<TypeDef> {
+    let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
+    // The names of a span of tokens, a macro variable as `$`.
+    let names = |span: std::ops::Range<usize>| -> Vec<String> {
+        span.filter(|&k| is_ident(at(k)))
+            .map(|k| segment_at(tokens, k).to_owned())
+            .collect()
+    };
+    let macro_bodies: Vec<(std::ops::Range<usize>, &str)> = (0..tokens.len())
+        .filter(|&k| is_keyword(&tokens[k], "macro_rules") && at(k + 1) == "!")
+        .filter(|&k| is_ident(at(k + 2)))
+        .map(|k| (k + 4..closing(tokens, k + 3), at(k + 2)))
+        .collect();
     let mut defs = Vec::new();
     for (i, token) in tokens.iter().enumerate() {
         let is_enum = is_keyword(token, "enum");
@@ -1885,8 +1935,16 @@ fn type_defs(path: &str, tokens: &[Token]) -> Vec<TypeDef> {
         if !is_enum && !is_alias && !["struct", "union"].iter().any(|k| is_keyword(token, k)) {
             continue;
         }
-        let Some(name) = tokens.get(i + 1).filter(|t| is_ident(&t.text)) else {
+        let name_at = i + 1 + usize::from(at(i + 1) == "$");
+        if !is_ident(at(name_at)) {
             continue;
+        }
+        let mut def = TypeDef {
+            path: path.to_owned(),
+            name: segment_at(tokens, name_at).to_owned(),
+            members: Vec::new(),
+            alias_of: Vec::new(),
+            made_by: None,
         };
         if is_alias {
             // `type X<T> = Y<T>;`, not an associated type's declaration (`type Item;`).
@@ -1894,58 +1952,57 @@ fn type_defs(path: &str, tokens: &[Token]) -> Vec<TypeDef> {
                 .iter()
                 .position(|t| t.text == ";")
                 .map_or(tokens.len(), |p| i + p);
-            if let Some(eq) = tokens[i..end].iter().position(|t| t.text == "=") {
-                let names = tokens[i + eq + 1..end].iter().filter(|t| is_ident(&t.text));
-                defs.push(TypeDef {
-                    path: path.to_owned(),
-                    name: name.text.clone(),
-                    members: Vec::new(),
-                    alias_of: names.map(|t| t.text.clone()).collect(),
-                });
-            }
-            continue;
+            let Some(eq) = tokens[i..end].iter().position(|t| t.text == "=") else {
+                continue;
+            };
+            def.alias_of = names(i + eq + 1..end);
+        } else {
+            let Some(members) = body_members(tokens, name_at + 1, is_enum) else {
+                continue;
+            };
+            def.members = members;
         }
-        // The body: past the generics (whose bounds may hold `Fn(u8) -> u8`), a `(` (tuple
-        // struct), or else the first `{` (past any `where` clause) before a `;` (unit struct).
-        let after = match tokens.get(i + 2) {
-            Some(t) if t.text == "<" => closing_angle(tokens, i + 2) + 1,
-            _ => i + 2,
-        };
-        let open = if tokens.get(after).is_some_and(|t| t.text == "(") {
-            Some(after)
-        } else {
-            tokens
-                .get(after..)
-                .and_then(|rest| {
-                    rest.iter()
-                        .position(|t| matches!(t.text.as_str(), "{" | ";"))
-                })
-                .map(|p| after + p)
-                .filter(|&p| tokens[p].text == "{")
-        };
-        let Some(open) = open else {
-            continue;
-        };
-        let body = &tokens[open + 1..closing(tokens, open)];
-        let members = if tokens[open].text == "(" {
-            let type_names = body.iter().filter(|t| is_ident(&t.text));
-            vec![Member {
-                name: "0".into(),
-                line: tokens[open].line,
-                type_names: type_names.map(|t| t.text.clone()).collect(),
-                positional: true,
-            }]
-        } else {
-            members(body, is_enum)
-        };
-        defs.push(TypeDef {
-            path: path.to_owned(),
-            name: name.text.clone(),
-            members,
-            alias_of: Vec::new(),
-        });
+        let made = def.name == MACRO_SEGMENT
+            || def.alias_of.iter().any(|n| n == MACRO_SEGMENT)
+            || (def.members.iter()).any(|m| {
+                m.name == MACRO_SEGMENT || m.type_names.iter().any(|n| n == MACRO_SEGMENT)
+            });
+        if made {
+            let mut around = macro_bodies.iter().filter(|(body, _)| body.contains(&i));
+            def.made_by = around.next_back().map(|(_, name)| (*name).to_owned());
+        }
+        defs.push(def);
     }
     defs
+}
+
+/// The members of the type whose name ends before `tokens[after]`: `None` for one without a
+/// body (a unit struct).
+fn body_members(tokens: &[Token], after: usize, is_enum: bool) -> Option<Vec<Member>> {
+    // The body: past the generics (whose bounds may hold `Fn(u8) -> u8`), a `(` (tuple
+    // struct), or else the first `{` (past any `where` clause) before a `;` (unit struct).
+    let after = match tokens.get(after) {
+        Some(t) if t.text == "<" => closing_angle(tokens, after) + 1,
+        _ => after,
+    };
+    let open = if tokens.get(after).is_some_and(|t| t.text == "(") {
+        after
+    } else {
+        let rest = tokens.get(after..)?;
+        let end = after + (rest.iter()).position(|t| matches!(t.text.as_str(), "{" | ";"))?;
+        (tokens[end].text == "{").then_some(end)?
+    };
+    let body = &tokens[open + 1..closing(tokens, open)];
+    if tokens[open].text == "(" {
+        let type_names = (0..body.len()).filter(|&k| is_ident(&body[k].text));
+        return Some(vec![Member {
+            name: "0".into(),
+            line: tokens[open].line,
+            type_names: type_names.map(|k| segment_at(body, k).to_owned()).collect(),
+            positional: true,
+        }]);
+    }
+    Some(members(body, is_enum))
 }
 
 /// The index of the `>` that closes the `<` at `open` (or the end); the `>` of `->` closes
@@ -1993,14 +2050,21 @@ fn members(body: &[Token], is_enum: bool) -> Vec<Member> {
     let (mut braces, mut groups) = (0_usize, 0_usize);
     for (k, token) in body.iter().enumerate() {
         let text = token.text.as_str();
+        // A macro variable (`$f`) is the name `$`, and what comes before it comes before `$`.
+        let name = if is_ident(text) {
+            segment_at(body, k)
+        } else {
+            ""
+        };
+        let first = k - usize::from(name == MACRO_SEGMENT);
         let next = body.get(k + 1).map_or("", |t| t.text.as_str());
-        let previous = k.checked_sub(1).map_or("{", |p| body[p].text.as_str());
+        let previous = first.checked_sub(1).map_or("{", |p| body[p].text.as_str());
         let is_field = next == ":" && groups == 0;
         let is_variant =
             is_enum && braces == 0 && groups == 0 && matches!(previous, "{" | "," | "]");
         if is_ident(text) && (is_field || is_variant) {
             members.push(Member {
-                name: text.to_owned(),
+                name: name.to_owned(),
                 line: token.line,
                 type_names: Vec::new(),
                 positional: !is_field,
@@ -2008,7 +2072,7 @@ fn members(body: &[Token], is_enum: bool) -> Vec<Member> {
         } else if is_ident(text)
             && let Some(member) = members.last_mut()
         {
-            member.type_names.push(text.to_owned());
+            member.type_names.push(name.to_owned());
         }
         match text {
             "{" => braces += 1,
@@ -2085,6 +2149,69 @@ fn held_types<'t>(types: &'t [TypeDef], context: &TypeDef, member: &'t Member) -
         }
     }
     held
+}
+
+/// The types macros make where they are invoked: each type of `types` that a macro makes
+/// ([`TypeDef::made_by`]), for each invocation of that macro or of one that hands what it is
+/// handed on to it ([`MacroJoins::hands_on`]), with each macro variable in its name, a member's
+/// name or a type it names taken for each name the invocation hands in. A made type is the
+/// invocation's, its members at the invocation's line.
+fn made_types(
+    types: &[TypeDef],
+    invocations: &[Invocation],
+    macros: &[&MacroJoins],
+) -> Vec<TypeDef> {
+    let mut made = Vec::new();
+    for invocation in invocations {
+        let reached = reached(macros, &invocation.macro_name);
+        let each = |name: &String| -> Vec<String> {
+            if name == MACRO_SEGMENT {
+                invocation.names.clone()
+            } else {
+                vec![name.clone()]
+            }
+        };
+        let templates = (types.iter())
+            .filter(|t| (t.made_by.as_ref()).is_some_and(|m| reached.contains(&m.as_str())));
+        for template in templates {
+            let members: Vec<Member> = (template.members.iter())
+                .flat_map(|member| {
+                    each(&member.name).into_iter().map(|name| Member {
+                        name,
+                        line: invocation.line,
+                        type_names: member.type_names.iter().flat_map(each).collect(),
+                        positional: member.positional,
+                    })
+                })
+                .collect();
+            for name in each(&template.name) {
+                made.push(TypeDef {
+                    path: invocation.path.clone(),
+                    name,
+                    members: members.clone(),
+                    alias_of: template.alias_of.iter().flat_map(each).collect(),
+                    made_by: None,
+                });
+            }
+        }
+    }
+    made
+}
+
+/// The macros whose rules an invocation of `name` runs: it, and those it hands what it is
+/// handed on to ([`MacroJoins::hands_on`]), through any number of them.
+fn reached<'m>(macros: &[&'m MacroJoins], name: &'m str) -> Vec<&'m str> {
+    let mut reached = vec![name];
+    let mut k = 0;
+    while let Some(&next) = reached.get(k) {
+        for on in (macros.iter().filter(|m| m.name == next)).flat_map(|m| &m.hands_on) {
+            if !reached.contains(&on.as_str()) {
+                reached.push(on);
+            }
+        }
+        k += 1;
+    }
+    reached
 }
 
 /// Whether a type named `name` is a context type (`ToolInvocationContext`, `RunCtx`).

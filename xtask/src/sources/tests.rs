@@ -427,6 +427,49 @@ fn no_secret_in_context() {
 
 /// An LLM runtime counts tokens: a context's token budget, or the `Usage` it holds, is a count,
 /// not a secret; a token that is a credential is still one.
+/// A type a macro makes of what it is handed (`struct $n { pub $f: String }`) is each type the
+/// names an invocation hands it could make, at the invocation: a context named, or a member
+/// named or typed, by one of them is checked as if written there, whichever file or crate
+/// defines the macro and through a macro that hands the names on; a macro variable's own name
+/// (`$token`) names no member.
+#[test]
+fn a_type_a_macro_makes_of_what_it_is_handed_is_checked() {
+    let m = "crates/ai-core/src/m.rs";
+    let u = "crates/ai-core/src/u.rs";
+    check(
+        &[
+            (
+                m,
+                "//! Makes types of the names it is handed.\nmacro_rules! named {\n    ($n:ident) => { pub struct $n { pub api_key: String } };\n}\nmacro_rules! field {\n    ($token:ident) => { pub struct RunContext { pub run_id: String, pub $token: String } };\n}\nmacro_rules! typed {\n    ($t:ty) => { pub struct ToolContext(pub $t); };\n}\nmacro_rules! variant {\n    ($v:ident) => { pub enum AuthCtx { None, $v(String) } };\n}\n#[macro_export]\nmacro_rules! both {\n    ($n:ident, $f:ident) => { pub struct $n { pub $f: String } };\n}\nmacro_rules! relay {\n    ($a:ident, $b:ident) => { both!($a, $b); };\n}\nnamed!(AgentContext);\nfield!(bearer);\ntyped!(Auth);\nvariant!(Cookie);\nrelay!(ApprovalContext, password);\nnamed!(Usage);\nfield!(tenant_id);\n",
+            ),
+            (
+                u,
+                "//! Uses the exported one, and holds a secret a macro makes.\ncrate::both!(SessionCtx, secret);\ncrate::both!(Budget, max_tokens);\npub struct Auth { pub header: String }\n",
+            ),
+        ],
+        &[
+            &format!(
+                "{m}:21: NO_SECRET_IN_CONTEXT: `AgentContext.api_key` is named like a secret (apikey); keep a reference and resolve it through a capability"
+            ),
+            &format!(
+                "{m}:22: NO_SECRET_IN_CONTEXT: `RunContext.bearer` is named like a secret (bearer); keep a reference and resolve it through a capability"
+            ),
+            &format!(
+                "{m}:24: NO_SECRET_IN_CONTEXT: `AuthCtx.Cookie` is named like a secret (cookie); keep a reference and resolve it through a capability"
+            ),
+            &format!(
+                "{m}:25: NO_SECRET_IN_CONTEXT: `ApprovalContext.password` is named like a secret (password); keep a reference and resolve it through a capability"
+            ),
+            &format!(
+                "{u}:2: NO_SECRET_IN_CONTEXT: `SessionCtx.secret` is named like a secret (secret); keep a reference and resolve it through a capability"
+            ),
+            &format!(
+                "{u}:4: NO_SECRET_IN_CONTEXT: `Auth.header` is named like a secret (header) and `ToolContext.0` holds it; keep a reference and resolve it through a capability"
+            ),
+        ],
+    );
+}
+
 #[test]
 fn token_counts_in_a_context_are_not_secrets() {
     check(
