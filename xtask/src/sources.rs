@@ -39,7 +39,8 @@
 //!   path, `on!(tool, exec)` is `tool.exec(…)`; see [`spliced_calls`]);
 //! - a type a macro makes of what it is handed (`struct $n { pub $f: String }`) is each type
 //!   the names an invocation hands it could make, at the invocation, for NO_SECRET_IN_CONTEXT
-//!   (`ctx!(RunContext, api_key)`; see [`made_types`]);
+//!   (`ctx!(RunContext, api_key)`; see [`made_types`]), and so is a public item for
+//!   NO_DEFAULT_EXECUTABLE_CATALOG (`pub fn $n() -> $t`; see [`catalog`]);
 //! - a raw identifier is the name it spells (`r#exec` is `exec`; `r#use` is a name, not the
 //!   keyword);
 //! - a string literal that names a file or a variable (`#[path]`, `include!`, `env!`) is read
@@ -341,7 +342,7 @@ pub(crate) fn check_tree(
     types.retain(|t| t.made_by.is_none());
     types.extend(made);
     no_secret_in_context(&types, &mut seen, &mut found);
-    catalog::no_default_executable_catalog(&catalogs, &mut seen, &mut found);
+    catalog::no_default_executable_catalog(&catalogs, &invocations, &macros, &mut seen, &mut found);
     found.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
     let mut violations = Vec::new();
     for (path, line, rule, message) in found {
@@ -1923,11 +1924,6 @@ fn type_defs(path: &str, tokens: &[Token]) -> Vec<TypeDef> {
             .map(|k| segment_at(tokens, k).to_owned())
             .collect()
     };
-    let macro_bodies: Vec<(std::ops::Range<usize>, &str)> = (0..tokens.len())
-        .filter(|&k| is_keyword(&tokens[k], "macro_rules") && at(k + 1) == "!")
-        .filter(|&k| is_ident(at(k + 2)))
-        .map(|k| (k + 4..closing(tokens, k + 3), at(k + 2)))
-        .collect();
     let mut defs = Vec::new();
     for (i, token) in tokens.iter().enumerate() {
         let is_enum = is_keyword(token, "enum");
@@ -1968,12 +1964,23 @@ fn type_defs(path: &str, tokens: &[Token]) -> Vec<TypeDef> {
                 m.name == MACRO_SEGMENT || m.type_names.iter().any(|n| n == MACRO_SEGMENT)
             });
         if made {
-            let mut around = macro_bodies.iter().filter(|(body, _)| body.contains(&i));
-            def.made_by = around.next_back().map(|(_, name)| (*name).to_owned());
+            def.made_by = macro_around(tokens, i);
         }
         defs.push(def);
     }
     defs
+}
+
+/// The innermost `macro_rules!` whose rules hold `tokens[i]`.
+fn macro_around(tokens: &[Token], i: usize) -> Option<String> {
+    let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
+    let holds = |k: usize| {
+        is_keyword(&tokens[k], "macro_rules")
+            && at(k + 1) == "!"
+            && is_ident(at(k + 2))
+            && i < closing(tokens, k + 3)
+    };
+    (0..i).rfind(|&k| holds(k)).map(|k| at(k + 2).to_owned())
 }
 
 /// The members of the type whose name ends before `tokens[after]`: `None` for one without a

@@ -29,8 +29,10 @@
 //! static, a constant and `Default` cannot have been. Visibility is read as written: a bare
 //! `pub` counts wherever it is (a `pub` item of a private module may be re-exported), while
 //! `pub(crate)`, `pub(super)` and private items are not exported. Contracts (`GetCurrentTime`)
-//! are not executable: they run only once bound. Not looked at: a trait's provided method, and
-//! a macro that expands to one of the items above where it is invoked.
+//! are not executable: they run only once bound. A `pub fn`, `static` or `const` that a macro
+//! makes of what it is handed (`pub fn $n() -> $t`) is each item an invocation's names could
+//! make, where it is invoked ([`made_items`]). Not looked at: a trait's provided method, and
+//! `Default` that a macro makes of what it is handed.
 //!
 //! On the real repository the scan must also see the public functions that *are* handed what
 //! they bind ([`Seen::tool_builders`]: `ai_tools::bind`, `StaticToolSource::new`; an accessor
@@ -39,7 +41,10 @@
 //! ([`Seen::self_tool_builders`]: `StaticToolSource::new`), so a broken return-type or `Self`
 //! reading cannot pass silently.
 
-use super::{Finding, Seen, closing, closing_angle, is_ident, is_keyword, written};
+use super::{
+    Finding, Invocation, MACRO_SEGMENT, MacroJoins, Seen, closing, closing_angle, is_ident,
+    is_keyword, macro_around, reached, segment_at, written,
+};
 use crate::lex::Token;
 
 /// The types that run tools: a bound tool, a source of bound tools, and ai-core's fixed one.
@@ -80,8 +85,12 @@ struct Item {
     /// The type its return type's `Self` was read as (in the `impl` of that type).
     returns_self: Option<String>,
     /// The identifiers of its type (a function's return type, with `Self` read as the type of
-    /// its `impl`; the type and body of `impl Default`).
+    /// its `impl`; the type and body of `impl Default`), a macro variable as [`MACRO_SEGMENT`].
     names: Vec<String>,
+    /// The `macro_rules!` whose rules make it of what an invocation hands in (a macro variable
+    /// in its name or its type: `pub fn $n`, `-> $t`), so that it is an item only where the
+    /// macro is invoked ([`made_items`]).
+    made_by: Option<String>,
 }
 
 /// Whether the file at `path` (under `crates/*/src/`) is checked by the rule.
@@ -125,6 +134,7 @@ pub(super) fn facts(path: &str, tokens: &[Token]) -> FileFacts {
             receiver_only: false,
             returns_self: None,
             names,
+            made_by: None,
         });
     }
     for (i, token) in tokens.iter().enumerate() {
@@ -136,13 +146,18 @@ pub(super) fn facts(path: &str, tokens: &[Token]) -> FileFacts {
             facts
                 .aliases
                 .push((text(i + 1).to_owned(), idents(&tokens[eq + 1..end])));
-        } else if is_keyword(token, "fn") && is_ident(text(i + 1)) && exported_fn(tokens, i) {
-            facts.items.push(function(tokens, i, &impls));
+        } else if is_keyword(token, "fn")
+            && is_ident(text(name_at(tokens, i + 1)))
+            && exported_fn(tokens, i)
+        {
+            facts
+                .items
+                .push(made(tokens, i, function(tokens, i, &impls)));
         } else if is_keyword(token, "pub")
             && (is_keyword_at(tokens, i + 1, "static") || is_keyword_at(tokens, i + 1, "const"))
             && let Some(item) = static_item(tokens, i)
         {
-            facts.items.push(item);
+            facts.items.push(made(tokens, i, item));
         } else if token.text == "derive"
             && i >= 2
             && text(i - 1) == "["
@@ -160,18 +175,79 @@ pub(super) fn facts(path: &str, tokens: &[Token]) -> FileFacts {
                 receiver_only: false,
                 returns_self: None,
                 names: vec![name],
+                made_by: None,
             });
         }
     }
     facts
 }
 
-/// NO_DEFAULT_EXECUTABLE_CATALOG over every crate's `files` (see the module's docs).
+/// Where the name of the item whose keyword ends before `tokens[k]` is: `k`, or past the `$`
+/// of a macro variable (`fn $n`).
+fn name_at(tokens: &[Token], k: usize) -> usize {
+    k + usize::from(tokens.get(k).is_some_and(|t| t.text == "$"))
+}
+
+/// `item`, whose keyword is `tokens[i]`, with the macro that makes it when a macro variable is
+/// in its name (which `what` spells `$n`) or its type ([`Item::made_by`]).
+fn made(tokens: &[Token], i: usize, mut item: Item) -> Item {
+    if item.what.contains('$') || item.names.iter().any(|n| n == MACRO_SEGMENT) {
+        item.made_by = macro_around(tokens, i);
+    }
+    item
+}
+
+/// The items macros make where they are invoked, each with its file: each item of `files` that
+/// a macro makes ([`Item::made_by`]), for each invocation of that macro or of one that hands
+/// what it is handed on to it, at the invocation, with each macro variable of its type taken
+/// for every name the invocation hands in.
+fn made_items(
+    files: &[FileFacts],
+    invocations: &[Invocation],
+    macros: &[&MacroJoins],
+) -> Vec<(String, Item)> {
+    let templates: Vec<&Item> = (files.iter())
+        .flat_map(|f| &f.items)
+        .filter(|item| item.made_by.is_some())
+        .collect();
+    let mut made = Vec::new();
+    for invocation in invocations {
+        let reached = reached(macros, &invocation.macro_name);
+        let templates = (templates.iter())
+            .filter(|t| (t.made_by.as_ref()).is_some_and(|m| reached.contains(&m.as_str())));
+        for template in templates {
+            let names = (template.names.iter()).flat_map(|name| {
+                if name == MACRO_SEGMENT {
+                    invocation.names.clone()
+                } else {
+                    vec![name.clone()]
+                }
+            });
+            let item = Item {
+                line: invocation.line,
+                what: template.what.clone(),
+                handed: template.handed,
+                receiver_only: template.receiver_only,
+                returns_self: template.returns_self.clone(),
+                names: names.collect(),
+                made_by: None,
+            };
+            made.push((invocation.path.clone(), item));
+        }
+    }
+    made
+}
+
+/// NO_DEFAULT_EXECUTABLE_CATALOG over every crate's `files` and the items macros make in them
+/// where they are invoked ([`made_items`]; see the module's docs).
 pub(super) fn no_default_executable_catalog(
     files: &[FileFacts],
+    invocations: &[Invocation],
+    macros: &[&MacroJoins],
     seen: &mut Seen,
     found: &mut Vec<Finding>,
 ) {
+    let made = made_items(files, invocations, macros);
     let mut crates: Vec<&str> = files.iter().map(|f| super::crate_dir(&f.path)).collect();
     crates.sort_unstable();
     crates.dedup();
@@ -180,30 +256,34 @@ pub(super) fn no_default_executable_catalog(
             .filter(|f| super::crate_dir(&f.path) == krate)
             .collect();
         let executable = executable_names(&files);
-        for file in files {
-            for item in &file.items {
-                let Some(name) = item.names.iter().find(|n| executable.contains(n)) else {
-                    continue;
-                };
-                if item.handed {
-                    if !item.receiver_only {
-                        seen.tool_builders += 1;
-                        if item.returns_self.as_ref() == Some(name) {
-                            seen.self_tool_builders += 1;
-                        }
+        let written = (files.iter())
+            .flat_map(|file| file.items.iter().map(|item| (file.path.as_str(), item)))
+            .filter(|(_, item)| item.made_by.is_none());
+        let made = (made.iter())
+            .filter(|(path, _)| super::crate_dir(path) == krate)
+            .map(|(path, item)| (path.as_str(), item));
+        for (path, item) in written.chain(made) {
+            let Some(name) = item.names.iter().find(|n| executable.contains(n)) else {
+                continue;
+            };
+            if item.handed {
+                if !item.receiver_only {
+                    seen.tool_builders += 1;
+                    if item.returns_self.as_ref() == Some(name) {
+                        seen.self_tool_builders += 1;
                     }
-                    continue;
                 }
-                found.push((
-                    file.path.clone(),
-                    item.line,
-                    "NO_DEFAULT_EXECUTABLE_CATALOG",
-                    format!(
-                        "{} gives bound tools (`{name}`) without being handed capabilities: a default executable catalog; export contracts and bind them to capabilities in the composition root (cogni-bootstrap)",
-                        item.what
-                    ),
-                ));
+                continue;
             }
+            found.push((
+                path.to_owned(),
+                item.line,
+                "NO_DEFAULT_EXECUTABLE_CATALOG",
+                format!(
+                    "{} gives bound tools (`{name}`) without being handed capabilities: a default executable catalog; export contracts and bind them to capabilities in the composition root (cogni-bootstrap)",
+                    item.what
+                ),
+            ));
         }
     }
 }
@@ -352,8 +432,9 @@ fn exported_fn(tokens: &[Token], i: usize) -> bool {
 /// The item of the exported `fn` at `i`, whose `Self` is the type of the innermost `impl`
 /// around it.
 fn function(tokens: &[Token], i: usize, impls: &[ImplBlock]) -> Item {
-    let name = &tokens[i + 1];
-    let mut open = i + 2;
+    let at = name_at(tokens, i + 1);
+    let name = &tokens[at];
+    let mut open = at + 1;
     if tokens.get(open).is_some_and(|t| t.text == "<") {
         open = closing_angle(tokens, open) + 1;
     }
@@ -406,11 +487,12 @@ fn function(tokens: &[Token], i: usize, impls: &[ImplBlock]) -> Item {
     }
     Item {
         line: name.line,
-        what: format!("`pub fn {}`", name.text),
+        what: format!("`pub fn {}`", spelled(tokens, at)),
         handed,
         receiver_only,
         returns_self,
         names,
+        made_by: None,
     }
 }
 
@@ -422,6 +504,7 @@ fn static_item(tokens: &[Token], i: usize) -> Option<Item> {
     if is_keyword_at(tokens, k, "mut") {
         k += 1;
     }
+    k = name_at(tokens, k);
     let name = tokens
         .get(k)
         .filter(|t| is_ident(&t.text) && !is_keyword(t, "fn"))?;
@@ -435,11 +518,12 @@ fn static_item(tokens: &[Token], i: usize) -> Option<Item> {
         .map_or(tokens.len(), |p| colon + p);
     Some(Item {
         line: name.line,
-        what: format!("`pub {kind} {}`", name.text),
+        what: format!("`pub {kind} {}`", spelled(tokens, k)),
         handed: false,
         receiver_only: false,
         returns_self: None,
         names: idents(&tokens[colon + 1..end]),
+        made_by: None,
     })
 }
 
@@ -461,12 +545,22 @@ fn derived_type(tokens: &[Token], close: usize) -> Option<String> {
         .map(|t| t.text.clone())
 }
 
-/// The identifiers among `tokens`.
+/// The identifiers among `tokens`, a macro variable as [`MACRO_SEGMENT`].
 fn idents(tokens: &[Token]) -> Vec<String> {
-    (tokens.iter())
-        .filter(|t| is_ident(&t.text))
-        .map(|t| t.text.clone())
+    (0..tokens.len())
+        .filter(|&k| is_ident(&tokens[k].text))
+        .map(|k| segment_at(tokens, k).to_owned())
         .collect()
+}
+
+/// The name at `tokens[k]` as written: `$n` for a macro variable.
+fn spelled(tokens: &[Token], k: usize) -> String {
+    let name = &tokens[k].text;
+    if segment_at(tokens, k) == MACRO_SEGMENT {
+        format!("${name}")
+    } else {
+        name.clone()
+    }
 }
 
 /// Whether `tokens[k]` is the keyword `word`.

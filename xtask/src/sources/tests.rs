@@ -1858,6 +1858,40 @@ fn no_default_executable_catalog() {
 /// binds nothing, and a tree whose only builder returns `Self` of a tool source is not taken
 /// for one that reads `-> Result<Arc<dyn BoundTool>, _>`, nor the other way round: a broken
 /// return-type or `Self` reading fails the scan rather than passing on what is left.
+/// A public item a macro makes of what it is handed (`pub fn $n() -> …`, `-> $t`) is each item
+/// the names an invocation hands it could make, at the invocation, whichever file defines the
+/// macro and through a macro that hands the names on: a default catalog there fires, one handed
+/// what it binds or giving no tools does not, and a macro never invoked makes nothing.
+#[test]
+fn a_catalog_a_macro_makes_of_what_it_is_handed_is_checked() {
+    let fires = |path: &str, line: usize, what: &str, name: &str| {
+        format!(
+            "{path}:{line}: NO_DEFAULT_EXECUTABLE_CATALOG: {what} gives bound tools (`{name}`) without being handed capabilities: a default executable catalog; export contracts and bind them to capabilities in the composition root (cogni-bootstrap)"
+        )
+    };
+    let m = "crates/ai-tools/src/m.rs";
+    let u = "crates/ai-tools/src/u.rs";
+    check(
+        &[
+            (
+                m,
+                "//! Makes public items of what it is handed.\nmacro_rules! named {\n    ($n:ident) => { pub fn $n() -> Vec<Arc<dyn BoundTool>> { vec![] } };\n}\nmacro_rules! typed {\n    ($t:ty) => { pub fn tools() -> $t { todo!() } };\n}\nmacro_rules! stat {\n    ($n:ident, $t:ty) => { pub static $n: $t = None; };\n}\nmacro_rules! relay {\n    ($a:ident) => { named!($a); };\n}\nmacro_rules! handed {\n    ($n:ident, $t:ty) => { pub fn $n(clock: Clock) -> $t { todo!() } };\n}\nmacro_rules! unused {\n    ($n:ident) => { pub fn $n() -> Vec<Arc<dyn BoundTool>> { vec![] } };\n}\nnamed!(tools);\ntyped!(Vec<Arc<dyn BoundTool>>);\nstat!(TOOLS, Option<Arc<dyn ToolSource>>);\nrelay!(more);\nhanded!(with_clock, Arc<dyn BoundTool>);\ntyped!(Vec<u8>);\n",
+            ),
+            (
+                u,
+                "//! Invokes one another file defines.\ntyped!(StaticToolSource);\n",
+            ),
+        ],
+        &[
+            &fires(m, 20, "`pub fn $n`", "BoundTool"),
+            &fires(m, 21, "`pub fn tools`", "BoundTool"),
+            &fires(m, 22, "`pub static $n`", "ToolSource"),
+            &fires(m, 23, "`pub fn $n`", "BoundTool"),
+            &fires(u, 2, "`pub fn tools`", "StaticToolSource"),
+        ],
+    );
+}
+
 #[test]
 fn the_catalog_scan_needs_a_builder_of_each_kind() {
     let saw_nothing = |files: &[(&str, &str)]| {
