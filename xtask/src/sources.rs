@@ -485,8 +485,10 @@ fn crate_dir(path: &str) -> &str {
     }
 }
 
-/// FILE_DOCS: the file starts with `//!` lines, and they say something.
+/// FILE_DOCS: the file starts with `//!` lines, and they say something (after a byte order
+/// mark, which rustc skips).
 fn file_docs(path: &str, text: &str, found: &mut Vec<Finding>) {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let docs: Vec<&str> = text.lines().take_while(|l| l.starts_with("//!")).collect();
     let message = if docs.is_empty() {
         "the file must start with a `//!` doc comment"

@@ -112,6 +112,10 @@ fn file_docs() {
             ("crates/graph/src/lib.rs", "fn main() {}\n"),
             ("crates/graph/src/ok.rs", "//! Fine.\n"),
             (
+                "crates/graph/src/bom.rs",
+                "\u{feff}//! Saved with a byte order mark, which rustc skips.\n",
+            ),
+            (
                 "crates/graph/src/late.rs",
                 "//!\n//! Text on the second line.\n",
             ),
