@@ -52,7 +52,7 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::sources::RenamedDep;
+use crate::sources::{Library, RenamedDep};
 
 /// Each workspace package: its folder (where the source rules of `sources.rs` look for it),
 /// and which internal packages it may depend on (`*`: all), as DESIGN.md lists them. Dev and
@@ -589,29 +589,76 @@ fn build_script(metadata: &Value, package: &Value, folder: &str, violations: &mu
 }
 
 /// The dependencies each package's manifest renames (`rt = { package = "tokio" }`), for the
-/// source rules, which must read `rt::fs` as `tokio::fs`.
+/// source rules, which must read `rt::fs` as `tokio::fs` (and `core2::s` as `ai_core::s` for a
+/// workspace package, by its library's name).
 pub(crate) fn renamed_deps(metadata: &Value) -> Vec<RenamedDep> {
-    let root = metadata["workspace_root"].as_str().unwrap_or_default();
     let packages = metadata["packages"].as_array().into_iter().flatten();
+    let libraries = libraries(metadata);
     let mut renamed = Vec::new();
     for package in packages {
-        let manifest = package["manifest_path"].as_str().unwrap_or_default();
-        let folder = manifest
-            .strip_prefix(root)
-            .unwrap_or(manifest)
-            .trim_start_matches('/')
-            .trim_end_matches("Cargo.toml");
+        let folder = package_folder(metadata, package);
         for dep in package["dependencies"].as_array().into_iter().flatten() {
             if let (Some(name), Some(krate)) = (dep["rename"].as_str(), dep["name"].as_str()) {
+                // A workspace package is its library, whose name may differ from the package's.
+                let library = (packages_named(metadata, krate)).find_map(|p| {
+                    libraries
+                        .iter()
+                        .find(|l| l.folder == package_folder(metadata, p))
+                });
                 renamed.push(RenamedDep {
-                    folder: folder.to_owned(),
+                    folder: folder.clone(),
                     name: name.replace('-', "_"),
-                    krate: krate.replace('-', "_"),
+                    krate: library.map_or_else(|| krate.replace('-', "_"), |l| l.name.clone()),
                 });
             }
         }
     }
     renamed
+}
+
+/// The library of each workspace package that has one, as the sources of its dependents name
+/// it (its lib target's name, `ai_core` for `cogni-ai-core`), for the source rules.
+pub(crate) fn libraries(metadata: &Value) -> Vec<Library> {
+    let packages = metadata["packages"].as_array().into_iter().flatten();
+    let mut libraries = Vec::new();
+    for package in packages {
+        let targets = package["targets"].as_array().into_iter().flatten();
+        for target in targets.filter(|t| is_library(t)) {
+            libraries.push(Library {
+                name: target["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .replace('-', "_"),
+                folder: package_folder(metadata, package),
+            });
+        }
+    }
+    libraries
+}
+
+/// Whether `target` is a library other crates can name (`lib`, `rlib`, `proc-macro`, …).
+fn is_library(target: &Value) -> bool {
+    let kinds = target["kind"].as_array().into_iter().flatten();
+    kinds
+        .filter_map(Value::as_str)
+        .any(|kind| kind.ends_with("lib") || kind == "proc-macro")
+}
+
+/// The workspace packages named `name`.
+fn packages_named<'m>(metadata: &'m Value, name: &'m str) -> impl Iterator<Item = &'m Value> {
+    let packages = metadata["packages"].as_array().into_iter().flatten();
+    packages.filter(move |p| p["name"] == name)
+}
+
+/// The folder of `package`'s manifest, relative to the workspace root, with a trailing `/`
+/// (`crates/ai-core/`).
+fn package_folder(metadata: &Value, package: &Value) -> String {
+    let root = metadata["workspace_root"].as_str().unwrap_or_default();
+    let manifest = package["manifest_path"].as_str().unwrap_or_default();
+    (manifest.strip_prefix(root).unwrap_or(manifest))
+        .trim_start_matches('/')
+        .trim_end_matches("Cargo.toml")
+        .to_owned()
 }
 
 /// ARCH_LINTS: the workspace's root manifest (read from disk) forbids unsafe code and its

@@ -65,7 +65,8 @@ pub(crate) fn violations(root: &Path) -> anyhow::Result<(Vec<String>, sources::S
     violations.extend(graph::lints_inherited(&metadata));
     violations.extend(graph::swapped_dependencies(&metadata));
     let renamed = graph::renamed_deps(&metadata);
-    let (source_violations, seen) = sources::check_repo(root, &renamed)?;
+    let libraries = graph::libraries(&metadata);
+    let (source_violations, seen) = sources::check_repo(root, &renamed, &libraries)?;
     violations.extend(source_violations);
     Ok((exceptions::apply(violations, exceptions::EXCEPTIONS), seen))
 }

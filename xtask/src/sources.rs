@@ -26,6 +26,10 @@
 //!   `std::fs` in every module of the crate, and `me::a::s::fs` is `crate::a::s::fs`;
 //! - a dependency that the crate's manifest renames (`rt = { package = "tokio" }`, read from
 //!   cargo metadata) is its crate: `rt::fs` names `tokio::fs`;
+//! - a path through a workspace crate's library (`ai_core::s::fs`, read from cargo metadata
+//!   too) is read through that crate's imports from its root, as a path through the crate's
+//!   own modules is: after `pub use std as s;` in ai-core, `ai_core::s::fs` names `std::fs`
+//!   (see [`through_libraries`]);
 //! - a path that a macro variable completes (`std::$m::read`) or starts (`$k::fs::read`), or
 //!   whose modules macro variables alone make up (`$k::$m::read`), counts as every path it
 //!   could be; one that ends in variables alone (`$e::$v`, an enum's variant) names an item of
@@ -259,15 +263,28 @@ pub(crate) struct RenamedDep {
     pub(crate) krate: String,
 }
 
+/// A workspace package's library, which the sources of the crates that depend on it name
+/// (`ai_core`): there `ai_core::s::fs` is `crate::s::fs` read in that package's crate, through
+/// its imports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Library {
+    /// The name sources call it by, `ai_core`.
+    pub(crate) name: String,
+    /// The package folder, `crates/ai-core/`.
+    pub(crate) folder: String,
+}
+
 /// One finding: `(path, line, rule, message)`.
 type Finding = (String, usize, &'static str, String);
 
 /// Runs the rules on every `.rs` file under `root` ([`FILE_DOCS`](file_docs) only outside
 /// `crates/*/src/`), each crate's sources reading its `renamed` dependencies under their real
-/// names; returns the violations, in path and line order, and what was seen.
+/// names and a path through one of the workspace's `libraries` through that crate's imports;
+/// returns the violations, in path and line order, and what was seen.
 pub(crate) fn check_tree(
     root: &Path,
     renamed: &[RenamedDep],
+    libraries: &[Library],
 ) -> anyhow::Result<(Vec<String>, Seen)> {
     let mut files = Vec::new();
     let mut links = Vec::new();
@@ -304,6 +321,12 @@ pub(crate) fn check_tree(
     let macros: Vec<&MacroJoins> = (scopes.iter())
         .flat_map(|(_, scope)| &scope.macros)
         .collect();
+    let libraries: Vec<(&str, &CrateScope)> = (libraries.iter())
+        .filter_map(|library| {
+            let (_, scope) = scopes.iter().find(|(f, _)| *f == library.folder)?;
+            Some((library.name.as_str(), scope))
+        })
+        .collect();
     let joiners = relayed(&macros, |m| m.joins);
     let splicers = relayed(&macros, |m| m.splices);
     let mut types = Vec::new();
@@ -327,6 +350,7 @@ pub(crate) fn check_tree(
             let names = Names {
                 renamed: &renamed,
                 scope,
+                libraries: &libraries,
                 joiners: &joiners,
                 splicers: &splicers,
             };
@@ -359,8 +383,9 @@ pub(crate) fn check_tree(
 pub(crate) fn check_repo(
     root: &Path,
     renamed: &[RenamedDep],
+    libraries: &[Library],
 ) -> anyhow::Result<(Vec<String>, Seen)> {
-    let (mut violations, seen) = check_tree(root, renamed)?;
+    let (mut violations, seen) = check_tree(root, renamed, libraries)?;
     violations.extend(sanity(&seen));
     Ok((violations, seen))
 }
@@ -506,6 +531,9 @@ struct Names<'n> {
     renamed: &'n [(&'n str, &'n str)],
     /// What the crate's modules import and declare.
     scope: &'n CrateScope,
+    /// What each workspace library's modules import and declare, by the name sources call it
+    /// ([`through_libraries`]).
+    libraries: &'n [(&'n str, &'n CrateScope)],
     /// The macros of every crate that join what they are handed into a path ([`relayed`]),
     /// which a crate may invoke from another (`#[macro_export]`).
     joiners: &'n [String],
@@ -1320,7 +1348,8 @@ fn named_paths<'t>(
                 .into_iter()
                 .map(|p| p.into_iter().map(str::to_owned).collect())
                 .collect();
-            through_modules(spelled, context, names.scope)
+            let spelled = through_modules(spelled, context, names.scope);
+            through_libraries(spelled, names.libraries)
                 .into_iter()
                 .map(move |spelled| (spelled, line))
         })
@@ -1418,6 +1447,34 @@ fn through_modules(
         }
     }
     out
+}
+
+/// `paths`, and each of them that starts with a workspace library's name read through that
+/// library's imports, from its root (`ai_core::s::fs` is `crate::s::fs` in ai-core: `std::fs`
+/// after `pub use std as s;` there), through any number of libraries (ai-tools re-exporting
+/// ai-core's).
+fn through_libraries(
+    mut paths: Vec<Vec<String>>,
+    libraries: &[(&str, &CrateScope)],
+) -> Vec<Vec<String>> {
+    let most = paths.len() + MAX_SPELLINGS * (libraries.len() + 1);
+    let mut k = 0;
+    while k < paths.len() && paths.len() < most {
+        let library =
+            (libraries.iter()).find(|(name, _)| paths[k].first().is_some_and(|f| f == name));
+        if let Some((_, scope)) = library
+            && paths[k].len() > 1
+        {
+            let local = [&["crate".to_owned()], &paths[k][1..]].concat();
+            for path in through_modules(vec![local], Some(Vec::new()), scope) {
+                if !paths.contains(&path) {
+                    paths.push(path);
+                }
+            }
+        }
+        k += 1;
+    }
+    paths
 }
 
 /// A `macro_rules!`, as far as what it makes of the names it is handed goes ([`relayed`]).

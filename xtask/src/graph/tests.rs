@@ -367,7 +367,12 @@ fn renamed_dependencies_are_handed_to_the_source_rules() {
         ("cogni-graph", &[]),
     ]);
     renamed["packages"][0]["dependencies"][0]["rename"] = json!("rt");
-    renamed["packages"][1]["dependencies"] = json!([{"name": "tokio-util", "rename": "tu-x", "kind": "dev"}, {"name": "serde", "rename": null}]);
+    renamed["packages"][1]["dependencies"] = json!([{"name": "tokio-util", "rename": "tu-x", "kind": "dev"}, {"name": "serde", "rename": null}, {"name": "cogni-ai-core", "rename": "core2"}]);
+    // A workspace package is named by its library, whose name is not the package's.
+    renamed["packages"][0]["targets"][0]["name"] = json!("ai_core");
+    renamed["packages"][1]["targets"][0]["name"] = json!("graph");
+    (renamed["packages"][1]["targets"].as_array_mut().unwrap())
+        .push(json!({"kind": ["bin"], "name": "loop"}));
     let dep = |folder: &str, name: &str, krate: &str| crate::sources::RenamedDep {
         folder: folder.into(),
         name: name.into(),
@@ -378,6 +383,18 @@ fn renamed_dependencies_are_handed_to_the_source_rules() {
         [
             dep("crates/ai-core/", "rt", "tokio"),
             dep("crates/graph/", "tu_x", "tokio_util"),
+            dep("crates/graph/", "core2", "ai_core"),
+        ]
+    );
+    let library = |name: &str, folder: &str| crate::sources::Library {
+        name: name.into(),
+        folder: folder.into(),
+    };
+    assert_eq!(
+        super::libraries(&renamed),
+        [
+            library("ai_core", "crates/ai-core/"),
+            library("graph", "crates/graph/"),
         ]
     );
 }

@@ -16,7 +16,7 @@ fn violations(files: &[(&str, &str)]) -> Vec<String> {
         fs::create_dir_all(full.parent().unwrap()).unwrap();
         fs::write(full, text).unwrap();
     }
-    super::check_tree(root.path(), &[]).unwrap().0
+    super::check_tree(root.path(), &[], &[]).unwrap().0
 }
 
 /// A tree where every rule has something to look at and nothing to report.
@@ -97,7 +97,7 @@ fn a_clean_tree_satisfies_the_sanity_checks() {
         fs::write(full, text).unwrap();
     }
     assert_eq!(
-        super::check_repo(root.path(), &[]).unwrap().0,
+        super::check_repo(root.path(), &[], &[]).unwrap().0,
         Vec::<String>::new()
     );
 }
@@ -566,7 +566,7 @@ fn the_repository_scan_fails_when_it_sees_nothing() {
     let root = tempfile::tempdir().unwrap();
     fs::create_dir_all(root.path().join("crates/adapters/src")).unwrap();
     fs::write(root.path().join("crates/adapters/src/lib.rs"), "//! Lib.\n").unwrap();
-    let (violations, _) = super::check_repo(root.path(), &[]).unwrap();
+    let (violations, _) = super::check_repo(root.path(), &[], &[]).unwrap();
     let rules: Vec<&str> = violations
         .iter()
         .map(|v| v.split(": ").nth(2).unwrap())
@@ -800,7 +800,7 @@ fn a_symlink_among_crate_sources_is_reported() {
     link("elsewhere", "crates/wire-ui");
     link("elsewhere", "docs");
     const MESSAGE: &str = "ARCH_FOREIGN_SOURCE: a symlink where crate sources live; rustc compiles what it points to, which the scan does not follow; keep the files here (or depend on their crate)";
-    let (violations, _) = super::check_tree(root.path(), &[]).unwrap();
+    let (violations, _) = super::check_tree(root.path(), &[], &[]).unwrap();
     assert_eq!(
         violations,
         [
@@ -1062,12 +1062,70 @@ fn a_dependency_renamed_in_the_manifest_is_read_as_its_crate() {
         renamed("crates/ai-core/", "rt", "tokio"),
         renamed("crates/ai-tools/", "http", "reqwest"),
     ];
-    let (violations, _) = super::check_tree(root.path(), &renamed).unwrap();
+    let (violations, _) = super::check_tree(root.path(), &renamed, &[]).unwrap();
     assert_eq!(
         violations,
         [
             "crates/ai-core/src/a.rs:2: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`tokio::fs`); IO lives in adapters, time comes through `Clock`",
             "crates/ai-tools/src/t.rs:2: TOOL_FILE_PURITY: ai-tools does no IO of its own (`reqwest`); use a capability, or `Clock` for time",
+        ]
+    );
+}
+
+/// A path through another workspace crate (`ai_core::s::fs`, or under the name the manifest
+/// renames it to) is read through that crate's imports, as a path through one of the crate's
+/// own modules is: `pub use std as s;` names no IO in ai-core, but `ai_core::s::fs` is
+/// `std::fs` wherever it is written, also through a crate that re-exports another's.
+#[test]
+fn a_path_through_another_workspace_crate_is_read_through_its_imports() {
+    let root = tempfile::tempdir().unwrap();
+    let g = "crates/graph/src/g.rs";
+    for (path, text) in [
+        (
+            "crates/ai-core/src/lib.rs",
+            "//! Re-exports std's modules, which name no IO here.\npub use std as s;\npub use std::time as t;\npub use std::io as sio;\npub mod inner {\n    pub use std as st;\n}\n",
+        ),
+        (
+            "crates/ai-tools/src/lib.rs",
+            "//! Re-exports ai-core's.\npub use ai_core::t as time;\n",
+        ),
+        (
+            g,
+            "//! Reaches IO through the libraries' re-exports.\nuse ai_core::t::Instant;\nfn f() {\n    ai_core::s::fs::read(\"x\");\n    Instant::now();\n    ai_core::sio::stdout();\n    ai_tools::time::UNIX_EPOCH;\n    core2::inner::st::process::exit(1);\n    let d = ai_core::t::Duration::ZERO;\n}\n",
+        ),
+    ] {
+        let full = root.path().join(path);
+        fs::create_dir_all(full.parent().unwrap()).unwrap();
+        fs::write(full, text).unwrap();
+    }
+    let renamed = [super::RenamedDep {
+        folder: "crates/graph/".into(),
+        name: "core2".into(),
+        krate: "ai_core".into(),
+    }];
+    let library = |name: &str, folder: &str| super::Library {
+        name: name.into(),
+        folder: folder.into(),
+    };
+    let libraries = [
+        library("ai_core", "crates/ai-core/"),
+        library("ai_tools", "crates/ai-tools/"),
+    ];
+    let (violations, _) = super::check_tree(root.path(), &renamed, &libraries).unwrap();
+    let io_free = |line: usize, what: &str| {
+        format!(
+            "{g}:{line}: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`{what}`); IO lives in adapters, time comes through `Clock`"
+        )
+    };
+    assert_eq!(
+        violations,
+        [
+            io_free(2, "std::time::Instant"),
+            io_free(4, "std::fs"),
+            io_free(5, "std::time::Instant"),
+            io_free(6, "io::stdout"),
+            io_free(7, "std::time::UNIX_EPOCH"),
+            io_free(8, "std::process"),
         ]
     );
 }
@@ -1905,7 +1963,7 @@ fn the_catalog_scan_needs_a_builder_of_each_kind() {
             fs::create_dir_all(full.parent().unwrap()).unwrap();
             fs::write(full, text).unwrap();
         }
-        let (violations, _) = super::check_repo(root.path(), &[]).unwrap();
+        let (violations, _) = super::check_repo(root.path(), &[], &[]).unwrap();
         (violations.iter())
             .filter(|v| v.contains("SCANNER_SAW_NOTHING: NO_DEFAULT_EXECUTABLE_CATALOG"))
             .count()
