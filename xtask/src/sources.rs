@@ -773,9 +773,9 @@ fn check_source(
         }
     };
     let mut tokens = lex::tokens(&code);
-    unalias_macros(&mut tokens, names.scope);
+    unalias_macros(&mut tokens, names);
     let mut spliced = spliced_calls(&tokens, names.splicers);
-    unalias_macros(&mut spliced, names.scope);
+    unalias_macros(&mut spliced, names);
     let place = Place {
         in_runner: path.starts_with(RUNNER),
         in_ai_tools: path.starts_with(AI_TOOLS),
@@ -1621,16 +1621,17 @@ fn handed_names(tokens: &[Token], k: usize) -> Option<Vec<&str>> {
 
 /// Renames each macro invoked under an imported name (`use std::include_str as text;` then
 /// `text!(…)`, or `crate::m::text!(…)` with that import in `src/m.rs`: the crate's imports in
-/// `scope` count too) to the macro it stands for, so the rules that look for `include_str!`,
-/// `env!` or `println!` see it.
-fn unalias_macros(tokens: &mut [Token], scope: &CrateScope) {
+/// `names.scope` count too, and so do those of the workspace's libraries, `ai_core::say!(…)`
+/// after `pub use std::println as say;` in ai-core) to the macro it stands for, through any
+/// number of renames, so the rules that look for `include_str!`, `env!` or `println!` see it.
+fn unalias_macros(tokens: &mut [Token], names: &Names<'_>) {
     let (_, imports) = paths_as_written(tokens);
     let file = imports
         .iter()
         .filter_map(|i| Some((i.name?.to_owned(), (*i.path.last()?).to_owned())));
-    let crate_wide = scope
-        .imports
-        .iter()
+    let scopes = std::iter::once(names.scope).chain(names.libraries.iter().map(|(_, s)| *s));
+    let crate_wide = scopes
+        .flat_map(|scope| &scope.imports)
         .filter_map(|(name, path)| Some((name.clone(), path.last()?.clone())));
     let renames: Vec<(String, String)> = file
         .chain(crate_wide)
@@ -1638,9 +1639,14 @@ fn unalias_macros(tokens: &mut [Token], scope: &CrateScope) {
         .collect();
     for k in 0..tokens.len() {
         let at = |k: usize| tokens.get(k).map_or("", |t| t.text.as_str());
-        let invoked = at(k + 1) == "!" && opens(at(k + 2));
-        if let Some((_, real)) = renames.iter().find(|(name, _)| invoked && at(k) == name) {
-            tokens[k].text.clone_from(real);
+        if !(at(k + 1) == "!" && opens(at(k + 2))) {
+            continue;
+        }
+        for _ in 0..renames.len() {
+            match renames.iter().find(|(name, _)| *name == tokens[k].text) {
+                Some((_, real)) => tokens[k].text.clone_from(real),
+                None => break,
+            }
         }
     }
 }

@@ -1603,6 +1603,51 @@ fn a_macro_another_file_renames_is_still_watched() {
     );
 }
 
+/// A macro another workspace crate renames (`pub use std::println as say;` in ai-core) is still
+/// watched where another crate invokes it, by its path or under a name of its own.
+#[test]
+fn a_macro_another_workspace_crate_renames_is_still_watched() {
+    let root = tempfile::tempdir().unwrap();
+    let g = "crates/graph/src/g.rs";
+    for (path, text) in [
+        (
+            "crates/ai-core/src/lib.rs",
+            "//! Renames macros for its dependents.\npub use std::println as say;\npub use core::include as inc;\npub use core::env as var;\n",
+        ),
+        (
+            g,
+            "//! Invokes ai-core's renamed macros, and renames one again.\nai_core::inc!(\"../../adapters/src/lib.rs\");\nuse ai_core::say as talk;\nfn f() {\n    ai_core::say!(\"x\");\n    let k = ai_core::var!(\"KEY\");\n    talk!(\"y\");\n}\n",
+        ),
+    ] {
+        let full = root.path().join(path);
+        fs::create_dir_all(full.parent().unwrap()).unwrap();
+        fs::write(full, text).unwrap();
+    }
+    let libraries = [super::Library {
+        name: "ai_core".into(),
+        folder: "crates/ai-core/".into(),
+    }];
+    let (violations, _) = super::check_tree(root.path(), &[], &libraries).unwrap();
+    let println = |line: usize| {
+        format!(
+            "{g}:{line}: IO_FREE: ai-core, graph and the wire codecs do no IO and read no clock (`println!`); IO lives in adapters, time comes through `Clock`"
+        )
+    };
+    assert_eq!(
+        violations,
+        [
+            format!(
+                "{g}:2: ARCH_FOREIGN_SOURCE: `include!` compiles `../../adapters/src/lib.rs`, which is outside crates/graph/src/; a crate compiles only its own sources, where the rules look (depend on the other crate, where the layering allows it)"
+            ),
+            println(5),
+            format!(
+                "{g}:6: NO_ENV: the build's environment is read only in cogni-bootstrap (and xtask); outside it, `env!` and `option_env!` name only the variables Cargo sets for the crate (`CARGO_PKG_VERSION`, `CARGO_MANIFEST_DIR`, `OUT_DIR`, …); take configuration as a parameter"
+            ),
+            println(7),
+        ]
+    );
+}
+
 /// A path through a module (`super::time`, which a `use super::*` test module makes of
 /// `time::Instant`) is read through that module's own imports, not through every import of the
 /// name in the crate: `use std::time;` in one file does not make another file's `tokio::time`
