@@ -20,7 +20,9 @@
 //! Tool;`), every type alias of the crate whose right side names one (`type Tools =
 //! Vec<Arc<dyn BoundTool>>;`), and every type of the crate that implements one (`impl
 //! ToolSource for MySource`), to a fixed point. Identifiers are compared, not paths, so
-//! `ai_core::StaticToolSource` and a glob import's `StaticToolSource` are the same.
+//! `ai_core::StaticToolSource` and a glob import's `StaticToolSource` are the same. A crate's
+//! aliases and implementors are executable in every crate (`pub fn tools() ->
+//! ai_core::Tools`), its imports only in its own.
 //!
 //! Why this shape: what makes a catalog *default* is that nobody hands it capabilities, and
 //! the one thing the tokens tell for sure is whether a function takes any parameter. A
@@ -251,11 +253,15 @@ pub(super) fn no_default_executable_catalog(
     let mut crates: Vec<&str> = files.iter().map(|f| super::crate_dir(&f.path)).collect();
     crates.sort_unstable();
     crates.dedup();
-    for krate in crates {
-        let files: Vec<&FileFacts> = (files.iter())
-            .filter(|f| super::crate_dir(&f.path) == krate)
-            .collect();
-        let executable = executable_names(&files);
+    let crates: Vec<(&str, Vec<&FileFacts>)> = (crates.into_iter())
+        .map(|krate| {
+            let files = (files.iter()).filter(|f| super::crate_dir(&f.path) == krate);
+            (krate, files.collect())
+        })
+        .collect();
+    let exported = exported_names(&crates);
+    for (krate, files) in crates {
+        let executable = executable_names(&files, &exported);
         let written = (files.iter())
             .flat_map(|file| file.items.iter().map(|item| (file.path.as_str(), item)))
             .filter(|(_, item)| item.made_by.is_none());
@@ -288,10 +294,39 @@ pub(super) fn no_default_executable_catalog(
     }
 }
 
-/// The executable types of one crate: [`EXECUTABLE`], and the crate's imports, type aliases
-/// and implementors of them, to a fixed point.
-fn executable_names(files: &[&FileFacts]) -> Vec<String> {
+/// The executable types every crate names as its items: each crate's type aliases and
+/// implementors of an executable type (`ai_core::Tools`, `ai_core::Fixed`), which another crate
+/// may name too, to a fixed point. Imports stay their crate's own: a name one crate gives
+/// `BoundTool` may be another's own type (the wire's `Tool`).
+fn exported_names(crates: &[(&str, Vec<&FileFacts>)]) -> Vec<String> {
+    let mut exported: Vec<String> = Vec::new();
+    loop {
+        let before = exported.len();
+        for (_, files) in crates {
+            let items = |name: &String| {
+                (files.iter()).any(|f| {
+                    f.aliases.iter().any(|(alias, _)| alias == name)
+                        || f.impls.iter().any(|(_, target)| target == name)
+                })
+            };
+            for name in executable_names(files, &exported) {
+                if items(&name) && !exported.contains(&name) {
+                    exported.push(name);
+                }
+            }
+        }
+        if exported.len() == before {
+            return exported;
+        }
+    }
+}
+
+/// The executable types of one crate: [`EXECUTABLE`] and those other crates export
+/// ([`exported_names`]), and the crate's imports, type aliases and implementors of them, to a
+/// fixed point.
+fn executable_names(files: &[&FileFacts], exported: &[String]) -> Vec<String> {
     let mut names: Vec<String> = EXECUTABLE.iter().map(|&n| n.to_owned()).collect();
+    names.extend(exported.iter().cloned());
     loop {
         let before = names.len();
         for file in files {

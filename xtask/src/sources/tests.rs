@@ -1999,6 +1999,35 @@ fn a_catalog_a_macro_makes_of_what_it_is_handed_is_checked() {
     );
 }
 
+/// A type another crate makes executable (its alias of one, or a type of its that implements
+/// one) is executable where it is named too: `pub fn tools() -> ai_core::Tools` is a default
+/// catalog; another crate's import under a name of its own stays its own.
+#[test]
+fn a_type_another_crate_makes_executable_is_executable_everywhere() {
+    let fires = |path: &str, line: usize, what: &str, name: &str| {
+        format!(
+            "{path}:{line}: NO_DEFAULT_EXECUTABLE_CATALOG: {what} gives bound tools (`{name}`) without being handed capabilities: a default executable catalog; export contracts and bind them to capabilities in the composition root (cogni-bootstrap)"
+        )
+    };
+    let t = "crates/ai-tools/src/t.rs";
+    check(
+        &[
+            (
+                "crates/ai-core/src/lib.rs",
+                "//! Names tool types for its dependents.\npub type Tools = Vec<Arc<dyn BoundTool>>;\npub struct Fixed;\nimpl ToolSource for Fixed {}\nuse crate::BoundTool as Tool;\n",
+            ),
+            (
+                t,
+                "//! Returns them, and a wire type of its own.\npub fn tools() -> ai_core::Tools { vec![] }\npub fn fixed() -> ai_core::Fixed { todo!() }\npub fn wire() -> Tool { todo!() }\n",
+            ),
+        ],
+        &[
+            &fires(t, 2, "`pub fn tools`", "Tools"),
+            &fires(t, 3, "`pub fn fixed`", "Fixed"),
+        ],
+    );
+}
+
 #[test]
 fn the_catalog_scan_needs_a_builder_of_each_kind() {
     let saw_nothing = |files: &[(&str, &str)]| {
