@@ -54,7 +54,7 @@
 //! | rule | fires on | where |
 //! |---|---|---|
 //! | `ARCH_SINGLE_EXECUTION_PATH` | `ExecPermit::new`; a call `x.exec(…)` or `T::exec(…)`, or `T::exec` taken as a function value (a `fn exec(` definition is fine) | outside `crates/ai-core/src/runner/` |
-//! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is not a `.rs` file in the file's own `crates/<name>/src/`; `#[path]` inside an inline module; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`) or of a hidden file (`.env`); any of them whose path is not a plain (or raw) string literal; a symlink at `crates/`, `crates/<name>` or in `crates/<name>/src/` (the scan does not follow it) | everywhere |
+//! | `ARCH_FOREIGN_SOURCE` | `#[path = "…"]` (also in `cfg_attr`) or `include!("…")` whose file is not a `.rs` file in the file's own `crates/<name>/src/`; `#[path]` inside an inline module; `include_str!`/`include_bytes!` of a file in another package's folder (`crates/<other>/`, `tests/`, `xtask/`) or of a hidden file (`.env`); any of them whose path is not a plain (or raw) string literal, or passes through a symlink anywhere in the repository; a symlink at `crates/`, `crates/<name>` or in `crates/<name>/src/` (the scan does not follow it) | everywhere |
 //! | `NO_ENV` | `std::env…`, `env::var*`; `from_default_env`, `from_env` and their `try_` forms (`EnvFilter`, `envy`); the crates `dotenv`, `dotenvy`, `envy`; `env!`/`option_env!` of a variable that is not one of the [`CARGO_VARIABLES`] Cargo sets for a crate | outside `crates/bootstrap/` (xtask is not scanned) |
 //! | `TOOL_FILE_PURITY` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`] (`println!`), calls of [`FS_METHODS`] (`path.exists()`; not `self.exists()` in an inherent `impl` that defines `fn exists`) | in all of `crates/ai-tools/src/` |
 //! | `IO_FREE` | [`IO`] and [`CLOCK`] names, [`STDIO_MACROS`], calls of [`FS_METHODS`] (`tokio::time` stays allowed: the runner's budgets use it) | in `crates/ai-core/src/`, `crates/graph/src/`, `crates/wire-openai/src/`, `crates/wire-ui/src/` |
@@ -291,7 +291,8 @@ pub(crate) fn check_tree(
     walk(root, root, &mut files, &mut links)?;
     files.sort();
     let mut found = Vec::new();
-    for link in links.iter().map(|l| relative(root, l)) {
+    let links: Vec<String> = links.iter().map(|l| relative(root, l)).collect();
+    for link in links.iter().cloned() {
         if hides_sources(&link) {
             found.push((
                 link,
@@ -351,6 +352,7 @@ pub(crate) fn check_tree(
                 renamed: &renamed,
                 scope,
                 libraries: &libraries,
+                links: &links,
                 joiners: &joiners,
                 splicers: &splicers,
             };
@@ -534,6 +536,9 @@ struct Names<'n> {
     /// What each workspace library's modules import and declare, by the name sources call it
     /// ([`through_libraries`]).
     libraries: &'n [(&'n str, &'n CrateScope)],
+    /// The repository's symlinks (relative paths, `crates/bootstrap/data/env`), through which
+    /// no file a path macro names may be read ([`foreign_source`]).
+    links: &'n [String],
     /// The macros of every crate that join what they are handed into a path ([`relayed`]),
     /// which a crate may invoke from another (`#[macro_export]`).
     joiners: &'n [String],
@@ -790,7 +795,7 @@ fn check_source(
     for tokens in [&tokens, &spliced] {
         single_execution_path(tokens, &place, seen, &mut push);
         io_calls(tokens, &place, seen, &mut push);
-        foreign_source(path, &chars, tokens, &mut push);
+        foreign_source(path, &chars, tokens, names.links, &mut push);
         if !place.env_allowed {
             build_env(&chars, tokens, &mut push);
         }
@@ -876,11 +881,13 @@ fn in_use_tree(tokens: &[Token], i: usize) -> bool {
 /// (data at the repository root, like `cogni.example.toml`, belongs to no package and may be
 /// embedded) nor a hidden file (`.env`, `.git/config`: local configuration or a secret, baked
 /// in like `env!`'s). A path that is not a string literal (`concat!(env!("CARGO_MANIFEST_DIR"),
-/// …)`) cannot be checked and is refused.
+/// …)`) cannot be checked and is refused, and so is one through any of the repository's
+/// symlinks (`links`), whose target rustc reads and the check does not follow.
 fn foreign_source(
     path: &str,
     text: &[char],
     tokens: &[Token],
+    links: &[String],
     push: &mut impl FnMut(usize, &'static str, String),
 ) {
     let own = crate_dir(path);
@@ -913,6 +920,21 @@ fn foreign_source(
             continue;
         };
         let resolved = resolve(path, &target).unwrap_or_default();
+        let through = |link: &&String| {
+            (resolved.strip_prefix(link.as_str()))
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        };
+        if let Some(link) = links.iter().find(through) {
+            let verb = if compiles { "compiles" } else { "reads" };
+            push(
+                token.line,
+                "ARCH_FOREIGN_SOURCE",
+                format!(
+                    "`{what}` {verb} `{target}` through a symlink (`{link}`), which the check does not follow; keep the file itself there"
+                ),
+            );
+            continue;
+        }
         let in_package = ["crates/", "tests/", "xtask/"]
             .iter()
             .any(|p| resolved.starts_with(p));

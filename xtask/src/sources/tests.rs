@@ -1155,6 +1155,62 @@ fn context_bodies_are_found_after_generics_and_where_clauses() {
     );
 }
 
+/// A file that `include_str!`, `include_bytes!`, `include!` or `#[path]` names through a
+/// symlink anywhere in the repository (`crates/bootstrap/data/env` or `cogni.example.toml`
+/// pointing at `.env`) is refused: rustc reads what the link points to, which the check does
+/// not follow; a file beside one is read as usual.
+#[test]
+fn a_file_named_through_a_symlink_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let write = |path: &str, text: &str| {
+        let full = root.path().join(path);
+        fs::create_dir_all(full.parent().unwrap()).unwrap();
+        fs::write(full, text).unwrap();
+    };
+    let s = "crates/bootstrap/src/embed.rs";
+    write(".env", "OPENAI_API_KEY=sk-secret\n");
+    write("crates/bootstrap/data/plain.txt", "data\n");
+    write(
+        s,
+        "//! Embeds files.\nconst A: &str = include_str!(\"../data/env\");\nconst B: &str = include_str!(\"../../../cogni.example.toml\");\nconst C: &[u8] = include_bytes!(\"../linked/inner.txt\");\nconst D: &str = include_str!(\"../data/plain.txt\");\n",
+    );
+    let link = |target: &str, path: &str| {
+        std::os::unix::fs::symlink(root.path().join(target), root.path().join(path)).unwrap();
+    };
+    link(".env", "crates/bootstrap/data/env");
+    link(".env", "cogni.example.toml");
+    link("crates/bootstrap/data", "crates/bootstrap/linked");
+    let (violations, _) = super::check_tree(root.path(), &[], &[]).unwrap();
+    let through = |line: usize, what: &str, target: &str, link: &str| {
+        format!(
+            "{s}:{line}: ARCH_FOREIGN_SOURCE: `{what}` reads `{target}` through a symlink (`{link}`), which the check does not follow; keep the file itself there"
+        )
+    };
+    assert_eq!(
+        violations,
+        [
+            through(
+                2,
+                "include_str!",
+                "../data/env",
+                "crates/bootstrap/data/env"
+            ),
+            through(
+                3,
+                "include_str!",
+                "../../../cogni.example.toml",
+                "cogni.example.toml"
+            ),
+            through(
+                4,
+                "include_bytes!",
+                "../linked/inner.txt",
+                "crates/bootstrap/linked"
+            ),
+        ]
+    );
+}
+
 #[test]
 fn a_path_attribute_inside_an_inline_module_is_refused() {
     // Inside `mod a { … }` a `#[path]` resolves from `src/a/`, not from the file's folder:
