@@ -121,8 +121,9 @@ const ENV_PATHS: &[&str] = &[
     "dotenvy",
     "envy",
 ];
-/// IO that ai-tools and the sans-IO crates never do: files, sockets, processes, signals,
-/// stdio, the environment (the current folder too, which `std::path::absolute` reads), HTTP.
+/// IO that ai-tools and the sans-IO crates never do: files, sockets, processes (a platform's
+/// too: `std::os::unix::process::parent_id`), signals, stdio, the environment (the current
+/// folder too, which `std::path::absolute` reads), HTTP.
 const IO: &[&str] = &[
     "std::fs",
     "std::path::absolute",
@@ -130,6 +131,7 @@ const IO: &[&str] = &[
     "std::process",
     "std::os::*::fs",
     "std::os::*::net",
+    "std::os::*::process",
     "io::stdin",
     "io::stdout",
     "io::stderr",

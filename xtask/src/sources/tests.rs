@@ -336,7 +336,7 @@ fn io_free_in_core_and_wire() {
             ),
             (
                 "crates/wire-ui/src/agui.rs",
-                "//! Ui.\nlet f = tokio::fs::read(p);\nlet t = time::OffsetDateTime::now_utc();\nlet here = std::path::absolute(p);\n",
+                "//! Ui.\nlet f = tokio::fs::read(p);\nlet t = time::OffsetDateTime::now_utc();\nlet here = std::path::absolute(p);\nlet parent = std::os::unix::process::parent_id();\n",
             ),
             (
                 "crates/graph/src/driver.rs",
@@ -356,6 +356,7 @@ fn io_free_in_core_and_wire() {
             &violation("wire-ui/src/agui.rs", 2, "tokio::fs"),
             &violation("wire-ui/src/agui.rs", 3, "OffsetDateTime::now*"),
             &violation("wire-ui/src/agui.rs", 4, "std::path::absolute"),
+            &violation("wire-ui/src/agui.rs", 5, "std::os::*::process"),
         ],
     );
 }
