@@ -1,7 +1,8 @@
 //! The deny-by-default tool policy: plain data loaded from TOML or JSON (POLICY_IS_DATA).
 
+mod named;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::marker::PhantomData;
 
 use serde::{Deserialize, Serialize};
 
@@ -26,8 +27,7 @@ pub enum PolicyDecision {
 
 /// Per-invocation limits. Besides these, arguments and results nest at most
 /// [`crate::MAX_JSON_DEPTH`] levels, a limit no policy lifts.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Budgets {
     /// Wall time a tool may run before it ends as `timeout` (default 30 000).
     pub max_runtime_ms: u64,
@@ -52,8 +52,7 @@ impl Default for Budgets {
 ///
 /// Only tools that are read-only or declare themselves idempotent are ever retried; the policy
 /// cannot override that. The total time across attempts is [`Budgets::max_runtime_ms`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RetryPolicy {
     /// Attempts in all, the first included (1 = no retry; default 3).
     pub max_attempts: u32,
@@ -102,8 +101,7 @@ impl RetryPolicy {
 }
 
 /// When a tool's circuit opens, and how it recovers.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BreakerPolicy {
     /// Consecutive failed attempts that open the circuit (0 = never: only a `failure_rate`, if
     /// set, opens it, and with neither the breaker is off; default 5).
@@ -142,6 +140,10 @@ impl Default for BreakerPolicy {
 
 /// Which tools may run, which need approval, and the budgets. The default denies everything.
 ///
+/// However it is read (its loaders, a document of the caller's holding it, serde directly), the
+/// policy and each of its tables are read from named keys only: a table written as a list of
+/// its values names no key, and is refused.
+///
 /// ```
 /// use ai_core::ToolPolicy;
 /// let policy = ToolPolicy::from_json_str(r#"{
@@ -153,25 +155,19 @@ impl Default for BreakerPolicy {
 /// assert_eq!(policy.budgets.max_result_bytes, 32 * 1024);
 /// assert!(ToolPolicy::from_json_str(r#"{"allowed_tool": []}"#).is_err());
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ToolPolicy {
     /// The explicit allowlist; a tool not named here is denied.
-    #[serde(deserialize_with = "tool_id_list")]
     pub allowed_tools: BTreeSet<ToolId>,
     /// Effects that need approval before a call runs.
     pub require_approval_for_effects: BTreeSet<ToolEffect>,
     /// Per-invocation limits.
-    #[serde(deserialize_with = "named")]
     pub budgets: Budgets,
     /// The default retry policy.
-    #[serde(deserialize_with = "named")]
     pub retry: RetryPolicy,
     /// Retry policies for single tools, replacing the default.
-    #[serde(deserialize_with = "tool_id_keys")]
     pub retry_per_tool: BTreeMap<ToolId, RetryPolicy>,
     /// Circuit-breaker thresholds, per tool.
-    #[serde(deserialize_with = "named")]
     pub breaker: BreakerPolicy,
 }
 
@@ -233,36 +229,6 @@ fn holds_bad_retry_key(header: &str, at: &[&str]) -> bool {
     }
 }
 
-/// Reads one of a policy's tables (`T`) from its named keys only. serde's derive also reads a
-/// struct from a list of its values, in the order its fields are declared: such a list names no
-/// key, so `budgets = [5]` would set a budget no line names, past `deny_unknown_fields`, and
-/// mean something else whenever a field is added or moved. A list is refused instead.
-fn named<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
-    deserializer: D,
-) -> Result<T, D::Error> {
-    deserializer.deserialize_map(Named(PhantomData))
-}
-
-/// [`named`]'s reader, also a seed for the values of a map ([`tool_id_keys`]).
-struct Named<T>(PhantomData<T>);
-
-impl<'de, T: Deserialize<'de>> serde::de::DeserializeSeed<'de> for Named<T> {
-    type Value = T;
-    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<T, D::Error> {
-        deserializer.deserialize_map(self)
-    }
-}
-
-impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Named<T> {
-    type Value = T;
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a table of named keys")
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-        T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-    }
-}
-
 /// Reads `allowed_tools`, naming a malformed id by its entry's position in the list
 /// ([`policy_tool_id`]).
 fn tool_id_list<'de, D: serde::Deserializer<'de>>(
@@ -319,7 +285,7 @@ fn tool_id_keys<'de, D: serde::Deserializer<'de>>(
                         "{RETRY_KEY_ERROR}{key} names the tool an earlier key names"
                     )));
                 }
-                rules.insert(id, map.next_value_seed(Named(PhantomData))?);
+                rules.insert(id, map.next_value()?);
             }
             Ok(rules)
         }
@@ -421,9 +387,8 @@ impl ToolPolicy {
     /// order mark (which editors write) is read past.
     pub fn from_json_str(text: &str) -> Result<Self, Error> {
         let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
-        // Read from named keys at the root too ([`named`]); a TOML document is always a table.
         let mut document = serde_json::Deserializer::from_str(text);
-        let policy: Self = named(&mut document)
+        let policy = Self::deserialize(&mut document)
             .and_then(|policy| document.end().map(|()| policy))
             .map_err(|e| Error::Policy(crate::toml_error::json_place_error(&e)))?;
         policy.check().map(|()| policy)

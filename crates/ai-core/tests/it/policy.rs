@@ -404,6 +404,77 @@ fn a_table_written_as_a_list_of_values_is_refused() {
         .unwrap();
 }
 
+/// So is one read by serde directly, not through the policy's loaders: a policy or one of its
+/// tables in a caller's own document (a TOML table, a JSON field), or read alone. Each table
+/// reads named keys only, whatever reads it; the message says what JSON calls a table too.
+#[test]
+fn a_table_read_by_serde_directly_is_refused_as_a_list_of_values() {
+    use ai_core::{BreakerPolicy, Budgets, RetryPolicy};
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Config {
+        policy: ToolPolicy,
+    }
+    const EXPECTED: &str =
+        "invalid type: sequence, expected a table of named keys (an object in JSON)";
+    let refused = |error: String, what: &str| {
+        assert!(error.contains(EXPECTED), "{what}: {error}");
+    };
+    for text in [
+        r#"{"policy": []}"#,
+        r#"{"policy": [["core__a"], ["state_change"], [5, 10]]}"#,
+        r#"{"policy": {"budgets": [5, 10]}}"#,
+        r#"{"policy": {"retry_per_tool": {"core__a": [2]}}}"#,
+    ] {
+        let error = serde_json::from_str::<Config>(text).unwrap_err();
+        refused(error.to_string(), text);
+    }
+    for text in ["policy = []", "policy = { budgets = [5, 10] }"] {
+        let error = toml::from_str::<Config>(text).unwrap_err();
+        refused(error.to_string(), text);
+    }
+    refused(
+        serde_json::from_str::<ToolPolicy>("[]")
+            .unwrap_err()
+            .to_string(),
+        "policy",
+    );
+    refused(
+        serde_json::from_str::<Budgets>("[5, 10]")
+            .unwrap_err()
+            .to_string(),
+        "budgets",
+    );
+    refused(
+        serde_json::from_str::<RetryPolicy>("[2]")
+            .unwrap_err()
+            .to_string(),
+        "retry",
+    );
+    refused(
+        serde_json::from_str::<BreakerPolicy>("[3]")
+            .unwrap_err()
+            .to_string(),
+        "breaker",
+    );
+    // Named keys still load, in either format and alone.
+    let config: Config =
+        serde_json::from_str(r#"{"policy": {"budgets": {"max_runtime_ms": 5}}}"#).unwrap();
+    assert_eq!(config.policy.budgets.max_runtime_ms, 5);
+    let config: Config =
+        toml::from_str("[policy.retry_per_tool.core__a]\nmax_attempts = 2").unwrap();
+    let id = ToolId::parse("core__a").unwrap();
+    assert_eq!(config.policy.retry_for(&id).max_attempts, 2);
+    let budgets: Budgets = serde_json::from_str(r#"{"max_args_bytes": 7}"#).unwrap();
+    assert_eq!(budgets.max_args_bytes, 7);
+    // Unknown keys are still refused, naming the key.
+    let error = serde_json::from_str::<Budgets>(r#"{"max_runtime": 5}"#).unwrap_err();
+    assert!(
+        error.to_string().contains("unknown field `max_runtime`"),
+        "{error}"
+    );
+}
+
 /// A table header the TOML parser refuses before any id is read (one given twice, one left
 /// unclosed, one with more on its line) is not quoted when it holds a `retry_per_tool` key that
 /// is no valid tool id, however `retry_per_tool` is spelled: its line is named, as for the key's
