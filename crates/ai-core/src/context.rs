@@ -95,8 +95,9 @@ impl From<ConnectionId> for String {
 }
 
 /// The connections the server has granted this actor (from the server's own records, never from
-/// the request).
+/// the request). An unknown key is refused when it is read, naming it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ConnectionGrant {
     /// Connections the actor may use.
     pub allowed_connection_ids: BTreeSet<ConnectionId>,
@@ -120,7 +121,8 @@ struct RunRefs {
 /// control character) whether the context is built or deserialized, so they are read through
 /// methods; they live behind one shared `Arc`, which each invocation's context shares instead of
 /// copying them. Its JSON form is one flat object: `run_id`, `actor_id`, `tenant_id`,
-/// `subject_id`, `graph_id`, then the public fields.
+/// `subject_id`, `graph_id`, then the public fields; reading it refuses an unknown key, naming
+/// it, so that a mistyped one (`conection_id`) never leaves its setting unset unnoticed.
 ///
 /// Every field is a reference. A secret never lives here (invariant NO_SECRETS_IN_CONTEXT):
 /// credentials reach a tool only through a per-invocation [`crate::AuthCapability`].
@@ -201,7 +203,7 @@ impl RunContext {
 /// The context one tool invocation sees: the run's references plus its own call id.
 ///
 /// Its JSON form is one flat object: `run_id`, `tool_call_id`, `actor_id`, `tenant_id`,
-/// `subject_id`, `graph_id`, `connection_id`.
+/// `subject_id`, `graph_id`, `connection_id`; reading it refuses an unknown key, naming it.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(from = "wire::InvocationIn")]
 pub struct ToolInvocationContext {
@@ -343,7 +345,7 @@ impl Serialize for ToolInvocationContext {
 /// references as fields of its own. Deserializing puts every reference through its check. Each
 /// form bears its context's name (`rename`, `expecting`), as the derived one did: a serializer
 /// that writes the name writes the context's, and input of the wrong shape is refused naming the
-/// context, not these types.
+/// context, not these types. An unknown key is refused, naming it.
 mod wire {
     use std::collections::{BTreeMap, BTreeSet};
     use std::sync::Arc;
@@ -370,7 +372,11 @@ mod wire {
     }
 
     #[derive(Deserialize)]
-    #[serde(rename = "RunContext", expecting = "struct RunContext")]
+    #[serde(
+        rename = "RunContext",
+        expecting = "struct RunContext",
+        deny_unknown_fields
+    )]
     pub(super) struct RunContextIn {
         run_id: RunId,
         #[serde(deserialize_with = "checked::actor_id")]
@@ -421,7 +427,8 @@ mod wire {
     #[derive(Deserialize)]
     #[serde(
         rename = "ToolInvocationContext",
-        expecting = "struct ToolInvocationContext"
+        expecting = "struct ToolInvocationContext",
+        deny_unknown_fields
     )]
     pub(super) struct InvocationIn {
         run_id: RunId,

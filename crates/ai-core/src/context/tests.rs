@@ -150,3 +150,42 @@ fn a_context_that_is_no_object_is_refused_naming_the_context() {
         );
     }
 }
+
+/// A mistyped key (`conection_id`) is refused naming it, in either context and in the grant,
+/// rather than dropped while the setting it meant falls back to its default.
+#[test]
+fn an_unknown_key_is_refused_naming_it() {
+    let run = RunContext::new("run-1", "user:a", "t").unwrap();
+    let invocation = ToolInvocationContext::new(&run, ToolCallId::new("call_1").unwrap(), None);
+    let mut run = serde_json::to_value(&run).unwrap();
+    let mut invocation = serde_json::to_value(&invocation).unwrap();
+    run["conection_id"] = json!("conn-1");
+    invocation["conection_id"] = json!("conn-1");
+    let error = serde_json::from_value::<RunContext>(run.clone()).unwrap_err();
+    assert!(
+        error.to_string().contains("unknown field `conection_id`"),
+        "{error}"
+    );
+    let error = serde_json::from_value::<ToolInvocationContext>(invocation).unwrap_err();
+    assert!(
+        error.to_string().contains("unknown field `conection_id`"),
+        "{error}"
+    );
+
+    run.as_object_mut().unwrap().remove("conection_id");
+    run["grant"]["allowed_conection_ids"] = json!(["conn-1"]);
+    let error = serde_json::from_value::<RunContext>(run.clone()).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("unknown field `allowed_conection_ids`"),
+        "{error}"
+    );
+    let error = serde_json::from_value::<crate::ConnectionGrant>(run["grant"].clone()).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("unknown field `allowed_conection_ids`"),
+        "{error}"
+    );
+}
