@@ -137,10 +137,11 @@ pub struct RunContext {
     pub requested_connection_ids: BTreeSet<ConnectionId>,
     /// The connections the server granted the actor.
     pub grant: ConnectionGrant,
-    /// Human approvals for this run: tool call id → the approved hash of its tool and canonical
-    /// arguments (the `args_hash` of [`crate::ToolOutcome::ApprovalRequired`]). A call whose
-    /// tool needs approval runs only with a matching entry: one for the same id but another
-    /// tool or other arguments refuses it.
+    /// Human approvals for this run: tool call id → the approved hash of its tool, its
+    /// connection (for a tool that needs one) and its canonical arguments (the `args_hash` of
+    /// [`crate::ToolOutcome::ApprovalRequired`]). A call whose tool needs approval runs only
+    /// with a matching entry: one for the same id but another tool, another connection or
+    /// other arguments refuses it.
     pub approvals: BTreeMap<ToolCallId, String>,
 }
 

@@ -124,8 +124,8 @@ pub enum AiEvent {
         tool_id: crate::ToolId,
         /// The validated arguments the approval is for.
         args: Arc<Value>,
-        /// The hash an approval must name (SHA-256 of the tool's id and the canonical
-        /// arguments).
+        /// The hash an approval must name (SHA-256 of the tool's id, the connection of a tool
+        /// that needs one, and the canonical arguments).
         args_hash: String,
     },
     /// Token usage of one model call.

@@ -202,9 +202,10 @@ pub enum ToolOutcome {
     /// A coded failure.
     Error(ToolFailure),
     /// The call needs a human's approval first; it did not run. An approval must name the
-    /// call's id and this hash of its tool and canonical arguments.
+    /// call's id and this hash of its tool (and connection) and canonical arguments.
     ApprovalRequired {
-        /// Lower-case hex SHA-256 of the tool's id, a line break and the canonical JSON of the
+        /// Lower-case hex SHA-256 of the tool's id, a line break, for a tool that needs a
+        /// connection the connection's id and a line break, and the canonical JSON of the
         /// validated arguments.
         args_hash: String,
     },

@@ -154,7 +154,12 @@ pub use store::InMemoryThreadStore;
 ///     closing save failed, its task or process died) answers the approved calls that were out
 ///     `interrupted`, saying they may have run and their results are lost ([`lost_result`]),
 ///     where it answered them `cancelled`, saying the run was cancelled before they finished.
-pub const LOOP_REVISION: u32 = 29;
+/// 30. The runner's approval hash of a call to a tool that needs a connection covers the
+///     connection's id too, where an approval of the call on one connection let a resume that
+///     selected another the actor was granted run it there; a thread paused under an earlier
+///     revision holds the older hash for such a call, and its approval is refused
+///     `policy_denied`. A tool without a connection keeps its hash.
+pub const LOOP_REVISION: u32 = 30;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

@@ -128,8 +128,8 @@ impl AgentState {
 pub struct PendingApproval {
     /// The call.
     pub tool_call_id: ToolCallId,
-    /// SHA-256 of its tool's id and canonical arguments (the runner's `args_hash`); an
-    /// approval must name it.
+    /// SHA-256 of its tool's id, its connection (for a tool that needs one) and canonical
+    /// arguments (the runner's `args_hash`); an approval must name it.
     pub args_hash: String,
 }
 

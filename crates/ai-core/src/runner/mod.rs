@@ -8,7 +8,8 @@
 //!    one no bound tool has)
 //! 2. policy and this run's catalog (`policy_denied`); a tool whose effect needs approval pauses
 //!    once its arguments are validated (step 5) unless the run holds an approval for this call
-//!    id and the hash of this tool's id with those arguments
+//!    id and the hash of this tool's id with those arguments, and with the connection of step 4
+//!    for a tool that needs one
 //! 3. authorization hook (`authz_denied`), when the runner has one
 //! 4. connection grant ∩ request (`policy_denied`)
 //! 5. parse and validate the input (`invalid_json`, `validation`; at most [`MAX_JSON_DEPTH`]
@@ -393,8 +394,8 @@ impl ToolRunner {
                 return Err(budget::cancelled().into());
             }
             // Step 2's pause, decided once the arguments are known: an approval covers one
-            // call id, the tool and the exact arguments it was shown.
-            check_approval(ctx, &call.id, id, &args)?;
+            // call id, the tool, the connection and the exact arguments it was shown.
+            check_approval(ctx, &call.id, id, connection_id.as_ref(), &args)?;
         }
         let invocation = ToolInvocationContext::new(ctx, call.id.clone(), connection_id);
         let caps = if invocation.connection_id.is_some() {
@@ -695,35 +696,51 @@ fn check_connection_grant(
     Ok(Some(connection_id.clone()))
 }
 
-/// The hash an approval names: SHA-256 of the tool's id, a line break and the canonical JSON of
-/// the validated arguments. It covers the tool as well as the arguments: call ids are the
-/// provider's, and some repeat them (`call_0` on every turn), so an approval of one tool's call
-/// must not let another tool's call under the same id and arguments run. No tool id holds a line
-/// break, so no two pairs give the same text.
-fn approval_hash(tool_id: &ToolId, args: &Value) -> String {
+/// The hash an approval names: SHA-256 of the tool's id, a line break, for a tool that needs a
+/// connection the connection's id and a line break, and the canonical JSON of the validated
+/// arguments. It covers the tool as well as the arguments: call ids are the provider's, and some
+/// repeat them (`call_0` on every turn), so an approval of one tool's call must not let another
+/// tool's call under the same id and arguments run. It covers the connection, so a call approved
+/// on one connection never runs on another the actor is also granted, which a resume may select
+/// (a confused deputy through the approval); a tool without one keeps the hash of its id and
+/// arguments alone. No tool id, connection id or canonical JSON holds a line break, so the text
+/// says where each part ends, and no two calls give the same text.
+fn approval_hash(tool_id: &ToolId, connection_id: Option<&ConnectionId>, args: &Value) -> String {
     let args = crate::canonical_json(args);
-    let mut text = String::with_capacity(tool_id.as_str().len() + 1 + args.len());
+    let connection = connection_id.map_or("", ConnectionId::as_str);
+    let mut text =
+        String::with_capacity(tool_id.as_str().len() + connection.len() + 2 + args.len());
     text.push_str(tool_id.as_str());
     text.push('\n');
+    if connection_id.is_some() {
+        text.push_str(connection);
+        text.push('\n');
+    }
     text.push_str(&args);
     crate::sha256_hex(text.as_bytes())
 }
 
 /// Step 2's approval check: pass with a matching approval, pause without one, refuse a
-/// mismatched one (fail closed).
+/// mismatched one (fail closed). `connection_id`: step 4's, for a tool that needs one.
 fn check_approval(
     ctx: &RunContext,
     call_id: &ToolCallId,
     tool_id: &ToolId,
+    connection_id: Option<&ConnectionId>,
     args: &Value,
 ) -> Result<(), Stop> {
-    let hash = approval_hash(tool_id, args);
+    let hash = approval_hash(tool_id, connection_id, args);
     match ctx.approvals.get(call_id) {
         Some(approved) if *approved == hash => Ok(()),
         Some(_) => Err(Stop::Failed(ToolFailure::new(
             ToolErrorCode::PolicyDenied,
             format!(
-                "the approval for this call of {tool_id} does not match its tool and arguments"
+                "the approval for this call of {tool_id} does not match its tool{} and arguments",
+                if connection_id.is_some() {
+                    ", connection"
+                } else {
+                    ""
+                },
             ),
         ))),
         None => Err(Stop::NeedsApproval(Paused {

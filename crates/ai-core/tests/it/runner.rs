@@ -454,6 +454,51 @@ async fn step6_auth_capability_is_bound_to_the_granted_connection_only() {
     assert_eq!(broker.resolved.lock().unwrap().len(), 2);
 }
 
+/// An approval binds the connection of a tool that needs one: a resume that selects another
+/// connection the actor is also granted does not run the call approved on the first one (a
+/// confused deputy through the approval), and the broker is never asked. A tool without a
+/// connection keeps the hash of its id and arguments alone (`step2_…_exact_approval`).
+#[tokio::test]
+async fn step2_an_approval_on_one_connection_does_not_run_the_call_on_another() {
+    let gated = Arc::new(
+        FakeTool::new(ECHO, ToolEffect::StateChange, Behaviour::UseToken).needing_connection(),
+    );
+    let mut policy = allow(&[ECHO]);
+    policy
+        .require_approval_for_effects
+        .insert(ToolEffect::StateChange);
+    let ctx = connection_ctx(&["c1", "c2"], &["c1", "c2"], Some("c1"));
+    let broker = Arc::new(CanaryBroker::default());
+    let mut h = Harness::with_ctx(vec![gated.clone() as Arc<dyn BoundTool>], policy, ctx);
+    h.runner = h.runner.clone().with_broker(broker.clone());
+
+    let run = h.call(ECHO, "{}").await;
+    let ToolOutcome::ApprovalRequired { args_hash } = run.result.outcome else {
+        panic!("expected a pause, got {run:?}")
+    };
+    assert_eq!(args_hash, ai_core::sha256_hex(b"core__echo\nc1\n{}"));
+
+    h.resume_approving(args_hash);
+    h.ctx.connection_id = Some(conn("c2"));
+    let run = h.call(ECHO, "{}").await;
+    check_failure(
+        &h,
+        &run,
+        ToolErrorCode::PolicyDenied,
+        "the approval for this call of core__echo does not match its tool, connection and \
+         arguments",
+    );
+    assert_eq!(gated.runs.load(Ordering::SeqCst), 0);
+    assert!(broker.resolved.lock().unwrap().is_empty());
+
+    // On the connection it was approved for, the call runs.
+    h.events = Default::default();
+    h.ctx.connection_id = Some(conn("c1"));
+    let run = h.call(ECHO, "{}").await;
+    check_ok(&h, &run, json!({"connection": "c1"}));
+    assert_eq!(*broker.resolved.lock().unwrap(), vec!["c1".to_owned()]);
+}
+
 #[tokio::test]
 async fn step6_broker_failure_is_authz_denied() {
     let (h, t, _) = connection_harness(connection_ctx(
