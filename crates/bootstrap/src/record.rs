@@ -1225,10 +1225,18 @@ fn repaired_state(
     // left out (`graph::lost_result`), never as cancelled.
     // Either way the run first shows the paused calls it answers (a start and a result each),
     // and those answers are in `begun` already: the events of the paused calls are not the run's.
+    // So does a user's message on a thread left past its pause (a lost save's), for the calls it
+    // answers as ones that may have run.
     let (mut begun, _) = graph::reduce(input.thread_state.clone(), input.turn.event());
-    let paused: Vec<&ToolCallId> = match input.thread_state.phase() {
-        graph::Phase::AwaitingApproval { calls, .. } => calls.iter().map(|call| &call.id).collect(),
-        _ => Vec::new(),
+    let (paused, left_out): (Vec<&ToolCallId>, Vec<&ToolCallId>) = match input.thread_state.phase()
+    {
+        graph::Phase::AwaitingApproval { calls, .. } => {
+            (calls.iter().map(|call| &call.id).collect(), Vec::new())
+        }
+        graph::Phase::AwaitingTools { calls, .. } => {
+            (Vec::new(), calls.iter().map(|call| &call.id).collect())
+        }
+        _ => (Vec::new(), Vec::new()),
     };
     // Of those, the calls the decisions left to run (the denied ones are answered already).
     let approved: Vec<&ToolCallId> = match begun.phase() {
@@ -1276,10 +1284,12 @@ fn repaired_state(
             });
         }
     };
-    // The paused turn's calls are answered above; what follows is the run's own.
+    // The paused (or left out) turn's calls are answered above; what follows is the run's own.
     let later = recorded.iter().chain(closing).filter(|event| match event {
         AiEvent::ToolCallStart { tool_call_id, .. }
-        | AiEvent::ToolCallResult { tool_call_id, .. } => !paused.contains(&tool_call_id),
+        | AiEvent::ToolCallResult { tool_call_id, .. } => {
+            !paused.contains(&tool_call_id) && !left_out.contains(&tool_call_id)
+        }
         _ => true,
     });
     // Paired by order, as recovery pairs them; a call whose id the thread holds already (a

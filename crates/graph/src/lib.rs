@@ -159,7 +159,10 @@ pub use store::InMemoryThreadStore;
 ///     selected another the actor was granted run it there; a thread paused under an earlier
 ///     revision holds the older hash for such a call, and its approval is refused
 ///     `policy_denied`. A tool without a connection keeps its hash.
-pub const LOOP_REVISION: u32 = 30;
+/// 31. The run of a user message that answers calls so (29) shows those answers (a
+///     `ToolCallStart` without arguments and the `interrupted` `ToolCallResult` each) before it
+///     calls the model, where they were written into the history and never shown.
+pub const LOOP_REVISION: u32 = 31;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

@@ -241,11 +241,14 @@ pub enum Intent {
         #[serde(default)]
         approvals: Vec<PendingApproval>,
     },
-    /// Show how these calls were answered without running (the model's turn was cut short or
-    /// filtered, the decisions denied them, or they were cancelled while they waited for
-    /// approval, by the run's cancel or by the next user message): a `ToolCallStart` without
-    /// arguments and a `ToolCallResult` each, as for any call refused before it runs, so a client
-    /// that showed the calls sees their fate. The history holds the answers already.
+    /// Show how these calls were answered without a result of their own: without running (the
+    /// model's turn was cut short or filtered, the decisions denied them, or they were cancelled
+    /// while they waited for approval, by the run's cancel or by the next user message), or as
+    /// calls that may have run, their results lost (the next user message answers so the calls
+    /// a run left out when it ended before saving their results: [`lost_result`]). A
+    /// `ToolCallStart` without arguments and a `ToolCallResult` each, as for any call refused
+    /// before it runs, so a client that showed the calls sees their fate. The history holds the
+    /// answers already.
     ShowAnswers {
         /// Each call's tool name as the model sent it, and its answer.
         answers: Vec<(String, ToolExecResult)>,
@@ -337,7 +340,7 @@ fn by_call(answered: Vec<ToolExecResult>) -> HashMap<ToolCallId, ToolExecResult>
 fn answer(
     id: &ToolCallId,
     answered: &mut HashMap<ToolCallId, ToolExecResult>,
-    unknown: fn(&ToolCallId) -> ToolExecResult,
+    unknown: impl FnOnce(&ToolCallId) -> ToolExecResult,
 ) -> Message {
     let result = answered.remove(id).unwrap_or_else(|| unknown(id));
     Message::Tool {
@@ -346,34 +349,50 @@ fn answer(
     }
 }
 
+/// How [`close_pending`] answers the calls of a turn out with the runner that have no result.
+#[derive(Clone, Copy)]
+enum Out {
+    /// Cancelled: the run running them ends now, and ends each itself (its runner shows the
+    /// result, the driver the calls it stopped before running them).
+    Cancelled,
+    /// Lost ([`lost_result`]): the run that ran them ended before saving their results (its
+    /// closing save failed, its process died). Nothing will show them ended, so they are shown.
+    Lost,
+}
+
 /// Answers every call of an open turn, so the history stays valid: its known result, else
 /// `out`'s answer for a call out with the runner (the turn's tools were out), else cancelled (it
-/// waited for approval). Returns the intent that shows the cancelled answers of the calls that
-/// waited for approval, if any: such a call was shown only by its approval request, and nothing
-/// else will ever end it for an event consumer. (A call out with the runner is ended by the
-/// runner.)
-fn close_pending(state: &mut AgentState, out: fn(&ToolCallId) -> ToolExecResult) -> Option<Intent> {
-    let (calls, answered, pending, unknown) = match std::mem::replace(&mut state.phase, Phase::Idle)
-    {
-        Phase::AwaitingTools { calls, answered } => (calls, answered, Vec::new(), out),
-        Phase::AwaitingApproval {
-            calls,
-            answered,
-            pending,
-        } => (calls, answered, pending, cancelled_result as fn(&_) -> _),
-        other => {
-            state.phase = other;
-            return None;
-        }
-    };
-    let waiting: HashSet<&ToolCallId> = pending.iter().map(|p| &p.tool_call_id).collect();
+/// waited for approval). Returns the intent that shows the answers no event will otherwise show,
+/// if any: those of the calls that waited for approval (shown only by their approval requests)
+/// and those of calls a lost run left out (see [`Out::Lost`]).
+fn close_pending(state: &mut AgentState, out: Out) -> Option<Intent> {
+    let (calls, answered, waiting, unknown, lost): (_, _, _, fn(&_) -> _, _) =
+        match std::mem::replace(&mut state.phase, Phase::Idle) {
+            Phase::AwaitingTools { calls, answered } => match out {
+                Out::Cancelled => (calls, answered, Vec::new(), cancelled_result, false),
+                Out::Lost => (calls, answered, Vec::new(), lost_result, true),
+            },
+            Phase::AwaitingApproval {
+                calls,
+                answered,
+                pending,
+            } => (calls, answered, pending, cancelled_result, false),
+            other => {
+                state.phase = other;
+                return None;
+            }
+        };
+    let waiting: HashSet<&ToolCallId> = waiting.iter().map(|p| &p.tool_call_id).collect();
     let mut answered = by_call(answered);
     let mut shown = Vec::new();
     for call in &calls {
-        if waiting.contains(&call.id) && !answered.contains_key(&call.id) {
-            shown.push((call.name.clone(), cancelled_result(&call.id)));
-        }
-        let message = answer(&call.id, &mut answered, unknown);
+        let message = answer(&call.id, &mut answered, |id| {
+            let result = unknown(id);
+            if lost || waiting.contains(id) {
+                shown.push((call.name.clone(), result.clone()));
+            }
+            result
+        });
         state.messages.push(message);
     }
     (!shown.is_empty()).then_some(Intent::ShowAnswers { answers: shown })
@@ -387,7 +406,7 @@ fn close_and_finish(
     reason: DoneReason,
     error: Option<String>,
 ) -> (AgentState, Vec<Intent>) {
-    let shown = close_pending(&mut state, cancelled_result);
+    let shown = close_pending(&mut state, Out::Cancelled);
     let (state, intents) = finish(state, reason, error);
     (state, shown.into_iter().chain(intents).collect())
 }
@@ -812,8 +831,9 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
             // Calls still waiting for approval are cancelled by the new message; this run shows
             // their answers, as the run that decides them would. Calls out with the runner are
             // in a thread saved past its pause whose run never saved its end (its closing save
-            // failed, its process died): they may have run, their results lost.
-            let shown = close_pending(&mut state, lost_result);
+            // failed, its process died): they may have run, their results lost, and this run
+            // shows those answers too, since nothing else will.
+            let shown = close_pending(&mut state, Out::Lost);
             state.messages.push(Message::User { content });
             state.steps = 0;
             let (state, intents) = call_model(state);

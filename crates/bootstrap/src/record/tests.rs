@@ -616,6 +616,54 @@ fn recovery_keeps_the_interrupted_turn_of_a_run_that_started_from_an_approval_pa
     assert!(repaired.to_string().contains("call-2"), "{repaired}");
 }
 
+/// A run that began from a thread left past its pause (its resume's closing save was lost) and
+/// crashed: its user message answered the approved call the lost run left out, and showed that
+/// answer (a start without arguments, then the `interrupted` result) before calling the model.
+/// Those events are the message's answer to the earlier turn, not a call of the run's own: the
+/// thread gets the call answered once, not a second copy of it.
+#[test]
+fn recovery_answers_once_the_call_a_lost_save_left_out() {
+    use graph::{Phase, reduce};
+    let (past_pause, _) = reduce(paused_thread(), approve_gated().event());
+    assert!(matches!(past_pause.phase(), Phase::AwaitingTools { .. }));
+    let gated = ToolCallId::new("gated").unwrap();
+    let lost = graph::lost_result(&gated);
+    let recorded = vec![
+        AiEvent::ToolCallStart {
+            tool_call_id: gated.clone(),
+            tool_name: "core__write".into(),
+            args: None,
+        },
+        AiEvent::ToolCallResult {
+            tool_call_id: gated,
+            tool_name: "core__write".into(),
+            outcome: lost.outcome.clone(),
+        },
+        AiEvent::StepStarted { step: 1 },
+        AiEvent::TextDelta {
+            delta: "checking".into(),
+        },
+    ];
+    let input = super::RunInput {
+        thread_state: past_pause,
+        turn: crate::Turn::UserMessage("what happened?".into()),
+        loop_revision: Some(graph::LOOP_REVISION),
+        settings: None,
+    };
+    let repaired = super::repaired_state(input, &recorded, &[]).expect("the interrupted turn");
+    let state: graph::AgentState = serde_json::from_value(repaired).unwrap();
+    ai_core::validate_history(state.messages()).unwrap();
+    let messages = each_answered_once(&state, &["ran", "gated", "other"]);
+    let answers = state
+        .messages()
+        .iter()
+        .filter(|message| matches!(message, ai_core::Message::Tool { .. }))
+        .count();
+    assert_eq!(answers, 3, "a second copy of a call: {messages}");
+    assert!(messages.contains("checking"), "{messages}");
+    assert!(messages.contains("may have run"), "{messages}");
+}
+
 /// The thread's saved state, which must be there.
 async fn saved_state(stores: &Stores, thread: &ThreadId) -> graph::AgentState {
     let saved = stores.threads.load(thread).await.unwrap();

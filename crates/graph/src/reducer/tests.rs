@@ -174,13 +174,32 @@ fn cancel_answers_pending_calls() {
             reason: DoneReason::Cancelled
         }
     );
-    // A new turn after a crash mid-tools closes the pending calls first.
-    check(
-        10,
-        vec![user(), completion("", &["c1"]), user()],
-        "call_model",
-        "u A t u",
+    // A new turn after a crash mid-tools closes the pending calls first, as calls that may
+    // have run, and shows those answers: nothing else will.
+    let mut state = AgentState::new(None, steps(10));
+    let mut intents = vec![];
+    for event in [user(), completion("", &["c1"]), user()] {
+        (state, intents) = reduce(state, event);
+    }
+    let [
+        Intent::ShowAnswers { answers },
+        Intent::CallModel { messages },
+    ] = intents.as_slice()
+    else {
+        panic!("{intents:?}")
+    };
+    let [(name, lost)] = answers.as_slice() else {
+        panic!("{answers:?}")
+    };
+    assert_eq!(
+        (name.as_str(), lost),
+        (
+            "core__x",
+            &crate::lost_result(&ToolCallId::new("c1").unwrap())
+        )
     );
+    assert_eq!(messages.len(), 4, "{messages:?}");
+    ai_core::validate_history(messages).unwrap();
 }
 
 /// An event the run in progress was not waiting for ends it with an error (one that comes when

@@ -959,6 +959,51 @@ async fn the_next_message_after_a_lost_closing_save_says_the_approved_call_may_h
     assert_eq!(done_reason(&f.events()), "stop");
 }
 
+/// The run of that next message shows the lost answer it records, as it shows the cancelled
+/// answer of a call that waited for approval: a start without arguments, then the `interrupted`
+/// result. A client following the run's events (a fresh stream, which never saw the call end)
+/// then holds the call answered as the history does.
+#[tokio::test(start_paused = true)]
+async fn the_next_message_after_a_lost_closing_save_shows_the_answer_it_records() {
+    let f = one_gated_wait("checked");
+    let store = FlakyStore::default();
+    let thread = ai_core::ThreadId::new("t").unwrap();
+    let (_, failed) = resume_losing_its_closing_save(&f, &store, &thread).await;
+    assert!(failed.is_err(), "{failed:?}");
+
+    let state = f
+        .run_thread(&store, &thread, "what happened?", &|e| {
+            f.events.lock().unwrap().push(e)
+        })
+        .await
+        .unwrap();
+    let events = f.events();
+    let shown: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            AiEvent::ToolCallStart {
+                tool_call_id, args, ..
+            } => Some(format!("start {tool_call_id} {}", args.is_some())),
+            AiEvent::ToolCallResult {
+                tool_call_id,
+                outcome,
+                ..
+            } => Some(format!("result {tool_call_id} {outcome:?}")),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        matches!(&shown[..], [start, result]
+            if start == "start c1 false" && result.starts_with("result c1") && result.contains("Interrupted")),
+        "{shown:?}"
+    );
+    assert!(
+        matches!(events.first(), Some(AiEvent::ToolCallStart { .. })),
+        "shown before the model is called: {events:?}"
+    );
+    check_invariants(&events, &state).unwrap();
+}
+
 /// A resume whose store cannot consume its approvals (the save before the approved calls run
 /// fails) runs nothing: the thread still waits, and a retry runs the calls, once.
 #[tokio::test(start_paused = true)]
