@@ -413,7 +413,8 @@ impl Agent {
     /// that never ran (a turn cut at the step limit, calls a cancel answered), leaves it ending
     /// as it would have (`stop` for an answer, with no `Error`), as one that panics on the run's
     /// `Error` or `Done` does; the run did finish, the history holds the whole answer, and the
-    /// sink is the app's. On a delta the model port streams, the model call fails (or, the
+    /// sink is the app's. So does a run whose next step is a pause for approval: it pauses, its
+    /// calls waiting. On a delta the model port streams, the model call fails (or, the
     /// `cancel` fired by then, is cancelled, keeping the text streamed). On an event the runner
     /// emits for a call, the answer the runner gave stands (else the call fails `execution`),
     /// and the loop goes on.
@@ -531,13 +532,14 @@ impl Agent {
             state = next;
             let mut intents = intents.into_iter();
             while let Some(intent) = intents.next() {
-                // Only work left to do is stopped (a model call, tool calls, a pause): answers
-                // to show and the run's end are shown as they would have been. So a run whose
-                // next step is its end ends as it would have, `stop` for an answer, also when
-                // the sink panicked on the usage or text of the completion that ends it, or on
-                // the answers shown just before that end: the model answered, the history holds
-                // it all, and nothing was left to stop.
-                let works = !matches!(intent, Intent::ShowAnswers { .. } | Intent::Finish { .. });
+                // Only work left to do is stopped (a model call, tool calls): answers to show
+                // and the run's end (a pause for approval included) are shown as they would
+                // have been. So a run whose next step is its end ends as it would have, `stop`
+                // for an answer, also when the sink panicked on the usage or text of the
+                // completion that ends it, or on the answers shown just before that end: the
+                // model answered, the history holds it all, and nothing was left to stop. A
+                // pause's calls wait, as in any pause, for decisions or the next user message.
+                let works = matches!(intent, Intent::CallModel { .. } | Intent::RunTools { .. });
                 if !done && works && events.stop_run() {
                     // The app's sink panicked on an event the driver showed: nothing more runs.
                     // The reducer ends the run as for a failed model call (or, the token fired,
@@ -614,15 +616,10 @@ impl Agent {
                             events.show_answered(result, tool_name.into());
                         }
                     }
-                    Intent::AwaitApproval { .. } if cancel.is_cancelled() => {
-                        // Cancelled while its tools ran: the run does not pause, the cancel
-                        // answers the waiting calls.
-                        queue.push_back(AgentEvent::Cancel {
-                            partial_text: String::new(),
-                        });
-                    }
                     Intent::AwaitApproval { .. } => {
-                        // The runner already emitted one `ApprovalRequired` per waiting call.
+                        // The runner already emitted one `ApprovalRequired` per waiting call. A
+                        // cancel that fired while the tools ran answered them cancelled instead
+                        // (`ToolResults::cancelled`); one that fires now finds the run ended.
                         events.show(AiEvent::Done {
                             reason: DoneReason::AwaitingApproval,
                         });

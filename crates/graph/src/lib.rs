@@ -162,7 +162,13 @@ pub use store::InMemoryThreadStore;
 /// 31. The run of a user message that answers calls so (29) shows those answers (a
 ///     `ToolCallStart` without arguments and the `interrupted` `ToolCallResult` each) before it
 ///     calls the model, where they were written into the history and never shown.
-pub const LOOP_REVISION: u32 = 31;
+/// 32. A run whose event sink panicked on an event the driver showed while the turn's tools ran
+///     (the failure of a call whose port panicked), and whose turn then waits for approval,
+///     pauses (`awaiting_approval`, with no `Error`), where it ended `error`, the waiting calls
+///     answered cancelled: a pause is the run's end, and nothing was left to stop. An event of a
+///     run that reaches the reducer while its thread is paused for approval changes nothing,
+///     where it ended the pause (the waiting calls answered cancelled).
+pub const LOOP_REVISION: u32 = 32;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

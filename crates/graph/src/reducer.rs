@@ -156,8 +156,9 @@ pub const MAX_DENIAL_REASON_CHARS: usize = 500;
 /// of more happenings; callers build events, and only this crate's reducer must read them all.
 ///
 /// A user message and approval decisions start a run; the other events belong to the run that
-/// is out. One that arrives when no run is in progress (none began, or the last one ended)
-/// changes nothing and asks for nothing: it came too late, and a run finishes once.
+/// is out. One that arrives when no run is in progress (none began, or the last one ended,
+/// paused for approval included) changes nothing and asks for nothing: it came too late, a run
+/// finishes once, and a pause is settled only by its decisions or the next user message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -208,9 +209,9 @@ pub enum AgentEvent {
         /// one approved with another hash than its own).
         decisions: Vec<ApprovalDecision>,
     },
-    /// The run was cancelled. When no run is in progress (none began, or the last one finished)
-    /// it changes nothing and asks for nothing, as any event of a run: it came too late to stop
-    /// anything.
+    /// The run was cancelled. When no run is in progress (none began, or the last one finished
+    /// or paused for approval) it changes nothing and asks for nothing, as any event of a run: it
+    /// came too late to stop anything.
     Cancel {
         /// The text the model had streamed when a model call was cancelled (shown to the user
         /// already): kept in the history as its answer unless blank, as for
@@ -431,9 +432,10 @@ fn out_of_phase(state: AgentState, what: &str) -> (AgentState, Vec<Intent>) {
     let phase = match state.phase {
         Phase::AwaitingModel => "a model call was out",
         Phase::AwaitingTools { .. } => "the turn's tool calls were out",
-        Phase::AwaitingApproval { .. } => "the turn's calls were waiting for approval",
         // Not reached: `reduce` takes no event of a run while none is in progress.
-        Phase::Idle | Phase::Finished { .. } => "no run was in progress",
+        Phase::Idle | Phase::AwaitingApproval { .. } | Phase::Finished { .. } => {
+            "no run was in progress"
+        }
     };
     let error = format!("unexpected {what} while {phase}");
     close_and_finish(state, DoneReason::Error, Some(error))
@@ -821,9 +823,15 @@ pub fn reduce(mut state: AgentState, event: AgentEvent) -> (AgentState, Vec<Inte
     if let Some(error) = refusal(&state, &event) {
         return refuse(state, error);
     }
-    // No run is in progress (none began, or the last one ended): an event of a run comes too
-    // late to change anything, and must not finish a run twice.
-    if !starts_run(&event) && matches!(state.phase, Phase::Idle | Phase::Finished { .. }) {
+    // No run is in progress (none began, or the last one ended, paused for approval included):
+    // an event of a run comes too late to change anything, and must not finish a run twice, nor
+    // settle a pause that waits for decisions.
+    if !starts_run(&event)
+        && matches!(
+            state.phase,
+            Phase::Idle | Phase::AwaitingApproval { .. } | Phase::Finished { .. }
+        )
+    {
         return (state, Vec::new());
     }
     match event {

@@ -373,15 +373,6 @@ fn renaming_a_repeated_id_tries_each_candidate_once() {
 /// event and where the loop stood, never a panic.
 #[test]
 fn an_out_of_phase_event_is_an_error_naming_the_event_and_the_phase() {
-    let paused = AgentEvent::ToolResults {
-        results: vec![ToolExecResult {
-            tool_call_id: ToolCallId::new("c1").unwrap(),
-            outcome: ai_core::ToolOutcome::ApprovalRequired {
-                args_hash: "h".into(),
-            },
-        }],
-        cancelled: false,
-    };
     let cases: Vec<(Vec<AgentEvent>, &str)> = vec![
         (
             vec![user(), results(&["c1"])],
@@ -390,10 +381,6 @@ fn an_out_of_phase_event_is_an_error_naming_the_event_and_the_phase() {
         (
             vec![user(), completion("", &["c1"]), completion("late", &[])],
             "unexpected model result while the turn's tool calls were out",
-        ),
-        (
-            vec![user(), completion("", &["c1"]), paused, results(&["c1"])],
-            "unexpected tool results while the turn's calls were waiting for approval",
         ),
         (
             vec![user(), completion("", &["c1"]), results(&["c2"])],
@@ -422,9 +409,20 @@ fn an_out_of_phase_event_is_an_error_naming_the_event_and_the_phase() {
 
 /// Once a run has ended (or before any began), an event of a run (a model's answer or failure,
 /// tools' results, a cancel) comes too late to change anything: it asks for nothing, so no run
-/// finishes twice, and the state stays as it was, its finish reason and history included.
+/// finishes twice, and the state stays as it was, its finish reason and history included. A run
+/// that paused for approval has ended too: such an event leaves its calls waiting, for the
+/// decisions or the next user message to settle.
 #[test]
 fn an_event_of_a_run_after_it_ended_neither_finishes_it_again_nor_changes_it() {
+    let paused = AgentEvent::ToolResults {
+        results: vec![ToolExecResult {
+            tool_call_id: ToolCallId::new("c1").unwrap(),
+            outcome: ai_core::ToolOutcome::ApprovalRequired {
+                args_hash: "h".into(),
+            },
+        }],
+        cancelled: false,
+    };
     let late = || {
         vec![
             completion("late", &[]),
@@ -464,6 +462,10 @@ fn an_event_of_a_run_after_it_ended_neither_finishes_it_again_nor_changes_it() {
             "ended out of phase",
             vec![user(), completion("", &["c1"]), completion("again", &[])],
         ),
+        (
+            "paused for approval",
+            vec![user(), completion("", &["c1"]), paused],
+        ),
     ];
     let mut finished_again = Vec::new();
     for (name, events) in runs {
@@ -489,16 +491,6 @@ fn an_event_of_a_run_after_it_ended_neither_finishes_it_again_nor_changes_it() {
 /// answer the open calls: a finished state's history always passes `validate_history`.
 #[test]
 fn an_out_of_phase_event_never_leaves_open_calls_unanswered() {
-    use ai_core::ToolOutcome;
-    let approval_required = AgentEvent::ToolResults {
-        results: vec![ToolExecResult {
-            tool_call_id: ToolCallId::new("c1").unwrap(),
-            outcome: ToolOutcome::ApprovalRequired {
-                args_hash: "h".into(),
-            },
-        }],
-        cancelled: false,
-    };
     let cases: Vec<(&str, Vec<AgentEvent>)> = vec![
         (
             "late completion",
@@ -513,10 +505,6 @@ fn an_out_of_phase_event_never_leaves_open_calls_unanswered() {
                     partial_text: "late text".into(),
                 },
             ],
-        ),
-        (
-            "results while paused",
-            vec![completion("", &["c1"]), approval_required, results(&["c1"])],
         ),
     ];
     let mut broken = Vec::new();

@@ -473,12 +473,24 @@ require_approval_for_effects = ["state_change"]
 /// An agent over `model` with `core__wait` and the gated `core__write`, and its context and
 /// catalog.
 fn gated_writes(model: Arc<dyn CompletionPort>) -> (Agent, RunContext, ToolCatalog) {
+    gated_writes_under(model, |runner| runner)
+}
+
+/// [`gated_writes`], its runner as `with` makes it.
+fn gated_writes_under(
+    model: Arc<dyn CompletionPort>,
+    with: impl FnOnce(ToolRunner) -> ToolRunner,
+) -> (Agent, RunContext, ToolCatalog) {
     let policy = ToolPolicy::from_toml_str(WRITES_GATED).unwrap();
     let source =
         Arc::new(StaticToolSource::new(vec![bind(Wait).unwrap(), bind(Write).unwrap()]).unwrap());
     let ctx = RunContext::new("run-1", "user:test", "tenant").unwrap();
     let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
-    let runner = ToolRunner::new(source, Arc::new(policy), Arc::new(ZeroClock));
+    let runner = with(ToolRunner::new(
+        source,
+        Arc::new(policy),
+        Arc::new(ZeroClock),
+    ));
     let agent = Agent::new(model, runner, AgentConfig::default());
     (agent, ctx, catalog)
 }
@@ -672,6 +684,65 @@ async fn a_sink_that_panics_on_an_approval_request_leaves_the_call_waiting() {
         panic!("{:?}", state.phase());
     };
     assert_eq!(pending.len(), 2);
+}
+
+/// An authorization hook with a bug: it panics for `core__wait`, and allows every other tool.
+struct PanicsForWaits;
+
+#[async_trait::async_trait]
+impl ai_core::Authorizer for PanicsForWaits {
+    async fn check(&self, _: &RunContext, tool: &ai_core::ToolId) -> ai_core::AuthzDecision {
+        assert_ne!(tool.as_str(), "core__wait", "the hook broke");
+        ai_core::AuthzDecision::Allow
+    }
+}
+
+/// An app's event sink that panics on an answer the driver shows while the turn's tools run
+/// (the failure of a call whose authorization hook panicked), in a turn whose other call waits
+/// for approval: the pause is the run's end, and nothing was left to stop, so the run pauses as
+/// it would have (no `Error`), the gated call waiting for its decision rather than cancelled.
+#[tokio::test(start_paused = true)]
+async fn a_sink_that_panics_as_a_turn_pauses_leaves_its_calls_waiting() {
+    let model = Arc::new(ScriptedModel::new(vec![calls(vec![
+        call("broken", "core__wait", r#"{"ms":1}"#),
+        call("gated", "core__write", r#"{"text":"x"}"#),
+    ])]));
+    let (agent, ctx, catalog) = gated_writes_under(model, |runner| {
+        runner.with_authorizer(Arc::new(PanicsForWaits))
+    });
+    let events = Mutex::new(Vec::new());
+    let panicked = std::sync::atomic::AtomicBool::new(false);
+    let sink = |e: AiEvent| {
+        let hit = matches!(&e, AiEvent::ToolCallResult { tool_call_id, .. }
+            if tool_call_id.as_str() == "broken");
+        events.lock().unwrap().push(e);
+        if hit && !panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            panic!("the app's sink broke");
+        }
+    };
+    let cancel = CancellationToken::new();
+    let state = agent
+        .run(
+            agent.new_state(),
+            "go".into(),
+            &ctx,
+            &catalog,
+            &sink,
+            &cancel,
+        )
+        .await;
+    assert!(panicked.load(std::sync::atomic::Ordering::SeqCst));
+    let events = events.into_inner().unwrap();
+    assert_eq!(done_reason(&events), "awaiting_approval", "{events:?}");
+    assert!(
+        !events.iter().any(|e| matches!(e, AiEvent::Error { .. })),
+        "{events:?}"
+    );
+    let Phase::AwaitingApproval { pending, .. } = state.phase() else {
+        panic!("{:?}", state.phase());
+    };
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].tool_call_id.as_str(), "gated");
 }
 
 /// A thread that `run_thread` paused for approval is resumed through the store by

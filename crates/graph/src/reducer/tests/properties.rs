@@ -305,12 +305,22 @@ fn check(
     // The loop records no message without content; it only heals the ones it was given.
     prop_assert!(empty_messages(state.messages()) <= empty_at_start);
     let at_rest = match state.phase() {
-        Phase::AwaitingTools { .. } | Phase::AwaitingApproval { .. } => {
+        Phase::AwaitingTools { .. } => {
             // Calls are out: a cancel answers them all, and leaves a valid history.
             let (closed, _) = reduce(
                 state.clone(),
                 AgentEvent::Cancel {
                     partial_text: String::new(),
+                },
+            );
+            closed
+        }
+        Phase::AwaitingApproval { .. } => {
+            // Calls wait for decisions (the run ended): the next user message answers them.
+            let (closed, _) = reduce(
+                state.clone(),
+                AgentEvent::UserMessage {
+                    content: "next".into(),
                 },
             );
             closed
@@ -332,8 +342,8 @@ proptest! {
     /// Whatever events arrive, in whatever order, on whatever valid history: every history sent
     /// to the model passes `validate_history`, every history at rest does too (after a cancel
     /// when calls are out), no message without content is recorded, the state reads back
-    /// from serde as it was, and an event of a run that comes when none is in progress changes
-    /// nothing and asks for nothing.
+    /// from serde as it was, and an event of a run that comes when none is in progress (a pause
+    /// included) changes nothing and asks for nothing.
     #[test]
     fn random_events_on_random_histories_keep_the_history_valid(
         seeds in proptest::collection::vec(seed(), 0..8),
@@ -364,7 +374,10 @@ proptest! {
                 let event = event(step, &state);
                 let before = state.clone();
                 let late = !matches!(step, Step::User(_) | Step::Decisions(_))
-                    && matches!(before.phase(), Phase::Idle | Phase::Finished { .. });
+                    && matches!(
+                        before.phase(),
+                        Phase::Idle | Phase::AwaitingApproval { .. } | Phase::Finished { .. }
+                    );
                 (state, intents) = reduce(state, event);
                 if late {
                     // No run is in progress: an event of a run changes nothing and finishes
