@@ -197,6 +197,11 @@ const EXTERNAL: &[(&str, &[External], &str)] = &[
                 "(de)serializes a contract's input and output",
             ),
             ext("serde_json", None, "JSON arguments and results"),
+            ext(
+                "serde_path_to_error",
+                None,
+                "names where serde stopped reading a call's arguments; it does no IO",
+            ),
             ext("thiserror", None, "its error types"),
         ],
         "tools do IO only through capabilities",

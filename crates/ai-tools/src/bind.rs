@@ -341,6 +341,51 @@ fn pointer(steps: &[Step<'_>]) -> String {
     out
 }
 
+/// What a model is told of arguments the schema took and serde refused (`e`, with where serde
+/// stopped), in the style of [`safe_errors`]: the place in the schema's words (see
+/// [`schema_named_path`]), then serde's description without the value
+/// ([`describe_json_error`]).
+///
+/// serde_path_to_error names each step with the input's own text, a map's key included: the
+/// place is written as a JSON pointer and shown through the schema, so a key the schema does not
+/// name shows as `*`. A step it cannot name (a key that is no string) ends the place at its
+/// parent. A key serde_json failed to read as the map's integer key type (past its range: the
+/// schema's `propertyNames` took its digits) is the only refusal that comes from parsing text,
+/// so the only one with a line (within the key): the place is then the map, and the line goes
+/// unsaid, since it counts in the key.
+fn serde_refusal(schema: &Value, e: &serde_path_to_error::Error<serde_json::Error>) -> ToolError {
+    use serde_path_to_error::Segment;
+    let mut steps: Vec<Step<'_>> = e
+        .path()
+        .iter()
+        .map_while(|segment| match segment {
+            Segment::Seq { index } => Some(Step::Index(*index)),
+            Segment::Map { key } | Segment::Enum { variant: key } => Some(Step::Key(key)),
+            Segment::Unknown => None,
+        })
+        .collect();
+    let inner = e.inner();
+    let what = describe_json_error(inner);
+    let path_len = e.path().iter().len();
+    if inner.line() != 0 && path_len > 0 {
+        // The key is the last step, unless serde could not name a step (`Unknown`) on the way,
+        // which ended the place already.
+        if path_len == steps.len() {
+            steps.pop();
+        }
+        let position = format!(" at line {} column {}", inner.line(), inner.column());
+        let what = what.strip_suffix(&position).unwrap_or(&what);
+        return ToolError::invalid_input(format!(
+            "{} has a key the tool's input type cannot read: {what}",
+            schema_named_path(schema, &pointer(&steps))
+        ));
+    }
+    ToolError::invalid_input(format!(
+        "{} does not fit the tool's input type: {what}",
+        schema_named_path(schema, &pointer(&steps))
+    ))
+}
+
 /// The JSON pointer of the first object in `value` (reached by `steps`) with a key spelled
 /// like a connection id.
 fn connection_id_in<'v>(value: &'v Value, steps: &mut Vec<Step<'v>>) -> Option<String> {
@@ -845,16 +890,12 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
                 .collect();
             return Err(ToolError::invalid_input(parts.join("; ")));
         }
-        // serde is stricter than the schema in places (`1.0` or `1e30` for an `i64`, a value a
-        // type's own `Deserialize` refuses): arguments the tool cannot take are refused here,
-        // before an approval is asked for or the call starts. serde's message may quote the
-        // input; only its description without the value is passed on.
-        let input = C::Input::deserialize(&args).map_err(|e| {
-            ToolError::invalid_input(format!(
-                "the arguments do not fit the tool's input type: {}",
-                describe_json_error(&e)
-            ))
-        })?;
+        // serde is stricter than the schema in places (`1.0` for an `i64`, a map key past its
+        // integer type's range, a value a type's own `Deserialize` refuses): arguments the tool
+        // cannot take are refused here, before an approval is asked for or the call starts,
+        // naming where serde stopped.
+        let input = serde_path_to_error::deserialize::<_, C::Input>(&args)
+            .map_err(|e| serde_refusal(&self.spec.input_schema, &e))?;
         // What the tool reads, written back: keys the type ignores are gone, what serde filled
         // in (defaults, `None`s) is there. This is what the start event, the record and the
         // approval hash show, and what `exec` reads.

@@ -280,7 +280,7 @@ fn a_map_with_integer_keys_fits_the_subset() {
         .unwrap_err();
     let message = err.safe_message();
     assert!(
-        message.starts_with("the arguments do not fit the tool's input type"),
+        message.starts_with("/names has a key the tool's input type cannot read"),
         "{message}"
     );
     assert!(!message.contains("4294967296"), "{message}");
@@ -312,6 +312,92 @@ fn integer_keys_are_taken_as_serde_reads_them() {
         err.safe_message(),
         "/offsets has a key that does not match the pattern `^(0|-?[1-9][0-9]*)$`"
     );
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Legs {
+    legs: Vec<Leg>,
+    slots: std::collections::HashMap<u8, String>,
+    notes: BTreeMap<String, i64>,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Leg {
+    name: String,
+    minutes: i64,
+}
+
+/// The message for arguments `Legs`'s schema takes and serde refuses.
+fn refusal_of_legs(args: serde_json::Value) -> String {
+    let tool = crate::bind(Probe::<Legs>(std::marker::PhantomData)).unwrap();
+    let schema = &tool.spec().input_schema;
+    assert!(jsonschema::draft7::new(schema).unwrap().is_valid(&args));
+    tool.validate_input(args)
+        .unwrap_err()
+        .safe_message()
+        .to_owned()
+}
+
+/// Arguments the schema takes and serde refuses are refused naming where serde stopped, in the
+/// schema's words as a schema refusal names its place: a float for an integer field of a struct
+/// in a list (draft-07 calls `2.0` an integer, an `i64` does not take it) names that field.
+#[test]
+fn a_refusal_of_serde_names_the_field() {
+    let message = refusal_of_legs(serde_json::json!({
+        "legs": [{"name": "a", "minutes": 5}, {"name": "b", "minutes": 2.0}],
+        "slots": {}, "notes": {}
+    }));
+    assert_eq!(
+        message,
+        "/legs/1/minutes does not fit the tool's input type: a value of the wrong type (a \
+         floating point; expected i64)"
+    );
+}
+
+/// A key of an integer-keyed map past its type's range (the schema's `propertyNames` takes its
+/// digits) is refused naming the map and the key type, never the key, nor a line and column
+/// within it. So is one past 64 bits, which serde cannot name as a step (`?`).
+#[test]
+fn a_map_key_past_its_integer_type_names_the_map() {
+    for key in ["300", "99999999999999999999"] {
+        let message = refusal_of_legs(serde_json::json!({
+            "legs": [], "slots": {"1": "a", key: "b"}, "notes": {}
+        }));
+        assert!(
+            message.starts_with("/slots has a key the tool's input type cannot read: "),
+            "{message}"
+        );
+        assert!(
+            !message.contains(key) && !message.contains("line"),
+            "{message}"
+        );
+    }
+    assert_eq!(
+        refusal_of_legs(serde_json::json!({"legs": [], "slots": {"300": "b"}, "notes": {}})),
+        "/slots has a key the tool's input type cannot read: a value that is not allowed (an \
+         integer; expected u8)"
+    );
+}
+
+/// A map key the model chose is never shown where serde stopped below it: control characters
+/// and a long key alike are `*`.
+#[test]
+fn a_refusal_of_serde_never_shows_a_map_key() {
+    for key in [
+        "\u{1b}[2J\nsk-CANARY\u{7}".to_owned(),
+        "CANARY".repeat(2000),
+    ] {
+        let message = refusal_of_legs(serde_json::json!({
+            "legs": [], "slots": {}, "notes": {key.clone(): 1.0}
+        }));
+        assert_eq!(
+            message,
+            "/notes/* does not fit the tool's input type: a value of the wrong type (a floating \
+             point; expected i64)"
+        );
+    }
 }
 
 #[derive(Deserialize, Serialize, JsonSchema)]

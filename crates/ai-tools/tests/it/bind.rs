@@ -219,7 +219,8 @@ async fn validation_never_names_a_map_key_the_model_chose() {
 
 /// Draft-07 calls `1.0` an integer; serde's `i64` does not take it. Arguments the schema
 /// accepts and the input type refuses are the model's mistake, found at validation (step 5):
-/// nothing starts, nothing runs, and the message says what serde refused without the value.
+/// nothing starts, nothing runs, and the message says where and what serde refused without the
+/// value.
 #[tokio::test]
 async fn arguments_serde_refuses_after_the_schema_accepted_them_are_a_validation_failure() {
     for (counts, expected) in [
@@ -233,8 +234,8 @@ async fn arguments_serde_refuses_after_the_schema_accepted_them_are_a_validation
         assert_eq!(
             failure.safe_message,
             format!(
-                "invalid tool arguments: the arguments do not fit the tool's input type: \
-                 a value of the wrong type ({expected})"
+                "invalid tool arguments: /counts/0 does not fit the tool's input type: a \
+                 value of the wrong type ({expected})"
             )
         );
         assert!(run.record.args.is_none() && run.record.attempts.is_empty());
