@@ -37,10 +37,11 @@
 //!   that joins them into a path (`$k::$m`, `$($p)::*`) count as every path they could make
 //!   (`call!(io, stdout)` is `io::stdout`; see [`joined_paths`]), whichever crate defines it,
 //!   and so do those handed to a macro that hands them on to such a macro;
-//! - likewise, the names an invocation hands a macro that invokes a macro or calls a method by
-//!   a name it is handed (`$n!(…)`, `$t.$m(…)`) are each that macro invoked and that method
-//!   called, with arguments the scan cannot read (`call!(include)` is `include!` of a computed
-//!   path, `on!(tool, exec)` is `tool.exec(…)`; see [`spliced_calls`]);
+//! - likewise, the names an invocation hands a macro that invokes a macro by a name it is
+//!   handed (`$n!(…)`) are each that macro invoked, and those it hands one that calls a method
+//!   by such a name (`$t.$m(…)`, not a field `$t.$f`) each that method called, with arguments
+//!   the scan cannot read (`call!(include)` is `include!` of a computed path, `on!(tool, exec)`
+//!   is `tool.exec(…)`; see [`spliced_calls`]);
 //! - a type a macro makes of what it is handed (`struct $n { pub $f: String }`) is each type
 //!   the names an invocation hands it could make, at the invocation, for NO_SECRET_IN_CONTEXT
 //!   (`ctx!(RunContext, api_key)`; see [`made_types`]), and so is a public item for
@@ -331,7 +332,8 @@ pub(crate) fn check_tree(
         })
         .collect();
     let joiners = relayed(&macros, |m| m.joins);
-    let splicers = relayed(&macros, |m| m.splices);
+    let invokers = relayed(&macros, |m| m.invokes);
+    let callers = relayed(&macros, |m| m.calls);
     let mut types = Vec::new();
     let mut invocations = Vec::new();
     let mut catalogs = Vec::new();
@@ -356,7 +358,8 @@ pub(crate) fn check_tree(
                 libraries: &libraries,
                 links: &links,
                 joiners: &joiners,
-                splicers: &splicers,
+                invokers: &invokers,
+                callers: &callers,
             };
             let collected = Collected {
                 types: &mut types,
@@ -544,9 +547,12 @@ struct Names<'n> {
     /// The macros of every crate that join what they are handed into a path ([`relayed`]),
     /// which a crate may invoke from another (`#[macro_export]`).
     joiners: &'n [String],
-    /// The macros of every crate that invoke a macro or call a method by a name they are
-    /// handed ([`spliced_calls`]).
-    splicers: &'n [String],
+    /// The macros of every crate that invoke a macro by a name they are handed
+    /// ([`spliced_calls`]).
+    invokers: &'n [String],
+    /// The macros of every crate that call a method by a name they are handed
+    /// ([`spliced_calls`]).
+    callers: &'n [String],
 }
 
 /// What the files of one crate bind where another module can name it: every import
@@ -781,7 +787,7 @@ fn check_source(
     };
     let mut tokens = lex::tokens(&code);
     unalias_macros(&mut tokens, names);
-    let mut spliced = spliced_calls(&tokens, names.splicers);
+    let mut spliced = spliced_calls(&tokens, names);
     unalias_macros(&mut spliced, names);
     let place = Place {
         in_runner: path.starts_with(RUNNER),
@@ -1509,9 +1515,12 @@ struct MacroJoins {
     /// Whether its rules put `::` between two things an invocation hands in (`$k::$m`, a
     /// repetition `$($p)::*`).
     joins: bool,
-    /// Whether its rules invoke a macro or call a method by a name an invocation hands in
-    /// (`$n!(…)`, `$t.$m(…)`; not a range `$a..$b`).
-    splices: bool,
+    /// Whether its rules invoke a macro by a name an invocation hands in (`$n!(…)`; not a
+    /// comparison `$a != $b`).
+    invokes: bool,
+    /// Whether its rules call a method by a name an invocation hands in (`$t.$m(…)`,
+    /// `$t.$m::<T>(…)`; not a field `$t.$f` nor a range `$a..$b`).
+    calls: bool,
     /// The macros its rules invoke with something an invocation hands in (`call!($a, $b)`).
     hands_on: Vec<String>,
 }
@@ -1531,10 +1540,11 @@ fn macro_joins(tokens: &[Token]) -> Vec<MacroJoins> {
             let handed_after = matches!(at(j + 1), "$" | "*" | "+");
             at(j) == "::" && handed_before && handed_after
         });
-        let splices = body.clone().any(|j| {
-            let variable = at(j) == "$" && is_ident(at(j + 1)) && at(j + 1) != "crate";
-            let method = at(j - 1) == "." && at(j - 2) != ".";
-            variable && (at(j + 2) == "!" || method)
+        let variable = |j: usize| at(j) == "$" && is_ident(at(j + 1)) && at(j + 1) != "crate";
+        let invokes = (body.clone()).any(|j| variable(j) && at(j + 2) == "!" && opens(at(j + 3)));
+        let calls = body.clone().any(|j| {
+            let after_dot = at(j - 1) == "." && at(j - 2) != ".";
+            variable(j) && after_dot && matches!(at(j + 2), "(" | "::")
         });
         let hands_on = body
             .filter(|&j| is_ident(at(j)) && at(j + 1) == "!" && opens(at(j + 2)))
@@ -1544,7 +1554,8 @@ fn macro_joins(tokens: &[Token]) -> Vec<MacroJoins> {
         macros.push(MacroJoins {
             name: at(k + 2).to_owned(),
             joins,
-            splices,
+            invokes,
+            calls,
             hands_on,
         });
     }
@@ -1554,7 +1565,7 @@ fn macro_joins(tokens: &[Token]) -> Vec<MacroJoins> {
 /// The macros that do what `does` says with the names they are handed, so that an invocation
 /// makes of them what no code spells where it is invoked: one that does it itself (joins them
 /// into a path, [`MacroJoins::joins`]: `call!(io, stdout)` is `io::stdout()`; or splices them
-/// in as a macro's or a method's name, [`MacroJoins::splices`]), and one that hands what it is
+/// in as a macro's or a method's name, [`MacroJoins::invokes`], [`MacroJoins::calls`]), and one that hands what it is
 /// handed on to such a macro (`relay!(io, stdout)` is `call!(io, stdout)`), through any
 /// number of them.
 fn relayed(macros: &[&MacroJoins], does: impl Fn(&MacroJoins) -> bool) -> Vec<String> {
@@ -1601,16 +1612,21 @@ fn joined_paths<'t>(
     paths
 }
 
-/// The tokens of what each invocation of one of the `splicers` macros could make of the names
-/// it is handed (`on!(tool, exec)`): each name invoked as a macro and called as a method, with
-/// no argument the scan can read (`exec ! ( ) . exec ( )`), at the invocation's line, for the
-/// rules that look for a macro or a method ([`check_source`]).
-fn spliced_calls(tokens: &[Token], splicers: &[String]) -> Vec<Token> {
+/// The tokens of what each invocation of a macro that splices in the names it is handed
+/// could make of them (`on!(tool, exec)`): each name invoked as a macro (by one of
+/// `names.invokers`) or called as a method (by one of `names.callers`), with no argument the
+/// scan can read (`exec ! ( )`, `. exec ( )`), at the invocation's line, for the rules that
+/// look for a macro or a method ([`check_source`]).
+fn spliced_calls(tokens: &[Token], names: &Names<'_>) -> Vec<Token> {
     let mut calls = Vec::new();
     for (k, token) in tokens.iter().enumerate() {
-        let names = handed_names(tokens, k).filter(|_| splicers.contains(&token.text));
-        for name in names.into_iter().flatten() {
-            for text in [name, "!", "(", ")", ".", name, "(", ")"] {
+        let invoked = names.invokers.contains(&token.text);
+        let called = names.callers.contains(&token.text);
+        let handed = handed_names(tokens, k).filter(|_| invoked || called);
+        for name in handed.into_iter().flatten() {
+            let invocation = [name, "!", "(", ")"].into_iter().filter(|_| invoked);
+            let call = [".", name, "(", ")"].into_iter().filter(|_| called);
+            for text in invocation.chain(call) {
                 calls.push(Token {
                     text: text.to_owned(),
                     raw: false,

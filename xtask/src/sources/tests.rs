@@ -1599,7 +1599,8 @@ fn names_handed_on_to_a_joining_macro_count_as_that_path() {
 /// arguments unread (`call!(include)` is `include!` of a path the scan cannot read), whichever
 /// crate defines it, through any macro that hands the names on to it and under any name they
 /// are imported as (`say` for `println`); one that only uses them as values (`$a + $b`,
-/// `$a..$b`) does not.
+/// `$a..$b`, `$a != $b`) or fields (`$s.$f`) does not, and a name handed to a macro that only
+/// calls methods by them (`env`) is no macro invoked.
 #[test]
 fn names_a_macro_invokes_or_calls_by_are_that_macro_or_method() {
     let m = "crates/graph/src/m.rs";
@@ -1612,7 +1613,7 @@ fn names_a_macro_invokes_or_calls_by_are_that_macro_or_method() {
         &[
             (
                 m,
-                "//! Reaches what the rules watch by names it hands macros.\nmacro_rules! call {\n    ($n:ident) => { $n!(\"../../adapters/src/lib.rs\") };\n}\nmacro_rules! on {\n    ($t:expr, $m:ident) => { $t.$m(permit) };\n}\nmacro_rules! relay {\n    ($n:ident) => { call!($n) };\n}\nmacro_rules! sum {\n    ($a:expr, $b:expr) => { ($a + $b, $a..$b) };\n}\ncall!(include);\nconst K: &str = call!(env);\nfn f() {\n    relay!(println);\n    on!(tool, exec);\n    on!(path, exists);\n    crate::ai_core_each!(tool, exec);\n    sum!(exec, exists);\n    use std::println as say;\n    relay!(say);\n}\n",
+                "//! Reaches what the rules watch by names it hands macros.\nmacro_rules! call {\n    ($n:ident) => { $n!(\"../../adapters/src/lib.rs\") };\n}\nmacro_rules! on {\n    ($t:expr, $m:ident) => { $t.$m(permit) };\n}\nmacro_rules! relay {\n    ($n:ident) => { call!($n) };\n}\nmacro_rules! sum {\n    ($a:expr, $b:expr) => { ($a + $b, $a..$b) };\n}\ncall!(include);\nconst K: &str = call!(env);\nfn f() {\n    relay!(println);\n    on!(tool, exec);\n    on!(path, exists);\n    crate::ai_core_each!(tool, exec);\n    sum!(exec, exists);\n    use std::println as say;\n    relay!(say);\n}\nmacro_rules! field {\n    ($s:ident, $f:ident) => { ($s.$f, $s != $f) };\n}\nfn g(cfg: Cfg, env: Vec<u8>) {\n    field!(cfg, env);\n    ai_core_each!(env, len);\n}\n",
             ),
             (
                 "crates/ai-core/src/lib.rs",
