@@ -22,7 +22,8 @@
 //! ToolSource for MySource`), to a fixed point. Identifiers are compared, not paths, so
 //! `ai_core::StaticToolSource` and a glob import's `StaticToolSource` are the same. A crate's
 //! aliases and implementors are executable in every crate (`pub fn tools() ->
-//! ai_core::Tools`), its imports only in its own.
+//! ai_core::Tools`) but one that defines a type of that name (its own `struct Tools`), its
+//! imports only in its own.
 //!
 //! Why this shape: what makes a catalog *default* is that nobody hands it capabilities, and
 //! the one thing the tokens tell for sure is whether a function takes any parameter. A
@@ -69,6 +70,8 @@ pub(super) struct FileFacts {
     aliases: Vec<(String, Vec<String>)>,
     /// `(trait, type)` of each `impl Trait for Type`.
     impls: Vec<(String, String)>,
+    /// The name of each `struct`, `enum`, `union` and `trait` it defines.
+    types: Vec<String>,
     /// The public items that could be a default catalog.
     items: Vec<Item>,
 }
@@ -140,6 +143,10 @@ pub(super) fn facts(path: &str, tokens: &[Token]) -> FileFacts {
         });
     }
     for (i, token) in tokens.iter().enumerate() {
+        let defines = ["struct", "enum", "union", "trait"];
+        if defines.iter().any(|k| is_keyword(token, k)) && is_ident(text(i + 1)) {
+            facts.types.push(text(i + 1).to_owned());
+        }
         if is_keyword(token, "type")
             && is_ident(text(i + 1))
             && let Some(end) = find(tokens, i, ";")
@@ -297,7 +304,8 @@ pub(super) fn no_default_executable_catalog(
 /// The executable types every crate names as its items: each crate's type aliases and
 /// implementors of an executable type (`ai_core::Tools`, `ai_core::Fixed`), which another crate
 /// may name too, to a fixed point. Imports stay their crate's own: a name one crate gives
-/// `BoundTool` may be another's own type (the wire's `Tool`).
+/// `BoundTool` may be another's own type (the wire's `Tool`); and a crate that defines a type
+/// of an exported name names its own ([`executable_names`]).
 fn exported_names(crates: &[(&str, Vec<&FileFacts>)]) -> Vec<String> {
     let mut exported: Vec<String> = Vec::new();
     loop {
@@ -322,11 +330,12 @@ fn exported_names(crates: &[(&str, Vec<&FileFacts>)]) -> Vec<String> {
 }
 
 /// The executable types of one crate: [`EXECUTABLE`] and those other crates export
-/// ([`exported_names`]), and the crate's imports, type aliases and implementors of them, to a
-/// fixed point.
+/// ([`exported_names`]) but for a name the crate gives a type of its own (`struct Tools`), and
+/// the crate's imports, type aliases and implementors of them, to a fixed point.
 fn executable_names(files: &[&FileFacts], exported: &[String]) -> Vec<String> {
     let mut names: Vec<String> = EXECUTABLE.iter().map(|&n| n.to_owned()).collect();
-    names.extend(exported.iter().cloned());
+    let own = |name: &&String| files.iter().any(|f| f.types.contains(name));
+    names.extend(exported.iter().filter(|n| !own(n)).cloned());
     loop {
         let before = names.len();
         for file in files {

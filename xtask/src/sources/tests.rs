@@ -2059,7 +2059,8 @@ fn a_catalog_a_macro_makes_of_what_it_is_handed_is_checked() {
 
 /// A type another crate makes executable (its alias of one, or a type of its that implements
 /// one) is executable where it is named too: `pub fn tools() -> ai_core::Tools` is a default
-/// catalog; another crate's import under a name of its own stays its own.
+/// catalog; another crate's import under a name of its own stays its own, and so does a type
+/// a crate defines under the name another crate's executable type has (the wire's `Tools`).
 #[test]
 fn a_type_another_crate_makes_executable_is_executable_everywhere() {
     let fires = |path: &str, line: usize, what: &str, name: &str| {
@@ -2077,6 +2078,10 @@ fn a_type_another_crate_makes_executable_is_executable_everywhere() {
             (
                 t,
                 "//! Returns them, and a wire type of its own.\npub fn tools() -> ai_core::Tools { vec![] }\npub fn fixed() -> ai_core::Fixed { todo!() }\npub fn wire() -> Tool { todo!() }\n",
+            ),
+            (
+                "crates/wire-openai/src/w.rs",
+                "//! Its own types, named like ai-core's.\npub struct Tools(Vec<String>);\npub fn tools() -> Tools { todo!() }\npub enum Fixed { A }\npub const FIXED: Fixed = Fixed::A;\n",
             ),
         ],
         &[
