@@ -456,8 +456,8 @@ fn sanity(seen: &Seen) -> Vec<String> {
 
 /// Every `.rs` file under `dir` (in the repository at `root`), skipping build output, vendored
 /// packages, hidden folders and fuzzing data, but never in crate sources, where `mod target;`
-/// compiles `src/target/`; every symlink met on the way goes to `links` too (a link to a folder
-/// is not entered).
+/// compiles `src/target/`; every symlink met on the way goes to `links` too, one by a skipped name
+/// as well (a link to a folder is not entered).
 fn walk(
     root: &Path,
     dir: &Path,
@@ -473,9 +473,10 @@ fn walk(
             && (name.starts_with('.')
                 || matches!(name.as_str(), "target" | "node_modules")
                 || (in_fuzz && matches!(name.as_str(), "corpus" | "artifacts")));
-        // `file_type` does not follow symlinks, so a link to a parent cannot loop.
+        // `file_type` does not follow symlinks, so a link to a parent cannot loop. A link is
+        // recorded even where its name is skipped (`target`): a path macro may read through it.
         let kind = entry.file_type()?;
-        if kind.is_symlink() && !skipped {
+        if kind.is_symlink() {
             links.push(path.clone());
         }
         if kind.is_dir() {
@@ -928,11 +929,11 @@ fn foreign_source(
             continue;
         };
         let resolved = resolve(path, &target).unwrap_or_default();
-        let through = |link: &&String| {
-            (resolved.strip_prefix(link.as_str()))
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-        };
-        if let Some(link) = links.iter().find(through) {
+        // Each folder or file the path passes through, as written (`up` in `up/../x`, whose
+        // `..` is the parent of the link's target, not `.`): the file's own folder is real.
+        let parts: Vec<&str> = target.split(['/', '\\']).collect();
+        let mut passed = (1..=parts.len()).filter_map(|n| resolve(path, &parts[..n].join("/")));
+        if let Some(link) = passed.find_map(|passed| links.iter().find(|link| **link == passed)) {
             let verb = if compiles { "compiles" } else { "reads" };
             push(
                 token.line,

@@ -1159,7 +1159,9 @@ fn context_bodies_are_found_after_generics_and_where_clauses() {
 /// A file that `include_str!`, `include_bytes!`, `include!` or `#[path]` names through a
 /// symlink anywhere in the repository (`crates/bootstrap/data/env` or `cogni.example.toml`
 /// pointing at `.env`) is refused: rustc reads what the link points to, which the check does
-/// not follow; a file beside one is read as usual.
+/// not follow; so is one whose path climbs back out of a link (`../up/../src/x.rs`: `..` is
+/// the parent of the link's target), and one through a link that bears the name of a folder
+/// the scan skips (`target`); a file beside one is read as usual.
 #[test]
 fn a_file_named_through_a_symlink_is_refused() {
     let root = tempfile::tempdir().unwrap();
@@ -1173,7 +1175,7 @@ fn a_file_named_through_a_symlink_is_refused() {
     write("crates/bootstrap/data/plain.txt", "data\n");
     write(
         s,
-        "//! Embeds files.\nconst A: &str = include_str!(\"../data/env\");\nconst B: &str = include_str!(\"../../../cogni.example.toml\");\nconst C: &[u8] = include_bytes!(\"../linked/inner.txt\");\nconst D: &str = include_str!(\"../data/plain.txt\");\n",
+        "//! Embeds files.\nconst A: &str = include_str!(\"../data/env\");\nconst B: &str = include_str!(\"../../../cogni.example.toml\");\nconst C: &[u8] = include_bytes!(\"../linked/inner.txt\");\nconst D: &str = include_str!(\"../data/plain.txt\");\ninclude!(\"../up/../src/x.rs\");\nconst F: &str = include_str!(\"../target/plain.txt\");\n",
     );
     let link = |target: &str, path: &str| {
         std::os::unix::fs::symlink(root.path().join(target), root.path().join(path)).unwrap();
@@ -1181,10 +1183,18 @@ fn a_file_named_through_a_symlink_is_refused() {
     link(".env", "crates/bootstrap/data/env");
     link(".env", "cogni.example.toml");
     link("crates/bootstrap/data", "crates/bootstrap/linked");
+    write("crates/adapters/src/x.rs", "//! Another crate's.\n");
+    link("crates/adapters/src", "crates/bootstrap/up");
+    link("crates/bootstrap/data", "crates/bootstrap/target");
     let (violations, _) = super::check_tree(root.path(), &[], &[]).unwrap();
     let through = |line: usize, what: &str, target: &str, link: &str| {
+        let verb = if what == "include!" {
+            "compiles"
+        } else {
+            "reads"
+        };
         format!(
-            "{s}:{line}: ARCH_FOREIGN_SOURCE: `{what}` reads `{target}` through a symlink (`{link}`), which the check does not follow; keep the file itself there"
+            "{s}:{line}: ARCH_FOREIGN_SOURCE: `{what}` {verb} `{target}` through a symlink (`{link}`), which the check does not follow; keep the file itself there"
         )
     };
     assert_eq!(
@@ -1207,6 +1217,13 @@ fn a_file_named_through_a_symlink_is_refused() {
                 "include_bytes!",
                 "../linked/inner.txt",
                 "crates/bootstrap/linked"
+            ),
+            through(6, "include!", "../up/../src/x.rs", "crates/bootstrap/up"),
+            through(
+                7,
+                "include_str!",
+                "../target/plain.txt",
+                "crates/bootstrap/target"
             ),
         ]
     );
