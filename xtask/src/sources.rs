@@ -2137,14 +2137,15 @@ fn closing_angle(tokens: &[Token], open: usize) -> usize {
     tokens.len()
 }
 
-/// The index of the bracket that closes the one at `open` (or the end).
+/// The index of the bracket that closes the one at `open` (or the end); when `open` is no
+/// opener, the first closer with nothing open after it (`open` itself if it is a closer).
 fn closing(tokens: &[Token], open: usize) -> usize {
     let mut depth = 0_usize;
     for (k, token) in tokens.iter().enumerate().skip(open) {
         match token.text.as_str() {
             "{" | "(" | "[" => depth += 1,
             "}" | ")" | "]" => {
-                depth -= 1;
+                depth = depth.saturating_sub(1);
                 if depth == 0 {
                     return k;
                 }

@@ -562,6 +562,25 @@ fn a_file_the_lexer_cannot_follow_is_reported() {
     );
 }
 
+/// A file whose brackets do not balance (no Rust, but any `.rs` file is read) is scanned
+/// without a panic: a closer with nothing open ends a group the scan looks for.
+#[test]
+fn a_closer_with_nothing_open_is_no_panic() {
+    check(
+        &[
+            (
+                "crates/graph/src/a.rs",
+                "//! Unbalanced.\nmacro_rules! m )\nstruct $n { a: u8 }\n",
+            ),
+            (
+                "crates/graph/src/b.rs",
+                "//! Unbalanced.\nmacro_rules! m } struct $n { $ }\n",
+            ),
+        ],
+        &[],
+    );
+}
+
 #[test]
 fn the_repository_scan_fails_when_it_sees_nothing() {
     let root = tempfile::tempdir().unwrap();
