@@ -2007,6 +2007,18 @@ struct Invocation {
     names: Vec<String>,
 }
 
+impl Invocation {
+    /// What `name`, written in what the macro makes, is at this invocation: each name it hands
+    /// in for a macro variable ([`MACRO_SEGMENT`]), else `name` itself.
+    fn each(&self, name: &String) -> Vec<String> {
+        if name == MACRO_SEGMENT {
+            self.names.clone()
+        } else {
+            vec![name.clone()]
+        }
+    }
+}
+
 /// A named field, an enum variant, or a tuple struct's fields (named `0`).
 #[derive(Debug, Clone)]
 struct Member {
@@ -2275,41 +2287,55 @@ fn made_types(
     invocations: &[Invocation],
     macros: &[&MacroJoins],
 ) -> Vec<TypeDef> {
+    let templates: Vec<(&str, &TypeDef)> = (types.iter())
+        .filter_map(|t| Some((t.made_by.as_deref()?, t)))
+        .collect();
     let mut made = Vec::new();
-    for invocation in invocations {
-        let reached = reached(macros, &invocation.macro_name);
-        let each = |name: &String| -> Vec<String> {
-            if name == MACRO_SEGMENT {
-                invocation.names.clone()
-            } else {
-                vec![name.clone()]
-            }
-        };
-        let templates = (types.iter())
-            .filter(|t| (t.made_by.as_ref()).is_some_and(|m| reached.contains(&m.as_str())));
-        for template in templates {
-            let members: Vec<Member> = (template.members.iter())
-                .flat_map(|member| {
-                    each(&member.name).into_iter().map(|name| Member {
-                        name,
-                        line: invocation.line,
-                        type_names: member.type_names.iter().flat_map(each).collect(),
-                        positional: member.positional,
-                    })
-                })
-                .collect();
-            for name in each(&template.name) {
-                made.push(TypeDef {
-                    path: invocation.path.clone(),
+    for (invocation, template) in expansions(&templates, invocations, macros) {
+        let each = |name: &String| invocation.each(name);
+        let members: Vec<Member> = (template.members.iter())
+            .flat_map(|member| {
+                each(&member.name).into_iter().map(|name| Member {
                     name,
-                    members: members.clone(),
-                    alias_of: template.alias_of.iter().flat_map(each).collect(),
-                    made_by: None,
-                });
-            }
+                    line: invocation.line,
+                    type_names: member.type_names.iter().flat_map(each).collect(),
+                    positional: member.positional,
+                })
+            })
+            .collect();
+        for name in each(&template.name) {
+            made.push(TypeDef {
+                path: invocation.path.clone(),
+                name,
+                members: members.clone(),
+                alias_of: template.alias_of.iter().flat_map(each).collect(),
+                made_by: None,
+            });
         }
     }
     made
+}
+
+/// Each invocation, with each of `templates` (a type or an item a macro makes of what it is
+/// handed, after that macro's name) it makes: those of the macro it invokes and of the macros
+/// that one hands what it is handed on to ([`reached`]). The templates are few; the
+/// invocations are every macro call of the repository.
+fn expansions<'a, T>(
+    templates: &[(&str, &'a T)],
+    invocations: &'a [Invocation],
+    macros: &[&MacroJoins],
+) -> Vec<(&'a Invocation, &'a T)> {
+    let mut expansions = Vec::new();
+    if templates.is_empty() {
+        return expansions;
+    }
+    for invocation in invocations {
+        let reached = reached(macros, &invocation.macro_name);
+        for (_, template) in templates.iter().filter(|(m, _)| reached.contains(m)) {
+            expansions.push((invocation, *template));
+        }
+    }
+    expansions
 }
 
 /// The macros whose rules an invocation of `name` runs: it, and those it hands what it is

@@ -45,8 +45,8 @@
 //! reading cannot pass silently.
 
 use super::{
-    Finding, Invocation, MACRO_SEGMENT, MacroJoins, Seen, closing, closing_angle, is_ident,
-    is_keyword, macro_around, reached, segment_at, written,
+    Finding, Invocation, MACRO_SEGMENT, MacroJoins, Seen, closing, closing_angle, expansions,
+    is_ident, is_keyword, macro_around, segment_at, written,
 };
 use crate::lex::Token;
 
@@ -215,34 +215,23 @@ fn made_items(
     invocations: &[Invocation],
     macros: &[&MacroJoins],
 ) -> Vec<(String, Item)> {
-    let templates: Vec<&Item> = (files.iter())
+    let templates: Vec<(&str, &Item)> = (files.iter())
         .flat_map(|f| &f.items)
-        .filter(|item| item.made_by.is_some())
+        .filter_map(|item| Some((item.made_by.as_deref()?, item)))
         .collect();
     let mut made = Vec::new();
-    for invocation in invocations {
-        let reached = reached(macros, &invocation.macro_name);
-        let templates = (templates.iter())
-            .filter(|t| (t.made_by.as_ref()).is_some_and(|m| reached.contains(&m.as_str())));
-        for template in templates {
-            let names = (template.names.iter()).flat_map(|name| {
-                if name == MACRO_SEGMENT {
-                    invocation.names.clone()
-                } else {
-                    vec![name.clone()]
-                }
-            });
-            let item = Item {
-                line: invocation.line,
-                what: template.what.clone(),
-                handed: template.handed,
-                receiver_only: template.receiver_only,
-                returns_self: template.returns_self.clone(),
-                names: names.collect(),
-                made_by: None,
-            };
-            made.push((invocation.path.clone(), item));
-        }
+    for (invocation, template) in expansions(&templates, invocations, macros) {
+        let names = (template.names.iter()).flat_map(|name| invocation.each(name));
+        let item = Item {
+            line: invocation.line,
+            what: template.what.clone(),
+            handed: template.handed,
+            receiver_only: template.receiver_only,
+            returns_self: template.returns_self.clone(),
+            names: names.collect(),
+            made_by: None,
+        };
+        made.push((invocation.path.clone(), item));
     }
     made
 }
