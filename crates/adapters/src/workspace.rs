@@ -149,10 +149,12 @@ impl FsWorkspace {
     /// Keeps `paths` out of reach (bootstrap passes cogni's own config file, policy file and
     /// data folder): a read, write or listing of a path that resolves to one, or into one,
     /// through symlinks inside the root too, is refused as [`WorkspaceError::Reserved`], and
-    /// listings leave them out. Each is resolved as the root is (its symlinks followed, a
-    /// missing tail, such as a config file not written yet, taken as written), and only those
-    /// inside the root are kept; names are compared ignoring ASCII case, there and in every
-    /// check, since a file system that ignores case opens `COGNI.TOML` as `cogni.toml`.
+    /// listings leave them out. Each is resolved as the root is (its symlinks followed), but for
+    /// names that do not exist yet (a config file not written yet, the folders it would be in),
+    /// which are placed as the folders a write makes of them, a `..` after one climbing back to
+    /// its parent (`missing/../cogni.toml` is `cogni.toml`). Only those inside the root are
+    /// kept; names are compared ignoring ASCII case, there and in every check, since a file
+    /// system that ignores case opens `COGNI.TOML` as `cogni.toml`.
     pub fn with_reserved<P: AsRef<Path>>(mut self, paths: impl IntoIterator<Item = P>) -> Self {
         let inside = paths
             .into_iter()
@@ -1156,27 +1158,62 @@ fn beneath<'a>(path: &'a Path, folder: &Path) -> Option<&'a Path> {
 }
 
 /// `path` resolved as [`FsWorkspace::new`] resolves the root (made absolute, its symlinks
-/// followed), but for a missing tail, taken as written: a config file not written yet is still
-/// the one the next start reads. `None` when no part of it exists or its missing tail climbs
-/// (`..`), which cannot be placed.
+/// followed), but for the names that do not exist yet, placed as the folders a write makes of
+/// them: a config file not written yet is still the one the next start reads. A name that does
+/// not exist is no symlink (the workspace makes only folders and files), so a `..` after it
+/// climbs back to its parent, from where the rest is resolved again (`missing/../cogni.toml` is
+/// `cogni.toml`); a symlink that leads nowhere yet is followed to where its target will be.
+/// `None` when the path cannot be made absolute, or leads through more than [`MAX_SYMLINKS`]
+/// such links, which no start could open.
 fn resolve_like_root(path: &Path) -> Option<PathBuf> {
-    let path = std::path::absolute(path).ok()?;
-    let mut missing = Vec::new();
-    for at in path.ancestors() {
-        if let Ok(real) = std::fs::canonicalize(at) {
-            return Some(
-                missing
-                    .iter()
-                    .rev()
-                    .fold(real, |real, name| real.join(name)),
-            );
+    let mut path = std::path::absolute(path).ok()?;
+    let mut links = 0;
+    'resolve: loop {
+        // The longest part of `path` that resolves, and the names past it, the next one last.
+        let mut past = Vec::new();
+        let mut placed = None;
+        for at in path.ancestors() {
+            if let Ok(real) = std::fs::canonicalize(at) {
+                placed = Some(real);
+                break;
+            }
+            past.push(at.components().next_back()?);
         }
-        missing.push(match at.components().next_back()? {
-            Component::Normal(name) => name,
-            _ => return None,
-        });
+        let mut placed = placed?;
+        // How many names of `placed` do not exist.
+        let mut made = 0_usize;
+        while let Some(component) = past.pop() {
+            let rest = || past.iter().rev().collect::<PathBuf>();
+            match component {
+                Component::Normal(name) => {
+                    if made == 0
+                        && let Ok(target) = std::fs::read_link(placed.join(name))
+                    {
+                        links += 1;
+                        if links > MAX_SYMLINKS {
+                            return None;
+                        }
+                        path = placed.join(target).join(rest());
+                        continue 'resolve;
+                    }
+                    placed.push(name);
+                    made += 1;
+                }
+                Component::ParentDir => {
+                    placed.pop();
+                    made = made.saturating_sub(1);
+                    if made == 0 {
+                        // Back where names exist: their symlinks are followed again.
+                        path = placed.join(rest());
+                        continue 'resolve;
+                    }
+                }
+                // `.`; a root or a prefix only begins an absolute path.
+                _ => {}
+            }
+        }
+        return Some(placed);
     }
-    None
 }
 
 /// Whether the name `name` is refused: a temp file's always, a hidden one (starting with `.`)

@@ -1646,6 +1646,32 @@ async fn the_apps_own_files_are_out_of_reach() {
     ws.write("conf/other.toml", "x").await.unwrap();
 }
 
+/// A reserved path whose names do not all exist yet is placed where the next start's open
+/// finds it once they are made: a `..` after a missing folder climbs back from it
+/// (`missing/../cogni.toml` is `cogni.toml`, and the rest is resolved again from there, its
+/// symlinks followed), and a symlink that leads nowhere yet leads where its target will be.
+/// Such paths were left unreserved: a write could make `missing/` and then the file.
+#[tokio::test]
+async fn a_reserved_path_through_names_not_made_yet_is_placed_as_it_will_resolve() {
+    let root = tempfile::tempdir().unwrap();
+    let at = |name: &str| root.path().join(name);
+    std::fs::create_dir(at("data")).unwrap();
+    symlink("data", at("store")).unwrap();
+    symlink("later", at("pending")).unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap().with_reserved([
+        at("missing/../cogni.toml"),
+        at("gone/deeper/../../store"),
+        at("pending/policy.toml"),
+    ]);
+    let reserved = |path: &str| WorkspaceError::Reserved { path: path.into() };
+    ws.write("missing/notes.txt", "x").await.unwrap();
+    for path in ["cogni.toml", "data/cogni.db", "later/policy.toml"] {
+        assert_eq!(ws.write(path, "x").await, Err(reserved(path)), "{path}");
+    }
+    assert!(!at("cogni.toml").exists() && !at("later").exists());
+    assert!(names_on_disk(&at("data")).is_empty());
+}
+
 /// A reserved path is placed in the root with its names compared ignoring ASCII case, as it is
 /// then matched: on a file system that ignores case, `/srv/APP/cogni.toml` is the root
 /// `/srv/app`'s `cogni.toml`, though resolving it keeps the case it was given. It was dropped as
