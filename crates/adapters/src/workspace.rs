@@ -54,6 +54,10 @@ const MAX_LIST_SCAN: usize = 100_000;
 /// default) only someone who owns a file, or may read and write it, can link it, and so could
 /// read it anyway. A write never goes through a link.
 ///
+/// A write makes the folders its path needs, at most 64 of them (a path needing more is
+/// refused as [`WorkspaceError::InvalidPath`] before any is made; folders that exist do not
+/// count), and removes those it made when it fails.
+///
 /// A write replaces a file whole (a temp file renamed over it), but never a file that is
 /// read-only: one with no write permission bit at all (even when the process runs as root), or
 /// one the kernel's access check says this process may not write (asked without opening it
@@ -529,12 +533,23 @@ fn split_file(relative: &Path, path: &str) -> Result<(PathBuf, PathBuf), Workspa
     }
 }
 
+/// The most folders one write makes for its path ([`open_or_create_folder`]). Each is synced
+/// into its parent, a few milliseconds each on a disk, on a blocking thread that goes on after
+/// its call is dropped; no sane tool use makes more at once, and a deeper file is written in
+/// steps, since folders that exist do not count.
+const MAX_NEW_FOLDERS: usize = 64;
+
+/// Why a write whose path needs more than [`MAX_NEW_FOLDERS`] new folders is refused.
+const TOO_MANY_NEW_FOLDERS: &str =
+    "it needs more than 64 new folders, the most one write makes: write a file higher up first";
+
 /// Opens the folder `parent` beneath `dir`, creating it and its missing ancestors (beneath
 /// `dir` too) first, and returns it with the folders it made, the deepest first (none when it
 /// existed), for [`remove_made_folders`] to take away if the write fails. Folders it creates
 /// are made durable before the write goes on: each ancestor of `parent` that gained one (the
 /// deepest that existed, and the new ones below it) is passed to `sync` (the write's own folder
-/// is synced after its rename).
+/// is synced after its rename). A `parent` that needs more than [`MAX_NEW_FOLDERS`] new folders
+/// is refused as [`WorkspaceError::InvalidPath`] before any is made.
 fn open_or_create_folder(
     dir: &Dir,
     parent: &Path,
@@ -554,8 +569,11 @@ fn open_or_create_folder(
                     })
             };
             // The deepest ancestor that exists: the creation adds entries to it and to the new
-            // folders below it, nothing above.
-            let existing = ancestors().find(|ancestor| dir.metadata(ancestor).is_ok());
+            // folders below it, nothing above. Looked for only as far up as a write may make
+            // folders.
+            let existing = ancestors()
+                .take(MAX_NEW_FOLDERS)
+                .find(|ancestor| dir.metadata(ancestor).is_ok());
             // The folders the creation makes: `parent` and its ancestors below `existing`.
             let made: Vec<PathBuf> = parent
                 .ancestors()
@@ -564,6 +582,12 @@ fn open_or_create_folder(
                 })
                 .map(Path::to_path_buf)
                 .collect();
+            if made.len() > MAX_NEW_FOLDERS {
+                return Err(WorkspaceError::InvalidPath {
+                    path: path.into(),
+                    reason: TOO_MANY_NEW_FOLDERS,
+                });
+            }
             let created = dir.create_dir_all(parent).map_err(|e| match e.kind() {
                 // A name on the way exists but is no folder, nor leads to one: a symlink that
                 // leads nowhere (or a file put there meanwhile).

@@ -59,7 +59,8 @@ pub enum WorkspaceError {
         path: String,
     },
     /// The path is malformed (empty, NUL, backslash, a name too long for the file system, a loop
-    /// of symlinks, a file's path ending in `/`).
+    /// of symlinks, a file's path ending in `/`), or a write's path needs more new folders than
+    /// the workspace makes in one write.
     #[error("the path is not a valid workspace path: {reason}")]
     InvalidPath {
         /// The path as given.

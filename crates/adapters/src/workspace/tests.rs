@@ -1525,6 +1525,34 @@ fn a_failed_write_removes_the_folders_it_made() {
     assert_eq!(names_on_disk(&root.path().join("new")), ["b.txt"]);
 }
 
+/// One write makes at most `MAX_NEW_FOLDERS` folders: a path needing more is refused before
+/// any is made, as the caller's mistake naming the limit, never the path. Each folder made is
+/// synced into its parent, so a path of 2,000 new folders (4 KiB, well within the arguments'
+/// bound) held a blocking thread for seconds, past the call's timeout. Folders that exist do not
+/// count, so a deeper file is written in steps.
+#[tokio::test]
+async fn a_write_makes_at_most_so_many_folders() {
+    let root = tempfile::tempdir().unwrap();
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    let deep = |folders: usize| format!("{}a.txt", "d/".repeat(folders));
+    let path = deep(super::MAX_NEW_FOLDERS + 1);
+    let error = ws.write(&path, "x").await.unwrap_err();
+    assert!(
+        matches!(&error, WorkspaceError::InvalidPath { path: p, .. } if *p == path),
+        "{error:?}"
+    );
+    assert!(error.is_caller_error());
+    let message = error.to_string();
+    assert!(
+        message.contains(&format!("more than {} new folders", super::MAX_NEW_FOLDERS)),
+        "{message}"
+    );
+    assert!(!message.contains("d/d"), "{message}");
+    assert!(names_on_disk(root.path()).is_empty());
+    ws.write(&deep(super::MAX_NEW_FOLDERS), "x").await.unwrap();
+    ws.write(&path, "x").await.unwrap();
+}
+
 /// The temp names are refused in any case (`.COGNI-WRITE-…`): on a file system that ignores
 /// case (macOS by default, an ext4 or tmpfs folder with casefolding on) that name opens a
 /// write's temp file, whose content is a write in flight. They were refused only as written.
