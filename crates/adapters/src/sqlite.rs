@@ -387,23 +387,39 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), RunStoreError> {
     Ok(())
 }
 
-/// A run's status, thread and whether its log holds its `done` event, or `NotFound`.
+/// A run's status, thread and whether its log holds its `done` event, or `NotFound`. A row
+/// holding a value of another type there (the table is not STRICT) is
+/// [`RunStoreError::Corrupt`], naming the run and the column, never what it holds.
 fn run_row(
     tx: &Transaction<'_>,
     run_id: &RunId,
 ) -> Result<(RunStatus, Option<String>, bool), RunStoreError> {
-    let row: Option<(String, Option<String>, bool)> = tx
+    let row: Option<(SqlValue, SqlValue, SqlValue)> = tx
         .prepare_cached("SELECT status, thread_id, has_done FROM runs WHERE run_id = ?1")
         .and_then(|mut stmt| {
-            stmt.query_row([run_id.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .optional()
+            stmt.query_row([run_id.as_str()], |r| {
+                Ok((any_value(r, 0)?, any_value(r, 1)?, any_value(r, 2)?))
+            })
+            .optional()
         })
         .map_err(|e| backend("cannot read the run", e))?;
     let (status, thread, has_done) = row.ok_or_else(|| RunStoreError::NotFound(run_id.clone()))?;
-    let status = RunStatus::parse(&status).ok_or_else(|| {
-        RunStoreError::Corrupt(format!("run {run_id}: its status is not a run status"))
-    })?;
-    Ok((status, thread, has_done))
+    let corrupt = |why: &str| RunStoreError::Corrupt(format!("run {run_id}: its {why}"));
+    let wrong_type = |what: &str| {
+        corrupt(&format!(
+            "{what} is not of its column's type, which no store writes"
+        ))
+    };
+    let status = text(status)
+        .ok()
+        .flatten()
+        .and_then(|status| RunStatus::parse(&status))
+        .ok_or_else(|| corrupt("status is not a run status"))?;
+    let thread = text(thread).map_err(|()| wrong_type("thread id"))?;
+    let SqlValue::Integer(has_done) = has_done else {
+        return Err(wrong_type("done mark"));
+    };
+    Ok((status, thread, has_done != 0))
 }
 
 /// The columns `header_from_row` reads, in its order, from a `runs` row.

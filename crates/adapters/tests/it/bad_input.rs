@@ -702,3 +702,42 @@ async fn a_run_whose_event_record_or_receipt_is_not_text_is_refused_on_load_as_d
         }
     }
 }
+
+/// A run whose own row holds a value of another type where a step or the finish reads it (its
+/// thread id a blob or text that is not UTF-8, its `done` mark text: the table is not STRICT) is
+/// refused as damaged, naming the run and the column, never what it holds, as a status that is
+/// no run status is: not as a backend failure quoting SQLite's column types, which it is not.
+#[tokio::test]
+async fn a_run_whose_row_holds_another_type_is_refused_as_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let damages = [
+        ("thread_id = CAST('t' AS BLOB)", "thread id"),
+        ("thread_id = CAST(X'ff' AS TEXT)", "thread id"),
+        ("has_done = 'no'", "done mark"),
+    ];
+    for (n, (damage, what)) in damages.into_iter().enumerate() {
+        let r = run(&format!("damaged-{n}"));
+        store.begin_run(&r, None, 1, None).await.unwrap();
+        rusqlite::Connection::open(store.path())
+            .unwrap()
+            .execute(
+                &format!("UPDATE runs SET {damage} WHERE run_id = ?1"),
+                [r.as_str()],
+            )
+            .unwrap();
+        let expected = RunStoreError::Corrupt(format!(
+            "run {r}: its {what} is not of its column's type, which no store writes"
+        ));
+        let step = RunStep {
+            events: vec![start("a")],
+            ..RunStep::default()
+        };
+        assert_eq!(
+            store.commit_step(&r, step).await,
+            Err(expected.clone()),
+            "{damage}"
+        );
+        assert_eq!(store.finish_run(&r, 2).await, Err(expected), "{damage}");
+    }
+}
