@@ -654,6 +654,93 @@ async fn a_cancel_ends_the_calls_that_asked_for_approval() {
     assert_eq!(ended_cancelled(&events), ["slow", "gated"], "{events:?}");
 }
 
+/// A cancel that races the pause, fired from an OS thread of its own at any point of the turn,
+/// truly at once with the driver (before the model answers, while the quick call runs, as the tools'
+/// results come in, after the pause): whichever wins, the run ends once and as its `Done` says.
+/// Cancelled: every call shown started and answered once, the one that asked for approval
+/// among them, and the history valid. Paused: the cancel came too late and changes nothing,
+/// neither a late `Cancel` given to the paused state nor the fired token: the quick call
+/// answered once, the gated one waiting, and a resume under a fresh token runs it.
+#[tokio::test]
+async fn a_cancel_racing_the_pause_ends_the_run_once_either_way() {
+    let mut ends = std::collections::BTreeMap::new();
+    for round in 0..200u64 {
+        let model = Arc::new(ScriptedModel::new(vec![
+            calls(vec![
+                call("quick", "core__wait", r#"{"ms":1}"#),
+                call("gated", "core__write", r#"{"text":"x"}"#),
+            ]),
+            text("done"),
+        ]));
+        let (agent, ctx, catalog) = gated_writes(model);
+        let cancel = CancellationToken::new();
+        let stop = cancel.clone();
+        let firing = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_micros(round % 50 * 100));
+            stop.cancel();
+        });
+        let (events, state) = run_turn(&agent, &ctx, &catalog, &cancel).await;
+        firing.join().unwrap();
+        let reason = done_reason(&events);
+        *ends.entry(reason.clone()).or_insert(0) += 1;
+        match reason.as_str() {
+            "cancelled" => {
+                check_invariants(&events, &state).unwrap_or_else(|e| panic!("{round}: {e}"));
+                assert!(!matches!(state.phase(), Phase::AwaitingApproval { .. }));
+            }
+            "awaiting_approval" => {
+                let dones = events
+                    .iter()
+                    .filter(|e| matches!(e, AiEvent::Done { .. }))
+                    .count();
+                assert_eq!(dones, 1, "{events:?}");
+                let shown: Vec<String> = events
+                    .iter()
+                    .filter_map(|e| match e {
+                        AiEvent::ToolCallStart { tool_call_id, .. } => {
+                            Some(format!("start {tool_call_id}"))
+                        }
+                        AiEvent::ToolCallResult { tool_call_id, .. } => {
+                            Some(format!("result {tool_call_id}"))
+                        }
+                        AiEvent::ApprovalRequired { tool_call_id, .. } => {
+                            Some(format!("asked {tool_call_id}"))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let mut sorted = shown.clone();
+                sorted.sort();
+                assert_eq!(
+                    sorted,
+                    ["asked gated", "result quick", "start quick"],
+                    "{round}: {shown:?}"
+                );
+                let late = graph::AgentEvent::Cancel {
+                    partial_text: String::new(),
+                };
+                let (after, intents) = graph::reduce(state.clone(), late);
+                assert_eq!((&after, intents.len()), (&state, 0));
+                let resumed = Mutex::new(Vec::new());
+                let sink = |e: AiEvent| resumed.lock().unwrap().push(e);
+                let decisions = approve_all(&events);
+                let fresh = CancellationToken::new();
+                let state = agent
+                    .resume(state, decisions, &ctx, &catalog, &sink, &fresh)
+                    .await;
+                let resumed = resumed.into_inner().unwrap();
+                assert_eq!(done_reason(&resumed), "stop", "{resumed:?}");
+                check_invariants(&resumed, &state).unwrap();
+                let gated = answers(&state).pop().unwrap();
+                assert!(gated.contains("\"ok\""), "{gated}");
+            }
+            other => panic!("{round}: ended {other}: {events:?}"),
+        }
+    }
+    // Both ends were met, so the race was run (the timing makes each near certain).
+    assert!(ends.len() == 2, "{ends:?}");
+}
+
 /// An app's event sink that panics on the first approval request it is given (after keeping
 /// it): the runner had answered the call when the panic came, so the call waits for approval as
 /// the request said, and is not also shown failed.
