@@ -90,13 +90,14 @@ pub(super) async fn run(
     };
     let started = start_run(&state, &input.thread_id, &input.run_id, incoming).await?;
     // The calls a resume decides (the answered ones and the unanswered, denied), or a new user
-    // message cancels, were shown by the run that paused: only their results follow.
-    // (A cancelled call is as one not approved: it never runs.)
+    // message answers, were shown by the run that paused: only their results follow.
+    // (A cancelled call is as one not approved: it never runs; one a lost save left out, as an
+    // approved one: it may have run.)
     let shown: Vec<(ToolCallId, bool)> = started
         .resumed
         .iter()
+        .chain(&started.superseded)
         .cloned()
-        .chain(started.superseded.iter().map(|id| (id.clone(), false)))
         .collect();
     let mut translator = Translator::continuing(input.thread_id, input.run_id, shown);
     let first = translator.start().iter().map(sse::frame).collect();

@@ -17,9 +17,10 @@ use super::{
     Translate, parse_body, sse_response, start_run,
 };
 
-/// The translator, and the calls of the client's last message that a new user message cancels:
-/// this stream is a new message, which cannot end a part of an earlier one, so their start and
-/// result are not sent (the part stays as the client shows it; the thread holds the answer).
+/// The translator, and the calls of the client's last message that a new user message answers
+/// (cancelled, or lost: see `StartedRun::superseded`): this stream is a new message, which cannot
+/// end a part of an earlier one, so their start and result are not sent (the part stays as the
+/// client shows it; the thread holds the answer).
 pub(super) struct Stream(pub(super) Translator, pub(super) Vec<ToolCallId>);
 
 impl Translate for Stream {
@@ -114,7 +115,11 @@ pub(super) async fn run(
     // the client's last message: the stream continues it (a run that resumes none is new).
     let mut translator = Translator::continuing(run_id, client, started.resumed.clone());
     let first = translator.start().iter().map(sse::frame).collect();
-    let superseded = started.superseded.clone();
+    let superseded = started
+        .superseded
+        .iter()
+        .map(|(id, _)| id.clone())
+        .collect();
     Ok(sse_response(
         first,
         started,

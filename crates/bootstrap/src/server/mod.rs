@@ -1026,10 +1026,29 @@ pub(crate) struct StartedRun {
     events: relay::ClientEvents,
     cancel: CancellationToken,
     resumed: Vec<(ai_core::ToolCallId, bool)>,
-    /// For a user message sent while the thread waited for approvals: the calls it cancels,
-    /// which an earlier run showed and this run ends (a start without arguments and a
-    /// `cancelled` result each).
-    superseded: Vec<ai_core::ToolCallId>,
+    /// For a user message: the open calls of the thread's last turn that it answers, which an
+    /// earlier run showed and this run ends (a start without arguments and the result each),
+    /// each with whether it may have run (see [`superseded_calls`]).
+    superseded: Vec<(ai_core::ToolCallId, bool)>,
+}
+
+/// The calls a user message on `state` answers, all of them shown by an earlier run: those
+/// waiting for approval, cancelled (`false`: they never ran), or those a resume left out with
+/// the runner when its closing save was lost, answered as calls that may have run (`true`:
+/// `graph::lost_result`).
+fn superseded_calls(state: &AgentState) -> Vec<(ai_core::ToolCallId, bool)> {
+    match state.phase() {
+        graph::Phase::AwaitingApproval { pending, .. } => pending
+            .iter()
+            .map(|p| (p.tool_call_id.clone(), false))
+            .collect(),
+        graph::Phase::AwaitingTools { calls, answered } => calls
+            .iter()
+            .filter(|call| !answered.iter().any(|a| a.tool_call_id == call.id))
+            .map(|call| (call.id.clone(), true))
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Starts a run on a thread: loads the server's state (or rebuilds the client's history when
@@ -1096,9 +1115,7 @@ async fn start_run(
     let mut superseded = Vec::new();
     let turn = match incoming.turn {
         IncomingTurn::Message(message) => {
-            if let graph::Phase::AwaitingApproval { pending, .. } = agent_state.phase() {
-                superseded = pending.iter().map(|p| p.tool_call_id.clone()).collect();
-            }
+            superseded = superseded_calls(&agent_state);
             crate::Turn::UserMessage(message)
         }
         IncomingTurn::Approvals(answers) => {

@@ -1441,6 +1441,8 @@ enum NextSave {
     AnotherWriterFirst,
     /// As [`NextSave::AnotherWriterFirst`], the other writer saving this state.
     AnotherWriterSaves(serde_json::Value),
+    /// Takes this save, and fails the one after it.
+    FailsTheNext,
 }
 
 /// Threads in memory whose next save, once armed, does what the [`NextSave`] says.
@@ -1483,6 +1485,7 @@ impl ai_core::ThreadStore for ArmedThreads {
             Some(NextSave::AnotherWriterSaves(other)) => {
                 self.inner.save(id, previous, &other).await?;
             }
+            Some(NextSave::FailsTheNext) => self.arm(NextSave::Fails),
             None => {}
         }
         self.inner.save(id, previous, state).await
@@ -1555,6 +1558,64 @@ async fn without_a_run_log_a_resume_whose_thread_changed_meanwhile_is_refused() 
         (refused.status.as_u16(), refused.code),
         (409, "thread_changed")
     );
+}
+
+/// A thread left past its pause (its resume ran the approved call, then its closing save
+/// failed) has the call answered by the next user message as one that may have run, and that
+/// run shows the answer. The call was shown whole by the run that paused, as a call a new
+/// message cancels while it waits is, and is ended as that one is: over AG-UI its result
+/// alone (a second `TOOL_CALL_START` would give the client's history the call twice), over
+/// the AI SDK nothing (the stream is a new message, which cannot end a part of an earlier
+/// one; the thread holds the answer).
+#[tokio::test]
+async fn the_next_message_ends_a_call_a_lost_save_left_out_as_the_earlier_run_showed_it() {
+    for agui in [true, false] {
+        let thread = match agui {
+            true => "t-lost-agui",
+            false => "t-lost-chat",
+        };
+        let threads = Arc::new(ArmedThreads::default());
+        let (state, resume) = paused_without_a_run_log(threads.clone(), thread).await;
+        threads.arm(NextSave::FailsTheNext);
+        let resumed = post(super::agui::run, state.clone(), resume).await;
+        assert!(resumed.contains("RUN_ERROR"), "{resumed}");
+        let (_, phase) = saved_thread(&state, thread).await;
+        assert!(
+            matches!(phase, graph::Phase::AwaitingTools { .. }),
+            "{phase:?}"
+        );
+        let next = match agui {
+            true => {
+                let user = json!({"threadId": thread, "runId": "r-3",
+                    "messages": [{"id": "m3", "role": "user", "content": "and now?"}]});
+                post(super::agui::run, state.clone(), user).await
+            }
+            false => {
+                let user = json!({"id": thread, "messages": [{"id": "m3", "role": "user",
+                    "parts": [{"type": "text", "text": "and now?"}]}]});
+                post(super::chat::run, state.clone(), user).await
+            }
+        };
+        let (messages, _) = saved_thread(&state, thread).await;
+        let lost = answer_to(&messages, "call_send").unwrap();
+        assert!(lost.contains("interrupted"), "{lost}");
+        let frames: Vec<&str> = next
+            .split("\n\n")
+            .filter(|f| f.contains("\"call_send\""))
+            .collect();
+        match agui {
+            true => {
+                let [result] = frames.as_slice() else {
+                    panic!("{next}");
+                };
+                assert!(
+                    result.contains("TOOL_CALL_RESULT") && result.contains("interrupted"),
+                    "{next}"
+                );
+            }
+            false => assert!(frames.is_empty(), "{next}"),
+        }
+    }
 }
 
 /// A resume refused `thread_changed` because another process ran a user message on the
