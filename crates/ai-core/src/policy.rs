@@ -268,7 +268,7 @@ fn tool_id_keys<'de, D: serde::Deserializer<'de>>(
     impl<'de> serde::de::Visitor<'de> for Rules {
         type Value = BTreeMap<ToolId, RetryPolicy>;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a table of retry policies keyed by tool id")
+            f.write_str("a table of retry policies keyed by tool id (an object in JSON)")
         }
         fn visit_map<A: serde::de::MapAccess<'de>>(
             self,

@@ -394,6 +394,20 @@ fn a_table_written_as_a_list_of_values_is_refused() {
             "{text:?}: {error}"
         );
     }
+    // So is `retry_per_tool` itself, a table of tables, its message saying what JSON calls it.
+    for error in [
+        ToolPolicy::from_toml_str("retry_per_tool = [{}]").unwrap_err(),
+        ToolPolicy::from_json_str(r#"{"retry_per_tool": [{}]}"#).unwrap_err(),
+    ] {
+        let error = error.to_string();
+        assert!(
+            error.contains(
+                "invalid type: sequence, expected a table of retry policies keyed by tool id (an \
+                 object in JSON)"
+            ),
+            "{error}"
+        );
+    }
     // The tables themselves still load, empty or not.
     let policy = ToolPolicy::from_json_str(
         r#"{"budgets": {"max_runtime_ms": 5}, "retry": {}, "retry_per_tool": {"core__a": {}}}"#,
