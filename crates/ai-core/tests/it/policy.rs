@@ -489,6 +489,53 @@ fn a_table_read_by_serde_directly_is_refused_as_a_list_of_values() {
     );
 }
 
+/// A policy reads back, in JSON and TOML alike, exactly what it writes, every field set away
+/// from its default: the compiler holds each table's reader (the `#[serde(remote)]` twins) to
+/// the table's fields and their types, this to the names they are written under.
+#[test]
+fn a_policy_reads_back_what_it_writes() {
+    use ai_core::{BreakerPolicy, Budgets, RetryPolicy, ToolErrorCategory};
+    let id = |raw: &str| ToolId::parse(raw).unwrap();
+    let retry = RetryPolicy {
+        max_attempts: 4,
+        base_delay_ms: 5,
+        max_delay_ms: 6,
+        multiplier: 1.5,
+        jitter: false,
+        attempt_timeout_ms: Some(7),
+        retryable: [ToolErrorCategory::Execution].into(),
+    };
+    let policy = ToolPolicy {
+        allowed_tools: [id("core__a"), id("mcp__s__b")].into(),
+        require_approval_for_effects: [ToolEffect::StateChange].into(),
+        budgets: Budgets {
+            max_runtime_ms: 1,
+            max_result_bytes: 2,
+            max_args_bytes: 3,
+        },
+        retry: retry.clone(),
+        retry_per_tool: [(
+            id("core__a"),
+            RetryPolicy {
+                max_attempts: 8,
+                ..retry
+            },
+        )]
+        .into(),
+        breaker: BreakerPolicy {
+            failure_threshold: 9,
+            cool_down_ms: 10,
+            half_open_trials: 11,
+            failure_rate: Some(0.25),
+            window: 12,
+        },
+    };
+    let json = serde_json::to_string(&policy).unwrap();
+    assert_eq!(ToolPolicy::from_json_str(&json).unwrap(), policy, "{json}");
+    let toml = toml::to_string(&policy).unwrap();
+    assert_eq!(ToolPolicy::from_toml_str(&toml).unwrap(), policy, "{toml}");
+}
+
 /// A table header the TOML parser refuses before any id is read (one given twice, one left
 /// unclosed, one with more on its line) is not quoted when it holds a `retry_per_tool` key that
 /// is no valid tool id, however `retry_per_tool` is spelled: its line is named, as for the key's
