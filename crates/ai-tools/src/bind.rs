@@ -350,13 +350,14 @@ fn pointer(steps: &[Step<'_>]) -> String {
 /// place is written as a JSON pointer and shown through the schema, so a key the schema does not
 /// name shows as `*`. A step it cannot name (a key that is no string) ends the place at its
 /// parent. A key serde_json failed to read as the map's integer key type (past its range: the
-/// schema's `propertyNames` took its digits) is the only refusal that comes from parsing text,
-/// so the only one with a line (within the key): the place is then the map, and the line goes
-/// unsaid, since it counts in the key.
+/// schema's `propertyNames` took its digits) comes from parsing text, so has a line (within the
+/// key): when the last step is a key of such a map, the place is then the map. A value's
+/// refusal may carry a line too (one its own `Deserialize` read from JSON text), so a line
+/// elsewhere is a value's. A line never counts in the arguments, so it goes unsaid.
 fn serde_refusal(schema: &Value, e: &serde_path_to_error::Error<serde_json::Error>) -> ToolError {
     use serde_path_to_error::Segment;
-    let mut steps: Vec<Step<'_>> = e
-        .path()
+    let path = e.path();
+    let steps: Vec<Step<'_>> = path
         .iter()
         .map_while(|segment| match segment {
             Segment::Seq { index } => Some(Step::Index(*index)),
@@ -365,20 +366,27 @@ fn serde_refusal(schema: &Value, e: &serde_path_to_error::Error<serde_json::Erro
         })
         .collect();
     let inner = e.inner();
+    // A line counts in text the arguments are not: a key's, or a value's own.
     let what = describe_json_error(inner);
-    let path_len = e.path().iter().len();
-    if inner.line() != 0 && path_len > 0 {
-        // The key is the last step, unless serde could not name a step (`Unknown`) on the way,
-        // which ended the place already.
-        if path_len == steps.len() {
-            steps.pop();
+    let position = format!(" at line {} column {}", inner.line(), inner.column());
+    let what = what.strip_suffix(&position).unwrap_or(&what);
+    // The steps to the map, when the last step is a key and every step before it is named.
+    let map = path.iter().len().checked_sub(1).filter(|&parent| {
+        steps.len() >= parent
+            && matches!(
+                path.iter().next_back(),
+                Some(Segment::Map { .. } | Segment::Unknown)
+            )
+    });
+    if inner.line() != 0
+        && let Some(parent) = map
+    {
+        let (place, here) = schema_walk(schema, &pointer(&steps[..parent]));
+        if here.is_some_and(|map| map.get("propertyNames").is_some()) {
+            return ToolError::invalid_input(format!(
+                "{place} has a key the tool's input type cannot read: {what}"
+            ));
         }
-        let position = format!(" at line {} column {}", inner.line(), inner.column());
-        let what = what.strip_suffix(&position).unwrap_or(&what);
-        return ToolError::invalid_input(format!(
-            "{} has a key the tool's input type cannot read: {what}",
-            schema_named_path(schema, &pointer(&steps))
-        ));
     }
     ToolError::invalid_input(format!(
         "{} does not fit the tool's input type: {what}",

@@ -400,6 +400,59 @@ fn a_refusal_of_serde_never_shows_a_map_key() {
     }
 }
 
+/// A value read from JSON text (`config` below, whose own `Deserialize` parses its string), whose
+/// refusal carries serde_json's line as a key's does.
+fn from_json_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Leg, D::Error> {
+    let text = String::deserialize(d)?;
+    serde_json::from_str(&text).map_err(serde::de::Error::custom)
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Configured {
+    #[serde(deserialize_with = "from_json_text")]
+    #[schemars(with = "String")]
+    config: Leg,
+    by_name: BTreeMap<String, i64>,
+    by_slot: std::collections::HashMap<u8, String>,
+}
+
+/// A value's refusal that carries a line (one its own `Deserialize` read from JSON text) names
+/// the value, not a key of the map above it, and not the line, which counts in that text: only
+/// the last step of an integer-keyed map can be a key serde_json failed to read.
+#[test]
+fn a_refusal_of_serde_with_a_line_names_the_value() {
+    let tool = crate::bind(Probe::<Configured>(std::marker::PhantomData)).unwrap();
+    let refusal = |args: serde_json::Value| {
+        assert!(
+            jsonschema::draft7::new(&tool.spec().input_schema)
+                .unwrap()
+                .is_valid(&args)
+        );
+        tool.validate_input(args)
+            .unwrap_err()
+            .safe_message()
+            .to_owned()
+    };
+    for config in ["{not json", r#"{"name": "a", "minutes": 2.0}"#] {
+        let message = refusal(serde_json::json!({
+            "config": config, "by_name": {}, "by_slot": {}
+        }));
+        assert!(
+            message.starts_with("/config does not fit the tool's input type: ")
+                && !message.contains("line"),
+            "{message}"
+        );
+    }
+    assert_eq!(
+        refusal(serde_json::json!({
+            "config": r#"{"name": "a", "minutes": 2}"#, "by_name": {"k": 1}, "by_slot": {"300": "b"}
+        })),
+        "/by_slot has a key the tool's input type cannot read: a value that is not allowed (an \
+         integer; expected u8)"
+    );
+}
+
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct SignedNonZero {
