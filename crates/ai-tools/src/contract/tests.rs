@@ -453,6 +453,53 @@ fn a_refusal_of_serde_with_a_line_names_the_value() {
     );
 }
 
+thread_local! {
+    /// The deserializers [`Watched`] was read from, by type name.
+    static READ_BY: std::cell::RefCell<Vec<&'static str>> = const {
+        std::cell::RefCell::new(Vec::new())
+    };
+}
+
+/// An input that notes which deserializer reads it.
+#[derive(Serialize, JsonSchema)]
+struct Watched {
+    minutes: i64,
+}
+
+impl<'de> Deserialize<'de> for Watched {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Fields {
+            minutes: i64,
+        }
+        READ_BY.with(|read_by| read_by.borrow_mut().push(std::any::type_name::<D>()));
+        let Fields { minutes } = Fields::deserialize(d)?;
+        Ok(Watched { minutes })
+    }
+}
+
+/// Arguments serde takes are read by serde_json alone: tracking where serde is (which copies
+/// every key it passes) is paid only by a refusal, which still names its place.
+#[test]
+fn only_a_refusal_of_serde_tracks_where_it_stopped() {
+    let tool = crate::bind(Probe::<Watched>(std::marker::PhantomData)).unwrap();
+    tool.validate_input(serde_json::json!({"minutes": 2}))
+        .unwrap();
+    let read_by = READ_BY.with(|read_by| read_by.take());
+    assert!(
+        !read_by.is_empty() && read_by.iter().all(|by| !by.contains("serde_path_to_error")),
+        "{read_by:?}"
+    );
+    let err = tool
+        .validate_input(serde_json::json!({"minutes": 2.0}))
+        .unwrap_err();
+    assert_eq!(
+        err.safe_message(),
+        "/minutes does not fit the tool's input type: a value of the wrong type (a floating \
+         point; expected i64)"
+    );
+}
+
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct SignedNonZero {
