@@ -1188,56 +1188,74 @@ fn beneath<'a>(path: &'a Path, folder: &Path) -> Option<&'a Path> {
 /// climbs back to its parent, from where the rest is resolved again (`missing/../cogni.toml` is
 /// `cogni.toml`); a symlink that leads nowhere yet is followed to where its target will be.
 /// `None` when the path cannot be made absolute, or leads through more than [`MAX_SYMLINKS`]
-/// such links, which no start could open.
+/// symlinks, which no start could open.
+///
+/// It walks the path as the kernel does, one lookup a name, so links planted in the workspace
+/// (each a long climb through missing folders) cost their names once, not the whole path again
+/// at each `..`.
 fn resolve_like_root(path: &Path) -> Option<PathBuf> {
-    let mut path = std::path::absolute(path).ok()?;
+    /// A step of the walk.
+    enum Step {
+        /// Back to the file system's root (an absolute path or symlink target).
+        Root,
+        /// Into a name.
+        Name(OsString),
+        /// Up (`..`).
+        Up,
+    }
+    // A path's steps, the next one last.
+    let steps = |path: &Path| -> Vec<Step> {
+        let steps = path.components().filter_map(|component| match component {
+            Component::RootDir | Component::Prefix(_) => Some(Step::Root),
+            Component::CurDir => None,
+            Component::ParentDir => Some(Step::Up),
+            Component::Normal(name) => Some(Step::Name(name.to_owned())),
+        });
+        steps.rev().collect()
+    };
+    let mut pending = steps(&std::path::absolute(path).ok()?);
+    // Where the walk stands: existing names, none a symlink, then `made` names that do not
+    // exist, which no symlink is.
+    let mut placed = PathBuf::new();
+    let mut made = 0_usize;
     let mut links = 0;
-    'resolve: loop {
-        // The longest part of `path` that resolves, and the names past it, the next one last.
-        let mut past = Vec::new();
-        let mut placed = None;
-        for at in path.ancestors() {
-            if let Ok(real) = std::fs::canonicalize(at) {
-                placed = Some(real);
-                break;
+    while let Some(step) = pending.pop() {
+        match step {
+            Step::Root => {
+                placed = PathBuf::from(Component::RootDir.as_os_str());
+                made = 0;
             }
-            past.push(at.components().next_back()?);
-        }
-        let mut placed = placed?;
-        // How many names of `placed` do not exist.
-        let mut made = 0_usize;
-        while let Some(component) = past.pop() {
-            let rest = || past.iter().rev().collect::<PathBuf>();
-            match component {
-                Component::Normal(name) => {
-                    if made == 0
-                        && let Ok(target) = std::fs::read_link(placed.join(name))
-                    {
+            // Past a name that exists and is no symlink, or one placed, `..` is its parent.
+            Step::Up => {
+                placed.pop();
+                made = made.saturating_sub(1);
+            }
+            Step::Name(name) => {
+                placed.push(&name);
+                if made > 0 {
+                    made += 1;
+                    continue;
+                }
+                match std::fs::read_link(&placed) {
+                    Ok(target) => {
                         links += 1;
                         if links > MAX_SYMLINKS {
                             return None;
                         }
-                        path = placed.join(target).join(rest());
-                        continue 'resolve;
+                        placed.pop();
+                        pending.extend(steps(&target));
                     }
-                    placed.push(name);
-                    made += 1;
+                    // A name that exists and is no symlink.
+                    Err(e)
+                        if rustix::io::Errno::from_io_error(&e)
+                            == Some(rustix::io::Errno::INVAL) => {}
+                    // One that does not exist (or cannot be looked at), placed as written.
+                    Err(_) => made = 1,
                 }
-                Component::ParentDir => {
-                    placed.pop();
-                    made = made.saturating_sub(1);
-                    if made == 0 {
-                        // Back where names exist: their symlinks are followed again.
-                        path = placed.join(rest());
-                        continue 'resolve;
-                    }
-                }
-                // `.`; a root or a prefix only begins an absolute path.
-                _ => {}
             }
         }
-        return Some(placed);
     }
+    Some(placed)
 }
 
 /// Whether the name `name` is refused: a temp file's always, a hidden one (starting with `.`)

@@ -2050,3 +2050,33 @@ async fn the_root_of_the_file_system_is_no_workspace() {
         );
     }
 }
+
+/// A reserved path is placed with one lookup a name: links planted in the workspace (a cloned
+/// repository's `cogni.toml`, which is always reserved) that lead nowhere yet, each through a
+/// long climb of missing folders (`m/../m/../…`, as the kernel will follow it once `m/` is
+/// made), are followed to where they will lead at the cost of their names. Each `..` back to
+/// where names exist resolved the whole path again, every name of it looked up anew: eight such
+/// links held the start for about forty seconds.
+#[tokio::test]
+async fn a_reserved_path_through_planted_links_is_placed_in_one_walk() {
+    let root = tempfile::tempdir().unwrap();
+    let at = |name: &str| root.path().join(name);
+    let climb = "m/../".repeat(800);
+    for link in 0..8 {
+        let next = if link == 7 {
+            "later".to_owned()
+        } else {
+            format!("l{}", link + 1)
+        };
+        symlink(format!("{climb}{next}"), at(&format!("l{link}"))).unwrap();
+    }
+    let start = std::time::Instant::now();
+    let ws = FsWorkspace::new(root.path())
+        .unwrap()
+        .with_reserved([at("l0/cogni.toml")]);
+    let took = start.elapsed();
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    let path = "later/cogni.toml";
+    let reserved = WorkspaceError::Reserved { path: path.into() };
+    assert_eq!(ws.write(path, "x").await, Err(reserved));
+}
