@@ -186,6 +186,14 @@ impl ToolFailure {
         self.retry_after_ms = Some(ms);
         self
     }
+
+    /// This failure with its message cut as the constructors cut it: one built without them
+    /// (its fields are public; a tool's `refused_before_attempt` may give one) is held to
+    /// [`MAX_SAFE_MESSAGE_BYTES`] too where the runner answers the call.
+    pub(crate) fn with_bounded_message(mut self) -> Self {
+        self.safe_message = bounded(self.safe_message);
+        self
+    }
 }
 
 /// How a call ended.

@@ -300,7 +300,8 @@ impl ToolRunner {
 
         let outcome = match outcome {
             Ok(value) => Ok(value),
-            Err(Stop::Failed(failure)) => Err(failure),
+            // Every failure is held to the message bound here, however it was built.
+            Err(Stop::Failed(failure)) => Err(failure.with_bounded_message()),
             Err(Stop::NeedsApproval(paused)) => {
                 let times = (started_at_ms, ended_at_ms);
                 return paused_for_approval(call, paused, &span, events, times);

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use ai_core::{
     AiEvent, AuthCapability, AuthError, Authorizer, AuthzDecision, BoundTool, ConnectionBroker,
-    ConnectionId, MAX_SAFE_MESSAGE_BYTES, RunContext, ToolEffect, ToolErrorCode, ToolId,
-    ToolInvocationContext, ToolOutcome, ToolPolicy, ToolRun,
+    ConnectionId, MAX_SAFE_MESSAGE_BYTES, RunContext, ToolEffect, ToolErrorCategory, ToolErrorCode,
+    ToolFailure, ToolId, ToolInvocationContext, ToolOutcome, ToolPolicy, ToolRun,
 };
 use serde_json::{Value, json};
 
@@ -717,6 +717,29 @@ async fn step8_a_tools_long_failure_message_is_cut() {
         message.len()
     );
     assert!(message.ends_with("é…"), "{message}");
+}
+
+/// So is a failure the tool gives before an attempt (`BoundTool::refused_before_attempt`, as a
+/// replay gives its recorded one): `ToolFailure`'s fields are public, so one built without its
+/// constructors reaches the runner uncut, and is cut where the runner answers the call.
+#[tokio::test]
+async fn step8_a_tools_long_refusal_before_an_attempt_is_cut() {
+    let refusal = ToolFailure {
+        code: ToolErrorCode::CircuitOpen,
+        category: ToolErrorCategory::Transient,
+        retryable: true,
+        retry_after_ms: Some(5),
+        safe_message: "é".repeat(50_000),
+    };
+    let refusing = FakeTool::new(ECHO, ToolEffect::ReadOnly, Behaviour::Echo).refusing(refusal);
+    let h = harness(Arc::new(refusing), allow(&[ECHO]));
+    let run = h.call(ECHO, "{}").await;
+    check_failure(&h, &run, ToolErrorCode::CircuitOpen, "éé");
+    let failure = run.result.failure().unwrap();
+    let message = &failure.safe_message;
+    assert!(message.len() <= MAX_SAFE_MESSAGE_BYTES, "{}", message.len());
+    assert!(message.ends_with("é…"), "{message}");
+    assert_eq!(failure.retry_after_ms, Some(5), "the rest is kept as given");
 }
 
 /// A runtime budget as long as the policy's integer holds (a program's "no limit") is a deadline
