@@ -1190,10 +1190,16 @@ fn beneath<'a>(path: &'a Path, folder: &Path) -> Option<&'a Path> {
 /// `None` when the path cannot be made absolute, or leads through more than [`MAX_SYMLINKS`]
 /// symlinks, which no start could open.
 ///
-/// It walks the path as the kernel does, one lookup a name, so links planted in the workspace
-/// (each a long climb through missing folders) cost their names once, not the whole path again
-/// at each `..`.
+/// It walks the path as the kernel does, looking each name up in its folder, held open, so
+/// links planted in the workspace (each a long climb through missing folders, or a descent
+/// through deep ones) cost their names once, not the whole path again at each name or `..`.
 fn resolve_like_root(path: &Path) -> Option<PathBuf> {
+    use std::ffi::OsStr;
+    use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+
+    use rustix::fs::{Mode, OFlags};
+
     /// A step of the walk.
     enum Step {
         /// Back to the file system's root (an absolute path or symlink target).
@@ -1214,41 +1220,60 @@ fn resolve_like_root(path: &Path) -> Option<PathBuf> {
         steps.rev().collect()
     };
     let mut pending = steps(&std::path::absolute(path).ok()?);
+    // A folder, opened only to look names up in (`name` a name in `at`, `..`, or `/`): with
+    // `O_PATH` where there is one, which needs no right to read it.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    const LOOK: OFlags = OFlags::PATH;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    const LOOK: OFlags = OFlags::RDONLY;
+    let open = |at: BorrowedFd<'_>, name: &OsStr| {
+        let flags = LOOK | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        rustix::fs::openat(at, name, flags, Mode::empty()).ok()
+    };
     // Where the walk stands: existing names, none a symlink, then `made` names that do not
-    // exist, which no symlink is.
+    // exist, which no symlink is; and the folder the existing names lead to, held open, in
+    // which the next name is looked up (`None`: it could not be opened, so nothing past it
+    // can be looked up either).
     let mut placed = PathBuf::new();
     let mut made = 0_usize;
+    let mut folder: Option<OwnedFd> = None;
     let mut links = 0;
     while let Some(step) = pending.pop() {
         match step {
             Step::Root => {
                 placed = PathBuf::from(Component::RootDir.as_os_str());
                 made = 0;
+                folder = open(rustix::fs::CWD, Component::RootDir.as_os_str());
             }
             // Past a name that exists and is no symlink, or one placed, `..` is its parent.
             Step::Up => {
                 placed.pop();
-                made = made.saturating_sub(1);
+                match made {
+                    0 => folder = folder.and_then(|at| open(at.as_fd(), OsStr::new(".."))),
+                    _ => made -= 1,
+                }
             }
             Step::Name(name) => {
                 placed.push(&name);
-                if made > 0 {
+                let Some(at) = folder.as_ref().filter(|_| made == 0) else {
                     made += 1;
                     continue;
-                }
-                match std::fs::read_link(&placed) {
+                };
+                match rustix::fs::readlinkat(at, name.as_os_str(), Vec::new()) {
                     Ok(target) => {
                         links += 1;
                         if links > MAX_SYMLINKS {
                             return None;
                         }
                         placed.pop();
-                        pending.extend(steps(&target));
+                        pending.extend(steps(Path::new(OsStr::from_bytes(target.as_bytes()))));
                     }
-                    // A name that exists and is no symlink.
-                    Err(e)
-                        if rustix::io::Errno::from_io_error(&e)
-                            == Some(rustix::io::Errno::INVAL) => {}
+                    // A name that exists and is no symlink: a folder, looked in next, or a
+                    // file (or a folder that cannot be opened), past which nothing exists.
+                    Err(rustix::io::Errno::INVAL) => match open(at.as_fd(), &name) {
+                        Some(inner) => folder = Some(inner),
+                        None => made = 1,
+                    },
                     // One that does not exist (or cannot be looked at), placed as written.
                     Err(_) => made = 1,
                 }

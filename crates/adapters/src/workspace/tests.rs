@@ -2080,3 +2080,31 @@ async fn a_reserved_path_through_planted_links_is_placed_in_one_walk() {
     let reserved = WorkspaceError::Reserved { path: path.into() };
     assert_eq!(ws.write(path, "x").await, Err(reserved));
 }
+
+/// A reserved path is placed looking each name up in its folder, held open: links planted in
+/// the workspace deep in its folders (a cloned repository's), each leading to the next through
+/// every folder again, cost their names once. Looked up by its whole path, each name cost the
+/// names before it again: forty such links held the start for seconds.
+#[tokio::test]
+async fn a_reserved_path_through_links_deep_in_folders_is_placed_at_a_lookup_a_name() {
+    let root = tempfile::tempdir().unwrap();
+    let real = std::fs::canonicalize(root.path()).unwrap();
+    // As deep as a path the kernel takes goes (4,095 bytes), each folder named `a`.
+    let deep = "a/".repeat((4000 - real.as_os_str().len()) / 2 - 5);
+    std::fs::create_dir_all(real.join(&deep)).unwrap();
+    for link in 0..40 {
+        let next = real.join(format!("{deep}l{}", link + 1));
+        symlink(next, real.join(format!("{deep}l{link}"))).unwrap();
+    }
+    let start = std::time::Instant::now();
+    let ws = FsWorkspace::new(root.path())
+        .unwrap()
+        .with_reserved([real.join(format!("{deep}l0/cogni.toml"))]);
+    let took = start.elapsed();
+    assert!(took < std::time::Duration::from_secs(2), "{took:?}");
+    let path = format!("{deep}l40/cogni.toml");
+    let reserved = WorkspaceError::Reserved {
+        path: path.as_str().into(),
+    };
+    assert_eq!(ws.write(&path, "x").await, Err(reserved));
+}
