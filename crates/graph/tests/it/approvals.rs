@@ -1083,24 +1083,31 @@ async fn an_approved_call_runs_once_though_the_save_after_it_fails() {
     assert!(retried.is_ok(), "{retried:?}");
 }
 
-/// A resume whose closing save fails leaves its thread past the pause, the approved call out:
-/// it ran, and its result is lost. The next user message answers it so, as a call that may have
-/// run (`interrupted`), never as one the run cancelled, so the model checks before calling it
-/// again; the answer names no id and no argument.
-#[tokio::test(start_paused = true)]
-async fn the_next_message_after_a_lost_closing_save_says_the_approved_call_may_have_run() {
+/// A gated call approved and run by a resume whose closing save is lost, then the next user
+/// message on that thread: the fixture (its events are the next message's run's) and the state
+/// that run saved.
+async fn next_message_after_a_lost_closing_save() -> (Fixture, AgentState) {
     let f = one_gated_wait("checked");
     let store = FlakyStore::default();
     let thread = ai_core::ThreadId::new("t").unwrap();
     let (_, failed) = resume_losing_its_closing_save(&f, &store, &thread).await;
     assert!(failed.is_err(), "{failed:?}");
-
     let state = f
         .run_thread(&store, &thread, "what happened?", &|e| {
             f.events.lock().unwrap().push(e)
         })
         .await
         .unwrap();
+    (f, state)
+}
+
+/// A resume whose closing save fails leaves its thread past the pause, the approved call out:
+/// it ran, and its result is lost. The next user message answers it so, as a call that may have
+/// run (`interrupted`), never as one the run cancelled, so the model checks before calling it
+/// again; the answer names no id and no argument.
+#[tokio::test(start_paused = true)]
+async fn the_next_message_after_a_lost_closing_save_says_the_approved_call_may_have_run() {
+    let (f, state) = next_message_after_a_lost_closing_save().await;
     let answers = answers(&state);
     let [lost] = &answers[..] else {
         panic!("one answer: {answers:?}")
@@ -1125,18 +1132,7 @@ async fn the_next_message_after_a_lost_closing_save_says_the_approved_call_may_h
 /// then holds the call answered as the history does.
 #[tokio::test(start_paused = true)]
 async fn the_next_message_after_a_lost_closing_save_shows_the_answer_it_records() {
-    let f = one_gated_wait("checked");
-    let store = FlakyStore::default();
-    let thread = ai_core::ThreadId::new("t").unwrap();
-    let (_, failed) = resume_losing_its_closing_save(&f, &store, &thread).await;
-    assert!(failed.is_err(), "{failed:?}");
-
-    let state = f
-        .run_thread(&store, &thread, "what happened?", &|e| {
-            f.events.lock().unwrap().push(e)
-        })
-        .await
-        .unwrap();
+    let (f, state) = next_message_after_a_lost_closing_save().await;
     let events = f.events();
     let shown: Vec<_> = events
         .iter()
