@@ -148,9 +148,11 @@ pub(crate) fn derive_schema<T: JsonSchema>(contract: Contract) -> Value {
 /// The input schema is draft-07, derived deterministically from `C::Input` (same bytes every
 /// run), and refused when two different types in it take one schemars name (see
 /// [`Error::NameClash`]), when two fields of one type take one serde name (see
-/// [`Error::FieldNameClash`]), when it leaves the subset of [`ai_core::validate_tool_schema_p0`] or
-/// declares a property named like a connection id (`connectionId`, `connection_id`, or any other
-/// case convention of it) anywhere.
+/// [`Error::FieldNameClash`]), when it leaves the subset of [`ai_core::validate_tool_schema_p0`],
+/// when a map with integer keys lies below a `#[serde(flatten)]`ed field (serde reads the
+/// flattened value from a copy whose keys are strings, and would refuse every key of such a
+/// map), or when it declares a property named like a connection id (`connectionId`,
+/// `connection_id`, or any other case convention of it) anywhere.
 pub fn tool_spec<C: ToolContract>() -> Result<ToolSpec, Error> {
     let id = ToolId::parse(C::ID)?;
     if let Some(name) = clash::clashing_name::<C::Input>(Contract::Deserialize) {
@@ -183,6 +185,17 @@ pub fn tool_spec<C: ToolContract>() -> Result<ToolSpec, Error> {
                 })
                 .collect::<Vec<_>>()
                 .join("; "),
+        });
+    }
+    if let Some(place) = flattened::flattened_integer_keys::<C::Input>(&input_schema) {
+        return Err(Error::UnsupportedSchema {
+            tool: C::ID.into(),
+            violations: format!(
+                "{place} in the arguments: a map with integer keys below a `#[serde(flatten)]`ed \
+                 field, whose every key serde would refuse (it reads a flattened value from a \
+                 copy whose keys are strings, and reads no integer from a string key): key it by \
+                 `String`, or do not flatten the field that holds it"
+            ),
         });
     }
     if let Some(pointer) = find_connection_id(&input_schema, String::new()) {
@@ -283,5 +296,6 @@ fn pointer_segment(name: &str) -> String {
 
 pub(crate) mod clash;
 mod fit;
+mod flattened;
 #[cfg(test)]
 mod tests;

@@ -40,7 +40,9 @@
 //!
 //! - Inputs stay within the subset `ai_core::validate_tool_schema_p0` accepts: structs of plain
 //!   fields, `Option`s (of structs and enums too, and of newtypes of them), `Vec`s, maps with
-//!   string keys, unit enums, and types that contain themselves (`Option<Box<Self>>`,
+//!   string keys (or integer keys, but never below a `#[serde(flatten)]`ed field: serde reads a
+//!   flattened value from a copy whose keys are strings, and would refuse every key; binding
+//!   names the map's place), unit enums, and types that contain themselves (`Option<Box<Self>>`,
 //!   `Vec<Self>`, the root type included). Enums with data derive `oneOf` or `anyOf`, which the
 //!   subset refuses, and binding says where.
 //! - Types of two modules may share a name (schemars defines `Filter` and `Filter2`). Two that

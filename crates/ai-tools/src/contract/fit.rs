@@ -346,7 +346,7 @@ fn integer_keyed_map(node: &mut Map<String, Value>) {
 /// schemars' patterns for the keys of a map with unsigned and signed integer keys, each with the
 /// keys serde_json reads as such an integer: a JSON integer (no `+`, no leading zero, no `-0`,
 /// no space).
-const INTEGER_KEYS: &[(&str, &str)] = &[
+pub(super) const INTEGER_KEYS: &[(&str, &str)] = &[
     (r"^\d+$", "^(0|[1-9][0-9]*)$"),
     (r"^-?\d+$", "^(0|-?[1-9][0-9]*)$"),
 ];

@@ -546,6 +546,98 @@ fn a_signed_nonzero_or_a_flattened_integer_keyed_map_is_refused_naming_the_type(
 
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
+struct FlattenedSlots {
+    name: String,
+    #[serde(flatten)]
+    inner: Slots,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Slots {
+    slots: std::collections::HashMap<u32, String>,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct FlattenedLegs {
+    /// Slots of its own, not flattened: read as any integer-keyed map.
+    own: Slots,
+    #[serde(flatten)]
+    extra: Option<Extra>,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Extra {
+    note: Option<String>,
+    by_name: BTreeMap<String, Slotted>,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Slotted {
+    legs: Vec<BTreeMap<u8, String>>,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct ListOfFlattened {
+    items: Vec<FlattenedSlots>,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct FlattenedNames {
+    own: Slots,
+    #[serde(flatten)]
+    inner: Names,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Names {
+    names: BTreeMap<String, Vec<String>>,
+}
+
+/// serde reads a `#[serde(flatten)]`ed value from a copy of the arguments in which every key is
+/// a string, and reads no integer from a string key: a map with integer keys anywhere below a
+/// flattened field (in the flattened struct, an `Option` of one, a map's values, a list's
+/// items) refuses every key of every call. It is refused at binding, naming its place in the
+/// arguments and what to do. A flattened map with string keys binds, and so does an
+/// integer-keyed map in a field of its own beside a flattened one.
+#[test]
+fn an_integer_keyed_map_below_a_flattened_field_is_refused() {
+    let premise = serde_json::from_value::<FlattenedSlots>(
+        serde_json::json!({"name": "n", "slots": {"1": "a"}}),
+    );
+    assert!(
+        premise.is_err(),
+        "serde now reads such keys: the check can go"
+    );
+    for (err, place) in [
+        (tool_spec::<Probe<FlattenedSlots>>(), "/slots"),
+        (tool_spec::<Probe<FlattenedLegs>>(), "/by_name/*/legs/*"),
+        (tool_spec::<Probe<ListOfFlattened>>(), "/items/*/slots"),
+    ] {
+        let err = err.unwrap_err().to_string();
+        assert!(
+            err.contains(&format!(
+                "{place} in the arguments: a map with integer keys below a \
+                 `#[serde(flatten)]`ed field, whose every key serde would refuse (it reads a \
+                 flattened value from a copy whose keys are strings, and reads no integer from a \
+                 string key): key it by `String`, or do not flatten the field that holds it"
+            )),
+            "{err}"
+        );
+    }
+    let tool = crate::bind(Probe::<FlattenedNames>(std::marker::PhantomData)).unwrap();
+    let args = serde_json::json!({"own": {"slots": {"1": "a"}}, "names": {"b": ["c"]}});
+    assert_eq!(tool.validate_input(args.clone()).unwrap(), args);
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
 struct UnitStruct;
 
 #[derive(Deserialize, Serialize, JsonSchema)]
