@@ -218,9 +218,10 @@ pub fn tool_spec<C: ToolContract>() -> Result<ToolSpec, Error> {
 /// The Rust type schemars derives `schema` from and what to take instead, when it is one the
 /// subset cannot say by its nature: a signed `NonZero` integer (`not: {"const": 0}`, "any
 /// integer but 0", which no keyword of the subset says; an unsigned one is `minimum: 1`), or a
-/// map with integer keys beside named properties (`patternProperties` of digits beside
-/// `properties`: flattened into a struct, whose keys are the fields' or the map's, or keyed by
-/// an untagged enum of names and integers; alone, such a map is rewritten).
+/// map with integer keys that fitting left as schemars wrote it (`patternProperties` of digits):
+/// one flattened into a struct, beside its fields (whose keys are the fields' or the map's) or
+/// alone (without the `additionalProperties: false` of a map in a field of its own, which is
+/// rewritten), or keyed by an untagged enum of names and integers.
 fn unsayable_type(schema: &Value) -> Option<String> {
     if schema.get("not") == Some(&serde_json::json!({"const": 0})) {
         let (nonzero, plain) = match schema.get("format").and_then(Value::as_str)? {
@@ -243,9 +244,10 @@ fn unsayable_type(schema: &Value) -> Option<String> {
         .as_object()?
         .keys()
         .all(|pattern| matches!(pattern.as_str(), r"^\d+$" | r"^-?\d+$"));
-    (integer_keys && schema.get("properties").is_some()).then(|| {
-        "a map with integer keys beside named properties (flattened into a struct, or keyed by \
-         names and integers alike): keep it in a field of its own, keyed by integers alone"
+    integer_keys.then(|| {
+        "a map with integer keys flattened into a struct (whose every key serde would refuse: \
+         it reads a flattened value from a copy whose keys are strings), or keyed by names and \
+         integers alike: keep it in a field of its own, keyed by integers alone"
             .into()
     })
 }

@@ -515,10 +515,18 @@ struct FlattenedIntegerKeys {
     counts: BTreeMap<u16, u32>,
 }
 
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct OnlyFlattenedIntegerKeys {
+    #[serde(flatten)]
+    counts: BTreeMap<u16, u32>,
+}
+
 /// What the subset cannot say is refused, naming the field and the Rust type that derives it
 /// and what to take instead: a signed `NonZero` integer (schemars' `not: {"const": 0}`: the
 /// subset has no "any integer but 0"; an unsigned one is `minimum: 1`, which it takes) and a
-/// map with integer keys flattened beside fields (whose keys are the fields' names or digits).
+/// map with integer keys flattened into a struct, beside fields (whose keys are the fields'
+/// names or digits) or alone (serde reads the flattened map's keys as strings and refuses each).
 #[test]
 fn a_signed_nonzero_or_a_flattened_integer_keyed_map_is_refused_naming_the_type() {
     let err = tool_spec::<Probe<SignedNonZero>>().unwrap_err().to_string();
@@ -531,17 +539,24 @@ fn a_signed_nonzero_or_a_flattened_integer_keyed_map_is_refused_naming_the_type(
         "{err}"
     );
     assert!(!err.contains("/properties/count"), "{err}");
-    let err = tool_spec::<Probe<FlattenedIntegerKeys>>()
-        .unwrap_err()
-        .to_string();
     assert!(
-        err.contains(
-            "(root): `patternProperties` is not supported (a map with integer keys beside \
-             named properties (flattened into a struct, or keyed by names and integers alike): \
-             keep it in a field of its own, keyed by integers alone);"
-        ),
-        "{err}"
+        serde_json::from_value::<OnlyFlattenedIntegerKeys>(serde_json::json!({"1": 2})).is_err()
     );
+    for err in [
+        tool_spec::<Probe<FlattenedIntegerKeys>>(),
+        tool_spec::<Probe<OnlyFlattenedIntegerKeys>>(),
+    ] {
+        let err = err.unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "(root): `patternProperties` is not supported (a map with integer keys flattened \
+                 into a struct (whose every key serde would refuse: it reads a flattened value \
+                 from a copy whose keys are strings), or keyed by names and integers alike: keep \
+                 it in a field of its own, keyed by integers alone);"
+            ),
+            "{err}"
+        );
+    }
 }
 
 #[derive(Deserialize, Serialize, JsonSchema)]
