@@ -231,13 +231,18 @@ impl<'de> Deserializer<'de> for Probe<'_> {
         }
     }
 
+    /// A fixed-size array (`[T; N]`, whose schema has one `items`) is read as a tuple.
+    fn deserialize_tuple<V: Visitor<'de>>(self, _: usize, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_seq(visitor)
+    }
+
     end_probe! {
         deserialize_bool() deserialize_i8() deserialize_i16() deserialize_i32()
         deserialize_i64() deserialize_i128() deserialize_u8() deserialize_u16()
         deserialize_u32() deserialize_u64() deserialize_u128() deserialize_f32()
         deserialize_f64() deserialize_char() deserialize_str() deserialize_string()
         deserialize_bytes() deserialize_byte_buf() deserialize_unit()
-        deserialize_unit_struct(&'static str) deserialize_tuple(usize)
+        deserialize_unit_struct(&'static str)
         deserialize_identifier() deserialize_ignored_any()
         deserialize_tuple_struct(&'static str, usize)
         deserialize_enum(&'static str, &'static [&'static str])

@@ -603,6 +603,12 @@ struct ListOfFlattened {
 
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
+struct ArrayOfFlattened {
+    pair: [FlattenedSlots; 2],
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
 struct FlattenedNames {
     own: Slots,
     #[serde(flatten)]
@@ -617,8 +623,8 @@ struct Names {
 
 /// serde reads a `#[serde(flatten)]`ed value from a copy of the arguments in which every key is
 /// a string, and reads no integer from a string key: a map with integer keys anywhere below a
-/// flattened field (in the flattened struct, an `Option` of one, a map's values, a list's
-/// items) refuses every key of every call. It is refused at binding, naming its place in the
+/// flattened field (in the flattened struct, an `Option` of one, a map's values, a list's or
+/// an array's items) refuses every key of every call. It is refused at binding, naming its place in the
 /// arguments and what to do. A flattened map with string keys binds, and so does an
 /// integer-keyed map in a field of its own beside a flattened one.
 #[test]
@@ -634,6 +640,7 @@ fn an_integer_keyed_map_below_a_flattened_field_is_refused() {
         (tool_spec::<Probe<FlattenedSlots>>(), "/slots"),
         (tool_spec::<Probe<FlattenedLegs>>(), "/by_name/*/legs/*"),
         (tool_spec::<Probe<ListOfFlattened>>(), "/items/*/slots"),
+        (tool_spec::<Probe<ArrayOfFlattened>>(), "/pair/*/slots"),
     ] {
         let err = err.unwrap_err().to_string();
         assert!(
