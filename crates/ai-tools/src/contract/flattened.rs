@@ -43,8 +43,8 @@ enum Step<'a> {
 }
 
 /// The key under which the probe reaches a map's value: one every map takes, its keys strings
-/// or integers.
-const ENTRY_KEY: &str = "0";
+/// or integers, `NonZero` ones too.
+const ENTRY_KEY: &str = "1";
 
 /// The place of the first map with integer keys that `T` reads from serde's copy, below `node`
 /// (a subschema of `root`), whose value `T` reads directly at `path`. `seen` holds the `$ref`s

@@ -609,6 +609,12 @@ struct ArrayOfFlattened {
 
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
+struct NonZeroKeyedFlattened {
+    by_id: BTreeMap<std::num::NonZeroU32, FlattenedSlots>,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
 struct FlattenedNames {
     own: Slots,
     #[serde(flatten)]
@@ -623,8 +629,8 @@ struct Names {
 
 /// serde reads a `#[serde(flatten)]`ed value from a copy of the arguments in which every key is
 /// a string, and reads no integer from a string key: a map with integer keys anywhere below a
-/// flattened field (in the flattened struct, an `Option` of one, a map's values, a list's or
-/// an array's items) refuses every key of every call. It is refused at binding, naming its place in the
+/// flattened field (in the flattened struct, an `Option` of one, a map's values, a
+/// `NonZero`-keyed map's too, a list's or an array's items) refuses every key of every call. It is refused at binding, naming its place in the
 /// arguments and what to do. A flattened map with string keys binds, and so does an
 /// integer-keyed map in a field of its own beside a flattened one.
 #[test]
@@ -641,6 +647,10 @@ fn an_integer_keyed_map_below_a_flattened_field_is_refused() {
         (tool_spec::<Probe<FlattenedLegs>>(), "/by_name/*/legs/*"),
         (tool_spec::<Probe<ListOfFlattened>>(), "/items/*/slots"),
         (tool_spec::<Probe<ArrayOfFlattened>>(), "/pair/*/slots"),
+        (
+            tool_spec::<Probe<NonZeroKeyedFlattened>>(),
+            "/by_id/*/slots",
+        ),
     ] {
         let err = err.unwrap_err().to_string();
         assert!(
