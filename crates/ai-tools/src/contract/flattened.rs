@@ -284,8 +284,8 @@ impl<'de> SeqAccess<'de> for OneItem<'_> {
     }
 }
 
-/// An object key: a struct's field name, a map's string, integer (its text read as one) or unit
-/// enum key.
+/// An object key: a struct's field name, a map's string, integer (its text read as one), unit
+/// enum or newtype (`struct Id(u32)`) key.
 struct Key<'p>(&'p str);
 
 /// Deserializer methods that read the key as an integer.
@@ -316,13 +316,21 @@ impl<'de> Deserializer<'de> for Key<'_> {
         StrDeserializer::<Error>::new(self.0).deserialize_enum(name, variants, visitor)
     }
 
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
     integer_key! {
         deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64 deserialize_i128
         deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64 deserialize_u128
     }
 
     forward_to_deserialize_any! {
-        bool f32 f64 char str string bytes byte_buf option unit unit_struct newtype_struct seq
+        bool f32 f64 char str string bytes byte_buf option unit unit_struct seq
         tuple tuple_struct map struct identifier ignored_any
     }
 }

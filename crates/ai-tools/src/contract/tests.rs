@@ -613,6 +613,24 @@ struct NonZeroKeyedFlattened {
     by_id: BTreeMap<std::num::NonZeroU32, FlattenedSlots>,
 }
 
+#[derive(Deserialize, Serialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord)]
+struct SlotId(u32);
+
+#[derive(Deserialize, Serialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord)]
+struct SlotName(String);
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct IdKeyedFlattened {
+    by_id: BTreeMap<SlotId, FlattenedSlots>,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct NameKeyedFlattened {
+    by_name: BTreeMap<SlotName, FlattenedSlots>,
+}
+
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct FlattenedNames {
@@ -630,9 +648,10 @@ struct Names {
 /// serde reads a `#[serde(flatten)]`ed value from a copy of the arguments in which every key is
 /// a string, and reads no integer from a string key: a map with integer keys anywhere below a
 /// flattened field (in the flattened struct, an `Option` of one, a map's values, a
-/// `NonZero`-keyed map's too, a list's or an array's items) refuses every key of every call. It is refused at binding, naming its place in the
-/// arguments and what to do. A flattened map with string keys binds, and so does an
-/// integer-keyed map in a field of its own beside a flattened one.
+/// `NonZero`- or newtype-keyed map's too, a list's or an array's items) refuses every key of
+/// every call. It is refused at binding, naming its place in the arguments and what to do. A
+/// flattened map with string keys binds, and so does an integer-keyed map in a field of its own
+/// beside a flattened one.
 #[test]
 fn an_integer_keyed_map_below_a_flattened_field_is_refused() {
     let premise = serde_json::from_value::<FlattenedSlots>(
@@ -651,6 +670,8 @@ fn an_integer_keyed_map_below_a_flattened_field_is_refused() {
             tool_spec::<Probe<NonZeroKeyedFlattened>>(),
             "/by_id/*/slots",
         ),
+        (tool_spec::<Probe<IdKeyedFlattened>>(), "/by_id/*/slots"),
+        (tool_spec::<Probe<NameKeyedFlattened>>(), "/by_name/*/slots"),
     ] {
         let err = err.unwrap_err().to_string();
         assert!(
