@@ -92,16 +92,34 @@ pub(super) async fn run(
     // The calls a resume decides (the answered ones and the unanswered, denied), or a new user
     // message answers, were shown by the run that paused: only their results follow.
     // (A cancelled call is as one not approved: it never runs; one a lost save left out, as an
-    // approved one: it may have run.)
-    let shown: Vec<(ToolCallId, bool)> = started
+    // approved one: it may have run.) But nothing of a call the client's messages answer
+    // already: an earlier stream sent its result (a resume whose closing save failed answered
+    // its approved call before `RUN_ERROR`; a cut stream, a call waiting for approval), and a
+    // second would give the client's history two answers to one call.
+    let answered: HashSet<&str> = input
+        .messages
+        .iter()
+        .filter_map(|message| match message {
+            InputMessage::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let (unshown, shown): (Vec<_>, Vec<_>) = started
         .resumed
         .iter()
         .chain(&started.superseded)
         .cloned()
-        .collect();
+        .partition(|(id, _)| answered.contains(id.as_str()));
+    let unshown = unshown.into_iter().map(|(id, _)| id).collect();
     let mut translator = Translator::continuing(input.thread_id, input.run_id, shown);
     let first = translator.start().iter().map(sse::frame).collect();
-    Ok(sse_response(first, started, Stream(translator), &[]))
+    Ok(sse_response(
+        first,
+        started,
+        Stream(translator),
+        unshown,
+        &[],
+    ))
 }
 
 /// Whether the request's `Accept` takes `text/event-stream` (RFC 9110 §12.5.1): the most

@@ -17,20 +17,11 @@ use super::{
     Translate, parse_body, sse_response, start_run,
 };
 
-/// The translator, and the calls of the client's last message that a new user message answers
-/// (cancelled, or lost: see `StartedRun::superseded`): this stream is a new message, which cannot
-/// end a part of an earlier one, so their start and result are not sent (the part stays as the
-/// client shows it; the thread holds the answer).
-pub(super) struct Stream(pub(super) Translator, pub(super) Vec<ToolCallId>);
+/// The AI SDK translator, as the stream needs it.
+pub(super) struct Stream(pub(super) Translator);
 
 impl Translate for Stream {
     fn frames(&mut self, event: &AiEvent) -> String {
-        if let AiEvent::ToolCallStart { tool_call_id, .. }
-        | AiEvent::ToolCallResult { tool_call_id, .. } = event
-            && self.1.contains(tool_call_id)
-        {
-            return String::new();
-        }
         super::frames_of(self.0.push(event))
     }
 
@@ -115,6 +106,10 @@ pub(super) async fn run(
     // the client's last message: the stream continues it (a run that resumes none is new).
     let mut translator = Translator::continuing(run_id, client, started.resumed.clone());
     let first = translator.start().iter().map(sse::frame).collect();
+    // The calls of the client's last message that a new user message answers (cancelled, or
+    // lost: see `StartedRun::superseded`): this stream is a new message, which cannot end a part
+    // of an earlier one, so nothing of them is sent (the part stays as the client shows it; the
+    // thread holds the answer).
     let superseded = started
         .superseded
         .iter()
@@ -123,7 +118,8 @@ pub(super) async fn run(
     Ok(sse_response(
         first,
         started,
-        Stream(translator, superseded),
+        Stream(translator),
+        superseded,
         &[STREAM_HEADER],
     ))
 }

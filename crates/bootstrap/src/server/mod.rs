@@ -1549,6 +1549,19 @@ fn frames_of<T: serde::Serialize>(pushed: Result<Vec<T>, wire_ui::ReusedCallId>)
     }
 }
 
+/// Whether `event` is about one of `calls`.
+fn is_about_one_of(event: &AiEvent, calls: &[ai_core::ToolCallId]) -> bool {
+    match event {
+        AiEvent::ToolCallStreamStart { tool_call_id, .. }
+        | AiEvent::ToolCallArgsDelta { tool_call_id, .. }
+        | AiEvent::ToolCallStart { tool_call_id, .. }
+        | AiEvent::ApprovalRequired { tool_call_id, .. }
+        | AiEvent::ToolCallRetrying { tool_call_id, .. }
+        | AiEvent::ToolCallResult { tool_call_id, .. } => calls.contains(tool_call_id),
+        _ => false,
+    }
+}
+
 /// A protocol's translator, as the stream needs it.
 pub(crate) trait Translate: Send + 'static {
     /// The frames for one event.
@@ -1585,15 +1598,21 @@ const KEEP_ALIVE_FRAME: &str = ": keep-alive\n\n";
 /// Dropping the body (the client went away) cancels the run. A client that falls too far behind
 /// has its stream cut (see `relay`): what waited for it is dropped, the body ends with the
 /// protocol's terminal error saying so ([`CUT_MESSAGE`]), and the run goes on.
+///
+/// Nothing of the `unshown` calls reaches the translator: calls of an earlier run whose answer
+/// the client holds already, or cannot be shown (see the routes), which the run answers in the
+/// thread alone.
 fn sse_response<T: Translate>(
     first: String,
     run: StartedRun,
     translator: T,
+    unshown: Vec<ai_core::ToolCallId>,
     extra_headers: &[(&'static str, &'static str)],
 ) -> Response {
     struct Streaming<T> {
         events: relay::ClientEvents,
         translator: T,
+        unshown: Vec<ai_core::ToolCallId>,
         cancel: CancellationToken,
         first: Option<String>,
         done: bool,
@@ -1612,6 +1631,7 @@ fn sse_response<T: Translate>(
     let streaming = Streaming {
         events: run.events,
         translator,
+        unshown,
         cancel: run.cancel,
         first: Some(first),
         done: false,
@@ -1632,6 +1652,7 @@ fn sse_response<T: Translate>(
                 return Some((Ok(Bytes::from_static(KEEP_ALIVE_FRAME.as_bytes())), s));
             };
             let mut frames = match event {
+                Some(event) if is_about_one_of(&event, &s.unshown) => String::new(),
                 Some(event) => s.translator.frames(&event),
                 // Not the run's end, but the stream's: the protocol's terminal error, saying so
                 // and that the run goes on, rather than a body that breaks off (a client shows

@@ -116,7 +116,13 @@ async fn a_silent_run_keeps_its_stream_alive_with_comments_until_it_ends() {
     use futures_util::StreamExt;
 
     let (sender, run) = started();
-    let response = super::sse_response("data: \"first\"\n\n".into(), run, Names(false), &[]);
+    let response = super::sse_response(
+        "data: \"first\"\n\n".into(),
+        run,
+        Names(false),
+        Vec::new(),
+        &[],
+    );
     let mut body = response.into_body().into_data_stream();
     // Time is paused: a stream that stays silent fails here after a minute of virtual time.
     let mut next = async || {
@@ -151,7 +157,8 @@ async fn events_that_send_nothing_do_not_delay_the_keep_alive() {
     let (sender, run) = started();
     let mut translator = wire_ui::agui::Translator::new("t-retry", "r-retry");
     let first = translator.start().iter().map(wire_ui::sse::frame).collect();
-    let response = super::sse_response(first, run, super::agui::Stream(translator), &[]);
+    let response =
+        super::sse_response(first, run, super::agui::Stream(translator), Vec::new(), &[]);
     let mut body = response.into_body().into_data_stream();
     let retries = tokio::spawn(async move {
         for attempt in 2..8 {
@@ -186,7 +193,7 @@ async fn events_that_send_nothing_do_not_delay_the_keep_alive() {
 /// started to run and before its result.
 async fn died_after_a_call_started(translator: impl super::Translate, first: String) -> String {
     let (sender, run) = started();
-    let response = super::sse_response(first, run, translator, &[]);
+    let response = super::sse_response(first, run, translator, Vec::new(), &[]);
     for event in [
         AiEvent::StepStarted { step: 1 },
         AiEvent::ToolCallStart {
@@ -234,7 +241,7 @@ async fn a_run_that_dies_after_a_call_started_answers_the_call() {
 
     let mut translator = wire_ui::ai_sdk::Translator::new("r-died", wire_ui::ai_sdk::Client::Ai5);
     let first = translator.start().iter().map(wire_ui::sse::frame).collect();
-    let body = died_after_a_call_started(super::chat::Stream(translator, Vec::new()), first).await;
+    let body = died_after_a_call_started(super::chat::Stream(translator), first).await;
     record("run-died-after-call-start.aisdk.sse", &body);
     let output = body
         .split("\n\n")
@@ -269,7 +276,7 @@ async fn cut_after_a_call_started(translator: impl super::Translate, first: Stri
         resumed: Vec::new(),
         superseded: Vec::new(),
     };
-    let response = super::sse_response(first, run, translator, &[]);
+    let response = super::sse_response(first, run, translator, Vec::new(), &[]);
     let mut body = response.into_body().into_data_stream();
     let mut shown = String::new();
     let mut next = async |shown: &mut String| match body.next().await {
@@ -338,7 +345,7 @@ async fn a_cut_stream_tells_a_call_in_flight_the_run_goes_on() {
 
     let mut translator = wire_ui::ai_sdk::Translator::new("r-cut", wire_ui::ai_sdk::Client::Ai5);
     let first = translator.start().iter().map(wire_ui::sse::frame).collect();
-    let body = cut_after_a_call_started(super::chat::Stream(translator, Vec::new()), first).await;
+    let body = cut_after_a_call_started(super::chat::Stream(translator), first).await;
     record("cut-after-call-start.aisdk.sse", &body);
     assert!(!body.contains("the run ended"), "{body}");
     let frames: Vec<&str> = body.trim_end().split("\n\n").collect();
@@ -1564,7 +1571,8 @@ async fn without_a_run_log_a_resume_whose_thread_changed_meanwhile_is_refused() 
 /// failed) has the call answered by the next user message as one that may have run, and that
 /// run shows the answer. The call was shown whole by the run that paused, as a call a new
 /// message cancels while it waits is, and is ended as that one is: over AG-UI its result
-/// alone (a second `TOOL_CALL_START` would give the client's history the call twice), over
+/// alone (a second `TOOL_CALL_START` would give the client's history the call twice), to a
+/// client whose messages hold no answer to it (one that does gets nothing of it: below), over
 /// the AI SDK nothing (the stream is a new message, which cannot end a part of an earlier
 /// one; the thread holds the answer).
 #[tokio::test]
@@ -1616,6 +1624,74 @@ async fn the_next_message_ends_a_call_a_lost_save_left_out_as_the_earlier_run_sh
             false => assert!(frames.is_empty(), "{next}"),
         }
     }
+}
+
+/// The `TOOL_CALL_RESULT` frames of an AG-UI stream that answer call `id`.
+fn agui_results_of<'a>(stream: &'a str, id: &str) -> Vec<&'a str> {
+    let id = format!("\"toolCallId\":\"{id}\"");
+    stream
+        .split("\n\n")
+        .filter(|frame| frame.contains("\"TOOL_CALL_RESULT\"") && frame.contains(&id))
+        .collect()
+}
+
+/// A call the client's messages already answer gets no second answer over AG-UI. A resume
+/// whose closing save failed answered its approved call on its stream before `RUN_ERROR`, and
+/// `@ag-ui/client` keeps that answer as a tool message; the next user message's run answers the
+/// call in the thread as one that may have run (`interrupted`), but sends nothing of it: a
+/// second `TOOL_CALL_RESULT` would give the client's history two answers to one call id, which
+/// a server that lost the thread then refuses to rebuild (`Duplicate`).
+#[tokio::test]
+async fn the_next_agui_message_does_not_answer_again_a_call_the_clients_messages_answer() {
+    let thread = "t-lost-answered";
+    let threads = Arc::new(ArmedThreads::default());
+    let (state, resume) = paused_without_a_run_log(threads.clone(), thread).await;
+    threads.arm(NextSave::FailsTheNext);
+    let resumed = post(super::agui::run, state.clone(), resume).await;
+    assert!(resumed.contains("RUN_ERROR"), "{resumed}");
+    let [answer] = agui_results_of(&resumed, "call_send")[..] else {
+        panic!("{resumed}");
+    };
+    let answer: serde_json::Value =
+        serde_json::from_str(answer.trim_start_matches("data: ")).unwrap();
+    // The client's messages, as `@ag-ui/client` holds them after both runs, and the new one.
+    let user = json!({"threadId": thread, "runId": "r-3", "messages": [
+        {"id": "m1", "role": "user", "content": "send it"},
+        {"id": "r-1-m1", "role": "assistant", "toolCalls": [{"id": "call_send",
+            "type": "function", "function": {"name": "core__send", "arguments": "{}"}}]},
+        {"id": answer["messageId"], "role": "tool", "toolCallId": "call_send",
+            "content": answer["content"]},
+        {"id": "m3", "role": "user", "content": "and now?"}]});
+    let next = post(super::agui::run, state.clone(), user).await;
+    assert!(next.contains("RUN_FINISHED"), "{next}");
+    assert!(!next.contains("\"call_send\""), "{next}");
+    // The thread still holds the call answered as one that may have run.
+    let (messages, _) = saved_thread(&state, thread).await;
+    let lost = answer_to(&messages, "call_send").unwrap();
+    assert!(lost.contains("interrupted"), "{lost}");
+}
+
+/// A call a new message cancels while it waits for approval gets no second answer over AG-UI
+/// when the client's messages answer it already (a stream cut while it waited answered it, and
+/// the run then paused): the thread holds it cancelled, the stream sends nothing of it.
+#[tokio::test]
+async fn a_cancelled_call_the_clients_messages_answer_is_not_answered_again() {
+    let thread = "t-cancel-answered";
+    let threads = Arc::new(ArmedThreads::default());
+    let (state, _) = paused_without_a_run_log(threads, thread).await;
+    let user = json!({"threadId": thread, "runId": "r-2", "messages": [
+        {"id": "m1", "role": "user", "content": "send it"},
+        {"id": "r-1-m1", "role": "assistant", "toolCalls": [{"id": "call_send",
+            "type": "function", "function": {"name": "core__send", "arguments": "{}"}}]},
+        {"id": "r-1-result-call_send", "role": "tool", "toolCallId": "call_send",
+            "content": "{\"error\":{\"message\":\"this stream was cut\"}}"},
+        {"id": "m2", "role": "user", "content": "never mind"}]});
+    let next = post(super::agui::run, state.clone(), user).await;
+    assert!(next.contains("RUN_FINISHED"), "{next}");
+    assert!(agui_results_of(&next, "call_send").is_empty(), "{next}");
+    let (messages, _) = saved_thread(&state, thread).await;
+    let cancelled = answer_to(&messages, "call_send").unwrap();
+    assert!(cancelled.contains("cancelled"), "{cancelled}");
 }
 
 /// A resume refused `thread_changed` because another process ran a user message on the
