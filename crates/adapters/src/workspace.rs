@@ -173,6 +173,17 @@ impl FsWorkspace {
         &self.root
     }
 
+    /// Whether the root is `folder` or lies inside it, `folder` placed as
+    /// [`FsWorkspace::with_reserved`] places a path: its names that do not exist yet as the
+    /// folders [`std::fs::create_dir_all`] makes of them (`missing/..` is the folder `missing`
+    /// is made in), names compared ignoring ASCII case. So a folder the app will make (its data
+    /// folder) is matched where it will be, not only once it exists. A path that cannot be
+    /// placed (made absolute, or through more symlinks than the kernel follows) holds nothing.
+    pub fn lies_in(&self, folder: impl AsRef<Path>) -> bool {
+        resolve_like_root(folder.as_ref())
+            .is_some_and(|folder| beneath(&self.root, &folder).is_some())
+    }
+
     /// Runs a blocking file operation on the root handle off the async runtime, with the path
     /// checked lexically and made relative (`.` for the root), and refused when it leads to a
     /// hidden entry, a temp file's name or a reserved path ([`resolve_refused`]). The operation

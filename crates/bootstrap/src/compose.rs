@@ -105,14 +105,19 @@ impl CoreTool {
 /// `config.workspace_root`, showing hidden entries only when `config.workspace_hidden` says so.
 /// [`crate::Settings::capabilities`] also keeps the app's own files out of its reach.
 pub fn create_capabilities(config: &Config) -> anyhow::Result<ToolCapabilities> {
-    capabilities_reserving(config, &[])
+    capabilities_reserving(config, &[], None)
 }
 
 /// [`create_capabilities`], with the workspace keeping `reserved` out of reach
-/// ([`FsWorkspace::with_reserved`]).
+/// ([`FsWorkspace::with_reserved`]), and refused when it is `data_dir` or lies inside it
+/// ([`FsWorkspace::lies_in`]: `data_dir` placed as the store's open will make it). The data
+/// folder holds other conversations' threads and runs, and is kept out of the tools' reach only
+/// where it lies inside the workspace: a workspace inside it would show the tools its blobs, and
+/// one that is it would refuse every call.
 pub(crate) fn capabilities_reserving(
     config: &Config,
     reserved: &[&Path],
+    data_dir: Option<&Path>,
 ) -> anyhow::Result<ToolCapabilities> {
     let root = config.workspace_root.display();
     let workspace = FsWorkspace::new(&config.workspace_root).map_err(|error| {
@@ -126,6 +131,15 @@ pub(crate) fn capabilities_reserving(
     let workspace = workspace
         .with_hidden(config.workspace_hidden)
         .with_reserved(reserved);
+    if let Some(data_dir) = data_dir
+        && workspace.lies_in(data_dir)
+    {
+        anyhow::bail!(
+            "{root} is the data folder (data_dir {}) or inside it, which holds other \
+             conversations' threads and runs: give the tools a folder outside it",
+            data_dir.display()
+        );
+    }
     Ok(ToolCapabilities {
         clock: Arc::new(SystemClock),
         workspace: Arc::new(workspace),

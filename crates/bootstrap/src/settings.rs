@@ -924,30 +924,19 @@ impl Settings {
     /// `tools.workspace`. What `cogni serve`, `cogni chat` and `cogni tools call` bind their
     /// tools to.
     ///
-    /// A workspace that is `data_dir` or lies inside it is refused naming both: the data folder
-    /// is kept out of the tools' reach only where it lies inside the workspace, so the tools
-    /// would see its blobs (other conversations' threads and runs), or, were it the workspace
-    /// itself, every call would be refused.
+    /// A workspace that is `data_dir` or lies inside it is refused naming both, `data_dir`
+    /// placed where the store's open will make it (its missing names made as folders, a `..`
+    /// after one climbing back from it): the data folder is kept out of the tools' reach only
+    /// where it lies inside the workspace, so the tools would see its blobs (other
+    /// conversations' threads and runs), or, were it the workspace itself, every call would be
+    /// refused.
     pub fn capabilities(&self) -> anyhow::Result<crate::ToolCapabilities> {
-        let caps = crate::compose::capabilities_reserving(
+        crate::compose::capabilities_reserving(
             &self.workspace_config(),
             &self.reserved_paths(),
+            self.data_dir.as_deref(),
         )
-        .context("tools.workspace")?;
-        // A data folder not made yet holds no folder, the workspace's least of all.
-        if let Some(data_dir) = &self.data_dir
-            && let Ok(data) = std::fs::canonicalize(data_dir)
-            && let Ok(root) = std::fs::canonicalize(&self.tools.workspace)
-            && is_within(&root, &data)
-        {
-            bail!(
-                "tools.workspace: {} is the data folder (data_dir {}) or inside it, which holds \
-                 other conversations' threads and runs: give the tools a folder outside it",
-                self.tools.workspace.display(),
-                data_dir.display()
-            );
-        }
-        Ok(caps)
+        .context("tools.workspace")
     }
 
     /// The policy: inline, from its file, or the built-in default. Both an inline policy and a
@@ -966,18 +955,6 @@ impl Settings {
         }
         Ok(ToolPolicy::from_toml_str(DEFAULT_POLICY_TOML)?)
     }
-}
-
-/// Whether `path` is `folder` or lies inside it (both resolved), their names compared ignoring
-/// ASCII case, as the workspace compares the paths it keeps out of reach, since a file system
-/// that ignores case opens `DATA` as `data`.
-fn is_within(path: &Path, folder: &Path) -> bool {
-    let mut names = path.components();
-    folder.components().all(|name| {
-        names
-            .next()
-            .is_some_and(|own| own.as_os_str().eq_ignore_ascii_case(name.as_os_str()))
-    })
 }
 
 /// The authority of an `http(s)` URL given without its `scheme://`: what comes before the path,

@@ -1700,6 +1700,35 @@ async fn a_reserved_path_through_names_not_made_yet_is_placed_as_it_will_resolve
     assert!(names_on_disk(&at("data")).is_empty());
 }
 
+/// A folder the root lies in is found where it will be made: `missing/..` is the folder
+/// `missing` is made in, and names are compared ignoring ASCII case; a folder beside the root,
+/// or inside it, holds no root.
+#[test]
+fn the_root_lies_in_a_folder_placed_as_it_will_be_made() {
+    let parent = tempfile::tempdir().unwrap();
+    let root = parent.path().join("app");
+    std::fs::create_dir(&root).unwrap();
+    let ws = FsWorkspace::new(&root).unwrap();
+    for folder in [
+        "app",
+        "APP",
+        "app/missing/..",
+        "app/missing/deeper/../../..",
+        ".",
+    ] {
+        assert!(ws.lies_in(parent.path().join(folder)), "{folder}");
+    }
+    for folder in [
+        "app/missing",
+        "app/missing/../data",
+        "other",
+        "missing/../app2",
+    ] {
+        assert!(!ws.lies_in(parent.path().join(folder)), "{folder}");
+    }
+    assert!(!root.join("missing").exists());
+}
+
 /// A reserved path is placed in the root with its names compared ignoring ASCII case, as it is
 /// then matched: on a file system that ignores case, `/srv/APP/cogni.toml` is the root
 /// `/srv/app`'s `cogni.toml`, though resolving it keeps the case it was given. It was dropped as

@@ -708,6 +708,42 @@ fn a_workspace_in_the_data_folder_is_refused() {
     .unwrap();
 }
 
+/// A data folder whose names are not all made yet is placed where the store's open makes it:
+/// a `..` after a missing folder climbs back from the folder made for it, so `notes/new/..` is
+/// `notes` itself and `notes/new/../..` holds it. Both were let through, since the kernel
+/// cannot resolve them before `new` exists, and `cogni tools call` (which makes the data folder
+/// only to keep its statistics, after the call) ran the tools in the data folder.
+#[test]
+fn a_data_folder_not_made_yet_is_placed_as_it_will_be_made() {
+    let root = tempfile::tempdir().unwrap();
+    let notes = root.path().join("notes");
+    std::fs::create_dir(&notes).unwrap();
+    let settings = |data_dir: &str| {
+        let mut settings = Settings::default();
+        settings.tools.workspace = notes.clone();
+        settings.data_dir = Some(notes.join(data_dir));
+        settings
+    };
+    for data_dir in ["new/..", "new/deeper/../../..", "new/../../NOTES"] {
+        let error = format!("{:#}", settings(data_dir).capabilities().unwrap_err());
+        assert!(
+            error.starts_with("tools.workspace: ") && error.contains("data_dir"),
+            "{data_dir}: {error}"
+        );
+    }
+    for data_dir in ["new/../data", "new/deeper/.."] {
+        settings(data_dir).capabilities().unwrap();
+    }
+    assert!(!notes.join("new").exists(), "the check made a folder");
+    // Where the store's open makes it: `new` is made, and `new/..` is `notes`.
+    let made = notes.join("new/..");
+    adapters::create_private_dir(&made).unwrap();
+    assert_eq!(
+        std::fs::canonicalize(made).unwrap(),
+        std::fs::canonicalize(&notes).unwrap()
+    );
+}
+
 /// `tools.trace_redacted_results` is off unless the config file, `COGNI_TRACE_REDACTED_RESULTS`
 /// or `--trace-redacted-results` turns it on (an override may turn it off again), and the
 /// runtime's runner, the one its agent runs tools with, is configured by it.
