@@ -172,21 +172,26 @@ pub struct ServerSettings {
     /// not parse). It bounds the requests for a run being read or started at once too: one more
     /// gets the same 503 before a byte of its body is read, so the bodies the server holds at
     /// once are at most this many, each within `max_body_bytes`.
+    #[serde(deserialize_with = "at_least_one")]
     pub max_concurrent_runs: std::num::NonZeroUsize,
     /// How many of a run's events may wait for its client before a client that takes none of
     /// them for `slow_client_grace_ms` has its stream cut (the run goes on and saves its
     /// thread; [`crate::server::AppState::with_max_unsent_events`], 4,096 by default; at least
     /// one; 0 does not parse).
+    #[serde(deserialize_with = "at_least_one")]
     pub max_unsent_events: std::num::NonZeroUsize,
     /// How long, in ms, a client may take none of its run's events while more than
     /// `max_unsent_events` wait, before its stream is cut
-    /// ([`crate::server::AppState::with_slow_client_grace`], 10 000 by default; 0 cuts it as
-    /// soon as more wait).
+    /// ([`crate::server::AppState::with_slow_client_grace`], 10 000 by default). 0 is no grace:
+    /// a client is cut as soon as more wait, one that reads included (a burst past the bound
+    /// cuts it), so the bound of events is as hard as `max_unsent_bytes`.
+    #[serde(deserialize_with = "milliseconds")]
     pub slow_client_grace_ms: u64,
     /// The most bytes of a run's events (as JSON) that may wait for its client, reading or not,
     /// before its stream is cut at once: the hard bound of the memory a client holds in the
     /// server ([`crate::server::AppState::with_max_unsent_bytes`], 16 MiB by default; at least
     /// one; 0 does not parse).
+    #[serde(deserialize_with = "at_least_one")]
     pub max_unsent_bytes: std::num::NonZeroUsize,
     /// The bearer token every request but `GET /healthz` must send (only from
     /// `COGNI_SERVER_TOKEN`; none: no authentication).
@@ -211,6 +216,23 @@ const DEFAULT_MAX_UNSENT_BYTES: std::num::NonZeroUsize =
 
 /// The oldest `ai` major version whose UI message stream the server speaks.
 pub(crate) const OLDEST_AI_SDK: u8 = 5;
+
+/// Reads a count or size that 0 cannot be (`server.max_unsent_events`, `agent.max_steps`, …),
+/// refusing anything else in plain words, not the Rust type's (`a nonzero usize`).
+fn at_least_one<'de, D, T>(de: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(de).map_err(|_| serde::de::Error::custom("expected a whole number, at least 1"))
+}
+
+/// Reads a time in milliseconds that may be 0 (`server.slow_client_grace_ms`), refusing
+/// anything else in plain words, not the Rust type's (`u64`).
+fn milliseconds<'de, D: serde::Deserializer<'de>>(de: D) -> Result<u64, D::Error> {
+    u64::deserialize(de)
+        .map_err(|_| serde::de::Error::custom("expected a whole number of milliseconds, 0 or more"))
+}
 
 /// Reads `server.ai_sdk_version`: a major version, or the bool `ai_sdk_approvals` was.
 fn ai_sdk_version<'de, D: serde::Deserializer<'de>>(de: D) -> Result<u8, D::Error> {
@@ -286,8 +308,10 @@ impl Default for ToolsSettings {
 #[serde(deny_unknown_fields, default)]
 pub struct AgentSettings {
     /// Model calls with tool calls per run (at least one; 0 does not parse).
+    #[serde(deserialize_with = "at_least_one")]
     pub max_steps: std::num::NonZeroU32,
     /// Tool calls of one turn run at once (at least one; 0 does not parse).
+    #[serde(deserialize_with = "at_least_one")]
     pub max_parallel_tools: std::num::NonZeroUsize,
     /// The system prompt of new threads.
     pub system_prompt: Option<String>,

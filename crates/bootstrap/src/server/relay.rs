@@ -1,6 +1,6 @@
 //! A run's events on their way to its client's stream, cut for a client that stops reading,
-//! never for a burst: held without a cut while the client keeps taking them, within a hard
-//! bound of bytes.
+//! never for a burst (unless the grace is 0): held without a cut while the client keeps taking
+//! them, within a hard bound of bytes.
 //!
 //! `record::start_run` hands each stored event on at once, through a channel without bound: the
 //! run is never slowed down by its client. A stream's body is polled only as fast as its client
@@ -12,7 +12,8 @@
 //!   has taken none of them for `grace` ([`AppState::with_slow_client_grace`], 10 s) since they
 //!   went over that number: a client that reads nothing, or far slower than its run goes. A
 //!   client that reads is not cut for a burst (a very fast model while the store commits
-//!   slowly hands on thousands of events at once): it takes them as fast as it can;
+//!   slowly hands on thousands of events at once): it takes them as fast as it can. A grace of
+//!   0 (no grace) gives that up: the bound of events is then hard, for a reader too;
 //! - or what waits would pass `max_bytes` ([`AppState::with_max_unsent_bytes`], 16 MiB, the
 //!   events counted as JSON): the hard bound of the memory a client holds in the server,
 //!   whether it reads or not. A single event larger than that is passed on when nothing else

@@ -185,7 +185,8 @@ fn a_bad_tool_id_in_the_inline_policy_is_named_by_its_place() {
 
 /// The slow-client limits are `[server]` settings whose defaults are the server's and the
 /// example's; a count or size of 0, or a value of the wrong type, is refused in one line
-/// naming its key; a grace of 0 (cut at once) is taken.
+/// naming its key and what it takes, in plain words (it said `a nonzero usize`, `u64`); a
+/// grace of 0 (no grace: cut at once) is taken.
 #[test]
 fn the_slow_client_limits_are_server_settings() {
     use crate::server::{
@@ -217,20 +218,25 @@ fn the_slow_client_limits_are_server_settings() {
         ),
         (1, 0, 1)
     );
-    for (key, value) in [
-        ("max_unsent_events", "0"),
-        ("max_unsent_bytes", "0"),
-        ("max_unsent_events", "-1"),
-        ("slow_client_grace_ms", "-1"),
-        ("slow_client_grace_ms", "\"10s\""),
-        ("max_unsent_bytes", "99999999999999999999"),
+    let count = "expected a whole number, at least 1";
+    let grace = "expected a whole number of milliseconds, 0 or more";
+    for (table, key, value, expected) in [
+        ("server", "max_unsent_events", "0", count),
+        ("server", "max_unsent_bytes", "0", count),
+        ("server", "max_concurrent_runs", "0", count),
+        ("agent", "max_steps", "0", count),
+        ("agent", "max_parallel_tools", "0", count),
+        ("server", "max_unsent_events", "-1", count),
+        ("server", "slow_client_grace_ms", "-1", grace),
+        ("server", "slow_client_grace_ms", "\"10s\"", grace),
+        ("server", "max_unsent_bytes", "99999999999999999999", ""),
     ] {
-        let error = Settings::from_toml_str(&format!("[server]\n{key} = {value}\n"))
+        let error = Settings::from_toml_str(&format!("[{table}]\n{key} = {value}\n"))
             .unwrap_err()
             .to_string();
         assert_eq!(error.lines().count(), 1, "{error}");
         assert!(
-            error.starts_with(&format!("line 2 (`{key} = …`): ")),
+            error.starts_with(&format!("line 2 (`{key} = …`): ")) && error.ends_with(expected),
             "{key} = {value}: {error}"
         );
     }

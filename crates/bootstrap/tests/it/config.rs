@@ -883,7 +883,7 @@ fn a_step_limit_of_zero_does_not_parse() {
         .unwrap_err()
         .to_string();
     assert!(
-        refused.contains("line 2 (`max_steps = …`)") && refused.contains("nonzero"),
+        refused.contains("line 2 (`max_steps = …`)") && refused.ends_with("at least 1"),
         "{refused}"
     );
     let settings = bootstrap::Settings::from_toml_str("[agent]\nmax_steps = 1\n").unwrap();
@@ -898,7 +898,7 @@ fn a_parallel_tool_limit_of_zero_does_not_parse() {
         .unwrap_err()
         .to_string();
     assert!(
-        refused.contains("line 2 (`max_parallel_tools = …`)") && refused.contains("nonzero"),
+        refused.contains("line 2 (`max_parallel_tools = …`)") && refused.ends_with("at least 1"),
         "{refused}"
     );
     let settings = bootstrap::Settings::from_toml_str("[agent]\nmax_parallel_tools = 1\n").unwrap();
@@ -913,7 +913,7 @@ fn a_concurrent_run_limit_of_zero_does_not_parse() {
         .unwrap_err()
         .to_string();
     assert!(
-        refused.contains("line 2 (`max_concurrent_runs = …`)") && refused.contains("nonzero"),
+        refused.contains("line 2 (`max_concurrent_runs = …`)") && refused.ends_with("at least 1"),
         "{refused}"
     );
     let settings =
