@@ -79,7 +79,10 @@ const MAX_LIST_SCAN: usize = 100_000;
 /// a listing shows the link as itself.
 /// [`FsWorkspace::with_hidden`] shows hidden entries. Either way the names of the workspace's
 /// own temp files (`.cogni-write-…`) are refused to reads and writes
-/// ([`WorkspaceError::InvalidPath`]) and left out of listings.
+/// ([`WorkspaceError::InvalidPath`]) and left out of listings. Those a crashed write left are
+/// removed when the workspace opens (in the root folder) and when a folder is listed: only
+/// regular files named exactly as a write names them, an hour old and locked by no live write
+/// (a write holds a lock on its temp file until its rename), never through a symlink.
 ///
 /// The paths given to [`FsWorkspace::with_reserved`] (the app's own files) are out of reach the
 /// same way, found by the same walk: refused as [`WorkspaceError::Reserved`] and left out of
@@ -105,7 +108,8 @@ impl FsWorkspace {
     /// file system (`/`, or a symlink to it), which would confine nothing: it is the working
     /// folder of a container that never set one, and holds every user's files, `run/secrets/`,
     /// and `etc/shadow` for a server run as root. That root is refused as
-    /// [`io::ErrorKind::InvalidInput`].
+    /// [`io::ErrorKind::InvalidInput`]. The temp files a crashed write left in the root are
+    /// removed ([`FsWorkspace`]'s doc says which).
     pub fn new(root: impl AsRef<Path>) -> io::Result<Self> {
         let root = std::fs::canonicalize(root.as_ref())?;
         if root.parent().is_none() {
@@ -121,6 +125,7 @@ impl FsWorkspace {
             ));
         }
         let dir = Dir::open_ambient_dir(&root, ambient_authority())?;
+        sweep_stale_temps(&dir, std::time::SystemTime::now());
         Ok(Self {
             root,
             dir: Arc::new(dir),
@@ -699,6 +704,11 @@ impl Workspace for FsWorkspace {
                 let Some(name) = name.to_str().filter(|name| !name.contains('\\')) else {
                     continue;
                 };
+                // One a crash left is removed on the way ([`remove_if_stale`]).
+                if is_temp_name(name) {
+                    remove_if_stale(&folder, name, std::time::SystemTime::now());
+                    continue;
+                }
                 if refused_name(name.as_ref(), guard.show_hidden).is_some()
                     || resolved
                         .as_ref()
@@ -879,7 +889,7 @@ fn write_atomically(
         }
         io::Write::write_all(&mut &file, content).map_err(|e| io_error(path, &e))?;
         file.sync_all().map_err(|e| io_error(path, &e))?;
-        drop(file);
+        // The file stays open, and so locked ([`lock_temp`]), until it is renamed or removed.
         Ok(commit())
     })()
     .and_then(|committed| {
@@ -1519,10 +1529,93 @@ fn create_temp(folder: &Dir, replacing: bool) -> io::Result<(PathBuf, cap_std::f
         .mode(if replacing { 0o600 } else { 0o666 });
     crate::temp::first_free(|| {
         let temp = temp_name();
-        let opened = folder.open_with(&temp, &options);
+        let opened = folder.open_with(&temp, &options).and_then(lock_temp);
         (temp, opened)
     })
     .map_err(|(_, e)| e)
+}
+
+/// Takes the lock (`flock`, exclusive) that keeps a sweep ([`remove_if_stale`]) off a live
+/// write's temp file: the write holds it, its file open, until the file is renamed or removed.
+/// A name a sweep holds, or one a sweep removed between its creation and the lock (its link
+/// count is 0), counts as taken ([`io::ErrorKind::AlreadyExists`]): another name is made. Where
+/// the lock cannot be taken otherwise (a file system without locks), the file goes unlocked; a
+/// sweep cannot lock it either, or, should it (locks that failed for the moment), finds it too
+/// fresh to remove.
+fn lock_temp(file: cap_std::fs::File) -> io::Result<cap_std::fs::File> {
+    use rustix::fs::FlockOperation;
+    match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) if rustix::fs::fstat(&file).is_ok_and(|held| held.st_nlink == 0) => {
+            Err(io::ErrorKind::AlreadyExists.into())
+        }
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(io::ErrorKind::AlreadyExists.into()),
+        Ok(()) | Err(_) => Ok(file),
+    }
+}
+
+/// Whether `name` is exactly the name [`temp_name`] makes (`.cogni-write-<pid>-<n>.tmp`, both
+/// decimal): the only names a sweep ([`remove_if_stale`]) looks at.
+fn is_temp_name(name: &str) -> bool {
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    name.strip_prefix(TEMP_PREFIX)
+        .and_then(|rest| rest.strip_suffix(".tmp"))
+        .and_then(|rest| rest.split_once('-'))
+        .is_some_and(|(pid, n)| digits(pid) && digits(n))
+}
+
+/// Removes from `folder` the temp files a crashed write left there ([`remove_if_stale`]),
+/// reading at most [`MAX_LIST_SCAN`] names. What cannot be read or removed is left, never an
+/// error: it is tried again at the next open or listing.
+fn sweep_stale_temps(folder: &Dir, now: std::time::SystemTime) {
+    let Ok(entries) = folder.entries() else {
+        return;
+    };
+    for entry in entries.take(MAX_LIST_SCAN).flatten() {
+        if let Some(name) = entry.file_name().to_str().filter(|name| is_temp_name(name)) {
+            remove_if_stale(folder, name, now);
+        }
+    }
+}
+
+/// Removes the temp file `name` ([`is_temp_name`]) of `folder` when a crash left it there, and
+/// says whether it did. It must be a regular file (never a symlink followed, nor a device or
+/// pipe opened: it is looked at first, then opened without following a link or blocking, and
+/// must be the file looked at), last changed at least [`crate::temp::STALE_AFTER`] (an hour)
+/// before `now`, and not locked: a sweep takes the lock a live write holds on its temp file
+/// ([`lock_temp`]) and removes the file only while it holds it, and only if `name` still names
+/// that file. So a live write of this version is never touched, whatever its age; the age
+/// keeps a sweep off the temp files of a write that holds no lock (an older cogni's, or one on
+/// a file system without locks), which live for one write, sync and rename, far less than an
+/// hour. A write's temp file leaves its name only by its own rename or removal, under its lock,
+/// so the name cannot pass to another file while the sweep holds the lock.
+fn remove_if_stale(folder: &Dir, name: &str, now: std::time::SystemTime) -> bool {
+    use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, Stat};
+    let same = |a: &Stat, b: &Stat| (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino);
+    let look = || rustix::fs::statat(folder, name, AtFlags::SYMLINK_NOFOLLOW).ok();
+    let Some(seen) = look() else {
+        return false;
+    };
+    let changed = u64::try_from(seen.st_mtime)
+        .ok()
+        .zip(u32::try_from(seen.st_mtime_nsec).ok())
+        .map(|(secs, nanos)| std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos));
+    let stale = changed
+        .and_then(|at| now.duration_since(at).ok())
+        .is_some_and(|age| age >= crate::temp::STALE_AFTER);
+    if !stale || FileType::from_raw_mode(seen.st_mode) != FileType::RegularFile {
+        return false;
+    }
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let Ok(file) = rustix::fs::openat(folder, name, flags | OFlags::CLOEXEC, Mode::empty()) else {
+        return false;
+    };
+    let Ok(held) = rustix::fs::fstat(&file) else {
+        return false;
+    };
+    same(&seen, &held)
+        && rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive).is_ok()
+        && look().is_some_and(|named| same(&named, &held))
+        && rustix::fs::unlinkat(folder, name, AtFlags::empty()).is_ok()
 }
 
 /// A fresh name for a temp file: hidden, short (whatever the target's length) and unique within

@@ -2136,3 +2136,121 @@ async fn a_reserved_path_through_links_deep_in_folders_is_placed_at_a_lookup_a_n
     };
     assert_eq!(ws.write(&path, "x").await, Err(reserved));
 }
+
+/// Sets the last change (and access) of `path` itself, a symlink's own too, `ago` back.
+fn dated_back(path: &std::path::Path, ago: std::time::Duration) {
+    use rustix::fs::{AtFlags, Timespec, Timestamps};
+    let at = std::time::SystemTime::now() - ago;
+    let secs = at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let time = Timespec {
+        tv_sec: i64::try_from(secs).unwrap(),
+        tv_nsec: 0,
+    };
+    let times = Timestamps {
+        last_access: time,
+        last_modification: time,
+    };
+    rustix::fs::utimensat(rustix::fs::CWD, path, &times, AtFlags::SYMLINK_NOFOLLOW).unwrap();
+}
+
+/// Older than a sweep lets a temp file be ([`crate::temp::STALE_AFTER`]).
+const STALE: std::time::Duration = std::time::Duration::from_secs(2 * 60 * 60);
+
+/// The temp files a crashed write left are removed when the workspace opens (in its root) and
+/// when a folder is listed: only regular files named exactly as a write names them, an hour
+/// old, and locked by no write. A fresh one, a locked one (a live write), a name merely like
+/// one, a folder, and a symlink (never followed: its old target, named like a temp file too,
+/// stays) are left. They were never removed, and piled up unseen.
+#[tokio::test]
+async fn the_temp_files_a_crash_left_are_swept_and_no_other() {
+    let root = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let at = |name: &str| root.path().join(name);
+    let plant = |path: std::path::PathBuf| {
+        std::fs::write(&path, "half a write").unwrap();
+        dated_back(&path, STALE);
+    };
+    plant(at(".cogni-write-7-0.tmp"));
+    std::fs::write(at(".cogni-write-7-1.tmp"), "fresh").unwrap();
+    plant(at(".cogni-write-7-2.tmp"));
+    let live = std::fs::File::open(at(".cogni-write-7-2.tmp")).unwrap();
+    rustix::fs::flock(&live, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    plant(at(".cogni-write-x-3.tmp"));
+    plant(at(".cogni-write-7-3.tmp.bak"));
+    let target = elsewhere.path().join(".cogni-write-9-9.tmp");
+    plant(target.clone());
+    symlink(&target, at(".cogni-write-7-4.tmp")).unwrap();
+    dated_back(&at(".cogni-write-7-4.tmp"), STALE);
+    std::fs::create_dir(at(".cogni-write-7-5.tmp")).unwrap();
+    std::fs::create_dir(at("sub")).unwrap();
+    plant(at("sub/.cogni-write-7-6.tmp"));
+
+    let ws = FsWorkspace::new(root.path()).unwrap();
+    assert_eq!(
+        names_on_disk(root.path()),
+        [
+            ".cogni-write-7-1.tmp",
+            ".cogni-write-7-2.tmp",
+            ".cogni-write-7-3.tmp.bak",
+            ".cogni-write-7-4.tmp",
+            ".cogni-write-7-5.tmp",
+            ".cogni-write-x-3.tmp",
+            "sub",
+        ]
+    );
+    assert!(target.exists(), "the symlink was followed");
+    assert_eq!(names_on_disk(&at("sub")), [".cogni-write-7-6.tmp"]);
+    assert!(ws.list("sub").await.unwrap().entries.is_empty());
+    assert!(names_on_disk(&at("sub")).is_empty());
+    drop(live);
+}
+
+/// A live write's temp file is never swept, however old it looks (a clock set back, a write
+/// held for hours): the write holds its lock until the rename, and the sweep needs it. The
+/// write then lands. Before the lock, a sweep removed it and the write failed at its rename.
+#[test]
+fn a_live_writes_temp_file_is_never_swept() {
+    let root = tempfile::tempdir().unwrap();
+    let (ws, reached, go) = held_before_commit(root.path());
+    let writing = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(ws.write("a.txt", "new"))
+    });
+    reached.recv().unwrap();
+    let names = names_on_disk(root.path());
+    let [temp] = names.as_slice() else {
+        panic!("{names:?}")
+    };
+    dated_back(&root.path().join(temp), STALE);
+    let dir =
+        cap_std::fs::Dir::open_ambient_dir(root.path(), cap_std::ambient_authority()).unwrap();
+    let later = std::time::SystemTime::now() + STALE;
+    assert!(!super::remove_if_stale(&dir, temp, later));
+    drop(FsWorkspace::new(root.path()).unwrap());
+    assert_eq!(&names_on_disk(root.path()), &names);
+    go.send(()).unwrap();
+    writing.join().unwrap().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("a.txt")).unwrap(),
+        "new"
+    );
+}
+
+/// Only the names a write makes are a sweep's.
+#[test]
+fn a_temp_name_is_exactly_what_a_write_makes() {
+    assert!(super::is_temp_name(&super::temp_name().to_string_lossy()));
+    for name in [
+        ".cogni-write-1-2.tmp.x",
+        ".cogni-write--2.tmp",
+        ".cogni-write-1-.tmp",
+        ".cogni-write-1-2-3.tmp",
+        ".COGNI-WRITE-1-2.tmp",
+        ".cogni-write-a-2.tmp",
+        "x.cogni-write-1-2.tmp",
+    ] {
+        assert!(!super::is_temp_name(name), "{name}");
+    }
+}
