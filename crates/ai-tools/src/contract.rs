@@ -162,7 +162,7 @@ pub fn tool_spec<C: ToolContract>() -> Result<ToolSpec, Error> {
             name,
         });
     }
-    let input_schema = derive_schema::<C::Input>(Contract::Deserialize);
+    let mut input_schema = derive_schema::<C::Input>(Contract::Deserialize);
     if let Some((ty, name)) = clash::repeated_field(&input_schema) {
         return Err(Error::FieldNameClash {
             tool: C::ID.into(),
@@ -198,6 +198,7 @@ pub fn tool_spec<C: ToolContract>() -> Result<ToolSpec, Error> {
             ),
         });
     }
+    keys::narrow_integer_keys::<C::Input>(&mut input_schema);
     if let Some(pointer) = find_connection_id(&input_schema, String::new()) {
         return Err(Error::ConnectionIdInInput {
             tool: C::ID.into(),
@@ -299,5 +300,7 @@ fn pointer_segment(name: &str) -> String {
 pub(crate) mod clash;
 mod fit;
 mod flattened;
+mod keys;
+pub(crate) mod probe;
 #[cfg(test)]
 mod tests;

@@ -42,7 +42,8 @@ const DEFINITIONS: &str = "#/definitions/";
 ///
 /// - a map with integer keys (`HashMap<u32, V>`: `patternProperties` of one pattern beside
 ///   `additionalProperties: false`) says the pattern with `propertyNames`, an integer one as the
-///   JSON integer serde_json reads a key as (see [`integer_keyed_map`]);
+///   JSON integer serde_json reads a key as (see [`integer_keyed_map`]; a key type that takes
+///   no `0`, or no negative key, is told by the type alone, after fitting: `contract/keys.rs`);
 ///
 /// - an object schema that names no property in any way (no `properties`,
 ///   `additionalProperties` or `patternProperties`: what schemars derives for a struct without
@@ -311,8 +312,8 @@ fn unwrap_annotated_reference(node: &mut Map<String, Value>) {
 /// schemars derives a map with integer keys so (`HashMap<u32, V>`; `^-?\d+$` for signed keys);
 /// the subset refuses `patternProperties`. Both accept the objects whose every key matches the
 /// pattern and every value is a `V`. schemars' two integer patterns also take keys serde_json
-/// reads as no integer (`01`, `-0`): each becomes the JSON integer its keys are read as (see
-/// [`INTEGER_KEYS`]); any other pattern is kept. A key past the integer type's range matches;
+/// reads as no integer (`01`, `-0`): each becomes the JSON integers its keys are read as (see
+/// [`IntegerKeys`]); any other pattern is kept. A key past the integer type's range matches;
 /// serde refuses it, as an integer value past its type's. Beside declared properties (a map
 /// flattened into a struct) the keys the properties take would have to join the pattern: left as
 /// it is, for the subset check to refuse.
@@ -332,10 +333,7 @@ fn integer_keyed_map(node: &mut Map<String, Value>) {
     {
         return;
     }
-    let pattern = INTEGER_KEYS
-        .iter()
-        .find(|(derived, _)| derived == pattern)
-        .map_or(pattern.as_str(), |(_, read)| read);
+    let pattern = IntegerKeys::derived(pattern).map_or(pattern.as_str(), |keys| keys.pattern());
     let names = serde_json::json!({ "pattern": pattern });
     let value = value.clone();
     node.remove("patternProperties");
@@ -343,13 +341,53 @@ fn integer_keyed_map(node: &mut Map<String, Value>) {
     node.insert("additionalProperties".into(), value);
 }
 
-/// schemars' patterns for the keys of a map with unsigned and signed integer keys, each with the
-/// keys serde_json reads as such an integer: a JSON integer (no `+`, no leading zero, no `-0`,
-/// no space).
-pub(super) const INTEGER_KEYS: &[(&str, &str)] = &[
-    (r"^\d+$", "^(0|[1-9][0-9]*)$"),
-    (r"^-?\d+$", "^(0|-?[1-9][0-9]*)$"),
-];
+/// The integers a map's keys may be, as its fitted `propertyNames` pattern says them: the keys
+/// serde_json reads as such an integer, JSON integers (no `+`, no leading zero, no `-0`, no
+/// space).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct IntegerKeys {
+    /// Whether `0` is one.
+    pub(super) zero: bool,
+    /// Whether negative integers are.
+    pub(super) negative: bool,
+}
+
+impl IntegerKeys {
+    const fn new(zero: bool, negative: bool) -> Self {
+        Self { zero, negative }
+    }
+
+    /// The keys schemars derives `pattern` for: `^\d+$` for a key of an integer type whose
+    /// schema says `minimum: 0`, `^-?\d+$` for any other integer type (a signed one, and a
+    /// `NonZero` one, which takes no `0`: see `contract/keys.rs`).
+    fn derived(pattern: &str) -> Option<Self> {
+        match pattern {
+            r"^\d+$" => Some(Self::new(true, false)),
+            r"^-?\d+$" => Some(Self::new(true, true)),
+            _ => None,
+        }
+    }
+
+    /// The keys of `node`, when it is a map with integer keys as fitted (`propertyNames` of
+    /// one of their patterns).
+    pub(super) fn of(node: &Value) -> Option<Self> {
+        let pattern = node.pointer("/propertyNames/pattern")?.as_str()?;
+        [true, false]
+            .into_iter()
+            .flat_map(|zero| [true, false].map(|negative| Self::new(zero, negative)))
+            .find(|keys| keys.pattern() == pattern)
+    }
+
+    /// The pattern of these keys.
+    pub(super) fn pattern(self) -> &'static str {
+        match (self.zero, self.negative) {
+            (true, true) => "^(0|-?[1-9][0-9]*)$",
+            (true, false) => "^(0|[1-9][0-9]*)$",
+            (false, true) => "^-?[1-9][0-9]*$",
+            (false, false) => "^[1-9][0-9]*$",
+        }
+    }
+}
 
 /// `{"type": "object"}` as `{"type": "object", "properties": {}}`, when the object names no
 /// property in any way: no `properties`, `additionalProperties` or `patternProperties`.

@@ -316,6 +316,56 @@ fn integer_keys_are_taken_as_serde_reads_them() {
 
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
+struct NonZeroKeys {
+    by_id: BTreeMap<std::num::NonZeroU32, String>,
+    by_step: std::collections::HashMap<std::num::NonZeroI64, String>,
+    nested: Vec<Option<BTreeMap<std::num::NonZeroU8, BTreeMap<SlotId, u8>>>>,
+}
+
+/// A map keyed by a `NonZero` integer, which schemars derives with a signed integer's digits
+/// (`minimum: 1` is no `minimum: 0`, and the signed one says `not: {"const": 0}`), takes the keys
+/// serde reads as such an integer: no `0`, and no `-` for an unsigned one, wherever the map is
+/// (in a list, an `Option`, a map's values). The key type is asked, as it reads a key, so a
+/// newtype of an integer keeps its own keys.
+#[test]
+fn a_map_with_nonzero_keys_takes_no_zero() {
+    let spec = tool_spec::<Probe<NonZeroKeys>>().unwrap();
+    let schema = &spec.input_schema;
+    let keys = |pointer: &str| {
+        schema
+            .pointer(&format!("{pointer}/propertyNames/pattern"))
+            .cloned()
+    };
+    assert_eq!(keys("/properties/by_id"), Some("^[1-9][0-9]*$".into()));
+    assert_eq!(keys("/properties/by_step"), Some("^-?[1-9][0-9]*$".into()));
+    assert_eq!(
+        keys("/properties/nested/items"),
+        Some("^[1-9][0-9]*$".into())
+    );
+    assert_eq!(
+        keys("/properties/nested/items/additionalProperties"),
+        Some("^(0|[1-9][0-9]*)$".into())
+    );
+    let mut cases = Vec::new();
+    for key in ["0", "-0", "1", "-1", "7", "-10", "01", "255"] {
+        cases.push(serde_json::json!({"by_id": {key: "a"}, "by_step": {}, "nested": []}));
+        cases.push(serde_json::json!({"by_id": {}, "by_step": {key: "a"}, "nested": []}));
+        cases.push(serde_json::json!({"by_id": {}, "by_step": {}, "nested": [{key: {}}]}));
+        cases.push(serde_json::json!({"by_id": {}, "by_step": {}, "nested": [{"1": {key: 1}}]}));
+    }
+    assert_accepts_what_serde_accepts::<NonZeroKeys>(schema, cases);
+    let tool = crate::bind(Probe::<NonZeroKeys>(std::marker::PhantomData)).unwrap();
+    let err = tool
+        .validate_input(serde_json::json!({"by_id": {"0": "a"}, "by_step": {}, "nested": []}))
+        .unwrap_err();
+    assert_eq!(
+        err.safe_message(),
+        "/by_id has a key that does not match the pattern `^[1-9][0-9]*$`"
+    );
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
 struct Legs {
     legs: Vec<Leg>,
     slots: std::collections::HashMap<u8, String>,

@@ -1,0 +1,296 @@
+//! Asking an input type how it reads one place of its arguments, without arguments: the type is
+//! deserialized from a probe that leads to that place and notes what is asked for there.
+//!
+//! The schema says what a place holds, not how the type reads it: whether serde reads a value
+//! into its copy of a flattened value (`contract/flattened.rs`), or which keys a map's key type
+//! takes (a `NonZero` integer refuses `0`, which schemars' pattern takes: `contract/keys.rs`;
+//! and `bind` tells a refused key from a refused value by it).
+
+use std::cell::Cell;
+use std::collections::BTreeSet;
+
+use serde::de::value::{Error, StrDeserializer};
+use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::forward_to_deserialize_any;
+use serde_json::Value;
+
+/// One step from a value to one inside it. The probe reads a property and a map's entry alike:
+/// an object of one key.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Step<'a> {
+    /// The property of this name.
+    Property(&'a str),
+    /// The value of a map under this key.
+    Entry(&'a str),
+    /// Any item of a list.
+    Item,
+}
+
+/// A key every map takes, its keys strings or integers, `NonZero` ones too: the probe reaches a
+/// map's values under it.
+pub(super) const ENTRY_KEY: &str = "1";
+
+/// How a type reads the place a probe leads to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reached {
+    /// The probe ended before the place: the type reads something on the way otherwise than
+    /// the probe leads (an enum, or a value read into serde's copy of a flattened one).
+    Short,
+    /// The key of the last step was refused: the type reads no value under it.
+    KeyRefused,
+    /// The value there is read by what its type is.
+    Directly,
+    /// The value there is read as any value (`deserialize_any`): into serde's copy.
+    AsAny,
+}
+
+/// How `T` reads the value at `path`.
+pub(crate) fn reach<T: DeserializeOwned>(path: &[Step<'_>]) -> Reached {
+    let reached = Cell::new(Reached::Short);
+    // The probe always ends in an error: what was asked on the way is the answer.
+    let _ = T::deserialize(Probe {
+        path,
+        reached: &reached,
+    });
+    reached.get()
+}
+
+/// The subschemas of the values inside one `node` takes, each with its step (a map's value
+/// under [`ENTRY_KEY`]): its properties, its map values, its list items. The subset has no
+/// `anyOf`, `oneOf` or `allOf`.
+pub(super) fn children(node: &Value) -> Vec<(Step<'_>, &Value)> {
+    let mut children = Vec::new();
+    if let Some(Value::Object(properties)) = node.get("properties") {
+        children.extend(
+            properties
+                .iter()
+                .map(|(name, schema)| (Step::Property(name), schema)),
+        );
+    }
+    if let Some(entry @ Value::Object(_)) = node.get("additionalProperties") {
+        children.push((Step::Entry(ENTRY_KEY), entry));
+    }
+    if let Some(item @ Value::Object(_)) = node.get("items") {
+        children.push((Step::Item, item));
+    }
+    children
+}
+
+/// The schema in `root` that `node`'s `$ref` leads to (`node` itself without one), unless
+/// `seen` holds the `$ref` already; it is added.
+pub(super) fn follow<'a>(
+    root: &'a Value,
+    node: &'a Value,
+    seen: &mut BTreeSet<&'a str>,
+) -> Option<&'a Value> {
+    match node.get("$ref").and_then(Value::as_str) {
+        Some(reference) if !seen.insert(reference) => None,
+        Some(reference) => root.pointer(reference.strip_prefix('#')?),
+        None => Some(node),
+    }
+}
+
+/// A deserializer that leads along `path` (an object of one key for a property or a map's
+/// value, a list of one item for an item) and notes in `reached` how the value at its end is
+/// asked for, or that the last key was refused. It holds no value: it ends in an error wherever
+/// it is asked for anything else.
+#[derive(Clone, Copy)]
+struct Probe<'p> {
+    path: &'p [Step<'p>],
+    reached: &'p Cell<Reached>,
+}
+
+impl Probe<'_> {
+    /// The error that ends the probe; at the path's end, the value was read directly.
+    fn end<T>(&self) -> Result<T, Error> {
+        if self.path.is_empty() && self.reached.get() == Reached::Short {
+            self.reached.set(Reached::Directly);
+        }
+        Err(serde::de::Error::custom("probe ended"))
+    }
+}
+
+/// Deserializer methods that end the probe.
+macro_rules! end_probe {
+    ($($method:ident($($arg:ty),*))*) => {$(
+        fn $method<V: Visitor<'de>>(self, $(_: $arg,)* _: V) -> Result<V::Value, Error> {
+            self.end()
+        }
+    )*};
+}
+
+impl<'de> Deserializer<'de> for Probe<'_> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Error> {
+        if self.path.is_empty() {
+            self.reached.set(Reached::AsAny);
+        }
+        self.end()
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        if self.path.is_empty() {
+            return self.end();
+        }
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        let key = match self.path.first() {
+            Some(Step::Property(key) | Step::Entry(key)) => key,
+            _ => return self.end(),
+        };
+        visitor.visit_map(OneEntry {
+            key: Some(Key(key)),
+            value: Probe {
+                path: &self.path[1..],
+                reached: self.reached,
+            },
+        })
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        _: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        self.deserialize_map(visitor)
+    }
+
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.path.split_first() {
+            Some((Step::Item, rest)) => visitor.visit_seq(OneItem(Some(Probe {
+                path: rest,
+                reached: self.reached,
+            }))),
+            _ => self.end(),
+        }
+    }
+
+    /// A fixed-size array (`[T; N]`, whose schema has one `items`) is read as a tuple.
+    fn deserialize_tuple<V: Visitor<'de>>(self, _: usize, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_seq(visitor)
+    }
+
+    end_probe! {
+        deserialize_bool() deserialize_i8() deserialize_i16() deserialize_i32()
+        deserialize_i64() deserialize_i128() deserialize_u8() deserialize_u16()
+        deserialize_u32() deserialize_u64() deserialize_u128() deserialize_f32()
+        deserialize_f64() deserialize_char() deserialize_str() deserialize_string()
+        deserialize_bytes() deserialize_byte_buf() deserialize_unit()
+        deserialize_unit_struct(&'static str)
+        deserialize_identifier() deserialize_ignored_any()
+        deserialize_tuple_struct(&'static str, usize)
+        deserialize_enum(&'static str, &'static [&'static str])
+    }
+}
+
+/// An object of one entry, its value the rest of the probe.
+struct OneEntry<'p> {
+    key: Option<Key<'p>>,
+    value: Probe<'p>,
+}
+
+impl<'de> MapAccess<'de> for OneEntry<'_> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Error> {
+        let key = self.key.take().map(|key| seed.deserialize(key)).transpose();
+        // A key errs only as its type refuses it.
+        if key.is_err() && self.value.path.is_empty() {
+            self.value.reached.set(Reached::KeyRefused);
+        }
+        key
+    }
+
+    fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, Error> {
+        seed.deserialize(self.value)
+    }
+}
+
+/// A list of one item, the rest of the probe.
+struct OneItem<'p>(Option<Probe<'p>>);
+
+impl<'de> SeqAccess<'de> for OneItem<'_> {
+    type Error = Error;
+
+    fn next_element_seed<S: DeserializeSeed<'de>>(
+        &mut self,
+        seed: S,
+    ) -> Result<Option<S::Value>, Error> {
+        self.0.take().map(|item| seed.deserialize(item)).transpose()
+    }
+}
+
+/// An object key: a struct's field name, a map's string, integer (its text read as one, as
+/// serde_json reads a key: a negative one, one past 64 bits too), unit enum or newtype
+/// (`struct Id(u32)`) key.
+struct Key<'p>(&'p str);
+
+/// Deserializer methods that read the key as an integer.
+macro_rules! integer_key {
+    ($($method:ident)*) => {$(
+        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+            let text = self.0;
+            if let Ok(integer) = text.parse::<u64>() {
+                visitor.visit_u64(integer)
+            } else if let Ok(integer) = text.parse::<i64>() {
+                visitor.visit_i64(integer)
+            } else if let Ok(integer) = text.parse::<u128>() {
+                visitor.visit_u128(integer)
+            } else if let Ok(integer) = text.parse::<i128>() {
+                visitor.visit_i128(integer)
+            } else {
+                visitor.visit_str(text)
+            }
+        }
+    )*};
+}
+
+impl<'de> Deserializer<'de> for Key<'_> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_str(self.0)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        StrDeserializer::<Error>::new(self.0).deserialize_enum(name, variants, visitor)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    integer_key! {
+        deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64 deserialize_i128
+        deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64 deserialize_u128
+    }
+
+    forward_to_deserialize_any! {
+        bool f32 f64 char str string bytes byte_buf option unit unit_struct seq
+        tuple tuple_struct map struct identifier ignored_any
+    }
+}
