@@ -9,6 +9,7 @@ use jsonschema::error::ValidationErrorKind;
 use schemars::JsonSchema;
 use schemars::generate::Contract;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use ai_core::{
@@ -17,6 +18,7 @@ use ai_core::{
 };
 
 use crate::contract::clash::{clashing_name, repeated_field};
+use crate::contract::probe::{self, Reached};
 use crate::contract::{derive_schema, is_connection_id};
 use crate::redact::{
     Allowlist, StandIn, Unrepresentable, exact_value, field_a_map_may_stand_in_for, schema_has_path,
@@ -342,19 +344,23 @@ fn pointer(steps: &[Step<'_>]) -> String {
 }
 
 /// What a model is told of arguments the schema took and serde refused (`e`, with where serde
-/// stopped), in the style of [`safe_errors`]: the place in the schema's words (see
-/// [`schema_named_path`]), then serde's description without the value
+/// stopped) as it read a `T`, in the style of [`safe_errors`]: the place in the schema's words
+/// (see [`schema_named_path`]), then serde's description without the value
 /// ([`describe_json_error`]).
 ///
 /// serde_path_to_error names each step with the input's own text, a map's key included: the
 /// place is written as a JSON pointer and shown through the schema, so a key the schema does not
 /// name shows as `*`. A step it cannot name (a key that is no string) ends the place at its
-/// parent. A key serde_json failed to read as the map's integer key type (past its range: the
-/// schema's `propertyNames` took its digits) comes from parsing text, so has a line (within the
-/// key): when the last step is a key of such a map, the place is then the map. A value's
-/// refusal may carry a line too (one its own `Deserialize` read from JSON text), so a line
-/// elsewhere is a value's. A line never counts in the arguments, so it goes unsaid.
-fn serde_refusal(schema: &Value, e: &serde_path_to_error::Error<serde_json::Error>) -> ToolError {
+/// parent. It names a map's key and its value alike, so when the last step is a key of an
+/// integer-keyed map (whose key serde_json reads from its text: one past its type's range, the
+/// schema's `propertyNames` took its digits), whether the key or the value was refused is
+/// [`key_refused`]; a refused key names the map. A line never counts in the arguments (a key's
+/// is within the key, a value's within text of its own that its `Deserialize` read), so it goes
+/// unsaid.
+fn serde_refusal<T: DeserializeOwned>(
+    schema: &Value,
+    e: &serde_path_to_error::Error<serde_json::Error>,
+) -> ToolError {
     use serde_path_to_error::Segment;
     let path = e.path();
     let steps: Vec<Step<'_>> = path
@@ -378,11 +384,11 @@ fn serde_refusal(schema: &Value, e: &serde_path_to_error::Error<serde_json::Erro
                 Some(Segment::Map { .. } | Segment::Unknown)
             )
     });
-    if inner.line() != 0
-        && let Some(parent) = map
-    {
+    if let Some(parent) = map {
         let (place, here) = schema_walk(schema, &pointer(&steps[..parent]));
-        if here.is_some_and(|map| map.get("propertyNames").is_some()) {
+        if here.is_some_and(|map| map.get("propertyNames").is_some())
+            && key_refused::<T>(path, inner.line())
+        {
             return ToolError::invalid_input(format!(
                 "{place} has a key the tool's input type cannot read: {what}"
             ));
@@ -392,6 +398,29 @@ fn serde_refusal(schema: &Value, e: &serde_path_to_error::Error<serde_json::Erro
         "{} does not fit the tool's input type: {what}",
         schema_named_path(schema, &pointer(&steps))
     ))
+}
+
+/// Whether serde, stopped at `path` (whose last step is a key of a map), refused that key
+/// rather than its value, its error at `line`. `T` is asked whether it takes that key there
+/// ([`probe::reach`]: it reads no value under a key it refuses). Where the probe cannot lead (a
+/// step serde could not name: a key read as no integer, past 64 bits; or an enum's variant), a
+/// line says a key: serde_json reads a map's integer key from its text, so its refusal has one,
+/// where a value's has one only when its `Deserialize` read text of its own.
+fn key_refused<T: DeserializeOwned>(path: &serde_path_to_error::Path, line: usize) -> bool {
+    use serde_path_to_error::Segment;
+    let steps: Option<Vec<probe::Step<'_>>> = path
+        .iter()
+        .map(|segment| match segment {
+            Segment::Seq { .. } => Some(probe::Step::Item),
+            Segment::Map { key } => Some(probe::Step::Entry(key)),
+            Segment::Enum { .. } | Segment::Unknown => None,
+        })
+        .collect();
+    match steps.map(|steps| probe::reach::<T>(&steps)) {
+        Some(Reached::KeyRefused) => true,
+        Some(Reached::Directly | Reached::AsAny) => false,
+        Some(Reached::Short) | None => line != 0,
+    }
 }
 
 /// The JSON pointer of the first object in `value` (reached by `steps`) with a key spelled
@@ -906,7 +935,7 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
         // (the same value, read the same way; should the type take it this time, that is kept).
         let input = C::Input::deserialize(&args)
             .or_else(|_| serde_path_to_error::deserialize::<_, C::Input>(&args))
-            .map_err(|e| serde_refusal(&self.spec.input_schema, &e))?;
+            .map_err(|e| serde_refusal::<C::Input>(&self.spec.input_schema, &e))?;
         // What the tool reads, written back: keys the type ignores are gone, what serde filled
         // in (defaults, `None`s) is there. This is what the start event, the record and the
         // approval hash show, and what `exec` reads.

@@ -503,6 +503,49 @@ fn a_refusal_of_serde_with_a_line_names_the_value() {
     );
 }
 
+/// A value read from JSON text, as [`from_json_text`] reads one.
+#[derive(Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct LegText(#[schemars(with = "String")] Leg);
+
+impl<'de> Deserialize<'de> for LegText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        from_json_text(d).map(LegText)
+    }
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct LegsBySlot {
+    by_slot: BTreeMap<u8, LegText>,
+}
+
+/// A value of an integer-keyed map whose own refusal carries a line (read from JSON text) is the
+/// value's refusal, named at the value (`*`), not the map's key's: whether the key was refused
+/// is asked of the input type, not guessed from the line. A key past the key type's range is
+/// still the map's.
+#[test]
+fn a_refusal_of_an_integer_keyed_maps_value_with_a_line_names_the_value() {
+    let tool = crate::bind(Probe::<LegsBySlot>(std::marker::PhantomData)).unwrap();
+    let refusal = |args: serde_json::Value| {
+        tool.validate_input(args)
+            .unwrap_err()
+            .safe_message()
+            .to_owned()
+    };
+    let message = refusal(serde_json::json!({"by_slot": {"3": "{not json"}}));
+    assert!(
+        message.starts_with("/by_slot/* does not fit the tool's input type: ")
+            && !message.contains("line"),
+        "{message}"
+    );
+    assert_eq!(
+        refusal(serde_json::json!({"by_slot": {"300": r#"{"name": "a", "minutes": 2}"#}})),
+        "/by_slot has a key the tool's input type cannot read: a value that is not allowed (an \
+         integer; expected u8)"
+    );
+}
+
 thread_local! {
     /// The deserializers [`Watched`] was read from, by type name.
     static READ_BY: std::cell::RefCell<Vec<&'static str>> = const {
