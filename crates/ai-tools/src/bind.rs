@@ -356,9 +356,11 @@ fn pointer(steps: &[Step<'_>]) -> String {
 /// schema's `propertyNames` took its digits), whether the key or the value was refused is
 /// [`key_refused`]; a refused key names the map. A line never counts in the arguments (a key's
 /// is within the key, a value's within text of its own that its `Deserialize` read), so it goes
-/// unsaid.
+/// unsaid. serde cannot name where it stopped inside a `#[serde(flatten)]`ed part: the property
+/// is found again by [`flattened_property`], or the message says it cannot be named.
 fn serde_refusal<T: DeserializeOwned>(
     schema: &Value,
+    args: &Value,
     e: &serde_path_to_error::Error<serde_json::Error>,
 ) -> ToolError {
     use serde_path_to_error::Segment;
@@ -394,10 +396,25 @@ fn serde_refusal<T: DeserializeOwned>(
             ));
         }
     }
-    ToolError::invalid_input(format!(
-        "{} does not fit the tool's input type: {what}",
-        schema_named_path(schema, &pointer(&steps))
-    ))
+    let place = schema_named_path(schema, &pointer(&steps));
+    let every_step_named = steps.len() == path.iter().len();
+    let inside = if every_step_named {
+        flattened_property::<T>(args, &steps, inner)
+    } else {
+        Flattened::NotThere
+    };
+    ToolError::invalid_input(match inside {
+        Flattened::NotThere => format!("{place} does not fit the tool's input type: {what}"),
+        Flattened::Found(inside) => format!(
+            "{} does not fit the tool's input type: {what}",
+            schema_named_path(schema, &inside)
+        ),
+        Flattened::Untold => format!(
+            "{place} does not fit the tool's input type: {what}, at one of its properties, \
+             which the input type reads from a copy of the object (a `#[serde(flatten)]`ed \
+             field) and cannot name"
+        ),
+    })
 }
 
 /// Whether serde, stopped at `path` (whose last step is a key of a map), refused that key
@@ -421,6 +438,101 @@ fn key_refused<T: DeserializeOwned>(path: &serde_path_to_error::Path, line: usiz
         Some(Reached::Directly | Reached::AsAny) => false,
         Some(Reached::Short) | None => line != 0,
     }
+}
+
+/// The properties of one object [`flattened_property`] tries at most: each costs a read of
+/// the arguments.
+const MAX_FLATTENED_TRIED: usize = 32;
+
+/// Where inside an object serde refused it, as far as [`flattened_property`] can tell.
+enum Flattened {
+    /// The type reads none of the object's properties through a flattened part (or the place
+    /// is no object).
+    NotThere,
+    /// The JSON pointer of the property serde refused.
+    Found(String),
+    /// Some are, and which one was refused cannot be told.
+    Untold,
+}
+
+/// The property of the object at `steps` in `args` where serde stopped, refusing `refusal` as
+/// it read a `T`, when `T` reads some of them through a `#[serde(flatten)]`ed part.
+///
+/// serde reads a flattened part from its own copy of the object, where serde_path_to_error
+/// cannot follow: the refusal names the object. Each property read into the copy (the probe
+/// says which: [`probe::reach`]) is taken out in turn and the arguments read again:
+///
+/// - a property without which serde refuses them the same way is not the one refused;
+/// - one without which it takes them, or refuses them otherwise, is, but when it is missed
+///   (`missing field` of its name): that says only that the type requires it, as it may check
+///   its required fields before it reads the part refused (a flattened map in it).
+///
+/// The one refused is the one property said to be, or, when none is, the one property left that
+/// could be. Otherwise (two refused alike, or a check of the part as a whole) or past
+/// [`MAX_FLATTENED_TRIED`] properties, it cannot be told. Only a refusal pays for this.
+fn flattened_property<T: DeserializeOwned>(
+    args: &Value,
+    steps: &[Step<'_>],
+    refusal: &serde_json::Error,
+) -> Flattened {
+    let at = pointer(steps);
+    let Some(Value::Object(object)) = args.pointer(&at) else {
+        return Flattened::NotThere;
+    };
+    let mut path: Vec<probe::Step<'_>> = steps
+        .iter()
+        .map(|step| match step {
+            Step::Key(key) => probe::Step::Entry(key),
+            Step::Index(_) => probe::Step::Item,
+        })
+        .collect();
+    let flattened: Vec<&String> = object
+        .keys()
+        .filter(|key| {
+            path.push(probe::Step::Entry(key));
+            let read = probe::reach::<T>(&path);
+            path.pop();
+            read == Reached::AsAny
+        })
+        .take(MAX_FLATTENED_TRIED + 1)
+        .collect();
+    if flattened.is_empty() {
+        return Flattened::NotThere;
+    }
+    if flattened.len() > MAX_FLATTENED_TRIED {
+        return Flattened::Untold;
+    }
+    let refused = refusal.to_string();
+    let mut trial = args.clone();
+    let (mut refused_here, mut maybe) = (Vec::new(), Vec::new());
+    for key in flattened {
+        // Taken out and put back: the object's keys keep their order (serde_json's map is
+        // sorted), so the others are read in the same order.
+        let Some(Value::Object(object)) = trial.pointer_mut(&at) else {
+            return Flattened::Untold;
+        };
+        let Some(value) = object.remove(key) else {
+            return Flattened::Untold;
+        };
+        let without = T::deserialize(&trial).err().map(|e| e.to_string());
+        if let Some(Value::Object(object)) = trial.pointer_mut(&at) {
+            object.insert(key.clone(), value);
+        }
+        match without {
+            Some(same) if same == refused => {}
+            Some(missed) if missed.starts_with(&format!("missing field `{key}`")) => {
+                maybe.push(key);
+            }
+            _ => refused_here.push(key),
+        }
+    }
+    let found = match (&refused_here[..], &maybe[..]) {
+        ([key], _) | ([], [key]) => key,
+        _ => return Flattened::Untold,
+    };
+    let mut steps = steps.to_vec();
+    steps.push(Step::Key(found));
+    Flattened::Found(pointer(&steps))
 }
 
 /// The JSON pointer of the first object in `value` (reached by `steps`) with a key spelled
@@ -935,7 +1047,7 @@ impl<C: ToolContract> BoundTool for BoundContract<C> {
         // (the same value, read the same way; should the type take it this time, that is kept).
         let input = C::Input::deserialize(&args)
             .or_else(|_| serde_path_to_error::deserialize::<_, C::Input>(&args))
-            .map_err(|e| serde_refusal::<C::Input>(&self.spec.input_schema, &e))?;
+            .map_err(|e| serde_refusal::<C::Input>(&self.spec.input_schema, &args, &e))?;
         // What the tool reads, written back: keys the type ignores are gone, what serde filled
         // in (defaults, `None`s) is there. This is what the start event, the record and the
         // approval hash show, and what `exec` reads.

@@ -546,6 +546,96 @@ fn a_refusal_of_an_integer_keyed_maps_value_with_a_line_names_the_value() {
     );
 }
 
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Trip {
+    name: String,
+    #[serde(flatten)]
+    timing: Timing,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Timing {
+    minutes: i64,
+    hours: Option<i64>,
+    legs: Vec<Leg>,
+    #[serde(flatten)]
+    extra: BTreeMap<String, i64>,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct Trips {
+    trips: Vec<Trip>,
+}
+
+/// serde reads a `#[serde(flatten)]`ed part from its own copy of the object, so where it
+/// stopped inside it is lost (serde_path_to_error names the object). The property it stopped at
+/// is found again by reading the arguments without each property the flattened part reads: the
+/// one whose absence changes the refusal. A map's key is `*` there too, never quoted.
+#[test]
+fn a_refusal_inside_a_flattened_part_names_its_property() {
+    let tool = crate::bind(Probe::<Trips>(std::marker::PhantomData)).unwrap();
+    let refusal = |trip: serde_json::Value| {
+        let args = serde_json::json!({"trips": [{"name": "a", "minutes": 1, "legs": []}, trip]});
+        assert!(
+            jsonschema::draft7::new(&tool.spec().input_schema)
+                .unwrap()
+                .is_valid(&args)
+        );
+        tool.validate_input(args)
+            .unwrap_err()
+            .safe_message()
+            .to_owned()
+    };
+    let wrong_type = "a value of the wrong type (a floating point; expected i64)";
+    for (trip, place) in [
+        (
+            serde_json::json!({"name": "b", "minutes": 2.0, "legs": []}),
+            "/trips/1/minutes",
+        ),
+        (
+            serde_json::json!({"name": "b", "minutes": 2, "hours": 1.0, "legs": []}),
+            "/trips/1/hours",
+        ),
+        (
+            serde_json::json!({"name": "b", "minutes": 2, "legs": [{"name": "c", "minutes": 1.0}]}),
+            "/trips/1/legs",
+        ),
+        (
+            serde_json::json!({"name": "b", "minutes": 2, "legs": [], "CANARY": 2.0}),
+            "/trips/1/*",
+        ),
+    ] {
+        assert_eq!(
+            refusal(trip),
+            format!("{place} does not fit the tool's input type: {wrong_type}")
+        );
+    }
+}
+
+/// Where the property cannot be told (two properties refused alike: without either, the other
+/// is refused the same way), the message names the object and says honestly that the place
+/// inside it is not known.
+#[test]
+fn a_refusal_inside_a_flattened_part_that_cannot_be_placed_says_so() {
+    let tool = crate::bind(Probe::<Trip>(std::marker::PhantomData)).unwrap();
+    let message = tool
+        .validate_input(serde_json::json!({
+            "name": "b", "minutes": 2.0, "hours": 2.0, "legs": []
+        }))
+        .unwrap_err()
+        .safe_message()
+        .to_owned();
+    assert_eq!(
+        message,
+        "/ does not fit the tool's input type: a value of the wrong type (a floating point; \
+         expected i64), at one of its properties, which the input type reads from a copy of \
+         the object (a `#[serde(flatten)]`ed field) and cannot name"
+    );
+}
+
 thread_local! {
     /// The deserializers [`Watched`] was read from, by type name.
     static READ_BY: std::cell::RefCell<Vec<&'static str>> = const {
