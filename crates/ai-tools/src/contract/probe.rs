@@ -2,7 +2,8 @@
 //! deserialized from a probe that leads to that place and notes what is asked for there.
 //!
 //! The schema says what a place holds, not how the type reads it: whether serde reads a value
-//! into its copy of a flattened value (`contract/flattened.rs`), or which keys a map's key type
+//! into its copy of a flattened value (`contract/flattened.rs`; and `bind` finds which of an
+//! object's properties a refused flattened part read by it), or which keys a map's key type
 //! takes (a `NonZero` integer refuses `0`, which schemars' pattern takes: `contract/keys.rs`;
 //! and `bind` tells a refused key from a refused value by it).
 
