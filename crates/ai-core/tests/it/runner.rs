@@ -78,7 +78,7 @@ fn check_ok(h: &Harness, run: &ToolRun, expected: Value) {
 
 /// Without Tokio's time driver (a runtime built without `enable_time()`), the runner runs a call
 /// that never has to wait, and panics with Tokio's message, which names the fix, once one does
-/// (its tool does not finish on its first poll), as the README says.
+/// (its tool does not finish on its first poll), as docs/library.md says.
 #[test]
 fn without_the_time_driver_a_call_that_waits_panics_with_tokios_message() {
     let runtime = tokio::runtime::Builder::new_current_thread()
