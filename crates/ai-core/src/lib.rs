@@ -11,7 +11,14 @@
 //!
 //! It never does IO (no files, sockets, environment or wall clock: time comes through
 //! [`Clock`]) and never names a JSON Schema library: schemas are plain [`serde_json::Value`]s
-//! here, and validating against them is the job of the [`BoundTool`] an adapter crate provides.
+//! here, and validating against them is the job of each [`BoundTool`]: `cogni-ai-tools`'
+//! `bind` makes one from a contract whose input and output are Rust types, its schemas derived.
+//!
+//! An app's first steps: bind its tools with `cogni-ai-tools` (whose crate docs show one run
+//! through the [`ToolRunner`]) into a [`StaticToolSource`], read a [`ToolPolicy`], build the
+//! run's [`ToolCatalog`], and hand the runner to `cogni-graph`'s agent loop; that crate's
+//! `examples/own_agent.rs` composes them all. Both re-export this crate, so an app names these
+//! types through either without depending on it.
 //!
 //! # Example
 //!

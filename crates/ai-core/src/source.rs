@@ -16,9 +16,10 @@ use crate::{
 ///
 /// It says what kind of failure it is, so the runner knows whether trying again may help and
 /// whether the failure says anything about the tool's health (its circuit breaker):
-/// [`ToolError::new`] is a plain execution failure (not retried), [`ToolError::transient`] may be
-/// retried (by tools that are safe to retry), [`ToolError::permanent`] never is; all three count
-/// against the tool. [`ToolError::invalid_input`] is the caller's mistake: it is answered as
+/// [`ToolError::new`] is a plain execution failure (retried only under a policy that lists
+/// `execution` in [`crate::RetryPolicy::retryable`], which the default does not),
+/// [`ToolError::transient`] may be retried (by tools that are safe to retry),
+/// [`ToolError::permanent`] never is; all three count against the tool. [`ToolError::invalid_input`] is the caller's mistake: it is answered as
 /// `validation`, never retried, and does not count against the tool.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ToolError {
