@@ -85,7 +85,12 @@ pub trait ToolContract: Send + Sync + 'static {
     /// Tools that change state are retried only when this is true.
     const IDEMPOTENT: bool = false;
 
-    /// Whether the tool needs an external connection.
+    /// Whether the tool needs an external connection. A call of such a tool runs only with the
+    /// run's selected connection ([`ai_core::RunContext::connection_id`], which must be in
+    /// `grant ∩ requested`), resolved by the broker given to
+    /// [`ai_core::ToolRunner::with_broker`] into the credentials [`Capabilities::auth`] hands
+    /// [`ToolContract::execute`]; without a selected connection, or without a broker, every call
+    /// fails before it runs.
     fn requires_connection(&self) -> bool {
         false
     }
