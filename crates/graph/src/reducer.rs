@@ -68,6 +68,10 @@ fn step_limit<'de, D: Deserializer<'de>>(deserializer: D) -> Result<NonZeroU32, 
 impl AgentState {
     /// A new thread, optionally starting from a system prompt, allowing `max_steps` model calls
     /// with tool calls per run (at least one: the limit is checked once a step's tools ran).
+    ///
+    /// For [`reduce`] alone: an [`crate::Agent`] runs every state under its own
+    /// [`crate::AgentConfig::max_steps`], and [`crate::Agent::new_state`] starts a thread with
+    /// the agent's system prompt, which this one does not know.
     pub fn new(system: Option<String>, max_steps: NonZeroU32) -> Self {
         Self {
             messages: system
