@@ -21,7 +21,8 @@ use crate::contract::clash::{clashing_name, repeated_field};
 use crate::contract::probe::{self, Reached};
 use crate::contract::{derive_schema, is_connection_id};
 use crate::redact::{
-    Allowlist, StandIn, Unrepresentable, exact_value, field_a_map_may_stand_in_for, schema_has_path,
+    Allowlist, MissingField, StandIn, Unrepresentable, exact_value, field_a_map_may_stand_in_for,
+    missing_field, schema_has_path,
 };
 use crate::{Error, ToolContract, tool_spec};
 
@@ -110,16 +111,37 @@ pub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {
         .iter()
         .find(|path| !schema_has_path(&output_schema, path))
     {
-        let repeated = if !declares_a_field(&output_schema) {
+        let detail = if !declares_a_field(&output_schema) {
             ", which declares none: an allowlist names fields of a struct, so make the output \
              one, as `struct Answer { value: String }` with the allowlist [\"value\"]"
+                .into()
+        } else if let Some(MissingField {
+            reached,
+            missing,
+            fields,
+        }) = missing_field(&output_schema, path)
+        {
+            // Where the path leaves the output, and what is there: a misspelt field is seen at
+            // once.
+            let place = match reached {
+                "" if missing == *path => String::new(),
+                "" => format!(": it has no field {missing:?}"),
+                _ if fields.is_empty() => format!(": {reached:?} holds no fields"),
+                _ => format!(": {reached:?} has no field {missing:?}"),
+            };
+            if fields.is_empty() {
+                place
+            } else {
+                let fields: Vec<String> = fields.iter().map(|field| format!("{field:?}")).collect();
+                format!("{place}; its fields are {}", fields.join(", "))
+            }
         } else if path.contains('*') {
-            " (a `field*` names a field that holds the type it is in)"
+            " (a `field*` names a field that holds the type it is in)".into()
         } else {
-            ""
+            String::new()
         };
         return Err(redaction_error(format!(
-            "{path:?} is not a field of the output{repeated}"
+            "{path:?} is not a field of the output{detail}"
         )));
     }
     if let Some((path, StandIn { field, declared })) = C::REDACTION.iter().find_map(|path| {

@@ -63,9 +63,10 @@ pub enum Error {
         /// The name both fields take.
         name: String,
     },
-    /// The redaction allowlist is empty, names a path the output does not have, or names a field
-    /// the output may leave out beside a flattened map (whose key of that name would be shown
-    /// in its place).
+    /// The redaction allowlist is empty, names a path the output does not have (said with where
+    /// the path leaves the output and the fields there, so a misspelt one is seen), or names a
+    /// field the output may leave out beside a flattened map (whose key of that name would be
+    /// shown in its place).
     #[error("tool {tool}: invalid redaction allowlist: {reason}")]
     Redaction {
         /// The tool.

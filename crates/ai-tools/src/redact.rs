@@ -356,6 +356,51 @@ pub(crate) fn schema_has_path(schema: &Value, path: &str) -> bool {
     has_path(schema, schema, &segments)
 }
 
+/// Where a dotted path of plain fields leaves an output schema (see [`missing_field`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct MissingField<'a> {
+    /// The longest beginning of the path the schema has (empty: none, the path leaves it at
+    /// the root).
+    pub(crate) reached: &'a str,
+    /// The segment after it, which no value it reaches has.
+    pub(crate) missing: &'a str,
+    /// The fields the values it reaches have, sorted.
+    pub(crate) fields: BTreeSet<&'a str>,
+}
+
+/// Where the dotted `path` leaves the output `schema`, as [`schema_has_path`] follows it; `None`
+/// when the schema has it, or when it holds a `field*` segment (whose every depth must hold
+/// what follows, so that it leaves the schema at no one place).
+pub(crate) fn missing_field<'a>(schema: &'a Value, path: &'a str) -> Option<MissingField<'a>> {
+    let mut reached: Vec<&Value> = vec![schema];
+    let mut offset = 0;
+    for segment in path.split('.') {
+        if segment.ends_with('*') {
+            return None;
+        }
+        let objects = reached.iter().filter_map(|node| resolve(schema, node));
+        let next: Vec<&Value> = objects
+            .clone()
+            .flat_map(|object| properties(schema, object, segment))
+            .collect();
+        if next.is_empty() {
+            let fields = objects
+                .flat_map(|object| shapes(schema, object))
+                .filter_map(|shape| shape.get("properties").and_then(Value::as_object))
+                .flat_map(|properties| properties.keys().map(String::as_str))
+                .collect();
+            return Some(MissingField {
+                reached: path[..offset].strip_suffix('.').unwrap_or_default(),
+                missing: segment,
+                fields,
+            });
+        }
+        reached = next;
+        offset += segment.len() + 1;
+    }
+    None
+}
+
 /// A field on an allowlist path whose place a map's key could take.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct StandIn {
@@ -555,6 +600,15 @@ fn has_path(root: &Value, node: &Value, segments: &[Segment]) -> bool {
 /// name whichever variant wrote it. A tuple's places (`items` of one schema each) are shapes
 /// too: redaction walks each element as the value it is in.
 fn properties<'a>(root: &'a Value, object: &'a Value, name: &str) -> Vec<&'a Value> {
+    shapes(root, object)
+        .into_iter()
+        .filter_map(|shape| shape.get("properties").and_then(|p| p.get(name)))
+        .collect()
+}
+
+/// An object schema (in `root`) and the shapes an enum or a tuple gives it (see
+/// [`properties`]), each once.
+fn shapes<'a>(root: &'a Value, object: &'a Value) -> Vec<&'a Value> {
     let mut found = Vec::new();
     // Each schema once (by address, in `root`): shapes that lead back round (an enum inside
     // itself) end.
@@ -564,7 +618,7 @@ fn properties<'a>(root: &'a Value, object: &'a Value, name: &str) -> Vec<&'a Val
         if !seen.insert(std::ptr::from_ref(object) as usize) {
             continue;
         }
-        found.extend(object.get("properties").and_then(|p| p.get(name)));
+        found.push(object);
         let shapes = ["anyOf", "oneOf", "allOf", "items"]
             .iter()
             .filter_map(|keyword| object.get(*keyword).and_then(Value::as_array))

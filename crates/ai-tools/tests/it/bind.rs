@@ -67,6 +67,8 @@ macro_rules! contract {
 contract!(Greet, &["greeting", "items.shown"]);
 contract!(NoRedaction, &[]);
 contract!(WrongPath, &["greeting", "items.missing"]);
+contract!(Misspelt, &["greting"]);
+contract!(PastAString, &["greeting.text"]);
 
 #[test]
 fn a_tool_without_a_usable_allowlist_cannot_be_bound() {
@@ -77,6 +79,33 @@ fn a_tool_without_a_usable_allowlist_cannot_be_bound() {
     assert!(
         err.to_string()
             .contains("\"items.missing\" is not a field of the output"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_path_the_output_lacks_is_refused_naming_where_it_leaves_it_and_what_is_there() {
+    let err = bind(Misspelt).err().unwrap().to_string();
+    assert!(
+        err.ends_with(
+            "\"greting\" is not a field of the output; its fields are \"greeting\", \
+             \"internal_token\", \"items\""
+        ),
+        "{err}"
+    );
+    let err = bind(WrongPath).err().unwrap().to_string();
+    assert!(
+        err.ends_with(
+            "\"items.missing\" is not a field of the output: \"items\" has no field \
+             \"missing\"; its fields are \"hidden\", \"shown\""
+        ),
+        "{err}"
+    );
+    let err = bind(PastAString).err().unwrap().to_string();
+    assert!(
+        err.ends_with(
+            "\"greeting.text\" is not a field of the output: \"greeting\" holds no fields"
+        ),
         "{err}"
     );
 }
