@@ -17,7 +17,7 @@ use graph::ai_core::{
     self, AiEvent, CancellationToken, Capabilities, Clock, CompletionDelta, CompletionError,
     CompletionPort, DeltaSink, ExecPermit, FinishReason, LlmCompletion, LlmRequest, LlmToolCall,
     RunContext, StaticToolSource, ThreadId, ToolCallId, ToolCatalog, ToolEffect, ToolError,
-    ToolInvocationContext, ToolPolicy, ToolRunner,
+    ToolInvocationContext, ToolPolicy, ToolRunner, ToolSource,
 };
 use graph::{Agent, AgentConfig, InMemoryThreadStore};
 use schemars::JsonSchema;
@@ -166,6 +166,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let policy = Arc::new(ToolPolicy::from_toml_str(
         r#"allowed_tools = ["core__get_forecast"]"#,
     )?);
+    // A policy naming a tool the source does not have (a misspelt id) would hide it from the
+    // catalog without a word: refuse it here, where the fix is.
+    let unknown = policy.unknown_tools(|id| source.bound_tool(id).is_some());
+    if !unknown.is_empty() {
+        return Err(format!("the policy names tools this app does not have: {unknown:?}").into());
+    }
     let runner = ToolRunner::new(source.clone(), policy.clone(), Arc::new(SystemClock));
 
     // The model asks for two forecasts (one for a city that does not exist), then answers.
