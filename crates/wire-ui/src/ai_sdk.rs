@@ -358,7 +358,8 @@ pub enum UiChunk {
         /// The call.
         tool_call_id: String,
     },
-    /// The user denied the call, so it never ran (ai 6 and later; ai 5 refuses it).
+    /// The user denied the call, so it never ran (ai 6 and later; ai 5 refuses it, so
+    /// [`Translator`] sends it only to [`Client::Ai6`], and `tool-output-error` to ai 5).
     ToolOutputDenied {
         /// The call.
         tool_call_id: String,
@@ -524,8 +525,9 @@ impl Translator {
     /// A translator for a run that resumes from the user's answers to approval requests (call id
     /// → approved): the stream continues the client's last assistant message, where those calls
     /// are shown already, so `start` names no new message, only the calls' results follow, and a
-    /// denied call's is `tool-output-denied`. With no answers, it is [`Translator::new`]: a
-    /// stream that answers none of the message's calls names a message of its own.
+    /// denied call's is `tool-output-denied` (for ai 5, which refuses that chunk, its
+    /// `tool-output-error`). With no answers, it is [`Translator::new`]: a stream that answers
+    /// none of the message's calls names a message of its own.
     ///
     /// A call named twice is one call, answered once: approved if either answer approves it,
     /// so it is never said to have never run when it may have.
@@ -740,8 +742,11 @@ impl Translator {
                         tool_call_id: id,
                         output: value.as_ref().clone(),
                     },
+                    // ai 5.0.0 refuses `tool-output-denied`: its denial is an output error.
                     ToolOutcome::Error(failure)
-                        if denied && failure.code == ToolErrorCode::PolicyDenied =>
+                        if denied
+                            && failure.code == ToolErrorCode::PolicyDenied
+                            && self.client != Client::Ai5 =>
                     {
                         UiChunk::ToolOutputDenied { tool_call_id: id }
                     }

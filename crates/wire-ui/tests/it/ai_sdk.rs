@@ -124,6 +124,27 @@ pub(crate) fn verify_continuing(chunks: &[UiChunk], shown: &[&str]) -> Result<()
     Ok(())
 }
 
+/// What ai 5.0.0's strict chunk schemas refuse, which a stream made for ai 5 never holds: the
+/// chunks added later (`tool-approval-request`, `tool-output-denied`, `tool-input-error`) and
+/// `finish.finishReason`.
+pub(crate) fn verify_ai_5(chunks: &[UiChunk]) -> Result<(), String> {
+    match chunks.iter().enumerate().find(|(_, chunk)| {
+        matches!(
+            chunk,
+            UiChunk::ToolApprovalRequest { .. }
+                | UiChunk::ToolOutputDenied { .. }
+                | UiChunk::ToolInputError { .. }
+                | UiChunk::Finish {
+                    finish_reason: Some(_),
+                    ..
+                }
+        )
+    }) {
+        Some((i, chunk)) => Err(format!("chunk {i} ({chunk:?}): ai 5.0.0 refuses it")),
+        None => Ok(()),
+    }
+}
+
 #[test]
 fn every_scenario_follows_the_protocol() {
     for (name, events) in crate::scenarios::all() {
@@ -227,6 +248,30 @@ fn approvals_for_ai_6_clients() {
     let mut body: String = out.iter().map(sse::frame).collect();
     body.push_str(sse::DONE_FRAME);
     insta::assert_snapshot!("ai_sdk_resumed_after_approval_v6", body);
+}
+
+/// A stream for ai 5 that resumes from answers (which its client cannot ask for, but a client
+/// may send) holds only chunks ai 5.0.0 accepts: its denied call's part ends `output-error`,
+/// saying it was denied, since ai 5.0.0 refuses `tool-output-denied`.
+#[test]
+fn a_denied_call_is_an_output_error_for_ai_5() {
+    let answers = [("call_w", true), ("call_x", false)]
+        .map(|(id, approved)| (ai_core::ToolCallId::new(id).unwrap(), approved));
+    let mut t = Translator::continuing("run-2", Client::Ai5, answers);
+    let mut out = t.start();
+    for event in crate::scenarios::resumed_after_approval() {
+        out.extend(t.push(&event).unwrap());
+    }
+    verify_continuing(&out, &["call_w", "call_x"]).unwrap();
+    verify_ai_5(&out).unwrap();
+    assert!(
+        matches!(
+            &out[1],
+            UiChunk::ToolOutputError { tool_call_id, error_text }
+                if tool_call_id == "call_x" && error_text.starts_with("policy_denied: ")
+        ),
+        "{out:?}"
+    );
 }
 
 /// A cut answer ends with `finish`, saying why in `messageMetadata` (which ai 5.0.0's strict
