@@ -449,8 +449,10 @@ pub enum AguiEvent {
 /// Where a tool call stands on the AG-UI stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum CallState {
-    /// `TOOL_CALL_START` sent, arguments may follow.
+    /// `TOOL_CALL_START` sent, and no `TOOL_CALL_ARGS` yet: arguments may follow.
     Open,
+    /// `TOOL_CALL_START` and some `TOOL_CALL_ARGS` sent: more may follow.
+    Streaming,
     /// `TOOL_CALL_RESULT` sent: the call is over. Nothing more is sent for it (an event that
     /// names it again, its id reused, is dropped, and `push` says so): a second result would
     /// give the client two tool messages answering one call.
@@ -473,12 +475,17 @@ enum CallState {
 }
 
 impl CallState {
+    /// Whether the call's arguments are open: `TOOL_CALL_START` sent, `TOOL_CALL_END` due.
+    fn arguments_open(self) -> bool {
+        matches!(self, Self::Open | Self::Streaming)
+    }
+
     /// How far the call is shown, for an event that reuses its id.
     fn shown(self) -> crate::Shown {
         match self {
             Self::Answered => crate::Shown::Answered,
             Self::Running | Self::Refused => crate::Shown::Started,
-            Self::Open => crate::Shown::Streaming,
+            Self::Open | Self::Streaming => crate::Shown::Streaming,
             Self::AwaitingApproval => crate::Shown::AwaitingApproval,
             Self::Approved | Self::NotApproved => crate::Shown::Earlier,
         }
@@ -690,11 +697,12 @@ impl Translator {
             AiEvent::ToolCallArgsDelta {
                 tool_call_id,
                 delta,
-            } if !delta.is_empty() && self.state(tool_call_id) == Some(CallState::Open) => {
-                out.push(AguiEvent::ToolCallArgs {
-                    tool_call_id: tool_call_id.as_str().to_owned(),
-                    delta: delta.clone(),
-                });
+            } if !delta.is_empty()
+                && self
+                    .state(tool_call_id)
+                    .is_some_and(CallState::arguments_open) =>
+            {
+                self.send_args(tool_call_id, delta.clone(), &mut out);
             }
             AiEvent::ToolCallStart {
                 tool_call_id,
@@ -705,12 +713,10 @@ impl Translator {
                 if self.state(tool_call_id).is_none() {
                     // Not streamed (a non-streaming endpoint): the whole call at once.
                     self.open_call(tool_call_id, tool_name, &mut out);
-                    if let Some(args) = args {
-                        out.push(AguiEvent::ToolCallArgs {
-                            tool_call_id: tool_call_id.as_str().to_owned(),
-                            delta: args.to_string(),
-                        });
-                    }
+                }
+                // Its arguments, unless a fragment of them was shown (or they were closed).
+                if let Some(args) = args {
+                    self.show_args_if_none(tool_call_id, args, &mut out);
                 }
                 // Without arguments the runner refused the call before running it (or it is a
                 // call an earlier run showed, or one waiting for approval, answered without
@@ -720,7 +726,10 @@ impl Translator {
                 // run. A call shown before keeps its state, which says why it never ran.
                 if args.is_some() {
                     self.end_call(tool_call_id, CallState::Running, &mut out);
-                } else if self.state(tool_call_id) == Some(CallState::Open) {
+                } else if self
+                    .state(tool_call_id)
+                    .is_some_and(CallState::arguments_open)
+                {
                     self.end_call(tool_call_id, CallState::Refused, &mut out);
                 }
             }
@@ -733,11 +742,8 @@ impl Translator {
                 self.close_text(&mut out);
                 if self.state(tool_call_id).is_none() {
                     self.open_call(tool_call_id, tool_id.as_str(), &mut out);
-                    out.push(AguiEvent::ToolCallArgs {
-                        tool_call_id: tool_call_id.as_str().to_owned(),
-                        delta: args.to_string(),
-                    });
                 }
+                self.show_args_if_none(tool_call_id, args, &mut out);
                 self.end_call(tool_call_id, CallState::AwaitingApproval, &mut out);
                 // A call asked about again is one interrupt, the latest.
                 self.interrupts
@@ -827,10 +833,32 @@ impl Translator {
         });
     }
 
+    /// Sends a fragment of the open call's arguments (`TOOL_CALL_ARGS`).
+    fn send_args(&mut self, id: &ToolCallId, delta: String, out: &mut Vec<AguiEvent>) {
+        if let Some((_, state)) = self.calls.iter_mut().find(|(c, _)| c == id) {
+            *state = CallState::Streaming;
+        }
+        out.push(AguiEvent::ToolCallArgs {
+            tool_call_id: id.as_str().to_owned(),
+            delta,
+        });
+    }
+
+    /// Sends `args` as the call's arguments when its `TOOL_CALL_START` was sent and no
+    /// fragment of them yet: a call not streamed, or one whose arguments came in no fragment
+    /// (a server that sends them only with the finished call). The client assembles a call's
+    /// arguments from `TOOL_CALL_ARGS` alone, so it would hold the call with none. Once a
+    /// fragment was sent, nothing is: `TOOL_CALL_ARGS` appends, and cannot replace what streamed.
+    fn show_args_if_none(&mut self, id: &ToolCallId, args: &Value, out: &mut Vec<AguiEvent>) {
+        if self.state(id) == Some(CallState::Open) {
+            self.send_args(id, args.to_string(), out);
+        }
+    }
+
     /// Ends the call's arguments (`TOOL_CALL_END`, if they are still open) and moves it to `to`.
     fn end_call(&mut self, id: &ToolCallId, to: CallState, out: &mut Vec<AguiEvent>) {
         if let Some((_, state)) = self.calls.iter_mut().find(|(c, _)| c == id) {
-            if *state == CallState::Open {
+            if state.arguments_open() {
                 out.push(AguiEvent::ToolCallEnd {
                     tool_call_id: id.as_str().to_owned(),
                 });
@@ -855,7 +883,7 @@ impl Translator {
         let cut = self.cut;
         for (id, state) in &mut self.calls {
             let ended = match *state {
-                CallState::Open => {
+                CallState::Open | CallState::Streaming => {
                     out.push(AguiEvent::ToolCallEnd {
                         tool_call_id: id.as_str().to_owned(),
                     });

@@ -408,6 +408,87 @@ fn a_call_still_streaming_at_the_end_is_ended_and_answered() {
     }
 }
 
+/// A call announced while streaming whose arguments came in no fragment (a Responses server
+/// that sends them only on `.done` or the finished item) shows the arguments its start or its
+/// approval request brings, before its `TOOL_CALL_END`: the client assembles a call's
+/// arguments from `TOOL_CALL_ARGS` alone, and would hold the call with none. A call whose
+/// arguments streamed gets no second copy (`TOOL_CALL_ARGS` appends).
+#[test]
+fn a_streamed_call_without_fragments_shows_the_arguments_it_ran_with() {
+    use std::sync::Arc;
+
+    use ai_core::{AiEvent, DoneReason, ToolCallId, ToolId, ToolOutcome};
+    use serde_json::json;
+    let id = |raw: &str| ToolCallId::new(raw).unwrap();
+    let out = translate(&[
+        AiEvent::StepStarted { step: 1 },
+        AiEvent::ToolCallStreamStart {
+            tool_call_id: id("call_1"),
+            tool_name: "core__workspace_read".into(),
+        },
+        AiEvent::ToolCallStreamStart {
+            tool_call_id: id("call_2"),
+            tool_name: "core__workspace_write".into(),
+        },
+        AiEvent::ToolCallStreamStart {
+            tool_call_id: id("call_3"),
+            tool_name: "core__workspace_read".into(),
+        },
+        AiEvent::ToolCallArgsDelta {
+            tool_call_id: id("call_3"),
+            delta: r#"{"path": "b"}"#.into(),
+        },
+        AiEvent::ToolCallStart {
+            tool_call_id: id("call_1"),
+            tool_name: "core__workspace_read".into(),
+            args: Some(Arc::new(json!({"path": "a"}))),
+        },
+        AiEvent::ApprovalRequired {
+            tool_call_id: id("call_2"),
+            tool_id: ToolId::parse("core__workspace_write").unwrap(),
+            args: Arc::new(json!({"path": "w"})),
+            args_hash: "0".repeat(64),
+        },
+        AiEvent::ToolCallStart {
+            tool_call_id: id("call_3"),
+            tool_name: "core__workspace_read".into(),
+            args: Some(Arc::new(json!({"path": "b"}))),
+        },
+        AiEvent::ToolCallResult {
+            tool_call_id: id("call_1"),
+            tool_name: "core__workspace_read".into(),
+            outcome: ToolOutcome::Ok {
+                value: Arc::new(json!("A")),
+            },
+        },
+        AiEvent::ToolCallResult {
+            tool_call_id: id("call_3"),
+            tool_name: "core__workspace_read".into(),
+            outcome: ToolOutcome::Ok {
+                value: Arc::new(json!("B")),
+            },
+        },
+        AiEvent::Done {
+            reason: DoneReason::AwaitingApproval,
+        },
+    ]);
+    verify(&out).unwrap();
+    let shown = |call: &str| -> Vec<&str> {
+        out.iter()
+            .filter_map(|e| match e {
+                AguiEvent::ToolCallArgs {
+                    tool_call_id,
+                    delta,
+                } if tool_call_id == call => Some(delta.as_str()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(shown("call_1"), [r#"{"path":"a"}"#], "{out:?}");
+    assert_eq!(shown("call_2"), [r#"{"path":"w"}"#], "{out:?}");
+    assert_eq!(shown("call_3"), [r#"{"path": "b"}"#], "{out:?}");
+}
+
 /// A run that fails or is cancelled while its text streams ends that message
 /// (`TEXT_MESSAGE_END`) before its terminal event: nothing more will come for it, and a client
 /// that shows a message as streaming until its end would do so for good. (A cancelled run
