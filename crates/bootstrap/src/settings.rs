@@ -218,13 +218,19 @@ const DEFAULT_MAX_UNSENT_BYTES: std::num::NonZeroUsize =
 pub(crate) const OLDEST_AI_SDK: u8 = 5;
 
 /// Reads a count or size that 0 cannot be (`server.max_unsent_events`, `agent.max_steps`, …),
-/// refusing anything else in plain words, not the Rust type's (`a nonzero usize`).
+/// refusing anything else in plain words, not the Rust type's (`a nonzero usize`): a whole
+/// number past what `T` holds is called too large, not one that is not at least 1.
 fn at_least_one<'de, D, T>(de: D) -> Result<T, D::Error>
 where
     D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
+    T: TryFrom<std::num::NonZeroU64>,
 {
-    T::deserialize(de).map_err(|_| serde::de::Error::custom("expected a whole number, at least 1"))
+    use serde::de::Error;
+    let count = u64::deserialize(de)
+        .ok()
+        .and_then(std::num::NonZeroU64::new)
+        .ok_or_else(|| D::Error::custom("expected a whole number, at least 1"))?;
+    T::try_from(count).map_err(|_| D::Error::custom(format!("{count} is too large")))
 }
 
 /// Reads a time in milliseconds that may be 0 (`server.slow_client_grace_ms`), refusing

@@ -186,7 +186,8 @@ fn a_bad_tool_id_in_the_inline_policy_is_named_by_its_place() {
 /// The slow-client limits are `[server]` settings whose defaults are the server's and the
 /// example's; a count or size of 0, or a value of the wrong type, is refused in one line
 /// naming its key and what it takes, in plain words (it said `a nonzero usize`, `u64`); a
-/// grace of 0 (no grace: cut at once) is taken.
+/// whole number past what the count holds is called too large (not "expected a whole number,
+/// at least 1"); a grace of 0 (no grace: cut at once) is taken.
 #[test]
 fn the_slow_client_limits_are_server_settings() {
     use crate::server::{
@@ -230,6 +231,13 @@ fn the_slow_client_limits_are_server_settings() {
         ("server", "slow_client_grace_ms", "-1", grace),
         ("server", "slow_client_grace_ms", "\"10s\"", grace),
         ("server", "max_unsent_bytes", "99999999999999999999", ""),
+        // A whole number past what the count holds is not called anything else.
+        (
+            "agent",
+            "max_steps",
+            "4294967296",
+            "4294967296 is too large",
+        ),
     ] {
         let error = Settings::from_toml_str(&format!("[{table}]\n{key} = {value}\n"))
             .unwrap_err()
