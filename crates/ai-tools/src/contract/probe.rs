@@ -9,10 +9,10 @@
 
 use std::cell::Cell;
 use std::collections::BTreeSet;
+use std::fmt;
 
-use serde::de::value::{Error, StrDeserializer};
+use serde::de::value::Error;
 use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde::forward_to_deserialize_any;
 use serde_json::Value;
 
 /// One step from a value to one inside it. The probe reads a property and a map's entry alike:
@@ -151,7 +151,7 @@ impl<'de> Deserializer<'de> for Probe<'_> {
             _ => return self.end(),
         };
         visitor.visit_map(OneEntry {
-            key: Some(Key(key)),
+            key: Some(key),
             value: Probe {
                 path: &self.path[1..],
                 reached: self.reached,
@@ -198,7 +198,7 @@ impl<'de> Deserializer<'de> for Probe<'_> {
 
 /// An object of one entry, its value the rest of the probe.
 struct OneEntry<'p> {
-    key: Option<Key<'p>>,
+    key: Option<&'p str>,
     value: Probe<'p>,
 }
 
@@ -209,7 +209,7 @@ impl<'de> MapAccess<'de> for OneEntry<'_> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, Error> {
-        let key = self.key.take().map(|key| seed.deserialize(key)).transpose();
+        let key = self.key.take().map(|key| read_key(key, seed)).transpose();
         // A key errs only as its type refuses it.
         if key.is_err() && self.value.path.is_empty() {
             self.value.reached.set(Reached::KeyRefused);
@@ -236,62 +236,29 @@ impl<'de> SeqAccess<'de> for OneItem<'_> {
     }
 }
 
-/// An object key: a struct's field name, a map's string, integer (its text read as one, as
-/// serde_json reads a key: a negative one, one past 64 bits too), unit enum or newtype
-/// (`struct Id(u32)`) key.
-struct Key<'p>(&'p str);
-
-/// Deserializer methods that read the key as an integer.
-macro_rules! integer_key {
-    ($($method:ident)*) => {$(
-        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-            let text = self.0;
-            if let Ok(integer) = text.parse::<u64>() {
-                visitor.visit_u64(integer)
-            } else if let Ok(integer) = text.parse::<i64>() {
-                visitor.visit_i64(integer)
-            } else if let Ok(integer) = text.parse::<u128>() {
-                visitor.visit_u128(integer)
-            } else if let Ok(integer) = text.parse::<i128>() {
-                visitor.visit_i128(integer)
-            } else {
-                visitor.visit_str(text)
-            }
-        }
-    )*};
+/// `seed` read from `key` as serde_json reads a key of the arguments (a struct's field name, a
+/// map's string, integer, unit enum or newtype key): by serde_json's own key deserializer, so the
+/// probe's key type takes and refuses exactly the keys it takes and refuses when serde reads the
+/// arguments (an integer key is read from its text, a 128-bit one by `visit_i128`).
+fn read_key<'de, K: DeserializeSeed<'de>>(key: &str, seed: K) -> Result<K::Value, Error> {
+    let object = Value::Object(serde_json::Map::from_iter([(key.to_owned(), Value::Null)]));
+    object
+        .deserialize_map(FirstKey(seed))
+        .map_err(serde::de::Error::custom)
 }
 
-impl<'de> Deserializer<'de> for Key<'_> {
-    type Error = Error;
+/// Reads the first key of an object with its seed.
+struct FirstKey<K>(K);
 
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        visitor.visit_str(self.0)
+impl<'de, K: DeserializeSeed<'de>> Visitor<'de> for FirstKey<K> {
+    type Value = K::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object of one key")
     }
 
-    fn deserialize_enum<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        variants: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, Error> {
-        StrDeserializer::<Error>::new(self.0).deserialize_enum(name, variants, visitor)
-    }
-
-    fn deserialize_newtype_struct<V: Visitor<'de>>(
-        self,
-        _: &'static str,
-        visitor: V,
-    ) -> Result<V::Value, Error> {
-        visitor.visit_newtype_struct(self)
-    }
-
-    integer_key! {
-        deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64 deserialize_i128
-        deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64 deserialize_u128
-    }
-
-    forward_to_deserialize_any! {
-        bool f32 f64 char str string bytes byte_buf option unit unit_struct seq
-        tuple tuple_struct map struct identifier ignored_any
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<K::Value, A::Error> {
+        map.next_key_seed(self.0)?
+            .ok_or_else(|| serde::de::Error::custom("an object without a key"))
     }
 }

@@ -364,6 +364,66 @@ fn a_map_with_nonzero_keys_takes_no_zero() {
     );
 }
 
+/// A key of 128 bits whose `Deserialize` takes only what serde_json gives a 128-bit key
+/// (`visit_i128`), as a hand-written one may.
+#[derive(Serialize, PartialEq, Eq, PartialOrd, Ord)]
+struct Wide(i128);
+
+impl JsonSchema for Wide {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Wide".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        i128::json_schema(generator)
+    }
+}
+
+impl<'de> Deserialize<'de> for Wide {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct WideVisitor;
+        impl serde::de::Visitor<'_> for WideVisitor {
+            type Value = Wide;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a 128-bit integer")
+            }
+            fn visit_i128<E>(self, v: i128) -> Result<Wide, E> {
+                Ok(Wide(v))
+            }
+        }
+        d.deserialize_i128(WideVisitor)
+    }
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[allow(dead_code)]
+struct WideKeys {
+    by_wide: BTreeMap<Wide, i64>,
+}
+
+/// The probe reads a key as serde_json itself reads the arguments' keys, so a key type is asked
+/// what serde asks it: a key type serde_json reads `0` and `-1` into keeps them in its map's
+/// pattern, and a refused value under a key it takes is the value's refusal, not the key's.
+#[test]
+fn a_key_is_probed_as_serde_json_reads_it() {
+    let spec = tool_spec::<Probe<WideKeys>>().unwrap();
+    assert_eq!(
+        spec.input_schema
+            .pointer("/properties/by_wide/propertyNames/pattern"),
+        Some(&serde_json::json!("^(0|-?[1-9][0-9]*)$"))
+    );
+    let cases = ["0", "-1", "7"].map(|key| serde_json::json!({"by_wide": {key: 1}}));
+    assert_accepts_what_serde_accepts::<WideKeys>(&spec.input_schema, cases);
+    let tool = crate::bind(Probe::<WideKeys>(std::marker::PhantomData)).unwrap();
+    assert_eq!(
+        tool.validate_input(serde_json::json!({"by_wide": {"7": 2.0}}))
+            .unwrap_err()
+            .safe_message(),
+        "/by_wide/* does not fit the tool's input type: a value of the wrong type (a floating \
+         point; expected i64)"
+    );
+}
+
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[allow(dead_code)]
 struct Legs {
