@@ -5,8 +5,9 @@
 //!
 //! Precedence, highest first: a command-line flag, its `COGNI_*` environment variable (clap reads
 //! both, here in the composition root only), the config file, the defaults below. The API key is
-//! read only from `COGNI_LLM_API_KEY`, and the server's bearer token only from
-//! `COGNI_SERVER_TOKEN` (never from the file, so a committed config cannot leak either).
+//! read only from `COGNI_LLM_API_KEY` (or the hidden `--llm-api-key`), and the server's bearer
+//! token only from `COGNI_SERVER_TOKEN` (or the hidden `--server-token`): never from the file, so
+//! a committed config cannot leak either.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -77,7 +78,8 @@ pub struct LlmSettings {
     /// Retries of a failed request before its first byte (connection errors, timeouts, 408,
     /// 409, 429, 5xx, or as the server's `x-should-retry` says); at most [`MAX_LLM_RETRIES`].
     pub max_retries: u32,
-    /// The API key (only from `COGNI_LLM_API_KEY`; local servers need none).
+    /// The API key (only from `COGNI_LLM_API_KEY` or `--llm-api-key`, never from the file;
+    /// local servers need none).
     #[serde(skip)]
     pub api_key: Option<Secret>,
     /// Send the API key over a plain `http://` base URL to a host that is not loopback, where
@@ -194,7 +196,7 @@ pub struct ServerSettings {
     #[serde(deserialize_with = "at_least_one")]
     pub max_unsent_bytes: std::num::NonZeroUsize,
     /// The bearer token every request but `GET /healthz` must send (only from
-    /// `COGNI_SERVER_TOKEN`; none: no authentication).
+    /// `COGNI_SERVER_TOKEN` or `--server-token`, never from the file; none: no authentication).
     #[serde(skip)]
     pub token: Option<ServerToken>,
 }

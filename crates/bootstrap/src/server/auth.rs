@@ -20,7 +20,8 @@ const OPEN_PATHS: &[&str] = &["/healthz"];
 
 /// The bearer token clients of `cogni serve` must send (`Authorization: Bearer <token>`).
 ///
-/// It comes only from `COGNI_SERVER_TOKEN` (see [`crate::Overrides`]), never from a config file.
+/// It comes only from `COGNI_SERVER_TOKEN` or the hidden `--server-token` (see
+/// [`crate::Overrides`]), never from a config file.
 /// Only the token's SHA-256 digest is kept, so the token itself is not in the server's memory
 /// after start; its `Debug` prints `ServerToken([redacted])`, and it has no `Display`, no
 /// `Serialize` and no way to read it back: the server only asks whether a presented token
