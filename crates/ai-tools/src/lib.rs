@@ -129,8 +129,9 @@
 //! let source = Arc::new(StaticToolSource::new(vec![ai_tools::bind(Add).unwrap()]).unwrap());
 //! let policy = Arc::new(ToolPolicy::from_toml_str(r#"allowed_tools = ["core__add"]"#).unwrap());
 //! let ctx = RunContext::new("run-1", "user:alice", "tenant-1").unwrap();
-//! let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx).unwrap();
 //! let runner = ToolRunner::new(source, policy, Arc::new(FixedClock));
+//! // The run's catalog, from the runner's own source and policy.
+//! let catalog = runner.catalog(&ctx).unwrap();
 //!
 //! let call = ToolCall {
 //!     id: ToolCallId::new("call_1").unwrap(),

@@ -14,9 +14,9 @@ use adapters::{ReplayCompletion, SqliteStore, TieredBlobStore, shown_cut};
 use ai_core::{
     AiEvent, BlobStore, BoundTool, CancellationToken, Capabilities, CompletionDelta, DoneReason,
     EventSink, ExecPermit, LlmCompletion, ModelReceipt, OutputItem, RunContext, RunId, RunLog,
-    RunStatus, RunStore, RunStoreError, ToolCallBlob, ToolCatalog, ToolError, ToolErrorCategory,
-    ToolErrorCode, ToolFailure, ToolId, ToolInvocationContext, ToolInvocationRecord, ToolSource,
-    ToolSpec, canonical_bytes,
+    RunStatus, RunStore, RunStoreError, ToolCallBlob, ToolError, ToolErrorCategory, ToolErrorCode,
+    ToolFailure, ToolId, ToolInvocationContext, ToolInvocationRecord, ToolSource, ToolSpec,
+    canonical_bytes,
 };
 use anyhow::{Context, anyhow, bail};
 use async_trait::async_trait;
@@ -904,7 +904,7 @@ pub async fn replay_run(settings: &Settings, run_id: &str) -> anyhow::Result<Rep
         configured.clock.clone(),
     );
     let ctx = RunContext::new(run_id, "user:cli", "local")?;
-    let catalog = ToolCatalog::build(runtime.source.as_ref(), &runtime.policy, &ctx)?;
+    let catalog = runtime.runner.catalog(&ctx)?;
     let sink = Collect::default();
     input
         .turn

@@ -16,7 +16,7 @@ use ai_tools::ToolContract;
 use graph::ai_core::{
     self, AiEvent, CancellationToken, Capabilities, Clock, CompletionDelta, CompletionError,
     CompletionPort, DeltaSink, ExecPermit, FinishReason, LlmCompletion, LlmRequest, LlmToolCall,
-    RunContext, StaticToolSource, ThreadId, ToolCallId, ToolCatalog, ToolEffect, ToolError,
+    RunContext, StaticToolSource, ThreadId, ToolCallId, ToolEffect, ToolError,
     ToolInvocationContext, ToolPolicy, ToolRunner, ToolSource,
 };
 use graph::{Agent, AgentConfig, InMemoryThreadStore};
@@ -187,13 +187,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ])));
     let agent = Agent::new(
         Arc::new(model),
-        runner,
+        runner.clone(), // a clone shares the runner's statistics
         AgentConfig::default().with_graph("acme.weather", "1.0.0"),
     );
 
     // One run: who asks, what the model may see, and one turn on a thread.
     let ctx = RunContext::new("run-1", "user:alice", "tenant-1")?;
-    let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx)?;
+    // The tools the model may see in this run: the runner's own, under its own policy.
+    let catalog = runner.catalog(&ctx)?;
     let threads = InMemoryThreadStore::default();
     let thread = ThreadId::new("thread-1")?;
     let events = |event: AiEvent| println!("{}", serde_json::to_string(&event).unwrap());

@@ -222,6 +222,14 @@ impl ToolRunner {
         self.registry.stats(tokio::time::Instant::now())
     }
 
+    /// The catalog of one run over this runner's own source and policy
+    /// ([`ToolCatalog::build`]): the tools the runner will run for `ctx`, so a catalog built from
+    /// another source or policy cannot hide a tool from the model, or offer one the runner then
+    /// refuses.
+    pub fn catalog(&self, ctx: &RunContext) -> Result<ToolCatalog, crate::Error> {
+        ToolCatalog::build(self.source.as_ref(), &self.policy, ctx)
+    }
+
     /// The source the runner takes tools from.
     pub fn source(&self) -> &dyn ToolSource {
         self.source.as_ref()

@@ -3,9 +3,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use ai_core::{
-    AiEvent, CancellationToken, DoneReason, RunContext, ThreadId, ToolCatalog, ToolOutcome,
-};
+use ai_core::{AiEvent, CancellationToken, DoneReason, RunContext, ThreadId, ToolOutcome};
 
 use super::terminal_safe;
 use crate::{Overrides, Runtime, Settings, create_completion};
@@ -45,7 +43,7 @@ pub(crate) async fn run(
     let run_id = free_run_id(&stores, thread.is_none(), fresh).await?;
     let thread = ThreadId::new(thread.unwrap_or_else(|| run_id.clone()))?;
     let ctx = RunContext::new(run_id, "user:cli", "local")?;
-    let catalog = ToolCatalog::build(runtime.source.as_ref(), &runtime.policy, &ctx)?;
+    let catalog = runtime.runner.catalog(&ctx)?;
     let cancel = CancellationToken::new();
     let on_interrupt = cancel.clone();
     tokio::spawn(async move {

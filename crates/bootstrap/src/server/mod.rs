@@ -246,7 +246,7 @@ impl AppState {
     }
 
     fn catalog(&self, ctx: &RunContext) -> Result<ToolCatalog, ApiError> {
-        ToolCatalog::build(self.runtime.source.as_ref(), &self.runtime.policy, ctx)
+        (self.runtime.runner.catalog(ctx))
             .map_err(|e| ApiError::internal_logged("the tool catalog cannot be built", &e))
     }
 }
