@@ -145,6 +145,36 @@ pub enum AiEvent {
     },
 }
 
+impl AiEvent {
+    /// The tool call the event is about, if it is about one.
+    ///
+    /// The match lists every variant (the enum is `#[non_exhaustive]` only outside this
+    /// crate), so a variant added later has to say here whether it names a call.
+    ///
+    /// ```
+    /// use ai_core::{AiEvent, DoneReason, ToolCallId};
+    /// let id = ToolCallId::new("call_1").unwrap();
+    /// let event = AiEvent::ToolCallStart { tool_call_id: id.clone(), tool_name: "core__x".into(), args: None };
+    /// assert_eq!(event.tool_call_id(), Some(&id));
+    /// assert_eq!(AiEvent::Done { reason: DoneReason::Stop }.tool_call_id(), None);
+    /// ```
+    pub fn tool_call_id(&self) -> Option<&ToolCallId> {
+        match self {
+            Self::ToolCallStreamStart { tool_call_id, .. }
+            | Self::ToolCallArgsDelta { tool_call_id, .. }
+            | Self::ToolCallStart { tool_call_id, .. }
+            | Self::ToolCallResult { tool_call_id, .. }
+            | Self::ToolCallRetrying { tool_call_id, .. }
+            | Self::ApprovalRequired { tool_call_id, .. } => Some(tool_call_id),
+            Self::StepStarted { .. }
+            | Self::TextDelta { .. }
+            | Self::Usage { .. }
+            | Self::Error { .. }
+            | Self::Done { .. } => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -150,7 +150,7 @@ pub(crate) fn reused_call_id(
     event: &AiEvent,
     shown: impl Fn(&ToolCallId) -> Option<Shown>,
 ) -> Result<(), ReusedCallId> {
-    let Some(id) = tool_call_id(event) else {
+    let Some(id) = event.tool_call_id() else {
         return Ok(());
     };
     let Some(how) = shown(id) else {
@@ -172,19 +172,6 @@ pub(crate) fn reused_call_id(
             shown: how,
         }),
         false => Ok(()),
-    }
-}
-
-/// The tool call `event` is about, if any.
-fn tool_call_id(event: &AiEvent) -> Option<&ToolCallId> {
-    match event {
-        AiEvent::ToolCallStreamStart { tool_call_id, .. }
-        | AiEvent::ToolCallArgsDelta { tool_call_id, .. }
-        | AiEvent::ToolCallStart { tool_call_id, .. }
-        | AiEvent::ApprovalRequired { tool_call_id, .. }
-        | AiEvent::ToolCallRetrying { tool_call_id, .. }
-        | AiEvent::ToolCallResult { tool_call_id, .. } => Some(tool_call_id),
-        _ => None,
     }
 }
 

@@ -1549,19 +1549,6 @@ fn frames_of<T: serde::Serialize>(pushed: Result<Vec<T>, wire_ui::ReusedCallId>)
     }
 }
 
-/// Whether `event` is about one of `calls`.
-fn is_about_one_of(event: &AiEvent, calls: &[ai_core::ToolCallId]) -> bool {
-    match event {
-        AiEvent::ToolCallStreamStart { tool_call_id, .. }
-        | AiEvent::ToolCallArgsDelta { tool_call_id, .. }
-        | AiEvent::ToolCallStart { tool_call_id, .. }
-        | AiEvent::ApprovalRequired { tool_call_id, .. }
-        | AiEvent::ToolCallRetrying { tool_call_id, .. }
-        | AiEvent::ToolCallResult { tool_call_id, .. } => calls.contains(tool_call_id),
-        _ => false,
-    }
-}
-
 /// A protocol's translator, as the stream needs it.
 pub(crate) trait Translate: Send + 'static {
     /// The frames for one event.
@@ -1652,7 +1639,13 @@ fn sse_response<T: Translate>(
                 return Some((Ok(Bytes::from_static(KEEP_ALIVE_FRAME.as_bytes())), s));
             };
             let mut frames = match event {
-                Some(event) if is_about_one_of(&event, &s.unshown) => String::new(),
+                Some(event)
+                    if event
+                        .tool_call_id()
+                        .is_some_and(|id| s.unshown.contains(id)) =>
+                {
+                    String::new()
+                }
                 Some(event) => s.translator.frames(&event),
                 // Not the run's end, but the stream's: the protocol's terminal error, saying so
                 // and that the run goes on, rather than a body that breaks off (a client shows
