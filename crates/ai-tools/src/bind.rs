@@ -421,7 +421,7 @@ fn serde_refusal<T: DeserializeOwned>(
     let place = schema_named_path(schema, &pointer(&steps));
     let every_step_named = steps.len() == path.iter().len();
     let inside = if every_step_named {
-        flattened_property::<T>(args, &steps, inner)
+        flattened_property::<T>(schema, args, &steps, inner)
     } else {
         Flattened::NotThere
     };
@@ -462,9 +462,12 @@ fn key_refused<T: DeserializeOwned>(path: &serde_path_to_error::Path, line: usiz
     }
 }
 
-/// The properties of one object [`flattened_property`] tries at most: each costs a read of
-/// the arguments.
-const MAX_FLATTENED_TRIED: usize = 32;
+/// The reads of the input type one refusal's [`flattened_property`] makes at most: probes
+/// ([`probe::reach`], which leads from the root to one place, so costs no more than a read of the
+/// arguments) and reads of the arguments again alike. A refusal is paid for in a bounded number
+/// of reads whatever the arguments' shape, which the model chooses (and whose size,
+/// `max_args_bytes`, is a setting).
+const MAX_DIAGNOSIS_READS: usize = 16;
 
 /// Where inside an object serde refused it, as far as [`flattened_property`] can tell.
 enum Flattened {
@@ -473,16 +476,21 @@ enum Flattened {
     NotThere,
     /// The JSON pointer of the property serde refused.
     Found(String),
-    /// Some are, and which one was refused cannot be told.
+    /// Some are, and which one was refused, if any, cannot be told.
     Untold,
 }
 
 /// The property of the object at `steps` in `args` where serde stopped, refusing `refusal` as
-/// it read a `T`, when `T` reads some of them through a `#[serde(flatten)]`ed part.
+/// it read a `T`, when `T` reads some of them through a `#[serde(flatten)]`ed part; `schema` is
+/// `T`'s input schema.
 ///
 /// serde reads a flattened part from its own copy of the object, where serde_path_to_error
-/// cannot follow: the refusal names the object. Each property read into the copy (the probe
-/// says which: [`probe::reach`]) is taken out in turn and the arguments read again:
+/// cannot follow: the refusal names the object. Which properties are read into the copy is
+/// asked of `T` ([`probe::reach`]): first of a key the object's schema does not declare, which
+/// stands for every such key (a struct reads them all alike: into the copy when it flattens a
+/// part, else not at all; a map reads all its entries alike), so an object without a flattened
+/// part costs one probe; then of each property the schema declares that the object holds. Each
+/// property read into the copy is taken out in turn and the arguments read again:
 ///
 /// - a property without which serde refuses them the same way is not the one refused;
 /// - one without which it takes them, or refuses them otherwise, is, but when it is missed
@@ -491,14 +499,28 @@ enum Flattened {
 ///
 /// The one refused is the one property said to be, or, when none is, the one property left that
 /// could be. Otherwise (two refused alike, or a check of the part as a whole) or past
-/// [`MAX_FLATTENED_TRIED`] properties, it cannot be told. Only a refusal pays for this.
+/// [`MAX_DIAGNOSIS_READS`], it cannot be told. Only a refusal pays for this.
 fn flattened_property<T: DeserializeOwned>(
+    schema: &Value,
     args: &Value,
     steps: &[Step<'_>],
     refusal: &serde_json::Error,
 ) -> Flattened {
     let at = pointer(steps);
     let Some(Value::Object(object)) = args.pointer(&at) else {
+        return Flattened::NotThere;
+    };
+    let declared = schema_walk(schema, &at)
+        .1
+        .and_then(|here| here.get("properties"))
+        .and_then(Value::as_object);
+    let is_declared = |key: &str| declared.is_some_and(|declared| declared.contains_key(key));
+    // Digits, which every map's key type takes (but a `NonZero`'s `0`); one of the first
+    // `declared.len() + 1` is free.
+    let Some(stand_in) = (1..)
+        .map(|n: u32| n.to_string())
+        .find(|key| !is_declared(key))
+    else {
         return Flattened::NotThere;
     };
     let mut path: Vec<probe::Step<'_>> = steps
@@ -508,20 +530,31 @@ fn flattened_property<T: DeserializeOwned>(
             Step::Index(_) => probe::Step::Item,
         })
         .collect();
-    let flattened: Vec<&String> = object
-        .keys()
-        .filter(|key| {
-            path.push(probe::Step::Entry(key));
-            let read = probe::reach::<T>(&path);
-            path.pop();
-            read == Reached::AsAny
-        })
-        .take(MAX_FLATTENED_TRIED + 1)
-        .collect();
-    if flattened.is_empty() {
+    let mut reads_left = MAX_DIAGNOSIS_READS;
+    // Whether `T` reads the value under `key` into the copy; `None` once the reads are spent.
+    let mut into_copy = |key| {
+        reads_left = reads_left.checked_sub(1)?;
+        path.push(probe::Step::Entry(key));
+        let read = probe::reach::<T>(&path);
+        path.pop();
+        Some(read == Reached::AsAny)
+    };
+    if into_copy(&stand_in) != Some(true) {
         return Flattened::NotThere;
     }
-    if flattened.len() > MAX_FLATTENED_TRIED {
+    let mut flattened = Vec::new();
+    for key in object.keys() {
+        if !is_declared(key) {
+            flattened.push(key);
+            continue;
+        }
+        match into_copy(key) {
+            Some(true) => flattened.push(key),
+            Some(false) => {}
+            None => return Flattened::Untold,
+        }
+    }
+    if flattened.len() > reads_left {
         return Flattened::Untold;
     }
     let refused = refusal.to_string();

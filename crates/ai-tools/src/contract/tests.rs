@@ -696,6 +696,140 @@ fn a_refusal_inside_a_flattened_part_that_cannot_be_placed_says_so() {
     );
 }
 
+/// A tally of counts, refused whole by its `try_from` past eight of them.
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[serde(try_from = "BTreeMap<String, u32>")]
+struct Tally(BTreeMap<String, u32>);
+
+impl TryFrom<BTreeMap<String, u32>> for Tally {
+    type Error = &'static str;
+
+    fn try_from(counts: BTreeMap<String, u32>) -> Result<Self, Self::Error> {
+        if counts.len() > 8 {
+            return Err("a tally holds at most 8 counts");
+        }
+        Ok(Tally(counts))
+    }
+}
+
+/// Counts, beside their total, read through a flattened map; refused whole by its `try_from`
+/// when the total is not their sum.
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[serde(try_from = "SummedFields")]
+struct Summed {
+    total: u32,
+    counts: BTreeMap<String, u32>,
+}
+
+/// [`Summed`] as serde reads it.
+#[derive(Deserialize, JsonSchema)]
+struct SummedFields {
+    total: u32,
+    #[serde(flatten)]
+    counts: BTreeMap<String, u32>,
+}
+
+impl TryFrom<SummedFields> for Summed {
+    type Error = &'static str;
+
+    fn try_from(SummedFields { total, counts }: SummedFields) -> Result<Self, Self::Error> {
+        if counts.values().sum::<u32>() != total {
+            return Err("the total is not the sum of the counts");
+        }
+        Ok(Summed { total, counts })
+    }
+}
+
+thread_local! {
+    /// How many times [`Level`] was read on this thread.
+    static LEVELS_READ: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// One level of an object nested as deep as the arguments go, with a tally and a sum at the
+/// bottom, counting its reads: a read of the arguments reads it once per level.
+#[derive(Serialize, JsonSchema)]
+struct Level {
+    next: Option<Box<Level>>,
+    tally: Option<Tally>,
+    summed: Option<Summed>,
+}
+
+impl<'de> Deserialize<'de> for Level {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Fields {
+            next: Option<Box<Level>>,
+            tally: Option<Tally>,
+            summed: Option<Summed>,
+        }
+        LEVELS_READ.with(|read| read.set(read.get() + 1));
+        let Fields {
+            next,
+            tally,
+            summed,
+        } = Fields::deserialize(d)?;
+        Ok(Level {
+            next,
+            tally,
+            summed,
+        })
+    }
+}
+
+/// How many times validating `args` reads a [`Level`], and what it says.
+fn levels_read(tool: &dyn ai_core::BoundTool, args: serde_json::Value) -> (usize, String) {
+    let before = LEVELS_READ.with(std::cell::Cell::get);
+    let message = match tool.validate_input(args) {
+        Ok(_) => String::new(),
+        Err(e) => e.safe_message().to_owned(),
+    };
+    (LEVELS_READ.with(std::cell::Cell::get) - before, message)
+}
+
+/// `bottom` under `depth` levels of `next`.
+fn nested(depth: usize, bottom: serde_json::Value) -> serde_json::Value {
+    (0..depth).fold(bottom, |inner, _| serde_json::json!({ "next": inner }))
+}
+
+/// Finding where serde stopped costs a bounded number of reads of the arguments, whatever their
+/// shape: an object refused whole (a `try_from`) deep in them, holding many keys, is not asked
+/// about key by key from the root (which cost keys × depth reads of a level: here 200 keys at 60
+/// levels read a `Level` about 12,000 times, 200 reads of the arguments), with or without a
+/// flattened part.
+#[test]
+fn a_refusal_costs_a_bounded_number_of_reads_whatever_the_arguments_shape() {
+    const DEPTH: usize = 60;
+    let tool = crate::bind(Probe::<Level>(std::marker::PhantomData)).unwrap();
+    let counts =
+        |n: usize| serde_json::Value::Object((0..n).map(|i| (format!("k{i}"), 1.into())).collect());
+    // A call taken reads the arguments twice: once, then back as written.
+    let one_read = DEPTH + 1;
+    let (read, message) = levels_read(&*tool, nested(DEPTH, serde_json::json!({})));
+    assert_eq!((read, message.as_str()), (2 * one_read, ""));
+
+    let (read, message) = levels_read(
+        &*tool,
+        nested(DEPTH, serde_json::json!({"tally": counts(200)})),
+    );
+    assert!(read <= 4 * one_read, "{read} reads of a level");
+    let place = "/next".repeat(DEPTH);
+    assert_eq!(
+        message,
+        format!("{place}/tally does not fit the tool's input type: a value the type does not take")
+    );
+
+    let mut summed = counts(200);
+    summed["total"] = 7.into();
+    let (read, message) = levels_read(&*tool, nested(DEPTH, serde_json::json!({"summed": summed})));
+    assert!(read <= 4 * one_read, "{read} reads of a level");
+    assert!(
+        message.starts_with(&format!(
+            "{place}/summed does not fit the tool's input type: a value the type does not take"
+        )),
+        "{message}"
+    );
+}
+
 thread_local! {
     /// The deserializers [`Watched`] was read from, by type name.
     static READ_BY: std::cell::RefCell<Vec<&'static str>> = const {
