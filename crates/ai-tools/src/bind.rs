@@ -379,7 +379,8 @@ fn pointer(steps: &[Step<'_>]) -> String {
 /// [`key_refused`]; a refused key names the map. A line never counts in the arguments (a key's
 /// is within the key, a value's within text of its own that its `Deserialize` read), so it goes
 /// unsaid. serde cannot name where it stopped inside a `#[serde(flatten)]`ed part: the property
-/// is found again by [`flattened_property`], or the message says it cannot be named.
+/// is found again by [`flattened_property`], or the message says that which one, if any, was
+/// refused cannot be told.
 fn serde_refusal<T: DeserializeOwned>(
     schema: &Value,
     args: &Value,
@@ -431,10 +432,11 @@ fn serde_refusal<T: DeserializeOwned>(
             "{} does not fit the tool's input type: {what}",
             schema_named_path(schema, &inside)
         ),
+        // A check of the object as a whole is refused there too: which property, if any.
         Flattened::Untold => format!(
-            "{place} does not fit the tool's input type: {what}, at one of its properties, \
-             which the input type reads from a copy of the object (a `#[serde(flatten)]`ed \
-             field) and cannot name"
+            "{place} does not fit the tool's input type: {what}; the input type reads part of \
+             this object from a copy (a `#[serde(flatten)]`ed field), so which of its \
+             properties, if any, was refused cannot be told"
         ),
     })
 }

@@ -676,10 +676,18 @@ fn a_refusal_inside_a_flattened_part_names_its_property() {
 }
 
 /// Where the property cannot be told (two properties refused alike: without either, the other
-/// is refused the same way), the message names the object and says honestly that the place
-/// inside it is not known.
+/// is refused the same way; or a check of the object as a whole, its `try_from`), the message
+/// names the object and says honestly that what inside it was refused, if anything, is not
+/// known.
 #[test]
 fn a_refusal_inside_a_flattened_part_that_cannot_be_placed_says_so() {
+    let untold = |place: &str, what: &str| {
+        format!(
+            "{place} does not fit the tool's input type: {what}; the input type reads part of \
+             this object from a copy (a `#[serde(flatten)]`ed field), so which of its \
+             properties, if any, was refused cannot be told"
+        )
+    };
     let tool = crate::bind(Probe::<Trip>(std::marker::PhantomData)).unwrap();
     let message = tool
         .validate_input(serde_json::json!({
@@ -690,10 +698,18 @@ fn a_refusal_inside_a_flattened_part_that_cannot_be_placed_says_so() {
         .to_owned();
     assert_eq!(
         message,
-        "/ does not fit the tool's input type: a value of the wrong type (a floating point; \
-         expected i64), at one of its properties, which the input type reads from a copy of \
-         the object (a `#[serde(flatten)]`ed field) and cannot name"
+        untold(
+            "/",
+            "a value of the wrong type (a floating point; expected i64)"
+        )
     );
+    let tool = crate::bind(Probe::<Summed>(std::marker::PhantomData)).unwrap();
+    let message = tool
+        .validate_input(serde_json::json!({"total": 5, "a": 1, "b": 1}))
+        .unwrap_err()
+        .safe_message()
+        .to_owned();
+    assert_eq!(message, untold("/", "a value the type does not take"));
 }
 
 /// A tally of counts, refused whole by its `try_from` past eight of them.
@@ -822,11 +838,13 @@ fn a_refusal_costs_a_bounded_number_of_reads_whatever_the_arguments_shape() {
     summed["total"] = 7.into();
     let (read, message) = levels_read(&*tool, nested(DEPTH, serde_json::json!({"summed": summed})));
     assert!(read <= 4 * one_read, "{read} reads of a level");
-    assert!(
-        message.starts_with(&format!(
-            "{place}/summed does not fit the tool's input type: a value the type does not take"
-        )),
-        "{message}"
+    assert_eq!(
+        message,
+        format!(
+            "{place}/summed does not fit the tool's input type: a value the type does not take; \
+             the input type reads part of this object from a copy (a `#[serde(flatten)]`ed \
+             field), so which of its properties, if any, was refused cannot be told"
+        )
     );
 }
 
