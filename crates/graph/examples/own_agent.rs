@@ -212,3 +212,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("the thread holds {} messages", state.messages().len());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    /// The example runs to its end, its two calls answered and its turn finished: what it shows
+    /// an adopter works, not only compiles.
+    #[test]
+    fn runs_to_its_end() {
+        super::main().unwrap();
+    }
+}
