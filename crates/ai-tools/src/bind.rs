@@ -132,8 +132,8 @@ pub fn bind<C: ToolContract>(contract: C) -> Result<Arc<dyn BoundTool>, Error> {
             if fields.is_empty() {
                 place
             } else {
-                let fields: Vec<String> = fields.iter().map(|field| format!("{field:?}")).collect();
-                format!("{place}; its fields are {}", fields.join(", "))
+                let fields = listed(fields.iter().map(|field| format!("{field:?}")));
+                format!("{place}; its fields are {fields}")
             }
         } else if path.contains('*') {
             " (a `field*` names a field that holds the type it is in)".into()
@@ -265,7 +265,7 @@ fn plain_error(kind: &ValidationErrorKind, here: Option<&Value>, root_arguments:
 /// (0: an unknown number), naming the ones it takes, from the schema. The unexpected names are
 /// the model's text and are not repeated. `root_arguments`: the object is a call's arguments.
 fn unexpected_properties(count: usize, here: Option<&Value>, root_arguments: bool) -> String {
-    let mut taken: Vec<&str> = here
+    let taken: Vec<&str> = here
         .and_then(|s| s.get("properties"))
         .and_then(Value::as_object)
         .map(|properties| properties.keys().map(String::as_str).collect())
@@ -281,15 +281,24 @@ fn unexpected_properties(count: usize, here: Option<&Value>, root_arguments: boo
             format!("holds {what}, but takes none")
         };
     }
-    let more = taken.len() > 20;
-    taken.truncate(20);
-    let names: Vec<String> = taken.iter().map(|name| format!("`{name}`")).collect();
     let who = if root_arguments { "the tool" } else { "it" };
     format!(
-        "holds {what} {who} does not take; {who} takes {}{}",
-        names.join(", "),
-        if more { ", …" } else { "" }
+        "holds {what} {who} does not take; {who} takes {}",
+        listed(taken.iter().map(|name| format!("`{name}`")))
     )
+}
+
+/// How many names a message lists at most: an output or an object schema may have thousands.
+const LISTED_NAMES: usize = 20;
+
+/// `names` joined by commas: the first [`LISTED_NAMES`], then `…` when there are more.
+fn listed(names: impl IntoIterator<Item = String>) -> String {
+    let mut names = names.into_iter();
+    let mut shown: Vec<String> = names.by_ref().take(LISTED_NAMES).collect();
+    if names.next().is_some() {
+        shown.push("…".into());
+    }
+    shown.join(", ")
 }
 
 /// A schema's `type` (one name or a list) as `string or null`.

@@ -64,9 +64,9 @@ pub enum Error {
         name: String,
     },
     /// The redaction allowlist is empty, names a path the output does not have (said with where
-    /// the path leaves the output and the fields there, so a misspelt one is seen), or names a
-    /// field the output may leave out beside a flattened map (whose key of that name would be
-    /// shown in its place).
+    /// the path leaves the output and the fields there, the first 20 of them, so a misspelt one
+    /// is seen), or names a field the output may leave out beside a flattened map (whose key of
+    /// that name would be shown in its place).
     #[error("tool {tool}: invalid redaction allowlist: {reason}")]
     Redaction {
         /// The tool.

@@ -110,6 +110,55 @@ fn a_path_the_output_lacks_is_refused_naming_where_it_leaves_it_and_what_is_ther
     );
 }
 
+/// An output struct with one `u8` field per name.
+macro_rules! wide {
+    ($name:ident: $($field:ident)*) => {
+        #[derive(Serialize, JsonSchema)]
+        struct $name {
+            $($field: u8,)*
+        }
+    };
+}
+
+wide!(Wide: f00 f01 f02 f03 f04 f05 f06 f07 f08 f09 f10 f11 f12 f13 f14 f15 f16 f17 f18 f19 f20 f21 f22 f23 f24 f25 f26 f27 f28 f29);
+
+/// A contract whose output has more fields than a message lists.
+struct WideOutput;
+#[async_trait::async_trait]
+impl ToolContract for WideOutput {
+    type Input = Input;
+    type Output = Wide;
+    const ID: &'static str = "core__wide";
+    const DESCRIPTION: &'static str = "Has many fields.";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const REDACTION: &'static [&'static str] = &["f00", "f3"];
+    async fn execute(
+        &self,
+        _: &ExecPermit,
+        _: Input,
+        _: &ToolInvocationContext,
+        _: &Capabilities,
+    ) -> Result<Wide, ToolError> {
+        Err(ToolError::new("never runs"))
+    }
+}
+
+/// A path an output with many fields lacks is refused naming only the first of them: an output
+/// type may have thousands, and the message stays one a person reads.
+#[test]
+fn a_path_an_output_with_many_fields_lacks_names_only_the_first_of_them() {
+    let err = bind(WideOutput).err().unwrap().to_string();
+    let first: Vec<String> = (0..20).map(|i| format!("\"f{i:02}\"")).collect();
+    assert!(
+        err.ends_with(&format!(
+            "\"f3\" is not a field of the output; its fields are {}, …",
+            first.join(", ")
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("f20"), "{err}");
+}
+
 /// A contract whose output is a plain value: no field for an allowlist to name.
 struct PlainOutput;
 #[async_trait::async_trait]
