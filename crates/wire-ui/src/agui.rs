@@ -449,9 +449,10 @@ pub enum AguiEvent {
 /// Where a tool call stands on the AG-UI stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum CallState {
-    /// `TOOL_CALL_START` sent, and no `TOOL_CALL_ARGS` yet: arguments may follow.
+    /// `TOOL_CALL_START` sent, and no `TOOL_CALL_ARGS` yet, or only whitespace: arguments may
+    /// follow.
     Open,
-    /// `TOOL_CALL_START` and some `TOOL_CALL_ARGS` sent: more may follow.
+    /// `TOOL_CALL_START` and some `TOOL_CALL_ARGS` sent, not only whitespace: more may follow.
     Streaming,
     /// `TOOL_CALL_RESULT` sent: the call is over. Nothing more is sent for it (an event that
     /// names it again, its id reused, is dropped, and `push` says so): a second result would
@@ -833,9 +834,13 @@ impl Translator {
         });
     }
 
-    /// Sends a fragment of the open call's arguments (`TOOL_CALL_ARGS`).
+    /// Sends a fragment of the open call's arguments (`TOOL_CALL_ARGS`). Whitespace alone
+    /// leaves the call [`CallState::Open`]: the decoder runs a call whose arguments are only
+    /// whitespace with `{}`, which may follow it and still read as JSON.
     fn send_args(&mut self, id: &ToolCallId, delta: String, out: &mut Vec<AguiEvent>) {
-        if let Some((_, state)) = self.calls.iter_mut().find(|(c, _)| c == id) {
+        if let Some((_, state)) = self.calls.iter_mut().find(|(c, _)| c == id)
+            && !delta.trim().is_empty()
+        {
             *state = CallState::Streaming;
         }
         out.push(AguiEvent::ToolCallArgs {
@@ -845,10 +850,11 @@ impl Translator {
     }
 
     /// Sends `args` as the call's arguments when its `TOOL_CALL_START` was sent and no
-    /// fragment of them yet: a call not streamed, or one whose arguments came in no fragment
-    /// (a server that sends them only with the finished call). The client assembles a call's
-    /// arguments from `TOOL_CALL_ARGS` alone, so it would hold the call with none. Once a
-    /// fragment was sent, nothing is: `TOOL_CALL_ARGS` appends, and cannot replace what streamed.
+    /// fragment of them yet (whitespace aside): a call not streamed, or one whose arguments came
+    /// in no fragment (a server that sends them only with the finished call, or only whitespace
+    /// for a call without parameters). The client assembles a call's arguments from
+    /// `TOOL_CALL_ARGS` alone, so it would hold the call with none. Once a fragment was sent,
+    /// nothing is: `TOOL_CALL_ARGS` appends, and cannot replace what streamed.
     fn show_args_if_none(&mut self, id: &ToolCallId, args: &Value, out: &mut Vec<AguiEvent>) {
         if self.state(id) == Some(CallState::Open) {
             self.send_args(id, args.to_string(), out);

@@ -489,6 +489,62 @@ fn a_streamed_call_without_fragments_shows_the_arguments_it_ran_with() {
     assert_eq!(shown("call_3"), [r#"{"path": "b"}"#], "{out:?}");
 }
 
+/// A call whose streamed fragments held only whitespace (a parameterless call a server sends
+/// `" "` for, which the decoder runs with `{}`) shows the arguments it ran with after them:
+/// the client would otherwise hold text that is not JSON. JSON allows the whitespace before.
+#[test]
+fn a_call_whose_fragments_were_only_whitespace_shows_the_arguments_it_ran_with() {
+    use std::sync::Arc;
+
+    use ai_core::{AiEvent, DoneReason, ToolCallId, ToolOutcome};
+    use serde_json::json;
+    let id = ToolCallId::new("call_1").unwrap();
+    let name = "core__get_current_time";
+    let out = translate(&[
+        AiEvent::StepStarted { step: 1 },
+        AiEvent::ToolCallStreamStart {
+            tool_call_id: id.clone(),
+            tool_name: name.into(),
+        },
+        AiEvent::ToolCallArgsDelta {
+            tool_call_id: id.clone(),
+            delta: " ".into(),
+        },
+        AiEvent::ToolCallArgsDelta {
+            tool_call_id: id.clone(),
+            delta: "\n".into(),
+        },
+        AiEvent::ToolCallStart {
+            tool_call_id: id.clone(),
+            tool_name: name.into(),
+            args: Some(Arc::new(json!({}))),
+        },
+        AiEvent::ToolCallResult {
+            tool_call_id: id,
+            tool_name: name.into(),
+            outcome: ToolOutcome::Ok {
+                value: Arc::new(json!({"now": "noon"})),
+            },
+        },
+        AiEvent::Done {
+            reason: DoneReason::Stop,
+        },
+    ]);
+    verify(&out).unwrap();
+    let arguments: String = out
+        .iter()
+        .filter_map(|e| match e {
+            AguiEvent::ToolCallArgs { delta, .. } => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&arguments).ok(),
+        Some(json!({})),
+        "{arguments:?}"
+    );
+}
+
 /// A run that fails or is cancelled while its text streams ends that message
 /// (`TEXT_MESSAGE_END`) before its terminal event: nothing more will come for it, and a client
 /// that shows a message as streaming until its end would do so for good. (A cancelled run
