@@ -13,13 +13,20 @@ use anyhow::{Context, bail};
 
 use crate::graph::{alias_stands_in, config_weakens, lowered_lints, read_toml};
 
-/// The steps, in order: a name and cargo's arguments (`None`: check-architecture, run in this
-/// process). The first failure stops the run and is named.
-const STEPS: &[(&str, Option<&[&str]>)] = &[
-    ("fmt", Some(&["fmt", "--all", "--", "--check"])),
+/// How a step runs.
+enum Step {
+    /// `cargo` with these arguments.
+    Cargo(&'static [&'static str]),
+    /// An xtask check (`cargo xtask <the step's name>`), run in this process.
+    Xtask(fn(&Path) -> anyhow::Result<()>),
+}
+
+/// The steps, in order, by name. The first failure stops the run and is named.
+const STEPS: &[(&str, Step)] = &[
+    ("fmt", Step::Cargo(&["fmt", "--all", "--", "--check"])),
     (
         "clippy",
-        Some(&[
+        Step::Cargo(&[
             "clippy",
             "--workspace",
             "--all-targets",
@@ -33,7 +40,7 @@ const STEPS: &[(&str, Option<&[&str]>)] = &[
     // only the workspace depends on it.
     (
         "clippy-minimal",
-        Some(&[
+        Step::Cargo(&[
             "clippy",
             "-p",
             "cogni-adapters",
@@ -44,23 +51,25 @@ const STEPS: &[(&str, Option<&[&str]>)] = &[
             "warnings",
         ]),
     ),
-    ("check-architecture", None),
+    ("check-architecture", Step::Xtask(crate::check_architecture)),
+    ("check-links", Step::Xtask(crate::links::check_links)),
     // The workspace's rustdoc lints (Cargo.toml) deny broken links and unreadable examples.
-    ("doc", Some(&["doc", "--workspace", "--no-deps"])),
-    ("test", Some(&["test", "--workspace"])),
+    ("doc", Step::Cargo(&["doc", "--workspace", "--no-deps"])),
+    ("test", Step::Cargo(&["test", "--workspace"])),
 ];
 
 /// The cargo subcommands ci's steps run (`fmt`, `clippy`, `doc`, `test`), which no alias may
 /// stand in for (`graph::shadowed_step`, run by [`crate::graph::config_weakens`]).
 pub(crate) fn commands() -> impl Iterator<Item = &'static str> {
-    STEPS
-        .iter()
-        .filter_map(|(_, args)| args.and_then(|a| a.first()).copied())
+    STEPS.iter().filter_map(|(_, step)| match step {
+        Step::Cargo(args) => args.first().copied(),
+        Step::Xtask(_) => None,
+    })
 }
 
 /// Runs fmt, clippy (also of cogni-adapters without its default features),
-/// check-architecture, the docs and the tests, stopping at the first failure; refuses first to
-/// run where the build's environment weakens them ([`weakened_checks`]).
+/// check-architecture, check-links, the docs and the tests, stopping at the first failure;
+/// refuses first to run where the build's environment weakens them ([`weakened_checks`]).
 pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
     let cargo = crate::cargo();
     let variables = environment();
@@ -74,14 +83,13 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
             "ci refused: the build's environment caps the lints or stands in for a step, so its checks would not hold"
         );
     }
-    for (name, args) in STEPS {
-        match args {
-            None => {
+    for (name, how) in STEPS {
+        match how {
+            Step::Xtask(check) => {
                 eprintln!("==> {name}");
-                crate::check_architecture(root)
-                    .with_context(|| format!("ci failed at step {name}"))?;
+                check(root).with_context(|| format!("ci failed at step {name}"))?;
             }
-            Some(args) if *name == "test" => {
+            Step::Cargo(args) if *name == "test" => {
                 // Streams left by an earlier run must not pass for this run's.
                 let streams = root.join(UI_STREAMS);
                 if streams.exists() {
@@ -96,7 +104,7 @@ pub(crate) fn run(root: &Path) -> anyhow::Result<()> {
                     failed + files_failed
                 );
             }
-            Some(args) => step(root, &cargo, name, args)?,
+            Step::Cargo(args) => step(root, &cargo, name, args)?,
         }
     }
     eprintln!(
@@ -291,14 +299,15 @@ fn step(root: &Path, cargo: &str, name: &str, args: &[&str]) -> anyhow::Result<(
 
 #[cfg(test)]
 mod tests {
-    /// The README's promise: fmt, clippy, check-architecture, doc, test, in that order.
+    /// The README's promise: fmt, clippy, check-architecture, check-links, doc, test, in that
+    /// order.
     #[test]
     fn the_steps_are_the_readmes() {
         let commands: Vec<String> = super::STEPS
             .iter()
-            .map(|(name, args)| match args {
-                Some(args) => format!("cargo {}", args.join(" ")),
-                None => format!("cargo xtask {name}"),
+            .map(|(name, step)| match step {
+                super::Step::Cargo(args) => format!("cargo {}", args.join(" ")),
+                super::Step::Xtask(_) => format!("cargo xtask {name}"),
             })
             .collect();
         assert_eq!(
@@ -308,6 +317,7 @@ mod tests {
                 "cargo clippy --workspace --all-targets -- -D warnings",
                 "cargo clippy -p cogni-adapters --no-default-features --all-targets -- -D warnings",
                 "cargo xtask check-architecture",
+                "cargo xtask check-links",
                 "cargo doc --workspace --no-deps",
                 "cargo test --workspace",
             ]
@@ -326,6 +336,7 @@ mod tests {
             "`cargo fmt --check`",
             "-D warnings",
             "`cargo xtask check-architecture`",
+            "`cargo xtask check-links`",
             "`cargo doc --workspace --no-deps`",
             "`cargo test --workspace`",
             "`.ci/run`",

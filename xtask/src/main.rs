@@ -1,5 +1,6 @@
 //! Repository chores: `cargo xtask check-architecture` enforces the layering and the source
-//! rules of DESIGN.md; `cargo xtask ci` runs everything CI runs.
+//! rules of DESIGN.md; `cargo xtask check-links` that the Markdown's relative links and anchors
+//! lead somewhere ([`links`]); `cargo xtask ci` runs everything CI runs.
 //!
 //! check-architecture is written like rust-analyzer's `xtask/src/tidy.rs`: plain functions
 //! that return violations as `path:line: RULE_ID: message` (graph violations name the edge,
@@ -20,6 +21,7 @@ mod ci;
 mod exceptions;
 mod graph;
 mod lex;
+mod links;
 mod sources;
 
 use std::path::{Path, PathBuf};
@@ -29,9 +31,10 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("check-architecture") => check_architecture(&repo_root()),
+        Some("check-links") => links::check_links(&repo_root()),
         Some("ci") => ci::run(&repo_root()),
         _ => {
-            eprintln!("usage: cargo xtask <check-architecture|ci>");
+            eprintln!("usage: cargo xtask <check-architecture|check-links|ci>");
             return ExitCode::from(2);
         }
     };

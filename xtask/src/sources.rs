@@ -291,7 +291,7 @@ pub(crate) fn check_tree(
 ) -> anyhow::Result<(Vec<String>, Seen)> {
     let mut files = Vec::new();
     let mut links = Vec::new();
-    walk(root, root, &mut files, &mut links)?;
+    walk(root, root, "rs", &mut files, &mut links)?;
     files.sort();
     let mut found = Vec::new();
     let links: Vec<String> = links.iter().map(|l| relative(root, l)).collect();
@@ -454,13 +454,14 @@ fn sanity(seen: &Seen) -> Vec<String> {
         .collect()
 }
 
-/// Every `.rs` file under `dir` (in the repository at `root`), skipping build output, vendored
-/// packages, hidden folders and fuzzing data, but never in crate sources, where `mod target;`
-/// compiles `src/target/`; every symlink met on the way goes to `links` too, one by a skipped name
-/// as well (a link to a folder is not entered).
-fn walk(
+/// Every file named `*.{extension}` under `dir` (in the repository at `root`), skipping build
+/// output, vendored packages, hidden folders and fuzzing data, but never in crate sources, where
+/// `mod target;` compiles `src/target/`; every symlink met on the way goes to `links` too, one by
+/// a skipped name as well (a link to a folder is not entered).
+pub(crate) fn walk(
     root: &Path,
     dir: &Path,
+    extension: &str,
     out: &mut Vec<PathBuf>,
     links: &mut Vec<PathBuf>,
 ) -> anyhow::Result<()> {
@@ -481,9 +482,9 @@ fn walk(
         }
         if kind.is_dir() {
             if !skipped {
-                walk(root, &path, out, links)?;
+                walk(root, &path, extension, out, links)?;
             }
-        } else if path.extension().is_some_and(|e| e == "rs") {
+        } else if path.extension().is_some_and(|e| e == extension) {
             out.push(path);
         }
     }
@@ -491,7 +492,7 @@ fn walk(
 }
 
 /// `path` relative to `root`, with `/`.
-fn relative(root: &Path, path: &Path) -> String {
+pub(crate) fn relative(root: &Path, path: &Path) -> String {
     let path = path.strip_prefix(root).unwrap_or(path);
     path.to_string_lossy().replace('\\', "/")
 }
