@@ -864,13 +864,8 @@ async fn tools_call(
     let source = Arc::new(create_tool_source(&settings.core_tools()?, &caps)?);
     warn_unknown_tools(&policy, source.as_ref());
     let ctx = cli_context(caps.clock.as_ref())?;
-    let catalog = ToolCatalog::build(source.as_ref(), &policy, &ctx)?;
-    let runner = crate::compose::tool_runner(
-        settings,
-        source.clone() as Arc<dyn ToolSource>,
-        policy,
-        caps.clock.clone(),
-    );
+    let runner = crate::compose::tool_runner(settings, source, policy, caps.clock.clone());
+    let catalog = runner.catalog(&ctx)?;
     let call = ToolCall {
         id: ToolCallId::new("cli-call-1")?,
         name: tool_id.into(),

@@ -246,7 +246,9 @@ impl AppState {
     }
 
     fn catalog(&self, ctx: &RunContext) -> Result<ToolCatalog, ApiError> {
-        (self.runtime.runner.catalog(ctx))
+        self.runtime
+            .runner
+            .catalog(ctx)
             .map_err(|e| ApiError::internal_logged("the tool catalog cannot be built", &e))
     }
 }
