@@ -546,14 +546,13 @@ impl ReplayOutcome {
 
 /// The call a tool call event belongs to: the events the runner emits for a call (start,
 /// retrying, approval required, result), whose order among calls running at once is their
-/// timing.
+/// timing. The model's own events for a call (its stream's start and arguments) come in the
+/// order it sent them, which a replay reproduces, so they are compared in place. Which events
+/// name a call is [`AiEvent::tool_call_id`]'s one match, so one added later is grouped by call.
 fn concurrent_call(event: &AiEvent) -> Option<&ai_core::ToolCallId> {
     match event {
-        AiEvent::ToolCallStart { tool_call_id, .. }
-        | AiEvent::ToolCallRetrying { tool_call_id, .. }
-        | AiEvent::ApprovalRequired { tool_call_id, .. }
-        | AiEvent::ToolCallResult { tool_call_id, .. } => Some(tool_call_id),
-        _ => None,
+        AiEvent::ToolCallStreamStart { .. } | AiEvent::ToolCallArgsDelta { .. } => None,
+        event => event.tool_call_id(),
     }
 }
 

@@ -1021,9 +1021,64 @@ fn calls_that_ran_at_once_are_compared_call_by_call() {
         start("c2"),
         result("c2", json!(2)),
         result("c1", json!(1)),
-        done,
+        done.clone(),
     ];
     assert!(outcome(recorded, text_moved).first_difference().is_some());
+
+    // A retry is one of its call's events; the model's stream of its calls is compared in
+    // place, in the order the model sent it.
+    let retrying = |call: &str| AiEvent::ToolCallRetrying {
+        tool_call_id: id(call),
+        attempt: 2,
+        max_attempts: 3,
+        retry_in_ms: 10,
+        category: ai_core::ToolErrorCategory::Transient,
+    };
+    let streamed = |call: &str| AiEvent::ToolCallStreamStart {
+        tool_call_id: id(call),
+        tool_name: "t".into(),
+    };
+    let recorded = vec![
+        streamed("c1"),
+        streamed("c2"),
+        start("c1"),
+        start("c2"),
+        retrying("c1"),
+        result("c2", json!(2)),
+        result("c1", json!(1)),
+        done.clone(),
+    ];
+    let retried_first = vec![
+        streamed("c1"),
+        streamed("c2"),
+        start("c1"),
+        retrying("c1"),
+        result("c1", json!(1)),
+        start("c2"),
+        result("c2", json!(2)),
+        done.clone(),
+    ];
+    assert_eq!(
+        outcome(recorded.clone(), retried_first).first_difference(),
+        None
+    );
+    let streamed_otherwise = vec![
+        streamed("c1"),
+        start("c1"),
+        streamed("c2"),
+        start("c2"),
+        retrying("c1"),
+        result("c2", json!(2)),
+        result("c1", json!(1)),
+        done,
+    ];
+    assert_eq!(
+        outcome(recorded, streamed_otherwise)
+            .first_difference()
+            .unwrap()
+            .index,
+        1
+    );
 }
 
 /// A run recorded under another loop revision, or before revisions were kept, is said to be
