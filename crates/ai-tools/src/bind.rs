@@ -510,7 +510,9 @@ enum Flattened {
 ///
 /// The one refused is the one property said to be, or, when none is, the one property left that
 /// could be. Otherwise (two refused alike, or a check of the part as a whole) or past
-/// [`MAX_DIAGNOSIS_READS`], it cannot be told. Only a refusal pays for this.
+/// [`MAX_DIAGNOSIS_READS`], it cannot be told. A check of the whole object that one property
+/// settles (without it the object is taken) reads as that property's refusal: it is named. Only
+/// a refusal pays for this.
 fn flattened_property<T: DeserializeOwned>(
     schema: &Value,
     args: &Value,

@@ -712,6 +712,23 @@ fn a_refusal_inside_a_flattened_part_that_cannot_be_placed_says_so() {
     assert_eq!(message, untold("/", "a value the type does not take"));
 }
 
+/// A check of the whole object that one property read into the copy settles (without it the
+/// object is taken) cannot be told from that property's own refusal: it is named at it, as
+/// ARCHITECTURE.md says, not said to be untold.
+#[test]
+fn a_whole_object_check_one_property_settles_is_named_at_it() {
+    let tool = crate::bind(Probe::<Summed>(std::marker::PhantomData)).unwrap();
+    let message = tool
+        .validate_input(serde_json::json!({"total": 0, "a": 1}))
+        .unwrap_err()
+        .safe_message()
+        .to_owned();
+    assert_eq!(
+        message,
+        "/* does not fit the tool's input type: a value the type does not take"
+    );
+}
+
 /// A tally of counts, refused whole by its `try_from` past eight of them.
 #[derive(Deserialize, Serialize, JsonSchema)]
 #[serde(try_from = "BTreeMap<String, u32>")]
