@@ -1059,9 +1059,10 @@ async fn agui_resumed_run_that_pauses_again_interrupts_for_the_new_call_only() {
     assert_eq!(server.fake.requests().len(), 2, "call_again did not run");
 }
 
-/// Answers that leave out a call the thread waits for deny it, and the stream that continues the
-/// message shows that call's fate without starting it again (`tool-input-start` would reset the
-/// part the client holds, its input included).
+/// Answers that leave out a call the thread waits for (its part still `approval-requested`) deny
+/// it, and the stream that continues the message shows that call's fate without starting it
+/// again (`tool-input-start` would reset the part the client holds, its input included). A
+/// call the message holds no part of gets nothing: see the server's unit tests.
 #[tokio::test]
 async fn ai_sdk_resume_leaving_a_call_out_starts_no_call_again() {
     let server = Server::approving(Some(6)).await;
@@ -1073,10 +1074,15 @@ async fn ai_sdk_resume_leaving_a_call_out_starts_no_call_again() {
             .count(),
         2
     );
-    // The answers without call_time's part: only call_read, approved.
+    // The answers without call_time's: only call_read, approved.
     let mut answer = ai_sdk_client_request("approval-response.json");
     let parts = answer["messages"][1]["parts"].as_array_mut().unwrap();
-    parts.retain(|p| p["toolCallId"] != "call_time");
+    let time = parts
+        .iter_mut()
+        .find(|p| p["toolCallId"] == "call_time")
+        .unwrap();
+    time["state"] = json!("approval-requested");
+    time["approval"] = json!({"id": "call_time"});
     let resumed = server.text("/api/v1/chat", &answer).await;
     let chunks = frames(&resumed);
     assert!(

@@ -76,17 +76,19 @@ pub(super) async fn run(
                 ApiError::bad_request("invalid_resume", format!("resume[{index}].payload: {e}"))
             })?;
         }
-        Incoming::without_history(IncomingTurn::Approvals(
-            input
-                .resume
-                .iter()
-                .map(|answer| Answer {
-                    call_id: answer.interrupt_id.clone(),
-                    approved: answer.approves(),
-                    reason: answer.reason().map(str::to_owned),
-                })
-                .collect(),
-        ))
+        let answers = input
+            .resume
+            .iter()
+            .map(|answer| Answer {
+                call_id: answer.interrupt_id.clone(),
+                approved: answer.approves(),
+                reason: answer.reason().map(str::to_owned),
+            })
+            .collect();
+        Incoming {
+            follows: Some(users_of(&input.messages)),
+            ..Incoming::without_history(IncomingTurn::Approvals(answers))
+        }
     };
     let started = start_run(&state, &input.thread_id, &input.run_id, incoming).await?;
     // The calls a resume decides (the answered ones and the unanswered, denied), or a new user
@@ -95,21 +97,31 @@ pub(super) async fn run(
     // approved one: it may have run.) But nothing of a call the client's messages answer
     // already: an earlier stream sent its result (a resume whose closing save failed answered
     // its approved call before `RUN_ERROR`; a cut stream, a call waiting for approval), and a
-    // second would give the client's history two answers to one call.
-    let answered: HashSet<&str> = input
-        .messages
-        .iter()
-        .filter_map(|message| match message {
-            InputMessage::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
-            _ => None,
-        })
-        .collect();
+    // second would give the client's history two answers to one call. Nor of a call a copy that
+    // holds the paused turn shows no start of: the stream was cut before the call reached the
+    // client, which holds nothing of it to answer. Its result alone would be a tool message for
+    // a call the client does not hold (a history a server then refuses to rebuild), and its
+    // start would place a call of the earlier turn after the new message; the thread holds it.
+    let mut named = HashSet::new();
+    let mut answered = HashSet::new();
+    for message in &input.messages {
+        match message {
+            InputMessage::Assistant { tool_calls, .. } => {
+                named.extend(tool_calls.iter().map(|call| call.id.as_str()));
+            }
+            InputMessage::Tool { tool_call_id, .. } => {
+                answered.insert(tool_call_id.as_str());
+            }
+            _ => {}
+        }
+    }
+    let unseen = |id: &str| started.copy_holds_turn && !named.contains(id);
     let (unshown, shown): (Vec<_>, Vec<_>) = started
         .resumed
         .iter()
         .chain(&started.superseded)
         .cloned()
-        .partition(|(id, _)| answered.contains(id.as_str()));
+        .partition(|(id, _)| answered.contains(id.as_str()) || unseen(id.as_str()));
     let unshown = unshown.into_iter().map(|(id, _)| id).collect();
     let mut translator = Translator::continuing(input.thread_id, input.run_id, shown);
     let first = translator.start().iter().map(sse::frame).collect();
@@ -241,21 +253,26 @@ fn incoming(messages: &[InputMessage], waited: &[&str]) -> Result<Incoming, ApiE
     if message.trim().is_empty() {
         return Err(super::no_text(messages.len() - 1));
     }
-    // On a thread the server holds, these must be its latest (`check_latest`): AG-UI has no
-    // edit or retry, so a copy that differs would have its change silently lost.
-    let follows = super::users_before(before.iter().map(|m| match m {
-        InputMessage::User { content, .. } => Said::User(content.text()),
-        InputMessage::Assistant { .. } => Said::Assistant,
-        _ => Said::Other,
-    }));
     Ok(Incoming {
         history,
         history_at,
         unreadable_history,
         turn: IncomingTurn::Message(message),
         resend: None,
-        follows: Some(follows),
+        // On a thread the server holds, these must be its latest (`check_latest`): AG-UI has
+        // no edit or retry, so a copy that differs would have its change silently lost.
+        follows: Some(users_of(before)),
     })
+}
+
+/// The user messages of a client's copy (`messages` before the run's turn), as
+/// [`super::users_before`] reads them.
+fn users_of(messages: &[InputMessage]) -> Vec<(String, bool)> {
+    super::users_before(messages.iter().map(|m| match m {
+        InputMessage::User { content, .. } => Said::User(content.text()),
+        InputMessage::Assistant { .. } => Said::Assistant,
+        _ => Said::Other,
+    }))
 }
 
 /// Answers each call of the history that has no result before the next user or system message

@@ -102,24 +102,40 @@ pub(super) async fn run(
         ..=5 => Client::Ai5,
         _ => Client::Ai6,
     };
-    // The calls a resume decides (the answered ones and the unanswered, denied) were shown in
-    // the client's last message: the stream continues it (a run that resumes none is new).
-    let mut translator = Translator::continuing(run_id, client, started.resumed.clone());
+    // The calls a resume decides (the answered ones and the unanswered, denied) that the
+    // client's last message holds: the stream continues it (a run that resumes none is new).
+    // One it does not hold never reached the client (its stream was cut before the call's
+    // start): a tool output for it is refused (the client finds no part to put it in), and a
+    // stream that continues a message cannot add a call to its step, so nothing of it is sent
+    // (the thread holds its denial).
+    let held: Vec<String> = messages
+        .last()
+        .and_then(|last| last.tool_parts().ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|part| part.tool_call_id)
+        .collect();
+    let (resumed, unseen): (Vec<_>, Vec<_>) = started
+        .resumed
+        .iter()
+        .cloned()
+        .partition(|(id, _)| held.iter().any(|held| held == id.as_str()));
+    let mut translator = Translator::continuing(run_id, client, resumed);
     let first = translator.start().iter().map(sse::frame).collect();
     // The calls of the client's last message that a new user message answers (cancelled, or
     // lost: see `StartedRun::superseded`): this stream is a new message, which cannot end a part
     // of an earlier one, so nothing of them is sent (the part stays as the client shows it; the
     // thread holds the answer).
-    let superseded = started
-        .superseded
-        .iter()
-        .map(|(id, _)| id.clone())
+    let unshown = unseen
+        .into_iter()
+        .chain(started.superseded.iter().cloned())
+        .map(|(id, _)| id)
         .collect();
     Ok(sse_response(
         first,
         started,
         Stream(translator),
-        superseded,
+        unshown,
         &[STREAM_HEADER],
     ))
 }

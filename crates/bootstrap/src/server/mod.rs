@@ -778,8 +778,10 @@ pub(crate) struct Incoming {
     /// For a user message the client sends again rather than for the first time (an AI SDK
     /// retry): where it stands in the client's copy, to find it in the thread the server holds.
     pub(crate) resend: Option<Resend>,
-    /// For a new user message over AG-UI: the user messages the client's copy holds before it,
-    /// as [`Resend::before`], which must be the thread's latest ([`check_latest`]).
+    /// Over AG-UI: the user messages the client's copy holds before the run's turn (its new
+    /// message, if any), as [`Resend::before`]. Before a new message they must be the thread's
+    /// latest ([`check_latest`]); either way they say whether the copy holds the thread's last
+    /// turn ([`StartedRun::copy_holds_turn`]).
     pub(crate) follows: Option<Vec<(String, bool)>>,
 }
 
@@ -1032,6 +1034,13 @@ pub(crate) struct StartedRun {
     /// earlier run showed and this run ends (a start without arguments and the result each),
     /// each with whether it may have run (see [`superseded_calls`]).
     superseded: Vec<(ai_core::ToolCallId, bool)>,
+    /// Whether the client's copy of the conversation ([`Incoming::follows`]) holds the user
+    /// message the thread's last turn began with, and so, after it, all the client was shown
+    /// of that turn: a call of that turn (`resumed`, `superseded`) that none of the copy's
+    /// assistant messages names never reached the client (its stream was cut before the call's
+    /// start). A copy without that message (a client that sends only its new one) says
+    /// nothing of the calls the client holds.
+    copy_holds_turn: bool,
 }
 
 /// The calls a user message on `state` answers, all of them shown by an earlier run: those
@@ -1113,6 +1122,7 @@ async fn start_run(
                 .map_err(|e| invalid(history_fault(&incoming, &e.into())))?
         }
     };
+    let copy_holds_turn = holds_last_turn(&agent_state, incoming.follows.as_deref());
     let mut resumed = Vec::new();
     let mut superseded = Vec::new();
     let turn = match incoming.turn {
@@ -1174,7 +1184,21 @@ async fn start_run(
         cancel,
         resumed,
         superseded,
+        copy_holds_turn,
     })
+}
+
+/// Whether a client's copy, whose user messages before the run's turn are `users` (as
+/// [`Incoming::follows`]), holds the user message `state`'s last turn began with: one of them
+/// has its text. A copy sent with a new message is the thread's latest messages
+/// ([`check_latest`]), so one that holds that message holds all it was shown after it. A
+/// resume's copy is not checked: one that holds the message but not the turn's calls is stale,
+/// and was not shown them either.
+fn holds_last_turn(state: &AgentState, users: Option<&[(String, bool)]>) -> bool {
+    let Some((_, last)) = user_messages(state).pop() else {
+        return false;
+    };
+    users.is_some_and(|users| users.iter().any(|(text, _)| text == last))
 }
 
 /// [`crate::start_run`] for the server: a run store's refusal as the client's error, and, without

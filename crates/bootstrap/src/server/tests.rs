@@ -107,6 +107,7 @@ fn started() -> (
         cancel: ai_core::CancellationToken::new(),
         resumed: Vec::new(),
         superseded: Vec::new(),
+        copy_holds_turn: false,
     };
     (sender, run)
 }
@@ -275,6 +276,7 @@ async fn cut_after_a_call_started(translator: impl super::Translate, first: Stri
         cancel: ai_core::CancellationToken::new(),
         resumed: Vec::new(),
         superseded: Vec::new(),
+        copy_holds_turn: false,
     };
     let response = super::sse_response(first, run, translator, Vec::new(), &[]);
     let mut body = response.into_body().into_data_stream();
@@ -619,6 +621,11 @@ fn failing_store(
 /// A runtime over [`SendAndGate`], whose `core__gate` answers once `open` is notified (at
 /// once without it), and whose `core__send` waits for approval.
 fn send_and_gate(open: Option<Arc<tokio::sync::Notify>>) -> crate::Runtime {
+    send_and_gate_waiting(open, "[\"external_side_effect\"]")
+}
+
+/// [`send_and_gate`], the calls of the effects `waiting` (a TOML array) waiting for approval.
+fn send_and_gate_waiting(open: Option<Arc<tokio::sync::Notify>>, waiting: &str) -> crate::Runtime {
     let tools: Vec<Arc<dyn ai_core::BoundTool>> = vec![
         Arc::new(Tool::new(
             "core__send",
@@ -628,12 +635,12 @@ fn send_and_gate(open: Option<Arc<tokio::sync::Notify>>) -> crate::Runtime {
         Arc::new(Tool::new("core__gate", ai_core::ToolEffect::ReadOnly, open)),
     ];
     let source = Arc::new(ai_core::StaticToolSource::new(tools).unwrap());
-    let policy = ai_core::ToolPolicy::from_toml_str(
+    let policy = ai_core::ToolPolicy::from_toml_str(&format!(
         r#"
         allowed_tools = ["core__send", "core__gate"]
-        require_approval_for_effects = ["external_side_effect"]
-        "#,
-    )
+        require_approval_for_effects = {waiting}
+        "#
+    ))
     .unwrap();
     let clock: Arc<dyn ai_core::Clock> = Arc::new(adapters::SystemClock);
     crate::Runtime::with_source(
@@ -1692,6 +1699,133 @@ async fn a_cancelled_call_the_clients_messages_answer_is_not_answered_again() {
     let (messages, _) = saved_thread(&state, thread).await;
     let cancelled = answer_to(&messages, "call_send").unwrap();
     assert!(cancelled.contains("cancelled"), "{cancelled}");
+}
+
+/// The user's first message in the tests' AG-UI copies, which the paused turn began with.
+fn send_it() -> serde_json::Value {
+    json!({"id": "m1", "role": "user", "content": "send it"})
+}
+
+/// The assistant message of an AG-UI copy that shows the calls `ids` of `core__send`.
+fn showing(ids: &[&str]) -> serde_json::Value {
+    let calls: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            json!({"id": id, "type": "function",
+            "function": {"name": "core__send", "arguments": "{}"}})
+        })
+        .collect();
+    json!({"id": "r-1-m1", "role": "assistant", "toolCalls": calls})
+}
+
+/// A call a run paused on whose start never reached the client (its stream was cut before the
+/// call's approval request) gets nothing over AG-UI from the next message's run, which cancels
+/// it: a copy that holds the paused turn's user message and names no such call shows the
+/// client never saw it, and a `TOOL_CALL_RESULT` alone would give the client a tool message
+/// for a call it does not hold (a history a server that lost the thread refuses to rebuild).
+/// A copy that names the call, or one of the new message alone (which says nothing of what
+/// the client holds), still has it answered. The thread holds it cancelled either way.
+#[tokio::test]
+async fn the_next_agui_message_sends_nothing_of_a_call_the_client_never_saw() {
+    for (thread, copy, shown) in [
+        ("t-unseen", vec![send_it()], false),
+        ("t-seen", vec![send_it(), showing(&["call_send"])], true),
+        ("t-lone", vec![], true),
+    ] {
+        let threads = Arc::new(ArmedThreads::default());
+        let (state, _) = paused_without_a_run_log(threads, thread).await;
+        let mut messages = copy;
+        messages.push(json!({"id": "m2", "role": "user", "content": "never mind"}));
+        let user = json!({"threadId": thread, "runId": "r-2", "messages": messages});
+        let next = post(super::agui::run, state.clone(), user).await;
+        record(&format!("next-message-{thread}.agui.sse"), &next);
+        assert!(next.contains("RUN_FINISHED"), "{next}");
+        assert_eq!(next.contains("\"call_send\""), shown, "{thread}: {next}");
+        assert_eq!(
+            agui_results_of(&next, "call_send").len(),
+            usize::from(shown)
+        );
+        let (messages, _) = saved_thread(&state, thread).await;
+        let cancelled = answer_to(&messages, "call_send").unwrap();
+        assert!(cancelled.contains("cancelled"), "{thread}: {cancelled}");
+    }
+}
+
+/// A server without a run log, `ai_sdk_version` 6, whose model's two calls (`call_send`,
+/// `call_gate`) both wait for approval, its `thread` paused on them by a user message sent
+/// over AG-UI or, with `chat`, the AI SDK.
+async fn paused_on_two(thread: &str, chat: bool) -> Arc<super::AppState> {
+    let stores = crate::Stores {
+        threads: Arc::new(crate::MemoryThreads::default()),
+        log: None,
+        memory_threads: None,
+    };
+    let runtime = send_and_gate_waiting(None, r#"["external_side_effect", "read_only"]"#);
+    let state = Arc::new(super::AppState::new(runtime, stores).with_ai_sdk_version(6));
+    let paused = match chat {
+        true => {
+            let user = json!({"id": thread, "messages": [{"id": "m1", "role": "user",
+                "parts": [{"type": "text", "text": "send it"}]}]});
+            post(super::chat::run, state.clone(), user).await
+        }
+        false => {
+            let user = json!({"threadId": thread, "runId": "r-1", "messages": [send_it()]});
+            post(super::agui::run, state.clone(), user).await
+        }
+    };
+    for id in ["call_send", "call_gate"] {
+        assert!(paused.contains(id), "{paused}");
+    }
+    let (_, phase) = saved_thread(&state, thread).await;
+    assert!(
+        matches!(phase, graph::Phase::AwaitingApproval { .. }),
+        "{phase:?}"
+    );
+    state
+}
+
+/// A resume answers the call the client was shown and denies the one it was not (the stream
+/// was cut before its approval request), and sends nothing of that one: over the AI SDK a tool
+/// output for a call the client's last message does not hold is refused by the client (no part
+/// holds it); over AG-UI, to a copy that holds the paused turn and names no such call, its
+/// `TOOL_CALL_RESULT` would be a tool message for a call the client does not hold.
+#[tokio::test]
+async fn a_resume_sends_nothing_of_a_waiting_call_the_client_never_saw() {
+    for chat in [false, true] {
+        let thread = match chat {
+            true => "t-unseen-resume-chat",
+            false => "t-unseen-resume-agui",
+        };
+        let state = paused_on_two(thread, chat).await;
+        let resumed = match chat {
+            true => {
+                let shown = json!({"id": "a1", "role": "assistant", "parts": [
+                    {"type": "step-start"},
+                    {"type": "tool-core__send", "toolCallId": "call_send",
+                     "state": "approval-responded", "input": {},
+                     "approval": {"id": "call_send", "approved": true}}]});
+                let resume = json!({"id": thread, "messages": [{"id": "m1", "role": "user",
+                    "parts": [{"type": "text", "text": "send it"}]}, shown]});
+                // Not recorded: the validators check a resumed stream from the whole paused
+                // stream's message, which here the client never read whole.
+                post(super::chat::run, state.clone(), resume).await
+            }
+            false => {
+                let resume = json!({"threadId": thread, "runId": "r-2",
+                    "messages": [send_it(), showing(&["call_send"])],
+                    "resume": [{"interruptId": "call_send", "status": "resolved",
+                                "payload": {"approved": true}}]});
+                let body = post(super::agui::run, state.clone(), resume).await;
+                record("resume-unseen-call.agui.sse", &body);
+                body
+            }
+        };
+        assert!(resumed.contains("\"call_send\""), "{resumed}");
+        assert!(!resumed.contains("\"call_gate\""), "{resumed}");
+        let (messages, _) = saved_thread(&state, thread).await;
+        let denied = answer_to(&messages, "call_gate").unwrap();
+        assert!(denied.contains("denied"), "{denied}");
+    }
 }
 
 /// A resume refused `thread_changed` because another process ran a user message on the
