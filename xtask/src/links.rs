@@ -16,6 +16,9 @@
 //! gets `-1`, `-2`, … A heading written otherwise (`===` under it, an HTML anchor) is not seen,
 //! so a link to it fails: the check errs loud, never silent.
 //!
+//! A code fence a page never closes fails too: the rest of the page is code, on GitHub as here,
+//! so its links would go unchecked.
+//!
 //! Each finding reads `path:line: DOC_LINK: message`. A hand parser rather than pulldown-cmark:
 //! the pages use no more Markdown than the above, and a new dependency (with its own) for them is
 //! not worth it.
@@ -72,11 +75,17 @@ pub(crate) fn check_tree(root: &Path) -> anyhow::Result<(Vec<String>, Seen)> {
             fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
         let page = crate::sources::relative(root, &file);
         seen.pages += 1;
-        for (line, target) in links(&text) {
+        let (lines, unclosed) = prose_lines(&text);
+        for (line, target) in links(&lines) {
             let problem = check_link(root, &page, &target, &mut anchors, &mut seen)?;
             if let Some(problem) = problem {
                 violations.push(format!("{page}:{line}: DOC_LINK: `{target}`: {problem}"));
             }
+        }
+        if let Some(line) = unclosed {
+            violations.push(format!(
+                "{page}:{line}: DOC_LINK: this code fence is never closed, so the rest of the page is code and its links go unchecked"
+            ));
         }
     }
     Ok((violations, seen))
@@ -156,11 +165,10 @@ fn normalize(path: &Path) -> Option<String> {
     Some(parts.join("/"))
 }
 
-/// The link targets of a Markdown text with their line numbers (from 1), outside fenced code
-/// blocks.
-fn links(text: &str) -> Vec<(usize, String)> {
+/// The link targets of a Markdown text's prose lines ([`prose_lines`]), with their line numbers.
+fn links(lines: &[(usize, &str)]) -> Vec<(usize, String)> {
     let mut found = Vec::new();
-    for (number, line) in prose_lines(text) {
+    for &(number, line) in lines {
         if let Some(target) = definition(line) {
             found.push((number, target.to_owned()));
         }
@@ -184,29 +192,33 @@ fn links(text: &str) -> Vec<(usize, String)> {
 }
 
 /// The lines of `text` outside fenced code blocks (```` ``` ```` or `~~~`, at any indent, closed
-/// by a fence of the same character at least as long), with their numbers (from 1).
-fn prose_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    let mut fence: Option<(char, usize)> = None;
-    text.lines().enumerate().filter_map(move |(index, line)| {
+/// by a fence of the same character at least as long), with their numbers (from 1); and the
+/// line of a fence the text never closes, which makes the rest of it code.
+fn prose_lines(text: &str) -> (Vec<(usize, &str)>, Option<usize>) {
+    let mut fence: Option<(char, usize, usize)> = None;
+    let mut prose = Vec::new();
+    for (number, line) in (1..).zip(text.lines()) {
         let trimmed = line.trim();
         let run = |c: char| trimmed.chars().take_while(|&t| t == c).count();
         match fence {
-            Some((c, length)) => {
+            Some((c, length, _)) => {
                 if run(c) >= length && trimmed.chars().all(|t| t == c) {
                     fence = None;
                 }
-                None
             }
             None => {
                 // A backtick fence's info string holds no backtick (```` ```a``` ```` is code).
                 let opens = ['`', '~']
                     .into_iter()
                     .find(|&c| run(c) >= 3 && (c == '~' || !trimmed[run(c)..].contains('`')));
-                fence = opens.map(|c| (c, run(c)));
-                fence.is_none().then_some((index + 1, line))
+                fence = opens.map(|c| (c, run(c), number));
+                if fence.is_none() {
+                    prose.push((number, line));
+                }
             }
         }
-    })
+    }
+    (prose, fence.map(|(_, _, opened)| opened))
 }
 
 /// The target of a reference definition (`[label]: target`), if `line` is one.
@@ -310,7 +322,8 @@ fn inline_link(chars: &[char], open: usize) -> Option<InlineLink> {
 fn headings(text: &str) -> Vec<String> {
     let mut taken: HashMap<String, usize> = HashMap::new();
     let mut anchors = Vec::new();
-    for (_, line) in prose_lines(text) {
+    // A fence the page never closes is its own finding, where the page is read for its links.
+    for (_, line) in prose_lines(text).0 {
         let Some(title) = heading(line) else {
             continue;
         };

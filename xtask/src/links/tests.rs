@@ -152,3 +152,16 @@ fn headings_are_named_as_github_names_them() {
         ]
     );
 }
+
+/// A fence the page never closes (here one closed by a shorter run) makes the rest of the page
+/// code, on GitHub as here: it fires at the fence, since the links after it go unchecked.
+#[test]
+fn an_unclosed_fence_fires() {
+    let text = "# A\n````sh\nls\n```\nSee [the policy](policy.md).\n";
+    assert_eq!(
+        violations(&[("a.md", text)]),
+        [
+            "a.md:2: DOC_LINK: this code fence is never closed, so the rest of the page is code and its links go unchecked"
+        ]
+    );
+}
