@@ -228,7 +228,7 @@ fn definition(line: &str) -> Option<&str> {
     if label.is_empty() || label.contains(['[', ']']) {
         return None;
     }
-    let target = rest.split_whitespace().next()?;
+    let target = rest.split_ascii_whitespace().next()?;
     Some(
         target
             .strip_prefix('<')
@@ -267,7 +267,8 @@ struct InlineLink {
 
 /// The inline link whose text opens with the `[` at `open`, if it is one: the text's brackets
 /// balance (code spans and escapes aside), `(` follows, and the destination is `<…>` or runs to
-/// a space or to the `)` that balances its parentheses; a title may follow it.
+/// ASCII whitespace (a no-break space is part of it) or to the `)` that balances its
+/// parentheses; a title may follow it.
 fn inline_link(chars: &[char], open: usize) -> Option<InlineLink> {
     let mut depth = 0;
     let mut i = open;
@@ -290,7 +291,7 @@ fn inline_link(chars: &[char], open: usize) -> Option<InlineLink> {
         return None;
     }
     let mut i = close + 2;
-    while chars.get(i)?.is_whitespace() {
+    while chars.get(i)?.is_ascii_whitespace() {
         i += 1;
     }
     let target: String = if chars[i] == '<' {
@@ -306,7 +307,7 @@ fn inline_link(chars: &[char], open: usize) -> Option<InlineLink> {
                 ')' if parens == 0 => break,
                 ')' => parens -= 1,
                 '(' => parens += 1,
-                c if c.is_whitespace() => break,
+                c if c.is_ascii_whitespace() => break,
                 _ => {}
             }
             i += 1;

@@ -165,3 +165,18 @@ fn an_unclosed_fence_fires() {
         ]
     );
 }
+
+/// A link's destination ends at ASCII whitespace only, as CommonMark has it: a no-break space
+/// (typed for a space, or pasted) is part of the file's name, so the link is broken.
+#[test]
+fn a_no_break_space_is_part_of_the_destination() {
+    let text = "# A\n[a](a.md\u{a0}\"title\")\n[b](\u{a0}a.md)\n[c]: a.md\u{a0}#a\n";
+    assert_eq!(
+        violations(&[("a.md", text)]),
+        [
+            "a.md:2: DOC_LINK: `a.md\u{a0}\"title\"`: a.md\u{a0}\"title\" does not exist",
+            "a.md:3: DOC_LINK: `\u{a0}a.md`: \u{a0}a.md does not exist",
+            "a.md:4: DOC_LINK: `a.md\u{a0}#a`: a.md\u{a0} does not exist",
+        ]
+    );
+}
