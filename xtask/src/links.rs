@@ -16,8 +16,10 @@
 //! gets `-1`, `-2`, … A heading written otherwise (`===` under it, an HTML anchor) is not seen,
 //! so a link to it fails: the check errs loud, never silent.
 //!
-//! A code fence a page never closes fails too: the rest of the page is code, on GitHub as here,
-//! so its links would go unchecked.
+//! A link or a heading inside an HTML comment (from a line opening with `<!--` to the line
+//! holding `-->`), which GitHub does not show, is not read either. A code fence or an HTML
+//! comment a page never closes fails: the rest of the page is not prose, on GitHub as here, so
+//! its links would go unchecked.
 //!
 //! Each finding reads `path:line: DOC_LINK: message`. A hand parser rather than pulldown-cmark:
 //! the pages use no more Markdown than the above, and a new dependency (with its own) for them is
@@ -75,16 +77,16 @@ pub(crate) fn check_tree(root: &Path) -> anyhow::Result<(Vec<String>, Seen)> {
             fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
         let page = crate::sources::relative(root, &file);
         seen.pages += 1;
-        let (lines, unclosed) = prose_lines(&text);
-        for (line, target) in links(&lines) {
+        let prose = prose_lines(&text);
+        for (line, target) in links(&prose.lines) {
             let problem = check_link(root, &page, &target, &mut anchors, &mut seen)?;
             if let Some(problem) = problem {
                 violations.push(format!("{page}:{line}: DOC_LINK: `{target}`: {problem}"));
             }
         }
-        if let Some(line) = unclosed {
+        if let Some((line, block)) = prose.unclosed {
             violations.push(format!(
-                "{page}:{line}: DOC_LINK: this code fence is never closed, so the rest of the page is code and its links go unchecked"
+                "{page}:{line}: DOC_LINK: this {block} is never closed, so the rest of the page is not prose and its links go unchecked"
             ));
         }
     }
@@ -191,19 +193,51 @@ fn links(lines: &[(usize, &str)]) -> Vec<(usize, String)> {
     found
 }
 
+/// A Markdown text's prose: its lines outside the blocks that are not ([`prose_lines`]).
+struct Prose<'a> {
+    /// Each line, with its number (from 1).
+    lines: Vec<(usize, &'a str)>,
+    /// The line of a block the text never closes, which makes the rest of it not prose, and
+    /// what the block is.
+    unclosed: Option<(usize, &'static str)>,
+}
+
+/// A block whose lines are not prose.
+#[derive(Clone, Copy)]
+enum Block {
+    /// A fenced code block: its fence's character and length.
+    Fence(char, usize),
+    /// An HTML comment (`<!--` opening a line), shown as nothing.
+    Comment,
+}
+
 /// The lines of `text` outside fenced code blocks (```` ``` ```` or `~~~`, at any indent, closed
-/// by a fence of the same character at least as long), with their numbers (from 1); and the
-/// line of a fence the text never closes, which makes the rest of it code.
-fn prose_lines(text: &str) -> (Vec<(usize, &str)>, Option<usize>) {
-    let mut fence: Option<(char, usize, usize)> = None;
-    let mut prose = Vec::new();
+/// by a fence of the same character at least as long) and HTML comments (from a line opening
+/// with `<!--` to the line holding `-->`, as CommonMark's HTML blocks), with their numbers (from
+/// 1), and where such a block is never closed.
+fn prose_lines(text: &str) -> Prose<'_> {
+    let mut open: Option<(Block, usize)> = None;
+    let mut lines = Vec::new();
     for (number, line) in (1..).zip(text.lines()) {
         let trimmed = line.trim();
         let run = |c: char| trimmed.chars().take_while(|&t| t == c).count();
-        match fence {
-            Some((c, length, _)) => {
+        match open {
+            Some((Block::Fence(c, length), _)) => {
                 if run(c) >= length && trimmed.chars().all(|t| t == c) {
-                    fence = None;
+                    open = None;
+                }
+            }
+            Some((Block::Comment, _)) => {
+                if line.contains("-->") {
+                    open = None;
+                }
+            }
+            None if line.len() - line.trim_start_matches(' ').len() <= 3
+                && trimmed.starts_with("<!--") =>
+            {
+                // The comment may close on its own line (`<!-- note -->`, `<!-->`).
+                if !trimmed.contains("-->") {
+                    open = Some((Block::Comment, number));
                 }
             }
             None => {
@@ -211,14 +245,18 @@ fn prose_lines(text: &str) -> (Vec<(usize, &str)>, Option<usize>) {
                 let opens = ['`', '~']
                     .into_iter()
                     .find(|&c| run(c) >= 3 && (c == '~' || !trimmed[run(c)..].contains('`')));
-                fence = opens.map(|c| (c, run(c), number));
-                if fence.is_none() {
-                    prose.push((number, line));
+                open = opens.map(|c| (Block::Fence(c, run(c)), number));
+                if open.is_none() {
+                    lines.push((number, line));
                 }
             }
         }
     }
-    (prose, fence.map(|(_, _, opened)| opened))
+    let unclosed = open.map(|(block, line)| match block {
+        Block::Fence(..) => (line, "code fence"),
+        Block::Comment => (line, "HTML comment"),
+    });
+    Prose { lines, unclosed }
 }
 
 /// The target of a reference definition (`[label]: target`), if `line` is one.
@@ -323,8 +361,8 @@ fn inline_link(chars: &[char], open: usize) -> Option<InlineLink> {
 fn headings(text: &str) -> Vec<String> {
     let mut taken: HashMap<String, usize> = HashMap::new();
     let mut anchors = Vec::new();
-    // A fence the page never closes is its own finding, where the page is read for its links.
-    for (_, line) in prose_lines(text).0 {
+    // A block the page never closes is its own finding, where the page is read for its links.
+    for (_, line) in prose_lines(text).lines {
         let Some(title) = heading(line) else {
             continue;
         };

@@ -161,7 +161,7 @@ fn an_unclosed_fence_fires() {
     assert_eq!(
         violations(&[("a.md", text)]),
         [
-            "a.md:2: DOC_LINK: this code fence is never closed, so the rest of the page is code and its links go unchecked"
+            "a.md:2: DOC_LINK: this code fence is never closed, so the rest of the page is not prose and its links go unchecked"
         ]
     );
 }
@@ -177,6 +177,21 @@ fn a_no_break_space_is_part_of_the_destination() {
             "a.md:2: DOC_LINK: `a.md\u{a0}\"title\"`: a.md\u{a0}\"title\" does not exist",
             "a.md:3: DOC_LINK: `\u{a0}a.md`: \u{a0}a.md does not exist",
             "a.md:4: DOC_LINK: `a.md\u{a0}#a`: a.md\u{a0} does not exist",
+        ]
+    );
+}
+
+/// A heading or a link inside an HTML comment is not shown, on GitHub as here: a link to the
+/// heading fires, the link is not checked; a comment never closed fires where it opens.
+#[test]
+fn html_comments_are_not_prose() {
+    let a = "# A\n<!--\n## Ghost\n[x](nope.md)\n-->\n[a](#ghost)\n<!-- [y](nope.md) -->\n[b](#a)\n";
+    let b = "# B\n<!-- an unclosed\n[z](nope.md)\n";
+    assert_eq!(
+        violations(&[("a.md", a), ("b.md", b)]),
+        [
+            "a.md:6: DOC_LINK: `#ghost`: a.md has no heading whose anchor is `ghost`",
+            "b.md:2: DOC_LINK: this HTML comment is never closed, so the rest of the page is not prose and its links go unchecked",
         ]
     );
 }
