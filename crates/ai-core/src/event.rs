@@ -78,7 +78,9 @@ pub enum AiEvent {
     },
     /// The model began streaming a tool call (its id and name are known); argument fragments
     /// follow as [`AiEvent::ToolCallArgsDelta`]. For display only: the call runs, if at all, when
-    /// the runner emits [`AiEvent::ToolCallStart`].
+    /// the runner emits [`AiEvent::ToolCallStart`]. One that the model's completed answer does
+    /// not hold under this id (the server named it otherwise, or left it out) never runs, and
+    /// gets its [`AiEvent::ToolCallResult`] without a start.
     ToolCallStreamStart {
         /// The call.
         tool_call_id: ToolCallId,
@@ -92,7 +94,9 @@ pub enum AiEvent {
         /// The raw fragment.
         delta: String,
     },
-    /// A tool call ended; every started call gets exactly one.
+    /// A tool call ended; every started call gets exactly one, and so does a streamed call
+    /// ([`AiEvent::ToolCallStreamStart`]) that never starts because the model's completed answer
+    /// does not hold it (unless the run ends before that answer comes).
     ToolCallResult {
         /// The call.
         tool_call_id: ToolCallId,

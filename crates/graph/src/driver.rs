@@ -1,6 +1,6 @@
 //! The driver: carries the reducer's intents out through the ports, one run at a time.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use std::task::Poll;
 
 use ai_core::{
     AiEvent, CancellationToken, CompletionDelta, CompletionError, CompletionPort, DoneReason,
-    EventSink, GraphRef, LlmCaller, LlmRequest, RunContext, ThreadId, ThreadStore,
+    EventSink, GraphRef, LlmCaller, LlmRequest, LlmToolCall, RunContext, ThreadId, ThreadStore,
     ThreadStoreError, ToolCall, ToolCallId, ToolCatalog, ToolChoice, ToolErrorCode, ToolExecResult,
     ToolFailure, ToolOutcome, ToolRunner,
 };
@@ -222,12 +222,26 @@ impl std::fmt::Debug for Agent {
     }
 }
 
+/// One model call of a run: its step, the history it sends, and the ids of the streamed calls
+/// the run ended without running them, which it adds to.
+struct ModelCall<'a> {
+    step: u32,
+    messages: Vec<ai_core::Message>,
+    ended: &'a mut HashSet<ToolCallId>,
+}
+
+/// What a call announced while it streamed is answered when the model's completed answer does
+/// not hold it under the id it streamed with (see [`StreamedCalls::end_unheld`]).
+const UNHELD_CALL: &str = "the model's completed answer does not hold this call as it streamed \
+                           (its id changed or it was left out), so it never ran under this id";
+
 /// The tool calls a model call streams, each announced once its id and name are known, with the
 /// argument text that came before sent right after the announcement.
 ///
-/// The id announced is the one the reducer will give the call: ids are claimed in the
-/// completion's order against those the history holds, as the reducer claims them (a repeated
-/// id renamed the same way), so a call's id is claimed only once every call before it has its. A
+/// The id announced is the one the call will run under: ids are claimed in the completion's
+/// order against those the history holds and those of the streamed calls the run ended unheld,
+/// as the completion's calls claim theirs (a repeated id renamed the same way), so a call's id
+/// is claimed only once every call before it has its. A
 /// call whose id comes before an earlier call's waits for it; if that never comes (a server that
 /// sent no id, which the decoder synthesizes only at the end), the calls after it are not streamed,
 /// and are shown when they run.
@@ -303,6 +317,39 @@ impl StreamedCalls {
         let this = (index < before).then_some(index);
         for at in newly.chain(this) {
             self.calls[at].announce(events);
+        }
+    }
+}
+
+impl StreamedCalls {
+    /// Ends each call announced that none of `calls` (the completion's, under the ids they run
+    /// by) goes by: the server named its calls otherwise than it streamed them, or left one
+    /// out. Its result says it never ran, and no start comes before it, as it is no call the
+    /// model made: the history never holds it, so the model is never told of it, and recovery,
+    /// which pairs a result with a start before it, takes nothing from it. Its id joins `ended`,
+    /// which the run's later calls do not take, so that no later call of the run is shown under
+    /// the id of one its UI shows answered.
+    fn end_unheld(
+        &self,
+        calls: &[LlmToolCall],
+        ended: &mut HashSet<ToolCallId>,
+        events: &SinkPort<'_>,
+    ) {
+        for call in self.calls.iter().filter(|call| call.announced) {
+            let (Some(id), Some(name)) = (&call.id, &call.name) else {
+                continue;
+            };
+            if !calls.iter().any(|held| &held.id == id) {
+                ended.insert(id.clone());
+                events.show(AiEvent::ToolCallResult {
+                    tool_call_id: id.clone(),
+                    tool_name: name.clone(),
+                    outcome: ToolOutcome::Error(ToolFailure::new(
+                        ToolErrorCode::Validation,
+                        UNHELD_CALL,
+                    )),
+                });
+            }
         }
     }
 }
@@ -527,6 +574,9 @@ impl Agent {
         // The latest time the run's invocation records hold, to date a call's record when the
         // clock cannot be read (see `run_tool`).
         let last_time = AtomicU64::new(0);
+        // The ids of streamed calls the run answered without running them (see
+        // `StreamedCalls::end_unheld`).
+        let mut ended = HashSet::new();
         while let Some(event) = queue.pop_front() {
             let (next, intents) = reduce(state, event);
             state = next;
@@ -579,8 +629,12 @@ impl Agent {
                             }
                         } else {
                             step += 1;
-                            self.call_model(step, messages, ctx, catalog, events, cancel)
-                                .await
+                            let call = ModelCall {
+                                step,
+                                messages,
+                                ended: &mut ended,
+                            };
+                            self.call_model(call, ctx, catalog, events, cancel).await
                         };
                         queue.push_back(event);
                     }
@@ -723,15 +777,23 @@ impl Agent {
 
     async fn call_model(
         &self,
-        step: u32,
-        messages: Vec<ai_core::Message>,
+        call: ModelCall<'_>,
         ctx: &RunContext,
         catalog: &ToolCatalog,
         events: &SinkPort<'_>,
         cancel: &CancellationToken,
     ) -> AgentEvent {
-        // The ids the history holds: a streamed call is announced under the id it will run by.
-        let mut streamed = StreamedCalls::new(CallIds::of(&messages));
+        let ModelCall {
+            step,
+            messages,
+            ended,
+        } = call;
+        // The ids a new call may not take: those the history holds, and those of streamed calls
+        // the run ended without running them. A streamed call is announced under the id it will
+        // run by, and the completion's calls claim theirs here, against the same ids, so the
+        // reducer, which claims them against the history alone, keeps them as they are.
+        let taken = |messages: &[ai_core::Message]| CallIds::of(messages).holding(ended.iter());
+        let mut streamed = StreamedCalls::new(taken(&messages));
         let request = LlmRequest {
             caller: LlmCaller {
                 run_id: ctx.run_id().clone(),
@@ -817,7 +879,12 @@ impl Agent {
             };
         };
         match result {
-            Ok(completion) => {
+            Ok(mut completion) => {
+                let mut ids = taken(&request.messages);
+                for call in &mut completion.tool_calls {
+                    call.id = ids.claim(&call.id);
+                }
+                streamed.end_unheld(&completion.tool_calls, ended, events);
                 // What the completion's text adds to the text streamed is shown, so the UI shows
                 // what the history holds: all of it for a port that does not stream (a
                 // non-streaming API, a cache), the missing end for one that streamed part of it.

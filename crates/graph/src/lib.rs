@@ -168,7 +168,12 @@ pub use store::InMemoryThreadStore;
 ///     answered cancelled: a pause is the run's end, and nothing was left to stop. An event of a
 ///     run that reaches the reducer while its thread is paused for approval changes nothing,
 ///     where it ended the pause (the waiting calls answered cancelled).
-pub const LOOP_REVISION: u32 = 32;
+/// 33. A call announced while it streamed that the model's completed answer does not hold under
+///     that id (the port named its calls otherwise than it streamed them, or left one out) is
+///     answered as never run (a `validation` `ToolCallResult`, with no start), where it was
+///     never answered; and a later call of the run under its id is renamed (`{id}_2`, …), as
+///     one under an id the thread holds is.
+pub const LOOP_REVISION: u32 = 33;
 
 /// The agent, the thread store and the loop's state are shared by, or moved between, the tasks
 /// of every run.

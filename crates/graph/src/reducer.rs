@@ -691,6 +691,13 @@ impl CallIds {
         }
     }
 
+    /// These ids taken too: ids no call of the thread holds, which a new call must not take
+    /// all the same (the driver's, of streamed calls a run answered without running them).
+    pub(crate) fn holding<'a>(mut self, ids: impl IntoIterator<Item = &'a ToolCallId>) -> Self {
+        self.taken.extend(ids.into_iter().cloned());
+        self
+    }
+
     /// The id a call the model named `id` goes by, now taken: `id` itself when no earlier call
     /// holds it, else the first of `{id}_2`, `{id}_3`, … that none holds (`id` cut short so
     /// that the result keeps within 128 characters). The same history and calls always get the

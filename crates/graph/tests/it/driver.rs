@@ -627,6 +627,103 @@ async fn a_streamed_call_is_announced_under_the_id_it_runs_under_whatever_order_
     assert_eq!(ran, ran_as, "{events:?}");
 }
 
+/// A port whose final completion names its calls otherwise than it streamed them (another id
+/// at the same position, or a call it streamed dropped): each call announced while it streamed
+/// still ends, with a result saying it never ran, and no start (it is no call the model made, so
+/// the model is never told of it), while the completion's calls run under their own ids. A
+/// later call of the run under such an id is renamed, as one under an id the thread holds is.
+#[tokio::test(start_paused = true)]
+async fn a_streamed_call_the_completion_does_not_hold_is_answered_as_never_run() {
+    let fragment = |index: usize, id: &str, arguments: &str| CompletionDelta::ToolCall {
+        index,
+        id: Some(id.into()),
+        name: Some("core__wait".into()),
+        arguments: arguments.into(),
+    };
+    let streamed = vec![
+        fragment(0, "streamed_a", r#"{"ms":1}"#),
+        fragment(1, "streamed_b", r#"{"ms":2}"#),
+    ];
+    let completion = LlmCompletion {
+        text: String::new(),
+        tool_calls: vec![call("final_a", "core__wait", r#"{"ms":1}"#)],
+        finish_reason: FinishReason::ToolCalls,
+        usage: None,
+    };
+    // The next step streams again the id of a call answered so, and this time the completion
+    // holds it: it runs under a fresh id, as the UI shows the first one answered.
+    let again = Reply::Raw(
+        vec![fragment(0, "streamed_b", r#"{"ms":3}"#)],
+        Some(LlmCompletion {
+            text: String::new(),
+            tool_calls: vec![call("streamed_b", "core__wait", r#"{"ms":3}"#)],
+            finish_reason: FinishReason::ToolCalls,
+            usage: None,
+        }),
+    );
+    let f = Fixture::new(
+        vec![Reply::Raw(streamed, Some(completion)), again, text("done")],
+        AgentConfig::default(),
+    );
+    let state = f.run(f.agent.new_state(), "go").await;
+    let events = f.events();
+    check_invariants(&events, &state).unwrap();
+    assert_eq!(done_reason(&events), "stop");
+    let fresh: Vec<&AiEvent> = events
+        .iter()
+        .filter(|e| {
+            e.tool_call_id()
+                .is_some_and(|c| c.as_str() == "streamed_b_2")
+        })
+        .collect();
+    assert!(
+        matches!(
+            fresh[..],
+            [
+                AiEvent::ToolCallStreamStart { .. },
+                AiEvent::ToolCallArgsDelta { .. },
+                AiEvent::ToolCallStart { args: Some(_), .. },
+                AiEvent::ToolCallResult {
+                    outcome: ToolOutcome::Ok { .. },
+                    ..
+                }
+            ]
+        ),
+        "{fresh:?}"
+    );
+    for id in ["streamed_a", "streamed_b"] {
+        let named: Vec<&AiEvent> = events
+            .iter()
+            .filter(|e| e.tool_call_id().is_some_and(|c| c.as_str() == id))
+            .collect();
+        assert!(
+            matches!(
+                named[..],
+                [
+                    AiEvent::ToolCallStreamStart { .. },
+                    AiEvent::ToolCallArgsDelta { .. },
+                    AiEvent::ToolCallResult {
+                        outcome: ToolOutcome::Error(_),
+                        ..
+                    }
+                ]
+            ),
+            "{id}: {named:?}"
+        );
+    }
+    // The completion's call ran under its own id, and is all the model is told of.
+    assert!(events.iter().any(|e| matches!(
+        e,
+        AiEvent::ToolCallStart { tool_call_id, args: Some(_), .. } if tool_call_id.as_str() == "final_a"
+    )));
+    let requests = f.model.requests.lock().unwrap();
+    let answered: Vec<String> = tool_messages(&requests[2].messages)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(answered, ["final_a", "streamed_b_2"]);
+}
+
 #[tokio::test]
 async fn results_carry_redacted_values_only() {
     let f = Fixture::new(

@@ -556,7 +556,21 @@ fn as_decoded(mut deltas: Vec<CompletionDelta>) -> Vec<CompletionDelta> {
     deltas
 }
 
-/// A model turn as a decoder streams and assembles it, or that breaks after it streamed.
+/// How a port's completion may disagree with what it streamed.
+#[derive(Clone, Copy, Debug)]
+enum Disagreement {
+    /// The completion holds the calls as streamed.
+    None,
+    /// Its last call goes by another id than it streamed with. (The last: renaming an earlier
+    /// one would free its id for a later call that streamed under the same id, which would then
+    /// run under the id the first was announced by.)
+    RenamesLast,
+    /// Its last call streamed is left out.
+    DropsLast,
+}
+
+/// A model turn as a decoder streams and assembles it (or as a port whose completion names its
+/// calls otherwise than it streamed them), or that breaks after it streamed.
 fn raw_reply() -> impl Strategy<Value = Reply> {
     (
         proptest::collection::vec(raw_delta(), 0..10).prop_map(as_decoded),
@@ -567,9 +581,28 @@ fn raw_reply() -> impl Strategy<Value = Reply> {
             Just(FinishReason::Length)
         ],
         proptest::bool::weighted(0.8),
+        prop_oneof![
+            4 => Just(Disagreement::None),
+            1 => Just(Disagreement::RenamesLast),
+            1 => Just(Disagreement::DropsLast),
+        ],
     )
-        .prop_map(|(deltas, text, finish, answers)| {
-            let completion = answers.then(|| assemble(&deltas, text, finish));
+        .prop_map(|(deltas, text, finish, answers, disagreement)| {
+            let completion = answers.then(|| {
+                let mut completion = assemble(&deltas, text, finish);
+                match disagreement {
+                    Disagreement::None => {}
+                    Disagreement::RenamesLast => {
+                        if let Some(call) = completion.tool_calls.last_mut() {
+                            call.id = ToolCallId::new(format!("renamed_{}", call.id)).unwrap();
+                        }
+                    }
+                    Disagreement::DropsLast => {
+                        completion.tool_calls.pop();
+                    }
+                }
+                completion
+            });
             Reply::Raw(deltas, completion)
         })
 }

@@ -363,12 +363,40 @@ pub(crate) fn check_invariants(events: &[AiEvent], state: &AgentState) -> Result
             return Err(format!("{id} has {results} results"));
         }
     }
-    let results = events
+    // A call announced while it streamed that never started (the completion does not hold it)
+    // ends with one result all the same, unless the run ended before its completion (its model
+    // call failed or was cancelled), when the UI translators answer it.
+    let cut = matches!(
+        events.last(),
+        Some(AiEvent::Done {
+            reason: ai_core::DoneReason::Error | ai_core::DoneReason::Cancelled
+        })
+    );
+    let unstarted: Vec<&ToolCallId> = announced
         .iter()
-        .filter(|e| matches!(e, AiEvent::ToolCallResult { .. }))
-        .count();
-    if results != starts.len() {
-        return Err("a result without a start".into());
+        .copied()
+        .filter(|id| !starts.contains(id))
+        .collect();
+    for id in &unstarted {
+        let results = events
+            .iter()
+            .filter(|e| matches!(e, AiEvent::ToolCallResult { tool_call_id, .. } if tool_call_id == *id))
+            .count();
+        if results > 1 || (results == 0 && !cut) {
+            return Err(format!(
+                "{id} was announced, never started, and has {results} results"
+            ));
+        }
+    }
+    for event in events {
+        if let AiEvent::ToolCallResult { tool_call_id, .. } = event
+            && !starts.contains(&tool_call_id)
+            && !unstarted.contains(&tool_call_id)
+        {
+            return Err(format!(
+                "a result of {tool_call_id}, neither started nor announced"
+            ));
+        }
     }
     // A call that asked for approval is ended in this run unless the run paused for it.
     let paused = matches!(
