@@ -166,6 +166,36 @@ pub(crate) fn all() -> Vec<(&'static str, Vec<AiEvent>)> {
             ],
         ),
         (
+            // The model's completed answer named its call otherwise than it streamed it, and
+            // left out a second streamed call: the loop answers both as never run, with no
+            // start, and the call the answer holds runs under its own id, not streamed.
+            "streamed_calls_the_completion_does_not_hold",
+            vec![
+                step(1),
+                announce("call_a", TIME),
+                args("call_a", "{}"),
+                announce("call_b", LIST),
+                args("call_b", r#"{"path":"."}"#),
+                failed(
+                    "call_a",
+                    TIME,
+                    ToolErrorCode::Validation,
+                    "the model's completed answer does not hold this call as it streamed",
+                ),
+                failed(
+                    "call_b",
+                    LIST,
+                    ToolErrorCode::Validation,
+                    "the model's completed answer does not hold this call as it streamed",
+                ),
+                start("call_c", TIME, Some(json!({}))),
+                ok("call_c", TIME, json!({"now": "noon"})),
+                step(2),
+                text("It is noon."),
+                done(DoneReason::Stop),
+            ],
+        ),
+        (
             "model_fails_mid_stream",
             vec![
                 step(1),
