@@ -246,16 +246,25 @@ impl Printer {
                 "  … retrying ({attempt}/{max_attempts}) in {retry_in_ms} ms"
             ),
             AiEvent::ToolCallResult {
-                tool_name, outcome, ..
-            } => match outcome {
-                ToolOutcome::Ok { value } => writeln!(out, "  ✓ {tool_name}: {value}"),
-                ToolOutcome::Error(failure) => writeln!(
-                    out,
-                    "  ✗ {tool_name}: {}: {}",
-                    failure.code, failure.safe_message
-                ),
-                other => writeln!(out, "  ? {tool_name}: {}", other.model_content()),
-            },
+                tool_call_id,
+                tool_name,
+                outcome,
+            } => {
+                // A call answered without a start (the loop's answer to a streamed call the
+                // model's completed answer does not hold) comes after the text, on a line of
+                // its own, and its streamed text is not kept for a later call of its id.
+                state.sent_args.remove(tool_call_id);
+                line_break(state, out)?;
+                match outcome {
+                    ToolOutcome::Ok { value } => writeln!(out, "  ✓ {tool_name}: {value}"),
+                    ToolOutcome::Error(failure) => writeln!(
+                        out,
+                        "  ✗ {tool_name}: {}: {}",
+                        failure.code, failure.safe_message
+                    ),
+                    other => writeln!(out, "  ? {tool_name}: {}", other.model_content()),
+                }
+            }
             AiEvent::ApprovalRequired { tool_id, args, .. } => {
                 line_break(state, out)?;
                 writeln!(out, "⏸ {tool_id} {args}: waits for approval (not run)")
@@ -516,6 +525,43 @@ mod tests {
         assert_eq!(
             shown(&[delta("{\"x\":1}"), start.clone(), start]),
             "→ core__workspace_list {\"x\":1}\n→ core__workspace_list {\"path\":null}\n"
+        );
+    }
+
+    /// A streamed call answered without a start (its completion did not hold it) is shown
+    /// answered on a line of its own after the text, and its streamed text is not shown for a
+    /// later call under its id.
+    #[test]
+    fn a_streamed_call_answered_without_a_start_ends_on_its_own_line() {
+        let id = ai_core::ToolCallId::new("c1").unwrap();
+        let failure = ai_core::ToolFailure::new(ai_core::ToolErrorCode::Validation, "never ran");
+        let events = [
+            AiEvent::TextDelta {
+                delta: "Let me look.".into(),
+            },
+            AiEvent::ToolCallStreamStart {
+                tool_call_id: id.clone(),
+                tool_name: "core__workspace_list".into(),
+            },
+            AiEvent::ToolCallArgsDelta {
+                tool_call_id: id.clone(),
+                delta: r#"{"x":1}"#.into(),
+            },
+            AiEvent::ToolCallResult {
+                tool_call_id: id.clone(),
+                tool_name: "core__workspace_list".into(),
+                outcome: ToolOutcome::Error(failure),
+            },
+            AiEvent::ToolCallStart {
+                tool_call_id: id,
+                tool_name: "core__workspace_list".into(),
+                args: Some(std::sync::Arc::new(serde_json::json!({ "path": null }))),
+            },
+        ];
+        assert_eq!(
+            shown(&events),
+            "Let me look.\n  ✗ core__workspace_list: validation: never ran\n\
+             → core__workspace_list {\"path\":null}\n"
         );
     }
 
