@@ -102,7 +102,12 @@ pub(super) async fn run(
     // client, which holds nothing of it to answer. Its result alone would be a tool message for
     // a call the client does not hold (a history a server then refuses to rebuild), and its
     // start would place a call of the earlier turn after the new message; the thread holds it.
-    let mut named = HashSet::new();
+    // A call the request answers an interrupt of reached the client, whatever its copy names.
+    let mut named: HashSet<&str> = input
+        .resume
+        .iter()
+        .map(|answer| answer.interrupt_id.as_str())
+        .collect();
     let mut answered = HashSet::new();
     for message in &input.messages {
         match message {

@@ -1828,6 +1828,26 @@ async fn a_resume_sends_nothing_of_a_waiting_call_the_client_never_saw() {
     }
 }
 
+/// A call the client answers an interrupt of reached it, whatever its copy holds: a resume
+/// whose copy holds the paused turn's user message but names none of its calls (a client that
+/// keeps an assistant message's text and drops its calls) still gets its approved call's
+/// result, and the denied one's, rather than a run whose calls it never hears of.
+#[tokio::test]
+async fn an_agui_resume_gets_the_results_of_the_calls_it_answers() {
+    let thread = "t-answered-unnamed";
+    let state = paused_on_two(thread, false).await;
+    let text = json!({"id": "r-1-m1", "role": "assistant", "content": "Sending."});
+    let resume = json!({"threadId": thread, "runId": "r-2", "messages": [send_it(), text],
+        "resume": [
+            {"interruptId": "call_send", "status": "resolved", "payload": {"approved": true}},
+            {"interruptId": "call_gate", "status": "resolved", "payload": {"approved": false}}]});
+    let resumed = post(super::agui::run, state.clone(), resume).await;
+    assert!(resumed.contains("RUN_FINISHED"), "{resumed}");
+    for id in ["call_send", "call_gate"] {
+        assert_eq!(agui_results_of(&resumed, id).len(), 1, "{id}: {resumed}");
+    }
+}
+
 /// A resume refused `thread_changed` because another process ran a user message on the
 /// thread meanwhile (one that ended the same pause) is not told that its next message goes on
 /// from the thread: over AG-UI its client's copy lacks that message, so its next message is
