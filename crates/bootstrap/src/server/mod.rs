@@ -1037,9 +1037,10 @@ pub(crate) struct StartedRun {
     /// Whether the client's copy of the conversation ([`Incoming::follows`]) holds the user
     /// message the thread's last turn began with, and so, after it, all the client was shown
     /// of that turn: a call of that turn (`resumed`, `superseded`) that none of the copy's
-    /// assistant messages names never reached the client (its stream was cut before the call's
-    /// start). A copy without that message (a client that sends only its new one) says
-    /// nothing of the calls the client holds.
+    /// assistant messages names, and that the request answers no interrupt of (an interrupt
+    /// follows the call's start, so answering one shows the client saw the call), never reached
+    /// the client (its stream was cut before the call's start). A copy without that message (a
+    /// client that sends only its new one) says nothing of the calls the client holds.
     copy_holds_turn: bool,
 }
 
