@@ -101,6 +101,18 @@ pub(crate) fn check_architecture(root: &Path) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    /// A fresh folder holding only `files` (each a path under it and its text), for the checks'
+    /// tests to run on.
+    pub(crate) fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let full = root.path().join(path);
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            std::fs::write(full, text).unwrap();
+        }
+        root
+    }
+
     /// `cargo test` enforces the architecture too.
     #[test]
     fn the_repository_keeps_its_architecture() {

@@ -1,16 +1,9 @@
 //! check-links fed small trees: each broken link fires with its file and line, sound ones pass;
 //! and the repository's own links hold.
 
-use std::fs;
-
 /// What the check reports of a tree holding only `files` (each a path and its text).
 fn violations(files: &[(&str, &str)]) -> Vec<String> {
-    let root = tempfile::tempdir().unwrap();
-    for (path, text) in files {
-        let full = root.path().join(path);
-        fs::create_dir_all(full.parent().unwrap()).unwrap();
-        fs::write(full, text).unwrap();
-    }
+    let root = crate::tests::tree(files);
     super::check_tree(root.path()).unwrap().0
 }
 
@@ -49,12 +42,8 @@ Here: [top](#cogni-the-cogni-tool-v1), [again](#again-1), [third](#again-2), [C#
 ";
     let page = "# A\n## `b` and [c](../README.md)\nBack to [the top](../README.md#again).\n";
     let (violations, seen) = {
-        let root = tempfile::tempdir().unwrap();
-        for (path, text) in [("README.md", readme), ("docs/a.md", page), ("src/x.rs", "")] {
-            let full = root.path().join(path);
-            fs::create_dir_all(full.parent().unwrap()).unwrap();
-            fs::write(full, text).unwrap();
-        }
+        let root =
+            crate::tests::tree(&[("README.md", readme), ("docs/a.md", page), ("src/x.rs", "")]);
         super::check_tree(root.path()).unwrap()
     };
     assert_eq!(violations, Vec::<String>::new());

@@ -10,12 +10,7 @@ fn check(files: &[(&str, &str)], expected: &[&str]) {
 
 /// What the scan reports of a tree holding only `files` (each a path and its text).
 fn violations(files: &[(&str, &str)]) -> Vec<String> {
-    let root = tempfile::tempdir().unwrap();
-    for (path, text) in files {
-        let full = root.path().join(path);
-        fs::create_dir_all(full.parent().unwrap()).unwrap();
-        fs::write(full, text).unwrap();
-    }
+    let root = crate::tests::tree(files);
     super::check_tree(root.path(), &[], &[]).unwrap().0
 }
 
@@ -90,12 +85,7 @@ fn a_clean_tree_passes() {
 
 #[test]
 fn a_clean_tree_satisfies_the_sanity_checks() {
-    let root = tempfile::tempdir().unwrap();
-    for (path, text) in CLEAN {
-        let full = root.path().join(path);
-        fs::create_dir_all(full.parent().unwrap()).unwrap();
-        fs::write(full, text).unwrap();
-    }
+    let root = crate::tests::tree(CLEAN);
     assert_eq!(
         super::check_repo(root.path(), &[], &[]).unwrap().0,
         Vec::<String>::new()
