@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
+use clap::Parser;
+
 use super::{Overrides, Settings};
 use crate::ServerToken;
 
@@ -480,7 +482,6 @@ fn stateless_reasoning_is_a_responses_setting_of_the_adapter() {
 /// the config file's values, and an unset one keeps them; the adapter is given each.
 #[test]
 fn the_llm_timeouts_have_overrides() {
-    use clap::Parser;
     use std::time::Duration;
     let clocks = |llm: &super::LlmSettings| {
         (
@@ -569,7 +570,6 @@ fn the_connect_timeout_defaults_to_the_adapters_and_is_above_zero() {
 /// the settings build shows hidden entries only then.
 #[tokio::test]
 async fn hidden_workspace_entries_are_shown_only_when_set() {
-    use clap::Parser;
     assert!(!Settings::default().tools.workspace_hidden);
     let example = Settings::from_toml_str(super::EXAMPLE_CONFIG).unwrap();
     assert!(
@@ -600,12 +600,7 @@ async fn hidden_workspace_entries_are_shown_only_when_set() {
             Some(true),
         ),
     ] {
-        let cli = crate::cli::Cli::try_parse_from(args).unwrap();
-        let overrides = match cli.command {
-            crate::cli::Command::Serve { overrides } => overrides,
-            crate::cli::Command::Chat { overrides, .. } => overrides,
-            other => panic!("{other:?}"),
-        };
+        let overrides = overrides_of(args);
         assert_eq!(overrides.workspace_hidden, expected, "{args:?}");
     }
     let root = tempfile::tempdir().unwrap();
@@ -763,7 +758,6 @@ fn a_data_folder_not_made_yet_is_placed_as_it_will_be_made() {
 /// runtime's runner, the one its agent runs tools with, is configured by it.
 #[test]
 fn tracing_redacted_results_is_off_unless_set_and_reaches_the_runner() {
-    use clap::Parser;
     let runner_traces = |settings: &Settings| {
         let completion = crate::create_completion(&settings.llm).unwrap();
         let runtime = crate::Runtime::build(settings, completion).unwrap();
@@ -807,12 +801,7 @@ fn tracing_redacted_results_is_off_unless_set_and_reaches_the_runner() {
             Some(true),
         ),
     ] {
-        let cli = crate::cli::Cli::try_parse_from(args).unwrap();
-        let overrides = match cli.command {
-            crate::cli::Command::Serve { overrides } => overrides,
-            crate::cli::Command::Chat { overrides, .. } => overrides,
-            other => panic!("{other:?}"),
-        };
+        let overrides = overrides_of(args);
         assert_eq!(overrides.trace_redacted_results, expected, "{args:?}");
     }
 }
@@ -876,5 +865,14 @@ fn the_token_is_not_in_the_debug_of_the_settings() {
     ] {
         assert!(!shown.contains(TOKEN), "{shown}");
         assert!(shown.contains("ServerToken([redacted])"), "{shown}");
+    }
+}
+
+/// The overrides `cogni serve` or `cogni chat` reads from the command line `args`.
+fn overrides_of(args: &[&str]) -> Overrides {
+    match crate::cli::Cli::try_parse_from(args).unwrap().command {
+        crate::cli::Command::Serve { overrides } => overrides,
+        crate::cli::Command::Chat { overrides, .. } => overrides,
+        other => panic!("{other:?}"),
     }
 }
